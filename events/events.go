@@ -1,0 +1,266 @@
+// Package events defines memoryd's wire contract for conversation turns: the
+// Turn payload, the subject and user-token rules, validation, and a small
+// JetStream publisher that Go frontends can import.
+//
+// A frontend publishes one Turn per finished conversation turn to
+// "<prefix>.turns.<user-token>" (prefix "memory" by default) with the header
+// Nats-Msg-Id set to the turn's id, so that JetStream drops a re-publish inside
+// the stream's duplicate window. The stream (MEMORY_TURNS by default) is the
+// source of truth: memoryd's Postgres memory is derived from it and can be
+// rebuilt from it.
+package events
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Limits on a turn event. They keep one event well inside NATS's default 1 MiB
+// max payload and keep a single extraction bounded. An event over a limit is
+// rejected as a whole (dead-lettered), never truncated.
+const (
+	// MaxEventBytes is the largest encoded event accepted.
+	MaxEventBytes = 512 << 10
+	// MaxIDBytes bounds the event id.
+	MaxIDBytes = 128
+	// MaxUserIDBytes bounds user_id.
+	MaxUserIDBytes = 256
+	// MaxConversationIDBytes bounds conversation_id.
+	MaxConversationIDBytes = 256
+	// MaxUserMessageBytes bounds user_message.
+	MaxUserMessageBytes = 64 << 10
+	// MaxAssistantResponseBytes bounds assistant_response.
+	MaxAssistantResponseBytes = 256 << 10
+	// MaxMetadataBytes bounds the encoded metadata object.
+	MaxMetadataBytes = 16 << 10
+	// MaxMetadataDepth bounds the nesting of metadata.
+	MaxMetadataDepth = 16
+)
+
+// Turn is one finished conversation turn, as published by a frontend.
+//
+// ID, UserID, UserMessage and Timestamp are required. Unknown JSON fields are
+// ignored so that frontends may send more than memoryd reads.
+type Turn struct {
+	// ID uniquely identifies the event; it is also the Nats-Msg-Id header and
+	// the idempotency key of ingestion.
+	ID string `json:"id"`
+	// UserID owns the memory extracted from the turn.
+	UserID string `json:"user_id"`
+	// ConversationID groups turns of one conversation; optional.
+	ConversationID string `json:"conversation_id,omitempty"`
+	// UserMessage is what the user said; required, non-empty.
+	UserMessage string `json:"user_message"`
+	// AssistantResponse is the model's reply; may be empty.
+	AssistantResponse string `json:"assistant_response"`
+	// Timestamp is when the turn happened (RFC 3339). Facts are ordered by
+	// it, and relative dates in the turn are anchored to it.
+	Timestamp time.Time `json:"timestamp"`
+	// Memory false means the user opted out: memoryd acknowledges the event
+	// and stores nothing. Absent means true.
+	Memory *bool `json:"memory,omitempty"`
+	// Metadata is an arbitrary JSON object kept with the turn.
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+}
+
+// MemoryEnabled reports whether the frontend allows memoryd to remember the
+// turn (the "memory" field is absent or true).
+func (t *Turn) MemoryEnabled() bool { return t.Memory == nil || *t.Memory }
+
+// ErrInvalid is wrapped by every validation error; check with errors.Is.
+var ErrInvalid = errors.New("invalid turn event")
+
+// ValidationError says which field of an event is bad and why.
+type ValidationError struct {
+	Field  string
+	Reason string
+}
+
+func (e *ValidationError) Error() string {
+	if e.Field == "" {
+		return "invalid turn event: " + e.Reason
+	}
+	return fmt.Sprintf("invalid turn event: %s: %s", e.Field, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrInvalid) true for every ValidationError.
+func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+
+func invalid(field, format string, args ...any) error {
+	return &ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// Decode parses and validates an encoded turn event. Invalid UTF-8 anywhere in
+// the payload is rejected rather than silently replaced, so that what is stored
+// is exactly what was sent.
+func Decode(data []byte) (Turn, error) {
+	var t Turn
+	if len(data) > MaxEventBytes {
+		return t, invalid("", "event is %d bytes, over the %d byte limit", len(data), MaxEventBytes)
+	}
+	if !utf8.Valid(data) {
+		return t, invalid("", "payload is not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&t); err != nil {
+		return Turn{}, invalid("", "malformed JSON: %s", jsonReason(err))
+	}
+	if dec.More() {
+		return Turn{}, invalid("", "trailing data after the JSON object")
+	}
+	if err := t.Validate(); err != nil {
+		return Turn{}, err
+	}
+	return t, nil
+}
+
+// jsonReason shortens encoding/json errors to what a frontend author needs.
+func jsonReason(err error) string {
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) {
+		return fmt.Sprintf("field %q must be %s, not %s", typeErr.Field, typeErr.Type, typeErr.Value)
+	}
+	var timeErr *time.ParseError
+	if errors.As(err, &timeErr) {
+		return "timestamp must be RFC 3339, e.g. 2026-11-21T10:00:00Z"
+	}
+	return err.Error()
+}
+
+// Validate checks required fields, encodings and limits.
+func (t *Turn) Validate() error {
+	checks := []struct {
+		field    string
+		value    string
+		max      int
+		required bool
+	}{
+		{"id", t.ID, MaxIDBytes, true},
+		{"user_id", t.UserID, MaxUserIDBytes, true},
+		{"conversation_id", t.ConversationID, MaxConversationIDBytes, false},
+		{"user_message", t.UserMessage, MaxUserMessageBytes, true},
+		{"assistant_response", t.AssistantResponse, MaxAssistantResponseBytes, false},
+	}
+	for _, c := range checks {
+		if c.required && strings.TrimSpace(c.value) == "" {
+			return invalid(c.field, "is required")
+		}
+		if len(c.value) > c.max {
+			return invalid(c.field, "is %d bytes, over the %d byte limit", len(c.value), c.max)
+		}
+		if !utf8.ValidString(c.value) {
+			return invalid(c.field, "is not valid UTF-8")
+		}
+		if strings.IndexByte(c.value, 0) >= 0 {
+			// Postgres text cannot hold NUL; rejecting here keeps ingestion
+			// from failing half way.
+			return invalid(c.field, "contains a NUL byte")
+		}
+	}
+	if t.Timestamp.IsZero() {
+		return invalid("timestamp", "is required (RFC 3339)")
+	}
+	if y := t.Timestamp.Year(); y < 1970 || y > 9999 {
+		return invalid("timestamp", "year %d is out of range", y)
+	}
+	if len(t.Metadata) > 0 {
+		if len(t.Metadata) > MaxMetadataBytes {
+			return invalid("metadata", "is %d bytes, over the %d byte limit", len(t.Metadata), MaxMetadataBytes)
+		}
+		if err := checkMetadata(t.Metadata); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkMetadata(raw json.RawMessage) error {
+	trimmed := bytes.TrimSpace(raw)
+	if bytes.Equal(trimmed, []byte("null")) {
+		return nil
+	}
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return invalid("metadata", "must be a JSON object")
+	}
+	depth, maxDepth := 0, 0
+	inString, escaped := false, false
+	for _, b := range trimmed {
+		switch {
+		case escaped:
+			escaped = false
+		case inString && b == '\\':
+			escaped = true
+		case b == '"':
+			inString = !inString
+		case inString:
+		case b == '{' || b == '[':
+			depth++
+			maxDepth = max(maxDepth, depth)
+		case b == '}' || b == ']':
+			depth--
+		}
+	}
+	if maxDepth > MaxMetadataDepth {
+		return invalid("metadata", "nests %d levels, over the limit of %d", maxDepth, MaxMetadataDepth)
+	}
+	if bytes.IndexByte(trimmed, 0) >= 0 || bytes.Contains(trimmed, []byte(`\u0000`)) {
+		return invalid("metadata", "contains a NUL character")
+	}
+	return nil
+}
+
+var plainToken = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// tokenEncoding is lowercase base32 without padding: every character is safe in
+// a NATS subject token and in a shell word.
+var tokenEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// UserToken maps a user id to the subject token that carries it.
+//
+// The rule, which every frontend must implement identically:
+//   - a user id matching ^[A-Za-z0-9_-]{1,64}$ is its own token;
+//   - any other id maps to "~" followed by the lowercase, unpadded base32 of the
+//     SHA-256 of the id's UTF-8 bytes (53 characters in all).
+//
+// "~" cannot occur in a plain token, so a hashed token never equals a plain
+// one, and SHA-256 makes two hashed ids sharing a token practically
+// impossible: two different user ids never share a token.
+func UserToken(userID string) string {
+	if plainToken.MatchString(userID) {
+		return userID
+	}
+	sum := sha256.Sum256([]byte(userID))
+	return "~" + tokenEncoding.EncodeToString(sum[:])
+}
+
+// DefaultPrefix is the subject prefix used when none is configured.
+const DefaultPrefix = "memory"
+
+// DefaultStream is the name of the turn stream for the default prefix.
+const DefaultStream = "MEMORY_TURNS"
+
+// TurnSubject is the subject a turn for userID is published on.
+func TurnSubject(prefix, userID string) string {
+	return prefix + "." + "turns." + UserToken(userID)
+}
+
+// TurnSubjects is the wildcard subject the turn stream captures.
+func TurnSubjects(prefix string) string { return prefix + ".turns.>" }
+
+// TokenFromSubject returns the user token of a turn subject, or "" when the
+// subject is not "<prefix>.turns.<token>".
+func TokenFromSubject(prefix, subject string) string {
+	rest, ok := strings.CutPrefix(subject, prefix+".turns.")
+	if !ok || rest == "" || strings.Contains(rest, ".") {
+		return ""
+	}
+	return rest
+}

@@ -1,0 +1,112 @@
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// StreamConfig describes the turn stream.
+type StreamConfig struct {
+	// Prefix is the subject prefix. Default "memory".
+	Prefix string
+	// Stream is the stream name. Default "MEMORY_TURNS".
+	Stream string
+	// DuplicateWindow is how long JetStream remembers event ids to drop
+	// re-publishes. Default 2 minutes (JetStream's own default).
+	DuplicateWindow time.Duration
+	// Replicas is the stream's replica count (1 on a single server, 3 in a
+	// cluster). Default 1.
+	Replicas int
+	// MaxAge discards turns older than this. Default 0: kept forever, since the
+	// stream is the source of truth for replay.
+	MaxAge time.Duration
+}
+
+func (c StreamConfig) withDefaults() StreamConfig {
+	if c.Prefix == "" {
+		c.Prefix = DefaultPrefix
+	}
+	if c.Stream == "" {
+		c.Stream = DefaultStream
+	}
+	if c.DuplicateWindow == 0 {
+		c.DuplicateWindow = 2 * time.Minute
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	return c
+}
+
+// EnsureStream creates the turn stream, or updates it to cfg when it exists.
+// It is idempotent and safe to call from every process at start-up.
+func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) (jetstream.Stream, error) {
+	cfg = cfg.withDefaults()
+	s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        cfg.Stream,
+		Description: "memoryd conversation turns (source of truth for memory)",
+		Subjects:    []string{TurnSubjects(cfg.Prefix)},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		Duplicates:  cfg.DuplicateWindow,
+		Replicas:    cfg.Replicas,
+		MaxAge:      cfg.MaxAge,
+		MaxMsgSize:  MaxEventBytes,
+	})
+	if err != nil {
+		if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+			return nil, fmt.Errorf("ensure stream %s: the NATS server runs without JetStream (start it with -js): %w", cfg.Stream, err)
+		}
+		return nil, fmt.Errorf("ensure stream %s: %w", cfg.Stream, err)
+	}
+	return s, nil
+}
+
+// Publisher publishes turns to the turn stream. It is safe for concurrent use.
+type Publisher struct {
+	js     jetstream.JetStream
+	prefix string
+}
+
+// NewPublisher returns a publisher that sends turns under prefix (default
+// "memory" when empty). It does not create the stream; call EnsureStream once
+// if the frontend may start before memoryd.
+func NewPublisher(js jetstream.JetStream, prefix string) *Publisher {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	return &Publisher{js: js, prefix: prefix}
+}
+
+// Publish validates turn and publishes it, waiting for JetStream's
+// acknowledgement. A re-publish of the same id inside the duplicate window is
+// acknowledged with PubAck.Duplicate set and stored once.
+func (p *Publisher) Publish(ctx context.Context, turn Turn) (*jetstream.PubAck, error) {
+	if err := turn.Validate(); err != nil {
+		return nil, err
+	}
+	data, err := json.Marshal(turn)
+	if err != nil {
+		return nil, fmt.Errorf("encode turn: %w", err)
+	}
+	if len(data) > MaxEventBytes {
+		return nil, invalid("", "event is %d bytes, over the %d byte limit", len(data), MaxEventBytes)
+	}
+	msg := &nats.Msg{
+		Subject: TurnSubject(p.prefix, turn.UserID),
+		Data:    data,
+		Header:  nats.Header{},
+	}
+	msg.Header.Set(jetstream.MsgIDHeader, turn.ID)
+	ack, err := p.js.PublishMsg(ctx, msg)
+	if err != nil {
+		return nil, fmt.Errorf("publish turn %s: %w", turn.ID, err)
+	}
+	return ack, nil
+}

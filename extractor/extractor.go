@@ -1,0 +1,176 @@
+// Package extractor turns one conversation turn (a user message and the
+// assistant's reply) into memory: durable facts about the user (snake_case key
+// to value) and context worth remembering (question/answer pairs).
+//
+// Two extractors are provided, both safe for concurrent use:
+//
+//   - [Rules] is offline and deterministic. It stores the turn verbatim as one
+//     context pair and recognises a small set of self-statements made by the
+//     user ("my name is ...", "I live in ..."). It never calls out and never
+//     fails other than on a cancelled context.
+//   - [LLM] asks any OpenAI-compatible chat-completions server (OpenAI,
+//     Ollama, vLLM, llama.cpp) for a JSON object and validates the reply
+//     itself, whatever the server claims to enforce.
+//
+// # Retries and bounds (LLM)
+//
+// One Extract call makes at most (MaxInvalidRetries+1) model calls, and each
+// model call makes at most (MaxRetries+1) HTTP requests:
+//
+//   - A request is retried on connection errors, per-request timeouts, 408,
+//     429 and 5xx, after an exponential backoff with jitter capped by
+//     MaxBackoff, or after the server's Retry-After (also capped by
+//     MaxBackoff). When the retries run out the error wraps [ErrTransient]:
+//     the job is worth retrying later.
+//   - A reply that is not one JSON object of the expected shape is asked for
+//     again, with a note saying what was wrong. When those retries run out the
+//     error wraps [ErrInvalidOutput].
+//   - Any other 4xx (bad key, unknown model, bad request), a refusal, or a
+//     request the client library rejects before sending wraps [ErrPermanent]
+//     and is never retried.
+//   - A cancelled or expired ctx stops everything promptly, including a
+//     backoff sleep; the error wraps both [ErrTransient] and ctx.Err().
+//
+// At most MaxConcurrency requests are in flight across all Extract calls of
+// one [LLM]; a slot is held only while a request is in flight, not while
+// backing off. Prompts and replies are size-bounded: long messages are
+// truncated before they are sent, response bodies are read up to a limit, and
+// the number and size of extracted facts and context pairs are capped.
+//
+// # Memory markers
+//
+// memoryd injects recalled memory into conversations as "[facts: ...]" and
+// "[context: ...]" blocks. Both extractors remove them with [StripMarkers]
+// before looking at a turn, so that recalled memory is never extracted again
+// as if the user had said it.
+//
+// # Errors
+//
+// Every error returned by Extract wraps exactly one of [ErrTransient],
+// [ErrInvalidOutput] and [ErrPermanent]; use errors.Is. Error messages carry
+// status codes and a short reason, never a whole reply or response body.
+package extractor
+
+import (
+	"errors"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Turn is one conversation turn.
+type Turn struct {
+	// EventID identifies the turn's event; it is not sent to a model.
+	EventID string
+	// UserMessage is what the user said.
+	UserMessage string
+	// AssistantResponse is the assistant's reply; may be empty.
+	AssistantResponse string
+	// Timestamp is the turn's own time; relative dates are anchored to it.
+	Timestamp time.Time
+}
+
+// Input is what one extraction looks at.
+type Input struct {
+	// UserID owns the memory. Extractors do not send it to a model.
+	UserID string
+	// Turn is the turn to extract from.
+	Turn Turn
+	// Prior holds optional earlier turns of the conversation, oldest first.
+	// They are read-only context for resolving references and are never
+	// extracted from.
+	Prior []Turn
+	// FactKeys are the user's current fact keys, so that a model reuses
+	// "location" instead of inventing "city".
+	FactKeys []string
+}
+
+// QA is one question/answer pair worth remembering.
+type QA struct {
+	Q string `json:"q"`
+	A string `json:"a"`
+}
+
+// Usage counts model tokens, summed over all requests of one extraction.
+type Usage struct {
+	PromptTokens     int
+	CompletionTokens int
+}
+
+// Result is what one extraction found.
+//
+// On success Facts is never nil. Keys are snake_case ASCII and values are
+// non-empty, valid UTF-8 without NUL bytes (so they can be stored in Postgres
+// text columns as they are).
+type Result struct {
+	// Facts maps snake_case keys to values.
+	Facts map[string]string
+	// Context holds question/answer pairs worth remembering.
+	Context []QA
+	// Usage counts model tokens. On error it still counts the requests that
+	// completed, so that spend can be recorded for failed jobs too.
+	Usage Usage
+}
+
+// Info says which extractor produced a memory; it is recorded next to every
+// memory item.
+type Info struct {
+	// Name is "rules" or "llm".
+	Name string
+	// Model is the model name, empty for rules.
+	Model string
+	// PromptVersion changes whenever the extraction logic or prompt changes
+	// in a way that changes results.
+	PromptVersion string
+}
+
+// Sentinel errors. Every error returned by Extract wraps exactly one of them.
+var (
+	// ErrTransient means the model server could not be reached or did not
+	// answer (connection errors, timeouts, 408, 429, 5xx) after bounded
+	// retries, or the context ended. Retrying the job later may succeed.
+	ErrTransient = errors.New("extractor: transient model server error")
+	// ErrInvalidOutput means the model kept answering with output that is not
+	// valid JSON of the expected shape, after bounded retries.
+	ErrInvalidOutput = errors.New("extractor: invalid model output")
+	// ErrPermanent means retrying cannot help: a 4xx other than 408/429
+	// (authentication, bad request, unknown model), or the input was rejected
+	// or refused.
+	ErrPermanent = errors.New("extractor: permanent error")
+)
+
+// sanitize makes s safe to store: invalid UTF-8 becomes U+FFFD and NUL bytes,
+// which Postgres text rejects, are dropped.
+func sanitize(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if strings.IndexByte(s, 0) >= 0 {
+		s = strings.ReplaceAll(s, "\x00", "")
+	}
+	return s
+}
+
+// truncateUTF8 returns at most maxBytes bytes of s without splitting a rune
+// (when s is valid UTF-8) and reports whether anything was cut.
+func truncateUTF8(s string, maxBytes int) (string, bool) {
+	if len(s) <= maxBytes {
+		return s, false
+	}
+	cut := maxBytes
+	// Back off at most utf8.UTFMax-1 bytes to a rune start.
+	for i := 0; i < utf8.UTFMax-1 && cut > 0 && !utf8.RuneStart(s[cut]); i++ {
+		cut--
+	}
+	return s[:cut], true
+}
+
+// truncateRunes returns at most maxRunes runes of s.
+func truncateRunes(s string, maxRunes int) string {
+	n := 0
+	for i := range s {
+		if n == maxRunes {
+			return s[:i]
+		}
+		n++
+	}
+	return s
+}

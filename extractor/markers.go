@@ -1,0 +1,65 @@
+package extractor
+
+import (
+	"regexp"
+	"strings"
+)
+
+// markerOpenRE finds the opening of an injected memory block. Whitespace is
+// tolerated inside the opener because templates and models reformat it.
+var markerOpenRE = regexp.MustCompile(`(?i)\[\s*(?:facts|context)\s*:`)
+
+// StripMarkers removes memory blocks that memoryd injected into a
+// conversation earlier, "[facts: ...]" and "[context: ...]", and trims the
+// result.
+//
+// The marker is matched case-insensitively and a block may span lines and
+// contain nested brackets: it is removed through its matching closing
+// bracket, or to the end of s when it is never closed. Text outside blocks is
+// kept byte for byte (apart from the trimming and from collapsing the two
+// spaces around a removed inline block into one), so valid UTF-8 stays valid.
+// StripMarkers is linear in len(s) and safe on any input.
+func StripMarkers(s string) string {
+	loc := markerOpenRE.FindStringIndex(s)
+	if loc == nil {
+		return strings.TrimSpace(s)
+	}
+
+	var b strings.Builder
+	b.Grow(len(s))
+	rest := s
+	for loc != nil {
+		b.WriteString(rest[:loc[0]])
+		end := blockEnd(rest, loc[0])
+		rest = rest[end:]
+		// "a [facts: x] b" should read "a b", not "a  b".
+		if endsWithBlank(b.String()) {
+			rest = strings.TrimLeft(rest, " \t")
+		}
+		loc = markerOpenRE.FindStringIndex(rest)
+	}
+	b.WriteString(rest)
+	return strings.TrimSpace(b.String())
+}
+
+// blockEnd returns the index just past the bracket that closes the block
+// opening at s[open] == '[', or len(s) when it is never closed.
+func blockEnd(s string, open int) int {
+	depth := 0
+	for i := open; i < len(s); i++ {
+		switch s[i] {
+		case '[':
+			depth++
+		case ']':
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+		}
+	}
+	return len(s)
+}
+
+func endsWithBlank(s string) bool {
+	return s != "" && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t')
+}

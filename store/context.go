@@ -1,0 +1,160 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ContextItem is one remembered question/answer pair.
+type ContextItem struct {
+	ID             int64     `json:"id"`
+	UserID         string    `json:"-"`
+	Question       string    `json:"question"`
+	Answer         string    `json:"answer"`
+	CreatedAt      time.Time `json:"created_at"`
+	EventID        string    `json:"event_id"`
+	ConversationID string    `json:"conversation_id"`
+	// Score is the search relevance in 0..1; zero outside search results.
+	Score float64 `json:"score"`
+}
+
+// ContextWrite is a context item to insert.
+type ContextWrite struct {
+	UserID         string
+	Question       string
+	Answer         string
+	CreatedAt      time.Time // the turn's timestamp
+	EventID        string
+	ConversationID string
+	Provenance
+}
+
+// ContentHash is the dedup key of a context item: SHA-256 over the user id and
+// the normalised question and answer, NUL-separated. NUL cannot occur in
+// Postgres text, so the fields cannot run into each other, and including the
+// user id keeps one user's memory from ever blocking another's.
+func ContentHash(userID, question, answer string) []byte {
+	h := sha256.New()
+	h.Write([]byte(userID))
+	h.Write([]byte{0})
+	h.Write([]byte(normalize(question)))
+	h.Write([]byte{0})
+	h.Write([]byte(normalize(answer)))
+	return h.Sum(nil)
+}
+
+// normalize lowercases and collapses white space, so that pairs differing
+// only in case or spacing count as the same memory.
+func normalize(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	space := false
+	for _, r := range strings.TrimSpace(s) {
+		if unicode.IsSpace(r) {
+			space = true
+			continue
+		}
+		if space {
+			b.WriteByte(' ')
+			space = false
+		}
+		b.WriteRune(unicode.ToLower(r))
+	}
+	return b.String()
+}
+
+// InsertContext inserts context items, skipping any whose content hash the
+// user already has. It returns the ids of the rows inserted, in input order
+// with 0 for a duplicate.
+func (s *Store) InsertContext(ctx context.Context, items []ContextWrite) ([]int64, error) {
+	if len(items) == 0 {
+		return nil, nil
+	}
+	n := len(items)
+	users, qs, as, events, convs, extractors, models, prompts := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	ats := make([]time.Time, n)
+	hashes := make([][]byte, n)
+	ords := make([]int32, n)
+	for i, it := range items {
+		users[i], qs[i], as[i], events[i], convs[i] = it.UserID, it.Question, it.Answer, it.EventID, it.ConversationID
+		extractors[i], models[i], prompts[i] = it.Extractor, it.Model, it.PromptVersion
+		ats[i] = it.CreatedAt
+		hashes[i] = ContentHash(it.UserID, it.Question, it.Answer)
+		ords[i] = int32(i)
+	}
+	rows, err := s.db.Query(ctx, `
+		WITH w AS (
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::bytea[], $8::text[], $9::text[], $10::text[], $11::int[])
+				AS w(u, q, a, t, e, c, h, x, m, p, o)
+		), ins AS (
+			INSERT INTO context (user_id, question, answer, created_at, event_id, conversation_id, content_hash, extractor, model, prompt_version)
+			SELECT DISTINCT ON (u, h) u, q, a, t, e, c, h, x, m, p FROM w ORDER BY u, h, o
+			ON CONFLICT (user_id, content_hash) DO NOTHING
+			RETURNING id, user_id, content_hash
+		)
+		SELECT w.o, ins.id FROM ins JOIN w ON w.u = ins.user_id AND w.h = ins.content_hash`,
+		users, qs, as, ats, events, convs, hashes, extractors, models, prompts, ords)
+	if err != nil {
+		return nil, fmt.Errorf("insert context: %w", err)
+	}
+	ids := make([]int64, n)
+	var (
+		ord int32
+		id  int64
+	)
+	_, err = pgx.ForEachRow(rows, []any{&ord, &id}, func() error {
+		if ids[ord] == 0 {
+			ids[ord] = id
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("insert context: %w", err)
+	}
+	// Within one batch only the first of equal pairs is the insert.
+	seen := map[int64]bool{}
+	for i, id := range ids {
+		if seen[id] {
+			ids[i] = 0
+		}
+		seen[id] = id != 0
+	}
+	return ids, nil
+}
+
+const contextColumns = `id, user_id, question, answer, created_at, event_id, conversation_id`
+
+func scanContext(row pgx.CollectableRow) (ContextItem, error) {
+	var c ContextItem
+	err := row.Scan(&c.ID, &c.UserID, &c.Question, &c.Answer, &c.CreatedAt, &c.EventID, &c.ConversationID)
+	return c, err
+}
+
+// RecentContext returns a user's newest context items, at most limit.
+func (s *Store) RecentContext(ctx context.Context, userID string, limit int) ([]ContextItem, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+contextColumns+` FROM context
+		WHERE user_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2`, userID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("recent context: %w", err)
+	}
+	items, err := pgx.CollectRows(rows, scanContext)
+	if err != nil {
+		return nil, fmt.Errorf("recent context: %w", err)
+	}
+	return items, nil
+}
+
+// CountContext returns how many context items a user has.
+func (s *Store) CountContext(ctx context.Context, userID string) (int64, error) {
+	var n int64
+	if err := s.db.QueryRow(ctx, `SELECT count(*) FROM context WHERE user_id = $1`, userID).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count context: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,172 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrNotFound is returned when a requested row does not exist.
+var ErrNotFound = errors.New("not found")
+
+func notFound(op string, err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%s: %w", op, ErrNotFound)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// Fact is one durable key/value fact about a user.
+type Fact struct {
+	UserID    string    `json:"-"`
+	Key       string    `json:"key"`
+	Value     string    `json:"value"`
+	SourceAt  time.Time `json:"-"`
+	EventID   string    `json:"-"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// FactWrite is a fact to upsert. SourceAt orders writes: the write with the
+// latest SourceAt wins whatever order writes arrive in (ties broken by
+// EventID), so replays and out-of-order jobs converge on the same facts.
+type FactWrite struct {
+	UserID   string
+	Key      string
+	Value    string
+	SourceAt time.Time
+	EventID  string
+	Provenance
+}
+
+// UpsertFacts writes facts, keeping for each (user, key) the value with the
+// latest source time. It returns how many rows were inserted or changed.
+// Every change of value is recorded in fact_history by a trigger.
+func (s *Store) UpsertFacts(ctx context.Context, facts []FactWrite) (int, error) {
+	if len(facts) == 0 {
+		return 0, nil
+	}
+	n := len(facts)
+	users, keys, values, events, extractors, models, prompts := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	ats := make([]time.Time, n)
+	for i, f := range facts {
+		users[i], keys[i], values[i], events[i] = f.UserID, f.Key, f.Value, f.EventID
+		extractors[i], models[i], prompts[i] = f.Extractor, f.Model, f.PromptVersion
+		ats[i] = f.SourceAt
+	}
+	// DISTINCT ON keeps one row per key within the batch (the latest), since
+	// ON CONFLICT cannot touch the same row twice in one statement.
+	tag, err := s.db.Exec(ctx, `
+		INSERT INTO facts AS f (user_id, key, value, source_at, event_id, extractor, model, prompt_version)
+		SELECT DISTINCT ON (u, k) u, k, v, a, e, x, m, p
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::text[])
+			AS w(u, k, v, a, e, x, m, p)
+		ORDER BY u, k, a DESC, e DESC
+		ON CONFLICT (user_id, key) DO UPDATE
+		SET value = excluded.value, source_at = excluded.source_at, event_id = excluded.event_id,
+		    extractor = excluded.extractor, model = excluded.model, prompt_version = excluded.prompt_version,
+		    updated_at = now()
+		WHERE (f.source_at, f.event_id) < (excluded.source_at, excluded.event_id)`,
+		users, keys, values, ats, events, extractors, models, prompts)
+	if err != nil {
+		return 0, fmt.Errorf("upsert facts: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// SetFact writes one fact directly (a model's set_fact tool call), stamped
+// with the current time so it wins over anything extracted earlier.
+func (s *Store) SetFact(ctx context.Context, userID, key, value string) error {
+	_, err := s.UpsertFacts(ctx, []FactWrite{{UserID: userID, Key: key, Value: value, SourceAt: now(), Provenance: Provenance{Extractor: "direct"}}})
+	return err
+}
+
+// Facts returns a user's facts, most recently updated first, at most limit
+// (all when limit <= 0).
+func (s *Store) Facts(ctx context.Context, userID string, limit int) ([]Fact, error) {
+	if limit <= 0 {
+		limit = -1
+	}
+	rows, err := s.db.Query(ctx, `SELECT user_id, key, value, source_at, event_id, updated_at FROM facts
+		WHERE user_id = $1 ORDER BY source_at DESC, key LIMIT NULLIF($2, -1)`, userID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("facts: %w", err)
+	}
+	facts, err := pgx.CollectRows(rows, scanFact)
+	if err != nil {
+		return nil, fmt.Errorf("facts: %w", err)
+	}
+	return facts, nil
+}
+
+func scanFact(row pgx.CollectableRow) (Fact, error) {
+	var f Fact
+	err := row.Scan(&f.UserID, &f.Key, &f.Value, &f.SourceAt, &f.EventID, &f.UpdatedAt)
+	return f, err
+}
+
+// Fact returns one fact, or ErrNotFound.
+func (s *Store) Fact(ctx context.Context, userID, key string) (Fact, error) {
+	rows, err := s.db.Query(ctx, `SELECT user_id, key, value, source_at, event_id, updated_at FROM facts
+		WHERE user_id = $1 AND key = $2`, userID, key)
+	if err != nil {
+		return Fact{}, fmt.Errorf("fact: %w", err)
+	}
+	f, err := pgx.CollectExactlyOneRow(rows, scanFact)
+	if err != nil {
+		return Fact{}, notFound("fact", err)
+	}
+	return f, nil
+}
+
+// FactKeys returns the keys of a user's facts, sorted.
+func (s *Store) FactKeys(ctx context.Context, userID string) ([]string, error) {
+	rows, err := s.db.Query(ctx, `SELECT key FROM facts WHERE user_id = $1 ORDER BY key`, userID)
+	if err != nil {
+		return nil, fmt.Errorf("fact keys: %w", err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("fact keys: %w", err)
+	}
+	return keys, nil
+}
+
+// DeleteFact deletes one fact and returns how many rows went (0 or 1).
+func (s *Store) DeleteFact(ctx context.Context, userID, key string) (int64, error) {
+	tag, err := s.db.Exec(ctx, `DELETE FROM facts WHERE user_id = $1 AND key = $2`, userID, key)
+	if err != nil {
+		return 0, fmt.Errorf("delete fact: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// FactChange is one entry of a fact's history. A nil OldValue is an insert; a
+// nil NewValue a delete.
+type FactChange struct {
+	Key       string
+	OldValue  *string
+	NewValue  *string
+	EventID   string
+	ChangedAt time.Time
+}
+
+// FactHistory returns every change of a user's facts, oldest first.
+func (s *Store) FactHistory(ctx context.Context, userID string) ([]FactChange, error) {
+	rows, err := s.db.Query(ctx, `SELECT key, old_value, new_value, event_id, changed_at FROM fact_history
+		WHERE user_id = $1 ORDER BY id`, userID)
+	if err != nil {
+		return nil, fmt.Errorf("fact history: %w", err)
+	}
+	changes, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (FactChange, error) {
+		var c FactChange
+		err := row.Scan(&c.Key, &c.OldValue, &c.NewValue, &c.EventID, &c.ChangedAt)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fact history: %w", err)
+	}
+	return changes, nil
+}

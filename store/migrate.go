@@ -1,0 +1,123 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+)
+
+// Migrate brings the schema up to date: River's tables first (rivermigrate),
+// then memoryd's numbered migrations from fsys (files NNN_name.sql), each in
+// its own transaction and recorded in memoryd_migrations. Concurrent callers
+// (several serve processes starting at once) serialise on an advisory lock
+// scoped to the current schema. It returns the versions it applied.
+func (s *Store) Migrate(ctx context.Context, fsys fs.FS, logger *slog.Logger) ([]int, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	files, err := migrationFiles(fsys)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	defer conn.Release()
+	// A session lock held across River's and our migrations; released below
+	// (and by Postgres if the connection dies).
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(hashtext('memoryd.migrate.' || current_schema()))`); err != nil {
+		return nil, fmt.Errorf("migrate: lock: %w", err)
+	}
+	defer func() {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(hashtext('memoryd.migrate.' || current_schema()))`)
+	}()
+
+	migrator, err := rivermigrate.New(riverpgxv5.New(s.pool), &rivermigrate.Config{Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("migrate river: %w", err)
+	}
+	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return nil, fmt.Errorf("migrate river: %w", err)
+	}
+
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS memoryd_migrations (
+		version    integer     PRIMARY KEY,
+		name       text        NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	applied := map[int]bool{}
+	rows, err := conn.Query(ctx, `SELECT version FROM memoryd_migrations`)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	versions, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	for _, v := range versions {
+		applied[v] = true
+	}
+	var done []int
+	for _, f := range files {
+		if applied[f.version] {
+			continue
+		}
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, f.sql); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO memoryd_migrations (version, name) VALUES ($1, $2)`, f.version, f.name)
+			return err
+		})
+		if err != nil {
+			return done, fmt.Errorf("migrate %s: %w", f.name, err)
+		}
+		logger.Info("applied migration", "version", f.version, "name", f.name)
+		done = append(done, f.version)
+	}
+	return done, nil
+}
+
+type migrationFile struct {
+	version int
+	name    string
+	sql     string
+}
+
+func migrationFiles(fsys fs.FS) ([]migrationFile, error) {
+	names, err := fs.Glob(fsys, "*.sql")
+	if err != nil {
+		return nil, fmt.Errorf("migrate: list: %w", err)
+	}
+	var files []migrationFile
+	seen := map[int]string{}
+	for _, name := range names {
+		num, _, ok := strings.Cut(path.Base(name), "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || v <= 0 {
+			return nil, fmt.Errorf("migrate: file %s is not named NNN_description.sql", name)
+		}
+		if other, dup := seen[v]; dup {
+			return nil, fmt.Errorf("migrate: files %s and %s share version %d", other, name, v)
+		}
+		seen[v] = name
+		data, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return nil, fmt.Errorf("migrate: read %s: %w", name, err)
+		}
+		files = append(files, migrationFile{version: v, name: name, sql: string(data)})
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].version < files[j].version })
+	return files, nil
+}

@@ -1,0 +1,208 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Turn statuses.
+const (
+	StatusPending   = "pending"
+	StatusProcessed = "processed"
+	StatusFailed    = "failed"
+)
+
+// Turn is a received turn as stored.
+type Turn struct {
+	EventID           string
+	UserID            string
+	ConversationID    string
+	UserMessage       string
+	AssistantResponse string
+	TurnAt            time.Time
+	Metadata          json.RawMessage
+	StreamSeq         uint64
+	Status            string
+	Attempts          int
+	LastError         string
+	ReceivedAt        time.Time
+	ProcessedAt       *time.Time
+}
+
+// InsertTurns records turns as pending, skipping event ids already recorded.
+// It returns the event ids it inserted, which are exactly the turns that need
+// an extraction job: a redelivered event inserts nothing.
+func (s *Store) InsertTurns(ctx context.Context, turns []Turn) ([]string, error) {
+	if len(turns) == 0 {
+		return nil, nil
+	}
+	var (
+		ids, users, convs, msgs, resps = make([]string, len(turns)), make([]string, len(turns)), make([]string, len(turns)), make([]string, len(turns)), make([]string, len(turns))
+		ats                            = make([]time.Time, len(turns))
+		metas                          = make([]*string, len(turns))
+		seqs                           = make([]int64, len(turns))
+	)
+	for i, t := range turns {
+		ids[i], users[i], convs[i], msgs[i], resps[i] = t.EventID, t.UserID, t.ConversationID, t.UserMessage, t.AssistantResponse
+		ats[i] = t.TurnAt
+		seqs[i] = int64(t.StreamSeq)
+		if len(t.Metadata) > 0 && string(t.Metadata) != "null" {
+			m := string(t.Metadata)
+			metas[i] = &m
+		}
+	}
+	rows, err := s.db.Query(ctx, `
+		INSERT INTO turns (event_id, user_id, conversation_id, user_message, assistant_response, turn_at, metadata, stream_seq)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::jsonb[], $8::bigint[])
+		ON CONFLICT (event_id) DO NOTHING
+		RETURNING event_id`,
+		ids, users, convs, msgs, resps, ats, metas, seqs)
+	if err != nil {
+		return nil, fmt.Errorf("insert turns: %w", err)
+	}
+	inserted, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("insert turns: %w", err)
+	}
+	return inserted, nil
+}
+
+const turnColumns = `event_id, user_id, conversation_id, user_message, assistant_response, turn_at,
+	metadata, coalesce(stream_seq, 0), status, attempts, coalesce(last_error, ''), received_at, processed_at`
+
+func scanTurn(row pgx.CollectableRow) (Turn, error) {
+	var (
+		t   Turn
+		seq int64
+	)
+	err := row.Scan(&t.EventID, &t.UserID, &t.ConversationID, &t.UserMessage, &t.AssistantResponse, &t.TurnAt,
+		&t.Metadata, &seq, &t.Status, &t.Attempts, &t.LastError, &t.ReceivedAt, &t.ProcessedAt)
+	t.StreamSeq = uint64(seq)
+	return t, err
+}
+
+// LockUnprocessedTurns returns the turns among eventIDs that are not yet
+// processed, locked FOR UPDATE until the transaction ends, ordered by turn
+// time. Call it inside InTx: the lock makes two jobs racing on the same turn
+// (a rescued job and its original) process it once.
+func (s *Store) LockUnprocessedTurns(ctx context.Context, eventIDs []string) ([]Turn, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+turnColumns+` FROM turns
+		WHERE event_id = ANY($1) AND status <> 'processed'
+		ORDER BY turn_at, event_id
+		FOR UPDATE`, eventIDs)
+	if err != nil {
+		return nil, fmt.Errorf("lock turns: %w", err)
+	}
+	turns, err := pgx.CollectRows(rows, scanTurn)
+	if err != nil {
+		return nil, fmt.Errorf("lock turns: %w", err)
+	}
+	return turns, nil
+}
+
+// GetTurn returns one turn, or ErrNotFound.
+func (s *Store) GetTurn(ctx context.Context, eventID string) (Turn, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+turnColumns+` FROM turns WHERE event_id = $1`, eventID)
+	if err != nil {
+		return Turn{}, fmt.Errorf("get turn: %w", err)
+	}
+	t, err := pgx.CollectExactlyOneRow(rows, scanTurn)
+	if err != nil {
+		return Turn{}, notFound("get turn", err)
+	}
+	return t, nil
+}
+
+// MarkProcessed marks a turn processed by the given extractor.
+func (s *Store) MarkProcessed(ctx context.Context, eventID string, p Provenance) error {
+	_, err := s.db.Exec(ctx, `UPDATE turns
+		SET status = 'processed', processed_at = now(), attempts = attempts + 1, last_error = NULL,
+		    extractor = $2, model = $3, prompt_version = $4
+		WHERE event_id = $1`, eventID, p.Extractor, p.Model, p.PromptVersion)
+	if err != nil {
+		return fmt.Errorf("mark processed: %w", err)
+	}
+	return nil
+}
+
+// MarkFailed records an extraction failure for turns that are not processed.
+// With final set the turns become failed (queryable and re-runnable with
+// RetryFailed); otherwise they stay pending with the error noted.
+func (s *Store) MarkFailed(ctx context.Context, eventIDs []string, reason string, final bool) error {
+	status := StatusPending
+	if final {
+		status = StatusFailed
+	}
+	_, err := s.db.Exec(ctx, `UPDATE turns
+		SET status = $2, attempts = attempts + 1, last_error = left($3, 2000)
+		WHERE event_id = ANY($1) AND status <> 'processed'`, eventIDs, status, reason)
+	if err != nil {
+		return fmt.Errorf("mark failed: %w", err)
+	}
+	return nil
+}
+
+// FailedTurns lists failed turns, oldest first, optionally for one user.
+func (s *Store) FailedTurns(ctx context.Context, userID string, limit int) ([]Turn, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+turnColumns+` FROM turns
+		WHERE status = 'failed' AND ($1 = '' OR user_id = $1)
+		ORDER BY received_at, event_id LIMIT $2`, userID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("failed turns: %w", err)
+	}
+	turns, err := pgx.CollectRows(rows, scanTurn)
+	if err != nil {
+		return nil, fmt.Errorf("failed turns: %w", err)
+	}
+	return turns, nil
+}
+
+// ResetFailed sets the given failed turns back to pending and returns the ids
+// it reset, so the caller can enqueue them again in the same transaction.
+func (s *Store) ResetFailed(ctx context.Context, eventIDs []string) ([]string, error) {
+	rows, err := s.db.Query(ctx, `UPDATE turns SET status = 'pending'
+		WHERE event_id = ANY($1) AND status = 'failed' RETURNING event_id`, eventIDs)
+	if err != nil {
+		return nil, fmt.Errorf("reset failed: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("reset failed: %w", err)
+	}
+	return ids, nil
+}
+
+// UserStats summarises one user's memory.
+type UserStats struct {
+	TurnsReceived   int64      `json:"turns_received"`
+	TurnsProcessed  int64      `json:"turns_processed"`
+	TurnsFailed     int64      `json:"turns_failed"`
+	TurnsPending    int64      `json:"turns_pending"`
+	Facts           int64      `json:"facts"`
+	ContextItems    int64      `json:"context_items"`
+	LastProcessedAt *time.Time `json:"last_processed_at"`
+}
+
+// Stats returns per-user counts, or totals over all users when userID is "".
+func (s *Store) Stats(ctx context.Context, userID string) (UserStats, error) {
+	var st UserStats
+	err := s.db.QueryRow(ctx, `
+		SELECT
+			(SELECT count(*) FROM turns WHERE $1 = '' OR user_id = $1),
+			(SELECT count(*) FROM turns WHERE ($1 = '' OR user_id = $1) AND status = 'processed'),
+			(SELECT count(*) FROM turns WHERE ($1 = '' OR user_id = $1) AND status = 'failed'),
+			(SELECT count(*) FROM turns WHERE ($1 = '' OR user_id = $1) AND status = 'pending'),
+			(SELECT count(*) FROM facts WHERE $1 = '' OR user_id = $1),
+			(SELECT count(*) FROM context WHERE $1 = '' OR user_id = $1),
+			(SELECT max(processed_at) FROM turns WHERE ($1 = '' OR user_id = $1) AND status = 'processed')`,
+		userID).Scan(&st.TurnsReceived, &st.TurnsProcessed, &st.TurnsFailed, &st.TurnsPending,
+		&st.Facts, &st.ContextItems, &st.LastProcessedAt)
+	if err != nil {
+		return UserStats{}, fmt.Errorf("stats: %w", err)
+	}
+	return st, nil
+}
