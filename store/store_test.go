@@ -166,7 +166,7 @@ func TestTurnLifecycleAndStats(t *testing.T) {
 		if len(turns) != 2 {
 			t.Errorf("locked %d turns, want 2", len(turns))
 		}
-		return q.MarkProcessed(ctx, "a", store.Provenance{Extractor: "rules"})
+		return q.MarkProcessed(ctx, []string{"a"}, store.Provenance{Extractor: "rules"})
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -85,21 +85,29 @@ func scanTurn(row pgx.CollectableRow) (Turn, error) {
 	return t, err
 }
 
-// LockUnprocessedTurns returns the turns among eventIDs that are not yet
-// processed, locked FOR UPDATE until the transaction ends, ordered by turn
-// time. Call it inside InTx: the lock makes two jobs racing on the same turn
-// (a rescued job and its original) process it once.
+// UnprocessedTurns returns the turns among eventIDs that are not yet
+// processed, ordered by turn time.
+func (s *Store) UnprocessedTurns(ctx context.Context, eventIDs []string) ([]Turn, error) {
+	return s.unprocessedTurns(ctx, eventIDs, "")
+}
+
+// LockUnprocessedTurns is UnprocessedTurns with the rows locked FOR UPDATE
+// until the transaction ends. Call it inside InTx: the lock makes two jobs
+// racing on the same turn (a rescued job and its original) store it once.
 func (s *Store) LockUnprocessedTurns(ctx context.Context, eventIDs []string) ([]Turn, error) {
+	return s.unprocessedTurns(ctx, eventIDs, " FOR UPDATE")
+}
+
+func (s *Store) unprocessedTurns(ctx context.Context, eventIDs []string, lock string) ([]Turn, error) {
 	rows, err := s.db.Query(ctx, `SELECT `+turnColumns+` FROM turns
 		WHERE event_id = ANY($1) AND status <> 'processed'
-		ORDER BY turn_at, event_id
-		FOR UPDATE`, eventIDs)
+		ORDER BY turn_at, event_id`+lock, eventIDs)
 	if err != nil {
-		return nil, fmt.Errorf("lock turns: %w", err)
+		return nil, fmt.Errorf("unprocessed turns: %w", err)
 	}
 	turns, err := pgx.CollectRows(rows, scanTurn)
 	if err != nil {
-		return nil, fmt.Errorf("lock turns: %w", err)
+		return nil, fmt.Errorf("unprocessed turns: %w", err)
 	}
 	return turns, nil
 }
@@ -117,12 +125,12 @@ func (s *Store) GetTurn(ctx context.Context, eventID string) (Turn, error) {
 	return t, nil
 }
 
-// MarkProcessed marks a turn processed by the given extractor.
-func (s *Store) MarkProcessed(ctx context.Context, eventID string, p Provenance) error {
+// MarkProcessed marks turns processed by the given extractor.
+func (s *Store) MarkProcessed(ctx context.Context, eventIDs []string, p Provenance) error {
 	_, err := s.db.Exec(ctx, `UPDATE turns
 		SET status = 'processed', processed_at = now(), attempts = attempts + 1, last_error = NULL,
 		    extractor = $2, model = $3, prompt_version = $4
-		WHERE event_id = $1`, eventID, p.Extractor, p.Model, p.PromptVersion)
+		WHERE event_id = ANY($1)`, eventIDs, p.Extractor, p.Model, p.PromptVersion)
 	if err != nil {
 		return fmt.Errorf("mark processed: %w", err)
 	}

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/memoryd/memoryd/enricher"
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/worker"
+)
+
+// demoTurns is a short conversation with a few self-statements. Event ids are
+// fixed, so running the demo again changes nothing: JetStream and the turns
+// table both deduplicate on them.
+var demoTurns = []struct{ user, assistant string }{
+	{"Hi! My name is Ada and I live in Lisbon.", "Nice to meet you, Ada! Lisbon is lovely."},
+	{"I work as a marine biologist, mostly on octopus cognition.", "That sounds fascinating. Octopuses are remarkable problem solvers."},
+	{"My favorite food is grilled sardines.", "A classic Lisbon choice, especially in June during the festas."},
+	{"What's a good name for my new sailboat?", "How about 'Cephalopod', given your work? Or 'Sardinha' for your favourite food."},
+	{"I prefer short answers, by the way.", "Noted: short answers from now on."},
+}
+
+func runDemo(ctx context.Context, a *app, args []string) error {
+	var (
+		o    serveOptions
+		user string
+		wait time.Duration
+	)
+	f := newFlags("demo", `Usage: memoryd demo [flags]
+
+Runs memoryd end to end on the local defaults: starts the service in this
+process, publishes a short conversation as turn events, waits until they are
+processed, then prints the facts and context stored and an example enrich
+reply. Safe to run again.`)
+	o.register(f)
+	f.String(&user, "user", "demo-ada", "user id the demo conversation belongs to")
+	f.Duration(&wait, "wait", time.Minute, "how long to wait for the turns to be processed")
+	if err := f.Parse(args); err != nil {
+		return err
+	}
+	if o.conn.logLevel == "info" {
+		o.conn.logLevel = "warn" // keep the walk-through readable
+	}
+	logger, err := o.conn.logger(a)
+	if err != nil {
+		return err
+	}
+	out := a.stdout
+	fmt.Fprintf(out, "memoryd demo\n  postgres: %s\n  nats:     %s\n", redactURL(o.conn.databaseURL), redactURL(o.conn.natsURL))
+	if o.llm.baseURL == "" {
+		fmt.Fprintln(out, "  extractor: offline rules (turns stored verbatim + simple self-statements; set MEMORYD_LLM_BASE_URL for a model)")
+	} else {
+		fmt.Fprintf(out, "  extractor: LLM %s at %s\n", o.llm.model, redactURL(o.llm.baseURL))
+	}
+
+	fmt.Fprintln(out, "\n1. starting memoryd (migrations, ingest consumer, workers, enrich service)")
+	svc, err := startService(ctx, &o, logger)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = svc.stop(stopCtx)
+	}()
+
+	fmt.Fprintf(out, "2. publishing %d turns for user %q to %s\n", len(demoTurns), user, events.TurnSubject(o.conn.prefix, user))
+	js, err := o.conn.jetStream(svc.nc)
+	if err != nil {
+		return err
+	}
+	pub := events.NewPublisher(js, o.conn.prefix)
+	base := time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC)
+	for i, t := range demoTurns {
+		_, err := pub.Publish(ctx, events.Turn{
+			ID:                fmt.Sprintf("%s-turn-%d", user, i+1),
+			UserID:            user,
+			ConversationID:    user + "-conv-1",
+			UserMessage:       t.user,
+			AssistantResponse: t.assistant,
+			Timestamp:         base.Add(time.Duration(i) * 3 * time.Minute),
+		})
+		if err != nil {
+			return err
+		}
+	}
+
+	fmt.Fprint(out, "3. waiting for extraction")
+	waitCtx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	if err := waitProcessed(waitCtx, svc, user, len(demoTurns), func(done int) { fmt.Fprintf(out, " %d/%d", done, len(demoTurns)) }); err != nil {
+		fmt.Fprintln(out)
+		return err
+	}
+	fmt.Fprintln(out, " done")
+
+	facts, err := svc.store.Facts(ctx, user, 0)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nfacts about %s (%d):\n", user, len(facts))
+	for _, f := range facts {
+		fmt.Fprintf(out, "  %-16s %s\n", f.Key, f.Value)
+	}
+	items, err := svc.store.RecentContext(ctx, user, 10)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\ncontext (%d items, newest first):\n", len(items))
+	for _, it := range items {
+		fmt.Fprintf(out, "  [%s] Q: %s\n      A: %s\n", it.CreatedAt.Format("2006-01-02 15:04"), it.Question, it.Answer)
+	}
+
+	question := "Can you suggest a dinner recipe with sardines?"
+	fmt.Fprintf(out, "\n4. enrich request for a new message: %q\n", question)
+	reply, err := enricher.NewClient(svc.nc, o.conn.prefix).Enrich(ctx, enricher.EnrichRequest{UserID: user, Message: question})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "   keywords: %v   took: %.2f ms   degraded: %v\n   injection appended to the message:\n\n%s\n",
+		reply.Keywords, reply.TookMS, reply.Degraded, indent(reply.Injection, "     "))
+	fmt.Fprintf(out, "\nTry it yourself while 'memoryd serve' runs:\n  memoryd enrich --user %s \"what should I cook tonight?\"\n", user)
+	return nil
+}
+
+// waitProcessed polls the user's turn counts until want turns are done
+// (processed or failed), reporting progress when it changes.
+func waitProcessed(ctx context.Context, svc *service, user string, want int, progress func(int)) error {
+	last := -1
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		st, err := svc.store.Stats(ctx, user)
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		done := int(st.TurnsProcessed + st.TurnsFailed)
+		if done != last {
+			progress(done)
+			last = done
+		}
+		if done >= want {
+			if st.TurnsFailed > 0 {
+				return fmt.Errorf("%d turn(s) failed extraction; see 'memoryd failed --user %s'", st.TurnsFailed, user)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("turns were not processed in time (%d/%d done): is another memoryd with a different database consuming the stream?", done, want)
+		case <-tick.C:
+		}
+	}
+}
+
+func indent(s, prefix string) string {
+	if s == "" {
+		return prefix + "(nothing relevant)"
+	}
+	out := prefix
+	for _, r := range s {
+		out += string(r)
+		if r == '\n' {
+			out += prefix
+		}
+	}
+	return out
+}
+
+func runRetryFailed(ctx context.Context, a *app, args []string) error {
+	var (
+		o     connOptions
+		user  string
+		limit int
+	)
+	f := newFlags("retry-failed", "Usage: memoryd retry-failed [--user U] [--limit N]\n\nSets failed turns back to pending and enqueues their extraction again; a running 'memoryd serve' picks them up.")
+	o.register(f)
+	f.String(&user, "user", "", "only this user's turns")
+	f.Int(&limit, "limit", 1000, "most turns re-enqueued")
+	if err := f.Parse(args); err != nil {
+		return err
+	}
+	s, err := openQuiet(ctx, &o, a)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	n, err := worker.RetryFailed(ctx, s, user, limit)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "%d failed turn(s) re-enqueued\n", n)
+	return nil
+}

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store"
+)
+
+func runPublish(ctx context.Context, a *app, args []string) error {
+	var (
+		o                                    connOptions
+		user, conv, message, response, id, at string
+		noMemory, ensure                      bool
+	)
+	f := newFlags("publish", `Usage: memoryd publish [flags]
+       memoryd publish < turns.jsonl
+
+Publishes one turn from flags, or, without --message, turn events as JSON
+objects (one after another, e.g. JSON lines) from standard input. Prints one
+line per turn: the event id, the stream sequence, and "duplicate" when
+JetStream had it already.`)
+	o.register(f)
+	f.String(&user, "user", "", "user id (with --message)")
+	f.String(&conv, "conversation", "", "conversation id")
+	f.String(&message, "message", "", "the user's message; without it, turns are read from stdin")
+	f.String(&response, "response", "", "the assistant's reply")
+	f.String(&id, "id", "", "event id (default: random)")
+	f.String(&at, "timestamp", "", "turn time, RFC 3339 (default: now)")
+	f.Bool(&noMemory, "no-memory", false, `publish with "memory": false (the user opted out)`)
+	f.Bool(&ensure, "ensure-stream", true, "create or update the turn stream first")
+	if err := f.Parse(args); err != nil {
+		return err
+	}
+	logger, err := o.logger(a)
+	if err != nil {
+		return err
+	}
+	nc, err := o.connectNATS("memoryd-publish", logger)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := o.jetStream(nc)
+	if err != nil {
+		return err
+	}
+	if ensure {
+		if _, err := events.EnsureStream(ctx, js, o.streamConfig()); err != nil {
+			return err
+		}
+	}
+	pub := events.NewPublisher(js, o.prefix)
+	send := func(t events.Turn) error {
+		ack, err := pub.Publish(ctx, t)
+		if err != nil {
+			return err
+		}
+		dup := ""
+		if ack.Duplicate {
+			dup = " duplicate"
+		}
+		fmt.Fprintf(a.stdout, "%s seq=%d%s\n", t.ID, ack.Sequence, dup)
+		return nil
+	}
+
+	if message != "" {
+		t := events.Turn{ID: id, UserID: user, ConversationID: conv, UserMessage: message, AssistantResponse: response}
+		if t.ID == "" {
+			t.ID = newEventID()
+		}
+		t.Timestamp = time.Now().UTC()
+		if at != "" {
+			if t.Timestamp, err = time.Parse(time.RFC3339Nano, at); err != nil {
+				return fmt.Errorf("--timestamp %q is not RFC 3339", at)
+			}
+		}
+		if noMemory {
+			off := false
+			t.Memory = &off
+		}
+		return send(t)
+	}
+	return publishStream(os.Stdin, send)
+}
+
+// publishStream publishes each JSON turn read from r; a turn without an id or
+// timestamp gets a random id and the current time.
+func publishStream(r io.Reader, send func(events.Turn) error) error {
+	dec := json.NewDecoder(bufio.NewReader(r))
+	for n := 1; ; n++ {
+		var t events.Turn
+		err := dec.Decode(&t)
+		if errors.Is(err, io.EOF) {
+			if n == 1 {
+				return errors.New("no turns on stdin (give --message, or pipe JSON turns in)")
+			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("stdin turn %d: %w", n, err)
+		}
+		if t.ID == "" {
+			t.ID = newEventID()
+		}
+		if t.Timestamp.IsZero() {
+			t.Timestamp = time.Now().UTC()
+		}
+		if err := send(t); err != nil {
+			return fmt.Errorf("stdin turn %d: %w", n, err)
+		}
+	}
+}
+
+func newEventID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "evt-" + hex.EncodeToString(b[:])
+}
+
+func runFailed(ctx context.Context, a *app, args []string) error {
+	var (
+		o     connOptions
+		user  string
+		limit int
+	)
+	f := newFlags("failed", "Usage: memoryd failed [--user U] [--limit N]\n\nLists turns whose extraction failed, with the last error.")
+	o.register(f)
+	f.String(&user, "user", "", "only this user's turns")
+	f.Int(&limit, "limit", 100, "most turns listed")
+	if err := f.Parse(args); err != nil {
+		return err
+	}
+	s, err := openQuiet(ctx, &o, a)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	turns, err := s.FailedTurns(ctx, user, limit)
+	if err != nil {
+		return err
+	}
+	for _, t := range turns {
+		fmt.Fprintf(a.stdout, "%s\tuser=%s\tattempts=%d\t%s\n", t.EventID, t.UserID, t.Attempts, t.LastError)
+	}
+	fmt.Fprintf(a.stdout, "%d failed turn(s)\n", len(turns))
+	return nil
+}
+
+func openQuiet(ctx context.Context, o *connOptions, a *app) (*store.Store, error) {
+	logger, err := o.logger(a)
+	if err != nil {
+		return nil, err
+	}
+	return o.openStore(ctx, false, logger)
+}

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/memoryd/memoryd/enricher"
+	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/migrations"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/worker"
+)
+
+// version is memoryd's SemVer, reported by the micro service.
+const version = "0.1.0"
+
+// serveOptions are the settings of the long-running service.
+type serveOptions struct {
+	conn            connOptions
+	createDB        bool
+	workers         int
+	batchSize       int
+	maxAttempts     int
+	shutdownTimeout time.Duration
+	enrichTimeout   time.Duration
+	llm             llmOptions
+}
+
+type llmOptions struct {
+	baseURL        string
+	apiKey         string
+	model          string
+	timeout        time.Duration
+	concurrency    int
+	responseFormat string
+}
+
+func (o *serveOptions) register(f *flags) {
+	o.conn.register(f)
+	f.Bool(&o.createDB, "create-database", true, "create the Postgres database when it does not exist")
+	f.Int(&o.workers, "workers", 20, "extraction jobs run at once by this process")
+	f.Int(&o.batchSize, "batch-size", 200, "most turn events recorded in one transaction")
+	f.Int(&o.maxAttempts, "max-attempts", 5, "extraction attempts before a turn is marked failed")
+	f.Duration(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long running jobs may take to finish on SIGINT/SIGTERM before they are handed back")
+	f.Duration(&o.enrichTimeout, "enrich-timeout", 250*time.Millisecond, "bound on an enrich reply; past it the reply is empty and marked degraded")
+	o.llm.register(f)
+}
+
+func (o *llmOptions) register(f *flags) {
+	f.String(&o.baseURL, "llm-base-url", "", "OpenAI-compatible API base URL, e.g. http://127.0.0.1:11434/v1; empty uses the offline rule-based extractor")
+	f.Secret(&o.apiKey, "llm-api-key", "API key for the LLM server")
+	f.String(&o.model, "llm-model", "", "model name (required with --llm-base-url)")
+	f.Duration(&o.timeout, "llm-timeout", 60*time.Second, "timeout of one LLM request")
+	f.Int(&o.concurrency, "llm-concurrency", 4, "LLM requests in flight at once")
+	f.String(&o.responseFormat, "llm-response-format", "json_schema", "json_schema, json_object or none (for servers that reject structured output)")
+}
+
+// extractor builds the configured extractor: the LLM when a base URL is set,
+// the offline rules otherwise.
+func (o *llmOptions) extractor() (worker.Extractor, error) {
+	if o.baseURL == "" {
+		return extractor.NewRules(), nil
+	}
+	return extractor.NewLLM(extractor.LLMConfig{
+		BaseURL:        o.baseURL,
+		APIKey:         o.apiKey,
+		Model:          o.model,
+		Timeout:        o.timeout,
+		MaxConcurrency: o.concurrency,
+		ResponseFormat: o.responseFormat,
+	})
+}
+
+func runServe(ctx context.Context, a *app, args []string) error {
+	var o serveOptions
+	f := newFlags("serve", "Usage: memoryd serve [flags]\n\nRuns the ingest consumer, the River extraction workers and the enrich service until SIGINT/SIGTERM.")
+	o.register(f)
+	if err := f.Parse(args); err != nil {
+		return err
+	}
+	logger, err := o.conn.logger(a)
+	if err != nil {
+		return err
+	}
+	svc, err := startService(ctx, &o, logger)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	logger.Info("shutting down", "timeout", o.shutdownTimeout)
+	stopCtx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
+	defer cancel()
+	return svc.stop(stopCtx)
+}
+
+// service is a running memoryd: store, NATS, worker and enrich service.
+type service struct {
+	store  *store.Store
+	nc     *nats.Conn
+	worker *worker.Worker
+	enrich *enricher.Service
+	logger *slog.Logger
+}
+
+func startService(ctx context.Context, o *serveOptions, logger *slog.Logger) (svc *service, err error) {
+	ext, err := o.llm.extractor()
+	if err != nil {
+		return nil, err
+	}
+	info := ext.Info()
+	if info.Name == "rules" {
+		logger.Info("extractor: offline rules (stores turns verbatim, picks up simple self-statements); set --llm-base-url to use a model", "extractor", info.Name)
+	} else {
+		logger.Info("extractor: LLM", "extractor", info.Name, "model", info.Model, "base_url", redactURL(o.llm.baseURL))
+	}
+	svc = &service{logger: logger}
+	defer func() {
+		if err != nil {
+			svc.stop(context.WithoutCancel(ctx))
+		}
+	}()
+	if svc.store, err = o.conn.openStore(ctx, o.createDB, logger); err != nil {
+		return svc, err
+	}
+	if _, err = svc.store.Migrate(ctx, migrations.FS, logger); err != nil {
+		return svc, err
+	}
+	if svc.nc, err = o.conn.connectNATS("memoryd", logger); err != nil {
+		return svc, err
+	}
+	svc.worker, err = worker.New(worker.Config{
+		Conn:        svc.nc,
+		Store:       svc.store,
+		Extractor:   ext,
+		Logger:      logger,
+		Prefix:      o.conn.prefix,
+		Stream:      o.conn.stream,
+		BatchSize:   o.batchSize,
+		Workers:     o.workers,
+		MaxAttempts: o.maxAttempts,
+	})
+	if err != nil {
+		return svc, err
+	}
+	if err = svc.worker.Start(ctx); err != nil {
+		svc.worker = nil
+		return svc, err
+	}
+	svc.enrich, err = enricher.New(enricher.Config{
+		Conn:    svc.nc,
+		Store:   svc.store,
+		Prefix:  o.conn.prefix,
+		Version: version,
+		Timeout: o.enrichTimeout,
+		Logger:  logger,
+	})
+	if err != nil {
+		return svc, err
+	}
+	if err = svc.enrich.Start(ctx); err != nil {
+		svc.enrich = nil
+		return svc, err
+	}
+	return svc, nil
+}
+
+// stop shuts down in dependency order: stop answering and pulling first, then
+// let jobs finish, then close connections.
+func (svc *service) stop(ctx context.Context) error {
+	var errs []error
+	if svc.enrich != nil {
+		errs = append(errs, svc.enrich.Stop(ctx))
+	}
+	if svc.worker != nil {
+		errs = append(errs, svc.worker.Stop(ctx))
+	}
+	if svc.nc != nil {
+		if err := svc.nc.Drain(); err != nil {
+			svc.nc.Close()
+		}
+	}
+	if svc.store != nil {
+		svc.store.Close()
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	svc.logger.Info("stopped")
+	return nil
+}
+
+func runMigrate(ctx context.Context, a *app, args []string) error {
+	var o connOptions
+	f := newFlags("migrate", "Usage: memoryd migrate [flags]\n\nCreates the database if missing and applies River's and memoryd's migrations.")
+	o.register(f)
+	if err := f.Parse(args); err != nil {
+		return err
+	}
+	logger, err := o.logger(a)
+	if err != nil {
+		return err
+	}
+	s, err := o.openStore(ctx, true, logger)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	applied, err := s.Migrate(ctx, migrations.FS, logger)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "migrations applied: %d (schema up to date)\n", len(applied))
+	return nil
+}

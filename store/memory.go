@@ -1,0 +1,82 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// StoreContext writes one context item directly (a model's store_memory tool
+// call). It returns the item's id and whether it was inserted: when the user
+// already has the same pair (see ContentHash) it returns the existing item's
+// id and false. A zero w.CreatedAt means now.
+func (s *Store) StoreContext(ctx context.Context, w ContextWrite) (id int64, inserted bool, err error) {
+	if w.CreatedAt.IsZero() {
+		w.CreatedAt = now()
+	}
+	hash := ContentHash(w.UserID, w.Question, w.Answer)
+	// The insert's RETURNING is empty on conflict; the union then reads the
+	// existing row.
+	err = s.db.QueryRow(ctx, `
+		WITH ins AS (
+			INSERT INTO context (user_id, question, answer, created_at, event_id, conversation_id, content_hash, extractor, model, prompt_version)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+			ON CONFLICT (user_id, content_hash) DO NOTHING
+			RETURNING id
+		)
+		SELECT id, true FROM ins
+		UNION ALL
+		SELECT id, false FROM context WHERE user_id = $1 AND content_hash = $7 AND NOT EXISTS (SELECT 1 FROM ins)
+		LIMIT 1`,
+		w.UserID, w.Question, w.Answer, w.CreatedAt, w.EventID, w.ConversationID, hash, w.Extractor, w.Model, w.PromptVersion,
+	).Scan(&id, &inserted)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// A concurrent insert of the same pair committed after this
+		// statement's snapshot: ON CONFLICT saw it, the SELECT could not. A
+		// new statement sees it.
+		err = s.db.QueryRow(ctx, `SELECT id FROM context WHERE user_id = $1 AND content_hash = $2`, w.UserID, hash).Scan(&id)
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("store context: %w", err)
+	}
+	return id, inserted, nil
+}
+
+// ContextDelete selects a user's context items to delete. Set ID, Question
+// or both (an item must then match both), or All alone.
+type ContextDelete struct {
+	UserID string
+	// ID deletes the item with this id, if it is the user's.
+	ID int64
+	// Question deletes items whose question equals it, compared like
+	// ContentHash does: case-insensitive, white space collapsed.
+	Question string
+	// All deletes every context item of the user.
+	All bool
+}
+
+// ErrEmptySelection is returned by DeleteContext when the selection names
+// nothing, so that a forgotten field cannot wipe a user's memory.
+var ErrEmptySelection = errors.New("empty selection: set an id, a question or all")
+
+// DeleteContext deletes the user's context items that d selects and returns
+// how many went.
+func (s *Store) DeleteContext(ctx context.Context, d ContextDelete) (int64, error) {
+	question := normalize(d.Question)
+	if d.ID == 0 && question == "" && !d.All {
+		return 0, fmt.Errorf("delete context: %w", ErrEmptySelection)
+	}
+	// The question is compared on the same normalisation as the content hash,
+	// done here in SQL with \s for white space and lower() for case.
+	tag, err := s.db.Exec(ctx, `DELETE FROM context
+		WHERE user_id = $1
+		  AND ($2::bigint = 0 OR id = $2)
+		  AND ($3 = '' OR lower(regexp_replace(btrim(question, E' \t\n\r\f\v'), '\s+', ' ', 'g')) = $3)`,
+		d.UserID, d.ID, question)
+	if err != nil {
+		return 0, fmt.Errorf("delete context: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}

@@ -1,0 +1,185 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/store"
+)
+
+// extractWorker is the River worker for ExtractArgs.
+type extractWorker struct {
+	river.WorkerDefaults[ExtractArgs]
+	w *Worker
+}
+
+// extracted is one turn's extraction, held until the write transaction.
+type extracted struct {
+	turn   store.Turn
+	result extractor.Result
+}
+
+// Work extracts each unprocessed turn of the job, then stores the results.
+// Turns that fail are handled by fail; the others are stored even when some
+// fail, so one poison turn in a batch does not hold back the rest.
+func (e *extractWorker) Work(ctx context.Context, job *river.Job[ExtractArgs]) error {
+	w := e.w
+	s := w.cfg.Store
+	turns, err := s.UnprocessedTurns(ctx, job.Args.EventIDs)
+	if err != nil {
+		return e.fail(ctx, job.JobRow, job.Args.EventIDs, err)
+	}
+	if len(turns) == 0 {
+		return nil // done by an earlier run of this job
+	}
+	keys, err := s.FactKeys(ctx, job.Args.UserID)
+	if err != nil {
+		return e.fail(ctx, job.JobRow, job.Args.EventIDs, err)
+	}
+	info := w.cfg.Extractor.Info()
+	var (
+		done     []extracted
+		firstErr error
+		failed   []string
+	)
+	for _, t := range turns {
+		res, err := w.cfg.Extractor.Extract(ctx, extractor.Input{
+			UserID: t.UserID,
+			Turn: extractor.Turn{
+				EventID:           t.EventID,
+				UserMessage:       t.UserMessage,
+				AssistantResponse: t.AssistantResponse,
+				Timestamp:         t.TurnAt,
+			},
+			FactKeys: keys,
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return e.fail(ctx, job.JobRow, job.Args.EventIDs, ctx.Err())
+			}
+			failed = append(failed, t.EventID)
+			firstErr = cmpErr(firstErr, err)
+			continue
+		}
+		done = append(done, extracted{turn: t, result: res})
+		for k := range res.Facts {
+			keys = append(keys, k) // later turns of the batch reuse new keys too
+		}
+	}
+	if err := e.save(ctx, done, store.Provenance{Extractor: info.Name, Model: info.Model, PromptVersion: info.PromptVersion}); err != nil {
+		return e.fail(ctx, job.JobRow, job.Args.EventIDs, err)
+	}
+	if len(failed) > 0 {
+		return e.fail(ctx, job.JobRow, failed, firstErr)
+	}
+	return nil
+}
+
+// cmpErr keeps a permanent error over a retryable one, so that a batch with a
+// permanently failing turn is not retried for it.
+func cmpErr(have, next error) error {
+	if have == nil || (errors.Is(next, extractor.ErrPermanent) && !errors.Is(have, extractor.ErrPermanent)) {
+		return next
+	}
+	return have
+}
+
+// save writes the extracted memory and marks the turns processed in one
+// transaction. The turns are re-locked first: a turn another run of this job
+// processed meanwhile is skipped, so memory is written once.
+func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.Provenance) error {
+	if len(done) == 0 {
+		return nil
+	}
+	ids := make([]string, len(done))
+	for i, d := range done {
+		ids[i] = d.turn.EventID
+	}
+	return e.w.cfg.Store.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
+		locked, err := q.LockUnprocessedTurns(ctx, ids)
+		if err != nil {
+			return err
+		}
+		open := make(map[string]bool, len(locked))
+		for _, t := range locked {
+			open[t.EventID] = true
+		}
+		var (
+			facts []store.FactWrite
+			items []store.ContextWrite
+		)
+		for _, d := range done {
+			t := d.turn
+			if !open[t.EventID] {
+				continue
+			}
+			for k, v := range d.result.Facts {
+				// The user id comes from the turn, never from model output,
+				// so a hostile turn cannot write another user's memory.
+				facts = append(facts, store.FactWrite{UserID: t.UserID, Key: k, Value: v, SourceAt: t.TurnAt, EventID: t.EventID, Provenance: prov})
+			}
+			for _, qa := range d.result.Context {
+				items = append(items, store.ContextWrite{UserID: t.UserID, Question: qa.Q, Answer: qa.A, CreatedAt: t.TurnAt,
+					EventID: t.EventID, ConversationID: t.ConversationID, Provenance: prov})
+			}
+		}
+		if _, err := q.UpsertFacts(ctx, facts); err != nil {
+			return err
+		}
+		if _, err := q.InsertContext(ctx, items); err != nil {
+			return err
+		}
+		processed := make([]string, 0, len(open))
+		for id := range open {
+			processed = append(processed, id)
+		}
+		return q.MarkProcessed(ctx, processed, prov)
+	})
+}
+
+// fail is the one place that decides between retry and giving up. A permanent
+// extractor error, or the job's last attempt, marks the turns failed and stops
+// the job; anything else keeps them pending and lets River retry with
+// backoff.
+func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, eventIDs []string, err error) error {
+	permanent := errors.Is(err, extractor.ErrPermanent)
+	final := permanent || job.Attempt >= job.MaxAttempts
+	// Record the failure even when ctx is cancelled (shutdown), bounded.
+	markCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if merr := e.w.cfg.Store.MarkFailed(markCtx, eventIDs, err.Error(), final); merr != nil {
+		e.w.logger.Error("cannot record extraction failure", "job_id", job.ID, "error", merr)
+	}
+	level := e.w.logger.Warn
+	if final {
+		level = e.w.logger.Error
+	}
+	level("extraction failed", "job_id", job.ID, "attempt", job.Attempt, "max_attempts", job.MaxAttempts,
+		"final", final, "turns", len(eventIDs), "error", err)
+	if permanent {
+		return river.JobCancel(err)
+	}
+	return fmt.Errorf("extract: %w", err)
+}
+
+// retryPolicy backs off exponentially from base, with ±25% jitter, capped.
+type retryPolicy struct {
+	base, max time.Duration
+}
+
+func (p *retryPolicy) NextRetry(job *rivertype.JobRow) time.Time {
+	d := p.base << min(max(job.Attempt-1, 0), 20)
+	if d <= 0 || d > p.max {
+		d = p.max
+	}
+	d += time.Duration((rand.Float64() - 0.5) * 0.5 * float64(d))
+	return time.Now().Add(d)
+}

@@ -1,0 +1,183 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/riverqueue/river"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store"
+)
+
+// Dead-letter headers: why an event was rejected and where it came from.
+const (
+	HeaderReason          = "Memoryd-Reason"
+	HeaderOriginalSubject = "Memoryd-Original-Subject"
+	HeaderStreamSeq       = "Memoryd-Stream-Seq"
+)
+
+// ingestLoop batches buffered messages opportunistically: it blocks for the
+// first one, then takes whatever else is already there, up to BatchSize, so a
+// lone turn is recorded at once and a burst shares one transaction.
+func (w *Worker) ingestLoop(ctx context.Context) {
+	defer close(w.done)
+	batch := make([]jetstream.Msg, 0, w.cfg.BatchSize)
+	backoff := time.Duration(0)
+	for {
+		batch = batch[:0]
+		select {
+		case <-w.stop:
+			return
+		case m := <-w.msgs:
+			batch = append(batch, m)
+		}
+	fill:
+		for len(batch) < w.cfg.BatchSize {
+			select {
+			case m := <-w.msgs:
+				batch = append(batch, m)
+			default:
+				break fill
+			}
+		}
+		if err := w.ingest(ctx, batch); err != nil {
+			// Postgres is unavailable: nothing was acknowledged. Hand the
+			// batch back with a delay and pause pulling for as long, doubling
+			// up to 30× RetryBackoff, so an outage costs a few log lines, not
+			// a hot loop.
+			backoff = min(max(backoff*2, w.cfg.RetryBackoff), 30*w.cfg.RetryBackoff)
+			w.logger.Error("ingest: cannot record turns; will redeliver", "error", err, "events", len(batch), "retry_in", backoff)
+			for _, m := range batch {
+				_ = m.NakWithDelay(backoff)
+			}
+			select {
+			case <-w.stop:
+				return
+			case <-time.After(backoff):
+			}
+			continue
+		}
+		backoff = 0
+	}
+}
+
+// ingest records one batch. It returns an error only when the batch could not
+// be stored and must be redelivered; invalid events are dead-lettered and
+// terminated here, valid ones acknowledged after the commit.
+func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) error {
+	w.received.Add(int64(len(batch)))
+	turns := make([]store.Turn, 0, len(batch))
+	valid := make([]jetstream.Msg, 0, len(batch))
+	for _, m := range batch {
+		turn, err := w.decode(m)
+		if err != nil {
+			w.reject(ctx, m, err)
+			continue
+		}
+		if !turn.MemoryEnabled() {
+			w.optedOut.Add(1)
+			w.logger.Debug("turn opted out of memory", "event_id", turn.ID, "user_id", turn.UserID)
+			_ = m.Ack()
+			continue
+		}
+		var seq uint64
+		if md, err := m.Metadata(); err == nil {
+			seq = md.Sequence.Stream
+		}
+		turns = append(turns, store.Turn{
+			EventID:           turn.ID,
+			UserID:            turn.UserID,
+			ConversationID:    turn.ConversationID,
+			UserMessage:       turn.UserMessage,
+			AssistantResponse: turn.AssistantResponse,
+			TurnAt:            turn.Timestamp,
+			Metadata:          turn.Metadata,
+			StreamSeq:         seq,
+		})
+		valid = append(valid, m)
+	}
+	if len(turns) == 0 {
+		return nil
+	}
+	var inserted []string
+	err := w.cfg.Store.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
+		var err error
+		if inserted, err = q.InsertTurns(ctx, turns); err != nil {
+			return err
+		}
+		return w.enqueue(ctx, tx, turns, inserted)
+	})
+	if err != nil {
+		return err
+	}
+	for _, m := range valid {
+		// A lost ack only means a redelivery, which inserts nothing.
+		_ = m.Ack()
+	}
+	w.recorded.Add(int64(len(inserted)))
+	w.duplicates.Add(int64(len(turns) - len(inserted)))
+	w.logger.Debug("ingested turns", "events", len(batch), "recorded", len(inserted))
+	return nil
+}
+
+// enqueue inserts one extraction job per newly recorded turn.
+func (w *Worker) enqueue(ctx context.Context, tx pgx.Tx, turns []store.Turn, inserted []string) error {
+	if len(inserted) == 0 {
+		return nil
+	}
+	userOf := make(map[string]string, len(turns))
+	for _, t := range turns {
+		userOf[t.EventID] = t.UserID
+	}
+	params := make([]river.InsertManyParams, len(inserted))
+	for i, id := range inserted {
+		params[i] = river.InsertManyParams{Args: ExtractArgs{UserID: userOf[id], EventIDs: []string{id}}}
+	}
+	_, err := w.river.InsertManyFastTx(ctx, tx, params)
+	return err
+}
+
+// errTokenMismatch rejects an event whose user_id does not belong to its
+// subject, which would let one user's frontend write another user's memory.
+var errTokenMismatch = errors.New("invalid turn event: user_id does not match the subject's user token")
+
+func (w *Worker) decode(m jetstream.Msg) (events.Turn, error) {
+	turn, err := events.Decode(m.Data())
+	if err != nil {
+		return turn, err
+	}
+	if events.TokenFromSubject(w.cfg.Prefix, m.Subject()) != events.UserToken(turn.UserID) {
+		return turn, errTokenMismatch
+	}
+	return turn, nil
+}
+
+// reject copies an invalid event to the dead-letter stream with the reason,
+// then terminates it. If the copy cannot be stored the event is handed back
+// instead, so that nothing is lost.
+func (w *Worker) reject(ctx context.Context, m jetstream.Msg, reason error) {
+	var seq uint64
+	if md, err := m.Metadata(); err == nil {
+		seq = md.Sequence.Stream
+	}
+	dl := &nats.Msg{Subject: deadLetterSubject(w.cfg.Prefix), Data: m.Data(), Header: nats.Header{}}
+	dl.Header.Set(HeaderReason, reason.Error())
+	dl.Header.Set(HeaderOriginalSubject, m.Subject())
+	dl.Header.Set(HeaderStreamSeq, strconv.FormatUint(seq, 10))
+	pubCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := w.js.PublishMsg(pubCtx, dl); err != nil {
+		w.logger.Error("ingest: cannot dead-letter invalid event; will redeliver", "stream_seq", seq, "error", err)
+		_ = m.NakWithDelay(w.cfg.RetryBackoff)
+		return
+	}
+	w.rejected.Add(1)
+	w.logger.Warn("rejected invalid turn event", "stream_seq", seq, "subject", m.Subject(), "reason", reason.Error())
+	_ = m.Term()
+}

@@ -1,0 +1,387 @@
+// Package worker turns the turn stream into memory. It owns two loops:
+//
+//   - ingest: a durable JetStream pull consumer (explicit ack) reads turn
+//     events in batches. Each batch of valid events is recorded in the turns
+//     table and one River extraction job per new turn is inserted, in one
+//     Postgres transaction; the messages are acknowledged only after that
+//     transaction commits. A redelivered event finds its turn already recorded
+//     and creates no second job. Invalid events are copied to a dead-letter
+//     stream with the reason and then terminated, never retried. When
+//     Postgres is unavailable nothing is acknowledged: the events stay in the
+//     stream and are redelivered after a bounded backoff.
+//   - extraction: River workers run the jobs. A job extracts each of its turns
+//     with the configured extractor outside any transaction, then writes facts,
+//     context and the turn's status in one transaction that re-locks the turns,
+//     so a job that runs twice (rescued, retried) stores its memory once.
+//
+// Retryable versus permanent failures are decided in one place,
+// (*extractWorker).fail: a permanent extractor error, or the last attempt,
+// marks the turns failed (queryable, re-runnable with RetryFailed).
+//
+// Any number of processes may run a Worker against the same NATS and
+// Postgres: they share the durable consumer and River's job table.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/store"
+)
+
+// Extractor extracts memory from one turn. *extractor.Rules and
+// *extractor.LLM implement it.
+type Extractor interface {
+	Extract(ctx context.Context, in extractor.Input) (extractor.Result, error)
+	Info() extractor.Info
+}
+
+// Config configures a Worker.
+type Config struct {
+	// Conn is the NATS connection. Required.
+	Conn *nats.Conn
+	// Store is the Postgres store; River shares its pool. Required.
+	Store *store.Store
+	// Extractor extracts memory from turns. Required.
+	Extractor Extractor
+	// Logger receives the worker's logs (and River's). Default slog.Default().
+	Logger *slog.Logger
+
+	// Prefix is the subject prefix. Default "memory".
+	Prefix string
+	// Stream is the turn stream. Default "MEMORY_TURNS".
+	Stream string
+	// Durable is the durable consumer shared by all workers. Default
+	// "memoryd-ingest".
+	Durable string
+	// DeadLetterStream captures rejected events. Default Stream+"_DEADLETTER".
+	DeadLetterStream string
+	// BatchSize is the most events recorded in one transaction. Default 200.
+	BatchSize int
+	// AckWait is how long JetStream waits for an ack before redelivering.
+	// Default 30s.
+	AckWait time.Duration
+	// RetryBackoff is the first delay before redelivering events that could
+	// not be stored (Postgres down); it doubles up to 30 times it. Default 1s.
+	RetryBackoff time.Duration
+
+	// Workers is the number of extraction jobs run at once by this process.
+	// Default 20.
+	Workers int
+	// MaxAttempts is how often an extraction job runs before its turns are
+	// marked failed. Default 5.
+	MaxAttempts int
+	// JobRetryBase is the delay before a job's first retry; it doubles per
+	// attempt, with jitter, up to 10 minutes. Default 2s.
+	JobRetryBase time.Duration
+	// JobTimeout bounds one extraction job. Default 10m (an LLM call with
+	// retries can be slow).
+	JobTimeout time.Duration
+	// FetchPollInterval is how often River polls for jobs when no
+	// notification arrived. Default 1s.
+	FetchPollInterval time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Prefix == "" {
+		c.Prefix = events.DefaultPrefix
+	}
+	if c.Stream == "" {
+		c.Stream = events.DefaultStream
+	}
+	if c.Durable == "" {
+		c.Durable = "memoryd-ingest"
+	}
+	if c.DeadLetterStream == "" {
+		c.DeadLetterStream = c.Stream + "_DEADLETTER"
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = 200
+	}
+	if c.AckWait == 0 {
+		c.AckWait = 30 * time.Second
+	}
+	if c.RetryBackoff == 0 {
+		c.RetryBackoff = time.Second
+	}
+	if c.Workers == 0 {
+		c.Workers = 20
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = 5
+	}
+	if c.JobRetryBase == 0 {
+		c.JobRetryBase = 2 * time.Second
+	}
+	if c.JobTimeout == 0 {
+		c.JobTimeout = 10 * time.Minute
+	}
+	if c.FetchPollInterval == 0 {
+		c.FetchPollInterval = time.Second
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Conn == nil:
+		return errors.New("worker: Config.Conn is required")
+	case c.Store == nil:
+		return errors.New("worker: Config.Store is required")
+	case c.Extractor == nil:
+		return errors.New("worker: Config.Extractor is required")
+	case c.BatchSize < 1 || c.BatchSize > 10_000:
+		return errors.New("worker: Config.BatchSize must be between 1 and 10000")
+	case c.Workers < 1 || c.Workers > river.QueueNumWorkersMax:
+		return errors.New("worker: Config.Workers must be between 1 and 10000")
+	case c.MaxAttempts < 1:
+		return errors.New("worker: Config.MaxAttempts must be at least 1")
+	case c.AckWait < time.Second:
+		return errors.New("worker: Config.AckWait must be at least 1s")
+	case c.RetryBackoff <= 0 || c.JobRetryBase <= 0 || c.JobTimeout <= 0 || c.FetchPollInterval <= 0:
+		return errors.New("worker: Config durations (RetryBackoff, JobRetryBase, JobTimeout, FetchPollInterval) must be positive")
+	}
+	return nil
+}
+
+// QueueExtract is the River queue of extraction jobs.
+const QueueExtract = "extract"
+
+// ExtractArgs is the River job that extracts memory from turns recorded in
+// the turns table. The turn content is read from Postgres, so job rows stay
+// small; a job lists several turns when a replay batches them.
+type ExtractArgs struct {
+	UserID   string   `json:"user_id"`
+	EventIDs []string `json:"event_ids"`
+}
+
+// Kind is River's job kind.
+func (ExtractArgs) Kind() string { return "memoryd_extract" }
+
+// InsertOpts puts extraction jobs on their queue.
+func (ExtractArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{Queue: QueueExtract} }
+
+// Stats are counters since the worker started.
+type Stats struct {
+	// Received counts events read from the stream, including redeliveries.
+	Received int64
+	// Recorded counts new turns recorded (each gets one extraction job).
+	Recorded int64
+	// Duplicates counts events whose turn was already recorded.
+	Duplicates int64
+	// OptedOut counts events with memory:false, acknowledged unstored.
+	OptedOut int64
+	// Rejected counts invalid events, dead-lettered and terminated.
+	Rejected int64
+}
+
+// Worker runs ingestion and extraction. Create it with New, run it with
+// Start, and stop it with Stop.
+type Worker struct {
+	cfg    Config
+	logger *slog.Logger
+	js     jetstream.JetStream
+	river  *river.Client[pgx.Tx]
+
+	received, recorded, duplicates, optedOut, rejected atomic.Int64
+
+	mu      sync.Mutex
+	consume jetstream.ConsumeContext
+	msgs    chan jetstream.Msg
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// New validates cfg and builds a Worker; it does not touch the network.
+func New(cfg Config) (*Worker, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(cfg.Conn)
+	if err != nil {
+		return nil, fmt.Errorf("worker: jetstream: %w", err)
+	}
+	w := &Worker{cfg: cfg, logger: cfg.Logger, js: js}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &extractWorker{w: w})
+	w.river, err = river.NewClient(riverpgxv5.New(cfg.Store.Pool()), &river.Config{
+		Logger:            cfg.Logger.With("component", "river"),
+		Queues:            map[string]river.QueueConfig{QueueExtract: {MaxWorkers: cfg.Workers}},
+		Workers:           workers,
+		MaxAttempts:       cfg.MaxAttempts,
+		JobTimeout:        cfg.JobTimeout,
+		FetchPollInterval: cfg.FetchPollInterval,
+		FetchCooldown:     min(cfg.FetchPollInterval, river.FetchCooldownDefault),
+		RetryPolicy:       &retryPolicy{base: cfg.JobRetryBase, max: 10 * time.Minute},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("worker: river: %w", err)
+	}
+	return w, nil
+}
+
+// River returns the worker's River client (to insert jobs in other
+// transactions, e.g. replay).
+func (w *Worker) River() *river.Client[pgx.Tx] { return w.river }
+
+// Stats returns the ingestion counters.
+func (w *Worker) Stats() Stats {
+	return Stats{
+		Received:   w.received.Load(),
+		Recorded:   w.recorded.Load(),
+		Duplicates: w.duplicates.Load(),
+		OptedOut:   w.optedOut.Load(),
+		Rejected:   w.rejected.Load(),
+	}
+}
+
+// Start ensures the streams and the durable consumer exist, starts River's
+// workers and starts consuming. It returns once everything runs; the work
+// goes on until Stop.
+func (w *Worker) Start(ctx context.Context) error {
+	cfg := w.cfg
+	if _, err := events.EnsureStream(ctx, w.js, events.StreamConfig{Prefix: cfg.Prefix, Stream: cfg.Stream}); err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	if _, err := w.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        cfg.DeadLetterStream,
+		Description: "memoryd rejected turn events, with the reason in the Memoryd-Reason header",
+		Subjects:    []string{deadLetterSubject(cfg.Prefix)},
+		Storage:     jetstream.FileStorage,
+	}); err != nil {
+		return fmt.Errorf("worker: ensure dead-letter stream: %w", err)
+	}
+	cons, err := w.js.CreateOrUpdateConsumer(ctx, cfg.Stream, jetstream.ConsumerConfig{
+		Durable:       cfg.Durable,
+		Description:   "memoryd ingest: records turns and enqueues extraction",
+		FilterSubject: events.TurnSubjects(cfg.Prefix),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       cfg.AckWait,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		MaxAckPending: cfg.BatchSize * 20,
+	})
+	if err != nil {
+		return fmt.Errorf("worker: ensure consumer %s: %w", cfg.Durable, err)
+	}
+	if err := w.river.Start(ctx); err != nil {
+		return fmt.Errorf("worker: start river: %w", err)
+	}
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.msgs = make(chan jetstream.Msg, cfg.BatchSize*2)
+	w.stop = make(chan struct{})
+	w.done = make(chan struct{})
+	msgs := w.msgs
+	w.consume, err = cons.Consume(func(m jetstream.Msg) { msgs <- m },
+		jetstream.PullMaxMessages(cfg.BatchSize*2),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			w.logger.Warn("ingest consumer", "error", err)
+		}))
+	if err != nil {
+		_ = w.river.Stop(ctx)
+		return fmt.Errorf("worker: consume: %w", err)
+	}
+	go w.ingestLoop(context.WithoutCancel(ctx))
+	w.logger.Info("worker started", "stream", cfg.Stream, "consumer", cfg.Durable,
+		"extractor", w.cfg.Extractor.Info().Name, "model", w.cfg.Extractor.Info().Model, "workers", cfg.Workers)
+	return nil
+}
+
+// Stop stops pulling events, finishes the batch being recorded, hands back
+// buffered events (Nak) and stops River: running jobs get until ctx is done
+// to finish, then they are cancelled and retried later by any worker.
+func (w *Worker) Stop(ctx context.Context) error {
+	w.mu.Lock()
+	consume, stop, done := w.consume, w.stop, w.done
+	w.consume = nil
+	w.mu.Unlock()
+	if consume == nil {
+		return nil
+	}
+	// Stop the pull first so the handler stops sending; messages already in
+	// the channel are handed back below.
+	consume.Stop()
+	<-consume.Closed()
+	close(stop)
+	<-done
+	for {
+		select {
+		case m := <-w.msgs:
+			_ = m.Nak()
+			continue
+		default:
+		}
+		break
+	}
+	err := w.river.Stop(ctx)
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		err = w.river.StopAndCancel(context.WithoutCancel(ctx))
+	}
+	if err != nil {
+		return fmt.Errorf("worker: stop river: %w", err)
+	}
+	w.logger.Info("worker stopped")
+	return nil
+}
+
+func deadLetterSubject(prefix string) string { return prefix + ".deadletter.turns" }
+
+// RetryFailed sets failed turns (of userID, or of every user when empty; at
+// most limit) back to pending and enqueues one extraction job each, in one
+// transaction. It returns the number of turns re-enqueued. It needs no running
+// Worker: any process with workers will pick the jobs up.
+func RetryFailed(ctx context.Context, s *store.Store, userID string, limit int) (int, error) {
+	client, err := river.NewClient(riverpgxv5.New(s.Pool()), &river.Config{})
+	if err != nil {
+		return 0, fmt.Errorf("retry failed: river: %w", err)
+	}
+	failed, err := s.FailedTurns(ctx, userID, limit)
+	if err != nil || len(failed) == 0 {
+		return 0, err
+	}
+	ids := make([]string, len(failed))
+	userOf := make(map[string]string, len(failed))
+	for i, t := range failed {
+		ids[i] = t.EventID
+		userOf[t.EventID] = t.UserID
+	}
+	var n int
+	err = s.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
+		reset, err := q.ResetFailed(ctx, ids)
+		if err != nil {
+			return err
+		}
+		params := make([]river.InsertManyParams, len(reset))
+		for i, id := range reset {
+			params[i] = river.InsertManyParams{Args: ExtractArgs{UserID: userOf[id], EventIDs: []string{id}}}
+		}
+		n = len(reset)
+		if n == 0 {
+			return nil
+		}
+		_, err = client.InsertManyFastTx(ctx, tx, params)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("retry failed: %w", err)
+	}
+	return n, nil
+}
