@@ -139,6 +139,17 @@ var (
 	ErrPermanent = errors.New("extractor: permanent error")
 )
 
+// isUnknownValue reports whether the lowercased value v says that nothing is
+// known; such values are never stored.
+func isUnknownValue(v string) bool {
+	switch v {
+	case "", "unknown", "n/a", "na", "none", "null", "nil", "undefined", "not provided", "not specified",
+		"not mentioned", "not stated", "unspecified", "not sure", "unsure", "not to say", "-", "?", "secret", "a secret":
+		return true
+	}
+	return false
+}
+
 // sanitize makes s safe to store: invalid UTF-8 becomes U+FFFD and NUL bytes,
 // which Postgres text rejects, are dropped.
 func sanitize(s string) string {

@@ -9,6 +9,10 @@ import (
 // tolerated inside the opener because templates and models reformat it.
 var markerOpenRE = regexp.MustCompile(`(?i)\[\s*(?:facts|context)\s*:`)
 
+// maxStripPasses bounds the re-scans that catch a marker formed by joining
+// the text around a removed block ("[fac" + "[facts: x]" + "ts: y]").
+const maxStripPasses = 4
+
 // StripMarkers removes memory blocks that memoryd injected into a
 // conversation earlier, "[facts: ...]" and "[context: ...]", and trims the
 // result.
@@ -20,9 +24,20 @@ var markerOpenRE = regexp.MustCompile(`(?i)\[\s*(?:facts|context)\s*:`)
 // spaces around a removed inline block into one), so valid UTF-8 stays valid.
 // StripMarkers is linear in len(s) and safe on any input.
 func StripMarkers(s string) string {
+	for range maxStripPasses {
+		var removed bool
+		if s, removed = stripOnce(s); !removed {
+			break
+		}
+	}
+	return strings.TrimSpace(s)
+}
+
+// stripOnce removes the blocks of one left-to-right scan.
+func stripOnce(s string) (string, bool) {
 	loc := markerOpenRE.FindStringIndex(s)
 	if loc == nil {
-		return strings.TrimSpace(s)
+		return s, false
 	}
 
 	var b strings.Builder
@@ -30,8 +45,7 @@ func StripMarkers(s string) string {
 	rest := s
 	for loc != nil {
 		b.WriteString(rest[:loc[0]])
-		end := blockEnd(rest, loc[0])
-		rest = rest[end:]
+		rest = rest[blockEnd(rest, loc[0]):]
 		// "a [facts: x] b" should read "a b", not "a  b".
 		if endsWithBlank(b.String()) {
 			rest = strings.TrimLeft(rest, " \t")
@@ -39,7 +53,7 @@ func StripMarkers(s string) string {
 		loc = markerOpenRE.FindStringIndex(rest)
 	}
 	b.WriteString(rest)
-	return strings.TrimSpace(b.String())
+	return b.String(), true
 }
 
 // blockEnd returns the index just past the bracket that closes the block

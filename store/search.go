@@ -55,7 +55,7 @@ type SearchQuery struct {
 }
 
 // TSQuery builds the text of an english to_tsquery that matches any of
-// keywords. Each keyword becomes one quoted lexeme ('' and \ escaped, invalid
+// keywords. Each keyword becomes one quoted lexeme (quotes doubled, backslashes escaped, invalid
 // UTF-8 and NUL removed), so no input can inject tsquery operators or make
 // to_tsquery fail; a keyword the english parser splits in several words
 // becomes a phrase. Empty keywords, keywords over MaxKeywordBytes and those

@@ -1,0 +1,146 @@
+package enricher
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/memoryd/memoryd/events"
+)
+
+// DefaultClientTimeout bounds a client request whose context has no deadline.
+const DefaultClientTimeout = 5 * time.Second
+
+// Client calls a memoryd service over NATS request-reply. It is safe for
+// concurrent use. Errors the service replies with are *ServiceError; others
+// are transport errors (no service running, timeout, connection closed).
+type Client struct {
+	nc     *nats.Conn
+	prefix string
+}
+
+// NewClient returns a client sending under prefix (default "memory" when
+// empty).
+func NewClient(nc *nats.Conn, prefix string) *Client {
+	if prefix == "" {
+		prefix = events.DefaultPrefix
+	}
+	return &Client{nc: nc, prefix: prefix}
+}
+
+// Subject returns the subject of endpoint (e.g. "enrich", "facts.get") for
+// userID.
+func (c *Client) Subject(endpoint, userID string) string {
+	return c.prefix + "." + endpoint + "." + events.UserToken(userID)
+}
+
+// call sends req to endpoint for userID and decodes the reply into reply.
+func (c *Client) call(ctx context.Context, endpoint, userID string, req, reply any) error {
+	data, err := json.Marshal(req)
+	if err != nil {
+		return fmt.Errorf("memoryd %s: encode request: %w", endpoint, err)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultClientTimeout)
+		defer cancel()
+	}
+	msg, err := c.nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: c.Subject(endpoint, userID), Data: data})
+	if err != nil {
+		if errors.Is(err, nats.ErrNoResponders) {
+			return fmt.Errorf("memoryd %s: no memoryd service is running on %s.%s: %w", endpoint, c.prefix, endpoint, err)
+		}
+		return fmt.Errorf("memoryd %s: %w", endpoint, err)
+	}
+	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
+		n, err := strconv.Atoi(code)
+		if err != nil {
+			n = 500
+		}
+		return &ServiceError{Code: n, Description: msg.Header.Get(micro.ErrorHeader)}
+	}
+	if err := json.Unmarshal(msg.Data, reply); err != nil {
+		return fmt.Errorf("memoryd %s: decode reply: %w", endpoint, err)
+	}
+	return nil
+}
+
+// Enrich returns the memory relevant to req.Message. Memory being
+// unavailable is not an error (the reply is Degraded); on any error Enrich
+// still returns an empty, degraded reply, so a frontend may use the reply and
+// log the error.
+func (c *Client) Enrich(ctx context.Context, req EnrichRequest) (EnrichReply, error) {
+	var reply EnrichReply
+	if err := c.call(ctx, "enrich", req.UserID, req, &reply); err != nil {
+		return EnrichReply{
+			UserID:   req.UserID,
+			Facts:    []Fact{},
+			Context:  []ContextItem{},
+			Keywords: []string{},
+			Degraded: true,
+			Reason:   err.Error(),
+		}, err
+	}
+	return reply, nil
+}
+
+// Search returns the user's context items matching req.Query, best first.
+func (c *Client) Search(ctx context.Context, req SearchRequest) (SearchReply, error) {
+	var reply SearchReply
+	err := c.call(ctx, "search", req.UserID, req, &reply)
+	return reply, err
+}
+
+// Store remembers a question/answer pair.
+func (c *Client) Store(ctx context.Context, req StoreRequest) (StoreReply, error) {
+	var reply StoreReply
+	err := c.call(ctx, "store", req.UserID, req, &reply)
+	return reply, err
+}
+
+// Clear forgets the context items req selects and returns how many went.
+func (c *Client) Clear(ctx context.Context, req ClearRequest) (int64, error) {
+	var reply DeletedReply
+	err := c.call(ctx, "clear", req.UserID, req, &reply)
+	return reply.Deleted, err
+}
+
+// SetFact sets a fact.
+func (c *Client) SetFact(ctx context.Context, userID, key, value string) error {
+	var reply OKReply
+	return c.call(ctx, "facts.set", userID, SetFactRequest{UserID: userID, Key: key, Value: value}, &reply)
+}
+
+// GetFact returns one fact; a missing fact is a *ServiceError with Code 404.
+func (c *Client) GetFact(ctx context.Context, userID, key string) (Fact, error) {
+	var reply Fact
+	err := c.call(ctx, "facts.get", userID, FactRequest{UserID: userID, Key: key}, &reply)
+	return reply, err
+}
+
+// ClearFact deletes a fact and returns how many went (0 or 1).
+func (c *Client) ClearFact(ctx context.Context, userID, key string) (int64, error) {
+	var reply DeletedReply
+	err := c.call(ctx, "facts.clear", userID, FactRequest{UserID: userID, Key: key}, &reply)
+	return reply.Deleted, err
+}
+
+// ListFacts returns the user's facts, most recently set first.
+func (c *Client) ListFacts(ctx context.Context, userID string) ([]Fact, error) {
+	var reply FactsReply
+	err := c.call(ctx, "facts.list", userID, UserRequest{UserID: userID}, &reply)
+	return reply.Facts, err
+}
+
+// Stats returns the user's memory counters.
+func (c *Client) Stats(ctx context.Context, userID string) (StatsReply, error) {
+	var reply StatsReply
+	err := c.call(ctx, "stats", userID, UserRequest{UserID: userID}, &reply)
+	return reply, err
+}

@@ -1,0 +1,215 @@
+package enricher
+
+import (
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// systemPreamble opens a FormatSystem injection.
+const systemPreamble = "Use the following retrieved context when relevant. If the context is insufficient, say what is missing."
+
+// estimateTokens estimates the tokens of s at four characters a token, the
+// usual rule of thumb for English with OpenAI-style tokenizers, rounded up.
+func estimateTokens(s string) int { return (utf8.RuneCountInString(s) + 3) / 4 }
+
+// neutralize makes stored text safe to place inside an injection: square
+// brackets become parentheses, so no text can open a "[facts:" or "[context:"
+// block or close one early, and runs of white space (line breaks included)
+// become one space, so no text can start a line that reads as a new item,
+// turn or heading.
+func neutralize(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	space := false
+	for _, r := range s {
+		switch {
+		case unicode.IsSpace(r):
+			space = true
+			continue
+		case r == '[':
+			r = '('
+		case r == ']':
+			r = ')'
+		}
+		if space && b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		space = false
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// cleanFact and cleanItem are the neutralized texts an injection is built of.
+type cleanFact struct{ key, value, date string }
+
+type cleanItem struct {
+	question, answer, source string
+	score                    float64
+}
+
+func cleanFacts(facts []Fact) []cleanFact {
+	out := make([]cleanFact, len(facts))
+	for i, f := range facts {
+		out[i] = cleanFact{neutralize(f.Key), neutralize(f.Value), f.UpdatedAt.UTC().Format("2006-01-02")}
+	}
+	return out
+}
+
+func cleanItems(items []ContextItem) []cleanItem {
+	out := make([]cleanItem, len(items))
+	for i, it := range items {
+		src := "stored directly"
+		if it.EventID != "" {
+			src = "turn " + neutralize(it.EventID)
+		}
+		if it.ConversationID != "" {
+			src += ", conversation " + neutralize(it.ConversationID)
+		}
+		src += ", " + it.CreatedAt.UTC().Format("2006-01-02")
+		out[i] = cleanItem{neutralize(it.Question), neutralize(it.Answer), src, it.Score}
+	}
+	return out
+}
+
+// render builds the injection of format from facts and items; "" when both
+// are empty.
+func render(format string, facts []cleanFact, items []cleanItem) string {
+	if len(facts) == 0 && len(items) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	switch format {
+	case FormatSystem:
+		b.WriteString(systemPreamble)
+		b.WriteString("\n")
+		n := 0
+		if len(facts) > 0 {
+			b.WriteString("\nFacts about the user:\n")
+			for _, f := range facts {
+				n++
+				fmt.Fprintf(&b, "%d. %s: %s (source: set %s)\n", n, f.key, f.value, f.date)
+			}
+		}
+		if len(items) > 0 {
+			b.WriteString("\nRetrieved memories:\n")
+			for _, it := range items {
+				n++
+				fmt.Fprintf(&b, "%d. User: %s", n, it.question)
+				if it.answer != "" {
+					fmt.Fprintf(&b, " Assistant: %s", it.answer)
+				}
+				fmt.Fprintf(&b, " (source: %s)\n", it.source)
+			}
+		}
+		return strings.TrimSuffix(b.String(), "\n")
+	case FormatMarkdown:
+		b.WriteString("## Knowledge Base Context\n")
+		if len(facts) > 0 {
+			b.WriteString("\n### Facts\n")
+			for _, f := range facts {
+				fmt.Fprintf(&b, "- **%s**: %s (set %s)\n", f.key, f.value, f.date)
+			}
+		}
+		if len(items) > 0 {
+			b.WriteString("\n### Relevant memories\n")
+			for i, it := range items {
+				fmt.Fprintf(&b, "%d. **User:** %s\n", i+1, it.question)
+				if it.answer != "" {
+					fmt.Fprintf(&b, "   **Assistant:** %s\n", it.answer)
+				}
+				fmt.Fprintf(&b, "   _Relevance %.2f; source: %s_\n", it.score, it.source)
+			}
+		}
+		return strings.TrimSuffix(b.String(), "\n")
+	default:
+		if len(facts) > 0 {
+			b.WriteString("[facts: ")
+			for i, f := range facts {
+				if i > 0 {
+					b.WriteString(", ")
+				}
+				b.WriteString(f.key)
+				b.WriteByte('=')
+				b.WriteString(f.value)
+			}
+			b.WriteString("]")
+		}
+		if len(items) > 0 {
+			if len(facts) > 0 {
+				b.WriteByte('\n')
+			}
+			b.WriteString("[context: ")
+			for i, it := range items {
+				if i > 0 {
+					b.WriteString(" | ")
+				}
+				b.WriteString("User: ")
+				b.WriteString(it.question)
+				if it.answer != "" {
+					b.WriteString("\nAssistant: ")
+					b.WriteString(it.answer)
+				}
+			}
+			b.WriteString("]")
+		}
+		return b.String()
+	}
+}
+
+// inject renders facts and items in format within maxTokens. Facts (most
+// recent first) rank above context items (best score first). Items are
+// taken in rank order and one that would overflow the budget is dropped
+// whole, never cut; a later, smaller item may still fit. It returns the facts
+// and items kept (sub-slices in rank order), the injection and its tokens.
+func inject(format string, maxTokens int, facts []Fact, items []ContextItem) ([]Fact, []ContextItem, string, int) {
+	cf, ci := cleanFacts(facts), cleanItems(items)
+	if text := render(format, cf, ci); estimateTokens(text) <= maxTokens {
+		return facts, items, text, estimateTokens(text)
+	}
+	var (
+		keptFacts []Fact
+		keptItems []ContextItem
+		kf        []cleanFact
+		kci       []cleanItem
+		text      string
+		tokens    int
+	)
+	// Each candidate is tried by rendering; an item whose own text alone
+	// exceeds what is left is skipped without rendering.
+	try := func(size int, add, undo func()) {
+		if tokens+size > maxTokens {
+			return
+		}
+		add()
+		t := render(format, kf, kci)
+		if n := estimateTokens(t); n <= maxTokens {
+			text, tokens = t, n
+			return
+		}
+		undo()
+	}
+	for i, f := range cf {
+		try(estimateTokens(f.key+f.value), func() {
+			kf, keptFacts = append(kf, f), append(keptFacts, facts[i])
+		}, func() {
+			kf, keptFacts = kf[:len(kf)-1], keptFacts[:len(keptFacts)-1]
+		})
+	}
+	for i, it := range ci {
+		try(estimateTokens(it.question+it.answer), func() {
+			kci, keptItems = append(kci, it), append(keptItems, items[i])
+		}, func() {
+			kci, keptItems = kci[:len(kci)-1], keptItems[:len(keptItems)-1]
+		})
+	}
+	if keptFacts == nil {
+		keptFacts = []Fact{}
+	}
+	if keptItems == nil {
+		keptItems = []ContextItem{}
+	}
+	return keptFacts, keptItems, text, tokens
+}

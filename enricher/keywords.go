@@ -1,0 +1,102 @@
+package enricher
+
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/memoryd/memoryd/store"
+)
+
+// stopWords are conversational words that say nothing about what to recall:
+// articles, pronouns, prepositions, conjunctions, auxiliaries and modals,
+// question words, contraction stems and fillers. Words of two characters or
+// fewer are dropped before this list is consulted, so it holds none.
+var stopWords = func() map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(`
+		the and but nor yet for not also than then too very
+		you your yours yourself yourselves him his himself her hers herself its itself
+		our ours ourselves they them their theirs themselves mine myself
+		this that these those who whom whose which what whats whatever when where why how
+		anyone anything someone something everyone everything nobody nothing
+		about above across after against along among around before behind below beneath
+		beside besides between beyond down during except from inside into near off onto out
+		outside over past since through throughout till toward towards under until upon
+		with within without via per because while whether though although unless
+		can could may might must shall should will would cannot
+		are was were been being have has had having does did doing done
+		get gets got getting let lets
+		don doesn didn isn aren wasn weren haven hasn hadn won wouldn shouldn couldn
+		please thanks thank tell told know knew say said ask asked remember recall
+		just really okay yes yeah yep hey hello well actually maybe any some all
+		much more most again still now here there only own same such each few other
+		both every either neither one ones something anyway basically literally
+		hmm umm uhm lol want wanted
+	`) {
+		m[w] = true
+	}
+	return m
+}()
+
+// Keywords extracts the search keywords of a message: words (runs of
+// letters, digits and combining marks; anything else separates words) in
+// lower case, without words of two characters or fewer or stop words,
+// deduplicated in order of first use. When that leaves nothing it falls back
+// to every word of the message. Invalid UTF-8 separates words like
+// punctuation. At most store.MaxKeywords are returned, and words longer than
+// store.MaxKeywordBytes are skipped; the result is never nil.
+func Keywords(message string) []string {
+	kept, all := []string{}, []string{}
+	seenKept, seenAll := map[string]bool{}, map[string]bool{}
+	for word := range words(message) {
+		if len(word) > store.MaxKeywordBytes {
+			continue
+		}
+		if !seenAll[word] && len(all) < store.MaxKeywords {
+			seenAll[word] = true
+			all = append(all, word)
+		}
+		if seenKept[word] || utf8.RuneCountInString(word) <= 2 || stopWords[word] {
+			continue
+		}
+		seenKept[word] = true
+		kept = append(kept, word)
+		if len(kept) == store.MaxKeywords {
+			break
+		}
+	}
+	if len(kept) == 0 {
+		return all
+	}
+	return kept
+}
+
+// words yields the lower-cased words of s.
+func words(s string) func(yield func(string) bool) {
+	return func(yield func(string) bool) {
+		start := -1
+		for i := 0; i <= len(s); {
+			r, size := utf8.RuneError, 1
+			if i < len(s) {
+				r, size = utf8.DecodeRuneInString(s[i:])
+			}
+			// RuneError with size 1 is invalid UTF-8: a separator. A literal
+			// U+FFFD (size 3) is not a letter either.
+			inWord := i < len(s) && r != utf8.RuneError && (unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r))
+			switch {
+			case inWord && start < 0:
+				start = i
+			case !inWord && start >= 0:
+				if !yield(strings.ToLower(s[start:i])) {
+					return
+				}
+				start = -1
+			}
+			if i == len(s) {
+				break
+			}
+			i += size
+		}
+	}
+}

@@ -1,0 +1,123 @@
+package enricher
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/memoryd/memoryd/events"
+)
+
+func badRequest(format string, args ...any) error {
+	return &ServiceError{Code: 400, Description: fmt.Sprintf(format, args...)}
+}
+
+// decode parses one JSON object into dst. Unknown fields are ignored, so
+// frontends may send more than this version reads; wrong types, malformed
+// JSON and trailing data are bad requests.
+func decode(data []byte, dst any) error {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return badRequest("empty request: expected a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(dst); err != nil {
+		return badRequest("malformed request: %s", jsonReason(err))
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return badRequest("malformed request: trailing data after the JSON object")
+	}
+	return nil
+}
+
+// decodeWrite is decode for requests whose text is stored: invalid UTF-8 is
+// refused rather than silently replaced, so what is stored is what was sent.
+func decodeWrite(data []byte, dst any) error {
+	if !utf8.Valid(data) {
+		return badRequest("request is not valid UTF-8")
+	}
+	return decode(data, dst)
+}
+
+// jsonReason shortens encoding/json errors to what a frontend author needs.
+func jsonReason(err error) string {
+	var (
+		typeErr   *json.UnmarshalTypeError
+		syntaxErr *json.SyntaxError
+		timeErr   *time.ParseError
+	)
+	switch {
+	case errors.As(err, &typeErr) && typeErr.Field == "":
+		return "expected a JSON object, not " + typeErr.Value
+	case errors.As(err, &typeErr):
+		return fmt.Sprintf("field %q must be %s, not %s", typeErr.Field, jsonType(typeErr.Type.String()), typeErr.Value)
+	case errors.As(err, &timeErr):
+		return "at must be an RFC 3339 time, e.g. 2026-11-21T10:00:00Z"
+	case errors.As(err, &syntaxErr):
+		return fmt.Sprintf("invalid JSON at byte %d: %s", syntaxErr.Offset, syntaxErr.Error())
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "truncated JSON"
+	}
+	return err.Error()
+}
+
+// jsonType names a Go type the way a JSON author would.
+func jsonType(goType string) string {
+	goType = strings.TrimPrefix(goType, "*")
+	switch {
+	case goType == "string":
+		return "a string"
+	case goType == "bool":
+		return "true or false"
+	case strings.HasPrefix(goType, "int") || strings.HasPrefix(goType, "uint"):
+		return "a whole number"
+	case strings.HasPrefix(goType, "float"):
+		return "a number"
+	case goType == "time.Time":
+		return "an RFC 3339 time string"
+	}
+	return goType
+}
+
+// checkUser refuses a request whose user_id is missing or does not map to
+// the user token of the subject it was sent on: subject permissions are
+// what restricts a frontend's users, so the body must not name another.
+func checkUser(token, userID string) error {
+	switch {
+	case strings.TrimSpace(userID) == "":
+		return badRequest("user_id is required")
+	case len(userID) > events.MaxUserIDBytes:
+		return badRequest("user_id is %d bytes, over the %d byte limit", len(userID), events.MaxUserIDBytes)
+	}
+	if want := events.UserToken(userID); want != token {
+		return badRequest("user_id maps to subject token %q, but the request was sent to token %q", want, token)
+	}
+	return nil
+}
+
+// checkKey checks the user and a fact key, returning the key trimmed.
+func checkKey(token, userID, key string) (string, error) {
+	if err := checkUser(token, userID); err != nil {
+		return "", err
+	}
+	key = strings.TrimSpace(key)
+	if key == "" {
+		return "", badRequest("key is required")
+	}
+	return key, checkText("key", key, MaxFactKeyBytes)
+}
+
+// checkText bounds text that is stored (Postgres text cannot hold NUL).
+func checkText(field, s string, limit int) error {
+	if len(s) > limit {
+		return badRequest("%s is %d bytes, over the %d byte limit", field, len(s), limit)
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		return badRequest("%s contains a NUL character", field)
+	}
+	return nil
+}

@@ -1,0 +1,774 @@
+package enricher
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store"
+)
+
+// ServiceName is the micro service name, as listed by `nats micro ls`.
+const ServiceName = "memoryd"
+
+// DefaultVersion is the service version used when none is configured.
+const DefaultVersion = "0.1.0"
+
+// maxListFacts bounds a facts.list reply well inside NATS's default 1 MiB
+// max payload.
+const maxListFacts = 1000
+
+// Store is what the service reads and writes; *store.Store satisfies it.
+type Store interface {
+	Recall(ctx context.Context, q store.RecallQuery) ([]store.Fact, []store.ContextItem, error)
+	SearchContext(ctx context.Context, q store.SearchQuery) ([]store.ContextItem, error)
+	StoreContext(ctx context.Context, w store.ContextWrite) (int64, bool, error)
+	DeleteContext(ctx context.Context, d store.ContextDelete) (int64, error)
+	SetFact(ctx context.Context, userID, key, value string) error
+	Fact(ctx context.Context, userID, key string) (store.Fact, error)
+	DeleteFact(ctx context.Context, userID, key string) (int64, error)
+	Facts(ctx context.Context, userID string, limit int) ([]store.Fact, error)
+	Stats(ctx context.Context, userID string) (store.UserStats, error)
+}
+
+// Config configures a Service.
+type Config struct {
+	// Conn is the NATS connection the service answers on. Required.
+	Conn *nats.Conn
+	// Store holds the memory. Required.
+	Store Store
+	// Prefix is the first subject token(s). Default "memory".
+	Prefix string
+	// Version is the service's SemVer, shown by $SRV.INFO. Default
+	// DefaultVersion.
+	Version string
+	// Timeout bounds an enrich request from its arrival to its reply; past
+	// it the reply is degraded. Default 250ms.
+	Timeout time.Duration
+	// WriteTimeout bounds every other request; past it the reply is an
+	// error 500. Default 5s.
+	WriteTimeout time.Duration
+	// MaxFacts caps the facts an enrich reply carries, most recently set
+	// first. Default 50.
+	MaxFacts int
+	// MaxInFlight caps the requests the service works on at once; more
+	// wait, and an enrich request that cannot start within Timeout is
+	// answered degraded. Default 64.
+	MaxInFlight int
+	// Logger receives service events; message bodies are logged at debug
+	// level only. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Prefix == "" {
+		c.Prefix = events.DefaultPrefix
+	}
+	if c.Version == "" {
+		c.Version = DefaultVersion
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 250 * time.Millisecond
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = 5 * time.Second
+	}
+	if c.MaxFacts == 0 {
+		c.MaxFacts = 50
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = 64
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+var (
+	prefixRegexp = regexp.MustCompile(`^[^.\s*>]+(\.[^.\s*>]+)*$`)
+	semVerRegexp = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?$`)
+)
+
+func (c Config) validate() error {
+	switch {
+	case c.Conn == nil:
+		return errors.New("enricher: Config.Conn is required")
+	case c.Store == nil:
+		return errors.New("enricher: Config.Store is required")
+	case !prefixRegexp.MatchString(c.Prefix):
+		return fmt.Errorf("enricher: Config.Prefix %q is not a subject prefix (dot-separated tokens without spaces or wildcards)", c.Prefix)
+	case !semVerRegexp.MatchString(c.Version):
+		return fmt.Errorf("enricher: Config.Version %q is not a SemVer version like 1.2.3", c.Version)
+	case c.Timeout < 0:
+		return fmt.Errorf("enricher: Config.Timeout %s is negative", c.Timeout)
+	case c.WriteTimeout < 0:
+		return fmt.Errorf("enricher: Config.WriteTimeout %s is negative", c.WriteTimeout)
+	case c.MaxFacts < 1:
+		return fmt.Errorf("enricher: Config.MaxFacts %d is under 1", c.MaxFacts)
+	case c.MaxInFlight < 1:
+		return fmt.Errorf("enricher: Config.MaxInFlight %d is under 1", c.MaxInFlight)
+	}
+	return nil
+}
+
+// Service is the memoryd micro service. Create it with New, then Start it;
+// Stop it before closing its connection or store.
+type Service struct {
+	cfg    Config
+	logger *slog.Logger
+	slots  chan struct{}
+	stats  map[string]*endpointStats
+
+	mu       sync.Mutex
+	svc      micro.Service
+	stopping bool
+	work     sync.WaitGroup // request goroutines; Stop waits for them
+}
+
+// endpointStats are the counters micro cannot keep (see the package doc).
+type endpointStats struct {
+	serverErrors atomic.Int64
+	degraded     atomic.Int64
+	workNanos    atomic.Int64
+	workCount    atomic.Int64
+}
+
+// New checks cfg and returns a service that is not started yet.
+func New(cfg Config) (*Service, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Service{
+		cfg:    cfg,
+		logger: cfg.Logger.With("component", "enricher"),
+		slots:  make(chan struct{}, cfg.MaxInFlight),
+		stats:  map[string]*endpointStats{},
+	}
+	for _, ep := range s.endpoints() {
+		s.stats[ep.name] = &endpointStats{}
+	}
+	return s, nil
+}
+
+// endpoint is one request-reply endpoint.
+type endpoint struct {
+	name        string // micro endpoint name
+	subject     string // after the prefix, before the user token
+	description string
+	handle      func(token string, data []byte) (call, error)
+}
+
+// call is a validated request's work, run on a request goroutine. An enrich
+// call never fails; the others return a *ServiceError or a store error.
+type call func(ctx context.Context) (any, error)
+
+func (s *Service) endpoints() []endpoint {
+	return []endpoint{
+		{"enrich", "enrich", "memory relevant to a message, with the text to inject", nil},
+		{"search", "search", "full-text search over the user's remembered context", s.search},
+		{"store", "store", "remember a question/answer pair (store_memory tool)", s.storeContext},
+		{"clear", "clear", "forget context items (clear_memory tool)", s.clearContext},
+		{"facts_set", "facts.set", "set a fact (set_fact tool)", s.setFact},
+		{"facts_get", "facts.get", "read one fact", s.getFact},
+		{"facts_clear", "facts.clear", "delete a fact", s.clearFact},
+		{"facts_list", "facts.list", "list the user's facts", s.listFacts},
+		{"stats", "stats", "the user's memory and ingestion counters", s.userStats},
+	}
+}
+
+// Start registers the micro service and its endpoints. Call it once.
+func (s *Service) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.svc != nil || s.stopping {
+		return errors.New("enricher: service already started")
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("enricher: start: %w", err)
+	}
+	svc, err := micro.AddService(s.cfg.Conn, micro.Config{
+		Name:        ServiceName,
+		Version:     s.cfg.Version,
+		Description: "memoryd long-term memory for chat frontends: enrich, search and memory tools",
+		Metadata:    map[string]string{"prefix": s.cfg.Prefix},
+		StatsHandler: func(e *micro.Endpoint) any {
+			st := s.stats[e.Name]
+			if st == nil {
+				return nil
+			}
+			var avg float64
+			if n := st.workCount.Load(); n > 0 {
+				avg = float64(st.workNanos.Load()) / float64(n) / 1e6
+			}
+			return map[string]any{
+				"server_errors": st.serverErrors.Load(),
+				"degraded":      st.degraded.Load(),
+				"work_count":    st.workCount.Load(),
+				"avg_work_ms":   avg,
+			}
+		},
+		ErrorHandler: func(_ micro.Service, err *micro.NATSError) {
+			s.logger.Error("nats service error", "subject", err.Subject, "error", err.Description)
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("enricher: add service: %w", err)
+	}
+	for _, ep := range s.endpoints() {
+		h := s.handler(ep)
+		if ep.name == "enrich" {
+			h = s.enrichHandler()
+		}
+		err := svc.AddEndpoint(ep.name, h,
+			micro.WithEndpointSubject(s.cfg.Prefix+"."+ep.subject+".*"),
+			micro.WithEndpointMetadata(map[string]string{"description": ep.description}))
+		if err != nil {
+			_ = svc.Stop()
+			return fmt.Errorf("enricher: add endpoint %s: %w", ep.name, err)
+		}
+	}
+	s.svc = svc
+	s.logger.Info("enrich service started", "prefix", s.cfg.Prefix, "version", s.cfg.Version, "id", svc.Info().ID)
+	return nil
+}
+
+// Stop unsubscribes (draining requests already delivered) and waits for
+// requests in progress to be answered, or for ctx to end.
+func (s *Service) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	svc := s.svc
+	already := s.stopping
+	s.stopping = true
+	s.mu.Unlock()
+	if svc == nil || already {
+		return nil
+	}
+	err := svc.Stop()
+	done := make(chan struct{})
+	go func() { // exits when the last request goroutine does
+		s.work.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("enricher: stop: requests still in progress: %w", ctx.Err())
+	}
+	if err != nil {
+		return fmt.Errorf("enricher: stop: %w", err)
+	}
+	s.logger.Info("enrich service stopped")
+	return nil
+}
+
+// subjectToken returns the last token of subject: the user token.
+func subjectToken(subject string) string {
+	return subject[strings.LastIndexByte(subject, '.')+1:]
+}
+
+// handler adapts an endpoint to micro: validation on the delivery goroutine,
+// the work on a request goroutine.
+func (s *Service) handler(ep endpoint) micro.Handler {
+	st := s.stats[ep.name]
+	return micro.HandlerFunc(func(req micro.Request) {
+		received := time.Now()
+		work, err := ep.handle(subjectToken(req.Subject()), req.Data())
+		if err != nil {
+			s.replyError(req, ep.name, err)
+			return
+		}
+		reply := req.Reply()
+		s.dispatch(received.Add(s.cfg.WriteTimeout), func() {
+			ctx, cancel := context.WithDeadline(context.Background(), received.Add(s.cfg.WriteTimeout))
+			defer cancel()
+			res, err := work(ctx)
+			st.workCount.Add(1)
+			st.workNanos.Add(int64(time.Since(received)))
+			if err != nil {
+				st.serverErrors.Add(1)
+				code, desc := s.classify(ep.name, err)
+				s.publishError(reply, code, desc)
+				return
+			}
+			s.publish(reply, res)
+		}, func() {
+			st.serverErrors.Add(1)
+			s.publishError(reply, 500, "memoryd is overloaded; retry later")
+		})
+	})
+}
+
+// dispatch runs fn on a request goroutine once a slot is free, or calls
+// overloaded on the delivery goroutine when none frees up before deadline.
+// While the service stops, fn runs inline, so requests drained from the
+// subscription are still answered.
+func (s *Service) dispatch(deadline time.Time, fn, overloaded func()) {
+	select {
+	case s.slots <- struct{}{}:
+	default:
+		t := time.NewTimer(time.Until(deadline))
+		select {
+		case s.slots <- struct{}{}:
+			t.Stop()
+		case <-t.C:
+			overloaded()
+			return
+		}
+	}
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		fn()
+		<-s.slots
+		return
+	}
+	s.work.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.work.Done()
+		defer func() { <-s.slots }()
+		fn()
+	}()
+}
+
+// classify maps a call's error to a reply code and a description safe to
+// show a caller; store errors are logged, not shown.
+func (s *Service) classify(endpoint string, err error) (int, string) {
+	var se *ServiceError
+	switch {
+	case errors.As(err, &se):
+		return se.Code, se.Description
+	case errors.Is(err, context.DeadlineExceeded):
+		s.logger.Error("memory store timed out", "endpoint", endpoint, "error", err)
+		return 500, fmt.Sprintf("memory store did not answer within %s", s.cfg.WriteTimeout)
+	default:
+		s.logger.Error("memory store failed", "endpoint", endpoint, "error", err)
+		return 500, "memory store unavailable"
+	}
+}
+
+func (s *Service) replyError(req micro.Request, endpoint string, err error) {
+	code, desc := s.classify(endpoint, err)
+	s.logger.Debug("bad request", "endpoint", endpoint, "code", code, "error", desc)
+	if err := req.Error(fmt.Sprint(code), desc, nil); err != nil {
+		s.logger.Warn("reply failed", "endpoint", endpoint, "error", err)
+	}
+}
+
+// publish and publishError answer from a request goroutine. They publish on
+// the connection rather than through micro.Request, whose bookkeeping is not
+// safe once the delivery goroutine has moved on.
+func (s *Service) publish(reply string, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		s.publishError(reply, 500, "encode reply: "+err.Error())
+		return
+	}
+	if reply == "" {
+		return
+	}
+	if err := s.cfg.Conn.Publish(reply, data); err != nil {
+		s.logger.Warn("reply failed", "error", err)
+	}
+}
+
+func (s *Service) publishError(reply string, code int, desc string) {
+	if reply == "" {
+		return
+	}
+	msg := &nats.Msg{Subject: reply, Header: nats.Header{}}
+	msg.Header.Set(micro.ErrorHeader, desc)
+	msg.Header.Set(micro.ErrorCodeHeader, fmt.Sprint(code))
+	if err := s.cfg.Conn.PublishMsg(msg); err != nil {
+		s.logger.Warn("reply failed", "error", err)
+	}
+}
+
+// enrichHandler answers enrich requests. Whatever Postgres does, exactly one
+// reply goes out no later than Timeout after arrival: the store's answer if
+// it comes in time, a degraded reply otherwise. A timer guards the bound
+// even if a store call were to ignore its context.
+func (s *Service) enrichHandler() micro.Handler {
+	st := s.stats["enrich"]
+	return micro.HandlerFunc(func(req micro.Request) {
+		received := time.Now()
+		deadline := received.Add(s.cfg.Timeout)
+		p, err := s.parseEnrich(subjectToken(req.Subject()), req.Data())
+		if err != nil {
+			s.replyError(req, "enrich", err)
+			return
+		}
+		if p.optOut {
+			s.publish(req.Reply(), p.reply(received))
+			return
+		}
+		reply := req.Reply()
+		var replied atomic.Bool
+		answer := func(r EnrichReply) {
+			if !replied.CompareAndSwap(false, true) {
+				return
+			}
+			r.TookMS = millis(time.Since(received))
+			if r.Degraded {
+				st.degraded.Add(1)
+				s.logger.Warn("enrich degraded", "user_id", p.userID, "reason", r.Reason, "took_ms", r.TookMS)
+			} else {
+				s.logger.Debug("enrich", "user_id", p.userID, "facts", len(r.Facts), "context", len(r.Context), "tokens", r.Tokens, "took_ms", r.TookMS)
+			}
+			s.publish(reply, r)
+		}
+		timedOut := fmt.Sprintf("memory store did not answer within %s", s.cfg.Timeout)
+		s.dispatch(deadline, func() {
+			guard := time.AfterFunc(time.Until(deadline), func() { answer(p.degraded(timedOut)) })
+			defer guard.Stop()
+			ctx, cancel := context.WithDeadline(context.Background(), deadline)
+			defer cancel()
+			r, err := s.enrich(ctx, p)
+			st.workCount.Add(1)
+			st.workNanos.Add(int64(time.Since(received)))
+			switch {
+			case err == nil:
+				answer(r)
+			case errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil:
+				s.logger.Debug("enrich store timeout", "user_id", p.userID, "error", err)
+				answer(p.degraded(timedOut))
+			default:
+				s.logger.Error("enrich store failed", "user_id", p.userID, "error", err)
+				answer(p.degraded("memory store unavailable"))
+			}
+		}, func() {
+			answer(p.degraded("memoryd is overloaded"))
+		})
+	})
+}
+
+// enrichParams is a validated enrich request.
+type enrichParams struct {
+	userID     string
+	keywords   []string
+	maxResults int
+	threshold  float64
+	maxTokens  int
+	at         time.Time
+	format     string
+	optOut     bool
+}
+
+func (p enrichParams) reply(received time.Time) EnrichReply {
+	return EnrichReply{
+		UserID:   p.userID,
+		Facts:    []Fact{},
+		Context:  []ContextItem{},
+		Keywords: p.keywords,
+		TookMS:   millis(time.Since(received)),
+	}
+}
+
+func (p enrichParams) degraded(reason string) EnrichReply {
+	r := p.reply(time.Now())
+	r.Degraded, r.Reason = true, reason
+	return r
+}
+
+func (s *Service) parseEnrich(token string, data []byte) (enrichParams, error) {
+	var req EnrichRequest
+	if err := decode(data, &req); err != nil {
+		return enrichParams{}, err
+	}
+	if err := checkUser(token, req.UserID); err != nil {
+		return enrichParams{}, err
+	}
+	p := enrichParams{
+		userID:     req.UserID,
+		maxResults: DefaultMaxResults,
+		threshold:  DefaultThreshold,
+		maxTokens:  DefaultMaxTokens,
+		at:         req.At,
+		format:     req.Format,
+		optOut:     req.Memory != nil && !*req.Memory,
+	}
+	if strings.TrimSpace(req.Message) == "" {
+		return p, badRequest("message is required")
+	}
+	if len(req.Message) > MaxMessageBytes {
+		return p, badRequest("message is %d bytes, over the %d byte limit", len(req.Message), MaxMessageBytes)
+	}
+	if req.MaxResults != nil {
+		if p.maxResults = *req.MaxResults; p.maxResults < 1 || p.maxResults > MaxMaxResults {
+			return p, badRequest("max_results %d is not in 1..%d", p.maxResults, MaxMaxResults)
+		}
+	}
+	if req.Threshold != nil {
+		// NaN cannot arrive in JSON; the range check still guards Go callers.
+		if p.threshold = *req.Threshold; !(p.threshold >= 0 && p.threshold <= 1) {
+			return p, badRequest("threshold %v is not in 0..1", p.threshold)
+		}
+	}
+	if req.MaxTokens != nil {
+		if p.maxTokens = *req.MaxTokens; p.maxTokens < 1 || p.maxTokens > MaxMaxTokens {
+			return p, badRequest("max_tokens %d is not in 1..%d", p.maxTokens, MaxMaxTokens)
+		}
+	}
+	if !req.At.IsZero() {
+		if y := req.At.Year(); y < 1970 || y > 9999 {
+			return p, badRequest("at: year %d is out of range", y)
+		}
+	}
+	switch req.Format {
+	case "":
+		p.format = FormatInline
+	case FormatInline, FormatSystem, FormatMarkdown:
+	default:
+		return p, badRequest("format %q is not inline, system or markdown", req.Format)
+	}
+	p.keywords = Keywords(req.Message)
+	return p, nil
+}
+
+func (s *Service) enrich(ctx context.Context, p enrichParams) (EnrichReply, error) {
+	facts, items, err := s.cfg.Store.Recall(ctx, store.RecallQuery{
+		SearchQuery: store.SearchQuery{
+			UserID:    p.userID,
+			Keywords:  p.keywords,
+			At:        p.at,
+			Threshold: p.threshold,
+			Limit:     p.maxResults,
+		},
+		MaxFacts: s.cfg.MaxFacts,
+	})
+	if err != nil {
+		return EnrichReply{}, err
+	}
+	r := p.reply(time.Now())
+	r.Facts, r.Context, r.Injection, r.Tokens = inject(p.format, p.maxTokens, wireFacts(facts), wireItems(items))
+	return r, nil
+}
+
+func (s *Service) search(token string, data []byte) (call, error) {
+	var req SearchRequest
+	if err := decode(data, &req); err != nil {
+		return nil, err
+	}
+	if err := checkUser(token, req.UserID); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(req.Query) == "" {
+		return nil, badRequest("query is required")
+	}
+	if len(req.Query) > MaxMessageBytes {
+		return nil, badRequest("query is %d bytes, over the %d byte limit", len(req.Query), MaxMessageBytes)
+	}
+	limit := DefaultSearchResults
+	if req.MaxResults != nil {
+		if limit = *req.MaxResults; limit < 1 || limit > MaxMaxResults {
+			return nil, badRequest("max_results %d is not in 1..%d", limit, MaxMaxResults)
+		}
+	}
+	return func(ctx context.Context) (any, error) {
+		items, err := s.cfg.Store.SearchContext(ctx, store.SearchQuery{UserID: req.UserID, Keywords: Keywords(req.Query), Limit: limit})
+		if err != nil {
+			return nil, err
+		}
+		return SearchReply{Results: wireItems(items)}, nil
+	}, nil
+}
+
+func (s *Service) storeContext(token string, data []byte) (call, error) {
+	var req StoreRequest
+	if err := decodeWrite(data, &req); err != nil {
+		return nil, err
+	}
+	if err := checkUser(token, req.UserID); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(req.Question) == "" {
+		return nil, badRequest("question is required")
+	}
+	if err := checkText("question", req.Question, MaxQuestionBytes); err != nil {
+		return nil, err
+	}
+	if err := checkText("answer", req.Answer, MaxAnswerBytes); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (any, error) {
+		id, stored, err := s.cfg.Store.StoreContext(ctx, store.ContextWrite{
+			UserID:     req.UserID,
+			Question:   req.Question,
+			Answer:     req.Answer,
+			Provenance: store.Provenance{Extractor: "direct"},
+		})
+		if err != nil {
+			return nil, err
+		}
+		return StoreReply{ID: id, Stored: stored}, nil
+	}, nil
+}
+
+func (s *Service) clearContext(token string, data []byte) (call, error) {
+	var req ClearRequest
+	if err := decode(data, &req); err != nil {
+		return nil, err
+	}
+	if err := checkUser(token, req.UserID); err != nil {
+		return nil, err
+	}
+	switch {
+	case req.ID < 0:
+		return nil, badRequest("id %d is not a context item id", req.ID)
+	case req.ID == 0 && strings.TrimSpace(req.Question) == "" && !req.All:
+		return nil, badRequest(`set "id", "question", or "all": true to say what to forget`)
+	case req.All && (req.ID != 0 || req.Question != ""):
+		return nil, badRequest(`"all" cannot be combined with "id" or "question"`)
+	}
+	return func(ctx context.Context) (any, error) {
+		n, err := s.cfg.Store.DeleteContext(ctx, store.ContextDelete{UserID: req.UserID, ID: req.ID, Question: req.Question, All: req.All})
+		if err != nil {
+			return nil, err
+		}
+		return DeletedReply{Deleted: n}, nil
+	}, nil
+}
+
+func (s *Service) setFact(token string, data []byte) (call, error) {
+	var req SetFactRequest
+	if err := decodeWrite(data, &req); err != nil {
+		return nil, err
+	}
+	key, err := checkKey(token, req.UserID, req.Key)
+	if err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(req.Value) == "" {
+		return nil, badRequest("value is required (use facts.clear to delete a fact)")
+	}
+	if err := checkText("value", req.Value, MaxFactValueBytes); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (any, error) {
+		if err := s.cfg.Store.SetFact(ctx, req.UserID, key, req.Value); err != nil {
+			return nil, err
+		}
+		return OKReply{OK: true}, nil
+	}, nil
+}
+
+func (s *Service) getFact(token string, data []byte) (call, error) {
+	var req FactRequest
+	if err := decode(data, &req); err != nil {
+		return nil, err
+	}
+	key, err := checkKey(token, req.UserID, req.Key)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (any, error) {
+		f, err := s.cfg.Store.Fact(ctx, req.UserID, key)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, &ServiceError{Code: 404, Description: fmt.Sprintf("no fact %q", key)}
+		}
+		if err != nil {
+			return nil, err
+		}
+		return Fact{Key: f.Key, Value: f.Value, UpdatedAt: f.UpdatedAt}, nil
+	}, nil
+}
+
+func (s *Service) clearFact(token string, data []byte) (call, error) {
+	var req FactRequest
+	if err := decode(data, &req); err != nil {
+		return nil, err
+	}
+	key, err := checkKey(token, req.UserID, req.Key)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (any, error) {
+		n, err := s.cfg.Store.DeleteFact(ctx, req.UserID, key)
+		if err != nil {
+			return nil, err
+		}
+		return DeletedReply{Deleted: n}, nil
+	}, nil
+}
+
+func (s *Service) listFacts(token string, data []byte) (call, error) {
+	var req UserRequest
+	if err := decode(data, &req); err != nil {
+		return nil, err
+	}
+	if err := checkUser(token, req.UserID); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (any, error) {
+		facts, err := s.cfg.Store.Facts(ctx, req.UserID, maxListFacts)
+		if err != nil {
+			return nil, err
+		}
+		return FactsReply{Facts: wireFacts(facts)}, nil
+	}, nil
+}
+
+func (s *Service) userStats(token string, data []byte) (call, error) {
+	var req UserRequest
+	if err := decode(data, &req); err != nil {
+		return nil, err
+	}
+	if err := checkUser(token, req.UserID); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (any, error) {
+		st, err := s.cfg.Store.Stats(ctx, req.UserID)
+		if err != nil {
+			return nil, err
+		}
+		return StatsReply{
+			TurnsReceived:   st.TurnsReceived,
+			TurnsProcessed:  st.TurnsProcessed,
+			TurnsFailed:     st.TurnsFailed,
+			JobsPending:     st.TurnsPending,
+			Facts:           st.Facts,
+			ContextItems:    st.ContextItems,
+			LastProcessedAt: st.LastProcessedAt,
+		}, nil
+	}, nil
+}
+
+func wireFacts(facts []store.Fact) []Fact {
+	out := make([]Fact, len(facts))
+	for i, f := range facts {
+		out[i] = Fact{Key: f.Key, Value: f.Value, UpdatedAt: f.UpdatedAt}
+	}
+	return out
+}
+
+func wireItems(items []store.ContextItem) []ContextItem {
+	out := make([]ContextItem, len(items))
+	for i, it := range items {
+		out[i] = ContextItem{
+			ID:             it.ID,
+			Question:       it.Question,
+			Answer:         it.Answer,
+			Score:          math.Round(it.Score*1e6) / 1e6,
+			CreatedAt:      it.CreatedAt,
+			EventID:        it.EventID,
+			ConversationID: it.ConversationID,
+		}
+	}
+	return out
+}
+
+func millis(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }

@@ -1,0 +1,201 @@
+package enricher
+
+import (
+	"fmt"
+	"time"
+)
+
+// The wire contract. Field names are fixed by docs/protocol.md; optional
+// request fields are pointers (or omitzero) so that an explicit value, even
+// zero, is told apart from an absent one and range-checked.
+
+// Injection formats.
+const (
+	// FormatInline is text to append to the user message:
+	// "[facts: k=v, ...]\n[context: User: q\nAssistant: a | ...]".
+	FormatInline = "inline"
+	// FormatSystem is a system message with numbered items and sources.
+	FormatSystem = "system"
+	// FormatMarkdown is a "Knowledge Base Context" section with relevance and
+	// sources for citation.
+	FormatMarkdown = "markdown"
+)
+
+// Enrich defaults and limits.
+const (
+	DefaultMaxResults = 3
+	DefaultThreshold  = 0.3
+	DefaultMaxTokens  = 2000
+	MaxMaxResults     = 50
+	MaxMaxTokens      = 100000
+	// DefaultSearchResults is the default max_results of a search.
+	DefaultSearchResults = 5
+)
+
+// Size limits of request fields, in bytes.
+const (
+	// MaxMessageBytes bounds an enrich message and a search query.
+	MaxMessageBytes = 64 << 10
+	// MaxQuestionBytes and MaxAnswerBytes bound a stored pair.
+	MaxQuestionBytes = 64 << 10
+	MaxAnswerBytes   = 256 << 10
+	// MaxFactKeyBytes and MaxFactValueBytes bound a fact.
+	MaxFactKeyBytes   = 256
+	MaxFactValueBytes = 8 << 10
+)
+
+// EnrichRequest asks for the memory relevant to a message.
+type EnrichRequest struct {
+	UserID  string `json:"user_id"`
+	Message string `json:"message"`
+	// MaxResults caps the context items, 1..50; nil means 3.
+	MaxResults *int `json:"max_results,omitempty"`
+	// Threshold is the lowest score a context item may have, 0..1; nil
+	// means 0.3.
+	Threshold *float64 `json:"threshold,omitempty"`
+	// MaxTokens bounds the injection, 1..100000; nil means 2000.
+	MaxTokens *int `json:"max_tokens,omitempty"`
+	// At is the time recency is measured against; zero means now.
+	At time.Time `json:"at,omitzero"`
+	// Format is the injection format: "inline" (default), "system" or
+	// "markdown".
+	Format string `json:"format,omitempty"`
+	// Memory false opts this request out: the reply is empty and not
+	// degraded.
+	Memory *bool `json:"memory,omitempty"`
+}
+
+// Fact is one key/value fact about the user.
+type Fact struct {
+	Key       string    `json:"key"`
+	Value     string    `json:"value"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// ContextItem is one remembered question/answer pair.
+type ContextItem struct {
+	ID       int64  `json:"id"`
+	Question string `json:"question"`
+	Answer   string `json:"answer"`
+	// Score is relevance × recency in 0..1.
+	Score     float64   `json:"score"`
+	CreatedAt time.Time `json:"created_at"`
+	// EventID is the turn the item came from ("" when stored directly), for
+	// provenance and citations.
+	EventID        string `json:"event_id"`
+	ConversationID string `json:"conversation_id"`
+}
+
+// EnrichReply is the memory for one message. Facts and Context hold exactly
+// the items the injection holds (after the token budget), and are never
+// null.
+type EnrichReply struct {
+	UserID    string        `json:"user_id"`
+	Facts     []Fact        `json:"facts"`
+	Context   []ContextItem `json:"context"`
+	Keywords  []string      `json:"keywords"`
+	Injection string        `json:"injection"`
+	// Tokens is the estimated token count of Injection.
+	Tokens int `json:"tokens"`
+	// Degraded is true when memory was unavailable; Reason says why.
+	Degraded bool    `json:"degraded"`
+	Reason   string  `json:"reason,omitempty"`
+	TookMS   float64 `json:"took_ms"`
+}
+
+// SearchRequest searches the user's context items.
+type SearchRequest struct {
+	UserID string `json:"user_id"`
+	Query  string `json:"query"`
+	// MaxResults caps the results, 1..50; nil means 5.
+	MaxResults *int `json:"max_results,omitempty"`
+}
+
+// SearchReply holds the items found, best first.
+type SearchReply struct {
+	Results []ContextItem `json:"results"`
+}
+
+// StoreRequest stores a question/answer pair (a model's store_memory call).
+type StoreRequest struct {
+	UserID   string `json:"user_id"`
+	Question string `json:"question"`
+	Answer   string `json:"answer"`
+}
+
+// StoreReply says which item holds the pair; Stored is false when the user
+// already had it (ID is then the existing item).
+type StoreReply struct {
+	ID     int64 `json:"id"`
+	Stored bool  `json:"stored"`
+}
+
+// ClearRequest deletes context items: the one with ID, those whose question
+// equals Question (case and white space ignored), both conditions when both
+// are set, or every item when All is set alone. An empty selection is a bad
+// request, so that a model's clear_memory call with no argument forgets
+// nothing.
+type ClearRequest struct {
+	UserID   string `json:"user_id"`
+	Question string `json:"question,omitempty"`
+	ID       int64  `json:"id,omitempty"`
+	All      bool   `json:"all,omitempty"`
+}
+
+// DeletedReply counts deleted rows.
+type DeletedReply struct {
+	Deleted int64 `json:"deleted"`
+}
+
+// SetFactRequest sets a fact (a model's set_fact call); it wins over facts
+// extracted from earlier turns.
+type SetFactRequest struct {
+	UserID string `json:"user_id"`
+	Key    string `json:"key"`
+	Value  string `json:"value"`
+}
+
+// OKReply acknowledges a write.
+type OKReply struct {
+	OK bool `json:"ok"`
+}
+
+// FactRequest names one fact (facts.get, facts.clear).
+type FactRequest struct {
+	UserID string `json:"user_id"`
+	Key    string `json:"key"`
+}
+
+// UserRequest names a user (facts.list, stats).
+type UserRequest struct {
+	UserID string `json:"user_id"`
+}
+
+// FactsReply lists facts, most recently set first.
+type FactsReply struct {
+	Facts []Fact `json:"facts"`
+}
+
+// StatsReply summarises the user's memory. JobsPending counts turns received
+// but neither processed nor failed yet.
+type StatsReply struct {
+	TurnsReceived   int64      `json:"turns_received"`
+	TurnsProcessed  int64      `json:"turns_processed"`
+	TurnsFailed     int64      `json:"turns_failed"`
+	JobsPending     int64      `json:"jobs_pending"`
+	Facts           int64      `json:"facts"`
+	ContextItems    int64      `json:"context_items"`
+	LastProcessedAt *time.Time `json:"last_processed_at"`
+}
+
+// ServiceError is an error reply, carried in the Nats-Service-Error-Code and
+// Nats-Service-Error headers: 400 for a bad request, 404 for a missing fact,
+// 500 otherwise. Check with errors.As.
+type ServiceError struct {
+	Code        int
+	Description string
+}
+
+func (e *ServiceError) Error() string {
+	return fmt.Sprintf("memoryd: %d %s", e.Code, e.Description)
+}

@@ -1,0 +1,188 @@
+package events_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/events/eventstest"
+)
+
+func TestUserToken(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		id    string
+		plain bool
+	}{
+		{"alice", true},
+		{"Alice_01-x", true},
+		{strings.Repeat("a", 64), true},
+		{strings.Repeat("a", 65), false},
+		{"", false},
+		{"bob@example.com", false},
+		{"a.b", false},
+		{"a b", false},
+		{"*", false},
+		{">", false},
+		{"ünï", false},
+		{strings.Repeat("x", 1000), false},
+	}
+	seen := map[string]string{}
+	for _, tt := range tests {
+		tok := events.UserToken(tt.id)
+		if (tok == tt.id) != tt.plain {
+			t.Errorf("UserToken(%q) = %q; plain = %v, want %v", tt.id, tok, tok == tt.id, tt.plain)
+		}
+		if strings.ContainsAny(tok, ".*> \t\r\n") || tok == "" || len(tok) > 64 {
+			t.Errorf("UserToken(%q) = %q is not a safe subject token", tt.id, tok)
+		}
+		if other, dup := seen[tok]; dup {
+			t.Errorf("%q and %q share token %q", other, tt.id, tok)
+		}
+		seen[tok] = tt.id
+		if events.UserToken(tt.id) != tok {
+			t.Errorf("UserToken(%q) is not deterministic", tt.id)
+		}
+	}
+	// A hashed token can never be claimed by a plain id.
+	hashed := events.UserToken("bob@example.com")
+	if events.UserToken(hashed) == hashed {
+		t.Errorf("plain id %q maps to a hashed token", hashed)
+	}
+}
+
+func TestTokenFromSubject(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ subject, want string }{
+		{"memory.turns.alice", "alice"},
+		{"memory.turns.~abc", "~abc"},
+		{"memory.turns.a.b", ""},
+		{"memory.turns.", ""},
+		{"other.turns.alice", ""},
+		{"memory.enrich.alice", ""},
+	}
+	for _, tt := range tests {
+		if got := events.TokenFromSubject("memory", tt.subject); got != tt.want {
+			t.Errorf("TokenFromSubject(%q) = %q, want %q", tt.subject, got, tt.want)
+		}
+	}
+}
+
+func TestDecode(t *testing.T) {
+	t.Parallel()
+	const ok = `"id":"e1","user_id":"alice","user_message":"hi","timestamp":"2026-11-21T10:00:00Z"`
+	tests := []struct {
+		name  string
+		data  string
+		field string // "" with wantErr false: valid
+		bad   bool
+	}{
+		{"valid", `{` + ok + `}`, "", false},
+		{"unknown fields ignored", `{` + ok + `,"extra":{"x":[1,2]}}`, "", false},
+		{"memory false", `{` + ok + `,"memory":false}`, "", false},
+		{"metadata object", `{` + ok + `,"metadata":{"a":{"b":1}}}`, "", false},
+		{"not json", `hello`, "", true},
+		{"empty", ``, "", true},
+		{"missing id", `{"user_id":"alice","user_message":"hi","timestamp":"2026-11-21T10:00:00Z"}`, "id", true},
+		{"blank message", `{"id":"e1","user_id":"alice","user_message":"  ","timestamp":"2026-11-21T10:00:00Z"}`, "user_message", true},
+		{"missing timestamp", `{"id":"e1","user_id":"alice","user_message":"hi"}`, "timestamp", true},
+		{"number as string field", `{"id":1,"user_id":"alice","user_message":"hi","timestamp":"2026-11-21T10:00:00Z"}`, "", true},
+		{"string as bool", `{` + ok + `,"memory":"no"}`, "", true},
+		{"metadata not object", `{` + ok + `,"metadata":"x"}`, "metadata", true},
+		{"metadata too deep", `{` + ok + `,"metadata":` + strings.Repeat(`{"a":`, 20) + `1` + strings.Repeat(`}`, 20) + `}`, "metadata", true},
+		{"nul byte", `{"id":"e1","user_id":"alice","user_message":"a\u0000b","timestamp":"2026-11-21T10:00:00Z"}`, "user_message", true},
+		{"invalid utf8", "{\"id\":\"e1\",\"user_id\":\"\xff\",\"user_message\":\"hi\",\"timestamp\":\"2026-11-21T10:00:00Z\"}", "", true},
+		{"huge message", `{"id":"e1","user_id":"alice","user_message":"` + strings.Repeat("x", 1<<20) + `","timestamp":"2026-11-21T10:00:00Z"}`, "", true},
+		{"long user id", `{"id":"e1","user_id":"` + strings.Repeat("u", 300) + `","user_message":"hi","timestamp":"2026-11-21T10:00:00Z"}`, "user_id", true},
+		{"trailing data", `{` + ok + `}{}`, "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			turn, err := events.Decode([]byte(tt.data))
+			if !tt.bad {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				if turn.ID != "e1" || !turn.Timestamp.Equal(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)) {
+					t.Fatalf("decoded %+v", turn)
+				}
+				return
+			}
+			if !errors.Is(err, events.ErrInvalid) {
+				t.Fatalf("err = %v, want ErrInvalid", err)
+			}
+			var ve *events.ValidationError
+			if tt.field != "" && (!errors.As(err, &ve) || ve.Field != tt.field) {
+				t.Fatalf("err = %v, want field %q", err, tt.field)
+			}
+		})
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add([]byte(`{"id":"e1","user_id":"alice","user_message":"hi","timestamp":"2026-11-21T10:00:00Z"}`))
+	f.Add([]byte(`{"id":"e1","user_id":"a b","user_message":"hi","timestamp":"2026-11-21T10:00:00Z","metadata":{"x":[{}]}}`))
+	f.Add([]byte("{\"id\":\"\xff\"}"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		turn, err := events.Decode(data)
+		if err != nil {
+			if !errors.Is(err, events.ErrInvalid) {
+				t.Fatalf("error not ErrInvalid: %v", err)
+			}
+			return
+		}
+		if err := turn.Validate(); err != nil {
+			t.Fatalf("decoded turn fails validation: %v", err)
+		}
+		if tok := events.UserToken(turn.UserID); strings.ContainsAny(tok, ".*> ") {
+			t.Fatalf("unsafe token %q", tok)
+		}
+	})
+}
+
+func TestPublisherDeduplicatesByEventID(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	nc := eventstest.Conn(t)
+	prefix, stream := eventstest.Names(t, nc)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := events.EnsureStream(ctx, js, events.StreamConfig{Prefix: prefix, Stream: stream})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Idempotent.
+	if _, err := events.EnsureStream(ctx, js, events.StreamConfig{Prefix: prefix, Stream: stream}); err != nil {
+		t.Fatal(err)
+	}
+	pub := events.NewPublisher(js, prefix)
+	turn := events.Turn{ID: "e1", UserID: "bob@example.com", UserMessage: "hi", Timestamp: time.Now()}
+	first, err := pub.Publish(ctx, turn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := pub.Publish(ctx, turn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Duplicate || !again.Duplicate {
+		t.Fatalf("duplicate flags = %v, %v; want false, true", first.Duplicate, again.Duplicate)
+	}
+	msg, err := s.GetLastMsgForSubject(ctx, events.TurnSubject(prefix, turn.UserID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Header.Get(jetstream.MsgIDHeader) != "e1" {
+		t.Fatalf("Nats-Msg-Id = %q", msg.Header.Get(jetstream.MsgIDHeader))
+	}
+	if _, err := pub.Publish(ctx, events.Turn{ID: "e2", UserID: "x"}); !errors.Is(err, events.ErrInvalid) {
+		t.Fatalf("invalid turn published: %v", err)
+	}
+}

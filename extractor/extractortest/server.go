@@ -1,0 +1,173 @@
+// Package extractortest provides a fake OpenAI-compatible chat-completions
+// server, so that tests exercise the real go-openai code path of
+// extractor.LLM, in the manner of net/http/httptest.
+//
+// A Server answers POST /v1/chat/completions either from a queue of canned
+// replies (the last one repeats forever) or, after SetHandler, from a
+// function of the decoded request. Any other path gets a 404.
+package extractortest
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// emptyExtraction is served when a Server has no replies queued.
+const emptyExtraction = `{"facts": {}, "context": []}`
+
+// Reply is one HTTP reply of the fake server.
+type Reply struct {
+	// Status is the HTTP status; 0 means 200.
+	Status int
+	// Body is the response body, sent as is.
+	Body string
+	// Header holds extra response headers, e.g. Retry-After. Content-Type
+	// defaults to application/json.
+	Header http.Header
+}
+
+// Content returns a 200 chat completion whose single choice has the given
+// message content, with finish reason "stop" and a usage block of 10 prompt
+// and 5 completion tokens.
+func Content(content string) Reply {
+	body, err := json.Marshal(openai.ChatCompletionResponse{
+		ID:      "chatcmpl-extractortest",
+		Object:  "chat.completion",
+		Created: 1700000000,
+		Model:   "extractortest",
+		Choices: []openai.ChatCompletionChoice{{
+			Index:        0,
+			Message:      openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: content},
+			FinishReason: openai.FinishReasonStop,
+		}},
+		Usage: openai.Usage{PromptTokens: 10, CompletionTokens: 5, TotalTokens: 15},
+	})
+	if err != nil {
+		panic("extractortest: encoding completion: " + err.Error())
+	}
+	return Reply{Body: string(body)}
+}
+
+// Error returns a reply with the given status and an OpenAI-style error
+// body carrying message.
+func Error(status int, message string) Reply {
+	body, err := json.Marshal(map[string]any{
+		"error": map[string]any{"message": message, "type": "extractortest_error"},
+	})
+	if err != nil {
+		panic("extractortest: encoding error: " + err.Error())
+	}
+	return Reply{Status: status, Body: string(body)}
+}
+
+// Server is a fake OpenAI-compatible server listening on 127.0.0.1. Its
+// methods are safe for concurrent use.
+type Server struct {
+	srv      *httptest.Server
+	requests atomic.Int64
+
+	mu      sync.Mutex
+	replies []Reply
+	next    int
+	last    []byte
+	handler func(req openai.ChatCompletionRequest) Reply
+}
+
+// NewServer starts a server that serves replies in order, repeating the last
+// one forever; with no replies it serves an empty extraction. The server is
+// closed by t.Cleanup, which waits for requests in flight.
+func NewServer(t testing.TB, replies ...Reply) *Server {
+	t.Helper()
+	s := &Server{replies: append([]Reply(nil), replies...)}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+// URL returns the base URL for extractor.LLMConfig.BaseURL, ending in /v1.
+func (s *Server) URL() string { return s.srv.URL + "/v1" }
+
+// Requests returns the number of chat completion requests received so far,
+// counted when a request arrives, before it is answered.
+func (s *Server) Requests() int { return int(s.requests.Load()) }
+
+// LastRequest returns a copy of the body of the last chat completion request,
+// or nil if none arrived yet.
+func (s *Server) LastRequest() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]byte(nil), s.last...)
+}
+
+// SetHandler makes the server compute every following reply from the
+// decoded request, instead of serving the queue. h runs on the server's
+// goroutine for each request, possibly concurrently; it may block (for
+// example on a channel) to hold a request in flight.
+func (s *Server) SetHandler(h func(req openai.ChatCompletionRequest) Reply) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.handler = h
+}
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
+		write(w, Error(http.StatusNotFound, "extractortest serves only POST /v1/chat/completions"))
+		return
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		write(w, Error(http.StatusBadRequest, "reading request body: "+err.Error()))
+		return
+	}
+	s.requests.Add(1)
+
+	s.mu.Lock()
+	s.last = body
+	h := s.handler
+	var reply Reply
+	if h == nil {
+		reply = s.nextReplyLocked()
+	}
+	s.mu.Unlock()
+
+	if h != nil {
+		var req openai.ChatCompletionRequest
+		if err := json.Unmarshal(body, &req); err != nil {
+			write(w, Error(http.StatusBadRequest, "decoding request: "+err.Error()))
+			return
+		}
+		reply = h(req)
+	}
+	write(w, reply)
+}
+
+func (s *Server) nextReplyLocked() Reply {
+	if len(s.replies) == 0 {
+		return Content(emptyExtraction)
+	}
+	r := s.replies[min(s.next, len(s.replies)-1)]
+	s.next++
+	return r
+}
+
+func write(w http.ResponseWriter, r Reply) {
+	for k, vs := range r.Header {
+		w.Header()[k] = append([]string(nil), vs...)
+	}
+	if w.Header().Get("Content-Type") == "" {
+		w.Header().Set("Content-Type", "application/json")
+	}
+	status := r.Status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, r.Body)
+}

@@ -1,0 +1,502 @@
+package extractor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// Response formats for LLMConfig.ResponseFormat.
+const (
+	// ResponseFormatJSONSchema sends the reply's JSON schema
+	// (response_format type "json_schema").
+	ResponseFormatJSONSchema = "json_schema"
+	// ResponseFormatJSONObject asks for any JSON object
+	// (response_format type "json_object"), for servers without schemas.
+	ResponseFormatJSONObject = "json_object"
+	// ResponseFormatNone sends no response_format, for servers that reject
+	// it; the prompt alone asks for JSON.
+	ResponseFormatNone = "none"
+)
+
+const (
+	defaultTimeout           = 60 * time.Second
+	defaultMaxRetries        = 3
+	defaultMaxInvalidRetries = 2
+	defaultBaseBackoff       = 500 * time.Millisecond
+	defaultMaxBackoff        = 30 * time.Second
+	defaultMaxConcurrency    = 4
+
+	// maxResponseBytes bounds how much of a response body is read; a longer
+	// body fails to decode and counts as a transient server error.
+	maxResponseBytes = 4 << 20
+	// maxDetailBytes bounds the server's error message quoted in errors.
+	maxDetailBytes = 120
+)
+
+// LLMConfig configures [NewLLM]. Zero values mean the documented defaults.
+type LLMConfig struct {
+	// BaseURL is the OpenAI-compatible API base, e.g.
+	// http://127.0.0.1:11434/v1 (Ollama) or https://api.openai.com/v1.
+	// Required.
+	BaseURL string
+	// APIKey is sent as a bearer token. Optional: local servers need none.
+	APIKey string
+	// Model is the model name, e.g. "gpt-4o-mini" or "qwen2.5:7b". Required.
+	Model string
+	// Timeout bounds each HTTP request. Default 60s.
+	Timeout time.Duration
+	// MaxRetries is how many times one request is retried on connection
+	// errors, timeouts, 408, 429 and 5xx. Default 3 (so up to 4 requests);
+	// -1 means no retries.
+	MaxRetries int
+	// MaxInvalidRetries is how many extra model calls are made when a reply
+	// is not valid JSON of the expected shape. Default 2; -1 means none.
+	MaxInvalidRetries int
+	// BaseBackoff is the delay before the first retry; it doubles with each
+	// retry, with jitter. Default 500ms.
+	BaseBackoff time.Duration
+	// MaxBackoff caps the delay between retries, including a delay asked
+	// for by the server with Retry-After. Default 30s.
+	MaxBackoff time.Duration
+	// MaxConcurrency bounds the requests in flight across all Extract calls
+	// of one LLM. Default 4.
+	MaxConcurrency int
+	// ResponseFormat is ResponseFormatJSONSchema, ResponseFormatJSONObject
+	// or ResponseFormatNone. Default ResponseFormatJSONSchema. Replies are
+	// validated whatever the format.
+	ResponseFormat string
+	// Temperature is the sampling temperature, from 0 to 2. Default 0.
+	//
+	// go-openai leaves a zero temperature out of the request, and servers
+	// then use their own default (often 0.7 to 1), so 0 is sent as the
+	// smallest positive float32 instead, except for reasoning models, which
+	// accept no temperature other than their default.
+	Temperature float32
+	// HTTPClient sends the requests. Default: a client with no timeout of
+	// its own (Timeout applies per request).
+	HTTPClient *http.Client
+}
+
+// withDefaults returns a copy of c with zero fields set to their defaults.
+func (c LLMConfig) withDefaults() LLMConfig {
+	if c.Timeout == 0 {
+		c.Timeout = defaultTimeout
+	}
+	if c.MaxRetries == 0 {
+		c.MaxRetries = defaultMaxRetries
+	}
+	if c.MaxInvalidRetries == 0 {
+		c.MaxInvalidRetries = defaultMaxInvalidRetries
+	}
+	if c.BaseBackoff == 0 {
+		c.BaseBackoff = defaultBaseBackoff
+	}
+	if c.MaxBackoff == 0 {
+		c.MaxBackoff = defaultMaxBackoff
+	}
+	if c.MaxConcurrency == 0 {
+		c.MaxConcurrency = defaultMaxConcurrency
+	}
+	if c.ResponseFormat == "" {
+		c.ResponseFormat = ResponseFormatJSONSchema
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{}
+	}
+	return c
+}
+
+// validate reports the first invalid field of a config with defaults
+// applied.
+func (c LLMConfig) validate() error {
+	switch {
+	case c.BaseURL == "":
+		return errors.New("extractor: LLMConfig.BaseURL is required")
+	case c.Model == "":
+		return errors.New("extractor: LLMConfig.Model is required")
+	case c.Timeout < 0:
+		return errors.New("extractor: LLMConfig.Timeout must not be negative")
+	case c.MaxRetries < -1:
+		return errors.New("extractor: LLMConfig.MaxRetries must be -1 or more")
+	case c.MaxInvalidRetries < -1:
+		return errors.New("extractor: LLMConfig.MaxInvalidRetries must be -1 or more")
+	case c.BaseBackoff < 0:
+		return errors.New("extractor: LLMConfig.BaseBackoff must not be negative")
+	case c.MaxBackoff < 0:
+		return errors.New("extractor: LLMConfig.MaxBackoff must not be negative")
+	case c.BaseBackoff > c.MaxBackoff:
+		return errors.New("extractor: LLMConfig.BaseBackoff must not exceed LLMConfig.MaxBackoff")
+	case c.MaxConcurrency < 0:
+		return errors.New("extractor: LLMConfig.MaxConcurrency must not be negative")
+	case c.Temperature < 0 || c.Temperature > 2 || math.IsNaN(float64(c.Temperature)):
+		return errors.New("extractor: LLMConfig.Temperature must be between 0 and 2")
+	}
+	u, err := url.Parse(c.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("extractor: LLMConfig.BaseURL must be an absolute http or https URL")
+	}
+	switch c.ResponseFormat {
+	case ResponseFormatJSONSchema, ResponseFormatJSONObject, ResponseFormatNone:
+	default:
+		return fmt.Errorf("extractor: LLMConfig.ResponseFormat must be %q, %q or %q",
+			ResponseFormatJSONSchema, ResponseFormatJSONObject, ResponseFormatNone)
+	}
+	if c.Temperature != 0 {
+		// Fail at startup, not on every job, when go-openai would refuse
+		// the request (reasoning models accept no temperature but 1).
+		req := openai.ChatCompletionRequest{Model: c.Model, Temperature: c.Temperature}
+		if err := openai.NewReasoningValidator().Validate(req); err != nil {
+			return fmt.Errorf("extractor: LLMConfig.Temperature is not accepted for model %q: %w", c.Model, err)
+		}
+	}
+	return nil
+}
+
+// LLM extracts memory with a model behind an OpenAI-compatible
+// chat-completions API. It is safe for concurrent use.
+type LLM struct {
+	cfg         LLMConfig
+	client      *openai.Client
+	format      *openai.ChatCompletionResponseFormat
+	temperature float32
+	sem         chan struct{}
+
+	// Test hooks, nil in production. beforeBackoff sees each backoff delay
+	// just before sleeping; waitingForSlot runs when a request has to wait
+	// for a concurrency slot.
+	beforeBackoff  func(time.Duration)
+	waitingForSlot func()
+}
+
+// NewLLM returns an LLM extractor. It fails when cfg is invalid, naming the
+// field; it does not contact the server.
+func NewLLM(cfg LLMConfig) (*LLM, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+
+	clientCfg := openai.DefaultConfig(cfg.APIKey)
+	clientCfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
+	clientCfg.HTTPClient = recordingDoer{client: cfg.HTTPClient}
+
+	l := &LLM{
+		cfg:         cfg,
+		client:      openai.NewClientWithConfig(clientCfg),
+		temperature: requestTemperature(cfg.Model, cfg.Temperature),
+		sem:         make(chan struct{}, cfg.MaxConcurrency),
+	}
+	switch cfg.ResponseFormat {
+	case ResponseFormatJSONSchema:
+		l.format = &openai.ChatCompletionResponseFormat{
+			Type: openai.ChatCompletionResponseFormatTypeJSONSchema,
+			JSONSchema: &openai.ChatCompletionResponseFormatJSONSchema{
+				Name:   "memory_extraction",
+				Schema: json.RawMessage(extractionSchema),
+				Strict: false, // see extractionSchema
+			},
+		}
+	case ResponseFormatJSONObject:
+		l.format = &openai.ChatCompletionResponseFormat{Type: openai.ChatCompletionResponseFormatTypeJSONObject}
+	}
+	return l, nil
+}
+
+// Info returns Info{Name: "llm", Model: cfg.Model, PromptVersion:
+// LLMPromptVersion}.
+func (l *LLM) Info() Info {
+	return Info{Name: "llm", Model: l.cfg.Model, PromptVersion: LLMPromptVersion}
+}
+
+// Extract asks the model for the memory in in.Turn, retrying as described in
+// the package documentation. Memory markers are stripped from every text
+// before it is sent, and in.UserID is not sent. A turn whose user message is
+// empty after stripping yields an empty Result without a request.
+func (l *LLM) Extract(ctx context.Context, in Input) (Result, error) {
+	turn := cleanTurn(in.Turn, promptMaxUserBytes, promptMaxAssistantBytes)
+	if turn.UserMessage == "" {
+		return Result{Facts: map[string]string{}}, nil
+	}
+	userPrompt := buildUserPrompt(in, turn)
+	req := openai.ChatCompletionRequest{
+		Model: l.cfg.Model,
+		Messages: []openai.ChatCompletionMessage{
+			{Role: openai.ChatMessageRoleSystem, Content: systemPrompt},
+			{Role: openai.ChatMessageRoleUser, Content: userPrompt},
+		},
+		ResponseFormat: l.format,
+		Temperature:    l.temperature,
+	}
+
+	var usage Usage
+	for call := 1; ; call++ {
+		reply, err := l.complete(ctx, req, &usage)
+		if err != nil {
+			return Result{Usage: usage}, err
+		}
+		facts, qas, err := parseOutput(reply)
+		if err == nil {
+			return Result{Facts: facts, Context: qas, Usage: usage}, nil
+		}
+		if call > max(l.cfg.MaxInvalidRetries, 0) {
+			return Result{Usage: usage}, fmt.Errorf("%w: %v (after %d model calls)", ErrInvalidOutput, err, call)
+		}
+		// Replace rather than append a message: some chat templates reject
+		// two user messages in a row.
+		req.Messages[1].Content = userPrompt + invalidNote(err)
+	}
+}
+
+// complete makes one model call, retrying transient failures, and returns
+// the reply's content. It adds the tokens of every completed request to
+// usage.
+func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, usage *Usage) (string, error) {
+	maxAttempts := max(l.cfg.MaxRetries, 0) + 1
+	for attempt := 1; ; attempt++ {
+		resp, ex, err := l.send(ctx, req)
+		if err == nil {
+			usage.PromptTokens += resp.Usage.PromptTokens
+			usage.CompletionTokens += resp.Usage.CompletionTokens
+			return replyContent(resp)
+		}
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return "", fmt.Errorf("%w: %w", ErrTransient, ctxErr)
+		}
+
+		transient, reason := classify(err, ex, l.cfg.Timeout)
+		if !transient {
+			return "", fmt.Errorf("%w: %s", ErrPermanent, reason)
+		}
+		if attempt >= maxAttempts {
+			return "", fmt.Errorf("%w: %s (after %d attempts)", ErrTransient, reason, attempt)
+		}
+		if err := l.sleep(ctx, l.backoff(attempt, ex.retryAfter)); err != nil {
+			return "", fmt.Errorf("%w: waiting to retry after %s: %w", ErrTransient, reason, err)
+		}
+	}
+}
+
+// send makes one HTTP request while holding a concurrency slot.
+func (l *LLM) send(ctx context.Context, req openai.ChatCompletionRequest) (openai.ChatCompletionResponse, *exchange, error) {
+	ex := &exchange{}
+	if err := l.acquire(ctx); err != nil {
+		return openai.ChatCompletionResponse{}, ex, err
+	}
+	defer func() { <-l.sem }()
+
+	reqCtx, cancel := context.WithTimeout(context.WithValue(ctx, exchangeKey{}, ex), l.cfg.Timeout)
+	defer cancel()
+	resp, err := l.client.CreateChatCompletion(reqCtx, req)
+	if err != nil && ctx.Err() == nil && errors.Is(reqCtx.Err(), context.DeadlineExceeded) {
+		ex.timedOut = true
+	}
+	return resp, ex, err
+}
+
+// acquire takes a concurrency slot, giving up when ctx ends.
+func (l *LLM) acquire(ctx context.Context) error {
+	select {
+	case l.sem <- struct{}{}:
+		return nil
+	default:
+	}
+	if l.waitingForSlot != nil {
+		l.waitingForSlot()
+	}
+	select {
+	case l.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// backoff returns the delay before retry number attempt (1-based): the
+// server's Retry-After when it sent one, else BaseBackoff doubled per retry
+// with "equal jitter" (half fixed, half random, so that concurrent callers
+// spread out but still back off), both capped by MaxBackoff.
+func (l *LLM) backoff(attempt int, retryAfter string) time.Duration {
+	if d, ok := parseRetryAfter(retryAfter, time.Now()); ok {
+		return min(d, l.cfg.MaxBackoff)
+	}
+	d := l.cfg.BaseBackoff
+	for i := 1; i < attempt && d < l.cfg.MaxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, l.cfg.MaxBackoff)
+	if half := d / 2; half > 0 {
+		d = half + rand.N(d-half+1)
+	}
+	return d
+}
+
+// sleep waits for d or until ctx ends.
+func (l *LLM) sleep(ctx context.Context, d time.Duration) error {
+	if l.beforeBackoff != nil {
+		l.beforeBackoff(d)
+	}
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// parseRetryAfter parses a Retry-After header: delay in seconds or an HTTP
+// date. A date in the past means no delay.
+func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs < 0 {
+			return 0, false
+		}
+		if secs > int64(math.MaxInt64/time.Second) {
+			return time.Duration(math.MaxInt64), true
+		}
+		return time.Duration(secs) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
+}
+
+// replyContent returns the text of the first choice. A refusal or a content
+// filter is permanent: the same input would be refused again. An empty reply
+// is returned as is and rejected as invalid output by the caller.
+func replyContent(resp openai.ChatCompletionResponse) (string, error) {
+	if len(resp.Choices) == 0 {
+		return "", nil
+	}
+	choice := resp.Choices[0]
+	if choice.Message.Refusal != "" || choice.FinishReason == openai.FinishReasonContentFilter {
+		return "", fmt.Errorf("%w: model refused the input (finish reason %q)", ErrPermanent, choice.FinishReason)
+	}
+	return choice.Message.Content, nil
+}
+
+// classify reports whether a failed request is worth retrying, and why it
+// failed, in a short lowercase reason without the response body.
+func classify(err error, ex *exchange, timeout time.Duration) (transient bool, reason string) {
+	var (
+		apiErr *openai.APIError
+		reqErr *openai.RequestError
+		status int
+		detail string
+	)
+	switch {
+	case errors.As(err, &apiErr):
+		status = apiErr.HTTPStatusCode
+		if msg := strings.TrimSpace(apiErr.Message); msg != "" {
+			detail = ": " + boundDetail(msg)
+		}
+	case errors.As(err, &reqErr):
+		status = reqErr.HTTPStatusCode
+	}
+	if status == 0 && ex.status >= 400 {
+		status = ex.status // the error body could not even be read
+	}
+
+	switch {
+	case ex.timedOut:
+		return true, fmt.Sprintf("request timed out after %s", timeout)
+	case status != 0:
+		reason = fmt.Sprintf("status %d%s", status, detail)
+		permanent := status >= 400 && status < 500 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests
+		return !permanent, reason
+	case !ex.sent:
+		// go-openai refused to build or send the request (unsupported
+		// model or parameters): sending it again cannot help.
+		return false, "request rejected before sending: " + boundDetail(err.Error())
+	case ex.status != 0:
+		return true, fmt.Sprintf("malformed response body with status %d: %s", ex.status, boundDetail(err.Error()))
+	default:
+		return true, "connection error: " + boundDetail(err.Error())
+	}
+}
+
+// boundDetail keeps quoted server text short and printable.
+func boundDetail(s string) string {
+	s = strings.Join(strings.Fields(sanitize(s)), " ")
+	if cut, ok := truncateUTF8(s, maxDetailBytes); ok {
+		return cut + "…"
+	}
+	return s
+}
+
+// requestTemperature works around go-openai's omitempty on temperature: an
+// explicit 0 would be dropped and the server's default used. The smallest
+// positive float32 is, for sampling, the same as 0. Reasoning models reject
+// any temperature, so for them 0 is left out as go-openai would.
+func requestTemperature(model string, t float32) float32 {
+	if t != 0 {
+		return t
+	}
+	req := openai.ChatCompletionRequest{Model: model, Temperature: math.SmallestNonzeroFloat32}
+	if openai.NewReasoningValidator().Validate(req) != nil {
+		return 0
+	}
+	return math.SmallestNonzeroFloat32
+}
+
+// exchangeKey is the context key of the *exchange of one request.
+type exchangeKey struct{}
+
+// exchange records what happened on the wire during one request: go-openai
+// returns errors without the response headers, and Retry-After is needed.
+// It is written and read by the goroutine making the request.
+type exchange struct {
+	sent       bool
+	status     int
+	retryAfter string
+	timedOut   bool
+}
+
+// recordingDoer is the go-openai HTTP client. It records the exchange of
+// each request in the request's context and bounds response bodies.
+type recordingDoer struct {
+	client *http.Client
+}
+
+func (d recordingDoer) Do(req *http.Request) (*http.Response, error) {
+	ex, _ := req.Context().Value(exchangeKey{}).(*exchange)
+	if ex != nil {
+		ex.sent = true
+	}
+	resp, err := d.client.Do(req)
+	if err != nil {
+		return resp, err
+	}
+	if ex != nil {
+		ex.status = resp.StatusCode
+		ex.retryAfter = resp.Header.Get("Retry-After")
+	}
+	resp.Body = limitedBody{Reader: io.LimitReader(resp.Body, maxResponseBytes), Closer: resp.Body}
+	return resp, nil
+}
+
+type limitedBody struct {
+	io.Reader
+	io.Closer
+}

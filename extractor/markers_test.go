@@ -1,0 +1,91 @@
+package extractor
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestStripMarkers(t *testing.T) {
+	t.Parallel()
+
+	tests := []struct {
+		name string
+		in   string
+		want string
+	}{
+		{name: "empty", in: "", want: ""},
+		{name: "no markers", in: "  hello there \n", want: "hello there"},
+		{name: "plain brackets kept", in: "see [1] and [note: x]", want: "see [1] and [note: x]"},
+		{name: "facts prefix", in: "[facts: name=Ana; location=Lisbon]\nWhat should I cook?", want: "What should I cook?"},
+		{name: "context prefix", in: "[context: q=a a=b] hi", want: "hi"},
+		{name: "both", in: "[facts: a=b]\n[context: x]\nreal text", want: "real text"},
+		{name: "case insensitive", in: "[FACTS: x] [Context: y] hi", want: "hi"},
+		{name: "spaces in opener", in: "[ facts : x ] hi", want: "hi"},
+		{name: "inline keeps one space", in: "before [facts: x] after", want: "before after"},
+		{name: "nested brackets", in: "[facts: list=[a, [b]], x=[c]] tail", want: "tail"},
+		{name: "multi-line", in: "head\n[context:\n  q: where?\n  a: [there]\n]\nbody", want: "head\n\nbody"},
+		{name: "unclosed removes to end", in: "keep this [facts: name=Ana\nmore", want: "keep this"},
+		{name: "unclosed nested", in: "x [context: [a] [b", want: "x"},
+		{name: "marker at end", in: "text [facts:", want: "text"},
+		{name: "only marker", in: "[facts: a]", want: ""},
+		{name: "adjacent blocks", in: "[facts: a][context: b]c", want: "c"},
+		{name: "stray closing bracket kept", in: "a] [facts: b] c]", want: "a] c]"},
+		{name: "word facts without bracket kept", in: "facts: the sky is blue", want: "facts: the sky is blue"},
+		{name: "unicode around", in: "olá [facts: nome=Zoë] ção", want: "olá ção"},
+		{name: "invalid utf-8 kept outside", in: "\xff\xfe [facts: \xff] ok", want: "\xff\xfe ok"},
+		{name: "marker formed by removal", in: "[fac[facts: x]ts: y] z", want: "z"},
+		{name: "invalid utf-8 inside removed", in: "[context: \xc3\x28 ] fine", want: "fine"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := StripMarkers(tt.in); got != tt.want {
+				t.Errorf("StripMarkers(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestStripMarkersLarge(t *testing.T) {
+	t.Parallel()
+
+	// Many unclosed openers must not make the work quadratic or blow up.
+	in := "keep " + strings.Repeat("[facts: [", 100_000)
+	if got := StripMarkers(in); got != "keep" {
+		t.Errorf("StripMarkers(large) = %q, want %q", got, "keep")
+	}
+	in = strings.Repeat("[context: x] y ", 50_000)
+	if got := StripMarkers(in); strings.Contains(got, "[") || !strings.HasPrefix(got, "y y") {
+		t.Errorf("StripMarkers(many blocks) = %.40q..., want only the y's", got)
+	}
+}
+
+func FuzzStripMarkers(f *testing.F) {
+	for _, s := range []string{
+		"",
+		"hello",
+		"[facts: a=b] hi",
+		"[context: [nested [deep]] ] x",
+		"[FACTS: unclosed",
+		"a [facts: x] b [context: y] c",
+		"\xff[facts:\xfe]\x00",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		got := StripMarkers(in)
+		if utf8.ValidString(in) && !utf8.ValidString(got) {
+			t.Fatalf("StripMarkers(%q) = %q: invalid UTF-8 from valid input", in, got)
+		}
+		if len(got) > len(in) {
+			t.Fatalf("StripMarkers(%q) = %q: output longer than input", in, got)
+		}
+		if !markerOpenRE.MatchString(in) && got != strings.TrimSpace(in) {
+			t.Fatalf("StripMarkers(%q) = %q: changed text without markers", in, got)
+		}
+		if got != strings.TrimSpace(got) {
+			t.Fatalf("StripMarkers(%q) = %q: not trimmed", in, got)
+		}
+	})
+}

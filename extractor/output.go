@@ -1,0 +1,336 @@
+package extractor
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+)
+
+// Bounds on what one model reply may add to memory. Extra items are dropped
+// and long values truncated: a runaway reply must not flood the store.
+const (
+	maxKeyBytes      = 64
+	maxFactValueRune = 500
+	maxFacts         = 50
+	maxQuestionRunes = 1000
+	maxAnswerRunes   = 4000
+	maxContextPairs  = 20
+	// maxCandidates bounds how many '{' positions are tried when looking for
+	// the JSON object inside prose.
+	maxCandidates = 16
+)
+
+var (
+	// thinkRE matches the reasoning block some local models (DeepSeek-R1,
+	// Qwen3) put before their answer; it may contain braces of its own. An
+	// unclosed block swallows the rest, which then has no JSON in it.
+	thinkRE = regexp.MustCompile(`(?is)<think>.*?(?:</think>|$)`)
+	// fenceRE matches a Markdown code block, with or without a language tag.
+	fenceRE = regexp.MustCompile("(?s)```[a-zA-Z0-9_-]*[ \t]*\r?\n?(.*?)```")
+)
+
+// parseOutput validates a model reply and returns what it holds. The reply
+// must contain one JSON object with a "facts" object and/or a "context"
+// array; it may be wrapped in a code fence or in prose. The returned error is
+// a short reason, suitable for an error message and for telling the model
+// what to fix; it never quotes the reply.
+func parseOutput(reply string) (map[string]string, []QA, error) {
+	reply = thinkRE.ReplaceAllString(reply, "")
+	if strings.TrimSpace(reply) == "" {
+		return nil, nil, errors.New("reply is empty")
+	}
+
+	// Fenced blocks first: prose around them may contain stray braces.
+	var texts []string
+	for _, m := range fenceRE.FindAllStringSubmatch(reply, 4) {
+		texts = append(texts, m[1])
+	}
+	texts = append(texts, reply)
+
+	var firstErr error
+	tried := 0
+	for _, text := range texts {
+		for i := 0; i < len(text) && tried < maxCandidates; i++ {
+			j := strings.IndexByte(text[i:], '{')
+			if j < 0 {
+				break
+			}
+			i += j
+			tried++
+			raw, ok := decodeFirstValue(text[i:])
+			if !ok {
+				continue
+			}
+			facts, qas, err := parseObject(raw)
+			if err == nil {
+				return facts, qas, nil
+			}
+			if firstErr == nil {
+				firstErr = err
+			}
+		}
+	}
+	if firstErr == nil {
+		firstErr = errors.New("reply contains no JSON object")
+	}
+	return nil, nil, firstErr
+}
+
+// decodeFirstValue decodes the JSON value at the start of s, ignoring
+// whatever follows it.
+func decodeFirstValue(s string) (json.RawMessage, bool) {
+	dec := json.NewDecoder(strings.NewReader(s))
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return nil, false
+	}
+	return raw, true
+}
+
+func parseObject(raw json.RawMessage) (map[string]string, []QA, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil {
+		return nil, nil, errors.New("reply is not a JSON object")
+	}
+	factsRaw, hasFacts := top["facts"]
+	contextRaw, hasContext := top["context"]
+	if !hasFacts && !hasContext {
+		return nil, nil, errors.New(`reply has neither "facts" nor "context"`)
+	}
+
+	facts := make(map[string]string)
+	if hasFacts && !isNull(factsRaw) {
+		if err := parseFacts(factsRaw, facts); err != nil {
+			return nil, nil, err
+		}
+	}
+	var qas []QA
+	if hasContext && !isNull(contextRaw) {
+		var err error
+		if qas, err = parseContext(contextRaw); err != nil {
+			return nil, nil, err
+		}
+	}
+	return facts, qas, nil
+}
+
+// parseFacts decodes the "facts" object in order, so that when two keys
+// normalise to the same key the later one wins deterministically.
+func parseFacts(raw json.RawMessage, facts map[string]string) error {
+	if firstByte(raw) != '{' {
+		return fmt.Errorf(`"facts" is %s, not an object`, jsonKind(raw))
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil { // the '{'
+		return errors.New(`"facts" is not valid JSON`)
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return errors.New(`"facts" is not valid JSON`)
+		}
+		name, _ := tok.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return errors.New(`"facts" is not valid JSON`)
+		}
+		value, err := factValue(v)
+		if err != nil {
+			return fmt.Errorf("fact %q: %w", truncateRunes(sanitize(name), maxKeyBytes), err)
+		}
+		key := snakeKey(name)
+		value = cleanModelText(value, maxFactValueRune)
+		if key == "" || isUnknownValue(strings.ToLower(value)) {
+			continue
+		}
+		if _, exists := facts[key]; !exists && len(facts) == maxFacts {
+			continue
+		}
+		facts[key] = value
+	}
+	return nil
+}
+
+// factValue coerces a fact's JSON value to a string. Strings, numbers and
+// booleans are taken as they are, null means no value, and a list of those
+// is joined with ", " ("languages": ["English", "Portuguese"]). Objects, and
+// lists holding objects or lists, are not values of a flat fact.
+func factValue(v json.RawMessage) (string, error) {
+	if firstByte(v) == '[' {
+		var items []json.RawMessage
+		if err := json.Unmarshal(v, &items); err != nil {
+			return "", errors.New("value is not valid JSON")
+		}
+		var parts []string
+		for _, item := range items {
+			s, ok := scalarString(item)
+			if !ok {
+				return "", fmt.Errorf("list holds %s, not strings", jsonKind(item))
+			}
+			if s = strings.TrimSpace(s); s != "" && !isUnknownValue(strings.ToLower(s)) {
+				parts = append(parts, s)
+			}
+		}
+		return strings.Join(parts, ", "), nil
+	}
+	s, ok := scalarString(v)
+	if !ok {
+		return "", fmt.Errorf("value is %s, not a string", jsonKind(v))
+	}
+	return s, nil
+}
+
+func parseContext(raw json.RawMessage) ([]QA, error) {
+	if firstByte(raw) != '[' {
+		return nil, fmt.Errorf(`"context" is %s, not a list`, jsonKind(raw))
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, errors.New(`"context" is not valid JSON`)
+	}
+	var qas []QA
+	for i, item := range items {
+		if firstByte(item) != '{' {
+			return nil, fmt.Errorf(`"context" item %d is %s, not an object`, i, jsonKind(item))
+		}
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(item, &fields); err != nil {
+			return nil, fmt.Errorf(`"context" item %d is not valid JSON`, i)
+		}
+		q, okQ := qaField(fields, "q", "question")
+		a, okA := qaField(fields, "a", "answer")
+		if !okQ || !okA {
+			return nil, fmt.Errorf(`"context" item %d has a "q" or "a" that is not a string`, i)
+		}
+		q = cleanModelText(q, maxQuestionRunes)
+		if q == "" || len(qas) == maxContextPairs {
+			continue
+		}
+		qas = append(qas, QA{Q: q, A: cleanModelText(a, maxAnswerRunes)})
+	}
+	return qas, nil
+}
+
+// qaField returns the field called name, or alias when name is absent; a
+// missing field is an empty string.
+func qaField(fields map[string]json.RawMessage, name, alias string) (string, bool) {
+	v, ok := fields[name]
+	if !ok {
+		if v, ok = fields[alias]; !ok {
+			return "", true
+		}
+	}
+	return scalarString(v)
+}
+
+// scalarString returns the text of a JSON string, number or boolean, and ""
+// for null. It reports false for objects and arrays.
+func scalarString(v json.RawMessage) (string, bool) {
+	switch c := firstByte(v); {
+	case c == '"':
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return "", false
+		}
+		return s, true
+	case c == 'n':
+		return "", isNull(v)
+	case c == 't' || c == 'f':
+		var b bool
+		if err := json.Unmarshal(v, &b); err != nil {
+			return "", false
+		}
+		if b {
+			return "true", true
+		}
+		return "false", true
+	case c == '-' || (c >= '0' && c <= '9'):
+		var n json.Number
+		if err := json.Unmarshal(v, &n); err != nil {
+			return "", false
+		}
+		return n.String(), true
+	}
+	return "", false
+}
+
+// cleanModelText makes model text safe to store: valid UTF-8, no NULs, no
+// memory markers echoed back, trimmed and bounded.
+func cleanModelText(s string, maxRunes int) string {
+	s = StripMarkers(sanitize(s))
+	if utf8.RuneCountInString(s) > maxRunes {
+		s = strings.TrimSpace(truncateRunes(s, maxRunes))
+	}
+	return s
+}
+
+func firstByte(v json.RawMessage) byte {
+	v = bytes.TrimLeft(v, " \t\r\n")
+	if len(v) == 0 {
+		return 0
+	}
+	return v[0]
+}
+
+func isNull(v json.RawMessage) bool {
+	return string(bytes.TrimSpace(v)) == "null"
+}
+
+// jsonKind names the kind of a JSON value for error messages.
+func jsonKind(v json.RawMessage) string {
+	switch c := firstByte(v); {
+	case c == '{':
+		return "an object"
+	case c == '[':
+		return "a list"
+	case c == '"':
+		return "a string"
+	case c == 'n':
+		return "null"
+	case c == 't' || c == 'f':
+		return "a boolean"
+	default:
+		return "a number"
+	}
+}
+
+// snakeKey normalises a fact key to snake_case ASCII: lowercase letters,
+// digits and single underscores, camelCase split into words, anything else a
+// separator, at most maxKeyBytes bytes. It returns "" when nothing is left.
+func snakeKey(s string) string {
+	var b strings.Builder
+	pendingSep := false
+	var prev rune
+	for _, r := range s {
+		orig := r
+		switch {
+		case r >= 'A' && r <= 'Z':
+			if (prev >= 'a' && prev <= 'z') || (prev >= '0' && prev <= '9') {
+				pendingSep = true
+			}
+			r += 'a' - 'A'
+			fallthrough
+		case (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9'):
+			if pendingSep && b.Len() > 0 {
+				b.WriteByte('_')
+			}
+			pendingSep = false
+			b.WriteRune(r)
+		default:
+			pendingSep = true
+		}
+		prev = orig
+		if b.Len() >= maxKeyBytes {
+			break
+		}
+	}
+	key := b.String()
+	if len(key) > maxKeyBytes {
+		key = key[:maxKeyBytes]
+	}
+	return strings.Trim(key, "_")
+}
