@@ -166,7 +166,7 @@ func (w *Worker) reject(ctx context.Context, m jetstream.Msg, reason error) {
 	if md, err := m.Metadata(); err == nil {
 		seq = md.Sequence.Stream
 	}
-	dl := &nats.Msg{Subject: deadLetterSubject(w.cfg.Prefix), Data: m.Data(), Header: nats.Header{}}
+	dl := &nats.Msg{Subject: deadLetterSubject(w.cfg.Prefix, m.Subject()), Data: m.Data(), Header: nats.Header{}}
 	dl.Header.Set(HeaderReason, reason.Error())
 	dl.Header.Set(HeaderOriginalSubject, m.Subject())
 	dl.Header.Set(HeaderStreamSeq, strconv.FormatUint(seq, 10))

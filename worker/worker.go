@@ -263,7 +263,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	if _, err := w.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        cfg.DeadLetterStream,
 		Description: "memoryd rejected turn events, with the reason in the Memoryd-Reason header",
-		Subjects:    []string{deadLetterSubject(cfg.Prefix)},
+		Subjects:    []string{cfg.Prefix + ".deadletter.>"},
 		Storage:     jetstream.FileStorage,
 	}); err != nil {
 		return fmt.Errorf("worker: ensure dead-letter stream: %w", err)
@@ -342,7 +342,17 @@ func (w *Worker) Stop(ctx context.Context) error {
 	return nil
 }
 
-func deadLetterSubject(prefix string) string { return prefix + ".deadletter.turns" }
+// deadLetterSubject is where a rejected event published on subject goes:
+// "<prefix>.deadletter.<token>", keeping the user token of the original
+// subject (so forgetting a user can purge their rejects too), or "_" when the
+// subject had none.
+func deadLetterSubject(prefix, subject string) string {
+	token := events.TokenFromSubject(prefix, subject)
+	if token == "" {
+		token = "_"
+	}
+	return prefix + ".deadletter." + token
+}
 
 // RetryFailed sets failed turns (of userID, or of every user when empty; at
 // most limit) back to pending and enqueues one extraction job each, in one

@@ -18,7 +18,7 @@ import (
 
 func runPublish(ctx context.Context, a *app, args []string) error {
 	var (
-		o                                    connOptions
+		o                                     connOptions
 		user, conv, message, response, id, at string
 		noMemory, ensure                      bool
 	)
