@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/riverqueue/river"
 
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/store"
@@ -86,20 +85,7 @@ func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) error {
 			_ = m.Ack()
 			continue
 		}
-		var seq uint64
-		if md, err := m.Metadata(); err == nil {
-			seq = md.Sequence.Stream
-		}
-		turns = append(turns, store.Turn{
-			EventID:           turn.ID,
-			UserID:            turn.UserID,
-			ConversationID:    turn.ConversationID,
-			UserMessage:       turn.UserMessage,
-			AssistantResponse: turn.AssistantResponse,
-			TurnAt:            turn.Timestamp,
-			Metadata:          turn.Metadata,
-			StreamSeq:         seq,
-		})
+		turns = append(turns, storeTurn(turn, m))
 		valid = append(valid, m)
 	}
 	if len(turns) == 0 {
@@ -131,16 +117,7 @@ func (w *Worker) enqueue(ctx context.Context, tx pgx.Tx, turns []store.Turn, ins
 	if len(inserted) == 0 {
 		return nil
 	}
-	userOf := make(map[string]string, len(turns))
-	for _, t := range turns {
-		userOf[t.EventID] = t.UserID
-	}
-	params := make([]river.InsertManyParams, len(inserted))
-	for i, id := range inserted {
-		params[i] = river.InsertManyParams{Args: ExtractArgs{UserID: userOf[id], EventIDs: []string{id}}}
-	}
-	_, err := w.river.InsertManyFastTx(ctx, tx, params)
-	return err
+	return insertJobs(ctx, w.river, tx, turns, inserted, false)
 }
 
 // errTokenMismatch rejects an event whose user_id does not belong to its

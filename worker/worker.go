@@ -93,6 +93,9 @@ type Config struct {
 	// FetchPollInterval is how often River polls for jobs when no
 	// notification arrived. Default 1s.
 	FetchPollInterval time.Duration
+	// DisableIngest runs only the extraction workers, without consuming the
+	// stream (e.g. to work off a replay). Default false.
+	DisableIngest bool
 }
 
 func (c Config) withDefaults() Config {
@@ -172,7 +175,7 @@ type ExtractArgs struct {
 }
 
 // Kind is River's job kind.
-func (ExtractArgs) Kind() string { return "memoryd_extract" }
+func (ExtractArgs) Kind() string { return store.ExtractJobKind }
 
 // InsertOpts puts extraction jobs on their queue.
 func (ExtractArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{Queue: QueueExtract} }
@@ -202,6 +205,7 @@ type Worker struct {
 	received, recorded, duplicates, optedOut, rejected atomic.Int64
 
 	mu      sync.Mutex
+	started bool
 	consume jetstream.ConsumeContext
 	msgs    chan jetstream.Msg
 	stop    chan struct{}
@@ -257,6 +261,16 @@ func (w *Worker) Stats() Stats {
 // goes on until Stop.
 func (w *Worker) Start(ctx context.Context) error {
 	cfg := w.cfg
+	if cfg.DisableIngest {
+		if err := w.river.Start(ctx); err != nil {
+			return fmt.Errorf("worker: start river: %w", err)
+		}
+		w.mu.Lock()
+		w.started = true
+		w.mu.Unlock()
+		w.logger.Info("worker started (extraction only)", "extractor", cfg.Extractor.Info().Name, "workers", cfg.Workers)
+		return nil
+	}
 	if _, err := events.EnsureStream(ctx, w.js, events.StreamConfig{Prefix: cfg.Prefix, Stream: cfg.Stream}); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
@@ -286,6 +300,7 @@ func (w *Worker) Start(ctx context.Context) error {
 
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.started = true
 	w.msgs = make(chan jetstream.Msg, cfg.BatchSize*2)
 	w.stop = make(chan struct{})
 	w.done = make(chan struct{})
@@ -310,26 +325,22 @@ func (w *Worker) Start(ctx context.Context) error {
 // to finish, then they are cancelled and retried later by any worker.
 func (w *Worker) Stop(ctx context.Context) error {
 	w.mu.Lock()
-	consume, stop, done := w.consume, w.stop, w.done
-	w.consume = nil
+	started, consume, stop, done := w.started, w.consume, w.stop, w.done
+	w.started, w.consume = false, nil
 	w.mu.Unlock()
-	if consume == nil {
+	if !started {
 		return nil
 	}
-	// Stop the pull first so the handler stops sending; messages already in
-	// the channel are handed back below.
-	consume.Stop()
-	<-consume.Closed()
-	close(stop)
-	<-done
-	for {
-		select {
-		case m := <-w.msgs:
-			_ = m.Nak()
-			continue
-		default:
+	if consume != nil {
+		// Stop the pull first so the handler stops sending; messages
+		// already in the channel are handed back below.
+		consume.Stop()
+		<-consume.Closed()
+		close(stop)
+		<-done
+		for len(w.msgs) > 0 {
+			_ = (<-w.msgs).Nak()
 		}
-		break
 	}
 	err := w.river.Stop(ctx)
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
@@ -368,27 +379,17 @@ func RetryFailed(ctx context.Context, s *store.Store, userID string, limit int) 
 		return 0, err
 	}
 	ids := make([]string, len(failed))
-	userOf := make(map[string]string, len(failed))
 	for i, t := range failed {
 		ids[i] = t.EventID
-		userOf[t.EventID] = t.UserID
 	}
 	var n int
 	err = s.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
 		reset, err := q.ResetFailed(ctx, ids)
-		if err != nil {
+		if err != nil || len(reset) == 0 {
 			return err
 		}
-		params := make([]river.InsertManyParams, len(reset))
-		for i, id := range reset {
-			params[i] = river.InsertManyParams{Args: ExtractArgs{UserID: userOf[id], EventIDs: []string{id}}}
-		}
 		n = len(reset)
-		if n == 0 {
-			return nil
-		}
-		_, err = client.InsertManyFastTx(ctx, tx, params)
-		return err
+		return insertJobs(ctx, client, tx, failed, reset, false)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("retry failed: %w", err)

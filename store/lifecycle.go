@@ -1,0 +1,130 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Removed counts rows deleted from each table.
+type Removed struct {
+	Facts       int64 `json:"facts"`
+	FactHistory int64 `json:"fact_history"`
+	Context     int64 `json:"context"`
+	Turns       int64 `json:"turns"`
+	Jobs        int64 `json:"jobs"`
+}
+
+// ForgetUser deletes everything memoryd keeps about a user in Postgres: facts,
+// fact history, context, turns and extraction jobs, in one transaction. A job
+// that is running meanwhile finds no turns and stores nothing.
+func (s *Store) ForgetUser(ctx context.Context, userID string) (Removed, error) {
+	var r Removed
+	err := s.InTx(ctx, func(_ pgx.Tx, q *Store) error {
+		var err error
+		if r, err = q.deleteMemory(ctx, []string{userID}); err != nil {
+			return err
+		}
+		tag, err := q.db.Exec(ctx, `DELETE FROM turns WHERE user_id = $1`, userID)
+		if err != nil {
+			return fmt.Errorf("forget turns: %w", err)
+		}
+		r.Turns = tag.RowsAffected()
+		// River's job rows carry the user id in their args.
+		tag, err = q.db.Exec(ctx, `DELETE FROM river_job WHERE kind = $1 AND args->>'user_id' = $2`, ExtractJobKind, userID)
+		if err != nil {
+			return fmt.Errorf("forget jobs: %w", err)
+		}
+		r.Jobs = tag.RowsAffected()
+		return nil
+	})
+	return r, err
+}
+
+// ExtractJobKind is the River kind of extraction jobs (see worker.ExtractArgs).
+const ExtractJobKind = "memoryd_extract"
+
+// ResetMemory deletes the derived memory (facts, fact history, context) of
+// the given users, or of every user when userIDs is empty, in one
+// transaction, before a replay rebuilds it. Turns are kept.
+func (s *Store) ResetMemory(ctx context.Context, userIDs []string) (Removed, error) {
+	var r Removed
+	err := s.InTx(ctx, func(_ pgx.Tx, q *Store) error {
+		var err error
+		r, err = q.deleteMemory(ctx, userIDs)
+		return err
+	})
+	return r, err
+}
+
+func (s *Store) deleteMemory(ctx context.Context, userIDs []string) (Removed, error) {
+	var r Removed
+	all := len(userIDs) == 0
+	for _, t := range []struct {
+		table string
+		n     *int64
+	}{{"facts", &r.Facts}, {"fact_history", &r.FactHistory}, {"context", &r.Context}} {
+		// fact_history last among facts: deleting facts records deletions
+		// in it, which must go too.
+		tag, err := s.db.Exec(ctx, `DELETE FROM `+t.table+` WHERE $1 OR user_id = ANY($2)`, all, userIDs)
+		if err != nil {
+			return r, fmt.Errorf("delete %s: %w", t.table, err)
+		}
+		*t.n = tag.RowsAffected()
+	}
+	return r, nil
+}
+
+// RequeueTurns records turns read again from the stream for a replay: new
+// ones are inserted, known ones that are not pending are set back to pending
+// (their content refreshed from the event). It returns the ids that need an
+// extraction job; a turn already pending has one.
+func (s *Store) RequeueTurns(ctx context.Context, turns []Turn) ([]string, error) {
+	if len(turns) == 0 {
+		return nil, nil
+	}
+	n := len(turns)
+	ids, users, convs, msgs, resps := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	ats := make([]time.Time, n)
+	seqs := make([]int64, n)
+	for i, t := range turns {
+		ids[i], users[i], convs[i], msgs[i], resps[i] = t.EventID, t.UserID, t.ConversationID, t.UserMessage, t.AssistantResponse
+		ats[i], seqs[i] = t.TurnAt, int64(t.StreamSeq)
+	}
+	// xmax = 0 tells an inserted row from an updated one; the WHERE skips
+	// rows already pending, which RETURNING then omits.
+	rows, err := s.db.Query(ctx, `
+		INSERT INTO turns AS t (event_id, user_id, conversation_id, user_message, assistant_response, turn_at, stream_seq)
+		SELECT DISTINCT ON (e) e, u, c, m, r, a, q
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::bigint[]) AS x(e, u, c, m, r, a, q)
+		ORDER BY e
+		ON CONFLICT (event_id) DO UPDATE
+		SET status = 'pending', last_error = NULL, user_message = excluded.user_message,
+		    assistant_response = excluded.assistant_response, turn_at = excluded.turn_at,
+		    conversation_id = excluded.conversation_id, stream_seq = excluded.stream_seq
+		WHERE t.status <> 'pending' AND t.user_id = excluded.user_id
+		RETURNING event_id`,
+		ids, users, convs, msgs, resps, ats, seqs)
+	if err != nil {
+		return nil, fmt.Errorf("requeue turns: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("requeue turns: %w", err)
+	}
+	return out, nil
+}
+
+// PendingTurns counts turns not yet processed or failed, for the given users
+// (all when empty).
+func (s *Store) PendingTurns(ctx context.Context, userIDs []string) (int64, error) {
+	var n int64
+	err := s.db.QueryRow(ctx, `SELECT count(*) FROM turns WHERE status = 'pending' AND ($1 OR user_id = ANY($2))`,
+		len(userIDs) == 0, userIDs).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("pending turns: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,327 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store"
+)
+
+// ReplayConfig configures Replay.
+type ReplayConfig struct {
+	// JetStream reads the stream. Required.
+	JetStream jetstream.JetStream
+	// Store receives the turns and jobs. Required.
+	Store *store.Store
+	// Prefix is the subject prefix. Default "memory".
+	Prefix string
+	// Stream is the turn stream. Default "MEMORY_TURNS".
+	Stream string
+	// Users limits the replay to these users; default all.
+	Users []string
+	// Since replays turns stored in the stream at or after this time.
+	Since time.Time
+	// FromSeq replays from this stream sequence; 0 means the start.
+	FromSeq uint64
+	// Reset deletes the derived memory of the users in scope (all users when
+	// Users is empty) in one transaction before replaying.
+	Reset bool
+	// DryRun reads and counts without writing anything.
+	DryRun bool
+	// BatchSize is how many events share one transaction and one job per
+	// user. Default 500.
+	BatchSize int
+	// Progress, when set, is called after every batch.
+	Progress func(ReplayProgress)
+	// Logger default slog.Default().
+	Logger *slog.Logger
+}
+
+// ReplayProgress reports a replay's advance.
+type ReplayProgress struct {
+	// Read counts events read so far; Total is what the stream held for the
+	// replay's scope when it started.
+	Read, Total uint64
+	// Enqueued counts turns set to be extracted again.
+	Enqueued int
+	// Invalid counts events skipped as invalid; OptedOut those with
+	// memory:false.
+	Invalid, OptedOut int
+	// Removed is what Reset deleted.
+	Removed store.Removed
+	// Elapsed since the replay started.
+	Elapsed time.Duration
+}
+
+// Rate is events read per second.
+func (p ReplayProgress) Rate() float64 {
+	if p.Elapsed <= 0 {
+		return 0
+	}
+	return float64(p.Read) / p.Elapsed.Seconds()
+}
+
+// ETA estimates the time left.
+func (p ReplayProgress) ETA() time.Duration {
+	r := p.Rate()
+	if r == 0 || p.Read >= p.Total {
+		return 0
+	}
+	return time.Duration(float64(p.Total-p.Read) / r * float64(time.Second))
+}
+
+// Replay reads the turn stream with ordered consumers (one per user in scope,
+// or one over all users) and sends every valid turn through extraction again:
+// turns are recorded or set back to pending and batched into one River job per
+// user per batch, so that the running workers rebuild memory without per-turn
+// job overhead. Facts converge whatever order the jobs run in (latest source
+// time wins) and context is deduplicated, so replaying twice gives the same
+// memory as replaying once, and an interrupted replay can simply be re-run.
+//
+// Replay only enqueues; workers (memoryd serve, or a Worker started by the
+// caller) do the extraction. It reads what the stream held when it started.
+func Replay(ctx context.Context, cfg ReplayConfig) (ReplayProgress, error) {
+	if cfg.JetStream == nil || cfg.Store == nil {
+		return ReplayProgress{}, errors.New("worker: ReplayConfig.JetStream and Store are required")
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = events.DefaultPrefix
+	}
+	if cfg.Stream == "" {
+		cfg.Stream = events.DefaultStream
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = 500
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	start := time.Now()
+	var p ReplayProgress
+	if cfg.Reset && !cfg.DryRun {
+		removed, err := cfg.Store.ResetMemory(ctx, cfg.Users)
+		if err != nil {
+			return p, fmt.Errorf("replay reset: %w", err)
+		}
+		p.Removed = removed
+	}
+	client, err := river.NewClient(riverpgxv5.New(cfg.Store.Pool()), &river.Config{})
+	if err != nil {
+		return p, fmt.Errorf("replay: river: %w", err)
+	}
+	filters := []string{events.TurnSubjects(cfg.Prefix)}
+	if len(cfg.Users) > 0 {
+		filters = filters[:0]
+		for _, u := range cfg.Users {
+			filters = append(filters, events.TurnSubject(cfg.Prefix, u))
+		}
+	}
+	// One ordered consumer per filter: JetStream 2.9 takes a single filter
+	// subject per consumer.
+	type source struct {
+		cons    jetstream.Consumer
+		pending uint64
+	}
+	var sources []source
+	for _, f := range filters {
+		occ := jetstream.OrderedConsumerConfig{FilterSubjects: []string{f}, DeliverPolicy: jetstream.DeliverAllPolicy}
+		switch {
+		case cfg.FromSeq > 0:
+			occ.DeliverPolicy, occ.OptStartSeq = jetstream.DeliverByStartSequencePolicy, cfg.FromSeq
+		case !cfg.Since.IsZero():
+			since := cfg.Since
+			occ.DeliverPolicy, occ.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
+		}
+		cons, err := cfg.JetStream.OrderedConsumer(ctx, cfg.Stream, occ)
+		if err != nil {
+			return p, fmt.Errorf("replay: consumer for %s: %w", f, err)
+		}
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return p, fmt.Errorf("replay: consumer info: %w", err)
+		}
+		sources = append(sources, source{cons: cons, pending: info.NumPending})
+		p.Total += info.NumPending
+	}
+	for _, src := range sources {
+		for left := src.pending; left > 0; {
+			batch, err := src.cons.Fetch(int(min(left, uint64(cfg.BatchSize))), jetstream.FetchMaxWait(5*time.Second))
+			if err != nil {
+				return p, fmt.Errorf("replay: fetch: %w", err)
+			}
+			var turns []store.Turn
+			n := uint64(0)
+			for m := range batch.Messages() {
+				n++
+				turn, err := events.Decode(m.Data())
+				if err == nil && events.TokenFromSubject(cfg.Prefix, m.Subject()) != events.UserToken(turn.UserID) {
+					err = errTokenMismatch
+				}
+				switch {
+				case err != nil:
+					p.Invalid++
+				case !turn.MemoryEnabled():
+					p.OptedOut++
+				default:
+					turns = append(turns, storeTurn(turn, m))
+				}
+			}
+			if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+				return p, fmt.Errorf("replay: fetch: %w", err)
+			}
+			if n == 0 {
+				break // the stream lost messages since we counted (purge, max age)
+			}
+			left -= min(n, left)
+			p.Read += n
+			if !cfg.DryRun {
+				enq, err := requeue(ctx, cfg.Store, client, turns)
+				if err != nil {
+					return p, err
+				}
+				p.Enqueued += enq
+			} else {
+				p.Enqueued += len(turns)
+			}
+			p.Elapsed = time.Since(start)
+			if cfg.Progress != nil {
+				cfg.Progress(p)
+			}
+		}
+	}
+	p.Elapsed = time.Since(start)
+	cfg.Logger.Info("replay enqueued", "read", p.Read, "enqueued", p.Enqueued, "invalid", p.Invalid, "dry_run", cfg.DryRun)
+	return p, nil
+}
+
+// requeue records a batch of replayed turns and inserts one job per user for
+// those that need extraction, in one transaction.
+func requeue(ctx context.Context, s *store.Store, client *river.Client[pgx.Tx], turns []store.Turn) (int, error) {
+	var n int
+	err := s.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
+		ids, err := q.RequeueTurns(ctx, turns)
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		n = len(ids)
+		return insertJobs(ctx, client, tx, turns, ids, true)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("replay: %w", err)
+	}
+	return n, nil
+}
+
+// insertJobs enqueues extraction for ids (a subset of turns): one job per turn,
+// or with perUser one job per user listing all of that user's turns.
+func insertJobs(ctx context.Context, client *river.Client[pgx.Tx], tx pgx.Tx, turns []store.Turn, ids []string, perUser bool) error {
+	userOf := make(map[string]string, len(turns))
+	for _, t := range turns {
+		userOf[t.EventID] = t.UserID
+	}
+	var params []river.InsertManyParams
+	if perUser {
+		byUser := map[string][]string{}
+		var order []string
+		for _, id := range ids {
+			u := userOf[id]
+			if _, ok := byUser[u]; !ok {
+				order = append(order, u)
+			}
+			byUser[u] = append(byUser[u], id)
+		}
+		for _, u := range order {
+			params = append(params, river.InsertManyParams{Args: ExtractArgs{UserID: u, EventIDs: byUser[u]}})
+		}
+	} else {
+		for _, id := range ids {
+			params = append(params, river.InsertManyParams{Args: ExtractArgs{UserID: userOf[id], EventIDs: []string{id}}})
+		}
+	}
+	_, err := client.InsertManyFastTx(ctx, tx, params)
+	return err
+}
+
+func storeTurn(turn events.Turn, m jetstream.Msg) store.Turn {
+	var seq uint64
+	if md, err := m.Metadata(); err == nil {
+		seq = md.Sequence.Stream
+	}
+	return store.Turn{
+		EventID:           turn.ID,
+		UserID:            turn.UserID,
+		ConversationID:    turn.ConversationID,
+		UserMessage:       turn.UserMessage,
+		AssistantResponse: turn.AssistantResponse,
+		TurnAt:            turn.Timestamp,
+		Metadata:          turn.Metadata,
+		StreamSeq:         seq,
+	}
+}
+
+// ForgetResult counts what Forget removed.
+type ForgetResult struct {
+	store.Removed
+	// StreamEvents counts turn events purged from the stream, DeadLetters
+	// rejected events of the user purged from the dead-letter stream.
+	StreamEvents uint64 `json:"stream_events"`
+	DeadLetters  uint64 `json:"dead_letters"`
+}
+
+// Forget deletes a user: their events are purged from the turn stream and the
+// dead-letter stream first, so that no replay can bring them back, then
+// everything derived is deleted from Postgres in one transaction.
+func Forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix, stream, userID string) (ForgetResult, error) {
+	var r ForgetResult
+	if userID == "" {
+		return r, errors.New("forget: user id is required")
+	}
+	if prefix == "" {
+		prefix = events.DefaultPrefix
+	}
+	if stream == "" {
+		stream = events.DefaultStream
+	}
+	var err error
+	if r.StreamEvents, err = purgeSubject(ctx, js, stream, events.TurnSubject(prefix, userID)); err != nil {
+		return r, err
+	}
+	if r.DeadLetters, err = purgeSubject(ctx, js, stream+"_DEADLETTER", prefix+".deadletter."+events.UserToken(userID)); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return r, err
+	}
+	if r.Removed, err = s.ForgetUser(ctx, userID); err != nil {
+		return r, fmt.Errorf("forget: %w", err)
+	}
+	return r, nil
+}
+
+func purgeSubject(ctx context.Context, js jetstream.JetStream, stream, subject string) (uint64, error) {
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return 0, fmt.Errorf("forget: stream %s: %w", stream, err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		return 0, fmt.Errorf("forget: stream %s: %w", stream, err)
+	}
+	n := info.State.Subjects[subject]
+	if err := st.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
+		return 0, fmt.Errorf("forget: purge %s: %w", subject, err)
+	}
+	return n, nil
+}
+
+// Forget deletes a user as the package-level Forget does, with the worker's
+// stream settings. It lets the enrich service's forget endpoint use it.
+func (w *Worker) Forget(ctx context.Context, userID string) (ForgetResult, error) {
+	return Forget(ctx, w.js, w.cfg.Store, w.cfg.Prefix, w.cfg.Stream, userID)
+}

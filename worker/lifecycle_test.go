@@ -1,0 +1,161 @@
+package worker_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/worker"
+)
+
+// snapshot is a user's memory in comparable form.
+func (e *env) snapshot(user string) string {
+	e.t.Helper()
+	facts, err := e.store.Facts(e.ctx, user, 0)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	items, err := e.store.RecentContext(e.ctx, user, 1000)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	s := ""
+	for _, f := range facts {
+		s += fmt.Sprintf("fact %s=%s@%s;", f.Key, f.Value, f.EventID)
+	}
+	for _, it := range items {
+		s += fmt.Sprintf("ctx %s|%s|%s;", it.Question, it.Answer, it.EventID)
+	}
+	return s
+}
+
+func (e *env) seedConversation() {
+	e.t.Helper()
+	for u, user := range []string{"alice", "bob"} {
+		for i := range 10 {
+			e.publish(events.Turn{
+				ID: fmt.Sprintf("%s-%d", user, i), UserID: user,
+				UserMessage: fmt.Sprintf("I live in city%d. Note %d.", i%3, i), AssistantResponse: "ok",
+				Timestamp: t0.Add(time.Duration(i*10+u) * time.Minute),
+			})
+		}
+	}
+	e.waitDone(20)
+}
+
+func (e *env) replay(cfg worker.ReplayConfig) worker.ReplayProgress {
+	e.t.Helper()
+	cfg.JetStream, cfg.Store, cfg.Prefix, cfg.Stream = e.js, e.store, e.prefix, e.stream
+	cfg.BatchSize = 7 // several batches, several jobs
+	p, err := worker.Replay(e.ctx, cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.waitFor("replayed turns processed", func() (bool, string) {
+		n, err := e.store.PendingTurns(e.ctx, nil)
+		return err == nil && n == 0, fmt.Sprint(n, err)
+	})
+	return p
+}
+
+func TestReplayRebuildsTheSameMemory(t *testing.T) {
+	e := setup(t)
+	e.start(extractor.NewRules(), nil)
+	e.seedConversation()
+	alice, bob := e.snapshot("alice"), e.snapshot("bob")
+	if alice == "" {
+		t.Fatal("nothing stored for alice")
+	}
+
+	dry := e.replay(worker.ReplayConfig{Users: []string{"alice"}, Reset: true, DryRun: true})
+	if dry.Read != 10 || e.snapshot("alice") != alice {
+		t.Fatalf("dry run read %d and changed memory: %+v", dry.Read, dry)
+	}
+
+	p := e.replay(worker.ReplayConfig{Users: []string{"alice"}, Reset: true})
+	if p.Read != 10 || p.Total != 10 || p.Enqueued != 10 || p.Removed.Context != 10 {
+		t.Fatalf("replay progress = %+v", p)
+	}
+	if got := e.snapshot("alice"); got != alice {
+		t.Fatalf("rebuilt memory differs:\n got  %s\n want %s", got, alice)
+	}
+	if got := e.snapshot("bob"); got != bob {
+		t.Fatal("replay of alice changed bob")
+	}
+
+	// All users, without reset, twice: still the same memory.
+	for range 2 {
+		p = e.replay(worker.ReplayConfig{})
+		if p.Read != 20 {
+			t.Fatalf("full replay read %d, want 20", p.Read)
+		}
+	}
+	if e.snapshot("alice") != alice || e.snapshot("bob") != bob {
+		t.Fatal("replaying twice changed memory")
+	}
+	st, err := e.store.Stats(e.ctx, "")
+	if err != nil || st.ContextItems != 20 || st.TurnsProcessed != 20 {
+		t.Fatalf("stats after replays = %+v, %v", st, err)
+	}
+}
+
+func TestForgetLeavesNothingOfTheUser(t *testing.T) {
+	e := setup(t)
+	e.start(extractor.NewRules(), nil)
+	e.seedConversation()
+	bob := e.snapshot("bob")
+	// A rejected event of alice's lands in the dead-letter stream.
+	if _, err := e.js.Publish(e.ctx, events.TurnSubject(e.prefix, "alice"), []byte(`{"id":"bad"}`)); err != nil {
+		t.Fatal(err)
+	}
+	e.waitForAcked()
+
+	res, err := worker.Forget(e.ctx, e.js, e.store, e.prefix, e.stream, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StreamEvents != 11 || res.DeadLetters != 1 || res.Turns != 10 || res.Context != 10 || res.Facts != 1 || res.Jobs == 0 {
+		t.Fatalf("forget result = %+v", res)
+	}
+	var leftovers int
+	err = e.store.Pool().QueryRow(e.ctx, `SELECT
+		(SELECT count(*) FROM facts WHERE user_id = 'alice') +
+		(SELECT count(*) FROM fact_history WHERE user_id = 'alice') +
+		(SELECT count(*) FROM context WHERE user_id = 'alice') +
+		(SELECT count(*) FROM turns WHERE user_id = 'alice') +
+		(SELECT count(*) FROM river_job WHERE args->>'user_id' = 'alice')`).Scan(&leftovers)
+	if err != nil || leftovers != 0 {
+		t.Fatalf("rows of alice left: %d (%v)", leftovers, err)
+	}
+	for _, stream := range []string{e.stream, e.stream + "_DEADLETTER"} {
+		s, err := e.js.Stream(e.ctx, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := uint64(10) // bob's turns
+		if stream != e.stream {
+			want = 0
+		}
+		if info.State.Msgs != want {
+			t.Fatalf("%s holds %d messages, want %d", stream, info.State.Msgs, want)
+		}
+	}
+	// A replay cannot bring alice back, and bob is untouched.
+	e.replay(worker.ReplayConfig{Reset: true})
+	if s := e.snapshot("alice"); s != "" {
+		t.Fatalf("alice came back after replay: %s", s)
+	}
+	if e.snapshot("bob") != bob {
+		t.Fatal("forgetting alice changed bob")
+	}
+	if st, _ := e.store.Stats(e.ctx, "alice"); st != (store.UserStats{}) {
+		t.Fatalf("alice stats = %+v", st)
+	}
+}
