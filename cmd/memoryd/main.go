@@ -40,6 +40,8 @@ func commands() []command {
 		{"demo", "run memoryd end to end on the local defaults and show what it remembers", runDemo},
 		{"failed", "list turns whose extraction failed", runFailed},
 		{"retry-failed", "re-run extraction for failed turns", runRetryFailed},
+		{"replay", "rebuild memory from the turn stream", runReplay},
+		{"forget", "delete everything memoryd keeps about a user", runForget},
 	}
 	cmds = append(cmds, clientCommands()...)
 	sort.Slice(cmds, func(i, j int) bool { return cmds[i].name < cmds[j].name })
