@@ -246,6 +246,17 @@ func (s *Service) Start(ctx context.Context) error {
 	return nil
 }
 
+// ID returns the micro service instance id ("" before Start), the last token
+// of its $SRV.PING/INFO/STATS subjects.
+func (s *Service) ID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.svc == nil {
+		return ""
+	}
+	return s.svc.Info().ID
+}
+
 // Stop unsubscribes (draining requests already delivered) and waits for
 // requests in progress to be answered, or for ctx to end.
 func (s *Service) Stop(ctx context.Context) error {

@@ -87,13 +87,17 @@ type Input struct {
 
 // QA is one question/answer pair worth remembering.
 type QA struct {
+	// Q is the question, or what was discussed; never empty.
 	Q string `json:"q"`
+	// A is the answer; may be empty.
 	A string `json:"a"`
 }
 
 // Usage counts model tokens, summed over all requests of one extraction.
 type Usage struct {
-	PromptTokens     int
+	// PromptTokens is the number of input tokens.
+	PromptTokens int
+	// CompletionTokens is the number of output tokens.
 	CompletionTokens int
 }
 

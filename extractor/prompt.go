@@ -76,9 +76,8 @@ const extractionSchema = `{
   "additionalProperties": false
 }`
 
-// promptTurn is how a turn is shown to the model. Encoding it as JSON keeps
-// its text inside the delimiters: quotes are escaped and '<', '>' become
-// \u003c, \u003e, so "</turn>" in a message cannot close the block.
+// promptTurn is how a turn is shown to the model. Encoding it with
+// promptJSON keeps its text inside the delimiters.
 type promptTurn struct {
 	Timestamp         string `json:"timestamp,omitempty"`
 	UserMessage       string `json:"user_message"`
@@ -105,13 +104,13 @@ func buildUserPrompt(in Input, turn promptTurn) string {
 		b.WriteString("The user has no stored facts yet.\n\n")
 	} else {
 		b.WriteString("The user's existing fact keys (reuse one when it means the same thing):\n")
-		b.Write(mustJSON(keys))
+		b.Write(promptJSON(keys))
 		b.WriteString("\n\n")
 	}
 
 	if prior := priorForPrompt(in.Prior); len(prior) > 0 {
 		b.WriteString("Earlier turns of this conversation, oldest first. READ-ONLY background for resolving references; do not extract facts or context from them:\n<prior_turns>\n")
-		b.Write(mustJSON(prior))
+		b.Write(promptJSON(prior))
 		b.WriteString("\n</prior_turns>\n\n")
 	}
 
@@ -122,7 +121,7 @@ func buildUserPrompt(in Input, turn promptTurn) string {
 			formatTimestamp(ts), ts.Weekday())
 	}
 	b.WriteString("<turn>\n")
-	b.Write(mustJSON(turn))
+	b.Write(promptJSON(turn))
 	b.WriteString("\n</turn>\n\nReply with the JSON object only.")
 	return b.String()
 }
@@ -179,11 +178,16 @@ func boundText(s string, maxBytes int) string {
 	return s
 }
 
-// mustJSON encodes v, which only holds strings and so cannot fail.
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic("extractor: encoding prompt: " + err.Error())
+// promptJSON encodes v, which holds only strings, for the prompt. Quotes and
+// line breaks are escaped by JSON itself, and "</" becomes "<\/" (the same
+// string in JSON), so that no text can close a delimiter such as </turn>.
+// HTML escaping is off so that "&" and "<b>" stay readable.
+func promptJSON(v any) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		panic("extractor: encoding prompt: " + err.Error()) // cannot happen for strings
 	}
-	return bytes.TrimSpace(b)
+	return bytes.ReplaceAll(bytes.TrimSpace(buf.Bytes()), []byte("</"), []byte(`<\/`))
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -147,13 +148,12 @@ func (e *natsConnectError) Error() string {
 }
 func (e *natsConnectError) Unwrap() error { return e.err }
 
+// redactURL hides passwords in a (comma-separated list of) URL(s).
 func redactURL(u string) string {
 	parts := strings.Split(u, ",")
 	for i, p := range parts {
-		if at := strings.LastIndex(p, "@"); at >= 0 {
-			if scheme := strings.Index(p, "://"); scheme >= 0 && scheme < at {
-				parts[i] = p[:scheme+3] + "xxxxx" + p[at:]
-			}
+		if pu, err := url.Parse(strings.TrimSpace(p)); err == nil {
+			parts[i] = pu.Redacted()
 		}
 	}
 	return strings.Join(parts, ",")

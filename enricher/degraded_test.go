@@ -1,0 +1,127 @@
+package enricher_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/enricher"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/store/storetest"
+)
+
+// The bound the tests hold the service to: the reply must come, degraded,
+// within a few times the configured timeout (scheduling slack under -race).
+const (
+	testTimeout = 100 * time.Millisecond
+	testBound   = 5 * testTimeout
+)
+
+func withTimeout(c *enricher.Config) { c.Timeout = testTimeout }
+
+// enrichDegraded sends one enrich request and checks it is answered in time
+// with an empty, degraded reply.
+func enrichDegraded(t *testing.T, h *harness, user string) enricher.EnrichReply {
+	t.Helper()
+	begin := time.Now()
+	r := enrich(t, h, enricher.EnrichRequest{UserID: user, Message: "what is my dog called?"})
+	took := time.Since(begin)
+	if !r.Degraded || r.Reason == "" || len(r.Facts) != 0 || len(r.Context) != 0 || r.Injection != "" {
+		t.Fatalf("want an empty degraded reply, got %+v", r)
+	}
+	if took > testBound {
+		t.Fatalf("degraded reply took %s, over %s", took, testBound)
+	}
+	return r
+}
+
+func TestDegradedWhenPostgresIsUnreachable(t *testing.T) {
+	t.Parallel()
+	_, url := storetest.Schema(t)
+	st := storeAt(t, url, "127.0.0.1:1") // nothing listens on port 1
+	h := start(t, st, withTimeout)
+	r := enrichDegraded(t, h, "u")
+	if r.Reason != "memory store unavailable" {
+		t.Fatalf("reason %q", r.Reason)
+	}
+	// Other endpoints fail plainly, with a 500, not a hang.
+	_, err := h.client.Search(ctxT(t), enricher.SearchRequest{UserID: "u", Query: "dog"})
+	if se, ok := err.(*enricher.ServiceError); !ok || se.Code != 500 {
+		t.Fatalf("search with Postgres down: %v, want a 500", err)
+	}
+	// Validation still wins over degradation.
+	msg := h.raw(t, h.prefix+".enrich.u", []byte(`{"user_id":"u"}`))
+	if code, _ := errorCode(t, msg); code != 400 {
+		t.Fatalf("bad request with Postgres down: code %d", code)
+	}
+}
+
+func TestDegradedWhenPostgresHangs(t *testing.T) {
+	t.Parallel()
+	_, url := storetest.Schema(t)
+	p := newProxy(t)
+	p.Close()
+	p.Open(true) // accepts, never answers
+	h := start(t, storeAt(t, url, p.addr), withTimeout)
+	r := enrichDegraded(t, h, "u")
+	if r.Reason != "memory store did not answer within 100ms" {
+		t.Fatalf("reason %q", r.Reason)
+	}
+	enrichDegraded(t, h, "u") // and again, with the first connect still stuck
+}
+
+func TestDegradedWhenStoreIgnoresItsContext(t *testing.T) {
+	t.Parallel()
+	bs := blockingStore{release: make(chan struct{})}
+	h := start(t, bs, withTimeout)
+	t.Cleanup(func() { close(bs.release) }) // runs before the service's Stop
+	enrichDegraded(t, h, "u")
+}
+
+func TestDegradedWhenSaturated(t *testing.T) {
+	t.Parallel()
+	bs := blockingStore{release: make(chan struct{})}
+	h := start(t, bs, func(c *enricher.Config) { withTimeout(c); c.MaxInFlight = 1 })
+	t.Cleanup(func() { close(bs.release) })
+	enrichDegraded(t, h, "u") // holds the only slot
+	r := enrichDegraded(t, h, "u")
+	if r.Reason != "memoryd is overloaded" {
+		t.Fatalf("reason %q", r.Reason)
+	}
+}
+
+func TestRecoversWhenPostgresReturns(t *testing.T) {
+	t.Parallel()
+	_, url := storetest.Schema(t)
+	direct := storetest.Open(t, url)
+	insertContext(t, direct, store.ContextWrite{UserID: "u", Question: "What is my dog called?", Answer: "Rex", CreatedAt: time.Now()})
+	p := newProxy(t)
+	h := start(t, storeAt(t, url, p.addr), withTimeout)
+	req := enricher.EnrichRequest{UserID: "u", Message: "what is my dog called?"}
+	if r := enrich(t, h, req); r.Degraded || len(r.Context) != 1 {
+		t.Fatalf("before the outage: %+v", r)
+	}
+
+	p.Close() // Postgres gone: pooled connections cut, new ones refused
+	enrichDegraded(t, h, "u")
+	enrichDegraded(t, h, "u")
+
+	p.Open(false)
+	// The pool may spend a request or two finding its old connections dead;
+	// each such request is still answered, degraded, in time.
+	for attempt := 1; ; attempt++ {
+		begin := time.Now()
+		r := enrich(t, h, req)
+		if took := time.Since(begin); took > testBound {
+			t.Fatalf("attempt %d took %s", attempt, took)
+		}
+		if !r.Degraded {
+			if len(r.Context) != 1 || r.Context[0].Answer != "Rex" {
+				t.Fatalf("after recovery: %+v", r)
+			}
+			break
+		}
+		if attempt == 5 {
+			t.Fatalf("still degraded after %d requests: %s", attempt, r.Reason)
+		}
+	}
+}

@@ -1,0 +1,98 @@
+package enricher
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+var day0 = time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
+
+func TestNeutralize(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ in, want string }{
+		{"plain", "plain"},
+		{"[facts: a=b]", "(facts: a=b)"},
+		{"x]\n[CONTEXT: y", "x) (CONTEXT: y"},
+		{"  many \t\r\n spaces  ", "many spaces"},
+		{"]]", "))"},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		if got := neutralize(tt.in); got != tt.want {
+			t.Errorf("neutralize(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestEstimateTokens(t *testing.T) {
+	t.Parallel()
+	for s, want := range map[string]int{"": 0, "a": 1, "abcd": 1, "abcde": 2, "日本語だ": 1, strings.Repeat("x", 4000): 1000} {
+		if got := estimateTokens(s); got != want {
+			t.Errorf("estimateTokens(%q) = %d, want %d", s, got, want)
+		}
+	}
+}
+
+func TestRenderInline(t *testing.T) {
+	t.Parallel()
+	facts := []Fact{{Key: "k1", Value: "v1", UpdatedAt: day0}, {Key: "k2", Value: "v2", UpdatedAt: day0}}
+	items := []ContextItem{{Question: "q1", Answer: "a1", CreatedAt: day0}, {Question: "q2", CreatedAt: day0}}
+	tests := []struct {
+		name  string
+		facts []Fact
+		items []ContextItem
+		want  string
+	}{
+		{"nothing", nil, nil, ""},
+		{"facts only", facts, nil, "[facts: k1=v1, k2=v2]"},
+		{"context only", nil, items, "[context: User: q1\nAssistant: a1 | User: q2]"},
+		{"both", facts[:1], items[:1], "[facts: k1=v1]\n[context: User: q1\nAssistant: a1]"},
+	}
+	for _, tt := range tests {
+		if got := render(FormatInline, cleanFacts(tt.facts), cleanItems(tt.items)); got != tt.want {
+			t.Errorf("%s: got %q, want %q", tt.name, got, tt.want)
+		}
+	}
+	for _, f := range []string{FormatSystem, FormatMarkdown} {
+		if got := render(f, nil, nil); got != "" {
+			t.Errorf("%s of nothing = %q", f, got)
+		}
+	}
+}
+
+func TestInjectBudget(t *testing.T) {
+	t.Parallel()
+	facts := []Fact{{Key: "name", Value: "Alice", UpdatedAt: day0}}
+	items := []ContextItem{
+		{ID: 1, Question: "best", Answer: strings.Repeat("a", 40), Score: 0.9, CreatedAt: day0},
+		{ID: 2, Question: "big", Answer: strings.Repeat("b", 400), Score: 0.8, CreatedAt: day0},
+		{ID: 3, Question: "small", Answer: "c", Score: 0.7, CreatedAt: day0},
+	}
+	for _, format := range []string{FormatInline, FormatSystem, FormatMarkdown} {
+		all := render(format, cleanFacts(facts), cleanItems(items))
+		f, c, text, tokens := inject(format, estimateTokens(all), facts, items)
+		if len(f) != 1 || len(c) != 3 || text != all || tokens != estimateTokens(all) {
+			t.Fatalf("%s: everything fits but got %d facts, %d items", format, len(f), len(c))
+		}
+		// Without room for the big item it is dropped whole; the smaller,
+		// lower-ranked one after it still fits.
+		budget := estimateTokens(all) - 50
+		f, c, text, tokens = inject(format, budget, facts, items)
+		if tokens > budget || tokens != estimateTokens(text) || len(f) != 1 || len(c) != 2 || c[0].ID != 1 || c[1].ID != 3 {
+			t.Fatalf("%s: budget %d: tokens %d, facts %v, items %v", format, budget, tokens, f, c)
+		}
+		if strings.Contains(text, "bbb") || !strings.Contains(text, strings.Repeat("a", 40)) {
+			t.Fatalf("%s: item cut or wrong one dropped: %q", format, text)
+		}
+		// Facts rank above context.
+		f, c, _, _ = inject(format, estimateTokens(render(format, cleanFacts(facts), nil)), facts, items)
+		if len(f) != 1 || len(c) != 0 {
+			t.Fatalf("%s: facts-sized budget kept %v, %v", format, f, c)
+		}
+		f, c, text, tokens = inject(format, 1, facts, items)
+		if len(f) != 0 || len(c) != 0 || text != "" || tokens != 0 || f == nil || c == nil {
+			t.Fatalf("%s: budget 1: %v %v %q %d", format, f, c, text, tokens)
+		}
+	}
+}

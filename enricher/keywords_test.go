@@ -1,0 +1,116 @@
+package enricher_test
+
+import (
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/memoryd/memoryd/enricher"
+	"github.com/memoryd/memoryd/store"
+)
+
+// hostileMessages seed the fuzz tests and run against Postgres in
+// TestHostileMessagesNeverError.
+var hostileMessages = []string{
+	"", " ", "'", "''", `\`, `\\'`, "&", "|", "!", ":", "*", "(", ")", "<->",
+	"dog & cat | !bird", "dog:*", "dog:A", "'dog' | 'cat'", `foo\'bar`, "(((dog)))",
+	"it's my dog's name", "don't", "dog\x00cat", "\xff\xfe\xfd", "caf\xc3 dog", "\xc3\x28dog",
+	"日本語のテキスト 犬", "Straße ÆØÅ", "emoji 🐕 dog", "\u202edog\u202c", "a\u0301bc",
+	strings.Repeat("a", 3000), strings.Repeat("dog ", 500), "SELECT * FROM context; --",
+	"[facts: x=y] [context: z]", "Please, thanks! Tell me, do you know?",
+}
+
+func TestKeywords(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		message string
+		want    []string
+	}{
+		{"What's my dog's name?", []string{"dog", "name"}},
+		{"Please tell me, do you know where I live?", []string{"live"}},
+		{"Dog DOG dog, dogs!", []string{"dog", "dogs"}},
+		{"I am in Paris (France) & love it.", []string{"paris", "france", "love"}},
+		{"an ox is big", []string{"big"}},
+		{"hi", []string{"hi"}},                                     // nothing left: raw words
+		{"Can you tell me?", []string{"can", "you", "tell", "me"}}, // stop words only: raw words
+		{"?!...", []string{}},
+		{"", []string{}},
+		{"caf\xc3 au lait", []string{"caf", "lait"}}, // invalid byte separates
+		{"naïve café Zürich", []string{"naïve", "café", "zürich"}},
+		{"a\u0301bc", []string{"a\u0301bc"}}, // combining mark stays in the word
+		{"x:* & y | z", []string{"x", "y", "z"}},
+		{"2026 budget", []string{"2026", "budget"}},
+	}
+	for _, tt := range tests {
+		if got := enricher.Keywords(tt.message); !slices.Equal(got, tt.want) || got == nil {
+			t.Errorf("Keywords(%q) = %#v, want %#v", tt.message, got, tt.want)
+		}
+	}
+	long := strings.Repeat("word ", 5) + strings.Repeat("x", store.MaxKeywordBytes+1)
+	if got := enricher.Keywords(long); !slices.Equal(got, []string{"word"}) {
+		t.Errorf("long word kept: %q", got)
+	}
+	var many []string
+	for i := range store.MaxKeywords + 5 {
+		many = append(many, "word"+strings.Repeat("x", i))
+	}
+	if got := enricher.Keywords(strings.Join(many, " ")); len(got) != store.MaxKeywords {
+		t.Errorf("got %d keywords, want the cap %d", len(got), store.MaxKeywords)
+	}
+}
+
+// checkKeywords holds the invariants of Keywords' output.
+func checkKeywords(t *testing.T, message string, kws []string) {
+	if kws == nil {
+		t.Fatalf("Keywords(%q) is nil", message)
+	}
+	if len(kws) > store.MaxKeywords {
+		t.Fatalf("Keywords(%q): %d keywords", message, len(kws))
+	}
+	seen := map[string]bool{}
+	for _, k := range kws {
+		if k == "" || !utf8.ValidString(k) || len(k) > store.MaxKeywordBytes*2 || seen[k] {
+			t.Fatalf("Keywords(%q): bad or repeated keyword %q", message, k)
+		}
+		seen[k] = true
+		for _, r := range k {
+			if !(unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r)) {
+				t.Fatalf("Keywords(%q): keyword %q holds %q", message, k, r)
+			}
+		}
+	}
+}
+
+func FuzzKeywords(f *testing.F) {
+	for _, m := range hostileMessages {
+		f.Add(m)
+	}
+	f.Fuzz(func(t *testing.T, message string) {
+		checkKeywords(t, message, enricher.Keywords(message))
+	})
+}
+
+// lexeme is one quoted tsquery lexeme: a quote, then anything but a quote or
+// backslash, or a doubled quote, or a backslash pair, then a quote.
+var orQuery = regexp.MustCompile(`^('(?:[^'\\\x00]|''|\\\\)+'(?: \| '(?:[^'\\\x00]|''|\\\\)+')*)?$`)
+
+func FuzzQuery(f *testing.F) {
+	for _, m := range hostileMessages {
+		f.Add(m, m)
+	}
+	f.Fuzz(func(t *testing.T, message, raw string) {
+		// The enrich path: message -> keywords -> query.
+		q := store.TSQuery(enricher.Keywords(message))
+		if !utf8.ValidString(q) || !orQuery.MatchString(q) {
+			t.Fatalf("TSQuery(Keywords(%q)) = %q is not an OR of quoted lexemes", message, q)
+		}
+		// Any keyword list, even text no tokenizer produced.
+		q = store.TSQuery(append(strings.Fields(raw), raw))
+		if !utf8.ValidString(q) || !orQuery.MatchString(q) {
+			t.Fatalf("TSQuery(%q) = %q is not an OR of quoted lexemes", raw, q)
+		}
+	})
+}
