@@ -87,8 +87,9 @@ type Config struct {
 	// JobRetryBase is the delay before a job's first retry; it doubles per
 	// attempt, with jitter, up to 10 minutes. Default 2s.
 	JobRetryBase time.Duration
-	// JobTimeout bounds one extraction job. Default 10m (an LLM call with
-	// retries can be slow).
+	// JobTimeout bounds one extraction job. A job still marked running
+	// after twice this (its process died) is rescued and retried by another
+	// worker. Default 10m (an LLM call with retries can be slow).
 	JobTimeout time.Duration
 	// FetchPollInterval is how often River polls for jobs when no
 	// notification arrived. Default 1s.
@@ -226,14 +227,17 @@ func New(cfg Config) (*Worker, error) {
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &extractWorker{w: w})
 	w.river, err = river.NewClient(riverpgxv5.New(cfg.Store.Pool()), &river.Config{
-		Logger:            cfg.Logger.With("component", "river"),
-		Queues:            map[string]river.QueueConfig{QueueExtract: {MaxWorkers: cfg.Workers}},
-		Workers:           workers,
-		MaxAttempts:       cfg.MaxAttempts,
-		JobTimeout:        cfg.JobTimeout,
-		FetchPollInterval: cfg.FetchPollInterval,
-		FetchCooldown:     min(cfg.FetchPollInterval, river.FetchCooldownDefault),
-		RetryPolicy:       &retryPolicy{base: cfg.JobRetryBase, max: 10 * time.Minute},
+		Logger:      cfg.Logger.With("component", "river"),
+		Queues:      map[string]river.QueueConfig{QueueExtract: {MaxWorkers: cfg.Workers}},
+		Workers:     workers,
+		MaxAttempts: cfg.MaxAttempts,
+		JobTimeout:  cfg.JobTimeout,
+		// Rescue jobs of a process that died (SIGKILL, OOM) soon after they
+		// could no longer be legitimately running.
+		RescueStuckJobsAfter: 2 * cfg.JobTimeout,
+		FetchPollInterval:    cfg.FetchPollInterval,
+		FetchCooldown:        min(cfg.FetchPollInterval, river.FetchCooldownDefault),
+		RetryPolicy:          &retryPolicy{base: cfg.JobRetryBase, max: 10 * time.Minute},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("worker: river: %w", err)

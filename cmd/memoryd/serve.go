@@ -26,6 +26,8 @@ type serveOptions struct {
 	workers         int
 	batchSize       int
 	maxAttempts     int
+	jobTimeout      time.Duration
+	ackWait         time.Duration
 	shutdownTimeout time.Duration
 	enrichTimeout   time.Duration
 	llm             llmOptions
@@ -46,6 +48,8 @@ func (o *serveOptions) register(f *flags) {
 	f.Int(&o.workers, "workers", 20, "extraction jobs run at once by this process")
 	f.Int(&o.batchSize, "batch-size", 200, "most turn events recorded in one transaction")
 	f.Int(&o.maxAttempts, "max-attempts", 5, "extraction attempts before a turn is marked failed")
+	f.Duration(&o.jobTimeout, "job-timeout", 10*time.Minute, "bound on one extraction job; jobs of a dead process are retried after twice this")
+	f.Duration(&o.ackWait, "ack-wait", 30*time.Second, "how long JetStream waits for an ingest ack before redelivering (to another process)")
 	f.Duration(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long running jobs may take to finish on SIGINT/SIGTERM before they are handed back")
 	f.Duration(&o.enrichTimeout, "enrich-timeout", 250*time.Millisecond, "bound on an enrich reply; past it the reply is empty and marked degraded")
 	o.llm.register(f)
@@ -143,6 +147,8 @@ func startService(ctx context.Context, o *serveOptions, logger *slog.Logger) (sv
 		BatchSize:   o.batchSize,
 		Workers:     o.workers,
 		MaxAttempts: o.maxAttempts,
+		JobTimeout:  o.jobTimeout,
+		AckWait:     o.ackWait,
 	})
 	if err != nil {
 		return svc, err
