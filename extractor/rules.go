@@ -23,6 +23,9 @@ const (
 	// rulesMaxValueRunes bounds a fact value. A longer capture means the
 	// clause detection failed, so such a value is dropped, not truncated.
 	rulesMaxValueRunes = 100
+	// rulesValueScanBytes bounds the text after a statement that is looked
+	// at for its value: at least 2.5 times the longest value kept.
+	rulesValueScanBytes = 1 << 10
 	// rulesMaxNameWords bounds person names ("Ana Maria da Silva").
 	rulesMaxNameWords = 5
 )
@@ -59,11 +62,11 @@ const (
 //
 // A value ends at . , ; ! ? or a line break, and before clause tails such as
 // "but", "because" or "and I ..." ("fish and chips" stays whole). Statements
-// in questions ("... ?") or hypotheticals ("if my name is ...") are ignored,
-// values that are not plausible for their key ("call me back", "I live in a
-// flat") are dropped, and a value longer than 100 characters is dropped. All
-// statements in a message count; for the same key the later one wins. Only the
-// first 8 KiB of the message are scanned.
+// in questions ("... ?"), hypotheticals ("if my name is ...") and negations
+// ("don't call me ...") are ignored. Values that are not plausible for their
+// key ("call me back", "I live in a flat") and values longer than 100
+// characters are dropped. All statements in a message count; for the same key
+// the later one wins. Only the first 8 KiB of the message are scanned.
 //
 // The rules favour precision over recall: a missed fact costs less than a
 // wrong one that is then recalled into every conversation.
@@ -172,10 +175,12 @@ func newRuleTable() []rule {
 }
 
 // isHypotheticalWord reports whether w, right before a statement, makes it a
-// hypothetical or reported one rather than a statement of fact.
+// hypothetical, reported or negated one rather than a statement of fact.
 func isHypotheticalWord(w string) bool {
 	switch w {
-	case "if", "what", "whether", "suppose", "imagine", "pretend", "say", "says", "said", "unless", "assume", "assuming", "as":
+	case "if", "what", "whether", "suppose", "imagine", "pretend", "say", "says", "said", "unless", "assume", "assuming", "as",
+		"not", "never", "don't", "don’t", "dont", "doesn't", "doesn’t", "didn't", "didn’t", "won't", "won’t", "can't", "can’t",
+		"cannot", "shouldn't", "wouldn't", "no":
 		return true
 	}
 	return false
@@ -373,13 +378,14 @@ func forEachSegment(text string, fn func(off int, seg string)) {
 }
 
 // isHypothetical reports whether the word right before a statement marks it
-// as a hypothetical or reported one ("if my name is", "say I live in").
+// as hypothetical, reported or negated ("if my name is", "say I live in",
+// "don't call me").
+// It looks only at that word, so that many statements in one long clause
+// cost linear time.
 func isHypothetical(before string) bool {
-	fields := strings.Fields(before)
-	if len(fields) == 0 {
-		return false
-	}
-	return isHypotheticalWord(normWord(fields[len(fields)-1]))
+	before = strings.TrimRightFunc(before, unicode.IsSpace)
+	word := before[strings.LastIndexFunc(before, unicode.IsSpace)+1:]
+	return isHypotheticalWord(normWord(word))
 }
 
 func ageValue(digits string) string {
@@ -393,6 +399,9 @@ func ageValue(digits string) string {
 // cleanValue cuts the value that starts at the beginning of rest down to the
 // statement's value, and returns "" if it is not plausible for kind.
 func cleanValue(kind ruleKind, rest string, ts time.Time) string {
+	// Only the start of the clause can hold a value short enough to keep;
+	// looking no further keeps many statements in one clause linear.
+	rest, _ = truncateUTF8(rest, rulesValueScanBytes)
 	if kind == kindEmail {
 		return emailValue(rest)
 	}

@@ -33,6 +33,7 @@ func TestRulesFacts(t *testing.T) {
 		{name: "called", user: "I'm called Jean-Luc!", want: map[string]string{"name": "Jean-Luc"}},
 		{name: "called curly apostrophe", user: "I’m called O'Brien", want: map[string]string{"name": "O'Brien"}},
 		{name: "call me", user: "Please call me Jack.", want: map[string]string{"preferred_name": "Jack"}},
+		{name: "you can call me", user: "you can call me Al", want: map[string]string{"preferred_name": "Al"}},
 		{name: "live in", user: "I live in Lisbon with my husband", want: map[string]string{"location": "Lisbon"}},
 		{name: "live in multiword", user: "i live in New York City now", want: map[string]string{"location": "New York City"}},
 		{name: "moved to", user: "I moved to Berlin 3 years ago and I love it", want: map[string]string{"location": "Berlin"}},
@@ -67,6 +68,7 @@ func TestRulesFacts(t *testing.T) {
 		{name: "question clause", user: "is my name is Bob?", want: map[string]string{}},
 		{name: "hypothetical", user: "If my name is Bob, then what?", want: map[string]string{}},
 		{name: "reported", user: "he said my name is Bob", want: map[string]string{}},
+		{name: "negated call me", user: "Please don't call me Bob", want: map[string]string{}},
 		{name: "call me back", user: "call me back later", want: map[string]string{}},
 		{name: "call me crazy", user: "Call me crazy, but I like rain", want: map[string]string{}},
 		{name: "live in a flat", user: "I live in a small flat", want: map[string]string{}},
@@ -179,6 +181,17 @@ func TestRulesLargeInput(t *testing.T) {
 	}
 	if len(res.Context) != 1 || res.Context[0].Q != strings.TrimSpace(user) {
 		t.Errorf("context pair is not the verbatim message")
+	}
+
+	// Hundreds of statements in one clause: every one but the last has a
+	// value far too long to keep.
+	user = strings.Repeat("my name is Ana ", 100_000)
+	res, err = NewRules().Extract(context.Background(), Input{Turn: Turn{UserMessage: user}})
+	if err != nil {
+		t.Fatalf("Extract: %v", err)
+	}
+	if name, ok := res.Facts["name"]; ok && len(strings.Fields(name)) > rulesMaxNameWords {
+		t.Errorf("name = %q, longer than a name", name)
 	}
 }
 
