@@ -163,10 +163,16 @@ func render(format string, facts []cleanFact, items []cleanItem) string {
 // recent first) rank above context items (best score first). Items are
 // taken in rank order and one that would overflow the budget is dropped
 // whole, never cut; a later, smaller item may still fit. It returns the facts
-// and items kept (sub-slices in rank order), the injection and its tokens.
+// and items kept (in rank order, never nil), the injection and its tokens.
 func inject(format string, maxTokens int, facts []Fact, items []ContextItem) ([]Fact, []ContextItem, string, int) {
 	cf, ci := cleanFacts(facts), cleanItems(items)
 	if text := render(format, cf, ci); estimateTokens(text) <= maxTokens {
+		if facts == nil {
+			facts = []Fact{}
+		}
+		if items == nil {
+			items = []ContextItem{}
+		}
 		return facts, items, text, estimateTokens(text)
 	}
 	var (

@@ -197,5 +197,5 @@ type ServiceError struct {
 }
 
 func (e *ServiceError) Error() string {
-	return fmt.Sprintf("memoryd: %d %s", e.Code, e.Description)
+	return fmt.Sprintf("memoryd service error %d: %s", e.Code, e.Description)
 }

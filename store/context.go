@@ -72,6 +72,13 @@ func normalize(s string) string {
 // InsertContext inserts context items, skipping any whose content hash the
 // user already has. It returns the ids of the rows inserted, in input order
 // with 0 for a duplicate.
+//
+// A duplicate of an existing item is not dropped silently: the existing row
+// is locked (ON CONFLICT DO UPDATE locks even when its WHERE is false) and its
+// created_at moves to the newer turn's time, since the memory was just said
+// again. The lock is what keeps a concurrent prune from deleting the row the
+// new pair was deduplicated against: pruning skips locked rows, and an insert
+// that waited on a row the prune deleted inserts the pair anew.
 func (s *Store) InsertContext(ctx context.Context, items []ContextWrite) ([]int64, error) {
 	if len(items) == 0 {
 		return nil, nil
@@ -93,12 +100,13 @@ func (s *Store) InsertContext(ctx context.Context, items []ContextWrite) ([]int6
 			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::bytea[], $8::text[], $9::text[], $10::text[], $11::int[])
 				AS w(u, q, a, t, e, c, h, x, m, p, o)
 		), ins AS (
-			INSERT INTO context (user_id, question, answer, created_at, event_id, conversation_id, content_hash, extractor, model, prompt_version)
+			INSERT INTO context AS c (user_id, question, answer, created_at, event_id, conversation_id, content_hash, extractor, model, prompt_version)
 			SELECT DISTINCT ON (u, h) u, q, a, t, e, c, h, x, m, p FROM w ORDER BY u, h, o
-			ON CONFLICT (user_id, content_hash) DO NOTHING
-			RETURNING id, user_id, content_hash
+			ON CONFLICT (user_id, content_hash) DO UPDATE SET created_at = excluded.created_at
+			WHERE c.created_at < excluded.created_at
+			RETURNING id, user_id, content_hash, xmax = 0 AS inserted
 		)
-		SELECT w.o, ins.id FROM ins JOIN w ON w.u = ins.user_id AND w.h = ins.content_hash`,
+		SELECT w.o, ins.id FROM ins JOIN w ON w.u = ins.user_id AND w.h = ins.content_hash WHERE ins.inserted`,
 		users, qs, as, ats, events, convs, hashes, extractors, models, prompts, ords)
 	if err != nil {
 		return nil, fmt.Errorf("insert context: %w", err)

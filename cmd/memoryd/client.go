@@ -1,5 +1,346 @@
 package main
 
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/memoryd/memoryd/enricher"
+)
+
 // clientCommands are the commands that talk to a running memoryd over NATS
-// request-reply (enrich, facts, memory). Filled in with the enrich service.
-func clientCommands() []command { return nil }
+// request-reply (enrich, facts, memory, stats).
+func clientCommands() []command {
+	return []command{
+		{"enrich", "print the memory injection for a message (what a frontend appends)", runEnrich},
+		{"facts", "list, set, get or clear a user's facts", runFacts},
+		{"memory", "search, store or clear a user's remembered context", runMemory},
+		{"stats", "show a user's memory and ingestion counters", runStats},
+	}
+}
+
+// clientOptions are the flags every client command has.
+type clientOptions struct {
+	conn    connOptions
+	user    string
+	json    bool
+	timeout time.Duration
+}
+
+func (o *clientOptions) register(f *flags) {
+	o.conn.register(f)
+	f.String(&o.user, "user", "", "user id (required)")
+	f.Bool(&o.json, "json", false, "print the whole JSON reply")
+	f.Duration(&o.timeout, "timeout", 5*time.Second, "how long to wait for memoryd's reply")
+}
+
+// parse parses flags placed anywhere among the arguments (so that
+// `memoryd facts set k v --user U` works) and returns the positional ones.
+// Everything after "--" is positional.
+func (o *clientOptions) parse(f *flags, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := f.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := f.Args()
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		if len(rest) == 0 {
+			break
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+	if o.user == "" {
+		return nil, errors.New("--user is required")
+	}
+	return pos, nil
+}
+
+// client connects to NATS and returns a client and a context bounded by
+// --timeout; call done when finished.
+func (o *clientOptions) client(ctx context.Context, a *app) (c *enricher.Client, reqCtx context.Context, done func(), err error) {
+	logger, err := o.conn.logger(a)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	nc, err := o.conn.connectNATS("memoryd-cli", logger)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	reqCtx, cancel := context.WithTimeout(ctx, o.timeout)
+	return enricher.NewClient(nc, o.conn.prefix), reqCtx, func() { cancel(); nc.Close() }, nil
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func runEnrich(ctx context.Context, a *app, args []string) error {
+	var (
+		o                     clientOptions
+		format, at, threshold string
+		maxResults, maxTokens int
+	)
+	f := newFlags("enrich", `Usage: memoryd enrich --user U [--json] [--format inline|system|markdown] [--max-results N] "message"
+
+Asks the running memoryd for the memory relevant to the message and prints the
+injection a frontend would add (nothing when no memory qualifies), or the whole
+reply with --json. A degraded reply (memory unavailable) is reported on stderr.`)
+	o.register(f)
+	f.String(&format, "format", "inline", "injection format: inline, system or markdown")
+	f.Int(&maxResults, "max-results", enricher.DefaultMaxResults, "most context items (1..50)")
+	f.Int(&maxTokens, "max-tokens", enricher.DefaultMaxTokens, "token budget of the injection (1..100000)")
+	f.String(&threshold, "threshold", "", "lowest score of a context item, 0..1 (default 0.3)")
+	f.String(&at, "at", "", "measure recency against this RFC 3339 time (default now)")
+	pos, err := o.parse(f, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return errors.New(`the message is missing: memoryd enrich --user U "message"`)
+	}
+	req := enricher.EnrichRequest{
+		UserID:     o.user,
+		Message:    strings.Join(pos, " "),
+		MaxResults: &maxResults,
+		MaxTokens:  &maxTokens,
+		Format:     format,
+	}
+	if threshold != "" {
+		v, err := strconv.ParseFloat(threshold, 64)
+		if err != nil {
+			return fmt.Errorf("--threshold %q is not a number", threshold)
+		}
+		req.Threshold = &v
+	}
+	if at != "" {
+		if req.At, err = time.Parse(time.RFC3339Nano, at); err != nil {
+			return fmt.Errorf("--at %q is not RFC 3339", at)
+		}
+	}
+	c, reqCtx, done, err := o.client(ctx, a)
+	if err != nil {
+		return err
+	}
+	defer done()
+	reply, err := c.Enrich(reqCtx, req)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return printJSON(a.stdout, reply)
+	}
+	if reply.Degraded {
+		fmt.Fprintf(a.stderr, "memoryd enrich: degraded reply (memory unavailable): %s\n", reply.Reason)
+	}
+	if reply.Injection == "" {
+		fmt.Fprintf(a.stderr, "memoryd enrich: no memory for this message (keywords: %s)\n", strings.Join(reply.Keywords, ", "))
+		return nil
+	}
+	fmt.Fprintln(a.stdout, reply.Injection)
+	return nil
+}
+
+func runFacts(ctx context.Context, a *app, args []string) error {
+	var o clientOptions
+	f := newFlags("facts", `Usage: memoryd facts list --user U
+       memoryd facts get --user U KEY
+       memoryd facts set --user U KEY VALUE
+       memoryd facts clear --user U KEY
+
+Reads and writes a user's facts through the running memoryd.`)
+	o.register(f)
+	pos, err := o.parse(f, args)
+	if err != nil {
+		return err
+	}
+	action, pos := shift(pos)
+	want := map[string]int{"list": 0, "get": 1, "set": 2, "clear": 1}
+	n, ok := want[action]
+	if !ok {
+		return fmt.Errorf("unknown action %q: use list, get, set or clear", action)
+	}
+	if len(pos) != n {
+		return fmt.Errorf("facts %s takes %d argument(s), got %d (see memoryd facts -h)", action, n, len(pos))
+	}
+	c, reqCtx, done, err := o.client(ctx, a)
+	if err != nil {
+		return err
+	}
+	defer done()
+	switch action {
+	case "list":
+		facts, err := c.ListFacts(reqCtx, o.user)
+		if err != nil {
+			return err
+		}
+		if o.json {
+			return printJSON(a.stdout, enricher.FactsReply{Facts: facts})
+		}
+		tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+		for _, f := range facts {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Key, f.Value, f.UpdatedAt.Local().Format(time.DateTime))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintf(a.stderr, "%d fact(s)\n", len(facts))
+	case "get":
+		fact, err := c.GetFact(reqCtx, o.user, pos[0])
+		if err != nil {
+			return err
+		}
+		if o.json {
+			return printJSON(a.stdout, fact)
+		}
+		fmt.Fprintln(a.stdout, fact.Value)
+	case "set":
+		if err := c.SetFact(reqCtx, o.user, pos[0], pos[1]); err != nil {
+			return err
+		}
+		if o.json {
+			return printJSON(a.stdout, enricher.OKReply{OK: true})
+		}
+		fmt.Fprintf(a.stdout, "set %s\n", pos[0])
+	case "clear":
+		n, err := c.ClearFact(reqCtx, o.user, pos[0])
+		if err != nil {
+			return err
+		}
+		return printDeleted(a, o.json, n)
+	}
+	return nil
+}
+
+func runMemory(ctx context.Context, a *app, args []string) error {
+	var (
+		o          clientOptions
+		maxResults int
+		id         int
+		question   string
+		all        bool
+	)
+	f := newFlags("memory", `Usage: memoryd memory search --user U [--max-results N] QUERY
+       memoryd memory store --user U QUESTION ANSWER
+       memoryd memory clear --user U (--id N | --question Q | --all)
+
+Searches, stores and forgets a user's remembered question/answer pairs through
+the running memoryd.`)
+	o.register(f)
+	f.Int(&maxResults, "max-results", enricher.DefaultSearchResults, "most results of a search (1..50)")
+	f.Int(&id, "id", 0, "clear: the context item id to forget")
+	f.String(&question, "question", "", "clear: forget items with this question (case and spacing ignored)")
+	f.Bool(&all, "all", false, "clear: forget every context item of the user")
+	pos, err := o.parse(f, args)
+	if err != nil {
+		return err
+	}
+	action, pos := shift(pos)
+	switch {
+	case action == "search" && len(pos) == 0:
+		return errors.New("memory search needs a query")
+	case action == "store" && len(pos) != 2:
+		return errors.New("memory store takes QUESTION ANSWER (quote each)")
+	case action == "clear" && len(pos) != 0:
+		return errors.New("memory clear takes --id, --question or --all, not arguments")
+	case action != "search" && action != "store" && action != "clear":
+		return fmt.Errorf("unknown action %q: use search, store or clear", action)
+	}
+	c, reqCtx, done, err := o.client(ctx, a)
+	if err != nil {
+		return err
+	}
+	defer done()
+	switch action {
+	case "search":
+		reply, err := c.Search(reqCtx, enricher.SearchRequest{UserID: o.user, Query: strings.Join(pos, " "), MaxResults: &maxResults})
+		if err != nil {
+			return err
+		}
+		if o.json {
+			return printJSON(a.stdout, reply)
+		}
+		for _, it := range reply.Results {
+			fmt.Fprintf(a.stdout, "%.3f  id=%d  %s\n       Q: %s\n       A: %s\n", it.Score, it.ID, it.CreatedAt.Local().Format(time.DateTime), it.Question, it.Answer)
+		}
+		fmt.Fprintf(a.stderr, "%d result(s)\n", len(reply.Results))
+	case "store":
+		reply, err := c.Store(reqCtx, enricher.StoreRequest{UserID: o.user, Question: pos[0], Answer: pos[1]})
+		if err != nil {
+			return err
+		}
+		if o.json {
+			return printJSON(a.stdout, reply)
+		}
+		if reply.Stored {
+			fmt.Fprintf(a.stdout, "stored as id %d\n", reply.ID)
+		} else {
+			fmt.Fprintf(a.stdout, "already remembered as id %d\n", reply.ID)
+		}
+	case "clear":
+		n, err := c.Clear(reqCtx, enricher.ClearRequest{UserID: o.user, ID: int64(id), Question: question, All: all})
+		if err != nil {
+			return err
+		}
+		return printDeleted(a, o.json, n)
+	}
+	return nil
+}
+
+func runStats(ctx context.Context, a *app, args []string) error {
+	var o clientOptions
+	f := newFlags("stats", "Usage: memoryd stats --user U\n\nShows a user's turns received, processed, failed and pending, and their facts and context items.")
+	o.register(f)
+	pos, err := o.parse(f, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return fmt.Errorf("stats takes no arguments, got %q", pos)
+	}
+	c, reqCtx, done, err := o.client(ctx, a)
+	if err != nil {
+		return err
+	}
+	defer done()
+	s, err := c.Stats(reqCtx, o.user)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return printJSON(a.stdout, s)
+	}
+	last := "never"
+	if s.LastProcessedAt != nil {
+		last = s.LastProcessedAt.Local().Format(time.DateTime)
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "turns received\t%d\nturns processed\t%d\nturns failed\t%d\njobs pending\t%d\nfacts\t%d\ncontext items\t%d\nlast processed\t%s\n",
+		s.TurnsReceived, s.TurnsProcessed, s.TurnsFailed, s.JobsPending, s.Facts, s.ContextItems, last)
+	return tw.Flush()
+}
+
+func printDeleted(a *app, asJSON bool, n int64) error {
+	if asJSON {
+		return printJSON(a.stdout, enricher.DeletedReply{Deleted: n})
+	}
+	fmt.Fprintf(a.stdout, "deleted %d\n", n)
+	return nil
+}
+
+func shift(args []string) (string, []string) {
+	if len(args) == 0 {
+		return "", nil
+	}
+	return args[0], args[1:]
+}
