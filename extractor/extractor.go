@@ -31,11 +31,29 @@
 //   - A cancelled or expired ctx stops everything promptly, including a
 //     backoff sleep; the error wraps both [ErrTransient] and ctx.Err().
 //
-// At most MaxConcurrency requests are in flight across all Extract calls of
-// one [LLM]; a slot is held only while a request is in flight, not while
-// backing off. Prompts and replies are size-bounded: long messages are
-// truncated before they are sent, response bodies are read up to a limit, and
-// the number and size of extracted facts and context pairs are capped.
+// # Rate limits and usage (LLM)
+//
+// These bounds hold across all Extract calls of one [LLM], and apply to every
+// HTTP request, retries included:
+//
+//   - At most MaxConcurrency requests are in flight. A request takes its slot
+//     before the waits below, and gives it back when it completes; a call
+//     backing off before a retry holds no slot.
+//   - With RequestsPerSecond set, requests are sent at most at that rate, in
+//     bursts of at most Burst, by a token bucket. The token is the last thing
+//     a request waits for.
+//   - A 429 Too Many Requests backs off the whole LLM, not just the call that
+//     got it: no request is sent until the backoff delay of that 429 (its
+//     Retry-After, or the exponential backoff, capped by MaxBackoff) has
+//     passed. Concurrent 429s extend the pause to the latest deadline.
+//
+// Every wait ends when the request's ctx does. [LLM.Usage] reports, per model,
+// the requests sent, their outcomes and the tokens used since the LLM was
+// created; [Result.Usage] has the tokens of one extraction. [Rules] uses none.
+//
+// Prompts and replies are size-bounded: long messages are truncated before
+// they are sent, response bodies are read up to a limit, and the number and
+// size of extracted facts and context pairs are capped.
 //
 // # Memory markers
 //

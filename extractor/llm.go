@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -73,6 +74,15 @@ type LLMConfig struct {
 	// MaxConcurrency bounds the requests in flight across all Extract calls
 	// of one LLM. Default 4.
 	MaxConcurrency int
+	// RequestsPerSecond limits the HTTP requests sent per second, retries
+	// included, across all Extract calls of one LLM (a token bucket of
+	// Burst tokens). A request waits for a token, or until its context
+	// ends. Default 0: unlimited.
+	RequestsPerSecond float64
+	// Burst is how many requests may be sent at once, after a quiet period,
+	// under RequestsPerSecond. Default 1 when RequestsPerSecond is set;
+	// ignored when it is 0.
+	Burst int
 	// ResponseFormat is ResponseFormatJSONSchema, ResponseFormatJSONObject
 	// or ResponseFormatNone. Default ResponseFormatJSONSchema. Replies are
 	// validated whatever the format.
@@ -109,6 +119,9 @@ func (c LLMConfig) withDefaults() LLMConfig {
 	if c.MaxConcurrency == 0 {
 		c.MaxConcurrency = defaultMaxConcurrency
 	}
+	if c.RequestsPerSecond > 0 && c.Burst == 0 {
+		c.Burst = 1
+	}
 	if c.ResponseFormat == "" {
 		c.ResponseFormat = ResponseFormatJSONSchema
 	}
@@ -140,6 +153,10 @@ func (c LLMConfig) validate() error {
 		return errors.New("extractor: LLMConfig.BaseBackoff must not exceed LLMConfig.MaxBackoff")
 	case c.MaxConcurrency < 0:
 		return errors.New("extractor: LLMConfig.MaxConcurrency must not be negative")
+	case c.RequestsPerSecond < 0 || math.IsNaN(c.RequestsPerSecond) || math.IsInf(c.RequestsPerSecond, 0):
+		return errors.New("extractor: LLMConfig.RequestsPerSecond must be a finite number, not negative")
+	case c.Burst < 0:
+		return errors.New("extractor: LLMConfig.Burst must not be negative")
 	case c.Temperature < 0 || c.Temperature > 2 || math.IsNaN(float64(c.Temperature)):
 		return errors.New("extractor: LLMConfig.Temperature must be between 0 and 2")
 	}
@@ -172,12 +189,21 @@ type LLM struct {
 	format      *openai.ChatCompletionResponseFormat
 	temperature float32
 	sem         chan struct{}
+	bucket      *tokenBucket // nil when RequestsPerSecond is 0
+	usage       usageTracker
+
+	// pausedUntil is when requests may be sent again after a 429.
+	pauseMu     sync.Mutex
+	pausedUntil time.Time
 
 	// Test hooks, nil in production. beforeBackoff sees each backoff delay
-	// just before sleeping; waitingForSlot runs when a request has to wait
-	// for a concurrency slot.
-	beforeBackoff  func(time.Duration)
-	waitingForSlot func()
+	// just before sleeping; waitingForSlot, waitingForToken and
+	// waitingForPause run when a request starts to wait for a concurrency
+	// slot, a rate-limit token or the shared pause after a 429.
+	beforeBackoff   func(time.Duration)
+	waitingForSlot  func()
+	waitingForToken func()
+	waitingForPause func()
 }
 
 // NewLLM returns an LLM extractor. It fails when cfg is invalid, naming the
@@ -197,6 +223,9 @@ func NewLLM(cfg LLMConfig) (*LLM, error) {
 		client:      openai.NewClientWithConfig(clientCfg),
 		temperature: requestTemperature(cfg.Model, cfg.Temperature),
 		sem:         make(chan struct{}, cfg.MaxConcurrency),
+	}
+	if cfg.RequestsPerSecond > 0 {
+		l.bucket = newTokenBucket(cfg.RequestsPerSecond, cfg.Burst, time.Now())
 	}
 	switch cfg.ResponseFormat {
 	case ResponseFormatJSONSchema:
@@ -218,6 +247,15 @@ func NewLLM(cfg LLMConfig) (*LLM, error) {
 // LLMPromptVersion}.
 func (l *LLM) Info() Info {
 	return Info{Name: "llm", Model: l.cfg.Model, PromptVersion: LLMPromptVersion}
+}
+
+// Usage returns the requests sent and tokens used since l was created,
+// keyed by model name (LLMConfig.Model, as requested), so that the totals of
+// several LLMs can be merged by key. The map is a copy and never nil; a model
+// appears once a request to it has been sent. Per-extraction usage is in
+// [Result.Usage].
+func (l *LLM) Usage() map[string]UsageTotals {
+	return l.usage.snapshot()
 }
 
 // Extract asks the model for the memory in in.Turn, retrying as described in
@@ -261,11 +299,23 @@ func (l *LLM) Extract(ctx context.Context, in Input) (Result, error) {
 
 // complete makes one model call, retrying transient failures, and returns
 // the reply's content. It adds the tokens of every completed request to
-// usage.
+// usage, and every sent request to l's totals. A 429 pauses all requests of
+// l for the backoff delay.
 func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, usage *Usage) (string, error) {
 	maxAttempts := max(l.cfg.MaxRetries, 0) + 1
 	for attempt := 1; ; attempt++ {
 		resp, ex, err := l.send(ctx, req)
+		rateLimited := ex.status == http.StatusTooManyRequests
+		if ex.sent {
+			l.usage.record(req.Model, resp.Usage.PromptTokens, resp.Usage.CompletionTokens, err == nil, rateLimited)
+		}
+		var delay time.Duration
+		if err != nil && rateLimited {
+			// Pause everyone, even when this call has no retries left: the
+			// server is telling this client, not this call, to slow down.
+			delay = l.backoff(attempt, ex.retryAfter)
+			l.pauseUntil(time.Now().Add(delay))
+		}
 		if err == nil {
 			usage.PromptTokens += resp.Usage.PromptTokens
 			usage.CompletionTokens += resp.Usage.CompletionTokens
@@ -282,19 +332,40 @@ func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, us
 		if attempt >= maxAttempts {
 			return "", fmt.Errorf("%w: %s (after %d attempts)", ErrTransient, reason, attempt)
 		}
-		if err := l.sleep(ctx, l.backoff(attempt, ex.retryAfter)); err != nil {
+		if !rateLimited {
+			delay = l.backoff(attempt, ex.retryAfter)
+		}
+		if err := l.sleep(ctx, delay); err != nil {
 			return "", fmt.Errorf("%w: waiting to retry after %s: %w", ErrTransient, reason, err)
 		}
 	}
 }
 
-// send makes one HTTP request while holding a concurrency slot.
+// send makes one HTTP request while holding a concurrency slot, once any
+// shared pause after a 429 is over and a rate-limit token is taken. The
+// token is the last thing waited for, so that requests leave at the
+// limiter's pace.
 func (l *LLM) send(ctx context.Context, req openai.ChatCompletionRequest) (openai.ChatCompletionResponse, *exchange, error) {
 	ex := &exchange{}
 	if err := l.acquire(ctx); err != nil {
 		return openai.ChatCompletionResponse{}, ex, err
 	}
 	defer func() { <-l.sem }()
+	for {
+		if err := l.waitPause(ctx); err != nil {
+			return openai.ChatCompletionResponse{}, ex, err
+		}
+		if err := l.waitToken(ctx); err != nil {
+			return openai.ChatCompletionResponse{}, ex, err
+		}
+		if l.pauseLeft(time.Now()) == 0 {
+			break
+		}
+		// A 429 arrived while waiting for the token.
+		if l.bucket != nil {
+			l.bucket.refund()
+		}
+	}
 
 	reqCtx, cancel := context.WithTimeout(context.WithValue(ctx, exchangeKey{}, ex), l.cfg.Timeout)
 	defer cancel()
@@ -347,17 +418,7 @@ func (l *LLM) sleep(ctx context.Context, d time.Duration) error {
 	if l.beforeBackoff != nil {
 		l.beforeBackoff(d)
 	}
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return sleepCtx(ctx, d)
 }
 
 // parseRetryAfter parses a Retry-After header: delay in seconds or an HTTP

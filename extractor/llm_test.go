@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"net/http"
 	"slices"
@@ -718,6 +719,11 @@ func TestLLMConfigValidate(t *testing.T) {
 		{name: "base above max", mutate: func(c *LLMConfig) { c.BaseBackoff, c.MaxBackoff = time.Minute, time.Second },
 			wantErr: "LLMConfig.BaseBackoff must not exceed"},
 		{name: "concurrency", mutate: func(c *LLMConfig) { c.MaxConcurrency = -1 }, wantErr: "LLMConfig.MaxConcurrency"},
+		{name: "valid rate limit", mutate: func(c *LLMConfig) { c.RequestsPerSecond, c.Burst = 0.5, 3 }},
+		{name: "negative rps", mutate: func(c *LLMConfig) { c.RequestsPerSecond = -1 }, wantErr: "LLMConfig.RequestsPerSecond"},
+		{name: "nan rps", mutate: func(c *LLMConfig) { c.RequestsPerSecond = math.NaN() }, wantErr: "LLMConfig.RequestsPerSecond"},
+		{name: "infinite rps", mutate: func(c *LLMConfig) { c.RequestsPerSecond = math.Inf(1) }, wantErr: "LLMConfig.RequestsPerSecond"},
+		{name: "negative burst", mutate: func(c *LLMConfig) { c.RequestsPerSecond, c.Burst = 1, -1 }, wantErr: "LLMConfig.Burst"},
 		{name: "format", mutate: func(c *LLMConfig) { c.ResponseFormat = "xml" }, wantErr: "LLMConfig.ResponseFormat"},
 		{name: "temperature", mutate: func(c *LLMConfig) { c.Temperature = 3 }, wantErr: "LLMConfig.Temperature"},
 		{name: "temperature for reasoning model", mutate: func(c *LLMConfig) { c.Model, c.Temperature = "o3-mini", 0.5 },
@@ -748,8 +754,16 @@ func TestLLMConfigDefaults(t *testing.T) {
 	got := LLMConfig{BaseURL: "http://x/v1", Model: "m"}.withDefaults()
 	if got.Timeout != 60*time.Second || got.MaxRetries != 3 || got.MaxInvalidRetries != 2 ||
 		got.BaseBackoff != 500*time.Millisecond || got.MaxBackoff != 30*time.Second ||
-		got.MaxConcurrency != 4 || got.ResponseFormat != "json_schema" || got.Temperature != 0 || got.HTTPClient == nil {
+		got.MaxConcurrency != 4 || got.ResponseFormat != "json_schema" || got.Temperature != 0 || got.HTTPClient == nil ||
+		got.RequestsPerSecond != 0 || got.Burst != 0 {
 		t.Errorf("withDefaults() = %+v", got)
+	}
+	// Burst defaults to 1 only under a rate limit.
+	if rl := (LLMConfig{RequestsPerSecond: 2}).withDefaults(); rl.RequestsPerSecond != 2 || rl.Burst != 1 {
+		t.Errorf("withDefaults() with RequestsPerSecond 2 = rps %v, burst %d; want 2, 1", rl.RequestsPerSecond, rl.Burst)
+	}
+	if rl := (LLMConfig{RequestsPerSecond: 2, Burst: 5}).withDefaults(); rl.Burst != 5 {
+		t.Errorf("withDefaults() changed an explicit Burst 5 to %d", rl.Burst)
 	}
 	// Defaults are idempotent and keep explicit values.
 	explicit := LLMConfig{MaxRetries: -1, MaxInvalidRetries: 5, Timeout: time.Second}.withDefaults()

@@ -4,40 +4,28 @@ import (
 	"context"
 	"errors"
 	"fmt"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // StoreContext writes one context item directly (a model's store_memory tool
 // call). It returns the item's id and whether it was inserted: when the user
 // already has the same pair (see ContentHash) it returns the existing item's
-// id and false. A zero w.CreatedAt means now.
+// id and false, and the item's created_at moves to the newer time. A zero
+// w.CreatedAt means now.
 func (s *Store) StoreContext(ctx context.Context, w ContextWrite) (id int64, inserted bool, err error) {
 	if w.CreatedAt.IsZero() {
 		w.CreatedAt = now()
 	}
 	hash := ContentHash(w.UserID, w.Question, w.Answer)
-	// The insert's RETURNING is empty on conflict; the union then reads the
-	// existing row.
+	// DO UPDATE (not DO NOTHING) so the existing row is locked and returned:
+	// see InsertContext for why the lock matters to pruning. xmax = 0 only on
+	// a fresh insert.
 	err = s.db.QueryRow(ctx, `
-		WITH ins AS (
-			INSERT INTO context (user_id, question, answer, created_at, event_id, conversation_id, content_hash, extractor, model, prompt_version)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-			ON CONFLICT (user_id, content_hash) DO NOTHING
-			RETURNING id
-		)
-		SELECT id, true FROM ins
-		UNION ALL
-		SELECT id, false FROM context WHERE user_id = $1 AND content_hash = $7 AND NOT EXISTS (SELECT 1 FROM ins)
-		LIMIT 1`,
+		INSERT INTO context AS c (user_id, question, answer, created_at, event_id, conversation_id, content_hash, extractor, model, prompt_version)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+		ON CONFLICT (user_id, content_hash) DO UPDATE SET created_at = greatest(c.created_at, excluded.created_at)
+		RETURNING id, xmax = 0`,
 		w.UserID, w.Question, w.Answer, w.CreatedAt, w.EventID, w.ConversationID, hash, w.Extractor, w.Model, w.PromptVersion,
 	).Scan(&id, &inserted)
-	if errors.Is(err, pgx.ErrNoRows) {
-		// A concurrent insert of the same pair committed after this
-		// statement's snapshot: ON CONFLICT saw it, the SELECT could not. A
-		// new statement sees it.
-		err = s.db.QueryRow(ctx, `SELECT id FROM context WHERE user_id = $1 AND content_hash = $2`, w.UserID, hash).Scan(&id)
-	}
 	if err != nil {
 		return 0, false, fmt.Errorf("store context: %w", err)
 	}

@@ -164,9 +164,13 @@ func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 // tx is the same transaction, for River's *Tx methods.
 func (s *Store) InTx(ctx context.Context, fn func(tx pgx.Tx, q *Store) error) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		return fn(tx, &Store{pool: s.pool, db: tx})
+		return fn(tx, s.WithTx(tx))
 	})
 }
+
+// WithTx returns a Store whose queries run in tx, for callers that manage
+// the transaction themselves.
+func (s *Store) WithTx(tx pgx.Tx) *Store { return &Store{pool: s.pool, db: tx} }
 
 // Provenance records what produced a memory item, so a replay with another
 // model or prompt can be told apart.

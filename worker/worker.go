@@ -94,6 +94,15 @@ type Config struct {
 	// FetchPollInterval is how often River polls for jobs when no
 	// notification arrived. Default 1s.
 	FetchPollInterval time.Duration
+	// MaxDBSize caps the size of memoryd's tables in bytes; over it, the
+	// oldest context items are pruned. Default 0: no limit.
+	MaxDBSize int64
+	// MaxContextPerUser caps each user's context items, pruning the oldest.
+	// Default 0: no cap.
+	MaxContextPerUser int
+	// PruneInterval is how often the limits are applied (when either is
+	// set). Default 10m.
+	PruneInterval time.Duration
 	// DisableIngest runs only the extraction workers, without consuming the
 	// stream (e.g. to work off a replay). Default false.
 	DisableIngest bool
@@ -139,6 +148,9 @@ func (c Config) withDefaults() Config {
 	if c.FetchPollInterval == 0 {
 		c.FetchPollInterval = time.Second
 	}
+	if c.PruneInterval == 0 {
+		c.PruneInterval = 10 * time.Minute
+	}
 	return c
 }
 
@@ -158,14 +170,22 @@ func (c Config) validate() error {
 		return errors.New("worker: Config.MaxAttempts must be at least 1")
 	case c.AckWait < time.Second:
 		return errors.New("worker: Config.AckWait must be at least 1s")
+	case c.MaxDBSize < 0 || c.MaxContextPerUser < 0:
+		return errors.New("worker: Config.MaxDBSize and MaxContextPerUser must not be negative")
+	case c.PruneInterval < time.Second:
+		return errors.New("worker: Config.PruneInterval must be at least 1s")
 	case c.RetryBackoff <= 0 || c.JobRetryBase <= 0 || c.JobTimeout <= 0 || c.FetchPollInterval <= 0:
 		return errors.New("worker: Config durations (RetryBackoff, JobRetryBase, JobTimeout, FetchPollInterval) must be positive")
 	}
 	return nil
 }
 
-// QueueExtract is the River queue of extraction jobs.
-const QueueExtract = "extract"
+// River queues: extraction jobs, and maintenance (pruning) kept apart so a
+// backlog of extraction never delays pruning.
+const (
+	QueueExtract     = "extract"
+	QueueMaintenance = "maintenance"
+)
 
 // ExtractArgs is the River job that extracts memory from turns recorded in
 // the turns table. The turn content is read from Postgres, so job rows stay
@@ -226,12 +246,22 @@ func New(cfg Config) (*Worker, error) {
 	w := &Worker{cfg: cfg, logger: cfg.Logger, js: js}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &extractWorker{w: w})
+	river.AddWorker(workers, &pruneWorker{w: w})
+	var periodic []*river.PeriodicJob
+	if cfg.MaxDBSize > 0 || cfg.MaxContextPerUser > 0 {
+		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(cfg.PruneInterval),
+			func() (river.JobArgs, *river.InsertOpts) {
+				return PruneArgs{}, &river.InsertOpts{Queue: QueueMaintenance, MaxAttempts: 3}
+			},
+			&river.PeriodicJobOpts{RunOnStart: true}))
+	}
 	w.river, err = river.NewClient(riverpgxv5.New(cfg.Store.Pool()), &river.Config{
-		Logger:      cfg.Logger.With("component", "river"),
-		Queues:      map[string]river.QueueConfig{QueueExtract: {MaxWorkers: cfg.Workers}},
-		Workers:     workers,
-		MaxAttempts: cfg.MaxAttempts,
-		JobTimeout:  cfg.JobTimeout,
+		Logger:       cfg.Logger.With("component", "river"),
+		Queues:       map[string]river.QueueConfig{QueueExtract: {MaxWorkers: cfg.Workers}, QueueMaintenance: {MaxWorkers: 1}},
+		PeriodicJobs: periodic,
+		Workers:      workers,
+		MaxAttempts:  cfg.MaxAttempts,
+		JobTimeout:   cfg.JobTimeout,
 		// Rescue jobs of a process that died (SIGKILL, OOM) soon after they
 		// could no longer be legitimately running.
 		RescueStuckJobsAfter: 2 * cfg.JobTimeout,
