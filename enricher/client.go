@@ -144,3 +144,11 @@ func (c *Client) Stats(ctx context.Context, userID string) (StatsReply, error) {
 	err := c.call(ctx, "stats", userID, UserRequest{UserID: userID}, &reply)
 	return reply, err
 }
+
+// Forget deletes everything memoryd keeps about the user, including their
+// events in the stream, and returns the counts.
+func (c *Client) Forget(ctx context.Context, userID string) (ForgetReply, error) {
+	var reply ForgetReply
+	err := c.call(ctx, "forget", userID, UserRequest{UserID: userID}, &reply)
+	return reply, err
+}

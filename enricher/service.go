@@ -70,6 +70,10 @@ type Config struct {
 	// Logger receives service events; message bodies are logged at debug
 	// level only. Default slog.Default().
 	Logger *slog.Logger
+	// Forget deletes everything kept about a user (memory.forget): memory,
+	// turns, jobs and the user's events in the stream. Its result is the
+	// reply. Optional: without it the endpoint answers 501.
+	Forget func(ctx context.Context, userID string) (ForgetReply, error)
 }
 
 func (c Config) withDefaults() Config {
@@ -187,6 +191,7 @@ func (s *Service) endpoints() []endpoint {
 		{"facts_clear", "facts.clear", "delete a fact", s.clearFact},
 		{"facts_list", "facts.list", "list the user's facts", s.listFacts},
 		{"stats", "stats", "the user's memory and ingestion counters", s.userStats},
+		{"forget", "forget", "delete everything kept about the user, including their events in the stream", s.forget},
 	}
 }
 
@@ -754,8 +759,34 @@ func (s *Service) userStats(token string, data []byte) (call, error) {
 			Facts:           st.Facts,
 			ContextItems:    st.ContextItems,
 			LastProcessedAt: st.LastProcessedAt,
+			LLMUsage:        wireUsage(st.LLMUsage),
 		}, nil
 	}, nil
+}
+
+func (s *Service) forget(token string, data []byte) (call, error) {
+	var req UserRequest
+	if err := decode(data, &req); err != nil {
+		return nil, err
+	}
+	if err := checkUser(token, req.UserID); err != nil {
+		return nil, err
+	}
+	if s.cfg.Forget == nil {
+		return nil, &ServiceError{Code: 501, Description: "forget is not enabled on this memoryd"}
+	}
+	return func(ctx context.Context) (any, error) {
+		s.logger.Info("forgetting user", "user_id", req.UserID)
+		return s.cfg.Forget(ctx, req.UserID)
+	}, nil
+}
+
+func wireUsage(u map[string]store.TokenUsage) map[string]TokenUsage {
+	out := make(map[string]TokenUsage, len(u))
+	for model, t := range u {
+		out[model] = TokenUsage{PromptTokens: t.PromptTokens, CompletionTokens: t.CompletionTokens, Extractions: t.Extractions}
+	}
+	return out
 }
 
 func wireFacts(facts []store.Fact) []Fact {

@@ -186,6 +186,16 @@ type StatsReply struct {
 	Facts           int64      `json:"facts"`
 	ContextItems    int64      `json:"context_items"`
 	LastProcessedAt *time.Time `json:"last_processed_at"`
+	// LLMUsage is the model tokens spent extracting the user's turns, by
+	// model name; empty with the offline extractor.
+	LLMUsage map[string]TokenUsage `json:"llm_usage"`
+}
+
+// TokenUsage counts model tokens spent on a user's turns.
+type TokenUsage struct {
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+	Extractions      int64 `json:"extractions"`
 }
 
 // ServiceError is an error reply, carried in the Nats-Service-Error-Code and
@@ -198,4 +208,15 @@ type ServiceError struct {
 
 func (e *ServiceError) Error() string {
 	return fmt.Sprintf("memoryd service error %d: %s", e.Code, e.Description)
+}
+
+// ForgetReply counts what memory.forget deleted.
+type ForgetReply struct {
+	Facts        int64  `json:"facts"`
+	FactHistory  int64  `json:"fact_history"`
+	Context      int64  `json:"context"`
+	Turns        int64  `json:"turns"`
+	Jobs         int64  `json:"jobs"`
+	StreamEvents uint64 `json:"stream_events"`
+	DeadLetters  uint64 `json:"dead_letters"`
 }

@@ -18,7 +18,8 @@ type Removed struct {
 }
 
 // ForgetUser deletes everything memoryd keeps about a user in Postgres: facts,
-// fact history, context, turns and extraction jobs, in one transaction. A job
+// fact history, context, turns, extraction jobs and token usage, in one
+// transaction. A job
 // that is running meanwhile finds no turns and stores nothing.
 func (s *Store) ForgetUser(ctx context.Context, userID string) (Removed, error) {
 	var r Removed
@@ -38,6 +39,9 @@ func (s *Store) ForgetUser(ctx context.Context, userID string) (Removed, error) 
 			return fmt.Errorf("forget jobs: %w", err)
 		}
 		r.Jobs = tag.RowsAffected()
+		if _, err := q.db.Exec(ctx, `DELETE FROM llm_usage WHERE user_id = $1`, userID); err != nil {
+			return fmt.Errorf("forget usage: %w", err)
+		}
 		return nil
 	})
 	return r, err

@@ -193,6 +193,32 @@ type UserStats struct {
 	Facts           int64      `json:"facts"`
 	ContextItems    int64      `json:"context_items"`
 	LastProcessedAt *time.Time `json:"last_processed_at"`
+	// LLMUsage is the model tokens spent on the user's turns, by model.
+	LLMUsage map[string]TokenUsage `json:"llm_usage"`
+}
+
+// TokenUsage counts model tokens.
+type TokenUsage struct {
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+	// Extractions counts the extraction calls the tokens were spent on.
+	Extractions int64 `json:"extractions"`
+}
+
+// AddUsage adds tokens spent extracting a user's turns with model.
+func (s *Store) AddUsage(ctx context.Context, userID, model string, u TokenUsage) error {
+	_, err := s.db.Exec(ctx, `
+		INSERT INTO llm_usage (user_id, model, prompt_tokens, completion_tokens, extractions)
+		VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (user_id, model) DO UPDATE SET
+			prompt_tokens = llm_usage.prompt_tokens + excluded.prompt_tokens,
+			completion_tokens = llm_usage.completion_tokens + excluded.completion_tokens,
+			extractions = llm_usage.extractions + excluded.extractions`,
+		userID, model, u.PromptTokens, u.CompletionTokens, u.Extractions)
+	if err != nil {
+		return fmt.Errorf("add usage: %w", err)
+	}
+	return nil
 }
 
 // Stats returns per-user counts, or totals over all users when userID is "".
@@ -210,6 +236,22 @@ func (s *Store) Stats(ctx context.Context, userID string) (UserStats, error) {
 		userID).Scan(&st.TurnsReceived, &st.TurnsProcessed, &st.TurnsFailed, &st.TurnsPending,
 		&st.Facts, &st.ContextItems, &st.LastProcessedAt)
 	if err != nil {
+		return UserStats{}, fmt.Errorf("stats: %w", err)
+	}
+	rows, err := s.db.Query(ctx, `SELECT model, sum(prompt_tokens), sum(completion_tokens), sum(extractions)
+		FROM llm_usage WHERE $1 = '' OR user_id = $1 GROUP BY model`, userID)
+	if err != nil {
+		return UserStats{}, fmt.Errorf("stats: %w", err)
+	}
+	st.LLMUsage = map[string]TokenUsage{}
+	var (
+		model string
+		u     TokenUsage
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&model, &u.PromptTokens, &u.CompletionTokens, &u.Extractions}, func() error {
+		st.LLMUsage[model] = u
+		return nil
+	}); err != nil {
 		return UserStats{}, fmt.Errorf("stats: %w", err)
 	}
 	return st, nil

@@ -61,6 +61,7 @@ func (e *extractWorker) Work(ctx context.Context, job *river.Job[ExtractArgs]) e
 			},
 			FactKeys: keys,
 		})
+		e.recordUsage(ctx, t.UserID, info.Model, res.Usage)
 		if err != nil {
 			if ctx.Err() != nil {
 				return e.fail(ctx, job.JobRow, job.Args.EventIDs, ctx.Err())
@@ -81,6 +82,19 @@ func (e *extractWorker) Work(ctx context.Context, job *river.Job[ExtractArgs]) e
 		return e.fail(ctx, job.JobRow, failed, firstErr)
 	}
 	return nil
+}
+
+// recordUsage adds the tokens an extraction spent (also a failed one) to the
+// user's usage. Losing a count is better than failing the job over it.
+func (e *extractWorker) recordUsage(ctx context.Context, userID, model string, u extractor.Usage) {
+	if u.PromptTokens == 0 && u.CompletionTokens == 0 {
+		return
+	}
+	err := e.w.cfg.Store.AddUsage(context.WithoutCancel(ctx), userID, model, store.TokenUsage{
+		PromptTokens: int64(u.PromptTokens), CompletionTokens: int64(u.CompletionTokens), Extractions: 1})
+	if err != nil {
+		e.w.logger.Warn("cannot record token usage", "user_id", userID, "error", err)
+	}
 }
 
 // cmpErr keeps a permanent error over a retryable one, so that a batch with a

@@ -164,6 +164,11 @@ func startService(ctx context.Context, o *serveOptions, logger *slog.Logger) (sv
 		Version: version,
 		Timeout: o.enrichTimeout,
 		Logger:  logger,
+		Forget: func(ctx context.Context, userID string) (enricher.ForgetReply, error) {
+			r, err := svc.worker.Forget(ctx, userID)
+			return enricher.ForgetReply{Facts: r.Facts, FactHistory: r.FactHistory, Context: r.Context, Turns: r.Turns,
+				Jobs: r.Jobs, StreamEvents: r.StreamEvents, DeadLetters: r.DeadLetters}, err
+		},
 	})
 	if err != nil {
 		return svc, err

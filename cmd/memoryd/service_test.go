@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/memoryd/memoryd/enricher"
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/events/eventstest"
+	"github.com/memoryd/memoryd/extractor/extractortest"
+	"github.com/memoryd/memoryd/store/storetest"
+)
+
+// startTestService runs the whole service in-process on an isolated schema
+// and prefix.
+func startTestService(t *testing.T, mod func(*serveOptions)) (*service, *serveOptions) {
+	t.Helper()
+	_, dbURL := storetest.Schema(t)
+	nc := eventstest.Conn(t)
+	prefix, stream := eventstest.Names(t, nc)
+	o := &serveOptions{
+		conn:            connOptions{natsURL: eventstest.URL(), databaseURL: dbURL, prefix: prefix, stream: stream},
+		workers:         4,
+		batchSize:       50,
+		maxAttempts:     3,
+		jobTimeout:      time.Minute,
+		ackWait:         30 * time.Second,
+		shutdownTimeout: 10 * time.Second,
+		enrichTimeout:   time.Second,
+		llm:             llmOptions{timeout: 10 * time.Second, concurrency: 2, responseFormat: "json_schema"},
+	}
+	if mod != nil {
+		mod(o)
+	}
+	svc, err := startService(context.Background(), o, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.stop(context.Background()) })
+	return svc, o
+}
+
+func publishAndWait(t *testing.T, svc *service, o *serveOptions, user string, turns ...events.Turn) {
+	t.Helper()
+	js, err := jetstream.New(svc.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := events.NewPublisher(js, o.conn.prefix)
+	for _, turn := range turns {
+		if _, err := pub.Publish(context.Background(), turn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := waitProcessed(ctx, svc, user, len(turns), func(int) {}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestForgetEndpointAndTokenUsage(t *testing.T) {
+	t.Parallel()
+	llm := extractortest.NewServer(t, extractortest.Content(`{"facts":{"location":"Oslo"},"context":[{"q":"Where do I live?","a":"Oslo"}]}`))
+	svc, o := startTestService(t, func(o *serveOptions) { o.llm.baseURL, o.llm.model = llm.URL(), "fake-model" })
+	ts := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	for _, user := range []string{"alice", "bob"} {
+		publishAndWait(t, svc, o, user,
+			events.Turn{ID: user + "-1", UserID: user, UserMessage: "I live in Oslo", Timestamp: ts},
+			events.Turn{ID: user + "-2", UserID: user, UserMessage: "Still Oslo", Timestamp: ts.Add(time.Minute)})
+	}
+	client := enricher.NewClient(svc.nc, o.conn.prefix)
+	ctx := context.Background()
+
+	st, err := client.Stats(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// extractortest.Content reports 10 prompt and 5 completion tokens a call.
+	if u := st.LLMUsage["fake-model"]; u.PromptTokens != 20 || u.CompletionTokens != 10 || u.Extractions != 2 {
+		t.Fatalf("alice llm usage = %+v", st.LLMUsage)
+	}
+
+	if _, err := client.Forget(ctx, "mallory"); err != nil {
+		t.Fatalf("forgetting an unknown user: %v", err)
+	}
+	res, err := client.Forget(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StreamEvents != 2 || res.Turns != 2 || res.Context != 1 || res.Facts != 1 {
+		t.Fatalf("forget reply = %+v", res)
+	}
+	st, err = client.Stats(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.TurnsReceived != 0 || st.Facts != 0 || st.ContextItems != 0 || len(st.LLMUsage) != 0 {
+		t.Fatalf("alice stats after forget = %+v", st)
+	}
+	if st, err := client.Stats(ctx, "bob"); err != nil || st.TurnsProcessed != 2 || st.Facts != 1 {
+		t.Fatalf("bob stats after forgetting alice = %+v, %v", st, err)
+	}
+	// The subject's token must match the payload: bob cannot be forgotten
+	// through alice's subject.
+	msg, err := svc.nc.Request(fmt.Sprintf("%s.forget.alice", o.conn.prefix), []byte(`{"user_id":"bob"}`), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Header.Get("Nats-Service-Error-Code") != "400" {
+		t.Fatalf("forget with mismatched token answered %q", msg.Header.Get("Nats-Service-Error-Code"))
+	}
+	if st, err := client.Stats(ctx, "bob"); err != nil || st.TurnsProcessed != 2 {
+		t.Fatalf("bob after refused forget = %+v, %v", st, err)
+	}
+}
