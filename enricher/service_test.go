@@ -512,6 +512,15 @@ func TestStats(t *testing.T) {
 	}
 }
 
+func TestForgetWithoutHookIsNotImplemented(t *testing.T) {
+	t.Parallel()
+	h := start(t, storetest.New(t), nil)
+	msg := h.raw(t, h.prefix+".forget.u", []byte(`{"user_id":"u"}`))
+	if got := msg.Header.Get("Nats-Service-Error-Code"); got != "501" {
+		t.Fatalf("forget without a hook answered code %q", got)
+	}
+}
+
 func TestMicroDiscovery(t *testing.T) {
 	t.Parallel()
 	h := start(t, storetest.New(t), func(c *enricher.Config) { c.Version = "1.2.3" })
@@ -522,7 +531,7 @@ func TestMicroDiscovery(t *testing.T) {
 	if err := json.Unmarshal(h.raw(t, "$SRV.INFO.memoryd."+h.svc.ID(), nil).Data, &info); err != nil {
 		t.Fatal(err)
 	}
-	if info.Name != "memoryd" || info.Version != "1.2.3" || len(info.Endpoints) != 9 {
+	if info.Name != "memoryd" || info.Version != "1.2.3" || len(info.Endpoints) != 10 {
 		t.Fatalf("info = %+v", info)
 	}
 	subjects := map[string]string{}
