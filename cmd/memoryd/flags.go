@@ -78,6 +78,42 @@ func (f *flags) Duration(dst *time.Duration, name string, def time.Duration, usa
 	f.DurationVar(dst, name, def, f.help(name, usage, shown))
 }
 
+func (f *flags) Float(dst *float64, name string, def float64, usage string) {
+	shown := strconv.FormatFloat(def, 'g', -1, 64)
+	if v, ok := os.LookupEnv(envName(name)); ok {
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			f.envErrs = append(f.envErrs, fmt.Errorf("%s=%q is not a number", envName(name), v))
+		} else {
+			def = x
+		}
+	}
+	f.Float64Var(dst, name, def, f.help(name, usage, shown))
+}
+
+// parseSize parses a byte size such as 500M or 10G (K, M, G, T: powers of
+// 1024; a plain number is bytes; an optional trailing B or iB is allowed). The
+// empty string is 0, no limit.
+func parseSize(s string) (int64, error) {
+	t := strings.ToUpper(strings.TrimSpace(s))
+	if t == "" {
+		return 0, nil
+	}
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "B"), "I")
+	mult := int64(1)
+	if n := len(t); n > 0 {
+		if i := strings.IndexByte("KMGT", t[n-1]); i >= 0 {
+			mult = int64(1) << (10 * (i + 1))
+			t = t[:n-1]
+		}
+	}
+	x, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
+	if err != nil || x < 0 || x*float64(mult) > 1<<62 {
+		return 0, fmt.Errorf("size %q is not like 500M or 10G", s)
+	}
+	return int64(x * float64(mult)), nil
+}
+
 func (f *flags) Bool(dst *bool, name string, def bool, usage string) {
 	shown := strconv.FormatBool(def)
 	if v, ok := os.LookupEnv(envName(name)); ok {

@@ -84,3 +84,32 @@ func TestMigrateNamesUnreachablePostgres(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, errOut.String())
 	}
 }
+
+func TestParseSize(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		want int64
+		bad  bool
+	}{
+		{"", 0, false},
+		{"1024", 1024, false},
+		{"500M", 500 << 20, false},
+		{"10G", 10 << 30, false},
+		{"10g", 10 << 30, false},
+		{"1.5K", 1536, false},
+		{"2T", 2 << 40, false},
+		{"64MiB", 64 << 20, false},
+		{"10GB", 10 << 30, false},
+		{"-1G", 0, true},
+		{"ten", 0, true},
+		{"10X", 0, true},
+		{"99999999T", 0, true},
+	}
+	for _, tt := range tests {
+		got, err := parseSize(tt.in)
+		if (err != nil) != tt.bad || got != tt.want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d, bad=%v", tt.in, got, err, tt.want, tt.bad)
+		}
+	}
+}

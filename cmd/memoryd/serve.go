@@ -30,6 +30,9 @@ type serveOptions struct {
 	ackWait         time.Duration
 	shutdownTimeout time.Duration
 	enrichTimeout   time.Duration
+	maxDBSize       string
+	maxPerUser      int
+	pruneInterval   time.Duration
 	llm             llmOptions
 }
 
@@ -39,6 +42,8 @@ type llmOptions struct {
 	model          string
 	timeout        time.Duration
 	concurrency    int
+	rps            float64
+	burst          int
 	responseFormat string
 }
 
@@ -52,6 +57,9 @@ func (o *serveOptions) register(f *flags) {
 	f.Duration(&o.ackWait, "ack-wait", 30*time.Second, "how long JetStream waits for an ingest ack before redelivering (to another process)")
 	f.Duration(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long running jobs may take to finish on SIGINT/SIGTERM before they are handed back")
 	f.Duration(&o.enrichTimeout, "enrich-timeout", 250*time.Millisecond, "bound on an enrich reply; past it the reply is empty and marked degraded")
+	f.String(&o.maxDBSize, "max-db-size", "", "prune the oldest context items when memoryd's tables exceed this size, e.g. 500M or 10G (empty: no limit)")
+	f.Int(&o.maxPerUser, "max-context-per-user", 0, "keep at most this many context items per user, pruning the oldest (0: no cap)")
+	f.Duration(&o.pruneInterval, "prune-interval", 10*time.Minute, "how often the size limits are applied")
 	o.llm.register(f)
 }
 
@@ -60,7 +68,9 @@ func (o *llmOptions) register(f *flags) {
 	f.Secret(&o.apiKey, "llm-api-key", "API key for the LLM server")
 	f.String(&o.model, "llm-model", "", "model name (required with --llm-base-url)")
 	f.Duration(&o.timeout, "llm-timeout", 60*time.Second, "timeout of one LLM request")
-	f.Int(&o.concurrency, "llm-concurrency", 4, "LLM requests in flight at once")
+	f.Int(&o.concurrency, "llm-concurrency", 4, "LLM requests in flight at once (over all jobs of this process)")
+	f.Float(&o.rps, "llm-rps", 0, "LLM requests per second, retries included (0: unlimited); a 429 pauses all requests")
+	f.Int(&o.burst, "llm-burst", 1, "requests allowed at once above --llm-rps")
 	f.String(&o.responseFormat, "llm-response-format", "json_schema", "json_schema, json_object or none (for servers that reject structured output)")
 }
 
@@ -71,12 +81,14 @@ func (o *llmOptions) extractor() (worker.Extractor, error) {
 		return extractor.NewRules(), nil
 	}
 	return extractor.NewLLM(extractor.LLMConfig{
-		BaseURL:        o.baseURL,
-		APIKey:         o.apiKey,
-		Model:          o.model,
-		Timeout:        o.timeout,
-		MaxConcurrency: o.concurrency,
-		ResponseFormat: o.responseFormat,
+		BaseURL:           o.baseURL,
+		APIKey:            o.apiKey,
+		Model:             o.model,
+		Timeout:           o.timeout,
+		MaxConcurrency:    o.concurrency,
+		RequestsPerSecond: o.rps,
+		Burst:             o.burst,
+		ResponseFormat:    o.responseFormat,
 	})
 }
 
@@ -137,6 +149,10 @@ func startService(ctx context.Context, o *serveOptions, logger *slog.Logger) (sv
 	if svc.nc, err = o.conn.connectNATS("memoryd", logger); err != nil {
 		return svc, err
 	}
+	maxDBSize, err := parseSize(o.maxDBSize)
+	if err != nil {
+		return svc, err
+	}
 	svc.worker, err = worker.New(worker.Config{
 		Conn:        svc.nc,
 		Store:       svc.store,
@@ -149,6 +165,10 @@ func startService(ctx context.Context, o *serveOptions, logger *slog.Logger) (sv
 		MaxAttempts: o.maxAttempts,
 		JobTimeout:  o.jobTimeout,
 		AckWait:     o.ackWait,
+
+		MaxDBSize:         maxDBSize,
+		MaxContextPerUser: o.maxPerUser,
+		PruneInterval:     o.pruneInterval,
 	})
 	if err != nil {
 		return svc, err
