@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -20,8 +21,9 @@ type StreamConfig struct {
 	// DuplicateWindow is how long JetStream remembers event ids to drop
 	// re-publishes. Default 2 minutes (JetStream's own default).
 	DuplicateWindow time.Duration
-	// Replicas is the stream's replica count (1 on a single server, 3 in a
-	// cluster). Default 1.
+	// Replicas is the replica count the stream is created with (1 on a
+	// single server, 3 in a cluster). Default 1. An existing stream keeps
+	// its own.
 	Replicas int
 	// MaxAge discards turns older than this. Default 0: kept forever, since the
 	// stream is the source of truth for replay.
@@ -44,28 +46,48 @@ func (c StreamConfig) withDefaults() StreamConfig {
 	return c
 }
 
-// EnsureStream creates the turn stream, or updates it to cfg when it exists.
-// It is idempotent and safe to call from every process at start-up.
+// EnsureStream creates the turn stream when it is missing. An existing stream
+// is kept as its operator configured it (replicas, limits, placement); only
+// a missing turn subject is added. It is idempotent and safe to call from
+// every process at start-up.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) (jetstream.Stream, error) {
 	cfg = cfg.withDefaults()
-	s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        cfg.Stream,
-		Description: "memoryd conversation turns (source of truth for memory)",
-		Subjects:    []string{TurnSubjects(cfg.Prefix)},
-		Storage:     jetstream.FileStorage,
-		Retention:   jetstream.LimitsPolicy,
-		Duplicates:  cfg.DuplicateWindow,
-		Replicas:    cfg.Replicas,
-		MaxAge:      cfg.MaxAge,
-		MaxMsgSize:  MaxEventBytes,
-	})
-	if err != nil {
-		if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
-			return nil, fmt.Errorf("ensure stream %s: the NATS server runs without JetStream (start it with -js): %w", cfg.Stream, err)
+	subject := TurnSubjects(cfg.Prefix)
+	s, err := js.Stream(ctx, cfg.Stream)
+	switch {
+	case err == nil:
+		have := s.CachedInfo().Config
+		if slices.Contains(have.Subjects, subject) {
+			return s, nil
 		}
-		return nil, fmt.Errorf("ensure stream %s: %w", cfg.Stream, err)
+		have.Subjects = append(have.Subjects, subject)
+		if s, err = js.UpdateStream(ctx, have); err != nil {
+			return nil, fmt.Errorf("ensure stream %s: add subject %s: %w", cfg.Stream, subject, err)
+		}
+		return s, nil
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		s, err = js.CreateStream(ctx, jetstream.StreamConfig{
+			Name:        cfg.Stream,
+			Description: "memoryd conversation turns (source of truth for memory)",
+			Subjects:    []string{subject},
+			Storage:     jetstream.FileStorage,
+			Retention:   jetstream.LimitsPolicy,
+			Duplicates:  cfg.DuplicateWindow,
+			Replicas:    cfg.Replicas,
+			MaxAge:      cfg.MaxAge,
+			MaxMsgSize:  MaxEventBytes,
+		})
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return js.Stream(ctx, cfg.Stream) // created concurrently
+		}
+		if err == nil {
+			return s, nil
+		}
 	}
-	return s, nil
+	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+		return nil, fmt.Errorf("ensure stream %s: the NATS server runs without JetStream (start it with -js): %w", cfg.Stream, err)
+	}
+	return nil, fmt.Errorf("ensure stream %s: %w", cfg.Stream, err)
 }
 
 // Publisher publishes turns to the turn stream. It is safe for concurrent use.
