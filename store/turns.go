@@ -256,3 +256,37 @@ func (s *Store) Stats(ctx context.Context, userID string) (UserStats, error) {
 	}
 	return st, nil
 }
+
+// PendingConversationTurns returns a conversation's pending turns, oldest
+// first, at most limit: a burst to extract together.
+func (s *Store) PendingConversationTurns(ctx context.Context, userID, conversationID string, limit int) ([]Turn, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+turnColumns+` FROM turns
+		WHERE user_id = $1 AND conversation_id = $2 AND status = 'pending'
+		ORDER BY turn_at, event_id LIMIT $3`, userID, conversationID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("pending conversation turns: %w", err)
+	}
+	turns, err := pgx.CollectRows(rows, scanTurn)
+	if err != nil {
+		return nil, fmt.Errorf("pending conversation turns: %w", err)
+	}
+	return turns, nil
+}
+
+// PriorConversationTurns returns the newest limit processed turns of a
+// conversation before a time, oldest first: read-only context for a burst.
+func (s *Store) PriorConversationTurns(ctx context.Context, userID, conversationID string, before time.Time, limit int) ([]Turn, error) {
+	rows, err := s.db.Query(ctx, `SELECT * FROM (
+			SELECT `+turnColumns+` FROM turns
+			WHERE user_id = $1 AND conversation_id = $2 AND status = 'processed' AND turn_at < $3
+			ORDER BY turn_at DESC, event_id DESC LIMIT $4
+		) t ORDER BY turn_at, event_id`, userID, conversationID, before, limit)
+	if err != nil {
+		return nil, fmt.Errorf("prior conversation turns: %w", err)
+	}
+	turns, err := pgx.CollectRows(rows, scanTurn)
+	if err != nil {
+		return nil, fmt.Errorf("prior conversation turns: %w", err)
+	}
+	return turns, nil
+}

@@ -38,11 +38,16 @@ func (e *extractWorker) Work(ctx context.Context, job *river.Job[ExtractArgs]) e
 		return e.fail(ctx, job.JobRow, job.Args.EventIDs, err)
 	}
 	if len(turns) == 0 {
-		return nil // done by an earlier run of this job
+		return nil // done by an earlier run of this job, or by its burst
 	}
 	keys, err := s.FactKeys(ctx, job.Args.UserID)
 	if err != nil {
 		return e.fail(ctx, job.JobRow, job.Args.EventIDs, err)
+	}
+	if job.Args.ConversationID != "" {
+		if batcher, ok := w.cfg.Extractor.(BatchExtractor); ok {
+			return e.workBurst(ctx, job, batcher, keys)
+		}
 	}
 	info := w.cfg.Extractor.Info()
 	var (
@@ -51,16 +56,7 @@ func (e *extractWorker) Work(ctx context.Context, job *river.Job[ExtractArgs]) e
 		failed   []string
 	)
 	for _, t := range turns {
-		res, err := w.cfg.Extractor.Extract(ctx, extractor.Input{
-			UserID: t.UserID,
-			Turn: extractor.Turn{
-				EventID:           t.EventID,
-				UserMessage:       t.UserMessage,
-				AssistantResponse: t.AssistantResponse,
-				Timestamp:         t.TurnAt,
-			},
-			FactKeys: keys,
-		})
+		res, err := w.cfg.Extractor.Extract(ctx, extractor.Input{UserID: t.UserID, Turn: extractorTurn(t), FactKeys: keys})
 		e.recordUsage(ctx, t.UserID, info.Model, res.Usage)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -82,6 +78,67 @@ func (e *extractWorker) Work(ctx context.Context, job *river.Job[ExtractArgs]) e
 		return e.fail(ctx, job.JobRow, failed, firstErr)
 	}
 	return nil
+}
+
+// BatchExtractor extracts a burst of turns of one conversation in one call.
+// *extractor.LLM and *extractor.Rules implement it.
+type BatchExtractor interface {
+	ExtractBatch(ctx context.Context, in extractor.BatchInput) (extractor.BatchResult, error)
+}
+
+// priorTurns is how many earlier turns of a conversation a burst gets as
+// read-only context.
+const priorTurns = 4
+
+// workBurst extracts every pending turn of the job's conversation (up to
+// extractor.MaxBatchTurns, oldest first; a longer burst leaves the rest to
+// the later jobs of its turns) in one call and stores what each turn gave.
+func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArgs], batcher BatchExtractor, keys []string) error {
+	s := e.w.cfg.Store
+	a := job.Args
+	burst, err := s.PendingConversationTurns(ctx, a.UserID, a.ConversationID, extractor.MaxBatchTurns)
+	if err != nil {
+		return e.fail(ctx, job.JobRow, a.EventIDs, err)
+	}
+	if len(burst) == 0 {
+		return nil
+	}
+	prior, err := s.PriorConversationTurns(ctx, a.UserID, a.ConversationID, burst[0].TurnAt, priorTurns)
+	if err != nil {
+		return e.fail(ctx, job.JobRow, a.EventIDs, err)
+	}
+	in := extractor.BatchInput{UserID: a.UserID, FactKeys: keys}
+	for _, t := range burst {
+		in.Turns = append(in.Turns, extractorTurn(t))
+	}
+	for _, t := range prior {
+		in.Prior = append(in.Prior, extractorTurn(t))
+	}
+	info := e.w.cfg.Extractor.Info()
+	res, err := batcher.ExtractBatch(ctx, in)
+	e.recordUsage(ctx, a.UserID, info.Model, res.Usage)
+	ids := make([]string, len(burst))
+	for i, t := range burst {
+		ids[i] = t.EventID
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return e.fail(ctx, job.JobRow, ids, err)
+	}
+	done := make([]extracted, len(burst))
+	for i, t := range burst {
+		done[i] = extracted{turn: t, result: extractor.Result{Facts: res.Facts[i], Context: res.Context[i]}}
+	}
+	if err := e.save(ctx, done, store.Provenance{Extractor: info.Name, Model: info.Model, PromptVersion: extractor.BatchPromptVersion}); err != nil {
+		return e.fail(ctx, job.JobRow, ids, err)
+	}
+	return nil
+}
+
+func extractorTurn(t store.Turn) extractor.Turn {
+	return extractor.Turn{EventID: t.EventID, UserMessage: t.UserMessage, AssistantResponse: t.AssistantResponse, Timestamp: t.TurnAt}
 }
 
 // recordUsage adds the tokens an extraction spent (also a failed one) to the

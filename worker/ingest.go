@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/riverqueue/river"
 
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/store"
@@ -117,7 +118,28 @@ func (w *Worker) enqueue(ctx context.Context, tx pgx.Tx, turns []store.Turn, ins
 	if len(inserted) == 0 {
 		return nil
 	}
-	return insertJobs(ctx, w.river, tx, turns, inserted, false)
+	if w.cfg.ExtractDebounce <= 0 {
+		return insertJobs(ctx, w.river, tx, turns, inserted, false)
+	}
+	// Debounce: still one job per turn, so that no turn can be left without
+	// one, but scheduled later and tagged with the conversation. The first
+	// job of a burst to run takes every pending turn of the conversation;
+	// the others then find theirs processed and stop.
+	byID := make(map[string]store.Turn, len(turns))
+	for _, t := range turns {
+		byID[t.EventID] = t
+	}
+	at := time.Now().Add(w.cfg.ExtractDebounce)
+	params := make([]river.InsertManyParams, len(inserted))
+	for i, id := range inserted {
+		t := byID[id]
+		params[i] = river.InsertManyParams{
+			Args:       ExtractArgs{UserID: t.UserID, EventIDs: []string{id}, ConversationID: t.ConversationID},
+			InsertOpts: &river.InsertOpts{ScheduledAt: at},
+		}
+	}
+	_, err := w.river.InsertManyFastTx(ctx, tx, params)
+	return err
 }
 
 // errTokenMismatch rejects an event whose user_id does not belong to its

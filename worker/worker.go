@@ -94,6 +94,12 @@ type Config struct {
 	// FetchPollInterval is how often River polls for jobs when no
 	// notification arrived. Default 1s.
 	FetchPollInterval time.Duration
+	// ExtractDebounce delays a turn's extraction by this long so that a burst
+	// of turns in one conversation is extracted in one call, with a few
+	// earlier turns of the conversation as read-only context. Turns without
+	// a conversation id are extracted on their own. Default 0: every turn at
+	// once, on its own.
+	ExtractDebounce time.Duration
 	// MaxDBSize caps the size of memoryd's tables in bytes; over it, the
 	// oldest context items are pruned. Default 0: no limit.
 	MaxDBSize int64
@@ -170,6 +176,8 @@ func (c Config) validate() error {
 		return errors.New("worker: Config.MaxAttempts must be at least 1")
 	case c.AckWait < time.Second:
 		return errors.New("worker: Config.AckWait must be at least 1s")
+	case c.ExtractDebounce < 0:
+		return errors.New("worker: Config.ExtractDebounce must not be negative")
 	case c.MaxDBSize < 0 || c.MaxContextPerUser < 0:
 		return errors.New("worker: Config.MaxDBSize and MaxContextPerUser must not be negative")
 	case c.PruneInterval < time.Second:
@@ -193,6 +201,9 @@ const (
 type ExtractArgs struct {
 	UserID   string   `json:"user_id"`
 	EventIDs []string `json:"event_ids"`
+	// ConversationID, when set, makes the job extract every pending turn
+	// of the conversation at once (debounce), its own included.
+	ConversationID string `json:"conversation_id,omitempty"`
 }
 
 // Kind is River's job kind.

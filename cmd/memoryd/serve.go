@@ -30,6 +30,7 @@ type serveOptions struct {
 	ackWait         time.Duration
 	shutdownTimeout time.Duration
 	enrichTimeout   time.Duration
+	debounce        time.Duration
 	maxDBSize       string
 	maxPerUser      int
 	pruneInterval   time.Duration
@@ -57,6 +58,7 @@ func (o *serveOptions) register(f *flags) {
 	f.Duration(&o.ackWait, "ack-wait", 30*time.Second, "how long JetStream waits for an ingest ack before redelivering (to another process)")
 	f.Duration(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long running jobs may take to finish on SIGINT/SIGTERM before they are handed back")
 	f.Duration(&o.enrichTimeout, "enrich-timeout", 250*time.Millisecond, "bound on an enrich reply; past it the reply is empty and marked degraded")
+	f.Duration(&o.debounce, "extract-debounce", 0, "wait this long after a turn so a burst in one conversation is extracted in one LLM call (0: every turn at once)")
 	f.String(&o.maxDBSize, "max-db-size", "", "prune the oldest context items when memoryd's tables exceed this size, e.g. 500M or 10G (empty: no limit)")
 	f.Int(&o.maxPerUser, "max-context-per-user", 0, "keep at most this many context items per user, pruning the oldest (0: no cap)")
 	f.Duration(&o.pruneInterval, "prune-interval", 10*time.Minute, "how often the size limits are applied")
@@ -166,6 +168,7 @@ func startService(ctx context.Context, o *serveOptions, logger *slog.Logger) (sv
 		JobTimeout:  o.jobTimeout,
 		AckWait:     o.ackWait,
 
+		ExtractDebounce:   o.debounce,
 		MaxDBSize:         maxDBSize,
 		MaxContextPerUser: o.maxPerUser,
 		PruneInterval:     o.pruneInterval,
