@@ -1,4 +1,4 @@
-// Package extractor turns one conversation turn (a user message and the
+// Package extractor turns conversation turns (a user message and the
 // assistant's reply) into memory: durable facts about the user (snake_case key
 // to value) and context worth remembering (question/answer pairs).
 //
@@ -12,9 +12,22 @@
 //     Ollama, vLLM, llama.cpp) for a JSON object and validates the reply
 //     itself, whatever the server claims to enforce.
 //
+// # Batches
+//
+// ExtractBatch ([LLM.ExtractBatch], [Rules.ExtractBatch]) extracts a burst of
+// new turns of one conversation at once, so that a debounced burst costs one
+// model call instead of one per turn. Every new turn is extracted from; the
+// prior turns given with them are read-only context. [BatchResult] attributes
+// each fact and context pair to the turn it came from, and a fact stated in
+// several turns to the latest of them. LLM sends at most [MaxBatchTurns] new
+// turns in one prompt ([BatchPromptVersion]); their texts share a size
+// budget in which short messages are never cut. A batch with only one turn to
+// extract from uses the single-turn prompt, as Extract does. Rules extracts
+// each turn as Extract does, then keeps a repeated key at the latest turn.
+//
 // # Retries and bounds (LLM)
 //
-// One Extract call makes at most (MaxInvalidRetries+1) model calls, and each
+// One Extract or ExtractBatch call makes at most (MaxInvalidRetries+1) model calls, and each
 // model call makes at most (MaxRetries+1) HTTP requests:
 //
 //   - A request is retried on connection errors, per-request timeouts, 408,
@@ -33,7 +46,7 @@
 //
 // # Rate limits and usage (LLM)
 //
-// These bounds hold across all Extract calls of one [LLM], and apply to every
+// These bounds hold across all Extract and ExtractBatch calls of one [LLM], and apply to every
 // HTTP request, retries included:
 //
 //   - At most MaxConcurrency requests are in flight. A request takes its slot
@@ -49,7 +62,8 @@
 //
 // Every wait ends when the request's ctx does. [LLM.Usage] reports, per model,
 // the requests sent, their outcomes and the tokens used since the LLM was
-// created; [Result.Usage] has the tokens of one extraction. [Rules] uses none.
+// created; [Result.Usage] and [BatchResult.Usage] have the tokens of one
+// extraction. [Rules] uses none.
 //
 // Prompts and replies are size-bounded: long messages are truncated before
 // they are sent, response bodies are read up to a limit, and the number and
@@ -64,7 +78,7 @@
 //
 // # Errors
 //
-// Every error returned by Extract wraps exactly one of [ErrTransient],
+// Every error returned by Extract and ExtractBatch wraps exactly one of [ErrTransient],
 // [ErrInvalidOutput] and [ErrPermanent]; use errors.Is. Error messages carry
 // status codes and a short reason, never a whole reply or response body.
 package extractor
@@ -146,7 +160,7 @@ type Info struct {
 	PromptVersion string
 }
 
-// Sentinel errors. Every error returned by Extract wraps exactly one of them.
+// Sentinel errors. Every error returned by Extract and ExtractBatch wraps exactly one of them.
 var (
 	// ErrTransient means the model server could not be reached or did not
 	// answer (connection errors, timeouts, 408, 429, 5xx) after bounded

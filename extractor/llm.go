@@ -71,13 +71,13 @@ type LLMConfig struct {
 	// MaxBackoff caps the delay between retries, including a delay asked
 	// for by the server with Retry-After. Default 30s.
 	MaxBackoff time.Duration
-	// MaxConcurrency bounds the requests in flight across all Extract calls
-	// of one LLM. Default 4.
+	// MaxConcurrency bounds the requests in flight across all Extract and
+	// ExtractBatch calls of one LLM. Default 4.
 	MaxConcurrency int
 	// RequestsPerSecond limits the HTTP requests sent per second, retries
-	// included, across all Extract calls of one LLM (a token bucket of
-	// Burst tokens). A request waits for a token, or until its context
-	// ends. Default 0: unlimited.
+	// included, across all Extract and ExtractBatch calls of one LLM (a
+	// token bucket of Burst tokens). A request waits for a token, or until
+	// its context ends. Default 0: unlimited.
 	RequestsPerSecond float64
 	// Burst is how many requests may be sent at once, after a quiet period,
 	// under RequestsPerSecond. Default 1 when RequestsPerSecond is set;
@@ -186,7 +186,8 @@ func (c LLMConfig) validate() error {
 type LLM struct {
 	cfg         LLMConfig
 	client      *openai.Client
-	format      *openai.ChatCompletionResponseFormat
+	format      *openai.ChatCompletionResponseFormat // of Extract
+	batchFormat *openai.ChatCompletionResponseFormat // of ExtractBatch
 	temperature float32
 	sem         chan struct{}
 	bucket      *tokenBucket // nil when RequestsPerSecond is 0
@@ -237,8 +238,17 @@ func NewLLM(cfg LLMConfig) (*LLM, error) {
 				Strict: false, // see extractionSchema
 			},
 		}
+		l.batchFormat = &openai.ChatCompletionResponseFormat{
+			Type: openai.ChatCompletionResponseFormatTypeJSONSchema,
+			JSONSchema: &openai.ChatCompletionResponseFormatJSONSchema{
+				Name:   "memory_extraction_batch",
+				Schema: json.RawMessage(batchExtractionSchema),
+				Strict: false, // see batchExtractionSchema
+			},
+		}
 	case ResponseFormatJSONObject:
 		l.format = &openai.ChatCompletionResponseFormat{Type: openai.ChatCompletionResponseFormatTypeJSONObject}
+		l.batchFormat = l.format
 	}
 	return l, nil
 }
@@ -267,14 +277,33 @@ func (l *LLM) Extract(ctx context.Context, in Input) (Result, error) {
 	if turn.UserMessage == "" {
 		return Result{Facts: map[string]string{}}, nil
 	}
-	userPrompt := buildUserPrompt(in, turn)
+	var res Result
+	usage, err := l.ask(ctx, systemPrompt, buildUserPrompt(in, turn), l.format, invalidNote, func(reply string) error {
+		var err error
+		res.Facts, res.Context, err = parseOutput(reply)
+		return err
+	})
+	if err != nil {
+		return Result{Usage: usage}, err
+	}
+	res.Usage = usage
+	return res, nil
+}
+
+// ask makes model calls with the system and user prompts until parse
+// accepts a reply, at most MaxInvalidRetries+1 of them; each retry appends
+// note(reason) to the user prompt. It returns the tokens of every completed
+// request, also on error. Both Extract and ExtractBatch go through it, so
+// they share retries, limits and usage accounting.
+func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatCompletionResponseFormat,
+	note func(error) string, parse func(reply string) error) (Usage, error) {
 	req := openai.ChatCompletionRequest{
 		Model: l.cfg.Model,
 		Messages: []openai.ChatCompletionMessage{
-			{Role: openai.ChatMessageRoleSystem, Content: systemPrompt},
-			{Role: openai.ChatMessageRoleUser, Content: userPrompt},
+			{Role: openai.ChatMessageRoleSystem, Content: system},
+			{Role: openai.ChatMessageRoleUser, Content: user},
 		},
-		ResponseFormat: l.format,
+		ResponseFormat: format,
 		Temperature:    l.temperature,
 	}
 
@@ -282,18 +311,18 @@ func (l *LLM) Extract(ctx context.Context, in Input) (Result, error) {
 	for call := 1; ; call++ {
 		reply, err := l.complete(ctx, req, &usage)
 		if err != nil {
-			return Result{Usage: usage}, err
+			return usage, err
 		}
-		facts, qas, err := parseOutput(reply)
+		err = parse(reply)
 		if err == nil {
-			return Result{Facts: facts, Context: qas, Usage: usage}, nil
+			return usage, nil
 		}
 		if call > max(l.cfg.MaxInvalidRetries, 0) {
-			return Result{Usage: usage}, fmt.Errorf("%w: %v (after %d model calls)", ErrInvalidOutput, err, call)
+			return usage, fmt.Errorf("%w: %v (after %d model calls)", ErrInvalidOutput, err, call)
 		}
 		// Replace rather than append a message: some chat templates reject
 		// two user messages in a row.
-		req.Messages[1].Content = userPrompt + invalidNote(err)
+		req.Messages[1].Content = user + note(err)
 	}
 }
 

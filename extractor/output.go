@@ -39,9 +39,29 @@ var (
 // a short reason, suitable for an error message and for telling the model
 // what to fix; it never quotes the reply.
 func parseOutput(reply string) (map[string]string, []QA, error) {
+	var (
+		facts map[string]string
+		qas   []QA
+	)
+	err := scanReply(reply, func(raw json.RawMessage) error {
+		var err error
+		facts, qas, err = parseObject(raw)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return facts, qas, nil
+}
+
+// scanReply finds the JSON object in a model reply: it drops reasoning
+// blocks, tries fenced blocks first and then the whole reply, and calls try
+// on each JSON object found (at most maxCandidates) until try accepts one.
+// It returns the first rejection, or why no object was found.
+func scanReply(reply string, try func(raw json.RawMessage) error) error {
 	reply = thinkRE.ReplaceAllString(reply, "")
 	if strings.TrimSpace(reply) == "" {
-		return nil, nil, errors.New("reply is empty")
+		return errors.New("reply is empty")
 	}
 
 	// Fenced blocks first: prose around them may contain stray braces.
@@ -65,9 +85,9 @@ func parseOutput(reply string) (map[string]string, []QA, error) {
 			if !ok {
 				continue
 			}
-			facts, qas, err := parseObject(raw)
+			err := try(raw)
 			if err == nil {
-				return facts, qas, nil
+				return nil
 			}
 			if firstErr == nil {
 				firstErr = err
@@ -77,7 +97,7 @@ func parseOutput(reply string) (map[string]string, []QA, error) {
 	if firstErr == nil {
 		firstErr = errors.New("reply contains no JSON object")
 	}
-	return nil, nil, firstErr
+	return firstErr
 }
 
 // decodeFirstValue decodes the JSON value at the start of s, ignoring

@@ -98,21 +98,7 @@ func cleanTurn(t Turn, maxUser, maxAssistant int) promptTurn {
 // comes last, next to the reply.
 func buildUserPrompt(in Input, turn promptTurn) string {
 	var b strings.Builder
-
-	keys := factKeysForPrompt(in.FactKeys)
-	if len(keys) == 0 {
-		b.WriteString("The user has no stored facts yet.\n\n")
-	} else {
-		b.WriteString("The user's existing fact keys (reuse one when it means the same thing):\n")
-		b.Write(promptJSON(keys))
-		b.WriteString("\n\n")
-	}
-
-	if prior := priorForPrompt(in.Prior); len(prior) > 0 {
-		b.WriteString("Earlier turns of this conversation, oldest first. READ-ONLY background for resolving references; do not extract facts or context from them:\n<prior_turns>\n")
-		b.Write(promptJSON(prior))
-		b.WriteString("\n</prior_turns>\n\n")
-	}
+	writeBackground(&b, in.FactKeys, in.Prior)
 
 	if ts := in.Turn.Timestamp; ts.IsZero() {
 		b.WriteString("The time of the turn to extract from is unknown: keep relative dates as they are.\n")
@@ -124,6 +110,25 @@ func buildUserPrompt(in Input, turn promptTurn) string {
 	b.Write(promptJSON(turn))
 	b.WriteString("\n</turn>\n\nReply with the JSON object only.")
 	return b.String()
+}
+
+// writeBackground writes the user's existing fact keys and the read-only
+// prior turns, each section followed by a blank line.
+func writeBackground(b *strings.Builder, factKeys []string, prior []Turn) {
+	keys := factKeysForPrompt(factKeys)
+	if len(keys) == 0 {
+		b.WriteString("The user has no stored facts yet.\n\n")
+	} else {
+		b.WriteString("The user's existing fact keys (reuse one when it means the same thing):\n")
+		b.Write(promptJSON(keys))
+		b.WriteString("\n\n")
+	}
+
+	if pt := priorForPrompt(prior); len(pt) > 0 {
+		b.WriteString("Earlier turns of this conversation, oldest first. READ-ONLY background for resolving references; do not extract facts or context from them:\n<prior_turns>\n")
+		b.Write(promptJSON(pt))
+		b.WriteString("\n</prior_turns>\n\n")
+	}
 }
 
 // invalidNote is appended to the user message when the previous reply was

@@ -128,7 +128,7 @@ func (s *Store) GetTurn(ctx context.Context, eventID string) (Turn, error) {
 // MarkProcessed marks turns processed by the given extractor.
 func (s *Store) MarkProcessed(ctx context.Context, eventIDs []string, p Provenance) error {
 	_, err := s.db.Exec(ctx, `UPDATE turns
-		SET status = 'processed', processed_at = now(), attempts = attempts + 1, last_error = NULL,
+		SET status = 'processed', processed_at = now(), attempts = attempts + 1, last_error = NULL, claimed_until = NULL,
 		    extractor = $2, model = $3, prompt_version = $4
 		WHERE event_id = ANY($1)`, eventIDs, p.Extractor, p.Model, p.PromptVersion)
 	if err != nil {
@@ -146,7 +146,7 @@ func (s *Store) MarkFailed(ctx context.Context, eventIDs []string, reason string
 		status = StatusFailed
 	}
 	_, err := s.db.Exec(ctx, `UPDATE turns
-		SET status = $2, attempts = attempts + 1, last_error = left($3, 2000)
+		SET status = $2, attempts = attempts + 1, last_error = left($3, 2000), claimed_until = NULL
 		WHERE event_id = ANY($1) AND status <> 'processed'`, eventIDs, status, reason)
 	if err != nil {
 		return fmt.Errorf("mark failed: %w", err)
@@ -257,18 +257,30 @@ func (s *Store) Stats(ctx context.Context, userID string) (UserStats, error) {
 	return st, nil
 }
 
-// PendingConversationTurns returns a conversation's pending turns, oldest
-// first, at most limit: a burst to extract together.
-func (s *Store) PendingConversationTurns(ctx context.Context, userID, conversationID string, limit int) ([]Turn, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+turnColumns+` FROM turns
-		WHERE user_id = $1 AND conversation_id = $2 AND status = 'pending'
-		ORDER BY turn_at, event_id LIMIT $3`, userID, conversationID, limit)
+// ClaimConversationTurns claims a conversation's pending, unclaimed turns for
+// ttl, oldest first, at most limit, always including the turns in own when
+// they are claimable, and returns them oldest first. Turns another job
+// claimed (and has not released) are left alone.
+func (s *Store) ClaimConversationTurns(ctx context.Context, userID, conversationID string, own []string, limit int, ttl time.Duration) ([]Turn, error) {
+	rows, err := s.db.Query(ctx, `
+		WITH c AS (
+			UPDATE turns SET claimed_until = now() + $5::interval
+			WHERE event_id IN (
+				SELECT event_id FROM turns
+				WHERE user_id = $1 AND conversation_id = $2 AND status = 'pending'
+				  AND (claimed_until IS NULL OR claimed_until < now())
+				ORDER BY event_id = ANY($3) DESC, turn_at, event_id
+				LIMIT $4
+				FOR UPDATE SKIP LOCKED)
+			RETURNING `+turnColumns+`
+		)
+		SELECT * FROM c ORDER BY turn_at, event_id`, userID, conversationID, own, limit, ttl)
 	if err != nil {
-		return nil, fmt.Errorf("pending conversation turns: %w", err)
+		return nil, fmt.Errorf("claim conversation turns: %w", err)
 	}
 	turns, err := pgx.CollectRows(rows, scanTurn)
 	if err != nil {
-		return nil, fmt.Errorf("pending conversation turns: %w", err)
+		return nil, fmt.Errorf("claim conversation turns: %w", err)
 	}
 	return turns, nil
 }

@@ -90,18 +90,22 @@ type BatchExtractor interface {
 // read-only context.
 const priorTurns = 4
 
-// workBurst extracts every pending turn of the job's conversation (up to
-// extractor.MaxBatchTurns, oldest first; a longer burst leaves the rest to
-// the later jobs of its turns) in one call and stores what each turn gave.
+// workBurst claims the pending turns of the job's conversation (its own
+// first, then the oldest, up to extractor.MaxBatchTurns; a longer burst
+// leaves the rest to the jobs of those turns), extracts them in one call and
+// stores what each turn gave. The jobs of the other claimed turns find them
+// claimed or processed and stop, so a burst costs one model call.
 func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArgs], batcher BatchExtractor, keys []string) error {
 	s := e.w.cfg.Store
 	a := job.Args
-	burst, err := s.PendingConversationTurns(ctx, a.UserID, a.ConversationID, extractor.MaxBatchTurns)
+	// The claim outlives this job only if it dies; then River rescues and
+	// reruns it after 2×JobTimeout, by when the claim has expired.
+	burst, err := s.ClaimConversationTurns(ctx, a.UserID, a.ConversationID, a.EventIDs, extractor.MaxBatchTurns, e.w.cfg.JobTimeout)
 	if err != nil {
 		return e.fail(ctx, job.JobRow, a.EventIDs, err)
 	}
 	if len(burst) == 0 {
-		return nil
+		return nil // this job's turns are done, or claimed by the job of an earlier turn of the burst
 	}
 	prior, err := s.PriorConversationTurns(ctx, a.UserID, a.ConversationID, burst[0].TurnAt, priorTurns)
 	if err != nil {
@@ -131,7 +135,7 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 	for i, t := range burst {
 		done[i] = extracted{turn: t, result: extractor.Result{Facts: res.Facts[i], Context: res.Context[i]}}
 	}
-	if err := e.save(ctx, done, store.Provenance{Extractor: info.Name, Model: info.Model, PromptVersion: extractor.BatchPromptVersion}); err != nil {
+	if err := e.save(ctx, done, store.Provenance{Extractor: info.Name, Model: info.Model, PromptVersion: res.PromptVersion}); err != nil {
 		return e.fail(ctx, job.JobRow, ids, err)
 	}
 	return nil

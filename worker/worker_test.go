@@ -413,3 +413,42 @@ func TestHostileTurnCannotWriteOtherUsers(t *testing.T) {
 		t.Fatal("the hostile text should reach the model as data")
 	}
 }
+
+func TestDebounceExtractsABurstInOneCall(t *testing.T) {
+	e := setup(t)
+	srv := extractortest.NewServer(t, extractortest.Content(
+		`{"facts":[{"turn":1,"key":"pet","value":"cat"},{"turn":3,"key":"pet_name","value":"Tom"}],"context":[{"turn":2,"q":"What do I feed my cat?","a":"Fish"}]}`))
+	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.start(llm, func(c *worker.Config) { c.ExtractDebounce = 300 * time.Millisecond })
+	for i, msg := range []string{"I have a cat.", "What should I feed it?", "Its name is Tom."} {
+		e.publish(events.Turn{ID: fmt.Sprintf("burst-%d", i+1), UserID: "alice", ConversationID: "c1", UserMessage: msg,
+			AssistantResponse: "ok", Timestamp: t0.Add(time.Duration(i) * time.Second)})
+	}
+	st := e.waitDone(3)
+	if st.TurnsProcessed != 3 {
+		t.Fatalf("stats = %+v", st)
+	}
+	if got := srv.Requests(); got != 1 {
+		t.Fatalf("LLM requests = %d, want 1 for the whole burst", got)
+	}
+	for key, event := range map[string]string{"pet": "burst-1", "pet_name": "burst-3"} {
+		f, err := e.store.Fact(e.ctx, "alice", key)
+		if err != nil || f.EventID != event {
+			t.Fatalf("fact %s = %+v, %v; want it from %s", key, f, err, event)
+		}
+	}
+	items, err := e.store.RecentContext(e.ctx, "alice", 10)
+	if err != nil || len(items) != 1 || items[0].EventID != "burst-2" || !items[0].CreatedAt.Equal(t0.Add(time.Second)) {
+		t.Fatalf("context = %+v, %v", items, err)
+	}
+	// A later turn of the same conversation gets the burst as read-only
+	// context.
+	e.publish(events.Turn{ID: "later", UserID: "alice", ConversationID: "c1", UserMessage: "He is 3.", Timestamp: t0.Add(time.Minute)})
+	e.waitDone(4)
+	if !bytes.Contains(srv.LastRequest(), []byte("Its name is Tom.")) {
+		t.Fatal("prior turns of the conversation were not given as context")
+	}
+}
