@@ -183,6 +183,13 @@ func (s *Store) Recall(ctx context.Context, q RecallQuery) ([]Fact, []ContextIte
 		facts []Fact
 		items = []ContextItem{}
 	)
+	// One snapshot for both reads, so a reply never shows a turn's context
+	// without the facts committed with it; still one round trip. (Inside a
+	// caller's transaction that transaction's isolation applies instead.)
+	own := s.db == DBTX(s.pool)
+	if own {
+		batch.Queue(`BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY`)
+	}
 	batch.Queue(recallFactsSQL, q.UserID, q.MaxFacts).Query(func(rows pgx.Rows) (err error) {
 		facts, err = pgx.CollectRows(rows, scanFact)
 		return err
@@ -192,6 +199,9 @@ func (s *Store) Recall(ctx context.Context, q RecallQuery) ([]Fact, []ContextIte
 			items, err = pgx.CollectRows(rows, scanScored)
 			return err
 		})
+	}
+	if own {
+		batch.Queue(`COMMIT`)
 	}
 	if err := sender.SendBatch(ctx, &batch).Close(); err != nil {
 		return nil, nil, fmt.Errorf("recall: %w", err)
