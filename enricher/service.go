@@ -792,7 +792,7 @@ func wireUsage(u map[string]store.TokenUsage) map[string]TokenUsage {
 func wireFacts(facts []store.Fact) []Fact {
 	out := make([]Fact, len(facts))
 	for i, f := range facts {
-		out[i] = Fact{Key: f.Key, Value: f.Value, UpdatedAt: f.UpdatedAt}
+		out[i] = Fact{Key: f.Key, Value: f.Value, UpdatedAt: f.UpdatedAt.UTC()}
 	}
 	return out
 }
@@ -805,7 +805,7 @@ func wireItems(items []store.ContextItem) []ContextItem {
 			Question:       it.Question,
 			Answer:         it.Answer,
 			Score:          math.Round(it.Score*1e6) / 1e6,
-			CreatedAt:      it.CreatedAt,
+			CreatedAt:      it.CreatedAt.UTC(),
 			EventID:        it.EventID,
 			ConversationID: it.ConversationID,
 		}

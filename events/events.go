@@ -119,6 +119,20 @@ func Decode(data []byte) (Turn, error) {
 	if err := t.Validate(); err != nil {
 		return Turn{}, err
 	}
+	if len(t.Metadata) > 0 {
+		// Re-encode so that escapes JSON allows but Postgres jsonb refuses
+		// (a lone UTF-16 surrogate such as \ud800) become U+FFFD, as they
+		// already do in the string fields.
+		var v any
+		if err := json.Unmarshal(t.Metadata, &v); err != nil {
+			return Turn{}, invalid("metadata", "malformed JSON")
+		}
+		canon, err := json.Marshal(v)
+		if err != nil {
+			return Turn{}, invalid("metadata", "cannot be re-encoded")
+		}
+		t.Metadata = canon
+	}
 	return t, nil
 }
 

@@ -24,15 +24,20 @@ type Removed struct {
 func (s *Store) ForgetUser(ctx context.Context, userID string) (Removed, error) {
 	var r Removed
 	err := s.InTx(ctx, func(_ pgx.Tx, q *Store) error {
-		var err error
-		if r, err = q.deleteMemory(ctx, []string{userID}); err != nil {
-			return err
-		}
+		// Turns first: deleting them waits for any extraction holding their
+		// locks to commit, so the memory it wrote is visible to the deletes
+		// below; a later extraction finds no turns and writes nothing.
 		tag, err := q.db.Exec(ctx, `DELETE FROM turns WHERE user_id = $1`, userID)
 		if err != nil {
 			return fmt.Errorf("forget turns: %w", err)
 		}
 		r.Turns = tag.RowsAffected()
+		removed, err := q.deleteMemory(ctx, []string{userID}, true)
+		if err != nil {
+			return err
+		}
+		removed.Turns = r.Turns
+		r = removed
 		// River's job rows carry the user id in their args.
 		tag, err = q.db.Exec(ctx, `DELETE FROM river_job WHERE kind = $1 AND args->>'user_id' = $2`, ExtractJobKind, userID)
 		if err != nil {
@@ -52,31 +57,40 @@ const ExtractJobKind = "memoryd_extract"
 
 // ResetMemory deletes the derived memory (facts, fact history, context) of
 // the given users, or of every user when userIDs is empty, in one
-// transaction, before a replay rebuilds it. Turns are kept.
+// transaction, before a replay rebuilds it. Turns are kept, and so are items
+// written directly through the memory tools (extractor "direct"): they never
+// passed through the stream, so a replay could not bring them back.
 func (s *Store) ResetMemory(ctx context.Context, userIDs []string) (Removed, error) {
 	var r Removed
 	err := s.InTx(ctx, func(_ pgx.Tx, q *Store) error {
 		var err error
-		r, err = q.deleteMemory(ctx, userIDs)
+		r, err = q.deleteMemory(ctx, userIDs, false)
 		return err
 	})
 	return r, err
 }
 
-func (s *Store) deleteMemory(ctx context.Context, userIDs []string) (Removed, error) {
+func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect bool) (Removed, error) {
 	var r Removed
 	all := len(userIDs) == 0
 	for _, t := range []struct {
 		table string
 		n     *int64
-	}{{"facts", &r.Facts}, {"fact_history", &r.FactHistory}, {"context", &r.Context}} {
-		// fact_history last among facts: deleting facts records deletions
-		// in it, which must go too.
-		tag, err := s.db.Exec(ctx, `DELETE FROM `+t.table+` WHERE $1 OR user_id = ANY($2)`, all, userIDs)
+	}{{"facts", &r.Facts}, {"context", &r.Context}} {
+		tag, err := s.db.Exec(ctx, `DELETE FROM `+t.table+` WHERE ($1 OR user_id = ANY($2)) AND ($3 OR extractor <> 'direct')`, all, userIDs, withDirect)
 		if err != nil {
 			return r, fmt.Errorf("delete %s: %w", t.table, err)
 		}
 		*t.n = tag.RowsAffected()
+	}
+	// History goes with forget only: after a reset the rebuilt facts add to
+	// it, keeping what the replay changed visible.
+	if withDirect {
+		tag, err := s.db.Exec(ctx, `DELETE FROM fact_history WHERE $1 OR user_id = ANY($2)`, all, userIDs)
+		if err != nil {
+			return r, fmt.Errorf("delete fact_history: %w", err)
+		}
+		r.FactHistory = tag.RowsAffected()
 	}
 	return r, nil
 }

@@ -50,17 +50,23 @@ func (e *extractWorker) Work(ctx context.Context, job *river.Job[ExtractArgs]) e
 		}
 	}
 	info := w.cfg.Extractor.Info()
+	prov := store.Provenance{Extractor: info.Name, Model: info.Model, PromptVersion: info.PromptVersion}
 	var (
 		done     []extracted
 		firstErr error
 		failed   []string
 	)
-	for _, t := range turns {
+	for i, t := range turns {
 		res, err := w.cfg.Extractor.Extract(ctx, extractor.Input{UserID: t.UserID, Turn: extractorTurn(t), FactKeys: keys})
 		e.recordUsage(ctx, t.UserID, info.Model, res.Usage)
 		if err != nil {
 			if ctx.Err() != nil {
-				return e.fail(ctx, job.JobRow, job.Args.EventIDs, ctx.Err())
+				// Keep what this run extracted before the timeout or
+				// shutdown; the rest is retried.
+				if serr := e.save(context.WithoutCancel(ctx), done, prov); serr != nil {
+					w.logger.Warn("cannot save partial extraction", "job_id", job.ID, "error", serr)
+				}
+				return e.fail(ctx, job.JobRow, unprocessed(turns[i:]), ctx.Err())
 			}
 			failed = append(failed, t.EventID)
 			firstErr = cmpErr(firstErr, err)
@@ -70,14 +76,33 @@ func (e *extractWorker) Work(ctx context.Context, job *river.Job[ExtractArgs]) e
 		for k := range res.Facts {
 			keys = append(keys, k) // later turns of the batch reuse new keys too
 		}
+		// Save as we go in large jobs (replay batches), so that a timeout
+		// loses at most one chunk of model calls.
+		if len(done) == saveEvery {
+			if err := e.save(ctx, done, prov); err != nil {
+				return e.fail(ctx, job.JobRow, unprocessed(turns[i+1-len(done):]), err)
+			}
+			done = done[:0]
+		}
 	}
-	if err := e.save(ctx, done, store.Provenance{Extractor: info.Name, Model: info.Model, PromptVersion: info.PromptVersion}); err != nil {
+	if err := e.save(ctx, done, prov); err != nil {
 		return e.fail(ctx, job.JobRow, job.Args.EventIDs, err)
 	}
 	if len(failed) > 0 {
 		return e.fail(ctx, job.JobRow, failed, firstErr)
 	}
 	return nil
+}
+
+// saveEvery is how many extracted turns a job stores per transaction.
+const saveEvery = 20
+
+func unprocessed(turns []store.Turn) []string {
+	ids := make([]string, len(turns))
+	for i, t := range turns {
+		ids[i] = t.EventID
+	}
+	return ids
 }
 
 // BatchExtractor extracts a burst of turns of one conversation in one call.
@@ -121,10 +146,7 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 	info := e.w.cfg.Extractor.Info()
 	res, err := batcher.ExtractBatch(ctx, in)
 	e.recordUsage(ctx, a.UserID, info.Model, res.Usage)
-	ids := make([]string, len(burst))
-	for i, t := range burst {
-		ids[i] = t.EventID
-	}
+	ids := unprocessed(burst)
 	if err != nil {
 		if ctx.Err() != nil {
 			err = ctx.Err()
@@ -220,11 +242,17 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 	})
 }
 
-// fail is the one place that decides between retry and giving up. A permanent
-// extractor error, or the job's last attempt, marks the turns failed and stops
-// the job; anything else keeps them pending and lets River retry with
-// backoff.
+// fail is the one place that decides between retry and giving up. A job
+// cancelled by shutdown is handed back without counting an attempt. A
+// permanent extractor error, or the job's last attempt, marks the turns
+// failed and stops the job; anything else keeps them pending and lets River
+// retry with backoff.
 func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, eventIDs []string, err error) error {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		// Shutdown, not a failure: hand the job back without using up an
+		// attempt (a snooze does not count one).
+		return river.JobSnooze(time.Second)
+	}
 	permanent := errors.Is(err, extractor.ErrPermanent)
 	final := permanent || job.Attempt >= job.MaxAttempts
 	// Record the failure even when ctx is cancelled (shutdown), bounded.

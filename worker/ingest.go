@@ -3,10 +3,13 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/riverqueue/river"
@@ -46,7 +49,22 @@ func (w *Worker) ingestLoop(ctx context.Context) {
 				break fill
 			}
 		}
-		if err := w.ingest(ctx, batch); err != nil {
+		err := w.ingest(ctx, batch)
+		if isDataError(err) {
+			// Postgres refused an event's content (something validation let
+			// through). Record the events one by one so the bad one is
+			// dead-lettered and the others are not held back with it.
+			for _, m := range batch {
+				if err = w.ingest(ctx, []jetstream.Msg{m}); isDataError(err) {
+					w.reject(ctx, m, fmt.Errorf("invalid turn event: postgres refused it: %w", err))
+					err = nil
+				}
+				if err != nil {
+					break
+				}
+			}
+		}
+		if err != nil {
 			// Postgres is unavailable: nothing was acknowledged. Hand the
 			// batch back with a delay and pause pulling for as long, doubling
 			// up to 30× RetryBackoff, so an outage costs a few log lines, not
@@ -93,12 +111,16 @@ func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) error {
 		return nil
 	}
 	var inserted []string
-	err := w.cfg.Store.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
+	// Bounded so that a hung database cannot hold the batch (and Stop)
+	// forever; the events are then redelivered like on any other failure.
+	txCtx, cancel := context.WithTimeout(ctx, w.cfg.AckWait/2)
+	defer cancel()
+	err := w.cfg.Store.InTx(txCtx, func(tx pgx.Tx, q *store.Store) error {
 		var err error
-		if inserted, err = q.InsertTurns(ctx, turns); err != nil {
+		if inserted, err = q.InsertTurns(txCtx, turns); err != nil {
 			return err
 		}
-		return w.enqueue(ctx, tx, turns, inserted)
+		return w.enqueue(txCtx, tx, turns, inserted)
 	})
 	if err != nil {
 		return err
@@ -140,6 +162,14 @@ func (w *Worker) enqueue(ctx context.Context, tx pgx.Tx, turns []store.Turn, ins
 	}
 	_, err := w.river.InsertManyFastTx(ctx, tx, params)
 	return err
+}
+
+// isDataError reports whether Postgres rejected the data itself (SQLSTATE
+// class 22, data exception: e.g. a JSON escape jsonb cannot hold), which no
+// retry can fix, as opposed to the database being unavailable.
+func isDataError(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22")
 }
 
 // errTokenMismatch rejects an event whose user_id does not belong to its

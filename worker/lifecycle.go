@@ -280,7 +280,16 @@ type ForgetResult struct {
 // Forget deletes a user: their events are purged from the turn stream and the
 // dead-letter stream first, so that no replay can bring them back, then
 // everything derived is deleted from Postgres in one transaction.
+// With an empty prefix or stream the defaults apply; the dead-letter stream
+// is stream+"_DEADLETTER", as Worker creates it by default.
 func Forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix, stream, userID string) (ForgetResult, error) {
+	if stream == "" {
+		stream = events.DefaultStream
+	}
+	return forget(ctx, js, s, prefix, stream, stream+"_DEADLETTER", userID)
+}
+
+func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix, stream, deadLetters, userID string) (ForgetResult, error) {
 	var r ForgetResult
 	if userID == "" {
 		return r, errors.New("forget: user id is required")
@@ -295,7 +304,7 @@ func Forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 	if r.StreamEvents, err = purgeSubject(ctx, js, stream, events.TurnSubject(prefix, userID)); err != nil {
 		return r, err
 	}
-	if r.DeadLetters, err = purgeSubject(ctx, js, stream+"_DEADLETTER", prefix+".deadletter."+events.UserToken(userID)); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+	if r.DeadLetters, err = purgeSubject(ctx, js, deadLetters, prefix+".deadletter."+events.UserToken(userID)); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return r, err
 	}
 	if r.Removed, err = s.ForgetUser(ctx, userID); err != nil {

@@ -161,6 +161,15 @@ func (c Config) withDefaults() Config {
 }
 
 func (c Config) validate() error {
+	positive := []struct {
+		name string
+		d    time.Duration
+	}{{"RetryBackoff", c.RetryBackoff}, {"JobRetryBase", c.JobRetryBase}, {"JobTimeout", c.JobTimeout}, {"FetchPollInterval", c.FetchPollInterval}}
+	for _, p := range positive {
+		if p.d <= 0 {
+			return fmt.Errorf("worker: Config.%s must be positive, not %s", p.name, p.d)
+		}
+	}
 	switch {
 	case c.Conn == nil:
 		return errors.New("worker: Config.Conn is required")
@@ -169,21 +178,21 @@ func (c Config) validate() error {
 	case c.Extractor == nil:
 		return errors.New("worker: Config.Extractor is required")
 	case c.BatchSize < 1 || c.BatchSize > 10_000:
-		return errors.New("worker: Config.BatchSize must be between 1 and 10000")
+		return fmt.Errorf("worker: Config.BatchSize must be between 1 and 10000, not %d", c.BatchSize)
 	case c.Workers < 1 || c.Workers > river.QueueNumWorkersMax:
-		return errors.New("worker: Config.Workers must be between 1 and 10000")
+		return fmt.Errorf("worker: Config.Workers must be between 1 and 10000, not %d", c.Workers)
 	case c.MaxAttempts < 1:
-		return errors.New("worker: Config.MaxAttempts must be at least 1")
+		return fmt.Errorf("worker: Config.MaxAttempts must be at least 1, not %d", c.MaxAttempts)
 	case c.AckWait < time.Second:
-		return errors.New("worker: Config.AckWait must be at least 1s")
+		return fmt.Errorf("worker: Config.AckWait must be at least 1s, not %s", c.AckWait)
 	case c.ExtractDebounce < 0:
-		return errors.New("worker: Config.ExtractDebounce must not be negative")
-	case c.MaxDBSize < 0 || c.MaxContextPerUser < 0:
-		return errors.New("worker: Config.MaxDBSize and MaxContextPerUser must not be negative")
+		return fmt.Errorf("worker: Config.ExtractDebounce must not be negative, not %s", c.ExtractDebounce)
+	case c.MaxDBSize < 0:
+		return fmt.Errorf("worker: Config.MaxDBSize must not be negative, not %d", c.MaxDBSize)
+	case c.MaxContextPerUser < 0:
+		return fmt.Errorf("worker: Config.MaxContextPerUser must not be negative, not %d", c.MaxContextPerUser)
 	case c.PruneInterval < time.Second:
-		return errors.New("worker: Config.PruneInterval must be at least 1s")
-	case c.RetryBackoff <= 0 || c.JobRetryBase <= 0 || c.JobTimeout <= 0 || c.FetchPollInterval <= 0:
-		return errors.New("worker: Config durations (RetryBackoff, JobRetryBase, JobTimeout, FetchPollInterval) must be positive")
+		return fmt.Errorf("worker: Config.PruneInterval must be at least 1s, not %s", c.PruneInterval)
 	}
 	return nil
 }
@@ -307,7 +316,7 @@ func (w *Worker) Stats() Stats {
 func (w *Worker) Start(ctx context.Context) error {
 	cfg := w.cfg
 	if cfg.DisableIngest {
-		if err := w.river.Start(ctx); err != nil {
+		if err := w.river.Start(context.WithoutCancel(ctx)); err != nil {
 			return fmt.Errorf("worker: start river: %w", err)
 		}
 		w.mu.Lock()
@@ -319,13 +328,19 @@ func (w *Worker) Start(ctx context.Context) error {
 	if _, err := events.EnsureStream(ctx, w.js, events.StreamConfig{Prefix: cfg.Prefix, Stream: cfg.Stream}); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
-	if _, err := w.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        cfg.DeadLetterStream,
-		Description: "memoryd rejected turn events, with the reason in the Memoryd-Reason header",
-		Subjects:    []string{cfg.Prefix + ".deadletter.>"},
-		Storage:     jetstream.FileStorage,
-	}); err != nil {
-		return fmt.Errorf("worker: ensure dead-letter stream: %w", err)
+	// Created when missing; an existing one keeps its operator's settings.
+	if _, err := w.js.Stream(ctx, cfg.DeadLetterStream); errors.Is(err, jetstream.ErrStreamNotFound) {
+		_, err = w.js.CreateStream(ctx, jetstream.StreamConfig{
+			Name:        cfg.DeadLetterStream,
+			Description: "memoryd rejected turn events, with the reason in the Memoryd-Reason header",
+			Subjects:    []string{cfg.Prefix + ".deadletter.>"},
+			Storage:     jetstream.FileStorage,
+		})
+		if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return fmt.Errorf("worker: create dead-letter stream: %w", err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("worker: dead-letter stream: %w", err)
 	}
 	cons, err := w.js.CreateOrUpdateConsumer(ctx, cfg.Stream, jetstream.ConsumerConfig{
 		Durable:       cfg.Durable,
@@ -339,7 +354,9 @@ func (w *Worker) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("worker: ensure consumer %s: %w", cfg.Durable, err)
 	}
-	if err := w.river.Start(ctx); err != nil {
+	// River treats cancellation of its start context as a hard stop; Stop
+	// decides how running jobs end, so River must not see ctx's cancellation.
+	if err := w.river.Start(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("worker: start river: %w", err)
 	}
 

@@ -315,7 +315,7 @@ func TestRestartMidwayProcessesEveryTurnOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	if mid.TurnsProcessed >= users*perUser {
-		t.Logf("all turns were done before the restart (%+v); the restart still must not duplicate", mid)
+		t.Fatalf("all turns were done before the restart (%+v): the test did not restart mid-way", mid)
 	}
 	e.start(extractor.NewRules(), small)
 	st := e.waitDone(users * perUser)
@@ -422,11 +422,13 @@ func TestDebounceExtractsABurstInOneCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.start(llm, func(c *worker.Config) { c.ExtractDebounce = 300 * time.Millisecond })
+	// Published before the worker starts, so the whole burst is recorded
+	// before the first debounced job can run.
 	for i, msg := range []string{"I have a cat.", "What should I feed it?", "Its name is Tom."} {
 		e.publish(events.Turn{ID: fmt.Sprintf("burst-%d", i+1), UserID: "alice", ConversationID: "c1", UserMessage: msg,
 			AssistantResponse: "ok", Timestamp: t0.Add(time.Duration(i) * time.Second)})
 	}
+	e.start(llm, func(c *worker.Config) { c.ExtractDebounce = 2 * time.Second })
 	st := e.waitDone(3)
 	if st.TurnsProcessed != 3 {
 		t.Fatalf("stats = %+v", st)
