@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -452,5 +453,24 @@ func TestDebounceExtractsABurstInOneCall(t *testing.T) {
 	e.waitDone(4)
 	if !bytes.Contains(srv.LastRequest(), []byte("Its name is Tom.")) {
 		t.Fatal("prior turns of the conversation were not given as context")
+	}
+}
+
+// TestEventPostgresWouldRefuseDoesNotBlockOthers: metadata JSON accepts a
+// lone UTF-16 surrogate escape that Postgres jsonb refuses; such an event
+// must be stored (normalised) or dead-lettered, never hold its batch back.
+func TestEventPostgresWouldRefuseDoesNotBlockOthers(t *testing.T) {
+	e := setup(t)
+	subj := events.TurnSubject(e.prefix, "alice")
+	if _, err := e.js.Publish(e.ctx, subj, []byte(`{"id":"odd","user_id":"alice","user_message":"hi","timestamp":"2026-11-21T10:00:00Z","metadata":{"a":"\ud800"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	e.publish(events.Turn{ID: "good", UserID: "alice", UserMessage: "I live in Rome."})
+	e.start(extractor.NewRules(), nil)
+	e.waitDone(2)
+	e.waitForAcked()
+	turn, err := e.store.GetTurn(e.ctx, "odd")
+	if err != nil || !strings.Contains(string(turn.Metadata), "\uFFFD") {
+		t.Fatalf("odd turn = %+v, %v", turn, err)
 	}
 }
