@@ -722,11 +722,8 @@ func (s *Service) clearFact(token string, data []byte) (call, error) {
 }
 
 func (s *Service) listFacts(token string, data []byte) (call, error) {
-	var req UserRequest
-	if err := decode(data, &req); err != nil {
-		return nil, err
-	}
-	if err := checkUser(token, req.UserID); err != nil {
+	req, err := decodeUser(token, data)
+	if err != nil {
 		return nil, err
 	}
 	return func(ctx context.Context) (any, error) {
@@ -739,11 +736,8 @@ func (s *Service) listFacts(token string, data []byte) (call, error) {
 }
 
 func (s *Service) userStats(token string, data []byte) (call, error) {
-	var req UserRequest
-	if err := decode(data, &req); err != nil {
-		return nil, err
-	}
-	if err := checkUser(token, req.UserID); err != nil {
+	req, err := decodeUser(token, data)
+	if err != nil {
 		return nil, err
 	}
 	return func(ctx context.Context) (any, error) {
@@ -765,11 +759,8 @@ func (s *Service) userStats(token string, data []byte) (call, error) {
 }
 
 func (s *Service) forget(token string, data []byte) (call, error) {
-	var req UserRequest
-	if err := decode(data, &req); err != nil {
-		return nil, err
-	}
-	if err := checkUser(token, req.UserID); err != nil {
+	req, err := decodeUser(token, data)
+	if err != nil {
 		return nil, err
 	}
 	if s.cfg.Forget == nil {
@@ -779,6 +770,16 @@ func (s *Service) forget(token string, data []byte) (call, error) {
 		s.logger.Info("forgetting user", "user_id", req.UserID)
 		return s.cfg.Forget(ctx, req.UserID)
 	}, nil
+}
+
+// decodeUser decodes a request that names only the user, checking it
+// against the subject's token.
+func decodeUser(token string, data []byte) (UserRequest, error) {
+	var req UserRequest
+	if err := decode(data, &req); err != nil {
+		return req, err
+	}
+	return req, checkUser(token, req.UserID)
 }
 
 func wireUsage(u map[string]store.TokenUsage) map[string]TokenUsage {

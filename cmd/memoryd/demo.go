@@ -8,7 +8,6 @@ import (
 
 	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
-	"github.com/memoryd/memoryd/worker"
 )
 
 // demoTurns is a short conversation with a few self-statements. Event ids are
@@ -167,30 +166,4 @@ func indent(s, prefix string) string {
 		}
 	}
 	return out
-}
-
-func runRetryFailed(ctx context.Context, a *app, args []string) error {
-	var (
-		o     connOptions
-		user  string
-		limit int
-	)
-	f := newFlags("retry-failed", "Usage: memoryd retry-failed [--user U] [--limit N]\n\nSets failed turns back to pending and enqueues their extraction again; a running 'memoryd serve' picks them up.")
-	o.register(f)
-	f.String(&user, "user", "", "only this user's turns")
-	f.Int(&limit, "limit", 1000, "most turns re-enqueued")
-	if err := f.Parse(args); err != nil {
-		return err
-	}
-	s, err := openQuiet(ctx, &o, a)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	n, err := worker.RetryFailed(ctx, s, user, limit)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(a.stdout, "%d failed turn(s) re-enqueued\n", n)
-	return nil
 }

@@ -127,35 +127,6 @@ func newEventID() string {
 	return "evt-" + hex.EncodeToString(b[:])
 }
 
-func runFailed(ctx context.Context, a *app, args []string) error {
-	var (
-		o     connOptions
-		user  string
-		limit int
-	)
-	f := newFlags("failed", "Usage: memoryd failed [--user U] [--limit N]\n\nLists turns whose extraction failed, with the last error.")
-	o.register(f)
-	f.String(&user, "user", "", "only this user's turns")
-	f.Int(&limit, "limit", 100, "most turns listed")
-	if err := f.Parse(args); err != nil {
-		return err
-	}
-	s, err := openQuiet(ctx, &o, a)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	turns, err := s.FailedTurns(ctx, user, limit)
-	if err != nil {
-		return err
-	}
-	for _, t := range turns {
-		fmt.Fprintf(a.stdout, "%s\tuser=%s\tattempts=%d\t%s\n", t.EventID, t.UserID, t.Attempts, t.LastError)
-	}
-	fmt.Fprintf(a.stdout, "%d failed turn(s)\n", len(turns))
-	return nil
-}
-
 func openQuiet(ctx context.Context, o *connOptions, a *app) (*store.Store, error) {
 	logger, err := o.logger(a)
 	if err != nil {

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/worker"
+)
+
+// failedCommand parses the flags shared by the commands over failed turns and
+// runs do on an open store.
+func failedCommand(ctx context.Context, a *app, args []string, name, usage string, defLimit int,
+	do func(ctx context.Context, s *store.Store, user string, limit int) error) error {
+	var (
+		o     connOptions
+		user  string
+		limit int
+	)
+	f := newFlags(name, usage)
+	o.register(f)
+	f.String(&user, "user", "", "only this user's turns")
+	f.Int(&limit, "limit", defLimit, "most turns")
+	if err := f.Parse(args); err != nil {
+		return err
+	}
+	s, err := openQuiet(ctx, &o, a)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return do(ctx, s, user, limit)
+}
+
+func runFailed(ctx context.Context, a *app, args []string) error {
+	return failedCommand(ctx, a, args, "failed", "Usage: memoryd failed [--user U] [--limit N]\n\nLists turns whose extraction failed, with the last error.", 100,
+		func(ctx context.Context, s *store.Store, user string, limit int) error {
+			turns, err := s.FailedTurns(ctx, user, limit)
+			if err != nil {
+				return err
+			}
+			for _, t := range turns {
+				fmt.Fprintf(a.stdout, "%s\tuser=%s\tattempts=%d\t%s\n", t.EventID, t.UserID, t.Attempts, t.LastError)
+			}
+			fmt.Fprintf(a.stdout, "%d failed turn(s)\n", len(turns))
+			return nil
+		})
+}
+
+func runRetryFailed(ctx context.Context, a *app, args []string) error {
+	return failedCommand(ctx, a, args, "retry-failed", "Usage: memoryd retry-failed [--user U] [--limit N]\n\nSets failed turns back to pending and enqueues their extraction again; a running 'memoryd serve' picks them up.", 1000,
+		func(ctx context.Context, s *store.Store, user string, limit int) error {
+			n, err := worker.RetryFailed(ctx, s, user, limit)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "%d failed turn(s) re-enqueued\n", n)
+			return nil
+		})
+}
