@@ -121,14 +121,18 @@ func (s *Store) Fact(ctx context.Context, userID, key string) (Fact, error) {
 	return f, nil
 }
 
-// FactKeys returns the keys of a user's facts, sorted.
-func (s *Store) FactKeys(ctx context.Context, userID string) ([]string, error) {
-	rows, err := s.db.Query(ctx, `SELECT key FROM facts WHERE user_id = $1 ORDER BY key`, userID)
+// FactKeys returns the keys of the given users' facts, sorted, by user.
+func (s *Store) FactKeys(ctx context.Context, userIDs []string) (map[string][]string, error) {
+	rows, err := s.db.Query(ctx, `SELECT user_id, key FROM facts WHERE user_id = ANY($1) ORDER BY user_id, key`, userIDs)
 	if err != nil {
 		return nil, fmt.Errorf("fact keys: %w", err)
 	}
-	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
+	keys := make(map[string][]string, len(userIDs))
+	var user, key string
+	if _, err := pgx.ForEachRow(rows, []any{&user, &key}, func() error {
+		keys[user] = append(keys[user], key)
+		return nil
+	}); err != nil {
 		return nil, fmt.Errorf("fact keys: %w", err)
 	}
 	return keys, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -40,13 +41,19 @@ func (e *extractWorker) Work(ctx context.Context, job *river.Job[ExtractArgs]) e
 	if len(turns) == 0 {
 		return nil // done by an earlier run of this job, or by its burst
 	}
-	keys, err := s.FactKeys(ctx, job.Args.UserID)
+	users := make([]string, 0, 1)
+	for _, t := range turns {
+		if !slices.Contains(users, t.UserID) {
+			users = append(users, t.UserID)
+		}
+	}
+	keys, err := s.FactKeys(ctx, users)
 	if err != nil {
 		return e.fail(ctx, job.JobRow, job.Args.EventIDs, err)
 	}
 	if job.Args.ConversationID != "" {
 		if batcher, ok := w.cfg.Extractor.(BatchExtractor); ok {
-			return e.workBurst(ctx, job, batcher, keys)
+			return e.workBurst(ctx, job, batcher, keys[job.Args.UserID])
 		}
 	}
 	info := w.cfg.Extractor.Info()
@@ -57,7 +64,7 @@ func (e *extractWorker) Work(ctx context.Context, job *river.Job[ExtractArgs]) e
 		failed   []string
 	)
 	for i, t := range turns {
-		res, err := w.cfg.Extractor.Extract(ctx, extractor.Input{UserID: t.UserID, Turn: extractorTurn(t), FactKeys: keys})
+		res, err := w.cfg.Extractor.Extract(ctx, extractor.Input{UserID: t.UserID, Turn: extractorTurn(t), FactKeys: keys[t.UserID]})
 		e.recordUsage(ctx, t.UserID, info.Model, res.Usage)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -74,7 +81,9 @@ func (e *extractWorker) Work(ctx context.Context, job *river.Job[ExtractArgs]) e
 		}
 		done = append(done, extracted{turn: t, result: res})
 		for k := range res.Facts {
-			keys = append(keys, k) // later turns of the batch reuse new keys too
+			if !slices.Contains(keys[t.UserID], k) {
+				keys[t.UserID] = append(keys[t.UserID], k) // later turns of the job reuse new keys too
+			}
 		}
 		// Save as we go in large jobs (replay batches), so that a timeout
 		// loses at most one chunk of model calls.

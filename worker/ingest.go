@@ -141,7 +141,7 @@ func (w *Worker) enqueue(ctx context.Context, tx pgx.Tx, turns []store.Turn, ins
 		return nil
 	}
 	if w.cfg.ExtractDebounce <= 0 {
-		return insertJobs(ctx, w.river, tx, turns, inserted, false)
+		return insertJobs(ctx, w.river, tx, turns, inserted, w.cfg.JobSize)
 	}
 	// Debounce: still one job per turn, so that no turn can be left without
 	// one, but scheduled later and tagged with the conversation. The first

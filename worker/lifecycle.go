@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -37,9 +39,12 @@ type ReplayConfig struct {
 	Reset bool
 	// DryRun reads and counts without writing anything.
 	DryRun bool
-	// BatchSize is how many events share one transaction and one job per
-	// user. Default 500.
+	// BatchSize is how many events share one transaction. Default 500.
 	BatchSize int
+	// JobSize is how many turns one extraction job gets. Large jobs make the
+	// offline extractor fast; with an LLM, small ones spread the calls over
+	// the workers. Default 100.
+	JobSize int
 	// Progress, when set, is called after every batch.
 	Progress func(ReplayProgress)
 	// Logger default slog.Default().
@@ -102,6 +107,9 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayProgress, error) {
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = 500
 	}
+	if cfg.JobSize <= 0 {
+		cfg.JobSize = 100
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -153,49 +161,8 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayProgress, error) {
 		p.Total += info.NumPending
 	}
 	for _, src := range sources {
-		for left := src.pending; left > 0; {
-			batch, err := src.cons.Fetch(int(min(left, uint64(cfg.BatchSize))), jetstream.FetchMaxWait(5*time.Second))
-			if err != nil {
-				return p, fmt.Errorf("replay: fetch: %w", err)
-			}
-			var turns []store.Turn
-			n := uint64(0)
-			for m := range batch.Messages() {
-				n++
-				turn, err := events.Decode(m.Data())
-				if err == nil && events.TokenFromSubject(cfg.Prefix, m.Subject()) != events.UserToken(turn.UserID) {
-					err = errTokenMismatch
-				}
-				switch {
-				case err != nil:
-					p.Invalid++
-				case !turn.MemoryEnabled():
-					p.OptedOut++
-				default:
-					turns = append(turns, storeTurn(turn, m))
-				}
-			}
-			if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-				return p, fmt.Errorf("replay: fetch: %w", err)
-			}
-			if n == 0 {
-				break // the stream lost messages since we counted (purge, max age)
-			}
-			left -= min(n, left)
-			p.Read += n
-			if !cfg.DryRun {
-				enq, err := requeue(ctx, cfg.Store, client, turns)
-				if err != nil {
-					return p, err
-				}
-				p.Enqueued += enq
-			} else {
-				p.Enqueued += len(turns)
-			}
-			p.Elapsed = time.Since(start)
-			if cfg.Progress != nil {
-				cfg.Progress(p)
-			}
+		if err := replaySource(ctx, cfg, client, src.cons, src.pending, &p, start); err != nil {
+			return p, err
 		}
 	}
 	p.Elapsed = time.Since(start)
@@ -203,9 +170,82 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayProgress, error) {
 	return p, nil
 }
 
+// replaySource reads pending messages from one ordered consumer with its
+// continuous pull iterator (a Fetch per batch would re-create the ordered
+// consumer each time) and requeues them in batches.
+func replaySource(ctx context.Context, cfg ReplayConfig, client *river.Client[pgx.Tx], cons jetstream.Consumer, pending uint64, p *ReplayProgress, start time.Time) error {
+	if pending == 0 {
+		return nil
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(cfg.BatchSize * 2))
+	if err != nil {
+		return fmt.Errorf("replay: read stream: %w", err)
+	}
+	defer it.Stop()
+	var turns []store.Turn
+	flush := func() error {
+		if !cfg.DryRun {
+			enq, err := requeue(ctx, cfg.Store, client, turns, cfg.JobSize)
+			if err != nil {
+				return err
+			}
+			p.Enqueued += enq
+		} else {
+			p.Enqueued += len(turns)
+		}
+		turns = turns[:0]
+		p.Elapsed = time.Since(start)
+		if cfg.Progress != nil {
+			cfg.Progress(*p)
+		}
+		return nil
+	}
+	for read, inBatch := uint64(0), 0; read < pending; {
+		// Bounded wait: messages counted at the start can vanish (purge,
+		// max age), which must end the replay, not hang it.
+		nextCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		m, err := it.Next(jetstream.NextContext(nextCtx))
+		cancel()
+		if ctx.Err() != nil {
+			return fmt.Errorf("replay: %w", ctx.Err())
+		}
+		if errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("replay: read stream: %w", err)
+		}
+		read++
+		inBatch++
+		p.Read++
+		turn, err := events.Decode(m.Data())
+		if err == nil && events.TokenFromSubject(cfg.Prefix, m.Subject()) != events.UserToken(turn.UserID) {
+			err = errTokenMismatch
+		}
+		switch {
+		case err != nil:
+			p.Invalid++
+		case !turn.MemoryEnabled():
+			p.OptedOut++
+		default:
+			turns = append(turns, storeTurn(turn, m))
+		}
+		if inBatch == cfg.BatchSize || read == pending {
+			if err := flush(); err != nil {
+				return err
+			}
+			inBatch = 0
+		}
+	}
+	if len(turns) > 0 {
+		return flush()
+	}
+	return nil
+}
+
 // requeue records a batch of replayed turns and inserts one job per user for
 // those that need extraction, in one transaction.
-func requeue(ctx context.Context, s *store.Store, client *river.Client[pgx.Tx], turns []store.Turn) (int, error) {
+func requeue(ctx context.Context, s *store.Store, client *river.Client[pgx.Tx], turns []store.Turn, jobSize int) (int, error) {
 	var n int
 	err := s.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
 		ids, err := q.RequeueTurns(ctx, turns)
@@ -213,7 +253,7 @@ func requeue(ctx context.Context, s *store.Store, client *river.Client[pgx.Tx], 
 			return err
 		}
 		n = len(ids)
-		return insertJobs(ctx, client, tx, turns, ids, true)
+		return insertJobs(ctx, client, tx, turns, ids, jobSize)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("replay: %w", err)
@@ -221,31 +261,28 @@ func requeue(ctx context.Context, s *store.Store, client *river.Client[pgx.Tx], 
 	return n, nil
 }
 
-// insertJobs enqueues extraction for ids (a subset of turns): one job per turn,
-// or with perUser one job per user listing all of that user's turns.
-func insertJobs(ctx context.Context, client *river.Client[pgx.Tx], tx pgx.Tx, turns []store.Turn, ids []string, perUser bool) error {
+// insertJobs enqueues extraction for ids (a subset of turns), jobSize turns
+// per job in order. A job whose turns all belong to one user names the user;
+// a mixed one leaves UserID empty and the worker groups its turns by user.
+func insertJobs(ctx context.Context, client *river.Client[pgx.Tx], tx pgx.Tx, turns []store.Turn, ids []string, jobSize int) error {
+	if len(ids) == 0 {
+		return nil
+	}
 	userOf := make(map[string]string, len(turns))
 	for _, t := range turns {
 		userOf[t.EventID] = t.UserID
 	}
-	var params []river.InsertManyParams
-	if perUser {
-		byUser := map[string][]string{}
-		var order []string
-		for _, id := range ids {
-			u := userOf[id]
-			if _, ok := byUser[u]; !ok {
-				order = append(order, u)
+	jobSize = max(jobSize, 1)
+	params := make([]river.InsertManyParams, 0, (len(ids)+jobSize-1)/jobSize)
+	for chunk := range slices.Chunk(ids, jobSize) {
+		user := userOf[chunk[0]]
+		for _, id := range chunk[1:] {
+			if userOf[id] != user {
+				user = ""
+				break
 			}
-			byUser[u] = append(byUser[u], id)
 		}
-		for _, u := range order {
-			params = append(params, river.InsertManyParams{Args: ExtractArgs{UserID: u, EventIDs: byUser[u]}})
-		}
-	} else {
-		for _, id := range ids {
-			params = append(params, river.InsertManyParams{Args: ExtractArgs{UserID: userOf[id], EventIDs: []string{id}}})
-		}
+		params = append(params, river.InsertManyParams{Args: ExtractArgs{UserID: user, EventIDs: slices.Clone(chunk)}})
 	}
 	_, err := client.InsertManyFastTx(ctx, tx, params)
 	return err

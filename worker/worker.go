@@ -78,6 +78,10 @@ type Config struct {
 	// not be stored (Postgres down); it doubles up to 30 times it. Default 1s.
 	RetryBackoff time.Duration
 
+	// JobSize is how many newly ingested turns share one extraction job.
+	// With the offline extractor large jobs cut per-job overhead; with an
+	// LLM, 1 lets every worker call the model in parallel. Default 1.
+	JobSize int
 	// Workers is the number of extraction jobs run at once by this process.
 	// Default 20.
 	Workers int
@@ -142,6 +146,9 @@ func (c Config) withDefaults() Config {
 	if c.Workers == 0 {
 		c.Workers = 20
 	}
+	if c.JobSize == 0 {
+		c.JobSize = 1
+	}
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = 5
 	}
@@ -179,6 +186,8 @@ func (c Config) validate() error {
 		return errors.New("worker: Config.Extractor is required")
 	case c.BatchSize < 1 || c.BatchSize > 10_000:
 		return fmt.Errorf("worker: Config.BatchSize must be between 1 and 10000, not %d", c.BatchSize)
+	case c.JobSize < 1 || c.JobSize > c.BatchSize:
+		return fmt.Errorf("worker: Config.JobSize must be between 1 and BatchSize (%d), not %d", c.BatchSize, c.JobSize)
 	case c.Workers < 1 || c.Workers > river.QueueNumWorkersMax:
 		return fmt.Errorf("worker: Config.Workers must be between 1 and 10000, not %d", c.Workers)
 	case c.MaxAttempts < 1:
@@ -206,8 +215,10 @@ const (
 
 // ExtractArgs is the River job that extracts memory from turns recorded in
 // the turns table. The turn content is read from Postgres, so job rows stay
-// small; a job lists several turns when a replay batches them.
+// small; a job lists several turns when ingest or replay batches them.
 type ExtractArgs struct {
+	// UserID is the owner of all the job's turns, or empty when they belong
+	// to several users (each turn carries its own).
 	UserID   string   `json:"user_id"`
 	EventIDs []string `json:"event_ids"`
 	// ConversationID, when set, makes the job extract every pending turn
@@ -451,7 +462,7 @@ func RetryFailed(ctx context.Context, s *store.Store, userID string, limit int) 
 			return err
 		}
 		n = len(reset)
-		return insertJobs(ctx, client, tx, failed, reset, false)
+		return insertJobs(ctx, client, tx, failed, reset, 1)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("retry failed: %w", err)

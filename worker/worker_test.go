@@ -304,7 +304,7 @@ func TestRestartMidwayProcessesEveryTurnOnce(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	small := func(c *worker.Config) { c.BatchSize = 25; c.Workers = 4 }
+	small := func(c *worker.Config) { c.BatchSize = 25; c.Workers = 4; c.JobSize = 10 } // mixed-user jobs
 	stop := e.start(extractor.NewRules(), small)
 	e.waitFor("some turns processed", func() (bool, string) {
 		st, err := e.store.Stats(e.ctx, "")

@@ -36,7 +36,8 @@ workers until the replayed turns are done (--no-work leaves that to serve).`)
 	if err := f.Parse(args); err != nil {
 		return err
 	}
-	cfg := worker.ReplayConfig{Prefix: o.conn.prefix, Stream: o.conn.stream, Reset: reset, DryRun: dryRun, FromSeq: uint64(max(fromSeq, 0))}
+	cfg := worker.ReplayConfig{Prefix: o.conn.prefix, Stream: o.conn.stream, Reset: reset, DryRun: dryRun, FromSeq: uint64(max(fromSeq, 0)),
+		JobSize: o.effectiveJobSize(10, 100)}
 	if users != "" {
 		for _, u := range strings.Split(users, ",") {
 			if u = strings.TrimSpace(u); u != "" {

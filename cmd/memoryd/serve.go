@@ -26,6 +26,7 @@ type serveOptions struct {
 	workers         int
 	batchSize       int
 	maxAttempts     int
+	jobSize         int
 	jobTimeout      time.Duration
 	ackWait         time.Duration
 	shutdownTimeout time.Duration
@@ -54,6 +55,7 @@ func (o *serveOptions) register(f *flags) {
 	f.Int(&o.workers, "workers", 20, "extraction jobs run at once by this process")
 	f.Int(&o.batchSize, "batch-size", 200, "most turn events recorded in one transaction")
 	f.Int(&o.maxAttempts, "max-attempts", 5, "extraction attempts before a turn is marked failed")
+	f.Int(&o.jobSize, "job-size", 0, "turns per extraction job; 0 picks 50 for the offline extractor and 1 for an LLM (parallel model calls)")
 	f.Duration(&o.jobTimeout, "job-timeout", 10*time.Minute, "bound on one extraction job; jobs of a dead process are retried after twice this")
 	f.Duration(&o.ackWait, "ack-wait", 30*time.Second, "how long JetStream waits for an ingest ack before redelivering (to another process)")
 	f.Duration(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long running jobs may take to finish on SIGINT/SIGTERM before they are handed back")
@@ -74,6 +76,19 @@ func (o *llmOptions) register(f *flags) {
 	f.Float(&o.rps, "llm-rps", 0, "LLM requests per second, retries included (0: unlimited); a 429 pauses all requests")
 	f.Int(&o.burst, "llm-burst", 1, "requests allowed at once above --llm-rps")
 	f.String(&o.responseFormat, "llm-response-format", "json_schema", "json_schema, json_object or none (for servers that reject structured output)")
+}
+
+// effectiveJobSize is --job-size, or its automatic value: small jobs for an
+// LLM so the model calls run in parallel, large ones for the offline rules so
+// per-job overhead does not dominate.
+func (o *serveOptions) effectiveJobSize(llm, rules int) int {
+	switch {
+	case o.jobSize > 0:
+		return min(o.jobSize, max(o.batchSize, 1))
+	case o.llm.baseURL != "":
+		return llm
+	}
+	return min(rules, max(o.batchSize, 1))
 }
 
 // extractor builds the configured extractor: the LLM when a base URL is set,
@@ -165,6 +180,7 @@ func startService(ctx context.Context, o *serveOptions, logger *slog.Logger) (sv
 		BatchSize:   o.batchSize,
 		Workers:     o.workers,
 		MaxAttempts: o.maxAttempts,
+		JobSize:     o.effectiveJobSize(1, 50),
 		JobTimeout:  o.jobTimeout,
 		AckWait:     o.ackWait,
 
