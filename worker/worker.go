@@ -405,10 +405,18 @@ func (w *Worker) Stop(ctx context.Context) error {
 		return nil
 	}
 	if consume != nil {
-		// Stop the pull first so the handler stops sending; messages
-		// already in the channel are handed back below.
-		consume.Stop()
-		<-consume.Closed()
+		// Drain: stop pulling, but hand the messages the client already
+		// buffered to the handler, which the ingest loop (still running)
+		// records; otherwise they would wait out AckWait before another
+		// worker could have them. Messages left in the channel are handed
+		// back below.
+		consume.Drain()
+		select {
+		case <-consume.Closed():
+		case <-ctx.Done():
+			consume.Stop()
+			<-consume.Closed()
+		}
 		close(stop)
 		<-done
 		for len(w.msgs) > 0 {
