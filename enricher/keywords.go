@@ -72,6 +72,24 @@ func Keywords(message string) []string {
 	return kept
 }
 
+// Words returns every word of text, lower-cased, in order, with repeats: the
+// tokenisation Keywords uses (runs of letters, digits and combining marks),
+// without its filtering. It is what the quality evaluation's baselines
+// tokenise stored text with.
+func Words(text string) []string {
+	out := []string{}
+	for w := range words(text) {
+		out = append(out, w)
+	}
+	return out
+}
+
+// IsStopWord reports whether Keywords drops word (already lower-cased): a
+// word of two characters or fewer, or a conversational stop word.
+func IsStopWord(word string) bool {
+	return utf8.RuneCountInString(word) <= 2 || stopWords[word]
+}
+
 // words yields the lower-cased words of s.
 func words(s string) func(yield func(string) bool) {
 	return func(yield func(string) bool) {

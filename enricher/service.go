@@ -43,6 +43,12 @@ type Store interface {
 	Stats(ctx context.Context, userID string) (store.UserStats, error)
 }
 
+// Observer is told about enrich replies (e.g. to feed a latency histogram).
+// It is called on request goroutines and must be safe for concurrent use.
+type Observer interface {
+	Enriched(took time.Duration, degraded bool)
+}
+
 // Config configures a Service.
 type Config struct {
 	// Conn is the NATS connection the service answers on. Required.
@@ -70,6 +76,8 @@ type Config struct {
 	// Logger receives service events; message bodies are logged at debug
 	// level only. Default slog.Default().
 	Logger *slog.Logger
+	// Observer receives every enrich reply's latency, for metrics. Optional.
+	Observer Observer
 	// Forget deletes everything kept about a user (memory.forget): memory,
 	// turns, jobs and the user's events in the stream. Its result is the
 	// reply. Optional: without it the endpoint answers 501.
@@ -438,7 +446,11 @@ func (s *Service) enrichHandler() micro.Handler {
 			if !replied.CompareAndSwap(false, true) {
 				return
 			}
-			r.TookMS = millis(time.Since(received))
+			took := time.Since(received)
+			r.TookMS = millis(took)
+			if s.cfg.Observer != nil {
+				s.cfg.Observer.Enriched(took, r.Degraded)
+			}
 			if r.Degraded {
 				st.degraded.Add(1)
 				s.logger.Warn("enrich degraded", "user_id", p.userID, "reason", r.Reason, "took_ms", r.TookMS)

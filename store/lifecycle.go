@@ -146,3 +146,26 @@ func (s *Store) PendingTurns(ctx context.Context, userIDs []string) (int64, erro
 	}
 	return n, nil
 }
+
+// QueueDepth counts River jobs that are not finished, by queue and state
+// (available, scheduled, retryable, running, pending).
+func (s *Store) QueueDepth(ctx context.Context) (map[[2]string]int64, error) {
+	rows, err := s.db.Query(ctx, `SELECT queue, state::text, count(*) FROM river_job
+		WHERE state IN ('available', 'scheduled', 'retryable', 'running', 'pending')
+		GROUP BY queue, state`)
+	if err != nil {
+		return nil, fmt.Errorf("queue depth: %w", err)
+	}
+	depth := map[[2]string]int64{}
+	var (
+		queue, state string
+		n            int64
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&queue, &state, &n}, func() error {
+		depth[[2]string{queue, state}] = n
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("queue depth: %w", err)
+	}
+	return depth, nil
+}

@@ -32,6 +32,24 @@ type extracted struct {
 // Turns that fail are handled by fail; the others are stored even when some
 // fail, so one poison turn in a batch does not hold back the rest.
 func (e *extractWorker) Work(ctx context.Context, job *river.Job[ExtractArgs]) error {
+	start := time.Now()
+	err := e.work(ctx, job)
+	outcome := "processed"
+	var snooze *river.JobSnoozeError
+	var cancel *river.JobCancelError
+	switch {
+	case errors.As(err, &snooze):
+		outcome = "handed_back"
+	case errors.As(err, &cancel) || (err != nil && job.Attempt >= job.MaxAttempts):
+		outcome = "failed"
+	case err != nil:
+		outcome = "retry"
+	}
+	e.w.cfg.Observer.Extracted(time.Since(start), len(job.Args.EventIDs), outcome)
+	return err
+}
+
+func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) error {
 	w := e.w
 	s := w.cfg.Store
 	turns, err := s.UnprocessedTurns(ctx, job.Args.EventIDs)

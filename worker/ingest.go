@@ -164,6 +164,23 @@ func (w *Worker) enqueue(ctx context.Context, tx pgx.Tx, turns []store.Turn, ins
 	return err
 }
 
+// rejectReason labels a rejection for metrics: the invalid field, or the kind
+// of problem; a small, fixed set of values.
+func rejectReason(err error) string {
+	var ve *events.ValidationError
+	switch {
+	case errors.Is(err, errTokenMismatch):
+		return "token_mismatch"
+	case isDataError(err):
+		return "postgres_refused"
+	case errors.As(err, &ve) && ve.Field != "":
+		return "invalid_" + ve.Field
+	case errors.As(err, &ve):
+		return "malformed"
+	}
+	return "other"
+}
+
 // isDataError reports whether Postgres rejected the data itself (SQLSTATE
 // class 22, data exception: e.g. a JSON escape jsonb cannot hold), which no
 // retry can fix, as opposed to the database being unavailable.
@@ -207,6 +224,7 @@ func (w *Worker) reject(ctx context.Context, m jetstream.Msg, reason error) {
 		return
 	}
 	w.rejected.Add(1)
+	w.cfg.Observer.TurnRejected(rejectReason(reason))
 	w.logger.Warn("rejected invalid turn event", "stream_seq", seq, "subject", m.Subject(), "reason", reason.Error())
 	_ = m.Term()
 }

@@ -41,6 +41,7 @@ func (p *pruneWorker) Work(ctx context.Context, job *river.Job[PruneArgs]) error
 	if err != nil {
 		return err
 	}
+	p.w.cfg.Observer.Pruned(rep.RemovedForSize + rep.RemovedForCap)
 	if rep.RemovedForSize+rep.RemovedForCap > 0 {
 		p.w.logger.Info("pruned context", "removed_for_size", rep.RemovedForSize, "removed_for_cap", rep.RemovedForCap,
 			"live_bytes_before", rep.Before.LiveBytes, "live_bytes_after", rep.After.LiveBytes, "max_db_size", p.w.cfg.MaxDBSize)

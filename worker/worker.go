@@ -49,6 +49,18 @@ type Extractor interface {
 	Info() extractor.Info
 }
 
+// Observer is told what the worker does, for metrics. Methods are called
+// from many goroutines and must be safe for concurrent use and quick.
+type Observer interface {
+	// TurnRejected: an event was dead-lettered; reason is a short label.
+	TurnRejected(reason string)
+	// Extracted: a job ran over turns; outcome is "processed", "retry",
+	// "failed" or "handed_back" (shutdown).
+	Extracted(took time.Duration, turns int, outcome string)
+	// Pruned: a prune run removed this many context items.
+	Pruned(removed int64)
+}
+
 // Config configures a Worker.
 type Config struct {
 	// Conn is the NATS connection. Required.
@@ -59,6 +71,8 @@ type Config struct {
 	Extractor Extractor
 	// Logger receives the worker's logs (and River's). Default slog.Default().
 	Logger *slog.Logger
+	// Observer receives events for metrics. Optional.
+	Observer Observer
 
 	// Prefix is the subject prefix. Default "memory".
 	Prefix string
@@ -122,6 +136,9 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.Observer == nil {
+		c.Observer = nopObserver{}
+	}
 	if c.Prefix == "" {
 		c.Prefix = events.DefaultPrefix
 	}
@@ -129,7 +146,7 @@ func (c Config) withDefaults() Config {
 		c.Stream = events.DefaultStream
 	}
 	if c.Durable == "" {
-		c.Durable = "memoryd-ingest"
+		c.Durable = DefaultDurable
 	}
 	if c.DeadLetterStream == "" {
 		c.DeadLetterStream = c.Stream + "_DEADLETTER"
@@ -205,6 +222,15 @@ func (c Config) validate() error {
 	}
 	return nil
 }
+
+type nopObserver struct{}
+
+func (nopObserver) TurnRejected(string)                  {}
+func (nopObserver) Extracted(time.Duration, int, string) {}
+func (nopObserver) Pruned(int64)                         {}
+
+// DefaultDurable is the durable consumer all workers share by default.
+const DefaultDurable = "memoryd-ingest"
 
 // River queues: extraction jobs, and maintenance (pruning) kept apart so a
 // backlog of extraction never delays pruning.

@@ -35,6 +35,8 @@ type serveOptions struct {
 	maxDBSize       string
 	maxPerUser      int
 	pruneInterval   time.Duration
+	httpAddr        string
+	pprof           bool
 	llm             llmOptions
 }
 
@@ -64,6 +66,8 @@ func (o *serveOptions) register(f *flags) {
 	f.String(&o.maxDBSize, "max-db-size", "", "prune the oldest context items when memoryd's tables exceed this size, e.g. 500M or 10G (empty: no limit)")
 	f.Int(&o.maxPerUser, "max-context-per-user", 0, "keep at most this many context items per user, pruning the oldest (0: no cap)")
 	f.Duration(&o.pruneInterval, "prune-interval", 10*time.Minute, "how often the size limits are applied")
+	f.String(&o.httpAddr, "http", "", "address for /metrics, /healthz and /readyz, e.g. 127.0.0.1:9090 or :9090 (empty: off)")
+	f.Bool(&o.pprof, "pprof", false, "also serve Go pprof under /debug/pprof/ on --http")
 	o.llm.register(f)
 }
 
@@ -133,11 +137,13 @@ func runServe(ctx context.Context, a *app, args []string) error {
 
 // service is a running memoryd: store, NATS, worker and enrich service.
 type service struct {
-	store  *store.Store
-	nc     *nats.Conn
-	worker *worker.Worker
-	enrich *enricher.Service
-	logger *slog.Logger
+	store   *store.Store
+	nc      *nats.Conn
+	worker  *worker.Worker
+	enrich  *enricher.Service
+	ops     *opsServer
+	metrics *metrics
+	logger  *slog.Logger
 }
 
 func startService(ctx context.Context, o *serveOptions, logger *slog.Logger) (svc *service, err error) {
@@ -151,7 +157,12 @@ func startService(ctx context.Context, o *serveOptions, logger *slog.Logger) (sv
 	} else {
 		logger.Info("extractor: LLM", "extractor", info.Name, "model", info.Model, "base_url", redactURL(o.llm.baseURL))
 	}
-	svc = &service{logger: logger}
+	svc = &service{logger: logger, metrics: newMetrics()}
+	if llm, ok := ext.(usageReporter); ok {
+		svc.metrics.reg.MustRegister(newServiceCollector(svc, llm))
+	} else {
+		svc.metrics.reg.MustRegister(newServiceCollector(svc, nil))
+	}
 	defer func() {
 		if err != nil {
 			svc.stop(context.WithoutCancel(ctx))
@@ -175,6 +186,7 @@ func startService(ctx context.Context, o *serveOptions, logger *slog.Logger) (sv
 		Store:       svc.store,
 		Extractor:   ext,
 		Logger:      logger,
+		Observer:    svc.metrics,
 		Prefix:      o.conn.prefix,
 		Stream:      o.conn.stream,
 		BatchSize:   o.batchSize,
@@ -197,12 +209,13 @@ func startService(ctx context.Context, o *serveOptions, logger *slog.Logger) (sv
 		return svc, err
 	}
 	svc.enrich, err = enricher.New(enricher.Config{
-		Conn:    svc.nc,
-		Store:   svc.store,
-		Prefix:  o.conn.prefix,
-		Version: version,
-		Timeout: o.enrichTimeout,
-		Logger:  logger,
+		Conn:     svc.nc,
+		Store:    svc.store,
+		Prefix:   o.conn.prefix,
+		Version:  version,
+		Timeout:  o.enrichTimeout,
+		Logger:   logger,
+		Observer: svc.metrics,
 		Forget: func(ctx context.Context, userID string) (enricher.ForgetReply, error) {
 			r, err := svc.worker.Forget(ctx, userID)
 			return enricher.ForgetReply{Facts: r.Facts, FactHistory: r.FactHistory, Context: r.Context, Turns: r.Turns,
@@ -216,6 +229,11 @@ func startService(ctx context.Context, o *serveOptions, logger *slog.Logger) (sv
 		svc.enrich = nil
 		return svc, err
 	}
+	if o.httpAddr != "" {
+		if svc.ops, err = startOps(o.httpAddr, o.pprof, svc, o, svc.metrics, logger); err != nil {
+			return svc, fmt.Errorf("--http %s: %w", o.httpAddr, err)
+		}
+	}
 	return svc, nil
 }
 
@@ -223,6 +241,9 @@ func startService(ctx context.Context, o *serveOptions, logger *slog.Logger) (sv
 // let jobs finish, then close connections.
 func (svc *service) stop(ctx context.Context) error {
 	var errs []error
+	if svc.ops != nil {
+		errs = append(errs, svc.ops.stop(ctx))
+	}
 	if svc.enrich != nil {
 		errs = append(errs, svc.enrich.Stop(ctx))
 	}

@@ -2,11 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/memoryd/memoryd/enricher"
@@ -117,5 +122,64 @@ func TestForgetEndpointAndTokenUsage(t *testing.T) {
 	}
 	if st, err := client.Stats(ctx, "bob"); err != nil || st.TurnsProcessed != 2 {
 		t.Fatalf("bob after refused forget = %+v, %v", st, err)
+	}
+}
+
+func TestOpsEndpoints(t *testing.T) {
+	t.Parallel()
+	svc, o := startTestService(t, func(o *serveOptions) { o.httpAddr = "127.0.0.1:0"; o.pprof = true })
+	base := "http://" + svc.ops.ln.Addr().String()
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, _ := get("/healthz"); code != 200 {
+		t.Fatalf("/healthz = %d", code)
+	}
+	if code, body := get("/readyz"); code != 200 || !strings.Contains(body, `"consumer":"ok"`) {
+		t.Fatalf("/readyz = %d %s", code, body)
+	}
+	publishAndWait(t, svc, o, "alice", events.Turn{ID: "m1", UserID: "alice", UserMessage: "I live in Oslo", Timestamp: time.Now()})
+	if _, err := svc.nc.Request(o.conn.prefix+".turns.alice", []byte(`{"id":1}`), time.Second); err != nil && !errors.Is(err, nats.ErrNoResponders) {
+		// A JetStream publish answers with an ack; either way the event is in the stream.
+		t.Logf("publish bad event: %v", err)
+	}
+	if _, err := enricher.NewClient(svc.nc, o.conn.prefix).Enrich(context.Background(), enricher.EnrichRequest{UserID: "alice", Message: "where do I live"}); err != nil {
+		t.Fatal(err)
+	}
+	var body string
+	deadline := time.Now().Add(30 * time.Second)
+	for tick := time.NewTicker(20 * time.Millisecond); ; <-tick.C {
+		_, body = get("/metrics")
+		if strings.Contains(body, `memoryd_turns_rejected_total{reason="malformed"} 1`) || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, want := range []string{
+		"memoryd_turns_received_total 2",
+		"memoryd_turns_recorded_total 1",
+		`memoryd_turns_rejected_total{reason="malformed"} 1`,
+		`memoryd_turns_extracted_total{outcome="processed"} 1`,
+		"memoryd_enrich_duration_seconds_count 1",
+		"memoryd_enrich_degraded_total 0",
+		"memoryd_extraction_duration_seconds_bucket",
+		"process_resident_memory_bytes",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if code, _ := get("/debug/pprof/"); code != 200 {
+		t.Fatalf("pprof = %d", code)
+	}
+	svc.store.Close() // Postgres gone: not ready
+	if code, body := get("/readyz"); code != 503 || strings.Contains(body, `"postgres":"ok"`) {
+		t.Fatalf("/readyz with the pool closed = %d %s", code, body)
 	}
 }

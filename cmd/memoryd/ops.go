@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/worker"
+)
+
+// metrics are memoryd's Prometheus metrics. Counters the components keep
+// themselves are read at scrape time; the rest are fed through the
+// components' Observer hooks, so only cmd knows about Prometheus.
+type metrics struct {
+	reg            *prometheus.Registry
+	rejected       *prometheus.CounterVec
+	extracted      *prometheus.CounterVec
+	extractSeconds *prometheus.HistogramVec
+	enrichSeconds  prometheus.Histogram
+	enrichDegraded prometheus.Counter
+	pruneRuns      prometheus.Counter
+	pruneRemoved   prometheus.Counter
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "memoryd_turns_rejected_total", Help: "Turn events dead-lettered as invalid, by reason.",
+		}, []string{"reason"}),
+		extracted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "memoryd_turns_extracted_total", Help: "Turns run through extraction, by outcome (processed, retry, failed, handed_back).",
+		}, []string{"outcome"}),
+		extractSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "memoryd_extraction_duration_seconds", Help: "Duration of extraction jobs, by outcome.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+		}, []string{"outcome"}),
+		enrichSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "memoryd_enrich_duration_seconds", Help: "Enrich latency from request arrival to reply.",
+			Buckets: []float64{.0005, .001, .002, .004, .008, .016, .032, .064, .128, .256, .512},
+		}),
+		enrichDegraded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "memoryd_enrich_degraded_total", Help: "Enrich replies sent degraded (memory unavailable or slow).",
+		}),
+		pruneRuns: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "memoryd_prune_runs_total", Help: "Prune runs.",
+		}),
+		pruneRemoved: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "memoryd_prune_removed_total", Help: "Context items removed by pruning.",
+		}),
+	}
+	m.reg.MustRegister(m.rejected, m.extracted, m.extractSeconds, m.enrichSeconds, m.enrichDegraded, m.pruneRuns, m.pruneRemoved,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// TurnRejected implements worker.Observer.
+func (m *metrics) TurnRejected(reason string) { m.rejected.WithLabelValues(reason).Inc() }
+
+// Extracted implements worker.Observer.
+func (m *metrics) Extracted(took time.Duration, turns int, outcome string) {
+	m.extracted.WithLabelValues(outcome).Add(float64(turns))
+	m.extractSeconds.WithLabelValues(outcome).Observe(took.Seconds())
+}
+
+// Pruned implements worker.Observer.
+func (m *metrics) Pruned(removed int64) {
+	m.pruneRuns.Inc()
+	m.pruneRemoved.Add(float64(removed))
+}
+
+// Enriched implements enricher.Observer.
+func (m *metrics) Enriched(took time.Duration, degraded bool) {
+	m.enrichSeconds.Observe(took.Seconds())
+	if degraded {
+		m.enrichDegraded.Inc()
+	}
+}
+
+// usageReporter is what the LLM extractor offers for metrics.
+type usageReporter interface {
+	Usage() map[string]extractor.UsageTotals
+}
+
+// serviceCollector reads counters the running service keeps: ingestion
+// counts, LLM usage, River queue depth (one query per scrape, bounded).
+type serviceCollector struct {
+	svc *service
+	llm usageReporter // nil with the offline extractor
+
+	received, recorded, duplicates, optedOut, depth, llmRequests, llmTokens *prometheus.Desc
+}
+
+func newServiceCollector(svc *service, llm usageReporter) *serviceCollector {
+	return &serviceCollector{
+		svc:         svc,
+		llm:         llm,
+		received:    prometheus.NewDesc("memoryd_turns_received_total", "Turn events read from the stream, redeliveries included.", nil, nil),
+		recorded:    prometheus.NewDesc("memoryd_turns_recorded_total", "New turns recorded and queued for extraction.", nil, nil),
+		duplicates:  prometheus.NewDesc("memoryd_turns_duplicate_total", "Turn events whose turn was already recorded.", nil, nil),
+		optedOut:    prometheus.NewDesc("memoryd_turns_opted_out_total", "Turn events with memory:false, acknowledged and not stored.", nil, nil),
+		depth:       prometheus.NewDesc("memoryd_queue_jobs", "River jobs not yet finished, by queue and state.", []string{"queue", "state"}, nil),
+		llmRequests: prometheus.NewDesc("memoryd_llm_requests_total", "LLM requests, by model and outcome.", []string{"model", "outcome"}, nil),
+		llmTokens:   prometheus.NewDesc("memoryd_llm_tokens_total", "LLM tokens, by model and kind (prompt, completion).", []string{"model", "kind"}, nil),
+	}
+}
+
+func (c *serviceCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.received, c.recorded, c.duplicates, c.optedOut, c.depth, c.llmRequests, c.llmTokens} {
+		ch <- d
+	}
+}
+
+func (c *serviceCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.svc.worker != nil {
+		st := c.svc.worker.Stats()
+		ch <- prometheus.MustNewConstMetric(c.received, prometheus.CounterValue, float64(st.Received))
+		ch <- prometheus.MustNewConstMetric(c.recorded, prometheus.CounterValue, float64(st.Recorded))
+		ch <- prometheus.MustNewConstMetric(c.duplicates, prometheus.CounterValue, float64(st.Duplicates))
+		ch <- prometheus.MustNewConstMetric(c.optedOut, prometheus.CounterValue, float64(st.OptedOut))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if depth, err := c.svc.store.QueueDepth(ctx); err == nil {
+		for k, n := range depth {
+			ch <- prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(n), k[0], k[1])
+		}
+	}
+	if c.llm != nil {
+		for model, u := range c.llm.Usage() {
+			ch <- prometheus.MustNewConstMetric(c.llmRequests, prometheus.CounterValue, float64(u.OK), model, "ok")
+			ch <- prometheus.MustNewConstMetric(c.llmRequests, prometheus.CounterValue, float64(u.Errors-u.RateLimited), model, "error")
+			ch <- prometheus.MustNewConstMetric(c.llmRequests, prometheus.CounterValue, float64(u.RateLimited), model, "rate_limited")
+			ch <- prometheus.MustNewConstMetric(c.llmTokens, prometheus.CounterValue, float64(u.PromptTokens), model, "prompt")
+			ch <- prometheus.MustNewConstMetric(c.llmTokens, prometheus.CounterValue, float64(u.CompletionTokens), model, "completion")
+		}
+	}
+}
+
+// opsServer serves /metrics, /healthz, /readyz and, when asked, pprof.
+type opsServer struct {
+	srv *http.Server
+	ln  net.Listener
+}
+
+func startOps(addr string, withPprof bool, svc *service, o *serveOptions, m *metrics, logger *slog.Logger) (*opsServer, error) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		checks := svc.readiness(r.Context(), o)
+		code := http.StatusOK
+		for _, v := range checks {
+			if v != "ok" {
+				code = http.StatusServiceUnavailable
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(checks)
+	})
+	if withPprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	ops := &opsServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln}
+	go func() {
+		if err := ops.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("http server", "error", err)
+		}
+	}()
+	logger.Info("http listening", "addr", ln.Addr().String(), "pprof", withPprof)
+	return ops, nil
+}
+
+func (ops *opsServer) stop(ctx context.Context) error { return ops.srv.Shutdown(ctx) }
+
+// readiness checks Postgres, NATS and the JetStream consumer, each bounded.
+func (svc *service) readiness(ctx context.Context, o *serveOptions) map[string]string {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	checks := map[string]string{"postgres": "ok", "nats": "ok", "consumer": "ok"}
+	if err := svc.store.Ping(ctx); err != nil {
+		checks["postgres"] = err.Error()
+	}
+	if !svc.nc.IsConnected() {
+		checks["nats"] = "not connected: " + svc.nc.Status().String()
+	}
+	js, err := jetstream.New(svc.nc)
+	if err == nil {
+		_, err = js.Consumer(ctx, o.conn.stream, worker.DefaultDurable)
+	}
+	if err != nil {
+		checks["consumer"] = err.Error()
+	}
+	return checks
+}
