@@ -42,6 +42,7 @@ func commands() []command {
 		{"retry-failed", "re-run extraction for failed turns", runRetryFailed},
 		{"replay", "rebuild memory from the turn stream", runReplay},
 		{"forget", "delete everything memoryd keeps about a user", runForget},
+		{"health", "probe a running serve's /readyz (for container healthchecks)", runHealth},
 	}
 	cmds = append(cmds, clientCommands()...)
 	sort.Slice(cmds, func(i, j int) bool { return cmds[i].name < cmds[j].name })

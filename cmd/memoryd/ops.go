@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -212,4 +213,31 @@ func (svc *service) readiness(ctx context.Context, o *serveOptions) map[string]s
 		checks["consumer"] = err.Error()
 	}
 	return checks
+}
+
+// runHealth probes a readiness URL: the container image has no curl, so its
+// healthcheck calls the binary itself.
+func runHealth(ctx context.Context, a *app, args []string) error {
+	var url string
+	f := newFlags("health", "Usage: memoryd health [--url URL]\n\nExits 0 when URL (a running serve's /readyz) answers 200, 1 otherwise.")
+	f.String(&url, "url", "http://127.0.0.1:9090/readyz", "readiness URL to probe")
+	if err := f.Parse(args); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %s", url, resp.Status)
+	}
+	fmt.Fprintln(a.stdout, "ready")
+	return nil
 }
