@@ -20,6 +20,11 @@ import (
 	"github.com/memoryd/memoryd/store"
 )
 
+// SchemaBase is where the JSON Schemas of the endpoints' requests and replies
+// are published (docs/schemas in the repository); an endpoint's metadata
+// names its two files.
+const SchemaBase = "https://github.com/memoryd/memoryd/blob/main/docs/schemas/"
+
 // ServiceName is the micro service name, as listed by `nats micro ls`.
 const ServiceName = "memoryd"
 
@@ -248,7 +253,11 @@ func (s *Service) Start(ctx context.Context) error {
 		}
 		err := svc.AddEndpoint(ep.name, h,
 			micro.WithEndpointSubject(s.cfg.Prefix+"."+ep.subject+".*"),
-			micro.WithEndpointMetadata(map[string]string{"description": ep.description}))
+			micro.WithEndpointMetadata(map[string]string{
+				"description":    ep.description,
+				"request_schema": SchemaBase + ep.name + ".request.json",
+				"reply_schema":   SchemaBase + ep.name + ".reply.json",
+			}))
 		if err != nil {
 			_ = svc.Stop()
 			return fmt.Errorf("enricher: add endpoint %s: %w", ep.name, err)

@@ -1,17 +1,23 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"gopkg.in/yaml.v3"
 )
 
 // Every flag has an environment variable MEMORYD_<NAME> (upper case, dashes as
-// underscores). Precedence: flag, then environment, then the default. This
-// file is the only place memoryd reads its environment.
+// underscores) and a key in the optional configuration file (the flag name,
+// with dashes or underscores). Precedence: flag, then environment, then the
+// file, then the default. This file is the only place memoryd reads its
+// environment and configuration file.
 
 func envName(flagName string) string {
 	return "MEMORYD_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
@@ -22,11 +28,14 @@ func envName(flagName string) string {
 type flags struct {
 	*flag.FlagSet
 	envErrs []error
+	secrets map[string]bool
+	// source says where each flag's value came from, after Parse.
+	source map[string]string
 }
 
 func newFlags(name, usage string) *flags {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	f := &flags{FlagSet: fs}
+	f := &flags{FlagSet: fs, secrets: map[string]bool{}, source: map[string]string{}}
 	fs.Usage = func() {
 		out := fs.Output()
 		fmt.Fprintf(out, "%s\n\nFlags (each also read from its environment variable):\n", usage)
@@ -48,6 +57,7 @@ func (f *flags) String(dst *string, name, def, usage string) {
 }
 
 func (f *flags) Secret(dst *string, name, usage string) {
+	f.secrets[name] = true
 	def := os.Getenv(envName(name))
 	f.StringVar(dst, name, def, fmt.Sprintf("%s (env %s; never logged)", usage, envName(name)))
 }
@@ -127,13 +137,89 @@ func (f *flags) Bool(dst *bool, name string, def bool, usage string) {
 	f.BoolVar(dst, name, def, f.help(name, usage, shown))
 }
 
-// Parse parses args and reports the first bad environment variable.
+// Parse parses args, then fills flags that neither args nor the environment
+// set from the configuration file (--config, MEMORYD_CONFIG, or ./memoryd.yaml
+// when it exists). It reports the first bad environment variable or file key.
 func (f *flags) Parse(args []string) error {
+	var configPath string
+	f.StringVar(&configPath, "config", os.Getenv("MEMORYD_CONFIG"),
+		`configuration file, YAML with the flags' names as keys (env MEMORYD_CONFIG, default "memoryd.yaml" when present)`)
 	if err := f.FlagSet.Parse(args); err != nil {
 		return err
 	}
 	if len(f.envErrs) > 0 {
 		return f.envErrs[0]
 	}
+	explicit := map[string]bool{}
+	f.Visit(func(fl *flag.Flag) { explicit[fl.Name] = true })
+	f.VisitAll(func(fl *flag.Flag) {
+		switch _, env := os.LookupEnv(envName(fl.Name)); {
+		case explicit[fl.Name]:
+			f.source[fl.Name] = "flag"
+		case env:
+			f.source[fl.Name] = "env " + envName(fl.Name)
+		default:
+			f.source[fl.Name] = "default"
+		}
+	})
+	optional := configPath == ""
+	if optional {
+		configPath = "memoryd.yaml"
+	}
+	values, err := readConfigFile(configPath, optional)
+	if err != nil {
+		return err
+	}
+	for key, value := range values {
+		name := strings.ReplaceAll(key, "_", "-")
+		fl := f.Lookup(name)
+		if fl == nil || name == "config" {
+			if f.Lookup(name) == nil && !knownFlag(name) {
+				return fmt.Errorf("%s: unknown key %q", configPath, key)
+			}
+			continue // a key for another command
+		}
+		if f.source[name] != "default" {
+			continue
+		}
+		if err := f.Set(name, value); err != nil {
+			return fmt.Errorf("%s: %s: %w", configPath, key, err)
+		}
+		f.source[name] = "file " + configPath
+	}
 	return nil
+}
+
+// readConfigFile reads a flat YAML map. A missing optional file is empty.
+func readConfigFile(path string, optional bool) (map[string]string, error) {
+	data, err := os.ReadFile(path)
+	if optional && errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
+	}
+	var raw map[string]any
+	if err := yaml.Unmarshal(data, &raw); err != nil {
+		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
+	values := make(map[string]string, len(raw))
+	for k, v := range raw {
+		switch v.(type) {
+		case map[string]any, []any:
+			return nil, fmt.Errorf("config file %s: %s must be a single value", path, k)
+		}
+		values[k] = fmt.Sprint(v)
+	}
+	return values, nil
+}
+
+// knownFlag reports whether name is a setting the configuration file may
+// hold: any of serve's flags (connections, workers, extractor, limits). Other
+// commands read the keys they share with serve and ignore the rest.
+func knownFlag(name string) bool {
+	var o serveOptions
+	all := newFlags("all", "")
+	o.register(all)
+	return all.Lookup(name) != nil
 }

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -171,4 +173,39 @@ streams, so that no replay can bring them back. Prints the counts as JSON.`)
 	enc := json.NewEncoder(a.stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(res)
+}
+
+func runConfig(_ context.Context, a *app, args []string) error {
+	if len(args) == 0 || args[0] != "print" {
+		return fmt.Errorf("usage: memoryd config print [serve flags]")
+	}
+	var o serveOptions
+	f := newFlags("config print", `Usage: memoryd config print [--config FILE] [serve flags]
+
+Prints the effective serve configuration (flags, then MEMORYD_* variables,
+then the configuration file, then defaults), one "key: value  # source" line
+each, with secrets and URL passwords redacted. The output is a valid
+memoryd.yaml.`)
+	o.register(f)
+	if err := f.Parse(args[1:]); err != nil {
+		return err
+	}
+	var names []string
+	f.VisitAll(func(fl *flag.Flag) {
+		if fl.Name != "config" {
+			names = append(names, fl.Name)
+		}
+	})
+	sort.Strings(names)
+	for _, name := range names {
+		v := f.Lookup(name).Value.String()
+		switch {
+		case f.secrets[name] && v != "":
+			v = "xxxxx"
+		case strings.Contains(v, "://"):
+			v = redactURL(v)
+		}
+		fmt.Fprintf(a.stdout, "%s: %q  # %s\n", strings.ReplaceAll(name, "-", "_"), v, f.source[name])
+	}
+	return nil
 }

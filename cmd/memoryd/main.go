@@ -42,6 +42,8 @@ func commands() []command {
 		{"retry-failed", "re-run extraction for failed turns", runRetryFailed},
 		{"replay", "rebuild memory from the turn stream", runReplay},
 		{"forget", "delete everything memoryd keeps about a user", runForget},
+		{"config", "print the effective configuration (config print), secrets redacted", runConfig},
+		{"schemas", "write the JSON Schemas of the wire contract", runSchemas},
 		{"health", "probe a running serve's /readyz (for container healthchecks)", runHealth},
 	}
 	cmds = append(cmds, clientCommands()...)

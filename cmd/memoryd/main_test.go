@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"flag"
+	"os"
 	"strings"
 	"testing"
 
@@ -110,6 +113,59 @@ func TestParseSize(t *testing.T) {
 		got, err := parseSize(tt.in)
 		if (err != nil) != tt.bad || got != tt.want {
 			t.Errorf("parseSize(%q) = %d, %v; want %d, bad=%v", tt.in, got, err, tt.want, tt.bad)
+		}
+	}
+}
+
+func TestConfigFilePrecedenceAndRedaction(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/memoryd.yaml"
+	if err := os.WriteFile(path, []byte("workers: 7\nbatch_size: 50\nllm_api_key: sk-secret\ndatabase_url: postgres://u:pw@db:5432/m\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("MEMORYD_BATCH_SIZE", "99")
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), &app{stdout: &out, stderr: &errOut}, []string{"config", "print", "--config", path, "--max-attempts", "9"}); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	for _, want := range []string{
+		`workers: "7"  # file ` + path,
+		`batch_size: "99"  # env MEMORYD_BATCH_SIZE`,
+		`max_attempts: "9"  # flag`,
+		`llm_api_key: "xxxxx"`,
+		`database_url: "postgres://u:xxxxx@db:5432/m"`,
+		`prefix: "memory"  # default`,
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("config print lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "secret") || strings.Contains(out.String(), ":pw@") {
+		t.Fatal("a secret was printed")
+	}
+	if err := os.WriteFile(path, []byte("wrokers: 3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	errOut.Reset()
+	if code := run(context.Background(), &app{stdout: &out, stderr: &errOut}, []string{"config", "print", "--config", path}); code != 1 || !strings.Contains(errOut.String(), `unknown key "wrokers"`) {
+		t.Fatalf("misspelt key: exit %d, %q", code, errOut.String())
+	}
+}
+
+func TestHelpListsEveryFlagWithEnvAndDefault(t *testing.T) {
+	t.Parallel()
+	var o serveOptions
+	f := newFlags("serve", "usage")
+	o.register(f)
+	var buf bytes.Buffer
+	f.SetOutput(&buf)
+	if err := f.Parse([]string{"-h"}); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v", err)
+	}
+	help := buf.String()
+	for _, want := range []string{"-nats-url", "MEMORYD_NATS_URL", `default "nats://127.0.0.1:4222"`, "-llm-api-key", "MEMORYD_LLM_API_KEY", "-max-db-size", "-config"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("serve -h lacks %q", want)
 		}
 	}
 }
