@@ -84,6 +84,10 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 			return s, nil
 		}
 	}
+	if errors.Is(err, nats.ErrNoResponders) {
+		// Nothing answers the JetStream API: the server runs without it.
+		err = fmt.Errorf("%w (%w)", jetstream.ErrJetStreamNotEnabled, err)
+	}
 	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
 		return nil, fmt.Errorf("ensure stream %s: the NATS server runs without JetStream (start it with -js): %w", cfg.Stream, err)
 	}

@@ -590,3 +590,15 @@ type limitedBody struct {
 	io.Reader
 	io.Closer
 }
+
+// Ping checks that the model server answers, by listing its models (one
+// request, bounded by ctx and Timeout, not retried). It is for start-up
+// diagnostics; extraction does not depend on it.
+func (l *LLM) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	defer cancel()
+	if _, err := l.client.ListModels(ctx); err != nil {
+		return fmt.Errorf("llm server at %s: %w", l.cfg.BaseURL, err)
+	}
+	return nil
+}

@@ -156,6 +156,16 @@ func startService(ctx context.Context, o *serveOptions, logger *slog.Logger) (sv
 		logger.Info("extractor: offline rules (stores turns verbatim, picks up simple self-statements); set --llm-base-url to use a model", "extractor", info.Name)
 	} else {
 		logger.Info("extractor: LLM", "extractor", info.Name, "model", info.Model, "base_url", redactURL(o.llm.baseURL))
+		if p, ok := ext.(interface{ Ping(context.Context) error }); ok {
+			pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			if err := p.Ping(pingCtx); err != nil {
+				// Not fatal: jobs retry with backoff and turns wait in the
+				// stream and the turns table until the model is reachable.
+				logger.Warn("the LLM endpoint does not answer; extraction will retry until it does. Check --llm-base-url (it usually ends in /v1) and that the model server runs",
+					"base_url", redactURL(o.llm.baseURL), "error", err)
+			}
+			cancel()
+		}
 	}
 	svc = &service{logger: logger, metrics: newMetrics()}
 	if llm, ok := ext.(usageReporter); ok {
