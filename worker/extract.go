@@ -281,7 +281,10 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, eventID
 		return river.JobSnooze(time.Second)
 	}
 	permanent := errors.Is(err, extractor.ErrPermanent)
-	final := permanent || job.Attempt >= job.MaxAttempts
+	// The worker's MaxAttempts caps jobs inserted elsewhere too (retry-failed,
+	// replay), whose River clients carry River's own default.
+	maxAttempts := min(job.MaxAttempts, e.w.cfg.MaxAttempts)
+	final := permanent || job.Attempt >= maxAttempts
 	// Record the failure even when ctx is cancelled (shutdown), bounded.
 	markCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
@@ -292,9 +295,9 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, eventID
 	if final {
 		level = e.w.logger.Error
 	}
-	level("extraction failed", "job_id", job.ID, "attempt", job.Attempt, "max_attempts", job.MaxAttempts,
+	level("extraction failed", "job_id", job.ID, "attempt", job.Attempt, "max_attempts", maxAttempts,
 		"final", final, "turns", len(eventIDs), "error", err)
-	if permanent {
+	if final {
 		return river.JobCancel(err)
 	}
 	return fmt.Errorf("extract: %w", err)
