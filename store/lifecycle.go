@@ -24,10 +24,19 @@ type Removed struct {
 func (s *Store) ForgetUser(ctx context.Context, userID string) (Removed, error) {
 	var r Removed
 	err := s.InTx(ctx, func(_ pgx.Tx, q *Store) error {
-		// Turns first: deleting them waits for any extraction holding their
+		// Jobs before turns: a turn ingested concurrently then keeps its job
+		// or goes with it, never stays pending without one. (River's job
+		// rows carry the user id in their args; jobs of several users carry
+		// none and simply find the user's turns gone.)
+		tag, err := q.db.Exec(ctx, `DELETE FROM river_job WHERE kind = $1 AND args->>'user_id' = $2`, ExtractJobKind, userID)
+		if err != nil {
+			return fmt.Errorf("forget jobs: %w", err)
+		}
+		jobs := tag.RowsAffected()
+		// Turns next: deleting them waits for any extraction holding their
 		// locks to commit, so the memory it wrote is visible to the deletes
 		// below; a later extraction finds no turns and writes nothing.
-		tag, err := q.db.Exec(ctx, `DELETE FROM turns WHERE user_id = $1`, userID)
+		tag, err = q.db.Exec(ctx, `DELETE FROM turns WHERE user_id = $1`, userID)
 		if err != nil {
 			return fmt.Errorf("forget turns: %w", err)
 		}
@@ -36,14 +45,8 @@ func (s *Store) ForgetUser(ctx context.Context, userID string) (Removed, error) 
 		if err != nil {
 			return err
 		}
-		removed.Turns = r.Turns
+		removed.Turns, removed.Jobs = r.Turns, jobs
 		r = removed
-		// River's job rows carry the user id in their args.
-		tag, err = q.db.Exec(ctx, `DELETE FROM river_job WHERE kind = $1 AND args->>'user_id' = $2`, ExtractJobKind, userID)
-		if err != nil {
-			return fmt.Errorf("forget jobs: %w", err)
-		}
-		r.Jobs = tag.RowsAffected()
 		if _, err := q.db.Exec(ctx, `DELETE FROM llm_usage WHERE user_id = $1`, userID); err != nil {
 			return fmt.Errorf("forget usage: %w", err)
 		}
