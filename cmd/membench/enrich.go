@@ -1,0 +1,494 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+
+	"github.com/memoryd/memoryd/enricher"
+	"github.com/memoryd/memoryd/store"
+)
+
+// latencies is a sample of durations.
+type latencies []time.Duration
+
+func (l latencies) pct(p float64) time.Duration {
+	if len(l) == 0 {
+		return 0
+	}
+	s := slices.Clone(l)
+	slices.Sort(s)
+	i := int(p*float64(len(s))+0.5) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+// request is one enrich request of the workload.
+type request struct {
+	user    int
+	message string
+}
+
+// workload returns n requests for random users, deterministic per seed.
+func workload(o *options, n int, seed uint64) []request {
+	r := rand.New(rand.NewPCG(seed, 99))
+	w := newWords(seed)
+	out := make([]request, n)
+	for i := range out {
+		u := r.IntN(o.users)
+		out[i] = request{user: u, message: message(r, w, u, o.items/o.users)}
+	}
+	return out
+}
+
+// enrichPhase seeds (or reuses) the big schema, then measures enrich, its
+// floor, enrich through a serve process, and the table size.
+func (b *bench) enrichPhase(ctx context.Context) error {
+	o, e := b.o, b.env
+	schema := o.schema
+	var url string
+	if schema == "" {
+		schema = "bench_" + b.id + "_seed"
+		var err error
+		if url, err = e.newSchema(ctx, schema); err != nil {
+			return err
+		}
+		logf("seeding %d context items and %d facts over %d users into schema %s", o.items, o.facts, o.users, schema)
+		if err := seed(ctx, url, o); err != nil {
+			return err
+		}
+	} else {
+		url = e.schemaURL(schema)
+		logf("reusing seeded schema %s", schema)
+	}
+	if o.keep {
+		e.keep = schema
+	}
+	r := &b.results
+
+	// Table size and row counts.
+	var rowsN, total, heap int64
+	if err := e.admin.QueryRow(ctx, fmt.Sprintf(`SELECT (SELECT count(*) FROM %[1]s.context), pg_total_relation_size('%[1]s.context'), pg_relation_size('%[1]s.context')`,
+		pgx.Identifier{schema}.Sanitize())).Scan(&rowsN, &total, &heap); err != nil {
+		return err
+	}
+	var factsN, usersN int64
+	if err := e.admin.QueryRow(ctx, fmt.Sprintf(`SELECT (SELECT count(*) FROM %[1]s.facts), (SELECT count(DISTINCT user_id) FROM %[1]s.context)`,
+		pgx.Identifier{schema}.Sanitize())).Scan(&factsN, &usersN); err != nil {
+		return err
+	}
+	r.contextRows, r.factRows, r.seedUsers = rowsN, factsN, usersN
+	if rowsN > 0 {
+		r.bytesPer1k = float64(total) / float64(rowsN) * 1000
+		r.heapPer1k = float64(heap) / float64(rowsN) * 1000
+	}
+
+	st, err := store.Open(ctx, store.Config{URL: url, Logger: quietLogger()})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	prefix := "bench_" + b.id
+
+	// The service side: its own NATS connection and the enrich service,
+	// labelled for the CPU profile; an echo responder on the same
+	// connection for the floor.
+	var (
+		srvNC *nats.Conn
+		svc   *enricher.Service
+		serr  error
+	)
+	pprof.Do(ctx, pprof.Labels("side", "server"), func(ctx context.Context) {
+		if srvNC, serr = nats.Connect(o.natsURL, nats.Name("membench-service")); serr != nil {
+			return
+		}
+		if _, serr = srvNC.Subscribe(prefix+".echo.*", func(m *nats.Msg) { _ = m.Respond(m.Data) }); serr != nil {
+			return
+		}
+		if svc, serr = enricher.New(enricher.Config{Conn: srvNC, Store: st, Prefix: prefix, Logger: quietLogger()}); serr != nil {
+			return
+		}
+		serr = svc.Start(ctx)
+	})
+	if srvNC != nil {
+		defer srvNC.Close()
+	}
+	if serr != nil {
+		return serr
+	}
+	defer svc.Stop(context.Background())
+	if err := srvNC.Flush(); err != nil {
+		return err
+	}
+
+	clients := make([]*nats.Conn, o.clients)
+	for i := range clients {
+		if clients[i], err = nats.Connect(o.natsURL, nats.Name("membench-client")); err != nil {
+			return err
+		}
+		defer clients[i].Close()
+	}
+
+	// Warm up (connections, plans, caches) with requests not measured.
+	logf("enrich: warm-up")
+	warm := workload(o, 300, 1)
+	if _, err := enrichSerial(ctx, clients[0], prefix, warm, &r.enrich1); err != nil {
+		return err
+	}
+	r.enrich1 = enrichStats{}
+
+	// 1 client, interleaved with its floor: for each request the bare
+	// query, the NATS echo and the enrich request, in rotating order, so
+	// that all three see the same cache state.
+	logf("enrich: %d requests, 1 client, interleaved with the floor (echo, query)", o.singleRequests)
+	reqs := workload(o, o.singleRequests, 2)
+	if err := serialWithFloor(ctx, clients[0], prefix, url, reqs, r); err != nil {
+		return err
+	}
+
+	// 8 clients, closed loop, with the CPU split and an optional profile.
+	logf("enrich: %d clients for %s", o.clients, o.loadDuration)
+	var prof *os.File
+	if o.cpuProfile != "" {
+		if prof, err = os.Create(o.cpuProfile); err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(prof); err != nil {
+			return err
+		}
+	}
+	cpu0, self0 := machineCPU(), selfCPU()
+	r.enrich8, err = enrichLoad(ctx, clients, prefix, o, o.loadDuration, 3)
+	cpu1, self1 := machineCPU(), selfCPU()
+	if prof != nil {
+		pprof.StopCPUProfile()
+		prof.Close()
+		logf("wrote CPU profile %s (go tool pprof -top -tagfocus=side=server %s)", o.cpuProfile, o.cpuProfile)
+	}
+	if err != nil {
+		return err
+	}
+	r.cpu8 = cpuSplit(cpu0, cpu1, self0, self1)
+
+	// The same load through a real `memoryd serve` process on this schema,
+	// for its resident memory at 1M items.
+	return b.serveEnrich(ctx, url, clients)
+}
+
+type enrichStats struct {
+	lat       latencies
+	n         int
+	hits      int // replies with at least one context item
+	degraded  int
+	facts     int
+	elapsed   time.Duration
+	perSecond float64
+}
+
+func enrichOne(ctx context.Context, c *enricher.Client, rq request, st *enrichStats) (time.Duration, error) {
+	t0 := time.Now()
+	reply, err := c.Enrich(ctx, enricher.EnrichRequest{UserID: userID(rq.user), Message: rq.message})
+	d := time.Since(t0)
+	if err != nil {
+		return d, err
+	}
+	st.n++
+	if len(reply.Context) > 0 {
+		st.hits++
+	}
+	if reply.Degraded {
+		st.degraded++
+	}
+	st.facts += len(reply.Facts)
+	return d, nil
+}
+
+func enrichSerial(ctx context.Context, nc *nats.Conn, prefix string, reqs []request, st *enrichStats) (latencies, error) {
+	c := enricher.NewClient(nc, prefix)
+	lat := make(latencies, 0, len(reqs))
+	t0 := time.Now()
+	for _, rq := range reqs {
+		d, err := enrichOne(ctx, c, rq, st)
+		if err != nil {
+			return nil, err
+		}
+		lat = append(lat, d)
+	}
+	st.elapsed = time.Since(t0)
+	st.perSecond = float64(len(reqs)) / st.elapsed.Seconds()
+	return lat, nil
+}
+
+// enrichLoad runs one closed-loop client per connection for d.
+func enrichLoad(ctx context.Context, conns []*nats.Conn, prefix string, o *options, d time.Duration, seed uint64) (enrichStats, error) {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		total enrichStats
+		first error
+		stop  atomic.Bool
+	)
+	start := time.Now()
+	time.AfterFunc(d, func() { stop.Store(true) })
+	for i, nc := range conns {
+		wg.Add(1)
+		go pprof.Do(ctx, pprof.Labels("side", "client"), func(ctx context.Context) {
+			defer wg.Done()
+			c := enricher.NewClient(nc, prefix)
+			reqs := workload(o, 2000, seed*100+uint64(i))
+			var st enrichStats
+			var lat latencies
+			for j := 0; !stop.Load() && ctx.Err() == nil; j++ {
+				dd, err := enrichOne(ctx, c, reqs[j%len(reqs)], &st)
+				if err != nil {
+					mu.Lock()
+					first = cmp(first, err)
+					mu.Unlock()
+					return
+				}
+				lat = append(lat, dd)
+			}
+			mu.Lock()
+			total.lat = append(total.lat, lat...)
+			total.n += st.n
+			total.hits += st.hits
+			total.degraded += st.degraded
+			total.facts += st.facts
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	total.elapsed = time.Since(start)
+	total.perSecond = float64(total.n) / total.elapsed.Seconds()
+	return total, first
+}
+
+func cmp(have, next error) error {
+	if have != nil {
+		return have
+	}
+	return next
+}
+
+// serialWithFloor measures, one request at a time, enrich, the NATS echo
+// (same payload, a responder doing no work) and the full-text query enrich
+// needs, alone, directly through pgx: store.SearchContext issues exactly the
+// search statement of store.Recall (which adds the facts read and a snapshot
+// in the same round trip), with enrich's keywords, default threshold and
+// limit.
+func serialWithFloor(ctx context.Context, nc *nats.Conn, prefix, url string, reqs []request, r *results) error {
+	s, err := store.Open(ctx, store.Config{URL: url, MaxConns: 2, Logger: quietLogger()})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	c := enricher.NewClient(nc, prefix)
+	var rowsSeen int
+	var enrichTime time.Duration
+	for i, rq := range reqs {
+		data, err := json.Marshal(enricher.EnrichRequest{UserID: userID(rq.user), Message: rq.message})
+		if err != nil {
+			return err
+		}
+		for k := range 3 {
+			switch (i + k) % 3 {
+			case 0:
+				d, err := enrichOne(ctx, c, rq, &r.enrich1)
+				if err != nil {
+					return err
+				}
+				r.enrich1.lat = append(r.enrich1.lat, d)
+				enrichTime += d
+			case 1:
+				t0 := time.Now()
+				if _, err := nc.RequestWithContext(ctx, prefix+".echo."+userID(rq.user), data); err != nil {
+					return err
+				}
+				r.echo = append(r.echo, time.Since(t0))
+			case 2:
+				q := store.SearchQuery{UserID: userID(rq.user), Keywords: enricher.Keywords(rq.message), Threshold: enricher.DefaultThreshold, Limit: enricher.DefaultMaxResults}
+				t0 := time.Now()
+				items, err := s.SearchContext(ctx, q)
+				if err != nil {
+					return err
+				}
+				r.query = append(r.query, time.Since(t0))
+				rowsSeen += len(items)
+			}
+		}
+	}
+	r.enrich1.elapsed = enrichTime
+	r.enrich1.perSecond = float64(len(reqs)) / enrichTime.Seconds()
+	r.queryRows = float64(rowsSeen) / float64(len(reqs))
+	return nil
+}
+
+// serveEnrich starts `memoryd serve` on the seeded schema and runs the
+// 8-client load against it, for the resident memory of the real process.
+func (b *bench) serveEnrich(ctx context.Context, url string, clients []*nats.Conn) error {
+	o, e := b.o, b.env
+	prefix := "bench_" + b.id + "_serve"
+	stream := "BENCH_" + strings.ToUpper(b.id) + "_SERVE"
+	e.addStream(stream)
+	p, err := startServe(ctx, e, url, prefix, stream)
+	if err != nil {
+		return err
+	}
+	defer p.stop()
+	if err := waitService(ctx, clients[0], prefix); err != nil {
+		return fmt.Errorf("%w\n%s", err, p.logTail())
+	}
+	logf("enrich via memoryd serve (pid %d): %d clients for %s", p.cmd.Process.Pid, o.clients, o.serveDuration)
+	warm := workload(o, 200, 5)
+	var ws enrichStats
+	if _, err := enrichSerial(ctx, clients[0], prefix, warm, &ws); err != nil {
+		return err
+	}
+	st, err := enrichLoad(ctx, clients, prefix, o, o.serveDuration, 4)
+	if err != nil {
+		return err
+	}
+	b.results.serveEnrich = st
+	b.results.serveEnrichRSS = p.rss()
+	return nil
+}
+
+// waitService waits until the enrich service answers on prefix.
+func waitService(ctx context.Context, nc *nats.Conn, prefix string) error {
+	c := enricher.NewClient(nc, prefix)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := c.Enrich(rctx, enricher.EnrichRequest{UserID: "warmup", Message: "hello"})
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("memoryd serve did not answer enrich on %s: %w", prefix, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// serveProc is a running `memoryd serve`.
+type serveProc struct {
+	cmd  *exec.Cmd
+	log  *os.File
+	hwm  int64 // kB, updated by rss
+	done chan struct{}
+}
+
+func startServe(ctx context.Context, e *env, url, prefix, stream string, extra ...string) (*serveProc, error) {
+	bin, err := e.memoryd(ctx)
+	if err != nil {
+		return nil, err
+	}
+	logPath := filepath.Join(e.tmp, prefix+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"serve", "--database-url", url, "--nats-url", e.o.natsURL, "--prefix", prefix, "--stream", stream,
+		"--log-format", "json", "--log-level", "warn"}, extra...)
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	p := &serveProc{cmd: cmd, log: f, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// rss returns the peak resident set (VmHWM) so far, in MiB.
+func (p *serveProc) rss() float64 {
+	if st := procStatus(p.cmd.Process.Pid); st != nil {
+		p.hwm = max(p.hwm, st["VmHWM"])
+	}
+	return float64(p.hwm) / 1024
+}
+
+func (p *serveProc) stop() {
+	p.rss()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(40 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+	if ru, ok := p.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		p.hwm = max(p.hwm, ru.Maxrss)
+	}
+	p.log.Close()
+}
+
+func (p *serveProc) logTail() string {
+	data, _ := os.ReadFile(p.log.Name())
+	if len(data) > 3000 {
+		data = data[len(data)-3000:]
+	}
+	return "memoryd serve log tail:\n" + string(data)
+}
+
+// CPU accounting over an interval: machine busy time from /proc/stat and
+// this process's own CPU (client and in-process enrich service); the rest is
+// Postgres and nats-server (and anything else running).
+type cpuSample struct{ busy, total float64 }
+
+func machineCPU() cpuSample {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuSample{}
+	}
+	f := strings.Fields(strings.SplitN(string(data), "\n", 2)[0])
+	var s cpuSample
+	for i, v := range f[1:] {
+		x, _ := strconv.ParseFloat(v, 64)
+		s.total += x
+		if i != 3 && i != 4 { // idle, iowait
+			s.busy += x
+		}
+	}
+	return s
+}
+
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+type cpuShare struct {
+	busyPct, selfPct, otherPct float64 // of the machine's capacity
+}
+
+func cpuSplit(a, b cpuSample, selfA, selfB time.Duration) cpuShare {
+	const hz = 100 // USER_HZ
+	total := b.total - a.total
+	if total <= 0 {
+		return cpuShare{}
+	}
+	busy := (b.busy - a.busy) / total * 100
+	self := (selfB - selfA).Seconds() * hz / total * 100
+	return cpuShare{busyPct: busy, selfPct: self, otherPct: max(busy-self, 0)}
+}
