@@ -114,3 +114,23 @@ func FuzzQuery(f *testing.F) {
 		}
 	})
 }
+
+func TestWordsAndIsStopWord(t *testing.T) {
+	t.Parallel()
+	if got := enricher.Words("What's my dog's name? Dog!"); !slices.Equal(got, []string{"what", "s", "my", "dog", "s", "name", "dog"}) {
+		t.Errorf("Words = %q", got)
+	}
+	if got := enricher.Words(""); got == nil || len(got) != 0 {
+		t.Errorf("Words(\"\") = %#v, want empty", got)
+	}
+	for _, w := range enricher.Keywords("Please tell me where my dog and the cat live") {
+		if enricher.IsStopWord(w) {
+			t.Errorf("keyword %q is a stop word", w)
+		}
+	}
+	for _, w := range []string{"the", "my", "ox", "please"} {
+		if !enricher.IsStopWord(w) {
+			t.Errorf("IsStopWord(%q) = false", w)
+		}
+	}
+}

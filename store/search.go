@@ -13,21 +13,63 @@ import (
 // Search scoring.
 //
 // A context item's score is relevance × recency, both in 0..1, so a threshold
-// on the score keeps one meaning whatever the query:
+// on the score keeps one meaning whatever the query and however many items
+// the user has. Relevance is BM25F (Okapi BM25 over two fields) computed on
+// the user's own items:
 //
-//   - relevance is r/(r+RelevanceHalf), where r is ts_rank_cd (cover density,
-//     no length normalisation) of the item's weighted search vector against
-//     the OR query. Question words weigh 1.0 and answer words 0.4, so one
-//     keyword found in the question scores 0.67, one found only in the answer
-//     0.44, and more matches approach 1. (ts_rank_cd's own flag 32 is
-//     r/(r+1): one answer match would score 0.29, under the default enrich
-//     threshold of 0.3 even for an item made a second ago.) The scale is
-//     absolute, not relative to the best candidate, so a weak match stays
+//   - For each distinct query lexeme t (english stemming: "dogs" finds "dog")
+//     an item holds, its field-weighted frequency is
+//
+//     f = tfq / (1 − B + B·lenq/avgq) + AnswerWeight · tfa / (1 − B + B·lena/avga)
+//
+//     where tfq and tfa count t in the question and in the answer, lenq and
+//     lena are those fields' lengths (distinct lexemes) and avgq and avga
+//     their means over the user's items: a word in a short question counts
+//     more than in a long one, and the assistant's words count less than the
+//     user's.
+//
+//   - t contributes idf(t) · f·(K1+1)/(f+K1) (repeats saturate), with
+//     idf(t) = ln(1 + (n + IDFPrior − df + 0.5)/(df + 0.5)), n the user's
+//     items and df those holding t: a word found in many of the user's items
+//     says little about any of them. IDFPrior counts that many imaginary
+//     items without the word, so that for a user with a handful of items
+//     every word is not "common".
+//
+//   - s is the sum over the query's lexemes, and relevance = s/(s +
+//     RelevanceHalf). One keyword held by one item in a hundred, found once
+//     in a question of average length, gives s ≈ 4.4 and scores 0.64; found
+//     only in the answer 0.56; a keyword in a third of the user's items
+//     scores about 0.34 in a question; more keywords approach 1. The scale
+//     is absolute, not relative to the best candidate, so a weak match stays
 //     weak when nothing better exists.
-//   - recency is 1/(1 + age_days/30), age measured from the item's created_at
-//     (the turn's time) to the query's At; an item newer than At counts as
-//     age 0.
-const RelevanceHalf = 0.5
+//
+//   - recency = 1 − RecencyWeight + RecencyWeight/(1 + age_days/RecencyDays),
+//     age measured from the item's created_at (the turn's time) to the
+//     query's At; an item newer than At counts as age 0. It is a bounded
+//     prior: it orders equally relevant items newest first, but an item
+//     keeps at least 1 − RecencyWeight of its relevance however old, so a
+//     better match is not buried because it was said months ago.
+//
+// The constants were chosen on public conversational-memory benchmarks
+// (LoCoMo, LongMemEval), the same values for both; see docs/quality.md.
+const (
+	// K1 is the term-frequency saturation of BM25.
+	K1 = 1.2
+	// B is how much a field's length normalises its term frequency (0: not
+	// at all, 1: fully).
+	B = 0.5
+	// AnswerWeight is the weight of an answer word against a question word.
+	AnswerWeight = 0.6
+	// IDFPrior is the number of imaginary items without any query word that
+	// document frequencies are smoothed with.
+	IDFPrior = 20.0
+	// RelevanceHalf is the BM25 sum at which relevance is 0.5.
+	RelevanceHalf = 2.5
+	// RecencyWeight is the share of the score that recency can take away.
+	RecencyWeight = 0.05
+	// RecencyDays is the age at which the recency prior is half spent.
+	RecencyDays = 30.0
+)
 
 // Bounds on a search's keywords: they keep a hostile or huge message from
 // producing a huge query.
@@ -61,7 +103,14 @@ type SearchQuery struct {
 // becomes a phrase. Empty keywords, keywords over MaxKeywordBytes and those
 // past MaxKeywords are skipped. It returns "" when no keyword is left.
 func TSQuery(keywords []string) string {
-	var b strings.Builder
+	q, _ := tsQuery(keywords)
+	return q
+}
+
+// tsQuery returns TSQuery's text and the keywords it kept, space-separated
+// (the text whose english lexemes are the query's terms).
+func tsQuery(keywords []string) (string, string) {
+	var b, terms strings.Builder
 	n := 0
 	for _, k := range keywords {
 		if n == MaxKeywords {
@@ -76,7 +125,9 @@ func TSQuery(keywords []string) string {
 		}
 		if n > 0 {
 			b.WriteString(" | ")
+			terms.WriteByte(' ')
 		}
+		terms.WriteString(k)
 		b.WriteByte('\'')
 		for _, r := range k {
 			switch r {
@@ -91,25 +142,63 @@ func TSQuery(keywords []string) string {
 		b.WriteByte('\'')
 		n++
 	}
-	return b.String()
+	return b.String(), terms.String()
 }
 
-// searchSQL ranks one user's matching context items. The tsquery is built once
-// per statement (a one-row FROM item) and ranked only on matching rows.
-const searchSQL = `
-	SELECT id, user_id, question, answer, created_at, event_id, conversation_id, score
-	FROM (
-		SELECT c.id, c.user_id, c.question, c.answer, c.created_at, c.event_id, c.conversation_id,
-			(r.r / (r.r + $6::float8))
-			/ (1 + greatest(extract(epoch FROM ($3::timestamptz - c.created_at)), 0) / 2592000.0) AS score
-		FROM context c
-			CROSS JOIN to_tsquery('english', $2) q
-			CROSS JOIN LATERAL (SELECT ts_rank_cd(c.search, q)::float8 AS r) r
-		WHERE c.user_id = $1 AND c.search @@ q
-	) s
-	WHERE score >= $4
-	ORDER BY score DESC, created_at DESC, id DESC
-	LIMIT $5`
+// searchSQL ranks one user's matching context items (see Search scoring),
+// in one statement. kw is built once; cand is the user's items holding any
+// keyword: the user's rows are read through the user index and only then
+// matched (OFFSET 0 keeps the planner from flattening the subquery, so no
+// plan, generic plans included, can start from the GIN index's posting list
+// of every user's items, see docs/performance.md); coll is the user's item
+// count and mean field lengths (an index-only scan of context_user_len_idx);
+// tf has one row per candidate and query lexeme it holds, with the
+// field-weighted, length-normalised frequency. Every item holding a query
+// lexeme is a candidate, so counting tf rows per lexeme gives the user's
+// document frequency.
+var searchSQL = fmt.Sprintf(`
+	WITH kw AS MATERIALIZED (
+		SELECT to_tsquery('english', $2) AS q, tsvector_to_array(to_tsvector('english', $6)) AS terms
+	), cand AS MATERIALIZED (
+		SELECT c.id, c.created_at, c.search, c.question_len, c.answer_len
+		FROM (SELECT id, created_at, search, question_len, answer_len FROM context WHERE user_id = $1 OFFSET 0) c, kw
+		WHERE c.search @@ kw.q
+	), coll AS (
+		SELECT count(*)::float8 AS n, greatest(avg(question_len), 1)::float8 AS avgq, greatest(avg(answer_len), 1)::float8 AS avga
+		FROM context WHERE user_id = $1
+	), tf AS (
+		SELECT cand.id, t.lexeme,
+			(SELECT count(*) FILTER (WHERE w = 'A') / (1 - %[2]g + %[2]g * cand.question_len / coll.avgq)
+				+ %[3]g * count(*) FILTER (WHERE w <> 'A') / (1 - %[2]g + %[2]g * cand.answer_len / coll.avga)
+			 FROM unnest(t.weights) w)::float8 AS f
+		FROM cand, kw, coll, unnest(cand.search) t
+		WHERE t.lexeme = ANY (kw.terms)
+	), idf AS (
+		SELECT tf.lexeme, ln(1 + (coll.n + %[4]g - count(*) + 0.5) / (count(*) + 0.5)) AS idf
+		FROM tf, coll GROUP BY tf.lexeme, coll.n
+	), bm AS (
+		SELECT tf.id, sum(idf.idf * tf.f * (%[1]g + 1) / (tf.f + %[1]g)) AS s
+		FROM tf JOIN idf USING (lexeme)
+		GROUP BY tf.id
+	), scored AS (
+		SELECT cand.id, cand.created_at,
+			bm.s / (bm.s + %[5]g)
+			* (1 - %[6]g + %[6]g / (1 + greatest(extract(epoch FROM ($3::timestamptz - cand.created_at)), 0) / %[7]g)) AS score
+		FROM cand JOIN bm USING (id)
+	)
+	SELECT c.id, c.user_id, c.question, c.answer, c.created_at, c.event_id, c.conversation_id, s.score::float8
+	FROM scored s JOIN context c ON c.id = s.id
+	WHERE s.score >= $4
+	ORDER BY s.score DESC, s.created_at DESC, s.id DESC
+	LIMIT $5`, K1, B, AnswerWeight, IDFPrior, RelevanceHalf, RecencyWeight, RecencyDays*86400)
+
+// SearchSQL returns the statement SearchContext and Recall run and its
+// arguments for q, so that benchmarks measure exactly that query. tsq is ""
+// when no keyword is usable (the store then skips the query).
+func SearchSQL(q SearchQuery) (sql, tsq string, args []any, err error) {
+	tsq, args, err = q.args()
+	return searchSQL, tsq, args, err
+}
 
 const recallFactsSQL = `SELECT user_id, key, value, source_at, event_id, updated_at FROM facts
 	WHERE user_id = $1 ORDER BY source_at DESC, key LIMIT $2`
@@ -122,8 +211,8 @@ func (q SearchQuery) args() (string, []any, error) {
 	if at.IsZero() {
 		at = now()
 	}
-	tsq := TSQuery(q.Keywords)
-	return tsq, []any{q.UserID, tsq, at, q.Threshold, q.Limit, RelevanceHalf}, nil
+	tsq, terms := tsQuery(q.Keywords)
+	return tsq, []any{q.UserID, tsq, at, q.Threshold, q.Limit, terms}, nil
 }
 
 func scanScored(row pgx.CollectableRow) (ContextItem, error) {

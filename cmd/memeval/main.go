@@ -1,0 +1,286 @@
+// Command memeval measures how well memoryd's enrich finds what a question
+// needs, on public conversational-memory benchmarks (LoCoMo and
+// LongMemEval), next to two keyword baselines computed on the very same units
+// and questions: SQLite FTS5 BM25 and a set-overlap cosine.
+//
+// It runs memoryd in this process on a fresh Postgres schema and NATS subject
+// prefix (both removed at the end), publishes every conversation as turn
+// events through JetStream as a frontend would, waits until they are
+// processed, then asks memory.enrich each question with threshold 0 and
+// max_results 10. A question is a hit at k when one of its evidence turns is
+// in one of the top k items. See docs/quality.md.
+//
+//	go run ./cmd/memeval                      # both dev sets, offline extractor
+//	go run ./cmd/memeval -datasets locomo     # one set
+//	MEMEVAL_LLM_BASE_URL=... MEMEVAL_LLM_MODEL=... go run ./cmd/memeval   # with a model
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type options struct {
+	dataDir        string
+	datasets       string
+	databaseURL    string
+	natsURL        string
+	wait           time.Duration
+	limit          int
+	llmBaseURL     string
+	llmAPIKey      string
+	llmModel       string
+	llmConcurrency int
+	verbose        bool
+}
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "memeval:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var o options
+	fs := flag.NewFlagSet("memeval", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.dataDir, "data", env("MEMEVAL_DATA", "/work/shared/data"), "directory holding locomo-dev.json.gz and longmemeval-s-dev.json.gz (MEMEVAL_DATA)")
+	fs.StringVar(&o.datasets, "datasets", "locomo,longmemeval", "comma-separated datasets to run: locomo, longmemeval")
+	fs.StringVar(&o.databaseURL, "database-url", env("MEMEVAL_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "Postgres database; a fresh schema eval_<run> is created in it and dropped at the end (MEMEVAL_DATABASE_URL)")
+	fs.StringVar(&o.natsURL, "nats-url", env("MEMEVAL_NATS_URL", "nats://127.0.0.1:4222"), "NATS server with JetStream; subject prefix eval<run> and stream EVAL<RUN>_TURNS are used and deleted (MEMEVAL_NATS_URL)")
+	fs.DurationVar(&o.wait, "wait", 20*time.Minute, "how long to wait for memoryd to process the published turns")
+	fs.IntVar(&o.limit, "limit", 0, "use only the first N conversations/questions of each dataset (0: all)")
+	fs.StringVar(&o.llmBaseURL, "llm-base-url", env("MEMEVAL_LLM_BASE_URL", ""), "OpenAI-compatible endpoint to extract with instead of the offline rules (MEMEVAL_LLM_BASE_URL)")
+	fs.StringVar(&o.llmAPIKey, "llm-api-key", env("MEMEVAL_LLM_API_KEY", ""), "API key for the LLM endpoint (MEMEVAL_LLM_API_KEY)")
+	fs.StringVar(&o.llmModel, "llm-model", env("MEMEVAL_LLM_MODEL", ""), "model name, with -llm-base-url (MEMEVAL_LLM_MODEL)")
+	fs.IntVar(&o.llmConcurrency, "llm-concurrency", 8, "LLM requests in flight")
+	fs.BoolVar(&o.verbose, "v", false, "log memoryd's warnings and errors")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	level := slog.Level(100)
+	if o.verbose {
+		level = slog.LevelWarn
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	progress := func(format string, a ...any) { fmt.Fprintf(stderr, format, a...) }
+
+	in, err := start(ctx, o, logger)
+	if err != nil {
+		return err
+	}
+	defer in.close(context.WithoutCancel(ctx))
+
+	var sets []dataset
+	for _, name := range strings.Split(o.datasets, ",") {
+		var (
+			hs   []haystack
+			st   loadStats
+			err  error
+			file string
+		)
+		switch strings.TrimSpace(name) {
+		case "locomo":
+			file = "locomo-dev.json.gz"
+			hs, st, err = loadLoCoMo(filepath.Join(o.dataDir, file), in.run)
+		case "longmemeval":
+			file = "longmemeval-s-dev.json.gz"
+			hs, st, err = loadLongMemEval(filepath.Join(o.dataDir, file), in.run)
+		default:
+			return fmt.Errorf("unknown dataset %q (locomo, longmemeval)", name)
+		}
+		if err != nil {
+			return err
+		}
+		if o.limit > 0 && len(hs) > o.limit {
+			hs = hs[:o.limit]
+		}
+		sets = append(sets, dataset{name: strings.TrimSuffix(file, ".json.gz"), haystacks: hs, stats: st})
+	}
+
+	var all []haystack
+	for _, s := range sets {
+		all = append(all, s.haystacks...)
+	}
+	started := time.Now()
+	progress("publishing and processing turn events:")
+	last := -1
+	if err := in.ingest(ctx, all, o.wait, func(done, total int) {
+		if pct := done * 10 / max(total, 1); pct != last {
+			progress(" %d/%d", done, total)
+			last = pct
+		}
+	}); err != nil {
+		progress("\n")
+		return err
+	}
+	progress(" (%s)\n", time.Since(started).Round(time.Second))
+
+	fts, err := newFTS5()
+	if err != nil {
+		return err
+	}
+	defer fts.db.Close()
+	mem := &memorydRanker{in: in}
+	rankers := []ranker{mem, fts, setCosine{}}
+	const k = 10
+	for si := range sets {
+		s := &sets[si]
+		progress("asking %s questions\n", s.name)
+		s.hits = make([][]hitRow, len(rankers))
+		for ri, r := range rankers {
+			for _, h := range s.haystacks {
+				ranked, err := r.rank(ctx, h, k)
+				if err != nil {
+					return fmt.Errorf("%s on %s %s: %w", r.name(), s.name, h.name, err)
+				}
+				for qi, q := range h.questions {
+					s.hits[ri] = append(s.hits[ri], hitRow{category: q.category, rank: firstHit(ranked[qi], q.evidence)})
+				}
+			}
+		}
+	}
+	extractorName := "offline rules (turns stored verbatim)"
+	if in.llm {
+		extractorName = "LLM " + o.llmModel + " (memoryd's items are what the model extracted; the baselines still index the raw turns)"
+	}
+	report(stdout, sets, rankers, extractorName, mem.tookMS)
+	return nil
+}
+
+// dataset is one benchmark file's haystacks and, after the run, each
+// ranker's first-hit rank per question.
+type dataset struct {
+	name      string
+	haystacks []haystack
+	stats     loadStats
+	hits      [][]hitRow // [ranker][question]
+}
+
+type hitRow struct {
+	category string
+	rank     int // 1-based rank of the first evidence item; 0 when none in the top 10
+}
+
+func firstHit(ranked []string, evidence map[string]bool) int {
+	for i, id := range ranked {
+		if evidence[id] {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+var ks = []int{1, 3, 5, 10}
+
+// recall is the share of rows with a hit in the top k.
+func recall(rows []hitRow, k int) float64 {
+	if len(rows) == 0 {
+		return 0
+	}
+	n := 0
+	for _, r := range rows {
+		if r.rank > 0 && r.rank <= k {
+			n++
+		}
+	}
+	return float64(n) / float64(len(rows))
+}
+
+func byCategory(rows []hitRow) (cats []string, groups map[string][]hitRow) {
+	groups = map[string][]hitRow{}
+	for _, r := range rows {
+		if _, ok := groups[r.category]; !ok {
+			cats = append(cats, r.category)
+		}
+		groups[r.category] = append(groups[r.category], r)
+	}
+	sort.Strings(cats)
+	return cats, groups
+}
+
+func report(w io.Writer, sets []dataset, rankers []ranker, extractorName string, tookMS []float64) {
+	fmt.Fprintf(w, "extractor: %s; enrich with threshold 0, max_results 10, at = the question's date\n\n", extractorName)
+	fmt.Fprintf(w, "| set | questions | system | R@1 | R@3 | R@5 | R@10 |\n|---|---|---|---|---|---|---|\n")
+	for _, s := range sets {
+		mem := s.hits[0]
+		for ri, r := range rankers {
+			fmt.Fprintf(w, "| %s | %d | %s |", s.name, len(s.hits[ri]), r.name())
+			for _, k := range ks {
+				fmt.Fprintf(w, " %.3f |", recall(s.hits[ri], k))
+			}
+			fmt.Fprintln(w)
+		}
+		for ri := 1; ri < len(rankers); ri++ {
+			fmt.Fprintf(w, "| %s | %d | memoryd / %s |", s.name, len(mem), rankers[ri].name())
+			for _, k := range ks {
+				fmt.Fprintf(w, " %s |", ratio(recall(mem, k), recall(s.hits[ri], k)))
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	for _, s := range sets {
+		fmt.Fprintf(w, "\n%s by category (R@1 / R@5 / R@10)\n\n| category | questions |", s.name)
+		for _, r := range rankers {
+			fmt.Fprintf(w, " %s |", r.name())
+		}
+		fmt.Fprintf(w, "\n|---|---|%s\n", strings.Repeat("---|", len(rankers)))
+		cats, _ := byCategory(s.hits[0])
+		for _, c := range cats {
+			fmt.Fprintf(w, "| %s |", c)
+			for ri := range rankers {
+				_, g := byCategory(s.hits[ri])
+				if ri == 0 {
+					fmt.Fprintf(w, " %d |", len(g[c]))
+				}
+				fmt.Fprintf(w, " %.3f / %.3f / %.3f |", recall(g[c], 1), recall(g[c], 5), recall(g[c], 10))
+			}
+			fmt.Fprintln(w)
+		}
+		st := s.stats
+		fmt.Fprintf(w, "\n%s: %d conversations/users, %d turn events; skipped %d adversarial, %d abstention, %d without evidence; %d turns not publishable (blank user message or reply without a user message)\n",
+			s.name, len(s.haystacks), units(s.haystacks), st.skippedCategory, st.skippedAbstention, st.skippedNoEvidence, st.droppedTurns)
+	}
+	if len(tookMS) > 0 {
+		sorted := append([]float64(nil), tookMS...)
+		sort.Float64s(sorted)
+		pct := func(p float64) float64 { return sorted[min(len(sorted)-1, int(p*float64(len(sorted))))] }
+		fmt.Fprintf(w, "\nenrich server time over %d requests (sequential, small per-user haystacks; not the 1M-row benchmark): p50 %.2f ms, p95 %.2f ms\n", len(sorted), pct(0.5), pct(0.95))
+	}
+}
+
+func units(hs []haystack) int {
+	n := 0
+	for _, h := range hs {
+		n += len(h.units)
+	}
+	return n
+}
+
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", a/b)
+}

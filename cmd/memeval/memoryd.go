@@ -1,0 +1,288 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/memoryd/memoryd/enricher"
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/migrations"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/worker"
+)
+
+// instance is memoryd running in this process on a schema and a subject
+// prefix of its own, torn down by close.
+type instance struct {
+	run     string
+	schema  string
+	baseURL string
+	prefix  string
+	stream  string
+	store   *store.Store
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	worker  *worker.Worker
+	enrich  *enricher.Service
+	client  *enricher.Client
+	llm     bool
+	logger  *slog.Logger
+	cleanup []func(context.Context) error
+}
+
+func newRunID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// withSearchPath returns base with search_path set to schema.
+func withSearchPath(base, schema string) (string, error) {
+	u, err := url.Parse(base)
+	if err != nil {
+		return "", fmt.Errorf("database url: %w", err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
+// start brings up memoryd as `memoryd serve` does: store, migrations, the
+// ingest consumer and extraction workers, and the enrich service.
+func start(ctx context.Context, o options, logger *slog.Logger) (in *instance, err error) {
+	run := newRunID()
+	in = &instance{run: run, schema: "eval_" + run, baseURL: o.databaseURL, prefix: "eval" + run, stream: "EVAL" + strings.ToUpper(run) + "_TURNS", logger: logger}
+	defer func() {
+		if err != nil {
+			in.close(context.WithoutCancel(ctx))
+		}
+	}()
+	admin, err := pgx.Connect(ctx, o.databaseURL)
+	if err != nil {
+		return in, fmt.Errorf("postgres %s: %w", o.databaseURL, err)
+	}
+	_, err = admin.Exec(ctx, "CREATE SCHEMA "+in.schema)
+	admin.Close(ctx)
+	if err != nil {
+		return in, fmt.Errorf("create schema: %w", err)
+	}
+	in.cleanup = append(in.cleanup, func(ctx context.Context) error {
+		c, err := pgx.Connect(ctx, in.baseURL)
+		if err != nil {
+			return err
+		}
+		defer c.Close(ctx)
+		_, err = c.Exec(ctx, "DROP SCHEMA "+in.schema+" CASCADE")
+		return err
+	})
+	dbURL, err := withSearchPath(o.databaseURL, in.schema)
+	if err != nil {
+		return in, err
+	}
+	if in.store, err = store.Open(ctx, store.Config{URL: dbURL, MaxConns: 30, Logger: logger}); err != nil {
+		return in, err
+	}
+	if _, err = in.store.Migrate(ctx, migrations.FS, logger); err != nil {
+		return in, err
+	}
+	if in.nc, err = nats.Connect(o.natsURL, nats.Name("memeval")); err != nil {
+		return in, fmt.Errorf("nats %s: %w", o.natsURL, err)
+	}
+	if in.js, err = jetstream.New(in.nc); err != nil {
+		return in, err
+	}
+	in.cleanup = append(in.cleanup, func(ctx context.Context) error {
+		var errs []error
+		for _, s := range []string{in.stream, in.stream + "_DEADLETTER"} {
+			if err := in.js.DeleteStream(ctx, s); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(errs...)
+	})
+	var ext worker.Extractor = extractor.NewRules()
+	jobSize := 50
+	if o.llmBaseURL != "" {
+		in.llm = true
+		jobSize = 1
+		if ext, err = extractor.NewLLM(extractor.LLMConfig{BaseURL: o.llmBaseURL, APIKey: o.llmAPIKey, Model: o.llmModel, MaxConcurrency: o.llmConcurrency}); err != nil {
+			return in, err
+		}
+	}
+	in.worker, err = worker.New(worker.Config{
+		Conn: in.nc, Store: in.store, Extractor: ext, Logger: logger,
+		Prefix: in.prefix, Stream: in.stream, JobSize: jobSize, Workers: 20,
+		FetchPollInterval: 100 * time.Millisecond,
+	})
+	if err != nil {
+		return in, err
+	}
+	if err = in.worker.Start(ctx); err != nil {
+		in.worker = nil
+		return in, err
+	}
+	// A generous timeout: the evaluation measures ranking, and a degraded
+	// reply (which it reports as an error) would only measure the machine.
+	in.enrich, err = enricher.New(enricher.Config{Conn: in.nc, Store: in.store, Prefix: in.prefix, Timeout: 10 * time.Second, Logger: logger})
+	if err != nil {
+		return in, err
+	}
+	if err = in.enrich.Start(ctx); err != nil {
+		in.enrich = nil
+		return in, err
+	}
+	in.client = enricher.NewClient(in.nc, in.prefix)
+	return in, nil
+}
+
+// close stops memoryd and deletes the schema and streams it used.
+func (in *instance) close(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if in.enrich != nil {
+		_ = in.enrich.Stop(ctx)
+	}
+	if in.worker != nil {
+		_ = in.worker.Stop(ctx)
+	}
+	if in.store != nil {
+		in.store.Close()
+	}
+	for i := len(in.cleanup) - 1; i >= 0; i-- {
+		if err := in.cleanup[i](ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "memeval: cleanup: %v\n", err)
+		}
+	}
+	if in.nc != nil {
+		in.nc.Close()
+	}
+}
+
+func (in *instance) userID(h haystack) string {
+	return fmt.Sprintf("eval-%s-%s-%s", in.run, h.dataset, h.name)
+}
+
+// ingest publishes every haystack's units as turn events, as a frontend
+// would, and waits until memoryd has processed them all (stats endpoint).
+func (in *instance) ingest(ctx context.Context, hs []haystack, wait time.Duration, progress func(done, total int)) error {
+	pub := events.NewPublisher(in.js, in.prefix)
+	if _, err := events.EnsureStream(ctx, in.js, events.StreamConfig{Prefix: in.prefix, Stream: in.stream}); err != nil {
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	total := 0
+	for _, h := range hs {
+		total += len(h.units)
+		user := in.userID(h)
+		g.Go(func() error {
+			for _, u := range h.units {
+				_, err := pub.Publish(gctx, events.Turn{
+					ID: u.eventID, UserID: user, ConversationID: user,
+					UserMessage: u.user, AssistantResponse: u.reply, Timestamp: u.at,
+				})
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(wait)
+	pending := map[string]int{}
+	for _, h := range hs {
+		pending[in.userID(h)] = len(h.units)
+	}
+	var mu sync.Mutex
+	for {
+		done := 0
+		for _, h := range hs {
+			user := in.userID(h)
+			mu.Lock()
+			want, ok := pending[user]
+			mu.Unlock()
+			if !ok {
+				done += len(h.units)
+				continue
+			}
+			st, err := in.client.Stats(ctx, user)
+			if err != nil {
+				return err
+			}
+			n := int(st.TurnsProcessed + st.TurnsFailed)
+			done += n
+			if n >= want {
+				if st.TurnsFailed > 0 {
+					return fmt.Errorf("user %s: %d turn(s) failed extraction", user, st.TurnsFailed)
+				}
+				mu.Lock()
+				delete(pending, user)
+				mu.Unlock()
+			}
+		}
+		progress(done, total)
+		if len(pending) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("turns not processed within %s (%d/%d)", wait, done, total)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// memorydRanker asks memory.enrich each question, as a frontend would.
+type memorydRanker struct {
+	in     *instance
+	tookMS []float64
+	tookMu sync.Mutex
+}
+
+func (m *memorydRanker) name() string { return "memoryd" }
+
+func (m *memorydRanker) rank(ctx context.Context, h haystack, k int) ([][]string, error) {
+	out := make([][]string, len(h.questions))
+	threshold, maxTokens := 0.0, enricher.MaxMaxTokens
+	for qi, q := range h.questions {
+		r, err := m.in.client.Enrich(ctx, enricher.EnrichRequest{
+			UserID: m.in.userID(h), Message: q.text, MaxResults: &k, Threshold: &threshold,
+			MaxTokens: &maxTokens, At: q.at,
+		})
+		if err != nil {
+			return nil, err
+		}
+		if r.Degraded {
+			return nil, fmt.Errorf("enrich degraded: %s", r.Reason)
+		}
+		m.tookMu.Lock()
+		m.tookMS = append(m.tookMS, r.TookMS)
+		m.tookMu.Unlock()
+		for _, it := range r.Context {
+			out[qi] = append(out[qi], it.EventID)
+		}
+	}
+	return out, nil
+}
