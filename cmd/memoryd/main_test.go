@@ -6,12 +6,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/events/eventstest"
@@ -178,35 +175,7 @@ func TestHelpListsEveryFlagWithEnvAndDefault(t *testing.T) {
 // (own port, no data dir) and checks the one-sentence explanation.
 func TestServeExplainsNATSWithoutJetStream(t *testing.T) {
 	t.Parallel()
-	bin, err := exec.LookPath("nats-server")
-	if err != nil {
-		bin = "/usr/sbin/nats-server"
-	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Skip("nats-server binary not installed")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	srv := exec.Command(bin, "-a", "127.0.0.1", "-p", fmt.Sprint(port))
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
-	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	deadline := time.Now().Add(10 * time.Second)
-	for tick := time.NewTicker(20 * time.Millisecond); ; <-tick.C {
-		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("private nats-server did not start")
-		}
-	}
+	url := privateNATS(t, func(port int) []string { return []string{"-a", "127.0.0.1", "-p", fmt.Sprint(port)} })
 	_, dbURL := storetest.Schema(t)
 	var out, errOut bytes.Buffer
 	code := run(context.Background(), &app{stdout: &out, stderr: &errOut},

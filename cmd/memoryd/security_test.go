@@ -1,18 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,21 +27,9 @@ import (
 // enrich and turn subjects (and its own reply inboxes).
 func startAuthNATS(t *testing.T) string {
 	t.Helper()
-	bin, err := exec.LookPath("nats-server")
-	if err != nil {
-		bin = "/usr/sbin/nats-server"
-	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Skip("nats-server binary not installed")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
 	dir := t.TempDir()
-	conf := fmt.Sprintf(`listen: "127.0.0.1:%d"
+	return privateNATS(t, func(port int) []string {
+		conf := fmt.Sprintf(`listen: "127.0.0.1:%d"
 jetstream { store_dir: %q }
 accounts {
   APP {
@@ -61,28 +45,12 @@ accounts {
   }
 }
 `, port, filepath.Join(dir, "js"))
-	path := filepath.Join(dir, "nats.conf")
-	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srv := exec.Command(bin, "-c", path)
-	var logs bytes.Buffer
-	srv.Stderr = &logs
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
-	deadline := time.Now().Add(10 * time.Second)
-	for tick := time.NewTicker(20 * time.Millisecond); ; <-tick.C {
-		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
-			c.Close()
-			break
+		path := filepath.Join(dir, "nats.conf")
+		if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("private nats-server did not start: %s", logs.String())
-		}
-	}
-	return fmt.Sprintf("nats://127.0.0.1:%d", port)
+		return []string{"-c", path}
+	})
 }
 
 // TestFrontendPermissionsConfineItToItsUser runs memoryd (user/password
@@ -245,30 +213,12 @@ func TestIsolationUnderRandomInterleavedWrites(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestInfoLogsCarryNoBodiesOrSecrets runs the pipeline, enrich, a rejected
 // event and a failing LLM at info level and checks that the logs contain no
 // message text and no password.
 func TestInfoLogsCarryNoBodiesOrSecrets(t *testing.T) {
 	t.Parallel()
-	var logs syncBuffer
+	var logs relBuf
 	_, dbURL := storetest.Schema(t)
 	nc := eventstest.Conn(t)
 	prefix, stream := eventstest.Names(t, nc)
