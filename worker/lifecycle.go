@@ -86,8 +86,8 @@ func (p ReplayProgress) ETA() time.Duration {
 
 // Replay reads the turn stream with ordered consumers (one per user in scope,
 // or one over all users) and sends every valid turn through extraction again:
-// turns are recorded or set back to pending and batched into one River job per
-// user per batch, so that the running workers rebuild memory without per-turn
+// turns are recorded or set back to pending and batched into River jobs of
+// JobSize turns, so that the running workers rebuild memory without per-turn
 // job overhead. Facts converge whatever order the jobs run in (latest source
 // time wins) and context is deduplicated, so replaying twice gives the same
 // memory as replaying once, and an interrupted replay can simply be re-run.
@@ -243,7 +243,7 @@ func replaySource(ctx context.Context, cfg ReplayConfig, client *river.Client[pg
 	return nil
 }
 
-// requeue records a batch of replayed turns and inserts one job per user for
+// requeue records a batch of replayed turns and inserts jobs of jobSize turns for
 // those that need extraction, in one transaction.
 func requeue(ctx context.Context, s *store.Store, client *river.Client[pgx.Tx], turns []store.Turn, jobSize int) (int, error) {
 	var n int

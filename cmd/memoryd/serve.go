@@ -168,11 +168,8 @@ func startService(ctx context.Context, o *serveOptions, logger *slog.Logger) (sv
 		}
 	}
 	svc = &service{logger: logger, metrics: newMetrics()}
-	if llm, ok := ext.(usageReporter); ok {
-		svc.metrics.reg.MustRegister(newServiceCollector(svc, llm))
-	} else {
-		svc.metrics.reg.MustRegister(newServiceCollector(svc, nil))
-	}
+	llm, _ := ext.(usageReporter) // nil with the offline extractor
+	svc.metrics.reg.MustRegister(newServiceCollector(svc, llm))
 	defer func() {
 		if err != nil {
 			svc.stop(context.WithoutCancel(ctx))
