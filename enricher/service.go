@@ -103,7 +103,7 @@ func (c Config) withDefaults() Config {
 		c.WriteTimeout = 5 * time.Second
 	}
 	if c.MaxFacts == 0 {
-		c.MaxFacts = 50
+		c.MaxFacts = DefaultMaxFacts
 	}
 	if c.MaxInFlight == 0 {
 		c.MaxInFlight = 64

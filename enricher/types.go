@@ -26,8 +26,10 @@ const (
 	DefaultMaxResults = 3
 	DefaultThreshold  = 0.3
 	DefaultMaxTokens  = 2000
-	MaxMaxResults     = 50
-	MaxMaxTokens      = 100000
+	// DefaultMaxFacts is Config.MaxFacts' default.
+	DefaultMaxFacts = 50
+	MaxMaxResults   = 50
+	MaxMaxTokens    = 100000
 	// DefaultSearchResults is the default max_results of a search.
 	DefaultSearchResults = 5
 )

@@ -1,13 +1,14 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // Search scoring.
@@ -145,102 +146,203 @@ func tsQuery(keywords []string) (string, string) {
 	return b.String(), terms.String()
 }
 
-// searchSQL ranks one user's matching context items (see Search scoring),
-// in one statement. kw is built once; cand is the user's items holding any
-// keyword: the user's rows are read through the user index and only then
-// matched (OFFSET 0 keeps the planner from flattening the subquery, so no
-// plan, generic plans included, can start from the GIN index's posting list
-// of every user's items, see docs/performance.md); coll is the user's item
-// count and mean field lengths (an index-only scan of context_user_len_idx);
-// tf has one row per candidate and query lexeme it holds, with the
-// field-weighted, length-normalised frequency. Every item holding a query
-// lexeme is a candidate, so counting tf rows per lexeme gives the user's
-// document frequency.
-var searchSQL = fmt.Sprintf(`
-	WITH kw AS MATERIALIZED (
-		SELECT to_tsquery('english', $2) AS q, tsvector_to_array(to_tsvector('english', $6)) AS terms
-	), cand AS MATERIALIZED (
-		SELECT c.id, c.created_at, c.search, c.question_len, c.answer_len
-		FROM (SELECT id, created_at, search, question_len, answer_len FROM context WHERE user_id = $1 OFFSET 0) c, kw
-		WHERE c.search @@ kw.q
-	), coll AS (
-		SELECT count(*)::float8 AS n, greatest(avg(question_len), 1)::float8 AS avgq, greatest(avg(answer_len), 1)::float8 AS avga
-		FROM context WHERE user_id = $1
-	), tf AS (
-		SELECT cand.id, t.lexeme,
-			(SELECT count(*) FILTER (WHERE w = 'A') / (1 - %[2]g + %[2]g * cand.question_len / coll.avgq)
-				+ %[3]g * count(*) FILTER (WHERE w <> 'A') / (1 - %[2]g + %[2]g * cand.answer_len / coll.avga)
-			 FROM unnest(t.weights) w)::float8 AS f
-		FROM cand, kw, coll, unnest(cand.search) t
-		WHERE t.lexeme = ANY (kw.terms)
-	), idf AS (
-		SELECT tf.lexeme, ln(1 + (coll.n + %[4]g - count(*) + 0.5) / (count(*) + 0.5)) AS idf
-		FROM tf, coll GROUP BY tf.lexeme, coll.n
-	), bm AS (
-		SELECT tf.id, sum(idf.idf * tf.f * (%[1]g + 1) / (tf.f + %[1]g)) AS s
-		FROM tf JOIN idf USING (lexeme)
-		GROUP BY tf.id
-	), scored AS (
-		SELECT cand.id, cand.created_at,
-			bm.s / (bm.s + %[5]g)
-			* (1 - %[6]g + %[6]g / (1 + greatest(extract(epoch FROM ($3::timestamptz - cand.created_at)), 0) / %[7]g)) AS score
-		FROM cand JOIN bm USING (id)
-	)
-	SELECT c.id, c.user_id, c.question, c.answer, c.created_at, c.event_id, c.conversation_id, s.score::float8
-	FROM scored s JOIN context c ON c.id = s.id
-	WHERE s.score >= $4
-	ORDER BY s.score DESC, s.created_at DESC, s.id DESC
-	LIMIT $5`, K1, B, AnswerWeight, IDFPrior, RelevanceHalf, RecencyWeight, RecencyDays*86400)
+// recallSQL reads, in one statement and so from one snapshot, everything a
+// recall needs: the user's latest facts (at most $3), the statistics BM25F
+// needs over all the user's items, the query's lexemes, and the candidates,
+// which are the user's items matching the tsquery. The ranking itself is done
+// in Go (see rank): computing it in SQL, by unnesting every candidate's
+// tsvector, cost three times the rest of the statement.
+//
+// One row is the head (head = true: statistics, lexemes, facts as parallel
+// arrays), every other row a candidate (head = false). The user's
+// rows are read through the user index and only then matched: OFFSET 0 keeps
+// the planner from flattening the subquery, so no plan, generic plans
+// included, can start from the GIN index's posting list of every user's items
+// (see docs/performance.md). The statistics are an index-only scan of
+// context_user_len_idx. $2 = ” (no usable keyword) reads no candidate.
+const recallSQL = `
+	WITH kw AS MATERIALIZED (SELECT to_tsquery('english', $2) AS q)
+	SELECT true AS head, coll.n, coll.avgq, coll.avga, tsvector_to_array(to_tsvector('english', $4)) AS terms,
+		f.keys, f.vals, f.source_ats, f.event_ids, f.updated_ats,
+		0::bigint, '', '', now(), '', '', 0::float8, 0::float8, ''
+	FROM (SELECT count(*)::float8 AS n, greatest(avg(question_len), 1)::float8 AS avgq, greatest(avg(answer_len), 1)::float8 AS avga
+		FROM context WHERE user_id = $1) coll,
+		(SELECT array_agg(key ORDER BY source_at DESC, key) AS keys, array_agg(value ORDER BY source_at DESC, key) AS vals,
+			array_agg(source_at ORDER BY source_at DESC, key) AS source_ats, array_agg(event_id ORDER BY source_at DESC, key) AS event_ids,
+			array_agg(updated_at ORDER BY source_at DESC, key) AS updated_ats
+		FROM (SELECT key, value, source_at, event_id, updated_at FROM facts WHERE user_id = $1 ORDER BY source_at DESC, key LIMIT $3) f0) f
+	UNION ALL
+	SELECT false, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL,
+		c.id, c.question, c.answer, c.created_at, c.event_id, c.conversation_id, c.question_len::float8, c.answer_len::float8, c.search::text
+	FROM (SELECT id, question, answer, created_at, event_id, conversation_id, question_len, answer_len, search
+		FROM context WHERE user_id = $1 AND $2 <> '' OFFSET 0) c, kw
+	WHERE c.search @@ kw.q`
 
-// SearchSQL returns the statement SearchContext and Recall run and its
-// arguments for q, so that benchmarks measure exactly that query. tsq is ""
-// when no keyword is usable (the store then skips the query).
-func SearchSQL(q SearchQuery) (sql, tsq string, args []any, err error) {
-	tsq, args, err = q.args()
-	return searchSQL, tsq, args, err
+// collection is what BM25F needs to know of all the user's items.
+type collection struct {
+	n, avgq, avga float64 // item count, mean question and answer lengths (at least 1)
 }
 
-const recallFactsSQL = `SELECT user_id, key, value, source_at, event_id, updated_at FROM facts
-	WHERE user_id = $1 ORDER BY source_at DESC, key LIMIT $2`
-
-func (q SearchQuery) args() (string, []any, error) {
-	if q.Limit < 1 {
-		return "", nil, fmt.Errorf("limit %d is under 1", q.Limit)
-	}
-	at := q.At
-	if at.IsZero() {
-		at = now()
-	}
-	tsq, terms := tsQuery(q.Keywords)
-	return tsq, []any{q.UserID, tsq, at, q.Threshold, q.Limit, terms}, nil
+// candidate is an item matching the query, with what ranking it needs.
+type candidate struct {
+	item       ContextItem
+	qlen, alen float64
+	search     string // the tsvector's text form
 }
 
-func scanScored(row pgx.CollectableRow) (ContextItem, error) {
-	var c ContextItem
-	err := row.Scan(&c.ID, &c.UserID, &c.Question, &c.Answer, &c.CreatedAt, &c.EventID, &c.ConversationID, &c.Score)
-	return c, err
+// rank scores the candidates (see Search scoring) for the query lexemes terms
+// at time at, and returns those scoring at least threshold, best first (ties:
+// newest, then highest id), at most limit. A candidate holding none of the
+// terms (possible only through a tsquery/tsvector parsing difference) scores
+// nothing and is dropped, as is one whose tsvector cannot be read.
+func rank(cands []candidate, terms []string, coll collection, at time.Time, threshold float64, limit int) []ContextItem {
+	type hit struct {
+		cand int
+		f    float64
+	}
+	// hits[t] lists the candidates holding terms[t]; len(hits[t]) is its
+	// document frequency among the user's items, since every item holding a
+	// query lexeme is a candidate.
+	hits := make([][]hit, len(terms))
+	var tf termCounts
+	for i := range cands {
+		c := &cands[i]
+		if err := tf.read(c.search, terms); err != nil {
+			continue
+		}
+		for t, n := range tf.counts {
+			if !n.seen {
+				continue
+			}
+			f := float64(n.question)/(1-B+B*c.qlen/coll.avgq) + AnswerWeight*float64(n.answer)/(1-B+B*c.alen/coll.avga)
+			hits[t] = append(hits[t], hit{i, f})
+		}
+	}
+	sums := make([]float64, len(cands))
+	matched := make([]bool, len(cands))
+	for _, hs := range hits {
+		df := float64(len(hs))
+		idf := math.Log(1 + (coll.n+IDFPrior-df+0.5)/(df+0.5))
+		for _, h := range hs {
+			sums[h.cand] += idf * h.f * (K1 + 1) / (h.f + K1)
+			matched[h.cand] = true
+		}
+	}
+	out := make([]ContextItem, 0, min(limit, len(cands)))
+	for i := range cands {
+		if !matched[i] {
+			continue
+		}
+		s := sums[i]
+		age := max(at.Sub(cands[i].item.CreatedAt).Seconds(), 0)
+		score := s / (s + RelevanceHalf) * (1 - RecencyWeight + RecencyWeight/(1+age/(RecencyDays*86400)))
+		if score < threshold {
+			continue
+		}
+		it := cands[i].item
+		it.Score = score
+		out = append(out, it)
+	}
+	slices.SortFunc(out, func(a, b ContextItem) int {
+		if c := cmp.Compare(b.Score, a.Score); c != 0 {
+			return c
+		}
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.ID, a.ID)
+	})
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out
 }
 
-// SearchContext returns the user's context items matching any keyword, best
-// score first (ties: newest first), at most q.Limit, none under q.Threshold.
-// It never fails because of the keywords' content.
-func (s *Store) SearchContext(ctx context.Context, q SearchQuery) ([]ContextItem, error) {
-	tsq, args, err := q.args()
-	if err != nil {
-		return nil, fmt.Errorf("search context: %w", err)
+// termCounts counts, for each query lexeme, its positions in one tsvector's
+// question (weight A) and answer (any other weight). It is reused across
+// candidates to avoid allocating per item.
+type termCounts struct {
+	counts []termCount
+	lex    []byte
+}
+
+type termCount struct {
+	seen             bool
+	question, answer int
+}
+
+// read parses the text form of a tsvector ('lexeme':1A,5B 'other':3 …, with
+// ' and \ doubled inside lexemes; weight D is not written) and counts the
+// positions of each of terms.
+func (tc *termCounts) read(v string, terms []string) error {
+	tc.counts = slices.Grow(tc.counts[:0], len(terms))[:len(terms)]
+	clear(tc.counts)
+	i := 0
+	for i < len(v) {
+		if v[i] == ' ' {
+			i++
+			continue
+		}
+		if v[i] != '\'' {
+			return fmt.Errorf("tsvector: want a quote at %d", i)
+		}
+		i++
+		// The lexeme, unescaped into tc.lex.
+		tc.lex = tc.lex[:0]
+		for {
+			if i >= len(v) {
+				return fmt.Errorf("tsvector: unterminated lexeme")
+			}
+			ch := v[i]
+			if (ch == '\'' || ch == '\\') && i+1 < len(v) && v[i+1] == ch {
+				tc.lex = append(tc.lex, ch)
+				i += 2
+				continue
+			}
+			if ch == '\'' {
+				i++
+				break
+			}
+			tc.lex = append(tc.lex, ch)
+			i++
+		}
+		t := slices.Index(terms, string(tc.lex)) // no allocation: the conversion is only compared
+		var n *termCount
+		if t >= 0 {
+			n = &tc.counts[t]
+			n.seen = true
+		}
+		if i >= len(v) || v[i] != ':' {
+			continue // a lexeme without positions
+		}
+		i++
+		// Positions: digits, then the weight letter (none for D), comma-separated.
+		for {
+			for i < len(v) && v[i] >= '0' && v[i] <= '9' {
+				i++
+			}
+			w := byte('D')
+			if i < len(v) && v[i] >= 'A' && v[i] <= 'C' {
+				w = v[i]
+				i++
+			}
+			if n != nil {
+				if w == 'A' {
+					n.question++
+				} else {
+					n.answer++
+				}
+			}
+			if i >= len(v) || v[i] != ',' {
+				break
+			}
+			i++
+		}
+		if i < len(v) && v[i] != ' ' {
+			return fmt.Errorf("tsvector: unexpected %q at %d", v[i], i)
+		}
 	}
-	if tsq == "" {
-		return []ContextItem{}, nil
-	}
-	rows, err := s.db.Query(ctx, searchSQL, args...)
-	if err != nil {
-		return nil, fmt.Errorf("search context: %w", err)
-	}
-	items, err := pgx.CollectRows(rows, scanScored)
-	if err != nil {
-		return nil, fmt.Errorf("search context: %w", err)
-	}
-	return items, nil
+	return nil
 }
 
 // RecallQuery is what enrich reads: a search plus the user's facts.
@@ -250,50 +352,87 @@ type RecallQuery struct {
 	MaxFacts int
 }
 
+// SearchContext returns the user's context items matching any keyword, best
+// score first (ties: newest first), at most q.Limit, none under q.Threshold.
+// It never fails because of the keywords' content.
+func (s *Store) SearchContext(ctx context.Context, q SearchQuery) ([]ContextItem, error) {
+	_, items, err := s.recall(ctx, q, 0)
+	if err != nil {
+		return nil, fmt.Errorf("search context: %w", err)
+	}
+	return items, nil
+}
+
 // Recall returns the user's facts (most recently set first, at most
-// q.MaxFacts) and the context items SearchContext would return, in one round
-// trip to Postgres (a pipelined batch).
+// q.MaxFacts) and the context items SearchContext would return, from one
+// statement: one round trip to Postgres and one snapshot, so a reply never
+// shows a turn's context without the facts committed with it.
 func (s *Store) Recall(ctx context.Context, q RecallQuery) ([]Fact, []ContextItem, error) {
 	if q.MaxFacts < 1 {
 		return nil, nil, fmt.Errorf("recall: max facts %d is under 1", q.MaxFacts)
 	}
-	tsq, args, err := q.args()
+	facts, items, err := s.recall(ctx, q.SearchQuery, q.MaxFacts)
 	if err != nil {
 		return nil, nil, fmt.Errorf("recall: %w", err)
 	}
-	sender, ok := s.db.(interface {
-		SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
-	})
-	if !ok {
-		return nil, nil, fmt.Errorf("recall: %T cannot send a batch", s.db)
-	}
-	var (
-		batch pgx.Batch
-		facts []Fact
-		items = []ContextItem{}
-	)
-	// One snapshot for both reads, so a reply never shows a turn's context
-	// without the facts committed with it; still one round trip. (Inside a
-	// caller's transaction that transaction's isolation applies instead.)
-	own := s.db == DBTX(s.pool)
-	if own {
-		batch.Queue(`BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY`)
-	}
-	batch.Queue(recallFactsSQL, q.UserID, q.MaxFacts).Query(func(rows pgx.Rows) (err error) {
-		facts, err = pgx.CollectRows(rows, scanFact)
-		return err
-	})
-	if tsq != "" {
-		batch.Queue(searchSQL, args...).Query(func(rows pgx.Rows) (err error) {
-			items, err = pgx.CollectRows(rows, scanScored)
-			return err
-		})
-	}
-	if own {
-		batch.Queue(`COMMIT`)
-	}
-	if err := sender.SendBatch(ctx, &batch).Close(); err != nil {
-		return nil, nil, fmt.Errorf("recall: %w", err)
-	}
 	return facts, items, nil
+}
+
+// recall runs recallSQL and ranks its candidates. facts is never nil.
+func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact, []ContextItem, error) {
+	if q.Limit < 1 {
+		return nil, nil, fmt.Errorf("limit %d is under 1", q.Limit)
+	}
+	at := q.At
+	if at.IsZero() {
+		at = now()
+	}
+	tsq, terms := tsQuery(q.Keywords)
+	rows, err := s.db.Query(ctx, recallSQL, q.UserID, tsq, maxFacts, terms)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	var (
+		h     recallHead
+		c     candidate
+		cands []candidate
+	)
+	for rows.Next() {
+		// Every row has the head's and a candidate's columns; the part a
+		// row is not about holds placeholders.
+		var r recallHead
+		if err := rows.Scan(&r.head, &r.coll.n, &r.coll.avgq, &r.coll.avga, &r.terms,
+			&r.keys, &r.values, &r.sourceAts, &r.eventIDs, &r.updatedAts,
+			&c.item.ID, &c.item.Question, &c.item.Answer, &c.item.CreatedAt, &c.item.EventID, &c.item.ConversationID,
+			&c.qlen, &c.alen, &c.search); err != nil {
+			return nil, nil, err
+		}
+		if r.head {
+			h = r
+			continue
+		}
+		c.item.UserID = q.UserID
+		cands = append(cands, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	if !h.head {
+		return nil, nil, fmt.Errorf("recall read no head row")
+	}
+	facts := make([]Fact, len(h.keys))
+	for i := range facts {
+		facts[i] = Fact{UserID: q.UserID, Key: h.keys[i], Value: h.values[i], SourceAt: h.sourceAts[i], EventID: h.eventIDs[i], UpdatedAt: h.updatedAts[i]}
+	}
+	return facts, rank(cands, h.terms, h.coll, at, q.Threshold, q.Limit), nil
+}
+
+// recallHead is recallSQL's first row.
+type recallHead struct {
+	head                   bool
+	coll                   collection
+	terms                  []string // the query's lexemes
+	keys, values, eventIDs []string // the facts, as parallel arrays
+	sourceAts, updatedAts  []time.Time
 }

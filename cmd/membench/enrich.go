@@ -171,9 +171,9 @@ func (b *bench) enrichPhase(ctx context.Context) error {
 			return err
 		}
 	}
-	cpu0, self0 := machineCPU(), selfCPU()
+	cpu0 := sampleCPU()
 	r.enrich8, err = enrichLoad(ctx, clients, prefix, o, o.loadDuration, 3)
-	cpu1, self1 := machineCPU(), selfCPU()
+	cpu1 := sampleCPU()
 	if prof != nil {
 		pprof.StopCPUProfile()
 		prof.Close()
@@ -182,7 +182,7 @@ func (b *bench) enrichPhase(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.cpu8 = cpuSplit(cpu0, cpu1, self0, self1)
+	r.cpu8 = cpuSplit(cpu0, cpu1)
 
 	// The same load through a real `memoryd serve` process on this schema,
 	// for its resident memory at 1M items.
@@ -286,10 +286,9 @@ func cmp(have, next error) error {
 
 // serialWithFloor measures, one request at a time, enrich, the NATS echo
 // (same payload, a responder doing no work) and the full-text query enrich
-// needs, alone, directly through pgx: store.SearchContext issues exactly the
-// search statement of store.Recall (which adds the facts read and a snapshot
-// in the same round trip), with enrich's keywords, default threshold and
-// limit.
+// needs, alone, directly through pgx: store.Recall, the one statement enrich
+// runs (facts, collection statistics and candidates) and its ranking, with
+// enrich's keywords, default threshold, limit and facts cap.
 func serialWithFloor(ctx context.Context, nc *nats.Conn, prefix, url string, reqs []request, r *results) error {
 	s, err := store.Open(ctx, store.Config{URL: url, MaxConns: 2, Logger: quietLogger()})
 	if err != nil {
@@ -320,9 +319,12 @@ func serialWithFloor(ctx context.Context, nc *nats.Conn, prefix, url string, req
 				}
 				r.echo = append(r.echo, time.Since(t0))
 			case 2:
-				q := store.SearchQuery{UserID: userID(rq.user), Keywords: enricher.Keywords(rq.message), Threshold: enricher.DefaultThreshold, Limit: enricher.DefaultMaxResults}
+				q := store.RecallQuery{
+					SearchQuery: store.SearchQuery{UserID: userID(rq.user), Keywords: enricher.Keywords(rq.message), Threshold: enricher.DefaultThreshold, Limit: enricher.DefaultMaxResults},
+					MaxFacts:    enricher.DefaultMaxFacts,
+				}
 				t0 := time.Now()
-				items, err := s.SearchContext(ctx, q)
+				_, items, err := s.Recall(ctx, q)
 				if err != nil {
 					return err
 				}
@@ -450,45 +452,78 @@ func (p *serveProc) logTail() string {
 	return "memoryd serve log tail:\n" + string(data)
 }
 
-// CPU accounting over an interval: machine busy time from /proc/stat and
-// this process's own CPU (client and in-process enrich service); the rest is
-// Postgres and nats-server (and anything else running).
-type cpuSample struct{ busy, total float64 }
+// CPU accounting over an interval: machine busy time from /proc/stat, this
+// process's own CPU (clients and in-process enrich service), and the CPU of
+// the postgres and nats-server processes from /proc/<pid>/stat, so that the
+// table shows where each request's CPU goes.
+type cpuSample struct {
+	busy, total    float64 // machine, clock ticks
+	postgres, nats float64 // those processes' utime+stime, clock ticks
+	self           time.Duration
+}
 
-func machineCPU() cpuSample {
-	data, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return cpuSample{}
-	}
-	f := strings.Fields(strings.SplitN(string(data), "\n", 2)[0])
+func sampleCPU() cpuSample {
 	var s cpuSample
-	for i, v := range f[1:] {
-		x, _ := strconv.ParseFloat(v, 64)
-		s.total += x
-		if i != 3 && i != 4 { // idle, iowait
-			s.busy += x
+	if data, err := os.ReadFile("/proc/stat"); err == nil {
+		f := strings.Fields(strings.SplitN(string(data), "\n", 2)[0])
+		for i, v := range f[1:] {
+			x, _ := strconv.ParseFloat(v, 64)
+			s.total += x
+			if i != 3 && i != 4 { // idle, iowait
+				s.busy += x
+			}
 		}
 	}
+	s.postgres, s.nats = procTicks("postgres"), procTicks("nats-server")
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	s.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	return s
 }
 
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+// procTicks sums the user and system CPU (clock ticks) of the running
+// processes whose command name is name.
+func procTicks(name string) float64 {
+	paths, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var sum float64
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue // exited meanwhile
+		}
+		st := string(data)
+		open, closing := strings.IndexByte(st, '('), strings.LastIndexByte(st, ')')
+		if open < 0 || closing < open || st[open+1:closing] != name {
+			continue
+		}
+		f := strings.Fields(st[closing+1:])
+		if len(f) < 13 {
+			continue
+		}
+		u, _ := strconv.ParseFloat(f[11], 64)
+		k, _ := strconv.ParseFloat(f[12], 64)
+		sum += u + k
+	}
+	return sum
 }
 
+// cpuShare is how the machine's CPU was used over an interval, in percent of
+// its capacity (all cores).
 type cpuShare struct {
-	busyPct, selfPct, otherPct float64 // of the machine's capacity
+	busyPct, selfPct, postgresPct, natsPct float64
 }
 
-func cpuSplit(a, b cpuSample, selfA, selfB time.Duration) cpuShare {
+func cpuSplit(a, b cpuSample) cpuShare {
 	const hz = 100 // USER_HZ
 	total := b.total - a.total
 	if total <= 0 {
 		return cpuShare{}
 	}
-	busy := (b.busy - a.busy) / total * 100
-	self := (selfB - selfA).Seconds() * hz / total * 100
-	return cpuShare{busyPct: busy, selfPct: self, otherPct: max(busy-self, 0)}
+	pct := func(ticks float64) float64 { return ticks / total * 100 }
+	return cpuShare{
+		busyPct:     pct(b.busy - a.busy),
+		selfPct:     pct((b.self - a.self).Seconds() * hz),
+		postgresPct: pct(b.postgres - a.postgres),
+		natsPct:     pct(b.nats - a.nats),
+	}
 }

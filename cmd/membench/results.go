@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"time"
 )
@@ -68,8 +69,13 @@ func (r *results) markdown(o *options) string {
 		row(fmt.Sprintf("enrich throughput, %d clients", o.clients), fmt.Sprintf("%.0f/s", r.enrich8.perSecond),
 			fmt.Sprintf("1 client: %.0f/s", r.enrich1.perSecond), "", "≥ 3,000/s", check(r.enrich8.perSecond >= 3000))
 		row(fmt.Sprintf("enrich latency, %d clients", o.clients), fmt.Sprintf("p50 %s, p99 %s", ms(r.enrich8.lat.pct(.5)), ms(r.enrich8.lat.pct(.99))), "", "", "", "")
-		row(fmt.Sprintf("CPU during the %d-client run", o.clients), fmt.Sprintf("machine %.0f%% busy: bench process (clients + enrich service) %.0f%%, Postgres + nats-server %.0f%%",
-			r.cpu8.busyPct, r.cpu8.selfPct, r.cpu8.otherPct), "", "", "", "")
+		c := r.cpu8
+		perReq := func(pct float64) string { // CPU ms per request, of a machine with ncpu cores
+			return fmt.Sprintf("%.3f ms", pct/100*float64(runtime.NumCPU())*1000/r.enrich8.perSecond)
+		}
+		row(fmt.Sprintf("CPU during the %d-client run", o.clients), fmt.Sprintf("machine %.0f%% busy: bench process (clients + enrich service) %.0f%%, Postgres %.0f%%, nats-server %.0f%%",
+			c.busyPct, c.selfPct, c.postgresPct, c.natsPct),
+			fmt.Sprintf("CPU per request: bench process %s, Postgres %s, nats-server %s", perReq(c.selfPct), perReq(c.postgresPct), perReq(c.natsPct)), "", "", "")
 		row("enrich replies with context / degraded", fmt.Sprintf("%.0f%% / %d", pctOf(r.enrich1.hits+r.enrich8.hits, r.enrich1.n+r.enrich8.n), r.enrich1.degraded+r.enrich8.degraded),
 			fmt.Sprintf("query returned %.2f rows on average", r.queryRows), "", "", "")
 		row(fmt.Sprintf("enrich via `memoryd serve`, %d clients", o.clients), fmt.Sprintf("%.0f/s, p50 %s, p99 %s", r.serveEnrich.perSecond, ms(r.serveEnrich.lat.pct(.5)), ms(r.serveEnrich.lat.pct(.99))), "", "", "", "")
