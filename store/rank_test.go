@@ -1,6 +1,7 @@
 package store
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -30,7 +31,7 @@ func TestTermCountsRead(t *testing.T) {
 	}
 	var tc termCounts
 	for _, tt := range tests {
-		err := tc.read(tt.vector, tt.terms)
+		err := tc.read([]byte(tt.vector), tt.terms)
 		if (err != nil) != tt.wantErr {
 			t.Fatalf("%s: err %v, want error %v", tt.name, err, tt.wantErr)
 		}
@@ -51,26 +52,28 @@ func TestTermCountsRead(t *testing.T) {
 func TestRankOrderThresholdLimit(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	item := func(id int64, age time.Duration) ContextItem {
-		return ContextItem{ID: id, CreatedAt: at.Add(-age)}
-	}
 	coll := collection{n: 10, avgq: 3, avga: 5}
-	cands := []candidate{
-		{item: item(1, 0), qlen: 3, alen: 5, search: "'dog':1B"},            // answer only
-		{item: item(2, 0), qlen: 3, alen: 5, search: "'dog':1A"},            // question
-		{item: item(3, 24*time.Hour), qlen: 3, alen: 5, search: "'dog':1A"}, // same, older
-		{item: item(4, 0), qlen: 3, alen: 5, search: "'cat':1A"},            // no term
-		{item: item(5, 0), qlen: 3, alen: 5, search: "'dog:1A"},             // unreadable
-		{item: item(6, 0), qlen: 3, alen: 5, search: "'dog':1A"},            // ties with 2, higher id
+	var arena []byte
+	cand := func(id int64, age time.Duration, vector string) candidate {
+		return candidate{id: id, createdAt: at.Add(-age), qlen: 3, alen: 5,
+			question: push(&arena, []byte(fmt.Sprint("q", id))), search: push(&arena, []byte(vector))}
 	}
-	got := rank(cands, []string{"dog"}, coll, at, 0, 10)
+	cands := []candidate{
+		cand(1, 0, "'dog':1B"),            // answer only
+		cand(2, 0, "'dog':1A"),            // question
+		cand(3, 24*time.Hour, "'dog':1A"), // same, older
+		cand(4, 0, "'cat':1A"),            // no term
+		cand(5, 0, "'dog:1A"),             // unreadable
+		cand(6, 0, "'dog':1A"),            // ties with 2, higher id
+	}
+	got := rank("u", cands, arena, []string{"dog"}, coll, at, 0, 10)
 	wantIDs := []int64{6, 2, 3, 1}
 	if len(got) != len(wantIDs) {
 		t.Fatalf("ranked %+v, want ids %v", got, wantIDs)
 	}
 	for i, id := range wantIDs {
-		if got[i].ID != id {
-			t.Fatalf("position %d is %d, want %d (%+v)", i, got[i].ID, id, got)
+		if got[i].ID != id || got[i].Question != fmt.Sprint("q", id) || got[i].UserID != "u" {
+			t.Fatalf("position %d is %+v, want item %d (%+v)", i, got[i], id, got)
 		}
 	}
 	// df = 4 of the candidates (the unreadable one is not counted); one
@@ -80,7 +83,7 @@ func TestRankOrderThresholdLimit(t *testing.T) {
 	if want := s / (s + RelevanceHalf); math.Abs(got[0].Score-want) > 1e-12 {
 		t.Fatalf("score %.15f, want %.15f", got[0].Score, want)
 	}
-	if got := rank(cands, []string{"dog"}, coll, at, got[2].Score, 2); len(got) != 2 || got[0].ID != 6 || got[1].ID != 2 {
+	if got := rank("u", cands, arena, []string{"dog"}, coll, at, got[2].Score, 2); len(got) != 2 || got[0].ID != 6 || got[1].ID != 2 {
 		t.Fatalf("threshold and limit: %+v", got)
 	}
 }

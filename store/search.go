@@ -1,14 +1,18 @@
 package store
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Search scoring.
@@ -147,55 +151,79 @@ func tsQuery(keywords []string) (string, string) {
 }
 
 // recallSQL reads, in one statement and so from one snapshot, everything a
-// recall needs: the user's latest facts (at most $3), the statistics BM25F
-// needs over all the user's items, the query's lexemes, and the candidates,
-// which are the user's items matching the tsquery. The ranking itself is done
-// in Go (see rank): computing it in SQL, by unnesting every candidate's
-// tsvector, cost three times the rest of the statement.
+// recall needs: the statistics BM25F needs over all the user's items and the
+// query's lexemes (kind 0, one row), the user's latest facts (kind 1, at most
+// $3, most recent first), and the candidates (kind 2): the user's items
+// matching the tsquery. The ranking itself is done in Go (see rank):
+// computing it in SQL, by unnesting every candidate's tsvector, cost three
+// times the rest of the statement. Columns a row's kind does not use are
+// NULL; facts carry their key and value in a and b and source_at in at.
 //
-// One row is the head (head = true: statistics, lexemes, facts as parallel
-// arrays), every other row a candidate (head = false). The user's
-// rows are read through the user index and only then matched: OFFSET 0 keeps
-// the planner from flattening the subquery, so no plan, generic plans
-// included, can start from the GIN index's posting list of every user's items
-// (see docs/performance.md). The statistics are an index-only scan of
-// context_user_len_idx. $2 = ” (no usable keyword) reads no candidate.
+// The user's items are read through the user index and only then matched:
+// OFFSET 0 keeps the planner from flattening the subquery, so no plan,
+// generic plans included, can start from the GIN index's posting list of
+// every user's items (see docs/performance.md). The statistics are an
+// index-only scan of context_user_len_idx. $2 = ” (no usable keyword) reads
+// no candidate.
 const recallSQL = `
 	WITH kw AS MATERIALIZED (SELECT to_tsquery('english', $2) AS q)
-	SELECT true AS head, coll.n, coll.avgq, coll.avga, tsvector_to_array(to_tsvector('english', $4)) AS terms,
-		f.keys, f.vals, f.source_ats, f.event_ids, f.updated_ats,
-		0::bigint, '', '', now(), '', '', 0::float8, 0::float8, ''
-	FROM (SELECT count(*)::float8 AS n, greatest(avg(question_len), 1)::float8 AS avgq, greatest(avg(answer_len), 1)::float8 AS avga
-		FROM context WHERE user_id = $1) coll,
-		(SELECT array_agg(key ORDER BY source_at DESC, key) AS keys, array_agg(value ORDER BY source_at DESC, key) AS vals,
-			array_agg(source_at ORDER BY source_at DESC, key) AS source_ats, array_agg(event_id ORDER BY source_at DESC, key) AS event_ids,
-			array_agg(updated_at ORDER BY source_at DESC, key) AS updated_ats
-		FROM (SELECT key, value, source_at, event_id, updated_at FROM facts WHERE user_id = $1 ORDER BY source_at DESC, key LIMIT $3) f0) f
+	SELECT 0::int2 AS kind, count(*)::float8 AS n, greatest(avg(question_len), 1)::float8 AS avgq,
+		greatest(avg(answer_len), 1)::float8 AS avga, tsvector_to_array(to_tsvector('english', $4)) AS terms,
+		NULL::bigint AS id, NULL::text AS a, NULL::text AS b, NULL::timestamptz AS at, NULL::timestamptz AS updated_at,
+		NULL::text AS event_id, NULL::text AS conversation_id, NULL::float8 AS qlen, NULL::float8 AS alen, NULL::text AS search
+	FROM context WHERE user_id = $1
 	UNION ALL
-	SELECT false, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL,
-		c.id, c.question, c.answer, c.created_at, c.event_id, c.conversation_id, c.question_len::float8, c.answer_len::float8, c.search::text
+	(SELECT 1, NULL, NULL, NULL, NULL, NULL, key, value, source_at, updated_at, event_id, NULL, NULL, NULL, NULL
+	FROM facts WHERE user_id = $1 ORDER BY source_at DESC, key LIMIT $3)
+	UNION ALL
+	SELECT 2, NULL, NULL, NULL, NULL, c.id, c.question, c.answer, c.created_at, NULL, c.event_id, c.conversation_id,
+		c.question_len, c.answer_len, c.search::text
 	FROM (SELECT id, question, answer, created_at, event_id, conversation_id, question_len, answer_len, search
 		FROM context WHERE user_id = $1 AND $2 <> '' OFFSET 0) c, kw
 	WHERE c.search @@ kw.q`
+
+// Row kinds of recallSQL.
+const (
+	rowStats     = 0
+	rowFact      = 1
+	rowCandidate = 2
+)
 
 // collection is what BM25F needs to know of all the user's items.
 type collection struct {
 	n, avgq, avga float64 // item count, mean question and answer lengths (at least 1)
 }
 
-// candidate is an item matching the query, with what ranking it needs.
+// candidate is an item matching the query, as read by recall: its texts
+// stay in the recall's arena (see span) until it is known to be returned.
 type candidate struct {
-	item       ContextItem
-	qlen, alen float64
-	search     string // the tsvector's text form
+	id                      int64
+	createdAt               time.Time
+	qlen, alen              float64
+	question, answer        span
+	eventID, conversationID span
+	search                  span // the tsvector's text form
+}
+
+// span is a slice of an arena, by offsets so the arena can grow.
+type span struct{ start, end int }
+
+func (sp span) of(arena []byte) []byte { return arena[sp.start:sp.end] }
+
+// push appends b to the arena and returns its span.
+func push(arena *[]byte, b []byte) span {
+	start := len(*arena)
+	*arena = append(*arena, b...)
+	return span{start, len(*arena)}
 }
 
 // rank scores the candidates (see Search scoring) for the query lexemes terms
 // at time at, and returns those scoring at least threshold, best first (ties:
-// newest, then highest id), at most limit. A candidate holding none of the
-// terms (possible only through a tsquery/tsvector parsing difference) scores
-// nothing and is dropped, as is one whose tsvector cannot be read.
-func rank(cands []candidate, terms []string, coll collection, at time.Time, threshold float64, limit int) []ContextItem {
+// newest, then highest id), at most limit, with the user's id set. A
+// candidate holding none of the terms (possible only through a
+// tsquery/tsvector parsing difference) scores nothing and is dropped, as is
+// one whose tsvector cannot be read.
+func rank(userID string, cands []candidate, arena []byte, terms []string, coll collection, at time.Time, threshold float64, limit int) []ContextItem {
 	type hit struct {
 		cand int
 		f    float64
@@ -207,7 +235,7 @@ func rank(cands []candidate, terms []string, coll collection, at time.Time, thre
 	var tf termCounts
 	for i := range cands {
 		c := &cands[i]
-		if err := tf.read(c.search, terms); err != nil {
+		if err := tf.read(c.search.of(arena), terms); err != nil {
 			continue
 		}
 		for t, n := range tf.counts {
@@ -217,6 +245,10 @@ func rank(cands []candidate, terms []string, coll collection, at time.Time, thre
 			f := float64(n.question)/(1-B+B*c.qlen/coll.avgq) + AnswerWeight*float64(n.answer)/(1-B+B*c.alen/coll.avga)
 			hits[t] = append(hits[t], hit{i, f})
 		}
+	}
+	type scored struct {
+		cand  int
+		score float64
 	}
 	sums := make([]float64, len(cands))
 	matched := make([]bool, len(cands))
@@ -228,42 +260,52 @@ func rank(cands []candidate, terms []string, coll collection, at time.Time, thre
 			matched[h.cand] = true
 		}
 	}
-	out := make([]ContextItem, 0, min(limit, len(cands)))
+	kept := make([]scored, 0, len(cands))
 	for i := range cands {
 		if !matched[i] {
 			continue
 		}
 		s := sums[i]
-		age := max(at.Sub(cands[i].item.CreatedAt).Seconds(), 0)
+		age := max(at.Sub(cands[i].createdAt).Seconds(), 0)
 		score := s / (s + RelevanceHalf) * (1 - RecencyWeight + RecencyWeight/(1+age/(RecencyDays*86400)))
-		if score < threshold {
-			continue
+		if score >= threshold {
+			kept = append(kept, scored{i, score})
 		}
-		it := cands[i].item
-		it.Score = score
-		out = append(out, it)
 	}
-	slices.SortFunc(out, func(a, b ContextItem) int {
-		if c := cmp.Compare(b.Score, a.Score); c != 0 {
+	slices.SortFunc(kept, func(x, y scored) int {
+		if c := cmp.Compare(y.score, x.score); c != 0 {
 			return c
 		}
-		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+		a, b := &cands[x.cand], &cands[y.cand]
+		if c := b.createdAt.Compare(a.createdAt); c != 0 {
 			return c
 		}
-		return cmp.Compare(b.ID, a.ID)
+		return cmp.Compare(b.id, a.id)
 	})
-	if len(out) > limit {
-		out = out[:limit]
+	kept = kept[:min(len(kept), limit)]
+	out := make([]ContextItem, len(kept))
+	for i, k := range kept {
+		c := &cands[k.cand]
+		out[i] = ContextItem{
+			ID:             c.id,
+			UserID:         userID,
+			Question:       string(c.question.of(arena)),
+			Answer:         string(c.answer.of(arena)),
+			CreatedAt:      c.createdAt,
+			EventID:        string(c.eventID.of(arena)),
+			ConversationID: string(c.conversationID.of(arena)),
+			Score:          k.score,
+		}
 	}
 	return out
 }
 
 // termCounts counts, for each query lexeme, its positions in one tsvector's
 // question (weight A) and answer (any other weight). It is reused across
-// candidates to avoid allocating per item.
+// candidates so that reading them allocates nothing.
 type termCounts struct {
 	counts []termCount
-	lex    []byte
+	lex    []byte // an escaped lexeme, unescaped
 }
 
 type termCount struct {
@@ -273,8 +315,9 @@ type termCount struct {
 
 // read parses the text form of a tsvector ('lexeme':1A,5B 'other':3 …, with
 // ' and \ doubled inside lexemes; weight D is not written) and counts the
-// positions of each of terms.
-func (tc *termCounts) read(v string, terms []string) error {
+// positions of each of terms. Lexemes that are not terms are skipped without
+// reading their positions.
+func (tc *termCounts) read(v []byte, terms []string) error {
 	tc.counts = slices.Grow(tc.counts[:0], len(terms))[:len(terms)]
 	clear(tc.counts)
 	i := 0
@@ -287,33 +330,54 @@ func (tc *termCounts) read(v string, terms []string) error {
 			return fmt.Errorf("tsvector: want a quote at %d", i)
 		}
 		i++
-		// The lexeme, unescaped into tc.lex.
-		tc.lex = tc.lex[:0]
-		for {
-			if i >= len(v) {
-				return fmt.Errorf("tsvector: unterminated lexeme")
-			}
-			ch := v[i]
-			if (ch == '\'' || ch == '\\') && i+1 < len(v) && v[i+1] == ch {
+		end := bytes.IndexByte(v[i:], '\'')
+		if end < 0 {
+			return errors.New("tsvector: unterminated lexeme")
+		}
+		lex := v[i : i+end]
+		if (i+end+1 < len(v) && v[i+end+1] == '\'') || bytes.IndexByte(lex, '\\') >= 0 {
+			// Escapes: unescape into tc.lex.
+			tc.lex = tc.lex[:0]
+			for {
+				if i >= len(v) {
+					return errors.New("tsvector: unterminated lexeme")
+				}
+				ch := v[i]
+				if (ch == '\'' || ch == '\\') && i+1 < len(v) && v[i+1] == ch {
+					tc.lex = append(tc.lex, ch)
+					i += 2
+					continue
+				}
+				if ch == '\'' {
+					break
+				}
 				tc.lex = append(tc.lex, ch)
-				i += 2
-				continue
-			}
-			if ch == '\'' {
 				i++
+			}
+			lex = tc.lex
+		} else {
+			i += end
+		}
+		i++ // the closing quote
+		var n *termCount
+		for t, term := range terms {
+			if string(lex) == term { // compared, not converted: no allocation
+				n = &tc.counts[t]
+				n.seen = true
 				break
 			}
-			tc.lex = append(tc.lex, ch)
-			i++
-		}
-		t := slices.Index(terms, string(tc.lex)) // no allocation: the conversion is only compared
-		var n *termCount
-		if t >= 0 {
-			n = &tc.counts[t]
-			n.seen = true
 		}
 		if i >= len(v) || v[i] != ':' {
 			continue // a lexeme without positions
+		}
+		if n == nil {
+			// Not a query lexeme: positions hold neither spaces nor quotes.
+			if sp := bytes.IndexByte(v[i:], ' '); sp >= 0 {
+				i += sp
+			} else {
+				i = len(v)
+			}
+			continue
 		}
 		i++
 		// Positions: digits, then the weight letter (none for D), comma-separated.
@@ -326,12 +390,10 @@ func (tc *termCounts) read(v string, terms []string) error {
 				w = v[i]
 				i++
 			}
-			if n != nil {
-				if w == 'A' {
-					n.question++
-				} else {
-					n.answer++
-				}
+			if w == 'A' {
+				n.question++
+			} else {
+				n.answer++
 			}
 			if i >= len(v) || v[i] != ',' {
 				break
@@ -394,45 +456,58 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 	}
 	defer rows.Close()
 	var (
-		h     recallHead
-		c     candidate
-		cands []candidate
+		kind                int16
+		coll                collection
+		lexemes             []string
+		facts               = []Fact{}
+		f                   Fact
+		c                   candidate
+		cands               []candidate
+		arena               []byte
+		q1, a1, ev, conv, v pgtype.DriverBytes // valid until the next row: copied to arena
+		sawStats            bool
 	)
+	// Each kind of row scans its own columns; nil skips the others.
+	statsDest := []any{nil, &coll.n, &coll.avgq, &coll.avga, &lexemes, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
+	factDest := []any{nil, nil, nil, nil, nil, nil, &f.Key, &f.Value, &f.SourceAt, &f.UpdatedAt, &f.EventID, nil, nil, nil, nil}
+	candDest := []any{nil, nil, nil, nil, nil, &c.id, &q1, &a1, &c.createdAt, nil, &ev, &conv, &c.qlen, &c.alen, &v}
+	kindDest := make([]any, len(candDest))
+	kindDest[0] = &kind
 	for rows.Next() {
-		// Every row has the head's and a candidate's columns; the part a
-		// row is not about holds placeholders.
-		var r recallHead
-		if err := rows.Scan(&r.head, &r.coll.n, &r.coll.avgq, &r.coll.avga, &r.terms,
-			&r.keys, &r.values, &r.sourceAts, &r.eventIDs, &r.updatedAts,
-			&c.item.ID, &c.item.Question, &c.item.Answer, &c.item.CreatedAt, &c.item.EventID, &c.item.ConversationID,
-			&c.qlen, &c.alen, &c.search); err != nil {
+		if err := rows.Scan(kindDest...); err != nil {
 			return nil, nil, err
 		}
-		if r.head {
-			h = r
-			continue
+		switch kind {
+		case rowStats:
+			err = rows.Scan(statsDest...)
+			sawStats = true
+		case rowFact:
+			if err = rows.Scan(factDest...); err == nil {
+				f.UserID = q.UserID
+				facts = append(facts, f)
+			}
+		case rowCandidate:
+			if err = rows.Scan(candDest...); err == nil {
+				c.question, c.answer = push(&arena, q1), push(&arena, a1)
+				c.eventID, c.conversationID, c.search = push(&arena, ev), push(&arena, conv), push(&arena, v)
+				cands = append(cands, c)
+			}
+		default:
+			err = fmt.Errorf("recall read a row of kind %d", kind)
 		}
-		c.item.UserID = q.UserID
-		cands = append(cands, c)
+		if err != nil {
+			return nil, nil, err
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, nil, err
 	}
-	if !h.head {
-		return nil, nil, fmt.Errorf("recall read no head row")
+	if !sawStats {
+		return nil, nil, errors.New("recall read no statistics row")
 	}
-	facts := make([]Fact, len(h.keys))
-	for i := range facts {
-		facts[i] = Fact{UserID: q.UserID, Key: h.keys[i], Value: h.values[i], SourceAt: h.sourceAts[i], EventID: h.eventIDs[i], UpdatedAt: h.updatedAts[i]}
-	}
-	return facts, rank(cands, h.terms, h.coll, at, q.Threshold, q.Limit), nil
-}
-
-// recallHead is recallSQL's first row.
-type recallHead struct {
-	head                   bool
-	coll                   collection
-	terms                  []string // the query's lexemes
-	keys, values, eventIDs []string // the facts, as parallel arrays
-	sourceAts, updatedAts  []time.Time
+	// Facts come in the statement's order; a stable sort on the time alone
+	// keeps it (ties by key, in the database's collation) and guarantees
+	// the most recent first.
+	slices.SortStableFunc(facts, func(x, y Fact) int { return y.SourceAt.Compare(x.SourceAt) })
+	return facts, rank(q.UserID, cands, arena, lexemes, coll, at, q.Threshold, q.Limit), nil
 }
