@@ -1,6 +1,7 @@
 package enricher
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -406,18 +407,33 @@ func (s *Service) replyError(req micro.Request, endpoint string, err error) {
 // the connection rather than through micro.Request, whose bookkeeping is not
 // safe once the delivery goroutine has moved on.
 func (s *Service) publish(reply string, v any) {
-	data, err := json.Marshal(v)
-	if err != nil {
+	buf := replyBuffers.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= maxPooledReply {
+			replyBuffers.Put(buf)
+		}
+	}()
+	buf.Reset()
+	if err := json.NewEncoder(buf).Encode(v); err != nil {
 		s.publishError(reply, 500, "encode reply: "+err.Error())
 		return
 	}
 	if reply == "" {
 		return
 	}
-	if err := s.cfg.Conn.Publish(reply, data); err != nil {
+	// Encode ends with a newline json.Marshal would not write; Publish
+	// copies the data, so the buffer can go back to the pool.
+	if err := s.cfg.Conn.Publish(reply, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))); err != nil {
 		s.logger.Warn("reply failed", "error", err)
 	}
 }
+
+// replyBuffers holds reply encoding buffers, so that a reply does not
+// allocate and grow a new one; buffers over maxPooledReply are dropped
+// rather than kept for every later reply.
+var replyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const maxPooledReply = 64 << 10
 
 func (s *Service) publishError(reply string, code int, desc string) {
 	if reply == "" {
@@ -468,12 +484,18 @@ func (s *Service) enrichHandler() micro.Handler {
 			}
 			s.publish(reply, r)
 		}
-		timedOut := fmt.Sprintf("memory store did not answer within %s", s.cfg.Timeout)
+		timedOut := func() string { return fmt.Sprintf("memory store did not answer within %s", s.cfg.Timeout) }
 		s.dispatch(deadline, func() {
-			guard := time.AfterFunc(time.Until(deadline), func() { answer(p.degraded(timedOut)) })
-			defer guard.Stop()
 			ctx, cancel := context.WithDeadline(context.Background(), deadline)
 			defer cancel()
+			// The guard answers at the deadline even if the store call does
+			// not return; it shares the context's timer.
+			guard := context.AfterFunc(ctx, func() {
+				if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+					answer(p.degraded(timedOut()))
+				}
+			})
+			defer guard()
 			r, err := s.enrich(ctx, p)
 			st.workCount.Add(1)
 			st.workNanos.Add(int64(time.Since(received)))
@@ -482,7 +504,7 @@ func (s *Service) enrichHandler() micro.Handler {
 				answer(r)
 			case errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil:
 				s.logger.Debug("enrich store timeout", "user_id", p.userID, "error", err)
-				answer(p.degraded(timedOut))
+				answer(p.degraded(timedOut()))
 			default:
 				s.logger.Error("enrich store failed", "user_id", p.userID, "error", err)
 				answer(p.degraded("memory store unavailable"))

@@ -190,13 +190,16 @@ func (b *bench) enrichPhase(ctx context.Context) error {
 }
 
 type enrichStats struct {
-	lat       latencies
-	n         int
-	hits      int // replies with at least one context item
-	degraded  int
-	facts     int
-	elapsed   time.Duration
-	perSecond float64
+	lat        latencies
+	took       latencies // the service's own time, from the replies' took_ms
+	sizes      bool      // sum the replies' JSON size into replyBytes (costs CPU: not under load)
+	replyBytes int
+	n          int
+	hits       int // replies with at least one context item
+	degraded   int
+	facts      int
+	elapsed    time.Duration
+	perSecond  float64
 }
 
 func enrichOne(ctx context.Context, c *enricher.Client, rq request, st *enrichStats) (time.Duration, error) {
@@ -214,6 +217,11 @@ func enrichOne(ctx context.Context, c *enricher.Client, rq request, st *enrichSt
 		st.degraded++
 	}
 	st.facts += len(reply.Facts)
+	st.took = append(st.took, time.Duration(reply.TookMS*float64(time.Millisecond)))
+	if st.sizes {
+		data, _ := json.Marshal(reply) // as the service encodes it
+		st.replyBytes += len(data)
+	}
 	return d, nil
 }
 
@@ -306,6 +314,7 @@ func serialWithFloor(ctx context.Context, nc *nats.Conn, prefix, url string, req
 		for k := range 3 {
 			switch (i + k) % 3 {
 			case 0:
+				r.enrich1.sizes = true
 				d, err := enrichOne(ctx, c, rq, &r.enrich1)
 				if err != nil {
 					return err

@@ -64,6 +64,8 @@ func (r *results) markdown(o *options) string {
 		row("enrich p50, 1 client ("+scale+")", ms(e1.pct(.5)),
 			fmt.Sprintf("echo p50 %s + query p50 %s = %s", ms(r.echo.pct(.5)), ms(r.query.pct(.5)), ms(floor)),
 			fmt.Sprintf("%.2f×", ratio), "≤ 1.2 ms; ≤ 1.5× floor", check(e1.pct(.5) <= 1200*time.Microsecond && ratio <= 1.5))
+		row("enrich p50 split, 1 client", fmt.Sprintf("in the service (took_ms) %s, the rest NATS and client", ms(r.enrich1.took.pct(.5))),
+			fmt.Sprintf("reply %.0f bytes on average", float64(r.enrich1.replyBytes)/float64(max(r.enrich1.n, 1))), "", "", "")
 		row("enrich p90, 1 client", ms(e1.pct(.9)), fmt.Sprintf("echo %s + query %s", ms(r.echo.pct(.9)), ms(r.query.pct(.9))), "", "", "")
 		row("enrich p99, 1 client", ms(e1.pct(.99)), fmt.Sprintf("echo %s + query %s", ms(r.echo.pct(.99)), ms(r.query.pct(.99))), "", "≤ 4 ms", check(e1.pct(.99) <= 4*time.Millisecond))
 		row(fmt.Sprintf("enrich throughput, %d clients", o.clients), fmt.Sprintf("%.0f/s", r.enrich8.perSecond),
