@@ -418,6 +418,9 @@ type RecallQuery struct {
 // score first (ties: newest first), at most q.Limit, none under q.Threshold.
 // It never fails because of the keywords' content.
 func (s *Store) SearchContext(ctx context.Context, q SearchQuery) ([]ContextItem, error) {
+	if tsq, _ := tsQuery(q.Keywords); tsq == "" && q.Limit >= 1 {
+		return []ContextItem{}, nil // nothing can match: no round trip
+	}
 	_, items, err := s.recall(ctx, q, 0)
 	if err != nil {
 		return nil, fmt.Errorf("search context: %w", err)
