@@ -796,7 +796,7 @@ func (s *Service) userStats(token string, data []byte) (call, error) {
 			Facts:           st.Facts,
 			ContextItems:    st.ContextItems,
 			LastProcessedAt: st.LastProcessedAt,
-			LLMUsage:        wireUsage(st.LLMUsage),
+			LLMUsage:        st.LLMUsage, // never nil: {} for a user without usage
 		}, nil
 	}, nil
 }
@@ -823,14 +823,6 @@ func decodeUser(token string, data []byte) (UserRequest, error) {
 		return req, err
 	}
 	return req, checkUser(token, req.UserID)
-}
-
-func wireUsage(u map[string]store.TokenUsage) map[string]TokenUsage {
-	out := make(map[string]TokenUsage, len(u))
-	for model, t := range u {
-		out[model] = TokenUsage{PromptTokens: t.PromptTokens, CompletionTokens: t.CompletionTokens, Extractions: t.Extractions}
-	}
-	return out
 }
 
 func wireFacts(facts []store.Fact) []Fact {

@@ -3,6 +3,8 @@ package enricher
 import (
 	"fmt"
 	"time"
+
+	"github.com/memoryd/memoryd/store"
 )
 
 // The wire contract. Field names are fixed by docs/protocol.md; optional
@@ -193,12 +195,9 @@ type StatsReply struct {
 	LLMUsage map[string]TokenUsage `json:"llm_usage"`
 }
 
-// TokenUsage counts model tokens spent on a user's turns.
-type TokenUsage struct {
-	PromptTokens     int64 `json:"prompt_tokens"`
-	CompletionTokens int64 `json:"completion_tokens"`
-	Extractions      int64 `json:"extractions"`
-}
+// TokenUsage counts model tokens spent on a user's turns; the store's type
+// is already the wire shape.
+type TokenUsage = store.TokenUsage
 
 // ServiceError is an error reply, carried in the Nats-Service-Error-Code and
 // Nats-Service-Error headers: 400 for a bad request, 404 for a missing fact,

@@ -3,7 +3,6 @@ package extractor
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -283,22 +282,16 @@ func parseBatchOutput(reply string, n int) ([]map[string]string, [][]QA, error) 
 }
 
 func parseBatchObject(raw json.RawMessage, n int) ([]map[string]string, [][]QA, error) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &top); err != nil {
-		return nil, nil, errors.New("reply is not a JSON object")
+	factsRaw, contextRaw, err := replyParts(raw)
+	if err != nil {
+		return nil, nil, err
 	}
-	factsRaw, hasFacts := top["facts"]
-	contextRaw, hasContext := top["context"]
-	if !hasFacts && !hasContext {
-		return nil, nil, errors.New(`reply has neither "facts" nor "context"`)
-	}
-
 	facts := make([]map[string]string, n)
 	for i := range facts {
 		facts[i] = map[string]string{}
 	}
 	qas := make([][]QA, n)
-	if hasFacts && !isNull(factsRaw) {
+	if factsRaw != nil {
 		switch firstByte(factsRaw) {
 		case '{':
 			// The single-turn shape: nothing says which turn, so the last.
@@ -313,7 +306,7 @@ func parseBatchObject(raw json.RawMessage, n int) ([]map[string]string, [][]QA, 
 			return nil, nil, fmt.Errorf(`"facts" is %s, not a list`, jsonKind(factsRaw))
 		}
 	}
-	if hasContext && !isNull(contextRaw) {
+	if contextRaw != nil {
 		if err := parseBatchContext(contextRaw, qas); err != nil {
 			return nil, nil, err
 		}

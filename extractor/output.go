@@ -111,7 +111,9 @@ func decodeFirstValue(s string) (json.RawMessage, bool) {
 	return raw, true
 }
 
-func parseObject(raw json.RawMessage) (map[string]string, []QA, error) {
+// replyParts splits a reply object into its "facts" and "context" values,
+// each nil when absent or null; a reply with neither key is an error.
+func replyParts(raw json.RawMessage) (factsRaw, contextRaw json.RawMessage, err error) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &top); err != nil {
 		return nil, nil, errors.New("reply is not a JSON object")
@@ -121,16 +123,28 @@ func parseObject(raw json.RawMessage) (map[string]string, []QA, error) {
 	if !hasFacts && !hasContext {
 		return nil, nil, errors.New(`reply has neither "facts" nor "context"`)
 	}
+	if isNull(factsRaw) {
+		factsRaw = nil
+	}
+	if isNull(contextRaw) {
+		contextRaw = nil
+	}
+	return factsRaw, contextRaw, nil
+}
 
+func parseObject(raw json.RawMessage) (map[string]string, []QA, error) {
+	factsRaw, contextRaw, err := replyParts(raw)
+	if err != nil {
+		return nil, nil, err
+	}
 	facts := make(map[string]string)
-	if hasFacts && !isNull(factsRaw) {
+	if factsRaw != nil {
 		if err := parseFacts(factsRaw, facts); err != nil {
 			return nil, nil, err
 		}
 	}
 	var qas []QA
-	if hasContext && !isNull(contextRaw) {
-		var err error
+	if contextRaw != nil {
 		if qas, err = parseContext(contextRaw); err != nil {
 			return nil, nil, err
 		}
