@@ -418,9 +418,6 @@ type RecallQuery struct {
 // score first (ties: newest first), at most q.Limit, none under q.Threshold.
 // It never fails because of the keywords' content.
 func (s *Store) SearchContext(ctx context.Context, q SearchQuery) ([]ContextItem, error) {
-	if tsq, _ := tsQuery(q.Keywords); tsq == "" && q.Limit >= 1 {
-		return []ContextItem{}, nil // nothing can match: no round trip
-	}
 	_, items, err := s.recall(ctx, q, 0)
 	if err != nil {
 		return nil, fmt.Errorf("search context: %w", err)
@@ -453,6 +450,9 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 		at = now()
 	}
 	tsq, terms := tsQuery(q.Keywords)
+	if tsq == "" && maxFacts == 0 {
+		return []Fact{}, []ContextItem{}, nil // nothing to read: no round trip
+	}
 	rows, err := s.db.Query(ctx, recallSQL, q.UserID, tsq, maxFacts, terms)
 	if err != nil {
 		return nil, nil, err
