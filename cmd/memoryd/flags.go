@@ -31,11 +31,16 @@ type flags struct {
 	secrets map[string]bool
 	// source says where each flag's value came from, after Parse.
 	source map[string]string
+	// configPath is --config, registered once here: client commands call
+	// Parse repeatedly to accept flags after positional arguments.
+	configPath string
 }
 
 func newFlags(name, usage string) *flags {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	f := &flags{FlagSet: fs, secrets: map[string]bool{}, source: map[string]string{}}
+	fs.StringVar(&f.configPath, "config", os.Getenv("MEMORYD_CONFIG"),
+		`configuration file, YAML with the flags' names as keys (env MEMORYD_CONFIG, default "memoryd.yaml" when present)`)
 	fs.Usage = func() {
 		out := fs.Output()
 		fmt.Fprintf(out, "%s\n\nFlags (each also read from its environment variable):\n", usage)
@@ -141,9 +146,6 @@ func (f *flags) Bool(dst *bool, name string, def bool, usage string) {
 // set from the configuration file (--config, MEMORYD_CONFIG, or ./memoryd.yaml
 // when it exists). It reports the first bad environment variable or file key.
 func (f *flags) Parse(args []string) error {
-	var configPath string
-	f.StringVar(&configPath, "config", os.Getenv("MEMORYD_CONFIG"),
-		`configuration file, YAML with the flags' names as keys (env MEMORYD_CONFIG, default "memoryd.yaml" when present)`)
 	if err := f.FlagSet.Parse(args); err != nil {
 		return err
 	}
@@ -162,6 +164,7 @@ func (f *flags) Parse(args []string) error {
 			f.source[fl.Name] = "default"
 		}
 	})
+	configPath := f.configPath
 	optional := configPath == ""
 	if optional {
 		configPath = "memoryd.yaml"

@@ -184,3 +184,25 @@ func TestServeExplainsNATSWithoutJetStream(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, errOut.String())
 	}
 }
+
+// TestClientCommandsParseFlagsAnywhere runs each client command with flags
+// before and after its arguments; the parse loop used to register --config
+// once per pass and panic with "flag redefined: config".
+func TestClientCommandsParseFlagsAnywhere(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"enrich", "--user", "alice", "where do I live?"},
+		{"facts", "set", "city", "Paris", "--user", "alice"},
+		{"facts", "list", "--user", "alice"},
+		{"memory", "store", "--user", "alice", "Q?", "A."},
+		{"memory", "search", "dog", "--user", "alice"},
+		{"stats", "--user", "alice"},
+	} {
+		var out, errOut bytes.Buffer
+		full := append(append([]string{}, args...), "--nats-url", "nats://127.0.0.1:1", "--timeout", "1s", "--log-format", "json")
+		code := run(context.Background(), &app{stdout: &out, stderr: &errOut}, full)
+		if code != 1 || !strings.Contains(errOut.String(), "127.0.0.1:1") {
+			t.Errorf("%v: exit %d, stderr %q (want exit 1 naming the unreachable NATS)", args, code, errOut.String())
+		}
+	}
+}
