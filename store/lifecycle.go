@@ -100,8 +100,9 @@ func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect b
 
 // RequeueTurns records turns read again from the stream for a replay: new
 // ones are inserted, known ones that are not pending are set back to pending
-// (their content refreshed from the event). It returns the ids that need an
-// extraction job; a turn already pending has one.
+// with their content refreshed from the event, which also gives a turn whose
+// text was cleared after the retention period its text back. It returns the
+// ids that need an extraction job; a turn already pending has one.
 func (s *Store) RequeueTurns(ctx context.Context, turns []Turn) ([]string, error) {
 	if len(turns) == 0 {
 		return nil, nil
@@ -110,24 +111,29 @@ func (s *Store) RequeueTurns(ctx context.Context, turns []Turn) ([]string, error
 	ids, users, convs, msgs, resps := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	ats := make([]time.Time, n)
 	seqs := make([]int64, n)
+	metas := make([]*string, n)
 	for i, t := range turns {
 		ids[i], users[i], convs[i], msgs[i], resps[i] = t.EventID, t.UserID, t.ConversationID, t.UserMessage, t.AssistantResponse
 		ats[i], seqs[i] = t.TurnAt, int64(t.StreamSeq)
+		if len(t.Metadata) > 0 && string(t.Metadata) != "null" {
+			m := string(t.Metadata)
+			metas[i] = &m
+		}
 	}
 	// xmax = 0 tells an inserted row from an updated one; the WHERE skips
 	// rows already pending, which RETURNING then omits.
 	rows, err := s.db.Query(ctx, `
-		INSERT INTO turns AS t (event_id, user_id, conversation_id, user_message, assistant_response, turn_at, stream_seq)
-		SELECT DISTINCT ON (e) e, u, c, m, r, a, q
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::bigint[]) AS x(e, u, c, m, r, a, q)
+		INSERT INTO turns AS t (event_id, user_id, conversation_id, user_message, assistant_response, turn_at, stream_seq, metadata)
+		SELECT DISTINCT ON (e) e, u, c, m, r, a, q, md
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::bigint[], $8::jsonb[]) AS x(e, u, c, m, r, a, q, md)
 		ORDER BY e
 		ON CONFLICT (event_id) DO UPDATE
 		SET status = 'pending', last_error = NULL, user_message = excluded.user_message,
-		    assistant_response = excluded.assistant_response, turn_at = excluded.turn_at,
-		    conversation_id = excluded.conversation_id, stream_seq = excluded.stream_seq
+		    assistant_response = excluded.assistant_response, metadata = excluded.metadata, text_cleared_at = NULL,
+		    turn_at = excluded.turn_at, conversation_id = excluded.conversation_id, stream_seq = excluded.stream_seq
 		WHERE t.status <> 'pending' AND t.user_id = excluded.user_id
 		RETURNING event_id`,
-		ids, users, convs, msgs, resps, ats, seqs)
+		ids, users, convs, msgs, resps, ats, seqs, metas)
 	if err != nil {
 		return nil, fmt.Errorf("requeue turns: %w", err)
 	}

@@ -4,9 +4,17 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"time"
 )
 
 // SizeReport is what the pruner measures.
+//
+// Postgres does not shrink a table's files when rows are deleted or values
+// emptied; VACUUM makes the space reusable. So the live size is estimated:
+// the context table at its real size scaled by rows over its high-water row
+// count, the turns table at its real size less the turn text it no longer
+// holds (text high water minus current text), facts and fact history at
+// their real size.
 type SizeReport struct {
 	// RealBytes is the on-disk size of memoryd's tables (turns, facts,
 	// fact_history, context) including indexes and TOAST.
@@ -17,10 +25,20 @@ type SizeReport struct {
 	// ContextRows counts context items; HighWater is the most there were.
 	ContextRows int64 `json:"context_rows"`
 	HighWater   int64 `json:"high_water"`
-	// LiveBytes estimates the size in use: the other tables at their real
-	// size, plus the context table scaled by ContextRows/HighWater (space of
-	// deleted rows is reused after VACUUM, not returned to the OS).
+	// TurnsBytes is the turns table's real size, indexes and TOAST included.
+	TurnsBytes int64 `json:"turns_bytes"`
+	// TurnTextBytes is the stored size of the text (message, response,
+	// metadata) of the turns that still hold it; TurnTextHighWater the most
+	// there was.
+	TurnTextBytes     int64 `json:"turn_text_bytes"`
+	TurnTextHighWater int64 `json:"turn_text_high_water"`
+	// LiveBytes estimates the size in use, the figure compared with the
+	// size limit.
 	LiveBytes int64 `json:"live_bytes"`
+	// FloorBytes is LiveBytes without any context item and without any turn
+	// text: facts, fact history, the turn rows themselves and the indexes.
+	// Pruning cannot go under it.
+	FloorBytes int64 `json:"floor_bytes"`
 }
 
 // BytesPerContextRow is the context table's real size per row at its high
@@ -32,27 +50,71 @@ func (r SizeReport) BytesPerContextRow() float64 {
 	return float64(r.ContextBytes) / float64(r.HighWater)
 }
 
-// MeasureSize measures memoryd's tables and raises the high water mark.
+// ContextLiveBytes is the live size of the context table: what deleting
+// every context item would free.
+func (r SizeReport) ContextLiveBytes() int64 {
+	return int64(math.Round(float64(r.ContextRows) * r.BytesPerContextRow()))
+}
+
+// MeasureSize measures memoryd's tables and raises the high water marks. It
+// reads every turn that still holds its text (the row, not its TOAST), so it
+// costs a scan of the turns table.
 func (s *Store) MeasureSize(ctx context.Context) (SizeReport, error) {
 	var r SizeReport
 	err := s.db.QueryRow(ctx, `
 		WITH sz AS (
-			SELECT pg_total_relation_size('turns'::regclass) + pg_total_relation_size('facts'::regclass)
-			     + pg_total_relation_size('fact_history'::regclass) AS other,
+			SELECT pg_total_relation_size('turns'::regclass) AS turns,
+			       pg_total_relation_size('facts'::regclass) + pg_total_relation_size('fact_history'::regclass) AS other,
 			       pg_total_relation_size('context'::regclass) AS ctx,
-			       (SELECT count(*) FROM context) AS rows
+			       (SELECT count(*) FROM context) AS rows,
+			       (SELECT coalesce(sum(`+turnTextSize+`), 0) FROM turns WHERE text_cleared_at IS NULL) AS text
 		), hw AS (
-			UPDATE prune_state SET context_high_water = greatest(context_high_water, (SELECT rows FROM sz))
-			RETURNING context_high_water
+			UPDATE prune_state SET context_high_water = greatest(context_high_water, (SELECT rows FROM sz)),
+			                       turn_text_high_water = greatest(turn_text_high_water, (SELECT text FROM sz))
+			RETURNING context_high_water, turn_text_high_water
 		)
-		SELECT other + ctx, ctx, rows, (SELECT context_high_water FROM hw) FROM sz`).
-		Scan(&r.RealBytes, &r.ContextBytes, &r.ContextRows, &r.HighWater)
+		SELECT turns + other + ctx, ctx, rows, hw.context_high_water, turns, text, hw.turn_text_high_water FROM sz, hw`).
+		Scan(&r.RealBytes, &r.ContextBytes, &r.ContextRows, &r.HighWater, &r.TurnsBytes, &r.TurnTextBytes, &r.TurnTextHighWater)
 	if err != nil {
 		return r, fmt.Errorf("measure size: %w", err)
 	}
-	other := r.RealBytes - r.ContextBytes
-	r.LiveBytes = other + int64(math.Round(float64(r.ContextRows)*r.BytesPerContextRow()))
+	other := r.RealBytes - r.ContextBytes - r.TurnsBytes
+	// Text cleared since the high water left that much reusable space in
+	// the turns table; the text still held is in use whatever the files say.
+	turnsLive := max(r.TurnsBytes-(r.TurnTextHighWater-r.TurnTextBytes), r.TurnTextBytes)
+	r.LiveBytes = other + turnsLive + r.ContextLiveBytes()
+	r.FloorBytes = other + turnsLive - r.TurnTextBytes
 	return r, nil
+}
+
+// turnTextSize is the stored size (after compression, TOAST included) of a
+// turn's text columns, read without fetching TOAST.
+const turnTextSize = `pg_column_size(user_message) + pg_column_size(assistant_response) + coalesce(pg_column_size(metadata), 0)`
+
+// ClearTurnText empties the text (message, response, metadata) of up to n
+// processed turns that were processed more than retention ago, oldest first,
+// keeping the rows, their status and their event ids. Pending and failed
+// turns keep their text (extraction and retry read it); a replay writes the
+// text back from the stream (RequeueTurns). Rows locked by a concurrent
+// replay or extraction are skipped. It returns how many turns it cleared and
+// the stored bytes their text took.
+func (s *Store) ClearTurnText(ctx context.Context, retention time.Duration, n int) (turns, bytes int64, err error) {
+	err = s.db.QueryRow(ctx, `
+		WITH expired AS (
+			SELECT event_id, `+turnTextSize+` AS size FROM turns
+			WHERE status = 'processed' AND text_cleared_at IS NULL AND processed_at < now() - $1::interval
+			ORDER BY processed_at LIMIT $2
+			FOR UPDATE SKIP LOCKED
+		), cleared AS (
+			UPDATE turns t SET user_message = '', assistant_response = '', metadata = NULL, text_cleared_at = now()
+			FROM expired WHERE t.event_id = expired.event_id
+			RETURNING expired.size
+		)
+		SELECT count(*), coalesce(sum(size), 0) FROM cleared`, retention, n).Scan(&turns, &bytes)
+	if err != nil {
+		return 0, 0, fmt.Errorf("clear turn text: %w", err)
+	}
+	return turns, bytes, nil
 }
 
 // DeleteOldestContext deletes up to n of the oldest context items over all
@@ -83,6 +145,15 @@ func (s *Store) DeleteContextOverCap(ctx context.Context, perUser, n int) (int64
 		return 0, fmt.Errorf("delete context over cap: %w", err)
 	}
 	return tag.RowsAffected(), nil
+}
+
+// VacuumTurns makes the space of cleared turn text reusable, without
+// blocking reads or writes.
+func (s *Store) VacuumTurns(ctx context.Context) error {
+	if _, err := s.pool.Exec(ctx, `VACUUM (ANALYZE) turns`); err != nil {
+		return fmt.Errorf("vacuum turns: %w", err)
+	}
+	return nil
 }
 
 // VacuumContext makes the space of deleted context rows reusable. Plain

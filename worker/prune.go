@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strconv"
+	"time"
 
 	"github.com/riverqueue/river"
 
@@ -11,24 +13,47 @@ import (
 )
 
 // PruneArgs is the periodic River job that keeps memory under its size
-// limits. River runs periodic jobs on the elected leader only, so one process
-// prunes however many run.
+// limits and clears expired turn text. River runs periodic jobs on the
+// elected leader only, so one process prunes however many run.
 type PruneArgs struct{}
 
 // Kind is River's job kind.
 func (PruneArgs) Kind() string { return "memoryd_prune" }
 
-// PruneReport is what one prune run found and removed; it is logged and kept
-// as the job's output.
-type PruneReport struct {
-	Before         store.SizeReport `json:"before"`
-	RemovedForSize int64            `json:"removed_for_size"`
-	RemovedForCap  int64            `json:"removed_for_cap"`
-	After          store.SizeReport `json:"after"`
+// PruneLimits are the limits one prune run applies; a zero (or negative)
+// field disables its limit.
+type PruneLimits struct {
+	// MaxBytes bounds the live size of memoryd's tables (store.SizeReport).
+	MaxBytes int64
+	// MaxContextPerUser bounds each user's context items.
+	MaxContextPerUser int
+	// TurnRetention is how long a processed turn keeps its text.
+	TurnRetention time.Duration
 }
 
-// pruneBatch bounds one DELETE, so that pruning holds row locks briefly and
-// never blocks enrich (which only reads).
+// PruneReport is what one prune run found and removed; it is logged and kept
+// as the job's output. Before and After are measured only with a size limit
+// (measuring reads the turns table); they are zero otherwise.
+type PruneReport struct {
+	Before store.SizeReport `json:"before"`
+	// TurnTextsCleared counts processed turns whose text was cleared after
+	// the retention period; TurnTextBytes is the stored size it took.
+	TurnTextsCleared int64 `json:"turn_texts_cleared"`
+	TurnTextBytes    int64 `json:"turn_text_bytes"`
+	RemovedForSize   int64 `json:"removed_for_size"`
+	RemovedForCap    int64 `json:"removed_for_cap"`
+	// ContextSpared is set when the size without any context item is over
+	// the limit (see store.SizeReport.FloorBytes and the turn text still
+	// within its retention): deleting context could not meet the limit, so
+	// none was deleted for size.
+	ContextSpared bool `json:"context_spared"`
+	// OverLimit is set when the size is still over the limit afterwards.
+	OverLimit bool             `json:"over_limit"`
+	After     store.SizeReport `json:"after"`
+}
+
+// pruneBatch bounds one DELETE or UPDATE, so that pruning holds row locks
+// briefly and never blocks enrich (which only reads).
 const pruneBatch = 1000
 
 type pruneWorker struct {
@@ -37,89 +62,195 @@ type pruneWorker struct {
 }
 
 func (p *pruneWorker) Work(ctx context.Context, job *river.Job[PruneArgs]) error {
-	rep, err := Prune(ctx, p.w.cfg.Store, p.w.cfg.MaxDBSize, p.w.cfg.MaxContextPerUser)
+	cfg := p.w.cfg
+	rep, err := Prune(ctx, cfg.Store, PruneLimits{MaxBytes: cfg.MaxDBSize, MaxContextPerUser: cfg.MaxContextPerUser, TurnRetention: cfg.TurnRetention})
 	if err != nil {
 		return err
 	}
-	p.w.cfg.Observer.Pruned(rep.RemovedForSize + rep.RemovedForCap)
-	if rep.RemovedForSize+rep.RemovedForCap > 0 {
-		p.w.logger.Info("pruned context", "removed_for_size", rep.RemovedForSize, "removed_for_cap", rep.RemovedForCap,
-			"live_bytes_before", rep.Before.LiveBytes, "live_bytes_after", rep.After.LiveBytes, "max_db_size", p.w.cfg.MaxDBSize)
+	cfg.Observer.Pruned(rep.RemovedForSize + rep.RemovedForCap)
+	attrs := []any{"removed_for_size", rep.RemovedForSize, "removed_for_cap", rep.RemovedForCap,
+		"turn_texts_cleared", rep.TurnTextsCleared, "turn_text_bytes_cleared", rep.TurnTextBytes}
+	if cfg.MaxDBSize > 0 {
+		attrs = append(attrs, "live_bytes_before", rep.Before.LiveBytes, "live_bytes_after", rep.After.LiveBytes,
+			"floor_bytes", rep.After.FloorBytes, "max_db_size", cfg.MaxDBSize)
+	}
+	p.w.logger.Info("pruned", attrs...)
+	if rep.OverLimit {
+		// Said on every run until it holds: the operator must act.
+		p.w.logger.Warn("memory is over its size limit and pruning cannot reach it: it spares context when deleting all of it would not be enough; raise the limit or shorten the turn retention",
+			"live_bytes", rep.After.LiveBytes, "max_db_size", cfg.MaxDBSize, "floor_bytes", rep.After.FloorBytes,
+			"retained_turn_text_bytes", rep.After.TurnTextBytes, "context_spared", rep.ContextSpared, "turn_retention", cfg.TurnRetention.String())
 	}
 	return river.RecordOutput(ctx, rep)
 }
 
-// Prune applies the limits once: first the per-user cap on context items
-// (when perUser > 0), then the size limit (when maxBytes > 0), deleting the
-// oldest context items over all users in batches. Facts are small and durable
-// and are never pruned.
+// Prune applies the limits once: first the per-user cap on context items,
+// then the turn text retention, then the size limit.
 //
-// Size is measured from Postgres (pg_total_relation_size: heap, indexes and
-// TOAST of turns, facts, fact_history and context). Deleted rows do not shrink
-// the files, so the context table counts at its real size scaled by rows over
-// its high-water row count (see store.SizeReport); after deleting, a plain
-// VACUUM makes the space reusable without blocking reads or writes.
-func Prune(ctx context.Context, s *store.Store, maxBytes int64, perUser int) (PruneReport, error) {
+// The per-user cap deletes each user's oldest items beyond the cap. The
+// retention clears the text of processed turns processed longer ago than it
+// (the stream keeps the events; a replay writes the text back); pending and
+// failed turns keep theirs. These two do not depend on size.
+//
+// The size limit deletes the oldest context items over all users in batches,
+// as many as the excess needs and no more. Oldest first over all users
+// because age is the one criterion that treats every user alike; the per-user
+// cap is what bounds one user's share. When the size without any context item
+// is already over the limit (facts, fact history, turn records, turn text
+// within its retention), deleting context cannot meet it, so none is deleted
+// for size and the report says so. Facts are never pruned.
+//
+// Size is measured from Postgres, see store.SizeReport; after deleting or
+// clearing, a plain VACUUM makes the space reusable without blocking reads or
+// writes.
+func Prune(ctx context.Context, s *store.Store, l PruneLimits) (PruneReport, error) {
 	var rep PruneReport
 	var err error
-	if rep.Before, err = s.MeasureSize(ctx); err != nil {
-		return rep, err
+	if l.MaxBytes > 0 {
+		if rep.Before, err = s.MeasureSize(ctx); err != nil {
+			return rep, fmt.Errorf("prune: %w", err)
+		}
 	}
-	if perUser > 0 {
+	if l.MaxContextPerUser > 0 {
 		for {
-			n, err := s.DeleteContextOverCap(ctx, perUser, pruneBatch)
+			n, err := s.DeleteContextOverCap(ctx, l.MaxContextPerUser, pruneBatch)
 			if err != nil {
-				return rep, err
+				return rep, fmt.Errorf("prune: %w", err)
 			}
 			rep.RemovedForCap += n
 			if n < pruneBatch {
 				break
 			}
 		}
-	}
-	if maxBytes > 0 {
-		// Measuring again after each round corrects for what VACUUM and
-		// index pages do to the estimate; a few rounds always suffice.
-		for round := 0; round < 5; round++ {
-			size, err := s.MeasureSize(ctx)
-			if err != nil {
-				return rep, err
-			}
-			excess := size.LiveBytes - maxBytes
-			if excess <= 0 || size.BytesPerContextRow() <= 0 {
-				break
-			}
-			want := int64(math.Ceil(float64(excess) / size.BytesPerContextRow()))
-			var removed int64
-			for removed < want {
-				n, err := s.DeleteOldestContext(ctx, int(min(want-removed, pruneBatch)))
-				if err != nil {
-					return rep, err
-				}
-				if n == 0 {
-					break // nothing left that is not locked
-				}
-				removed += n
-			}
-			rep.RemovedForSize += removed
-			if removed == 0 {
-				break
-			}
+		if rep.RemovedForCap > 0 {
 			if err := s.VacuumContext(ctx); err != nil {
-				return rep, err
+				return rep, fmt.Errorf("prune: %w", err)
 			}
 		}
 	}
-	if rep.RemovedForCap > 0 {
-		if err := s.VacuumContext(ctx); err != nil {
-			return rep, err
+	if l.TurnRetention > 0 {
+		for {
+			n, b, err := s.ClearTurnText(ctx, l.TurnRetention, pruneBatch)
+			if err != nil {
+				return rep, fmt.Errorf("prune: %w", err)
+			}
+			rep.TurnTextsCleared += n
+			rep.TurnTextBytes += b
+			if n < pruneBatch {
+				break
+			}
+		}
+		if rep.TurnTextsCleared > 0 {
+			if err := s.VacuumTurns(ctx); err != nil {
+				return rep, fmt.Errorf("prune: %w", err)
+			}
+		}
+	}
+	if l.MaxBytes > 0 {
+		if err := pruneToSize(ctx, s, l.MaxBytes, &rep); err != nil {
+			return rep, fmt.Errorf("prune: %w", err)
 		}
 	}
 	if err := s.RecordPrune(ctx, rep.RemovedForCap+rep.RemovedForSize); err != nil {
-		return rep, err
-	}
-	if rep.After, err = s.MeasureSize(ctx); err != nil {
 		return rep, fmt.Errorf("prune: %w", err)
 	}
+	if l.MaxBytes > 0 {
+		if rep.After, err = s.MeasureSize(ctx); err != nil {
+			return rep, fmt.Errorf("prune: %w", err)
+		}
+		rep.OverLimit = rep.After.LiveBytes > l.MaxBytes
+	}
 	return rep, nil
+}
+
+// pruneToSize deletes the oldest context items until the live size is at
+// most maxBytes, never more than the excess, and none when the size without
+// any context item is over maxBytes.
+func pruneToSize(ctx context.Context, s *store.Store, maxBytes int64, rep *PruneReport) error {
+	// Measuring again after each round corrects for what VACUUM and index
+	// pages do to the estimate; a few rounds always suffice.
+	for round := 0; round < 5; round++ {
+		size, err := s.MeasureSize(ctx)
+		if err != nil {
+			return err
+		}
+		excess := size.LiveBytes - maxBytes
+		if excess <= 0 || size.BytesPerContextRow() <= 0 {
+			return nil
+		}
+		if size.LiveBytes-size.ContextLiveBytes() > maxBytes {
+			rep.ContextSpared = true
+			return nil
+		}
+		want := int64(math.Ceil(float64(excess) / size.BytesPerContextRow()))
+		var removed int64
+		for removed < want {
+			n, err := s.DeleteOldestContext(ctx, int(min(want-removed, pruneBatch)))
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				break // nothing left that is not locked
+			}
+			removed += n
+		}
+		rep.RemovedForSize += removed
+		if removed == 0 {
+			return nil
+		}
+		if err := s.VacuumContext(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SizeFloorError is returned by Worker.Start when the size limit is below
+// what pruning can reach: the size of the tables without any context item and
+// without any turn text.
+type SizeFloorError struct {
+	// Limit is the configured limit, Floor the size pruning cannot go under
+	// (store.SizeReport.FloorBytes), both in bytes.
+	Limit, Floor int64
+}
+
+func (e *SizeFloorError) Error() string { return "worker: " + e.Describe("Config.MaxDBSize") }
+
+// Describe states the error in one sentence, naming the setting as the
+// caller knows it (a flag, a field).
+func (e *SizeFloorError) Describe(setting string) string {
+	return fmt.Sprintf("%s %s is below %s, the size that pruning cannot go under (facts, fact history, turn records without their text, and indexes)",
+		setting, formatSize(e.Limit), formatSize(e.Floor))
+}
+
+// checkSizeFloor refuses a size limit below the floor, and logs the figures
+// the limit is compared with.
+func (w *Worker) checkSizeFloor(ctx context.Context) error {
+	if w.cfg.MaxDBSize <= 0 {
+		return nil
+	}
+	size, err := w.cfg.Store.MeasureSize(ctx)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	if w.cfg.MaxDBSize < size.FloorBytes {
+		return &SizeFloorError{Limit: w.cfg.MaxDBSize, Floor: size.FloorBytes}
+	}
+	w.logger.Info("size limit", "max_db_size", w.cfg.MaxDBSize, "live_bytes", size.LiveBytes, "floor_bytes", size.FloorBytes,
+		"turn_text_bytes", size.TurnTextBytes, "context_bytes", size.ContextLiveBytes())
+	return nil
+}
+
+// formatSize writes n bytes in the units --max-db-size takes (K = 1024),
+// rounded up to one decimal so that the figure can be used as a limit.
+func formatSize(n int64) string {
+	if n < 1024 {
+		return strconv.FormatInt(n, 10) + "B"
+	}
+	v, unit := float64(n), -1
+	for v >= 1024 && unit < 3 {
+		v /= 1024
+		unit++
+	}
+	return strconv.FormatFloat(math.Ceil(v*10)/10, 'f', -1, 64) + string("KMGT"[unit])
 }

@@ -2,11 +2,16 @@ package worker_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/extractor"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
@@ -43,7 +48,7 @@ func TestPruneToSizeDeletesOldestAndConverges(t *testing.T) {
 		t.Fatal(err)
 	}
 	limit := before.LiveBytes - before.ContextBytes*4/10 // needs ~40% of the items gone
-	rep, err := worker.Prune(ctx, s, limit, 0)
+	rep, err := worker.Prune(ctx, s, worker.PruneLimits{MaxBytes: limit})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +78,7 @@ func TestPruneToSizeDeletesOldestAndConverges(t *testing.T) {
 		}
 	}
 	// The files did not shrink, but the next run must not delete again.
-	again, err := worker.Prune(ctx, s, limit, 0)
+	again, err := worker.Prune(ctx, s, worker.PruneLimits{MaxBytes: limit})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +93,7 @@ func TestPrunePerUserCapKeepsNewest(t *testing.T) {
 	s := storetest.New(t)
 	seedContext(t, s, []string{"alice", "bob"}, 150)
 	seedContext(t, s, []string{"carol"}, 20)
-	rep, err := worker.Prune(ctx, s, 0, 100)
+	rep, err := worker.Prune(ctx, s, worker.PruneLimits{MaxContextPerUser: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,4 +159,260 @@ func TestPeriodicPruneRunsInWorker(t *testing.T) {
 		n, err := e.store.CountContext(e.ctx, "alice")
 		return err == nil && n == 5, fmt.Sprint(n, err)
 	})
+}
+
+// randomText is n bytes of text that Postgres cannot compress, so that the
+// stored size is what the test wrote.
+func randomText(t *testing.T, n int) string {
+	t.Helper()
+	b := make([]byte, n*3/4)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+// seedTurns records n turns of user with large texts, ids prefix-0...,
+// processes those of them that are processed (the rest stay pending), and
+// backdates their processing by age.
+func seedTurns(t *testing.T, s *store.Store, user, prefix string, n int, processed bool, age time.Duration) []string {
+	t.Helper()
+	ctx := context.Background()
+	var turns []store.Turn
+	for i := range n {
+		turns = append(turns, store.Turn{EventID: fmt.Sprintf("%s-%d", prefix, i), UserID: user, UserMessage: randomText(t, 12<<10),
+			AssistantResponse: randomText(t, 4<<10), TurnAt: t0.Add(time.Duration(i) * time.Minute), Metadata: []byte(`{"client":"test"}`)})
+	}
+	ids, err := s.InsertTurns(ctx, turns)
+	if err != nil || len(ids) != n {
+		t.Fatalf("insert turns: %v, %v", ids, err)
+	}
+	if !processed {
+		return ids
+	}
+	if err := s.MarkProcessed(ctx, ids, store.Provenance{Extractor: "rules"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(ctx, `UPDATE turns SET processed_at = now() - $2::interval WHERE event_id = ANY($1)`, ids, age); err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// textState counts a set of turns by whether they still hold their text.
+func textState(t *testing.T, s *store.Store, ids []string) (kept, cleared int) {
+	t.Helper()
+	for _, id := range ids {
+		var msg, resp string
+		var meta []byte
+		var clearedAt *time.Time
+		err := s.Pool().QueryRow(context.Background(), `SELECT user_message, assistant_response, metadata, text_cleared_at FROM turns WHERE event_id = $1`, id).
+			Scan(&msg, &resp, &meta, &clearedAt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case msg == "" && resp == "" && meta == nil && clearedAt != nil:
+			cleared++
+		case msg != "" && resp != "" && meta != nil && clearedAt == nil:
+			kept++
+		default:
+			t.Fatalf("turn %s half cleared: message %d bytes, response %d bytes, metadata %q, cleared at %v", id, len(msg), len(resp), meta, clearedAt)
+		}
+	}
+	return kept, cleared
+}
+
+// TestPruneDoesNotWipeContextForOneUsersTurns: one user's large turns make
+// the turns table alone exceed the limit. Pruning clears the text of the
+// turns past their retention (not the others) and gets under the limit
+// without touching any user's context; when the text within its retention
+// still keeps the size over the limit, pruning spares the context (deleting
+// all of it would not help) and says so.
+func TestPruneDoesNotWipeContextForOneUsersTurns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	seedContext(t, s, []string{"alice", "bob"}, 100)
+	expired := seedTurns(t, s, "mallory", "old", 150, true, 8*24*time.Hour)
+	recent := seedTurns(t, s, "mallory", "new", 30, true, time.Hour)
+	pending := seedTurns(t, s, "mallory", "pending", 5, false, 0)
+	failed := seedTurns(t, s, "mallory", "failed", 5, false, 0)
+	if err := s.MarkFailed(ctx, failed, "boom", true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(ctx, `UPDATE turns SET received_at = now() - interval '30 days' WHERE event_id = ANY($1)`, append(pending, failed...)); err != nil {
+		t.Fatal(err)
+	}
+	before, err := s.MeasureSize(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Turns alone are over the limit; clearing the expired text (150 of 190
+	// turns) is enough to get under it.
+	limit := before.LiveBytes - before.TurnTextBytes/2
+	if before.TurnsBytes <= limit {
+		t.Fatalf("setup: turns take %d bytes, not over the limit %d", before.TurnsBytes, limit)
+	}
+	rep, err := worker.Prune(ctx, s, worker.PruneLimits{MaxBytes: limit, TurnRetention: 7 * 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("before %+v", rep.Before)
+	t.Logf("after  %+v", rep.After)
+	if rep.RemovedForSize != 0 || rep.ContextSpared || rep.OverLimit {
+		t.Fatalf("report %+v: want no context removed and the size under the limit", rep)
+	}
+	if rep.After.LiveBytes > limit {
+		t.Fatalf("live size after prune %d > limit %d", rep.After.LiveBytes, limit)
+	}
+	if rep.TurnTextsCleared != int64(len(expired)) {
+		t.Fatalf("cleared %d turn texts, want the %d past retention", rep.TurnTextsCleared, len(expired))
+	}
+	if kept, cleared := textState(t, s, expired); cleared != len(expired) {
+		t.Fatalf("expired turns: %d kept their text, %d cleared; want all cleared", kept, cleared)
+	}
+	keep := append(append(append([]string{}, recent...), pending...), failed...)
+	if kept, cleared := textState(t, s, keep); kept != len(keep) {
+		t.Fatalf("recent, pending and failed turns: %d kept their text, %d cleared; want all kept", kept, cleared)
+	}
+	for _, u := range []string{"alice", "bob"} {
+		if n, err := s.CountContext(ctx, u); err != nil || n != 100 {
+			t.Fatalf("%s has %d context items (%v), want all 100", u, n, err)
+		}
+	}
+	// The rows stay: stats still count them, and a redelivered event is
+	// still known.
+	st, err := s.Stats(ctx, "mallory")
+	if err != nil || st.TurnsReceived != 190 || st.TurnsProcessed != 180 || st.TurnsFailed != 5 {
+		t.Fatalf("mallory stats %+v, %v; want 190 turns, 180 processed, 5 failed", st, err)
+	}
+	if ids, err := s.InsertTurns(ctx, []store.Turn{{EventID: expired[0], UserID: "mallory", UserMessage: "again", TurnAt: t0}}); err != nil || len(ids) != 0 {
+		t.Fatalf("redelivered turn inserted again: %v, %v", ids, err)
+	}
+
+	// Now a limit that only the text within its retention keeps out of
+	// reach: above the floor, below the size without any context.
+	limit = rep.After.FloorBytes + rep.After.TurnTextBytes/2
+	if limit >= rep.After.LiveBytes-rep.After.ContextLiveBytes() || limit < rep.After.FloorBytes {
+		t.Fatalf("setup: limit %d not between floor %d and size without context %d", limit, rep.After.FloorBytes, rep.After.LiveBytes-rep.After.ContextLiveBytes())
+	}
+	rep, err = worker.Prune(ctx, s, worker.PruneLimits{MaxBytes: limit, TurnRetention: 7 * 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.RemovedForSize != 0 || !rep.ContextSpared || !rep.OverLimit {
+		t.Fatalf("report %+v: want no context removed, context spared and the size reported over the limit", rep)
+	}
+	for _, u := range []string{"alice", "bob"} {
+		if n, err := s.CountContext(ctx, u); err != nil || n != 100 {
+			t.Fatalf("%s has %d context items (%v), want all 100", u, n, err)
+		}
+	}
+}
+
+// TestPruneRemovesNoMoreThanTheExcess: with an excess of k items' worth, a
+// prune deletes k items, the oldest.
+func TestPruneRemovesNoMoreThanTheExcess(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	seedContext(t, s, []string{"alice", "bob", "carol"}, 300)
+	// The first VACUUM adds the free space and visibility maps to the
+	// table's files; done here, the estimate below is what the prune sees.
+	if err := s.VacuumContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	size, err := s.MeasureSize(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const k = 50
+	limit := size.LiveBytes - int64(float64(k)*size.BytesPerContextRow())
+	rep, err := worker.Prune(ctx, s, worker.PruneLimits{MaxBytes: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.RemovedForSize != k || rep.OverLimit {
+		t.Fatalf("removed %d items (over limit: %v), want exactly the excess of %d", rep.RemovedForSize, rep.OverLimit, k)
+	}
+	var minLeft time.Time
+	if err := s.Pool().QueryRow(ctx, `SELECT min(created_at) FROM context`).Scan(&minLeft); err != nil {
+		t.Fatal(err)
+	}
+	// 50 oldest over three users seeded minute by minute: minutes 0..16 of
+	// each, and two of minute 16 or 17's three.
+	if cut := minLeft.Sub(t0) / time.Minute; cut != 16 {
+		t.Fatalf("oldest remaining item is minute %d, want 16", cut)
+	}
+}
+
+// TestStartRefusesSizeLimitBelowFloor: a limit below what pruning can reach
+// is refused when the worker starts, with both figures; one at the floor is
+// accepted.
+func TestStartRefusesSizeLimitBelowFloor(t *testing.T) {
+	e := setup(t)
+	seedContext(t, e.store, []string{"alice"}, 10)
+	cfg := worker.Config{Conn: e.nc, Store: e.store, Extractor: extractor.NewRules(), Logger: slog.New(slog.DiscardHandler),
+		Prefix: e.prefix, Stream: e.stream, MaxDBSize: 1000}
+	w, err := worker.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = w.Start(e.ctx)
+	var floor *worker.SizeFloorError
+	if !errors.As(err, &floor) {
+		if err == nil {
+			_ = w.Stop(e.ctx)
+		}
+		t.Fatalf("start with a 1000-byte limit: %v; want a SizeFloorError", err)
+	}
+	size, err := e.store.MeasureSize(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if floor.Limit != 1000 || floor.Floor != size.FloorBytes {
+		t.Fatalf("error %+v, want limit 1000 and floor %d", floor, size.FloorBytes)
+	}
+	msg := floor.Describe("--max-db-size")
+	if !strings.HasPrefix(msg, "--max-db-size 1000B is below ") || strings.Count(msg, ".") > 1 {
+		t.Fatalf("message %q: want one sentence naming the flag, the limit and the floor", msg)
+	}
+	t.Log(msg)
+	e.start(extractor.NewRules(), func(c *worker.Config) { c.MaxDBSize = size.FloorBytes + 64<<10 })
+}
+
+// TestReplayRestoresClearedTurnText: a turn whose text was cleared after
+// its retention gets it back from the stream when replayed, and is extracted
+// again from it.
+func TestReplayRestoresClearedTurnText(t *testing.T) {
+	e := setup(t)
+	e.start(extractor.NewRules(), nil)
+	turn := events.Turn{ID: "r1", UserID: "alice", UserMessage: "I live in Lisbon.", AssistantResponse: "Nice city.", Metadata: []byte(`{"client":"web"}`)}
+	e.publish(turn)
+	e.waitDone(1)
+	if _, err := e.store.Pool().Exec(e.ctx, `UPDATE turns SET processed_at = now() - interval '8 days'`); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := worker.Prune(e.ctx, e.store, worker.PruneLimits{TurnRetention: 7 * 24 * time.Hour})
+	if err != nil || rep.TurnTextsCleared != 1 {
+		t.Fatalf("prune: %+v, %v; want one turn text cleared", rep, err)
+	}
+	if _, cleared := textState(t, e.store, []string{"r1"}); cleared != 1 {
+		t.Fatal("turn text not cleared")
+	}
+	if _, err := e.store.ResetMemory(e.ctx, []string{"alice"}); err != nil {
+		t.Fatal(err)
+	}
+	e.replay(worker.ReplayConfig{Users: []string{"alice"}})
+	got, err := e.store.GetTurn(e.ctx, "r1")
+	if err != nil || got.Status != store.StatusProcessed || got.UserMessage != turn.UserMessage || got.AssistantResponse != turn.AssistantResponse || string(got.Metadata) != `{"client": "web"}` {
+		t.Fatalf("replayed turn = %+v, %v; want its text and metadata back, processed", got, err)
+	}
+	if kept, _ := textState(t, e.store, []string{"r1"}); kept != 1 {
+		t.Fatal("replayed turn still marked cleared")
+	}
+	if loc, err := e.store.Fact(e.ctx, "alice", "location"); err != nil || loc.Value != "Lisbon" {
+		t.Fatalf("location after replay = %+v, %v; want Lisbon, extracted from the restored text", loc, err)
+	}
 }

@@ -118,14 +118,22 @@ type Config struct {
 	// a conversation id are extracted on their own. Default 0: every turn at
 	// once, on its own.
 	ExtractDebounce time.Duration
-	// MaxDBSize caps the size of memoryd's tables in bytes; over it, the
-	// oldest context items are pruned. Default 0: no limit.
+	// MaxDBSize caps the live size of memoryd's tables in bytes (see
+	// store.SizeReport); over it, the oldest context items are pruned, no
+	// more than the excess. Start refuses a limit below what pruning can
+	// reach (SizeFloorError). Default 0: no limit.
 	MaxDBSize int64
 	// MaxContextPerUser caps each user's context items, pruning the oldest.
 	// Default 0: no cap.
 	MaxContextPerUser int
-	// PruneInterval is how often the limits are applied (when either is
-	// set). Default 10m.
+	// TurnRetention is how long a processed turn keeps its text (message,
+	// response, metadata) in Postgres; the prune then clears it, keeping the
+	// row and its status. The stream keeps the event, and a replay writes the
+	// text back. Pending and failed turns keep their text. Default 7 days;
+	// negative keeps the text forever.
+	TurnRetention time.Duration
+	// PruneInterval is how often the limits and the retention are applied
+	// (when any is set). Default 10m.
 	PruneInterval time.Duration
 	// DisableIngest runs only the extraction workers, without consuming the
 	// stream (e.g. to work off a replay). Default false.
@@ -181,6 +189,9 @@ func (c Config) withDefaults() Config {
 	if c.PruneInterval == 0 {
 		c.PruneInterval = 10 * time.Minute
 	}
+	if c.TurnRetention == 0 {
+		c.TurnRetention = DefaultTurnRetention
+	}
 	return c
 }
 
@@ -228,6 +239,10 @@ type nopObserver struct{}
 func (nopObserver) TurnRejected(string)                  {}
 func (nopObserver) Extracted(time.Duration, int, string) {}
 func (nopObserver) Pruned(int64)                         {}
+
+// DefaultTurnRetention is how long a processed turn keeps its text by
+// default.
+const DefaultTurnRetention = 7 * 24 * time.Hour
 
 // DefaultDurable is the durable consumer all workers share by default.
 const DefaultDurable = "memoryd-ingest"
@@ -305,7 +320,7 @@ func New(cfg Config) (*Worker, error) {
 	river.AddWorker(workers, &extractWorker{w: w})
 	river.AddWorker(workers, &pruneWorker{w: w})
 	var periodic []*river.PeriodicJob
-	if cfg.MaxDBSize > 0 || cfg.MaxContextPerUser > 0 {
+	if cfg.MaxDBSize > 0 || cfg.MaxContextPerUser > 0 || cfg.TurnRetention > 0 {
 		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(cfg.PruneInterval),
 			func() (river.JobArgs, *river.InsertOpts) {
 				return PruneArgs{}, &river.InsertOpts{Queue: QueueMaintenance, MaxAttempts: 3}
@@ -352,6 +367,9 @@ func (w *Worker) Stats() Stats {
 // goes on until Stop.
 func (w *Worker) Start(ctx context.Context) error {
 	cfg := w.cfg
+	if err := w.checkSizeFloor(ctx); err != nil {
+		return err
+	}
 	if cfg.DisableIngest {
 		if err := w.river.Start(context.WithoutCancel(ctx)); err != nil {
 			return fmt.Errorf("worker: start river: %w", err)
