@@ -364,7 +364,8 @@ func (w *Worker) Stats() Stats {
 
 // Start ensures the streams and the durable consumer exist, starts River's
 // workers and starts consuming. It returns once everything runs; the work
-// goes on until Stop.
+// goes on until Stop. With MaxDBSize set it first measures the tables and
+// returns a *SizeFloorError when the limit is below what pruning can reach.
 func (w *Worker) Start(ctx context.Context) error {
 	cfg := w.cfg
 	if err := w.checkSizeFloor(ctx); err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,6 +36,7 @@ type serveOptions struct {
 	maxDBSize       string
 	maxPerUser      int
 	pruneInterval   time.Duration
+	turnRetention   time.Duration
 	httpAddr        string
 	pprof           bool
 	llm             llmOptions
@@ -63,9 +65,10 @@ func (o *serveOptions) register(f *flags) {
 	f.Duration(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long running jobs may take to finish on SIGINT/SIGTERM before they are handed back")
 	f.Duration(&o.enrichTimeout, "enrich-timeout", 250*time.Millisecond, "bound on an enrich reply; past it the reply is empty and marked degraded")
 	f.Duration(&o.debounce, "extract-debounce", 0, "wait this long after a turn so a burst in one conversation is extracted in one LLM call (0: every turn at once)")
-	f.String(&o.maxDBSize, "max-db-size", "", "prune the oldest context items when memoryd's tables exceed this size, e.g. 500M or 10G (empty: no limit)")
+	f.String(&o.maxDBSize, "max-db-size", "", "bound on the live size of memoryd's tables: over it the oldest context items are pruned, never more than the excess; a limit below what pruning can reach is refused at start (e.g. 500M or 10G; empty: no limit)")
 	f.Int(&o.maxPerUser, "max-context-per-user", 0, "keep at most this many context items per user, pruning the oldest (0: no cap)")
-	f.Duration(&o.pruneInterval, "prune-interval", 10*time.Minute, "how often the size limits are applied")
+	f.Duration(&o.pruneInterval, "prune-interval", 10*time.Minute, "how often the size limits and the turn retention are applied")
+	f.Duration(&o.turnRetention, "turn-retention", worker.DefaultTurnRetention, "how long a processed turn keeps its text in Postgres (the stream keeps the event; replay restores it); 0 keeps it forever")
 	f.String(&o.httpAddr, "http", "", "address for /metrics, /healthz and /readyz, e.g. 127.0.0.1:9090 or :9090 (empty: off)")
 	f.Bool(&o.pprof, "pprof", false, "also serve Go pprof under /debug/pprof/ on --http")
 	o.llm.register(f)
@@ -207,12 +210,16 @@ func startService(ctx context.Context, o *serveOptions, logger *slog.Logger) (sv
 		MaxDBSize:         maxDBSize,
 		MaxContextPerUser: o.maxPerUser,
 		PruneInterval:     o.pruneInterval,
+		TurnRetention:     cmp.Or(max(o.turnRetention, 0), -1), // 0 keeps the text forever
 	})
 	if err != nil {
 		return svc, err
 	}
 	if err = svc.worker.Start(ctx); err != nil {
 		svc.worker = nil
+		if floor := (*worker.SizeFloorError)(nil); errors.As(err, &floor) {
+			err = errors.New(floor.Describe("--max-db-size"))
+		}
 		return svc, err
 	}
 	svc.enrich, err = enricher.New(enricher.Config{
