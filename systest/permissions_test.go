@@ -288,8 +288,12 @@ accounts {
 	// allows; its replies carry the marker.
 	const marker = "tealmarker7f3a"
 	aliceErrs := &permErrors{}
-	alice, err := nats.Connect(url, nats.UserInfo("alice_frontend", "alice-pw"), nats.CustomInboxPrefix(aliceInbox),
-		nats.ErrorHandler(aliceErrs.handler))
+	// The Go client's way, when the block grants a frontend inbox.
+	inboxOpt := nats.CustomInboxPrefix(aliceInbox)
+	if name, ok := strings.CutPrefix(aliceInbox, "_INBOX_"); ok {
+		inboxOpt = events.FrontendInbox(name)
+	}
+	alice, err := nats.Connect(url, nats.UserInfo("alice_frontend", "alice-pw"), inboxOpt, nats.ErrorHandler(aliceErrs.handler))
 	if err != nil {
 		t.Fatal(err)
 	}

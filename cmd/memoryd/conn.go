@@ -49,7 +49,7 @@ func (o *connOptions) register(f *flags) {
 	f.String(&o.natsCA, "nats-ca", "", "CA certificate file to verify the NATS server's TLS certificate")
 	f.String(&o.natsCert, "nats-cert", "", "client certificate file for NATS TLS")
 	f.String(&o.natsKey, "nats-key", "", "client key file for NATS TLS")
-	f.String(&o.inboxPrefix, "inbox-prefix", "", "prefix of this connection's reply subjects; a frontend credential uses its own, e.g. _INBOX_alice_frontend (default _INBOX)")
+	f.String(&o.inboxPrefix, "inbox-prefix", "", "prefix of this connection's reply subjects, NATS's _INBOX when empty; a frontend's credential needs its own, e.g. _INBOX_alice_frontend")
 	f.String(&o.databaseURL, "database-url", store.DefaultURL, "Postgres connection string")
 	f.String(&o.prefix, "prefix", events.DefaultPrefix, "NATS subject prefix")
 	f.String(&o.stream, "stream", events.DefaultStream, "JetStream stream holding the turns")
