@@ -20,6 +20,16 @@ const DefaultClientTimeout = 5 * time.Second
 // Client calls a memoryd service over NATS request-reply. It is safe for
 // concurrent use. Errors the service replies with are *ServiceError; others
 // are transport errors (no service running, timeout, connection closed).
+//
+// Replies arrive on the connection's inbox. A frontend whose NATS user is
+// confined to its own reply subjects (docs/protocol.md) connects with
+// events.FrontendInbox(name), e.g.
+//
+//	nc, err := nats.Connect(url, nats.UserInfo("alice_frontend", pw),
+//		events.FrontendInbox("alice_frontend"))
+//
+// otherwise its requests wait on "_INBOX.", which it may not subscribe to,
+// and time out.
 type Client struct {
 	nc     *nats.Conn
 	prefix string

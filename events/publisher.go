@@ -95,6 +95,10 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 }
 
 // Publisher publishes turns to the turn stream. It is safe for concurrent use.
+// The acknowledgement comes back on the connection's inbox: a frontend
+// confined to its own reply subjects connects with FrontendInbox. Publish
+// needs only publish permission on the turn subject; it uses no JetStream API
+// subject (EnsureStream does).
 type Publisher struct {
 	js     jetstream.JetStream
 	prefix string

@@ -31,6 +31,7 @@ type connOptions struct {
 	natsCA       string
 	natsCert     string
 	natsKey      string
+	inboxPrefix  string
 	databaseURL  string
 	prefix       string
 	stream       string
@@ -48,6 +49,7 @@ func (o *connOptions) register(f *flags) {
 	f.String(&o.natsCA, "nats-ca", "", "CA certificate file to verify the NATS server's TLS certificate")
 	f.String(&o.natsCert, "nats-cert", "", "client certificate file for NATS TLS")
 	f.String(&o.natsKey, "nats-key", "", "client key file for NATS TLS")
+	f.String(&o.inboxPrefix, "inbox-prefix", "", "prefix of this connection's reply subjects, NATS's _INBOX when empty; a frontend's credential needs its own, e.g. _INBOX_alice_frontend")
 	f.String(&o.databaseURL, "database-url", store.DefaultURL, "Postgres connection string")
 	f.String(&o.prefix, "prefix", events.DefaultPrefix, "NATS subject prefix")
 	f.String(&o.stream, "stream", events.DefaultStream, "JetStream stream holding the turns")
@@ -100,6 +102,13 @@ func (o *connOptions) connectNATS(name string, logger *slog.Logger) (*nats.Conn,
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { logger.Info("nats reconnected", "url", nc.ConnectedUrlRedacted()) }),
+	}
+	if o.inboxPrefix != "" {
+		// A frontend may subscribe only to its own inbox (docs/protocol.md).
+		if strings.ContainsAny(o.inboxPrefix, "*> \t") || strings.HasPrefix(o.inboxPrefix, ".") || strings.HasSuffix(o.inboxPrefix, ".") {
+			return nil, fmt.Errorf("--inbox-prefix %q: must be a subject without wildcards or spaces, not starting or ending with '.'", o.inboxPrefix)
+		}
+		opts = append(opts, nats.CustomInboxPrefix(o.inboxPrefix))
 	}
 	if o.natsUser != "" || o.natsPassword != "" {
 		opts = append(opts, nats.UserInfo(o.natsUser, o.natsPassword))

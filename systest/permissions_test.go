@@ -1,0 +1,519 @@
+package systest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/memoryd/memoryd/enricher"
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/store/storetest"
+	"github.com/memoryd/memoryd/worker"
+)
+
+// permMarker introduces a NATS permissions block in the docs: the fenced
+// code block right after a line "<!-- nats-permissions: frontend -->" (the
+// permissions of a frontend serving alice, NATS user alice_frontend) or
+// "<!-- nats-permissions: memoryd -->" (memoryd's own).
+var permMarker = regexp.MustCompile(`^<!--\s*nats-permissions:\s*(frontend|memoryd)\s*-->\s*$`)
+
+// permBlockLike finds text that looks like a permissions block, so that no
+// unmarked, untested one can appear in the docs.
+var permBlockLike = regexp.MustCompile(`permissions\s*:\s*\{`)
+
+type permBlock struct {
+	file string // relative to the repository root
+	line int    // of the opening fence
+	kind string // "frontend" or "memoryd"
+	text string // the block's content, exactly as written
+}
+
+// permDocBlocks reads every marked permissions block of README.md and
+// docs/*.md and fails on a block that looks like permissions but carries no
+// marker.
+func permDocBlocks(t *testing.T) []permBlock {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("..", "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, filepath.Join("..", "README.md"))
+	var blocks []permBlock
+	for _, path := range files {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name, _ := filepath.Rel("..", path)
+		lines := strings.Split(string(data), "\n")
+		kind := ""
+		for i := 0; i < len(lines); i++ {
+			if m := permMarker.FindStringSubmatch(lines[i]); m != nil {
+				kind = m[1]
+				continue
+			}
+			if !strings.HasPrefix(lines[i], "```") {
+				if strings.TrimSpace(lines[i]) != "" {
+					kind = ""
+				}
+				continue
+			}
+			start := i
+			var body []string
+			for i++; i < len(lines) && !strings.HasPrefix(lines[i], "```"); i++ {
+				body = append(body, lines[i])
+			}
+			text := strings.Join(body, "\n") + "\n"
+			switch {
+			case kind != "":
+				blocks = append(blocks, permBlock{file: name, line: start + 1, kind: kind, text: text})
+			case permBlockLike.MatchString(text):
+				t.Errorf("%s:%d: a NATS permissions block without a <!-- nats-permissions: frontend|memoryd --> marker; mark it so that this test checks it", name, start+1)
+			}
+			kind = ""
+		}
+	}
+	return blocks
+}
+
+// TestDocumentedPermissionsIsolateFrontends starts a nats-server with each
+// documented frontend permissions block as written, for alice's frontend and
+// (alice replaced by bob) bob's, and memoryd's documented block, runs
+// memoryd's worker and service with them, and shows that alice's frontend
+// works while bob's can neither publish to alice's subjects nor receive any
+// byte of alice's replies, turns or dead letters.
+func TestDocumentedPermissionsIsolateFrontends(t *testing.T) {
+	blocks := permDocBlocks(t)
+	var memoryd []permBlock
+	frontendFiles := map[string]bool{}
+	for _, b := range blocks {
+		if b.kind == "memoryd" {
+			memoryd = append(memoryd, b)
+		} else {
+			frontendFiles[b.file] = true
+		}
+	}
+	for _, want := range []string{"docs/protocol.md", "docs/operations.md"} {
+		if !frontendFiles[want] {
+			t.Errorf("%s has no marked frontend permissions block", want)
+		}
+	}
+	if len(memoryd) == 0 {
+		t.Fatal("the docs have no marked memoryd permissions block")
+	}
+	for _, fe := range blocks {
+		if fe.kind != "frontend" {
+			continue
+		}
+		for _, md := range memoryd {
+			t.Run(fmt.Sprintf("%s:%d+%s:%d", fe.file, fe.line, md.file, md.line), func(t *testing.T) {
+				permCheck(t, md.text, fe.text)
+			})
+		}
+	}
+}
+
+// permInbox is the reply prefix a frontend block lets its user subscribe to:
+// the frontend connects with it, as the docs tell frontend authors.
+var permInbox = regexp.MustCompile(`"(_INBOX[A-Za-z0-9_-]*)\.>"`)
+
+// permErrors records a connection's permission violations.
+type permErrors struct {
+	mu   sync.Mutex
+	errs []string
+}
+
+func (p *permErrors) handler(_ *nats.Conn, _ *nats.Subscription, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.errs = append(p.errs, err.Error())
+}
+
+func (p *permErrors) all() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.errs)
+}
+
+// has reports whether the server refused op ("Publish" or "Subscription")
+// on subject.
+func (p *permErrors) has(op, subject string) bool {
+	want := fmt.Sprintf("Permissions Violation for %s to %q", op, subject)
+	for _, e := range p.all() {
+		if strings.Contains(e, want) {
+			return true
+		}
+	}
+	return false
+}
+
+// waitRefused fails the test unless the server refuses op on every subject
+// within a generous bound.
+func (p *permErrors) waitRefused(t *testing.T, op string, subjects []string) {
+	t.Helper()
+	var missing []string
+	deadline := time.Now().Add(10 * time.Second)
+	for tick := time.NewTicker(20 * time.Millisecond); ; <-tick.C {
+		missing = missing[:0]
+		for _, subj := range subjects {
+			if !p.has(op, subj) {
+				missing = append(missing, subj)
+			}
+		}
+		if len(missing) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("the server did not refuse bob's frontend %s on %q", strings.ToLower(op), missing)
+			return
+		}
+	}
+}
+
+// permWait polls cond until it holds or a generous bound passes.
+func permWait(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for tick := time.NewTicker(20 * time.Millisecond); !cond(); <-tick.C {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+func permCheck(t *testing.T, memorydBlock, frontendBlock string) {
+	if !strings.Contains(frontendBlock, "alice") {
+		t.Fatalf("the frontend block does not mention alice, so it cannot be made bob's:\n%s", frontendBlock)
+	}
+	bobBlock := strings.ReplaceAll(frontendBlock, "alice", "bob")
+	inboxOf := func(block string) string {
+		m := permInbox.FindStringSubmatch(block)
+		if m == nil {
+			t.Fatalf("the frontend block grants no inbox (\"_INBOX….>\"):\n%s", block)
+		}
+		return m[1]
+	}
+	aliceInbox, bobInbox := inboxOf(frontendBlock), inboxOf(bobBlock)
+	if aliceInbox == bobInbox {
+		t.Errorf("alice's and bob's frontends share the reply prefix %q: each must have its own", aliceInbox)
+	}
+
+	dir := t.TempDir()
+	conf := fmt.Sprintf(`listen: "127.0.0.1:-1"
+ports_file_dir: %q
+jetstream { store_dir: %q }
+accounts {
+  MEMORY {
+    jetstream: enabled
+    users = [
+      { user: memoryd, password: "memoryd-pw",
+%s
+      }
+      { user: alice_frontend, password: "alice-pw",
+%s
+      }
+      { user: bob_frontend, password: "bob-pw",
+%s
+      }
+    ]
+  }
+}
+`, dir, filepath.Join(dir, "js"), memorydBlock, frontendBlock, bobBlock)
+	url := permStartNATS(t, dir, conf)
+
+	// memoryd: the worker (ingest, dead letters, extraction) and the service.
+	ctx := context.Background()
+	mdErrs := &permErrors{}
+	md, err := nats.Connect(url, nats.UserInfo("memoryd", "memoryd-pw"), nats.ErrorHandler(mdErrs.handler))
+	if err != nil {
+		t.Fatalf("memoryd cannot connect with its documented permissions: %v", err)
+	}
+	t.Cleanup(md.Close)
+	st := storetest.New(t)
+	w, err := worker.New(worker.Config{Conn: md, Store: st, Extractor: extractor.NewRules(),
+		Logger: slog.New(slog.DiscardHandler), Workers: 2, FetchPollInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatalf("memoryd's worker cannot start with its documented permissions: %v (violations %q)", err, mdErrs.all())
+	}
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
+	svc, err := enricher.New(enricher.Config{Conn: md, Store: st, Logger: slog.New(slog.DiscardHandler), Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Start(ctx); err != nil {
+		t.Fatalf("memoryd's service cannot start with its documented permissions: %v", err)
+	}
+	t.Cleanup(func() { _ = svc.Stop(context.Background()) })
+
+	// bob's frontend listens wherever it can before alice does anything.
+	bobErrs := &permErrors{}
+	bob, err := nats.Connect(url, nats.UserInfo("bob_frontend", "bob-pw"), nats.CustomInboxPrefix(bobInbox),
+		nats.ErrorHandler(bobErrs.handler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(bob.Close)
+	eavesdrop := []string{">", "_INBOX.>", aliceInbox + ".>", "memory.>", "memory.*.alice", "memory.turns.alice",
+		"memory.enrich.alice", "memory.facts.>", "memory.deadletter.>", "memory.deadletter.alice", "$JS.>", "$JS.API.>", "$SRV.>"}
+	var spies []*nats.Subscription
+	for _, subj := range slices.Compact(slices.Sorted(slices.Values(slices.Concat(eavesdrop, []string{bobInbox + ".>"})))) {
+		sub, err := bob.SubscribeSync(subj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spies = append(spies, sub)
+	}
+	if err := bob.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	// alice's frontend: turns, a dead letter, and every request its block
+	// allows; its replies carry the marker.
+	const marker = "tealmarker7f3a"
+	aliceErrs := &permErrors{}
+	// The Go client's way, when the block grants a frontend inbox.
+	inboxOpt := nats.CustomInboxPrefix(aliceInbox)
+	if name, ok := strings.CutPrefix(aliceInbox, "_INBOX_"); ok {
+		inboxOpt = events.FrontendInbox(name)
+	}
+	alice, err := nats.Connect(url, nats.UserInfo("alice_frontend", "alice-pw"), inboxOpt, nats.ErrorHandler(aliceErrs.handler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(alice.Close)
+	js, err := jetstream.New(alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := time.Now().UTC().Add(-time.Minute)
+	if _, err := events.NewPublisher(js, "").Publish(ctx, events.Turn{ID: "a1", UserID: "alice",
+		UserMessage: "My favorite color is " + marker + ".", AssistantResponse: "Noted, " + marker + ".", Timestamp: ts}); err != nil {
+		t.Fatalf("alice's frontend cannot publish alice's turn: %v (violations %q)", err, aliceErrs.all())
+	}
+	// An invalid event: memoryd dead-letters it to memory.deadletter.alice.
+	if _, err := js.Publish(ctx, "memory.turns.alice", []byte(`{"id":"a-bad","user_id":"alice","note":"`+marker+`"}`)); err != nil {
+		t.Fatalf("alice's frontend cannot publish to alice's turn subject: %v", err)
+	}
+	permWait(t, "alice's turn to be processed", func() bool {
+		s, err := st.Stats(ctx, "alice")
+		return err == nil && s.TurnsProcessed == 1
+	})
+	mdJS, err := jetstream.New(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	permWait(t, "alice's invalid event to be dead-lettered", func() bool {
+		s, err := mdJS.Stream(ctx, "MEMORY_TURNS_DEADLETTER")
+		if err != nil {
+			return false
+		}
+		info, err := s.Info(ctx, jetstream.WithSubjectFilter("memory.deadletter.alice"))
+		return err == nil && info.State.Msgs == 1
+	})
+
+	client := enricher.NewClient(alice, "")
+	reply, err := client.Enrich(ctx, enricher.EnrichRequest{UserID: "alice", Message: "what is my favorite color " + marker})
+	if err != nil || reply.Degraded || !strings.Contains(reply.Injection, marker) {
+		t.Fatalf("alice's enrich = %+v, %v (violations %q)", reply, err, aliceErrs.all())
+	}
+	for _, r := range []struct{ subject, body, want string }{
+		{"memory.facts.set.alice", `{"user_id":"alice","key":"color","value":"` + marker + `"}`, `"ok":true`},
+		{"memory.facts.get.alice", `{"user_id":"alice","key":"color"}`, marker},
+		{"memory.facts.list.alice", `{"user_id":"alice"}`, marker},
+		{"memory.store.alice", `{"user_id":"alice","question":"dog ` + marker + `","answer":"Rex"}`, `"stored":true`},
+		{"memory.search.alice", `{"user_id":"alice","query":"` + marker + `"}`, marker},
+		{"memory.stats.alice", `{"user_id":"alice"}`, `"turns_processed":1`},
+		{"memory.clear.alice", `{"user_id":"alice","question":"dog ` + marker + `"}`, `"deleted":1`},
+	} {
+		msg, err := alice.Request(r.subject, []byte(r.body), 5*time.Second)
+		if err != nil {
+			if aliceErrs.has("Publish", r.subject) {
+				t.Logf("the block does not grant alice's frontend %s", r.subject)
+				continue
+			}
+			t.Fatalf("alice's request on %s: %v (violations %q)", r.subject, err, aliceErrs.all())
+		}
+		if !strings.Contains(string(msg.Data), r.want) {
+			t.Fatalf("alice's request on %s answered %s (headers %v), want %s", r.subject, msg.Data, msg.Header, r.want)
+		}
+	}
+
+	// bob's frontend writes to alice's subjects and to the JetStream API.
+	before, err := st.Stats(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	beforeFacts, err := st.Facts(ctx, "alice", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := []struct{ subject, body string }{
+		{"memory.turns.alice", `{"id":"b-forged","user_id":"alice","user_message":"I am bob","timestamp":"2026-11-21T10:00:00Z"}`},
+		{"memory.enrich.alice", `{"user_id":"alice","message":"color"}`},
+		{"memory.facts.set.alice", `{"user_id":"alice","key":"color","value":"set-by-bob"}`},
+		{"memory.facts.list.alice", `{"user_id":"alice"}`},
+		{"memory.search.alice", `{"user_id":"alice","query":"color"}`},
+		{"memory.store.alice", `{"user_id":"alice","question":"set by bob"}`},
+		{"memory.clear.alice", `{"user_id":"alice","all":true}`},
+		{"memory.forget.alice", `{"user_id":"alice"}`},
+		{"memory.deadletter.alice", `{"forged":true}`},
+		{"$JS.API.STREAM.INFO.MEMORY_TURNS", ``},
+		{"$JS.API.STREAM.MSG.GET.MEMORY_TURNS", `{"last_by_subj":"memory.turns.alice"}`},
+		{"$JS.API.DIRECT.GET.MEMORY_TURNS", `{"last_by_subj":"memory.turns.alice"}`},
+		{"$JS.API.CONSUMER.CREATE.MEMORY_TURNS_DEADLETTER", `{"stream_name":"MEMORY_TURNS_DEADLETTER","config":{"deliver_subject":"` + bobInbox + `.dl"}}`},
+	}
+	for _, f := range forged {
+		if err := bob.PublishRequest(f.subject, bob.NewRespInbox(), []byte(f.body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := bob.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// bob's own memory works, and bob's token cannot carry alice's user_id.
+	bobClient := enricher.NewClient(bob, "")
+	if r, err := bobClient.Enrich(ctx, enricher.EnrichRequest{UserID: "bob", Message: "hello"}); err != nil || r.Degraded {
+		t.Fatalf("bob's enrich = %+v, %v (violations %q)", r, err, bobErrs.all())
+	}
+	msg, err := bob.Request("memory.enrich.bob", []byte(`{"user_id":"alice","message":"color"}`), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Header.Get("Nats-Service-Error-Code") != "400" {
+		t.Fatalf("alice's user_id on bob's subject answered %s", msg.Data)
+	}
+	// Everything routed before this round trip has reached bob's connection.
+	if err := bob.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for _, sub := range spies {
+		for {
+			m, err := sub.NextMsg(0)
+			if err != nil {
+				break
+			}
+			if sub.Subject != bobInbox+".>" {
+				t.Errorf("bob's subscription %q received %s: %q", sub.Subject, m.Subject, m.Data)
+			} else if strings.Contains(string(m.Data), marker) || strings.Contains(string(m.Data), "alice") {
+				t.Errorf("bob's own inbox received alice's data on %s: %q", m.Subject, m.Data)
+			}
+		}
+	}
+	// Each attempt was refused by the server, not merely left unanswered.
+	var published []string
+	for _, f := range forged {
+		published = append(published, f.subject)
+	}
+	bobErrs.waitRefused(t, "Publish", published)
+	bobErrs.waitRefused(t, "Subscription", eavesdrop)
+	after, err := st.Stats(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	afterFacts, err := st.Facts(ctx, "alice", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := fmt.Sprint(after), fmt.Sprint(before); a != b {
+		t.Errorf("bob's frontend changed alice's stats: %s, was %s", a, b)
+	}
+	if a, b := permJSON(t, afterFacts), permJSON(t, beforeFacts); a != b {
+		t.Errorf("bob's frontend changed alice's facts: %s, was %s", a, b)
+	}
+	if v := mdErrs.all(); len(v) > 0 {
+		t.Errorf("memoryd's documented permissions refused some of its work: %q", v)
+	}
+}
+
+func permJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// permStartNATS runs a private nats-server with conf (listening on a port it
+// picks, written to its ports file in dir) and returns its client URL. It is
+// killed when the test ends.
+func permStartNATS(t *testing.T, dir, conf string) string {
+	t.Helper()
+	bin := os.Getenv("NATS_SERVER_BIN")
+	if bin == "" {
+		var err error
+		if bin, err = exec.LookPath("nats-server"); err != nil {
+			bin = "/usr/sbin/nats-server"
+		}
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Skipf("nats-server binary not installed (%v); set NATS_SERVER_BIN", err)
+	}
+	path := filepath.Join(dir, "nats.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "nats.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	srv := exec.Command(bin, "-c", path)
+	srv.Stdout, srv.Stderr = logFile, logFile
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- srv.Wait() }()
+	t.Cleanup(func() {
+		_ = srv.Process.Kill()
+		<-exited
+	})
+	portsFile := filepath.Join(dir, fmt.Sprintf("%s_%d.ports", filepath.Base(bin), srv.Process.Pid))
+	deadline := time.Now().Add(30 * time.Second)
+	for tick := time.NewTicker(20 * time.Millisecond); ; <-tick.C {
+		select {
+		case err := <-exited:
+			exited <- err
+			t.Fatalf("nats-server exited (%v) with this configuration:\n%s\nlog:\n%s", err, conf, permReadLog(logPath))
+		default:
+		}
+		if data, err := os.ReadFile(portsFile); err == nil {
+			var ports struct {
+				Nats []string `json:"nats"`
+			}
+			if json.Unmarshal(data, &ports) == nil && len(ports.Nats) > 0 {
+				return ports.Nats[0]
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nats-server did not start; log:\n%s", permReadLog(logPath))
+		}
+	}
+}
+
+func permReadLog(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	return string(data)
+}
