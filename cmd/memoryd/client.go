@@ -11,6 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/memoryd/memoryd/enricher"
 )
 
@@ -35,8 +37,8 @@ type clientOptions struct {
 
 func (o *clientOptions) register(f *flags) {
 	o.conn.register(f)
-	f.String(&o.user, "user", "", "user id (required)")
-	f.Bool(&o.json, "json", false, "print the whole JSON reply")
+	f.ArgString(&o.user, "user", "", "user id (required)")
+	f.ArgBool(&o.json, "json", false, "print the whole JSON reply")
 	f.Duration(&o.timeout, "timeout", 5*time.Second, "how long to wait for memoryd's reply")
 }
 
@@ -59,7 +61,7 @@ func (o *clientOptions) parse(f *flags, args []string) ([]string, error) {
 		pos, args = append(pos, rest[0]), rest[1:]
 	}
 	if o.user == "" {
-		return nil, errors.New("--user is required")
+		return nil, f.usageErr("--user is required")
 	}
 	return pos, nil
 }
@@ -79,35 +81,66 @@ func (o *clientOptions) client(ctx context.Context, a *app) (c *enricher.Client,
 	return enricher.NewClient(nc, o.conn.prefix), reqCtx, func() { cancel(); nc.Close() }, nil
 }
 
+// callError rewrites the errors of a request to the service into one
+// sentence: the client's own errors start with "memoryd <endpoint>:", which
+// run's "memoryd <command>:" would otherwise repeat.
+func (o *clientOptions) callError(err error) error {
+	var svcErr *enricher.ServiceError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, nats.ErrNoResponders):
+		return fmt.Errorf("no memoryd service answers on %s under prefix %q: start 'memoryd serve' with the same --nats-url and --prefix", redactURL(o.conn.natsURL), o.conn.prefix)
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+		return fmt.Errorf("memoryd did not reply within %s (--timeout)", o.timeout)
+	case errors.As(err, &svcErr):
+		return fmt.Errorf("the service answered %d: %s", svcErr.Code, svcErr.Description)
+	}
+	if msg, ok := strings.CutPrefix(err.Error(), "memoryd "); ok {
+		return &relabeled{msg: msg, err: err}
+	}
+	return err
+}
+
+// relabeled is err with another message.
+type relabeled struct {
+	msg string
+	err error
+}
+
+func (e *relabeled) Error() string { return e.msg }
+func (e *relabeled) Unwrap() error { return e.err }
+
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
 
-func runEnrich(ctx context.Context, a *app, args []string) error {
+func runEnrich(ctx context.Context, a *app, args []string) (err error) {
 	var (
 		o                     clientOptions
 		format, at, threshold string
 		maxResults, maxTokens int
 	)
+	defer func() { err = o.callError(err) }()
 	f := newFlags("enrich", `Usage: memoryd enrich --user U [--json] [--format inline|system|markdown] [--max-results N] "message"
 
 Asks the running memoryd for the memory relevant to the message and prints the
 injection a frontend would add (nothing when no memory qualifies), or the whole
 reply with --json. A degraded reply (memory unavailable) is reported on stderr.`)
 	o.register(f)
-	f.String(&format, "format", "inline", "injection format: inline, system or markdown")
-	f.Int(&maxResults, "max-results", enricher.DefaultMaxResults, "most context items (1..50)")
-	f.Int(&maxTokens, "max-tokens", enricher.DefaultMaxTokens, "token budget of the injection (1..100000)")
-	f.String(&threshold, "threshold", "", "lowest score of a context item, 0..1 (default 0.3)")
-	f.String(&at, "at", "", "measure recency against this RFC 3339 time (default now)")
+	f.ArgString(&format, "format", "inline", "injection format: inline, system or markdown")
+	f.ArgInt(&maxResults, "max-results", enricher.DefaultMaxResults, "most context items (1..50)")
+	f.ArgInt(&maxTokens, "max-tokens", enricher.DefaultMaxTokens, "token budget of the injection (1..100000)")
+	f.ArgString(&threshold, "threshold", "", "lowest score of a context item, 0..1 (default 0.3)")
+	f.ArgString(&at, "at", "", "measure recency against this RFC 3339 time (default now)")
 	pos, err := o.parse(f, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) == 0 {
-		return errors.New(`the message is missing: memoryd enrich --user U "message"`)
+		return f.usageErr(`the message is missing: memoryd enrich --user U "message"`)
 	}
 	req := enricher.EnrichRequest{
 		UserID:     o.user,
@@ -119,13 +152,13 @@ reply with --json. A degraded reply (memory unavailable) is reported on stderr.`
 	if threshold != "" {
 		v, err := strconv.ParseFloat(threshold, 64)
 		if err != nil {
-			return fmt.Errorf("--threshold %q is not a number", threshold)
+			return f.usageErr("--threshold %q is not a number", threshold)
 		}
 		req.Threshold = &v
 	}
 	if at != "" {
 		if req.At, err = time.Parse(time.RFC3339Nano, at); err != nil {
-			return fmt.Errorf("--at %q is not RFC 3339", at)
+			return f.usageErr("--at %q is not RFC 3339", at)
 		}
 	}
 	c, reqCtx, done, err := o.client(ctx, a)
@@ -151,8 +184,9 @@ reply with --json. A degraded reply (memory unavailable) is reported on stderr.`
 	return nil
 }
 
-func runFacts(ctx context.Context, a *app, args []string) error {
+func runFacts(ctx context.Context, a *app, args []string) (err error) {
 	var o clientOptions
+	defer func() { err = o.callError(err) }()
 	f := newFlags("facts", `Usage: memoryd facts list --user U
        memoryd facts get --user U KEY
        memoryd facts set --user U KEY VALUE
@@ -168,10 +202,10 @@ Reads and writes a user's facts through the running memoryd.`)
 	want := map[string]int{"list": 0, "get": 1, "set": 2, "clear": 1}
 	n, ok := want[action]
 	if !ok {
-		return fmt.Errorf("unknown action %q: use list, get, set or clear", action)
+		return f.usageErr("unknown action %q: use list, get, set or clear", action)
 	}
 	if len(pos) != n {
-		return fmt.Errorf("facts %s takes %d argument(s), got %d (see memoryd facts -h)", action, n, len(pos))
+		return f.usageErr("facts %s takes %d argument(s), got %d", action, n, len(pos))
 	}
 	c, reqCtx, done, err := o.client(ctx, a)
 	if err != nil {
@@ -222,7 +256,7 @@ Reads and writes a user's facts through the running memoryd.`)
 	return nil
 }
 
-func runMemory(ctx context.Context, a *app, args []string) error {
+func runMemory(ctx context.Context, a *app, args []string) (err error) {
 	var (
 		o          clientOptions
 		maxResults int
@@ -230,6 +264,7 @@ func runMemory(ctx context.Context, a *app, args []string) error {
 		question   string
 		all        bool
 	)
+	defer func() { err = o.callError(err) }()
 	f := newFlags("memory", `Usage: memoryd memory search --user U [--max-results N] QUERY
        memoryd memory store --user U QUESTION ANSWER
        memoryd memory clear --user U (--id N | --question Q | --all)
@@ -237,10 +272,10 @@ func runMemory(ctx context.Context, a *app, args []string) error {
 Searches, stores and forgets a user's remembered question/answer pairs through
 the running memoryd.`)
 	o.register(f)
-	f.Int(&maxResults, "max-results", enricher.DefaultSearchResults, "most results of a search (1..50)")
-	f.Int(&id, "id", 0, "clear: the context item id to forget")
-	f.String(&question, "question", "", "clear: forget items with this question (case and spacing ignored)")
-	f.Bool(&all, "all", false, "clear: forget every context item of the user")
+	f.ArgInt(&maxResults, "max-results", enricher.DefaultSearchResults, "most results of a search (1..50)")
+	f.ArgInt(&id, "id", 0, "clear: the context item id to forget")
+	f.ArgString(&question, "question", "", "clear: forget items with this question (case and spacing ignored)")
+	f.ArgBool(&all, "all", false, "clear: forget every context item of the user")
 	pos, err := o.parse(f, args)
 	if err != nil {
 		return err
@@ -248,13 +283,13 @@ the running memoryd.`)
 	action, pos := shift(pos)
 	switch {
 	case action == "search" && len(pos) == 0:
-		return errors.New("memory search needs a query")
+		return f.usageErr("memory search needs a query")
 	case action == "store" && len(pos) != 2:
-		return errors.New("memory store takes QUESTION ANSWER (quote each)")
+		return f.usageErr("memory store takes QUESTION ANSWER (quote each)")
 	case action == "clear" && len(pos) != 0:
-		return errors.New("memory clear takes --id, --question or --all, not arguments")
+		return f.usageErr("memory clear takes --id, --question or --all, not arguments")
 	case action != "search" && action != "store" && action != "clear":
-		return fmt.Errorf("unknown action %q: use search, store or clear", action)
+		return f.usageErr("unknown action %q: use search, store or clear", action)
 	}
 	c, reqCtx, done, err := o.client(ctx, a)
 	if err != nil {
@@ -297,8 +332,9 @@ the running memoryd.`)
 	return nil
 }
 
-func runStats(ctx context.Context, a *app, args []string) error {
+func runStats(ctx context.Context, a *app, args []string) (err error) {
 	var o clientOptions
+	defer func() { err = o.callError(err) }()
 	f := newFlags("stats", "Usage: memoryd stats --user U\n\nShows a user's turns received, processed, failed and pending, and their facts and context items.")
 	o.register(f)
 	pos, err := o.parse(f, args)
@@ -306,7 +342,7 @@ func runStats(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	if len(pos) != 0 {
-		return fmt.Errorf("stats takes no arguments, got %q", pos)
+		return f.usageErr("stats takes no arguments, got %q", pos)
 	}
 	c, reqCtx, done, err := o.client(ctx, a)
 	if err != nil {

@@ -71,9 +71,9 @@ func (o *connOptions) logger(a *app) (*slog.Logger, error) {
 	}
 	switch format {
 	case "text":
-		return slog.New(tint.NewHandler(a.stderr, &tint.Options{Level: level, TimeFormat: time.TimeOnly})), nil
+		return slog.New(&riverQuiet{Handler: tint.NewHandler(a.stderr, &tint.Options{Level: level, TimeFormat: time.TimeOnly, ReplaceAttr: readableDurations})}), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(a.stderr, &slog.HandlerOptions{Level: level})), nil
+		return slog.New(&riverQuiet{Handler: slog.NewJSONHandler(a.stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: readableDurations})}), nil
 	}
 	return nil, fmt.Errorf("--log-format %q is not auto, text or json", o.logFormat)
 }

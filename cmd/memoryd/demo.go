@@ -34,8 +34,8 @@ process, publishes a short conversation as turn events, waits until they are
 processed, then prints the facts and context stored and an example enrich
 reply. Safe to run again.`)
 	o.register(f)
-	f.String(&user, "user", "demo-ada", "user id the demo conversation belongs to")
-	f.Duration(&wait, "wait", time.Minute, "how long to wait for the turns to be processed")
+	f.ArgString(&user, "user", "demo-ada", "user id the demo conversation belongs to")
+	f.ArgDuration(&wait, "wait", time.Minute, "how long to wait for the turns to be processed")
 	if err := f.Parse(args); err != nil {
 		return err
 	}

@@ -19,8 +19,8 @@ func failedCommand(ctx context.Context, a *app, args []string, name, usage strin
 	)
 	f := newFlags(name, usage)
 	o.register(f)
-	f.String(&user, "user", "", "only this user's turns")
-	f.Int(&limit, "limit", defLimit, "most turns")
+	f.ArgString(&user, "user", "", "only this user's turns")
+	f.ArgInt(&limit, "limit", defLimit, "most turns")
 	if err := f.Parse(args); err != nil {
 		return err
 	}

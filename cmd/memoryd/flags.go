@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"strconv"
@@ -13,22 +14,31 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Every flag has an environment variable MEMORYD_<NAME> (upper case, dashes as
-// underscores) and a key in the optional configuration file (the flag name,
-// with dashes or underscores). Precedence: flag, then environment, then the
-// file, then the default. This file is the only place memoryd reads its
-// environment and configuration file.
+// Flags are of two kinds. Settings (connections, limits, formats) have an
+// environment variable MEMORYD_<NAME> (upper case, dashes as underscores) and
+// a key in the optional configuration file (the flag name, with dashes or
+// underscores); precedence: flag, then environment, then the file, then the
+// default. Per-invocation arguments (whose memory, which message, --json,
+// --reset, ...) come from the command line only, so that a stray MEMORYD_USER
+// never changes what a command reads or deletes. This file is the only place
+// memoryd reads its environment and configuration file.
 
 func envName(flagName string) string {
 	return "MEMORYD_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// flags wraps a FlagSet so that every flag documents its env var and default,
-// and takes its initial value from the environment.
+// flags wraps a FlagSet so that setting flags take their initial value from
+// the environment, and help prints each flag's default once and its
+// environment variable when it has one.
 type flags struct {
 	*flag.FlagSet
+	// text is the command's usage text, printed above the flags by -h.
+	text    string
 	envErrs []error
 	secrets map[string]bool
+	// args are the per-invocation flags: no environment variable, no
+	// configuration file key.
+	args map[string]bool
 	// source says where each flag's value came from, after Parse.
 	source map[string]string
 	// configPath is --config, registered once here: client commands call
@@ -38,72 +48,146 @@ type flags struct {
 
 func newFlags(name, usage string) *flags {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	f := &flags{FlagSet: fs, secrets: map[string]bool{}, source: map[string]string{}}
+	f := &flags{FlagSet: fs, text: usage, secrets: map[string]bool{}, args: map[string]bool{}, source: map[string]string{}}
 	fs.StringVar(&f.configPath, "config", os.Getenv("MEMORYD_CONFIG"),
-		`configuration file, YAML with the flags' names as keys (env MEMORYD_CONFIG, default "memoryd.yaml" when present)`)
-	fs.Usage = func() {
-		out := fs.Output()
-		fmt.Fprintf(out, "%s\n\nFlags (each also read from its environment variable):\n", usage)
-		fs.PrintDefaults()
-	}
+		`configuration file, YAML with the flags' names as keys (env MEMORYD_CONFIG; default ./memoryd.yaml when present)`)
+	// The flag package would print the error and the whole usage on every
+	// parse error, to stderr; Parse returns errors that run reports instead:
+	// -h prints the usage on stdout, a bad flag one line pointing at -h.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	return f
 }
 
-func (f *flags) help(name, usage, def string) string {
-	return fmt.Sprintf("%s (env %s, default %q)", usage, envName(name), def)
+// printUsage writes the usage text and every flag, each with its default
+// (once, when not empty) and its environment variable when it has one.
+func (f *flags) printUsage(w io.Writer) {
+	fmt.Fprintf(w, "%s\n\nFlags:\n", f.text)
+	f.VisitAll(func(fl *flag.Flag) {
+		typ, usage := flag.UnquoteUsage(fl)
+		fmt.Fprintf(w, "  --%s", fl.Name)
+		if typ != "" {
+			fmt.Fprintf(w, " %s", typ)
+		}
+		var notes []string
+		isBool := typ == "" // flag.UnquoteUsage names no type for a bool
+		if def := fl.DefValue; def != "" && !(isBool && def == "false") && fl.Name != "config" && !f.secrets[fl.Name] {
+			if g, ok := fl.Value.(flag.Getter); ok {
+				if _, isString := g.Get().(string); isString {
+					def = strconv.Quote(def)
+				}
+			}
+			notes = append(notes, "default "+def)
+		}
+		if !f.args[fl.Name] && fl.Name != "config" {
+			env := "env " + envName(fl.Name)
+			if f.secrets[fl.Name] {
+				env += ", never logged"
+			}
+			notes = append(notes, env)
+		}
+		if len(notes) > 0 {
+			usage += " (" + strings.Join(notes, "; ") + ")"
+		}
+		fmt.Fprintf(w, "\n    \t%s\n", strings.ReplaceAll(usage, "\n", "\n    \t"))
+	})
+	fmt.Fprintf(w, "\nFlags with an env variable may also be set in the configuration file; the others\n"+
+		"apply to this invocation only. Exit status: 0 done, 1 failed, 2 bad flag or argument.\n")
 }
 
-func (f *flags) String(dst *string, name, def, usage string) {
-	shown := def
-	if v, ok := os.LookupEnv(envName(name)); ok {
-		def = v
+// helpRequest is returned by Parse for -h/--help: run prints the usage on
+// stdout and exits 0.
+type helpRequest struct{ flags *flags }
+
+func (h *helpRequest) Error() string { return "help requested" }
+func (h *helpRequest) Unwrap() error { return flag.ErrHelp }
+
+// usageError is a bad flag or argument: run prints it with one line
+// pointing at the command's -h and exits 2.
+type usageError struct {
+	cmd string
+	err error
+}
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// usageErr returns a usageError of this command.
+func (f *flags) usageErr(format string, args ...any) error {
+	return &usageError{cmd: f.Name(), err: fmt.Errorf(format, args...)}
+}
+
+// fromEnv sets a setting flag's initial value from its environment variable;
+// a bad value is reported by Parse.
+func (f *flags) fromEnv(name, want string) {
+	v, ok := os.LookupEnv(envName(name))
+	if !ok {
+		return
 	}
-	f.StringVar(dst, name, def, f.help(name, usage, shown))
+	if err := f.Lookup(name).Value.Set(v); err != nil {
+		f.envErrs = append(f.envErrs, fmt.Errorf("%s=%q is not %s", envName(name), v, want))
+	}
 }
 
+// String defines a string setting (environment variable, file key).
+func (f *flags) String(dst *string, name, def, usage string) {
+	f.StringVar(dst, name, def, usage)
+	f.fromEnv(name, "a string")
+}
+
+// Secret defines a string setting whose value is never printed or logged.
 func (f *flags) Secret(dst *string, name, usage string) {
 	f.secrets[name] = true
-	def := os.Getenv(envName(name))
-	f.StringVar(dst, name, def, fmt.Sprintf("%s (env %s; never logged)", usage, envName(name)))
+	f.StringVar(dst, name, "", usage)
+	f.fromEnv(name, "a string")
 }
 
+// Int defines an integer setting.
 func (f *flags) Int(dst *int, name string, def int, usage string) {
-	shown := strconv.Itoa(def)
-	if v, ok := os.LookupEnv(envName(name)); ok {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			f.envErrs = append(f.envErrs, fmt.Errorf("%s=%q is not a whole number", envName(name), v))
-		} else {
-			def = n
-		}
-	}
-	f.IntVar(dst, name, def, f.help(name, usage, shown))
+	f.IntVar(dst, name, def, usage)
+	f.fromEnv(name, "a whole number")
 }
 
+// Duration defines a duration setting.
 func (f *flags) Duration(dst *time.Duration, name string, def time.Duration, usage string) {
-	shown := def.String()
-	if v, ok := os.LookupEnv(envName(name)); ok {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			f.envErrs = append(f.envErrs, fmt.Errorf("%s=%q is not a duration like 30s", envName(name), v))
-		} else {
-			def = d
-		}
-	}
-	f.DurationVar(dst, name, def, f.help(name, usage, shown))
+	f.DurationVar(dst, name, def, usage)
+	f.fromEnv(name, "a duration like 30s")
 }
 
+// Float defines a number setting.
 func (f *flags) Float(dst *float64, name string, def float64, usage string) {
-	shown := strconv.FormatFloat(def, 'g', -1, 64)
-	if v, ok := os.LookupEnv(envName(name)); ok {
-		x, err := strconv.ParseFloat(v, 64)
-		if err != nil {
-			f.envErrs = append(f.envErrs, fmt.Errorf("%s=%q is not a number", envName(name), v))
-		} else {
-			def = x
-		}
-	}
-	f.Float64Var(dst, name, def, f.help(name, usage, shown))
+	f.Float64Var(dst, name, def, usage)
+	f.fromEnv(name, "a number")
+}
+
+// Bool defines a boolean setting.
+func (f *flags) Bool(dst *bool, name string, def bool, usage string) {
+	f.BoolVar(dst, name, def, usage)
+	f.fromEnv(name, "true or false")
+}
+
+// ArgString defines a per-invocation string argument: command line only.
+func (f *flags) ArgString(dst *string, name, def, usage string) {
+	f.args[name] = true
+	f.StringVar(dst, name, def, usage)
+}
+
+// ArgInt defines a per-invocation integer argument.
+func (f *flags) ArgInt(dst *int, name string, def int, usage string) {
+	f.args[name] = true
+	f.IntVar(dst, name, def, usage)
+}
+
+// ArgDuration defines a per-invocation duration argument.
+func (f *flags) ArgDuration(dst *time.Duration, name string, def time.Duration, usage string) {
+	f.args[name] = true
+	f.DurationVar(dst, name, def, usage)
+}
+
+// ArgBool defines a per-invocation boolean argument.
+func (f *flags) ArgBool(dst *bool, name string, def bool, usage string) {
+	f.args[name] = true
+	f.BoolVar(dst, name, def, usage)
 }
 
 // parseSize parses a byte size such as 500M or 10G (K, M, G, T: powers of
@@ -129,25 +213,15 @@ func parseSize(s string) (int64, error) {
 	return int64(x * float64(mult)), nil
 }
 
-func (f *flags) Bool(dst *bool, name string, def bool, usage string) {
-	shown := strconv.FormatBool(def)
-	if v, ok := os.LookupEnv(envName(name)); ok {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			f.envErrs = append(f.envErrs, fmt.Errorf("%s=%q is not true or false", envName(name), v))
-		} else {
-			def = b
-		}
-	}
-	f.BoolVar(dst, name, def, f.help(name, usage, shown))
-}
-
 // Parse parses args, then fills flags that neither args nor the environment
 // set from the configuration file (--config, MEMORYD_CONFIG, or ./memoryd.yaml
 // when it exists). It reports the first bad environment variable or file key.
 func (f *flags) Parse(args []string) error {
 	if err := f.FlagSet.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return &helpRequest{flags: f}
+		}
+		return &usageError{cmd: f.Name(), err: err}
 	}
 	if len(f.envErrs) > 0 {
 		return f.envErrs[0]
@@ -155,10 +229,11 @@ func (f *flags) Parse(args []string) error {
 	explicit := map[string]bool{}
 	f.Visit(func(fl *flag.Flag) { explicit[fl.Name] = true })
 	f.VisitAll(func(fl *flag.Flag) {
-		switch _, env := os.LookupEnv(envName(fl.Name)); {
+		_, env := os.LookupEnv(envName(fl.Name))
+		switch {
 		case explicit[fl.Name]:
 			f.source[fl.Name] = "flag"
-		case env:
+		case env && !f.args[fl.Name]:
 			f.source[fl.Name] = "env " + envName(fl.Name)
 		default:
 			f.source[fl.Name] = "default"
@@ -176,8 +251,8 @@ func (f *flags) Parse(args []string) error {
 	for key, value := range values {
 		name := strings.ReplaceAll(key, "_", "-")
 		fl := f.Lookup(name)
-		if fl == nil || name == "config" {
-			if f.Lookup(name) == nil && !knownFlag(name) {
+		if fl == nil || name == "config" || f.args[name] {
+			if (fl == nil || f.args[name]) && !knownFlag(name) {
 				return fmt.Errorf("%s: unknown key %q", configPath, key)
 			}
 			continue // a key for another command

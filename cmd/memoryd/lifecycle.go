@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"sort"
@@ -13,6 +14,30 @@ import (
 	"github.com/memoryd/memoryd/worker"
 )
 
+// Replay's batching: events read per transaction, and the turns per
+// extraction job when --job-size is 0. Replay's jobs are larger than serve's
+// (50 and 1): a replay enqueues the whole stream at once, so per-job overhead
+// matters more than latency; with an LLM, 10 still spreads the model calls
+// over the workers.
+const (
+	replayBatchSize    = 500
+	replayJobSizeRules = 100
+	replayJobSizeLLM   = 10
+)
+
+// replayJobSize is the number of turns per job replay enqueues: --job-size,
+// else replayJobSizeLLM with an LLM, replayJobSizeRules with the offline
+// rules. A job holds turns of one batch, so at most replayBatchSize.
+func (o *serveOptions) replayJobSize() int {
+	switch {
+	case o.jobSize > 0:
+		return min(o.jobSize, replayBatchSize)
+	case o.llm.baseURL != "":
+		return replayJobSizeLLM
+	}
+	return replayJobSizeRules
+}
+
 func runReplay(ctx context.Context, a *app, args []string) error {
 	var (
 		o                     serveOptions
@@ -20,26 +45,37 @@ func runReplay(ctx context.Context, a *app, args []string) error {
 		fromSeq               int
 		reset, dryRun, noWork bool
 	)
-	f := newFlags("replay", `Usage: memoryd replay [--user U[,U...]] [--since RFC3339 | --from-seq N] [--reset] [--dry-run]
+	f := newFlags("replay", fmt.Sprintf(`Usage: memoryd replay [--user U[,U...]] [--since RFC3339 | --from-seq N] [--reset] [--dry-run]
 
 Rebuilds memory from the turn stream: every turn in scope goes through
-extraction again (batched into jobs). --reset first deletes the derived memory
-(facts, history, context) of the users in scope, all users when none is named,
-in one transaction. Replaying twice gives the same memory as once; an
-interrupted replay can be re-run. By default this command also runs extraction
-workers until the replayed turns are done (--no-work leaves that to serve).`)
+extraction again. Events are read in batches of %[1]d, each recorded in one
+transaction and split into extraction jobs of --job-size turns (0: %[2]d with
+the offline extractor, %[3]d with an LLM). --reset first deletes the facts and
+context of the users in scope, all users when none is named, in one
+transaction; fact history (the rebuilt facts add to it) and items written
+through the memory tools (not in the stream) are kept. Replaying twice gives
+the same memory as once; an interrupted replay can be re-run. By default this
+command also runs extraction workers until the replayed turns are done
+(--no-work leaves that to serve).
+--dry-run reads and counts the stream only: nothing is written or enqueued.
+
+Output: progress (every few seconds) and logs are log lines on stderr, in the
+--log-format; the summary is printed on stdout.`, replayBatchSize, replayJobSizeRules, replayJobSizeLLM))
 	o.register(f)
-	f.String(&users, "user", "", "comma-separated user ids to replay (default: all)")
-	f.String(&since, "since", "", "replay turns stored since this time (RFC 3339)")
-	f.Int(&fromSeq, "from-seq", 0, "replay from this stream sequence")
-	f.Bool(&reset, "reset", false, "delete the users' derived memory first")
-	f.Bool(&dryRun, "dry-run", false, "read and count only; write nothing")
-	f.Bool(&noWork, "no-work", false, "only enqueue; let running serve processes extract")
+	f.Lookup("batch-size").Usage = fmt.Sprintf("not used by replay, which records %d events per transaction", replayBatchSize)
+	f.Lookup("job-size").Usage = fmt.Sprintf("turns per extraction job replay enqueues; 0 picks %d for the offline extractor and %d for an LLM (at most %d)",
+		replayJobSizeRules, replayJobSizeLLM, replayBatchSize)
+	f.ArgString(&users, "user", "", "comma-separated user ids to replay (default: all)")
+	f.ArgString(&since, "since", "", "replay turns stored since this time (RFC 3339)")
+	f.ArgInt(&fromSeq, "from-seq", 0, "replay from this stream sequence")
+	f.ArgBool(&reset, "reset", false, "delete the users' extracted facts and context first")
+	f.ArgBool(&dryRun, "dry-run", false, "read and count only; write nothing")
+	f.ArgBool(&noWork, "no-work", false, "only enqueue; let running serve processes extract")
 	if err := f.Parse(args); err != nil {
 		return err
 	}
 	cfg := worker.ReplayConfig{Prefix: o.conn.prefix, Stream: o.conn.stream, Reset: reset, DryRun: dryRun, FromSeq: uint64(max(fromSeq, 0)),
-		JobSize: o.effectiveJobSize(10, 100)}
+		BatchSize: replayBatchSize, JobSize: o.replayJobSize()}
 	if users != "" {
 		for _, u := range strings.Split(users, ",") {
 			if u = strings.TrimSpace(u); u != "" {
@@ -50,7 +86,7 @@ workers until the replayed turns are done (--no-work leaves that to serve).`)
 	if since != "" {
 		t, err := time.Parse(time.RFC3339Nano, since)
 		if err != nil {
-			return fmt.Errorf("--since %q is not RFC 3339", since)
+			return f.usageErr("--since %q is not RFC 3339", since)
 		}
 		cfg.Since = t
 	}
@@ -95,23 +131,36 @@ workers until the replayed turns are done (--no-work leaves that to serve).`)
 		}()
 	}
 	cfg.JetStream, cfg.Store, cfg.Logger = js, s, logger
+	// Progress goes to the log (stderr), the summary to stdout, so that a
+	// progress line is never drawn into the middle of a log line.
+	var lastProgress time.Time
 	cfg.Progress = func(p worker.ReplayProgress) {
-		fmt.Fprintf(a.stdout, "\rread %d/%d events  %.0f/s  eta %s   ", p.Read, p.Total, p.Rate(), p.ETA().Round(time.Second))
+		if time.Since(lastProgress) < progressEvery && p.Read < p.Total {
+			return
+		}
+		lastProgress = time.Now()
+		logger.Info("replay progress", "read", p.Read, "total", p.Total, "events_per_second", int(p.Rate()), "eta", p.ETA().Round(time.Second))
 	}
 	p, err := worker.Replay(ctx, cfg)
-	fmt.Fprintln(a.stdout)
 	if err != nil {
 		return err
 	}
+	if dryRun {
+		fmt.Fprintf(a.stdout, "dry run: read %d events (%d invalid, %d opted out); %d turns would be extracted again; nothing was written\n",
+			p.Read, p.Invalid, p.OptedOut, p.Enqueued)
+		return nil
+	}
 	fmt.Fprintf(a.stdout, "read %d events (%d invalid, %d opted out), %d turns enqueued for extraction in %s\n",
 		p.Read, p.Invalid, p.OptedOut, p.Enqueued, p.Elapsed.Round(time.Millisecond))
-	if reset && !dryRun {
-		fmt.Fprintf(a.stdout, "reset removed %d facts, %d history rows, %d context items\n", p.Removed.Facts, p.Removed.FactHistory, p.Removed.Context)
+	if reset {
+		fmt.Fprintf(a.stdout, "reset removed %d facts and %d context items\n", p.Removed.Facts, p.Removed.Context)
 	}
-	if dryRun || noWork {
+	if noWork {
 		return nil
 	}
 	start := time.Now()
+	var lastLog time.Time
+	last := int64(-1)
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -119,19 +168,25 @@ workers until the replayed turns are done (--no-work leaves that to serve).`)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(a.stdout, "\rextracting: %d turns pending   ", n)
 		if n == 0 {
-			fmt.Fprintf(a.stdout, "\nreplay done in %s\n", (p.Elapsed + time.Since(start)).Round(time.Millisecond))
+			fmt.Fprintf(a.stdout, "replay done in %s\n", (p.Elapsed + time.Since(start)).Round(time.Millisecond))
 			return nil
+		}
+		if n != last && time.Since(lastLog) >= progressEvery {
+			logger.Info("replay extracting", "pending_turns", n)
+			last, lastLog = n, time.Now()
 		}
 		select {
 		case <-ctx.Done():
-			fmt.Fprintln(a.stdout, "\ninterrupted: the rest is enqueued and will be extracted by any running serve; re-running replay is safe")
+			fmt.Fprintln(a.stdout, "interrupted: the rest is enqueued and will be extracted by any running serve; re-running replay is safe")
 			return nil
 		case <-tick.C:
 		}
 	}
 }
+
+// progressEvery spaces replay's progress log lines.
+const progressEvery = 2 * time.Second
 
 func runForget(ctx context.Context, a *app, args []string) error {
 	var (
@@ -144,12 +199,12 @@ Deletes everything memoryd keeps about a user: facts, fact history, context,
 turns, pending jobs, and the user's events in the turn and dead-letter
 streams, so that no replay can bring them back. Prints the counts as JSON.`)
 	o.register(f)
-	f.String(&user, "user", "", "the user id to forget (required)")
+	f.ArgString(&user, "user", "", "the user id to forget (required)")
 	if err := f.Parse(args); err != nil {
 		return err
 	}
 	if user == "" {
-		return fmt.Errorf("--user is required")
+		return f.usageErr("--user is required")
 	}
 	s, err := openQuiet(ctx, &o, a)
 	if err != nil {
@@ -177,7 +232,7 @@ streams, so that no replay can bring them back. Prints the counts as JSON.`)
 
 func runConfig(_ context.Context, a *app, args []string) error {
 	if len(args) == 0 || args[0] != "print" {
-		return fmt.Errorf("usage: memoryd config print [serve flags]")
+		return &usageError{cmd: "config print", err: errors.New("the only action is print: memoryd config print [serve flags]")}
 	}
 	var o serveOptions
 	f := newFlags("config print", `Usage: memoryd config print [--config FILE] [serve flags]

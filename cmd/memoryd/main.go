@@ -3,8 +3,9 @@
 // Postgres, and answers enrich requests over NATS.
 //
 // Usage: memoryd <command> [flags]. Run "memoryd help" for the commands and
-// "memoryd <command> -h" for a command's flags, each with its MEMORYD_*
-// environment variable and default.
+// "memoryd <command> -h" for a command's flags, each with its default and,
+// for settings, its MEMORYD_* environment variable. Exit status: 0 done,
+// 1 failed, 2 bad command, flag or argument.
 package main
 
 import (
@@ -45,6 +46,7 @@ func commands() []command {
 		{"config", "print the effective configuration (config print), secrets redacted", runConfig},
 		{"schemas", "write the JSON Schemas of the wire contract", runSchemas},
 		{"health", "probe a running serve's /readyz (for container healthchecks)", runHealth},
+		{"version", "print memoryd's version, commit and Go version", runVersion},
 	}
 	cmds = append(cmds, clientCommands()...)
 	sort.Slice(cmds, func(i, j int) bool { return cmds[i].name < cmds[j].name })
@@ -63,22 +65,34 @@ func run(ctx context.Context, a *app, args []string) int {
 		usage(a.stdout)
 		return 0
 	}
+	if args[0] == "--version" || args[0] == "-version" {
+		args = append([]string{"version"}, args[1:]...)
+	}
 	for _, c := range commands() {
 		if c.name != args[0] {
 			continue
 		}
 		err := c.run(ctx, a, args[1:])
-		if errors.Is(err, flag.ErrHelp) {
+		var (
+			help *helpRequest
+			uerr *usageError
+		)
+		switch {
+		case err == nil:
 			return 0
+		case errors.As(err, &help):
+			help.flags.printUsage(a.stdout)
+			return 0
+		case errors.Is(err, flag.ErrHelp):
+			return 0
+		case errors.As(err, &uerr):
+			fmt.Fprintf(a.stderr, "memoryd %s: %s\nRun 'memoryd %s -h' for usage.\n", c.name, flagNames(uerr.err.Error()), uerr.cmd)
+			return 2
 		}
-		if err != nil {
-			fmt.Fprintf(a.stderr, "memoryd %s: %s\n", c.name, explain(err))
-			return 1
-		}
-		return 0
+		fmt.Fprintf(a.stderr, "memoryd %s: %s\n", c.name, flagNames(explain(err)))
+		return 1
 	}
-	fmt.Fprintf(a.stderr, "memoryd: unknown command %q\n\n", args[0])
-	usage(a.stderr)
+	fmt.Fprintf(a.stderr, "memoryd: unknown command %q\nRun 'memoryd help' for the commands.\n", args[0])
 	return 2
 }
 
@@ -88,5 +102,7 @@ func usage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-13s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nRun 'memoryd <command> -h' for a command's flags; each has a MEMORYD_* environment variable.")
+	fmt.Fprintln(w, "\nRun 'memoryd <command> -h' for a command's flags: settings have a MEMORYD_* environment")
+	fmt.Fprintln(w, "variable, per-invocation arguments (--user, --message, --json, ...) do not.")
+	fmt.Fprintln(w, "Exit status: 0 done, 1 failed, 2 bad command, flag or argument.")
 }

@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -155,16 +153,12 @@ func TestConfigFilePrecedenceAndRedaction(t *testing.T) {
 
 func TestHelpListsEveryFlagWithEnvAndDefault(t *testing.T) {
 	t.Parallel()
-	var o serveOptions
-	f := newFlags("serve", "usage")
-	o.register(f)
-	var buf bytes.Buffer
-	f.SetOutput(&buf)
-	if err := f.Parse([]string{"-h"}); !errors.Is(err, flag.ErrHelp) {
-		t.Fatalf("-h: %v", err)
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), &app{stdout: &out, stderr: &errOut}, []string{"serve", "-h"}); code != 0 {
+		t.Fatalf("serve -h: exit %d, stderr %q", code, errOut.String())
 	}
-	help := buf.String()
-	for _, want := range []string{"-nats-url", "MEMORYD_NATS_URL", `default "nats://127.0.0.1:4222"`, "-llm-api-key", "MEMORYD_LLM_API_KEY", "-max-db-size", "-config"} {
+	help := out.String()
+	for _, want := range []string{"--nats-url", "MEMORYD_NATS_URL", `default "nats://127.0.0.1:4222"`, "--llm-api-key", "MEMORYD_LLM_API_KEY", "--max-db-size", "--config"} {
 		if !strings.Contains(help, want) {
 			t.Errorf("serve -h lacks %q", want)
 		}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -219,8 +220,12 @@ func (svc *service) readiness(ctx context.Context, o *serveOptions) map[string]s
 // healthcheck calls the binary itself.
 func runHealth(ctx context.Context, a *app, args []string) error {
 	var url string
-	f := newFlags("health", "Usage: memoryd health [--url URL]\n\nExits 0 when URL (a running serve's /readyz) answers 200, 1 otherwise.")
-	f.String(&url, "url", "http://127.0.0.1:9090/readyz", "readiness URL to probe")
+	f := newFlags("health", `Usage: memoryd health [--url URL]
+
+Exits 0 when URL (a running serve's /readyz) answers 200, 1 otherwise.
+serve has no HTTP endpoint unless started with --http (off by default),
+e.g. memoryd serve --http 127.0.0.1:9090.`)
+	f.ArgString(&url, "url", "http://127.0.0.1:9090/readyz", "readiness URL to probe")
 	if err := f.Parse(args); err != nil {
 		return err
 	}
@@ -232,6 +237,9 @@ func runHealth(ctx context.Context, a *app, args []string) error {
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
+		if ctx.Err() == nil && errors.Is(err, syscall.ECONNREFUSED) {
+			return fmt.Errorf("nothing listens at %s: serve answers there only when started with --http (off by default), e.g. memoryd serve --http 127.0.0.1:9090", url)
+		}
 		return err
 	}
 	defer resp.Body.Close()

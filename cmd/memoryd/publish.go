@@ -30,13 +30,13 @@ objects (one after another, e.g. JSON lines) from standard input. Prints one
 line per turn: the event id, the stream sequence, and "duplicate" when
 JetStream had it already.`)
 	o.register(f)
-	f.String(&user, "user", "", "user id (with --message)")
-	f.String(&conv, "conversation", "", "conversation id")
-	f.String(&message, "message", "", "the user's message; without it, turns are read from stdin")
-	f.String(&response, "response", "", "the assistant's reply")
-	f.String(&id, "id", "", "event id (default: random)")
-	f.String(&at, "timestamp", "", "turn time, RFC 3339 (default: now)")
-	f.Bool(&noMemory, "no-memory", false, `publish with "memory": false (the user opted out)`)
+	f.ArgString(&user, "user", "", "user id (with --message)")
+	f.ArgString(&conv, "conversation", "", "conversation id")
+	f.ArgString(&message, "message", "", "the user's message; without it, turns are read from stdin")
+	f.ArgString(&response, "response", "", "the assistant's reply")
+	f.ArgString(&id, "id", "", "event id (default: random)")
+	f.ArgString(&at, "timestamp", "", "turn time, RFC 3339 (default: now)")
+	f.ArgBool(&noMemory, "no-memory", false, `publish with "memory": false (the user opted out)`)
 	f.Bool(&ensure, "ensure-stream", true, "create or update the turn stream first")
 	if err := f.Parse(args); err != nil {
 		return err
@@ -81,7 +81,7 @@ JetStream had it already.`)
 		t.Timestamp = time.Now().UTC()
 		if at != "" {
 			if t.Timestamp, err = time.Parse(time.RFC3339Nano, at); err != nil {
-				return fmt.Errorf("--timestamp %q is not RFC 3339", at)
+				return f.usageErr("--timestamp %q is not RFC 3339", at)
 			}
 		}
 		if noMemory {

@@ -104,6 +104,9 @@ func (o *llmOptions) extractor() (worker.Extractor, error) {
 	if o.baseURL == "" {
 		return extractor.NewRules(), nil
 	}
+	if o.model == "" {
+		return nil, errors.New("--llm-model is required with --llm-base-url")
+	}
 	return extractor.NewLLM(extractor.LLMConfig{
 		BaseURL:           o.baseURL,
 		APIKey:            o.apiKey,

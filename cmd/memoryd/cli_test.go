@@ -1,0 +1,416 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/events/eventstest"
+	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/store/storetest"
+)
+
+// runArgs runs the binary's entry point in-process and returns stdout,
+// stderr and the exit code.
+func runArgs(ctx context.Context, args ...string) (string, string, int) {
+	var out, errOut bytes.Buffer
+	code := run(ctx, &app{stdout: &out, stderr: &errOut}, args)
+	return out.String(), errOut.String(), code
+}
+
+// TestVersion: `memoryd version` and `memoryd --version` print the version,
+// the commit (the link-time variable when set) and the Go version.
+func TestVersion(t *testing.T) {
+	saved := commit
+	t.Cleanup(func() { commit = saved })
+	for _, set := range []string{"", "0123abcd"} {
+		commit = set
+		wantCommit := set
+		if set == "" {
+			rev, _ := buildCommit() // a test binary has no VCS stamp: "unknown"
+			wantCommit = rev
+		}
+		for _, args := range [][]string{{"version"}, {"--version"}} {
+			out, errOut, code := runArgs(context.Background(), args...)
+			if code != 0 || errOut != "" {
+				t.Fatalf("%v: exit %d, stderr %q", args, code, errOut)
+			}
+			for _, want := range []string{"memoryd " + version + "\n", "commit  " + wantCommit, runtime.Version()} {
+				if !strings.Contains(out, want) {
+					t.Errorf("%v with commit=%q: output lacks %q:\n%s", args, set, want, out)
+				}
+			}
+		}
+	}
+}
+
+// helpEntries splits a command's -h output into its flag entries, keyed by
+// flag name: the "  --name type" line and its description.
+func helpEntries(t *testing.T, help string) map[string]string {
+	t.Helper()
+	entries := map[string]string{}
+	_, flagsPart, ok := strings.Cut(help, "\nFlags:\n")
+	if !ok {
+		t.Fatalf("no Flags: section in\n%s", help)
+	}
+	var name string
+	for _, line := range strings.Split(flagsPart, "\n") {
+		switch {
+		case strings.HasPrefix(line, "  --"):
+			name = strings.Fields(line)[0][2:]
+			entries[name] = line
+		case name != "" && strings.HasPrefix(line, "    \t"):
+			entries[name] += "\n" + line
+		default:
+			name = ""
+		}
+	}
+	return entries
+}
+
+// helpArgs is how to ask each command for its help.
+func helpArgs(name string) []string {
+	if name == "config" {
+		return []string{"config", "print", "-h"}
+	}
+	return []string{name, "-h"}
+}
+
+// TestHelpOnStdoutEachDefaultOnce: every command's -h goes to stdout, exits
+// 0, and shows each flag's default at most once.
+func TestHelpOnStdoutEachDefaultOnce(t *testing.T) {
+	t.Parallel()
+	for _, c := range commands() {
+		out, errOut, code := runArgs(context.Background(), helpArgs(c.name)...)
+		if code != 0 || errOut != "" || out == "" {
+			t.Errorf("%s -h: exit %d, %d bytes on stdout, stderr %q", c.name, code, len(out), errOut)
+			continue
+		}
+		entries := helpEntries(t, out)
+		if len(entries) == 0 {
+			t.Errorf("%s -h lists no flags:\n%s", c.name, out)
+		}
+		for name, entry := range entries {
+			if n := strings.Count(entry, "default"); n > 1 {
+				t.Errorf("%s -h: --%s shows its default %d times:\n%s", c.name, name, n, entry)
+			}
+		}
+	}
+	out, _, _ := runArgs(context.Background(), "serve", "-h")
+	if e := helpEntries(t, out)["ack-wait"]; !strings.Contains(e, "(default 30s; env MEMORYD_ACK_WAIT)") {
+		t.Errorf("serve -h --ack-wait entry: %q", e)
+	}
+}
+
+// TestBadFlagPointsAtHelp: a wrong flag or argument prints the error and one
+// line pointing at -h, nothing on stdout, exit 2.
+func TestBadFlagPointsAtHelp(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--bogus"}, "memoryd serve: flag provided but not defined: -bogus\nRun 'memoryd serve -h' for usage.\n"},
+		{[]string{"facts", "list", "--user", "u", "--nope"}, "memoryd facts: flag provided but not defined: -nope\nRun 'memoryd facts -h' for usage.\n"},
+		{[]string{"replay", "--since", "yesterday"}, "memoryd replay: --since \"yesterday\" is not RFC 3339\nRun 'memoryd replay -h' for usage.\n"},
+		{[]string{"facts", "frobnicate", "--user", "u"}, "memoryd facts: unknown action \"frobnicate\": use list, get, set or clear\nRun 'memoryd facts -h' for usage.\n"},
+		{[]string{"nope"}, "memoryd: unknown command \"nope\"\nRun 'memoryd help' for the commands.\n"},
+	} {
+		out, errOut, code := runArgs(context.Background(), tt.args...)
+		if code != 2 || out != "" || errOut != tt.want {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and %q", tt.args, code, out, errOut, tt.want)
+		}
+	}
+}
+
+// TestPerInvocationArgsIgnoreEnvironment: a stray MEMORYD_USER (or
+// MEMORYD_RESET, ...) never chooses whose memory a command reads or deletes,
+// nor does the configuration file; help says which flags have a variable.
+func TestPerInvocationArgsIgnoreEnvironment(t *testing.T) {
+	for name, value := range map[string]string{
+		"USER": "mallory", "MESSAGE": "hi", "RESPONSE": "hello", "JSON": "true", "ID": "7", "QUESTION": "q",
+		"ALL": "true", "RESET": "true", "DRY_RUN": "true", "URL": "http://127.0.0.1:1/readyz",
+	} {
+		t.Setenv("MEMORYD_"+name, value)
+	}
+	unreachable := []string{"--nats-url", "nats://127.0.0.1:1", "--database-url", "postgres://postgres@127.0.0.1:1/x?sslmode=disable&connect_timeout=1", "--log-format", "json"}
+	for _, args := range [][]string{{"facts", "list"}, {"forget"}, {"stats"}, {"memory", "clear", "--all"}} {
+		out, errOut, code := runArgs(context.Background(), append(args, unreachable...)...)
+		if code != 2 || !strings.Contains(errOut, "--user is required") || out != "" {
+			t.Errorf("%v with MEMORYD_USER=mallory: exit %d, stdout %q, stderr %q; want exit 2, --user is required", args, code, out, errOut)
+		}
+	}
+	// Nor from the configuration file: "user" is not a setting.
+	path := t.TempDir() + "/memoryd.yaml"
+	if err := os.WriteFile(path, []byte("user: mallory\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := runArgs(context.Background(), append([]string{"facts", "list", "--config", path}, unreachable...)...)
+	if code == 0 || !strings.Contains(errOut, `unknown key "user"`) {
+		t.Errorf("user from the config file: exit %d, stderr %q", code, errOut)
+	}
+
+	perInvocation := map[string][]string{
+		"enrich":  {"user", "json", "format", "max-results", "at"},
+		"facts":   {"user", "json"},
+		"memory":  {"user", "id", "question", "all"},
+		"publish": {"user", "message", "response", "id", "conversation", "timestamp", "no-memory"},
+		"replay":  {"user", "reset", "dry-run", "since", "from-seq", "no-work"},
+		"forget":  {"user"},
+		"failed":  {"user", "limit"},
+		"health":  {"url"},
+	}
+	for cmd, names := range perInvocation {
+		out, _, _ := runArgs(context.Background(), cmd, "-h")
+		entries := helpEntries(t, out)
+		for _, name := range names {
+			if e, ok := entries[name]; !ok || strings.Contains(e, "env MEMORYD_") {
+				t.Errorf("%s -h: --%s should be listed without an env variable: %q", cmd, name, e)
+			}
+		}
+		if cmd != "health" && !strings.Contains(entries["nats-url"], "env MEMORYD_NATS_URL") {
+			t.Errorf("%s -h: --nats-url should name MEMORYD_NATS_URL: %q", cmd, entries["nats-url"])
+		}
+	}
+}
+
+// TestErrorsNameFlags: a component's validation error reaches the user
+// naming the flag, not the Go field.
+func TestErrorsNameFlags(t *testing.T) {
+	t.Parallel()
+	_, llmErr := extractor.NewLLM(extractor.LLMConfig{BaseURL: "http://127.0.0.1:1/v1", Model: "m", Timeout: -time.Second})
+	tests := []struct{ in, want string }{
+		{"worker: Config.Workers must be between 1 and 10000, not -1", "--workers must be between 1 and 10000, not -1"},
+		{"worker: Config.JobSize must be between 1 and BatchSize (200), not 500", "--job-size must be between 1 and --batch-size (200), not 500"},
+		{"worker: Config.AckWait must be at least 1s, not 10ms", "--ack-wait must be at least 1s, not 10ms"},
+		{"extractor: LLMConfig.BaseBackoff must not exceed LLMConfig.MaxBackoff", "extractor: LLMConfig.BaseBackoff must not exceed LLMConfig.MaxBackoff"}, // no flag sets these
+		{"enricher: Config.Timeout -1s is negative", "--enrich-timeout -1s is negative"},
+		{"replay: worker: Config.Workers must be between 1 and 10000, not 0", "replay: --workers must be between 1 and 10000, not 0"},
+		{"cannot connect to NATS at nats://x: Config.Workers", "cannot connect to NATS at nats://x: Config.Workers"},
+		{llmErr.Error(), "--llm-timeout must not be negative"},
+	}
+	for _, tt := range tests {
+		if got := flagNames(tt.in); got != tt.want {
+			t.Errorf("flagNames(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+
+	// Through the command line.
+	_, errOut, code := runArgs(context.Background(), "serve", "--llm-base-url", "http://127.0.0.1:1/v1")
+	if code != 1 || errOut != "memoryd serve: --llm-model is required with --llm-base-url\n" {
+		t.Errorf("serve without --llm-model: exit %d, stderr %q", code, errOut)
+	}
+	_, dbURL := storetest.Schema(t)
+	nc := eventstest.Conn(t)
+	prefix, stream := eventstest.Names(t, nc)
+	_, errOut, code = runArgs(context.Background(), "serve", "--workers", "-1", "--database-url", dbURL, "--nats-url", eventstest.URL(),
+		"--prefix", prefix, "--stream", stream, "--log-level", "error")
+	if code != 1 || errOut != "memoryd serve: --workers must be between 1 and 10000, not -1\n" {
+		t.Errorf("serve --workers -1: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestClientWithoutServiceSaysSoOnce: with NATS up and no memoryd serving
+// the prefix, each client command says so in one line, prefixed once.
+func TestClientWithoutServiceSaysSoOnce(t *testing.T) {
+	t.Parallel()
+	nc := eventstest.Conn(t)
+	prefix, _ := eventstest.Names(t, nc)
+	for _, args := range [][]string{
+		{"enrich", "--user", "alice", "where do I live?"},
+		{"facts", "list", "--user", "alice"},
+		{"memory", "search", "dog", "--user", "alice"},
+		{"stats", "--user", "alice"},
+	} {
+		_, errOut, code := runArgs(context.Background(), append(args, "--nats-url", eventstest.URL(), "--prefix", prefix, "--log-format", "json")...)
+		want := fmt.Sprintf("memoryd %s: no memoryd service answers on %s under prefix %q: start 'memoryd serve' with the same --nats-url and --prefix\n",
+			args[0], eventstest.URL(), prefix)
+		if code != 1 || errOut != want {
+			t.Errorf("%v: exit %d, stderr %q; want %q", args, code, errOut, want)
+		}
+	}
+}
+
+// TestHealthExplainsHTTPIsOff: when nothing listens, health says that serve
+// has no HTTP endpoint unless started with --http.
+func TestHealthExplainsHTTPIsOff(t *testing.T) {
+	t.Parallel()
+	_, errOut, code := runArgs(context.Background(), "health", "--url", "http://127.0.0.1:1/readyz")
+	if code != 1 || !strings.Contains(errOut, "--http (off by default)") || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for the logger's goroutines and the
+// test's reads.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// jsonLines parses every line of a JSON log.
+func jsonLines(t *testing.T, log string) []map[string]any {
+	t.Helper()
+	var recs []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(log), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line is not JSON: %q", line)
+		}
+		recs = append(recs, rec)
+	}
+	return recs
+}
+
+// TestServeLogsDurationsAsStringsAndRiverQuietly runs serve in-process and
+// stops it: durations are logged as "30s", River's routine info lines
+// (client started/stopped, producer job counts) are not at info.
+func TestServeLogsDurationsAsStringsAndRiverQuietly(t *testing.T) {
+	t.Parallel()
+	_, dbURL := storetest.Schema(t)
+	nc := eventstest.Conn(t)
+	prefix, stream := eventstest.Names(t, nc)
+	var stdout, stderr lockedBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, &app{stdout: &stdout, stderr: &stderr}, []string{"serve", "--database-url", dbURL, "--nats-url", eventstest.URL(),
+			"--prefix", prefix, "--stream", stream, "--log-format", "json", "--workers", "2", "--shutdown-timeout", "30s"})
+	}()
+	deadline := time.After(time.Minute)
+	for !strings.Contains(stderr.String(), `"enrich service started"`) {
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited %d:\n%s", code, stderr.String())
+		case <-deadline:
+			t.Fatalf("serve did not start within a minute:\n%s", stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("serve exited %d:\n%s", code, stderr.String())
+	}
+	var sawShutdown bool
+	for _, rec := range jsonLines(t, stderr.String()) {
+		if rec["msg"] == "shutting down" {
+			sawShutdown = true
+			if rec["timeout"] != "30s" {
+				t.Errorf("shutting down: timeout = %#v, want \"30s\"", rec["timeout"])
+			}
+		}
+		if rec["component"] == "river" && rec["level"] == "INFO" {
+			t.Errorf("River line at info: %v", rec)
+		}
+	}
+	if !sawShutdown {
+		t.Errorf("no shutting down line:\n%s", stderr.String())
+	}
+}
+
+// TestReplayOutput: progress and logs are JSON lines on stderr, stdout has
+// the summary (no carriage-return progress); --dry-run does not claim to
+// have enqueued anything.
+func TestReplayOutput(t *testing.T) {
+	t.Parallel()
+	_, dbURL := storetest.Schema(t)
+	nc := eventstest.Conn(t)
+	prefix, stream := eventstest.Names(t, nc)
+	publishTurns(t, nc, prefix, stream, 3)
+	common := []string{"--database-url", dbURL, "--nats-url", eventstest.URL(), "--prefix", prefix, "--stream", stream, "--log-format", "json"}
+
+	out, errOut, code := runArgs(context.Background(), append([]string{"replay", "--dry-run"}, common...)...)
+	if code != 0 {
+		t.Fatalf("replay --dry-run: exit %d\n%s", code, errOut)
+	}
+	if strings.Contains(out, "enqueued") || !strings.Contains(out, "nothing was written") {
+		t.Errorf("replay --dry-run stdout: %q", out)
+	}
+	out, errOut, code = runArgs(context.Background(), append([]string{"replay", "--workers", "2"}, common...)...)
+	if code != 0 {
+		t.Fatalf("replay: exit %d\n%s", code, errOut)
+	}
+	if strings.Contains(out, "\r") || !strings.Contains(out, "3 turns enqueued") || !strings.Contains(out, "replay done") {
+		t.Errorf("replay stdout: %q", out)
+	}
+	jsonLines(t, errOut) // every stderr line is a log record
+}
+
+// TestReplayJobSizesMatchHelp: replay splits the turns into jobs of the size
+// its -h states, for the offline extractor and for an LLM.
+func TestReplayJobSizesMatchHelp(t *testing.T) {
+	t.Parallel()
+	help, _, _ := runArgs(context.Background(), "replay", "-h")
+	sizes := regexp.MustCompile(`0 picks (\d+) for the offline extractor and (\d+) for an LLM`).FindStringSubmatch(help)
+	if sizes == nil {
+		t.Fatalf("replay -h states no job sizes:\n%s", help)
+	}
+	nc := eventstest.Conn(t)
+	prefix, stream := eventstest.Names(t, nc)
+	const turns = 101
+	publishTurns(t, nc, prefix, stream, turns)
+	for i, extra := range [][]string{nil, {"--llm-base-url", "http://127.0.0.1:1/v1", "--llm-model", "m"}} {
+		size, _ := strconv.Atoi(sizes[i+1])
+		_, dbURL := storetest.Schema(t)
+		args := append([]string{"replay", "--no-work", "--database-url", dbURL, "--nats-url", eventstest.URL(), "--prefix", prefix, "--stream", stream, "--log-format", "json"}, extra...)
+		if _, errOut, code := runArgs(context.Background(), args...); code != 0 {
+			t.Fatalf("%v: exit %d\n%s", args, code, errOut)
+		}
+		s := storetest.Open(t, dbURL)
+		depth, err := s.QueueDepth(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := depth[[2]string{"extract", "available"}], int64((turns+size-1)/size); got != want {
+			t.Errorf("%v: %d jobs for %d turns; -h says jobs of %d turns, so %d", extra, got, turns, size, want)
+		}
+	}
+}
+
+// publishTurns publishes n turns of two users to the test stream.
+func publishTurns(t *testing.T, nc *nats.Conn, prefix, stream string, n int) {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := events.EnsureStream(ctx, js, events.StreamConfig{Prefix: prefix, Stream: stream}); err != nil {
+		t.Fatal(err)
+	}
+	pub := events.NewPublisher(js, prefix)
+	base := time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC)
+	for i := range n {
+		turn := events.Turn{ID: fmt.Sprintf("turn-%d", i), UserID: []string{"alice", "bob"}[i%2], UserMessage: fmt.Sprintf("I live in city %d", i),
+			AssistantResponse: "noted", Timestamp: base.Add(time.Duration(i) * time.Minute)}
+		if _, err := pub.Publish(ctx, turn); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"regexp"
+	"strings"
+)
+
+// fieldFlags maps the Config fields that components name in their validation
+// errors to the flags that set them. The components name their own fields
+// (they know nothing of flags); cmd owns the flag names, so the translation
+// lives here. Fields no flag sets (connections, internal knobs) are absent and
+// stay as they are: such an error is a bug, not bad input.
+var fieldFlags = map[string]map[string]string{
+	"worker": {
+		"BatchSize":         "--batch-size",
+		"JobSize":           "--job-size",
+		"Workers":           "--workers",
+		"MaxAttempts":       "--max-attempts",
+		"JobTimeout":        "--job-timeout",
+		"AckWait":           "--ack-wait",
+		"ExtractDebounce":   "--extract-debounce",
+		"MaxDBSize":         "--max-db-size",
+		"MaxContextPerUser": "--max-context-per-user",
+		"PruneInterval":     "--prune-interval",
+	},
+	"extractor": {
+		"BaseURL":           "--llm-base-url",
+		"Model":             "--llm-model",
+		"Timeout":           "--llm-timeout",
+		"MaxConcurrency":    "--llm-concurrency",
+		"RequestsPerSecond": "--llm-rps",
+		"Burst":             "--llm-burst",
+		"ResponseFormat":    "--llm-response-format",
+	},
+	"enricher": {
+		"Timeout": "--enrich-timeout",
+		"Prefix":  "--prefix",
+	},
+	"store": {
+		"URL": "--database-url",
+	},
+}
+
+// componentField matches "<component>: <Type>.<Field>", the way the
+// components' validate methods start their errors.
+var componentField = regexp.MustCompile(`\b(worker|extractor|enricher|store): (?:[A-Z]\w*)?Config\.([A-Z]\w*)`)
+
+// fieldName matches a Go field name, with or without its Config type.
+var fieldName = regexp.MustCompile(`\b(?:\w*Config\.)?[A-Z]\w*\b`)
+
+// flagNames rewrites a component's validation error so that it names the
+// flags instead of the Go fields: "worker: Config.Workers must be between 1
+// and 10000, not -1" becomes "--workers must be between 1 and 10000, not -1".
+// A message that names no known field is returned unchanged.
+func flagNames(msg string) string {
+	m := componentField.FindStringSubmatchIndex(msg)
+	if m == nil {
+		return msg
+	}
+	table := fieldFlags[msg[m[2]:m[3]]]
+	if _, ok := table[msg[m[4]:m[5]]]; !ok {
+		return msg
+	}
+	// Drop the "component: " prefix, then replace every field of the
+	// component named in the rest ("between 1 and BatchSize (200)").
+	rest := msg[m[2]:]
+	rest = rest[strings.Index(rest, ": ")+2:]
+	rest = fieldName.ReplaceAllStringFunc(rest, func(s string) string {
+		name := s[strings.LastIndexByte(s, '.')+1:]
+		if fl, ok := table[name]; ok {
+			return fl
+		}
+		return s
+	})
+	return msg[:m[2]] + rest
+}

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+)
+
+// commit is the VCS revision memoryd was built from, for builds without Go's
+// VCS stamp (a source archive, a Docker build without .git):
+//
+//	go build -ldflags "-X main.commit=$(git rev-parse HEAD)" ./cmd/memoryd
+//
+// When empty, the revision Go stamped into the binary is reported.
+var commit string
+
+// buildCommit returns the revision and whether the working tree had local
+// changes: commit when set at link time, else Go's vcs.revision and
+// vcs.modified build settings, else "unknown".
+func buildCommit() (rev string, modified bool) {
+	if commit != "" {
+		return commit, false
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown", false
+	}
+	rev = "unknown"
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	return rev, modified
+}
+
+func runVersion(_ context.Context, a *app, args []string) error {
+	f := newFlags("version", "Usage: memoryd version   (or memoryd --version)\n\nPrints memoryd's version, the commit it was built from (\"modified\" when the\nworking tree had local changes) and the Go version and platform.")
+	if err := f.Parse(args); err != nil {
+		return err
+	}
+	if f.NArg() > 0 {
+		return f.usageErr("version takes no arguments, got %q", f.Args())
+	}
+	rev, modified := buildCommit()
+	if modified {
+		rev += " (modified)"
+	}
+	fmt.Fprintf(a.stdout, "memoryd %s\ncommit  %s\ngo      %s %s/%s\n", version, rev, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return nil
+}
