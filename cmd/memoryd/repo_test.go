@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	goversion "go/version"
 	"os"
 	"os/exec"
 	"path"
@@ -181,5 +182,130 @@ func TestDockerignoreKeepsContextToSources(t *testing.T) {
 		if dockerIgnored(patterns, name) {
 			t.Errorf(".dockerignore leaves out %s, which the image's build needs", name)
 		}
+	}
+}
+
+// goMod is what TestGoModTidyAndMinimal reads from go.mod.
+type goMod struct {
+	module, goVersion string
+	// requires maps each required module to whether it is marked indirect.
+	requires map[string]bool
+}
+
+func readGoMod(t *testing.T) goMod {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repoRoot, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := goMod{requires: map[string]bool{}}
+	inRequire := false
+	for line := range strings.Lines(string(data)) {
+		fields := strings.Fields(line)
+		switch {
+		case len(fields) == 0:
+		case fields[0] == "module" && len(fields) == 2:
+			m.module = fields[1]
+		case fields[0] == "go" && len(fields) == 2:
+			m.goVersion = fields[1]
+		case fields[0] == "require" && len(fields) == 2 && fields[1] == "(":
+			inRequire = true
+		case inRequire && fields[0] == ")":
+			inRequire = false
+		case inRequire || fields[0] == "require":
+			if fields[0] == "require" {
+				fields = fields[1:]
+			}
+			m.requires[fields[0]] = strings.Contains(line, "// indirect")
+		}
+	}
+	if m.module == "" || m.goVersion == "" || len(m.requires) == 0 {
+		t.Fatalf("go.mod: cannot read module, go line or requirements: %+v", m)
+	}
+	return m
+}
+
+// TestGoModTidyAndMinimal: the modules memoryd's packages (tests included)
+// import are go.mod's direct requirements and no others; the go line is the
+// highest go line among the modules the build uses, no higher, so that a
+// frontend importing events or the enricher client is not forced to a newer
+// Go than its dependencies need; the README states the same version.
+func TestGoModTidyAndMinimal(t *testing.T) {
+	t.Parallel()
+	mod := readGoMod(t)
+	cmd := exec.Command("go", "list", "-deps", "-test", "-json=ImportPath,Imports,Module,Standard,ForTest", "./...")
+	cmd.Dir = repoRoot
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	type module struct {
+		Path, GoVersion string
+		Main            bool
+	}
+	type pkg struct {
+		ImportPath string
+		Imports    []string
+		Module     *module
+		Standard   bool
+	}
+	moduleOf := map[string]*module{}
+	var pkgs []pkg
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for dec.More() {
+		var p pkg
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+		if p.Module != nil {
+			moduleOf[p.ImportPath] = p.Module
+		}
+	}
+	direct := map[string]bool{}
+	floor, floorModule := "", ""
+	for _, p := range pkgs {
+		if p.Module == nil {
+			continue
+		}
+		if !p.Module.Main {
+			if v := p.Module.GoVersion; v != "" && (floor == "" || goversion.Compare("go"+v, "go"+floor) > 0) {
+				floor, floorModule = v, p.Module.Path
+			}
+			continue
+		}
+		for _, imp := range p.Imports {
+			imp, _, _ = strings.Cut(imp, " ") // "path [test variant]"
+			if m := moduleOf[imp]; m != nil && !m.Main {
+				direct[m.Path] = true
+			}
+		}
+	}
+	for path := range direct {
+		indirect, ok := mod.requires[path]
+		switch {
+		case !ok:
+			t.Errorf("go.mod does not require %s, which memoryd imports: run go mod tidy", path)
+		case indirect:
+			t.Errorf("go.mod marks %s indirect, but memoryd imports it: run go mod tidy", path)
+		}
+	}
+	for path, indirect := range mod.requires {
+		if !indirect && !direct[path] {
+			t.Errorf("go.mod requires %s directly, but no memoryd package imports it: run go mod tidy", path)
+		}
+	}
+	if floor == "" {
+		t.Fatal("go list reported no dependency go versions")
+	}
+	if mod.goVersion != floor {
+		t.Errorf("go.mod says go %s; the dependencies need go %s (%s): set the go line to that, unless memoryd's own code needs a newer release (then say which feature here)", mod.goVersion, floor, floorModule)
+	}
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "Requires Go " + mod.goVersion + " or later"; !bytes.Contains(readme, []byte(want)) {
+		t.Errorf("README.md does not say %q (go.mod's go line)", want)
 	}
 }
