@@ -131,12 +131,48 @@ func renderSchemas() (map[string][]byte, error) {
 	return out, nil
 }
 
+// moduleLine is go.mod's module directive of this repository.
+const moduleLine = "module github.com/memoryd/memoryd"
+
+// defaultSchemaDir returns the repository's docs/schemas when dir is inside
+// a memoryd checkout (the nearest go.mod, from dir upwards, is memoryd's),
+// and an error otherwise, so that `memoryd schemas` run anywhere else never
+// creates a docs/ folder there.
+func defaultSchemaDir(dir string) (string, error) {
+	for d := dir; ; d = filepath.Dir(d) {
+		data, err := os.ReadFile(filepath.Join(d, "go.mod"))
+		if err == nil {
+			for line := range strings.Lines(string(data)) {
+				if strings.TrimSpace(line) == moduleLine {
+					return filepath.Join(d, "docs", "schemas"), nil
+				}
+			}
+			return "", fmt.Errorf("%s is another module's, not memoryd's: pass --out DIR", filepath.Join(d, "go.mod"))
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("%s is not inside the memoryd repository: pass --out DIR", dir)
+		}
+	}
+}
+
 func runSchemas(_ context.Context, a *app, args []string) error {
 	var dir string
 	f := newFlags("schemas", "Usage: memoryd schemas [--out DIR]\n\nWrites the JSON Schemas of the turn event and of every request and reply, generated from the Go types.")
-	f.String(&dir, "out", "docs/schemas", "directory to write to")
+	f.String(&dir, "out", "", "directory to write to, created if missing (empty: docs/schemas of the memoryd repository around the current directory; elsewhere --out is required)")
 	if err := f.Parse(args); err != nil {
 		return err
+	}
+	if f.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (use --out DIR)", f.Arg(0))
+	}
+	if dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return err
+		}
+		if dir, err = defaultSchemaDir(wd); err != nil {
+			return err
+		}
 	}
 	files, err := renderSchemas()
 	if err != nil {
