@@ -44,24 +44,166 @@ func wireSchemas() map[string]any {
 	}
 }
 
-// optionalFields are fields without omitempty that the contract still lets
-// a sender leave out.
-var optionalFields = map[string][]string{"turn_event": {"assistant_response"}}
+// fieldRule is what the service enforces on one field beyond its JSON type,
+// stated with the validation code's own constants so that the schemas
+// cannot drift from it (TestSchemasMatchValidation probes each rule against
+// events.Decode and a running enricher).
+type fieldRule struct {
+	// optional: senders may leave the field out although its Go field has
+	// no omitempty.
+	optional bool
+	// nonBlank: the text must hold a non-space character.
+	nonBlank bool
+	// maxBytes bounds the text's UTF-8 length (0: no limit).
+	maxBytes int
+	// minimum and maximum bound a number (nil: no bound).
+	minimum, maximum any
+	// enum lists the accepted values.
+	enum []any
+	// description says what JSON Schema cannot express.
+	description string
+}
+
+// rootRule is the key of a schema's own description in fieldRules.
+const rootRule = ""
+
+// userIDRule is user_id in every request: checkUser's rules.
+var userIDRule = fieldRule{nonBlank: true, maxBytes: events.MaxUserIDBytes,
+	description: "must map to the user token of the subject the request is sent to"}
+
+var factKeyRule = fieldRule{nonBlank: true, maxBytes: enricher.MaxFactKeyBytes,
+	description: "leading and trailing white space is ignored"}
+
+var maxResultsRule = fieldRule{minimum: 1, maximum: enricher.MaxMaxResults}
+
+// fieldRules holds each schema's rules by JSON field name.
+var fieldRules = map[string]map[string]fieldRule{
+	"turn_event": {
+		rootRule: {description: fmt.Sprintf("Under %d bytes with the message's headers: the stream memoryd creates refuses a larger message at publish. Text must be valid UTF-8 without NUL characters.",
+			events.MaxEventBytes)},
+		"id":                 {nonBlank: true, maxBytes: events.MaxIDBytes},
+		"user_id":            {nonBlank: true, maxBytes: events.MaxUserIDBytes},
+		"conversation_id":    {maxBytes: events.MaxConversationIDBytes},
+		"user_message":       {nonBlank: true, maxBytes: events.MaxUserMessageBytes},
+		"assistant_response": {optional: true, maxBytes: events.MaxAssistantResponseBytes},
+		"timestamp":          {description: "RFC 3339, year 1970 to 9999"},
+		"metadata": {description: fmt.Sprintf("a JSON object of at most %d bytes, nested at most %d levels deep",
+			events.MaxMetadataBytes, events.MaxMetadataDepth)},
+	},
+	"enrich.request": {
+		"user_id":     userIDRule,
+		"message":     {nonBlank: true, maxBytes: enricher.MaxMessageBytes},
+		"max_results": maxResultsRule,
+		"threshold":   {minimum: 0, maximum: 1},
+		"max_tokens":  {minimum: 1, maximum: enricher.MaxMaxTokens},
+		"at":          {description: "RFC 3339, year 1970 to 9999; absent means now"},
+		"format": {enum: []any{"", enricher.FormatInline, enricher.FormatSystem, enricher.FormatMarkdown},
+			description: "empty or absent means inline"},
+	},
+	"search.request": {
+		"user_id":     userIDRule,
+		"query":       {nonBlank: true, maxBytes: enricher.MaxMessageBytes},
+		"max_results": maxResultsRule,
+	},
+	"store.request": {
+		"user_id":  userIDRule,
+		"question": {nonBlank: true, maxBytes: enricher.MaxQuestionBytes},
+		"answer":   {optional: true, maxBytes: enricher.MaxAnswerBytes},
+	},
+	"clear.request": {
+		rootRule:  {description: `Say what to delete: "id", "question" (both: the item matching both), or "all": true alone.`},
+		"user_id": userIDRule,
+		"id":      {minimum: 0, description: "0 or absent: not a condition"},
+	},
+	"facts_set.request": {
+		"user_id": userIDRule,
+		"key":     factKeyRule,
+		"value":   {nonBlank: true, maxBytes: enricher.MaxFactValueBytes},
+	},
+	"facts_get.request":   {"user_id": userIDRule, "key": factKeyRule},
+	"facts_clear.request": {"user_id": userIDRule, "key": factKeyRule},
+	"facts_list.request":  {"user_id": userIDRule},
+	"stats.request":       {"user_id": userIDRule},
+	"forget.request":      {"user_id": userIDRule},
+}
+
+// inbound reports whether a schema describes what memoryd receives. The
+// service decodes with encoding/json, which takes null as absent, so an
+// optional field of an inbound message also accepts null.
+func inbound(name string) bool {
+	return name == "turn_event" || strings.HasSuffix(name, ".request")
+}
 
 // schemaFor builds a JSON Schema (draft 2020-12) from a Go type's JSON
-// encoding: fields without omitempty/omitzero are required, unknown
-// properties are allowed (receivers ignore them).
+// encoding and the schema's fieldRules: fields without omitempty/omitzero
+// are required unless a rule says optional, unknown properties are allowed
+// (receivers ignore them).
 func schemaFor(name string, v any) map[string]any {
-	s := typeSchema(reflect.TypeOf(v), optionalFields[name])
+	rules := fieldRules[name]
+	s := typeSchema(reflect.TypeOf(v), rules)
+	if inbound(name) {
+		required := s["required"]
+		for field, p := range s["properties"].(map[string]any) {
+			if r, _ := required.([]string); !slices.Contains(r, field) {
+				allowNull(p.(map[string]any))
+			}
+		}
+	}
+	if d := rules[rootRule].description; d != "" {
+		s["description"] = d
+	}
 	s["$schema"] = "https://json-schema.org/draft/2020-12/schema"
 	s["$id"] = enricher.SchemaBase + name + ".json"
 	s["title"] = "memoryd " + name
 	return s
 }
 
+// allowNull adds null to a property's type (and enum).
+func allowNull(p map[string]any) {
+	switch t := p["type"].(type) {
+	case string:
+		p["type"] = []any{t, "null"}
+	case []any:
+		if !slices.Contains(t, any("null")) {
+			p["type"] = append(t, "null")
+		}
+	}
+	if e, ok := p["enum"].([]any); ok && !slices.Contains(e, nil) {
+		p["enum"] = append(e, nil)
+	}
+}
+
+// applyRule adds a field's rule to its schema.
+func applyRule(p map[string]any, r fieldRule) {
+	if r.nonBlank {
+		p["minLength"] = 1
+		p["pattern"] = `\S`
+	}
+	desc := r.description
+	if r.maxBytes > 0 {
+		// maxLength counts characters; the limit is in bytes, which
+		// multi-byte text reaches sooner, so the description says so.
+		p["maxLength"] = r.maxBytes
+		desc = strings.TrimPrefix(desc+fmt.Sprintf("; at most %d bytes of UTF-8", r.maxBytes), "; ")
+	}
+	if r.minimum != nil {
+		p["minimum"] = r.minimum
+	}
+	if r.maximum != nil {
+		p["maximum"] = r.maximum
+	}
+	if r.enum != nil {
+		p["enum"] = slices.Clone(r.enum)
+	}
+	if desc != "" {
+		p["description"] = desc
+	}
+}
+
 var timeType = reflect.TypeFor[time.Time]()
 
-func typeSchema(t reflect.Type, optional []string) map[string]any {
+// typeSchema is t's schema; rules apply to t's fields when t is a struct.
+func typeSchema(t reflect.Type, rules map[string]fieldRule) map[string]any {
 	nullable := false
 	if t.Kind() == reflect.Pointer {
 		t, nullable = t.Elem(), true
@@ -98,8 +240,11 @@ func typeSchema(t reflect.Type, optional []string) map[string]any {
 			if name == "" {
 				name = f.Name
 			}
-			props[name] = typeSchema(f.Type, nil)
-			if !strings.Contains(opts, "omitempty") && !strings.Contains(opts, "omitzero") && !slices.Contains(optional, name) {
+			p := typeSchema(f.Type, nil)
+			r := rules[name]
+			applyRule(p, r)
+			props[name] = p
+			if !strings.Contains(opts, "omitempty") && !strings.Contains(opts, "omitzero") && !r.optional {
 				required = append(required, name)
 			}
 		}
@@ -131,12 +276,48 @@ func renderSchemas() (map[string][]byte, error) {
 	return out, nil
 }
 
+// moduleLine is go.mod's module directive of this repository.
+const moduleLine = "module github.com/memoryd/memoryd"
+
+// defaultSchemaDir returns the repository's docs/schemas when dir is inside
+// a memoryd checkout (the nearest go.mod, from dir upwards, is memoryd's),
+// and an error otherwise, so that `memoryd schemas` run anywhere else never
+// creates a docs/ folder there.
+func defaultSchemaDir(dir string) (string, error) {
+	for d := dir; ; d = filepath.Dir(d) {
+		data, err := os.ReadFile(filepath.Join(d, "go.mod"))
+		if err == nil {
+			for line := range strings.Lines(string(data)) {
+				if strings.TrimSpace(line) == moduleLine {
+					return filepath.Join(d, "docs", "schemas"), nil
+				}
+			}
+			return "", fmt.Errorf("%s is another module's, not memoryd's: pass --out DIR", filepath.Join(d, "go.mod"))
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("%s is not inside the memoryd repository: pass --out DIR", dir)
+		}
+	}
+}
+
 func runSchemas(_ context.Context, a *app, args []string) error {
 	var dir string
 	f := newFlags("schemas", "Usage: memoryd schemas [--out DIR]\n\nWrites the JSON Schemas of the turn event and of every request and reply, generated from the Go types.")
-	f.String(&dir, "out", "docs/schemas", "directory to write to")
+	f.String(&dir, "out", "", "directory to write to, created if missing (empty: docs/schemas of the memoryd repository around the current directory; elsewhere --out is required)")
 	if err := f.Parse(args); err != nil {
 		return err
+	}
+	if f.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (use --out DIR)", f.Arg(0))
+	}
+	if dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return err
+		}
+		if dir, err = defaultSchemaDir(wd); err != nil {
+			return err
+		}
 	}
 	files, err := renderSchemas()
 	if err != nil {
