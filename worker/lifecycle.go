@@ -166,7 +166,12 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayProgress, error) {
 		}
 	}
 	p.Elapsed = time.Since(start)
-	cfg.Logger.Info("replay enqueued", "read", p.Read, "enqueued", p.Enqueued, "invalid", p.Invalid, "dry_run", cfg.DryRun)
+	if cfg.DryRun {
+		// Nothing was written: say what would have been, not "enqueued".
+		cfg.Logger.Info("replay dry run counted", "read", p.Read, "would_enqueue", p.Enqueued, "invalid", p.Invalid)
+	} else {
+		cfg.Logger.Info("replay enqueued", "read", p.Read, "enqueued", p.Enqueued, "invalid", p.Invalid)
+	}
 	return p, nil
 }
 
