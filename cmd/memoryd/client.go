@@ -205,11 +205,12 @@ Reads and writes a user's facts through the running memoryd.`)
 		}
 		fmt.Fprintln(a.stdout, fact.Value)
 	case "set":
-		if err := c.SetFact(reqCtx, o.user, pos[0], pos[1]); err != nil {
+		reply, err := c.SetFact(reqCtx, o.user, pos[0], pos[1])
+		if err != nil {
 			return err
 		}
 		if o.json {
-			return printJSON(a.stdout, enricher.OKReply{OK: true})
+			return printJSON(a.stdout, reply)
 		}
 		fmt.Fprintf(a.stdout, "set %s\n", pos[0])
 	case "clear":

@@ -30,7 +30,7 @@ func wireSchemas() map[string]any {
 		"clear.request":       enricher.ClearRequest{},
 		"clear.reply":         enricher.DeletedReply{},
 		"facts_set.request":   enricher.SetFactRequest{},
-		"facts_set.reply":     enricher.OKReply{},
+		"facts_set.reply":     enricher.SetFactReply{},
 		"facts_get.request":   enricher.FactRequest{},
 		"facts_get.reply":     enricher.Fact{},
 		"facts_clear.request": enricher.FactRequest{},
@@ -99,6 +99,10 @@ func typeSchema(t reflect.Type, optional []string) map[string]any {
 				name = f.Name
 			}
 			props[name] = typeSchema(f.Type, nil)
+			if why := f.Tag.Get("deprecated"); why != "" {
+				p := props[name].(map[string]any)
+				p["deprecated"], p["description"] = true, "Deprecated: "+why
+			}
 			if !strings.Contains(opts, "omitempty") && !strings.Contains(opts, "omitzero") && !slices.Contains(optional, name) {
 				required = append(required, name)
 			}
