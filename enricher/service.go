@@ -218,8 +218,21 @@ func (s *Service) endpoints() []endpoint {
 	}
 }
 
-// Start registers the micro service and its endpoints. Call it once.
+// Start registers the micro service and its endpoints. Call it once. It
+// first warms the store's connection pool (bounded by WriteTimeout), so that
+// the first enrich's budget measures its query, not connection setup; if
+// Postgres does not answer, the service starts anyway (enrich answers
+// degraded) and keeps warming in the background.
 func (s *Service) Start(ctx context.Context) error {
+	warmed := true
+	if w, ok := s.cfg.Store.(warmer); ok {
+		warmCtx, cancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
+		if err := w.Warm(warmCtx); err != nil {
+			warmed = false
+			s.logger.Warn("memory store connections not ready; will keep trying", "error", err)
+		}
+		cancel()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.svc != nil || s.stopping {
@@ -274,7 +287,9 @@ func (s *Service) Start(ctx context.Context) error {
 		}
 	}
 	s.svc = svc
-	go s.warm() // it takes s.mu, held here
+	if !warmed {
+		go s.warm() // it takes s.mu, held here
+	}
 	s.logger.Info("enrich service started", "prefix", s.cfg.Prefix, "version", s.cfg.Version, "id", svc.Info().ID)
 	return nil
 }
