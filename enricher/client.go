@@ -121,10 +121,22 @@ func (c *Client) Clear(ctx context.Context, req ClearRequest) (int64, error) {
 	return reply.Deleted, err
 }
 
-// SetFact sets a fact.
-func (c *Client) SetFact(ctx context.Context, userID, key, value string) error {
-	var reply OKReply
-	return c.call(ctx, "facts.set", userID, SetFactRequest{UserID: userID, Key: key, Value: value}, &reply)
+// ErrFactNotSet is returned (wrapped) by SetFact when the value was not
+// stored because a value from a turn stamped later stays current.
+var ErrFactNotSet = errors.New("fact not set")
+
+// SetFact sets a fact and returns the reply, whose Fact is the fact now
+// current. When a value from a later turn stays current the reply has OK
+// false and the error wraps ErrFactNotSet.
+func (c *Client) SetFact(ctx context.Context, userID, key, value string) (SetFactReply, error) {
+	var reply SetFactReply
+	if err := c.call(ctx, "facts.set", userID, SetFactRequest{UserID: userID, Key: key, Value: value}, &reply); err != nil {
+		return reply, err
+	}
+	if !reply.OK {
+		return reply, fmt.Errorf("memoryd facts.set: %w: %s", ErrFactNotSet, reply.Reason)
+	}
+	return reply, nil
 }
 
 // GetFact returns one fact; a missing fact is a *ServiceError with Code 404.

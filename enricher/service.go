@@ -42,7 +42,7 @@ type Store interface {
 	SearchContext(ctx context.Context, q store.SearchQuery) ([]store.ContextItem, error)
 	StoreContext(ctx context.Context, w store.ContextWrite) (int64, bool, error)
 	DeleteContext(ctx context.Context, d store.ContextDelete) (int64, error)
-	SetFact(ctx context.Context, userID, key, value string) error
+	SetFact(ctx context.Context, userID, key, value string) (store.Fact, bool, error)
 	Fact(ctx context.Context, userID, key string) (store.Fact, error)
 	DeleteFact(ctx context.Context, userID, key string) (int64, error)
 	Facts(ctx context.Context, userID string, limit int) ([]store.Fact, error)
@@ -153,7 +153,15 @@ type Service struct {
 	mu       sync.Mutex
 	svc      micro.Service
 	stopping bool
-	work     sync.WaitGroup // request goroutines; Stop waits for them
+	work     sync.WaitGroup // request goroutines and the warmer; Stop waits for them
+	quit     chan struct{}  // closed by Stop
+	warming  atomic.Bool    // a warmer goroutine runs
+}
+
+// warmer is a Store that can re-open its pool's connections ahead of use
+// (*store.Store does).
+type warmer interface {
+	Warm(ctx context.Context) error
 }
 
 // endpointStats are the counters micro cannot keep (see the package doc).
@@ -175,6 +183,7 @@ func New(cfg Config) (*Service, error) {
 		logger: cfg.Logger.With("component", "enricher"),
 		slots:  make(chan struct{}, cfg.MaxInFlight),
 		stats:  map[string]*endpointStats{},
+		quit:   make(chan struct{}),
 	}
 	for _, ep := range s.endpoints() {
 		s.stats[ep.name] = &endpointStats{}
@@ -209,8 +218,21 @@ func (s *Service) endpoints() []endpoint {
 	}
 }
 
-// Start registers the micro service and its endpoints. Call it once.
+// Start registers the micro service and its endpoints. Call it once. It
+// first warms the store's connection pool (bounded by WriteTimeout), so that
+// the first enrich's budget measures its query, not connection setup; if
+// Postgres does not answer, the service starts anyway (enrich answers
+// degraded) and keeps warming in the background.
 func (s *Service) Start(ctx context.Context) error {
+	warmed := true
+	if w, ok := s.cfg.Store.(warmer); ok {
+		warmCtx, cancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
+		if err := w.Warm(warmCtx); err != nil {
+			warmed = false
+			s.logger.Warn("memory store connections not ready; will keep trying", "error", err)
+		}
+		cancel()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.svc != nil || s.stopping {
@@ -265,6 +287,9 @@ func (s *Service) Start(ctx context.Context) error {
 		}
 	}
 	s.svc = svc
+	if !warmed {
+		go s.warm() // it takes s.mu, held here
+	}
 	s.logger.Info("enrich service started", "prefix", s.cfg.Prefix, "version", s.cfg.Version, "id", svc.Info().ID)
 	return nil
 }
@@ -291,6 +316,7 @@ func (s *Service) Stop(ctx context.Context) error {
 	if svc == nil || already {
 		return nil
 	}
+	close(s.quit)
 	err := svc.Stop()
 	done := make(chan struct{})
 	go func() { // exits when the last request goroutine does
@@ -308,6 +334,60 @@ func (s *Service) Stop(ctx context.Context) error {
 	s.logger.Info("enrich service stopped")
 	return nil
 }
+
+// warm makes the store's pool open its connections in the background, so
+// that enrich's budget measures queries, not connection setup: at start, and
+// after an enrich found the store unavailable or slow (an outage), as soon as
+// Postgres answers again. Tries are bounded; the next degraded reply starts
+// another round. Only one warmer runs at a time.
+func (s *Service) warm() {
+	w, ok := s.cfg.Store.(warmer)
+	if !ok || !s.warming.CompareAndSwap(false, true) {
+		return
+	}
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		s.warming.Store(false)
+		return
+	}
+	s.work.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.work.Done()
+		defer s.warming.Store(false)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-s.quit:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		backoff := 50 * time.Millisecond
+		for try := 1; try <= maxWarmTries; try++ {
+			tryCtx, tryCancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
+			err := w.Warm(tryCtx)
+			tryCancel()
+			if err == nil {
+				s.logger.Debug("memory store connections warm", "tries", try)
+				return
+			}
+			s.logger.Debug("cannot warm memory store connections yet", "try", try, "error", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, time.Second)
+		}
+	}()
+}
+
+// maxWarmTries bounds one round of warming: about a minute at one try a
+// second once the backoff has grown.
+const maxWarmTries = 60
 
 // subjectToken returns the last token of subject: the user token.
 func subjectToken(subject string) string {
@@ -505,9 +585,11 @@ func (s *Service) enrichHandler() micro.Handler {
 			case errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil:
 				s.logger.Debug("enrich store timeout", "user_id", p.userID, "error", err)
 				answer(p.degraded(timedOut()))
+				s.warm()
 			default:
 				s.logger.Error("enrich store failed", "user_id", p.userID, "error", err)
 				answer(p.degraded("memory store unavailable"))
+				s.warm()
 			}
 		}, func() {
 			answer(p.degraded("memoryd is overloaded"))
@@ -559,6 +641,7 @@ func (s *Service) parseEnrich(token string, data []byte) (enrichParams, error) {
 		at:         req.At,
 		format:     req.Format,
 		optOut:     req.Memory != nil && !*req.Memory,
+		keywords:   []string{},
 	}
 	if strings.TrimSpace(req.Message) == "" {
 		return p, badRequest("message is required")
@@ -594,7 +677,9 @@ func (s *Service) parseEnrich(token string, data []byte) (enrichParams, error) {
 	default:
 		return p, badRequest("format %q is not inline, system or markdown", req.Format)
 	}
-	p.keywords = Keywords(req.Message)
+	if !p.optOut {
+		p.keywords = Keywords(req.Message)
+	}
 	return p, nil
 }
 
@@ -718,10 +803,16 @@ func (s *Service) setFact(token string, data []byte) (call, error) {
 		return nil, err
 	}
 	return func(ctx context.Context) (any, error) {
-		if err := s.cfg.Store.SetFact(ctx, req.UserID, key, req.Value); err != nil {
+		f, stored, err := s.cfg.Store.SetFact(ctx, req.UserID, key, req.Value)
+		if err != nil {
 			return nil, err
 		}
-		return OKReply{OK: true}, nil
+		reply := SetFactReply{OK: stored, Fact: Fact{Key: f.Key, Value: f.Value, UpdatedAt: f.UpdatedAt.UTC()}}
+		if !stored {
+			reply.Reason = fmt.Sprintf("a turn stamped %s, later than this request, set %q; that value stays current",
+				f.SourceAt.UTC().Format(time.RFC3339), key)
+		}
+		return reply, nil
 	}, nil
 }
 
@@ -792,6 +883,7 @@ func (s *Service) userStats(token string, data []byte) (call, error) {
 			TurnsReceived:   st.TurnsReceived,
 			TurnsProcessed:  st.TurnsProcessed,
 			TurnsFailed:     st.TurnsFailed,
+			TurnsPending:    st.TurnsPending,
 			JobsPending:     st.TurnsPending,
 			Facts:           st.Facts,
 			ContextItems:    st.ContextItems,

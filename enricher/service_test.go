@@ -322,8 +322,12 @@ func TestOptOut(t *testing.T) {
 	insertContext(t, st, store.ContextWrite{UserID: "u", Question: "dog", Answer: "Rex", CreatedAt: t0})
 	upsertFacts(t, st, store.FactWrite{UserID: "u", Key: "k", Value: "v", SourceAt: t0})
 	r := enrich(t, h, enricher.EnrichRequest{UserID: "u", Message: "dog", Memory: new(false)})
-	if r.Degraded || len(r.Facts) != 0 || len(r.Context) != 0 || r.Injection != "" || r.Facts == nil || r.Context == nil {
+	if r.Degraded || len(r.Facts) != 0 || len(r.Context) != 0 || r.Injection != "" || r.Tokens != 0 || r.Facts == nil || r.Context == nil {
 		t.Fatalf("opted out: %+v", r)
+	}
+	// "empty" (docs/protocol.md) includes the keywords: nothing was searched.
+	if r.Keywords == nil || len(r.Keywords) != 0 {
+		t.Fatalf("opted out: keywords %#v, want []", r.Keywords)
 	}
 	r = enrich(t, h, enricher.EnrichRequest{UserID: "u", Message: "dog", Memory: new(true)})
 	if len(r.Context) != 1 {
@@ -457,11 +461,12 @@ func TestMemoryTools(t *testing.T) {
 		t.Fatalf("clear all: %d, %v", n, err)
 	}
 
-	if err := c.SetFact(ctx, "u", "city", "Paris"); err != nil {
+	if _, err := c.SetFact(ctx, "u", "city", "Paris"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SetFact(ctx, "u", "city", "Berlin"); err != nil {
-		t.Fatal(err)
+	set, err := c.SetFact(ctx, "u", "city", "Berlin")
+	if err != nil || !set.OK || set.Fact.Key != "city" || set.Fact.Value != "Berlin" || set.Fact.UpdatedAt.IsZero() || set.Reason != "" {
+		t.Fatalf("set: %+v, %v", set, err)
 	}
 	f, err := c.GetFact(ctx, "u", "city")
 	if err != nil || f.Key != "city" || f.Value != "Berlin" || f.UpdatedAt.IsZero() {
@@ -511,8 +516,44 @@ func TestStats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.TurnsReceived != 3 || s.TurnsProcessed != 1 || s.TurnsFailed != 1 || s.JobsPending != 1 || s.Facts != 1 || s.ContextItems != 1 || s.LastProcessedAt == nil {
+	if s.TurnsReceived != 3 || s.TurnsProcessed != 1 || s.TurnsFailed != 1 || s.TurnsPending != 1 || s.JobsPending != 1 || s.Facts != 1 || s.ContextItems != 1 || s.LastProcessedAt == nil {
 		t.Fatalf("stats = %+v", s)
+	}
+}
+
+// TestSetFactLosingToALaterTurnSaysSo: a value from a turn stamped later
+// than the request stays current, and the reply says so (ok false, with the
+// current fact) instead of acknowledging a write that did not happen. An
+// earlier turn's value is overridden.
+func TestSetFactLosingToALaterTurnSaysSo(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	ctx := ctxT(t)
+	later := time.Now().Add(time.Minute) // inside the worker's clock skew
+	upsertFacts(t, st,
+		store.FactWrite{UserID: "u", Key: "city", Value: "Lisbon", SourceAt: later, EventID: "e1"},
+		store.FactWrite{UserID: "u", Key: "pet", Value: "cat", SourceAt: t0, EventID: "e2"})
+
+	msg := h.raw(t, h.prefix+".facts.set.u", []byte(`{"user_id":"u","key":"city","value":"Paris"}`))
+	var raw map[string]any
+	if err := json.Unmarshal(msg.Data, &raw); err != nil {
+		t.Fatalf("reply %q: %v", msg.Data, err)
+	}
+	if raw["ok"] != false || raw["fact"].(map[string]any)["value"] != "Lisbon" || raw["reason"] == "" {
+		t.Fatalf("facts.set losing to a later turn replied %s", msg.Data)
+	}
+	reply, err := h.client.SetFact(ctx, "u", "city", "Paris")
+	if !errors.Is(err, enricher.ErrFactNotSet) || reply.OK || reply.Fact.Value != "Lisbon" {
+		t.Fatalf("client: %+v, %v; want ErrFactNotSet with the current value", reply, err)
+	}
+	if f, err := h.client.GetFact(ctx, "u", "city"); err != nil || f.Value != "Lisbon" {
+		t.Fatalf("get: %+v, %v", f, err)
+	}
+
+	reply, err = h.client.SetFact(ctx, "u", "pet", "dog")
+	if err != nil || !reply.OK || reply.Fact.Value != "dog" {
+		t.Fatalf("set over an earlier turn: %+v, %v", reply, err)
 	}
 }
 

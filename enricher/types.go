@@ -64,8 +64,8 @@ type EnrichRequest struct {
 	// Format is the injection format: "inline" (default), "system" or
 	// "markdown".
 	Format string `json:"format,omitempty"`
-	// Memory false opts this request out: the reply is empty and not
-	// degraded.
+	// Memory false opts this request out: memory is not read and the reply
+	// is empty (no facts, context, keywords or injection) and not degraded.
 	Memory *bool `json:"memory,omitempty"`
 }
 
@@ -151,17 +151,23 @@ type DeletedReply struct {
 	Deleted int64 `json:"deleted"`
 }
 
-// SetFactRequest sets a fact (a model's set_fact call); it wins over facts
-// extracted from earlier turns.
+// SetFactRequest sets a fact (a model's set_fact call). It is a statement
+// made when memoryd receives it: it wins over every value set by a turn
+// stamped no later; a turn stamped later may override it.
 type SetFactRequest struct {
 	UserID string `json:"user_id"`
 	Key    string `json:"key"`
 	Value  string `json:"value"`
 }
 
-// OKReply acknowledges a write.
-type OKReply struct {
-	OK bool `json:"ok"`
+// SetFactReply says what facts.set did. OK is true when the value was
+// stored; it is false when a value from a turn stamped later than the
+// request stays current, and Reason then says so. Fact is the fact current
+// after the request either way.
+type SetFactReply struct {
+	OK     bool   `json:"ok"`
+	Fact   Fact   `json:"fact"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // FactRequest names one fact (facts.get, facts.clear).
@@ -180,13 +186,19 @@ type FactsReply struct {
 	Facts []Fact `json:"facts"`
 }
 
-// StatsReply summarises the user's memory. JobsPending counts turns received
-// but neither processed nor failed yet.
+// StatsReply summarises the user's memory.
 type StatsReply struct {
-	TurnsReceived   int64      `json:"turns_received"`
-	TurnsProcessed  int64      `json:"turns_processed"`
-	TurnsFailed     int64      `json:"turns_failed"`
-	JobsPending     int64      `json:"jobs_pending"`
+	TurnsReceived  int64 `json:"turns_received"`
+	TurnsProcessed int64 `json:"turns_processed"`
+	TurnsFailed    int64 `json:"turns_failed"`
+	// TurnsPending counts turns received but neither processed nor failed
+	// yet.
+	TurnsPending int64 `json:"turns_pending"`
+	// JobsPending is TurnsPending under its old name.
+	//
+	// Deprecated: use TurnsPending; jobs_pending is removed in the next
+	// release.
+	JobsPending     int64      `json:"jobs_pending" deprecated:"use turns_pending (the same number); jobs_pending is removed in the next release"`
 	Facts           int64      `json:"facts"`
 	ContextItems    int64      `json:"context_items"`
 	LastProcessedAt *time.Time `json:"last_processed_at"`

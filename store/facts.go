@@ -31,7 +31,8 @@ type Fact struct {
 
 // FactWrite is a fact to upsert. SourceAt orders writes: the write with the
 // latest SourceAt wins whatever order writes arrive in (ties broken by
-// EventID), so replays and out-of-order jobs converge on the same facts.
+// EventID), so replays and out-of-order jobs converge on the same facts. A
+// direct write (SetFact) wins a tie with an extracted value.
 type FactWrite struct {
 	UserID   string
 	Key      string
@@ -41,9 +42,9 @@ type FactWrite struct {
 	Provenance
 }
 
-// UpsertFacts writes facts, keeping for each (user, key) the value with the
-// latest source time. It returns how many rows were inserted or changed.
-// Every change of value is recorded in fact_history by a trigger.
+// UpsertFacts writes extracted facts, keeping for each (user, key) the value
+// with the latest source time. It returns how many rows were inserted or
+// changed. Every change of value is recorded in fact_history by a trigger.
 func (s *Store) UpsertFacts(ctx context.Context, facts []FactWrite) (int, error) {
 	if len(facts) == 0 {
 		return 0, nil
@@ -68,7 +69,8 @@ func (s *Store) UpsertFacts(ctx context.Context, facts []FactWrite) (int, error)
 		SET value = excluded.value, source_at = excluded.source_at, event_id = excluded.event_id,
 		    extractor = excluded.extractor, model = excluded.model, prompt_version = excluded.prompt_version,
 		    updated_at = now()
-		WHERE (f.source_at, f.event_id) < (excluded.source_at, excluded.event_id)`,
+		WHERE f.source_at < excluded.source_at
+		   OR (f.source_at = excluded.source_at AND f.extractor <> 'direct' AND f.event_id < excluded.event_id)`,
 		users, keys, values, ats, events, extractors, models, prompts)
 	if err != nil {
 		return 0, fmt.Errorf("upsert facts: %w", err)
@@ -76,11 +78,45 @@ func (s *Store) UpsertFacts(ctx context.Context, facts []FactWrite) (int, error)
 	return int(tag.RowsAffected()), nil
 }
 
-// SetFact writes one fact directly (a model's set_fact tool call), stamped
-// with the current time so it wins over anything extracted earlier.
-func (s *Store) SetFact(ctx context.Context, userID, key, value string) error {
-	_, err := s.UpsertFacts(ctx, []FactWrite{{UserID: userID, Key: key, Value: value, SourceAt: now(), Provenance: Provenance{Extractor: "direct"}}})
-	return err
+// SetFact writes one fact directly (a model's set_fact tool call). It is a
+// statement made now: it is stamped with the current time and wins over every
+// extracted value whose source time is not later, and over any earlier direct
+// write (the last one received wins). A value from a turn stamped later
+// (within the clock skew the worker allows) stays current.
+// SetFact returns the fact current after the write and whether it is the one
+// written, so that a caller never reports a write that did not happen.
+func (s *Store) SetFact(ctx context.Context, userID, key, value string) (Fact, bool, error) {
+	// A row that wins over the write is not returned by the upsert and is read
+	// afterwards; it can vanish in between (facts.clear), so try again, a few
+	// times at most.
+	for range 3 {
+		rows, err := s.db.Query(ctx, `
+			INSERT INTO facts AS f (user_id, key, value, source_at, event_id, extractor)
+			VALUES ($1, $2, $3, $4, '', 'direct')
+			ON CONFLICT (user_id, key) DO UPDATE
+			SET value = excluded.value, source_at = greatest(f.source_at, excluded.source_at), event_id = '',
+			    extractor = 'direct', model = '', prompt_version = '', updated_at = now()
+			WHERE f.source_at <= excluded.source_at OR f.extractor = 'direct'
+			RETURNING user_id, key, value, source_at, event_id, updated_at`, userID, key, value, now())
+		if err != nil {
+			return Fact{}, false, fmt.Errorf("set fact: %w", err)
+		}
+		f, err := pgx.CollectExactlyOneRow(rows, scanFact)
+		if err == nil {
+			return f, true, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return Fact{}, false, fmt.Errorf("set fact: %w", err)
+		}
+		f, err = s.Fact(ctx, userID, key)
+		if err == nil {
+			return f, false, nil
+		}
+		if !errors.Is(err, ErrNotFound) {
+			return Fact{}, false, fmt.Errorf("set fact: %w", err)
+		}
+	}
+	return Fact{}, false, fmt.Errorf("set fact: %q changed concurrently on every try", key)
 }
 
 // Facts returns a user's facts, most recently updated first, at most limit

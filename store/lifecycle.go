@@ -112,9 +112,10 @@ func (s *Store) RequeueTurns(ctx context.Context, turns []Turn) ([]string, error
 	ats := make([]time.Time, n)
 	seqs := make([]int64, n)
 	metas := make([]*string, n)
+	clamped := make([]*time.Time, n)
 	for i, t := range turns {
 		ids[i], users[i], convs[i], msgs[i], resps[i] = t.EventID, t.UserID, t.ConversationID, t.UserMessage, t.AssistantResponse
-		ats[i], seqs[i] = t.TurnAt, int64(t.StreamSeq)
+		ats[i], seqs[i], clamped[i] = t.TurnAt, int64(t.StreamSeq), t.ClampedFrom
 		if len(t.Metadata) > 0 && string(t.Metadata) != "null" {
 			m := string(t.Metadata)
 			metas[i] = &m
@@ -123,17 +124,17 @@ func (s *Store) RequeueTurns(ctx context.Context, turns []Turn) ([]string, error
 	// xmax = 0 tells an inserted row from an updated one; the WHERE skips
 	// rows already pending, which RETURNING then omits.
 	rows, err := s.db.Query(ctx, `
-		INSERT INTO turns AS t (event_id, user_id, conversation_id, user_message, assistant_response, turn_at, stream_seq, metadata)
-		SELECT DISTINCT ON (e) e, u, c, m, r, a, q, md
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::bigint[], $8::jsonb[]) AS x(e, u, c, m, r, a, q, md)
+		INSERT INTO turns AS t (event_id, user_id, conversation_id, user_message, assistant_response, turn_at, stream_seq, metadata, clamped_from)
+		SELECT DISTINCT ON (e) e, u, c, m, r, a, q, md, cf
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::bigint[], $8::jsonb[], $9::timestamptz[]) AS x(e, u, c, m, r, a, q, md, cf)
 		ORDER BY e
 		ON CONFLICT (event_id) DO UPDATE
 		SET status = 'pending', last_error = NULL, user_message = excluded.user_message,
 		    assistant_response = excluded.assistant_response, metadata = excluded.metadata, text_cleared_at = NULL,
-		    turn_at = excluded.turn_at, conversation_id = excluded.conversation_id, stream_seq = excluded.stream_seq
+		    turn_at = excluded.turn_at, clamped_from = excluded.clamped_from, conversation_id = excluded.conversation_id, stream_seq = excluded.stream_seq
 		WHERE t.status <> 'pending' AND t.user_id = excluded.user_id
 		RETURNING event_id`,
-		ids, users, convs, msgs, resps, ats, seqs, metas)
+		ids, users, convs, msgs, resps, ats, seqs, metas, clamped)
 	if err != nil {
 		return nil, fmt.Errorf("requeue turns: %w", err)
 	}

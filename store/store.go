@@ -29,6 +29,12 @@ type Config struct {
 	URL string
 	// MaxConns caps the pool. Default 20.
 	MaxConns int32
+	// MinConns is how many connections Open establishes before it returns and
+	// the pool keeps idle and ready afterwards (pgxpool MinConns and
+	// MinIdleConns), so that the first queries after start, or after
+	// Postgres comes back, do not pay for connection setup. See Warm.
+	// Default 4, at most MaxConns.
+	MinConns int32
 	// CreateDatabase creates the database named in URL when it does not exist
 	// (connecting to the "postgres" database to do so). Default false.
 	CreateDatabase bool
@@ -43,6 +49,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxConns == 0 {
 		c.MaxConns = 20
 	}
+	if c.MinConns == 0 {
+		c.MinConns = min(4, c.MaxConns)
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -52,6 +61,9 @@ func (c Config) withDefaults() Config {
 func (c Config) validate() error {
 	if c.MaxConns < 1 {
 		return errors.New("store: Config.MaxConns must be at least 1")
+	}
+	if c.MinConns < 0 || c.MinConns > c.MaxConns {
+		return fmt.Errorf("store: Config.MinConns must be between 0 and MaxConns (%d), not %d", c.MaxConns, c.MinConns)
 	}
 	if _, err := pgxpool.ParseConfig(c.URL); err != nil {
 		return fmt.Errorf("store: Config.URL is not a valid connection string: %w", err)
@@ -91,6 +103,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("store: parse url: %w", err)
 	}
 	pcfg.MaxConns = cfg.MaxConns
+	pcfg.MinConns, pcfg.MinIdleConns = cfg.MinConns, cfg.MinConns
+	// pgxpool re-opens lost idle connections on its health check; a short
+	// period re-warms the pool soon after an outage ends.
+	pcfg.HealthCheckPeriod = healthCheckPeriod
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("store: connect: %w", err)
@@ -111,7 +127,58 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pool.Close()
 		return nil, &ConnectError{Host: pcfg.ConnConfig.Host, Port: pcfg.ConnConfig.Port, Database: pcfg.ConnConfig.Database, Err: err}
 	}
-	return New(pool), nil
+	s := New(pool)
+	if err := s.Warm(ctx); err != nil {
+		pool.Close()
+		return nil, &ConnectError{Host: pcfg.ConnConfig.Host, Port: pcfg.ConnConfig.Port, Database: pcfg.ConnConfig.Database, Err: err}
+	}
+	return s, nil
+}
+
+// healthCheckPeriod is how often the pool checks its idle connections and
+// opens missing ones.
+const healthCheckPeriod = 5 * time.Second
+
+// Warm makes the pool hold at least its MinConns (at least one) live
+// connections: it acquires that many at once, pings each (replacing one that
+// is dead) and releases them, idle and ready. Open calls it; call it again
+// after an outage so that the next queries are not the ones paying for
+// connection setup.
+func (s *Store) Warm(ctx context.Context) error {
+	n := max(int(s.pool.Config().MinConns), int(s.pool.Config().MinIdleConns), 1)
+	conns := make([]*pgxpool.Conn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	for range n {
+		c, err := s.acquireLive(ctx)
+		if err != nil {
+			return fmt.Errorf("store: warm pool: %w", err)
+		}
+		conns = append(conns, c)
+	}
+	return nil
+}
+
+// acquireLive acquires a connection that answers a ping. A dead one (its
+// server went away while it sat idle) is closed, so that the pool drops it,
+// and another is tried, a few times at most.
+func (s *Store) acquireLive(ctx context.Context) (*pgxpool.Conn, error) {
+	var err error
+	for range 3 {
+		var c *pgxpool.Conn
+		if c, err = s.pool.Acquire(ctx); err != nil {
+			return nil, err
+		}
+		if err = c.Ping(ctx); err == nil {
+			return c, nil
+		}
+		_ = c.Conn().Close(ctx)
+		c.Release()
+	}
+	return nil, err
 }
 
 // ConnectError is returned by Open when Postgres cannot be reached or refuses
@@ -178,6 +245,27 @@ type Provenance struct {
 	Extractor     string
 	Model         string
 	PromptVersion string
+}
+
+// IsLockWait reports whether err is Postgres giving up on a lock another
+// transaction holds: a lock timeout (SQLSTATE 55P03 lock_not_available, see
+// SetLockTimeout) or a deadlock (40P01 deadlock_detected). Both are
+// transient: the same work succeeds once the other transaction ends.
+func IsLockWait(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "55P03" || pgErr.Code == "40P01")
+}
+
+// SetLockTimeout bounds how long each statement of the current transaction
+// waits for a lock; past it the statement fails with SQLSTATE 55P03 (see
+// IsLockWait). Call it first on the Store InTx hands out; d is rounded up to
+// a whole millisecond.
+func (s *Store) SetLockTimeout(ctx context.Context, d time.Duration) error {
+	ms := max((d+time.Millisecond-1)/time.Millisecond, 1)
+	if _, err := s.db.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`, fmt.Sprintf("%dms", ms)); err != nil {
+		return fmt.Errorf("set lock timeout: %w", err)
+	}
+	return nil
 }
 
 // now is the database-independent clock used for direct writes.

@@ -24,13 +24,17 @@ type Turn struct {
 	UserMessage       string
 	AssistantResponse string
 	TurnAt            time.Time
-	Metadata          json.RawMessage
-	StreamSeq         uint64
-	Status            string
-	Attempts          int
-	LastError         string
-	ReceivedAt        time.Time
-	ProcessedAt       *time.Time
+	// ClampedFrom is the timestamp the frontend sent when it was later than
+	// the time JetStream stored the event plus the allowed clock skew; TurnAt
+	// then holds the stored time. Nil when the timestamp was taken as sent.
+	ClampedFrom *time.Time
+	Metadata    json.RawMessage
+	StreamSeq   uint64
+	Status      string
+	Attempts    int
+	LastError   string
+	ReceivedAt  time.Time
+	ProcessedAt *time.Time
 }
 
 // InsertTurns records turns as pending, skipping event ids already recorded.
@@ -43,12 +47,13 @@ func (s *Store) InsertTurns(ctx context.Context, turns []Turn) ([]string, error)
 	var (
 		ids, users, convs, msgs, resps = make([]string, len(turns)), make([]string, len(turns)), make([]string, len(turns)), make([]string, len(turns)), make([]string, len(turns))
 		ats                            = make([]time.Time, len(turns))
+		clamped                        = make([]*time.Time, len(turns))
 		metas                          = make([]*string, len(turns))
 		seqs                           = make([]int64, len(turns))
 	)
 	for i, t := range turns {
 		ids[i], users[i], convs[i], msgs[i], resps[i] = t.EventID, t.UserID, t.ConversationID, t.UserMessage, t.AssistantResponse
-		ats[i] = t.TurnAt
+		ats[i], clamped[i] = t.TurnAt, t.ClampedFrom
 		seqs[i] = int64(t.StreamSeq)
 		if len(t.Metadata) > 0 && string(t.Metadata) != "null" {
 			m := string(t.Metadata)
@@ -56,11 +61,11 @@ func (s *Store) InsertTurns(ctx context.Context, turns []Turn) ([]string, error)
 		}
 	}
 	rows, err := s.db.Query(ctx, `
-		INSERT INTO turns (event_id, user_id, conversation_id, user_message, assistant_response, turn_at, metadata, stream_seq)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::jsonb[], $8::bigint[])
+		INSERT INTO turns (event_id, user_id, conversation_id, user_message, assistant_response, turn_at, metadata, stream_seq, clamped_from)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::jsonb[], $8::bigint[], $9::timestamptz[])
 		ON CONFLICT (event_id) DO NOTHING
 		RETURNING event_id`,
-		ids, users, convs, msgs, resps, ats, metas, seqs)
+		ids, users, convs, msgs, resps, ats, metas, seqs, clamped)
 	if err != nil {
 		return nil, fmt.Errorf("insert turns: %w", err)
 	}
@@ -71,7 +76,7 @@ func (s *Store) InsertTurns(ctx context.Context, turns []Turn) ([]string, error)
 	return inserted, nil
 }
 
-const turnColumns = `event_id, user_id, conversation_id, user_message, assistant_response, turn_at,
+const turnColumns = `event_id, user_id, conversation_id, user_message, assistant_response, turn_at, clamped_from,
 	metadata, coalesce(stream_seq, 0), status, attempts, coalesce(last_error, ''), received_at, processed_at`
 
 func scanTurn(row pgx.CollectableRow) (Turn, error) {
@@ -79,7 +84,7 @@ func scanTurn(row pgx.CollectableRow) (Turn, error) {
 		t   Turn
 		seq int64
 	)
-	err := row.Scan(&t.EventID, &t.UserID, &t.ConversationID, &t.UserMessage, &t.AssistantResponse, &t.TurnAt,
+	err := row.Scan(&t.EventID, &t.UserID, &t.ConversationID, &t.UserMessage, &t.AssistantResponse, &t.TurnAt, &t.ClampedFrom,
 		&t.Metadata, &seq, &t.Status, &t.Attempts, &t.LastError, &t.ReceivedAt, &t.ProcessedAt)
 	t.StreamSeq = uint64(seq)
 	return t, err
@@ -290,7 +295,7 @@ func (s *Store) ClaimConversationTurns(ctx context.Context, userID, conversation
 func (s *Store) PriorConversationTurns(ctx context.Context, userID, conversationID string, before time.Time, limit int) ([]Turn, error) {
 	rows, err := s.db.Query(ctx, `SELECT * FROM (
 			SELECT `+turnColumns+` FROM turns
-			WHERE user_id = $1 AND conversation_id = $2 AND status = 'processed' AND turn_at < $3
+			WHERE user_id = $1 AND conversation_id = $2 AND status = 'processed' AND turn_at < $3 AND text_cleared_at IS NULL
 			ORDER BY turn_at DESC, event_id DESC LIMIT $4
 		) t ORDER BY turn_at, event_id`, userID, conversationID, before, limit)
 	if err != nil {

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -35,9 +36,14 @@ func (e *extractWorker) Work(ctx context.Context, job *river.Job[ExtractArgs]) e
 	start := time.Now()
 	err := e.work(ctx, job)
 	outcome := "processed"
-	var snooze *river.JobSnoozeError
-	var cancel *river.JobCancelError
+	var (
+		wait   *lockWait
+		snooze *river.JobSnoozeError
+		cancel *river.JobCancelError
+	)
 	switch {
+	case errors.As(err, &wait):
+		outcome = "lock_wait"
 	case errors.As(err, &snooze):
 		outcome = "handed_back"
 	case errors.As(err, &cancel) || (err != nil && job.Attempt >= job.MaxAttempts):
@@ -227,7 +233,16 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 	for i, d := range done {
 		ids[i] = d.turn.EventID
 	}
+	// A lock wait ends well before the job's deadline, as a lock timeout
+	// that fail retries without spending an attempt.
+	lockTimeout := e.w.cfg.LockTimeout
+	if deadline, ok := ctx.Deadline(); ok {
+		lockTimeout = min(lockTimeout, time.Until(deadline)/2)
+	}
 	return e.w.cfg.Store.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
+		if err := q.SetLockTimeout(ctx, lockTimeout); err != nil {
+			return err
+		}
 		locked, err := q.LockUnprocessedTurns(ctx, ids)
 		if err != nil {
 			return err
@@ -270,15 +285,31 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 }
 
 // fail is the one place that decides between retry and giving up. A job
-// cancelled by shutdown is handed back without counting an attempt. A
-// permanent extractor error, or the job's last attempt, marks the turns
-// failed and stops the job; anything else keeps them pending and lets River
-// retry with backoff.
+// cancelled by shutdown is handed back without counting an attempt. A lock
+// timeout or deadlock is snoozed without counting an attempt either, up to
+// MaxLockWaits times. A permanent extractor error, or the job's last
+// attempt, marks the turns failed and stops the job; anything else keeps
+// them pending and lets River retry with backoff.
+//
+// A statement cancelled by the job's own deadline (SQLSTATE 57014, or the
+// context's error) says nothing about what it waited for, so it is an
+// ordinary failure; save bounds lock waits well below the deadline, so a
+// statement waiting on a lock fails with a lock timeout first.
 func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, eventIDs []string, err error) error {
 	if errors.Is(ctx.Err(), context.Canceled) {
 		// Shutdown, not a failure: hand the job back without using up an
 		// attempt (a snooze does not count one).
 		return river.JobSnooze(time.Second)
+	}
+	if waits := lockWaits(job.Metadata); store.IsLockWait(err) && waits < e.w.cfg.MaxLockWaits {
+		// Counted in the job's metadata, which River saves with the snooze.
+		if merr := river.MetadataSet(ctx, metaLockWaits, waits+1); merr == nil {
+			e.w.lockWaits.Add(1)
+			delay := jitter(min(min(e.w.cfg.JobRetryBase, time.Second)<<min(waits, 5), 30*time.Second))
+			e.w.logger.Info("extraction waited on a lock; retrying", "job_id", job.ID, "lock_waits", waits+1,
+				"max_lock_waits", e.w.cfg.MaxLockWaits, "turns", len(eventIDs), "retry_in", delay.String(), "error", err)
+			return &lockWait{snooze: river.JobSnooze(delay), cause: err}
+		}
 	}
 	permanent := errors.Is(err, extractor.ErrPermanent)
 	// The worker's MaxAttempts caps jobs inserted elsewhere too (retry-failed,
@@ -303,6 +334,32 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, eventID
 	return fmt.Errorf("extract: %w", err)
 }
 
+// metaLockWaits is the job metadata key counting lock-wait snoozes.
+const metaLockWaits = "memoryd_lock_waits"
+
+// lockWaits reads how often a job was snoozed for a lock wait.
+func lockWaits(metadata []byte) int {
+	var m struct {
+		N int `json:"memoryd_lock_waits"`
+	}
+	_ = json.Unmarshal(metadata, &m) // absent or unreadable: none
+	return m.N
+}
+
+// lockWait is a job snoozed for a lock wait: River sees the snooze, the
+// outcome label the cause.
+type lockWait struct {
+	snooze, cause error
+}
+
+func (l *lockWait) Error() string   { return "lock wait: " + l.cause.Error() }
+func (l *lockWait) Unwrap() []error { return []error{l.snooze, l.cause} }
+
+// jitter spreads d by ±25%.
+func jitter(d time.Duration) time.Duration {
+	return d + time.Duration((rand.Float64()-0.5)*0.5*float64(d))
+}
+
 // retryPolicy backs off exponentially from base, with ±25% jitter, capped.
 type retryPolicy struct {
 	base, max time.Duration
@@ -313,6 +370,5 @@ func (p *retryPolicy) NextRetry(job *rivertype.JobRow) time.Time {
 	if d <= 0 || d > p.max {
 		d = p.max
 	}
-	d += time.Duration((rand.Float64() - 0.5) * 0.5 * float64(d))
-	return time.Now().Add(d)
+	return time.Now().Add(jitter(d))
 }

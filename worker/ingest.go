@@ -99,12 +99,17 @@ func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) error {
 			continue
 		}
 		if !turn.MemoryEnabled() {
-			w.optedOut.Add(1)
-			w.logger.Debug("turn opted out of memory", "event_id", turn.ID, "user_id", turn.UserID)
-			_ = m.Ack()
+			w.optOut(ctx, m, turn)
 			continue
 		}
-		turns = append(turns, storeTurn(turn, m))
+		st, clamped := storeTurn(turn, m, w.cfg.MaxClockSkew)
+		if clamped {
+			w.clamped.Add(1)
+			w.logger.Warn("turn timestamp is in the future; using the time the stream stored it",
+				"event_id", turn.ID, "user_id", turn.UserID, "timestamp", turn.Timestamp, "stored_at", st.TurnAt,
+				"max_clock_skew", w.cfg.MaxClockSkew.String())
+		}
+		turns = append(turns, st)
 		valid = append(valid, m)
 	}
 	if len(turns) == 0 {
@@ -133,6 +138,86 @@ func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) error {
 	w.duplicates.Add(int64(len(turns) - len(inserted)))
 	w.logger.Debug("ingested turns", "events", len(batch), "recorded", len(inserted))
 	return nil
+}
+
+// storeTurn is the turn as recorded. A timestamp later than the time the
+// stream stored the event plus skew is clamped to that stored time (and the
+// sent one kept in ClampedFrom): a frontend's clock cannot date a turn in
+// the future, where it would outrank every later turn and facts.set. The
+// stored time is part of the event, so a replay clamps the same way.
+func storeTurn(turn events.Turn, m jetstream.Msg, skew time.Duration) (t store.Turn, clamped bool) {
+	var (
+		seq      uint64
+		storedAt time.Time
+	)
+	if md, err := m.Metadata(); err == nil {
+		seq, storedAt = md.Sequence.Stream, md.Timestamp
+	}
+	t = store.Turn{
+		EventID:           turn.ID,
+		UserID:            turn.UserID,
+		ConversationID:    turn.ConversationID,
+		UserMessage:       turn.UserMessage,
+		AssistantResponse: turn.AssistantResponse,
+		TurnAt:            turn.Timestamp,
+		Metadata:          turn.Metadata,
+		StreamSeq:         seq,
+	}
+	if !storedAt.IsZero() && turn.Timestamp.After(storedAt.Add(skew)) {
+		sent := turn.Timestamp
+		// Postgres keeps microseconds.
+		t.TurnAt, t.ClampedFrom = storedAt.UTC().Truncate(time.Microsecond), &sent
+		return t, true
+	}
+	return t, false
+}
+
+// optOut handles a turn with memory:false: nothing is stored, and the event
+// is erased from the stream (overwritten, not just marked deleted) before it
+// is acknowledged, so that the text is not retained anywhere. If the erase
+// fails the event is handed back and tried again; after maxOptOutDeliveries
+// it is acknowledged anyway, with an error logged and counted, rather than
+// retried forever (e.g. when memoryd's NATS user may not delete from the
+// stream).
+func (w *Worker) optOut(ctx context.Context, m jetstream.Msg, turn events.Turn) {
+	w.optedOut.Add(1)
+	md, err := m.Metadata()
+	if err == nil {
+		err = w.erase(ctx, md.Sequence.Stream)
+	}
+	if err != nil {
+		if md != nil && md.NumDelivered < maxOptOutDeliveries {
+			w.logger.Warn("ingest: cannot erase opted-out event from the stream; will retry", "event_id", turn.ID, "user_id", turn.UserID, "error", err)
+			_ = m.NakWithDelay(w.cfg.RetryBackoff)
+			return
+		}
+		w.optOutKept.Add(1)
+		w.logger.Error("ingest: cannot erase opted-out event from the stream; its text stays there until forget",
+			"event_id", turn.ID, "user_id", turn.UserID, "error", err)
+	} else {
+		w.logger.Debug("turn opted out of memory; erased from the stream", "event_id", turn.ID, "user_id", turn.UserID)
+	}
+	_ = m.Ack()
+}
+
+// maxOptOutDeliveries bounds the attempts to erase an opted-out event.
+const maxOptOutDeliveries = 5
+
+// erase overwrites and deletes the event at seq from the turn stream. An
+// event already gone (an earlier delivery erased it, and its ack was lost)
+// counts as erased.
+func (w *Worker) erase(ctx context.Context, seq uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	s := w.turnStream
+	err := s.SecureDeleteMsg(ctx, seq)
+	if err == nil {
+		return nil
+	}
+	if _, gerr := s.GetMsg(ctx, seq); errors.Is(gerr, jetstream.ErrMsgNotFound) {
+		return nil
+	}
+	return err
 }
 
 // enqueue inserts one extraction job per newly recorded turn.

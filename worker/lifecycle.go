@@ -45,6 +45,10 @@ type ReplayConfig struct {
 	// offline extractor fast; with an LLM, small ones spread the calls over
 	// the workers. Default 100.
 	JobSize int
+	// MaxClockSkew is how far a turn's timestamp may be ahead of the time
+	// the stream stored the event before it is clamped to that time; use
+	// the workers' Config.MaxClockSkew. Default 5m.
+	MaxClockSkew time.Duration
 	// Progress, when set, is called after every batch.
 	Progress func(ReplayProgress)
 	// Logger default slog.Default().
@@ -109,6 +113,9 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayProgress, error) {
 	}
 	if cfg.JobSize <= 0 {
 		cfg.JobSize = 100
+	}
+	if cfg.MaxClockSkew <= 0 {
+		cfg.MaxClockSkew = DefaultMaxClockSkew
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -233,7 +240,8 @@ func replaySource(ctx context.Context, cfg ReplayConfig, client *river.Client[pg
 		case !turn.MemoryEnabled():
 			p.OptedOut++
 		default:
-			turns = append(turns, storeTurn(turn, m))
+			st, _ := storeTurn(turn, m, cfg.MaxClockSkew)
+			turns = append(turns, st)
 		}
 		if inBatch == cfg.BatchSize || read == pending {
 			if err := flush(); err != nil {
@@ -291,23 +299,6 @@ func insertJobs(ctx context.Context, client *river.Client[pgx.Tx], tx pgx.Tx, tu
 	}
 	_, err := client.InsertManyFastTx(ctx, tx, params)
 	return err
-}
-
-func storeTurn(turn events.Turn, m jetstream.Msg) store.Turn {
-	var seq uint64
-	if md, err := m.Metadata(); err == nil {
-		seq = md.Sequence.Stream
-	}
-	return store.Turn{
-		EventID:           turn.ID,
-		UserID:            turn.UserID,
-		ConversationID:    turn.ConversationID,
-		UserMessage:       turn.UserMessage,
-		AssistantResponse: turn.AssistantResponse,
-		TurnAt:            turn.Timestamp,
-		Metadata:          turn.Metadata,
-		StreamSeq:         seq,
-	}
 }
 
 // ForgetResult counts what Forget removed.

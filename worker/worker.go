@@ -55,7 +55,8 @@ type Observer interface {
 	// TurnRejected: an event was dead-lettered; reason is a short label.
 	TurnRejected(reason string)
 	// Extracted: a job ran over turns; outcome is "processed", "retry",
-	// "failed" or "handed_back" (shutdown).
+	// "failed", "handed_back" (shutdown) or "lock_wait" (snoozed while
+	// another transaction held a lock it needed; see Config.MaxLockWaits).
 	Extracted(took time.Duration, turns int, outcome string)
 	// Pruned: a prune run removed this many context items.
 	Pruned(removed int64)
@@ -109,6 +110,23 @@ type Config struct {
 	// after twice this (its process died) is rescued and retried by another
 	// worker. Default 10m (an LLM call with retries can be slow).
 	JobTimeout time.Duration
+	// LockTimeout bounds how long a job's write transaction waits for a row
+	// lock another transaction holds (SQLSTATE 55P03 past it). The wait is
+	// also kept under half of the job's remaining time, so that a lock wait
+	// ends as a lock timeout, which is retried, rather than as the job's own
+	// timeout, which costs an attempt. Default 5s.
+	LockTimeout time.Duration
+	// MaxLockWaits is how often a job that hit a lock timeout or a deadlock
+	// is snoozed and run again without spending an attempt; after that a
+	// lock wait is an ordinary failure. Default 10.
+	MaxLockWaits int
+	// MaxClockSkew is how far a turn's timestamp may be ahead of the time
+	// JetStream stored the event. A later timestamp is clamped to the stored
+	// time (and the sent one kept with the turn, logged and counted in
+	// Stats.Clamped), so that a frontend's wrong clock cannot date a turn in
+	// the future, where it would outrank every later turn and facts.set.
+	// Default 5m.
+	MaxClockSkew time.Duration
 	// FetchPollInterval is how often River polls for jobs when no
 	// notification arrived. Default 1s.
 	FetchPollInterval time.Duration
@@ -186,6 +204,15 @@ func (c Config) withDefaults() Config {
 	if c.FetchPollInterval == 0 {
 		c.FetchPollInterval = time.Second
 	}
+	if c.LockTimeout == 0 {
+		c.LockTimeout = 5 * time.Second
+	}
+	if c.MaxLockWaits == 0 {
+		c.MaxLockWaits = 10
+	}
+	if c.MaxClockSkew == 0 {
+		c.MaxClockSkew = DefaultMaxClockSkew
+	}
 	if c.PruneInterval == 0 {
 		c.PruneInterval = 10 * time.Minute
 	}
@@ -199,7 +226,8 @@ func (c Config) validate() error {
 	positive := []struct {
 		name string
 		d    time.Duration
-	}{{"RetryBackoff", c.RetryBackoff}, {"JobRetryBase", c.JobRetryBase}, {"JobTimeout", c.JobTimeout}, {"FetchPollInterval", c.FetchPollInterval}}
+	}{{"RetryBackoff", c.RetryBackoff}, {"JobRetryBase", c.JobRetryBase}, {"JobTimeout", c.JobTimeout}, {"FetchPollInterval", c.FetchPollInterval},
+		{"LockTimeout", c.LockTimeout}, {"MaxClockSkew", c.MaxClockSkew}}
 	for _, p := range positive {
 		if p.d <= 0 {
 			return fmt.Errorf("worker: Config.%s must be positive, not %s", p.name, p.d)
@@ -218,6 +246,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("worker: Config.JobSize must be between 1 and BatchSize (%d), not %d", c.BatchSize, c.JobSize)
 	case c.Workers < 1 || c.Workers > river.QueueNumWorkersMax:
 		return fmt.Errorf("worker: Config.Workers must be between 1 and 10000, not %d", c.Workers)
+	case c.MaxLockWaits < 0:
+		return fmt.Errorf("worker: Config.MaxLockWaits must not be negative, not %d", c.MaxLockWaits)
 	case c.MaxAttempts < 1:
 		return fmt.Errorf("worker: Config.MaxAttempts must be at least 1, not %d", c.MaxAttempts)
 	case c.AckWait < time.Second:
@@ -243,6 +273,9 @@ func (nopObserver) Pruned(int64)                         {}
 // DefaultTurnRetention is how long a processed turn keeps its text by
 // default.
 const DefaultTurnRetention = 7 * 24 * time.Hour
+
+// DefaultMaxClockSkew is Config.MaxClockSkew's default.
+const DefaultMaxClockSkew = 5 * time.Minute
 
 // DefaultDurable is the durable consumer all workers share by default.
 const DefaultDurable = "memoryd-ingest"
@@ -281,8 +314,18 @@ type Stats struct {
 	Recorded int64
 	// Duplicates counts events whose turn was already recorded.
 	Duplicates int64
-	// OptedOut counts events with memory:false, acknowledged unstored.
+	// OptedOut counts events with memory:false, acknowledged unstored and
+	// erased from the stream.
 	OptedOut int64
+	// OptOutKept counts opted-out events that could not be erased from the
+	// stream (logged as errors); their text stays there until forget.
+	OptOutKept int64
+	// Clamped counts turns whose timestamp was later than the time the
+	// stream stored them plus MaxClockSkew, recorded at the stored time.
+	Clamped int64
+	// LockWaits counts extraction jobs snoozed because of a lock timeout or
+	// a deadlock (see Config.MaxLockWaits).
+	LockWaits int64
 	// Rejected counts invalid events, dead-lettered and terminated.
 	Rejected int64
 }
@@ -295,7 +338,10 @@ type Worker struct {
 	js     jetstream.JetStream
 	river  *river.Client[pgx.Tx]
 
+	turnStream jetstream.Stream // set by Start, before ingestion starts
+
 	received, recorded, duplicates, optedOut, rejected atomic.Int64
+	optOutKept, clamped, lockWaits                     atomic.Int64
 
 	mu      sync.Mutex
 	started bool
@@ -358,7 +404,10 @@ func (w *Worker) Stats() Stats {
 		Recorded:   w.recorded.Load(),
 		Duplicates: w.duplicates.Load(),
 		OptedOut:   w.optedOut.Load(),
+		OptOutKept: w.optOutKept.Load(),
 		Rejected:   w.rejected.Load(),
+		Clamped:    w.clamped.Load(),
+		LockWaits:  w.lockWaits.Load(),
 	}
 }
 
@@ -381,7 +430,8 @@ func (w *Worker) Start(ctx context.Context) error {
 		w.logger.Info("worker started (extraction only)", "extractor", cfg.Extractor.Info().Name, "workers", cfg.Workers)
 		return nil
 	}
-	if _, err := events.EnsureStream(ctx, w.js, events.StreamConfig{Prefix: cfg.Prefix, Stream: cfg.Stream}); err != nil {
+	turnStream, err := events.EnsureStream(ctx, w.js, events.StreamConfig{Prefix: cfg.Prefix, Stream: cfg.Stream})
+	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
 	// Created when missing; an existing one keeps its operator's settings.
@@ -419,6 +469,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.started = true
+	w.turnStream = turnStream
 	w.msgs = make(chan jetstream.Msg, cfg.BatchSize*2)
 	w.stop = make(chan struct{})
 	w.done = make(chan struct{})

@@ -239,11 +239,12 @@ Reads and writes a user's facts through the running memoryd.`)
 		}
 		fmt.Fprintln(a.stdout, fact.Value)
 	case "set":
-		if err := c.SetFact(reqCtx, o.user, pos[0], pos[1]); err != nil {
+		reply, err := c.SetFact(reqCtx, o.user, pos[0], pos[1])
+		if err != nil {
 			return err
 		}
 		if o.json {
-			return printJSON(a.stdout, enricher.OKReply{OK: true})
+			return printJSON(a.stdout, reply)
 		}
 		fmt.Fprintf(a.stdout, "set %s\n", pos[0])
 	case "clear":
@@ -361,8 +362,8 @@ func runStats(ctx context.Context, a *app, args []string) (err error) {
 		last = s.LastProcessedAt.Local().Format(time.DateTime)
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "turns received\t%d\nturns processed\t%d\nturns failed\t%d\njobs pending\t%d\nfacts\t%d\ncontext items\t%d\nlast processed\t%s\n",
-		s.TurnsReceived, s.TurnsProcessed, s.TurnsFailed, s.JobsPending, s.Facts, s.ContextItems, last)
+	fmt.Fprintf(tw, "turns received\t%d\nturns processed\t%d\nturns failed\t%d\nturns pending\t%d\nfacts\t%d\ncontext items\t%d\nlast processed\t%s\n",
+		s.TurnsReceived, s.TurnsProcessed, s.TurnsFailed, s.TurnsPending, s.Facts, s.ContextItems, last)
 	return tw.Flush()
 }
 

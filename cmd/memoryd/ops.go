@@ -42,7 +42,7 @@ func newMetrics() *metrics {
 			Name: "memoryd_turns_rejected_total", Help: "Turn events dead-lettered as invalid, by reason.",
 		}, []string{"reason"}),
 		extracted: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "memoryd_turns_extracted_total", Help: "Turns run through extraction, by outcome (processed, retry, failed, handed_back).",
+			Name: "memoryd_turns_extracted_total", Help: "Turns run through extraction, by outcome (processed, retry, failed, handed_back, lock_wait).",
 		}, []string{"outcome"}),
 		extractSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "memoryd_extraction_duration_seconds", Help: "Duration of extraction jobs, by outcome.",
@@ -101,7 +101,7 @@ type serviceCollector struct {
 	svc *service
 	llm usageReporter // nil with the offline extractor
 
-	received, recorded, duplicates, optedOut, depth, llmRequests, llmTokens *prometheus.Desc
+	received, recorded, duplicates, optedOut, optOutKept, clamped, lockWaits, depth, llmRequests, llmTokens *prometheus.Desc
 }
 
 func newServiceCollector(svc *service, llm usageReporter) *serviceCollector {
@@ -112,6 +112,9 @@ func newServiceCollector(svc *service, llm usageReporter) *serviceCollector {
 		recorded:    prometheus.NewDesc("memoryd_turns_recorded_total", "New turns recorded and queued for extraction.", nil, nil),
 		duplicates:  prometheus.NewDesc("memoryd_turns_duplicate_total", "Turn events whose turn was already recorded.", nil, nil),
 		optedOut:    prometheus.NewDesc("memoryd_turns_opted_out_total", "Turn events with memory:false, acknowledged and not stored.", nil, nil),
+		optOutKept:  prometheus.NewDesc("memoryd_turns_opt_out_kept_total", "Opted-out turn events that could not be erased from the stream (their text stays until forget).", nil, nil),
+		clamped:     prometheus.NewDesc("memoryd_turns_clamped_total", "Turns stamped later than the stream's receipt time plus the allowed clock skew, recorded at the receipt time.", nil, nil),
+		lockWaits:   prometheus.NewDesc("memoryd_extract_lock_waits_total", "Extraction jobs snoozed after a lock timeout or deadlock, without spending an attempt.", nil, nil),
 		depth:       prometheus.NewDesc("memoryd_queue_jobs", "River jobs not yet finished, by queue and state.", []string{"queue", "state"}, nil),
 		llmRequests: prometheus.NewDesc("memoryd_llm_requests_total", "LLM requests, by model and outcome.", []string{"model", "outcome"}, nil),
 		llmTokens:   prometheus.NewDesc("memoryd_llm_tokens_total", "LLM tokens, by model and kind (prompt, completion).", []string{"model", "kind"}, nil),
@@ -119,7 +122,7 @@ func newServiceCollector(svc *service, llm usageReporter) *serviceCollector {
 }
 
 func (c *serviceCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.received, c.recorded, c.duplicates, c.optedOut, c.depth, c.llmRequests, c.llmTokens} {
+	for _, d := range []*prometheus.Desc{c.received, c.recorded, c.duplicates, c.optedOut, c.optOutKept, c.clamped, c.lockWaits, c.depth, c.llmRequests, c.llmTokens} {
 		ch <- d
 	}
 }
@@ -131,6 +134,9 @@ func (c *serviceCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.recorded, prometheus.CounterValue, float64(st.Recorded))
 		ch <- prometheus.MustNewConstMetric(c.duplicates, prometheus.CounterValue, float64(st.Duplicates))
 		ch <- prometheus.MustNewConstMetric(c.optedOut, prometheus.CounterValue, float64(st.OptedOut))
+		ch <- prometheus.MustNewConstMetric(c.optOutKept, prometheus.CounterValue, float64(st.OptOutKept))
+		ch <- prometheus.MustNewConstMetric(c.clamped, prometheus.CounterValue, float64(st.Clamped))
+		ch <- prometheus.MustNewConstMetric(c.lockWaits, prometheus.CounterValue, float64(st.LockWaits))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()

@@ -30,7 +30,7 @@ func wireSchemas() map[string]any {
 		"clear.request":       enricher.ClearRequest{},
 		"clear.reply":         enricher.DeletedReply{},
 		"facts_set.request":   enricher.SetFactRequest{},
-		"facts_set.reply":     enricher.OKReply{},
+		"facts_set.reply":     enricher.SetFactReply{},
 		"facts_get.request":   enricher.FactRequest{},
 		"facts_get.reply":     enricher.Fact{},
 		"facts_clear.request": enricher.FactRequest{},
@@ -243,6 +243,9 @@ func typeSchema(t reflect.Type, rules map[string]fieldRule) map[string]any {
 			p := typeSchema(f.Type, nil)
 			r := rules[name]
 			applyRule(p, r)
+			if why := f.Tag.Get("deprecated"); why != "" {
+				p["deprecated"], p["description"] = true, "Deprecated: "+why
+			}
 			props[name] = p
 			if !strings.Contains(opts, "omitempty") && !strings.Contains(opts, "omitzero") && !r.optional {
 				required = append(required, name)

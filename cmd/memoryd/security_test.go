@@ -153,7 +153,7 @@ func TestIsolationUnderRandomInterleavedWrites(t *testing.T) {
 		case op < 7:
 			_, err = client.Store(ctx, enricher.StoreRequest{UserID: u, Question: "q " + m + fmt.Sprint(i), Answer: "a " + m})
 		case op < 9:
-			err = client.SetFact(ctx, u, fmt.Sprintf("k%d", i%5), m)
+			_, err = client.SetFact(ctx, u, fmt.Sprintf("k%d", i%5), m)
 		default:
 			if i%3 == 0 {
 				_, err = client.Forget(ctx, u)

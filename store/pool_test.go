@@ -1,0 +1,64 @@
+package store_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/store/storetest"
+)
+
+// TestOpenWarmsThePool: Open returns with MinConns connections open and
+// idle, so the first queries do not pay for connection setup; after the
+// server dropped them (an outage), Warm opens live ones again.
+func TestOpenWarmsThePool(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, url := storetest.Schema(t)
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	app := "warm_" + hex.EncodeToString(b[:])
+	s, err := store.Open(ctx, store.Config{URL: url + "&application_name=" + app, MaxConns: 4, MinConns: 3, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if idle := s.Pool().Stat().IdleConns(); idle < 3 {
+		t.Fatalf("after Open the pool holds %d idle connections, want at least 3", idle)
+	}
+	admin := storetest.Open(t, url)
+	backends := func() int {
+		t.Helper()
+		var n int
+		if err := admin.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := backends(); n < 3 {
+		t.Fatalf("%d server backends for the pool, want at least 3", n)
+	}
+
+	// The server drops every connection of the pool (an outage); the pool
+	// still counts them idle.
+	if _, err := admin.Pool().Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, app); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for backends() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("terminated backends are still there")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := s.Warm(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := backends(); n < 3 {
+		t.Fatalf("after Warm: %d server backends for the pool, want at least 3", n)
+	}
+}
