@@ -164,10 +164,11 @@ func (s *Store) Warm(ctx context.Context) error {
 
 // acquireLive acquires a connection that answers a ping. A dead one (its
 // server went away while it sat idle) is closed, so that the pool drops it,
-// and another is tried, a few times at most.
+// and another is tried: at most once per connection the pool can hold, plus
+// one, since after an outage every idle connection may be dead.
 func (s *Store) acquireLive(ctx context.Context) (*pgxpool.Conn, error) {
 	var err error
-	for range 3 {
+	for range int(s.pool.Config().MaxConns) + 1 {
 		var c *pgxpool.Conn
 		if c, err = s.pool.Acquire(ctx); err != nil {
 			return nil, err
