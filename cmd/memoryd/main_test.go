@@ -175,7 +175,7 @@ func TestHelpListsEveryFlagWithEnvAndDefault(t *testing.T) {
 // (own port, no data dir) and checks the one-sentence explanation.
 func TestServeExplainsNATSWithoutJetStream(t *testing.T) {
 	t.Parallel()
-	url := privateNATS(t, func(port int) []string { return []string{"-a", "127.0.0.1", "-p", fmt.Sprint(port)} })
+	url := eventstest.PrivateServer(t, func(port int) []string { return []string{"-a", "127.0.0.1", "-p", fmt.Sprint(port)} })
 	_, dbURL := storetest.Schema(t)
 	var out, errOut bytes.Buffer
 	code := run(context.Background(), &app{stdout: &out, stderr: &errOut},
