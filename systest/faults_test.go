@@ -877,7 +877,6 @@ func relFreeAddr(t *testing.T) string {
 // them once the model recovers. Every turn ends processed.
 func TestLLMFaultsAtTheWorker(t *testing.T) {
 	t.Parallel()
-	heavy(t)
 	e := newRelEnv(t, "")
 	llm := newRelLLM(t, 20*time.Second)
 	transient := []string{"ok", "slow", "reset", "429ra", "429", "500", "trunc", "schema", "huge"}

@@ -21,7 +21,7 @@ func runCmd(t *testing.T, dbURL, prefix, stream string, args ...string) (string,
 	t.Helper()
 	var out, errOut bytes.Buffer
 	full := append([]string{}, args...)
-	full = append(full, "--database-url", dbURL, "--nats-url", eventstest.URL(), "--prefix", prefix, "--stream", stream, "--log-format", "json")
+	full = append(full, "--database-url", dbURL+fmt.Sprintf("&pool_max_conns=%d", storetest.MaxConns), "--nats-url", eventstest.URL(), "--prefix", prefix, "--stream", stream, "--log-format", "json")
 	code := run(context.Background(), &app{stdout: &out, stderr: &errOut}, full)
 	return out.String(), errOut.String(), code
 }
