@@ -281,7 +281,7 @@ func relEnrich(c *enricher.Client, user string) (enricher.EnrichReply, error) {
 }
 
 // TestWorkerSIGKILLMidIngestProcessesEachTurnOnce: a serve process is
-// SIGKILLed while it ingests and extracts 1,500 turns of 30 users; a new one
+// SIGKILLed while it ingests and extracts 3,000 turns of 30 users; a new one
 // takes over; every turn is processed once in effect, with the facts a
 // crash-free run stores.
 func TestWorkerSIGKILLMidIngestProcessesEachTurnOnce(t *testing.T) {
@@ -291,7 +291,7 @@ func TestWorkerSIGKILLMidIngestProcessesEachTurnOnce(t *testing.T) {
 	t.Parallel()
 	heavy(t)
 	e := newRelEnv(t, "")
-	turns, want := relTurns("k", 30, 50, nil)
+	turns, want := relTurns("k", 30, 100, nil) // enough that the ingest is still running at the kill
 	first := e.startServe(e.dbURL)
 	pubDone := make(chan error, 1)
 	go func() {
@@ -427,7 +427,7 @@ func TestPostgresOutageMidIngest(t *testing.T) {
 	serve := e.startServe(viaProxy, "--enrich-timeout", "3s")
 	client := enricher.NewClient(e.nc, e.prefix)
 
-	before, want := relTurns("p", 20, 50, nil) // 1,000 before the cut
+	before, want := relTurns("p", 20, 75, nil) // 1,500 before the cut
 	during, wantDuring := relTurns("p", 20, 25, nil)
 	for i := range during { // 500 more for the same users, later in time
 		during[i].ID = "late-" + during[i].ID
