@@ -3,22 +3,29 @@ GO ?= go
 PKGS ?= ./...
 FUZZTIME ?= 30s
 
-.PHONY: demo test build services vet fuzz serve
+.PHONY: demo test systest build services vet fuzz serve
 
 ## demo: start the local servers if needed, then run memoryd end to end on the defaults
 demo: services
 	$(GO) run ./cmd/memoryd demo
 
-## test: vet and run every test with the race detector against the real servers
+## test: vet and run every test with the race detector against the real servers,
+## printing each package as it finishes (scripts/testprogress); exit status is go test's
 test: services vet
-	$(GO) test -race -count=1 -timeout 8m $(PKGS)
+	$(GO) run ./scripts/testprogress -race -count=1 -timeout 8m $(PKGS)
+
+## systest: only the system tests (real memoryd processes, fault injection, the documented commands)
+systest: services
+	$(GO) run ./scripts/testprogress -race -count=1 -timeout 8m ./systest/
 
 ## serve: run the service on the defaults
 serve: services
 	$(GO) run ./cmd/memoryd serve
 
+## vet: gofmt and go vet; works in a source archive without .git (find, never stdin)
+GOFMT_L = find . -path './.*' -prune -o -path ./vendor -prune -o -name '*.go' -type f -exec gofmt -l {} +
 vet:
-	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	@unformatted="$$($(GOFMT_L))"; test -z "$$unformatted" || { echo "gofmt needed:"; echo "$$unformatted"; exit 1; }
 	$(GO) vet $(PKGS)
 
 build:

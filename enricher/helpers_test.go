@@ -67,6 +67,10 @@ func start(t *testing.T, st enricher.Store, configure func(*enricher.Config)) *h
 		Store:  st,
 		Prefix: randomPrefix(),
 		Logger: slog.New(slog.DiscardHandler),
+		// A bound a healthy store meets on a busy machine, so that tests
+		// asserting a full (not degraded) reply do not depend on speed;
+		// the degraded tests set their own.
+		Timeout: 10 * time.Second,
 	}
 	if configure != nil {
 		configure(&cfg)

@@ -36,7 +36,13 @@ type env struct {
 
 func newEnv(ctx context.Context, o *options) (*env, error) {
 	e := &env{o: o}
-	var err error
+	// The database (by default the test suite's) is created when missing,
+	// as serve does, so a fresh server needs no setup.
+	s, err := store.Open(ctx, store.Config{URL: o.dbURL, MaxConns: 1, CreateDatabase: true, Logger: quietLogger()})
+	if err != nil {
+		return nil, err
+	}
+	s.Close()
 	if e.admin, err = pgx.Connect(ctx, o.dbURL); err != nil {
 		return nil, fmt.Errorf("connect to Postgres at %s: %w", o.dbURL, err)
 	}

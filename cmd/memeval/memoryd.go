@@ -73,6 +73,13 @@ func start(ctx context.Context, o options, logger *slog.Logger) (in *instance, e
 			in.close(context.WithoutCancel(ctx))
 		}
 	}()
+	// The database (by default the test suite's) is created when missing,
+	// as serve does, so a fresh server needs no setup.
+	s, err := store.Open(ctx, store.Config{URL: o.databaseURL, MaxConns: 1, CreateDatabase: true, Logger: logger})
+	if err != nil {
+		return in, fmt.Errorf("postgres: %w", err)
+	}
+	s.Close()
 	admin, err := pgx.Connect(ctx, o.databaseURL)
 	if err != nil {
 		return in, fmt.Errorf("postgres %s: %w", o.databaseURL, err)

@@ -19,7 +19,7 @@ func runCmd(t *testing.T, dbURL, prefix, stream string, args ...string) (string,
 	t.Helper()
 	var out, errOut bytes.Buffer
 	full := append([]string{}, args...)
-	full = append(full, "--database-url", dbURL, "--nats-url", eventstest.URL(), "--prefix", prefix, "--stream", stream, "--log-format", "json")
+	full = append(full, "--database-url", dbURL+fmt.Sprintf("&pool_max_conns=%d", storetest.MaxConns), "--nats-url", eventstest.URL(), "--prefix", prefix, "--stream", stream, "--log-format", "json")
 	code := run(context.Background(), &app{stdout: &out, stderr: &errOut}, full)
 	return out.String(), errOut.String(), code
 }
@@ -169,7 +169,7 @@ func TestHelpListsEveryFlagWithEnvAndDefault(t *testing.T) {
 // (own port, no data dir) and checks the one-sentence explanation.
 func TestServeExplainsNATSWithoutJetStream(t *testing.T) {
 	t.Parallel()
-	url := privateNATS(t, func(port int) []string { return []string{"-a", "127.0.0.1", "-p", fmt.Sprint(port)} })
+	url := eventstest.PrivateServer(t, func(port int) []string { return []string{"-a", "127.0.0.1", "-p", fmt.Sprint(port)} })
 	_, dbURL := storetest.Schema(t)
 	var out, errOut bytes.Buffer
 	code := run(context.Background(), &app{stdout: &out, stderr: &errOut},

@@ -26,6 +26,7 @@ import (
 func startTestService(t *testing.T, mod func(*serveOptions)) (*service, *serveOptions) {
 	t.Helper()
 	_, dbURL := storetest.Schema(t)
+	dbURL += fmt.Sprintf("&pool_max_conns=%d", storetest.MaxConns) // the suite shares one Postgres
 	nc := eventstest.Conn(t)
 	prefix, stream := eventstest.Names(t, nc)
 	o := &serveOptions{

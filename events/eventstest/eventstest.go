@@ -4,11 +4,16 @@
 package eventstest
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"net"
 	"os"
+	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -63,4 +68,87 @@ func Names(t testing.TB, nc *nats.Conn) (prefix, stream string) {
 		}
 	})
 	return prefix, stream
+}
+
+// ServerBin is the nats-server binary (on PATH, or Debian's
+// /usr/sbin/nats-server), or "" when none is installed.
+func ServerBin() string {
+	if bin, err := exec.LookPath("nats-server"); err == nil {
+		return bin
+	}
+	if _, err := os.Stat("/usr/sbin/nats-server"); err == nil {
+		return "/usr/sbin/nats-server"
+	}
+	return ""
+}
+
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// PrivateServer runs the test's own nats-server (never the shared one) on a
+// free loopback port with the arguments argsFor returns for that port, waits
+// until it accepts connections, and returns its URL. It is killed when the
+// test ends; the test is skipped when no nats-server binary is installed.
+func PrivateServer(t testing.TB, argsFor func(port int) []string) string {
+	t.Helper()
+	bin := ServerBin()
+	if bin == "" {
+		t.Skip("nats-server binary not installed")
+	}
+	port := FreePort(t)
+	srv := exec.Command(bin, argsFor(port)...)
+	logs := new(syncBuffer)
+	srv.Stdout, srv.Stderr = logs, logs
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = srv.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = srv.Process.Kill(); <-exited })
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	deadline := time.Now().Add(30 * time.Second) // generous: a busy machine
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return "nats://" + addr
+		}
+		select {
+		case <-exited:
+			t.Fatalf("private nats-server exited: %s", logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("private nats-server did not accept connections on %s within 30s: %s", addr, logs.String())
+		}
+		<-tick.C
+	}
+}
+
+// syncBuffer is a bytes.Buffer the child's output copier and the test may
+// use at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

@@ -6,21 +6,30 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/memoryd/memoryd/migrations"
 	"github.com/memoryd/memoryd/store"
 )
 
-// DefaultURL is the test server; MEMORYD_TEST_DATABASE_URL overrides it.
+// DefaultURL is the test server; MEMORYD_TEST_DATABASE_URL overrides it. Its
+// database is created when missing (see EnsureDatabase).
 const DefaultURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+// MaxConns caps each pool Open creates. The whole suite shares one server
+// (max_connections 100 by default, with other users), and test binaries run
+// in parallel, so every pool stays small.
+const MaxConns = 4
 
 // BaseURL returns the connection string of the test database.
 func BaseURL() string {
@@ -38,6 +47,9 @@ func Schema(t testing.TB) (name, url string) {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	name = "t_" + hex.EncodeToString(b[:])
+	if err := EnsureDatabase(ctx, BaseURL()); err != nil {
+		t.Fatalf("storetest: %v (is Postgres running? `make services` starts it)", err)
+	}
 	conn, err := pgx.Connect(ctx, BaseURL())
 	if err != nil {
 		t.Fatalf("storetest: connect to %s (is Postgres running? `make services` starts it): %v", BaseURL(), err)
@@ -80,7 +92,7 @@ func Open(t testing.TB, url string) *store.Store {
 	if err != nil {
 		t.Fatalf("storetest: %v", err)
 	}
-	cfg.MaxConns = 10
+	cfg.MaxConns = MaxConns
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatalf("storetest: %v", err)
@@ -91,4 +103,47 @@ func Open(t testing.TB, url string) *store.Store {
 		t.Fatalf("storetest: migrate: %v", fmt.Sprint(err))
 	}
 	return s
+}
+
+var ensured sync.Map // database URL -> struct{}: created or found by this process
+
+// EnsureDatabase creates the database named in url when it does not exist,
+// connecting to the server's "postgres" database to do so, so that a fresh
+// server needs no setup. Test binaries run in parallel and may race to create
+// it: the loser's duplicate_database (42P04) or unique_violation (23505, from
+// the catalog) means the database exists, which is success. A URL that
+// already connects is left alone; the check runs once per URL per process.
+func EnsureDatabase(ctx context.Context, url string) error {
+	if _, ok := ensured.Load(url); ok {
+		return nil
+	}
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return fmt.Errorf("parse %s: %w", url, err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err == nil {
+		ensured.Store(url, struct{}{})
+		return conn.Close(ctx)
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "3D000" { // not "database does not exist"
+		return fmt.Errorf("connect to %s: %w", cfg.Database, err)
+	}
+	admin := cfg.Copy()
+	admin.Database = "postgres"
+	aconn, err := pgx.ConnectConfig(ctx, admin)
+	if err != nil {
+		return fmt.Errorf("connect to database postgres to create %q: %w", cfg.Database, err)
+	}
+	defer aconn.Close(ctx)
+	_, err = aconn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{cfg.Database}.Sanitize())
+	if errors.As(err, &pgErr) && (pgErr.Code == "42P04" || pgErr.Code == "23505") {
+		err = nil // created meanwhile by a parallel test binary
+	}
+	if err != nil {
+		return fmt.Errorf("create database %q: %w", cfg.Database, err)
+	}
+	ensured.Store(url, struct{}{})
+	return nil
 }

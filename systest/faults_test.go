@@ -1,10 +1,10 @@
-package main
+package systest
 
 // Fault-injection tests of the reliability promises listed in
 // docs/reliability.md: a worker SIGKILLed mid-ingest, Postgres cut and
 // restored, NATS killed and restarted, a misbehaving LLM and a poison turn.
-// Each test runs `memoryd serve` as a child process (this test binary
-// re-executed, see TestMain) on its own Postgres schema and subject prefix,
+// Each test runs `memoryd serve` as a child process (the binary TestMain
+// built) on its own Postgres schema and subject prefix,
 // injects its fault on loopback, and checks that every published turn ends
 // processed exactly once in effect. Each logs its figures ("figures: ...")
 // for docs/reliability.md.
@@ -19,13 +19,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"os/exec"
 	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -98,111 +95,19 @@ func newRelEnv(t *testing.T, natsURL string) *relEnv {
 }
 
 // serveArgs are the arguments of a `memoryd serve` on e, with short
-// timeouts; later flags in extra override earlier ones.
+// timeouts and a small Postgres pool; later flags in extra override earlier
+// ones.
 func (e *relEnv) serveArgs(databaseURL string, extra ...string) []string {
-	args := []string{"serve", "--database-url", databaseURL, "--nats-url", e.natsURL, "--prefix", e.prefix, "--stream", e.stream,
-		"--log-format", "json", "--workers", "8", "--batch-size", "50", "--job-timeout", "2s", "--ack-wait", "2s",
+	args := []string{"--database-url", withPoolCap(databaseURL, servePoolConns), "--nats-url", e.natsURL, "--prefix", e.prefix, "--stream", e.stream,
+		"--log-format", "json", "--workers", "4", "--batch-size", "50", "--job-timeout", "2s", "--ack-wait", "2s",
 		"--shutdown-timeout", "5s"}
 	return append(args, extra...)
 }
 
-// relBuf is a bytes.Buffer safe for the child's output copier and the test.
-type relBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *relBuf) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *relBuf) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
-// relProc is a child process: this test binary run as memoryd, or a
-// nats-server.
-type relProc struct {
-	cmd    *exec.Cmd
-	logs   *relBuf
-	exited chan struct{} // closed when the process has exited
-	err    error         // its exit status, once exited is closed
-}
-
-func startRelProc(t *testing.T, env []string, bin string, args ...string) *relProc {
-	t.Helper()
-	p := &relProc{cmd: exec.Command(bin, args...), logs: &relBuf{}, exited: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.exited)
-	}()
-	t.Cleanup(p.kill)
-	return p
-}
-
-// startRelServe runs `memoryd serve` (this binary re-executed) with args.
-func startRelServe(t *testing.T, args []string) *relProc {
-	t.Helper()
-	return startRelProc(t, []string{"MEMORYD_TEST_EXEC=1"}, os.Args[0], args...)
-}
-
-// kill SIGKILLs the process and waits until it has exited.
-func (p *relProc) kill() {
-	select {
-	case <-p.exited:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.exited
-}
-
-func (p *relProc) alive() bool {
-	select {
-	case <-p.exited:
-		return false
-	default:
-		return true
-	}
-}
-
-func (p *relProc) tail() string {
-	s := p.logs.String()
-	if len(s) > 3000 {
-		s = s[len(s)-3000:]
-	}
-	return s
-}
-
-// relWait polls cond every 50ms until it holds, failing the test after
-// limit with cond's last state and the logs of procs.
-func relWait(t *testing.T, what string, limit time.Duration, cond func() (bool, string), procs ...*relProc) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			for i, p := range procs {
-				t.Logf("process %d log tail:\n%s", i, p.tail())
-			}
-			t.Fatalf("timed out after %s waiting for %s; last state: %s", limit, what, state)
-		}
-		<-tick.C
-	}
+// startServe runs `memoryd serve` on e with serveArgs(databaseURL, extra...).
+func (e *relEnv) startServe(databaseURL string, extra ...string) *proc {
+	e.t.Helper()
+	return startServe(e.t, nil, e.serveArgs(databaseURL, extra...)...)
 }
 
 // relTurns returns users×perUser turns "my favorite number is i", with
@@ -309,10 +214,10 @@ func (e *relEnv) figures(published int) (relFigures, error) {
 }
 
 // waitAllProcessed waits until every one of n published turns is processed.
-func (e *relEnv) waitAllProcessed(n int, limit time.Duration, procs ...*relProc) relFigures {
+func (e *relEnv) waitAllProcessed(n int, limit time.Duration, procs ...*proc) relFigures {
 	e.t.Helper()
 	var f relFigures
-	relWait(e.t, fmt.Sprintf("%d turns processed", n), limit, func() (bool, string) {
+	waitFor(e.t, fmt.Sprintf("%d turns processed", n), limit, func() (bool, string) {
 		var err error
 		f, err = e.figures(n)
 		if err != nil {
@@ -370,7 +275,7 @@ func (e *relEnv) consumerBacklog() (uint64, error) {
 
 // relEnrich sends one enrich request, bounded by a 5s client timeout.
 func relEnrich(c *enricher.Client, user string) (enricher.EnrichReply, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return c.Enrich(ctx, enricher.EnrichRequest{UserID: user, Message: "what is my favorite number?"})
 }
@@ -384,15 +289,16 @@ func TestWorkerSIGKILLMidIngestProcessesEachTurnOnce(t *testing.T) {
 		t.Skip("kills a process and waits for River's leader to expire")
 	}
 	t.Parallel()
+	heavy(t)
 	e := newRelEnv(t, "")
-	turns, want := relTurns("k", 30, 100, nil)
-	first := startRelServe(t, e.serveArgs(e.dbURL))
+	turns, want := relTurns("k", 30, 100, nil) // enough that the ingest is still running at the kill
+	first := e.startServe(e.dbURL)
 	pubDone := make(chan error, 1)
 	go func() {
 		_, err := e.publishAll(turns, 10)
 		pubDone <- err
 	}()
-	relWait(t, "a third of the turns processed", time.Minute, func() (bool, string) {
+	waitFor(t, "a third of the turns processed", 3*time.Minute, func() (bool, string) {
 		f, err := e.figures(len(turns))
 		return err == nil && f.Processed >= int64(len(turns)/3), fmt.Sprint(f, err)
 	}, first)
@@ -407,9 +313,9 @@ func TestWorkerSIGKILLMidIngestProcessesEachTurnOnce(t *testing.T) {
 	if err := <-pubDone; err != nil {
 		t.Fatal(err)
 	}
-	second := startRelServe(t, e.serveArgs(e.dbURL))
+	second := e.startServe(e.dbURL)
 	begin := time.Now()
-	f := e.waitAllProcessed(len(turns), 90*time.Second, second)
+	f := e.waitAllProcessed(len(turns), 3*time.Minute, second)
 	e.checkExactlyOnce(f, want, "favorite_number")
 	t.Logf("figures: SIGKILL with %d of %d turns processed (%d recorded, %d pending); after restart %s; all processed %s after the restart (%d jobs of the dead process rescued by River)",
 		atKill.Processed, atKill.Published, atKill.Recorded, atKill.Pending, f, time.Since(begin).Round(100*time.Millisecond), relRescued(second))
@@ -506,6 +412,7 @@ func (p *relProxy) cut() {
 // every turn is processed once and enrich answers normally.
 func TestPostgresOutageMidIngest(t *testing.T) {
 	t.Parallel()
+	heavy(t)
 	e := newRelEnv(t, "")
 	pgURL, err := url.Parse(e.dbURL)
 	if err != nil {
@@ -514,7 +421,10 @@ func TestPostgresOutageMidIngest(t *testing.T) {
 	proxy := newRelProxy(t, pgURL.Host)
 	pgURL.Host = proxy.addr
 	viaProxy := pgURL.String()
-	serve := startRelServe(t, e.serveArgs(viaProxy))
+	// Enrich gets a budget a busy machine meets when Postgres is up; with
+	// Postgres cut, connections are refused at once and the reply is
+	// degraded well within it.
+	serve := e.startServe(viaProxy, "--enrich-timeout", "3s")
 	client := enricher.NewClient(e.nc, e.prefix)
 
 	before, want := relTurns("p", 20, 75, nil) // 1,500 before the cut
@@ -532,13 +442,14 @@ func TestPostgresOutageMidIngest(t *testing.T) {
 	if _, err := e.publishAll(before, 10); err != nil {
 		t.Fatal(err)
 	}
-	relWait(t, "a fifth of the first turns processed", time.Minute, func() (bool, string) {
+	waitFor(t, "a fifth of the first turns processed", 3*time.Minute, func() (bool, string) {
 		f, err := e.figures(len(all))
 		return err == nil && f.Processed >= int64(len(before)/5), fmt.Sprint(f, err)
 	}, serve)
-	if r, err := relEnrich(client, "p00"); err != nil || r.Degraded {
-		t.Fatalf("enrich before the outage: %+v, %v", r, err)
-	}
+	waitFor(t, "a non-degraded enrich before the outage", time.Minute, func() (bool, string) {
+		r, err := relEnrich(client, "p00")
+		return err == nil && !r.Degraded, fmt.Sprintf("%+v %v", r, err)
+	}, serve)
 
 	proxy.cut()
 	outage := time.Now()
@@ -548,7 +459,7 @@ func TestPostgresOutageMidIngest(t *testing.T) {
 	}
 	// The ingest tried, failed, handed the events back, and failed again on
 	// their redelivery.
-	relWait(t, "the ingest to fail twice on the outage", 30*time.Second, func() (bool, string) {
+	waitFor(t, "the ingest to fail twice on the outage", 2*time.Minute, func() (bool, string) {
 		n := strings.Count(serve.logs.String(), "ingest: cannot record turns")
 		return n >= 2, fmt.Sprintf("%d ingest failures logged", n)
 	}, serve)
@@ -579,14 +490,14 @@ func TestPostgresOutageMidIngest(t *testing.T) {
 		t.Fatalf("restore the proxy on %s: %v", proxy.addr, err)
 	}
 	down := time.Since(outage)
-	f := e.waitAllProcessed(len(all), 90*time.Second, serve)
+	f := e.waitAllProcessed(len(all), 3*time.Minute, serve)
 	recovered := time.Since(outage)
-	relWait(t, "the consumer to acknowledge everything", 30*time.Second, func() (bool, string) {
+	waitFor(t, "the consumer to acknowledge everything", time.Minute, func() (bool, string) {
 		n, err := e.consumerBacklog()
 		return err == nil && n == 0, fmt.Sprint(n, err)
 	}, serve)
 	e.checkExactlyOnce(f, want, "favorite_number")
-	relWait(t, "a non-degraded enrich", 30*time.Second, func() (bool, string) {
+	waitFor(t, "a non-degraded enrich", time.Minute, func() (bool, string) {
 		r, err := relEnrich(client, "p00")
 		return err == nil && !r.Degraded && len(r.Facts) > 0, fmt.Sprintf("%+v %v", r, err)
 	}, serve)
@@ -601,7 +512,7 @@ func TestPostgresOutageMidIngest(t *testing.T) {
 var relRescuedRE = regexp.MustCompile(`JobRescuer: Ran successfully".*"num_jobs_retry_scheduled":(\d+)`)
 
 // relRescued is how many stuck jobs River's rescuer retried, from serve's log.
-func relRescued(p *relProc) int {
+func relRescued(p *proc) int {
 	n := 0
 	for _, m := range relRescuedRE.FindAllStringSubmatch(p.logs.String(), -1) {
 		var k int
@@ -611,24 +522,13 @@ func relRescued(p *relProc) int {
 	return n
 }
 
-// natsServerBin is the nats-server binary, or "" when none is installed.
-func natsServerBin() string {
-	if bin, err := exec.LookPath("nats-server"); err == nil {
-		return bin
-	}
-	if _, err := os.Stat("/usr/sbin/nats-server"); err == nil {
-		return "/usr/sbin/nats-server"
-	}
-	return ""
-}
-
 // startRelNATS runs nats-server with JetStream on 127.0.0.1:port storing in
 // dir, and waits until JetStream answers.
-func startRelNATS(t *testing.T, bin string, port int, dir string) *relProc {
+func startRelNATS(t *testing.T, bin string, port int, dir string) *proc {
 	t.Helper()
-	p := startRelProc(t, nil, bin, "-a", "127.0.0.1", "-p", fmt.Sprint(port), "-js", "-sd", dir)
+	p := startProc(t, nil, bin, "-a", "127.0.0.1", "-p", fmt.Sprint(port), "-js", "-sd", dir)
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	relWait(t, "nats-server with JetStream at "+url, 20*time.Second, func() (bool, string) {
+	waitFor(t, "nats-server with JetStream at "+url, time.Minute, func() (bool, string) {
 		if !p.alive() {
 			t.Fatalf("nats-server exited: %v\n%s", p.err, p.tail())
 		}
@@ -656,20 +556,18 @@ func startRelNATS(t *testing.T, bin string, port int, dir string) *relProc {
 // answers again.
 func TestNATSRestartMidIngestAndEnrich(t *testing.T) {
 	t.Parallel()
-	bin := natsServerBin()
+	heavy(t)
+	bin := eventstest.ServerBin()
 	if bin == "" {
 		t.Skip("nats-server binary not installed")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	port := eventstest.FreePort(t)
 	dir := t.TempDir()
 	natsSrv := startRelNATS(t, bin, port, dir)
 	e := newRelEnv(t, fmt.Sprintf("nats://127.0.0.1:%d", port))
-	serve := startRelServe(t, e.serveArgs(e.dbURL))
+	// An enrich budget a busy machine meets, so that "answering" means
+	// answered, not degraded by a slow scheduler.
+	serve := e.startServe(e.dbURL, "--enrich-timeout", "3s")
 
 	// Enrich load on its own connection, counted by outcome, until the end.
 	enc, err := nats.Connect(e.natsURL, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
@@ -691,7 +589,7 @@ func TestNATSRestartMidIngestAndEnrich(t *testing.T) {
 				return
 			case <-pace.C:
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			r, err := client.Enrich(ctx, enricher.EnrichRequest{UserID: fmt.Sprintf("n%02d", i%30), Message: "what is my favorite number?"})
 			cancel()
 			switch {
@@ -719,7 +617,7 @@ func TestNATSRestartMidIngestAndEnrich(t *testing.T) {
 	if _, err := e.publishAll(turns[:half], 10); err != nil {
 		t.Fatal(err)
 	}
-	relWait(t, "some turns processed", time.Minute, func() (bool, string) {
+	waitFor(t, "some turns processed", 3*time.Minute, func() (bool, string) {
 		f, err := e.figures(len(turns))
 		return err == nil && f.Processed >= int64(half/3), fmt.Sprint(f, err)
 	}, serve, natsSrv)
@@ -741,8 +639,8 @@ func TestNATSRestartMidIngestAndEnrich(t *testing.T) {
 	if err := <-pubDone; err != nil {
 		t.Fatal(err)
 	}
-	f := e.waitAllProcessed(len(turns), 90*time.Second, serve, natsSrv)
-	relWait(t, "enrich answering after the restart", 30*time.Second, func() (bool, string) {
+	f := e.waitAllProcessed(len(turns), 3*time.Minute, serve, natsSrv)
+	waitFor(t, "enrich answering after the restart", 2*time.Minute, func() (bool, string) {
 		return enrichOK.Load() > okAtRestart+10, fmt.Sprintf("ok=%d degraded=%d errors=%d", enrichOK.Load(), enrichDegraded.Load(), enrichErr.Load())
 	}, serve, natsSrv)
 	stopEnrich()
@@ -750,7 +648,7 @@ func TestNATSRestartMidIngestAndEnrich(t *testing.T) {
 
 	// The stream holds each event once (retried publishes were deduplicated)
 	// and the same durable consumer acknowledged everything.
-	relWait(t, "the consumer to acknowledge everything", 30*time.Second, func() (bool, string) {
+	waitFor(t, "the consumer to acknowledge everything", time.Minute, func() (bool, string) {
 		n, err := e.consumerBacklog()
 		return err == nil && n == 0, fmt.Sprint(n, err)
 	}, serve, natsSrv)
@@ -770,9 +668,10 @@ func TestNATSRestartMidIngestAndEnrich(t *testing.T) {
 	if !serve.alive() {
 		t.Fatalf("serve exited: %v\n%s", serve.err, serve.tail())
 	}
-	if r, err := relEnrich(enricher.NewClient(e.nc, e.prefix), "n00"); err != nil || r.Degraded || len(r.Facts) == 0 {
-		t.Fatalf("enrich after the restart: %+v, %v", r, err)
-	}
+	waitFor(t, "a non-degraded enrich with facts after the restart", time.Minute, func() (bool, string) {
+		r, err := relEnrich(enricher.NewClient(e.nc, e.prefix), "n00")
+		return err == nil && !r.Degraded && len(r.Facts) > 0, fmt.Sprintf("%+v %v", r, err)
+	}, serve, natsSrv)
 	t.Logf("figures: nats-server SIGKILLed with %d of %d turns processed and %d published; %d publish retries; stream holds %d events; enrich ok=%d (before kill %d) degraded=%d errors=%d (%d by the restart); after restart %s",
 		atKill.Processed, len(turns), half, retries.Load(), info.State.Msgs, enrichOK.Load(), okBefore, enrichDegraded.Load(), enrichErr.Load(), errDuring, f)
 }
@@ -949,14 +848,14 @@ func (l *relLLM) injectedSummary() string {
 	return fmt.Sprintf("%d faults served:%s", total, b.String())
 }
 
-// relRun runs a memoryd command in-process against e, like a user would.
+// relRun runs a memoryd command against e, as a user would.
 func (e *relEnv) relRun(args ...string) (string, error) {
-	var out, errOut bytes.Buffer
-	full := append(append([]string{}, args...), "--database-url", e.dbURL, "--nats-url", e.natsURL, "--prefix", e.prefix, "--stream", e.stream, "--log-format", "json")
-	if code := run(context.Background(), &app{stdout: &out, stderr: &errOut}, full); code != 0 {
-		return out.String(), fmt.Errorf("memoryd %s exited %d: %s", args[0], code, errOut.String())
+	full := append(append([]string{}, args...), "--database-url", withPoolCap(e.dbURL, 2), "--nats-url", e.natsURL, "--prefix", e.prefix, "--stream", e.stream, "--log-format", "json")
+	r := runMemoryd(e.t.TempDir(), nil, 2*time.Minute, full...)
+	if r.code != 0 {
+		return r.stdout, fmt.Errorf("memoryd %s exited %d: %s", args[0], r.code, r.stderr)
 	}
-	return out.String(), nil
+	return r.stdout, nil
 }
 
 // relFreeAddr returns a loopback address nothing listens on (for --http).
@@ -979,7 +878,7 @@ func relFreeAddr(t *testing.T) string {
 func TestLLMFaultsAtTheWorker(t *testing.T) {
 	t.Parallel()
 	e := newRelEnv(t, "")
-	llm := newRelLLM(t, 2*time.Second)
+	llm := newRelLLM(t, 20*time.Second)
 	transient := []string{"ok", "slow", "reset", "429ra", "429", "500", "trunc", "schema", "huge"}
 	persistent := []string{"slowP", "resetP", "500P", "truncP", "schemaP", "hugeP"}
 	turns, want := relTurns("f", 8, 9, func(u, i int) string {
@@ -989,11 +888,11 @@ func TestLLMFaultsAtTheWorker(t *testing.T) {
 		return transient[(u+i)%len(transient)]
 	})
 	httpAddr := relFreeAddr(t)
-	serve := startRelServe(t, e.serveArgs(e.dbURL, "--llm-base-url", llm.URL(), "--llm-model", "fake",
-		"--llm-timeout", "500ms", "--max-attempts", "2", "--job-timeout", "30s", "--workers", "16", "--llm-concurrency", "16",
-		"--http", httpAddr))
+	serve := e.startServe(e.dbURL, "--llm-base-url", llm.URL(), "--llm-model", "fake",
+		"--llm-timeout", "3s", "--max-attempts", "2", "--job-timeout", "30s", "--workers", "16", "--llm-concurrency", "16",
+		"--http", httpAddr)
 	httpc := &http.Client{Timeout: 5 * time.Second}
-	relWait(t, "serve's /healthz", 30*time.Second, func() (bool, string) {
+	waitFor(t, "serve's /healthz", time.Minute, func() (bool, string) {
 		resp, err := httpc.Get("http://" + httpAddr + "/healthz")
 		if err != nil {
 			return false, err.Error()
@@ -1025,7 +924,7 @@ func TestLLMFaultsAtTheWorker(t *testing.T) {
 		return ""
 	}
 	var f relFigures
-	relWait(t, "every turn processed or failed", 90*time.Second, func() (bool, string) {
+	waitFor(t, "every turn processed or failed", 3*time.Minute, func() (bool, string) {
 		if polls++; polls%10 == 1 {
 			if msg := probe(); msg != "" && serve.alive() {
 				t.Fatalf("serve unhealthy under LLM faults: %s", msg)
@@ -1061,7 +960,7 @@ func TestLLMFaultsAtTheWorker(t *testing.T) {
 	if out, err := e.relRun("retry-failed"); err != nil || !strings.Contains(out, fmt.Sprintf("%d failed turn(s) re-enqueued", len(persistent))) {
 		t.Fatalf("retry-failed: %q, %v", out, err)
 	}
-	f = e.waitAllProcessed(len(turns), 60*time.Second, serve)
+	f = e.waitAllProcessed(len(turns), 2*time.Minute, serve)
 	e.checkExactlyOnce(f, want, "favorite_number")
 	if msg := probe(); msg != "" {
 		t.Fatalf("serve unhealthy after the faults: %s", msg)
@@ -1077,9 +976,9 @@ func TestLLMFaultsAtTheWorker(t *testing.T) {
 func TestPoisonTurnDoesNotBlockOthers(t *testing.T) {
 	t.Parallel()
 	e := newRelEnv(t, "")
-	llm := newRelLLM(t, time.Second)
-	serve := startRelServe(t, e.serveArgs(e.dbURL, "--llm-base-url", llm.URL(), "--llm-model", "fake",
-		"--llm-timeout", "2s", "--max-attempts", "2", "--job-timeout", "30s"))
+	llm := newRelLLM(t, 20*time.Second)
+	serve := e.startServe(e.dbURL, "--llm-base-url", llm.URL(), "--llm-model", "fake",
+		"--llm-timeout", "10s", "--max-attempts", "2", "--job-timeout", "30s")
 	poison := []events.Turn{
 		{ID: "x00-poison", UserID: "x00", UserMessage: "Turn x00-poison kind=POISON: my favorite number is 999", Timestamp: relT0.Add(time.Hour)},
 		{ID: "x01-poison", UserID: "x01", UserMessage: "Turn x01-poison kind=POISON500: my favorite number is 999", Timestamp: relT0.Add(time.Hour)},
@@ -1094,7 +993,7 @@ func TestPoisonTurnDoesNotBlockOthers(t *testing.T) {
 	}
 	total := len(turns) + len(poison)
 	var f relFigures
-	relWait(t, "the other turns processed and the poison failed", 60*time.Second, func() (bool, string) {
+	waitFor(t, "the other turns processed and the poison failed", 2*time.Minute, func() (bool, string) {
 		var err error
 		f, err = e.figures(total)
 		return err == nil && f.Processed == int64(len(turns)) && f.Failed == int64(len(poison)), fmt.Sprint(f, err)
@@ -1141,7 +1040,7 @@ func TestPoisonTurnDoesNotBlockOthers(t *testing.T) {
 	// The re-run is bounded like the first: after two more attempts the 500
 	// poison is failed again, not left pending for more.
 	var again map[string]state
-	relWait(t, "the retried poison to use up its attempts", 60*time.Second, func() (bool, string) {
+	waitFor(t, "the retried poison to use up its attempts", 2*time.Minute, func() (bool, string) {
 		again, err = poisonState()
 		return err == nil && again["x00-poison"].attempts >= 2 && again["x01-poison"].attempts >= 4, fmt.Sprintf("%+v %v", again, err)
 	}, serve)

@@ -1,0 +1,226 @@
+// Command testprogress runs `go test -json` with the given arguments and
+// prints one line per package as it finishes ("ok", "FAIL" or "?" with its
+// time), the full output of every failed test, and, when nothing finished
+// for a minute, which packages are still running. It exits with go test's
+// status. `make test` uses it so that a long run is never minutes of
+// silence:
+//
+//	go run ./scripts/testprogress -race -count=1 ./...
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// event is one line of `go test -json` (cmd/test2json).
+type event struct {
+	Action      string
+	Package     string
+	ImportPath  string // build-output events
+	FailedBuild string // a package that failed to build: the import path that did not compile
+	Test        string
+	Elapsed     float64
+	Output      string
+}
+
+// pkgState is what is known of a running package.
+type pkgState struct {
+	start  time.Time
+	output []string            // package-level output (build errors, panics, the final FAIL line)
+	tests  map[string][]string // output per test, dropped when the test passes
+	failed []string            // failed tests, in order
+}
+
+func main() {
+	cmd := exec.Command("go", append([]string{"test", "-json"}, os.Args[1:]...)...)
+	cmd.Stderr = os.Stderr // build errors and vet findings, as they come
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testprogress:", err)
+		os.Exit(2)
+	}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "testprogress:", err)
+		os.Exit(2)
+	}
+	r := newReport(os.Stdout)
+	stop := make(chan struct{})
+	go r.heartbeat(time.Minute, stop)
+	failed := r.read(out)
+	close(stop)
+	err = cmd.Wait()
+	r.summary()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		os.Exit(exit.ExitCode())
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "testprogress:", err)
+		os.Exit(2)
+	case failed:
+		os.Exit(1)
+	}
+}
+
+type report struct {
+	w     io.Writer
+	begin time.Time
+
+	mu       sync.Mutex
+	running  map[string]*pkgState
+	builds   map[string][]string // compiler output by import path
+	last     time.Time           // when a line was last printed
+	passed   int
+	failures []string // packages
+}
+
+func newReport(w io.Writer) *report {
+	now := time.Now()
+	return &report{w: w, begin: now, last: now, running: map[string]*pkgState{}, builds: map[string][]string{}}
+}
+
+// read consumes the JSON stream; it reports whether anything failed. Lines
+// that are not JSON (go test prints some directly) are passed through.
+func (r *report) read(in io.Reader) (failed bool) {
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var e event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil || e.Action == "" {
+			r.print(sc.Text() + "\n")
+			continue
+		}
+		if r.handle(e) {
+			failed = true
+		}
+	}
+	return failed
+}
+
+func (r *report) state(pkg string) *pkgState {
+	p := r.running[pkg]
+	if p == nil {
+		p = &pkgState{start: time.Now(), tests: map[string][]string{}}
+		r.running[pkg] = p
+	}
+	return p
+}
+
+// handle records one event and prints a package's line when it ends; it
+// reports whether the event is a failure.
+func (r *report) handle(e event) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e.Action == "build-output" {
+		r.builds[e.ImportPath] = append(r.builds[e.ImportPath], e.Output)
+		return false
+	}
+	if e.Package == "" {
+		return e.Action == "build-fail"
+	}
+	p := r.state(e.Package)
+	switch {
+	case e.Action == "output" && e.Test != "":
+		p.tests[e.Test] = append(p.tests[e.Test], e.Output)
+	case e.Action == "output":
+		p.output = append(p.output, e.Output)
+	case e.Test != "" && e.Action == "fail":
+		p.failed = append(p.failed, e.Test)
+	case e.Test != "" && (e.Action == "pass" || e.Action == "skip"):
+		delete(p.tests, e.Test)
+	case e.Test == "" && (e.Action == "pass" || e.Action == "fail" || e.Action == "skip"):
+		delete(r.running, e.Package)
+		r.finish(e, p)
+		return e.Action == "fail"
+	}
+	return false
+}
+
+// finish prints a package's line and, when it failed, its failed tests'
+// output in full (a failed subtest's output is under its own name).
+func (r *report) finish(e event, p *pkgState) {
+	took := fmt.Sprintf("(%.1fs)", e.Elapsed)
+	switch e.Action {
+	case "pass":
+		r.passed++
+		r.printLocked(fmt.Sprintf("ok    %-45s %s\n", e.Package, took))
+	case "skip":
+		r.printLocked(fmt.Sprintf("?     %-45s [no test files]\n", e.Package))
+	case "fail":
+		r.failures = append(r.failures, e.Package)
+		var b strings.Builder
+		fmt.Fprintf(&b, "FAIL  %-45s %s\n", e.Package, took)
+		if e.FailedBuild != "" {
+			for _, line := range r.builds[e.FailedBuild] {
+				b.WriteString("    " + line)
+			}
+		}
+		for _, name := range p.failed {
+			for _, line := range p.tests[name] {
+				b.WriteString("    " + line)
+			}
+		}
+		for _, line := range p.output {
+			if !strings.HasPrefix(line, "FAIL") && !strings.HasPrefix(line, "ok ") && line != "PASS\n" {
+				b.WriteString("    " + line)
+			}
+		}
+		r.printLocked(b.String())
+	}
+}
+
+func (r *report) print(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.printLocked(s)
+}
+
+func (r *report) printLocked(s string) {
+	fmt.Fprint(r.w, s)
+	r.last = time.Now()
+}
+
+// heartbeat says which packages are still running when nothing was
+// printed for every.
+func (r *report) heartbeat(every time.Duration, stop <-chan struct{}) {
+	t := time.NewTicker(every / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		r.mu.Lock()
+		if time.Since(r.last) >= every && len(r.running) > 0 {
+			var names []string
+			for pkg, p := range r.running {
+				names = append(names, fmt.Sprintf("%s (%s)", pkg, time.Since(p.start).Round(time.Second)))
+			}
+			sort.Strings(names)
+			r.printLocked(fmt.Sprintf("...   still running: %s\n", strings.Join(names, ", ")))
+		}
+		r.mu.Unlock()
+	}
+}
+
+func (r *report) summary() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	took := time.Since(r.begin).Round(time.Second)
+	if len(r.failures) == 0 {
+		fmt.Fprintf(r.w, "%d packages passed in %s\n", r.passed, took)
+		return
+	}
+	fmt.Fprintf(r.w, "%d packages passed, %d failed in %s: %s\n", r.passed, len(r.failures), took, strings.Join(r.failures, " "))
+}
