@@ -62,3 +62,30 @@ func TestOpenWarmsThePool(t *testing.T) {
 		t.Fatalf("after Warm: %d server backends for the pool, want at least 3", n)
 	}
 }
+
+// TestOpenHonoursPoolMaxConnsInURL: a connection string that caps the pool
+// (pool_max_conns, as the tests and a user's DSN do) is not overridden by the
+// default of 20, and the warm minimum stays within it.
+func TestOpenHonoursPoolMaxConnsInURL(t *testing.T) {
+	t.Parallel()
+	_, url := storetest.Schema(t)
+	for _, tt := range []struct {
+		cfg       store.Config
+		max, mins int32
+	}{
+		{store.Config{URL: url + "&pool_max_conns=2"}, 2, 2},
+		{store.Config{URL: url + "&pool_max_conns=2", MaxConns: 3}, 3, 3},
+		{store.Config{URL: url}, 20, 4},
+	} {
+		tt.cfg.Logger = slog.New(slog.DiscardHandler)
+		s, err := store.Open(context.Background(), tt.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := s.Pool().Config()
+		s.Close()
+		if got.MaxConns != tt.max || got.MinConns != tt.mins {
+			t.Errorf("Open(%+v): MaxConns %d, MinConns %d; want %d, %d", tt.cfg.MaxConns, got.MaxConns, got.MinConns, tt.max, tt.mins)
+		}
+	}
+}

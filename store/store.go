@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -27,7 +28,8 @@ type Config struct {
 	// URL is the Postgres connection string. Default DefaultURL. A
 	// search_path query parameter selects the schema memoryd's tables live in.
 	URL string
-	// MaxConns caps the pool. Default 20.
+	// MaxConns caps the pool. Default: the URL's pool_max_conns parameter
+	// when it has one, else 20.
 	MaxConns int32
 	// MinConns is how many connections Open establishes before it returns and
 	// the pool keeps idle and ready afterwards (pgxpool MinConns and
@@ -94,6 +96,12 @@ func New(pool *pgxpool.Pool) *Store {
 // cfg.CreateDatabase is set and it is missing. Close the returned store's pool
 // with Close.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
+	if cfg.MaxConns == 0 && strings.Contains(cfg.URL, "pool_max_conns=") {
+		// The connection string caps the pool; pgxpool has parsed it.
+		if pc, err := pgxpool.ParseConfig(cfg.URL); err == nil {
+			cfg.MaxConns = pc.MaxConns
+		}
+	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -208,8 +216,10 @@ func createDatabase(ctx context.Context, cc *pgx.ConnConfig, logger *slog.Logger
 	defer conn.Close(ctx)
 	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "42P04" {
-		return nil // created concurrently by another process
+	if errors.As(err, &pgErr) && (pgErr.Code == "42P04" || pgErr.Code == "23505") {
+		// Created concurrently by another process: duplicate_database, or
+		// a unique violation on pg_database when both inserts raced.
+		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("store: create database %q: %w", name, err)
