@@ -112,7 +112,17 @@ func TestDocumentedCommandsRun(t *testing.T) {
 		"MEMORYD_STREAM=" + e.stream,
 		"MEMORYD_LOG_FORMAT=json",
 	}
-	dir := t.TempDir() // working directory of every command: nothing lands in the repository
+	// The working directory of every command: a stand-in for a checkout
+	// (memoryd's go.mod, so `memoryd schemas` writes its docs/schemas as in
+	// the repository), so that nothing lands in the real one.
+	dir := t.TempDir()
+	gomod, err := os.ReadFile(filepath.Join("..", "go.mod")) // tests run in systest/
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), gomod, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, "serve answering stats", time.Minute, func() (bool, string) {
 		r := runMemoryd(dir, env, 30*time.Second, "stats", "--user", "probe", "--timeout", "2s")
 		return r.code == 0, r.stderr
