@@ -9,10 +9,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/memoryd/memoryd/events/eventstest"
 )
 
 // memorydBin is the memoryd binary TestMain built for this run.
@@ -72,29 +73,10 @@ func withPoolCap(url string, n int) string {
 	return fmt.Sprintf("%s%spool_max_conns=%d", url, sep, n)
 }
 
-// logBuf is the one buffer child-process output goes to: exec's copier
-// goroutine writes while the test reads.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *logBuf) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *logBuf) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // proc is a child process: memoryd or a nats-server.
 type proc struct {
 	cmd    *exec.Cmd
-	logs   *logBuf
+	logs   *eventstest.SyncBuffer
 	exited chan struct{} // closed when the process has exited
 	err    error         // its exit status, once exited is closed
 }
@@ -114,7 +96,7 @@ func childEnv(env ...string) []string {
 // startProc starts bin with args; it is SIGKILLed when the test ends.
 func startProc(t *testing.T, env []string, bin string, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(bin, args...), logs: &logBuf{}, exited: make(chan struct{})}
+	p := &proc{cmd: exec.Command(bin, args...), logs: new(eventstest.SyncBuffer), exited: make(chan struct{})}
 	p.cmd.Env = childEnv(env...)
 	p.cmd.Dir = t.TempDir() // no memoryd.yaml, nothing written into the repository
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs

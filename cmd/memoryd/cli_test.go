@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -254,25 +253,6 @@ func TestHealthExplainsHTTPIsOff(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer safe for the logger's goroutines and the
-// test's reads.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // jsonLines parses every line of a JSON log.
 func jsonLines(t *testing.T, log string) []map[string]any {
 	t.Helper()
@@ -295,7 +275,7 @@ func TestServeLogsDurationsAsStringsAndRiverQuietly(t *testing.T) {
 	_, dbURL := storetest.Schema(t)
 	nc := eventstest.Conn(t)
 	prefix, stream := eventstest.Names(t, nc)
-	var stdout, stderr lockedBuffer
+	var stdout, stderr eventstest.SyncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan int, 1)

@@ -105,7 +105,7 @@ func PrivateServer(t testing.TB, argsFor func(port int) []string) string {
 	}
 	port := FreePort(t)
 	srv := exec.Command(bin, argsFor(port)...)
-	logs := new(syncBuffer)
+	logs := new(SyncBuffer)
 	srv.Stdout, srv.Stderr = logs, logs
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
@@ -134,20 +134,20 @@ func PrivateServer(t testing.TB, argsFor func(port int) []string) string {
 	}
 }
 
-// syncBuffer is a bytes.Buffer the child's output copier and the test may
-// use at once.
-type syncBuffer struct {
+// SyncBuffer is a bytes.Buffer that several goroutines may write and read
+// at once: a child process's output copier, a logger, and the test.
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
