@@ -42,7 +42,7 @@ func (s *Store) Migrate(ctx context.Context, fsys fs.FS, logger *slog.Logger) ([
 		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(hashtext('memoryd.migrate.' || current_schema()))`)
 	}()
 
-	migrator, err := rivermigrate.New(riverpgxv5.New(s.pool), &rivermigrate.Config{Logger: logger})
+	migrator, err := rivermigrate.New(riverpgxv5.New(s.pool), &rivermigrate.Config{Logger: logger.With("component", "river")})
 	if err != nil {
 		return nil, fmt.Errorf("migrate river: %w", err)
 	}

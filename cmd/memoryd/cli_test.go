@@ -308,6 +308,13 @@ func TestServeLogsDurationsAsStringsAndRiverQuietly(t *testing.T) {
 		if rec["component"] == "river" && rec["level"] == "INFO" {
 			t.Errorf("River line at info: %v", rec)
 		}
+		// A clean stop is not an error: nothing above info says only that
+		// a context was cancelled.
+		if rec["level"] == "ERROR" || rec["level"] == "WARN" {
+			if e, _ := rec["error"].(string); strings.HasSuffix(e, "context canceled") {
+				t.Errorf("clean stop logged at %s: %v", rec["level"], rec)
+			}
+		}
 	}
 	if !sawShutdown {
 		t.Errorf("no shutting down line:\n%s", stderr.String())

@@ -26,7 +26,7 @@ type riverQuiet struct {
 }
 
 func (h *riverQuiet) Handle(ctx context.Context, r slog.Record) error {
-	if h.river && r.Level == slog.LevelInfo && !riverKeepsInfo(r.Message) {
+	if h.river && ((r.Level == slog.LevelInfo && !riverKeepsInfo(r.Message)) || (r.Level > slog.LevelInfo && cancelledByStop(r))) {
 		if !h.Handler.Enabled(ctx, slog.LevelDebug) {
 			return nil
 		}
@@ -45,6 +45,21 @@ func riverKeepsInfo(msg string) bool {
 		}
 	}
 	return false
+}
+
+// cancelledByStop reports whether a River warning or error only says that
+// its context was cancelled: a maintenance service interrupted by shutdown
+// ("Error starting transaction: context canceled"), not a failure.
+func cancelledByStop(r slog.Record) bool {
+	cancelled := false
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "error" && strings.HasSuffix(a.Value.String(), context.Canceled.Error()) {
+			cancelled = true
+			return false
+		}
+		return true
+	})
+	return cancelled
 }
 
 func (h *riverQuiet) WithAttrs(attrs []slog.Attr) slog.Handler {
