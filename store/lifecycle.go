@@ -17,22 +17,67 @@ type Removed struct {
 	Jobs        int64 `json:"jobs"`
 }
 
-// ForgetUser deletes everything memoryd keeps about a user in Postgres: facts,
-// fact history, context, turns, extraction jobs and token usage, in one
-// transaction. A job
-// that is running meanwhile finds no turns and stores nothing.
-func (s *Store) ForgetUser(ctx context.Context, userID string) (Removed, error) {
-	var r Removed
+// ForgetUser deletes everything memoryd keeps about a user in Postgres:
+// facts, fact history, context, turns, the extraction jobs that name the
+// user's turns and token usage, and leaves a tombstone for the user's token,
+// all in one transaction. The tombstone covers the turn stream up to
+// throughSeq (the stream's last sequence when the forget began) and every
+// turn of the user recorded so far, and only grows; it returns it, so the
+// caller purges the stream up to its sequence.
+//
+// It first takes the user's lock exclusively (see LockUsers): writes for the
+// user in flight (ingest, extraction, replay, token usage) commit before it,
+// and it deletes what they wrote; those after it see the tombstone. A forget
+// that failed half-way can simply be run again.
+func (s *Store) ForgetUser(ctx context.Context, userID, token string, throughSeq uint64) (Removed, Tombstone, error) {
+	var (
+		r    Removed
+		tomb = Tombstone{UserToken: token}
+	)
 	err := s.InTx(ctx, func(_ pgx.Tx, q *Store) error {
-		// Jobs before turns: a turn ingested concurrently then keeps its job
-		// or goes with it, never stays pending without one. (River's job
-		// rows carry the user id in their args; jobs of several users carry
-		// none and simply find the user's turns gone.)
+		if _, err := q.db.Exec(ctx, `SELECT pg_advisory_xact_lock(`+fmt.Sprintf(userLock, "$1::text")+`)`, token); err != nil {
+			return fmt.Errorf("forget: lock user: %w", err)
+		}
+		var seq int64
+		err := q.db.QueryRow(ctx, `
+			INSERT INTO tombstones AS t (user_token, stream_seq)
+			SELECT $1, greatest($2::bigint, (SELECT max(stream_seq) FROM turns WHERE user_id = $3))
+			ON CONFLICT (user_token) DO UPDATE
+			SET stream_seq = greatest(t.stream_seq, excluded.stream_seq), forgotten_at = now()
+			RETURNING stream_seq, forgotten_at`, token, int64(throughSeq), userID).Scan(&seq, &tomb.ForgottenAt)
+		if err != nil {
+			return fmt.Errorf("forget: tombstone: %w", err)
+		}
+		tomb.StreamSeq = uint64(seq)
+		// Jobs before turns, which name them. A job of the user goes; a job
+		// of several users (replay) loses the user's event ids, or goes when
+		// nothing else is left, so that no job row keeps naming the user's
+		// turns. A running job finds the turns gone and stores nothing.
+		// (Every data-modifying WITH clause runs, read or not.)
 		tag, err := q.db.Exec(ctx, `DELETE FROM river_job WHERE kind = $1 AND args->>'user_id' = $2`, ExtractJobKind, userID)
 		if err != nil {
 			return fmt.Errorf("forget jobs: %w", err)
 		}
 		jobs := tag.RowsAffected()
+		var emptied int64
+		err = q.db.QueryRow(ctx, `
+			WITH mine AS (
+				SELECT coalesce(array_agg(event_id), '{}') AS ids FROM turns WHERE user_id = $2
+			), stripped AS (
+				SELECT j.id, coalesce((SELECT jsonb_agg(e) FROM jsonb_array_elements_text(j.args->'event_ids') AS e
+				                       WHERE e <> ALL (mine.ids)), '[]'::jsonb) AS rest
+				FROM river_job j, mine
+				WHERE j.kind = $1 AND coalesce(j.args->>'user_id', '') = '' AND j.args->'event_ids' ?| mine.ids
+			), emptied AS (
+				DELETE FROM river_job j USING stripped s WHERE j.id = s.id AND s.rest = '[]'::jsonb RETURNING 1
+			), updated AS (
+				UPDATE river_job j SET args = jsonb_set(j.args, '{event_ids}', s.rest)
+				FROM stripped s WHERE j.id = s.id AND s.rest <> '[]'::jsonb RETURNING 1
+			)
+			SELECT count(*) FROM emptied`, ExtractJobKind, userID).Scan(&emptied)
+		if err != nil {
+			return fmt.Errorf("forget jobs of several users: %w", err)
+		}
 		// Turns next: deleting them waits for any extraction holding their
 		// locks to commit, so the memory it wrote is visible to the deletes
 		// below; a later extraction finds no turns and writes nothing.
@@ -40,19 +85,20 @@ func (s *Store) ForgetUser(ctx context.Context, userID string) (Removed, error) 
 		if err != nil {
 			return fmt.Errorf("forget turns: %w", err)
 		}
-		r.Turns = tag.RowsAffected()
-		removed, err := q.deleteMemory(ctx, []string{userID}, true)
-		if err != nil {
+		turns := tag.RowsAffected()
+		if r, err = q.deleteMemory(ctx, []string{userID}, true); err != nil {
 			return err
 		}
-		removed.Turns, removed.Jobs = r.Turns, jobs
-		r = removed
+		r.Turns, r.Jobs = turns, jobs+emptied
 		if _, err := q.db.Exec(ctx, `DELETE FROM llm_usage WHERE user_id = $1`, userID); err != nil {
 			return fmt.Errorf("forget usage: %w", err)
 		}
 		return nil
 	})
-	return r, err
+	if err != nil {
+		return Removed{}, Tombstone{}, err
+	}
+	return r, tomb, nil
 }
 
 // ExtractJobKind is the River kind of extraction jobs (see worker.ExtractArgs).

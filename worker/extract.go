@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/extractor"
 	"github.com/memoryd/memoryd/store"
 )
@@ -89,7 +90,7 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 	)
 	for i, t := range turns {
 		res, err := w.cfg.Extractor.Extract(ctx, extractor.Input{UserID: t.UserID, Turn: extractorTurn(t), FactKeys: keys[t.UserID]})
-		e.recordUsage(ctx, t.UserID, info.Model, res.Usage)
+		e.recordUsage(ctx, t.UserID, t.StreamSeq, info.Model, res.Usage)
 		if err != nil {
 			if ctx.Err() != nil {
 				// Keep what this run extracted before the timeout or
@@ -178,7 +179,7 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 	}
 	info := e.w.cfg.Extractor.Info()
 	res, err := batcher.ExtractBatch(ctx, in)
-	e.recordUsage(ctx, a.UserID, info.Model, res.Usage)
+	e.recordUsage(ctx, a.UserID, newestSeq(burst), info.Model, res.Usage)
 	ids := unprocessed(burst)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -200,13 +201,14 @@ func extractorTurn(t store.Turn) extractor.Turn {
 	return extractor.Turn{EventID: t.EventID, UserMessage: t.UserMessage, AssistantResponse: t.AssistantResponse, Timestamp: t.TurnAt}
 }
 
-// recordUsage adds the tokens an extraction spent (also a failed one) to the
-// user's usage. Losing a count is better than failing the job over it.
-func (e *extractWorker) recordUsage(ctx context.Context, userID, model string, u extractor.Usage) {
+// recordUsage adds the tokens an extraction spent (also a failed one) on
+// turns up to stream sequence seq to the user's usage, unless the user was
+// forgotten meanwhile. Losing a count is better than failing the job over it.
+func (e *extractWorker) recordUsage(ctx context.Context, userID string, seq uint64, model string, u extractor.Usage) {
 	if u.PromptTokens == 0 && u.CompletionTokens == 0 {
 		return
 	}
-	err := e.w.cfg.Store.AddUsage(context.WithoutCancel(ctx), userID, model, store.TokenUsage{
+	_, err := e.w.cfg.Store.AddTurnUsage(context.WithoutCancel(ctx), events.UserToken(userID), seq, userID, model, store.TokenUsage{
 		PromptTokens: int64(u.PromptTokens), CompletionTokens: int64(u.CompletionTokens), Extractions: 1})
 	if err != nil {
 		e.w.logger.Warn("cannot record token usage", "user_id", userID, "error", err)
@@ -241,6 +243,12 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 	}
 	return e.w.cfg.Store.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
 		if err := q.SetLockTimeout(ctx, lockTimeout); err != nil {
+			return err
+		}
+		// The users' locks before the turns' (a forget takes them in that
+		// order too); what a forget covers is not written.
+		done, ids, err := keepRemembered(ctx, q, done)
+		if err != nil {
 			return err
 		}
 		locked, err := q.LockUnprocessedTurns(ctx, ids)

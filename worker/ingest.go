@@ -23,6 +23,10 @@ const (
 	HeaderReason          = "Memoryd-Reason"
 	HeaderOriginalSubject = "Memoryd-Original-Subject"
 	HeaderStreamSeq       = "Memoryd-Stream-Seq"
+	// HeaderUserToken is the user token of the event's user_id, when the
+	// body has one that can be read, so that forgetting the user finds the
+	// dead letter whatever subject the event came on.
+	HeaderUserToken = "Memoryd-User-Token"
 )
 
 // ingestLoop batches buffered messages opportunistically: it blocks for the
@@ -115,17 +119,26 @@ func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) error {
 	if len(turns) == 0 {
 		return nil
 	}
-	var inserted []string
+	var (
+		inserted []string
+		kept     int
+	)
 	// Bounded so that a hung database cannot hold the batch (and Stop)
 	// forever; the events are then redelivered like on any other failure.
 	txCtx, cancel := context.WithTimeout(ctx, w.cfg.AckWait/2)
 	defer cancel()
 	err := w.cfg.Store.InTx(txCtx, func(tx pgx.Tx, q *store.Store) error {
-		var err error
-		if inserted, err = q.InsertTurns(txCtx, turns); err != nil {
+		// Turns of a forgotten user published before the forget are
+		// dropped (and acknowledged): the forget is final.
+		keep, err := dropForgotten(txCtx, q, turns)
+		if err != nil {
 			return err
 		}
-		return w.enqueue(txCtx, tx, turns, inserted)
+		kept = len(keep)
+		if inserted, err = q.InsertTurns(txCtx, keep); err != nil {
+			return err
+		}
+		return w.enqueue(txCtx, tx, keep, inserted)
 	})
 	if err != nil {
 		return err
@@ -135,8 +148,8 @@ func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) error {
 		_ = m.Ack()
 	}
 	w.recorded.Add(int64(len(inserted)))
-	w.duplicates.Add(int64(len(turns) - len(inserted)))
-	w.logger.Debug("ingested turns", "events", len(batch), "recorded", len(inserted))
+	w.duplicates.Add(int64(kept - len(inserted)))
+	w.logger.Debug("ingested turns", "events", len(batch), "recorded", len(inserted), "forgotten", len(turns)-kept)
 	return nil
 }
 
@@ -291,7 +304,9 @@ func (w *Worker) decode(m jetstream.Msg) (events.Turn, error) {
 
 // reject copies an invalid event to the dead-letter stream with the reason,
 // then terminates it. If the copy cannot be stored the event is handed back
-// instead, so that nothing is lost.
+// instead, so that nothing is lost. An event of a user forgotten since it was
+// published (see eventTokens) is terminated without a copy; the copy is
+// published holding the users' locks, so that a concurrent forget finds it.
 func (w *Worker) reject(ctx context.Context, m jetstream.Msg, reason error) {
 	var seq uint64
 	if md, err := m.Metadata(); err == nil {
@@ -301,11 +316,42 @@ func (w *Worker) reject(ctx context.Context, m jetstream.Msg, reason error) {
 	dl.Header.Set(HeaderReason, reason.Error())
 	dl.Header.Set(HeaderOriginalSubject, m.Subject())
 	dl.Header.Set(HeaderStreamSeq, strconv.FormatUint(seq, 10))
+	if t := bodyToken(m.Data()); t != "" {
+		dl.Header.Set(HeaderUserToken, t)
+	}
 	pubCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if _, err := w.js.PublishMsg(pubCtx, dl); err != nil {
+	forgotten := false
+	publish := func() error {
+		_, err := w.js.PublishMsg(pubCtx, dl)
+		return err
+	}
+	var err error
+	if tokens := eventTokens(w.cfg.Prefix, m.Subject(), nil, m.Data()); len(tokens) == 0 {
+		err = publish()
+	} else {
+		err = w.cfg.Store.InTx(pubCtx, func(_ pgx.Tx, q *store.Store) error {
+			tombs, err := q.LockUsers(pubCtx, tokens)
+			if err != nil {
+				return err
+			}
+			for _, t := range tombs {
+				forgotten = forgotten || t.Covers(seq)
+			}
+			if forgotten {
+				return nil
+			}
+			return publish()
+		})
+	}
+	if err != nil {
 		w.logger.Error("ingest: cannot dead-letter invalid event; will redeliver", "stream_seq", seq, "error", err)
 		_ = m.NakWithDelay(w.cfg.RetryBackoff)
+		return
+	}
+	if forgotten {
+		w.logger.Debug("dropped invalid event of a forgotten user", "stream_seq", seq)
+		_ = m.Term()
 		return
 	}
 	w.rejected.Add(1)

@@ -261,6 +261,11 @@ func replaySource(ctx context.Context, cfg ReplayConfig, client *river.Client[pg
 func requeue(ctx context.Context, s *store.Store, client *river.Client[pgx.Tx], turns []store.Turn, jobSize int) (int, error) {
 	var n int
 	err := s.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
+		// Events of a user forgotten since they were read are skipped.
+		turns, err := dropForgotten(ctx, q, turns)
+		if err != nil {
+			return err
+		}
 		ids, err := q.RequeueTurns(ctx, turns)
 		if err != nil || len(ids) == 0 {
 			return err
@@ -299,71 +304,4 @@ func insertJobs(ctx context.Context, client *river.Client[pgx.Tx], tx pgx.Tx, tu
 	}
 	_, err := client.InsertManyFastTx(ctx, tx, params)
 	return err
-}
-
-// ForgetResult counts what Forget removed.
-type ForgetResult struct {
-	store.Removed
-	// StreamEvents counts turn events purged from the stream, DeadLetters
-	// rejected events of the user purged from the dead-letter stream.
-	StreamEvents uint64 `json:"stream_events"`
-	DeadLetters  uint64 `json:"dead_letters"`
-}
-
-// Forget deletes a user: their events are purged from the turn stream and the
-// dead-letter stream first, so that no replay can bring them back, then
-// everything derived is deleted from Postgres in one transaction.
-// With an empty prefix or stream the defaults apply; the dead-letter stream
-// is stream+"_DEADLETTER", as Worker creates it by default.
-func Forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix, stream, userID string) (ForgetResult, error) {
-	if stream == "" {
-		stream = events.DefaultStream
-	}
-	return forget(ctx, js, s, prefix, stream, stream+"_DEADLETTER", userID)
-}
-
-func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix, stream, deadLetters, userID string) (ForgetResult, error) {
-	var r ForgetResult
-	if userID == "" {
-		return r, errors.New("forget: user id is required")
-	}
-	if prefix == "" {
-		prefix = events.DefaultPrefix
-	}
-	if stream == "" {
-		stream = events.DefaultStream
-	}
-	var err error
-	if r.StreamEvents, err = purgeSubject(ctx, js, stream, events.TurnSubject(prefix, userID)); err != nil {
-		return r, err
-	}
-	if r.DeadLetters, err = purgeSubject(ctx, js, deadLetters, prefix+".deadletter."+events.UserToken(userID)); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
-		return r, err
-	}
-	if r.Removed, err = s.ForgetUser(ctx, userID); err != nil {
-		return r, fmt.Errorf("forget: %w", err)
-	}
-	return r, nil
-}
-
-func purgeSubject(ctx context.Context, js jetstream.JetStream, stream, subject string) (uint64, error) {
-	st, err := js.Stream(ctx, stream)
-	if err != nil {
-		return 0, fmt.Errorf("forget: stream %s: %w", stream, err)
-	}
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subject))
-	if err != nil {
-		return 0, fmt.Errorf("forget: stream %s: %w", stream, err)
-	}
-	n := info.State.Subjects[subject]
-	if err := st.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
-		return 0, fmt.Errorf("forget: purge %s: %w", subject, err)
-	}
-	return n, nil
-}
-
-// Forget deletes a user as the package-level Forget does, with the worker's
-// stream settings. It lets the enrich service's forget endpoint use it.
-func (w *Worker) Forget(ctx context.Context, userID string) (ForgetResult, error) {
-	return Forget(ctx, w.js, w.cfg.Store, w.cfg.Prefix, w.cfg.Stream, userID)
 }

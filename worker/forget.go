@@ -1,0 +1,316 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store"
+)
+
+// ForgetResult counts what Forget removed.
+type ForgetResult struct {
+	store.Removed
+	// StreamEvents counts turn events purged from the turn stream: those on
+	// the user's subject and on subjects under it, and the user's events
+	// that were dead-lettered from another subject. DeadLetters counts the
+	// user's dead letters deleted from the dead-letter stream.
+	StreamEvents uint64 `json:"stream_events"`
+	DeadLetters  uint64 `json:"dead_letters"`
+}
+
+// Forget deletes a user. First, in one Postgres transaction, it leaves a
+// tombstone for the user's token (the turn-stream sequence the forget covers
+// and its time, nothing of the user's data) and deletes everything derived:
+// facts, fact history, context, turns, jobs naming the user's turns and
+// token usage. Ingest, extraction and replay check the tombstone in the
+// transaction that writes, so an event published before the forget is
+// dropped wherever it was in flight; a turn published after it starts a new
+// memory. Then it purges the user's events, up to the tombstone's sequence,
+// from the turn stream and the dead-letter stream, so that no replay can
+// bring them back.
+//
+// Forget answers success only when both sides are done. A forget that failed
+// half-way (the stream purge failed after the database side committed) can
+// simply be run again. With an empty prefix or stream the defaults apply;
+// the dead-letter stream is stream+"_DEADLETTER", as Worker creates it by
+// default.
+func Forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix, stream, userID string) (ForgetResult, error) {
+	if stream == "" {
+		stream = events.DefaultStream
+	}
+	return forget(ctx, js, s, prefix, stream, stream+"_DEADLETTER", userID)
+}
+
+// Forget deletes a user as the package-level Forget does, with the worker's
+// stream settings. It lets the enrich service's forget endpoint use it.
+func (w *Worker) Forget(ctx context.Context, userID string) (ForgetResult, error) {
+	return forget(ctx, w.js, w.cfg.Store, w.cfg.Prefix, w.cfg.Stream, w.cfg.DeadLetterStream, userID)
+}
+
+// forgetAttempts bounds how often the database side is tried when it meets
+// a lock timeout or a deadlock (with a statement that does not take the
+// user's lock, e.g. a prune).
+const forgetAttempts = 3
+
+// purgeTimeout bounds the stream side once the database side committed.
+const purgeTimeout = 30 * time.Second
+
+func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix, stream, deadLetters, userID string) (ForgetResult, error) {
+	var r ForgetResult
+	if userID == "" {
+		return r, errors.New("forget: user id is required")
+	}
+	if prefix == "" {
+		prefix = events.DefaultPrefix
+	}
+	if stream == "" {
+		stream = events.DefaultStream
+	}
+	token := events.UserToken(userID)
+	turns, err := js.Stream(ctx, stream)
+	if err != nil {
+		return r, fmt.Errorf("forget: stream %s: %w", stream, err)
+	}
+	info, err := turns.Info(ctx)
+	if err != nil {
+		return r, fmt.Errorf("forget: stream %s: %w", stream, err)
+	}
+	var tomb store.Tombstone
+	for attempt := 1; ; attempt++ {
+		r.Removed, tomb, err = s.ForgetUser(ctx, userID, token, info.State.LastSeq)
+		if err == nil || !store.IsLockWait(err) || attempt == forgetAttempts {
+			break
+		}
+	}
+	if err != nil {
+		return ForgetResult{}, fmt.Errorf("forget: %w", err)
+	}
+	// The database side has committed and nothing of the user's older
+	// events can be written again. The purge runs to its end even when the
+	// caller stops waiting: it is what makes the forget final.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), purgeTimeout)
+	defer cancel()
+	if r.StreamEvents, err = purgeTurns(pctx, turns, prefix, token, tomb.StreamSeq); err != nil {
+		return r, err
+	}
+	var moved uint64
+	r.DeadLetters, moved, err = purgeDeadLetters(pctx, js, turns, deadLetters, prefix, token, tomb.StreamSeq)
+	r.StreamEvents += moved
+	return r, err
+}
+
+// purgeTurns purges the events of the user's subject, and of any subject
+// under it (a frontend's "<prefix>.turns.<token>.v2"), up to sequence
+// through. Events published after the forget stay.
+func purgeTurns(ctx context.Context, st jetstream.Stream, prefix, token string, through uint64) (uint64, error) {
+	var n uint64
+	subject := prefix + ".turns." + token
+	for _, subj := range []string{subject, subject + ".>"} {
+		before, err := subjectCount(ctx, st, subj)
+		if err != nil {
+			return n, err
+		}
+		if before == 0 {
+			continue
+		}
+		// The purge sequence is exclusive.
+		if err := st.Purge(ctx, jetstream.WithPurgeSubject(subj), jetstream.WithPurgeSequence(through+1)); err != nil {
+			return n, fmt.Errorf("forget: purge %s: %w", subj, err)
+		}
+		after, err := subjectCount(ctx, st, subj)
+		if err != nil {
+			return n, err
+		}
+		n += before - min(after, before)
+	}
+	return n, nil
+}
+
+func subjectCount(ctx context.Context, st jetstream.Stream, subject string) (uint64, error) {
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		return 0, fmt.Errorf("forget: stream %s: %w", st.CachedInfo().Config.Name, err)
+	}
+	var n uint64
+	for _, c := range info.State.Subjects {
+		n += c
+	}
+	return n, nil
+}
+
+// purgeDeadLetters deletes the dead letters attributed to the user (see
+// eventTokens) of events up to sequence through, wherever the event was
+// published, and the rejected events themselves from the turn stream. The
+// dead-letter stream holds rejects only, so it is read whole, one message
+// at a time (a read that a concurrent delete cannot stall), and nothing is
+// deleted before the read ends. It returns the dead letters deleted and the
+// turn-stream events deleted.
+func purgeDeadLetters(ctx context.Context, js jetstream.JetStream, turns jetstream.Stream, name, prefix, token string, through uint64) (dead, moved uint64, err error) {
+	dl, err := js.Stream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("forget: stream %s: %w", name, err)
+	}
+	info, err := dl.Info(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("forget: stream %s: %w", name, err)
+	}
+	if info.State.Msgs == 0 {
+		return 0, 0, nil
+	}
+	var doomed []*jetstream.RawStreamMsg
+	for seq, last := info.State.FirstSeq, info.State.LastSeq; seq <= last; {
+		m, err := dl.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(prefix+".deadletter.>"))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("forget: read dead letters: %w", err)
+		}
+		if m.Sequence > last {
+			break
+		}
+		seq = m.Sequence + 1
+		orig := m.Header.Get(HeaderOriginalSubject)
+		if slices.Contains(eventTokens(prefix, orig, m.Header, m.Data), token) && originalSeq(m.Header) <= through {
+			doomed = append(doomed, m)
+		}
+	}
+	for _, m := range doomed {
+		// The event itself first: when it was published on a subject the
+		// purge did not cover (another user's, a malformed one) it is still
+		// in the turn stream. Only the same event: same subject and data.
+		if seq := originalSeq(m.Header); seq > 0 {
+			ev, err := turns.GetMsg(ctx, seq)
+			switch {
+			case errors.Is(err, jetstream.ErrMsgNotFound):
+			case err != nil:
+				return dead, moved, fmt.Errorf("forget: read turn stream: %w", err)
+			case ev.Subject == m.Header.Get(HeaderOriginalSubject) && bytes.Equal(ev.Data, m.Data):
+				if err := turns.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+					return dead, moved, fmt.Errorf("forget: delete turn event %d: %w", seq, err)
+				}
+				moved++
+			}
+		}
+		if err := dl.DeleteMsg(ctx, m.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return dead, moved, fmt.Errorf("forget: delete dead letter %d: %w", m.Sequence, err)
+		}
+		dead++
+	}
+	return dead, moved, nil
+}
+
+// originalSeq is the turn-stream sequence a dead letter records, 0 when it
+// has none.
+func originalSeq(h nats.Header) uint64 {
+	seq, _ := strconv.ParseUint(h.Get(HeaderStreamSeq), 10, 64)
+	return seq
+}
+
+// eventTokens returns the user tokens an event, or the dead letter of one,
+// is attributed to: the token of the turn subject it was published on (for
+// a malformed subject such as "<prefix>.turns.dave.v2", the token after
+// "turns"), the Memoryd-User-Token header of a dead letter, and the token of
+// the body's user_id when it can be read. A forget of any of them takes it.
+func eventTokens(prefix, subject string, h nats.Header, data []byte) []string {
+	var out []string
+	add := func(t string) {
+		if t != "" && !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	if rest, ok := strings.CutPrefix(subject, prefix+".turns."); ok {
+		t, _, _ := strings.Cut(rest, ".")
+		add(t)
+	}
+	add(h.Get(HeaderUserToken))
+	add(bodyToken(data))
+	return out
+}
+
+// bodyToken is the user token of an event body's user_id, "" when the body
+// has none that can be read.
+func bodyToken(data []byte) string {
+	var body struct {
+		UserID string `json:"user_id"`
+	}
+	if json.Unmarshal(data, &body) != nil || body.UserID == "" {
+		return ""
+	}
+	return events.UserToken(body.UserID)
+}
+
+// dropForgotten takes the locks of the turns' users (store.LockUsers) and
+// returns the turns no forget covers. Call it in the transaction that writes
+// them, before writing.
+func dropForgotten(ctx context.Context, q *store.Store, turns []store.Turn) ([]store.Turn, error) {
+	tokenOf := make(map[string]string, 1)
+	tokens := make([]string, 0, 1)
+	for _, t := range turns {
+		if _, ok := tokenOf[t.UserID]; !ok {
+			tokenOf[t.UserID] = events.UserToken(t.UserID)
+			tokens = append(tokens, tokenOf[t.UserID])
+		}
+	}
+	tombs, err := q.LockUsers(ctx, tokens)
+	if err != nil || len(tombs) == 0 {
+		return turns, err
+	}
+	keep := make([]store.Turn, 0, len(turns))
+	for _, t := range turns {
+		if tomb, ok := tombs[tokenOf[t.UserID]]; ok && tomb.Covers(t.StreamSeq) {
+			continue
+		}
+		keep = append(keep, t)
+	}
+	return keep, nil
+}
+
+// keepRemembered is dropForgotten for extraction results: it returns the
+// results no forget covers and their event ids.
+func keepRemembered(ctx context.Context, q *store.Store, done []extracted) ([]extracted, []string, error) {
+	turns := make([]store.Turn, len(done))
+	for i, d := range done {
+		turns[i] = d.turn
+	}
+	keep, err := dropForgotten(ctx, q, turns)
+	if err != nil {
+		return nil, nil, err
+	}
+	kept := make(map[string]bool, len(keep))
+	for _, t := range keep {
+		kept[t.EventID] = true
+	}
+	out := make([]extracted, 0, len(keep))
+	ids := make([]string, 0, len(keep))
+	for _, d := range done {
+		if kept[d.turn.EventID] {
+			out = append(out, d)
+			ids = append(ids, d.turn.EventID)
+		}
+	}
+	return out, ids, nil
+}
+
+// newestSeq is the highest stream sequence among turns.
+func newestSeq(turns []store.Turn) uint64 {
+	var seq uint64
+	for _, t := range turns {
+		seq = max(seq, t.StreamSeq)
+	}
+	return seq
+}

@@ -1,0 +1,394 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go/jetstream"
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/extractor/extractortest"
+	"github.com/memoryd/memoryd/worker"
+)
+
+// leftovers counts what Postgres still holds of user's turns other than
+// keep: turns, context, facts, fact history, token usage, and extraction
+// jobs naming the turns (a job of several users included; the tests' event
+// ids start with the user id and a dash).
+func (e *env) leftovers(user string, keep ...string) string {
+	e.t.Helper()
+	var turns, ctxs, facts, history, usage, jobs int
+	keep = append([]string{}, keep...) // never nil: NULL would match nothing
+	err := e.store.Pool().QueryRow(e.ctx, `SELECT
+		(SELECT count(*) FROM turns WHERE user_id = $1 AND event_id <> ALL($2)),
+		(SELECT count(*) FROM context WHERE user_id = $1 AND event_id <> ALL($2)),
+		(SELECT count(*) FROM facts WHERE user_id = $1 AND event_id <> ALL($2)),
+		(SELECT count(*) FROM fact_history WHERE user_id = $1 AND event_id <> ALL($2) AND new_value IS NOT NULL),
+		(SELECT count(*) FROM llm_usage WHERE user_id = $1),
+		(SELECT count(*) FROM river_job WHERE kind = 'memoryd_extract' AND EXISTS (
+			SELECT 1 FROM jsonb_array_elements_text(args->'event_ids') AS e(eid) WHERE eid LIKE $1 || '-%' AND eid <> ALL($2)))`,
+		user, keep).Scan(&turns, &ctxs, &facts, &history, &usage, &jobs)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if turns+ctxs+facts+history+usage+jobs == 0 {
+		return ""
+	}
+	return fmt.Sprintf("turns=%d context=%d facts=%d history=%d llm_usage=%d jobs=%d", turns, ctxs, facts, history, usage, jobs)
+}
+
+// subjectMsgs counts the messages of stream on subject (a wildcard sums).
+func (e *env) subjectMsgs(stream, subject string) uint64 {
+	e.t.Helper()
+	s, err := e.js.Stream(e.ctx, stream)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	info, err := s.Info(e.ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var n uint64
+	for _, c := range info.State.Subjects {
+		n += c
+	}
+	return n
+}
+
+// blocker is a transaction the test holds open so that another one waits
+// for it, which forces an interleaving without sleeping.
+type blocker struct {
+	e   *env
+	tx  pgx.Tx
+	pid int
+}
+
+func (e *env) block(sql string, args ...any) *blocker {
+	e.t.Helper()
+	tx, err := e.store.Pool().Begin(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	b := &blocker{e: e, tx: tx}
+	if err := tx.QueryRow(e.ctx, `SELECT pg_backend_pid()`).Scan(&b.pid); err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := tx.Exec(e.ctx, sql, args...); err != nil {
+		e.t.Fatal(err)
+	}
+	return b
+}
+
+// waitBlocked waits until a backend waits for pid and returns that
+// backend's pid.
+func (e *env) waitBlocked(what string, pid int) int {
+	e.t.Helper()
+	var waiter int
+	e.waitFor(what, func() (bool, string) {
+		err := e.store.Pool().QueryRow(e.ctx, `SELECT pid FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid)) LIMIT 1`, pid).Scan(&waiter)
+		return err == nil, fmt.Sprint(err)
+	})
+	return waiter
+}
+
+// waitDoneOrBlocked waits until done is closed or a backend waits for pid:
+// a forget either went through or waits for the transaction it must follow.
+func (e *env) waitDoneOrBlocked(what string, done <-chan struct{}, pid int) {
+	e.t.Helper()
+	e.waitFor(what, func() (bool, string) {
+		select {
+		case <-done:
+			return true, ""
+		default:
+		}
+		var n int
+		err := e.store.Pool().QueryRow(e.ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))`, pid).Scan(&n)
+		return err == nil && n > 0, fmt.Sprint(n, err)
+	})
+}
+
+type forgetCall struct {
+	res  worker.ForgetResult
+	err  error
+	done chan struct{}
+}
+
+func (e *env) forgetAsync(user string) *forgetCall {
+	c := &forgetCall{done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		c.res, c.err = worker.Forget(e.ctx, e.js, e.store, e.prefix, e.stream, user)
+	}()
+	return c
+}
+
+func (c *forgetCall) wait(t *testing.T) worker.ForgetResult {
+	t.Helper()
+	select {
+	case <-c.done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("forget did not return")
+	}
+	if c.err != nil {
+		t.Fatalf("forget: %v", c.err)
+	}
+	return c.res
+}
+
+func (e *env) waitSettled() {
+	e.t.Helper()
+	e.waitForAcked()
+	e.waitFor("no turn pending", func() (bool, string) {
+		n, err := e.store.PendingTurns(e.ctx, nil)
+		return err == nil && n == 0, fmt.Sprint(n, err)
+	})
+}
+
+// Turns already pulled from the consumer while the forget runs are dropped
+// when ingest gets to them, not recorded after the forget; a turn published
+// after the forget starts a new memory.
+func TestForgetDuringIngestIsFinal(t *testing.T) {
+	e := setup(t)
+	e.start(extractor.NewRules(), nil)
+	// Ingest's insert of dave-0 waits for this transaction, so the whole
+	// burst is in flight (pulled, not recorded) when the forget runs.
+	b := e.block(`INSERT INTO turns (event_id, user_id, user_message, turn_at) VALUES ('dave-0', 'someone', 'x', now())`)
+	const n = 300
+	for i := range n {
+		e.publish(events.Turn{ID: fmt.Sprintf("dave-%d", i), UserID: "dave",
+			UserMessage: fmt.Sprintf("I live in city%d. Note %d.", i%7, i), AssistantResponse: "ok",
+			Timestamp: t0.Add(time.Duration(i) * time.Minute)})
+		if i%30 == 0 {
+			e.publish(events.Turn{ID: fmt.Sprintf("bob-%d", i), UserID: "bob", UserMessage: "I live in Oslo.", Timestamp: t0})
+		}
+	}
+	ingest := e.waitBlocked("ingest waiting for the blocker", b.pid)
+
+	f := e.forgetAsync("dave")
+	e.waitDoneOrBlocked("forget done or waiting for ingest", f.done, ingest)
+	if err := b.tx.Rollback(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.wait(t)
+
+	e.publish(events.Turn{ID: "dave-after", UserID: "dave", UserMessage: "I live in Lima.", Timestamp: t0})
+	e.waitSettled()
+	if got := e.leftovers("dave", "dave-after"); got != "" {
+		t.Fatalf("after the forget Postgres still holds of dave's earlier turns: %s", got)
+	}
+	if got := e.subjectMsgs(e.stream, events.TurnSubject(e.prefix, "dave")); got != 1 {
+		t.Fatalf("dave's subject holds %d events after the forget, want 1 (the turn published after it)", got)
+	}
+	if st, err := e.store.Stats(e.ctx, "dave"); err != nil || st.TurnsProcessed != 1 {
+		t.Fatalf("dave's turn published after the forget: stats %+v, %v; want it processed as a new memory", st, err)
+	}
+	if st, err := e.store.Stats(e.ctx, "bob"); err != nil || st.TurnsProcessed != 10 {
+		t.Fatalf("bob stats = %+v, %v; want his 10 turns", st, err)
+	}
+}
+
+// A replay that read a user's events before the forget and records them
+// after it brings nothing back, and the forget does not fail on a lock.
+func TestForgetDuringReplayIsFinal(t *testing.T) {
+	e := setup(t)
+	e.start(extractor.NewRules(), nil)
+	e.seedUsers("bob", "dave")
+	bob := e.snapshot("bob")
+
+	// The replay's one batch (bob's turns sort first) waits on bob-0, before
+	// it touches any of dave's turns.
+	b := e.block(`SELECT 1 FROM turns WHERE event_id = 'bob-0' FOR UPDATE`)
+	type replayCall struct {
+		p   worker.ReplayProgress
+		err error
+	}
+	replayed := make(chan replayCall, 1)
+	go func() {
+		p, err := worker.Replay(e.ctx, worker.ReplayConfig{JetStream: e.js, Store: e.store, Prefix: e.prefix, Stream: e.stream, BatchSize: 100})
+		replayed <- replayCall{p, err}
+	}()
+	replay := e.waitBlocked("replay waiting for the blocker", b.pid)
+
+	f := e.forgetAsync("dave")
+	e.waitDoneOrBlocked("forget done or waiting for the replay", f.done, replay)
+	if err := b.tx.Rollback(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.wait(t)
+	if r := <-replayed; r.err != nil || r.p.Read != 20 {
+		t.Fatalf("replay = %+v, %v", r.p, r.err)
+	}
+	e.waitSettled()
+	if got := e.leftovers("dave"); got != "" {
+		t.Fatalf("the replay brought dave back: %s", got)
+	}
+	if got := e.subjectMsgs(e.stream, events.TurnSubject(e.prefix, "dave")); got != 0 {
+		t.Fatalf("dave's subject holds %d events", got)
+	}
+	if e.snapshot("bob") != bob {
+		t.Fatal("forgetting dave during a replay changed bob")
+	}
+}
+
+// seedUsers publishes ten turns for each user and waits until all are
+// processed.
+func (e *env) seedUsers(users ...string) {
+	e.t.Helper()
+	for u, user := range users {
+		for i := range 10 {
+			e.publish(events.Turn{
+				ID: fmt.Sprintf("%s-%d", user, i), UserID: user,
+				UserMessage: fmt.Sprintf("I live in city%d. Note %d.", i%3, i), AssistantResponse: "ok",
+				Timestamp: t0.Add(time.Duration(i*10+u) * time.Minute),
+			})
+		}
+	}
+	e.waitDone(int64(10 * len(users)))
+}
+
+// A forget whose stream side did not happen (the database side committed,
+// then the purge failed) leaves nothing a replay can bring back, and running
+// it again completes it.
+func TestForgetRerunCompletesHalfDoneForget(t *testing.T) {
+	e := setup(t)
+	e.start(extractor.NewRules(), nil)
+	e.seedUsers("bob", "dave")
+	s, err := e.js.Stream(e.ctx, e.stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	removed, tomb, err := e.store.ForgetUser(e.ctx, "dave", events.UserToken("dave"), info.State.LastSeq)
+	if err != nil || removed.Turns != 10 || tomb.StreamSeq != info.State.LastSeq {
+		t.Fatalf("database side of the forget = %+v, %+v, %v", removed, tomb, err)
+	}
+	// Half done: the events are still in the stream, and a replay reads them.
+	if p := e.replay(worker.ReplayConfig{}); p.Read != 20 {
+		t.Fatalf("replay read %d events, want 20", p.Read)
+	}
+	if got := e.leftovers("dave"); got != "" {
+		t.Fatalf("a replay after a half-done forget brought dave back: %s", got)
+	}
+	res, err := worker.Forget(e.ctx, e.js, e.store, e.prefix, e.stream, "dave")
+	if err != nil || res.StreamEvents != 10 {
+		t.Fatalf("forget again = %+v, %v; want the 10 events purged", res, err)
+	}
+	if got := e.subjectMsgs(e.stream, events.TurnSubject(e.prefix, "dave")); got != 0 {
+		t.Fatalf("dave's subject holds %d events", got)
+	}
+	if st, err := e.store.Stats(e.ctx, "bob"); err != nil || st.TurnsProcessed != 10 {
+		t.Fatalf("bob stats = %+v, %v", st, err)
+	}
+}
+
+// extractedSignal tells the test when an extraction job has returned.
+type extractedSignal struct {
+	outcomes
+	ch chan string
+}
+
+func (s *extractedSignal) Extracted(took time.Duration, turns int, outcome string) {
+	s.outcomes.Extracted(took, turns, outcome)
+	select {
+	case s.ch <- outcome:
+	default:
+	}
+}
+
+// Tokens a model call spent while its user was being forgotten are not
+// recorded after the forget.
+func TestUsageOfModelCallInFlightDoesNotSurviveForget(t *testing.T) {
+	e := setup(t)
+	called, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	srv := extractortest.NewServer(t)
+	srv.SetHandler(func(openai.ChatCompletionRequest) extractortest.Reply {
+		once.Do(func() { close(called) })
+		<-release
+		return extractortest.Content(`{"facts":{"city":"Lima"},"context":[{"q":"Where do I live?","a":"Lima"}]}`)
+	})
+	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake", MaxRetries: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig := &extractedSignal{outcomes: outcomes{n: map[string]int{}}, ch: make(chan string, 10)}
+	e.start(llm, func(c *worker.Config) { c.Observer = sig })
+	e.publish(events.Turn{ID: "dave-0", UserID: "dave", UserMessage: "I live in Lima."})
+	select {
+	case <-called:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the model was not called")
+	}
+	res, err := worker.Forget(e.ctx, e.js, e.store, e.prefix, e.stream, "dave")
+	if err != nil || res.Turns != 1 {
+		t.Fatalf("forget = %+v, %v", res, err)
+	}
+	close(release)
+	select {
+	case <-sig.ch:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the extraction did not return")
+	}
+	if got := e.leftovers("dave"); got != "" {
+		t.Fatalf("after the model call returned Postgres holds of dave: %s", got)
+	}
+}
+
+// Forget takes the user's events wherever they were published: on a
+// subject under the user's, and on another user's subject (dead-lettered,
+// with the user_id in the body), from the turn stream and the dead-letter
+// stream; other users' dead letters stay.
+func TestForgetPurgesDeadLettersAttributedToTheUser(t *testing.T) {
+	e := setup(t)
+	e.start(extractor.NewRules(), nil)
+	body := func(id, user string) []byte {
+		return fmt.Appendf(nil, `{"id":%q,"user_id":%q,"user_message":"I live in Lima.","timestamp":"2026-11-21T10:00:00Z"}`, id, user)
+	}
+	bobSubject := events.TurnSubject(e.prefix, "bob")
+	for subject, data := range map[string][]byte{
+		events.TurnSubject(e.prefix, "dave") + ".v2": body("dave-v2", "dave"),
+		bobSubject: body("dave-on-bob", "dave"),
+	} {
+		if _, err := e.js.Publish(e.ctx, subject, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.js.Publish(e.ctx, bobSubject, []byte(`{"id":"bob-bad","user_id":"bob"}`)); err != nil {
+		t.Fatal(err)
+	}
+	e.publish(events.Turn{ID: "dave-0", UserID: "dave", UserMessage: "I live in Lima."})
+	e.publish(events.Turn{ID: "bob-0", UserID: "bob", UserMessage: "I live in Oslo."})
+	e.waitDone(2)
+	e.waitForAcked()
+	dl := e.stream + "_DEADLETTER"
+	if got := e.subjectMsgs(dl, e.prefix+".deadletter.>"); got != 3 {
+		t.Fatalf("dead-letter stream holds %d messages, want 3", got)
+	}
+
+	res, err := worker.Forget(e.ctx, e.js, e.store, e.prefix, e.stream, "dave")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.DeadLetters != 2 || res.StreamEvents != 3 || res.Turns != 1 {
+		t.Fatalf("forget = %+v; want 2 dead letters and 3 stream events", res)
+	}
+	if got := e.subjectMsgs(dl, e.prefix+".deadletter.>"); got != 1 {
+		t.Fatalf("dead-letter stream holds %d messages after the forget, want bob's 1", got)
+	}
+	if got := e.subjectMsgs(e.stream, e.prefix+".turns.>"); got != 2 {
+		t.Fatalf("turn stream holds %d events after the forget, want bob's 2", got)
+	}
+	if got := e.leftovers("dave"); got != "" {
+		t.Fatalf("Postgres holds of dave: %s", got)
+	}
+}
