@@ -293,11 +293,22 @@ func readConfigFile(path string, optional bool) (map[string]string, error) {
 }
 
 // knownFlag reports whether name is a setting the configuration file may
-// hold: any of serve's flags (connections, workers, extractor, limits). Other
-// commands read the keys they share with serve and ignore the rest.
+// hold: any command's setting (serve's connections, workers, extractor and
+// limits; the client commands' --timeout; publish's --ensure-stream). Each
+// command reads the keys it has and ignores the others, so one file serves
+// every command; per-invocation arguments are never keys.
 func knownFlag(name string) bool {
-	var o serveOptions
-	all := newFlags("all", "")
-	o.register(all)
-	return all.Lookup(name) != nil
+	var (
+		so serveOptions
+		co clientOptions
+	)
+	serve, client := newFlags("serve", ""), newFlags("client", "")
+	so.register(serve)
+	co.register(client)
+	for _, f := range []*flags{serve, client} {
+		if f.Lookup(name) != nil && !f.args[name] {
+			return true
+		}
+	}
+	return name == "ensure-stream" // publish's only setting
 }

@@ -61,6 +61,9 @@ func main() {
 }
 
 func run(ctx context.Context, a *app, args []string) int {
+	if len(args) == 2 && args[0] == "help" {
+		args = []string{args[1], "-h"} // memoryd help CMD is memoryd CMD -h
+	}
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		usage(a.stdout)
 		return 0

@@ -200,3 +200,42 @@ func TestClientCommandsParseFlagsAnywhere(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigFileSharedByEveryCommand: one memoryd.yaml holds settings of
+// several commands (the client commands' timeout, publish's ensure_stream,
+// serve's workers); each command takes its own keys and is not refused for
+// the others'.
+func TestConfigFileSharedByEveryCommand(t *testing.T) {
+	path := t.TempDir() + "/memoryd.yaml"
+	if err := os.WriteFile(path, []byte("timeout: 10s\nensure_stream: false\nworkers: 3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), &app{stdout: &out, stderr: &errOut}, []string{"config", "print", "--config", path}); code != 0 {
+		t.Fatalf("config print: exit %d: %s", code, errOut.String())
+	}
+	if !strings.Contains(out.String(), `workers: "3"  # file `) {
+		t.Errorf("serve's key not applied:\n%s", out.String())
+	}
+	// A client command takes its timeout from the file and ignores serve's
+	// keys (it fails on the unreachable NATS, not on the file).
+	errOut.Reset()
+	code := run(context.Background(), &app{stdout: &out, stderr: &errOut}, []string{"stats", "--config", path, "--user", "u", "--nats-url", "nats://127.0.0.1:1"})
+	if code != 1 || strings.Contains(errOut.String(), "unknown key") {
+		t.Fatalf("stats with a shared file: exit %d, %q", code, errOut.String())
+	}
+}
+
+// TestHelpCommandShowsACommandsHelp: `memoryd help publish` prints publish's
+// flags, as `memoryd publish -h` does, not the command list.
+func TestHelpCommandShowsACommandsHelp(t *testing.T) {
+	t.Parallel()
+	var out, out2, errOut bytes.Buffer
+	if code := run(context.Background(), &app{stdout: &out, stderr: &errOut}, []string{"help", "publish"}); code != 0 {
+		t.Fatalf("help publish: exit %d, %s", code, errOut.String())
+	}
+	run(context.Background(), &app{stdout: &out2, stderr: &errOut}, []string{"publish", "-h"})
+	if !strings.Contains(out.String(), "--message") || out.String() != out2.String() {
+		t.Fatalf("help publish printed:\n%s\nwant publish -h:\n%s", out.String(), out2.String())
+	}
+}
