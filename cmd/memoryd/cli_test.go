@@ -209,16 +209,18 @@ func TestErrorsNameFlags(t *testing.T) {
 
 	// Through the command line.
 	_, errOut, code := runArgs(context.Background(), "serve", "--llm-base-url", "http://127.0.0.1:1/v1")
-	if code != 1 || errOut != "memoryd serve: --llm-model is required with --llm-base-url\n" {
+	if code != 2 || !strings.HasPrefix(errOut, "memoryd serve: --llm-model is required with --llm-base-url\n") {
 		t.Errorf("serve without --llm-model: exit %d, stderr %q", code, errOut)
 	}
 	_, dbURL := storetest.Schema(t)
 	nc := eventstest.Conn(t)
 	prefix, stream := eventstest.Names(t, nc)
-	_, errOut, code = runArgs(context.Background(), "serve", "--workers", "-1", "--database-url", dbURL, "--nats-url", eventstest.URL(),
+	// A value only the component refuses: its error reaches the user with
+	// the flag's name, not the Config field's.
+	_, errOut, code = runArgs(context.Background(), "serve", "--workers", "20000", "--database-url", dbURL, "--nats-url", eventstest.URL(),
 		"--prefix", prefix, "--stream", stream, "--log-level", "error")
-	if code != 1 || errOut != "memoryd serve: --workers must be between 1 and 10000, not -1\n" {
-		t.Errorf("serve --workers -1: exit %d, stderr %q", code, errOut)
+	if code != 1 || errOut != "memoryd serve: --workers must be between 1 and 10000, not 20000\n" {
+		t.Errorf("serve --workers 20000: exit %d, stderr %q", code, errOut)
 	}
 }
 

@@ -239,3 +239,29 @@ func TestHelpCommandShowsACommandsHelp(t *testing.T) {
 		t.Fatalf("help publish printed:\n%s\nwant publish -h:\n%s", out.String(), out2.String())
 	}
 }
+
+// TestServeRefusesBadValuesBeforeConnecting: a value no component can use is
+// a usage error naming the flag (exit 2), found before any connection (the
+// database URL here points nowhere and is never dialled); 0 is not silently
+// replaced by the default.
+func TestServeRefusesBadValuesBeforeConnecting(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--workers", "0"}, "--workers 0 is out of range"},
+		{[]string{"--batch-size", "0"}, "--batch-size 0 is out of range"},
+		{[]string{"--ack-wait", "0s"}, "--ack-wait 0s is out of range"},
+		{[]string{"--max-db-size", "10X"}, "--max-db-size"},
+		{[]string{"--log-level", "loud"}, `--log-level "loud"`},
+		{[]string{"--llm-base-url", "http://127.0.0.1:1/v1"}, "--llm-model is required with --llm-base-url"},
+	} {
+		var out, errOut bytes.Buffer
+		args := append([]string{"serve", "--database-url", "postgres://postgres@127.0.0.1:1/none?connect_timeout=1", "--nats-url", "nats://127.0.0.1:1"}, tt.args...)
+		code := run(context.Background(), &app{stdout: &out, stderr: &errOut}, args)
+		if code != 2 || !strings.Contains(errOut.String(), tt.want) || strings.Contains(errOut.String(), "127.0.0.1:1") {
+			t.Errorf("serve %v: exit %d, stderr %q; want exit 2 naming %q before connecting", tt.args, code, errOut.String(), tt.want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -51,6 +52,44 @@ type llmOptions struct {
 	rps            float64
 	burst          int
 	responseFormat string
+}
+
+// check refuses values no component could use before anything connects,
+// naming the flag (exit 2). Zero is not "the default" here: the help shows
+// each default, and a 0 the user typed is a mistake, not a request for it.
+func (o *serveOptions) check(f *flags) error {
+	if _, err := parseSize(o.maxDBSize); err != nil {
+		return f.usageErr("--max-db-size: %v", err)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.conn.logLevel)); err != nil {
+		return f.usageErr("--log-level %q is not debug, info, warn or error", o.conn.logLevel)
+	}
+	for _, c := range []struct {
+		name string
+		bad  bool
+	}{
+		{"--workers", o.workers < 1},
+		{"--batch-size", o.batchSize < 1},
+		{"--max-attempts", o.maxAttempts < 1},
+		{"--job-size", o.jobSize < 0},
+		{"--job-timeout", o.jobTimeout <= 0},
+		{"--ack-wait", o.ackWait <= 0},
+		{"--shutdown-timeout", o.shutdownTimeout <= 0},
+		{"--enrich-timeout", o.enrichTimeout <= 0},
+		{"--extract-debounce", o.debounce < 0},
+		{"--max-context-per-user", o.maxPerUser < 0},
+		{"--prune-interval", o.pruneInterval <= 0},
+	} {
+		if c.bad {
+			v := f.Lookup(strings.TrimPrefix(c.name, "--")).Value.String()
+			return f.usageErr("%s %s is out of range", c.name, v)
+		}
+	}
+	if o.llm.baseURL != "" && o.llm.model == "" {
+		return f.usageErr("--llm-model is required with --llm-base-url")
+	}
+	return nil
 }
 
 func (o *serveOptions) register(f *flags) {
@@ -124,6 +163,9 @@ func runServe(ctx context.Context, a *app, args []string) error {
 	f := newFlags("serve", "Usage: memoryd serve [flags]\n\nRuns the ingest consumer, the River extraction workers and the enrich service until SIGINT/SIGTERM.")
 	o.register(f)
 	if err := f.Parse(args); err != nil {
+		return err
+	}
+	if err := o.check(f); err != nil {
 		return err
 	}
 	logger, err := o.conn.logger(a)
