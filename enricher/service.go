@@ -475,11 +475,31 @@ func (s *Service) classify(endpoint string, err error) (int, string) {
 	}
 }
 
+// replyError answers a request refused on the delivery goroutine. The
+// requester gets the full description (it names only what they sent); micro
+// records what req.Error is given as the endpoint's last_error, which
+// $SRV.STATS shows to anyone allowed to ask, so that gets only the code's
+// generic text, never a user id, token or key.
 func (s *Service) replyError(req micro.Request, endpoint string, err error) {
 	code, desc := s.classify(endpoint, err)
 	s.logger.Debug("bad request", "endpoint", endpoint, "code", code, "error", desc)
-	if err := req.Error(fmt.Sprint(code), desc, nil); err != nil {
+	detail := micro.WithHeaders(micro.Headers{micro.ErrorHeader: {desc}})
+	if err := req.Error(fmt.Sprint(code), genericError(code), nil, detail); err != nil {
 		s.logger.Warn("reply failed", "endpoint", endpoint, "error", err)
+	}
+}
+
+// genericError is the text of an error code without any request's data.
+func genericError(code int) string {
+	switch code {
+	case 400:
+		return "bad request"
+	case 404:
+		return "not found"
+	case 501:
+		return "not enabled"
+	default:
+		return "server error"
 	}
 }
 

@@ -653,3 +653,47 @@ func TestConfigValidation(t *testing.T) {
 		}
 	}
 }
+
+// TestStatsLastErrorNamesNoUser: $SRV.STATS is readable by whoever may ask
+// it, so the last_error micro keeps per endpoint must not carry another
+// request's user id, token or key; the requester still gets the details.
+func TestStatsLastErrorNamesNoUser(t *testing.T) {
+	t.Parallel()
+	h := start(t, storetest.New(t), nil)
+	const user, token, key = "carol-secret-id", "mallory-token", "secret-key"
+	bodies := map[string]string{
+		"enrich":      `{"user_id":"` + user + `","message":"dog"}`,
+		"search":      `{"user_id":"` + user + `","query":"dog"}`,
+		"store":       `{"user_id":"` + user + `","question":"q","answer":"a"}`,
+		"clear":       `{"user_id":"` + user + `","all":true}`,
+		"facts.set":   `{"user_id":"` + user + `","key":"` + key + `","value":"v"}`,
+		"facts.get":   `{"user_id":"` + user + `","key":"` + key + `"}`,
+		"facts.clear": `{"user_id":"` + user + `","key":"` + key + `"}`,
+		"facts.list":  `{"user_id":"` + user + `"}`,
+		"stats":       `{"user_id":"` + user + `"}`,
+		"forget":      `{"user_id":"` + user + `"}`,
+	}
+	for endpoint, body := range bodies {
+		msg := h.raw(t, h.prefix+"."+endpoint+"."+token, []byte(body))
+		if code, desc := errorCode(t, msg); code != 400 || !strings.Contains(desc, token) {
+			t.Fatalf("%s: code %d %q; want a 400 telling the requester about its token", endpoint, code, desc)
+		}
+	}
+	var stats micro.Stats
+	if err := json.Unmarshal(h.raw(t, "$SRV.STATS.memoryd."+h.svc.ID(), nil).Data, &stats); err != nil {
+		t.Fatal(err)
+	}
+	if len(stats.Endpoints) != len(bodies) {
+		t.Fatalf("stats of %d endpoints, want %d", len(stats.Endpoints), len(bodies))
+	}
+	for _, e := range stats.Endpoints {
+		if e.NumErrors != 1 || e.LastError == "" {
+			t.Fatalf("%s: num_errors %d, last_error %q; want the 400 counted", e.Name, e.NumErrors, e.LastError)
+		}
+		for _, secret := range []string{user, token, key, events.UserToken(user)} {
+			if strings.Contains(e.LastError, secret) {
+				t.Errorf("%s: last_error %q exposes %q", e.Name, e.LastError, secret)
+			}
+		}
+	}
+}
