@@ -697,3 +697,52 @@ func TestStatsLastErrorNamesNoUser(t *testing.T) {
 		}
 	}
 }
+
+// TestClearByQuestionMatchesWhatDedupMatches: clear by question forgets
+// exactly the items store counts as the same question (case and every
+// Unicode white space ignored), however either side spells its spaces.
+func TestClearByQuestionMatchesWhatDedupMatches(t *testing.T) {
+	t.Parallel()
+	h := start(t, storetest.New(t), nil)
+	ctx, c := ctxT(t), h.client
+	tests := []struct {
+		name, stored, clear string
+		want                int64
+	}{
+		{"ascii", "What is my dog called?", "what is my  dog called?", 1},
+		{"nbsp stored", "What\u00a0is my dog\u00a0called?", "what is my dog called?", 1},
+		{"nbsp cleared", "What is my dog called?", "what\u00a0is\u00a0my dog called?", 1},
+		{"em space", "What is\u2003my dog called?", "what is my dog called?", 1},
+		{"ideographic space", "What\u3000is my dog called?", "what is my dog called?", 1},
+		{"narrow nbsp and nel", "What\u202fis\u0085my dog called?", "what is my dog called?", 1},
+		{"line and paragraph separators", "What\u2028is\u2029my dog called?", "what is my dog called?", 1},
+		{"leading and trailing", "\u3000\u00a0What is my dog called?\u2003", "what is my dog called?", 1},
+		{"run of mixed spaces", "What \u00a0\u2003\t is my dog called?", "what is my dog called?", 1},
+		{"non-ascii case", "ÉCOLE\u00a0nearby?", "école nearby?", 1},
+		{"zero width space is not white space", "What\u200bis my dog called?", "what is my dog called?", 0},
+		{"different words", "What is my cat called?", "what is my dog called?", 0},
+	}
+	for i, tt := range tests {
+		user := fmt.Sprintf("u%d", i)
+		if _, err := c.Store(ctx, enricher.StoreRequest{UserID: user, Question: tt.stored, Answer: "Rex"}); err != nil {
+			t.Fatal(err)
+		}
+		// Dedup's verdict on the two spellings, the reference clear must follow.
+		dup, err := c.Store(ctx, enricher.StoreRequest{UserID: user, Question: tt.clear, Answer: "rex"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if same := !dup.Stored; same != (tt.want == 1) {
+			t.Fatalf("%s: dedup counts them the same: %v; the table says %d", tt.name, same, tt.want)
+		}
+		if dup.Stored { // a second item: remove it, so that only the stored spelling can match
+			if _, err := c.Clear(ctx, enricher.ClearRequest{UserID: user, ID: dup.ID}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n, err := c.Clear(ctx, enricher.ClearRequest{UserID: user, Question: tt.clear})
+		if err != nil || n != tt.want {
+			t.Errorf("%s: clear %q deleted %d, %v; want %d (stored %q)", tt.name, tt.clear, n, err, tt.want, tt.stored)
+		}
+	}
+}
