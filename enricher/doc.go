@@ -12,9 +12,14 @@
 // Concurrency: a micro endpoint delivers its requests one at a time, so each
 // handler validates a request on the delivery goroutine (bad requests are
 // answered there, with code 400, and counted in the micro stats) and runs the
-// Postgres work on a goroutine of its own, at most Config.MaxInFlight at
-// once per service. Server-side errors and degraded replies are therefore
-// counted in each endpoint's stats "data", not in micro's num_errors.
+// Postgres work on a goroutine of its own. The handler never waits: enrich,
+// search and the other endpoints each have their own limit of requests
+// worked on at once (Config.MaxInFlight, MaxSearchInFlight, MaxToolInFlight)
+// and of requests waiting for a turn, search and the tools also one per user
+// (MaxUserInFlight), so enrich never waits behind search or the tools, and a
+// request past a limit is answered (degraded, or 500 overloaded) rather than
+// queued. Server-side errors and degraded replies are therefore counted in
+// each endpoint's stats "data", not in micro's num_errors.
 //
 // Degradation: enrich never fails because memory is unavailable. If Postgres
 // does not answer within Config.Timeout of the request's arrival (slow,

@@ -42,12 +42,56 @@ func neutralize(s string) string {
 	return b.String()
 }
 
+// escape puts a backslash before each backslash and each rune of special in
+// s: the separators of a format, which stored text must not be able to
+// write (see docs/protocol.md, "Injection formats").
+func escape(s, special string) string {
+	if !strings.ContainsAny(s, special+`\`) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	for _, r := range s {
+		if r == '\\' || strings.ContainsRune(special, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// The runes escaped in each format's stored text. Inline: "," and "=" would
+// start a fact or a value, "|" a context item. System: ":" would end a key,
+// or start an answer or a source. Markdown: "*" would end a bold key, "_" the
+// italic source line. No stored text holds a line break or a square bracket
+// (see neutralize), so none can start a line or a block.
+const (
+	inlineFactSpecial = ",="
+	inlineItemSpecial = "|"
+	systemSpecial     = ":"
+	markdownSpecial   = "*_"
+)
+
 // cleanFact and cleanItem are the neutralized texts an injection is built of.
 type cleanFact struct{ key, value, date string }
 
 type cleanItem struct {
-	question, answer, source string
-	score                    float64
+	question, answer string
+	eventID, conv    string // "" when absent
+	date             string
+	score            float64
+}
+
+// source says where an item came from, its texts escaped with special.
+func (it cleanItem) source(special string) string {
+	src := "stored directly"
+	if it.eventID != "" {
+		src = "turn " + escape(it.eventID, special)
+	}
+	if it.conv != "" {
+		src += ", conversation " + escape(it.conv, special)
+	}
+	return src + ", " + it.date
 }
 
 func cleanFacts(facts []Fact) []cleanFact {
@@ -61,21 +105,21 @@ func cleanFacts(facts []Fact) []cleanFact {
 func cleanItems(items []ContextItem) []cleanItem {
 	out := make([]cleanItem, len(items))
 	for i, it := range items {
-		src := "stored directly"
-		if it.EventID != "" {
-			src = "turn " + neutralize(it.EventID)
+		out[i] = cleanItem{
+			question: neutralize(it.Question),
+			answer:   neutralize(it.Answer),
+			eventID:  neutralize(it.EventID),
+			conv:     neutralize(it.ConversationID),
+			date:     it.CreatedAt.UTC().Format("2006-01-02"),
+			score:    it.Score,
 		}
-		if it.ConversationID != "" {
-			src += ", conversation " + neutralize(it.ConversationID)
-		}
-		src += ", " + it.CreatedAt.UTC().Format("2006-01-02")
-		out[i] = cleanItem{neutralize(it.Question), neutralize(it.Answer), src, it.Score}
 	}
 	return out
 }
 
 // render builds the injection of format from facts and items; "" when both
-// are empty.
+// are empty. Stored text is escaped with the format's specials, so that it
+// can never start a fact or an item.
 func render(format string, facts []cleanFact, items []cleanItem) string {
 	if len(facts) == 0 && len(items) == 0 {
 		return ""
@@ -90,18 +134,18 @@ func render(format string, facts []cleanFact, items []cleanItem) string {
 			b.WriteString("\nFacts about the user:\n")
 			for _, f := range facts {
 				n++
-				fmt.Fprintf(&b, "%d. %s: %s (source: set %s)\n", n, f.key, f.value, f.date)
+				fmt.Fprintf(&b, "%d. %s: %s (source: set %s)\n", n, escape(f.key, systemSpecial), escape(f.value, systemSpecial), f.date)
 			}
 		}
 		if len(items) > 0 {
 			b.WriteString("\nRetrieved memories:\n")
 			for _, it := range items {
 				n++
-				fmt.Fprintf(&b, "%d. User: %s", n, it.question)
+				fmt.Fprintf(&b, "%d. User: %s", n, escape(it.question, systemSpecial))
 				if it.answer != "" {
-					fmt.Fprintf(&b, " Assistant: %s", it.answer)
+					fmt.Fprintf(&b, " Assistant: %s", escape(it.answer, systemSpecial))
 				}
-				fmt.Fprintf(&b, " (source: %s)\n", it.source)
+				fmt.Fprintf(&b, " (source: %s)\n", it.source(systemSpecial))
 			}
 		}
 		return strings.TrimSuffix(b.String(), "\n")
@@ -110,17 +154,17 @@ func render(format string, facts []cleanFact, items []cleanItem) string {
 		if len(facts) > 0 {
 			b.WriteString("\n### Facts\n")
 			for _, f := range facts {
-				fmt.Fprintf(&b, "- **%s**: %s (set %s)\n", f.key, f.value, f.date)
+				fmt.Fprintf(&b, "- **%s**: %s (set %s)\n", escape(f.key, markdownSpecial), escape(f.value, markdownSpecial), f.date)
 			}
 		}
 		if len(items) > 0 {
 			b.WriteString("\n### Relevant memories\n")
 			for i, it := range items {
-				fmt.Fprintf(&b, "%d. **User:** %s\n", i+1, it.question)
+				fmt.Fprintf(&b, "%d. **User:** %s\n", i+1, escape(it.question, markdownSpecial))
 				if it.answer != "" {
-					fmt.Fprintf(&b, "   **Assistant:** %s\n", it.answer)
+					fmt.Fprintf(&b, "   **Assistant:** %s\n", escape(it.answer, markdownSpecial))
 				}
-				fmt.Fprintf(&b, "   _Relevance %.2f; source: %s_\n", it.score, it.source)
+				fmt.Fprintf(&b, "   _Relevance %.2f; source: %s_\n", it.score, it.source(markdownSpecial))
 			}
 		}
 		return strings.TrimSuffix(b.String(), "\n")
@@ -131,9 +175,9 @@ func render(format string, facts []cleanFact, items []cleanItem) string {
 				if i > 0 {
 					b.WriteString(", ")
 				}
-				b.WriteString(f.key)
+				b.WriteString(escape(f.key, inlineFactSpecial))
 				b.WriteByte('=')
-				b.WriteString(f.value)
+				b.WriteString(escape(f.value, inlineFactSpecial))
 			}
 			b.WriteString("]")
 		}
@@ -147,10 +191,10 @@ func render(format string, facts []cleanFact, items []cleanItem) string {
 					b.WriteString(" | ")
 				}
 				b.WriteString("User: ")
-				b.WriteString(it.question)
+				b.WriteString(escape(it.question, inlineItemSpecial))
 				if it.answer != "" {
 					b.WriteString("\nAssistant: ")
-					b.WriteString(it.answer)
+					b.WriteString(escape(it.answer, inlineItemSpecial))
 				}
 			}
 			b.WriteString("]")

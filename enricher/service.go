@@ -75,10 +75,25 @@ type Config struct {
 	// MaxFacts caps the facts an enrich reply carries, most recently set
 	// first. Default 50.
 	MaxFacts int
-	// MaxInFlight caps the requests the service works on at once; more
-	// wait, and an enrich request that cannot start within Timeout is
-	// answered degraded. Default 64.
+	// MaxInFlight caps the enrich requests the service works on at once.
+	// Up to four times as many wait for a turn; one that cannot start
+	// within Timeout of its arrival, or finds the wait full, is answered
+	// degraded. Enrich never waits behind the other endpoints, which have
+	// limits of their own. Default 64.
 	MaxInFlight int
+	// MaxSearchInFlight caps the search requests worked on at once, and
+	// MaxToolInFlight those of every other endpoint (store, clear, facts,
+	// stats, forget), so that neither kind can take the slots or the store
+	// connections enrich needs. Up to four times as many wait, each until
+	// WriteTimeout after its arrival; past that, or when the wait is full,
+	// the reply is a 500 "overloaded". Default 8 each.
+	MaxSearchInFlight int
+	MaxToolInFlight   int
+	// MaxUserInFlight caps one user's search requests, and separately
+	// their tool requests, worked on or waiting at once; more are answered
+	// 500 "overloaded" at once, so that one user (or a tenant flooding in
+	// one user's name) cannot take every slot. Default 4.
+	MaxUserInFlight int
 	// Logger receives service events; message bodies are logged at debug
 	// level only. Default slog.Default().
 	Logger *slog.Logger
@@ -109,6 +124,15 @@ func (c Config) withDefaults() Config {
 	if c.MaxInFlight == 0 {
 		c.MaxInFlight = 64
 	}
+	if c.MaxSearchInFlight == 0 {
+		c.MaxSearchInFlight = 8
+	}
+	if c.MaxToolInFlight == 0 {
+		c.MaxToolInFlight = 8
+	}
+	if c.MaxUserInFlight == 0 {
+		c.MaxUserInFlight = 4
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -138,6 +162,12 @@ func (c Config) validate() error {
 		return fmt.Errorf("enricher: Config.MaxFacts %d is under 1", c.MaxFacts)
 	case c.MaxInFlight < 1:
 		return fmt.Errorf("enricher: Config.MaxInFlight %d is under 1", c.MaxInFlight)
+	case c.MaxSearchInFlight < 1:
+		return fmt.Errorf("enricher: Config.MaxSearchInFlight %d is under 1", c.MaxSearchInFlight)
+	case c.MaxToolInFlight < 1:
+		return fmt.Errorf("enricher: Config.MaxToolInFlight %d is under 1", c.MaxToolInFlight)
+	case c.MaxUserInFlight < 1:
+		return fmt.Errorf("enricher: Config.MaxUserInFlight %d is under 1", c.MaxUserInFlight)
 	}
 	return nil
 }
@@ -147,8 +177,9 @@ func (c Config) validate() error {
 type Service struct {
 	cfg    Config
 	logger *slog.Logger
-	slots  chan struct{}
 	stats  map[string]*endpointStats
+	// One lane per endpoint kind, so that no kind waits behind another.
+	enrichLane, searchLane, toolLane *lane
 
 	mu       sync.Mutex
 	svc      micro.Service
@@ -181,9 +212,12 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{
 		cfg:    cfg,
 		logger: cfg.Logger.With("component", "enricher"),
-		slots:  make(chan struct{}, cfg.MaxInFlight),
 		stats:  map[string]*endpointStats{},
 		quit:   make(chan struct{}),
+
+		enrichLane: newLane(cfg.MaxInFlight, 0),
+		searchLane: newLane(cfg.MaxSearchInFlight, cfg.MaxUserInFlight),
+		toolLane:   newLane(cfg.MaxToolInFlight, cfg.MaxUserInFlight),
 	}
 	for _, ep := range s.endpoints() {
 		s.stats[ep.name] = &endpointStats{}
@@ -395,18 +429,24 @@ func subjectToken(subject string) string {
 }
 
 // handler adapts an endpoint to micro: validation on the delivery goroutine,
-// the work on a request goroutine.
+// the work on a request goroutine. The handler never blocks, so requests do
+// not queue in the subscription behind one that waits for a slot.
 func (s *Service) handler(ep endpoint) micro.Handler {
 	st := s.stats[ep.name]
+	l := s.toolLane
+	if ep.name == "search" {
+		l = s.searchLane
+	}
 	return micro.HandlerFunc(func(req micro.Request) {
 		received := time.Now()
-		work, err := ep.handle(subjectToken(req.Subject()), req.Data())
+		token := subjectToken(req.Subject())
+		work, err := ep.handle(token, req.Data())
 		if err != nil {
 			s.replyError(req, ep.name, err)
 			return
 		}
 		reply := req.Reply()
-		s.dispatch(received.Add(s.cfg.WriteTimeout), func() {
+		s.dispatch(l, token, received.Add(s.cfg.WriteTimeout), func() {
 			ctx, cancel := context.WithDeadline(context.Background(), received.Add(s.cfg.WriteTimeout))
 			defer cancel()
 			res, err := work(ctx)
@@ -426,36 +466,112 @@ func (s *Service) handler(ep endpoint) micro.Handler {
 	})
 }
 
-// dispatch runs fn on a request goroutine once a slot is free, or calls
-// overloaded on the delivery goroutine when none frees up before deadline.
-// While the service stops, fn runs inline, so requests drained from the
-// subscription are still answered.
-func (s *Service) dispatch(deadline time.Time, fn, overloaded func()) {
+// lane bounds one kind of request: at most cap(slots) are worked on at once,
+// at most maxWaiting wait for a slot, and with perUser > 0 at most perUser of
+// one user are worked on or waiting.
+type lane struct {
+	slots      chan struct{}
+	maxWaiting int64
+	waiting    atomic.Int64
+	perUser    int
+
+	mu    sync.Mutex
+	users map[string]int // requests in the lane by user token
+}
+
+func newLane(limit, perUser int) *lane {
+	return &lane{slots: make(chan struct{}, limit), maxWaiting: 4 * int64(limit), perUser: perUser, users: map[string]int{}}
+}
+
+// enter counts a request of user; false when the user is at the bound.
+func (l *lane) enter(user string) bool {
+	if l.perUser == 0 {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.users[user] >= l.perUser {
+		return false
+	}
+	l.users[user]++
+	return true
+}
+
+func (l *lane) leave(user string) {
+	if l.perUser == 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.users[user]--; l.users[user] <= 0 {
+		delete(l.users, user)
+	}
+}
+
+// queue counts a request that waits for a slot; false when the wait is full.
+func (l *lane) queue() bool {
+	if l.waiting.Add(1) > l.maxWaiting {
+		l.waiting.Add(-1)
+		return false
+	}
+	return true
+}
+
+// acquire waits for a slot until deadline, for a request queue counted.
+func (l *lane) acquire(deadline time.Time) bool {
+	defer l.waiting.Add(-1)
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
 	select {
-	case s.slots <- struct{}{}:
+	case l.slots <- struct{}{}:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// dispatch runs fn on a request goroutine once a slot of lane l is free,
+// and calls overloaded instead when user is at the lane's per-user bound,
+// the lane's wait is full, or no slot frees up before deadline. It never
+// blocks the delivery goroutine, so a request is answered (in its budget)
+// however many wait behind a busy lane. While the service stops, the work
+// runs inline, so requests drained from the subscription are still answered.
+func (s *Service) dispatch(l *lane, user string, deadline time.Time, fn, overloaded func()) {
+	if !l.enter(user) {
+		overloaded()
+		return
+	}
+	slot := false
+	select {
+	case l.slots <- struct{}{}:
+		slot = true
 	default:
-		t := time.NewTimer(time.Until(deadline))
-		select {
-		case s.slots <- struct{}{}:
-			t.Stop()
-		case <-t.C:
+		if !l.queue() {
+			l.leave(user)
 			overloaded()
 			return
 		}
 	}
+	work := func() {
+		defer l.leave(user)
+		if !slot && !l.acquire(deadline) {
+			overloaded()
+			return
+		}
+		defer func() { <-l.slots }()
+		fn()
+	}
 	s.mu.Lock()
 	if s.stopping {
 		s.mu.Unlock()
-		fn()
-		<-s.slots
+		work()
 		return
 	}
 	s.work.Add(1)
 	s.mu.Unlock()
 	go func() {
 		defer s.work.Done()
-		defer func() { <-s.slots }()
-		fn()
+		work()
 	}()
 }
 
@@ -475,11 +591,31 @@ func (s *Service) classify(endpoint string, err error) (int, string) {
 	}
 }
 
+// replyError answers a request refused on the delivery goroutine. The
+// requester gets the full description (it names only what they sent); micro
+// records what req.Error is given as the endpoint's last_error, which
+// $SRV.STATS shows to anyone allowed to ask, so that gets only the code's
+// generic text, never a user id, token or key.
 func (s *Service) replyError(req micro.Request, endpoint string, err error) {
 	code, desc := s.classify(endpoint, err)
 	s.logger.Debug("bad request", "endpoint", endpoint, "code", code, "error", desc)
-	if err := req.Error(fmt.Sprint(code), desc, nil); err != nil {
+	detail := micro.WithHeaders(micro.Headers{micro.ErrorHeader: {desc}})
+	if err := req.Error(fmt.Sprint(code), genericError(code), nil, detail); err != nil {
 		s.logger.Warn("reply failed", "endpoint", endpoint, "error", err)
+	}
+}
+
+// genericError is the text of an error code without any request's data.
+func genericError(code int) string {
+	switch code {
+	case 400:
+		return "bad request"
+	case 404:
+		return "not found"
+	case 501:
+		return "not enabled"
+	default:
+		return "server error"
 	}
 }
 
@@ -565,7 +701,7 @@ func (s *Service) enrichHandler() micro.Handler {
 			s.publish(reply, r)
 		}
 		timedOut := func() string { return fmt.Sprintf("memory store did not answer within %s", s.cfg.Timeout) }
-		s.dispatch(deadline, func() {
+		s.dispatch(s.enrichLane, "", deadline, func() {
 			ctx, cancel := context.WithDeadline(context.Background(), deadline)
 			defer cancel()
 			// The guard answers at the deadline even if the store call does

@@ -4,6 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // StoreContext writes one context item directly (a model's store_memory tool
@@ -56,15 +62,59 @@ func (s *Store) DeleteContext(ctx context.Context, d ContextDelete) (int64, erro
 	if d.ID == 0 && question == "" && !d.All {
 		return 0, fmt.Errorf("delete context: %w", ErrEmptySelection)
 	}
-	// The question is compared on the same normalisation as the content hash,
-	// done here in SQL with \s for white space and lower() for case.
-	tag, err := s.db.Exec(ctx, `DELETE FROM context
-		WHERE user_id = $1
-		  AND ($2::bigint = 0 OR id = $2)
-		  AND ($3 = '' OR lower(regexp_replace(btrim(question, E' \t\n\r\f\v'), '\s+', ' ', 'g')) = $3)`,
-		d.UserID, d.ID, question)
+	if question == "" {
+		tag, err := s.db.Exec(ctx, `DELETE FROM context WHERE user_id = $1 AND ($2::bigint = 0 OR id = $2)`, d.UserID, d.ID)
+		if err != nil {
+			return 0, fmt.Errorf("delete context: %w", err)
+		}
+		return tag.RowsAffected(), nil
+	}
+	// The question is compared with normalize, the function the content hash
+	// uses, so that clear forgets exactly what dedup counts as the same
+	// question: Postgres's \s and lower() follow its locale and miss white
+	// space such as NBSP. SQL only narrows the candidates to questions with
+	// as many non-space characters, which normalize keeps (it maps the others
+	// rune for rune).
+	rows, err := s.db.Query(ctx, `SELECT id, question FROM context
+		WHERE user_id = $1 AND ($2::bigint = 0 OR id = $2)
+		  AND char_length(regexp_replace(question, $3, '', 'g')) = $4`,
+		d.UserID, d.ID, spaceClass(), utf8.RuneCountInString(strings.ReplaceAll(question, " ", "")))
+	if err != nil {
+		return 0, fmt.Errorf("delete context: %w", err)
+	}
+	var ids []int64
+	var id int64
+	var q string
+	_, err = pgx.ForEachRow(rows, []any{&id, &q}, func() error {
+		if normalize(q) == question {
+			ids = append(ids, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("delete context: %w", err)
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	tag, err := s.db.Exec(ctx, `DELETE FROM context WHERE user_id = $1 AND id = ANY($2)`, d.UserID, ids)
 	if err != nil {
 		return 0, fmt.Errorf("delete context: %w", err)
 	}
 	return tag.RowsAffected(), nil
 }
+
+// spaceClass is a Postgres regular expression matching one character that
+// unicode.IsSpace (and so normalize) counts as white space; built on first
+// use.
+var spaceClass = sync.OnceValue(func() string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		if unicode.IsSpace(r) {
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte(']')
+	return b.String()
+})

@@ -1,0 +1,227 @@
+package enricher_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/enricher"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/store/storetest"
+)
+
+// heldSearchStore is a real store whose searches are held until the test
+// releases them, whatever their context says: a tenant's searches that
+// occupy every search slot for as long as the test needs.
+type heldSearchStore struct {
+	*store.Store
+	held    atomic.Int64 // searches inside SearchContext now
+	release chan struct{}
+}
+
+func (s *heldSearchStore) SearchContext(ctx context.Context, q store.SearchQuery) ([]store.ContextItem, error) {
+	s.held.Add(1)
+	defer s.held.Add(-1)
+	<-s.release
+	return s.Store.SearchContext(ctx, q)
+}
+
+// searchFlood is n goroutines each sending searches, one after another,
+// spread over users, until stop is called.
+type searchFlood struct {
+	stop       chan struct{}
+	wg         sync.WaitGroup
+	sent       atomic.Int64
+	overloaded atomic.Int64 // answered 500
+	unanswered atomic.Int64 // client timeout or transport error
+	firstErr   atomic.Value
+}
+
+func flood(t *testing.T, h *harness, n, users int) *searchFlood {
+	t.Helper()
+	f := &searchFlood{stop: make(chan struct{})}
+	for i := range n {
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			for {
+				select {
+				case <-f.stop:
+					return
+				default:
+				}
+				f.sent.Add(1)
+				_, err := h.client.Search(ctxT(t), enricher.SearchRequest{UserID: fmt.Sprintf("tenant-%d", i%users), Query: "dog"})
+				var se *enricher.ServiceError
+				switch {
+				case err == nil:
+				case errors.As(err, &se) && se.Code == 500:
+					f.overloaded.Add(1)
+				default:
+					f.unanswered.Add(1)
+					f.firstErr.CompareAndSwap(nil, err)
+				}
+			}
+		}()
+	}
+	return f
+}
+
+// end stops the flood, calls then (if any) and waits for the last searches,
+// checking that every search got a reply: results or a service error (e.g.
+// 500 overloaded), not a client timeout.
+func (f *searchFlood) end(t *testing.T, then func()) {
+	t.Helper()
+	close(f.stop)
+	if then != nil {
+		then()
+	}
+	f.wg.Wait()
+	if n := f.unanswered.Load(); n > 0 {
+		t.Errorf("%d of %d searches not answered, first: %v", n, f.sent.Load(), f.firstErr.Load())
+	}
+	t.Logf("figures: %d searches answered: %d with results, %d with 500 overloaded",
+		f.sent.Load(), f.sent.Load()-f.overloaded.Load()-f.unanswered.Load(), f.overloaded.Load())
+}
+
+// maxTook is the longest took_ms the service reported.
+func maxTook(replies []enricher.EnrichReply) float64 {
+	m := 0.0
+	for _, r := range replies {
+		m = max(m, r.TookMS)
+	}
+	return m
+}
+
+// enrichAll sends n enrich requests at once and returns their replies and
+// client-side latencies; every one must be answered (degraded allowed).
+func enrichAll(t *testing.T, h *harness, n int) (replies []enricher.EnrichReply, took []time.Duration, answered int) {
+	t.Helper()
+	replies = make([]enricher.EnrichReply, n)
+	took = make([]time.Duration, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			replies[i], errs[i] = h.client.Enrich(ctxT(t), enricher.EnrichRequest{UserID: fmt.Sprintf("user-%d", i%20), Message: "what is my dog called?"})
+			took[i] = time.Since(start)
+		}()
+	}
+	wg.Wait()
+	unanswered := 0
+	for _, err := range errs {
+		if err != nil {
+			unanswered++
+			if unanswered == 1 {
+				t.Errorf("enrich not answered: %v", err)
+			}
+		}
+	}
+	if unanswered > 0 {
+		t.Errorf("%d of %d enrich requests not answered within the client's 10s", unanswered, n)
+	}
+	return replies, took, n - unanswered
+}
+
+func latencies(took []time.Duration) string {
+	s := slices.Clone(took)
+	slices.Sort(s)
+	q := func(p float64) time.Duration { return s[int(p*float64(len(s)-1))].Round(time.Millisecond) }
+	return fmt.Sprintf("p50 %s, p90 %s, p99 %s, max %s", q(0.5), q(0.9), q(0.99), q(1))
+}
+
+// TestEnrichDoesNotWaitBehindSearch: with every search slot held and more
+// searches waiting and arriving, enrich requests are all answered from
+// memory while those searches are still held, and every search is answered
+// too (results or 500 overloaded), none left to the client's timeout.
+func TestEnrichDoesNotWaitBehindSearch(t *testing.T) {
+	t.Parallel()
+	st := &heldSearchStore{Store: storetest.New(t), release: make(chan struct{})}
+	for i := range 20 {
+		insertContext(t, st.Store, store.ContextWrite{UserID: fmt.Sprintf("user-%d", i), Question: "What is my dog called?", Answer: "Rex", CreatedAt: time.Now()})
+	}
+	const searchSlots, searches = 8, 70
+	h := start(t, st, func(c *enricher.Config) {
+		c.Timeout = 2 * time.Second // generous: this test is about waiting behind search, not speed
+		c.MaxSearchInFlight = searchSlots
+	})
+	released := false
+	releaseOnce := func() {
+		if !released {
+			released = true
+			close(st.release)
+		}
+	}
+	t.Cleanup(releaseOnce)
+	searching := flood(t, h, searches, 10)
+	deadline := time.Now().Add(10 * time.Second)
+	for st.held.Load() < searchSlots {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d searches reached the store", st.held.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	const enriches = 100
+	replies, took, got := enrichAll(t, h, enriches)
+	if held := st.held.Load(); held != searchSlots {
+		t.Fatalf("%d searches held after the enrich requests, want %d: the test lost its flood", held, searchSlots)
+	}
+	served := 0
+	for _, r := range replies {
+		if !r.Degraded && len(r.Context) == 1 && r.Context[0].Answer == "Rex" {
+			served++
+		} else if r.Reason == "memoryd is overloaded" {
+			t.Errorf("enrich answered %q while only search was busy", r.Reason)
+		}
+	}
+	t.Logf("figures: %d of %d enrich replies came while %d searches were held (%d served from memory, the rest degraded); client latency %s; server took_ms at most %.0f",
+		got, enriches, searchSlots, served, latencies(took), maxTook(replies))
+
+	searching.end(t, releaseOnce)
+}
+
+// TestEnrichAnsweredWhilePostgresHangsUnderSearchFlood: Postgres stops
+// answering (connections accepted, nothing sent back) while 70 searchers
+// keep every search slot busy and 280 enrich requests arrive at once; every
+// enrich is answered degraded within the client's timeout (none waits for
+// the search slots, none goes unanswered), and every search gets a reply.
+func TestEnrichAnsweredWhilePostgresHangsUnderSearchFlood(t *testing.T) {
+	t.Parallel()
+	_, url := storetest.Schema(t)
+	p := newProxy(t)
+	h := start(t, storeAt(t, url, p.addr), withTimeout)
+	p.Close()
+	p.Open(true) // pooled connections cut; new ones accepted and never answered
+
+	const searchers, enriches = 70, 280
+	searching := flood(t, h, searchers, 10)
+	deadline := time.Now().Add(10 * time.Second)
+	for searching.sent.Load() < searchers {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d searches sent", searching.sent.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	replies, took, got := enrichAll(t, h, enriches)
+	degraded := 0
+	for _, r := range replies {
+		if r.Degraded {
+			degraded++
+		}
+	}
+	if degraded != enriches {
+		t.Errorf("%d of %d enrich replies degraded with Postgres hung, want all", degraded, enriches)
+	}
+	t.Logf("figures: %d of %d enrich requests answered (%d degraded) with Postgres hung and %d searchers; client latency %s; server took_ms at most %.0f",
+		got, enriches, degraded, searchers, latencies(took), maxTook(replies))
+	searching.end(t, nil)
+}
