@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // StoreContext writes one context item directly (a model's store_memory tool
@@ -51,20 +53,98 @@ var ErrEmptySelection = errors.New("empty selection: set an id, a question or al
 
 // DeleteContext deletes the user's context items that d selects and returns
 // how many went.
+//
+// The clear is recorded (context_clears) with its time, or the newest
+// deleted item's time when that is later, so that an item it covers and
+// whose turn is not later is never inserted afterwards, neither by an
+// extraction that was running meanwhile nor by a replay: for All, any item
+// of the user; for a Question, any pair with that question (normalised,
+// even when no item matched yet); for an ID, the pair deleted. A later turn,
+// or StoreContext, stores the pair again.
 func (s *Store) DeleteContext(ctx context.Context, d ContextDelete) (int64, error) {
 	question := normalize(d.Question)
 	if d.ID == 0 && question == "" && !d.All {
 		return 0, fmt.Errorf("delete context: %w", ErrEmptySelection)
 	}
-	// The question is compared on the same normalisation as the content hash,
-	// done here in SQL with \s for white space and lower() for case.
-	tag, err := s.db.Exec(ctx, `DELETE FROM context
-		WHERE user_id = $1
-		  AND ($2::bigint = 0 OR id = $2)
-		  AND ($3 = '' OR lower(regexp_replace(btrim(question, E' \t\n\r\f\v'), '\s+', ' ', 'g')) = $3)`,
-		d.UserID, d.ID, question)
+	// The key of the clear: empty for all, the question's hash when the
+	// question alone selects, else (an id) the deleted pairs' own hashes.
+	var key []byte
+	switch {
+	case d.All:
+		key = []byte{}
+	case d.ID == 0:
+		key = questionHash(d.UserID, d.Question)
+	}
+	var n int64
+	err := s.inTx(ctx, func(q *Store) error {
+		if err := q.lockClears(ctx, []string{d.UserID}, true); err != nil {
+			return err
+		}
+		// The question is compared on the same normalisation as the content
+		// hash, done here in SQL with \s for white space and lower() for case.
+		return q.db.QueryRow(ctx, `
+			WITH gone AS (
+				DELETE FROM context
+				WHERE user_id = $1
+				  AND ($2::bigint = 0 OR id = $2)
+				  AND ($3 = '' OR lower(regexp_replace(btrim(question, E' \t\n\r\f\v'), '\s+', ' ', 'g')) = $3)
+				RETURNING content_hash, created_at
+			), clear AS (
+				INSERT INTO context_clears AS c (user_id, hash, cleared_at)
+				SELECT $1, k.hash, greatest($5::timestamptz, k.at)
+				FROM (SELECT $4::bytea AS hash, (SELECT max(created_at) FROM gone) AS at WHERE $4::bytea IS NOT NULL
+				      UNION ALL
+				      SELECT content_hash, max(created_at) FROM gone WHERE $4::bytea IS NULL GROUP BY content_hash) k
+				ON CONFLICT (user_id, hash) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at)
+			)
+			SELECT count(*) FROM gone`,
+			d.UserID, d.ID, question, key, now()).Scan(&n)
+	})
 	if err != nil {
 		return 0, fmt.Errorf("delete context: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
+}
+
+// lockClears takes, in the current transaction, the clear lock of each of
+// the users (an advisory lock per user and schema), in a fixed order:
+// exclusive for a clear, shared for the writes a clear must not interleave
+// with. A write holding it sees every clear committed before it took the
+// lock, and a clear waits for the writes in flight to commit, so a clear
+// either deletes what a write stored or is seen by it. Take it after the
+// turn locks and before any memory row lock.
+func (s *Store) lockClears(ctx context.Context, userIDs []string, exclusive bool) error {
+	fn := "pg_advisory_xact_lock_shared"
+	if exclusive {
+		fn = "pg_advisory_xact_lock"
+	}
+	if _, err := s.db.Exec(ctx, `SELECT `+fn+`(hashtext('memoryd.clear.' || current_schema()), hashtext(u))
+		FROM (SELECT DISTINCT u FROM unnest($1::text[]) AS u ORDER BY u) users`, userIDs); err != nil {
+		return fmt.Errorf("lock clears: %w", err)
+	}
+	return nil
+}
+
+// deleteClears deletes the records of the users' clears (all users' when
+// all), for a forget: they are part of what memoryd keeps about a user.
+func (s *Store) deleteClears(ctx context.Context, all bool, userIDs []string) error {
+	if !all {
+		if err := s.lockClears(ctx, userIDs, true); err != nil {
+			return err
+		}
+	}
+	for _, table := range []string{"fact_clears", "context_clears"} {
+		if _, err := s.db.Exec(ctx, `DELETE FROM `+table+` WHERE $1 OR user_id = ANY($2)`, all, userIDs); err != nil {
+			return fmt.Errorf("delete %s: %w", table, err)
+		}
+	}
+	return nil
+}
+
+// inTx runs fn in s's transaction, or in a new one when s runs on the pool.
+func (s *Store) inTx(ctx context.Context, fn func(q *Store) error) error {
+	if _, ok := s.db.(pgx.Tx); ok {
+		return fn(s)
+	}
+	return s.InTx(ctx, func(_ pgx.Tx, q *Store) error { return fn(q) })
 }
