@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -122,10 +123,10 @@ func Decode(data []byte) (Turn, error) {
 	if len(t.Metadata) > 0 {
 		// Re-encode so that escapes JSON allows but Postgres jsonb refuses
 		// (a lone UTF-16 surrogate such as \ud800) become U+FFFD, as they
-		// already do in the string fields.
-		var v any
-		if err := json.Unmarshal(t.Metadata, &v); err != nil {
-			return Turn{}, invalid("metadata", "malformed JSON")
+		// already do in the string fields. Numbers keep their literal.
+		v, err := decodeMetadata(t.Metadata)
+		if err != nil {
+			return Turn{}, err
 		}
 		canon, err := json.Marshal(v)
 		if err != nil {
@@ -227,6 +228,79 @@ func checkMetadata(raw json.RawMessage) error {
 	}
 	if bytes.IndexByte(trimmed, 0) >= 0 || bytes.Contains(trimmed, []byte(`\u0000`)) {
 		return invalid("metadata", "contains a NUL character")
+	}
+	_, err := decodeMetadata(trimmed)
+	return err
+}
+
+// decodeMetadata decodes metadata with every number kept as its literal
+// (json.Number), never rounded through float64, and checks the numbers.
+func decodeMetadata(raw json.RawMessage) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, invalid("metadata", "malformed JSON")
+	}
+	if err := checkNumbers(v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// Limits on metadata numbers. Postgres keeps metadata as jsonb, whose
+// numbers are exact decimals (numeric) with at most 16383 digits after the
+// decimal point, printed in full: 1e300 reads back as 301 digits. Exponents
+// are held to those of a double, so that a short literal can neither fail
+// the insert nor grow into a huge one.
+const (
+	maxMetadataExponent = 308
+	minMetadataExponent = -324
+	maxMetadataScale    = 16383
+)
+
+func checkNumbers(v any) error {
+	switch v := v.(type) {
+	case map[string]any:
+		for _, e := range v {
+			if err := checkNumbers(e); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if err := checkNumbers(e); err != nil {
+				return err
+			}
+		}
+	case json.Number:
+		return checkNumber(string(v))
+	}
+	return nil
+}
+
+// checkNumber checks one JSON number literal against the limits above.
+func checkNumber(lit string) error {
+	mantissa, exp := lit, 0
+	if i := strings.IndexAny(lit, "eE"); i >= 0 {
+		mantissa = lit[:i]
+		e := strings.TrimPrefix(lit[i+1:], "+")
+		// More than 4 significant digits is out of range whatever they are;
+		// checking first keeps Atoi from overflowing.
+		if len(strings.TrimLeft(strings.TrimPrefix(e, "-"), "0")) > 4 {
+			return invalid("metadata", "number %.40s has an exponent out of range (%d to %d)", lit, minMetadataExponent, maxMetadataExponent)
+		}
+		exp, _ = strconv.Atoi(e)
+	}
+	if exp < minMetadataExponent || exp > maxMetadataExponent {
+		return invalid("metadata", "number %.40s has an exponent out of range (%d to %d)", lit, minMetadataExponent, maxMetadataExponent)
+	}
+	frac := 0
+	if i := strings.IndexByte(mantissa, '.'); i >= 0 {
+		frac = len(mantissa) - i - 1
+	}
+	if frac-exp > maxMetadataScale {
+		return invalid("metadata", "number %.40s has more than %d digits after the decimal point", lit, maxMetadataScale)
 	}
 	return nil
 }

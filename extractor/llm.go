@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -97,6 +99,9 @@ type LLMConfig struct {
 	// HTTPClient sends the requests. Default: a client with no timeout of
 	// its own (Timeout applies per request).
 	HTTPClient *http.Client
+	// Logger receives diagnostics about the server's replies. Default
+	// slog.Default().
+	Logger *slog.Logger
 }
 
 // withDefaults returns a copy of c with zero fields set to their defaults.
@@ -127,6 +132,9 @@ func (c LLMConfig) withDefaults() LLMConfig {
 	}
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
 	}
 	return c
 }
@@ -192,6 +200,9 @@ type LLM struct {
 	sem         chan struct{}
 	bucket      *tokenBucket // nil when RequestsPerSecond is 0
 	usage       usageTracker
+	// badUsage is set once a reply's token counts were negative, so that
+	// the warning is logged once, not per request.
+	badUsage atomic.Bool
 
 	// pausedUntil is when requests may be sent again after a 429.
 	pauseMu     sync.Mutex
@@ -335,8 +346,9 @@ func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, us
 	for attempt := 1; ; attempt++ {
 		resp, ex, err := l.send(ctx, req)
 		rateLimited := ex.status == http.StatusTooManyRequests
+		promptTokens, completionTokens := l.tokens(req.Model, resp.Usage)
 		if ex.sent {
-			l.usage.record(req.Model, resp.Usage.PromptTokens, resp.Usage.CompletionTokens, err == nil, rateLimited)
+			l.usage.record(req.Model, promptTokens, completionTokens, err == nil, rateLimited)
 		}
 		var delay time.Duration
 		if err != nil && rateLimited {
@@ -346,8 +358,8 @@ func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, us
 			l.pauseUntil(time.Now().Add(delay))
 		}
 		if err == nil {
-			usage.PromptTokens += resp.Usage.PromptTokens
-			usage.CompletionTokens += resp.Usage.CompletionTokens
+			usage.PromptTokens += promptTokens
+			usage.CompletionTokens += completionTokens
 			return replyContent(resp)
 		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
@@ -368,6 +380,21 @@ func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, us
 			return "", fmt.Errorf("%w: waiting to retry after %s: %w", ErrTransient, reason, err)
 		}
 	}
+}
+
+// tokens returns the token counts of a reply's usage block. A negative count
+// is not a count (a server bug): it is taken as unknown, 0, so that it can
+// neither be stored nor lower the totals, and a warning is logged the first
+// time.
+func (l *LLM) tokens(model string, u openai.Usage) (prompt, completion int) {
+	if u.PromptTokens >= 0 && u.CompletionTokens >= 0 {
+		return u.PromptTokens, u.CompletionTokens
+	}
+	if l.badUsage.CompareAndSwap(false, true) {
+		l.cfg.Logger.Warn("model server reported negative token counts; counting them as 0 (logged once)",
+			"model", model, "prompt_tokens", u.PromptTokens, "completion_tokens", u.CompletionTokens)
+	}
+	return max(u.PromptTokens, 0), max(u.CompletionTokens, 0)
 }
 
 // send makes one HTTP request while holding a concurrency slot, once any

@@ -69,9 +69,22 @@ func normalize(s string) string {
 	return b.String()
 }
 
+// questionHash is the key of a clear by question: SHA-256 over the user id
+// and the normalised question, NUL-separated. It cannot equal a ContentHash,
+// whose input has one NUL more (no field holds NUL).
+func questionHash(userID, question string) []byte {
+	h := sha256.New()
+	h.Write([]byte(userID))
+	h.Write([]byte{0})
+	h.Write([]byte(normalize(question)))
+	return h.Sum(nil)
+}
+
 // InsertContext inserts context items, skipping any whose content hash the
-// user already has. It returns the ids of the rows inserted, in input order
-// with 0 for a duplicate.
+// user already has, and any that a clear (DeleteContext) covers: a clear of
+// all the user's items, of the pair or of its question, at or after the
+// item's time. It returns the ids of the rows inserted, in input order with
+// 0 for a duplicate or a cleared item.
 //
 // A duplicate of an existing item is not dropped silently: the existing row
 // is locked (ON CONFLICT DO UPDATE locks even when its WHERE is false) and its
@@ -86,41 +99,24 @@ func (s *Store) InsertContext(ctx context.Context, items []ContextWrite) ([]int6
 	n := len(items)
 	users, qs, as, events, convs, extractors, models, prompts := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	ats := make([]time.Time, n)
-	hashes := make([][]byte, n)
+	hashes, qhashes := make([][]byte, n), make([][]byte, n)
 	ords := make([]int32, n)
 	for i, it := range items {
 		users[i], qs[i], as[i], events[i], convs[i] = it.UserID, it.Question, it.Answer, it.EventID, it.ConversationID
 		extractors[i], models[i], prompts[i] = it.Extractor, it.Model, it.PromptVersion
 		ats[i] = it.CreatedAt
 		hashes[i] = ContentHash(it.UserID, it.Question, it.Answer)
+		qhashes[i] = questionHash(it.UserID, it.Question)
 		ords[i] = int32(i)
 	}
-	rows, err := s.db.Query(ctx, `
-		WITH w AS (
-			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::bytea[], $8::text[], $9::text[], $10::text[], $11::int[])
-				AS w(u, q, a, t, e, c, h, x, m, p, o)
-		), ins AS (
-			INSERT INTO context AS c (user_id, question, answer, created_at, event_id, conversation_id, content_hash, extractor, model, prompt_version)
-			SELECT DISTINCT ON (u, h) u, q, a, t, e, c, h, x, m, p FROM w ORDER BY u, h, o
-			ON CONFLICT (user_id, content_hash) DO UPDATE SET created_at = excluded.created_at
-			WHERE c.created_at < excluded.created_at
-			RETURNING id, user_id, content_hash, xmax = 0 AS inserted
-		)
-		SELECT w.o, ins.id FROM ins JOIN w ON w.u = ins.user_id AND w.h = ins.content_hash WHERE ins.inserted`,
-		users, qs, as, ats, events, convs, hashes, extractors, models, prompts, ords)
-	if err != nil {
-		return nil, fmt.Errorf("insert context: %w", err)
-	}
 	ids := make([]int64, n)
-	var (
-		ord int32
-		id  int64
-	)
-	_, err = pgx.ForEachRow(rows, []any{&ord, &id}, func() error {
-		if ids[ord] == 0 {
-			ids[ord] = id
+	err := s.inTx(ctx, func(q *Store) error {
+		// Held to the end of the transaction: a clear of these users waits
+		// for it, and it sees every clear committed before.
+		if err := q.lockClears(ctx, users, false); err != nil {
+			return err
 		}
-		return nil
+		return q.insertContext(ctx, ids, users, qs, as, ats, events, convs, hashes, extractors, models, prompts, ords, qhashes)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("insert context: %w", err)
@@ -134,6 +130,40 @@ func (s *Store) InsertContext(ctx context.Context, items []ContextWrite) ([]int6
 		seen[id] = id != 0
 	}
 	return ids, nil
+}
+
+// insertContext runs InsertContext's statement on the columns it built (in
+// the order of the unnest below) and sets ids[o] for each item o inserted.
+func (s *Store) insertContext(ctx context.Context, ids []int64, args ...any) error {
+	rows, err := s.db.Query(ctx, `
+		WITH w AS (
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::bytea[], $8::text[], $9::text[], $10::text[], $11::int[], $12::bytea[])
+				AS w(u, q, a, t, e, c, h, x, m, p, o, qh)
+			WHERE NOT EXISTS (SELECT FROM context_clears cl
+				WHERE cl.user_id = w.u AND cl.hash IN ('\x'::bytea, w.h, w.qh) AND cl.cleared_at >= w.t)
+		), ins AS (
+			INSERT INTO context AS c (user_id, question, answer, created_at, event_id, conversation_id, content_hash, extractor, model, prompt_version)
+			SELECT DISTINCT ON (u, h) u, q, a, t, e, c, h, x, m, p FROM w ORDER BY u, h, o
+			ON CONFLICT (user_id, content_hash) DO UPDATE SET created_at = excluded.created_at
+			WHERE c.created_at < excluded.created_at
+			RETURNING id, user_id, content_hash, xmax = 0 AS inserted
+		)
+		SELECT w.o, ins.id FROM ins JOIN w ON w.u = ins.user_id AND w.h = ins.content_hash WHERE ins.inserted`,
+		args...)
+	if err != nil {
+		return err
+	}
+	var (
+		ord int32
+		id  int64
+	)
+	_, err = pgx.ForEachRow(rows, []any{&ord, &id}, func() error {
+		if ids[ord] == 0 {
+			ids[ord] = id
+		}
+		return nil
+	})
+	return err
 }
 
 const contextColumns = `id, user_id, question, answer, created_at, event_id, conversation_id`

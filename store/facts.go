@@ -43,8 +43,10 @@ type FactWrite struct {
 }
 
 // UpsertFacts writes extracted facts, keeping for each (user, key) the value
-// with the latest source time. It returns how many rows were inserted or
-// changed. Every change of value is recorded in fact_history by a trigger.
+// with the latest source time. A fact cleared (DeleteFact) at or after its
+// source time is not written: the clear is later. It returns how many rows
+// were inserted or changed. Every change of value is recorded in
+// fact_history by a trigger.
 func (s *Store) UpsertFacts(ctx context.Context, facts []FactWrite) (int, error) {
 	if len(facts) == 0 {
 		return 0, nil
@@ -57,13 +59,21 @@ func (s *Store) UpsertFacts(ctx context.Context, facts []FactWrite) (int, error)
 		extractors[i], models[i], prompts[i] = f.Extractor, f.Model, f.PromptVersion
 		ats[i] = f.SourceAt
 	}
-	// DISTINCT ON keeps one row per key within the batch (the latest), since
-	// ON CONFLICT cannot touch the same row twice in one statement.
-	tag, err := s.db.Exec(ctx, `
+	var changed int
+	err := s.inTx(ctx, func(q *Store) error {
+		// Held to the end of the transaction: a clear of these users waits
+		// for it, and it sees every clear committed before.
+		if err := q.lockClears(ctx, users, false); err != nil {
+			return err
+		}
+		// DISTINCT ON keeps one row per key within the batch (the latest),
+		// since ON CONFLICT cannot touch the same row twice in one statement.
+		tag, err := q.db.Exec(ctx, `
 		INSERT INTO facts AS f (user_id, key, value, source_at, event_id, extractor, model, prompt_version)
 		SELECT DISTINCT ON (u, k) u, k, v, a, e, x, m, p
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::text[])
 			AS w(u, k, v, a, e, x, m, p)
+		WHERE NOT EXISTS (SELECT FROM fact_clears c WHERE c.user_id = w.u AND c.key = w.k AND c.cleared_at >= w.a)
 		ORDER BY u, k, a DESC, e DESC
 		ON CONFLICT (user_id, key) DO UPDATE
 		SET value = excluded.value, source_at = excluded.source_at, event_id = excluded.event_id,
@@ -71,11 +81,14 @@ func (s *Store) UpsertFacts(ctx context.Context, facts []FactWrite) (int, error)
 		    updated_at = now()
 		WHERE f.source_at < excluded.source_at
 		   OR (f.source_at = excluded.source_at AND f.extractor <> 'direct' AND f.event_id < excluded.event_id)`,
-		users, keys, values, ats, events, extractors, models, prompts)
+			users, keys, values, ats, events, extractors, models, prompts)
+		changed = int(tag.RowsAffected())
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("upsert facts: %w", err)
 	}
-	return int(tag.RowsAffected()), nil
+	return changed, nil
 }
 
 // SetFact writes one fact directly (a model's set_fact tool call). It is a
@@ -174,13 +187,33 @@ func (s *Store) FactKeys(ctx context.Context, userIDs []string) (map[string][]st
 	return keys, nil
 }
 
-// DeleteFact deletes one fact and returns how many rows went (0 or 1).
+// DeleteFact clears one fact and returns how many rows went (0 or 1).
+//
+// The clear is recorded (fact_clears) with its time, or the cleared value's
+// source time when that is later: an extracted value whose source time is
+// not later is never written afterwards, neither by an extraction that was
+// running meanwhile nor by a replay. A later turn, or SetFact, sets the fact
+// again.
 func (s *Store) DeleteFact(ctx context.Context, userID, key string) (int64, error) {
-	tag, err := s.db.Exec(ctx, `DELETE FROM facts WHERE user_id = $1 AND key = $2`, userID, key)
+	var n int64
+	err := s.inTx(ctx, func(q *Store) error {
+		if err := q.lockClears(ctx, []string{userID}, true); err != nil {
+			return err
+		}
+		return q.db.QueryRow(ctx, `
+			WITH gone AS (
+				DELETE FROM facts WHERE user_id = $1 AND key = $2 RETURNING source_at
+			), clear AS (
+				INSERT INTO fact_clears AS c (user_id, key, cleared_at)
+				SELECT $1, $2, greatest($3, (SELECT max(source_at) FROM gone))
+				ON CONFLICT (user_id, key) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at)
+			)
+			SELECT count(*) FROM gone`, userID, key, now()).Scan(&n)
+	})
 	if err != nil {
 		return 0, fmt.Errorf("delete fact: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }
 
 // FactChange is one entry of a fact's history. A nil OldValue is an insert; a

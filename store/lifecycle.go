@@ -122,6 +122,12 @@ func (s *Store) ResetMemory(ctx context.Context, userIDs []string) (Removed, err
 func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect bool) (Removed, error) {
 	var r Removed
 	all := len(userIDs) == 0
+	if withDirect {
+		// First, under the users' clear locks (see lockClears for the order).
+		if err := s.deleteClears(ctx, all, userIDs); err != nil {
+			return r, err
+		}
+	}
 	for _, t := range []struct {
 		table string
 		n     *int64

@@ -57,51 +57,144 @@ var ErrEmptySelection = errors.New("empty selection: set an id, a question or al
 
 // DeleteContext deletes the user's context items that d selects and returns
 // how many went.
+//
+// The clear is recorded (context_clears) with its time, or the newest
+// deleted item's time when that is later, so that an item it covers and
+// whose turn is not later is never inserted afterwards, neither by an
+// extraction that was running meanwhile nor by a replay: for All, any item
+// of the user; for a Question, any pair with that question (normalised,
+// even when no item matched yet); for an ID, the pair deleted. A later turn,
+// or StoreContext, stores the pair again.
 func (s *Store) DeleteContext(ctx context.Context, d ContextDelete) (int64, error) {
 	question := normalize(d.Question)
 	if d.ID == 0 && question == "" && !d.All {
 		return 0, fmt.Errorf("delete context: %w", ErrEmptySelection)
 	}
-	if question == "" {
-		tag, err := s.db.Exec(ctx, `DELETE FROM context WHERE user_id = $1 AND ($2::bigint = 0 OR id = $2)`, d.UserID, d.ID)
-		if err != nil {
-			return 0, fmt.Errorf("delete context: %w", err)
-		}
-		return tag.RowsAffected(), nil
+	// The key of the clear: empty for all, the question's hash when the
+	// question alone selects, else (an id) the deleted pairs' own hashes.
+	var key []byte
+	switch {
+	case d.All:
+		key = []byte{}
+	case d.ID == 0:
+		key = questionHash(d.UserID, d.Question)
 	}
-	// The question is compared with normalize, the function the content hash
-	// uses, so that clear forgets exactly what dedup counts as the same
-	// question: Postgres's \s and lower() follow its locale and miss white
-	// space such as NBSP. SQL only narrows the candidates to questions with
-	// as many non-space characters, which normalize keeps (it maps the others
-	// rune for rune).
-	rows, err := s.db.Query(ctx, `SELECT id, question FROM context
-		WHERE user_id = $1 AND ($2::bigint = 0 OR id = $2)
-		  AND char_length(regexp_replace(question, $3, '', 'g')) = $4`,
-		d.UserID, d.ID, spaceClass(), utf8.RuneCountInString(strings.ReplaceAll(question, " ", "")))
-	if err != nil {
-		return 0, fmt.Errorf("delete context: %w", err)
-	}
-	var ids []int64
-	var id int64
-	var q string
-	_, err = pgx.ForEachRow(rows, []any{&id, &q}, func() error {
-		if normalize(q) == question {
-			ids = append(ids, id)
+	var n int64
+	err := s.inTx(ctx, func(q *Store) error {
+		if err := q.lockClears(ctx, []string{d.UserID}, true); err != nil {
+			return err
 		}
-		return nil
+		// With a question, the candidates are chosen in Go by normalize,
+		// the function the content hash uses, so that clear forgets exactly
+		// what dedup counts as the same question (Postgres's \s and lower()
+		// follow its locale and miss white space such as NBSP); nil ids
+		// select by user and id alone.
+		var ids []int64
+		if question != "" {
+			var err error
+			if ids, err = q.questionMatches(ctx, d.UserID, d.ID, question); err != nil {
+				return err
+			}
+		}
+		return q.db.QueryRow(ctx, `
+			WITH gone AS (
+				DELETE FROM context
+				WHERE user_id = $1
+				  AND ($2::bigint = 0 OR id = $2)
+				  AND ($3::bigint[] IS NULL OR id = ANY($3))
+				RETURNING content_hash, created_at
+			), clear AS (
+				INSERT INTO context_clears AS c (user_id, hash, cleared_at)
+				SELECT $1, k.hash, greatest($5::timestamptz, k.at)
+				FROM (SELECT $4::bytea AS hash, (SELECT max(created_at) FROM gone) AS at WHERE $4::bytea IS NOT NULL
+				      UNION ALL
+				      SELECT content_hash, max(created_at) FROM gone WHERE $4::bytea IS NULL GROUP BY content_hash) k
+				ON CONFLICT (user_id, hash) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at)
+			)
+			SELECT count(*) FROM gone`,
+			d.UserID, d.ID, nilIfNone(question, ids), key, now()).Scan(&n)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("delete context: %w", err)
 	}
-	if len(ids) == 0 {
-		return 0, nil
+	return n, nil
+}
+
+// lockClears takes, in the current transaction, the clear lock of each of
+// the users (an advisory lock per user and schema), in a fixed order:
+// exclusive for a clear, shared for the writes a clear must not interleave
+// with. A write holding it sees every clear committed before it took the
+// lock, and a clear waits for the writes in flight to commit, so a clear
+// either deletes what a write stored or is seen by it. Take it after the
+// turn locks and before any memory row lock.
+func (s *Store) lockClears(ctx context.Context, userIDs []string, exclusive bool) error {
+	fn := "pg_advisory_xact_lock_shared"
+	if exclusive {
+		fn = "pg_advisory_xact_lock"
 	}
-	tag, err := s.db.Exec(ctx, `DELETE FROM context WHERE user_id = $1 AND id = ANY($2)`, d.UserID, ids)
+	if _, err := s.db.Exec(ctx, `SELECT `+fn+`(hashtext('memoryd.clear.' || current_schema()), hashtext(u))
+		FROM (SELECT DISTINCT u FROM unnest($1::text[]) AS u ORDER BY u) users`, userIDs); err != nil {
+		return fmt.Errorf("lock clears: %w", err)
+	}
+	return nil
+}
+
+// deleteClears deletes the records of the users' clears (all users' when
+// all), for a forget: they are part of what memoryd keeps about a user.
+func (s *Store) deleteClears(ctx context.Context, all bool, userIDs []string) error {
+	if !all {
+		if err := s.lockClears(ctx, userIDs, true); err != nil {
+			return err
+		}
+	}
+	for _, table := range []string{"fact_clears", "context_clears"} {
+		if _, err := s.db.Exec(ctx, `DELETE FROM `+table+` WHERE $1 OR user_id = ANY($2)`, all, userIDs); err != nil {
+			return fmt.Errorf("delete %s: %w", table, err)
+		}
+	}
+	return nil
+}
+
+// inTx runs fn in s's transaction, or in a new one when s runs on the pool.
+func (s *Store) inTx(ctx context.Context, fn func(q *Store) error) error {
+	if _, ok := s.db.(pgx.Tx); ok {
+		return fn(s)
+	}
+	return s.InTx(ctx, func(_ pgx.Tx, q *Store) error { return fn(q) })
+}
+
+// questionMatches returns the ids of the user's context items (of id, when
+// set) whose normalised question is question. SQL only narrows the
+// candidates to questions with as many non-space characters, which
+// normalize keeps (it maps the others rune for rune).
+func (s *Store) questionMatches(ctx context.Context, userID string, id int64, question string) ([]int64, error) {
+	rows, err := s.db.Query(ctx, `SELECT id, question FROM context
+		WHERE user_id = $1 AND ($2::bigint = 0 OR id = $2)
+		  AND char_length(regexp_replace(question, $3, '', 'g')) = $4`,
+		userID, id, spaceClass(), utf8.RuneCountInString(strings.ReplaceAll(question, " ", "")))
 	if err != nil {
-		return 0, fmt.Errorf("delete context: %w", err)
+		return nil, err
 	}
-	return tag.RowsAffected(), nil
+	ids := []int64{} // not nil: a question that matches nothing deletes nothing
+	var (
+		rowID int64
+		q     string
+	)
+	_, err = pgx.ForEachRow(rows, []any{&rowID, &q}, func() error {
+		if normalize(q) == question {
+			ids = append(ids, rowID)
+		}
+		return nil
+	})
+	return ids, err
+}
+
+// nilIfNone is ids when a question selects, else nil (no id filter).
+func nilIfNone(question string, ids []int64) []int64 {
+	if question == "" {
+		return nil
+	}
+	return ids
 }
 
 // spaceClass is a Postgres regular expression matching one character that

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // SizeReport is what the pruner measures.
@@ -118,34 +120,88 @@ func (s *Store) ClearTurnText(ctx context.Context, retention time.Duration, n in
 }
 
 // DeleteOldestContext deletes up to n of the oldest context items over all
-// users, skipping rows locked by a concurrent insert that is deduplicating
-// against them. It returns how many it deleted.
+// users. It returns how many it deleted. An item a concurrent insert or
+// store is deduplicating against is never deleted (see chooseVictims).
 func (s *Store) DeleteOldestContext(ctx context.Context, n int) (int64, error) {
-	tag, err := s.db.Exec(ctx, `DELETE FROM context WHERE id IN (
-		SELECT id FROM context ORDER BY created_at, id LIMIT $1 FOR UPDATE SKIP LOCKED)`, n)
+	deleted, err := s.deleteVictims(ctx, `SELECT id, created_at FROM context`, n)
 	if err != nil {
 		return 0, fmt.Errorf("delete oldest context: %w", err)
+	}
+	return deleted, nil
+}
+
+// DeleteContextOverCap deletes up to n context items that are beyond the
+// newest perUser items of their user, oldest first. Like
+// DeleteOldestContext, it never deletes an item a concurrent insert or
+// store is deduplicating against.
+func (s *Store) DeleteContextOverCap(ctx context.Context, perUser, n int) (int64, error) {
+	deleted, err := s.deleteVictims(ctx, `
+		SELECT id, created_at FROM (
+			SELECT id, created_at, row_number() OVER (PARTITION BY user_id ORDER BY created_at DESC, id DESC) AS rn
+			FROM context
+			WHERE user_id IN (SELECT user_id FROM context GROUP BY user_id HAVING count(*) > $2)
+		) ranked WHERE rn > $2`, n, perUser)
+	if err != nil {
+		return 0, fmt.Errorf("delete context over cap: %w", err)
+	}
+	return deleted, nil
+}
+
+// deleteVictims deletes the n oldest of the context items that candidates
+// (a query of id and created_at, taking args from $2) selects, each only if
+// its created_at is still the one it was chosen with, and returns how many
+// it deleted.
+//
+// An insert or store of a pair the user already has moves the existing
+// item's created_at to the newer time, holding the row's lock until it
+// commits. Candidates come from a statement's snapshot, which may predate
+// such an update: deleting them by id alone deletes an item just said again.
+// So both the choice and the delete lock with SKIP LOCKED (passing over
+// items a running insert holds) and compare created_at with the value the
+// item was chosen with on the row they lock, which is the newest version of
+// a row that changed since the snapshot (READ COMMITTED re-checks it): an
+// item whose update committed since is passed over. Such items are simply
+// reconsidered next run.
+func (s *Store) deleteVictims(ctx context.Context, candidates string, n int, args ...any) (int64, error) {
+	// The lateral lock per candidate walks the candidates in order and stops
+	// at n (a join of the two would lock after sorting the whole table).
+	rows, err := s.db.Query(ctx, `
+		SELECT v.id, v.created_at FROM (`+candidates+` ORDER BY created_at, id) v
+		JOIN LATERAL (SELECT FROM context c WHERE c.id = v.id AND c.created_at = v.created_at FOR UPDATE SKIP LOCKED) l ON true
+		ORDER BY v.created_at, v.id LIMIT $1`, append([]any{n}, args...)...)
+	if err != nil {
+		return 0, err
+	}
+	var (
+		ids []int64
+		ats []time.Time
+		id  int64
+		at  time.Time
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&id, &at}, func() error {
+		ids, ats = append(ids, id), append(ats, at)
+		return nil
+	}); err != nil {
+		return 0, err
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	if hook, ok := ctx.Value(pruneChosenKey{}).(func()); ok {
+		hook()
+	}
+	tag, err := s.db.Exec(ctx, `DELETE FROM context WHERE id IN (
+		SELECT c.id FROM context c JOIN unnest($1::bigint[], $2::timestamptz[]) AS v(id, at) ON c.id = v.id AND c.created_at = v.at
+		FOR UPDATE OF c SKIP LOCKED)`, ids, ats)
+	if err != nil {
+		return 0, err
 	}
 	return tag.RowsAffected(), nil
 }
 
-// DeleteContextOverCap deletes up to n context items that are beyond the
-// newest perUser items of their user, oldest first.
-func (s *Store) DeleteContextOverCap(ctx context.Context, perUser, n int) (int64, error) {
-	tag, err := s.db.Exec(ctx, `DELETE FROM context WHERE id IN (
-		SELECT id FROM context WHERE id IN (
-			SELECT id FROM (
-				SELECT id, row_number() OVER (PARTITION BY user_id ORDER BY created_at DESC, id DESC) AS rn
-				FROM context
-				WHERE user_id IN (SELECT user_id FROM context GROUP BY user_id HAVING count(*) > $1)
-			) ranked WHERE rn > $1
-			LIMIT $2)
-		FOR UPDATE SKIP LOCKED)`, perUser, n)
-	if err != nil {
-		return 0, fmt.Errorf("delete context over cap: %w", err)
-	}
-	return tag.RowsAffected(), nil
-}
+// pruneChosenKey carries a test hook run by deleteVictims between choosing
+// the items and deleting them (see export_test.go).
+type pruneChosenKey struct{}
 
 // VacuumTurns makes the space of cleared turn text reusable, without
 // blocking reads or writes.

@@ -1,0 +1,258 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/store"
+)
+
+// waitClearBlocked polls until a clear of s's schema waits for its lock,
+// failing after a generous bound.
+func waitClearBlocked(t *testing.T, ctx context.Context, s *store.Store) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var n int
+		err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_locks
+			WHERE locktype = 'advisory' AND NOT granted AND classid::int = hashtext('memoryd.clear.' || current_schema())`).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the clear never waited for the write in flight")
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition, not synchronising
+	}
+}
+
+// TestFactClearIsDated: facts.clear is a dated operation. An extracted value
+// whose source time is not later does not bring the fact back, whether its
+// write lands after the clear or was in flight during it; a later turn and
+// SetFact set it again.
+func TestFactClearIsDated(t *testing.T) {
+	ctx, s := setup(t)
+	upsert := func(s *store.Store, value string, at time.Time, event string) {
+		t.Helper()
+		if _, err := s.UpsertFacts(ctx, []store.FactWrite{{UserID: "alice", Key: "city", Value: value, SourceAt: at, EventID: event,
+			Provenance: store.Provenance{Extractor: "rules"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	value := func() string {
+		t.Helper()
+		f, err := s.Fact(ctx, "alice", "city")
+		if errors.Is(err, store.ErrNotFound) {
+			return "<none>"
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f.Value
+	}
+
+	upsert(s, "Paris", t0, "e1")
+	if n, err := s.DeleteFact(ctx, "alice", "city"); err != nil || n != 1 {
+		t.Fatalf("clear = %d, %v; want 1 deleted", n, err)
+	}
+	// An earlier turn whose extraction ends after the clear.
+	upsert(s, "London", t0.Add(time.Minute), "e2")
+	if got := value(); got != "<none>" {
+		t.Fatalf("after an earlier turn's value arrived: city = %s, want none (cleared)", got)
+	}
+	// Cleared again while nothing is stored: the clear still counts.
+	if n, err := s.DeleteFact(ctx, "alice", "city"); err != nil || n != 0 {
+		t.Fatalf("second clear = %d, %v; want 0 deleted", n, err)
+	}
+	upsert(s, "London", t0.Add(2*time.Minute), "e3")
+	if got := value(); got != "<none>" {
+		t.Fatalf("city = %s, want none", got)
+	}
+
+	// An extraction in flight during the clear (of a turn later than the
+	// clears so far): its transaction has written, uncommitted, when the
+	// clear comes; the clear waits and deletes it.
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	upsert(s.WithTx(tx), "Rome", time.Now().Add(time.Second), "e4")
+	done := make(chan error, 1)
+	go func() {
+		n, err := s.DeleteFact(ctx, "alice", "city")
+		if err == nil && n != 1 {
+			err = fmt.Errorf("deleted %d, want 1 (the value committed while the clear waited)", n)
+		}
+		done <- err
+	}()
+	waitClearBlocked(t, ctx, s)
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("clear during extraction: %v", err)
+	}
+	if got := value(); got != "<none>" {
+		t.Fatalf("after a clear during an extraction: city = %s, want none", got)
+	}
+
+	// A later turn sets it again; so does SetFact.
+	upsert(s, "Oslo", time.Now().Add(time.Minute), "e5")
+	if got := value(); got != "Oslo" {
+		t.Fatalf("after a later turn: city = %s, want Oslo", got)
+	}
+	if _, err := s.DeleteFact(ctx, "alice", "pet"); err != nil {
+		t.Fatal(err)
+	}
+	if f, stored, err := s.SetFact(ctx, "alice", "pet", "cat"); err != nil || !stored || f.Value != "cat" {
+		t.Fatalf("set after a clear = %+v, %v, %v", f, stored, err)
+	}
+}
+
+// TestContextClearIsDated: a context clear (all, by question, by id) keeps
+// covered items it did not see from being inserted afterwards when their
+// turn is not later; a later turn stores them again.
+func TestContextClearIsDated(t *testing.T) {
+	ctx, s := setup(t)
+	insert := func(s *store.Store, q, a string, at time.Time) int64 {
+		t.Helper()
+		ids, err := s.InsertContext(ctx, []store.ContextWrite{{UserID: "alice", Question: q, Answer: a, CreatedAt: at}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids[0]
+	}
+	has := func(q, a string) bool {
+		t.Helper()
+		items, err := s.RecentContext(ctx, "alice", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range items {
+			if it.Question == q && it.Answer == a {
+				return true
+			}
+		}
+		return false
+	}
+	clear := func(d store.ContextDelete, want int64) {
+		t.Helper()
+		d.UserID = "alice"
+		if n, err := s.DeleteContext(ctx, d); err != nil || n != want {
+			t.Fatalf("clear %+v = %d, %v; want %d", d, n, err, want)
+		}
+	}
+
+	insert(s, "Where do I live?", "Paris", t0)
+	id2 := insert(s, "What is my dog called?", "Rex", t0)
+	insert(s, "What is my dog called?", "Fido", t0)
+	insert(s, "Bob's number?", "555", t0)
+
+	// By question (spacing and case ignored): any answer to it.
+	clear(store.ContextDelete{Question: "  where DO i\u00a0live? "}, 1)
+	for _, a := range []string{"Paris", "Lisbon"} {
+		if insert(s, "Where do I live?", a, t0.Add(time.Minute)) != 0 || has("Where do I live?", a) {
+			t.Errorf("an earlier turn's %q brought the cleared question back", a)
+		}
+	}
+	// By a question nothing matches yet (its turn is still being extracted).
+	clear(store.ContextDelete{Question: "my car?"}, 0)
+	if insert(s, "My  car?", "red", t0) != 0 {
+		t.Error("an earlier turn's item for a question cleared before it was stored was inserted")
+	}
+	// By id: that pair only.
+	clear(store.ContextDelete{ID: id2}, 1)
+	if insert(s, "What is my dog called?", "Rex", t0.Add(time.Minute)) != 0 {
+		t.Error("an earlier turn brought back the pair cleared by id")
+	}
+	if !has("What is my dog called?", "Fido") {
+		t.Error("clear by id deleted another pair")
+	}
+	// All, with an insert in flight: it waits, then deletes that too.
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if insert(s.WithTx(tx), "Favourite colour?", "green", t0) == 0 {
+		t.Fatal("insert in flight: not inserted")
+	}
+	done := make(chan error, 1)
+	go func() {
+		n, err := s.DeleteContext(ctx, store.ContextDelete{UserID: "alice", All: true})
+		if err == nil && n != 3 {
+			err = fmt.Errorf("deleted %d, want 3", n)
+		}
+		done <- err
+	}()
+	waitClearBlocked(t, ctx, s)
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("clear all during an insert: %v", err)
+	}
+	if n, err := s.CountContext(ctx, "alice"); err != nil || n != 0 {
+		t.Fatalf("after clear all: %d items, %v", n, err)
+	}
+	if insert(s, "Bob's number?", "555", t0.Add(time.Hour)) != 0 || insert(s, "New question?", "x", t0) != 0 {
+		t.Error("an earlier turn's item came back after clear all")
+	}
+	// Later turns store again, whatever was cleared.
+	later := time.Now().Add(time.Minute)
+	for _, qa := range [][2]string{{"Where do I live?", "Paris"}, {"What is my dog called?", "Rex"}, {"Bob's number?", "555"}, {"My car?", "red"}} {
+		if insert(s, qa[0], qa[1], later) == 0 {
+			t.Errorf("a later turn's %q was not stored", qa[0])
+		}
+	}
+	// Another user is not affected.
+	ids, err := s.InsertContext(ctx, []store.ContextWrite{{UserID: "bob", Question: "Where do I live?", Answer: "Paris", CreatedAt: t0}})
+	if err != nil || ids[0] == 0 {
+		t.Fatalf("bob's item: %v, %v", ids, err)
+	}
+}
+
+// TestForgetDeletesClears: the record of a user's clears goes with forget,
+// and survives a reset for replay.
+func TestForgetDeletesClears(t *testing.T) {
+	ctx, s := setup(t)
+	count := func() int {
+		t.Helper()
+		var n int
+		if err := s.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM fact_clears WHERE user_id = 'alice') +
+			(SELECT count(*) FROM context_clears WHERE user_id = 'alice')`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if _, err := s.DeleteFact(ctx, "alice", "city"); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []store.ContextDelete{{UserID: "alice", All: true}, {UserID: "alice", Question: "q"}} {
+		if _, err := s.DeleteContext(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := count(); n != 3 {
+		t.Fatalf("clears recorded = %d, want 3", n)
+	}
+	if _, err := s.ResetMemory(ctx, []string{"alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 3 {
+		t.Fatalf("clears after a reset = %d, want 3 (a replay must honour them)", n)
+	}
+	if _, _, err := s.ForgetUser(ctx, "alice", "alice", 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 0 {
+		t.Fatalf("clears after forget = %d, want 0", n)
+	}
+}
