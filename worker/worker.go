@@ -57,6 +57,11 @@ type Observer interface {
 	// Extracted: a job ran over turns; outcome is "processed", "retry",
 	// "failed", "handed_back" (shutdown) or "lock_wait" (snoozed while
 	// another transaction held a lock it needed; see Config.MaxLockWaits).
+	// Recovery reports with it too: "taken_over" (the running job of a dead
+	// process was replaced), "discarded" (the turns' job ran out of attempts
+	// without ending them: they were marked failed) and "requeued" (pending
+	// turns that no job named got one); took is how long the lost attempt
+	// had run when known, else zero.
 	Extracted(took time.Duration, turns int, outcome string)
 	// Pruned: a prune run removed this many context items.
 	Pruned(removed int64)
