@@ -35,6 +35,10 @@ type extracted struct {
 // fail, so one poison turn in a batch does not hold back the rest.
 func (e *extractWorker) Work(ctx context.Context, job *river.Job[ExtractArgs]) error {
 	start := time.Now()
+	// Stopped when the process's lease lapses: another process may then take
+	// the job over (recover.go); fail hands it back.
+	ctx, release := e.w.live.bind(ctx)
+	defer release()
 	err := e.work(ctx, job)
 	outcome := "processed"
 	var (

@@ -57,6 +57,11 @@ type Observer interface {
 	// Extracted: a job ran over turns; outcome is "processed", "retry",
 	// "failed", "handed_back" (shutdown) or "lock_wait" (snoozed while
 	// another transaction held a lock it needed; see Config.MaxLockWaits).
+	// Recovery reports with it too: "taken_over" (the running job of a dead
+	// process was replaced), "discarded" (the turns' job ran out of attempts
+	// without ending them: they were marked failed) and "requeued" (pending
+	// turns that no job named got one); took is how long the lost attempt
+	// had run when known, else zero.
 	Extracted(took time.Duration, turns int, outcome string)
 	// Pruned: a prune run removed this many context items.
 	Pruned(removed int64)
@@ -106,10 +111,28 @@ type Config struct {
 	// JobRetryBase is the delay before a job's first retry; it doubles per
 	// attempt, with jitter, up to 10 minutes. Default 2s.
 	JobRetryBase time.Duration
-	// JobTimeout bounds one extraction job. A job still marked running
-	// after twice this (its process died) is rescued and retried by another
-	// worker. Default 10m (an LLM call with retries can be slow).
+	// JobTimeout bounds one extraction job. Default 10m (an LLM call with
+	// retries can be slow). The jobs of a process that died are taken over
+	// after ProcessTimeout; River's rescuer retries a job still running
+	// after twice JobTimeout in a live process (e.g. one whose fetch reply a
+	// Postgres cut lost).
 	JobTimeout time.Duration
+	// HeartbeatInterval is how often the process renews its liveness record
+	// (memoryd_processes) and looks for processes that stopped renewing
+	// theirs. Default 2s.
+	HeartbeatInterval time.Duration
+	// ProcessTimeout is how old a process's heartbeat may get before the
+	// process is taken for dead and its running extraction jobs are handed
+	// to new jobs (with the attempts they have left). A process that cannot
+	// renew its heartbeat for two thirds of it cancels its own running jobs
+	// first, so a job never runs in two processes at once. At least
+	// 2 × HeartbeatInterval. Default 10s.
+	ProcessTimeout time.Duration
+	// ReconcileInterval is how often the leader looks for pending turns that
+	// no live job names (the job was deleted, or River discarded it after
+	// its last attempt) and requeues them or, when their attempts ran out,
+	// marks them failed. Default 1m.
+	ReconcileInterval time.Duration
 	// LockTimeout bounds how long a job's write transaction waits for a row
 	// lock another transaction holds (SQLSTATE 55P03 past it). The wait is
 	// also kept under half of the job's remaining time, so that a lock wait
@@ -204,6 +227,15 @@ func (c Config) withDefaults() Config {
 	if c.FetchPollInterval == 0 {
 		c.FetchPollInterval = time.Second
 	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = 2 * time.Second
+	}
+	if c.ProcessTimeout == 0 {
+		c.ProcessTimeout = max(10*time.Second, 2*c.HeartbeatInterval)
+	}
+	if c.ReconcileInterval == 0 {
+		c.ReconcileInterval = time.Minute
+	}
 	if c.LockTimeout == 0 {
 		c.LockTimeout = 5 * time.Second
 	}
@@ -227,7 +259,7 @@ func (c Config) validate() error {
 		name string
 		d    time.Duration
 	}{{"RetryBackoff", c.RetryBackoff}, {"JobRetryBase", c.JobRetryBase}, {"JobTimeout", c.JobTimeout}, {"FetchPollInterval", c.FetchPollInterval},
-		{"LockTimeout", c.LockTimeout}, {"MaxClockSkew", c.MaxClockSkew}}
+		{"LockTimeout", c.LockTimeout}, {"MaxClockSkew", c.MaxClockSkew}, {"HeartbeatInterval", c.HeartbeatInterval}}
 	for _, p := range positive {
 		if p.d <= 0 {
 			return fmt.Errorf("worker: Config.%s must be positive, not %s", p.name, p.d)
@@ -260,6 +292,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("worker: Config.MaxContextPerUser must not be negative, not %d", c.MaxContextPerUser)
 	case c.PruneInterval < time.Second:
 		return fmt.Errorf("worker: Config.PruneInterval must be at least 1s, not %s", c.PruneInterval)
+	case c.ProcessTimeout < 2*c.HeartbeatInterval:
+		return fmt.Errorf("worker: Config.ProcessTimeout must be at least twice HeartbeatInterval (%s), not %s", c.HeartbeatInterval, c.ProcessTimeout)
+	case c.ReconcileInterval < time.Second:
+		return fmt.Errorf("worker: Config.ReconcileInterval must be at least 1s, not %s", c.ReconcileInterval)
 	}
 	return nil
 }
@@ -337,6 +373,7 @@ type Worker struct {
 	logger *slog.Logger
 	js     jetstream.JetStream
 	river  *river.Client[pgx.Tx]
+	live   *liveness // set by Start, before River starts
 
 	turnStream jetstream.Stream // set by Start, before ingestion starts
 
@@ -365,7 +402,10 @@ func New(cfg Config) (*Worker, error) {
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &extractWorker{w: w})
 	river.AddWorker(workers, &pruneWorker{w: w})
-	var periodic []*river.PeriodicJob
+	river.AddWorker(workers, &reconcileWorker{w: w})
+	periodic := []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(cfg.ReconcileInterval),
+		func() (river.JobArgs, *river.InsertOpts) { return ReconcileArgs{}, nil },
+		&river.PeriodicJobOpts{RunOnStart: true})}
 	if cfg.MaxDBSize > 0 || cfg.MaxContextPerUser > 0 || cfg.TurnRetention > 0 {
 		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(cfg.PruneInterval),
 			func() (river.JobArgs, *river.InsertOpts) {
@@ -380,8 +420,8 @@ func New(cfg Config) (*Worker, error) {
 		Workers:      workers,
 		MaxAttempts:  cfg.MaxAttempts,
 		JobTimeout:   cfg.JobTimeout,
-		// Rescue jobs of a process that died (SIGKILL, OOM) soon after they
-		// could no longer be legitimately running.
+		// Jobs of a process that died are taken over much sooner (see
+		// recover.go); the rescuer is left for a job stuck in a live one.
 		RescueStuckJobsAfter: 2 * cfg.JobTimeout,
 		FetchPollInterval:    cfg.FetchPollInterval,
 		FetchCooldown:        min(cfg.FetchPollInterval, river.FetchCooldownDefault),
@@ -421,8 +461,8 @@ func (w *Worker) Start(ctx context.Context) error {
 		return err
 	}
 	if cfg.DisableIngest {
-		if err := w.river.Start(context.WithoutCancel(ctx)); err != nil {
-			return fmt.Errorf("worker: start river: %w", err)
+		if err := w.startRiver(ctx); err != nil {
+			return err
 		}
 		w.mu.Lock()
 		w.started = true
@@ -460,10 +500,8 @@ func (w *Worker) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("worker: ensure consumer %s: %w", cfg.Durable, err)
 	}
-	// River treats cancellation of its start context as a hard stop; Stop
-	// decides how running jobs end, so River must not see ctx's cancellation.
-	if err := w.river.Start(context.WithoutCancel(ctx)); err != nil {
-		return fmt.Errorf("worker: start river: %w", err)
+	if err := w.startRiver(ctx); err != nil {
+		return err
 	}
 
 	w.mu.Lock()
@@ -481,11 +519,26 @@ func (w *Worker) Start(ctx context.Context) error {
 		}))
 	if err != nil {
 		_ = w.river.Stop(ctx)
+		w.stopLiveness(ctx)
 		return fmt.Errorf("worker: consume: %w", err)
 	}
 	go w.ingestLoop(context.WithoutCancel(ctx))
 	w.logger.Info("worker started", "stream", cfg.Stream, "consumer", cfg.Durable,
 		"extractor", w.cfg.Extractor.Info().Name, "model", w.cfg.Extractor.Info().Model, "workers", cfg.Workers)
+	return nil
+}
+
+// startRiver registers the process's liveness, then starts River's workers.
+func (w *Worker) startRiver(ctx context.Context) error {
+	if err := w.startLiveness(ctx); err != nil {
+		return err
+	}
+	// River treats cancellation of its start context as a hard stop; Stop
+	// decides how running jobs end, so River must not see ctx's cancellation.
+	if err := w.river.Start(context.WithoutCancel(ctx)); err != nil {
+		w.stopLiveness(ctx)
+		return fmt.Errorf("worker: start river: %w", err)
+	}
 	return nil
 }
 
@@ -526,6 +579,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("worker: stop river: %w", err)
 	}
+	w.stopLiveness(ctx)
 	w.logger.Info("worker stopped")
 	return nil
 }

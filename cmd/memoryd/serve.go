@@ -99,7 +99,7 @@ func (o *serveOptions) register(f *flags) {
 	f.Int(&o.batchSize, "batch-size", 200, "most turn events recorded in one transaction")
 	f.Int(&o.maxAttempts, "max-attempts", 5, "extraction attempts before a turn is marked failed")
 	f.Int(&o.jobSize, "job-size", 0, "turns per extraction job; 0 picks 50 for the offline extractor and 1 for an LLM (parallel model calls)")
-	f.Duration(&o.jobTimeout, "job-timeout", 10*time.Minute, "bound on one extraction job; jobs of a dead process are retried after twice this")
+	f.Duration(&o.jobTimeout, "job-timeout", 10*time.Minute, "bound on one extraction job; a job still running after twice this in a live process is retried (the jobs of a process that died are taken over within about 10s)")
 	f.Duration(&o.ackWait, "ack-wait", 30*time.Second, "how long JetStream waits for an ingest ack before redelivering (to another process)")
 	f.Duration(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long running jobs may take to finish on SIGINT/SIGTERM before they are handed back")
 	f.Duration(&o.enrichTimeout, "enrich-timeout", 250*time.Millisecond, "bound on an enrich reply; past it the reply is empty and marked degraded")

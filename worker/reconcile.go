@@ -1,0 +1,130 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/memoryd/memoryd/store"
+)
+
+// ReconcileArgs is the periodic River job that makes sure every turn ends
+// processed or failed. River runs periodic jobs on the elected leader only,
+// so one process reconciles however many run.
+type ReconcileArgs struct{}
+
+// Kind is River's job kind.
+func (ReconcileArgs) Kind() string { return "memoryd_reconcile" }
+
+// InsertOpts puts the job on the maintenance queue, once at a time: a run
+// that waits behind a long prune is not joined by more.
+func (ReconcileArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueMaintenance, MaxAttempts: 3, UniqueOpts: river.UniqueOpts{ByState: []rivertype.JobState{
+		rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRetryable, rivertype.JobStateRunning, rivertype.JobStateScheduled}}}
+}
+
+// ReconcileReport is what one reconcile run did; it is logged and kept as the
+// job's output.
+type ReconcileReport struct {
+	// Requeued counts pending turns that no live job named, given a new job.
+	Requeued int `json:"requeued"`
+	// Failed counts pending turns whose job River discarded after its last
+	// attempt, marked failed.
+	Failed int `json:"failed"`
+}
+
+// reconcileBatch bounds one reconcile transaction; reconcileBatches bounds a
+// run (the rest waits for the next).
+const (
+	reconcileBatch   = 500
+	reconcileBatches = 20
+)
+
+type reconcileWorker struct {
+	river.WorkerDefaults[ReconcileArgs]
+	w *Worker
+}
+
+func (r *reconcileWorker) Work(ctx context.Context, _ *river.Job[ReconcileArgs]) error {
+	rep, err := r.w.reconcile(ctx)
+	if err != nil {
+		return err
+	}
+	if rep.Requeued > 0 || rep.Failed > 0 {
+		r.w.logger.Warn("reconciled turns left without a job", "requeued", rep.Requeued, "failed", rep.Failed)
+	}
+	return river.RecordOutput(ctx, rep)
+}
+
+// reconcile finds pending turns that no live extraction job names (see
+// store.OrphanedTurns) and settles each: a turn whose job River discarded
+// after its last attempt (its rescuer does that to a job whose process died
+// during it, and to a job that panicked every time) is marked failed with
+// the reason, where `memoryd failed` lists it and retry-failed re-runs it;
+// any other (its job was deleted, or ended without it) gets a new job.
+func (w *Worker) reconcile(ctx context.Context) (ReconcileReport, error) {
+	var rep ReconcileReport
+	for range reconcileBatches {
+		var (
+			orphans   []store.OrphanedTurn
+			discarded map[int64][]string
+			attempts  map[int64]int
+		)
+		err := w.cfg.Store.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
+			var err error
+			if orphans, err = q.OrphanedTurns(ctx, reconcileBatch); err != nil || len(orphans) == 0 {
+				return err
+			}
+			var requeue []river.InsertManyParams
+			discarded, attempts = map[int64][]string{}, map[int64]int{}
+			for _, o := range orphans {
+				if o.DiscardedJob != 0 {
+					discarded[o.DiscardedJob] = append(discarded[o.DiscardedJob], o.EventID)
+					attempts[o.DiscardedJob] = o.DiscardedAttempts
+					continue
+				}
+				requeue = append(requeue, river.InsertManyParams{Args: ExtractArgs{UserID: o.UserID, EventIDs: []string{o.EventID}}})
+			}
+			for job, ids := range discarded {
+				reason := fmt.Sprintf("extraction job %d discarded after %d attempts", job, attempts[job])
+				if err := q.MarkFailed(ctx, ids, reason, true); err != nil {
+					return err
+				}
+			}
+			if len(requeue) > 0 {
+				if _, err := w.river.InsertManyFastTx(ctx, tx, requeue); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return rep, fmt.Errorf("reconcile: %w", err)
+		}
+		for job, ids := range discarded {
+			rep.Failed += len(ids)
+			w.logger.Error("extraction job discarded after its last attempt; its turns marked failed",
+				"job_id", job, "attempts", attempts[job], "turns", len(ids))
+			w.cfg.Observer.Extracted(0, len(ids), "discarded")
+		}
+		if n := len(orphans) - countIDs(discarded); n > 0 {
+			rep.Requeued += n
+			w.cfg.Observer.Extracted(0, n, "requeued")
+		}
+		if len(orphans) < reconcileBatch {
+			break
+		}
+	}
+	return rep, nil
+}
+
+func countIDs(m map[int64][]string) int {
+	n := 0
+	for _, ids := range m {
+		n += len(ids)
+	}
+	return n
+}

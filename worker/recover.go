@@ -1,0 +1,279 @@
+package worker
+
+// Recovery of the jobs of a process that died.
+//
+// River marks a job running with the id of the client that took it
+// (river_job.attempted_by) and, when that process dies, leaves the job
+// running until its rescuer finds it older than RescueStuckJobsAfter (here
+// 2 × JobTimeout, 20 minutes by default). memoryd does not wait for that:
+//
+//   - Every worker process registers its River client id in
+//     memoryd_processes before River starts, and renews the row's heartbeat
+//     every HeartbeatInterval.
+//   - On the same tick every process looks for rows whose heartbeat is older
+//     than ProcessTimeout (Postgres's clock decides), deletes them, ends the
+//     running jobs of those processes and inserts a new extraction job for
+//     each extraction job, with the attempts it has left (a periodic
+//     maintenance job just runs again in its next period), in one
+//     transaction
+//     (store.TakeOverJobs). Any live process does this, not only River's
+//     leader: after a crash of the leader, River elects a new one only when
+//     the dead leader's lease has run out, and the takeover needs no single
+//     owner (two processes serialise on the rows; the second finds nothing).
+//   - A process never works a job another process may have taken over: it
+//     holds a lease that lasts as long as its last successful heartbeat plus
+//     fenceAfter (two thirds of ProcessTimeout, by its own clock, counted
+//     from before the heartbeat was sent). When the lease lapses (it cannot
+//     reach Postgres, or it learns its row was deleted) the contexts of its
+//     running extraction jobs are cancelled and they hand themselves back;
+//     a job that starts while the lease has lapsed hands itself back at
+//     once. The remaining third of ProcessTimeout is the time a cancelled
+//     job has to return before another process can take it over. So one
+//     job's turns are never extracted by two processes at the same time,
+//     unless a job ignores its context for that long or the two clocks run
+//     at rates that differ by a third.
+//   - A job on its last attempt when its process died is not run again: its
+//     turns are marked failed (listed by `memoryd failed`, re-run by
+//     retry-failed), so that a turn that kills its process cannot do so
+//     forever.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/memoryd/memoryd/store"
+)
+
+// errLeaseLapsed and errDeclaredDead are why a process's running jobs were
+// cancelled (the cause of their contexts).
+var (
+	errLeaseLapsed  = errors.New("worker: process lease lapsed (no heartbeat reached Postgres in time); jobs handed back")
+	errDeclaredDead = errors.New("worker: another process declared this one dead and took its jobs over")
+)
+
+// liveness is a process's row in memoryd_processes and the lease it gives.
+type liveness struct {
+	w          *Worker
+	id         string
+	fenceAfter time.Duration
+
+	mu         sync.Mutex
+	lease      context.Context // done once the lease lapsed
+	cancel     context.CancelCauseFunc
+	validUntil time.Time
+	timer      *time.Timer
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// startLiveness registers the process (under its River client id) and starts
+// the heartbeat loop. Call it before River starts fetching jobs.
+func (w *Worker) startLiveness(ctx context.Context) error {
+	l := &liveness{w: w, id: w.river.ID(), fenceAfter: w.cfg.ProcessTimeout * 2 / 3,
+		stop: make(chan struct{}), done: make(chan struct{})}
+	sent := time.Now()
+	if err := w.cfg.Store.RegisterProcess(ctx, l.id); err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	l.lease, l.cancel = context.WithCancelCause(context.Background())
+	l.timer = time.AfterFunc(time.Hour, l.check)
+	l.renewed(sent)
+	w.live = l
+	go l.loop()
+	return nil
+}
+
+// stopLiveness stops the heartbeat once River has stopped (no job of this
+// process runs any more), marks the process dead and takes over whatever it
+// left running (nothing, unless River could not record a job's end).
+func (w *Worker) stopLiveness(ctx context.Context) {
+	l := w.live
+	if l == nil {
+		return
+	}
+	close(l.stop)
+	<-l.done
+	l.timer.Stop()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := w.cfg.Store.EndProcess(ctx, l.id); err != nil {
+		w.logger.Warn("cannot mark this process stopped; others will after the process timeout", "process", l.id, "error", err)
+		return
+	}
+	if err := w.takeOver(ctx); err != nil {
+		w.logger.Warn("take over jobs of dead processes", "error", err)
+	}
+}
+
+func (l *liveness) loop() {
+	defer close(l.done)
+	tick := time.NewTicker(l.w.cfg.HeartbeatInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-tick.C:
+		}
+		l.beat()
+	}
+}
+
+// beat renews the lease and takes over the jobs of dead processes.
+func (l *liveness) beat() {
+	w := l.w
+	ctx, cancel := context.WithTimeout(context.Background(), l.fenceAfter)
+	defer cancel()
+	sent := time.Now()
+	alive, err := w.cfg.Store.Heartbeat(ctx, l.id)
+	switch {
+	case err != nil:
+		w.logger.Debug("heartbeat", "process", l.id, "error", err)
+		return // the lease lapses on its own if this goes on
+	case !alive:
+		// Declared dead while alive (it could not reach Postgres for
+		// ProcessTimeout): its jobs were handed on, so stop them now, then
+		// come back as a live process.
+		l.lapse(errDeclaredDead)
+		sent = time.Now()
+		if err := w.cfg.Store.RegisterProcess(ctx, l.id); err != nil {
+			w.logger.Debug("register process", "process", l.id, "error", err)
+			return
+		}
+	}
+	l.renewed(sent)
+	if err := w.takeOver(ctx); err != nil {
+		w.logger.Warn("take over jobs of dead processes", "error", err)
+	}
+}
+
+// renewed extends the lease to fenceAfter past sent, the time the renewal
+// that succeeded was sent; a lapsed lease is replaced by a new one.
+func (l *liveness) renewed(sent time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lease.Err() != nil {
+		l.lease, l.cancel = context.WithCancelCause(context.Background())
+		l.w.logger.Info("process lease renewed; taking jobs again", "process", l.id)
+	}
+	l.validUntil = sent.Add(l.fenceAfter)
+	l.timer.Reset(time.Until(l.validUntil))
+}
+
+// check lapses the lease when it has not been renewed in time.
+func (l *liveness) check() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !time.Now().Before(l.validUntil) {
+		l.lapseLocked(errLeaseLapsed)
+	}
+}
+
+// lapse cancels the lease, and with it the contexts of the running jobs.
+func (l *liveness) lapse(cause error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lapseLocked(cause)
+}
+
+func (l *liveness) lapseLocked(cause error) {
+	if l.lease.Err() == nil {
+		l.w.logger.Warn("process lease lost; handing running jobs back", "process", l.id, "reason", cause.Error())
+		l.cancel(cause)
+	}
+}
+
+// bind returns ctx cancelled also when the lease it runs under lapses.
+func (l *liveness) bind(ctx context.Context) (context.Context, context.CancelFunc) {
+	if l == nil {
+		return ctx, func() {}
+	}
+	l.mu.Lock()
+	lease := l.lease
+	l.mu.Unlock()
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(lease, func() { cancel(context.Cause(lease)) })
+	return ctx, func() { stop(); cancel(nil) }
+}
+
+// metaReplaces is the job metadata key naming the job a takeover replaced.
+const metaReplaces = "memoryd_replaces"
+
+// takeOver ends the running extraction jobs of dead processes and inserts
+// their replacements, or fails their turns when no attempt is left, in one
+// transaction.
+func (w *Worker) takeOver(ctx context.Context) error {
+	var taken []store.TakenJob
+	err := w.cfg.Store.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
+		var err error
+		taken, err = q.TakeOverJobs(ctx, w.cfg.ProcessTimeout)
+		if err != nil || len(taken) == 0 {
+			return err
+		}
+		var params []river.InsertManyParams
+		for _, j := range taken {
+			if j.Kind != store.ExtractJobKind {
+				continue // periodic maintenance: the next period runs it again
+			}
+			var args ExtractArgs
+			if err := json.Unmarshal(j.Args, &args); err != nil {
+				// Left pending: the reconciler requeues them.
+				w.logger.Error("job of a dead process has unreadable arguments", "job_id", j.ID, "error", err)
+				continue
+			}
+			maxAttempts := min(j.MaxAttempts, w.cfg.MaxAttempts)
+			if j.Attempt >= maxAttempts {
+				reason := fmt.Sprintf("extraction job %d discarded after %d attempts: its process stopped while running the last one", j.ID, j.Attempt)
+				if err := q.MarkFailed(ctx, args.EventIDs, reason, true); err != nil {
+					return err
+				}
+				continue
+			}
+			meta := map[string]any{metaReplaces: j.ID}
+			if n := lockWaits(j.Metadata); n > 0 {
+				meta[metaLockWaits] = n
+			}
+			metaJSON, err := json.Marshal(meta)
+			if err != nil {
+				return err
+			}
+			params = append(params, river.InsertManyParams{Args: args,
+				InsertOpts: &river.InsertOpts{Queue: j.Queue, MaxAttempts: maxAttempts - j.Attempt, Metadata: metaJSON}})
+		}
+		if len(params) == 0 {
+			return nil
+		}
+		_, err = w.river.InsertManyFastTx(ctx, tx, params)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("take over: %w", err)
+	}
+	for _, j := range taken {
+		if j.Kind != store.ExtractJobKind {
+			w.logger.Info("ended the job of a dead process; it runs again in its next period", "job_id", j.ID, "kind", j.Kind, "process", j.Process)
+			continue
+		}
+		var args ExtractArgs
+		_ = json.Unmarshal(j.Args, &args) // read above
+		took := time.Since(j.AttemptedAt)
+		if j.Attempt >= min(j.MaxAttempts, w.cfg.MaxAttempts) {
+			w.logger.Error("extraction job discarded: its process stopped during the last attempt; turns marked failed",
+				"job_id", j.ID, "process", j.Process, "attempt", j.Attempt, "turns", len(args.EventIDs))
+			w.cfg.Observer.Extracted(took, len(args.EventIDs), "discarded")
+			continue
+		}
+		w.logger.Info("took over the job of a dead process", "job_id", j.ID, "process", j.Process,
+			"attempt", j.Attempt, "turns", len(args.EventIDs))
+		w.cfg.Observer.Extracted(took, len(args.EventIDs), "taken_over")
+	}
+	return nil
+}

@@ -1,0 +1,183 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/worker"
+)
+
+// recordTurns records turns as ingest does, with one extraction job each,
+// inserted by a client that works no jobs (like retry-failed's); it returns
+// the job ids by event id.
+func (e *env) recordTurns(turns ...store.Turn) map[string]int64 {
+	e.t.Helper()
+	client, err := river.NewClient(riverpgxv5.New(e.store.Pool()), &river.Config{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	jobs := map[string]int64{}
+	err = e.store.InTx(e.ctx, func(tx pgx.Tx, q *store.Store) error {
+		if _, err := q.InsertTurns(e.ctx, turns); err != nil {
+			return err
+		}
+		for _, t := range turns {
+			res, err := client.InsertTx(e.ctx, tx, worker.ExtractArgs{UserID: t.UserID, EventIDs: []string{t.EventID}}, nil)
+			if err != nil {
+				return err
+			}
+			jobs[t.EventID] = res.Job.ID
+		}
+		return nil
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return jobs
+}
+
+// exec runs SQL that stages River's job table or the process table the way
+// a crash leaves them.
+func (e *env) exec(sql string, args ...any) {
+	e.t.Helper()
+	if _, err := e.store.Pool().Exec(e.ctx, sql, args...); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) jobState(id int64) string {
+	e.t.Helper()
+	var state string
+	if err := e.store.Pool().QueryRow(e.ctx, `SELECT state::text FROM river_job WHERE id = $1`, id).Scan(&state); err != nil {
+		e.t.Fatal(err)
+	}
+	return state
+}
+
+func (e *env) turnStatus(id string) store.Turn {
+	e.t.Helper()
+	t, err := e.store.GetTurn(e.ctx, id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return t
+}
+
+func recoverTurn(id, user string) store.Turn {
+	return store.Turn{EventID: id, UserID: user, UserMessage: "I live in Lisbon.", AssistantResponse: "Noted.", TurnAt: t0}
+}
+
+// TestJobsOfDeadProcessTakenOver: extraction jobs left running by a process
+// that stopped heartbeating are worked again at once, long before River's
+// rescuer (2 × JobTimeout, 20 minutes with the defaults) would; a job on its
+// last attempt fails its turn instead; the running job of a process whose
+// heartbeat is fresh is left alone.
+func TestJobsOfDeadProcessTakenOver(t *testing.T) {
+	e := setup(t)
+	jobs := e.recordTurns(recoverTurn("dead-1", "ann"), recoverTurn("dead-last", "ann"), recoverTurn("live-1", "bea"))
+	e.exec(`INSERT INTO memoryd_processes (id, heartbeat_at) VALUES
+		('crashed', now() - interval '1 hour'), ('busy', now() + interval '1 hour')`)
+	running := `UPDATE river_job SET state = 'running', attempt = $2, max_attempts = 5, attempted_at = now(), attempted_by = ARRAY['x', $3] WHERE id = $1`
+	e.exec(running, jobs["dead-1"], 1, "crashed")
+	e.exec(running, jobs["dead-last"], 5, "crashed")
+	e.exec(running, jobs["live-1"], 1, "busy")
+
+	e.start(extractor.NewRules(), nil) // default JobTimeout (10m) and process timeout
+	e.waitFor("the dead process's turns settled", func() (bool, string) {
+		a, b := e.turnStatus("dead-1"), e.turnStatus("dead-last")
+		return a.Status == store.StatusProcessed && b.Status == store.StatusFailed, a.Status + "/" + b.Status
+	})
+	// One transaction took over both jobs of "crashed" and saw "busy".
+	if got := e.turnStatus("dead-last").LastError; !strings.Contains(got, "discarded after 5 attempts") {
+		t.Errorf("failed turn's reason = %q, want the discarded job named", got)
+	}
+	for _, id := range []string{"dead-1", "dead-last"} {
+		if s := e.jobState(jobs[id]); s != "cancelled" {
+			t.Errorf("job of %s is %s, want cancelled (ended, replaced by a new job)", id, s)
+		}
+	}
+	if s, st := e.jobState(jobs["live-1"]), e.turnStatus("live-1").Status; s != "running" || st != store.StatusPending {
+		t.Errorf("job of the live process is %s with its turn %s, want running and pending (untouched)", s, st)
+	}
+	var n int
+	if err := e.store.Pool().QueryRow(e.ctx, `SELECT count(*) FROM memoryd_processes WHERE id = 'crashed'`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("dead process row left: %d, %v", n, err)
+	}
+	// The failed turn is listed and can be retried.
+	if n, err := worker.RetryFailed(e.ctx, e.store, "", 10); err != nil || n != 1 {
+		t.Fatalf("retry failed = %d, %v; want 1", n, err)
+	}
+	e.waitFor("the retried turn processed", func() (bool, string) {
+		s := e.turnStatus("dead-last").Status
+		return s == store.StatusProcessed, s
+	})
+}
+
+// blockingExtractor blocks its first Extract until ctx ends and reports the
+// cause; later calls extract with the rules.
+type blockingExtractor struct {
+	*extractor.Rules
+	once    sync.Once
+	entered chan struct{}
+	ended   chan error
+}
+
+func (b *blockingExtractor) Extract(ctx context.Context, in extractor.Input) (extractor.Result, error) {
+	first := false
+	b.once.Do(func() { first = true })
+	if !first {
+		return b.Rules.Extract(ctx, in)
+	}
+	close(b.entered)
+	<-ctx.Done()
+	b.ended <- context.Cause(ctx)
+	return extractor.Result{}, ctx.Err()
+}
+
+// recv receives from ch, failing the test after a generous bound.
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(60 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+// TestProcessDeclaredDeadStopsItsJobs: a process that learns that another
+// declared it dead (its row is gone, as after a takeover) cancels the jobs it
+// is running, which would otherwise run beside their replacements, and then
+// takes work again.
+func TestProcessDeclaredDeadStopsItsJobs(t *testing.T) {
+	e := setup(t)
+	ext := &blockingExtractor{Rules: extractor.NewRules(), entered: make(chan struct{}), ended: make(chan error, 1)}
+	e.start(ext, nil)
+	e.publish(events.Turn{ID: "slow-1", UserID: "cy", UserMessage: "I live in Rome.", AssistantResponse: "Ok."})
+	recv(t, ext.entered, "the extraction to start")
+	e.exec(`DELETE FROM memoryd_processes`)
+	cause := recv(t, ext.ended, "the running job to be cancelled") // its own timeout is 10 minutes away
+	if !strings.Contains(fmt.Sprint(cause), "declared this one dead") {
+		t.Errorf("job cancelled with %v, want the takeover named", cause)
+	}
+	if errors.Is(cause, context.DeadlineExceeded) {
+		t.Fatal("job ended by its timeout, not by the lease")
+	}
+	e.waitFor("the turn processed after the job was handed back", func() (bool, string) {
+		s := e.turnStatus("slow-1").Status
+		return s == store.StatusProcessed, s
+	})
+}
