@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -9,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/memoryd/memoryd/events"
@@ -99,5 +102,126 @@ func TestShutdownDuringABurstLeavesNoTurnPending(t *testing.T) {
 	})
 	if f, err := e.store.Fact(e.ctx, "alice", "pet_name"); err != nil || f.EventID != ids[2] {
 		t.Fatalf("fact pet_name = %+v, %v; want it from %s", f, err, ids[2])
+	}
+}
+
+// TestDuplicateIDsInOneDebouncedBatch: events sharing an id land in one
+// ingest batch (published with different Nats-Msg-Ids, so JetStream keeps
+// them all): two conversations of one user, two users, and an identical
+// re-publish. Every recorded turn must be extracted under its own user and
+// conversation, and every event is either recorded or dead-lettered with a
+// reason; the identical copy is neither.
+func TestDuplicateIDsInOneDebouncedBatch(t *testing.T) {
+	e := setup(t)
+	if _, err := e.js.CreateStream(e.ctx, jetstream.StreamConfig{Name: e.stream + "_DEADLETTER", Subjects: []string{e.prefix + ".deadletter.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	evs := []events.Turn{
+		{ID: "dup", UserID: "alice", ConversationID: "c1", UserMessage: "I live in Paris."},
+		{ID: "dup", UserID: "alice", ConversationID: "c2", UserMessage: "I live in Rome."},
+		{ID: "shared", UserID: "bob", ConversationID: "c1", UserMessage: "I live in Oslo."},
+		{ID: "shared", UserID: "carol", ConversationID: "c9", UserMessage: "I live in Lima."},
+		{ID: "again", UserID: "alice", ConversationID: "c3", UserMessage: "I like tea."},
+		{ID: "again", UserID: "alice", ConversationID: "c3", UserMessage: "I like tea."},
+	}
+	for i, ev := range evs {
+		ev.Timestamp = t0
+		data, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := &nats.Msg{Subject: events.TurnSubject(e.prefix, ev.UserID), Data: data, Header: nats.Header{}}
+		msg.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("copy-%d", i))
+		if _, err := e.js.PublishMsg(e.ctx, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cons, err := e.js.CreateConsumer(e.ctx, e.stream, jetstream.ConsumerConfig{AckPolicy: jetstream.AckExplicitPolicy,
+		FilterSubject: events.TurnSubjects(e.prefix)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batch []jetstream.Msg
+	for len(batch) < len(evs) {
+		msgs, err := cons.Fetch(len(evs)-len(batch), jetstream.FetchMaxWait(10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range msgs.Messages() {
+			batch = append(batch, m)
+		}
+		if msgs.Error() != nil {
+			t.Fatal(msgs.Error())
+		}
+	}
+
+	w, err := worker.New(worker.Config{Conn: e.nc, Store: e.store, Extractor: extractor.NewRules(), Logger: slog.New(slog.DiscardHandler),
+		Prefix: e.prefix, Stream: e.stream, JobRetryBase: 10 * time.Millisecond, FetchPollInterval: 20 * time.Millisecond,
+		DisableIngest: true, ExtractDebounce: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
+	if err := worker.IngestBatch(e.ctx, w, batch); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("every recorded turn extracted", func() (bool, string) {
+		st, err := e.store.Stats(e.ctx, "")
+		return err == nil && st.TurnsPending == 0 && st.TurnsReceived > 0, fmt.Sprintf("%+v %v", st, err)
+	})
+
+	// What the dead-letter stream holds, by user and conversation.
+	dl, err := e.js.Stream(e.ctx, e.stream+"_DEADLETTER")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := dl.Info(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rejected := map[string]string{}
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := dl.GetMsg(e.ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ev events.Turn
+		if err := json.Unmarshal(m.Data, &ev); err != nil {
+			t.Fatal(err)
+		}
+		rejected[ev.UserID+"/"+ev.ConversationID] = m.Header.Get(worker.HeaderReason)
+	}
+	// Each distinct event: recorded (and processed, under its own user and
+	// conversation) or dead-lettered with a reason.
+	for _, ev := range evs[:5] {
+		recorded := false
+		if items, err := e.store.RecentContext(e.ctx, ev.UserID, 10); err == nil {
+			for _, it := range items {
+				recorded = recorded || (it.EventID == ev.ID && it.ConversationID == ev.ConversationID)
+			}
+		} else {
+			t.Fatal(err)
+		}
+		reason, dead := rejected[ev.UserID+"/"+ev.ConversationID]
+		switch {
+		case recorded && dead:
+			t.Errorf("%s/%s of %s is both recorded and dead-lettered", ev.ID, ev.ConversationID, ev.UserID)
+		case !recorded && !dead:
+			t.Errorf("%s/%s of %s is neither recorded nor dead-lettered", ev.ID, ev.ConversationID, ev.UserID)
+		case dead && reason == "":
+			t.Errorf("%s/%s of %s dead-lettered without a reason", ev.ID, ev.ConversationID, ev.UserID)
+		}
+	}
+	if _, dead := rejected["alice/c1"]; dead {
+		t.Error("the first event with id dup was dead-lettered; the later conflicting one should be")
+	}
+	if st, err := e.store.Stats(e.ctx, "alice"); err != nil || st.TurnsReceived != 2 || st.TurnsProcessed != 2 {
+		t.Errorf("alice stats = %+v, %v; want her first dup and one copy of again, processed", st, err)
+	}
+	if ci, err := cons.Info(e.ctx); err != nil || ci.NumAckPending != 0 {
+		t.Errorf("consumer info = %+v, %v; want every event acknowledged or terminated", ci, err)
 	}
 }
