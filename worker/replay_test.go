@@ -13,9 +13,9 @@ import (
 	"github.com/memoryd/memoryd/worker"
 )
 
-// seedUsers publishes perUser turns for each user, interleaved, so that every
+// publishInterleaved publishes perUser turns for each user, interleaved, so that every
 // user's events are spread over the whole stream.
-func (e *env) seedUsers(users []string, perUser int) {
+func (e *env) publishInterleaved(users []string, perUser int) {
 	e.t.Helper()
 	for i := range perUser {
 		for _, u := range users {
@@ -41,7 +41,7 @@ func (e *env) turnsOf(user string) int64 {
 func TestReplaySurvivesAPurgeWhileReading(t *testing.T) {
 	e := setup(t)
 	const perUser = 150
-	e.seedUsers([]string{"alice", "bob", "carol"}, perUser)
+	e.publishInterleaved([]string{"alice", "bob", "carol"}, perUser)
 	stream, err := e.js.Stream(e.ctx, e.stream)
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +80,7 @@ func TestReplaySurvivesAPurgeWhileReading(t *testing.T) {
 // read, not report success.
 func TestReplayThatCannotFinishSaysWhatItMissed(t *testing.T) {
 	e := setup(t)
-	e.seedUsers([]string{"alice", "bob"}, 50)
+	e.publishInterleaved([]string{"alice", "bob"}, 50)
 	deleted := false
 	p, err := worker.Replay(e.ctx, worker.ReplayConfig{
 		JetStream: e.js, Store: e.store, Prefix: e.prefix, Stream: e.stream,
