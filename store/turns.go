@@ -262,32 +262,95 @@ func (s *Store) Stats(ctx context.Context, userID string) (UserStats, error) {
 	return st, nil
 }
 
-// ClaimConversationTurns claims a conversation's pending, unclaimed turns for
-// ttl, oldest first, at most limit, always including the turns in own when
-// they are claimable, and returns them oldest first. Turns another job
-// claimed (and has not released) are left alone.
-func (s *Store) ClaimConversationTurns(ctx context.Context, userID, conversationID string, own []string, limit int, ttl time.Duration) ([]Turn, error) {
-	rows, err := s.db.Query(ctx, `
-		WITH c AS (
-			UPDATE turns SET claimed_until = now() + $5::interval
-			WHERE event_id IN (
+// Claim is a debounced extraction job's claim on the pending turns of a
+// conversation.
+type Claim struct {
+	// JobID is the River job claiming; a turn it claimed before and still
+	// holds is claimable by it again.
+	JobID          int64
+	UserID         string
+	ConversationID string
+	// Own lists the job's own turns, claimed first when claimable.
+	Own []string
+	// Limit is the most turns claimed; TTL how long the claim lasts unless
+	// released (MarkProcessed, MarkFailed, ReleaseClaims).
+	Limit int
+	TTL   time.Duration
+	// LockTimeout bounds the wait for turns another transaction holds
+	// (SQLSTATE 55P03 past it, see IsLockWait); 0 waits without bound.
+	LockTimeout time.Duration
+}
+
+// claimLockClass namespaces the advisory locks of ClaimConversationTurns
+// (the two-key form, apart from the one-key locks River takes).
+const claimLockClass = 0x6d656d31
+
+// ClaimConversationTurns claims a conversation's pending turns that no other
+// job holds, for c.TTL, oldest first, at most c.Limit, always including the
+// turns in c.Own when they are claimable, and returns them oldest first.
+//
+// Claims of one conversation are serialised (a transaction-level advisory
+// lock), and a turn another transaction has locked is waited for, not
+// skipped: the jobs of a burst run at the same moment, and claims that
+// skipped the rows the others had locked so far split the burst between
+// them (a model call per part).
+func (s *Store) ClaimConversationTurns(ctx context.Context, c Claim) ([]Turn, error) {
+	var turns []Turn
+	err := s.InTx(ctx, func(tx pgx.Tx, q *Store) error {
+		if c.LockTimeout > 0 {
+			if err := q.SetLockTimeout(ctx, c.LockTimeout); err != nil {
+				return err
+			}
+		}
+		// The user id's length prefix keeps the key unambiguous.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext(length($2::text) || ':' || $2 || $3))`,
+			claimLockClass, c.UserID, c.ConversationID); err != nil {
+			return err
+		}
+		// pick chooses in the claim's order; locked takes the row locks in
+		// (turn_at, event_id) order, as a job's save does, and re-checks each
+		// row once another transaction let go of it.
+		rows, err := tx.Query(ctx, `
+			WITH pick AS (
 				SELECT event_id FROM turns
 				WHERE user_id = $1 AND conversation_id = $2 AND status = 'pending'
-				  AND (claimed_until IS NULL OR claimed_until < now())
+				  AND (claimed_until IS NULL OR claimed_until < now() OR claimed_by = $6)
 				ORDER BY event_id = ANY($3) DESC, turn_at, event_id
 				LIMIT $4
-				FOR UPDATE SKIP LOCKED)
-			RETURNING `+turnColumns+`
-		)
-		SELECT * FROM c ORDER BY turn_at, event_id`, userID, conversationID, own, limit, ttl)
-	if err != nil {
-		return nil, fmt.Errorf("claim conversation turns: %w", err)
-	}
-	turns, err := pgx.CollectRows(rows, scanTurn)
+			), locked AS (
+				SELECT event_id FROM turns
+				WHERE user_id = $1 AND event_id IN (SELECT event_id FROM pick) AND status = 'pending'
+				  AND (claimed_until IS NULL OR claimed_until < now() OR claimed_by = $6)
+				ORDER BY turn_at, event_id
+				FOR UPDATE
+			), c AS (
+				UPDATE turns SET claimed_until = now() + $5::interval, claimed_by = $6
+				WHERE user_id = $1 AND event_id IN (SELECT event_id FROM locked)
+				RETURNING `+turnColumns+`
+			)
+			SELECT * FROM c ORDER BY turn_at, event_id`, c.UserID, c.ConversationID, c.Own, c.Limit, c.TTL, c.JobID)
+		if err != nil {
+			return err
+		}
+		turns, err = pgx.CollectRows(rows, scanTurn)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("claim conversation turns: %w", err)
 	}
 	return turns, nil
+}
+
+// ReleaseClaims ends job jobID's claim on the given turns of userID, so that
+// the job's next run, or the job of another turn, can claim them at once.
+// Turns another job claimed meanwhile are left alone.
+func (s *Store) ReleaseClaims(ctx context.Context, jobID int64, userID string, eventIDs []string) error {
+	_, err := s.db.Exec(ctx, `UPDATE turns SET claimed_until = NULL, claimed_by = NULL
+		WHERE user_id = $1 AND event_id = ANY($2) AND claimed_by = $3`, userID, eventIDs, jobID)
+	if err != nil {
+		return fmt.Errorf("release claims: %w", err)
+	}
+	return nil
 }
 
 // PriorConversationTurns returns the newest limit processed turns of a

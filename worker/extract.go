@@ -158,18 +158,33 @@ const priorTurns = 4
 // leaves the rest to the jobs of those turns), extracts them in one call and
 // stores what each turn gave. The jobs of the other claimed turns find them
 // claimed or processed and stop, so a burst costs one model call.
-func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArgs], batcher BatchExtractor, keys []string) error {
+//
+// Every way out but success releases the claim (deferred, the one place), so
+// that the job's next run, or the job of another turn, can take the turns at
+// once: a job handed back at shutdown would otherwise find its turns claimed
+// and stop, leaving them pending. A claim records the job, so a run of the
+// same job takes back a claim it could not release (its process died).
+func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArgs], batcher BatchExtractor, keys []string) (err error) {
 	s := e.w.cfg.Store
 	a := job.Args
-	// The claim outlives this job only if it dies; then River rescues and
-	// reruns it after 2×JobTimeout, by when the claim has expired.
-	burst, err := s.ClaimConversationTurns(ctx, a.UserID, a.ConversationID, a.EventIDs, extractor.MaxBatchTurns, e.w.cfg.JobTimeout)
+	lockTimeout := e.w.cfg.LockTimeout
+	if deadline, ok := ctx.Deadline(); ok {
+		lockTimeout = min(lockTimeout, time.Until(deadline)/2)
+	}
+	burst, err := s.ClaimConversationTurns(ctx, store.Claim{JobID: job.ID, UserID: a.UserID, ConversationID: a.ConversationID,
+		Own: a.EventIDs, Limit: extractor.MaxBatchTurns, TTL: e.w.cfg.JobTimeout, LockTimeout: max(lockTimeout, time.Millisecond)})
 	if err != nil {
 		return e.fail(ctx, job.JobRow, a.EventIDs, err)
 	}
 	if len(burst) == 0 {
 		return nil // this job's turns are done, or claimed by the job of an earlier turn of the burst
 	}
+	ids := unprocessed(burst)
+	defer func() {
+		if err != nil {
+			e.release(ctx, job.JobRow, a.UserID, ids)
+		}
+	}()
 	prior, err := s.PriorConversationTurns(ctx, a.UserID, a.ConversationID, burst[0].TurnAt, priorTurns)
 	if err != nil {
 		return e.fail(ctx, job.JobRow, a.EventIDs, err)
@@ -184,7 +199,6 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 	info := e.w.cfg.Extractor.Info()
 	res, err := batcher.ExtractBatch(ctx, in)
 	e.recordUsage(ctx, a.UserID, newestSeq(burst), info.Model, res.Usage)
-	ids := unprocessed(burst)
 	if err != nil {
 		if ctx.Err() != nil {
 			err = ctx.Err()
@@ -199,6 +213,17 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 		return e.fail(ctx, job.JobRow, ids, err)
 	}
 	return nil
+}
+
+// release ends the job's claim on a burst it did not store, also when ctx
+// is cancelled (shutdown), bounded. If it fails the claim expires after
+// JobTimeout, and a run of the same job takes it back before.
+func (e *extractWorker) release(ctx context.Context, job *rivertype.JobRow, userID string, ids []string) {
+	relCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := e.w.cfg.Store.ReleaseClaims(relCtx, job.ID, userID, ids); err != nil {
+		e.w.logger.Warn("cannot release a burst's claim; it expires after the job timeout", "job_id", job.ID, "turns", len(ids), "error", err)
+	}
 }
 
 func extractorTurn(t store.Turn) extractor.Turn {

@@ -116,6 +116,7 @@ func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) error {
 		turns = append(turns, st)
 		valid = append(valid, m)
 	}
+	turns, valid = w.dropBatchDuplicates(ctx, turns, valid)
 	if len(turns) == 0 {
 		return nil
 	}
@@ -244,7 +245,9 @@ func (w *Worker) enqueue(ctx context.Context, tx pgx.Tx, turns []store.Turn, ins
 	// Debounce: still one job per turn, so that no turn can be left without
 	// one, but scheduled later and tagged with the conversation. The first
 	// job of a burst to run takes every pending turn of the conversation;
-	// the others then find theirs processed and stop.
+	// the others then find theirs processed and stop. The turns are unique
+	// by event id (ingest drops the batch's duplicates), so byID gives each
+	// recorded id the turn that was recorded.
 	byID := make(map[string]store.Turn, len(turns))
 	for _, t := range turns {
 		byID[t.EventID] = t
@@ -269,6 +272,8 @@ func rejectReason(err error) string {
 	switch {
 	case errors.Is(err, errTokenMismatch):
 		return "token_mismatch"
+	case errors.Is(err, errConflictingDuplicate):
+		return "conflicting_duplicate"
 	case isDataError(err):
 		return "postgres_refused"
 	case errors.As(err, &ve) && ve.Field != "":

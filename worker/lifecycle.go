@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -49,7 +48,12 @@ type ReplayConfig struct {
 	// the stream stored the event before it is clamped to that time; use
 	// the workers' Config.MaxClockSkew. Default 5m.
 	MaxClockSkew time.Duration
-	// Progress, when set, is called after every batch.
+	// StallTimeout is how long the replay waits for the next event before it
+	// takes its consumer for stalled (as one can be after a purge of another
+	// subject) and reads on from a new one. Default 5s.
+	StallTimeout time.Duration
+	// Progress, when set, is called after every batch, on the goroutine
+	// that reads the stream.
 	Progress func(ReplayProgress)
 	// Logger default slog.Default().
 	Logger *slog.Logger
@@ -97,7 +101,11 @@ func (p ReplayProgress) ETA() time.Duration {
 // memory as replaying once, and an interrupted replay can simply be re-run.
 //
 // Replay only enqueues; workers (memoryd serve, or a Worker started by the
-// caller) do the extraction. It reads what the stream held when it started.
+// caller) do the extraction. It reads what the stream held when it started,
+// up to the stream's last sequence then, also when subjects are purged
+// while it reads. If it cannot read all of it, it still reads the other
+// users' subjects and then returns a *ReplayIncompleteError (joined with the
+// others) for each part it did not read.
 func Replay(ctx context.Context, cfg ReplayConfig) (ReplayProgress, error) {
 	if cfg.JetStream == nil || cfg.Store == nil {
 		return ReplayProgress{}, errors.New("worker: ReplayConfig.JetStream and Store are required")
@@ -116,6 +124,9 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayProgress, error) {
 	}
 	if cfg.MaxClockSkew <= 0 {
 		cfg.MaxClockSkew = DefaultMaxClockSkew
+	}
+	if cfg.StallTimeout <= 0 {
+		cfg.StallTimeout = DefaultReplayStallTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -140,13 +151,14 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayProgress, error) {
 			filters = append(filters, events.TurnSubject(cfg.Prefix, u))
 		}
 	}
+	// What the stream holds now is what the replay reads.
+	end, err := streamEnd(ctx, cfg.JetStream, cfg.Stream)
+	if err != nil {
+		return p, err
+	}
 	// One ordered consumer per filter: JetStream 2.9 takes a single filter
 	// subject per consumer.
-	type source struct {
-		cons    jetstream.Consumer
-		pending uint64
-	}
-	var sources []source
+	var sources []replaySrc
 	for _, f := range filters {
 		occ := jetstream.OrderedConsumerConfig{FilterSubjects: []string{f}, DeliverPolicy: jetstream.DeliverAllPolicy}
 		switch {
@@ -156,21 +168,31 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayProgress, error) {
 			since := cfg.Since
 			occ.DeliverPolicy, occ.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
 		}
-		cons, err := cfg.JetStream.OrderedConsumer(ctx, cfg.Stream, occ)
+		cons, pending, err := orderedConsumer(ctx, cfg, occ)
 		if err != nil {
-			return p, fmt.Errorf("replay: consumer for %s: %w", f, err)
-		}
-		info, err := cons.Info(ctx)
-		if err != nil {
-			return p, fmt.Errorf("replay: consumer info: %w", err)
-		}
-		sources = append(sources, source{cons: cons, pending: info.NumPending})
-		p.Total += info.NumPending
-	}
-	for _, src := range sources {
-		if err := replaySource(ctx, cfg, client, src.cons, src.pending, &p, start); err != nil {
 			return p, err
 		}
+		sources = append(sources, replaySrc{filter: f, occ: occ, cons: cons, pending: pending})
+		p.Total += pending
+	}
+	var incomplete []error
+	for _, src := range sources {
+		err := replaySource(ctx, cfg, client, src, end, &p, start)
+		var inc *ReplayIncompleteError
+		if errors.As(err, &inc) {
+			// Read the other users' subjects anyway; report it at the end.
+			cfg.Logger.Error("replay could not read part of the stream", "subject", inc.Subject,
+				"first_seq", inc.FirstSeq, "last_seq", inc.LastSeq, "unread", inc.Unread, "error", inc.Err)
+			incomplete = append(incomplete, err)
+			continue
+		}
+		if err != nil {
+			return p, err
+		}
+	}
+	if len(incomplete) > 0 {
+		p.Elapsed = time.Since(start)
+		return p, errors.Join(incomplete...)
 	}
 	p.Elapsed = time.Since(start)
 	if cfg.DryRun {
@@ -180,80 +202,6 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayProgress, error) {
 		cfg.Logger.Info("replay enqueued", "read", p.Read, "enqueued", p.Enqueued, "invalid", p.Invalid)
 	}
 	return p, nil
-}
-
-// replaySource reads pending messages from one ordered consumer with its
-// continuous pull iterator (a Fetch per batch would re-create the ordered
-// consumer each time) and requeues them in batches.
-func replaySource(ctx context.Context, cfg ReplayConfig, client *river.Client[pgx.Tx], cons jetstream.Consumer, pending uint64, p *ReplayProgress, start time.Time) error {
-	if pending == 0 {
-		return nil
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(cfg.BatchSize * 2))
-	if err != nil {
-		return fmt.Errorf("replay: read stream: %w", err)
-	}
-	defer it.Stop()
-	var turns []store.Turn
-	flush := func() error {
-		if !cfg.DryRun {
-			enq, err := requeue(ctx, cfg.Store, client, turns, cfg.JobSize)
-			if err != nil {
-				return err
-			}
-			p.Enqueued += enq
-		} else {
-			p.Enqueued += len(turns)
-		}
-		turns = turns[:0]
-		p.Elapsed = time.Since(start)
-		if cfg.Progress != nil {
-			cfg.Progress(*p)
-		}
-		return nil
-	}
-	for read, inBatch := uint64(0), 0; read < pending; {
-		// Bounded wait: messages counted at the start can vanish (purge,
-		// max age), which must end the replay, not hang it.
-		nextCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		m, err := it.Next(jetstream.NextContext(nextCtx))
-		cancel()
-		if ctx.Err() != nil {
-			return fmt.Errorf("replay: %w", ctx.Err())
-		}
-		if errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("replay: read stream: %w", err)
-		}
-		read++
-		inBatch++
-		p.Read++
-		turn, err := events.Decode(m.Data())
-		if err == nil && events.TokenFromSubject(cfg.Prefix, m.Subject()) != events.UserToken(turn.UserID) {
-			err = errTokenMismatch
-		}
-		switch {
-		case err != nil:
-			p.Invalid++
-		case !turn.MemoryEnabled():
-			p.OptedOut++
-		default:
-			st, _ := storeTurn(turn, m, cfg.MaxClockSkew)
-			turns = append(turns, st)
-		}
-		if inBatch == cfg.BatchSize || read == pending {
-			if err := flush(); err != nil {
-				return err
-			}
-			inBatch = 0
-		}
-	}
-	if len(turns) > 0 {
-		return flush()
-	}
-	return nil
 }
 
 // requeue records a batch of replayed turns and inserts jobs of jobSize turns for

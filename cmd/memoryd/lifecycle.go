@@ -58,6 +58,9 @@ the same memory as once; an interrupted replay can be re-run. By default this
 command also runs extraction workers until the replayed turns are done
 (--no-work leaves that to serve).
 --dry-run reads and counts the stream only: nothing is written or enqueued.
+Replay reads up to the stream's last sequence when it starts, also when a
+user is forgotten meanwhile; if it cannot read all of it, it exits non-zero
+naming the stream sequences and the number of events it did not read.
 
 Output: progress (every few seconds) and logs are log lines on stderr, in the
 --log-format; the summary is printed on stdout.`, replayBatchSize, replayJobSizeRules, replayJobSizeLLM))
@@ -142,6 +145,13 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 		logger.Info("replay progress", "read", p.Read, "total", p.Total, "events_per_second", int(p.Rate()), "eta", p.ETA().Round(time.Second))
 	}
 	p, err := worker.Replay(ctx, cfg)
+	var inc *worker.ReplayIncompleteError
+	if errors.As(err, &inc) {
+		// What was read is recorded and enqueued; say so, then fail with
+		// what was not read.
+		fmt.Fprintf(a.stdout, "incomplete: read %d of %d events (%d invalid, %d opted out), %d turns enqueued for extraction; re-run replay to read the rest\n",
+			p.Read, p.Total, p.Invalid, p.OptedOut, p.Enqueued)
+	}
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,178 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/store"
+)
+
+// burst records n pending turns of alice's conversation conv.
+func burst(t *testing.T, ctx context.Context, s *store.Store, conv string, n int) []store.Turn {
+	t.Helper()
+	var turns []store.Turn
+	for i := range n {
+		turns = append(turns, store.Turn{EventID: fmt.Sprintf("%s-%d", conv, i), UserID: "alice", ConversationID: conv,
+			UserMessage: "hi", TurnAt: t0.Add(time.Duration(i) * time.Second)})
+	}
+	if _, err := s.InsertTurns(ctx, turns); err != nil {
+		t.Fatal(err)
+	}
+	return turns
+}
+
+func claim(jobID int64, conv string, own string) store.Claim {
+	return store.Claim{JobID: jobID, UserID: "alice", ConversationID: conv, Own: []string{own}, Limit: 20, TTL: time.Minute}
+}
+
+// TestConcurrentClaimsDoNotSplitABurst: the jobs of a debounced burst are
+// scheduled for the same moment, so they claim the conversation at once.
+// Exactly one of them must get the whole burst, the others nothing: a split
+// burst costs a model call per part, and a part of one turn is sent in the
+// single-turn format (what made TestDebounceExtractsABurstInOneCall flaky).
+func TestConcurrentClaimsDoNotSplitABurst(t *testing.T) {
+	ctx, s := setup(t)
+	const turns, rounds = 20, 50
+	for r := range rounds {
+		conv := fmt.Sprintf("c%d", r)
+		batch := burst(t, ctx, s, conv, turns)
+		var (
+			wg     sync.WaitGroup
+			start  = make(chan struct{})
+			claims = make([][]store.Turn, turns)
+			errs   = make([]error, turns)
+		)
+		for i, turn := range batch {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				claims[i], errs[i] = s.ClaimConversationTurns(ctx, claim(int64(r*100+i+1), conv, turn.EventID))
+			}()
+		}
+		close(start)
+		wg.Wait()
+		var sizes []int
+		for i := range claims {
+			if errs[i] != nil {
+				t.Fatal(errs[i])
+			}
+			sizes = append(sizes, len(claims[i]))
+		}
+		slices.Sort(sizes)
+		if want := append(make([]int, turns-1), turns); !slices.Equal(sizes, want) {
+			t.Fatalf("round %d: claim sizes %v, want one claim of the whole burst %v", r, sizes, want)
+		}
+	}
+}
+
+// TestClaimWaitsForALockedTurn is the deterministic form of the split: while
+// another transaction holds one turn of the burst (as a concurrent claim
+// does between locking its first row and its last), a claim must wait for
+// it rather than return the burst without it.
+func TestClaimWaitsForALockedTurn(t *testing.T) {
+	ctx, s := setup(t)
+	batch := burst(t, ctx, s, "c", 4)
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	var xid int64
+	if err := tx.QueryRow(ctx, `SELECT txid_current() % 4294967296` /* the 32-bit xid pg_locks shows */).Scan(&xid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM turns WHERE event_id = $1 FOR UPDATE`, batch[2].EventID); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		turns []store.Turn
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		turns, err := s.ClaimConversationTurns(ctx, claim(1, "c", batch[0].EventID))
+		done <- result{turns, err}
+	}()
+	// Wait until the claim either returned or waits for the transaction.
+	var res *result
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for res == nil {
+		select {
+		case r := <-done:
+			res = &r
+			continue
+		default:
+		}
+		var waiting bool
+		err := s.Pool().QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
+			WHERE NOT granted AND locktype = 'transactionid' AND transactionid::text::bigint = $1)`, xid).Scan(&waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the claim neither returned nor waited for the locked turn")
+		}
+		<-tick.C
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if res == nil {
+		r := <-done
+		res = &r
+	}
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if len(res.turns) != len(batch) {
+		t.Fatalf("claimed %d turns while one was locked elsewhere, want the whole burst of %d", len(res.turns), len(batch))
+	}
+}
+
+// TestClaimIsTheJobsOwn: a job's claim keeps other jobs out until it expires
+// or is released, but the same job (run again after a shutdown, a retry or a
+// rescue) takes it back at once.
+func TestClaimIsTheJobsOwn(t *testing.T) {
+	ctx, s := setup(t)
+	batch := burst(t, ctx, s, "c", 3)
+	ids := []string{batch[0].EventID, batch[1].EventID, batch[2].EventID}
+	got := func(c store.Claim) int {
+		t.Helper()
+		turns, err := s.ClaimConversationTurns(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(turns)
+	}
+	if n := got(claim(7, "c", ids[0])); n != 3 {
+		t.Fatalf("job 7 claimed %d turns, want 3", n)
+	}
+	if n := got(claim(8, "c", ids[1])); n != 0 {
+		t.Fatalf("job 8 claimed %d turns job 7 holds", n)
+	}
+	if n := got(claim(7, "c", ids[0])); n != 3 {
+		t.Fatalf("job 7 run again claimed %d turns, want its 3 back", n)
+	}
+	if err := s.ReleaseClaims(ctx, 8, "alice", ids); err != nil {
+		t.Fatal(err)
+	}
+	if n := got(claim(8, "c", ids[1])); n != 0 {
+		t.Fatalf("job 8 released job 7's claim: it then claimed %d turns", n)
+	}
+	if err := s.ReleaseClaims(ctx, 7, "alice", ids); err != nil {
+		t.Fatal(err)
+	}
+	if n := got(claim(8, "c", ids[1])); n != 3 {
+		t.Fatalf("after job 7 released its claim, job 8 claimed %d turns, want 3", n)
+	}
+}

@@ -1,0 +1,13 @@
+package worker
+
+import (
+	"context"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// IngestBatch records msgs as one ingest batch, as the ingest loop does, so
+// that a test can choose what shares a batch.
+func IngestBatch(ctx context.Context, w *Worker, msgs []jetstream.Msg) error {
+	return w.ingest(ctx, msgs)
+}
