@@ -115,7 +115,7 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 		return err
 	}
 	if !dryRun && !noWork {
-		ext, err := o.llm.extractor()
+		ext, err := o.llm.extractor(logger)
 		if err != nil {
 			return err
 		}

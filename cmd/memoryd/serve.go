@@ -139,7 +139,7 @@ func (o *serveOptions) effectiveJobSize(llm, rules int) int {
 
 // extractor builds the configured extractor: the LLM when a base URL is set,
 // the offline rules otherwise.
-func (o *llmOptions) extractor() (worker.Extractor, error) {
+func (o *llmOptions) extractor(logger *slog.Logger) (worker.Extractor, error) {
 	if o.baseURL == "" {
 		return extractor.NewRules(), nil
 	}
@@ -147,6 +147,7 @@ func (o *llmOptions) extractor() (worker.Extractor, error) {
 		return nil, errors.New("--llm-model is required with --llm-base-url")
 	}
 	return extractor.NewLLM(extractor.LLMConfig{
+		Logger:            logger,
 		BaseURL:           o.baseURL,
 		APIKey:            o.apiKey,
 		Model:             o.model,
@@ -195,7 +196,7 @@ type service struct {
 }
 
 func startService(ctx context.Context, o *serveOptions, logger *slog.Logger) (svc *service, err error) {
-	ext, err := o.llm.extractor()
+	ext, err := o.llm.extractor(logger)
 	if err != nil {
 		return nil, err
 	}
