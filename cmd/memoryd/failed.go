@@ -24,6 +24,9 @@ func failedCommand(ctx context.Context, a *app, args []string, name, usage strin
 	if err := f.Parse(args); err != nil {
 		return err
 	}
+	if limit < 1 {
+		return f.usageErr("--limit %d is not a positive number", limit)
+	}
 	s, err := openQuiet(ctx, &o, a)
 	if err != nil {
 		return err

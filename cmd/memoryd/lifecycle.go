@@ -71,13 +71,23 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 	f.ArgString(&users, "user", "", "comma-separated user ids to replay (default: all)")
 	f.ArgString(&since, "since", "", "replay turns stored since this time (RFC 3339)")
 	f.ArgInt(&fromSeq, "from-seq", 0, "replay from this stream sequence")
-	f.ArgBool(&reset, "reset", false, "delete the users' extracted facts and context first")
+	f.ArgBool(&reset, "reset", false, "delete the users' extracted facts and context first (a full replay: not with --since or --from-seq)")
 	f.ArgBool(&dryRun, "dry-run", false, "read and count only; write nothing")
 	f.ArgBool(&noWork, "no-work", false, "only enqueue; let running serve processes extract")
 	if err := f.Parse(args); err != nil {
 		return err
 	}
-	cfg := worker.ReplayConfig{Prefix: o.conn.prefix, Stream: o.conn.stream, Reset: reset, DryRun: dryRun, FromSeq: uint64(max(fromSeq, 0)),
+	switch {
+	case fromSeq < 0:
+		return f.usageErr("--from-seq %d is negative", fromSeq)
+	case since != "" && fromSeq > 0:
+		return f.usageErr("--since and --from-seq select the same thing two ways: give one")
+	case reset && (since != "" || fromSeq > 0):
+		// --reset deletes all the users' extracted memory; a partial replay
+		// would rebuild only part of it.
+		return f.usageErr("--reset rebuilds all of the users' memory and cannot be combined with --since or --from-seq")
+	}
+	cfg := worker.ReplayConfig{Prefix: o.conn.prefix, Stream: o.conn.stream, Reset: reset, DryRun: dryRun, FromSeq: uint64(fromSeq),
 		BatchSize: replayBatchSize, JobSize: o.replayJobSize()}
 	if users != "" {
 		for _, u := range strings.Split(users, ",") {

@@ -265,3 +265,50 @@ func TestServeRefusesBadValuesBeforeConnecting(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayRefusesContradictoryScopes: --reset deletes all the users'
+// extracted memory, so with --since or --from-seq it would rebuild only part
+// of it (a review found `replay --reset --from-seq 5` leaving 1 fact of 5);
+// --since with --from-seq, and a negative sequence, are refused too. All
+// before connecting (the URLs point nowhere), exit 2.
+func TestReplayRefusesContradictoryScopes(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--reset", "--from-seq", "5"}, "--reset rebuilds all"},
+		{[]string{"--reset", "--since", "2026-01-01T00:00:00Z"}, "--reset rebuilds all"},
+		{[]string{"--since", "2026-01-01T00:00:00Z", "--from-seq", "3"}, "give one"},
+		{[]string{"--from-seq", "-1"}, "--from-seq -1 is negative"},
+	} {
+		var out, errOut bytes.Buffer
+		args := append([]string{"replay", "--database-url", "postgres://postgres@127.0.0.1:1/none?connect_timeout=1", "--nats-url", "nats://127.0.0.1:1"}, tt.args...)
+		code := run(context.Background(), &app{stdout: &out, stderr: &errOut}, args)
+		if code != 2 || !strings.Contains(errOut.String(), tt.want) {
+			t.Errorf("replay %v: exit %d, stderr %q; want exit 2 saying %q", tt.args, code, errOut.String(), tt.want)
+		}
+	}
+}
+
+// TestOneShotArgumentsCheckedBeforeConnecting: a turn without its user and a
+// negative limit are usage errors naming the flag, not a validation message
+// about a JSON field or an SQL error.
+func TestOneShotArgumentsCheckedBeforeConnecting(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"publish", "--message", "hi"}, "--user is required with --message"},
+		{[]string{"failed", "--limit", "-1"}, "--limit -1 is not a positive number"},
+		{[]string{"retry-failed", "--limit", "0"}, "--limit 0 is not a positive number"},
+	} {
+		var out, errOut bytes.Buffer
+		args := append(tt.args, "--database-url", "postgres://postgres@127.0.0.1:1/none?connect_timeout=1", "--nats-url", "nats://127.0.0.1:1")
+		code := run(context.Background(), &app{stdout: &out, stderr: &errOut}, args)
+		if code != 2 || !strings.Contains(errOut.String(), tt.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 saying %q", tt.args, code, errOut.String(), tt.want)
+		}
+	}
+}

@@ -41,6 +41,9 @@ JetStream had it already.`)
 	if err := f.Parse(args); err != nil {
 		return err
 	}
+	if message != "" && user == "" {
+		return f.usageErr("--user is required with --message")
+	}
 	logger, err := o.logger(a)
 	if err != nil {
 		return err
