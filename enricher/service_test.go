@@ -504,10 +504,10 @@ func TestStats(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.MarkProcessed(ctx, []string{"a"}, store.Provenance{Extractor: "rules"}); err != nil {
+	if err := st.MarkProcessed(ctx, "u", []string{"a"}, store.Provenance{Extractor: "rules"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.MarkFailed(ctx, []string{"b"}, "boom", true); err != nil {
+	if err := st.MarkFailed(ctx, "u", []string{"b"}, "boom", true); err != nil {
 		t.Fatal(err)
 	}
 	insertContext(t, st, store.ContextWrite{UserID: "u", Question: "q", Answer: "a", CreatedAt: t0})

@@ -4,8 +4,8 @@
 //
 // A frontend publishes one Turn per finished conversation turn to
 // "<prefix>.turns.<user-token>" (prefix "memory" by default) with the header
-// Nats-Msg-Id set to the turn's id, so that JetStream drops a re-publish inside
-// the stream's duplicate window. The stream (MEMORY_TURNS by default) is the
+// Nats-Msg-Id set to "<user-token>:<id>" (MsgID), so that JetStream drops a
+// re-publish inside the stream's duplicate window. The stream (MEMORY_TURNS by default) is the
 // source of truth: memoryd's Postgres memory is derived from it and can be
 // rebuilt from it.
 package events
@@ -51,8 +51,9 @@ const (
 // ID, UserID, UserMessage and Timestamp are required. Unknown JSON fields are
 // ignored so that frontends may send more than memoryd reads.
 type Turn struct {
-	// ID uniquely identifies the event; it is also the Nats-Msg-Id header and
-	// the idempotency key of ingestion.
+	// ID identifies the event among the user's events (two users may use
+	// the same id); with the user it is the idempotency key of ingestion, and
+	// part of the Nats-Msg-Id header (MsgID).
 	ID string `json:"id"`
 	// UserID owns the memory extracted from the turn.
 	UserID string `json:"user_id"`

@@ -179,7 +179,7 @@ func TestPublisherDeduplicatesByEventID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if msg.Header.Get(jetstream.MsgIDHeader) != "e1" {
+	if msg.Header.Get(jetstream.MsgIDHeader) != events.UserToken(turn.UserID)+":e1" {
 		t.Fatalf("Nats-Msg-Id = %q", msg.Header.Get(jetstream.MsgIDHeader))
 	}
 	if _, err := pub.Publish(ctx, events.Turn{ID: "e2", UserID: "x"}); !errors.Is(err, events.ErrInvalid) {

@@ -114,9 +114,15 @@ func NewPublisher(js jetstream.JetStream, prefix string) *Publisher {
 	return &Publisher{js: js, prefix: prefix}
 }
 
+// MsgID is the Nats-Msg-Id of a turn: the user token, a colon and the event
+// id. JetStream deduplicates on it across the whole stream, and event ids are
+// unique per user only, so the token keeps two users' turns with the same id
+// apart.
+func MsgID(userID, id string) string { return UserToken(userID) + ":" + id }
+
 // Publish validates turn and publishes it, waiting for JetStream's
-// acknowledgement. A re-publish of the same id inside the duplicate window is
-// acknowledged with PubAck.Duplicate set and stored once.
+// acknowledgement. A re-publish of the same user and id inside the duplicate
+// window is acknowledged with PubAck.Duplicate set and stored once.
 func (p *Publisher) Publish(ctx context.Context, turn Turn) (*jetstream.PubAck, error) {
 	if err := turn.Validate(); err != nil {
 		return nil, err
@@ -133,7 +139,7 @@ func (p *Publisher) Publish(ctx context.Context, turn Turn) (*jetstream.PubAck, 
 		Data:    data,
 		Header:  nats.Header{},
 	}
-	msg.Header.Set(jetstream.MsgIDHeader, turn.ID)
+	msg.Header.Set(jetstream.MsgIDHeader, MsgID(turn.UserID, turn.ID))
 	ack, err := p.js.PublishMsg(ctx, msg)
 	if err != nil {
 		return nil, fmt.Errorf("publish turn %s: %w", turn.ID, err)

@@ -127,7 +127,9 @@ type OrphanedTurn struct {
 // OrphanedTurns returns up to limit pending turns, oldest first, that no
 // live extraction job names (River states available, pending, retryable,
 // running, scheduled) and that no debounced burst has claimed, with the
-// newest discarded job naming each. It reads River's job table
+// newest discarded job naming each. A job names a turn when it lists the
+// turn's event id and names the turn's user (or no user: a job enqueued
+// before migration 012). It reads River's job table
 // (river_job, River v0.51 schema): the live jobs through River's state index
 // once per call, and the discarded jobs only for the turns found. One statement
 // sees one snapshot, and ingest, replay and retry-failed insert a turn's
@@ -136,25 +138,25 @@ type OrphanedTurn struct {
 func (s *Store) OrphanedTurns(ctx context.Context, limit int) ([]OrphanedTurn, error) {
 	rows, err := s.db.Query(ctx, `
 		WITH live AS MATERIALIZED (
-			SELECT DISTINCT e.event_id
+			SELECT DISTINCT coalesce(j.args->>'user_id', '') AS user_id, e.event_id
 			FROM river_job j, jsonb_array_elements_text(j.args->'event_ids') AS e(event_id)
 			WHERE j.kind = $1 AND j.state IN ('available', 'pending', 'retryable', 'running', 'scheduled')
 		), orphan AS (
 			SELECT t.event_id, t.user_id, t.received_at FROM turns t
 			WHERE t.status = 'pending' AND (t.claimed_until IS NULL OR t.claimed_until < now())
-			  AND NOT EXISTS (SELECT 1 FROM live WHERE live.event_id = t.event_id)
+			  AND NOT EXISTS (SELECT 1 FROM live WHERE live.event_id = t.event_id AND live.user_id IN (t.user_id, ''))
 			ORDER BY t.received_at, t.event_id
 			LIMIT $2
 		), discarded AS (
-			SELECT DISTINCT ON (e.event_id) e.event_id, j.id, j.attempt
-			FROM river_job j, jsonb_array_elements_text(j.args->'event_ids') AS e(event_id)
+			SELECT DISTINCT ON (o.user_id, o.event_id) o.user_id, o.event_id, j.id, j.attempt
+			FROM river_job j, jsonb_array_elements_text(j.args->'event_ids') AS e(event_id), orphan o
 			WHERE j.kind = $1 AND j.state = 'discarded'
-			  AND e.event_id IN (SELECT event_id FROM orphan)
-			ORDER BY e.event_id, j.id DESC
+			  AND e.event_id = o.event_id AND coalesce(j.args->>'user_id', '') IN (o.user_id, '')
+			ORDER BY o.user_id, o.event_id, j.id DESC
 		)
 		SELECT o.event_id, o.user_id, coalesce(d.id, 0), coalesce(d.attempt, 0)
-		FROM orphan o LEFT JOIN discarded d USING (event_id)
-		ORDER BY o.received_at, o.event_id`, ExtractJobKind, limit)
+		FROM orphan o LEFT JOIN discarded d USING (user_id, event_id)
+		ORDER BY o.received_at, o.event_id, o.user_id`, ExtractJobKind, limit)
 	if err != nil {
 		return nil, fmt.Errorf("orphaned turns: %w", err)
 	}

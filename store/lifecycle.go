@@ -50,9 +50,11 @@ func (s *Store) ForgetUser(ctx context.Context, userID, token string, throughSeq
 		}
 		tomb.StreamSeq = uint64(seq)
 		// Jobs before turns, which name them. A job of the user goes; a job
-		// of several users (replay) loses the user's event ids, or goes when
-		// nothing else is left, so that no job row keeps naming the user's
-		// turns. A running job finds the turns gone and stores nothing.
+		// of several users (replay before migration 012; jobs now name one
+		// user) loses the user's event ids, or goes when nothing else is
+		// left, so that no job row keeps naming the user's turns. (Another
+		// user's turn with the same id loses its place in such a job too;
+		// the reconciler requeues it.) A running job finds the turns gone and stores nothing.
 		// (Every data-modifying WITH clause runs, read or not.)
 		tag, err := q.db.Exec(ctx, `DELETE FROM river_job WHERE kind = $1 AND args->>'user_id' = $2`, ExtractJobKind, userID)
 		if err != nil {
@@ -154,8 +156,11 @@ func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect b
 // ones are inserted, known ones that are not pending are set back to pending
 // with their content refreshed from the event, which also gives a turn whose
 // text was cleared after the retention period its text back. It returns the
-// ids that need an extraction job; a turn already pending has one.
-func (s *Store) RequeueTurns(ctx context.Context, turns []Turn) ([]string, error) {
+// keys of the turns that need an extraction job; a turn already pending has
+// one. Of several events with one key (a frontend's retry, or a conflicting
+// duplicate that ingest dead-lettered), the earliest in the stream counts,
+// and a later one changes a recorded turn only if its content is the same.
+func (s *Store) RequeueTurns(ctx context.Context, turns []Turn) ([]TurnKey, error) {
 	if len(turns) == 0 {
 		return nil, nil
 	}
@@ -176,21 +181,22 @@ func (s *Store) RequeueTurns(ctx context.Context, turns []Turn) ([]string, error
 	// xmax = 0 tells an inserted row from an updated one; the WHERE skips
 	// rows already pending, which RETURNING then omits.
 	rows, err := s.db.Query(ctx, `
-		INSERT INTO turns AS t (event_id, user_id, conversation_id, user_message, assistant_response, turn_at, stream_seq, metadata, clamped_from)
-		SELECT DISTINCT ON (e) e, u, c, m, r, a, q, md, cf
+		INSERT INTO turns AS t (event_id, user_id, conversation_id, user_message, assistant_response, turn_at, stream_seq, metadata, clamped_from, content_hash)
+		SELECT DISTINCT ON (u, e) e, u, c, m, r, a, q, md, cf, memoryd_turn_hash(c, m, r, coalesce(cf, a), md)
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::bigint[], $8::jsonb[], $9::timestamptz[]) AS x(e, u, c, m, r, a, q, md, cf)
-		ORDER BY e
-		ON CONFLICT (event_id) DO UPDATE
+		ORDER BY u, e, q
+		ON CONFLICT (user_id, event_id) DO UPDATE
 		SET status = 'pending', last_error = NULL, user_message = excluded.user_message,
 		    assistant_response = excluded.assistant_response, metadata = excluded.metadata, text_cleared_at = NULL,
-		    turn_at = excluded.turn_at, clamped_from = excluded.clamped_from, conversation_id = excluded.conversation_id, stream_seq = excluded.stream_seq
-		WHERE t.status <> 'pending' AND t.user_id = excluded.user_id
-		RETURNING event_id`,
+		    turn_at = excluded.turn_at, clamped_from = excluded.clamped_from, conversation_id = excluded.conversation_id, stream_seq = excluded.stream_seq,
+		    content_hash = excluded.content_hash
+		WHERE t.status <> 'pending' AND (t.content_hash IS NULL OR t.content_hash = excluded.content_hash)
+		RETURNING user_id, event_id`,
 		ids, users, convs, msgs, resps, ats, seqs, metas, clamped)
 	if err != nil {
 		return nil, fmt.Errorf("requeue turns: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[TurnKey])
 	if err != nil {
 		return nil, fmt.Errorf("requeue turns: %w", err)
 	}

@@ -14,7 +14,7 @@ func TestTurnMetadataNumbersExact(t *testing.T) {
 	if _, err := s.InsertTurns(ctx, []store.Turn{{EventID: "e1", UserID: "alice", UserMessage: "hi", TurnAt: t0, Metadata: []byte(meta)}}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.GetTurn(ctx, "e1")
+	got, err := s.GetTurn(ctx, "alice", "e1")
 	if err != nil {
 		t.Fatal(err)
 	}

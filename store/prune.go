@@ -103,13 +103,13 @@ const turnTextSize = `pg_column_size(user_message) + pg_column_size(assistant_re
 func (s *Store) ClearTurnText(ctx context.Context, retention time.Duration, n int) (turns, bytes int64, err error) {
 	err = s.db.QueryRow(ctx, `
 		WITH expired AS (
-			SELECT event_id, `+turnTextSize+` AS size FROM turns
+			SELECT user_id, event_id, `+turnTextSize+` AS size FROM turns
 			WHERE status = 'processed' AND text_cleared_at IS NULL AND processed_at < now() - $1::interval
 			ORDER BY processed_at LIMIT $2
 			FOR UPDATE SKIP LOCKED
 		), cleared AS (
 			UPDATE turns t SET user_message = '', assistant_response = '', metadata = NULL, text_cleared_at = now()
-			FROM expired WHERE t.event_id = expired.event_id
+			FROM expired WHERE t.user_id = expired.user_id AND t.event_id = expired.event_id
 			RETURNING expired.size
 		)
 		SELECT count(*), coalesce(sum(size), 0) FROM cleared`, retention, n).Scan(&turns, &bytes)

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -22,21 +23,21 @@ var t0 = time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
 func TestInsertTurnsIsIdempotent(t *testing.T) {
 	ctx, s := setup(t)
 	turn := store.Turn{EventID: "e1", UserID: "alice", UserMessage: "hi", TurnAt: t0, Metadata: []byte(`{"k":1}`)}
-	ids, err := s.InsertTurns(ctx, []store.Turn{turn, {EventID: "e2", UserID: "alice", UserMessage: "yo", TurnAt: t0}})
+	out, err := s.InsertTurns(ctx, []store.Turn{turn, {EventID: "e2", UserID: "alice", UserMessage: "yo", TurnAt: t0}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ids) != 2 {
-		t.Fatalf("first insert: got %v, want 2 ids", ids)
+	if !slices.Equal(out, []store.TurnOutcome{store.TurnInserted, store.TurnInserted}) {
+		t.Fatalf("first insert: got %v, want 2 inserted", out)
 	}
-	ids, err = s.InsertTurns(ctx, []store.Turn{turn})
+	out, err = s.InsertTurns(ctx, []store.Turn{turn})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ids) != 0 {
-		t.Fatalf("redelivered turn inserted again: %v", ids)
+	if !slices.Equal(out, []store.TurnOutcome{store.TurnDuplicate}) {
+		t.Fatalf("redelivered turn: %v, want a duplicate", out)
 	}
-	got, err := s.GetTurn(ctx, "e1")
+	got, err := s.GetTurn(ctx, "alice", "e1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,19 +160,19 @@ func TestTurnLifecycleAndStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
-		turns, err := q.LockUnprocessedTurns(ctx, []string{"a", "b"})
+		turns, err := q.LockUnprocessedTurns(ctx, "alice", []string{"a", "b"})
 		if err != nil {
 			return err
 		}
 		if len(turns) != 2 {
 			t.Errorf("locked %d turns, want 2", len(turns))
 		}
-		return q.MarkProcessed(ctx, []string{"a"}, store.Provenance{Extractor: "rules"})
+		return q.MarkProcessed(ctx, "alice", []string{"a"}, store.Provenance{Extractor: "rules"})
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.MarkFailed(ctx, []string{"a", "b"}, "boom", true); err != nil {
+	if err := s.MarkFailed(ctx, "alice", []string{"a", "b"}, "boom", true); err != nil {
 		t.Fatal(err)
 	}
 	st, err := s.Stats(ctx, "alice")
@@ -185,8 +186,8 @@ func TestTurnLifecycleAndStats(t *testing.T) {
 	if err != nil || len(failed) != 1 || failed[0].EventID != "b" || failed[0].LastError != "boom" {
 		t.Fatalf("failed turns = %+v, %v", failed, err)
 	}
-	reset, err := s.ResetFailed(ctx, []string{"a", "b", "c"})
-	if err != nil || len(reset) != 1 || reset[0] != "b" {
+	reset, err := s.ResetFailed(ctx, []store.TurnKey{{UserID: "alice", EventID: "a"}, {UserID: "alice", EventID: "b"}, {UserID: "bob", EventID: "c"}, {UserID: "bob", EventID: "b"}})
+	if err != nil || len(reset) != 1 || reset[0] != (store.TurnKey{UserID: "alice", EventID: "b"}) {
 		t.Fatalf("reset = %v, %v", reset, err)
 	}
 }

@@ -37,21 +37,53 @@ type Turn struct {
 	ProcessedAt *time.Time
 }
 
-// InsertTurns records turns as pending, skipping event ids already recorded.
-// It returns the event ids it inserted, which are exactly the turns that need
-// an extraction job: a redelivered event inserts nothing.
-func (s *Store) InsertTurns(ctx context.Context, turns []Turn) ([]string, error) {
+// TurnKey identifies a turn. Event ids are unique per user only: two users'
+// turns may share an id.
+type TurnKey struct {
+	UserID  string
+	EventID string
+}
+
+// Key is the turn's key.
+func (t Turn) Key() TurnKey { return TurnKey{UserID: t.UserID, EventID: t.EventID} }
+
+// TurnOutcome is what InsertTurns did with one turn.
+type TurnOutcome int
+
+const (
+	// TurnInserted: the turn is new and recorded pending; it needs an
+	// extraction job.
+	TurnInserted TurnOutcome = iota
+	// TurnDuplicate: the user's turn with this event id is recorded with the
+	// same content (a redelivery or a frontend's retry); nothing changed.
+	TurnDuplicate
+	// TurnConflict: the user's turn with this event id is recorded with
+	// different content; nothing changed, and the event must not be taken
+	// for the recorded one.
+	TurnConflict
+)
+
+// InsertTurns records turns as pending, keyed by (user, event id), and
+// returns what it did with each, in the order of turns: a turn whose key is
+// already recorded (or appears earlier in turns) is not inserted, and is a
+// duplicate when its content (conversation, message, response, timestamp as
+// sent, metadata) is the recorded one's, else a conflict. A recorded turn
+// whose text was emptied before content hashes existed counts as the same.
+func (s *Store) InsertTurns(ctx context.Context, turns []Turn) ([]TurnOutcome, error) {
 	if len(turns) == 0 {
 		return nil, nil
 	}
+	n := len(turns)
 	var (
-		ids, users, convs, msgs, resps = make([]string, len(turns)), make([]string, len(turns)), make([]string, len(turns)), make([]string, len(turns)), make([]string, len(turns))
-		ats                            = make([]time.Time, len(turns))
-		clamped                        = make([]*time.Time, len(turns))
-		metas                          = make([]*string, len(turns))
-		seqs                           = make([]int64, len(turns))
+		idx                            = make([]int32, n)
+		ids, users, convs, msgs, resps = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		ats                            = make([]time.Time, n)
+		clamped                        = make([]*time.Time, n)
+		metas                          = make([]*string, n)
+		seqs                           = make([]int64, n)
 	)
 	for i, t := range turns {
+		idx[i] = int32(i)
 		ids[i], users[i], convs[i], msgs[i], resps[i] = t.EventID, t.UserID, t.ConversationID, t.UserMessage, t.AssistantResponse
 		ats[i], clamped[i] = t.TurnAt, t.ClampedFrom
 		seqs[i] = int64(t.StreamSeq)
@@ -60,20 +92,65 @@ func (s *Store) InsertTurns(ctx context.Context, turns []Turn) ([]string, error)
 			metas[i] = &m
 		}
 	}
+	// The first turn of each key is inserted (DISTINCT ON ... ORDER BY i);
+	// every other one is then compared with what the table holds, in a
+	// second statement, which also sees a row a concurrent transaction
+	// committed while the insert waited on it.
+	const input = `unnest($1::int[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[], $8::jsonb[], $9::bigint[], $10::timestamptz[])
+		AS x(i, e, u, c, m, r, a, md, q, cf)`
+	args := []any{idx, ids, users, convs, msgs, resps, ats, metas, seqs, clamped}
 	rows, err := s.db.Query(ctx, `
-		INSERT INTO turns (event_id, user_id, conversation_id, user_message, assistant_response, turn_at, metadata, stream_seq, clamped_from)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::jsonb[], $8::bigint[], $9::timestamptz[])
-		ON CONFLICT (event_id) DO NOTHING
-		RETURNING event_id`,
-		ids, users, convs, msgs, resps, ats, metas, seqs, clamped)
+		INSERT INTO turns (event_id, user_id, conversation_id, user_message, assistant_response, turn_at, metadata, stream_seq, clamped_from, content_hash)
+		SELECT e, u, c, m, r, a, md, q, cf, memoryd_turn_hash(c, m, r, coalesce(cf, a), md)
+		FROM (SELECT DISTINCT ON (u, e) * FROM `+input+` ORDER BY u, e, i) x
+		ORDER BY i
+		ON CONFLICT (user_id, event_id) DO NOTHING
+		RETURNING user_id, event_id`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("insert turns: %w", err)
 	}
-	inserted, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	inserted, err := pgx.CollectRows(rows, pgx.RowToStructByPos[TurnKey])
 	if err != nil {
 		return nil, fmt.Errorf("insert turns: %w", err)
 	}
-	return inserted, nil
+	isNew := make(map[TurnKey]bool, len(inserted))
+	for _, k := range inserted {
+		isNew[k] = true
+	}
+	out := make([]TurnOutcome, n)
+	var check []int32
+	for i, t := range turns {
+		if isNew[t.Key()] {
+			isNew[t.Key()] = false // later turns of the key are duplicates or conflicts
+			continue
+		}
+		check = append(check, int32(i))
+	}
+	if len(check) == 0 {
+		return out, nil
+	}
+	rows, err = s.db.Query(ctx, `
+		SELECT x.i, t.content_hash IS NULL OR t.content_hash = memoryd_turn_hash(x.c, x.m, x.r, coalesce(x.cf, x.a), x.md)
+		FROM `+input+`
+		LEFT JOIN turns t ON t.user_id = x.u AND t.event_id = x.e
+		WHERE x.i = ANY($11)`, append(args, check)...)
+	if err != nil {
+		return nil, fmt.Errorf("insert turns: compare duplicates: %w", err)
+	}
+	var (
+		i    int32
+		same bool
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&i, &same}, func() error {
+		out[i] = TurnConflict
+		if same {
+			out[i] = TurnDuplicate
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("insert turns: compare duplicates: %w", err)
+	}
+	return out, nil
 }
 
 const turnColumns = `event_id, user_id, conversation_id, user_message, assistant_response, turn_at, clamped_from,
@@ -90,23 +167,28 @@ func scanTurn(row pgx.CollectableRow) (Turn, error) {
 	return t, err
 }
 
-// UnprocessedTurns returns the turns among eventIDs that are not yet
-// processed, ordered by turn time.
-func (s *Store) UnprocessedTurns(ctx context.Context, eventIDs []string) ([]Turn, error) {
-	return s.unprocessedTurns(ctx, eventIDs, "")
+// UnprocessedTurns returns the turns of userID among eventIDs that are not
+// yet processed, ordered by turn time.
+//
+// Here and in the other functions taking a user and event ids, an empty
+// userID matches the ids of any user. Only an extraction job enqueued
+// before event ids became unique per user (migration 012) names no user:
+// new jobs always name the one user whose turns they hold.
+func (s *Store) UnprocessedTurns(ctx context.Context, userID string, eventIDs []string) ([]Turn, error) {
+	return s.unprocessedTurns(ctx, userID, eventIDs, "")
 }
 
 // LockUnprocessedTurns is UnprocessedTurns with the rows locked FOR UPDATE
 // until the transaction ends. Call it inside InTx: the lock makes two jobs
 // racing on the same turn (a rescued job and its original) store it once.
-func (s *Store) LockUnprocessedTurns(ctx context.Context, eventIDs []string) ([]Turn, error) {
-	return s.unprocessedTurns(ctx, eventIDs, " FOR UPDATE")
+func (s *Store) LockUnprocessedTurns(ctx context.Context, userID string, eventIDs []string) ([]Turn, error) {
+	return s.unprocessedTurns(ctx, userID, eventIDs, " FOR UPDATE")
 }
 
-func (s *Store) unprocessedTurns(ctx context.Context, eventIDs []string, lock string) ([]Turn, error) {
+func (s *Store) unprocessedTurns(ctx context.Context, userID string, eventIDs []string, lock string) ([]Turn, error) {
 	rows, err := s.db.Query(ctx, `SELECT `+turnColumns+` FROM turns
-		WHERE event_id = ANY($1) AND status <> 'processed'
-		ORDER BY turn_at, event_id`+lock, eventIDs)
+		WHERE event_id = ANY($1) AND ($2 = '' OR user_id = $2) AND status <> 'processed'
+		ORDER BY turn_at, event_id, user_id`+lock, eventIDs, userID)
 	if err != nil {
 		return nil, fmt.Errorf("unprocessed turns: %w", err)
 	}
@@ -117,9 +199,9 @@ func (s *Store) unprocessedTurns(ctx context.Context, eventIDs []string, lock st
 	return turns, nil
 }
 
-// GetTurn returns one turn, or ErrNotFound.
-func (s *Store) GetTurn(ctx context.Context, eventID string) (Turn, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+turnColumns+` FROM turns WHERE event_id = $1`, eventID)
+// GetTurn returns the user's turn with an event id, or ErrNotFound.
+func (s *Store) GetTurn(ctx context.Context, userID, eventID string) (Turn, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+turnColumns+` FROM turns WHERE user_id = $1 AND event_id = $2`, userID, eventID)
 	if err != nil {
 		return Turn{}, fmt.Errorf("get turn: %w", err)
 	}
@@ -130,29 +212,30 @@ func (s *Store) GetTurn(ctx context.Context, eventID string) (Turn, error) {
 	return t, nil
 }
 
-// MarkProcessed marks turns processed by the given extractor.
-func (s *Store) MarkProcessed(ctx context.Context, eventIDs []string, p Provenance) error {
+// MarkProcessed marks the user's turns processed by the given extractor.
+func (s *Store) MarkProcessed(ctx context.Context, userID string, eventIDs []string, p Provenance) error {
 	_, err := s.db.Exec(ctx, `UPDATE turns
 		SET status = 'processed', processed_at = now(), attempts = attempts + 1, last_error = NULL, claimed_until = NULL,
 		    extractor = $2, model = $3, prompt_version = $4
-		WHERE event_id = ANY($1)`, eventIDs, p.Extractor, p.Model, p.PromptVersion)
+		WHERE event_id = ANY($1) AND ($5 = '' OR user_id = $5)`, eventIDs, p.Extractor, p.Model, p.PromptVersion, userID)
 	if err != nil {
 		return fmt.Errorf("mark processed: %w", err)
 	}
 	return nil
 }
 
-// MarkFailed records an extraction failure for turns that are not processed.
+// MarkFailed records an extraction failure for the user's turns that are not
+// processed.
 // With final set the turns become failed (queryable and re-runnable with
 // RetryFailed); otherwise they stay pending with the error noted.
-func (s *Store) MarkFailed(ctx context.Context, eventIDs []string, reason string, final bool) error {
+func (s *Store) MarkFailed(ctx context.Context, userID string, eventIDs []string, reason string, final bool) error {
 	status := StatusPending
 	if final {
 		status = StatusFailed
 	}
 	_, err := s.db.Exec(ctx, `UPDATE turns
 		SET status = $2, attempts = attempts + 1, last_error = left($3, 2000), claimed_until = NULL
-		WHERE event_id = ANY($1) AND status <> 'processed'`, eventIDs, status, reason)
+		WHERE event_id = ANY($1) AND ($4 = '' OR user_id = $4) AND status <> 'processed'`, eventIDs, status, reason, userID)
 	if err != nil {
 		return fmt.Errorf("mark failed: %w", err)
 	}
@@ -174,19 +257,26 @@ func (s *Store) FailedTurns(ctx context.Context, userID string, limit int) ([]Tu
 	return turns, nil
 }
 
-// ResetFailed sets the given failed turns back to pending and returns the ids
-// it reset, so the caller can enqueue them again in the same transaction.
-func (s *Store) ResetFailed(ctx context.Context, eventIDs []string) ([]string, error) {
-	rows, err := s.db.Query(ctx, `UPDATE turns SET status = 'pending'
-		WHERE event_id = ANY($1) AND status = 'failed' RETURNING event_id`, eventIDs)
+// ResetFailed sets the given failed turns back to pending and returns the
+// keys it reset, so the caller can enqueue them again in the same
+// transaction.
+func (s *Store) ResetFailed(ctx context.Context, keys []TurnKey) ([]TurnKey, error) {
+	users, ids := make([]string, len(keys)), make([]string, len(keys))
+	for i, k := range keys {
+		users[i], ids[i] = k.UserID, k.EventID
+	}
+	rows, err := s.db.Query(ctx, `UPDATE turns t SET status = 'pending'
+		FROM unnest($1::text[], $2::text[]) AS k(u, e)
+		WHERE t.user_id = k.u AND t.event_id = k.e AND t.status = 'failed'
+		RETURNING t.user_id, t.event_id`, users, ids)
 	if err != nil {
 		return nil, fmt.Errorf("reset failed: %w", err)
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	reset, err := pgx.CollectRows(rows, pgx.RowToStructByPos[TurnKey])
 	if err != nil {
 		return nil, fmt.Errorf("reset failed: %w", err)
 	}
-	return ids, nil
+	return reset, nil
 }
 
 // UserStats summarises one user's memory.

@@ -90,7 +90,7 @@ func TestShutdownDuringABurstLeavesNoTurnPending(t *testing.T) {
 	}
 	unblock()
 	for _, id := range ids {
-		if turn, err := e.store.GetTurn(e.ctx, id); err != nil || turn.Status != store.StatusPending {
+		if turn, err := e.store.GetTurn(e.ctx, "alice", id); err != nil || turn.Status != store.StatusPending {
 			t.Fatalf("turn %s after the shutdown = %+v, %v; want it pending", id, turn, err)
 		}
 	}
@@ -193,6 +193,13 @@ func TestDuplicateIDsInOneDebouncedBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		rejected[ev.UserID+"/"+ev.ConversationID] = m.Header.Get(worker.HeaderReason)
+	}
+	// Event ids are per user: bob's and carol's "shared" are two turns,
+	// neither a duplicate of the other.
+	for _, k := range []string{"bob/c1", "carol/c9"} {
+		if reason, dead := rejected[k]; dead {
+			t.Errorf("%s dead-lettered (%s): another user's id is not a conflict", k, reason)
+		}
 	}
 	// Each distinct event: recorded (and processed, under its own user and
 	// conversation) or dead-lettered with a reason.

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
+	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -12,37 +12,32 @@ import (
 	"github.com/memoryd/memoryd/store"
 )
 
-// errConflictingDuplicate rejects an event whose id another event of the
-// same batch already has with different content: only one of them can be
-// recorded under the id, and the other must not vanish silently.
-var errConflictingDuplicate = errors.New("invalid turn event: its event id is already used by another event with different content")
-
-// dropBatchDuplicates makes the batch's turns unique by event id (the key of
-// the turns table) before they are recorded, so that every recorded turn
+// dropBatchDuplicates makes the batch's turns unique by user and event id
+// (the key of the turns table) before they are recorded, so that every recorded turn
 // gets a job for its own user and conversation. Of two events with the same
 // id, the first is kept; a later copy with the same content (a re-publish)
 // is acknowledged with the batch, one with different content is
 // dead-lettered. valid[i] is the message of turns[i]; it returns the unique
-// turns and the messages to acknowledge once they are recorded.
-func (w *Worker) dropBatchDuplicates(ctx context.Context, turns []store.Turn, valid []jetstream.Msg) ([]store.Turn, []jetstream.Msg) {
-	first := make(map[string]int, len(turns))
-	unique := turns[:0:0]
-	var ack []jetstream.Msg
+// turns, their messages (msgs[i] of unique[i]), and the identical copies'
+// messages, to acknowledge once the batch is recorded.
+func (w *Worker) dropBatchDuplicates(ctx context.Context, turns []store.Turn, valid []jetstream.Msg) (unique []store.Turn, msgs, copies []jetstream.Msg) {
+	first := make(map[store.TurnKey]int, len(turns))
+	unique = turns[:0:0]
 	for i, t := range turns {
-		j, seen := first[t.EventID]
+		j, seen := first[t.Key()]
 		switch {
 		case !seen:
-			first[t.EventID] = len(unique)
+			first[t.Key()] = len(unique)
 			unique = append(unique, t)
-			ack = append(ack, valid[i])
+			msgs = append(msgs, valid[i])
 		case sameTurn(unique[j], t):
 			w.duplicates.Add(1)
-			ack = append(ack, valid[i])
+			copies = append(copies, valid[i])
 		default:
-			w.reject(ctx, valid[i], errConflictingDuplicate)
+			w.reject(ctx, valid[i], fmt.Errorf("%w: user %q already has event id %q with other content", errConflict, t.UserID, t.EventID))
 		}
 	}
-	return unique, ack
+	return unique, msgs, copies
 }
 
 // sameTurn reports whether two turns carry the same event content: the

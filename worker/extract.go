@@ -63,9 +63,9 @@ func (e *extractWorker) Work(ctx context.Context, job *river.Job[ExtractArgs]) e
 func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) error {
 	w := e.w
 	s := w.cfg.Store
-	turns, err := s.UnprocessedTurns(ctx, job.Args.EventIDs)
+	turns, err := s.UnprocessedTurns(ctx, job.Args.UserID, job.Args.EventIDs)
 	if err != nil {
-		return e.fail(ctx, job.JobRow, job.Args.EventIDs, err)
+		return e.fail(ctx, job.JobRow, job.Args.UserID, job.Args.EventIDs, err)
 	}
 	if len(turns) == 0 {
 		return nil // done by an earlier run of this job, or by its burst
@@ -78,7 +78,7 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 	}
 	keys, err := s.FactKeys(ctx, users)
 	if err != nil {
-		return e.fail(ctx, job.JobRow, job.Args.EventIDs, err)
+		return e.fail(ctx, job.JobRow, job.Args.UserID, job.Args.EventIDs, err)
 	}
 	if job.Args.ConversationID != "" {
 		if batcher, ok := w.cfg.Extractor.(BatchExtractor); ok {
@@ -102,7 +102,7 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 				if serr := e.save(context.WithoutCancel(ctx), done, prov); serr != nil {
 					w.logger.Warn("cannot save partial extraction", "job_id", job.ID, "error", serr)
 				}
-				return e.fail(ctx, job.JobRow, unprocessed(turns[i:]), ctx.Err())
+				return e.fail(ctx, job.JobRow, job.Args.UserID, unprocessed(turns[i:]), ctx.Err())
 			}
 			failed = append(failed, t.EventID)
 			firstErr = cmpErr(firstErr, err)
@@ -118,16 +118,16 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 		// loses at most one chunk of model calls.
 		if len(done) == saveEvery {
 			if err := e.save(ctx, done, prov); err != nil {
-				return e.fail(ctx, job.JobRow, unprocessed(turns[i+1-len(done):]), err)
+				return e.fail(ctx, job.JobRow, job.Args.UserID, unprocessed(turns[i+1-len(done):]), err)
 			}
 			done = done[:0]
 		}
 	}
 	if err := e.save(ctx, done, prov); err != nil {
-		return e.fail(ctx, job.JobRow, job.Args.EventIDs, err)
+		return e.fail(ctx, job.JobRow, job.Args.UserID, job.Args.EventIDs, err)
 	}
 	if len(failed) > 0 {
-		return e.fail(ctx, job.JobRow, failed, firstErr)
+		return e.fail(ctx, job.JobRow, job.Args.UserID, failed, firstErr)
 	}
 	return nil
 }
@@ -174,7 +174,7 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 	burst, err := s.ClaimConversationTurns(ctx, store.Claim{JobID: job.ID, UserID: a.UserID, ConversationID: a.ConversationID,
 		Own: a.EventIDs, Limit: extractor.MaxBatchTurns, TTL: e.w.cfg.JobTimeout, LockTimeout: max(lockTimeout, time.Millisecond)})
 	if err != nil {
-		return e.fail(ctx, job.JobRow, a.EventIDs, err)
+		return e.fail(ctx, job.JobRow, a.UserID, a.EventIDs, err)
 	}
 	if len(burst) == 0 {
 		return nil // this job's turns are done, or claimed by the job of an earlier turn of the burst
@@ -187,7 +187,7 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 	}()
 	prior, err := s.PriorConversationTurns(ctx, a.UserID, a.ConversationID, burst[0].TurnAt, priorTurns)
 	if err != nil {
-		return e.fail(ctx, job.JobRow, a.EventIDs, err)
+		return e.fail(ctx, job.JobRow, a.UserID, a.EventIDs, err)
 	}
 	in := extractor.BatchInput{UserID: a.UserID, FactKeys: keys}
 	for _, t := range burst {
@@ -203,14 +203,14 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 		if ctx.Err() != nil {
 			err = ctx.Err()
 		}
-		return e.fail(ctx, job.JobRow, ids, err)
+		return e.fail(ctx, job.JobRow, a.UserID, ids, err)
 	}
 	done := make([]extracted, len(burst))
 	for i, t := range burst {
 		done[i] = extracted{turn: t, result: extractor.Result{Facts: res.Facts[i], Context: res.Context[i]}}
 	}
 	if err := e.save(ctx, done, store.Provenance{Extractor: info.Name, Model: info.Model, PromptVersion: res.PromptVersion}); err != nil {
-		return e.fail(ctx, job.JobRow, ids, err)
+		return e.fail(ctx, job.JobRow, a.UserID, ids, err)
 	}
 	return nil
 }
@@ -260,9 +260,13 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 	if len(done) == 0 {
 		return nil
 	}
-	ids := make([]string, len(done))
-	for i, d := range done {
-		ids[i] = d.turn.EventID
+	// The job's user; none for a job enqueued before migration 012 that
+	// holds several users' turns (see store.UnprocessedTurns).
+	user := done[0].turn.UserID
+	for _, d := range done {
+		if d.turn.UserID != user {
+			user = ""
+		}
 	}
 	// A lock wait ends well before the job's deadline, as a lock timeout
 	// that fail retries without spending an attempt.
@@ -280,13 +284,13 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 		if err != nil {
 			return err
 		}
-		locked, err := q.LockUnprocessedTurns(ctx, ids)
+		locked, err := q.LockUnprocessedTurns(ctx, user, ids)
 		if err != nil {
 			return err
 		}
-		open := make(map[string]bool, len(locked))
+		open := make(map[store.TurnKey]bool, len(locked))
 		for _, t := range locked {
-			open[t.EventID] = true
+			open[t.Key()] = true
 		}
 		var (
 			facts []store.FactWrite
@@ -294,7 +298,7 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 		)
 		for _, d := range done {
 			t := d.turn
-			if !open[t.EventID] {
+			if !open[t.Key()] {
 				continue
 			}
 			for k, v := range d.result.Facts {
@@ -314,10 +318,10 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 			return err
 		}
 		processed := make([]string, 0, len(open))
-		for id := range open {
-			processed = append(processed, id)
+		for k := range open {
+			processed = append(processed, k.EventID)
 		}
-		return q.MarkProcessed(ctx, processed, prov)
+		return q.MarkProcessed(ctx, user, processed, prov)
 	})
 }
 
@@ -332,7 +336,7 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 // context's error) says nothing about what it waited for, so it is an
 // ordinary failure; save bounds lock waits well below the deadline, so a
 // statement waiting on a lock fails with a lock timeout first.
-func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, eventIDs []string, err error) error {
+func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID string, eventIDs []string, err error) error {
 	if errors.Is(ctx.Err(), context.Canceled) {
 		// Shutdown, not a failure: hand the job back without using up an
 		// attempt (a snooze does not count one).
@@ -356,7 +360,7 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, eventID
 	// Record the failure even when ctx is cancelled (shutdown), bounded.
 	markCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if merr := e.w.cfg.Store.MarkFailed(markCtx, eventIDs, err.Error(), final); merr != nil {
+	if merr := e.w.cfg.Store.MarkFailed(markCtx, userID, eventIDs, err.Error(), final); merr != nil {
 		e.w.logger.Error("cannot record extraction failure", "job_id", job.ID, "error", merr)
 	}
 	level := e.w.logger.Warn

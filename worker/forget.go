@@ -291,14 +291,14 @@ func keepRemembered(ctx context.Context, q *store.Store, done []extracted) ([]ex
 	if err != nil {
 		return nil, nil, err
 	}
-	kept := make(map[string]bool, len(keep))
+	kept := make(map[store.TurnKey]bool, len(keep))
 	for _, t := range keep {
-		kept[t.EventID] = true
+		kept[t.Key()] = true
 	}
 	out := make([]extracted, 0, len(keep))
 	ids := make([]string, 0, len(keep))
 	for _, d := range done {
-		if kept[d.turn.EventID] {
+		if kept[d.turn.Key()] {
 			out = append(out, d)
 			ids = append(ids, d.turn.EventID)
 		}

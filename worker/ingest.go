@@ -116,13 +116,13 @@ func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) error {
 		turns = append(turns, st)
 		valid = append(valid, m)
 	}
-	turns, valid = w.dropBatchDuplicates(ctx, turns, valid)
+	turns, valid, copies := w.dropBatchDuplicates(ctx, turns, valid)
 	if len(turns) == 0 {
 		return nil
 	}
 	var (
-		inserted []string
-		kept     int
+		outcomes []store.TurnOutcome
+		keep     []store.Turn
 	)
 	// Bounded so that a hung database cannot hold the batch (and Stop)
 	// forever; the events are then redelivered like on any other failure.
@@ -131,27 +131,74 @@ func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) error {
 	err := w.cfg.Store.InTx(txCtx, func(tx pgx.Tx, q *store.Store) error {
 		// Turns of a forgotten user published before the forget are
 		// dropped (and acknowledged): the forget is final.
-		keep, err := dropForgotten(txCtx, q, turns)
+		var err error
+		keep, err = dropForgotten(txCtx, q, turns)
 		if err != nil {
 			return err
 		}
-		kept = len(keep)
-		if inserted, err = q.InsertTurns(txCtx, keep); err != nil {
+		if outcomes, err = q.InsertTurns(txCtx, keep); err != nil {
 			return err
 		}
-		return w.enqueue(txCtx, tx, keep, inserted)
+		return w.enqueue(txCtx, tx, inserted(keep, outcomes))
 	})
 	if err != nil {
 		return err
 	}
-	for _, m := range valid {
-		// A lost ack only means a redelivery, which inserts nothing.
+	// A conflicting duplicate (the user's event id recorded with other
+	// content) is dead-lettered, never taken for the recorded turn; the
+	// other events are acknowledged. A lost ack only means a redelivery,
+	// which inserts nothing.
+	// A message is known by its stream sequence (0 only when its metadata
+	// cannot be read: then by its key).
+	type msgKey struct {
+		seq uint64
+		key store.TurnKey
+	}
+	msgOf := func(t store.Turn) msgKey {
+		if t.StreamSeq != 0 {
+			return msgKey{seq: t.StreamSeq}
+		}
+		return msgKey{key: t.Key()}
+	}
+	conflict := make(map[msgKey]bool)
+	recorded := 0
+	for i, t := range keep {
+		switch outcomes[i] {
+		case store.TurnInserted:
+			recorded++
+		case store.TurnConflict:
+			conflict[msgOf(t)] = true
+		}
+	}
+	for i, m := range valid {
+		if t := turns[i]; conflict[msgOf(t)] {
+			w.reject(ctx, m, fmt.Errorf("%w: user %q already has event id %q with other content", errConflict, t.UserID, t.EventID))
+			continue
+		}
 		_ = m.Ack()
 	}
-	w.recorded.Add(int64(len(inserted)))
-	w.duplicates.Add(int64(kept - len(inserted)))
-	w.logger.Debug("ingested turns", "events", len(batch), "recorded", len(inserted), "forgotten", len(turns)-kept)
+	for _, m := range copies {
+		_ = m.Ack() // identical copies of turns recorded above
+	}
+	w.recorded.Add(int64(recorded))
+	w.duplicates.Add(int64(len(keep) - recorded - len(conflict)))
+	w.logger.Debug("ingested turns", "events", len(batch), "recorded", recorded, "conflicts", len(conflict), "forgotten", len(turns)-len(keep))
 	return nil
+}
+
+// errConflict rejects an event whose (user, id) is recorded with different
+// content: taking it for the recorded turn would silently lose it.
+var errConflict = errors.New("conflicting duplicate event id")
+
+// inserted returns the turns InsertTurns recorded.
+func inserted(turns []store.Turn, outcomes []store.TurnOutcome) []store.Turn {
+	var out []store.Turn
+	for i, t := range turns {
+		if outcomes[i] == store.TurnInserted {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // storeTurn is the turn as recorded. A timestamp later than the time the
@@ -235,29 +282,22 @@ func (w *Worker) erase(ctx context.Context, seq uint64) error {
 }
 
 // enqueue inserts one extraction job per newly recorded turn.
-func (w *Worker) enqueue(ctx context.Context, tx pgx.Tx, turns []store.Turn, inserted []string) error {
+func (w *Worker) enqueue(ctx context.Context, tx pgx.Tx, inserted []store.Turn) error {
 	if len(inserted) == 0 {
 		return nil
 	}
 	if w.cfg.ExtractDebounce <= 0 {
-		return insertJobs(ctx, w.river, tx, turns, inserted, w.cfg.JobSize)
+		return insertJobs(ctx, w.river, tx, inserted, w.cfg.JobSize)
 	}
 	// Debounce: still one job per turn, so that no turn can be left without
 	// one, but scheduled later and tagged with the conversation. The first
 	// job of a burst to run takes every pending turn of the conversation;
-	// the others then find theirs processed and stop. The turns are unique
-	// by event id (ingest drops the batch's duplicates), so byID gives each
-	// recorded id the turn that was recorded.
-	byID := make(map[string]store.Turn, len(turns))
-	for _, t := range turns {
-		byID[t.EventID] = t
-	}
+	// the others then find theirs processed and stop.
 	at := time.Now().Add(w.cfg.ExtractDebounce)
 	params := make([]river.InsertManyParams, len(inserted))
-	for i, id := range inserted {
-		t := byID[id]
+	for i, t := range inserted {
 		params[i] = river.InsertManyParams{
-			Args:       ExtractArgs{UserID: t.UserID, EventIDs: []string{id}, ConversationID: t.ConversationID},
+			Args:       ExtractArgs{UserID: t.UserID, EventIDs: []string{t.EventID}, ConversationID: t.ConversationID},
 			InsertOpts: &river.InsertOpts{ScheduledAt: at},
 		}
 	}
@@ -272,8 +312,8 @@ func rejectReason(err error) string {
 	switch {
 	case errors.Is(err, errTokenMismatch):
 		return "token_mismatch"
-	case errors.Is(err, errConflictingDuplicate):
-		return "conflicting_duplicate"
+	case errors.Is(err, errConflict):
+		return "conflicting_id"
 	case isDataError(err):
 		return "postgres_refused"
 	case errors.As(err, &ve) && ve.Field != "":

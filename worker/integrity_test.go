@@ -37,7 +37,7 @@ func TestFutureTimestampIsClamped(t *testing.T) {
 		t.Fatal(err)
 	}
 	storedAt := raw.Time.Truncate(time.Microsecond) // as Postgres keeps it
-	turn, err := e.store.GetTurn(e.ctx, "f1")
+	turn, err := e.store.GetTurn(e.ctx, "alice", "f1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestFutureTimestampIsClamped(t *testing.T) {
 	}
 
 	e.replay(worker.ReplayConfig{Users: []string{"alice"}})
-	again, err := e.store.GetTurn(e.ctx, "f1")
+	again, err := e.store.GetTurn(e.ctx, "alice", "f1")
 	if err != nil || !again.TurnAt.Equal(turn.TurnAt) {
 		t.Fatalf("after replay the turn is at %s, %v; want %s as at ingestion", again.TurnAt, err, turn.TurnAt)
 	}
@@ -107,7 +107,7 @@ func TestOptedOutTurnIsErasedFromTheStream(t *testing.T) {
 	if err != nil || info.State.Msgs != 2 {
 		t.Fatalf("stream holds %+v, %v; want the 2 opted-in events", info.State, err)
 	}
-	if _, err := e.store.GetTurn(e.ctx, "secret"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := e.store.GetTurn(e.ctx, "alice", "secret"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("opted-out turn in Postgres: %v", err)
 	}
 }
@@ -165,13 +165,13 @@ func TestLockWaitIsSnoozedNotFailed(t *testing.T) {
 	})
 	e.publish(events.Turn{ID: "t1", UserID: "alice", UserMessage: "I live in Rome."})
 	e.waitFor("the job snoozed twice on the lock", func() (bool, string) {
-		turn, err := e.store.GetTurn(e.ctx, "t1")
+		turn, err := e.store.GetTurn(e.ctx, "alice", "t1")
 		if err == nil && turn.Status == store.StatusFailed {
 			t.Fatalf("the turn failed while waiting on a lock: %s", turn.LastError)
 		}
 		return obs.get("lock_wait") >= 2, fmt.Sprintf("outcomes %s, turn %+v, %v", obs, turn.Status, err)
 	})
-	if turn, err := e.store.GetTurn(e.ctx, "t1"); err != nil || turn.Status != store.StatusPending || turn.Attempts != 0 {
+	if turn, err := e.store.GetTurn(e.ctx, "alice", "t1"); err != nil || turn.Status != store.StatusPending || turn.Attempts != 0 {
 		t.Fatalf("turn while locked = %+v, %v; want pending, no attempt counted", turn, err)
 	}
 

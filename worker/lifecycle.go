@@ -214,12 +214,12 @@ func requeue(ctx context.Context, s *store.Store, client *river.Client[pgx.Tx], 
 		if err != nil {
 			return err
 		}
-		ids, err := q.RequeueTurns(ctx, turns)
-		if err != nil || len(ids) == 0 {
+		keys, err := q.RequeueTurns(ctx, turns)
+		if err != nil || len(keys) == 0 {
 			return err
 		}
-		n = len(ids)
-		return insertJobs(ctx, client, tx, turns, ids, jobSize)
+		n = len(keys)
+		return insertJobs(ctx, client, tx, withKeys(turns, keys), jobSize)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("replay: %w", err)
@@ -227,29 +227,45 @@ func requeue(ctx context.Context, s *store.Store, client *river.Client[pgx.Tx], 
 	return n, nil
 }
 
-// insertJobs enqueues extraction for ids (a subset of turns), jobSize turns
-// per job in order. A job whose turns all belong to one user names the user;
-// a mixed one leaves UserID empty and the worker groups its turns by user.
-func insertJobs(ctx context.Context, client *river.Client[pgx.Tx], tx pgx.Tx, turns []store.Turn, ids []string, jobSize int) error {
-	if len(ids) == 0 {
+// insertJobs enqueues extraction for turns, up to jobSize turns per job, in
+// order. Every job holds the turns of one user and names that user: event
+// ids are unique per user only, so a job's (user, event ids) are its turns'
+// keys.
+func insertJobs(ctx context.Context, client *river.Client[pgx.Tx], tx pgx.Tx, turns []store.Turn, jobSize int) error {
+	if len(turns) == 0 {
 		return nil
 	}
-	userOf := make(map[string]string, len(turns))
+	var users []string
+	idsOf := make(map[string][]string)
 	for _, t := range turns {
-		userOf[t.EventID] = t.UserID
+		if _, ok := idsOf[t.UserID]; !ok {
+			users = append(users, t.UserID)
+		}
+		idsOf[t.UserID] = append(idsOf[t.UserID], t.EventID)
 	}
 	jobSize = max(jobSize, 1)
-	params := make([]river.InsertManyParams, 0, (len(ids)+jobSize-1)/jobSize)
-	for chunk := range slices.Chunk(ids, jobSize) {
-		user := userOf[chunk[0]]
-		for _, id := range chunk[1:] {
-			if userOf[id] != user {
-				user = ""
-				break
-			}
+	var params []river.InsertManyParams
+	for _, user := range users {
+		for chunk := range slices.Chunk(idsOf[user], jobSize) {
+			params = append(params, river.InsertManyParams{Args: ExtractArgs{UserID: user, EventIDs: slices.Clone(chunk)}})
 		}
-		params = append(params, river.InsertManyParams{Args: ExtractArgs{UserID: user, EventIDs: slices.Clone(chunk)}})
 	}
 	_, err := client.InsertManyFastTx(ctx, tx, params)
 	return err
+}
+
+// withKeys returns the turns whose keys are in keys, each key once.
+func withKeys(turns []store.Turn, keys []store.TurnKey) []store.Turn {
+	want := make(map[store.TurnKey]bool, len(keys))
+	for _, k := range keys {
+		want[k] = true
+	}
+	out := make([]store.Turn, 0, len(keys))
+	for _, t := range turns {
+		if want[t.Key()] {
+			want[t.Key()] = false
+			out = append(out, t)
+		}
+	}
+	return out
 }

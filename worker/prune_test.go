@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -183,14 +184,18 @@ func seedTurns(t *testing.T, s *store.Store, user, prefix string, n int, process
 		turns = append(turns, store.Turn{EventID: fmt.Sprintf("%s-%d", prefix, i), UserID: user, UserMessage: randomText(t, 12<<10),
 			AssistantResponse: randomText(t, 4<<10), TurnAt: t0.Add(time.Duration(i) * time.Minute), Metadata: []byte(`{"client":"test"}`)})
 	}
-	ids, err := s.InsertTurns(ctx, turns)
-	if err != nil || len(ids) != n {
-		t.Fatalf("insert turns: %v, %v", ids, err)
+	out, err := s.InsertTurns(ctx, turns)
+	if err != nil || len(out) != n || slices.Contains(out, store.TurnDuplicate) || slices.Contains(out, store.TurnConflict) {
+		t.Fatalf("insert turns: %v, %v", out, err)
+	}
+	ids := make([]string, n)
+	for i, t := range turns {
+		ids[i] = t.EventID
 	}
 	if !processed {
 		return ids
 	}
-	if err := s.MarkProcessed(ctx, ids, store.Provenance{Extractor: "rules"}); err != nil {
+	if err := s.MarkProcessed(ctx, user, ids, store.Provenance{Extractor: "rules"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Pool().Exec(ctx, `UPDATE turns SET processed_at = now() - $2::interval WHERE event_id = ANY($1)`, ids, age); err != nil {
@@ -238,7 +243,7 @@ func TestPruneDoesNotWipeContextForOneUsersTurns(t *testing.T) {
 	recent := seedTurns(t, s, "mallory", "new", 30, true, time.Hour)
 	pending := seedTurns(t, s, "mallory", "pending", 5, false, 0)
 	failed := seedTurns(t, s, "mallory", "failed", 5, false, 0)
-	if err := s.MarkFailed(ctx, failed, "boom", true); err != nil {
+	if err := s.MarkFailed(ctx, "mallory", failed, "boom", true); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Pool().Exec(ctx, `UPDATE turns SET received_at = now() - interval '30 days' WHERE event_id = ANY($1)`, append(pending, failed...)); err != nil {
@@ -287,8 +292,8 @@ func TestPruneDoesNotWipeContextForOneUsersTurns(t *testing.T) {
 	if err != nil || st.TurnsReceived != 190 || st.TurnsProcessed != 180 || st.TurnsFailed != 5 {
 		t.Fatalf("mallory stats %+v, %v; want 190 turns, 180 processed, 5 failed", st, err)
 	}
-	if ids, err := s.InsertTurns(ctx, []store.Turn{{EventID: expired[0], UserID: "mallory", UserMessage: "again", TurnAt: t0}}); err != nil || len(ids) != 0 {
-		t.Fatalf("redelivered turn inserted again: %v, %v", ids, err)
+	if out, err := s.InsertTurns(ctx, []store.Turn{{EventID: expired[0], UserID: "mallory", UserMessage: "again", TurnAt: t0}}); err != nil || out[0] == store.TurnInserted {
+		t.Fatalf("redelivered turn inserted again: %v, %v", out, err)
 	}
 
 	// Now a limit that only the text within its retention keeps out of
@@ -405,7 +410,7 @@ func TestReplayRestoresClearedTurnText(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.replay(worker.ReplayConfig{Users: []string{"alice"}})
-	got, err := e.store.GetTurn(e.ctx, "r1")
+	got, err := e.store.GetTurn(e.ctx, "alice", "r1")
 	if err != nil || got.Status != store.StatusProcessed || got.UserMessage != turn.UserMessage || got.AssistantResponse != turn.AssistantResponse || string(got.Metadata) != `{"client": "web"}` {
 		t.Fatalf("replayed turn = %+v, %v; want its text and metadata back, processed", got, err)
 	}

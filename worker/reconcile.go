@@ -70,7 +70,7 @@ func (w *Worker) reconcile(ctx context.Context) (ReconcileReport, error) {
 	for range reconcileBatches {
 		var (
 			orphans   []store.OrphanedTurn
-			discarded map[int64][]string
+			discarded map[discardedJob][]string
 			attempts  map[int64]int
 		)
 		err := w.cfg.Store.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
@@ -79,18 +79,19 @@ func (w *Worker) reconcile(ctx context.Context) (ReconcileReport, error) {
 				return err
 			}
 			var requeue []river.InsertManyParams
-			discarded, attempts = map[int64][]string{}, map[int64]int{}
+			discarded, attempts = map[discardedJob][]string{}, map[int64]int{}
 			for _, o := range orphans {
 				if o.DiscardedJob != 0 {
-					discarded[o.DiscardedJob] = append(discarded[o.DiscardedJob], o.EventID)
+					d := discardedJob{o.DiscardedJob, o.UserID}
+					discarded[d] = append(discarded[d], o.EventID)
 					attempts[o.DiscardedJob] = o.DiscardedAttempts
 					continue
 				}
 				requeue = append(requeue, river.InsertManyParams{Args: ExtractArgs{UserID: o.UserID, EventIDs: []string{o.EventID}}})
 			}
-			for job, ids := range discarded {
-				reason := fmt.Sprintf("extraction job %d discarded after %d attempts", job, attempts[job])
-				if err := q.MarkFailed(ctx, ids, reason, true); err != nil {
+			for d, ids := range discarded {
+				reason := fmt.Sprintf("extraction job %d discarded after %d attempts", d.job, attempts[d.job])
+				if err := q.MarkFailed(ctx, d.user, ids, reason, true); err != nil {
 					return err
 				}
 			}
@@ -104,10 +105,10 @@ func (w *Worker) reconcile(ctx context.Context) (ReconcileReport, error) {
 		if err != nil {
 			return rep, fmt.Errorf("reconcile: %w", err)
 		}
-		for job, ids := range discarded {
+		for d, ids := range discarded {
 			rep.Failed += len(ids)
 			w.logger.Error("extraction job discarded after its last attempt; its turns marked failed",
-				"job_id", job, "attempts", attempts[job], "turns", len(ids))
+				"job_id", d.job, "attempts", attempts[d.job], "turns", len(ids))
 			w.cfg.Observer.Extracted(0, len(ids), "discarded")
 		}
 		if n := len(orphans) - countIDs(discarded); n > 0 {
@@ -121,7 +122,15 @@ func (w *Worker) reconcile(ctx context.Context) (ReconcileReport, error) {
 	return rep, nil
 }
 
-func countIDs(m map[int64][]string) int {
+// discardedJob groups a discarded job's orphaned turns by user (event ids are
+// unique per user only; a job enqueued before migration 012 may hold several
+// users' turns).
+type discardedJob struct {
+	job  int64
+	user string
+}
+
+func countIDs(m map[discardedJob][]string) int {
 	n := 0
 	for _, ids := range m {
 		n += len(ids)

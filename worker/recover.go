@@ -232,7 +232,7 @@ func (w *Worker) takeOver(ctx context.Context) error {
 			maxAttempts := min(j.MaxAttempts, w.cfg.MaxAttempts)
 			if j.Attempt >= maxAttempts {
 				reason := fmt.Sprintf("extraction job %d discarded after %d attempts: its process stopped while running the last one", j.ID, j.Attempt)
-				if err := q.MarkFailed(ctx, args.EventIDs, reason, true); err != nil {
+				if err := q.MarkFailed(ctx, args.UserID, args.EventIDs, reason, true); err != nil {
 					return err
 				}
 				continue

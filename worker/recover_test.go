@@ -68,7 +68,11 @@ func (e *env) jobState(id int64) string {
 
 func (e *env) turnStatus(id string) store.Turn {
 	e.t.Helper()
-	t, err := e.store.GetTurn(e.ctx, id)
+	var user string
+	if err := e.store.Pool().QueryRow(e.ctx, `SELECT user_id FROM turns WHERE event_id = $1`, id).Scan(&user); err != nil {
+		e.t.Fatal(err)
+	}
+	t, err := e.store.GetTurn(e.ctx, user, id)
 	if err != nil {
 		e.t.Fatal(err)
 	}

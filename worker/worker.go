@@ -327,8 +327,9 @@ const (
 // the turns table. The turn content is read from Postgres, so job rows stay
 // small; a job lists several turns when ingest or replay batches them.
 type ExtractArgs struct {
-	// UserID is the owner of all the job's turns, or empty when they belong
-	// to several users (each turn carries its own).
+	// UserID is the owner of all the job's turns: EventIDs are unique per
+	// user only. It is empty only in a job enqueued before migration 012
+	// (turns of several users, found by event id alone).
 	UserID   string   `json:"user_id"`
 	EventIDs []string `json:"event_ids"`
 	// ConversationID, when set, makes the job extract every pending turn
@@ -609,18 +610,18 @@ func RetryFailed(ctx context.Context, s *store.Store, userID string, limit int) 
 	if err != nil || len(failed) == 0 {
 		return 0, err
 	}
-	ids := make([]string, len(failed))
+	keys := make([]store.TurnKey, len(failed))
 	for i, t := range failed {
-		ids[i] = t.EventID
+		keys[i] = t.Key()
 	}
 	var n int
 	err = s.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
-		reset, err := q.ResetFailed(ctx, ids)
+		reset, err := q.ResetFailed(ctx, keys)
 		if err != nil || len(reset) == 0 {
 			return err
 		}
 		n = len(reset)
-		return insertJobs(ctx, client, tx, failed, reset, 1)
+		return insertJobs(ctx, client, tx, withKeys(failed, reset), 1)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("retry failed: %w", err)

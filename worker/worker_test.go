@@ -157,7 +157,7 @@ func TestPipelineStoresFactsAndContext(t *testing.T) {
 	if err != nil || len(items) != 1 || items[0].EventID != "a1" || items[0].ConversationID != "c1" || !items[0].CreatedAt.Equal(t0) {
 		t.Fatalf("alice context = %+v, %v", items, err)
 	}
-	turn, err := e.store.GetTurn(e.ctx, "a1")
+	turn, err := e.store.GetTurn(e.ctx, "alice", "a1")
 	if err != nil || turn.Status != store.StatusProcessed || turn.StreamSeq == 0 {
 		t.Fatalf("turn = %+v, %v", turn, err)
 	}
@@ -265,7 +265,7 @@ func TestOptedOutTurnIsAckedAndNotStored(t *testing.T) {
 	e.publish(events.Turn{ID: "kept", UserID: "alice", UserMessage: "I live in Rome.", Timestamp: t0.Add(time.Second)})
 	e.waitDone(1)
 	e.waitForAcked()
-	if _, err := e.store.GetTurn(e.ctx, "secret"); err == nil {
+	if _, err := e.store.GetTurn(e.ctx, "alice", "secret"); err == nil {
 		t.Fatal("opted-out turn was stored")
 	}
 	if _, err := e.store.Fact(e.ctx, "alice", "name"); err == nil {
@@ -469,7 +469,7 @@ func TestEventPostgresWouldRefuseDoesNotBlockOthers(t *testing.T) {
 	e.start(extractor.NewRules(), nil)
 	e.waitDone(2)
 	e.waitForAcked()
-	turn, err := e.store.GetTurn(e.ctx, "odd")
+	turn, err := e.store.GetTurn(e.ctx, "alice", "odd")
 	if err != nil || !strings.Contains(string(turn.Metadata), "\uFFFD") {
 		t.Fatalf("odd turn = %+v, %v", turn, err)
 	}

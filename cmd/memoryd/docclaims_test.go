@@ -169,7 +169,7 @@ func TestReplayResetKeepsWhatOperationsSays(t *testing.T) {
 			t.Errorf("fact history change %d, added by the reset: %+v, want a deletion", i, c)
 		}
 	}
-	if _, err := st.GetTurn(ctx, "e1"); err != nil {
+	if _, err := st.GetTurn(ctx, "alice", "e1"); err != nil {
 		t.Errorf("turn after reset: %v", err)
 	}
 	stats, err := st.Stats(ctx, "alice")

@@ -1,0 +1,184 @@
+package worker_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/worker"
+)
+
+// rawPublish publishes turn as an older frontend would: with msgID as its
+// Nats-Msg-Id.
+func (e *env) rawPublish(turn events.Turn, msgID string) *jetstream.PubAck {
+	e.t.Helper()
+	if turn.Timestamp.IsZero() {
+		turn.Timestamp = t0
+	}
+	data, err := json.Marshal(turn)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	msg := &nats.Msg{Subject: events.TurnSubject(e.prefix, turn.UserID), Data: data, Header: nats.Header{}}
+	msg.Header.Set(jetstream.MsgIDHeader, msgID)
+	ack, err := e.js.PublishMsg(e.ctx, msg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return ack
+}
+
+func (e *env) userStats(user string) store.UserStats {
+	e.t.Helper()
+	st, err := e.store.Stats(e.ctx, user)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return st
+}
+
+// Two users' turns with the same event id are two turns: each is recorded,
+// processed, replayed, and forgetting one user leaves the other's.
+func TestSameEventIDOfTwoUsersKeepsBoth(t *testing.T) {
+	e := setup(t)
+	// Through the publisher: the Nats-Msg-Id carries the user token.
+	for _, u := range []struct{ user, city string }{{"alice", "Paris"}, {"bob", "Oslo"}} {
+		ack, err := e.pub.Publish(e.ctx, events.Turn{ID: "shared", UserID: u.user, UserMessage: "I live in " + u.city + ".", Timestamp: t0})
+		if err != nil || ack.Duplicate {
+			t.Fatalf("publish %s's turn: %+v, %v", u.user, ack, err)
+		}
+	}
+	// An older frontend sending the bare id as Nats-Msg-Id, a re-publish
+	// outside the duplicate window (different Nats-Msg-Ids): memoryd keeps
+	// both.
+	e.rawPublish(events.Turn{ID: "bare", UserID: "alice", UserMessage: "I prefer tea."}, "bare")
+	e.rawPublish(events.Turn{ID: "bare", UserID: "bob", UserMessage: "I prefer coffee."}, "bare-later")
+	// The same bare id inside the duplicate window: JetStream drops the
+	// second user's event and says so in the ack (documented).
+	e.rawPublish(events.Turn{ID: "old", UserID: "alice", UserMessage: "I like jazz."}, "old")
+	if ack := e.rawPublish(events.Turn{ID: "old", UserID: "bob", UserMessage: "I like rock."}, "old"); !ack.Duplicate {
+		t.Fatalf("bare id reused inside the window: ack %+v, want duplicate", ack)
+	}
+	e.start(extractor.NewRules(), nil)
+	e.waitDone(5)
+	e.waitForAcked()
+	for user, want := range map[string]int64{"alice": 3, "bob": 2} {
+		if st := e.userStats(user); st.TurnsReceived != want || st.TurnsProcessed != want || st.ContextItems != want {
+			t.Fatalf("%s stats = %+v; want %d turns processed, with context", user, st, want)
+		}
+	}
+	for _, u := range []string{"alice", "bob"} {
+		turn, err := e.store.GetTurn(e.ctx, u, "shared")
+		if err != nil || turn.Status != store.StatusProcessed || turn.UserID != u {
+			t.Fatalf("%s's turn = %+v, %v", u, turn, err)
+		}
+	}
+
+	p := e.replay(worker.ReplayConfig{Reset: true})
+	if p.Enqueued != 5 {
+		t.Fatalf("replay enqueued %d turns, want 5", p.Enqueued)
+	}
+	for user, want := range map[string]int64{"alice": 3, "bob": 2} {
+		if st := e.userStats(user); st.TurnsProcessed != want || st.ContextItems != want {
+			t.Fatalf("after replay %s stats = %+v; want %d processed", user, st, want)
+		}
+	}
+
+	if _, err := worker.Forget(e.ctx, e.js, e.store, e.prefix, e.stream, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.userStats("alice"); st.TurnsReceived != 0 {
+		t.Fatalf("alice stats after forget = %+v", st)
+	}
+	turn, err := e.store.GetTurn(e.ctx, "bob", "shared")
+	if err != nil || turn.Status != store.StatusProcessed {
+		t.Fatalf("bob's turn after alice's forget = %+v, %v", turn, err)
+	}
+	if st := e.userStats("bob"); st.TurnsReceived != 2 || st.ContextItems != 2 {
+		t.Fatalf("bob stats after alice's forget = %+v", st)
+	}
+}
+
+// The same user and id with other content is dead-lettered with a reason;
+// with the same content (a retry) it is one turn.
+func TestConflictingDuplicateIsDeadLettered(t *testing.T) {
+	e := setup(t)
+	turn := events.Turn{ID: "x", UserID: "alice", UserMessage: "I live in Paris.", AssistantResponse: "Nice.", Timestamp: t0,
+		Metadata: json.RawMessage(`{"client":"web","n":1}`)}
+	e.publish(turn)
+	other := turn
+	other.UserMessage = "I live in Rome."
+	e.rawPublish(other, "retry-1")
+	// A retry of the first: the same content (metadata keys in another
+	// order), another Nats-Msg-Id.
+	again := turn
+	again.Metadata = json.RawMessage(`{"n":1,"client":"web"}`)
+	e.rawPublish(again, "retry-2")
+	e.start(extractor.NewRules(), nil)
+	e.waitDone(1)
+	e.waitForAcked()
+
+	st := e.userStats("alice")
+	if st.TurnsReceived != 1 || st.TurnsProcessed != 1 || st.ContextItems != 1 {
+		t.Fatalf("alice stats = %+v; want the first turn only", st)
+	}
+	got, err := e.store.GetTurn(e.ctx, "alice", "x")
+	if err != nil || got.UserMessage != turn.UserMessage {
+		t.Fatalf("turn = %+v, %v", got, err)
+	}
+	dl, err := e.js.Stream(e.ctx, e.stream+"_DEADLETTER")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := dl.Info(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 1 {
+		t.Fatalf("dead-letter stream holds %d messages, want the conflicting event", info.State.Msgs)
+	}
+	m, err := dl.GetMsg(e.ctx, info.State.FirstSeq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body events.Turn
+	if err := json.Unmarshal(m.Data, &body); err != nil || body.UserMessage != other.UserMessage {
+		t.Fatalf("dead letter body = %s (%v)", m.Data, err)
+	}
+	if r := m.Header.Get(worker.HeaderReason); !strings.Contains(r, "conflicting duplicate event id") || !strings.Contains(r, `"x"`) {
+		t.Fatalf("dead letter reason = %q", r)
+	}
+}
+
+// A batch holding a user's turn and its conflicting duplicate records the
+// first and dead-letters the second, however the batch is cut.
+func TestConflictInOneBatch(t *testing.T) {
+	e := setup(t)
+	for i := range 3 {
+		e.rawPublish(events.Turn{ID: "y", UserID: "alice", UserMessage: fmt.Sprintf("I live in city%d.", i),
+			Timestamp: t0.Add(time.Duration(i) * time.Second)}, fmt.Sprint("m", i))
+	}
+	e.start(extractor.NewRules(), func(c *worker.Config) { c.BatchSize = 10 })
+	e.waitDone(1)
+	e.waitForAcked()
+	got, err := e.store.GetTurn(e.ctx, "alice", "y")
+	if err != nil || got.UserMessage != "I live in city0." {
+		t.Fatalf("turn = %+v, %v", got, err)
+	}
+	dl, err := e.js.Stream(e.ctx, e.stream+"_DEADLETTER")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := dl.Info(e.ctx)
+	if err != nil || info.State.Msgs != 2 {
+		t.Fatalf("dead letters: %+v, %v; want 2", info, err)
+	}
+}
