@@ -159,7 +159,7 @@ func TestForgetDuringIngestIsFinal(t *testing.T) {
 	e.start(extractor.NewRules(), nil)
 	// Ingest's insert of dave-0 waits for this transaction, so the whole
 	// burst is in flight (pulled, not recorded) when the forget runs.
-	b := e.block(`INSERT INTO turns (event_id, user_id, user_message, turn_at) VALUES ('dave-0', 'someone', 'x', now())`)
+	b := e.block(`INSERT INTO turns (event_id, user_id, user_message, turn_at) VALUES ('dave-0', 'dave', 'x', now())`)
 	const n = 300
 	for i := range n {
 		e.publish(events.Turn{ID: fmt.Sprintf("dave-%d", i), UserID: "dave",
