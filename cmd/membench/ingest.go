@@ -144,7 +144,7 @@ func (b *bench) ingest(ctx context.Context, url, prefix, stream string, extra []
 		if err != nil {
 			return run, err
 		}
-		msgs[i] = &nats.Msg{Subject: events.TurnSubject(prefix, t.UserID), Data: data, Header: nats.Header{"Nats-Msg-Id": []string{t.ID}}}
+		msgs[i] = &nats.Msg{Subject: events.TurnSubject(prefix, t.UserID), Data: data, Header: nats.Header{"Nats-Msg-Id": []string{events.MsgID(t.UserID, t.ID)}}}
 	}
 
 	start := time.Now()
