@@ -108,6 +108,17 @@ func (s *Store) TakeOverJobs(ctx context.Context, deadAfter time.Duration) ([]Ta
 	if err != nil {
 		return nil, fmt.Errorf("take over jobs: %w", err)
 	}
+	// A debounced burst job holds a claim on its conversation's turns; its
+	// replacement is a new job that cannot take that claim back, so the
+	// claims of the jobs taken over end here (else the burst would wait for
+	// the claim to expire, a job timeout later).
+	ids := make([]int64, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.ID
+	}
+	if _, err := s.db.Exec(ctx, `UPDATE turns SET claimed_until = NULL, claimed_by = NULL WHERE claimed_by = ANY($1)`, ids); err != nil {
+		return nil, fmt.Errorf("take over jobs: release claims: %w", err)
+	}
 	return jobs, nil
 }
 

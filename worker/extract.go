@@ -99,7 +99,10 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 			if ctx.Err() != nil {
 				// Keep what this run extracted before the timeout or
 				// shutdown; the rest is retried.
-				if serr := e.save(context.WithoutCancel(ctx), done, prov); serr != nil {
+				saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterCancelTimeout)
+				serr := e.save(saveCtx, done, prov)
+				cancel()
+				if serr != nil {
 					w.logger.Warn("cannot save partial extraction", "job_id", job.ID, "error", serr)
 				}
 				return e.fail(ctx, job.JobRow, job.Args.UserID, unprocessed(turns[i:]), ctx.Err())
@@ -237,12 +240,21 @@ func (e *extractWorker) recordUsage(ctx context.Context, userID string, seq uint
 	if u.PromptTokens == 0 && u.CompletionTokens == 0 {
 		return
 	}
-	_, err := e.w.cfg.Store.AddTurnUsage(context.WithoutCancel(ctx), events.UserToken(userID), seq, userID, model, store.TokenUsage{
+	// Recorded even when the job's ctx is done (the tokens were spent), but
+	// bounded: a wait behind a forget or a dead connection must not hold the
+	// job past its timeout or its process's lease.
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterCancelTimeout)
+	defer cancel()
+	_, err := e.w.cfg.Store.AddTurnUsage(uctx, events.UserToken(userID), seq, userID, model, store.TokenUsage{
 		PromptTokens: int64(u.PromptTokens), CompletionTokens: int64(u.CompletionTokens), Extractions: 1})
 	if err != nil {
 		e.w.logger.Warn("cannot record token usage", "user_id", userID, "error", err)
 	}
 }
+
+// afterCancelTimeout bounds the writes a job still makes once its context is
+// done (partial results, token usage), like fail's and release's.
+const afterCancelTimeout = 5 * time.Second
 
 // cmpErr keeps a permanent error over a retryable one, so that a batch with a
 // permanently failing turn is not retried for it.

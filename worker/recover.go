@@ -70,8 +70,9 @@ type liveness struct {
 	validUntil time.Time
 	timer      *time.Timer
 
-	stop chan struct{}
-	done chan struct{}
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     chan struct{}
 }
 
 // startLiveness registers the process (under its River client id) and starts
@@ -96,12 +97,9 @@ func (w *Worker) startLiveness(ctx context.Context) error {
 // left running (nothing, unless River could not record a job's end).
 func (w *Worker) stopLiveness(ctx context.Context) {
 	l := w.live
-	if l == nil {
+	if l == nil || !w.abandonLiveness() {
 		return
 	}
-	close(l.stop)
-	<-l.done
-	l.timer.Stop()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if err := w.cfg.Store.EndProcess(ctx, l.id); err != nil {
@@ -111,6 +109,24 @@ func (w *Worker) stopLiveness(ctx context.Context) {
 	if err := w.takeOver(ctx); err != nil {
 		w.logger.Warn("take over jobs of dead processes", "error", err)
 	}
+}
+
+// abandonLiveness stops the heartbeat (once; it reports whether this call
+// did) without ending the process's record: the record then expires after
+// ProcessTimeout and others take over what it still names.
+func (w *Worker) abandonLiveness() bool {
+	l := w.live
+	if l == nil {
+		return false
+	}
+	stopped := false
+	l.stopOnce.Do(func() {
+		close(l.stop)
+		<-l.done
+		l.timer.Stop()
+		stopped = true
+	})
+	return stopped
 }
 
 func (l *liveness) loop() {

@@ -129,6 +129,35 @@ func TestJobsOfDeadProcessTakenOver(t *testing.T) {
 	})
 }
 
+// TestTakeOverEndsTheBurstClaim: a debounced burst job of a dead process
+// holds a claim on its conversation's turns; its replacement is a new job
+// that could not take the claim back, so without the takeover ending the
+// claim the burst waited a job timeout (10 minutes by default). With the
+// defaults the burst is processed at once.
+func TestTakeOverEndsTheBurstClaim(t *testing.T) {
+	e := setup(t)
+	burst := []store.Turn{recoverTurn("b-1", "dee"), recoverTurn("b-2", "dee")}
+	for i := range burst {
+		burst[i].ConversationID = "c1"
+		burst[i].TurnAt = t0.Add(time.Duration(i) * time.Second)
+	}
+	jobs := e.recordTurns(burst...)
+	e.exec(`INSERT INTO memoryd_processes (id, heartbeat_at) VALUES ('crashed', now() - interval '1 hour')`)
+	// b-1's job was running the burst (its conversation in its args) and
+	// had claimed both turns; b-2's job had already found them claimed and
+	// completed.
+	e.exec(`UPDATE river_job SET state = 'running', attempt = 1, max_attempts = 5, attempted_at = now(), attempted_by = ARRAY['crashed'],
+		args = args || '{"conversation_id":"c1"}' WHERE id = $1`, jobs["b-1"])
+	e.exec(`DELETE FROM river_job WHERE id = $1`, jobs["b-2"])
+	e.exec(`UPDATE turns SET claimed_until = now() + interval '10 minutes', claimed_by = $1 WHERE user_id = 'dee'`, jobs["b-1"])
+
+	e.start(extractor.NewRules(), nil)
+	e.waitFor("the burst of the dead process processed", func() (bool, string) {
+		a, b := e.turnStatus("b-1"), e.turnStatus("b-2")
+		return a.Status == store.StatusProcessed && b.Status == store.StatusProcessed, a.Status + "/" + b.Status
+	})
+}
+
 // blockingExtractor blocks its first Extract until ctx ends and reports the
 // cause; later calls extract with the rules.
 type blockingExtractor struct {

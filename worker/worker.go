@@ -575,15 +575,26 @@ func (w *Worker) Stop(ctx context.Context) error {
 	}
 	err := w.river.Stop(ctx)
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		err = w.river.StopAndCancel(context.WithoutCancel(ctx))
+		// Jobs are cancelled now; one that ignores its context must not
+		// hold Stop forever.
+		hardCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hardStopTimeout)
+		err = w.river.StopAndCancel(hardCtx)
+		cancel()
 	}
 	if err != nil {
+		// Jobs may still run here: stop renewing the liveness record but
+		// keep it, so that other processes take them over only once this
+		// process's lease has lapsed (which cancels them), not at once.
+		w.abandonLiveness()
 		return fmt.Errorf("worker: stop river: %w", err)
 	}
 	w.stopLiveness(ctx)
 	w.logger.Info("worker stopped")
 	return nil
 }
+
+// hardStopTimeout bounds Stop's wait for cancelled jobs to return.
+const hardStopTimeout = 30 * time.Second
 
 // deadLetterSubject is where a rejected event published on subject goes:
 // "<prefix>.deadletter.<token>", keeping the user token of the original
