@@ -178,8 +178,19 @@ func (s *Store) RequeueTurns(ctx context.Context, turns []Turn) ([]TurnKey, erro
 			metas[i] = &m
 		}
 	}
-	// xmax = 0 tells an inserted row from an updated one; the WHERE skips
-	// rows already pending, which RETURNING then omits.
+	// The upsert locks the rows it conflicts with in its own (user, id)
+	// order, pending ones included; an extraction's save and a burst's claim
+	// lock a user's turns in (turn_at, event_id) order. Locking the existing
+	// rows first in that order makes the orders agree, so replay beside
+	// extraction cannot deadlock.
+	if _, err := s.db.Exec(ctx, `
+		SELECT 1 FROM turns t
+		WHERE (t.user_id, t.event_id) IN (SELECT u, e FROM unnest($1::text[], $2::text[]) AS x(e, u))
+		ORDER BY t.turn_at, t.event_id, t.user_id
+		FOR UPDATE`, ids, users); err != nil {
+		return nil, fmt.Errorf("requeue turns: lock: %w", err)
+	}
+	// The WHERE skips rows already pending, which RETURNING then omits.
 	rows, err := s.db.Query(ctx, `
 		INSERT INTO turns AS t (event_id, user_id, conversation_id, user_message, assistant_response, turn_at, stream_seq, metadata, clamped_from, content_hash)
 		SELECT DISTINCT ON (u, e) e, u, c, m, r, a, q, md, cf, memoryd_turn_hash(c, m, r, coalesce(cf, a), md)

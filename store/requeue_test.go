@@ -1,0 +1,82 @@
+package store_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/memoryd/memoryd/store"
+)
+
+// TestRequeueLocksInTheSaveOrder: an extraction's save locks a user's turns
+// in (turn_at, event_id) order; replay's requeue used to lock them in (user,
+// id) order through its upsert, so a save holding the earliest turn and a
+// replay holding a later one deadlocked (40P01), which a review reproduced
+// with 3,000 turns. Here the save side holds the earliest turn ("z", whose
+// id sorts last); the requeue must wait for it holding nothing, so that the
+// save can then lock the later turn ("a") and finish.
+func TestRequeueLocksInTheSaveOrder(t *testing.T) {
+	ctx, s := setup(t)
+	turns := []store.Turn{
+		{EventID: "z", UserID: "alice", UserMessage: "first", TurnAt: t0},
+		{EventID: "a", UserID: "alice", UserMessage: "second", TurnAt: t0.Add(time.Minute)},
+	}
+	if _, err := s.InsertTurns(ctx, turns); err != nil {
+		t.Fatal(err)
+	}
+	save, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = save.Rollback(ctx) }()
+	var xid int64
+	if err := save.QueryRow(ctx, `SELECT txid_current() % 4294967296`).Scan(&xid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := save.Exec(ctx, `SELECT 1 FROM turns WHERE user_id = 'alice' AND event_id = 'z' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
+			_, err := q.RequeueTurns(ctx, turns)
+			return err
+		})
+	}()
+	// Wait until the requeue waits for the save's transaction.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var waiting bool
+		if err := s.Pool().QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
+			WHERE NOT granted AND locktype = 'transactionid' AND transactionid::text::bigint = $1)`, xid).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the requeue did not wait for the locked turn")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The save goes on to the later turn: it must not wait for the requeue.
+	if _, err := save.Exec(ctx, `SET LOCAL lock_timeout = '5s'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := save.Exec(ctx, `SELECT 1 FROM turns WHERE user_id = 'alice' AND event_id = 'a' FOR UPDATE`); err != nil {
+		t.Fatalf("the save could not lock its later turn while the requeue waited: %v", err)
+	}
+	if err := save.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("requeue: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the requeue did not finish after the save committed")
+	}
+}
+
