@@ -182,3 +182,36 @@ func TestConflictInOneBatch(t *testing.T) {
 		t.Fatalf("dead letters: %+v, %v; want 2", info, err)
 	}
 }
+
+// TestLegacyJobMarksOnlyItsOwnTurns: a job enqueued before event ids became
+// per user names no user and finds its turns by id alone. When another user's
+// turn with the same id arrives while that job extracts, the job's save must
+// neither take nor mark it: it stays pending for its own job.
+func TestLegacyJobMarksOnlyItsOwnTurns(t *testing.T) {
+	e := setup(t)
+	g := &gatedExtractor{Extractor: extractor.NewRules(), entered: make(chan string, 10)}
+	release := g.hold()
+	// A legacy job of two users (replay jobs mixed users): alice's "x" and
+	// carol's "y", no user in its arguments.
+	jobs := e.recordTurns(recoverTurn("x", "alice"), recoverTurn("y", "carol"))
+	e.exec(`UPDATE river_job SET args = jsonb_build_object('event_ids', jsonb_build_array('x', 'y')) WHERE id = $1`, jobs["x"])
+	e.exec(`DELETE FROM river_job WHERE id = $1`, jobs["y"])
+	e.start(g, nil)
+	if id := recv(t, g.entered, "the legacy job to extract"); id != "x" {
+		t.Fatalf("extracting %s, want x", id)
+	}
+	// bob's turn with the same id arrives, recorded without a job here so
+	// that only the legacy job could touch it.
+	if _, err := e.store.InsertTurns(e.ctx, []store.Turn{recoverTurn("x", "bob")}); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	e.waitFor("alice's and carol's turns processed", func() (bool, string) {
+		a, err := e.store.GetTurn(e.ctx, "alice", "x")
+		c, err2 := e.store.GetTurn(e.ctx, "carol", "y")
+		return err == nil && err2 == nil && a.Status == store.StatusProcessed && c.Status == store.StatusProcessed, fmt.Sprint(a.Status, c.Status, err, err2)
+	})
+	if tu, err := e.store.GetTurn(e.ctx, "bob", "x"); err != nil || tu.Status != store.StatusPending {
+		t.Fatalf("bob's turn with the same id = %+v, %v; want it left pending", tu, err)
+	}
+}

@@ -300,9 +300,15 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 		if err != nil {
 			return err
 		}
+		// Only this job's turns: a legacy job (no user) locks by event id
+		// alone, which may also lock another user's turn with the same id.
+		mine := make(map[store.TurnKey]bool, len(done))
+		for _, d := range done {
+			mine[d.turn.Key()] = true
+		}
 		open := make(map[store.TurnKey]bool, len(locked))
 		for _, t := range locked {
-			open[t.Key()] = true
+			open[t.Key()] = mine[t.Key()]
 		}
 		var (
 			facts []store.FactWrite
@@ -329,11 +335,20 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 		if _, err := q.InsertContext(ctx, items); err != nil {
 			return err
 		}
-		processed := make([]string, 0, len(open))
-		for k := range open {
-			processed = append(processed, k.EventID)
+		// Marked by user and id, so that a legacy job never marks another
+		// user's turn that shares an id.
+		processed := make(map[string][]string)
+		for k, ok := range open {
+			if ok {
+				processed[k.UserID] = append(processed[k.UserID], k.EventID)
+			}
 		}
-		return q.MarkProcessed(ctx, user, processed, prov)
+		for u, ids := range processed {
+			if err := q.MarkProcessed(ctx, u, ids, prov); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 
