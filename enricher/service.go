@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/jackc/pgx/v5"
 	"log/slog"
 	"math"
 	"regexp"
@@ -40,9 +41,10 @@ const maxListFacts = 1000
 type Store interface {
 	Recall(ctx context.Context, q store.RecallQuery) ([]store.Fact, []store.ContextItem, error)
 	SearchContext(ctx context.Context, q store.SearchQuery) ([]store.ContextItem, error)
-	StoreContext(ctx context.Context, w store.ContextWrite) (int64, bool, error)
 	DeleteContext(ctx context.Context, d store.ContextDelete) (int64, error)
-	SetFact(ctx context.Context, userID, key, value string) (store.Fact, bool, error)
+	// InTx runs the direct writes (store, facts.set) in a transaction that
+	// holds the user's forget lock (see forgetSafe).
+	InTx(ctx context.Context, fn func(pgx.Tx, *store.Store) error) error
 	Fact(ctx context.Context, userID, key string) (store.Fact, error)
 	DeleteFact(ctx context.Context, userID, key string) (int64, error)
 	Facts(ctx context.Context, userID string, limit int) ([]store.Fact, error)
@@ -885,11 +887,18 @@ func (s *Service) storeContext(token string, data []byte) (call, error) {
 		return nil, err
 	}
 	return func(ctx context.Context) (any, error) {
-		id, stored, err := s.cfg.Store.StoreContext(ctx, store.ContextWrite{
-			UserID:     req.UserID,
-			Question:   req.Question,
-			Answer:     req.Answer,
-			Provenance: store.Provenance{Extractor: "direct"},
+		var (
+			id     int64
+			stored bool
+		)
+		err := s.forgetSafe(ctx, req.UserID, func(q *store.Store) (err error) {
+			id, stored, err = q.StoreContext(ctx, store.ContextWrite{
+				UserID:     req.UserID,
+				Question:   req.Question,
+				Answer:     req.Answer,
+				Provenance: store.Provenance{Extractor: "direct"},
+			})
+			return err
 		})
 		if err != nil {
 			return nil, err
@@ -939,7 +948,14 @@ func (s *Service) setFact(token string, data []byte) (call, error) {
 		return nil, err
 	}
 	return func(ctx context.Context) (any, error) {
-		f, stored, err := s.cfg.Store.SetFact(ctx, req.UserID, key, req.Value)
+		var (
+			f      store.Fact
+			stored bool
+		)
+		err := s.forgetSafe(ctx, req.UserID, func(q *store.Store) (err error) {
+			f, stored, err = q.SetFact(ctx, req.UserID, key, req.Value)
+			return err
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -1078,3 +1094,18 @@ func wireItems(items []store.ContextItem) []ContextItem {
 }
 
 func millis(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }
+
+// forgetSafe runs a direct write (store, facts.set) holding the user's
+// forget lock shared: a forget running at the same time either waits for it
+// and deletes what it wrote, or committed first, and the write then starts
+// the new memory a write after a forget is documented to start. Without the
+// lock, a write committing between the forget's deletes and its commit
+// survived a forget that answered ok.
+func (s *Service) forgetSafe(ctx context.Context, userID string, write func(q *store.Store) error) error {
+	return s.cfg.Store.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
+		if _, err := q.LockUsers(ctx, []string{events.UserToken(userID)}); err != nil {
+			return err
+		}
+		return write(q)
+	})
+}
