@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -17,6 +18,27 @@ import (
 // id sorts last); the requeue must wait for it holding nothing, so that the
 // save can then lock the later turn ("a") and finish.
 func TestRequeueLocksInTheSaveOrder(t *testing.T) {
+	lockOrderCase(t, func(ctx context.Context, q *store.Store, turns []store.Turn) error {
+		_, err := q.RequeueTurns(ctx, turns)
+		return err
+	})
+}
+
+// TestMarkFailedLocksInTheSaveOrder: recording a job's failure over several
+// turns locks them in the order saves and claims do, so a final failure is
+// never lost to a deadlock (its job would be cancelled with the turns still
+// pending).
+func TestMarkFailedLocksInTheSaveOrder(t *testing.T) {
+	lockOrderCase(t, func(ctx context.Context, q *store.Store, turns []store.Turn) error {
+		return q.MarkFailed(ctx, "alice", []string{"a", "z"}, "boom", true)
+	})
+}
+
+// lockOrderCase holds the earliest of two turns the way a save does, runs op
+// over both in a transaction, and checks that op waits for it holding
+// nothing: the holder can then lock the later turn.
+func lockOrderCase(t *testing.T, op func(ctx context.Context, q *store.Store, turns []store.Turn) error) {
+	t.Helper()
 	ctx, s := setup(t)
 	turns := []store.Turn{
 		{EventID: "z", UserID: "alice", UserMessage: "first", TurnAt: t0},
@@ -40,8 +62,8 @@ func TestRequeueLocksInTheSaveOrder(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
-			_, err := q.RequeueTurns(ctx, turns)
-			return err
+			// The other order first: the update alone would lock "a" first.
+			return op(ctx, q, turns)
 		})
 	}()
 	// Wait until the requeue waits for the save's transaction.
@@ -56,7 +78,7 @@ func TestRequeueLocksInTheSaveOrder(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the requeue did not wait for the locked turn")
+			t.Fatal("the operation did not wait for the locked turn")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -65,7 +87,7 @@ func TestRequeueLocksInTheSaveOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := save.Exec(ctx, `SELECT 1 FROM turns WHERE user_id = 'alice' AND event_id = 'a' FOR UPDATE`); err != nil {
-		t.Fatalf("the save could not lock its later turn while the requeue waited: %v", err)
+		t.Fatalf("the save could not lock its later turn while the operation waited: %v", err)
 	}
 	if err := save.Commit(ctx); err != nil {
 		t.Fatal(err)
@@ -73,10 +95,9 @@ func TestRequeueLocksInTheSaveOrder(t *testing.T) {
 	select {
 	case err := <-done:
 		if err != nil {
-			t.Fatalf("requeue: %v", err)
+			t.Fatalf("op: %v", err)
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("the requeue did not finish after the save committed")
+		t.Fatal("the operation did not finish after the save committed")
 	}
 }
-

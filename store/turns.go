@@ -233,9 +233,15 @@ func (s *Store) MarkFailed(ctx context.Context, userID string, eventIDs []string
 	if final {
 		status = StatusFailed
 	}
-	_, err := s.db.Exec(ctx, `UPDATE turns
+	// Rows are locked in (turn_at, event_id) order, as saves and claims
+	// lock them, so that a failure recorded beside them never deadlocks.
+	_, err := s.db.Exec(ctx, `WITH locked AS MATERIALIZED (
+			SELECT user_id, event_id FROM turns
+			WHERE event_id = ANY($1) AND ($4 = '' OR user_id = $4) AND status <> 'processed'
+			ORDER BY turn_at, event_id, user_id FOR UPDATE)
+		UPDATE turns t
 		SET status = $2, attempts = attempts + 1, last_error = left($3, 2000), claimed_until = NULL
-		WHERE event_id = ANY($1) AND ($4 = '' OR user_id = $4) AND status <> 'processed'`, eventIDs, status, reason, userID)
+		FROM locked l WHERE t.user_id = l.user_id AND t.event_id = l.event_id`, eventIDs, status, reason, userID)
 	if err != nil {
 		return fmt.Errorf("mark failed: %w", err)
 	}
@@ -435,8 +441,11 @@ func (s *Store) ClaimConversationTurns(ctx context.Context, c Claim) ([]Turn, er
 // the job's next run, or the job of another turn, can claim them at once.
 // Turns another job claimed meanwhile are left alone.
 func (s *Store) ReleaseClaims(ctx context.Context, jobID int64, userID string, eventIDs []string) error {
-	_, err := s.db.Exec(ctx, `UPDATE turns SET claimed_until = NULL, claimed_by = NULL
-		WHERE user_id = $1 AND event_id = ANY($2) AND claimed_by = $3`, userID, eventIDs, jobID)
+	_, err := s.db.Exec(ctx, `WITH locked AS MATERIALIZED (
+			SELECT event_id FROM turns WHERE user_id = $1 AND event_id = ANY($2) AND claimed_by = $3
+			ORDER BY turn_at, event_id FOR UPDATE)
+		UPDATE turns t SET claimed_until = NULL, claimed_by = NULL
+		FROM locked l WHERE t.user_id = $1 AND t.event_id = l.event_id AND t.claimed_by = $3`, userID, eventIDs, jobID)
 	if err != nil {
 		return fmt.Errorf("release claims: %w", err)
 	}
