@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/memoryd/memoryd/enricher"
+	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
 )
@@ -19,9 +20,9 @@ func withTimeout(c *enricher.Config) { c.Timeout = testTimeout }
 // empty, degraded reply. The promise tested is that a reply comes although
 // the store does not answer (the client's own 10s budget, ctxT, fails the
 // test otherwise), not how fast: wall-clock bounds fail on a busy machine.
-func enrichDegraded(t *testing.T, h *harness, user string) enricher.EnrichReply {
+func enrichDegraded(t *testing.T, h *harness, user string) events.EnrichReply {
 	t.Helper()
-	r := enrich(t, h, enricher.EnrichRequest{UserID: user, Message: "what is my dog called?"})
+	r := enrich(t, h, events.EnrichRequest{UserID: user, Message: "what is my dog called?"})
 	if !r.Degraded || r.Reason == "" || len(r.Facts) != 0 || len(r.Context) != 0 || r.Injection != "" {
 		t.Fatalf("want an empty degraded reply, got %+v", r)
 	}
@@ -38,8 +39,8 @@ func TestDegradedWhenPostgresIsUnreachable(t *testing.T) {
 		t.Fatalf("reason %q", r.Reason)
 	}
 	// Other endpoints fail plainly, with a 500, not a hang.
-	_, err := h.client.Search(ctxT(t), enricher.SearchRequest{UserID: "u", Query: "dog"})
-	if se, ok := err.(*enricher.ServiceError); !ok || se.Code != 500 {
+	_, err := h.client.Search(ctxT(t), events.SearchRequest{UserID: "u", Query: "dog"})
+	if se, ok := err.(*events.ServiceError); !ok || se.Code != 500 {
 		t.Fatalf("search with Postgres down: %v, want a 500", err)
 	}
 	// Validation still wins over degradation.
@@ -98,7 +99,7 @@ func TestRecoversWhenPostgresReturns(t *testing.T) {
 	if idle := st.Pool().Stat().IdleConns(); idle < 1 {
 		t.Fatalf("after Start the pool holds %d idle connections", idle)
 	}
-	req := enricher.EnrichRequest{UserID: "u", Message: "what is my dog called?"}
+	req := events.EnrichRequest{UserID: "u", Message: "what is my dog called?"}
 	untilAnswered := func(what string) {
 		t.Helper()
 		// The pool may spend requests finding its old connections dead or

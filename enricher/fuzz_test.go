@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/memoryd/memoryd/events"
 )
 
 // FuzzEnrichRequest: any request body is either accepted with values in
@@ -20,13 +22,13 @@ func FuzzEnrichRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, token string, data []byte) {
 		p, err := s.parseEnrich(token, data)
 		if err != nil {
-			var se *ServiceError
+			var se *events.ServiceError
 			if !errors.As(err, &se) || se.Code != 400 || se.Description == "" {
 				t.Fatalf("error is not a described 400: %v", err)
 			}
 			return
 		}
-		if p.maxResults < 1 || p.maxResults > MaxMaxResults || p.threshold < 0 || p.threshold > 1 || p.maxTokens < 1 || p.maxTokens > MaxMaxTokens {
+		if p.maxResults < 1 || p.maxResults > events.MaxMaxResults || p.threshold < 0 || p.threshold > 1 || p.maxTokens < 1 || p.maxTokens > events.MaxMaxTokens {
 			t.Fatalf("accepted out-of-range params %+v", p)
 		}
 	})
@@ -43,9 +45,9 @@ func FuzzInjection(f *testing.F) {
 		if maxTokens < 1 || maxTokens > 100000 {
 			return
 		}
-		facts := []Fact{{Key: key, Value: value, UpdatedAt: time.Unix(0, 0)}}
-		items := []ContextItem{{ID: 1, Question: question, Answer: answer, Score: 0.5, EventID: "e"}}
-		for _, format := range []string{FormatInline, FormatSystem, FormatMarkdown} {
+		facts := []events.Fact{{Key: key, Value: value, UpdatedAt: time.Unix(0, 0)}}
+		items := []events.ContextItem{{ID: 1, Question: question, Answer: answer, Score: 0.5, EventID: "e"}}
+		for _, format := range []string{events.FormatInline, events.FormatSystem, events.FormatMarkdown} {
 			_, _, text, tokens := inject(format, maxTokens, facts, items)
 			if tokens > maxTokens {
 				t.Fatalf("%s: %d tokens over the %d budget", format, tokens, maxTokens)
@@ -53,7 +55,7 @@ func FuzzInjection(f *testing.F) {
 			if utf8.ValidString(key+value+question+answer) && !utf8.ValidString(text) {
 				t.Fatalf("%s: invalid UTF-8 out of valid input", format)
 			}
-			if format == FormatInline {
+			if format == events.FormatInline {
 				lower := strings.ToLower(text)
 				if n := strings.Count(lower, "[facts:"); n > 1 {
 					t.Fatalf("forged facts block: %q", text)

@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/memoryd/memoryd/enricher"
+	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
 )
@@ -44,7 +45,7 @@ func randomPrefix() string {
 type harness struct {
 	nc     *nats.Conn
 	svc    *enricher.Service
-	client *enricher.Client
+	client *events.Client
 	prefix string
 }
 
@@ -89,7 +90,7 @@ func start(t *testing.T, st enricher.Store, configure func(*enricher.Config)) *h
 			t.Errorf("stop: %v", err)
 		}
 	})
-	return &harness{nc: nc, svc: svc, client: enricher.NewClient(nc, cfg.Prefix), prefix: cfg.Prefix}
+	return &harness{nc: nc, svc: svc, client: events.NewClient(nc, cfg.Prefix), prefix: cfg.Prefix}
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -122,7 +123,7 @@ func errorCode(t *testing.T, msg *nats.Msg) (int, string) {
 	return n, msg.Header.Get(micro.ErrorHeader)
 }
 
-func enrich(t *testing.T, h *harness, req enricher.EnrichRequest) enricher.EnrichReply {
+func enrich(t *testing.T, h *harness, req events.EnrichRequest) events.EnrichReply {
 	t.Helper()
 	r, err := h.client.Enrich(ctxT(t), req)
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/memoryd/memoryd/events"
 )
 
 // systemPreamble opens a FormatSystem injection.
@@ -94,7 +96,7 @@ func (it cleanItem) source(special string) string {
 	return src + ", " + it.date
 }
 
-func cleanFacts(facts []Fact) []cleanFact {
+func cleanFacts(facts []events.Fact) []cleanFact {
 	out := make([]cleanFact, len(facts))
 	for i, f := range facts {
 		out[i] = cleanFact{neutralize(f.Key), neutralize(f.Value), f.UpdatedAt.UTC().Format("2006-01-02")}
@@ -102,7 +104,7 @@ func cleanFacts(facts []Fact) []cleanFact {
 	return out
 }
 
-func cleanItems(items []ContextItem) []cleanItem {
+func cleanItems(items []events.ContextItem) []cleanItem {
 	out := make([]cleanItem, len(items))
 	for i, it := range items {
 		out[i] = cleanItem{
@@ -126,7 +128,7 @@ func render(format string, facts []cleanFact, items []cleanItem) string {
 	}
 	var b strings.Builder
 	switch format {
-	case FormatSystem:
+	case events.FormatSystem:
 		b.WriteString(systemPreamble)
 		b.WriteString("\n")
 		n := 0
@@ -149,7 +151,7 @@ func render(format string, facts []cleanFact, items []cleanItem) string {
 			}
 		}
 		return strings.TrimSuffix(b.String(), "\n")
-	case FormatMarkdown:
+	case events.FormatMarkdown:
 		b.WriteString("## Knowledge Base Context\n")
 		if len(facts) > 0 {
 			b.WriteString("\n### Facts\n")
@@ -208,20 +210,20 @@ func render(format string, facts []cleanFact, items []cleanItem) string {
 // taken in rank order and one that would overflow the budget is dropped
 // whole, never cut; a later, smaller item may still fit. It returns the facts
 // and items kept (in rank order, never nil), the injection and its tokens.
-func inject(format string, maxTokens int, facts []Fact, items []ContextItem) ([]Fact, []ContextItem, string, int) {
+func inject(format string, maxTokens int, facts []events.Fact, items []events.ContextItem) ([]events.Fact, []events.ContextItem, string, int) {
 	cf, ci := cleanFacts(facts), cleanItems(items)
 	if text := render(format, cf, ci); estimateTokens(text) <= maxTokens {
 		if facts == nil {
-			facts = []Fact{}
+			facts = []events.Fact{}
 		}
 		if items == nil {
-			items = []ContextItem{}
+			items = []events.ContextItem{}
 		}
 		return facts, items, text, estimateTokens(text)
 	}
 	var (
-		keptFacts []Fact
-		keptItems []ContextItem
+		keptFacts []events.Fact
+		keptItems []events.ContextItem
 		kf        []cleanFact
 		kci       []cleanItem
 		text      string
@@ -256,10 +258,10 @@ func inject(format string, maxTokens int, facts []Fact, items []ContextItem) ([]
 		})
 	}
 	if keptFacts == nil {
-		keptFacts = []Fact{}
+		keptFacts = []events.Fact{}
 	}
 	if keptItems == nil {
-		keptItems = []ContextItem{}
+		keptItems = []events.ContextItem{}
 	}
 	return keptFacts, keptItems, text, tokens
 }

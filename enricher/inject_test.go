@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/memoryd/memoryd/events"
 )
 
 var day0 = time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
@@ -36,12 +38,12 @@ func TestEstimateTokens(t *testing.T) {
 
 func TestRenderInline(t *testing.T) {
 	t.Parallel()
-	facts := []Fact{{Key: "k1", Value: "v1", UpdatedAt: day0}, {Key: "k2", Value: "v2", UpdatedAt: day0}}
-	items := []ContextItem{{Question: "q1", Answer: "a1", CreatedAt: day0}, {Question: "q2", CreatedAt: day0}}
+	facts := []events.Fact{{Key: "k1", Value: "v1", UpdatedAt: day0}, {Key: "k2", Value: "v2", UpdatedAt: day0}}
+	items := []events.ContextItem{{Question: "q1", Answer: "a1", CreatedAt: day0}, {Question: "q2", CreatedAt: day0}}
 	tests := []struct {
 		name  string
-		facts []Fact
-		items []ContextItem
+		facts []events.Fact
+		items []events.ContextItem
 		want  string
 	}{
 		{"nothing", nil, nil, ""},
@@ -50,11 +52,11 @@ func TestRenderInline(t *testing.T) {
 		{"both", facts[:1], items[:1], "[facts: k1=v1]\n[context: User: q1\nAssistant: a1]"},
 	}
 	for _, tt := range tests {
-		if got := render(FormatInline, cleanFacts(tt.facts), cleanItems(tt.items)); got != tt.want {
+		if got := render(events.FormatInline, cleanFacts(tt.facts), cleanItems(tt.items)); got != tt.want {
 			t.Errorf("%s: got %q, want %q", tt.name, got, tt.want)
 		}
 	}
-	for _, f := range []string{FormatSystem, FormatMarkdown} {
+	for _, f := range []string{events.FormatSystem, events.FormatMarkdown} {
 		if got := render(f, nil, nil); got != "" {
 			t.Errorf("%s of nothing = %q", f, got)
 		}
@@ -63,13 +65,13 @@ func TestRenderInline(t *testing.T) {
 
 func TestInjectBudget(t *testing.T) {
 	t.Parallel()
-	facts := []Fact{{Key: "name", Value: "Alice", UpdatedAt: day0}}
-	items := []ContextItem{
+	facts := []events.Fact{{Key: "name", Value: "Alice", UpdatedAt: day0}}
+	items := []events.ContextItem{
 		{ID: 1, Question: "best", Answer: strings.Repeat("a", 40), Score: 0.9, CreatedAt: day0},
 		{ID: 2, Question: "big", Answer: strings.Repeat("b", 400), Score: 0.8, CreatedAt: day0},
 		{ID: 3, Question: "small", Answer: "c", Score: 0.7, CreatedAt: day0},
 	}
-	for _, format := range []string{FormatInline, FormatSystem, FormatMarkdown} {
+	for _, format := range []string{events.FormatInline, events.FormatSystem, events.FormatMarkdown} {
 		all := render(format, cleanFacts(facts), cleanItems(items))
 		f, c, text, tokens := inject(format, estimateTokens(all), facts, items)
 		if len(f) != 1 || len(c) != 3 || text != all || tokens != estimateTokens(all) {

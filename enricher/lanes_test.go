@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/memoryd/memoryd/enricher"
+	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
 )
@@ -56,8 +57,8 @@ func flood(t *testing.T, h *harness, n, users int) *searchFlood {
 				default:
 				}
 				f.sent.Add(1)
-				_, err := h.client.Search(ctxT(t), enricher.SearchRequest{UserID: fmt.Sprintf("tenant-%d", i%users), Query: "dog"})
-				var se *enricher.ServiceError
+				_, err := h.client.Search(ctxT(t), events.SearchRequest{UserID: fmt.Sprintf("tenant-%d", i%users), Query: "dog"})
+				var se *events.ServiceError
 				switch {
 				case err == nil:
 				case errors.As(err, &se) && se.Code == 500:
@@ -90,7 +91,7 @@ func (f *searchFlood) end(t *testing.T, then func()) {
 }
 
 // maxTook is the longest took_ms the service reported.
-func maxTook(replies []enricher.EnrichReply) float64 {
+func maxTook(replies []events.EnrichReply) float64 {
 	m := 0.0
 	for _, r := range replies {
 		m = max(m, r.TookMS)
@@ -100,9 +101,9 @@ func maxTook(replies []enricher.EnrichReply) float64 {
 
 // enrichAll sends n enrich requests at once and returns their replies and
 // client-side latencies; every one must be answered (degraded allowed).
-func enrichAll(t *testing.T, h *harness, n int) (replies []enricher.EnrichReply, took []time.Duration, answered int) {
+func enrichAll(t *testing.T, h *harness, n int) (replies []events.EnrichReply, took []time.Duration, answered int) {
 	t.Helper()
-	replies = make([]enricher.EnrichReply, n)
+	replies = make([]events.EnrichReply, n)
 	took = make([]time.Duration, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -111,7 +112,7 @@ func enrichAll(t *testing.T, h *harness, n int) (replies []enricher.EnrichReply,
 		go func() {
 			defer wg.Done()
 			start := time.Now()
-			replies[i], errs[i] = h.client.Enrich(ctxT(t), enricher.EnrichRequest{UserID: fmt.Sprintf("user-%d", i%20), Message: "what is my dog called?"})
+			replies[i], errs[i] = h.client.Enrich(ctxT(t), events.EnrichRequest{UserID: fmt.Sprintf("user-%d", i%20), Message: "what is my dog called?"})
 			took[i] = time.Since(start)
 		}()
 	}

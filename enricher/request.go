@@ -14,7 +14,7 @@ import (
 )
 
 func badRequest(format string, args ...any) error {
-	return &ServiceError{Code: 400, Description: fmt.Sprintf(format, args...)}
+	return &events.ServiceError{Code: 400, Description: fmt.Sprintf(format, args...)}
 }
 
 // decode parses one JSON object into dst. Unknown fields are ignored, so
@@ -108,7 +108,7 @@ func checkKey(token, userID, key string) (string, error) {
 	if key == "" {
 		return "", badRequest("key is required")
 	}
-	return key, checkText("key", key, MaxFactKeyBytes)
+	return key, checkText("key", key, events.MaxFactKeyBytes)
 }
 
 // checkText bounds text that is stored (Postgres text cannot hold NUL).

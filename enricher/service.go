@@ -33,6 +33,9 @@ const ServiceName = "memoryd"
 // DefaultVersion is the service version used when none is configured.
 const DefaultVersion = "0.1.0"
 
+// DefaultMaxFacts is Config.MaxFacts' default.
+const DefaultMaxFacts = 50
+
 // maxListFacts bounds a facts.list reply well inside NATS's default 1 MiB
 // max payload.
 const maxListFacts = 1000
@@ -104,7 +107,7 @@ type Config struct {
 	// Forget deletes everything kept about a user (memory.forget): memory,
 	// turns, jobs and the user's events in the stream. Its result is the
 	// reply. Optional: without it the endpoint answers 501.
-	Forget func(ctx context.Context, userID string) (ForgetReply, error)
+	Forget func(ctx context.Context, userID string) (events.ForgetReply, error)
 }
 
 func (c Config) withDefaults() Config {
@@ -580,7 +583,7 @@ func (s *Service) dispatch(l *lane, user string, deadline time.Time, fn, overloa
 // classify maps a call's error to a reply code and a description safe to
 // show a caller; store errors are logged, not shown.
 func (s *Service) classify(endpoint string, err error) (int, string) {
-	var se *ServiceError
+	var se *events.ServiceError
 	switch {
 	case errors.As(err, &se):
 		return se.Code, se.Description
@@ -685,7 +688,7 @@ func (s *Service) enrichHandler() micro.Handler {
 		}
 		reply := req.Reply()
 		var replied atomic.Bool
-		answer := func(r EnrichReply) {
+		answer := func(r events.EnrichReply) {
 			if !replied.CompareAndSwap(false, true) {
 				return
 			}
@@ -747,24 +750,24 @@ type enrichParams struct {
 	optOut     bool
 }
 
-func (p enrichParams) reply(received time.Time) EnrichReply {
-	return EnrichReply{
+func (p enrichParams) reply(received time.Time) events.EnrichReply {
+	return events.EnrichReply{
 		UserID:   p.userID,
-		Facts:    []Fact{},
-		Context:  []ContextItem{},
+		Facts:    []events.Fact{},
+		Context:  []events.ContextItem{},
 		Keywords: p.keywords,
 		TookMS:   millis(time.Since(received)),
 	}
 }
 
-func (p enrichParams) degraded(reason string) EnrichReply {
+func (p enrichParams) degraded(reason string) events.EnrichReply {
 	r := p.reply(time.Now())
 	r.Degraded, r.Reason = true, reason
 	return r
 }
 
 func (s *Service) parseEnrich(token string, data []byte) (enrichParams, error) {
-	var req EnrichRequest
+	var req events.EnrichRequest
 	if err := decode(data, &req); err != nil {
 		return enrichParams{}, err
 	}
@@ -773,9 +776,9 @@ func (s *Service) parseEnrich(token string, data []byte) (enrichParams, error) {
 	}
 	p := enrichParams{
 		userID:     req.UserID,
-		maxResults: DefaultMaxResults,
-		threshold:  DefaultThreshold,
-		maxTokens:  DefaultMaxTokens,
+		maxResults: events.DefaultMaxResults,
+		threshold:  events.DefaultThreshold,
+		maxTokens:  events.DefaultMaxTokens,
 		at:         req.At,
 		format:     req.Format,
 		optOut:     req.Memory != nil && !*req.Memory,
@@ -784,12 +787,12 @@ func (s *Service) parseEnrich(token string, data []byte) (enrichParams, error) {
 	if strings.TrimSpace(req.Message) == "" {
 		return p, badRequest("message is required")
 	}
-	if len(req.Message) > MaxMessageBytes {
-		return p, badRequest("message is %d bytes, over the %d byte limit", len(req.Message), MaxMessageBytes)
+	if len(req.Message) > events.MaxMessageBytes {
+		return p, badRequest("message is %d bytes, over the %d byte limit", len(req.Message), events.MaxMessageBytes)
 	}
 	if req.MaxResults != nil {
-		if p.maxResults = *req.MaxResults; p.maxResults < 1 || p.maxResults > MaxMaxResults {
-			return p, badRequest("max_results %d is not in 1..%d", p.maxResults, MaxMaxResults)
+		if p.maxResults = *req.MaxResults; p.maxResults < 1 || p.maxResults > events.MaxMaxResults {
+			return p, badRequest("max_results %d is not in 1..%d", p.maxResults, events.MaxMaxResults)
 		}
 	}
 	if req.Threshold != nil {
@@ -799,8 +802,8 @@ func (s *Service) parseEnrich(token string, data []byte) (enrichParams, error) {
 		}
 	}
 	if req.MaxTokens != nil {
-		if p.maxTokens = *req.MaxTokens; p.maxTokens < 1 || p.maxTokens > MaxMaxTokens {
-			return p, badRequest("max_tokens %d is not in 1..%d", p.maxTokens, MaxMaxTokens)
+		if p.maxTokens = *req.MaxTokens; p.maxTokens < 1 || p.maxTokens > events.MaxMaxTokens {
+			return p, badRequest("max_tokens %d is not in 1..%d", p.maxTokens, events.MaxMaxTokens)
 		}
 	}
 	if !req.At.IsZero() {
@@ -810,8 +813,8 @@ func (s *Service) parseEnrich(token string, data []byte) (enrichParams, error) {
 	}
 	switch req.Format {
 	case "":
-		p.format = FormatInline
-	case FormatInline, FormatSystem, FormatMarkdown:
+		p.format = events.FormatInline
+	case events.FormatInline, events.FormatSystem, events.FormatMarkdown:
 	default:
 		return p, badRequest("format %q is not inline, system or markdown", req.Format)
 	}
@@ -821,7 +824,7 @@ func (s *Service) parseEnrich(token string, data []byte) (enrichParams, error) {
 	return p, nil
 }
 
-func (s *Service) enrich(ctx context.Context, p enrichParams) (EnrichReply, error) {
+func (s *Service) enrich(ctx context.Context, p enrichParams) (events.EnrichReply, error) {
 	facts, items, err := s.cfg.Store.Recall(ctx, store.RecallQuery{
 		SearchQuery: store.SearchQuery{
 			UserID:    p.userID,
@@ -833,7 +836,7 @@ func (s *Service) enrich(ctx context.Context, p enrichParams) (EnrichReply, erro
 		MaxFacts: s.cfg.MaxFacts,
 	})
 	if err != nil {
-		return EnrichReply{}, err
+		return events.EnrichReply{}, err
 	}
 	r := p.reply(time.Now())
 	r.Facts, r.Context, r.Injection, r.Tokens = inject(p.format, p.maxTokens, wireFacts(facts), wireItems(items))
@@ -841,7 +844,7 @@ func (s *Service) enrich(ctx context.Context, p enrichParams) (EnrichReply, erro
 }
 
 func (s *Service) search(token string, data []byte) (call, error) {
-	var req SearchRequest
+	var req events.SearchRequest
 	if err := decode(data, &req); err != nil {
 		return nil, err
 	}
@@ -851,13 +854,13 @@ func (s *Service) search(token string, data []byte) (call, error) {
 	if strings.TrimSpace(req.Query) == "" {
 		return nil, badRequest("query is required")
 	}
-	if len(req.Query) > MaxMessageBytes {
-		return nil, badRequest("query is %d bytes, over the %d byte limit", len(req.Query), MaxMessageBytes)
+	if len(req.Query) > events.MaxMessageBytes {
+		return nil, badRequest("query is %d bytes, over the %d byte limit", len(req.Query), events.MaxMessageBytes)
 	}
-	limit := DefaultSearchResults
+	limit := events.DefaultSearchResults
 	if req.MaxResults != nil {
-		if limit = *req.MaxResults; limit < 1 || limit > MaxMaxResults {
-			return nil, badRequest("max_results %d is not in 1..%d", limit, MaxMaxResults)
+		if limit = *req.MaxResults; limit < 1 || limit > events.MaxMaxResults {
+			return nil, badRequest("max_results %d is not in 1..%d", limit, events.MaxMaxResults)
 		}
 	}
 	return func(ctx context.Context) (any, error) {
@@ -865,12 +868,12 @@ func (s *Service) search(token string, data []byte) (call, error) {
 		if err != nil {
 			return nil, err
 		}
-		return SearchReply{Results: wireItems(items)}, nil
+		return events.SearchReply{Results: wireItems(items)}, nil
 	}, nil
 }
 
 func (s *Service) storeContext(token string, data []byte) (call, error) {
-	var req StoreRequest
+	var req events.StoreRequest
 	if err := decodeWrite(data, &req); err != nil {
 		return nil, err
 	}
@@ -880,10 +883,10 @@ func (s *Service) storeContext(token string, data []byte) (call, error) {
 	if strings.TrimSpace(req.Question) == "" {
 		return nil, badRequest("question is required")
 	}
-	if err := checkText("question", req.Question, MaxQuestionBytes); err != nil {
+	if err := checkText("question", req.Question, events.MaxQuestionBytes); err != nil {
 		return nil, err
 	}
-	if err := checkText("answer", req.Answer, MaxAnswerBytes); err != nil {
+	if err := checkText("answer", req.Answer, events.MaxAnswerBytes); err != nil {
 		return nil, err
 	}
 	return func(ctx context.Context) (any, error) {
@@ -903,12 +906,12 @@ func (s *Service) storeContext(token string, data []byte) (call, error) {
 		if err != nil {
 			return nil, err
 		}
-		return StoreReply{ID: id, Stored: stored}, nil
+		return events.StoreReply{ID: id, Stored: stored}, nil
 	}, nil
 }
 
 func (s *Service) clearContext(token string, data []byte) (call, error) {
-	var req ClearRequest
+	var req events.ClearRequest
 	if err := decode(data, &req); err != nil {
 		return nil, err
 	}
@@ -928,12 +931,12 @@ func (s *Service) clearContext(token string, data []byte) (call, error) {
 		if err != nil {
 			return nil, err
 		}
-		return DeletedReply{Deleted: n}, nil
+		return events.DeletedReply{Deleted: n}, nil
 	}, nil
 }
 
 func (s *Service) setFact(token string, data []byte) (call, error) {
-	var req SetFactRequest
+	var req events.SetFactRequest
 	if err := decodeWrite(data, &req); err != nil {
 		return nil, err
 	}
@@ -944,7 +947,7 @@ func (s *Service) setFact(token string, data []byte) (call, error) {
 	if strings.TrimSpace(req.Value) == "" {
 		return nil, badRequest("value is required (use facts.clear to delete a fact)")
 	}
-	if err := checkText("value", req.Value, MaxFactValueBytes); err != nil {
+	if err := checkText("value", req.Value, events.MaxFactValueBytes); err != nil {
 		return nil, err
 	}
 	return func(ctx context.Context) (any, error) {
@@ -959,7 +962,7 @@ func (s *Service) setFact(token string, data []byte) (call, error) {
 		if err != nil {
 			return nil, err
 		}
-		reply := SetFactReply{OK: stored, Fact: Fact{Key: f.Key, Value: f.Value, UpdatedAt: f.UpdatedAt.UTC()}}
+		reply := events.SetFactReply{OK: stored, Fact: events.Fact{Key: f.Key, Value: f.Value, UpdatedAt: f.UpdatedAt.UTC()}}
 		if !stored {
 			reply.Reason = fmt.Sprintf("a turn stamped %s, later than this request, set %q; that value stays current",
 				f.SourceAt.UTC().Format(time.RFC3339), key)
@@ -969,7 +972,7 @@ func (s *Service) setFact(token string, data []byte) (call, error) {
 }
 
 func (s *Service) getFact(token string, data []byte) (call, error) {
-	var req FactRequest
+	var req events.FactRequest
 	if err := decode(data, &req); err != nil {
 		return nil, err
 	}
@@ -980,17 +983,17 @@ func (s *Service) getFact(token string, data []byte) (call, error) {
 	return func(ctx context.Context) (any, error) {
 		f, err := s.cfg.Store.Fact(ctx, req.UserID, key)
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, &ServiceError{Code: 404, Description: fmt.Sprintf("no fact %q", key)}
+			return nil, &events.ServiceError{Code: 404, Description: fmt.Sprintf("no fact %q", key)}
 		}
 		if err != nil {
 			return nil, err
 		}
-		return Fact{Key: f.Key, Value: f.Value, UpdatedAt: f.UpdatedAt}, nil
+		return events.Fact{Key: f.Key, Value: f.Value, UpdatedAt: f.UpdatedAt}, nil
 	}, nil
 }
 
 func (s *Service) clearFact(token string, data []byte) (call, error) {
-	var req FactRequest
+	var req events.FactRequest
 	if err := decode(data, &req); err != nil {
 		return nil, err
 	}
@@ -1003,7 +1006,7 @@ func (s *Service) clearFact(token string, data []byte) (call, error) {
 		if err != nil {
 			return nil, err
 		}
-		return DeletedReply{Deleted: n}, nil
+		return events.DeletedReply{Deleted: n}, nil
 	}, nil
 }
 
@@ -1017,7 +1020,7 @@ func (s *Service) listFacts(token string, data []byte) (call, error) {
 		if err != nil {
 			return nil, err
 		}
-		return FactsReply{Facts: wireFacts(facts)}, nil
+		return events.FactsReply{Facts: wireFacts(facts)}, nil
 	}, nil
 }
 
@@ -1031,7 +1034,7 @@ func (s *Service) userStats(token string, data []byte) (call, error) {
 		if err != nil {
 			return nil, err
 		}
-		return StatsReply{
+		return events.StatsReply{
 			TurnsReceived:   st.TurnsReceived,
 			TurnsProcessed:  st.TurnsProcessed,
 			TurnsFailed:     st.TurnsFailed,
@@ -1040,7 +1043,7 @@ func (s *Service) userStats(token string, data []byte) (call, error) {
 			Facts:           st.Facts,
 			ContextItems:    st.ContextItems,
 			LastProcessedAt: st.LastProcessedAt,
-			LLMUsage:        st.LLMUsage, // never nil: {} for a user without usage
+			LLMUsage:        wireUsage(st.LLMUsage), // never nil: {} for a user without usage
 		}, nil
 	}, nil
 }
@@ -1051,7 +1054,7 @@ func (s *Service) forget(token string, data []byte) (call, error) {
 		return nil, err
 	}
 	if s.cfg.Forget == nil {
-		return nil, &ServiceError{Code: 501, Description: "forget is not enabled on this memoryd"}
+		return nil, &events.ServiceError{Code: 501, Description: "forget is not enabled on this memoryd"}
 	}
 	return func(ctx context.Context) (any, error) {
 		s.logger.Info("forgetting user", "user_id", req.UserID)
@@ -1061,26 +1064,26 @@ func (s *Service) forget(token string, data []byte) (call, error) {
 
 // decodeUser decodes a request that names only the user, checking it
 // against the subject's token.
-func decodeUser(token string, data []byte) (UserRequest, error) {
-	var req UserRequest
+func decodeUser(token string, data []byte) (events.UserRequest, error) {
+	var req events.UserRequest
 	if err := decode(data, &req); err != nil {
 		return req, err
 	}
 	return req, checkUser(token, req.UserID)
 }
 
-func wireFacts(facts []store.Fact) []Fact {
-	out := make([]Fact, len(facts))
+func wireFacts(facts []store.Fact) []events.Fact {
+	out := make([]events.Fact, len(facts))
 	for i, f := range facts {
-		out[i] = Fact{Key: f.Key, Value: f.Value, UpdatedAt: f.UpdatedAt.UTC()}
+		out[i] = events.Fact{Key: f.Key, Value: f.Value, UpdatedAt: f.UpdatedAt.UTC()}
 	}
 	return out
 }
 
-func wireItems(items []store.ContextItem) []ContextItem {
-	out := make([]ContextItem, len(items))
+func wireItems(items []store.ContextItem) []events.ContextItem {
+	out := make([]events.ContextItem, len(items))
 	for i, it := range items {
-		out[i] = ContextItem{
+		out[i] = events.ContextItem{
 			ID:             it.ID,
 			Question:       it.Question,
 			Answer:         it.Answer,
@@ -1088,6 +1091,20 @@ func wireItems(items []store.ContextItem) []ContextItem {
 			CreatedAt:      it.CreatedAt.UTC(),
 			EventID:        it.EventID,
 			ConversationID: it.ConversationID,
+		}
+	}
+	return out
+}
+
+// wireUsage maps the store's token counts to the wire's; the map is never
+// nil, so that llm_usage is {} rather than null.
+func wireUsage(usage map[string]store.TokenUsage) map[string]events.TokenUsage {
+	out := make(map[string]events.TokenUsage, len(usage))
+	for model, u := range usage {
+		out[model] = events.TokenUsage{
+			PromptTokens:     u.PromptTokens,
+			CompletionTokens: u.CompletionTokens,
+			Extractions:      u.Extractions,
 		}
 	}
 	return out

@@ -16,7 +16,7 @@ import (
 func InboxPrefix(frontend string) string { return "_INBOX_" + frontend }
 
 // FrontendInbox is the connect option a Go frontend passes to nats.Connect so
-// that the connection's requests, including those of enricher.Client and the
+// that the connection's requests, including those of Client and the
 // JetStream publishes of Publisher, wait for their replies under
 // InboxPrefix(frontend). frontend must match ^[A-Za-z0-9_-]{1,64}$ (one
 // subject token); otherwise nats.Connect fails with an error naming it.

@@ -16,7 +16,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/worker"
 )
@@ -99,22 +98,22 @@ func chaosRoundTurns(r int, fresh time.Time) map[string][]events.Turn {
 // chaos system and on the reference.
 type chaosOp struct {
 	name string
-	run  func(e *relEnv, c *enricher.Client) (string, error)
+	run  func(e *relEnv, c *events.Client) (string, error)
 	// service is set for requests to the service (through the Go client or
 	// a client command): a kill waits for them, as for the probers' enrich,
 	// since a SIGKILLed process cannot answer what it received.
 	service bool
 }
 
-func chaosCLI(args ...string) func(e *relEnv, c *enricher.Client) (string, error) {
-	return func(e *relEnv, _ *enricher.Client) (string, error) {
+func chaosCLI(args ...string) func(e *relEnv, c *events.Client) (string, error) {
+	return func(e *relEnv, _ *events.Client) (string, error) {
 		out, err := e.relRun(args...)
 		return strings.TrimSpace(out), err
 	}
 }
 
-func chaosForgetByService(user string) func(e *relEnv, c *enricher.Client) (string, error) {
-	return func(_ *relEnv, c *enricher.Client) (string, error) {
+func chaosForgetByService(user string) func(e *relEnv, c *events.Client) (string, error) {
+	return func(_ *relEnv, c *events.Client) (string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		r, err := c.Forget(ctx, user)
@@ -122,8 +121,8 @@ func chaosForgetByService(user string) func(e *relEnv, c *enricher.Client) (stri
 	}
 }
 
-func chaosClearFactByService(user, key string) func(e *relEnv, c *enricher.Client) (string, error) {
-	return func(_ *relEnv, c *enricher.Client) (string, error) {
+func chaosClearFactByService(user, key string) func(e *relEnv, c *events.Client) (string, error) {
+	return func(_ *relEnv, c *events.Client) (string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		n, err := c.ClearFact(ctx, user, key)
@@ -131,11 +130,11 @@ func chaosClearFactByService(user, key string) func(e *relEnv, c *enricher.Clien
 	}
 }
 
-func chaosClearAllByService(user string) func(e *relEnv, c *enricher.Client) (string, error) {
-	return func(_ *relEnv, c *enricher.Client) (string, error) {
+func chaosClearAllByService(user string) func(e *relEnv, c *events.Client) (string, error) {
+	return func(_ *relEnv, c *events.Client) (string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		n, err := c.Clear(ctx, enricher.ClearRequest{UserID: user, All: true})
+		n, err := c.Clear(ctx, events.ClearRequest{UserID: user, All: true})
 		return fmt.Sprintf("%d deleted", n), err
 	}
 }
@@ -350,7 +349,7 @@ type chaosProber struct {
 	errs                     []string
 }
 
-func (p *chaosProber) run(ctx context.Context, c *enricher.Client, first int) {
+func (p *chaosProber) run(ctx context.Context, c *events.Client, first int) {
 	tick := time.NewTicker(25 * time.Millisecond)
 	defer tick.Stop()
 	for i := first; ; i += 2 {
@@ -363,7 +362,7 @@ func (p *chaosProber) run(ctx context.Context, c *enricher.Client, first int) {
 		p.gate.RLock()
 		p.sent.Add(1)
 		rctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		r, err := c.Enrich(rctx, enricher.EnrichRequest{UserID: user, Message: "Where do I live and where do I work?"})
+		r, err := c.Enrich(rctx, events.EnrichRequest{UserID: user, Message: "Where do I live and where do I work?"})
 		cancel()
 		p.gate.RUnlock()
 		switch {
@@ -426,10 +425,10 @@ func TestChaos(t *testing.T) {
 	args := []string{"--max-context-per-user", fmt.Sprint(chaosCap), "--prune-interval", "1s"}
 	serves := []*proc{chaos.startServe(chaos.dbURL, args...), chaos.startServe(chaos.dbURL, args...)}
 	refServe := ref.startServe(ref.dbURL, args...)
-	chaosClient, refClient := enricher.NewClient(chaos.nc, chaos.prefix), enricher.NewClient(ref.nc, ref.prefix)
+	chaosClient, refClient := events.NewClient(chaos.nc, chaos.prefix), events.NewClient(ref.nc, ref.prefix)
 
 	// The probers start once both systems answer.
-	for i, c := range []*enricher.Client{chaosClient, refClient} {
+	for i, c := range []*events.Client{chaosClient, refClient} {
 		waitFor(t, fmt.Sprintf("system %d answering enrich", i), 2*time.Minute, func() (bool, string) {
 			_, err := relEnrich(c, "plain0")
 			return err == nil, fmt.Sprint(err)

@@ -31,7 +31,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	openai "github.com/sashabaranov/go-openai"
 
-	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/extractor/extractortest"
@@ -274,10 +273,10 @@ func (e *relEnv) consumerBacklog() (uint64, error) {
 }
 
 // relEnrich sends one enrich request, bounded by a 5s client timeout.
-func relEnrich(c *enricher.Client, user string) (enricher.EnrichReply, error) {
+func relEnrich(c *events.Client, user string) (events.EnrichReply, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return c.Enrich(ctx, enricher.EnrichRequest{UserID: user, Message: "what is my favorite number?"})
+	return c.Enrich(ctx, events.EnrichRequest{UserID: user, Message: "what is my favorite number?"})
 }
 
 // TestWorkerSIGKILLMidIngestProcessesEachTurnOnce: a serve process is
@@ -425,7 +424,7 @@ func TestPostgresOutageMidIngest(t *testing.T) {
 	// Postgres cut, connections are refused at once and the reply is
 	// degraded well within it.
 	serve := e.startServe(viaProxy, "--enrich-timeout", "3s")
-	client := enricher.NewClient(e.nc, e.prefix)
+	client := events.NewClient(e.nc, e.prefix)
 
 	before, want := relTurns("p", 20, 75, nil) // 1,500 before the cut
 	during, wantDuring := relTurns("p", 20, 25, nil)
@@ -575,7 +574,7 @@ func TestNATSRestartMidIngestAndEnrich(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(enc.Close)
-	client := enricher.NewClient(enc, e.prefix)
+	client := events.NewClient(enc, e.prefix)
 	var enrichOK, enrichDegraded, enrichErr atomic.Int64
 	stopLoad := make(chan struct{})
 	loadDone := make(chan struct{})
@@ -590,7 +589,7 @@ func TestNATSRestartMidIngestAndEnrich(t *testing.T) {
 			case <-pace.C:
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			r, err := client.Enrich(ctx, enricher.EnrichRequest{UserID: fmt.Sprintf("n%02d", i%30), Message: "what is my favorite number?"})
+			r, err := client.Enrich(ctx, events.EnrichRequest{UserID: fmt.Sprintf("n%02d", i%30), Message: "what is my favorite number?"})
 			cancel()
 			switch {
 			case err != nil:
@@ -669,7 +668,7 @@ func TestNATSRestartMidIngestAndEnrich(t *testing.T) {
 		t.Fatalf("serve exited: %v\n%s", serve.err, serve.tail())
 	}
 	waitFor(t, "a non-degraded enrich with facts after the restart", time.Minute, func() (bool, string) {
-		r, err := relEnrich(enricher.NewClient(e.nc, e.prefix), "n00")
+		r, err := relEnrich(events.NewClient(e.nc, e.prefix), "n00")
 		return err == nil && !r.Degraded && len(r.Facts) > 0, fmt.Sprintf("%+v %v", r, err)
 	}, serve, natsSrv)
 	t.Logf("figures: nats-server SIGKILLed with %d of %d turns processed and %d published; %d publish retries; stream holds %d events; enrich ok=%d (before kill %d) degraded=%d errors=%d (%d by the restart); after restart %s",
@@ -906,7 +905,7 @@ func TestLLMFaultsAtTheWorker(t *testing.T) {
 
 	// While the faults play out, serve must keep answering /healthz and
 	// enrich (a degraded enrich is an answer; an error is not).
-	client := enricher.NewClient(e.nc, e.prefix)
+	client := events.NewClient(e.nc, e.prefix)
 	probes, polls := 0, 0
 	probe := func() string {
 		resp, err := httpc.Get("http://" + httpAddr + "/healthz")

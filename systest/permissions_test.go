@@ -328,8 +328,8 @@ accounts {
 		return err == nil && info.State.Msgs == 1
 	})
 
-	client := enricher.NewClient(alice, "")
-	reply, err := client.Enrich(ctx, enricher.EnrichRequest{UserID: "alice", Message: "what is my favorite color " + marker})
+	client := events.NewClient(alice, "")
+	reply, err := client.Enrich(ctx, events.EnrichRequest{UserID: "alice", Message: "what is my favorite color " + marker})
 	if err != nil || reply.Degraded || !strings.Contains(reply.Injection, marker) {
 		t.Fatalf("alice's enrich = %+v, %v (violations %q)", reply, err, aliceErrs.all())
 	}
@@ -388,8 +388,8 @@ accounts {
 		t.Fatal(err)
 	}
 	// bob's own memory works, and bob's token cannot carry alice's user_id.
-	bobClient := enricher.NewClient(bob, "")
-	if r, err := bobClient.Enrich(ctx, enricher.EnrichRequest{UserID: "bob", Message: "hello"}); err != nil || r.Degraded {
+	bobClient := events.NewClient(bob, "")
+	if r, err := bobClient.Enrich(ctx, events.EnrichRequest{UserID: "bob", Message: "hello"}); err != nil || r.Degraded {
 		t.Fatalf("bob's enrich = %+v, %v (violations %q)", r, err, bobErrs.all())
 	}
 	msg, err := bob.Request("memory.enrich.bob", []byte(`{"user_id":"alice","message":"color"}`), 5*time.Second)

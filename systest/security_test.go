@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/extractor/extractortest"
 )
@@ -22,7 +21,7 @@ func TestIsolationUnderRandomInterleavedWrites(t *testing.T) {
 	e := newRelEnv(t, "")
 	serve := e.startServe(e.dbURL, "--enrich-timeout", "10s", "--job-timeout", "1m", "--ack-wait", "30s")
 	ctx := context.Background()
-	client := enricher.NewClient(e.nc, e.prefix)
+	client := events.NewClient(e.nc, e.prefix)
 	pub := e.pub
 	var err error
 	// Requests are answered once serve has started its enrich service.
@@ -47,7 +46,7 @@ func TestIsolationUnderRandomInterleavedWrites(t *testing.T) {
 				AssistantResponse: "ok " + m, Timestamp: time.Now()})
 			turns[u]++
 		case op < 7:
-			_, err = client.Store(ctx, enricher.StoreRequest{UserID: u, Question: "q " + m + fmt.Sprint(i), Answer: "a " + m})
+			_, err = client.Store(ctx, events.StoreRequest{UserID: u, Question: "q " + m + fmt.Sprint(i), Answer: "a " + m})
 		case op < 9:
 			_, err = client.SetFact(ctx, u, fmt.Sprintf("k%d", i%5), m)
 		default:
@@ -56,7 +55,7 @@ func TestIsolationUnderRandomInterleavedWrites(t *testing.T) {
 				forgotten[u] = true
 				turns[u] = 0
 			} else {
-				_, err = client.Clear(ctx, enricher.ClearRequest{UserID: u, Question: "q " + m + fmt.Sprint(i-1)})
+				_, err = client.Clear(ctx, events.ClearRequest{UserID: u, Question: "q " + m + fmt.Sprint(i-1)})
 			}
 		}
 		if err != nil {
@@ -78,12 +77,12 @@ func TestIsolationUnderRandomInterleavedWrites(t *testing.T) {
 				}
 			}
 		}
-		reply, err := client.Enrich(ctx, enricher.EnrichRequest{UserID: u, Message: "note q a " + own, Threshold: new(0.0), MaxResults: new(50)})
+		reply, err := client.Enrich(ctx, events.EnrichRequest{UserID: u, Message: "note q a " + own, Threshold: new(0.0), MaxResults: new(50)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		check("enrich", fmt.Sprint(reply))
-		res, err := client.Search(ctx, enricher.SearchRequest{UserID: u, Query: "note q " + own, MaxResults: new(50)})
+		res, err := client.Search(ctx, events.SearchRequest{UserID: u, Query: "note q " + own, MaxResults: new(50)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,7 +116,7 @@ func TestInfoLogsCarryNoBodiesOrSecrets(t *testing.T) {
 		strings.Replace(e.dbURL, "postgres@", "postgres:hunter2-secret@", 1),
 		"--log-level", "info", "--max-attempts", "1", "--job-timeout", "1m", "--enrich-timeout", "10s",
 		"--llm-base-url", llm.URL(), "--llm-model", "m", "--llm-timeout", "5s")...)
-	client := enricher.NewClient(e.nc, e.prefix)
+	client := events.NewClient(e.nc, e.prefix)
 	waitFor(t, "serve answering enrich", time.Minute, func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
@@ -132,7 +131,7 @@ func TestInfoLogsCarryNoBodiesOrSecrets(t *testing.T) {
 	if _, err := e.nc.Request(e.prefix+".turns.alice", []byte(`{"id":"bad","user_id":"alice","user_message":"`+secretText+`"}`), 2*time.Second); err != nil {
 		t.Logf("publish invalid event: %v", err)
 	}
-	if _, err := client.Enrich(context.Background(), enricher.EnrichRequest{UserID: "alice", Message: "how do I feel " + secretText}); err != nil {
+	if _, err := client.Enrich(context.Background(), events.EnrichRequest{UserID: "alice", Message: "how do I feel " + secretText}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the invalid event and the failed extraction both logged", time.Minute, func() (bool, string) {

@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/memoryd/memoryd/enricher"
+	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/store"
 )
 
@@ -202,9 +203,9 @@ type enrichStats struct {
 	perSecond  float64
 }
 
-func enrichOne(ctx context.Context, c *enricher.Client, rq request, st *enrichStats) (time.Duration, error) {
+func enrichOne(ctx context.Context, c *events.Client, rq request, st *enrichStats) (time.Duration, error) {
 	t0 := time.Now()
-	reply, err := c.Enrich(ctx, enricher.EnrichRequest{UserID: userID(rq.user), Message: rq.message})
+	reply, err := c.Enrich(ctx, events.EnrichRequest{UserID: userID(rq.user), Message: rq.message})
 	d := time.Since(t0)
 	if err != nil {
 		return d, err
@@ -226,7 +227,7 @@ func enrichOne(ctx context.Context, c *enricher.Client, rq request, st *enrichSt
 }
 
 func enrichSerial(ctx context.Context, nc *nats.Conn, prefix string, reqs []request, st *enrichStats) (latencies, error) {
-	c := enricher.NewClient(nc, prefix)
+	c := events.NewClient(nc, prefix)
 	lat := make(latencies, 0, len(reqs))
 	t0 := time.Now()
 	for _, rq := range reqs {
@@ -256,7 +257,7 @@ func enrichLoad(ctx context.Context, conns []*nats.Conn, prefix string, o *optio
 		wg.Add(1)
 		go pprof.Do(ctx, pprof.Labels("side", "client"), func(ctx context.Context) {
 			defer wg.Done()
-			c := enricher.NewClient(nc, prefix)
+			c := events.NewClient(nc, prefix)
 			reqs := workload(o, 2000, seed*100+uint64(i))
 			var st enrichStats
 			var lat latencies
@@ -303,11 +304,11 @@ func serialWithFloor(ctx context.Context, nc *nats.Conn, prefix, url string, req
 		return err
 	}
 	defer s.Close()
-	c := enricher.NewClient(nc, prefix)
+	c := events.NewClient(nc, prefix)
 	var rowsSeen int
 	var enrichTime time.Duration
 	for i, rq := range reqs {
-		data, err := json.Marshal(enricher.EnrichRequest{UserID: userID(rq.user), Message: rq.message})
+		data, err := json.Marshal(events.EnrichRequest{UserID: userID(rq.user), Message: rq.message})
 		if err != nil {
 			return err
 		}
@@ -329,7 +330,7 @@ func serialWithFloor(ctx context.Context, nc *nats.Conn, prefix, url string, req
 				r.echo = append(r.echo, time.Since(t0))
 			case 2:
 				q := store.RecallQuery{
-					SearchQuery: store.SearchQuery{UserID: userID(rq.user), Keywords: enricher.Keywords(rq.message), Threshold: enricher.DefaultThreshold, Limit: enricher.DefaultMaxResults},
+					SearchQuery: store.SearchQuery{UserID: userID(rq.user), Keywords: enricher.Keywords(rq.message), Threshold: events.DefaultThreshold, Limit: events.DefaultMaxResults},
 					MaxFacts:    enricher.DefaultMaxFacts,
 				}
 				t0 := time.Now()
@@ -380,11 +381,11 @@ func (b *bench) serveEnrich(ctx context.Context, url string, clients []*nats.Con
 
 // waitService waits until the enrich service answers on prefix.
 func waitService(ctx context.Context, nc *nats.Conn, prefix string) error {
-	c := enricher.NewClient(nc, prefix)
+	c := events.NewClient(nc, prefix)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		rctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err := c.Enrich(rctx, enricher.EnrichRequest{UserID: "warmup", Message: "hello"})
+		_, err := c.Enrich(rctx, events.EnrichRequest{UserID: "warmup", Message: "hello"})
 		cancel()
 		if err == nil {
 			return nil

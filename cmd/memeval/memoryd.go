@@ -39,7 +39,7 @@ type instance struct {
 	js      jetstream.JetStream
 	worker  *worker.Worker
 	enrich  *enricher.Service
-	client  *enricher.Client
+	client  *events.Client
 	llm     bool
 	logger  *slog.Logger
 	cleanup []func(context.Context) error
@@ -154,7 +154,7 @@ func start(ctx context.Context, o options, logger *slog.Logger) (in *instance, e
 		in.enrich = nil
 		return in, err
 	}
-	in.client = enricher.NewClient(in.nc, in.prefix)
+	in.client = events.NewClient(in.nc, in.prefix)
 	return in, nil
 }
 
@@ -272,9 +272,9 @@ func (m *memorydRanker) name() string { return "memoryd" }
 
 func (m *memorydRanker) rank(ctx context.Context, h haystack, k int) ([][]string, error) {
 	out := make([][]string, len(h.questions))
-	threshold, maxTokens := 0.0, enricher.MaxMaxTokens
+	threshold, maxTokens := 0.0, events.MaxMaxTokens
 	for qi, q := range h.questions {
-		r, err := m.in.client.Enrich(ctx, enricher.EnrichRequest{
+		r, err := m.in.client.Enrich(ctx, events.EnrichRequest{
 			UserID: m.in.userID(h), Message: q.text, MaxResults: &k, Threshold: &threshold,
 			MaxTokens: &maxTokens, At: q.at,
 		})

@@ -13,7 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/memoryd/memoryd/enricher"
+	"github.com/memoryd/memoryd/events"
 )
 
 // clientCommands are the commands that talk to a running memoryd over NATS
@@ -68,7 +68,7 @@ func (o *clientOptions) parse(f *flags, args []string) ([]string, error) {
 
 // client connects to NATS and returns a client and a context bounded by
 // --timeout; call done when finished.
-func (o *clientOptions) client(ctx context.Context, a *app) (c *enricher.Client, reqCtx context.Context, done func(), err error) {
+func (o *clientOptions) client(ctx context.Context, a *app) (c *events.Client, reqCtx context.Context, done func(), err error) {
 	logger, err := o.conn.logger(a)
 	if err != nil {
 		return nil, nil, nil, err
@@ -78,14 +78,14 @@ func (o *clientOptions) client(ctx context.Context, a *app) (c *enricher.Client,
 		return nil, nil, nil, err
 	}
 	reqCtx, cancel := context.WithTimeout(ctx, o.timeout)
-	return enricher.NewClient(nc, o.conn.prefix), reqCtx, func() { cancel(); nc.Close() }, nil
+	return events.NewClient(nc, o.conn.prefix), reqCtx, func() { cancel(); nc.Close() }, nil
 }
 
 // callError rewrites the errors of a request to the service into one
 // sentence: the client's own errors start with "memoryd <endpoint>:", which
 // run's "memoryd <command>:" would otherwise repeat.
 func (o *clientOptions) callError(err error) error {
-	var svcErr *enricher.ServiceError
+	var svcErr *events.ServiceError
 	switch {
 	case err == nil:
 		return nil
@@ -131,8 +131,8 @@ injection a frontend would add (nothing when no memory qualifies), or the whole
 reply with --json. A degraded reply (memory unavailable) is reported on stderr.`)
 	o.register(f)
 	f.ArgString(&format, "format", "inline", "injection format: inline, system or markdown")
-	f.ArgInt(&maxResults, "max-results", enricher.DefaultMaxResults, "most context items (1..50)")
-	f.ArgInt(&maxTokens, "max-tokens", enricher.DefaultMaxTokens, "token budget of the injection (1..100000)")
+	f.ArgInt(&maxResults, "max-results", events.DefaultMaxResults, "most context items (1..50)")
+	f.ArgInt(&maxTokens, "max-tokens", events.DefaultMaxTokens, "token budget of the injection (1..100000)")
 	f.ArgString(&threshold, "threshold", "", "lowest score of a context item, 0..1 (default 0.3)")
 	f.ArgString(&at, "at", "", "measure recency against this RFC 3339 time (default now)")
 	pos, err := o.parse(f, args)
@@ -142,7 +142,7 @@ reply with --json. A degraded reply (memory unavailable) is reported on stderr.`
 	if len(pos) == 0 {
 		return f.usageErr(`the message is missing: memoryd enrich --user U "message"`)
 	}
-	req := enricher.EnrichRequest{
+	req := events.EnrichRequest{
 		UserID:     o.user,
 		Message:    strings.Join(pos, " "),
 		MaxResults: &maxResults,
@@ -219,7 +219,7 @@ Reads and writes a user's facts through the running memoryd.`)
 			return err
 		}
 		if o.json {
-			return printJSON(a.stdout, enricher.FactsReply{Facts: facts})
+			return printJSON(a.stdout, events.FactsReply{Facts: facts})
 		}
 		tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 		for _, f := range facts {
@@ -273,7 +273,7 @@ func runMemory(ctx context.Context, a *app, args []string) (err error) {
 Searches, stores and forgets a user's remembered question/answer pairs through
 the running memoryd.`)
 	o.register(f)
-	f.ArgInt(&maxResults, "max-results", enricher.DefaultSearchResults, "most results of a search (1..50)")
+	f.ArgInt(&maxResults, "max-results", events.DefaultSearchResults, "most results of a search (1..50)")
 	f.ArgInt(&id, "id", 0, "clear: the context item id to forget")
 	f.ArgString(&question, "question", "", "clear: forget items with this question (case and spacing ignored)")
 	f.ArgBool(&all, "all", false, "clear: forget every context item of the user")
@@ -299,7 +299,7 @@ the running memoryd.`)
 	defer done()
 	switch action {
 	case "search":
-		reply, err := c.Search(reqCtx, enricher.SearchRequest{UserID: o.user, Query: strings.Join(pos, " "), MaxResults: &maxResults})
+		reply, err := c.Search(reqCtx, events.SearchRequest{UserID: o.user, Query: strings.Join(pos, " "), MaxResults: &maxResults})
 		if err != nil {
 			return err
 		}
@@ -311,7 +311,7 @@ the running memoryd.`)
 		}
 		fmt.Fprintf(a.stderr, "%d result(s)\n", len(reply.Results))
 	case "store":
-		reply, err := c.Store(reqCtx, enricher.StoreRequest{UserID: o.user, Question: pos[0], Answer: pos[1]})
+		reply, err := c.Store(reqCtx, events.StoreRequest{UserID: o.user, Question: pos[0], Answer: pos[1]})
 		if err != nil {
 			return err
 		}
@@ -324,7 +324,7 @@ the running memoryd.`)
 			fmt.Fprintf(a.stdout, "already remembered as id %d\n", reply.ID)
 		}
 	case "clear":
-		n, err := c.Clear(reqCtx, enricher.ClearRequest{UserID: o.user, ID: int64(id), Question: question, All: all})
+		n, err := c.Clear(reqCtx, events.ClearRequest{UserID: o.user, ID: int64(id), Question: question, All: all})
 		if err != nil {
 			return err
 		}
@@ -369,7 +369,7 @@ func runStats(ctx context.Context, a *app, args []string) (err error) {
 
 func printDeleted(a *app, asJSON bool, n int64) error {
 	if asJSON {
-		return printJSON(a.stdout, enricher.DeletedReply{Deleted: n})
+		return printJSON(a.stdout, events.DeletedReply{Deleted: n})
 	}
 	fmt.Fprintf(a.stdout, "deleted %d\n", n)
 	return nil

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
 )
 
@@ -114,7 +113,7 @@ reply. Safe to run again.`)
 
 	question := "Can you suggest a dinner recipe with sardines?"
 	fmt.Fprintf(out, "\n4. enrich request for a new message: %q\n", question)
-	reply, err := enricher.NewClient(svc.nc, o.conn.prefix).Enrich(ctx, enricher.EnrichRequest{UserID: user, Message: question})
+	reply, err := events.NewClient(svc.nc, o.conn.prefix).Enrich(ctx, events.EnrichRequest{UserID: user, Message: question})
 	if err != nil {
 		return err
 	}

@@ -21,26 +21,26 @@ import (
 func wireSchemas() map[string]any {
 	return map[string]any{
 		"turn_event":          events.Turn{},
-		"enrich.request":      enricher.EnrichRequest{},
-		"enrich.reply":        enricher.EnrichReply{},
-		"search.request":      enricher.SearchRequest{},
-		"search.reply":        enricher.SearchReply{},
-		"store.request":       enricher.StoreRequest{},
-		"store.reply":         enricher.StoreReply{},
-		"clear.request":       enricher.ClearRequest{},
-		"clear.reply":         enricher.DeletedReply{},
-		"facts_set.request":   enricher.SetFactRequest{},
-		"facts_set.reply":     enricher.SetFactReply{},
-		"facts_get.request":   enricher.FactRequest{},
-		"facts_get.reply":     enricher.Fact{},
-		"facts_clear.request": enricher.FactRequest{},
-		"facts_clear.reply":   enricher.DeletedReply{},
-		"facts_list.request":  enricher.UserRequest{},
-		"facts_list.reply":    enricher.FactsReply{},
-		"stats.request":       enricher.UserRequest{},
-		"stats.reply":         enricher.StatsReply{},
-		"forget.request":      enricher.UserRequest{},
-		"forget.reply":        enricher.ForgetReply{},
+		"enrich.request":      events.EnrichRequest{},
+		"enrich.reply":        events.EnrichReply{},
+		"search.request":      events.SearchRequest{},
+		"search.reply":        events.SearchReply{},
+		"store.request":       events.StoreRequest{},
+		"store.reply":         events.StoreReply{},
+		"clear.request":       events.ClearRequest{},
+		"clear.reply":         events.DeletedReply{},
+		"facts_set.request":   events.SetFactRequest{},
+		"facts_set.reply":     events.SetFactReply{},
+		"facts_get.request":   events.FactRequest{},
+		"facts_get.reply":     events.Fact{},
+		"facts_clear.request": events.FactRequest{},
+		"facts_clear.reply":   events.DeletedReply{},
+		"facts_list.request":  events.UserRequest{},
+		"facts_list.reply":    events.FactsReply{},
+		"stats.request":       events.UserRequest{},
+		"stats.reply":         events.StatsReply{},
+		"forget.request":      events.UserRequest{},
+		"forget.reply":        events.ForgetReply{},
 	}
 }
 
@@ -71,10 +71,10 @@ const rootRule = ""
 var userIDRule = fieldRule{nonBlank: true, maxBytes: events.MaxUserIDBytes,
 	description: "must map to the user token of the subject the request is sent to"}
 
-var factKeyRule = fieldRule{nonBlank: true, maxBytes: enricher.MaxFactKeyBytes,
+var factKeyRule = fieldRule{nonBlank: true, maxBytes: events.MaxFactKeyBytes,
 	description: "leading and trailing white space is ignored"}
 
-var maxResultsRule = fieldRule{minimum: 1, maximum: enricher.MaxMaxResults}
+var maxResultsRule = fieldRule{minimum: 1, maximum: events.MaxMaxResults}
 
 // fieldRules holds each schema's rules by JSON field name.
 var fieldRules = map[string]map[string]fieldRule{
@@ -92,23 +92,23 @@ var fieldRules = map[string]map[string]fieldRule{
 	},
 	"enrich.request": {
 		"user_id":     userIDRule,
-		"message":     {nonBlank: true, maxBytes: enricher.MaxMessageBytes},
+		"message":     {nonBlank: true, maxBytes: events.MaxMessageBytes},
 		"max_results": maxResultsRule,
 		"threshold":   {minimum: 0, maximum: 1},
-		"max_tokens":  {minimum: 1, maximum: enricher.MaxMaxTokens},
+		"max_tokens":  {minimum: 1, maximum: events.MaxMaxTokens},
 		"at":          {description: "RFC 3339, year 1970 to 9999; absent means now"},
-		"format": {enum: []any{"", enricher.FormatInline, enricher.FormatSystem, enricher.FormatMarkdown},
+		"format": {enum: []any{"", events.FormatInline, events.FormatSystem, events.FormatMarkdown},
 			description: "empty or absent means inline"},
 	},
 	"search.request": {
 		"user_id":     userIDRule,
-		"query":       {nonBlank: true, maxBytes: enricher.MaxMessageBytes},
+		"query":       {nonBlank: true, maxBytes: events.MaxMessageBytes},
 		"max_results": maxResultsRule,
 	},
 	"store.request": {
 		"user_id":  userIDRule,
-		"question": {nonBlank: true, maxBytes: enricher.MaxQuestionBytes},
-		"answer":   {optional: true, maxBytes: enricher.MaxAnswerBytes},
+		"question": {nonBlank: true, maxBytes: events.MaxQuestionBytes},
+		"answer":   {optional: true, maxBytes: events.MaxAnswerBytes},
 	},
 	"clear.request": {
 		rootRule:  {description: `Say what to delete: "id", "question" (both: the item matching both), or "all": true alone.`},
@@ -118,7 +118,7 @@ var fieldRules = map[string]map[string]fieldRule{
 	"facts_set.request": {
 		"user_id": userIDRule,
 		"key":     factKeyRule,
-		"value":   {nonBlank: true, maxBytes: enricher.MaxFactValueBytes},
+		"value":   {nonBlank: true, maxBytes: events.MaxFactValueBytes},
 	},
 	"facts_get.request":   {"user_id": userIDRule, "key": factKeyRule},
 	"facts_clear.request": {"user_id": userIDRule, "key": factKeyRule},

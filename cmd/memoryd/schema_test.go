@@ -350,7 +350,7 @@ func TestSchemasMatchValidation(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = svc.Stop(context.Background()) })
-	client := enricher.NewClient(nc, prefix)
+	client := events.NewClient(nc, prefix)
 	// Fields a valid request needs beyond its required ones.
 	bases := map[string]map[string]any{"clear.request": {"question": "x"}}
 	requests := 0

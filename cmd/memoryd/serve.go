@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/memoryd/memoryd/enricher"
+	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/extractor"
 	"github.com/memoryd/memoryd/migrations"
 	"github.com/memoryd/memoryd/store"
@@ -276,9 +277,9 @@ func startService(ctx context.Context, o *serveOptions, logger *slog.Logger) (sv
 		Timeout:  o.enrichTimeout,
 		Logger:   logger,
 		Observer: svc.metrics,
-		Forget: func(ctx context.Context, userID string) (enricher.ForgetReply, error) {
+		Forget: func(ctx context.Context, userID string) (events.ForgetReply, error) {
 			r, err := svc.worker.Forget(ctx, userID)
-			return enricher.ForgetReply{Facts: r.Facts, FactHistory: r.FactHistory, Context: r.Context, Turns: r.Turns,
+			return events.ForgetReply{Facts: r.Facts, FactHistory: r.FactHistory, Context: r.Context, Turns: r.Turns,
 				Jobs: r.Jobs, StreamEvents: r.StreamEvents, DeadLetters: r.DeadLetters}, err
 		},
 	})

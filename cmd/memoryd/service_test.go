@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/extractor/extractortest"
@@ -80,7 +79,7 @@ func TestForgetEndpointAndTokenUsage(t *testing.T) {
 			events.Turn{ID: user + "-1", UserID: user, UserMessage: "I live in Oslo", Timestamp: ts},
 			events.Turn{ID: user + "-2", UserID: user, UserMessage: "Still Oslo", Timestamp: ts.Add(time.Minute)})
 	}
-	client := enricher.NewClient(svc.nc, o.conn.prefix)
+	client := events.NewClient(svc.nc, o.conn.prefix)
 	ctx := context.Background()
 
 	st, err := client.Stats(ctx, "alice")
@@ -151,7 +150,7 @@ func TestOpsEndpoints(t *testing.T) {
 		// A JetStream publish answers with an ack; either way the event is in the stream.
 		t.Logf("publish bad event: %v", err)
 	}
-	if _, err := enricher.NewClient(svc.nc, o.conn.prefix).Enrich(context.Background(), enricher.EnrichRequest{UserID: "alice", Message: "where do I live"}); err != nil {
+	if _, err := events.NewClient(svc.nc, o.conn.prefix).Enrich(context.Background(), events.EnrichRequest{UserID: "alice", Message: "where do I live"}); err != nil {
 		t.Fatal(err)
 	}
 	var body string

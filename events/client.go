@@ -1,4 +1,4 @@
-package enricher
+package events
 
 import (
 	"context"
@@ -10,8 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
-
-	"github.com/memoryd/memoryd/events"
 )
 
 // DefaultClientTimeout bounds a client request whose context has no deadline.
@@ -23,10 +21,10 @@ const DefaultClientTimeout = 5 * time.Second
 //
 // Replies arrive on the connection's inbox. A frontend whose NATS user is
 // confined to its own reply subjects (docs/protocol.md) connects with
-// events.FrontendInbox(name), e.g.
+// FrontendInbox(name), e.g.
 //
 //	nc, err := nats.Connect(url, nats.UserInfo("alice_frontend", pw),
-//		events.FrontendInbox("alice_frontend"))
+//		FrontendInbox("alice_frontend"))
 //
 // otherwise its requests wait on "_INBOX.", which it may not subscribe to,
 // and time out.
@@ -39,7 +37,7 @@ type Client struct {
 // empty).
 func NewClient(nc *nats.Conn, prefix string) *Client {
 	if prefix == "" {
-		prefix = events.DefaultPrefix
+		prefix = DefaultPrefix
 	}
 	return &Client{nc: nc, prefix: prefix}
 }
@@ -47,7 +45,7 @@ func NewClient(nc *nats.Conn, prefix string) *Client {
 // Subject returns the subject of endpoint (e.g. "enrich", "facts.get") for
 // userID.
 func (c *Client) Subject(endpoint, userID string) string {
-	return c.prefix + "." + endpoint + "." + events.UserToken(userID)
+	return c.prefix + "." + endpoint + "." + UserToken(userID)
 }
 
 // call sends req to endpoint for userID and decodes the reply into reply.

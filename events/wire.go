@@ -1,10 +1,8 @@
-package enricher
+package events
 
 import (
 	"fmt"
 	"time"
-
-	"github.com/memoryd/memoryd/store"
 )
 
 // The wire contract. Field names are fixed by docs/protocol.md; optional
@@ -28,10 +26,8 @@ const (
 	DefaultMaxResults = 3
 	DefaultThreshold  = 0.3
 	DefaultMaxTokens  = 2000
-	// DefaultMaxFacts is Config.MaxFacts' default.
-	DefaultMaxFacts = 50
-	MaxMaxResults   = 50
-	MaxMaxTokens    = 100000
+	MaxMaxResults     = 50
+	MaxMaxTokens      = 100000
 	// DefaultSearchResults is the default max_results of a search.
 	DefaultSearchResults = 5
 )
@@ -207,9 +203,13 @@ type StatsReply struct {
 	LLMUsage map[string]TokenUsage `json:"llm_usage"`
 }
 
-// TokenUsage counts model tokens spent on a user's turns; the store's type
-// is already the wire shape.
-type TokenUsage = store.TokenUsage
+// TokenUsage counts model tokens spent on a user's turns.
+type TokenUsage struct {
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+	// Extractions counts the extraction calls the tokens were spent on.
+	Extractions int64 `json:"extractions"`
+}
 
 // ServiceError is an error reply, carried in the Nats-Service-Error-Code and
 // Nats-Service-Error headers: 400 for a bad request, 404 for a missing fact,
