@@ -1,7 +1,9 @@
 // Package enricher is memoryd's request-reply side: the NATS micro service
 // "memoryd" that frontends call before every model call (enrich) and that a
-// model's memory tool calls are forwarded to (search, store, clear, facts),
-// and a Go client for it. docs/protocol.md is the wire contract.
+// model's memory tool calls are forwarded to (search, store, clear, facts).
+// docs/protocol.md is the wire contract; its request/reply types and the Go
+// client live in package events, which frontends import without linking the
+// service's Postgres and River dependencies.
 //
 // Subjects are "<prefix>.<endpoint>.<user-token>", token as events.UserToken.
 // A request whose user_id does not map to the subject's token is refused, so

@@ -9,7 +9,7 @@ import (
 	"github.com/memoryd/memoryd/events"
 )
 
-// systemPreamble opens a FormatSystem injection.
+// systemPreamble opens an events.FormatSystem injection.
 const systemPreamble = "Use the following retrieved context when relevant. If the context is insufficient, say what is missing."
 
 // estimateTokens estimates the tokens of s at four characters a token, the

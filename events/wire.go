@@ -5,7 +5,8 @@ import (
 	"time"
 )
 
-// The wire contract. Field names are fixed by docs/protocol.md; optional
+// The request/reply side of the wire contract: the bodies of the memoryd
+// service's endpoints. Field names are fixed by docs/protocol.md; optional
 // request fields are pointers (or omitzero) so that an explicit value, even
 // zero, is told apart from an absent one and range-checked.
 
