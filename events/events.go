@@ -1,6 +1,8 @@
-// Package events defines memoryd's wire contract for conversation turns: the
+// Package events defines memoryd's wire contract: for conversation turns the
 // Turn payload, the subject and user-token rules, validation, and a small
-// JetStream publisher that Go frontends can import.
+// JetStream publisher; for the request-reply service the request and reply
+// types and a Client (wire.go, client.go). Go frontends import it; it depends
+// on nats.go alone (TestDependsOnNATSAlone).
 //
 // A frontend publishes one Turn per finished conversation turn to
 // "<prefix>.turns.<user-token>" (prefix "memory" by default) with the header
