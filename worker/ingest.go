@@ -116,7 +116,6 @@ func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) error {
 		turns = append(turns, st)
 		valid = append(valid, m)
 	}
-	turns, valid, copies := w.dropBatchDuplicates(ctx, turns, valid)
 	if len(turns) == 0 {
 		return nil
 	}
@@ -176,9 +175,6 @@ func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) error {
 			continue
 		}
 		_ = m.Ack()
-	}
-	for _, m := range copies {
-		_ = m.Ack() // identical copies of turns recorded above
 	}
 	w.recorded.Add(int64(recorded))
 	w.duplicates.Add(int64(len(keep) - recorded - len(conflict)))
