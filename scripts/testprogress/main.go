@@ -80,8 +80,12 @@ type report struct {
 	running  map[string]*pkgState
 	builds   map[string][]string // compiler output by import path
 	last     time.Time           // when a line was last printed
-	passed   int
+	passed   int      // packages
 	failures []string // packages
+
+	// Top-level tests by outcome, for the closing line. Subtests are not
+	// counted: their parent passes or fails with them.
+	testsPassed, testsFailed, testsSkipped int
 }
 
 func newReport(w io.Writer) *report {
@@ -136,8 +140,10 @@ func (r *report) handle(e event) bool {
 		p.output = append(p.output, e.Output)
 	case e.Test != "" && e.Action == "fail":
 		p.failed = append(p.failed, e.Test)
+		r.count(e)
 	case e.Test != "" && (e.Action == "pass" || e.Action == "skip"):
 		delete(p.tests, e.Test)
+		r.count(e)
 	case e.Test == "" && (e.Action == "pass" || e.Action == "fail" || e.Action == "skip"):
 		delete(r.running, e.Package)
 		r.finish(e, p)
@@ -146,20 +152,36 @@ func (r *report) handle(e event) bool {
 	return false
 }
 
+// count tallies a top-level test's outcome.
+func (r *report) count(e event) {
+	if strings.Contains(e.Test, "/") {
+		return
+	}
+	switch e.Action {
+	case "pass":
+		r.testsPassed++
+	case "fail":
+		r.testsFailed++
+	case "skip":
+		r.testsSkipped++
+	}
+}
+
 // finish prints a package's line and, when it failed, its failed tests'
 // output in full (a failed subtest's output is under its own name).
 func (r *report) finish(e event, p *pkgState) {
-	took := fmt.Sprintf("(%.1fs)", e.Elapsed)
+	// The lines go test itself prints, so readers of its output know them.
+	took := fmt.Sprintf("%.3fs", e.Elapsed)
 	switch e.Action {
 	case "pass":
 		r.passed++
-		r.printLocked(fmt.Sprintf("ok    %-45s %s\n", e.Package, took))
+		r.printLocked(fmt.Sprintf("ok  \t%s\t%s\n", e.Package, took))
 	case "skip":
-		r.printLocked(fmt.Sprintf("?     %-45s [no test files]\n", e.Package))
+		r.printLocked(fmt.Sprintf("?   \t%s\t[no test files]\n", e.Package))
 	case "fail":
 		r.failures = append(r.failures, e.Package)
 		var b strings.Builder
-		fmt.Fprintf(&b, "FAIL  %-45s %s\n", e.Package, took)
+		fmt.Fprintf(&b, "FAIL\t%s\t%s\n", e.Package, took)
 		if e.FailedBuild != "" {
 			for _, line := range r.builds[e.FailedBuild] {
 				b.WriteString("    " + line)
@@ -214,13 +236,23 @@ func (r *report) heartbeat(every time.Duration, stop <-chan struct{}) {
 	}
 }
 
+// summary prints the packages' totals and then, alone on the last line,
+// "tests: N passed, N failed, N skipped": the closing line CI reads to see
+// that tests ran.
 func (r *report) summary() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	took := time.Since(r.begin).Round(time.Second)
 	if len(r.failures) == 0 {
 		fmt.Fprintf(r.w, "%d packages passed in %s\n", r.passed, took)
-		return
+	} else {
+		fmt.Fprintf(r.w, "%d packages passed, %d failed in %s: %s\n", r.passed, len(r.failures), took, strings.Join(r.failures, " "))
 	}
-	fmt.Fprintf(r.w, "%d packages passed, %d failed in %s: %s\n", r.passed, len(r.failures), took, strings.Join(r.failures, " "))
+	fmt.Fprintln(r.w, closingLine(r.testsPassed, r.testsFailed, r.testsSkipped))
+}
+
+// closingLine is the run's last line, in the plain form test runners of
+// every language share.
+func closingLine(passed, failed, skipped int) string {
+	return fmt.Sprintf("tests: %d passed, %d failed, %d skipped", passed, failed, skipped)
 }
