@@ -80,8 +80,8 @@ type report struct {
 	running  map[string]*pkgState
 	builds   map[string][]string // compiler output by import path
 	last     time.Time           // when a line was last printed
-	passed   int      // packages
-	failures []string // packages
+	passed   int                 // packages
+	failures []string            // packages
 
 	// Top-level tests by outcome, for the closing line. Subtests are not
 	// counted: their parent passes or fails with them.
