@@ -172,7 +172,7 @@ func render(format string, facts []cleanFact, items []cleanItem) string {
 		return strings.TrimSuffix(b.String(), "\n")
 	default:
 		if len(facts) > 0 {
-			b.WriteString("[facts: ")
+			b.WriteString(events.FactsMarker + " ")
 			for i, f := range facts {
 				if i > 0 {
 					b.WriteString(", ")
@@ -187,7 +187,7 @@ func render(format string, facts []cleanFact, items []cleanItem) string {
 			if len(facts) > 0 {
 				b.WriteByte('\n')
 			}
-			b.WriteString("[context: ")
+			b.WriteString(events.ContextMarker + " ")
 			for i, it := range items {
 				if i > 0 {
 					b.WriteString(" | ")

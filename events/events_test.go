@@ -186,3 +186,31 @@ func TestPublisherDeduplicatesByEventID(t *testing.T) {
 		t.Fatalf("invalid turn published: %v", err)
 	}
 }
+
+// TestContractNames pins the names docs/protocol.md documents, which the
+// service, its tools and frontends take from events.
+func TestContractNames(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ got, want string }{
+		{events.DefaultPrefix, "memory"},
+		{events.DefaultStream, "MEMORY_TURNS"},
+		{events.DefaultDeadLetterStream, "MEMORY_TURNS_DEADLETTER"},
+		{events.DeadLetterStream("T1_TURNS"), "T1_TURNS_DEADLETTER"},
+		{events.DeadLetterSubject("memory", "alice"), "memory.deadletter.alice"},
+		{events.DeadLetterSubject("memory", ""), "memory.deadletter._"},
+		{events.DeadLetterSubjects("memory"), "memory.deadletter.>"},
+		{events.TurnSubject("memory", "alice"), "memory.turns.alice"},
+		{events.TurnSubjects("memory"), "memory.turns.>"},
+		{events.HeaderReason, "Memoryd-Reason"},
+		{events.HeaderOriginalSubject, "Memoryd-Original-Subject"},
+		{events.HeaderStreamSeq, "Memoryd-Stream-Seq"},
+		{events.HeaderUserToken, "Memoryd-User-Token"},
+		{events.FactsMarker, "[facts:"},
+		{events.ContextMarker, "[context:"},
+	}
+	for i, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("name %d = %q, want %q", i, tt.got, tt.want)
+		}
+	}
+}

@@ -22,6 +22,16 @@ const (
 	FormatMarkdown = "markdown"
 )
 
+// Inline injection markers. An inline injection holds at most one block of
+// each kind, FactsMarker+" k=v, ...]" and ContextMarker+" User: q ...]" (see
+// FormatInline). A frontend may echo an injection back inside a later turn;
+// memoryd removes blocks opened by these markers from a turn before
+// extracting from it, so that it does not remember its own memory again.
+const (
+	FactsMarker   = "[facts:"
+	ContextMarker = "[context:"
+)
+
 // Enrich defaults and limits.
 const (
 	DefaultMaxResults = 3

@@ -3,11 +3,20 @@ package extractor
 import (
 	"regexp"
 	"strings"
+
+	"github.com/memoryd/memoryd/events"
 )
 
-// markerOpenRE finds the opening of an injected memory block. Whitespace is
-// tolerated inside the opener because templates and models reformat it.
-var markerOpenRE = regexp.MustCompile(`(?i)\[\s*(?:facts|context)\s*:`)
+// markerOpenRE finds the opening of an injected memory block, one of the
+// markers the enricher writes (events.FactsMarker, events.ContextMarker).
+// Whitespace is tolerated inside the opener because templates and models
+// reformat it.
+var markerOpenRE = regexp.MustCompile(`(?i)\[\s*(?:` + markerName(events.FactsMarker) + `|` + markerName(events.ContextMarker) + `)\s*:`)
+
+// markerName is the word of a marker "[word:", quoted for a regexp.
+func markerName(marker string) string {
+	return regexp.QuoteMeta(strings.TrimSuffix(strings.TrimPrefix(marker, "["), ":"))
+}
 
 // maxStripPasses bounds the re-scans that catch a marker formed by joining
 // the text around a removed block ("[fac" + "[facts: x]" + "ts: y]").

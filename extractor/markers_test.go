@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/memoryd/memoryd/events"
 )
 
 func TestStripMarkers(t *testing.T) {
@@ -39,6 +41,7 @@ func TestStripMarkers(t *testing.T) {
 		{name: "invalid utf-8 kept outside", in: "\xff\xfe [facts: \xff] ok", want: "\xff\xfe ok"},
 		{name: "marker formed by removal", in: "[fac[facts: x]ts: y] z", want: "z"},
 		{name: "invalid utf-8 inside removed", in: "[context: \xc3\x28 ] fine", want: "fine"},
+		{name: "the contract's markers", in: events.FactsMarker + " a=b]\n" + events.ContextMarker + " User: q] hi", want: "hi"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
