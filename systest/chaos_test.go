@@ -17,7 +17,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/memoryd/memoryd/events"
-	"github.com/memoryd/memoryd/worker"
 )
 
 // The chaos test's workload. Users and their roles:
@@ -300,7 +299,7 @@ func (e *relEnv) chaosForgottenLeftovers(user string, ids []string) (map[string]
 			left["turn_stream"] += int64(n)
 		}
 	}
-	dl, err := e.js.Stream(ctx, e.stream+"_DEADLETTER")
+	dl, err := e.js.Stream(ctx, events.DeadLetterStream(e.stream))
 	if err != nil {
 		return nil, err
 	}
@@ -330,8 +329,8 @@ func chaosDeadLettersOf(ctx context.Context, dl jetstream.Stream, prefix, user s
 			UserID string `json:"user_id"`
 		}
 		_ = json.Unmarshal(m.Data, &body)
-		orig := m.Header.Get(worker.HeaderOriginalSubject)
-		if m.Header.Get(worker.HeaderUserToken) == token || orig == subject || strings.HasPrefix(orig, subject+".") || body.UserID == user {
+		orig := m.Header.Get(events.HeaderOriginalSubject)
+		if m.Header.Get(events.HeaderUserToken) == token || orig == subject || strings.HasPrefix(orig, subject+".") || body.UserID == user {
 			n++
 		}
 	}
@@ -478,7 +477,7 @@ func TestChaos(t *testing.T) {
 		}
 		ref.chaosSettle(fmt.Sprintf("reference round %d ingest", r), want, 2*time.Minute, refServe)
 		if plan.deadLetter {
-			dl, err := ref.js.Stream(ref.ctx, ref.stream+"_DEADLETTER")
+			dl, err := ref.js.Stream(ref.ctx, events.DeadLetterStream(ref.stream))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -320,11 +320,11 @@ accounts {
 		t.Fatal(err)
 	}
 	permWait(t, "alice's invalid event to be dead-lettered", func() bool {
-		s, err := mdJS.Stream(ctx, "MEMORY_TURNS_DEADLETTER")
+		s, err := mdJS.Stream(ctx, events.DefaultDeadLetterStream)
 		if err != nil {
 			return false
 		}
-		info, err := s.Info(ctx, jetstream.WithSubjectFilter("memory.deadletter.alice"))
+		info, err := s.Info(ctx, jetstream.WithSubjectFilter(events.DeadLetterSubject(events.DefaultPrefix, "alice")))
 		return err == nil && info.State.Msgs == 1
 	})
 

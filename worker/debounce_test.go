@@ -113,7 +113,7 @@ func TestShutdownDuringABurstLeavesNoTurnPending(t *testing.T) {
 // reason; the identical copy is neither.
 func TestDuplicateIDsInOneDebouncedBatch(t *testing.T) {
 	e := setup(t)
-	if _, err := e.js.CreateStream(e.ctx, jetstream.StreamConfig{Name: e.stream + "_DEADLETTER", Subjects: []string{e.prefix + ".deadletter.>"}}); err != nil {
+	if _, err := e.js.CreateStream(e.ctx, jetstream.StreamConfig{Name: events.DeadLetterStream(e.stream), Subjects: []string{events.DeadLetterSubjects(e.prefix)}}); err != nil {
 		t.Fatal(err)
 	}
 	evs := []events.Turn{
@@ -174,7 +174,7 @@ func TestDuplicateIDsInOneDebouncedBatch(t *testing.T) {
 	})
 
 	// What the dead-letter stream holds, by user and conversation.
-	dl, err := e.js.Stream(e.ctx, e.stream+"_DEADLETTER")
+	dl, err := e.js.Stream(e.ctx, events.DeadLetterStream(e.stream))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func TestDuplicateIDsInOneDebouncedBatch(t *testing.T) {
 		if err := json.Unmarshal(m.Data, &ev); err != nil {
 			t.Fatal(err)
 		}
-		rejected[ev.UserID+"/"+ev.ConversationID] = m.Header.Get(worker.HeaderReason)
+		rejected[ev.UserID+"/"+ev.ConversationID] = m.Header.Get(events.HeaderReason)
 	}
 	// Event ids are per user: bob's and carol's "shared" are two turns,
 	// neither a duplicate of the other.

@@ -134,7 +134,7 @@ func TestConflictingDuplicateIsDeadLettered(t *testing.T) {
 	if err != nil || got.UserMessage != turn.UserMessage {
 		t.Fatalf("turn = %+v, %v", got, err)
 	}
-	dl, err := e.js.Stream(e.ctx, e.stream+"_DEADLETTER")
+	dl, err := e.js.Stream(e.ctx, events.DeadLetterStream(e.stream))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestConflictingDuplicateIsDeadLettered(t *testing.T) {
 	if err := json.Unmarshal(m.Data, &body); err != nil || body.UserMessage != other.UserMessage {
 		t.Fatalf("dead letter body = %s (%v)", m.Data, err)
 	}
-	if r := m.Header.Get(worker.HeaderReason); !strings.Contains(r, "conflicting duplicate event id") || !strings.Contains(r, `"x"`) {
+	if r := m.Header.Get(events.HeaderReason); !strings.Contains(r, "conflicting duplicate event id") || !strings.Contains(r, `"x"`) {
 		t.Fatalf("dead letter reason = %q", r)
 	}
 }
@@ -173,7 +173,7 @@ func TestConflictInOneBatch(t *testing.T) {
 	if err != nil || got.UserMessage != "I live in city0." {
 		t.Fatalf("turn = %+v, %v", got, err)
 	}
-	dl, err := e.js.Stream(e.ctx, e.stream+"_DEADLETTER")
+	dl, err := e.js.Stream(e.ctx, events.DeadLetterStream(e.stream))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,13 +43,13 @@ type ForgetResult struct {
 // Forget answers success only when both sides are done. A forget that failed
 // half-way (the stream purge failed after the database side committed) can
 // simply be run again. With an empty prefix or stream the defaults apply;
-// the dead-letter stream is stream+"_DEADLETTER", as Worker creates it by
-// default.
+// the dead-letter stream is events.DeadLetterStream(stream), as Worker
+// creates it by default.
 func Forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix, stream, userID string) (ForgetResult, error) {
 	if stream == "" {
 		stream = events.DefaultStream
 	}
-	return forget(ctx, js, s, prefix, stream, stream+"_DEADLETTER", userID)
+	return forget(ctx, js, s, prefix, stream, events.DeadLetterStream(stream), userID)
 }
 
 // Forget deletes a user as the package-level Forget does, with the worker's
@@ -173,7 +173,7 @@ func purgeDeadLetters(ctx context.Context, js jetstream.JetStream, turns jetstre
 	}
 	var doomed []*jetstream.RawStreamMsg
 	for seq, last := info.State.FirstSeq, info.State.LastSeq; seq <= last; {
-		m, err := dl.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(prefix+".deadletter.>"))
+		m, err := dl.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(events.DeadLetterSubjects(prefix)))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			break
 		}
@@ -184,7 +184,7 @@ func purgeDeadLetters(ctx context.Context, js jetstream.JetStream, turns jetstre
 			break
 		}
 		seq = m.Sequence + 1
-		orig := m.Header.Get(HeaderOriginalSubject)
+		orig := m.Header.Get(events.HeaderOriginalSubject)
 		if slices.Contains(eventTokens(prefix, orig, m.Header, m.Data), token) && originalSeq(m.Header) <= through {
 			doomed = append(doomed, m)
 		}
@@ -199,7 +199,7 @@ func purgeDeadLetters(ctx context.Context, js jetstream.JetStream, turns jetstre
 			case errors.Is(err, jetstream.ErrMsgNotFound):
 			case err != nil:
 				return dead, moved, fmt.Errorf("forget: read turn stream: %w", err)
-			case ev.Subject == m.Header.Get(HeaderOriginalSubject) && bytes.Equal(ev.Data, m.Data):
+			case ev.Subject == m.Header.Get(events.HeaderOriginalSubject) && bytes.Equal(ev.Data, m.Data):
 				if err := turns.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 					return dead, moved, fmt.Errorf("forget: delete turn event %d: %w", seq, err)
 				}
@@ -217,7 +217,7 @@ func purgeDeadLetters(ctx context.Context, js jetstream.JetStream, turns jetstre
 // originalSeq is the turn-stream sequence a dead letter records, 0 when it
 // has none.
 func originalSeq(h nats.Header) uint64 {
-	seq, _ := strconv.ParseUint(h.Get(HeaderStreamSeq), 10, 64)
+	seq, _ := strconv.ParseUint(h.Get(events.HeaderStreamSeq), 10, 64)
 	return seq
 }
 
@@ -237,7 +237,7 @@ func eventTokens(prefix, subject string, h nats.Header, data []byte) []string {
 		t, _, _ := strings.Cut(rest, ".")
 		add(t)
 	}
-	add(h.Get(HeaderUserToken))
+	add(h.Get(events.HeaderUserToken))
 	add(bodyToken(data))
 	return out
 }

@@ -370,8 +370,8 @@ func TestForgetPurgesDeadLettersAttributedToTheUser(t *testing.T) {
 	e.publish(events.Turn{ID: "bob-0", UserID: "bob", UserMessage: "I live in Oslo."})
 	e.waitDone(2)
 	e.waitForAcked()
-	dl := e.stream + "_DEADLETTER"
-	if got := e.subjectMsgs(dl, e.prefix+".deadletter.>"); got != 3 {
+	dl := events.DeadLetterStream(e.stream)
+	if got := e.subjectMsgs(dl, events.DeadLetterSubjects(e.prefix)); got != 3 {
 		t.Fatalf("dead-letter stream holds %d messages, want 3", got)
 	}
 
@@ -382,7 +382,7 @@ func TestForgetPurgesDeadLettersAttributedToTheUser(t *testing.T) {
 	if res.DeadLetters != 2 || res.StreamEvents != 3 || res.Turns != 1 {
 		t.Fatalf("forget = %+v; want 2 dead letters and 3 stream events", res)
 	}
-	if got := e.subjectMsgs(dl, e.prefix+".deadletter.>"); got != 1 {
+	if got := e.subjectMsgs(dl, events.DeadLetterSubjects(e.prefix)); got != 1 {
 		t.Fatalf("dead-letter stream holds %d messages after the forget, want bob's 1", got)
 	}
 	if got := e.subjectMsgs(e.stream, e.prefix+".turns.>"); got != 2 {

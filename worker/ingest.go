@@ -18,17 +18,6 @@ import (
 	"github.com/memoryd/memoryd/store"
 )
 
-// Dead-letter headers: why an event was rejected and where it came from.
-const (
-	HeaderReason          = "Memoryd-Reason"
-	HeaderOriginalSubject = "Memoryd-Original-Subject"
-	HeaderStreamSeq       = "Memoryd-Stream-Seq"
-	// HeaderUserToken is the user token of the event's user_id, when the
-	// body has one that can be read, so that forgetting the user finds the
-	// dead letter whatever subject the event came on.
-	HeaderUserToken = "Memoryd-User-Token"
-)
-
 // ingestLoop batches buffered messages opportunistically: it blocks for the
 // first one, then takes whatever else is already there, up to BatchSize, so a
 // lone turn is recorded at once and a burst shares one transaction.
@@ -354,11 +343,11 @@ func (w *Worker) reject(ctx context.Context, m jetstream.Msg, reason error) {
 		seq = md.Sequence.Stream
 	}
 	dl := &nats.Msg{Subject: deadLetterSubject(w.cfg.Prefix, m.Subject()), Data: m.Data(), Header: nats.Header{}}
-	dl.Header.Set(HeaderReason, reason.Error())
-	dl.Header.Set(HeaderOriginalSubject, m.Subject())
-	dl.Header.Set(HeaderStreamSeq, strconv.FormatUint(seq, 10))
+	dl.Header.Set(events.HeaderReason, reason.Error())
+	dl.Header.Set(events.HeaderOriginalSubject, m.Subject())
+	dl.Header.Set(events.HeaderStreamSeq, strconv.FormatUint(seq, 10))
 	if t := bodyToken(m.Data()); t != "" {
-		dl.Header.Set(HeaderUserToken, t)
+		dl.Header.Set(events.HeaderUserToken, t)
 	}
 	pubCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

@@ -129,7 +129,7 @@ func TestForgetLeavesNothingOfTheUser(t *testing.T) {
 	if err != nil || leftovers != 0 {
 		t.Fatalf("rows of alice left: %d (%v)", leftovers, err)
 	}
-	for _, stream := range []string{e.stream, e.stream + "_DEADLETTER"} {
+	for _, stream := range []string{e.stream, events.DeadLetterStream(e.stream)} {
 		s, err := e.js.Stream(e.ctx, stream)
 		if err != nil {
 			t.Fatal(err)

@@ -87,7 +87,7 @@ type Config struct {
 	// Durable is the durable consumer shared by all workers. Default
 	// "memoryd-ingest".
 	Durable string
-	// DeadLetterStream captures rejected events. Default Stream+"_DEADLETTER".
+	// DeadLetterStream captures rejected events. Default events.DeadLetterStream(Stream).
 	DeadLetterStream string
 	// BatchSize is the most events recorded in one transaction. Default 200.
 	BatchSize int
@@ -198,7 +198,7 @@ func (c Config) withDefaults() Config {
 		c.Durable = DefaultDurable
 	}
 	if c.DeadLetterStream == "" {
-		c.DeadLetterStream = c.Stream + "_DEADLETTER"
+		c.DeadLetterStream = events.DeadLetterStream(c.Stream)
 	}
 	if c.BatchSize == 0 {
 		c.BatchSize = 200
@@ -480,7 +480,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		_, err = w.js.CreateStream(ctx, jetstream.StreamConfig{
 			Name:        cfg.DeadLetterStream,
 			Description: "memoryd rejected turn events, with the reason in the Memoryd-Reason header",
-			Subjects:    []string{cfg.Prefix + ".deadletter.>"},
+			Subjects:    []string{events.DeadLetterSubjects(cfg.Prefix)},
 			Storage:     jetstream.FileStorage,
 		})
 		if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
@@ -596,16 +596,11 @@ func (w *Worker) Stop(ctx context.Context) error {
 // hardStopTimeout bounds Stop's wait for cancelled jobs to return.
 const hardStopTimeout = 30 * time.Second
 
-// deadLetterSubject is where a rejected event published on subject goes:
-// "<prefix>.deadletter.<token>", keeping the user token of the original
-// subject (so forgetting a user can purge their rejects too), or "_" when the
-// subject had none.
+// deadLetterSubject is where a rejected event published on subject goes,
+// keeping the user token of the original subject (so forgetting a user can
+// purge their rejects too).
 func deadLetterSubject(prefix, subject string) string {
-	token := events.TokenFromSubject(prefix, subject)
-	if token == "" {
-		token = "_"
-	}
-	return prefix + ".deadletter." + token
+	return events.DeadLetterSubject(prefix, events.TokenFromSubject(prefix, subject))
 }
 
 // RetryFailed sets failed turns (of userID, or of every user when empty; at

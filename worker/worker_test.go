@@ -231,7 +231,7 @@ func TestInvalidEventsAreDeadLettered(t *testing.T) {
 	e.waitDone(1)
 	e.waitForAcked()
 
-	dl, err := e.js.Stream(e.ctx, e.stream+"_DEADLETTER")
+	dl, err := e.js.Stream(e.ctx, events.DeadLetterStream(e.stream))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +247,7 @@ func TestInvalidEventsAreDeadLettered(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m.Header.Get(worker.HeaderReason) == "" || m.Header.Get(worker.HeaderOriginalSubject) != subj {
+		if m.Header.Get(events.HeaderReason) == "" || m.Header.Get(events.HeaderOriginalSubject) != subj {
 			t.Errorf("dead letter %d lacks reason or subject: %v", seq, m.Header)
 		}
 	}
