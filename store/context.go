@@ -13,15 +13,15 @@ import (
 
 // ContextItem is one remembered question/answer pair.
 type ContextItem struct {
-	ID             int64     `json:"id"`
-	UserID         string    `json:"-"`
-	Question       string    `json:"question"`
-	Answer         string    `json:"answer"`
-	CreatedAt      time.Time `json:"created_at"`
-	EventID        string    `json:"event_id"`
-	ConversationID string    `json:"conversation_id"`
+	ID             int64
+	UserID         string
+	Question       string
+	Answer         string
+	CreatedAt      time.Time
+	EventID        string
+	ConversationID string
 	// Score is the search relevance in 0..1; zero outside search results.
-	Score float64 `json:"score"`
+	Score float64
 }
 
 // ContextWrite is a context item to insert.

@@ -21,12 +21,12 @@ func notFound(op string, err error) error {
 
 // Fact is one durable key/value fact about a user.
 type Fact struct {
-	UserID    string    `json:"-"`
-	Key       string    `json:"key"`
-	Value     string    `json:"value"`
-	SourceAt  time.Time `json:"-"`
-	EventID   string    `json:"-"`
-	UpdatedAt time.Time `json:"updated_at"`
+	UserID    string
+	Key       string
+	Value     string
+	SourceAt  time.Time
+	EventID   string
+	UpdatedAt time.Time
 }
 
 // FactWrite is a fact to upsert. SourceAt orders writes: the write with the

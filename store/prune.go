@@ -17,6 +17,10 @@ import (
 // count, the turns table at its real size less the turn text it no longer
 // holds (text high water minus current text), facts and fact history at
 // their real size.
+//
+// The JSON tags name the fields of the prune job's recorded output (River
+// keeps worker.PruneReport, which holds two SizeReports, with the job); no
+// reply on the wire carries a SizeReport.
 type SizeReport struct {
 	// RealBytes is the on-disk size of memoryd's tables (turns, facts,
 	// fact_history, context) including indexes and TOAST.

@@ -287,23 +287,23 @@ func (s *Store) ResetFailed(ctx context.Context, keys []TurnKey) ([]TurnKey, err
 
 // UserStats summarises one user's memory.
 type UserStats struct {
-	TurnsReceived   int64      `json:"turns_received"`
-	TurnsProcessed  int64      `json:"turns_processed"`
-	TurnsFailed     int64      `json:"turns_failed"`
-	TurnsPending    int64      `json:"turns_pending"`
-	Facts           int64      `json:"facts"`
-	ContextItems    int64      `json:"context_items"`
-	LastProcessedAt *time.Time `json:"last_processed_at"`
+	TurnsReceived   int64
+	TurnsProcessed  int64
+	TurnsFailed     int64
+	TurnsPending    int64
+	Facts           int64
+	ContextItems    int64
+	LastProcessedAt *time.Time
 	// LLMUsage is the model tokens spent on the user's turns, by model.
-	LLMUsage map[string]TokenUsage `json:"llm_usage"`
+	LLMUsage map[string]TokenUsage
 }
 
 // TokenUsage counts model tokens.
 type TokenUsage struct {
-	PromptTokens     int64 `json:"prompt_tokens"`
-	CompletionTokens int64 `json:"completion_tokens"`
+	PromptTokens     int64
+	CompletionTokens int64
 	// Extractions counts the extraction calls the tokens were spent on.
-	Extractions int64 `json:"extractions"`
+	Extractions int64
 }
 
 // AddUsage adds tokens spent extracting a user's turns with model.
