@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +20,7 @@ import (
 
 	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/extractor"
 	"github.com/memoryd/memoryd/store/storetest"
 	"github.com/memoryd/memoryd/worker"
@@ -166,33 +167,24 @@ func (p *permErrors) has(op, subject string) bool {
 func (p *permErrors) waitRefused(t *testing.T, op string, subjects []string) {
 	t.Helper()
 	var missing []string
-	deadline := time.Now().Add(10 * time.Second)
-	for tick := time.NewTicker(20 * time.Millisecond); ; <-tick.C {
+	ok, _ := eventstest.Poll(10*time.Second, func() (bool, string) {
 		missing = missing[:0]
 		for _, subj := range subjects {
 			if !p.has(op, subj) {
 				missing = append(missing, subj)
 			}
 		}
-		if len(missing) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("the server did not refuse bob's frontend %s on %q", strings.ToLower(op), missing)
-			return
-		}
+		return len(missing) == 0, ""
+	})
+	if !ok {
+		t.Errorf("the server did not refuse bob's frontend %s on %q", strings.ToLower(op), missing)
 	}
 }
 
 // permWait polls cond until it holds or a generous bound passes.
 func permWait(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for tick := time.NewTicker(20 * time.Millisecond); !cond(); <-tick.C {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
+	eventstest.Eventually(t, what, 30*time.Second, func() (bool, string) { return cond(), "" })
 }
 
 func permCheck(t *testing.T, memorydBlock, frontendBlock string) {
@@ -213,9 +205,7 @@ func permCheck(t *testing.T, memorydBlock, frontendBlock string) {
 	}
 
 	dir := t.TempDir()
-	conf := fmt.Sprintf(`listen: "127.0.0.1:-1"
-ports_file_dir: %q
-jetstream { store_dir: %q }
+	conf := fmt.Sprintf(`jetstream { store_dir: %q }
 accounts {
   MEMORY {
     jetstream: enabled
@@ -232,7 +222,7 @@ accounts {
     ]
   }
 }
-`, dir, filepath.Join(dir, "js"), memorydBlock, frontendBlock, bobBlock)
+`, filepath.Join(dir, "js"), memorydBlock, frontendBlock, bobBlock)
 	url := permStartNATS(t, dir, conf)
 
 	// memoryd: the worker (ingest, dead letters, extraction) and the service.
@@ -451,69 +441,17 @@ func permJSON(t *testing.T, v any) string {
 	return string(b)
 }
 
-// permStartNATS runs a private nats-server with conf (listening on a port it
-// picks, written to its ports file in dir) and returns its client URL. It is
-// killed when the test ends.
+// permStartNATS runs a private nats-server with conf (eventstest.PrivateServer,
+// which picks the port) and returns its client URL. It is killed when the
+// test ends.
 func permStartNATS(t *testing.T, dir, conf string) string {
 	t.Helper()
-	bin := os.Getenv("NATS_SERVER_BIN")
-	if bin == "" {
-		var err error
-		if bin, err = exec.LookPath("nats-server"); err != nil {
-			bin = "/usr/sbin/nats-server"
-		}
-	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Skipf("nats-server binary not installed (%v); set NATS_SERVER_BIN", err)
-	}
 	path := filepath.Join(dir, "nats.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	logPath := filepath.Join(dir, "nats.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close()
-	srv := exec.Command(bin, "-c", path)
-	srv.Stdout, srv.Stderr = logFile, logFile
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- srv.Wait() }()
-	t.Cleanup(func() {
-		_ = srv.Process.Kill()
-		<-exited
+	return eventstest.PrivateServer(t, func(port int) []string {
+		return []string{"-c", path, "-a", "127.0.0.1", "-p", strconv.Itoa(port)}
 	})
-	portsFile := filepath.Join(dir, fmt.Sprintf("%s_%d.ports", filepath.Base(bin), srv.Process.Pid))
-	deadline := time.Now().Add(30 * time.Second)
-	for tick := time.NewTicker(20 * time.Millisecond); ; <-tick.C {
-		select {
-		case err := <-exited:
-			exited <- err
-			t.Fatalf("nats-server exited (%v) with this configuration:\n%s\nlog:\n%s", err, conf, permReadLog(logPath))
-		default:
-		}
-		if data, err := os.ReadFile(portsFile); err == nil {
-			var ports struct {
-				Nats []string `json:"nats"`
-			}
-			if json.Unmarshal(data, &ports) == nil && len(ports.Nats) > 0 {
-				return ports.Nats[0]
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nats-server did not start; log:\n%s", permReadLog(logPath))
-		}
-	}
 }
 
-func permReadLog(path string) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	return string(data)
-}

@@ -158,26 +158,17 @@ func (p *proc) tail() string {
 	return s
 }
 
-// waitFor polls cond every 50ms until it holds, failing the test after limit
-// with cond's last state and the logs of procs. Limits are generous budgets:
-// the promise is that the condition comes true, not how fast.
+// waitFor polls cond (eventstest.Poll) until it holds, failing the test
+// after limit with cond's last state and the logs of procs. Limits are
+// generous budgets: the promise is that the condition comes true, not how
+// fast.
 func waitFor(t *testing.T, what string, limit time.Duration, cond func() (bool, string), procs ...*proc) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, state := cond()
-		if ok {
-			return
+	if ok, state := eventstest.Poll(limit, cond); !ok {
+		for i, p := range procs {
+			t.Logf("process %d log tail:\n%s", i, p.tail())
 		}
-		if time.Now().After(deadline) {
-			for i, p := range procs {
-				t.Logf("process %d log tail:\n%s", i, p.tail())
-			}
-			t.Fatalf("timed out after %s waiting for %s; last state: %s", limit, what, state)
-		}
-		<-tick.C
+		t.Fatalf("timed out after %s waiting for %s; last state: %s", limit, what, state)
 	}
 }
 

@@ -70,9 +70,12 @@ func Names(t testing.TB, nc *nats.Conn) (prefix, stream string) {
 	return prefix, stream
 }
 
-// ServerBin is the nats-server binary (on PATH, or Debian's
-// /usr/sbin/nats-server), or "" when none is installed.
+// ServerBin is the nats-server binary (NATS_SERVER_BIN, on PATH, or
+// Debian's /usr/sbin/nats-server), or "" when none is installed.
 func ServerBin() string {
+	if bin := os.Getenv("NATS_SERVER_BIN"); bin != "" {
+		return bin
+	}
 	if bin, err := exec.LookPath("nats-server"); err == nil {
 		return bin
 	}
@@ -97,6 +100,7 @@ func FreePort(t testing.TB) int {
 // free loopback port with the arguments argsFor returns for that port, waits
 // until it accepts connections, and returns its URL. It is killed when the
 // test ends; the test is skipped when no nats-server binary is installed.
+// The server's output is in the failure message when it does not start.
 func PrivateServer(t testing.TB, argsFor func(port int) []string) string {
 	t.Helper()
 	bin := ServerBin()
@@ -104,7 +108,8 @@ func PrivateServer(t testing.TB, argsFor func(port int) []string) string {
 		t.Skip("nats-server binary not installed")
 	}
 	port := FreePort(t)
-	srv := exec.Command(bin, argsFor(port)...)
+	args := argsFor(port)
+	srv := exec.Command(bin, args...)
 	logs := new(SyncBuffer)
 	srv.Stdout, srv.Stderr = logs, logs
 	if err := srv.Start(); err != nil {
@@ -114,23 +119,59 @@ func PrivateServer(t testing.TB, argsFor func(port int) []string) string {
 	go func() { _ = srv.Wait(); close(exited) }()
 	t.Cleanup(func() { _ = srv.Process.Kill(); <-exited })
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	deadline := time.Now().Add(30 * time.Second) // generous: a busy machine
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return "nats://" + addr
-		}
+	var gone bool
+	Eventually(t, fmt.Sprintf("a private nats-server %q to accept connections on %s", args, addr), 30*time.Second, func() (bool, string) {
 		select {
 		case <-exited:
-			t.Fatalf("private nats-server exited: %s", logs.String())
+			gone = true
+			return true, ""
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("private nats-server did not accept connections on %s within 30s: %s", addr, logs.String())
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return false, err.Error() + "; server output: " + logs.String()
+		}
+		c.Close()
+		return true, ""
+	})
+	if gone {
+		t.Fatalf("private nats-server %q exited: %s", args, logs.String())
+	}
+	return "nats://" + addr
+}
+
+// pollInterval is how often Poll asks its condition again: often enough that
+// a test waits little past the moment the condition holds, rarely enough
+// that a condition querying Postgres or NATS does not load a busy machine.
+const pollInterval = 20 * time.Millisecond
+
+// Poll asks cond at once and then every 20ms until it holds or limit has
+// passed, and returns whether it held and cond's last state (a description
+// for the failure message). It is for conditions another goroutine or
+// process makes true; limit is a generous bound, not an expected duration.
+func Poll(limit time.Duration, cond func() (ok bool, state string)) (bool, string) {
+	deadline := time.Now().Add(limit)
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for {
+		ok, state := cond()
+		if ok || time.Now().After(deadline) {
+			return ok, state
 		}
 		<-tick.C
+	}
+}
+
+// Eventually polls cond as Poll does and fails the test when it has not held
+// within limit, naming what was awaited and cond's last state. Call it from
+// the test's goroutine (it calls t.Fatalf).
+func Eventually(t testing.TB, what string, limit time.Duration, cond func() (ok bool, state string)) {
+	t.Helper()
+	if ok, state := Poll(limit, cond); !ok {
+		if state == "" {
+			t.Fatalf("timed out after %s waiting for %s", limit, what)
+		}
+		t.Fatalf("timed out after %s waiting for %s; last state: %s", limit, what, state)
 	}
 }
 
