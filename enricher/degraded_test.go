@@ -1,11 +1,13 @@
 package enricher_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
 )
@@ -105,19 +107,13 @@ func TestRecoversWhenPostgresReturns(t *testing.T) {
 		// The pool may spend requests finding its old connections dead or
 		// opening new ones; each is still answered (enrich fails the test on
 		// an error), and within a generous budget one is not degraded.
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		eventstest.Eventually(t, what+": a reply not degraded", 30*time.Second, func() (bool, string) {
 			r := enrich(t, h, req)
-			if !r.Degraded {
-				if len(r.Context) != 1 || r.Context[0].Answer != "Rex" {
-					t.Fatalf("%s: %+v", what, r)
-				}
-				return
+			if !r.Degraded && (len(r.Context) != 1 || r.Context[0].Answer != "Rex") {
+				t.Fatalf("%s: %+v", what, r)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: still degraded after 30s: %s", what, r.Reason)
-			}
-		}
+			return !r.Degraded, "degraded: " + r.Reason
+		})
 	}
 	untilAnswered("before the outage")
 
@@ -130,12 +126,9 @@ func TestRecoversWhenPostgresReturns(t *testing.T) {
 	p.Open(false)
 	// The degraded replies set the service re-warming the pool, which
 	// succeeds once Postgres is back, without waiting for a request.
-	deadline := time.Now().Add(30 * time.Second)
-	for st.Pool().Stat().IdleConns() < 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the pool was not re-warmed after Postgres returned: %+v", st.Pool().Stat())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventstest.Eventually(t, "the pool to be re-warmed after Postgres returned", 30*time.Second, func() (bool, string) {
+		stat := st.Pool().Stat()
+		return stat.IdleConns() >= 1, fmt.Sprintf("%+v", stat)
+	})
 	untilAnswered("after Postgres returned")
 }

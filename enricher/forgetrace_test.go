@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
 )
@@ -48,13 +49,7 @@ func TestDirectWriteWaitsForAForgetInProgress(t *testing.T) {
 	}
 	until := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		eventstest.Eventually(t, what, 30*time.Second, func() (bool, string) { return cond(), "" })
 	}
 	until("the forget to wait for the held turn", func() bool { return waiting("transactionid") })
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
 )
@@ -163,13 +164,10 @@ func TestEnrichDoesNotWaitBehindSearch(t *testing.T) {
 	}
 	t.Cleanup(releaseOnce)
 	searching := flood(t, h, searches, 10)
-	deadline := time.Now().Add(10 * time.Second)
-	for st.held.Load() < searchSlots {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d searches reached the store", st.held.Load())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventstest.Eventually(t, fmt.Sprintf("%d searches to reach the store", searchSlots), 10*time.Second, func() (bool, string) {
+		n := st.held.Load()
+		return n >= searchSlots, fmt.Sprintf("%d reached it", n)
+	})
 
 	const enriches = 100
 	replies, took, got := enrichAll(t, h, enriches)
@@ -205,13 +203,10 @@ func TestEnrichAnsweredWhilePostgresHangsUnderSearchFlood(t *testing.T) {
 
 	const searchers, enriches = 70, 280
 	searching := flood(t, h, searchers, 10)
-	deadline := time.Now().Add(10 * time.Second)
-	for searching.sent.Load() < searchers {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d searches sent", searching.sent.Load())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventstest.Eventually(t, fmt.Sprintf("%d searches to be sent", searchers), 10*time.Second, func() (bool, string) {
+		n := searching.sent.Load()
+		return n >= searchers, fmt.Sprintf("%d sent", n)
+	})
 	replies, took, got := enrichAll(t, h, enriches)
 	degraded := 0
 	for _, r := range replies {

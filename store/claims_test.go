@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/store"
 )
 
@@ -100,14 +101,11 @@ func TestClaimWaitsForALockedTurn(t *testing.T) {
 	}()
 	// Wait until the claim either returned or waits for the transaction.
 	var res *result
-	deadline := time.Now().Add(30 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for res == nil {
+	eventstest.Eventually(t, "the claim to return or wait for the locked turn", 30*time.Second, func() (bool, string) {
 		select {
 		case r := <-done:
 			res = &r
-			continue
+			return true, ""
 		default:
 		}
 		var waiting bool
@@ -116,14 +114,8 @@ func TestClaimWaitsForALockedTurn(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if waiting {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the claim neither returned nor waited for the locked turn")
-		}
-		<-tick.C
-	}
+		return waiting, "the claim neither returned nor waits for the transaction holding the turn"
+	})
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/store"
 )
 
@@ -14,22 +15,15 @@ import (
 // failing after a generous bound.
 func waitClearBlocked(t *testing.T, ctx context.Context, s *store.Store) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	eventstest.Eventually(t, "a clear to wait for the write in flight", 30*time.Second, func() (bool, string) {
 		var n int
 		err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_locks
 			WHERE locktype = 'advisory' AND NOT granted AND classid::int = hashtext('memoryd.clear.' || current_schema())`).Scan(&n)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the clear never waited for the write in flight")
-		}
-		time.Sleep(10 * time.Millisecond) // polling a condition, not synchronising
-	}
+		return n > 0, "no clear waits for the clear lock"
+	})
 }
 
 // TestFactClearIsDated: facts.clear is a dated operation. An extracted value

@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
 )
@@ -48,13 +50,10 @@ func TestOpenWarmsThePool(t *testing.T) {
 	if _, err := admin.Pool().Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, app); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for backends() > 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("terminated backends are still there")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventstest.Eventually(t, "the terminated backends to go", 30*time.Second, func() (bool, string) {
+		n := backends()
+		return n == 0, fmt.Sprintf("%d backends", n)
+	})
 	if err := s.Warm(ctx); err != nil {
 		t.Fatal(err)
 	}

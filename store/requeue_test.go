@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/store"
 )
 
@@ -67,21 +68,14 @@ func lockOrderCase(t *testing.T, op func(ctx context.Context, q *store.Store, tu
 		})
 	}()
 	// Wait until the requeue waits for the save's transaction.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	eventstest.Eventually(t, "the operation to wait for the locked turn", 30*time.Second, func() (bool, string) {
 		var waiting bool
 		if err := s.Pool().QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
 			WHERE NOT granted AND locktype = 'transactionid' AND transactionid::text::bigint = $1)`, xid).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
-		if waiting {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the operation did not wait for the locked turn")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return waiting, "no wait on the save's transaction"
+	})
 	// The save goes on to the later turn: it must not wait for the requeue.
 	if _, err := save.Exec(ctx, `SET LOCAL lock_timeout = '5s'`); err != nil {
 		t.Fatal(err)

@@ -454,4 +454,3 @@ func permStartNATS(t *testing.T, dir, conf string) string {
 		return []string{"-c", path, "-a", "127.0.0.1", "-p", strconv.Itoa(port)}
 	})
 }
-

@@ -106,19 +106,7 @@ func (e *env) publish(t events.Turn) {
 // waitFor polls cond until it holds, failing the test after a generous bound.
 func (e *env) waitFor(what string, cond func() (bool, string)) {
 	e.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("timed out waiting for %s; last state: %s", what, state)
-		}
-		<-tick.C
-	}
+	eventstest.Eventually(e.t, what, 60*time.Second, cond)
 }
 
 // waitDone waits until n turns (over all users) are processed or failed.
