@@ -857,17 +857,6 @@ func (e *relEnv) relRun(args ...string) (string, error) {
 	return r.stdout, nil
 }
 
-// relFreeAddr returns a loopback address nothing listens on (for --http).
-func relFreeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // TestLLMFaultsAtTheWorker: the model server times out, resets connections,
 // rate-limits (with and without Retry-After), fails with 500, truncates its
 // body, answers with the wrong JSON shape and with a huge body. serve stays
@@ -886,7 +875,7 @@ func TestLLMFaultsAtTheWorker(t *testing.T) {
 		}
 		return transient[(u+i)%len(transient)]
 	})
-	httpAddr := relFreeAddr(t)
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", eventstest.FreePort(t))
 	serve := e.startServe(e.dbURL, "--llm-base-url", llm.URL(), "--llm-model", "fake",
 		"--llm-timeout", "3s", "--max-attempts", "2", "--job-timeout", "30s", "--workers", "16", "--llm-concurrency", "16",
 		"--http", httpAddr)
