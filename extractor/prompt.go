@@ -106,9 +106,9 @@ func buildUserPrompt(in Input, turn promptTurn) string {
 		fmt.Fprintf(&b, "The turn to extract from happened at %s (a %s). Anchor relative dates to this time.\n",
 			formatTimestamp(ts), ts.Weekday())
 	}
-	b.WriteString("<turn>\n")
+	b.WriteString(turnOpen)
 	b.Write(promptJSON(turn))
-	b.WriteString("\n</turn>\n\nReply with the JSON object only.")
+	b.WriteString(turnClose + "\n\nReply with the JSON object only.")
 	return b.String()
 }
 
