@@ -343,7 +343,7 @@ func TestRestartMidwayProcessesEveryTurnOnce(t *testing.T) {
 func TestLLMFailureMarksTurnFailedAndRetryRecovers(t *testing.T) {
 	e := setup(t)
 	srv := extractortest.NewServer(t, extractortest.Reply{Status: 500, Body: `{"error":{"message":"down"}}`})
-	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake", MaxRetries: 1, BaseBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
+	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +381,7 @@ func TestLLMFailureMarksTurnFailedAndRetryRecovers(t *testing.T) {
 func TestPermanentLLMErrorFailsAtOnce(t *testing.T) {
 	e := setup(t)
 	srv := extractortest.NewServer(t, extractortest.Reply{Status: 401, Body: `{"error":{"message":"bad key"}}`})
-	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake", BaseBackoff: time.Millisecond})
+	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake"})
 	if err != nil {
 		t.Fatal(err)
 	}
