@@ -262,7 +262,7 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 		}
 	}
 	// A lock wait ends well before the job's deadline, as a lock timeout
-	// that fail retries without spending an attempt.
+	// that outcome snoozes without spending an attempt.
 	lockTimeout := e.w.cfg.LockTimeout
 	if deadline, ok := ctx.Deadline(); ok {
 		lockTimeout = min(lockTimeout, time.Until(deadline)/2)
