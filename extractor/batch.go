@@ -83,8 +83,8 @@ func newBatchResult(n int, version string) BatchResult {
 // Turns whose user message is empty after [StripMarkers] yield nothing and
 // are not sent. When only one turn is left it is extracted with the
 // single-turn prompt, exactly as [LLM.Extract] would; when none is left no
-// request is made. Otherwise one model call (with the retries, limits and
-// usage accounting of Extract) sends all of them, numbered, with the prior
+// request is made. Otherwise one model call (one attempt with at most one
+// correction, the limits and usage accounting of Extract) sends all of them, numbered, with the prior
 // turns as read-only context, and asks for
 //
 //	{"facts": [{"turn": 2, "key": "location", "value": "Porto"}],
@@ -95,11 +95,11 @@ func newBatchResult(n int, version string) BatchResult {
 // turn); in addition a "facts" object instead of a list is accepted, and an
 // item whose "turn" is missing, not a number or out of range belongs to the
 // last turn. A batch of more than MaxBatchTurns turns fails with
-// [ErrPermanent] without a request.
+// [KindPermanent] without a request.
 func (l *LLM) ExtractBatch(ctx context.Context, in BatchInput) (BatchResult, error) {
 	if len(in.Turns) > MaxBatchTurns {
-		return BatchResult{}, fmt.Errorf("%w: batch of %d turns exceeds MaxBatchTurns (%d)",
-			ErrPermanent, len(in.Turns), MaxBatchTurns)
+		return BatchResult{}, newError(KindPermanent, "batch of %d turns exceeds MaxBatchTurns (%d)",
+			len(in.Turns), MaxBatchTurns)
 	}
 	sent := batchTurnsForPrompt(in.Turns)
 	switch len(sent) {

@@ -265,7 +265,7 @@ func TestLLMExtractBatchInvalidOutputExhausted(t *testing.T) {
 	t.Parallel()
 
 	srv := extractortest.NewServer(t, extractortest.Content(`{"facts": "Ana"}`))
-	l := newTestLLM(t, srv, func(c *LLMConfig) { c.MaxInvalidRetries = 1 })
+	l := newTestLLM(t, srv, nil)
 	res, err := l.ExtractBatch(context.Background(), BatchInput{Turns: batchTurnsAt("a", "b")})
 	if !errors.Is(err, ErrInvalidOutput) || errors.Is(err, ErrTransient) || errors.Is(err, ErrPermanent) {
 		t.Fatalf("ExtractBatch error = %v, want only ErrInvalidOutput", err)
@@ -274,21 +274,29 @@ func TestLLMExtractBatchInvalidOutputExhausted(t *testing.T) {
 		t.Errorf("error %q does not say what was wrong", err)
 	}
 	if got := srv.Requests(); got != 2 {
-		t.Errorf("requests = %d, want MaxInvalidRetries+1 = 2", got)
+		t.Errorf("requests = %d, want 2 (the request and one correction)", got)
 	}
 	if want := (Usage{PromptTokens: 20, CompletionTokens: 10}); res.Usage != want || res.Facts != nil {
 		t.Errorf("result on error = %+v, want only usage %+v", res, want)
 	}
 }
 
-func TestLLMExtractBatchTransientRetry(t *testing.T) {
+// TestLLMExtractBatchTransientIsOneAttempt: a 503 fails the call at once
+// with KindTransient; the next call (the caller's next attempt) succeeds.
+func TestLLMExtractBatchTransientIsOneAttempt(t *testing.T) {
 	t.Parallel()
 
 	srv := extractortest.NewServer(t,
 		extractortest.Error(http.StatusServiceUnavailable, "busy"),
 		extractortest.Content(`{"facts": [{"turn": 1, "key": "name", "value": "Ana"}]}`),
 	)
-	res, err := newTestLLM(t, srv, nil).ExtractBatch(context.Background(), BatchInput{Turns: batchTurnsAt("I'm Ana", "ok")})
+	l := newTestLLM(t, srv, nil)
+	in := BatchInput{Turns: batchTurnsAt("I'm Ana", "ok")}
+	_, err := l.ExtractBatch(context.Background(), in)
+	if KindOf(err) != KindTransient || srv.Requests() != 1 {
+		t.Fatalf("ExtractBatch error = %v after %d requests, want KindTransient after 1", err, srv.Requests())
+	}
+	res, err := l.ExtractBatch(context.Background(), in)
 	if err != nil {
 		t.Fatalf("ExtractBatch: %v", err)
 	}

@@ -25,40 +25,42 @@
 // extract from uses the single-turn prompt, as Extract does. Rules extracts
 // each turn as Extract does, then keeps a repeated key at the latest turn.
 //
-// # Retries and bounds (LLM)
+// # One attempt, typed errors (LLM)
 //
-// One Extract or ExtractBatch call makes at most (MaxInvalidRetries+1) model calls, and each
-// model call makes at most (MaxRetries+1) HTTP requests:
+// The extractor never retries. One Extract or ExtractBatch call is one
+// attempt: one HTTP request, and at most one more when the reply is not one
+// JSON object of the expected shape. That second request is a correction,
+// not a retry: it asks again with a note saying what was wrong, and when its
+// reply is invalid too the call fails with [KindInvalidOutput]. Each request
+// is bounded by LLMConfig.Timeout, so the requests of one call take at most
+// [LLM.CallTimeout]. Neither go-openai nor net/http sends a POST twice.
 //
-//   - A request is retried on connection errors, per-request timeouts, 408,
-//     429 and 5xx, after an exponential backoff with jitter capped by
-//     MaxBackoff, or after the server's Retry-After (also capped by
-//     MaxBackoff). When the retries run out the error wraps [ErrTransient]:
-//     the job is worth retrying later.
-//   - A reply that is not one JSON object of the expected shape is asked for
-//     again, with a note saying what was wrong. When those retries run out the
-//     error wraps [ErrInvalidOutput].
-//   - Any other 4xx (bad key, unknown model, bad request), a refusal, or a
-//     request the client library rejects before sending wraps [ErrPermanent]
-//     and is never retried.
-//   - A cancelled or expired ctx stops everything promptly, including a
-//     backoff sleep; the error wraps both [ErrTransient] and ctx.Err().
+// Whether and when to try again is the caller's decision, made from the
+// [Error] every failure is: [KindTransient] (connection errors, per-request
+// timeouts, 408, 5xx, an unreadable body, the caller's context ended),
+// [KindRetryAfter] (429, or 503 with Retry-After; [Error.RetryAfter] holds
+// the server's delay), [KindInvalidOutput], and [KindPermanent] (any other
+// 4xx, a refusal, a request the client library rejects before sending). In
+// memoryd that decision is made in one place, the worker's outcome function
+// (worker/retry.go), which hands it to River: a snooze, River's backoff, or
+// a cancel.
 //
 // # Rate limits and usage (LLM)
 //
 // These bounds hold across all Extract and ExtractBatch calls of one [LLM], and apply to every
-// HTTP request, retries included:
+// HTTP request:
 //
 //   - At most MaxConcurrency requests are in flight. A request takes its slot
-//     before the waits below, and gives it back when it completes; a call
-//     backing off before a retry holds no slot.
+//     before the waits below, and gives it back when it completes.
 //   - With RequestsPerSecond set, requests are sent at most at that rate, in
 //     bursts of at most Burst, by a token bucket. The token is the last thing
 //     a request waits for.
-//   - A 429 Too Many Requests backs off the whole LLM, not just the call that
-//     got it: no request is sent until the backoff delay of that 429 (its
-//     Retry-After, or the exponential backoff, capped by MaxBackoff) has
-//     passed. Concurrent 429s extend the pause to the latest deadline.
+//   - A 429 (or a 503 with Retry-After) pauses the whole LLM, not just the
+//     call that got it: no request is sent until its delay has passed.
+//     Concurrent ones extend the pause to the latest deadline. A call that
+//     finds the LLM paused waits for the end of the pause when its request
+//     still fits in its context's deadline afterwards, and otherwise fails at
+//     once with [KindRetryAfter] and the pause left, without sending.
 //
 // Every wait ends when the request's ctx does. [LLM.Usage] reports, per model,
 // the requests sent, their outcomes and the tokens used since the LLM was
@@ -78,13 +80,13 @@
 //
 // # Errors
 //
-// Every error returned by Extract and ExtractBatch wraps exactly one of [ErrTransient],
-// [ErrInvalidOutput] and [ErrPermanent]; use errors.Is. Error messages carry
-// status codes and a short reason, never a whole reply or response body.
+// Every error returned by Extract and ExtractBatch is an [*Error]; its Kind
+// matches exactly one of [ErrTransient], [ErrRetryAfter], [ErrInvalidOutput]
+// and [ErrPermanent] with errors.Is. Error messages carry status codes and a
+// short reason, never a whole reply or response body.
 package extractor
 
 import (
-	"errors"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -159,21 +161,6 @@ type Info struct {
 	// in a way that changes results.
 	PromptVersion string
 }
-
-// Sentinel errors. Every error returned by Extract and ExtractBatch wraps exactly one of them.
-var (
-	// ErrTransient means the model server could not be reached or did not
-	// answer (connection errors, timeouts, 408, 429, 5xx) after bounded
-	// retries, or the context ended. Retrying the job later may succeed.
-	ErrTransient = errors.New("extractor: transient model server error")
-	// ErrInvalidOutput means the model kept answering with output that is not
-	// valid JSON of the expected shape, after bounded retries.
-	ErrInvalidOutput = errors.New("extractor: invalid model output")
-	// ErrPermanent means retrying cannot help: a 4xx other than 408/429
-	// (authentication, bad request, unknown model), or the input was rejected
-	// or refused.
-	ErrPermanent = errors.New("extractor: permanent error")
-)
 
 // isUnknownValue reports whether the lowercased value v says that nothing is
 // known; such values are never stored.

@@ -2,6 +2,7 @@ package extractor
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"math"
 	"sync"
@@ -92,13 +93,21 @@ func (l *LLM) pauseLeft(now time.Time) time.Duration {
 }
 
 // waitPause waits until the shared pause (after a 429) is over, giving up
-// when ctx ends. The pause may be extended while waiting.
+// when ctx ends. The pause may be extended while waiting. When waiting would
+// leave the request no time to complete (Timeout) before ctx's deadline, it
+// returns an *Error of KindRetryAfter with the pause left instead, so that
+// the caller schedules a later attempt rather than time out in this one.
 func (l *LLM) waitPause(ctx context.Context) error {
 	hooked := false
 	for {
-		left := l.pauseLeft(time.Now())
+		now := time.Now()
+		left := l.pauseLeft(now)
 		if left <= 0 {
 			return nil
+		}
+		if deadline, ok := ctx.Deadline(); ok && now.Add(left+l.cfg.Timeout).After(deadline) {
+			return &Error{Kind: KindRetryAfter, RetryAfter: left,
+				Reason: fmt.Sprintf("model server rate limited this client; paused for %s more, past the call's deadline", left.Round(time.Millisecond))}
 		}
 		if !hooked && l.waitingForPause != nil {
 			l.waitingForPause()
@@ -135,8 +144,8 @@ type UsageTotals struct {
 	// CompletionTokens is the number of output tokens reported by the
 	// server.
 	CompletionTokens int64
-	// Requests is the number of HTTP requests sent, retries included:
-	// OK + Errors.
+	// Requests is the number of HTTP requests sent (corrections of an
+	// invalid reply included): OK + Errors.
 	Requests int64
 	// OK counts requests answered with a readable completion, whatever its
 	// content (a reply rejected as invalid output still used tokens).

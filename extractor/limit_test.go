@@ -135,10 +135,10 @@ func TestLLMRateLimit(t *testing.T) {
 		}
 	})
 
-	t.Run("retries wait for a token", func(t *testing.T) {
+	t.Run("a correction waits for a token", func(t *testing.T) {
 		t.Parallel()
 		srv := extractortest.NewServer(t,
-			extractortest.Error(http.StatusServiceUnavailable, "overloaded"),
+			extractortest.Content("not json"),
 			extractortest.Content(validReply),
 		)
 		l := newTestLLM(t, srv, func(c *LLMConfig) { c.RequestsPerSecond = 0.001 }) // Burst defaults to 1
@@ -155,12 +155,12 @@ func TestLLMRateLimit(t *testing.T) {
 		select {
 		case <-waiting:
 		case err := <-errc:
-			t.Fatalf("Extract returned (%v) without its retry waiting for a token", err)
+			t.Fatalf("Extract returned (%v) without its correction waiting for a token", err)
 		case <-time.After(testDeadline):
-			t.Fatal("the retry never waited for a token")
+			t.Fatal("the correction never waited for a token")
 		}
 		if got := srv.Requests(); got != 1 {
-			t.Errorf("requests = %d while the retry waits, want 1", got)
+			t.Errorf("requests = %d while the correction waits, want 1", got)
 		}
 		cancel()
 		if err := <-errc; !errors.Is(err, context.Canceled) || !errors.Is(err, ErrTransient) {
@@ -172,85 +172,63 @@ func TestLLMRateLimit(t *testing.T) {
 	})
 }
 
+// TestLLMRateLimitedPausesOtherCalls: after A's 429, A fails at once with
+// KindRetryAfter (no retry in the call); B, without a deadline, waits for
+// the pause instead of sending; C, whose deadline the pause would outlast,
+// fails at once with the pause left, without sending.
 func TestLLMRateLimitedPausesOtherCalls(t *testing.T) {
 	t.Parallel()
 
-	tests := []struct {
-		name   string
-		header http.Header
-	}{
-		{name: "retry-after", header: http.Header{"Retry-After": {"3600"}}},
-		{name: "no retry-after", header: nil}, // the exponential backoff, here at least 30 minutes
+	srv := extractortest.NewServer(t,
+		extractortest.Reply{Status: http.StatusTooManyRequests, Body: `{"error": {"message": "slow down"}}`,
+			Header: http.Header{"Retry-After": {"3600"}}},
+		extractortest.Content(validReply),
+	)
+	l := newTestLLM(t, srv, nil)
+	hook, paused := signal()
+	l.waitingForPause = hook
+
+	_, err := l.Extract(t.Context(), testInput("I'm Ana"))
+	if d, ok := RetryAfterOf(err); !ok || d != MaxRetryAfter {
+		t.Fatalf("Extract A error = %v, want KindRetryAfter with the capped delay %v", err, MaxRetryAfter)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			srv := extractortest.NewServer(t,
-				extractortest.Reply{Status: http.StatusTooManyRequests, Body: `{"error": {"message": "slow down"}}`, Header: tt.header},
-				extractortest.Content(validReply),
-			)
-			l := newTestLLM(t, srv, func(c *LLMConfig) {
-				c.BaseBackoff, c.MaxBackoff = time.Hour, time.Hour
-			})
-			inBackoff := make(chan time.Duration, 1)
-			l.beforeBackoff = func(d time.Duration) { inBackoff <- d }
-			hook, paused := signal()
-			l.waitingForPause = hook
 
-			ctxA, cancelA := context.WithCancel(t.Context())
-			defer cancelA()
-			errA := make(chan error, 1)
-			go func() {
-				_, err := l.Extract(ctxA, testInput("I'm Ana"))
-				errA <- err
-			}()
-			// A got its 429 and is backing off; the pause is set by then.
-			select {
-			case d := <-inBackoff:
-				if d < 30*time.Minute {
-					t.Fatalf("backoff after 429 = %v, want at least 30m", d)
-				}
-			case err := <-errA:
-				t.Fatalf("Extract A returned (%v) instead of backing off", err)
-			case <-time.After(testDeadline):
-				t.Fatal("Extract A never backed off")
-			}
+	// B, independent of A, must not send until A's pause is over.
+	ctxB, cancelB := context.WithCancel(t.Context())
+	defer cancelB()
+	errB := make(chan error, 1)
+	go func() {
+		_, err := l.Extract(ctxB, testInput("I'm Bea"))
+		errB <- err
+	}()
+	select {
+	case <-paused:
+	case err := <-errB:
+		t.Fatalf("Extract B returned (%v) without waiting for the pause after A's 429", err)
+	case <-time.After(testDeadline):
+		t.Fatal("Extract B never waited for the pause")
+	}
+	if got := srv.Requests(); got != 1 {
+		t.Errorf("requests = %d while B waits, want only A's 1", got)
+	}
+	cancelB()
+	if err := <-errB; !errors.Is(err, context.Canceled) || KindOf(err) != KindTransient {
+		t.Errorf("Extract B error = %v, want context.Canceled in a KindTransient error", err)
+	}
 
-			// B, independent of A, must not send until A's backoff is over.
-			ctxB, cancelB := context.WithCancel(t.Context())
-			defer cancelB()
-			errB := make(chan error, 1)
-			go func() {
-				_, err := l.Extract(ctxB, testInput("I'm Bea"))
-				errB <- err
-			}()
-			select {
-			case <-paused:
-			case err := <-errB:
-				t.Fatalf("Extract B returned (%v) without waiting for the pause after A's 429", err)
-			case <-time.After(testDeadline):
-				t.Fatal("Extract B never waited for the pause")
-			}
-			if got := srv.Requests(); got != 1 {
-				t.Errorf("requests = %d while B waits, want only A's 1", got)
-			}
-
-			cancelB()
-			if err := <-errB; !errors.Is(err, context.Canceled) || !errors.Is(err, ErrTransient) {
-				t.Errorf("Extract B error = %v, want context.Canceled wrapped with ErrTransient", err)
-			}
-			cancelA()
-			if err := <-errA; !errors.Is(err, context.Canceled) {
-				t.Errorf("Extract A error = %v, want context.Canceled", err)
-			}
-			if got := srv.Requests(); got != 1 {
-				t.Errorf("requests = %d, want 1", got)
-			}
-			want := UsageTotals{Requests: 1, Errors: 1, RateLimited: 1}
-			if got := l.Usage()["test-model"]; got != want {
-				t.Errorf("usage = %+v, want %+v", got, want)
-			}
-		})
+	// C's deadline ends long before the pause.
+	ctxC, cancelC := context.WithTimeout(t.Context(), time.Minute)
+	defer cancelC()
+	_, err = l.Extract(ctxC, testInput("I'm Cid"))
+	if d, ok := RetryAfterOf(err); !ok || d <= 0 || d > MaxRetryAfter {
+		t.Errorf("Extract C error = %v, want KindRetryAfter with the pause left", err)
+	}
+	if got := srv.Requests(); got != 1 {
+		t.Errorf("requests = %d, want 1", got)
+	}
+	want := UsageTotals{Requests: 1, Errors: 1, RateLimited: 1}
+	if got := l.Usage()["test-model"]; got != want {
+		t.Errorf("usage = %+v, want %+v", got, want)
 	}
 }
 
@@ -283,11 +261,10 @@ func TestLLMUsageTotals(t *testing.T) {
 		t.Parallel()
 		srv := extractortest.NewServer(t,
 			extractortest.Content(validReply),                           // call 1
-			extractortest.Error(http.StatusInternalServerError, "oops"), // call 2, retried
-			extractortest.Content(validReply),                           //
-			extractortest.Reply{Status: http.StatusTooManyRequests, Body: `{}`, // call 3, retried
+			extractortest.Error(http.StatusInternalServerError, "oops"), // call 2 fails
+			extractortest.Reply{Status: http.StatusTooManyRequests, Body: `{}`, // call 3 fails
 				Header: http.Header{"Retry-After": {"0"}}},
-			extractortest.Content("not json"), // invalid output, asked again
+			extractortest.Content("not json"), // call 4: invalid output, corrected
 			extractortest.Content(validReply), // calls 4 and 5 (other model)
 		)
 		l := newTestLLM(t, srv, func(c *LLMConfig) { c.Model = "model-a" })
@@ -296,25 +273,25 @@ func TestLLMUsageTotals(t *testing.T) {
 		}
 
 		var perCall Usage
-		extract := func() {
+		extract := func(wantKind Kind) {
 			t.Helper()
 			res, err := l.Extract(context.Background(), testInput("I'm Ana"))
-			if err != nil {
-				t.Fatalf("Extract: %v", err)
+			if KindOf(err) != wantKind {
+				t.Fatalf("Extract error = %v, want kind %v", err, wantKind)
 			}
 			perCall.PromptTokens += res.Usage.PromptTokens
 			perCall.CompletionTokens += res.Usage.CompletionTokens
 		}
-		for range 4 {
-			extract()
+		for _, k := range []Kind{0, KindTransient, KindRetryAfter, 0} {
+			extract(k)
 		}
 		// One LLM has one model; switching it between calls (no call in
 		// flight) shows that totals are kept per model.
 		l.cfg.Model = "model-b"
-		extract()
+		extract(0)
 
 		want := map[string]UsageTotals{
-			"model-a": {PromptTokens: 50, CompletionTokens: 25, Requests: 7, OK: 5, Errors: 2, RateLimited: 1},
+			"model-a": {PromptTokens: 30, CompletionTokens: 15, Requests: 5, OK: 3, Errors: 2, RateLimited: 1},
 			"model-b": {PromptTokens: 10, CompletionTokens: 5, Requests: 1, OK: 1},
 		}
 		got := l.Usage()
@@ -329,8 +306,8 @@ func TestLLMUsageTotals(t *testing.T) {
 		if sum != perCall {
 			t.Errorf("total tokens %+v differ from the sum of Result.Usage %+v", sum, perCall)
 		}
-		if got := srv.Requests(); got != 8 {
-			t.Errorf("requests = %d, want 8", got)
+		if got := srv.Requests(); got != 6 {
+			t.Errorf("requests = %d, want 6", got)
 		}
 
 		// The map is a copy.

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -34,12 +33,8 @@ const (
 )
 
 const (
-	defaultTimeout           = 60 * time.Second
-	defaultMaxRetries        = 3
-	defaultMaxInvalidRetries = 2
-	defaultBaseBackoff       = 500 * time.Millisecond
-	defaultMaxBackoff        = 30 * time.Second
-	defaultMaxConcurrency    = 4
+	defaultTimeout        = 60 * time.Second
+	defaultMaxConcurrency = 4
 
 	// maxResponseBytes bounds how much of a response body is read; a longer
 	// body fails to decode and counts as a transient server error.
@@ -58,26 +53,16 @@ type LLMConfig struct {
 	APIKey string
 	// Model is the model name, e.g. "gpt-4o-mini" or "qwen2.5:7b". Required.
 	Model string
-	// Timeout bounds each HTTP request. Default 60s.
+	// Timeout bounds each HTTP request. One call sends at most two (the
+	// request and one correction), so its requests take at most
+	// [LLM.CallTimeout], twice this; a caller's own deadline must leave room
+	// for that (memoryd's worker refuses a job timeout that does not).
+	// Default 60s.
 	Timeout time.Duration
-	// MaxRetries is how many times one request is retried on connection
-	// errors, timeouts, 408, 429 and 5xx. Default 3 (so up to 4 requests);
-	// -1 means no retries.
-	MaxRetries int
-	// MaxInvalidRetries is how many extra model calls are made when a reply
-	// is not valid JSON of the expected shape. Default 2; -1 means none.
-	MaxInvalidRetries int
-	// BaseBackoff is the delay before the first retry; it doubles with each
-	// retry, with jitter. Default 500ms.
-	BaseBackoff time.Duration
-	// MaxBackoff caps the delay between retries, including a delay asked
-	// for by the server with Retry-After. Default 30s.
-	MaxBackoff time.Duration
 	// MaxConcurrency bounds the requests in flight across all Extract and
 	// ExtractBatch calls of one LLM. Default 4.
 	MaxConcurrency int
-	// RequestsPerSecond limits the HTTP requests sent per second, retries
-	// included, across all Extract and ExtractBatch calls of one LLM (a
+	// RequestsPerSecond limits the HTTP requests sent per second, across all Extract and ExtractBatch calls of one LLM (a
 	// token bucket of Burst tokens). A request waits for a token, or until
 	// its context ends. Default 0: unlimited.
 	RequestsPerSecond float64
@@ -109,18 +94,6 @@ func (c LLMConfig) withDefaults() LLMConfig {
 	if c.Timeout == 0 {
 		c.Timeout = defaultTimeout
 	}
-	if c.MaxRetries == 0 {
-		c.MaxRetries = defaultMaxRetries
-	}
-	if c.MaxInvalidRetries == 0 {
-		c.MaxInvalidRetries = defaultMaxInvalidRetries
-	}
-	if c.BaseBackoff == 0 {
-		c.BaseBackoff = defaultBaseBackoff
-	}
-	if c.MaxBackoff == 0 {
-		c.MaxBackoff = defaultMaxBackoff
-	}
 	if c.MaxConcurrency == 0 {
 		c.MaxConcurrency = defaultMaxConcurrency
 	}
@@ -149,16 +122,6 @@ func (c LLMConfig) validate() error {
 		return errors.New("extractor: LLMConfig.Model is required")
 	case c.Timeout < 0:
 		return errors.New("extractor: LLMConfig.Timeout must not be negative")
-	case c.MaxRetries < -1:
-		return errors.New("extractor: LLMConfig.MaxRetries must be -1 or more")
-	case c.MaxInvalidRetries < -1:
-		return errors.New("extractor: LLMConfig.MaxInvalidRetries must be -1 or more")
-	case c.BaseBackoff < 0:
-		return errors.New("extractor: LLMConfig.BaseBackoff must not be negative")
-	case c.MaxBackoff < 0:
-		return errors.New("extractor: LLMConfig.MaxBackoff must not be negative")
-	case c.BaseBackoff > c.MaxBackoff:
-		return errors.New("extractor: LLMConfig.BaseBackoff must not exceed LLMConfig.MaxBackoff")
 	case c.MaxConcurrency < 0:
 		return errors.New("extractor: LLMConfig.MaxConcurrency must not be negative")
 	case c.RequestsPerSecond < 0 || math.IsNaN(c.RequestsPerSecond) || math.IsInf(c.RequestsPerSecond, 0):
@@ -208,11 +171,9 @@ type LLM struct {
 	pauseMu     sync.Mutex
 	pausedUntil time.Time
 
-	// Test hooks, nil in production. beforeBackoff sees each backoff delay
-	// just before sleeping; waitingForSlot, waitingForToken and
+	// Test hooks, nil in production. waitingForSlot, waitingForToken and
 	// waitingForPause run when a request starts to wait for a concurrency
 	// slot, a rate-limit token or the shared pause after a 429.
-	beforeBackoff   func(time.Duration)
 	waitingForSlot  func()
 	waitingForToken func()
 	waitingForPause func()
@@ -279,10 +240,18 @@ func (l *LLM) Usage() map[string]UsageTotals {
 	return l.usage.snapshot()
 }
 
-// Extract asks the model for the memory in in.Turn, retrying as described in
-// the package documentation. Memory markers are stripped from every text
-// before it is sent, and in.UserID is not sent. A turn whose user message is
-// empty after stripping yields an empty Result without a request.
+// CallTimeout is the longest the requests of one Extract or ExtractBatch
+// call can take: two requests (the request and one correction) of at most
+// LLMConfig.Timeout each. Waits for a concurrency slot, a rate-limit token
+// or a pause come on top; they end with the call's context.
+func (l *LLM) CallTimeout() time.Duration {
+	return 2 * l.cfg.Timeout
+}
+
+// Extract asks the model for the memory in in.Turn, in one attempt as
+// described in the package documentation. Memory markers are stripped from
+// every text before it is sent, and in.UserID is not sent. A turn whose user
+// message is empty after stripping yields an empty Result without a request.
 func (l *LLM) Extract(ctx context.Context, in Input) (Result, error) {
 	turn := cleanTurn(in.Turn, promptMaxUserBytes, promptMaxAssistantBytes)
 	if turn.UserMessage == "" {
@@ -301,11 +270,14 @@ func (l *LLM) Extract(ctx context.Context, in Input) (Result, error) {
 	return res, nil
 }
 
-// ask makes model calls with the system and user prompts until parse
-// accepts a reply, at most MaxInvalidRetries+1 of them; each retry appends
-// note(reason) to the user prompt. It returns the tokens of every completed
-// request, also on error. Both Extract and ExtractBatch go through it, so
-// they share retries, limits and usage accounting.
+// ask sends the system and user prompts and returns once parse accepts the
+// reply. When parse rejects it, the model is asked once more, with
+// note(reason) appended to the user prompt: a correction within the same
+// attempt, never a retry of a failed request. A second rejection fails with
+// KindInvalidOutput; a failed request fails at once with its own kind. It
+// returns the tokens of every completed request, also on error. Both Extract
+// and ExtractBatch go through it, so they share limits and usage
+// accounting.
 func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatCompletionResponseFormat,
 	note func(error) string, parse func(reply string) error) (Usage, error) {
 	req := openai.ChatCompletionRequest{
@@ -319,6 +291,7 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 	}
 
 	var usage Usage
+	const calls = 2 // the request and one correction
 	for call := 1; ; call++ {
 		reply, err := l.complete(ctx, req, &usage)
 		if err != nil {
@@ -328,8 +301,8 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 		if err == nil {
 			return usage, nil
 		}
-		if call > max(l.cfg.MaxInvalidRetries, 0) {
-			return usage, fmt.Errorf("%w: %v (after %d model calls)", ErrInvalidOutput, err, call)
+		if call == calls {
+			return usage, newError(KindInvalidOutput, "%v (after %d model calls)", err, call)
 		}
 		// Replace rather than append a message: some chat templates reject
 		// two user messages in a row.
@@ -337,49 +310,36 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 	}
 }
 
-// complete makes one model call, retrying transient failures, and returns
-// the reply's content. It adds the tokens of every completed request to
-// usage, and every sent request to l's totals. A 429 pauses all requests of
-// l for the backoff delay.
+// complete sends one request and returns the reply's content, or an *Error
+// saying what the failure means. It adds the tokens of a completed request
+// to usage, and every sent request to l's totals. A 429 (or a 503 with
+// Retry-After) pauses all requests of l for its delay.
 func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, usage *Usage) (string, error) {
-	maxAttempts := max(l.cfg.MaxRetries, 0) + 1
-	for attempt := 1; ; attempt++ {
-		resp, ex, err := l.send(ctx, req)
-		rateLimited := ex.status == http.StatusTooManyRequests
-		promptTokens, completionTokens := l.tokens(req.Model, resp.Usage)
-		if ex.sent {
-			l.usage.record(req.Model, promptTokens, completionTokens, err == nil, rateLimited)
-		}
-		var delay time.Duration
-		if err != nil && rateLimited {
-			// Pause everyone, even when this call has no retries left: the
-			// server is telling this client, not this call, to slow down.
-			delay = l.backoff(attempt, ex.retryAfter)
-			l.pauseUntil(time.Now().Add(delay))
-		}
-		if err == nil {
-			usage.PromptTokens += promptTokens
-			usage.CompletionTokens += completionTokens
-			return replyContent(resp)
-		}
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return "", fmt.Errorf("%w: %w", ErrTransient, ctxErr)
-		}
-
-		transient, reason := classify(err, ex, l.cfg.Timeout)
-		if !transient {
-			return "", fmt.Errorf("%w: %s", ErrPermanent, reason)
-		}
-		if attempt >= maxAttempts {
-			return "", fmt.Errorf("%w: %s (after %d attempts)", ErrTransient, reason, attempt)
-		}
-		if !rateLimited {
-			delay = l.backoff(attempt, ex.retryAfter)
-		}
-		if err := l.sleep(ctx, delay); err != nil {
-			return "", fmt.Errorf("%w: waiting to retry after %s: %w", ErrTransient, reason, err)
-		}
+	resp, ex, err := l.send(ctx, req)
+	rateLimited := ex.status == http.StatusTooManyRequests
+	promptTokens, completionTokens := l.tokens(req.Model, resp.Usage)
+	if ex.sent {
+		l.usage.record(req.Model, promptTokens, completionTokens, err == nil, rateLimited)
 	}
+	if err == nil {
+		usage.PromptTokens += promptTokens
+		usage.CompletionTokens += completionTokens
+		return replyContent(resp)
+	}
+	var paused *Error
+	if errors.As(err, &paused) {
+		return "", paused // not sent: the LLM is paused past the call's deadline
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return "", ctxError("model request", ctxErr)
+	}
+	e := classify(err, ex, l.cfg.Timeout)
+	if e.Kind == KindRetryAfter {
+		// Pause everyone: the server is telling this client, not this
+		// call, to slow down.
+		l.pauseUntil(time.Now().Add(e.RetryAfter))
+	}
+	return "", e
 }
 
 // tokens returns the token counts of a reply's usage block. A negative count
@@ -400,7 +360,9 @@ func (l *LLM) tokens(model string, u openai.Usage) (prompt, completion int) {
 // send makes one HTTP request while holding a concurrency slot, once any
 // shared pause after a 429 is over and a rate-limit token is taken. The
 // token is the last thing waited for, so that requests leave at the
-// limiter's pace.
+// limiter's pace. It returns an *Error of KindRetryAfter, without sending,
+// when the pause would not leave the request time to complete before ctx's
+// deadline.
 func (l *LLM) send(ctx context.Context, req openai.ChatCompletionRequest) (openai.ChatCompletionResponse, *exchange, error) {
 	ex := &exchange{}
 	if err := l.acquire(ctx); err != nil {
@@ -450,33 +412,6 @@ func (l *LLM) acquire(ctx context.Context) error {
 	}
 }
 
-// backoff returns the delay before retry number attempt (1-based): the
-// server's Retry-After when it sent one, else BaseBackoff doubled per retry
-// with "equal jitter" (half fixed, half random, so that concurrent callers
-// spread out but still back off), both capped by MaxBackoff.
-func (l *LLM) backoff(attempt int, retryAfter string) time.Duration {
-	if d, ok := parseRetryAfter(retryAfter, time.Now()); ok {
-		return min(d, l.cfg.MaxBackoff)
-	}
-	d := l.cfg.BaseBackoff
-	for i := 1; i < attempt && d < l.cfg.MaxBackoff; i++ {
-		d *= 2
-	}
-	d = min(d, l.cfg.MaxBackoff)
-	if half := d / 2; half > 0 {
-		d = half + rand.N(d-half+1)
-	}
-	return d
-}
-
-// sleep waits for d or until ctx ends.
-func (l *LLM) sleep(ctx context.Context, d time.Duration) error {
-	if l.beforeBackoff != nil {
-		l.beforeBackoff(d)
-	}
-	return sleepCtx(ctx, d)
-}
-
 // parseRetryAfter parses a Retry-After header: delay in seconds or an HTTP
 // date. A date in the past means no delay.
 func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
@@ -508,14 +443,14 @@ func replyContent(resp openai.ChatCompletionResponse) (string, error) {
 	}
 	choice := resp.Choices[0]
 	if choice.Message.Refusal != "" || choice.FinishReason == openai.FinishReasonContentFilter {
-		return "", fmt.Errorf("%w: model refused the input (finish reason %q)", ErrPermanent, choice.FinishReason)
+		return "", newError(KindPermanent, "model refused the input (finish reason %q)", choice.FinishReason)
 	}
 	return choice.Message.Content, nil
 }
 
-// classify reports whether a failed request is worth retrying, and why it
-// failed, in a short lowercase reason without the response body.
-func classify(err error, ex *exchange, timeout time.Duration) (transient bool, reason string) {
+// classify says what a failed request means for a later attempt, with a
+// short lowercase reason without the response body.
+func classify(err error, ex *exchange, timeout time.Duration) *Error {
 	var (
 		apiErr *openai.APIError
 		reqErr *openai.RequestError
@@ -537,19 +472,28 @@ func classify(err error, ex *exchange, timeout time.Duration) (transient bool, r
 
 	switch {
 	case ex.timedOut:
-		return true, fmt.Sprintf("request timed out after %s", timeout)
+		return newError(KindTransient, "request timed out after %s", timeout)
 	case status != 0:
-		reason = fmt.Sprintf("status %d%s", status, detail)
-		permanent := status >= 400 && status < 500 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests
-		return !permanent, reason
+		e := newError(KindTransient, "status %d%s", status, detail)
+		delay, hasDelay := parseRetryAfter(ex.retryAfter, time.Now())
+		switch {
+		case status == http.StatusTooManyRequests || (status == http.StatusServiceUnavailable && hasDelay):
+			e.Kind, e.RetryAfter = KindRetryAfter, defaultRetryAfter
+			if hasDelay {
+				e.RetryAfter = min(delay, MaxRetryAfter)
+			}
+		case status >= 400 && status < 500 && status != http.StatusRequestTimeout:
+			e.Kind = KindPermanent
+		}
+		return e
 	case !ex.sent:
 		// go-openai refused to build or send the request (unsupported
 		// model or parameters): sending it again cannot help.
-		return false, "request rejected before sending: " + boundDetail(err.Error())
+		return newError(KindPermanent, "request rejected before sending: %s", boundDetail(err.Error()))
 	case ex.status != 0:
-		return true, fmt.Sprintf("malformed response body with status %d: %s", ex.status, boundDetail(err.Error()))
+		return newError(KindTransient, "malformed response body with status %d: %s", ex.status, boundDetail(err.Error()))
 	default:
-		return true, "connection error: " + boundDetail(err.Error())
+		return newError(KindTransient, "connection error: %s", boundDetail(err.Error()))
 	}
 }
 
@@ -591,7 +535,9 @@ type exchange struct {
 }
 
 // recordingDoer is the go-openai HTTP client. It records the exchange of
-// each request in the request's context and bounds response bodies.
+// each request in the request's context and bounds response bodies. It
+// sends each request once: go-openai (v1.43) has no retries, and net/http
+// re-sends only idempotent requests, never these POSTs.
 type recordingDoer struct {
 	client *http.Client
 }

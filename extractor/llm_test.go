@@ -25,15 +25,12 @@ const testDeadline = 10 * time.Second
 
 const validReply = `{"facts": {"name": "Ana", "location": "Lisbon"}, "context": [{"q": "Best time to visit Porto?", "a": "May to September."}]}`
 
-// newTestLLM returns an LLM for srv with fast backoffs; mutate may adjust
-// the config.
+// newTestLLM returns an LLM for srv; mutate may adjust the config.
 func newTestLLM(t *testing.T, srv *extractortest.Server, mutate func(*LLMConfig)) *LLM {
 	t.Helper()
 	cfg := LLMConfig{
-		BaseURL:     srv.URL(),
-		Model:       "test-model",
-		BaseBackoff: time.Millisecond,
-		MaxBackoff:  5 * time.Millisecond,
+		BaseURL: srv.URL(),
+		Model:   "test-model",
 	}
 	if mutate != nil {
 		mutate(&cfg)
@@ -122,7 +119,8 @@ func TestLLMInvalidThenValid(t *testing.T) {
 	if want := (Usage{PromptTokens: 20, CompletionTokens: 10}); res.Usage != want {
 		t.Errorf("usage = %+v, want the sum of both requests %+v", res.Usage, want)
 	}
-	// The retry tells the model what was wrong, keeping roles alternating.
+	// The correction tells the model what was wrong, keeping roles
+	// alternating.
 	req := lastRequest(t, srv)
 	if len(req.Messages) != 2 || !strings.Contains(req.Messages[1].Content, "previous reply was rejected") {
 		t.Errorf("retry messages = %+v, want system + user with a rejection note", req.Messages)
@@ -147,37 +145,26 @@ func TestLLMInvalidOutputExhausted(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			srv := extractortest.NewServer(t, extractortest.Content(tt.reply))
-			l := newTestLLM(t, srv, func(c *LLMConfig) { c.MaxInvalidRetries = 2 })
+			l := newTestLLM(t, srv, nil)
 			res, err := l.Extract(context.Background(), testInput("I'm Ana"))
-			if !errors.Is(err, ErrInvalidOutput) {
-				t.Fatalf("Extract error = %v, want ErrInvalidOutput", err)
+			if !errors.Is(err, ErrInvalidOutput) || KindOf(err) != KindInvalidOutput {
+				t.Fatalf("Extract error = %v, want KindInvalidOutput", err)
 			}
-			if errors.Is(err, ErrTransient) || errors.Is(err, ErrPermanent) {
+			if errors.Is(err, ErrTransient) || errors.Is(err, ErrPermanent) || errors.Is(err, ErrRetryAfter) {
 				t.Errorf("error %v wraps more than one sentinel", err)
 			}
 			if !strings.Contains(err.Error(), tt.wantMsg) {
 				t.Errorf("error %q does not say %q", err, tt.wantMsg)
 			}
-			if got := srv.Requests(); got != 3 {
-				t.Errorf("requests = %d, want MaxInvalidRetries+1 = 3", got)
+			if got := srv.Requests(); got != 2 {
+				t.Errorf("requests = %d, want 2 (the request and one correction)", got)
 			}
-			if want := (Usage{PromptTokens: 30, CompletionTokens: 15}); res.Usage != want {
+			if want := (Usage{PromptTokens: 20, CompletionTokens: 10}); res.Usage != want {
 				t.Errorf("usage on error = %+v, want %+v", res.Usage, want)
 			}
 		})
 	}
 
-	t.Run("no invalid retries", func(t *testing.T) {
-		t.Parallel()
-		srv := extractortest.NewServer(t, extractortest.Content("nope"))
-		l := newTestLLM(t, srv, func(c *LLMConfig) { c.MaxInvalidRetries = -1 })
-		if _, err := l.Extract(context.Background(), testInput("hi")); !errors.Is(err, ErrInvalidOutput) {
-			t.Fatalf("Extract error = %v, want ErrInvalidOutput", err)
-		}
-		if got := srv.Requests(); got != 1 {
-			t.Errorf("requests = %d, want 1", got)
-		}
-	})
 }
 
 func TestLLMCoercesAndDropsValues(t *testing.T) {
@@ -197,78 +184,88 @@ func TestLLMCoercesAndDropsValues(t *testing.T) {
 	}
 }
 
+// TestLLMRetryAfter: a 429 (or a 503 with Retry-After) fails the call at
+// once, after one request, with KindRetryAfter and the server's delay,
+// capped; the LLM is paused for that delay.
 func TestLLMRetryAfter(t *testing.T) {
 	t.Parallel()
 
-	const maxBackoff = 20 * time.Millisecond
 	tests := []struct {
 		name       string
+		status     int
 		retryAfter string
+		wantKind   Kind
 		wantDelay  time.Duration
 	}{
-		{name: "zero seconds", retryAfter: "0", wantDelay: 0},
-		{name: "one second capped by MaxBackoff", retryAfter: "1", wantDelay: maxBackoff},
-		{name: "past http date", retryAfter: "Wed, 21 Oct 2015 07:28:00 GMT", wantDelay: 0},
+		{name: "seconds", status: http.StatusTooManyRequests, retryAfter: "7", wantKind: KindRetryAfter, wantDelay: 7 * time.Second},
+		{name: "zero seconds", status: http.StatusTooManyRequests, retryAfter: "0", wantKind: KindRetryAfter, wantDelay: 0},
+		{name: "capped", status: http.StatusTooManyRequests, retryAfter: "86400", wantKind: KindRetryAfter, wantDelay: MaxRetryAfter},
+		{name: "past http date", status: http.StatusTooManyRequests, retryAfter: "Wed, 21 Oct 2015 07:28:00 GMT", wantKind: KindRetryAfter, wantDelay: 0},
+		{name: "no header", status: http.StatusTooManyRequests, wantKind: KindRetryAfter, wantDelay: defaultRetryAfter},
+		{name: "unreadable header", status: http.StatusTooManyRequests, retryAfter: "soon", wantKind: KindRetryAfter, wantDelay: defaultRetryAfter},
+		{name: "503 with header", status: http.StatusServiceUnavailable, retryAfter: "5", wantKind: KindRetryAfter, wantDelay: 5 * time.Second},
+		{name: "503 without header", status: http.StatusServiceUnavailable, wantKind: KindTransient},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			srv := extractortest.NewServer(t,
-				extractortest.Reply{Status: http.StatusTooManyRequests, Body: `{"error": {"message": "slow down"}}`,
-					Header: http.Header{"Retry-After": {tt.retryAfter}}},
-				extractortest.Content(validReply),
-			)
-			l := newTestLLM(t, srv, func(c *LLMConfig) { c.MaxBackoff = maxBackoff })
-			var delays []time.Duration // the hook runs on the Extract goroutine
-			l.beforeBackoff = func(d time.Duration) { delays = append(delays, d) }
-
+			reply := extractortest.Error(tt.status, "slow down")
+			if tt.retryAfter != "" {
+				reply.Header = http.Header{"Retry-After": {tt.retryAfter}}
+			}
+			srv := extractortest.NewServer(t, reply, extractortest.Content(validReply))
+			l := newTestLLM(t, srv, nil)
+			before := time.Now()
 			res, err := l.Extract(context.Background(), testInput("I'm Ana"))
-			if err != nil {
-				t.Fatalf("Extract: %v", err)
+			var e *Error
+			if !errors.As(err, &e) || e.Kind != tt.wantKind || e.RetryAfter != tt.wantDelay {
+				t.Fatalf("Extract error = %#v, want kind %v with RetryAfter %v", err, tt.wantKind, tt.wantDelay)
 			}
-			if res.Facts["name"] != "Ana" {
-				t.Errorf("facts = %v, want name Ana", res.Facts)
+			if d, ok := RetryAfterOf(err); ok != (tt.wantKind == KindRetryAfter) || d != tt.wantDelay {
+				t.Errorf("RetryAfterOf = %v, %v", d, ok)
 			}
-			if got := srv.Requests(); got != 2 {
-				t.Errorf("requests = %d, want 2", got)
+			if got := srv.Requests(); got != 1 {
+				t.Errorf("requests = %d, want 1: the extractor does not retry", got)
 			}
-			if want := []time.Duration{tt.wantDelay}; !slices.Equal(delays, want) {
-				t.Errorf("backoff delays = %v, want %v (from Retry-After)", delays, want)
+			if res.Usage != (Usage{}) {
+				t.Errorf("usage = %+v, want none", res.Usage)
 			}
-			// Only the successful request reported usage.
-			if want := (Usage{PromptTokens: 10, CompletionTokens: 5}); res.Usage != want {
-				t.Errorf("usage = %+v, want %+v", res.Usage, want)
+			// The pause lasts at least the delay from before the request.
+			if left := l.pauseLeft(before); left < tt.wantDelay {
+				t.Errorf("pause left = %v, want at least %v", left, tt.wantDelay)
 			}
 		})
 	}
 }
 
+// TestLLMStatusClassification: every failed request is one request and one
+// typed error; nothing is retried within the call.
 func TestLLMStatusClassification(t *testing.T) {
 	t.Parallel()
 
 	tests := []struct {
-		status       int
-		wantErr      error
-		wantRequests int
+		status   int
+		wantErr  error
+		wantKind Kind
 	}{
-		{status: http.StatusUnauthorized, wantErr: ErrPermanent, wantRequests: 1},
-		{status: http.StatusBadRequest, wantErr: ErrPermanent, wantRequests: 1},
-		{status: http.StatusNotFound, wantErr: ErrPermanent, wantRequests: 1},
-		{status: http.StatusRequestTimeout, wantErr: ErrTransient, wantRequests: 3},
-		{status: http.StatusTooManyRequests, wantErr: ErrTransient, wantRequests: 3},
-		{status: http.StatusInternalServerError, wantErr: ErrTransient, wantRequests: 3},
-		{status: http.StatusServiceUnavailable, wantErr: ErrTransient, wantRequests: 3},
+		{status: http.StatusUnauthorized, wantErr: ErrPermanent, wantKind: KindPermanent},
+		{status: http.StatusBadRequest, wantErr: ErrPermanent, wantKind: KindPermanent},
+		{status: http.StatusNotFound, wantErr: ErrPermanent, wantKind: KindPermanent},
+		{status: http.StatusRequestTimeout, wantErr: ErrTransient, wantKind: KindTransient},
+		{status: http.StatusTooManyRequests, wantErr: ErrRetryAfter, wantKind: KindRetryAfter},
+		{status: http.StatusInternalServerError, wantErr: ErrTransient, wantKind: KindTransient},
+		{status: http.StatusServiceUnavailable, wantErr: ErrTransient, wantKind: KindTransient},
 	}
 	for _, tt := range tests {
 		t.Run(http.StatusText(tt.status), func(t *testing.T) {
 			t.Parallel()
 			srv := extractortest.NewServer(t, extractortest.Error(tt.status, "something went wrong"))
-			l := newTestLLM(t, srv, func(c *LLMConfig) { c.MaxRetries = 2 })
+			l := newTestLLM(t, srv, nil)
 			_, err := l.Extract(context.Background(), testInput("I'm Ana"))
-			if !errors.Is(err, tt.wantErr) {
+			if !errors.Is(err, tt.wantErr) || KindOf(err) != tt.wantKind {
 				t.Fatalf("Extract error = %v, want %v", err, tt.wantErr)
 			}
-			for _, other := range []error{ErrTransient, ErrPermanent, ErrInvalidOutput} {
+			for _, other := range []error{ErrTransient, ErrRetryAfter, ErrPermanent, ErrInvalidOutput} {
 				if other != tt.wantErr && errors.Is(err, other) {
 					t.Errorf("error %v also wraps %v", err, other)
 				}
@@ -276,25 +273,28 @@ func TestLLMStatusClassification(t *testing.T) {
 			if want := fmt.Sprintf("status %d", tt.status); !strings.Contains(err.Error(), want) {
 				t.Errorf("error %q does not say %q", err, want)
 			}
-			if got := srv.Requests(); got != tt.wantRequests {
-				t.Errorf("requests = %d, want %d", got, tt.wantRequests)
+			if got := srv.Requests(); got != 1 {
+				t.Errorf("requests = %d, want 1", got)
 			}
 		})
 	}
 }
 
-func TestLLMServerErrorRetriesRunOut(t *testing.T) {
+// TestLLMServerErrorIsOneRequest: no retry loop is left in the extractor:
+// a 500 is one request and a KindTransient error.
+func TestLLMServerErrorIsOneRequest(t *testing.T) {
 	t.Parallel()
 
 	// A non-JSON error body: its text must not end up in the error.
-	srv := extractortest.NewServer(t, extractortest.Reply{Status: http.StatusInternalServerError, Body: "<html>secret stack trace</html>"})
-	l := newTestLLM(t, srv, nil) // default MaxRetries
+	srv := extractortest.NewServer(t, extractortest.Reply{Status: http.StatusInternalServerError, Body: "<html>secret stack trace</html>"},
+		extractortest.Content(validReply))
+	l := newTestLLM(t, srv, nil)
 	_, err := l.Extract(context.Background(), testInput("I'm Ana"))
-	if !errors.Is(err, ErrTransient) {
-		t.Fatalf("Extract error = %v, want ErrTransient", err)
+	if KindOf(err) != KindTransient {
+		t.Fatalf("Extract error = %v, want KindTransient", err)
 	}
-	if got, want := srv.Requests(), defaultMaxRetries+1; got != want {
-		t.Errorf("requests = %d, want MaxRetries+1 = %d", got, want)
+	if got := srv.Requests(); got != 1 {
+		t.Errorf("requests = %d, want 1", got)
 	}
 	if msg := err.Error(); !strings.Contains(msg, "status 500") || strings.Contains(msg, "secret") {
 		t.Errorf("error %q should give the status and not the body", msg)
@@ -333,22 +333,16 @@ func TestLLMConnectionError(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	l, err := NewLLM(LLMConfig{
-		BaseURL:     "http://" + addr + "/v1",
-		Model:       "m",
-		MaxRetries:  1,
-		BaseBackoff: time.Millisecond,
-		MaxBackoff:  time.Millisecond,
-	})
+	l, err := NewLLM(LLMConfig{BaseURL: "http://" + addr + "/v1", Model: "m"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = l.Extract(context.Background(), testInput("I'm Ana"))
-	if !errors.Is(err, ErrTransient) {
-		t.Fatalf("Extract error = %v, want ErrTransient", err)
+	if KindOf(err) != KindTransient {
+		t.Fatalf("Extract error = %v, want KindTransient", err)
 	}
-	if !strings.Contains(err.Error(), "connection error") || !strings.Contains(err.Error(), "after 2 attempts") {
-		t.Errorf("error %q should say it is a connection error after 2 attempts", err)
+	if !strings.Contains(err.Error(), "connection error") {
+		t.Errorf("error %q should say it is a connection error", err)
 	}
 }
 
@@ -363,10 +357,7 @@ func TestLLMRequestTimeout(t *testing.T) {
 	})
 	defer close(release) // before the server's cleanup, which waits for handlers
 
-	l := newTestLLM(t, srv, func(c *LLMConfig) {
-		c.Timeout = 20 * time.Millisecond
-		c.MaxRetries = -1
-	})
+	l := newTestLLM(t, srv, func(c *LLMConfig) { c.Timeout = 20 * time.Millisecond })
 	_, err := l.Extract(context.Background(), testInput("I'm Ana"))
 	if !errors.Is(err, ErrTransient) || !strings.Contains(err.Error(), "timed out") {
 		t.Fatalf("Extract error = %v, want ErrTransient saying it timed out", err)
@@ -544,16 +535,16 @@ func TestLLMMalformedResponseBody(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			srv := extractortest.NewServer(t, extractortest.Reply{Body: tt.body})
-			l := newTestLLM(t, srv, func(c *LLMConfig) { c.MaxRetries = 1 })
+			l := newTestLLM(t, srv, nil)
 			_, err := l.Extract(context.Background(), testInput("I'm Ana"))
-			if !errors.Is(err, ErrTransient) {
-				t.Fatalf("Extract error = %v, want ErrTransient", err)
+			if KindOf(err) != KindTransient {
+				t.Fatalf("Extract error = %v, want KindTransient", err)
 			}
 			if strings.Contains(err.Error(), "proxy login") || len(err.Error()) > 300 {
 				t.Errorf("error %.300q quotes the body", err)
 			}
-			if got := srv.Requests(); got != 2 {
-				t.Errorf("requests = %d, want MaxRetries+1 = 2", got)
+			if got := srv.Requests(); got != 1 {
+				t.Errorf("requests = %d, want 1", got)
 			}
 		})
 	}
@@ -650,40 +641,6 @@ func TestLLMMaxConcurrency(t *testing.T) {
 	}
 }
 
-func TestLLMCancelDuringBackoff(t *testing.T) {
-	t.Parallel()
-
-	srv := extractortest.NewServer(t, extractortest.Error(http.StatusServiceUnavailable, "overloaded"))
-	l := newTestLLM(t, srv, func(c *LLMConfig) {
-		c.BaseBackoff = time.Hour // only cancellation can end the sleep
-		c.MaxBackoff = time.Hour
-	})
-	inBackoff := make(chan struct{})
-	l.beforeBackoff = func(time.Duration) { close(inBackoff) }
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	errc := make(chan error, 1)
-	go func() {
-		_, err := l.Extract(ctx, testInput("I'm Ana"))
-		errc <- err
-	}()
-
-	<-inBackoff
-	cancel()
-	select {
-	case err := <-errc:
-		if !errors.Is(err, context.Canceled) || !errors.Is(err, ErrTransient) {
-			t.Errorf("Extract error = %v, want context.Canceled wrapped with ErrTransient", err)
-		}
-	case <-time.After(testDeadline):
-		t.Fatal("Extract did not return after its context was cancelled during backoff")
-	}
-	if got := srv.Requests(); got != 1 {
-		t.Errorf("requests = %d, want 1", got)
-	}
-}
-
 func TestLLMInfo(t *testing.T) {
 	t.Parallel()
 
@@ -705,19 +662,13 @@ func TestLLMConfigValidate(t *testing.T) {
 	}{
 		{name: "valid", mutate: func(*LLMConfig) {}},
 		{name: "valid explicit", mutate: func(c *LLMConfig) {
-			c.MaxRetries, c.MaxInvalidRetries, c.Temperature, c.ResponseFormat = -1, -1, 0.7, "none"
+			c.Timeout, c.Temperature, c.ResponseFormat = time.Second, 0.7, "none"
 		}},
 		{name: "no base url", mutate: func(c *LLMConfig) { c.BaseURL = "" }, wantErr: "LLMConfig.BaseURL is required"},
 		{name: "relative base url", mutate: func(c *LLMConfig) { c.BaseURL = "localhost/v1" }, wantErr: "LLMConfig.BaseURL"},
 		{name: "bad scheme", mutate: func(c *LLMConfig) { c.BaseURL = "ftp://x/v1" }, wantErr: "LLMConfig.BaseURL"},
 		{name: "no model", mutate: func(c *LLMConfig) { c.Model = "" }, wantErr: "LLMConfig.Model is required"},
 		{name: "negative timeout", mutate: func(c *LLMConfig) { c.Timeout = -time.Second }, wantErr: "LLMConfig.Timeout"},
-		{name: "max retries", mutate: func(c *LLMConfig) { c.MaxRetries = -2 }, wantErr: "LLMConfig.MaxRetries"},
-		{name: "max invalid retries", mutate: func(c *LLMConfig) { c.MaxInvalidRetries = -5 }, wantErr: "LLMConfig.MaxInvalidRetries"},
-		{name: "negative base backoff", mutate: func(c *LLMConfig) { c.BaseBackoff = -1 }, wantErr: "LLMConfig.BaseBackoff"},
-		{name: "negative max backoff", mutate: func(c *LLMConfig) { c.MaxBackoff = -1 }, wantErr: "LLMConfig.MaxBackoff"},
-		{name: "base above max", mutate: func(c *LLMConfig) { c.BaseBackoff, c.MaxBackoff = time.Minute, time.Second },
-			wantErr: "LLMConfig.BaseBackoff must not exceed"},
 		{name: "concurrency", mutate: func(c *LLMConfig) { c.MaxConcurrency = -1 }, wantErr: "LLMConfig.MaxConcurrency"},
 		{name: "valid rate limit", mutate: func(c *LLMConfig) { c.RequestsPerSecond, c.Burst = 0.5, 3 }},
 		{name: "negative rps", mutate: func(c *LLMConfig) { c.RequestsPerSecond = -1 }, wantErr: "LLMConfig.RequestsPerSecond"},
@@ -752,8 +703,7 @@ func TestLLMConfigDefaults(t *testing.T) {
 	t.Parallel()
 
 	got := LLMConfig{BaseURL: "http://x/v1", Model: "m"}.withDefaults()
-	if got.Timeout != 60*time.Second || got.MaxRetries != 3 || got.MaxInvalidRetries != 2 ||
-		got.BaseBackoff != 500*time.Millisecond || got.MaxBackoff != 30*time.Second ||
+	if got.Timeout != 60*time.Second ||
 		got.MaxConcurrency != 4 || got.ResponseFormat != "json_schema" || got.Temperature != 0 || got.HTTPClient == nil ||
 		got.RequestsPerSecond != 0 || got.Burst != 0 {
 		t.Errorf("withDefaults() = %+v", got)
@@ -766,11 +716,11 @@ func TestLLMConfigDefaults(t *testing.T) {
 		t.Errorf("withDefaults() changed an explicit Burst 5 to %d", rl.Burst)
 	}
 	// Defaults are idempotent and keep explicit values.
-	explicit := LLMConfig{MaxRetries: -1, MaxInvalidRetries: 5, Timeout: time.Second}.withDefaults()
-	if explicit.MaxRetries != -1 || explicit.MaxInvalidRetries != 5 || explicit.Timeout != time.Second {
+	explicit := LLMConfig{MaxConcurrency: 9, Timeout: time.Second}.withDefaults()
+	if explicit.MaxConcurrency != 9 || explicit.Timeout != time.Second {
 		t.Errorf("withDefaults() changed explicit values: %+v", explicit)
 	}
-	if again := got.withDefaults(); again.MaxRetries != got.MaxRetries || again.Timeout != got.Timeout {
+	if again := got.withDefaults(); again.MaxConcurrency != got.MaxConcurrency || again.Timeout != got.Timeout {
 		t.Errorf("withDefaults() is not idempotent")
 	}
 }
@@ -799,24 +749,5 @@ func TestParseRetryAfter(t *testing.T) {
 		if ok != tt.wantOK || got != tt.want {
 			t.Errorf("parseRetryAfter(%q) = %v, %v; want %v, %v", tt.in, got, ok, tt.want, tt.wantOK)
 		}
-	}
-}
-
-func TestBackoffBounds(t *testing.T) {
-	t.Parallel()
-
-	l := &LLM{cfg: LLMConfig{BaseBackoff: 100 * time.Millisecond, MaxBackoff: time.Second}}
-	for attempt := 1; attempt <= 70; attempt++ {
-		// Exponential, with at least half of the un-jittered delay kept.
-		nominal := min(100*time.Millisecond<<min(attempt-1, 20), time.Second)
-		for range 20 {
-			d := l.backoff(attempt, "")
-			if d < nominal/2 || d > nominal {
-				t.Fatalf("backoff(%d) = %v, want within [%v, %v]", attempt, d, nominal/2, nominal)
-			}
-		}
-	}
-	if d := l.backoff(1, "3600"); d != time.Second {
-		t.Errorf("backoff with Retry-After 3600 = %v, want MaxBackoff", d)
 	}
 }

@@ -132,7 +132,8 @@ func writeBackground(b *strings.Builder, factKeys []string, prior []Turn) {
 }
 
 // invalidNote is appended to the user message when the previous reply was
-// rejected, so that a retry at temperature 0 does not repeat the same reply.
+// rejected, so that the correction at temperature 0 does not repeat the same
+// reply.
 func invalidNote(reason error) string {
 	return fmt.Sprintf("\n\nYour previous reply was rejected: %v. Reply with exactly one JSON object of the form "+
 		`{"facts": {"key": "value"}, "context": [{"q": "...", "a": "..."}]}, where every fact value is a string.`, reason)

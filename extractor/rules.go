@@ -2,7 +2,6 @@ package extractor
 
 import (
 	"context"
-	"fmt"
 	"regexp"
 	"sort"
 	"strconv"
@@ -86,7 +85,7 @@ func (r *Rules) Info() Info {
 // fails only when ctx is already done.
 func (r *Rules) Extract(ctx context.Context, in Input) (Result, error) {
 	if err := ctx.Err(); err != nil {
-		return Result{}, fmt.Errorf("%w: %w", ErrTransient, err)
+		return Result{}, ctxError("rules extraction", err)
 	}
 
 	table := r.rules

@@ -860,7 +860,8 @@ func (e *relEnv) relRun(args ...string) (string, error) {
 // TestLLMFaultsAtTheWorker: the model server times out, resets connections,
 // rate-limits (with and without Retry-After), fails with 500, truncates its
 // body, answers with the wrong JSON shape and with a huge body. serve stays
-// healthy; transient faults are absorbed; turns whose faults persist end
+// healthy; transient faults are absorbed by River's attempts (one request
+// each, so a fault served twice costs two of the three); turns whose faults persist end
 // failed, are listed by `memoryd failed`, and `memoryd retry-failed` re-runs
 // them once the model recovers. Every turn ends processed.
 func TestLLMFaultsAtTheWorker(t *testing.T) {
@@ -877,7 +878,7 @@ func TestLLMFaultsAtTheWorker(t *testing.T) {
 	})
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", eventstest.FreePort(t))
 	serve := e.startServe(e.dbURL, "--llm-base-url", llm.URL(), "--llm-model", "fake",
-		"--llm-timeout", "3s", "--max-attempts", "2", "--job-timeout", "30s", "--workers", "16", "--llm-concurrency", "16",
+		"--llm-timeout", "3s", "--max-attempts", "3", "--job-timeout", "30s", "--workers", "16", "--llm-concurrency", "16",
 		"--http", httpAddr)
 	httpc := &http.Client{Timeout: 5 * time.Second}
 	waitFor(t, "serve's /healthz", time.Minute, func() (bool, string) {

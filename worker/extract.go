@@ -2,9 +2,7 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -40,23 +38,15 @@ func (e *extractWorker) Work(ctx context.Context, job *river.Job[ExtractArgs]) e
 	ctx, release := e.w.live.bind(ctx)
 	defer release()
 	err := e.work(ctx, job)
-	outcome := "processed"
-	var (
-		wait   *lockWait
-		snooze *river.JobSnoozeError
-		cancel *river.JobCancelError
-	)
+	label := "processed"
+	var end *jobEnd
 	switch {
-	case errors.As(err, &wait):
-		outcome = "lock_wait"
-	case errors.As(err, &snooze):
-		outcome = "handed_back"
-	case errors.As(err, &cancel) || (err != nil && job.Attempt >= job.MaxAttempts):
-		outcome = "failed"
+	case errors.As(err, &end):
+		label = end.label
 	case err != nil:
-		outcome = "retry"
+		label = outcomeRetry
 	}
-	e.w.cfg.Observer.Extracted(time.Since(start), len(job.Args.EventIDs), outcome)
+	e.w.cfg.Observer.Extracted(time.Since(start), len(job.Args.EventIDs), label)
 	return err
 }
 
@@ -108,7 +98,7 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 				return e.fail(ctx, job.JobRow, job.Args.UserID, unprocessed(turns[i:]), ctx.Err())
 			}
 			failed = append(failed, t.EventID)
-			firstErr = cmpErr(firstErr, err)
+			firstErr = worse(firstErr, err)
 			continue
 		}
 		done = append(done, extracted{turn: t, result: res})
@@ -256,15 +246,6 @@ func (e *extractWorker) recordUsage(ctx context.Context, userID string, seq uint
 // done (partial results, token usage), like fail's and release's.
 const afterCancelTimeout = 5 * time.Second
 
-// cmpErr keeps a permanent error over a retryable one, so that a batch with a
-// permanently failing turn is not retried for it.
-func cmpErr(have, next error) error {
-	if have == nil || (errors.Is(next, extractor.ErrPermanent) && !errors.Is(have, extractor.ErrPermanent)) {
-		return next
-	}
-	return have
-}
-
 // save writes the extracted memory and marks the turns processed in one
 // transaction. The turns are re-locked first: a turn another run of this job
 // processed meanwhile is skipped, so memory is written once.
@@ -281,7 +262,7 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 		}
 	}
 	// A lock wait ends well before the job's deadline, as a lock timeout
-	// that fail retries without spending an attempt.
+	// that outcome snoozes without spending an attempt.
 	lockTimeout := e.w.cfg.LockTimeout
 	if deadline, ok := ctx.Deadline(); ok {
 		lockTimeout = min(lockTimeout, time.Until(deadline)/2)
@@ -352,76 +333,65 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 	})
 }
 
-// fail is the one place that decides between retry and giving up. A job
-// cancelled by shutdown is handed back without counting an attempt. A lock
-// timeout or deadlock is snoozed without counting an attempt either, up to
-// MaxLockWaits times. A permanent extractor error, or the job's last
-// attempt, marks the turns failed and stops the job; anything else keeps
-// them pending and lets River retry with backoff.
+// fail ends a failed run: outcome decides (the one place), fail applies
+// the decision. It counts a snooze in the job's metadata, which River saves
+// with the snooze, and records the error on the turns unless the job is
+// snoozed, even when ctx is cancelled (shutdown), bounded.
 //
 // A statement cancelled by the job's own deadline (SQLSTATE 57014, or the
 // context's error) says nothing about what it waited for, so it is an
 // ordinary failure; save bounds lock waits well below the deadline, so a
 // statement waiting on a lock fails with a lock timeout first.
 func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID string, eventIDs []string, err error) error {
-	if errors.Is(ctx.Err(), context.Canceled) {
-		// Shutdown, not a failure: hand the job back without using up an
-		// attempt (a snooze does not count one).
-		return river.JobSnooze(time.Second)
-	}
-	if waits := lockWaits(job.Metadata); store.IsLockWait(err) && waits < e.w.cfg.MaxLockWaits {
-		// Counted in the job's metadata, which River saves with the snooze.
-		if merr := river.MetadataSet(ctx, metaLockWaits, waits+1); merr == nil {
-			e.w.lockWaits.Add(1)
-			delay := jitter(min(min(e.w.cfg.JobRetryBase, time.Second)<<min(waits, 5), 30*time.Second))
-			e.w.logger.Info("extraction waited on a lock; retrying", "job_id", job.ID, "lock_waits", waits+1,
-				"max_lock_waits", e.w.cfg.MaxLockWaits, "turns", len(eventIDs), "retry_in", delay.String(), "error", err)
-			return &lockWait{snooze: river.JobSnooze(delay), cause: err}
+	b := e.w.budget()
+	v := outcome(err, job, errors.Is(ctx.Err(), context.Canceled), b)
+	if v.count != "" {
+		merr := river.MetadataSet(ctx, v.count, v.n)
+		if merr == nil {
+			merr = river.MetadataSet(ctx, metaSnoozeReason, err.Error())
+		}
+		if merr != nil {
+			// Not run by River, so the snooze could not be counted: an
+			// uncounted snooze could repeat forever, so decide as if the
+			// budget were spent.
+			b.maxLockWaits, b.maxRateLimitWaits = 0, 0
+			v = outcome(err, job, false, b)
 		}
 	}
-	permanent := errors.Is(err, extractor.ErrPermanent)
-	// The worker's MaxAttempts caps jobs inserted elsewhere too (retry-failed,
-	// replay), whose River clients carry River's own default.
-	maxAttempts := min(job.MaxAttempts, e.w.cfg.MaxAttempts)
-	final := permanent || job.Attempt >= maxAttempts
-	// Record the failure even when ctx is cancelled (shutdown), bounded.
-	markCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if merr := e.w.cfg.Store.MarkFailed(markCtx, userID, eventIDs, err.Error(), final); merr != nil {
-		e.w.logger.Error("cannot record extraction failure", "job_id", job.ID, "error", merr)
+	maxAttempts := min(job.MaxAttempts, b.maxAttempts)
+	switch v.label {
+	case outcomeLockWait:
+		e.w.lockWaits.Add(1)
+		e.w.logger.Info("extraction waited on a lock; retrying", "job_id", job.ID, "lock_waits", v.n,
+			"max_lock_waits", b.maxLockWaits, "turns", len(eventIDs), "retry_in", snoozeOf(v.river).String(), "error", err)
+	case outcomeRateLimited:
+		e.w.logger.Info("model server rate limited extraction; snoozing", "job_id", job.ID, "rate_limit_waits", v.n,
+			"max_rate_limit_waits", b.maxRateLimitWaits, "turns", len(eventIDs), "retry_in", snoozeOf(v.river).String(), "error", err)
 	}
-	level := e.w.logger.Warn
-	if final {
-		level = e.w.logger.Error
+	if v.record {
+		markCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterCancelTimeout)
+		defer cancel()
+		if merr := e.w.cfg.Store.MarkFailed(markCtx, userID, eventIDs, err.Error(), v.final); merr != nil {
+			e.w.logger.Error("cannot record extraction failure", "job_id", job.ID, "error", merr)
+		}
+		level := e.w.logger.Warn
+		if v.final {
+			level = e.w.logger.Error
+		}
+		level("extraction failed", "job_id", job.ID, "attempt", job.Attempt, "max_attempts", maxAttempts,
+			"final", v.final, "kind", extractor.KindOf(err).String(), "turns", len(eventIDs), "error", err)
 	}
-	level("extraction failed", "job_id", job.ID, "attempt", job.Attempt, "max_attempts", maxAttempts,
-		"final", final, "turns", len(eventIDs), "error", err)
-	if final {
-		return river.JobCancel(err)
-	}
-	return fmt.Errorf("extract: %w", err)
+	return &jobEnd{label: v.label, river: v.river, cause: err}
 }
 
-// metaLockWaits is the job metadata key counting lock-wait snoozes.
-const metaLockWaits = "memoryd_lock_waits"
-
-// lockWaits reads how often a job was snoozed for a lock wait.
-func lockWaits(metadata []byte) int {
-	var m struct {
-		N int `json:"memoryd_lock_waits"`
+// snoozeOf returns the duration of a snooze error, or 0.
+func snoozeOf(err error) time.Duration {
+	var s *river.JobSnoozeError
+	if errors.As(err, &s) {
+		return s.Duration
 	}
-	_ = json.Unmarshal(metadata, &m) // absent or unreadable: none
-	return m.N
+	return 0
 }
-
-// lockWait is a job snoozed for a lock wait: River sees the snooze, the
-// outcome label the cause.
-type lockWait struct {
-	snooze, cause error
-}
-
-func (l *lockWait) Error() string   { return "lock wait: " + l.cause.Error() }
-func (l *lockWait) Unwrap() []error { return []error{l.snooze, l.cause} }
 
 // jitter spreads d by ±25%.
 func jitter(d time.Duration) time.Duration {

@@ -317,7 +317,7 @@ func TestUsageOfModelCallInFlightDoesNotSurviveForget(t *testing.T) {
 		<-release
 		return extractortest.Content(`{"facts":{"city":"Lima"},"context":[{"q":"Where do I live?","a":"Lima"}]}`)
 	})
-	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake", MaxRetries: 0})
+	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,9 +14,12 @@
 //     context and the turn's status in one transaction that re-locks the turns,
 //     so a job that runs twice (rescued, retried) stores its memory once.
 //
-// Retryable versus permanent failures are decided in one place,
-// (*extractWorker).fail: a permanent extractor error, or the last attempt,
-// marks the turns failed (queryable, re-runnable with RetryFailed).
+// River owns every retry: the extractor makes one attempt per call and
+// returns a typed error, and one function, outcome (retry.go), maps it to
+// River: a server's Retry-After snoozes the job, a transient error is
+// retried with River's backoff, and a permanent error, or the last attempt,
+// cancels the job and marks its turns failed (queryable, re-runnable with
+// RetryFailed).
 //
 // Any number of processes may run a Worker against the same NATS and
 // Postgres: they share the durable consumer and River's job table.
@@ -55,8 +58,10 @@ type Observer interface {
 	// TurnRejected: an event was dead-lettered; reason is a short label.
 	TurnRejected(reason string)
 	// Extracted: a job ran over turns; outcome is "processed", "retry",
-	// "failed", "handed_back" (shutdown) or "lock_wait" (snoozed while
-	// another transaction held a lock it needed; see Config.MaxLockWaits).
+	// "failed", "handed_back" (shutdown), "lock_wait" (snoozed while
+	// another transaction held a lock it needed; see Config.MaxLockWaits)
+	// or "rate_limited" (snoozed for the model server's Retry-After; see
+	// Config.MaxRateLimitWaits).
 	// Recovery reports with it too: "taken_over" (the running job of a dead
 	// process was replaced), "discarded" (the turns' job ran out of attempts
 	// without ending them: they were marked failed) and "requeued" (pending
@@ -111,8 +116,10 @@ type Config struct {
 	// JobRetryBase is the delay before a job's first retry; it doubles per
 	// attempt, with jitter, up to 10 minutes. Default 2s.
 	JobRetryBase time.Duration
-	// JobTimeout bounds one extraction job. Default 10m (an LLM call with
-	// retries can be slow). The jobs of a process that died are taken over
+	// JobTimeout bounds one extraction job. Default 10m. It must be longer
+	// than one extractor call (the LLM's CallTimeout, twice its per-request
+	// Timeout), so that an attempt can end by itself rather than by the
+	// job's deadline. The jobs of a process that died are taken over
 	// after ProcessTimeout; River's rescuer retries a job still running
 	// after twice JobTimeout in a live process (e.g. one whose fetch reply a
 	// Postgres cut lost).
@@ -143,6 +150,11 @@ type Config struct {
 	// is snoozed and run again without spending an attempt; after that a
 	// lock wait is an ordinary failure. Default 10.
 	MaxLockWaits int
+	// MaxRateLimitWaits is how often a job whose model server asked it to
+	// wait (429, or 503 with Retry-After) is snoozed for that delay without
+	// spending an attempt; after that a rate limit is an ordinary transient
+	// failure, so a server that always refuses ends the job. Default 10.
+	MaxRateLimitWaits int
 	// MaxClockSkew is how far a turn's timestamp may be ahead of the time
 	// JetStream stored the event. A later timestamp is clamped to the stored
 	// time (and the sent one kept with the turn, logged and counted in
@@ -242,6 +254,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxLockWaits == 0 {
 		c.MaxLockWaits = 10
 	}
+	if c.MaxRateLimitWaits == 0 {
+		c.MaxRateLimitWaits = 10
+	}
 	if c.MaxClockSkew == 0 {
 		c.MaxClockSkew = DefaultMaxClockSkew
 	}
@@ -280,6 +295,11 @@ func (c Config) validate() error {
 		return fmt.Errorf("worker: Config.Workers must be between 1 and 10000, not %d", c.Workers)
 	case c.MaxLockWaits < 0:
 		return fmt.Errorf("worker: Config.MaxLockWaits must not be negative, not %d", c.MaxLockWaits)
+	case c.MaxRateLimitWaits < 0:
+		return fmt.Errorf("worker: Config.MaxRateLimitWaits must not be negative, not %d", c.MaxRateLimitWaits)
+	case callTimeout(c.Extractor) >= c.JobTimeout:
+		return fmt.Errorf("worker: Config.JobTimeout must be longer than one extractor call, %s (two model requests of its timeout), not %s",
+			callTimeout(c.Extractor), c.JobTimeout)
 	case c.MaxAttempts < 1:
 		return fmt.Errorf("worker: Config.MaxAttempts must be at least 1, not %d", c.MaxAttempts)
 	case c.AckWait < time.Second:

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/riverqueue/river/rivertype"
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/memoryd/memoryd/events"
@@ -331,7 +332,7 @@ func TestRestartMidwayProcessesEveryTurnOnce(t *testing.T) {
 func TestLLMFailureMarksTurnFailedAndRetryRecovers(t *testing.T) {
 	e := setup(t)
 	srv := extractortest.NewServer(t, extractortest.Reply{Status: 500, Body: `{"error":{"message":"down"}}`})
-	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake", MaxRetries: 1, BaseBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
+	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,12 +342,33 @@ func TestLLMFailureMarksTurnFailedAndRetryRecovers(t *testing.T) {
 	if st.TurnsFailed != 1 || st.Facts != 0 {
 		t.Fatalf("stats = %+v; want the turn failed and nothing stored", st)
 	}
-	if got := srv.Requests(); got != 4 {
-		t.Fatalf("LLM requests = %d, want 4 (2 job attempts × 2 requests)", got)
+	// No retry loop below River's: one request per attempt.
+	if got := srv.Requests(); got != 2 {
+		t.Fatalf("LLM requests = %d, want 2 (2 job attempts × 1 request)", got)
 	}
 	failed, err := e.store.FailedTurns(e.ctx, "alice", 10)
 	if err != nil || len(failed) != 1 || failed[0].LastError == "" {
 		t.Fatalf("failed turns = %+v, %v", failed, err)
+	}
+	// River's row holds every attempt's error, with the status. The turn is
+	// marked failed before River records the last attempt.
+	rc := e.riverClient()
+	var jobs []*rivertype.JobRow
+	e.waitFor("River to cancel the job", func() (bool, string) {
+		jobs = e.extractJobs(rc)
+		var b strings.Builder
+		for _, j := range jobs {
+			fmt.Fprintf(&b, "job %d: state %s, attempt %d, errors %+v; ", j.ID, j.State, j.Attempt, j.Errors)
+		}
+		return len(jobs) == 1 && jobs[0].State == rivertype.JobStateCancelled, b.String()
+	})
+	if len(jobs[0].Errors) != 2 {
+		t.Fatalf("job errors = %+v, want one per attempt", jobs[0].Errors)
+	}
+	for _, ae := range jobs[0].Errors {
+		if !strings.Contains(ae.Error, "status 500: down") {
+			t.Errorf("attempt %d error %q does not give the model server's status", ae.Attempt, ae.Error)
+		}
 	}
 
 	srv.SetHandler(func(openai.ChatCompletionRequest) extractortest.Reply {
@@ -369,7 +391,7 @@ func TestLLMFailureMarksTurnFailedAndRetryRecovers(t *testing.T) {
 func TestPermanentLLMErrorFailsAtOnce(t *testing.T) {
 	e := setup(t)
 	srv := extractortest.NewServer(t, extractortest.Reply{Status: 401, Body: `{"error":{"message":"bad key"}}`})
-	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake", BaseBackoff: time.Millisecond})
+	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,143 @@
+package extractor
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Kind says what a failed extraction means to the caller deciding whether to
+// try again. The extractor never retries on its own; the kind is all a
+// caller needs to schedule the next attempt (memoryd's worker maps it to a
+// River outcome in one function).
+type Kind int
+
+// The kinds of [Error].
+const (
+	// KindTransient: the model server could not be reached, timed out, or
+	// answered 408 or 5xx, or the caller's context ended. A later attempt
+	// may succeed.
+	KindTransient Kind = iota + 1
+	// KindRetryAfter: the server asked to slow down (429, or 503 with a
+	// Retry-After header). [Error.RetryAfter] says for how long.
+	KindRetryAfter
+	// KindInvalidOutput: the model answered twice (the first reply and the
+	// one correction asked for) with output that is not JSON of the
+	// expected shape.
+	KindInvalidOutput
+	// KindPermanent: trying again cannot help: a 4xx other than 408 and
+	// 429 (authentication, bad request, unknown model), a refusal, a request
+	// the client library would not send, or an input over a limit.
+	KindPermanent
+)
+
+// String returns the kind's lowercase name.
+func (k Kind) String() string {
+	switch k {
+	case KindTransient:
+		return "transient"
+	case KindRetryAfter:
+		return "retry-after"
+	case KindInvalidOutput:
+		return "invalid output"
+	case KindPermanent:
+		return "permanent"
+	}
+	return fmt.Sprintf("kind(%d)", int(k))
+}
+
+// MaxRetryAfter caps the delay an [Error] of KindRetryAfter carries, and
+// how long an [LLM] pauses after one, whatever the server asked for.
+const MaxRetryAfter = 10 * time.Minute
+
+// defaultRetryAfter is the delay of a 429 that came without a usable
+// Retry-After header.
+const defaultRetryAfter = time.Second
+
+// Error is the error of a failed Extract or ExtractBatch. Every error the
+// extractors return is an *Error (use errors.As, or [KindOf] and
+// [RetryAfterOf]); it also matches exactly one of the sentinels
+// [ErrTransient], [ErrRetryAfter], [ErrInvalidOutput] and [ErrPermanent]
+// with errors.Is, and the context's error when the context ended.
+type Error struct {
+	// Kind is what the failure means for a later attempt.
+	Kind Kind
+	// RetryAfter is how long to wait before the next attempt, for
+	// KindRetryAfter: the server's Retry-After, at most MaxRetryAfter, or
+	// 1s when the server gave none. Zero for the other kinds.
+	RetryAfter time.Duration
+	// Reason says what went wrong, briefly: a status code and the server's
+	// short message, never a whole reply or response body.
+	Reason string
+	// Err is the underlying error when there is one worth matching, such
+	// as context.Canceled; may be nil.
+	Err error
+}
+
+// Error returns the sentinel's text, then the reason.
+func (e *Error) Error() string {
+	return e.sentinel().Error() + ": " + e.Reason
+}
+
+// Unwrap returns the kind's sentinel and, when set, Err.
+func (e *Error) Unwrap() []error {
+	if e.Err == nil {
+		return []error{e.sentinel()}
+	}
+	return []error{e.sentinel(), e.Err}
+}
+
+func (e *Error) sentinel() error {
+	switch e.Kind {
+	case KindRetryAfter:
+		return ErrRetryAfter
+	case KindInvalidOutput:
+		return ErrInvalidOutput
+	case KindPermanent:
+		return ErrPermanent
+	}
+	return ErrTransient
+}
+
+// KindOf returns the Kind of the first *Error in err's chain, or 0 when
+// there is none (the error did not come from an extractor).
+func KindOf(err error) Kind {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Kind
+	}
+	return 0
+}
+
+// RetryAfterOf returns the delay of an error of KindRetryAfter in err's
+// chain, and whether there is one.
+func RetryAfterOf(err error) (time.Duration, bool) {
+	var e *Error
+	if errors.As(err, &e) && e.Kind == KindRetryAfter {
+		return e.RetryAfter, true
+	}
+	return 0, false
+}
+
+// Sentinel errors, one per Kind. Every error returned by Extract and
+// ExtractBatch matches exactly one of them with errors.Is.
+var (
+	// ErrTransient is matched by errors of KindTransient.
+	ErrTransient = errors.New("extractor: transient model server error")
+	// ErrRetryAfter is matched by errors of KindRetryAfter.
+	ErrRetryAfter = errors.New("extractor: model server asked to retry later")
+	// ErrInvalidOutput is matched by errors of KindInvalidOutput.
+	ErrInvalidOutput = errors.New("extractor: invalid model output")
+	// ErrPermanent is matched by errors of KindPermanent.
+	ErrPermanent = errors.New("extractor: permanent error")
+)
+
+// newError returns an *Error of kind with a formatted reason.
+func newError(kind Kind, format string, args ...any) *Error {
+	return &Error{Kind: kind, Reason: fmt.Sprintf(format, args...)}
+}
+
+// ctxError is the error of a call whose context ended.
+func ctxError(what string, err error) *Error {
+	return &Error{Kind: KindTransient, Reason: what + ": " + err.Error(), Err: err}
+}

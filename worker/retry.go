@@ -1,0 +1,203 @@
+package worker
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/store"
+)
+
+// Retries of extraction jobs are River's alone: the extractor makes one
+// attempt per call and returns a typed *extractor.Error, and outcome, below,
+// is the one place that turns a failed run into what River does next.
+//
+// River's semantics (v0.51) that this relies on:
+//   - A returned error is an attempt: River records it in the job row's
+//     errors and retries after the retry policy's backoff, until MaxAttempts.
+//   - river.JobCancel records the error and ends the job at once.
+//   - river.JobSnooze reschedules the job after the duration without
+//     spending an attempt (River decrements Attempt again) and without
+//     recording an error; River counts snoozes in the "snoozes" metadata
+//     key. Since a snooze is free, every kind of snooze here is counted in
+//     a key of its own and bounded, so that no server or lock can keep a
+//     job forever.
+
+// Observer outcomes of a failed run; see Observer.Extracted.
+const (
+	outcomeRetry       = "retry"
+	outcomeFailed      = "failed"
+	outcomeHandedBack  = "handed_back"
+	outcomeLockWait    = "lock_wait"
+	outcomeRateLimited = "rate_limited"
+)
+
+// Job metadata keys counting free snoozes, and the reason of the last one
+// (a snooze records no error in the job row, so it goes there instead).
+const (
+	metaLockWaits      = "memoryd_lock_waits"
+	metaRateLimitWaits = "memoryd_rate_limit_waits"
+	metaSnoozeReason   = "memoryd_snooze_reason"
+)
+
+// retryBudget is what outcome needs of the worker's configuration.
+type retryBudget struct {
+	// maxAttempts is Config.MaxAttempts; it caps the job's own MaxAttempts
+	// (jobs inserted with River's default carry more).
+	maxAttempts int
+	// maxLockWaits and maxRateLimitWaits bound the free snoozes of a job
+	// (Config.MaxLockWaits, Config.MaxRateLimitWaits).
+	maxLockWaits, maxRateLimitWaits int
+	// lockWaitBase is the first lock-wait snooze; it doubles per wait, up
+	// to 30s.
+	lockWaitBase time.Duration
+	// spread lengthens a snooze by a random part, so that jobs snoozed
+	// together do not all come back at once; identity in tests.
+	spread func(time.Duration) time.Duration
+}
+
+// budget returns the worker's retryBudget.
+func (w *Worker) budget() retryBudget {
+	return retryBudget{
+		maxAttempts:       w.cfg.MaxAttempts,
+		maxLockWaits:      w.cfg.MaxLockWaits,
+		maxRateLimitWaits: w.cfg.MaxRateLimitWaits,
+		lockWaitBase:      min(w.cfg.JobRetryBase, time.Second),
+		spread:            spread,
+	}
+}
+
+// verdict is what outcome decided for a failed run.
+type verdict struct {
+	// river is what the run returns to River: a *river.JobSnoozeError, a
+	// *river.JobCancelError, or a plain error (an attempt, retried with
+	// River's backoff).
+	river error
+	// label is the run's Observer outcome.
+	label string
+	// record says to record the error on the turns (store.MarkFailed); a
+	// snooze leaves them pending without one. final marks them failed for
+	// good.
+	record, final bool
+	// count is the metadata key of the snooze counter to set to n, or "".
+	count string
+	n     int
+}
+
+// outcome is the one place that decides what River does with a failed run
+// of an extraction job, from the error and the job's row. In order:
+//
+//   - shutdown (the run's context was cancelled): snooze 1s, handing the
+//     job back without spending an attempt.
+//   - a lock timeout or deadlock (store.IsLockWait), fewer than
+//     maxLockWaits times: snooze with a short, doubling delay.
+//   - extractor.KindRetryAfter (and no extractor.KindPermanent anywhere in
+//     the error), fewer than maxRateLimitWaits times: snooze
+//     for the server's delay (at most extractor.MaxRetryAfter). Past the
+//     bound it is an ordinary transient failure, which spends attempts, so
+//     a server that always answers 429 ends the job after MaxAttempts.
+//   - extractor.KindPermanent anywhere in the error, or the job's last attempt
+//     (job.Attempt >= min(job.MaxAttempts, maxAttempts)): river.JobCancel,
+//     and the turns are marked failed for good (memoryd failed lists them;
+//     RetryFailed re-runs them).
+//   - anything else: the error itself, so that River retries with its
+//     backoff. That includes extractor.KindTransient, errors that are not
+//     the extractor's (Postgres), and extractor.KindInvalidOutput: the
+//     model already had its one correction within the attempt, but a model
+//     call is not deterministic (sampling, a server under load truncating
+//     its reply, a model swapped behind the same name), and the attempt
+//     budget bounds the cost at two calls per attempt.
+func outcome(err error, job *rivertype.JobRow, shutdown bool, b retryBudget) verdict {
+	if shutdown {
+		return verdict{river: river.JobSnooze(time.Second), label: outcomeHandedBack}
+	}
+	if waits := metaCount(job.Metadata, metaLockWaits); store.IsLockWait(err) && waits < b.maxLockWaits {
+		d := b.spread(min(b.lockWaitBase<<min(waits, 5), 30*time.Second))
+		return verdict{river: river.JobSnooze(d), label: outcomeLockWait, count: metaLockWaits, n: waits + 1}
+	}
+	// Any permanent error in the tree decides: a joined error of several
+	// turns must not be snoozed or retried for one that cannot succeed.
+	permanent := errors.Is(err, extractor.ErrPermanent)
+	if d, ok := extractor.RetryAfterOf(err); ok && !permanent {
+		if waits := metaCount(job.Metadata, metaRateLimitWaits); waits < b.maxRateLimitWaits {
+			d = b.spread(min(d, extractor.MaxRetryAfter))
+			return verdict{river: river.JobSnooze(d), label: outcomeRateLimited, count: metaRateLimitWaits, n: waits + 1}
+		}
+	}
+	if permanent || job.Attempt >= min(job.MaxAttempts, b.maxAttempts) {
+		return verdict{river: river.JobCancel(err), label: outcomeFailed, record: true, final: true}
+	}
+	return verdict{river: fmt.Errorf("extract: %w", err), label: outcomeRetry, record: true}
+}
+
+// worse returns whichever of two turns' errors should decide for a job that
+// extracts several turns: a permanent error over any other, so that a
+// batch with a permanently failing turn is not retried for it, and any
+// other over a retry-after, so that a failure spends an attempt rather than
+// hide behind a free snooze.
+func worse(have, next error) error {
+	rank := func(err error) int {
+		switch {
+		case errors.Is(err, extractor.ErrPermanent):
+			return 2
+		case errors.Is(err, extractor.ErrRetryAfter):
+			return 0
+		}
+		return 1
+	}
+	if have == nil || rank(next) > rank(have) {
+		return next
+	}
+	return have
+}
+
+// lockWaits reads how often a job was snoozed for a lock wait.
+func lockWaits(metadata []byte) int { return metaCount(metadata, metaLockWaits) }
+
+// callTimeout is the longest one call of ext may take (*extractor.LLM's
+// CallTimeout), or 0 when it does not say.
+func callTimeout(ext Extractor) time.Duration {
+	if t, ok := ext.(interface{ CallTimeout() time.Duration }); ok {
+		return t.CallTimeout()
+	}
+	return 0
+}
+
+// metaCount reads a snooze counter from a job's metadata; absent or
+// unreadable counts as none.
+func metaCount(metadata []byte, key string) int {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(metadata, &m) != nil {
+		return 0
+	}
+	var n int
+	if json.Unmarshal(m[key], &n) != nil {
+		return 0
+	}
+	return n
+}
+
+// jobEnd is a failed run as fail decided it: River sees the verdict's error
+// through Unwrap (a snooze, a cancel, or a plain error), the Observer its
+// label, and the job row's errors its text, which is the cause's.
+type jobEnd struct {
+	label        string
+	river, cause error
+}
+
+func (j *jobEnd) Error() string   { return "extract: " + j.cause.Error() }
+func (j *jobEnd) Unwrap() []error { return []error{j.river, j.cause} }
+
+// spread lengthens d by up to 25%.
+func spread(d time.Duration) time.Duration {
+	if d <= 0 {
+		return d
+	}
+	return d + rand.N(d/4+1)
+}

@@ -1,0 +1,115 @@
+package worker_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/extractor/extractortest"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/worker"
+)
+
+// riverClient returns a River client on e's database that only reads jobs.
+func (e *env) riverClient() *river.Client[pgx.Tx] {
+	e.t.Helper()
+	c, err := river.NewClient(riverpgxv5.New(e.store.Pool()), &river.Config{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return c
+}
+
+// extractJobs returns the rows of every extraction job, oldest first.
+func (e *env) extractJobs(c *river.Client[pgx.Tx]) []*rivertype.JobRow {
+	e.t.Helper()
+	res, err := c.JobList(e.ctx, river.NewJobListParams().Kinds(store.ExtractJobKind).First(100))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return res.Jobs
+}
+
+// TestRetryAfterSnoozesTheJob: a 429 with Retry-After ends the attempt after
+// one request; River's row shows the job scheduled for the server's delay,
+// with no attempt spent and no error recorded, the snooze counted and its
+// reason in the metadata, and the turn still pending.
+func TestRetryAfterSnoozesTheJob(t *testing.T) {
+	e := setup(t)
+	const retryAfter = 60 * time.Second // past River's scheduler interval, so the row is "scheduled"
+	srv := extractortest.NewServer(t, extractortest.Reply{Status: http.StatusTooManyRequests,
+		Body: `{"error":{"message":"slow down"}}`, Header: http.Header{"Retry-After": {"60"}}})
+	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := e.riverClient()
+	before := time.Now()
+	e.start(llm, nil)
+	e.publish(events.Turn{ID: "t1", UserID: "alice", UserMessage: "My name is Alice."})
+
+	var job *rivertype.JobRow
+	e.waitFor("the job snoozed", func() (bool, string) {
+		jobs := e.extractJobs(rc)
+		if len(jobs) != 1 {
+			return false, fmt.Sprintf("%d jobs", len(jobs))
+		}
+		job = jobs[0]
+		var meta struct {
+			Waits int `json:"memoryd_rate_limit_waits"`
+		}
+		_ = json.Unmarshal(job.Metadata, &meta)
+		return job.State == rivertype.JobStateScheduled && meta.Waits == 1, fmt.Sprintf("state %s, metadata %s", job.State, job.Metadata)
+	})
+	after := time.Now()
+	if job.ScheduledAt.Before(before.Add(retryAfter)) || job.ScheduledAt.After(after.Add(retryAfter*5/4)) {
+		t.Errorf("scheduled at %s, want between %s and %s (now + Retry-After, spread by at most 25%%)",
+			job.ScheduledAt, before.Add(retryAfter), after.Add(retryAfter*5/4))
+	}
+	if job.Attempt != 0 || len(job.Errors) != 0 {
+		t.Errorf("attempt %d, errors %+v; want no attempt spent and no error recorded", job.Attempt, job.Errors)
+	}
+	var meta map[string]any
+	if err := json.Unmarshal(job.Metadata, &meta); err != nil {
+		t.Fatal(err)
+	}
+	if reason, _ := meta["memoryd_snooze_reason"].(string); !strings.Contains(reason, "status 429") {
+		t.Errorf("metadata %s does not say why the job was snoozed", job.Metadata)
+	}
+	if got := srv.Requests(); got != 1 {
+		t.Errorf("model requests = %d, want 1: nothing retries within the attempt", got)
+	}
+	turn, err := e.store.GetTurn(e.ctx, "alice", "t1")
+	if err != nil || turn.Status != store.StatusPending {
+		t.Errorf("turn = %+v, %v; want it pending", turn, err)
+	}
+}
+
+// TestJobTimeoutMustFitAnExtractorCall: a job timeout that one LLM call
+// (two requests of its timeout) could outlast is refused, naming the field.
+func TestJobTimeoutMustFitAnExtractorCall(t *testing.T) {
+	e := setup(t)
+	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: "http://127.0.0.1:1/v1", Model: "fake", Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		jobTimeout time.Duration
+		ok         bool
+	}{{time.Minute, false}, {59 * time.Second, false}, {61 * time.Second, true}} {
+		_, err := worker.New(worker.Config{Conn: e.nc, Store: e.store, Extractor: llm, JobTimeout: tt.jobTimeout})
+		if tt.ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "Config.JobTimeout")) {
+			t.Errorf("JobTimeout %s: New error = %v, want ok %v (or an error naming Config.JobTimeout)", tt.jobTimeout, err, tt.ok)
+		}
+	}
+}

@@ -1,0 +1,182 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/memoryd/memoryd/extractor"
+)
+
+// TestOutcome: every kind of extractor error, bare and wrapped, at a first
+// and a last attempt, maps to one River outcome.
+func TestOutcome(t *testing.T) {
+	t.Parallel()
+
+	var (
+		transient = &extractor.Error{Kind: extractor.KindTransient, Reason: "status 500: boom"}
+		permanent = &extractor.Error{Kind: extractor.KindPermanent, Reason: "status 401: bad key"}
+		invalid   = &extractor.Error{Kind: extractor.KindInvalidOutput, Reason: "no JSON object (after 2 model calls)"}
+		deadline  = &extractor.Error{Kind: extractor.KindTransient, Reason: "model request: context deadline exceeded", Err: context.DeadlineExceeded}
+		lockWait  = fmt.Errorf("save: %w", &pgconn.PgError{Code: "55P03", Message: "canceling statement due to lock timeout"})
+		deadlock  = &pgconn.PgError{Code: "40P01", Message: "deadlock detected"}
+		other     = errors.New("connection refused")
+	)
+	retryAfter := func(d time.Duration) error {
+		return &extractor.Error{Kind: extractor.KindRetryAfter, RetryAfter: d, Reason: "status 429: slow down"}
+	}
+	budget := retryBudget{maxAttempts: 5, maxLockWaits: 3, maxRateLimitWaits: 10, lockWaitBase: 100 * time.Millisecond,
+		spread: func(d time.Duration) time.Duration { return d }}
+	const (
+		plain  = "error"
+		snooze = "snooze"
+		cancel = "cancel"
+	)
+	tests := []struct {
+		name        string
+		err         error
+		attempt     int
+		maxAttempts int    // of the job; default 5
+		metadata    string // of the job; default {}
+		shutdown    bool
+
+		want       string        // plain, snooze or cancel
+		wantSnooze time.Duration // for snooze
+		wantLabel  string
+		wantRecord bool
+		wantFinal  bool
+		wantCount  string
+		wantN      int
+	}{
+		{name: "transient", err: transient, attempt: 1, want: plain, wantLabel: outcomeRetry, wantRecord: true},
+		{name: "transient wrapped", err: fmt.Errorf("turn e1: %w", transient), attempt: 2, want: plain, wantLabel: outcomeRetry, wantRecord: true},
+		{name: "transient last attempt", err: transient, attempt: 5, want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true},
+		{name: "transient, job with River's default attempts", err: transient, attempt: 5, maxAttempts: 25,
+			want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true},
+		{name: "deadline of the attempt", err: deadline, attempt: 1, want: plain, wantLabel: outcomeRetry, wantRecord: true},
+		{name: "not an extractor error", err: other, attempt: 1, want: plain, wantLabel: outcomeRetry, wantRecord: true},
+		{name: "not an extractor error, last attempt", err: other, attempt: 5, want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true},
+
+		{name: "permanent", err: permanent, attempt: 1, want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true},
+		{name: "permanent joined", err: errors.Join(transient, fmt.Errorf("turn e2: %w", permanent)), attempt: 1,
+			want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true},
+
+		{name: "invalid output", err: invalid, attempt: 1, want: plain, wantLabel: outcomeRetry, wantRecord: true},
+		{name: "invalid output last attempt", err: fmt.Errorf("batch: %w", invalid), attempt: 5,
+			want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true},
+
+		{name: "retry-after", err: retryAfter(30 * time.Second), attempt: 1,
+			want: snooze, wantSnooze: 30 * time.Second, wantLabel: outcomeRateLimited, wantCount: metaRateLimitWaits, wantN: 1},
+		{name: "retry-after wrapped, counted before", err: fmt.Errorf("turn e1: %w", retryAfter(2*time.Second)), attempt: 3,
+			metadata: `{"memoryd_rate_limit_waits": 4, "snoozes": 6}`,
+			want:     snooze, wantSnooze: 2 * time.Second, wantLabel: outcomeRateLimited, wantCount: metaRateLimitWaits, wantN: 5},
+		{name: "retry-after zero", err: retryAfter(0), attempt: 1,
+			want: snooze, wantSnooze: 0, wantLabel: outcomeRateLimited, wantCount: metaRateLimitWaits, wantN: 1},
+		{name: "retry-after capped", err: retryAfter(time.Hour), attempt: 1,
+			want: snooze, wantSnooze: extractor.MaxRetryAfter, wantLabel: outcomeRateLimited, wantCount: metaRateLimitWaits, wantN: 1},
+		{name: "retry-after at the last attempt spends none", err: retryAfter(time.Second), attempt: 5,
+			want: snooze, wantSnooze: time.Second, wantLabel: outcomeRateLimited, wantCount: metaRateLimitWaits, wantN: 1},
+		{name: "retry-after past its bound", err: retryAfter(time.Second), attempt: 1, metadata: `{"memoryd_rate_limit_waits": 10}`,
+			want: plain, wantLabel: outcomeRetry, wantRecord: true},
+		{name: "retry-after past its bound, last attempt", err: retryAfter(time.Second), attempt: 5, metadata: `{"memoryd_rate_limit_waits": 10}`,
+			want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true},
+
+		{name: "lock wait", err: lockWait, attempt: 1,
+			want: snooze, wantSnooze: 100 * time.Millisecond, wantLabel: outcomeLockWait, wantCount: metaLockWaits, wantN: 1},
+		{name: "deadlock, waited twice", err: deadlock, attempt: 1, metadata: `{"memoryd_lock_waits": 2}`,
+			want: snooze, wantSnooze: 400 * time.Millisecond, wantLabel: outcomeLockWait, wantCount: metaLockWaits, wantN: 3},
+		{name: "lock wait past its bound", err: lockWait, attempt: 1, metadata: `{"memoryd_lock_waits": 3}`,
+			want: plain, wantLabel: outcomeRetry, wantRecord: true},
+		{name: "unreadable metadata counts none", err: lockWait, attempt: 1, metadata: `{"memoryd_lock_waits": "x"}`,
+			want: snooze, wantSnooze: 100 * time.Millisecond, wantLabel: outcomeLockWait, wantCount: metaLockWaits, wantN: 1},
+
+		{name: "shutdown", err: transient, attempt: 5, shutdown: true, want: snooze, wantSnooze: time.Second, wantLabel: outcomeHandedBack},
+		{name: "shutdown, permanent", err: permanent, attempt: 1, shutdown: true, want: snooze, wantSnooze: time.Second, wantLabel: outcomeHandedBack},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			job := &rivertype.JobRow{ID: 1, Attempt: tt.attempt, MaxAttempts: 5, Metadata: []byte(`{}`)}
+			if tt.maxAttempts != 0 {
+				job.MaxAttempts = tt.maxAttempts
+			}
+			if tt.metadata != "" {
+				job.Metadata = []byte(tt.metadata)
+			}
+			v := outcome(tt.err, job, tt.shutdown, budget)
+
+			var (
+				s *river.JobSnoozeError
+				c *river.JobCancelError
+			)
+			switch tt.want {
+			case snooze:
+				if !errors.As(v.river, &s) || s.Duration != tt.wantSnooze {
+					t.Errorf("River gets %v, want a snooze of %v", v.river, tt.wantSnooze)
+				}
+			case cancel:
+				if !errors.As(v.river, &c) || !errors.Is(v.river, tt.err) {
+					t.Errorf("River gets %v, want a cancel wrapping %v", v.river, tt.err)
+				}
+			default:
+				if errors.As(v.river, &s) || errors.As(v.river, &c) || !errors.Is(v.river, tt.err) {
+					t.Errorf("River gets %v, want the plain error %v", v.river, tt.err)
+				}
+			}
+			if v.label != tt.wantLabel || v.record != tt.wantRecord || v.final != tt.wantFinal || v.count != tt.wantCount || v.n != tt.wantN {
+				t.Errorf("verdict = {label %q record %v final %v count %q n %d}, want {%q %v %v %q %d}",
+					v.label, v.record, v.final, v.count, v.n, tt.wantLabel, tt.wantRecord, tt.wantFinal, tt.wantCount, tt.wantN)
+			}
+
+			// What River sees through the run's error, and the text its row
+			// records.
+			end := &jobEnd{label: v.label, river: v.river, cause: tt.err}
+			if tt.want == snooze && !errors.As(end, &s) || tt.want == cancel && !errors.As(end, &c) {
+				t.Errorf("jobEnd hides the verdict %v from River", v.river)
+			}
+			if tt.want == plain && (errors.As(end, &s) || errors.As(end, &c)) {
+				t.Errorf("jobEnd of a plain error looks like a snooze or cancel")
+			}
+			if got, want := end.Error(), "extract: "+tt.err.Error(); got != want {
+				t.Errorf("job row error %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+func TestWorse(t *testing.T) {
+	t.Parallel()
+
+	var (
+		transient  = &extractor.Error{Kind: extractor.KindTransient, Reason: "t"}
+		permanent  = &extractor.Error{Kind: extractor.KindPermanent, Reason: "p"}
+		invalid    = &extractor.Error{Kind: extractor.KindInvalidOutput, Reason: "i"}
+		retryAfter = &extractor.Error{Kind: extractor.KindRetryAfter, RetryAfter: time.Second, Reason: "r"}
+		other      = errors.New("o")
+	)
+	tests := []struct {
+		have, next, want error
+	}{
+		{nil, retryAfter, retryAfter},
+		{retryAfter, transient, transient},
+		{retryAfter, invalid, invalid},
+		{retryAfter, other, other},
+		{transient, retryAfter, transient},
+		{transient, invalid, transient}, // the first of a rank is kept
+		{transient, permanent, permanent},
+		{permanent, transient, permanent},
+		{retryAfter, permanent, permanent},
+		{permanent, retryAfter, permanent},
+	}
+	for _, tt := range tests {
+		if got := worse(tt.have, tt.next); got != tt.want {
+			t.Errorf("worse(%v, %v) = %v, want %v", tt.have, tt.next, got, tt.want)
+		}
+	}
+}
