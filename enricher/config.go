@@ -8,20 +8,10 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 
 	"github.com/memoryd/memoryd/events"
-	"github.com/memoryd/memoryd/store"
 )
-
-// SchemaBase is where the JSON Schemas of the endpoints' requests and replies
-// are published (docs/schemas in the repository); an endpoint's metadata
-// names its two files.
-const SchemaBase = "https://github.com/memoryd/memoryd/blob/main/docs/schemas/"
-
-// ServiceName is the micro service name, as listed by `nats micro ls`.
-const ServiceName = "memoryd"
 
 // DefaultVersion is the service version used when none is configured.
 const DefaultVersion = "0.1.0"
@@ -29,22 +19,14 @@ const DefaultVersion = "0.1.0"
 // DefaultMaxFacts is Config.MaxFacts' default.
 const DefaultMaxFacts = 50
 
-// maxListFacts bounds a facts.list reply well inside NATS's default 1 MiB
-// max payload.
-const maxListFacts = 1000
-
-// Store is what the service reads and writes; *store.Store satisfies it.
+// Store is everything the service reads and writes: the union of what each
+// group of endpoints needs, declared beside it (Recaller for enrich,
+// MemoryReader for the read tools, MemoryWriter for the write tools), so
+// that one value can serve them all. *store.Store satisfies it.
 type Store interface {
-	Recall(ctx context.Context, q store.RecallQuery) ([]store.Fact, []store.ContextItem, error)
-	SearchContext(ctx context.Context, q store.SearchQuery) ([]store.ContextItem, error)
-	DeleteContext(ctx context.Context, d store.ContextDelete) (int64, error)
-	// InTx runs the direct writes (store, facts.set) in a transaction that
-	// holds the user's forget lock (see forgetSafe).
-	InTx(ctx context.Context, fn func(pgx.Tx, *store.Store) error) error
-	Fact(ctx context.Context, userID, key string) (store.Fact, error)
-	DeleteFact(ctx context.Context, userID, key string) (int64, error)
-	Facts(ctx context.Context, userID string, limit int) ([]store.Fact, error)
-	Stats(ctx context.Context, userID string) (store.UserStats, error)
+	Recaller
+	MemoryReader
+	MemoryWriter
 }
 
 // Observer is told about enrich replies (e.g. to feed a latency histogram).

@@ -15,6 +15,12 @@ import (
 	"github.com/memoryd/memoryd/store"
 )
 
+// Recaller is what enrich reads: in one call, the user's facts and the
+// context items relevant to a message.
+type Recaller interface {
+	Recall(ctx context.Context, q store.RecallQuery) ([]store.Fact, []store.ContextItem, error)
+}
+
 // enrichHandler answers enrich requests. Whatever Postgres does, exactly one
 // reply goes out no later than Timeout after arrival: the store's answer if
 // it comes in time, a degraded reply otherwise. A timer guards the bound
@@ -171,8 +177,26 @@ func (s *Service) parseEnrich(token string, data []byte) (enrichParams, error) {
 	return p, nil
 }
 
+// enrich assembles an enrich reply: the memory relevant to the request,
+// fitted to its token budget and formatted for injection.
 func (s *Service) enrich(ctx context.Context, p enrichParams) (events.EnrichReply, error) {
-	facts, items, err := s.cfg.Store.Recall(ctx, store.RecallQuery{
+	facts, items, err := s.relevant(ctx, p)
+	if err != nil {
+		return events.EnrichReply{}, err
+	}
+	r := p.reply(time.Now())
+	r.Facts, r.Context, r.Injection, r.Tokens = inject(p.format, p.maxTokens, wireFacts(facts), wireItems(items))
+	return r, nil
+}
+
+// relevant is enrich's one read of memory: the user's most recently set
+// facts (at most Config.MaxFacts) and the context items matching the
+// request's keywords, best first, none under its threshold, at most its
+// max_results; one snapshot, so that a turn's context never shows without
+// the facts committed with it. How candidates are found and ranked is
+// decided behind this call alone.
+func (s *Service) relevant(ctx context.Context, p enrichParams) ([]store.Fact, []store.ContextItem, error) {
+	return s.recall.Recall(ctx, store.RecallQuery{
 		SearchQuery: store.SearchQuery{
 			UserID:    p.userID,
 			Keywords:  p.keywords,
@@ -182,12 +206,6 @@ func (s *Service) enrich(ctx context.Context, p enrichParams) (events.EnrichRepl
 		},
 		MaxFacts: s.cfg.MaxFacts,
 	})
-	if err != nil {
-		return events.EnrichReply{}, err
-	}
-	r := p.reply(time.Now())
-	r.Facts, r.Context, r.Injection, r.Tokens = inject(p.format, p.maxTokens, wireFacts(facts), wireItems(items))
-	return r, nil
 }
 
 func millis(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }

@@ -12,6 +12,14 @@ import (
 	"github.com/nats-io/nats.go/micro"
 )
 
+// SchemaBase is where the JSON Schemas of the endpoints' requests and replies
+// are published (docs/schemas in the repository); an endpoint's metadata
+// names its two files.
+const SchemaBase = "https://github.com/memoryd/memoryd/blob/main/docs/schemas/"
+
+// ServiceName is the micro service name, as listed by `nats micro ls`.
+const ServiceName = "memoryd"
+
 // Service is the memoryd micro service. Create it with New, then Start it;
 // Stop it before closing its connection or store.
 type Service struct {
@@ -20,6 +28,12 @@ type Service struct {
 	stats  map[string]*endpointStats
 	// One lane per endpoint kind, so that no kind waits behind another.
 	enrichLane, searchLane, toolLane *lane
+
+	// Each group of endpoints holds only the part of Config.Store it uses.
+	recall Recaller
+	reads  memoryReads
+	writes memoryWrites
+	admin  adminOps
 
 	mu       sync.Mutex
 	svc      micro.Service
@@ -58,7 +72,12 @@ func New(cfg Config) (*Service, error) {
 		enrichLane: newLane(cfg.MaxInFlight, 0),
 		searchLane: newLane(cfg.MaxSearchInFlight, cfg.MaxUserInFlight),
 		toolLane:   newLane(cfg.MaxToolInFlight, cfg.MaxUserInFlight),
+
+		recall: cfg.Store,
+		reads:  memoryReads{store: cfg.Store},
+		writes: memoryWrites{store: cfg.Store},
 	}
+	s.admin = adminOps{forget: cfg.Forget, logger: s.logger}
 	for _, ep := range s.endpoints() {
 		s.stats[ep.name] = &endpointStats{}
 	}
@@ -80,15 +99,15 @@ type call func(ctx context.Context) (any, error)
 func (s *Service) endpoints() []endpoint {
 	return []endpoint{
 		{"enrich", "enrich", "memory relevant to a message, with the text to inject", nil},
-		{"search", "search", "full-text search over the user's remembered context", s.search},
-		{"store", "store", "remember a question/answer pair (store_memory tool)", s.storeContext},
-		{"clear", "clear", "forget context items (clear_memory tool)", s.clearContext},
-		{"facts_set", "facts.set", "set a fact (set_fact tool)", s.setFact},
-		{"facts_get", "facts.get", "read one fact", s.getFact},
-		{"facts_clear", "facts.clear", "delete a fact", s.clearFact},
-		{"facts_list", "facts.list", "list the user's facts", s.listFacts},
-		{"stats", "stats", "the user's memory and ingestion counters", s.userStats},
-		{"forget", "forget", "delete everything kept about the user, including their events in the stream", s.forget},
+		{"search", "search", "full-text search over the user's remembered context", s.reads.search},
+		{"store", "store", "remember a question/answer pair (store_memory tool)", s.writes.storeContext},
+		{"clear", "clear", "forget context items (clear_memory tool)", s.writes.clearContext},
+		{"facts_set", "facts.set", "set a fact (set_fact tool)", s.writes.setFact},
+		{"facts_get", "facts.get", "read one fact", s.reads.getFact},
+		{"facts_clear", "facts.clear", "delete a fact", s.writes.clearFact},
+		{"facts_list", "facts.list", "list the user's facts", s.reads.listFacts},
+		{"stats", "stats", "the user's memory and ingestion counters", s.reads.userStats},
+		{"forget", "forget", "delete everything kept about the user, including their events in the stream", s.admin.forgetUser},
 	}
 }
 
