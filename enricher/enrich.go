@@ -25,14 +25,14 @@ type Recaller interface {
 // reply goes out no later than Timeout after arrival: the store's answer if
 // it comes in time, a degraded reply otherwise. A timer guards the bound
 // even if a store call were to ignore its context.
-func (s *Service) enrichHandler() micro.Handler {
-	st := s.stats["enrich"]
+func (s *Service) enrichHandler(ep endpoint) micro.Handler {
+	st := s.stats[ep.name]
 	return micro.HandlerFunc(func(req micro.Request) {
 		received := time.Now()
 		deadline := received.Add(s.cfg.Timeout)
 		p, err := s.parseEnrich(subjectToken(req.Subject()), req.Data())
 		if err != nil {
-			s.replyError(req, "enrich", err)
+			s.replyError(req, ep.name, err)
 			return
 		}
 		if p.optOut {
@@ -59,7 +59,7 @@ func (s *Service) enrichHandler() micro.Handler {
 			s.publish(reply, r)
 		}
 		timedOut := func() string { return fmt.Sprintf("memory store did not answer within %s", s.cfg.Timeout) }
-		s.dispatch(s.enrichLane, "", deadline, func() {
+		s.dispatch(ep.lane, "", deadline, func() {
 			ctx, cancel := context.WithDeadline(context.Background(), deadline)
 			defer cancel()
 			// The guard answers at the deadline even if the store call does

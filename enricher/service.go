@@ -89,7 +89,10 @@ type endpoint struct {
 	name        string // micro endpoint name
 	subject     string // after the prefix, before the user token
 	description string
-	handle      func(token string, data []byte) (call, error)
+	lane        *lane // bounds its requests worked on and waiting
+	// handle validates a request and returns its work; nil for enrich,
+	// whose handler answers degraded rather than with errors.
+	handle func(token string, data []byte) (call, error)
 }
 
 // call is a validated request's work, run on a request goroutine. An enrich
@@ -98,16 +101,16 @@ type call func(ctx context.Context) (any, error)
 
 func (s *Service) endpoints() []endpoint {
 	return []endpoint{
-		{"enrich", "enrich", "memory relevant to a message, with the text to inject", nil},
-		{"search", "search", "full-text search over the user's remembered context", s.reads.search},
-		{"store", "store", "remember a question/answer pair (store_memory tool)", s.writes.storeContext},
-		{"clear", "clear", "forget context items (clear_memory tool)", s.writes.clearContext},
-		{"facts_set", "facts.set", "set a fact (set_fact tool)", s.writes.setFact},
-		{"facts_get", "facts.get", "read one fact", s.reads.getFact},
-		{"facts_clear", "facts.clear", "delete a fact", s.writes.clearFact},
-		{"facts_list", "facts.list", "list the user's facts", s.reads.listFacts},
-		{"stats", "stats", "the user's memory and ingestion counters", s.reads.userStats},
-		{"forget", "forget", "delete everything kept about the user, including their events in the stream", s.admin.forgetUser},
+		{"enrich", "enrich", "memory relevant to a message, with the text to inject", s.enrichLane, nil},
+		{"search", "search", "full-text search over the user's remembered context", s.searchLane, s.reads.search},
+		{"store", "store", "remember a question/answer pair (store_memory tool)", s.toolLane, s.writes.storeContext},
+		{"clear", "clear", "forget context items (clear_memory tool)", s.toolLane, s.writes.clearContext},
+		{"facts_set", "facts.set", "set a fact (set_fact tool)", s.toolLane, s.writes.setFact},
+		{"facts_get", "facts.get", "read one fact", s.toolLane, s.reads.getFact},
+		{"facts_clear", "facts.clear", "delete a fact", s.toolLane, s.writes.clearFact},
+		{"facts_list", "facts.list", "list the user's facts", s.toolLane, s.reads.listFacts},
+		{"stats", "stats", "the user's memory and ingestion counters", s.toolLane, s.reads.userStats},
+		{"forget", "forget", "delete everything kept about the user, including their events in the stream", s.toolLane, s.admin.forgetUser},
 	}
 }
 
@@ -163,9 +166,11 @@ func (s *Service) Start(ctx context.Context) error {
 		return fmt.Errorf("enricher: add service: %w", err)
 	}
 	for _, ep := range s.endpoints() {
-		h := s.handler(ep)
-		if ep.name == "enrich" {
-			h = s.enrichHandler()
+		var h micro.Handler
+		if ep.handle == nil {
+			h = s.enrichHandler(ep)
+		} else {
+			h = s.handler(ep)
 		}
 		err := svc.AddEndpoint(ep.name, h,
 			micro.WithEndpointSubject(s.cfg.Prefix+"."+ep.subject+".*"),

@@ -26,10 +26,6 @@ func subjectToken(subject string) string {
 // not queue in the subscription behind one that waits for a slot.
 func (s *Service) handler(ep endpoint) micro.Handler {
 	st := s.stats[ep.name]
-	l := s.toolLane
-	if ep.name == "search" {
-		l = s.searchLane
-	}
 	return micro.HandlerFunc(func(req micro.Request) {
 		received := time.Now()
 		token := subjectToken(req.Subject())
@@ -39,7 +35,7 @@ func (s *Service) handler(ep endpoint) micro.Handler {
 			return
 		}
 		reply := req.Reply()
-		s.dispatch(l, token, received.Add(s.cfg.WriteTimeout), func() {
+		s.dispatch(ep.lane, token, received.Add(s.cfg.WriteTimeout), func() {
 			ctx, cancel := context.WithDeadline(context.Background(), received.Add(s.cfg.WriteTimeout))
 			defer cancel()
 			res, err := work(ctx)
