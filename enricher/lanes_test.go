@@ -24,11 +24,18 @@ type heldSearchStore struct {
 	*store.Store
 	held    atomic.Int64 // searches inside SearchContext now
 	release chan struct{}
+	// entered, if not nil, gets a value for each search that enters
+	// SearchContext while it has room.
+	entered chan struct{}
 }
 
 func (s *heldSearchStore) SearchContext(ctx context.Context, q store.SearchQuery) ([]store.ContextItem, error) {
 	s.held.Add(1)
 	defer s.held.Add(-1)
+	select {
+	case s.entered <- struct{}{}:
+	default:
+	}
 	<-s.release
 	return s.Store.SearchContext(ctx, q)
 }
@@ -220,4 +227,53 @@ func TestEnrichAnsweredWhilePostgresHangsUnderSearchFlood(t *testing.T) {
 	t.Logf("figures: %d of %d enrich requests answered (%d degraded) with Postgres hung and %d searchers; client latency %s; server took_ms at most %.0f",
 		got, enriches, degraded, searchers, latencies(took), maxTook(replies))
 	searching.end(t, nil)
+}
+
+// TestToolsDoNotWaitBehindSearch: with every search slot held and more
+// searches waiting, the tool endpoints (a write, and reads of facts and
+// stats) are answered from their own lane while those searches are still
+// held.
+func TestToolsDoNotWaitBehindSearch(t *testing.T) {
+	t.Parallel()
+	const slots = 2
+	st := &heldSearchStore{Store: storetest.New(t), release: make(chan struct{}), entered: make(chan struct{}, slots)}
+	h := start(t, st, func(c *enricher.Config) {
+		c.MaxSearchInFlight = slots
+		c.MaxToolInFlight = slots
+	})
+	released := false
+	releaseOnce := func() {
+		if !released {
+			released = true
+			close(st.release)
+		}
+	}
+	t.Cleanup(releaseOnce)
+	searching := flood(t, h, 3*slots, 3*slots)
+	wait := ctxT(t)
+	for range slots {
+		select {
+		case <-st.entered:
+		case <-wait.Done():
+			t.Fatalf("only %d searches reached the store", st.held.Load())
+		}
+	}
+
+	ctx := ctxT(t)
+	if _, err := h.client.SetFact(ctx, "user-0", "dog", "Rex"); err != nil {
+		t.Fatalf("facts.set while every search slot is held: %v", err)
+	}
+	if f, err := h.client.GetFact(ctx, "user-0", "dog"); err != nil || f.Value != "Rex" {
+		t.Fatalf("facts.get while every search slot is held: %+v, %v", f, err)
+	}
+	if facts, err := h.client.ListFacts(ctx, "user-0"); err != nil || len(facts) != 1 {
+		t.Fatalf("facts.list while every search slot is held: %+v, %v", facts, err)
+	}
+	if stats, err := h.client.Stats(ctx, "user-0"); err != nil || stats.Facts != 1 {
+		t.Fatalf("stats while every search slot is held: %+v, %v", stats, err)
+	}
+	if held := st.held.Load(); held != slots {
+		t.Fatalf("%d searches held after the tool requests, want %d: the test lost its flood", held, slots)
+	}
+	searching.end(t, releaseOnce)
 }

@@ -121,3 +121,13 @@ func checkText(field, s string, limit int) error {
 	}
 	return nil
 }
+
+// decodeUser decodes a request that names only the user, checking it
+// against the subject's token.
+func decodeUser(token string, data []byte) (events.UserRequest, error) {
+	var req events.UserRequest
+	if err := decode(data, &req); err != nil {
+		return req, err
+	}
+	return req, checkUser(token, req.UserID)
+}

@@ -1,0 +1,153 @@
+package enricher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/memoryd/memoryd/events"
+)
+
+// DefaultVersion is the service version used when none is configured.
+const DefaultVersion = "0.1.0"
+
+// DefaultMaxFacts is Config.MaxFacts' default.
+const DefaultMaxFacts = 50
+
+// Store is everything the service reads and writes: the union of what each
+// group of endpoints needs, declared beside it (Recaller for enrich,
+// MemoryReader for the read tools, MemoryWriter for the write tools), so
+// that one value can serve them all. *store.Store satisfies it.
+type Store interface {
+	Recaller
+	MemoryReader
+	MemoryWriter
+}
+
+// Observer is told about enrich replies (e.g. to feed a latency histogram).
+// It is called on request goroutines and must be safe for concurrent use.
+type Observer interface {
+	Enriched(took time.Duration, degraded bool)
+}
+
+// Config configures a Service.
+type Config struct {
+	// Conn is the NATS connection the service answers on. Required.
+	Conn *nats.Conn
+	// Store holds the memory. Required.
+	Store Store
+	// Prefix is the first subject token(s). Default "memory".
+	Prefix string
+	// Version is the service's SemVer, shown by $SRV.INFO. Default
+	// DefaultVersion.
+	Version string
+	// Timeout bounds an enrich request from its arrival to its reply; past
+	// it the reply is degraded. Default 250ms.
+	Timeout time.Duration
+	// WriteTimeout bounds every other request; past it the reply is an
+	// error 500. Default 5s.
+	WriteTimeout time.Duration
+	// MaxFacts caps the facts an enrich reply carries, most recently set
+	// first. Default 50.
+	MaxFacts int
+	// MaxInFlight caps the enrich requests the service works on at once.
+	// Up to four times as many wait for a turn; one that cannot start
+	// within Timeout of its arrival, or finds the wait full, is answered
+	// degraded. Enrich never waits behind the other endpoints, which have
+	// limits of their own. Default 64.
+	MaxInFlight int
+	// MaxSearchInFlight caps the search requests worked on at once, and
+	// MaxToolInFlight those of every other endpoint (store, clear, facts,
+	// stats, forget), so that neither kind can take the slots or the store
+	// connections enrich needs. Up to four times as many wait, each until
+	// WriteTimeout after its arrival; past that, or when the wait is full,
+	// the reply is a 500 "overloaded". Default 8 each.
+	MaxSearchInFlight int
+	MaxToolInFlight   int
+	// MaxUserInFlight caps one user's search requests, and separately
+	// their tool requests, worked on or waiting at once; more are answered
+	// 500 "overloaded" at once, so that one user (or a tenant flooding in
+	// one user's name) cannot take every slot. Default 4.
+	MaxUserInFlight int
+	// Logger receives service events; message bodies are logged at debug
+	// level only. Default slog.Default().
+	Logger *slog.Logger
+	// Observer receives every enrich reply's latency, for metrics. Optional.
+	Observer Observer
+	// Forget deletes everything kept about a user (memory.forget): memory,
+	// turns, jobs and the user's events in the stream. Its result is the
+	// reply. Optional: without it the endpoint answers 501.
+	Forget func(ctx context.Context, userID string) (events.ForgetReply, error)
+}
+
+func (c Config) withDefaults() Config {
+	if c.Prefix == "" {
+		c.Prefix = events.DefaultPrefix
+	}
+	if c.Version == "" {
+		c.Version = DefaultVersion
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 250 * time.Millisecond
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = 5 * time.Second
+	}
+	if c.MaxFacts == 0 {
+		c.MaxFacts = DefaultMaxFacts
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = 64
+	}
+	if c.MaxSearchInFlight == 0 {
+		c.MaxSearchInFlight = 8
+	}
+	if c.MaxToolInFlight == 0 {
+		c.MaxToolInFlight = 8
+	}
+	if c.MaxUserInFlight == 0 {
+		c.MaxUserInFlight = 4
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+var (
+	prefixRegexp = regexp.MustCompile(`^[^.\s*>]+(\.[^.\s*>]+)*$`)
+	semVerRegexp = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?$`)
+)
+
+func (c Config) validate() error {
+	switch {
+	case c.Conn == nil:
+		return errors.New("enricher: Config.Conn is required")
+	case c.Store == nil:
+		return errors.New("enricher: Config.Store is required")
+	case !prefixRegexp.MatchString(c.Prefix):
+		return fmt.Errorf("enricher: Config.Prefix %q is not a subject prefix (dot-separated tokens without spaces or wildcards)", c.Prefix)
+	case !semVerRegexp.MatchString(c.Version):
+		return fmt.Errorf("enricher: Config.Version %q is not a SemVer version like 1.2.3", c.Version)
+	case c.Timeout < 0:
+		return fmt.Errorf("enricher: Config.Timeout %s is negative", c.Timeout)
+	case c.WriteTimeout < 0:
+		return fmt.Errorf("enricher: Config.WriteTimeout %s is negative", c.WriteTimeout)
+	case c.MaxFacts < 1:
+		return fmt.Errorf("enricher: Config.MaxFacts %d is under 1", c.MaxFacts)
+	case c.MaxInFlight < 1:
+		return fmt.Errorf("enricher: Config.MaxInFlight %d is under 1", c.MaxInFlight)
+	case c.MaxSearchInFlight < 1:
+		return fmt.Errorf("enricher: Config.MaxSearchInFlight %d is under 1", c.MaxSearchInFlight)
+	case c.MaxToolInFlight < 1:
+		return fmt.Errorf("enricher: Config.MaxToolInFlight %d is under 1", c.MaxToolInFlight)
+	case c.MaxUserInFlight < 1:
+		return fmt.Errorf("enricher: Config.MaxUserInFlight %d is under 1", c.MaxUserInFlight)
+	}
+	return nil
+}

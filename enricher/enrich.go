@@ -1,0 +1,211 @@
+package enricher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store"
+)
+
+// Recaller is what enrich reads: in one call, the user's facts and the
+// context items relevant to a message.
+type Recaller interface {
+	Recall(ctx context.Context, q store.RecallQuery) ([]store.Fact, []store.ContextItem, error)
+}
+
+// enrichHandler answers enrich requests. Whatever Postgres does, exactly one
+// reply goes out no later than Timeout after arrival: the store's answer if
+// it comes in time, a degraded reply otherwise. A timer guards the bound
+// even if a store call were to ignore its context.
+func (s *Service) enrichHandler(ep endpoint) micro.Handler {
+	st := s.stats[ep.name]
+	return micro.HandlerFunc(func(req micro.Request) {
+		received := time.Now()
+		deadline := received.Add(s.cfg.Timeout)
+		p, err := s.parseEnrich(subjectToken(req.Subject()), req.Data())
+		if err != nil {
+			s.replyError(req, ep.name, err)
+			return
+		}
+		if p.optOut {
+			s.publish(req.Reply(), p.reply(received))
+			return
+		}
+		reply := req.Reply()
+		var replied atomic.Bool
+		answer := func(r events.EnrichReply) {
+			if !replied.CompareAndSwap(false, true) {
+				return
+			}
+			took := time.Since(received)
+			r.TookMS = millis(took)
+			if s.cfg.Observer != nil {
+				s.cfg.Observer.Enriched(took, r.Degraded)
+			}
+			if r.Degraded {
+				st.degraded.Add(1)
+				s.logger.Warn("enrich degraded", "user_id", p.userID, "reason", r.Reason, "took_ms", r.TookMS)
+			} else {
+				s.logger.Debug("enrich", "user_id", p.userID, "facts", len(r.Facts), "context", len(r.Context), "tokens", r.Tokens, "took_ms", r.TookMS)
+			}
+			s.publish(reply, r)
+		}
+		timedOut := func() string { return fmt.Sprintf("memory store did not answer within %s", s.cfg.Timeout) }
+		s.dispatch(ep.lane, "", deadline, func() {
+			ctx, cancel := context.WithDeadline(context.Background(), deadline)
+			defer cancel()
+			// The guard answers at the deadline even if the store call does
+			// not return; it shares the context's timer.
+			guard := context.AfterFunc(ctx, func() {
+				if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+					answer(p.degraded(timedOut()))
+				}
+			})
+			defer guard()
+			r, err := s.enrich(ctx, p)
+			st.workCount.Add(1)
+			st.workNanos.Add(int64(time.Since(received)))
+			switch {
+			case err == nil:
+				answer(r)
+			case errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil:
+				s.logger.Debug("enrich store timeout", "user_id", p.userID, "error", err)
+				answer(p.degraded(timedOut()))
+				s.warm()
+			default:
+				s.logger.Error("enrich store failed", "user_id", p.userID, "error", err)
+				answer(p.degraded("memory store unavailable"))
+				s.warm()
+			}
+		}, func() {
+			answer(p.degraded("memoryd is overloaded"))
+		})
+	})
+}
+
+// enrichParams is a validated enrich request.
+type enrichParams struct {
+	userID     string
+	keywords   []string
+	maxResults int
+	threshold  float64
+	maxTokens  int
+	at         time.Time
+	format     string
+	optOut     bool
+}
+
+func (p enrichParams) reply(received time.Time) events.EnrichReply {
+	return events.EnrichReply{
+		UserID:   p.userID,
+		Facts:    []events.Fact{},
+		Context:  []events.ContextItem{},
+		Keywords: p.keywords,
+		TookMS:   millis(time.Since(received)),
+	}
+}
+
+func (p enrichParams) degraded(reason string) events.EnrichReply {
+	r := p.reply(time.Now())
+	r.Degraded, r.Reason = true, reason
+	return r
+}
+
+func (s *Service) parseEnrich(token string, data []byte) (enrichParams, error) {
+	var req events.EnrichRequest
+	if err := decode(data, &req); err != nil {
+		return enrichParams{}, err
+	}
+	if err := checkUser(token, req.UserID); err != nil {
+		return enrichParams{}, err
+	}
+	p := enrichParams{
+		userID:     req.UserID,
+		maxResults: events.DefaultMaxResults,
+		threshold:  events.DefaultThreshold,
+		maxTokens:  events.DefaultMaxTokens,
+		at:         req.At,
+		format:     req.Format,
+		optOut:     req.Memory != nil && !*req.Memory,
+		keywords:   []string{},
+	}
+	if strings.TrimSpace(req.Message) == "" {
+		return p, badRequest("message is required")
+	}
+	if len(req.Message) > events.MaxMessageBytes {
+		return p, badRequest("message is %d bytes, over the %d byte limit", len(req.Message), events.MaxMessageBytes)
+	}
+	if req.MaxResults != nil {
+		if p.maxResults = *req.MaxResults; p.maxResults < 1 || p.maxResults > events.MaxMaxResults {
+			return p, badRequest("max_results %d is not in 1..%d", p.maxResults, events.MaxMaxResults)
+		}
+	}
+	if req.Threshold != nil {
+		// NaN cannot arrive in JSON; the range check still guards Go callers.
+		if p.threshold = *req.Threshold; !(p.threshold >= 0 && p.threshold <= 1) {
+			return p, badRequest("threshold %v is not in 0..1", p.threshold)
+		}
+	}
+	if req.MaxTokens != nil {
+		if p.maxTokens = *req.MaxTokens; p.maxTokens < 1 || p.maxTokens > events.MaxMaxTokens {
+			return p, badRequest("max_tokens %d is not in 1..%d", p.maxTokens, events.MaxMaxTokens)
+		}
+	}
+	if !req.At.IsZero() {
+		if y := req.At.Year(); y < 1970 || y > 9999 {
+			return p, badRequest("at: year %d is out of range", y)
+		}
+	}
+	switch req.Format {
+	case "":
+		p.format = events.FormatInline
+	case events.FormatInline, events.FormatSystem, events.FormatMarkdown:
+	default:
+		return p, badRequest("format %q is not inline, system or markdown", req.Format)
+	}
+	if !p.optOut {
+		p.keywords = Keywords(req.Message)
+	}
+	return p, nil
+}
+
+// enrich assembles an enrich reply: the memory relevant to the request,
+// fitted to its token budget and formatted for injection.
+func (s *Service) enrich(ctx context.Context, p enrichParams) (events.EnrichReply, error) {
+	facts, items, err := s.relevant(ctx, p)
+	if err != nil {
+		return events.EnrichReply{}, err
+	}
+	r := p.reply(time.Now())
+	r.Facts, r.Context, r.Injection, r.Tokens = inject(p.format, p.maxTokens, wireFacts(facts), wireItems(items))
+	return r, nil
+}
+
+// relevant is enrich's one read of memory: the user's most recently set
+// facts (at most Config.MaxFacts) and the context items matching the
+// request's keywords, best first, none under its threshold, at most its
+// max_results; one snapshot, so that a turn's context never shows without
+// the facts committed with it. How candidates are found and ranked is
+// decided behind this call alone.
+func (s *Service) relevant(ctx context.Context, p enrichParams) ([]store.Fact, []store.ContextItem, error) {
+	return s.recall.Recall(ctx, store.RecallQuery{
+		SearchQuery: store.SearchQuery{
+			UserID:    p.userID,
+			Keywords:  p.keywords,
+			At:        p.at,
+			Threshold: p.threshold,
+			Limit:     p.maxResults,
+		},
+		MaxFacts: s.cfg.MaxFacts,
+	})
+}
+
+func millis(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }

@@ -1,0 +1,117 @@
+package enricher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store"
+)
+
+// MemoryReader is what the read tools need (search, facts.get, facts.list,
+// stats): explicit reads of one user's memory and counters.
+type MemoryReader interface {
+	SearchContext(ctx context.Context, q store.SearchQuery) ([]store.ContextItem, error)
+	Fact(ctx context.Context, userID, key string) (store.Fact, error)
+	Facts(ctx context.Context, userID string, limit int) ([]store.Fact, error)
+	Stats(ctx context.Context, userID string) (store.UserStats, error)
+}
+
+// maxListFacts bounds a facts.list reply well inside NATS's default 1 MiB
+// max payload.
+const maxListFacts = 1000
+
+// memoryReads answers the read tools.
+type memoryReads struct {
+	store MemoryReader
+}
+
+func (r memoryReads) search(token string, data []byte) (call, error) {
+	var req events.SearchRequest
+	if err := decode(data, &req); err != nil {
+		return nil, err
+	}
+	if err := checkUser(token, req.UserID); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(req.Query) == "" {
+		return nil, badRequest("query is required")
+	}
+	if len(req.Query) > events.MaxMessageBytes {
+		return nil, badRequest("query is %d bytes, over the %d byte limit", len(req.Query), events.MaxMessageBytes)
+	}
+	limit := events.DefaultSearchResults
+	if req.MaxResults != nil {
+		if limit = *req.MaxResults; limit < 1 || limit > events.MaxMaxResults {
+			return nil, badRequest("max_results %d is not in 1..%d", limit, events.MaxMaxResults)
+		}
+	}
+	return func(ctx context.Context) (any, error) {
+		items, err := r.store.SearchContext(ctx, store.SearchQuery{UserID: req.UserID, Keywords: Keywords(req.Query), Limit: limit})
+		if err != nil {
+			return nil, err
+		}
+		return events.SearchReply{Results: wireItems(items)}, nil
+	}, nil
+}
+
+func (r memoryReads) getFact(token string, data []byte) (call, error) {
+	var req events.FactRequest
+	if err := decode(data, &req); err != nil {
+		return nil, err
+	}
+	key, err := checkKey(token, req.UserID, req.Key)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (any, error) {
+		f, err := r.store.Fact(ctx, req.UserID, key)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, &events.ServiceError{Code: 404, Description: fmt.Sprintf("no fact %q", key)}
+		}
+		if err != nil {
+			return nil, err
+		}
+		return events.Fact{Key: f.Key, Value: f.Value, UpdatedAt: f.UpdatedAt}, nil
+	}, nil
+}
+
+func (r memoryReads) listFacts(token string, data []byte) (call, error) {
+	req, err := decodeUser(token, data)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (any, error) {
+		facts, err := r.store.Facts(ctx, req.UserID, maxListFacts)
+		if err != nil {
+			return nil, err
+		}
+		return events.FactsReply{Facts: wireFacts(facts)}, nil
+	}, nil
+}
+
+func (r memoryReads) userStats(token string, data []byte) (call, error) {
+	req, err := decodeUser(token, data)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (any, error) {
+		st, err := r.store.Stats(ctx, req.UserID)
+		if err != nil {
+			return nil, err
+		}
+		return events.StatsReply{
+			TurnsReceived:   st.TurnsReceived,
+			TurnsProcessed:  st.TurnsProcessed,
+			TurnsFailed:     st.TurnsFailed,
+			TurnsPending:    st.TurnsPending,
+			JobsPending:     st.TurnsPending,
+			Facts:           st.Facts,
+			ContextItems:    st.ContextItems,
+			LastProcessedAt: st.LastProcessedAt,
+			LLMUsage:        wireUsage(st.LLMUsage), // never nil: {} for a user without usage
+		}, nil
+	}, nil
+}

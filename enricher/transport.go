@@ -1,0 +1,144 @@
+package enricher
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/memoryd/memoryd/events"
+)
+
+// subjectToken returns the last token of subject: the user token.
+func subjectToken(subject string) string {
+	return subject[strings.LastIndexByte(subject, '.')+1:]
+}
+
+// handler adapts an endpoint to micro: validation on the delivery goroutine,
+// the work on a request goroutine. The handler never blocks, so requests do
+// not queue in the subscription behind one that waits for a slot.
+func (s *Service) handler(ep endpoint) micro.Handler {
+	st := s.stats[ep.name]
+	return micro.HandlerFunc(func(req micro.Request) {
+		received := time.Now()
+		token := subjectToken(req.Subject())
+		work, err := ep.handle(token, req.Data())
+		if err != nil {
+			s.replyError(req, ep.name, err)
+			return
+		}
+		reply := req.Reply()
+		s.dispatch(ep.lane, token, received.Add(s.cfg.WriteTimeout), func() {
+			ctx, cancel := context.WithDeadline(context.Background(), received.Add(s.cfg.WriteTimeout))
+			defer cancel()
+			res, err := work(ctx)
+			st.workCount.Add(1)
+			st.workNanos.Add(int64(time.Since(received)))
+			if err != nil {
+				st.serverErrors.Add(1)
+				code, desc := s.classify(ep.name, err)
+				s.publishError(reply, code, desc)
+				return
+			}
+			s.publish(reply, res)
+		}, func() {
+			st.serverErrors.Add(1)
+			s.publishError(reply, 500, "memoryd is overloaded; retry later")
+		})
+	})
+}
+
+// classify maps a call's error to a reply code and a description safe to
+// show a caller; store errors are logged, not shown.
+func (s *Service) classify(endpoint string, err error) (int, string) {
+	var se *events.ServiceError
+	switch {
+	case errors.As(err, &se):
+		return se.Code, se.Description
+	case errors.Is(err, context.DeadlineExceeded):
+		s.logger.Error("memory store timed out", "endpoint", endpoint, "error", err)
+		return 500, fmt.Sprintf("memory store did not answer within %s", s.cfg.WriteTimeout)
+	default:
+		s.logger.Error("memory store failed", "endpoint", endpoint, "error", err)
+		return 500, "memory store unavailable"
+	}
+}
+
+// replyError answers a request refused on the delivery goroutine. The
+// requester gets the full description (it names only what they sent); micro
+// records what req.Error is given as the endpoint's last_error, which
+// $SRV.STATS shows to anyone allowed to ask, so that gets only the code's
+// generic text, never a user id, token or key.
+func (s *Service) replyError(req micro.Request, endpoint string, err error) {
+	code, desc := s.classify(endpoint, err)
+	s.logger.Debug("bad request", "endpoint", endpoint, "code", code, "error", desc)
+	detail := micro.WithHeaders(micro.Headers{micro.ErrorHeader: {desc}})
+	if err := req.Error(fmt.Sprint(code), genericError(code), nil, detail); err != nil {
+		s.logger.Warn("reply failed", "endpoint", endpoint, "error", err)
+	}
+}
+
+// genericError is the text of an error code without any request's data.
+func genericError(code int) string {
+	switch code {
+	case 400:
+		return "bad request"
+	case 404:
+		return "not found"
+	case 501:
+		return "not enabled"
+	default:
+		return "server error"
+	}
+}
+
+// publish and publishError answer from a request goroutine. They publish on
+// the connection rather than through micro.Request, whose bookkeeping is not
+// safe once the delivery goroutine has moved on.
+func (s *Service) publish(reply string, v any) {
+	buf := replyBuffers.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= maxPooledReply {
+			replyBuffers.Put(buf)
+		}
+	}()
+	buf.Reset()
+	if err := json.NewEncoder(buf).Encode(v); err != nil {
+		s.publishError(reply, 500, "encode reply: "+err.Error())
+		return
+	}
+	if reply == "" {
+		return
+	}
+	// Encode ends with a newline json.Marshal would not write; Publish
+	// copies the data, so the buffer can go back to the pool.
+	if err := s.cfg.Conn.Publish(reply, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))); err != nil {
+		s.logger.Warn("reply failed", "error", err)
+	}
+}
+
+// replyBuffers holds reply encoding buffers, so that a reply does not
+// allocate and grow a new one; buffers over maxPooledReply are dropped
+// rather than kept for every later reply.
+var replyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const maxPooledReply = 64 << 10
+
+func (s *Service) publishError(reply string, code int, desc string) {
+	if reply == "" {
+		return
+	}
+	msg := &nats.Msg{Subject: reply, Header: nats.Header{}}
+	msg.Header.Set(micro.ErrorHeader, desc)
+	msg.Header.Set(micro.ErrorCodeHeader, fmt.Sprint(code))
+	if err := s.cfg.Conn.PublishMsg(msg); err != nil {
+		s.logger.Warn("reply failed", "error", err)
+	}
+}

@@ -1,0 +1,161 @@
+package enricher
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store"
+)
+
+// MemoryWriter is what the write tools need (store, clear, facts.set,
+// facts.clear): deletes, and a transaction for the direct writes.
+type MemoryWriter interface {
+	DeleteContext(ctx context.Context, d store.ContextDelete) (int64, error)
+	DeleteFact(ctx context.Context, userID, key string) (int64, error)
+	// InTx runs the direct writes (store, facts.set) in a transaction that
+	// holds the user's forget lock (see forgetSafe).
+	InTx(ctx context.Context, fn func(pgx.Tx, *store.Store) error) error
+}
+
+// memoryWrites answers the write tools. Each reply is sent after Postgres
+// committed.
+type memoryWrites struct {
+	store MemoryWriter
+}
+
+func (w memoryWrites) storeContext(token string, data []byte) (call, error) {
+	var req events.StoreRequest
+	if err := decodeWrite(data, &req); err != nil {
+		return nil, err
+	}
+	if err := checkUser(token, req.UserID); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(req.Question) == "" {
+		return nil, badRequest("question is required")
+	}
+	if err := checkText("question", req.Question, events.MaxQuestionBytes); err != nil {
+		return nil, err
+	}
+	if err := checkText("answer", req.Answer, events.MaxAnswerBytes); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (any, error) {
+		var (
+			id     int64
+			stored bool
+		)
+		err := w.forgetSafe(ctx, req.UserID, func(q *store.Store) (err error) {
+			id, stored, err = q.StoreContext(ctx, store.ContextWrite{
+				UserID:     req.UserID,
+				Question:   req.Question,
+				Answer:     req.Answer,
+				Provenance: store.Provenance{Extractor: "direct"},
+			})
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		return events.StoreReply{ID: id, Stored: stored}, nil
+	}, nil
+}
+
+func (w memoryWrites) clearContext(token string, data []byte) (call, error) {
+	var req events.ClearRequest
+	if err := decode(data, &req); err != nil {
+		return nil, err
+	}
+	if err := checkUser(token, req.UserID); err != nil {
+		return nil, err
+	}
+	switch {
+	case req.ID < 0:
+		return nil, badRequest("id %d is not a context item id", req.ID)
+	case req.ID == 0 && strings.TrimSpace(req.Question) == "" && !req.All:
+		return nil, badRequest(`set "id", "question", or "all": true to say what to forget`)
+	case req.All && (req.ID != 0 || req.Question != ""):
+		return nil, badRequest(`"all" cannot be combined with "id" or "question"`)
+	}
+	return func(ctx context.Context) (any, error) {
+		n, err := w.store.DeleteContext(ctx, store.ContextDelete{UserID: req.UserID, ID: req.ID, Question: req.Question, All: req.All})
+		if err != nil {
+			return nil, err
+		}
+		return events.DeletedReply{Deleted: n}, nil
+	}, nil
+}
+
+func (w memoryWrites) setFact(token string, data []byte) (call, error) {
+	var req events.SetFactRequest
+	if err := decodeWrite(data, &req); err != nil {
+		return nil, err
+	}
+	key, err := checkKey(token, req.UserID, req.Key)
+	if err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(req.Value) == "" {
+		return nil, badRequest("value is required (use facts.clear to delete a fact)")
+	}
+	if err := checkText("value", req.Value, events.MaxFactValueBytes); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (any, error) {
+		var (
+			f      store.Fact
+			stored bool
+		)
+		err := w.forgetSafe(ctx, req.UserID, func(q *store.Store) (err error) {
+			f, stored, err = q.SetFact(ctx, req.UserID, key, req.Value)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		reply := events.SetFactReply{OK: stored, Fact: events.Fact{Key: f.Key, Value: f.Value, UpdatedAt: f.UpdatedAt.UTC()}}
+		if !stored {
+			reply.Reason = fmt.Sprintf("a turn stamped %s, later than this request, set %q; that value stays current",
+				f.SourceAt.UTC().Format(time.RFC3339), key)
+		}
+		return reply, nil
+	}, nil
+}
+
+func (w memoryWrites) clearFact(token string, data []byte) (call, error) {
+	var req events.FactRequest
+	if err := decode(data, &req); err != nil {
+		return nil, err
+	}
+	key, err := checkKey(token, req.UserID, req.Key)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (any, error) {
+		n, err := w.store.DeleteFact(ctx, req.UserID, key)
+		if err != nil {
+			return nil, err
+		}
+		return events.DeletedReply{Deleted: n}, nil
+	}, nil
+}
+
+// forgetSafe runs a direct write (store, facts.set) holding the user's
+// forget lock shared: a forget running at the same time either waits for it
+// and deletes what it wrote, or committed first, and the write then starts
+// the new memory a write after a forget is documented to start. Without the
+// lock, a write committing between the forget's deletes and its commit
+// survived a forget that answered ok.
+func (w memoryWrites) forgetSafe(ctx context.Context, userID string, write func(q *store.Store) error) error {
+	return w.store.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
+		if _, err := q.LockUsers(ctx, []string{events.UserToken(userID)}); err != nil {
+			return err
+		}
+		return write(q)
+	})
+}
