@@ -380,9 +380,8 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 		}
 	}
 	permanent := errors.Is(err, extractor.ErrPermanent)
-	// The worker's MaxAttempts caps jobs inserted elsewhere too (retry-failed,
-	// replay), whose River clients carry River's own default.
-	maxAttempts := min(job.MaxAttempts, e.w.cfg.MaxAttempts)
+	// The job's own attempts (only a job of an older memoryd is capped).
+	maxAttempts := jobAttempts(job.MaxAttempts, job.Metadata, e.w.cfg.MaxAttempts)
 	final := permanent || job.Attempt >= maxAttempts
 	// Record the failure even when ctx is cancelled (shutdown), bounded.
 	markCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
