@@ -56,6 +56,13 @@ func setup(t *testing.T) *env {
 // called).
 func (e *env) start(ext worker.Extractor, mod func(*worker.Config)) (stop func()) {
 	e.t.Helper()
+	_, stop = e.startWorker(ext, mod)
+	return stop
+}
+
+// startWorker is start, returning the worker too.
+func (e *env) startWorker(ext worker.Extractor, mod func(*worker.Config)) (w *worker.Worker, stop func()) {
+	e.t.Helper()
 	cfg := worker.Config{
 		Conn:              e.nc,
 		Store:             e.store,
@@ -88,7 +95,7 @@ func (e *env) start(ext worker.Extractor, mod func(*worker.Config)) (stop func()
 		})
 	}
 	e.t.Cleanup(stop)
-	return stop
+	return w, stop
 }
 
 var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
