@@ -24,14 +24,17 @@ const ExtractJobKind = "memoryd_extract"
 // of its own. TestExtractJobsShape checks it against ExtractArgs's JSON.
 var extractJobs = store.RiverJobs{Kind: ExtractJobKind, UserField: "user_id", EventIDsField: "event_ids"}
 
-// DefaultMaxAttempts is the default of Config.MaxAttempts and
-// EnqueuerConfig.MaxAttempts.
+// DefaultMaxAttempts is Config.MaxAttempts's default.
 const DefaultMaxAttempts = 5
 
 // metaSource is the job metadata key saying what enqueued an extraction job
 // (one of the source* values). Its presence also marks a job that carries
 // its attempts (see jobAttempts).
 const metaSource = "memoryd_source"
+
+// metaWorkerAttempts marks a job whose Enqueuer did not know the workers'
+// MaxAttempts: the worker that runs it applies its own (see jobAttempts).
+const metaWorkerAttempts = "memoryd_worker_attempts"
 
 // What enqueued an extraction job.
 const (
@@ -44,8 +47,8 @@ const (
 
 // Enqueuer inserts extraction jobs. It is the one place that builds them: the
 // arguments (one user's turns per job), the queue, the attempts (the workers'
-// MaxAttempts, carried by every job, so a job runs as often wherever it was
-// enqueued) and the metadata (metaSource). Every insert joins the caller's
+// MaxAttempts, carried by the job, so that River's row says how often it
+// runs) and the metadata (metaSource). Every insert joins the caller's
 // transaction, the one that records the turns or sets them pending, so that
 // a pending turn always has a job.
 //
@@ -58,8 +61,10 @@ const (
 // A Worker has one (Worker.Enqueuer) on its own River client; NewEnqueuer
 // builds one on an insert-only client for a process that runs no Worker.
 type Enqueuer struct {
-	store       *store.Store
-	client      *river.Client[pgx.Tx]
+	store  *store.Store
+	client *river.Client[pgx.Tx]
+	// maxAttempts is the jobs' attempts; 0 when not known: then the jobs
+	// are marked with metaWorkerAttempts.
 	maxAttempts int
 }
 
@@ -68,8 +73,10 @@ type EnqueuerConfig struct {
 	// Store records the turns; River shares its pool. Required.
 	Store *store.Store
 	// MaxAttempts is how often each job runs before its turns are marked
-	// failed: use the workers' Config.MaxAttempts. Default
-	// DefaultMaxAttempts.
+	// failed: the workers' Config.MaxAttempts. Zero, for a process that does
+	// not know the workers' setting (memoryd retry-failed), leaves it to the
+	// worker that runs each job: it applies its own MaxAttempts, up to
+	// River's default of 25 that the job row then carries.
 	MaxAttempts int
 	// Logger receives River's logs. Default slog.Default().
 	Logger *slog.Logger
@@ -82,35 +89,31 @@ func NewEnqueuer(cfg EnqueuerConfig) (*Enqueuer, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("worker: EnqueuerConfig.Store is required")
 	}
-	if cfg.MaxAttempts == 0 {
-		cfg.MaxAttempts = DefaultMaxAttempts
-	}
-	if cfg.MaxAttempts < 1 {
-		return nil, fmt.Errorf("worker: EnqueuerConfig.MaxAttempts must be at least 1, not %d", cfg.MaxAttempts)
+	if cfg.MaxAttempts < 0 {
+		return nil, fmt.Errorf("worker: EnqueuerConfig.MaxAttempts must not be negative, not %d", cfg.MaxAttempts)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	client, err := river.NewClient(riverpgxv5.New(cfg.Store.Pool()), &river.Config{
-		Logger: cfg.Logger.With("component", "river"), MaxAttempts: cfg.MaxAttempts})
+	client, err := river.NewClient(riverpgxv5.New(cfg.Store.Pool()), &river.Config{Logger: cfg.Logger.With("component", "river")})
 	if err != nil {
 		return nil, fmt.Errorf("worker: river: %w", err)
 	}
 	return &Enqueuer{store: cfg.Store, client: client, maxAttempts: cfg.MaxAttempts}, nil
 }
 
-// sourceMeta is each source's metadata, marshalled once.
-var sourceMeta = func() map[string][]byte {
-	m := map[string][]byte{}
-	for _, s := range []string{sourceIngest, sourceReplay, sourceRetry, sourceReconcile} {
-		m[s], _ = json.Marshal(map[string]string{metaSource: s})
-	}
-	return m
-}()
-
 // opts are the insert options of an extraction job from source.
-func (e *Enqueuer) opts(source string) *river.InsertOpts {
-	return &river.InsertOpts{Queue: QueueExtract, MaxAttempts: e.maxAttempts, Metadata: sourceMeta[source]}
+func (e *Enqueuer) opts(source string) (*river.InsertOpts, error) {
+	meta := map[string]any{metaSource: source}
+	if e.maxAttempts == 0 {
+		meta[metaWorkerAttempts] = true
+	}
+	b, err := json.Marshal(meta)
+	if err != nil {
+		return nil, fmt.Errorf("enqueue extraction: %w", err)
+	}
+	// MaxAttempts 0 is River's default.
+	return &river.InsertOpts{Queue: QueueExtract, MaxAttempts: e.maxAttempts, Metadata: b}, nil
 }
 
 func (e *Enqueuer) insert(ctx context.Context, tx pgx.Tx, params []river.InsertManyParams) error {
@@ -137,7 +140,10 @@ func (e *Enqueuer) enqueueTurns(ctx context.Context, tx pgx.Tx, turns []store.Tu
 		idsOf[t.UserID] = append(idsOf[t.UserID], t.EventID)
 	}
 	jobSize = max(jobSize, 1)
-	opts := e.opts(source)
+	opts, err := e.opts(source)
+	if err != nil {
+		return err
+	}
 	var params []river.InsertManyParams
 	for _, user := range users {
 		for chunk := range slices.Chunk(idsOf[user], jobSize) {
@@ -153,9 +159,13 @@ func (e *Enqueuer) enqueueTurns(ctx context.Context, tx pgx.Tx, turns []store.Tu
 // processed and stop. One job per turn still, so that no turn can be left
 // without one.
 func (e *Enqueuer) enqueueDebounced(ctx context.Context, tx pgx.Tx, turns []store.Turn, at time.Time) error {
+	base, err := e.opts(sourceIngest)
+	if err != nil {
+		return err
+	}
 	params := make([]river.InsertManyParams, len(turns))
 	for i, t := range turns {
-		opts := *e.opts(sourceIngest)
+		opts := *base
 		opts.ScheduledAt = at
 		params[i] = river.InsertManyParams{
 			Args:       ExtractArgs{UserID: t.UserID, EventIDs: []string{t.EventID}, ConversationID: t.ConversationID},
@@ -196,14 +206,17 @@ func (e *Enqueuer) enqueueReplacements(ctx context.Context, tx pgx.Tx, reps []re
 }
 
 // jobAttempts is how many attempts an extraction job runs: the MaxAttempts it
-// carries. A job without metaSource was enqueued by a memoryd from before the
-// Enqueuer: its replay and retry-failed jobs carry River's default of 25,
-// and the worker's MaxAttempts (workerMax) capped every such job then, as it
-// does here, until those jobs have left the queue.
+// carries, when its Enqueuer knew the workers' setting. Otherwise the
+// worker's own MaxAttempts (workerMax), within the job's: for a job marked
+// metaWorkerAttempts, and for one without metaSource, enqueued by a memoryd
+// from before the Enqueuer (its replay and retry-failed jobs carry River's
+// default of 25, which the worker's MaxAttempts capped then too).
 func jobAttempts(maxAttempts int, metadata []byte, workerMax int) int {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(metadata, &m) == nil {
-		if _, ok := m[metaSource]; ok {
+		_, enqueued := m[metaSource]
+		_, workers := m[metaWorkerAttempts]
+		if enqueued && !workers {
 			return maxAttempts
 		}
 	}
@@ -239,9 +252,10 @@ func (e *Enqueuer) RetryFailed(ctx context.Context, userID string, limit int) (i
 	return n, nil
 }
 
-// RetryFailed is (*Enqueuer).RetryFailed on an Enqueuer of s with
-// DefaultMaxAttempts. To give the jobs the workers' MaxAttempts, use
-// NewEnqueuer or Worker.Enqueuer.
+// RetryFailed is (*Enqueuer).RetryFailed on an Enqueuer of s that does not
+// know the workers' MaxAttempts: each job runs the MaxAttempts of the worker
+// that takes it. To give the jobs their attempts, use NewEnqueuer or
+// Worker.Enqueuer.
 func RetryFailed(ctx context.Context, s *store.Store, userID string, limit int) (int, error) {
 	e, err := NewEnqueuer(EnqueuerConfig{Store: s})
 	if err != nil {

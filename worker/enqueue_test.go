@@ -76,11 +76,12 @@ func TestEveryExtractionJobCarriesItsAttemptsAndQueue(t *testing.T) {
 	sources := map[string]int{}
 	for _, j := range e.extractJobs() {
 		var meta struct {
-			Source string `json:"memoryd_source"`
+			Source         string `json:"memoryd_source"`
+			WorkerAttempts bool   `json:"memoryd_worker_attempts"`
 		}
 		_ = json.Unmarshal(j.Metadata, &meta)
 		sources[meta.Source]++
-		if j.MaxAttempts != attempts || j.Queue != worker.QueueExtract {
+		if j.MaxAttempts != attempts || j.Queue != worker.QueueExtract || meta.WorkerAttempts {
 			t.Errorf("job %d from %q: max attempts %d, queue %q; want %d, %q", j.ID, meta.Source, j.MaxAttempts, j.Queue, attempts, worker.QueueExtract)
 		}
 	}
@@ -102,28 +103,51 @@ func (f *failingExtractor) Extract(context.Context, extractor.Input) (extractor.
 
 func (f *failingExtractor) Info() extractor.Info { return extractor.Info{Name: "failing"} }
 
-// TestOlderJobRunsTheWorkersAttempts: a job an older memoryd enqueued for a
-// replay or a retry-failed carries River's default of 25 attempts and no
-// mark of the Enqueuer. It still runs only the worker's MaxAttempts, then
-// fails its turn, as it did before jobs carried their attempts.
-func TestOlderJobRunsTheWorkersAttempts(t *testing.T) {
+// TestJobsWithoutTheirAttemptsRunTheWorkers: a job an older memoryd enqueued
+// for a replay or a retry-failed (River's default of 25 attempts, no mark of
+// the Enqueuer), and a job of an Enqueuer that did not know the workers'
+// MaxAttempts (retry-failed run as its own process), both run the worker's
+// MaxAttempts and then fail their turns, as before jobs carried attempts.
+func TestJobsWithoutTheirAttemptsRunTheWorkers(t *testing.T) {
 	e := setup(t)
 	jobs := e.recordTurns(recoverTurn("old", "alice")) // as older memoryd's insert-only clients did
-	id := jobs["old"]
-	if j := e.jobRow(id); j.MaxAttempts != river.MaxAttemptsDefault {
-		t.Fatalf("staged job has %d attempts, want River's default %d", j.MaxAttempts, river.MaxAttemptsDefault)
+	err := e.store.InTx(e.ctx, func(_ pgx.Tx, q *store.Store) error {
+		if _, err := q.InsertTurns(e.ctx, []store.Turn{recoverTurn("retried", "alice")}); err != nil {
+			return err
+		}
+		return q.MarkFailed(e.ctx, "alice", []string{"retried"}, "boom", true)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := worker.RetryFailed(e.ctx, e.store, "alice", 10); err != nil || n != 1 {
+		t.Fatalf("retry failed = %d, %v", n, err)
+	}
+	for _, j := range e.extractJobs() {
+		if j.ID != jobs["old"] {
+			jobs["retried"] = j.ID
+		}
+	}
+	for id, job := range jobs {
+		if j := e.jobRow(job); j.MaxAttempts != river.MaxAttemptsDefault {
+			t.Fatalf("staged job of %s has %d attempts, want River's default %d", id, j.MaxAttempts, river.MaxAttemptsDefault)
+		}
 	}
 	ext := &failingExtractor{}
 	e.start(ext, func(c *worker.Config) { c.MaxAttempts = 2 })
-	// The turn is marked failed before River records the job's end.
-	e.waitFor("the old job ended and its turn failed", func() (bool, string) {
-		tu, err := e.store.GetTurn(e.ctx, "alice", "old")
-		j := e.jobRow(id)
-		return err == nil && tu.Status == store.StatusFailed && j.FinalizedAt != nil, fmt.Sprint(tu.Status, err, j.State)
-	})
-	j := e.jobRow(id)
-	if j.State != rivertype.JobStateCancelled || j.Attempt != 2 || ext.calls.Load() != 2 {
-		t.Fatalf("old job: state %s after %d attempts, %d extractions; want cancelled after 2", j.State, j.Attempt, ext.calls.Load())
+	for id, job := range jobs {
+		// The turn is marked failed before River records the job's end.
+		e.waitFor(id+"'s job ended and its turn failed", func() (bool, string) {
+			tu, err := e.store.GetTurn(e.ctx, "alice", id)
+			j := e.jobRow(job)
+			return err == nil && tu.Status == store.StatusFailed && j.FinalizedAt != nil, fmt.Sprint(tu.Status, err, j.State)
+		})
+		if j := e.jobRow(job); j.State != rivertype.JobStateCancelled || j.Attempt != 2 {
+			t.Errorf("job of %s: %s after %d attempts; want cancelled after 2", id, j.State, j.Attempt)
+		}
+	}
+	if n := ext.calls.Load(); n != 4 {
+		t.Errorf("%d extractions, want 4 (2 jobs × 2 attempts)", n)
 	}
 }
 
@@ -157,6 +181,8 @@ func TestJobAttempts(t *testing.T) {
 		{"older memoryd: lock waits only", 25, `{"memoryd_lock_waits":2}`, 4, 4},
 		{"older memoryd: fewer than the worker's", 2, `{}`, 5, 2},
 		{"unreadable metadata", 25, `[`, 5, 5},
+		{"enqueued without the workers' attempts: the worker's", 25, `{"memoryd_source":"retry_failed","memoryd_worker_attempts":true}`, 2, 2},
+		{"enqueued without the workers' attempts: within River's", 25, `{"memoryd_source":"replay","memoryd_worker_attempts":true}`, 30, 25},
 	} {
 		if got := worker.JobAttempts(c.max, []byte(c.meta), c.workerMax); got != c.want {
 			t.Errorf("%s: jobAttempts(%d, %s, %d) = %d, want %d", c.name, c.max, c.meta, c.workerMax, got, c.want)

@@ -54,8 +54,9 @@ type ReplayConfig struct {
 	Progress func(ReplayProgress)
 	// Enqueuer inserts the extraction jobs: the process's Worker's
 	// (Worker.Enqueuer) when it runs one, else one from NewEnqueuer with
-	// the workers' MaxAttempts. Default: NewEnqueuer on Store, with
-	// DefaultMaxAttempts.
+	// the workers' MaxAttempts. Default: NewEnqueuer on Store without
+	// MaxAttempts (each job runs the MaxAttempts of the worker that takes
+	// it).
 	Enqueuer *Enqueuer
 	// Logger default slog.Default().
 	Logger *slog.Logger
