@@ -380,7 +380,8 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 		}
 	}
 	permanent := errors.Is(err, extractor.ErrPermanent)
-	// The job's own attempts (only a job of an older memoryd is capped).
+	// The job's own attempts, or this worker's for a job enqueued without
+	// them (see jobAttempts).
 	maxAttempts := jobAttempts(job.MaxAttempts, job.Metadata, e.w.cfg.MaxAttempts)
 	final := permanent || job.Attempt >= maxAttempts
 	// Record the failure even when ctx is cancelled (shutdown), bounded.
