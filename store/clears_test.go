@@ -243,7 +243,7 @@ func TestForgetDeletesClears(t *testing.T) {
 	if n := count(); n != 3 {
 		t.Fatalf("clears after a reset = %d, want 3 (a replay must honour them)", n)
 	}
-	if _, _, err := s.ForgetUser(ctx, "alice", "alice", 0); err != nil {
+	if _, _, err := s.ForgetUser(ctx, "alice", "alice", 0, store.RiverJobs{}); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(); n != 0 {

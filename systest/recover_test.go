@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/worker"
 )
 
 // defaultServeArgs are the arguments of a `memoryd serve` on e with the
@@ -23,7 +23,7 @@ func (e *relEnv) defaultServeArgs() []string {
 // the process that runs each, and the event ids they name.
 func (e *relEnv) runningJobs() (ids []int64, procs map[string]bool, eventIDs []string, err error) {
 	rows, err := e.store.Pool().Query(e.ctx, `SELECT id, attempted_by[array_upper(attempted_by, 1)], args
-		FROM river_job WHERE state = 'running' AND kind = $1`, store.ExtractJobKind)
+		FROM river_job WHERE state = 'running' AND kind = $1`, worker.ExtractJobKind)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -11,3 +11,9 @@ import (
 func IngestBatch(ctx context.Context, w *Worker, msgs []jetstream.Msg) error {
 	return w.ingest(ctx, msgs)
 }
+
+// ExtractJobs is the shape of extraction jobs the worker passes to the store.
+var ExtractJobs = extractJobs
+
+// JobAttempts is jobAttempts, for its table test.
+var JobAttempts = jobAttempts

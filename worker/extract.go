@@ -358,7 +358,9 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 			v = outcome(err, job, false, b)
 		}
 	}
-	maxAttempts := min(job.MaxAttempts, b.maxAttempts)
+	// The job's own attempts, or this worker's for a job enqueued without
+	// them (see jobAttempts).
+	maxAttempts := jobAttempts(job.MaxAttempts, job.Metadata, b.maxAttempts)
 	switch v.label {
 	case outcomeLockWait:
 		e.w.lockWaits.Add(1)

@@ -268,7 +268,7 @@ func TestForgetRerunCompletesHalfDoneForget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	removed, tomb, err := e.store.ForgetUser(e.ctx, "dave", events.UserToken("dave"), info.State.LastSeq)
+	removed, tomb, err := e.store.ForgetUser(e.ctx, "dave", events.UserToken("dave"), info.State.LastSeq, worker.ExtractJobs)
 	if err != nil || removed.Turns != 10 || tomb.StreamSeq != info.State.LastSeq {
 		t.Fatalf("database side of the forget = %+v, %+v, %v", removed, tomb, err)
 	}

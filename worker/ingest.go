@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/riverqueue/river"
 
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/store"
@@ -266,28 +265,13 @@ func (w *Worker) erase(ctx context.Context, seq uint64) error {
 	return err
 }
 
-// enqueue inserts one extraction job per newly recorded turn.
+// enqueue inserts one extraction job per newly recorded turn, or per
+// JobSize of them; with ExtractDebounce, one per turn, scheduled later.
 func (w *Worker) enqueue(ctx context.Context, tx pgx.Tx, inserted []store.Turn) error {
-	if len(inserted) == 0 {
-		return nil
-	}
 	if w.cfg.ExtractDebounce <= 0 {
-		return insertJobs(ctx, w.river, tx, inserted, w.cfg.JobSize)
+		return w.enq.enqueueTurns(ctx, tx, inserted, w.cfg.JobSize, sourceIngest)
 	}
-	// Debounce: still one job per turn, so that no turn can be left without
-	// one, but scheduled later and tagged with the conversation. The first
-	// job of a burst to run takes every pending turn of the conversation;
-	// the others then find theirs processed and stop.
-	at := time.Now().Add(w.cfg.ExtractDebounce)
-	params := make([]river.InsertManyParams, len(inserted))
-	for i, t := range inserted {
-		params[i] = river.InsertManyParams{
-			Args:       ExtractArgs{UserID: t.UserID, EventIDs: []string{t.EventID}, ConversationID: t.ConversationID},
-			InsertOpts: &river.InsertOpts{ScheduledAt: at},
-		}
-	}
-	_, err := w.river.InsertManyFastTx(ctx, tx, params)
-	return err
+	return w.enq.enqueueDebounced(ctx, tx, inserted, time.Now().Add(w.cfg.ExtractDebounce))
 }
 
 // rejectReason labels a rejection for metrics: the invalid field, or the kind

@@ -75,10 +75,10 @@ func (w *Worker) reconcile(ctx context.Context) (ReconcileReport, error) {
 		)
 		err := w.cfg.Store.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
 			var err error
-			if orphans, err = q.OrphanedTurns(ctx, reconcileBatch); err != nil || len(orphans) == 0 {
+			if orphans, err = q.OrphanedTurns(ctx, extractJobs, reconcileBatch); err != nil || len(orphans) == 0 {
 				return err
 			}
-			var requeue []river.InsertManyParams
+			var requeue []store.Turn
 			discarded, attempts = map[discardedJob][]string{}, map[int64]int{}
 			for _, o := range orphans {
 				if o.DiscardedJob != 0 {
@@ -87,7 +87,7 @@ func (w *Worker) reconcile(ctx context.Context) (ReconcileReport, error) {
 					attempts[o.DiscardedJob] = o.DiscardedAttempts
 					continue
 				}
-				requeue = append(requeue, river.InsertManyParams{Args: ExtractArgs{UserID: o.UserID, EventIDs: []string{o.EventID}}})
+				requeue = append(requeue, store.Turn{UserID: o.UserID, EventID: o.EventID})
 			}
 			for d, ids := range discarded {
 				reason := fmt.Sprintf("extraction job %d discarded after %d attempts", d.job, attempts[d.job])
@@ -95,12 +95,7 @@ func (w *Worker) reconcile(ctx context.Context) (ReconcileReport, error) {
 					return err
 				}
 			}
-			if len(requeue) > 0 {
-				if _, err := w.river.InsertManyFastTx(ctx, tx, requeue); err != nil {
-					return err
-				}
-			}
-			return nil
+			return w.enq.enqueueTurns(ctx, tx, requeue, 1, sourceReconcile)
 		})
 		if err != nil {
 			return rep, fmt.Errorf("reconcile: %w", err)

@@ -46,7 +46,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
 
 	"github.com/memoryd/memoryd/store"
 )
@@ -234,9 +233,9 @@ func (w *Worker) takeOver(ctx context.Context) error {
 		if err != nil || len(taken) == 0 {
 			return err
 		}
-		var params []river.InsertManyParams
+		var reps []replacement
 		for _, j := range taken {
-			if j.Kind != store.ExtractJobKind {
+			if j.Kind != ExtractJobKind {
 				continue // periodic maintenance: the next period runs it again
 			}
 			var args ExtractArgs
@@ -245,7 +244,7 @@ func (w *Worker) takeOver(ctx context.Context) error {
 				w.logger.Error("job of a dead process has unreadable arguments", "job_id", j.ID, "error", err)
 				continue
 			}
-			maxAttempts := min(j.MaxAttempts, w.cfg.MaxAttempts)
+			maxAttempts := jobAttempts(j.MaxAttempts, j.Metadata, w.cfg.MaxAttempts)
 			if j.Attempt >= maxAttempts {
 				reason := fmt.Sprintf("extraction job %d discarded after %d attempts: its process stopped while running the last one", j.ID, j.Attempt)
 				if err := q.MarkFailed(ctx, args.UserID, args.EventIDs, reason, true); err != nil {
@@ -253,35 +252,24 @@ func (w *Worker) takeOver(ctx context.Context) error {
 				}
 				continue
 			}
-			meta := map[string]any{metaReplaces: j.ID}
-			if n := lockWaits(j.Metadata); n > 0 {
-				meta[metaLockWaits] = n
-			}
-			metaJSON, err := json.Marshal(meta)
-			if err != nil {
-				return err
-			}
-			params = append(params, river.InsertManyParams{Args: args,
-				InsertOpts: &river.InsertOpts{Queue: j.Queue, MaxAttempts: maxAttempts - j.Attempt, Metadata: metaJSON}})
+			reps = append(reps, replacement{args: args, queue: j.Queue, attemptsLeft: maxAttempts - j.Attempt,
+				replaces: j.ID, lockWaits: metaCount(j.Metadata, metaLockWaits),
+				rateLimitWaits: metaCount(j.Metadata, metaRateLimitWaits)})
 		}
-		if len(params) == 0 {
-			return nil
-		}
-		_, err = w.river.InsertManyFastTx(ctx, tx, params)
-		return err
+		return w.enq.enqueueReplacements(ctx, tx, reps)
 	})
 	if err != nil {
 		return fmt.Errorf("take over: %w", err)
 	}
 	for _, j := range taken {
-		if j.Kind != store.ExtractJobKind {
+		if j.Kind != ExtractJobKind {
 			w.logger.Info("ended the job of a dead process; it runs again in its next period", "job_id", j.ID, "kind", j.Kind, "process", j.Process)
 			continue
 		}
 		var args ExtractArgs
 		_ = json.Unmarshal(j.Args, &args) // read above
 		took := time.Since(j.AttemptedAt)
-		if j.Attempt >= min(j.MaxAttempts, w.cfg.MaxAttempts) {
+		if j.Attempt >= jobAttempts(j.MaxAttempts, j.Metadata, w.cfg.MaxAttempts) {
 			w.logger.Error("extraction job discarded: its process stopped during the last attempt; turns marked failed",
 				"job_id", j.ID, "process", j.Process, "attempt", j.Attempt, "turns", len(args.EventIDs))
 			w.cfg.Observer.Extracted(took, len(args.EventIDs), "discarded")

@@ -103,7 +103,7 @@ type verdict struct {
 //     bound it is an ordinary transient failure, which spends attempts, so
 //     a server that always answers 429 ends the job after MaxAttempts.
 //   - extractor.KindPermanent anywhere in the error, or the job's last attempt
-//     (job.Attempt >= min(job.MaxAttempts, maxAttempts)): river.JobCancel,
+//     (job.Attempt >= jobAttempts(job.MaxAttempts, job.Metadata, maxAttempts)): river.JobCancel,
 //     and the turns are marked failed for good (memoryd failed lists them;
 //     RetryFailed re-runs them).
 //   - anything else: the error itself, so that River retries with its
@@ -130,7 +130,7 @@ func outcome(err error, job *rivertype.JobRow, shutdown bool, b retryBudget) ver
 			return verdict{river: river.JobSnooze(d), label: outcomeRateLimited, count: metaRateLimitWaits, n: waits + 1}
 		}
 	}
-	if permanent || job.Attempt >= min(job.MaxAttempts, b.maxAttempts) {
+	if permanent || job.Attempt >= jobAttempts(job.MaxAttempts, job.Metadata, b.maxAttempts) {
 		return verdict{river: river.JobCancel(err), label: outcomeFailed, record: true, final: true}
 	}
 	return verdict{river: fmt.Errorf("extract: %w", err), label: outcomeRetry, record: true}
@@ -156,9 +156,6 @@ func worse(have, next error) error {
 	}
 	return have
 }
-
-// lockWaits reads how often a job was snoozed for a lock wait.
-func lockWaits(metadata []byte) int { return metaCount(metadata, metaLockWaits) }
 
 // callTimeout is the longest one call of ext may take (*extractor.LLM's
 // CallTimeout), or 0 when it does not say.

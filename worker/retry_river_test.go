@@ -8,9 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/memoryd/memoryd/events"
@@ -19,26 +16,6 @@ import (
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/worker"
 )
-
-// riverClient returns a River client on e's database that only reads jobs.
-func (e *env) riverClient() *river.Client[pgx.Tx] {
-	e.t.Helper()
-	c, err := river.NewClient(riverpgxv5.New(e.store.Pool()), &river.Config{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return c
-}
-
-// extractJobs returns the rows of every extraction job, oldest first.
-func (e *env) extractJobs(c *river.Client[pgx.Tx]) []*rivertype.JobRow {
-	e.t.Helper()
-	res, err := c.JobList(e.ctx, river.NewJobListParams().Kinds(store.ExtractJobKind).First(100))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return res.Jobs
-}
 
 // TestRetryAfterSnoozesTheJob: a 429 with Retry-After ends the attempt after
 // one request; River's row shows the job scheduled for the server's delay,
@@ -53,14 +30,13 @@ func TestRetryAfterSnoozesTheJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc := e.riverClient()
 	before := time.Now()
 	e.start(llm, nil)
 	e.publish(events.Turn{ID: "t1", UserID: "alice", UserMessage: "My name is Alice."})
 
 	var job *rivertype.JobRow
 	e.waitFor("the job snoozed", func() (bool, string) {
-		jobs := e.extractJobs(rc)
+		jobs := e.extractJobs()
 		if len(jobs) != 1 {
 			return false, fmt.Sprintf("%d jobs", len(jobs))
 		}

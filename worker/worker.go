@@ -20,6 +20,8 @@
 // retried with River's backoff, and a permanent error, or the last attempt,
 // cancels the job and marks its turns failed (queryable, re-runnable with
 // RetryFailed).
+// Every extraction job is inserted by the Enqueuer (enqueue.go), which
+// gives it its queue and its attempts.
 //
 // Any number of processes may run a Worker against the same NATS and
 // Postgres: they share the durable consumer and River's job table.
@@ -228,7 +230,7 @@ func (c Config) withDefaults() Config {
 		c.JobSize = 1
 	}
 	if c.MaxAttempts == 0 {
-		c.MaxAttempts = 5
+		c.MaxAttempts = DefaultMaxAttempts
 	}
 	if c.JobRetryBase == 0 {
 		c.JobRetryBase = 2 * time.Second
@@ -358,9 +360,10 @@ type ExtractArgs struct {
 }
 
 // Kind is River's job kind.
-func (ExtractArgs) Kind() string { return store.ExtractJobKind }
+func (ExtractArgs) Kind() string { return ExtractJobKind }
 
-// InsertOpts puts extraction jobs on their queue.
+// InsertOpts puts extraction jobs on their queue. The Enqueuer, which
+// inserts every extraction job, sets the queue and the rest itself.
 func (ExtractArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{Queue: QueueExtract} }
 
 // Stats are counters since the worker started.
@@ -394,6 +397,7 @@ type Worker struct {
 	logger *slog.Logger
 	js     jetstream.JetStream
 	river  *river.Client[pgx.Tx]
+	enq    *Enqueuer // on river
 	live   *liveness // set by Start, before River starts
 
 	turnStream jetstream.Stream // set by Start, before ingestion starts
@@ -451,12 +455,13 @@ func New(cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: river: %w", err)
 	}
+	w.enq = &Enqueuer{store: cfg.Store, client: w.river, maxAttempts: cfg.MaxAttempts}
 	return w, nil
 }
 
-// River returns the worker's River client (to insert jobs in other
-// transactions, e.g. replay).
-func (w *Worker) River() *river.Client[pgx.Tx] { return w.river }
+// Enqueuer returns the worker's Enqueuer, on the worker's River client, for
+// the admin operations the process runs (Replay, RetryFailed).
+func (w *Worker) Enqueuer() *Enqueuer { return w.enq }
 
 // Stats returns the ingestion counters.
 func (w *Worker) Stats() Stats {
@@ -621,36 +626,4 @@ const hardStopTimeout = 30 * time.Second
 // purge their rejects too).
 func deadLetterSubject(prefix, subject string) string {
 	return events.DeadLetterSubject(prefix, events.TokenFromSubject(prefix, subject))
-}
-
-// RetryFailed sets failed turns (of userID, or of every user when empty; at
-// most limit) back to pending and enqueues one extraction job each, in one
-// transaction. It returns the number of turns re-enqueued. It needs no running
-// Worker: any process with workers will pick the jobs up.
-func RetryFailed(ctx context.Context, s *store.Store, userID string, limit int) (int, error) {
-	client, err := river.NewClient(riverpgxv5.New(s.Pool()), &river.Config{})
-	if err != nil {
-		return 0, fmt.Errorf("retry failed: river: %w", err)
-	}
-	failed, err := s.FailedTurns(ctx, userID, limit)
-	if err != nil || len(failed) == 0 {
-		return 0, err
-	}
-	keys := make([]store.TurnKey, len(failed))
-	for i, t := range failed {
-		keys[i] = t.Key()
-	}
-	var n int
-	err = s.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
-		reset, err := q.ResetFailed(ctx, keys)
-		if err != nil || len(reset) == 0 {
-			return err
-		}
-		n = len(reset)
-		return insertJobs(ctx, client, tx, withKeys(failed, reset), 1)
-	})
-	if err != nil {
-		return 0, fmt.Errorf("retry failed: %w", err)
-	}
-	return n, nil
 }

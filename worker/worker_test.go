@@ -57,6 +57,13 @@ func setup(t *testing.T) *env {
 // called).
 func (e *env) start(ext worker.Extractor, mod func(*worker.Config)) (stop func()) {
 	e.t.Helper()
+	_, stop = e.startWorker(ext, mod)
+	return stop
+}
+
+// startWorker is start, returning the worker too.
+func (e *env) startWorker(ext worker.Extractor, mod func(*worker.Config)) (w *worker.Worker, stop func()) {
+	e.t.Helper()
 	cfg := worker.Config{
 		Conn:              e.nc,
 		Store:             e.store,
@@ -89,7 +96,7 @@ func (e *env) start(ext worker.Extractor, mod func(*worker.Config)) (stop func()
 		})
 	}
 	e.t.Cleanup(stop)
-	return stop
+	return w, stop
 }
 
 var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
@@ -352,10 +359,9 @@ func TestLLMFailureMarksTurnFailedAndRetryRecovers(t *testing.T) {
 	}
 	// River's row holds every attempt's error, with the status. The turn is
 	// marked failed before River records the last attempt.
-	rc := e.riverClient()
 	var jobs []*rivertype.JobRow
 	e.waitFor("River to cancel the job", func() (bool, string) {
-		jobs = e.extractJobs(rc)
+		jobs = e.extractJobs()
 		var b strings.Builder
 		for _, j := range jobs {
 			fmt.Fprintf(&b, "job %d: state %s, attempt %d, errors %+v; ", j.ID, j.State, j.Attempt, j.Errors)

@@ -1,5 +1,23 @@
 package store
 
+// SQL on River's job table (river_job, River v0.51 schema) that River's
+// client API cannot do; everything else about jobs goes through River's
+// client in the worker. Kept in this one file so that a River upgrade has one
+// place to check. The store does not know memoryd's job kinds or their
+// arguments: the worker passes them in (RiverJobs).
+//
+// Why not River's API:
+//   - forget (deleteUserJobs): JobDeleteMany never deletes running jobs and
+//     skips rows another transaction has locked, so it cannot promise that no
+//     job row names the user once the forget commits; nor can it edit a job's
+//     arguments (a legacy job of several users loses only the user's ids).
+//   - takeover (TakeOverJobs): JobCancel on a running job only asks its
+//     process to stop, and that process is dead; the row must be ended here.
+//   - reconcile (OrphanedTurns): it joins the jobs' event ids with the turns
+//     table in one snapshot; JobList can neither join nor unnest arguments.
+//   - QueueDepth: River's client has no count; listing every job to count
+//     it on each metrics scrape would cost far more than one GROUP BY.
+
 import (
 	"context"
 	"encoding/json"
@@ -9,40 +27,53 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Process liveness: every worker process has a row in memoryd_processes,
-// keyed by its River client id, and renews it while it runs (see
-// worker/recover.go for the protocol).
-
-// RegisterProcess records a worker process as alive, or alive again.
-func (s *Store) RegisterProcess(ctx context.Context, id string) error {
-	_, err := s.db.Exec(ctx, `INSERT INTO memoryd_processes (id) VALUES ($1)
-		ON CONFLICT (id) DO UPDATE SET started_at = now(), heartbeat_at = now()`, id)
-	if err != nil {
-		return fmt.Errorf("register process: %w", err)
-	}
-	return nil
+// RiverJobs describes the River jobs whose rows name turns: their kind and
+// the fields of their JSON arguments holding the user id (empty in a legacy
+// job of several users) and the array of event ids. The worker owns the job
+// and passes its shape; a zero RiverJobs names no jobs.
+type RiverJobs struct {
+	Kind, UserField, EventIDsField string
 }
 
-// Heartbeat renews a process's liveness. It returns false when the row is
-// gone: another process found the heartbeat too old, declared the process
-// dead and handed its running jobs on (TakeOverJobs).
-func (s *Store) Heartbeat(ctx context.Context, id string) (bool, error) {
-	tag, err := s.db.Exec(ctx, `UPDATE memoryd_processes SET heartbeat_at = now() WHERE id = $1`, id)
-	if err != nil {
-		return false, fmt.Errorf("heartbeat: %w", err)
+// deleteUserJobs deletes, inside ForgetUser's transaction (after the user's
+// lock), the jobs that name the user's turns, in any state, running ones
+// included (a running job then finds its turns gone and stores nothing). A
+// job of the user is found through River's GIN index on args (containment);
+// a legacy job of several users (replay before migration 012: user field
+// "", which every memoryd version wrote) loses the user's event ids, or goes
+// when nothing else is left. Another user's turn with the same id loses its
+// place in such a job too; the reconciler requeues it. Call it before the
+// user's turns are deleted: it reads their ids.
+func (s *Store) deleteUserJobs(ctx context.Context, jobs RiverJobs, userID string) (int64, error) {
+	if jobs.Kind == "" {
+		return 0, nil
 	}
-	return tag.RowsAffected() == 1, nil
-}
-
-// EndProcess marks a process that stopped (its jobs have returned) as dead
-// at once, so that the next TakeOverJobs hands on anything it left running
-// and removes its row.
-func (s *Store) EndProcess(ctx context.Context, id string) error {
-	_, err := s.db.Exec(ctx, `UPDATE memoryd_processes SET heartbeat_at = '-infinity' WHERE id = $1`, id)
+	tag, err := s.db.Exec(ctx, `DELETE FROM river_job WHERE kind = $1 AND args @> jsonb_build_object($2::text, $3::text)`,
+		jobs.Kind, jobs.UserField, userID)
 	if err != nil {
-		return fmt.Errorf("end process: %w", err)
+		return 0, fmt.Errorf("forget jobs: %w", err)
 	}
-	return nil
+	// (Every data-modifying WITH clause runs, read or not.)
+	var emptied int64
+	err = s.db.QueryRow(ctx, `
+		WITH mine AS (
+			SELECT coalesce(array_agg(event_id), '{}') AS ids FROM turns WHERE user_id = $4
+		), stripped AS (
+			SELECT j.id, coalesce((SELECT jsonb_agg(e) FROM jsonb_array_elements_text(j.args->$3::text) AS e
+			                       WHERE e <> ALL (mine.ids)), '[]'::jsonb) AS rest
+			FROM river_job j, mine
+			WHERE j.kind = $1 AND j.args @> jsonb_build_object($2::text, '') AND j.args->$3::text ?| mine.ids
+		), emptied AS (
+			DELETE FROM river_job j USING stripped s WHERE j.id = s.id AND s.rest = '[]'::jsonb RETURNING 1
+		), updated AS (
+			UPDATE river_job j SET args = jsonb_set(j.args, ARRAY[$3::text], s.rest)
+			FROM stripped s WHERE j.id = s.id AND s.rest <> '[]'::jsonb RETURNING 1
+		)
+		SELECT count(*) FROM emptied`, jobs.Kind, jobs.UserField, jobs.EventIDsField, userID).Scan(&emptied)
+	if err != nil {
+		return 0, fmt.Errorf("forget jobs of several users: %w", err)
+	}
+	return tag.RowsAffected() + emptied, nil
 }
 
 // TakenJob is a job that was running in a dead process, as TakeOverJobs
@@ -65,8 +96,7 @@ type TakenJob struct {
 // with an error saying why, and returned, so that the caller inserts a
 // replacement in the same transaction. Call it inside InTx.
 //
-// This is memoryd's one write to River's job table (river_job, River v0.51
-// schema). River's client cannot retry a running job (JobRetry skips it) and
+// River's client cannot retry a running job (JobRetry skips it) and
 // its rescuer waits RescueStuckJobsAfter; ending the row, rather than setting
 // it back to available, means that a late completion from the old process
 // (River's completer only updates rows still 'running') can never change
@@ -138,19 +168,19 @@ type OrphanedTurn struct {
 // OrphanedTurns returns up to limit pending turns, oldest first, that no
 // live extraction job names (River states available, pending, retryable,
 // running, scheduled) and that no debounced burst has claimed, with the
-// newest discarded job naming each. A job names a turn when it lists the
-// turn's event id and names the turn's user (or no user: a job enqueued
-// before migration 012). It reads River's job table
-// (river_job, River v0.51 schema): the live jobs through River's state index
+// newest discarded job naming each, among the jobs described by jobs. A job
+// names a turn when it lists the turn's event id and names the turn's user
+// (or no user: a job enqueued before migration 012). It reads the live jobs
+// through River's state index
 // once per call, and the discarded jobs only for the turns found. One statement
 // sees one snapshot, and ingest, replay and retry-failed insert a turn's
 // job in the transaction that sets it pending, so a turn is never seen
 // between the two.
-func (s *Store) OrphanedTurns(ctx context.Context, limit int) ([]OrphanedTurn, error) {
+func (s *Store) OrphanedTurns(ctx context.Context, jobs RiverJobs, limit int) ([]OrphanedTurn, error) {
 	rows, err := s.db.Query(ctx, `
 		WITH live AS MATERIALIZED (
-			SELECT DISTINCT coalesce(j.args->>'user_id', '') AS user_id, e.event_id
-			FROM river_job j, jsonb_array_elements_text(j.args->'event_ids') AS e(event_id)
+			SELECT DISTINCT coalesce(j.args->>$3::text, '') AS user_id, e.event_id
+			FROM river_job j, jsonb_array_elements_text(j.args->$4::text) AS e(event_id)
 			WHERE j.kind = $1 AND j.state IN ('available', 'pending', 'retryable', 'running', 'scheduled')
 		), orphan AS (
 			SELECT t.event_id, t.user_id, t.received_at FROM turns t
@@ -160,14 +190,14 @@ func (s *Store) OrphanedTurns(ctx context.Context, limit int) ([]OrphanedTurn, e
 			LIMIT $2
 		), discarded AS (
 			SELECT DISTINCT ON (o.user_id, o.event_id) o.user_id, o.event_id, j.id, j.attempt
-			FROM river_job j, jsonb_array_elements_text(j.args->'event_ids') AS e(event_id), orphan o
+			FROM river_job j, jsonb_array_elements_text(j.args->$4::text) AS e(event_id), orphan o
 			WHERE j.kind = $1 AND j.state = 'discarded'
-			  AND e.event_id = o.event_id AND coalesce(j.args->>'user_id', '') IN (o.user_id, '')
+			  AND e.event_id = o.event_id AND coalesce(j.args->>$3::text, '') IN (o.user_id, '')
 			ORDER BY o.user_id, o.event_id, j.id DESC
 		)
 		SELECT o.event_id, o.user_id, coalesce(d.id, 0), coalesce(d.attempt, 0)
 		FROM orphan o LEFT JOIN discarded d USING (user_id, event_id)
-		ORDER BY o.received_at, o.event_id, o.user_id`, ExtractJobKind, limit)
+		ORDER BY o.received_at, o.event_id, o.user_id`, jobs.Kind, limit, jobs.UserField, jobs.EventIDsField)
 	if err != nil {
 		return nil, fmt.Errorf("orphaned turns: %w", err)
 	}
@@ -180,4 +210,27 @@ func (s *Store) OrphanedTurns(ctx context.Context, limit int) ([]OrphanedTurn, e
 		return nil, fmt.Errorf("orphaned turns: %w", err)
 	}
 	return turns, nil
+}
+
+// QueueDepth counts River jobs that are not finished, by queue and state
+// (available, scheduled, retryable, running, pending).
+func (s *Store) QueueDepth(ctx context.Context) (map[[2]string]int64, error) {
+	rows, err := s.db.Query(ctx, `SELECT queue, state::text, count(*) FROM river_job
+		WHERE state IN ('available', 'scheduled', 'retryable', 'running', 'pending')
+		GROUP BY queue, state`)
+	if err != nil {
+		return nil, fmt.Errorf("queue depth: %w", err)
+	}
+	depth := map[[2]string]int64{}
+	var (
+		queue, state string
+		n            int64
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&queue, &state, &n}, func() error {
+		depth[[2]string{queue, state}] = n
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("queue depth: %w", err)
+	}
+	return depth, nil
 }

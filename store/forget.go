@@ -1,0 +1,123 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Removed counts rows deleted from each table.
+type Removed struct {
+	Facts       int64 `json:"facts"`
+	FactHistory int64 `json:"fact_history"`
+	Context     int64 `json:"context"`
+	Turns       int64 `json:"turns"`
+	Jobs        int64 `json:"jobs"`
+}
+
+// ForgetUser deletes everything memoryd keeps about a user in Postgres:
+// facts, fact history, context, turns, the River jobs of riverJobs's shape
+// that name the user's turns (see deleteUserJobs) and token usage, and
+// leaves a tombstone for the user's token, all in one transaction. The tombstone covers the turn stream up to
+// throughSeq (the stream's last sequence when the forget began) and every
+// turn of the user recorded so far, and only grows; it returns it, so the
+// caller purges the stream up to its sequence.
+//
+// It first takes the user's lock exclusively (see LockUsers): writes for the
+// user in flight (ingest, extraction, replay, token usage) commit before it,
+// and it deletes what they wrote; those after it see the tombstone. A forget
+// that failed half-way can simply be run again.
+func (s *Store) ForgetUser(ctx context.Context, userID, token string, throughSeq uint64, riverJobs RiverJobs) (Removed, Tombstone, error) {
+	var (
+		r    Removed
+		tomb = Tombstone{UserToken: token}
+	)
+	err := s.InTx(ctx, func(_ pgx.Tx, q *Store) error {
+		if _, err := q.db.Exec(ctx, `SELECT pg_advisory_xact_lock(`+fmt.Sprintf(userLock, "$1::text")+`)`, token); err != nil {
+			return fmt.Errorf("forget: lock user: %w", err)
+		}
+		var seq int64
+		err := q.db.QueryRow(ctx, `
+			INSERT INTO tombstones AS t (user_token, stream_seq)
+			SELECT $1, greatest($2::bigint, (SELECT max(stream_seq) FROM turns WHERE user_id = $3))
+			ON CONFLICT (user_token) DO UPDATE
+			SET stream_seq = greatest(t.stream_seq, excluded.stream_seq), forgotten_at = now()
+			RETURNING stream_seq, forgotten_at`, token, int64(throughSeq), userID).Scan(&seq, &tomb.ForgottenAt)
+		if err != nil {
+			return fmt.Errorf("forget: tombstone: %w", err)
+		}
+		tomb.StreamSeq = uint64(seq)
+		// Jobs before turns, which name them (see deleteUserJobs).
+		jobs, err := q.deleteUserJobs(ctx, riverJobs, userID)
+		if err != nil {
+			return err
+		}
+		// Turns next: deleting them waits for any extraction holding their
+		// locks to commit, so the memory it wrote is visible to the deletes
+		// below; a later extraction finds no turns and writes nothing.
+		tag, err := q.db.Exec(ctx, `DELETE FROM turns WHERE user_id = $1`, userID)
+		if err != nil {
+			return fmt.Errorf("forget turns: %w", err)
+		}
+		turns := tag.RowsAffected()
+		if r, err = q.deleteMemory(ctx, []string{userID}, true); err != nil {
+			return err
+		}
+		r.Turns, r.Jobs = turns, jobs
+		if _, err := q.db.Exec(ctx, `DELETE FROM llm_usage WHERE user_id = $1`, userID); err != nil {
+			return fmt.Errorf("forget usage: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return Removed{}, Tombstone{}, err
+	}
+	return r, tomb, nil
+}
+
+// ResetMemory deletes the derived memory (facts, fact history, context) of
+// the given users, or of every user when userIDs is empty, in one
+// transaction, before a replay rebuilds it. Turns are kept, and so are items
+// written directly through the memory tools (extractor "direct"): they never
+// passed through the stream, so a replay could not bring them back.
+func (s *Store) ResetMemory(ctx context.Context, userIDs []string) (Removed, error) {
+	var r Removed
+	err := s.InTx(ctx, func(_ pgx.Tx, q *Store) error {
+		var err error
+		r, err = q.deleteMemory(ctx, userIDs, false)
+		return err
+	})
+	return r, err
+}
+
+func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect bool) (Removed, error) {
+	var r Removed
+	all := len(userIDs) == 0
+	if withDirect {
+		// First, under the users' clear locks (see lockClears for the order).
+		if err := s.deleteClears(ctx, all, userIDs); err != nil {
+			return r, err
+		}
+	}
+	for _, t := range []struct {
+		table string
+		n     *int64
+	}{{"facts", &r.Facts}, {"context", &r.Context}} {
+		tag, err := s.db.Exec(ctx, `DELETE FROM `+t.table+` WHERE ($1 OR user_id = ANY($2)) AND ($3 OR extractor <> 'direct')`, all, userIDs, withDirect)
+		if err != nil {
+			return r, fmt.Errorf("delete %s: %w", t.table, err)
+		}
+		*t.n = tag.RowsAffected()
+	}
+	// History goes with forget only: after a reset the rebuilt facts add to
+	// it, keeping what the replay changed visible.
+	if withDirect {
+		tag, err := s.db.Exec(ctx, `DELETE FROM fact_history WHERE $1 OR user_id = ANY($2)`, all, userIDs)
+		if err != nil {
+			return r, fmt.Errorf("delete fact_history: %w", err)
+		}
+		r.FactHistory = tag.RowsAffected()
+	}
+	return r, nil
+}

@@ -1,0 +1,42 @@
+package store
+
+import (
+	"context"
+	"fmt"
+)
+
+// Process liveness: every worker process has a row in memoryd_processes,
+// keyed by its River client id, and renews it while it runs (see
+// worker/recover.go for the protocol).
+
+// RegisterProcess records a worker process as alive, or alive again.
+func (s *Store) RegisterProcess(ctx context.Context, id string) error {
+	_, err := s.db.Exec(ctx, `INSERT INTO memoryd_processes (id) VALUES ($1)
+		ON CONFLICT (id) DO UPDATE SET started_at = now(), heartbeat_at = now()`, id)
+	if err != nil {
+		return fmt.Errorf("register process: %w", err)
+	}
+	return nil
+}
+
+// Heartbeat renews a process's liveness. It returns false when the row is
+// gone: another process found the heartbeat too old, declared the process
+// dead and handed its running jobs on (TakeOverJobs).
+func (s *Store) Heartbeat(ctx context.Context, id string) (bool, error) {
+	tag, err := s.db.Exec(ctx, `UPDATE memoryd_processes SET heartbeat_at = now() WHERE id = $1`, id)
+	if err != nil {
+		return false, fmt.Errorf("heartbeat: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// EndProcess marks a process that stopped (its jobs have returned) as dead
+// at once, so that the next TakeOverJobs hands on anything it left running
+// and removes its row.
+func (s *Store) EndProcess(ctx context.Context, id string) error {
+	_, err := s.db.Exec(ctx, `UPDATE memoryd_processes SET heartbeat_at = '-infinity' WHERE id = $1`, id)
+	if err != nil {
+		return fmt.Errorf("end process: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,83 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// RequeueTurns records turns read again from the stream for a replay: new
+// ones are inserted, known ones that are not pending are set back to pending
+// with their content refreshed from the event, which also gives a turn whose
+// text was cleared after the retention period its text back. It returns the
+// keys of the turns that need an extraction job; a turn already pending has
+// one. Of several events with one key (a frontend's retry, or a conflicting
+// duplicate that ingest dead-lettered), the earliest in the stream counts,
+// and a later one changes a recorded turn only if its content is the same.
+func (s *Store) RequeueTurns(ctx context.Context, turns []Turn) ([]TurnKey, error) {
+	if len(turns) == 0 {
+		return nil, nil
+	}
+	n := len(turns)
+	ids, users, convs, msgs, resps := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	ats := make([]time.Time, n)
+	seqs := make([]int64, n)
+	metas := make([]*string, n)
+	clamped := make([]*time.Time, n)
+	for i, t := range turns {
+		ids[i], users[i], convs[i], msgs[i], resps[i] = t.EventID, t.UserID, t.ConversationID, t.UserMessage, t.AssistantResponse
+		ats[i], seqs[i], clamped[i] = t.TurnAt, int64(t.StreamSeq), t.ClampedFrom
+		if len(t.Metadata) > 0 && string(t.Metadata) != "null" {
+			m := string(t.Metadata)
+			metas[i] = &m
+		}
+	}
+	// The upsert locks the rows it conflicts with in its own (user, id)
+	// order, pending ones included; an extraction's save and a burst's claim
+	// lock a user's turns in (turn_at, event_id) order. Locking the existing
+	// rows first in that order makes the orders agree, so replay beside
+	// extraction cannot deadlock.
+	if _, err := s.db.Exec(ctx, `
+		SELECT 1 FROM turns t
+		WHERE (t.user_id, t.event_id) IN (SELECT u, e FROM unnest($1::text[], $2::text[]) AS x(e, u))
+		ORDER BY t.turn_at, t.event_id, t.user_id
+		FOR UPDATE`, ids, users); err != nil {
+		return nil, fmt.Errorf("requeue turns: lock: %w", err)
+	}
+	// The WHERE skips rows already pending, which RETURNING then omits.
+	rows, err := s.db.Query(ctx, `
+		INSERT INTO turns AS t (event_id, user_id, conversation_id, user_message, assistant_response, turn_at, stream_seq, metadata, clamped_from, content_hash)
+		SELECT DISTINCT ON (u, e) e, u, c, m, r, a, q, md, cf, memoryd_turn_hash(c, m, r, coalesce(cf, a), md)
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::bigint[], $8::jsonb[], $9::timestamptz[]) AS x(e, u, c, m, r, a, q, md, cf)
+		ORDER BY u, e, q
+		ON CONFLICT (user_id, event_id) DO UPDATE
+		SET status = 'pending', last_error = NULL, user_message = excluded.user_message,
+		    assistant_response = excluded.assistant_response, metadata = excluded.metadata, text_cleared_at = NULL,
+		    turn_at = excluded.turn_at, clamped_from = excluded.clamped_from, conversation_id = excluded.conversation_id, stream_seq = excluded.stream_seq,
+		    content_hash = excluded.content_hash
+		WHERE t.status <> 'pending' AND (t.content_hash IS NULL OR t.content_hash = excluded.content_hash)
+		RETURNING user_id, event_id`,
+		ids, users, convs, msgs, resps, ats, seqs, metas, clamped)
+	if err != nil {
+		return nil, fmt.Errorf("requeue turns: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[TurnKey])
+	if err != nil {
+		return nil, fmt.Errorf("requeue turns: %w", err)
+	}
+	return out, nil
+}
+
+// PendingTurns counts turns not yet processed or failed, for the given users
+// (all when empty).
+func (s *Store) PendingTurns(ctx context.Context, userIDs []string) (int64, error) {
+	var n int64
+	err := s.db.QueryRow(ctx, `SELECT count(*) FROM turns WHERE status = 'pending' AND ($1 OR user_id = ANY($2))`,
+		len(userIDs) == 0, userIDs).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("pending turns: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,283 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store"
+)
+
+// DefaultReplayStallTimeout is ReplayConfig.StallTimeout's default.
+const DefaultReplayStallTimeout = 5 * time.Second
+
+// replayMaxStalls bounds how often in a row a replay recreates its consumer
+// without reading anything before it gives up on a subject.
+const replayMaxStalls = 5
+
+// ReplayIncompleteError is returned by Replay when it could not read part of
+// what the stream held for a subject when the replay started. What was read
+// before is recorded and enqueued; re-running the replay (e.g. with FromSeq
+// set to FirstSeq) reads the rest.
+type ReplayIncompleteError struct {
+	// Subject is the subject filter that was being read.
+	Subject string
+	// FirstSeq and LastSeq bound the stream sequences not read, inclusive;
+	// LastSeq is the stream's last sequence when the replay started.
+	FirstSeq, LastSeq uint64
+	// Unread counts the events of Subject that the stream held when the
+	// replay started and that were not read (events deleted since, e.g. by
+	// a forget, are counted too).
+	Unread uint64
+	// Err is why reading stopped.
+	Err error
+}
+
+func (e *ReplayIncompleteError) Error() string {
+	return fmt.Sprintf("replay incomplete: %d events of %s in stream sequences %d-%d were not read: %v",
+		e.Unread, e.Subject, e.FirstSeq, e.LastSeq, e.Err)
+}
+
+func (e *ReplayIncompleteError) Unwrap() error { return e.Err }
+
+// replaySrc is one subject filter of a replay: its first ordered consumer
+// (created with the replay's start position), the configuration to create
+// another one, and how many events it held when the replay started.
+type replaySrc struct {
+	filter  string
+	occ     jetstream.OrderedConsumerConfig
+	cons    jetstream.Consumer
+	pending uint64
+}
+
+// streamEnd is the stream's last sequence now: a replay reads up to it.
+func streamEnd(ctx context.Context, js jetstream.JetStream, stream string) (uint64, error) {
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return 0, fmt.Errorf("replay: stream %s: %w", stream, err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("replay: stream %s: %w", stream, err)
+	}
+	return info.State.LastSeq, nil
+}
+
+// replaySource reads one subject filter up to the stream sequence end and
+// requeues what it reads in batches. It reads with an ordered consumer's
+// continuous pull iterator (a Fetch per batch would re-create the ordered
+// consumer each time). When the consumer says nothing is left, or delivers
+// nothing for StallTimeout (it can stall for good after a purge of another
+// subject), a fresh ordered consumer is created from the sequence after the
+// last one read: if it has nothing pending the subject is done, otherwise
+// reading goes on from it. After replayMaxStalls fresh consumers in a row
+// that deliver nothing, or when the stream is gone, it returns a
+// *ReplayIncompleteError saying what it did not read.
+func replaySource(ctx context.Context, cfg ReplayConfig, enq *Enqueuer, src replaySrc, end uint64, p *ReplayProgress, start time.Time) error {
+	var (
+		turns   []store.Turn
+		inBatch int
+		read    uint64 // events read from this source
+		last    uint64 // the last stream sequence read
+	)
+	flush := func() error {
+		if inBatch == 0 {
+			return nil
+		}
+		if !cfg.DryRun {
+			n, err := requeue(ctx, cfg.Store, enq, turns, cfg.JobSize)
+			if err != nil {
+				return err
+			}
+			p.Enqueued += n
+		} else {
+			p.Enqueued += len(turns)
+		}
+		turns, inBatch = turns[:0], 0
+		p.Elapsed = time.Since(start)
+		if cfg.Progress != nil {
+			cfg.Progress(*p)
+		}
+		return nil
+	}
+	incomplete := func(err error) error {
+		if ferr := flush(); ferr != nil {
+			return ferr
+		}
+		first := last + 1
+		if last == 0 {
+			first = max(src.occ.OptStartSeq, 1)
+		}
+		var unread uint64
+		if src.pending > read {
+			unread = src.pending - read
+		}
+		return &ReplayIncompleteError{Subject: src.filter, FirstSeq: first, LastSeq: end, Unread: unread, Err: err}
+	}
+	// take handles one message; it reports whether the end was reached.
+	take := func(m jetstream.Msg) (bool, error) {
+		md, err := m.Metadata()
+		if err != nil {
+			return false, fmt.Errorf("replay: message metadata: %w", err)
+		}
+		if md.Sequence.Stream > end {
+			return true, nil // published after the replay started
+		}
+		last = md.Sequence.Stream
+		read++
+		inBatch++
+		p.Read++
+		turn, err := events.Decode(m.Data())
+		if err == nil && events.TokenFromSubject(cfg.Prefix, m.Subject()) != events.UserToken(turn.UserID) {
+			err = errTokenMismatch
+		}
+		switch {
+		case err != nil:
+			p.Invalid++
+		case !turn.MemoryEnabled():
+			p.OptedOut++
+		default:
+			st, _ := storeTurn(turn, m, cfg.MaxClockSkew)
+			turns = append(turns, st)
+		}
+		if inBatch == cfg.BatchSize {
+			if err := flush(); err != nil {
+				return false, err
+			}
+		}
+		return last == end, nil
+	}
+
+	if src.pending == 0 {
+		deleteConsumer(ctx, cfg, src.cons)
+		return nil
+	}
+	cons, pending := src.cons, src.pending
+	stalls := 0
+	for {
+		if pending > 0 {
+			readBefore := read
+			done, err := readUntilIdle(ctx, cfg, cons, take)
+			if err != nil {
+				return err
+			}
+			if done {
+				return flush()
+			}
+			if read > readBefore {
+				stalls = 0
+			} else {
+				stalls++
+			}
+		}
+		if err := flush(); err != nil {
+			return err
+		}
+		if stalls > replayMaxStalls {
+			return incomplete(fmt.Errorf("the stream delivered nothing after %d new consumers, each waited on for %s", replayMaxStalls, cfg.StallTimeout))
+		}
+		// The consumer says it is done, or it stalled: ask a fresh one from
+		// the next sequence whether anything is left.
+		deleteConsumer(ctx, cfg, cons)
+		occ := src.occ
+		if last > 0 {
+			occ.DeliverPolicy, occ.OptStartSeq, occ.OptStartTime = jetstream.DeliverByStartSequencePolicy, last+1, nil
+		}
+		var err error
+		cons, pending, err = orderedConsumer(ctx, cfg, occ)
+		if ctx.Err() != nil {
+			return fmt.Errorf("replay: %w", ctx.Err())
+		}
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return incomplete(err)
+		}
+		if err != nil {
+			// A transient failure counts as a stall, so that it is retried
+			// a bounded number of times.
+			stalls++
+			cfg.Logger.Warn("replay: cannot create a consumer; retrying", "subject", src.filter, "from_seq", last+1, "error", err)
+			if stalls > replayMaxStalls {
+				return incomplete(err)
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("replay: %w", ctx.Err())
+			case <-time.After(min(cfg.StallTimeout, time.Second)):
+			}
+			continue
+		}
+		if pending == 0 {
+			deleteConsumer(ctx, cfg, cons)
+			return nil
+		}
+		if stalls > 0 {
+			cfg.Logger.Info("replay: consumer stalled; reading on from a new one", "subject", src.filter, "from_seq", last+1, "pending", pending)
+		}
+	}
+}
+
+// readUntilIdle passes the messages of cons to take until take reports the
+// end (done), the consumer says nothing more is pending, nothing arrives for
+// StallTimeout, or the iterator fails; only ctx's end is an error.
+func readUntilIdle(ctx context.Context, cfg ReplayConfig, cons jetstream.Consumer, take func(jetstream.Msg) (bool, error)) (done bool, err error) {
+	it, err := cons.Messages(jetstream.PullMaxMessages(cfg.BatchSize * 2))
+	if err != nil {
+		cfg.Logger.Warn("replay: cannot read the stream", "error", err)
+		return false, nil
+	}
+	defer it.Stop()
+	for {
+		nextCtx, cancel := context.WithTimeout(ctx, cfg.StallTimeout)
+		m, err := it.Next(jetstream.NextContext(nextCtx))
+		cancel()
+		if ctx.Err() != nil {
+			return false, fmt.Errorf("replay: %w", ctx.Err())
+		}
+		if errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
+			return false, nil
+		}
+		if err != nil {
+			cfg.Logger.Warn("replay: reading the stream failed", "error", err)
+			return false, nil
+		}
+		done, err := take(m)
+		if err != nil || done {
+			return done, err
+		}
+		if md, err := m.Metadata(); err == nil && md.NumPending == 0 {
+			return false, nil
+		}
+	}
+}
+
+// orderedConsumer creates an ordered consumer and returns how many events it
+// has pending.
+func orderedConsumer(ctx context.Context, cfg ReplayConfig, occ jetstream.OrderedConsumerConfig) (jetstream.Consumer, uint64, error) {
+	cons, err := cfg.JetStream.OrderedConsumer(ctx, cfg.Stream, occ)
+	if err != nil {
+		return nil, 0, fmt.Errorf("replay: consumer for %v: %w", occ.FilterSubjects, err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("replay: consumer info: %w", err)
+	}
+	return cons, info.NumPending, nil
+}
+
+// deleteConsumer removes a consumer the replay is done with, rather than
+// leaving it to the server's inactivity threshold. Best effort.
+func deleteConsumer(ctx context.Context, cfg ReplayConfig, cons jetstream.Consumer) {
+	if cons == nil {
+		return
+	}
+	if info := cons.CachedInfo(); info != nil {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = cfg.JetStream.DeleteConsumer(ctx, cfg.Stream, info.Name)
+	}
+}
