@@ -215,3 +215,26 @@ func TestRankingMatchesGolden(t *testing.T) {
 		t.Fatalf("only %d of %d queries return items", nonEmpty, len(lines))
 	}
 }
+
+// BenchmarkGoldenSearch is the golden queries' cost through the store and the
+// ranking, one query per iteration (most of it the Postgres round trip).
+func BenchmarkGoldenSearch(b *testing.B) {
+	ctx := context.Background()
+	s := storetest.New(b)
+	corpus := goldenCorpus()
+	if _, err := s.InsertContext(ctx, corpus); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(ctx, "VACUUM ANALYZE context"); err != nil {
+		b.Fatal(err)
+	}
+	qs := goldenQuerySet(corpus)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, err := goldenSearch(ctx, s, qs[i%len(qs)]); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
