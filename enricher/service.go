@@ -42,8 +42,8 @@ const maxListFacts = 1000
 
 // Store is what the service reads and writes; *store.Store satisfies it.
 type Store interface {
-	Recall(ctx context.Context, q store.RecallQuery) ([]store.Fact, []store.ContextItem, error)
-	SearchContext(ctx context.Context, q store.SearchQuery) ([]store.ContextItem, error)
+	Recall(ctx context.Context, q store.RecallQuery) ([]store.Fact, store.Candidates, error)
+	SearchContext(ctx context.Context, q store.SearchQuery) (store.Candidates, error)
 	DeleteContext(ctx context.Context, d store.ContextDelete) (int64, error)
 	// InTx runs the direct writes (store, facts.set) in a transaction that
 	// holds the user's forget lock (see forgetSafe).
@@ -825,19 +825,14 @@ func (s *Service) parseEnrich(token string, data []byte) (enrichParams, error) {
 }
 
 func (s *Service) enrich(ctx context.Context, p enrichParams) (events.EnrichReply, error) {
-	facts, items, err := s.cfg.Store.Recall(ctx, store.RecallQuery{
-		SearchQuery: store.SearchQuery{
-			UserID:    p.userID,
-			Keywords:  p.keywords,
-			At:        p.at,
-			Threshold: p.threshold,
-			Limit:     p.maxResults,
-		},
-		MaxFacts: s.cfg.MaxFacts,
+	facts, cands, err := s.cfg.Store.Recall(ctx, store.RecallQuery{
+		SearchQuery: store.SearchQuery{UserID: p.userID, Keywords: p.keywords},
+		MaxFacts:    s.cfg.MaxFacts,
 	})
 	if err != nil {
 		return events.EnrichReply{}, err
 	}
+	items := Rank(cands, p.at, p.threshold, p.maxResults)
 	r := p.reply(time.Now())
 	r.Facts, r.Context, r.Injection, r.Tokens = inject(p.format, p.maxTokens, wireFacts(facts), wireItems(items))
 	return r, nil
@@ -864,11 +859,11 @@ func (s *Service) search(token string, data []byte) (call, error) {
 		}
 	}
 	return func(ctx context.Context) (any, error) {
-		items, err := s.cfg.Store.SearchContext(ctx, store.SearchQuery{UserID: req.UserID, Keywords: Keywords(req.Query), Limit: limit})
+		cands, err := s.cfg.Store.SearchContext(ctx, store.SearchQuery{UserID: req.UserID, Keywords: Keywords(req.Query)})
 		if err != nil {
 			return nil, err
 		}
-		return events.SearchReply{Results: wireItems(items)}, nil
+		return events.SearchReply{Results: wireItems(Rank(cands, time.Time{}, 0, limit))}, nil
 	}, nil
 }
 
