@@ -223,14 +223,6 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 		return nil, Candidates{}, err
 	}
 	defer rows.Close()
-	// A candidate's texts and tsvector are copied from the row into arenas
-	// (the row's bytes are valid until the next row only); the texts then
-	// become one string that every candidate's strings slice, so reading n
-	// candidates allocates a handful of times rather than 5n.
-	type raw struct {
-		texts  [4]span // question, answer, event id, conversation id
-		vector span    // the tsvector's text form, in vectors
-	}
 	var (
 		kind                int16
 		out                 Candidates
@@ -238,10 +230,8 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 		facts               = []Fact{}
 		f                   Fact
 		c                   Candidate
-		r                   raw
-		raws                []raw
-		texts, vectors      []byte
-		q1, a1, ev, conv, v pgtype.DriverBytes // valid until the next row: copied to an arena
+		cr                  candidateReader
+		q1, a1, ev, conv, v pgtype.DriverBytes // valid until the next row: copied by cr
 		n                   float64
 		sawStats            bool
 	)
@@ -268,10 +258,7 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 		case rowCandidate:
 			if err = rows.Scan(candDest...); err == nil {
 				c.QuestionLen, c.AnswerLen = int(qlen), int(alen)
-				r.texts = [4]span{push(&texts, q1), push(&texts, a1), push(&texts, ev), push(&texts, conv)}
-				r.vector = push(&vectors, v)
-				out.Matches = append(out.Matches, c)
-				raws = append(raws, r)
+				cr.add(c, q1, a1, ev, conv, v)
 			}
 		default:
 			err = fmt.Errorf("recall read a row of kind %d", kind)
@@ -291,24 +278,55 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 	// the most recent first.
 	slices.SortStableFunc(facts, func(x, y Fact) int { return y.SourceAt.Compare(x.SourceAt) })
 
-	text := string(texts)
-	counts := make([]TermCount, len(out.Matches)*len(out.Terms))
+	out.Matches = cr.decode(out.Terms, q.UserID)
+	return facts, out, nil
+}
+
+// candidateReader collects a recall's candidates, row by row, and decodes
+// them once the query's lexemes are known. A row's bytes are valid until
+// the next row only, so its texts and tsvector are copied into arenas; the
+// texts then become one string that every candidate's strings slice, so n
+// candidates cost a handful of allocations rather than 5n.
+type candidateReader struct {
+	matches        []Candidate
+	raws           []rawCandidate
+	texts, vectors []byte
+}
+
+type rawCandidate struct {
+	texts  [4]span // question, answer, event id, conversation id, in texts
+	vector span    // the tsvector's text form, in vectors
+}
+
+// add reads one candidate row: c without its texts and term counts, and
+// the row's bytes for those.
+func (cr *candidateReader) add(c Candidate, question, answer, eventID, conversationID, vector []byte) {
+	t := &cr.texts
+	cr.matches = append(cr.matches, c)
+	cr.raws = append(cr.raws, rawCandidate{
+		texts:  [4]span{push(t, question), push(t, answer), push(t, eventID), push(t, conversationID)},
+		vector: push(&cr.vectors, vector),
+	})
+}
+
+// decode returns the candidates read, with their texts, user id and the
+// counts of terms. A candidate whose tsvector cannot be read is left out
+// rather than failing the search; Postgres' own output always reads.
+func (cr *candidateReader) decode(terms []string, userID string) []Candidate {
+	text := string(cr.texts)
+	counts := make([]TermCount, len(cr.matches)*len(terms))
 	var tc termCounts
-	kept := out.Matches[:0]
-	for i, m := range out.Matches {
-		r := raws[i]
-		m.Terms = counts[i*len(out.Terms) : (i+1)*len(out.Terms) : (i+1)*len(out.Terms)]
-		if err := tc.read(r.vector.of(vectors), out.Terms, m.Terms); err != nil {
-			// Not possible from Postgres' own output; an item whose
-			// tsvector cannot be read is left out rather than failing the
-			// search.
+	kept := cr.matches[:0]
+	for i, m := range cr.matches {
+		r := cr.raws[i]
+		m.Terms = counts[i*len(terms) : (i+1)*len(terms) : (i+1)*len(terms)]
+		if err := tc.read(r.vector.of(cr.vectors), terms, m.Terms); err != nil {
 			continue
 		}
-		m.Item.UserID = q.UserID
+		m.Item.UserID = userID
 		m.Item.Question, m.Item.Answer = r.texts[0].in(text), r.texts[1].in(text)
 		m.Item.EventID, m.Item.ConversationID = r.texts[2].in(text), r.texts[3].in(text)
 		kept = append(kept, m)
 	}
-	out.Matches = kept
-	return facts, out, nil
+	return kept
 }
