@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/jackc/pgx/v5/pgtype"
 )
@@ -249,6 +250,7 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 		case rowStats:
 			err = rows.Scan(statsDest...)
 			out.Stats.Items = int(n)
+			cr.setTerms(out.Terms)
 			sawStats = true
 		case rowFact:
 			if err = rows.Scan(factDest...); err == nil {
@@ -278,24 +280,49 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 	// the most recent first.
 	slices.SortStableFunc(facts, func(x, y Fact) int { return y.SourceAt.Compare(x.SourceAt) })
 
-	out.Matches = cr.decode(out.Terms, q.UserID)
+	out.Matches = cr.decode(q.UserID)
 	return facts, out, nil
 }
 
-// candidateReader collects a recall's candidates, row by row, and decodes
-// them once the query's lexemes are known. A row's bytes are valid until
-// the next row only, so its texts and tsvector are copied into arenas; the
-// texts then become one string that every candidate's strings slice, so n
-// candidates cost a handful of allocations rather than 5n.
+// candidateReader collects a recall's candidates, row by row. A row's bytes
+// are valid until the next row only, so its texts are copied into an arena
+// that becomes one string every candidate's strings slice (n candidates
+// cost a handful of allocations rather than 4n), and its tsvector is decoded
+// at once into term counts; one that arrives before the statistics row (and
+// so before the query's lexemes) is copied and decoded when they come.
 type candidateReader struct {
-	matches        []Candidate
-	raws           []rawCandidate
-	texts, vectors []byte
+	terms    []string // the query's lexemes, once known
+	known    bool     // terms is set
+	matches  []Candidate
+	raws     []rawCandidate
+	texts    []byte      // arena of the candidates' texts
+	vectors  []byte      // arena of the tsvectors read before the terms
+	counts   []TermCount // len(terms) per decoded candidate, in order
+	tc       termCounts
+	deferred int // candidates whose tsvector waits in vectors
 }
 
 type rawCandidate struct {
 	texts  [4]span // question, answer, event id, conversation id, in texts
-	vector span    // the tsvector's text form, in vectors
+	vector span    // the tsvector's text form, in vectors, until decoded
+	bad    bool    // the tsvector did not read
+}
+
+// setTerms gives the query's lexemes and decodes the tsvectors that came
+// before them.
+func (cr *candidateReader) setTerms(terms []string) {
+	cr.terms, cr.known = terms, true
+	for i := range cr.deferred {
+		cr.decodeVector(&cr.raws[i], cr.raws[i].vector.of(cr.vectors))
+	}
+	cr.vectors = nil
+}
+
+// decodeVector appends the counts of v's terms.
+func (cr *candidateReader) decodeVector(r *rawCandidate, v []byte) {
+	n := len(cr.counts)
+	cr.counts = slices.Grow(cr.counts, len(cr.terms))[:n+len(cr.terms)]
+	r.bad = cr.tc.read(v, cr.terms, cr.counts[n:]) != nil
 }
 
 // add reads one candidate row: c without its texts and term counts, and
@@ -303,26 +330,33 @@ type rawCandidate struct {
 func (cr *candidateReader) add(c Candidate, question, answer, eventID, conversationID, vector []byte) {
 	t := &cr.texts
 	cr.matches = append(cr.matches, c)
-	cr.raws = append(cr.raws, rawCandidate{
-		texts:  [4]span{push(t, question), push(t, answer), push(t, eventID), push(t, conversationID)},
-		vector: push(&cr.vectors, vector),
-	})
+	cr.raws = append(cr.raws, rawCandidate{texts: [4]span{push(t, question), push(t, answer), push(t, eventID), push(t, conversationID)}})
+	r := &cr.raws[len(cr.raws)-1]
+	if cr.known {
+		cr.decodeVector(r, vector)
+	} else {
+		r.vector = push(&cr.vectors, vector)
+		cr.deferred++
+	}
 }
 
-// decode returns the candidates read, with their texts, user id and the
-// counts of terms. A candidate whose tsvector cannot be read is left out
-// rather than failing the search; Postgres' own output always reads.
-func (cr *candidateReader) decode(terms []string, userID string) []Candidate {
-	text := string(cr.texts)
-	counts := make([]TermCount, len(cr.matches)*len(terms))
-	var tc termCounts
+// decode returns the candidates read, with their texts, user id and term
+// counts. A candidate whose tsvector cannot be read is left out rather than
+// failing the search; Postgres' own output always reads.
+func (cr *candidateReader) decode(userID string) []Candidate {
+	if !cr.known {
+		return nil // no counts to give; recall fails without the statistics row
+	}
+	// The arena is not written again: its bytes can be the string's.
+	text := unsafe.String(unsafe.SliceData(cr.texts), len(cr.texts))
+	nt := len(cr.terms)
 	kept := cr.matches[:0]
 	for i, m := range cr.matches {
-		r := cr.raws[i]
-		m.Terms = counts[i*len(terms) : (i+1)*len(terms) : (i+1)*len(terms)]
-		if err := tc.read(r.vector.of(cr.vectors), terms, m.Terms); err != nil {
+		r := &cr.raws[i]
+		if r.bad {
 			continue
 		}
+		m.Terms = cr.counts[i*nt : (i+1)*nt : (i+1)*nt]
 		m.Item.UserID = userID
 		m.Item.Question, m.Item.Answer = r.texts[0].in(text), r.texts[1].in(text)
 		m.Item.EventID, m.Item.ConversationID = r.texts[2].in(text), r.texts[3].in(text)

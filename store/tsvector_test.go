@@ -1,6 +1,9 @@
 package store
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 func TestTermCountsRead(t *testing.T) {
 	t.Parallel()
@@ -44,5 +47,55 @@ func TestTermCountsRead(t *testing.T) {
 				t.Fatalf("%s: term %q counted %+v, want %+v", tt.name, tt.terms[i], counts[i], tt.want[i])
 			}
 		}
+	}
+}
+
+func TestCandidateReader(t *testing.T) {
+	t.Parallel()
+	rows := []struct{ q, a, ev, conv, vector string }{
+		{"What is my dog called?", "Rex", "e1", "c1", "'call':5A 'dog':4A 'rex':6B"},
+		{"Where?", "Paris, with the dog", "e2", "", "'dog':5B 'pari':2B"},
+		{"Broken", "vector", "e3", "", "'dog:1A"},
+		{"Cat?", "no", "e4", "c2", "'cat':1A"},
+	}
+	terms := []string{"dog", "pari"}
+	want := []Candidate{
+		{Item: ContextItem{ID: 1, UserID: "u", Question: "What is my dog called?", Answer: "Rex", EventID: "e1", ConversationID: "c1"}, QuestionLen: 2, AnswerLen: 1,
+			Terms: []TermCount{{true, 1, 0}, {}}},
+		{Item: ContextItem{ID: 2, UserID: "u", Question: "Where?", Answer: "Paris, with the dog", EventID: "e2"}, QuestionLen: 0, AnswerLen: 2,
+			Terms: []TermCount{{true, 0, 1}, {true, 0, 1}}},
+		// e3's tsvector does not read: left out.
+		{Item: ContextItem{ID: 4, UserID: "u", Question: "Cat?", Answer: "no", EventID: "e4", ConversationID: "c2"}, QuestionLen: 1, AnswerLen: 1,
+			Terms: []TermCount{{}, {}}},
+	}
+	lens := [][2]int{{2, 1}, {0, 2}, {1, 1}, {1, 1}}
+	// The statistics row, and with it the terms, may come before, between
+	// or after the candidates.
+	for at := range len(rows) + 1 {
+		var cr candidateReader
+		for i, r := range rows {
+			if i == at {
+				cr.setTerms(terms)
+			}
+			c := Candidate{Item: ContextItem{ID: int64(i + 1)}, QuestionLen: lens[i][0], AnswerLen: lens[i][1]}
+			cr.add(c, []byte(r.q), []byte(r.a), []byte(r.ev), []byte(r.conv), []byte(r.vector))
+		}
+		if at == len(rows) {
+			cr.setTerms(terms)
+		}
+		got := cr.decode("u")
+		if len(got) != len(want) {
+			t.Fatalf("terms before row %d: %d candidates, want %d: %+v", at, len(got), len(want), got)
+		}
+		for i := range want {
+			if got[i].Item != want[i].Item || got[i].QuestionLen != want[i].QuestionLen || got[i].AnswerLen != want[i].AnswerLen ||
+				!slices.Equal(got[i].Terms, want[i].Terms) {
+				t.Fatalf("terms before row %d: candidate %d is\n%+v, want\n%+v", at, i, got[i], want[i])
+			}
+		}
+	}
+	var none candidateReader
+	if got := none.decode("u"); len(got) != 0 {
+		t.Fatalf("no candidates: %+v", got)
 	}
 }
