@@ -2,11 +2,10 @@ package store
 
 // ReadCandidates reads candidate rows as recall does: rows[i] are a
 // candidate's question, answer, event id, conversation id and tsvector text.
-// The terms come halfway, so that both ways of decoding run.
 func ReadCandidates(cands []Candidate, rows [][5][]byte, terms []string, userID string) []Candidate {
 	var cr candidateReader
 	for i, c := range cands {
-		if i == len(cands)/2 { // the statistics row, with the terms, in the middle
+		if i == 0 { // the statistics row, with the terms, comes first
 			cr.setTerms(terms)
 		}
 		r := rows[i]
