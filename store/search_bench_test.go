@@ -12,10 +12,10 @@ import (
 	"github.com/memoryd/memoryd/store"
 )
 
-// BenchmarkReadAndRank is the Go side of a search: candidate rows read and
-// decoded by the store, then ranked as enrich ranks them. (The same
-// benchmark on the code before the ranking left store, with its arena and
-// rank, is the comparison in the final report of issue 15's ranking item.)
+// BenchmarkReadAndRank is the Go side of a search without Postgres:
+// candidate rows as the driver hands them over, read and decoded by the
+// store, then ranked as enrich ranks them. It is what to compare when
+// changing how candidates are read (allocations, arenas) or ranked.
 func BenchmarkReadAndRank(b *testing.B) {
 	terms, rows := benchRows()
 	at := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
