@@ -18,7 +18,7 @@ import (
 // Recaller is what enrich reads: in one call, the user's facts and the
 // context items relevant to a message.
 type Recaller interface {
-	Recall(ctx context.Context, q store.RecallQuery) ([]store.Fact, []store.ContextItem, error)
+	Recall(ctx context.Context, q store.RecallQuery) ([]store.Fact, store.Candidates, error)
 }
 
 // enrichHandler answers enrich requests. Whatever Postgres does, exactly one
@@ -196,16 +196,14 @@ func (s *Service) enrich(ctx context.Context, p enrichParams) (events.EnrichRepl
 // the facts committed with it. How candidates are found and ranked is
 // decided behind this call alone.
 func (s *Service) relevant(ctx context.Context, p enrichParams) ([]store.Fact, []store.ContextItem, error) {
-	return s.recall.Recall(ctx, store.RecallQuery{
-		SearchQuery: store.SearchQuery{
-			UserID:    p.userID,
-			Keywords:  p.keywords,
-			At:        p.at,
-			Threshold: p.threshold,
-			Limit:     p.maxResults,
-		},
-		MaxFacts: s.cfg.MaxFacts,
+	facts, cands, err := s.recall.Recall(ctx, store.RecallQuery{
+		SearchQuery: store.SearchQuery{UserID: p.userID, Keywords: p.keywords},
+		MaxFacts:    s.cfg.MaxFacts,
 	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return facts, Rank(cands, p.at, p.threshold, p.maxResults), nil
 }
 
 func millis(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }

@@ -300,7 +300,7 @@ type blockingStore struct {
 	release chan struct{}
 }
 
-func (b blockingStore) Recall(context.Context, store.RecallQuery) ([]store.Fact, []store.ContextItem, error) {
+func (b blockingStore) Recall(context.Context, store.RecallQuery) ([]store.Fact, store.Candidates, error) {
 	<-b.release
-	return nil, nil, errors.New("released")
+	return nil, store.Candidates{}, errors.New("released")
 }

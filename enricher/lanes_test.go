@@ -29,7 +29,7 @@ type heldSearchStore struct {
 	entered chan struct{}
 }
 
-func (s *heldSearchStore) SearchContext(ctx context.Context, q store.SearchQuery) ([]store.ContextItem, error) {
+func (s *heldSearchStore) SearchContext(ctx context.Context, q store.SearchQuery) (store.Candidates, error) {
 	s.held.Add(1)
 	defer s.held.Add(-1)
 	select {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/store"
@@ -13,7 +14,7 @@ import (
 // MemoryReader is what the read tools need (search, facts.get, facts.list,
 // stats): explicit reads of one user's memory and counters.
 type MemoryReader interface {
-	SearchContext(ctx context.Context, q store.SearchQuery) ([]store.ContextItem, error)
+	SearchContext(ctx context.Context, q store.SearchQuery) (store.Candidates, error)
 	Fact(ctx context.Context, userID, key string) (store.Fact, error)
 	Facts(ctx context.Context, userID string, limit int) ([]store.Fact, error)
 	Stats(ctx context.Context, userID string) (store.UserStats, error)
@@ -49,11 +50,11 @@ func (r memoryReads) search(token string, data []byte) (call, error) {
 		}
 	}
 	return func(ctx context.Context) (any, error) {
-		items, err := r.store.SearchContext(ctx, store.SearchQuery{UserID: req.UserID, Keywords: Keywords(req.Query), Limit: limit})
+		cands, err := r.store.SearchContext(ctx, store.SearchQuery{UserID: req.UserID, Keywords: Keywords(req.Query)})
 		if err != nil {
 			return nil, err
 		}
-		return events.SearchReply{Results: wireItems(items)}, nil
+		return events.SearchReply{Results: wireItems(Rank(cands, time.Time{}, 0, limit))}, nil
 	}, nil
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/ranking"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
 )
@@ -300,11 +301,11 @@ func TestRecency(t *testing.T) {
 		t.Fatalf("want newest first: %+v", r.Context)
 	}
 	// at moves the clock: 30 days after the newer item, its recency factor
-	// 1 − w + w/(1+age/30) has lost w/2 (a bounded prior, see store).
+	// 1 − w + w/(1+age/30) has lost w/2 (a bounded prior, see ranking).
 	at := t0.Add(-2 * day)
 	a := enrich(t, h, events.EnrichRequest{UserID: "u", Message: "dog food", At: at, Threshold: new(0.0)})
 	b := enrich(t, h, events.EnrichRequest{UserID: "u", Message: "dog food", At: at.Add(30 * day), Threshold: new(0.0)})
-	if a.Context[0].ID != ids[1] || b.Context[0].ID != ids[1] || math.Abs(b.Context[0].Score-a.Context[0].Score*(1-store.RecencyWeight/2)) > 1e-5 {
+	if a.Context[0].ID != ids[1] || b.Context[0].ID != ids[1] || math.Abs(b.Context[0].Score-a.Context[0].Score*(1-ranking.RecencyWeight/2)) > 1e-5 {
 		t.Fatalf("at %s: %+v; at +30d: %+v; want the score times 1-w/2", at, a.Context[0], b.Context[0])
 	}
 	// Relevance dominates: a year later both items still qualify at the

@@ -1,79 +1,15 @@
 package store
 
 import (
-	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
-	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/jackc/pgx/v5/pgtype"
-)
-
-// Search scoring.
-//
-// A context item's score is relevance × recency, both in 0..1, so a threshold
-// on the score keeps one meaning whatever the query and however many items
-// the user has. Relevance is BM25F (Okapi BM25 over two fields) computed on
-// the user's own items:
-//
-//   - For each distinct query lexeme t (english stemming: "dogs" finds "dog")
-//     an item holds, its field-weighted frequency is
-//
-//     f = tfq / (1 − B + B·lenq/avgq) + AnswerWeight · tfa / (1 − B + B·lena/avga)
-//
-//     where tfq and tfa count t in the question and in the answer, lenq and
-//     lena are those fields' lengths (distinct lexemes) and avgq and avga
-//     their means over the user's items: a word in a short question counts
-//     more than in a long one, and the assistant's words count less than the
-//     user's.
-//
-//   - t contributes idf(t) · f·(K1+1)/(f+K1) (repeats saturate), with
-//     idf(t) = ln(1 + (n + IDFPrior − df + 0.5)/(df + 0.5)), n the user's
-//     items and df those holding t: a word found in many of the user's items
-//     says little about any of them. IDFPrior counts that many imaginary
-//     items without the word, so that for a user with a handful of items
-//     every word is not "common".
-//
-//   - s is the sum over the query's lexemes, and relevance = s/(s +
-//     RelevanceHalf). One keyword held by one item in a hundred, found once
-//     in a question of average length, gives s ≈ 4.4 and scores 0.64; found
-//     only in the answer 0.56; a keyword in a third of the user's items
-//     scores about 0.34 in a question; more keywords approach 1. The scale
-//     is absolute, not relative to the best candidate, so a weak match stays
-//     weak when nothing better exists.
-//
-//   - recency = 1 − RecencyWeight + RecencyWeight/(1 + age_days/RecencyDays),
-//     age measured from the item's created_at (the turn's time) to the
-//     query's At; an item newer than At counts as age 0. It is a bounded
-//     prior: it orders equally relevant items newest first, but an item
-//     keeps at least 1 − RecencyWeight of its relevance however old, so a
-//     better match is not buried because it was said months ago.
-//
-// The constants were chosen on public conversational-memory benchmarks
-// (LoCoMo, LongMemEval), the same values for both; see docs/quality.md.
-const (
-	// K1 is the term-frequency saturation of BM25.
-	K1 = 1.2
-	// B is how much a field's length normalises its term frequency (0: not
-	// at all, 1: fully).
-	B = 0.5
-	// AnswerWeight is the weight of an answer word against a question word.
-	AnswerWeight = 0.6
-	// IDFPrior is the number of imaginary items without any query word that
-	// document frequencies are smoothed with.
-	IDFPrior = 20.0
-	// RelevanceHalf is the BM25 sum at which relevance is 0.5.
-	RelevanceHalf = 2.5
-	// RecencyWeight is the share of the score that recency can take away.
-	RecencyWeight = 0.05
-	// RecencyDays is the age at which the recency prior is half spent.
-	RecencyDays = 30.0
 )
 
 // Bounds on a search's keywords: they keep a hostile or huge message from
@@ -86,19 +22,14 @@ const (
 	MaxKeywordBytes = 100
 )
 
-// SearchQuery is a ranked full-text search over one user's context items.
+// SearchQuery selects the candidates of a search over one user's context
+// items: every item holding any of the keywords' lexemes.
 type SearchQuery struct {
 	// UserID scopes the search; only this user's items are read.
 	UserID string
 	// Keywords are ORed: an item matching any of them is a candidate. Any
 	// text is safe here; see TSQuery.
 	Keywords []string
-	// At is the time recency is measured against. Zero means now.
-	At time.Time
-	// Threshold drops items scoring below it (0..1).
-	Threshold float64
-	// Limit caps the number of items returned. Must be at least 1.
-	Limit int
 }
 
 // TSQuery builds the text of an english to_tsquery that matches any of
@@ -151,13 +82,13 @@ func tsQuery(keywords []string) (string, string) {
 }
 
 // recallSQL reads, in one statement and so from one snapshot, everything a
-// recall needs: the statistics BM25F needs over all the user's items and the
-// query's lexemes (kind 0, one row), the user's latest facts (kind 1, at most
-// $3, most recent first), and the candidates (kind 2): the user's items
-// matching the tsquery. The ranking itself is done in Go (see rank):
-// computing it in SQL, by unnesting every candidate's tsvector, cost three
-// times the rest of the statement. Columns a row's kind does not use are
-// NULL; facts carry their key and value in a and b and source_at in at.
+// recall needs: the statistics ranking needs over all the user's items and
+// the query's lexemes (kind 0, one row), the user's latest facts (kind 1, at
+// most $3, most recent first), and the candidates (kind 2): the user's items
+// matching the tsquery, with their tsvectors. The term counts are decoded in
+// Go (see termCounts): unnesting every candidate's tsvector in SQL cost
+// three times the rest of the statement. Columns a row's kind does not use
+// are NULL; facts carry their key and value in a and b and source_at in at.
 //
 // The user's items are read through the user index and only then matched:
 // OFFSET 0 keeps the planner from flattening the subquery, so no plan,
@@ -189,20 +120,50 @@ const (
 	rowCandidate = 2
 )
 
-// collection is what BM25F needs to know of all the user's items.
-type collection struct {
-	n, avgq, avga float64 // item count, mean question and answer lengths (at least 1)
+// Candidates is what a search reads for ranking (package ranking, which
+// store does not import, scores them): statistics over all the user's items,
+// the query's lexemes, and every one of the user's items holding any of them.
+type Candidates struct {
+	// Terms are the query's distinct english lexemes, in the order of each
+	// Candidate's Terms.
+	Terms []string
+	// Stats are over all the user's items, matched or not.
+	Stats ItemStats
+	// Matches are the user's items holding any of Terms, in no particular
+	// order.
+	Matches []Candidate
 }
 
-// candidate is an item matching the query, as read by recall: its texts
-// stay in the recall's arena (see span) until it is known to be returned.
-type candidate struct {
-	id                      int64
-	createdAt               time.Time
-	qlen, alen              float64
-	question, answer        span
-	eventID, conversationID span
-	search                  span // the tsvector's text form
+// ItemStats are what BM25F needs to know of all of a user's items. Its
+// fields are ranking.Collection's, so that one converts to the other.
+type ItemStats struct {
+	// Items is the number of the user's items.
+	Items int
+	// AvgQuestionLen and AvgAnswerLen are the mean field lengths, in
+	// distinct lexemes, over the user's items; at least 1.
+	AvgQuestionLen, AvgAnswerLen float64
+}
+
+// Candidate is an item a search matched.
+type Candidate struct {
+	// Item is the context item, its Score zero. The strings of all of a
+	// search's candidates share one allocation.
+	Item ContextItem
+	// QuestionLen and AnswerLen are the fields' lengths in distinct lexemes.
+	QuestionLen, AnswerLen int
+	// Terms[t] counts Candidates.Terms[t] in the item.
+	Terms []TermCount
+}
+
+// TermCount is how often one query lexeme occurs in one item, decoded from
+// the item's tsvector: question words carry weight A there, answer words
+// any other. Its fields are ranking.TermCount's, so that one converts to the
+// other.
+type TermCount struct {
+	// Present says the item holds the lexeme, with or without positions.
+	Present bool
+	// Question and Answer count the lexeme's positions in each field.
+	Question, Answer int
 }
 
 // span is a slice of an arena, by offsets so the arena can grow.
@@ -210,201 +171,13 @@ type span struct{ start, end int }
 
 func (sp span) of(arena []byte) []byte { return arena[sp.start:sp.end] }
 
+func (sp span) in(s string) string { return s[sp.start:sp.end] }
+
 // push appends b to the arena and returns its span.
 func push(arena *[]byte, b []byte) span {
 	start := len(*arena)
 	*arena = append(*arena, b...)
 	return span{start, len(*arena)}
-}
-
-// rank scores the candidates (see Search scoring) for the query lexemes terms
-// at time at, and returns those scoring at least threshold, best first (ties:
-// newest, then highest id), at most limit, with the user's id set. A
-// candidate holding none of the terms (possible only through a
-// tsquery/tsvector parsing difference) scores nothing and is dropped, as is
-// one whose tsvector cannot be read.
-func rank(userID string, cands []candidate, arena []byte, terms []string, coll collection, at time.Time, threshold float64, limit int) []ContextItem {
-	type hit struct {
-		cand int
-		f    float64
-	}
-	// hits[t] lists the candidates holding terms[t]; len(hits[t]) is its
-	// document frequency among the user's items, since every item holding a
-	// query lexeme is a candidate.
-	hits := make([][]hit, len(terms))
-	var tf termCounts
-	for i := range cands {
-		c := &cands[i]
-		if err := tf.read(c.search.of(arena), terms); err != nil {
-			continue
-		}
-		for t, n := range tf.counts {
-			if !n.seen {
-				continue
-			}
-			f := float64(n.question)/(1-B+B*c.qlen/coll.avgq) + AnswerWeight*float64(n.answer)/(1-B+B*c.alen/coll.avga)
-			hits[t] = append(hits[t], hit{i, f})
-		}
-	}
-	type scored struct {
-		cand  int
-		score float64
-	}
-	sums := make([]float64, len(cands))
-	matched := make([]bool, len(cands))
-	for _, hs := range hits {
-		df := float64(len(hs))
-		idf := math.Log(1 + (coll.n+IDFPrior-df+0.5)/(df+0.5))
-		for _, h := range hs {
-			sums[h.cand] += idf * h.f * (K1 + 1) / (h.f + K1)
-			matched[h.cand] = true
-		}
-	}
-	kept := make([]scored, 0, len(cands))
-	for i := range cands {
-		if !matched[i] {
-			continue
-		}
-		s := sums[i]
-		age := max(at.Sub(cands[i].createdAt).Seconds(), 0)
-		score := s / (s + RelevanceHalf) * (1 - RecencyWeight + RecencyWeight/(1+age/(RecencyDays*86400)))
-		if score >= threshold {
-			kept = append(kept, scored{i, score})
-		}
-	}
-	slices.SortFunc(kept, func(x, y scored) int {
-		if c := cmp.Compare(y.score, x.score); c != 0 {
-			return c
-		}
-		a, b := &cands[x.cand], &cands[y.cand]
-		if c := b.createdAt.Compare(a.createdAt); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.id, a.id)
-	})
-	kept = kept[:min(len(kept), limit)]
-	out := make([]ContextItem, len(kept))
-	for i, k := range kept {
-		c := &cands[k.cand]
-		out[i] = ContextItem{
-			ID:             c.id,
-			UserID:         userID,
-			Question:       string(c.question.of(arena)),
-			Answer:         string(c.answer.of(arena)),
-			CreatedAt:      c.createdAt,
-			EventID:        string(c.eventID.of(arena)),
-			ConversationID: string(c.conversationID.of(arena)),
-			Score:          k.score,
-		}
-	}
-	return out
-}
-
-// termCounts counts, for each query lexeme, its positions in one tsvector's
-// question (weight A) and answer (any other weight). It is reused across
-// candidates so that reading them allocates nothing.
-type termCounts struct {
-	counts []termCount
-	lex    []byte // an escaped lexeme, unescaped
-}
-
-type termCount struct {
-	seen             bool
-	question, answer int
-}
-
-// read parses the text form of a tsvector ('lexeme':1A,5B 'other':3 …, with
-// ' and \ doubled inside lexemes; weight D is not written) and counts the
-// positions of each of terms. Lexemes that are not terms are skipped without
-// reading their positions.
-func (tc *termCounts) read(v []byte, terms []string) error {
-	tc.counts = slices.Grow(tc.counts[:0], len(terms))[:len(terms)]
-	clear(tc.counts)
-	i := 0
-	for i < len(v) {
-		if v[i] == ' ' {
-			i++
-			continue
-		}
-		if v[i] != '\'' {
-			return fmt.Errorf("tsvector: want a quote at %d", i)
-		}
-		i++
-		end := bytes.IndexByte(v[i:], '\'')
-		if end < 0 {
-			return errors.New("tsvector: unterminated lexeme")
-		}
-		lex := v[i : i+end]
-		if (i+end+1 < len(v) && v[i+end+1] == '\'') || bytes.IndexByte(lex, '\\') >= 0 {
-			// Escapes: unescape into tc.lex.
-			tc.lex = tc.lex[:0]
-			for {
-				if i >= len(v) {
-					return errors.New("tsvector: unterminated lexeme")
-				}
-				ch := v[i]
-				if (ch == '\'' || ch == '\\') && i+1 < len(v) && v[i+1] == ch {
-					tc.lex = append(tc.lex, ch)
-					i += 2
-					continue
-				}
-				if ch == '\'' {
-					break
-				}
-				tc.lex = append(tc.lex, ch)
-				i++
-			}
-			lex = tc.lex
-		} else {
-			i += end
-		}
-		i++ // the closing quote
-		var n *termCount
-		for t, term := range terms {
-			if string(lex) == term { // compared, not converted: no allocation
-				n = &tc.counts[t]
-				n.seen = true
-				break
-			}
-		}
-		if i >= len(v) || v[i] != ':' {
-			continue // a lexeme without positions
-		}
-		if n == nil {
-			// Not a query lexeme: positions hold neither spaces nor quotes.
-			if sp := bytes.IndexByte(v[i:], ' '); sp >= 0 {
-				i += sp
-			} else {
-				i = len(v)
-			}
-			continue
-		}
-		i++
-		// Positions: digits, then the weight letter (none for D), comma-separated.
-		for {
-			for i < len(v) && v[i] >= '0' && v[i] <= '9' {
-				i++
-			}
-			w := byte('D')
-			if i < len(v) && v[i] >= 'A' && v[i] <= 'C' {
-				w = v[i]
-				i++
-			}
-			if w == 'A' {
-				n.question++
-			} else {
-				n.answer++
-			}
-			if i >= len(v) || v[i] != ',' {
-				break
-			}
-			i++
-		}
-		if i < len(v) && v[i] != ' ' {
-			return fmt.Errorf("tsvector: unexpected %q at %d", v[i], i)
-		}
-	}
-	return nil
 }
 
 // RecallQuery is what enrich reads: a search plus the user's facts.
@@ -414,75 +187,70 @@ type RecallQuery struct {
 	MaxFacts int
 }
 
-// SearchContext returns the user's context items matching any keyword, best
-// score first (ties: newest first), at most q.Limit, none under q.Threshold.
-// It never fails because of the keywords' content.
-func (s *Store) SearchContext(ctx context.Context, q SearchQuery) ([]ContextItem, error) {
-	_, items, err := s.recall(ctx, q, 0)
+// SearchContext returns the user's context items holding any keyword's
+// lexeme, with what ranking them needs (see Candidates). It never fails
+// because of the keywords' content.
+func (s *Store) SearchContext(ctx context.Context, q SearchQuery) (Candidates, error) {
+	_, c, err := s.recall(ctx, q, 0)
 	if err != nil {
-		return nil, fmt.Errorf("search context: %w", err)
+		return Candidates{}, fmt.Errorf("search context: %w", err)
 	}
-	return items, nil
+	return c, nil
 }
 
 // Recall returns the user's facts (most recently set first, at most
-// q.MaxFacts) and the context items SearchContext would return, from one
+// q.MaxFacts) and the candidates SearchContext would return, from one
 // statement: one round trip to Postgres and one snapshot, so a reply never
 // shows a turn's context without the facts committed with it.
-func (s *Store) Recall(ctx context.Context, q RecallQuery) ([]Fact, []ContextItem, error) {
+func (s *Store) Recall(ctx context.Context, q RecallQuery) ([]Fact, Candidates, error) {
 	if q.MaxFacts < 1 {
-		return nil, nil, fmt.Errorf("recall: max facts %d is under 1", q.MaxFacts)
+		return nil, Candidates{}, fmt.Errorf("recall: max facts %d is under 1", q.MaxFacts)
 	}
-	facts, items, err := s.recall(ctx, q.SearchQuery, q.MaxFacts)
+	facts, c, err := s.recall(ctx, q.SearchQuery, q.MaxFacts)
 	if err != nil {
-		return nil, nil, fmt.Errorf("recall: %w", err)
+		return nil, Candidates{}, fmt.Errorf("recall: %w", err)
 	}
-	return facts, items, nil
+	return facts, c, nil
 }
 
-// recall runs recallSQL and ranks its candidates. facts is never nil.
-func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact, []ContextItem, error) {
-	if q.Limit < 1 {
-		return nil, nil, fmt.Errorf("limit %d is under 1", q.Limit)
-	}
-	at := q.At
-	if at.IsZero() {
-		at = now()
-	}
+// recall runs recallSQL and decodes its candidates. facts is never nil.
+func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact, Candidates, error) {
 	tsq, terms := tsQuery(q.Keywords)
 	if tsq == "" && maxFacts == 0 {
-		return []Fact{}, []ContextItem{}, nil // nothing to read: no round trip
+		return []Fact{}, Candidates{}, nil // nothing to read: no round trip
 	}
 	rows, err := s.db.Query(ctx, recallSQL, q.UserID, tsq, maxFacts, terms)
 	if err != nil {
-		return nil, nil, err
+		return nil, Candidates{}, err
 	}
 	defer rows.Close()
 	var (
 		kind                int16
-		coll                collection
-		lexemes             []string
+		out                 Candidates
+		qlen, alen          float64
 		facts               = []Fact{}
 		f                   Fact
-		c                   candidate
-		cands               []candidate
-		arena               []byte
-		q1, a1, ev, conv, v pgtype.DriverBytes // valid until the next row: copied to arena
+		c                   Candidate
+		cr                  candidateReader
+		q1, a1, ev, conv, v pgtype.DriverBytes // valid until the next row: copied by cr
+		n                   float64
 		sawStats            bool
 	)
 	// Each kind of row scans its own columns; nil skips the others.
-	statsDest := []any{nil, &coll.n, &coll.avgq, &coll.avga, &lexemes, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
+	statsDest := []any{nil, &n, &out.Stats.AvgQuestionLen, &out.Stats.AvgAnswerLen, &out.Terms, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
 	factDest := []any{nil, nil, nil, nil, nil, nil, &f.Key, &f.Value, &f.SourceAt, &f.UpdatedAt, &f.EventID, nil, nil, nil, nil}
-	candDest := []any{nil, nil, nil, nil, nil, &c.id, &q1, &a1, &c.createdAt, nil, &ev, &conv, &c.qlen, &c.alen, &v}
+	candDest := []any{nil, nil, nil, nil, nil, &c.Item.ID, &q1, &a1, &c.Item.CreatedAt, nil, &ev, &conv, &qlen, &alen, &v}
 	kindDest := make([]any, len(candDest))
 	kindDest[0] = &kind
 	for rows.Next() {
 		if err := rows.Scan(kindDest...); err != nil {
-			return nil, nil, err
+			return nil, Candidates{}, err
 		}
 		switch kind {
 		case rowStats:
 			err = rows.Scan(statsDest...)
+			out.Stats.Items = int(n)
+			cr.setTerms(out.Terms)
 			sawStats = true
 		case rowFact:
 			if err = rows.Scan(factDest...); err == nil {
@@ -491,26 +259,108 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 			}
 		case rowCandidate:
 			if err = rows.Scan(candDest...); err == nil {
-				c.question, c.answer = push(&arena, q1), push(&arena, a1)
-				c.eventID, c.conversationID, c.search = push(&arena, ev), push(&arena, conv), push(&arena, v)
-				cands = append(cands, c)
+				c.QuestionLen, c.AnswerLen = int(qlen), int(alen)
+				cr.add(c, q1, a1, ev, conv, v)
 			}
 		default:
 			err = fmt.Errorf("recall read a row of kind %d", kind)
 		}
 		if err != nil {
-			return nil, nil, err
+			return nil, Candidates{}, err
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, nil, err
+		return nil, Candidates{}, err
 	}
 	if !sawStats {
-		return nil, nil, errors.New("recall read no statistics row")
+		return nil, Candidates{}, errors.New("recall read no statistics row")
 	}
 	// Facts come in the statement's order; a stable sort on the time alone
 	// keeps it (ties by key, in the database's collation) and guarantees
 	// the most recent first.
 	slices.SortStableFunc(facts, func(x, y Fact) int { return y.SourceAt.Compare(x.SourceAt) })
-	return facts, rank(q.UserID, cands, arena, lexemes, coll, at, q.Threshold, q.Limit), nil
+
+	out.Matches = cr.decode(q.UserID)
+	return facts, out, nil
+}
+
+// candidateReader collects a recall's candidates, row by row. A row's bytes
+// are valid until the next row only, so its texts are copied into an arena
+// that becomes one string every candidate's strings slice (n candidates
+// cost a handful of allocations rather than 4n), and its tsvector is decoded
+// at once into term counts; one that arrives before the statistics row (and
+// so before the query's lexemes) is copied and decoded when they come.
+type candidateReader struct {
+	terms    []string // the query's lexemes, once known
+	known    bool     // terms is set
+	matches  []Candidate
+	raws     []rawCandidate
+	texts    []byte      // arena of the candidates' texts
+	vectors  []byte      // arena of the tsvectors read before the terms
+	counts   []TermCount // len(terms) per decoded candidate, in order
+	tc       termCounts
+	deferred int // candidates whose tsvector waits in vectors
+}
+
+type rawCandidate struct {
+	texts  [4]span // question, answer, event id, conversation id, in texts
+	vector span    // the tsvector's text form, in vectors, until decoded
+	bad    bool    // the tsvector did not read
+}
+
+// setTerms gives the query's lexemes and decodes the tsvectors that came
+// before them.
+func (cr *candidateReader) setTerms(terms []string) {
+	cr.terms, cr.known = terms, true
+	for i := range cr.deferred {
+		cr.decodeVector(&cr.raws[i], cr.raws[i].vector.of(cr.vectors))
+	}
+	cr.vectors = nil
+}
+
+// decodeVector appends the counts of v's terms.
+func (cr *candidateReader) decodeVector(r *rawCandidate, v []byte) {
+	n := len(cr.counts)
+	cr.counts = slices.Grow(cr.counts, len(cr.terms))[:n+len(cr.terms)]
+	r.bad = cr.tc.read(v, cr.terms, cr.counts[n:]) != nil
+}
+
+// add reads one candidate row: c without its texts and term counts, and
+// the row's bytes for those.
+func (cr *candidateReader) add(c Candidate, question, answer, eventID, conversationID, vector []byte) {
+	t := &cr.texts
+	cr.matches = append(cr.matches, c)
+	cr.raws = append(cr.raws, rawCandidate{texts: [4]span{push(t, question), push(t, answer), push(t, eventID), push(t, conversationID)}})
+	r := &cr.raws[len(cr.raws)-1]
+	if cr.known {
+		cr.decodeVector(r, vector)
+	} else {
+		r.vector = push(&cr.vectors, vector)
+		cr.deferred++
+	}
+}
+
+// decode returns the candidates read, with their texts, user id and term
+// counts. A candidate whose tsvector cannot be read is left out rather than
+// failing the search; Postgres' own output always reads.
+func (cr *candidateReader) decode(userID string) []Candidate {
+	if !cr.known {
+		return nil // no counts to give; recall fails without the statistics row
+	}
+	// The arena is not written again: its bytes can be the string's.
+	text := unsafe.String(unsafe.SliceData(cr.texts), len(cr.texts))
+	nt := len(cr.terms)
+	kept := cr.matches[:0]
+	for i, m := range cr.matches {
+		r := &cr.raws[i]
+		if r.bad {
+			continue
+		}
+		m.Terms = cr.counts[i*nt : (i+1)*nt : (i+1)*nt]
+		m.Item.UserID = userID
+		m.Item.Question, m.Item.Answer = r.texts[0].in(text), r.texts[1].in(text)
+		m.Item.EventID, m.Item.ConversationID = r.texts[2].in(text), r.texts[3].in(text)
+		kept = append(kept, m)
+	}
+	return kept
 }

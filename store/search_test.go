@@ -3,8 +3,8 @@ package store_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -64,151 +64,51 @@ func TestTSQuery(t *testing.T) {
 	}
 }
 
-func TestSearchIsOrAndPerUser(t *testing.T) {
+func TestSearchCandidates(t *testing.T) {
 	ctx, s := setup(t)
 	ids := seedContext(t, s,
-		store.ContextWrite{UserID: "alice", Question: "What is my dog called?", Answer: "Rex", CreatedAt: t0, EventID: "e1"},
-		store.ContextWrite{UserID: "alice", Question: "Where do I live?", Answer: "Paris", CreatedAt: t0, EventID: "e2"},
+		store.ContextWrite{UserID: "alice", Question: "What is my dog called?", Answer: "Rex", CreatedAt: t0, EventID: "e1", ConversationID: "c1"},
+		store.ContextWrite{UserID: "alice", Question: "Where do I live?", Answer: "Paris, where my dog and my dog's dog live", CreatedAt: t0.Add(time.Hour), EventID: "e2"},
 		store.ContextWrite{UserID: "alice", Question: "Favourite colour?", Answer: "blue", CreatedAt: t0, EventID: "e3"},
 		store.ContextWrite{UserID: "bob", Question: "What is my dog called?", Answer: "Rex", CreatedAt: t0, EventID: "b1"},
 	)
-	items, err := s.SearchContext(ctx, store.SearchQuery{UserID: "alice", Keywords: []string{"dog", "paris", "unmatched"}, At: t0, Limit: 10})
+	c, err := s.SearchContext(ctx, store.SearchQuery{UserID: "alice", Keywords: []string{"dogs", "paris", "unmatched"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(items) != 2 {
-		t.Fatalf("got %d items, want the dog and the Paris items: %+v", len(items), items)
+	// The query's lexemes are english stems, sorted.
+	if !slices.Equal(c.Terms, []string{"dog", "pari", "unmatch"}) {
+		t.Fatalf("terms %q", c.Terms)
 	}
-	for _, it := range items {
-		if it.UserID != "alice" || (it.ID != ids[0] && it.ID != ids[1]) {
-			t.Fatalf("unexpected item %+v", it)
+	// Over all of alice's items: question lengths 2 ("call", "dog"), 1
+	// ("live") and 2 ("colour", "favourit"); answer lengths 1, 3 ("pari",
+	// "dog", "live") and 1.
+	if c.Stats.Items != 3 || math.Abs(c.Stats.AvgQuestionLen-5.0/3) > 1e-12 || math.Abs(c.Stats.AvgAnswerLen-5.0/3) > 1e-12 {
+		t.Fatalf("stats %+v", c.Stats)
+	}
+	slices.SortFunc(c.Matches, func(a, b store.Candidate) int { return strings.Compare(a.Item.EventID, b.Item.EventID) })
+	want := []store.Candidate{
+		{Item: store.ContextItem{ID: ids[0], UserID: "alice", Question: "What is my dog called?", Answer: "Rex", CreatedAt: t0, EventID: "e1", ConversationID: "c1"},
+			QuestionLen: 2, AnswerLen: 1, Terms: []store.TermCount{{Present: true, Question: 1}, {}, {}}},
+		{Item: store.ContextItem{ID: ids[1], UserID: "alice", Question: "Where do I live?", Answer: "Paris, where my dog and my dog's dog live", CreatedAt: t0.Add(time.Hour), EventID: "e2"},
+			QuestionLen: 1, AnswerLen: 3, Terms: []store.TermCount{{Present: true, Answer: 3}, {Present: true, Answer: 1}, {}}},
+	}
+	if len(c.Matches) != len(want) {
+		t.Fatalf("candidates %+v, want alice's dog and Paris items", c.Matches)
+	}
+	for i, w := range want {
+		g := c.Matches[i]
+		if !g.Item.CreatedAt.Equal(w.Item.CreatedAt) {
+			t.Fatalf("candidate %d created %v, want %v", i, g.Item.CreatedAt, w.Item.CreatedAt)
+		}
+		g.Item.CreatedAt = w.Item.CreatedAt
+		if g.Item != w.Item || g.QuestionLen != w.QuestionLen || g.AnswerLen != w.AnswerLen || !slices.Equal(g.Terms, w.Terms) {
+			t.Fatalf("candidate %d is\n%+v, want\n%+v", i, g, w)
 		}
 	}
-	// The dog item matches in the question (weight A), Paris in the answer.
-	if items[0].ID != ids[0] || !(items[0].Score > items[1].Score) {
-		t.Fatalf("want question match first with a higher score: %+v", items)
-	}
-}
-
-// wantScore is the documented score of an item whose only query match is one
-// keyword, once, in a question of average length, among n items of which df
-// hold the keyword, at the given age.
-func wantScore(n, df float64, age time.Duration) float64 {
-	idf := math.Log(1 + (n+store.IDFPrior-df+0.5)/(df+0.5))
-	s := idf * 1 * (store.K1 + 1) / (1 + store.K1)
-	days := age.Hours() / 24
-	return s / (s + store.RelevanceHalf) * (1 - store.RecencyWeight + store.RecencyWeight/(1+days/store.RecencyDays))
-}
-
-func TestSearchScore(t *testing.T) {
-	ctx, s := setup(t)
-	seedContext(t, s, store.ContextWrite{UserID: "u", Question: "What is my dog called?", Answer: "Rex", CreatedAt: t0})
-	day := 24 * time.Hour
-	tests := []struct {
-		name string
-		at   time.Time
-		want float64
-	}{
-		{"fresh", t0, wantScore(1, 1, 0)},
-		{"thirty days later", t0.Add(30 * day), wantScore(1, 1, 30*day)},
-		{"ninety days later", t0.Add(90 * day), wantScore(1, 1, 90*day)},
-		{"before the item counts as fresh", t0.Add(-day), wantScore(1, 1, 0)},
-	}
-	for _, tt := range tests {
-		items, err := s.SearchContext(ctx, store.SearchQuery{UserID: "u", Keywords: []string{"dog"}, At: tt.at, Limit: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(items) != 1 || math.Abs(items[0].Score-tt.want) > 1e-6 {
-			t.Fatalf("%s: items %+v, want score %.6f", tt.name, items, tt.want)
-		}
-	}
-	// A user's only memory, matched in its question, passes the default
-	// enrich threshold (0.3) even months later; recency is a bounded prior.
-	if got := wantScore(1, 1, 365*day); got < 0.3 {
-		t.Fatalf("a year-old exact question match scores %.3f, under the default threshold", got)
-	}
-	// The threshold applies to the same score.
-	at := t0.Add(30 * day)
-	th := wantScore(1, 1, 30*day) + 0.001
-	items, err := s.SearchContext(ctx, store.SearchQuery{UserID: "u", Keywords: []string{"dog"}, At: at, Threshold: th, Limit: 1})
-	if err != nil || len(items) != 0 {
-		t.Fatalf("threshold %.3f over the score: items %+v, err %v", th, items, err)
-	}
-	items, err = s.SearchContext(ctx, store.SearchQuery{UserID: "u", Keywords: []string{"dog"}, At: at, Threshold: th - 0.002, Limit: 1})
-	if err != nil || len(items) != 1 {
-		t.Fatalf("threshold just under the score: items %+v, err %v", items, err)
-	}
-}
-
-func TestSearchRareKeywordWeighsMore(t *testing.T) {
-	ctx, s := setup(t)
-	w := []store.ContextWrite{
-		{UserID: "u", Question: "I adopted a greyhound", Answer: "Lovely", CreatedAt: t0},
-		{UserID: "u", Question: "I walked in the park", Answer: "Nice", CreatedAt: t0},
-	}
-	for i := range 8 { // "park" is in most of the user's items, "greyhound" in one
-		w = append(w, store.ContextWrite{UserID: "u", Question: fmt.Sprintf("The park was busy on day %d", i), Answer: "ok", CreatedAt: t0})
-	}
-	ids := seedContext(t, s, w...)
-	items, err := s.SearchContext(ctx, store.SearchQuery{UserID: "u", Keywords: []string{"greyhound", "park"}, At: t0, Limit: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(items) != 10 || items[0].ID != ids[0] {
-		t.Fatalf("want the item with the rare keyword first: %+v", items)
-	}
-	// The same single match is worth less when the word is common.
-	if !(items[0].Score > items[1].Score) {
-		t.Fatalf("rare match %.3f not above common match %.3f", items[0].Score, items[1].Score)
-	}
-}
-
-func TestSearchShortFieldWins(t *testing.T) {
-	ctx, s := setup(t)
-	ids := seedContext(t, s,
-		store.ContextWrite{UserID: "u", Question: "Long story: the weather, the traffic, the office, the lunch, the meeting, the budget and my guitar lessons", Answer: "ok", CreatedAt: t0},
-		store.ContextWrite{UserID: "u", Question: "My guitar lessons", Answer: "ok", CreatedAt: t0},
-		store.ContextWrite{UserID: "u", Question: "Anything else?", Answer: "You mentioned guitar once", CreatedAt: t0},
-	)
-	items, err := s.SearchContext(ctx, store.SearchQuery{UserID: "u", Keywords: []string{"guitar"}, At: t0, Limit: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Short question, then long question, then answer only.
-	if len(items) != 3 || items[0].ID != ids[1] || items[1].ID != ids[0] || items[2].ID != ids[2] {
-		t.Fatalf("want %d, %d, %d: %+v", ids[1], ids[0], ids[2], items)
-	}
-}
-
-func TestSearchRecencyIsBounded(t *testing.T) {
-	ctx, s := setup(t)
-	year := 365 * 24 * time.Hour
-	ids := seedContext(t, s,
-		store.ContextWrite{UserID: "u", Question: "My sister Ana lives in Porto", Answer: "Nice", CreatedAt: t0.Add(-year)},
-		store.ContextWrite{UserID: "u", Question: "Lunch today", Answer: "Ana said hi", CreatedAt: t0},
-	)
-	items, err := s.SearchContext(ctx, store.SearchQuery{UserID: "u", Keywords: []string{"sister", "ana", "porto"}, At: t0, Limit: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(items) != 2 || items[0].ID != ids[0] {
-		t.Fatalf("a much better match a year old should rank above a weak one from today: %+v", items)
-	}
-}
-
-func TestSearchNewestFirstOnEqualRelevance(t *testing.T) {
-	ctx, s := setup(t)
-	ids := seedContext(t, s,
-		store.ContextWrite{UserID: "u", Question: "dog food", Answer: "brand A", CreatedAt: t0.Add(-60 * 24 * time.Hour)},
-		store.ContextWrite{UserID: "u", Question: "dog food", Answer: "brand B", CreatedAt: t0.Add(-1 * 24 * time.Hour)},
-	)
-	items, err := s.SearchContext(ctx, store.SearchQuery{UserID: "u", Keywords: []string{"dog"}, At: t0, Limit: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(items) != 2 || items[0].ID != ids[1] || items[1].ID != ids[0] {
-		t.Fatalf("want newest (%d) then oldest (%d): %+v", ids[1], ids[0], items)
+	// No usable keyword: no candidate, and no round trip.
+	if c, err := s.SearchContext(ctx, store.SearchQuery{UserID: "alice", Keywords: []string{" ", ""}}); err != nil || len(c.Matches) != 0 {
+		t.Fatalf("blank keywords: %+v, %v", c, err)
 	}
 }
 
@@ -217,10 +117,10 @@ func TestSearchHostileKeywordsNeverError(t *testing.T) {
 	seedContext(t, s, store.ContextWrite{UserID: "u", Question: "dog", Answer: "it's a dog", CreatedAt: t0})
 	for _, q := range hostileQueries {
 		for _, kws := range [][]string{{q}, strings.Fields(q), {q, "dog"}} {
-			if _, err := s.SearchContext(ctx, store.SearchQuery{UserID: "u", Keywords: kws, Limit: 3}); err != nil {
+			if _, err := s.SearchContext(ctx, store.SearchQuery{UserID: "u", Keywords: kws}); err != nil {
 				t.Fatalf("search %q: %v", kws, err)
 			}
-			if _, _, err := s.Recall(ctx, store.RecallQuery{SearchQuery: store.SearchQuery{UserID: "u", Keywords: kws, Limit: 3}, MaxFacts: 5}); err != nil {
+			if _, _, err := s.Recall(ctx, store.RecallQuery{SearchQuery: store.SearchQuery{UserID: "u", Keywords: kws}, MaxFacts: 5}); err != nil {
 				t.Fatalf("recall %q: %v", kws, err)
 			}
 		}
@@ -241,20 +141,20 @@ func TestRecall(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	facts, items, err := s.Recall(ctx, store.RecallQuery{SearchQuery: store.SearchQuery{UserID: "u", Keywords: []string{"dog"}, At: t0, Limit: 5}, MaxFacts: 2})
+	facts, c, err := s.Recall(ctx, store.RecallQuery{SearchQuery: store.SearchQuery{UserID: "u", Keywords: []string{"dog"}}, MaxFacts: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(facts) != 2 || facts[0].Key != "new" || facts[1].Key != "mid" {
 		t.Fatalf("facts = %+v, want new then mid", facts)
 	}
-	if len(items) != 1 || items[0].Answer != "Rex" {
-		t.Fatalf("items = %+v, want u's dog only", items)
+	if len(c.Matches) != 1 || c.Matches[0].Item.Answer != "Rex" || c.Matches[0].Item.UserID != "u" || c.Stats.Items != 1 {
+		t.Fatalf("candidates = %+v, want u's dog only", c)
 	}
-	// No keywords: facts only, and an empty (not nil) item list.
-	facts, items, err = s.Recall(ctx, store.RecallQuery{SearchQuery: store.SearchQuery{UserID: "u", Limit: 5}, MaxFacts: 10})
-	if err != nil || len(facts) != 3 || items == nil || len(items) != 0 {
-		t.Fatalf("facts %d, items %v, err %v", len(facts), items, err)
+	// No keywords: facts only, and no candidate.
+	facts, c, err = s.Recall(ctx, store.RecallQuery{SearchQuery: store.SearchQuery{UserID: "u"}, MaxFacts: 10})
+	if err != nil || len(facts) != 3 || len(c.Matches) != 0 {
+		t.Fatalf("facts %d, candidates %+v, err %v", len(facts), c, err)
 	}
 }
 

@@ -330,14 +330,15 @@ func serialWithFloor(ctx context.Context, nc *nats.Conn, prefix, url string, req
 				r.echo = append(r.echo, time.Since(t0))
 			case 2:
 				q := store.RecallQuery{
-					SearchQuery: store.SearchQuery{UserID: userID(rq.user), Keywords: enricher.Keywords(rq.message), Threshold: events.DefaultThreshold, Limit: events.DefaultMaxResults},
+					SearchQuery: store.SearchQuery{UserID: userID(rq.user), Keywords: enricher.Keywords(rq.message)},
 					MaxFacts:    enricher.DefaultMaxFacts,
 				}
 				t0 := time.Now()
-				_, items, err := s.Recall(ctx, q)
+				_, cands, err := s.Recall(ctx, q)
 				if err != nil {
 					return err
 				}
+				items := enricher.Rank(cands, time.Time{}, events.DefaultThreshold, events.DefaultMaxResults)
 				r.query = append(r.query, time.Since(t0))
 				rowsSeen += len(items)
 			}

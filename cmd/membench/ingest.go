@@ -207,12 +207,12 @@ func checkSearchable(ctx context.Context, s *store.Store, o *options, at time.Ti
 	for range 50 {
 		i := r.IntN(o.ingestTurns)
 		t := turn(i, o.ingestUsers, at)
-		items, err := s.SearchContext(ctx, store.SearchQuery{UserID: t.UserID, Keywords: enricher.Keywords(t.UserMessage), Limit: 50})
+		cands, err := s.SearchContext(ctx, store.SearchQuery{UserID: t.UserID, Keywords: enricher.Keywords(t.UserMessage)})
 		if err != nil {
 			return err
 		}
 		found := false
-		for _, it := range items {
+		for _, it := range enricher.Rank(cands, time.Time{}, 0, 50) {
 			found = found || it.EventID == t.ID
 		}
 		if !found {

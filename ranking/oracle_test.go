@@ -1,4 +1,4 @@
-package store_test
+package ranking_test
 
 import (
 	"fmt"
@@ -9,14 +9,20 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/memoryd/memoryd/ranking"
 	"github.com/memoryd/memoryd/store"
 )
 
 // oracleSQL is the search scoring written out in SQL, the way memoryd ranked
 // before the ranking moved into Go: every candidate's tsvector unnested and
-// BM25F summed by the database. TestSearchMatchesSQLOracle checks that both
-// give the same items in the same order with the same scores, so the quality
-// figures measured on this formula (docs/quality.md) still hold.
+// BM25F summed by the database. TestSearchMatchesSQLOracle checks that the
+// store's candidates (their term counts decoded from the tsvectors' text)
+// ranked by this package give the same items in the same order with the
+// same scores, so the quality figures measured on this formula
+// (docs/quality.md) still hold. It lives here, a test with the store as a
+// test-only dependency, because it checks the ranking; the store's own tests
+// check the decoding against tables.
 var oracleSQL = fmt.Sprintf(`
 	WITH kw AS MATERIALIZED (
 		SELECT to_tsquery('english', $2) AS q, tsvector_to_array(to_tsvector('english', $6)) AS terms
@@ -47,7 +53,7 @@ var oracleSQL = fmt.Sprintf(`
 	)
 	SELECT id, score::float8 FROM scored WHERE score >= $4
 	ORDER BY score DESC, created_at DESC, id DESC LIMIT $5`,
-	store.K1, store.B, store.AnswerWeight, store.IDFPrior, store.RelevanceHalf, store.RecencyWeight, store.RecencyDays*86400)
+	ranking.K1, ranking.B, ranking.AnswerWeight, ranking.IDFPrior, ranking.RelevanceHalf, ranking.RecencyWeight, ranking.RecencyDays*86400)
 
 func TestSearchMatchesSQLOracle(t *testing.T) {
 	ctx, s := setup(t)
@@ -80,14 +86,14 @@ func TestSearchMatchesSQLOracle(t *testing.T) {
 		if q%10 == 0 {
 			kws = append(kws, "dog walk") // a phrase
 		}
-		sq := store.SearchQuery{
+		sq := query{
 			UserID:    users[q%len(users)],
 			Keywords:  kws,
 			At:        t0.Add(time.Duration(rng.IntN(60*24)-30*24) * time.Hour),
 			Threshold: []float64{0, 0.3, 0.5}[q%3],
 			Limit:     1 + rng.IntN(12),
 		}
-		got, err := s.SearchContext(ctx, sq)
+		got, err := search(ctx, s, sq)
 		if err != nil {
 			t.Fatal(err)
 		}
