@@ -75,7 +75,7 @@ func (r memoryReads) getFact(token string, data []byte) (call, error) {
 		if err != nil {
 			return nil, err
 		}
-		return events.Fact{Key: f.Key, Value: f.Value, UpdatedAt: f.UpdatedAt}, nil
+		return wireFact(f), nil
 	}, nil
 }
 
@@ -103,16 +103,6 @@ func (r memoryReads) userStats(token string, data []byte) (call, error) {
 		if err != nil {
 			return nil, err
 		}
-		return events.StatsReply{
-			TurnsReceived:   st.TurnsReceived,
-			TurnsProcessed:  st.TurnsProcessed,
-			TurnsFailed:     st.TurnsFailed,
-			TurnsPending:    st.TurnsPending,
-			JobsPending:     st.TurnsPending,
-			Facts:           st.Facts,
-			ContextItems:    st.ContextItems,
-			LastProcessedAt: st.LastProcessedAt,
-			LLMUsage:        wireUsage(st.LLMUsage), // never nil: {} for a user without usage
-		}, nil
+		return wireStats(st), nil
 	}, nil
 }

@@ -2,15 +2,23 @@ package enricher
 
 import (
 	"math"
+	"time"
 
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/store"
 )
 
+// The mapping from store types to wire types, in one place: times go out
+// in UTC whatever the server's zone, scores rounded to six places.
+
+func wireFact(f store.Fact) events.Fact {
+	return events.Fact{Key: f.Key, Value: f.Value, UpdatedAt: f.UpdatedAt.UTC()}
+}
+
 func wireFacts(facts []store.Fact) []events.Fact {
 	out := make([]events.Fact, len(facts))
 	for i, f := range facts {
-		out[i] = events.Fact{Key: f.Key, Value: f.Value, UpdatedAt: f.UpdatedAt.UTC()}
+		out[i] = wireFact(f)
 	}
 	return out
 }
@@ -43,4 +51,25 @@ func wireUsage(usage map[string]store.TokenUsage) map[string]events.TokenUsage {
 		}
 	}
 	return out
+}
+
+// wireStats maps a user's counters; jobs_pending is kept for older clients
+// and equals turns_pending (a turn is pending until its job has run).
+func wireStats(st store.UserStats) events.StatsReply {
+	var last *time.Time
+	if st.LastProcessedAt != nil {
+		t := st.LastProcessedAt.UTC()
+		last = &t
+	}
+	return events.StatsReply{
+		TurnsReceived:   st.TurnsReceived,
+		TurnsProcessed:  st.TurnsProcessed,
+		TurnsFailed:     st.TurnsFailed,
+		TurnsPending:    st.TurnsPending,
+		JobsPending:     st.TurnsPending,
+		Facts:           st.Facts,
+		ContextItems:    st.ContextItems,
+		LastProcessedAt: last,
+		LLMUsage:        wireUsage(st.LLMUsage), // never nil: {} for a user without usage
+	}
 }

@@ -118,7 +118,7 @@ func (w memoryWrites) setFact(token string, data []byte) (call, error) {
 		if err != nil {
 			return nil, err
 		}
-		reply := events.SetFactReply{OK: stored, Fact: events.Fact{Key: f.Key, Value: f.Value, UpdatedAt: f.UpdatedAt.UTC()}}
+		reply := events.SetFactReply{OK: stored, Fact: wireFact(f)}
 		if !stored {
 			reply.Reason = fmt.Sprintf("a turn stamped %s, later than this request, set %q; that value stays current",
 				f.SourceAt.UTC().Format(time.RFC3339), key)
