@@ -1,0 +1,204 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/memoryd/memoryd/extractor"
+)
+
+// metrics are memoryd's Prometheus metrics. Counters the components keep
+// themselves are read at scrape time; the rest are fed through the
+// components' Observer hooks, so only the composition root knows about Prometheus.
+type metrics struct {
+	reg            *prometheus.Registry
+	rejected       *prometheus.CounterVec
+	extracted      *prometheus.CounterVec
+	extractSeconds *prometheus.HistogramVec
+	enrichSeconds  prometheus.Histogram
+	enrichDegraded prometheus.Counter
+	pruneRuns      prometheus.Counter
+	pruneRemoved   prometheus.Counter
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "memoryd_turns_rejected_total", Help: "Turn events dead-lettered as invalid, by reason.",
+		}, []string{"reason"}),
+		extracted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "memoryd_turns_extracted_total", Help: "Turns run through extraction, by outcome (processed, retry, failed, handed_back, lock_wait, taken_over, discarded, requeued).",
+		}, []string{"outcome"}),
+		extractSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "memoryd_extraction_duration_seconds", Help: "Duration of extraction jobs, by outcome.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+		}, []string{"outcome"}),
+		enrichSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "memoryd_enrich_duration_seconds", Help: "Enrich latency from request arrival to reply.",
+			Buckets: []float64{.0005, .001, .002, .004, .008, .016, .032, .064, .128, .256, .512},
+		}),
+		enrichDegraded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "memoryd_enrich_degraded_total", Help: "Enrich replies sent degraded (memory unavailable or slow).",
+		}),
+		pruneRuns: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "memoryd_prune_runs_total", Help: "Prune runs.",
+		}),
+		pruneRemoved: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "memoryd_prune_removed_total", Help: "Context items removed by pruning.",
+		}),
+	}
+	m.reg.MustRegister(m.rejected, m.extracted, m.extractSeconds, m.enrichSeconds, m.enrichDegraded, m.pruneRuns, m.pruneRemoved,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// TurnRejected implements worker.Observer.
+func (m *metrics) TurnRejected(reason string) { m.rejected.WithLabelValues(reason).Inc() }
+
+// Extracted implements worker.Observer.
+func (m *metrics) Extracted(took time.Duration, turns int, outcome string) {
+	m.extracted.WithLabelValues(outcome).Add(float64(turns))
+	m.extractSeconds.WithLabelValues(outcome).Observe(took.Seconds())
+}
+
+// Pruned implements worker.Observer.
+func (m *metrics) Pruned(removed int64) {
+	m.pruneRuns.Inc()
+	m.pruneRemoved.Add(float64(removed))
+}
+
+// Enriched implements enricher.Observer.
+func (m *metrics) Enriched(took time.Duration, degraded bool) {
+	m.enrichSeconds.Observe(took.Seconds())
+	if degraded {
+		m.enrichDegraded.Inc()
+	}
+}
+
+// usageReporter is what the LLM extractor offers for metrics.
+type usageReporter interface {
+	Usage() map[string]extractor.UsageTotals
+}
+
+// serviceCollector reads counters the running service keeps: ingestion
+// counts, LLM usage, River queue depth (one query per scrape, bounded).
+type serviceCollector struct {
+	app *App
+	llm usageReporter // nil with the offline extractor
+
+	received, recorded, duplicates, optedOut, optOutKept, clamped, lockWaits, depth, llmRequests, llmTokens *prometheus.Desc
+}
+
+func newServiceCollector(a *App, llm usageReporter) *serviceCollector {
+	return &serviceCollector{
+		app:         a,
+		llm:         llm,
+		received:    prometheus.NewDesc("memoryd_turns_received_total", "Turn events read from the stream, redeliveries included.", nil, nil),
+		recorded:    prometheus.NewDesc("memoryd_turns_recorded_total", "New turns recorded and queued for extraction.", nil, nil),
+		duplicates:  prometheus.NewDesc("memoryd_turns_duplicate_total", "Turn events whose turn was already recorded.", nil, nil),
+		optedOut:    prometheus.NewDesc("memoryd_turns_opted_out_total", "Turn events with memory:false, acknowledged and not stored.", nil, nil),
+		optOutKept:  prometheus.NewDesc("memoryd_turns_opt_out_kept_total", "Opted-out turn events that could not be erased from the stream (their text stays until forget).", nil, nil),
+		clamped:     prometheus.NewDesc("memoryd_turns_clamped_total", "Turns stamped later than the stream's receipt time plus the allowed clock skew, recorded at the receipt time.", nil, nil),
+		lockWaits:   prometheus.NewDesc("memoryd_extract_lock_waits_total", "Extraction jobs snoozed after a lock timeout or deadlock, without spending an attempt.", nil, nil),
+		depth:       prometheus.NewDesc("memoryd_queue_jobs", "River jobs not yet finished, by queue and state.", []string{"queue", "state"}, nil),
+		llmRequests: prometheus.NewDesc("memoryd_llm_requests_total", "LLM requests, by model and outcome.", []string{"model", "outcome"}, nil),
+		llmTokens:   prometheus.NewDesc("memoryd_llm_tokens_total", "LLM tokens, by model and kind (prompt, completion).", []string{"model", "kind"}, nil),
+	}
+}
+
+func (c *serviceCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.received, c.recorded, c.duplicates, c.optedOut, c.optOutKept, c.clamped, c.lockWaits, c.depth, c.llmRequests, c.llmTokens} {
+		ch <- d
+	}
+}
+
+func (c *serviceCollector) Collect(ch chan<- prometheus.Metric) {
+	c.app.mu.Lock()
+	w, s := c.app.worker, c.app.store
+	c.app.mu.Unlock()
+	if w != nil {
+		st := w.Stats()
+		ch <- prometheus.MustNewConstMetric(c.received, prometheus.CounterValue, float64(st.Received))
+		ch <- prometheus.MustNewConstMetric(c.recorded, prometheus.CounterValue, float64(st.Recorded))
+		ch <- prometheus.MustNewConstMetric(c.duplicates, prometheus.CounterValue, float64(st.Duplicates))
+		ch <- prometheus.MustNewConstMetric(c.optedOut, prometheus.CounterValue, float64(st.OptedOut))
+		ch <- prometheus.MustNewConstMetric(c.optOutKept, prometheus.CounterValue, float64(st.OptOutKept))
+		ch <- prometheus.MustNewConstMetric(c.clamped, prometheus.CounterValue, float64(st.Clamped))
+		ch <- prometheus.MustNewConstMetric(c.lockWaits, prometheus.CounterValue, float64(st.LockWaits))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if s != nil {
+		if depth, err := s.QueueDepth(ctx); err == nil {
+			for k, n := range depth {
+				ch <- prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(n), k[0], k[1])
+			}
+		}
+	}
+	if c.llm != nil {
+		for model, u := range c.llm.Usage() {
+			ch <- prometheus.MustNewConstMetric(c.llmRequests, prometheus.CounterValue, float64(u.OK), model, "ok")
+			ch <- prometheus.MustNewConstMetric(c.llmRequests, prometheus.CounterValue, float64(u.Errors-u.RateLimited), model, "error")
+			ch <- prometheus.MustNewConstMetric(c.llmRequests, prometheus.CounterValue, float64(u.RateLimited), model, "rate_limited")
+			ch <- prometheus.MustNewConstMetric(c.llmTokens, prometheus.CounterValue, float64(u.PromptTokens), model, "prompt")
+			ch <- prometheus.MustNewConstMetric(c.llmTokens, prometheus.CounterValue, float64(u.CompletionTokens), model, "completion")
+		}
+	}
+}
+
+// opsServer serves /metrics, /healthz, /readyz and, when asked, pprof.
+type opsServer struct {
+	srv *http.Server
+	ln  net.Listener
+}
+
+func startOps(cfg OpsConfig, a *App, m *metrics, logger *slog.Logger) (*opsServer, error) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		checks := a.Health(r.Context())
+		code := http.StatusOK
+		for _, v := range checks {
+			if v != "ok" {
+				code = http.StatusServiceUnavailable
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(checks)
+	})
+	if cfg.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, err
+	}
+	ops := &opsServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln}
+	go func() {
+		if err := ops.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("http server", "error", err)
+		}
+	}()
+	logger.Info("http listening", "addr", ln.Addr().String(), "pprof", cfg.Pprof)
+	return ops, nil
+}
+
+func (ops *opsServer) stop(ctx context.Context) error { return ops.srv.Shutdown(ctx) }
+
