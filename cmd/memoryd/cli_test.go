@@ -26,7 +26,7 @@ import (
 // stderr and the exit code.
 func runArgs(ctx context.Context, args ...string) (string, string, int) {
 	var out, errOut bytes.Buffer
-	code := run(ctx, &app{stdout: &out, stderr: &errOut}, args)
+	code := run(ctx, &cli{stdout: &out, stderr: &errOut}, args)
 	return out.String(), errOut.String(), code
 }
 
@@ -282,7 +282,7 @@ func TestServeLogsDurationsAsStringsAndRiverQuietly(t *testing.T) {
 	defer cancel()
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, &app{stdout: &stdout, stderr: &stderr}, []string{"serve", "--database-url", dbURL, "--nats-url", eventstest.URL(),
+		done <- run(ctx, &cli{stdout: &stdout, stderr: &stderr}, []string{"serve", "--database-url", dbURL, "--nats-url", eventstest.URL(),
 			"--prefix", prefix, "--stream", stream, "--log-format", "json", "--workers", "2", "--shutdown-timeout", "30s"})
 	}()
 	deadline := time.After(time.Minute)

@@ -341,3 +341,21 @@ func (a *App) OpsAddr() string {
 }
 
 var errNotStarted = errors.New("not started")
+
+// Migrate opens the store (creating the database when Store.CreateDatabase
+// is set) and applies River's and memoryd's migrations; it returns the
+// versions it applied, none when the schema was up to date.
+func (a *App) Migrate(ctx context.Context) ([]int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s, err := a.openStore(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	applied, err := s.Migrate(ctx, migrations.FS, a.logger)
+	if err != nil {
+		return nil, err
+	}
+	a.migrated = true
+	return applied, nil
+}

@@ -52,7 +52,8 @@ type Config struct {
 	// Conn, when set, is used instead of connecting with NATS; the App does
 	// not close it. For tests and tools that hold a connection already.
 	Conn *nats.Conn
-	// Store opens Postgres. Its Logger is set by the App.
+	// Store opens Postgres. Its Logger is set by the App; its defaults
+	// other than URL are left to store.Open.
 	Store store.Config
 	// Worker is the ingest consumer and the extraction workers. Conn, Store,
 	// Extractor, Logger, Observer, Prefix and Stream are set by the App.
@@ -105,13 +106,22 @@ func (c NATSConfig) withDefaults() NATSConfig {
 }
 
 // Defaults returns the configuration a zero Config runs with: every
-// component's own defaults, the service's policy on top. The one policy a
-// zero value cannot express is Store.CreateDatabase: a memoryd service
-// creates its database when it is missing, so Defaults sets it (store.Open
-// alone does not). Worker.JobSize stays 0, chosen by New from the extractor.
+// component's own defaults, the service's policy on top; memoryd's flags
+// start from it, so that -h shows each default and none is written twice.
+// The one policy a zero value cannot express is Store.CreateDatabase: a
+// memoryd service creates its database when it is missing, so Defaults sets
+// it (store.Open alone does not). Worker.JobSize stays 0, chosen by New from
+// the extractor, and the fields New derives from others (the components'
+// names, logger and version, the dead-letter stream, the process timeout)
+// stay zero, so that a Config started from Defaults may change what they
+// derive from.
 func Defaults() Config {
 	c := Config{Store: store.Config{CreateDatabase: true}}.withDefaults()
+	c.Logger, c.Store.Logger = nil, nil
 	c.Worker.JobSize = 0
+	c.Worker.Logger, c.Worker.Observer, c.Worker.Prefix, c.Worker.Stream = nil, nil, "", ""
+	c.Worker.DeadLetterStream, c.Worker.ProcessTimeout = "", 0
+	c.Enricher.Logger, c.Enricher.Prefix, c.Enricher.Version = nil, "", ""
 	return c
 }
 
@@ -128,8 +138,12 @@ func (c Config) withDefaults() Config {
 		c.Stream = events.DefaultStream
 	}
 	c.NATS = c.NATS.withDefaults()
+	// Only the store's URL: its pool size defaults to the URL's
+	// pool_max_conns, which store.Open reads.
 	c.Store.Logger = c.Logger
-	c.Store = c.Store.WithDefaults()
+	if c.Store.URL == "" {
+		c.Store.URL = store.DefaultURL
+	}
 
 	c.Worker.Logger, c.Worker.Prefix, c.Worker.Stream = c.Logger, c.Prefix, c.Stream
 	w := c.Worker
@@ -195,7 +209,7 @@ func (c Config) validate() error {
 		}
 	}
 	if c.LLM.BaseURL != "" && c.LLM.Model == "" {
-		return &ConfigError{Field: "LLM.Model", Value: `""`, Reason: "is required with LLM.BaseURL"}
+		return &ConfigError{Field: "LLM.Model", Reason: "is required with LLM.BaseURL"}
 	}
 	if p := c.NATS.InboxPrefix; strings.ContainsAny(p, "*> \t") || strings.HasPrefix(p, ".") || strings.HasSuffix(p, ".") {
 		return &ConfigError{Field: "NATS.InboxPrefix", Value: fmt.Sprintf("%q", p), Reason: "must be a subject without wildcards or spaces, not starting or ending with '.'"}
@@ -207,12 +221,15 @@ func (c Config) validate() error {
 type ConfigError struct {
 	// Field is the field's path in Config, e.g. "Worker.Workers".
 	Field string
-	// Value is the field's value as text.
+	// Value is the field's value as text; empty when Reason says it all.
 	Value string
 	// Reason says what is wrong; it may name other fields by their path.
 	Reason string
 }
 
 func (e *ConfigError) Error() string {
+	if e.Value == "" {
+		return fmt.Sprintf("app: Config.%s %s", e.Field, e.Reason)
+	}
 	return fmt.Sprintf("app: Config.%s %s %s", e.Field, e.Value, e.Reason)
 }
