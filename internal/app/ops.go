@@ -201,4 +201,3 @@ func startOps(cfg OpsConfig, a *App, m *metrics, logger *slog.Logger) (*opsServe
 }
 
 func (ops *opsServer) stop(ctx context.Context) error { return ops.srv.Shutdown(ctx) }
-
