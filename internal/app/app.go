@@ -179,25 +179,72 @@ func (a *App) Start(ctx context.Context) (err error) {
 		return err
 	}
 	a.worker = w
+	if err = a.startEnrichLocked(ctx, s, nc); err != nil {
+		return err
+	}
+	if a.cfg.Ops.Addr != "" {
+		if a.ops, err = startOps(a.cfg.Ops, a, a.metrics, a.logger); err != nil {
+			return &OpsListenError{Addr: a.cfg.Ops.Addr, Err: err}
+		}
+	}
+	return nil
+}
+
+// StartEnrich runs the enrich service alone, without ingest, extraction
+// or the operators' endpoint: for measuring it (membench) and for
+// processes that only answer. Stop stops it.
+func (a *App) StartEnrich(ctx context.Context) (err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.enrich != nil {
+		return errors.New("app: already started")
+	}
+	defer func() {
+		if err != nil {
+			a.stopLocked(context.WithoutCancel(ctx))
+		}
+	}()
+	s, err := a.openStore(ctx, true)
+	if err != nil {
+		return err
+	}
+	nc, err := a.connect()
+	if err != nil {
+		return err
+	}
+	return a.startEnrichLocked(ctx, s, nc)
+}
+
+// startEnrichLocked starts the enrich service; memory.forget goes through
+// the running worker when there is one (so that it waits for the user's
+// running jobs), else straight to the store and stream. a.mu is held.
+func (a *App) startEnrichLocked(ctx context.Context, s *store.Store, nc *nats.Conn) error {
 	ec := a.cfg.Enricher
-	ec.Conn, ec.Store, ec.Observer = nc, s, a.metrics
+	ec.Conn, ec.Store = nc, s
+	if a.metrics != nil {
+		ec.Observer = a.metrics
+	}
+	w := a.worker
 	ec.Forget = func(ctx context.Context, userID string) (events.ForgetReply, error) {
-		r, err := w.Forget(ctx, userID)
+		if w != nil {
+			r, err := w.Forget(ctx, userID)
+			return forgetReply(r), err
+		}
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return events.ForgetReply{}, err
+		}
+		r, err := worker.Forget(ctx, js, s, a.cfg.Prefix, a.cfg.Stream, userID)
 		return forgetReply(r), err
 	}
 	svc, err := enricher.New(ec)
 	if err != nil {
 		return err
 	}
-	if err = svc.Start(ctx); err != nil {
+	if err := svc.Start(ctx); err != nil {
 		return err
 	}
 	a.enrich = svc
-	if a.cfg.Ops.Addr != "" {
-		if a.ops, err = startOps(a.cfg.Ops, a, a.metrics, a.logger); err != nil {
-			return &OpsListenError{Addr: a.cfg.Ops.Addr, Err: err}
-		}
-	}
 	return nil
 }
 
