@@ -21,8 +21,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/memoryd/memoryd/enricher"
-	"github.com/memoryd/memoryd/internal/app"
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/internal/app"
 	"github.com/memoryd/memoryd/store"
 )
 
