@@ -3,15 +3,16 @@ GO ?= go
 PKGS ?= ./...
 FUZZTIME ?= 30s
 
-.PHONY: demo test systest build services vet fuzz serve
+.PHONY: demo test systest build services vet tools fuzz serve
 
 ## demo: start the local servers if needed, then run memoryd end to end on the defaults
 demo: services
 	$(GO) run ./cmd/memoryd demo
 
-## test: vet and run every test with the race detector against the real servers,
-## printing each package as it finishes (scripts/testprogress); exit status is go test's
-test: services vet
+## test: vet, build the tools, and run every test with the race detector against
+## the real servers, printing each package as it finishes (scripts/testprogress);
+## exit status is go test's
+test: services vet tools
 	$(GO) run ./scripts/testprogress -race -count=1 -timeout 8m $(PKGS)
 
 ## systest: only the system tests (real memoryd processes, fault injection, the documented commands)
@@ -27,6 +28,12 @@ GOFMT_L = find . -path './.*' -prune -o -path ./vendor -prune -o -name '*.go' -t
 vet:
 	@unformatted="$$($(GOFMT_L))"; test -z "$$unformatted" || { echo "gofmt needed:"; echo "$$unformatted"; exit 1; }
 	$(GO) vet $(PKGS)
+
+## tools: vet and build the measurement commands (membench, memeval). They are a
+## module of their own (tools/go.mod), so that SQLite and errgroup stay out of the
+## service's build, `go vet ./...` and `go test ./...`; this is their step.
+tools:
+	cd tools && $(GO) vet ./... && $(GO) build ./...
 
 build:
 	CGO_ENABLED=0 $(GO) build -o bin/memoryd ./cmd/memoryd

@@ -21,7 +21,8 @@ import (
 	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/events/eventstest"
-	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/internal/app"
+	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
 	"github.com/memoryd/memoryd/worker"
 )
@@ -233,24 +234,20 @@ accounts {
 		t.Fatalf("memoryd cannot connect with its documented permissions: %v", err)
 	}
 	t.Cleanup(md.Close)
-	st := storetest.New(t)
-	w, err := worker.New(worker.Config{Conn: md, Store: st, Extractor: extractor.NewRules(),
-		Logger: slog.New(slog.DiscardHandler), Workers: 2, FetchPollInterval: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(ctx); err != nil {
-		t.Fatalf("memoryd's worker cannot start with its documented permissions: %v (violations %q)", err, mdErrs.all())
-	}
-	t.Cleanup(func() { _ = w.Stop(context.Background()) })
-	svc, err := enricher.New(enricher.Config{Conn: md, Store: st, Logger: slog.New(slog.DiscardHandler), Timeout: 5 * time.Second})
+	_, dbURL := storetest.Schema(t)
+	svc, err := app.New(app.Config{Conn: md, Store: store.Config{URL: dbURL}, Logger: slog.New(slog.DiscardHandler),
+		Worker: worker.Config{Workers: 2, FetchPollInterval: 50 * time.Millisecond}, Enricher: enricher.Config{Timeout: 5 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := svc.Start(ctx); err != nil {
-		t.Fatalf("memoryd's service cannot start with its documented permissions: %v", err)
+		t.Fatalf("memoryd cannot start with its documented permissions: %v (violations %q)", err, mdErrs.all())
 	}
 	t.Cleanup(func() { _ = svc.Stop(context.Background()) })
+	st, err := svc.Store(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	// bob's frontend listens wherever it can before alice does anything.
 	bobErrs := &permErrors{}

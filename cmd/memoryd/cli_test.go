@@ -16,17 +16,21 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/internal/app"
+	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
+	"github.com/memoryd/memoryd/worker"
 )
 
 // runArgs runs the binary's entry point in-process and returns stdout,
 // stderr and the exit code.
 func runArgs(ctx context.Context, args ...string) (string, string, int) {
 	var out, errOut bytes.Buffer
-	code := run(ctx, &app{stdout: &out, stderr: &errOut}, args)
+	code := run(ctx, &cli{stdout: &out, stderr: &errOut}, args)
 	return out.String(), errOut.String(), code
 }
 
@@ -282,7 +286,7 @@ func TestServeLogsDurationsAsStringsAndRiverQuietly(t *testing.T) {
 	defer cancel()
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, &app{stdout: &stdout, stderr: &stderr}, []string{"serve", "--database-url", dbURL, "--nats-url", eventstest.URL(),
+		done <- run(ctx, &cli{stdout: &stdout, stderr: &stderr}, []string{"serve", "--database-url", dbURL, "--nats-url", eventstest.URL(),
 			"--prefix", prefix, "--stream", stream, "--log-format", "json", "--workers", "2", "--shutdown-timeout", "30s"})
 	}()
 	deadline := time.After(time.Minute)
@@ -401,5 +405,41 @@ func publishTurns(t *testing.T, nc *nats.Conn, prefix, stream string, n int) {
 		if _, err := pub.Publish(ctx, turn); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestServeHelpShowsComponentDefaults: serve's flags start from the
+// components' own defaults (through app.Defaults), so -h shows what a
+// component does with its field unset and no default is written twice.
+func TestServeHelpShowsComponentDefaults(t *testing.T) {
+	t.Parallel()
+	w, e := worker.Config{}.WithDefaults(), enricher.Config{}.WithDefaults()
+	l := extractor.LLMConfig{}.WithDefaults()
+	out, _, _ := runArgs(context.Background(), "serve", "-h")
+	entries := helpEntries(t, out)
+	for name, want := range map[string]string{
+		"workers":             strconv.Itoa(w.Workers),
+		"batch-size":          strconv.Itoa(w.BatchSize),
+		"max-attempts":        strconv.Itoa(w.MaxAttempts),
+		"job-timeout":         w.JobTimeout.String(),
+		"ack-wait":            w.AckWait.String(),
+		"prune-interval":      w.PruneInterval.String(),
+		"turn-retention":      w.TurnRetention.String(),
+		"enrich-timeout":      e.Timeout.String(),
+		"llm-timeout":         l.Timeout.String(),
+		"llm-concurrency":     strconv.Itoa(l.MaxConcurrency),
+		"llm-response-format": strconv.Quote(l.ResponseFormat),
+		"database-url":        strconv.Quote(store.DefaultURL),
+		"prefix":              strconv.Quote(events.DefaultPrefix),
+		"stream":              strconv.Quote(events.DefaultStream),
+		"create-database":     "true",
+	} {
+		if !strings.Contains(entries[name], "(default "+want+";") {
+			t.Errorf("serve -h --%s: want default %s, got %q", name, want, entries[name])
+		}
+	}
+	// The job size is chosen from the extractor when 0: -h names both sizes.
+	if e := entries["job-size"]; !strings.Contains(e, fmt.Sprintf("0 picks %d for the offline extractor and %d for an LLM", app.JobSizeRules, app.JobSizeLLM)) {
+		t.Errorf("serve -h --job-size: %q", e)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/internal/app"
 )
 
 // clientCommands are the commands that talk to a running memoryd over NATS
@@ -68,7 +69,7 @@ func (o *clientOptions) parse(f *flags, args []string) ([]string, error) {
 
 // client connects to NATS and returns a client and a context bounded by
 // --timeout; call done when finished.
-func (o *clientOptions) client(ctx context.Context, a *app) (c *events.Client, reqCtx context.Context, done func(), err error) {
+func (o *clientOptions) client(ctx context.Context, a *cli) (c *events.Client, reqCtx context.Context, done func(), err error) {
 	logger, err := o.conn.logger(a)
 	if err != nil {
 		return nil, nil, nil, err
@@ -90,7 +91,7 @@ func (o *clientOptions) callError(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, nats.ErrNoResponders):
-		return fmt.Errorf("no memoryd service answers on %s under prefix %q: start 'memoryd serve' with the same --nats-url and --prefix", redactURL(o.conn.natsURL), o.conn.prefix)
+		return fmt.Errorf("no memoryd service answers on %s under prefix %q: start 'memoryd serve' with the same --nats-url and --prefix", app.RedactURL(o.conn.nats.URL), o.conn.prefix)
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
 		return fmt.Errorf("memoryd did not reply within %s (--timeout)", o.timeout)
 	case errors.As(err, &svcErr):
@@ -117,7 +118,7 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func runEnrich(ctx context.Context, a *app, args []string) (err error) {
+func runEnrich(ctx context.Context, a *cli, args []string) (err error) {
 	var (
 		o                     clientOptions
 		format, at, threshold string
@@ -184,7 +185,7 @@ reply with --json. A degraded reply (memory unavailable) is reported on stderr.`
 	return nil
 }
 
-func runFacts(ctx context.Context, a *app, args []string) (err error) {
+func runFacts(ctx context.Context, a *cli, args []string) (err error) {
 	var o clientOptions
 	defer func() { err = o.callError(err) }()
 	f := newFlags("facts", `Usage: memoryd facts list --user U
@@ -257,7 +258,7 @@ Reads and writes a user's facts through the running memoryd.`)
 	return nil
 }
 
-func runMemory(ctx context.Context, a *app, args []string) (err error) {
+func runMemory(ctx context.Context, a *cli, args []string) (err error) {
 	var (
 		o          clientOptions
 		maxResults int
@@ -333,7 +334,7 @@ the running memoryd.`)
 	return nil
 }
 
-func runStats(ctx context.Context, a *app, args []string) (err error) {
+func runStats(ctx context.Context, a *cli, args []string) (err error) {
 	var o clientOptions
 	defer func() { err = o.callError(err) }()
 	f := newFlags("stats", "Usage: memoryd stats --user U\n\nShows a user's turns received, processed, failed and pending, and their facts and context items.")
@@ -367,7 +368,7 @@ func runStats(ctx context.Context, a *app, args []string) (err error) {
 	return tw.Flush()
 }
 
-func printDeleted(a *app, asJSON bool, n int64) error {
+func printDeleted(a *cli, asJSON bool, n int64) error {
 	if asJSON {
 		return printJSON(a.stdout, events.DeletedReply{Deleted: n})
 	}

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/internal/app"
 )
 
 // demoTurns is a short conversation with a few self-statements. Event ids are
@@ -20,7 +22,7 @@ var demoTurns = []struct{ user, assistant string }{
 	{"I prefer short answers, by the way.", "Noted: short answers from now on."},
 }
 
-func runDemo(ctx context.Context, a *app, args []string) error {
+func runDemo(ctx context.Context, a *cli, args []string) error {
 	var (
 		o    serveOptions
 		user string
@@ -41,35 +43,39 @@ reply. Safe to run again.`)
 	if o.conn.logLevel == "info" {
 		o.conn.logLevel = "warn" // keep the walk-through readable
 	}
-	logger, err := o.conn.logger(a)
+	svc, _, err := o.newApp(f, a, "memoryd-demo")
 	if err != nil {
 		return err
 	}
+	cfg := svc.Config()
 	out := a.stdout
-	fmt.Fprintf(out, "memoryd demo\n  postgres: %s\n  nats:     %s\n", redactURL(o.conn.databaseURL), redactURL(o.conn.natsURL))
-	if o.llm.baseURL == "" {
+	fmt.Fprintf(out, "memoryd demo\n  postgres: %s\n  nats:     %s\n", app.RedactURL(cfg.Store.URL), app.RedactURL(cfg.NATS.URL))
+	if cfg.LLM.BaseURL == "" {
 		fmt.Fprintln(out, "  extractor: offline rules (turns stored verbatim + simple self-statements; set MEMORYD_LLM_BASE_URL for a model)")
 	} else {
-		fmt.Fprintf(out, "  extractor: LLM %s at %s\n", o.llm.model, redactURL(o.llm.baseURL))
+		fmt.Fprintf(out, "  extractor: LLM %s at %s\n", cfg.LLM.Model, app.RedactURL(cfg.LLM.BaseURL))
 	}
 
 	fmt.Fprintln(out, "\n1. starting memoryd (migrations, ingest consumer, workers, enrich service)")
-	svc, err := startService(ctx, &o, logger)
-	if err != nil {
-		return err
-	}
 	defer func() {
 		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = svc.stop(stopCtx)
+		_ = svc.Stop(stopCtx)
 	}()
+	if err := svc.Start(ctx); err != nil {
+		return startErr(err)
+	}
 
-	fmt.Fprintf(out, "2. publishing %d turns for user %q to %s\n", len(demoTurns), user, events.TurnSubject(o.conn.prefix, user))
-	js, err := o.conn.jetStream(svc.nc)
+	fmt.Fprintf(out, "2. publishing %d turns for user %q to %s\n", len(demoTurns), user, events.TurnSubject(cfg.Prefix, user))
+	nc, err := svc.Conn()
 	if err != nil {
 		return err
 	}
-	pub := events.NewPublisher(js, o.conn.prefix)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	pub := events.NewPublisher(js, cfg.Prefix)
 	base := time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC)
 	for i, t := range demoTurns {
 		_, err := pub.Publish(ctx, events.Turn{
@@ -88,13 +94,17 @@ reply. Safe to run again.`)
 	fmt.Fprint(out, "3. waiting for extraction")
 	waitCtx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	if err := waitProcessed(waitCtx, svc, user, len(demoTurns), func(done int) { fmt.Fprintf(out, " %d/%d", done, len(demoTurns)) }); err != nil {
+	if err := svc.WaitProcessed(waitCtx, user, len(demoTurns), func(done int) { fmt.Fprintf(out, " %d/%d", done, len(demoTurns)) }); err != nil {
 		fmt.Fprintln(out)
 		return err
 	}
 	fmt.Fprintln(out, " done")
 
-	facts, err := svc.store.Facts(ctx, user, 0)
+	s, err := svc.Store(ctx)
+	if err != nil {
+		return err
+	}
+	facts, err := s.Facts(ctx, user, 0)
 	if err != nil {
 		return err
 	}
@@ -102,7 +112,7 @@ reply. Safe to run again.`)
 	for _, f := range facts {
 		fmt.Fprintf(out, "  %-16s %s\n", f.Key, f.Value)
 	}
-	items, err := svc.store.RecentContext(ctx, user, 10)
+	items, err := s.RecentContext(ctx, user, 10)
 	if err != nil {
 		return err
 	}
@@ -113,7 +123,7 @@ reply. Safe to run again.`)
 
 	question := "Can you suggest a dinner recipe with sardines?"
 	fmt.Fprintf(out, "\n4. enrich request for a new message: %q\n", question)
-	reply, err := events.NewClient(svc.nc, o.conn.prefix).Enrich(ctx, events.EnrichRequest{UserID: user, Message: question})
+	reply, err := events.NewClient(nc, cfg.Prefix).Enrich(ctx, events.EnrichRequest{UserID: user, Message: question})
 	if err != nil {
 		return err
 	}
@@ -121,36 +131,6 @@ reply. Safe to run again.`)
 		reply.Keywords, reply.TookMS, reply.Degraded, indent(reply.Injection, "     "))
 	fmt.Fprintf(out, "\nTry it yourself while 'memoryd serve' runs:\n  memoryd enrich --user %s \"what should I cook tonight?\"\n", user)
 	return nil
-}
-
-// waitProcessed polls the user's turn counts until want turns are done
-// (processed or failed), reporting progress when it changes.
-func waitProcessed(ctx context.Context, svc *service, user string, want int, progress func(int)) error {
-	last := -1
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		st, err := svc.store.Stats(ctx, user)
-		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			return err
-		}
-		done := int(st.TurnsProcessed + st.TurnsFailed)
-		if done != last {
-			progress(done)
-			last = done
-		}
-		if done >= want {
-			if st.TurnsFailed > 0 {
-				return fmt.Errorf("%d turn(s) failed extraction; see 'memoryd failed --user %s'", st.TurnsFailed, user)
-			}
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("turns were not processed in time (%d/%d done): is another memoryd with a different database consuming the stream?", done, want)
-		case <-tick.C:
-		}
-	}
 }
 
 func indent(s, prefix string) string {

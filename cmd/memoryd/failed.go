@@ -4,14 +4,13 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/memoryd/memoryd/store"
-	"github.com/memoryd/memoryd/worker"
+	"github.com/memoryd/memoryd/internal/app"
 )
 
 // failedCommand parses the flags shared by the commands over failed turns and
 // runs do on an open store.
-func failedCommand(ctx context.Context, a *app, args []string, name, usage string, defLimit int,
-	do func(ctx context.Context, s *store.Store, user string, limit int) error) error {
+func failedCommand(ctx context.Context, a *cli, args []string, name, usage string, defLimit int,
+	do func(ctx context.Context, svc *app.App, user string, limit int) error) error {
 	var (
 		o     connOptions
 		user  string
@@ -27,18 +26,18 @@ func failedCommand(ctx context.Context, a *app, args []string, name, usage strin
 	if limit < 1 {
 		return f.usageErr("--limit %d is not a positive number", limit)
 	}
-	s, err := openQuiet(ctx, &o, a)
+	svc, err := o.newApp(a, "memoryd-"+name)
 	if err != nil {
 		return err
 	}
-	defer s.Close()
-	return do(ctx, s, user, limit)
+	defer svc.Stop(context.WithoutCancel(ctx))
+	return do(ctx, svc, user, limit)
 }
 
-func runFailed(ctx context.Context, a *app, args []string) error {
+func runFailed(ctx context.Context, a *cli, args []string) error {
 	return failedCommand(ctx, a, args, "failed", "Usage: memoryd failed [--user U] [--limit N]\n\nLists turns whose extraction failed, with the last error.", 100,
-		func(ctx context.Context, s *store.Store, user string, limit int) error {
-			turns, err := s.FailedTurns(ctx, user, limit)
+		func(ctx context.Context, svc *app.App, user string, limit int) error {
+			turns, err := svc.Failed(ctx, user, limit)
 			if err != nil {
 				return err
 			}
@@ -50,10 +49,10 @@ func runFailed(ctx context.Context, a *app, args []string) error {
 		})
 }
 
-func runRetryFailed(ctx context.Context, a *app, args []string) error {
+func runRetryFailed(ctx context.Context, a *cli, args []string) error {
 	return failedCommand(ctx, a, args, "retry-failed", "Usage: memoryd retry-failed [--user U] [--limit N]\n\nSets failed turns back to pending and enqueues their extraction again; a running 'memoryd serve' picks them up.", 1000,
-		func(ctx context.Context, s *store.Store, user string, limit int) error {
-			n, err := worker.RetryFailed(ctx, s, user, limit)
+		func(ctx context.Context, svc *app.App, user string, limit int) error {
+			n, err := svc.RetryFailed(ctx, user, limit)
 			if err != nil {
 				return err
 			}

@@ -3,6 +3,8 @@ package main
 import (
 	"regexp"
 	"strings"
+
+	"github.com/memoryd/memoryd/internal/app"
 )
 
 // fieldFlags maps the Config fields that components name in their validation
@@ -37,8 +39,32 @@ var fieldFlags = map[string]map[string]string{
 		"Prefix":  "--prefix",
 	},
 	"store": {
-		"URL": "--database-url",
+		"URL":            "--database-url",
+		"CreateDatabase": "--create-database",
 	},
+	"nats": {
+		"InboxPrefix": "--inbox-prefix",
+	},
+}
+
+// appGroups maps the app's Config groups to the components whose fields
+// they hold.
+var appGroups = map[string]string{"Worker": "worker", "LLM": "extractor", "Enricher": "enricher", "Store": "store", "NATS": "nats"}
+
+// appField matches a field path of the app's Config, e.g. Worker.Workers.
+var appField = regexp.MustCompile(`\b(Worker|LLM|Enricher|Store|NATS)\.([A-Z]\w*)`)
+
+// configErrorFlags is the app's configuration error naming flags instead of
+// Config fields: "--workers -1 is out of range".
+func configErrorFlags(e *app.ConfigError) string {
+	msg := strings.TrimPrefix(e.Error(), "app: Config.")
+	return appField.ReplaceAllStringFunc(msg, func(s string) string {
+		group, field, _ := strings.Cut(s, ".")
+		if fl, ok := fieldFlags[appGroups[group]][field]; ok {
+			return fl
+		}
+		return s
+	})
 }
 
 // componentField matches "<component>: <Type>.<Field>", the way the

@@ -24,11 +24,11 @@ import (
 type command struct {
 	name    string
 	summary string
-	run     func(ctx context.Context, app *app, args []string) error
+	run     func(ctx context.Context, c *cli, args []string) error
 }
 
-// app is what every command gets: its output streams.
-type app struct {
+// cli is what every command gets: its output streams.
+type cli struct {
 	stdout io.Writer
 	stderr io.Writer
 }
@@ -55,12 +55,12 @@ func commands() []command {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, &app{stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:])
+	code := run(ctx, &cli{stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:])
 	stop()
 	os.Exit(code)
 }
 
-func run(ctx context.Context, a *app, args []string) int {
+func run(ctx context.Context, a *cli, args []string) int {
 	if len(args) == 2 && args[0] == "help" {
 		args = []string{args[1], "-h"} // memoryd help CMD is memoryd CMD -h
 	}

@@ -20,7 +20,7 @@ func runCmd(t *testing.T, dbURL, prefix, stream string, args ...string) (string,
 	var out, errOut bytes.Buffer
 	full := append([]string{}, args...)
 	full = append(full, "--database-url", dbURL+fmt.Sprintf("&pool_max_conns=%d", storetest.MaxConns), "--nats-url", eventstest.URL(), "--prefix", prefix, "--stream", stream, "--log-format", "json")
-	code := run(context.Background(), &app{stdout: &out, stderr: &errOut}, full)
+	code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, full)
 	return out.String(), errOut.String(), code
 }
 
@@ -67,12 +67,12 @@ func TestPublishFromStdinJSON(t *testing.T) {
 
 func TestUnknownCommandAndBadEnv(t *testing.T) {
 	var out, errOut bytes.Buffer
-	if code := run(context.Background(), &app{stdout: &out, stderr: &errOut}, []string{"nope"}); code != 2 {
+	if code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, []string{"nope"}); code != 2 {
 		t.Fatalf("unknown command exit = %d", code)
 	}
 	t.Setenv("MEMORYD_WORKERS", "many")
 	errOut.Reset()
-	if code := run(context.Background(), &app{stdout: &out, stderr: &errOut}, []string{"serve"}); code != 1 || !strings.Contains(errOut.String(), "MEMORYD_WORKERS") {
+	if code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, []string{"serve"}); code != 1 || !strings.Contains(errOut.String(), "MEMORYD_WORKERS") {
 		t.Fatalf("bad env: exit %d, stderr %q", code, errOut.String())
 	}
 }
@@ -80,7 +80,7 @@ func TestUnknownCommandAndBadEnv(t *testing.T) {
 func TestMigrateNamesUnreachablePostgres(t *testing.T) {
 	t.Parallel()
 	var out, errOut bytes.Buffer
-	code := run(context.Background(), &app{stdout: &out, stderr: &errOut},
+	code := run(context.Background(), &cli{stdout: &out, stderr: &errOut},
 		[]string{"migrate", "--database-url", "postgres://postgres@127.0.0.1:1/memoryd?sslmode=disable&connect_timeout=2", "--log-format", "json"})
 	if code != 1 || !strings.Contains(errOut.String(), "Postgres is not reachable at 127.0.0.1:1") {
 		t.Fatalf("exit %d, stderr %q", code, errOut.String())
@@ -124,7 +124,7 @@ func TestConfigFilePrecedenceAndRedaction(t *testing.T) {
 	}
 	t.Setenv("MEMORYD_BATCH_SIZE", "99")
 	var out, errOut bytes.Buffer
-	if code := run(context.Background(), &app{stdout: &out, stderr: &errOut}, []string{"config", "print", "--config", path, "--max-attempts", "9"}); code != 0 {
+	if code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, []string{"config", "print", "--config", path, "--max-attempts", "9"}); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
 	for _, want := range []string{
@@ -146,7 +146,7 @@ func TestConfigFilePrecedenceAndRedaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	errOut.Reset()
-	if code := run(context.Background(), &app{stdout: &out, stderr: &errOut}, []string{"config", "print", "--config", path}); code != 1 || !strings.Contains(errOut.String(), `unknown key "wrokers"`) {
+	if code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, []string{"config", "print", "--config", path}); code != 1 || !strings.Contains(errOut.String(), `unknown key "wrokers"`) {
 		t.Fatalf("misspelt key: exit %d, %q", code, errOut.String())
 	}
 }
@@ -154,7 +154,7 @@ func TestConfigFilePrecedenceAndRedaction(t *testing.T) {
 func TestHelpListsEveryFlagWithEnvAndDefault(t *testing.T) {
 	t.Parallel()
 	var out, errOut bytes.Buffer
-	if code := run(context.Background(), &app{stdout: &out, stderr: &errOut}, []string{"serve", "-h"}); code != 0 {
+	if code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, []string{"serve", "-h"}); code != 0 {
 		t.Fatalf("serve -h: exit %d, stderr %q", code, errOut.String())
 	}
 	help := out.String()
@@ -172,7 +172,7 @@ func TestServeExplainsNATSWithoutJetStream(t *testing.T) {
 	url := eventstest.PrivateServer(t, func(port int) []string { return []string{"-a", "127.0.0.1", "-p", fmt.Sprint(port)} })
 	_, dbURL := storetest.Schema(t)
 	var out, errOut bytes.Buffer
-	code := run(context.Background(), &app{stdout: &out, stderr: &errOut},
+	code := run(context.Background(), &cli{stdout: &out, stderr: &errOut},
 		[]string{"publish", "--nats-url", url, "--database-url", dbURL, "--user", "u", "--message", "hi", "--log-format", "json"})
 	if code != 1 || !strings.Contains(errOut.String(), "without JetStream; restart it with -js") {
 		t.Fatalf("exit %d, stderr %q", code, errOut.String())
@@ -194,7 +194,7 @@ func TestClientCommandsParseFlagsAnywhere(t *testing.T) {
 	} {
 		var out, errOut bytes.Buffer
 		full := append(append([]string{}, args...), "--nats-url", "nats://127.0.0.1:1", "--timeout", "1s", "--log-format", "json")
-		code := run(context.Background(), &app{stdout: &out, stderr: &errOut}, full)
+		code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, full)
 		if code != 1 || !strings.Contains(errOut.String(), "127.0.0.1:1") {
 			t.Errorf("%v: exit %d, stderr %q (want exit 1 naming the unreachable NATS)", args, code, errOut.String())
 		}
@@ -211,7 +211,7 @@ func TestConfigFileSharedByEveryCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errOut bytes.Buffer
-	if code := run(context.Background(), &app{stdout: &out, stderr: &errOut}, []string{"config", "print", "--config", path}); code != 0 {
+	if code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, []string{"config", "print", "--config", path}); code != 0 {
 		t.Fatalf("config print: exit %d: %s", code, errOut.String())
 	}
 	if !strings.Contains(out.String(), `workers: "3"  # file `) {
@@ -220,7 +220,7 @@ func TestConfigFileSharedByEveryCommand(t *testing.T) {
 	// A client command takes its timeout from the file and ignores serve's
 	// keys (it fails on the unreachable NATS, not on the file).
 	errOut.Reset()
-	code := run(context.Background(), &app{stdout: &out, stderr: &errOut}, []string{"stats", "--config", path, "--user", "u", "--nats-url", "nats://127.0.0.1:1"})
+	code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, []string{"stats", "--config", path, "--user", "u", "--nats-url", "nats://127.0.0.1:1"})
 	if code != 1 || strings.Contains(errOut.String(), "unknown key") {
 		t.Fatalf("stats with a shared file: exit %d, %q", code, errOut.String())
 	}
@@ -231,10 +231,10 @@ func TestConfigFileSharedByEveryCommand(t *testing.T) {
 func TestHelpCommandShowsACommandsHelp(t *testing.T) {
 	t.Parallel()
 	var out, out2, errOut bytes.Buffer
-	if code := run(context.Background(), &app{stdout: &out, stderr: &errOut}, []string{"help", "publish"}); code != 0 {
+	if code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, []string{"help", "publish"}); code != 0 {
 		t.Fatalf("help publish: exit %d, %s", code, errOut.String())
 	}
-	run(context.Background(), &app{stdout: &out2, stderr: &errOut}, []string{"publish", "-h"})
+	run(context.Background(), &cli{stdout: &out2, stderr: &errOut}, []string{"publish", "-h"})
 	if !strings.Contains(out.String(), "--message") || out.String() != out2.String() {
 		t.Fatalf("help publish printed:\n%s\nwant publish -h:\n%s", out.String(), out2.String())
 	}
@@ -259,7 +259,7 @@ func TestServeRefusesBadValuesBeforeConnecting(t *testing.T) {
 	} {
 		var out, errOut bytes.Buffer
 		args := append([]string{"serve", "--database-url", "postgres://postgres@127.0.0.1:1/none?connect_timeout=1", "--nats-url", "nats://127.0.0.1:1"}, tt.args...)
-		code := run(context.Background(), &app{stdout: &out, stderr: &errOut}, args)
+		code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, args)
 		if code != 2 || !strings.Contains(errOut.String(), tt.want) || strings.Contains(errOut.String(), "127.0.0.1:1") {
 			t.Errorf("serve %v: exit %d, stderr %q; want exit 2 naming %q before connecting", tt.args, code, errOut.String(), tt.want)
 		}
@@ -284,7 +284,7 @@ func TestReplayRefusesContradictoryScopes(t *testing.T) {
 	} {
 		var out, errOut bytes.Buffer
 		args := append([]string{"replay", "--database-url", "postgres://postgres@127.0.0.1:1/none?connect_timeout=1", "--nats-url", "nats://127.0.0.1:1"}, tt.args...)
-		code := run(context.Background(), &app{stdout: &out, stderr: &errOut}, args)
+		code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, args)
 		if code != 2 || !strings.Contains(errOut.String(), tt.want) {
 			t.Errorf("replay %v: exit %d, stderr %q; want exit 2 saying %q", tt.args, code, errOut.String(), tt.want)
 		}
@@ -306,7 +306,7 @@ func TestOneShotArgumentsCheckedBeforeConnecting(t *testing.T) {
 	} {
 		var out, errOut bytes.Buffer
 		args := append(tt.args, "--database-url", "postgres://postgres@127.0.0.1:1/none?connect_timeout=1", "--nats-url", "nats://127.0.0.1:1")
-		code := run(context.Background(), &app{stdout: &out, stderr: &errOut}, args)
+		code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, args)
 		if code != 2 || !strings.Contains(errOut.String(), tt.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit 2 saying %q", tt.args, code, errOut.String(), tt.want)
 		}

@@ -12,11 +12,12 @@ import (
 	"os"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/memoryd/memoryd/events"
-	"github.com/memoryd/memoryd/store"
 )
 
-func runPublish(ctx context.Context, a *app, args []string) error {
+func runPublish(ctx context.Context, a *cli, args []string) error {
 	var (
 		o                                     connOptions
 		user, conv, message, response, id, at string
@@ -53,12 +54,12 @@ JetStream had it already.`)
 		return err
 	}
 	defer nc.Close()
-	js, err := o.jetStream(nc)
+	js, err := jetstream.New(nc)
 	if err != nil {
 		return err
 	}
 	if ensure {
-		if _, err := events.EnsureStream(ctx, js, o.streamConfig()); err != nil {
+		if _, err := events.EnsureStream(ctx, js, events.StreamConfig{Prefix: o.prefix, Stream: o.stream}); err != nil {
 			return err
 		}
 	}
@@ -128,12 +129,4 @@ func newEventID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return "evt-" + hex.EncodeToString(b[:])
-}
-
-func openQuiet(ctx context.Context, o *connOptions, a *app) (*store.Store, error) {
-	logger, err := o.logger(a)
-	if err != nil {
-		return nil, err
-	}
-	return o.openStore(ctx, false, logger)
 }

@@ -303,7 +303,7 @@ func defaultSchemaDir(dir string) (string, error) {
 	}
 }
 
-func runSchemas(_ context.Context, a *app, args []string) error {
+func runSchemas(_ context.Context, a *cli, args []string) error {
 	var dir string
 	f := newFlags("schemas", "Usage: memoryd schemas [--out DIR]\n\nWrites the JSON Schemas of the turn event and of every request and reply, generated from the Go types.")
 	f.ArgString(&dir, "out", "", "directory to write to, created if missing (empty: docs/schemas of the memoryd repository around the current directory; elsewhere --out is required)")

@@ -79,7 +79,7 @@ func TestTurnSchemaContract(t *testing.T) {
 func TestSchemasWriteOnlyIntoTheRepository(t *testing.T) {
 	schemas := func(args ...string) (string, int) {
 		var out, errOut bytes.Buffer
-		code := run(context.Background(), &app{stdout: &out, stderr: &errOut}, append([]string{"schemas"}, args...))
+		code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, append([]string{"schemas"}, args...))
 		return out.String() + errOut.String(), code
 	}
 	entries := func(dir string) []string {

@@ -38,7 +38,7 @@ func buildCommit() (rev string, modified bool) {
 	return rev, modified
 }
 
-func runVersion(_ context.Context, a *app, args []string) error {
+func runVersion(_ context.Context, a *cli, args []string) error {
 	f := newFlags("version", "Usage: memoryd version   (or memoryd --version)\n\nPrints memoryd's version, the commit it was built from (\"modified\" when the\nworking tree had local changes) and the Go version and platform.")
 	if err := f.Parse(args); err != nil {
 		return err

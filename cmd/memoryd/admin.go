@@ -10,35 +10,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/memoryd/memoryd/migrations"
+	"github.com/memoryd/memoryd/internal/app"
 	"github.com/memoryd/memoryd/worker"
 )
 
-// Replay's batching: events read per transaction, and the turns per
-// extraction job when --job-size is 0. Replay's jobs are larger than serve's
-// (50 and 1): a replay enqueues the whole stream at once, so per-job overhead
-// matters more than latency; with an LLM, 10 still spreads the model calls
-// over the workers.
-const (
-	replayBatchSize    = 500
-	replayJobSizeRules = 100
-	replayJobSizeLLM   = 10
-)
-
-// replayJobSize is the number of turns per job replay enqueues: --job-size,
-// else replayJobSizeLLM with an LLM, replayJobSizeRules with the offline
-// rules. A job holds turns of one batch, so at most replayBatchSize.
-func (o *serveOptions) replayJobSize() int {
-	switch {
-	case o.jobSize > 0:
-		return min(o.jobSize, replayBatchSize)
-	case o.llm.baseURL != "":
-		return replayJobSizeLLM
-	}
-	return replayJobSizeRules
-}
-
-func runReplay(ctx context.Context, a *app, args []string) error {
+func runReplay(ctx context.Context, a *cli, args []string) error {
 	var (
 		o                     serveOptions
 		users, since          string
@@ -63,11 +39,11 @@ user is forgotten meanwhile; if it cannot read all of it, it exits non-zero
 naming the stream sequences and the number of events it did not read.
 
 Output: progress (every few seconds) and logs are log lines on stderr, in the
---log-format; the summary is printed on stdout.`, replayBatchSize, replayJobSizeRules, replayJobSizeLLM))
+--log-format; the summary is printed on stdout.`, app.ReplayBatchSize, app.ReplayJobSizeRules, app.ReplayJobSizeLLM))
 	o.register(f)
-	f.Lookup("batch-size").Usage = fmt.Sprintf("not used by replay, which records %d events per transaction", replayBatchSize)
+	f.Lookup("batch-size").Usage = fmt.Sprintf("not used by replay, which records %d events per transaction", app.ReplayBatchSize)
 	f.Lookup("job-size").Usage = fmt.Sprintf("turns per extraction job replay enqueues; 0 picks %d for the offline extractor and %d for an LLM (at most %d)",
-		replayJobSizeRules, replayJobSizeLLM, replayBatchSize)
+		app.ReplayJobSizeRules, app.ReplayJobSizeLLM, app.ReplayBatchSize)
 	f.ArgString(&users, "user", "", "comma-separated user ids to replay (default: all)")
 	f.ArgString(&since, "since", "", "replay turns stored since this time (RFC 3339)")
 	f.ArgInt(&fromSeq, "from-seq", 0, "replay from this stream sequence")
@@ -87,12 +63,11 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 		// would rebuild only part of it.
 		return f.usageErr("--reset rebuilds all of the users' memory and cannot be combined with --since or --from-seq")
 	}
-	cfg := worker.ReplayConfig{Prefix: o.conn.prefix, Stream: o.conn.stream, Reset: reset, DryRun: dryRun, FromSeq: uint64(fromSeq),
-		BatchSize: replayBatchSize, JobSize: o.replayJobSize()}
+	ro := app.ReplayOptions{Reset: reset, DryRun: dryRun, FromSeq: uint64(fromSeq), Work: !noWork}
 	if users != "" {
 		for _, u := range strings.Split(users, ",") {
 			if u = strings.TrimSpace(u); u != "" {
-				cfg.Users = append(cfg.Users, u)
+				ro.Users = append(ro.Users, u)
 			}
 		}
 	}
@@ -101,60 +76,28 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 		if err != nil {
 			return f.usageErr("--since %q is not RFC 3339", since)
 		}
-		cfg.Since = t
+		ro.Since = t
 	}
-	logger, err := o.conn.logger(a)
+	svc, logger, err := o.newApp(f, a, "memoryd-replay")
 	if err != nil {
 		return err
 	}
-	s, err := o.conn.openStore(ctx, o.createDB, logger)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	if _, err := s.Migrate(ctx, migrations.FS, logger); err != nil {
-		return err
-	}
-	nc, err := o.conn.connectNATS("memoryd-replay", logger)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := o.conn.jetStream(nc)
-	if err != nil {
-		return err
-	}
-	if !dryRun && !noWork {
-		ext, err := o.llm.extractor(logger)
-		if err != nil {
-			return err
-		}
-		w, err := worker.New(worker.Config{Conn: nc, Store: s, Extractor: ext, Logger: logger, Prefix: o.conn.prefix,
-			Stream: o.conn.stream, Workers: o.workers, MaxAttempts: o.maxAttempts, DisableIngest: true})
-		if err != nil {
-			return err
-		}
-		if err := w.Start(ctx); err != nil {
-			return err
-		}
-		defer func() {
-			stopCtx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
-			defer cancel()
-			_ = w.Stop(stopCtx)
-		}()
-	}
-	cfg.JetStream, cfg.Store, cfg.Logger = js, s, logger
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
+		defer cancel()
+		_ = svc.Stop(stopCtx)
+	}()
 	// Progress goes to the log (stderr), the summary to stdout, so that a
 	// progress line is never drawn into the middle of a log line.
 	var lastProgress time.Time
-	cfg.Progress = func(p worker.ReplayProgress) {
+	ro.Progress = func(p worker.ReplayProgress) {
 		if time.Since(lastProgress) < progressEvery && p.Read < p.Total {
 			return
 		}
 		lastProgress = time.Now()
 		logger.Info("replay progress", "read", p.Read, "total", p.Total, "events_per_second", int(p.Rate()), "eta", p.ETA().Round(time.Second))
 	}
-	p, err := worker.Replay(ctx, cfg)
+	p, err := svc.Replay(ctx, ro)
 	var inc *worker.ReplayIncompleteError
 	if errors.As(err, &inc) {
 		// What was read is recorded and enqueued; say so, then fail with
@@ -180,35 +123,27 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 	}
 	start := time.Now()
 	var lastLog time.Time
-	last := int64(-1)
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		n, err := s.PendingTurns(ctx, cfg.Users)
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			fmt.Fprintf(a.stdout, "replay done in %s\n", (p.Elapsed + time.Since(start)).Round(time.Millisecond))
-			return nil
-		}
-		if n != last && time.Since(lastLog) >= progressEvery {
+	err = svc.WaitExtracted(ctx, ro.Users, func(n int64) {
+		if n > 0 && time.Since(lastLog) >= progressEvery {
 			logger.Info("replay extracting", "pending_turns", n)
-			last, lastLog = n, time.Now()
+			lastLog = time.Now()
 		}
-		select {
-		case <-ctx.Done():
-			fmt.Fprintln(a.stdout, "interrupted: the rest is enqueued and will be extracted by any running serve; re-running replay is safe")
-			return nil
-		case <-tick.C:
-		}
+	})
+	if err != nil && ctx.Err() != nil {
+		fmt.Fprintln(a.stdout, "interrupted: the rest is enqueued and will be extracted by any running serve; re-running replay is safe")
+		return nil
 	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "replay done in %s\n", (p.Elapsed + time.Since(start)).Round(time.Millisecond))
+	return nil
 }
 
 // progressEvery spaces replay's progress log lines.
 const progressEvery = 2 * time.Second
 
-func runForget(ctx context.Context, a *app, args []string) error {
+func runForget(ctx context.Context, a *cli, args []string) error {
 	var (
 		o    connOptions
 		user string
@@ -226,22 +161,12 @@ streams, so that no replay can bring them back. Prints the counts as JSON.`)
 	if user == "" {
 		return f.usageErr("--user is required")
 	}
-	s, err := openQuiet(ctx, &o, a)
+	svc, err := o.newApp(a, "memoryd-forget")
 	if err != nil {
 		return err
 	}
-	defer s.Close()
-	logger, _ := o.logger(a)
-	nc, err := o.connectNATS("memoryd-forget", logger)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := o.jetStream(nc)
-	if err != nil {
-		return err
-	}
-	res, err := worker.Forget(ctx, js, s, o.prefix, o.stream, user)
+	defer svc.Stop(context.WithoutCancel(ctx))
+	res, err := svc.Forget(ctx, user)
 	if err != nil {
 		return err
 	}
@@ -250,7 +175,7 @@ streams, so that no replay can bring them back. Prints the counts as JSON.`)
 	return enc.Encode(res)
 }
 
-func runConfig(_ context.Context, a *app, args []string) error {
+func runConfig(_ context.Context, a *cli, args []string) error {
 	if len(args) == 0 || args[0] != "print" {
 		return &usageError{cmd: "config print", err: errors.New("the only action is print: memoryd config print [serve flags]")}
 	}
@@ -278,7 +203,7 @@ memoryd.yaml.`)
 		case f.secrets[name] && v != "":
 			v = "xxxxx"
 		case strings.Contains(v, "://"):
-			v = redactURL(v)
+			v = app.RedactURL(v)
 		}
 		fmt.Fprintf(a.stdout, "%s: %q  # %s\n", strings.ReplaceAll(name, "-", "_"), v, f.source[name])
 	}

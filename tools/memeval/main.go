@@ -10,9 +10,9 @@
 // max_results 10. A question is a hit at k when one of its evidence turns is
 // in one of the top k items. See docs/quality.md.
 //
-//	go run ./cmd/memeval                      # both dev sets, offline extractor
-//	go run ./cmd/memeval -datasets locomo     # one set
-//	MEMEVAL_LLM_BASE_URL=... MEMEVAL_LLM_MODEL=... go run ./cmd/memeval   # with a model
+//	go -C tools run ./memeval                      # both dev sets, offline extractor
+//	go -C tools run ./memeval -datasets locomo     # one set
+//	MEMEVAL_LLM_BASE_URL=... MEMEVAL_LLM_MODEL=... go -C tools run ./memeval   # with a model
 package main
 
 import (

@@ -136,7 +136,14 @@ func (e *env) memoryd(ctx context.Context) (string, error) {
 	}
 	bin := filepath.Join(e.tmp, "memoryd")
 	logf("building memoryd")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/memoryd/memoryd/cmd/memoryd")
+	// Built in memoryd's own module (the tools module's replace points at
+	// it), whose go.sum covers the binary's dependencies.
+	dir, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "github.com/memoryd/memoryd").Output()
+	if err != nil {
+		return "", fmt.Errorf("locate memoryd's module: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/memoryd")
+	cmd.Dir = strings.TrimSpace(string(dir))
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("go build ./cmd/memoryd: %w", err)

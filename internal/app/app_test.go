@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -20,43 +20,49 @@ import (
 	"github.com/memoryd/memoryd/store/storetest"
 )
 
-// startTestService runs the whole service in-process on an isolated schema
-// and prefix.
-func startTestService(t *testing.T, mod func(*serveOptions)) (*service, *serveOptions) {
+// testConfig is the app's defaults with test overrides: an isolated schema,
+// subject prefix and stream, fewer workers and generous timeouts.
+func testConfig(t *testing.T) Config {
 	t.Helper()
 	_, dbURL := storetest.Schema(t)
 	dbURL += fmt.Sprintf("&pool_max_conns=%d", storetest.MaxConns) // the suite shares one Postgres
 	nc := eventstest.Conn(t)
 	prefix, stream := eventstest.Names(t, nc)
-	o := &serveOptions{
-		conn:            connOptions{natsURL: eventstest.URL(), databaseURL: dbURL, prefix: prefix, stream: stream},
-		workers:         4,
-		batchSize:       50,
-		maxAttempts:     3,
-		jobTimeout:      time.Minute,
-		ackWait:         30 * time.Second,
-		shutdownTimeout: 10 * time.Second,
-		enrichTimeout:   time.Second,
-		llm:             llmOptions{timeout: 10 * time.Second, concurrency: 2, responseFormat: "json_schema"},
-	}
-	if mod != nil {
-		mod(o)
-	}
-	svc, err := startService(context.Background(), o, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = svc.stop(context.Background()) })
-	return svc, o
+	cfg := Defaults()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.NATS.URL, cfg.Store.URL, cfg.Prefix, cfg.Stream = eventstest.URL(), dbURL, prefix, stream
+	cfg.Worker.Workers, cfg.Worker.BatchSize, cfg.Worker.MaxAttempts = 4, 50, 3
+	cfg.Worker.JobTimeout, cfg.Enricher.Timeout = time.Minute, time.Second
+	cfg.LLM.Timeout, cfg.LLM.MaxConcurrency = 10*time.Second, 2
+	return cfg
 }
 
-func publishAndWait(t *testing.T, svc *service, o *serveOptions, user string, turns ...events.Turn) {
+// startTestApp runs the whole service in-process on testConfig changed by
+// mod; the test's cleanup stops it.
+func startTestApp(t *testing.T, mod func(*Config)) *App {
 	t.Helper()
-	js, err := jetstream.New(svc.nc)
+	cfg := testConfig(t)
+	if mod != nil {
+		mod(&cfg)
+	}
+	a, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub := events.NewPublisher(js, o.conn.prefix)
+	if err := a.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Stop(context.Background()) })
+	return a
+}
+
+func publishAndWait(t *testing.T, a *App, user string, turns ...events.Turn) {
+	t.Helper()
+	js, err := jetstream.New(a.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := events.NewPublisher(js, a.cfg.Prefix)
 	for _, turn := range turns {
 		if _, err := pub.Publish(context.Background(), turn); err != nil {
 			t.Fatal(err)
@@ -64,7 +70,7 @@ func publishAndWait(t *testing.T, svc *service, o *serveOptions, user string, tu
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := waitProcessed(ctx, svc, user, len(turns), func(int) {}); err != nil {
+	if err := a.WaitProcessed(ctx, user, len(turns), nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -72,14 +78,14 @@ func publishAndWait(t *testing.T, svc *service, o *serveOptions, user string, tu
 func TestForgetEndpointAndTokenUsage(t *testing.T) {
 	t.Parallel()
 	llm := extractortest.NewServer(t, extractortest.Content(`{"facts":{"location":"Oslo"},"context":[{"q":"Where do I live?","a":"Oslo"}]}`))
-	svc, o := startTestService(t, func(o *serveOptions) { o.llm.baseURL, o.llm.model = llm.URL(), "fake-model" })
+	svc := startTestApp(t, func(c *Config) { c.LLM.BaseURL, c.LLM.Model = llm.URL(), "fake-model" })
 	ts := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	for _, user := range []string{"alice", "bob"} {
-		publishAndWait(t, svc, o, user,
+		publishAndWait(t, svc, user,
 			events.Turn{ID: user + "-1", UserID: user, UserMessage: "I live in Oslo", Timestamp: ts},
 			events.Turn{ID: user + "-2", UserID: user, UserMessage: "Still Oslo", Timestamp: ts.Add(time.Minute)})
 	}
-	client := events.NewClient(svc.nc, o.conn.prefix)
+	client := events.NewClient(svc.nc, svc.cfg.Prefix)
 	ctx := context.Background()
 
 	st, err := client.Stats(ctx, "alice")
@@ -113,7 +119,7 @@ func TestForgetEndpointAndTokenUsage(t *testing.T) {
 	}
 	// The subject's token must match the payload: bob cannot be forgotten
 	// through alice's subject.
-	msg, err := svc.nc.Request(fmt.Sprintf("%s.forget.alice", o.conn.prefix), []byte(`{"user_id":"bob"}`), 5*time.Second)
+	msg, err := svc.nc.Request(fmt.Sprintf("%s.forget.alice", svc.cfg.Prefix), []byte(`{"user_id":"bob"}`), 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +133,7 @@ func TestForgetEndpointAndTokenUsage(t *testing.T) {
 
 func TestOpsEndpoints(t *testing.T) {
 	t.Parallel()
-	svc, o := startTestService(t, func(o *serveOptions) { o.httpAddr = "127.0.0.1:0"; o.pprof = true })
+	svc := startTestApp(t, func(c *Config) { c.Ops = OpsConfig{Addr: "127.0.0.1:0", Pprof: true} })
 	base := "http://" + svc.ops.ln.Addr().String()
 	get := func(path string) (int, string) {
 		t.Helper()
@@ -145,12 +151,12 @@ func TestOpsEndpoints(t *testing.T) {
 	if code, body := get("/readyz"); code != 200 || !strings.Contains(body, `"consumer":"ok"`) {
 		t.Fatalf("/readyz = %d %s", code, body)
 	}
-	publishAndWait(t, svc, o, "alice", events.Turn{ID: "m1", UserID: "alice", UserMessage: "I live in Oslo", Timestamp: time.Now()})
-	if _, err := svc.nc.Request(o.conn.prefix+".turns.alice", []byte(`{"id":1}`), time.Second); err != nil && !errors.Is(err, nats.ErrNoResponders) {
+	publishAndWait(t, svc, "alice", events.Turn{ID: "m1", UserID: "alice", UserMessage: "I live in Oslo", Timestamp: time.Now()})
+	if _, err := svc.nc.Request(svc.cfg.Prefix+".turns.alice", []byte(`{"id":1}`), time.Second); err != nil && !errors.Is(err, nats.ErrNoResponders) {
 		// A JetStream publish answers with an ack; either way the event is in the stream.
 		t.Logf("publish bad event: %v", err)
 	}
-	if _, err := events.NewClient(svc.nc, o.conn.prefix).Enrich(context.Background(), events.EnrichRequest{UserID: "alice", Message: "where do I live"}); err != nil {
+	if _, err := events.NewClient(svc.nc, svc.cfg.Prefix).Enrich(context.Background(), events.EnrichRequest{UserID: "alice", Message: "where do I live"}); err != nil {
 		t.Fatal(err)
 	}
 	var body string
@@ -172,7 +178,7 @@ func TestOpsEndpoints(t *testing.T) {
 		"process_resident_memory_bytes",
 	} {
 		if !strings.Contains(body, want) {
-			t.Errorf("/metrics lacks %q", want)
+			t.Errorf("/metrics lacks %q:\n%s", want, body)
 		}
 	}
 	if code, _ := get("/debug/pprof/"); code != 200 {
@@ -181,5 +187,49 @@ func TestOpsEndpoints(t *testing.T) {
 	svc.store.Close() // Postgres gone: not ready
 	if code, body := get("/readyz"); code != 503 || strings.Contains(body, `"postgres":"ok"`) {
 		t.Fatalf("/readyz with the pool closed = %d %s", code, body)
+	}
+}
+
+// TestStartProcessEnrichStop: an app on its defaults (with test names)
+// records and extracts a published turn, answers enrich with it, and
+// stops cleanly, closing what it opened.
+func TestStartProcessEnrichStop(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := a.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if h := a.Health(ctx); h["postgres"] != "ok" || h["nats"] != "ok" || h["consumer"] != "ok" {
+		t.Fatalf("health after start = %v", h)
+	}
+	publishAndWait(t, a, "ada", events.Turn{ID: "ada-1", UserID: "ada", UserMessage: "I live in Lisbon and love sardines",
+		AssistantResponse: "Lisbon is lovely", Timestamp: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)})
+	nc, err := a.Conn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply, err := events.NewClient(nc, cfg.Prefix).Enrich(ctx, events.EnrichRequest{UserID: "ada", Message: "any sardines recipe?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reply.Degraded || !strings.Contains(reply.Injection, "sardines") {
+		t.Fatalf("enrich reply = %+v", reply)
+	}
+	if err := a.Stop(ctx); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if !nc.IsClosed() {
+		t.Error("the NATS connection the app opened is still open after Stop")
+	}
+	if h := a.Health(ctx); h["postgres"] == "ok" || h["nats"] == "ok" {
+		t.Errorf("health after stop = %v", h)
+	}
+	if err := a.Stop(ctx); err != nil {
+		t.Errorf("second stop: %v", err)
 	}
 }

@@ -1,29 +1,25 @@
-package main
+package app
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"syscall"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/memoryd/memoryd/extractor"
-	"github.com/memoryd/memoryd/worker"
 )
 
 // metrics are memoryd's Prometheus metrics. Counters the components keep
 // themselves are read at scrape time; the rest are fed through the
-// components' Observer hooks, so only cmd knows about Prometheus.
+// components' Observer hooks, so only the composition root knows about Prometheus.
 type metrics struct {
 	reg            *prometheus.Registry
 	rejected       *prometheus.CounterVec
@@ -98,15 +94,15 @@ type usageReporter interface {
 // serviceCollector reads counters the running service keeps: ingestion
 // counts, LLM usage, River queue depth (one query per scrape, bounded).
 type serviceCollector struct {
-	svc *service
+	app *App
 	llm usageReporter // nil with the offline extractor
 
 	received, recorded, duplicates, optedOut, optOutKept, clamped, lockWaits, depth, llmRequests, llmTokens *prometheus.Desc
 }
 
-func newServiceCollector(svc *service, llm usageReporter) *serviceCollector {
+func newServiceCollector(a *App, llm usageReporter) *serviceCollector {
 	return &serviceCollector{
-		svc:         svc,
+		app:         a,
 		llm:         llm,
 		received:    prometheus.NewDesc("memoryd_turns_received_total", "Turn events read from the stream, redeliveries included.", nil, nil),
 		recorded:    prometheus.NewDesc("memoryd_turns_recorded_total", "New turns recorded and queued for extraction.", nil, nil),
@@ -128,8 +124,11 @@ func (c *serviceCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *serviceCollector) Collect(ch chan<- prometheus.Metric) {
-	if c.svc.worker != nil {
-		st := c.svc.worker.Stats()
+	c.app.mu.Lock()
+	w, s := c.app.worker, c.app.store
+	c.app.mu.Unlock()
+	if w != nil {
+		st := w.Stats()
 		ch <- prometheus.MustNewConstMetric(c.received, prometheus.CounterValue, float64(st.Received))
 		ch <- prometheus.MustNewConstMetric(c.recorded, prometheus.CounterValue, float64(st.Recorded))
 		ch <- prometheus.MustNewConstMetric(c.duplicates, prometheus.CounterValue, float64(st.Duplicates))
@@ -140,9 +139,11 @@ func (c *serviceCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if depth, err := c.svc.store.QueueDepth(ctx); err == nil {
-		for k, n := range depth {
-			ch <- prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(n), k[0], k[1])
+	if s != nil {
+		if depth, err := s.QueueDepth(ctx); err == nil {
+			for k, n := range depth {
+				ch <- prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(n), k[0], k[1])
+			}
 		}
 	}
 	if c.llm != nil {
@@ -162,12 +163,12 @@ type opsServer struct {
 	ln  net.Listener
 }
 
-func startOps(addr string, withPprof bool, svc *service, o *serveOptions, m *metrics, logger *slog.Logger) (*opsServer, error) {
+func startOps(cfg OpsConfig, a *App, m *metrics, logger *slog.Logger) (*opsServer, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		checks := svc.readiness(r.Context(), o)
+		checks := a.Health(r.Context())
 		code := http.StatusOK
 		for _, v := range checks {
 			if v != "ok" {
@@ -178,14 +179,14 @@ func startOps(addr string, withPprof bool, svc *service, o *serveOptions, m *met
 		w.WriteHeader(code)
 		_ = json.NewEncoder(w).Encode(checks)
 	})
-	if withPprof {
+	if cfg.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return nil, err
 	}
@@ -195,63 +196,8 @@ func startOps(addr string, withPprof bool, svc *service, o *serveOptions, m *met
 			logger.Error("http server", "error", err)
 		}
 	}()
-	logger.Info("http listening", "addr", ln.Addr().String(), "pprof", withPprof)
+	logger.Info("http listening", "addr", ln.Addr().String(), "pprof", cfg.Pprof)
 	return ops, nil
 }
 
 func (ops *opsServer) stop(ctx context.Context) error { return ops.srv.Shutdown(ctx) }
-
-// readiness checks Postgres, NATS and the JetStream consumer, each bounded.
-func (svc *service) readiness(ctx context.Context, o *serveOptions) map[string]string {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	checks := map[string]string{"postgres": "ok", "nats": "ok", "consumer": "ok"}
-	if err := svc.store.Ping(ctx); err != nil {
-		checks["postgres"] = err.Error()
-	}
-	if !svc.nc.IsConnected() {
-		checks["nats"] = "not connected: " + svc.nc.Status().String()
-	}
-	js, err := jetstream.New(svc.nc)
-	if err == nil {
-		_, err = js.Consumer(ctx, o.conn.stream, worker.DefaultDurable)
-	}
-	if err != nil {
-		checks["consumer"] = err.Error()
-	}
-	return checks
-}
-
-// runHealth probes a readiness URL: the container image has no curl, so its
-// healthcheck calls the binary itself.
-func runHealth(ctx context.Context, a *app, args []string) error {
-	var url string
-	f := newFlags("health", `Usage: memoryd health [--url URL]
-
-Exits 0 when URL (a running serve's /readyz) answers 200, 1 otherwise.
-serve has no HTTP endpoint unless started with --http (off by default),
-e.g. memoryd serve --http 127.0.0.1:9090.`)
-	f.ArgString(&url, "url", "http://127.0.0.1:9090/readyz", "readiness URL to probe")
-	if err := f.Parse(args); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		if ctx.Err() == nil && errors.Is(err, syscall.ECONNREFUSED) {
-			return fmt.Errorf("nothing listens at %s: serve answers there only when started with --http (off by default), e.g. memoryd serve --http 127.0.0.1:9090", url)
-		}
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s answered %s", url, resp.Status)
-	}
-	fmt.Fprintln(a.stdout, "ready")
-	return nil
-}

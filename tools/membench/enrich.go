@@ -22,6 +22,7 @@ import (
 
 	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/internal/app"
 	"github.com/memoryd/memoryd/store"
 )
 
@@ -98,19 +99,15 @@ func (b *bench) enrichPhase(ctx context.Context) error {
 		r.heapPer1k = float64(heap) / float64(rowsN) * 1000
 	}
 
-	st, err := store.Open(ctx, store.Config{URL: url, Logger: quietLogger()})
-	if err != nil {
-		return err
-	}
-	defer st.Close()
 	prefix := "bench_" + b.id
 
-	// The service side: its own NATS connection and the enrich service,
+	// The service side: memoryd's enrich service as the app assembles it,
+	// alone (no ingest or extraction), on a NATS connection of its own,
 	// labelled for the CPU profile; an echo responder on the same
 	// connection for the floor.
 	var (
 		srvNC *nats.Conn
-		svc   *enricher.Service
+		svc   *app.App
 		serr  error
 	)
 	pprof.Do(ctx, pprof.Labels("side", "server"), func(ctx context.Context) {
@@ -120,10 +117,10 @@ func (b *bench) enrichPhase(ctx context.Context) error {
 		if _, serr = srvNC.Subscribe(prefix+".echo.*", func(m *nats.Msg) { _ = m.Respond(m.Data) }); serr != nil {
 			return
 		}
-		if svc, serr = enricher.New(enricher.Config{Conn: srvNC, Store: st, Prefix: prefix, Logger: quietLogger()}); serr != nil {
+		if svc, serr = app.New(app.Config{Conn: srvNC, Store: store.Config{URL: url}, Prefix: prefix, Logger: quietLogger()}); serr != nil {
 			return
 		}
-		serr = svc.Start(ctx)
+		serr = svc.StartEnrich(ctx)
 	})
 	if srvNC != nil {
 		defer srvNC.Close()
@@ -132,6 +129,7 @@ func (b *bench) enrichPhase(ctx context.Context) error {
 		return serr
 	}
 	defer svc.Stop(context.Background())
+	var err error
 	if err := srvNC.Flush(); err != nil {
 		return err
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/extractor"
-	"github.com/memoryd/memoryd/migrations"
+	"github.com/memoryd/memoryd/internal/app"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/worker"
 )
@@ -34,11 +34,8 @@ type instance struct {
 	baseURL string
 	prefix  string
 	stream  string
-	store   *store.Store
-	nc      *nats.Conn
+	app     *app.App
 	js      jetstream.JetStream
-	worker  *worker.Worker
-	enrich  *enricher.Service
 	client  *events.Client
 	llm     bool
 	logger  *slog.Logger
@@ -102,85 +99,70 @@ func start(ctx context.Context, o options, logger *slog.Logger) (in *instance, e
 	if err != nil {
 		return in, err
 	}
-	if in.store, err = store.Open(ctx, store.Config{URL: dbURL, MaxConns: 30, Logger: logger}); err != nil {
+	// memoryd as serve assembles it (internal/app), with the evaluation's
+	// names and a generous enrich timeout: the evaluation measures ranking,
+	// and a degraded reply (which it reports as an error) would only
+	// measure the machine.
+	cfg := app.Config{
+		Logger: logger, Prefix: in.prefix, Stream: in.stream,
+		NATS:     app.NATSConfig{URL: o.natsURL, Name: "memeval"},
+		Store:    store.Config{URL: dbURL, MaxConns: 30},
+		Worker:   worker.Config{Workers: 20, FetchPollInterval: 100 * time.Millisecond},
+		Enricher: enricher.Config{Timeout: 10 * time.Second},
+	}
+	if o.llmBaseURL != "" {
+		in.llm = true
+		cfg.LLM = extractor.LLMConfig{BaseURL: o.llmBaseURL, APIKey: o.llmAPIKey, Model: o.llmModel, MaxConcurrency: o.llmConcurrency}
+	}
+	if in.app, err = app.New(cfg); err != nil {
 		return in, err
 	}
-	if _, err = in.store.Migrate(ctx, migrations.FS, logger); err != nil {
+	if err = in.app.Start(ctx); err != nil {
 		return in, err
 	}
-	if in.nc, err = nats.Connect(o.natsURL, nats.Name("memeval")); err != nil {
-		return in, fmt.Errorf("nats %s: %w", o.natsURL, err)
+	nc, err := in.app.Conn()
+	if err != nil {
+		return in, err
 	}
-	if in.js, err = jetstream.New(in.nc); err != nil {
+	if in.js, err = jetstream.New(nc); err != nil {
 		return in, err
 	}
 	in.cleanup = append(in.cleanup, func(ctx context.Context) error {
+		// The app's connection is closed by now: one of its own.
+		nc, err := nats.Connect(o.natsURL, nats.Name("memeval-cleanup"))
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return err
+		}
 		var errs []error
 		for _, s := range []string{in.stream, in.stream + "_DEADLETTER"} {
-			if err := in.js.DeleteStream(ctx, s); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			if err := js.DeleteStream(ctx, s); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 				errs = append(errs, err)
 			}
 		}
 		return errors.Join(errs...)
 	})
-	var ext worker.Extractor = extractor.NewRules()
-	jobSize := 50
-	if o.llmBaseURL != "" {
-		in.llm = true
-		jobSize = 1
-		if ext, err = extractor.NewLLM(extractor.LLMConfig{BaseURL: o.llmBaseURL, APIKey: o.llmAPIKey, Model: o.llmModel, MaxConcurrency: o.llmConcurrency}); err != nil {
-			return in, err
-		}
-	}
-	in.worker, err = worker.New(worker.Config{
-		Conn: in.nc, Store: in.store, Extractor: ext, Logger: logger,
-		Prefix: in.prefix, Stream: in.stream, JobSize: jobSize, Workers: 20,
-		FetchPollInterval: 100 * time.Millisecond,
-	})
-	if err != nil {
-		return in, err
-	}
-	if err = in.worker.Start(ctx); err != nil {
-		in.worker = nil
-		return in, err
-	}
-	// A generous timeout: the evaluation measures ranking, and a degraded
-	// reply (which it reports as an error) would only measure the machine.
-	in.enrich, err = enricher.New(enricher.Config{Conn: in.nc, Store: in.store, Prefix: in.prefix, Timeout: 10 * time.Second, Logger: logger})
-	if err != nil {
-		return in, err
-	}
-	if err = in.enrich.Start(ctx); err != nil {
-		in.enrich = nil
-		return in, err
-	}
-	in.client = events.NewClient(in.nc, in.prefix)
+	in.client = events.NewClient(nc, in.prefix)
 	return in, nil
 }
 
-// close stops memoryd and deletes the schema and streams it used.
+// close stops memoryd, then deletes the schema and streams it used.
 func (in *instance) close(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if in.enrich != nil {
-		_ = in.enrich.Stop(ctx)
-	}
-	if in.worker != nil {
-		_ = in.worker.Stop(ctx)
-	}
-	if in.store != nil {
-		in.store.Close()
+	if in.app != nil {
+		_ = in.app.Stop(ctx)
 	}
 	for i := len(in.cleanup) - 1; i >= 0; i-- {
 		if err := in.cleanup[i](ctx); err != nil {
 			fmt.Fprintf(os.Stderr, "memeval: cleanup: %v\n", err)
 		}
 	}
-	if in.nc != nil {
-		in.nc.Close()
-	}
 }
-
 func (in *instance) userID(h haystack) string {
 	return fmt.Sprintf("eval-%s-%s-%s", in.run, h.dataset, h.name)
 }

@@ -41,7 +41,7 @@ func check(ok bool) string {
 
 func (r *results) markdown(o *options) string {
 	var b strings.Builder
-	cmd := "go run ./cmd/membench"
+	cmd := "go -C tools run ./membench"
 	if o.quick {
 		cmd += " --quick"
 	}

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"syscall"
+	"time"
+)
+
+// runHealth probes a readiness URL: the container image has no curl, so its
+// healthcheck calls the binary itself.
+func runHealth(ctx context.Context, a *cli, args []string) error {
+	var url string
+	f := newFlags("health", `Usage: memoryd health [--url URL]
+
+Exits 0 when URL (a running serve's /readyz) answers 200, 1 otherwise.
+serve has no HTTP endpoint unless started with --http (off by default),
+e.g. memoryd serve --http 127.0.0.1:9090.`)
+	f.ArgString(&url, "url", "http://127.0.0.1:9090/readyz", "readiness URL to probe")
+	if err := f.Parse(args); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		if ctx.Err() == nil && errors.Is(err, syscall.ECONNREFUSED) {
+			return fmt.Errorf("nothing listens at %s: serve answers there only when started with --http (off by default), e.g. memoryd serve --http 127.0.0.1:9090", url)
+		}
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %s", url, resp.Status)
+	}
+	fmt.Fprintln(a.stdout, "ready")
+	return nil
+}

@@ -1,0 +1,216 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/worker"
+)
+
+// ReplayOptions selects what Replay reads; see worker.ReplayConfig for each
+// field's meaning.
+type ReplayOptions struct {
+	Users         []string
+	Since         time.Time
+	FromSeq       uint64
+	Reset, DryRun bool
+	// Work also runs extraction workers in this process (without the
+	// ingest consumer) until Stop, so that the replayed turns are
+	// extracted without a running serve.
+	Work bool
+	// Progress, when set, is called after every batch read.
+	Progress func(worker.ReplayProgress)
+}
+
+// ReplayJobSize is the number of turns per job a replay enqueues:
+// Worker.JobSize when set, else ReplayJobSizeLLM with an LLM and
+// ReplayJobSizeRules with the offline rules; at most ReplayBatchSize, since
+// a job holds turns of one batch.
+func (a *App) ReplayJobSize() int {
+	switch {
+	case !a.autoJobSize:
+		return min(a.cfg.Worker.JobSize, ReplayBatchSize)
+	case a.cfg.LLM.BaseURL != "":
+		return ReplayJobSizeLLM
+	}
+	return ReplayJobSizeRules
+}
+
+// Replay rebuilds memory from the turn stream (worker.Replay) with the
+// App's stream, store and replay batching. With o.Work it first starts
+// extraction workers in this process; Stop stops them.
+func (a *App) Replay(ctx context.Context, o ReplayOptions) (worker.ReplayProgress, error) {
+	a.mu.Lock()
+	s, err := a.openStore(ctx, true)
+	if err != nil {
+		a.mu.Unlock()
+		return worker.ReplayProgress{}, err
+	}
+	js, err := a.jetStream()
+	if err == nil && o.Work && !o.DryRun && a.worker == nil {
+		err = a.startExtractionLocked(ctx, s)
+	}
+	a.mu.Unlock()
+	if err != nil {
+		return worker.ReplayProgress{}, err
+	}
+	return worker.Replay(ctx, worker.ReplayConfig{
+		JetStream: js, Store: s, Prefix: a.cfg.Prefix, Stream: a.cfg.Stream,
+		Users: o.Users, Since: o.Since, FromSeq: o.FromSeq, Reset: o.Reset, DryRun: o.DryRun,
+		BatchSize: ReplayBatchSize, JobSize: a.ReplayJobSize(), MaxClockSkew: a.cfg.Worker.MaxClockSkew,
+		Progress: o.Progress, Logger: a.logger,
+	})
+}
+
+// startExtractionLocked runs extraction workers without the ingest
+// consumer; a.mu is held.
+func (a *App) startExtractionLocked(ctx context.Context, s *store.Store) error {
+	ext, err := a.extractor()
+	if err != nil {
+		return err
+	}
+	nc, err := a.connect()
+	if err != nil {
+		return err
+	}
+	wc := a.cfg.Worker
+	wc.Conn, wc.Store, wc.Extractor, wc.DisableIngest = nc, s, ext, true
+	w, err := worker.New(wc)
+	if err != nil {
+		return err
+	}
+	if err := w.Start(ctx); err != nil {
+		return err
+	}
+	a.worker = w
+	return nil
+}
+
+// WaitExtracted waits until the users' turns (every user's when none is
+// named) have no extraction pending, calling progress when the number
+// pending changes. It returns ctx's error when ctx ends first.
+func (a *App) WaitExtracted(ctx context.Context, users []string, progress func(pending int64)) error {
+	s, err := a.readStore(ctx)
+	if err != nil {
+		return err
+	}
+	last := int64(-1)
+	return poll(ctx, 200*time.Millisecond, func() (bool, error) {
+		n, err := s.PendingTurns(ctx, users)
+		if err != nil {
+			return false, err
+		}
+		if n != last && progress != nil {
+			progress(n)
+		}
+		last = n
+		return n == 0, nil
+	})
+}
+
+// WaitProcessed waits until want of the user's turns are done (processed
+// or failed), calling progress when that number changes. Failed turns are
+// an error naming the command that lists them.
+func (a *App) WaitProcessed(ctx context.Context, user string, want int, progress func(done int)) error {
+	s, err := a.readStore(ctx)
+	if err != nil {
+		return err
+	}
+	last := -1
+	err = poll(ctx, 100*time.Millisecond, func() (bool, error) {
+		st, err := s.Stats(ctx, user)
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return false, err
+		}
+		done := int(st.TurnsProcessed + st.TurnsFailed)
+		if done != last && progress != nil {
+			progress(done)
+		}
+		last = done
+		if done >= want && st.TurnsFailed > 0 {
+			return false, fmt.Errorf("%d turn(s) failed extraction; see 'memoryd failed --user %s'", st.TurnsFailed, user)
+		}
+		return done >= want, nil
+	})
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return fmt.Errorf("turns were not processed in time (%d/%d done): is another memoryd with a different database consuming the stream?", max(last, 0), want)
+	}
+	return err
+}
+
+// poll calls check every interval until it reports done or fails, or ctx
+// ends.
+func poll(ctx context.Context, interval time.Duration, check func() (bool, error)) error {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		done, err := check()
+		if done || err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// readStore opens the store without migrating.
+func (a *App) readStore(ctx context.Context) (*store.Store, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.openStore(ctx, false)
+}
+
+// Forget deletes everything kept about a user (worker.Forget): memory,
+// turns, jobs and the user's events in the turn and dead-letter streams.
+func (a *App) Forget(ctx context.Context, userID string) (worker.ForgetResult, error) {
+	a.mu.Lock()
+	s, err := a.openStore(ctx, false)
+	if err != nil {
+		a.mu.Unlock()
+		return worker.ForgetResult{}, err
+	}
+	js, err := a.jetStream()
+	a.mu.Unlock()
+	if err != nil {
+		return worker.ForgetResult{}, err
+	}
+	return worker.Forget(ctx, js, s, a.cfg.Prefix, a.cfg.Stream, userID)
+}
+
+// Failed lists the turns whose extraction failed, of userID or of every
+// user when empty, at most limit.
+func (a *App) Failed(ctx context.Context, userID string, limit int) ([]store.Turn, error) {
+	s, err := a.readStore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.FailedTurns(ctx, userID, limit)
+}
+
+// RetryFailed sets failed turns back to pending and enqueues their
+// extraction again (worker.RetryFailed); running workers pick them up.
+func (a *App) RetryFailed(ctx context.Context, userID string, limit int) (int, error) {
+	s, err := a.readStore(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return worker.RetryFailed(ctx, s, userID, limit)
+}
+
+// Prune applies the configured size limits and turn retention once
+// (worker.Prune), as the service does every Worker.PruneInterval.
+func (a *App) Prune(ctx context.Context) (worker.PruneReport, error) {
+	s, err := a.readStore(ctx)
+	if err != nil {
+		return worker.PruneReport{}, err
+	}
+	return worker.Prune(ctx, s, worker.PruneLimits{
+		MaxBytes: a.cfg.Worker.MaxDBSize, MaxContextPerUser: a.cfg.Worker.MaxContextPerUser, TurnRetention: a.cfg.Worker.TurnRetention,
+	})
+}

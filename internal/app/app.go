@@ -1,0 +1,408 @@
+// Package app is memoryd's composition root: it assembles the store, the
+// worker (ingest and extraction), the enrich service, metrics and the
+// operators' endpoint from one Config, and offers the admin operations
+// (replay, forget, failed turns, prune) over the same connections. The
+// commands map their flags to a Config and print results; the system's
+// policy (job sizes, replay batching, the forget reply, readiness) lives
+// here.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/memoryd/memoryd/enricher"
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/migrations"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/worker"
+)
+
+// App is memoryd assembled from a Config. Its connections open on first
+// use: Start opens them and runs the service; the admin operations open
+// only what they need. Stop closes whatever is open.
+type App struct {
+	cfg    Config
+	logger *slog.Logger
+	// autoJobSize: Worker.JobSize was 0, chosen from the extractor.
+	autoJobSize bool
+
+	mu       sync.Mutex
+	store    *store.Store
+	migrated bool
+	nc       *nats.Conn
+	ownsNC   bool
+	ext      worker.Extractor
+	worker   *worker.Worker
+	enrich   *enricher.Service
+	ops      *opsServer
+	metrics  *metrics
+}
+
+// New fills cfg's defaults (Config.withDefaults, the one place they are
+// filled) and validates it; it connects to nothing.
+func New(cfg Config) (*App, error) {
+	auto := cfg.Worker.JobSize == 0
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &App{cfg: cfg, logger: cfg.Logger, autoJobSize: auto}, nil
+}
+
+// Config returns the configuration in use, defaults filled.
+func (a *App) Config() Config { return a.cfg }
+
+// Store returns the store, opening it (and applying the migrations) when
+// it is not open yet.
+func (a *App) Store(ctx context.Context) (*store.Store, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.openStore(ctx, true)
+}
+
+// Conn returns the NATS connection, connecting when not connected yet.
+func (a *App) Conn() (*nats.Conn, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.connect()
+}
+
+// openStore opens the store once; migrate also applies the migrations
+// (once). Commands that only read or delete (forget, failed) do not
+// migrate, so that they never change a schema an older serve runs on.
+func (a *App) openStore(ctx context.Context, migrate bool) (*store.Store, error) {
+	if a.store == nil {
+		s, err := store.Open(ctx, a.cfg.Store)
+		if err != nil {
+			return nil, err
+		}
+		a.store = s
+	}
+	if migrate && !a.migrated {
+		if _, err := a.store.Migrate(ctx, migrations.FS, a.logger); err != nil {
+			return nil, err
+		}
+		a.migrated = true
+	}
+	return a.store, nil
+}
+
+func (a *App) connect() (*nats.Conn, error) {
+	if a.nc != nil {
+		return a.nc, nil
+	}
+	if a.cfg.Conn != nil {
+		a.nc = a.cfg.Conn
+		return a.nc, nil
+	}
+	nc, err := a.cfg.NATS.Connect(a.logger)
+	if err != nil {
+		return nil, err
+	}
+	a.nc, a.ownsNC = nc, true
+	return nc, nil
+}
+
+func (a *App) jetStream() (jetstream.JetStream, error) {
+	nc, err := a.connect()
+	if err != nil {
+		return nil, err
+	}
+	return jetstream.New(nc)
+}
+
+// extractor builds the configured extractor once: the LLM when a base URL
+// is set, the offline rules otherwise.
+func (a *App) extractor() (worker.Extractor, error) {
+	if a.ext != nil {
+		return a.ext, nil
+	}
+	if a.cfg.LLM.BaseURL == "" {
+		a.ext = extractor.NewRules()
+		return a.ext, nil
+	}
+	llm, err := extractor.NewLLM(a.cfg.LLM)
+	if err != nil {
+		return nil, err
+	}
+	a.ext = llm
+	return a.ext, nil
+}
+
+// Start connects, applies the migrations and runs the service: the ingest
+// consumer and extraction workers, the enrich service and, with Ops.Addr,
+// the operators' endpoint. On error what was started is stopped again.
+func (a *App) Start(ctx context.Context) (err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.worker != nil {
+		return errors.New("app: already started")
+	}
+	ext, err := a.extractor()
+	if err != nil {
+		return err
+	}
+	a.logExtractor(ctx, ext)
+	a.metrics = newMetrics()
+	llm, _ := ext.(usageReporter) // nil with the offline extractor
+	a.metrics.reg.MustRegister(newServiceCollector(a, llm))
+	// The endpoint starts last, so on error only the rest is running.
+	defer func() {
+		if err != nil {
+			a.stopLocked(context.WithoutCancel(ctx))
+		}
+	}()
+	s, err := a.openStore(ctx, true)
+	if err != nil {
+		return err
+	}
+	nc, err := a.connect()
+	if err != nil {
+		return err
+	}
+	wc := a.cfg.Worker
+	wc.Conn, wc.Store, wc.Extractor, wc.Observer = nc, s, ext, a.metrics
+	w, err := worker.New(wc)
+	if err != nil {
+		return err
+	}
+	if err = w.Start(ctx); err != nil {
+		return err
+	}
+	a.worker = w
+	if err = a.startEnrichLocked(ctx, s, nc); err != nil {
+		return err
+	}
+	if a.cfg.Ops.Addr != "" {
+		if a.ops, err = startOps(a.cfg.Ops, a, a.metrics, a.logger); err != nil {
+			return &OpsListenError{Addr: a.cfg.Ops.Addr, Err: err}
+		}
+	}
+	return nil
+}
+
+// StartEnrich runs the enrich service alone, without ingest, extraction
+// or the operators' endpoint: for measuring it (membench) and for
+// processes that only answer. Stop stops it.
+func (a *App) StartEnrich(ctx context.Context) (err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.enrich != nil {
+		return errors.New("app: already started")
+	}
+	defer func() {
+		if err != nil {
+			a.stopLocked(context.WithoutCancel(ctx))
+		}
+	}()
+	s, err := a.openStore(ctx, true)
+	if err != nil {
+		return err
+	}
+	nc, err := a.connect()
+	if err != nil {
+		return err
+	}
+	return a.startEnrichLocked(ctx, s, nc)
+}
+
+// startEnrichLocked starts the enrich service; memory.forget goes through
+// the running worker when there is one (so that it waits for the user's
+// running jobs), else straight to the store and stream. a.mu is held.
+func (a *App) startEnrichLocked(ctx context.Context, s *store.Store, nc *nats.Conn) error {
+	ec := a.cfg.Enricher
+	ec.Conn, ec.Store = nc, s
+	if a.metrics != nil {
+		ec.Observer = a.metrics
+	}
+	w := a.worker
+	ec.Forget = func(ctx context.Context, userID string) (events.ForgetReply, error) {
+		if w != nil {
+			r, err := w.Forget(ctx, userID)
+			return forgetReply(r), err
+		}
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return events.ForgetReply{}, err
+		}
+		r, err := worker.Forget(ctx, js, s, a.cfg.Prefix, a.cfg.Stream, userID)
+		return forgetReply(r), err
+	}
+	svc, err := enricher.New(ec)
+	if err != nil {
+		return err
+	}
+	if err := svc.Start(ctx); err != nil {
+		return err
+	}
+	a.enrich = svc
+	return nil
+}
+
+// OpsListenError is Start failing to listen on Ops.Addr.
+type OpsListenError struct {
+	Addr string
+	Err  error
+}
+
+func (e *OpsListenError) Error() string { return fmt.Sprintf("ops endpoint %s: %v", e.Addr, e.Err) }
+func (e *OpsListenError) Unwrap() error { return e.Err }
+
+// forgetReply is the one mapping from the worker's forget result to the
+// memory.forget reply.
+func forgetReply(r worker.ForgetResult) events.ForgetReply {
+	return events.ForgetReply{Facts: r.Facts, FactHistory: r.FactHistory, Context: r.Context, Turns: r.Turns,
+		Jobs: r.Jobs, StreamEvents: r.StreamEvents, DeadLetters: r.DeadLetters}
+}
+
+func (a *App) logExtractor(ctx context.Context, ext worker.Extractor) {
+	info := ext.Info()
+	if a.cfg.LLM.BaseURL == "" {
+		a.logger.Info("extractor: offline rules (stores turns verbatim, picks up simple self-statements); set --llm-base-url to use a model", "extractor", info.Name)
+		return
+	}
+	a.logger.Info("extractor: LLM", "extractor", info.Name, "model", info.Model, "base_url", RedactURL(a.cfg.LLM.BaseURL))
+	p, ok := ext.(interface{ Ping(context.Context) error })
+	if !ok {
+		return
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := p.Ping(pingCtx); err != nil {
+		// Not fatal: jobs retry with backoff and turns wait in the stream
+		// and the turns table until the model is reachable.
+		a.logger.Warn("the LLM endpoint does not answer; extraction will retry until it does. Check --llm-base-url (it usually ends in /v1) and that the model server runs",
+			"base_url", RedactURL(a.cfg.LLM.BaseURL), "error", err)
+	}
+}
+
+// Stop shuts down in dependency order: stop answering and pulling first,
+// then let running jobs finish (until ctx ends), then close the
+// connections. It is safe to call on an App that never started.
+func (a *App) Stop(ctx context.Context) error {
+	// The endpoint first, without the lock: its handlers (readiness,
+	// metrics) take it, and shutting down waits for them.
+	a.mu.Lock()
+	ops := a.ops
+	a.ops = nil
+	a.mu.Unlock()
+	var opsErr error
+	if ops != nil {
+		opsErr = ops.stop(ctx)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return errors.Join(opsErr, a.stopLocked(ctx))
+}
+
+// stopLocked stops everything but the endpoint; a.mu is held.
+func (a *App) stopLocked(ctx context.Context) error {
+	var errs []error
+	if a.enrich != nil {
+		errs = append(errs, a.enrich.Stop(ctx))
+		a.enrich = nil
+	}
+	if a.worker != nil {
+		errs = append(errs, a.worker.Stop(ctx))
+		a.worker = nil
+	}
+	if a.nc != nil {
+		if a.ownsNC {
+			if err := a.nc.Drain(); err != nil {
+				a.nc.Close()
+			}
+		}
+		a.nc = nil
+	}
+	if a.store != nil {
+		a.store.Close()
+		a.store, a.migrated = nil, false
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
+
+// Health checks Postgres, NATS and the JetStream consumer the workers share,
+// each bounded; every check is "ok" or what is wrong.
+func (a *App) Health(ctx context.Context) map[string]string {
+	a.mu.Lock()
+	s, nc := a.store, a.nc
+	a.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	checks := map[string]string{"postgres": "ok", "nats": "ok", "consumer": "ok"}
+	if s == nil {
+		checks["postgres"] = errNotStarted.Error()
+	} else if err := s.Ping(ctx); err != nil {
+		checks["postgres"] = err.Error()
+	}
+	if nc == nil {
+		checks["nats"], checks["consumer"] = errNotStarted.Error(), errNotStarted.Error()
+		return checks
+	}
+	if !nc.IsConnected() {
+		checks["nats"] = "not connected: " + nc.Status().String()
+	}
+	js, err := jetstream.New(nc)
+	if err == nil {
+		_, err = js.Consumer(ctx, a.cfg.Stream, a.cfg.Worker.Durable)
+	}
+	if err != nil {
+		checks["consumer"] = err.Error()
+	}
+	return checks
+}
+
+// Stats returns the running worker's ingestion counters, zero when not
+// started.
+func (a *App) Stats() worker.Stats {
+	a.mu.Lock()
+	w := a.worker
+	a.mu.Unlock()
+	if w == nil {
+		return worker.Stats{}
+	}
+	return w.Stats()
+}
+
+// OpsAddr is the address the operators' endpoint listens on, empty when it
+// does not run.
+func (a *App) OpsAddr() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ops == nil {
+		return ""
+	}
+	return a.ops.ln.Addr().String()
+}
+
+var errNotStarted = errors.New("not started")
+
+// Migrate opens the store (creating the database when Store.CreateDatabase
+// is set) and applies River's and memoryd's migrations; it returns the
+// versions it applied, none when the schema was up to date.
+func (a *App) Migrate(ctx context.Context) ([]int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s, err := a.openStore(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	applied, err := s.Migrate(ctx, migrations.FS, a.logger)
+	if err != nil {
+		return nil, err
+	}
+	a.migrated = true
+	return applied, nil
+}

@@ -1,0 +1,235 @@
+package app
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/memoryd/memoryd/enricher"
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/worker"
+)
+
+// Job sizes New picks when Worker.JobSize is 0: small jobs for an LLM so the
+// model calls run in parallel over the workers, large ones for the offline
+// rules so that per-job overhead does not dominate.
+const (
+	JobSizeLLM   = 1
+	JobSizeRules = 50
+)
+
+// Replay's batching. A replay enqueues the whole stream at once, so per-job
+// overhead matters more than latency: its jobs are larger than ingest's, and
+// with an LLM, 10 turns a job still spreads the model calls over the workers.
+const (
+	ReplayBatchSize    = 500
+	ReplayJobSizeRules = 100
+	ReplayJobSizeLLM   = 10
+)
+
+// Config configures an App: one group per component, each the component's
+// own Config, plus what the App shares between them. Zero fields take the
+// components' defaults (see Defaults); the fields the App sets itself are
+// named in each group's comment.
+type Config struct {
+	// Logger receives every component's logs (River's too). Default
+	// slog.Default().
+	Logger *slog.Logger
+	// Version is the service version the enrich service reports. Default
+	// enricher.DefaultVersion.
+	Version string
+	// Prefix is the subject prefix and Stream the turn stream, shared by the
+	// worker, the enrich service and the admin operations. Defaults
+	// events.DefaultPrefix and events.DefaultStream.
+	Prefix, Stream string
+
+	// NATS is the connection every component shares.
+	NATS NATSConfig
+	// Conn, when set, is used instead of connecting with NATS; the App does
+	// not close it. For tests and tools that hold a connection already.
+	Conn *nats.Conn
+	// Store opens Postgres. Its Logger is set by the App; its defaults
+	// other than URL are left to store.Open.
+	Store store.Config
+	// Worker is the ingest consumer and the extraction workers. Conn, Store,
+	// Extractor, Logger, Observer, Prefix and Stream are set by the App.
+	// JobSize 0 picks JobSizeLLM with an LLM and JobSizeRules (at most
+	// BatchSize) with the offline rules.
+	Worker worker.Config
+	// Enricher is the enrich service. Conn, Store, Logger, Observer,
+	// Prefix, Version and Forget are set by the App.
+	Enricher enricher.Config
+	// LLM is the model extraction uses; an empty BaseURL selects the offline
+	// rule-based extractor instead. Logger is set by the App.
+	LLM extractor.LLMConfig
+	// Ops serves /metrics, /healthz and /readyz when Addr is set.
+	Ops OpsConfig
+}
+
+// OpsConfig configures the HTTP endpoint for operators.
+type OpsConfig struct {
+	// Addr is the listen address, e.g. 127.0.0.1:9090; empty: no endpoint.
+	Addr string
+	// Pprof also serves Go's pprof under /debug/pprof/.
+	Pprof bool
+}
+
+// NATSConfig is how to connect to NATS.
+type NATSConfig struct {
+	// URL is the server URL(s), comma separated. Default nats.DefaultURL.
+	URL string
+	// Name is the connection name the server shows. Default "memoryd".
+	Name string
+	// User and Password, Token, Creds (a .creds file) and NKey (a seed
+	// file) are the credentials; all optional.
+	User, Password, Token, Creds, NKey string
+	// CA verifies the server's TLS certificate; Cert and Key are the
+	// client's certificate and key files. All optional.
+	CA, Cert, Key string
+	// InboxPrefix replaces NATS's _INBOX as the prefix of reply subjects.
+	// Optional.
+	InboxPrefix string
+}
+
+func (c NATSConfig) withDefaults() NATSConfig {
+	if c.URL == "" {
+		c.URL = nats.DefaultURL
+	}
+	if c.Name == "" {
+		c.Name = "memoryd"
+	}
+	return c
+}
+
+// Defaults returns the configuration a zero Config runs with: every
+// component's own defaults, the service's policy on top; memoryd's flags
+// start from it, so that -h shows each default and none is written twice.
+// The one policy a zero value cannot express is Store.CreateDatabase: a
+// memoryd service creates its database when it is missing, so Defaults sets
+// it (store.Open alone does not). Worker.JobSize stays 0, chosen by New from
+// the extractor, and the fields New derives from others (the components'
+// names, logger and version, the dead-letter stream, the process timeout)
+// stay zero, so that a Config started from Defaults may change what they
+// derive from.
+func Defaults() Config {
+	c := Config{Store: store.Config{CreateDatabase: true}}.withDefaults()
+	c.Logger, c.Store.Logger = nil, nil
+	c.Worker.JobSize = 0
+	c.Worker.Logger, c.Worker.Observer, c.Worker.Prefix, c.Worker.Stream = nil, nil, "", ""
+	c.Worker.DeadLetterStream, c.Worker.ProcessTimeout = "", 0
+	c.Enricher.Logger, c.Enricher.Prefix, c.Enricher.Version = nil, "", ""
+	return c
+}
+
+// withDefaults fills every default in one place: the App's shared settings
+// first, then each component's own defaults on top of them.
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Prefix == "" {
+		c.Prefix = events.DefaultPrefix
+	}
+	if c.Stream == "" {
+		c.Stream = events.DefaultStream
+	}
+	c.NATS = c.NATS.withDefaults()
+	// Only the store's URL: its pool size defaults to the URL's
+	// pool_max_conns, which store.Open reads.
+	c.Store.Logger = c.Logger
+	if c.Store.URL == "" {
+		c.Store.URL = store.DefaultURL
+	}
+
+	c.Worker.Logger, c.Worker.Prefix, c.Worker.Stream = c.Logger, c.Prefix, c.Stream
+	w := c.Worker
+	w.JobSize = c.jobSize()
+	c.Worker = w.WithDefaults()
+
+	c.Enricher.Logger, c.Enricher.Prefix = c.Logger, c.Prefix
+	if c.Version != "" {
+		c.Enricher.Version = c.Version
+	}
+	c.Enricher = c.Enricher.WithDefaults()
+	c.Version = c.Enricher.Version
+
+	if c.LLM.BaseURL != "" {
+		c.LLM.Logger = c.Logger
+		c.LLM = c.LLM.WithDefaults()
+	}
+	return c
+}
+
+// jobSize is Worker.JobSize, or when 0 the size for the extractor, at most
+// BatchSize (a job holds turns of one batch).
+func (c Config) jobSize() int {
+	batch := c.Worker.BatchSize
+	if batch == 0 {
+		batch = worker.Config{}.WithDefaults().BatchSize
+	}
+	switch {
+	case c.Worker.JobSize != 0:
+		return min(c.Worker.JobSize, max(batch, 1))
+	case c.LLM.BaseURL != "":
+		return JobSizeLLM
+	}
+	return min(JobSizeRules, max(batch, 1))
+}
+
+// validate names the first field no component could use. The components
+// check their own fields again in their New; this catches, before anything
+// connects, what would otherwise surface only after connecting.
+func (c Config) validate() error {
+	for _, d := range []struct {
+		field string
+		value any
+		bad   bool
+	}{
+		{"Worker.Workers", c.Worker.Workers, c.Worker.Workers < 1},
+		{"Worker.BatchSize", c.Worker.BatchSize, c.Worker.BatchSize < 1},
+		{"Worker.MaxAttempts", c.Worker.MaxAttempts, c.Worker.MaxAttempts < 1},
+		{"Worker.JobSize", c.Worker.JobSize, c.Worker.JobSize < 1},
+		{"Worker.JobTimeout", c.Worker.JobTimeout, c.Worker.JobTimeout <= 0},
+		{"Worker.AckWait", c.Worker.AckWait, c.Worker.AckWait <= 0},
+		{"Worker.ExtractDebounce", c.Worker.ExtractDebounce, c.Worker.ExtractDebounce < 0},
+		{"Worker.MaxDBSize", c.Worker.MaxDBSize, c.Worker.MaxDBSize < 0},
+		{"Worker.MaxContextPerUser", c.Worker.MaxContextPerUser, c.Worker.MaxContextPerUser < 0},
+		{"Worker.PruneInterval", c.Worker.PruneInterval, c.Worker.PruneInterval <= 0},
+		{"Enricher.Timeout", c.Enricher.Timeout, c.Enricher.Timeout <= 0},
+		{"LLM.Timeout", c.LLM.Timeout, c.LLM.BaseURL != "" && c.LLM.Timeout <= 0},
+		{"LLM.MaxConcurrency", c.LLM.MaxConcurrency, c.LLM.BaseURL != "" && c.LLM.MaxConcurrency < 1},
+		{"LLM.RequestsPerSecond", c.LLM.RequestsPerSecond, c.LLM.RequestsPerSecond < 0},
+	} {
+		if d.bad {
+			return &ConfigError{Field: d.field, Value: fmt.Sprint(d.value), Reason: "is out of range"}
+		}
+	}
+	if c.LLM.BaseURL != "" && c.LLM.Model == "" {
+		return &ConfigError{Field: "LLM.Model", Reason: "is required with LLM.BaseURL"}
+	}
+	if p := c.NATS.InboxPrefix; strings.ContainsAny(p, "*> \t") || strings.HasPrefix(p, ".") || strings.HasSuffix(p, ".") {
+		return &ConfigError{Field: "NATS.InboxPrefix", Value: fmt.Sprintf("%q", p), Reason: "must be a subject without wildcards or spaces, not starting or ending with '.'"}
+	}
+	return nil
+}
+
+// ConfigError names a Config field no component can use.
+type ConfigError struct {
+	// Field is the field's path in Config, e.g. "Worker.Workers".
+	Field string
+	// Value is the field's value as text; empty when Reason says it all.
+	Value string
+	// Reason says what is wrong; it may name other fields by their path.
+	Reason string
+}
+
+func (e *ConfigError) Error() string {
+	if e.Value == "" {
+		return fmt.Sprintf("app: Config.%s %s", e.Field, e.Reason)
+	}
+	return fmt.Sprintf("app: Config.%s %s %s", e.Field, e.Value, e.Reason)
+}

@@ -1,0 +1,102 @@
+package app
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/enricher"
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/worker"
+)
+
+// TestDefaults: a zero Config takes the components' own defaults, the
+// shared settings reach every component, and the job size follows the
+// extractor unless set.
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	wdef := worker.Config{}.WithDefaults()
+	for _, tt := range []struct {
+		name  string
+		cfg   Config
+		check func(Config) bool
+	}{
+		{"worker defaults", Config{}, func(c Config) bool {
+			return c.Worker.Workers == wdef.Workers && c.Worker.AckWait == wdef.AckWait && c.Worker.Durable == wdef.Durable
+		}},
+		{"enricher defaults", Config{}, func(c Config) bool {
+			return c.Enricher.Timeout == enricher.Config{}.WithDefaults().Timeout && c.Version == enricher.DefaultVersion
+		}},
+		{"store defaults", Config{}, func(c Config) bool { return c.Store.URL == store.DefaultURL && !c.Store.CreateDatabase }},
+		{"shared names", Config{}, func(c Config) bool {
+			return c.Prefix == events.DefaultPrefix && c.Worker.Prefix == c.Prefix && c.Enricher.Prefix == c.Prefix &&
+				c.Stream == events.DefaultStream && c.Worker.Stream == c.Stream && c.Worker.DeadLetterStream == c.Stream+"_DEADLETTER"
+		}},
+		{"own prefix everywhere", Config{Prefix: "p", Stream: "S"}, func(c Config) bool {
+			return c.Worker.Prefix == "p" && c.Enricher.Prefix == "p" && c.Worker.DeadLetterStream == "S_DEADLETTER"
+		}},
+		{"version reaches the enricher", Config{Version: "1.2.3"}, func(c Config) bool { return c.Enricher.Version == "1.2.3" }},
+		{"rules: large jobs", Config{}, func(c Config) bool { return c.Worker.JobSize == JobSizeRules }},
+		{"rules: jobs within a batch", Config{Worker: worker.Config{BatchSize: 20}}, func(c Config) bool { return c.Worker.JobSize == 20 }},
+		{"LLM: one turn a job", Config{LLM: llm("m")}, func(c Config) bool { return c.Worker.JobSize == JobSizeLLM }},
+		{"explicit job size", Config{Worker: worker.Config{JobSize: 7}, LLM: llm("m")}, func(c Config) bool { return c.Worker.JobSize == 7 }},
+		{"NATS name", Config{}, func(c Config) bool { return c.NATS.Name == "memoryd" && c.NATS.URL != "" }},
+	} {
+		if c := tt.cfg.withDefaults(); !tt.check(c) {
+			t.Errorf("%s: %+v", tt.name, c)
+		}
+	}
+	// Defaults is what the flags show: the service creates its database,
+	// and the job size stays automatic (chosen from the extractor).
+	if d := Defaults(); !d.Store.CreateDatabase || d.Worker.JobSize != 0 || d.Worker.Workers != wdef.Workers {
+		t.Errorf("Defaults() = %+v", d)
+	}
+}
+
+// TestValidateNamesTheField: New refuses what no component could use,
+// naming the Config field.
+func TestValidateNamesTheField(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Worker: worker.Config{Workers: -1}}, "app: Config.Worker.Workers -1 is out of range"},
+		{Config{Worker: worker.Config{BatchSize: -5}}, "app: Config.Worker.BatchSize -5 is out of range"},
+		{Config{Worker: worker.Config{AckWait: -time.Second}}, "app: Config.Worker.AckWait -1s is out of range"},
+		{Config{Worker: worker.Config{MaxDBSize: -1}}, "app: Config.Worker.MaxDBSize -1 is out of range"},
+		{Config{Enricher: enricher.Config{Timeout: -time.Millisecond}}, "app: Config.Enricher.Timeout -1ms is out of range"},
+		{Config{LLM: llm("")}, "app: Config.LLM.Model is required with LLM.BaseURL"},
+		{Config{NATS: NATSConfig{InboxPrefix: "_INBOX.*"}}, `app: Config.NATS.InboxPrefix "_INBOX.*" must be`},
+	} {
+		_, err := New(tt.cfg)
+		var cerr *ConfigError
+		if !errors.As(err, &cerr) || len(err.Error()) < len(tt.want) || err.Error()[:len(tt.want)] != tt.want {
+			t.Errorf("New(%+v) = %v, want %q", tt.cfg, err, tt.want)
+		}
+	}
+	if _, err := New(Config{}); err != nil {
+		t.Errorf("New(Config{}) = %v", err)
+	}
+}
+
+func llm(model string) (c extractor.LLMConfig) {
+	c.BaseURL, c.Model = "http://127.0.0.1:1/v1", model
+	return c
+}
+
+// TestDefaultsAsBase: a Config started from Defaults and given its own
+// names derives the dead-letter stream and the components' names from them,
+// not from the default names.
+func TestDefaultsAsBase(t *testing.T) {
+	t.Parallel()
+	c := Defaults()
+	c.Prefix, c.Stream = "p", "S"
+	c.Worker.HeartbeatInterval = time.Minute
+	c = c.withDefaults()
+	if c.Worker.DeadLetterStream != "S_DEADLETTER" || c.Worker.Prefix != "p" || c.Enricher.Prefix != "p" || c.Worker.ProcessTimeout < 2*time.Minute {
+		t.Errorf("from Defaults with own names: %+v", c.Worker)
+	}
+}

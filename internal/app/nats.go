@@ -1,0 +1,90 @@
+package app
+
+import (
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Connect connects with the configured credentials. The connection
+// reconnects forever (a memory service outlives NATS restarts); the caller
+// closes it. A failure to connect is a *NATSConnectError.
+func (c NATSConfig) Connect(logger *slog.Logger) (*nats.Conn, error) {
+	c = c.withDefaults()
+	if logger == nil {
+		logger = slog.Default()
+	}
+	opts := []nats.Option{
+		nats.Name(c.Name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.Timeout(5 * time.Second),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				logger.Warn("nats disconnected", "error", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { logger.Info("nats reconnected", "url", nc.ConnectedUrlRedacted()) }),
+	}
+	if c.InboxPrefix != "" {
+		// A frontend may subscribe only to its own inbox (docs/protocol.md).
+		if strings.ContainsAny(c.InboxPrefix, "*> \t") || strings.HasPrefix(c.InboxPrefix, ".") || strings.HasSuffix(c.InboxPrefix, ".") {
+			return nil, fmt.Errorf("inbox prefix %q: must be a subject without wildcards or spaces, not starting or ending with '.'", c.InboxPrefix)
+		}
+		opts = append(opts, nats.CustomInboxPrefix(c.InboxPrefix))
+	}
+	if c.User != "" || c.Password != "" {
+		opts = append(opts, nats.UserInfo(c.User, c.Password))
+	}
+	if c.Token != "" {
+		opts = append(opts, nats.Token(c.Token))
+	}
+	if c.Creds != "" {
+		opts = append(opts, nats.UserCredentials(c.Creds))
+	}
+	if c.NKey != "" {
+		opt, err := nats.NkeyOptionFromSeed(c.NKey)
+		if err != nil {
+			return nil, fmt.Errorf("nkey seed file: %w", err)
+		}
+		opts = append(opts, opt)
+	}
+	if c.CA != "" {
+		opts = append(opts, nats.RootCAs(c.CA))
+	}
+	if c.Cert != "" || c.Key != "" {
+		opts = append(opts, nats.ClientCert(c.Cert, c.Key))
+	}
+	nc, err := nats.Connect(c.URL, opts...)
+	if err != nil {
+		return nil, &NATSConnectError{URL: RedactURL(c.URL), Err: err}
+	}
+	return nc, nil
+}
+
+// NATSConnectError is a failure to connect to NATS.
+type NATSConnectError struct {
+	// URL is the server URL(s), passwords redacted.
+	URL string
+	Err error
+}
+
+func (e *NATSConnectError) Error() string {
+	return fmt.Sprintf("cannot connect to NATS at %s: %v", e.URL, e.Err)
+}
+func (e *NATSConnectError) Unwrap() error { return e.Err }
+
+// RedactURL hides passwords in a (comma-separated list of) URL(s).
+func RedactURL(u string) string {
+	parts := strings.Split(u, ",")
+	for i, p := range parts {
+		if pu, err := url.Parse(strings.TrimSpace(p)); err == nil {
+			parts[i] = pu.Redacted()
+		}
+	}
+	return strings.Join(parts, ",")
+}
