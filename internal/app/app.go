@@ -40,6 +40,7 @@ type App struct {
 	migrated bool
 	nc       *nats.Conn
 	ownsNC   bool
+	ncClosed chan struct{} // closed when an owned nc has closed
 	ext      worker.Extractor
 	worker   *worker.Worker
 	enrich   *enricher.Service
@@ -108,7 +109,9 @@ func (a *App) connect() (*nats.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.nc, a.ownsNC = nc, true
+	closed := make(chan struct{})
+	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	a.nc, a.ownsNC, a.ncClosed = nc, true, closed
 	return nc, nil
 }
 
@@ -317,7 +320,14 @@ func (a *App) stopLocked(ctx context.Context) error {
 	}
 	if a.nc != nil {
 		if a.ownsNC {
+			// Drain delivers what was received and flushes what was
+			// published; Stop returns once the connection has closed.
 			if err := a.nc.Drain(); err != nil {
+				a.nc.Close()
+			}
+			select {
+			case <-a.ncClosed:
+			case <-ctx.Done():
 				a.nc.Close()
 			}
 		}
