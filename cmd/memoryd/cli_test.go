@@ -289,15 +289,17 @@ func TestServeLogsDurationsAsStringsAndRiverQuietly(t *testing.T) {
 		done <- run(ctx, &cli{stdout: &stdout, stderr: &stderr}, []string{"serve", "--database-url", dbURL, "--nats-url", eventstest.URL(),
 			"--prefix", prefix, "--stream", stream, "--log-format", "json", "--workers", "2", "--shutdown-timeout", "30s"})
 	}()
-	deadline := time.After(time.Minute)
-	for !strings.Contains(stderr.String(), `"enrich service started"`) {
+	eventstest.Eventually(t, "serve to start", time.Minute, func() (bool, string) {
 		select {
 		case code := <-done:
-			t.Fatalf("serve exited %d:\n%s", code, stderr.String())
-		case <-deadline:
-			t.Fatalf("serve did not start within a minute:\n%s", stderr.String())
-		case <-time.After(20 * time.Millisecond):
+			done <- code // seen again below
+			return true, ""
+		default:
 		}
+		return strings.Contains(stderr.String(), `"enrich service started"`), stderr.String()
+	})
+	if !strings.Contains(stderr.String(), `"enrich service started"`) {
+		t.Fatalf("serve exited before it started:\n%s", stderr.String())
 	}
 	cancel()
 	if code := <-done; code != 0 {

@@ -53,11 +53,18 @@ func (a *App) Replay(ctx context.Context, o ReplayOptions) (worker.ReplayProgres
 	if err == nil && o.Work && !o.DryRun && a.worker == nil {
 		err = a.startExtractionLocked(ctx, s)
 	}
+	// Jobs run by this process's workers carry their attempts; otherwise
+	// the serving workers apply theirs (worker.jobAttempts).
+	var enq *worker.Enqueuer
+	if a.worker != nil {
+		enq = a.worker.Enqueuer()
+	}
 	a.mu.Unlock()
 	if err != nil {
 		return worker.ReplayProgress{}, err
 	}
 	return worker.Replay(ctx, worker.ReplayConfig{
+		Enqueuer:  enq,
 		JetStream: js, Store: s, Prefix: a.cfg.Prefix, Stream: a.cfg.Stream,
 		Users: o.Users, Since: o.Since, FromSeq: o.FromSeq, Reset: o.Reset, DryRun: o.DryRun,
 		BatchSize: ReplayBatchSize, JobSize: a.ReplayJobSize(), MaxClockSkew: a.cfg.Worker.MaxClockSkew,

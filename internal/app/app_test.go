@@ -160,13 +160,10 @@ func TestOpsEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	var body string
-	deadline := time.Now().Add(30 * time.Second)
-	for tick := time.NewTicker(20 * time.Millisecond); ; <-tick.C {
+	eventstest.Poll(30*time.Second, func() (bool, string) {
 		_, body = get("/metrics")
-		if strings.Contains(body, `memoryd_turns_rejected_total{reason="malformed"} 1`) || time.Now().After(deadline) {
-			break
-		}
-	}
+		return strings.Contains(body, `memoryd_turns_rejected_total{reason="malformed"} 1`), ""
+	}) // the checks below say what is missing
 	for _, want := range []string{
 		"memoryd_turns_received_total 2",
 		"memoryd_turns_recorded_total 1",

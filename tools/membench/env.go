@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/migrations"
 	"github.com/memoryd/memoryd/store"
 )
@@ -94,7 +95,7 @@ func (e *env) newSchema(ctx context.Context, name string) (string, error) {
 // addStream records a stream (and its dead-letter stream) for deletion.
 func (e *env) addStream(name string) {
 	e.mu.Lock()
-	e.streams = append(e.streams, name, name+"_DEADLETTER")
+	e.streams = append(e.streams, name, events.DeadLetterStream(name))
 	e.mu.Unlock()
 }
 

@@ -22,6 +22,7 @@ import (
 
 	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/extractor"
 	"github.com/memoryd/memoryd/store"
 )
 
@@ -370,18 +371,12 @@ func startFakeLLM() (*fakeLLM, error) {
 			return
 		}
 		f.n.Add(1)
-		var turn struct {
-			UserMessage       string `json:"user_message"`
-			AssistantResponse string `json:"assistant_response"`
-		}
-		prompt := req.Messages[len(req.Messages)-1].Content
-		if _, rest, ok := strings.Cut(prompt, "<turn>\n"); ok {
-			body, _, _ := strings.Cut(rest, "\n</turn>")
-			_ = json.Unmarshal([]byte(body), &turn)
-		}
+		// The prompt's own reader of the turn, so this stand-in model never
+		// repeats the prompt's delimiters.
+		userMessage, assistantResponse, _ := extractor.PromptTurn(req.Messages[len(req.Messages)-1].Content)
 		extraction, _ := json.Marshal(map[string]any{
 			"facts":   map[string]string{},
-			"context": []map[string]string{{"q": turn.UserMessage, "a": turn.AssistantResponse}},
+			"context": []map[string]string{{"q": userMessage, "a": assistantResponse}},
 		})
 		reply, _ := json.Marshal(map[string]any{
 			"id": "chatcmpl-membench", "object": "chat.completion", "created": time.Now().Unix(), "model": "fake",

@@ -139,7 +139,7 @@ func start(ctx context.Context, o options, logger *slog.Logger) (in *instance, e
 			return err
 		}
 		var errs []error
-		for _, s := range []string{in.stream, in.stream + "_DEADLETTER"} {
+		for _, s := range []string{in.stream, events.DeadLetterStream(in.stream)} {
 			if err := js.DeleteStream(ctx, s); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 				errs = append(errs, err)
 			}

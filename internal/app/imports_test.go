@@ -1,0 +1,63 @@
+package app_test
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestImportGraph holds the packages to the one-way graph docs/architecture.md
+// draws: cmd wires through app; app composes worker, enricher, store and
+// extractor; worker uses extractor and store; enricher uses store and ranking;
+// store, ranking and the wire contract (events) import no sibling. Test files
+// are not counted: a test may assemble what it checks.
+func TestImportGraph(t *testing.T) {
+	const mod = "github.com/memoryd/memoryd/"
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, mod+"...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	allowed := map[string][]string{
+		"events":       {},
+		"ranking":      {},
+		"migrations":   {},
+		"store":        {"migrations"},
+		"extractor":    {"events"},
+		"worker":       {"events", "extractor", "store"},
+		"enricher":     {"events", "ranking", "store"},
+		"internal/app": {"enricher", "events", "extractor", "migrations", "store", "worker"},
+	}
+	seen := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(fields[0], mod)
+		var own []string
+		for _, imp := range fields[1:] {
+			if rest, ok := strings.CutPrefix(imp, mod); ok {
+				own = append(own, rest)
+			}
+		}
+		for _, imp := range own {
+			if imp == "internal/app" && !strings.HasPrefix(pkg, "cmd/") {
+				t.Errorf("%s imports internal/app: only commands assemble the service", pkg)
+			}
+			if strings.HasPrefix(imp, "cmd/") {
+				t.Errorf("%s imports %s: nothing imports a command", pkg, imp)
+			}
+		}
+		want, ruled := allowed[pkg]
+		if !ruled {
+			continue
+		}
+		seen++
+		for _, imp := range own {
+			if !slices.Contains(want, imp) {
+				t.Errorf("%s imports %s; it may import only %v", pkg, imp, want)
+			}
+		}
+	}
+	if seen != len(allowed) {
+		t.Fatalf("go list showed %d of the %d ruled packages:\n%s", seen, len(allowed), out)
+	}
+}
