@@ -83,17 +83,7 @@ func (a *App) startExtractionLocked(ctx context.Context, s *store.Store) error {
 	if err != nil {
 		return err
 	}
-	wc := a.cfg.Worker
-	wc.Conn, wc.Store, wc.Extractor, wc.DisableIngest = nc, s, ext, true
-	w, err := worker.New(wc)
-	if err != nil {
-		return err
-	}
-	if err := w.Start(ctx); err != nil {
-		return err
-	}
-	a.worker = w
-	return nil
+	return a.startWorkerLocked(ctx, s, nc, ext, true)
 }
 
 // WaitExtracted waits until the users' turns (every user's when none is

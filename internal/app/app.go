@@ -172,16 +172,9 @@ func (a *App) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	wc := a.cfg.Worker
-	wc.Conn, wc.Store, wc.Extractor, wc.Observer = nc, s, ext, a.metrics
-	w, err := worker.New(wc)
-	if err != nil {
+	if err = a.startWorkerLocked(ctx, s, nc, ext, false); err != nil {
 		return err
 	}
-	if err = w.Start(ctx); err != nil {
-		return err
-	}
-	a.worker = w
 	if err = a.startEnrichLocked(ctx, s, nc); err != nil {
 		return err
 	}
@@ -190,6 +183,25 @@ func (a *App) Start(ctx context.Context) (err error) {
 			return &OpsListenError{Addr: a.cfg.Ops.Addr, Err: err}
 		}
 	}
+	return nil
+}
+
+// startWorkerLocked starts the worker on s and nc; without ingest it runs
+// extraction only (replay --work). a.mu is held.
+func (a *App) startWorkerLocked(ctx context.Context, s *store.Store, nc *nats.Conn, ext worker.Extractor, withoutIngest bool) error {
+	wc := a.cfg.Worker
+	wc.Conn, wc.Store, wc.Extractor, wc.DisableIngest = nc, s, ext, withoutIngest
+	if a.metrics != nil {
+		wc.Observer = a.metrics
+	}
+	w, err := worker.New(wc)
+	if err != nil {
+		return err
+	}
+	if err := w.Start(ctx); err != nil {
+		return err
+	}
+	a.worker = w
 	return nil
 }
 
