@@ -219,10 +219,6 @@ func (e *extractWorker) release(ctx context.Context, job *rivertype.JobRow, user
 	}
 }
 
-func extractorTurn(t store.Turn) extractor.Turn {
-	return extractor.Turn{EventID: t.EventID, UserMessage: t.UserMessage, AssistantResponse: t.AssistantResponse, Timestamp: t.TurnAt}
-}
-
 // recordUsage adds the tokens an extraction spent (also a failed one) on
 // turns up to stream sequence seq to the user's usage, unless the user was
 // forgotten meanwhile. Losing a count is better than failing the job over it.
@@ -235,8 +231,7 @@ func (e *extractWorker) recordUsage(ctx context.Context, userID string, seq uint
 	// job past its timeout or its process's lease.
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterCancelTimeout)
 	defer cancel()
-	_, err := e.w.cfg.Store.AddTurnUsage(uctx, events.UserToken(userID), seq, userID, model, store.TokenUsage{
-		PromptTokens: int64(u.PromptTokens), CompletionTokens: int64(u.CompletionTokens), Extractions: 1})
+	_, err := e.w.cfg.Store.AddTurnUsage(uctx, events.UserToken(userID), seq, userID, model, storeUsage(u))
 	if err != nil {
 		e.w.logger.Warn("cannot record token usage", "user_id", userID, "error", err)
 	}

@@ -185,38 +185,6 @@ func inserted(turns []store.Turn, outcomes []store.TurnOutcome) []store.Turn {
 	return out
 }
 
-// storeTurn is the turn as recorded. A timestamp later than the time the
-// stream stored the event plus skew is clamped to that stored time (and the
-// sent one kept in ClampedFrom): a frontend's clock cannot date a turn in
-// the future, where it would outrank every later turn and facts.set. The
-// stored time is part of the event, so a replay clamps the same way.
-func storeTurn(turn events.Turn, m jetstream.Msg, skew time.Duration) (t store.Turn, clamped bool) {
-	var (
-		seq      uint64
-		storedAt time.Time
-	)
-	if md, err := m.Metadata(); err == nil {
-		seq, storedAt = md.Sequence.Stream, md.Timestamp
-	}
-	t = store.Turn{
-		EventID:           turn.ID,
-		UserID:            turn.UserID,
-		ConversationID:    turn.ConversationID,
-		UserMessage:       turn.UserMessage,
-		AssistantResponse: turn.AssistantResponse,
-		TurnAt:            turn.Timestamp,
-		Metadata:          turn.Metadata,
-		StreamSeq:         seq,
-	}
-	if !storedAt.IsZero() && turn.Timestamp.After(storedAt.Add(skew)) {
-		sent := turn.Timestamp
-		// Postgres keeps microseconds.
-		t.TurnAt, t.ClampedFrom = storedAt.UTC().Truncate(time.Microsecond), &sent
-		return t, true
-	}
-	return t, false
-}
-
 // optOut handles a turn with memory:false: nothing is stored, and the event
 // is erased from the stream (overwritten, not just marked deleted) before it
 // is acknowledged, so that the text is not retained anywhere. If the erase
