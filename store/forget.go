@@ -9,11 +9,7 @@ import (
 
 // Removed counts rows deleted from each table.
 type Removed struct {
-	Facts       int64 `json:"facts"`
-	FactHistory int64 `json:"fact_history"`
-	Context     int64 `json:"context"`
-	Turns       int64 `json:"turns"`
-	Jobs        int64 `json:"jobs"`
+	Facts, FactHistory, Context, Turns, Jobs int64
 }
 
 // ForgetUser deletes everything memoryd keeps about a user in Postgres:

@@ -25,8 +25,8 @@ type ForgetResult struct {
 	// the user's subject and on subjects under it, and the user's events
 	// that were dead-lettered from another subject. DeadLetters counts the
 	// user's dead letters deleted from the dead-letter stream.
-	StreamEvents uint64 `json:"stream_events"`
-	DeadLetters  uint64 `json:"dead_letters"`
+	StreamEvents uint64
+	DeadLetters  uint64
 }
 
 // Forget deletes a user. First, in one Postgres transaction, it leaves a

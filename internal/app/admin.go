@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/worker"
 )
@@ -164,20 +165,22 @@ func (a *App) readStore(ctx context.Context) (*store.Store, error) {
 }
 
 // Forget deletes everything kept about a user (worker.Forget): memory,
-// turns, jobs and the user's events in the turn and dead-letter streams.
-func (a *App) Forget(ctx context.Context, userID string) (worker.ForgetResult, error) {
+// turns, jobs and the user's events in the turn and dead-letter streams. It
+// answers what the forget endpoint answers (events.ForgetReply).
+func (a *App) Forget(ctx context.Context, userID string) (events.ForgetReply, error) {
 	a.mu.Lock()
 	s, err := a.openStore(ctx, false)
 	if err != nil {
 		a.mu.Unlock()
-		return worker.ForgetResult{}, err
+		return events.ForgetReply{}, err
 	}
 	js, err := a.jetStream()
 	a.mu.Unlock()
 	if err != nil {
-		return worker.ForgetResult{}, err
+		return events.ForgetReply{}, err
 	}
-	return worker.Forget(ctx, js, s, a.cfg.Prefix, a.cfg.Stream, userID)
+	r, err := worker.Forget(ctx, js, s, a.cfg.Prefix, a.cfg.Stream, userID)
+	return forgetReply(r), err
 }
 
 // Failed lists the turns whose extraction failed, of userID or of every
