@@ -451,6 +451,7 @@ func New(cfg Config) (*Worker, error) {
 		FetchPollInterval:    cfg.FetchPollInterval,
 		FetchCooldown:        min(cfg.FetchPollInterval, river.FetchCooldownDefault),
 		RetryPolicy:          &retryPolicy{base: cfg.JobRetryBase, max: 10 * time.Minute},
+		ErrorHandler:         lastAttemptHandler{w: w},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("worker: river: %w", err)

@@ -33,7 +33,7 @@ type ReplayOptions struct {
 func (a *App) ReplayJobSize() int {
 	switch {
 	case !a.autoJobSize:
-		return min(a.cfg.Worker.JobSize, ReplayBatchSize)
+		return min(a.jobSize, ReplayBatchSize)
 	case a.cfg.LLM.BaseURL != "":
 		return ReplayJobSizeLLM
 	}

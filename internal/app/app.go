@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 
@@ -32,8 +33,11 @@ import (
 type App struct {
 	cfg    Config
 	logger *slog.Logger
-	// autoJobSize: Worker.JobSize was 0, chosen from the extractor.
+	// autoJobSize: Worker.JobSize was 0, chosen from the extractor;
+	// otherwise jobSize is the size asked for, before ingest's batch
+	// bounded it (replay's batches are larger, see ReplayJobSize).
 	autoJobSize bool
+	jobSize     int
 
 	mu       sync.Mutex
 	store    *store.Store
@@ -51,12 +55,12 @@ type App struct {
 // New fills cfg's defaults (Config.withDefaults, the one place they are
 // filled) and validates it; it connects to nothing.
 func New(cfg Config) (*App, error) {
-	auto := cfg.Worker.JobSize == 0
+	asked := cfg.Worker.JobSize
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &App{cfg: cfg, logger: cfg.Logger, autoJobSize: auto}, nil
+	return &App{cfg: cfg, logger: cfg.Logger, autoJobSize: asked == 0, jobSize: asked}, nil
 }
 
 // Config returns the configuration in use, defaults filled.
@@ -147,9 +151,28 @@ func (a *App) extractor() (worker.Extractor, error) {
 func (a *App) Start(ctx context.Context) (err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.worker != nil {
+	if a.worker != nil || a.enrich != nil {
 		return errors.New("app: already started")
 	}
+	// The endpoint's address is taken first: a port in use fails Start
+	// before any worker has fetched a job it would then have to finish.
+	var ln net.Listener
+	if a.cfg.Ops.Addr != "" {
+		if ln, err = net.Listen("tcp", a.cfg.Ops.Addr); err != nil {
+			return &OpsListenError{Addr: a.cfg.Ops.Addr, Err: err}
+		}
+	}
+	// On error what started is stopped, within startCleanupTimeout.
+	defer func() {
+		if err != nil {
+			if ln != nil && a.ops == nil {
+				_ = ln.Close()
+			}
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startCleanupTimeout)
+			defer cancel()
+			_ = a.stopLocked(cctx)
+		}
+	}()
 	ext, err := a.extractor()
 	if err != nil {
 		return err
@@ -158,12 +181,6 @@ func (a *App) Start(ctx context.Context) (err error) {
 	a.metrics = newMetrics()
 	llm, _ := ext.(usageReporter) // nil with the offline extractor
 	a.metrics.reg.MustRegister(newServiceCollector(a, llm))
-	// The endpoint starts last, so on error only the rest is running.
-	defer func() {
-		if err != nil {
-			a.stopLocked(context.WithoutCancel(ctx))
-		}
-	}()
 	s, err := a.openStore(ctx, true)
 	if err != nil {
 		return err
@@ -178,13 +195,16 @@ func (a *App) Start(ctx context.Context) (err error) {
 	if err = a.startEnrichLocked(ctx, s, nc); err != nil {
 		return err
 	}
-	if a.cfg.Ops.Addr != "" {
-		if a.ops, err = startOps(a.cfg.Ops, a, a.metrics, a.logger); err != nil {
-			return &OpsListenError{Addr: a.cfg.Ops.Addr, Err: err}
-		}
+	if ln != nil {
+		a.ops = startOps(ln, a.cfg.Ops, a, a.metrics, a.logger)
 	}
 	return nil
 }
+
+// startCleanupTimeout bounds the stop of what a failed Start had started:
+// past it running jobs are cancelled (and handed back) rather than waited
+// for.
+const startCleanupTimeout = 30 * time.Second
 
 // startWorkerLocked starts the worker on s and nc; without ingest it runs
 // extraction only (replay --work). a.mu is held.
@@ -216,7 +236,9 @@ func (a *App) StartEnrich(ctx context.Context) (err error) {
 	}
 	defer func() {
 		if err != nil {
-			a.stopLocked(context.WithoutCancel(ctx))
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startCleanupTimeout)
+			defer cancel()
+			_ = a.stopLocked(cctx)
 		}
 	}()
 	s, err := a.openStore(ctx, true)
@@ -305,18 +327,20 @@ func (a *App) logExtractor(ctx context.Context, ext worker.Extractor) {
 // connections. It is safe to call on an App that never started.
 func (a *App) Stop(ctx context.Context) error {
 	// The endpoint first, without the lock: its handlers (readiness,
-	// metrics) take it, and shutting down waits for them.
-	a.mu.Lock()
-	ops := a.ops
-	a.ops = nil
-	a.mu.Unlock()
-	var opsErr error
-	if ops != nil {
-		opsErr = ops.stop(ctx)
+	// metrics) take it, and shutting down waits for them. Looked up again
+	// under the lock, in case a Start running beside this Stop set it.
+	var errs []error
+	for {
+		a.mu.Lock()
+		ops := a.ops
+		a.ops = nil
+		if ops == nil {
+			defer a.mu.Unlock()
+			return errors.Join(append(errs, a.stopLocked(ctx))...)
+		}
+		a.mu.Unlock()
+		errs = append(errs, ops.stop(ctx))
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return errors.Join(opsErr, a.stopLocked(ctx))
 }
 
 // stopLocked stops everything but the endpoint; a.mu is held.

@@ -163,7 +163,8 @@ type opsServer struct {
 	ln  net.Listener
 }
 
-func startOps(cfg OpsConfig, a *App, m *metrics, logger *slog.Logger) (*opsServer, error) {
+// startOps serves the operators' endpoint on ln until stop.
+func startOps(ln net.Listener, cfg OpsConfig, a *App, m *metrics, logger *slog.Logger) *opsServer {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
@@ -186,10 +187,6 @@ func startOps(cfg OpsConfig, a *App, m *metrics, logger *slog.Logger) (*opsServe
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return nil, err
-	}
 	ops := &opsServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln}
 	go func() {
 		if err := ops.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -197,7 +194,7 @@ func startOps(cfg OpsConfig, a *App, m *metrics, logger *slog.Logger) (*opsServe
 		}
 	}()
 	logger.Info("http listening", "addr", ln.Addr().String(), "pprof", cfg.Pprof)
-	return ops, nil
+	return ops
 }
 
 func (ops *opsServer) stop(ctx context.Context) error { return ops.srv.Shutdown(ctx) }
