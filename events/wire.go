@@ -244,3 +244,48 @@ type ForgetReply struct {
 	StreamEvents uint64 `json:"stream_events"`
 	DeadLetters  uint64 `json:"dead_letters"`
 }
+
+// ---- Issue 16 item 7: managing context items by id (memory.context.*) ----
+
+// Context list limits: a page holds at most MaxContextPage items, and
+// memoryd may return fewer (never none while items remain) to keep a reply
+// within NATS's payload limit.
+const (
+	DefaultContextPage = 50
+	MaxContextPage     = 200
+)
+
+// ContextListRequest asks for one page of the user's context items, newest
+// first (memory.context.list).
+type ContextListRequest struct {
+	UserID string `json:"user_id"`
+	// Limit caps the page, 1..200; nil means 50.
+	Limit *int `json:"limit,omitempty"`
+	// Cursor is a previous reply's NextCursor, to continue after it; empty
+	// starts at the newest item. It is opaque.
+	Cursor string `json:"cursor,omitempty"`
+}
+
+// ContextListReply is one page of context items, newest first (Score is 0).
+// NextCursor continues the walk; it is empty on the last page. Items is
+// never null.
+type ContextListReply struct {
+	Items      []ContextItem `json:"items"`
+	NextCursor string        `json:"next_cursor,omitempty"`
+}
+
+// ContextItemRequest names one of the user's context items
+// (memory.context.get, memory.context.delete).
+type ContextItemRequest struct {
+	UserID string `json:"user_id"`
+	ID     int64  `json:"id"`
+}
+
+// ContextUpdateRequest replaces the question and/or the answer of one of the
+// user's context items (memory.context.update); an absent field is kept.
+type ContextUpdateRequest struct {
+	UserID   string  `json:"user_id"`
+	ID       int64   `json:"id"`
+	Question *string `json:"question,omitempty"`
+	Answer   *string `json:"answer,omitempty"`
+}
