@@ -2,13 +2,10 @@ package enricher
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/store"
@@ -57,9 +54,12 @@ func (c contextItems) list(token string, data []byte) (call, error) {
 			return nil, badRequest("limit %d is not in 1..%d", limit, events.MaxContextPage)
 		}
 	}
-	after, err := parseCursor(req.Cursor)
-	if err != nil {
-		return nil, err
+	var after store.ContextCursor
+	if c := req.After; c != nil {
+		if c.ID < 1 || c.CreatedAt.IsZero() {
+			return nil, badRequest(`after must be a previous reply's "next": {"created_at", "id"}`)
+		}
+		after = store.ContextCursor{CreatedAt: c.CreatedAt, ID: c.ID}
 	}
 	return func(ctx context.Context) (any, error) {
 		// One more than the page, to know whether a next page exists.
@@ -84,7 +84,8 @@ func (c contextItems) list(token string, data []byte) (call, error) {
 		}
 		reply := events.ContextListReply{Items: page[:n]}
 		if n < len(items) {
-			reply.NextCursor = formatCursor(items[n-1])
+			last := page[n-1]
+			reply.Next = &events.ContextCursor{CreatedAt: last.CreatedAt, ID: last.ID}
 		}
 		return reply, nil
 	}, nil
@@ -190,35 +191,4 @@ func decodeItem(token string, data []byte) (events.ContextItemRequest, error) {
 // item is answered the same way, so ids reveal nothing across users.
 func noItem(id int64) error {
 	return &events.ServiceError{Code: 404, Description: fmt.Sprintf("no context item %d", id)}
-}
-
-// A cursor is the last listed item's created_at (Unix microseconds, the
-// precision Postgres keeps) and id, "c1.<micros>.<id>", base64url-encoded so
-// that callers treat it as opaque.
-const cursorVersion = "c1"
-
-func formatCursor(it store.ContextItem) string {
-	raw := cursorVersion + "." + strconv.FormatInt(it.CreatedAt.UnixMicro(), 10) + "." + strconv.FormatInt(it.ID, 10)
-	return base64.RawURLEncoding.EncodeToString([]byte(raw))
-}
-
-func parseCursor(s string) (store.ContextCursor, error) {
-	if s == "" {
-		return store.ContextCursor{}, nil
-	}
-	bad := badRequest("cursor %q is not a next_cursor of memory.context.list", s)
-	raw, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
-		return store.ContextCursor{}, bad
-	}
-	parts := strings.Split(string(raw), ".")
-	if len(parts) != 3 || parts[0] != cursorVersion {
-		return store.ContextCursor{}, bad
-	}
-	micros, err1 := strconv.ParseInt(parts[1], 10, 64)
-	id, err2 := strconv.ParseInt(parts[2], 10, 64)
-	if err1 != nil || err2 != nil || id <= 0 {
-		return store.ContextCursor{}, bad
-	}
-	return store.ContextCursor{CreatedAt: time.UnixMicro(micros).UTC(), ID: id}, nil
 }

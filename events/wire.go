@@ -255,23 +255,31 @@ const (
 	MaxContextPage     = 200
 )
 
+// ContextCursor is a position in the list of a user's context items: the
+// created_at and id of the last item a page held. The items after it are
+// those older, or as old with a smaller id.
+type ContextCursor struct {
+	CreatedAt time.Time `json:"created_at"`
+	ID        int64     `json:"id"`
+}
+
 // ContextListRequest asks for one page of the user's context items, newest
 // first (memory.context.list).
 type ContextListRequest struct {
 	UserID string `json:"user_id"`
 	// Limit caps the page, 1..200; nil means 50.
 	Limit *int `json:"limit,omitempty"`
-	// Cursor is a previous reply's NextCursor, to continue after it; empty
-	// starts at the newest item. It is opaque.
-	Cursor string `json:"cursor,omitempty"`
+	// After continues a walk: a previous reply's Next. Nil starts at the
+	// newest item.
+	After *ContextCursor `json:"after,omitempty"`
 }
 
 // ContextListReply is one page of context items, newest first (Score is 0).
-// NextCursor continues the walk; it is empty on the last page. Items is
-// never null.
+// Next, sent as After, continues the walk; it is nil on the last page.
+// Items is never null.
 type ContextListReply struct {
-	Items      []ContextItem `json:"items"`
-	NextCursor string        `json:"next_cursor,omitempty"`
+	Items []ContextItem  `json:"items"`
+	Next  *ContextCursor `json:"next,omitempty"`
 }
 
 // ContextItemRequest names one of the user's context items

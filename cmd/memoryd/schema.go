@@ -138,7 +138,7 @@ var fieldRules = map[string]map[string]fieldRule{
 	"context_list.request": {
 		"user_id": userIDRule,
 		"limit":   {minimum: 1, maximum: events.MaxContextPage},
-		"cursor":  {description: "a previous reply's next_cursor, opaque; empty or absent starts at the newest item"},
+		"after":   {description: "a previous reply's next, to continue after it; absent starts at the newest item"},
 	},
 	"context_get.request": {"user_id": userIDRule, "id": contextIDRule},
 	"context_update.request": {

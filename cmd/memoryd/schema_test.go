@@ -203,6 +203,8 @@ func schemaProbes(t *testing.T, schema []byte, base map[string]any) []probe {
 			valid[f] = "alice"
 		case p.is("string"):
 			valid[f] = "x"
+		case p.is("integer") && p.Minimum != nil:
+			valid[f] = *p.Minimum
 		default:
 			t.Fatalf("required field %s of type %v: no probe value", f, p.Type)
 		}
