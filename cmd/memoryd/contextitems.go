@@ -48,7 +48,7 @@ func checkItemAction(f *flags, action string, pos []string, id int) error {
 }
 
 // runItemAction runs one action. set reports whether a flag was given on the
-// command line, so that update can tell "--answer ''" from no --answer.
+// command line, so that update can tell "--answer ”" from no --answer.
 func runItemAction(ctx context.Context, a *cli, c *events.Client, o *clientOptions, it *itemFlags, action string, id int64, question string, all bool, set func(string) bool) error {
 	switch action {
 	case "list":
