@@ -223,7 +223,8 @@ type TokenUsage struct {
 }
 
 // ServiceError is an error reply, carried in the Nats-Service-Error-Code and
-// Nats-Service-Error headers: 400 for a bad request, 404 for a missing fact,
+// Nats-Service-Error headers: 400 for a bad request, 404 for a missing fact
+// or context item, 409 for a context update onto another item's pair,
 // 500 otherwise. Check with errors.As.
 type ServiceError struct {
 	Code        int
