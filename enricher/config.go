@@ -21,12 +21,14 @@ const DefaultMaxFacts = 50
 
 // Store is everything the service reads and writes: the union of what each
 // group of endpoints needs, declared beside it (Recaller for enrich,
-// MemoryReader for the read tools, MemoryWriter for the write tools), so
+// MemoryReader for the read tools, MemoryWriter for the write tools,
+// ContextManager for the context item endpoints), so
 // that one value can serve them all. *store.Store satisfies it.
 type Store interface {
 	Recaller
 	MemoryReader
 	MemoryWriter
+	ContextManager
 }
 
 // Observer is told about enrich replies (e.g. to feed a latency histogram).

@@ -111,6 +111,11 @@ func (s *Service) endpoints() []endpoint {
 		{"facts_list", "facts.list", "list the user's facts", s.toolLane, s.reads.listFacts},
 		{"stats", "stats", "the user's memory and ingestion counters", s.toolLane, s.reads.userStats},
 		{"forget", "forget", "delete everything kept about the user, including their events in the stream", s.toolLane, s.admin.forgetUser},
+		// Issue 16 item 7: context items by id (contextitems.go).
+		{"context_list", "context.list", "list the user's context items, newest first, paged", s.toolLane, s.contextItems().list},
+		{"context_get", "context.get", "read one context item by id", s.toolLane, s.contextItems().get},
+		{"context_update", "context.update", "replace a context item's question and/or answer", s.toolLane, s.contextItems().update},
+		{"context_delete", "context.delete", "delete one context item by id", s.toolLane, s.contextItems().delete},
 	}
 }
 

@@ -577,7 +577,7 @@ func TestMicroDiscovery(t *testing.T) {
 	if err := json.Unmarshal(h.raw(t, "$SRV.INFO.memoryd."+h.svc.ID(), nil).Data, &info); err != nil {
 		t.Fatal(err)
 	}
-	if info.Name != "memoryd" || info.Version != "1.2.3" || len(info.Endpoints) != 10 {
+	if info.Name != "memoryd" || info.Version != "1.2.3" || len(info.Endpoints) != 14 {
 		t.Fatalf("info = %+v", info)
 	}
 	subjects := map[string]string{}
@@ -673,6 +673,11 @@ func TestStatsLastErrorNamesNoUser(t *testing.T) {
 		"facts.list":  `{"user_id":"` + user + `"}`,
 		"stats":       `{"user_id":"` + user + `"}`,
 		"forget":      `{"user_id":"` + user + `"}`,
+		// Issue 16 item 7.
+		"context.list":   `{"user_id":"` + user + `"}`,
+		"context.get":    `{"user_id":"` + user + `","id":1}`,
+		"context.update": `{"user_id":"` + user + `","id":1,"answer":"a"}`,
+		"context.delete": `{"user_id":"` + user + `","id":1}`,
 	}
 	for endpoint, body := range bodies {
 		msg := h.raw(t, h.prefix+"."+endpoint+"."+token, []byte(body))

@@ -172,3 +172,37 @@ func (c *Client) Forget(ctx context.Context, userID string) (ForgetReply, error)
 	err := c.call(ctx, "forget", userID, UserRequest{UserID: userID}, &reply)
 	return reply, err
 }
+
+// ---- Issue 16 item 7: managing context items by id (memory.context.*) ----
+
+// ListContext returns one page of the user's context items, newest first;
+// pass the reply's NextCursor in req.Cursor for the next page.
+func (c *Client) ListContext(ctx context.Context, req ContextListRequest) (ContextListReply, error) {
+	var reply ContextListReply
+	err := c.call(ctx, "context.list", req.UserID, req, &reply)
+	return reply, err
+}
+
+// GetContext returns one context item; an id the user has no item with is a
+// *ServiceError with Code 404.
+func (c *Client) GetContext(ctx context.Context, userID string, id int64) (ContextItem, error) {
+	var reply ContextItem
+	err := c.call(ctx, "context.get", userID, ContextItemRequest{UserID: userID, ID: id}, &reply)
+	return reply, err
+}
+
+// UpdateContext replaces an item's question and/or answer and returns the
+// item as updated. A missing item is a *ServiceError with Code 404; a pair
+// another item of the user already holds is Code 409, and nothing changes.
+func (c *Client) UpdateContext(ctx context.Context, req ContextUpdateRequest) (ContextItem, error) {
+	var reply ContextItem
+	err := c.call(ctx, "context.update", req.UserID, req, &reply)
+	return reply, err
+}
+
+// DeleteContext deletes one context item; a missing item is a *ServiceError
+// with Code 404.
+func (c *Client) DeleteContext(ctx context.Context, userID string, id int64) error {
+	var reply DeletedReply
+	return c.call(ctx, "context.delete", userID, ContextItemRequest{UserID: userID, ID: id}, &reply)
+}

@@ -223,7 +223,8 @@ type TokenUsage struct {
 }
 
 // ServiceError is an error reply, carried in the Nats-Service-Error-Code and
-// Nats-Service-Error headers: 400 for a bad request, 404 for a missing fact,
+// Nats-Service-Error headers: 400 for a bad request, 404 for a missing fact
+// or context item, 409 for a context update onto another item's pair,
 // 500 otherwise. Check with errors.As.
 type ServiceError struct {
 	Code        int
@@ -243,4 +244,57 @@ type ForgetReply struct {
 	Jobs         int64  `json:"jobs"`
 	StreamEvents uint64 `json:"stream_events"`
 	DeadLetters  uint64 `json:"dead_letters"`
+}
+
+// ---- Issue 16 item 7: managing context items by id (memory.context.*) ----
+
+// Context list limits: a page holds at most MaxContextPage items, and
+// memoryd may return fewer (never none while items remain) to keep a reply
+// within NATS's payload limit.
+const (
+	DefaultContextPage = 50
+	MaxContextPage     = 200
+)
+
+// ContextCursor is a position in the list of a user's context items: the
+// created_at and id of the last item a page held. The items after it are
+// those older, or as old with a smaller id.
+type ContextCursor struct {
+	CreatedAt time.Time `json:"created_at"`
+	ID        int64     `json:"id"`
+}
+
+// ContextListRequest asks for one page of the user's context items, newest
+// first (memory.context.list).
+type ContextListRequest struct {
+	UserID string `json:"user_id"`
+	// Limit caps the page, 1..200; nil means 50.
+	Limit *int `json:"limit,omitempty"`
+	// After continues a walk: a previous reply's Next. Nil starts at the
+	// newest item.
+	After *ContextCursor `json:"after,omitempty"`
+}
+
+// ContextListReply is one page of context items, newest first (Score is 0).
+// Next, sent as After, continues the walk; it is nil on the last page.
+// Items is never null.
+type ContextListReply struct {
+	Items []ContextItem  `json:"items"`
+	Next  *ContextCursor `json:"next,omitempty"`
+}
+
+// ContextItemRequest names one of the user's context items
+// (memory.context.get, memory.context.delete).
+type ContextItemRequest struct {
+	UserID string `json:"user_id"`
+	ID     int64  `json:"id"`
+}
+
+// ContextUpdateRequest replaces the question and/or the answer of one of the
+// user's context items (memory.context.update); an absent field is kept.
+type ContextUpdateRequest struct {
+	UserID   string  `json:"user_id"`
+	ID       int64   `json:"id"`
+	Question *string `json:"question,omitempty"`
+	Answer   *string `json:"answer,omitempty"`
 }

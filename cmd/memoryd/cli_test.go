@@ -169,7 +169,7 @@ func TestPerInvocationArgsIgnoreEnvironment(t *testing.T) {
 	perInvocation := map[string][]string{
 		"enrich":  {"user", "json", "format", "max-results", "at"},
 		"facts":   {"user", "json"},
-		"memory":  {"user", "id", "question", "all"},
+		"memory":  {"user", "id", "question", "all", "limit", "after", "answer"},
 		"publish": {"user", "message", "response", "id", "conversation", "timestamp", "no-memory"},
 		"replay":  {"user", "reset", "dry-run", "since", "from-seq", "no-work"},
 		"forget":  {"user"},

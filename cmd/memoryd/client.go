@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -270,20 +271,30 @@ func runMemory(ctx context.Context, a *cli, args []string) (err error) {
 	f := newFlags("memory", `Usage: memoryd memory search --user U [--max-results N] QUERY
        memoryd memory store --user U QUESTION ANSWER
        memoryd memory clear --user U (--id N | --question Q | --all)
+       memoryd memory list --user U [--limit N] [--after CREATED_AT,ID | --all]
+       memoryd memory get --user U --id N
+       memoryd memory update --user U --id N [--question Q] [--answer A]
+       memoryd memory delete --user U --id N
 
-Searches, stores and forgets a user's remembered question/answer pairs through
-the running memoryd.`)
+Searches, lists, stores, edits and forgets a user's remembered question/answer
+pairs through the running memoryd.`)
 	o.register(f)
+	var items itemFlags
+	items.register(f)
 	f.ArgInt(&maxResults, "max-results", events.DefaultSearchResults, "most results of a search (1..50)")
-	f.ArgInt(&id, "id", 0, "clear: the context item id to forget")
-	f.ArgString(&question, "question", "", "clear: forget items with this question (case and spacing ignored)")
-	f.ArgBool(&all, "all", false, "clear: forget every context item of the user")
+	f.ArgInt(&id, "id", 0, "clear, get, update, delete: the context item id")
+	f.ArgString(&question, "question", "", "clear: forget items with this question (case and spacing ignored); update: the new question")
+	f.ArgBool(&all, "all", false, "clear: forget every context item of the user; list: every page")
 	pos, err := o.parse(f, args)
 	if err != nil {
 		return err
 	}
 	action, pos := shift(pos)
 	switch {
+	case isItemAction(action):
+		if err := checkItemAction(f, action, pos, id); err != nil {
+			return err
+		}
 	case action == "search" && len(pos) == 0:
 		return f.usageErr("memory search needs a query")
 	case action == "store" && len(pos) != 2:
@@ -291,13 +302,18 @@ the running memoryd.`)
 	case action == "clear" && len(pos) != 0:
 		return f.usageErr("memory clear takes --id, --question or --all, not arguments")
 	case action != "search" && action != "store" && action != "clear":
-		return f.usageErr("unknown action %q: use search, store or clear", action)
+		return f.usageErr("unknown action %q: use search, store, clear, list, get, update or delete", action)
 	}
 	c, reqCtx, done, err := o.client(ctx, a)
 	if err != nil {
 		return err
 	}
 	defer done()
+	if isItemAction(action) {
+		given := map[string]bool{}
+		f.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+		return runItemAction(reqCtx, a, c, &o, &items, action, int64(id), question, all, func(name string) bool { return given[name] })
+	}
 	switch action {
 	case "search":
 		reply, err := c.Search(reqCtx, events.SearchRequest{UserID: o.user, Query: strings.Join(pos, " "), MaxResults: &maxResults})

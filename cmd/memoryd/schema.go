@@ -41,6 +41,15 @@ func wireSchemas() map[string]any {
 		"stats.reply":         events.StatsReply{},
 		"forget.request":      events.UserRequest{},
 		"forget.reply":        events.ForgetReply{},
+		// Issue 16 item 7: context items by id.
+		"context_list.request":   events.ContextListRequest{},
+		"context_list.reply":     events.ContextListReply{},
+		"context_get.request":    events.ContextItemRequest{},
+		"context_get.reply":      events.ContextItem{},
+		"context_update.request": events.ContextUpdateRequest{},
+		"context_update.reply":   events.ContextItem{},
+		"context_delete.request": events.ContextItemRequest{},
+		"context_delete.reply":   events.DeletedReply{},
 	}
 }
 
@@ -125,7 +134,25 @@ var fieldRules = map[string]map[string]fieldRule{
 	"facts_list.request":  {"user_id": userIDRule},
 	"stats.request":       {"user_id": userIDRule},
 	"forget.request":      {"user_id": userIDRule},
+	// Issue 16 item 7: context items by id.
+	"context_list.request": {
+		"user_id": userIDRule,
+		"limit":   {minimum: 1, maximum: events.MaxContextPage},
+		"after":   {description: "a previous reply's next, to continue after it; absent starts at the newest item"},
+	},
+	"context_get.request": {"user_id": userIDRule, "id": contextIDRule},
+	"context_update.request": {
+		rootRule:   {description: `Say what to change: "question", "answer" or both.`},
+		"user_id":  userIDRule,
+		"id":       contextIDRule,
+		"question": {nonBlank: true, maxBytes: events.MaxQuestionBytes},
+		"answer":   {maxBytes: events.MaxAnswerBytes},
+	},
+	"context_delete.request": {"user_id": userIDRule, "id": contextIDRule},
 }
+
+// contextIDRule is a context item id in a request that names one.
+var contextIDRule = fieldRule{minimum: 1}
 
 // inbound reports whether a schema describes what memoryd receives. The
 // service decodes with encoding/json, which takes null as absent, so an

@@ -203,6 +203,8 @@ func schemaProbes(t *testing.T, schema []byte, base map[string]any) []probe {
 			valid[f] = "alice"
 		case p.is("string"):
 			valid[f] = "x"
+		case p.is("integer") && p.Minimum != nil:
+			valid[f] = *p.Minimum
 		default:
 			t.Fatalf("required field %s of type %v: no probe value", f, p.Type)
 		}
@@ -352,7 +354,7 @@ func TestSchemasMatchValidation(t *testing.T) {
 	t.Cleanup(func() { _ = svc.Stop(context.Background()) })
 	client := events.NewClient(nc, prefix)
 	// Fields a valid request needs beyond its required ones.
-	bases := map[string]map[string]any{"clear.request": {"question": "x"}}
+	bases := map[string]map[string]any{"clear.request": {"question": "x"}, "context_update.request": {"answer": "x"}}
 	requests := 0
 	for file, schema := range files {
 		name, ok := strings.CutSuffix(file, ".request.json")
@@ -385,7 +387,7 @@ func TestSchemasMatchValidation(t *testing.T) {
 			}
 		})
 	}
-	if requests != 10 {
-		t.Errorf("probed %d request schemas, want 10", requests)
+	if requests != 14 {
+		t.Errorf("probed %d request schemas, want 14", requests)
 	}
 }

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/enricher"
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/events/eventstest"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/store/storetest"
+)
+
+// TestMemoryItemCommands runs `memoryd memory list|get|update|delete`
+// against a running service: list pages with --limit and continues with
+// the --after it prints (or walks every page with --all), get prints the
+// item, update changes only the field given (an explicit empty --answer
+// included), delete removes it, and a missing id is reported.
+func TestMemoryItemCommands(t *testing.T) {
+	t.Parallel()
+	nc := eventstest.Conn(t)
+	prefix, _ := eventstest.Names(t, nc)
+	st := storetest.New(t)
+	svc, err := enricher.New(enricher.Config{Conn: nc, Store: st, Prefix: prefix,
+		Timeout: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop(context.Background()) })
+	t0 := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
+	var writes []store.ContextWrite
+	for i := range 3 {
+		writes = append(writes, store.ContextWrite{UserID: "alice", Question: fmt.Sprintf("q%d", i), Answer: fmt.Sprintf("a%d", i), CreatedAt: t0.Add(time.Duration(i) * time.Minute)})
+	}
+	ids, err := st.InsertContext(context.Background(), writes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	memory := func(args ...string) (string, string, int) {
+		t.Helper()
+		return runArgs(context.Background(), append(append([]string{"memory"}, args...),
+			"--user", "alice", "--nats-url", eventstest.URL(), "--prefix", prefix, "--log-format", "json")...)
+	}
+
+	out, errOut, code := memory("list", "--limit", "2")
+	if code != 0 || !strings.Contains(out, "Q: q2") || !strings.Contains(out, "Q: q1") || strings.Contains(out, "Q: q0") {
+		t.Fatalf("list --limit 2: exit %d\n%s%s", code, out, errOut)
+	}
+	m := regexp.MustCompile(`--after (\S+)`).FindStringSubmatch(errOut)
+	if m == nil {
+		t.Fatalf("list --limit 2 does not say how to continue: %q", errOut)
+	}
+	out, errOut, code = memory("list", "--limit", "2", "--after", m[1])
+	if code != 0 || !strings.Contains(out, "Q: q0") || strings.Contains(out, "Q: q1") || strings.Contains(errOut, "--after") {
+		t.Fatalf("list --after %s: exit %d\n%s%s", m[1], code, out, errOut)
+	}
+	out, _, code = memory("list", "--limit", "1", "--all", "--json")
+	var page events.ContextListReply
+	if err := json.Unmarshal([]byte(out), &page); code != 0 || err != nil || len(page.Items) != 3 || page.Next != nil {
+		t.Fatalf("list --all --json: exit %d, %v\n%s", code, err, out)
+	}
+
+	id := fmt.Sprint(ids[1])
+	if out, errOut, code = memory("get", "--id", id); code != 0 || !strings.Contains(out, "Q: q1\n  A: a1") {
+		t.Fatalf("get: exit %d\n%s%s", code, out, errOut)
+	}
+	if out, errOut, code = memory("update", "--id", id, "--answer", ""); code != 0 || out != "updated id "+id+"\n" {
+		t.Fatalf("update --answer '': exit %d\n%s%s", code, out, errOut)
+	}
+	if it, err := st.ContextByID(context.Background(), "alice", ids[1]); err != nil || it.Question != "q1" || it.Answer != "" {
+		t.Fatalf("after update --answer '': %+v, %v", it, err)
+	}
+	if _, errOut, code = memory("update", "--id", id, "--question", "q2", "--answer", "a2"); code != 1 || !strings.Contains(errOut, "already holds") {
+		t.Errorf("update onto another item's pair: exit %d, %q", code, errOut)
+	}
+	if out, errOut, code = memory("delete", "--id", id); code != 0 || out != "deleted 1\n" {
+		t.Fatalf("delete: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, errOut, code = memory("get", "--id", id); code != 1 || !strings.Contains(errOut, "no context item "+id) {
+		t.Errorf("get of a deleted item: exit %d, %q", code, errOut)
+	}
+	if _, errOut, code = memory("get"); code != 2 || !strings.Contains(errOut, "--id") {
+		t.Errorf("get without --id: exit %d, %q", code, errOut)
+	}
+}

@@ -1,0 +1,166 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Managing one user's context items by id: list without a keyword, get,
+// update. Deleting by id is DeleteContext with an ID. Every statement here
+// filters by user id as well as item id, so another user's id is simply not
+// found and is never read or changed.
+
+// ContextCursor is a position in a user's context items, newest first: the
+// (created_at, id) of the last item a page returned. The zero cursor is the
+// start.
+type ContextCursor struct {
+	CreatedAt time.Time
+	ID        int64
+}
+
+// IsZero reports whether c is the start of the list.
+func (c ContextCursor) IsZero() bool { return c.ID == 0 && c.CreatedAt.IsZero() }
+
+// ListContext returns at most limit of the user's context items that come
+// after cursor in the order newest first (created_at, then id, descending).
+// Paging by the last item's (created_at, id) rather than by offset keeps a
+// walk stable while items are inserted: each item present for the whole walk
+// is returned exactly once, whatever is inserted meanwhile. The exception is
+// an item said again during the walk: dedup moves its created_at forward, so
+// it may be missed by a walk already past its new position (a new walk
+// lists it first).
+func (s *Store) ListContext(ctx context.Context, userID string, after ContextCursor, limit int) ([]ContextItem, error) {
+	var (
+		rows pgx.Rows
+		err  error
+	)
+	if after.IsZero() {
+		rows, err = s.db.Query(ctx, `SELECT `+contextColumns+` FROM context
+			WHERE user_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2`, userID, limit)
+	} else {
+		rows, err = s.db.Query(ctx, `SELECT `+contextColumns+` FROM context
+			WHERE user_id = $1 AND (created_at, id) < ($2, $3)
+			ORDER BY created_at DESC, id DESC LIMIT $4`, userID, after.CreatedAt, after.ID, limit)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list context: %w", err)
+	}
+	items, err := pgx.CollectRows(rows, scanContext)
+	if err != nil {
+		return nil, fmt.Errorf("list context: %w", err)
+	}
+	return items, nil
+}
+
+// ContextByID returns the user's context item id, or ErrNotFound when the
+// user has no item with that id (another user's item included).
+func (s *Store) ContextByID(ctx context.Context, userID string, id int64) (ContextItem, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+contextColumns+` FROM context WHERE user_id = $1 AND id = $2`, userID, id)
+	if err != nil {
+		return ContextItem{}, fmt.Errorf("context item: %w", err)
+	}
+	it, err := pgx.CollectExactlyOneRow(rows, scanContext)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ContextItem{}, fmt.Errorf("context item %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return ContextItem{}, fmt.Errorf("context item: %w", err)
+	}
+	return it, nil
+}
+
+// ContextUpdate changes one context item's text. A nil field is left as it
+// is.
+type ContextUpdate struct {
+	UserID   string
+	ID       int64
+	Question *string
+	Answer   *string
+}
+
+// DuplicateError is returned (wrapped) by UpdateContext when the new text
+// equals, as dedup compares pairs (ContentHash), another item the user
+// already has. Nothing is changed; the caller may delete one of the two.
+type DuplicateError struct {
+	// ID is the item that already holds the pair.
+	ID int64
+}
+
+func (e *DuplicateError) Error() string {
+	return fmt.Sprintf("context item %d already holds this question and answer", e.ID)
+}
+
+// UpdateContext replaces the question and/or answer of the user's item u.ID
+// and returns the item as updated. It keeps the item's id, time and source
+// (event and conversation): it is the same memory, corrected. The content
+// hash is recomputed, so dedup compares against the new text, and the search
+// vector and lengths are generated columns that follow the text.
+//
+// The replaced pair is cleared as DeleteContext clears a pair deleted by id:
+// a replay of the turn it came from does not bring the old text back beside
+// the correction. An update to a pair the user already holds in another item
+// fails with a *DuplicateError and changes nothing; an update to the item's
+// own pair (a change of case or spacing only) just rewrites its text. A
+// missing item (or another user's) is ErrNotFound.
+func (s *Store) UpdateContext(ctx context.Context, u ContextUpdate) (ContextItem, error) {
+	var out ContextItem
+	err := s.inTx(ctx, func(q *Store) error {
+		// Exclusive, like a clear: an extraction inserting the old pair
+		// either committed before (and its row is the one updated) or sees
+		// the clear recorded below.
+		if err := q.lockClears(ctx, []string{u.UserID}, true); err != nil {
+			return err
+		}
+		var (
+			cur     ContextItem
+			oldHash []byte
+		)
+		err := q.db.QueryRow(ctx, `SELECT `+contextColumns+`, content_hash FROM context
+			WHERE user_id = $1 AND id = $2 FOR UPDATE`, u.UserID, u.ID).
+			Scan(&cur.ID, &cur.UserID, &cur.Question, &cur.Answer, &cur.CreatedAt, &cur.EventID, &cur.ConversationID, &oldHash)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("context item %d: %w", u.ID, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		if u.Question != nil {
+			cur.Question = *u.Question
+		}
+		if u.Answer != nil {
+			cur.Answer = *u.Answer
+		}
+		hash := ContentHash(u.UserID, cur.Question, cur.Answer)
+		var other int64
+		err = q.db.QueryRow(ctx, `SELECT id FROM context WHERE user_id = $1 AND content_hash = $2 AND id <> $3`,
+			u.UserID, hash, u.ID).Scan(&other)
+		switch {
+		case err == nil:
+			return &DuplicateError{ID: other}
+		case !errors.Is(err, pgx.ErrNoRows):
+			return err
+		}
+		if _, err := q.db.Exec(ctx, `UPDATE context SET question = $3, answer = $4, content_hash = $5
+			WHERE user_id = $1 AND id = $2`, u.UserID, u.ID, cur.Question, cur.Answer, hash); err != nil {
+			return err
+		}
+		if string(hash) != string(oldHash) {
+			if _, err := q.db.Exec(ctx, `INSERT INTO context_clears AS c (user_id, hash, cleared_at)
+				VALUES ($1, $2, greatest($3::timestamptz, $4))
+				ON CONFLICT (user_id, hash) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at)`,
+				u.UserID, oldHash, now(), cur.CreatedAt); err != nil {
+				return err
+			}
+		}
+		out = cur
+		return nil
+	})
+	if err != nil {
+		return ContextItem{}, fmt.Errorf("update context: %w", err)
+	}
+	return out, nil
+}
