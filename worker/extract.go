@@ -340,7 +340,7 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 			}
 		}
 		if overCap {
-			if err := e.w.enq.enqueueOverCap(ctx, tx, processed, nextDay(e.w.cfg.Now())); err != nil {
+			if err := e.w.enq.enqueueOverCap(ctx, tx, processed, time.Now().Add(e.w.untilReset())); err != nil {
 				return err
 			}
 			for _, ids := range processed {

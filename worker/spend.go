@@ -63,8 +63,15 @@ func overCap(sp store.Spend, perUser, all int64) bool {
 // nextDay is the start of the UTC day after t's: when the caps reset.
 func nextDay(t time.Time) time.Time { return store.Day(t).AddDate(0, 0, 1) }
 
+// untilReset is the time left until the caps reset, by Config.Now. River
+// schedules by the real clock, so jobs wait this long from now.
+func (w *Worker) untilReset() time.Duration {
+	now := w.cfg.Now()
+	return nextDay(now).Sub(now)
+}
+
 // enqueueOverCap inserts, in the transaction tx, one job per user for the
-// turns a cap sent offline, scheduled at at.
+// turns a cap sent offline, scheduled at at (see untilReset).
 func (e *Enqueuer) enqueueOverCap(ctx context.Context, tx pgx.Tx, processed map[string][]string, at time.Time) error {
 	base, err := e.opts(sourceOverCap)
 	if err != nil {
@@ -101,7 +108,7 @@ func (e *extractWorker) workOverCap(ctx context.Context, job *river.Job[ExtractA
 		return err
 	}
 	if over {
-		return river.JobSnooze(max(time.Until(nextDay(w.cfg.Now())), time.Second))
+		return river.JobSnooze(max(w.untilReset(), time.Second))
 	}
 	keys, err := s.FactKeys(ctx, []string{a.UserID})
 	if err != nil {
