@@ -174,3 +174,12 @@ func (w *Worker) Spend(ctx context.Context) (SpendReport, error) {
 
 // spendDay is the day usage is counted on: Config.Now's.
 func (w *Worker) spendDay() time.Time { return store.Day(w.cfg.Now()) }
+
+// dropOldSpend deletes the daily token counts of days before yesterday (the
+// caps read today's; yesterday's is kept for a look back), from the
+// leader's periodic reconcile. A failure is logged: the next run retries.
+func (w *Worker) dropOldSpend(ctx context.Context) {
+	if _, err := w.cfg.Store.DeleteSpendBefore(ctx, w.spendDay().AddDate(0, 0, -1)); err != nil {
+		w.logger.Warn("cannot delete old daily token counts", "error", err)
+	}
+}
