@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
@@ -17,6 +19,7 @@ import (
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/extractor"
 	"github.com/memoryd/memoryd/extractor/extractortest"
+	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/worker"
 )
 
@@ -54,12 +57,13 @@ func spendModel(t *testing.T) (*extractortest.Server, *extractor.LLM) {
 	return srv, llm
 }
 
-// provenance is the extractor that wrote the user's fact key, and the
+// provenance is the extractor that wrote the user's fact key with its value
+// ("" without the fact), and the
 // extractors of the context items of the user's turn eventID, sorted.
 func (e *env) provenance(userID, key, eventID string) (fact string, items []string) {
 	e.t.Helper()
 	err := e.store.Pool().QueryRow(e.ctx, `SELECT extractor || ':' || value FROM facts WHERE user_id = $1 AND key = $2`, userID, key).Scan(&fact)
-	if err != nil {
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		e.t.Fatalf("fact %s of %s: %v", key, userID, err)
 	}
 	rows, err := e.store.Pool().Query(e.ctx, `SELECT extractor FROM context WHERE user_id = $1 AND event_id = $2 ORDER BY extractor`, userID, eventID)
@@ -225,5 +229,45 @@ func TestSpendCapGlobal(t *testing.T) {
 	}
 	if fact, _ := e.provenance("bob", "location", "b1"); fact != "rules:Rome" {
 		t.Fatalf("bob's location by %q, want the rules extractor's still", fact)
+	}
+}
+
+// TestSpendCapBurst: a debounced burst of a user over the cap is extracted
+// by the offline extractor in one batch, and every turn of it gets a job
+// for the model after the reset.
+func TestSpendCapBurst(t *testing.T) {
+	e := setup(t)
+	srv, llm := spendModel(t)
+	day1 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	// alice spent her day already.
+	if _, err := e.store.AddTurnUsage(e.ctx, events.UserToken("alice"), 0, "alice", "fake", day1, store.TokenUsage{PromptTokens: 100, Extractions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	ids := e.publishBurst("c1")
+	e.start(llm, func(c *worker.Config) {
+		c.DailyTokensPerUser = 100
+		c.Now = newTestClock(day1).Now
+		c.ExtractDebounce = 100 * time.Millisecond
+	})
+	e.waitDone(3)
+	if n := srv.Requests(); n != 0 {
+		t.Fatalf("model requests = %d, want none over the cap", n)
+	}
+	for _, id := range ids {
+		if _, items := e.provenance("alice", "pet", id); !slices.Equal(items, []string{"rules"}) {
+			t.Fatalf("context of %s by %v, want the rules extractor's", id, items)
+		}
+	}
+	var later []string
+	for _, j := range e.overCapJobs() {
+		var a worker.ExtractArgs
+		if err := json.Unmarshal(j.EncodedArgs, &a); err != nil {
+			t.Fatal(err)
+		}
+		later = append(later, a.EventIDs...)
+	}
+	slices.Sort(later)
+	if !slices.Equal(later, ids) {
+		t.Fatalf("turns waiting for the model = %v, want %v", later, ids)
 	}
 }
