@@ -1,10 +1,12 @@
 package store_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/store/storetest"
 )
 
 // TestDailySpend: token usage counts towards the day it is added on, per
@@ -71,5 +73,23 @@ func TestDailySpend(t *testing.T) {
 	st, err := s.Stats(ctx, "dave")
 	if err != nil || st.TokensToday != 6 {
 		t.Fatalf("dave's stats = %+v, %v; want 6 tokens today", st, err)
+	}
+}
+
+// BenchmarkSpendOn: the read every extraction job makes when a cap is set.
+func BenchmarkSpendOn(b *testing.B) {
+	s := storetest.New(b)
+	ctx := b.Context()
+	day := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	for i := range 1000 {
+		user := fmt.Sprintf("u%d", i)
+		if _, err := s.AddTurnUsage(ctx, user, 1, user, "m", day, store.TokenUsage{PromptTokens: 10, Extractions: 1}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := 0; b.Loop(); i++ {
+		if _, err := s.SpendOn(ctx, day, fmt.Sprintf("u%d", i%1000)); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
