@@ -85,6 +85,10 @@ type Config struct {
 	// turns, jobs and the user's events in the stream. Its result is the
 	// reply. Optional: without it the endpoint answers 501.
 	Forget func(ctx context.Context, userID string) (events.ForgetReply, error)
+	// DailyTokensPerUser is the per-user daily token cap the worker applies
+	// (worker.Config.DailyTokensPerUser), shown in stats replies. Default
+	// 0: none.
+	DailyTokensPerUser int64
 }
 
 func (c Config) withDefaults() Config {

@@ -27,6 +27,8 @@ const maxListFacts = 1000
 // memoryReads answers the read tools.
 type memoryReads struct {
 	store MemoryReader
+	// dailyCap is Config.DailyTokensPerUser, shown in stats.
+	dailyCap int64
 }
 
 func (r memoryReads) search(token string, data []byte) (call, error) {
@@ -103,6 +105,8 @@ func (r memoryReads) userStats(token string, data []byte) (call, error) {
 		if err != nil {
 			return nil, err
 		}
-		return wireStats(st), nil
+		reply := wireStats(st)
+		reply.LLMDailyTokenCap = r.dailyCap
+		return reply, nil
 	}, nil
 }

@@ -74,7 +74,7 @@ func New(cfg Config) (*Service, error) {
 		toolLane:   newLane(cfg.MaxToolInFlight, cfg.MaxUserInFlight),
 
 		recall: cfg.Store,
-		reads:  memoryReads{store: cfg.Store},
+		reads:  memoryReads{store: cfg.Store, dailyCap: cfg.DailyTokensPerUser},
 		writes: memoryWrites{store: cfg.Store},
 	}
 	s.admin = adminOps{forget: cfg.Forget, logger: s.logger}

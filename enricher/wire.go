@@ -71,5 +71,6 @@ func wireStats(st store.UserStats) events.StatsReply {
 		ContextItems:    st.ContextItems,
 		LastProcessedAt: last,
 		LLMUsage:        wireUsage(st.LLMUsage), // never nil: {} for a user without usage
+		LLMTokensToday:  st.TokensToday,
 	}
 }

@@ -212,6 +212,16 @@ type StatsReply struct {
 	// LLMUsage is the model tokens spent extracting the user's turns, by
 	// model name; empty with the offline extractor.
 	LLMUsage map[string]TokenUsage `json:"llm_usage"`
+
+	// Spend caps (issue 16 item 8).
+
+	// LLMTokensToday is the model tokens (prompt plus completion) spent on
+	// the user's turns today, the UTC day.
+	LLMTokensToday int64 `json:"llm_tokens_today"`
+	// LLMDailyTokenCap is the user's daily token cap; 0 is none. At or over
+	// it, the user's new turns are extracted offline, and by the model again
+	// after the UTC day ends.
+	LLMDailyTokenCap int64 `json:"llm_daily_token_cap"`
 }
 
 // TokenUsage counts model tokens spent on a user's turns.

@@ -64,7 +64,7 @@ func (s *Store) ForgetUser(ctx context.Context, userID, token string, throughSeq
 		if _, err := q.db.Exec(ctx, `DELETE FROM llm_usage WHERE user_id = $1`, userID); err != nil {
 			return fmt.Errorf("forget usage: %w", err)
 		}
-		return nil
+		return q.forgetDailyUsage(ctx, userID)
 	})
 	if err != nil {
 		return Removed{}, Tombstone{}, err

@@ -72,8 +72,9 @@ func (s *Store) tombstones(ctx context.Context, tokens []string) (map[string]Tom
 // AddTurnUsage adds tokens spent extracting a user's turns, as AddUsage
 // does, unless a forget of the user (token) covers the turns (the newest of
 // them is at stream sequence seq): a model call that was in flight while the
-// user was forgotten leaves no usage behind. It reports whether it added.
-func (s *Store) AddTurnUsage(ctx context.Context, token string, seq uint64, userID, model string, u TokenUsage) (bool, error) {
+// user was forgotten leaves no usage behind. The tokens count towards the
+// spend of day (see SpendOn). It reports whether it added.
+func (s *Store) AddTurnUsage(ctx context.Context, token string, seq uint64, userID, model string, day time.Time, u TokenUsage) (bool, error) {
 	added := false
 	err := s.InTx(ctx, func(_ pgx.Tx, q *Store) error {
 		tombs, err := q.LockUsers(ctx, []string{token})
@@ -84,7 +85,7 @@ func (s *Store) AddTurnUsage(ctx context.Context, token string, seq uint64, user
 			return nil
 		}
 		added = true
-		return q.AddUsage(ctx, userID, model, u)
+		return q.addUsage(ctx, day, userID, model, u)
 	})
 	return added, err
 }

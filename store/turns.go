@@ -294,6 +294,9 @@ type UserStats struct {
 	Facts           int64
 	ContextItems    int64
 	LastProcessedAt *time.Time
+	// TokensToday is the model tokens spent today (UTC, by the database's
+	// clock) on the user's turns, or on everyone's for the totals.
+	TokensToday int64
 	// LLMUsage is the model tokens spent on the user's turns, by model.
 	LLMUsage map[string]TokenUsage
 }
@@ -306,8 +309,13 @@ type TokenUsage struct {
 	Extractions int64
 }
 
-// AddUsage adds tokens spent extracting a user's turns with model.
+// AddUsage adds tokens spent extracting a user's turns with model, also to
+// today's spend (see SpendOn; today by the database's UTC clock).
 func (s *Store) AddUsage(ctx context.Context, userID, model string, u TokenUsage) error {
+	return s.addUsage(ctx, time.Time{}, userID, model, u)
+}
+
+func (s *Store) addUsage(ctx context.Context, day time.Time, userID, model string, u TokenUsage) error {
 	_, err := s.db.Exec(ctx, `
 		INSERT INTO llm_usage (user_id, model, prompt_tokens, completion_tokens, extractions)
 		VALUES ($1, $2, $3, $4, $5)
@@ -319,7 +327,7 @@ func (s *Store) AddUsage(ctx context.Context, userID, model string, u TokenUsage
 	if err != nil {
 		return fmt.Errorf("add usage: %w", err)
 	}
-	return nil
+	return s.addDailyUsage(ctx, day, userID, u.PromptTokens+u.CompletionTokens)
 }
 
 // Stats returns per-user counts, or totals over all users when userID is "".
@@ -333,9 +341,11 @@ func (s *Store) Stats(ctx context.Context, userID string) (UserStats, error) {
 			(SELECT count(*) FROM turns WHERE ($1 = '' OR user_id = $1) AND status = 'pending'),
 			(SELECT count(*) FROM facts WHERE $1 = '' OR user_id = $1),
 			(SELECT count(*) FROM context WHERE $1 = '' OR user_id = $1),
-			(SELECT max(processed_at) FROM turns WHERE ($1 = '' OR user_id = $1) AND status = 'processed')`,
+			(SELECT max(processed_at) FROM turns WHERE ($1 = '' OR user_id = $1) AND status = 'processed'),
+			(SELECT coalesce(sum(tokens), 0) FROM llm_usage_daily
+				WHERE day = (now() AT TIME ZONE 'UTC')::date AND user_id = $1)`,
 		userID).Scan(&st.TurnsReceived, &st.TurnsProcessed, &st.TurnsFailed, &st.TurnsPending,
-		&st.Facts, &st.ContextItems, &st.LastProcessedAt)
+		&st.Facts, &st.ContextItems, &st.LastProcessedAt, &st.TokensToday)
 	if err != nil {
 		return UserStats{}, fmt.Errorf("stats: %w", err)
 	}

@@ -51,6 +51,9 @@ func (e *extractWorker) Work(ctx context.Context, job *river.Job[ExtractArgs]) e
 }
 
 func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) error {
+	if job.Args.OverCap {
+		return e.workOverCap(ctx, job)
+	}
 	w := e.w
 	s := w.cfg.Store
 	turns, err := s.UnprocessedTurns(ctx, job.Args.UserID, job.Args.EventIDs)
@@ -70,12 +73,19 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 	if err != nil {
 		return e.fail(ctx, job.JobRow, job.Args.UserID, job.Args.EventIDs, err)
 	}
+	// Over a spend cap, the offline extractor (spend.go).
+	ex, over := w.cfg.Extractor, false
+	if over, err = w.overCap(ctx, job.Args.UserID); err != nil {
+		return e.fail(ctx, job.JobRow, job.Args.UserID, job.Args.EventIDs, err)
+	} else if over {
+		ex = w.cfg.OverCapExtractor
+	}
 	if job.Args.ConversationID != "" {
-		if batcher, ok := w.cfg.Extractor.(BatchExtractor); ok {
-			return e.workBurst(ctx, job, batcher, keys[job.Args.UserID])
+		if batcher, ok := ex.(BatchExtractor); ok {
+			return e.workBurst(ctx, job, batcher, ex.Info(), over, keys[job.Args.UserID])
 		}
 	}
-	info := w.cfg.Extractor.Info()
+	info := ex.Info()
 	prov := store.Provenance{Extractor: info.Name, Model: info.Model, PromptVersion: info.PromptVersion}
 	var (
 		done     []extracted
@@ -83,14 +93,14 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 		failed   []string
 	)
 	for i, t := range turns {
-		res, err := w.cfg.Extractor.Extract(ctx, extractor.Input{UserID: t.UserID, Turn: extractorTurn(t), FactKeys: keys[t.UserID]})
+		res, err := ex.Extract(ctx, extractor.Input{UserID: t.UserID, Turn: extractorTurn(t), FactKeys: keys[t.UserID]})
 		e.recordUsage(ctx, t.UserID, t.StreamSeq, info.Model, res.Usage)
 		if err != nil {
 			if ctx.Err() != nil {
 				// Keep what this run extracted before the timeout or
 				// shutdown; the rest is retried.
 				saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterCancelTimeout)
-				serr := e.save(saveCtx, done, prov)
+				serr := e.save(saveCtx, done, prov, over)
 				cancel()
 				if serr != nil {
 					w.logger.Warn("cannot save partial extraction", "job_id", job.ID, "error", serr)
@@ -110,13 +120,13 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 		// Save as we go in large jobs (replay batches), so that a timeout
 		// loses at most one chunk of model calls.
 		if len(done) == saveEvery {
-			if err := e.save(ctx, done, prov); err != nil {
+			if err := e.save(ctx, done, prov, over); err != nil {
 				return e.fail(ctx, job.JobRow, job.Args.UserID, unprocessed(turns[i+1-len(done):]), err)
 			}
 			done = done[:0]
 		}
 	}
-	if err := e.save(ctx, done, prov); err != nil {
+	if err := e.save(ctx, done, prov, over); err != nil {
 		return e.fail(ctx, job.JobRow, job.Args.UserID, job.Args.EventIDs, err)
 	}
 	if len(failed) > 0 {
@@ -157,7 +167,10 @@ const priorTurns = 4
 // once: a job handed back at shutdown would otherwise find its turns claimed
 // and stop, leaving them pending. A claim records the job, so a run of the
 // same job takes back a claim it could not release (its process died).
-func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArgs], batcher BatchExtractor, keys []string) (err error) {
+//
+// info is the extractor's (batcher's); over says it is the offline one, run
+// because of a spend cap.
+func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArgs], batcher BatchExtractor, info extractor.Info, over bool, keys []string) (err error) {
 	s := e.w.cfg.Store
 	a := job.Args
 	lockTimeout := e.w.cfg.LockTimeout
@@ -189,7 +202,6 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 	for _, t := range prior {
 		in.Prior = append(in.Prior, extractorTurn(t))
 	}
-	info := e.w.cfg.Extractor.Info()
 	res, err := batcher.ExtractBatch(ctx, in)
 	e.recordUsage(ctx, a.UserID, newestSeq(burst), info.Model, res.Usage)
 	if err != nil {
@@ -202,7 +214,7 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 	for i, t := range burst {
 		done[i] = extracted{turn: t, result: extractor.Result{Facts: res.Facts[i], Context: res.Context[i]}}
 	}
-	if err := e.save(ctx, done, store.Provenance{Extractor: info.Name, Model: info.Model, PromptVersion: res.PromptVersion}); err != nil {
+	if err := e.save(ctx, done, store.Provenance{Extractor: info.Name, Model: info.Model, PromptVersion: res.PromptVersion}, over); err != nil {
 		return e.fail(ctx, job.JobRow, a.UserID, ids, err)
 	}
 	return nil
@@ -231,7 +243,7 @@ func (e *extractWorker) recordUsage(ctx context.Context, userID string, seq uint
 	// job past its timeout or its process's lease.
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterCancelTimeout)
 	defer cancel()
-	_, err := e.w.cfg.Store.AddTurnUsage(uctx, events.UserToken(userID), seq, userID, model, storeUsage(u))
+	_, err := e.w.cfg.Store.AddTurnUsage(uctx, events.UserToken(userID), seq, userID, model, e.w.spendDay(), storeUsage(u))
 	if err != nil {
 		e.w.logger.Warn("cannot record token usage", "user_id", userID, "error", err)
 	}
@@ -243,8 +255,11 @@ const afterCancelTimeout = 5 * time.Second
 
 // save writes the extracted memory and marks the turns processed in one
 // transaction. The turns are re-locked first: a turn another run of this job
-// processed meanwhile is skipped, so memory is written once.
-func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.Provenance) error {
+// processed meanwhile is skipped, so memory is written once. With overCap
+// (an offline extraction because of a spend cap), the same transaction
+// enqueues the job that extracts the turns again with the model once the
+// caps reset.
+func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.Provenance, overCap bool) error {
 	if len(done) == 0 {
 		return nil
 	}
@@ -262,7 +277,7 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 	if deadline, ok := ctx.Deadline(); ok {
 		lockTimeout = min(lockTimeout, time.Until(deadline)/2)
 	}
-	return e.w.cfg.Store.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
+	return e.w.cfg.Store.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
 		if err := q.SetLockTimeout(ctx, lockTimeout); err != nil {
 			return err
 		}
@@ -322,6 +337,14 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 		for u, ids := range processed {
 			if err := q.MarkProcessed(ctx, u, ids, prov); err != nil {
 				return err
+			}
+		}
+		if overCap {
+			if err := e.w.enq.enqueueOverCap(ctx, tx, processed, time.Now().Add(e.w.untilReset())); err != nil {
+				return err
+			}
+			for _, ids := range processed {
+				e.w.overCapTurns.Add(int64(len(ids)))
 			}
 		}
 		return nil

@@ -53,6 +53,7 @@ func (r *reconcileWorker) Work(ctx context.Context, _ *river.Job[ReconcileArgs])
 	if err != nil {
 		return err
 	}
+	r.w.dropOldSpend(ctx)
 	if rep.Requeued > 0 || rep.Failed > 0 {
 		r.w.logger.Warn("reconciled turns left without a job", "requeued", rep.Requeued, "failed", rep.Failed)
 	}

@@ -193,6 +193,22 @@ type Config struct {
 	// DisableIngest runs only the extraction workers, without consuming the
 	// stream (e.g. to work off a replay). Default false.
 	DisableIngest bool
+
+	// Spend caps (spend.go).
+
+	// DailyTokensPerUser caps the model tokens (prompt plus completion) one
+	// user's turns may spend per UTC day. A user at or over it has new
+	// turns extracted by OverCapExtractor, and the model extracts them again
+	// after the day ends. Default 0: no cap.
+	DailyTokensPerUser int64
+	// DailyTokens caps the model tokens all users' turns may spend per UTC
+	// day, as DailyTokensPerUser does for one user. Default 0: no cap.
+	DailyTokens int64
+	// OverCapExtractor extracts turns over a spend cap: an offline
+	// extractor, so that memory keeps working. Default extractor.NewRules().
+	OverCapExtractor Extractor
+	// Now is the clock the caps' UTC days are read from. Default time.Now.
+	Now func() time.Time
 }
 
 func (c Config) withDefaults() Config {
@@ -268,6 +284,12 @@ func (c Config) withDefaults() Config {
 	if c.TurnRetention == 0 {
 		c.TurnRetention = DefaultTurnRetention
 	}
+	if c.OverCapExtractor == nil {
+		c.OverCapExtractor = extractor.NewRules()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	return c
 }
 
@@ -318,6 +340,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("worker: Config.ProcessTimeout must be at least twice HeartbeatInterval (%s), not %s", c.HeartbeatInterval, c.ProcessTimeout)
 	case c.ReconcileInterval < time.Second:
 		return fmt.Errorf("worker: Config.ReconcileInterval must be at least 1s, not %s", c.ReconcileInterval)
+	case c.DailyTokensPerUser < 0:
+		return fmt.Errorf("worker: Config.DailyTokensPerUser must not be negative, not %d", c.DailyTokensPerUser)
+	case c.DailyTokens < 0:
+		return fmt.Errorf("worker: Config.DailyTokens must not be negative, not %d", c.DailyTokens)
 	}
 	return nil
 }
@@ -357,6 +383,10 @@ type ExtractArgs struct {
 	// ConversationID, when set, makes the job extract every pending turn
 	// of the conversation at once (debounce), its own included.
 	ConversationID string `json:"conversation_id,omitempty"`
+	// OverCap marks a job for turns a spend cap had extracted offline: it
+	// runs after the cap's day ended and extracts them again with the model
+	// (spend.go).
+	OverCap bool `json:"over_cap,omitempty"`
 }
 
 // Kind is River's job kind.
@@ -404,6 +434,7 @@ type Worker struct {
 
 	received, recorded, duplicates, optedOut, rejected atomic.Int64
 	optOutKept, clamped, lockWaits                     atomic.Int64
+	overCapTurns                                       atomic.Int64 // turns extracted offline over a spend cap
 
 	mu      sync.Mutex
 	started bool

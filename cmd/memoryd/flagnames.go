@@ -24,6 +24,10 @@ var fieldFlags = map[string]map[string]string{
 		"MaxDBSize":         "--max-db-size",
 		"MaxContextPerUser": "--max-context-per-user",
 		"PruneInterval":     "--prune-interval",
+
+		// Spend caps (issue 16 item 8).
+		"DailyTokensPerUser": "--llm-daily-tokens-per-user",
+		"DailyTokens":        "--llm-daily-tokens",
 	},
 	"extractor": {
 		"BaseURL":           "--llm-base-url",

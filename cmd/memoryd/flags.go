@@ -148,6 +148,12 @@ func (f *flags) Int(dst *int, name string, def int, usage string) {
 	f.fromEnv(name, "a whole number")
 }
 
+// Int64 defines a 64-bit integer setting.
+func (f *flags) Int64(dst *int64, name string, def int64, usage string) {
+	f.Int64Var(dst, name, def, usage)
+	f.fromEnv(name, "a whole number")
+}
+
 // Duration defines a duration setting.
 func (f *flags) Duration(dst *time.Duration, name string, def time.Duration, usage string) {
 	f.DurationVar(dst, name, def, usage)

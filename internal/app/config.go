@@ -121,6 +121,7 @@ func Defaults() Config {
 	c.Worker.JobSize = 0
 	c.Worker.Logger, c.Worker.Observer, c.Worker.Prefix, c.Worker.Stream = nil, nil, "", ""
 	c.Worker.DeadLetterStream, c.Worker.ProcessTimeout = "", 0
+	c.Worker.OverCapExtractor, c.Worker.Now = nil, nil
 	c.Enricher.Logger, c.Enricher.Prefix, c.Enricher.Version = nil, "", ""
 	return c
 }
@@ -151,6 +152,7 @@ func (c Config) withDefaults() Config {
 	c.Worker = w.WithDefaults()
 
 	c.Enricher.Logger, c.Enricher.Prefix = c.Logger, c.Prefix
+	c.Enricher.DailyTokensPerUser = c.Worker.DailyTokensPerUser // the cap stats show is the one the worker applies
 	if c.Version != "" {
 		c.Enricher.Version = c.Version
 	}
@@ -199,6 +201,8 @@ func (c Config) validate() error {
 		{"Worker.MaxDBSize", c.Worker.MaxDBSize, c.Worker.MaxDBSize < 0},
 		{"Worker.MaxContextPerUser", c.Worker.MaxContextPerUser, c.Worker.MaxContextPerUser < 0},
 		{"Worker.PruneInterval", c.Worker.PruneInterval, c.Worker.PruneInterval <= 0},
+		{"Worker.DailyTokensPerUser", c.Worker.DailyTokensPerUser, c.Worker.DailyTokensPerUser < 0},
+		{"Worker.DailyTokens", c.Worker.DailyTokens, c.Worker.DailyTokens < 0},
 		{"Enricher.Timeout", c.Enricher.Timeout, c.Enricher.Timeout <= 0},
 		{"LLM.Timeout", c.LLM.Timeout, c.LLM.BaseURL != "" && c.LLM.Timeout <= 0},
 		{"LLM.MaxConcurrency", c.LLM.MaxConcurrency, c.LLM.BaseURL != "" && c.LLM.MaxConcurrency < 1},

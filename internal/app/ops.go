@@ -98,6 +98,9 @@ type serviceCollector struct {
 	llm usageReporter // nil with the offline extractor
 
 	received, recorded, duplicates, optedOut, optOutKept, clamped, lockWaits, depth, llmRequests, llmTokens *prometheus.Desc
+
+	// Spend caps (issue 16 item 8).
+	tokensToday, dailyCap, overCapTurns *prometheus.Desc
 }
 
 func newServiceCollector(a *App, llm usageReporter) *serviceCollector {
@@ -114,11 +117,16 @@ func newServiceCollector(a *App, llm usageReporter) *serviceCollector {
 		depth:       prometheus.NewDesc("memoryd_queue_jobs", "River jobs not yet finished, by queue and state.", []string{"queue", "state"}, nil),
 		llmRequests: prometheus.NewDesc("memoryd_llm_requests_total", "LLM requests, by model and outcome.", []string{"model", "outcome"}, nil),
 		llmTokens:   prometheus.NewDesc("memoryd_llm_tokens_total", "LLM tokens, by model and kind (prompt, completion).", []string{"model", "kind"}, nil),
+
+		tokensToday:  prometheus.NewDesc("memoryd_llm_tokens_today", "Model tokens all users' turns spent today (UTC day), against memoryd_llm_daily_token_cap.", nil, nil),
+		dailyCap:     prometheus.NewDesc("memoryd_llm_daily_token_cap", "Daily model token cap, by scope (global, per_user); 0 is none.", []string{"scope"}, nil),
+		overCapTurns: prometheus.NewDesc("memoryd_llm_over_cap_turns_total", "Turns extracted offline because a daily token cap was reached (the model extracts them again the next UTC day).", nil, nil),
 	}
 }
 
 func (c *serviceCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.received, c.recorded, c.duplicates, c.optedOut, c.optOutKept, c.clamped, c.lockWaits, c.depth, c.llmRequests, c.llmTokens} {
+	for _, d := range []*prometheus.Desc{c.received, c.recorded, c.duplicates, c.optedOut, c.optOutKept, c.clamped, c.lockWaits, c.depth, c.llmRequests, c.llmTokens,
+		c.tokensToday, c.dailyCap, c.overCapTurns} {
 		ch <- d
 	}
 }
@@ -153,6 +161,14 @@ func (c *serviceCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.llmRequests, prometheus.CounterValue, float64(u.RateLimited), model, "rate_limited")
 			ch <- prometheus.MustNewConstMetric(c.llmTokens, prometheus.CounterValue, float64(u.PromptTokens), model, "prompt")
 			ch <- prometheus.MustNewConstMetric(c.llmTokens, prometheus.CounterValue, float64(u.CompletionTokens), model, "completion")
+		}
+	}
+	if w != nil {
+		if sp, err := w.Spend(ctx); err == nil {
+			ch <- prometheus.MustNewConstMetric(c.tokensToday, prometheus.GaugeValue, float64(sp.Tokens))
+			ch <- prometheus.MustNewConstMetric(c.dailyCap, prometheus.GaugeValue, float64(sp.DailyTokens), "global")
+			ch <- prometheus.MustNewConstMetric(c.dailyCap, prometheus.GaugeValue, float64(sp.DailyTokensPerUser), "per_user")
+			ch <- prometheus.MustNewConstMetric(c.overCapTurns, prometheus.CounterValue, float64(sp.OverCapTurns))
 		}
 	}
 }

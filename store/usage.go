@@ -1,0 +1,182 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Day is the UTC day t falls on, as midnight UTC: the unit of the daily
+// spend caps.
+func Day(t time.Time) time.Time {
+	y, m, d := t.UTC().Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+}
+
+// Spend is model tokens (prompt and completion) spent on one UTC day.
+type Spend struct {
+	// User is one user's tokens; All every user's, forgotten users
+	// included.
+	User, All int64
+}
+
+// SpendOn returns the tokens spent on day (see Day) on userID's turns and on
+// everyone's: two primary-key reads.
+func (s *Store) SpendOn(ctx context.Context, day time.Time, userID string) (Spend, error) {
+	var sp Spend
+	err := s.db.QueryRow(ctx, `
+		SELECT coalesce(sum(tokens) FILTER (WHERE user_id = $2 AND $2 <> ''), 0),
+		       coalesce(sum(tokens) FILTER (WHERE user_id = ''), 0)
+		FROM llm_usage_daily WHERE day = $1 AND user_id IN ($2, '')`, Day(day), userID).Scan(&sp.User, &sp.All)
+	if err != nil {
+		return Spend{}, fmt.Errorf("spend: %w", err)
+	}
+	return sp, nil
+}
+
+// addDailyUsage adds tokens to userID's and to everyone's count of day (by
+// the database's clock when zero). The user's row is written before the
+// shared one, always in that order, so that concurrent adds cannot deadlock.
+func (s *Store) addDailyUsage(ctx context.Context, day time.Time, userID string, tokens int64) error {
+	if tokens <= 0 || userID == "" {
+		return nil
+	}
+	var d any // NULL: today by the database's clock
+	if !day.IsZero() {
+		d = Day(day)
+	}
+	_, err := s.db.Exec(ctx, `
+		INSERT INTO llm_usage_daily AS u (day, user_id, tokens)
+		SELECT coalesce($1::date, (now() AT TIME ZONE 'UTC')::date), w.user_id, $3
+		FROM unnest(ARRAY[$2, '']::text[]) WITH ORDINALITY AS w(user_id, o)
+		ORDER BY w.o
+		ON CONFLICT (day, user_id) DO UPDATE SET tokens = u.tokens + excluded.tokens`, d, userID, tokens)
+	if err != nil {
+		return fmt.Errorf("add daily usage: %w", err)
+	}
+	return nil
+}
+
+// forgetDailyUsage deletes a user's daily counts; everyone's keep the
+// user's tokens.
+func (s *Store) forgetDailyUsage(ctx context.Context, userID string) error {
+	if _, err := s.db.Exec(ctx, `DELETE FROM llm_usage_daily WHERE user_id = $1 AND $1 <> ''`, userID); err != nil {
+		return fmt.Errorf("forget daily usage: %w", err)
+	}
+	return nil
+}
+
+// DeleteSpendBefore deletes the daily counts of days before day: the caps
+// read only today's. It returns how many rows it deleted.
+func (s *Store) DeleteSpendBefore(ctx context.Context, day time.Time) (int64, error) {
+	tag, err := s.db.Exec(ctx, `DELETE FROM llm_usage_daily WHERE day < $1`, Day(day))
+	if err != nil {
+		return 0, fmt.Errorf("delete old spend: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// OfflineTurns returns the user's processed turns among eventIDs that the
+// extractor named offline processed and that still have their text (the
+// turns a spend cap sent to the offline extractor and that are to be
+// extracted again by the model), ordered by turn time.
+func (s *Store) OfflineTurns(ctx context.Context, userID string, eventIDs []string, offline string) ([]Turn, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+turnColumns+` FROM turns
+		WHERE user_id = $1 AND event_id = ANY($2) AND status = 'processed' AND extractor = $3
+		  AND text_cleared_at IS NULL
+		ORDER BY turn_at, event_id`, userID, eventIDs, offline)
+	if err != nil {
+		return nil, fmt.Errorf("offline turns: %w", err)
+	}
+	turns, err := pgx.CollectRows(rows, scanTurn)
+	if err != nil {
+		return nil, fmt.Errorf("offline turns: %w", err)
+	}
+	return turns, nil
+}
+
+// Reextraction is the memory a second extractor (the model) made of turns
+// that an offline extractor had processed.
+type Reextraction struct {
+	UserID string
+	// EventIDs are the turns extracted again.
+	EventIDs []string
+	// Offline is the extractor whose memory of the turns is replaced.
+	Offline string
+	Facts   []FactWrite
+	Context []ContextWrite
+	// Provenance is the new extractor's, recorded on the turns.
+	Provenance Provenance
+}
+
+// ReplaceOffline stores a re-extraction of turns the offline extractor
+// processed, so that the turns' memory is the new extractor's and nothing
+// is kept twice: it locks the turns that are still the offline extractor's
+// (a turn extracted again meanwhile, by a replay or an earlier run, is
+// skipped), deletes the context items the offline extractor made of them and
+// the facts it wrote from them under a key the new extraction writes too
+// (a fact from them under another key stays: nothing said it was wrong),
+// then writes the new memory (UpsertFacts, InsertContext: a fact a later turn
+// changed stays the later one) and records the new provenance on the turns.
+// Run it inside InTx. It returns the event ids it replaced.
+func (s *Store) ReplaceOffline(ctx context.Context, r Reextraction) ([]string, error) {
+	rows, err := s.db.Query(ctx, `SELECT event_id FROM turns
+		WHERE user_id = $1 AND event_id = ANY($2) AND status = 'processed' AND extractor = $3
+		ORDER BY event_id FOR UPDATE`, r.UserID, r.EventIDs, r.Offline)
+	if err != nil {
+		return nil, fmt.Errorf("replace offline memory: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(ids) == 0 {
+		if err != nil {
+			err = fmt.Errorf("replace offline memory: %w", err)
+		}
+		return nil, err
+	}
+	if err := s.lockClears(ctx, []string{r.UserID}, false); err != nil {
+		return nil, err
+	}
+	open := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		open[id] = true
+	}
+	var (
+		facts      []FactWrite
+		items      []ContextWrite
+		fevs, keys []string
+	)
+	for _, f := range r.Facts {
+		if open[f.EventID] && f.UserID == r.UserID {
+			facts = append(facts, f)
+			fevs, keys = append(fevs, f.EventID), append(keys, f.Key)
+		}
+	}
+	for _, it := range r.Context {
+		if open[it.EventID] && it.UserID == r.UserID {
+			items = append(items, it)
+		}
+	}
+	if _, err := s.db.Exec(ctx, `DELETE FROM context WHERE user_id = $1 AND event_id = ANY($2) AND extractor = $3`,
+		r.UserID, ids, r.Offline); err != nil {
+		return nil, fmt.Errorf("replace offline context: %w", err)
+	}
+	if _, err := s.db.Exec(ctx, `DELETE FROM facts f USING unnest($2::text[], $3::text[]) AS w(e, k)
+		WHERE f.user_id = $1 AND f.event_id = w.e AND f.key = w.k AND f.extractor = $4`,
+		r.UserID, fevs, keys, r.Offline); err != nil {
+		return nil, fmt.Errorf("replace offline facts: %w", err)
+	}
+	if _, err := s.UpsertFacts(ctx, facts); err != nil {
+		return nil, err
+	}
+	if _, err := s.InsertContext(ctx, items); err != nil {
+		return nil, err
+	}
+	p := r.Provenance
+	if _, err := s.db.Exec(ctx, `UPDATE turns SET extractor = $3, model = $4, prompt_version = $5, processed_at = now()
+		WHERE user_id = $1 AND event_id = ANY($2)`, r.UserID, ids, p.Extractor, p.Model, p.PromptVersion); err != nil {
+		return nil, fmt.Errorf("replace offline turns: %w", err)
+	}
+	return ids, nil
+}

@@ -1,0 +1,185 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/store"
+)
+
+// Spend caps.
+//
+// Before a job calls the model, it reads the day's spend (store.SpendOn: the
+// user's and everyone's tokens of the UTC day by Config.Now). At or over
+// Config.DailyTokensPerUser or Config.DailyTokens, the job's turns are
+// extracted by Config.OverCapExtractor (offline) instead, so that memory
+// still works, and in the transaction that stores that memory an OverCap job
+// for the turns is enqueued, scheduled at the next UTC midnight. That job
+// extracts them again with the model (when the caps allow it then; else it
+// is snoozed to the next midnight) and replaces the offline memory of those
+// turns by the model's (store.ReplaceOffline), so nothing is stored twice.
+//
+// The cap is checked before the call, not reserved: jobs that start while
+// the spend is just under a cap all call the model. The overshoot is
+// therefore at most one job's tokens per job running at that moment (with
+// two workers near the cap, one job each), plus the call that crosses it.
+
+// sourceOverCap is the metaSource of the jobs that extract again with the
+// model the turns a spend cap sent offline.
+const sourceOverCap = "over_cap"
+
+// capsOn reports whether any spend cap is set and the model is what the
+// caps limit (an offline extractor spends no tokens).
+func (w *Worker) capsOn() bool {
+	return (w.cfg.DailyTokensPerUser > 0 || w.cfg.DailyTokens > 0) &&
+		w.cfg.Extractor.Info().Name != w.cfg.OverCapExtractor.Info().Name
+}
+
+// overCap reports whether userID's turns may not call the model now: the
+// user's or everyone's spend of today reached its cap. An empty userID (a
+// job from before migration 012) is checked against the global cap alone.
+func (w *Worker) overCap(ctx context.Context, userID string) (bool, error) {
+	if !w.capsOn() {
+		return false, nil
+	}
+	sp, err := w.cfg.Store.SpendOn(ctx, w.cfg.Now(), userID)
+	if err != nil {
+		return false, err
+	}
+	return overCap(sp, w.cfg.DailyTokensPerUser, w.cfg.DailyTokens), nil
+}
+
+// overCap is the rule: a cap of 0 is none; a spend equal to the cap is over
+// it (the cap is what may be spent).
+func overCap(sp store.Spend, perUser, all int64) bool {
+	return (perUser > 0 && sp.User >= perUser) || (all > 0 && sp.All >= all)
+}
+
+// nextDay is the start of the UTC day after t's: when the caps reset.
+func nextDay(t time.Time) time.Time { return store.Day(t).AddDate(0, 0, 1) }
+
+// untilReset is the time left until the caps reset, by Config.Now. River
+// schedules by the real clock, so jobs wait this long from now.
+func (w *Worker) untilReset() time.Duration {
+	now := w.cfg.Now()
+	return nextDay(now).Sub(now)
+}
+
+// enqueueOverCap inserts, in the transaction tx, one job per user for the
+// turns a cap sent offline, scheduled at at (see untilReset).
+func (e *Enqueuer) enqueueOverCap(ctx context.Context, tx pgx.Tx, processed map[string][]string, at time.Time) error {
+	base, err := e.opts(sourceOverCap)
+	if err != nil {
+		return err
+	}
+	var params []river.InsertManyParams
+	for user, ids := range processed {
+		opts := *base
+		opts.ScheduledAt = at
+		params = append(params, river.InsertManyParams{Args: ExtractArgs{UserID: user, EventIDs: ids, OverCap: true}, InsertOpts: &opts})
+	}
+	return e.insert(ctx, tx, params)
+}
+
+// workOverCap runs an OverCap job: it extracts again with the model the
+// job's turns that are still the offline extractor's and replaces their
+// offline memory. Its failures are River's ordinary retries: the turns keep
+// their offline memory meanwhile, and if every attempt fails, for good.
+func (e *extractWorker) workOverCap(ctx context.Context, job *river.Job[ExtractArgs]) error {
+	w := e.w
+	s := w.cfg.Store
+	a := job.Args
+	offline := w.cfg.OverCapExtractor.Info().Name
+	info := w.cfg.Extractor.Info()
+	if info.Name == offline {
+		return nil // this process runs the offline extractor: nothing better to do
+	}
+	turns, err := s.OfflineTurns(ctx, a.UserID, a.EventIDs, offline)
+	if err != nil || len(turns) == 0 {
+		return err
+	}
+	over, err := w.overCap(ctx, a.UserID)
+	if err != nil {
+		return err
+	}
+	if over {
+		return river.JobSnooze(max(w.untilReset(), time.Second))
+	}
+	keys, err := s.FactKeys(ctx, []string{a.UserID})
+	if err != nil {
+		return err
+	}
+	prov := store.Provenance{Extractor: info.Name, Model: info.Model, PromptVersion: info.PromptVersion}
+	var done []extracted
+	for _, t := range turns {
+		res, err := w.cfg.Extractor.Extract(ctx, extractor.Input{UserID: t.UserID, Turn: extractorTurn(t), FactKeys: keys[t.UserID]})
+		e.recordUsage(ctx, t.UserID, t.StreamSeq, info.Model, res.Usage)
+		if err != nil {
+			return fmt.Errorf("extract again with the model: %w", err)
+		}
+		done = append(done, extracted{turn: t, result: res})
+	}
+	return s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
+		if err := q.SetLockTimeout(ctx, w.cfg.LockTimeout); err != nil {
+			return err
+		}
+		done, ids, err := keepRemembered(ctx, q, done)
+		if err != nil || len(done) == 0 {
+			return err
+		}
+		r := store.Reextraction{UserID: a.UserID, EventIDs: ids, Offline: offline, Provenance: prov}
+		for _, d := range done {
+			t := d.turn
+			for k, v := range d.result.Facts {
+				r.Facts = append(r.Facts, store.FactWrite{UserID: t.UserID, Key: k, Value: v, SourceAt: t.TurnAt, EventID: t.EventID, Provenance: prov})
+			}
+			for _, qa := range d.result.Context {
+				r.Context = append(r.Context, store.ContextWrite{UserID: t.UserID, Question: qa.Q, Answer: qa.A, CreatedAt: t.TurnAt,
+					EventID: t.EventID, ConversationID: t.ConversationID, Provenance: prov})
+			}
+		}
+		_, err = q.ReplaceOffline(ctx, r)
+		return err
+	})
+}
+
+// SpendReport is today's model spend against the caps.
+type SpendReport struct {
+	// Day is the UTC day (midnight) the report is of.
+	Day time.Time
+	// Tokens is every user's tokens spent on Day.
+	Tokens int64
+	// DailyTokens and DailyTokensPerUser are the caps (0: none).
+	DailyTokens, DailyTokensPerUser int64
+	// OverCapTurns counts turns this worker extracted offline because of a
+	// cap since it started.
+	OverCapTurns int64
+}
+
+// Spend reports today's spend against the caps.
+func (w *Worker) Spend(ctx context.Context) (SpendReport, error) {
+	day := store.Day(w.cfg.Now())
+	sp, err := w.cfg.Store.SpendOn(ctx, day, "")
+	if err != nil {
+		return SpendReport{}, err
+	}
+	return SpendReport{Day: day, Tokens: sp.All, DailyTokens: w.cfg.DailyTokens, DailyTokensPerUser: w.cfg.DailyTokensPerUser,
+		OverCapTurns: w.overCapTurns.Load()}, nil
+}
+
+// spendDay is the day usage is counted on: Config.Now's.
+func (w *Worker) spendDay() time.Time { return store.Day(w.cfg.Now()) }
+
+// dropOldSpend deletes the daily token counts of days before yesterday (the
+// caps read today's; yesterday's is kept for a look back), from the
+// leader's periodic reconcile. A failure is logged: the next run retries.
+func (w *Worker) dropOldSpend(ctx context.Context) {
+	if _, err := w.cfg.Store.DeleteSpendBefore(ctx, w.spendDay().AddDate(0, 0, -1)); err != nil {
+		w.logger.Warn("cannot delete old daily token counts", "error", err)
+	}
+}
