@@ -48,13 +48,14 @@ func TestRulesExtractionStoresNoSecret(t *testing.T) {
 // TestModelOutputStoresNoSecret: a model that returns secrets the turn does
 // not hold (a password fact, a card in another fact, a password and an API
 // key in a context answer) gets none of them stored: the save path redacts
-// every extraction, and a fact left without content is dropped.
+// every extraction, and a fact left without content is dropped. The PIN in
+// the turn never reaches the model.
 func TestModelOutputStoresNoSecret(t *testing.T) {
 	t.Parallel()
 	llm := extractortest.NewServer(t, extractortest.Content(`{"facts":{"password":"hunter2","name":"Ana","bank_card":"4111-1111-1111-1111"},`+
 		`"context":[{"q":"What is my password?","a":"Your password is hunter2 and your key is sk-abcdefghijklmnopqrstuvwx"}]}`))
 	svc := startTestApp(t, func(c *Config) { c.LLM.BaseURL, c.LLM.Model = llm.URL(), "fake-model" })
-	publishAndWait(t, svc, "ana", events.Turn{ID: "m1", UserID: "ana", UserMessage: "please remember my login details",
+	publishAndWait(t, svc, "ana", events.Turn{ID: "m1", UserID: "ana", UserMessage: "please remember my login details, my pin is 4821",
 		Timestamp: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)})
 
 	reply := enrichNoSecret(t, svc, "ana", "what is my password")
@@ -62,6 +63,10 @@ func TestModelOutputStoresNoSecret(t *testing.T) {
 		t.Errorf("enrich did not recall the redacted memory: %s", reply)
 	}
 	assertNoSecretStored(t, svc)
+	// Turns are recorded redacted, so the model is never shown the PIN.
+	if sent := string(llm.LastRequest()); strings.Contains(sent, "4821") || !strings.Contains(sent, "[redacted:password]") {
+		t.Errorf("the model was sent %s", sent)
+	}
 	facts, err := svc.store.Facts(context.Background(), "ana", 50)
 	if err != nil {
 		t.Fatal(err)
