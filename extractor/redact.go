@@ -2,6 +2,7 @@ package extractor
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -60,11 +61,6 @@ var (
 	bearerRE = regexp.MustCompile(`(?i)\bbearer\s+([A-Za-z0-9._~+/-]{16,}=*)`)
 	// urlUserInfoRE finds the password of scheme://user:password@host.
 	urlUserInfoRE = regexp.MustCompile(`\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]+:([^\s@/\[]+)@`)
-	ssnRE         = regexp.MustCompile(`\b(\d{3})-(\d{2})-(\d{4})\b`)
-	// cardRE finds candidate card numbers; the boundaries, the grouping and
-	// the Luhn check are decided in code.
-	cardRE = regexp.MustCompile(`\d(?:[ -]?\d){12,18}`)
-	ibanRE = regexp.MustCompile(`\b[A-Z]{2}\d{2}`)
 	// statementRE finds a stated secret: a keyword, optionally "for/of X",
 	// then "is", "=", ":" and the like, and optional filler. The value
 	// itself is taken in code (statedValue).
@@ -74,7 +70,7 @@ var (
 		`|api[\s_-]?key|(?:access|auth|api|refresh|bearer)[\s_-]?token|token` +
 		`|ssn|social\s+security\s+(?:number|no\.?)` +
 		`)(?:\s+(?:for|of|to|on|at)\s+(?:my\s+|the\s+|our\s+)?[\p{L}\p{N}._-]+)?` +
-		`\s*(?:\bis\b|\bwas\b|\bist\b|\best\b|\bes\b|é\s|=|:)\s*` +
+		`\s*(?:['’]s\b|\bis\b|\bwas\b|\bist\b|\best\b|\bes\b|é\s|=|:)\s*` +
 		`(?:(?:now|still|just|actually|currently|also|literally|simply)\s+)*`)
 )
 
@@ -130,10 +126,17 @@ func statedValue(s string, i int) int {
 	r, size := utf8.DecodeRuneInString(rest)
 	if closing, ok := quotePairs[r]; ok {
 		j := strings.IndexRune(rest[size:], closing)
-		if j <= 0 || j > maxQuotedSecret {
+		if j > maxQuotedSecret || j == 0 {
 			return -1
 		}
-		return i + size + j + utf8.RuneLen(closing)
+		if j > 0 {
+			return i + size + j + utf8.RuneLen(closing)
+		}
+		// Never closed: the word after the quote, quote included.
+		if end := statedValue(s, i+size); end > i+size {
+			return end
+		}
+		return -1
 	}
 	end := len(rest)
 	for j, c := range rest {
@@ -191,16 +194,61 @@ func Redact(text string) (string, []Sensitive) {
 		b.WriteString(text[last:])
 		text = b.String()
 	}
-	apply(regexSpans(privateKeyRE, SensitivePrivateKey, 0))
-	apply(regexSpans(apiKeyRE, SensitiveAPIKey, 0))
-	apply(regexSpans(jwtRE, SensitiveToken, 0))
-	apply(regexSpans(bearerRE, SensitiveToken, 1))
-	apply(regexSpans(urlUserInfoRE, SensitivePassword, 1))
-	apply(ibanSpans)
-	apply(cardSpans)
-	apply(ssnSpans)
-	apply(statedSpans)
+	// Cheap tests on the text as given decide which rules can match at all:
+	// most turns hold none of them, and Go's regexps cost about a
+	// microsecond per kilobyte each. A rule that is skipped could not have
+	// matched; markers added meanwhile never make one match.
+	lower := asciiLower(text)
+	digits := 0
+	for i := 0; i < len(text); i++ {
+		if isDigit(text[i]) {
+			digits++
+		}
+	}
+	if strings.Contains(text, "PRIVATE KEY") {
+		apply(regexSpans(privateKeyRE, SensitivePrivateKey, 0))
+	}
+	if containsAny(text, apiKeyPrefixes) {
+		apply(regexSpans(apiKeyRE, SensitiveAPIKey, 0))
+	}
+	if strings.Contains(text, "eyJ") {
+		apply(regexSpans(jwtRE, SensitiveToken, 0))
+	}
+	if strings.Contains(lower, "bearer") {
+		apply(regexSpans(bearerRE, SensitiveToken, 1))
+	}
+	if strings.Contains(text, "://") {
+		apply(regexSpans(urlUserInfoRE, SensitivePassword, 1))
+	}
+	if digits >= 2 {
+		apply(ibanSpans)
+	}
+	if digits >= 13 {
+		apply(cardSpans)
+	}
+	if digits >= 9 && strings.IndexByte(text, '-') >= 0 {
+		apply(ssnSpans)
+	}
+	if containsAny(lower, statementStems) {
+		apply(statedSpans)
+	}
 	return text, kinds
+}
+
+// apiKeyPrefixes are what every match of apiKeyRE contains.
+var apiKeyPrefixes = []string{"sk-", "sk_", "rk_", "gho_", "ghp_", "ghu_", "ghs_", "ghr_", "github_pat_", "AKIA", "ASIA", "xox", "AIza", "glpat-", "npm_"}
+
+// statementStems are what every match of statementRE contains, lowercased.
+var statementStems = []string{"pass", "pwd", "mot de", "contrase", "senha", "wachtwoord", "pin", "secret", "security", "cvv", "cvc",
+	"api", "token", "ssn", "social"}
+
+func containsAny(s string, subs []string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
 }
 
 // regexSpans finds re's matches (or their submatch group) as spans of kind.
@@ -216,20 +264,73 @@ func regexSpans(re *regexp.Regexp, kind Sensitive, group int) func(string) []spa
 	}
 }
 
+// statedSpans runs statementRE only around the places a keyword may start
+// (its stems, found by plain search), not over the whole text.
 func statedSpans(s string) []span {
+	lower := asciiLower(s)
+	seen := map[int]bool{}
 	var out []span
-	for _, m := range statementRE.FindAllStringSubmatchIndex(s, -1) {
-		if end := statedValue(s, m[1]); end > m[1] {
-			out = append(out, span{m[1], end, statedKind(s[m[2]:m[3]])})
+	for _, stem := range statementStems {
+		for from := 0; ; {
+			p := strings.Index(lower[from:], stem)
+			if p < 0 {
+				break
+			}
+			p += from
+			from = p + len(stem)
+			// From the start of the word holding the stem ("access token"
+			// starts a word earlier; statementRE's \b needs the word's
+			// start), to well past the longest statement.
+			w := max(0, p-statementLookBehind)
+			for w > 0 && isWordByte(s[w-1]) {
+				w--
+			}
+			end := min(len(s), p+statementLookAhead)
+			for _, m := range statementRE.FindAllStringSubmatchIndex(s[w:end], -1) {
+				start, valueAt := w+m[0], w+m[1]
+				if seen[start] {
+					continue
+				}
+				seen[start] = true
+				if e := statedValue(s, valueAt); e > valueAt {
+					out = append(out, span{valueAt, e, statedKind(s[w+m[2] : w+m[3]])})
+				}
+			}
 		}
 	}
+	slices.SortFunc(out, func(a, b span) int { return a.start - b.start })
 	return out
+}
+
+// The window statementRE is run in around a stem: a keyword's start lies at
+// most statementLookBehind bytes before its stem ("social security no" has
+// its stem first, "access token" 7 bytes after), and a statement is shorter
+// than statementLookAhead bytes.
+const (
+	statementLookBehind = 16
+	statementLookAhead  = 256
+)
+
+func isWordByte(c byte) bool {
+	return isDigit(c) || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_'
+}
+
+// asciiLower lowercases ASCII letters only, so that byte offsets in the
+// result are offsets in s.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }
 
 func ssnSpans(s string) []span {
 	var out []span
-	for _, m := range ssnRE.FindAllStringSubmatchIndex(s, -1) {
-		area, group, serial := s[m[2]:m[3]], s[m[4]:m[5]], s[m[6]:m[7]]
+	for _, m := range ssnCandidates(s) {
+		area, group, serial := s[m[0]:m[0]+3], s[m[0]+4:m[0]+6], s[m[0]+7:m[1]]
 		// Never issued: area 000, 666 or 9xx, group 00, serial 0000.
 		if area == "000" || area == "666" || area[0] == '9' || group == "00" || serial == "0000" {
 			continue
@@ -244,28 +345,87 @@ func ssnSpans(s string) []span {
 	return out
 }
 
-func cardSpans(s string) []span {
-	var out []span
-	for _, m := range cardRE.FindAllStringIndex(s, -1) {
-		start, end := m[0], m[1]
-		// Part of a longer token: a digit, letter, '+', '.', '/' or a
-		// separator right before or after (phone numbers, amounts,
-		// versions, dates).
-		if start > 0 && isNumberNeighbour(s[start-1], start > 1 && isDigit(s[start-2])) ||
-			end < len(s) && isNumberNeighbour(s[end], end+1 < len(s) && isDigit(s[end+1])) {
+// ssnCandidates finds ddd-dd-dddd between word boundaries, by hand (a
+// regexp pass over every turn costs more than the rest of Redact).
+func ssnCandidates(s string) [][2]int {
+	var out [][2]int
+	for from := 0; ; {
+		p := strings.IndexByte(s[from:], '-')
+		if p < 0 {
+			return out
+		}
+		p += from
+		from = p + 1
+		start, end := p-3, p+8
+		if start < 0 || end > len(s) || start > 0 && isWordByte(s[start-1]) || end < len(s) && isWordByte(s[end]) {
 			continue
 		}
-		if isCardNumber(s[start:end]) {
-			out = append(out, span{start, end, SensitiveCard})
-			continue
-		}
-		// A greedy match may have taken a following number's group too
-		// ("4111 1111 1111 1111 2"): try once without its last group.
-		if j := strings.LastIndexAny(s[start:end], " -"); j > 0 && isCardNumber(s[start:start+j]) {
-			out = append(out, span{start, start + j, SensitiveCard})
+		c := s[start:end]
+		if allDigits(c[0:3]) && allDigits(c[4:6]) && c[6] == '-' && allDigits(c[7:11]) {
+			out = append(out, [2]int{start, end})
 		}
 	}
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !isDigit(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// cardSpans finds candidate card numbers by hand (a regexp
+// pass costs more than the rest of Redact): from a digit not preceded by one,
+// digits with at most one space or dash between two of them, up to 19
+// digits. The boundaries, the grouping and the Luhn check decide.
+func cardSpans(s string) []span {
+	var out []span
+	for i := 0; i < len(s); i++ {
+		if !isDigit(s[i]) || i > 0 && isDigit(s[i-1]) {
+			continue
+		}
+		end, n := i+1, 1
+		for end < len(s) && n < 19 {
+			if isDigit(s[end]) {
+				end++
+				n++
+			} else if (s[end] == ' ' || s[end] == '-') && end+1 < len(s) && isDigit(s[end+1]) {
+				end += 2
+				n++
+			} else {
+				break
+			}
+		}
+		if n < 13 {
+			i = end - 1
+			continue
+		}
+		out = append(out, cardSpan(s, i, end)...)
+		i = end - 1
+	}
 	return out
+}
+
+// cardSpan checks the candidate s[start:end].
+func cardSpan(s string, start, end int) []span {
+	// Part of a longer token: a digit, letter, '+', '.', '/' or a
+	// separator right before or after (phone numbers, amounts,
+	// versions, dates).
+	if start > 0 && isNumberNeighbour(s[start-1], start > 1 && isDigit(s[start-2])) ||
+		end < len(s) && isNumberNeighbour(s[end], end+1 < len(s) && isDigit(s[end+1])) {
+		return nil
+	}
+	if isCardNumber(s[start:end]) {
+		return []span{{start, end, SensitiveCard}}
+	}
+	// A greedy match may have taken a following number's group too
+	// ("4111 1111 1111 1111 2"): try once without its last group.
+	if j := strings.LastIndexAny(s[start:end], " -"); j > 0 && isCardNumber(s[start:start+j]) {
+		return []span{{start, start + j, SensitiveCard}}
+	}
+	return nil
 }
 
 // isNumberNeighbour reports whether c, next to a candidate number, makes it
@@ -350,7 +510,7 @@ var ibanLengths = map[string]int{
 // boundary, with a valid mod-97 checksum.
 func ibanSpans(s string) []span {
 	var out []span
-	for _, m := range ibanRE.FindAllStringIndex(s, -1) {
+	for _, m := range ibanStarts(s) {
 		n, ok := ibanLengths[s[m[0]:m[0]+2]]
 		if !ok {
 			continue
@@ -371,6 +531,23 @@ func ibanSpans(s string) []span {
 		if ibanChecksumOK(chars) {
 			out = append(out, span{m[0], i, SensitiveIBAN})
 		}
+	}
+	return out
+}
+
+// ibanStarts finds where an IBAN may start: two uppercase letters and two
+// digits, not preceded by a letter, digit or '_' (as ibanRE's \b would
+// require, but without a regexp pass over every turn).
+func ibanStarts(s string) [][2]int {
+	var out [][2]int
+	for i := 0; i+4 <= len(s); i++ {
+		if s[i] < 'A' || s[i] > 'Z' || s[i+1] < 'A' || s[i+1] > 'Z' || !isDigit(s[i+2]) || !isDigit(s[i+3]) {
+			continue
+		}
+		if i > 0 && (isIBANChar(s[i-1]) || s[i-1] == '_') {
+			continue
+		}
+		out = append(out, [2]int{i, i + 4})
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestRedact(t *testing.T) {
@@ -25,6 +26,8 @@ func TestRedact(t *testing.T) {
 		{name: "password now", in: "my password is now hunter3", want: "my password is now [redacted:password]"},
 		{name: "password quoted", in: `my passphrase is "correct horse battery staple" ok`, want: `my passphrase is [redacted:password] ok`},
 		{name: "password curly quoted", in: "passcode is “open sesame”", want: "passcode is [redacted:password]"},
+		{name: "password unclosed quote", in: `password is "hunter2`, want: `password is [redacted:password]`},
+		{name: "password apostrophe s", in: "my password's hunter2", want: "my password's [redacted:password]"},
 		{name: "pin", in: "My PIN is 4821", want: "My PIN is [redacted:password]"},
 		{name: "pin code", in: "the pin code for the door: 1234#", want: "the pin code for the door: [redacted:password]"},
 		{name: "cvv", in: "cvv 123? no, CVV is 123", want: "cvv 123? no, CVV is [redacted:password]"},
@@ -168,5 +171,44 @@ func TestRedactResult(t *testing.T) {
 	}
 	if in.Facts["password"] != "hunter2" || in.Context[0].Q != "my pin is 4821" {
 		t.Error("RedactResult modified its argument")
+	}
+}
+
+// FuzzRedact: on any text Redact terminates, keeps valid UTF-8 valid,
+// reports a span for every change, and is idempotent.
+func FuzzRedact(f *testing.F) {
+	for _, s := range []string{"my password is hunter2", "4111 1111 1111 1111", "DE89 3704 0044 0532 0130 00",
+		`pin: "1234`, "sk-abcdefghijklmnopqrstuvwx", "-----BEGIN PRIVATE KEY-----", "123-45-6789", "[redacted:card]"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, kinds := Redact(s)
+		if utf8.ValidString(s) && !utf8.ValidString(got) {
+			t.Fatalf("Redact(%q) = %q, not valid UTF-8", s, got)
+		}
+		if (got != s) != (len(kinds) > 0) {
+			t.Fatalf("Redact(%q) = %q with %d spans", s, got, len(kinds))
+		}
+		if again, more := Redact(got); again != got || len(more) > 0 {
+			t.Fatalf("Redact(%q) = %q, then %q", s, got, again)
+		}
+	})
+}
+
+func BenchmarkRedact(b *testing.B) {
+	msg := strings.Repeat("I moved to Lisbon last year and work at a bakery; my order 12345 ships on 2026-11-21. ", 48) +
+		"my password is hunter2 and my card is 4111 1111 1111 1111"
+	b.SetBytes(int64(len(msg)))
+	for b.Loop() {
+		Redact(msg)
+	}
+}
+
+// BenchmarkRedactClean: the common case, a turn holding nothing to redact.
+func BenchmarkRedactClean(b *testing.B) {
+	msg := strings.Repeat("I moved to Lisbon last year and work at a bakery; my order 12345 ships on 2026-11-21. ", 48)
+	b.SetBytes(int64(len(msg)))
+	for b.Loop() {
+		Redact(msg)
 	}
 }
