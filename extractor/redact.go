@@ -70,7 +70,7 @@ var (
 		`|api[\s_-]?key|(?:access|auth|api|refresh|bearer)[\s_-]?token|token` +
 		`|ssn|social\s+security\s+(?:number|no\.?)` +
 		`)(?:\s+(?:for|of|to|on|at)\s+(?:my\s+|the\s+|our\s+)?[\p{L}\p{N}._-]+)?` +
-		`\s*(?:['’]s\b|\bis\b|\bwas\b|\bist\b|\best\b|\bes\b|é\s|=|:)\s*` +
+		`\s*(?:\bis\b|\bwas\b|\bist\b|\best\b|\bes\b|é\s|=|:)\s*` +
 		`(?:(?:now|still|just|actually|currently|also|literally|simply)\s+)*`)
 )
 
@@ -108,6 +108,10 @@ var notSecretWords = map[string]bool{
 	"hashed": true, "still": true, "now": true, "just": true, "only": true, "also": true, "always": true, "never": true,
 }
 
+// maxStatedWord bounds an unquoted stated value; a longer one is redacted
+// up to that length.
+const maxStatedWord = 256
+
 // maxQuotedSecret bounds a quoted stated value ("my password is 'correct
 // horse battery staple'"); a longer quote is taken for prose, not a secret.
 const maxQuotedSecret = 100
@@ -125,18 +129,31 @@ func statedValue(s string, i int) int {
 	}
 	r, size := utf8.DecodeRuneInString(rest)
 	if closing, ok := quotePairs[r]; ok {
-		j := strings.IndexRune(rest[size:], closing)
-		if j > maxQuotedSecret || j == 0 {
+		j := strings.IndexRune(rest[size:min(len(rest), size+maxQuotedSecret+1)], closing)
+		if j == 0 {
 			return -1
 		}
 		if j > 0 {
 			return i + size + j + utf8.RuneLen(closing)
 		}
 		// Never closed: the word after the quote, quote included.
-		if end := statedValue(s, i+size); end > i+size {
+		if end := statedWord(s, i+size); end > i+size {
 			return end
 		}
 		return -1
+	}
+	return statedWord(s, i)
+}
+
+// statedWord returns the end of the run of non-space characters at s[i:],
+// without trailing punctuation, or -1 when it is empty or a word that
+// describes the secret (notSecretWords).
+func statedWord(s string, i int) int {
+	rest := s[i:]
+	if len(rest) > maxStatedWord {
+		// Bounded, so that a text of statements without spaces is not
+		// scanned to its end for each.
+		rest, _ = truncateUTF8(rest, maxStatedWord)
 	}
 	end := len(rest)
 	for j, c := range rest {
@@ -265,40 +282,43 @@ func regexSpans(re *regexp.Regexp, kind Sensitive, group int) func(string) []spa
 }
 
 // statedSpans runs statementRE only around the places a keyword may start
-// (its stems, found by plain search), not over the whole text.
+// (its stems, found by plain search), not over the whole text. Overlapping
+// windows are merged, so each byte is matched at most once.
 func statedSpans(s string) []span {
 	lower := asciiLower(s)
-	seen := map[int]bool{}
-	var out []span
+	var stems []int
 	for _, stem := range statementStems {
 		for from := 0; ; {
 			p := strings.Index(lower[from:], stem)
 			if p < 0 {
 				break
 			}
-			p += from
-			from = p + len(stem)
-			// From the start of the word holding the stem ("access token"
-			// starts a word earlier; statementRE's \b needs the word's
-			// start), to well past the longest statement.
-			w := max(0, p-statementLookBehind)
-			for w > 0 && isWordByte(s[w-1]) {
-				w--
-			}
-			end := min(len(s), p+statementLookAhead)
-			for _, m := range statementRE.FindAllStringSubmatchIndex(s[w:end], -1) {
-				start, valueAt := w+m[0], w+m[1]
-				if seen[start] {
-					continue
-				}
-				seen[start] = true
-				if e := statedValue(s, valueAt); e > valueAt {
-					out = append(out, span{valueAt, e, statedKind(s[w+m[2] : w+m[3]])})
-				}
+			stems = append(stems, from+p)
+			from += p + len(stem)
+		}
+	}
+	slices.Sort(stems)
+	var out []span
+	for k := 0; k < len(stems); {
+		// From the start of the word holding the stem ("access token"
+		// starts a word earlier; statementRE's \b needs the word's start),
+		// to well past the longest statement, merged with the windows of
+		// the stems inside it.
+		w := max(0, stems[k]-statementLookBehind)
+		for w > 0 && isWordByte(s[w-1]) {
+			w--
+		}
+		end := min(len(s), stems[k]+statementLookAhead)
+		for k++; k < len(stems) && stems[k]-statementLookBehind <= end; k++ {
+			end = min(len(s), stems[k]+statementLookAhead)
+		}
+		for _, m := range statementRE.FindAllStringSubmatchIndex(s[w:end], -1) {
+			valueAt := w + m[1]
+			if e := statedValue(s, valueAt); e > valueAt {
+				out = append(out, span{valueAt, e, statedKind(s[w+m[2] : w+m[3]])})
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b span) int { return a.start - b.start })
 	return out
 }
 
