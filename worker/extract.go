@@ -263,6 +263,9 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 	if len(done) == 0 {
 		return nil
 	}
+	// Every extraction, of either extractor and either path, is stored
+	// through here: the one place sensitive data is taken out of memory.
+	done = e.redact(done)
 	// The job's user; none for a job enqueued before migration 012 that
 	// holds several users' turns (see store.UnprocessedTurns).
 	user := done[0].turn.UserID
@@ -349,6 +352,22 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 		}
 		return nil
 	})
+}
+
+// redact returns done with every fact value and context pair redacted
+// (extractor.RedactResult): what a model returns is not trusted to be free
+// of secrets even though turns are recorded redacted, since a model may
+// reconstruct or invent one. Facts left without content are dropped.
+func (e *extractWorker) redact(done []extracted) []extracted {
+	out := make([]extracted, len(done))
+	for i, d := range done {
+		res, kinds := extractor.RedactResult(d.result)
+		for _, k := range kinds {
+			e.w.cfg.Observer.Redacted(string(k), RedactedInMemory)
+		}
+		out[i] = extracted{turn: d.turn, result: res}
+	}
+	return out
 }
 
 // fail ends a failed run: outcome decides (the one place), fail applies

@@ -94,7 +94,10 @@ func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) error {
 			w.optOut(ctx, m, turn)
 			continue
 		}
-		st, clamped := storeTurn(turn, m, w.cfg.MaxClockSkew)
+		st, clamped, redacted := storeTurn(turn, m, w.cfg.MaxClockSkew)
+		for _, k := range redacted {
+			w.cfg.Observer.Redacted(string(k), RedactedInTurn)
+		}
 		if clamped {
 			w.clamped.Add(1)
 			w.logger.Warn("turn timestamp is in the future; using the time the stream stored it",

@@ -118,8 +118,9 @@ type outcomes struct {
 	n  map[string]int
 }
 
-func (o *outcomes) TurnRejected(string) {}
-func (o *outcomes) Pruned(int64)        {}
+func (o *outcomes) TurnRejected(string)     {}
+func (o *outcomes) Pruned(int64)            {}
+func (o *outcomes) Redacted(string, string) {}
 func (o *outcomes) Extracted(_ time.Duration, _ int, outcome string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -21,7 +21,14 @@ import (
 // sent one kept in ClampedFrom): a frontend's clock cannot date a turn in
 // the future, where it would outrank every later turn and facts.set. The
 // stored time is part of the event, so a replay clamps the same way.
-func storeTurn(turn events.Turn, m jetstream.Msg, skew time.Duration) (t store.Turn, clamped bool) {
+//
+// The texts are recorded redacted (extractor.Redact; redacted lists the
+// kinds of the spans replaced): Postgres never holds a turn's secrets, and
+// no extractor, model server included, is shown them. The stream keeps the
+// event as published, under its own retention (docs/operations.md,
+// "Sensitive data"); redaction is deterministic, so a replay records the
+// same text.
+func storeTurn(turn events.Turn, m jetstream.Msg, skew time.Duration) (t store.Turn, clamped bool, redacted []extractor.Sensitive) {
 	var (
 		seq      uint64
 		storedAt time.Time
@@ -29,12 +36,15 @@ func storeTurn(turn events.Turn, m jetstream.Msg, skew time.Duration) (t store.T
 	if md, err := m.Metadata(); err == nil {
 		seq, storedAt = md.Sequence.Stream, md.Timestamp
 	}
+	userMessage, ku := extractor.Redact(turn.UserMessage)
+	response, kr := extractor.Redact(turn.AssistantResponse)
+	redacted = append(ku, kr...)
 	t = store.Turn{
 		EventID:           turn.ID,
 		UserID:            turn.UserID,
 		ConversationID:    turn.ConversationID,
-		UserMessage:       turn.UserMessage,
-		AssistantResponse: turn.AssistantResponse,
+		UserMessage:       userMessage,
+		AssistantResponse: response,
 		TurnAt:            turn.Timestamp,
 		Metadata:          turn.Metadata,
 		StreamSeq:         seq,
@@ -43,9 +53,9 @@ func storeTurn(turn events.Turn, m jetstream.Msg, skew time.Duration) (t store.T
 		sent := turn.Timestamp
 		// Postgres keeps microseconds.
 		t.TurnAt, t.ClampedFrom = storedAt.UTC().Truncate(time.Microsecond), &sent
-		return t, true
+		return t, true, redacted
 	}
-	return t, false
+	return t, false, redacted
 }
 
 // extractorTurn is what the extractor reads of a recorded turn.

@@ -142,7 +142,7 @@ func replaySource(ctx context.Context, cfg ReplayConfig, enq *Enqueuer, src repl
 		case !turn.MemoryEnabled():
 			p.OptedOut++
 		default:
-			st, _ := storeTurn(turn, m, cfg.MaxClockSkew)
+			st, _, _ := storeTurn(turn, m, cfg.MaxClockSkew)
 			turns = append(turns, st)
 		}
 		if inBatch == cfg.BatchSize {

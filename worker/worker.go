@@ -72,7 +72,18 @@ type Observer interface {
 	Extracted(took time.Duration, turns int, outcome string)
 	// Pruned: a prune run removed this many context items.
 	Pruned(removed int64)
+	// Redacted: one span of sensitive data of kind (extractor.Sensitive)
+	// was replaced by its marker; where is RedactedInTurn (a turn's text at
+	// ingest, redeliveries included) or RedactedInMemory (a fact or context
+	// pair an extractor returned).
+	Redacted(kind, where string)
 }
+
+// Where a redaction happened; see Observer.Redacted.
+const (
+	RedactedInTurn   = "turn"
+	RedactedInMemory = "memory"
+)
 
 // Config configures a Worker.
 type Config struct {
@@ -353,6 +364,7 @@ type nopObserver struct{}
 func (nopObserver) TurnRejected(string)                  {}
 func (nopObserver) Extracted(time.Duration, int, string) {}
 func (nopObserver) Pruned(int64)                         {}
+func (nopObserver) Redacted(string, string)              {}
 
 // DefaultTurnRetention is how long a processed turn keeps its text by
 // default.

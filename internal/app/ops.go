@@ -29,6 +29,7 @@ type metrics struct {
 	enrichDegraded prometheus.Counter
 	pruneRuns      prometheus.Counter
 	pruneRemoved   prometheus.Counter
+	redactions     *prometheus.CounterVec // issue 16 item 4 (redaction)
 }
 
 func newMetrics() *metrics {
@@ -60,6 +61,7 @@ func newMetrics() *metrics {
 	}
 	m.reg.MustRegister(m.rejected, m.extracted, m.extractSeconds, m.enrichSeconds, m.enrichDegraded, m.pruneRuns, m.pruneRemoved,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.registerRedactions()
 	return m
 }
 
@@ -214,3 +216,16 @@ func startOps(ln net.Listener, cfg OpsConfig, a *App, m *metrics, logger *slog.L
 }
 
 func (ops *opsServer) stop(ctx context.Context) error { return ops.srv.Shutdown(ctx) }
+
+// Redactions (issue 16 item 4): spans of sensitive data replaced by markers.
+
+func (m *metrics) registerRedactions() {
+	m.redactions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "memoryd_redactions_total",
+		Help: "Spans of sensitive data replaced by [redacted:<kind>] markers, by kind and where (turn: a turn's text at ingest, redeliveries included; memory: a fact or context pair an extractor returned).",
+	}, []string{"kind", "where"})
+	m.reg.MustRegister(m.redactions)
+}
+
+// Redacted implements worker.Observer.
+func (m *metrics) Redacted(kind, where string) { m.redactions.WithLabelValues(kind, where).Inc() }
