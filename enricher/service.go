@@ -111,6 +111,8 @@ func (s *Service) endpoints() []endpoint {
 		{"facts_list", "facts.list", "list the user's facts", s.toolLane, s.reads.listFacts},
 		{"stats", "stats", "the user's memory and ingestion counters", s.toolLane, s.reads.userStats},
 		{"forget", "forget", "delete everything kept about the user, including their events in the stream", s.toolLane, s.admin.forgetUser},
+		// Provenance (issue 16, item 6).
+		{"facts_history", "facts.history", "one fact's changes with their sources, newest first", s.toolLane, s.reads.factHistory},
 	}
 }
 

@@ -172,3 +172,12 @@ func (c *Client) Forget(ctx context.Context, userID string) (ForgetReply, error)
 	err := c.call(ctx, "forget", userID, UserRequest{UserID: userID}, &reply)
 	return reply, err
 }
+
+// FactHistory returns a page of one fact's changes, newest first; pass the
+// reply's NextBefore as req.Before for the next page. A key never set has no
+// changes (not an error).
+func (c *Client) FactHistory(ctx context.Context, req FactHistoryRequest) (FactHistoryReply, error) {
+	var reply FactHistoryReply
+	err := c.call(ctx, "facts.history", req.UserID, req, &reply)
+	return reply, err
+}
