@@ -41,6 +41,9 @@ func wireSchemas() map[string]any {
 		"stats.reply":         events.StatsReply{},
 		"forget.request":      events.UserRequest{},
 		"forget.reply":        events.ForgetReply{},
+		// Provenance (issue 16, item 6).
+		"facts_history.request": events.FactHistoryRequest{},
+		"facts_history.reply":   events.FactHistoryReply{},
 	}
 }
 
@@ -125,6 +128,12 @@ var fieldRules = map[string]map[string]fieldRule{
 	"facts_list.request":  {"user_id": userIDRule},
 	"stats.request":       {"user_id": userIDRule},
 	"forget.request":      {"user_id": userIDRule},
+	"facts_history.request": {
+		"user_id":     userIDRule,
+		"key":         factKeyRule,
+		"max_results": {minimum: 1, maximum: events.MaxHistoryResults, description: fmt.Sprintf("absent means %d", events.DefaultHistoryResults)},
+		"before":      {minimum: 0, description: "0 or absent: from the newest change; else the next_before of the previous page"},
+	},
 }
 
 // inbound reports whether a schema describes what memoryd receives. The

@@ -385,7 +385,7 @@ func TestSchemasMatchValidation(t *testing.T) {
 			}
 		})
 	}
-	if requests != 10 {
-		t.Errorf("probed %d request schemas, want 10", requests)
+	if requests != 11 {
+		t.Errorf("probed %d request schemas, want 11", requests)
 	}
 }
