@@ -64,9 +64,10 @@ func escape(s, special string) string {
 
 // The runes escaped in each format's stored text. Inline: "," and "=" would
 // start a fact or a value, "|" a context item. System: ":" would end a key,
-// or start an answer or a source. Markdown: "*" would end a bold key, "_" the
-// italic source line. No stored text holds a line break or a square bracket
-// (see neutralize), so none can start a line or a block.
+// or start an answer or a source. Markdown: "*" would end a bold key, "_" an
+// italic source (a fact's, or an item's line). No stored text holds a line
+// break or a square bracket (see neutralize), so none can start a line or a
+// block.
 const (
 	inlineFactSpecial = ",="
 	inlineItemSpecial = "|"
@@ -75,7 +76,26 @@ const (
 )
 
 // cleanFact and cleanItem are the neutralized texts an injection is built of.
-type cleanFact struct{ key, value, date string }
+type cleanFact struct {
+	key, value    string
+	eventID, conv string // "" when absent
+	date          string // of the value's source time
+}
+
+// source says where a fact's value came from, its texts escaped with
+// special: the turn that stated it, or "set directly" (facts.set), and when
+// it was stated, not when it was written, so that a model weighing two
+// statements sees their own dates.
+func (f cleanFact) source(special string) string {
+	src := "set directly"
+	if f.eventID != "" {
+		src = "turn " + escape(f.eventID, special)
+	}
+	if f.conv != "" {
+		src += ", conversation " + escape(f.conv, special)
+	}
+	return src + ", " + f.date
+}
 
 type cleanItem struct {
 	question, answer string
@@ -99,7 +119,17 @@ func (it cleanItem) source(special string) string {
 func cleanFacts(facts []events.Fact) []cleanFact {
 	out := make([]cleanFact, len(facts))
 	for i, f := range facts {
-		out[i] = cleanFact{neutralize(f.Key), neutralize(f.Value), f.UpdatedAt.UTC().Format("2006-01-02")}
+		at := f.SourceAt
+		if at.IsZero() { // a fact from an older memoryd's reply
+			at = f.UpdatedAt
+		}
+		out[i] = cleanFact{
+			key:     neutralize(f.Key),
+			value:   neutralize(f.Value),
+			eventID: neutralize(f.EventID),
+			conv:    neutralize(f.ConversationID),
+			date:    at.UTC().Format("2006-01-02"),
+		}
 	}
 	return out
 }
@@ -136,7 +166,7 @@ func render(format string, facts []cleanFact, items []cleanItem) string {
 			b.WriteString("\nFacts about the user:\n")
 			for _, f := range facts {
 				n++
-				fmt.Fprintf(&b, "%d. %s: %s (source: set %s)\n", n, escape(f.key, systemSpecial), escape(f.value, systemSpecial), f.date)
+				fmt.Fprintf(&b, "%d. %s: %s (source: %s)\n", n, escape(f.key, systemSpecial), escape(f.value, systemSpecial), f.source(systemSpecial))
 			}
 		}
 		if len(items) > 0 {
@@ -156,7 +186,7 @@ func render(format string, facts []cleanFact, items []cleanItem) string {
 		if len(facts) > 0 {
 			b.WriteString("\n### Facts\n")
 			for _, f := range facts {
-				fmt.Fprintf(&b, "- **%s**: %s (set %s)\n", escape(f.key, markdownSpecial), escape(f.value, markdownSpecial), f.date)
+				fmt.Fprintf(&b, "- **%s**: %s _(source: %s)_\n", escape(f.key, markdownSpecial), escape(f.value, markdownSpecial), f.source(markdownSpecial))
 			}
 		}
 		if len(items) > 0 {

@@ -12,11 +12,12 @@ import (
 )
 
 // MemoryReader is what the read tools need (search, facts.get, facts.list,
-// stats): explicit reads of one user's memory and counters.
+// facts.history, stats): explicit reads of one user's memory and counters.
 type MemoryReader interface {
 	SearchContext(ctx context.Context, q store.SearchQuery) (store.Candidates, error)
 	Fact(ctx context.Context, userID, key string) (store.Fact, error)
 	Facts(ctx context.Context, userID string, limit int) ([]store.Fact, error)
+	KeyHistory(ctx context.Context, q store.KeyHistoryQuery) ([]store.FactChange, int64, error)
 	Stats(ctx context.Context, userID string) (store.UserStats, error)
 }
 
@@ -92,6 +93,36 @@ func (r memoryReads) listFacts(token string, data []byte) (call, error) {
 			return nil, err
 		}
 		return events.FactsReply{Facts: wireFacts(facts)}, nil
+	}, nil
+}
+
+// factHistory answers facts.history: a page of one key's changes, newest
+// first. A key never set has an empty history, not a 404: a cleared fact
+// still has one.
+func (r memoryReads) factHistory(token string, data []byte) (call, error) {
+	var req events.FactHistoryRequest
+	if err := decode(data, &req); err != nil {
+		return nil, err
+	}
+	key, err := checkKey(token, req.UserID, req.Key)
+	if err != nil {
+		return nil, err
+	}
+	limit := events.DefaultHistoryResults
+	if req.MaxResults != nil {
+		if limit = *req.MaxResults; limit < 1 || limit > events.MaxHistoryResults {
+			return nil, badRequest("max_results %d is not in 1..%d", limit, events.MaxHistoryResults)
+		}
+	}
+	if req.Before < 0 {
+		return nil, badRequest("before %d is negative", req.Before)
+	}
+	return func(ctx context.Context) (any, error) {
+		changes, next, err := r.store.KeyHistory(ctx, store.KeyHistoryQuery{UserID: req.UserID, Key: key, Before: req.Before, Limit: limit})
+		if err != nil {
+			return nil, err
+		}
+		return events.FactHistoryReply{Key: key, Changes: wireChanges(changes), NextBefore: next}, nil
 	}, nil
 }
 

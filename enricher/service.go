@@ -116,6 +116,8 @@ func (s *Service) endpoints() []endpoint {
 		{"context_get", "context.get", "read one context item by id", s.toolLane, s.contextItems().get},
 		{"context_update", "context.update", "replace a context item's question and/or answer", s.toolLane, s.contextItems().update},
 		{"context_delete", "context.delete", "delete one context item by id", s.toolLane, s.contextItems().delete},
+		// Provenance (issue 16, item 6).
+		{"facts_history", "facts.history", "one fact's changes with their sources, newest first", s.toolLane, s.reads.factHistory},
 	}
 }
 

@@ -12,7 +12,34 @@ import (
 // in UTC whatever the server's zone, scores rounded to six places.
 
 func wireFact(f store.Fact) events.Fact {
-	return events.Fact{Key: f.Key, Value: f.Value, UpdatedAt: f.UpdatedAt.UTC()}
+	return events.Fact{
+		Key:            f.Key,
+		Value:          f.Value,
+		UpdatedAt:      f.UpdatedAt.UTC(),
+		SourceAt:       f.SourceAt.UTC(),
+		EventID:        f.EventID,
+		ConversationID: f.ConversationID,
+	}
+}
+
+// wireChanges maps a fact's history; never nil.
+func wireChanges(changes []store.FactChange) []events.FactChange {
+	out := make([]events.FactChange, len(changes))
+	for i, c := range changes {
+		out[i] = events.FactChange{
+			ID:             c.ID,
+			Op:             c.Op,
+			OldValue:       c.OldValue,
+			NewValue:       c.NewValue,
+			EventID:        c.EventID,
+			ConversationID: c.ConversationID,
+			ChangedAt:      c.ChangedAt.UTC(),
+		}
+		if c.SourceAt != nil {
+			out[i].SourceAt = c.SourceAt.UTC()
+		}
+	}
+	return out
 }
 
 func wireFacts(facts []store.Fact) []events.Fact {

@@ -206,3 +206,12 @@ func (c *Client) DeleteContext(ctx context.Context, userID string, id int64) err
 	var reply DeletedReply
 	return c.call(ctx, "context.delete", userID, ContextItemRequest{UserID: userID, ID: id}, &reply)
 }
+
+// FactHistory returns a page of one fact's changes, newest first; pass the
+// reply's NextBefore as req.Before for the next page. A key never set has no
+// changes (not an error).
+func (c *Client) FactHistory(ctx context.Context, req FactHistoryRequest) (FactHistoryReply, error) {
+	var reply FactHistoryReply
+	err := c.call(ctx, "facts.history", req.UserID, req, &reply)
+	return reply, err
+}

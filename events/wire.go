@@ -76,11 +76,21 @@ type EnrichRequest struct {
 	Memory *bool `json:"memory,omitempty"`
 }
 
-// Fact is one key/value fact about the user.
+// Fact is one key/value fact about the user, with its provenance.
 type Fact struct {
-	Key       string    `json:"key"`
-	Value     string    `json:"value"`
+	Key   string `json:"key"`
+	Value string `json:"value"`
+	// UpdatedAt is when memoryd wrote the value.
 	UpdatedAt time.Time `json:"updated_at"`
+	// SourceAt is when the value was stated: the timestamp of the turn it
+	// was extracted from, or for a facts.set the time memoryd received it.
+	// Absent only from a reply of an older memoryd.
+	SourceAt time.Time `json:"source_at,omitzero"`
+	// EventID and ConversationID name the turn the value was extracted
+	// from; absent for a value set with facts.set (and a turn without a
+	// conversation has no ConversationID).
+	EventID        string `json:"event_id,omitempty"`
+	ConversationID string `json:"conversation_id,omitempty"`
 }
 
 // ContextItem is one remembered question/answer pair.
@@ -307,4 +317,62 @@ type ContextUpdateRequest struct {
 	ID       int64   `json:"id"`
 	Question *string `json:"question,omitempty"`
 	Answer   *string `json:"answer,omitempty"`
+}
+
+// Fact history (issue 16, item 6: provenance and history on the wire).
+
+// Fact history limits.
+const (
+	// DefaultHistoryResults is the default max_results of facts.history.
+	DefaultHistoryResults = 20
+	// MaxHistoryResults bounds max_results of facts.history.
+	MaxHistoryResults = 100
+)
+
+// Operations of a fact history entry (FactChange.Op).
+const (
+	// FactOpSet is a value written: the fact's first value or a new one.
+	FactOpSet = "set"
+	// FactOpClear is the fact deleted (facts.clear, or a replay's reset of
+	// extracted memory).
+	FactOpClear = "clear"
+)
+
+// FactHistoryRequest asks for one fact's changes, newest first, a page at a
+// time.
+type FactHistoryRequest struct {
+	UserID string `json:"user_id"`
+	Key    string `json:"key"`
+	// MaxResults caps the changes of the page, 1..100; nil means 20.
+	MaxResults *int `json:"max_results,omitempty"`
+	// Before continues a listing: 0 (absent) starts at the newest change,
+	// else the page holds the changes older than the change with this id
+	// (the NextBefore of the previous page).
+	Before int64 `json:"before,omitempty"`
+}
+
+// FactChange is one change of a fact. OldValue is null for the fact's first
+// value, NewValue null for a clear. EventID, ConversationID and SourceAt are
+// the new value's source (absent for a value set with facts.set, which has
+// SourceAt only, and for a clear); ChangedAt is when memoryd recorded the
+// change.
+type FactChange struct {
+	// ID orders the changes of a user; pass it as Before to read older ones.
+	ID             int64     `json:"id"`
+	Op             string    `json:"op"`
+	OldValue       *string   `json:"old_value"`
+	NewValue       *string   `json:"new_value"`
+	EventID        string    `json:"event_id,omitempty"`
+	ConversationID string    `json:"conversation_id,omitempty"`
+	SourceAt       time.Time `json:"source_at,omitzero"`
+	ChangedAt      time.Time `json:"changed_at"`
+}
+
+// FactHistoryReply is a page of one fact's changes, newest first, never
+// null. NextBefore is the Before of the next page; 0 (absent) when there are
+// no older changes.
+type FactHistoryReply struct {
+	Key        string       `json:"key"`
+	Changes    []FactChange `json:"changes"`
+	NextBefore int64        `json:"next_before,omitempty"`
 }

@@ -19,14 +19,18 @@ func notFound(op string, err error) error {
 	return fmt.Errorf("%s: %w", op, err)
 }
 
-// Fact is one durable key/value fact about a user.
+// Fact is one durable key/value fact about a user, with its provenance:
+// SourceAt is when the value was stated (the turn's timestamp, or for a
+// direct write the time memoryd received it), EventID and ConversationID the
+// turn that stated it ("" for a direct write), UpdatedAt when it was written.
 type Fact struct {
-	UserID    string
-	Key       string
-	Value     string
-	SourceAt  time.Time
-	EventID   string
-	UpdatedAt time.Time
+	UserID         string
+	Key            string
+	Value          string
+	SourceAt       time.Time
+	EventID        string
+	ConversationID string
+	UpdatedAt      time.Time
 }
 
 // FactWrite is a fact to upsert. SourceAt orders writes: the write with the
@@ -39,6 +43,8 @@ type FactWrite struct {
 	Value    string
 	SourceAt time.Time
 	EventID  string
+	// ConversationID is the conversation of the turn EventID names.
+	ConversationID string
 	Provenance
 }
 
@@ -53,9 +59,10 @@ func (s *Store) UpsertFacts(ctx context.Context, facts []FactWrite) (int, error)
 	}
 	n := len(facts)
 	users, keys, values, events, extractors, models, prompts := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	convs := make([]string, n)
 	ats := make([]time.Time, n)
 	for i, f := range facts {
-		users[i], keys[i], values[i], events[i] = f.UserID, f.Key, f.Value, f.EventID
+		users[i], keys[i], values[i], events[i], convs[i] = f.UserID, f.Key, f.Value, f.EventID, f.ConversationID
 		extractors[i], models[i], prompts[i] = f.Extractor, f.Model, f.PromptVersion
 		ats[i] = f.SourceAt
 	}
@@ -69,19 +76,19 @@ func (s *Store) UpsertFacts(ctx context.Context, facts []FactWrite) (int, error)
 		// DISTINCT ON keeps one row per key within the batch (the latest),
 		// since ON CONFLICT cannot touch the same row twice in one statement.
 		tag, err := q.db.Exec(ctx, `
-		INSERT INTO facts AS f (user_id, key, value, source_at, event_id, extractor, model, prompt_version)
-		SELECT DISTINCT ON (u, k) u, k, v, a, e, x, m, p
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::text[])
-			AS w(u, k, v, a, e, x, m, p)
+		INSERT INTO facts AS f (user_id, key, value, source_at, event_id, extractor, model, prompt_version, conversation_id)
+		SELECT DISTINCT ON (u, k) u, k, v, a, e, x, m, p, cv
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
+			AS w(u, k, v, a, e, x, m, p, cv)
 		WHERE NOT EXISTS (SELECT FROM fact_clears c WHERE c.user_id = w.u AND c.key = w.k AND c.cleared_at >= w.a)
 		ORDER BY u, k, a DESC, e DESC
 		ON CONFLICT (user_id, key) DO UPDATE
 		SET value = excluded.value, source_at = excluded.source_at, event_id = excluded.event_id,
-		    extractor = excluded.extractor, model = excluded.model, prompt_version = excluded.prompt_version,
+		    conversation_id = excluded.conversation_id, extractor = excluded.extractor, model = excluded.model, prompt_version = excluded.prompt_version,
 		    updated_at = now()
 		WHERE f.source_at < excluded.source_at
 		   OR (f.source_at = excluded.source_at AND f.extractor <> 'direct' AND f.event_id < excluded.event_id)`,
-			users, keys, values, ats, events, extractors, models, prompts)
+			users, keys, values, ats, events, extractors, models, prompts, convs)
 		changed = int(tag.RowsAffected())
 		return err
 	})
@@ -108,9 +115,9 @@ func (s *Store) SetFact(ctx context.Context, userID, key, value string) (Fact, b
 			VALUES ($1, $2, $3, $4, '', 'direct')
 			ON CONFLICT (user_id, key) DO UPDATE
 			SET value = excluded.value, source_at = greatest(f.source_at, excluded.source_at), event_id = '',
-			    extractor = 'direct', model = '', prompt_version = '', updated_at = now()
+			    conversation_id = '', extractor = 'direct', model = '', prompt_version = '', updated_at = now()
 			WHERE f.source_at <= excluded.source_at OR f.extractor = 'direct'
-			RETURNING user_id, key, value, source_at, event_id, updated_at`, userID, key, value, now())
+			RETURNING `+factColumns, userID, key, value, now())
 		if err != nil {
 			return Fact{}, false, fmt.Errorf("set fact: %w", err)
 		}
@@ -138,7 +145,7 @@ func (s *Store) Facts(ctx context.Context, userID string, limit int) ([]Fact, er
 	if limit <= 0 {
 		limit = -1
 	}
-	rows, err := s.db.Query(ctx, `SELECT user_id, key, value, source_at, event_id, updated_at FROM facts
+	rows, err := s.db.Query(ctx, `SELECT `+factColumns+` FROM facts
 		WHERE user_id = $1 ORDER BY source_at DESC, key LIMIT NULLIF($2, -1)`, userID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("facts: %w", err)
@@ -150,15 +157,18 @@ func (s *Store) Facts(ctx context.Context, userID string, limit int) ([]Fact, er
 	return facts, nil
 }
 
+// factColumns are the columns scanFact reads, in its order.
+const factColumns = `user_id, key, value, source_at, event_id, conversation_id, updated_at`
+
 func scanFact(row pgx.CollectableRow) (Fact, error) {
 	var f Fact
-	err := row.Scan(&f.UserID, &f.Key, &f.Value, &f.SourceAt, &f.EventID, &f.UpdatedAt)
+	err := row.Scan(&f.UserID, &f.Key, &f.Value, &f.SourceAt, &f.EventID, &f.ConversationID, &f.UpdatedAt)
 	return f, err
 }
 
 // Fact returns one fact, or ErrNotFound.
 func (s *Store) Fact(ctx context.Context, userID, key string) (Fact, error) {
-	rows, err := s.db.Query(ctx, `SELECT user_id, key, value, source_at, event_id, updated_at FROM facts
+	rows, err := s.db.Query(ctx, `SELECT `+factColumns+` FROM facts
 		WHERE user_id = $1 AND key = $2`, userID, key)
 	if err != nil {
 		return Fact{}, fmt.Errorf("fact: %w", err)
@@ -214,32 +224,4 @@ func (s *Store) DeleteFact(ctx context.Context, userID, key string) (int64, erro
 		return 0, fmt.Errorf("delete fact: %w", err)
 	}
 	return n, nil
-}
-
-// FactChange is one entry of a fact's history. A nil OldValue is an insert; a
-// nil NewValue a delete.
-type FactChange struct {
-	Key       string
-	OldValue  *string
-	NewValue  *string
-	EventID   string
-	ChangedAt time.Time
-}
-
-// FactHistory returns every change of a user's facts, oldest first.
-func (s *Store) FactHistory(ctx context.Context, userID string) ([]FactChange, error) {
-	rows, err := s.db.Query(ctx, `SELECT key, old_value, new_value, event_id, changed_at FROM fact_history
-		WHERE user_id = $1 ORDER BY id`, userID)
-	if err != nil {
-		return nil, fmt.Errorf("fact history: %w", err)
-	}
-	changes, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (FactChange, error) {
-		var c FactChange
-		err := row.Scan(&c.Key, &c.OldValue, &c.NewValue, &c.EventID, &c.ChangedAt)
-		return c, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("fact history: %w", err)
-	}
-	return changes, nil
 }

@@ -104,7 +104,7 @@ const recallSQL = `
 		NULL::text AS event_id, NULL::text AS conversation_id, NULL::float8 AS qlen, NULL::float8 AS alen, NULL::text AS search
 	FROM context WHERE user_id = $1
 	UNION ALL
-	(SELECT 1, NULL, NULL, NULL, NULL, NULL, key, value, source_at, updated_at, event_id, NULL, NULL, NULL, NULL
+	(SELECT 1, NULL, NULL, NULL, NULL, NULL, key, value, source_at, updated_at, event_id, conversation_id, NULL, NULL, NULL
 	FROM facts WHERE user_id = $1 ORDER BY source_at DESC, key LIMIT $3)
 	UNION ALL
 	SELECT 2, NULL, NULL, NULL, NULL, c.id, c.question, c.answer, c.created_at, NULL, c.event_id, c.conversation_id,
@@ -238,7 +238,7 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 	)
 	// Each kind of row scans its own columns; nil skips the others.
 	statsDest := []any{nil, &n, &out.Stats.AvgQuestionLen, &out.Stats.AvgAnswerLen, &out.Terms, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
-	factDest := []any{nil, nil, nil, nil, nil, nil, &f.Key, &f.Value, &f.SourceAt, &f.UpdatedAt, &f.EventID, nil, nil, nil, nil}
+	factDest := []any{nil, nil, nil, nil, nil, nil, &f.Key, &f.Value, &f.SourceAt, &f.UpdatedAt, &f.EventID, &f.ConversationID, nil, nil, nil}
 	candDest := []any{nil, nil, nil, nil, nil, &c.Item.ID, &q1, &a1, &c.Item.CreatedAt, nil, &ev, &conv, &qlen, &alen, &v}
 	kindDest := make([]any, len(candDest))
 	kindDest[0] = &kind

@@ -316,7 +316,8 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 			for k, v := range d.result.Facts {
 				// The user id comes from the turn, never from model output,
 				// so a hostile turn cannot write another user's memory.
-				facts = append(facts, store.FactWrite{UserID: t.UserID, Key: k, Value: v, SourceAt: t.TurnAt, EventID: t.EventID, Provenance: prov})
+				facts = append(facts, store.FactWrite{UserID: t.UserID, Key: k, Value: v, SourceAt: t.TurnAt, EventID: t.EventID,
+					ConversationID: t.ConversationID, Provenance: prov})
 			}
 			for _, qa := range d.result.Context {
 				items = append(items, store.ContextWrite{UserID: t.UserID, Question: qa.Q, Answer: qa.A, CreatedAt: t.TurnAt,

@@ -142,7 +142,7 @@ func TestPipelineStoresFactsAndContext(t *testing.T) {
 		t.Fatalf("stats = %+v, want 2 processed turns and 2 context items", st)
 	}
 	loc, err := e.store.Fact(e.ctx, "alice", "location")
-	if err != nil || loc.Value != "Paris" || loc.EventID != "a1" {
+	if err != nil || loc.Value != "Paris" || loc.EventID != "a1" || loc.ConversationID != "c1" || !loc.SourceAt.Equal(t0) {
 		t.Fatalf("alice location = %+v, %v", loc, err)
 	}
 	loc, err = e.store.Fact(e.ctx, "bob@example.com", "location")

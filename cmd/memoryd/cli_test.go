@@ -129,7 +129,7 @@ func TestBadFlagPointsAtHelp(t *testing.T) {
 		{[]string{"serve", "--bogus"}, "memoryd serve: flag provided but not defined: -bogus\nRun 'memoryd serve -h' for usage.\n"},
 		{[]string{"facts", "list", "--user", "u", "--nope"}, "memoryd facts: flag provided but not defined: -nope\nRun 'memoryd facts -h' for usage.\n"},
 		{[]string{"replay", "--since", "yesterday"}, "memoryd replay: --since \"yesterday\" is not RFC 3339\nRun 'memoryd replay -h' for usage.\n"},
-		{[]string{"facts", "frobnicate", "--user", "u"}, "memoryd facts: unknown action \"frobnicate\": use list, get, set or clear\nRun 'memoryd facts -h' for usage.\n"},
+		{[]string{"facts", "frobnicate", "--user", "u"}, "memoryd facts: unknown action \"frobnicate\": use list, get, set, clear or history\nRun 'memoryd facts -h' for usage.\n"},
 		{[]string{"nope"}, "memoryd: unknown command \"nope\"\nRun 'memoryd help' for the commands.\n"},
 	} {
 		out, errOut, code := runArgs(context.Background(), tt.args...)
@@ -168,7 +168,7 @@ func TestPerInvocationArgsIgnoreEnvironment(t *testing.T) {
 
 	perInvocation := map[string][]string{
 		"enrich":  {"user", "json", "format", "max-results", "at"},
-		"facts":   {"user", "json"},
+		"facts":   {"user", "json", "max-results", "before"},
 		"memory":  {"user", "id", "question", "all", "limit", "after", "answer"},
 		"publish": {"user", "message", "response", "id", "conversation", "timestamp", "no-memory"},
 		"replay":  {"user", "reset", "dry-run", "since", "from-seq", "no-work"},

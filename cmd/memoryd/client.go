@@ -23,7 +23,7 @@ import (
 func clientCommands() []command {
 	return []command{
 		{"enrich", "print the memory injection for a message (what a frontend appends)", runEnrich},
-		{"facts", "list, set, get or clear a user's facts", runFacts},
+		{"facts", "list, set, get or clear a user's facts, or show a fact's history", runFacts},
 		{"memory", "search, store or clear a user's remembered context", runMemory},
 		{"stats", "show a user's memory and ingestion counters", runStats},
 	}
@@ -187,24 +187,31 @@ reply with --json. A degraded reply (memory unavailable) is reported on stderr.`
 }
 
 func runFacts(ctx context.Context, a *cli, args []string) (err error) {
-	var o clientOptions
+	var (
+		o    clientOptions
+		hist historyOptions
+	)
 	defer func() { err = o.callError(err) }()
 	f := newFlags("facts", `Usage: memoryd facts list --user U
        memoryd facts get --user U KEY
        memoryd facts set --user U KEY VALUE
        memoryd facts clear --user U KEY
+       memoryd facts history --user U [--max-results N] [--before ID] KEY
 
-Reads and writes a user's facts through the running memoryd.`)
+Reads and writes a user's facts through the running memoryd. history shows
+one fact's changes, newest first, each with the turn and conversation that
+stated the value and when.`)
 	o.register(f)
+	hist.register(f)
 	pos, err := o.parse(f, args)
 	if err != nil {
 		return err
 	}
 	action, pos := shift(pos)
-	want := map[string]int{"list": 0, "get": 1, "set": 2, "clear": 1}
+	want := map[string]int{"list": 0, "get": 1, "set": 2, "clear": 1, "history": 1}
 	n, ok := want[action]
 	if !ok {
-		return f.usageErr("unknown action %q: use list, get, set or clear", action)
+		return f.usageErr("unknown action %q: use list, get, set, clear or history", action)
 	}
 	if len(pos) != n {
 		return f.usageErr("facts %s takes %d argument(s), got %d", action, n, len(pos))
@@ -255,6 +262,8 @@ Reads and writes a user's facts through the running memoryd.`)
 			return err
 		}
 		return printDeleted(a, o.json, n)
+	case "history":
+		return hist.run(reqCtx, a, c, o, pos[0])
 	}
 	return nil
 }

@@ -50,6 +50,9 @@ func wireSchemas() map[string]any {
 		"context_update.reply":   events.ContextItem{},
 		"context_delete.request": events.ContextItemRequest{},
 		"context_delete.reply":   events.DeletedReply{},
+		// Provenance (issue 16, item 6).
+		"facts_history.request": events.FactHistoryRequest{},
+		"facts_history.reply":   events.FactHistoryReply{},
 	}
 }
 
@@ -149,6 +152,12 @@ var fieldRules = map[string]map[string]fieldRule{
 		"answer":   {maxBytes: events.MaxAnswerBytes},
 	},
 	"context_delete.request": {"user_id": userIDRule, "id": contextIDRule},
+	"facts_history.request": {
+		"user_id":     userIDRule,
+		"key":         factKeyRule,
+		"max_results": {minimum: 1, maximum: events.MaxHistoryResults, description: fmt.Sprintf("absent means %d", events.DefaultHistoryResults)},
+		"before":      {minimum: 0, description: "0 or absent: from the newest change; else the next_before of the previous page"},
+	},
 }
 
 // contextIDRule is a context item id in a request that names one.

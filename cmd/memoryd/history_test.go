@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/enricher"
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/events/eventstest"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/store/storetest"
+)
+
+// TestFactsHistoryCommand: `memoryd facts history` against a running
+// service prints one fact's changes newest first with their sources, pages
+// with --max-results and --before, and --json prints the reply.
+func TestFactsHistoryCommand(t *testing.T) {
+	t.Parallel()
+	nc := eventstest.Conn(t)
+	prefix, _ := eventstest.Names(t, nc)
+	st := storetest.New(t)
+	svc, err := enricher.New(enricher.Config{Conn: nc, Store: st, Prefix: prefix,
+		Timeout: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop(context.Background()) })
+	ctx := context.Background()
+	at := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
+	for i, city := range []string{"Paris", "Rome"} {
+		if _, err := st.UpsertFacts(ctx, []store.FactWrite{{UserID: "alice", Key: "city", Value: city,
+			SourceAt: at.Add(time.Duration(i) * time.Hour), EventID: fmt.Sprint("ev-", i), ConversationID: "conv-1"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.DeleteFact(ctx, "alice", "city"); err != nil {
+		t.Fatal(err)
+	}
+	history := func(args ...string) (string, string) {
+		t.Helper()
+		full := append([]string{"facts", "history", "--user", "alice", "--nats-url", eventstest.URL(), "--prefix", prefix, "--log-format", "json"}, args...)
+		out, errOut, code := runArgs(ctx, full...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		return out, errOut
+	}
+
+	out, errOut := history("city")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || !strings.Contains(errOut, "3 change(s)") || strings.Contains(errOut, "--before") {
+		t.Fatalf("history:\n%s\nstderr %q", out, errOut)
+	}
+	for i, want := range [][]string{
+		{"clear", "Rome -> (cleared)"},
+		{"set", "Paris -> Rome", "turn ev-1, conversation conv-1, stated " + at.Add(time.Hour).Local().Format(time.DateTime)},
+		{"set", "Paris", "turn ev-0, conversation conv-1, stated " + at.Local().Format(time.DateTime)},
+	} {
+		for _, w := range want {
+			if !strings.Contains(lines[i], w) {
+				t.Errorf("line %d %q lacks %q", i, lines[i], w)
+			}
+		}
+	}
+
+	// Paging: one change a page; stderr names the next --before.
+	out, errOut = history("city", "--max-results", "1")
+	if strings.Count(strings.TrimSpace(out), "\n") != 0 || !strings.Contains(out, "clear") {
+		t.Fatalf("first page:\n%s", out)
+	}
+	_, next, ok := strings.Cut(errOut, "older changes: add --before ")
+	if !ok {
+		t.Fatalf("first page's stderr %q names no --before", errOut)
+	}
+	out, _ = history("city", "--max-results", "1", "--before", strings.TrimSpace(next))
+	if !strings.Contains(out, "Paris -> Rome") {
+		t.Fatalf("second page:\n%s", out)
+	}
+
+	out, _ = history("--json", "city")
+	var reply events.FactHistoryReply
+	if err := json.Unmarshal([]byte(out), &reply); err != nil || reply.Key != "city" || len(reply.Changes) != 3 ||
+		reply.Changes[2].EventID != "ev-0" || !reply.Changes[2].SourceAt.Equal(at) {
+		t.Fatalf("--json: %s (%v)", out, err)
+	}
+
+	// A bad page size is the service's 400, said once.
+	_, errOut, code := runArgs(ctx, "facts", "history", "--user", "alice", "--nats-url", eventstest.URL(), "--prefix", prefix,
+		"--log-format", "json", "--max-results", "0", "city")
+	if code != 1 || !strings.Contains(errOut, "max_results 0 is not in 1..100") {
+		t.Fatalf("--max-results 0: exit %d, %q", code, errOut)
+	}
+}
