@@ -4,17 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/store"
-	"github.com/memoryd/memoryd/store/storetest"
 )
 
 // TestMemoryItemCommands runs `memoryd memory list|get|update|delete`
@@ -24,18 +21,7 @@ import (
 // included), delete removes it, and a missing id is reported.
 func TestMemoryItemCommands(t *testing.T) {
 	t.Parallel()
-	nc := eventstest.Conn(t)
-	prefix, _ := eventstest.Names(t, nc)
-	st := storetest.New(t)
-	svc, err := enricher.New(enricher.Config{Conn: nc, Store: st, Prefix: prefix,
-		Timeout: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := svc.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = svc.Stop(context.Background()) })
+	_, prefix, st := startTestEnricher(t)
 	t0 := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
 	var writes []store.ContextWrite
 	for i := range 3 {

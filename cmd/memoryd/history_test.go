@@ -4,16 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/store"
-	"github.com/memoryd/memoryd/store/storetest"
 )
 
 // TestFactsHistoryCommand: `memoryd facts history` against a running
@@ -21,18 +18,7 @@ import (
 // with --max-results and --before, and --json prints the reply.
 func TestFactsHistoryCommand(t *testing.T) {
 	t.Parallel()
-	nc := eventstest.Conn(t)
-	prefix, _ := eventstest.Names(t, nc)
-	st := storetest.New(t)
-	svc, err := enricher.New(enricher.Config{Conn: nc, Store: st, Prefix: prefix,
-		Timeout: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := svc.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = svc.Stop(context.Background()) })
+	_, prefix, st := startTestEnricher(t)
 	ctx := context.Background()
 	at := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
 	for i, city := range []string{"Paris", "Rome"} {

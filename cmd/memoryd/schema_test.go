@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -17,10 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
-	"github.com/memoryd/memoryd/events/eventstest"
-	"github.com/memoryd/memoryd/store/storetest"
 )
 
 // TestSchemasMatchGoTypes: the committed docs/schemas are exactly what the Go
@@ -341,17 +337,7 @@ func TestSchemasMatchValidation(t *testing.T) {
 		return err
 	})
 
-	nc := eventstest.Conn(t)
-	prefix, _ := eventstest.Names(t, nc)
-	svc, err := enricher.New(enricher.Config{Conn: nc, Store: storetest.New(t), Prefix: prefix,
-		Timeout: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := svc.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = svc.Stop(context.Background()) })
+	nc, prefix, _ := startTestEnricher(t)
 	client := events.NewClient(nc, prefix)
 	// Fields a valid request needs beyond its required ones.
 	bases := map[string]map[string]any{"clear.request": {"question": "x"}, "context_update.request": {"answer": "x"}}
