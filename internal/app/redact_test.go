@@ -12,8 +12,10 @@ import (
 )
 
 // secrets are the sensitive values the redaction tests publish or have the
-// model return; none may be stored or recalled.
-var secrets = []string{"hunter2", "4111 1111", "4111-1111", "5500 0055", "sk-abcdefghij", "123-45-6789", "4821"}
+// model return; none may be stored or recalled. Each is long or shaped enough
+// (a space, a dash) that no timestamp, id or hash in a row can hold it by
+// chance: a 4-digit PIN once matched a migration row's timestamp.
+var secrets = []string{"hunter2", "4111 1111", "4111-1111", "5500 0055", "sk-abcdefghij", "123-45-6789", "73915048"}
 
 // TestRulesExtractionStoresNoSecret: a turn holding a password, card
 // numbers, an SSN and a PIN, extracted by the rules extractor, leaves none of
@@ -23,7 +25,7 @@ func TestRulesExtractionStoresNoSecret(t *testing.T) {
 	t.Parallel()
 	svc := startTestApp(t, nil)
 	publishAndWait(t, svc, "ana", events.Turn{ID: "s1", UserID: "ana", ConversationID: "c1",
-		UserMessage:       "my password is hunter2 and my card is 4111 1111 1111 1111, SSN 123-45-6789, pin: 4821. I live in Lisbon",
+		UserMessage:       "my password is hunter2 and my card is 4111 1111 1111 1111, SSN 123-45-6789, pin: 73915048. I live in Lisbon",
 		AssistantResponse: "Noted. I'll remember the card 5500 0055 5555 5559 too.",
 		Timestamp:         time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)})
 
@@ -55,7 +57,7 @@ func TestModelOutputStoresNoSecret(t *testing.T) {
 	llm := extractortest.NewServer(t, extractortest.Content(`{"facts":{"password":"hunter2","name":"Ana","bank_card":"4111-1111-1111-1111"},`+
 		`"context":[{"q":"What is my password?","a":"Your password is hunter2 and your key is sk-abcdefghijklmnopqrstuvwx"}]}`))
 	svc := startTestApp(t, func(c *Config) { c.LLM.BaseURL, c.LLM.Model = llm.URL(), "fake-model" })
-	publishAndWait(t, svc, "ana", events.Turn{ID: "m1", UserID: "ana", UserMessage: "please remember my login details, my pin is 4821",
+	publishAndWait(t, svc, "ana", events.Turn{ID: "m1", UserID: "ana", UserMessage: "please remember my login details, my pin is 73915048",
 		Timestamp: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)})
 
 	reply := enrichNoSecret(t, svc, "ana", "what is my password")
@@ -64,7 +66,7 @@ func TestModelOutputStoresNoSecret(t *testing.T) {
 	}
 	assertNoSecretStored(t, svc)
 	// Turns are recorded redacted, so the model is never shown the PIN.
-	if sent := string(llm.LastRequest()); strings.Contains(sent, "4821") || !strings.Contains(sent, "[redacted:password]") {
+	if sent := string(llm.LastRequest()); strings.Contains(sent, "73915048") || !strings.Contains(sent, "[redacted:password]") {
 		t.Errorf("the model was sent %s", sent)
 	}
 	facts, err := svc.store.Facts(context.Background(), "ana", 50)
