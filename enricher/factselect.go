@@ -12,31 +12,32 @@ import (
 // them, where and in what language and time zone they live, and what they
 // do. They are the keys the rules extractor writes for these things (see
 // extractor/rules.go), which the model prompt steers the model to reuse;
-// "language" is included for models that prefer it to "native_language".
-// Order is injection order.
+// "city" and "language" are the names a model gives location and native
+// language when the user has no such key yet.
 var CoreFactKeys = []string{
 	"name",
 	"preferred_name",
 	"pronouns",
 	"location",
+	"city",
 	"timezone",
 	"native_language",
 	"language",
 	"occupation",
 }
 
-var coreRank = func() map[string]int {
-	m := make(map[string]int, len(CoreFactKeys))
-	for i, k := range CoreFactKeys {
-		m[k] = i
+var coreKeys = func() map[string]bool {
+	m := make(map[string]bool, len(CoreFactKeys))
+	for _, k := range CoreFactKeys {
+		m[k] = true
 	}
 	return m
 }()
 
 // selectFacts chooses the facts an enrich injects from the user's facts
 // (most recently set first). With events.FactsAll it is every fact,
-// unchanged. Otherwise it is the core facts (CoreFactKeys, in that order)
-// followed by the facts relevant to the message (in their given order): a
+// unchanged. Otherwise it is the core facts (CoreFactKeys) followed by the
+// facts relevant to the message, each part in the given order: a
 // fact is relevant when a word of its key (split as Keywords splits words,
 // so "_" and ":" separate) or of its value matches one of the message's
 // keywords, a trailing plural "s" or "es" aside. Stop words of the fact
@@ -51,27 +52,16 @@ func selectFacts(mode string, keywords []string, facts []store.Fact) []store.Fac
 	for _, k := range keywords {
 		want[stem(k)] = true
 	}
-	core := make([]store.Fact, len(CoreFactKeys))
-	hasCore := make([]bool, len(CoreFactKeys))
-	var rel []store.Fact
+	var core, rel []store.Fact
 	for _, f := range facts {
-		if i, ok := coreRank[f.Key]; ok {
-			if !hasCore[i] { // keys are unique per user; be safe anyway
-				core[i], hasCore[i] = f, true
-			}
-			continue
-		}
-		if matches(want, f.Key) || matches(want, f.Value) {
+		switch {
+		case coreKeys[f.Key]:
+			core = append(core, f)
+		case matches(want, f.Key) || matches(want, f.Value):
 			rel = append(rel, f)
 		}
 	}
-	out := make([]store.Fact, 0, len(CoreFactKeys)+len(rel))
-	for i, f := range core {
-		if hasCore[i] {
-			out = append(out, f)
-		}
-	}
-	return append(out, rel...)
+	return append(core, rel...)
 }
 
 // matches reports whether a word of text, not a stop word, is in want.
