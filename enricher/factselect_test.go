@@ -69,6 +69,14 @@ func TestSelectFacts(t *testing.T) {
 			}
 		})
 	}
+	// Every core key is core, whatever the message.
+	var core []store.Fact
+	for _, k := range CoreFactKeys {
+		core = append(core, store.Fact{Key: k, Value: "v"})
+	}
+	if got := selectFacts(events.FactsRelevant, []string{"unrelated"}, append(core, store.Fact{Key: "pet", Value: "cat"})); len(got) != len(CoreFactKeys) {
+		t.Errorf("core keys: got %d facts, want the %d core ones", len(got), len(CoreFactKeys))
+	}
 	if got := selectFacts(events.FactsRelevant, []string{"x"}, nil); len(got) != 0 {
 		t.Errorf("no facts: got %v", got)
 	}
