@@ -101,6 +101,8 @@ type enrichParams struct {
 	at         time.Time
 	format     string
 	optOut     bool
+	// facts is events.FactsRelevant or events.FactsAll.
+	facts string
 }
 
 func (p enrichParams) reply(received time.Time) events.EnrichReply {
@@ -134,6 +136,7 @@ func (s *Service) parseEnrich(token string, data []byte) (enrichParams, error) {
 		maxTokens:  events.DefaultMaxTokens,
 		at:         req.At,
 		format:     req.Format,
+		facts:      req.Facts,
 		optOut:     req.Memory != nil && !*req.Memory,
 		keywords:   []string{},
 	}
@@ -171,6 +174,13 @@ func (s *Service) parseEnrich(token string, data []byte) (enrichParams, error) {
 	default:
 		return p, badRequest("format %q is not inline, system or markdown", req.Format)
 	}
+	switch req.Facts {
+	case "":
+		p.facts = events.FactsRelevant
+	case events.FactsRelevant, events.FactsAll:
+	default:
+		return p, badRequest("facts %q is not relevant or all", req.Facts)
+	}
 	if !p.optOut {
 		p.keywords = Keywords(req.Message)
 	}
@@ -189,8 +199,9 @@ func (s *Service) enrich(ctx context.Context, p enrichParams) (events.EnrichRepl
 	return r, nil
 }
 
-// relevant is enrich's one read of memory: the user's most recently set
-// facts (at most Config.MaxFacts) and the context items matching the
+// relevant is enrich's one read of memory: of the user's most recently set
+// facts (at most Config.MaxFacts), those selectFacts chooses for the
+// request (core and relevant facts, or all), and the context items matching the
 // request's keywords, best first, none under its threshold, at most its
 // max_results; one snapshot, so that a turn's context never shows without
 // the facts committed with it. How candidates are found and ranked is
@@ -203,7 +214,7 @@ func (s *Service) relevant(ctx context.Context, p enrichParams) ([]store.Fact, [
 	if err != nil {
 		return nil, nil, err
 	}
-	return facts, Rank(cands, p.at, p.threshold, p.maxResults), nil
+	return selectFacts(p.facts, p.keywords, facts), Rank(cands, p.at, p.threshold, p.maxResults), nil
 }
 
 func millis(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }

@@ -74,7 +74,17 @@ type EnrichRequest struct {
 	// Memory false opts this request out: memory is not read and the reply
 	// is empty (no facts, context, keywords or injection) and not degraded.
 	Memory *bool `json:"memory,omitempty"`
+	// Facts is which facts to inject (issue 16 item 5): "relevant"
+	// (default): the core facts (name, location, language, ...) and those
+	// sharing a keyword with the message; "all": every fact, as before.
+	Facts string `json:"facts,omitempty"`
 }
+
+// The values of EnrichRequest.Facts.
+const (
+	FactsRelevant = "relevant"
+	FactsAll      = "all"
+)
 
 // Fact is one key/value fact about the user, with its provenance.
 type Fact struct {

@@ -123,16 +123,18 @@ func runEnrich(ctx context.Context, a *cli, args []string) (err error) {
 	var (
 		o                     clientOptions
 		format, at, threshold string
+		facts                 string
 		maxResults, maxTokens int
 	)
 	defer func() { err = o.callError(err) }()
-	f := newFlags("enrich", `Usage: memoryd enrich --user U [--json] [--format inline|system|markdown] [--max-results N] "message"
+	f := newFlags("enrich", `Usage: memoryd enrich --user U [--json] [--format inline|system|markdown] [--facts relevant|all] [--max-results N] "message"
 
 Asks the running memoryd for the memory relevant to the message and prints the
 injection a frontend would add (nothing when no memory qualifies), or the whole
 reply with --json. A degraded reply (memory unavailable) is reported on stderr.`)
 	o.register(f)
 	f.ArgString(&format, "format", "inline", "injection format: inline, system or markdown")
+	f.ArgString(&facts, "facts", events.FactsRelevant, "facts to inject: relevant (core facts and those the message is about) or all")
 	f.ArgInt(&maxResults, "max-results", events.DefaultMaxResults, "most context items (1..50)")
 	f.ArgInt(&maxTokens, "max-tokens", events.DefaultMaxTokens, "token budget of the injection (1..100000)")
 	f.ArgString(&threshold, "threshold", "", "lowest score of a context item, 0..1 (default 0.3)")
@@ -150,6 +152,7 @@ reply with --json. A degraded reply (memory unavailable) is reported on stderr.`
 		MaxResults: &maxResults,
 		MaxTokens:  &maxTokens,
 		Format:     format,
+		Facts:      facts,
 	}
 	if threshold != "" {
 		v, err := strconv.ParseFloat(threshold, 64)

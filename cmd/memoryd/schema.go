@@ -111,6 +111,9 @@ var fieldRules = map[string]map[string]fieldRule{
 		"at":          {description: "RFC 3339, year 1970 to 9999; absent means now"},
 		"format": {enum: []any{"", events.FormatInline, events.FormatSystem, events.FormatMarkdown},
 			description: "empty or absent means inline"},
+		// Issue 16 item 5: which facts enrich injects.
+		"facts": {enum: []any{"", events.FactsRelevant, events.FactsAll},
+			description: "empty or absent means relevant: the core facts and those sharing a keyword with the message"},
 	},
 	"search.request": {
 		"user_id":     userIDRule,

@@ -1,0 +1,103 @@
+package enricher
+
+import (
+	"strings"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store"
+)
+
+// CoreFactKeys are the facts enrich injects whatever the message is about
+// (unless the request asks for all facts): who the user is, what to call
+// them, where and in what language and time zone they live, and what they
+// do. They are the keys the rules extractor writes for these things (see
+// extractor/rules.go), which the model prompt steers the model to reuse;
+// "city" and "language" are the names a model gives location and native
+// language when the user has no such key yet.
+var CoreFactKeys = []string{
+	"name",
+	"preferred_name",
+	"pronouns",
+	"location",
+	"city",
+	"timezone",
+	"native_language",
+	"language",
+	"occupation",
+}
+
+var coreKeys = func() map[string]bool {
+	m := make(map[string]bool, len(CoreFactKeys))
+	for _, k := range CoreFactKeys {
+		m[k] = true
+	}
+	return m
+}()
+
+// selectFacts chooses the facts an enrich injects from the user's facts
+// (most recently set first). With events.FactsAll it is every fact,
+// unchanged. Otherwise it is the core facts (CoreFactKeys) followed by the
+// facts relevant to the message, each part in the given order: a
+// fact is relevant when a word of its key (split as Keywords splits words,
+// so "_" and ":" separate) or of its value matches one of the message's
+// keywords, a trailing plural "s" or "es" aside. Stop words of the fact
+// never match, so a message made only of stop words (whose keywords fall
+// back to all its words) selects no fact through them. The token budget is
+// applied afterwards, so core facts are the last to be dropped.
+func selectFacts(mode string, keywords []string, facts []store.Fact) []store.Fact {
+	if mode == events.FactsAll {
+		return facts
+	}
+	want := make(map[string]bool, len(keywords))
+	for _, k := range keywords {
+		want[stem(k)] = true
+	}
+	var core, rel []store.Fact
+	for _, f := range facts {
+		switch {
+		case coreKeys[f.Key]:
+			core = append(core, f)
+		case matches(want, f.Key) || matches(want, f.Value):
+			rel = append(rel, f)
+		}
+	}
+	return append(core, rel...)
+}
+
+// matches reports whether a word of text, not a stop word, is in want.
+func matches(want map[string]bool, text string) bool {
+	if len(want) == 0 {
+		return false
+	}
+	for w := range words(text) {
+		if !IsStopWord(w) && want[stem(w)] {
+			return true
+		}
+	}
+	return false
+}
+
+// stem drops an English plural ending so that "dogs" matches "dog" and
+// "allergies" matches "allergy": "ies" becomes "y", "es" after s, x, z, ch
+// or sh is dropped, and a final "s" (not "ss") of a word longer than three
+// bytes is dropped.
+func stem(w string) string {
+	switch {
+	case len(w) > 4 && strings.HasSuffix(w, "ies"):
+		return w[:len(w)-3] + "y"
+	case len(w) > 4 && strings.HasSuffix(w, "es") && hasAnySuffix(w[:len(w)-2], "s", "x", "z", "ch", "sh"):
+		return w[:len(w)-2]
+	case len(w) > 3 && strings.HasSuffix(w, "s") && !strings.HasSuffix(w, "ss"):
+		return w[:len(w)-1]
+	}
+	return w
+}
+
+func hasAnySuffix(s string, suffixes ...string) bool {
+	for _, x := range suffixes {
+		if strings.HasSuffix(s, x) {
+			return true
+		}
+	}
+	return false
+}

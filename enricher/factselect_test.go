@@ -1,0 +1,95 @@
+package enricher
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store"
+)
+
+func TestSelectFacts(t *testing.T) {
+	// Most recently set first, as Recall returns them.
+	facts := func(kv ...string) []store.Fact {
+		var out []store.Fact
+		for i := 0; i < len(kv); i += 2 {
+			out = append(out, store.Fact{Key: kv[i], Value: kv[i+1]})
+		}
+		return out
+	}
+	user := facts(
+		"dog_name", "Rex",
+		"occupation", "nurse",
+		"favorite_food", "pad thai",
+		"allergy", "peanuts",
+		"location", "Lisbon",
+		"car", "blue Tesla",
+		"hobby", "the guitar",
+		"name", "Ana",
+		"goal:marathon", "run in April",
+		"native_language", "Portuguese",
+	)
+	tests := []struct {
+		name     string
+		mode     string
+		keywords []string
+		want     []string // keys, in order
+	}{
+		{"all is every fact unchanged", events.FactsAll, []string{"dog"},
+			[]string{"dog_name", "occupation", "favorite_food", "allergy", "location", "car", "hobby", "name", "goal:marathon", "native_language"}},
+		{"no keywords: core only, in given order", events.FactsRelevant, nil,
+			[]string{"occupation", "location", "name", "native_language"}},
+		{"key word after underscore", events.FactsRelevant, []string{"dog", "walk"},
+			[]string{"occupation", "location", "name", "native_language", "dog_name"}},
+		{"key word after colon", events.FactsRelevant, []string{"marathon", "training"},
+			[]string{"occupation", "location", "name", "native_language", "goal:marathon"}},
+		{"value word", events.FactsRelevant, []string{"tesla", "charging"},
+			[]string{"occupation", "location", "name", "native_language", "car"}},
+		{"plural matches singular", events.FactsRelevant, []string{"dogs", "allergies"},
+			[]string{"occupation", "location", "name", "native_language", "dog_name", "allergy"}},
+		{"singular matches plural value", events.FactsRelevant, []string{"peanut"},
+			[]string{"occupation", "location", "name", "native_language", "allergy"}},
+		{"relevant keep recall order", events.FactsRelevant, []string{"food", "guitar", "dog"},
+			[]string{"occupation", "location", "name", "native_language", "dog_name", "favorite_food", "hobby"}},
+		{"stop word in a value never matches", events.FactsRelevant, []string{"the"},
+			[]string{"occupation", "location", "name", "native_language"}},
+		{"no prefix matching", events.FactsRelevant, []string{"do", "car"},
+			[]string{"occupation", "location", "name", "native_language", "car"}},
+		{"core not repeated as relevant", events.FactsRelevant, []string{"lisbon", "name"},
+			[]string{"occupation", "location", "name", "native_language", "dog_name"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for _, f := range selectFacts(tt.mode, tt.keywords, user) {
+				got = append(got, f.Key)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("selectFacts(%q, %q) = %q, want %q", tt.mode, tt.keywords, got, tt.want)
+			}
+		})
+	}
+	// Every core key is core, whatever the message.
+	var core []store.Fact
+	for _, k := range CoreFactKeys {
+		core = append(core, store.Fact{Key: k, Value: "v"})
+	}
+	if got := selectFacts(events.FactsRelevant, []string{"unrelated"}, append(core, store.Fact{Key: "pet", Value: "cat"})); len(got) != len(CoreFactKeys) {
+		t.Errorf("core keys: got %d facts, want the %d core ones", len(got), len(CoreFactKeys))
+	}
+	if got := selectFacts(events.FactsRelevant, []string{"x"}, nil); len(got) != 0 {
+		t.Errorf("no facts: got %v", got)
+	}
+}
+
+func TestStem(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"dogs", "dog"}, {"dog", "dog"}, {"allergies", "allergy"}, {"allergy", "allergy"},
+		{"glasses", "glass"}, {"glass", "glass"}, {"boxes", "box"}, {"dishes", "dish"},
+		{"bus", "bus"}, {"cars", "car"}, {"pies", "pie"}, {"notes", "note"},
+	} {
+		if got := stem(tt.in); got != tt.want {
+			t.Errorf("stem(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
