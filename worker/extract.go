@@ -304,26 +304,13 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 		for _, t := range locked {
 			open[t.Key()] = mine[t.Key()]
 		}
-		var (
-			facts []store.FactWrite
-			items []store.ContextWrite
-		)
+		var kept []extracted
 		for _, d := range done {
-			t := d.turn
-			if !open[t.Key()] {
-				continue
-			}
-			for k, v := range d.result.Facts {
-				// The user id comes from the turn, never from model output,
-				// so a hostile turn cannot write another user's memory.
-				facts = append(facts, store.FactWrite{UserID: t.UserID, Key: k, Value: v, SourceAt: t.TurnAt, EventID: t.EventID,
-					ConversationID: t.ConversationID, Provenance: prov})
-			}
-			for _, qa := range d.result.Context {
-				items = append(items, store.ContextWrite{UserID: t.UserID, Question: qa.Q, Answer: qa.A, CreatedAt: t.TurnAt,
-					EventID: t.EventID, ConversationID: t.ConversationID, Provenance: prov})
+			if open[d.turn.Key()] {
+				kept = append(kept, d)
 			}
 		}
+		facts, items := memoryWrites(kept, prov)
 		if _, err := q.UpsertFacts(ctx, facts); err != nil {
 			return err
 		}
@@ -353,6 +340,26 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 		}
 		return nil
 	})
+}
+
+// memoryWrites is what done's results write, each fact and context item
+// with its turn's provenance: the one place extraction output becomes
+// writes (save, and the re-extraction after a spend cap's reset). The user
+// id comes from the turn, never from model output, so a hostile turn
+// cannot write another user's memory.
+func memoryWrites(done []extracted, prov store.Provenance) (facts []store.FactWrite, items []store.ContextWrite) {
+	for _, d := range done {
+		t := d.turn
+		for k, v := range d.result.Facts {
+			facts = append(facts, store.FactWrite{UserID: t.UserID, Key: k, Value: v, SourceAt: t.TurnAt, EventID: t.EventID,
+				ConversationID: t.ConversationID, Provenance: prov})
+		}
+		for _, qa := range d.result.Context {
+			items = append(items, store.ContextWrite{UserID: t.UserID, Question: qa.Q, Answer: qa.A, CreatedAt: t.TurnAt,
+				EventID: t.EventID, ConversationID: t.ConversationID, Provenance: prov})
+		}
+	}
+	return facts, items
 }
 
 // redact returns done with every fact value and context pair redacted

@@ -132,17 +132,10 @@ func (e *extractWorker) workOverCap(ctx context.Context, job *river.Job[ExtractA
 		if err != nil || len(done) == 0 {
 			return err
 		}
+		// Redacted and mapped as save does: the model's output is no more
+		// trusted here than there.
 		r := store.Reextraction{UserID: a.UserID, EventIDs: ids, Offline: offline, Provenance: prov}
-		for _, d := range done {
-			t := d.turn
-			for k, v := range d.result.Facts {
-				r.Facts = append(r.Facts, store.FactWrite{UserID: t.UserID, Key: k, Value: v, SourceAt: t.TurnAt, EventID: t.EventID, Provenance: prov})
-			}
-			for _, qa := range d.result.Context {
-				r.Context = append(r.Context, store.ContextWrite{UserID: t.UserID, Question: qa.Q, Answer: qa.A, CreatedAt: t.TurnAt,
-					EventID: t.EventID, ConversationID: t.ConversationID, Provenance: prov})
-			}
-		}
+		r.Facts, r.Context = memoryWrites(e.redact(done), prov)
 		_, err = q.ReplaceOffline(ctx, r)
 		return err
 	})

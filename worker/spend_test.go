@@ -45,7 +45,13 @@ func spendModel(t *testing.T) (*extractortest.Server, *extractor.LLM) {
 		text := req.Messages[len(req.Messages)-1].Content
 		for _, city := range []string{"Paris", "Berlin", "Oslo", "Rome"} {
 			if strings.Contains(text, city) {
-				return extractortest.Content(fmt.Sprintf(`{"facts":{"location":%q},"context":[{"q":"Which city do I live in (model)?","a":%q}]}`, city, city))
+				answer := city
+				if city == "Berlin" {
+					// A secret the model made up: the re-extraction after a
+					// cap's reset must redact it like any extraction.
+					answer += ", card 4111 1111 1111 1111"
+				}
+				return extractortest.Content(fmt.Sprintf(`{"facts":{"location":%q},"context":[{"q":"Which city do I live in (model)?","a":%q}]}`, city, answer))
 			}
 		}
 		return extractortest.Content(`{"facts":{},"context":[]}`)
@@ -124,7 +130,7 @@ func TestSpendCapPerUser(t *testing.T) {
 	})
 
 	e.processOne(events.Turn{ID: "a1", UserID: "alice", UserMessage: "I live in Paris.", Timestamp: t0}, 1)
-	e.processOne(events.Turn{ID: "a2", UserID: "alice", UserMessage: "I live in Berlin.", Timestamp: t0.Add(time.Minute)}, 2)
+	e.processOne(events.Turn{ID: "a2", UserID: "alice", ConversationID: "c2", UserMessage: "I live in Berlin.", Timestamp: t0.Add(time.Minute)}, 2)
 	e.processOne(events.Turn{ID: "b1", UserID: "bob", UserMessage: "I live in Oslo.", Timestamp: t0}, 3)
 
 	if n := srv.Requests(); n != 2 {
@@ -171,6 +177,15 @@ func TestSpendCapPerUser(t *testing.T) {
 	}
 	if n := srv.Requests(); n != 3 {
 		t.Fatalf("model requests = %d, want 3", n)
+	}
+	// Written as save writes: redacted, with the turn's conversation.
+	var answer, conv string
+	if err := e.store.Pool().QueryRow(e.ctx, `SELECT c.answer, f.conversation_id FROM context c, facts f
+		WHERE c.user_id = 'alice' AND c.event_id = 'a2' AND f.user_id = 'alice' AND f.key = 'location'`).Scan(&answer, &conv); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(answer, "4111") || !strings.Contains(answer, "[redacted:card]") || conv != "c2" {
+		t.Fatalf("re-extracted context answer %q, fact conversation %q; want the card redacted and conversation c2", answer, conv)
 	}
 	st, err := e.store.Stats(e.ctx, "alice")
 	if err != nil || st.ContextItems != 2 || st.Facts != 1 {
