@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/worker"
@@ -169,17 +171,37 @@ func (a *App) readStore(ctx context.Context) (*store.Store, error) {
 // answers what the forget endpoint answers (events.ForgetReply).
 func (a *App) Forget(ctx context.Context, userID string) (events.ForgetReply, error) {
 	a.mu.Lock()
-	s, err := a.openStore(ctx, false)
-	if err != nil {
-		a.mu.Unlock()
-		return events.ForgetReply{}, err
+	w := a.worker
+	var (
+		s   *store.Store
+		js  jetstream.JetStream
+		err error
+	)
+	if w == nil {
+		if s, err = a.openStore(ctx, false); err == nil {
+			js, err = a.jetStream()
+		}
 	}
-	js, err := a.jetStream()
 	a.mu.Unlock()
 	if err != nil {
 		return events.ForgetReply{}, err
 	}
-	r, err := worker.Forget(ctx, js, s, a.cfg.Prefix, a.cfg.Stream, userID)
+	return a.forget(ctx, w, js, s, userID)
+}
+
+// forget runs a forget through the running worker w when there is one, so
+// that it waits for the user's running jobs; else straight on the store and
+// stream. The forget endpoint and Forget both come here.
+func (a *App) forget(ctx context.Context, w *worker.Worker, js jetstream.JetStream, s *store.Store, userID string) (events.ForgetReply, error) {
+	var (
+		r   worker.ForgetResult
+		err error
+	)
+	if w != nil {
+		r, err = w.Forget(ctx, userID)
+	} else {
+		r, err = worker.Forget(ctx, js, s, a.cfg.Prefix, a.cfg.Stream, userID)
+	}
 	return forgetReply(r), err
 }
 

@@ -262,17 +262,12 @@ func (a *App) startEnrichLocked(ctx context.Context, s *store.Store, nc *nats.Co
 		ec.Observer = a.metrics
 	}
 	w := a.worker
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
 	ec.Forget = func(ctx context.Context, userID string) (events.ForgetReply, error) {
-		if w != nil {
-			r, err := w.Forget(ctx, userID)
-			return forgetReply(r), err
-		}
-		js, err := jetstream.New(nc)
-		if err != nil {
-			return events.ForgetReply{}, err
-		}
-		r, err := worker.Forget(ctx, js, s, a.cfg.Prefix, a.cfg.Stream, userID)
-		return forgetReply(r), err
+		return a.forget(ctx, w, js, s, userID)
 	}
 	svc, err := enricher.New(ec)
 	if err != nil {
