@@ -43,6 +43,8 @@ type BatchInput struct {
 	Prior []Turn
 	// FactKeys are the user's current fact keys, as in [Input].
 	FactKeys []string
+	// Facts are the user's current facts, as in [Input].
+	Facts map[string]string
 }
 
 // BatchResult attributes what was found to the turn it came from.
@@ -55,6 +57,9 @@ type BatchInput struct {
 type BatchResult struct {
 	// Facts holds the facts of each turn, by index into BatchInput.Turns.
 	Facts []map[string]string
+	// Changes holds the fact changes of each turn (Result.Changes), by
+	// index into BatchInput.Turns; nil entries when a turn has none.
+	Changes [][]FactChange
 	// Context holds the question/answer pairs of each turn, by index into
 	// BatchInput.Turns; an element may be nil.
 	Context [][]QA

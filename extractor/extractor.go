@@ -117,6 +117,32 @@ type Input struct {
 	// FactKeys are the user's current fact keys, so that a model reuses
 	// "location" instead of inventing "city".
 	FactKeys []string
+	// Facts are the user's current facts (key to value; a list key's items
+	// joined by ", "), so that a model can tell a new statement from a
+	// repeat and see what a change overrides. They are read-only context.
+	Facts map[string]string
+}
+
+// FactOp is a change a turn makes to a fact, beside the values it sets
+// (Result.Facts).
+type FactOp string
+
+const (
+	// OpAdd adds Value to a list key (allergies, languages, pets, ...).
+	OpAdd FactOp = "add"
+	// OpRemove removes Value from a list key.
+	OpRemove FactOp = "remove"
+	// OpDelete says the key is no longer true ("I sold my car"); Value is
+	// what the user said is no longer true, kept for history.
+	OpDelete FactOp = "delete"
+)
+
+// FactChange is one change a turn makes to a fact. The key is canonical
+// (events.CanonicalFactKey); OpAdd and OpRemove are only used on list keys.
+type FactChange struct {
+	Op    FactOp
+	Key   string
+	Value string
 }
 
 // QA is one question/answer pair worth remembering.
@@ -141,8 +167,13 @@ type Usage struct {
 // non-empty, valid UTF-8 without NUL bytes (so they can be stored in Postgres
 // text columns as they are).
 type Result struct {
-	// Facts maps snake_case keys to values.
+	// Facts maps snake_case keys to the values the turn states. On a list
+	// key the value is the whole list, items separated by ", ".
 	Facts map[string]string
+	// Changes are the turn's other changes to facts: items added to or
+	// removed from lists, keys no longer true. A key is in at most one of
+	// Facts and Changes, except that several OpAdd/OpRemove may name it.
+	Changes []FactChange
 	// Context holds question/answer pairs worth remembering.
 	Context []QA
 	// Usage counts model tokens. On error it still counts the requests that

@@ -33,6 +33,26 @@ type Fact struct {
 	UpdatedAt      time.Time
 }
 
+// FactOp is what a FactWrite does to its key. Every operation is dated by
+// the write's SourceAt and resolved by it (the latest wins), never by the
+// order writes arrive in, so replays and out-of-order jobs converge.
+type FactOp string
+
+const (
+	// FactSet states the key's value. On a single-valued key it replaces
+	// the value. On a list key (FactWrite.List) the list becomes exactly the
+	// values of the key's FactSet writes at this source time: items stated
+	// earlier are gone.
+	FactSet FactOp = "set"
+	// FactAdd adds Value to a list key's items.
+	FactAdd FactOp = "add"
+	// FactRemove removes Value from a list key's items.
+	FactRemove FactOp = "remove"
+	// FactDelete says the key is no longer true: its value, or every item of
+	// a list key, stated no later than SourceAt is gone. Value is ignored.
+	FactDelete FactOp = "delete"
+)
+
 // FactWrite is a fact to upsert. SourceAt orders writes: the write with the
 // latest SourceAt wins whatever order writes arrive in (ties broken by
 // EventID), so replays and out-of-order jobs converge on the same facts. A
@@ -45,6 +65,12 @@ type FactWrite struct {
 	EventID  string
 	// ConversationID is the conversation of the turn EventID names.
 	ConversationID string
+	// Op is what the write does; "" means FactSet.
+	Op FactOp
+	// List says Key is list-valued (events.FactKeyInfo): its value is a
+	// set of items, each added and removed on its own. FactAdd and
+	// FactRemove require it.
+	List bool
 	Provenance
 }
 
@@ -56,6 +82,11 @@ type FactWrite struct {
 func (s *Store) UpsertFacts(ctx context.Context, facts []FactWrite) (int, error) {
 	if len(facts) == 0 {
 		return 0, nil
+	}
+	for _, f := range facts {
+		if (f.Op != "" && f.Op != FactSet) || f.List {
+			return 0, fmt.Errorf("upsert facts: %s on key %q: operations not implemented yet", f.Op, f.Key) // issue 16 item 1: being built
+		}
 	}
 	n := len(facts)
 	users, keys, values, events, extractors, models, prompts := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -350,9 +351,31 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 func memoryWrites(done []extracted, prov store.Provenance) (facts []store.FactWrite, items []store.ContextWrite) {
 	for _, d := range done {
 		t := d.turn
+		write := func(op store.FactOp, key, value string) {
+			_, list := events.CanonicalFactKey(key)
+			facts = append(facts, store.FactWrite{UserID: t.UserID, Key: key, Value: value, SourceAt: t.TurnAt, EventID: t.EventID,
+				ConversationID: t.ConversationID, Op: op, List: list, Provenance: prov})
+		}
 		for k, v := range d.result.Facts {
-			facts = append(facts, store.FactWrite{UserID: t.UserID, Key: k, Value: v, SourceAt: t.TurnAt, EventID: t.EventID,
-				ConversationID: t.ConversationID, Provenance: prov})
+			if _, list := events.CanonicalFactKey(k); list {
+				// A list stated whole: each item is set at the turn's time,
+				// which replaces the items stated before.
+				for _, item := range splitList(v) {
+					write(store.FactSet, k, item)
+				}
+				continue
+			}
+			write(store.FactSet, k, v)
+		}
+		for _, c := range d.result.Changes {
+			switch c.Op {
+			case extractor.OpAdd:
+				write(store.FactAdd, c.Key, c.Value)
+			case extractor.OpRemove:
+				write(store.FactRemove, c.Key, c.Value)
+			case extractor.OpDelete:
+				write(store.FactDelete, c.Key, c.Value)
+			}
 		}
 		for _, qa := range d.result.Context {
 			items = append(items, store.ContextWrite{UserID: t.UserID, Question: qa.Q, Answer: qa.A, CreatedAt: t.TurnAt,
@@ -360,6 +383,19 @@ func memoryWrites(done []extracted, prov store.Provenance) (facts []store.FactWr
 		}
 	}
 	return facts, items
+}
+
+// splitList splits a list key's value into its items: separated by commas,
+// semicolons or " and ", trimmed, empty ones dropped.
+func splitList(v string) []string {
+	v = strings.ReplaceAll(strings.ReplaceAll(v, ";", ","), " and ", ",")
+	var items []string
+	for _, it := range strings.Split(v, ",") {
+		if it = strings.TrimSpace(it); it != "" {
+			items = append(items, it)
+		}
+	}
+	return items
 }
 
 // redact returns done with every fact value and context pair redacted
