@@ -84,7 +84,7 @@ func (s *Store) UpsertFacts(ctx context.Context, facts []FactWrite) (int, error)
 		return 0, nil
 	}
 	for _, f := range facts {
-		if (f.Op != "" && f.Op != FactSet) || f.List {
+		if f.Op != "" && f.Op != FactSet {
 			return 0, fmt.Errorf("upsert facts: %s on key %q: operations not implemented yet", f.Op, f.Key) // issue 16 item 1: being built
 		}
 	}
