@@ -385,10 +385,9 @@ func memoryWrites(done []extracted, prov store.Provenance) (facts []store.FactWr
 	return facts, items
 }
 
-// splitList splits a list key's value into its items: separated by commas,
-// semicolons or " and ", trimmed, empty ones dropped.
+// splitList splits a list key's value (Result.Facts: items joined by ", ")
+// into its items, trimmed, empty ones dropped.
 func splitList(v string) []string {
-	v = strings.ReplaceAll(strings.ReplaceAll(v, ";", ","), " and ", ",")
 	var items []string
 	for _, it := range strings.Split(v, ",") {
 		if it = strings.TrimSpace(it); it != "" {
