@@ -428,7 +428,7 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 	if v.count != "" {
 		merr := river.MetadataSet(ctx, v.count, v.n)
 		if merr == nil {
-			merr = river.MetadataSet(ctx, metaSnoozeReason, err.Error())
+			merr = river.MetadataSet(ctx, metaSnoozeReason, snoozeReason(err))
 		}
 		if merr != nil {
 			// Not run by River, so the snooze could not be counted: an

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+	"unicode/utf8"
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
@@ -45,6 +46,25 @@ const (
 	metaRateLimitWaits = "memoryd_rate_limit_waits"
 	metaSnoozeReason   = "memoryd_snooze_reason"
 )
+
+// maxSnoozeReason bounds the reason stored in a job's metadata: River
+// saves the metadata with every snooze, and an error may quote a long
+// server message.
+const maxSnoozeReason = 512
+
+// snoozeReason is err's message, at most maxSnoozeReason bytes of it (cut
+// at a rune boundary).
+func snoozeReason(err error) string {
+	msg := err.Error()
+	if len(msg) <= maxSnoozeReason {
+		return msg
+	}
+	cut := maxSnoozeReason - len("…")
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + "…"
+}
 
 // retryBudget is what outcome needs of the worker's configuration.
 type retryBudget struct {

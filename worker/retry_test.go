@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
@@ -13,6 +15,27 @@ import (
 
 	"github.com/memoryd/memoryd/extractor"
 )
+
+func TestSnoozeReason(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		msg  string
+		want int // length of the reason in bytes
+	}{
+		{"short", "lock timeout", len("lock timeout")},
+		{"at the bound", strings.Repeat("a", maxSnoozeReason), maxSnoozeReason},
+		{"long", strings.Repeat("a", 10*maxSnoozeReason), maxSnoozeReason},
+		{"long multibyte", strings.Repeat("é", maxSnoozeReason), maxSnoozeReason - 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := snoozeReason(errors.New(c.msg))
+			if len(got) != c.want || !utf8.ValidString(got) {
+				t.Errorf("snoozeReason: %d bytes (valid UTF-8: %v), want %d", len(got), utf8.ValidString(got), c.want)
+			}
+		})
+	}
+}
 
 // TestOutcome: every kind of extractor error, bare and wrapped, at a first
 // and a last attempt, maps to one River outcome.
