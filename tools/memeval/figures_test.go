@@ -1,0 +1,202 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestPercentile(t *testing.T) {
+	tests := []struct {
+		name string
+		xs   []int
+		p    float64
+		want int
+	}{
+		{"empty", nil, 0.5, 0},
+		{"one", []int{7}, 0.5, 7},
+		{"median odd", []int{5, 1, 3}, 0.5, 3},
+		{"median even takes the lower middle", []int{4, 1, 3, 2}, 0.5, 2},
+		{"p90 of ten", []int{10, 9, 8, 7, 6, 5, 4, 3, 2, 1}, 0.9, 9},
+		{"p90 of eleven", []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, 0.9, 10},
+		{"max", []int{3, 9, 1}, 1, 9},
+		{"tiny p is the min", []int{3, 9, 1}, 0.01, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := append([]int(nil), tt.xs...)
+			if got := percentile(tt.xs, tt.p); got != tt.want {
+				t.Errorf("percentile(%v, %v) = %d, want %d", tt.xs, tt.p, got, tt.want)
+			}
+			for i := range in {
+				if in[i] != tt.xs[i] {
+					t.Fatalf("percentile reordered its input: %v, was %v", tt.xs, in)
+				}
+			}
+		})
+	}
+}
+
+func TestHolds(t *testing.T) {
+	tests := []struct {
+		value, want string
+		ok          bool
+	}{
+		{"in a shoe rack in my closet", "shoe rack", true},
+		{"Shoe-Rack", "shoe rack", true},
+		{"shoe racks", "shoe rack", false}, // whole words only
+		{"4", "four", true},
+		{"four Korean restaurants", "4", true},
+		{"1,300 followers", "1300", true},
+		{"13000", "1300", false},
+		{"my 5th project", "5", true},
+		{"15 films", "5", false},
+		{"two cups", "one cup", false},
+		{"one cup a day", "One cup", true},
+		{"anything", "", false},
+		{"", "x", false},
+	}
+	for _, tt := range tests {
+		if got := holds(tt.value, tt.want); got != tt.ok {
+			t.Errorf("holds(%q, %q) = %v, want %v", tt.value, tt.want, got, tt.ok)
+		}
+	}
+}
+
+func TestSplitLatest(t *testing.T) {
+	dates := []string{"2023/05/25 (Thu) 10:04", "2023/05/20 (Sat) 04:54", "2023/05/29 (Mon) 15:01", "2023/05/29 (Mon) 15:01"}
+	tests := []struct {
+		name          string
+		ev            map[string]int
+		latest, older []string
+	}{
+		{"by date, not by session order", map[string]int{"a": 0, "b": 1}, []string{"a"}, []string{"b"}},
+		{"every turn of the latest session", map[string]int{"a": 0, "c": 2, "c2": 2}, []string{"c", "c2"}, []string{"a"}},
+		{"equal dates: the later session", map[string]int{"c": 2, "d": 3}, []string{"d"}, []string{"c"}},
+		{"one session", map[string]int{"a": 0}, []string{"a"}, nil},
+		{"none", map[string]int{}, nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			latest, older := splitLatest(tt.ev, dates)
+			if got := keys(latest); got != strings.Join(tt.latest, ",") {
+				t.Errorf("latest = %s, want %v", got, tt.latest)
+			}
+			if got := keys(older); got != strings.Join(tt.older, ",") {
+				t.Errorf("older = %s, want %v", got, tt.older)
+			}
+		})
+	}
+}
+
+func keys(m map[string]bool) string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return strings.Join(out, ",")
+}
+
+var snakeKey = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
+
+func TestFactLoad(t *testing.T) {
+	if len(factLoadKeys) != 40 {
+		t.Errorf("%d keys in the fact load, the docs say 40", len(factLoadKeys))
+	}
+	seen := map[string]bool{}
+	for _, k := range factLoadKeys {
+		if !snakeKey.MatchString(k.key) || seen[k.key] {
+			t.Errorf("key %q: not snake_case or repeated", k.key)
+		}
+		seen[k.key] = true
+		if len(k.values) < 3 {
+			t.Errorf("key %q has %d values: users would look alike", k.key, len(k.values))
+		}
+		for _, v := range k.values {
+			if strings.TrimSpace(v) == "" || strings.ContainsAny(v, "\n[]") {
+				t.Errorf("key %q: implausible value %q", k.key, v)
+			}
+		}
+	}
+	// The core keys enrich always injects are part of a realistic profile.
+	for _, k := range []string{"name", "location", "occupation", "native_language", "timezone", "pronouns"} {
+		if !seen[k] {
+			t.Errorf("fact load lacks core key %q", k)
+		}
+	}
+	a, b := factLoad(0, 40), factLoad(1, 40)
+	if len(a) != 40 || len(factLoad(0, 7)) != 7 || len(factLoad(0, 100)) != 40 {
+		t.Errorf("factLoad sizes: %d, %d, %d; want 40, 7, 40", len(a), len(factLoad(0, 7)), len(factLoad(0, 100)))
+	}
+	same := 0
+	for i := range a {
+		if a[i][0] != b[i][0] {
+			t.Fatalf("users get keys in different orders: %v vs %v", a[i], b[i])
+		}
+		if a[i][1] == b[i][1] {
+			same++
+		}
+	}
+	if same > 0 {
+		t.Errorf("users 0 and 1 share %d of 40 values", same)
+	}
+	if c := factLoad(0, 40); c[5] != a[5] {
+		t.Errorf("factLoad is not deterministic: %v then %v", a[5], c[5])
+	}
+}
+
+// TestKnowledgeUpdateAnnotations checks each annotated value against the
+// data: the latest value is stated in a turn of the latest evidence
+// session, the superseded one in an older evidence turn, and every
+// knowledge-update question but abstentions is annotated.
+func TestKnowledgeUpdateAnnotations(t *testing.T) {
+	path := filepath.Join(env("MEMEVAL_DATA", "/work/shared/data"), "longmemeval-s-dev.json.gz")
+	var items []lmeItem
+	if err := readGzipJSON(path, &items); err != nil {
+		t.Skipf("no LongMemEval dev data: %v", err)
+	}
+	n := 0
+	for _, it := range items {
+		if it.QuestionType != "knowledge-update" || strings.HasSuffix(it.QuestionID, "_abs") {
+			continue
+		}
+		n++
+		v, ok := kuValues[it.QuestionID]
+		if !ok {
+			t.Errorf("%s: not annotated", it.QuestionID)
+			continue
+		}
+		ev := map[string]int{}
+		text := map[string]string{}
+		for si, sess := range it.HaystackSessions {
+			for ti, turn := range sess {
+				if turn.HasAnswer {
+					id := fmt.Sprintf("s%d-t%d", si, ti)
+					ev[id], text[id] = si, turn.Content
+				}
+			}
+		}
+		latest, older := splitLatest(ev, it.HaystackDates)
+		in := func(ids map[string]bool, value string) bool {
+			for id := range ids {
+				if holds(text[id], value) {
+					return true
+				}
+			}
+			return false
+		}
+		if !in(latest, v.latest) {
+			t.Errorf("%s: latest value %q is in no turn of the latest evidence session", it.QuestionID, v.latest)
+		}
+		if !in(older, v.old) {
+			t.Errorf("%s: superseded value %q is in no older evidence turn", it.QuestionID, v.old)
+		}
+	}
+	if n != len(kuValues) {
+		t.Errorf("%d knowledge-update questions, %d annotated", n, len(kuValues))
+	}
+}
