@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -198,5 +199,67 @@ func TestKnowledgeUpdateAnnotations(t *testing.T) {
 	}
 	if n != len(kuValues) {
 		t.Errorf("%d knowledge-update questions, %d annotated", n, len(kuValues))
+	}
+}
+
+// TestRunReportsFigures runs memeval on one conversation and one
+// LongMemEval question against the local Postgres and NATS and checks the
+// two figures' tables: with the fact load, "all" injects every fact and
+// "relevant" fewer, in fewer tokens, with the same recall; the
+// knowledge-update table has its row and totals.
+func TestRunReportsFigures(t *testing.T) {
+	data := env("MEMEVAL_DATA", "/work/shared/data")
+	if _, err := os.Stat(filepath.Join(data, "longmemeval-s-dev.json.gz")); err != nil {
+		t.Skipf("no dev data: %v", err)
+	}
+	var out, errOut strings.Builder
+	if err := run(t.Context(), []string{"-limit", "1", "-data", data}, &out, &errOut); err != nil {
+		t.Fatalf("memeval: %v\n%s", err, errOut.String())
+	}
+	type row struct {
+		factsP50, tokensP50 int
+		recall              string
+	}
+	rows := map[string]row{} // set|load|facts|request
+	for _, line := range strings.Split(out.String(), "\n") {
+		c := strings.Split(line, "|")
+		if len(c) != 15 || !strings.Contains(c[2], "facts/user") {
+			continue
+		}
+		for i := range c {
+			c[i] = strings.TrimSpace(c[i])
+		}
+		load := "extracted"
+		if strings.HasPrefix(c[2], "extracted + 40 set") {
+			load = "loaded"
+		}
+		var r row
+		if _, err := fmt.Sscanf(c[6], "%d /", &r.factsP50); err != nil {
+			t.Fatalf("facts column %q: %v", c[6], err)
+		}
+		if _, err := fmt.Sscanf(c[7], "%d", &r.tokensP50); err != nil {
+			t.Fatalf("tokens column %q: %v", c[7], err)
+		}
+		r.recall = strings.Join(c[10:14], "|")
+		rows[c[1]+"|"+load+"|"+c[3]+"|"+strings.Fields(c[4])[0]] = r
+	}
+	if len(rows) != 16 {
+		t.Fatalf("%d token rows, want 16 (2 sets × 2 loads × 2 selections × 2 requests):\n%s", len(rows), out.String())
+	}
+	for _, set := range []string{"locomo-dev", "longmemeval-s-dev"} {
+		for _, req := range []string{"eval", "default"} {
+			rel, all := rows[set+"|loaded|relevant|"+req], rows[set+"|loaded|all|"+req]
+			if all.factsP50 < 40 || rel.factsP50 >= all.factsP50 || rel.tokensP50 >= all.tokensP50 {
+				t.Errorf("%s, %s request, 40 facts set: relevant injects %d facts in %d tokens, all %d in %d; want all ≥ 40 and relevant fewer facts and tokens",
+					set, req, rel.factsP50, rel.tokensP50, all.factsP50, all.tokensP50)
+			}
+			if req == "eval" && rel.recall != all.recall {
+				t.Errorf("%s, eval request: recall %s with relevant facts, %s with all; facts cannot change what is ranked", set, rel.recall, all.recall)
+			}
+		}
+	}
+	if !strings.Contains(out.String(), "| 07741c45 | in a shoe rack in my closet | shoe rack / under my bed |") ||
+		!strings.Contains(out.String(), "knowledge-update totals over 1 questions:") {
+		t.Errorf("knowledge-update table missing its row or totals:\n%s", out.String())
 	}
 }
