@@ -217,13 +217,13 @@ func TestRunReportsFigures(t *testing.T) {
 		t.Fatalf("memeval: %v\n%s", err, errOut.String())
 	}
 	type row struct {
-		factsP50, tokensP50 int
-		recall              string
+		factsP50, factTokensP50, tokensP50 int
+		recall                             string
 	}
 	rows := map[string]row{} // set|load|facts|request
 	for _, line := range strings.Split(out.String(), "\n") {
 		c := strings.Split(line, "|")
-		if len(c) != 15 || !strings.Contains(c[2], "facts/user") {
+		if len(c) != 16 || !strings.Contains(c[2], "facts/user") {
 			continue
 		}
 		for i := range c {
@@ -237,10 +237,13 @@ func TestRunReportsFigures(t *testing.T) {
 		if _, err := fmt.Sscanf(c[6], "%d /", &r.factsP50); err != nil {
 			t.Fatalf("facts column %q: %v", c[6], err)
 		}
-		if _, err := fmt.Sscanf(c[7], "%d", &r.tokensP50); err != nil {
-			t.Fatalf("tokens column %q: %v", c[7], err)
+		if _, err := fmt.Sscanf(c[7], "%d /", &r.factTokensP50); err != nil {
+			t.Fatalf("fact tokens column %q: %v", c[7], err)
 		}
-		r.recall = strings.Join(c[10:14], "|")
+		if _, err := fmt.Sscanf(c[8], "%d", &r.tokensP50); err != nil {
+			t.Fatalf("tokens column %q: %v", c[8], err)
+		}
+		r.recall = strings.Join(c[11:15], "|")
 		rows[c[1]+"|"+load+"|"+c[3]+"|"+strings.Fields(c[4])[0]] = r
 	}
 	if len(rows) != 16 {
@@ -249,9 +252,12 @@ func TestRunReportsFigures(t *testing.T) {
 	for _, set := range []string{"locomo-dev", "longmemeval-s-dev"} {
 		for _, req := range []string{"eval", "default"} {
 			rel, all := rows[set+"|loaded|relevant|"+req], rows[set+"|loaded|all|"+req]
-			if all.factsP50 < 40 || rel.factsP50 >= all.factsP50 || rel.tokensP50 >= all.tokensP50 {
-				t.Errorf("%s, %s request, 40 facts set: relevant injects %d facts in %d tokens, all %d in %d; want all ≥ 40 and relevant fewer facts and tokens",
-					set, req, rel.factsP50, rel.tokensP50, all.factsP50, all.tokensP50)
+			if all.factsP50 < 40 || rel.factsP50 >= all.factsP50 || rel.factTokensP50 >= all.factTokensP50 || rel.factTokensP50 == 0 {
+				t.Errorf("%s, %s request, 40 facts set: relevant injects %d facts in %d tokens, all %d in %d; want all ≥ 40 and relevant fewer facts and tokens, not none",
+					set, req, rel.factsP50, rel.factTokensP50, all.factsP50, all.factTokensP50)
+			}
+			if req == "eval" && rel.tokensP50 >= all.tokensP50 {
+				t.Errorf("%s, eval request, 40 facts set: relevant injects %d tokens, all %d; want fewer", set, rel.tokensP50, all.tokensP50)
 			}
 			if req == "eval" && rel.recall != all.recall {
 				t.Errorf("%s, eval request: recall %s with relevant facts, %s with all; facts cannot change what is ranked", set, rel.recall, all.recall)
@@ -261,5 +267,23 @@ func TestRunReportsFigures(t *testing.T) {
 	if !strings.Contains(out.String(), "| 07741c45 | in a shoe rack in my closet | shoe rack / under my bed |") ||
 		!strings.Contains(out.String(), "knowledge-update totals over 1 questions:") {
 		t.Errorf("knowledge-update table missing its row or totals:\n%s", out.String())
+	}
+}
+
+func TestFactBlockTokens(t *testing.T) {
+	tests := []struct {
+		injection string
+		want      int
+	}{
+		{"", 0},
+		{"[context: User: hi]", 0},
+		{"[facts: a=b]", 3}, // 12 runes
+		{"[facts: name=Zoë]\n[context: User: a long question]", 5}, // 17 runes of the first line
+		{"[facts: k=v, x=yz]", 5},                                  // 18 runes, rounded up
+	}
+	for _, tt := range tests {
+		if got := factBlockTokens(tt.injection); got != tt.want {
+			t.Errorf("factBlockTokens(%q) = %d, want %d", tt.injection, got, tt.want)
+		}
 	}
 }

@@ -81,11 +81,11 @@ func holds(value, want string) bool {
 // kuRow is one knowledge-update question's outcome.
 type kuRow struct {
 	id, answer, latest, old string
-	stored                  string // key=value of a fact holding the latest value; "" when none
-	stale                   string // key=value of a fact holding the superseded value; "" when none
-	facts                   int    // facts the user holds
-	injectedFact            bool   // the enrich injected a fact holding the latest value
-	latestTurn, olderTurn   bool   // the enrich injected the turn stating the latest / the superseded value
+	stored                  string   // key=value of a fact holding the latest value; "" when none
+	stale                   string   // key=value of a fact holding the superseded value; "" when none
+	held                    []string // keys of the facts the user holds
+	injectedFact            bool     // the enrich injected a fact holding the latest value
+	latestTurn, olderTurn   bool     // the enrich injected the turn stating the latest / the superseded value
 }
 
 // knowledgeUpdates checks, for each knowledge-update question of the
@@ -107,8 +107,8 @@ func knowledgeUpdates(ctx context.Context, in *instance, s dataset) ([]kuRow, er
 			if err != nil {
 				return nil, fmt.Errorf("facts.list for %s: %w", h.name, err)
 			}
-			row.facts = len(facts)
 			for _, f := range facts {
+				row.held = append(row.held, f.Key)
 				if row.stored == "" && (holds(f.Value, q.answer) || holds(f.Value, v.latest)) {
 					row.stored = f.Key + "=" + f.Value
 				}
@@ -172,7 +172,11 @@ func reportKnowledgeUpdates(w io.Writer, rows []kuRow) {
 		if r.old == "" {
 			staleCell = "? (not annotated)"
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %d | %s | %s | %s | %s | %s |\n", r.id, clip(r.answer, 40), lo, r.facts,
+		held := fmt.Sprint(len(r.held))
+		if len(r.held) > 0 {
+			held += " (" + strings.Join(r.held, ", ") + ")"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.id, clip(r.answer, 40), lo, held,
 			orDash(r.stored), staleCell, yesNo(r.injectedFact), yesNo(r.latestTurn), yesNo(r.olderTurn))
 		if r.stored != "" {
 			stored++

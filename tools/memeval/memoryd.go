@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
@@ -268,8 +269,21 @@ func defaultShape() enrichShape {
 
 // replyStat is what one enrich reply injected.
 type replyStat struct {
-	tokens int // the reply's tokens: the injection's estimate
-	facts  int // facts injected
+	tokens     int // the reply's tokens: the injection's estimate
+	facts      int // facts injected
+	factTokens int // of tokens, the facts block's (inline format)
+}
+
+// factBlockTokens estimates the tokens of an inline injection's facts
+// block as memoryd estimates an injection's (enricher/inject.go: four
+// characters a token, rounded up): the block is the injection's first line
+// when it opens with events.FactsMarker (stored text holds no line break).
+func factBlockTokens(injection string) int {
+	if !strings.HasPrefix(injection, events.FactsMarker) {
+		return 0
+	}
+	block, _, _ := strings.Cut(injection, "\n")
+	return (utf8.RuneCountInString(block) + 3) / 4
 }
 
 // memorydRanker asks memory.enrich each question, as a frontend would, with
@@ -299,7 +313,7 @@ func (m *memorydRanker) rank(ctx context.Context, h haystack, k int) ([][]string
 		}
 		m.mu.Lock()
 		m.tookMS = append(m.tookMS, r.TookMS)
-		m.replies = append(m.replies, replyStat{tokens: r.Tokens, facts: len(r.Facts)})
+		m.replies = append(m.replies, replyStat{tokens: r.Tokens, facts: len(r.Facts), factTokens: factBlockTokens(r.Injection)})
 		m.mu.Unlock()
 		for _, it := range r.Context {
 			out[qi] = append(out[qi], it.EventID)
