@@ -85,7 +85,10 @@ type kuRow struct {
 	stale                   string   // key=value of a fact holding the superseded value; "" when none
 	held                    []string // keys of the facts the user holds
 	injectedFact            bool     // the enrich injected a fact holding the latest value
-	latestTurn, olderTurn   bool     // the enrich injected the turn stating the latest / the superseded value
+	// latestTurn and olderTurn are the 1-based positions among the
+	// injected items of the first turn stating the latest value and of the
+	// first stating the superseded one; 0 when not injected.
+	latestTurn, olderTurn int
 }
 
 // knowledgeUpdates checks, for each knowledge-update question of the
@@ -125,9 +128,13 @@ func knowledgeUpdates(ctx context.Context, in *instance, s dataset) ([]kuRow, er
 					row.injectedFact = true
 				}
 			}
-			for _, it := range r.Context {
-				row.latestTurn = row.latestTurn || q.latest[it.EventID]
-				row.olderTurn = row.olderTurn || q.older[it.EventID]
+			for i, it := range r.Context {
+				if row.latestTurn == 0 && q.latest[it.EventID] {
+					row.latestTurn = i + 1
+				}
+				if row.olderTurn == 0 && q.older[it.EventID] {
+					row.olderTurn = i + 1
+				}
 			}
 			out = append(out, row)
 		}
@@ -140,6 +147,14 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// position is a 1-based position, or "no" for 0.
+func position(i int) string {
+	if i == 0 {
+		return "no"
+	}
+	return fmt.Sprintf("yes (item %d)", i)
 }
 
 func orDash(s string) string {
@@ -162,7 +177,7 @@ func reportKnowledgeUpdates(w io.Writer, rows []kuRow) {
 	fmt.Fprintf(w, "\nlongmemeval-s-dev knowledge-update: the expected latest value as a current fact (before any fact load), and what enrich with memoryd's defaults injects for the question\n\n")
 	fmt.Fprintf(w, "| question | expected (answer) | latest / superseded value | facts held | fact holding the latest value | stale: fact holding the superseded value | fact injected | latest turn injected | superseded turn injected |\n")
 	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|\n")
-	var stored, stale, injFact, latest, older int
+	var stored, stale, injFact, latest, older, both, latestFirst int
 	for _, r := range rows {
 		lo := "-"
 		if r.latest != "" {
@@ -177,7 +192,7 @@ func reportKnowledgeUpdates(w io.Writer, rows []kuRow) {
 			held += " (" + strings.Join(r.held, ", ") + ")"
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.id, clip(r.answer, 40), lo, held,
-			orDash(r.stored), staleCell, yesNo(r.injectedFact), yesNo(r.latestTurn), yesNo(r.olderTurn))
+			orDash(r.stored), staleCell, yesNo(r.injectedFact), position(r.latestTurn), position(r.olderTurn))
 		if r.stored != "" {
 			stored++
 		}
@@ -187,14 +202,20 @@ func reportKnowledgeUpdates(w io.Writer, rows []kuRow) {
 		if r.injectedFact {
 			injFact++
 		}
-		if r.latestTurn {
+		if r.latestTurn > 0 {
 			latest++
 		}
-		if r.olderTurn {
+		if r.olderTurn > 0 {
 			older++
+		}
+		if r.latestTurn > 0 && r.olderTurn > 0 {
+			both++
+			if r.latestTurn < r.olderTurn {
+				latestFirst++
+			}
 		}
 	}
 	n := len(rows)
-	fmt.Fprintf(w, "\nknowledge-update totals over %d questions: latest value stored as a current fact %d/%d (superseded value still a fact: %d); injected as a fact %d/%d; turn stating the latest value injected %d/%d, the superseded one %d/%d\n",
-		n, stored, n, stale, injFact, n, latest, n, older, n)
+	fmt.Fprintf(w, "\nknowledge-update totals over %d questions: latest value stored as a current fact %d/%d (superseded value still a fact: %d); injected as a fact %d/%d; turn stating the latest value injected %d/%d, the superseded one %d/%d; both injected %d, the latest above the superseded in %d of them\n",
+		n, stored, n, stale, injFact, n, latest, n, older, n, both, latestFirst)
 }
