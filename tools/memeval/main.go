@@ -8,7 +8,16 @@
 // events through JetStream as a frontend would, waits until they are
 // processed, then asks memory.enrich each question with threshold 0 and
 // max_results 10. A question is a hit at k when one of its evidence turns is
-// in one of the top k items. See docs/quality.md.
+// in one of the top k items.
+//
+// It then measures what enrich injects: the reply's tokens and facts for
+// "facts": "relevant" and "all", with the evaluation's request and with
+// memoryd's defaults, first with the facts extraction left, then again after
+// setting a plausible 40-fact profile per user through memory.facts.set
+// (-fact-load); and, for LongMemEval's knowledge-update questions, whether
+// the expected latest value is a current fact, whether the superseded one
+// still is, and which of the two statements enrich injects. See
+// docs/quality.md.
 //
 //	go -C tools run ./memeval                      # both dev sets, offline extractor
 //	go -C tools run ./memeval -datasets locomo     # one set
