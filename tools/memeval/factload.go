@@ -18,9 +18,10 @@ type loadKey struct {
 // factLoadKeys is a plausible profile of 40 facts, the kind a model
 // extracts over months of conversations: who the user is (the core keys
 // enrich always injects: name, pronouns, location, timezone, native_language,
-// occupation), family, health, tastes, belongings and routines. Keys follow
-// the canonical vocabulary where it has one (events.FactKeys) and are free
-// snake_case keys otherwise; list keys hold items separated by ", ".
+// occupation), family, health, tastes, belongings and routines. Every key
+// is canonical (events.CanonicalFactKey returns it unchanged: no alias, so
+// no two keys merge into one), from the vocabulary where it has one and a
+// free snake_case key otherwise; list keys hold items separated by ", ".
 var factLoadKeys = []loadKey{
 	{"name", []string{"Alex Morgan", "Priya Raman", "Tomás Silva", "Hannah Becker", "Kenji Watanabe"}},
 	{"pronouns", []string{"she/her", "he/him", "they/them"}},
@@ -32,7 +33,7 @@ var factLoadKeys = []loadKey{
 	{"occupation", []string{"nurse", "software engineer", "high school teacher", "accountant", "graphic designer", "physiotherapist"}},
 	{"employer", []string{"Northside Hospital", "Brightwave Labs", "Riverside Academy", "Keller & Co", "Studio Nine"}},
 	{"birthday", []string{"1988-03-14", "1992-11-02", "1979-07-23", "1995-01-30", "1985-09-09"}},
-	{"partner_name", []string{"Sam", "Jordan", "Maria", "Daniel", "Aiko"}},
+	{"partner", []string{"Sam", "Jordan", "Maria", "Daniel", "Aiko"}},
 	{"children", []string{"Lily, Noah", "Mateo", "Emma, Leo, Ava", "Oliver"}},
 	{"siblings", []string{"one older brother", "two sisters", "a younger sister", "no siblings"}},
 	{"pets", []string{"Rex (beagle)", "Miso (cat)", "Pepper (cat), Biscuit (dog)", "a goldfish named Bubbles"}},
@@ -52,9 +53,9 @@ var factLoadKeys = []loadKey{
 	{"commute", []string{"cycles to work", "takes the train", "drives 30 minutes", "works from home", "takes the bus"}},
 	{"phone", []string{"iPhone 13", "Pixel 7", "Samsung Galaxy S22", "iPhone SE"}},
 	{"laptop", []string{"MacBook Air", "ThinkPad X1", "Dell XPS 13", "Surface Laptop"}},
-	{"education", []string{"BSc in Nursing", "MSc in Computer Science", "BA in History", "BCom in Accounting", "BA in Design"}},
-	{"university", []string{"University of Porto", "UT Austin", "University of Leeds", "Monash University", "McGill University"}},
-	{"home", []string{"two-bedroom apartment", "terraced house", "studio flat", "house with a garden"}},
+	{"education", []string{"BSc in Nursing, University of Porto", "MSc in Computer Science, UT Austin", "BA in History, University of Leeds", "BCom in Accounting, Monash University", "BA in Design, McGill University"}},
+	{"work_schedule", []string{"9 to 5 on weekdays", "night shifts twice a week", "four-day week", "flexible hours, mostly mornings"}},
+	{"home_type", []string{"two-bedroom apartment", "terraced house", "studio flat", "house with a garden"}},
 	{"coffee_order", []string{"flat white", "oat latte", "black coffee", "cappuccino", "doesn't drink coffee"}},
 	{"sleep_schedule", []string{"early riser, in bed by 10", "night owl", "sleeps around 11 pm"}},
 	{"exercise_routine", []string{"gym three times a week", "runs every morning", "yoga on weekends", "walks 10k steps a day"}},

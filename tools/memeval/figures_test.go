@@ -8,6 +8,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/memoryd/memoryd/enricher"
+	"github.com/memoryd/memoryd/events"
 )
 
 func TestPercentile(t *testing.T) {
@@ -114,6 +117,9 @@ func TestFactLoad(t *testing.T) {
 			t.Errorf("key %q: not snake_case or repeated", k.key)
 		}
 		seen[k.key] = true
+		if c, _ := events.CanonicalFactKey(k.key); c != k.key {
+			t.Errorf("key %q is an alias of %q in the vocabulary: use a canonical key, or two keys may become one", k.key, c)
+		}
 		if len(k.values) < 3 {
 			t.Errorf("key %q has %d values: users would look alike", k.key, len(k.values))
 		}
@@ -217,8 +223,8 @@ func TestRunReportsFigures(t *testing.T) {
 		t.Fatalf("memeval: %v\n%s", err, errOut.String())
 	}
 	type row struct {
-		factsP50, factTokensP50, tokensP50 int
-		recall                             string
+		held, factsP50, factTokensP50, tokensP50 int
+		recall                                   string
 	}
 	rows := map[string]row{} // set|load|facts|request
 	for _, line := range strings.Split(out.String(), "\n") {
@@ -234,6 +240,9 @@ func TestRunReportsFigures(t *testing.T) {
 			load = "loaded"
 		}
 		var r row
+		if _, err := fmt.Sscanf(c[2][strings.Index(c[2], "facts/user p50 "):], "facts/user p50 %d,", &r.held); err != nil {
+			t.Fatalf("fact load column %q: %v", c[2], err)
+		}
 		if _, err := fmt.Sscanf(c[6], "%d /", &r.factsP50); err != nil {
 			t.Fatalf("facts column %q: %v", c[6], err)
 		}
@@ -252,8 +261,11 @@ func TestRunReportsFigures(t *testing.T) {
 	for _, set := range []string{"locomo-dev", "longmemeval-s-dev"} {
 		for _, req := range []string{"eval", "default"} {
 			rel, all := rows[set+"|loaded|relevant|"+req], rows[set+"|loaded|all|"+req]
-			if all.factsP50 < 40 || rel.factsP50 >= all.factsP50 || rel.factTokensP50 >= all.factTokensP50 || rel.factTokensP50 == 0 {
-				t.Errorf("%s, %s request, 40 facts set: relevant injects %d facts in %d tokens, all %d in %d; want all ≥ 40 and relevant fewer facts and tokens, not none",
+			if all.held < 40 || all.factsP50 != min(all.held, enricher.DefaultMaxFacts) {
+				t.Errorf("%s, %s request, 40 facts set: the user holds %d facts, all injects %d; want at least 40 held, all of them injected", set, req, all.held, all.factsP50)
+			}
+			if rel.factsP50 >= all.factsP50 || rel.factTokensP50 >= all.factTokensP50 || rel.factTokensP50 == 0 {
+				t.Errorf("%s, %s request, 40 facts set: relevant injects %d facts in %d tokens, all %d in %d; want relevant fewer facts and tokens than all, and not none",
 					set, req, rel.factsP50, rel.factTokensP50, all.factsP50, all.factTokensP50)
 			}
 			if req == "eval" && rel.tokensP50 >= all.tokensP50 {
