@@ -12,7 +12,7 @@
 //
 // It then measures what enrich injects: the reply's tokens and facts for
 // "facts": "relevant" and "all", with the evaluation's request and with
-// memoryd's defaults, first with the facts extraction left, then again after
+// memoryd's defaults, first with the facts extraction stored, then again after
 // setting a plausible 40-fact profile per user through memory.facts.set
 // (-fact-load); and, for LongMemEval's knowledge-update questions, whether
 // the expected latest value is a current fact, whether the superseded one
@@ -174,7 +174,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	// Knowledge updates are checked on the facts extraction left, before
+	// Knowledge updates are checked on the facts extraction stored, before
 	// the fact load adds any.
 	var ku []kuRow
 	for _, s := range sets {
