@@ -27,10 +27,17 @@ func (u unit) text() string { return u.user + "\n" + u.reply }
 
 // question is one evaluated question of a haystack.
 type question struct {
+	id       string // LongMemEval question_id; "" for LoCoMo
 	text     string
+	answer   string // the expected answer (LongMemEval); "" for LoCoMo
 	at       time.Time
 	category string
 	evidence map[string]bool // event ids holding an evidence turn
+	// latest are the evidence events of the last session holding
+	// evidence, older those of earlier sessions (LongMemEval): in a
+	// knowledge-update question, where the latest value and the value it
+	// superseded were stated.
+	latest, older map[string]bool
 }
 
 // haystack is one memoryd user: a LoCoMo conversation or a LongMemEval
@@ -222,6 +229,7 @@ type lmeItem struct {
 	QuestionID        string      `json:"question_id"`
 	QuestionType      string      `json:"question_type"`
 	Question          string      `json:"question"`
+	Answer            any         `json:"answer"`
 	QuestionDate      string      `json:"question_date"`
 	HaystackDates     []string    `json:"haystack_dates"`
 	HaystackSessions  [][]lmeTurn `json:"haystack_sessions"`
@@ -259,6 +267,7 @@ func loadLongMemEval(path, run string) ([]haystack, loadStats, error) {
 		}
 		h := haystack{dataset: "longmemeval", name: it.QuestionID}
 		ev := map[string]bool{}
+		evSession := map[string]int{} // evidence event -> its session's index
 		for si, sess := range it.HaystackSessions {
 			date, err := lmeDate(it.HaystackDates[si])
 			if err != nil {
@@ -284,6 +293,7 @@ func loadLongMemEval(path, run string) ([]haystack, loadStats, error) {
 				}
 				if hasAnswer {
 					ev[u.eventID] = true
+					evSession[u.eventID] = si
 				}
 				h.units = append(h.units, u)
 				n++
@@ -297,9 +307,35 @@ func loadLongMemEval(path, run string) ([]haystack, loadStats, error) {
 		if err != nil {
 			return nil, st, fmt.Errorf("longmemeval %s: %w", it.QuestionID, err)
 		}
-		h.questions = []question{{text: it.Question, at: at, category: it.QuestionType, evidence: ev}}
+		latest, older := splitLatest(evSession, it.HaystackDates)
+		h.questions = []question{{
+			id: it.QuestionID, text: it.Question, answer: fmt.Sprint(it.Answer), at: at, category: it.QuestionType,
+			evidence: ev, latest: latest, older: older,
+		}}
 		st.questions++
 		out = append(out, h)
 	}
 	return out, st, nil
+}
+
+// splitLatest splits evidence events (event id -> session index) into those
+// of the latest-dated session holding evidence and those of the others.
+// dates are the sessions' dates as LongMemEval writes them, which sort as
+// strings ("2023/05/30 (Tue) 23:40"); equal dates go by session index.
+func splitLatest(evSession map[string]int, dates []string) (latest, older map[string]bool) {
+	last := -1
+	for _, si := range evSession {
+		if last < 0 || dates[si] > dates[last] || (dates[si] == dates[last] && si > last) {
+			last = si
+		}
+	}
+	latest, older = map[string]bool{}, map[string]bool{}
+	for id, si := range evSession {
+		if si == last {
+			latest[id] = true
+		} else {
+			older[id] = true
+		}
+	}
+	return latest, older
 }

@@ -8,7 +8,16 @@
 // events through JetStream as a frontend would, waits until they are
 // processed, then asks memory.enrich each question with threshold 0 and
 // max_results 10. A question is a hit at k when one of its evidence turns is
-// in one of the top k items. See docs/quality.md.
+// in one of the top k items.
+//
+// It then measures what enrich injects: the reply's tokens and facts for
+// "facts": "relevant" and "all", with the evaluation's request and with
+// memoryd's defaults, first with the facts extraction stored, then again after
+// setting a plausible 40-fact profile per user through memory.facts.set
+// (-fact-load); and, for LongMemEval's knowledge-update questions, whether
+// the expected latest value is a current fact, whether the superseded one
+// still is, and which of the two statements enrich injects. See
+// docs/quality.md.
 //
 //	go -C tools run ./memeval                      # both dev sets, offline extractor
 //	go -C tools run ./memeval -datasets locomo     # one set
@@ -28,6 +37,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/memoryd/memoryd/events"
 )
 
 type options struct {
@@ -41,6 +52,7 @@ type options struct {
 	llmAPIKey      string
 	llmModel       string
 	llmConcurrency int
+	factLoad       int
 	verbose        bool
 }
 
@@ -75,6 +87,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.llmAPIKey, "llm-api-key", env("MEMEVAL_LLM_API_KEY", ""), "API key for the LLM endpoint (MEMEVAL_LLM_API_KEY)")
 	fs.StringVar(&o.llmModel, "llm-model", env("MEMEVAL_LLM_MODEL", ""), "model name, with -llm-base-url (MEMEVAL_LLM_MODEL)")
 	fs.IntVar(&o.llmConcurrency, "llm-concurrency", 8, "LLM requests in flight")
+	fs.IntVar(&o.factLoad, "fact-load", len(factLoadKeys), fmt.Sprintf("facts set per user through memory.facts.set (a plausible profile, at most %d) before the token measurement is repeated; 0 skips the repeat", len(factLoadKeys)))
 	fs.BoolVar(&o.verbose, "v", false, "log memoryd's warnings and errors")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -142,7 +155,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer fts.db.Close()
-	mem := &memorydRanker{in: in}
+	mem := &memorydRanker{in: in, facts: events.FactsRelevant}
 	rankers := []ranker{mem, fts, setCosine{}}
 	const k = 10
 	for si := range sets {
@@ -161,11 +174,42 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
+	// Knowledge updates are checked on the facts extraction stored, before
+	// the fact load adds any.
+	var ku []kuRow
+	for _, s := range sets {
+		if s.name == "longmemeval-s-dev" {
+			progress("checking knowledge-update questions\n")
+			if ku, err = knowledgeUpdates(ctx, in, s); err != nil {
+				return err
+			}
+		}
+	}
+	progress("measuring injected tokens\n")
+	tokenRuns, err := measureTokens(ctx, in, sets, "extracted", k)
+	if err != nil {
+		return err
+	}
+	if o.factLoad > 0 {
+		progress("setting %d facts per user, measuring again\n", min(o.factLoad, len(factLoadKeys)))
+		if err := in.setFactLoad(ctx, all, o.factLoad); err != nil {
+			return err
+		}
+		more, err := measureTokens(ctx, in, sets, fmt.Sprintf("extracted + %d set", min(o.factLoad, len(factLoadKeys))), k)
+		if err != nil {
+			return err
+		}
+		tokenRuns = append(tokenRuns, more...)
+	}
 	extractorName := "offline rules (turns stored verbatim)"
 	if in.llm {
 		extractorName = "LLM " + o.llmModel + " (memoryd's items are what the model extracted; the baselines still index the raw turns)"
 	}
 	report(stdout, sets, rankers, extractorName, mem.tookMS)
+	reportTokens(stdout, tokenRuns)
+	if ku != nil {
+		reportKnowledgeUpdates(stdout, ku)
+	}
 	return nil
 }
 

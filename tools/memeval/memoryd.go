@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
@@ -243,35 +244,96 @@ func (in *instance) ingest(ctx context.Context, hs []haystack, wait time.Duratio
 	}
 }
 
-// memorydRanker asks memory.enrich each question, as a frontend would.
+// enrichShape is the part of an enrich request a run fixes besides the
+// message: nil fields are left to memoryd's defaults, as a frontend that
+// sets nothing gets them.
+type enrichShape struct {
+	name       string
+	threshold  *float64
+	maxResults *int
+	maxTokens  *int
+}
+
+// evalShape is the evaluation's request: threshold 0, the top k items, and a
+// budget that drops nothing, so that recall measures the ranking alone.
+func evalShape(k int) enrichShape {
+	threshold, maxTokens := 0.0, events.MaxMaxTokens
+	return enrichShape{name: fmt.Sprintf("eval (%d items, threshold 0, no budget)", k), threshold: &threshold, maxResults: &k, maxTokens: &maxTokens}
+}
+
+// defaultShape is a request that sets nothing: memoryd's defaults
+// (events.DefaultThreshold, DefaultMaxResults, DefaultMaxTokens).
+func defaultShape() enrichShape {
+	return enrichShape{name: fmt.Sprintf("default (%d items, threshold %.1f, %d-token budget)", events.DefaultMaxResults, events.DefaultThreshold, events.DefaultMaxTokens)}
+}
+
+// replyStat is what one enrich reply injected.
+type replyStat struct {
+	tokens     int // the reply's tokens: the injection's estimate
+	facts      int // facts injected
+	factTokens int // of tokens, the facts block's (inline format)
+}
+
+// factBlockTokens estimates the tokens of an inline injection's facts
+// block as memoryd estimates an injection's (enricher/inject.go: four
+// characters a token, rounded up): the block is the injection's first line
+// when it opens with events.FactsMarker (stored text holds no line break).
+func factBlockTokens(injection string) int {
+	if !strings.HasPrefix(injection, events.FactsMarker) {
+		return 0
+	}
+	block, _, _ := strings.Cut(injection, "\n")
+	return (utf8.RuneCountInString(block) + 3) / 4
+}
+
+// memorydRanker asks memory.enrich each question, as a frontend would, with
+// its facts selection and request shape (evalShape when shape is nil), and
+// records what each reply injected.
 type memorydRanker struct {
-	in     *instance
-	tookMS []float64
-	tookMu sync.Mutex
+	in      *instance
+	facts   string // events.FactsRelevant or events.FactsAll
+	shape   *enrichShape
+	tookMS  []float64
+	replies []replyStat
+	mu      sync.Mutex
 }
 
 func (m *memorydRanker) name() string { return "memoryd" }
 
 func (m *memorydRanker) rank(ctx context.Context, h haystack, k int) ([][]string, error) {
 	out := make([][]string, len(h.questions))
-	threshold, maxTokens := 0.0, events.MaxMaxTokens
+	shape := evalShape(k)
+	if m.shape != nil {
+		shape = *m.shape
+	}
 	for qi, q := range h.questions {
-		r, err := m.in.client.Enrich(ctx, events.EnrichRequest{
-			UserID: m.in.userID(h), Message: q.text, MaxResults: &k, Threshold: &threshold,
-			MaxTokens: &maxTokens, At: q.at,
-		})
+		r, err := m.in.enrich(ctx, h, q, m.facts, shape)
 		if err != nil {
 			return nil, err
 		}
-		if r.Degraded {
-			return nil, fmt.Errorf("enrich degraded: %s", r.Reason)
-		}
-		m.tookMu.Lock()
+		m.mu.Lock()
 		m.tookMS = append(m.tookMS, r.TookMS)
-		m.tookMu.Unlock()
+		m.replies = append(m.replies, replyStat{tokens: r.Tokens, facts: len(r.Facts), factTokens: factBlockTokens(r.Injection)})
+		m.mu.Unlock()
 		for _, it := range r.Context {
 			out[qi] = append(out[qi], it.EventID)
 		}
 	}
 	return out, nil
+}
+
+// enrich asks memory.enrich question q of haystack h's user; a degraded
+// reply is an error (the evaluation measures memory, not the machine).
+func (in *instance) enrich(ctx context.Context, h haystack, q question, facts string, shape enrichShape) (events.EnrichReply, error) {
+	r, err := in.client.Enrich(ctx, events.EnrichRequest{
+		UserID: in.userID(h), Message: q.text, MaxResults: shape.maxResults, Threshold: shape.threshold,
+		MaxTokens: shape.maxTokens, At: q.at, Facts: facts,
+	})
+	if err != nil {
+		return r, err
+	}
+	if r.Degraded {
+		return r, fmt.Errorf("enrich degraded: %s", r.Reason)
+	}
+	return r, nil
 }
