@@ -308,3 +308,180 @@ func TestFactWritesConvergeInAnyOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestListHistoryRecordsOperations: a list key's history says add, remove,
+// delete and set, each with the turn, conversation and time of the write
+// that caused it; an extracted delete of a single-valued key says delete,
+// facts.clear says clear.
+func TestListHistoryRecordsOperations(t *testing.T) {
+	ctx, s := setup(t)
+	for _, step := range [][]store.FactWrite{
+		{add("allergies", "peanuts", 1, "e1")},
+		{add("allergies", "shellfish", 2, "e2")},
+		{remove("allergies", "peanuts", 3, "e3")},
+		{del("allergies", true, 4, "e4")},
+		{setItem("allergies", "milk", 5, "e5"), setItem("allergies", "eggs", 5, "e5")},
+		{add("allergies", "soy", 6, "e6"), remove("allergies", "milk", 6, "e6")},
+		{remove("allergies", "eggs", 7, "e7"), remove("allergies", "soy", 7, "e7")},
+		{set("city", "Porto", 1, "e1")},
+		{del("city", false, 2, "e2")},
+	} {
+		if _, err := s.UpsertFacts(ctx, step); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := s.SetFact(ctx, "alice", "car", "Golf"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DeleteFact(ctx, "alice", "car"); err != nil {
+		t.Fatal(err)
+	}
+	type entry struct {
+		key, op  string
+		old, new *string
+		event    string
+		minutes  int // source time; -1: none
+	}
+	wants := []entry{
+		{"allergies", store.FactOpAdd, nil, str("peanuts"), "e1", 1},
+		{"allergies", store.FactOpAdd, str("peanuts"), str("peanuts, shellfish"), "e2", 2},
+		{"allergies", store.FactOpRemove, str("peanuts, shellfish"), str("shellfish"), "e3", 3},
+		{"allergies", store.FactOpDelete, str("shellfish"), nil, "e4", 4},
+		{"allergies", store.FactOpSet, nil, str("eggs, milk"), "e5", 5},
+		{"allergies", store.FactOpAdd, str("eggs, milk"), str("eggs, soy"), "e6", 6}, // a mix: the latest write's op (of a tie, the first)
+		{"allergies", store.FactOpRemove, str("eggs, soy"), nil, "e7", 7},
+		{"city", store.FactOpSet, nil, str("Porto"), "e1", 1},
+		{"city", store.FactOpDelete, str("Porto"), nil, "e2", 2},
+		{"car", store.FactOpSet, nil, str("Golf"), "", -2},
+		{"car", store.FactOpClear, str("Golf"), nil, "", -1},
+	}
+	got, err := s.FactHistory(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(wants) {
+		t.Fatalf("%d history entries, want %d: %+v", len(got), len(wants), got)
+	}
+	for i, w := range wants {
+		c := got[i]
+		ok := c.Key == w.key && c.Op == w.op && sameValue(c.OldValue, w.old) && sameValue(c.NewValue, w.new) && c.EventID == w.event
+		switch {
+		case w.minutes >= 0:
+			ok = ok && c.SourceAt != nil && c.SourceAt.Equal(at(w.minutes)) && c.ConversationID == "c-"+w.event
+		case w.minutes == -1:
+			ok = ok && c.SourceAt == nil
+		}
+		if !ok {
+			t.Errorf("entry %d = %+v (source %v), want %+v", i, c, c.SourceAt, w)
+		}
+	}
+}
+
+// TestSetFactValues: a direct write of a whole list replaces the items
+// stated before it, keeps an item from a turn stamped later, wins a tie
+// with an extracted write, and says when a later turn's operation keeps a
+// value out.
+func TestSetFactValues(t *testing.T) {
+	ctx, s := setup(t)
+	if _, err := s.UpsertFacts(ctx, []store.FactWrite{add("allergies", "peanuts", 1, "e1")}); err != nil {
+		t.Fatal(err)
+	}
+	f, stored, err := s.SetFactValues(ctx, "alice", "allergies", []string{"Shellfish", " milk ", "shellfish"})
+	if err != nil || !stored || f.Value != "milk, Shellfish" || f.EventID != "" || f.SourceAt.IsZero() {
+		t.Fatalf("set values = %+v, %v, %v; want milk, Shellfish stored", f, stored, err)
+	}
+	now := f.SourceAt
+	// An extracted remove at the very same time loses to the direct write;
+	// a later turn's add and remove apply on top.
+	later := now.Add(time.Minute)
+	tie := remove("allergies", "milk", 0, "zzz")
+	tie.SourceAt = now
+	addLater, removeLater := add("allergies", "soy", 0, "e9"), remove("allergies", "shellfish", 0, "e9")
+	addLater.SourceAt, removeLater.SourceAt = later, later
+	if _, err := s.UpsertFacts(ctx, []store.FactWrite{tie, addLater, removeLater}); err != nil {
+		t.Fatal(err)
+	}
+	if got := values(t, ctx, s, "alice")["allergies"]; got != "milk, soy" {
+		t.Fatalf("allergies = %q, want milk, soy", got)
+	}
+	// A direct write now cannot bring back what the later turn removed,
+	// and says so; the later turn's item stays.
+	f, stored, err = s.SetFactValues(ctx, "alice", "allergies", []string{"shellfish", "eggs"})
+	if err != nil || stored || f.Value != "eggs, soy" {
+		t.Fatalf("set values under a later turn = %+v, %v, %v; want eggs, soy and not stored", f, stored, err)
+	}
+	if _, _, err := s.SetFactValues(ctx, "alice", "allergies", []string{" ", ""}); err == nil {
+		t.Fatal("a list of no item was accepted")
+	}
+	// facts.clear of a list key clears its items: an earlier item arriving
+	// afterwards stays out, a later one comes back alone.
+	if n, err := s.DeleteFact(ctx, "alice", "allergies"); err != nil || n != 1 {
+		t.Fatalf("clear = %d, %v", n, err)
+	}
+	var items int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM fact_items WHERE user_id = 'alice'`).Scan(&items); err != nil || items != 0 {
+		t.Fatalf("%d items after a clear (%v), want 0", items, err)
+	}
+	early, late := add("allergies", "dust", 0, "e10"), add("allergies", "pollen", 0, "e11")
+	early.SourceAt, late.SourceAt = later, later.Add(time.Hour)
+	if _, err := s.UpsertFacts(ctx, []store.FactWrite{early, late}); err != nil {
+		t.Fatal(err)
+	}
+	if got := values(t, ctx, s, "alice")["allergies"]; got != "pollen" {
+		t.Fatalf("allergies after a clear = %q, want pollen", got)
+	}
+}
+
+// TestForgetAndResetCoverListItems: a forget deletes every list item of the
+// user and no other user's; a reset deletes the extracted items and keeps
+// the direct ones, whose key's fact is rebuilt from them.
+func TestForgetAndResetCoverListItems(t *testing.T) {
+	ctx, s := setup(t)
+	for _, user := range []string{"alice", "bob"} {
+		if _, err := s.UpsertFacts(ctx, forUser(user, []store.FactWrite{add("allergies", "peanuts", 1, "e1"), remove("pets", "rex", 1, "e1")})); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.SetFactValues(ctx, user, "languages", []string{"English"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An extracted item later than the direct ones: the key's fact carries
+	// its provenance, and a reset must not lose the direct item with it.
+	if _, err := s.UpsertFacts(ctx, []store.FactWrite{{UserID: "alice", Key: "languages", Value: "French", SourceAt: time.Now().Add(time.Minute),
+		EventID: "e2", Op: store.FactAdd, List: true, Provenance: store.Provenance{Extractor: "rules"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := values(t, ctx, s, "alice")["languages"]; got != "English, French" {
+		t.Fatalf("languages = %q", got)
+	}
+	countItems := func(user string) int {
+		t.Helper()
+		var n int
+		if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM fact_items WHERE user_id = $1`, user).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if _, err := s.ResetMemory(ctx, []string{"alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := values(t, ctx, s, "alice"); !maps.Equal(got, map[string]string{"languages": "English"}) {
+		t.Fatalf("after a reset: facts = %q, want the direct languages alone", got)
+	}
+	if n := countItems("alice"); n != 1 {
+		t.Fatalf("after a reset: %d items, want the direct one", n)
+	}
+	bobBefore := factRows(t, ctx, s, "bob")
+	if _, _, err := s.ForgetUser(ctx, "alice", "alice", 0, store.RiverJobs{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := countItems("alice"); n != 0 {
+		t.Fatalf("after a forget: %d items of alice, want 0", n)
+	}
+	if n := countItems("bob"); n != 3 {
+		t.Fatalf("after alice's forget: %d items of bob, want 3", n)
+	}
+	if got := factRows(t, ctx, s, "bob"); got != bobBefore {
+		t.Fatalf("bob's facts changed by alice's forget:\n%s\nwas\n%s", got, bobBefore)
+	}
+}

@@ -136,10 +136,14 @@ func (s *Store) SetFactValues(ctx context.Context, userID, key string, values []
 	if err != nil || len(writes) == 0 {
 		return Fact{}, false, fmt.Errorf("set fact values: no item in %q", values)
 	}
+	// The first of values with the same identity is the one stated.
 	ids := map[string]bool{}
-	for _, w := range writes {
-		ids[itemIdentity(w.Value)] = true
-	}
+	writes = slices.DeleteFunc(writes, func(w FactWrite) bool {
+		id := itemIdentity(w.Value)
+		seen := ids[id]
+		ids[id] = true
+		return seen
+	})
 	var (
 		f      Fact
 		stored bool
