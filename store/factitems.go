@@ -131,6 +131,11 @@ func (s *Store) applyFacts(ctx context.Context, writes []FactWrite) (int, error)
 	if err := s.lockListKeys(ctx, listKeys); err != nil {
 		return 0, err
 	}
+	adopted, err := s.adoptListRows(ctx, listKeys)
+	if err != nil {
+		return 0, err
+	}
+	items = append(adopted, items...)
 	if err := s.recordClears(ctx, clears); err != nil {
 		return 0, err
 	}
@@ -192,6 +197,43 @@ func splitKeys(keys []userKey) (users, names []string) {
 		users[i], names[i] = k.user, k.key
 	}
 	return users, names
+}
+
+// adoptListRows returns, as adds, the items of the facts rows of list keys
+// that have no fact_items row at all: values stored before the key was a
+// list (or by a write that does not know lists), which materialising would
+// otherwise drop. Each item is the row's value split at commas and
+// semicolons, stated when and where the row's value was, so that the
+// result is the one these adds applied first would give.
+func (s *Store) adoptListRows(ctx context.Context, keys []userKey) ([]FactWrite, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	users, names := splitKeys(keys)
+	rows, err := s.db.Query(ctx, `
+		SELECT f.user_id, f.key, f.value, f.source_at, f.event_id, f.conversation_id, f.extractor, f.model, f.prompt_version
+		FROM facts f JOIN unnest($1::text[], $2::text[]) AS t(u, k) ON f.user_id = t.u AND f.key = t.k
+		WHERE NOT EXISTS (SELECT FROM fact_items i WHERE i.user_id = f.user_id AND i.key = f.key)`, users, names)
+	if err != nil {
+		return nil, fmt.Errorf("adopt list facts: %w", err)
+	}
+	var (
+		adds []FactWrite
+		f    FactWrite
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&f.UserID, &f.Key, &f.Value, &f.SourceAt, &f.EventID, &f.ConversationID, &f.Extractor, &f.Model, &f.PromptVersion}, func() error {
+		for _, it := range strings.FieldsFunc(f.Value, func(r rune) bool { return r == ',' || r == ';' }) {
+			if it = strings.TrimSpace(it); itemIdentity(it) != "" {
+				a := f
+				a.Value, a.Op, a.List = it, FactAdd, true
+				adds = append(adds, a)
+			}
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("adopt list facts: %w", err)
+	}
+	return adds, nil
 }
 
 // recordClears records the clears of a call in fact_clears, each only

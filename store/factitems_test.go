@@ -485,3 +485,24 @@ func TestForgetAndResetCoverListItems(t *testing.T) {
 		t.Fatalf("bob's facts changed by alice's forget:\n%s\nwas\n%s", got, bobBefore)
 	}
 }
+
+// TestListKeyAdoptsAStoredValue: a value stored under a list key before it
+// had items (a single-valued write) becomes the list's items at the first
+// operation instead of being dropped; FactValues reads what is stored.
+func TestListKeyAdoptsAStoredValue(t *testing.T) {
+	ctx, s := setup(t)
+	if _, err := s.UpsertFacts(ctx, []store.FactWrite{set("allergies", "peanuts, shellfish", 1, "e1"), set("city", "Porto", 1, "e1")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpsertFacts(ctx, []store.FactWrite{add("allergies", "soy", 2, "e2"), remove("allergies", "Peanuts", 2, "e2")}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.FactValues(ctx, []string{"alice", "nobody"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[string]string{"alice": {"allergies": "shellfish, soy", "city": "Porto"}}
+	if len(got) != 1 || !maps.Equal(got["alice"], want["alice"]) {
+		t.Fatalf("fact values = %q, want %q", got, want)
+	}
+}

@@ -34,10 +34,11 @@ const (
 
 // FactChange is one entry of a fact's history, written by a trigger on every
 // change of a fact's value. A nil OldValue is the fact's first value; a nil
-// NewValue a deletion (Op FactOpClear, FactOpDelete or FactOpRemove). EventID, ConversationID and SourceAt
-// are the new value's provenance: the turn that stated it and when ("" and
-// nil for a direct write's turn, and for a deletion, whose time is
-// ChangedAt); ChangedAt is when the change was written.
+// NewValue a deletion (Op FactOpClear, FactOpDelete or FactOpRemove).
+// EventID, ConversationID and SourceAt are the source of the operation: the
+// turn that stated the new value, or said add, remove or delete, and when
+// ("" and nil for a direct write's turn; "" and nil for a clear, whose time
+// is ChangedAt); ChangedAt is when the change was written.
 type FactChange struct {
 	ID             int64
 	Key            string
