@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/store"
 )
 
@@ -504,5 +505,43 @@ func TestListKeyAdoptsAStoredValue(t *testing.T) {
 	want := map[string]map[string]string{"alice": {"allergies": "shellfish, soy", "city": "Porto"}}
 	if len(got) != 1 || !maps.Equal(got["alice"], want["alice"]) {
 		t.Fatalf("fact values = %q, want %q", got, want)
+	}
+}
+
+// TestConcurrentListWritesKeepEveryItem: two transactions adding items to
+// the same list key at once both count: the second waits for the first and
+// materialises the list with its items.
+func TestConcurrentListWritesKeepEveryItem(t *testing.T) {
+	ctx, s := setup(t)
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := s.WithTx(tx).UpsertFacts(ctx, []store.FactWrite{add("allergies", "peanuts", 1, "e1")}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.UpsertFacts(ctx, []store.FactWrite{add("allergies", "shellfish", 2, "e2")})
+		done <- err
+	}()
+	eventstest.Eventually(t, "the second writer to wait for the key", 30*time.Second, func() (bool, string) {
+		var n int
+		err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_locks
+			WHERE locktype = 'advisory' AND NOT granted AND classid::int = hashtext('memoryd.factkey.' || current_schema())`).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n > 0, "no writer waits for the list key's lock"
+	})
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := values(t, ctx, s, "alice")["allergies"]; got != "peanuts, shellfish" {
+		t.Fatalf("allergies = %q, want both items", got)
 	}
 }
