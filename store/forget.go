@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -102,7 +103,7 @@ func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect b
 	var listKeys []userKey
 	if !withDirect {
 		rows, err := s.db.Query(ctx, `SELECT DISTINCT user_id, key FROM fact_items
-			WHERE ($1 OR user_id = ANY($2)) AND extractor <> 'direct' ORDER BY user_id, key`, all, userIDs)
+			WHERE ($1 OR user_id = ANY($2)) AND extractor <> 'direct'`, all, userIDs)
 		if err != nil {
 			return r, fmt.Errorf("delete fact_items: %w", err)
 		}
@@ -111,8 +112,14 @@ func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect b
 		}); err != nil {
 			return r, fmt.Errorf("delete fact_items: %w", err)
 		}
-		if err := s.lockListKeys(ctx, listKeys); err != nil {
-			return r, err
+		// Like deleteClears, a reset of every user takes no per-user lock
+		// (there could be more keys than Postgres's lock table holds): the
+		// replay that follows it rewrites the keys.
+		slices.SortFunc(listKeys, compareUserKeys) // the order applyFacts locks in
+		if !all {
+			if err := s.lockListKeys(ctx, listKeys); err != nil {
+				return r, err
+			}
 		}
 	}
 	var items int64
