@@ -12,6 +12,7 @@ import (
 
 	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/store/storetest"
 )
 
 // Writes for the fact operation tests: at is minutes after t0, the event
@@ -543,5 +544,35 @@ func TestConcurrentListWritesKeepEveryItem(t *testing.T) {
 	}
 	if got := values(t, ctx, s, "alice")["allergies"]; got != "peanuts, shellfish" {
 		t.Fatalf("allergies = %q, want both items", got)
+	}
+}
+
+// BenchmarkUpsertFacts is one turn's facts written as the worker writes
+// them: single-valued sets alone, and with list operations (an add, a
+// remove, a delete of another list key).
+func BenchmarkUpsertFacts(b *testing.B) {
+	s := storetest.New(b)
+	ctx := context.Background()
+	for _, bc := range []struct {
+		name   string
+		writes func(i int) []store.FactWrite
+	}{
+		{"singles", func(i int) []store.FactWrite {
+			return []store.FactWrite{set("city", fmt.Sprint("c", i), i, "e"), set("job", fmt.Sprint("j", i), i, "e")}
+		}},
+		{"lists", func(i int) []store.FactWrite {
+			return []store.FactWrite{set("city", fmt.Sprint("c", i), i, "e"), add("allergies", fmt.Sprint("a", i), i, "e"),
+				remove("allergies", fmt.Sprint("a", i-1), i, "e"), del("pets", true, i, "e")}
+		}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				i++
+				if _, err := s.UpsertFacts(ctx, bc.writes(i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

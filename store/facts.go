@@ -46,7 +46,8 @@ const (
 	// values of the key's FactSet writes at this source time: items stated
 	// earlier are gone.
 	FactSet FactOp = "set"
-	// FactAdd adds Value to a list key's items.
+	// FactAdd adds Value to a list key's items (items are identified by
+	// their value lowercased, white space collapsed).
 	FactAdd FactOp = "add"
 	// FactRemove removes Value from a list key's items.
 	FactRemove FactOp = "remove"
@@ -70,8 +71,9 @@ type FactWrite struct {
 	// Op is what the write does; "" means FactSet.
 	Op FactOp
 	// List says Key is list-valued (events.FactKeyInfo): its value is a
-	// set of items, each added and removed on its own. FactAdd and
-	// FactRemove require it.
+	// set of items, each added and removed on its own. The caller decides
+	// it by the key alone, the same for every write of the key. Without it
+	// FactAdd is a set and FactRemove a delete.
 	List bool
 	Provenance
 }
