@@ -576,3 +576,29 @@ func BenchmarkUpsertFacts(b *testing.B) {
 		})
 	}
 }
+
+// TestHistoryOfOneCallNamesEachChange: in one call, a delete of one key
+// does not lend its operation or turn to the other keys' changes.
+func TestHistoryOfOneCallNamesEachChange(t *testing.T) {
+	ctx, s := setup(t)
+	if _, err := s.UpsertFacts(ctx, []store.FactWrite{set("city", "Porto", 1, "e1"), add("pets", "Rex", 1, "e1")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpsertFacts(ctx, []store.FactWrite{del("city", false, 2, "e2"), set("car", "Golf", 2, "e3"),
+		remove("pets", "rex", 2, "e4"), add("allergies", "soy", 2, "e5")}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.FactHistory(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entries []string
+	for _, c := range got[2:] {
+		entries = append(entries, c.Key+" "+c.Op+" "+c.EventID)
+	}
+	slices.Sort(entries)
+	want := []string{"allergies add e5", "car set e3", "city delete e2", "pets remove e4"}
+	if !slices.Equal(entries, want) {
+		t.Fatalf("history of the call = %q, want %q", entries, want)
+	}
+}
