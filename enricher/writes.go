@@ -106,25 +106,57 @@ func (w memoryWrites) setFact(token string, data []byte) (call, error) {
 	if err := checkText("value", req.Value, events.MaxFactValueBytes); err != nil {
 		return nil, err
 	}
+	// A list key (events vocabulary) holds items: the value is the whole
+	// list, and an alias of a list key names the canonical key, so that
+	// the items land where extraction adds and removes them. Other keys are
+	// stored as sent.
+	canonical, list := events.CanonicalFactKey(key)
+	var items []string
+	if list {
+		key, items = canonical, splitItems(req.Value)
+		if len(items) == 0 {
+			return nil, badRequest("value holds no item (use facts.clear to delete a fact)")
+		}
+	}
 	return func(ctx context.Context) (any, error) {
 		var (
 			f      store.Fact
 			stored bool
 		)
 		err := w.forgetSafe(ctx, req.UserID, func(q *store.Store) (err error) {
-			f, stored, err = q.SetFact(ctx, req.UserID, key, req.Value)
+			if list {
+				f, stored, err = q.SetFactValues(ctx, req.UserID, key, items)
+			} else {
+				f, stored, err = q.SetFact(ctx, req.UserID, key, req.Value)
+			}
 			return err
 		})
 		if err != nil {
 			return nil, err
 		}
 		reply := events.SetFactReply{OK: stored, Fact: wireFact(f)}
-		if !stored {
+		switch {
+		case stored:
+		case list:
+			reply.Reason = fmt.Sprintf("a turn stamped later than this request changed %q; what it said stays current", key)
+		default:
 			reply.Reason = fmt.Sprintf("a turn stamped %s, later than this request, set %q; that value stays current",
 				f.SourceAt.UTC().Format(time.RFC3339), key)
 		}
 		return reply, nil
 	}, nil
+}
+
+// splitItems splits a list key's value at commas and semicolons into its
+// items, trimmed, empty ones dropped.
+func splitItems(v string) []string {
+	var items []string
+	for _, it := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ';' }) {
+		if it = strings.TrimSpace(it); it != "" {
+			items = append(items, it)
+		}
+	}
+	return items
 }
 
 func (w memoryWrites) clearFact(token string, data []byte) (call, error) {
@@ -135,6 +167,11 @@ func (w memoryWrites) clearFact(token string, data []byte) (call, error) {
 	key, err := checkKey(token, req.UserID, req.Key)
 	if err != nil {
 		return nil, err
+	}
+	// As in facts.set, an alias of a list key names the canonical key; the
+	// store clears a list key's items with its fact.
+	if canonical, list := events.CanonicalFactKey(key); list {
+		key = canonical
 	}
 	return func(ctx context.Context) (any, error) {
 		n, err := w.store.DeleteFact(ctx, req.UserID, key)

@@ -346,6 +346,14 @@ const (
 	// FactOpClear is the fact deleted (facts.clear, or a replay's reset of
 	// extracted memory).
 	FactOpClear = "clear"
+	// FactOpAdd is an item added to a list key (the first makes the fact).
+	FactOpAdd = "add"
+	// FactOpRemove is an item removed from a list key (the last deletes the
+	// fact).
+	FactOpRemove = "remove"
+	// FactOpDelete is the fact deleted by a turn that said it is no longer
+	// true.
+	FactOpDelete = "delete"
 )
 
 // FactHistoryRequest asks for one fact's changes, newest first, a page at a
@@ -361,11 +369,13 @@ type FactHistoryRequest struct {
 	Before int64 `json:"before,omitempty"`
 }
 
-// FactChange is one change of a fact. OldValue is null for the fact's first
-// value, NewValue null for a clear. EventID, ConversationID and SourceAt are
-// the new value's source (absent for a value set with facts.set, which has
-// SourceAt only, and for a clear); ChangedAt is when memoryd recorded the
-// change.
+// FactChange is one change of a fact. Op is one of the FactOp constants;
+// more may be added, so a client must accept others. OldValue is null for
+// the fact's first value, NewValue null for a deletion. EventID,
+// ConversationID and SourceAt are the source of the operation: the turn
+// that stated the value, or said add, remove or delete (absent for
+// facts.set, which has SourceAt only, and for a clear); ChangedAt is when
+// memoryd recorded the change.
 type FactChange struct {
 	// ID orders the changes of a user; pass it as Before to read older ones.
 	ID             int64     `json:"id"`

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -44,7 +46,8 @@ const (
 	// values of the key's FactSet writes at this source time: items stated
 	// earlier are gone.
 	FactSet FactOp = "set"
-	// FactAdd adds Value to a list key's items.
+	// FactAdd adds Value to a list key's items (items are identified by
+	// their value lowercased, white space collapsed).
 	FactAdd FactOp = "add"
 	// FactRemove removes Value from a list key's items.
 	FactRemove FactOp = "remove"
@@ -68,65 +71,108 @@ type FactWrite struct {
 	// Op is what the write does; "" means FactSet.
 	Op FactOp
 	// List says Key is list-valued (events.FactKeyInfo): its value is a
-	// set of items, each added and removed on its own. FactAdd and
-	// FactRemove require it.
+	// set of items, each added and removed on its own. The caller decides
+	// it by the key alone, the same for every write of the key. Without it
+	// FactAdd is a set and FactRemove a delete.
 	List bool
 	Provenance
 }
 
-// UpsertFacts writes extracted facts, keeping for each (user, key) the value
-// with the latest source time. A fact cleared (DeleteFact) at or after its
-// source time is not written: the clear is later. It returns how many rows
-// were inserted or changed. Every change of value is recorded in
-// fact_history by a trigger.
+// UpsertFacts applies fact writes (extracted facts, see FactOp) in one
+// transaction and returns how many facts rows it inserted, changed or
+// deleted. The result depends only on the set of writes applied, never on
+// their order, within a call or across calls:
+//
+//   - A single-valued key keeps the value latest by (source time, direct
+//     write, event id, value): a later source time wins, a direct write wins
+//     a tie, then the larger event id.
+//   - A delete at T removes a value (every item of a list key) stated no
+//     later than T and is recorded as a clear of the key at T (fact_clears,
+//     only ever raised), so that a value stated no later than T arriving
+//     afterwards is not written, and a later one is.
+//   - A list key (FactWrite.List) holds items (fact_items), each the last
+//     writer of its adds and removes by the same order; a set of the list at
+//     T clears the key just before T (listSetGap) and adds each item set at
+//     T, so the list becomes exactly the items of the statement. The key's
+//     facts row is then materialised: the present items joined by ", ",
+//     first stated first, with the provenance of the newest; none, no row.
+//
+// Every change of a facts row is recorded in fact_history by a trigger, with
+// the operation (set, add, remove, delete) and its turn.
 func (s *Store) UpsertFacts(ctx context.Context, facts []FactWrite) (int, error) {
-	if len(facts) == 0 {
+	writes, err := normaliseWrites(facts)
+	if err != nil {
+		return 0, fmt.Errorf("upsert facts: %w", err)
+	}
+	if len(writes) == 0 {
 		return 0, nil
 	}
-	for _, f := range facts {
-		if f.Op != "" && f.Op != FactSet {
-			return 0, fmt.Errorf("upsert facts: %s on key %q: operations not implemented yet", f.Op, f.Key) // issue 16 item 1: being built
-		}
-	}
-	n := len(facts)
-	users, keys, values, events, extractors, models, prompts := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	convs := make([]string, n)
-	ats := make([]time.Time, n)
-	for i, f := range facts {
-		users[i], keys[i], values[i], events[i], convs[i] = f.UserID, f.Key, f.Value, f.EventID, f.ConversationID
-		extractors[i], models[i], prompts[i] = f.Extractor, f.Model, f.PromptVersion
-		ats[i] = f.SourceAt
-	}
 	var changed int
-	err := s.inTx(ctx, func(q *Store) error {
-		// Held to the end of the transaction: a clear of these users waits
-		// for it, and it sees every clear committed before.
-		if err := q.lockClears(ctx, users, false); err != nil {
-			return err
-		}
-		// DISTINCT ON keeps one row per key within the batch (the latest),
-		// since ON CONFLICT cannot touch the same row twice in one statement.
-		tag, err := q.db.Exec(ctx, `
-		INSERT INTO facts AS f (user_id, key, value, source_at, event_id, extractor, model, prompt_version, conversation_id)
-		SELECT DISTINCT ON (u, k) u, k, v, a, e, x, m, p, cv
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
-			AS w(u, k, v, a, e, x, m, p, cv)
-		WHERE NOT EXISTS (SELECT FROM fact_clears c WHERE c.user_id = w.u AND c.key = w.k AND c.cleared_at >= w.a)
-		ORDER BY u, k, a DESC, e DESC
-		ON CONFLICT (user_id, key) DO UPDATE
-		SET value = excluded.value, source_at = excluded.source_at, event_id = excluded.event_id,
-		    conversation_id = excluded.conversation_id, extractor = excluded.extractor, model = excluded.model, prompt_version = excluded.prompt_version,
-		    updated_at = now()
-		WHERE f.source_at < excluded.source_at
-		   OR (f.source_at = excluded.source_at AND f.extractor <> 'direct' AND f.event_id < excluded.event_id)`,
-			users, keys, values, ats, events, extractors, models, prompts, convs)
-		changed = int(tag.RowsAffected())
+	err = s.inTx(ctx, func(q *Store) error {
+		var err error
+		changed, err = q.applyFacts(ctx, writes)
 		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("upsert facts: %w", err)
 	}
 	return changed, nil
+}
+
+// SetFactValues writes a list key's items directly (facts.set on a list
+// key): a statement made now, like SetFact, that the list is exactly values
+// (items identified as in fact_items: case and white space do not make two
+// items). It is a set of the list at the current time: items stated earlier
+// go, an item from a turn stamped later (within the worker's clock skew)
+// stays or stays removed, and a direct write wins a tie. It returns the fact
+// current after the write and whether every value is an item of it; with no
+// item present at all the Fact holds only the user and key.
+func (s *Store) SetFactValues(ctx context.Context, userID, key string, values []string) (Fact, bool, error) {
+	at := now()
+	writes := make([]FactWrite, 0, len(values))
+	for _, v := range values {
+		writes = append(writes, FactWrite{UserID: userID, Key: key, Value: v, SourceAt: at, Op: FactSet, List: true,
+			Provenance: Provenance{Extractor: "direct"}})
+	}
+	writes, err := normaliseWrites(writes)
+	if err != nil || len(writes) == 0 {
+		return Fact{}, false, fmt.Errorf("set fact values: no item in %q", values)
+	}
+	// The first of values with the same identity is the one stated.
+	ids := map[string]bool{}
+	writes = slices.DeleteFunc(writes, func(w FactWrite) bool {
+		id := itemIdentity(w.Value)
+		seen := ids[id]
+		ids[id] = true
+		return seen
+	})
+	var (
+		f      Fact
+		stored bool
+	)
+	err = s.inTx(ctx, func(q *Store) error {
+		if _, err := q.applyFacts(ctx, writes); err != nil {
+			return err
+		}
+		var n int
+		if err := q.db.QueryRow(ctx, `SELECT count(*) FROM fact_items i
+			LEFT JOIN fact_clears c ON c.user_id = i.user_id AND c.key = i.key
+			WHERE i.user_id = $1 AND i.key = $2 AND i.item = ANY($3) AND i.present AND (c.cleared_at IS NULL OR i.source_at > c.cleared_at)`,
+			userID, key, slices.Collect(maps.Keys(ids))).Scan(&n); err != nil {
+			return err
+		}
+		stored = n == len(ids)
+		var err error
+		f, err = q.Fact(ctx, userID, key)
+		if errors.Is(err, ErrNotFound) {
+			f, err = Fact{UserID: userID, Key: key}, nil
+		}
+		return err
+	})
+	if err != nil {
+		return Fact{}, false, fmt.Errorf("set fact values: %w", err)
+	}
+	return f, stored, nil
 }
 
 // SetFact writes one fact directly (a model's set_fact tool call). It is a
@@ -211,6 +257,27 @@ func (s *Store) Fact(ctx context.Context, userID, key string) (Fact, error) {
 	return f, nil
 }
 
+// FactValues returns the given users' facts as values by key, by user (a
+// user without facts is absent): what an extraction prompt shows.
+func (s *Store) FactValues(ctx context.Context, userIDs []string) (map[string]map[string]string, error) {
+	rows, err := s.db.Query(ctx, `SELECT user_id, key, value FROM facts WHERE user_id = ANY($1)`, userIDs)
+	if err != nil {
+		return nil, fmt.Errorf("fact values: %w", err)
+	}
+	values := make(map[string]map[string]string, len(userIDs))
+	var user, key, value string
+	if _, err := pgx.ForEachRow(rows, []any{&user, &key, &value}, func() error {
+		if values[user] == nil {
+			values[user] = map[string]string{}
+		}
+		values[user][key] = value
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("fact values: %w", err)
+	}
+	return values, nil
+}
+
 // FactKeys returns the keys of the given users' facts, sorted, by user.
 func (s *Store) FactKeys(ctx context.Context, userIDs []string) (map[string][]string, error) {
 	rows, err := s.db.Query(ctx, `SELECT user_id, key FROM facts WHERE user_id = ANY($1) ORDER BY user_id, key`, userIDs)
@@ -228,11 +295,12 @@ func (s *Store) FactKeys(ctx context.Context, userIDs []string) (map[string][]st
 	return keys, nil
 }
 
-// DeleteFact clears one fact and returns how many rows went (0 or 1).
+// DeleteFact clears one fact and returns how many rows went (0 or 1). A
+// list key's items go with it.
 //
 // The clear is recorded (fact_clears) with its time, or the cleared value's
 // source time when that is later: an extracted value whose source time is
-// not later is never written afterwards, neither by an extraction that was
+// not later (for a list key, the newest item's) is never written afterwards, neither by an extraction that was
 // running meanwhile nor by a replay. A later turn, or SetFact, sets the fact
 // again.
 func (s *Store) DeleteFact(ctx context.Context, userID, key string) (int64, error) {
@@ -244,9 +312,11 @@ func (s *Store) DeleteFact(ctx context.Context, userID, key string) (int64, erro
 		return q.db.QueryRow(ctx, `
 			WITH gone AS (
 				DELETE FROM facts WHERE user_id = $1 AND key = $2 RETURNING source_at
+			), items AS (
+				DELETE FROM fact_items WHERE user_id = $1 AND key = $2 RETURNING source_at
 			), clear AS (
 				INSERT INTO fact_clears AS c (user_id, key, cleared_at)
-				SELECT $1, $2, greatest($3, (SELECT max(source_at) FROM gone))
+				SELECT $1, $2, greatest($3, (SELECT max(source_at) FROM gone), (SELECT max(source_at) FROM items))
 				ON CONFLICT (user_id, key) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at)
 			)
 			SELECT count(*) FROM gone`, userID, key, now()).Scan(&n)

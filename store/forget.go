@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -13,7 +14,7 @@ type Removed struct {
 }
 
 // ForgetUser deletes everything memoryd keeps about a user in Postgres:
-// facts, fact history, context, turns, the River jobs of riverJobs's shape
+// facts and list items, fact history, context, turns, the River jobs of riverJobs's shape
 // that name the user's turns (see deleteUserJobs) and token usage, and
 // leaves a tombstone for the user's token, all in one transaction. The tombstone covers the turn stream up to
 // throughSeq (the stream's last sequence when the forget began) and every
@@ -72,7 +73,7 @@ func (s *Store) ForgetUser(ctx context.Context, userID, token string, throughSeq
 	return r, tomb, nil
 }
 
-// ResetMemory deletes the derived memory (facts, fact history, context) of
+// ResetMemory deletes the derived memory (facts and list items, fact history, context) of
 // the given users, or of every user when userIDs is empty, in one
 // transaction, before a replay rebuilds it. Turns are kept, and so are items
 // written directly through the memory tools (extractor "direct"): they never
@@ -96,15 +97,44 @@ func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect b
 			return r, err
 		}
 	}
+	// A list key's items go like its facts row; a reset keeps the direct
+	// ones and materialises their keys again afterwards, since the row may
+	// have carried an extracted item's provenance and so went.
+	var listKeys []userKey
+	if !withDirect {
+		rows, err := s.db.Query(ctx, `SELECT DISTINCT user_id, key FROM fact_items
+			WHERE ($1 OR user_id = ANY($2)) AND extractor <> 'direct'`, all, userIDs)
+		if err != nil {
+			return r, fmt.Errorf("delete fact_items: %w", err)
+		}
+		if listKeys, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (k userKey, err error) {
+			return k, row.Scan(&k.user, &k.key)
+		}); err != nil {
+			return r, fmt.Errorf("delete fact_items: %w", err)
+		}
+		// Like deleteClears, a reset of every user takes no per-user lock
+		// (there could be more keys than Postgres's lock table holds): the
+		// replay that follows it rewrites the keys.
+		slices.SortFunc(listKeys, compareUserKeys) // the order applyFacts locks in
+		if !all {
+			if err := s.lockListKeys(ctx, listKeys); err != nil {
+				return r, err
+			}
+		}
+	}
+	var items int64
 	for _, t := range []struct {
 		table string
 		n     *int64
-	}{{"facts", &r.Facts}, {"context", &r.Context}} {
+	}{{"fact_items", &items}, {"facts", &r.Facts}, {"context", &r.Context}} {
 		tag, err := s.db.Exec(ctx, `DELETE FROM `+t.table+` WHERE ($1 OR user_id = ANY($2)) AND ($3 OR extractor <> 'direct')`, all, userIDs, withDirect)
 		if err != nil {
 			return r, fmt.Errorf("delete %s: %w", t.table, err)
 		}
 		*t.n = tag.RowsAffected()
+	}
+	if _, err := s.materialise(ctx, listKeys, nil); err != nil {
+		return r, err
 	}
 	// History goes with forget only: after a reset the rebuilt facts add to
 	// it, keeping what the replay changed visible.

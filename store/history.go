@@ -16,14 +16,29 @@ const (
 	// FactOpClear is the fact deleted: facts.clear, a replay's reset of
 	// extracted memory.
 	FactOpClear = "clear"
+	// FactOpAdd is an item added to a list key (or the list's first item).
+	FactOpAdd = "add"
+	// FactOpRemove is an item removed from a list key; the fact is deleted
+	// when its last item goes.
+	FactOpRemove = "remove"
+	// FactOpDelete is the fact deleted, or a list key emptied, by a turn
+	// that said it is no longer true.
+	FactOpDelete = "delete"
 )
+
+// The op of a list key's entry describes the change of its value: a set of
+// the list is a set; else items only added an add, only removed a remove.
+// The entry's EventID, ConversationID and SourceAt are those of the write
+// that caused it (for a delete or remove, the turn that said so), not those
+// of the value's newest item (the fact's own provenance).
 
 // FactChange is one entry of a fact's history, written by a trigger on every
 // change of a fact's value. A nil OldValue is the fact's first value; a nil
-// NewValue a deletion (Op FactOpClear). EventID, ConversationID and SourceAt
-// are the new value's provenance: the turn that stated it and when ("" and
-// nil for a direct write's turn, and for a deletion, whose time is
-// ChangedAt); ChangedAt is when the change was written.
+// NewValue a deletion (Op FactOpClear, FactOpDelete or FactOpRemove).
+// EventID, ConversationID and SourceAt are the source of the operation: the
+// turn that stated the new value, or said add, remove or delete, and when
+// ("" and nil for a direct write's turn; "" and nil for a clear, whose time
+// is ChangedAt); ChangedAt is when the change was written.
 type FactChange struct {
 	ID             int64
 	Key            string

@@ -15,15 +15,15 @@ import (
 // emptied; VACUUM makes the space reusable. So the live size is estimated:
 // the context table at its real size scaled by rows over its high-water row
 // count, the turns table at its real size less the turn text it no longer
-// holds (text high water minus current text), facts and fact history at
-// their real size.
+// holds (text high water minus current text), facts, list items and fact
+// history at their real size.
 //
 // The JSON tags name the fields of the prune job's recorded output (River
 // keeps worker.PruneReport, which holds two SizeReports, with the job); no
 // reply on the wire carries a SizeReport.
 type SizeReport struct {
 	// RealBytes is the on-disk size of memoryd's tables (turns, facts,
-	// fact_history, context) including indexes and TOAST.
+	// fact_items, fact_history, context) including indexes and TOAST.
 	RealBytes int64 `json:"real_bytes"`
 	// ContextBytes is the context table's real size, indexes and TOAST
 	// included.
@@ -42,7 +42,7 @@ type SizeReport struct {
 	// size limit.
 	LiveBytes int64 `json:"live_bytes"`
 	// FloorBytes is LiveBytes without any context item and without any turn
-	// text: facts, fact history, the turn rows themselves and the indexes.
+	// text: facts, list items, fact history, the turn rows themselves and the indexes.
 	// Pruning cannot go under it.
 	FloorBytes int64 `json:"floor_bytes"`
 }
@@ -70,7 +70,7 @@ func (s *Store) MeasureSize(ctx context.Context) (SizeReport, error) {
 	err := s.db.QueryRow(ctx, `
 		WITH sz AS (
 			SELECT pg_total_relation_size('turns'::regclass) AS turns,
-			       pg_total_relation_size('facts'::regclass) + pg_total_relation_size('fact_history'::regclass) AS other,
+			       pg_total_relation_size('facts'::regclass) + pg_total_relation_size('fact_items'::regclass) + pg_total_relation_size('fact_history'::regclass) AS other,
 			       pg_total_relation_size('context'::regclass) AS ctx,
 			       (SELECT count(*) FROM context) AS rows,
 			       (SELECT coalesce(sum(`+turnTextSize+`), 0) FROM turns WHERE text_cleared_at IS NULL) AS text

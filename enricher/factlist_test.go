@@ -1,0 +1,76 @@
+package enricher_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/store/storetest"
+)
+
+// TestListKeyWritesOverNATS: facts.set on a list key (or its alias) stores
+// the value as the list's items, replacing the items stated before;
+// facts.clear clears the items with the fact, so that an earlier turn's add
+// stays out and a later turn's add starts the list again.
+func TestListKeyWritesOverNATS(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	ctx := ctxT(t)
+	extracted := func(op store.FactOp, value string, at time.Time, event string) store.FactWrite {
+		return store.FactWrite{UserID: "u", Key: "allergies", Value: value, SourceAt: at, EventID: event, Op: op, List: true,
+			Provenance: store.Provenance{Extractor: "rules"}}
+	}
+	upsertFacts(t, st, extracted(store.FactAdd, "dust", t0, "e0"))
+
+	reply, err := h.client.SetFact(ctx, "u", "allergies", "peanuts, shellfish")
+	if err != nil || !reply.OK || reply.Fact.Key != "allergies" || reply.Fact.Value != "peanuts, shellfish" {
+		t.Fatalf("facts.set of a list = %+v, %v; want peanuts, shellfish", reply, err)
+	}
+	// A later turn adds to the list the direct write made.
+	upsertFacts(t, st, extracted(store.FactAdd, "soy", time.Now().Add(time.Minute), "e1"))
+	if f, err := h.client.GetFact(ctx, "u", "allergies"); err != nil || f.Value != "peanuts, shellfish, soy" || f.EventID != "e1" {
+		t.Fatalf("after a later add: %+v, %v", f, err)
+	}
+	// An alias names the list key; the list becomes the value's items (a
+	// later turn's item stays: it was stated after this request).
+	reply, err = h.client.SetFact(ctx, "u", "allergy", "milk; eggs")
+	if err != nil || !reply.OK || reply.Fact.Key != "allergies" || reply.Fact.Value != "eggs, milk, soy" {
+		t.Fatalf("facts.set of a list by its alias = %+v, %v; want allergies = eggs, milk, soy", reply, err)
+	}
+	if _, err := h.client.GetFact(ctx, "u", "allergy"); !isNotFound(err) {
+		t.Fatalf("get by the alias: %v, want not found (stored under allergies)", err)
+	}
+	msg := h.raw(t, h.prefix+".facts.set.u", []byte(`{"user_id":"u","key":"allergies","value":" , ;"}`))
+	if code, _ := errorCode(t, msg); code != 400 {
+		t.Fatalf("facts.set of a list with no item: code %d, want 400", code)
+	}
+
+	if n, err := h.client.ClearFact(ctx, "u", "allergies"); err != nil || n != 1 {
+		t.Fatalf("facts.clear = %d, %v", n, err)
+	}
+	var items int
+	if err := st.Pool().QueryRow(ctx, `SELECT count(*) FROM fact_items WHERE user_id = 'u'`).Scan(&items); err != nil || items != 0 {
+		t.Fatalf("%d items left after facts.clear (%v)", items, err)
+	}
+	// An add of a turn stamped before the clear stays out; a later one
+	// starts the list again, alone.
+	upsertFacts(t, st, extracted(store.FactAdd, "dust", t0.Add(time.Hour), "e2"))
+	if _, err := h.client.GetFact(ctx, "u", "allergies"); !isNotFound(err) {
+		t.Fatalf("after an earlier add: %v, want not found", err)
+	}
+	upsertFacts(t, st, extracted(store.FactAdd, "pollen", time.Now().Add(time.Hour), "e3"))
+	if f, err := h.client.GetFact(ctx, "u", "allergies"); err != nil || f.Value != "pollen" {
+		t.Fatalf("after a later add: %+v, %v; want pollen", f, err)
+	}
+	if n, err := h.client.ClearFact(ctx, "u", "allergy"); err != nil || n != 1 {
+		t.Fatalf("facts.clear by the alias = %d, %v; want the list cleared", n, err)
+	}
+}
+
+func isNotFound(err error) bool {
+	var se *events.ServiceError
+	return errors.As(err, &se) && se.Code == 404
+}

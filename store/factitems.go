@@ -1,0 +1,594 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// List keys (FactWrite.List) hold a set of items in fact_items, one row per
+// item identity (itemIdentity) with the item's latest operation: an add
+// makes it present, a remove leaves a tombstone. Operations are ordered by
+// the total order (source time, direct write, event id, add over remove,
+// value), the last one wins, so any arrival order converges. A clear of the
+// key (fact_clears: a delete, a set, facts.clear) hides every item stated no
+// later than it; such rows are deleted, being dominated by the clear. The
+// key's facts row is materialised from the present items after every
+// change (materialise), so that every read path reads facts alone.
+
+// listSetGap is how long before its source time a set of a list key clears
+// the key: a set at T is a clear at T-listSetGap plus an add of each item
+// at T, so every item set by the same statement stays and every item stated
+// before it goes. It is Postgres's timestamp resolution.
+const listSetGap = time.Microsecond
+
+// itemIdentity is a list item's identity: its value lowercased, white space
+// collapsed and trimmed. "Peanuts" and " peanuts " are the same item.
+func itemIdentity(v string) string {
+	return strings.Join(strings.Fields(strings.ToLower(v)), " ")
+}
+
+// userKey names one fact of one user.
+type userKey struct{ user, key string }
+
+func compareUserKeys(a, b userKey) int {
+	if c := strings.Compare(a.user, b.user); c != 0 {
+		return c
+	}
+	return strings.Compare(a.key, b.key)
+}
+
+// normaliseWrites checks the ops and gives every write the form the store
+// applies: Op "" is FactSet; on a single-valued key an add is a set and a
+// remove a delete; source times are cut to Postgres's microseconds (as pgx
+// sends them) so that Go and SQL compare the same times; a list item's value
+// is trimmed, and an item with no content is dropped.
+func normaliseWrites(facts []FactWrite) ([]FactWrite, error) {
+	out := make([]FactWrite, 0, len(facts))
+	for _, f := range facts {
+		f.SourceAt = f.SourceAt.Truncate(time.Microsecond)
+		switch f.Op {
+		case "", FactSet:
+			f.Op = FactSet
+		case FactAdd:
+			if !f.List {
+				f.Op = FactSet
+			}
+		case FactRemove:
+			if !f.List {
+				f.Op = FactDelete
+			}
+		case FactDelete:
+		default:
+			return nil, fmt.Errorf("unknown operation %q on key %q", f.Op, f.Key)
+		}
+		if f.List && f.Op != FactDelete {
+			f.Value = strings.TrimSpace(f.Value)
+			if itemIdentity(f.Value) == "" {
+				continue
+			}
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// applyFacts applies normalised writes in the current transaction and
+// returns how many facts rows it inserted, changed or deleted. The steps
+// are ordered so that the result is the one any order of the writes gives:
+// every clear of the call is recorded first, then values and items stated
+// no later than a clear are skipped.
+func (s *Store) applyFacts(ctx context.Context, writes []FactWrite) (int, error) {
+	users := make([]string, len(writes))
+	for i, w := range writes {
+		users[i] = w.UserID
+	}
+	// Held to the end of the transaction: a clear of these users waits
+	// for it, and it sees every clear committed before.
+	if err := s.lockClears(ctx, users, false); err != nil {
+		return 0, err
+	}
+	var (
+		singles []FactWrite
+		items   []FactWrite
+		clears  = map[userKey]time.Time{}
+		deletes = map[userKey]FactWrite{} // the latest delete of each single-valued key
+		causes  = map[userKey][]FactWrite{}
+	)
+	clearAt := func(k userKey, at time.Time) {
+		if old, ok := clears[k]; !ok || at.After(old) {
+			clears[k] = at
+		}
+	}
+	for _, w := range writes {
+		k := userKey{w.UserID, w.Key}
+		switch {
+		case w.Op == FactDelete:
+			clearAt(k, w.SourceAt)
+			if !w.List {
+				if d, ok := deletes[k]; !ok || later(w, d) {
+					deletes[k] = w
+				}
+			}
+		case w.List:
+			if w.Op == FactSet {
+				clearAt(k, w.SourceAt.Add(-listSetGap))
+			}
+			items = append(items, w)
+		default:
+			singles = append(singles, w)
+		}
+		if w.List {
+			causes[k] = append(causes[k], w)
+		}
+	}
+	listKeys := sortedKeys(causes)
+	if err := s.lockListKeys(ctx, listKeys); err != nil {
+		return 0, err
+	}
+	adopted, err := s.adoptListRows(ctx, listKeys)
+	if err != nil {
+		return 0, err
+	}
+	items = append(adopted, items...)
+	if err := s.recordClears(ctx, clears); err != nil {
+		return 0, err
+	}
+	deleted, err := s.deleteSingles(ctx, deletes)
+	if err != nil {
+		return 0, err
+	}
+	set, err := s.upsertSingles(ctx, singles)
+	if err != nil {
+		return 0, err
+	}
+	if err := s.writeItems(ctx, listKeys, items); err != nil {
+		return 0, err
+	}
+	listed, err := s.materialise(ctx, listKeys, causes)
+	if err != nil {
+		return 0, err
+	}
+	return deleted + set + listed, nil
+}
+
+// later reports whether a is later than b by source time, then event id.
+func later(a, b FactWrite) bool {
+	if !a.SourceAt.Equal(b.SourceAt) {
+		return a.SourceAt.After(b.SourceAt)
+	}
+	return a.EventID > b.EventID
+}
+
+func sortedKeys[V any](m map[userKey]V) []userKey {
+	keys := make([]userKey, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, compareUserKeys)
+	return keys
+}
+
+// lockListKeys takes, in a fixed order, a transaction lock on each list key
+// (an advisory lock per user, key and schema): materialising reads the
+// key's present items and rewrites its facts row, and a concurrent writer of
+// the same key would otherwise write a row missing this one's items. Take
+// it after lockClears and before any memory row lock. keys must be sorted.
+func (s *Store) lockListKeys(ctx context.Context, keys []userKey) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	users, names := splitKeys(keys)
+	if _, err := s.db.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('memoryd.factkey.' || current_schema()), hashtext(u || chr(31) || k))
+		FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(u, k, n) ORDER BY n`, users, names); err != nil {
+		return fmt.Errorf("lock list keys: %w", err)
+	}
+	return nil
+}
+
+func splitKeys(keys []userKey) (users, names []string) {
+	users, names = make([]string, len(keys)), make([]string, len(keys))
+	for i, k := range keys {
+		users[i], names[i] = k.user, k.key
+	}
+	return users, names
+}
+
+// adoptListRows returns, as adds, the items of the facts rows of list keys
+// that have no fact_items row at all: values stored before the key was a
+// list (or by a write that does not know lists), which materialising would
+// otherwise drop. Each item is the row's value split at commas and
+// semicolons, stated when and where the row's value was, so that the
+// result is the one these adds applied first would give.
+func (s *Store) adoptListRows(ctx context.Context, keys []userKey) ([]FactWrite, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	users, names := splitKeys(keys)
+	rows, err := s.db.Query(ctx, `
+		SELECT f.user_id, f.key, f.value, f.source_at, f.event_id, f.conversation_id, f.extractor, f.model, f.prompt_version
+		FROM facts f JOIN unnest($1::text[], $2::text[]) AS t(u, k) ON f.user_id = t.u AND f.key = t.k
+		WHERE NOT EXISTS (SELECT FROM fact_items i WHERE i.user_id = f.user_id AND i.key = f.key)`, users, names)
+	if err != nil {
+		return nil, fmt.Errorf("adopt list facts: %w", err)
+	}
+	var (
+		adds []FactWrite
+		f    FactWrite
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&f.UserID, &f.Key, &f.Value, &f.SourceAt, &f.EventID, &f.ConversationID, &f.Extractor, &f.Model, &f.PromptVersion}, func() error {
+		for _, it := range strings.FieldsFunc(f.Value, func(r rune) bool { return r == ',' || r == ';' }) {
+			if it = strings.TrimSpace(it); itemIdentity(it) != "" {
+				a := f
+				a.Value, a.Op, a.List = it, FactAdd, true
+				adds = append(adds, a)
+			}
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("adopt list facts: %w", err)
+	}
+	return adds, nil
+}
+
+// recordClears records the clears of a call in fact_clears, each only
+// raising the key's clear time.
+func (s *Store) recordClears(ctx context.Context, clears map[userKey]time.Time) error {
+	if len(clears) == 0 {
+		return nil
+	}
+	keys := sortedKeys(clears) // a fixed row order: concurrent writers cannot deadlock
+	users, names := splitKeys(keys)
+	ats := make([]time.Time, len(keys))
+	for i, k := range keys {
+		ats[i] = clears[k]
+	}
+	if _, err := s.db.Exec(ctx, `
+		INSERT INTO fact_clears AS c (user_id, key, cleared_at)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[])
+		ON CONFLICT (user_id, key) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at)`,
+		users, names, ats); err != nil {
+		return fmt.Errorf("record clears: %w", err)
+	}
+	return nil
+}
+
+// deleteSingles deletes the single-valued facts that a delete covers (a
+// value stated no later than it), recording each deletion in the history as
+// a delete from the delete's turn. It returns how many rows went.
+func (s *Store) deleteSingles(ctx context.Context, deletes map[userKey]FactWrite) (int, error) {
+	var b changeBatch
+	for _, k := range sortedKeys(deletes) {
+		d := deletes[k]
+		b.change(FactOpDelete, d)
+		b.dml(`DELETE FROM facts WHERE user_id = $1 AND key = $2 AND source_at <= $3`, k.user, k.key, d.SourceAt)
+		b.change("", FactWrite{})
+	}
+	return s.runChanges(ctx, &b, "delete facts")
+}
+
+// upsertSingles writes single-valued sets: for each key the value latest by
+// (source time, direct write, event id, value) wins, whatever the order
+// writes arrive in. A value stated no later than the key's clear is not
+// written.
+func (s *Store) upsertSingles(ctx context.Context, facts []FactWrite) (int, error) {
+	if len(facts) == 0 {
+		return 0, nil
+	}
+	c := columnsOf(facts)
+	// DISTINCT ON keeps one row per key within the batch (the latest),
+	// since ON CONFLICT cannot touch the same row twice in one statement.
+	tag, err := s.db.Exec(ctx, `
+		INSERT INTO facts AS f (user_id, key, value, source_at, event_id, extractor, model, prompt_version, conversation_id)
+		SELECT DISTINCT ON (u, k) u, k, v, a, e, x, m, p, cv
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
+			AS w(u, k, v, a, e, x, m, p, cv)
+		WHERE NOT EXISTS (SELECT FROM fact_clears c WHERE c.user_id = w.u AND c.key = w.k AND c.cleared_at >= w.a)
+		ORDER BY u, k, a DESC, x = 'direct' DESC, e DESC, v DESC
+		ON CONFLICT (user_id, key) DO UPDATE
+		SET value = excluded.value, source_at = excluded.source_at, event_id = excluded.event_id,
+		    conversation_id = excluded.conversation_id, extractor = excluded.extractor, model = excluded.model, prompt_version = excluded.prompt_version,
+		    updated_at = now()
+		WHERE (f.source_at, f.extractor = 'direct', f.event_id, f.value) < (excluded.source_at, excluded.extractor = 'direct', excluded.event_id, excluded.value)`,
+		c.users, c.keys, c.values, c.ats, c.events, c.extractors, c.models, c.prompts, c.convs)
+	if err != nil {
+		return 0, fmt.Errorf("upsert facts: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// writeItems deletes the items of keys that their key's clear covers and
+// writes the items' operations, each item keeping its latest.
+func (s *Store) writeItems(ctx context.Context, keys []userKey, items []FactWrite) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	users, names := splitKeys(keys)
+	if _, err := s.db.Exec(ctx, `
+		DELETE FROM fact_items i USING fact_clears c, unnest($1::text[], $2::text[]) AS t(u, k)
+		WHERE i.user_id = t.u AND i.key = t.k AND c.user_id = t.u AND c.key = t.k AND i.source_at <= c.cleared_at`,
+		users, names); err != nil {
+		return fmt.Errorf("delete cleared items: %w", err)
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	c := columnsOf(items)
+	ids, present := make([]string, len(items)), make([]bool, len(items))
+	for i, w := range items {
+		ids[i], present[i] = itemIdentity(w.Value), w.Op != FactRemove
+	}
+	// Same ordering as fact_items's comment says; DISTINCT ON for the same
+	// reason as upsertSingles.
+	if _, err := s.db.Exec(ctx, `
+		INSERT INTO fact_items AS i (user_id, key, item, value, present, source_at, event_id, conversation_id, extractor, model, prompt_version)
+		SELECT DISTINCT ON (u, k, it) u, k, it, v, pr, a, e, cv, x, m, p
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::boolean[], $6::timestamptz[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[])
+			AS w(u, k, it, v, pr, a, e, cv, x, m, p)
+		WHERE NOT EXISTS (SELECT FROM fact_clears c WHERE c.user_id = w.u AND c.key = w.k AND c.cleared_at >= w.a)
+		ORDER BY u, k, it, a DESC, x = 'direct' DESC, e DESC, pr DESC, v DESC
+		ON CONFLICT (user_id, key, item) DO UPDATE
+		SET value = excluded.value, present = excluded.present, source_at = excluded.source_at, event_id = excluded.event_id,
+		    conversation_id = excluded.conversation_id, extractor = excluded.extractor, model = excluded.model, prompt_version = excluded.prompt_version
+		WHERE (i.source_at, i.extractor = 'direct', i.event_id, i.present, i.value)
+		    < (excluded.source_at, excluded.extractor = 'direct', excluded.event_id, excluded.present, excluded.value)`,
+		c.users, c.keys, ids, c.values, present, c.ats, c.events, c.convs, c.extractors, c.models, c.prompts); err != nil {
+		return fmt.Errorf("write items: %w", err)
+	}
+	return nil
+}
+
+// factColumnsOf are FactWrites as column arrays for unnest.
+type factColumnsOf struct {
+	users, keys, values, events, convs, extractors, models, prompts []string
+	ats                                                             []time.Time
+}
+
+func columnsOf(facts []FactWrite) factColumnsOf {
+	n := len(facts)
+	c := factColumnsOf{
+		users: make([]string, n), keys: make([]string, n), values: make([]string, n), events: make([]string, n), convs: make([]string, n),
+		extractors: make([]string, n), models: make([]string, n), prompts: make([]string, n), ats: make([]time.Time, n),
+	}
+	for i, f := range facts {
+		c.users[i], c.keys[i], c.values[i], c.events[i], c.convs[i] = f.UserID, f.Key, f.Value, f.EventID, f.ConversationID
+		c.extractors[i], c.models[i], c.prompts[i], c.ats[i] = f.Extractor, f.Model, f.PromptVersion, f.SourceAt
+	}
+	return c
+}
+
+// listRow is a list key's facts row as materialised.
+type listRow struct {
+	value, event, conv string
+	at                 time.Time
+	Provenance
+}
+
+// materialise rewrites the facts row of each list key from its present
+// items: the value is the items' values joined by ", ", first stated first
+// (by source time, event id, identity), with the provenance of the newest
+// item; no present item, no row. causes are the writes of the call on each
+// key, which name the history entry's operation and source (see
+// changeOf); a key without causes (a reset) records a plain set or clear.
+// It returns how many rows it inserted, changed or deleted. keys must be
+// locked (lockListKeys).
+func (s *Store) materialise(ctx context.Context, keys []userKey, causes map[userKey][]FactWrite) (int, error) {
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	users, names := splitKeys(keys)
+	rows, err := s.db.Query(ctx, `
+		SELECT i.user_id, i.key, i.value, i.source_at, i.event_id, i.conversation_id, i.extractor, i.model, i.prompt_version,
+		       row_number() OVER (PARTITION BY i.user_id, i.key
+		                          ORDER BY i.source_at DESC, i.extractor = 'direct' DESC, i.event_id DESC, i.item DESC) = 1
+		FROM fact_items i
+		JOIN unnest($1::text[], $2::text[]) AS t(u, k) ON i.user_id = t.u AND i.key = t.k
+		LEFT JOIN fact_clears c ON c.user_id = i.user_id AND c.key = i.key
+		WHERE i.present AND (c.cleared_at IS NULL OR i.source_at > c.cleared_at)
+		ORDER BY i.user_id, i.key, i.source_at, i.event_id, i.item`, users, names)
+	if err != nil {
+		return 0, fmt.Errorf("materialise list facts: %w", err)
+	}
+	want := map[userKey]*listRow{}
+	var (
+		k          userKey
+		it         listRow
+		newest     bool
+		valueParts = map[userKey][]string{}
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&k.user, &k.key, &it.value, &it.at, &it.event, &it.conv, &it.Extractor, &it.Model, &it.PromptVersion, &newest}, func() error {
+		valueParts[k] = append(valueParts[k], it.value)
+		if newest {
+			r := it
+			want[k] = &r
+		}
+		return nil
+	}); err != nil {
+		return 0, fmt.Errorf("materialise list facts: %w", err)
+	}
+	for k, r := range want {
+		r.value = strings.Join(valueParts[k], ", ")
+	}
+	rows, err = s.db.Query(ctx, `
+		SELECT f.user_id, f.key, f.value, f.source_at, f.event_id, f.conversation_id, f.extractor, f.model, f.prompt_version
+		FROM facts f JOIN unnest($1::text[], $2::text[]) AS t(u, k) ON f.user_id = t.u AND f.key = t.k`, users, names)
+	if err != nil {
+		return 0, fmt.Errorf("materialise list facts: %w", err)
+	}
+	have := map[userKey]listRow{}
+	if _, err := pgx.ForEachRow(rows, []any{&k.user, &k.key, &it.value, &it.at, &it.event, &it.conv, &it.Extractor, &it.Model, &it.PromptVersion}, func() error {
+		have[k] = it
+		return nil
+	}); err != nil {
+		return 0, fmt.Errorf("materialise list facts: %w", err)
+	}
+	var b changeBatch
+	for _, k := range keys {
+		w := want[k]
+		old, had := have[k]
+		switch {
+		case w == nil && !had, w != nil && had && w.same(old):
+			continue
+		case w == nil:
+			b.change(changeOf(causes[k], &old.value, nil))
+			b.dml(`DELETE FROM facts WHERE user_id = $1 AND key = $2`, k.user, k.key)
+		default:
+			var oldValue *string
+			if had {
+				oldValue = &old.value
+			}
+			b.change(changeOf(causes[k], oldValue, &w.value))
+			b.dml(`
+				INSERT INTO facts AS f (user_id, key, value, source_at, event_id, conversation_id, extractor, model, prompt_version)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+				ON CONFLICT (user_id, key) DO UPDATE
+				SET value = excluded.value, source_at = excluded.source_at, event_id = excluded.event_id,
+				    conversation_id = excluded.conversation_id, extractor = excluded.extractor, model = excluded.model,
+				    prompt_version = excluded.prompt_version, updated_at = now()`,
+				k.user, k.key, w.value, w.at, w.event, w.conv, w.Extractor, w.Model, w.PromptVersion)
+		}
+		b.change("", FactWrite{})
+	}
+	return s.runChanges(ctx, &b, "materialise list facts")
+}
+
+func (r listRow) same(o listRow) bool {
+	return r.value == o.value && r.at.Equal(o.at) && r.event == o.event && r.conv == o.conv && r.Provenance == o.Provenance
+}
+
+// changeOf names the operation and source a history entry records for a
+// list key's change from oldValue to newValue (nil: no row) caused by
+// causes, the call's writes on the key: a row deleted by a delete is a
+// delete, else a remove (its last item went); a set of the list is a set;
+// otherwise items only added is an add and only removed a remove, and a mix
+// is the latest write's operation. The source is the latest cause of that
+// operation. Without causes it is "" (the trigger's own set or clear).
+func changeOf(causes []FactWrite, oldValue, newValue *string) (string, FactWrite) {
+	if len(causes) == 0 {
+		return "", FactWrite{}
+	}
+	latestOf := func(op FactOp) (FactWrite, bool) {
+		var (
+			l     FactWrite
+			found bool
+		)
+		for _, c := range causes {
+			if (op == "" || c.Op == op) && (!found || later(c, l)) {
+				l, found = c, true
+			}
+		}
+		return l, found
+	}
+	var op FactOp
+	_, deleted := latestOf(FactDelete)
+	_, set := latestOf(FactSet)
+	switch {
+	case newValue == nil && deleted:
+		op = FactDelete
+	case newValue == nil:
+		op = FactRemove
+	case set:
+		op = FactSet
+	default:
+		before, after := listItems(oldValue), listItems(newValue)
+		switch {
+		case isSubset(before, after):
+			op = FactAdd
+		case isSubset(after, before):
+			op = FactRemove
+		default:
+			l, _ := latestOf("")
+			op = l.Op
+		}
+	}
+	src, ok := latestOf(op)
+	if !ok {
+		src, _ = latestOf("")
+	}
+	return string(op), src
+}
+
+// listItems are the identities of a materialised list value's items.
+func listItems(v *string) map[string]bool {
+	items := map[string]bool{}
+	if v != nil {
+		for _, it := range strings.Split(*v, ", ") {
+			items[itemIdentity(it)] = true
+		}
+	}
+	return items
+}
+
+func isSubset(a, b map[string]bool) bool {
+	for k := range a {
+		if !b[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// changeBatch queues statements that change facts rows, each preceded by
+// the history entry's operation and source (memoryd.fact_change, read by
+// the trigger memoryd_fact_history, migration 017) and followed by its reset,
+// and counts the rows the changes touch.
+type changeBatch struct {
+	b       pgx.Batch
+	counted []bool
+}
+
+// change sets (op "" resets) the operation and source the trigger records.
+func (c *changeBatch) change(op string, src FactWrite) {
+	setting := ""
+	if op != "" {
+		j, _ := json.Marshal(struct {
+			Op             string    `json:"op"`
+			EventID        string    `json:"event_id"`
+			ConversationID string    `json:"conversation_id"`
+			SourceAt       time.Time `json:"source_at"`
+		}{op, src.EventID, src.ConversationID, src.SourceAt})
+		setting = string(j)
+	}
+	c.b.Queue(`SELECT set_config('memoryd.fact_change', $1, true)`, setting)
+	c.counted = append(c.counted, false)
+}
+
+func (c *changeBatch) dml(sql string, args ...any) {
+	c.b.Queue(sql, args...)
+	c.counted = append(c.counted, true)
+}
+
+// runChanges sends the batch in the current transaction and returns how
+// many rows its changes touched.
+func (s *Store) runChanges(ctx context.Context, c *changeBatch, what string) (int, error) {
+	if len(c.counted) == 0 {
+		return 0, nil
+	}
+	sender, ok := s.db.(interface {
+		SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
+	})
+	if !ok {
+		return 0, fmt.Errorf("%s: no batch support on %T", what, s.db)
+	}
+	res := sender.SendBatch(ctx, &c.b)
+	n := 0
+	for _, counted := range c.counted {
+		tag, err := res.Exec()
+		if err != nil {
+			_ = res.Close()
+			return 0, fmt.Errorf("%s: %w", what, err)
+		}
+		if counted {
+			n += int(tag.RowsAffected())
+		}
+	}
+	if err := res.Close(); err != nil {
+		return 0, fmt.Errorf("%s: %w", what, err)
+	}
+	return n, nil
+}
