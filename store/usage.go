@@ -146,11 +146,15 @@ func (s *Store) ReplaceOffline(ctx context.Context, r Reextraction) ([]string, e
 		facts      []FactWrite
 		items      []ContextWrite
 		fevs, keys []string
+		listKeys   = map[userKey]bool{}
 	)
 	for _, f := range r.Facts {
 		if open[f.EventID] && f.UserID == r.UserID {
 			facts = append(facts, f)
 			fevs, keys = append(fevs, f.EventID), append(keys, f.Key)
+			if f.List {
+				listKeys[userKey{r.UserID, f.Key}] = true
+			}
 		}
 	}
 	for _, it := range r.Context {
@@ -161,6 +165,27 @@ func (s *Store) ReplaceOffline(ctx context.Context, r Reextraction) ([]string, e
 	if _, err := s.db.Exec(ctx, `DELETE FROM context WHERE user_id = $1 AND event_id = ANY($2) AND extractor = $3`,
 		r.UserID, ids, r.Offline); err != nil {
 		return nil, fmt.Errorf("replace offline context: %w", err)
+	}
+	// A list key's items the offline extractor stated in these turns go
+	// too, under the list's lock; UpsertFacts then rebuilds the key's row
+	// from the items left and the new ones. A row left with no item at all
+	// is deleted first, or UpsertFacts would adopt its stale value as items.
+	if len(listKeys) > 0 {
+		lk := sortedKeys(listKeys)
+		if err := s.lockListKeys(ctx, lk); err != nil {
+			return nil, err
+		}
+		_, names := splitKeys(lk)
+		if _, err := s.db.Exec(ctx, `DELETE FROM fact_items i USING unnest($2::text[], $3::text[]) AS w(e, k)
+			WHERE i.user_id = $1 AND i.event_id = w.e AND i.key = w.k AND i.key = ANY($5) AND i.extractor = $4`,
+			r.UserID, fevs, keys, r.Offline, names); err != nil {
+			return nil, fmt.Errorf("replace offline list items: %w", err)
+		}
+		if _, err := s.db.Exec(ctx, `DELETE FROM facts f WHERE f.user_id = $1 AND f.key = ANY($2)
+			AND NOT EXISTS (SELECT FROM fact_items i WHERE i.user_id = f.user_id AND i.key = f.key)`,
+			r.UserID, names); err != nil {
+			return nil, fmt.Errorf("replace offline list facts: %w", err)
+		}
 	}
 	if _, err := s.db.Exec(ctx, `DELETE FROM facts f USING unnest($2::text[], $3::text[]) AS w(e, k)
 		WHERE f.user_id = $1 AND f.event_id = w.e AND f.key = w.k AND f.extractor = $4`,

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
 )
@@ -90,6 +92,58 @@ func BenchmarkSpendOn(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		if _, err := s.SpendOn(ctx, day, fmt.Sprintf("u%d", i%1000)); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestReplaceOfflineListItems: the model's re-extraction of turns the
+// offline extractor processed replaces the list items the offline extractor
+// stated in them, keeps the items of other turns and extractors, and
+// rebuilds a list whose items were all the offline extractor's.
+func TestReplaceOfflineListItems(t *testing.T) {
+	ctx, s := setup(t)
+	t0 := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
+	var turns []store.Turn
+	for i, id := range []string{"e0", "e1", "e2"} {
+		turns = append(turns, store.Turn{EventID: id, UserID: "alice", UserMessage: "m " + id, TurnAt: t0.Add(time.Duration(i) * time.Minute)})
+	}
+	if _, err := s.InsertTurns(ctx, turns); err != nil {
+		t.Fatal(err)
+	}
+	rules := store.Provenance{Extractor: "rules", PromptVersion: "rules-v2"}
+	llm := store.Provenance{Extractor: "llm", Model: "m", PromptVersion: "llm-v2"}
+	w := func(id string, op store.FactOp, key, value string, p store.Provenance) store.FactWrite {
+		i := int(id[1] - '0')
+		return store.FactWrite{UserID: "alice", Key: key, Value: value, Op: op, List: true, EventID: id,
+			SourceAt: t0.Add(time.Duration(i) * time.Minute), Provenance: p}
+	}
+	if _, err := s.UpsertFacts(ctx, []store.FactWrite{w("e0", store.FactAdd, "allergies", "eggs", llm)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkProcessed(ctx, "alice", []string{"e0"}, llm); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpsertFacts(ctx, []store.FactWrite{
+		w("e1", store.FactAdd, "allergies", "peanuts", rules), w("e2", store.FactAdd, "allergies", "soy", rules),
+		w("e1", store.FactSet, "languages", "English", rules),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkProcessed(ctx, "alice", []string{"e1", "e2"}, rules); err != nil {
+		t.Fatal(err)
+	}
+	err := s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
+		_, err := q.ReplaceOffline(ctx, store.Reextraction{UserID: "alice", EventIDs: []string{"e1"}, Offline: "rules", Provenance: llm,
+			Facts: []store.FactWrite{w("e1", store.FactAdd, "allergies", "tree nuts", llm), w("e1", store.FactAdd, "languages", "Portuguese", llm)}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]string{"allergies": "eggs, tree nuts, soy", "languages": "Portuguese"} {
+		f, err := s.Fact(ctx, "alice", key)
+		if err != nil || f.Value != want {
+			t.Errorf("%s = %q, %v; want %q", key, f.Value, err, want)
 		}
 	}
 }
