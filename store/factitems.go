@@ -128,7 +128,14 @@ func (s *Store) applyFacts(ctx context.Context, writes []FactWrite) (int, error)
 		}
 	}
 	listKeys := sortedKeys(causes)
-	if err := s.lockListKeys(ctx, listKeys); err != nil {
+	// Every key the call touches, not only list keys: a delete and an older
+	// set of one single-valued key in concurrent transactions would each
+	// miss the other's uncommitted row and leave the older value.
+	touched := make(map[userKey]bool, len(writes))
+	for _, w := range writes {
+		touched[userKey{w.UserID, w.Key}] = true
+	}
+	if err := s.lockFactKeys(ctx, sortedKeys(touched)); err != nil {
 		return 0, err
 	}
 	adopted, err := s.adoptListRows(ctx, listKeys)
@@ -174,12 +181,13 @@ func sortedKeys[V any](m map[userKey]V) []userKey {
 	return keys
 }
 
-// lockListKeys takes, in a fixed order, a transaction lock on each list key
+// lockFactKeys takes, in a fixed order, a transaction lock on each fact key
 // (an advisory lock per user, key and schema): materialising reads the
 // key's present items and rewrites its facts row, and a concurrent writer of
-// the same key would otherwise write a row missing this one's items. Take
+// the same key would otherwise write a row missing this one's items; a
+// delete and an older set of one key would each miss the other's row. Take
 // it after lockClears and before any memory row lock. keys must be sorted.
-func (s *Store) lockListKeys(ctx context.Context, keys []userKey) error {
+func (s *Store) lockFactKeys(ctx context.Context, keys []userKey) error {
 	if len(keys) == 0 {
 		return nil
 	}
@@ -370,13 +378,13 @@ type listRow struct {
 }
 
 // materialise rewrites the facts row of each list key from its present
-// items: the value is the items' values joined by ", ", first stated first
-// (by source time, event id, identity), with the provenance of the newest
+// items: the value is the items' values joined by ", " in the order of
+// their identities (alphabetical), with the provenance of the newest
 // item; no present item, no row. causes are the writes of the call on each
 // key, which name the history entry's operation and source (see
 // changeOf); a key without causes (a reset) records a plain set or clear.
 // It returns how many rows it inserted, changed or deleted. keys must be
-// locked (lockListKeys).
+// locked (lockFactKeys).
 func (s *Store) materialise(ctx context.Context, keys []userKey, causes map[userKey][]FactWrite) (int, error) {
 	if len(keys) == 0 {
 		return 0, nil
@@ -390,7 +398,7 @@ func (s *Store) materialise(ctx context.Context, keys []userKey, causes map[user
 		JOIN unnest($1::text[], $2::text[]) AS t(u, k) ON i.user_id = t.u AND i.key = t.k
 		LEFT JOIN fact_clears c ON c.user_id = i.user_id AND c.key = i.key
 		WHERE i.present AND (c.cleared_at IS NULL OR i.source_at > c.cleared_at)
-		ORDER BY i.user_id, i.key, i.source_at, i.event_id, i.item`, users, names)
+		ORDER BY i.user_id, i.key, i.item`, users, names)
 	if err != nil {
 		return 0, fmt.Errorf("materialise list facts: %w", err)
 	}

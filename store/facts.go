@@ -95,7 +95,9 @@ type FactWrite struct {
 //     T clears the key just before T (listSetGap) and adds each item set at
 //     T, so the list becomes exactly the items of the statement. The key's
 //     facts row is then materialised: the present items joined by ", ",
-//     first stated first, with the provenance of the newest; none, no row.
+//     in alphabetical order of their identities (an order no arrival order
+//     or restatement can change, so a repeat changes nothing), with the
+//     provenance of the newest; none, no row.
 //
 // Every change of a facts row is recorded in fact_history by a trigger, with
 // the operation (set, add, remove, delete) and its turn.

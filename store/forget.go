@@ -117,7 +117,7 @@ func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect b
 		// replay that follows it rewrites the keys.
 		slices.SortFunc(listKeys, compareUserKeys) // the order applyFacts locks in
 		if !all {
-			if err := s.lockListKeys(ctx, listKeys); err != nil {
+			if err := s.lockFactKeys(ctx, listKeys); err != nil {
 				return r, err
 			}
 		}

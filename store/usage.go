@@ -170,12 +170,18 @@ func (s *Store) ReplaceOffline(ctx context.Context, r Reextraction) ([]string, e
 	// too, under the list's lock; UpsertFacts then rebuilds the key's row
 	// from the items left and the new ones. A row left with no item at all
 	// is deleted first, or UpsertFacts would adopt its stale value as items.
+	// Every key the new extraction writes is locked here, in the order
+	// UpsertFacts takes the same locks: locking only the list keys first
+	// could deadlock with a writer taking them in order.
+	touched := make(map[userKey]bool, len(facts))
+	for _, f := range facts {
+		touched[userKey{r.UserID, f.Key}] = true
+	}
+	if err := s.lockFactKeys(ctx, sortedKeys(touched)); err != nil {
+		return nil, err
+	}
 	if len(listKeys) > 0 {
-		lk := sortedKeys(listKeys)
-		if err := s.lockListKeys(ctx, lk); err != nil {
-			return nil, err
-		}
-		_, names := splitKeys(lk)
+		_, names := splitKeys(sortedKeys(listKeys))
 		if _, err := s.db.Exec(ctx, `DELETE FROM fact_items i USING unnest($2::text[], $3::text[]) AS w(e, k)
 			WHERE i.user_id = $1 AND i.event_id = w.e AND i.key = w.k AND i.key = ANY($5) AND i.extractor = $4`,
 			r.UserID, fevs, keys, r.Offline, names); err != nil {

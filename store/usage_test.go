@@ -140,7 +140,7 @@ func TestReplaceOfflineListItems(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for key, want := range map[string]string{"allergies": "eggs, tree nuts, soy", "languages": "Portuguese"} {
+	for key, want := range map[string]string{"allergies": "eggs, soy, tree nuts", "languages": "Portuguese"} {
 		f, err := s.Fact(ctx, "alice", key)
 		if err != nil || f.Value != want {
 			t.Errorf("%s = %q, %v; want %q", key, f.Value, err, want)
