@@ -1,0 +1,154 @@
+package app
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/extractor/extractortest"
+)
+
+// scriptedModel is the stand-in for a good model: it answers each
+// extraction request with the scripted replies of the turns the request
+// asks about. It finds them by their user message inside the delimiters of
+// the turn(s) to extract from only (<turn> for one turn, <new_turns> for a
+// conversation burst), never in the read-only prior turns, so that a
+// prompt that mixed the two up would get the wrong memory. A request it
+// cannot place is answered 500 and reported as a test error.
+type scriptedModel struct {
+	srv    *extractortest.Server
+	byText map[string]fuTurn
+
+	mu       sync.Mutex
+	asked    map[string]int // turn id → times asked
+	unknown  []string
+	requests int
+}
+
+// newScriptedModel serves the turns of users.
+func newScriptedModel(t testing.TB, users []fuUser) *scriptedModel {
+	m := &scriptedModel{srv: extractortest.NewServer(t), byText: map[string]fuTurn{}, asked: map[string]int{}}
+	for _, u := range users {
+		for _, tr := range u.Turns {
+			m.byText[normText(tr.UserMessage)] = tr
+		}
+	}
+	m.srv.SetHandler(m.answer)
+	return m
+}
+
+func normText(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// URL is the base URL for LLMConfig.BaseURL.
+func (m *scriptedModel) URL() string { return m.srv.URL() }
+
+func (m *scriptedModel) answer(req openai.ChatCompletionRequest) extractortest.Reply {
+	var prompt string
+	for _, msg := range req.Messages {
+		if msg.Role == openai.ChatMessageRoleUser {
+			prompt = msg.Content // the last user message carries the turns
+		}
+	}
+	reply, err := m.replyFor(prompt)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.requests++
+	if err != nil {
+		m.unknown = append(m.unknown, err.Error())
+		return extractortest.Error(http.StatusInternalServerError, "scripted model: "+err.Error())
+	}
+	body, err := json.Marshal(reply)
+	if err != nil {
+		m.unknown = append(m.unknown, err.Error())
+		return extractortest.Error(http.StatusInternalServerError, err.Error())
+	}
+	return extractortest.Content(string(body))
+}
+
+// replyFor builds the reply to one prompt: the single-turn reply, or the
+// batch reply with each item's "turn" set to the number the prompt gave the
+// turn.
+func (m *scriptedModel) replyFor(prompt string) (fuReply, error) {
+	if _, rest, ok := strings.Cut(prompt, "<new_turns>\n"); ok {
+		body, _, ok := strings.Cut(rest, "</new_turns>")
+		if !ok {
+			return fuReply{}, fmt.Errorf("batch prompt without </new_turns>: %.200q", prompt)
+		}
+		reply := fuReply{Facts: []fuItem{}, Context: []fuQA{}}
+		n := 0
+		for line := range strings.Lines(body) {
+			if line = strings.TrimSpace(line); line == "" {
+				continue
+			}
+			n++
+			var pt struct {
+				Turn        int    `json:"turn"`
+				UserMessage string `json:"user_message"`
+			}
+			if err := json.Unmarshal([]byte(line), &pt); err != nil {
+				return fuReply{}, fmt.Errorf("batch prompt line %q: %w", line, err)
+			}
+			if pt.Turn != n {
+				return fuReply{}, fmt.Errorf("batch prompt numbers turn %d as %d", n, pt.Turn)
+			}
+			tr, err := m.lookup(pt.UserMessage)
+			if err != nil {
+				return fuReply{}, err
+			}
+			for _, it := range tr.Reply.Facts {
+				it.Turn = pt.Turn
+				reply.Facts = append(reply.Facts, it)
+			}
+			reply.Context = append(reply.Context, tr.Reply.Context...)
+		}
+		if n == 0 {
+			return fuReply{}, fmt.Errorf("batch prompt with no new turn: %.200q", prompt)
+		}
+		return reply, nil
+	}
+	msg, _, ok := extractor.PromptTurn(prompt)
+	if !ok {
+		return fuReply{}, fmt.Errorf("no turn to extract from in the prompt: %.200q", prompt)
+	}
+	tr, err := m.lookup(msg)
+	if err != nil {
+		return fuReply{}, err
+	}
+	return fuReply{Facts: append([]fuItem{}, tr.Reply.Facts...), Context: append([]fuQA{}, tr.Reply.Context...)}, nil
+}
+
+func (m *scriptedModel) lookup(userMessage string) (fuTurn, error) {
+	tr, ok := m.byText[normText(userMessage)]
+	if !ok {
+		return fuTurn{}, fmt.Errorf("no scripted turn says %q", userMessage)
+	}
+	m.mu.Lock()
+	m.asked[tr.ID]++
+	m.mu.Unlock()
+	return tr, nil
+}
+
+// check fails the test for every request the model could not place and
+// for every turn of users it was never asked about: each turn must reach
+// the model.
+func (m *scriptedModel) check(t testing.TB, users []fuUser) {
+	t.Helper()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, u := range m.unknown {
+		t.Errorf("scripted model: %s", u)
+	}
+	for _, u := range users {
+		for _, tr := range u.Turns {
+			if m.asked[tr.ID] == 0 {
+				t.Errorf("scripted model: never asked about %s (%q)", tr.ID, tr.UserMessage)
+			}
+		}
+	}
+}
