@@ -142,7 +142,7 @@ func splitItems(v string) []string {
 // list set into one set per item).
 type refWrite struct {
 	op, key, value, event string
-	at                 time.Time
+	at                    time.Time
 }
 
 // refFact is a key's resolved value and the event that stated it (for a
