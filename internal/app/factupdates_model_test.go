@@ -29,6 +29,7 @@ type scriptedModel struct {
 	asked    map[string]int // turn id → times asked
 	unknown  []string
 	requests int
+	batches  int // requests with several new turns (a conversation burst)
 }
 
 // newScriptedModel serves the turns of users.
@@ -110,6 +111,9 @@ func (m *scriptedModel) replyFor(prompt string) (fuReply, error) {
 		if n == 0 {
 			return fuReply{}, fmt.Errorf("batch prompt with no new turn: %.200q", prompt)
 		}
+		m.mu.Lock()
+		m.batches++
+		m.mu.Unlock()
 		return reply, nil
 	}
 	msg, _, ok := extractor.PromptTurn(prompt)
@@ -141,6 +145,7 @@ func (m *scriptedModel) check(t testing.TB, users []fuUser) {
 	t.Helper()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	t.Logf("scripted model: %d requests, %d of them conversation bursts", m.requests, m.batches)
 	for _, u := range m.unknown {
 		t.Errorf("scripted model: %s", u)
 	}
