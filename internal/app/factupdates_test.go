@@ -135,7 +135,7 @@ func fuExecute(t *testing.T, all []fuUser, r fuRun, record func(string, fuFacts)
 		fuCheckProvenance(t, ctx, a, users)
 	}
 	if model != nil {
-		model.check(t, users)
+		defer model.check(t, users) // after the replay too
 	}
 	record(r.name, facts)
 
@@ -149,6 +149,7 @@ func fuExecute(t *testing.T, all []fuUser, r fuRun, record func(string, fuFacts)
 		if err := a.WaitExtracted(ctx, nil, nil); err != nil {
 			t.Fatalf("replay: %v", err)
 		}
+		fuNoneFailed(t, ctx, a, "")
 		replayed := fuRead(t, ctx, a, users)
 		fuScore(t, r.name+"+replay", users, replayed)
 		fuCheckProvenance(t, ctx, a, users)
@@ -174,6 +175,7 @@ func fuExecute(t *testing.T, all []fuUser, r fuRun, record func(string, fuFacts)
 		if err := b.WaitExtracted(ctx, names, nil); err != nil {
 			t.Fatalf("replay with the rules: %v", err)
 		}
+		fuNoneFailed(t, ctx, b, "")
 		after := fuRead(t, ctx, b, users)
 		fuScore(t, r.name+"+rules-replay", ru, after)
 		for _, u := range users {
@@ -284,6 +286,23 @@ func fuPublishShuffled(t *testing.T, ctx context.Context, a *App, users []fuUser
 		if err := a.WaitProcessed(ctx, u.User, len(u.Turns), nil); err != nil {
 			t.Fatalf("%s: %v", u.User, err)
 		}
+	}
+}
+
+// fuNoneFailed fails the test when any turn of user (every user's when
+// "") failed extraction: WaitExtracted counts only pending turns.
+func fuNoneFailed(t *testing.T, ctx context.Context, a *App, user string) {
+	t.Helper()
+	s, err := a.Store(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Stats(ctx, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.TurnsFailed > 0 {
+		t.Fatalf("%d turn(s) failed extraction", st.TurnsFailed)
 	}
 }
 
