@@ -508,3 +508,36 @@ func fmtChange(h []store.FactChange) string {
 	}
 	return fmt.Sprintf("{%s %q %s}", c.Op, v, c.EventID)
 }
+
+// TestValueDiff: how the suite counts a key's stale, lost and duplicated
+// values.
+func TestValueDiff(t *testing.T) {
+	for _, c := range []struct {
+		name, key, want string
+		wok             bool
+		got             string
+		gok             bool
+		stale, lost     int
+		dup             int
+	}{
+		{"single equal", "location", "Porto", true, "Porto", true, 0, 0, 0},
+		{"single replaced", "location", "Porto", true, "Lisbon", true, 1, 1, 0},
+		{"single kept after delete", "car", "", false, "Golf", true, 1, 0, 0},
+		{"single missing", "diet", "vegan", true, "", false, 0, 1, 0},
+		{"both absent", "diet", "", false, "", false, 0, 0, 0},
+		{"list equal", "allergies", "peanuts, shellfish", true, "peanuts, shellfish", true, 0, 0, 0},
+		{"list order only", "allergies", "peanuts, shellfish", true, "shellfish, peanuts", true, 0, 0, 0},
+		{"list item kept after remove", "pets", "Miso", true, "Miso, Tofu", true, 1, 0, 0},
+		{"list item lost", "pets", "Miso, Biscuit", true, "Miso", true, 0, 1, 0},
+		{"list duplicate by identity", "languages", "English", true, "English, english ", true, 0, 0, 1},
+		{"list gone", "children", "Mia", true, "", false, 0, 1, 0},
+		{"list kept after delete", "pets", "", false, "Pixel, Clover", true, 2, 0, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, l, d := valueDiff(c.key, c.want, c.wok, c.got, c.gok)
+			if s != c.stale || l != c.lost || d != c.dup {
+				t.Errorf("valueDiff = stale %d lost %d dup %d, want %d %d %d", s, l, d, c.stale, c.lost, c.dup)
+			}
+		})
+	}
+}
