@@ -138,14 +138,17 @@ func (m *scriptedModel) lookup(userMessage string) (fuTurn, error) {
 	return tr, nil
 }
 
-// check fails the test for every request the model could not place and
-// for every turn of users it was never asked about: each turn must reach
-// the model.
-func (m *scriptedModel) check(t testing.TB, users []fuUser) {
+// check fails the test for every request the model could not place, for
+// every turn of users it was never asked about (each turn must reach the
+// model) and, when bursts is set, if no request was a conversation burst.
+func (m *scriptedModel) check(t testing.TB, users []fuUser, bursts bool) {
 	t.Helper()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	t.Logf("scripted model: %d requests, %d of them conversation bursts", m.requests, m.batches)
+	if bursts && m.batches == 0 {
+		t.Error("scripted model: no request was a conversation burst; the batch prompt went untested")
+	}
 	for _, u := range m.unknown {
 		t.Errorf("scripted model: %s", u)
 	}

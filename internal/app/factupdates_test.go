@@ -40,6 +40,9 @@ type fuRun struct {
 	seed uint64
 	// publishers publish the shuffled turns concurrently.
 	publishers int
+	// debounce is Worker.ExtractDebounce: with it a conversation's pending
+	// turns are extracted together, through the batch prompt.
+	debounce time.Duration
 }
 
 // TestFactUpdates replays the fact-update test set (testdata/factupdates)
@@ -67,7 +70,7 @@ func TestFactUpdates(t *testing.T) {
 		{name: "in-order"},
 		{name: "shuffle-1", seed: 1, publishers: 1},
 		{name: "shuffle-2-concurrent", seed: 2, publishers: 4},
-		{name: "shuffle-3", seed: 3, publishers: 1},
+		{name: "shuffle-3-bursts", seed: 3, publishers: 1, debounce: 300 * time.Millisecond},
 		{name: "rules-shuffle-4", seed: 4, publishers: 1, rules: true},
 	}
 	t.Run("runs", func(t *testing.T) {
@@ -118,6 +121,7 @@ func fuExecute(t *testing.T, all []fuUser, r fuRun, record func(string, fuFacts)
 		model = newScriptedModel(t, users)
 		cfg.LLM.BaseURL, cfg.LLM.Model = model.URL(), "scripted"
 	}
+	cfg.Worker.ExtractDebounce = r.debounce
 	a := fuStart(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -135,7 +139,7 @@ func fuExecute(t *testing.T, all []fuUser, r fuRun, record func(string, fuFacts)
 		fuCheckProvenance(t, ctx, a, users)
 	}
 	if model != nil {
-		defer model.check(t, users) // after the replay too
+		defer model.check(t, users, r.debounce > 0) // after the replay too
 	}
 	record(r.name, facts)
 
