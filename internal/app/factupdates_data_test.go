@@ -45,16 +45,22 @@ type fuUser struct {
 	Rules  bool     `json:"rules"`
 	Turns  []fuTurn `json:"turns"`
 	Expect fuExpect `json:"expect"`
+	// ExpectRules is, for a user with some turns marked Rules, the facts
+	// those turns alone leave (history is not checked for the rules).
+	ExpectRules *fuExpect `json:"expect_rules"`
 }
 
 type fuTurn struct {
-	ID                string    `json:"id"`
-	Conversation      string    `json:"conversation"`
-	Timestamp         time.Time `json:"timestamp"`
-	Tags              []string  `json:"tags"`
-	UserMessage       string    `json:"user_message"`
-	AssistantResponse string    `json:"assistant_response"`
-	Reply             fuReply   `json:"reply"`
+	ID           string    `json:"id"`
+	Conversation string    `json:"conversation"`
+	Timestamp    time.Time `json:"timestamp"`
+	Tags         []string  `json:"tags"`
+	// Rules marks a turn the rules extractor reads to the same effect as
+	// the scripted reply.
+	Rules             bool    `json:"rules"`
+	UserMessage       string  `json:"user_message"`
+	AssistantResponse string  `json:"assistant_response"`
+	Reply             fuReply `json:"reply"`
 }
 
 // fuReply is a model reply in format v2; Turn is set only in a batch reply.
@@ -116,6 +122,26 @@ func loadFactUpdates(t testing.TB) []fuUser {
 	}
 	slices.SortFunc(users, func(a, b fuUser) int { return cmp.Compare(a.User, b.User) })
 	return users
+}
+
+// rulesView is what the rules extractor is run on for u: all its turns for
+// a rules user, else its marked turns with ExpectRules; ok is false when
+// none is marked.
+func (u fuUser) rulesView() (view fuUser, ok bool) {
+	if u.Rules {
+		return u, true
+	}
+	view = fuUser{User: u.User}
+	for _, t := range u.Turns {
+		if t.Rules {
+			view.Turns = append(view.Turns, t)
+		}
+	}
+	if len(view.Turns) == 0 || u.ExpectRules == nil {
+		return fuUser{}, false
+	}
+	view.Expect = *u.ExpectRules
+	return view, true
 }
 
 // turnEvent is the wire event of a scripted turn.
@@ -337,13 +363,35 @@ func refHistory(u fuUser) (map[string][]string, error) {
 // hand-written expectations are what the fact model gives.
 func TestFactUpdatesData(t *testing.T) {
 	users := loadFactUpdates(t)
-	turns, rulesUsers := 0, 0
+	turns, rulesUsers, rulesTurns := 0, 0, 0
 	ids, messages := map[string]bool{}, map[string]bool{}
 	tags := map[string]int{}
 	withConv, withoutConv, late := 0, 0, 0
 	for _, u := range users {
 		if u.Rules {
 			rulesUsers++
+		}
+		marked := 0
+		for _, tr := range u.Turns {
+			if tr.Rules {
+				marked++
+			}
+		}
+		switch {
+		case u.Rules && (marked > 0 || u.ExpectRules != nil):
+			t.Errorf("%s: a rules user (all its turns read, to expect) must not mark turns nor have expect_rules", u.User)
+		case !u.Rules && (marked > 0) != (u.ExpectRules != nil):
+			t.Errorf("%s: %d turns marked rules but expect_rules %v", u.User, marked, u.ExpectRules)
+		}
+		if view, ok := u.rulesView(); ok {
+			rulesTurns += len(view.Turns)
+			got := map[string]string{}
+			for k, f := range refFinal(view) {
+				got[k] = f.value
+			}
+			if !reflect.DeepEqual(got, view.Expect.Facts) {
+				t.Errorf("%s: expected rules facts %v, the fact model gives %v", u.User, view.Expect.Facts, got)
+			}
 		}
 		var newest time.Time
 		for _, tr := range u.Turns {
@@ -405,8 +453,8 @@ func TestFactUpdatesData(t *testing.T) {
 			t.Errorf("%s: expected history %v, the fact model gives %v", u.User, u.Expect.History, hist)
 		}
 	}
-	if len(users) < 20 || turns < 200 || rulesUsers < 3 {
-		t.Errorf("the set has %d users, %d turns, %d rules users; want at least 20, 200, 3", len(users), turns, rulesUsers)
+	if len(users) < 20 || turns < 200 || rulesUsers < 3 || rulesTurns < 60 {
+		t.Errorf("the set has %d users, %d turns, %d rules users, %d rules turns; want at least 20, 200, 3, 60", len(users), turns, rulesUsers, rulesTurns)
 	}
 	if withConv < 20 || withoutConv < 20 || late < 10 {
 		t.Errorf("turns with conversation %d, without %d, late %d; want at least 20, 20, 10", withConv, withoutConv, late)
@@ -416,8 +464,8 @@ func TestFactUpdatesData(t *testing.T) {
 			t.Errorf("tag %q is used %d times; the set must cover it at least twice", tag, tags[tag])
 		}
 	}
-	t.Logf("factupdates data: users=%d turns=%d rules_users=%d with_conversation=%d without=%d late=%d tags=%v",
-		len(users), turns, rulesUsers, withConv, withoutConv, late, tags)
+	t.Logf("factupdates data: users=%d turns=%d rules_users=%d rules_turns=%d with_conversation=%d without=%d late=%d tags=%v",
+		len(users), turns, rulesUsers, rulesTurns, withConv, withoutConv, late, tags)
 }
 
 // TestFactUpdatesVocabulary: the keys the set uses are canonical, and the
