@@ -1,9 +1,12 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -158,5 +161,77 @@ func (m *scriptedModel) check(t testing.TB, users []fuUser, bursts bool) {
 				t.Errorf("scripted model: never asked about %s (%q)", tr.ID, tr.UserMessage)
 			}
 		}
+	}
+}
+
+// TestScriptedModelReadsOnlyTheTurns: through the real extractor's prompts,
+// the scripted model answers about the turn(s) to extract from, never about
+// the prior turns sent as read-only background, numbers a burst's items by
+// the prompt's turn numbers, and answers an unknown turn with an error it
+// reports.
+func TestScriptedModelReadsOnlyTheTurns(t *testing.T) {
+	t.Parallel()
+	users := loadFactUpdates(t)
+	byID := map[string]fuTurn{}
+	for _, u := range users {
+		for _, tr := range u.Turns {
+			byID[tr.ID] = tr
+		}
+	}
+	turn := func(id string) extractor.Turn {
+		tr := byID[id]
+		return extractor.Turn{UserMessage: tr.UserMessage, AssistantResponse: tr.AssistantResponse, Timestamp: tr.Timestamp}
+	}
+	m := newScriptedModel(t, users)
+	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: m.URL(), Model: "scripted"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+
+	// Single turn, with the prior turns of its conversation.
+	_, _ = llm.Extract(ctx, extractor.Input{UserID: "ana", Turn: turn("ana-03"),
+		Prior: []extractor.Turn{turn("ana-01"), turn("ana-02")}})
+	// A burst of two new turns after a prior one.
+	_, _ = llm.ExtractBatch(ctx, extractor.BatchInput{UserID: "ben", Turns: []extractor.Turn{turn("ben-07"), turn("ben-08")},
+		Prior: []extractor.Turn{turn("ben-01")}})
+	m.mu.Lock()
+	asked := maps.Clone(m.asked)
+	unknown := slices.Clone(m.unknown)
+	m.mu.Unlock()
+	for _, id := range []string{"ana-03", "ben-07", "ben-08"} {
+		if asked[id] == 0 {
+			t.Errorf("the model was not asked about %s; asked %v", id, asked)
+		}
+	}
+	for _, id := range []string{"ana-01", "ana-02", "ben-01"} {
+		if asked[id] > 0 {
+			t.Errorf("the model answered about the prior turn %s; asked %v", id, asked)
+		}
+	}
+	if len(unknown) > 0 {
+		t.Errorf("the model could not place a request: %v", unknown)
+	}
+
+	// The burst's reply numbers each item by the prompt's turn.
+	reply, err := m.replyFor("<new_turns>\n" +
+		`{"turn":1,"user_message":"I speak English and Swedish."}` + "\n" +
+		`{"turn":2,"user_message":"I'm learning German too, I can hold a conversation now."}` + "\n</new_turns>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []fuItem{{Turn: 1, Op: "add", Key: "languages", Value: "English"}, {Turn: 1, Op: "add", Key: "languages", Value: "Swedish"},
+		{Turn: 2, Op: "add", Key: "languages", Value: "German"}}
+	if !slices.Equal(reply.Facts, want) {
+		t.Errorf("burst reply facts = %+v, want %+v", reply.Facts, want)
+	}
+
+	if _, err := llm.Extract(ctx, extractor.Input{UserID: "x", Turn: extractor.Turn{UserMessage: "a turn nobody scripted"}}); err == nil {
+		t.Error("an unscripted turn was answered")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.unknown) == 0 {
+		t.Error("the unscripted turn was not reported")
 	}
 }
