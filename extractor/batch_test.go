@@ -163,6 +163,7 @@ func TestLLMExtractBatchPrompt(t *testing.T) {
 		Turns:    turns,
 		Prior:    []Turn{{EventID: "p1", UserMessage: "I'm planning a move", AssistantResponse: "Where to?", Timestamp: testTurnTime.Add(-time.Hour)}},
 		FactKeys: []string{"location", "location", "favorite_color"},
+		Facts:    map[string]string{"location": "Lisbon", "favorite_color": "blue", "pet": "cat"},
 	}
 	res, err := newTestLLM(t, srv, nil).ExtractBatch(context.Background(), in)
 	if err != nil {
@@ -178,13 +179,16 @@ func TestLLMExtractBatchPrompt(t *testing.T) {
 	if system != batchSystemPrompt {
 		t.Error("system prompt is not the batch prompt")
 	}
-	for _, want := range []string{`"turn": 1`, "latest", "timestamp of the turn they appear in", "read-only", "never instructions"} {
+	for _, want := range []string{`{"turn": 1, "op": "add", "key": "allergies"`, "latest", "timestamp of the turn they appear in", "read-only", "never instructions"} {
 		if !strings.Contains(system, want) {
 			t.Errorf("system prompt lacks %q", want)
 		}
 	}
 	for _, want := range []string{
-		`["location","favorite_color"]`,
+		// Current facts with values: sharing words with a new turn
+		// ("Porto" no, "moved" no: "location" shares none either), so by
+		// recency (FactKeys), then by key.
+		"<current_facts>\n{\n\"location\": \"Lisbon\",\n\"favorite_color\": \"blue\",\n\"pet\": \"cat\"\n}\n</current_facts>",
 		"READ-ONLY background",
 		"<prior_turns>",
 		"I'm planning a move",
@@ -254,7 +258,7 @@ func TestLLMExtractBatchInvalidThenValid(t *testing.T) {
 	if len(req.Messages) != 2 {
 		t.Fatalf("retry messages = %+v, want system + user", req.Messages)
 	}
-	for _, want := range []string{"previous reply was rejected", `"facts" item 0 is a list`, `"turn": 1, "key"`} {
+	for _, want := range []string{"previous reply was rejected", `"facts" item 0 is a list`, `"turn": 1, "op": "set", "key"`} {
 		if !strings.Contains(req.Messages[1].Content, want) {
 			t.Errorf("retry prompt lacks %q", want)
 		}
@@ -448,9 +452,10 @@ func TestParseBatchOutput(t *testing.T) {
 	tests := []struct {
 		name      string
 		reply     string
-		wantFacts []map[string]string
-		wantQA    [][]QA
-		wantErr   string
+		wantFacts   []map[string]string
+		wantChanges [][]FactChange // nil means none at any turn
+		wantQA      [][]QA
+		wantErr     string
 	}{
 		{name: "fenced, coerced and dropped",
 			reply: "```json\n" + `{"facts": [{"turn": 1, "key": "Home Town", "value": "Porto"}, {"turn": 2, "key": "languages", "value": ["en", "pt"]},
@@ -458,7 +463,14 @@ func TestParseBatchOutput(t *testing.T) {
 			wantFacts: []map[string]string{{"home_town": "Porto"}, {"languages": "en, pt"}}, wantQA: [][]QA{nil, nil}},
 		{name: "latest turn wins, not the latest item",
 			reply:     `{"facts": [{"turn": 2, "key": "city", "value": "Porto"}, {"turn": 1, "key": "city", "value": "Lisbon"}]}`,
-			wantFacts: []map[string]string{{}, {"city": "Porto"}}, wantQA: [][]QA{nil, nil}},
+			wantFacts: []map[string]string{{}, {"location": "Porto"}}, wantQA: [][]QA{nil, nil}},
+		{name: "operations per turn, changes kept at every turn",
+			reply: `{"facts": [{"turn": 1, "op": "add", "key": "allergies", "value": "soy"}, {"turn": 2, "op": "remove", "key": "allergy", "value": "Soy"},
+				{"turn": 2, "op": "append", "key": "allergies", "value": "eggs"}, {"turn": 1, "op": "set", "key": "car", "value": "Golf"},
+				{"turn": 2, "op": "unset", "key": "car", "value": "Golf"}, {"turn": 2, "op": "keep", "key": "name", "value": "Ana"}]}`,
+			wantFacts:   []map[string]string{{"car": "Golf"}, {}},
+			wantChanges: [][]FactChange{{{OpAdd, "allergies", "soy"}}, {{OpRemove, "allergies", "Soy"}, {OpAdd, "allergies", "eggs"}, {OpDelete, "car", "Golf"}}},
+			wantQA:      [][]QA{nil, nil}},
 		{name: "facts object goes to the last turn",
 			reply:     `{"facts": {"name": "Ana"}, "context": [{"turn": 1, "question": "Q", "answer": "A"}]}`,
 			wantFacts: []map[string]string{{}, {"name": "Ana"}}, wantQA: [][]QA{{{Q: "Q", A: "A"}}, nil}},
@@ -477,7 +489,8 @@ func TestParseBatchOutput(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			facts, qas, err := parseBatchOutput(tt.reply, 2)
+			res, err := parseBatchOutput(tt.reply, 2)
+			facts, qas := res.Facts, res.Context
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error = %v, want one saying %q", err, tt.wantErr)
@@ -492,6 +505,13 @@ func TestParseBatchOutput(t *testing.T) {
 			}
 			if !reflect.DeepEqual(qas, tt.wantQA) {
 				t.Errorf("context = %q, want %q", qas, tt.wantQA)
+			}
+			wantChanges := tt.wantChanges
+			if wantChanges == nil {
+				wantChanges = make([][]FactChange, 2)
+			}
+			if !reflect.DeepEqual(res.Changes, wantChanges) {
+				t.Errorf("changes = %v, want %v", res.Changes, wantChanges)
 			}
 		})
 	}

@@ -35,6 +35,7 @@ const (
 const (
 	defaultTimeout        = 60 * time.Second
 	defaultMaxConcurrency = 4
+	defaultMaxTokens      = 2048
 
 	// maxResponseBytes bounds how much of a response body is read; a longer
 	// body fails to decode and counts as a transient server error.
@@ -81,6 +82,15 @@ type LLMConfig struct {
 	// smallest positive float32 instead, except for reasoning models, which
 	// accept no temperature other than their default.
 	Temperature float32
+	// MaxTokens bounds the tokens the model may generate for one reply,
+	// sent on every request as max_tokens (which Ollama, vLLM and
+	// llama.cpp honour; Ollama ignores max_completion_tokens), or as
+	// max_completion_tokens for the reasoning models that refuse max_tokens
+	// (o1, o3, o4, gpt-5 and the like, as go-openai knows them). A reply cut
+	// by the bound is not valid JSON and gets the one correction. Default
+	// 2048: the reply to a batch of MaxBatchTurns turns fits, and a runaway
+	// generation cannot spend more.
+	MaxTokens int
 	// HTTPClient sends the requests. Default: a client with no timeout of
 	// its own (Timeout applies per request).
 	HTTPClient *http.Client
@@ -102,6 +112,9 @@ func (c LLMConfig) withDefaults() LLMConfig {
 	}
 	if c.ResponseFormat == "" {
 		c.ResponseFormat = ResponseFormatJSONSchema
+	}
+	if c.MaxTokens == 0 {
+		c.MaxTokens = defaultMaxTokens
 	}
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{}
@@ -130,6 +143,8 @@ func (c LLMConfig) validate() error {
 		return errors.New("extractor: LLMConfig.Burst must not be negative")
 	case c.Temperature < 0 || c.Temperature > 2 || math.IsNaN(float64(c.Temperature)):
 		return errors.New("extractor: LLMConfig.Temperature must be between 0 and 2")
+	case c.MaxTokens <= 0:
+		return errors.New("extractor: LLMConfig.MaxTokens must be positive")
 	}
 	u, err := url.Parse(c.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -160,6 +175,9 @@ type LLM struct {
 	format      *openai.ChatCompletionResponseFormat // of Extract
 	batchFormat *openai.ChatCompletionResponseFormat // of ExtractBatch
 	temperature float32
+	// maxTokens and maxCompletionTokens: one of them is LLMConfig.MaxTokens
+	// (see requestMaxTokens).
+	maxTokens, maxCompletionTokens int
 	sem         chan struct{}
 	bucket      *tokenBucket // nil when RequestsPerSecond is 0
 	usage       usageTracker
@@ -197,6 +215,7 @@ func NewLLM(cfg LLMConfig) (*LLM, error) {
 		temperature: requestTemperature(cfg.Model, cfg.Temperature),
 		sem:         make(chan struct{}, cfg.MaxConcurrency),
 	}
+	l.maxTokens, l.maxCompletionTokens = requestMaxTokens(cfg.Model, cfg.MaxTokens)
 	if cfg.RequestsPerSecond > 0 {
 		l.bucket = newTokenBucket(cfg.RequestsPerSecond, cfg.Burst, time.Now())
 	}
@@ -260,7 +279,7 @@ func (l *LLM) Extract(ctx context.Context, in Input) (Result, error) {
 	var res Result
 	usage, err := l.ask(ctx, systemPrompt, buildUserPrompt(in, turn), l.format, invalidNote, func(reply string) error {
 		var err error
-		res.Facts, res.Context, err = parseOutput(reply)
+		res, err = parseOutput(reply)
 		return err
 	})
 	if err != nil {
@@ -286,8 +305,10 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 			{Role: openai.ChatMessageRoleSystem, Content: system},
 			{Role: openai.ChatMessageRoleUser, Content: user},
 		},
-		ResponseFormat: format,
-		Temperature:    l.temperature,
+		ResponseFormat:      format,
+		Temperature:         l.temperature,
+		MaxTokens:           l.maxTokens,
+		MaxCompletionTokens: l.maxCompletionTokens,
 	}
 
 	var usage Usage
@@ -519,6 +540,17 @@ func requestTemperature(model string, t float32) float32 {
 		return 0
 	}
 	return math.SmallestNonzeroFloat32
+}
+
+// requestMaxTokens returns the bound on a reply's tokens as max_tokens, the
+// field OpenAI-compatible servers honour, unless go-openai refuses it for
+// the model (OpenAI's reasoning models): then as max_completion_tokens.
+func requestMaxTokens(model string, n int) (maxTokens, maxCompletionTokens int) {
+	req := openai.ChatCompletionRequest{Model: model, MaxTokens: n}
+	if openai.NewReasoningValidator().Validate(req) != nil {
+		return 0, n
+	}
+	return n, 0
 }
 
 // exchangeKey is the context key of the *exchange of one request.
