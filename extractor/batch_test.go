@@ -450,8 +450,8 @@ func TestParseBatchOutput(t *testing.T) {
 	t.Parallel()
 
 	tests := []struct {
-		name      string
-		reply     string
+		name        string
+		reply       string
 		wantFacts   []map[string]string
 		wantChanges [][]FactChange // nil means none at any turn
 		wantQA      [][]QA
