@@ -175,12 +175,14 @@ type LLM struct {
 	format      *openai.ChatCompletionResponseFormat // of Extract
 	batchFormat *openai.ChatCompletionResponseFormat // of ExtractBatch
 	temperature float32
+
 	// maxTokens and maxCompletionTokens: one of them is LLMConfig.MaxTokens
 	// (see requestMaxTokens).
 	maxTokens, maxCompletionTokens int
-	sem                            chan struct{}
-	bucket                         *tokenBucket // nil when RequestsPerSecond is 0
-	usage                          usageTracker
+
+	sem    chan struct{}
+	bucket *tokenBucket // nil when RequestsPerSecond is 0
+	usage  usageTracker
 	// badUsage is set once a reply's token counts were negative, so that
 	// the warning is logged once, not per request.
 	badUsage atomic.Bool

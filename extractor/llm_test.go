@@ -682,6 +682,8 @@ func TestLLMConfigValidate(t *testing.T) {
 		{name: "negative burst", mutate: func(c *LLMConfig) { c.RequestsPerSecond, c.Burst = 1, -1 }, wantErr: "LLMConfig.Burst"},
 		{name: "format", mutate: func(c *LLMConfig) { c.ResponseFormat = "xml" }, wantErr: "LLMConfig.ResponseFormat"},
 		{name: "temperature", mutate: func(c *LLMConfig) { c.Temperature = 3 }, wantErr: "LLMConfig.Temperature"},
+		{name: "negative max tokens", mutate: func(c *LLMConfig) { c.MaxTokens = -1 }, wantErr: "LLMConfig.MaxTokens"},
+		{name: "max tokens", mutate: func(c *LLMConfig) { c.MaxTokens = 1 }},
 		{name: "temperature for reasoning model", mutate: func(c *LLMConfig) { c.Model, c.Temperature = "o3-mini", 0.5 },
 			wantErr: "LLMConfig.Temperature"},
 	}
@@ -710,7 +712,7 @@ func TestLLMConfigDefaults(t *testing.T) {
 	got := LLMConfig{BaseURL: "http://x/v1", Model: "m"}.withDefaults()
 	if got.Timeout != 60*time.Second ||
 		got.MaxConcurrency != 4 || got.ResponseFormat != "json_schema" || got.Temperature != 0 || got.HTTPClient == nil ||
-		got.RequestsPerSecond != 0 || got.Burst != 0 {
+		got.RequestsPerSecond != 0 || got.Burst != 0 || got.MaxTokens != 2048 {
 		t.Errorf("withDefaults() = %+v", got)
 	}
 	// Burst defaults to 1 only under a rate limit.
@@ -721,8 +723,8 @@ func TestLLMConfigDefaults(t *testing.T) {
 		t.Errorf("withDefaults() changed an explicit Burst 5 to %d", rl.Burst)
 	}
 	// Defaults are idempotent and keep explicit values.
-	explicit := LLMConfig{MaxConcurrency: 9, Timeout: time.Second}.withDefaults()
-	if explicit.MaxConcurrency != 9 || explicit.Timeout != time.Second {
+	explicit := LLMConfig{MaxConcurrency: 9, Timeout: time.Second, MaxTokens: 5}.withDefaults()
+	if explicit.MaxConcurrency != 9 || explicit.Timeout != time.Second || explicit.MaxTokens != 5 {
 		t.Errorf("withDefaults() changed explicit values: %+v", explicit)
 	}
 	if again := got.withDefaults(); again.MaxConcurrency != got.MaxConcurrency || again.Timeout != got.Timeout {
