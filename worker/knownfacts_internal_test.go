@@ -9,8 +9,12 @@ import (
 
 func TestKnownFactsApply(t *testing.T) {
 	t.Parallel()
-	add := func(k, v string) extractor.FactChange { return extractor.FactChange{Op: extractor.OpAdd, Key: k, Value: v} }
-	rm := func(k, v string) extractor.FactChange { return extractor.FactChange{Op: extractor.OpRemove, Key: k, Value: v} }
+	add := func(k, v string) extractor.FactChange {
+		return extractor.FactChange{Op: extractor.OpAdd, Key: k, Value: v}
+	}
+	rm := func(k, v string) extractor.FactChange {
+		return extractor.FactChange{Op: extractor.OpRemove, Key: k, Value: v}
+	}
 	del := func(k string) extractor.FactChange { return extractor.FactChange{Op: extractor.OpDelete, Key: k} }
 	for _, c := range []struct {
 		name       string
