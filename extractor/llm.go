@@ -270,9 +270,14 @@ func (l *LLM) CallTimeout() time.Duration {
 }
 
 // Extract asks the model for the memory in in.Turn, in one attempt as
-// described in the package documentation. Memory markers are stripped from
-// every text before it is sent, and in.UserID is not sent. A turn whose user
-// message is empty after stripping yields an empty Result without a request.
+// described in the package documentation. The prompt (LLMPromptVersion)
+// shows in.Facts with their values, those sharing words with the turn first
+// and then in in.FactKeys' order, within a budget of about 600 tokens, and
+// in.Prior as read-only context; the model replies with fact operations,
+// resolved into Result.Facts and Result.Changes. Memory markers are
+// stripped from every text before it is sent, and in.UserID is not sent. A
+// turn whose user message is empty after stripping yields an empty Result
+// without a request.
 func (l *LLM) Extract(ctx context.Context, in Input) (Result, error) {
 	turn := cleanTurn(in.Turn, promptMaxUserBytes, promptMaxAssistantBytes)
 	if turn.UserMessage == "" {
@@ -316,13 +321,17 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 	var usage Usage
 	const calls = 2 // the request and one correction
 	for call := 1; ; call++ {
-		reply, err := l.complete(ctx, req, &usage)
+		reply, cut, err := l.complete(ctx, req, &usage)
 		if err != nil {
 			return usage, err
 		}
 		err = parse(reply)
 		if err == nil {
 			return usage, nil
+		}
+		if cut {
+			// Say so, in the error and to the model: a shorter reply fits.
+			err = fmt.Errorf("%w; the reply was cut at the limit of %d tokens, so keep it shorter", err, l.cfg.MaxTokens)
 		}
 		if call == calls {
 			return usage, newError(KindInvalidOutput, "%v (after %d model calls)", err, call)
@@ -333,11 +342,12 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 	}
 }
 
-// complete sends one request and returns the reply's content, or an *Error
-// saying what the failure means. It adds the tokens of a completed request
+// complete sends one request and returns the reply's content and whether
+// the server cut it at the token limit, or an *Error saying what the
+// failure means. It adds the tokens of a completed request
 // to usage, and every sent request to l's totals. A 429 (or a 503 with
 // Retry-After) pauses all requests of l for its delay.
-func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, usage *Usage) (string, error) {
+func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, usage *Usage) (string, bool, error) {
 	resp, ex, err := l.send(ctx, req)
 	rateLimited := ex.status == http.StatusTooManyRequests
 	promptTokens, completionTokens := l.tokens(req.Model, resp.Usage)
@@ -347,14 +357,16 @@ func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, us
 	if err == nil {
 		usage.PromptTokens += promptTokens
 		usage.CompletionTokens += completionTokens
-		return replyContent(resp)
+		content, err := replyContent(resp)
+		cut := err == nil && len(resp.Choices) > 0 && resp.Choices[0].FinishReason == openai.FinishReasonLength
+		return content, cut, err
 	}
 	var paused *Error
 	if errors.As(err, &paused) {
-		return "", paused // not sent: the LLM is paused past the call's deadline
+		return "", false, paused // not sent: the LLM is paused past the call's deadline
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		return "", ctxError("model request", ctxErr)
+		return "", false, ctxError("model request", ctxErr)
 	}
 	e := classify(err, ex, l.cfg.Timeout)
 	if e.Kind == KindRetryAfter {
@@ -362,7 +374,7 @@ func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, us
 		// call, to slow down.
 		l.pauseUntil(time.Now().Add(e.RetryAfter))
 	}
-	return "", e
+	return "", false, e
 }
 
 // tokens returns the token counts of a reply's usage block. A negative count

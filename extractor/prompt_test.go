@@ -206,3 +206,18 @@ func TestLLMSendsMaxTokens(t *testing.T) {
 		})
 	}
 }
+
+// TestLLMReplyCutAtMaxTokens: a reply the server cut at max_tokens is
+// invalid, and both the correction and the final error say why.
+func TestLLMReplyCutAtMaxTokens(t *testing.T) {
+	t.Parallel()
+
+	srv := extractortest.NewServer(t, extractortest.Cut(`{"facts": [{"op": "set", "key": "name", "val`))
+	_, err := newTestLLM(t, srv, func(c *LLMConfig) { c.MaxTokens = 20 }).Extract(context.Background(), testInput("I'm Ana"))
+	if KindOf(err) != KindInvalidOutput || !strings.Contains(err.Error(), "cut at the limit of 20 tokens") {
+		t.Fatalf("Extract error = %v, want invalid output saying the reply was cut", err)
+	}
+	if note := lastRequest(t, srv).Messages[1].Content; !strings.Contains(note, "cut at the limit of 20 tokens, so keep it shorter") {
+		t.Errorf("correction does not say the reply was cut:\n%s", note)
+	}
+}
