@@ -1,10 +1,14 @@
 package worker
 
 import (
+	"context"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/store/storetest"
 )
 
 func TestKnownFactsApply(t *testing.T) {
@@ -51,5 +55,36 @@ func TestKnownFactsApply(t *testing.T) {
 				t.Error("apply changed what input returned before")
 			}
 		})
+	}
+}
+
+// TestLoadKnownFacts: the user's facts, most recently stated first, but
+// for those last stated by the turns being extracted (which a model would
+// otherwise call unchanged and leave out of a re-extraction that replaces
+// them).
+func TestLoadKnownFacts(t *testing.T) {
+	t.Parallel()
+	s := storetest.New(t)
+	ctx := context.Background()
+	at := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	var writes []store.FactWrite
+	for i, f := range []struct{ user, key, value, event string }{
+		{"ana", "name", "Ana", "e1"},
+		{"ana", "location", "Porto", "e2"},
+		{"ana", "pet", "cat", "e3"},
+		{"bo", "name", "Bo", "e2"},
+	} {
+		writes = append(writes, store.FactWrite{UserID: f.user, Key: f.key, Value: f.value, EventID: f.event,
+			SourceAt: at.Add(time.Duration(i) * time.Minute), Provenance: store.Provenance{Extractor: "rules"}})
+	}
+	if _, err := s.UpsertFacts(ctx, writes); err != nil {
+		t.Fatal(err)
+	}
+	k, err := loadKnownFacts(ctx, s, []store.Turn{{UserID: "ana", EventID: "e2"}, {UserID: "ana", EventID: "e9"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"name": "Ana", "pet": "cat"}; !reflect.DeepEqual(k.values, want) || !reflect.DeepEqual(k.order, []string{"pet", "name"}) {
+		t.Errorf("known facts = %v %v, want %v [pet name]", k.values, k.order, want)
 	}
 }
