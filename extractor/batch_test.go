@@ -568,3 +568,46 @@ func TestRulesExtractBatchKeepsLatest(t *testing.T) {
 		t.Errorf("cancelled: error = %v, want ErrTransient and context.Canceled", err)
 	}
 }
+
+// TestLLMExtractBatchChanges: each turn's operations come back at that
+// turn, from a batch prompt and from a batch of one turn alike, and the
+// current facts reach the model either way.
+func TestLLMExtractBatchChanges(t *testing.T) {
+	t.Parallel()
+
+	facts := map[string]string{"allergies": "peanuts", "car": "VW Golf"}
+	t.Run("batch prompt", func(t *testing.T) {
+		t.Parallel()
+		srv := extractortest.NewServer(t, extractortest.Content(`{"facts": [
+			{"turn": 1, "op": "add", "key": "allergies", "value": "shellfish"},
+			{"turn": 2, "op": "delete", "key": "car", "value": "VW Golf"},
+			{"turn": 2, "op": "remove", "key": "allergies", "value": "peanuts"}], "context": []}`))
+		res, err := newTestLLM(t, srv, nil).ExtractBatch(context.Background(),
+			BatchInput{Turns: batchTurnsAt("I'm also allergic to shellfish", "I sold my car and outgrew the peanut allergy"), Facts: facts})
+		if err != nil {
+			t.Fatalf("ExtractBatch: %v", err)
+		}
+		want := [][]FactChange{{{OpAdd, "allergies", "shellfish"}}, {{OpDelete, "car", "VW Golf"}, {OpRemove, "allergies", "peanuts"}}}
+		if !reflect.DeepEqual(res.Changes, want) {
+			t.Errorf("Changes = %v, want %v", res.Changes, want)
+		}
+		if user := lastRequest(t, srv).Messages[1].Content; !strings.Contains(user, `"car": "VW Golf"`) {
+			t.Errorf("batch prompt lacks the current facts:\n%s", user)
+		}
+	})
+	t.Run("one turn", func(t *testing.T) {
+		t.Parallel()
+		srv := extractortest.NewServer(t, extractortest.Content(`{"facts": [{"op": "delete", "key": "car", "value": "VW Golf"}], "context": []}`))
+		res, err := newTestLLM(t, srv, nil).ExtractBatch(context.Background(),
+			BatchInput{Turns: batchTurnsAt("", "I sold my car"), Facts: facts})
+		if err != nil {
+			t.Fatalf("ExtractBatch: %v", err)
+		}
+		if want := [][]FactChange{nil, {{OpDelete, "car", "VW Golf"}}}; !reflect.DeepEqual(res.Changes, want) {
+			t.Errorf("Changes = %v, want %v", res.Changes, want)
+		}
+		if user := lastRequest(t, srv).Messages[1].Content; !strings.Contains(user, `"car": "VW Golf"`) {
+			t.Errorf("single-turn prompt lacks the current facts:\n%s", user)
+		}
+	})
+}
