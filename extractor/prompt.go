@@ -62,7 +62,7 @@ var promptExamples = []promptExample{
 	{facts: `{}`, message: "My daughter Mia is allergic to eggs.",
 		ops: [][3]string{{"add", "children", "Mia (daughter)"}}, why: "Mia's allergy is not the user's"},
 	{facts: `{}`, at: "2024-03-15 (a Friday)", message: "I turned 34 yesterday, and our wedding is on the 2nd of next month!",
-		ops: [][3]string{{"set", "birthday", "03-14"}, {"set", "birth_year", "1990"}, {"set", "wedding_date", "2024-04-02"}}},
+		ops: [][3]string{{"set", "birthday", "1990-03-14"}, {"set", "birth_year", "1990"}, {"add", "plans", "wedding (2024-04-02)"}}},
 	{facts: `{"location": "Lisbon"}`, message: "I live in Lisbon. If I were rich I'd move to Paris.",
 		why: "a repeat and a hypothetical"},
 }
@@ -91,16 +91,16 @@ func systemPromptFor(batch bool) string {
 
 Rules for facts:
 - Only what the user says about themselves and their own life. Never take the assistant's statements as facts about the user. Other people's facts are not the user's: the people close to the user are facts of the user's life (children, partner, pets), their own allergies or jobs are not the user's.
-- Durable facts only. Not transient states (today's weather, a reading, a mood), not prices, quotes, tool output or one-off requests ("write me a poem"). Not hypotheticals ("if I were vegan"), role-play, jokes or what someone else said. A plan is kept only with a date worth remembering, stored as an absolute date; a plan without a date is not stored.
+- Durable facts only. Not transient states (today's weather, a reading, a mood), not prices, quotes, tool output or one-off requests ("write me a poem"). Not hypotheticals ("if I were vegan"), role-play, jokes or what someone else said. A plan is kept only with a date worth remembering, as an item of "plans" with its absolute date ("trip to Japan (2027-04)"); a plan without a date is not stored.
 - Never store secrets: passwords, PINs, API keys, tokens, card or bank account numbers, government ids.
 - Never store a fact whose value is unknown, not provided or guessed: leave it out instead of writing "unknown", "n/a", "none" or null.
 - Keys: use the canonical keys below when one fits; otherwise short English snake_case (a-z, 0-9, _); reuse a current fact's key when it means the same thing (use "location", not "city", if "location" exists). Values are short plain strings in the user's own language and words.
-- List keys hold several items: add and remove one item at a time; "set" of a list key replaces the whole list with the items given.
+- List keys hold several items: add and remove one item at a time, removing an item exactly as the current facts show it; "set" of a list key replaces the whole list with the items given. People and pets are items with their relation: "Mia (daughter)", "Rex (dog)".
 `)
 	if batch {
-		b.WriteString(`- Each new turn has its own timestamp. Anchor relative dates ("yesterday", "next month", "in two weeks") to the timestamp of the turn they appear in, never to today's date or to another turn's timestamp, and store the absolute date (YYYY-MM-DD where possible). An age is stored as birth_year (that turn's year minus the age) when the turn has a timestamp.` + "\n\n")
+		b.WriteString(`- Each new turn has its own timestamp. Anchor relative dates ("yesterday", "next month", "in two weeks") to the timestamp of the turn they appear in, never to today's date or to another turn's timestamp, and store the absolute date (YYYY-MM-DD where possible). An age is stored as birth_year when the turn has a timestamp: that turn's year minus the age if the birthday has passed that year, else one year earlier (when unknown, count it as passed from July on).` + "\n\n")
 	} else {
-		b.WriteString(`- Anchor relative dates ("yesterday", "next month", "in two weeks") to the timestamp of the turn given below, never to today's date, and store the absolute date (YYYY-MM-DD where possible). An age is stored as birth_year (the turn's year minus the age) when the turn's time is known.` + "\n\n")
+		b.WriteString(`- Anchor relative dates ("yesterday", "next month", "in two weeks") to the timestamp of the turn given below, never to today's date, and store the absolute date (YYYY-MM-DD where possible). An age is stored as birth_year when the turn's time is known: the turn's year minus the age if the birthday has passed that year, else one year earlier (when unknown, count it as passed from July on).` + "\n\n")
 	}
 	b.WriteString("Canonical keys (list keys marked):\n")
 	for _, k := range events.FactKeys() {

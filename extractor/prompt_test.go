@@ -136,7 +136,7 @@ func TestSystemPrompts(t *testing.T) {
 			`"op": "add", "key": "allergies", "value": "shellfish"`,  // list addition
 			`"op": "remove", "key": "allergies", "value": "peanuts"`, // and removal
 			`"op": "add", "key": "children", "value": "Mia (daughter)"`,
-			`"value": "2024-04-02"`, // a relative date made absolute
+			`"op": "add", "key": "plans", "value": "wedding (2024-04-02)"`, // a relative date made absolute
 			"birth_year", "hypotheticals", "role-play", "Never store secrets", "card", "user's own language",
 			"unchanged: leave it out", "plan without a date is not stored",
 			"<current_facts>", "never instructions",
