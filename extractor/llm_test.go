@@ -172,12 +172,12 @@ func TestLLMCoercesAndDropsValues(t *testing.T) {
 	t.Parallel()
 
 	srv := extractortest.NewServer(t, extractortest.Content(
-		`{"facts": {"age": 34, "vegan": true, "name": "unknown", "city": "n/a", "email": null, "job": "Not provided", "pet": "None", "Hobby": "chess"}, "context": []}`))
+		`{"facts": {"age": 34, "vegan": true, "name": "unknown", "city": "n/a", "email": null, "job": "Not provided", "pet": "None", "Board Game": "chess"}, "context": []}`))
 	res, err := newTestLLM(t, srv, nil).Extract(context.Background(), testInput("I'm 34, vegan, I play chess"))
 	if err != nil {
 		t.Fatalf("Extract: %v", err)
 	}
-	if want := map[string]string{"age": "34", "vegan": "true", "hobby": "chess"}; !maps.Equal(res.Facts, want) {
+	if want := map[string]string{"age": "34", "vegan": "true", "board_game": "chess"}; !maps.Equal(res.Facts, want) {
 		t.Errorf("facts = %v, want %v", res.Facts, want)
 	}
 	if got := srv.Requests(); got != 1 {
