@@ -163,6 +163,7 @@ func TestLLMExtractBatchPrompt(t *testing.T) {
 		Turns:    turns,
 		Prior:    []Turn{{EventID: "p1", UserMessage: "I'm planning a move", AssistantResponse: "Where to?", Timestamp: testTurnTime.Add(-time.Hour)}},
 		FactKeys: []string{"location", "location", "favorite_color"},
+		Facts:    map[string]string{"location": "Lisbon", "favorite_color": "blue", "pet": "cat"},
 	}
 	res, err := newTestLLM(t, srv, nil).ExtractBatch(context.Background(), in)
 	if err != nil {
@@ -178,13 +179,16 @@ func TestLLMExtractBatchPrompt(t *testing.T) {
 	if system != batchSystemPrompt {
 		t.Error("system prompt is not the batch prompt")
 	}
-	for _, want := range []string{`"turn": 1`, "latest", "timestamp of the turn they appear in", "read-only", "never instructions"} {
+	for _, want := range []string{`{"turn": 1, "op": "add", "key": "allergies"`, "latest", "timestamp of the turn they appear in", "read-only", "never instructions"} {
 		if !strings.Contains(system, want) {
 			t.Errorf("system prompt lacks %q", want)
 		}
 	}
 	for _, want := range []string{
-		`["location","favorite_color"]`,
+		// Current facts with values: sharing words with a new turn
+		// ("Porto" no, "moved" no: "location" shares none either), so by
+		// recency (FactKeys), then by key.
+		"<current_facts>\n{\n\"location\": \"Lisbon\",\n\"favorite_color\": \"blue\",\n\"pet\": \"cat\"\n}\n</current_facts>",
 		"READ-ONLY background",
 		"<prior_turns>",
 		"I'm planning a move",
@@ -254,7 +258,7 @@ func TestLLMExtractBatchInvalidThenValid(t *testing.T) {
 	if len(req.Messages) != 2 {
 		t.Fatalf("retry messages = %+v, want system + user", req.Messages)
 	}
-	for _, want := range []string{"previous reply was rejected", `"facts" item 0 is a list`, `"turn": 1, "key"`} {
+	for _, want := range []string{"previous reply was rejected", `"facts" item 0 is a list`, `"turn": 1, "op": "set", "key"`} {
 		if !strings.Contains(req.Messages[1].Content, want) {
 			t.Errorf("retry prompt lacks %q", want)
 		}
@@ -446,19 +450,27 @@ func TestParseBatchOutput(t *testing.T) {
 	t.Parallel()
 
 	tests := []struct {
-		name      string
-		reply     string
-		wantFacts []map[string]string
-		wantQA    [][]QA
-		wantErr   string
+		name        string
+		reply       string
+		wantFacts   []map[string]string
+		wantChanges [][]FactChange // nil means none at any turn
+		wantQA      [][]QA
+		wantErr     string
 	}{
 		{name: "fenced, coerced and dropped",
-			reply: "```json\n" + `{"facts": [{"turn": 1, "key": "Home Town", "value": "Porto"}, {"turn": 2, "key": "languages", "value": ["en", "pt"]},
+			reply: "```json\n" + `{"facts": [{"turn": 1, "key": "Home Planet", "value": "Earth"}, {"turn": 2, "key": "languages", "value": ["en", "pt"]},
 				{"turn": 2, "key": "job", "value": null}, {"turn": 2, "key": "", "value": "x"}, {"turn": 1, "key": "email", "value": "N/A"}]}` + "\n```",
-			wantFacts: []map[string]string{{"home_town": "Porto"}, {"languages": "en, pt"}}, wantQA: [][]QA{nil, nil}},
+			wantFacts: []map[string]string{{"home_planet": "Earth"}, {"languages": "en, pt"}}, wantQA: [][]QA{nil, nil}},
 		{name: "latest turn wins, not the latest item",
 			reply:     `{"facts": [{"turn": 2, "key": "city", "value": "Porto"}, {"turn": 1, "key": "city", "value": "Lisbon"}]}`,
-			wantFacts: []map[string]string{{}, {"city": "Porto"}}, wantQA: [][]QA{nil, nil}},
+			wantFacts: []map[string]string{{}, {"location": "Porto"}}, wantQA: [][]QA{nil, nil}},
+		{name: "operations per turn, changes kept at every turn",
+			reply: `{"facts": [{"turn": 1, "op": "add", "key": "allergies", "value": "soy"}, {"turn": 2, "op": "remove", "key": "allergy", "value": "Soy"},
+				{"turn": 2, "op": "append", "key": "allergies", "value": "eggs"}, {"turn": 1, "op": "set", "key": "car", "value": "Golf"},
+				{"turn": 2, "op": "unset", "key": "car", "value": "Golf"}, {"turn": 2, "op": "keep", "key": "name", "value": "Ana"}]}`,
+			wantFacts:   []map[string]string{{"car": "Golf"}, {}},
+			wantChanges: [][]FactChange{{{OpAdd, "allergies", "soy"}}, {{OpRemove, "allergies", "Soy"}, {OpAdd, "allergies", "eggs"}, {OpDelete, "car", "Golf"}}},
+			wantQA:      [][]QA{nil, nil}},
 		{name: "facts object goes to the last turn",
 			reply:     `{"facts": {"name": "Ana"}, "context": [{"turn": 1, "question": "Q", "answer": "A"}]}`,
 			wantFacts: []map[string]string{{}, {"name": "Ana"}}, wantQA: [][]QA{{{Q: "Q", A: "A"}}, nil}},
@@ -477,7 +489,8 @@ func TestParseBatchOutput(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			facts, qas, err := parseBatchOutput(tt.reply, 2)
+			res, err := parseBatchOutput(tt.reply, 2)
+			facts, qas := res.Facts, res.Context
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error = %v, want one saying %q", err, tt.wantErr)
@@ -492,6 +505,13 @@ func TestParseBatchOutput(t *testing.T) {
 			}
 			if !reflect.DeepEqual(qas, tt.wantQA) {
 				t.Errorf("context = %q, want %q", qas, tt.wantQA)
+			}
+			wantChanges := tt.wantChanges
+			if wantChanges == nil {
+				wantChanges = make([][]FactChange, 2)
+			}
+			if !reflect.DeepEqual(res.Changes, wantChanges) {
+				t.Errorf("changes = %v, want %v", res.Changes, wantChanges)
 			}
 		})
 	}
@@ -525,8 +545,15 @@ func TestRulesExtractBatchEqualsPerTurnExtract(t *testing.T) {
 			t.Errorf("turn %d: batch = %v %q, Extract = %v %q", i, res.Facts[i], res.Context[i], want.Facts, want.Context)
 		}
 	}
-	if res.Facts[3]["birthday"] != "March 18" {
-		t.Errorf("birthday = %q, want the fourth turn's own date, March 18", res.Facts[3]["birthday"])
+	// The fourth turn's "today" is its own date, not the first turn's.
+	early := turns[3]
+	early.Timestamp = turns[0].Timestamp
+	first, err := r.Extract(context.Background(), Input{UserID: "u1", Turn: early})
+	if err != nil {
+		t.Fatalf("Extract: %v", err)
+	}
+	if b := res.Facts[3]["birthday"]; b == "" || b == first.Facts["birthday"] {
+		t.Errorf("birthday = %q, want the fourth turn's own date (with the first turn's: %q)", b, first.Facts["birthday"])
 	}
 }
 
@@ -547,4 +574,47 @@ func TestRulesExtractBatchKeepsLatest(t *testing.T) {
 	if _, err := NewRules().ExtractBatch(ctx, BatchInput{Turns: batchTurnsAt("hi")}); !errors.Is(err, ErrTransient) || !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled: error = %v, want ErrTransient and context.Canceled", err)
 	}
+}
+
+// TestLLMExtractBatchChanges: each turn's operations come back at that
+// turn, from a batch prompt and from a batch of one turn alike, and the
+// current facts reach the model either way.
+func TestLLMExtractBatchChanges(t *testing.T) {
+	t.Parallel()
+
+	facts := map[string]string{"allergies": "peanuts", "car": "VW Golf"}
+	t.Run("batch prompt", func(t *testing.T) {
+		t.Parallel()
+		srv := extractortest.NewServer(t, extractortest.Content(`{"facts": [
+			{"turn": 1, "op": "add", "key": "allergies", "value": "shellfish"},
+			{"turn": 2, "op": "delete", "key": "car", "value": "VW Golf"},
+			{"turn": 2, "op": "remove", "key": "allergies", "value": "peanuts"}], "context": []}`))
+		res, err := newTestLLM(t, srv, nil).ExtractBatch(context.Background(),
+			BatchInput{Turns: batchTurnsAt("I'm also allergic to shellfish", "I sold my car and outgrew the peanut allergy"), Facts: facts})
+		if err != nil {
+			t.Fatalf("ExtractBatch: %v", err)
+		}
+		want := [][]FactChange{{{OpAdd, "allergies", "shellfish"}}, {{OpDelete, "car", "VW Golf"}, {OpRemove, "allergies", "peanuts"}}}
+		if !reflect.DeepEqual(res.Changes, want) {
+			t.Errorf("Changes = %v, want %v", res.Changes, want)
+		}
+		if user := lastRequest(t, srv).Messages[1].Content; !strings.Contains(user, `"car": "VW Golf"`) {
+			t.Errorf("batch prompt lacks the current facts:\n%s", user)
+		}
+	})
+	t.Run("one turn", func(t *testing.T) {
+		t.Parallel()
+		srv := extractortest.NewServer(t, extractortest.Content(`{"facts": [{"op": "delete", "key": "car", "value": "VW Golf"}], "context": []}`))
+		res, err := newTestLLM(t, srv, nil).ExtractBatch(context.Background(),
+			BatchInput{Turns: batchTurnsAt("", "I sold my car"), Facts: facts})
+		if err != nil {
+			t.Fatalf("ExtractBatch: %v", err)
+		}
+		if want := [][]FactChange{nil, {{OpDelete, "car", "VW Golf"}}}; !reflect.DeepEqual(res.Changes, want) {
+			t.Errorf("Changes = %v, want %v", res.Changes, want)
+		}
+		if user := lastRequest(t, srv).Messages[1].Content; !strings.Contains(user, `"car": "VW Golf"`) {
+			t.Errorf("single-turn prompt lacks the current facts:\n%s", user)
+		}
+	})
 }

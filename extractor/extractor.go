@@ -114,12 +114,15 @@ type Input struct {
 	// They are read-only context for resolving references and are never
 	// extracted from.
 	Prior []Turn
-	// FactKeys are the user's current fact keys, so that a model reuses
-	// "location" instead of inventing "city".
+	// FactKeys orders Facts: the user's fact keys, most recently stated
+	// first. A prompt shows the facts sharing words with the turn first,
+	// then in this order, then the rest by key, within its budget. Keys
+	// Facts does not hold are ignored. Optional.
 	FactKeys []string
 	// Facts are the user's current facts (key to value; a list key's items
 	// joined by ", "), so that a model can tell a new statement from a
-	// repeat and see what a change overrides. They are read-only context.
+	// repeat, reuse the key, and see what a change overrides. They are
+	// read-only context.
 	Facts map[string]string
 }
 

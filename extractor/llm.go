@@ -35,6 +35,7 @@ const (
 const (
 	defaultTimeout        = 60 * time.Second
 	defaultMaxConcurrency = 4
+	defaultMaxTokens      = 2048
 
 	// maxResponseBytes bounds how much of a response body is read; a longer
 	// body fails to decode and counts as a transient server error.
@@ -81,6 +82,15 @@ type LLMConfig struct {
 	// smallest positive float32 instead, except for reasoning models, which
 	// accept no temperature other than their default.
 	Temperature float32
+	// MaxTokens bounds the tokens the model may generate for one reply,
+	// sent on every request as max_tokens (which Ollama, vLLM and
+	// llama.cpp honour; Ollama ignores max_completion_tokens), or as
+	// max_completion_tokens for the reasoning models that refuse max_tokens
+	// (o1, o3, o4, gpt-5 and the like, as go-openai knows them). A reply cut
+	// by the bound is not valid JSON and gets the one correction. Default
+	// 2048: the reply to a batch of MaxBatchTurns turns fits, and a runaway
+	// generation cannot spend more.
+	MaxTokens int
 	// HTTPClient sends the requests. Default: a client with no timeout of
 	// its own (Timeout applies per request).
 	HTTPClient *http.Client
@@ -102,6 +112,9 @@ func (c LLMConfig) withDefaults() LLMConfig {
 	}
 	if c.ResponseFormat == "" {
 		c.ResponseFormat = ResponseFormatJSONSchema
+	}
+	if c.MaxTokens == 0 {
+		c.MaxTokens = defaultMaxTokens
 	}
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{}
@@ -130,6 +143,8 @@ func (c LLMConfig) validate() error {
 		return errors.New("extractor: LLMConfig.Burst must not be negative")
 	case c.Temperature < 0 || c.Temperature > 2 || math.IsNaN(float64(c.Temperature)):
 		return errors.New("extractor: LLMConfig.Temperature must be between 0 and 2")
+	case c.MaxTokens <= 0:
+		return errors.New("extractor: LLMConfig.MaxTokens must be positive")
 	}
 	u, err := url.Parse(c.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -160,9 +175,14 @@ type LLM struct {
 	format      *openai.ChatCompletionResponseFormat // of Extract
 	batchFormat *openai.ChatCompletionResponseFormat // of ExtractBatch
 	temperature float32
-	sem         chan struct{}
-	bucket      *tokenBucket // nil when RequestsPerSecond is 0
-	usage       usageTracker
+
+	// maxTokens and maxCompletionTokens: one of them is LLMConfig.MaxTokens
+	// (see requestMaxTokens).
+	maxTokens, maxCompletionTokens int
+
+	sem    chan struct{}
+	bucket *tokenBucket // nil when RequestsPerSecond is 0
+	usage  usageTracker
 	// badUsage is set once a reply's token counts were negative, so that
 	// the warning is logged once, not per request.
 	badUsage atomic.Bool
@@ -197,6 +217,7 @@ func NewLLM(cfg LLMConfig) (*LLM, error) {
 		temperature: requestTemperature(cfg.Model, cfg.Temperature),
 		sem:         make(chan struct{}, cfg.MaxConcurrency),
 	}
+	l.maxTokens, l.maxCompletionTokens = requestMaxTokens(cfg.Model, cfg.MaxTokens)
 	if cfg.RequestsPerSecond > 0 {
 		l.bucket = newTokenBucket(cfg.RequestsPerSecond, cfg.Burst, time.Now())
 	}
@@ -249,9 +270,14 @@ func (l *LLM) CallTimeout() time.Duration {
 }
 
 // Extract asks the model for the memory in in.Turn, in one attempt as
-// described in the package documentation. Memory markers are stripped from
-// every text before it is sent, and in.UserID is not sent. A turn whose user
-// message is empty after stripping yields an empty Result without a request.
+// described in the package documentation. The prompt (LLMPromptVersion)
+// shows in.Facts with their values, those sharing words with the turn first
+// and then in in.FactKeys' order, within a budget of about 600 tokens, and
+// in.Prior as read-only context; the model replies with fact operations,
+// resolved into Result.Facts and Result.Changes. Memory markers are
+// stripped from every text before it is sent, and in.UserID is not sent. A
+// turn whose user message is empty after stripping yields an empty Result
+// without a request.
 func (l *LLM) Extract(ctx context.Context, in Input) (Result, error) {
 	turn := cleanTurn(in.Turn, promptMaxUserBytes, promptMaxAssistantBytes)
 	if turn.UserMessage == "" {
@@ -260,7 +286,7 @@ func (l *LLM) Extract(ctx context.Context, in Input) (Result, error) {
 	var res Result
 	usage, err := l.ask(ctx, systemPrompt, buildUserPrompt(in, turn), l.format, invalidNote, func(reply string) error {
 		var err error
-		res.Facts, res.Context, err = parseOutput(reply)
+		res, err = parseOutput(reply)
 		return err
 	})
 	if err != nil {
@@ -286,20 +312,26 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 			{Role: openai.ChatMessageRoleSystem, Content: system},
 			{Role: openai.ChatMessageRoleUser, Content: user},
 		},
-		ResponseFormat: format,
-		Temperature:    l.temperature,
+		ResponseFormat:      format,
+		Temperature:         l.temperature,
+		MaxTokens:           l.maxTokens,
+		MaxCompletionTokens: l.maxCompletionTokens,
 	}
 
 	var usage Usage
 	const calls = 2 // the request and one correction
 	for call := 1; ; call++ {
-		reply, err := l.complete(ctx, req, &usage)
+		reply, cut, err := l.complete(ctx, req, &usage)
 		if err != nil {
 			return usage, err
 		}
 		err = parse(reply)
 		if err == nil {
 			return usage, nil
+		}
+		if cut {
+			// Say so, in the error and to the model: a shorter reply fits.
+			err = fmt.Errorf("%w; the reply was cut at the limit of %d tokens, so keep it shorter", err, l.cfg.MaxTokens)
 		}
 		if call == calls {
 			return usage, newError(KindInvalidOutput, "%v (after %d model calls)", err, call)
@@ -310,11 +342,12 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 	}
 }
 
-// complete sends one request and returns the reply's content, or an *Error
-// saying what the failure means. It adds the tokens of a completed request
+// complete sends one request and returns the reply's content and whether
+// the server cut it at the token limit, or an *Error saying what the
+// failure means. It adds the tokens of a completed request
 // to usage, and every sent request to l's totals. A 429 (or a 503 with
 // Retry-After) pauses all requests of l for its delay.
-func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, usage *Usage) (string, error) {
+func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, usage *Usage) (string, bool, error) {
 	resp, ex, err := l.send(ctx, req)
 	rateLimited := ex.status == http.StatusTooManyRequests
 	promptTokens, completionTokens := l.tokens(req.Model, resp.Usage)
@@ -324,14 +357,16 @@ func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, us
 	if err == nil {
 		usage.PromptTokens += promptTokens
 		usage.CompletionTokens += completionTokens
-		return replyContent(resp)
+		content, err := replyContent(resp)
+		cut := err == nil && len(resp.Choices) > 0 && resp.Choices[0].FinishReason == openai.FinishReasonLength
+		return content, cut, err
 	}
 	var paused *Error
 	if errors.As(err, &paused) {
-		return "", paused // not sent: the LLM is paused past the call's deadline
+		return "", false, paused // not sent: the LLM is paused past the call's deadline
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		return "", ctxError("model request", ctxErr)
+		return "", false, ctxError("model request", ctxErr)
 	}
 	e := classify(err, ex, l.cfg.Timeout)
 	if e.Kind == KindRetryAfter {
@@ -339,7 +374,7 @@ func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, us
 		// call, to slow down.
 		l.pauseUntil(time.Now().Add(e.RetryAfter))
 	}
-	return "", e
+	return "", false, e
 }
 
 // tokens returns the token counts of a reply's usage block. A negative count
@@ -519,6 +554,17 @@ func requestTemperature(model string, t float32) float32 {
 		return 0
 	}
 	return math.SmallestNonzeroFloat32
+}
+
+// requestMaxTokens returns the bound on a reply's tokens as max_tokens, the
+// field OpenAI-compatible servers honour, unless go-openai refuses it for
+// the model (OpenAI's reasoning models): then as max_completion_tokens.
+func requestMaxTokens(model string, n int) (maxTokens, maxCompletionTokens int) {
+	req := openai.ChatCompletionRequest{Model: model, MaxTokens: n}
+	if openai.NewReasoningValidator().Validate(req) != nil {
+		return 0, n
+	}
+	return n, 0
 }
 
 // exchangeKey is the context key of the *exchange of one request.

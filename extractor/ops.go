@@ -34,7 +34,9 @@ type factItem struct {
 //     be applied in order by the store).
 //
 // Items without a key, and sets or adds without a known value, are
-// dropped. At most maxFacts keys are kept, the first stated.
+// dropped. At most maxFacts keys are kept, the first stated, and at most
+// maxFacts list items over all list keys, the first stated: a runaway model
+// reply cannot flood the store.
 func resolveOps(items []factItem) (map[string]string, []FactChange) {
 	type listState struct {
 		mode  FactOp   // "" (only adds/removes), OpSet (replace) or OpDelete
@@ -48,6 +50,7 @@ func resolveOps(items []factItem) (map[string]string, []FactChange) {
 		value string
 	}
 	var keys []string
+	listItems := 0
 	singles := map[string]*single{}
 	lists := map[string]*listState{}
 	for _, it := range items {
@@ -57,6 +60,11 @@ func resolveOps(items []factItem) (map[string]string, []FactChange) {
 			continue
 		}
 		op := it.Op
+		switch op {
+		case OpSet, OpAdd, OpRemove, OpDelete:
+		default:
+			continue
+		}
 		known := value != "" && !isUnknownValue(strings.ToLower(value))
 		if !list {
 			switch op {
@@ -82,8 +90,12 @@ func resolveOps(items []factItem) (map[string]string, []FactChange) {
 			s.op, s.value = op, value
 			continue
 		}
-		if op != OpDelete && !known {
-			continue
+		// A list stated in one value ("peanuts, shellfish") is its items.
+		var parts []string
+		if op != OpDelete {
+			if parts = splitItems(value); !known || len(parts) == 0 {
+				continue
+			}
 		}
 		l, ok := lists[key]
 		if !ok {
@@ -107,14 +119,14 @@ func resolveOps(items []factItem) (map[string]string, []FactChange) {
 			if l.mode == OpDelete {
 				l.mode = OpSet
 			}
-		case OpRemove:
-		default:
-			continue
 		}
-		// A list stated in one value ("peanuts, shellfish") is its items.
-		for _, v := range splitItems(value) {
+		for _, v := range parts {
 			id := itemIdentity(v)
 			if _, seen := l.op[id]; !seen {
+				if listItems == maxFacts {
+					continue
+				}
+				listItems++
 				l.order = append(l.order, id)
 			}
 			l.op[id], l.value[id] = op, v
@@ -164,11 +176,11 @@ func itemIdentity(value string) string {
 }
 
 // splitItems splits a list value into its items at commas and semicolons,
-// trimmed, empty ones dropped.
+// trimmed; empty items and those saying nothing is known are dropped.
 func splitItems(value string) []string {
 	var items []string
 	for _, it := range strings.FieldsFunc(value, func(r rune) bool { return r == ',' || r == ';' }) {
-		if it = strings.TrimSpace(it); it != "" {
+		if it = strings.TrimSpace(it); it != "" && !isUnknownValue(strings.ToLower(it)) {
 			items = append(items, it)
 		}
 	}

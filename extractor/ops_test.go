@@ -43,6 +43,12 @@ func TestResolveOps(t *testing.T) {
 		{"a list added in one value is its items", []factItem{add("allergies", "Peanuts, soy")},
 			map[string]string{}, []FactChange{{OpAdd, "allergies", "Peanuts"}, {OpAdd, "allergies", "soy"}}},
 		{"unknown op dropped", []factItem{{Op: "merge", Key: "name", Value: "Ana"}}, map[string]string{}, nil},
+		{"unknown op on a list key dropped", []factItem{{Op: "merge", Key: "allergies", Value: "soy"}}, map[string]string{}, nil},
+		{"a list value of no items is no set", []factItem{set("allergies", "peanuts"), set("allergies", " , ;")},
+			map[string]string{"allergies": "peanuts"}, nil},
+		{"a list set of only separators does not delete", []factItem{set("allergies", ",")}, map[string]string{}, nil},
+		{"unknown items of a list value dropped", []factItem{add("allergies", "soy, none, n/a")}, map[string]string{},
+			[]FactChange{{OpAdd, "allergies", "soy"}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			facts, changes := resolveOps(c.items)

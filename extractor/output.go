@@ -33,25 +33,37 @@ var (
 	fenceRE = regexp.MustCompile("(?s)```[a-zA-Z0-9_-]*[ \t]*\r?\n?(.*?)```")
 )
 
-// parseOutput validates a model reply and returns what it holds. The reply
-// must contain one JSON object with a "facts" object and/or a "context"
-// array; it may be wrapped in a code fence or in prose. The returned error is
-// a short reason, suitable for an error message and for telling the model
+// parseOutput validates a model reply and returns what it holds (Facts,
+// Changes and Context of a Result). The reply must contain one JSON object
+// with a "facts" member and/or a "context" list; it may be wrapped in a code
+// fence or in prose. "facts" is a list of operations ({"op", "key",
+// "value"}, reply format v2) or, as in v1, an object of key to value (all
+// sets). Operations are resolved by resolveOps. The returned error is a
+// short reason, suitable for an error message and for telling the model
 // what to fix; it never quotes the reply.
-func parseOutput(reply string) (map[string]string, []QA, error) {
-	var (
-		facts map[string]string
-		qas   []QA
-	)
+func parseOutput(reply string) (Result, error) {
+	var res Result
 	err := scanReply(reply, func(raw json.RawMessage) error {
-		var err error
-		facts, qas, err = parseObject(raw)
-		return err
+		factsRaw, contextRaw, err := replyParts(raw)
+		if err != nil {
+			return err
+		}
+		items, err := factItems(factsRaw, 1)
+		if err != nil {
+			return err
+		}
+		qas, err := parseContext(contextRaw)
+		if err != nil {
+			return err
+		}
+		res = Result{Context: qas}
+		res.Facts, res.Changes = resolveOps(items[0])
+		return nil
 	})
 	if err != nil {
-		return nil, nil, err
+		return Result{}, err
 	}
-	return facts, qas, nil
+	return res, nil
 }
 
 // scanReply finds the JSON object in a model reply: it drops reasoning
@@ -132,61 +144,109 @@ func replyParts(raw json.RawMessage) (factsRaw, contextRaw json.RawMessage, err 
 	return factsRaw, contextRaw, nil
 }
 
-func parseObject(raw json.RawMessage) (map[string]string, []QA, error) {
-	factsRaw, contextRaw, err := replyParts(raw)
+// factItems decodes a reply's "facts" member (nil when absent) into the
+// fact operations of each of n turns (n >= 1), in the order stated. The
+// object form, and a list item whose "turn" is missing or out of range,
+// belong to the last turn. An item whose op is not one of the operations (or
+// a synonym, see parseOp) is dropped; a malformed item fails the reply.
+func factItems(raw json.RawMessage, n int) ([][]factItem, error) {
+	items := make([][]factItem, n)
+	if raw == nil {
+		return items, nil
+	}
+	switch firstByte(raw) {
+	case '{':
+		obj, err := objectFacts(raw)
+		if err != nil {
+			return nil, err
+		}
+		items[n-1] = obj
+		return items, nil
+	case '[':
+	default:
+		return nil, fmt.Errorf(`"facts" is %s, not a list`, jsonKind(raw))
+	}
+	list, err := batchItems(raw, "facts")
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	facts := make(map[string]string)
-	if factsRaw != nil {
-		if err := parseFacts(factsRaw, facts); err != nil {
-			return nil, nil, err
+	for i, fields := range list {
+		keyRaw, ok := fields["key"]
+		if !ok {
+			return nil, fmt.Errorf(`"facts" item %d has no "key"`, i)
 		}
-	}
-	var qas []QA
-	if contextRaw != nil {
-		if qas, err = parseContext(contextRaw); err != nil {
-			return nil, nil, err
+		name, ok := scalarString(keyRaw)
+		if !ok {
+			return nil, fmt.Errorf(`"facts" item %d has a "key" that is %s, not a string`, i, jsonKind(keyRaw))
 		}
+		var value string
+		if v, ok := fields["value"]; ok {
+			if value, err = factValue(v); err != nil {
+				return nil, fmt.Errorf("fact %q: %w", truncateRunes(sanitize(name), maxKeyBytes), err)
+			}
+		}
+		op, ok := parseOp(fields["op"])
+		if !ok {
+			continue
+		}
+		t := turnIndex(fields["turn"], n)
+		items[t] = append(items[t], factItem{Op: op, Key: name, Value: cleanModelText(value, maxFactValueRune)})
 	}
-	return facts, qas, nil
+	return items, nil
 }
 
-// parseFacts decodes the "facts" object in order, so that when two keys
-// normalise to the same key the later one wins deterministically.
-func parseFacts(raw json.RawMessage, facts map[string]string) error {
-	if firstByte(raw) != '{' {
-		return fmt.Errorf(`"facts" is %s, not an object`, jsonKind(raw))
-	}
+// objectFacts decodes the v1 "facts" object in order, each member a set, so
+// that when two keys normalise to the same key the later one wins
+// deterministically.
+func objectFacts(raw json.RawMessage) ([]factItem, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if _, err := dec.Token(); err != nil { // the '{'
-		return errors.New(`"facts" is not valid JSON`)
+		return nil, errors.New(`"facts" is not valid JSON`)
 	}
+	var items []factItem
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return errors.New(`"facts" is not valid JSON`)
+			return nil, errors.New(`"facts" is not valid JSON`)
 		}
 		name, _ := tok.(string)
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
-			return errors.New(`"facts" is not valid JSON`)
+			return nil, errors.New(`"facts" is not valid JSON`)
 		}
 		value, err := factValue(v)
 		if err != nil {
-			return fmt.Errorf("fact %q: %w", truncateRunes(sanitize(name), maxKeyBytes), err)
+			return nil, fmt.Errorf("fact %q: %w", truncateRunes(sanitize(name), maxKeyBytes), err)
 		}
-		key := snakeKey(name)
-		value = cleanModelText(value, maxFactValueRune)
-		if key == "" || isUnknownValue(strings.ToLower(value)) {
-			continue
-		}
-		if _, exists := facts[key]; !exists && len(facts) == maxFacts {
-			continue
-		}
-		facts[key] = value
+		items = append(items, factItem{Op: OpSet, Key: name, Value: cleanModelText(value, maxFactValueRune)})
 	}
-	return nil
+	return items, nil
+}
+
+// parseOp reads an item's "op": one of set, add, remove and delete, or an
+// obvious synonym of one. A missing or null op is a set (the v1 batch items
+// had none). It reports false for anything else ("unchanged", "keep", a
+// number), and the item is dropped: a model that says a fact is unchanged
+// has nothing to store.
+func parseOp(v json.RawMessage) (FactOp, bool) {
+	if v == nil || isNull(v) {
+		return OpSet, true
+	}
+	s, ok := scalarString(v)
+	if !ok || (firstByte(v) != '"') {
+		return "", false
+	}
+	switch strings.Join(strings.Fields(strings.ToLower(s)), "_") {
+	case "set", "update", "updated", "upsert", "replace", "change", "correct", "correction":
+		return OpSet, true
+	case "add", "added", "append", "insert", "include", "create", "new", "push":
+		return OpAdd, true
+	case "remove", "removed", "discard", "drop", "exclude", "pop", "subtract":
+		return OpRemove, true
+	case "delete", "deleted", "unset", "clear", "forget", "erase", "no_longer", "invalidate":
+		return OpDelete, true
+	}
+	return "", false
 }
 
 // factValue coerces a fact's JSON value to a string. Strings, numbers and
@@ -219,6 +279,9 @@ func factValue(v json.RawMessage) (string, error) {
 }
 
 func parseContext(raw json.RawMessage) ([]QA, error) {
+	if raw == nil {
+		return nil, nil
+	}
 	if firstByte(raw) != '[' {
 		return nil, fmt.Errorf(`"context" is %s, not a list`, jsonKind(raw))
 	}

@@ -657,10 +657,12 @@ func onlyMarkers(s string) bool {
 	return true
 }
 
-// RedactResult redacts every fact value and context question and answer of
-// r (see [Redact] and [RedactFact]), dropping facts left empty, and returns
-// the redacted result and the kinds of the spans it replaced. r is not
-// modified.
+// RedactResult redacts every fact value, fact change value and context
+// question and answer of r (see [Redact] and [RedactFact]), dropping facts
+// and added or removed items left empty, and returns the redacted result and
+// the kinds of the spans it replaced. A delete is kept whatever its value
+// held (the key is still no longer true), with its value emptied when
+// nothing but markers was left. r is not modified.
 func RedactResult(r Result) (Result, []Sensitive) {
 	var kinds []Sensitive
 	out := r
@@ -672,6 +674,22 @@ func RedactResult(r Result) (Result, []Sensitive) {
 			if ok {
 				out.Facts[k] = red
 			}
+		}
+	}
+	if r.Changes != nil {
+		out.Changes = make([]FactChange, 0, len(r.Changes))
+		for _, c := range r.Changes {
+			red, ks, ok := RedactFact(c.Key, c.Value)
+			kinds = append(kinds, ks...)
+			switch {
+			case ok:
+				c.Value = red
+			case c.Op == OpDelete:
+				c.Value = ""
+			default:
+				continue
+			}
+			out.Changes = append(out.Changes, c)
 		}
 	}
 	if r.Context != nil {

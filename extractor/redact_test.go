@@ -174,6 +174,40 @@ func TestRedactResult(t *testing.T) {
 	}
 }
 
+// TestRedactResultChanges: the values of fact changes are redacted like
+// facts; an added or removed item left without content is dropped, a
+// delete is kept (the key is still no longer true) with its value emptied.
+func TestRedactResultChanges(t *testing.T) {
+	t.Parallel()
+
+	in := Result{Changes: []FactChange{
+		{OpAdd, "allergies", "shellfish"},
+		{OpAdd, "allergies", "4111 1111 1111 1111"},
+		{OpRemove, "pets", "Rex, card 4111-1111-1111-1111"},
+		{OpDelete, "password", "hunter2"},
+		{OpDelete, "car", "4111 1111 1111 1111"},
+		{OpDelete, "diet", "vegetarian"},
+		{OpAdd, "api_key", "sk-abcdefghijklmnopqrstuvwx"},
+	}}
+	got, kinds := RedactResult(in)
+	want := []FactChange{
+		{OpAdd, "allergies", "shellfish"},
+		{OpRemove, "pets", "Rex, card [redacted:card]"},
+		{OpDelete, "password", ""},
+		{OpDelete, "car", ""},
+		{OpDelete, "diet", "vegetarian"},
+	}
+	if !slices.Equal(got.Changes, want) {
+		t.Errorf("changes = %v, want %v", got.Changes, want)
+	}
+	if len(kinds) != 5 {
+		t.Errorf("kinds = %v, want 5 spans", kinds)
+	}
+	if in.Changes[1].Value != "4111 1111 1111 1111" {
+		t.Error("RedactResult modified its argument")
+	}
+}
+
 // FuzzRedact: on any text Redact terminates, keeps valid UTF-8 valid,
 // reports a span for every change, and is idempotent.
 func FuzzRedact(f *testing.F) {

@@ -21,8 +21,9 @@ import (
 	"github.com/memoryd/memoryd/worker"
 )
 
-// burstReply is a batch extraction for a burst of three turns.
-const burstReply = `{"facts":[{"turn":1,"key":"pet","value":"cat"},{"turn":3,"key":"pet_name","value":"Tom"}],"context":[{"turn":2,"q":"What do I feed my cat?","a":"Fish"}]}`
+// burstReply is a batch extraction for a burst of three turns. Its keys are
+// free ones (single-valued whatever the vocabulary holds).
+const burstReply = `{"facts":[{"turn":1,"key":"favorite_animal","value":"cat"},{"turn":3,"key":"favorite_animal_name","value":"Tom"}],"context":[{"turn":2,"q":"What do I feed my cat?","a":"Fish"}]}`
 
 func (e *env) publishBurst(conv string) []string {
 	e.t.Helper()
@@ -100,8 +101,8 @@ func TestShutdownDuringABurstLeavesNoTurnPending(t *testing.T) {
 		st, err := e.store.Stats(e.ctx, "alice")
 		return err == nil && st.TurnsProcessed == 3, fmt.Sprintf("%+v %v", st, err)
 	})
-	if f, err := e.store.Fact(e.ctx, "alice", "pet_name"); err != nil || f.EventID != ids[2] {
-		t.Fatalf("fact pet_name = %+v, %v; want it from %s", f, err, ids[2])
+	if f, err := e.store.Fact(e.ctx, "alice", "favorite_animal_name"); err != nil || f.EventID != ids[2] {
+		t.Fatalf("fact favorite_animal_name = %+v, %v; want it from %s", f, err, ids[2])
 	}
 }
 

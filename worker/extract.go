@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"time"
 
@@ -64,15 +63,17 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 	if len(turns) == 0 {
 		return nil // done by an earlier run of this job, or by its burst
 	}
-	users := make([]string, 0, 1)
+	// The users' current facts, shown to the extractor with their values.
+	// One user, but for a job enqueued before migration 012.
+	byUser := make(map[string][]store.Turn, 1)
 	for _, t := range turns {
-		if !slices.Contains(users, t.UserID) {
-			users = append(users, t.UserID)
-		}
+		byUser[t.UserID] = append(byUser[t.UserID], t)
 	}
-	keys, err := s.FactKeys(ctx, users)
-	if err != nil {
-		return e.fail(ctx, job.JobRow, job.Args.UserID, job.Args.EventIDs, err)
+	known := make(map[string]*knownFacts, len(byUser))
+	for user, ts := range byUser {
+		if known[user], err = loadKnownFacts(ctx, s, ts); err != nil {
+			return e.fail(ctx, job.JobRow, job.Args.UserID, job.Args.EventIDs, err)
+		}
 	}
 	// Over a spend cap, the offline extractor (spend.go).
 	ex, over := w.cfg.Extractor, false
@@ -83,8 +84,14 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 	}
 	if job.Args.ConversationID != "" {
 		if batcher, ok := ex.(BatchExtractor); ok {
-			return e.workBurst(ctx, job, batcher, ex.Info(), over, keys[job.Args.UserID])
+			return e.workBurst(ctx, job, batcher, ex.Info(), over, known[job.Args.UserID])
 		}
+	}
+	// Earlier turns of each turn's conversation, by default (not only in
+	// debounced bursts), so that "there" or "that one" can be resolved.
+	prior, err := priorTurnsOf(ctx, s, turns)
+	if err != nil {
+		return e.fail(ctx, job.JobRow, job.Args.UserID, job.Args.EventIDs, err)
 	}
 	info := ex.Info()
 	prov := store.Provenance{Extractor: info.Name, Model: info.Model, PromptVersion: info.PromptVersion}
@@ -94,7 +101,8 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 		failed   []string
 	)
 	for i, t := range turns {
-		res, err := ex.Extract(ctx, extractor.Input{UserID: t.UserID, Turn: extractorTurn(t), FactKeys: keys[t.UserID]})
+		facts, order := known[t.UserID].input()
+		res, err := ex.Extract(ctx, extractor.Input{UserID: t.UserID, Turn: extractorTurn(t), Prior: prior[i], Facts: facts, FactKeys: order})
 		e.recordUsage(ctx, t.UserID, t.StreamSeq, info.Model, res.Usage)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -113,11 +121,7 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 			continue
 		}
 		done = append(done, extracted{turn: t, result: res})
-		for k := range res.Facts {
-			if !slices.Contains(keys[t.UserID], k) {
-				keys[t.UserID] = append(keys[t.UserID], k) // later turns of the job reuse new keys too
-			}
-		}
+		known[t.UserID].apply(res) // later turns of the job see what this one changed
 		// Save as we go in large jobs (replay batches), so that a timeout
 		// loses at most one chunk of model calls.
 		if len(done) == saveEvery {
@@ -170,8 +174,8 @@ const priorTurns = 4
 // same job takes back a claim it could not release (its process died).
 //
 // info is the extractor's (batcher's); over says it is the offline one, run
-// because of a spend cap.
-func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArgs], batcher BatchExtractor, info extractor.Info, over bool, keys []string) (err error) {
+// because of a spend cap; known holds the user's current facts.
+func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArgs], batcher BatchExtractor, info extractor.Info, over bool, known *knownFacts) (err error) {
 	s := e.w.cfg.Store
 	a := job.Args
 	lockTimeout := e.w.cfg.LockTimeout
@@ -196,7 +200,8 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 	if err != nil {
 		return e.fail(ctx, job.JobRow, a.UserID, a.EventIDs, err)
 	}
-	in := extractor.BatchInput{UserID: a.UserID, FactKeys: keys}
+	in := extractor.BatchInput{UserID: a.UserID}
+	in.Facts, in.FactKeys = known.input()
 	for _, t := range burst {
 		in.Turns = append(in.Turns, extractorTurn(t))
 	}
@@ -213,7 +218,11 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 	}
 	done := make([]extracted, len(burst))
 	for i, t := range burst {
-		done[i] = extracted{turn: t, result: extractor.Result{Facts: res.Facts[i], Context: res.Context[i]}}
+		r := extractor.Result{Facts: res.Facts[i], Context: res.Context[i]}
+		if i < len(res.Changes) {
+			r.Changes = res.Changes[i] // a BatchExtractor of before fact operations leaves Changes nil
+		}
+		done[i] = extracted{turn: t, result: r}
 	}
 	if err := e.save(ctx, done, store.Provenance{Extractor: info.Name, Model: info.Model, PromptVersion: res.PromptVersion}, over); err != nil {
 		return e.fail(ctx, job.JobRow, a.UserID, ids, err)

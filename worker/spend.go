@@ -110,19 +110,27 @@ func (e *extractWorker) workOverCap(ctx context.Context, job *river.Job[ExtractA
 	if over {
 		return river.JobSnooze(max(w.untilReset(), time.Second))
 	}
-	keys, err := s.FactKeys(ctx, []string{a.UserID})
+	// Filled as work fills them: the user's current facts (the offline
+	// extraction's included) and the conversation's earlier turns.
+	known, err := loadKnownFacts(ctx, s, turns)
+	if err != nil {
+		return err
+	}
+	prior, err := priorTurnsOf(ctx, s, turns)
 	if err != nil {
 		return err
 	}
 	prov := store.Provenance{Extractor: info.Name, Model: info.Model, PromptVersion: info.PromptVersion}
 	var done []extracted
-	for _, t := range turns {
-		res, err := w.cfg.Extractor.Extract(ctx, extractor.Input{UserID: t.UserID, Turn: extractorTurn(t), FactKeys: keys[t.UserID]})
+	for i, t := range turns {
+		facts, order := known.input()
+		res, err := w.cfg.Extractor.Extract(ctx, extractor.Input{UserID: t.UserID, Turn: extractorTurn(t), Prior: prior[i], Facts: facts, FactKeys: order})
 		e.recordUsage(ctx, t.UserID, t.StreamSeq, info.Model, res.Usage)
 		if err != nil {
 			return fmt.Errorf("extract again with the model: %w", err)
 		}
 		done = append(done, extracted{turn: t, result: res})
+		known.apply(res)
 	}
 	return s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
 		if err := q.SetLockTimeout(ctx, w.cfg.LockTimeout); err != nil {

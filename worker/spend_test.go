@@ -42,7 +42,9 @@ func spendModel(t *testing.T) (*extractortest.Server, *extractor.LLM) {
 	t.Helper()
 	srv := extractortest.NewServer(t)
 	srv.SetHandler(func(req openai.ChatCompletionRequest) extractortest.Reply {
-		text := req.Messages[len(req.Messages)-1].Content
+		// The turn alone: the prompt also shows current facts and earlier
+		// turns, which may name other cities.
+		text, _, _ := extractor.PromptTurn(req.Messages[len(req.Messages)-1].Content)
 		for _, city := range []string{"Paris", "Berlin", "Oslo", "Rome"} {
 			if strings.Contains(text, city) {
 				answer := city

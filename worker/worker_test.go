@@ -434,7 +434,7 @@ func TestHostileTurnCannotWriteOtherUsers(t *testing.T) {
 func TestDebounceExtractsABurstInOneCall(t *testing.T) {
 	e := setup(t)
 	srv := extractortest.NewServer(t, extractortest.Content(
-		`{"facts":[{"turn":1,"key":"pet","value":"cat"},{"turn":3,"key":"pet_name","value":"Tom"}],"context":[{"turn":2,"q":"What do I feed my cat?","a":"Fish"}]}`))
+		`{"facts":[{"turn":1,"key":"favorite_animal","value":"cat"},{"turn":3,"key":"favorite_animal_name","value":"Tom"}],"context":[{"turn":2,"q":"What do I feed my cat?","a":"Fish"}]}`))
 	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake"})
 	if err != nil {
 		t.Fatal(err)
@@ -453,7 +453,7 @@ func TestDebounceExtractsABurstInOneCall(t *testing.T) {
 	if got := srv.Requests(); got != 1 {
 		t.Fatalf("LLM requests = %d, want 1 for the whole burst", got)
 	}
-	for key, event := range map[string]string{"pet": "burst-1", "pet_name": "burst-3"} {
+	for key, event := range map[string]string{"favorite_animal": "burst-1", "favorite_animal_name": "burst-3"} {
 		f, err := e.store.Fact(e.ctx, "alice", key)
 		if err != nil || f.EventID != event {
 			t.Fatalf("fact %s = %+v, %v; want it from %s", key, f, err, event)

@@ -204,6 +204,7 @@ func TestErrorsNameFlags(t *testing.T) {
 		{"replay: worker: Config.Workers must be between 1 and 10000, not 0", "replay: --workers must be between 1 and 10000, not 0"},
 		{"cannot connect to NATS at nats://x: Config.Workers", "cannot connect to NATS at nats://x: Config.Workers"},
 		{llmErr.Error(), "--llm-timeout must not be negative"},
+		{"extractor: LLMConfig.MaxTokens must be positive", "--llm-max-tokens must be positive"},
 	}
 	for _, tt := range tests {
 		if got := flagNames(tt.in); got != tt.want {
@@ -215,6 +216,10 @@ func TestErrorsNameFlags(t *testing.T) {
 	_, errOut, code := runArgs(context.Background(), "serve", "--llm-base-url", "http://127.0.0.1:1/v1")
 	if code != 2 || !strings.HasPrefix(errOut, "memoryd serve: --llm-model is required with --llm-base-url\n") {
 		t.Errorf("serve without --llm-model: exit %d, stderr %q", code, errOut)
+	}
+	_, errOut, code = runArgs(context.Background(), "serve", "--llm-base-url", "http://127.0.0.1:1/v1", "--llm-model", "m", "--llm-max-tokens", "-1")
+	if code != 2 || !strings.HasPrefix(errOut, "memoryd serve: --llm-max-tokens -1 is out of range\n") {
+		t.Errorf("serve --llm-max-tokens -1: exit %d, stderr %q", code, errOut)
 	}
 	_, dbURL := storetest.Schema(t)
 	nc := eventstest.Conn(t)
@@ -431,6 +436,7 @@ func TestServeHelpShowsComponentDefaults(t *testing.T) {
 		"llm-timeout":         l.Timeout.String(),
 		"llm-concurrency":     strconv.Itoa(l.MaxConcurrency),
 		"llm-response-format": strconv.Quote(l.ResponseFormat),
+		"llm-max-tokens":      strconv.Itoa(l.MaxTokens),
 		"database-url":        strconv.Quote(store.DefaultURL),
 		"prefix":              strconv.Quote(events.DefaultPrefix),
 		"stream":              strconv.Quote(events.DefaultStream),

@@ -37,6 +37,7 @@ var fieldFlags = map[string]map[string]string{
 		"RequestsPerSecond": "--llm-rps",
 		"Burst":             "--llm-burst",
 		"ResponseFormat":    "--llm-response-format",
+		"MaxTokens":         "--llm-max-tokens",
 	},
 	"enricher": {
 		"Timeout": "--enrich-timeout",

@@ -60,6 +60,7 @@ func (o *serveOptions) register(f *flags) {
 	f.Float(&l.RequestsPerSecond, "llm-rps", 0, "LLM requests per second, retries included (0: unlimited); a 429 pauses all requests")
 	f.Int(&l.Burst, "llm-burst", llmDef.Burst, "requests allowed at once above --llm-rps")
 	f.String(&l.ResponseFormat, "llm-response-format", llmDef.ResponseFormat, "json_schema, json_object or none (for servers that reject structured output)")
+	f.Int(&l.MaxTokens, "llm-max-tokens", llmDef.MaxTokens, "most tokens the model may generate for one reply (sent as max_tokens)")
 	f.Int64(&w.DailyTokensPerUser, "llm-daily-tokens-per-user", def.Worker.DailyTokensPerUser, "model tokens one user's turns may spend per UTC day; over it they are extracted offline, and by the model again the next day (0: no cap)")
 	f.Int64(&w.DailyTokens, "llm-daily-tokens", def.Worker.DailyTokens, "model tokens all users' turns may spend per UTC day; over it turns are extracted offline, and by the model again the next day (0: no cap)")
 }

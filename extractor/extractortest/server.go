@@ -19,8 +19,9 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 )
 
-// emptyExtraction is served when a Server has no replies queued.
-const emptyExtraction = `{"facts": {}, "context": []}`
+// emptyExtraction is served when a Server has no replies queued: an
+// extraction (reply format v2) that finds nothing.
+const emptyExtraction = `{"facts": [], "context": []}`
 
 // Reply is one HTTP reply of the fake server.
 type Reply struct {
@@ -37,6 +38,16 @@ type Reply struct {
 // message content, with finish reason "stop" and a usage block of 10 prompt
 // and 5 completion tokens.
 func Content(content string) Reply {
+	return completion(content, openai.FinishReasonStop)
+}
+
+// Cut is Content with finish reason "length": a reply the server cut at
+// the request's token limit (max_tokens), content being what it sent.
+func Cut(content string) Reply {
+	return completion(content, openai.FinishReasonLength)
+}
+
+func completion(content string, reason openai.FinishReason) Reply {
 	body, err := json.Marshal(openai.ChatCompletionResponse{
 		ID:      "chatcmpl-extractortest",
 		Object:  "chat.completion",
@@ -45,7 +56,7 @@ func Content(content string) Reply {
 		Choices: []openai.ChatCompletionChoice{{
 			Index:        0,
 			Message:      openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: content},
-			FinishReason: openai.FinishReasonStop,
+			FinishReason: reason,
 		}},
 		Usage: openai.Usage{PromptTokens: 10, CompletionTokens: 5, TotalTokens: 15},
 	})

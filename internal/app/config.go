@@ -207,6 +207,7 @@ func (c Config) validate() error {
 		{"LLM.Timeout", c.LLM.Timeout, c.LLM.BaseURL != "" && c.LLM.Timeout <= 0},
 		{"LLM.MaxConcurrency", c.LLM.MaxConcurrency, c.LLM.BaseURL != "" && c.LLM.MaxConcurrency < 1},
 		{"LLM.RequestsPerSecond", c.LLM.RequestsPerSecond, c.LLM.RequestsPerSecond < 0},
+		{"LLM.MaxTokens", c.LLM.MaxTokens, c.LLM.BaseURL != "" && c.LLM.MaxTokens < 1},
 	} {
 		if d.bad {
 			return &ConfigError{Field: d.field, Value: fmt.Sprint(d.value), Reason: "is out of range"}

@@ -69,6 +69,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{Config{Worker: worker.Config{MaxDBSize: -1}}, "app: Config.Worker.MaxDBSize -1 is out of range"},
 		{Config{Enricher: enricher.Config{Timeout: -time.Millisecond}}, "app: Config.Enricher.Timeout -1ms is out of range"},
 		{Config{LLM: llm("")}, "app: Config.LLM.Model is required with LLM.BaseURL"},
+		{Config{LLM: func() extractor.LLMConfig { c := llm("m"); c.MaxTokens = -1; return c }()}, "app: Config.LLM.MaxTokens -1 is out of range"},
 		{Config{NATS: NATSConfig{InboxPrefix: "_INBOX.*"}}, `app: Config.NATS.InboxPrefix "_INBOX.*" must be`},
 	} {
 		_, err := New(tt.cfg)
