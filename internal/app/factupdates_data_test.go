@@ -82,8 +82,8 @@ type fuQA struct {
 }
 
 type fuExpect struct {
-	// Facts is key → value; a list's items joined by ", ", first stated
-	// first (same source time and event: by item identity).
+	// Facts is key → value; a list's items joined by ", " in the order of
+	// their identities.
 	Facts map[string]string `json:"facts"`
 	// History is key → "op event-id" per change of the key's value, when
 	// the turns are processed one at a time in file order.
@@ -248,7 +248,7 @@ func refResolve(ws []refWrite) map[string]refFact {
 		}
 		type item struct {
 			id                  string
-			latest, first, last *refWrite // latest op; first and last add of the current presence
+			latest, last *refWrite // latest op; last add of the current presence
 		}
 		items := map[string]*item{}
 		var ids []string
@@ -273,8 +273,8 @@ func refResolve(ws []refWrite) map[string]refFact {
 			if it.latest.op == "remove" || !it.latest.at.After(clear) {
 				continue
 			}
-			// The presence began at the earliest add after the clear and
-			// after the item's latest remove.
+			// The item's source is its last add after the clear and after
+			// its latest remove.
 			var lastRemove *refWrite
 			for i, w := range kws {
 				if w.op == "remove" && itemID(w.value) == id && (lastRemove == nil || later(w.at, w.event, lastRemove.at, lastRemove.event)) {
@@ -288,9 +288,6 @@ func refResolve(ws []refWrite) map[string]refFact {
 				if lastRemove != nil && !later(w.at, w.event, lastRemove.at, lastRemove.event) {
 					continue
 				}
-				if it.first == nil || later(it.first.at, it.first.event, w.at, w.event) {
-					it.first = &kws[i]
-				}
 				if it.last == nil || later(w.at, w.event, it.last.at, it.last.event) {
 					it.last = &kws[i]
 				}
@@ -300,19 +297,13 @@ func refResolve(ws []refWrite) map[string]refFact {
 		if len(present) == 0 {
 			continue
 		}
-		slices.SortFunc(present, func(a, b *item) int {
-			if c := a.first.at.Compare(b.first.at); c != 0 {
-				return c
-			}
-			if c := cmp.Compare(a.first.event, b.first.event); c != 0 {
-				return c
-			}
-			return cmp.Compare(a.id, b.id)
-		})
+		// Items read in the order of their identities, each as its latest
+		// operation stated it (store/factitems.go).
+		slices.SortFunc(present, func(a, b *item) int { return cmp.Compare(a.id, b.id) })
 		values := make([]string, len(present))
 		newest := present[0].last
 		for i, it := range present {
-			values[i] = it.first.value
+			values[i] = it.latest.value
 			if later(it.last.at, it.last.event, newest.at, newest.event) {
 				newest = it.last
 			}
