@@ -247,7 +247,7 @@ func refResolve(ws []refWrite) map[string]refFact {
 			}
 		}
 		type item struct {
-			id                  string
+			id           string
 			latest, last *refWrite // latest op; last add of the current presence
 		}
 		items := map[string]*item{}
