@@ -365,7 +365,7 @@ func newRuleTable() []rule {
 
 		// Dates and ages.
 		{re: re(im + `(\d{1,3})((?:\s+|-)?(?:years?|yrs?)(?:(?:\s+|-)?old)?\b)?`), emit: age},
-		{re: re(`\bi\s+(?:just\s+|recently\s+)?turned\s+(\d{1,3})\b`), emit: turned},
+		{re: re(`\bi\s+(just\s+|recently\s+)?turned\s+(\d{1,3})\b`), emit: turned},
 		{re: re(`\bi\s+was\s+born\s+in\s+((?:19|20)\d\d)\b`), emit: groupOp(OpSet, "birth_year")},
 		{re: re(`\b(?:my\s+(?:birthday|date\s+of\s+birth)\s+is|i\s+was\s+born)\s+(?:on\s+)?`), emit: birthday},
 
@@ -595,6 +595,10 @@ func marriedTo(_ []string, rest, _ string, ts time.Time) []ruleOp {
 	return []ruleOp{{OpSet, "relationship_status", "married"}, {OpSet, "partner", name + " (spouse)"}}
 }
 
+// nameEndRE finds the end of a name that the words after it would make
+// implausible.
+var nameEndRE = regexp.MustCompile(`(?i)\s+(?:and|&|or|who|which|that|is|was|has)\b`)
+
 // deathRE finds, right after a person's or pet's name, that they are gone.
 var deathRE = regexp.MustCompile(`(?i)^\s*,?\s*(?:just\s+|recently\s+|sadly\s+|has\s+|have\s+)?(?:died|passed(?:\s+away)?|was\s+put\s+down|ran\s+away|is\s+dead|got\s+run\s+over)\b`)
 
@@ -610,6 +614,10 @@ func relation(bare bool) func([]string, string, string, time.Time) []ruleOp {
 		if bare {
 			name, after = capitalisedName(rest)
 		} else {
+			// "a cat named Tom and a dog named Rex": the name ends at "and".
+			if loc := nameEndRE.FindStringIndex(rest); loc != nil {
+				rest = rest[:loc[0]]
+			}
 			name = cleanValue(kindName, rest, ts)
 		}
 		if name == "" {
@@ -671,13 +679,23 @@ func age(sub []string, rest, _ string, ts time.Time) []ruleOp {
 	return []ruleOp{{OpSet, keyAge, strconv.Itoa(n)}}
 }
 
-// turned: "I just turned 40".
-func turned(sub []string, _, _ string, ts time.Time) []ruleOp {
-	n, err := strconv.Atoi(sub[1])
+// turned: "I just turned 40", "I turned 40 today" (the birthday is just
+// past); "I turned 40 in December" is only an age.
+func turned(sub []string, rest, _ string, ts time.Time) []ruleOp {
+	n, err := strconv.Atoi(sub[2])
 	if ts.IsZero() || err != nil || n < 1 || n > 120 {
 		return nil
 	}
-	return []ruleOp{{OpSet, keyTurned, strconv.Itoa(n)}}
+	key := keyAge
+	switch firstWord(rest) {
+	case "today", "yesterday":
+		key = keyTurned
+	default:
+		if sub[1] != "" {
+			key = keyTurned
+		}
+	}
+	return []ruleOp{{OpSet, key, strconv.Itoa(n)}}
 }
 
 // birthday: "my birthday is March 3rd", "I was born on 3 March 1990".

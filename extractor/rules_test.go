@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/memoryd/memoryd/events"
 )
 
 // snakeKeyRE is what every fact key must look like.
@@ -17,12 +19,36 @@ var snakeKeyRE = regexp.MustCompile(`^[a-z0-9]+(?:_[a-z0-9]+)*$`)
 
 var testTurnTime = time.Date(2024, 3, 15, 9, 30, 0, 0, time.FixedZone("CET", 3600))
 
-// TestRulesFacts: every statement the rules recognise, and the near misses
+// rulesCase is one row of TestRulesFacts.
+type rulesCase struct {
+	name      string
+	user      string
+	assistant string
+	ts        time.Time // testTurnTime (2024-03-15) when zero, unless noTime
+	noTime    bool
+	want      map[string]string
+	changes   []FactChange
+}
+
+// extract runs r on the row's turn.
+func (c rulesCase) extract(r *Rules) (Result, error) {
+	ts := testTurnTime
+	if !c.ts.IsZero() {
+		ts = c.ts
+	}
+	if c.noTime {
+		ts = time.Time{}
+	}
+	return r.Extract(context.Background(), Input{
+		UserID: "u1",
+		Turn:   Turn{EventID: "e1", UserMessage: c.user, AssistantResponse: c.assistant, Timestamp: ts},
+	})
+}
+
+// rulesCases are every statement the rules recognise, and the near misses
 // (negations, hypotheticals, other people, implausible values) that must
 // store nothing, with the facts set and the other changes.
-func TestRulesFacts(t *testing.T) {
-	t.Parallel()
-
+func rulesCases() []rulesCase {
 	add := func(k, v string) FactChange { return FactChange{Op: OpAdd, Key: k, Value: v} }
 	rm := func(k, v string) FactChange { return FactChange{Op: OpRemove, Key: k, Value: v} }
 	del := func(k, v string) FactChange { return FactChange{Op: OpDelete, Key: k, Value: v} }
@@ -30,15 +56,7 @@ func TestRulesFacts(t *testing.T) {
 	july := time.Date(2024, 7, 1, 0, 0, 0, 0, time.UTC)
 	none := map[string]string{}
 
-	tests := []struct {
-		name      string
-		user      string
-		assistant string
-		ts        time.Time // testTurnTime (2024-03-15) when zero, unless noTime
-		noTime    bool
-		want      map[string]string
-		changes   []FactChange
-	}{
+	return []rulesCase{
 		// Names.
 		{name: "name", user: "Hi, my name is Ana.", want: map[string]string{"name": "Ana"}},
 		{name: "name keeps case", user: "MY NAME IS ana maria", want: map[string]string{"name": "ana maria"}},
@@ -66,12 +84,15 @@ func TestRulesFacts(t *testing.T) {
 		{name: "no longer live in", user: "I no longer live in Berlin.", want: none, changes: []FactChange{del("location", "Berlin")}},
 		{name: "don't live in anymore", user: "I don't live in Berlin anymore", want: none, changes: []FactChange{del("location", "Berlin")}},
 		{name: "moved away from", user: "I moved away from Berlin", want: none, changes: []FactChange{del("location", "Berlin")}},
+		{name: "no longer living in", user: "I'm no longer living in Berlin", want: none, changes: []FactChange{del("location", "Berlin")}},
+		{name: "not based in anymore", user: "I'm not based in London anymore", want: none, changes: []FactChange{del("location", "London")}},
 		{name: "delete and a new place is a set", user: "I don't live in Berlin anymore, I moved to Porto", want: map[string]string{"location": "Porto"}},
 		{name: "new place then delete is a set", user: "I moved to Porto and I don't live in Berlin any more", want: map[string]string{"location": "Porto"}},
 		{name: "negated live in", user: "I don't live in Paris and I'm not from here", want: none},
 		{name: "imagine I live", user: "imagine I live in Paris", want: none},
 		{name: "hypothetical several words back", user: "if one day I live in Paris I'll learn French", want: none},
 		{name: "let's say", user: "Let's say I live in Tokyo", want: none},
+		{name: "a story", user: "I'm writing a story where I live in Paris", want: none},
 		{name: "quoted speech", user: "she said 'I live in Rome'", want: none},
 		{name: "double quoted speech", user: `my friend wrote "I live in Rome"`, want: none},
 		{name: "other person lives", user: "My sister lives in Paris", want: none},
@@ -81,6 +102,11 @@ func TestRulesFacts(t *testing.T) {
 		{name: "work for", user: "I work for the Center for Disease Control", want: map[string]string{"employer": "the Center for Disease Control"}},
 		{name: "employer sentence end", user: "I'm working at Acme Inc. in Berlin", want: map[string]string{"employer": "Acme Inc"}},
 		{name: "work as", user: "I work as a software engineer at Google", want: map[string]string{"occupation": "software engineer"}},
+		{name: "working as", user: "I'm working as a nurse at St Mary's", want: map[string]string{"occupation": "nurse"}},
+		{name: "no longer employed by", user: "I'm no longer employed by Acme", want: none, changes: []FactChange{del("employer", "Acme")}},
+		{name: "unemployed", user: "I'm unemployed at the moment", want: none, changes: []FactChange{del("occupation", ""), del("employer", "")}},
+		{name: "study at", user: "I study at the University of Porto", want: map[string]string{"education": "the University of Porto"}},
+		{name: "student at", user: "I'm a student at Nova", want: map[string]string{"education": "Nova"}},
 		{name: "quit my job", user: "I quit my job at Acme", want: none, changes: []FactChange{del("occupation", ""), del("employer", "Acme")}},
 		{name: "quit and a new employer", user: "I quit my job at Acme and now I work at Globex", want: map[string]string{"employer": "Globex"},
 			changes: []FactChange{del("occupation", "")}},
@@ -102,6 +128,7 @@ func TestRulesFacts(t *testing.T) {
 		{name: "allergies end at a new clause", user: "I'm allergic to cats, but I love dogs", want: none,
 			changes: append([]FactChange{add("allergies", "cats")}, like("dogs")...)},
 		{name: "an allergy", user: "I have a severe peanut allergy", want: none, changes: []FactChange{add("allergies", "peanut")}},
+		{name: "an allergy to", user: "I have an allergy to latex", want: none, changes: []FactChange{add("allergies", "latex")}},
 		{name: "no longer allergic", user: "I'm no longer allergic to penicillin", want: none, changes: []FactChange{rm("allergies", "penicillin")}},
 		{name: "not allergic anymore", user: "I'm not allergic to cats anymore", want: none, changes: []FactChange{rm("allergies", "cats")}},
 		{name: "outgrew an allergy", user: "I outgrew my milk allergy", want: none, changes: []FactChange{rm("allergies", "milk")}},
@@ -121,11 +148,14 @@ func TestRulesFacts(t *testing.T) {
 		{name: "no longer vegetarian", user: "I'm no longer vegetarian", want: none, changes: []FactChange{del("diet", "vegetarian")}},
 		{name: "not vegan anymore", user: "I'm not a vegan anymore", want: none, changes: []FactChange{del("diet", "vegan")}},
 		{name: "used to be and now", user: "I used to be vegetarian but now I'm pescetarian", want: map[string]string{"diet": "pescatarian"}},
+		{name: "used to be", user: "I used to be vegetarian", want: none, changes: []FactChange{del("diet", "vegetarian")}},
+		{name: "stopped being", user: "I stopped being vegan", want: none, changes: []FactChange{del("diet", "vegan")}},
 		{name: "if I were vegan", user: "if I were vegan, what would I eat?", want: none},
 		{name: "imagine I'm vegan", user: "imagine I'm vegan for a week", want: none},
 		{name: "role-play", user: "Let's role-play: I'm a vegan pirate", want: none},
 		{name: "vegan-friendly", user: "I'm vegan-friendly", want: none},
 		{name: "lactose intolerant", user: "I'm lactose intolerant", want: none, changes: []FactChange{add("dietary_restrictions", "lactose")}},
+		{name: "celiac", user: "I'm celiac", want: none, changes: []FactChange{add("dietary_restrictions", "gluten")}},
 		{name: "don't eat pork", user: "I don't eat pork", want: none, changes: []FactChange{add("dietary_restrictions", "pork")}},
 		{name: "don't eat breakfast", user: "I don't eat breakfast", want: none},
 
@@ -158,6 +188,7 @@ func TestRulesFacts(t *testing.T) {
 		{name: "wife and I", user: "my wife and I live in Lisbon", want: map[string]string{"location": "Lisbon"}},
 		{name: "married to", user: "I'm married to Sam", want: map[string]string{"relationship_status": "married", "partner": "Sam (spouse)"}},
 		{name: "divorced", user: "I'm divorced", want: map[string]string{"relationship_status": "divorced"}, changes: []FactChange{del("partner", "")}},
+		{name: "got divorced", user: "I just got divorced", want: map[string]string{"relationship_status": "divorced"}, changes: []FactChange{del("partner", "")}},
 		{name: "broke up", user: "we broke up last month", want: none, changes: []FactChange{del("partner", "")}},
 
 		// Tastes and pursuits.
@@ -170,12 +201,14 @@ func TestRulesFacts(t *testing.T) {
 		{name: "hate", user: "I hate olives", want: none, changes: []FactChange{add("dislikes", "olives"), rm("likes", "olives")}},
 		{name: "don't like", user: "I don't like coriander", want: none, changes: []FactChange{add("dislikes", "coriander"), rm("likes", "coriander")}},
 		{name: "don't like anymore", user: "I don't like coriander anymore", want: none, changes: []FactChange{rm("likes", "coriander")}},
+		{name: "no longer enjoy", user: "I no longer enjoy running", want: none, changes: []FactChange{rm("likes", "running")}},
 		{name: "hobbies are", user: "My hobbies are reading, chess and running.", want: map[string]string{"hobbies": "reading, chess, running"}},
 		{name: "hobby is", user: "my hobby is pottery", want: none, changes: []FactChange{add("hobbies", "pottery")}},
 		{name: "play", user: "I play tennis on weekends", want: none, changes: []FactChange{add("hobbies", "tennis")}},
 		{name: "play with", user: "I play with my kids", want: none},
 		{name: "stopped playing", user: "I stopped playing tennis", want: none, changes: []FactChange{rm("hobbies", "tennis")}},
 		{name: "don't play anymore", user: "I don't play chess anymore", want: none, changes: []FactChange{rm("hobbies", "chess")}},
+		{name: "no longer play", user: "I no longer play golf", want: none, changes: []FactChange{rm("hobbies", "golf")}},
 		{name: "goal", user: "My goal is to run a marathon", want: none, changes: []FactChange{add("goals", "run a marathon")}},
 		{name: "favorite", user: "my favorite color is blue", want: map[string]string{"favorite_color": "blue"}},
 		{name: "favourite multiword", user: "My favourite TV show is The Wire!", want: map[string]string{"favorite_tv_show": "The Wire"}},
@@ -185,6 +218,10 @@ func TestRulesFacts(t *testing.T) {
 		// Things.
 		{name: "drive", user: "I drive a blue VW Golf", want: map[string]string{"car": "blue VW Golf"}},
 		{name: "drive a lot", user: "I drive a lot for work", want: none},
+		{name: "my car is", user: "my car is a red Fiat Panda", want: map[string]string{"car": "red Fiat Panda"}},
+		{name: "drive a stick", user: "I drive a stick", want: none},
+		{name: "like the way you", user: "I like the way you think", want: none},
+		{name: "relation name ends at and", user: "I have a cat named Tom and a dog", want: none, changes: []FactChange{add("pets", "Tom (cat)")}},
 		{name: "sold my car", user: "I sold my car", want: none, changes: []FactChange{del("car", "")}},
 		{name: "don't have a car", user: "I don't have a car", want: none, changes: []FactChange{del("car", "")}},
 		{name: "email", user: "My email is ana@example.com.", want: map[string]string{"email": "ana@example.com"}},
@@ -199,6 +236,7 @@ func TestRulesFacts(t *testing.T) {
 		{name: "age with a birthday passed", user: "I'm 34, my birthday is March 3rd", want: map[string]string{"birth_year": "1990", "birthday": "03-03"}},
 		{name: "age with a birthday to come", user: "My birthday is December 1st and I'm 34", want: map[string]string{"birth_year": "1989", "birthday": "12-01"}},
 		{name: "just turned", user: "I just turned 40 today", want: map[string]string{"birth_year": "1984"}},
+		{name: "turned is an age", user: "I turned 30 last December", want: map[string]string{"birth_year": "1993"}},
 		{name: "age without a turn date", user: "I'm 34 years old", noTime: true, want: none},
 		{name: "not an age", user: "I'm 5 minutes late", want: none},
 		{name: "age out of range", user: "I am 200 years old", want: none},
@@ -235,21 +273,16 @@ func TestRulesFacts(t *testing.T) {
 		{name: "statement past scan limit", user: strings.Repeat("blah ", 2000) + "my name is Ana", want: none},
 		{name: "empty", user: "", want: none},
 	}
+}
+
+func TestRulesFacts(t *testing.T) {
+	t.Parallel()
+
 	r := NewRules()
-	for _, tt := range tests {
+	for _, tt := range rulesCases() {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			ts := testTurnTime
-			if !tt.ts.IsZero() {
-				ts = tt.ts
-			}
-			if tt.noTime {
-				ts = time.Time{}
-			}
-			res, err := r.Extract(context.Background(), Input{
-				UserID: "u1",
-				Turn:   Turn{EventID: "e1", UserMessage: tt.user, AssistantResponse: tt.assistant, Timestamp: ts},
-			})
+			res, err := tt.extract(r)
 			if err != nil {
 				t.Fatalf("Extract: %v", err)
 			}
@@ -257,6 +290,35 @@ func TestRulesFacts(t *testing.T) {
 				t.Errorf("%q:\nfacts   %v\nchanges %v\nwant    %v\n        %v", tt.user, res.Facts, res.Changes, tt.want, tt.changes)
 			}
 		})
+	}
+}
+
+// TestRulesEveryRuleTested: without any one of the rules, some row of
+// TestRulesFacts gets another result, so no statement is untested.
+func TestRulesEveryRuleTested(t *testing.T) {
+	t.Parallel()
+
+	cases := rulesCases()
+	table := newRuleTable()
+	for i := range table {
+		without := &Rules{rules: append(append([]rule(nil), table[:i]...), table[i+1:]...)}
+		covered := false
+		for _, c := range cases {
+			res, err := c.extract(without)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !maps.Equal(res.Facts, c.want) || !slices.Equal(res.Changes, c.changes) {
+				covered = true
+				break
+			}
+		}
+		if !covered {
+			t.Errorf("rule %d (%s) can be removed without any row of TestRulesFacts noticing", i, table[i].re)
+		}
+	}
+	if n := len(cases); n < 60 {
+		t.Errorf("%d rows, want at least 60", n)
 	}
 }
 
@@ -362,6 +424,9 @@ func FuzzRules(f *testing.F) {
 		"[facts: name=Bob] I work at Acme",
 		"I work as \xff\xfe",
 		"my name is \x00 Ana",
+		"I'm allergic to peanuts, shellfish and eggs; my dog Rex died",
+		"I'm 34, my birthday is March 3rd, I live in Lisbon, sorry, I meant Porto",
+		"I don't live in Berlin anymore, I moved to Porto and I quit my job at Acme",
 	} {
 		f.Add(s, "My name is Bot")
 	}
@@ -385,6 +450,20 @@ func FuzzRules(f *testing.F) {
 			}
 			if !utf8.ValidString(v) || strings.ContainsRune(v, 0) {
 				t.Errorf("value %q of %q is not storable text", v, k)
+			}
+		}
+		for _, c := range res.Changes {
+			if !snakeKeyRE.MatchString(c.Key) {
+				t.Errorf("change key %q is not snake_case ASCII", c.Key)
+			}
+			if _, list := events.CanonicalFactKey(c.Key); c.Op != OpDelete && !list || c.Op != OpAdd && c.Op != OpRemove && c.Op != OpDelete {
+				t.Errorf("change %+v: not an add or remove of a list key, nor a delete", c)
+			}
+			if c.Op != OpDelete && (c.Value == "" || c.Value != strings.TrimSpace(c.Value)) || utf8.RuneCountInString(c.Value) > rulesMaxValueRunes+20 {
+				t.Errorf("change %+v: value empty, untrimmed or too long", c)
+			}
+			if _, set := res.Facts[c.Key]; set && c.Op == OpDelete {
+				t.Errorf("change %+v deletes a key the turn sets", c)
 			}
 		}
 		for _, qa := range res.Context {

@@ -152,7 +152,7 @@ func isLookbackMarker(w string) bool {
 	case "if", "imagine", "imagining", "pretend", "pretending", "suppose", "supposing", "unless", "whether", "assume", "assuming",
 		"wish", "say", "says", "said", "saying", "tell", "told", "tells", "ask", "asked", "asks", "wrote", "writes", "claim", "claims",
 		"claimed", "think", "thinks", "thought", "maybe", "perhaps", "lets", "let's", "let’s", "hypothetically", "roleplay",
-		"role-play", "character", "would", "could", "might":
+		"role-play", "character", "story", "novel", "fiction", "game", "scene", "where", "would", "could", "might":
 		return true
 	}
 	return false
@@ -163,7 +163,7 @@ func isBadLeadThing(w string) bool {
 	case "not", "it", "it's", "it’s", "that", "this", "these", "those", "you", "him", "her", "them", "us", "me", "your", "his", "their",
 		"our", "my", "how", "when", "what", "where", "why", "who", "whether", "if", "to", "being", "a", "an", "about", "most", "all",
 		"both", "some", "so", "too", "very", "much", "lots", "more", "less", "anything", "everything", "something", "stuff", "any",
-		"and", "or", "but", "with", "for", "at", "on", "in", "of", "along", "around", "up", "out", "by", "as", "here", "there":
+		"and", "or", "but", "with", "for", "at", "on", "in", "of", "along", "around", "up", "out", "by", "as", "here", "there", "u", "ya":
 		return true
 	}
 	return false
@@ -173,10 +173,30 @@ func isBadLeadThing(w string) bool {
 // "cooking for my family", "hiking with friends".
 func isTailThing(w string) bool {
 	switch w {
-	case "with", "for", "when", "whenever", "every", "during", "on", "at", "in", "nowadays", "lately", "these", "since", "from", "to", "as", "like":
+	case "with", "for", "when", "whenever", "every", "during", "on", "at", "in", "nowadays", "lately", "these", "since", "from", "to", "as", "like",
+		"after", "before", "until", "till", "due":
 		return true
 	}
 	return false
+}
+
+// isThingLike reports whether words can be a thing the user likes, does or
+// is allergic to: not about the one they are talking to ("the way you
+// think"), nor a manner ("the idea of ...").
+func isThingLike(words []string) bool {
+	for _, w := range words {
+		switch normWord(w) {
+		case "you", "your", "yours", "you're", "you’re", "u":
+			return false
+		}
+	}
+	if len(words) > 1 && normWord(words[0]) == "the" {
+		switch normWord(words[1]) {
+		case "way", "idea", "fact", "sound", "look", "feeling", "thought", "one", "ones", "same", "rest", "most", "moment":
+			return false
+		}
+	}
+	return true
 }
 
 // isLanguageFiller reports whether w is dropped around a language: "a
@@ -192,7 +212,7 @@ func isLanguageFiller(w string) bool {
 
 func isBadLeadCar(w string) bool {
 	switch w {
-	case "lot", "bit", "little", "few", "couple", "long", "hour", "hours", "minute", "minutes", "mile", "miles", "while", "lot.", "not", "lot,", "ton":
+	case "lot", "bit", "little", "few", "couple", "long", "hour", "hours", "minute", "minutes", "mile", "miles", "while", "not", "ton", "stick", "manual", "automatic":
 		return true
 	}
 	return false
@@ -336,7 +356,7 @@ func cleanValue(kind ruleKind, rest string, ts time.Time) string {
 			return ""
 		}
 	case kindThing:
-		if len(words) > rulesMaxItemWords || isBadLeadThing(first) {
+		if len(words) > rulesMaxItemWords || isBadLeadThing(first) || !isThingLike(words) {
 			return ""
 		}
 	case kindLanguage:
