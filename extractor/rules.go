@@ -105,7 +105,7 @@ const (
 //	I drive a X / my car is a X                 set car
 //	I sold|got rid of my car / I don't have a
 //	car                                         delete car
-//	I'm N (years old) / I just turned N         set birth_year (see below)
+//	I'm N (years old) / I (just) turned N       set birth_year (see below)
 //	I was born in YYYY                          set birth_year
 //	my birthday / date of birth is X /
 //	I was born on X                             set birthday, YYYY-MM-DD or
@@ -121,7 +121,8 @@ const (
 // An age N is stored as the birth year: the turn's year minus N when the
 // birthday given in the same message has passed on the turn's date, minus
 // N+1 when it has not; without a birthday, minus N from 1 July on and N+1
-// before (the likelier year). "I just turned N" is the turn's year minus N.
+// before (the likelier year). "I just turned N", "I turned N last week" is
+// the turn's year minus N; "I turned N in May" is the year of the last May.
 // Without a turn timestamp an age is not stored.
 //
 // A value ends at . , ; ! ? or a line break, and before clause tails such as
@@ -213,9 +214,8 @@ type ruleOp struct {
 
 // Internal keys, replaced before the operations are resolved.
 const (
-	keyAge    = "\x00age"    // value: an age; becomes birth_year
-	keyTurned = "\x00turned" // value: an age just reached; becomes birth_year
-	keyMeant  = "\x00meant"  // value: the rest of the clause; corrects the statement before
+	keyAge   = "\x00age"   // value: an age; becomes birth_year
+	keyMeant = "\x00meant" // value: the rest of the clause; corrects the statement before
 )
 
 // rule recognises one kind of self-statement. By default its value starts
@@ -499,11 +499,10 @@ func resolveRuleOps(found []foundOp, ts time.Time) []factItem {
 	var items []factItem
 	for _, f := range kept {
 		switch f.key {
-		case keyAge, keyTurned:
+		case keyAge:
 			n, _ := strconv.Atoi(f.value)
 			y := ts.Year() - n
 			switch {
-			case f.key == keyTurned:
 			case month > 0:
 				if int(ts.Month()) < month || int(ts.Month()) == month && ts.Day() < day {
 					y--
@@ -679,24 +678,30 @@ func age(sub []string, rest, _ string, ts time.Time) []ruleOp {
 	return []ruleOp{{OpSet, keyAge, strconv.Itoa(n)}}
 }
 
-// turned: "I just turned 40", "I turned 40 today" (the birthday is just
-// past); "I turned 40 in December" is only an age.
+// turned: "I just turned 40", "I turned 40 last week" (the birthday is
+// just past: the turn's year minus N), "I turned 40 in December" (past
+// this year when December is not after the turn's month, else last year);
+// without a time it is only an age.
 func turned(sub []string, rest, _ string, ts time.Time) []ruleOp {
 	n, err := strconv.Atoi(sub[2])
 	if ts.IsZero() || err != nil || n < 1 || n > 120 {
 		return nil
 	}
-	key := keyAge
-	switch firstWord(rest) {
-	case "today", "yesterday":
-		key = keyTurned
-	default:
-		if sub[1] != "" {
-			key = keyTurned
+	year := ts.Year() - n
+	switch m := turnedWhenRE.FindStringSubmatch(rest); {
+	case m == nil && sub[1] == "":
+		return []ruleOp{{OpSet, keyAge, strconv.Itoa(n)}}
+	case m != nil && m[1] != "":
+		if monthNumber(strings.ToLower(m[1])) > int(ts.Month()) {
+			year--
 		}
 	}
-	return []ruleOp{{OpSet, key, strconv.Itoa(n)}}
+	return []ruleOp{{OpSet, "birth_year", strconv.Itoa(year)}}
 }
+
+// turnedWhenRE reads when an age was reached, right after "I turned N": a
+// month (its first submatch), or a time in the last weeks.
+var turnedWhenRE = regexp.MustCompile(`(?i)^\s+(?:(?:last|in|this\s+past)\s+` + monthNames + `\b|(?:today|yesterday|recently|earlier\s+this\s+(?:week|month)|this\s+(?:week|month)|last\s+(?:week|weekend|night|month)|on\s+(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)|(?:a\s+few|\d+|a|one|two|three)\s+(?:days?|weeks?)\s+ago)\b)`)
 
 // birthday: "my birthday is March 3rd", "I was born on 3 March 1990".
 func birthday(_ []string, _, sentence string, ts time.Time) []ruleOp {
