@@ -158,6 +158,17 @@ func isLookbackMarker(w string) bool {
 	return false
 }
 
+// isNegation reports whether w, a few words before a statement in its
+// clause, negates it: "I don't want you to call me Bob".
+func isNegation(w string) bool {
+	switch w {
+	case "not", "never", "don't", "don’t", "dont", "doesn't", "doesn’t", "didn't", "didn’t", "won't", "won’t", "can't", "can’t",
+		"cannot", "shouldn't", "shouldn’t", "wouldn't", "wouldn’t", "isn't", "isn’t", "wasn't", "wasn’t", "nobody", "noone":
+		return true
+	}
+	return false
+}
+
 func isBadLeadThing(w string) bool {
 	switch w {
 	case "not", "it", "it's", "it’s", "that", "this", "these", "those", "you", "him", "her", "them", "us", "me", "your", "his", "their",
@@ -386,10 +397,11 @@ var muchTailRE = regexp.MustCompile(`(?i)\s+(?:a\s+lot|very\s+much|so\s+much|too
 // isHypothetical reports whether the text of the clause before a statement
 // makes it something other than the user's statement of fact: a negation or
 // hypothetical right before it ("don't call me", "if my name is"), a
-// hypothetical, reported or hedged clause a few words before it ("if I ever
-// live in", "she told me I'm"), or an open quote ("she said 'I live in
-// Rome'"). It looks at a bounded number of words, so that many statements
-// in one long clause cost linear time.
+// hypothetical, reported, hedged or negated clause a few words before it
+// ("if I ever live in", "she told me I'm", "I don't want you to call me"),
+// or an open quote ("she said 'I live in Rome'"). It looks at a bounded
+// number of words, so that many statements in one long clause cost linear
+// time.
 func isHypothetical(before string) bool {
 	before = strings.TrimRightFunc(before, unicode.IsSpace)
 	if r, _ := utf8.DecodeLastRuneInString(before); strings.ContainsRune(`"'“‘«`, r) {
@@ -398,7 +410,7 @@ func isHypothetical(before string) bool {
 	for i := 0; i < rulesLookbackWords && before != ""; i++ {
 		j := strings.LastIndexFunc(before, unicode.IsSpace)
 		w := normWord(before[j+1:])
-		if i == 0 && isHypotheticalWord(w) || isLookbackMarker(w) {
+		if i == 0 && isHypotheticalWord(w) || isLookbackMarker(w) || isNegation(w) {
 			return true
 		}
 		if strings.ContainsAny(before[j+1:], `"“”`) {
