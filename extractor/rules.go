@@ -53,7 +53,7 @@ const (
 //	my name is X / I'm called X                 set name
 //	call me X                                   set preferred_name
 //	I live in X / I'm living|based in X /
-//	I moved (back) to X / moved from Y to X      set location
+//	I moved (back) to X / moved from Y to X     set location
 //	I don't live in X anymore / I no longer
 //	live in X / I moved away from|out of X      delete location (unless the
 //	                                            message sets a new one)
@@ -77,7 +77,8 @@ const (
 //	anymore / I used to be vegetarian           delete diet
 //	I'm lactose|gluten intolerant / I'm celiac /
 //	I don't eat pork|meat|...                   add dietary_restrictions
-//	I (also) speak X(, Y and Z) / I'm fluent in X   add languages
+//	I (also) speak X(, Y and Z) /
+//	I'm fluent in X                             add languages
 //	I no longer speak X / I don't speak X
 //	anymore                                     remove languages
 //	my native|first language / mother tongue
