@@ -88,6 +88,7 @@ const (
 //	my dog X died|passed away|ran away          remove pets "X (dog)"
 //	my daughter|son (is named) X / I have a son
 //	named X                                     add children "X (daughter)"
+//	my kids are X and Y                         add children "X", "Y"
 //	my sister|brother X                         add siblings "X (sister)"
 //	my wife|husband|girlfriend|... X / my wife's
 //	name is X / I'm married to X                set partner "X (wife)"
@@ -329,6 +330,7 @@ func newRuleTable() []rule {
 		{re: re(`\bmy\s+` + relAdj + `(` + species + `|` + people + `)(?:['’]s\s+name\s+is|\s+is\s+(?:named|called)|\s+(?:named|called))\s+`), emit: relation(false)},
 		{re: re(`\bmy\s+` + relAdj + `(` + species + `|` + people + `),?\s+`), emit: relation(true)},
 		{re: re(`\b(?:i|we)\s+(?:also\s+|now\s+|just\s+)?(?:have|got|adopted|rescued|own)\s+an?\s+` + relAdj + `(` + species + `|daughter|son|sister|brother|kid)\s+(?:named|called)\s+`), emit: relation(false)},
+		{re: re(`\bmy\s+(?:two\s+|three\s+|four\s+)?(?:kids|children)(?:['’]s\s+names\s+are|\s+are\s+(?:named|called)|\s+are)\s+`), emit: children},
 		{re: re(im + `(?:happily\s+)?married\s+to\s+`), emit: marriedTo},
 		{re: re(im + `(?:happily\s+|recently\s+|now\s+|newly\s+)?(married|single|divorced|engaged|widowed|separated)` + wordEnd), emit: status},
 		{re: re(`\bi\s+(?:just\s+|recently\s+)?got\s+(married|engaged|divorced)\b`), emit: status},
@@ -582,6 +584,19 @@ func status(sub []string, _, _ string, _ time.Time) []ruleOp {
 	switch v {
 	case "single", "divorced", "widowed", "separated":
 		ops = append(ops, ruleOp{OpDelete, "partner", ""})
+	}
+	return ops
+}
+
+// children: "my kids are Mia and Leo"; each a capitalised name ("my kids
+// are awesome" is not a list of names).
+func children(_ []string, _, sentence string, ts time.Time) []ruleOp {
+	var ops []ruleOp
+	for _, name := range listValues(kindName, listItemsAnd, sentence, ts) {
+		if r, _ := utf8.DecodeRuneInString(name); !unicode.IsUpper(r) || strings.Contains(name, " ") {
+			return nil
+		}
+		ops = append(ops, ruleOp{OpAdd, "children", name})
 	}
 	return ops
 }
