@@ -755,7 +755,10 @@ func capitalisedName(s string) (name, after string) {
 	if word == "" || !unicode.IsUpper(r) || !isNameLike([]string{word}) {
 		return "", ""
 	}
-	if w := strings.ToLower(word); w == "i" || isBadLeadName(w) || isClauseStarter(w) || isHypotheticalWord(w) {
+	switch w := strings.ToLower(word); {
+	case w == "mr" || w == "mrs" || w == "ms" || w == "dr" || w == "miss" || w == "sir":
+		return "", "" // "my cat Mr. Whiskers": more than one word
+	case w == "i" || isBadLeadName(w) || isClauseStarter(w) || isHypotheticalWord(w):
 		return "", ""
 	}
 	return word, after

@@ -184,6 +184,8 @@ func rulesCases() []rulesCase {
 		{name: "kids are", user: "My kids are Mia, Leo and Ben.", want: none,
 			changes: []FactChange{add("children", "Mia"), add("children", "Leo"), add("children", "Ben")}},
 		{name: "kids are not names", user: "my kids are awesome and loud", want: none},
+		{name: "named after", user: "I have a son named after my father", want: none},
+		{name: "called by", user: "my daughter is called by her middle name", want: none},
 		{name: "son named", user: "I have a son named Leo", want: none, changes: []FactChange{add("children", "Leo (son)")}},
 		{name: "sister lives elsewhere", user: "my sister Ana lives in Paris", want: none, changes: []FactChange{add("siblings", "Ana (sister)")}},
 		{name: "wife's name", user: "My wife's name is Maria and she is a nurse", want: map[string]string{"partner": "Maria (wife)"}},

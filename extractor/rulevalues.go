@@ -36,7 +36,8 @@ func isBadLeadCommon(w string) bool {
 
 func isBadLeadName(w string) bool {
 	switch w {
-	case "not", "a", "an", "the", "on", "in", "at", "also", "still", "pronounced", "spelled", "spelt", "is", "was", "that", "this", "it", "too", "so", "very", "hard", "long", "weird", "difficult":
+	case "not", "a", "an", "the", "on", "in", "at", "also", "still", "pronounced", "spelled", "spelt", "is", "was", "that", "this", "it", "too", "so", "very", "hard", "long", "weird", "difficult",
+		"after", "by", "for", "from", "like", "her", "his", "their", "our", "my", "your", "just", "simply", "only":
 		return true
 	}
 	return false
