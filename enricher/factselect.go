@@ -8,23 +8,21 @@ import (
 )
 
 // CoreFactKeys are the facts enrich injects whatever the message is about
-// (unless the request asks for all facts): who the user is, what to call
-// them, where and in what language and time zone they live, and what they
-// do. They are the keys the rules extractor writes for these things (see
-// extractor/rules.go), which the model prompt steers the model to reuse;
-// "city" and "language" are the names a model gives location and native
-// language when the user has no such key yet.
-var CoreFactKeys = []string{
-	"name",
-	"preferred_name",
-	"pronouns",
-	"location",
-	"city",
-	"timezone",
-	"native_language",
-	"language",
-	"occupation",
-}
+// (unless the request asks for all facts): the keys of the fact vocabulary
+// marked core (events.FactKeys: who the user is, what to call them, where
+// and in what languages and time zone they live, and what they do) and
+// their aliases, so that a fact stored under an alias before the vocabulary
+// existed ("city", "language") is still core. Vocabulary order.
+var CoreFactKeys = func() []string {
+	var keys []string
+	for _, k := range events.FactKeys() {
+		if k.Core {
+			keys = append(keys, k.Key)
+			keys = append(keys, k.Aliases...)
+		}
+	}
+	return keys
+}()
 
 var coreKeys = func() map[string]bool {
 	m := make(map[string]bool, len(CoreFactKeys))

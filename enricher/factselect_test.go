@@ -93,3 +93,32 @@ func TestStem(t *testing.T) {
 		}
 	}
 }
+
+// TestCoreFactKeys: the core set is the vocabulary's core keys with their
+// aliases, so that the pre-vocabulary core keys (facts stored before it under
+// "city" or "language") stay core, and a key that is not core never is.
+func TestCoreFactKeys(t *testing.T) {
+	for _, k := range []string{
+		"name", "preferred_name", "pronouns", "location", "city", "timezone", "native_language", "language", "occupation", // before the vocabulary
+		"languages", "job", "nickname", "time_zone", "mother_tongue", // the vocabulary's
+	} {
+		if !coreKeys[k] || !slices.Contains(CoreFactKeys, k) {
+			t.Errorf("%q is not core", k)
+		}
+	}
+	for _, k := range []string{"allergies", "allergy", "employer", "pets", "birth_year", "favorite_color", "hometown", ""} {
+		if coreKeys[k] {
+			t.Errorf("%q is core", k)
+		}
+	}
+	for _, k := range events.FactKeys() {
+		if coreKeys[k.Key] != k.Core {
+			t.Errorf("%q: core = %v, the vocabulary says %v", k.Key, coreKeys[k.Key], k.Core)
+		}
+		for _, a := range k.Aliases {
+			if coreKeys[a] != k.Core {
+				t.Errorf("alias %q of %q: core = %v, the vocabulary says %v", a, k.Key, coreKeys[a], k.Core)
+			}
+		}
+	}
+}

@@ -9,11 +9,13 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/memoryd/memoryd/events"
 )
 
 // RulesPromptVersion is the PromptVersion of [Rules]. It changes whenever the
 // rules change in a way that changes results.
-const RulesPromptVersion = "rules-v1"
+const RulesPromptVersion = "rules-v2"
 
 const (
 	// rulesScanBytes bounds the work spent looking for facts: only the start
@@ -27,6 +29,11 @@ const (
 	rulesValueScanBytes = 1 << 10
 	// rulesMaxNameWords bounds person names ("Ana Maria da Silva").
 	rulesMaxNameWords = 5
+	// rulesMaxItemWords bounds one item of a list (a like, a hobby, a goal).
+	rulesMaxItemWords = 8
+	// rulesLookbackWords is how many words before a statement, in its
+	// clause, are looked at for a hypothetical or reported-speech marker.
+	rulesLookbackWords = 6
 )
 
 // Rules is the offline, deterministic extractor. It is the default when no
@@ -35,37 +42,105 @@ const (
 // It stores the turn verbatim as one context pair (Q is the user message and
 // A the assistant response, both after [StripMarkers], trimming and
 // sanitising to valid UTF-8 without NUL bytes; no pair when the user message
-// is empty) and picks up common self-statements made by the user. The
-// assistant's text is never read for facts. Recognised statements, matched
+// is empty) and picks up common self-statements made by the user as fact
+// operations on the canonical keys (events.FactKeys, docs/protocol.md "Fact
+// keys"), resolved like a model's by the same code. The assistant's text is
+// never read for facts, and neither are the user's current facts or earlier
+// turns: a turn's result depends on the turn alone, so that any processing
+// order and replays give the same facts. Recognised statements, matched
 // case-insensitively (values keep their case):
 //
-//	my name is X / I'm called X            name
-//	call me X                              preferred_name
-//	I live in X / I'm living in X /
-//	I'm based in X / I moved to X          location
-//	I'm from X                             hometown (where one is from is not
-//	                                       necessarily where one lives)
-//	I work at X / I work for X             employer
-//	I work as (a/an) X                     occupation
-//	my favorite/favourite X is Y           favorite_<x>
-//	I prefer X                             preference
-//	I am N years old                       age
-//	I'm allergic to X                      allergy
-//	my birthday / date of birth is X       birthday ("today"/"tomorrow" are
-//	                                       anchored to the turn's timestamp)
-//	my email (address) is X                email
-//	my timezone is X                       timezone
-//	my pronouns are X                      pronouns
-//	my native/first language is X          native_language
-//	my wife's/husband's/partner's name is X   wife_name, husband_name, partner_name
+//	my name is X / I'm called X                 set name
+//	call me X                                   set preferred_name
+//	I live in X / I'm living|based in X /
+//	I moved (back) to X / moved from Y to X     set location
+//	I don't live in X anymore / I no longer
+//	live in X / I moved away from|out of X      delete location (unless the
+//	                                            message sets a new one)
+//	I'm from X / I grew up in X                 set hometown
+//	I work at|for X / I'm working at X          set employer
+//	I work as (a) X                             set occupation
+//	I no longer work at X / I don't work for X
+//	anymore                                     delete employer
+//	I quit|left|lost my job (at X) / I got
+//	fired|laid off / I'm unemployed             delete occupation and employer
+//	I'm retired / I retired                     set occupation "retired",
+//	                                            delete employer
+//	I graduated from X / I study at X           set education
+//	I'm (also) allergic to X(, Y and Z) /
+//	I have a X allergy                          add allergies
+//	I'm no longer allergic to X / I'm not
+//	allergic to X anymore / I outgrew my X
+//	allergy                                     remove allergies
+//	I'm (a) vegetarian|vegan|... / I went vegan set diet
+//	I'm no longer vegetarian / I'm not vegan
+//	anymore / I used to be vegetarian           delete diet
+//	I'm lactose|gluten intolerant / I'm celiac /
+//	I don't eat pork|meat|...                   add dietary_restrictions
+//	I (also) speak X(, Y and Z) /
+//	I'm fluent in X                             add languages
+//	I no longer speak X / I don't speak X
+//	anymore                                     remove languages
+//	my native|first language / mother tongue
+//	is X                                        set native_language
+//	my dog|cat|... (is named) X / I have a dog
+//	named X / my dog's name is X                add pets "X (dog)"
+//	my dog X died|passed away|ran away          remove pets "X (dog)"
+//	my daughter|son (is named) X / I have a son
+//	named X                                     add children "X (daughter)"
+//	my kids are X and Y                         add children "X", "Y"
+//	my sister|brother X                         add siblings "X (sister)"
+//	my wife|husband|girlfriend|... X / my wife's
+//	name is X / I'm married to X                set partner "X (wife)"
+//	I'm married|single|divorced|engaged|...     set relationship_status (single,
+//	                                            divorced, widowed, separated
+//	                                            also delete partner)
+//	we broke up                                 delete partner
+//	I like|love|enjoy X                         add likes, remove dislikes
+//	I hate|dislike|don't like|can't stand X     add dislikes, remove likes
+//	I no longer like X / I don't like X anymore remove likes
+//	my hobbies are X, Y and Z                   set hobbies
+//	my hobby is X / I play X                    add hobbies
+//	I stopped playing X / I don't play X
+//	anymore                                     remove hobbies
+//	my goal is (to) X                           add goals
+//	I drive a X / my car is a X                 set car
+//	I sold|got rid of my car / I don't have a
+//	car                                         delete car
+//	I'm N (years old) / I (just) turned N       set birth_year (see below)
+//	I was born in YYYY                          set birth_year
+//	my birthday / date of birth is X /
+//	I was born on X                             set birthday, YYYY-MM-DD or
+//	                                            MM-DD ("today" and "tomorrow"
+//	                                            are anchored to the turn)
+//	my favorite/favourite X is Y                set favorite_<x>
+//	I prefer X                                  set preference
+//	my email (address) is X                     set email
+//	my timezone is X / my pronouns are X        set timezone, pronouns
+//	..., I meant X / I mean X                   corrects the statement just
+//	                                            before it in the message
+//
+// An age N is stored as the birth year: the turn's year minus N when the
+// birthday given in the same message has passed on the turn's date, minus
+// N+1 when it has not; without a birthday, minus N from 1 July on and N+1
+// before (the likelier year). "I just turned N", "I turned N last week" is
+// the turn's year minus N; "I turned N in May" is the year of the last May.
+// Without a turn timestamp an age is not stored.
 //
 // A value ends at . , ; ! ? or a line break, and before clause tails such as
-// "but", "because" or "and I ..." ("fish and chips" stays whole). Statements
-// in questions ("... ?"), hypotheticals ("if my name is ...") and negations
-// ("don't call me ...") are ignored. Values that are not plausible for their
-// key ("call me back", "I live in a flat") and values longer than 100
-// characters are dropped. All statements in a message count; for the same key
-// the later one wins. Only the first 8 KiB of the message are scanned.
+// "but", "because" or "and I ..." ("fish and chips" stays whole); list
+// values run on over commas ("peanuts, shellfish and eggs" is three items).
+// Statements in questions ("... ?"), hypotheticals ("if I lived in ...",
+// "imagine I'm vegan"), reported or quoted speech ("she said 'I live in
+// Rome'", "he told me my name is ...") and negations ("I'm not vegetarian",
+// "don't call me ...") store nothing; only the forms above with "no
+// longer", "anymore" and the like remove or delete. Statements about other
+// people are not the user's facts ("my friend is allergic to peanuts"
+// stores nothing; "my daughter Mia is allergic to eggs" only adds the
+// child). Values that are not plausible for their key ("call me back", "I
+// live in a flat") and values longer than 100 characters are dropped. All
+// statements in a message count, in order; for the same key or item the
+// later one wins. Only the first 8 KiB of the message are scanned.
 //
 // The rules favour precision over recall: a missed fact costs less than a
 // wrong one that is then recalled into every conversation.
@@ -81,8 +156,8 @@ func (r *Rules) Info() Info {
 	return Info{Name: "rules", Model: "", PromptVersion: RulesPromptVersion}
 }
 
-// Extract extracts from in.Turn. in.Prior and in.FactKeys are not used. It
-// fails only when ctx is already done.
+// Extract extracts from in.Turn. in.Prior, in.FactKeys and in.Facts are not
+// used. It fails only when ctx is already done.
 func (r *Rules) Extract(ctx context.Context, in Input) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, ctxError("rules extraction", err)
@@ -93,7 +168,8 @@ func (r *Rules) Extract(ctx context.Context, in Input) (Result, error) {
 		table = newRuleTable()
 	}
 	user := sanitize(StripMarkers(in.Turn.UserMessage))
-	res := Result{Facts: ruleFacts(table, user, in.Turn.Timestamp)}
+	facts, changes := resolveOps(ruleItems(table, user, in.Turn.Timestamp))
+	res := Result{Facts: facts, Changes: changes}
 	if user != "" {
 		res.Context = []QA{{Q: user, A: sanitize(StripMarkers(in.Turn.AssistantResponse))}}
 	}
@@ -110,43 +186,170 @@ const (
 	kindEmployer
 	kindOccupation
 	kindPlain
-	kindAge
 	kindEmail
 	kindBirthday
 	kindShort
+	kindThing    // an item of a list: a food, a hobby, a goal
+	kindLanguage // a language's name
+	kindCar
 )
 
-// rule recognises one kind of self-statement. The value starts where the
-// match ends, except for age where it is the first submatch. For keyed rules
-// the key comes from the first submatch.
+// listMode says whether a rule's value is a list of items.
+type listMode int
+
+const (
+	// oneValue: the value ends at the clause's end.
+	oneValue listMode = iota
+	// listItems: "A, B and C" is items, split at commas and, after a comma,
+	// at "and"; "fish and chips" stays one item.
+	listItems
+	// listItemsAnd: "A and B" is two items too; for nouns that never hold
+	// "and" (allergens, languages).
+	listItemsAnd
+)
+
+// ruleOp is one operation a statement makes.
+type ruleOp struct {
+	op         FactOp
+	key, value string
+}
+
+// Internal keys, replaced before the operations are resolved.
+const (
+	keyAge   = "\x00age"   // value: an age; becomes birth_year
+	keyMeant = "\x00meant" // value: the rest of the clause; corrects the statement before
+)
+
+// rule recognises one kind of self-statement. By default its value starts
+// where the match ends and it makes one operation op (OpSet when empty) on
+// key with it; emit replaces all of that.
 type rule struct {
-	key  string
 	re   *regexp.Regexp
+	key  string
+	op   FactOp
 	kind ruleKind
+	list listMode
 	// keyFromGroup builds the key from the first submatch.
 	keyFromGroup func(group string) string
+	// anymore says the rule applies only when the clause says the
+	// statement no longer holds ("anymore", "any longer"); notAnymore only
+	// when it does not.
+	anymore, notAnymore bool
+	// removeFrom: each value is also removed from this list key ("I love
+	// X" takes X out of dislikes).
+	removeFrom string
+	// then are operations the statement makes besides its value's ("I
+	// sold my car"); a rule without key makes only these.
+	then []ruleOp
+	// emit makes the operations from the submatches, the rest of the
+	// clause and the rest of the sentence (which runs on over commas).
+	emit func(sub []string, rest, sentence string, ts time.Time) []ruleOp
 }
 
 // im matches "I'm", "I’m", "Im" and "I am".
 const im = `\bi(?:['’]?m|\s+am)\s+`
 
+// Word alternations shared by several statements.
+const (
+	dietWords = `(vegetarian|vegan|pescatarian|pescetarian|flexitarian|keto|paleo)`
+	species   = `dog|cat|puppy|kitten|rabbit|bunny|hamster|guinea\s+pig|parrot|budgie|bird|horse|pony|turtle|tortoise|snake|ferret|lizard|gecko|goldfish|fish`
+	people    = `daughter|son|kid|child|sister|brother|wife|husband|partner|girlfriend|boyfriend|fianc[ée]e?`
+	relAdj    = `(?:(late|little|baby|older|younger|elder|eldest|oldest|youngest|big|twin|old|new|sweet|beloved)\s+)?`
+	dont      = `(?:don['’]?t|do\s+not)`
+	dontBare  = `don['’]?t|do\s+not`
+	// wordEnd ends a word that must not go on with a hyphen ("vegan-friendly").
+	wordEnd = `(?:$|[^\w-])`
+)
+
 // newRuleTable compiles the statements Rules recognises, in no particular
-// order (facts are ordered by position in the message).
+// order (operations are ordered by position in the message).
 func newRuleTable() []rule {
+	re := func(s string) *regexp.Regexp { return regexp.MustCompile(`(?i)` + s) }
 	return []rule{
-		{key: "name", re: regexp.MustCompile(`(?i)\bmy\s+name\s+is\s+`), kind: kindName},
-		{key: "name", re: regexp.MustCompile(`(?i)` + im + `called\s+`), kind: kindName},
-		{key: "preferred_name", re: regexp.MustCompile(`(?i)\b(?:please\s+)?call\s+me\s+`), kind: kindCallMe},
-		{key: "location", re: regexp.MustCompile(`(?i)\bi\s+live\s+in\s+`), kind: kindPlace},
-		{key: "location", re: regexp.MustCompile(`(?i)` + im + `(?:living|based)\s+in\s+`), kind: kindPlace},
-		{key: "location", re: regexp.MustCompile(`(?i)\bi(?:\s+(?:have|just|recently)|['’]ve)?\s+moved\s+to\s+`), kind: kindPlace},
-		{key: "hometown", re: regexp.MustCompile(`(?i)` + im + `(?:originally\s+)?from\s+`), kind: kindPlace},
-		{key: "employer", re: regexp.MustCompile(`(?i)\bi\s+work\s+(?:at|for)\s+`), kind: kindEmployer},
-		{key: "employer", re: regexp.MustCompile(`(?i)` + im + `(?:working\s+(?:at|for)|employed\s+(?:at|by))\s+`), kind: kindEmployer},
-		{key: "occupation", re: regexp.MustCompile(`(?i)\bi\s+work\s+as\s+(?:an?\s+)?`), kind: kindOccupation},
-		{key: "occupation", re: regexp.MustCompile(`(?i)` + im + `working\s+as\s+(?:an?\s+)?`), kind: kindOccupation},
+		// Names.
+		{key: "name", re: re(`\bmy\s+name\s+is\s+`), kind: kindName},
+		{key: "name", re: re(im + `called\s+`), kind: kindName},
+		{key: "preferred_name", re: re(`\b(?:please\s+)?call\s+me\s+`), kind: kindCallMe},
+		{key: keyMeant, re: re(`\bi\s+mean[t]?\s+`), kind: kindPlain},
+
+		// Where.
+		{key: "location", re: re(`\bi\s+live\s+in\s+`), kind: kindPlace},
+		{key: "location", re: re(im + `(?:living|based)\s+in\s+`), kind: kindPlace},
+		{key: "location", re: re(`\bi(?:\s+(?:have|just|recently)|['’]ve)?\s+moved\s+(?:back\s+)?(?:from\s+[^,.;!?]{1,60}?\s+)?to\s+`), kind: kindPlace},
+		{key: "location", op: OpDelete, re: re(`\bi\s+no\s+longer\s+live\s+in\s+`), kind: kindPlace},
+		{key: "location", op: OpDelete, re: re(`\bi\s+` + dont + `\s+live\s+in\s+`), kind: kindPlace, anymore: true},
+		{key: "location", op: OpDelete, re: re(im + `no\s+longer\s+(?:living|based)\s+in\s+`), kind: kindPlace},
+		{key: "location", op: OpDelete, re: re(im + `not\s+(?:living|based)\s+in\s+`), kind: kindPlace, anymore: true},
+		{key: "location", op: OpDelete, re: re(`\bi(?:\s+(?:have|just|recently)|['’]ve)?\s+moved\s+(?:away\s+from|out\s+of|from)\s+`), kind: kindPlace},
+		{key: "hometown", re: re(im + `(?:originally\s+)?from\s+`), kind: kindPlace},
+		{key: "hometown", re: re(`\bi\s+grew\s+up\s+in\s+`), kind: kindPlace},
+
+		// Work and education.
+		{key: "employer", re: re(`\bi\s+work\s+(?:at|for)\s+`), kind: kindEmployer},
+		{key: "employer", re: re(im + `(?:working\s+(?:at|for)|employed\s+(?:at|by))\s+`), kind: kindEmployer},
+		{key: "occupation", re: re(`\bi\s+work\s+as\s+(?:an?\s+)?`), kind: kindOccupation},
+		{key: "occupation", re: re(im + `working\s+as\s+(?:an?\s+)?`), kind: kindOccupation},
+		{key: "employer", op: OpDelete, re: re(`\bi\s+no\s+longer\s+work\s+(?:at|for)\s+`), kind: kindEmployer},
+		{key: "employer", op: OpDelete, re: re(`\bi\s+` + dont + `\s+work\s+(?:at|for)\s+`), kind: kindEmployer, anymore: true},
+		{key: "employer", op: OpDelete, re: re(im + `no\s+longer\s+(?:working\s+(?:at|for)|employed\s+(?:at|by))\s+`), kind: kindEmployer},
+		{re: re(`\bi\s+(?:just\s+|recently\s+|finally\s+)?(?:quit|left|lost)\s+my\s+(?:old\s+)?job\b(\s+(?:at|with)\s+)?`), emit: quitJob},
+		{re: re(`\bi\s+(?:just\s+|recently\s+)?(?:got|was|have\s+been|['’]ve\s+been)\s+(?:fired|laid\s+off|let\s+go|made\s+redundant)\b`), emit: quitJob},
+		{re: re(im + `(?:currently\s+|now\s+)?(?:unemployed|out\s+of\s+work|between\s+jobs|jobless)\b`), emit: quitJob},
+		{re: re(`(?:` + im + `(?:now\s+|recently\s+)?|\bi\s+(?:just\s+|recently\s+|finally\s+)?)retired\b`), emit: retired},
+		{key: "education", re: re(`\bi\s+(?:just\s+|recently\s+)?graduated\s+from\s+`), kind: kindEmployer},
+		{key: "education", re: re(`(?:\bi\s+(?:study|studied)|` + im + `studying)\s+at\s+`), kind: kindEmployer},
+		{key: "education", re: re(im + `an?\s+student\s+at\s+`), kind: kindEmployer},
+
+		// Food and health.
+		{key: "allergies", op: OpAdd, re: re(im + `(?:also\s+)?(?:(?:very|severely|highly|mildly|deathly|quite)\s+)?allergic\s+to\s+`), kind: kindThing, list: listItemsAnd},
+		{key: "allergies", op: OpAdd, re: re(`\bi\s+(?:also\s+)?have\s+(?:an?\s+)?(?:severe\s+|mild\s+)?allerg(?:y|ies)\s+to\s+`), kind: kindThing, list: listItemsAnd},
+		{re: re(`\bi\s+(?:also\s+)?have\s+an?\s+(?:severe\s+|mild\s+|bad\s+)?([a-z]+(?:\s+[a-z]+)?)\s+allergy\b`), emit: groupOp(OpAdd, "allergies")},
+		{key: "allergies", op: OpRemove, re: re(im + `no\s+longer\s+allergic\s+to\s+`), kind: kindThing, list: listItemsAnd},
+		{key: "allergies", op: OpRemove, re: re(im + `not\s+allergic\s+to\s+`), kind: kindThing, list: listItemsAnd, anymore: true},
+		{re: re(`\bi(?:['’]ve|\s+have)?\s+outgr(?:ew|own)\s+my\s+([a-z]+(?:\s+[a-z]+)?)\s+allergy\b`), emit: groupOp(OpRemove, "allergies")},
+		{re: re(im + `(?:now\s+|also\s+|strictly\s+|fully\s+)?(?:an?\s+)?(?:strict\s+)?` + dietWords + wordEnd), emit: diet(OpSet)},
+		{re: re(`\bi(?:['’]ve|\s+have)?\s+(?:just\s+|recently\s+)?(?:went|gone|became|become|turned)\s+(?:fully\s+)?` + dietWords + wordEnd), emit: diet(OpSet)},
+		{re: re(`(?:` + im + `on|\bi\s+(?:follow|eat))\s+an?\s+(?:strict\s+)?` + dietWords + `\s+diet\b`), emit: diet(OpSet)},
+		{re: re(im + `no\s+longer\s+(?:an?\s+)?` + dietWords + wordEnd), emit: diet(OpDelete)},
+		{re: re(im + `not\s+(?:an?\s+)?` + dietWords + wordEnd), emit: diet(OpDelete), anymore: true},
+		{re: re(`\bi\s+(?:stopped|quit)\s+being\s+(?:an?\s+)?` + dietWords + wordEnd), emit: diet(OpDelete)},
+		{re: re(`\bi\s+used\s+to\s+be\s+(?:an?\s+)?` + dietWords + wordEnd), emit: diet(OpDelete)},
+		{re: re(im + `(?:also\s+)?(lactose|gluten)[-\s]+intolerant\b`), emit: groupOp(OpAdd, "dietary_restrictions")},
+		{re: re(im + `(?:also\s+)?(?:celiac|coeliac)\b`), emit: fixedOp(OpAdd, "dietary_restrictions", "gluten")},
+		{re: re(`\bi\s+(?:also\s+)?(?:` + dontBare + `|never)\s+(?:eat|drink)\s+(red\s+meat|meat|pork|beef|chicken|fish|seafood|dairy|eggs|gluten|wheat|sugar|alcohol)\b`),
+			emit: groupOp(OpAdd, "dietary_restrictions")},
+
+		// Languages.
+		{key: "languages", op: OpAdd, re: re(`\bi\s+(?:also\s+|now\s+)?(?:can\s+(?:also\s+)?)?speak\s+`), kind: kindLanguage, list: listItemsAnd},
+		{key: "languages", op: OpAdd, re: re(im + `(?:also\s+)?fluent\s+in\s+`), kind: kindLanguage, list: listItemsAnd},
+		{key: "languages", op: OpRemove, re: re(`\bi\s+(?:can\s+)?no\s+longer\s+speak\s+`), kind: kindLanguage, list: listItemsAnd},
+		{key: "languages", op: OpRemove, re: re(`\bi\s+` + dont + `\s+speak\s+`), kind: kindLanguage, list: listItemsAnd, anymore: true},
+		{key: "native_language", re: re(`\bmy\s+(?:native|first|mother)\s+(?:language|tongue)\s+is\s+`), kind: kindShort},
+
+		// People and animals.
+		{re: re(`\bmy\s+` + relAdj + `(` + species + `|` + people + `)(?:['’]s\s+name\s+is|\s+is\s+(?:named|called)|\s+(?:named|called))\s+`), emit: relation(false)},
+		{re: re(`\bmy\s+` + relAdj + `(` + species + `|` + people + `),?\s+`), emit: relation(true)},
+		{re: re(`\b(?:i|we)\s+(?:also\s+|now\s+|just\s+)?(?:have|got|adopted|rescued|own)\s+an?\s+` + relAdj + `(` + species + `|daughter|son|sister|brother|kid)\s+(?:named|called)\s+`), emit: relation(false)},
+		{re: re(`\bmy\s+(?:two\s+|three\s+|four\s+)?(?:kids|children)(?:['’]s\s+names\s+are|\s+are\s+(?:named|called)|\s+are)\s+`), emit: children},
+		{re: re(im + `(?:happily\s+)?married\s+to\s+`), emit: marriedTo},
+		{re: re(im + `(?:happily\s+|recently\s+|now\s+|newly\s+)?(married|single|divorced|engaged|widowed|separated)` + wordEnd), emit: status},
+		{re: re(`\bi\s+(?:just\s+|recently\s+)?got\s+(married|engaged|divorced)\b`), emit: status},
+		{re: re(`\b(?:i|we)\s+(?:just\s+|recently\s+)?(?:broke|split)\s+up\b`), emit: fixedOp(OpDelete, "partner", "")},
+
+		// Tastes and pursuits.
+		{key: "likes", op: OpAdd, removeFrom: "dislikes", re: re(`\bi\s+(?:really\s+|also\s+|absolutely\s+|just\s+)?(?:like|love|enjoy|adore)\s+`), kind: kindThing, list: listItems},
+		{key: "dislikes", op: OpAdd, removeFrom: "likes", re: re(`\bi\s+(?:really\s+|also\s+|absolutely\s+)?(?:hate|dislike|detest|can['’]?t\s+stand|cannot\s+stand|` + dont + `\s+(?:really\s+)?like)\s+`), kind: kindThing, list: listItems, notAnymore: true},
+		{key: "likes", op: OpRemove, re: re(`\bi\s+no\s+longer\s+(?:like|love|enjoy)\s+`), kind: kindThing, list: listItems},
+		{key: "likes", op: OpRemove, re: re(`\bi\s+` + dont + `\s+(?:like|love|enjoy)\s+`), kind: kindThing, list: listItems, anymore: true},
+		{key: "hobbies", re: re(`\bmy\s+(?:favou?rite\s+|main\s+)?hobbies\s+are\s+`), kind: kindThing, list: listItemsAnd},
+		{key: "hobbies", op: OpAdd, re: re(`\b(?:my\s+(?:favou?rite\s+|main\s+|new\s+)?hobby\s+is|one\s+of\s+my\s+hobbies\s+is)\s+`), kind: kindThing},
+		{key: "hobbies", op: OpAdd, re: re(`\bi\s+(?:also\s+|now\s+)?play\s+`), kind: kindThing},
+		{key: "hobbies", op: OpRemove, re: re(`\bi\s+(?:stopped|quit|gave\s+up)\s+playing\s+`), kind: kindThing},
+		{key: "hobbies", op: OpRemove, re: re(`\bi\s+no\s+longer\s+play\s+`), kind: kindThing},
+		{key: "hobbies", op: OpRemove, re: re(`\bi\s+` + dont + `\s+play\s+`), kind: kindThing, anymore: true},
+		{key: "goals", op: OpAdd, re: re(`\b(?:my\s+(?:main\s+|big\s+|biggest\s+|new\s+)?goal\s+is|one\s+of\s+my\s+goals\s+is)\s+(?:to\s+)?`), kind: kindThing},
 		{
-			re:   regexp.MustCompile(`(?i)\bmy\s+(?:all[- ]time\s+)?favou?rite\s+([a-z][a-z -]{0,40}?)\s+(?:is|are)\s+`),
+			re:   re(`\bmy\s+(?:all[- ]time\s+)?favou?rite\s+([a-z][a-z -]{0,40}?)\s+(?:is|are)\s+`),
 			kind: kindPlain,
 			keyFromGroup: func(g string) string {
 				if k := snakeKey(g); k != "" && strings.Count(k, "_") < 4 {
@@ -155,419 +358,408 @@ func newRuleTable() []rule {
 				return ""
 			},
 		},
-		{key: "preference", re: regexp.MustCompile(`(?i)\bi\s+(?:really\s+|generally\s+|usually\s+)?prefer\s+`), kind: kindPlain},
-		{key: "age", re: regexp.MustCompile(`(?i)` + im + `(\d{1,3})(?:\s+|-)?(?:years?|yrs?)(?:\s+|-)?old\b`), kind: kindAge},
-		{key: "allergy", re: regexp.MustCompile(`(?i)` + im + `(?:(?:very|severely|highly)\s+)?allergic\s+to\s+`), kind: kindPlain},
-		{key: "birthday", re: regexp.MustCompile(`(?i)\bmy\s+(?:birthday|date\s+of\s+birth)\s+is\s+(?:on\s+|in\s+)?`), kind: kindBirthday},
-		{key: "email", re: regexp.MustCompile(`(?i)\bmy\s+e-?mail(?:\s+address)?\s+is\s+`), kind: kindEmail},
-		{key: "timezone", re: regexp.MustCompile(`(?i)\bmy\s+time\s*zone\s+is\s+`), kind: kindShort},
-		{key: "pronouns", re: regexp.MustCompile(`(?i)\bmy\s+pronouns\s+are\s+`), kind: kindShort},
-		{key: "native_language", re: regexp.MustCompile(`(?i)\bmy\s+(?:native|first)\s+language\s+is\s+`), kind: kindShort},
-		{
-			re:   regexp.MustCompile(`(?i)\bmy\s+(wife|husband|partner)['’]?s\s+name\s+is\s+`),
-			kind: kindName,
-			keyFromGroup: func(g string) string {
-				return strings.ToLower(g) + "_name"
-			},
-		},
+		{key: "preference", re: re(`\bi\s+(?:really\s+|generally\s+|usually\s+)?prefer\s+`), kind: kindPlain},
+
+		// Things.
+		{key: "car", re: re(`\bi\s+(?:now\s+|also\s+)?drive\s+an?\s+`), kind: kindCar},
+		{key: "car", re: re(`\bmy\s+(?:new\s+)?car\s+is\s+an?\s+`), kind: kindCar},
+		{re: re(`\bi\s+(?:just\s+|recently\s+|finally\s+)?(?:sold|got\s+rid\s+of|gave\s+away|scrapped|totaled|totalled|wrecked)\s+my\s+(?:old\s+)?car\b`), then: []ruleOp{{OpDelete, "car", ""}}},
+		{re: re(`\bi\s+(?:no\s+longer|` + dontBare + `)\s+(?:have|own)\s+a\s+car\b`), then: []ruleOp{{OpDelete, "car", ""}}},
+
+		// Dates and ages.
+		{re: re(im + `(\d{1,3})((?:\s+|-)?(?:years?|yrs?)(?:(?:\s+|-)?old)?\b)?`), emit: age},
+		{re: re(`\bi\s+(just\s+|recently\s+)?turned\s+(\d{1,3})\b`), emit: turned},
+		{re: re(`\bi\s+was\s+born\s+in\s+((?:19|20)\d\d)\b`), emit: groupOp(OpSet, "birth_year")},
+		{re: re(`\b(?:my\s+(?:birthday|date\s+of\s+birth)\s+is|i\s+was\s+born)\s+(?:on\s+)?`), emit: birthday},
+
+		// Contact and settings.
+		{key: "email", re: re(`\bmy\s+e-?mail(?:\s+address)?\s+is\s+`), kind: kindEmail},
+		{key: "timezone", re: re(`\bmy\s+time\s*zone\s+is\s+`), kind: kindShort},
+		{key: "pronouns", re: re(`\bmy\s+pronouns\s+are\s+`), kind: kindShort},
 	}
 }
 
-// isHypotheticalWord reports whether w, right before a statement, makes it a
-// hypothetical, reported or negated one rather than a statement of fact.
-func isHypotheticalWord(w string) bool {
-	switch w {
-	case "if", "what", "whether", "suppose", "imagine", "pretend", "say", "says", "said", "unless", "assume", "assuming", "as",
-		"not", "never", "don't", "don’t", "dont", "doesn't", "doesn’t", "didn't", "didn’t", "won't", "won’t", "can't", "can’t",
-		"cannot", "shouldn't", "wouldn't", "no":
-		return true
-	}
-	return false
+// foundOp is an operation found in the message, at the position of its
+// statement.
+type foundOp struct {
+	pos  int
+	kind ruleKind
+	ruleOp
 }
 
-// The isBadLead functions report whether w is an implausible first word of a
-// value, for any kind and per kind.
-func isBadLeadCommon(w string) bool {
-	switch w {
-	case "no", "never", "nothing", "none", "unknown", "what", "which", "whatever", "whoever", "where", "who":
-		return true
-	}
-	return false
-}
-
-func isBadLeadName(w string) bool {
-	switch w {
-	case "not", "a", "an", "the", "on", "in", "at", "also", "still", "pronounced", "spelled", "spelt", "is", "was", "that", "this", "it", "too", "so", "very", "hard", "long", "weird", "difficult":
-		return true
-	}
-	return false
-}
-
-func isBadLeadCallMe(w string) bool {
-	switch w {
-	case "not", "a", "an", "the", "back", "later", "tomorrow", "today", "tonight", "now", "when", "whenever", "if", "anytime", "sometime", "maybe", "crazy", "old", "old-fashioned", "by", "after", "before", "soon", "again", "asap", "please", "at", "on", "in", "up", "out", "over", "to", "you", "him", "her", "them", "me", "us", "it", "this", "that", "whatever", "any", "anything", "something", "once", "first", "next":
-		return true
-	}
-	return false
-}
-
-func isBadLeadPlace(w string) bool {
-	switch w {
-	case "a", "an", "not", "here", "there", "this", "that", "it", "home", "fear", "hope", "peace", "my", "your", "his", "her", "their", "our", "another", "some":
-		return true
-	}
-	return false
-}
-
-func isBadLeadEmployer(w string) bool {
-	switch w {
-	case "a", "an", "not", "night", "nights", "home", "weekends", "least", "most", "hours", "money", "free", "fun", "myself", "yourself", "me", "you", "him", "her", "them", "us", "it", "this", "that", "now", "some", "another", "my", "your", "his", "their", "our":
-		return true
-	}
-	return false
-}
-
-func isBadLeadPlain(w string) bool {
-	switch w {
-	case "not", "that", "it":
-		return true
-	}
-	return false
-}
-
-// isTailCommon reports whether w ends any value: what follows starts
-// another clause.
-func isTailCommon(w string) bool {
-	switch w {
-	case "but", "because", "since", "although", "though", "so", "which", "who", "whom", "whose", "where", "when", "while", "if", "unless", "whereas", "btw", "lol", "haha", "tho", "thanks", "thank", "please":
-		return true
-	}
-	return false
-}
-
-// isTailPlace adds, for places, words that start a temporal or circumstantial
-// tail:
-// "I live in Berlin with my wife", "I moved to Lisbon last year".
-func isTailPlace(w string) bool {
-	switch w {
-	case "with", "for", "in", "at", "near", "since", "last", "next", "this", "right", "now", "nowadays", "currently", "recently", "ago", "yesterday", "today", "tomorrow", "these", "as", "after", "before", "until", "during", "from", "to":
-		return true
-	}
-	return false
-}
-
-// isTailEmployer is like isTailPlace without "for" and "at", which are
-// common inside organisation names ("Center for ...").
-func isTailEmployer(w string) bool {
-	switch w {
-	case "as", "in", "near", "since", "now", "nowadays", "currently", "recently", "ago", "with", "last", "these", "during", "until", "part-time", "full-time", "remotely", "from":
-		return true
-	}
-	return false
-}
-
-// isClauseStarter reports whether w, after "and", begins a new clause ("Ana
-// and I live ..."); any other word keeps "and" inside the value ("fish and
-// chips").
-func isClauseStarter(w string) bool {
-	switch w {
-	case "i", "i'm", "i’m", "im", "i've", "i’ve", "i'd", "i’d", "i'll", "i’ll", "my", "me", "we", "we're", "our", "you", "your", "he", "she", "they", "it", "it's", "its", "that", "then", "also", "work", "live", "moved", "am", "have", "has", "had", "love", "like", "prefer", "hate", "was", "will", "would", "can", "currently", "recently", "now", "so", "this", "there", "here", "what", "how":
-		return true
-	}
-	return false
-}
-
-// isTrailingFiller reports whether w is dropped from the end of a value:
-// "Ana too".
-func isTrailingFiller(w string) bool {
-	switch w {
-	case "too", "btw", "lol", "haha", "though", "tho", "actually", "anyway", "now", "here", "there", "ok", "okay", "please", "thanks":
-		return true
-	}
-	return false
-}
-
-// isLeadingFiller reports whether w is dropped from the start of a value:
-// "actually Ana".
-func isLeadingFiller(w string) bool {
-	switch w {
-	case "actually", "really", "just", "literally", "basically", "currently", "now", "officially":
-		return true
-	}
-	return false
-}
-
-var (
-	// durationTailRE finds a tail that needs more than one word to recognise:
-	// "I moved to Lisbon 3 years ago".
-	durationTailRE = regexp.MustCompile(`(?i)\s+(?:about\s+|around\s+|almost\s+|over\s+)?(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|a\s+few|a\s+couple\s+of|several)\s+(?:days?|weeks?|months?|years?|decades?)\b`)
-	// emailRE is a plausibility check, not validation.
-	emailRE = regexp.MustCompile(`^[^@\s]+@[^@\s]+\.[^@\s]+$`)
-)
-
-type foundFact struct {
-	pos        int
-	key, value string
-}
-
-// ruleFacts returns the facts found in the user's text; later statements win.
-func ruleFacts(table []rule, text string, ts time.Time) map[string]string {
-	facts := make(map[string]string)
+// ruleItems returns the fact operations stated in the user's text, in the
+// order stated, with canonical keys.
+func ruleItems(table []rule, text string, ts time.Time) []factItem {
 	text, _ = truncateUTF8(text, rulesScanBytes)
 
-	var found []foundFact
+	var found []foundOp
 	forEachSegment(text, func(off int, seg string) {
-		for _, r := range table {
+		for i := range table {
+			r := &table[i]
 			for _, m := range r.re.FindAllStringSubmatchIndex(seg, -1) {
 				if isHypothetical(seg[:m[0]]) {
 					continue
 				}
-				key := r.key
-				if r.keyFromGroup != nil {
-					if key = r.keyFromGroup(seg[m[2]:m[3]]); key == "" {
-						continue
-					}
+				rest, _ := truncateUTF8(seg[m[1]:], rulesValueScanBytes)
+				if (r.anymore || r.notAnymore) && anymoreRE.MatchString(rest) != r.anymore {
+					continue
 				}
-				var value string
-				if r.kind == kindAge {
-					value = ageValue(seg[m[2]:m[3]])
-				} else {
-					value = cleanValue(r.kind, seg[m[1]:], ts)
-				}
-				if value != "" {
-					found = append(found, foundFact{pos: off + m[0], key: key, value: value})
+				sentence, _ := truncateUTF8(text[off+m[1]:], rulesValueScanBytes)
+				for _, o := range r.ops(seg, m, rest, sentence, ts) {
+					found = append(found, foundOp{pos: off + m[0], kind: r.kind, ruleOp: o})
 				}
 			}
 		}
 	})
-
 	sort.SliceStable(found, func(i, j int) bool { return found[i].pos < found[j].pos })
+	return resolveRuleOps(found, ts)
+}
+
+// ops returns the operations of one match of r: m are its submatch indexes
+// in seg, rest is the clause after it and sentence the sentence after it.
+func (r *rule) ops(seg string, m []int, rest, sentence string, ts time.Time) []ruleOp {
+	sub := make([]string, len(m)/2)
+	for i := range sub {
+		if m[2*i] >= 0 {
+			sub[i] = seg[m[2*i]:m[2*i+1]]
+		}
+	}
+	if r.emit != nil {
+		return r.emit(sub, rest, sentence, ts)
+	}
+	key := r.key
+	if r.keyFromGroup != nil {
+		if key = r.keyFromGroup(sub[1]); key == "" {
+			return nil
+		}
+	}
+	if key == "" {
+		return r.then
+	}
+	op := r.op
+	if op == "" {
+		op = OpSet
+	}
+	var values []string
+	switch {
+	case key == keyMeant:
+		values = []string{rest} // cleaned as the corrected statement's value
+	case r.list != oneValue:
+		values = listValues(r.kind, r.list, sentence, ts)
+	default:
+		if v := cleanValue(r.kind, rest, ts); v != "" {
+			values = []string{v}
+		}
+	}
+	if len(values) == 0 {
+		return nil // a statement without a plausible value changes nothing
+	}
+	var out []ruleOp
+	for _, v := range values {
+		out = append(out, ruleOp{op, key, v})
+		if r.removeFrom != "" {
+			out = append(out, ruleOp{OpRemove, r.removeFrom, v})
+		}
+	}
+	return append(out, r.then...)
+}
+
+// resolveRuleOps turns the operations found, in message order, into
+// extractor items: it applies corrections ("I meant X"), turns ages into
+// birth years, and drops the delete of a single-valued key that the
+// message also sets ("I don't live in Berlin anymore, I moved to Porto").
+func resolveRuleOps(found []foundOp, ts time.Time) []factItem {
+	// Corrections replace the value of the statement just before them.
+	kept := found[:0:0]
 	for _, f := range found {
-		facts[f.key] = f.value
+		if f.key != keyMeant {
+			kept = append(kept, f)
+			continue
+		}
+		if len(kept) == 0 {
+			continue
+		}
+		prev := kept[len(kept)-1]
+		if _, list := events.CanonicalFactKey(prev.key); list || prev.op != OpSet || prev.key[0] == 0 {
+			continue
+		}
+		if v := cleanValue(prev.kind, f.value, ts); v != "" {
+			prev.pos, prev.value = f.pos, v
+			kept = append(kept, prev)
+		}
 	}
-	return facts
+
+	var month, day int // the birthday the message gives, if any
+	sets := map[string]bool{}
+	for _, f := range kept {
+		if f.op == OpSet {
+			sets[f.key] = true
+			if f.key == "birthday" {
+				month, day = birthdayMonthDay(f.value)
+			}
+		}
+	}
+	var items []factItem
+	for _, f := range kept {
+		switch f.key {
+		case keyAge:
+			n, _ := strconv.Atoi(f.value)
+			y := ts.Year() - n
+			switch {
+			case month > 0:
+				if int(ts.Month()) < month || int(ts.Month()) == month && ts.Day() < day {
+					y--
+				}
+			case ts.Month() < time.July:
+				y--
+			}
+			f.key, f.value = "birth_year", strconv.Itoa(y)
+			sets["birth_year"] = true
+		}
+		if _, list := events.CanonicalFactKey(f.key); f.op == OpDelete && !list && sets[f.key] {
+			continue
+		}
+		items = append(items, factItem{Op: f.op, Key: f.key, Value: f.value})
+	}
+	return items
 }
 
-// forEachSegment calls fn for every clause of text that is not a question.
-// Clauses end at , ; ! ? and line breaks, and at a '.' that ends a sentence
-// (followed by space or the end), so that "ana@example.com" and "Acme Inc"
-// stay whole. A clause ending in '?' is a question and is skipped, so "I'm
-// from Lisbon, where do you live?" still yields the hometown.
-func forEachSegment(text string, fn func(off int, seg string)) {
-	start := 0
-	for i := 0; i < len(text); i++ {
-		c := text[i]
-		switch c {
-		case ',', ';', '!', '?', '\n', '\r':
-		case '.':
-			if i+1 < len(text) && !isSpaceByte(text[i+1]) {
-				continue
+// anymoreRE finds what makes a negation say that something stopped being
+// true: "not vegetarian anymore", "don't live there any longer".
+var anymoreRE = regexp.MustCompile(`(?i)\bany\s*(?:more|longer)\b|\bno\s+more\b`)
+
+// The emit functions of statements whose operations are not one value after
+// the match.
+
+// groupOp makes op on key with the first submatch as the value.
+func groupOp(op FactOp, key string) func([]string, string, string, time.Time) []ruleOp {
+	return func(sub []string, _, _ string, _ time.Time) []ruleOp {
+		v := strings.ToLower(strings.Join(strings.Fields(sub[1]), " "))
+		if isBadLeadThing(strings.Fields(v)[0]) {
+			return nil
+		}
+		return []ruleOp{{op, key, v}}
+	}
+}
+
+// fixedOp makes one fixed operation.
+func fixedOp(op FactOp, key, value string) func([]string, string, string, time.Time) []ruleOp {
+	return func([]string, string, string, time.Time) []ruleOp { return []ruleOp{{op, key, value}} }
+}
+
+// diet sets or deletes diet with the diet word of the first submatch.
+func diet(op FactOp) func([]string, string, string, time.Time) []ruleOp {
+	return func(sub []string, _, _ string, _ time.Time) []ruleOp {
+		v := strings.ToLower(sub[1])
+		if v == "pescetarian" {
+			v = "pescatarian"
+		}
+		return []ruleOp{{op, "diet", v}}
+	}
+}
+
+// quitJob: the user has no job now ("I quit my job at Acme").
+func quitJob(sub []string, rest, _ string, ts time.Time) []ruleOp {
+	employer := ""
+	if len(sub) > 1 && sub[1] != "" {
+		employer = cleanValue(kindEmployer, rest, ts)
+	}
+	return []ruleOp{{OpDelete, "occupation", ""}, {OpDelete, "employer", employer}}
+}
+
+// retired: "I'm retired", "I retired last year"; not "I retired my laptop".
+func retired(_ []string, rest, _ string, _ time.Time) []ruleOp {
+	switch w := firstWord(rest); w {
+	case "", "from", "in", "last", "this", "and", "but", "so", "early", "recently", "ago", "after", "at", "now", "already", "since", "two", "three", "five", "ten", "years", "btw", "too", "lol":
+		return []ruleOp{{OpSet, "occupation", "retired"}, {OpDelete, "employer", ""}}
+	}
+	return nil
+}
+
+// status sets relationship_status; being single, divorced, widowed or
+// separated also means no partner.
+func status(sub []string, _, _ string, _ time.Time) []ruleOp {
+	v := strings.ToLower(sub[1])
+	ops := []ruleOp{{OpSet, "relationship_status", v}}
+	switch v {
+	case "single", "divorced", "widowed", "separated":
+		ops = append(ops, ruleOp{OpDelete, "partner", ""})
+	}
+	return ops
+}
+
+// children: "my kids are Mia and Leo"; each a capitalised name ("my kids
+// are awesome" is not a list of names).
+func children(_ []string, _, sentence string, ts time.Time) []ruleOp {
+	var ops []ruleOp
+	for _, name := range listValues(kindName, listItemsAnd, sentence, ts) {
+		if r, _ := utf8.DecodeRuneInString(name); !unicode.IsUpper(r) || strings.Contains(name, " ") {
+			return nil
+		}
+		ops = append(ops, ruleOp{OpAdd, "children", name})
+	}
+	return ops
+}
+
+// marriedTo: "I'm married to Ana".
+func marriedTo(_ []string, rest, _ string, ts time.Time) []ruleOp {
+	name := cleanValue(kindName, rest, ts)
+	if name == "" {
+		return nil
+	}
+	return []ruleOp{{OpSet, "relationship_status", "married"}, {OpSet, "partner", name + " (spouse)"}}
+}
+
+// nameEndRE finds the end of a name that the words after it would make
+// implausible.
+var nameEndRE = regexp.MustCompile(`(?i)\s+(?:and|&|or|who|which|that|is|was|has)\b`)
+
+// deathRE finds, right after a person's or pet's name, that they are gone.
+var deathRE = regexp.MustCompile(`(?i)^\s*,?\s*(?:just\s+|recently\s+|sadly\s+|has\s+|have\s+)?(?:died|passed(?:\s+away)?|was\s+put\s+down|ran\s+away|is\s+dead|got\s+run\s+over)\b`)
+
+// relation adds a pet, a child or a sibling, or sets the partner, from "my
+// dog Rex", "my daughter's name is Mia", "I have a son named Leo"; a death
+// ("my dog Rex died", "my late husband Tom") removes them. bare says the
+// name follows the relation directly ("my dog Rex"), and must then be one
+// capitalised word.
+func relation(bare bool) func([]string, string, string, time.Time) []ruleOp {
+	return func(sub []string, rest, _ string, ts time.Time) []ruleOp {
+		adj, rel := strings.ToLower(sub[1]), strings.ToLower(strings.Join(strings.Fields(sub[2]), " "))
+		var name, after string
+		if bare {
+			name, after = capitalisedName(rest)
+		} else {
+			// "a cat named Tom and a dog named Rex": the name ends at "and".
+			if loc := nameEndRE.FindStringIndex(rest); loc != nil {
+				rest = rest[:loc[0]]
 			}
+			name = cleanValue(kindName, rest, ts)
+		}
+		if name == "" {
+			return nil
+		}
+		gone := adj == "late" || deathRE.MatchString(after)
+		key, value := "", name+" ("+rel+")"
+		switch rel {
+		case "daughter", "son":
+			key = "children"
+		case "kid", "child":
+			key, value = "children", name
+		case "sister", "brother":
+			key = "siblings"
+		case "partner":
+			key, value = "partner", name
+		case "wife", "husband", "girlfriend", "boyfriend", "fiance", "fiancé", "fiancee", "fiancée":
+			key = "partner"
 		default:
-			continue
-		}
-		if c != '?' && i > start {
-			fn(start, text[start:i])
-		}
-		start = i + 1
-	}
-	if start < len(text) {
-		fn(start, text[start:])
-	}
-}
-
-// isHypothetical reports whether the word right before a statement marks it
-// as hypothetical, reported or negated ("if my name is", "say I live in",
-// "don't call me").
-// It looks only at that word, so that many statements in one long clause
-// cost linear time.
-func isHypothetical(before string) bool {
-	before = strings.TrimRightFunc(before, unicode.IsSpace)
-	word := before[strings.LastIndexFunc(before, unicode.IsSpace)+1:]
-	return isHypotheticalWord(normWord(word))
-}
-
-func ageValue(digits string) string {
-	n, err := strconv.Atoi(digits)
-	if err != nil || n < 1 || n > 130 {
-		return ""
-	}
-	return strconv.Itoa(n)
-}
-
-// cleanValue cuts the value that starts at the beginning of rest down to the
-// statement's value, and returns "" if it is not plausible for kind.
-func cleanValue(kind ruleKind, rest string, ts time.Time) string {
-	// Only the start of the clause can hold a value short enough to keep;
-	// looking no further keeps many statements in one clause linear.
-	rest, _ = truncateUTF8(rest, rulesValueScanBytes)
-	if kind == kindEmail {
-		return emailValue(rest)
-	}
-
-	// Cut at separators that never belong to a value.
-	for _, sep := range []string{" (", " - ", " – ", " — ", `"`, "“", "”", ":)", ":-)", "..."} {
-		if i := strings.Index(rest, sep); i >= 0 {
-			rest = rest[:i]
-		}
-	}
-	if kind == kindPlace || kind == kindEmployer {
-		if loc := durationTailRE.FindStringIndex(rest); loc != nil {
-			rest = rest[:loc[0]]
-		}
-	}
-
-	words := strings.Fields(rest)
-	for len(words) > 0 && isLeadingFiller(normWord(words[0])) {
-		words = words[1:]
-	}
-	words = cutAtTail(kind, words)
-	for len(words) > 0 && isTrailingFiller(normWord(words[len(words)-1])) {
-		words = words[:len(words)-1]
-	}
-	if len(words) == 0 {
-		return ""
-	}
-
-	first := normWord(words[0])
-	if isBadLeadCommon(first) {
-		return ""
-	}
-	switch kind {
-	case kindName, kindCallMe:
-		if len(words) > rulesMaxNameWords || !isNameLike(words) {
-			return ""
-		}
-		if isBadLeadName(first) || (kind == kindCallMe && isBadLeadCallMe(first)) {
-			return ""
-		}
-	case kindPlace:
-		if isBadLeadPlace(first) {
-			return ""
-		}
-	case kindEmployer:
-		if isBadLeadEmployer(first) {
-			return ""
-		}
-	case kindOccupation, kindPlain, kindShort, kindBirthday:
-		if isBadLeadPlain(first) {
-			return ""
-		}
-	}
-	if kind == kindShort && len(words) > 4 {
-		return ""
-	}
-
-	value := trimValue(strings.Join(words, " "))
-	if kind == kindBirthday {
-		value = birthdayValue(value, ts)
-	}
-	if isUnknownValue(strings.ToLower(value)) || utf8.RuneCountInString(value) > rulesMaxValueRunes {
-		return ""
-	}
-	return value
-}
-
-// cutAtTail drops everything from the first word that starts a new clause.
-func cutAtTail(kind ruleKind, words []string) []string {
-	for i, w := range words {
-		if i == 0 {
-			continue
-		}
-		nw := normWord(w)
-		if isTailCommon(nw) {
-			return words[:i]
-		}
-		if (nw == "and" || nw == "&" || nw == "or") && i+1 < len(words) && isClauseStarter(normWord(words[i+1])) {
-			return words[:i]
-		}
-		if (nw == "and" || nw == "or") && i+1 == len(words) {
-			return words[:i]
-		}
-		switch kind {
-		case kindPlace:
-			if isTailPlace(nw) {
-				return words[:i]
+			switch rel {
+			case "puppy":
+				rel = "dog"
+			case "kitten":
+				rel = "cat"
+			case "bunny":
+				rel = "rabbit"
 			}
-		case kindEmployer:
-			if isTailEmployer(nw) {
-				return words[:i]
-			}
-		case kindOccupation:
-			// "a nurse at St Mary's", "a teacher for kids"
-			if nw == "at" || nw == "for" || isTailEmployer(nw) {
-				return words[:i]
-			}
+			key, value = "pets", name+" ("+rel+")"
 		}
+		_, list := events.CanonicalFactKey(key)
+		switch {
+		case gone && list:
+			return []ruleOp{{OpRemove, key, value}}
+		case gone:
+			return []ruleOp{{OpDelete, key, value}}
+		case list:
+			return []ruleOp{{OpAdd, key, value}}
+		}
+		return []ruleOp{{OpSet, key, value}}
 	}
-	return words
 }
 
-// isNameLike reports whether words could be a person's name: letters,
-// apostrophes, hyphens and dots only ("Jean-Luc", "O'Brien", "J.R.").
-func isNameLike(words []string) bool {
-	for _, w := range words {
-		w = strings.TrimRight(w, ".,;:!?")
-		if w == "" {
-			return false
-		}
-		for _, r := range w {
-			if !unicode.IsLetter(r) && r != '\'' && r != '’' && r != '-' && r != '.' {
-				return false
-			}
+// age: "I'm 34", "I'm 34 years old"; not "I'm 5 minutes late".
+func age(sub []string, rest, _ string, ts time.Time) []ruleOp {
+	if ts.IsZero() {
+		return nil
+	}
+	if sub[2] == "" {
+		switch firstWord(rest) {
+		case "", "and", "but", "so", "now", "btw", "lol", "haha", "too", "already", "today", "this", "next", "soon", "though", "tho", "actually", "myself":
+		default:
+			return nil
 		}
 	}
-	return true
+	n, err := strconv.Atoi(sub[1])
+	if err != nil || n < 1 || n > 120 {
+		return nil
+	}
+	return []ruleOp{{OpSet, keyAge, strconv.Itoa(n)}}
 }
 
-func emailValue(rest string) string {
-	fields := strings.Fields(rest)
-	if len(fields) == 0 {
+// turned: "I just turned 40", "I turned 40 last week" (the birthday is
+// just past: the turn's year minus N), "I turned 40 in December" (past
+// this year when December is not after the turn's month, else last year);
+// without a time it is only an age.
+func turned(sub []string, rest, _ string, ts time.Time) []ruleOp {
+	n, err := strconv.Atoi(sub[2])
+	if ts.IsZero() || err != nil || n < 1 || n > 120 {
+		return nil
+	}
+	year := ts.Year() - n
+	switch m := turnedWhenRE.FindStringSubmatch(rest); {
+	case m == nil && sub[1] == "":
+		return []ruleOp{{OpSet, keyAge, strconv.Itoa(n)}}
+	case m != nil && m[1] != "":
+		if monthNumber(strings.ToLower(m[1])) > int(ts.Month()) {
+			year--
+		}
+	}
+	return []ruleOp{{OpSet, "birth_year", strconv.Itoa(year)}}
+}
+
+// turnedWhenRE reads when an age was reached, right after "I turned N": a
+// month (its first submatch), or a time in the last weeks.
+var turnedWhenRE = regexp.MustCompile(`(?i)^\s+(?:(?:last|in|this\s+past)\s+` + monthNames + `\b|(?:today|yesterday|recently|earlier\s+this\s+(?:week|month)|this\s+(?:week|month)|last\s+(?:week|weekend|night|month)|on\s+(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)|(?:a\s+few|\d+|a|one|two|three)\s+(?:days?|weeks?)\s+ago)\b)`)
+
+// birthday: "my birthday is March 3rd", "I was born on 3 March 1990".
+func birthday(_ []string, _, sentence string, ts time.Time) []ruleOp {
+	v := cleanValue(kindBirthday, sentence, ts)
+	if v == "" {
+		return nil
+	}
+	return []ruleOp{{OpSet, "birthday", v}}
+}
+
+// firstWord returns the first word of s, normalised.
+func firstWord(s string) string {
+	f := strings.Fields(s)
+	if len(f) == 0 {
 		return ""
 	}
-	v := strings.Trim(fields[0], `.,;:!?'"“”‘’()<>[]`)
-	if !emailRE.MatchString(v) || utf8.RuneCountInString(v) > rulesMaxValueRunes {
-		return ""
+	return normWord(f[0])
+}
+
+// capitalisedName returns the capitalised one-word name at the start of s
+// ("Rex", "Mia's" gives "Mia") and the text after it.
+func capitalisedName(s string) (name, after string) {
+	s = strings.TrimLeft(s, " \t")
+	end := strings.IndexFunc(s, func(r rune) bool {
+		return !unicode.IsLetter(r) && r != '\'' && r != '’' && r != '-'
+	})
+	if end < 0 {
+		end = len(s)
 	}
-	return v
-}
-
-// birthdayValue anchors "today" and "tomorrow" to the turn's own date and
-// drops other relative dates, which cannot be a birthday.
-func birthdayValue(v string, ts time.Time) string {
-	switch strings.ToLower(v) {
-	case "today":
-		if ts.IsZero() {
-			return ""
-		}
-		return ts.Format("January 2")
-	case "tomorrow":
-		if ts.IsZero() {
-			return ""
-		}
-		return ts.AddDate(0, 0, 1).Format("January 2")
+	word, after := s[:end], s[end:]
+	for _, poss := range []string{"'s", "’s", "'", "’"} {
+		word = strings.TrimSuffix(word, poss)
 	}
-	lower := strings.ToLower(v)
-	for _, rel := range []string{"yesterday", "next ", "this ", "soon", "coming up", "in a ", "in two", "in 2", "in few"} {
-		if strings.HasPrefix(lower, rel) {
-			return ""
-		}
+	r, _ := utf8.DecodeRuneInString(word)
+	if word == "" || !unicode.IsUpper(r) || !isNameLike([]string{word}) {
+		return "", ""
 	}
-	return v
-}
-
-// trimValue strips quotes, brackets and punctuation around a value.
-func trimValue(v string) string {
-	v = strings.TrimRight(v, " \t.,;:!?'\"’”)]…*_~")
-	v = strings.TrimLeft(v, " \t'\"‘“([*_~")
-	return strings.TrimSpace(v)
-}
-
-// normWord lowercases w and strips punctuation around it, for set lookups.
-func normWord(w string) string {
-	return strings.ToLower(strings.Trim(w, `.,;:!?'"“”‘’()[]*_~`))
-}
-
-func isSpaceByte(c byte) bool {
-	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'
+	switch w := strings.ToLower(word); {
+	case w == "mr" || w == "mrs" || w == "ms" || w == "dr" || w == "miss" || w == "sir":
+		return "", "" // "my cat Mr. Whiskers": more than one word
+	case w == "i" || isBadLeadName(w) || isClauseStarter(w) || isHypotheticalWord(w):
+		return "", ""
+	}
+	return word, after
 }
