@@ -40,8 +40,11 @@ func TestListKeyWritesOverNATS(t *testing.T) {
 	if err != nil || !reply.OK || reply.Fact.Key != "allergies" || reply.Fact.Value != "eggs, milk, soy" {
 		t.Fatalf("facts.set of a list by its alias = %+v, %v; want allergies = eggs, milk, soy", reply, err)
 	}
-	if _, err := h.client.GetFact(ctx, "u", "allergy"); !isNotFound(err) {
-		t.Fatalf("get by the alias: %v, want not found (stored under allergies)", err)
+	if f, err := h.client.GetFact(ctx, "u", "allergy"); err != nil || f.Key != "allergies" || f.Value != "eggs, milk, soy" {
+		t.Fatalf("get by the alias = %+v, %v; want the allergies fact", f, err)
+	}
+	if hist, err := h.client.FactHistory(ctx, events.FactHistoryRequest{UserID: "u", Key: "allergy"}); err != nil || hist.Key != "allergies" || len(hist.Changes) == 0 {
+		t.Fatalf("history by the alias = %+v, %v; want the allergies history", hist, err)
 	}
 	msg := h.raw(t, h.prefix+".facts.set.u", []byte(`{"user_id":"u","key":"allergies","value":" , ;"}`))
 	if code, _ := errorCode(t, msg); code != 400 {

@@ -260,10 +260,10 @@ func TestToolsDoNotWaitBehindSearch(t *testing.T) {
 	}
 
 	ctx := ctxT(t)
-	if _, err := h.client.SetFact(ctx, "user-0", "dog", "Rex"); err != nil {
+	if _, err := h.client.SetFact(ctx, "user-0", "favorite_color", "teal"); err != nil {
 		t.Fatalf("facts.set while every search slot is held: %v", err)
 	}
-	if f, err := h.client.GetFact(ctx, "user-0", "dog"); err != nil || f.Value != "Rex" {
+	if f, err := h.client.GetFact(ctx, "user-0", "favorite_color"); err != nil || f.Value != "teal" {
 		t.Fatalf("facts.get while every search slot is held: %+v, %v", f, err)
 	}
 	if facts, err := h.client.ListFacts(ctx, "user-0"); err != nil || len(facts) != 1 {

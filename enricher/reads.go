@@ -70,6 +70,7 @@ func (r memoryReads) getFact(token string, data []byte) (call, error) {
 	if err != nil {
 		return nil, err
 	}
+	key, _ = listKey(key) // as facts.set stores it
 	return func(ctx context.Context) (any, error) {
 		f, err := r.store.Fact(ctx, req.UserID, key)
 		if errors.Is(err, store.ErrNotFound) {
@@ -108,6 +109,7 @@ func (r memoryReads) factHistory(token string, data []byte) (call, error) {
 	if err != nil {
 		return nil, err
 	}
+	key, _ = listKey(key) // as facts.set stores it
 	limit := events.DefaultHistoryResults
 	if req.MaxResults != nil {
 		if limit = *req.MaxResults; limit < 1 || limit > events.MaxHistoryResults {

@@ -110,10 +110,10 @@ func (w memoryWrites) setFact(token string, data []byte) (call, error) {
 	// list, and an alias of a list key names the canonical key, so that
 	// the items land where extraction adds and removes them. Other keys are
 	// stored as sent.
-	canonical, list := events.CanonicalFactKey(key)
+	key, list := listKey(key)
 	var items []string
 	if list {
-		key, items = canonical, splitItems(req.Value)
+		items = splitItems(req.Value)
 		if len(items) == 0 {
 			return nil, badRequest("value holds no item (use facts.clear to delete a fact)")
 		}
@@ -147,6 +147,17 @@ func (w memoryWrites) setFact(token string, data []byte) (call, error) {
 	}, nil
 }
 
+// listKey returns the key a tool's key names and whether it is a list
+// key: an alias of a list key (events vocabulary) names the canonical key,
+// where extraction adds and removes the list's items, in every fact tool
+// (set, get, clear, history); any other key is itself.
+func listKey(key string) (string, bool) {
+	if canonical, list := events.CanonicalFactKey(key); list {
+		return canonical, true
+	}
+	return key, false
+}
+
 // splitItems splits a list key's value at commas and semicolons into its
 // items, trimmed, empty ones dropped.
 func splitItems(v string) []string {
@@ -168,11 +179,8 @@ func (w memoryWrites) clearFact(token string, data []byte) (call, error) {
 	if err != nil {
 		return nil, err
 	}
-	// As in facts.set, an alias of a list key names the canonical key; the
-	// store clears a list key's items with its fact.
-	if canonical, list := events.CanonicalFactKey(key); list {
-		key = canonical
-	}
+	// The store clears a list key's items with its fact.
+	key, _ = listKey(key)
 	return func(ctx context.Context) (any, error) {
 		n, err := w.store.DeleteFact(ctx, req.UserID, key)
 		if err != nil {
