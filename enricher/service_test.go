@@ -584,7 +584,7 @@ func TestMicroDiscovery(t *testing.T) {
 	if err := json.Unmarshal(h.raw(t, "$SRV.INFO.memoryd."+h.svc.ID(), nil).Data, &info); err != nil {
 		t.Fatal(err)
 	}
-	if info.Name != "memoryd" || info.Version != "1.2.3" || len(info.Endpoints) != 15 {
+	if info.Name != "memoryd" || info.Version != "1.2.3" || len(info.Endpoints) != 17 {
 		t.Fatalf("info = %+v", info)
 	}
 	subjects := map[string]string{}
