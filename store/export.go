@@ -324,8 +324,19 @@ func parseTime(field, s string) (time.Time, error) {
 	if y := t.Year(); y < 1970 || y > 9999 {
 		return time.Time{}, fmt.Errorf("%s: year %d is out of range", field, y)
 	}
+	// No write dates memory in the future (turns are clamped to the time
+	// the stream stored them plus the worker's clock skew, 5 minutes by
+	// default); an import must not either, or its values would outrank
+	// every later turn and facts.set.
+	if t.After(now().Add(maxImportFuture)) {
+		return time.Time{}, fmt.Errorf("%s %s is in the future", field, s)
+	}
 	return t, nil
 }
+
+// maxImportFuture is how far after now an imported time may be: the
+// worker's default clock skew.
+const maxImportFuture = 5 * time.Minute
 
 func checkAll(errs ...error) error {
 	for _, err := range errs {

@@ -230,6 +230,7 @@ func TestImportBadInputWritesNothing(t *testing.T) {
 		{"blank key", header + strings.Replace(good, `"key":"city"`, `"key":" "`, 1), 2, "key is required"},
 		{"NUL", header + ctxLine + "\n" + strings.Replace(ctxLine, `"A"`, `"a\u0000b"`, 1), 3, "NUL"},
 		{"long scope", header + strings.Replace(ctxLine, `"scope":""`, `"scope":"`+strings.Repeat("s", 129)+`"`, 1), 2, "scope is 129 bytes"},
+		{"future", header + strings.ReplaceAll(good, "2026-11-01T10:30:00Z", "2999-01-01T00:00:00Z"), 2, "in the future"},
 		{"bad hash", header + `{"type":"context_clear","hash":"zz","cleared_at":"2026-11-01T09:00:00Z"}`, 2, "hash"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
