@@ -261,6 +261,9 @@ func TestForgetWaitsForImport(t *testing.T) {
 		t.Fatal(err)
 	}
 	halfway, resume := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(resume) }) }
+	t.Cleanup(release) // a failure below must not leave the import waiting
 	imported := make(chan error, 1)
 	go func() {
 		_, err := s.Import(store.WithImportHook(ctx, func() {
@@ -290,7 +293,7 @@ func TestForgetWaitsForImport(t *testing.T) {
 		}
 		return n > 0, fmt.Sprintf("%d waiting", n)
 	})
-	close(resume)
+	release()
 	if err := <-imported; err != nil {
 		t.Fatal(err)
 	}
