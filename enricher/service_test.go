@@ -686,6 +686,8 @@ func TestStatsLastErrorNamesNoUser(t *testing.T) {
 		"context.update": `{"user_id":"` + user + `","id":1,"answer":"a"}`,
 		"context.delete": `{"user_id":"` + user + `","id":1}`,
 		"facts.history":  `{"user_id":"` + user + `","key":"` + key + `"}`,
+		"export":         `{"user_id":"` + user + `"}`,
+		"import":         `{"user_id":"` + user + `","lines":[{"type":"memoryd.export","version":1}]}`,
 	}
 	for endpoint, body := range bodies {
 		msg := h.raw(t, h.prefix+"."+endpoint+"."+token, []byte(body))
