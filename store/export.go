@@ -81,8 +81,9 @@ var sections = []exportSection{
 
 // applyOrder is the order an import writes the types in, whatever the
 // order of its lines: clears first, so that they apply to the lines
-// imported with them; history after the facts, whose own writes add
-// history that the import then replaces by the imported entries.
+// imported with them; history after every fact write (a line type that
+// writes facts goes before it), since the history those writes add is
+// dropped, just before the imported entries go in.
 var applyOrder = []string{"fact_clear", "context_clear", "fact", "fact_history", "context"}
 
 func section(typ string) (exportSection, bool) {
@@ -186,6 +187,13 @@ func (s *Store) Import(ctx context.Context, userID, token string, r io.Reader) (
 			return err
 		}
 		for _, typ := range applyOrder {
+			if typ == "fact_history" {
+				// Every fact write is done: what they added to the history
+				// goes before the imported entries come in.
+				if err := dropOwnHistory(ctx, q, userID); err != nil {
+					return err
+				}
+			}
 			sec, _ := section(typ)
 			n, err := sec.apply(ctx, q, userID, byType[typ])
 			if err != nil {
@@ -435,14 +443,18 @@ func applyFacts(ctx context.Context, q *Store, userID string, lines []any) (int6
 	if err != nil {
 		return 0, err
 	}
-	// The history the trigger wrote for this transaction's fact writes
-	// (here and the clears' deletes) goes: the imported entries are the
-	// history. Import runs in a transaction of its own, never a savepoint,
-	// so its rows carry its transaction id.
-	if _, err := q.db.Exec(ctx, `DELETE FROM fact_history WHERE user_id = $1 AND xmin = pg_current_xact_id()::xid`, userID); err != nil {
-		return 0, fmt.Errorf("drop the import's own history: %w", err)
-	}
 	return tag.RowsAffected(), nil
+}
+
+// dropOwnHistory deletes the history the facts trigger wrote for this
+// transaction's writes (the facts, the clears' deletes): the imported
+// entries are the history. Import runs in a transaction of its own, never
+// a savepoint, so its rows carry its transaction id.
+func dropOwnHistory(ctx context.Context, q *Store, userID string) error {
+	if _, err := q.db.Exec(ctx, `DELETE FROM fact_history WHERE user_id = $1 AND xmin = pg_current_xact_id()::xid`, userID); err != nil {
+		return fmt.Errorf("drop the import's own history: %w", err)
+	}
+	return nil
 }
 
 // ---- fact_history ----
