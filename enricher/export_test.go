@@ -142,6 +142,16 @@ func TestImportOverNATS(t *testing.T) {
 	if got := storeExport(t, st, "carol"); string(got) != events.ExportHeader+"\n" {
 		t.Errorf("a refused import wrote:\n%.300s", got)
 	}
+	// A bad last line is in a later request: it is named by its line in
+	// the file, and that request writes nothing (the earlier ones do).
+	last := len(lines) // lines ends with "" after the final newline
+	_, err = h.client.Import(ctx, "dave", strings.NewReader(string(file)+`{"type":"fact","key":"x"}`+"\n"))
+	if serviceCode(err) != 400 || !strings.Contains(err.Error(), fmt.Sprintf("line %d:", last)) {
+		t.Errorf("bad last line: %v; want a 400 naming line %d", err, last)
+	}
+	if n, err := st.CountContext(ctx, "dave"); err != nil || n == 0 || n >= 5 {
+		t.Errorf("dave has %d context items, %v; want those of the first request only", n, err)
+	}
 	// A request without lines, or without the header first.
 	for _, body := range []string{`{"user_id":"carol"}`, `{"user_id":"carol","lines":[{"type":"fact_clear","key":"k","cleared_at":"2026-11-01T10:00:00Z"}]}`} {
 		if code, desc := errorCode(t, h.raw(t, h.client.Subject("import", "carol"), []byte(body))); code != 400 {
