@@ -296,10 +296,12 @@ func parseLine[T any](check func(*T) error) func([]byte) (any, error) {
 }
 
 // Limits of imported text, those the write paths apply (events' limits;
-// store imports no sibling, so they are repeated here).
+// store imports no sibling, so they are repeated here). A fact's value has
+// a larger one: a list key's row holds all its items joined, longer than
+// any one value written.
 const (
 	maxKeyBytes      = 256
-	maxValueBytes    = 8 << 10
+	maxValueBytes    = 1 << 20
 	maxQuestionBytes = 64 << 10
 	maxAnswerBytes   = 256 << 10
 	maxIDBytes       = 256
