@@ -16,7 +16,7 @@ import (
 // user's items by position and by id. Updates run through MemoryWriter's
 // InTx, deletes through its DeleteContext.
 type ContextManager interface {
-	ListContext(ctx context.Context, userID string, after store.ContextCursor, limit int) ([]store.ContextItem, error)
+	ListScopedContext(ctx context.Context, userID, scope string, after store.ContextCursor, limit int) ([]store.ContextItem, error)
 	ContextByID(ctx context.Context, userID string, id int64) (store.ContextItem, error)
 }
 
@@ -54,6 +54,9 @@ func (c contextItems) list(token string, data []byte) (call, error) {
 			return nil, badRequest("limit %d is not in 1..%d", limit, events.MaxContextPage)
 		}
 	}
+	if err := checkScope(req.Scope); err != nil {
+		return nil, err
+	}
 	var after store.ContextCursor
 	if c := req.After; c != nil {
 		if c.ID < 1 || c.CreatedAt.IsZero() {
@@ -63,7 +66,7 @@ func (c contextItems) list(token string, data []byte) (call, error) {
 	}
 	return func(ctx context.Context) (any, error) {
 		// One more than the page, to know whether a next page exists.
-		items, err := c.store.ListContext(ctx, req.UserID, after, limit+1)
+		items, err := c.store.ListScopedContext(ctx, req.UserID, req.Scope, after, limit+1)
 		if err != nil {
 			return nil, err
 		}
@@ -170,6 +173,12 @@ func (c contextItems) delete(token string, data []byte) (call, error) {
 		}
 		return events.DeletedReply{Deleted: n}, nil
 	}, nil
+}
+
+// checkScope checks a request's optional scope (issue 16 item 7) as a
+// turn's is checked: "" is none.
+func checkScope(scope string) error {
+	return checkText("scope", scope, events.MaxScopeBytes)
 }
 
 // decodeItem decodes a request naming one context item.

@@ -103,6 +103,8 @@ type enrichParams struct {
 	optOut     bool
 	// facts is events.FactsRelevant or events.FactsAll.
 	facts string
+	// scope narrows the context items to one scope; "" is all.
+	scope string
 }
 
 func (p enrichParams) reply(received time.Time) events.EnrichReply {
@@ -139,9 +141,13 @@ func (s *Service) parseEnrich(token string, data []byte) (enrichParams, error) {
 		facts:      req.Facts,
 		optOut:     req.Memory != nil && !*req.Memory,
 		keywords:   []string{},
+		scope:      req.Scope,
 	}
 	if strings.TrimSpace(req.Message) == "" {
 		return p, badRequest("message is required")
+	}
+	if err := checkScope(req.Scope); err != nil {
+		return p, err
 	}
 	if len(req.Message) > events.MaxMessageBytes {
 		return p, badRequest("message is %d bytes, over the %d byte limit", len(req.Message), events.MaxMessageBytes)
@@ -208,7 +214,7 @@ func (s *Service) enrich(ctx context.Context, p enrichParams) (events.EnrichRepl
 // decided behind this call alone.
 func (s *Service) relevant(ctx context.Context, p enrichParams) ([]store.Fact, []store.ContextItem, error) {
 	facts, cands, err := s.recall.Recall(ctx, store.RecallQuery{
-		SearchQuery: store.SearchQuery{UserID: p.userID, Keywords: p.keywords},
+		SearchQuery: store.SearchQuery{UserID: p.userID, Keywords: p.keywords, Scope: p.scope},
 		MaxFacts:    s.cfg.MaxFacts,
 	})
 	if err != nil {

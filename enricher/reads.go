@@ -46,6 +46,9 @@ func (r memoryReads) search(token string, data []byte) (call, error) {
 	if len(req.Query) > events.MaxMessageBytes {
 		return nil, badRequest("query is %d bytes, over the %d byte limit", len(req.Query), events.MaxMessageBytes)
 	}
+	if err := checkScope(req.Scope); err != nil {
+		return nil, err
+	}
 	limit := events.DefaultSearchResults
 	if req.MaxResults != nil {
 		if limit = *req.MaxResults; limit < 1 || limit > events.MaxMaxResults {
@@ -53,7 +56,7 @@ func (r memoryReads) search(token string, data []byte) (call, error) {
 		}
 	}
 	return func(ctx context.Context) (any, error) {
-		cands, err := r.store.SearchContext(ctx, store.SearchQuery{UserID: req.UserID, Keywords: Keywords(req.Query)})
+		cands, err := r.store.SearchContext(ctx, store.SearchQuery{UserID: req.UserID, Keywords: Keywords(req.Query), Scope: req.Scope})
 		if err != nil {
 			return nil, err
 		}

@@ -118,6 +118,9 @@ func (s *Service) endpoints() []endpoint {
 		{"context_delete", "context.delete", "delete one context item by id", s.toolLane, s.contextItems().delete},
 		// Provenance (issue 16, item 6).
 		{"facts_history", "facts.history", "one fact's changes with their sources, newest first", s.toolLane, s.reads.factHistory},
+		// Export and import (issue 16 item 7, export.go).
+		{"export", "export", "the user's memory as JSON lines, a page at a time", s.toolLane, s.exports().export},
+		{"import", "import", "merge JSON lines of an export into the user's memory, atomically per request", s.toolLane, s.exports().importLines},
 	}
 }
 

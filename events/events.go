@@ -38,6 +38,8 @@ const (
 	MaxUserIDBytes = 256
 	// MaxConversationIDBytes bounds conversation_id.
 	MaxConversationIDBytes = 256
+	// MaxScopeBytes bounds scope, on a turn and in a request.
+	MaxScopeBytes = 128
 	// MaxUserMessageBytes bounds user_message.
 	MaxUserMessageBytes = 64 << 10
 	// MaxAssistantResponseBytes bounds assistant_response.
@@ -73,6 +75,12 @@ type Turn struct {
 	Memory *bool `json:"memory,omitempty"`
 	// Metadata is an arbitrary JSON object kept with the turn.
 	Metadata json.RawMessage `json:"metadata,omitempty"`
+	// Scope is an optional label of the turn (a conversation, agent or app
+	// id, at most MaxScopeBytes): the context items extracted from the turn
+	// carry it, and enrich, search and context.list given a scope read only
+	// the items of that scope. Facts are user-wide and carry none. Absent or
+	// "" is no scope.
+	Scope string `json:"scope,omitempty"`
 }
 
 // MemoryEnabled reports whether the frontend allows memoryd to remember the
@@ -164,6 +172,7 @@ func (t *Turn) Validate() error {
 		{"id", t.ID, MaxIDBytes, true},
 		{"user_id", t.UserID, MaxUserIDBytes, true},
 		{"conversation_id", t.ConversationID, MaxConversationIDBytes, false},
+		{"scope", t.Scope, MaxScopeBytes, false},
 		{"user_message", t.UserMessage, MaxUserMessageBytes, true},
 		{"assistant_response", t.AssistantResponse, MaxAssistantResponseBytes, false},
 	}

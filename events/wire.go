@@ -78,6 +78,10 @@ type EnrichRequest struct {
 	// (default): the core facts (name, location, language, ...) and those
 	// sharing a keyword with the message; "all": every fact, as before.
 	Facts string `json:"facts,omitempty"`
+	// Scope, when set, narrows the context items to those of that scope
+	// (extracted from turns carrying it; at most MaxScopeBytes); absent or
+	// "" reads all the user's items. Facts are user-wide either way.
+	Scope string `json:"scope,omitempty"`
 }
 
 // The values of EnrichRequest.Facts.
@@ -140,6 +144,10 @@ type SearchRequest struct {
 	Query  string `json:"query"`
 	// MaxResults caps the results, 1..50; nil means 5.
 	MaxResults *int `json:"max_results,omitempty"`
+	// Scope, when set, narrows the context items to those of that scope
+	// (extracted from turns carrying it; at most MaxScopeBytes); absent or
+	// "" reads all the user's items. Facts are user-wide either way.
+	Scope string `json:"scope,omitempty"`
 }
 
 // SearchReply holds the items found, best first.
@@ -303,6 +311,10 @@ type ContextListRequest struct {
 	// After continues a walk: a previous reply's Next. Nil starts at the
 	// newest item.
 	After *ContextCursor `json:"after,omitempty"`
+	// Scope, when set, lists only the items of that scope (at most
+	// MaxScopeBytes); absent or "" lists all the user's items. A walk keeps
+	// the scope it started with.
+	Scope string `json:"scope,omitempty"`
 }
 
 // ContextListReply is one page of context items, newest first (Score is 0).

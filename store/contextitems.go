@@ -34,18 +34,26 @@ func (c ContextCursor) IsZero() bool { return c.ID == 0 && c.CreatedAt.IsZero() 
 // it may be missed by a walk already past its new position (a new walk
 // lists it first).
 func (s *Store) ListContext(ctx context.Context, userID string, after ContextCursor, limit int) ([]ContextItem, error) {
-	var (
-		rows pgx.Rows
-		err  error
-	)
-	if after.IsZero() {
-		rows, err = s.db.Query(ctx, `SELECT `+contextColumns+` FROM context
-			WHERE user_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2`, userID, limit)
-	} else {
-		rows, err = s.db.Query(ctx, `SELECT `+contextColumns+` FROM context
-			WHERE user_id = $1 AND (created_at, id) < ($2, $3)
-			ORDER BY created_at DESC, id DESC LIMIT $4`, userID, after.CreatedAt, after.ID, limit)
+	return s.ListScopedContext(ctx, userID, "", after, limit)
+}
+
+// ListScopedContext is ListContext over the user's items of one scope
+// (migration 018); scope "" lists all the user's items, whatever their
+// scope.
+func (s *Store) ListScopedContext(ctx context.Context, userID, scope string, after ContextCursor, limit int) ([]ContextItem, error) {
+	// One statement per case, so that each is one index range scan (the
+	// scoped ones on context_user_scope_idx).
+	where, args := `user_id = $1`, []any{userID}
+	if scope != "" {
+		where, args = `user_id = $1 AND scope = $2`, append(args, scope)
 	}
+	if !after.IsZero() {
+		n := len(args)
+		where += fmt.Sprintf(` AND (created_at, id) < ($%d, $%d)`, n+1, n+2)
+		args = append(args, after.CreatedAt, after.ID)
+	}
+	rows, err := s.db.Query(ctx, `SELECT `+contextColumns+` FROM context
+		WHERE `+where+` ORDER BY created_at DESC, id DESC LIMIT `+fmt.Sprintf("$%d", len(args)+1), append(args, limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("list context: %w", err)
 	}

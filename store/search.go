@@ -30,6 +30,11 @@ type SearchQuery struct {
 	// Keywords are ORed: an item matching any of them is a candidate. Any
 	// text is safe here; see TSQuery.
 	Keywords []string
+	// Scope, when not "", narrows the search to the user's items of that
+	// scope: only they are candidates, and the statistics are over them
+	// alone (the collection ranked is the scope's). "" reads all the
+	// user's items, whatever their scope.
+	Scope string
 }
 
 // TSQuery builds the text of an english to_tsquery that matches any of
@@ -112,6 +117,12 @@ const recallSQL = `
 	FROM (SELECT id, question, answer, created_at, event_id, conversation_id, question_len, answer_len, search
 		FROM context WHERE user_id = $1 AND $2 <> '' OFFSET 0) c, kw
 	WHERE c.search @@ kw.q`
+
+// scopedRecallSQL is recallSQL reading only the items of one scope ($5),
+// through context_user_scope_idx; facts are user-wide and stay unfiltered.
+// A statement of its own rather than a condition "no scope, or this one", so that the
+// unscoped statement and its plans stay as they are.
+var scopedRecallSQL = strings.ReplaceAll(recallSQL, "FROM context WHERE user_id = $1", "FROM context WHERE user_id = $1 AND scope = $5")
 
 // Row kinds of recallSQL.
 const (
@@ -219,7 +230,11 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 	if tsq == "" && maxFacts == 0 {
 		return []Fact{}, Candidates{}, nil // nothing to read: no round trip
 	}
-	rows, err := s.db.Query(ctx, recallSQL, q.UserID, tsq, maxFacts, terms)
+	sql, args := recallSQL, []any{q.UserID, tsq, maxFacts, terms}
+	if q.Scope != "" {
+		sql, args = scopedRecallSQL, append(args, q.Scope)
+	}
+	rows, err := s.db.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, Candidates{}, err
 	}

@@ -329,6 +329,8 @@ accounts {
 		{"memory.search.alice", `{"user_id":"alice","query":"` + marker + `"}`, marker},
 		{"memory.stats.alice", `{"user_id":"alice"}`, `"turns_processed":1`},
 		{"memory.clear.alice", `{"user_id":"alice","question":"dog ` + marker + `"}`, `"deleted":1`},
+		{"memory.export.alice", `{"user_id":"alice"}`, marker},
+		{"memory.import.alice", `{"user_id":"alice","lines":[` + events.ExportHeader + `]}`, `"imported"`},
 	} {
 		msg, err := alice.Request(r.subject, []byte(r.body), 5*time.Second)
 		if err != nil {
@@ -362,6 +364,9 @@ accounts {
 		{"memory.store.alice", `{"user_id":"alice","question":"set by bob"}`},
 		{"memory.clear.alice", `{"user_id":"alice","all":true}`},
 		{"memory.forget.alice", `{"user_id":"alice"}`},
+		{"memory.export.alice", `{"user_id":"alice"}`},
+		{"memory.import.alice", `{"user_id":"alice","lines":[` + events.ExportHeader +
+			`,{"type":"fact","key":"color","value":"set-by-bob","source_at":"2026-11-21T10:00:00Z","event_id":"","conversation_id":"","extractor":"","model":"","prompt_version":"","updated_at":"2026-11-21T10:00:00Z"}]}`},
 		{"memory.deadletter.alice", `{"forged":true}`},
 		{"$JS.API.STREAM.INFO.MEMORY_TURNS", ``},
 		{"$JS.API.STREAM.MSG.GET.MEMORY_TURNS", `{"last_by_subj":"memory.turns.alice"}`},

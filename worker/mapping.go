@@ -47,6 +47,7 @@ func storeTurn(turn events.Turn, m jetstream.Msg, skew time.Duration) (t store.T
 		AssistantResponse: response,
 		TurnAt:            turn.Timestamp,
 		Metadata:          turn.Metadata,
+		Scope:             turn.Scope,
 		StreamSeq:         seq,
 	}
 	if !storedAt.IsZero() && turn.Timestamp.After(storedAt.Add(skew)) {

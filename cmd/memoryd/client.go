@@ -26,6 +26,8 @@ func clientCommands() []command {
 		{"facts", "list, set, get or clear a user's facts, or show a fact's history", runFacts},
 		{"memory", "search, store or clear a user's remembered context", runMemory},
 		{"stats", "show a user's memory and ingestion counters", runStats},
+		{"export", "write a user's memory as JSON lines", runExport},
+		{"import", "merge an export into a user's memory", runImport},
 	}
 }
 

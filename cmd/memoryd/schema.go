@@ -53,6 +53,11 @@ func wireSchemas() map[string]any {
 		// Provenance (issue 16, item 6).
 		"facts_history.request": events.FactHistoryRequest{},
 		"facts_history.reply":   events.FactHistoryReply{},
+		// Export and import (issue 16 item 7).
+		"export.request": events.ExportRequest{},
+		"export.reply":   events.ExportReply{},
+		"import.request": events.ImportRequest{},
+		"import.reply":   events.ImportReply{},
 	}
 }
 
@@ -101,6 +106,7 @@ var fieldRules = map[string]map[string]fieldRule{
 		"timestamp":          {description: "RFC 3339, year 1970 to 9999"},
 		"metadata": {description: fmt.Sprintf("a JSON object of at most %d bytes, nested at most %d levels deep",
 			events.MaxMetadataBytes, events.MaxMetadataDepth)},
+		"scope": {maxBytes: events.MaxScopeBytes, description: "the context items extracted from the turn carry it; absent or empty: no scope"},
 	},
 	"enrich.request": {
 		"user_id":     userIDRule,
@@ -114,11 +120,13 @@ var fieldRules = map[string]map[string]fieldRule{
 		// Issue 16 item 5: which facts enrich injects.
 		"facts": {enum: []any{"", events.FactsRelevant, events.FactsAll},
 			description: "empty or absent means relevant: the core facts and those sharing a keyword with the message"},
+		"scope": scopeRule,
 	},
 	"search.request": {
 		"user_id":     userIDRule,
 		"query":       {nonBlank: true, maxBytes: events.MaxMessageBytes},
 		"max_results": maxResultsRule,
+		"scope":       scopeRule,
 	},
 	"store.request": {
 		"user_id":  userIDRule,
@@ -145,6 +153,7 @@ var fieldRules = map[string]map[string]fieldRule{
 		"user_id": userIDRule,
 		"limit":   {minimum: 1, maximum: events.MaxContextPage},
 		"after":   {description: "a previous reply's next, to continue after it; absent starts at the newest item"},
+		"scope":   scopeRule,
 	},
 	"context_get.request": {"user_id": userIDRule, "id": contextIDRule},
 	"context_update.request": {
@@ -161,7 +170,21 @@ var fieldRules = map[string]map[string]fieldRule{
 		"max_results": {minimum: 1, maximum: events.MaxHistoryResults, description: fmt.Sprintf("absent means %d", events.DefaultHistoryResults)},
 		"before":      {minimum: 0, description: "0 or absent: from the newest change; else the next_before of the previous page"},
 	},
+	// Export and import (issue 16 item 7).
+	"export.request": {
+		"user_id": userIDRule,
+		"cursor":  {maxBytes: events.MaxCursorBytes, description: "a previous reply's next, to continue; absent starts at the header. A cursor of a memory that changed since is a 409"},
+	},
+	"import.request": {
+		rootRule:  {description: fmt.Sprintf("Each request is an import of its own, atomic; at most %d bytes of lines.", events.MaxImportRequestBytes)},
+		"user_id": userIDRule,
+		"lines":   {description: "required: the export's lines as JSON objects, the header " + events.ExportHeader + " first"},
+	},
 }
+
+// scopeRule is the optional scope of enrich, search and context.list.
+var scopeRule = fieldRule{maxBytes: events.MaxScopeBytes,
+	description: "only the context items of this scope; absent or empty: all the user's items"}
 
 // contextIDRule is a context item id in a request that names one.
 var contextIDRule = fieldRule{minimum: 1}

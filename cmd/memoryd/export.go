@@ -1,0 +1,75 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// runExport is `memoryd export`: a user's memory as JSON lines, over
+// memory.export (issue 16 item 7).
+func runExport(ctx context.Context, a *cli, args []string) (err error) {
+	var (
+		o   clientOptions
+		out string
+	)
+	defer func() { err = o.callError(err) }()
+	f := newFlags("export", `Usage: memoryd export --user U [-o FILE]
+
+Writes the user's memory (facts, their history, clears and context items,
+with scopes) as JSON lines, to stdout or FILE: the same memory always gives
+the same bytes, and 'memoryd import' reads it back. Turns and token usage
+are not exported (the turn stream is their source). --timeout bounds the
+whole export. FILE is written only when the export is complete.`)
+	o.register(f)
+	f.ArgString(&out, "o", "", "write to this file instead of stdout")
+	pos, err := o.parse(f, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return f.usageErr("export takes no arguments, got %q (use -o FILE)", pos)
+	}
+	c, reqCtx, done, err := o.client(ctx, a)
+	if err != nil {
+		return err
+	}
+	defer done()
+	var buf bytes.Buffer
+	if err := c.Export(reqCtx, o.user, &buf); err != nil {
+		return err
+	}
+	n := bytes.Count(buf.Bytes(), []byte("\n")) - 1
+	if out == "" {
+		_, err := a.stdout.Write(buf.Bytes())
+		return err
+	}
+	if err := writeFileAtomic(out, buf.Bytes()); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stderr, "memoryd export: %d line(s) of %s's memory written to %s\n", n, o.user, out)
+	return nil
+}
+
+// writeFileAtomic writes data to a temporary file beside path and renames
+// it into place, so that path never holds half an export.
+func writeFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name()) // after the rename: nothing left to remove
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/events/eventstest"
+	"github.com/memoryd/memoryd/store"
+)
+
+// TestExportImportCommands: `memoryd export` writes the store's export (to
+// stdout or -o FILE), `memoryd import` reads it back (FILE or stdin) after
+// a forget and the memory exports to the same bytes; a bad file is an error
+// naming its line.
+func TestExportImportCommands(t *testing.T) {
+	t.Parallel()
+	_, prefix, st := startTestEnricher(t)
+	ctx := context.Background()
+	at := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
+	if _, err := st.InsertTurns(ctx, []store.Turn{{EventID: "e1", UserID: "alice", UserMessage: "x", TurnAt: at, Scope: "app-1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.UpsertFacts(ctx, []store.FactWrite{{UserID: "alice", Key: "city", Value: "Porto", SourceAt: at, EventID: "e1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.InsertContext(ctx, []store.ContextWrite{{UserID: "alice", Question: "Tea?", Answer: "Green", CreatedAt: at, EventID: "e1"}}); err != nil {
+		t.Fatal(err)
+	}
+	var want bytes.Buffer
+	if err := st.Export(ctx, "alice", &want); err != nil {
+		t.Fatal(err)
+	}
+	conn := []string{"--user", "alice", "--nats-url", eventstest.URL(), "--prefix", prefix, "--log-format", "json", "--timeout", "1m"}
+	cmd := func(wantCode int, args ...string) (string, string) {
+		t.Helper()
+		out, errOut, code := runArgs(ctx, append(args, conn...)...)
+		if code != wantCode {
+			t.Fatalf("%v: exit %d, want %d: %s", args, code, wantCode, errOut)
+		}
+		return out, errOut
+	}
+
+	out, _ := cmd(0, "export")
+	if out != want.String() || !strings.Contains(out, `"scope":"app-1"`) {
+		t.Fatalf("export to stdout:\n%s\nwant\n%s", out, want.String())
+	}
+	file := filepath.Join(t.TempDir(), "alice.jsonl")
+	if _, errOut := cmd(0, "export", "-o", file); !strings.Contains(errOut, "3 line(s)") {
+		t.Errorf("export -o: stderr %q", errOut)
+	}
+	if got, err := os.ReadFile(file); err != nil || !bytes.Equal(got, want.Bytes()) {
+		t.Fatalf("export -o wrote %q, %v", got, err)
+	}
+
+	if _, _, err := st.ForgetUser(ctx, "alice", "alice", 0, store.RiverJobs{}); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := cmd(0, "import", file); !strings.Contains(out, "1 fact(s)") || !strings.Contains(out, "1 context item(s)") {
+		t.Errorf("import: %q", out)
+	}
+	if out, _ := cmd(0, "export"); out != want.String() {
+		t.Errorf("export after forget and import:\n%s\nwant\n%s", out, want.String())
+	}
+	// Stdin, a second time: nothing new.
+	stdin = bytes.NewReader(want.Bytes())
+	t.Cleanup(func() { stdin = os.Stdin })
+	if out, _ := cmd(0, "import", "-", "--json"); !strings.Contains(out, `"fact": 0`) || !strings.Contains(out, `"context": 0`) {
+		t.Errorf("import from stdin again: %s", out)
+	}
+
+	bad := filepath.Join(t.TempDir(), "bad.jsonl")
+	if err := os.WriteFile(bad, []byte(events.ExportHeader+"\n"+`{"type":"fact","key":"k"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut := cmd(1, "import", bad); !strings.Contains(errOut, "line 2:") || !strings.Contains(errOut, "nothing was imported") {
+		t.Errorf("bad file: %q", errOut)
+	}
+	if _, errOut := cmd(1, "import", filepath.Join(t.TempDir(), "missing")); !strings.Contains(errOut, "no such file") {
+		t.Errorf("missing file: %q", errOut)
+	}
+	if _, errOut := cmd(2, "import", "a", "b"); !strings.Contains(errOut, "one FILE") {
+		t.Errorf("two files: %q", errOut)
+	}
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+)
+
+// stdin is what `memoryd import -` reads; a variable for tests.
+var stdin io.Reader = os.Stdin
+
+// runImport is `memoryd import`: an export merged into a user's memory,
+// over memory.import.
+func runImport(ctx context.Context, a *cli, args []string) (err error) {
+	var o clientOptions
+	defer func() { err = o.callError(err) }()
+	f := newFlags("import", `Usage: memoryd import --user U [FILE|-]
+
+Merges an export (memoryd export) read from FILE, or stdin when FILE is "-"
+or absent, into the user's memory: a fact is kept when it is the latest
+stated, clears are kept, context items and history entries already held are
+not duplicated, so importing twice imports once. The lines go in requests
+of at most 768 KiB, each atomic; a bad line is reported with its line
+number and nothing of its request is written. --timeout bounds the whole
+import.`)
+	o.register(f)
+	pos, err := o.parse(f, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 1 {
+		return f.usageErr("import takes one FILE (or - for stdin), got %q", pos)
+	}
+	var in io.Reader = stdin
+	if len(pos) == 1 && pos[0] != "-" {
+		file, err := os.Open(pos[0])
+		if err != nil {
+			return err
+		}
+		defer file.Close()
+		in = file
+	}
+	c, reqCtx, done, err := o.client(ctx, a)
+	if err != nil {
+		return err
+	}
+	defer done()
+	reply, err := c.Import(reqCtx, o.user, in)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return printJSON(a.stdout, reply)
+	}
+	im := reply.Imported
+	fmt.Fprintf(a.stdout, "imported into %s: %d fact(s), %d history entries, %d fact clear(s), %d context item(s), %d context clear(s)\n",
+		o.user, im["fact"], im["fact_history"], im["fact_clear"], im["context"], im["context_clear"])
+	return nil
+}

@@ -1,0 +1,174 @@
+package enricher
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store"
+)
+
+// Exporter is what memory.export and memory.import need: a user's memory
+// as JSON lines, out and in (store.Export, store.Import). *store.Store has
+// it; a Config.Store without it answers these endpoints 501.
+type Exporter interface {
+	Export(ctx context.Context, userID string, w io.Writer) error
+	Import(ctx context.Context, userID, token string, r io.Reader) (store.Imported, error)
+}
+
+// exports answers memory.export and memory.import.
+type exports struct {
+	store Exporter // nil: not enabled
+	// maxPageBytes bounds a page's lines as JSON text, below the
+	// connection's max payload.
+	maxPageBytes int
+}
+
+func (s *Service) exports() exports {
+	limit := maxListBytes
+	if p := int(s.cfg.Conn.MaxPayload()); p > 0 {
+		limit = min(limit, p*3/4) // headroom for the reply's other bytes
+	}
+	e, _ := s.cfg.Store.(Exporter)
+	return exports{store: e, maxPageBytes: limit}
+}
+
+func (e exports) enabled() error {
+	if e.store == nil {
+		return &events.ServiceError{Code: 501, Description: "export and import are not enabled on this memoryd"}
+	}
+	return nil
+}
+
+// export answers one page. Each page reads the whole export again from one
+// snapshot and cuts the page out of it by line; the cursor holds the next
+// line's number and a digest of the export it was cut from, so that a
+// memory that changed between pages is a 409 (start again), never a
+// stitched export. The cost is a full read per page: an export is an
+// occasional admin act, and most users' memory fits one page.
+func (e exports) export(token string, data []byte) (call, error) {
+	var req events.ExportRequest
+	if err := decode(data, &req); err != nil {
+		return nil, err
+	}
+	if err := checkUser(token, req.UserID); err != nil {
+		return nil, err
+	}
+	if len(req.Cursor) > events.MaxCursorBytes {
+		return nil, badRequest("cursor is %d bytes, over the %d byte limit", len(req.Cursor), events.MaxCursorBytes)
+	}
+	if err := e.enabled(); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (any, error) {
+		var buf bytes.Buffer
+		if err := e.store.Export(ctx, req.UserID, &buf); err != nil {
+			return nil, err
+		}
+		all := buf.Bytes()
+		sum := sha256.Sum256(all)
+		digest := hex.EncodeToString(sum[:12])
+		start := 0
+		if req.Cursor != "" {
+			n, d, ok := strings.Cut(req.Cursor, ".")
+			line, err := strconv.Atoi(n)
+			if !ok || err != nil || line < 1 || d != digest {
+				return nil, &events.ServiceError{Code: 409, Description: "the memory changed since this export began (or the cursor is not one memoryd gave): export again from the start"}
+			}
+			start = line
+		}
+		lines := bytes.SplitAfter(all, []byte("\n"))
+		if len(lines) > 0 && len(lines[len(lines)-1]) == 0 {
+			lines = lines[:len(lines)-1]
+		}
+		if start > len(lines) {
+			return nil, &events.ServiceError{Code: 409, Description: "the cursor is past the end of the export: export again from the start"}
+		}
+		var page []byte
+		end, size := start, 0
+		for end < len(lines) {
+			if size += escapedLen(lines[end]); size > e.maxPageBytes && end > start {
+				break // at least one line a page, so that a walk advances
+			}
+			page = append(page, lines[end]...)
+			end++
+		}
+		reply := events.ExportReply{Lines: string(page)}
+		if end < len(lines) {
+			reply.Next = strconv.Itoa(end) + "." + digest
+		}
+		return reply, nil
+	}, nil
+}
+
+// escapedLen bounds the bytes b takes inside a JSON string as the reply's
+// encoder writes it: quotes, backslashes and the usual control characters
+// take 2, other control characters and HTML's <, > and & take 6, bytes of
+// multi-byte runes at most 2 (U+2028 and U+2029 are escaped: 6 bytes for
+// 3; an export is valid UTF-8, Postgres text), the rest 1. Counting beats
+// encoding each line only to measure it.
+func escapedLen(b []byte) int {
+	n := 0
+	for _, c := range b {
+		switch {
+		case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t':
+			n += 2
+		case c < 0x20 || c == '<' || c == '>' || c == '&':
+			n += 6
+		case c >= 0x80:
+			n += 2
+		default:
+			n++
+		}
+	}
+	return n
+}
+
+// importLines answers memory.import: the request's lines, the header
+// first, merged into the user's memory in one transaction (store.Import).
+func (e exports) importLines(token string, data []byte) (call, error) {
+	if len(data) > events.MaxImportRequestBytes+64<<10 {
+		return nil, badRequest("request is %d bytes, over the %d byte limit of an import's lines: send the export in several requests, each starting with the header", len(data), events.MaxImportRequestBytes)
+	}
+	var req events.ImportRequest
+	if err := decodeWrite(data, &req); err != nil {
+		return nil, err
+	}
+	if err := checkUser(token, req.UserID); err != nil {
+		return nil, err
+	}
+	if len(req.Lines) == 0 {
+		return nil, badRequest("lines is required: the export's lines as JSON objects, the header %s first", events.ExportHeader)
+	}
+	if err := e.enabled(); err != nil {
+		return nil, err
+	}
+	var in bytes.Buffer
+	for _, l := range req.Lines {
+		// Compact: a line sent pretty-printed must stay one line.
+		if err := json.Compact(&in, l); err != nil {
+			return nil, badRequest("lines: %s", jsonReason(err))
+		}
+		in.WriteByte('\n')
+	}
+	return func(ctx context.Context) (any, error) {
+		counts, err := e.store.Import(ctx, req.UserID, token, &in)
+		var ie *store.ImportError
+		switch {
+		case errors.As(err, &ie):
+			return nil, badRequest("line %d: %v; nothing was imported", ie.Line, ie.Err)
+		case errors.Is(err, store.ErrImportTooLarge):
+			return nil, badRequest("%v", err)
+		case err != nil:
+			return nil, err
+		}
+		return events.ImportReply{Imported: counts}, nil
+	}, nil
+}

@@ -1,0 +1,241 @@
+package enricher_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/store/storetest"
+)
+
+// bigMemory gives user about 1 MB of exported memory (facts, a clear, and
+// context items of 200 KiB of JSON each: quotes and newlines, which take
+// twice their bytes escaped and cost Postgres's text search little), more
+// than one export page and one import request.
+func bigMemory(t *testing.T, st *store.Store, user string) {
+	t.Helper()
+	upsertFacts(t, st,
+		store.FactWrite{UserID: user, Key: "city", Value: "Porto", SourceAt: t0, EventID: "e1"},
+		store.FactWrite{UserID: user, Key: "pet", Value: "Rex \"the dog\"", SourceAt: t0, EventID: "e1"})
+	if _, err := st.DeleteFact(context.Background(), user, "pet"); err != nil {
+		t.Fatal(err)
+	}
+	var items []store.ContextWrite
+	for i := range 5 {
+		answer := fmt.Sprintf("answer %d ", i) + strings.Repeat("\"\n", 50<<10)
+		items = append(items, store.ContextWrite{UserID: user, Question: fmt.Sprintf("%s question %d", user, i), Answer: answer, CreatedAt: t0.Add(time.Duration(i) * time.Minute)})
+	}
+	insertContext(t, st, items...)
+}
+
+// slowCtx bounds a test of large exports: each page reads the whole export
+// again, which on a loaded machine under the race detector takes seconds.
+func slowCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func storeExport(t *testing.T, st *store.Store, user string) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := st.Export(context.Background(), user, &b); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// TestExportOverNATS: memory.export pages, concatenated, are the store's
+// export byte for byte; a page fits NATS's payload; a cursor of a memory
+// that changed since, or one memoryd did not give, is a 409.
+func TestExportOverNATS(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	bigMemory(t, st, "alice")
+	bigMemory(t, st, "bob")
+	ctx := slowCtx(t)
+	want := storeExport(t, st, "alice")
+
+	var (
+		got   []byte
+		pages int
+		req   = events.ExportRequest{UserID: "alice"}
+	)
+	for {
+		page, err := h.client.ExportPage(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if enc := mustJSON(t, page); len(enc) > int(h.nc.MaxPayload()) {
+			t.Errorf("page %d is %d bytes, over the max payload", pages, len(enc))
+		}
+		if !strings.HasSuffix(page.Lines, "\n") {
+			t.Errorf("page %d does not end with a whole line", pages)
+		}
+		got, pages = append(got, page.Lines...), pages+1
+		if page.Next == "" {
+			break
+		}
+		req.Cursor = page.Next
+	}
+	if pages < 2 {
+		t.Errorf("%d pages, want several", pages)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("the pages differ from the store's export (%d and %d bytes)", len(got), len(want))
+	}
+	var viaClient bytes.Buffer
+	if err := h.client.Export(ctx, "alice", &viaClient); err != nil || !bytes.Equal(viaClient.Bytes(), want) {
+		t.Errorf("Client.Export: %d bytes, %v; want the store's export", viaClient.Len(), err)
+	}
+
+	first, err := h.client.ExportPage(ctx, events.ExportRequest{UserID: "alice"})
+	if err != nil || first.Next == "" {
+		t.Fatal(first.Next, err)
+	}
+	upsertFacts(t, st, store.FactWrite{UserID: "alice", Key: "city", Value: "Lisbon", SourceAt: t0.Add(time.Hour), EventID: "e2"})
+	for _, cursor := range []string{first.Next, "1.0000", "x"} {
+		_, err := h.client.ExportPage(ctx, events.ExportRequest{UserID: "alice", Cursor: cursor})
+		if serviceCode(err) != 409 {
+			t.Errorf("cursor %q: %v, want a 409", cursor, err)
+		}
+	}
+}
+
+// TestImportOverNATS: Client.Import sends a large export in several
+// requests and the user's memory is the exported one again; a bad line is
+// a 400 naming its line in the file, and its request writes nothing.
+func TestImportOverNATS(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	bigMemory(t, st, "alice")
+	ctx := slowCtx(t)
+	file := storeExport(t, st, "alice")
+	if _, _, err := st.ForgetUser(ctx, "alice", "alice", 0, store.RiverJobs{}); err != nil {
+		t.Fatal(err)
+	}
+	reply, err := h.client.Import(ctx, "alice", bytes.NewReader(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reply.Imported["context"] != 5 || reply.Imported["fact"] != 1 || reply.Imported["fact_clear"] != 1 {
+		t.Errorf("imported %v", reply.Imported)
+	}
+	if got := storeExport(t, st, "alice"); !bytes.Equal(got, file) {
+		t.Errorf("after forget and import over NATS the export differs")
+	}
+
+	// Line 4 of the file is bad; it is in the first request.
+	lines := strings.SplitAfter(string(file), "\n")
+	bad := strings.Join(lines[:3], "") + `{"type":"fact","key":"x"}` + "\n" + strings.Join(lines[3:], "")
+	_, err = h.client.Import(ctx, "carol", strings.NewReader(bad))
+	if serviceCode(err) != 400 || !strings.Contains(err.Error(), "line 4:") {
+		t.Errorf("bad line: %v; want a 400 naming line 4", err)
+	}
+	if got := storeExport(t, st, "carol"); string(got) != events.ExportHeader+"\n" {
+		t.Errorf("a refused import wrote:\n%.300s", got)
+	}
+	// A bad last line is in a later request: it is named by its line in
+	// the file, and that request writes nothing (the earlier ones do).
+	last := len(lines) // lines ends with "" after the final newline
+	_, err = h.client.Import(ctx, "dave", strings.NewReader(string(file)+`{"type":"fact","key":"x"}`+"\n"))
+	if serviceCode(err) != 400 || !strings.Contains(err.Error(), fmt.Sprintf("line %d:", last)) {
+		t.Errorf("bad last line: %v; want a 400 naming line %d", err, last)
+	}
+	if n, err := st.CountContext(ctx, "dave"); err != nil || n == 0 || n >= 5 {
+		t.Errorf("dave has %d context items, %v; want those of the first request only", n, err)
+	}
+	// A request without lines, or without the header first.
+	for _, body := range []string{`{"user_id":"carol"}`, `{"user_id":"carol","lines":[{"type":"fact_clear","key":"k","cleared_at":"2026-11-01T10:00:00Z"}]}`} {
+		if code, desc := errorCode(t, h.raw(t, h.client.Subject("import", "carol"), []byte(body))); code != 400 {
+			t.Errorf("%s: %d %s, want 400", body, code, desc)
+		}
+	}
+}
+
+// TestExportImportOtherUsersTokenRefused: a request naming another user than
+// its subject's token is refused, for export and import alike, and writes
+// nothing.
+func TestExportImportOtherUsersTokenRefused(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	upsertFacts(t, st, store.FactWrite{UserID: "alice", Key: "city", Value: "Porto", SourceAt: t0, EventID: "e1"})
+	line := `{"type":"fact","key":"city","value":"Evil","source_at":"2027-01-01T00:00:00Z","event_id":"","conversation_id":"","extractor":"","model":"","prompt_version":"","updated_at":"2027-01-01T00:00:00Z"}`
+	for _, c := range []struct{ endpoint, body string }{
+		{"export", `{"user_id":"alice"}`},
+		{"import", `{"user_id":"alice","lines":[` + events.ExportHeader + `,` + line + `]}`},
+	} {
+		code, desc := errorCode(t, h.raw(t, h.client.Subject(c.endpoint, "mallory"), []byte(c.body)))
+		if code != 400 || !strings.Contains(desc, "token") {
+			t.Errorf("%s for alice on mallory's subject: %d %s, want 400", c.endpoint, code, desc)
+		}
+	}
+	if f, err := st.Fact(context.Background(), "alice", "city"); err != nil || f.Value != "Porto" {
+		t.Errorf("alice's fact = %+v, %v", f, err)
+	}
+}
+
+// TestScopeOverNATS: items extracted from turns of two scopes; enrich,
+// search and context.list with scope A never return B's items, and without
+// a scope return both. Facts are user-wide.
+func TestScopeOverNATS(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	ctx := ctxT(t)
+	if _, err := st.InsertTurns(ctx, []store.Turn{
+		{EventID: "a1", UserID: "alice", UserMessage: "x", TurnAt: t0, Scope: "app-a"},
+		{EventID: "b1", UserID: "alice", UserMessage: "x", TurnAt: t0, Scope: "app-b"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	insertContext(t, st,
+		store.ContextWrite{UserID: "alice", Question: "Which garden tool do I use?", Answer: "A red garden rake", CreatedAt: t0, EventID: "a1"},
+		store.ContextWrite{UserID: "alice", Question: "Which garden plant do I like?", Answer: "Garden roses", CreatedAt: t0, EventID: "b1"})
+	upsertFacts(t, st, store.FactWrite{UserID: "alice", Key: "name", Value: "Alice", SourceAt: t0, EventID: "b1"})
+
+	answers := func(items []events.ContextItem) string {
+		var as []string
+		for _, it := range items {
+			as = append(as, it.Answer)
+		}
+		return strings.Join(as, "|")
+	}
+	for _, c := range []struct {
+		scope, want string
+	}{{"app-a", "A red garden rake"}, {"app-b", "Garden roses"}, {"", "both"}, {"app-c", ""}} {
+		zero := 0.0
+		r := enrich(t, h, events.EnrichRequest{UserID: "alice", Message: "garden", Scope: c.scope, Threshold: &zero, MaxResults: new(10)})
+		got := answers(r.Context)
+		if c.want == "both" {
+			if len(r.Context) != 2 {
+				t.Errorf("enrich without scope: %q, want both items", got)
+			}
+		} else if got != c.want {
+			t.Errorf("enrich scope %q: %q, want %q", c.scope, got, c.want)
+		}
+		if len(r.Facts) != 1 {
+			t.Errorf("enrich scope %q: facts %v, want the user-wide fact", c.scope, r.Facts)
+		}
+		s, err := h.client.Search(ctx, events.SearchRequest{UserID: "alice", Query: "garden", Scope: c.scope})
+		if err != nil || (c.want != "both" && answers(s.Results) != c.want) || (c.want == "both" && len(s.Results) != 2) {
+			t.Errorf("search scope %q: %q, %v", c.scope, answers(s.Results), err)
+		}
+		l, err := h.client.ListContext(ctx, events.ContextListRequest{UserID: "alice", Scope: c.scope})
+		if err != nil || (c.want != "both" && answers(l.Items) != c.want) || (c.want == "both" && len(l.Items) != 2) {
+			t.Errorf("list scope %q: %q, %v", c.scope, answers(l.Items), err)
+		}
+	}
+	long := strings.Repeat("s", events.MaxScopeBytes+1)
+	if _, err := h.client.Search(ctx, events.SearchRequest{UserID: "alice", Query: "garden", Scope: long}); serviceCode(err) != 400 {
+		t.Errorf("a scope over the limit: %v, want 400", err)
+	}
+}

@@ -1,0 +1,195 @@
+package events
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// Export and import of a user's memory (issue 16 item 7): memory.export and
+// memory.import. The format is JSON lines (docs/protocol.md, "Export and
+// import"): a header line ExportHeader, then one line per fact, history
+// entry, clear and context item, deterministic, so that the same memory
+// always exports to the same bytes.
+
+// ExportHeader is the first line of every export (and of every import
+// request's lines).
+const ExportHeader = `{"type":"memoryd.export","version":1}`
+
+// MaxCursorBytes bounds an export request's cursor.
+const MaxCursorBytes = 128
+
+// MaxImportRequestBytes bounds an import request's lines, header included,
+// as JSON: well under NATS's default 1 MiB max payload. Client.Import
+// splits larger exports into requests this size.
+const MaxImportRequestBytes = 768 << 10
+
+// ExportRequest asks for a page of the user's export (memory.export).
+type ExportRequest struct {
+	UserID string `json:"user_id"`
+	// Cursor continues an export: a previous reply's Next. Absent starts at
+	// the header.
+	Cursor string `json:"cursor,omitempty"`
+}
+
+// ExportReply is a page of an export: Lines holds whole lines, each ending
+// in a newline, and the pages' Lines concatenated are the export. Next,
+// sent as Cursor, asks for the next page; it is absent on the last page.
+// A cursor is valid while the user's memory stays as it was: after a
+// change, the next page is a 409 and the export starts again.
+type ExportReply struct {
+	Lines string `json:"lines"`
+	Next  string `json:"next,omitempty"`
+}
+
+// ImportRequest merges lines of an export into the user's memory
+// (memory.import). Lines are the export's lines as JSON objects, the
+// header first: each request is an import of its own, atomic, so a large
+// export goes in several requests, each starting with the header, and
+// merging makes them add up to the whole.
+type ImportRequest struct {
+	UserID string            `json:"user_id"`
+	Lines  []json.RawMessage `json:"lines,omitempty"`
+}
+
+// ImportReply counts, by line type, the rows the import wrote or changed;
+// lines the memory already held count nothing (importing twice imports
+// once).
+type ImportReply struct {
+	Imported map[string]int64 `json:"imported"`
+}
+
+// ExportPage returns one page of the user's export.
+func (c *Client) ExportPage(ctx context.Context, req ExportRequest) (ExportReply, error) {
+	var reply ExportReply
+	err := c.call(ctx, "export", req.UserID, req, &reply)
+	return reply, err
+}
+
+// Export writes the user's whole export to w, page by page. The memory
+// changing during the export is a *ServiceError with Code 409: export
+// again.
+func (c *Client) Export(ctx context.Context, userID string, w io.Writer) error {
+	req := ExportRequest{UserID: userID}
+	for {
+		page, err := c.ExportPage(ctx, req)
+		if err != nil {
+			return err
+		}
+		if _, err := io.WriteString(w, page.Lines); err != nil {
+			return fmt.Errorf("memoryd export: write: %w", err)
+		}
+		if page.Next == "" {
+			return nil
+		}
+		req.Cursor = page.Next
+	}
+}
+
+// Import merges an export read from r into the user's memory, in requests
+// of at most MaxImportRequestBytes, each starting with the header and each
+// atomic, and returns the counts summed. On an error, the requests before
+// it are imported (importing the whole again is safe: it imports once); a
+// line refused is named by its line number in r.
+func (c *Client) Import(ctx context.Context, userID string, r io.Reader) (ImportReply, error) {
+	total := ImportReply{Imported: map[string]int64{}}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(nil, MaxImportRequestBytes)
+	var (
+		lines      []json.RawMessage
+		size       int
+		first, num int // the file line of lines[1], and the current one
+	)
+	send := func() error {
+		if len(lines) <= 1 {
+			return nil
+		}
+		var reply ImportReply
+		err := c.call(ctx, "import", userID, ImportRequest{UserID: userID, Lines: lines}, &reply)
+		if err != nil {
+			return fileLine(err, first)
+		}
+		for k, v := range reply.Imported {
+			total.Imported[k] += v
+		}
+		lines, size = lines[:1], len(ExportHeader)
+		return nil
+	}
+	for sc.Scan() {
+		num++
+		line := bytes.TrimSpace(sc.Bytes())
+		if num == 1 {
+			if !json.Valid(line) {
+				return total, fmt.Errorf("memoryd import: line 1: not a memoryd export: the first line must be %s", ExportHeader)
+			}
+			lines, size = []json.RawMessage{bytes.Clone(line)}, len(line)
+			continue
+		}
+		if len(line) == 0 {
+			continue
+		}
+		if !json.Valid(line) {
+			return total, fmt.Errorf("memoryd import: line %d: not a JSON object", num)
+		}
+		// A JSON array holds the lines, one comma apart; with the request's
+		// other bytes well inside the limit's headroom.
+		if size+len(line)+1 > MaxImportRequestBytes-1024 {
+			if err := send(); err != nil {
+				return total, err
+			}
+		}
+		if len(lines) == 1 {
+			first = num
+		}
+		lines, size = append(lines, bytes.Clone(line)), size+len(line)+1
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return total, fmt.Errorf("memoryd import: line %d: over %d bytes", num+1, MaxImportRequestBytes)
+		}
+		return total, fmt.Errorf("memoryd import: read: %w", err)
+	}
+	if num == 0 {
+		return total, fmt.Errorf("memoryd import: empty input: expected %s first", ExportHeader)
+	}
+	if len(lines) == 1 {
+		// The header alone: an empty memory; sent so that the header is
+		// checked all the same.
+		var reply ImportReply
+		err := c.call(ctx, "import", userID, ImportRequest{UserID: userID, Lines: lines}, &reply)
+		if err == nil {
+			total = reply
+		}
+		return total, err
+	}
+	return total, send()
+}
+
+// fileLine rewrites a service error naming "line N" of a request (whose
+// line 1 is the header and line 2 the file's line first) to the file's
+// line number.
+func fileLine(err error, first int) error {
+	var se *ServiceError
+	if !errors.As(err, &se) {
+		return err
+	}
+	rest, ok := strings.CutPrefix(se.Description, "line ")
+	if !ok {
+		return err
+	}
+	numText, tail, ok := strings.Cut(rest, ":")
+	n, convErr := strconv.Atoi(numText)
+	if !ok || convErr != nil {
+		return err
+	}
+	if n > 1 {
+		n = first + n - 2
+	}
+	return &ServiceError{Code: se.Code, Description: fmt.Sprintf("line %d:%s", n, tail)}
+}

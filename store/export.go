@@ -1,0 +1,850 @@
+package store
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Export and import of one user's memory (issue 16 item 7) as JSON lines:
+// a header line, then one line per row, by type in a fixed order (see
+// sections), each type sorted by a stable natural key, so that the same
+// memory always exports to the same bytes: export, forget, import and export
+// again gives the first export back. Lines hold no user id and no database
+// id: the user is the one Export and Import are called for, so an import
+// can never write another user's memory. Turns and token usage are not
+// exported: the turn stream is their source of truth.
+//
+// Adding a line type is one section (an exportSection value in sections,
+// its line struct and three functions): the format's reader, writer and
+// transaction come from here.
+
+// The header, the first line of every export.
+const (
+	// ExportType is the header's "type".
+	ExportType = "memoryd.export"
+	// ExportVersion is the format version written and the only one read.
+	ExportVersion = 1
+)
+
+// MaxImportBytes bounds one Import's input. Larger memory is imported in
+// several parts (each a header and some of the lines): merging makes the
+// parts add up to the whole.
+const MaxImportBytes = 16 << 20
+
+// exportTimeLayout writes times in RFC 3339 with microseconds (what
+// Postgres keeps) in UTC, always the same width for the same instant.
+const exportTimeLayout = "2006-01-02T15:04:05.000000Z07:00"
+
+func exportTime(t time.Time) string { return t.UTC().Format(exportTimeLayout) }
+
+// exportHeader is the first line.
+type exportHeader struct {
+	Type    string `json:"type"`
+	Version int    `json:"version"`
+}
+
+// exportSection is one line type: how its rows are read for an export
+// (sorted by their natural key), how a line of it is parsed and checked,
+// and how an import's lines of it are written.
+type exportSection struct {
+	typ string
+	// read returns the user's rows as lines, in export order.
+	read func(ctx context.Context, q *Store, userID string) ([]any, error)
+	// parse decodes and checks one line (unknown fields refused).
+	parse func(data []byte) (any, error)
+	// apply merges the import's lines of this type, in file order, into the
+	// user's memory and returns how many rows it wrote or changed.
+	apply func(ctx context.Context, q *Store, userID string, lines []any) (int64, error)
+}
+
+// sections are the line types in the order an export writes them.
+var sections = []exportSection{
+	{"fact", readFacts, parseLine(checkFactLine), applyFacts},
+	{"fact_history", readHistory, parseLine(checkHistoryLine), applyHistory},
+	{"fact_clear", readFactClears, parseLine(checkFactClearLine), applyFactClears},
+	{"context", readContext, parseLine(checkContextLine), applyContext},
+	{"context_clear", readContextClears, parseLine(checkContextClearLine), applyContextClears},
+}
+
+// applyOrder is the order an import writes the types in, whatever the
+// order of its lines: clears first, so that they apply to the lines
+// imported with them; history after every fact write (a line type that
+// writes facts goes before it), since the history those writes add is
+// dropped, just before the imported entries go in.
+var applyOrder = []string{"fact_clear", "context_clear", "fact", "fact_history", "context"}
+
+func section(typ string) (exportSection, bool) {
+	for _, s := range sections {
+		if s.typ == typ {
+			return s, true
+		}
+	}
+	return exportSection{}, false
+}
+
+// Export writes the user's memory to w as JSON lines (see the top of this
+// file), read from one snapshot. A user without memory exports the header
+// alone.
+func (s *Store) Export(ctx context.Context, userID string, w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	enc.SetEscapeHTML(false) // text as stored, not \u003c for "<"
+	if err := enc.Encode(exportHeader{Type: ExportType, Version: ExportVersion}); err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	err := s.snapshot(ctx, func(q *Store) error {
+		for _, sec := range sections {
+			lines, err := sec.read(ctx, q, userID)
+			if err != nil {
+				return fmt.Errorf("%s: %w", sec.typ, err)
+			}
+			for _, l := range lines {
+				if err := enc.Encode(l); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	return nil
+}
+
+// snapshot runs fn in a read-only repeatable-read transaction, so that all
+// its reads see one snapshot, or in s's transaction when s has one.
+func (s *Store) snapshot(ctx context.Context, fn func(q *Store) error) error {
+	if _, ok := s.db.(pgx.Tx); ok {
+		return fn(s)
+	}
+	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		return fn(s.WithTx(tx))
+	})
+}
+
+// ImportError is a line Import refused; nothing was written.
+type ImportError struct {
+	// Line is the 1-based line number in the input (the header is line 1).
+	Line int
+	Err  error
+}
+
+func (e *ImportError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e.Err) }
+func (e *ImportError) Unwrap() error { return e.Err }
+
+// ErrImportTooLarge is wrapped by Import's error for an input over
+// MaxImportBytes.
+var ErrImportTooLarge = errors.New("import too large")
+
+// Imported counts, by line type, the rows an import wrote or changed; lines
+// the memory already held (or that lost to newer memory) count nothing.
+type Imported map[string]int64
+
+// Import merges an export (see Export) into the user's memory, in one
+// transaction, by the rules every write follows: a fact is kept when its
+// source time is the latest (ties as UpsertFacts), clears are kept (the
+// latest of two), apply to the memory already there and keep older lines
+// out, a context item already held (same content hash) is not duplicated,
+// and a history entry identical to one held is not added again, so
+// importing twice is importing once. The input is read and checked whole
+// first: a bad line (an *ImportError naming it) or an input over
+// MaxImportBytes writes nothing. token is the user's subject token: the
+// import holds the user's lock (see LockUsers), so a forget waits for it to
+// commit and deletes it all, or comes first.
+//
+// The import's own writes add no history of their own: the imported
+// entries are the facts' history.
+func (s *Store) Import(ctx context.Context, userID, token string, r io.Reader) (Imported, error) {
+	byType, err := readImport(r)
+	if err != nil {
+		return nil, fmt.Errorf("import: %w", err)
+	}
+	counts := Imported{}
+	err = s.InTx(ctx, func(_ pgx.Tx, q *Store) error {
+		if _, err := q.LockUsers(ctx, []string{token}); err != nil {
+			return err
+		}
+		// Exclusive, as for a clear: extraction's writes for the user wait,
+		// and none interleaves with the merge.
+		if err := q.lockClears(ctx, []string{userID}, true); err != nil {
+			return err
+		}
+		for _, typ := range applyOrder {
+			if typ == "fact_history" {
+				// Every fact write is done: what they added to the history
+				// goes before the imported entries come in.
+				if err := dropOwnHistory(ctx, q, userID); err != nil {
+					return err
+				}
+			}
+			sec, _ := section(typ)
+			n, err := sec.apply(ctx, q, userID, byType[typ])
+			if err != nil {
+				return fmt.Errorf("%s: %w", typ, err)
+			}
+			counts[typ] = n
+			if typ == "fact" {
+				if hook, ok := ctx.Value(importHookKey{}).(func()); ok {
+					hook()
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("import: %w", err)
+	}
+	return counts, nil
+}
+
+// importHookKey keys a test hook Import calls half-way, after writing facts.
+type importHookKey struct{}
+
+// readImport reads and checks every line, grouping them by type.
+func readImport(r io.Reader) (map[string][]any, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxImportBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxImportBytes {
+		return nil, fmt.Errorf("%w: over %d bytes; import it in parts, each with the header", ErrImportTooLarge, MaxImportBytes)
+	}
+	byType := map[string][]any{}
+	n := 0
+	for line := range bytes.Lines(data) {
+		n++
+		line = bytes.TrimRight(line, "\r\n")
+		if n == 1 {
+			if err := checkHeader(line); err != nil {
+				return nil, &ImportError{Line: 1, Err: err}
+			}
+			continue
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue // a blank line, e.g. a final newline doubled
+		}
+		var head struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(line, &head); err != nil {
+			return nil, &ImportError{Line: n, Err: fmt.Errorf("not a JSON object: %w", err)}
+		}
+		sec, ok := section(head.Type)
+		if !ok {
+			return nil, &ImportError{Line: n, Err: fmt.Errorf("unknown type %q", head.Type)}
+		}
+		l, err := sec.parse(line)
+		if err != nil {
+			return nil, &ImportError{Line: n, Err: fmt.Errorf("%s: %w", head.Type, err)}
+		}
+		byType[head.Type] = append(byType[head.Type], l)
+	}
+	if n == 0 {
+		return nil, &ImportError{Line: 1, Err: errors.New(`empty input: expected the header {"type":"memoryd.export","version":1}`)}
+	}
+	return byType, nil
+}
+
+func checkHeader(line []byte) error {
+	var h exportHeader
+	if err := json.Unmarshal(line, &h); err != nil || h.Type != ExportType {
+		return fmt.Errorf(`not a memoryd export: the first line must be {"type":%q,"version":%d}`, ExportType, ExportVersion)
+	}
+	if h.Version != ExportVersion {
+		return fmt.Errorf("export version %d is not supported: this memoryd reads version %d", h.Version, ExportVersion)
+	}
+	return nil
+}
+
+// parseLine decodes a line strictly into a T and checks it.
+func parseLine[T any](check func(*T) error) func([]byte) (any, error) {
+	return func(data []byte) (any, error) {
+		if !utf8.Valid(data) {
+			return nil, errors.New("not valid UTF-8")
+		}
+		var l T
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&l); err != nil {
+			return nil, err
+		}
+		if dec.More() {
+			return nil, errors.New("trailing data after the JSON object")
+		}
+		if err := check(&l); err != nil {
+			return nil, err
+		}
+		return &l, nil
+	}
+}
+
+// Limits of imported text, those the write paths apply (events' limits;
+// store imports no sibling, so they are repeated here). A fact's value has
+// a larger one: a list key's row holds all its items joined, longer than
+// any one value written.
+const (
+	maxKeyBytes      = 256
+	maxValueBytes    = 1 << 20
+	maxQuestionBytes = 64 << 10
+	maxAnswerBytes   = 256 << 10
+	maxIDBytes       = 256
+	maxScopeBytes    = 128
+)
+
+// text checks a text field: its length and no NUL (Postgres text cannot
+// hold it); required ones must not be blank.
+func text(field, s string, limit int, required bool) error {
+	switch {
+	case required && strings.TrimSpace(s) == "":
+		return fmt.Errorf("%s is required", field)
+	case len(s) > limit:
+		return fmt.Errorf("%s is %d bytes, over the %d byte limit", field, len(s), limit)
+	case strings.IndexByte(s, 0) >= 0:
+		return fmt.Errorf("%s contains a NUL character", field)
+	}
+	return nil
+}
+
+// parseTime reads a required RFC 3339 time.
+func parseTime(field, s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, fmt.Errorf("%s is required", field)
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%s %q is not an RFC 3339 time", field, s)
+	}
+	if y := t.Year(); y < 1970 || y > 9999 {
+		return time.Time{}, fmt.Errorf("%s: year %d is out of range", field, y)
+	}
+	// No write dates memory in the future (turns are clamped to the time
+	// the stream stored them plus the worker's clock skew, 5 minutes by
+	// default); an import must not either, or its values would outrank
+	// every later turn and facts.set.
+	if t.After(now().Add(maxImportFuture)) {
+		return time.Time{}, fmt.Errorf("%s %s is in the future", field, s)
+	}
+	return t, nil
+}
+
+// maxImportFuture is how far after now an imported time may be: the
+// worker's default clock skew.
+const maxImportFuture = 5 * time.Minute
+
+func checkAll(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ---- fact ----
+
+type factLine struct {
+	Type           string `json:"type"`
+	Key            string `json:"key"`
+	Value          string `json:"value"`
+	SourceAt       string `json:"source_at"`
+	EventID        string `json:"event_id"`
+	ConversationID string `json:"conversation_id"`
+	Extractor      string `json:"extractor"`
+	Model          string `json:"model"`
+	PromptVersion  string `json:"prompt_version"`
+	UpdatedAt      string `json:"updated_at"`
+
+	sourceAt, updatedAt time.Time
+}
+
+func checkFactLine(l *factLine) (err error) {
+	if l.sourceAt, err = parseTime("source_at", l.SourceAt); err != nil {
+		return err
+	}
+	if l.updatedAt, err = parseTime("updated_at", l.UpdatedAt); err != nil {
+		return err
+	}
+	return checkAll(text("key", l.Key, maxKeyBytes, true), text("value", l.Value, maxValueBytes, false),
+		text("event_id", l.EventID, maxIDBytes, false), text("conversation_id", l.ConversationID, maxIDBytes, false),
+		text("extractor", l.Extractor, maxIDBytes, false), text("model", l.Model, maxIDBytes, false),
+		text("prompt_version", l.PromptVersion, maxIDBytes, false))
+}
+
+func readFacts(ctx context.Context, q *Store, userID string) ([]any, error) {
+	rows, err := q.db.Query(ctx, `SELECT key, value, source_at, event_id, conversation_id, extractor, model, prompt_version, updated_at
+		FROM facts WHERE user_id = $1`, userID)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		out    []*factLine
+		l      factLine
+		sa, ua time.Time
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&l.Key, &l.Value, &sa, &l.EventID, &l.ConversationID, &l.Extractor, &l.Model, &l.PromptVersion, &ua}, func() error {
+		c := l
+		c.Type, c.SourceAt, c.UpdatedAt = "fact", exportTime(sa), exportTime(ua)
+		out = append(out, &c)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	// Sorted in Go, by bytes: the order must not depend on the database's
+	// collation.
+	slices.SortFunc(out, func(a, b *factLine) int { return strings.Compare(a.Key, b.Key) })
+	return anys(out), nil
+}
+
+func applyFacts(ctx context.Context, q *Store, userID string, lines []any) (int64, error) {
+	ls := typed[*factLine](lines)
+	// One line per key, the one that wins (ON CONFLICT cannot touch a row
+	// twice in one statement).
+	slices.SortStableFunc(ls, func(a, b *factLine) int {
+		return cmp.Or(strings.Compare(a.Key, b.Key), b.sourceAt.Compare(a.sourceAt), strings.Compare(b.EventID, a.EventID))
+	})
+	ls = slices.CompactFunc(ls, func(a, b *factLine) bool { return a.Key == b.Key })
+	var (
+		keys, values, events, convs, xs, ms, ps []string
+		ats, ups                                []time.Time
+	)
+	for _, l := range ls {
+		keys, values, events, convs = append(keys, l.Key), append(values, l.Value), append(events, l.EventID), append(convs, l.ConversationID)
+		xs, ms, ps = append(xs, l.Extractor), append(ms, l.Model), append(ps, l.PromptVersion)
+		ats, ups = append(ats, l.sourceAt), append(ups, l.updatedAt)
+	}
+	tag, err := q.db.Exec(ctx, `
+		INSERT INTO facts AS f (user_id, key, value, source_at, event_id, conversation_id, extractor, model, prompt_version, updated_at)
+		SELECT $1, k, v, a, e, cv, x, m, p, up
+		FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::timestamptz[])
+			AS w(k, v, a, e, cv, x, m, p, up)
+		WHERE NOT EXISTS (SELECT FROM fact_clears c WHERE c.user_id = $1 AND c.key = w.k AND c.cleared_at >= w.a)
+		ON CONFLICT (user_id, key) DO UPDATE
+		SET value = excluded.value, source_at = excluded.source_at, event_id = excluded.event_id,
+		    conversation_id = excluded.conversation_id, extractor = excluded.extractor, model = excluded.model,
+		    prompt_version = excluded.prompt_version, updated_at = excluded.updated_at
+		WHERE f.source_at < excluded.source_at
+		   OR (f.source_at = excluded.source_at AND f.extractor <> 'direct' AND f.event_id < excluded.event_id)`,
+		userID, keys, values, ats, events, convs, xs, ms, ps, ups)
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}
+
+// dropOwnHistory deletes the history the facts trigger wrote for this
+// transaction's writes (the facts, the clears' deletes): the imported
+// entries are the history. Import runs in a transaction of its own, never
+// a savepoint, so its rows carry its transaction id.
+func dropOwnHistory(ctx context.Context, q *Store, userID string) error {
+	if _, err := q.db.Exec(ctx, `DELETE FROM fact_history WHERE user_id = $1 AND xmin = pg_current_xact_id()::xid`, userID); err != nil {
+		return fmt.Errorf("drop the import's own history: %w", err)
+	}
+	return nil
+}
+
+// ---- fact_history ----
+
+type historyLine struct {
+	Type           string  `json:"type"`
+	Key            string  `json:"key"`
+	Op             string  `json:"op"`
+	OldValue       *string `json:"old_value"`
+	NewValue       *string `json:"new_value"`
+	EventID        string  `json:"event_id"`
+	ConversationID string  `json:"conversation_id"`
+	SourceAt       *string `json:"source_at"`
+	ChangedAt      string  `json:"changed_at"`
+
+	id        int64
+	sourceAt  *time.Time
+	changedAt time.Time
+}
+
+func checkHistoryLine(l *historyLine) (err error) {
+	if l.changedAt, err = parseTime("changed_at", l.ChangedAt); err != nil {
+		return err
+	}
+	if l.SourceAt != nil {
+		t, err := parseTime("source_at", *l.SourceAt)
+		if err != nil {
+			return err
+		}
+		l.sourceAt = &t
+	}
+	errs := []error{text("key", l.Key, maxKeyBytes, true), text("op", l.Op, 32, true),
+		text("event_id", l.EventID, maxIDBytes, false), text("conversation_id", l.ConversationID, maxIDBytes, false)}
+	for _, v := range []*string{l.OldValue, l.NewValue} {
+		if v != nil {
+			errs = append(errs, text("value", *v, maxValueBytes, false))
+		}
+	}
+	return checkAll(errs...)
+}
+
+func readHistory(ctx context.Context, q *Store, userID string) ([]any, error) {
+	rows, err := q.db.Query(ctx, `SELECT id, key, op, old_value, new_value, event_id, conversation_id, source_at, changed_at
+		FROM fact_history WHERE user_id = $1`, userID)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		out []*historyLine
+		l   historyLine
+		sa  *time.Time
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&l.id, &l.Key, &l.Op, &l.OldValue, &l.NewValue, &l.EventID, &l.ConversationID, &sa, &l.changedAt}, func() error {
+		c := l
+		c.Type, c.ChangedAt, c.SourceAt = "fact_history", exportTime(l.changedAt), nil
+		if sa != nil {
+			s := exportTime(*sa)
+			c.SourceAt = &s
+		}
+		out = append(out, &c)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	// By key, then in the order the changes were recorded; an import
+	// inserts them in file order, so ids keep that order.
+	slices.SortFunc(out, func(a, b *historyLine) int {
+		return cmp.Or(strings.Compare(a.Key, b.Key), a.changedAt.Compare(b.changedAt), cmp.Compare(a.id, b.id))
+	})
+	return anys(out), nil
+}
+
+func applyHistory(ctx context.Context, q *Store, userID string, lines []any) (int64, error) {
+	ls := typed[*historyLine](lines)
+	// Identical lines are one entry.
+	seen := map[string]bool{}
+	var (
+		keys, ops, events, convs []string
+		olds, news               []*string
+		sources                  []*time.Time
+		changed                  []time.Time
+	)
+	for _, l := range ls {
+		id, _ := json.Marshal(l)
+		if seen[string(id)] {
+			continue
+		}
+		seen[string(id)] = true
+		keys, ops, events, convs = append(keys, l.Key), append(ops, l.Op), append(events, l.EventID), append(convs, l.ConversationID)
+		olds, news, sources, changed = append(olds, l.OldValue), append(news, l.NewValue), append(sources, l.sourceAt), append(changed, l.changedAt)
+	}
+	tag, err := q.db.Exec(ctx, `
+		INSERT INTO fact_history (user_id, key, op, old_value, new_value, event_id, conversation_id, source_at, changed_at)
+		SELECT $1, k, o, ov, nv, e, cv, a, ch
+		FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[], $9::timestamptz[])
+			WITH ORDINALITY AS w(k, o, ov, nv, e, cv, a, ch, n)
+		WHERE NOT EXISTS (SELECT FROM fact_history h
+			WHERE h.user_id = $1 AND h.key = w.k AND h.op = w.o AND h.old_value IS NOT DISTINCT FROM w.ov
+			  AND h.new_value IS NOT DISTINCT FROM w.nv AND h.event_id = w.e AND h.conversation_id = w.cv
+			  AND h.source_at IS NOT DISTINCT FROM w.a AND h.changed_at = w.ch)
+		ORDER BY n`,
+		userID, keys, ops, olds, news, events, convs, sources, changed)
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}
+
+// ---- fact_clear ----
+
+type factClearLine struct {
+	Type      string `json:"type"`
+	Key       string `json:"key"`
+	ClearedAt string `json:"cleared_at"`
+
+	clearedAt time.Time
+}
+
+func checkFactClearLine(l *factClearLine) (err error) {
+	if l.clearedAt, err = parseTime("cleared_at", l.ClearedAt); err != nil {
+		return err
+	}
+	return text("key", l.Key, maxKeyBytes, true)
+}
+
+func readFactClears(ctx context.Context, q *Store, userID string) ([]any, error) {
+	rows, err := q.db.Query(ctx, `SELECT key, cleared_at FROM fact_clears WHERE user_id = $1`, userID)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		out []*factClearLine
+		l   factClearLine
+		at  time.Time
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&l.Key, &at}, func() error {
+		c := l
+		c.Type, c.ClearedAt = "fact_clear", exportTime(at)
+		out = append(out, &c)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b *factClearLine) int { return strings.Compare(a.Key, b.Key) })
+	return anys(out), nil
+}
+
+func applyFactClears(ctx context.Context, q *Store, userID string, lines []any) (int64, error) {
+	latest := map[string]time.Time{}
+	for _, l := range typed[*factClearLine](lines) {
+		if t, ok := latest[l.Key]; !ok || l.clearedAt.After(t) {
+			latest[l.Key] = l.clearedAt
+		}
+	}
+	var (
+		keys []string
+		ats  []time.Time
+	)
+	for k, t := range latest {
+		keys, ats = append(keys, k), append(ats, t)
+	}
+	tag, err := q.db.Exec(ctx, `
+		INSERT INTO fact_clears AS c (user_id, key, cleared_at)
+		SELECT $1, k, a FROM unnest($2::text[], $3::timestamptz[]) AS w(k, a)
+		ON CONFLICT (user_id, key) DO UPDATE SET cleared_at = excluded.cleared_at
+		WHERE c.cleared_at < excluded.cleared_at`, userID, keys, ats)
+	if err != nil {
+		return 0, err
+	}
+	// The clears apply to the memory already there, as they did where they
+	// were made: a value stated no later is gone.
+	if _, err := q.db.Exec(ctx, `DELETE FROM facts f USING fact_clears c
+		WHERE f.user_id = $1 AND c.user_id = $1 AND c.key = f.key AND f.key = ANY($2) AND c.cleared_at >= f.source_at`, userID, keys); err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}
+
+// ---- context ----
+
+type contextLine struct {
+	Type           string `json:"type"`
+	Question       string `json:"question"`
+	Answer         string `json:"answer"`
+	CreatedAt      string `json:"created_at"`
+	EventID        string `json:"event_id"`
+	ConversationID string `json:"conversation_id"`
+	Scope          string `json:"scope"`
+	Extractor      string `json:"extractor"`
+	Model          string `json:"model"`
+	PromptVersion  string `json:"prompt_version"`
+
+	createdAt time.Time
+}
+
+func checkContextLine(l *contextLine) (err error) {
+	if l.createdAt, err = parseTime("created_at", l.CreatedAt); err != nil {
+		return err
+	}
+	return checkAll(text("question", l.Question, maxQuestionBytes, true), text("answer", l.Answer, maxAnswerBytes, false),
+		text("event_id", l.EventID, maxIDBytes, false), text("conversation_id", l.ConversationID, maxIDBytes, false),
+		text("scope", l.Scope, maxScopeBytes, false),
+		text("extractor", l.Extractor, maxIDBytes, false), text("model", l.Model, maxIDBytes, false),
+		text("prompt_version", l.PromptVersion, maxIDBytes, false))
+}
+
+func readContext(ctx context.Context, q *Store, userID string) ([]any, error) {
+	rows, err := q.db.Query(ctx, `SELECT question, answer, created_at, event_id, conversation_id, scope, extractor, model, prompt_version
+		FROM context WHERE user_id = $1`, userID)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		out []*contextLine
+		l   contextLine
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&l.Question, &l.Answer, &l.createdAt, &l.EventID, &l.ConversationID, &l.Scope, &l.Extractor, &l.Model, &l.PromptVersion}, func() error {
+		c := l
+		c.Type, c.CreatedAt = "context", exportTime(l.createdAt)
+		out = append(out, &c)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	// Oldest first; a user holds a (question, answer) pair once.
+	slices.SortFunc(out, func(a, b *contextLine) int {
+		return cmp.Or(a.createdAt.Compare(b.createdAt), strings.Compare(a.Question, b.Question), strings.Compare(a.Answer, b.Answer))
+	})
+	return anys(out), nil
+}
+
+func applyContext(ctx context.Context, q *Store, userID string, lines []any) (int64, error) {
+	ls := typed[*contextLine](lines)
+	var (
+		qs, as, events, convs, scopes, xs, ms, ps []string
+		ats                                       []time.Time
+		hashes, qhashes                           [][]byte
+	)
+	// One line per content hash, the latest (ON CONFLICT cannot touch a row
+	// twice in one statement).
+	at := map[string]int{}
+	for _, l := range ls {
+		h := ContentHash(userID, l.Question, l.Answer)
+		if i, ok := at[string(h)]; ok {
+			if l.createdAt.After(ats[i]) {
+				ats[i] = l.createdAt
+			}
+			continue
+		}
+		at[string(h)] = len(qs)
+		qs, as, events, convs, scopes = append(qs, l.Question), append(as, l.Answer), append(events, l.EventID), append(convs, l.ConversationID), append(scopes, l.Scope)
+		xs, ms, ps = append(xs, l.Extractor), append(ms, l.Model), append(ps, l.PromptVersion)
+		ats, hashes, qhashes = append(ats, l.createdAt), append(hashes, h), append(qhashes, questionHash(userID, l.Question))
+	}
+	// As InsertContext: an item a clear covers is not inserted, one held
+	// already takes the later time.
+	tag, err := q.db.Exec(ctx, `
+		INSERT INTO context AS c (user_id, question, answer, created_at, event_id, conversation_id, scope, content_hash, extractor, model, prompt_version)
+		SELECT $1, qu, a, t, e, cv, sc, h, x, m, p
+		FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::bytea[], $9::text[], $10::text[], $11::text[], $12::bytea[])
+			AS w(qu, a, t, e, cv, sc, h, x, m, p, qh)
+		WHERE NOT EXISTS (SELECT FROM context_clears cl
+			WHERE cl.user_id = $1 AND cl.hash IN ('\x'::bytea, w.h, w.qh) AND cl.cleared_at >= w.t)
+		ON CONFLICT (user_id, content_hash) DO UPDATE SET created_at = excluded.created_at
+		WHERE c.created_at < excluded.created_at`,
+		userID, qs, as, ats, events, convs, scopes, hashes, xs, ms, ps, qhashes)
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}
+
+// ---- context_clear ----
+
+// contextClearLine is a clear of context items. Hash is hex: empty for a
+// clear of all the user's items, else the hash of the pair or question
+// cleared, which covers the user id: imported into another user, such a
+// clear matches none of their items.
+type contextClearLine struct {
+	Type      string `json:"type"`
+	Hash      string `json:"hash"`
+	ClearedAt string `json:"cleared_at"`
+
+	hash      []byte
+	clearedAt time.Time
+}
+
+func checkContextClearLine(l *contextClearLine) (err error) {
+	if l.clearedAt, err = parseTime("cleared_at", l.ClearedAt); err != nil {
+		return err
+	}
+	if l.hash, err = hex.DecodeString(l.Hash); err != nil || (len(l.hash) != 0 && len(l.hash) != 32) {
+		return fmt.Errorf("hash %.80q is not empty or 64 hex digits", l.Hash)
+	}
+	return nil
+}
+
+func readContextClears(ctx context.Context, q *Store, userID string) ([]any, error) {
+	rows, err := q.db.Query(ctx, `SELECT hash, cleared_at FROM context_clears WHERE user_id = $1`, userID)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		out []*contextClearLine
+		h   []byte
+		at  time.Time
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&h, &at}, func() error {
+		out = append(out, &contextClearLine{Type: "context_clear", Hash: hex.EncodeToString(h), ClearedAt: exportTime(at)})
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b *contextClearLine) int { return strings.Compare(a.Hash, b.Hash) })
+	return anys(out), nil
+}
+
+func applyContextClears(ctx context.Context, q *Store, userID string, lines []any) (int64, error) {
+	latest := map[string]time.Time{}
+	for _, l := range typed[*contextClearLine](lines) {
+		if t, ok := latest[string(l.hash)]; !ok || l.clearedAt.After(t) {
+			latest[string(l.hash)] = l.clearedAt
+		}
+	}
+	if len(latest) == 0 {
+		return 0, nil
+	}
+	var (
+		hashes [][]byte
+		ats    []time.Time
+	)
+	for h, t := range latest {
+		hashes, ats = append(hashes, []byte(h)), append(ats, t)
+	}
+	tag, err := q.db.Exec(ctx, `
+		INSERT INTO context_clears AS c (user_id, hash, cleared_at)
+		SELECT $1, h, a FROM unnest($2::bytea[], $3::timestamptz[]) AS w(h, a)
+		ON CONFLICT (user_id, hash) DO UPDATE SET cleared_at = excluded.cleared_at
+		WHERE c.cleared_at < excluded.cleared_at`, userID, hashes, ats)
+	if err != nil {
+		return 0, err
+	}
+	// The clears apply to the items already there: those they cover (all,
+	// the pair, or the question, as in DeleteContext) and not later go.
+	// Matching a question needs normalize, so it is done here in Go.
+	rows, err := q.db.Query(ctx, `SELECT id, question, content_hash, created_at FROM context WHERE user_id = $1`, userID)
+	if err != nil {
+		return 0, err
+	}
+	var (
+		gone     []int64
+		id       int64
+		question string
+		h        []byte
+		at       time.Time
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&id, &question, &h, &at}, func() error {
+		for _, key := range []string{"", string(h), string(questionHash(userID, question))} {
+			if t, ok := latest[key]; ok && !t.Before(at) {
+				gone = append(gone, id)
+				break
+			}
+		}
+		return nil
+	}); err != nil {
+		return 0, err
+	}
+	if len(gone) > 0 {
+		if _, err := q.db.Exec(ctx, `DELETE FROM context WHERE user_id = $1 AND id = ANY($2)`, userID, gone); err != nil {
+			return 0, err
+		}
+	}
+	return tag.RowsAffected(), nil
+}
+
+// anys and typed convert between a section's lines and their own type.
+func anys[T any](ls []T) []any {
+	out := make([]any, len(ls))
+	for i, l := range ls {
+		out[i] = l
+	}
+	return out
+}
+
+func typed[T any](ls []any) []T {
+	out := make([]T, len(ls))
+	for i, l := range ls {
+		out[i] = l.(T)
+	}
+	return out
+}

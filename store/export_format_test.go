@@ -1,0 +1,340 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/events/eventstest"
+	"github.com/memoryd/memoryd/store"
+)
+
+// remember gives user a memory with every exported kind of row: extracted
+// facts (one changed, so with history), a direct fact, a cleared fact,
+// context items from scoped and unscoped turns, a direct item, and clears
+// of an item, a question and all items. tag makes the texts the user's own.
+func remember(t *testing.T, ctx context.Context, s *store.Store, user, tag string) {
+	t.Helper()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	prov := store.Provenance{Extractor: "llm", Model: "m1", PromptVersion: "v3"}
+	_, err := s.InsertTurns(ctx, []store.Turn{
+		{EventID: "e1", UserID: user, ConversationID: "c1", UserMessage: "x", TurnAt: t0, Scope: "app-" + tag},
+		{EventID: "e2", UserID: user, ConversationID: "c2", UserMessage: "x", TurnAt: t0.Add(time.Minute)},
+		{EventID: "e3", UserID: user, ConversationID: "c3", UserMessage: "x", TurnAt: t0.Add(2 * time.Minute), Scope: "agent <" + tag + ">"},
+	})
+	must(err)
+	fact := func(key, value, event string, at time.Time) store.FactWrite {
+		return store.FactWrite{UserID: user, Key: key, Value: value, SourceAt: at, EventID: event, ConversationID: "c-" + event, Provenance: prov}
+	}
+	_, err = s.UpsertFacts(ctx, []store.FactWrite{fact("city", "Porto "+tag, "e1", t0), fact("car", "Golf", "e1", t0), fact("pet", "Rex & Co", "e1", t0)})
+	must(err)
+	_, err = s.UpsertFacts(ctx, []store.FactWrite{fact("city", "Lisbon "+tag, "e2", t0.Add(time.Minute))})
+	must(err)
+	_, _, err = s.SetFact(ctx, user, "name", "N "+tag)
+	must(err)
+	_, err = s.DeleteFact(ctx, user, "car")
+	must(err)
+	item := func(q, a, event string, at time.Time) store.ContextWrite {
+		return store.ContextWrite{UserID: user, Question: q, Answer: a, CreatedAt: at, EventID: event, ConversationID: "c-" + event, Provenance: prov}
+	}
+	ids, err := s.InsertContext(ctx, []store.ContextWrite{
+		item("Where do I work? "+tag, "At the <harbour>", "e1", t0),
+		item("What do I drink?", "Tea "+tag, "e2", t0.Add(time.Minute)),
+		item("Which band?", "Low "+tag, "e3", t0.Add(2*time.Minute)),
+		item("Old question", "gone by id", "e2", t0.Add(time.Minute)),
+		item("Asked twice?", "gone by question", "e2", t0.Add(time.Minute)),
+	})
+	must(err)
+	_, _, err = s.StoreContext(ctx, store.ContextWrite{UserID: user, Question: "Direct " + tag, Answer: "stored", CreatedAt: t0.Add(3 * time.Minute), Provenance: store.Provenance{Extractor: "direct"}})
+	must(err)
+	_, err = s.DeleteContext(ctx, store.ContextDelete{UserID: user, ID: ids[3]})
+	must(err)
+	_, err = s.DeleteContext(ctx, store.ContextDelete{UserID: user, Question: "asked  TWICE?"})
+	must(err)
+}
+
+func export(t *testing.T, ctx context.Context, s *store.Store, user string) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := s.Export(ctx, user, &b); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+const header = `{"type":"memoryd.export","version":1}` + "\n"
+
+// TestExportForgetImportIsByteIdentical: export, forget, import and export
+// again gives the same bytes, with every line type and scope; the other
+// user is untouched and the export names no user.
+func TestExportForgetImportIsByteIdentical(t *testing.T) {
+	ctx, s := setup(t)
+	remember(t, ctx, s, "alice", "a")
+	remember(t, ctx, s, "bob", "b")
+	first, bob := export(t, ctx, s, "alice"), export(t, ctx, s, "bob")
+
+	for _, want := range []string{`"type":"fact",`, `"type":"fact_history",`, `"type":"fact_clear",`, `"type":"context",`,
+		`"scope":"app-a"`, `"scope":"agent <a>"`, `"op":"clear"`, `"extractor":"direct"`, `"value":"Rex & Co"`} {
+		if !bytes.Contains(first, []byte(want)) {
+			t.Errorf("export lacks %s:\n%s", want, first)
+		}
+	}
+	if !bytes.HasPrefix(first, []byte(header)) || bytes.Contains(first, []byte("alice")) {
+		t.Fatalf("export does not start with the header or names the user:\n%s", first)
+	}
+	if n := bytes.Count(first, []byte(`"type":"context_clear"`)); n != 2 {
+		t.Errorf("%d context clears, want 2 (by id, by question)", n)
+	}
+
+	if _, _, err := s.ForgetUser(ctx, "alice", "alice", 0, store.RiverJobs{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := export(t, ctx, s, "alice"); string(got) != header {
+		t.Fatalf("export after forget = %q, want the header alone", got)
+	}
+	counts, err := s.Import(ctx, "alice", "alice", bytes.NewReader(first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts["fact"] != 3 || counts["context"] != 4 || counts["fact_clear"] != 1 || counts["context_clear"] != 2 {
+		t.Errorf("import counts = %v", counts)
+	}
+	if again := export(t, ctx, s, "alice"); !bytes.Equal(again, first) {
+		t.Errorf("export after forget and import differs:\n--- first\n%s--- again\n%s", first, again)
+	}
+	if got := export(t, ctx, s, "bob"); !bytes.Equal(got, bob) {
+		t.Errorf("bob's memory changed")
+	}
+	// The imported memory is live memory: scoped search finds its items.
+	c, err := s.SearchContext(ctx, store.SearchQuery{UserID: "alice", Keywords: []string{"band"}, Scope: "agent <a>"})
+	if err != nil || len(c.Matches) != 1 {
+		t.Errorf("scoped search after import = %+v, %v", c.Matches, err)
+	}
+	// The clears came back: an item they cover stays out.
+	ids, err := s.InsertContext(ctx, []store.ContextWrite{{UserID: "alice", Question: "Asked twice?", Answer: "again", CreatedAt: t0}})
+	if err != nil || ids[0] != 0 {
+		t.Errorf("an item under an imported clear was inserted: %v, %v", ids, err)
+	}
+}
+
+// TestImportIsIdempotentAndOwnUser: importing twice is importing once, and
+// an import writes the named user only, also with imports of several users
+// interleaved.
+func TestImportIsIdempotentAndOwnUser(t *testing.T) {
+	ctx, s := setup(t)
+	users := []string{"u1", "u2", "u3", "u4"}
+	files := map[string][]byte{}
+	for _, u := range users {
+		remember(t, ctx, s, u, u)
+		files[u] = export(t, ctx, s, u)
+	}
+	for _, u := range users {
+		if _, _, err := s.ForgetUser(ctx, u, u, 0, store.RiverJobs{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*len(users))
+	for range 2 {
+		for _, u := range users {
+			wg.Go(func() {
+				_, err := s.Import(ctx, u, u, bytes.NewReader(files[u]))
+				errs <- err
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, u := range users {
+		if got := export(t, ctx, s, u); !bytes.Equal(got, files[u]) {
+			t.Errorf("%s after two interleaved imports:\n%s\nwant\n%s", u, got, files[u])
+		}
+	}
+	counts, err := s.Import(ctx, "u1", "u1", bytes.NewReader(files["u1"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for typ, n := range counts {
+		if n != 0 {
+			t.Errorf("a third import wrote %d %s rows", n, typ)
+		}
+	}
+}
+
+// TestImportMerges: an import merges by the write rules: an older value
+// does not replace a newer one, an imported clear deletes older memory,
+// context is deduplicated.
+func TestImportMerges(t *testing.T) {
+	ctx, s := setup(t)
+	if _, err := s.UpsertFacts(ctx, []store.FactWrite{
+		{UserID: "alice", Key: "city", Value: "Berlin", SourceAt: t0.Add(time.Hour), EventID: "n1"},
+		{UserID: "alice", Key: "car", Value: "Golf", SourceAt: t0, EventID: "n1"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.InsertContext(ctx, []store.ContextWrite{{UserID: "alice", Question: "Tea?", Answer: "Yes", CreatedAt: t0}}); err != nil {
+		t.Fatal(err)
+	}
+	in := header +
+		`{"type":"fact","key":"city","value":"Porto","source_at":"2026-11-01T10:30:00Z","event_id":"o1","conversation_id":"","extractor":"","model":"","prompt_version":"","updated_at":"2026-11-01T10:30:00Z"}` + "\n" +
+		`{"type":"fact_clear","key":"car","cleared_at":"2026-11-01T10:05:00.000000Z"}` + "\n" +
+		`{"type":"context","question":"TEA?","answer":"yes","created_at":"2026-11-01T09:00:00Z","event_id":"","conversation_id":"","scope":"","extractor":"","model":"","prompt_version":""}` + "\n"
+	if _, err := s.Import(ctx, "alice", "alice", strings.NewReader(in)); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := s.Fact(ctx, "alice", "city"); err != nil || f.Value != "Berlin" {
+		t.Errorf("city = %+v, %v; want the newer Berlin kept", f, err)
+	}
+	if _, err := s.Fact(ctx, "alice", "car"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("car after an imported later clear: %v, want not found", err)
+	}
+	if n, err := s.CountContext(ctx, "alice"); err != nil || n != 1 {
+		t.Errorf("%d context items, %v; want the pair once", n, err)
+	}
+}
+
+// TestImportBadInputWritesNothing: a bad line is an *ImportError naming its
+// line, and nothing of the input is written, valid lines before it
+// included.
+func TestImportBadInputWritesNothing(t *testing.T) {
+	ctx, s := setup(t)
+	good := `{"type":"fact","key":"city","value":"Porto","source_at":"2026-11-01T10:30:00Z","event_id":"","conversation_id":"","extractor":"","model":"","prompt_version":"","updated_at":"2026-11-01T10:30:00Z"}`
+	ctxLine := `{"type":"context","question":"Q","answer":"A","created_at":"2026-11-01T09:00:00Z","event_id":"","conversation_id":"","scope":"","extractor":"","model":"","prompt_version":""}`
+	for _, c := range []struct {
+		name, in string
+		line     int
+		reason   string
+	}{
+		{"empty", "", 1, "empty input"},
+		{"no header", good + "\n", 1, "not a memoryd export"},
+		{"version", `{"type":"memoryd.export","version":2}` + "\n" + good, 1, "version 2 is not supported"},
+		{"not json", header + good + "\n{oops\n", 3, "not a JSON object"},
+		{"unknown type", header + good + "\n" + `{"type":"turn"}`, 3, `unknown type "turn"`},
+		{"unknown field", header + good + "\n" + strings.Replace(good, `"key"`, `"user_id":"bob","key"`, 1), 3, `unknown field "user_id"`},
+		{"bad time", header + ctxLine + "\n" + strings.Replace(good, "2026-11-01T10:30:00Z", "yesterday", 1), 3, "source_at"},
+		{"blank key", header + strings.Replace(good, `"key":"city"`, `"key":" "`, 1), 2, "key is required"},
+		{"NUL", header + ctxLine + "\n" + strings.Replace(ctxLine, `"A"`, `"a\u0000b"`, 1), 3, "NUL"},
+		{"long scope", header + strings.Replace(ctxLine, `"scope":""`, `"scope":"`+strings.Repeat("s", 129)+`"`, 1), 2, "scope is 129 bytes"},
+		{"future", header + strings.ReplaceAll(good, "2026-11-01T10:30:00Z", "2999-01-01T00:00:00Z"), 2, "in the future"},
+		{"bad hash", header + `{"type":"context_clear","hash":"zz","cleared_at":"2026-11-01T09:00:00Z"}`, 2, "hash"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := s.Import(ctx, "alice", "alice", strings.NewReader(c.in))
+			var ie *store.ImportError
+			if !errors.As(err, &ie) || ie.Line != c.line || !strings.Contains(err.Error(), c.reason) {
+				t.Fatalf("import error = %v; want line %d: ...%s", err, c.line, c.reason)
+			}
+			if got := export(t, ctx, s, "alice"); string(got) != header {
+				t.Fatalf("a refused import wrote:\n%s", got)
+			}
+		})
+	}
+	big := strings.NewReader(strings.Repeat("x", store.MaxImportBytes+1))
+	if _, err := s.Import(ctx, "alice", "alice", big); !errors.Is(err, store.ErrImportTooLarge) {
+		t.Errorf("import over the limit: %v", err)
+	}
+}
+
+// TestForgetWaitsForImport: a forget that comes while an import is half
+// written waits for it to commit and then deletes all of it: never a half
+// import. (A forget that comes first simply precedes the import.)
+func TestForgetWaitsForImport(t *testing.T) {
+	ctx, s := setup(t)
+	remember(t, ctx, s, "alice", "a")
+	file := export(t, ctx, s, "alice")
+	if _, _, err := s.ForgetUser(ctx, "alice", "alice", 0, store.RiverJobs{}); err != nil {
+		t.Fatal(err)
+	}
+	halfway, resume := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(resume) }) }
+	t.Cleanup(release) // a failure below must not leave the import waiting
+	imported := make(chan error, 1)
+	go func() {
+		_, err := s.Import(store.WithImportHook(ctx, func() {
+			close(halfway)
+			<-resume
+		}), "alice", "alice", bytes.NewReader(file))
+		imported <- err
+	}()
+	<-halfway
+	// Readers see nothing of the import in flight.
+	if got := export(t, ctx, s, "alice"); string(got) != header {
+		t.Fatalf("half an import is visible:\n%s", got)
+	}
+	forgot := make(chan error, 1)
+	go func() {
+		_, _, err := s.ForgetUser(ctx, "alice", "alice", 0, store.RiverJobs{})
+		forgot <- err
+	}()
+	eventstest.Eventually(t, "the forget to wait for the import's user lock", 30*time.Second, func() (bool, string) {
+		var n int
+		err := s.Pool().QueryRow(ctx, `
+			WITH k AS (SELECT hashtextextended('memoryd.user.' || current_schema() || '.alice', 0) AS k)
+			SELECT count(*) FROM pg_locks, k WHERE locktype = 'advisory' AND NOT granted
+			  AND classid::bigint = (k.k >> 32) & 4294967295 AND objid::bigint = k.k & 4294967295`).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n > 0, fmt.Sprintf("%d waiting", n)
+	})
+	release()
+	if err := <-imported; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-forgot; err != nil {
+		t.Fatal(err)
+	}
+	if got := export(t, ctx, s, "alice"); string(got) != header {
+		t.Fatalf("after the forget that waited for the import:\n%s", got)
+	}
+}
+
+// TestScopedReads: with a scope, search and list read that scope's items
+// only; without, all of the user's.
+func TestScopedReads(t *testing.T) {
+	ctx, s := setup(t)
+	remember(t, ctx, s, "alice", "a")
+	for _, c := range []struct {
+		scope string
+		want  int
+	}{{"", 4}, {"app-a", 1}, {"agent <a>", 1}, {"none", 0}} {
+		items, err := s.ListScopedContext(ctx, "alice", c.scope, store.ContextCursor{}, 100)
+		if err != nil || len(items) != c.want {
+			t.Errorf("list scope %q: %d items, %v; want %d", c.scope, len(items), err, c.want)
+		}
+		cands, err := s.SearchContext(ctx, store.SearchQuery{UserID: "alice", Keywords: []string{"work", "drink", "band", "direct"}, Scope: c.scope})
+		if err != nil || len(cands.Matches) != c.want || cands.Stats.Items != c.want {
+			t.Errorf("search scope %q: %d matches of %d items, %v; want %d", c.scope, len(cands.Matches), cands.Stats.Items, err, c.want)
+		}
+		for _, m := range cands.Matches {
+			if c.scope == "app-a" && !strings.HasPrefix(m.Item.Question, "Where do I work") {
+				t.Errorf("scope app-a found %q", m.Item.Question)
+			}
+		}
+	}
+	// Paged: the cursor continues within the scope.
+	first, err := s.ListScopedContext(ctx, "alice", "app-a", store.ContextCursor{}, 1)
+	if err != nil || len(first) != 1 {
+		t.Fatal(first, err)
+	}
+	rest, err := s.ListScopedContext(ctx, "alice", "app-a", store.ContextCursor{CreatedAt: first[0].CreatedAt, ID: first[0].ID}, 10)
+	if err != nil || len(rest) != 0 {
+		t.Errorf("second page of scope app-a: %v, %v", rest, err)
+	}
+}
