@@ -73,6 +73,7 @@ type exportSection struct {
 // sections are the line types in the order an export writes them.
 var sections = []exportSection{
 	{"fact", readFacts, parseLine(checkFactLine), applyFacts},
+	{"fact_item", readFactItems, parseLine(checkFactItemLine), applyFactItems},
 	{"fact_history", readHistory, parseLine(checkHistoryLine), applyHistory},
 	{"fact_clear", readFactClears, parseLine(checkFactClearLine), applyFactClears},
 	{"context", readContext, parseLine(checkContextLine), applyContext},
@@ -84,7 +85,7 @@ var sections = []exportSection{
 // imported with them; history after every fact write (a line type that
 // writes facts goes before it), since the history those writes add is
 // dropped, just before the imported entries go in.
-var applyOrder = []string{"fact_clear", "context_clear", "fact", "fact_history", "context"}
+var applyOrder = []string{"fact_clear", "context_clear", "fact", "fact_item", "fact_history", "context"}
 
 func section(typ string) (exportSection, bool) {
 	for _, s := range sections {
@@ -457,6 +458,101 @@ func dropOwnHistory(ctx context.Context, q *Store, userID string) error {
 		return fmt.Errorf("drop the import's own history: %w", err)
 	}
 	return nil
+}
+
+// ---- fact_item ----
+
+// factItemLine is one item of a list key (fact_items): its latest
+// operation, present after an add, a tombstone after a remove. Tombstones
+// are exported too: without them an older add of a removed item arriving
+// after an import would bring it back. The item's identity is not a field:
+// it is derived from the value (itemIdentity).
+type factItemLine struct {
+	Type           string `json:"type"`
+	Key            string `json:"key"`
+	Value          string `json:"value"`
+	Present        bool   `json:"present"`
+	SourceAt       string `json:"source_at"`
+	EventID        string `json:"event_id"`
+	ConversationID string `json:"conversation_id"`
+	Extractor      string `json:"extractor"`
+	Model          string `json:"model"`
+	PromptVersion  string `json:"prompt_version"`
+
+	sourceAt time.Time
+}
+
+func checkFactItemLine(l *factItemLine) (err error) {
+	if l.sourceAt, err = parseTime("source_at", l.SourceAt); err != nil {
+		return err
+	}
+	if err := checkAll(text("key", l.Key, maxKeyBytes, true), text("value", l.Value, maxValueBytes, true),
+		text("event_id", l.EventID, maxIDBytes, false), text("conversation_id", l.ConversationID, maxIDBytes, false),
+		text("extractor", l.Extractor, maxIDBytes, false), text("model", l.Model, maxIDBytes, false),
+		text("prompt_version", l.PromptVersion, maxIDBytes, false)); err != nil {
+		return err
+	}
+	if itemIdentity(l.Value) == "" {
+		return errors.New("value holds no item")
+	}
+	return nil
+}
+
+func readFactItems(ctx context.Context, q *Store, userID string) ([]any, error) {
+	rows, err := q.db.Query(ctx, `SELECT key, value, present, source_at, event_id, conversation_id, extractor, model, prompt_version
+		FROM fact_items WHERE user_id = $1`, userID)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		out []*factItemLine
+		l   factItemLine
+		sa  time.Time
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&l.Key, &l.Value, &l.Present, &sa, &l.EventID, &l.ConversationID, &l.Extractor, &l.Model, &l.PromptVersion}, func() error {
+		c := l
+		c.Type, c.SourceAt = "fact_item", exportTime(sa)
+		out = append(out, &c)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b *factItemLine) int {
+		return cmp.Or(strings.Compare(a.Key, b.Key), strings.Compare(itemIdentity(a.Value), itemIdentity(b.Value)))
+	})
+	return anys(out), nil
+}
+
+// applyFactItems merges items by the store's own rule (each item's latest
+// operation wins, store/factitems.go; an item stated no later than its
+// key's clear is not written), then rebuilds the facts row of every list
+// key it touched from the items, so a list merged with memory already
+// there reads as the union; a list imported into an empty memory reads
+// back as exported.
+func applyFactItems(ctx context.Context, q *Store, userID string, lines []any) (int64, error) {
+	ls := typed[*factItemLine](lines)
+	writes := make([]FactWrite, len(ls))
+	touched := map[userKey]bool{}
+	for i, l := range ls {
+		op := FactAdd
+		if !l.Present {
+			op = FactRemove
+		}
+		writes[i] = FactWrite{UserID: userID, Key: l.Key, Value: l.Value, SourceAt: l.sourceAt, EventID: l.EventID,
+			ConversationID: l.ConversationID, Op: op, List: true,
+			Provenance: Provenance{Extractor: l.Extractor, Model: l.Model, PromptVersion: l.PromptVersion}}
+		touched[userKey{userID, l.Key}] = true
+	}
+	keys := sortedKeys(touched)
+	if err := q.lockFactKeys(ctx, keys); err != nil {
+		return 0, err
+	}
+	written, err := q.writeItems(ctx, keys, writes)
+	if err != nil {
+		return 0, err
+	}
+	rebuilt, err := q.materialise(ctx, keys, nil)
+	return int64(written + rebuilt), err
 }
 
 // ---- fact_history ----

@@ -40,6 +40,15 @@ func remember(t *testing.T, ctx context.Context, s *store.Store, user, tag strin
 	must(err)
 	_, err = s.UpsertFacts(ctx, []store.FactWrite{fact("city", "Lisbon "+tag, "e2", t0.Add(time.Minute))})
 	must(err)
+	list := func(op store.FactOp, value, event string, at time.Time) store.FactWrite {
+		w := fact("allergies", value, event, at)
+		w.Op, w.List = op, true
+		return w
+	}
+	_, err = s.UpsertFacts(ctx, []store.FactWrite{list(store.FactAdd, "Peanuts "+tag, "e1", t0), list(store.FactAdd, "soy", "e1", t0)})
+	must(err)
+	_, err = s.UpsertFacts(ctx, []store.FactWrite{list(store.FactRemove, "soy", "e2", t0.Add(time.Minute))})
+	must(err)
 	_, _, err = s.SetFact(ctx, user, "name", "N "+tag)
 	must(err)
 	_, err = s.DeleteFact(ctx, user, "car")
@@ -83,7 +92,7 @@ func TestExportForgetImportIsByteIdentical(t *testing.T) {
 	remember(t, ctx, s, "bob", "b")
 	first, bob := export(t, ctx, s, "alice"), export(t, ctx, s, "bob")
 
-	for _, want := range []string{`"type":"fact",`, `"type":"fact_history",`, `"type":"fact_clear",`, `"type":"context",`,
+	for _, want := range []string{`"type":"fact",`, `"type":"fact_history",`, `"type":"fact_clear",`, `"type":"context",`, `"type":"fact_item",`, `"present":false`,
 		`"scope":"app-a"`, `"scope":"agent <a>"`, `"op":"clear"`, `"extractor":"direct"`, `"value":"Rex & Co"`} {
 		if !bytes.Contains(first, []byte(want)) {
 			t.Errorf("export lacks %s:\n%s", want, first)
@@ -106,7 +115,7 @@ func TestExportForgetImportIsByteIdentical(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if counts["fact"] != 3 || counts["context"] != 4 || counts["fact_clear"] != 1 || counts["context_clear"] != 2 {
+	if counts["fact"] != 4 || counts["fact_item"] != 2 || counts["context"] != 4 || counts["fact_clear"] != 1 || counts["context_clear"] != 2 {
 		t.Errorf("import counts = %v", counts)
 	}
 	if again := export(t, ctx, s, "alice"); !bytes.Equal(again, first) {
@@ -184,6 +193,7 @@ func TestImportMerges(t *testing.T) {
 	if _, err := s.UpsertFacts(ctx, []store.FactWrite{
 		{UserID: "alice", Key: "city", Value: "Berlin", SourceAt: t0.Add(time.Hour), EventID: "n1"},
 		{UserID: "alice", Key: "car", Value: "Golf", SourceAt: t0, EventID: "n1"},
+		{UserID: "alice", Key: "allergies", Value: "dust", SourceAt: t0, EventID: "n1", Op: store.FactAdd, List: true},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -193,12 +203,16 @@ func TestImportMerges(t *testing.T) {
 	in := header +
 		`{"type":"fact","key":"city","value":"Porto","source_at":"2026-11-01T10:30:00Z","event_id":"o1","conversation_id":"","extractor":"","model":"","prompt_version":"","updated_at":"2026-11-01T10:30:00Z"}` + "\n" +
 		`{"type":"fact_clear","key":"car","cleared_at":"2026-11-01T10:05:00.000000Z"}` + "\n" +
+		`{"type":"fact_item","key":"allergies","value":"Peanuts","present":true,"source_at":"2026-11-01T09:00:00Z","event_id":"o2","conversation_id":"","extractor":"","model":"","prompt_version":""}` + "\n" +
 		`{"type":"context","question":"TEA?","answer":"yes","created_at":"2026-11-01T09:00:00Z","event_id":"","conversation_id":"","scope":"","extractor":"","model":"","prompt_version":""}` + "\n"
 	if _, err := s.Import(ctx, "alice", "alice", strings.NewReader(in)); err != nil {
 		t.Fatal(err)
 	}
 	if f, err := s.Fact(ctx, "alice", "city"); err != nil || f.Value != "Berlin" {
 		t.Errorf("city = %+v, %v; want the newer Berlin kept", f, err)
+	}
+	if f, err := s.Fact(ctx, "alice", "allergies"); err != nil || f.Value != "dust, Peanuts" {
+		t.Errorf("allergies = %+v, %v; want the union of both lists", f, err)
 	}
 	if _, err := s.Fact(ctx, "alice", "car"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("car after an imported later clear: %v, want not found", err)

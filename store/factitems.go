@@ -154,7 +154,7 @@ func (s *Store) applyFacts(ctx context.Context, writes []FactWrite) (int, error)
 	if err != nil {
 		return 0, err
 	}
-	if err := s.writeItems(ctx, listKeys, items); err != nil {
+	if _, err := s.writeItems(ctx, listKeys, items); err != nil {
 		return 0, err
 	}
 	listed, err := s.materialise(ctx, listKeys, causes)
@@ -312,19 +312,19 @@ func (s *Store) upsertSingles(ctx context.Context, facts []FactWrite) (int, erro
 
 // writeItems deletes the items of keys that their key's clear covers and
 // writes the items' operations, each item keeping its latest.
-func (s *Store) writeItems(ctx context.Context, keys []userKey, items []FactWrite) error {
+func (s *Store) writeItems(ctx context.Context, keys []userKey, items []FactWrite) (int, error) {
 	if len(keys) == 0 {
-		return nil
+		return 0, nil
 	}
 	users, names := splitKeys(keys)
 	if _, err := s.db.Exec(ctx, `
 		DELETE FROM fact_items i USING fact_clears c, unnest($1::text[], $2::text[]) AS t(u, k)
 		WHERE i.user_id = t.u AND i.key = t.k AND c.user_id = t.u AND c.key = t.k AND i.source_at <= c.cleared_at`,
 		users, names); err != nil {
-		return fmt.Errorf("delete cleared items: %w", err)
+		return 0, fmt.Errorf("delete cleared items: %w", err)
 	}
 	if len(items) == 0 {
-		return nil
+		return 0, nil
 	}
 	c := columnsOf(items)
 	ids, present := make([]string, len(items)), make([]bool, len(items))
@@ -333,7 +333,7 @@ func (s *Store) writeItems(ctx context.Context, keys []userKey, items []FactWrit
 	}
 	// Same ordering as fact_items's comment says; DISTINCT ON for the same
 	// reason as upsertSingles.
-	if _, err := s.db.Exec(ctx, `
+	tag, err := s.db.Exec(ctx, `
 		INSERT INTO fact_items AS i (user_id, key, item, value, present, source_at, event_id, conversation_id, extractor, model, prompt_version)
 		SELECT DISTINCT ON (u, k, it) u, k, it, v, pr, a, e, cv, x, m, p
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::boolean[], $6::timestamptz[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[])
@@ -345,10 +345,11 @@ func (s *Store) writeItems(ctx context.Context, keys []userKey, items []FactWrit
 		    conversation_id = excluded.conversation_id, extractor = excluded.extractor, model = excluded.model, prompt_version = excluded.prompt_version
 		WHERE (i.source_at, i.extractor = 'direct', i.event_id, i.present, i.value)
 		    < (excluded.source_at, excluded.extractor = 'direct', excluded.event_id, excluded.present, excluded.value)`,
-		c.users, c.keys, ids, c.values, present, c.ats, c.events, c.convs, c.extractors, c.models, c.prompts); err != nil {
-		return fmt.Errorf("write items: %w", err)
+		c.users, c.keys, ids, c.values, present, c.ats, c.events, c.convs, c.extractors, c.models, c.prompts)
+	if err != nil {
+		return 0, fmt.Errorf("write items: %w", err)
 	}
-	return nil
+	return int(tag.RowsAffected()), nil
 }
 
 // factColumnsOf are FactWrites as column arrays for unnest.
