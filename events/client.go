@@ -1,6 +1,7 @@
 package events
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -48,9 +49,23 @@ func (c *Client) Subject(endpoint, userID string) string {
 	return c.prefix + "." + endpoint + "." + UserToken(userID)
 }
 
+// encodeRequest encodes a request without HTML escaping: json.Marshal
+// writes "<", ">" and "&" as six bytes each, also inside the raw lines of
+// an import, which Import sizes as they are (a line of HTML or code would
+// triple and overflow the request limit).
+func encodeRequest(req any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(req); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
 // call sends req to endpoint for userID and decodes the reply into reply.
 func (c *Client) call(ctx context.Context, endpoint, userID string, req, reply any) error {
-	data, err := json.Marshal(req)
+	data, err := encodeRequest(req)
 	if err != nil {
 		return fmt.Errorf("memoryd %s: encode request: %w", endpoint, err)
 	}

@@ -1,7 +1,10 @@
 package events
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -32,5 +35,19 @@ func TestFileLine(t *testing.T) {
 		} else if got.Error() != c.want {
 			t.Errorf("fileLine(%q, %d) = %q, want %q", c.err, c.first, got, c.want)
 		}
+	}
+}
+
+// TestImportRequestIsSizedAsSent: an import request's lines go on the wire
+// as they are, so the size Import counts is the size sent; HTML escaping
+// (json.Marshal's default) would write each "<", ">" and "&" as six bytes.
+func TestImportRequestIsSizedAsSent(t *testing.T) {
+	line := json.RawMessage(`{"type":"context","question":"<b>a & b</b>","answer":"` + strings.Repeat("<>&", 1000) + `"}`)
+	data, err := encodeRequest(ImportRequest{UserID: "u", Lines: []json.RawMessage{line}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(data, line) || len(data) > len(line)+64 {
+		t.Errorf("request of %d bytes for a %d-byte line: %.80s", len(data), len(line), data)
 	}
 }
