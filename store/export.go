@@ -415,10 +415,18 @@ func readFacts(ctx context.Context, q *Store, userID string) ([]any, error) {
 
 func applyFacts(ctx context.Context, q *Store, userID string, lines []any) (int64, error) {
 	ls := typed[*factLine](lines)
-	// One line per key, the one that wins (ON CONFLICT cannot touch a row
-	// twice in one statement).
+	// One line per key, the one that wins by the store's order (source
+	// time, a direct write, event id, value: upsertSingles), since ON
+	// CONFLICT cannot touch a row twice in one statement.
+	direct := func(l *factLine) int {
+		if l.Extractor == "direct" {
+			return 1
+		}
+		return 0
+	}
 	slices.SortStableFunc(ls, func(a, b *factLine) int {
-		return cmp.Or(strings.Compare(a.Key, b.Key), b.sourceAt.Compare(a.sourceAt), strings.Compare(b.EventID, a.EventID))
+		return cmp.Or(strings.Compare(a.Key, b.Key), b.sourceAt.Compare(a.sourceAt), cmp.Compare(direct(b), direct(a)),
+			strings.Compare(b.EventID, a.EventID), strings.Compare(b.Value, a.Value))
 	})
 	ls = slices.CompactFunc(ls, func(a, b *factLine) bool { return a.Key == b.Key })
 	var (
@@ -440,8 +448,7 @@ func applyFacts(ctx context.Context, q *Store, userID string, lines []any) (int6
 		SET value = excluded.value, source_at = excluded.source_at, event_id = excluded.event_id,
 		    conversation_id = excluded.conversation_id, extractor = excluded.extractor, model = excluded.model,
 		    prompt_version = excluded.prompt_version, updated_at = excluded.updated_at
-		WHERE f.source_at < excluded.source_at
-		   OR (f.source_at = excluded.source_at AND f.extractor <> 'direct' AND f.event_id < excluded.event_id)`,
+		WHERE (f.source_at, f.extractor = 'direct', f.event_id, f.value) < (excluded.source_at, excluded.extractor = 'direct', excluded.event_id, excluded.value)`,
 		userID, keys, values, ats, events, convs, xs, ms, ps, ups)
 	if err != nil {
 		return 0, err

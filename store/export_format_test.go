@@ -352,3 +352,34 @@ func TestScopedReads(t *testing.T) {
 		t.Errorf("second page of scope app-a: %v, %v", rest, err)
 	}
 }
+
+// TestImportTiesAsUpsert: an imported fact that ties with the stored one
+// (same source time and turn: a replay with another model) is resolved by
+// the store's own order, whichever side was there first, and a direct
+// write wins a tie with an extracted one.
+func TestImportTiesAsUpsert(t *testing.T) {
+	ctx, s := setup(t)
+	line := func(value, extractor string) string {
+		return header + `{"type":"fact","key":"city","value":"` + value + `","source_at":"2026-11-01T10:00:00Z","event_id":"e1","conversation_id":"","extractor":"` +
+			extractor + `","model":"","prompt_version":"","updated_at":"2026-11-01T10:00:00Z"}` + "\n"
+	}
+	at := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		user, stored, storedBy, imported, importedBy, want string
+	}{
+		{"u1", "Berlin", "llm", "Munich", "llm", "Munich"},
+		{"u2", "Munich", "llm", "Berlin", "llm", "Munich"},
+		{"u3", "Munich", "llm", "Berlin", "direct", "Berlin"},
+	} {
+		if _, err := s.UpsertFacts(ctx, []store.FactWrite{{UserID: c.user, Key: "city", Value: c.stored, SourceAt: at, EventID: "e1",
+			Provenance: store.Provenance{Extractor: c.storedBy}}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Import(ctx, c.user, c.user, strings.NewReader(line(c.imported, c.importedBy))); err != nil {
+			t.Fatal(err)
+		}
+		if f, err := s.Fact(ctx, c.user, "city"); err != nil || f.Value != c.want {
+			t.Errorf("%s: city = %q, %v; want %q", c.user, f.Value, err, c.want)
+		}
+	}
+}
