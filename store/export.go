@@ -730,10 +730,37 @@ func applyFactClears(ctx context.Context, q *Store, userID string, lines []any) 
 		return 0, err
 	}
 	// The clears apply to the memory already there, as they did where they
-	// were made: a value stated no later is gone.
-	if _, err := q.db.Exec(ctx, `DELETE FROM facts f USING fact_clears c
-		WHERE f.user_id = $1 AND c.user_id = $1 AND c.key = f.key AND f.key = ANY($2) AND c.cleared_at >= f.source_at`, userID, keys); err != nil {
+	// were made: a value stated no later is gone. A list key's items are
+	// dropped one by one and its row rebuilt from the rest (the row's own
+	// source time is its newest item's, which a clear may not cover).
+	rows, err := q.db.Query(ctx, `SELECT DISTINCT key FROM fact_items WHERE user_id = $1 AND key = ANY($2)`, userID, keys)
+	if err != nil {
 		return 0, err
+	}
+	listed, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, err
+	}
+	if _, err := q.db.Exec(ctx, `DELETE FROM facts f USING fact_clears c
+		WHERE f.user_id = $1 AND c.user_id = $1 AND c.key = f.key AND f.key = ANY($2) AND NOT f.key = ANY($3)
+		  AND c.cleared_at >= f.source_at`, userID, keys, listed); err != nil {
+		return 0, err
+	}
+	if len(listed) > 0 {
+		lists := make(map[userKey]bool, len(listed))
+		for _, k := range listed {
+			lists[userKey{userID, k}] = true
+		}
+		lk := sortedKeys(lists)
+		if err := q.lockFactKeys(ctx, lk); err != nil {
+			return 0, err
+		}
+		if _, err := q.writeItems(ctx, lk, nil); err != nil { // drops the covered items
+			return 0, err
+		}
+		if _, err := q.materialise(ctx, lk, nil); err != nil {
+			return 0, err
+		}
 	}
 	return tag.RowsAffected(), nil
 }

@@ -383,3 +383,30 @@ func TestImportTiesAsUpsert(t *testing.T) {
 		}
 	}
 }
+
+// TestImportedClearOfAListKey: an imported clear of a list key drops the
+// items it covers from the list already there and keeps the later ones.
+func TestImportedClearOfAListKey(t *testing.T) {
+	ctx, s := setup(t)
+	at := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
+	for i, v := range []string{"peanuts", "", "shellfish"} {
+		if v == "" {
+			continue
+		}
+		if _, err := s.UpsertFacts(ctx, []store.FactWrite{{UserID: "alice", Key: "allergies", Value: v, SourceAt: at.Add(time.Duration(i) * time.Hour),
+			EventID: fmt.Sprint("e", i), Op: store.FactAdd, List: true}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in := header + `{"type":"fact_clear","key":"allergies","cleared_at":"2026-11-01T11:00:00.000000Z"}` + "\n"
+	if _, err := s.Import(ctx, "alice", "alice", strings.NewReader(in)); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := s.Fact(ctx, "alice", "allergies"); err != nil || f.Value != "shellfish" {
+		t.Errorf("allergies = %q, %v; want the item stated after the clear alone", f.Value, err)
+	}
+	var n int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM fact_items WHERE user_id = 'alice'`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("%d items left, %v; want 1", n, err)
+	}
+}
