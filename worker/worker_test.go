@@ -111,9 +111,9 @@ func (e *env) publish(t events.Turn) {
 	}
 }
 
-// waitFor polls cond until it holds, failing the test after a generous bound.
-// The bound is generous: CI machines are shared, and a 1,000-turn test has
-// been seen to need over a minute at a load of 16 on 2 cores.
+// waitFor polls cond until it holds, failing the test after a generous
+// bound: CI machines are shared, and a 1,000-turn test has been seen to need
+// over a minute at a load of 16 on 2 cores.
 func (e *env) waitFor(what string, cond func() (bool, string)) {
 	e.t.Helper()
 	eventstest.Eventually(e.t, what, 2*time.Minute, cond)
