@@ -139,6 +139,10 @@ func (w memoryWrites) setFact(token string, data []byte) (call, error) {
 		case stored:
 		case list:
 			reply.Reason = fmt.Sprintf("a turn stamped later than this request changed %q; what it said stays current", key)
+		case f.Key == "":
+			// No value is current: a turn stamped later deleted the key.
+			reply.Fact = events.Fact{Key: key}
+			reply.Reason = fmt.Sprintf("a turn stamped later than this request said %q is no longer true; it stays deleted", key)
 		default:
 			reply.Reason = fmt.Sprintf("a turn stamped %s, later than this request, set %q; that value stays current",
 				f.SourceAt.UTC().Format(time.RFC3339), key)

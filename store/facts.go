@@ -181,41 +181,54 @@ func (s *Store) SetFactValues(ctx context.Context, userID, key string, values []
 // statement made now: it is stamped with the current time and wins over every
 // extracted value whose source time is not later, and over any earlier direct
 // write (the last one received wins). A value from a turn stamped later
-// (within the clock skew the worker allows) stays current.
-// SetFact returns the fact current after the write and whether it is the one
-// written, so that a caller never reports a write that did not happen.
+// (within the clock skew the worker allows) stays current, and so does a
+// later turn's delete of the key: the write is refused.
+// SetFact returns the fact current after the write (zero when there is
+// none) and whether it is the one written, so that a caller never reports a
+// write that did not happen. It takes the locks every fact write takes (the
+// user's clears, shared, then the key's), so that it and a concurrent
+// extraction's delete of the key end the same in either order.
 func (s *Store) SetFact(ctx context.Context, userID, key, value string) (Fact, bool, error) {
-	// A row that wins over the write is not returned by the upsert and is read
-	// afterwards; it can vanish in between (facts.clear), so try again, a few
-	// times at most.
-	for range 3 {
-		rows, err := s.db.Query(ctx, `
+	var (
+		f      Fact
+		stored bool
+	)
+	err := s.inTx(ctx, func(q *Store) error {
+		if err := q.lockClears(ctx, []string{userID}, false); err != nil {
+			return err
+		}
+		if err := q.lockFactKeys(ctx, []userKey{{userID, key}}); err != nil {
+			return err
+		}
+		rows, err := q.db.Query(ctx, `
 			INSERT INTO facts AS f (user_id, key, value, source_at, event_id, extractor)
-			VALUES ($1, $2, $3, $4, '', 'direct')
+			SELECT $1, $2, $3, $4, '', 'direct'
+			WHERE NOT EXISTS (SELECT FROM fact_clears c WHERE c.user_id = $1 AND c.key = $2 AND c.cleared_at >= $4)
 			ON CONFLICT (user_id, key) DO UPDATE
 			SET value = excluded.value, source_at = greatest(f.source_at, excluded.source_at), event_id = '',
 			    conversation_id = '', extractor = 'direct', model = '', prompt_version = '', updated_at = now()
 			WHERE f.source_at <= excluded.source_at OR f.extractor = 'direct'
 			RETURNING `+factColumns, userID, key, value, now())
 		if err != nil {
-			return Fact{}, false, fmt.Errorf("set fact: %w", err)
+			return err
 		}
-		f, err := pgx.CollectExactlyOneRow(rows, scanFact)
-		if err == nil {
-			return f, true, nil
+		if f, err = pgx.CollectExactlyOneRow(rows, scanFact); err == nil {
+			stored = true
+			return nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
-			return Fact{}, false, fmt.Errorf("set fact: %w", err)
+			return err
 		}
-		f, err = s.Fact(ctx, userID, key)
-		if err == nil {
-			return f, false, nil
+		// A later turn's value or delete wins; the key's lock holds it.
+		if f, err = q.Fact(ctx, userID, key); errors.Is(err, ErrNotFound) {
+			f, err = Fact{}, nil
 		}
-		if !errors.Is(err, ErrNotFound) {
-			return Fact{}, false, fmt.Errorf("set fact: %w", err)
-		}
+		return err
+	})
+	if err != nil {
+		return Fact{}, false, fmt.Errorf("set fact: %w", err)
 	}
-	return Fact{}, false, fmt.Errorf("set fact: %q changed concurrently on every try", key)
+	return f, stored, nil
 }
 
 // Facts returns a user's facts, most recently updated first, at most limit
