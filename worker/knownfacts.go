@@ -36,12 +36,41 @@ func loadKnownFacts(ctx context.Context, s *store.Store, turns []store.Turn) (*k
 	for _, t := range turns {
 		own[t.EventID] = true
 	}
+	// A list's row names its newest item's turn; leaving the whole list out
+	// for it would hide the items earlier turns stated, and a model that
+	// then states the list whole would replace them. So a list is shown
+	// without the items of turns alone.
+	var lists map[string][]string
+	for _, f := range facts {
+		if _, list := events.CanonicalFactKey(f.Key); list && lists == nil {
+			items, err := s.ListItems(ctx, turns[0].UserID)
+			if err != nil {
+				return nil, err
+			}
+			lists = make(map[string][]string)
+			for _, it := range items {
+				if !own[it.EventID] {
+					lists[it.Key] = append(lists[it.Key], it.Value)
+				}
+			}
+		}
+	}
 	k := &knownFacts{values: make(map[string]string, len(facts)), order: make([]string, 0, len(facts))}
 	for _, f := range facts {
-		if own[f.EventID] {
+		value := f.Value
+		if _, list := events.CanonicalFactKey(f.Key); list {
+			if _, hasItems := lists[f.Key]; hasItems || own[f.EventID] {
+				// A list kept in items (its row is rebuilt from them),
+				// or a value stated by turns alone (adopted as items).
+				value = strings.Join(lists[f.Key], ", ")
+			}
+		} else if own[f.EventID] {
 			continue
 		}
-		k.values[f.Key] = f.Value
+		if value == "" {
+			continue
+		}
+		k.values[f.Key] = value
 		k.order = append(k.order, f.Key)
 	}
 	return k, nil

@@ -77,6 +77,15 @@ func TestLoadKnownFacts(t *testing.T) {
 		writes = append(writes, store.FactWrite{UserID: f.user, Key: f.key, Value: f.value, EventID: f.event,
 			SourceAt: at.Add(time.Duration(i) * time.Minute), Provenance: store.Provenance{Extractor: "rules"}})
 	}
+	// A list whose newest item is the job's own turn's: shown without that
+	// item, not left out (the earlier item would be lost to a model that
+	// states the list whole); a list of the job's turns alone is left out.
+	for i, it := range []struct{ key, value, event string }{
+		{"allergies", "eggs", "e0"}, {"allergies", "peanuts", "e2"}, {"languages", "Danish", "e9"},
+	} {
+		writes = append(writes, store.FactWrite{UserID: "ana", Key: it.key, Value: it.value, EventID: it.event, Op: store.FactAdd, List: true,
+			SourceAt: at.Add(-time.Duration(3-i) * time.Minute), Provenance: store.Provenance{Extractor: "rules"}})
+	}
 	if _, err := s.UpsertFacts(ctx, writes); err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +93,8 @@ func TestLoadKnownFacts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := map[string]string{"name": "Ana", "pet": "cat"}; !reflect.DeepEqual(k.values, want) || !reflect.DeepEqual(k.order, []string{"pet", "name"}) {
-		t.Errorf("known facts = %v %v, want %v [pet name]", k.values, k.order, want)
+	if want := map[string]string{"name": "Ana", "pet": "cat", "allergies": "eggs"}; !reflect.DeepEqual(k.values, want) ||
+		!reflect.DeepEqual(k.order, []string{"pet", "name", "allergies"}) {
+		t.Errorf("known facts = %v %v, want %v [pet name allergies]", k.values, k.order, want)
 	}
 }
