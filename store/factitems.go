@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -378,6 +379,62 @@ type listRow struct {
 	Provenance
 }
 
+// Bounds on a list key's facts row. Nothing else bounds how many items a
+// list collects ("I like X" after "I like Y"...), and a row larger than a
+// fact value may be (the wire's 8 KiB) could not be written back by
+// facts.set and would crowd an enrich's budget. Items beyond them stay
+// stored and come back when newer ones are removed.
+const (
+	// MaxListItems is how many items a list key's row shows: the newest.
+	MaxListItems = 100
+	// MaxListValueBytes bounds the row's value, the wire's fact value
+	// limit (events.MaxFactValueBytes).
+	MaxListValueBytes = 8 << 10
+)
+
+// shownItem is a present item as materialise reads it.
+type shownItem struct {
+	value, event string
+	at           time.Time
+}
+
+// listValue joins a list's present items (in identity order) into its
+// row's value: the newest items (by source time, then event id) that fit
+// MaxListItems and MaxListValueBytes, in identity order. The choice depends
+// on the items alone, never on the order they were written in.
+func listValue(items []shownItem) string {
+	keep := make([]bool, len(items))
+	byAge := make([]int, len(items))
+	for i := range byAge {
+		byAge[i] = i
+	}
+	slices.SortStableFunc(byAge, func(a, b int) int {
+		return cmp.Or(items[b].at.Compare(items[a].at), strings.Compare(items[b].event, items[a].event))
+	})
+	size, n := 0, 0
+	for _, i := range byAge {
+		add := len(items[i].value)
+		if n > 0 {
+			add += len(", ")
+		}
+		if n == MaxListItems || size+add > MaxListValueBytes {
+			continue
+		}
+		keep[i], size, n = true, size+add, n+1
+	}
+	var b strings.Builder
+	for i, it := range items {
+		if !keep[i] {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(it.value)
+	}
+	return b.String()
+}
+
 // materialise rewrites the facts row of each list key from its present
 // items: the value is the items' values joined by ", " in the order of
 // their identities (alphabetical), with the provenance of the newest
@@ -408,10 +465,10 @@ func (s *Store) materialise(ctx context.Context, keys []userKey, causes map[user
 		k          userKey
 		it         listRow
 		newest     bool
-		valueParts = map[userKey][]string{}
+		valueParts = map[userKey][]shownItem{}
 	)
 	if _, err := pgx.ForEachRow(rows, []any{&k.user, &k.key, &it.value, &it.at, &it.event, &it.conv, &it.Extractor, &it.Model, &it.PromptVersion, &newest}, func() error {
-		valueParts[k] = append(valueParts[k], it.value)
+		valueParts[k] = append(valueParts[k], shownItem{value: it.value, at: it.at, event: it.event})
 		if newest {
 			r := it
 			want[k] = &r
@@ -421,7 +478,7 @@ func (s *Store) materialise(ctx context.Context, keys []userKey, causes map[user
 		return 0, fmt.Errorf("materialise list facts: %w", err)
 	}
 	for k, r := range want {
-		r.value = strings.Join(valueParts[k], ", ")
+		r.value = listValue(valueParts[k])
 	}
 	rows, err = s.db.Query(ctx, `
 		SELECT f.user_id, f.key, f.value, f.source_at, f.event_id, f.conversation_id, f.extractor, f.model, f.prompt_version
