@@ -24,6 +24,20 @@ CREATE TABLE fact_items (
     PRIMARY KEY (user_id, key, item)
 );
 
+-- Value tombstones of single-valued keys: a delete at cleared_at of one
+-- value ("I don't live in Berlin anymore"), by the value's identity (as a
+-- list item's, above), the latest kept. A value stated no later than it is
+-- not written; its statement still superseded the values before it, so
+-- the key is cleared at the value's source time instead (fact_clears). A
+-- delete without a value is a clear of the key alone.
+CREATE TABLE fact_value_clears (
+    user_id    text        NOT NULL,
+    key        text        NOT NULL,
+    item       text        NOT NULL,
+    cleared_at timestamptz NOT NULL,
+    PRIMARY KEY (user_id, key, item)
+);
+
 -- History entries say which operation changed a fact: besides 'set' and
 -- 'clear', 'add' and 'remove' (a list key's items) and 'delete' (a turn said
 -- the fact is no longer true). The store names the operation and its source

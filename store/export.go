@@ -76,6 +76,7 @@ var sections = []exportSection{
 	{"fact_item", readFactItems, parseLine(checkFactItemLine), applyFactItems},
 	{"fact_history", readHistory, parseLine(checkHistoryLine), applyHistory},
 	{"fact_clear", readFactClears, parseLine(checkFactClearLine), applyFactClears},
+	{"fact_value_clear", readFactValueClears, parseLine(checkFactValueClearLine), applyFactValueClears},
 	{"context", readContext, parseLine(checkContextLine), applyContext},
 	{"context_clear", readContextClears, parseLine(checkContextClearLine), applyContextClears},
 }
@@ -85,7 +86,7 @@ var sections = []exportSection{
 // imported with them; history after every fact write (a line type that
 // writes facts goes before it), since the history those writes add is
 // dropped, just before the imported entries go in.
-var applyOrder = []string{"fact_clear", "context_clear", "fact", "fact_item", "fact_history", "context"}
+var applyOrder = []string{"fact_value_clear", "fact_clear", "context_clear", "fact", "fact_item", "fact_history", "context"}
 
 func section(typ string) (exportSection, bool) {
 	for _, s := range sections {
@@ -438,6 +439,27 @@ func applyFacts(ctx context.Context, q *Store, userID string, lines []any) (int6
 		xs, ms, ps = append(xs, l.Extractor), append(ms, l.Model), append(ps, l.PromptVersion)
 		ats, ups = append(ats, l.sourceAt), append(ups, l.updatedAt)
 	}
+	// A value deleted no earlier than stated (fact_value_clears) is not
+	// written and clears its key at its time, as in UpsertFacts: the
+	// clear keeps it out below, and the values before it go.
+	ids := make([]string, len(ls))
+	for i, l := range ls {
+		ids[i] = itemIdentity(l.Value)
+	}
+	if _, err := q.db.Exec(ctx, `
+		WITH covered AS (
+			SELECT w.k, max(w.a) AS a FROM unnest($2::text[], $3::text[], $4::timestamptz[]) AS w(k, it, a)
+			WHERE EXISTS (SELECT FROM fact_value_clears v WHERE v.user_id = $1 AND v.key = w.k AND v.item = w.it AND v.cleared_at >= w.a)
+			GROUP BY w.k
+		), gone AS (
+			DELETE FROM facts f USING covered c WHERE f.user_id = $1 AND f.key = c.k AND f.source_at <= c.a
+		)
+		INSERT INTO fact_clears AS c (user_id, key, cleared_at)
+		SELECT $1, k, a FROM covered
+		ON CONFLICT (user_id, key) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at)`,
+		userID, keys, ids, ats); err != nil {
+		return 0, err
+	}
 	tag, err := q.db.Exec(ctx, `
 		INSERT INTO facts AS f (user_id, key, value, source_at, event_id, conversation_id, extractor, model, prompt_version, updated_at)
 		SELECT $1, k, v, a, e, cv, x, m, p, up
@@ -759,6 +781,125 @@ func applyFactClears(ctx context.Context, q *Store, userID string, lines []any) 
 			return 0, err
 		}
 		if _, err := q.materialise(ctx, lk, nil); err != nil {
+			return 0, err
+		}
+	}
+	return tag.RowsAffected(), nil
+}
+
+// ---- fact_value_clear ----
+
+// factValueClearLine is a delete of one value of a single-valued key
+// (fact_value_clears): Item is the value's identity (itemIdentity).
+type factValueClearLine struct {
+	Type      string `json:"type"`
+	Key       string `json:"key"`
+	Item      string `json:"item"`
+	ClearedAt string `json:"cleared_at"`
+
+	clearedAt time.Time
+}
+
+func checkFactValueClearLine(l *factValueClearLine) (err error) {
+	if l.clearedAt, err = parseTime("cleared_at", l.ClearedAt); err != nil {
+		return err
+	}
+	if err := checkAll(text("key", l.Key, maxKeyBytes, true), text("item", l.Item, maxValueBytes, true)); err != nil {
+		return err
+	}
+	if id := itemIdentity(l.Item); id != l.Item {
+		return fmt.Errorf("item %.80q is not a value's identity (lowercase, single spaces): %.80q", l.Item, id)
+	}
+	return nil
+}
+
+func readFactValueClears(ctx context.Context, q *Store, userID string) ([]any, error) {
+	rows, err := q.db.Query(ctx, `SELECT key, item, cleared_at FROM fact_value_clears WHERE user_id = $1`, userID)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		out []*factValueClearLine
+		l   factValueClearLine
+		at  time.Time
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&l.Key, &l.Item, &at}, func() error {
+		c := l
+		c.Type, c.ClearedAt = "fact_value_clear", exportTime(at)
+		out = append(out, &c)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b *factValueClearLine) int {
+		return cmp.Or(strings.Compare(a.Key, b.Key), strings.Compare(a.Item, b.Item))
+	})
+	return anys(out), nil
+}
+
+// applyFactValueClears keeps, for each value, the latest of its deletes
+// held and imported.
+func applyFactValueClears(ctx context.Context, q *Store, userID string, lines []any) (int64, error) {
+	type value struct{ key, item string }
+	latest := map[value]time.Time{}
+	for _, l := range typed[*factValueClearLine](lines) {
+		v := value{l.Key, l.Item}
+		if t, ok := latest[v]; !ok || l.clearedAt.After(t) {
+			latest[v] = l.clearedAt
+		}
+	}
+	if len(latest) == 0 {
+		return 0, nil
+	}
+	var (
+		keys, items []string
+		ats         []time.Time
+	)
+	for v, t := range latest {
+		keys, items, ats = append(keys, v.key), append(items, v.item), append(ats, t)
+	}
+	tag, err := q.db.Exec(ctx, `
+		INSERT INTO fact_value_clears AS c (user_id, key, item, cleared_at)
+		SELECT $1, k, it, a FROM unnest($2::text[], $3::text[], $4::timestamptz[]) AS w(k, it, a)
+		ON CONFLICT (user_id, key, item) DO UPDATE SET cleared_at = excluded.cleared_at
+		WHERE c.cleared_at < excluded.cleared_at`, userID, keys, items, ats)
+	if err != nil {
+		return 0, err
+	}
+	// They apply to the memory already there, as a value delete does
+	// (deleteValues): a value they name stated no later goes, and the key
+	// is cleared at its time.
+	rows, err := q.db.Query(ctx, `SELECT f.key, f.value, f.source_at, v.item, v.cleared_at
+		FROM facts f JOIN fact_value_clears v ON v.user_id = f.user_id AND v.key = f.key
+		WHERE f.user_id = $1 AND f.key = ANY($2)`, userID, keys)
+	if err != nil {
+		return 0, err
+	}
+	var (
+		gone, goneValues []string
+		goneAts          []time.Time
+		k, v, item       string
+		at, clearedAt    time.Time
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&k, &v, &at, &item, &clearedAt}, func() error {
+		if itemIdentity(v) == item && !clearedAt.Before(at) {
+			gone, goneValues, goneAts = append(gone, k), append(goneValues, v), append(goneAts, at)
+		}
+		return nil
+	}); err != nil {
+		return 0, err
+	}
+	if len(gone) > 0 {
+		if _, err := q.db.Exec(ctx, `
+			WITH gone AS (
+				DELETE FROM facts f USING unnest($2::text[], $3::text[], $4::timestamptz[]) AS g(k, v, a)
+				WHERE f.user_id = $1 AND f.key = g.k AND f.value = g.v AND f.source_at = g.a
+				RETURNING f.key, f.source_at
+			)
+			INSERT INTO fact_clears AS c (user_id, key, cleared_at)
+			SELECT $1, key, source_at FROM gone
+			ON CONFLICT (user_id, key) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at)`,
+			userID, gone, goneValues, goneAts); err != nil {
 			return 0, err
 		}
 	}

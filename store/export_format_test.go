@@ -15,7 +15,8 @@ import (
 )
 
 // remember gives user a memory with every exported kind of row: extracted
-// facts (one changed, so with history), a direct fact, a cleared fact,
+// facts (one changed, so with history), a direct fact, a cleared fact, a
+// deleted value,
 // context items from scoped and unscoped turns, a direct item, and clears
 // of an item, a question and all items. tag makes the texts the user's own.
 func remember(t *testing.T, ctx context.Context, s *store.Store, user, tag string) {
@@ -48,6 +49,11 @@ func remember(t *testing.T, ctx context.Context, s *store.Store, user, tag strin
 	_, err = s.UpsertFacts(ctx, []store.FactWrite{list(store.FactAdd, "Peanuts "+tag, "e1", t0), list(store.FactAdd, "soy", "e1", t0)})
 	must(err)
 	_, err = s.UpsertFacts(ctx, []store.FactWrite{list(store.FactRemove, "soy", "e2", t0.Add(time.Minute))})
+	must(err)
+	// A value delete of a value no longer current: a tombstone alone.
+	gone := fact("city", "PORTO "+tag, "e3", t0.Add(2*time.Minute))
+	gone.Op = store.FactDelete
+	_, err = s.UpsertFacts(ctx, []store.FactWrite{gone})
 	must(err)
 	_, _, err = s.SetFact(ctx, user, "name", "N "+tag)
 	must(err)
@@ -92,7 +98,7 @@ func TestExportForgetImportIsByteIdentical(t *testing.T) {
 	remember(t, ctx, s, "bob", "b")
 	first, bob := export(t, ctx, s, "alice"), export(t, ctx, s, "bob")
 
-	for _, want := range []string{`"type":"fact",`, `"type":"fact_history",`, `"type":"fact_clear",`, `"type":"context",`, `"type":"fact_item",`, `"present":false`,
+	for _, want := range []string{`"type":"fact",`, `"type":"fact_history",`, `"type":"fact_clear",`, `"type":"fact_value_clear",`, `"type":"context",`, `"type":"fact_item",`, `"present":false`,
 		`"scope":"app-a"`, `"scope":"agent <a>"`, `"op":"clear"`, `"extractor":"direct"`, `"value":"Rex & Co"`} {
 		if !bytes.Contains(first, []byte(want)) {
 			t.Errorf("export lacks %s:\n%s", want, first)
@@ -115,7 +121,7 @@ func TestExportForgetImportIsByteIdentical(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if counts["fact"] != 4 || counts["fact_item"] != 2 || counts["context"] != 4 || counts["fact_clear"] != 1 || counts["context_clear"] != 2 {
+	if counts["fact"] != 4 || counts["fact_item"] != 2 || counts["context"] != 4 || counts["fact_clear"] != 1 || counts["fact_value_clear"] != 1 || counts["context_clear"] != 2 {
 		t.Errorf("import counts = %v", counts)
 	}
 	if again := export(t, ctx, s, "alice"); !bytes.Equal(again, first) {
@@ -129,10 +135,17 @@ func TestExportForgetImportIsByteIdentical(t *testing.T) {
 	if err != nil || len(c.Matches) != 1 {
 		t.Errorf("scoped search after import = %+v, %v", c.Matches, err)
 	}
-	// The clears came back: an item they cover stays out.
+	// The clears came back: an item they cover stays out, and so does a
+	// value deleted later than it is stated.
 	ids, err := s.InsertContext(ctx, []store.ContextWrite{{UserID: "alice", Question: "Asked twice?", Answer: "again", CreatedAt: t0}})
 	if err != nil || ids[0] != 0 {
 		t.Errorf("an item under an imported clear was inserted: %v, %v", ids, err)
+	}
+	if _, err := s.UpsertFacts(ctx, []store.FactWrite{{UserID: "alice", Key: "city", Value: "Porto a", SourceAt: t0.Add(90 * time.Second), EventID: "e9"}}); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := s.Fact(ctx, "alice", "city"); err == nil && f.Value == "Porto a" {
+		t.Errorf("a value under an imported value delete was written")
 	}
 }
 
@@ -186,14 +199,18 @@ func TestImportIsIdempotentAndOwnUser(t *testing.T) {
 }
 
 // TestImportMerges: an import merges by the write rules: an older value
-// does not replace a newer one, an imported clear deletes older memory,
-// context is deduplicated.
+// does not replace a newer one, an imported clear deletes older memory, so
+// does an imported value delete of its value (and of the values before a
+// value it covers), context is deduplicated.
 func TestImportMerges(t *testing.T) {
 	ctx, s := setup(t)
 	if _, err := s.UpsertFacts(ctx, []store.FactWrite{
 		{UserID: "alice", Key: "city", Value: "Berlin", SourceAt: t0.Add(time.Hour), EventID: "n1"},
 		{UserID: "alice", Key: "car", Value: "Golf", SourceAt: t0, EventID: "n1"},
 		{UserID: "alice", Key: "allergies", Value: "dust", SourceAt: t0, EventID: "n1", Op: store.FactAdd, List: true},
+		{UserID: "alice", Key: "home", Value: "Berlin", SourceAt: t0, EventID: "n1"},
+		{UserID: "alice", Key: "employer", Value: "Acme", SourceAt: t0, EventID: "n1"},
+		{UserID: "alice", Key: "team", Value: "Blue", SourceAt: t0, EventID: "n1"},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -203,6 +220,10 @@ func TestImportMerges(t *testing.T) {
 	in := header +
 		`{"type":"fact","key":"city","value":"Porto","source_at":"2026-11-01T10:30:00Z","event_id":"o1","conversation_id":"","extractor":"","model":"","prompt_version":"","updated_at":"2026-11-01T10:30:00Z"}` + "\n" +
 		`{"type":"fact_clear","key":"car","cleared_at":"2026-11-01T10:05:00.000000Z"}` + "\n" +
+		`{"type":"fact_value_clear","key":"home","item":"berlin","cleared_at":"2026-11-01T10:05:00.000000Z"}` + "\n" +
+		`{"type":"fact_value_clear","key":"employer","item":"initech","cleared_at":"2026-11-01T10:10:00.000000Z"}` + "\n" +
+		`{"type":"fact","key":"employer","value":"Initech","source_at":"2026-11-01T10:02:00Z","event_id":"o3","conversation_id":"","extractor":"","model":"","prompt_version":"","updated_at":"2026-11-01T10:02:00Z"}` + "\n" +
+		`{"type":"fact_value_clear","key":"team","item":"red","cleared_at":"2026-11-01T10:10:00.000000Z"}` + "\n" +
 		`{"type":"fact_item","key":"allergies","value":"Peanuts","present":true,"source_at":"2026-11-01T09:00:00Z","event_id":"o2","conversation_id":"","extractor":"","model":"","prompt_version":""}` + "\n" +
 		`{"type":"context","question":"TEA?","answer":"yes","created_at":"2026-11-01T09:00:00Z","event_id":"","conversation_id":"","scope":"","extractor":"","model":"","prompt_version":""}` + "\n"
 	if _, err := s.Import(ctx, "alice", "alice", strings.NewReader(in)); err != nil {
@@ -216,6 +237,17 @@ func TestImportMerges(t *testing.T) {
 	}
 	if _, err := s.Fact(ctx, "alice", "car"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("car after an imported later clear: %v, want not found", err)
+	}
+	// Imported value deletes: of the value held, it goes; of a value
+	// imported with them, it is not written and the values before it go;
+	// of another value, the value held stays.
+	for _, key := range []string{"home", "employer"} {
+		if f, err := s.Fact(ctx, "alice", key); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("%s after an imported value delete: %+v, %v; want not found", key, f, err)
+		}
+	}
+	if f, err := s.Fact(ctx, "alice", "team"); err != nil || f.Value != "Blue" {
+		t.Errorf("team = %+v, %v; want Blue kept", f, err)
 	}
 	if n, err := s.CountContext(ctx, "alice"); err != nil || n != 1 {
 		t.Errorf("%d context items, %v; want the pair once", n, err)

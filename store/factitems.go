@@ -46,9 +46,10 @@ func compareUserKeys(a, b userKey) int {
 
 // normaliseWrites checks the ops and gives every write the form the store
 // applies: Op "" is FactSet; on a single-valued key an add is a set and a
-// remove a delete; source times are cut to Postgres's microseconds (as pgx
-// sends them) so that Go and SQL compare the same times; a list item's value
-// is trimmed, and an item with no content is dropped.
+// remove a delete of that value; source times are cut to Postgres's
+// microseconds (as pgx sends them) so that Go and SQL compare the same
+// times; a list item's value is trimmed, and an item with no content is
+// dropped.
 func normaliseWrites(facts []FactWrite) ([]FactWrite, error) {
 	out := make([]FactWrite, 0, len(facts))
 	for _, f := range facts {
@@ -82,8 +83,9 @@ func normaliseWrites(facts []FactWrite) ([]FactWrite, error) {
 // applyFacts applies normalised writes in the current transaction and
 // returns how many facts rows it inserted, changed or deleted. The steps
 // are ordered so that the result is the one any order of the writes gives:
-// every clear of the call is recorded first, then values and items stated
-// no later than a clear are skipped.
+// the call's value tombstones are recorded first, then the sets they cover
+// become clears of their keys, every clear of the call is recorded, and
+// only then are values and items stated no later than a clear skipped.
 func (s *Store) applyFacts(ctx context.Context, writes []FactWrite) (int, error) {
 	users := make([]string, len(writes))
 	for i, w := range writes {
@@ -98,7 +100,8 @@ func (s *Store) applyFacts(ctx context.Context, writes []FactWrite) (int, error)
 		singles []FactWrite
 		items   []FactWrite
 		clears  = map[userKey]time.Time{}
-		deletes = map[userKey]FactWrite{} // the latest delete of each single-valued key
+		deletes = map[userKey]FactWrite{}  // the latest clear of each single-valued key, as the write that caused it
+		values  = map[valueKey]FactWrite{} // the latest value delete of each value of a single-valued key
 		causes  = map[userKey][]FactWrite{}
 	)
 	clearAt := func(k userKey, at time.Time) {
@@ -106,16 +109,24 @@ func (s *Store) applyFacts(ctx context.Context, writes []FactWrite) (int, error)
 			clears[k] = at
 		}
 	}
+	clearSingle := func(k userKey, w FactWrite) {
+		clearAt(k, w.SourceAt)
+		if d, ok := deletes[k]; !ok || later(w, d) {
+			deletes[k] = w
+		}
+	}
 	for _, w := range writes {
 		k := userKey{w.UserID, w.Key}
 		switch {
+		case w.Op == FactDelete && !w.List && itemIdentity(w.Value) != "":
+			v := valueKey{k, itemIdentity(w.Value)}
+			if d, ok := values[v]; !ok || later(w, d) {
+				values[v] = w
+			}
+		case w.Op == FactDelete && !w.List:
+			clearSingle(k, w)
 		case w.Op == FactDelete:
 			clearAt(k, w.SourceAt)
-			if !w.List {
-				if d, ok := deletes[k]; !ok || later(w, d) {
-					deletes[k] = w
-				}
-			}
 		case w.List:
 			if w.Op == FactSet {
 				clearAt(k, w.SourceAt.Add(-listSetGap))
@@ -139,6 +150,25 @@ func (s *Store) applyFacts(ctx context.Context, writes []FactWrite) (int, error)
 	if err := s.lockFactKeys(ctx, sortedKeys(touched)); err != nil {
 		return 0, err
 	}
+	if err := s.recordValueClears(ctx, values); err != nil {
+		return 0, err
+	}
+	// A set of a value deleted no earlier is not written: its statement,
+	// though retracted, still superseded the values before it, so it is a
+	// clear of the key at its time.
+	covered, err := s.coveredSingles(ctx, singles)
+	if err != nil {
+		return 0, err
+	}
+	kept := singles[:0]
+	for i, w := range singles {
+		if covered[i] {
+			clearSingle(userKey{w.UserID, w.Key}, w)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	singles = kept
 	adopted, err := s.adoptListRows(ctx, listKeys)
 	if err != nil {
 		return 0, err
@@ -148,6 +178,10 @@ func (s *Store) applyFacts(ctx context.Context, writes []FactWrite) (int, error)
 		return 0, err
 	}
 	deleted, err := s.deleteSingles(ctx, deletes)
+	if err != nil {
+		return 0, err
+	}
+	retracted, err := s.deleteValues(ctx, values)
 	if err != nil {
 		return 0, err
 	}
@@ -162,7 +196,14 @@ func (s *Store) applyFacts(ctx context.Context, writes []FactWrite) (int, error)
 	if err != nil {
 		return 0, err
 	}
-	return deleted + set + listed, nil
+	return deleted + retracted + set + listed, nil
+}
+
+// valueKey names one value (by its identity, itemIdentity) of one fact of
+// one user.
+type valueKey struct {
+	userKey
+	item string
 }
 
 // later reports whether a is later than b by source time, then event id.
@@ -267,9 +308,127 @@ func (s *Store) recordClears(ctx context.Context, clears map[userKey]time.Time) 
 	return nil
 }
 
-// deleteSingles deletes the single-valued facts that a delete covers (a
-// value stated no later than it), recording each deletion in the history as
-// a delete from the delete's turn. It returns how many rows went.
+// recordValueClears records the value deletes of a call in
+// fact_value_clears, each only raising the value's clear time.
+func (s *Store) recordValueClears(ctx context.Context, values map[valueKey]FactWrite) error {
+	if len(values) == 0 {
+		return nil
+	}
+	vs := sortedValues(values) // a fixed row order, as recordClears
+	users, names, ids, ats := make([]string, len(vs)), make([]string, len(vs)), make([]string, len(vs)), make([]time.Time, len(vs))
+	for i, v := range vs {
+		users[i], names[i], ids[i], ats[i] = v.user, v.key, v.item, values[v].SourceAt
+	}
+	if _, err := s.db.Exec(ctx, `
+		INSERT INTO fact_value_clears AS c (user_id, key, item, cleared_at)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[])
+		ON CONFLICT (user_id, key, item) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at)`,
+		users, names, ids, ats); err != nil {
+		return fmt.Errorf("record value clears: %w", err)
+	}
+	return nil
+}
+
+func sortedValues(m map[valueKey]FactWrite) []valueKey {
+	vs := make([]valueKey, 0, len(m))
+	for v := range m {
+		vs = append(vs, v)
+	}
+	slices.SortFunc(vs, func(a, b valueKey) int {
+		if c := compareUserKeys(a.userKey, b.userKey); c != 0 {
+			return c
+		}
+		return strings.Compare(a.item, b.item)
+	})
+	return vs
+}
+
+// coveredSingles reports, for each single-valued set, whether a value
+// delete of its value no earlier than it is recorded (fact_value_clears).
+func (s *Store) coveredSingles(ctx context.Context, singles []FactWrite) ([]bool, error) {
+	covered := make([]bool, len(singles))
+	if len(singles) == 0 {
+		return covered, nil
+	}
+	c := columnsOf(singles)
+	ids := make([]string, len(singles))
+	for i, w := range singles {
+		ids[i] = itemIdentity(w.Value)
+	}
+	rows, err := s.db.Query(ctx, `
+		SELECT n FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[]) WITH ORDINALITY AS w(u, k, it, a, n)
+		WHERE EXISTS (SELECT FROM fact_value_clears v WHERE v.user_id = w.u AND v.key = w.k AND v.item = w.it AND v.cleared_at >= w.a)`,
+		c.users, c.keys, ids, c.ats)
+	if err != nil {
+		return nil, fmt.Errorf("covered facts: %w", err)
+	}
+	var n int
+	if _, err := pgx.ForEachRow(rows, []any{&n}, func() error {
+		covered[n-1] = true
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("covered facts: %w", err)
+	}
+	return covered, nil
+}
+
+// deleteValues deletes the single-valued facts whose value a value delete
+// of the call names and that were stated no later than it, recording each
+// deletion in the history as a delete from the delete's turn, and clears
+// the key at the deleted value's source time: that value had superseded
+// every value before it, which must not come back. It returns how many rows
+// went. The keys must be locked (lockFactKeys).
+func (s *Store) deleteValues(ctx context.Context, values map[valueKey]FactWrite) (int, error) {
+	if len(values) == 0 {
+		return 0, nil
+	}
+	keys := map[userKey]bool{}
+	for v := range values {
+		keys[v.userKey] = true
+	}
+	users, names := splitKeys(sortedKeys(keys))
+	rows, err := s.db.Query(ctx, `
+		SELECT f.user_id, f.key, f.value, f.source_at
+		FROM facts f JOIN unnest($1::text[], $2::text[]) AS t(u, k) ON f.user_id = t.u AND f.key = t.k
+		ORDER BY f.user_id, f.key`, users, names)
+	if err != nil {
+		return 0, fmt.Errorf("delete values: %w", err)
+	}
+	var (
+		b     changeBatch
+		k     userKey
+		value string
+		at    time.Time
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&k.user, &k.key, &value, &at}, func() error {
+		d, ok := values[valueKey{k, itemIdentity(value)}]
+		if !ok || at.After(d.SourceAt) {
+			return nil
+		}
+		b.change(FactOpDelete, d)
+		// The row as read: a facts.set in between (which takes no key
+		// lock) is a statement made now and stays.
+		b.dml(`
+			WITH gone AS (
+				DELETE FROM facts WHERE user_id = $1 AND key = $2 AND value = $3 AND source_at = $4 RETURNING source_at
+			)
+			INSERT INTO fact_clears AS c (user_id, key, cleared_at)
+			SELECT $1, $2, source_at FROM gone
+			ON CONFLICT (user_id, key) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at)`,
+			k.user, k.key, value, at)
+		b.change("", FactWrite{})
+		return nil
+	}); err != nil {
+		return 0, fmt.Errorf("delete values: %w", err)
+	}
+	return s.runChanges(ctx, &b, "delete values")
+}
+
+// deleteSingles deletes the single-valued facts that a clear of the call
+// covers (a value stated no later than it), recording each deletion in the
+// history as a delete from the turn of the clear's write: a delete without
+// a value, or a set of a value deleted later (coveredSingles). It returns
+// how many rows went.
 func (s *Store) deleteSingles(ctx context.Context, deletes map[userKey]FactWrite) (int, error) {
 	var b changeBatch
 	for _, k := range sortedKeys(deletes) {

@@ -40,6 +40,12 @@ func del(key string, list bool, minutes int, event string) store.FactWrite {
 	return opWrite(store.FactDelete, list, key, "", minutes, event)
 }
 
+// delValue is a delete of one value of a single-valued key ("I don't live
+// in Berlin anymore").
+func delValue(key, value string, minutes int, event string) store.FactWrite {
+	return opWrite(store.FactDelete, false, key, value, minutes, event)
+}
+
 func set(key, value string, minutes int, event string) store.FactWrite {
 	return opWrite(store.FactSet, false, key, value, minutes, event)
 }
@@ -174,6 +180,42 @@ func TestFactOperations(t *testing.T) {
 			{opWrite(store.FactAdd, false, "car", "Golf", 1, "e1"), set("city", "Porto", 1, "e1")},
 			{opWrite(store.FactRemove, false, "city", "Porto", 2, "e2")},
 		}, map[string]string{"car": "Golf"}},
+		{"a value delete keeps another current value", [][]store.FactWrite{
+			{set("city", "Munich", 5, "e5")},
+			{delValue("city", "Berlin", 6, "e6")},
+		}, map[string]string{"city": "Munich"}},
+		{"a value delete deletes that value and the older ones", [][]store.FactWrite{
+			{set("city", "Munich", 1, "e1")},
+			{set("city", "Berlin", 2, "e2")},
+			{delValue("city", " berlin ", 3, "e3")},
+		}, map[string]string{}},
+		{"a value delete leaves a later value", [][]store.FactWrite{
+			{set("city", "Berlin", 1, "e1")},
+			{set("city", "Porto", 2, "e2")},
+			{delValue("city", "Berlin", 3, "e3")},
+		}, map[string]string{"city": "Porto"}},
+		{"a deleted value still superseded the older ones", [][]store.FactWrite{
+			{set("city", "Lisbon", 3, "e3")},
+			{set("city", "Berlin", 2, "e2")},
+			{delValue("city", "Berlin", 5, "e5")},
+		}, map[string]string{"city": "Lisbon"}},
+		{"a deleted value's older values stay gone", [][]store.FactWrite{
+			{set("city", "Munich", 1, "e1")},
+			{delValue("city", "Berlin", 3, "e3")},
+			{set("city", "Berlin", 2, "e2")},
+		}, map[string]string{}},
+		{"a value delete before the value does not delete it", [][]store.FactWrite{
+			{delValue("city", "Berlin", 1, "e1")},
+			{set("city", "Berlin", 2, "e2")},
+		}, map[string]string{"city": "Berlin"}},
+		{"a blank value delete clears the key", [][]store.FactWrite{
+			{set("city", "Munich", 1, "e1")},
+			{delValue("city", "  ", 2, "e2")},
+		}, map[string]string{}},
+		{"a single-valued remove deletes that value only", [][]store.FactWrite{
+			{set("city", "Munich", 1, "e1")},
+			{opWrite(store.FactRemove, false, "city", "Berlin", 2, "e2")},
+		}, map[string]string{"city": "Munich"}},
 		{"single ties: the larger event id, then value", [][]store.FactWrite{
 			{set("city", "Porto", 2, "e2a")},
 			{set("city", "Lisbon", 2, "e2b")},
@@ -253,6 +295,18 @@ func permutationWrites() []store.FactWrite {
 		set("car", "Audi", 2, "e2x"),
 		set("job", "nurse", 2, "e9"),
 		direct,
+		// Value deletes of single-valued keys: the deleted value and every
+		// value before it go (home), another current value stays (team),
+		// and so does a value later than the deleted one (school).
+		set("home", "Munich", 1, "e1"),
+		set("home", "Berlin", 2, "e2"),
+		delValue("home", "berlin", 3, "e3"),
+		set("school", "Berlin", 1, "e1"),
+		set("school", "Porto", 2, "e2"),
+		delValue("school", "Berlin", 3, "e3"),
+		set("team", "A", 3, "e3"),
+		set("team", "B", 2, "e2"),
+		delValue("team", "B", 5, "e5"),
 	}
 	bob := forUser("bob", []store.FactWrite{
 		add("allergies", "nuts", 1, "e1"),
@@ -289,7 +343,7 @@ func TestFactWritesConvergeInAnyOrder(t *testing.T) {
 	// What the writes mean, so that a rule broken the same way in every
 	// order still fails.
 	wantValues := map[string]string{"allergies": "Eggs, milk, Peanuts", "pets": "Luna, Max", "languages": "English, french, Portuguese",
-		"city": "Madrid", "job": "teacher"}
+		"city": "Madrid", "job": "teacher", "school": "Porto", "team": "A"}
 	if got := values(t, ctx, s, "ref/alice"); !maps.Equal(got, wantValues) {
 		t.Fatalf("facts = %q, want %q", got, wantValues)
 	}
@@ -313,8 +367,9 @@ func TestFactWritesConvergeInAnyOrder(t *testing.T) {
 
 // TestListHistoryRecordsOperations: a list key's history says add, remove,
 // delete and set, each with the turn, conversation and time of the write
-// that caused it; an extracted delete of a single-valued key says delete,
-// facts.clear says clear.
+// that caused it; an extracted delete of a single-valued key says delete
+// (of one value: from the delete's turn; of the values a retracted value
+// had superseded: from that value's turn), facts.clear says clear.
 func TestListHistoryRecordsOperations(t *testing.T) {
 	ctx, s := setup(t)
 	for _, step := range [][]store.FactWrite{
@@ -327,6 +382,12 @@ func TestListHistoryRecordsOperations(t *testing.T) {
 		{remove("allergies", "eggs", 7, "e7"), remove("allergies", "soy", 7, "e7")},
 		{set("city", "Porto", 1, "e1")},
 		{del("city", false, 2, "e2")},
+		{set("home", "Munich", 1, "e1")},
+		{set("home", "Berlin", 2, "e2")},
+		{delValue("home", "berlin", 3, "e3")},
+		{set("work", "Acme", 1, "e1")},
+		{delValue("work", "Initech", 3, "e3")},
+		{set("work", "Initech", 2, "e2")},
 	} {
 		if _, err := s.UpsertFacts(ctx, step); err != nil {
 			t.Fatal(err)
@@ -354,6 +415,12 @@ func TestListHistoryRecordsOperations(t *testing.T) {
 		{"allergies", store.FactOpRemove, str("eggs, soy"), nil, "e7", 7},
 		{"city", store.FactOpSet, nil, str("Porto"), "e1", 1},
 		{"city", store.FactOpDelete, str("Porto"), nil, "e2", 2},
+		{"home", store.FactOpSet, nil, str("Munich"), "e1", 1},
+		{"home", store.FactOpSet, str("Munich"), str("Berlin"), "e2", 2},
+		{"home", store.FactOpDelete, str("Berlin"), nil, "e3", 3},
+		{"work", store.FactOpSet, nil, str("Acme"), "e1", 1},
+		// Initech, retracted at 3, was still stated at 2: Acme went then.
+		{"work", store.FactOpDelete, str("Acme"), nil, "e2", 2},
 		{"car", store.FactOpSet, nil, str("Golf"), "", -2},
 		{"car", store.FactOpClear, str("Golf"), nil, "", -1},
 	}
@@ -649,5 +716,53 @@ func TestHistoryOfOneCallNamesEachChange(t *testing.T) {
 	want := []string{"allergies add e5", "car set e3", "city delete e2", "pets remove e4"}
 	if !slices.Equal(entries, want) {
 		t.Fatalf("history of the call = %q, want %q", entries, want)
+	}
+}
+
+// TestForgetAndResetCoverValueDeletes: a value delete's tombstone
+// (fact_value_clears) goes with a forget and with a reset (a replay records
+// it again), of the users named only.
+func TestForgetAndResetCoverValueDeletes(t *testing.T) {
+	ctx, s := setup(t)
+	for _, user := range []string{"alice", "bob", "carol"} {
+		if _, err := s.UpsertFacts(ctx, forUser(user, []store.FactWrite{delValue("city", "Berlin", 2, "e2")})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func(user string) int {
+		t.Helper()
+		var n int
+		if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM fact_value_clears WHERE user_id = $1`, user).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := count("alice"); n != 1 {
+		t.Fatalf("%d value deletes of alice, want 1", n)
+	}
+	if _, err := s.ResetMemory(ctx, []string{"alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := count("alice"), count("bob"); a != 0 || b != 1 {
+		t.Fatalf("after alice's reset: %d value deletes of alice, %d of bob; want 0 and 1", a, b)
+	}
+	// With the tombstone gone, a replayed older statement is written again.
+	if _, err := s.UpsertFacts(ctx, []store.FactWrite{set("city", "Berlin", 1, "e1")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := values(t, ctx, s, "alice")["city"]; got != "Berlin" {
+		t.Fatalf("after a reset: city = %q, want Berlin", got)
+	}
+	if _, _, err := s.ForgetUser(ctx, "bob", "bob", 0, store.RiverJobs{}); err != nil {
+		t.Fatal(err)
+	}
+	if b, c := count("bob"), count("carol"); b != 0 || c != 1 {
+		t.Fatalf("after bob's forget: %d value deletes of bob, %d of carol; want 0 and 1", b, c)
+	}
+	if _, err := s.ResetMemory(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if c := count("carol"); c != 0 {
+		t.Fatalf("after a reset of all: %d value deletes of carol, want 0", c)
 	}
 }

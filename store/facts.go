@@ -52,7 +52,10 @@ const (
 	// FactRemove removes Value from a list key's items.
 	FactRemove FactOp = "remove"
 	// FactDelete says the key is no longer true: its value, or every item of
-	// a list key, stated no later than SourceAt is gone. Value is ignored.
+	// a list key, stated no later than SourceAt is gone (Value is ignored).
+	// On a single-valued key with a Value it says that value is no longer
+	// true: the value, if stated no later than SourceAt, goes with every
+	// value before it; another value stays.
 	FactDelete FactOp = "delete"
 )
 
@@ -73,7 +76,7 @@ type FactWrite struct {
 	// List says Key is list-valued (events.FactKeyInfo): its value is a
 	// set of items, each added and removed on its own. The caller decides
 	// it by the key alone, the same for every write of the key. Without it
-	// FactAdd is a set and FactRemove a delete.
+	// FactAdd is a set and FactRemove a delete of its value.
 	List bool
 	Provenance
 }
@@ -86,10 +89,17 @@ type FactWrite struct {
 //   - A single-valued key keeps the value latest by (source time, direct
 //     write, event id, value): a later source time wins, a direct write wins
 //     a tie, then the larger event id.
-//   - A delete at T removes a value (every item of a list key) stated no
+//   - A delete at T without a value removes a value (every item of a list key) stated no
 //     later than T and is recorded as a clear of the key at T (fact_clears,
 //     only ever raised), so that a value stated no later than T arriving
 //     afterwards is not written, and a later one is.
+//   - A delete at T of value v of a single-valued key (a Value that is not
+//     blank) is a tombstone of v (fact_value_clears, by v's identity as a
+//     list item's, only ever raised): the key's value, if it is v stated
+//     no later than T, is deleted and the key cleared at v's source time
+//     (v had superseded every value before it); a set of v stated no later
+//     than T is not written and clears the key at its own time instead.
+//     Another value stays.
 //   - A list key (FactWrite.List) holds items (fact_items), each the last
 //     writer of its adds and removes by the same order; a set of the list at
 //     T clears the key just before T (listSetGap) and adds each item set at

@@ -14,7 +14,7 @@ type Removed struct {
 }
 
 // ForgetUser deletes everything memoryd keeps about a user in Postgres:
-// facts and list items, fact history, context, turns, the River jobs of riverJobs's shape
+// facts and list items, fact history, context, the clears, turns, the River jobs of riverJobs's shape
 // that name the user's turns (see deleteUserJobs) and token usage, and
 // leaves a tombstone for the user's token, all in one transaction. The tombstone covers the turn stream up to
 // throughSeq (the stream's last sequence when the forget began) and every
@@ -73,7 +73,7 @@ func (s *Store) ForgetUser(ctx context.Context, userID, token string, throughSeq
 	return r, tomb, nil
 }
 
-// ResetMemory deletes the derived memory (facts and list items, fact history, context) of
+// ResetMemory deletes the derived memory (facts and list items, value deletes, fact history, context) of
 // the given users, or of every user when userIDs is empty, in one
 // transaction, before a replay rebuilds it. Turns are kept, and so are items
 // written directly through the memory tools (extractor "direct"): they never
@@ -96,6 +96,12 @@ func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect b
 		if err := s.deleteClears(ctx, all, userIDs); err != nil {
 			return r, err
 		}
+	}
+	// Value deletes (fact_value_clears) come from turns alone (facts.clear
+	// makes none): a forget deletes them with the rest, a reset too, and
+	// the replay records them again.
+	if _, err := s.db.Exec(ctx, `DELETE FROM fact_value_clears WHERE $1 OR user_id = ANY($2)`, all, userIDs); err != nil {
+		return r, fmt.Errorf("delete fact_value_clears: %w", err)
 	}
 	// A list key's items go like its facts row; a reset keeps the direct
 	// ones and materialises their keys again afterwards, since the row may

@@ -202,8 +202,12 @@ func turnWrites(t fuTurn) []refWrite {
 // independently of the store: it resolves writes, in any order, into the
 // final facts.
 //
-//   - Single-valued key: the latest set by (source time, event id) wins,
-//     unless a delete at or after its time removes it.
+//   - Single-valued key (an add is a set, a remove a delete): the latest
+//     set by (source time, event id) wins, unless a delete at or after its
+//     time removes it. A delete with a value removes that value only (by
+//     identity): a set of it at or before the delete's time is not a value,
+//     but still a delete of the key at its own time (it superseded the
+//     values before it, retracted or not).
 //   - List key: a delete at T clears items stated no later than T; a set at
 //     T clears at T-1µs and adds its items at T. Each item is present when
 //     its latest add/remove (by time, then event id) is an add after the
@@ -219,14 +223,27 @@ func refResolve(ws []refWrite) map[string]refFact {
 	for key, kws := range byKey {
 		var clear time.Time
 		if !fuListKeys[key] {
+			// The latest delete of each value, by identity.
+			gone := map[string]time.Time{}
+			for _, w := range kws {
+				if id := itemID(w.value); (w.op == "delete" || w.op == "remove") && id != "" && w.at.After(gone[id]) {
+					gone[id] = w.at
+				}
+			}
 			var best *refWrite
 			for i, w := range kws {
-				switch w.op {
-				case "delete":
+				switch {
+				case (w.op == "delete" || w.op == "remove") && itemID(w.value) == "":
 					if w.at.After(clear) {
 						clear = w.at
 					}
-				case "set":
+				case w.op == "set" || w.op == "add":
+					if t, ok := gone[itemID(w.value)]; ok && !t.Before(w.at) {
+						if w.at.After(clear) {
+							clear = w.at
+						}
+						continue
+					}
 					if best == nil || later(w.at, w.event, best.at, best.event) {
 						best = &kws[i]
 					}
@@ -493,4 +510,38 @@ func TestRefResolveOrderFree(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRefResolveValueDeletes: the reference resolver's rule for a delete
+// with a value on a single-valued key, the store's (TestFactOperations):
+// only that value goes, with the values before it; another value stays.
+func TestRefResolveValueDeletes(t *testing.T) {
+	base := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
+	w := func(op, value string, minutes int) refWrite {
+		return refWrite{op: op, key: "location", value: value, event: fmt.Sprintf("e%d", minutes), at: base.Add(time.Duration(minutes) * time.Minute)}
+	}
+	for _, c := range []struct {
+		name   string
+		writes []refWrite
+		want   string // "": no fact
+	}{
+		{"another value stays", []refWrite{w("set", "Munich", 5), w("delete", "Berlin", 6)}, "Munich"},
+		{"the value and the older ones go", []refWrite{w("set", "Munich", 1), w("set", "Berlin", 2), w("delete", " berlin", 3)}, ""},
+		{"a later value stays", []refWrite{w("set", "Berlin", 1), w("set", "Porto", 2), w("delete", "Berlin", 3)}, "Porto"},
+		{"a later current value stays", []refWrite{w("set", "A", 3), w("set", "B", 2), w("delete", "B", 5)}, "A"},
+		{"a delete before the value", []refWrite{w("delete", "Berlin", 1), w("set", "Berlin", 2)}, "Berlin"},
+		{"a delete without a value", []refWrite{w("set", "Munich", 1), w("delete", "", 2)}, ""},
+	} {
+		for _, ws := range [][]refWrite{c.writes, reversedWrites(c.writes)} {
+			if got := refResolve(ws)["location"].value; got != c.want {
+				t.Errorf("%s: location = %q, want %q", c.name, got, c.want)
+			}
+		}
+	}
+}
+
+func reversedWrites(ws []refWrite) []refWrite {
+	out := slices.Clone(ws)
+	slices.Reverse(out)
+	return out
 }
