@@ -192,7 +192,7 @@ func (s *Store) SetFactValues(ctx context.Context, userID, key string, values []
 // extracted value whose source time is not later, and over any earlier direct
 // write (the last one received wins). A value from a turn stamped later
 // (within the clock skew the worker allows) stays current, and so does a
-// later turn's delete of the key: the write is refused.
+// later turn's delete of the key or of this value: the write is refused.
 // SetFact returns the fact current after the write (zero when there is
 // none) and whether it is the one written, so that a caller never reports a
 // write that did not happen. It takes the locks every fact write takes (the
@@ -210,6 +210,26 @@ func (s *Store) SetFact(ctx context.Context, userID, key, value string) (Fact, b
 		if err := q.lockFactKeys(ctx, []userKey{{userID, key}}); err != nil {
 			return err
 		}
+		at := now()
+		var retracted bool
+		if err := q.db.QueryRow(ctx, `SELECT EXISTS (SELECT FROM fact_value_clears
+			WHERE user_id = $1 AND key = $2 AND item = $3 AND cleared_at >= $4)`, userID, key, itemIdentity(value), at).Scan(&retracted); err != nil {
+			return err
+		}
+		if retracted {
+			// A turn stamped later said this value is no longer true: the
+			// write is refused and, like an extracted value so covered, it
+			// still supersedes the older values (UpsertFacts does both).
+			if _, err := q.UpsertFacts(ctx, []FactWrite{{UserID: userID, Key: key, Value: value, SourceAt: at, Op: FactSet,
+				Provenance: Provenance{Extractor: "direct"}}}); err != nil {
+				return err
+			}
+			var err error
+			if f, err = q.Fact(ctx, userID, key); errors.Is(err, ErrNotFound) {
+				f, err = Fact{}, nil
+			}
+			return err
+		}
 		rows, err := q.db.Query(ctx, `
 			INSERT INTO facts AS f (user_id, key, value, source_at, event_id, extractor)
 			SELECT $1, $2, $3, $4, '', 'direct'
@@ -218,7 +238,7 @@ func (s *Store) SetFact(ctx context.Context, userID, key, value string) (Fact, b
 			SET value = excluded.value, source_at = greatest(f.source_at, excluded.source_at), event_id = '',
 			    conversation_id = '', extractor = 'direct', model = '', prompt_version = '', updated_at = now()
 			WHERE f.source_at <= excluded.source_at OR f.extractor = 'direct'
-			RETURNING `+factColumns, userID, key, value, now())
+			RETURNING `+factColumns, userID, key, value, at)
 		if err != nil {
 			return err
 		}

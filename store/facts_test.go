@@ -112,30 +112,33 @@ func TestSetLockTimeoutEndsALockWait(t *testing.T) {
 }
 
 // TestSetFactAfterALaterDelete: a delete from a turn stamped ahead of the
-// clock (within the allowed skew) wins over a direct write made before its
-// time, in either order: the write is refused, not reported as stored.
+// clock (within the allowed skew), of the key or of the value written, wins
+// over a direct write made before its time, in either order: the write is
+// refused, not reported as stored.
 func TestSetFactAfterALaterDelete(t *testing.T) {
 	ctx, s := setup(t)
 	later := time.Now().Add(2 * time.Minute)
-	del := store.FactWrite{UserID: "u1", Key: "city", Value: "Porto", SourceAt: later, EventID: "e2", Op: store.FactDelete}
-	// Delete first, then the direct write.
-	if _, err := s.UpsertFacts(ctx, []store.FactWrite{del}); err != nil {
-		t.Fatal(err)
-	}
-	if f, stored, err := s.SetFact(ctx, "u1", "city", "Porto"); err != nil || stored || f.Key != "" {
-		t.Errorf("set after a later delete = %+v, stored %v, %v; want refused with no fact", f, stored, err)
-	}
-	// The direct write first, then the delete.
-	del.UserID = "u2"
-	if _, stored, err := s.SetFact(ctx, "u2", "city", "Porto"); err != nil || !stored {
-		t.Fatalf("set = %v, %v", stored, err)
-	}
-	if _, err := s.UpsertFacts(ctx, []store.FactWrite{del}); err != nil {
-		t.Fatal(err)
-	}
-	for _, u := range []string{"u1", "u2"} {
-		if f, err := s.Fact(ctx, u, "city"); !errors.Is(err, store.ErrNotFound) {
-			t.Errorf("%s: city = %+v, %v; want deleted", u, f, err)
+	for _, deleted := range []string{"", "Porto"} {
+		del := store.FactWrite{UserID: "a" + deleted, Key: "city", Value: deleted, SourceAt: later, EventID: "e2", Op: store.FactDelete}
+		// Delete first, then the direct write.
+		if _, err := s.UpsertFacts(ctx, []store.FactWrite{del}); err != nil {
+			t.Fatal(err)
+		}
+		if f, stored, err := s.SetFact(ctx, del.UserID, "city", "Porto"); err != nil || stored || f.Key != "" {
+			t.Errorf("delete of %q, then set = %+v, stored %v, %v; want refused with no fact", deleted, f, stored, err)
+		}
+		// The direct write first, then the delete.
+		del.UserID = "b" + deleted
+		if _, stored, err := s.SetFact(ctx, del.UserID, "city", "Porto"); err != nil || !stored {
+			t.Fatalf("set = %v, %v", stored, err)
+		}
+		if _, err := s.UpsertFacts(ctx, []store.FactWrite{del}); err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range []string{"a" + deleted, "b" + deleted} {
+			if f, err := s.Fact(ctx, u, "city"); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("%s: city = %+v, %v; want deleted", u, f, err)
+			}
 		}
 	}
 }

@@ -270,7 +270,7 @@ func chaosDiff(kind string, got, want []string) string {
 // whose arguments name them or any of ids (their event ids).
 func (e *relEnv) chaosForgottenLeftovers(user string, ids []string) (map[string]int64, error) {
 	left := map[string]int64{}
-	for _, table := range []string{"turns", "facts", "fact_history", "context", "llm_usage", "fact_clears", "context_clears"} {
+	for _, table := range []string{"turns", "facts", "fact_history", "context", "llm_usage", "fact_clears", "context_clears", "fact_items", "fact_value_clears"} {
 		var n int64
 		if err := e.store.Pool().QueryRow(e.ctx, `SELECT count(*) FROM `+table+` WHERE user_id = $1`, user).Scan(&n); err != nil {
 			return nil, err
@@ -390,7 +390,8 @@ func (p *chaosProber) unanswered() []string {
 // each round, once everything is handled, checks:
 //
 //   - the user forgotten that round has 0 rows in turns, facts, fact_history,
-//     context, llm_usage, fact_clears and context_clears (a tombstone is
+//     context, llm_usage, fact_clears, context_clears, fact_items and
+//     fact_value_clears (a tombstone is
 //     allowed: it holds no data), 0 events on their subjects in the turn
 //     stream, 0 dead letters attributed to them (one of theirs was
 //     dead-lettered around the forget in round 2), and no River job whose
