@@ -1,7 +1,6 @@
 package enricher
 
 import (
-	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -19,9 +18,9 @@ type TimeExpr struct {
 }
 
 // ParseTime finds the first time expression of message and resolves it
-// against at (a zero at means now). Calendar days, weeks (starting on
-// Monday), months and years are those of at's location (its offset, for a
-// request's RFC 3339 time). Words are matched case-insensitively, as whole
+// against at (a zero at means now, in UTC). Calendar days, weeks (starting
+// on Monday), months and years are those of at's location (its offset, for
+// a request's RFC 3339 time). Words are matched case-insensitively, as whole
 // words. The English expressions understood, N being a number in digits
 // (1..999) or words ("a", "an", "a couple of", "one" to "twenty", "thirty",
 // "forty", "fifty"):
@@ -60,11 +59,14 @@ type TimeExpr struct {
 // holds no expression.
 func ParseTime(message string, at time.Time) (TimeExpr, bool) {
 	if at.IsZero() {
-		at = time.Now()
+		at = time.Now().UTC()
 	}
 	toks := timeTokens(message)
 	anyLower := strings.IndexFunc(message, unicode.IsLower) >= 0
 	for i := range toks {
+		if !mayStart(toks[i].word) {
+			continue
+		}
 		for _, m := range timeMatchers {
 			n, since, until, ok := m(toks[i:], at)
 			if !ok || !until.After(since) {
@@ -78,6 +80,24 @@ func ParseTime(message string, at time.Time) (TimeExpr, bool) {
 		}
 	}
 	return TimeExpr{}, false
+}
+
+// startWords are the words other than numbers, months and weekdays an
+// expression can start with: most words are skipped without trying the
+// matchers.
+var startWords = map[string]bool{
+	"the": true, "today": true, "earlier": true, "yesterday": true, "tonight": true, "this": true,
+	"last": true, "past": true, "on": true, "in": true, "during": true, "at": true, "over": true,
+}
+
+// mayStart reports whether an expression may start with w.
+func mayStart(w string) bool {
+	if startWords[w] || (w[0] >= '0' && w[0] <= '9') {
+		return true
+	}
+	_, n := numberWords[w]
+	_, m := months[w]
+	return n || m
 }
 
 // timeTok is one word of a message: lower-cased, with its byte offsets and
@@ -232,7 +252,7 @@ func count(toks []timeTok) (int, int, bool) {
 		return n, 1, true
 	}
 	if len(toks[0].word) <= 3 {
-		if n, err := strconv.Atoi(toks[0].word); err == nil && n >= 1 {
+		if n, ok := digits(toks[0].word); ok && n >= 1 {
 			return n, 1, true
 		}
 	}
@@ -395,9 +415,6 @@ func matchWeekday(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool
 	return 2, d, day(d, 1), true
 }
 
-// prepositions may come before a month or a date.
-var prepositions = map[string]bool{"in": true, "during": true, "on": true, "since": true}
-
 // monthAt reads a month name at toks[0]; a bare one (no preposition before,
 // told by prep) must be capitalised.
 func monthAt(toks []timeTok, prep bool) (time.Month, bool) {
@@ -411,6 +428,19 @@ func monthAt(toks []timeTok, prep bool) (time.Month, bool) {
 	return m, true
 }
 
+// digits reads a short run of ASCII digits (callers bound the length), without
+// strconv's allocation for the words that are not numbers.
+func digits(w string) (int, bool) {
+	n := 0
+	for i := 0; i < len(w); i++ {
+		if w[i] < '0' || w[i] > '9' {
+			return 0, false
+		}
+		n = n*10 + int(w[i]-'0')
+	}
+	return n, w != ""
+}
+
 // dayOfMonth reads "3", "3rd", "03".
 func dayOfMonth(t timeTok) (int, bool) {
 	w := t.word
@@ -420,8 +450,8 @@ func dayOfMonth(t timeTok) (int, bool) {
 	if len(w) == 0 || len(w) > 2 {
 		return 0, false
 	}
-	n, err := strconv.Atoi(w)
-	return n, err == nil && n >= 1 && n <= 31
+	n, ok := digits(w)
+	return n, ok && n >= 1 && n <= 31
 }
 
 // yearAt reads a year from 1970 up to at's year.
@@ -429,8 +459,8 @@ func yearAt(toks []timeTok, at time.Time) (int, bool) {
 	if len(toks) == 0 || len(toks[0].word) != 4 {
 		return 0, false
 	}
-	y, err := strconv.Atoi(toks[0].word)
-	return y, err == nil && y >= 1970 && y <= at.Year()
+	y, ok := digits(toks[0].word)
+	return y, ok && y >= 1970 && y <= at.Year()
 }
 
 // matchDate reads "[on] [the] 3[rd] [of] March [2024]" and "[on] March
@@ -495,14 +525,14 @@ func matchDate(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) {
 	return 0, time.Time{}, time.Time{}, false
 }
 
-// matchMonth reads "in|during|since <month> [year]", "last <month>" and
+// matchMonth reads "in|during <month> [year]", "last <month>" and
 // "<Month> <year>".
 func matchMonth(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) {
 	if len(toks) < 2 {
 		return 0, time.Time{}, time.Time{}, false
 	}
 	first := toks[0].word
-	if first == "last" || prepositions[first] && first != "on" {
+	if first == "last" || first == "in" || first == "during" {
 		m, ok := monthAt(toks[1:], true)
 		if !ok {
 			return 0, time.Time{}, time.Time{}, false

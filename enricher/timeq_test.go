@@ -2,6 +2,7 @@ package enricher
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -145,5 +146,23 @@ func TestTimeKeywords(t *testing.T) {
 		if got := timeKeywords(c.msg, e); !slices.Equal(got, c.want) {
 			t.Errorf("timeKeywords(%q) = %q, want %q", c.msg, got, c.want)
 		}
+	}
+}
+
+// BenchmarkParseTime: a typical message with an expression, and the
+// largest message enrich accepts with none (every word is tried).
+func BenchmarkParseTime(b *testing.B) {
+	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC)
+	long := strings.Repeat("nothing about any time here at all ", 65536/35)
+	for _, m := range []struct{ name, msg string }{
+		{"short", "what did I say about the dentist last week?"},
+		{"64KiB-none", long},
+	} {
+		b.Run(m.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				ParseTime(m.msg, at)
+			}
+		})
 	}
 }
