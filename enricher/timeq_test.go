@@ -166,3 +166,27 @@ func BenchmarkParseTime(b *testing.B) {
 		})
 	}
 }
+
+// FuzzParseTime: any message and at give either nothing or a non-empty
+// range and the offsets of whole words of the message; removing them never
+// panics.
+func FuzzParseTime(f *testing.F) {
+	for _, s := range []string{"what did I say last week?", "on the 3rd of March, 2024", "a couple of days ago",
+		"the last 999 years", "in May 1970", "\xff last \xfe week", "Last Week Tonight", "on 31 February", "3"} {
+		f.Add(s, int64(1795016000))
+	}
+	f.Fuzz(func(t *testing.T, msg string, unix int64) {
+		at := time.Unix(unix%(250000*86400*365), 0).UTC()
+		if y := at.Year(); y < 1970 || y > 9999 {
+			return
+		}
+		e, ok := ParseTime(msg, at)
+		if !ok {
+			return
+		}
+		if e.Start < 0 || e.End > len(msg) || e.Start >= e.End || !e.Since.Before(e.Until) {
+			t.Fatalf("ParseTime(%q, %v) = %+v", msg, at, e)
+		}
+		_ = timeKeywords(msg, e)
+	})
+}
