@@ -110,14 +110,21 @@ type timeTok struct {
 
 // timeTokens splits s into words as Keywords does (letters, digits, marks).
 func timeTokens(s string) []timeTok {
-	var out []timeTok
+	out := make([]timeTok, 0, len(s)/6+1)
 	start := -1
 	for i := 0; i <= len(s); {
-		r, size := utf8.RuneError, 1
-		if i < len(s) {
+		var in bool
+		size := 1
+		switch {
+		case i == len(s):
+		case s[i] < utf8.RuneSelf: // ASCII: no decoding
+			c := s[i] | 0x20
+			in = (c >= 'a' && c <= 'z') || (s[i] >= '0' && s[i] <= '9')
+		default:
+			var r rune
 			r, size = utf8.DecodeRuneInString(s[i:])
+			in = r != utf8.RuneError && (unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r))
 		}
-		in := i < len(s) && r != utf8.RuneError && (unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r))
 		switch {
 		case in && start < 0:
 			start = i

@@ -167,9 +167,9 @@ func BenchmarkParseTime(b *testing.B) {
 	}
 }
 
-// FuzzParseTime: any message and at give either nothing or a non-empty
-// range and the offsets of whole words of the message; removing them never
-// panics.
+// FuzzParseTime: ParseTime splits words as Keywords does, and any message
+// and at give either nothing or a non-empty range and offsets inside the
+// message; removing them never panics.
 func FuzzParseTime(f *testing.F) {
 	for _, s := range []string{"what did I say last week?", "on the 3rd of March, 2024", "a couple of days ago",
 		"the last 999 years", "in May 1970", "\xff last \xfe week", "Last Week Tonight", "on 31 February", "3"} {
@@ -179,6 +179,13 @@ func FuzzParseTime(f *testing.F) {
 		at := time.Unix(unix%(250000*86400*365), 0).UTC()
 		if y := at.Year(); y < 1970 || y > 9999 {
 			return
+		}
+		var got []string
+		for _, tok := range timeTokens(msg) {
+			got = append(got, tok.word)
+		}
+		if want := Words(msg); len(got)+len(want) > 0 && !slices.Equal(got, want) {
+			t.Fatalf("timeTokens(%q) = %q, Words = %q", msg, got, want)
 		}
 		e, ok := ParseTime(msg, at)
 		if !ok {
