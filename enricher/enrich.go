@@ -1,10 +1,12 @@
 package enricher
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -105,6 +107,11 @@ type enrichParams struct {
 	facts string
 	// scope narrows the context items to one scope; "" is all.
 	scope string
+	// when is the message's time expression, if timed (see ParseTime);
+	// timeKeywords are the keywords without it (timeKeywords).
+	when         TimeExpr
+	timed        bool
+	timeKeywords []string
 }
 
 func (p enrichParams) reply(received time.Time) events.EnrichReply {
@@ -189,6 +196,9 @@ func (s *Service) parseEnrich(token string, data []byte) (enrichParams, error) {
 	}
 	if !p.optOut {
 		p.keywords = Keywords(req.Message)
+		if p.when, p.timed = ParseTime(req.Message, p.at); p.timed {
+			p.timeKeywords = timeKeywords(req.Message, p.when)
+		}
 	}
 	return p, nil
 }
@@ -196,31 +206,83 @@ func (s *Service) parseEnrich(token string, data []byte) (enrichParams, error) {
 // enrich assembles an enrich reply: the memory relevant to the request,
 // fitted to its token budget and formatted for injection.
 func (s *Service) enrich(ctx context.Context, p enrichParams) (events.EnrichReply, error) {
-	facts, items, err := s.relevant(ctx, p)
+	facts, items, keywords, err := s.relevant(ctx, p)
 	if err != nil {
 		return events.EnrichReply{}, err
 	}
 	r := p.reply(time.Now())
+	r.Keywords = keywords
 	r.Facts, r.Context, r.Injection, r.Tokens = inject(p.format, p.maxTokens, wireFacts(facts), wireItems(items))
 	return r, nil
 }
 
-// relevant is enrich's one read of memory: of the user's most recently set
+// relevant is enrich's read of memory: of the user's most recently set
 // facts (at most Config.MaxFacts), those selectFacts chooses for the
 // request (core and relevant facts, or all), and the context items matching the
 // request's keywords, best first, none under its threshold, at most its
 // max_results; one snapshot, so that a turn's context never shows without
-// the facts committed with it. How candidates are found and ranked is
-// decided behind this call alone.
-func (s *Service) relevant(ctx context.Context, p enrichParams) ([]store.Fact, []store.ContextItem, error) {
+// the facts committed with it. It returns the keywords the items were
+// searched with. How candidates are found and ranked is decided behind this
+// call alone.
+//
+// A message with a time expression (ParseTime, against the request's at)
+// first reads the items created in its range only, searched with the
+// message's keywords less the expression's words (and talkWords); a
+// message that asks nothing else ("what did we talk about yesterday?")
+// gets the range's newest items, each with score 1 (they match all it
+// asked; the threshold does not apply). When nothing in the range
+// qualifies, the request is answered as if it had no time expression, from
+// a second read: a frontend never gets less than a message without the
+// time would have found.
+func (s *Service) relevant(ctx context.Context, p enrichParams) ([]store.Fact, []store.ContextItem, []string, error) {
+	if p.timed {
+		q := store.SearchQuery{UserID: p.userID, Keywords: p.timeKeywords, Scope: p.scope, Since: p.when.Since, Until: p.when.Until}
+		timeOnly := len(p.timeKeywords) == 0
+		if timeOnly {
+			q.Latest = p.maxResults
+		}
+		facts, cands, err := s.recall.Recall(ctx, store.RecallQuery{SearchQuery: q, MaxFacts: s.cfg.MaxFacts})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		var items []store.ContextItem
+		if timeOnly {
+			items = newest(cands, p.maxResults)
+		} else {
+			items = Rank(cands, p.at, p.threshold, p.maxResults)
+		}
+		if len(items) > 0 {
+			return selectFacts(p.facts, p.keywords, facts), items, p.timeKeywords, nil
+		}
+	}
 	facts, cands, err := s.recall.Recall(ctx, store.RecallQuery{
 		SearchQuery: store.SearchQuery{UserID: p.userID, Keywords: p.keywords, Scope: p.scope},
 		MaxFacts:    s.cfg.MaxFacts,
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return selectFacts(p.facts, p.keywords, facts), Rank(cands, p.at, p.threshold, p.maxResults), nil
+	return selectFacts(p.facts, p.keywords, facts), Rank(cands, p.at, p.threshold, p.maxResults), p.keywords, nil
+}
+
+// newest returns the candidates' items newest first (ties: the higher id
+// first), at most limit, each with score 1. The result is never nil.
+func newest(c store.Candidates, limit int) []store.ContextItem {
+	items := make([]store.ContextItem, 0, min(len(c.Matches), limit))
+	for _, m := range c.Matches {
+		items = append(items, m.Item)
+	}
+	slices.SortFunc(items, func(x, y store.ContextItem) int {
+		if n := y.CreatedAt.Compare(x.CreatedAt); n != 0 {
+			return n
+		}
+		return cmp.Compare(y.ID, x.ID)
+	})
+	items = items[:min(len(items), limit)]
+	for i := range items {
+		items[i].Score = 1
+	}
+	return items
 }
 
 func millis(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }

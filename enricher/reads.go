@@ -49,6 +49,9 @@ func (r memoryReads) search(token string, data []byte) (call, error) {
 	if err := checkScope(req.Scope); err != nil {
 		return nil, err
 	}
+	if err := checkRange(req.Since, req.Until); err != nil {
+		return nil, err
+	}
 	limit := events.DefaultSearchResults
 	if req.MaxResults != nil {
 		if limit = *req.MaxResults; limit < 1 || limit > events.MaxMaxResults {
@@ -56,7 +59,8 @@ func (r memoryReads) search(token string, data []byte) (call, error) {
 		}
 	}
 	return func(ctx context.Context) (any, error) {
-		cands, err := r.store.SearchContext(ctx, store.SearchQuery{UserID: req.UserID, Keywords: Keywords(req.Query), Scope: req.Scope})
+		cands, err := r.store.SearchContext(ctx, store.SearchQuery{UserID: req.UserID, Keywords: Keywords(req.Query), Scope: req.Scope,
+			Since: req.Since, Until: req.Until})
 		if err != nil {
 			return nil, err
 		}

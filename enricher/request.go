@@ -56,7 +56,7 @@ func jsonReason(err error) string {
 	case errors.As(err, &typeErr):
 		return fmt.Sprintf("field %q must be %s, not %s", typeErr.Field, jsonType(typeErr.Type.String()), typeErr.Value)
 	case errors.As(err, &timeErr):
-		return "at must be an RFC 3339 time, e.g. 2026-11-21T10:00:00Z"
+		return "times (at, since, until) must be RFC 3339, e.g. 2026-11-21T10:00:00Z"
 	case errors.As(err, &syntaxErr):
 		return fmt.Sprintf("invalid JSON at byte %d: %s", syntaxErr.Offset, syntaxErr.Error())
 	case errors.Is(err, io.ErrUnexpectedEOF):
@@ -81,6 +81,32 @@ func jsonType(goType string) string {
 		return "an RFC 3339 time string"
 	}
 	return goType
+}
+
+// checkTime refuses a time outside the years 1970..9999 (zero is absent).
+func checkTime(field string, t time.Time) error {
+	if t.IsZero() {
+		return nil
+	}
+	if y := t.Year(); y < 1970 || y > 9999 {
+		return badRequest("%s: year %d is out of range", field, y)
+	}
+	return nil
+}
+
+// checkRange checks an optional range [since, until): each bound a time
+// checkTime accepts, and since before until when both are set.
+func checkRange(since, until time.Time) error {
+	if err := checkTime("since", since); err != nil {
+		return err
+	}
+	if err := checkTime("until", until); err != nil {
+		return err
+	}
+	if !since.IsZero() && !until.IsZero() && !since.Before(until) {
+		return badRequest("since %s is not before until %s", since.Format(time.RFC3339Nano), until.Format(time.RFC3339Nano))
+	}
+	return nil
 }
 
 // checkUser refuses a request whose user_id is missing or does not map to

@@ -148,6 +148,11 @@ type SearchRequest struct {
 	// (extracted from turns carrying it; at most MaxScopeBytes); absent or
 	// "" reads all the user's items. Facts are user-wide either way.
 	Scope string `json:"scope,omitempty"`
+	// Since and Until, when set, narrow the results to the items created
+	// (the time of the turn they came from) in [Since, Until); either may
+	// be absent (open). Years 1970..9999; Since must be before Until.
+	Since time.Time `json:"since,omitzero"`
+	Until time.Time `json:"until,omitzero"`
 }
 
 // SearchReply holds the items found, best first.

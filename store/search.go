@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 	"unsafe"
 
@@ -35,7 +36,23 @@ type SearchQuery struct {
 	// alone (the collection ranked is the scope's). "" reads all the
 	// user's items, whatever their scope.
 	Scope string
+	// Since and Until, when not zero, narrow the candidates to the items
+	// created (the time of the turn they came from) in [Since, Until); a
+	// zero bound is open. The statistics stay over all the (scope's)
+	// items: the range filters what is ranked, not how, so a search's
+	// scores do not depend on its range. Since must be before Until when
+	// both are set.
+	Since, Until time.Time
+	// Latest, when the keywords leave no usable keyword and a range is
+	// set, makes the candidates the range's Latest newest items (rather
+	// than none), with no term counts: a question about a time alone
+	// ("what did we talk about yesterday?"). 0 reads none, as without a
+	// range.
+	Latest int
 }
+
+// ranged reports whether q has a range.
+func (q SearchQuery) ranged() bool { return !q.Since.IsZero() || !q.Until.IsZero() }
 
 // TSQuery builds the text of an english to_tsquery that matches any of
 // keywords. Each keyword becomes one quoted lexeme (quotes doubled, backslashes escaped, invalid
@@ -118,11 +135,57 @@ const recallSQL = `
 		FROM context WHERE user_id = $1 AND $2 <> '' OFFSET 0) c, kw
 	WHERE c.search @@ kw.q`
 
-// scopedRecallSQL is recallSQL reading only the items of one scope ($5),
+// A scoped recall (recallStatements) reads only the items of one scope,
 // through context_user_scope_idx; facts are user-wide and stay unfiltered.
-// A statement of its own rather than a condition "no scope, or this one", so that the
-// unscoped statement and its plans stay as they are.
-var scopedRecallSQL = strings.ReplaceAll(recallSQL, "FROM context WHERE user_id = $1", "FROM context WHERE user_id = $1 AND scope = $5")
+
+// latestCandidatesSQL replaces recallSQL's candidates for a query with no
+// usable keyword and a range (SearchQuery.Latest): the range's newest items,
+// read from context_user_created_id_idx (or context_user_scope_idx) in its
+// order. The tsvector is not read: there is no term to count.
+const latestCandidatesSQL = `
+	SELECT 2, NULL, NULL, NULL, NULL, c.id, c.question, c.answer, c.created_at, NULL, c.event_id, c.conversation_id,
+		c.question_len, c.answer_len, ''::text
+	FROM (SELECT id, question, answer, created_at, event_id, conversation_id, question_len, answer_len
+		FROM context WHERE user_id = $1{range} ORDER BY created_at DESC, id DESC LIMIT {latest}) c`
+
+// recallShape is what decides a recall's statement.
+type recallShape struct{ scoped, ranged, latest bool }
+
+// recallStatements holds the statement of each shape, built once: one
+// statement per shape rather than conditions that are sometimes true, so
+// that each keeps plans of its own and the unscoped, unranged statement
+// stays recallSQL. Parameters: $1 user, $2 tsquery, $3 facts, $4 terms,
+// then the scope, the range's bounds and the latest limit, in that order,
+// for the shapes that have them.
+var recallStatements = func() map[recallShape]string {
+	m := map[recallShape]string{}
+	for _, sh := range []recallShape{{}, {scoped: true}, {ranged: true}, {scoped: true, ranged: true},
+		{ranged: true, latest: true}, {scoped: true, ranged: true, latest: true}} {
+		sql, n := recallSQL, 4
+		scope := ""
+		if sh.scoped {
+			n++
+			scope = fmt.Sprintf(" AND scope = $%d", n)
+			sql = strings.ReplaceAll(sql, "FROM context WHERE user_id = $1", "FROM context WHERE user_id = $1"+scope)
+		}
+		if sh.ranged {
+			cond := fmt.Sprintf(" AND created_at >= $%d AND created_at < $%d", n+1, n+2)
+			n += 2
+			if sh.latest {
+				i := strings.Index(sql, "\tUNION ALL\n\tSELECT 2,")
+				if i < 0 {
+					panic("store: recallSQL has no candidates part")
+				}
+				latest := strings.ReplaceAll(latestCandidatesSQL, "{range}", scope+cond)
+				sql = sql[:i] + "\tUNION ALL" + strings.ReplaceAll(latest, "{latest}", fmt.Sprintf("$%d", n+1))
+			} else {
+				sql = strings.Replace(sql, "AND $2 <> '' OFFSET 0", "AND $2 <> ''"+cond+" OFFSET 0", 1)
+			}
+		}
+		m[sh] = sql
+	}
+	return m
+}()
 
 // Row kinds of recallSQL.
 const (
@@ -227,13 +290,28 @@ func (s *Store) Recall(ctx context.Context, q RecallQuery) ([]Fact, Candidates, 
 // recall runs recallSQL and decodes its candidates. facts is never nil.
 func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact, Candidates, error) {
 	tsq, terms := tsQuery(q.Keywords)
-	if tsq == "" && maxFacts == 0 {
+	sh := recallShape{scoped: q.Scope != "", ranged: q.ranged()}
+	sh.latest = sh.ranged && tsq == "" && q.Latest > 0
+	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Since.Before(q.Until) {
+		return nil, Candidates{}, fmt.Errorf("since %s is not before until %s", q.Since.Format(time.RFC3339Nano), q.Until.Format(time.RFC3339Nano))
+	}
+	if q.Latest < 0 {
+		return nil, Candidates{}, fmt.Errorf("latest %d is negative", q.Latest)
+	}
+	if tsq == "" && maxFacts == 0 && !sh.latest {
 		return []Fact{}, Candidates{}, nil // nothing to read: no round trip
 	}
-	sql, args := recallSQL, []any{q.UserID, tsq, maxFacts, terms}
-	if q.Scope != "" {
-		sql, args = scopedRecallSQL, append(args, q.Scope)
+	args := []any{q.UserID, tsq, maxFacts, terms}
+	if sh.scoped {
+		args = append(args, q.Scope)
 	}
+	if sh.ranged {
+		args = append(args, bound(q.Since, pgtype.NegativeInfinity), bound(q.Until, pgtype.Infinity))
+	}
+	if sh.latest {
+		args = append(args, q.Latest)
+	}
+	sql := recallStatements[sh]
 	rows, err := s.db.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, Candidates{}, err
@@ -297,6 +375,14 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 
 	out.Matches = cr.decode(q.UserID)
 	return facts, out, nil
+}
+
+// bound is a range's end for Postgres: t, or inf when t is zero (open).
+func bound(t time.Time, inf pgtype.InfinityModifier) pgtype.Timestamptz {
+	if t.IsZero() {
+		return pgtype.Timestamptz{InfinityModifier: inf, Valid: true}
+	}
+	return pgtype.Timestamptz{Time: t, Valid: true}
 }
 
 // candidateReader collects a recall's candidates, row by row. A row's bytes

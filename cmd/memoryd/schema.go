@@ -127,6 +127,9 @@ var fieldRules = map[string]map[string]fieldRule{
 		"query":       {nonBlank: true, maxBytes: events.MaxMessageBytes},
 		"max_results": maxResultsRule,
 		"scope":       scopeRule,
+		// Issue 17 item 5: a range of the items' creation times.
+		"since": {description: "RFC 3339, year 1970 to 9999: only items created at or after it; absent: no lower bound; must be before until"},
+		"until": {description: "RFC 3339, year 1970 to 9999: only items created before it; absent: no upper bound"},
 	},
 	"store.request": {
 		"user_id":  userIDRule,

@@ -1,0 +1,629 @@
+package enricher
+
+import (
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// TimeExpr is a time expression found in a message: the half-open range
+// [Since, Until) of creation times it means, and where it is in the message.
+type TimeExpr struct {
+	// Since is the range's first instant, Until the first instant after it.
+	Since, Until time.Time
+	// Start and End are the byte offsets of the expression's words in the
+	// message ([Start, End)).
+	Start, End int
+}
+
+// ParseTime finds the first time expression of message and resolves it
+// against at (a zero at means now, in UTC). Calendar days, weeks (starting
+// on Monday), months and years are those of at's location (its offset, for
+// a request's RFC 3339 time). Words are matched case-insensitively, as whole
+// words. The English expressions understood, N being a number in digits
+// (1..999) or words ("a", "an", "a couple of", "one" to "twenty", "thirty",
+// "forty", "fifty"):
+//
+//   - "today", "earlier today": at's day; "yesterday", "the day before
+//     yesterday": the day(s) before; "yesterday morning|afternoon|evening":
+//     that part of yesterday.
+//   - "this morning" [00:00, 12:00), "this afternoon" [12:00, 18:00), "this
+//     evening" and "tonight" [18:00, 24:00) of at's day; "last night"
+//     [18:00 yesterday, 06:00 today).
+//   - "this|last week|month|year|weekend": the calendar unit containing at,
+//     or the one before ("last weekend": the Saturday and Sunday before at's
+//     week).
+//   - "N days|weeks|months|years ago": the calendar unit N units before at's
+//     ("two years ago" in 2026 is the year 2024).
+//   - "the last|past N days|weeks|months|years", "the past week|month|year":
+//     from N units before at's day to the end of at's day.
+//   - "on <weekday>": the most recent such day, at's day included; "last
+//     <weekday>": the most recent before at's day.
+//   - "in|during <month>", "in|during <month> <year>", "<Month> <year>": the
+//     most recent such month not after at's (or that year's); "last
+//     <month>": the most recent before at's month.
+//   - "on 3 March", "3rd of March", "March 3", "on the 3rd of March", with
+//     an optional year ("March 3, 2024"): that day, the most recent not
+//     after at's day when no year is given.
+//   - "in|during <year>": that year, 1970 up to at's year.
+//   - "last Christmas" (before at's day), "at|on|over Christmas" (at's day
+//     included), "Christmas Eve" after the same words: that day.
+//
+// Near misses are refused: a month name alone needs a preposition before it
+// or a capital letter and a number after it ("may I ask", "March on!"); an
+// expression joined by a hyphen to a word ("a week-long trip") is not one;
+// and neither is one whose common words are capitalised in the middle of a
+// sentence, which names a title ("I watched Last Week Tonight"), unless the
+// message has no lower-case letter at all. It reports false when message
+// holds no expression.
+func ParseTime(message string, at time.Time) (TimeExpr, bool) {
+	if at.IsZero() {
+		at = time.Now().UTC()
+	}
+	toks := timeTokens(message)
+	anyLower := strings.IndexFunc(message, unicode.IsLower) >= 0
+	for i := range toks {
+		if !mayStart(toks[i].word) {
+			continue
+		}
+		for _, m := range timeMatchers {
+			n, since, until, ok := m(toks[i:], at)
+			if !ok || !until.After(since) {
+				continue
+			}
+			e := TimeExpr{Since: since, Until: until, Start: toks[i].start, End: toks[i+n-1].end}
+			if !acceptable(message, toks[i:i+n], e, anyLower) {
+				continue
+			}
+			return e, true
+		}
+	}
+	return TimeExpr{}, false
+}
+
+// startWords are the words other than numbers, months and weekdays an
+// expression can start with: most words are skipped without trying the
+// matchers.
+var startWords = map[string]bool{
+	"the": true, "today": true, "earlier": true, "yesterday": true, "tonight": true, "this": true,
+	"last": true, "past": true, "on": true, "in": true, "during": true, "at": true, "over": true,
+}
+
+// mayStart reports whether an expression may start with w.
+func mayStart(w string) bool {
+	if startWords[w] || (w[0] >= '0' && w[0] <= '9') {
+		return true
+	}
+	_, n := numberWords[w]
+	_, m := months[w]
+	return n || m
+}
+
+// timeTok is one word of a message: lower-cased, with its byte offsets and
+// whether it starts with a capital letter.
+type timeTok struct {
+	word       string
+	start, end int
+	capital    bool
+}
+
+// timeTokens splits s into words as Keywords does (letters, digits, marks).
+func timeTokens(s string) []timeTok {
+	out := make([]timeTok, 0, len(s)/6+1)
+	start := -1
+	for i := 0; i <= len(s); {
+		var in bool
+		size := 1
+		switch {
+		case i == len(s):
+		case s[i] < utf8.RuneSelf: // ASCII: no decoding
+			c := s[i] | 0x20
+			in = (c >= 'a' && c <= 'z') || (s[i] >= '0' && s[i] <= '9')
+		default:
+			var r rune
+			r, size = utf8.DecodeRuneInString(s[i:])
+			in = r != utf8.RuneError && (unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r))
+		}
+		switch {
+		case in && start < 0:
+			start = i
+		case !in && start >= 0:
+			first, _ := utf8.DecodeRuneInString(s[start:])
+			out = append(out, timeTok{word: strings.ToLower(s[start:i]), start: start, end: i, capital: unicode.IsUpper(first)})
+			start = -1
+		}
+		if i == len(s) {
+			break
+		}
+		i += size
+	}
+	return out
+}
+
+// acceptable refuses the near misses ParseTime documents.
+func acceptable(message string, toks []timeTok, e TimeExpr, anyLower bool) bool {
+	if (e.Start > 0 && message[e.Start-1] == '-') || (e.End < len(message) && message[e.End] == '-') {
+		return false
+	}
+	if !anyLower {
+		return true
+	}
+	for i, t := range toks {
+		if !t.capital || properTimeWord(t.word) {
+			continue
+		}
+		if i == 0 && sentenceStart(message, t.start) {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// sentenceStart reports whether the word at offset begins a sentence: only
+// space, quotes or brackets between it and the message's start or a ".",
+// "!", "?" or newline.
+func sentenceStart(message string, offset int) bool {
+	for i := offset - 1; i >= 0; i-- {
+		switch message[i] {
+		case ' ', '\t', '"', '\'', '(', '[':
+			continue
+		case '.', '!', '?', '\n', ':':
+			return true
+		}
+		return false
+	}
+	return true
+}
+
+// properTimeWord reports whether a word is written with a capital anyway.
+func properTimeWord(w string) bool {
+	_, month := months[w]
+	_, day := weekdays[w]
+	return month || day || w == "christmas" || w == "eve"
+}
+
+var months = map[string]time.Month{
+	"january": time.January, "february": time.February, "march": time.March, "april": time.April,
+	"may": time.May, "june": time.June, "july": time.July, "august": time.August, "september": time.September,
+	"october": time.October, "november": time.November, "december": time.December,
+	"jan": time.January, "feb": time.February, "mar": time.March, "apr": time.April, "jun": time.June,
+	"jul": time.July, "aug": time.August, "sep": time.September, "sept": time.September, "oct": time.October,
+	"nov": time.November, "dec": time.December,
+}
+
+var weekdays = map[string]time.Weekday{
+	"monday": time.Monday, "tuesday": time.Tuesday, "wednesday": time.Wednesday, "thursday": time.Thursday,
+	"friday": time.Friday, "saturday": time.Saturday, "sunday": time.Sunday,
+}
+
+var numberWords = map[string]int{
+	"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+	"nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
+	"sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50,
+}
+
+// timeUnit is a calendar unit of relative expressions.
+type timeUnit int
+
+const (
+	unitDay timeUnit = iota
+	unitWeek
+	unitMonth
+	unitYear
+)
+
+var units = map[string]timeUnit{
+	"day": unitDay, "days": unitDay, "week": unitWeek, "weeks": unitWeek,
+	"month": unitMonth, "months": unitMonth, "year": unitYear, "years": unitYear,
+}
+
+// timeMatcher tries one form of expression at the start of toks: the
+// number of words it used and the range.
+type timeMatcher func(toks []timeTok, at time.Time) (n int, since, until time.Time, ok bool)
+
+// timeMatchers are tried in order at each word; longer forms come first.
+var timeMatchers = []timeMatcher{
+	matchDayBeforeYesterday, matchDayWords, matchPartOfDay, matchUnitsAgo, matchRolling,
+	matchThisLast, matchWeekday, matchDate, matchMonth, matchYear, matchChristmas,
+}
+
+// day is the midnight starting t's day in t's location, shifted by n days.
+func day(t time.Time, n int) time.Time {
+	return time.Date(t.Year(), t.Month(), t.Day()+n, 0, 0, 0, 0, t.Location())
+}
+
+// words reports whether toks starts with ws.
+func wordsAre(toks []timeTok, ws ...string) bool {
+	if len(toks) < len(ws) {
+		return false
+	}
+	for i, w := range ws {
+		if toks[i].word != w {
+			return false
+		}
+	}
+	return true
+}
+
+// count reads a number at the start of toks: the number and words used.
+func count(toks []timeTok) (int, int, bool) {
+	if wordsAre(toks, "a", "couple", "of") {
+		return 2, 3, true
+	}
+	if len(toks) == 0 {
+		return 0, 0, false
+	}
+	if n, ok := numberWords[toks[0].word]; ok {
+		return n, 1, true
+	}
+	if len(toks[0].word) <= 3 {
+		if n, ok := digits(toks[0].word); ok && n >= 1 {
+			return n, 1, true
+		}
+	}
+	return 0, 0, false
+}
+
+// unitStart is the start of the calendar unit containing t.
+func unitStart(t time.Time, u timeUnit) time.Time {
+	switch u {
+	case unitWeek:
+		return day(t, -(int(t.Weekday())+6)%7)
+	case unitMonth:
+		return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, t.Location())
+	case unitYear:
+		return time.Date(t.Year(), time.January, 1, 0, 0, 0, 0, t.Location())
+	}
+	return day(t, 0)
+}
+
+// addUnits moves a unit start by n units.
+func addUnits(t time.Time, u timeUnit, n int) time.Time {
+	switch u {
+	case unitWeek:
+		return t.AddDate(0, 0, 7*n)
+	case unitMonth:
+		return t.AddDate(0, n, 0)
+	case unitYear:
+		return t.AddDate(n, 0, 0)
+	}
+	return t.AddDate(0, 0, n)
+}
+
+func matchDayBeforeYesterday(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) {
+	if wordsAre(toks, "the", "day", "before", "yesterday") {
+		return 4, day(at, -2), day(at, -1), true
+	}
+	return 0, time.Time{}, time.Time{}, false
+}
+
+func matchDayWords(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) {
+	switch {
+	case wordsAre(toks, "earlier", "today"):
+		return 2, day(at, 0), day(at, 1), true
+	case wordsAre(toks, "today"):
+		return 1, day(at, 0), day(at, 1), true
+	case wordsAre(toks, "yesterday"):
+		if len(toks) > 1 {
+			if from, to, ok := partOfDay(toks[1].word); ok {
+				d := day(at, -1)
+				return 2, d.Add(from), d.Add(to), true
+			}
+		}
+		return 1, day(at, -1), day(at, 0), true
+	}
+	return 0, time.Time{}, time.Time{}, false
+}
+
+// partOfDay is the span of a part of a day, from midnight.
+func partOfDay(w string) (time.Duration, time.Duration, bool) {
+	switch w {
+	case "morning":
+		return 0, 12 * time.Hour, true
+	case "afternoon":
+		return 12 * time.Hour, 18 * time.Hour, true
+	case "evening":
+		return 18 * time.Hour, 24 * time.Hour, true
+	}
+	return 0, 0, false
+}
+
+func matchPartOfDay(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) {
+	d := day(at, 0)
+	switch {
+	case wordsAre(toks, "tonight"):
+		return 1, d.Add(18 * time.Hour), day(at, 1), true
+	case wordsAre(toks, "last", "night"):
+		return 2, day(at, -1).Add(18 * time.Hour), d.Add(6 * time.Hour), true
+	case len(toks) >= 2 && toks[0].word == "this":
+		if from, to, ok := partOfDay(toks[1].word); ok {
+			return 2, d.Add(from), d.Add(to), true
+		}
+	}
+	return 0, time.Time{}, time.Time{}, false
+}
+
+func matchUnitsAgo(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) {
+	n, used, ok := count(toks)
+	if !ok || len(toks) < used+2 || toks[used+1].word != "ago" {
+		return 0, time.Time{}, time.Time{}, false
+	}
+	u, ok := units[toks[used].word]
+	if !ok {
+		return 0, time.Time{}, time.Time{}, false
+	}
+	since := addUnits(unitStart(at, u), u, -n)
+	return used + 2, since, addUnits(since, u, 1), true
+}
+
+func matchRolling(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) {
+	i := 0
+	if wordsAre(toks, "the") {
+		i = 1
+	}
+	if len(toks) < i+2 || (toks[i].word != "last" && toks[i].word != "past") {
+		return 0, time.Time{}, time.Time{}, false
+	}
+	i++
+	n, used, ok := count(toks[i:])
+	if !ok {
+		// "the past week": one unit back, rolling; "last week" is calendar.
+		if toks[i-1].word != "past" {
+			return 0, time.Time{}, time.Time{}, false
+		}
+		n, used = 1, 0
+	}
+	if len(toks) < i+used+1 {
+		return 0, time.Time{}, time.Time{}, false
+	}
+	u, ok := units[toks[i+used].word]
+	if !ok {
+		return 0, time.Time{}, time.Time{}, false
+	}
+	end := day(at, 1)
+	return i + used + 1, addUnits(day(at, 0), u, -n), end, true
+}
+
+func matchThisLast(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) {
+	if len(toks) < 2 || (toks[0].word != "this" && toks[0].word != "last") {
+		return 0, time.Time{}, time.Time{}, false
+	}
+	back := 0
+	if toks[0].word == "last" {
+		back = -1
+	}
+	if toks[1].word == "weekend" {
+		sat := day(unitStart(at, unitWeek), 5+7*back)
+		return 2, sat, day(sat, 2), true
+	}
+	u, ok := units[toks[1].word]
+	if !ok || u == unitDay || strings.HasSuffix(toks[1].word, "s") {
+		return 0, time.Time{}, time.Time{}, false
+	}
+	since := addUnits(unitStart(at, u), u, back)
+	return 2, since, addUnits(since, u, 1), true
+}
+
+func matchWeekday(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) {
+	if len(toks) < 2 || (toks[0].word != "on" && toks[0].word != "last") {
+		return 0, time.Time{}, time.Time{}, false
+	}
+	wd, ok := weekdays[toks[1].word]
+	if !ok {
+		return 0, time.Time{}, time.Time{}, false
+	}
+	back := (int(at.Weekday()) - int(wd) + 7) % 7
+	if back == 0 && toks[0].word == "last" {
+		back = 7
+	}
+	d := day(at, -back)
+	return 2, d, day(d, 1), true
+}
+
+// monthAt reads a month name at toks[0]; a bare one (no preposition before,
+// told by prep) must be capitalised.
+func monthAt(toks []timeTok, prep bool) (time.Month, bool) {
+	if len(toks) == 0 {
+		return 0, false
+	}
+	m, ok := months[toks[0].word]
+	if !ok || (!prep && !toks[0].capital) {
+		return 0, false
+	}
+	return m, true
+}
+
+// digits reads a short run of ASCII digits (callers bound the length), without
+// strconv's allocation for the words that are not numbers.
+func digits(w string) (int, bool) {
+	n := 0
+	for i := 0; i < len(w); i++ {
+		if w[i] < '0' || w[i] > '9' {
+			return 0, false
+		}
+		n = n*10 + int(w[i]-'0')
+	}
+	return n, w != ""
+}
+
+// dayOfMonth reads "3", "3rd", "03".
+func dayOfMonth(t timeTok) (int, bool) {
+	w := t.word
+	for _, suf := range []string{"st", "nd", "rd", "th"} {
+		w, _ = strings.CutSuffix(w, suf)
+	}
+	if len(w) == 0 || len(w) > 2 {
+		return 0, false
+	}
+	n, ok := digits(w)
+	return n, ok && n >= 1 && n <= 31
+}
+
+// yearAt reads a year from 1970 up to at's year.
+func yearAt(toks []timeTok, at time.Time) (int, bool) {
+	if len(toks) == 0 || len(toks[0].word) != 4 {
+		return 0, false
+	}
+	y, ok := digits(toks[0].word)
+	return y, ok && y >= 1970 && y <= at.Year()
+}
+
+// matchDate reads "[on] [the] 3[rd] [of] March [2024]" and "[on] March
+// [the] 3[rd] [2024]".
+func matchDate(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) {
+	i, prep := 0, false
+	if len(toks) > 0 && toks[0].word == "on" {
+		i, prep = 1, true
+	}
+	var (
+		d  int
+		m  time.Month
+		ok bool
+	)
+	j := i
+	if len(toks) > j && toks[j].word == "the" {
+		j++
+	}
+	if len(toks) > j {
+		d, ok = dayOfMonth(toks[j])
+	}
+	if ok {
+		j++
+		if len(toks) > j && toks[j].word == "of" {
+			j++
+		}
+		// A day first needs no capital: "3 march" is not a near miss.
+		m, ok = monthAt(toks[j:], true)
+		j++
+	} else {
+		j = i
+		if m, ok = monthAt(toks[j:], prep); !ok {
+			return 0, time.Time{}, time.Time{}, false
+		}
+		j++
+		if len(toks) > j && toks[j].word == "the" {
+			j++
+		}
+		if len(toks) <= j {
+			return 0, time.Time{}, time.Time{}, false
+		}
+		d, ok = dayOfMonth(toks[j])
+		j++
+	}
+	if !ok {
+		return 0, time.Time{}, time.Time{}, false
+	}
+	if y, ok := yearAt(toks[j:], at); ok {
+		since := time.Date(y, m, d, 0, 0, 0, 0, at.Location())
+		if since.Day() != d {
+			return 0, time.Time{}, time.Time{}, false
+		}
+		return j + 1, since, day(since, 1), true
+	}
+	today := day(at, 0)
+	for y := at.Year(); y > at.Year()-8; y-- {
+		since := time.Date(y, m, d, 0, 0, 0, 0, at.Location())
+		if since.Day() == d && !since.After(today) {
+			return j, since, day(since, 1), true
+		}
+	}
+	return 0, time.Time{}, time.Time{}, false
+}
+
+// matchMonth reads "in|during <month> [year]", "last <month>" and
+// "<Month> <year>".
+func matchMonth(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) {
+	if len(toks) < 2 {
+		return 0, time.Time{}, time.Time{}, false
+	}
+	first := toks[0].word
+	if first == "last" || first == "in" || first == "during" {
+		m, ok := monthAt(toks[1:], true)
+		if !ok {
+			return 0, time.Time{}, time.Time{}, false
+		}
+		if y, ok := yearAt(toks[2:], at); ok && first != "last" {
+			since := time.Date(y, m, 1, 0, 0, 0, 0, at.Location())
+			return 3, since, since.AddDate(0, 1, 0), true
+		}
+		y := at.Year()
+		if m > at.Month() || (first == "last" && m == at.Month()) {
+			y--
+		}
+		since := time.Date(y, m, 1, 0, 0, 0, 0, at.Location())
+		return 2, since, since.AddDate(0, 1, 0), true
+	}
+	m, ok := monthAt(toks, false)
+	if !ok {
+		return 0, time.Time{}, time.Time{}, false
+	}
+	y, ok := yearAt(toks[1:], at)
+	if !ok {
+		return 0, time.Time{}, time.Time{}, false
+	}
+	since := time.Date(y, m, 1, 0, 0, 0, 0, at.Location())
+	return 2, since, since.AddDate(0, 1, 0), true
+}
+
+func matchYear(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) {
+	if len(toks) < 2 || (toks[0].word != "in" && toks[0].word != "during") {
+		return 0, time.Time{}, time.Time{}, false
+	}
+	y, ok := yearAt(toks[1:], at)
+	if !ok {
+		return 0, time.Time{}, time.Time{}, false
+	}
+	since := time.Date(y, time.January, 1, 0, 0, 0, 0, at.Location())
+	return 2, since, since.AddDate(1, 0, 0), true
+}
+
+func matchChristmas(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) {
+	if len(toks) < 2 || toks[1].word != "christmas" {
+		return 0, time.Time{}, time.Time{}, false
+	}
+	strict := false
+	switch toks[0].word {
+	case "last":
+		strict = true
+	case "at", "on", "over":
+	default:
+		return 0, time.Time{}, time.Time{}, false
+	}
+	n, d := 2, 25
+	if len(toks) > 2 && toks[2].word == "eve" {
+		n, d = 3, 24
+	}
+	today := day(at, 0)
+	since := time.Date(at.Year(), time.December, d, 0, 0, 0, 0, at.Location())
+	if since.After(today) || (strict && since.Equal(today)) {
+		since = since.AddDate(-1, 0, 0)
+	}
+	return n, since, day(since, 1), true
+}
+
+// talkWords are words a question about a time asks with but that say
+// nothing to search for ("what did we talk about yesterday?"): once a time
+// expression is found, they are dropped from the keywords with it.
+var talkWords = map[string]bool{
+	"talk": true, "talked": true, "talking": true, "discuss": true, "discussed": true, "discussing": true,
+	"chat": true, "chatted": true, "chatting": true, "mention": true, "mentioned": true, "speak": true,
+	"spoke": true, "spoken": true, "write": true, "wrote": true, "written": true, "happen": true,
+	"happened": true, "talks": true, "conversation": true, "conversations": true,
+}
+
+// timeKeywords are the search keywords of a message once its time
+// expression e is removed: Keywords of the rest, without stop words and
+// talkWords. It is empty (never nil) when nothing else is asked: the
+// message is about a time only.
+func timeKeywords(message string, e TimeExpr) []string {
+	rest := message[:e.Start] + " " + message[e.End:]
+	out := []string{}
+	for _, k := range Keywords(rest) {
+		if !IsStopWord(k) && !talkWords[k] {
+			out = append(out, k)
+		}
+	}
+	return out
+}

@@ -1,0 +1,122 @@
+package enricher_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/store/storetest"
+)
+
+// A Wednesday: last week is 9..16 November, yesterday 17 November.
+var timeAt = time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC)
+
+// seedThreeDates gives alice an item two weeks ago, one last week and one
+// yesterday; the first two are about the kitchen.
+func seedThreeDates(t *testing.T, st *store.Store) {
+	insertContext(t, st,
+		store.ContextWrite{UserID: "alice", Question: "Which tiles for the kitchen?", Answer: "White ones.", CreatedAt: time.Date(2026, 11, 3, 9, 0, 0, 0, time.UTC), EventID: "two-weeks-ago"},
+		store.ContextWrite{UserID: "alice", Question: "Which paint for the kitchen?", Answer: "Pale blue.", CreatedAt: time.Date(2026, 11, 11, 9, 0, 0, 0, time.UTC), EventID: "last-week"},
+		store.ContextWrite{UserID: "alice", Question: "Where is the garden party?", Answer: "At Tom's.", CreatedAt: time.Date(2026, 11, 17, 9, 0, 0, 0, time.UTC), EventID: "yesterday"},
+	)
+}
+
+func eventIDs(items []events.ContextItem) []string {
+	out := []string{}
+	for _, c := range items {
+		out = append(out, c.EventID)
+	}
+	return out
+}
+
+func TestEnrichTimeExpressions(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	seedThreeDates(t, st)
+	zero := 0.0
+	tests := []struct {
+		name      string
+		msg       string
+		threshold *float64
+		want      []string
+		keywords  []string
+	}{
+		// A time alone: the range's items, newest first, score 1.
+		{"time only", "What did I say last week?", nil, []string{"last-week"}, []string{}},
+		{"talk about", "what did we talk about yesterday?", nil, []string{"yesterday"}, []string{}},
+		// Keywords within the range: the older kitchen item is left out.
+		{"keywords in range", "what about the kitchen last week", &zero, []string{"last-week"}, []string{"kitchen"}},
+		// Nothing in the range: the search without the range, with the
+		// message's own keywords (the time words included, as before).
+		{"fallback", "what about the kitchen yesterday", &zero, []string{"last-week", "two-weeks-ago"}, []string{"kitchen", "yesterday"}},
+		{"time only, empty range", "what did I say in May", &zero, []string{}, []string{"what", "did", "i", "say", "in", "may"}},
+		// No expression: as before.
+		{"no time", "what about the kitchen", &zero, []string{"last-week", "two-weeks-ago"}, []string{"kitchen"}},
+	}
+	for _, tt := range tests {
+		r := enrich(t, h, events.EnrichRequest{UserID: "alice", Message: tt.msg, At: timeAt, Threshold: tt.threshold})
+		if r.Degraded {
+			t.Fatalf("%s: degraded: %s", tt.name, r.Reason)
+		}
+		if got := eventIDs(r.Context); !slices.Equal(got, tt.want) {
+			t.Errorf("%s: %q found %q, want %q", tt.name, tt.msg, got, tt.want)
+		}
+		if !slices.Equal(r.Keywords, tt.keywords) {
+			t.Errorf("%s: keywords %q, want %q", tt.name, r.Keywords, tt.keywords)
+		}
+	}
+	// A time-only message's items score 1 and are newest first.
+	r := enrich(t, h, events.EnrichRequest{UserID: "alice", Message: "what happened this month", At: timeAt})
+	if got := eventIDs(r.Context); !slices.Equal(got, []string{"yesterday", "last-week", "two-weeks-ago"}) {
+		t.Errorf("this month: %q, want newest first", got)
+	}
+	for _, c := range r.Context {
+		if c.Score != 1 {
+			t.Errorf("time-only item %s scored %v, want 1", c.EventID, c.Score)
+		}
+	}
+}
+
+func TestSearchSinceUntil(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	seedThreeDates(t, st)
+	day := func(d int) time.Time { return time.Date(2026, 11, d, 0, 0, 0, 0, time.UTC) }
+	tests := []struct {
+		since, until time.Time
+		want         []string
+	}{
+		{time.Time{}, time.Time{}, []string{"last-week", "two-weeks-ago"}},
+		{day(9), day(16), []string{"last-week"}},
+		{day(9), time.Time{}, []string{"last-week"}},
+		{time.Time{}, day(11), []string{"two-weeks-ago"}},
+		{day(12), day(20), []string{}},
+	}
+	for _, tt := range tests {
+		r, err := h.client.Search(ctxT(t), events.SearchRequest{UserID: "alice", Query: "kitchen", Since: tt.since, Until: tt.until})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := eventIDs(r.Results); !slices.Equal(got, tt.want) {
+			t.Errorf("search since %v until %v: %q, want %q", tt.since, tt.until, got, tt.want)
+		}
+	}
+	bad := []struct{ body, want string }{
+		{`{"user_id":"u","query":"x","since":"2026-11-10T00:00:00Z","until":"2026-11-09T00:00:00Z"}`, "since 2026-11-10T00:00:00Z is not before until"},
+		{`{"user_id":"u","query":"x","since":"2026-11-10T00:00:00Z","until":"2026-11-10T00:00:00Z"}`, "is not before until"},
+		{`{"user_id":"u","query":"x","since":"0001-01-02T00:00:00Z"}`, "since: year 1"},
+		{`{"user_id":"u","query":"x","until":"1969-12-31T00:00:00Z"}`, "until: year 1969"},
+		{`{"user_id":"u","query":"x","until":"last week"}`, "RFC 3339"},
+	}
+	for _, b := range bad {
+		code, desc := errorCode(t, h.raw(t, h.prefix+".search.u", []byte(b.body)))
+		if code != 400 || !strings.Contains(desc, b.want) {
+			t.Errorf("search %s: %d %q, want 400 containing %q", b.body, code, desc, b.want)
+		}
+	}
+}

@@ -1,0 +1,87 @@
+package store_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/store"
+)
+
+// TestSearchRange: Since/Until narrow the candidates to [Since, Until) of
+// created_at, either bound open when zero, and leave the statistics over
+// all the user's items; Latest gives a keyword-less ranged query the
+// range's newest items.
+func TestSearchRange(t *testing.T) {
+	ctx, s := setup(t)
+	day := func(n int) time.Time { return t0.AddDate(0, 0, n) }
+	seedContext(t, s,
+		store.ContextWrite{UserID: "alice", Question: "What did the dentist say?", Answer: "floss", CreatedAt: day(0), EventID: "e0"},
+		store.ContextWrite{UserID: "alice", Question: "Dentist appointment again?", Answer: "next month", CreatedAt: day(7), EventID: "e7"},
+		store.ContextWrite{UserID: "alice", Question: "Dentist bill", Answer: "paid", CreatedAt: day(14), EventID: "e14"},
+		store.ContextWrite{UserID: "alice", Question: "Lunch", Answer: "soup", CreatedAt: day(7).Add(time.Hour), EventID: "l7"},
+		store.ContextWrite{UserID: "bob", Question: "Dentist", Answer: "none", CreatedAt: day(7), EventID: "b7"},
+	)
+	matched := func(c store.Candidates) []string {
+		var out []string
+		for _, m := range c.Matches {
+			out = append(out, m.Item.EventID)
+		}
+		slices.Sort(out)
+		return out
+	}
+	tests := []struct {
+		name  string
+		q     store.SearchQuery
+		want  []string
+		order bool // want is newest first, as read
+	}{
+		{"no range", store.SearchQuery{Keywords: []string{"dentist"}}, []string{"e0", "e14", "e7"}, false},
+		{"one week", store.SearchQuery{Keywords: []string{"dentist"}, Since: day(7), Until: day(8)}, []string{"e7"}, false},
+		{"until is excluded", store.SearchQuery{Keywords: []string{"dentist"}, Since: day(1), Until: day(7)}, nil, false},
+		{"since is included", store.SearchQuery{Keywords: []string{"dentist"}, Since: day(14)}, []string{"e14"}, false},
+		{"open since", store.SearchQuery{Keywords: []string{"dentist"}, Until: day(7).Add(time.Nanosecond * 1000)}, []string{"e0", "e7"}, false},
+		{"no keyword, no latest", store.SearchQuery{Since: day(7), Until: day(8)}, nil, false},
+		{"latest", store.SearchQuery{Since: day(7), Until: day(8), Latest: 5}, []string{"l7", "e7"}, true},
+		{"latest caps", store.SearchQuery{Since: day(0), Latest: 2}, []string{"e14", "l7"}, true},
+		{"latest ignored with keywords", store.SearchQuery{Keywords: []string{"soup"}, Since: day(0), Latest: 2}, []string{"l7"}, false},
+		{"latest without range reads none", store.SearchQuery{Latest: 2}, nil, false},
+		{"scoped ranged", store.SearchQuery{Keywords: []string{"dentist"}, Scope: "other", Since: day(7)}, nil, false},
+		{"scoped latest", store.SearchQuery{Scope: "other", Since: day(7), Latest: 3}, nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.q.UserID = "alice"
+			c, err := s.SearchContext(ctx, tt.q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := matched(c)
+			if tt.order {
+				got = nil
+				for _, m := range c.Matches {
+					got = append(got, m.Item.EventID)
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("matches %v, want %v", got, tt.want)
+			}
+			if tt.q.Scope == "" && (tt.want != nil || tt.q.Keywords != nil) && c.Stats.Items != 4 {
+				t.Errorf("statistics over %d items, want all 4 of the user's", c.Stats.Items)
+			}
+		})
+	}
+	// Recall with a range: the facts are not filtered.
+	if _, _, err := s.Recall(ctx, store.RecallQuery{SearchQuery: store.SearchQuery{UserID: "alice", Since: day(7), Until: day(8), Latest: 3}, MaxFacts: 5}); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []store.SearchQuery{
+		{UserID: "alice", Keywords: []string{"x"}, Since: day(2), Until: day(1)},
+		{UserID: "alice", Keywords: []string{"x"}, Since: day(1), Until: day(1)},
+		{UserID: "alice", Since: day(1), Latest: -1},
+	} {
+		if _, err := s.SearchContext(ctx, q); err == nil {
+			t.Errorf("SearchContext(%+v) did not fail", q)
+		}
+	}
+}
