@@ -28,6 +28,16 @@ func TestParamsRank(t *testing.T) {
 		d.Inflected = in
 		return d
 	}
+	adjacent := func(d ranking.Doc, n int) ranking.Doc {
+		d.Adjacent = n
+		return d
+	}
+	// plus is the score of a fresh doc scoring sc, with add more in its
+	// BM25 sum: sc = s/(s+h) gives s = h·sc/(1−sc).
+	plus := func(sc, add float64) float64 {
+		s := ranking.RelevanceHalf*sc/(1-sc) + add
+		return s / (s + ranking.RelevanceHalf)
+	}
 	longAnswer := func(id int64) ranking.Doc {
 		return ranking.Doc{ID: id, CreatedAt: at, QuestionLen: 3, AnswerLen: 50, Terms: []ranking.TermCount{a(1)}}
 	}
@@ -56,6 +66,12 @@ func TestParamsRank(t *testing.T) {
 		{"stem weight: Inflected shorter than Terms", half,
 			[]ranking.Doc{inflected(doc(1, 0, q(1), q(1)), q(1))}, all, []int64{1},
 			[]float64{score(10, 0, []float64{1, 1}, []float64{0.5, 1})}},
+		{"adjacent weight off by default", def,
+			[]ranking.Doc{adjacent(doc(1, day, q(1), q(1)), 1), doc(2, 0, q(1), q(1))}, all, []int64{2, 1}, nil},
+		{"adjacent weight: each adjacency adds to the sum, at most two", with(func(p *ranking.Params) { p.AdjacentWeight = 0.5 }),
+			[]ranking.Doc{adjacent(doc(1, 0, q(1), q(1)), 3), adjacent(doc(2, 0, q(1), q(1)), 1), doc(3, 0, q(1), q(1))}, all, []int64{1, 2, 3},
+			[]float64{plus(score(10, 0, []float64{3, 3}, []float64{1, 1}), 1), plus(score(10, 0, []float64{3, 3}, []float64{1, 1}), 0.5),
+				score(10, 0, []float64{3, 3}, []float64{1, 1})}},
 		{"BAnswer 0: a long answer counts as much as a short one",
 			with(func(p *ranking.Params) { p.BAnswer = 0 }),
 			[]ranking.Doc{longAnswer(1), doc(2, 0, a(1))}, all, []int64{2, 1},

@@ -62,6 +62,10 @@ type Doc struct {
 	// "pay"): each of those counts StemWeight rather than 1. Nil, or fewer
 	// entries than Terms, means every position is the query's form.
 	Inflected []TermCount
+	// Adjacent, when the caller counts it, is how many times two different
+	// query lexemes stand next to each other in the item (a phrase of the
+	// query); each adds AdjacentWeight to the BM25 sum, at most two.
+	Adjacent int
 }
 
 // TermCount is how often one query lexeme occurs in one item.
@@ -116,6 +120,9 @@ type Params struct {
 	// lexeme than the query's word (Doc.Inflected); 1: as much as the
 	// query's form.
 	StemWeight float64
+	// AdjacentWeight is what each of at most two Doc.Adjacent adds to the
+	// BM25 sum; 0 turns it off.
+	AdjacentWeight float64
 	// NeighbourPenalty is the share of its score an item loses when another
 	// candidate created within NeighbourWindow of it (an adjacent turn of the
 	// same exchange) scores higher; 0 turns it off.
@@ -190,6 +197,9 @@ func (p Params) Rank(coll Collection, docs []Doc, q Query) []Hit {
 			continue
 		}
 		s := sums[i]
+		if p.AdjacentWeight != 0 {
+			s += p.AdjacentWeight * float64(min(docs[i].Adjacent, 2))
+		}
 		age := max(q.At.Sub(docs[i].CreatedAt).Seconds(), 0)
 		score := s / (s + p.RelevanceHalf) * (1 - p.RecencyWeight + p.RecencyWeight/(1+age/(p.RecencyDays*86400)))
 		scored = append(scored, Hit{i, score})

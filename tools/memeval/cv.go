@@ -89,6 +89,7 @@ func cvVariants() []cvVariant {
 	pen := func(p *ranking.Params, v float64) { p.NeighbourPenalty = v }
 	win := func(p *ranking.Params, v float64) { p.NeighbourWindow = time.Duration(v * float64(time.Minute)) }
 	stem := cvGrid(def, func(p *ranking.Params, v float64) { p.StemWeight = v }, 1, 0.75, 0.5, 0.25)
+	adjacent := cvGrid(def, func(p *ranking.Params, v float64) { p.AdjacentWeight = v }, 0, 0.25, 0.5, 1, 2)
 	answer := cvGrid(cvGrid(def, aw, 0.6, 0.4, 0.8, 1.0), ba, 0.5, 0.25, 0.75, 0.9)
 	bm25f := cvGrid(cvGrid(answer, bq, 0.5, 0.25, 0.75), k1, 1.2, 0.9, 1.6, 2.0)
 	neighbour := func(base []ranking.Params) []ranking.Params {
@@ -104,6 +105,7 @@ func cvVariants() []cvVariant {
 		{"BM25F + neighbour penalty", neighbour(bm25f), stemNone},
 		{"stem weight, every lexeme", stem, stemAll},
 		{"stem weight, short lexeme or uninflected query word", stem, stemGuarded},
+		{"adjacent query words", adjacent, stemNone},
 	}
 }
 
@@ -140,7 +142,8 @@ func cvQuestions(ctx context.Context, in *instance, sets []dataset, fts ranker) 
 						terms[i] = ranking.TermCount(n)
 					}
 					d := ranking.Doc{ID: m.Item.ID, CreatedAt: m.Item.CreatedAt,
-						QuestionLen: m.QuestionLen, AnswerLen: m.AnswerLen, Terms: terms}
+						QuestionLen: m.QuestionLen, AnswerLen: m.AnswerLen, Terms: terms,
+						Adjacent: adjacentCount(c.Terms, forms[stemAll], m.Item.Question) + adjacentCount(c.Terms, forms[stemAll], m.Item.Answer)}
 					cq.docs = append(cq.docs, d)
 					for fi, f := range forms {
 						d.Inflected = inflectedCounts(terms, f, m.Item.Question, m.Item.Answer)
@@ -277,6 +280,7 @@ func paramsDiff(p ranking.Params) string {
 	add("BA", p.BAnswer, d.BAnswer)
 	add("AW", p.AnswerWeight, d.AnswerWeight)
 	add("stem", p.StemWeight, d.StemWeight)
+	add("adjacent", p.AdjacentWeight, d.AdjacentWeight)
 	add("penalty", p.NeighbourPenalty, d.NeighbourPenalty)
 	if p.NeighbourPenalty > 0 {
 		parts = append(parts, "window "+p.NeighbourWindow.String())
@@ -476,4 +480,26 @@ func textWords(s string) func(yield func(string) bool) {
 			}
 		}
 	}
+}
+
+// adjacentCount counts the places in text where two words of different
+// query lexemes follow each other. A word is of lexeme terms[i] when it is
+// one of the query's forms of it or, 3 letters or more, starts with it
+// (english stems are mostly a word's beginning).
+func adjacentCount(terms []string, forms [][]string, text string) int {
+	n, prev := 0, -1
+	for w := range textWords(text) {
+		cur := -1
+		for i, t := range terms {
+			if (i < len(forms) && slices.Contains(forms[i], w)) || (len(t) >= 3 && strings.HasPrefix(w, t)) {
+				cur = i
+				break
+			}
+		}
+		if cur >= 0 && prev >= 0 && cur != prev {
+			n++
+		}
+		prev = cur
+	}
+	return n
 }

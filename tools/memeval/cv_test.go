@@ -188,3 +188,27 @@ func TestRunCV(t *testing.T) {
 		t.Fatalf("no FTS5-BM25 figures: %v", fts)
 	}
 }
+
+func TestAdjacentCount(t *testing.T) {
+	terms := []string{"pottery", "class", "sweden"}
+	forms := [][]string{{"pottery"}, {"classes"}, nil}
+	tests := []struct {
+		text string
+		want int
+	}{
+		{"", 0},
+		{"I signed up for a pottery class", 1},
+		{"Pottery classes, then pottery.", 1}, // punctuation does not separate
+		{"class pottery class", 2},            // both orders
+		{"pottery pottery class", 1},          // one lexeme twice is no pair
+		{"pottery and class", 0},              // not adjacent
+		{"classic pottery", 1},                // stems as prefixes
+		{"the pottery: class sweden trip", 2}, // a chain of three
+		{"potter class", 0},                   // not the lexeme
+	}
+	for _, tt := range tests {
+		if got := adjacentCount(terms, forms, tt.text); got != tt.want {
+			t.Errorf("adjacentCount(%q) = %d, want %d", tt.text, got, tt.want)
+		}
+	}
+}
