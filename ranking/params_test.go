@@ -125,7 +125,7 @@ func TestDefaultParamsAreRank(t *testing.T) {
 	p := ranking.DefaultParams()
 	want := ranking.Params{K1: ranking.K1, BQuestion: ranking.B, BAnswer: ranking.B, AnswerWeight: ranking.AnswerWeight,
 		IDFPrior: ranking.IDFPrior, RelevanceHalf: ranking.RelevanceHalf, RecencyWeight: ranking.RecencyWeight,
-		RecencyDays: ranking.RecencyDays, StemWeight: 1, NeighbourPenalty: 0, NeighbourWindow: ranking.NeighbourWindow}
+		RecencyDays: ranking.RecencyDays, StemWeight: 1, AdjacentWeight: 0, NeighbourPenalty: 0, NeighbourWindow: ranking.NeighbourWindow}
 	if p != want {
 		t.Fatalf("DefaultParams() = %+v, want %+v", p, want)
 	}

@@ -21,6 +21,7 @@
 //
 //	go -C tools run ./memeval                      # both dev sets, offline extractor
 //	go -C tools run ./memeval -datasets locomo     # one set
+//	go -C tools run ./memeval -cv                  # cross-validate the ranking's constants (cv.go)
 //	MEMEVAL_LLM_BASE_URL=... MEMEVAL_LLM_MODEL=... go -C tools run ./memeval   # with a model
 package main
 
