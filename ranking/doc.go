@@ -45,4 +45,26 @@
 //
 // The constants were chosen on public conversational-memory benchmarks
 // (LoCoMo, LongMemEval), the same values for both; see docs/quality.md.
+//
+// # Params
+//
+// Rank uses DefaultParams; Params.Rank takes others, so that an alternative
+// is measured (tools/memeval -cv cross-validates them) before a default
+// changes. Besides the constants above, with BQuestion and BAnswer as B per
+// field, Params holds three changes that were measured and are off by
+// default, as cross-validation found no held-out gain:
+//
+//   - StemWeight (default 1): what a position counts when it holds another
+//     form of the lexeme than the query's word, for callers that tell forms
+//     apart (Doc.Inflected): tfq and tfa above become tf − (1 −
+//     StemWeight)·inflected.
+//
+//   - NeighbourPenalty (default 0): an item's score is multiplied by 1 −
+//     NeighbourPenalty when another candidate created within
+//     NeighbourWindow of it (an adjacent turn) ranks before it; the
+//     threshold applies to the score so reduced.
+//
+//   - AdjacentWeight (default 0): added to s for each of at most two places
+//     where two different query lexemes stand next to each other in the
+//     item, for callers that count them (Doc.Adjacent).
 package ranking

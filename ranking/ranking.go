@@ -25,6 +25,14 @@ const (
 	RecencyWeight = 0.05
 	// RecencyDays is the age at which the recency prior is half spent.
 	RecencyDays = 30.0
+	// StemWeight is what another form of a lexeme than the query's word
+	// counts (1: as much; see Params).
+	StemWeight = 1.0
+	// NeighbourPenalty is the share of its score an item loses to a
+	// neighbour that scores higher (0: off; see Params).
+	NeighbourPenalty = 0.0
+	// NeighbourWindow is how close in time two items are neighbours.
+	NeighbourWindow = 10 * time.Minute
 )
 
 // Collection is what BM25F needs to know of all the user's items, matched
@@ -48,6 +56,16 @@ type Doc struct {
 	// Terms counts each query lexeme in the item, in the query's order; a
 	// doc may list fewer terms than the query (the rest are absent).
 	Terms []TermCount
+	// Inflected, when the caller tells word forms apart, counts for each of
+	// Terms how many of its Question and Answer positions hold another form
+	// of the lexeme than the query's word ("paying" for the query word
+	// "pay"): each of those counts StemWeight rather than 1. Nil, or fewer
+	// entries than Terms, means every position is the query's form.
+	Inflected []TermCount
+	// Adjacent, when the caller counts it, is how many times two different
+	// query lexemes stand next to each other in the item (a phrase of the
+	// query); each adds AdjacentWeight to the BM25 sum, at most two.
+	Adjacent int
 }
 
 // TermCount is how often one query lexeme occurs in one item.
@@ -78,12 +96,63 @@ type Hit struct {
 	Score float64
 }
 
-// Rank scores docs (see the package documentation) and returns those
-// scoring at least q.Threshold, best first (ties: newest, then highest id),
-// at most q.Limit. docs must be every one of the user's items holding a
-// query lexeme: a lexeme's document frequency is the number of docs holding
-// it. A doc holding none of the lexemes scores nothing and is dropped.
+// Params are the score's tuning constants (see the package documentation).
+// DefaultParams holds the values Rank uses; other values serve to measure
+// alternatives (tools/memeval -cv) before a default changes.
+type Params struct {
+	// K1 is the term-frequency saturation of BM25.
+	K1 float64
+	// BQuestion and BAnswer are how much each field's length normalises
+	// its term frequency (0: not at all, 1: fully).
+	BQuestion, BAnswer float64
+	// AnswerWeight is the weight of an answer word against a question word.
+	AnswerWeight float64
+	// IDFPrior is the number of imaginary items without any query word that
+	// document frequencies are smoothed with.
+	IDFPrior float64
+	// RelevanceHalf is the BM25 sum at which relevance is 0.5.
+	RelevanceHalf float64
+	// RecencyWeight is the share of the score that recency can take away.
+	RecencyWeight float64
+	// RecencyDays is the age at which the recency prior is half spent.
+	RecencyDays float64
+	// StemWeight is what a position counts when it holds another form of the
+	// lexeme than the query's word (Doc.Inflected); 1: as much as the
+	// query's form.
+	StemWeight float64
+	// AdjacentWeight is what each of at most two Doc.Adjacent adds to the
+	// BM25 sum; 0 turns it off.
+	AdjacentWeight float64
+	// NeighbourPenalty is the share of its score an item loses when another
+	// candidate created within NeighbourWindow of it (an adjacent turn of the
+	// same exchange) scores higher; 0 turns it off.
+	NeighbourPenalty float64
+	// NeighbourWindow is how close in creation time two items must be to
+	// count as neighbours.
+	NeighbourWindow time.Duration
+}
+
+// DefaultParams returns the constants Rank uses.
+func DefaultParams() Params {
+	return Params{
+		K1: K1, BQuestion: B, BAnswer: B, AnswerWeight: AnswerWeight, IDFPrior: IDFPrior,
+		RelevanceHalf: RelevanceHalf, RecencyWeight: RecencyWeight, RecencyDays: RecencyDays, StemWeight: StemWeight,
+		NeighbourPenalty: NeighbourPenalty, NeighbourWindow: NeighbourWindow,
+	}
+}
+
+// Rank scores docs (see the package documentation) with DefaultParams and
+// returns those scoring at least q.Threshold, best first (ties: newest,
+// then highest id), at most q.Limit. docs must be every one of the user's
+// items holding a query lexeme: a lexeme's document frequency is the number
+// of docs holding it. A doc holding none of the lexemes scores nothing and
+// is dropped.
 func Rank(coll Collection, docs []Doc, q Query) []Hit {
+	return DefaultParams().Rank(coll, docs, q)
+}
+
+// Rank is the package's Rank with p's constants.
+func (p Params) Rank(coll Collection, docs []Doc, q Query) []Hit {
 	type hit struct {
 		doc int
 		f   float64
@@ -100,8 +169,14 @@ func Rank(coll Collection, docs []Doc, q Query) []Hit {
 			if t >= len(hits) {
 				hits = append(hits, make([][]hit, t+1-len(hits))...)
 			}
-			f := float64(n.Question)/(1-B+B*float64(d.QuestionLen)/coll.AvgQuestionLen) +
-				AnswerWeight*float64(n.Answer)/(1-B+B*float64(d.AnswerLen)/coll.AvgAnswerLen)
+			tq, ta := float64(n.Question), float64(n.Answer)
+			if t < len(d.Inflected) {
+				in := d.Inflected[t]
+				tq -= (1 - p.StemWeight) * float64(min(in.Question, n.Question))
+				ta -= (1 - p.StemWeight) * float64(min(in.Answer, n.Answer))
+			}
+			f := tq/(1-p.BQuestion+p.BQuestion*float64(d.QuestionLen)/coll.AvgQuestionLen) +
+				p.AnswerWeight*ta/(1-p.BAnswer+p.BAnswer*float64(d.AnswerLen)/coll.AvgAnswerLen)
 			hits[t] = append(hits[t], hit{i, f})
 		}
 	}
@@ -110,22 +185,32 @@ func Rank(coll Collection, docs []Doc, q Query) []Hit {
 	n := float64(coll.Items)
 	for _, hs := range hits {
 		df := float64(len(hs))
-		idf := math.Log(1 + (n+IDFPrior-df+0.5)/(df+0.5))
+		idf := math.Log(1 + (n+p.IDFPrior-df+0.5)/(df+0.5))
 		for _, h := range hs {
-			sums[h.doc] += idf * h.f * (K1 + 1) / (h.f + K1)
+			sums[h.doc] += idf * h.f * (p.K1 + 1) / (h.f + p.K1)
 			matched[h.doc] = true
 		}
 	}
-	kept := make([]Hit, 0, len(docs))
+	scored := make([]Hit, 0, len(docs))
 	for i := range docs {
 		if !matched[i] {
 			continue
 		}
 		s := sums[i]
+		if p.AdjacentWeight != 0 {
+			s += p.AdjacentWeight * float64(min(docs[i].Adjacent, 2))
+		}
 		age := max(q.At.Sub(docs[i].CreatedAt).Seconds(), 0)
-		score := s / (s + RelevanceHalf) * (1 - RecencyWeight + RecencyWeight/(1+age/(RecencyDays*86400)))
-		if score >= q.Threshold {
-			kept = append(kept, Hit{i, score})
+		score := s / (s + p.RelevanceHalf) * (1 - p.RecencyWeight + p.RecencyWeight/(1+age/(p.RecencyDays*86400)))
+		scored = append(scored, Hit{i, score})
+	}
+	if p.NeighbourPenalty > 0 {
+		p.crowd(docs, scored)
+	}
+	kept := scored[:0]
+	for _, h := range scored {
+		if h.Score >= q.Threshold {
+			kept = append(kept, h)
 		}
 	}
 	slices.SortFunc(kept, func(x, y Hit) int {
@@ -139,4 +224,47 @@ func Rank(coll Collection, docs []Doc, q Query) []Hit {
 		return cmp.Compare(b.ID, a.ID)
 	})
 	return kept[:max(min(len(kept), q.Limit), 0)]
+}
+
+// crowd multiplies by 1 − NeighbourPenalty the score of every hit that has a
+// neighbour (another hit created within NeighbourWindow of it) scoring more,
+// or as much and ordered before it. Hits are visited in creation order, so
+// each looks only at the few created near it.
+func (p Params) crowd(docs []Doc, hits []Hit) {
+	byTime := make([]int, len(hits))
+	for i := range byTime {
+		byTime[i] = i
+	}
+	before := func(x, y Hit) bool { // x ranks before y
+		if x.Score != y.Score {
+			return x.Score > y.Score
+		}
+		a, b := &docs[x.Doc], &docs[y.Doc]
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c > 0
+		}
+		return a.ID > b.ID
+	}
+	slices.SortFunc(byTime, func(x, y int) int {
+		return docs[hits[x].Doc].CreatedAt.Compare(docs[hits[y].Doc].CreatedAt)
+	})
+	crowded := make([]bool, len(hits))
+	for i, x := range byTime {
+		tx := docs[hits[x].Doc].CreatedAt
+		for _, y := range byTime[i+1:] {
+			if docs[hits[y].Doc].CreatedAt.Sub(tx) > p.NeighbourWindow {
+				break
+			}
+			if before(hits[x], hits[y]) {
+				crowded[y] = true
+			} else {
+				crowded[x] = true
+			}
+		}
+	}
+	for i := range hits {
+		if crowded[i] {
+			hits[i].Score *= 1 - p.NeighbourPenalty
+		}
+	}
 }

@@ -21,6 +21,7 @@
 //
 //	go -C tools run ./memeval                      # both dev sets, offline extractor
 //	go -C tools run ./memeval -datasets locomo     # one set
+//	go -C tools run ./memeval -cv                  # cross-validate the ranking's constants (cv.go)
 //	MEMEVAL_LLM_BASE_URL=... MEMEVAL_LLM_MODEL=... go -C tools run ./memeval   # with a model
 package main
 
@@ -53,6 +54,7 @@ type options struct {
 	llmModel       string
 	llmConcurrency int
 	factLoad       int
+	cv             bool
 	verbose        bool
 }
 
@@ -88,6 +90,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.llmModel, "llm-model", env("MEMEVAL_LLM_MODEL", ""), "model name, with -llm-base-url (MEMEVAL_LLM_MODEL)")
 	fs.IntVar(&o.llmConcurrency, "llm-concurrency", 8, "LLM requests in flight")
 	fs.IntVar(&o.factLoad, "fact-load", len(factLoadKeys), fmt.Sprintf("facts set per user through memory.facts.set (a plausible profile, at most %d) before the token measurement is repeated; 0 skips the repeat", len(factLoadKeys)))
+	fs.BoolVar(&o.cv, "cv", false, "instead of the usual report, cross-validate the ranking's constants leave one fold out (5 folds: a LoCoMo conversation and a fifth of the LongMemEval questions each) next to FTS5-BM25 on the same folds")
 	fs.BoolVar(&o.verbose, "v", false, "log memoryd's warnings and errors")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -155,6 +158,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer fts.db.Close()
+	if o.cv {
+		progress("reading candidates\n")
+		qs, err := cvQuestions(ctx, in, sets, fts)
+		if err != nil {
+			return err
+		}
+		reportCV(stdout, sets, qs, crossValidate(qs, len(sets), cvVariants(), progress))
+		return nil
+	}
 	mem := &memorydRanker{in: in, facts: events.FactsRelevant}
 	rankers := []ranker{mem, fts, setCosine{}}
 	const k = 10

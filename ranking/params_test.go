@@ -1,0 +1,140 @@
+package ranking_test
+
+import (
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/ranking"
+)
+
+// TestParamsRank checks the constants Params adds to the score: per-field
+// length normalisation, the weight of another form of a lexeme than the
+// query's word, and the neighbour penalty.
+func TestParamsRank(t *testing.T) {
+	t.Parallel()
+	coll := ranking.Collection{Items: 10, AvgQuestionLen: 3, AvgAnswerLen: 5}
+	all := ranking.Query{At: at, Limit: 100}
+	def := ranking.DefaultParams()
+	with := func(f func(p *ranking.Params)) ranking.Params {
+		p := def
+		f(&p)
+		return p
+	}
+	half := with(func(p *ranking.Params) { p.StemWeight = 0.5 })
+	crowd := with(func(p *ranking.Params) { p.NeighbourPenalty, p.NeighbourWindow = 0.5, 10*time.Minute })
+	inflected := func(d ranking.Doc, in ...ranking.TermCount) ranking.Doc {
+		d.Inflected = in
+		return d
+	}
+	adjacent := func(d ranking.Doc, n int) ranking.Doc {
+		d.Adjacent = n
+		return d
+	}
+	// plus is the score of a fresh doc scoring sc, with add more in its
+	// BM25 sum: sc = s/(s+h) gives s = h·sc/(1−sc).
+	plus := func(sc, add float64) float64 {
+		s := ranking.RelevanceHalf*sc/(1-sc) + add
+		return s / (s + ranking.RelevanceHalf)
+	}
+	longAnswer := func(id int64) ranking.Doc {
+		return ranking.Doc{ID: id, CreatedAt: at, QuestionLen: 3, AnswerLen: 50, Terms: []ranking.TermCount{a(1)}}
+	}
+	fa := ranking.AnswerWeight
+	tests := []struct {
+		name   string
+		p      ranking.Params
+		docs   []ranking.Doc
+		q      ranking.Query
+		want   []int64
+		scores []float64
+	}{
+		{"defaults: an inflected form counts fully", def,
+			[]ranking.Doc{inflected(doc(1, 0, q(1)), q(1)), doc(2, day, q(1))}, all, []int64{1, 2},
+			[]float64{score(10, 0, []float64{2}, []float64{1}), score(10, day, []float64{2}, []float64{1})}},
+		{"stem weight: an inflected form counts half", half,
+			[]ranking.Doc{inflected(doc(1, 0, q(1)), q(1)), doc(2, day, q(1))}, all, []int64{2, 1},
+			[]float64{score(10, day, []float64{2}, []float64{1}), score(10, 0, []float64{2}, []float64{0.5})}},
+		{"stem weight: one of two question positions inflected, and the answer's", half,
+			[]ranking.Doc{inflected(doc(1, 0, ranking.TermCount{Present: true, Question: 2, Answer: 1}),
+				ranking.TermCount{Present: true, Question: 1, Answer: 1})}, all, []int64{1},
+			[]float64{score(10, 0, []float64{1}, []float64{1.5 + 0.5*fa})}},
+		{"stem weight: more inflected positions than positions counts none", half,
+			[]ranking.Doc{inflected(doc(1, 0, q(1)), q(3))}, all, []int64{1},
+			[]float64{score(10, 0, []float64{1}, []float64{0.5})}},
+		{"stem weight: Inflected shorter than Terms", half,
+			[]ranking.Doc{inflected(doc(1, 0, q(1), q(1)), q(1))}, all, []int64{1},
+			[]float64{score(10, 0, []float64{1, 1}, []float64{0.5, 1})}},
+		{"adjacent weight off by default", def,
+			[]ranking.Doc{adjacent(doc(1, day, q(1), q(1)), 1), doc(2, 0, q(1), q(1))}, all, []int64{2, 1}, nil},
+		{"adjacent weight: each adjacency adds to the sum, at most two", with(func(p *ranking.Params) { p.AdjacentWeight = 0.5 }),
+			[]ranking.Doc{adjacent(doc(1, 0, q(1), q(1)), 3), adjacent(doc(2, 0, q(1), q(1)), 1), doc(3, 0, q(1), q(1))}, all, []int64{1, 2, 3},
+			[]float64{plus(score(10, 0, []float64{3, 3}, []float64{1, 1}), 1), plus(score(10, 0, []float64{3, 3}, []float64{1, 1}), 0.5),
+				score(10, 0, []float64{3, 3}, []float64{1, 1})}},
+		{"BAnswer 0: a long answer counts as much as a short one",
+			with(func(p *ranking.Params) { p.BAnswer = 0 }),
+			[]ranking.Doc{longAnswer(1), doc(2, 0, a(1))}, all, []int64{2, 1},
+			[]float64{score(10, 0, []float64{2}, []float64{fa}), score(10, 0, []float64{2}, []float64{fa})}},
+		{"BQuestion does not touch the answer", with(func(p *ranking.Params) { p.BQuestion = 0 }),
+			[]ranking.Doc{longAnswer(1), doc(2, 0, a(1))}, all, []int64{2, 1},
+			[]float64{score(10, 0, []float64{2}, []float64{fa}), score(10, 0, []float64{2}, []float64{fa / (1 - ranking.B + ranking.B*10)})}},
+		{"neighbours off by default", def,
+			[]ranking.Doc{doc(1, 0, q(2)), doc(2, time.Minute, q(1)), doc(3, 5*day, a(1))}, all, []int64{1, 2, 3}, nil},
+		{"neighbour penalty: the weaker of two adjacent turns yields", crowd,
+			[]ranking.Doc{doc(1, 0, q(2)), doc(2, time.Minute, q(1)), doc(3, 5*day, a(1))}, all, []int64{1, 3, 2},
+			[]float64{score(10, 0, []float64{3}, []float64{2}), score(10, 5*day, []float64{3}, []float64{fa}),
+				0.5 * score(10, time.Minute, []float64{3}, []float64{1})}},
+		{"neighbour penalty: outside the window no one yields", crowd,
+			[]ranking.Doc{doc(1, 0, q(2)), doc(2, 10*time.Minute+time.Second, q(1)), doc(3, 5*day, a(1))}, all, []int64{1, 2, 3}, nil},
+		{"neighbour penalty: a chain of three, only the best keeps its score", crowd,
+			[]ranking.Doc{doc(1, 0, q(1)), doc(2, 8*time.Minute, q(2)), doc(3, 16*time.Minute, q(1))}, all, []int64{2, 1, 3},
+			[]float64{score(10, 8*time.Minute, []float64{3}, []float64{2}), 0.5 * score(10, 0, []float64{3}, []float64{1}),
+				0.5 * score(10, 16*time.Minute, []float64{3}, []float64{1})}},
+		{"neighbour penalty: equal scores, the one ranked first keeps its score", crowd,
+			[]ranking.Doc{doc(1, 0, q(1)), doc(2, 0, q(1))}, all, []int64{2, 1},
+			[]float64{score(10, 0, []float64{2}, []float64{1}), 0.5 * score(10, 0, []float64{2}, []float64{1})}},
+		{"neighbour penalty: the threshold applies to the penalised score", crowd,
+			[]ranking.Doc{doc(1, 0, q(2)), doc(2, time.Minute, q(1))},
+			ranking.Query{At: at, Limit: 10, Threshold: 0.6 * score(10, time.Minute, []float64{2}, []float64{1})}, []int64{1}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hits := tt.p.Rank(coll, tt.docs, tt.q)
+			ids := make([]int64, len(hits))
+			for i, h := range hits {
+				ids[i] = tt.docs[h.Doc].ID
+			}
+			if !slices.Equal(ids, tt.want) {
+				t.Fatalf("ranked %v (%+v), want %v", ids, hits, tt.want)
+			}
+			for i, want := range tt.scores {
+				if math.Abs(hits[i].Score-want) > 1e-12 {
+					t.Fatalf("hit %d scores %.15f, want %.15f", i, hits[i].Score, want)
+				}
+			}
+		})
+	}
+}
+
+// TestDefaultParamsAreRank checks that Rank is DefaultParams' ranking and
+// that DefaultParams holds the documented constants, with the measured
+// but unused changes off (see docs/quality.md).
+func TestDefaultParamsAreRank(t *testing.T) {
+	t.Parallel()
+	p := ranking.DefaultParams()
+	want := ranking.Params{K1: ranking.K1, BQuestion: ranking.B, BAnswer: ranking.B, AnswerWeight: ranking.AnswerWeight,
+		IDFPrior: ranking.IDFPrior, RelevanceHalf: ranking.RelevanceHalf, RecencyWeight: ranking.RecencyWeight,
+		RecencyDays: ranking.RecencyDays, StemWeight: 1, AdjacentWeight: 0, NeighbourPenalty: 0, NeighbourWindow: ranking.NeighbourWindow}
+	if p != want {
+		t.Fatalf("DefaultParams() = %+v, want %+v", p, want)
+	}
+	coll := ranking.Collection{Items: 2000, AvgQuestionLen: 10, AvgAnswerLen: 100}
+	docs := benchDocs(300)
+	for _, limit := range []int{1, 10, 300} {
+		q := ranking.Query{At: at, Limit: limit, Threshold: 0.2}
+		if a, b := ranking.Rank(coll, docs, q), p.Rank(coll, docs, q); !slices.Equal(a, b) {
+			t.Fatalf("limit %d: Rank %v, DefaultParams().Rank %v", limit, a, b)
+		}
+	}
+}

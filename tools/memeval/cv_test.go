@@ -1,0 +1,214 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/ranking"
+)
+
+// TestCrossValidateHoldsOut checks that each fold's constants are chosen
+// on the other folds only: four small folds prefer a high answer weight,
+// one large fold the default; each fold is then ranked with what the others
+// prefer, and the constants chosen on every fold are the default.
+func TestCrossValidateHoldsOut(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	question := func(fold int, evidenceInAnswer bool) cvQuestion {
+		inAnswer := ranking.Doc{ID: 1, CreatedAt: at, QuestionLen: 3, AnswerLen: 5, Terms: []ranking.TermCount{{Present: true, Answer: 1}}}
+		inQuestion := ranking.Doc{ID: 2, CreatedAt: at, QuestionLen: 3, AnswerLen: 5, Terms: []ranking.TermCount{{Present: true, Question: 1}}}
+		ev := "q"
+		if evidenceInAnswer {
+			ev = "a"
+		}
+		return cvQuestion{fold: fold, coll: ranking.Collection{Items: 10, AvgQuestionLen: 3, AvgAnswerLen: 5},
+			docs: []ranking.Doc{inAnswer, inQuestion}, events: []string{"a", "q"}, at: at, evidence: map[string]bool{ev: true}}
+	}
+	var qs []cvQuestion
+	for f := range 4 {
+		qs = append(qs, question(f, true), question(f, true))
+	}
+	for range 9 {
+		qs = append(qs, question(4, false))
+	}
+	def := ranking.DefaultParams()
+	high := def
+	high.AnswerWeight = 3
+	res := crossValidate(qs, 1, []cvVariant{{"answer weight", []ranking.Params{def, high}, stemNone}}, func(string, ...any) {})
+	if len(res) != 1 {
+		t.Fatalf("%d results, want 1", len(res))
+	}
+	r := res[0]
+	if r.final != def {
+		t.Errorf("chosen on every fold: %+v, want the defaults", r.final)
+	}
+	for f := range cvFolds {
+		fr := r.folds[0][f]
+		want := def // the large fold outweighs the other three small ones
+		if f == 4 {
+			want = high // only the small folds
+		}
+		if fr.chosen != want {
+			t.Errorf("fold %d chose %s, want %s", f, paramsDiff(fr.chosen), paramsDiff(want))
+		}
+		// Either way the held-out fold is ranked against its preference.
+		if got := cvRecall(fr.ranks, fr.sel, 1); got != 0 {
+			t.Errorf("fold %d held-out R@1 %.3f, want 0", f, got)
+		}
+		if got := cvRecall(fr.ranks, fr.sel, 5); got != 1 {
+			t.Errorf("fold %d held-out R@5 %.3f, want 1", f, got)
+		}
+	}
+}
+
+func TestQueryForms(t *testing.T) {
+	lexemes := map[string][]string{
+		"teams": {"team"}, "team": {"team"}, "pay": {"pay"}, "paying": {"pay"}, "holidays": {"holiday"}, "holiday": {"holiday"},
+		"vacation": {"vacat"}, "vacations": {"vacat"}, "self-care": {"self", "care", "self-car"},
+	}
+	terms := []string{"team", "pay", "holiday", "vacat", "care"}
+	tests := []struct {
+		name    string
+		kws     []string
+		guarded bool
+		want    [][]string
+	}{
+		{"every lexeme", []string{"teams", "paying", "holidays", "vacations", "self-care"}, false,
+			[][]string{{"teams"}, {"paying"}, {"holidays"}, {"vacations"}, nil}},
+		{"two words of one lexeme", []string{"team", "teams"}, false, [][]string{{"team", "teams"}, nil, nil, nil, nil}},
+		{"guarded: short lexemes, and long ones whose query word is not inflected", []string{"teams", "paying", "holidays", "vacation"}, true,
+			[][]string{{"teams"}, {"paying"}, nil, nil, nil}},
+		{"guarded: a long lexeme asked uninflected", []string{"holiday", "holidays"}, true, [][]string{nil, nil, {"holiday", "holidays"}, nil, nil}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := queryForms(terms, tt.kws, lexemes, tt.guarded)
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Fatalf("queryForms = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestInflectedCounts(t *testing.T) {
+	tc := func(q, a int) ranking.TermCount { return ranking.TermCount{Present: true, Question: q, Answer: a} }
+	tests := []struct {
+		name             string
+		terms            []ranking.TermCount
+		forms            [][]string
+		question, answer string
+		want             []ranking.TermCount
+	}{
+		{"exact form", []ranking.TermCount{tc(1, 0)}, [][]string{{"pay"}}, "I pay rent", "", []ranking.TermCount{tc(0, 0)}},
+		{"another form", []ranking.TermCount{tc(1, 1)}, [][]string{{"pay"}}, "Paying off the loan", "you are paying", []ranking.TermCount{tc(1, 1)}},
+		{"both, any case", []ranking.TermCount{tc(2, 0)}, [][]string{{"pay"}}, "PAY now, paying later", "", []ranking.TermCount{tc(1, 0)}},
+		{"no forms: not told apart", []ranking.TermCount{tc(1, 0)}, [][]string{nil}, "paying", "", []ranking.TermCount{{}}},
+		{"absent term", []ranking.TermCount{{}}, [][]string{{"pay"}}, "", "", []ranking.TermCount{{}}},
+		{"more exact words than positions", []ranking.TermCount{tc(1, 0)}, [][]string{{"team"}}, "team team", "", []ranking.TermCount{tc(0, 0)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := inflectedCounts(tt.terms, tt.forms, tt.question, tt.answer); !slices.Equal(got, tt.want) {
+				t.Fatalf("inflectedCounts = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSpread(t *testing.T) {
+	tests := []struct {
+		xs   []float64
+		want string
+	}{
+		{nil, "0.000 (0.000 – 0.000)"},
+		{[]float64{0.5}, "0.500 (0.500 – 0.500)"},
+		{[]float64{0.2, 0.6, 0.4}, "0.400 (0.200 – 0.600)"},
+	}
+	for _, tt := range tests {
+		if got := spread(tt.xs); got != tt.want {
+			t.Errorf("spread(%v) = %q, want %q", tt.xs, got, tt.want)
+		}
+	}
+	if got := spreadSigned([]float64{-0.1, 0.3}); got != "+0.100 (-0.100 – +0.300)" {
+		t.Errorf("spreadSigned = %q", got)
+	}
+}
+
+// TestRunCV runs the -cv mode on one conversation and one question and
+// checks that the current constants, ranked offline from the store's
+// candidates, give exactly the recall memory.enrich gives in the usual
+// report: the cross-validation measures the service's ranking.
+func TestRunCV(t *testing.T) {
+	data := env("MEMEVAL_DATA", "/work/shared/data")
+	if _, err := os.Stat(filepath.Join(data, "locomo-dev.json.gz")); err != nil {
+		t.Skipf("no dev data: %v", err)
+	}
+	run1 := func(args ...string) string {
+		t.Helper()
+		var out, errOut strings.Builder
+		if err := run(t.Context(), append([]string{"-limit", "1", "-datasets", "locomo", "-fact-load", "0", "-data", data}, args...), &out, &errOut); err != nil {
+			t.Fatalf("memeval %v: %v\n%s", args, err, errOut.String())
+		}
+		return out.String()
+	}
+	// cells returns the first row starting with prefix that has n columns.
+	cells := func(out, prefix string, n int) []string {
+		t.Helper()
+		for _, line := range strings.Split(out, "\n") {
+			if c := strings.Split(line, "|"); strings.HasPrefix(line, prefix) && len(c) == n+2 {
+				for i := range c {
+					c[i] = strings.TrimSpace(c[i])
+				}
+				return c
+			}
+		}
+		t.Fatalf("no row %q in\n%s", prefix, out)
+		return nil
+	}
+	cv := run1("-cv")
+	enrich := cells(run1(), "| locomo-dev | ", 7)
+	cur := cells(cv, "| current constants | ", 10)
+	// enrich: | set | questions | memoryd | R@1 | R@3 | R@5 | R@10 |;
+	// cv summary: | variant | R@1 mean | R@5 mean | R@1..R@10 pooled |.
+	if enrich[3] != "memoryd" {
+		t.Fatalf("first locomo row is %q, want memoryd's", enrich[3])
+	}
+	if got, want := cur[4:8], enrich[4:8]; !slices.Equal(got, want) {
+		t.Errorf("cv current constants R@1/3/5/10 %v, enrich %v", got, want)
+	}
+	for _, v := range cvVariants() {
+		cells(cv, "| "+v.name+" | ", 10)
+	}
+	fts := cells(cv, "| FTS5-BM25 | ", 10)
+	if fts[4] == "" {
+		t.Fatalf("no FTS5-BM25 figures: %v", fts)
+	}
+}
+
+func TestAdjacentCount(t *testing.T) {
+	terms := []string{"pottery", "class", "sweden"}
+	forms := [][]string{{"pottery"}, {"classes"}, nil}
+	tests := []struct {
+		text string
+		want int
+	}{
+		{"", 0},
+		{"I signed up for a pottery class", 1},
+		{"Pottery classes, then pottery.", 1}, // punctuation does not separate
+		{"class pottery class", 2},            // both orders
+		{"pottery pottery class", 1},          // one lexeme twice is no pair
+		{"pottery and class", 0},              // not adjacent
+		{"classic pottery", 1},                // stems as prefixes
+		{"the pottery: class sweden trip", 2}, // a chain of three
+		{"potter class", 0},                   // not the lexeme
+	}
+	for _, tt := range tests {
+		if got := adjacentCount(terms, forms, tt.text); got != tt.want {
+			t.Errorf("adjacentCount(%q) = %d, want %d", tt.text, got, tt.want)
+		}
+	}
+}
