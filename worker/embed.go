@@ -54,6 +54,10 @@ const (
 	QueueEmbed = "embed"
 )
 
+// embedJobs is EmbedArgs's shape for a forget, which deletes the user's
+// embed jobs (they name the user and item ids, no text) with the rest.
+var embedJobs = store.RiverJobs{Kind: EmbedJobKind, UserField: "user_id"}
+
 // DefaultEmbedJobSize is Config.EmbedJobSize's default.
 const DefaultEmbedJobSize = 64
 

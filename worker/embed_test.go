@@ -200,3 +200,45 @@ func TestEmbedJobOfAnotherModel(t *testing.T) {
 		t.Errorf("%d requests to the server, want none", srv.Requests())
 	}
 }
+
+// TestForgetRemovesEmbedJobsAndVectors: a forget deletes the user's embed
+// jobs, waiting or retrying, and the user's vectors, not another user's.
+func TestForgetRemovesEmbedJobsAndVectors(t *testing.T) {
+	e := setup(t)
+	srv := embeddingtest.New(t)
+	w, _ := e.startWorker(extractor.NewRules(), withEmbedder(embedder(t, srv, "m1"), -1))
+	e.publish(events.Turn{ID: "a1", UserID: "alice", UserMessage: "My dog is named Rex.", AssistantResponse: "Good dog."})
+	e.publish(events.Turn{ID: "b1", UserID: "bob", UserMessage: "I prefer tea.", AssistantResponse: "Noted."})
+	e.waitDone(2)
+	e.waitEmbedded("alice", "m1", 1)
+	e.waitEmbedded("bob", "m1", 1)
+	// A job the server keeps failing, waiting to be retried.
+	srv.Fail(http.StatusInternalServerError, "")
+	if _, _, err := e.store.StoreContext(e.ctx, store.ContextWrite{UserID: "alice", Question: "home town", Answer: "Paris"}); err != nil {
+		t.Fatal(err)
+	}
+	jobs := func(user string) int {
+		var n int
+		if err := e.store.Pool().QueryRow(e.ctx, `SELECT count(*) FROM river_job WHERE kind = $1 AND args->>'user_id' = $2`,
+			worker.EmbedJobKind, user).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	e.waitFor("alice's new job tried", func() (bool, string) { return srv.Requests() > 0, "" })
+	if _, err := w.Forget(e.ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if n := jobs("alice"); n != 0 {
+		t.Errorf("alice has %d embed jobs after forget, want 0", n)
+	}
+	if n := jobs("bob"); n == 0 {
+		t.Error("bob's embed job went with alice's forget")
+	}
+	if vs, _ := e.store.UserEmbeddings(e.ctx, "alice", "m1"); len(vs) != 0 {
+		t.Errorf("alice keeps %d vectors after forget", len(vs))
+	}
+	if vs, _ := e.store.UserEmbeddings(e.ctx, "bob", "m1"); len(vs) != 1 {
+		t.Errorf("bob has %d vectors, want 1", len(vs))
+	}
+}
