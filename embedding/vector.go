@@ -88,11 +88,21 @@ func (q Quantised) Dot(query []float32) float32 {
 	if len(query) != len(q.Values) {
 		return 0
 	}
-	var sum float32
-	for i, x := range q.Values {
-		sum += query[i] * float32(x)
+	vals := q.Values
+	query = query[:len(vals)]
+	// Four independent sums: the additions need not wait on each other.
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(vals); i += 4 {
+		s0 += query[i] * float32(vals[i])
+		s1 += query[i+1] * float32(vals[i+1])
+		s2 += query[i+2] * float32(vals[i+2])
+		s3 += query[i+3] * float32(vals[i+3])
 	}
-	return sum * q.Scale
+	for ; i < len(vals); i++ {
+		s0 += query[i] * float32(vals[i])
+	}
+	return (s0 + s1 + s2 + s3) * q.Scale
 }
 
 // Float32 returns the vector the stored form approximates.

@@ -1,6 +1,7 @@
 package embedding_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -112,5 +113,38 @@ func TestQuantisedRecall(t *testing.T) {
 	t.Logf("int8 vs float32: top-%d overlap %.4f over %d queries, %d items of %d dims", k, recall, queries, n, dims)
 	if recall < 0.95 {
 		t.Errorf("top-%d overlap %.4f, want at least 0.95", k, recall)
+	}
+}
+
+// BenchmarkScore scores one query against a user's stored vectors (768
+// dimensions), as exact ranking will.
+//
+//	go test -run '^$' -bench Score ./embedding/
+func BenchmarkScore(b *testing.B) {
+	const dims = 768
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{1000, 5000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			items := make([]embedding.Quantised, n)
+			v := make([]float32, dims)
+			for i := range items {
+				for j := range v {
+					v[j] = float32(r.NormFloat64())
+				}
+				q, err := embedding.Decode(embedding.Encode(v), dims)
+				if err != nil {
+					b.Fatal(err)
+				}
+				items[i] = q
+			}
+			query := embedding.Normalize(slices.Clone(v))
+			var sink float32
+			for b.Loop() {
+				for _, it := range items {
+					sink += it.Dot(query)
+				}
+			}
+			_ = sink
+		})
 	}
 }

@@ -61,8 +61,12 @@ var embedJobs = store.RiverJobs{Kind: EmbedJobKind, UserField: "user_id"}
 // DefaultEmbedJobSize is Config.EmbedJobSize's default.
 const DefaultEmbedJobSize = 64
 
-// sourceSweep marks embed jobs a sweep or a backfill enqueued.
-const sourceSweep = "embed_sweep"
+// What enqueued an embed job (metaSource): the write of its items, or a
+// sweep or backfill.
+const (
+	sourceEmbedWrite = "embed_write"
+	sourceSweep      = "embed_sweep"
+)
 
 // EmbedArgs is the River job that embeds context items of one user.
 type EmbedArgs struct {
@@ -138,7 +142,7 @@ func embedParams(refs []store.ContextRef, model string, jobSize int, opts *river
 // written: at most jobSize items per job, each job running maxAttempts
 // times (0: River's default).
 func (e *Enqueuer) EmbedHook(model string, jobSize, maxAttempts int) (store.ContextHook, error) {
-	opts, err := e.embedOpts(sourceIngest, maxAttempts, false)
+	opts, err := e.embedOpts(sourceEmbedWrite, maxAttempts, false)
 	if err != nil {
 		return nil, err
 	}

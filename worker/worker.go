@@ -233,9 +233,9 @@ type Config struct {
 	// requests too). Default 2.
 	EmbedWorkers int
 	// EmbedMaxAttempts is how often an embed job runs before it is given up
-	// (its items are then embedded by the next sweep). With the retry
-	// backoff, the default 10 keeps a job trying for about an hour.
-	// Default 10.
+	// (its items are then embedded by the next sweep). With the default
+	// JobRetryBase (2s, doubling) 10 attempts keep a job trying for about
+	// 17 minutes. Default 10.
 	EmbedMaxAttempts int
 	// EmbedSweepInterval is how often the leader enqueues embed jobs for
 	// every item without a vector of the current model (also once at
