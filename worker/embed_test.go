@@ -242,3 +242,26 @@ func TestForgetRemovesEmbedJobsAndVectors(t *testing.T) {
 		t.Errorf("bob has %d vectors, want 1", len(vs))
 	}
 }
+
+// TestEmbedEndpointSlow: a server slower than the client's timeout holds
+// up nothing: extraction completes, and once the server is fast again the
+// retried jobs store the vectors.
+func TestEmbedEndpointSlow(t *testing.T) {
+	e := setup(t)
+	srv := embeddingtest.New(t)
+	srv.SetDelay(time.Minute)
+	emb, err := embedding.New(embedding.Config{BaseURL: srv.URL, Model: "m1", Timeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.start(extractor.NewRules(), withEmbedder(emb, -1))
+	e.publish(events.Turn{ID: "a1", UserID: "alice", UserMessage: "My dog is named Rex.", AssistantResponse: "Good dog."})
+	if st := e.waitDone(1); st.TurnsProcessed != 1 || st.ContextItems != 1 {
+		t.Fatalf("with a slow embeddings server, stats %+v, want the turn processed", st)
+	}
+	e.waitFor("embed job timed out and retried", func() (bool, string) {
+		return srv.Requests() >= 2, fmt.Sprintf("%d requests", srv.Requests())
+	})
+	srv.SetDelay(0)
+	e.waitEmbedded("alice", "m1", 1)
+}
