@@ -116,7 +116,18 @@ func (s *Store) InsertContext(ctx context.Context, items []ContextWrite) ([]int6
 		if err := q.lockClears(ctx, users, false); err != nil {
 			return err
 		}
-		return q.insertContext(ctx, ids, users, qs, as, ats, events, convs, hashes, extractors, models, prompts, ords, qhashes)
+		if err := q.insertContext(ctx, ids, users, qs, as, ats, events, convs, hashes, extractors, models, prompts, ords, qhashes); err != nil {
+			return err
+		}
+		var refs []ContextRef
+		hooked := map[int64]bool{}
+		for i, id := range ids {
+			if id != 0 && !hooked[id] {
+				hooked[id] = true
+				refs = append(refs, ContextRef{UserID: users[i], ID: id})
+			}
+		}
+		return q.contextWritten(ctx, refs)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("insert context: %w", err)

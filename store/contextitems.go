@@ -163,6 +163,11 @@ func (s *Store) UpdateContext(ctx context.Context, u ContextUpdate) (ContextItem
 				u.UserID, oldHash, now(), cur.CreatedAt); err != nil {
 				return err
 			}
+			// New text: its vector is stale (readers skip it) until the
+			// item is embedded again.
+			if err := q.contextWritten(ctx, []ContextRef{{UserID: u.UserID, ID: u.ID}}); err != nil {
+				return err
+			}
 		}
 		out = cur
 		return nil

@@ -14,8 +14,9 @@ type Removed struct {
 }
 
 // ForgetUser deletes everything memoryd keeps about a user in Postgres:
-// facts and list items, fact history, context, the clears, turns, the River jobs of riverJobs's shape
-// that name the user's turns (see deleteUserJobs) and token usage, and
+// facts and list items, fact history, context (with its vectors), the
+// clears, turns, the River jobs of each of riverJobs's shapes that name the
+// user or the user's turns (see deleteUserJobs) and token usage, and
 // leaves a tombstone for the user's token, all in one transaction. The tombstone covers the turn stream up to
 // throughSeq (the stream's last sequence when the forget began) and every
 // turn of the user recorded so far, and only grows; it returns it, so the
@@ -25,7 +26,7 @@ type Removed struct {
 // user in flight (ingest, extraction, replay, token usage) commit before it,
 // and it deletes what they wrote; those after it see the tombstone. A forget
 // that failed half-way can simply be run again.
-func (s *Store) ForgetUser(ctx context.Context, userID, token string, throughSeq uint64, riverJobs RiverJobs) (Removed, Tombstone, error) {
+func (s *Store) ForgetUser(ctx context.Context, userID, token string, throughSeq uint64, riverJobs ...RiverJobs) (Removed, Tombstone, error) {
 	var (
 		r    Removed
 		tomb = Tombstone{UserToken: token}
@@ -46,9 +47,13 @@ func (s *Store) ForgetUser(ctx context.Context, userID, token string, throughSeq
 		}
 		tomb.StreamSeq = uint64(seq)
 		// Jobs before turns, which name them (see deleteUserJobs).
-		jobs, err := q.deleteUserJobs(ctx, riverJobs, userID)
-		if err != nil {
-			return err
+		var jobs int64
+		for _, rj := range riverJobs {
+			n, err := q.deleteUserJobs(ctx, rj, userID)
+			if err != nil {
+				return err
+			}
+			jobs += n
 		}
 		// Turns next: deleting them waits for any extraction holding their
 		// locks to commit, so the memory it wrote is visible to the deletes

@@ -21,6 +21,29 @@ func (s *Store) StoreContext(ctx context.Context, w ContextWrite) (id int64, ins
 	if w.CreatedAt.IsZero() {
 		w.CreatedAt = now()
 	}
+	if s.hasContextHook() {
+		// The hook needs the transaction the item is inserted in.
+		err = s.inTx(ctx, func(q *Store) error {
+			id, inserted, err = q.storeContext(ctx, w)
+			if err == nil && inserted {
+				err = q.contextWritten(ctx, []ContextRef{{UserID: w.UserID, ID: id}})
+			}
+			return err
+		})
+		if err != nil {
+			return 0, false, fmt.Errorf("store context: %w", err)
+		}
+		return id, inserted, nil
+	}
+	id, inserted, err = s.storeContext(ctx, w)
+	if err != nil {
+		return 0, false, fmt.Errorf("store context: %w", err)
+	}
+	return id, inserted, nil
+}
+
+// storeContext is StoreContext's statement.
+func (s *Store) storeContext(ctx context.Context, w ContextWrite) (id int64, inserted bool, err error) {
 	hash := ContentHash(w.UserID, w.Question, w.Answer)
 	// DO UPDATE (not DO NOTHING) so the existing row is locked and returned:
 	// see InsertContext for why the lock matters to pruning. xmax = 0 only on
@@ -32,10 +55,7 @@ func (s *Store) StoreContext(ctx context.Context, w ContextWrite) (id int64, ins
 		RETURNING id, xmax = 0`,
 		w.UserID, w.Question, w.Answer, w.CreatedAt, w.EventID, w.ConversationID, hash, w.Extractor, w.Model, w.PromptVersion,
 	).Scan(&id, &inserted)
-	if err != nil {
-		return 0, false, fmt.Errorf("store context: %w", err)
-	}
-	return id, inserted, nil
+	return id, inserted, err
 }
 
 // ContextDelete selects a user's context items to delete. Set ID, Question

@@ -82,14 +82,15 @@ type DBTX interface {
 
 // Store runs memoryd's queries.
 type Store struct {
-	pool *pgxpool.Pool
-	db   DBTX
+	pool  *pgxpool.Pool
+	db    DBTX
+	hooks *hookBox // shared by the Stores WithTx derives
 }
 
 // New returns a Store over an existing pool. The caller keeps ownership of the
 // pool.
 func New(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool, db: pool}
+	return &Store{pool: pool, db: pool, hooks: &hookBox{}}
 }
 
 // Open connects to Postgres as cfg says, creating the database first when
@@ -248,7 +249,7 @@ func (s *Store) InTx(ctx context.Context, fn func(tx pgx.Tx, q *Store) error) er
 
 // WithTx returns a Store whose queries run in tx, for callers that manage
 // the transaction themselves.
-func (s *Store) WithTx(tx pgx.Tx) *Store { return &Store{pool: s.pool, db: tx} }
+func (s *Store) WithTx(tx pgx.Tx) *Store { return &Store{pool: s.pool, db: tx, hooks: s.hooks} }
 
 // Provenance records what produced a memory item, so a replay with another
 // model or prompt can be told apart.

@@ -88,7 +88,7 @@ func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 	}
 	var tomb store.Tombstone
 	for attempt := 1; ; attempt++ {
-		r.Removed, tomb, err = s.ForgetUser(ctx, userID, token, info.State.LastSeq, extractJobs)
+		r.Removed, tomb, err = s.ForgetUser(ctx, userID, token, info.State.LastSeq, extractJobs, embedJobs)
 		if err == nil || !store.IsLockWait(err) || attempt == forgetAttempts {
 			break
 		}

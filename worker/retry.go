@@ -11,6 +11,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/memoryd/memoryd/embedding"
 	"github.com/memoryd/memoryd/extractor"
 	"github.com/memoryd/memoryd/store"
 )
@@ -111,7 +112,9 @@ type verdict struct {
 }
 
 // outcome is the one place that decides what River does with a failed run
-// of an extraction job, from the error and the job's row. In order:
+// of an extraction job or an embed job (embed.go), from the error and the
+// job's row; the embedding client's kinds (embedding.Kind) count as the
+// extractor's of the same name. In order:
 //
 //   - shutdown (the run's context was cancelled): snooze 1s, handing the
 //     job back without spending an attempt.
@@ -143,10 +146,10 @@ func outcome(err error, job *rivertype.JobRow, shutdown bool, b retryBudget) ver
 	}
 	// Any permanent error in the tree decides: a joined error of several
 	// turns must not be snoozed or retried for one that cannot succeed.
-	permanent := errors.Is(err, extractor.ErrPermanent)
-	if d, ok := extractor.RetryAfterOf(err); ok && !permanent {
+	permanent := isPermanent(err)
+	if d, ok := retryAfterOf(err); ok && !permanent {
 		if waits := metaCount(job.Metadata, metaRateLimitWaits); waits < b.maxRateLimitWaits {
-			d = b.spread(min(d, extractor.MaxRetryAfter))
+			d = b.spread(min(d, extractor.MaxRetryAfter, embedding.MaxRetryAfter))
 			return verdict{river: river.JobSnooze(d), label: outcomeRateLimited, count: metaRateLimitWaits, n: waits + 1}
 		}
 	}
@@ -154,6 +157,21 @@ func outcome(err error, job *rivertype.JobRow, shutdown bool, b retryBudget) ver
 		return verdict{river: river.JobCancel(err), label: outcomeFailed, record: true, final: true}
 	}
 	return verdict{river: fmt.Errorf("extract: %w", err), label: outcomeRetry, record: true}
+}
+
+// isPermanent reports whether err holds a permanent error of the extractor
+// or of the embedding client (embed jobs go through outcome too).
+func isPermanent(err error) bool {
+	return errors.Is(err, extractor.ErrPermanent) || errors.Is(err, embedding.ErrPermanent)
+}
+
+// retryAfterOf is the server's delay of an extractor or embedding error of
+// the retry-after kind.
+func retryAfterOf(err error) (time.Duration, bool) {
+	if d, ok := extractor.RetryAfterOf(err); ok {
+		return d, true
+	}
+	return embedding.RetryAfterOf(err)
 }
 
 // worse returns whichever of two turns' errors should decide for a job that

@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/memoryd/memoryd/embedding"
 	"github.com/memoryd/memoryd/extractor"
 )
 
@@ -118,6 +119,15 @@ func TestOutcome(t *testing.T) {
 			want: plain, wantLabel: outcomeRetry, wantRecord: true},
 		{name: "unreadable metadata counts none", err: lockWait, attempt: 1, metadata: `{"memoryd_lock_waits": "x"}`,
 			want: snooze, wantSnooze: 100 * time.Millisecond, wantLabel: outcomeLockWait, wantCount: metaLockWaits, wantN: 1},
+
+		{name: "embedding transient", err: fmt.Errorf("embed: %w", &embedding.Error{Kind: embedding.KindTransient, Reason: "connection refused"}), attempt: 1,
+			want: plain, wantLabel: outcomeRetry, wantRecord: true},
+		{name: "embedding permanent", err: &embedding.Error{Kind: embedding.KindPermanent, Reason: "status 404"}, attempt: 1,
+			want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true},
+		{name: "embedding retry-after", err: &embedding.Error{Kind: embedding.KindRetryAfter, RetryAfter: 3 * time.Second, Reason: "status 429"}, attempt: 1,
+			want: snooze, wantSnooze: 3 * time.Second, wantLabel: outcomeRateLimited, wantCount: metaRateLimitWaits, wantN: 1},
+		{name: "embedding retry-after past its bound, last attempt", err: &embedding.Error{Kind: embedding.KindRetryAfter, RetryAfter: time.Second},
+			attempt: 5, metadata: `{"memoryd_rate_limit_waits": 10}`, want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true},
 
 		{name: "shutdown", err: transient, attempt: 5, shutdown: true, want: snooze, wantSnooze: time.Second, wantLabel: outcomeHandedBack},
 		{name: "shutdown, permanent", err: permanent, attempt: 1, shutdown: true, want: snooze, wantSnooze: time.Second, wantLabel: outcomeHandedBack},

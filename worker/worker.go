@@ -220,6 +220,28 @@ type Config struct {
 	OverCapExtractor Extractor
 	// Now is the clock the caps' UTC days are read from. Default time.Now.
 	Now func() time.Time
+
+	// Embedding (embed.go).
+
+	// Embedder embeds context items (an *embedding.Client). Default nil:
+	// embedding is off, no embed job is inserted or run.
+	Embedder Embedder
+	// EmbedJobSize is the most items one embed job embeds. Default 64.
+	EmbedJobSize int
+	// EmbedWorkers is the number of embed jobs run at once by this process
+	// (the client's MaxConcurrency and RequestsPerSecond bound its
+	// requests too). Default 2.
+	EmbedWorkers int
+	// EmbedMaxAttempts is how often an embed job runs before it is given up
+	// (its items are then embedded by the next sweep). With the default
+	// JobRetryBase (2s, doubling) 10 attempts keep a job trying for about
+	// 17 minutes. Default 10.
+	EmbedMaxAttempts int
+	// EmbedSweepInterval is how often the leader enqueues embed jobs for
+	// every item without a vector of the current model (also once at
+	// start): after a model change, and for items whose jobs gave up.
+	// Negative: no sweep (`memoryd embed --backfill` only). Default 1h.
+	EmbedSweepInterval time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -301,6 +323,18 @@ func (c Config) withDefaults() Config {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.EmbedJobSize == 0 {
+		c.EmbedJobSize = DefaultEmbedJobSize
+	}
+	if c.EmbedWorkers == 0 {
+		c.EmbedWorkers = 2
+	}
+	if c.EmbedMaxAttempts == 0 {
+		c.EmbedMaxAttempts = 10
+	}
+	if c.EmbedSweepInterval == 0 {
+		c.EmbedSweepInterval = time.Hour
+	}
 	return c
 }
 
@@ -355,6 +389,14 @@ func (c Config) validate() error {
 		return fmt.Errorf("worker: Config.DailyTokensPerUser must not be negative, not %d", c.DailyTokensPerUser)
 	case c.DailyTokens < 0:
 		return fmt.Errorf("worker: Config.DailyTokens must not be negative, not %d", c.DailyTokens)
+	case c.EmbedJobSize < 1 || c.EmbedJobSize > 10_000:
+		return fmt.Errorf("worker: Config.EmbedJobSize must be between 1 and 10000, not %d", c.EmbedJobSize)
+	case c.EmbedWorkers < 1 || c.EmbedWorkers > river.QueueNumWorkersMax:
+		return fmt.Errorf("worker: Config.EmbedWorkers must be between 1 and 10000, not %d", c.EmbedWorkers)
+	case c.EmbedMaxAttempts < 1:
+		return fmt.Errorf("worker: Config.EmbedMaxAttempts must be at least 1, not %d", c.EmbedMaxAttempts)
+	case c.EmbedSweepInterval >= 0 && c.EmbedSweepInterval < time.Second:
+		return fmt.Errorf("worker: Config.EmbedSweepInterval must be at least 1s, not %s", c.EmbedSweepInterval)
 	}
 	return nil
 }
@@ -481,9 +523,22 @@ func New(cfg Config) (*Worker, error) {
 			},
 			&river.PeriodicJobOpts{RunOnStart: true}))
 	}
+	queues := map[string]river.QueueConfig{QueueExtract: {MaxWorkers: cfg.Workers}, QueueMaintenance: {MaxWorkers: 1}}
+	if cfg.Embedder != nil {
+		river.AddWorker(workers, &embedWorker{w: w})
+		river.AddWorker(workers, &embedSweepWorker{w: w})
+		queues[QueueEmbed] = river.QueueConfig{MaxWorkers: cfg.EmbedWorkers}
+	}
+	if cfg.Embedder != nil && cfg.EmbedSweepInterval > 0 {
+		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(cfg.EmbedSweepInterval),
+			func() (river.JobArgs, *river.InsertOpts) {
+				return EmbedSweepArgs{}, &river.InsertOpts{Queue: QueueMaintenance, MaxAttempts: 3}
+			},
+			&river.PeriodicJobOpts{RunOnStart: true}))
+	}
 	w.river, err = river.NewClient(riverpgxv5.New(cfg.Store.Pool()), &river.Config{
 		Logger:       cfg.Logger.With("component", "river"),
-		Queues:       map[string]river.QueueConfig{QueueExtract: {MaxWorkers: cfg.Workers}, QueueMaintenance: {MaxWorkers: 1}},
+		Queues:       queues,
 		PeriodicJobs: periodic,
 		Workers:      workers,
 		MaxAttempts:  cfg.MaxAttempts,
@@ -500,6 +555,15 @@ func New(cfg Config) (*Worker, error) {
 		return nil, fmt.Errorf("worker: river: %w", err)
 	}
 	w.enq = &Enqueuer{store: cfg.Store, client: w.river, maxAttempts: cfg.MaxAttempts}
+	if cfg.Embedder != nil {
+		hook, err := w.enq.EmbedHook(cfg.Embedder.Model(), cfg.EmbedJobSize, cfg.EmbedMaxAttempts)
+		if err != nil {
+			return nil, fmt.Errorf("worker: %w", err)
+		}
+		// Every write of context items through this store, the enricher's
+		// included, now inserts their embed jobs in its transaction.
+		cfg.Store.SetContextHook(hook)
+	}
 	return w, nil
 }
 

@@ -39,6 +39,10 @@ var fieldFlags = map[string]map[string]string{
 		"ResponseFormat":    "--llm-response-format",
 		"MaxTokens":         "--llm-max-tokens",
 	},
+	"embedding": {
+		"BaseURL": "--embed-base-url",
+		"Model":   "--embed-model",
+	},
 	"enricher": {
 		"Timeout": "--enrich-timeout",
 		"Prefix":  "--prefix",
@@ -54,10 +58,10 @@ var fieldFlags = map[string]map[string]string{
 
 // appGroups maps the app's Config groups to the components whose fields
 // they hold.
-var appGroups = map[string]string{"Worker": "worker", "LLM": "extractor", "Enricher": "enricher", "Store": "store", "NATS": "nats"}
+var appGroups = map[string]string{"Worker": "worker", "LLM": "extractor", "Embed": "embedding", "Enricher": "enricher", "Store": "store", "NATS": "nats"}
 
 // appField matches a field path of the app's Config, e.g. Worker.Workers.
-var appField = regexp.MustCompile(`\b(Worker|LLM|Enricher|Store|NATS)\.([A-Z]\w*)`)
+var appField = regexp.MustCompile(`\b(Worker|LLM|Embed|Enricher|Store|NATS)\.([A-Z]\w*)`)
 
 // configErrorFlags is the app's configuration error naming flags instead of
 // Config fields: "--workers -1 is out of range".
@@ -74,7 +78,7 @@ func configErrorFlags(e *app.ConfigError) string {
 
 // componentField matches "<component>: <Type>.<Field>", the way the
 // components' validate methods start their errors.
-var componentField = regexp.MustCompile(`\b(worker|extractor|enricher|store): (?:[A-Z]\w*)?Config\.([A-Z]\w*)`)
+var componentField = regexp.MustCompile(`\b(worker|extractor|embedding|enricher|store): (?:[A-Z]\w*)?Config\.([A-Z]\w*)`)
 
 // fieldName matches a Go field name, with or without its Config type.
 var fieldName = regexp.MustCompile(`\b(?:\w*Config\.)?[A-Z]\w*\b`)

@@ -42,6 +42,7 @@ func commands() []command {
 		{"failed", "list turns whose extraction failed", runFailed},
 		{"retry-failed", "re-run extraction for failed turns", runRetryFailed},
 		{"replay", "rebuild memory from the turn stream", runReplay},
+		{"embed", "embed context items that have no vector of the model (--backfill)", runEmbed},
 		{"forget", "delete everything memoryd keeps about a user", runForget},
 		{"config", "print the effective configuration (config print), secrets redacted", runConfig},
 		{"schemas", "write the JSON Schemas of the wire contract", runSchemas},

@@ -61,6 +61,9 @@ func (o *serveOptions) register(f *flags) {
 	f.Int(&l.Burst, "llm-burst", llmDef.Burst, "requests allowed at once above --llm-rps")
 	f.String(&l.ResponseFormat, "llm-response-format", llmDef.ResponseFormat, "json_schema, json_object or none (for servers that reject structured output)")
 	f.Int(&l.MaxTokens, "llm-max-tokens", llmDef.MaxTokens, "most tokens the model may generate for one reply (sent as max_tokens)")
+	f.String(&o.app.Embed.BaseURL, "embed-base-url", "", "OpenAI-compatible embeddings API base URL (/v1/embeddings), e.g. http://127.0.0.1:11434/v1; empty: no embeddings (lexical search only)")
+	f.String(&o.app.Embed.Model, "embed-model", def.Embed.Model, "embedding model name, stored with every vector; a change re-embeds every item in the background")
+	f.Secret(&o.app.Embed.APIKey, "embed-api-key", "API key for the embeddings server")
 	f.Int64(&w.DailyTokensPerUser, "llm-daily-tokens-per-user", def.Worker.DailyTokensPerUser, "model tokens one user's turns may spend per UTC day; over it they are extracted offline, and by the model again the next day (0: no cap)")
 	f.Int64(&w.DailyTokens, "llm-daily-tokens", def.Worker.DailyTokens, "model tokens all users' turns may spend per UTC day; over it turns are extracted offline, and by the model again the next day (0: no cap)")
 }

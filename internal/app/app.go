@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/memoryd/memoryd/embedding"
 	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/extractor"
@@ -46,6 +47,7 @@ type App struct {
 	ownsNC   bool
 	ncClosed chan struct{} // closed when an owned nc has closed
 	ext      worker.Extractor
+	emb      *embedding.Client // nil until used, and when embedding is off
 	worker   *worker.Worker
 	enrich   *enricher.Service
 	ops      *opsServer
@@ -211,6 +213,13 @@ const startCleanupTimeout = 30 * time.Second
 func (a *App) startWorkerLocked(ctx context.Context, s *store.Store, nc *nats.Conn, ext worker.Extractor, withoutIngest bool) error {
 	wc := a.cfg.Worker
 	wc.Conn, wc.Store, wc.Extractor, wc.DisableIngest = nc, s, ext, withoutIngest
+	emb, err := a.embedder()
+	if err != nil {
+		return err
+	}
+	if emb != nil {
+		wc.Embedder = emb
+	}
 	if a.metrics != nil {
 		wc.Observer = a.metrics
 	}
@@ -256,6 +265,9 @@ func (a *App) StartEnrich(ctx context.Context) (err error) {
 // the running worker when there is one (so that it waits for the user's
 // running jobs), else straight to the store and stream. a.mu is held.
 func (a *App) startEnrichLocked(ctx context.Context, s *store.Store, nc *nats.Conn) error {
+	if err := a.setEmbedHookLocked(s); err != nil {
+		return err
+	}
 	ec := a.cfg.Enricher
 	ec.Conn, ec.Store = nc, s
 	if a.metrics != nil {

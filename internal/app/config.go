@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/memoryd/memoryd/embedding"
 	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/extractor"
@@ -66,6 +67,10 @@ type Config struct {
 	// LLM is the model extraction uses; an empty BaseURL selects the offline
 	// rule-based extractor instead. Logger is set by the App.
 	LLM extractor.LLMConfig
+	// Embed is the embeddings endpoint context items are embedded with (as
+	// River work, see worker's embed.go); an empty BaseURL, the default,
+	// turns embedding off. Its other defaults are embedding.Config's.
+	Embed embedding.Config
 	// Ops serves /metrics, /healthz and /readyz when Addr is set.
 	Ops OpsConfig
 }
@@ -123,6 +128,9 @@ func Defaults() Config {
 	c.Worker.DeadLetterStream, c.Worker.ProcessTimeout = "", 0
 	c.Worker.OverCapExtractor, c.Worker.Now = nil, nil
 	c.Enricher.Logger, c.Enricher.Prefix, c.Enricher.Version = nil, "", ""
+	// Shown by the flags; embedding stays off without a BaseURL.
+	c.Embed = c.Embed.WithDefaults()
+	c.Embed.HTTPClient = nil
 	return c
 }
 
@@ -162,6 +170,9 @@ func (c Config) withDefaults() Config {
 	if c.LLM.BaseURL != "" {
 		c.LLM.Logger = c.Logger
 		c.LLM = c.LLM.WithDefaults()
+	}
+	if c.Embed.BaseURL != "" {
+		c.Embed = c.Embed.WithDefaults()
 	}
 	return c
 }
@@ -215,6 +226,13 @@ func (c Config) validate() error {
 	}
 	if c.LLM.BaseURL != "" && c.LLM.Model == "" {
 		return &ConfigError{Field: "LLM.Model", Reason: "is required with LLM.BaseURL"}
+	}
+	if c.Embed.BaseURL != "" {
+		if err := c.Embed.Validate(); err != nil {
+			// "embedding: Config.Field reason" names the field in Embed.
+			field, reason, _ := strings.Cut(strings.TrimPrefix(err.Error(), "embedding: Config."), " ")
+			return &ConfigError{Field: "Embed." + field, Reason: reason}
+		}
 	}
 	if p := c.NATS.InboxPrefix; strings.ContainsAny(p, "*> \t") || strings.HasPrefix(p, ".") || strings.HasSuffix(p, ".") {
 		return &ConfigError{Field: "NATS.InboxPrefix", Value: fmt.Sprintf("%q", p), Reason: "must be a subject without wildcards or spaces, not starting or ending with '.'"}

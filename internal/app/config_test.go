@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memoryd/memoryd/embedding"
 	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/extractor"
@@ -43,6 +44,10 @@ func TestDefaults(t *testing.T) {
 		{"LLM: one turn a job", Config{LLM: llm("m")}, func(c Config) bool { return c.Worker.JobSize == JobSizeLLM }},
 		{"explicit job size", Config{Worker: worker.Config{JobSize: 7}, LLM: llm("m")}, func(c Config) bool { return c.Worker.JobSize == 7 }},
 		{"NATS name", Config{}, func(c Config) bool { return c.NATS.Name == "memoryd" && c.NATS.URL != "" }},
+		{"embedding off by default", Config{}, func(c Config) bool { return c.Embed.BaseURL == "" }},
+		{"embedding defaults when on", Config{Embed: embedding.Config{BaseURL: "http://x/v1"}}, func(c Config) bool {
+			return c.Embed.Model == embedding.DefaultModel && c.Embed.BatchSize == embedding.DefaultBatchSize && c.Embed.Timeout == embedding.DefaultTimeout
+		}},
 	} {
 		if c := tt.cfg.withDefaults(); !tt.check(c) {
 			t.Errorf("%s: %+v", tt.name, c)
@@ -50,7 +55,8 @@ func TestDefaults(t *testing.T) {
 	}
 	// Defaults is what the flags show: the service creates its database,
 	// and the job size stays automatic (chosen from the extractor).
-	if d := Defaults(); !d.Store.CreateDatabase || d.Worker.JobSize != 0 || d.Worker.Workers != wdef.Workers {
+	if d := Defaults(); !d.Store.CreateDatabase || d.Worker.JobSize != 0 || d.Worker.Workers != wdef.Workers ||
+		d.Embed.BaseURL != "" || d.Embed.Model != embedding.DefaultModel {
 		t.Errorf("Defaults() = %+v", d)
 	}
 }
@@ -71,6 +77,8 @@ func TestValidateNamesTheField(t *testing.T) {
 		{Config{LLM: llm("")}, "app: Config.LLM.Model is required with LLM.BaseURL"},
 		{Config{LLM: func() extractor.LLMConfig { c := llm("m"); c.MaxTokens = -1; return c }()}, "app: Config.LLM.MaxTokens -1 is out of range"},
 		{Config{NATS: NATSConfig{InboxPrefix: "_INBOX.*"}}, `app: Config.NATS.InboxPrefix "_INBOX.*" must be`},
+		{Config{Embed: embedding.Config{BaseURL: "localhost:11434"}}, `app: Config.Embed.BaseURL must be an http or https URL`},
+		{Config{Embed: embedding.Config{BaseURL: "http://x/v1", BatchSize: -1}}, `app: Config.Embed.BatchSize must be between 1 and 2048`},
 	} {
 		_, err := New(tt.cfg)
 		var cerr *ConfigError

@@ -9,8 +9,9 @@ import (
 
 // TestImportGraph holds the packages to the one-way graph docs/architecture.md
 // draws: cmd wires through app; app composes worker, enricher, store and
-// extractor; worker uses extractor and store; enricher uses store and ranking;
-// store, ranking and the wire contract (events) import no sibling. Test files
+// extractor; worker uses extractor, embedding and store; enricher uses store
+// and ranking; store, ranking, embedding and the wire contract (events)
+// import no sibling. Test files
 // are not counted: a test may assemble what it checks.
 func TestImportGraph(t *testing.T) {
 	const mod = "github.com/memoryd/memoryd/"
@@ -22,11 +23,12 @@ func TestImportGraph(t *testing.T) {
 		"events":       {},
 		"ranking":      {},
 		"migrations":   {},
+		"embedding":    {},
 		"store":        {"migrations"},
 		"extractor":    {"events"},
-		"worker":       {"events", "extractor", "store"},
+		"worker":       {"embedding", "events", "extractor", "store"},
 		"enricher":     {"events", "ranking", "store"},
-		"internal/app": {"enricher", "events", "extractor", "migrations", "store", "worker"},
+		"internal/app": {"embedding", "enricher", "events", "extractor", "migrations", "store", "worker"},
 	}
 	seen := 0
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {

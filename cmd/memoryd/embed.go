@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/memoryd/memoryd/internal/app"
+	"github.com/memoryd/memoryd/store"
+)
+
+func runEmbed(ctx context.Context, a *cli, args []string) error {
+	var (
+		o              serveOptions
+		user           string
+		backfill, noWk bool
+	)
+	f := newFlags("embed", `Usage: memoryd embed --backfill [--user U] [--no-work]
+
+Embeds the context items that have no vector of the configured model
+(--embed-base-url, --embed-model): items stored before embedding was turned
+on, items whose jobs gave up while the server was down, and every item after
+a model change (the old model's vectors stay until then). It enqueues the
+embed jobs, then, by default, runs workers in this process and waits until
+every item in scope has a vector (--no-work leaves the jobs to running serve
+processes and returns at once). Running it twice is safe: a job already
+waiting for the same items is not enqueued again.
+
+Output: progress and logs are log lines on stderr; the summary is printed on
+stdout.`)
+	o.register(f)
+	f.ArgBool(&backfill, "backfill", false, "enqueue embed jobs for every item without a vector of the model (required)")
+	f.ArgString(&user, "user", "", "only this user's items (default: all users)")
+	f.ArgBool(&noWk, "no-work", false, "only enqueue; let running serve processes embed")
+	if err := f.Parse(args); err != nil {
+		return err
+	}
+	if !backfill {
+		return f.usageErr("say what to do: --backfill")
+	}
+	if o.app.Embed.BaseURL == "" {
+		return f.usageErr("--embed-base-url is required: embedding is off without it")
+	}
+	svc, logger, err := o.newApp(f, a, "memoryd-embed")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
+		defer cancel()
+		_ = svc.Stop(stopCtx)
+	}()
+	start := time.Now()
+	n, err := svc.EmbedBackfill(ctx, app.EmbedOptions{User: user, Work: !noWk})
+	if errors.Is(err, app.ErrEmbeddingOff) {
+		return f.usageErr("--embed-base-url is required: embedding is off without it")
+	}
+	if err != nil {
+		return err
+	}
+	model := svc.Config().Embed.Model
+	fmt.Fprintf(a.stdout, "%d items without a %s vector enqueued for embedding\n", n, model)
+	if noWk || n == 0 {
+		return nil
+	}
+	var lastLog time.Time
+	err = svc.WaitEmbedded(ctx, user, func(c store.EmbeddingCount) {
+		if time.Since(lastLog) >= progressEvery {
+			logger.Info("embedding", "model", model, "embedded", c.Embedded, "items", c.Items)
+			lastLog = time.Now()
+		}
+	})
+	if err != nil && ctx.Err() != nil {
+		fmt.Fprintln(a.stdout, "interrupted: the rest is enqueued and will be embedded by any running serve; re-running the backfill is safe")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "embedding done in %s\n", time.Since(start).Round(time.Millisecond))
+	return nil
+}

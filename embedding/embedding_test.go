@@ -1,0 +1,167 @@
+package embedding_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/embedding"
+	"github.com/memoryd/memoryd/embedding/embeddingtest"
+)
+
+func newClient(t *testing.T, srv *embeddingtest.Server, cfg embedding.Config) *embedding.Client {
+	t.Helper()
+	cfg.BaseURL = srv.URL
+	c, err := embedding.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestEmbedBatches(t *testing.T) {
+	srv := embeddingtest.New(t)
+	c := newClient(t, srv, embedding.Config{Model: "m1", BatchSize: 3})
+	texts := []string{"my dog is named Rex", "a", "b", "c", "d", "e", "the dog Rex"}
+	vs, err := c.Embed(context.Background(), texts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.Batches(); !slices.Equal(got, []int{3, 3, 1}) {
+		t.Errorf("batches %v, want [3 3 1]", got)
+	}
+	if got := srv.Models(); got[0] != "m1" {
+		t.Errorf("model sent %q, want m1", got[0])
+	}
+	if len(vs) != len(texts) {
+		t.Fatalf("%d vectors for %d texts", len(vs), len(texts))
+	}
+	for i, text := range texts {
+		if !slices.Equal(vs[i], embeddingtest.Vector(text, embeddingtest.DefaultDims)) {
+			t.Errorf("vector %d is not the text's (order lost?)", i)
+		}
+	}
+	if c.Dims() != embeddingtest.DefaultDims {
+		t.Errorf("Dims %d, want %d", c.Dims(), embeddingtest.DefaultDims)
+	}
+	srv.SetDims(32)
+	if _, err := c.Embed(context.Background(), []string{"x"}); err != nil {
+		t.Fatal(err)
+	}
+	if c.Dims() != 32 {
+		t.Errorf("Dims after the server changed them: %d, want 32", c.Dims())
+	}
+}
+
+func TestEmbedErrorsClassified(t *testing.T) {
+	cases := []struct {
+		status     int
+		retryAfter string
+		kind       embedding.Kind
+		delay      time.Duration
+	}{
+		{http.StatusInternalServerError, "", embedding.KindTransient, 0},
+		{http.StatusBadGateway, "", embedding.KindTransient, 0},
+		{http.StatusRequestTimeout, "", embedding.KindTransient, 0},
+		{http.StatusServiceUnavailable, "", embedding.KindTransient, 0},
+		{http.StatusServiceUnavailable, "7", embedding.KindRetryAfter, 7 * time.Second},
+		{http.StatusTooManyRequests, "", embedding.KindRetryAfter, time.Second},
+		{http.StatusTooManyRequests, "3", embedding.KindRetryAfter, 3 * time.Second},
+		{http.StatusTooManyRequests, "99999", embedding.KindRetryAfter, embedding.MaxRetryAfter},
+		{http.StatusUnauthorized, "", embedding.KindPermanent, 0},
+		{http.StatusNotFound, "", embedding.KindPermanent, 0},
+		{http.StatusBadRequest, "", embedding.KindPermanent, 0},
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("%d_%s", tc.status, tc.retryAfter), func(t *testing.T) {
+			srv := embeddingtest.New(t)
+			srv.Fail(tc.status, tc.retryAfter)
+			c := newClient(t, srv, embedding.Config{})
+			_, err := c.Embed(context.Background(), []string{"hello"})
+			if got := embedding.KindOf(err); got != tc.kind {
+				t.Fatalf("kind %v, want %v (err %v)", got, tc.kind, err)
+			}
+			d, ok := embedding.RetryAfterOf(err)
+			if ok != (tc.kind == embedding.KindRetryAfter) || d != tc.delay {
+				t.Errorf("retry after %s %v, want %s", d, ok, tc.delay)
+			}
+			sentinels := map[embedding.Kind]error{embedding.KindTransient: embedding.ErrTransient,
+				embedding.KindRetryAfter: embedding.ErrRetryAfter, embedding.KindPermanent: embedding.ErrPermanent}
+			for k, s := range sentinels {
+				if errors.Is(err, s) != (k == tc.kind) {
+					t.Errorf("errors.Is(err, %v) = %v", s, !(k == tc.kind))
+				}
+			}
+		})
+	}
+}
+
+func TestEmbedUnreachableAndTimeout(t *testing.T) {
+	srv := embeddingtest.New(t)
+	srv.SetDelay(time.Minute)
+	c := newClient(t, srv, embedding.Config{Timeout: 50 * time.Millisecond})
+	if _, err := c.Embed(context.Background(), []string{"x"}); embedding.KindOf(err) != embedding.KindTransient {
+		t.Errorf("slow server: %v, want transient", err)
+	}
+	down, err := embedding.New(embedding.Config{BaseURL: "http://127.0.0.1:1/v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := down.Embed(context.Background(), []string{"x"}); embedding.KindOf(err) != embedding.KindTransient {
+		t.Errorf("unreachable server: %v, want transient", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := c.Embed(ctx, []string{"x"}); !errors.Is(err, context.Canceled) || embedding.KindOf(err) != embedding.KindTransient {
+		t.Errorf("cancelled: %v, want transient matching context.Canceled", err)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	cases := []struct {
+		cfg   embedding.Config
+		field string
+	}{
+		{embedding.Config{}, "BaseURL"},
+		{embedding.Config{BaseURL: "localhost:11434"}, "BaseURL"},
+		{embedding.Config{BaseURL: "http://x/v1", Timeout: -1}, "Timeout"},
+		{embedding.Config{BaseURL: "http://x/v1", BatchSize: 5000}, "BatchSize"},
+		{embedding.Config{BaseURL: "http://x/v1", MaxConcurrency: -1}, "MaxConcurrency"},
+		{embedding.Config{BaseURL: "http://x/v1", RequestsPerSecond: -1}, "RequestsPerSecond"},
+		{embedding.Config{BaseURL: "http://x/v1"}, ""},
+	}
+	for _, tc := range cases {
+		_, err := embedding.New(tc.cfg)
+		switch {
+		case tc.field == "" && err != nil:
+			t.Errorf("%+v: %v", tc.cfg, err)
+		case tc.field != "" && (err == nil || !containsField(err.Error(), tc.field)):
+			t.Errorf("%+v: error %v, want one naming %s", tc.cfg, err, tc.field)
+		}
+	}
+	if d := (embedding.Config{}).WithDefaults(); d.Model != embedding.DefaultModel || d.BatchSize != embedding.DefaultBatchSize {
+		t.Errorf("defaults %+v", d)
+	}
+}
+
+func containsField(msg, field string) bool {
+	return len(msg) > 0 && slices.Contains(splitWords(msg), "Config."+field)
+}
+
+func splitWords(s string) []string {
+	var out []string
+	word := []rune{}
+	for _, r := range s {
+		if r == ' ' {
+			out = append(out, string(word))
+			word = word[:0]
+			continue
+		}
+		word = append(word, r)
+	}
+	return append(out, string(word))
+}

@@ -1,0 +1,206 @@
+// Package embeddingtest provides a deterministic fake OpenAI-compatible
+// embeddings server (POST /v1/embeddings), so that tests run the real
+// go-openai code path of embedding.Client, in the manner of
+// net/http/httptest.
+//
+// A text's vector is a hashed bag of its words: each lowercased word adds ±1
+// at a dimension chosen by its FNV hash, and the sum is scaled to unit
+// length. Texts sharing words are near; the same text always gets the same
+// vector. The server can be told to fail, to be slow and to change its
+// dimensions.
+package embeddingtest
+
+import (
+	"encoding/json"
+	"hash/fnv"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// DefaultDims is a new Server's dimensions.
+const DefaultDims = 64
+
+// Server is a fake embeddings server. Its methods are safe for concurrent
+// use.
+type Server struct {
+	// URL is the API's base URL, ending in /v1: embedding.Config.BaseURL.
+	URL string
+	srv *httptest.Server
+	// closed ends the waits of slow replies when the test ends.
+	closed chan struct{}
+
+	mu         sync.Mutex
+	dims       int
+	status     int    // when not 0, every request fails with it
+	retryAfter string // sent with status
+	failN      int    // when > 0, the next failN requests fail with status
+	delay      time.Duration
+	requests   int
+	batches    []int
+	models     []string
+}
+
+// New starts a Server of DefaultDims dimensions, closed when t ends.
+func New(t testing.TB) *Server {
+	t.Helper()
+	s := &Server{dims: DefaultDims, closed: make(chan struct{})}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.URL = s.srv.URL + "/v1"
+	t.Cleanup(func() {
+		close(s.closed)
+		s.srv.Close()
+	})
+	return s
+}
+
+// SetDims changes the dimensions of later replies.
+func (s *Server) SetDims(d int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dims = d
+}
+
+// Fail makes every later request fail with status (and a Retry-After
+// header when retryAfter is set) until Recover.
+func (s *Server) Fail(status int, retryAfter string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.status, s.retryAfter, s.failN = status, retryAfter, 0
+}
+
+// FailNext makes the next n requests fail with status, then serve again.
+func (s *Server) FailNext(n, status int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.status, s.retryAfter, s.failN = status, "", n
+}
+
+// Recover ends Fail and FailNext.
+func (s *Server) Recover() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.status, s.retryAfter, s.failN = 0, "", 0
+}
+
+// SetDelay makes every later request wait d (or until the client goes)
+// before it is answered.
+func (s *Server) SetDelay(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.delay = d
+}
+
+// Requests is how many requests reached the server, failed ones included.
+func (s *Server) Requests() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.requests
+}
+
+// Batches is the input count of every request answered with vectors, in
+// order.
+func (s *Server) Batches() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]int(nil), s.batches...)
+}
+
+// Models is the model named by every request answered with vectors.
+func (s *Server) Models() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.models...)
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/embeddings" {
+		http.NotFound(w, r)
+		return
+	}
+	// The body is read first, so that the server notices a client that
+	// gives up while it is slow.
+	var req struct {
+		Input []string `json:"input"`
+		Model string   `json:"model"`
+	}
+	decodeErr := json.NewDecoder(r.Body).Decode(&req)
+	s.mu.Lock()
+	s.requests++
+	status, retryAfter, delay, dims := s.status, s.retryAfter, s.delay, s.dims
+	if s.failN > 0 {
+		if s.failN--; s.failN == 0 {
+			s.status = 0
+		}
+	}
+	s.mu.Unlock()
+	if delay > 0 {
+		select {
+		case <-time.After(delay):
+		case <-r.Context().Done():
+			return
+		case <-s.closed:
+			return
+		}
+	}
+	if status != 0 {
+		if retryAfter != "" {
+			w.Header().Set("Retry-After", retryAfter)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(`{"error":{"message":"embeddingtest: told to fail","type":"server_error"}}`))
+		return
+	}
+	if decodeErr != nil || len(req.Input) == 0 {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"error":{"message":"input must be a non-empty list of strings","type":"invalid_request_error"}}`))
+		return
+	}
+	resp := openai.EmbeddingResponse{Object: "list", Model: openai.EmbeddingModel(req.Model)}
+	for i, text := range req.Input {
+		resp.Data = append(resp.Data, openai.Embedding{Object: "embedding", Index: i, Embedding: Vector(text, dims)})
+	}
+	s.mu.Lock()
+	s.batches = append(s.batches, len(req.Input))
+	s.models = append(s.models, req.Model)
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(resp)
+}
+
+// Vector is the server's vector of text in dims dimensions: its hashed bag
+// of words, unit length (zero for a text without words).
+func Vector(text string, dims int) []float32 {
+	v := make([]float32, dims)
+	words := strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+	for _, w := range words {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(w))
+		x := h.Sum64()
+		sign := float32(1)
+		if x>>63 == 1 {
+			sign = -1
+		}
+		v[x%uint64(dims)] += sign
+	}
+	var sum float64
+	for _, x := range v {
+		sum += float64(x * x)
+	}
+	if sum > 0 {
+		inv := float32(1 / math.Sqrt(sum))
+		for i := range v {
+			v[i] *= inv
+		}
+	}
+	return v
+}

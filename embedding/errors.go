@@ -1,0 +1,117 @@
+package embedding
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Kind says what a failed embedding request means for a later attempt. The
+// client never retries on its own; memoryd's worker maps the kind to a River
+// outcome in its one outcome function (worker/retry.go), as it does for the
+// extractor's kinds.
+type Kind int
+
+// The kinds of [Error].
+const (
+	// KindTransient: the server could not be reached, timed out, answered
+	// 408 or 5xx, or answered with a malformed reply (wrong count of
+	// vectors, mixed dimensions); or the caller's context ended.
+	KindTransient Kind = iota + 1
+	// KindRetryAfter: the server asked to slow down (429, or 503 with a
+	// Retry-After header). [Error.RetryAfter] says for how long.
+	KindRetryAfter
+	// KindPermanent: a 4xx other than 408 and 429 (authentication, unknown
+	// model, input too long), or a request go-openai would not send.
+	KindPermanent
+)
+
+// String returns the kind's lowercase name.
+func (k Kind) String() string {
+	switch k {
+	case KindTransient:
+		return "transient"
+	case KindRetryAfter:
+		return "retry-after"
+	case KindPermanent:
+		return "permanent"
+	}
+	return fmt.Sprintf("kind(%d)", int(k))
+}
+
+// MaxRetryAfter caps the delay an [Error] of KindRetryAfter carries.
+const MaxRetryAfter = 10 * time.Minute
+
+// defaultRetryAfter is the delay of a 429 without a usable Retry-After.
+const defaultRetryAfter = time.Second
+
+// Error is the error of a failed Embed. Every error Embed returns is an
+// *Error; it matches exactly one of [ErrTransient], [ErrRetryAfter] and
+// [ErrPermanent] with errors.Is, and the context's error when the context
+// ended.
+type Error struct {
+	// Kind is what the failure means for a later attempt.
+	Kind Kind
+	// RetryAfter is the delay for KindRetryAfter: the server's Retry-After,
+	// at most MaxRetryAfter, or 1s when it gave none. Zero otherwise.
+	RetryAfter time.Duration
+	// Reason says briefly what went wrong, never a whole response body.
+	Reason string
+	// Err is an underlying error worth matching (context.Canceled); may be
+	// nil.
+	Err error
+}
+
+// Error returns the sentinel's text, then the reason.
+func (e *Error) Error() string { return e.sentinel().Error() + ": " + e.Reason }
+
+// Unwrap returns the kind's sentinel and, when set, Err.
+func (e *Error) Unwrap() []error {
+	if e.Err == nil {
+		return []error{e.sentinel()}
+	}
+	return []error{e.sentinel(), e.Err}
+}
+
+func (e *Error) sentinel() error {
+	switch e.Kind {
+	case KindRetryAfter:
+		return ErrRetryAfter
+	case KindPermanent:
+		return ErrPermanent
+	}
+	return ErrTransient
+}
+
+// KindOf returns the Kind of the first *Error in err's chain, or 0.
+func KindOf(err error) Kind {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Kind
+	}
+	return 0
+}
+
+// RetryAfterOf returns the delay of an error of KindRetryAfter in err's
+// chain, and whether there is one.
+func RetryAfterOf(err error) (time.Duration, bool) {
+	var e *Error
+	if errors.As(err, &e) && e.Kind == KindRetryAfter {
+		return e.RetryAfter, true
+	}
+	return 0, false
+}
+
+// Sentinel errors, one per Kind.
+var (
+	// ErrTransient is matched by errors of KindTransient.
+	ErrTransient = errors.New("embedding: transient server error")
+	// ErrRetryAfter is matched by errors of KindRetryAfter.
+	ErrRetryAfter = errors.New("embedding: server asked to retry later")
+	// ErrPermanent is matched by errors of KindPermanent.
+	ErrPermanent = errors.New("embedding: permanent error")
+)
+
+func newError(kind Kind, format string, args ...any) *Error {
+	return &Error{Kind: kind, Reason: fmt.Sprintf(format, args...)}
+}

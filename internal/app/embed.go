@@ -1,0 +1,118 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/memoryd/memoryd/embedding"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/worker"
+)
+
+// ErrEmbeddingOff is EmbedBackfill's error when Config.Embed.BaseURL is
+// empty.
+var ErrEmbeddingOff = errors.New("app: embedding is off (set Embed.BaseURL, --embed-base-url)")
+
+// embedder builds the configured embedding client once; nil when embedding
+// is off. a.mu is held.
+func (a *App) embedder() (*embedding.Client, error) {
+	if a.cfg.Embed.BaseURL == "" {
+		return nil, nil
+	}
+	if a.emb == nil {
+		c, err := embedding.New(a.cfg.Embed)
+		if err != nil {
+			return nil, err
+		}
+		a.emb = c
+	}
+	return a.emb, nil
+}
+
+// setEmbedHookLocked makes writes through s insert embed jobs when
+// embedding is on and no worker of this process does it already (an
+// enrich-only process: its memory.store items get their jobs too). a.mu is
+// held.
+func (a *App) setEmbedHookLocked(s *store.Store) error {
+	emb, err := a.embedder()
+	if err != nil || emb == nil || a.worker != nil {
+		return err
+	}
+	enq, err := worker.NewEnqueuer(worker.EnqueuerConfig{Store: s, Logger: a.logger})
+	if err != nil {
+		return err
+	}
+	hook, err := enq.EmbedHook(emb.Model(), a.cfg.Worker.EmbedJobSize, a.cfg.Worker.EmbedMaxAttempts)
+	if err != nil {
+		return err
+	}
+	s.SetContextHook(hook)
+	return nil
+}
+
+// EmbedOptions selects what EmbedBackfill embeds.
+type EmbedOptions struct {
+	// User limits the backfill to one user's items; empty: every user's.
+	User string
+	// Work also runs workers in this process (without the ingest
+	// consumer) until Stop, so that the jobs run without a serve.
+	Work bool
+	// Progress, when set, is called while waiting, when the count changes.
+	Progress func(store.EmbeddingCount)
+}
+
+// EmbedBackfill enqueues embed jobs for every item (of o.User, or every
+// user's) without a vector of the configured model and, with o.Work, runs
+// them in this process; it returns how many items it enqueued. Use
+// WaitEmbedded to wait for them.
+func (a *App) EmbedBackfill(ctx context.Context, o EmbedOptions) (int, error) {
+	a.mu.Lock()
+	emb, err := a.embedder()
+	if err == nil && emb == nil {
+		err = ErrEmbeddingOff
+	}
+	var s *store.Store
+	if err == nil {
+		s, err = a.openStore(ctx, true)
+	}
+	if err == nil && o.Work && a.worker == nil {
+		err = a.startExtractionLocked(ctx, s)
+	}
+	enq := (*worker.Enqueuer)(nil)
+	if err == nil && a.worker != nil {
+		enq = a.worker.Enqueuer()
+	} else if err == nil {
+		enq, err = worker.NewEnqueuer(worker.EnqueuerConfig{Store: s, Logger: a.logger})
+	}
+	a.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	return enq.EnqueueMissingEmbeddings(ctx, o.User, emb.Model(), a.cfg.Worker.EmbedJobSize, a.cfg.Worker.EmbedMaxAttempts)
+}
+
+// WaitEmbedded waits until every item of user (every user's when empty) has
+// a vector of the configured model, calling progress when the count
+// changes. It returns ctx's error when ctx ends first.
+func (a *App) WaitEmbedded(ctx context.Context, user string, progress func(store.EmbeddingCount)) error {
+	if a.cfg.Embed.BaseURL == "" {
+		return ErrEmbeddingOff
+	}
+	s, err := a.readStore(ctx)
+	if err != nil {
+		return err
+	}
+	last := store.EmbeddingCount{Items: -1}
+	return poll(ctx, 200*time.Millisecond, func() (bool, error) {
+		n, err := s.CountEmbeddings(ctx, user, a.cfg.Embed.Model)
+		if err != nil {
+			return false, err
+		}
+		if n != last && progress != nil {
+			progress(n)
+		}
+		last = n
+		return n.Embedded >= n.Items, nil
+	})
+}

@@ -1,0 +1,202 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ContextRef names one context item.
+type ContextRef struct {
+	UserID string
+	ID     int64
+}
+
+// ContextHook is called inside the transaction that inserted context items
+// or changed their text, with those items, before it commits: the worker
+// inserts the items' embedding jobs there, so that an item never exists
+// without its job. An error rolls the write back.
+//
+// The paths that call it: InsertContext (extraction, the re-extraction
+// after a spend cap), StoreContext (a new item only), UpdateContext (when
+// the text changed). An import (ImportUser) does not: `memoryd embed
+// --backfill` embeds what it brought.
+type ContextHook func(ctx context.Context, tx pgx.Tx, items []ContextRef) error
+
+// hookBox holds a Store's hook, shared by the Stores WithTx derives.
+type hookBox struct{ p atomic.Pointer[ContextHook] }
+
+// SetContextHook sets the hook every Store sharing s's pool calls (nil
+// removes it). Set it before the writes it must see start.
+func (s *Store) SetContextHook(h ContextHook) {
+	if h == nil {
+		s.hooks.p.Store(nil)
+		return
+	}
+	s.hooks.p.Store(&h)
+}
+
+// contextWritten calls the hook, if any, on the transaction s runs in.
+func (s *Store) contextWritten(ctx context.Context, items []ContextRef) error {
+	h := s.hooks.p.Load()
+	if h == nil || len(items) == 0 {
+		return nil
+	}
+	tx, ok := s.db.(pgx.Tx)
+	if !ok {
+		return fmt.Errorf("context hook: not in a transaction")
+	}
+	if err := (*h)(ctx, tx, items); err != nil {
+		return fmt.Errorf("context hook: %w", err)
+	}
+	return nil
+}
+
+// hasContextHook reports whether a hook is set.
+func (s *Store) hasContextHook() bool { return s.hooks.p.Load() != nil }
+
+// EmbeddingTarget is a context item to embed: its text and the content hash
+// the vector will be saved against.
+type EmbeddingTarget struct {
+	ID          int64
+	UserID      string
+	Question    string
+	Answer      string
+	ContentHash []byte
+}
+
+// EmbeddingWrite is one vector to save.
+type EmbeddingWrite struct {
+	ContextID int64
+	// ContentHash is the EmbeddingTarget's: a vector of text the item no
+	// longer holds is not saved.
+	ContentHash []byte
+	// Dims is the vector's dimensions; Vector its stored form
+	// (embedding.Encode).
+	Dims   int
+	Vector []byte
+}
+
+// StoredEmbedding is one item's current vector for a model.
+type StoredEmbedding struct {
+	ContextID int64
+	Dims      int
+	Vector    []byte
+}
+
+// EmbeddingTargets returns those of the user's items ids that have no
+// current vector for model (none, or one of text the item no longer holds),
+// in id order. Items gone are left out.
+func (s *Store) EmbeddingTargets(ctx context.Context, userID string, ids []int64, model string) ([]EmbeddingTarget, error) {
+	rows, err := s.db.Query(ctx, `SELECT c.id, c.user_id, c.question, c.answer, c.content_hash FROM context c
+		WHERE c.user_id = $1 AND c.id = ANY($2)
+		  AND NOT EXISTS (SELECT FROM context_embeddings e
+			WHERE e.context_id = c.id AND e.model = $3 AND e.content_hash = c.content_hash)
+		ORDER BY c.id`, userID, ids, model)
+	if err != nil {
+		return nil, fmt.Errorf("embedding targets: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (EmbeddingTarget, error) {
+		var t EmbeddingTarget
+		err := r.Scan(&t.ID, &t.UserID, &t.Question, &t.Answer, &t.ContentHash)
+		return t, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("embedding targets: %w", err)
+	}
+	return out, nil
+}
+
+// SaveEmbeddings saves vectors of model, replacing an item's earlier vector
+// of the same model. A vector whose item is gone, or whose ContentHash is no
+// longer the item's (edited meanwhile), is skipped. It returns how many were
+// saved.
+func (s *Store) SaveEmbeddings(ctx context.Context, model string, ws []EmbeddingWrite) (int64, error) {
+	if len(ws) == 0 {
+		return 0, nil
+	}
+	ids, hashes, dims, vecs := make([]int64, len(ws)), make([][]byte, len(ws)), make([]int32, len(ws)), make([][]byte, len(ws))
+	for i, w := range ws {
+		ids[i], hashes[i], dims[i], vecs[i] = w.ContextID, w.ContentHash, int32(w.Dims), w.Vector
+	}
+	tag, err := s.db.Exec(ctx, `
+		INSERT INTO context_embeddings AS e (context_id, model, user_id, content_hash, dims, vector)
+		SELECT c.id, $1, c.user_id, c.content_hash, w.d, w.v
+		FROM unnest($2::bigint[], $3::bytea[], $4::int[], $5::bytea[]) AS w(id, h, d, v)
+		JOIN context c ON c.id = w.id AND c.content_hash = w.h
+		ON CONFLICT (context_id, model) DO UPDATE
+			SET content_hash = excluded.content_hash, dims = excluded.dims, vector = excluded.vector, created_at = now()`,
+		model, ids, hashes, dims, vecs)
+	if err != nil {
+		return 0, fmt.Errorf("save embeddings: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// UserEmbeddings returns, in one query, the user's current vectors for
+// model (those of the text each item holds now), in item id order: what
+// ranking scores a query vector against. Vectors of several dimensions may
+// come back after the model behind a name changed; the reader keeps those of
+// its query's.
+func (s *Store) UserEmbeddings(ctx context.Context, userID, model string) ([]StoredEmbedding, error) {
+	rows, err := s.db.Query(ctx, `SELECT e.context_id, e.dims, e.vector FROM context_embeddings e
+		JOIN context c ON c.id = e.context_id AND c.content_hash = e.content_hash
+		WHERE e.user_id = $1 AND e.model = $2
+		ORDER BY e.context_id`, userID, model)
+	if err != nil {
+		return nil, fmt.Errorf("user embeddings: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (StoredEmbedding, error) {
+		var e StoredEmbedding
+		err := r.Scan(&e.ContextID, &e.Dims, &e.Vector)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("user embeddings: %w", err)
+	}
+	return out, nil
+}
+
+// MissingEmbeddings returns up to limit items without a current vector for
+// model, of userID (of every user when empty), with ids above afterID, in id
+// order: a backfill pages through them by passing the last id back.
+func (s *Store) MissingEmbeddings(ctx context.Context, userID, model string, afterID int64, limit int) ([]ContextRef, error) {
+	rows, err := s.db.Query(ctx, `SELECT c.user_id, c.id FROM context c
+		WHERE ($1 = '' OR c.user_id = $1) AND c.id > $3
+		  AND NOT EXISTS (SELECT FROM context_embeddings e
+			WHERE e.context_id = c.id AND e.model = $2 AND e.content_hash = c.content_hash)
+		ORDER BY c.id LIMIT $4`, userID, model, afterID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("missing embeddings: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ContextRef, error) {
+		var ref ContextRef
+		err := r.Scan(&ref.UserID, &ref.ID)
+		return ref, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("missing embeddings: %w", err)
+	}
+	return out, nil
+}
+
+// EmbeddingCount is how many context items there are, and how many of them
+// have a current vector for a model.
+type EmbeddingCount struct {
+	Items, Embedded int64
+}
+
+// CountEmbeddings counts userID's items (every user's when empty) and those
+// with a current vector for model.
+func (s *Store) CountEmbeddings(ctx context.Context, userID, model string) (EmbeddingCount, error) {
+	var n EmbeddingCount
+	err := s.db.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE EXISTS (SELECT FROM context_embeddings e
+			WHERE e.context_id = c.id AND e.model = $2 AND e.content_hash = c.content_hash))
+		FROM context c WHERE $1 = '' OR c.user_id = $1`, userID, model).Scan(&n.Items, &n.Embedded)
+	if err != nil {
+		return EmbeddingCount{}, fmt.Errorf("count embeddings: %w", err)
+	}
+	return n, nil
+}

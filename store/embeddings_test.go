@@ -1,0 +1,249 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/memoryd/memoryd/store"
+)
+
+// vec is a stand-in stored vector: the store keeps the bytes as they are.
+func vec(id int64, model string) []byte { return []byte(fmt.Sprintf("%s/%d", model, id)) }
+
+func saveAll(t *testing.T, ctx context.Context, s *store.Store, user, model string, ids []int64) {
+	t.Helper()
+	targets, err := s.EmbeddingTargets(ctx, user, ids, model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ws []store.EmbeddingWrite
+	for _, tg := range targets {
+		ws = append(ws, store.EmbeddingWrite{ContextID: tg.ID, ContentHash: tg.ContentHash, Dims: 3, Vector: vec(tg.ID, model)})
+	}
+	if _, err := s.SaveEmbeddings(ctx, model, ws); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func embeddedIDs(t *testing.T, ctx context.Context, s *store.Store, user, model string) []int64 {
+	t.Helper()
+	es, err := s.UserEmbeddings(ctx, user, model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for _, e := range es {
+		if !bytes.Equal(e.Vector, vec(e.ContextID, model)) || e.Dims != 3 {
+			t.Errorf("item %d: vector %q dims %d, want %q dims 3", e.ContextID, e.Vector, e.Dims, vec(e.ContextID, model))
+		}
+		ids = append(ids, e.ContextID)
+	}
+	return ids
+}
+
+// TestEmbeddingsRoundTrip: vectors saved for a user's items come back in
+// one read, only the user's and only the model's; what lacks a vector is
+// listed (per model, per user, paged) and counted; an edited item's vector
+// is stale until it is embedded again.
+func TestEmbeddingsRoundTrip(t *testing.T) {
+	ctx, s := setup(t)
+	var writes []store.ContextWrite
+	for i := range 5 {
+		writes = append(writes,
+			store.ContextWrite{UserID: "alice", Question: fmt.Sprintf("q%d", i), Answer: "a", CreatedAt: t0},
+			store.ContextWrite{UserID: "bob", Question: fmt.Sprintf("q%d", i), Answer: "a", CreatedAt: t0})
+	}
+	ids, err := s.InsertContext(ctx, writes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var alice, bob []int64
+	question := map[int64]string{}
+	for i, id := range ids {
+		question[id] = writes[i].Question
+		if i%2 == 0 {
+			alice = append(alice, id)
+		} else {
+			bob = append(bob, id)
+		}
+	}
+	slices.Sort(alice)
+	// bob's ids asked for as alice's are not hers.
+	targets, err := s.EmbeddingTargets(ctx, "alice", append(slices.Clone(alice), bob...), "m1")
+	if err != nil || len(targets) != 5 {
+		t.Fatalf("targets %v %v, want alice's 5", targets, err)
+	}
+	if targets[0].ID != alice[0] || targets[0].Question != question[alice[0]] || targets[0].Answer != "a" {
+		t.Errorf("target text %q %q", targets[0].Question, targets[0].Answer)
+	}
+	saveAll(t, ctx, s, "alice", "m1", alice[:3])
+	if got := embeddedIDs(t, ctx, s, "alice", "m1"); !slices.Equal(got, alice[:3]) {
+		t.Errorf("alice's m1 vectors %v, want %v", got, alice[:3])
+	}
+	if got := embeddedIDs(t, ctx, s, "bob", "m1"); len(got) != 0 {
+		t.Errorf("bob has vectors %v", got)
+	}
+	if got := embeddedIDs(t, ctx, s, "alice", "m2"); len(got) != 0 {
+		t.Errorf("alice has m2 vectors %v", got)
+	}
+	missing, err := s.MissingEmbeddings(ctx, "alice", "m1", 0, 10)
+	if err != nil || len(missing) != 2 || missing[0].ID != alice[3] || missing[1] != (store.ContextRef{UserID: "alice", ID: alice[4]}) {
+		t.Errorf("alice missing %v %v, want %v", missing, err, alice[3:])
+	}
+	// Every user's, paged.
+	var all []int64
+	for after := int64(0); ; {
+		page, err := s.MissingEmbeddings(ctx, "", "m1", after, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, r := range page {
+			all = append(all, r.ID)
+		}
+		after = page[len(page)-1].ID
+	}
+	if len(all) != 7 {
+		t.Errorf("all users missing %v, want 7 items", all)
+	}
+	n, err := s.CountEmbeddings(ctx, "alice", "m1")
+	if err != nil || n != (store.EmbeddingCount{Items: 5, Embedded: 3}) {
+		t.Errorf("count %+v %v, want 5 items, 3 embedded", n, err)
+	}
+	if n, _ := s.CountEmbeddings(ctx, "", "m1"); n != (store.EmbeddingCount{Items: 10, Embedded: 3}) {
+		t.Errorf("count of all %+v, want 10 items, 3 embedded", n)
+	}
+
+	// An edited item: its old vector is no longer served, it is missing
+	// again, and a vector of the old text is not saved.
+	oldHash := targets[0].ContentHash
+	newQ := "edited"
+	if _, err := s.UpdateContext(ctx, store.ContextUpdate{UserID: "alice", ID: alice[0], Question: &newQ}); err != nil {
+		t.Fatal(err)
+	}
+	if got := embeddedIDs(t, ctx, s, "alice", "m1"); !slices.Equal(got, alice[1:3]) {
+		t.Errorf("after the edit, vectors %v, want %v", got, alice[1:3])
+	}
+	if n, err := s.SaveEmbeddings(ctx, "m1", []store.EmbeddingWrite{{ContextID: alice[0], ContentHash: oldHash, Dims: 3, Vector: vec(alice[0], "m1")}}); err != nil || n != 0 {
+		t.Errorf("saved %d vectors of the old text (%v), want 0", n, err)
+	}
+	saveAll(t, ctx, s, "alice", "m1", alice)
+	if got := embeddedIDs(t, ctx, s, "alice", "m1"); !slices.Equal(got, alice) {
+		t.Errorf("after re-embedding, vectors %v, want %v", got, alice)
+	}
+}
+
+func countVectors(t *testing.T, ctx context.Context, s *store.Store, user string) int {
+	t.Helper()
+	var n int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM context_embeddings WHERE user_id = $1`, user).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestEmbeddingsCascade: deleting items (by id, all, forget) removes their
+// vectors of every model.
+func TestEmbeddingsCascade(t *testing.T) {
+	ctx, s := setup(t)
+	for _, u := range []string{"alice", "bob", "carol"} {
+		ids, err := s.InsertContext(ctx, []store.ContextWrite{
+			{UserID: u, Question: "q1", CreatedAt: t0}, {UserID: u, Question: "q2", CreatedAt: t0}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		saveAll(t, ctx, s, u, "m1", ids)
+		saveAll(t, ctx, s, u, "m2", ids)
+		if n := countVectors(t, ctx, s, u); n != 4 {
+			t.Fatalf("%s has %d vectors, want 4", u, n)
+		}
+		if u == "carol" {
+			if _, err := s.DeleteContext(ctx, store.ContextDelete{UserID: u, ID: ids[0]}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, _, err := s.ForgetUser(ctx, "alice", "alice", 0, store.RiverJobs{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DeleteContext(ctx, store.ContextDelete{UserID: "bob", All: true}); err != nil {
+		t.Fatal(err)
+	}
+	for u, want := range map[string]int{"alice": 0, "bob": 0, "carol": 2} {
+		if n := countVectors(t, ctx, s, u); n != want {
+			t.Errorf("%s keeps %d vectors, want %d", u, n, want)
+		}
+	}
+}
+
+// TestContextHook: the hook sees every item a write inserts or re-texts,
+// inside that write's transaction, and its error undoes the write.
+func TestContextHook(t *testing.T) {
+	ctx, s := setup(t)
+	var seen []store.ContextRef
+	fail := false
+	s.SetContextHook(func(ctx context.Context, tx pgx.Tx, items []store.ContextRef) error {
+		// The items are visible in the transaction handed over.
+		for _, it := range items {
+			var n int
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM context WHERE id = $1`, it.ID).Scan(&n); err != nil || n != 1 {
+				return fmt.Errorf("item %d not in the hook's transaction: %d %v", it.ID, n, err)
+			}
+		}
+		if fail {
+			return errors.New("hook refused")
+		}
+		seen = append(seen, items...)
+		return nil
+	})
+	t.Cleanup(func() { s.SetContextHook(nil) })
+
+	ids, err := s.InsertContext(ctx, []store.ContextWrite{
+		{UserID: "alice", Question: "q1", CreatedAt: t0}, {UserID: "alice", Question: "q1", CreatedAt: t0},
+		{UserID: "bob", Question: "q2", CreatedAt: t0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []store.ContextRef{{UserID: "alice", ID: ids[0]}, {UserID: "bob", ID: ids[2]}}
+	if !slices.Equal(seen, want) {
+		t.Errorf("InsertContext hooked %v, want %v", seen, want)
+	}
+	seen = nil
+	// Inserting the same pair again inserts nothing: no hook.
+	if _, err := s.InsertContext(ctx, []store.ContextWrite{{UserID: "alice", Question: "q1", CreatedAt: t0}}); err != nil {
+		t.Fatal(err)
+	}
+	id, inserted, err := s.StoreContext(ctx, store.ContextWrite{UserID: "alice", Question: "q3"})
+	if err != nil || !inserted {
+		t.Fatal(err)
+	}
+	if _, _, err := s.StoreContext(ctx, store.ContextWrite{UserID: "alice", Question: "q3"}); err != nil {
+		t.Fatal(err)
+	}
+	edited := "q1 edited"
+	if _, err := s.UpdateContext(ctx, store.ContextUpdate{UserID: "alice", ID: ids[0], Question: &edited}); err != nil {
+		t.Fatal(err)
+	}
+	want = []store.ContextRef{{UserID: "alice", ID: id}, {UserID: "alice", ID: ids[0]}}
+	if !slices.Equal(seen, want) {
+		t.Errorf("StoreContext, UpdateContext hooked %v, want %v", seen, want)
+	}
+	fail = true
+	if _, err := s.InsertContext(ctx, []store.ContextWrite{{UserID: "carol", Question: "q4", CreatedAt: t0}}); err == nil {
+		t.Error("InsertContext succeeded although its hook failed")
+	}
+	if _, _, err := s.StoreContext(ctx, store.ContextWrite{UserID: "carol", Question: "q5"}); err == nil {
+		t.Error("StoreContext succeeded although its hook failed")
+	}
+	if n, err := s.CountEmbeddings(ctx, "carol", "m"); err != nil || n.Items != 0 {
+		t.Errorf("carol has %d items after failed hooks (%v), want 0", n.Items, err)
+	}
+}

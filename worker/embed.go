@@ -1,0 +1,264 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/memoryd/memoryd/embedding"
+	"github.com/memoryd/memoryd/store"
+)
+
+// Embedding (issue 17): every context item gets a vector of the configured
+// model, as River work apart from extraction.
+//
+//   - The transaction that writes context items (extraction's save, the
+//     enricher's memory.store, a context edit) inserts their EmbedArgs jobs,
+//     through the store's context hook (EmbedHook): an item never exists
+//     without a job, and a write never waits for the model server.
+//   - An embed job reads its items still lacking a current vector, embeds
+//     them in requests of the client's BatchSize and saves the vectors. Its
+//     failures go through outcome (retry.go) like extraction's: a
+//     Retry-After snoozes it, a transient error (server down, slow) is
+//     retried with River's backoff, a permanent one cancels it. Meanwhile the
+//     items are searchable lexically; nothing else waits.
+//   - The embed sweep (EmbedSweepArgs, periodic, and once at start) enqueues
+//     jobs for every item without a vector of the current model: after a
+//     model change it re-embeds everything in the background while the old
+//     model's vectors stay in place, and it picks up items whose jobs ran
+//     out of attempts. `memoryd embed --backfill` does the same on demand
+//     (Enqueuer.EnqueueMissingEmbeddings).
+
+// Embedder embeds texts; *embedding.Client implements it.
+type Embedder interface {
+	// Embed returns one vector per text, in order; errors are
+	// *embedding.Error.
+	Embed(ctx context.Context, texts []string) ([][]float32, error)
+	// Model is the model's name, stored with its vectors.
+	Model() string
+}
+
+// Embedding job kinds and their queue.
+const (
+	EmbedJobKind      = "memoryd_embed"
+	EmbedSweepJobKind = "memoryd_embed_sweep"
+	// QueueEmbed runs embed jobs, apart from extraction so that a backlog
+	// of either never delays the other.
+	QueueEmbed = "embed"
+)
+
+// embedJobs is EmbedArgs's shape for a forget, which deletes the user's
+// embed jobs (they name the user and item ids, no text) with the rest.
+var embedJobs = store.RiverJobs{Kind: EmbedJobKind, UserField: "user_id"}
+
+// DefaultEmbedJobSize is Config.EmbedJobSize's default.
+const DefaultEmbedJobSize = 64
+
+// What enqueued an embed job (metaSource): the write of its items, or a
+// sweep or backfill.
+const (
+	sourceEmbedWrite = "embed_write"
+	sourceSweep      = "embed_sweep"
+)
+
+// EmbedArgs is the River job that embeds context items of one user.
+type EmbedArgs struct {
+	UserID     string  `json:"user_id"`
+	ContextIDs []int64 `json:"context_ids"`
+	// Model is the model the job embeds with. A worker configured with
+	// another model (processes of a rolling model change) does not run it:
+	// the run fails, is retried with River's backoff, and a worker of the
+	// model takes it; when none is left the job gives up, harmlessly.
+	Model string `json:"model"`
+}
+
+// Kind is River's job kind.
+func (EmbedArgs) Kind() string { return EmbedJobKind }
+
+// InsertOpts puts embed jobs on their queue.
+func (EmbedArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{Queue: QueueEmbed} }
+
+// EmbedSweepArgs is the periodic job that enqueues embed jobs for every
+// item without a vector of the current model.
+type EmbedSweepArgs struct{}
+
+// Kind is River's job kind.
+func (EmbedSweepArgs) Kind() string { return EmbedSweepJobKind }
+
+// embedText is what an item's vector is of: its question, and its answer on
+// a line of its own.
+func embedText(t store.EmbeddingTarget) string {
+	if strings.TrimSpace(t.Answer) == "" {
+		return t.Question
+	}
+	return t.Question + "\n" + t.Answer
+}
+
+// embedOpts are the insert options of embed jobs from source; unique makes
+// a job a no-op insert while one with the same arguments is waiting,
+// retrying or running (a sweep repeated while the server is down adds no
+// jobs).
+func (e *Enqueuer) embedOpts(source string, maxAttempts int, unique bool) (*river.InsertOpts, error) {
+	meta, err := json.Marshal(map[string]any{metaSource: source})
+	if err != nil {
+		return nil, fmt.Errorf("enqueue embedding: %w", err)
+	}
+	o := &river.InsertOpts{Queue: QueueEmbed, MaxAttempts: maxAttempts, Metadata: meta}
+	if unique {
+		o.UniqueOpts = river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{rivertype.JobStateAvailable,
+			rivertype.JobStatePending, rivertype.JobStateRetryable, rivertype.JobStateRunning, rivertype.JobStateScheduled}}
+	}
+	return o, nil
+}
+
+// embedParams cuts refs into jobs of one user and at most jobSize items.
+func embedParams(refs []store.ContextRef, model string, jobSize int, opts *river.InsertOpts) []river.InsertManyParams {
+	var users []string
+	idsOf := map[string][]int64{}
+	for _, r := range refs {
+		if _, ok := idsOf[r.UserID]; !ok {
+			users = append(users, r.UserID)
+		}
+		idsOf[r.UserID] = append(idsOf[r.UserID], r.ID)
+	}
+	var params []river.InsertManyParams
+	for _, u := range users {
+		for chunk := range slices.Chunk(idsOf[u], max(jobSize, 1)) {
+			params = append(params, river.InsertManyParams{Args: EmbedArgs{UserID: u, ContextIDs: slices.Clone(chunk), Model: model}, InsertOpts: opts})
+		}
+	}
+	return params
+}
+
+// EmbedHook returns the store.ContextHook (Store.SetContextHook) that
+// inserts, in the writing transaction, embed jobs for model of the items
+// written: at most jobSize items per job, each job running maxAttempts
+// times (0: River's default).
+func (e *Enqueuer) EmbedHook(model string, jobSize, maxAttempts int) (store.ContextHook, error) {
+	opts, err := e.embedOpts(sourceEmbedWrite, maxAttempts, false)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, tx pgx.Tx, items []store.ContextRef) error {
+		if _, err := e.client.InsertManyFastTx(ctx, tx, embedParams(items, model, jobSize, opts)); err != nil {
+			return fmt.Errorf("enqueue embedding: %w", err)
+		}
+		return nil
+	}, nil
+}
+
+// EnqueueMissingEmbeddings inserts embed jobs for model for every item of
+// userID (every user's when empty) without a current vector of it, at most
+// jobSize items per job, and returns how many items it found. A job with the
+// same items that is waiting, retrying or running already is not inserted
+// again.
+func (e *Enqueuer) EnqueueMissingEmbeddings(ctx context.Context, userID, model string, jobSize, maxAttempts int) (int, error) {
+	opts, err := e.embedOpts(sourceSweep, maxAttempts, true)
+	if err != nil {
+		return 0, err
+	}
+	const page = 1000
+	var n int
+	for after := int64(0); ; {
+		refs, err := e.store.MissingEmbeddings(ctx, userID, model, after, page)
+		if err != nil {
+			return n, fmt.Errorf("enqueue embedding: %w", err)
+		}
+		if len(refs) == 0 {
+			return n, nil
+		}
+		after = refs[len(refs)-1].ID
+		n += len(refs)
+		if _, err := e.client.InsertMany(ctx, embedParams(refs, model, jobSize, opts)); err != nil {
+			return n, fmt.Errorf("enqueue embedding: %w", err)
+		}
+	}
+}
+
+// embedWorker is the River worker for EmbedArgs.
+type embedWorker struct {
+	river.WorkerDefaults[EmbedArgs]
+	w *Worker
+}
+
+// Work embeds the job's items that still lack a current vector and saves
+// the vectors; a failure is decided by outcome.
+func (e *embedWorker) Work(ctx context.Context, job *river.Job[EmbedArgs]) error {
+	n, err := e.w.embed(ctx, job.Args)
+	if err == nil {
+		e.w.logger.Debug("embedded context items", "job_id", job.ID, "items", n)
+		return nil
+	}
+	b := e.w.budget()
+	v := outcome(err, job.JobRow, errors.Is(ctx.Err(), context.Canceled), b)
+	if v.count != "" {
+		if merr := river.MetadataSet(ctx, v.count, v.n); merr != nil {
+			b.maxLockWaits, b.maxRateLimitWaits = 0, 0
+			v = outcome(err, job.JobRow, false, b)
+		}
+	}
+	level := e.w.logger.Warn
+	if v.final {
+		level = e.w.logger.Error
+	}
+	level("embedding failed; the items stay lexical-only until it succeeds", "job_id", job.ID, "attempt", job.Attempt,
+		"outcome", v.label, "kind", embedding.KindOf(err).String(), "items", len(job.Args.ContextIDs), "error", err)
+	return &jobEnd{label: v.label, river: v.river, cause: err}
+}
+
+// embed embeds args's items that lack a current vector of the job's model,
+// which must be the worker's, and returns how many it saved.
+func (w *Worker) embed(ctx context.Context, args EmbedArgs) (int, error) {
+	s, emb := w.cfg.Store, w.cfg.Embedder
+	model := emb.Model()
+	if args.Model != "" && args.Model != model {
+		return 0, fmt.Errorf("embed job for model %q left to a worker of that model (this one embeds with %q)", args.Model, model)
+	}
+	targets, err := s.EmbeddingTargets(ctx, args.UserID, args.ContextIDs, model)
+	if err != nil || len(targets) == 0 {
+		return 0, err
+	}
+	texts := make([]string, len(targets))
+	for i, t := range targets {
+		texts[i] = embedText(t)
+	}
+	vs, err := emb.Embed(ctx, texts)
+	if err != nil {
+		return 0, err
+	}
+	if len(vs) != len(targets) {
+		return 0, &embedding.Error{Kind: embedding.KindTransient, Reason: fmt.Sprintf("%d vectors for %d texts", len(vs), len(targets))}
+	}
+	writes := make([]store.EmbeddingWrite, len(targets))
+	for i, t := range targets {
+		writes[i] = store.EmbeddingWrite{ContextID: t.ID, ContentHash: t.ContentHash, Dims: len(vs[i]), Vector: embedding.Encode(vs[i])}
+	}
+	n, err := s.SaveEmbeddings(ctx, model, writes)
+	return int(n), err
+}
+
+// embedSweepWorker is the River worker for EmbedSweepArgs.
+type embedSweepWorker struct {
+	river.WorkerDefaults[EmbedSweepArgs]
+	w *Worker
+}
+
+// Work enqueues embed jobs for every item lacking a vector of the model.
+func (e *embedSweepWorker) Work(ctx context.Context, _ *river.Job[EmbedSweepArgs]) error {
+	cfg := e.w.cfg
+	n, err := e.w.enq.EnqueueMissingEmbeddings(ctx, "", cfg.Embedder.Model(), cfg.EmbedJobSize, cfg.EmbedMaxAttempts)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		e.w.logger.Info("embed sweep enqueued items without a vector", "model", cfg.Embedder.Model(), "items", n)
+	}
+	return nil
+}

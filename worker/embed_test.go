@@ -1,0 +1,267 @@
+package worker_test
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/embedding"
+	"github.com/memoryd/memoryd/embedding/embeddingtest"
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/worker"
+)
+
+func embedder(t *testing.T, srv *embeddingtest.Server, model string) *embedding.Client {
+	t.Helper()
+	c, err := embedding.New(embedding.Config{BaseURL: srv.URL, Model: model, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// withEmbedder turns embedding on with sweep (<0: none).
+func withEmbedder(emb worker.Embedder, sweep time.Duration) func(*worker.Config) {
+	return func(c *worker.Config) {
+		c.Embedder = emb
+		c.EmbedSweepInterval = sweep
+	}
+}
+
+// waitEmbedded waits until every context item of user has a current vector
+// of model, and at least min items exist.
+func (e *env) waitEmbedded(user, model string, min int64) store.EmbeddingCount {
+	e.t.Helper()
+	var n store.EmbeddingCount
+	e.waitFor(fmt.Sprintf("%s's items embedded with %s", user, model), func() (bool, string) {
+		var err error
+		n, err = e.store.CountEmbeddings(e.ctx, user, model)
+		if err != nil {
+			return false, err.Error()
+		}
+		return n.Items >= min && n.Embedded == n.Items, fmt.Sprintf("%+v", n)
+	})
+	return n
+}
+
+// checkVectors checks that user's vectors of model are the fake server's
+// vectors of the items' text, in dims dimensions.
+func (e *env) checkVectors(user, model string, dims int) {
+	e.t.Helper()
+	items, err := e.store.RecentContext(e.ctx, user, 100)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	text := map[int64]string{}
+	for _, it := range items {
+		text[it.ID] = it.Question
+		if it.Answer != "" {
+			text[it.ID] += "\n" + it.Answer
+		}
+	}
+	vs, err := e.store.UserEmbeddings(e.ctx, user, model)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if len(vs) != len(items) {
+		e.t.Fatalf("%d vectors of %s for %d items", len(vs), model, len(items))
+	}
+	for _, v := range vs {
+		q, err := embedding.Decode(v.Vector, v.Dims)
+		if err != nil || v.Dims != dims {
+			e.t.Fatalf("item %d: dims %d (want %d), %v", v.ContextID, v.Dims, dims, err)
+		}
+		if cos := q.Dot(embeddingtest.Vector(text[v.ContextID], dims)); cos < 0.98 {
+			e.t.Errorf("item %d: cosine with its text's vector %.3f, want ≈1", v.ContextID, cos)
+		}
+	}
+}
+
+// TestEmbedPublishedTurns: the context items of published turns get
+// vectors of the configured model, with the dimensions the server replied
+// with, from jobs the extraction's transaction inserted (the sweep is off).
+func TestEmbedPublishedTurns(t *testing.T) {
+	e := setup(t)
+	srv := embeddingtest.New(t)
+	e.start(extractor.NewRules(), withEmbedder(embedder(t, srv, "m1"), -1))
+	e.publish(events.Turn{ID: "a1", UserID: "alice", UserMessage: "My dog is named Rex.", AssistantResponse: "Rex is a fine name."})
+	e.publish(events.Turn{ID: "a2", UserID: "alice", UserMessage: "I live in Paris.", AssistantResponse: "Lovely city."})
+	e.publish(events.Turn{ID: "b1", UserID: "bob", UserMessage: "I prefer tea.", AssistantResponse: "Noted."})
+	e.waitDone(3)
+	e.waitEmbedded("alice", "m1", 2)
+	e.waitEmbedded("bob", "m1", 1)
+	e.checkVectors("alice", "m1", embeddingtest.DefaultDims)
+	if n, _ := e.store.CountEmbeddings(e.ctx, "", "other"); n.Embedded != 0 {
+		t.Errorf("vectors of a model never configured: %+v", n)
+	}
+}
+
+// TestEmbedEndpointDown: with the embeddings server failing, extraction
+// completes as ever (items lexical-only) and the embed jobs retry; once
+// the server recovers the vectors arrive.
+func TestEmbedEndpointDown(t *testing.T) {
+	e := setup(t)
+	srv := embeddingtest.New(t)
+	srv.Fail(http.StatusServiceUnavailable, "")
+	e.start(extractor.NewRules(), withEmbedder(embedder(t, srv, "m1"), -1))
+	e.publish(events.Turn{ID: "a1", UserID: "alice", UserMessage: "My dog is named Rex.", AssistantResponse: "Good dog."})
+	e.publish(events.Turn{ID: "a2", UserID: "alice", UserMessage: "I live in Paris.", AssistantResponse: "Lovely."})
+	st := e.waitDone(2)
+	if st.TurnsProcessed != 2 || st.ContextItems != 2 {
+		t.Fatalf("with the embeddings server down, stats %+v, want 2 turns processed and 2 items", st)
+	}
+	// The jobs keep trying (more requests than jobs: retried).
+	e.waitFor("embed jobs retried", func() (bool, string) {
+		return srv.Requests() >= 3, fmt.Sprintf("%d requests", srv.Requests())
+	})
+	if n, _ := e.store.CountEmbeddings(e.ctx, "alice", "m1"); n.Embedded != 0 {
+		t.Fatalf("vectors while the server fails: %+v", n)
+	}
+	srv.Recover()
+	e.waitEmbedded("alice", "m1", 2)
+	e.checkVectors("alice", "m1", embeddingtest.DefaultDims)
+}
+
+// TestEmbedBackfill: items that existed before embedding was turned on
+// get vectors when a backfill enqueues them, only the user's asked for.
+func TestEmbedBackfill(t *testing.T) {
+	e := setup(t)
+	for _, u := range []string{"alice", "bob"} {
+		if _, err := e.store.InsertContext(e.ctx, []store.ContextWrite{
+			{UserID: u, Question: "my canine companion", Answer: "a dog named Rex", CreatedAt: t0},
+			{UserID: u, Question: "home town", Answer: "Paris", CreatedAt: t0}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := embeddingtest.New(t)
+	w, _ := e.startWorker(extractor.NewRules(), withEmbedder(embedder(t, srv, "m1"), -1))
+	n, err := w.Enqueuer().EnqueueMissingEmbeddings(e.ctx, "alice", "m1", 1, 5)
+	if err != nil || n != 2 {
+		t.Fatalf("backfill enqueued %d items (%v), want alice's 2", n, err)
+	}
+	e.waitEmbedded("alice", "m1", 2)
+	e.checkVectors("alice", "m1", embeddingtest.DefaultDims)
+	if n, _ := e.store.CountEmbeddings(e.ctx, "bob", "m1"); n.Embedded != 0 {
+		t.Errorf("bob's items embedded by alice's backfill: %+v", n)
+	}
+	// Nothing is missing any more: a second backfill enqueues nothing.
+	if n, err := w.Enqueuer().EnqueueMissingEmbeddings(e.ctx, "alice", "m1", 1, 5); err != nil || n != 0 {
+		t.Errorf("second backfill found %d items (%v), want 0", n, err)
+	}
+}
+
+// TestEmbedModelChange: a worker started with another model (of other
+// dimensions) re-embeds every item in the background through its sweep,
+// while the old model's vectors stay readable.
+func TestEmbedModelChange(t *testing.T) {
+	e := setup(t)
+	srv := embeddingtest.New(t)
+	stop := e.start(extractor.NewRules(), withEmbedder(embedder(t, srv, "m1"), -1))
+	e.publish(events.Turn{ID: "a1", UserID: "alice", UserMessage: "My dog is named Rex.", AssistantResponse: "Good dog."})
+	e.publish(events.Turn{ID: "a2", UserID: "alice", UserMessage: "I live in Paris.", AssistantResponse: "Lovely."})
+	e.waitDone(2)
+	e.waitEmbedded("alice", "m1", 2)
+	stop()
+
+	srv.SetDims(32)
+	e.start(extractor.NewRules(), withEmbedder(embedder(t, srv, "m2"), time.Hour))
+	e.waitEmbedded("alice", "m2", 2)
+	e.checkVectors("alice", "m2", 32)
+	e.checkVectors("alice", "m1", embeddingtest.DefaultDims)
+}
+
+// TestEmbedJobOfAnotherModel: a job enqueued for another model is not run
+// by this worker (it retries, for a worker of that model), and the items
+// get no vector of either model from it.
+func TestEmbedJobOfAnotherModel(t *testing.T) {
+	e := setup(t)
+	if _, err := e.store.InsertContext(e.ctx, []store.ContextWrite{{UserID: "alice", Question: "home town", Answer: "Paris", CreatedAt: t0}}); err != nil {
+		t.Fatal(err)
+	}
+	srv := embeddingtest.New(t)
+	w, _ := e.startWorker(extractor.NewRules(), withEmbedder(embedder(t, srv, "m1"), -1))
+	if n, err := w.Enqueuer().EnqueueMissingEmbeddings(e.ctx, "alice", "m2", 1, 2); err != nil || n != 1 {
+		t.Fatalf("enqueued %d (%v), want 1", n, err)
+	}
+	e.waitFor("the m2 job given up", func() (bool, string) {
+		var state string
+		err := e.store.Pool().QueryRow(e.ctx, `SELECT state FROM river_job WHERE kind = $1`, worker.EmbedJobKind).Scan(&state)
+		return state == "cancelled" || state == "discarded", fmt.Sprintf("%s %v", state, err)
+	})
+	for _, m := range []string{"m1", "m2"} {
+		if n, _ := e.store.CountEmbeddings(e.ctx, "alice", m); n.Embedded != 0 {
+			t.Errorf("vectors of %s: %+v, want none", m, n)
+		}
+	}
+	if srv.Requests() != 0 {
+		t.Errorf("%d requests to the server, want none", srv.Requests())
+	}
+}
+
+// TestForgetRemovesEmbedJobsAndVectors: a forget deletes the user's embed
+// jobs, waiting or retrying, and the user's vectors, not another user's.
+func TestForgetRemovesEmbedJobsAndVectors(t *testing.T) {
+	e := setup(t)
+	srv := embeddingtest.New(t)
+	w, _ := e.startWorker(extractor.NewRules(), withEmbedder(embedder(t, srv, "m1"), -1))
+	e.publish(events.Turn{ID: "a1", UserID: "alice", UserMessage: "My dog is named Rex.", AssistantResponse: "Good dog."})
+	e.publish(events.Turn{ID: "b1", UserID: "bob", UserMessage: "I prefer tea.", AssistantResponse: "Noted."})
+	e.waitDone(2)
+	e.waitEmbedded("alice", "m1", 1)
+	e.waitEmbedded("bob", "m1", 1)
+	// A job the server keeps failing, waiting to be retried.
+	srv.Fail(http.StatusInternalServerError, "")
+	if _, _, err := e.store.StoreContext(e.ctx, store.ContextWrite{UserID: "alice", Question: "home town", Answer: "Paris"}); err != nil {
+		t.Fatal(err)
+	}
+	jobs := func(user string) int {
+		var n int
+		if err := e.store.Pool().QueryRow(e.ctx, `SELECT count(*) FROM river_job WHERE kind = $1 AND args->>'user_id' = $2`,
+			worker.EmbedJobKind, user).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	e.waitFor("alice's new job tried", func() (bool, string) { return srv.Requests() > 0, "" })
+	if _, err := w.Forget(e.ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if n := jobs("alice"); n != 0 {
+		t.Errorf("alice has %d embed jobs after forget, want 0", n)
+	}
+	if n := jobs("bob"); n == 0 {
+		t.Error("bob's embed job went with alice's forget")
+	}
+	if vs, _ := e.store.UserEmbeddings(e.ctx, "alice", "m1"); len(vs) != 0 {
+		t.Errorf("alice keeps %d vectors after forget", len(vs))
+	}
+	if vs, _ := e.store.UserEmbeddings(e.ctx, "bob", "m1"); len(vs) != 1 {
+		t.Errorf("bob has %d vectors, want 1", len(vs))
+	}
+}
+
+// TestEmbedEndpointSlow: a server slower than the client's timeout holds
+// up nothing: extraction completes, and once the server is fast again the
+// retried jobs store the vectors.
+func TestEmbedEndpointSlow(t *testing.T) {
+	e := setup(t)
+	srv := embeddingtest.New(t)
+	srv.SetDelay(time.Minute)
+	emb, err := embedding.New(embedding.Config{BaseURL: srv.URL, Model: "m1", Timeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.start(extractor.NewRules(), withEmbedder(emb, -1))
+	e.publish(events.Turn{ID: "a1", UserID: "alice", UserMessage: "My dog is named Rex.", AssistantResponse: "Good dog."})
+	if st := e.waitDone(1); st.TurnsProcessed != 1 || st.ContextItems != 1 {
+		t.Fatalf("with a slow embeddings server, stats %+v, want the turn processed", st)
+	}
+	e.waitFor("embed job timed out and retried", func() (bool, string) {
+		return srv.Requests() >= 2, fmt.Sprintf("%d requests", srv.Requests())
+	})
+	srv.SetDelay(0)
+	e.waitEmbedded("alice", "m1", 1)
+}
