@@ -75,3 +75,17 @@ BEGIN
     RETURN NULL;
 END
 $$;
+
+-- The clears made by direct writes (facts.clear, and facts.set of a whole
+-- list), beside fact_clears, which holds every clear: extracted deletes and
+-- list sets record theirs there too. A reset before a replay drops the
+-- extracted clears (the replay makes them again, maybe otherwise, with
+-- another model) and keeps these. Clears recorded before this migration
+-- were all made by facts.clear.
+CREATE TABLE fact_direct_clears (
+    user_id    text        NOT NULL,
+    key        text        NOT NULL,
+    cleared_at timestamptz NOT NULL,
+    PRIMARY KEY (user_id, key)
+);
+INSERT INTO fact_direct_clears (user_id, key, cleared_at) SELECT user_id, key, cleared_at FROM fact_clears;

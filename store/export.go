@@ -76,6 +76,7 @@ var sections = []exportSection{
 	{"fact_item", readFactItems, parseLine(checkFactItemLine), applyFactItems},
 	{"fact_history", readHistory, parseLine(checkHistoryLine), applyHistory},
 	{"fact_clear", readFactClears, parseLine(checkFactClearLine), applyFactClears},
+	{"fact_direct_clear", readFactDirectClears, parseLine(checkFactClearLine), applyFactDirectClears},
 	{"fact_value_clear", readFactValueClears, parseLine(checkFactValueClearLine), applyFactValueClears},
 	{"context", readContext, parseLine(checkContextLine), applyContext},
 	{"context_clear", readContextClears, parseLine(checkContextClearLine), applyContextClears},
@@ -86,7 +87,7 @@ var sections = []exportSection{
 // imported with them; history after every fact write (a line type that
 // writes facts goes before it), since the history those writes add is
 // dropped, just before the imported entries go in.
-var applyOrder = []string{"fact_value_clear", "fact_clear", "context_clear", "fact", "fact_item", "fact_history", "context"}
+var applyOrder = []string{"fact_value_clear", "fact_direct_clear", "fact_clear", "context_clear", "fact", "fact_item", "fact_history", "context"}
 
 func section(typ string) (exportSection, bool) {
 	for _, s := range sections {
@@ -708,7 +709,18 @@ func checkFactClearLine(l *factClearLine) (err error) {
 }
 
 func readFactClears(ctx context.Context, q *Store, userID string) ([]any, error) {
-	rows, err := q.db.Query(ctx, `SELECT key, cleared_at FROM fact_clears WHERE user_id = $1`, userID)
+	return readClears(ctx, q, userID, "fact_clears", "fact_clear")
+}
+
+// readFactDirectClears reads the clears of direct writes
+// (fact_direct_clears): each is in fact_clears too, and an import keeps
+// them apart so that a reset after it keeps them.
+func readFactDirectClears(ctx context.Context, q *Store, userID string) ([]any, error) {
+	return readClears(ctx, q, userID, "fact_direct_clears", "fact_direct_clear")
+}
+
+func readClears(ctx context.Context, q *Store, userID, table, typ string) ([]any, error) {
+	rows, err := q.db.Query(ctx, `SELECT key, cleared_at FROM `+table+` WHERE user_id = $1`, userID)
 	if err != nil {
 		return nil, err
 	}
@@ -719,7 +731,7 @@ func readFactClears(ctx context.Context, q *Store, userID string) ([]any, error)
 	)
 	if _, err := pgx.ForEachRow(rows, []any{&l.Key, &at}, func() error {
 		c := l
-		c.Type, c.ClearedAt = "fact_clear", exportTime(at)
+		c.Type, c.ClearedAt = typ, exportTime(at)
 		out = append(out, &c)
 		return nil
 	}); err != nil {
@@ -727,6 +739,28 @@ func readFactClears(ctx context.Context, q *Store, userID string) ([]any, error)
 	}
 	slices.SortFunc(out, func(a, b *factClearLine) int { return strings.Compare(a.Key, b.Key) })
 	return anys(out), nil
+}
+
+// applyFactDirectClears records the clears of direct writes, the later of
+// two kept; the clear itself (fact_clears, and what it covers) comes with
+// the same key's fact_clear line, which an export always holds.
+func applyFactDirectClears(ctx context.Context, q *Store, userID string, lines []any) (int64, error) {
+	var (
+		keys []string
+		ats  []time.Time
+	)
+	for _, l := range typed[*factClearLine](lines) {
+		keys, ats = append(keys, l.Key), append(ats, l.clearedAt)
+	}
+	tag, err := q.db.Exec(ctx, `
+		INSERT INTO fact_direct_clears AS c (user_id, key, cleared_at)
+		SELECT DISTINCT ON (k) $1, k, a FROM unnest($2::text[], $3::timestamptz[]) AS w(k, a) ORDER BY k, a DESC
+		ON CONFLICT (user_id, key) DO UPDATE SET cleared_at = excluded.cleared_at
+		WHERE c.cleared_at < excluded.cleared_at`, userID, keys, ats)
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
 }
 
 func applyFactClears(ctx context.Context, q *Store, userID string, lines []any) (int64, error) {

@@ -103,6 +103,7 @@ func (s *Store) applyFacts(ctx context.Context, writes []FactWrite) (int, error)
 		deletes = map[userKey]FactWrite{}  // the latest clear of each single-valued key, as the write that caused it
 		values  = map[valueKey]FactWrite{} // the latest value delete of each value of a single-valued key
 		causes  = map[userKey][]FactWrite{}
+		direct  = map[userKey]time.Time{} // the clears of direct writes: a reset keeps them
 	)
 	clearAt := func(k userKey, at time.Time) {
 		if old, ok := clears[k]; !ok || at.After(old) {
@@ -130,6 +131,11 @@ func (s *Store) applyFacts(ctx context.Context, writes []FactWrite) (int, error)
 		case w.List:
 			if w.Op == FactSet {
 				clearAt(k, w.SourceAt.Add(-listSetGap))
+				if w.Extractor == "direct" {
+					if old, ok := direct[k]; !ok || w.SourceAt.Add(-listSetGap).After(old) {
+						direct[k] = w.SourceAt.Add(-listSetGap)
+					}
+				}
 			}
 			items = append(items, w)
 		default:
@@ -174,7 +180,10 @@ func (s *Store) applyFacts(ctx context.Context, writes []FactWrite) (int, error)
 		return 0, err
 	}
 	items = append(adopted, items...)
-	if err := s.recordClears(ctx, clears); err != nil {
+	if err := s.recordClears(ctx, "fact_direct_clears", direct); err != nil {
+		return 0, err
+	}
+	if err := s.recordClears(ctx, "fact_clears", clears); err != nil {
 		return 0, err
 	}
 	deleted, err := s.deleteSingles(ctx, deletes)
@@ -286,9 +295,10 @@ func (s *Store) adoptListRows(ctx context.Context, keys []userKey) ([]FactWrite,
 	return adds, nil
 }
 
-// recordClears records the clears of a call in fact_clears, each only
-// raising the key's clear time.
-func (s *Store) recordClears(ctx context.Context, clears map[userKey]time.Time) error {
+// recordClears records clears of a call in table (fact_clears, or
+// fact_direct_clears for those of direct writes), each only raising the
+// key's clear time.
+func (s *Store) recordClears(ctx context.Context, table string, clears map[userKey]time.Time) error {
 	if len(clears) == 0 {
 		return nil
 	}
@@ -299,7 +309,7 @@ func (s *Store) recordClears(ctx context.Context, clears map[userKey]time.Time) 
 		ats[i] = clears[k]
 	}
 	if _, err := s.db.Exec(ctx, `
-		INSERT INTO fact_clears AS c (user_id, key, cleared_at)
+		INSERT INTO `+table+` AS c (user_id, key, cleared_at)
 		SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[])
 		ON CONFLICT (user_id, key) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at)`,
 		users, names, ats); err != nil {

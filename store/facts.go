@@ -359,9 +359,16 @@ func (s *Store) DeleteFact(ctx context.Context, userID, key string) (int64, erro
 				DELETE FROM facts WHERE user_id = $1 AND key = $2 RETURNING source_at
 			), items AS (
 				DELETE FROM fact_items WHERE user_id = $1 AND key = $2 RETURNING source_at
+			), at AS (
+				SELECT greatest($3, (SELECT max(source_at) FROM gone), (SELECT max(source_at) FROM items)) AS t
 			), clear AS (
 				INSERT INTO fact_clears AS c (user_id, key, cleared_at)
-				SELECT $1, $2, greatest($3, (SELECT max(source_at) FROM gone), (SELECT max(source_at) FROM items))
+				SELECT $1, $2, t FROM at
+				ON CONFLICT (user_id, key) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at)
+			), direct AS (
+				-- Kept by a reset (ResetMemory), unlike the clears turns made.
+				INSERT INTO fact_direct_clears AS c (user_id, key, cleared_at)
+				SELECT $1, $2, t FROM at
 				ON CONFLICT (user_id, key) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at)
 			)
 			SELECT count(*) FROM gone`, userID, key, now()).Scan(&n)

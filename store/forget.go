@@ -101,6 +101,8 @@ func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect b
 		if err := s.deleteClears(ctx, all, userIDs); err != nil {
 			return r, err
 		}
+	} else if err := s.resetClears(ctx, all, userIDs); err != nil {
+		return r, err
 	}
 	// Value deletes (fact_value_clears) come from turns alone (facts.clear
 	// makes none): a forget deletes them with the rest, a reset too, and
@@ -157,4 +159,26 @@ func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect b
 		r.FactHistory = tag.RowsAffected()
 	}
 	return r, nil
+}
+
+// resetClears drops the clears turns made (extracted deletes, list sets):
+// the replay after a reset makes them again, and must not be held to what
+// an earlier extraction, maybe by another model, said. The clears of
+// direct writes (fact_direct_clears) stay. Taken under the users' clear
+// locks, exclusively, like a clear; a reset of every user takes none (see
+// deleteClears).
+func (s *Store) resetClears(ctx context.Context, all bool, userIDs []string) error {
+	if !all {
+		if err := s.lockClears(ctx, userIDs, true); err != nil {
+			return err
+		}
+	}
+	if _, err := s.db.Exec(ctx, `DELETE FROM fact_clears WHERE $1 OR user_id = ANY($2)`, all, userIDs); err != nil {
+		return fmt.Errorf("reset fact_clears: %w", err)
+	}
+	if _, err := s.db.Exec(ctx, `INSERT INTO fact_clears (user_id, key, cleared_at)
+		SELECT user_id, key, cleared_at FROM fact_direct_clears WHERE $1 OR user_id = ANY($2)`, all, userIDs); err != nil {
+		return fmt.Errorf("reset fact_clears: %w", err)
+	}
+	return nil
 }

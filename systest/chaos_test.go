@@ -270,7 +270,7 @@ func chaosDiff(kind string, got, want []string) string {
 // whose arguments name them or any of ids (their event ids).
 func (e *relEnv) chaosForgottenLeftovers(user string, ids []string) (map[string]int64, error) {
 	left := map[string]int64{}
-	for _, table := range []string{"turns", "facts", "fact_history", "context", "llm_usage", "fact_clears", "context_clears", "fact_items", "fact_value_clears"} {
+	for _, table := range []string{"turns", "facts", "fact_history", "context", "llm_usage", "fact_clears", "context_clears", "fact_items", "fact_value_clears", "fact_direct_clears"} {
 		var n int64
 		if err := e.store.Pool().QueryRow(e.ctx, `SELECT count(*) FROM `+table+` WHERE user_id = $1`, user).Scan(&n); err != nil {
 			return nil, err
