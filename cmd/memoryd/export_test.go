@@ -61,7 +61,7 @@ func TestExportImportCommands(t *testing.T) {
 	if _, _, err := st.ForgetUser(ctx, "alice", "alice", 0, store.RiverJobs{}); err != nil {
 		t.Fatal(err)
 	}
-	if out, _ := cmd(0, "import", file); !strings.Contains(out, "1 fact(s)") || !strings.Contains(out, "1 context item(s)") {
+	if out, _ := cmd(0, "import", file); !strings.Contains(out, "fact 1,") || !strings.Contains(out, "context 1,") {
 		t.Errorf("import: %q", out)
 	}
 	if out, _ := cmd(0, "export"); out != want.String() {

@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 )
 
 // stdin is what `memoryd import -` reads; a variable for tests.
@@ -53,8 +56,12 @@ import.`)
 	if o.json {
 		return printJSON(a.stdout, reply)
 	}
-	im := reply.Imported
-	fmt.Fprintf(a.stdout, "imported into %s: %d fact(s), %d history entries, %d fact clear(s), %d context item(s), %d context clear(s)\n",
-		o.user, im["fact"], im["fact_history"], im["fact_clear"], im["context"], im["context_clear"])
+	// Every line type the service counted, by name: a type added to the
+	// format is printed without a change here.
+	parts := make([]string, 0, len(reply.Imported))
+	for _, typ := range slices.Sorted(maps.Keys(reply.Imported)) {
+		parts = append(parts, fmt.Sprintf("%s %d", typ, reply.Imported[typ]))
+	}
+	fmt.Fprintf(a.stdout, "imported into %s (rows written or changed): %s\n", o.user, strings.Join(parts, ", "))
 	return nil
 }
