@@ -93,7 +93,7 @@ func resolveOps(items []factItem) (map[string]string, []FactChange) {
 		// A list stated in one value ("peanuts, shellfish") is its items.
 		var parts []string
 		if op != OpDelete {
-			if parts = splitItems(value); !known || len(parts) == 0 {
+			if parts = SplitItems(value); !known || len(parts) == 0 {
 				continue
 			}
 		}
@@ -121,7 +121,7 @@ func resolveOps(items []factItem) (map[string]string, []FactChange) {
 			}
 		}
 		for _, v := range parts {
-			id := itemIdentity(v)
+			id := ItemIdentity(v)
 			if _, seen := l.op[id]; !seen {
 				if listItems == maxFacts {
 					continue
@@ -169,15 +169,15 @@ func resolveOps(items []factItem) (map[string]string, []FactChange) {
 	return facts, changes
 }
 
-// itemIdentity is what makes two items of a list the same item: the value
+// ItemIdentity is what makes two items of a list the same item: the value
 // lowercased, with runs of white space collapsed to one space.
-func itemIdentity(value string) string {
+func ItemIdentity(value string) string {
 	return strings.Join(strings.Fields(strings.ToLower(value)), " ")
 }
 
-// splitItems splits a list value into its items at commas and semicolons,
+// SplitItems splits a list value into its items at commas and semicolons,
 // trimmed; empty items and those saying nothing is known are dropped.
-func splitItems(value string) []string {
+func SplitItems(value string) []string {
 	var items []string
 	for _, it := range strings.FieldsFunc(value, func(r rune) bool { return r == ',' || r == ';' }) {
 		if it = strings.TrimSpace(it); it != "" && !isUnknownValue(strings.ToLower(it)) {

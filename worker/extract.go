@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -369,7 +368,7 @@ func memoryWrites(done []extracted, prov store.Provenance) (facts []store.FactWr
 			if _, list := events.CanonicalFactKey(k); list {
 				// A list stated whole: each item is set at the turn's time,
 				// which replaces the items stated before.
-				for _, item := range splitList(v) {
+				for _, item := range extractor.SplitItems(v) {
 					write(store.FactSet, k, item)
 				}
 				continue
@@ -392,18 +391,6 @@ func memoryWrites(done []extracted, prov store.Provenance) (facts []store.FactWr
 		}
 	}
 	return facts, items
-}
-
-// splitList splits a list key's value (Result.Facts: items joined by ", ")
-// into its items, trimmed, empty ones dropped.
-func splitList(v string) []string {
-	var items []string
-	for _, it := range strings.Split(v, ",") {
-		if it = strings.TrimSpace(it); it != "" {
-			items = append(items, it)
-		}
-	}
-	return items
 }
 
 // redact returns done with every fact value and context pair redacted

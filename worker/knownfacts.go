@@ -101,11 +101,8 @@ func (k *knownFacts) apply(res extractor.Result) {
 			}
 			var items []string
 			found := false
-			for _, it := range strings.Split(k.values[c.Key], ",") {
-				if it = strings.TrimSpace(it); it == "" {
-					continue
-				}
-				if sameItem(it, c.Value) {
+			for _, it := range extractor.SplitItems(k.values[c.Key]) {
+				if extractor.ItemIdentity(it) == extractor.ItemIdentity(c.Value) {
 					found = true
 					if c.Op == extractor.OpRemove {
 						continue
@@ -131,13 +128,6 @@ func (k *knownFacts) set(key, value string) {
 	k.values[key] = value
 	k.order = slices.DeleteFunc(k.order, func(s string) bool { return s == key })
 	k.order = slices.Insert(k.order, 0, key)
-}
-
-// sameItem reports whether two list items are the same item: equal once
-// lowercased with runs of white space collapsed (the extractor's identity).
-func sameItem(a, b string) bool {
-	norm := func(s string) string { return strings.Join(strings.Fields(strings.ToLower(s)), " ") }
-	return norm(a) == norm(b)
 }
 
 // priorTurnsOf returns, for each of turns (one job's), the earlier turns of
