@@ -302,44 +302,6 @@ func (s *Store) Fact(ctx context.Context, userID, key string) (Fact, error) {
 	return f, nil
 }
 
-// FactValues returns the given users' facts as values by key, by user (a
-// user without facts is absent): what an extraction prompt shows.
-func (s *Store) FactValues(ctx context.Context, userIDs []string) (map[string]map[string]string, error) {
-	rows, err := s.db.Query(ctx, `SELECT user_id, key, value FROM facts WHERE user_id = ANY($1)`, userIDs)
-	if err != nil {
-		return nil, fmt.Errorf("fact values: %w", err)
-	}
-	values := make(map[string]map[string]string, len(userIDs))
-	var user, key, value string
-	if _, err := pgx.ForEachRow(rows, []any{&user, &key, &value}, func() error {
-		if values[user] == nil {
-			values[user] = map[string]string{}
-		}
-		values[user][key] = value
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("fact values: %w", err)
-	}
-	return values, nil
-}
-
-// FactKeys returns the keys of the given users' facts, sorted, by user.
-func (s *Store) FactKeys(ctx context.Context, userIDs []string) (map[string][]string, error) {
-	rows, err := s.db.Query(ctx, `SELECT user_id, key FROM facts WHERE user_id = ANY($1) ORDER BY user_id, key`, userIDs)
-	if err != nil {
-		return nil, fmt.Errorf("fact keys: %w", err)
-	}
-	keys := make(map[string][]string, len(userIDs))
-	var user, key string
-	if _, err := pgx.ForEachRow(rows, []any{&user, &key}, func() error {
-		keys[user] = append(keys[user], key)
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("fact keys: %w", err)
-	}
-	return keys, nil
-}
-
 // DeleteFact clears one fact and returns how many rows went (0 or 1). A
 // list key's items go with it.
 //
