@@ -21,8 +21,7 @@ type ContextRef struct {
 //
 // The paths that call it: InsertContext (extraction, the re-extraction
 // after a spend cap), StoreContext (a new item only), UpdateContext (when
-// the text changed). An import (ImportUser) does not: `memoryd embed
-// --backfill` embeds what it brought.
+// the text changed), Import (the items it inserted).
 type ContextHook func(ctx context.Context, tx pgx.Tx, items []ContextRef) error
 
 // hookBox holds a Store's hook, shared by the Stores WithTx derives.

@@ -1018,7 +1018,7 @@ func applyContext(ctx context.Context, q *Store, userID string, lines []any) (in
 	}
 	// As InsertContext: an item a clear covers is not inserted, one held
 	// already takes the later time.
-	tag, err := q.db.Exec(ctx, `
+	rows, err := q.db.Query(ctx, `
 		INSERT INTO context AS c (user_id, question, answer, created_at, event_id, conversation_id, scope, content_hash, extractor, model, prompt_version)
 		SELECT $1, qu, a, t, e, cv, sc, h, x, m, p
 		FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::bytea[], $9::text[], $10::text[], $11::text[], $12::bytea[])
@@ -1026,12 +1026,38 @@ func applyContext(ctx context.Context, q *Store, userID string, lines []any) (in
 		WHERE NOT EXISTS (SELECT FROM context_clears cl
 			WHERE cl.user_id = $1 AND cl.hash IN ('\x'::bytea, w.h, w.qh) AND cl.cleared_at >= w.t)
 		ON CONFLICT (user_id, content_hash) DO UPDATE SET created_at = excluded.created_at
-		WHERE c.created_at < excluded.created_at`,
+		WHERE c.created_at < excluded.created_at
+		RETURNING c.id, c.xmax = 0`,
 		userID, qs, as, ats, events, convs, scopes, hashes, xs, ms, ps, qhashes)
 	if err != nil {
 		return 0, err
 	}
-	return tag.RowsAffected(), nil
+	// The new items (xmax 0: inserted, not updated) get what every other
+	// write path gives them in its transaction: the context hook, so that
+	// with embedding on an imported item is embedded at once rather than by
+	// the next sweep. An existing item only took a later time: its text,
+	// and so its vector, is unchanged.
+	var n int64
+	var refs []ContextRef
+	for rows.Next() {
+		var id int64
+		var inserted bool
+		if err := rows.Scan(&id, &inserted); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		n++
+		if inserted {
+			refs = append(refs, ContextRef{UserID: userID, ID: id})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	if err := q.contextWritten(ctx, refs); err != nil {
+		return 0, err
+	}
+	return n, nil
 }
 
 // ---- context_clear ----

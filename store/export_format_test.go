@@ -2,13 +2,17 @@ package store_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/store"
@@ -440,5 +444,61 @@ func TestImportedClearOfAListKey(t *testing.T) {
 	var n int
 	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM fact_items WHERE user_id = 'alice'`).Scan(&n); err != nil || n != 1 {
 		t.Errorf("%d items left, %v; want 1", n, err)
+	}
+}
+
+// TestImportCallsTheContextHook: the items an import inserts reach the
+// context hook inside its transaction (with embedding on, their embed jobs
+// are inserted there), each once; an item the user already holds, or a
+// second import of the same file, calls it with nothing.
+func TestImportCallsTheContextHook(t *testing.T) {
+	ctx, s := setup(t)
+	remember(t, ctx, s, "alice", "a")
+	file := export(t, ctx, s, "alice")
+	held, err := s.ListContext(ctx, "alice", store.ContextCursor{}, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(held) == 0 {
+		t.Fatal("remember stored no context item")
+	}
+	if _, _, err := s.ForgetUser(ctx, "alice", "alice", 0, store.RiverJobs{}); err != nil {
+		t.Fatal(err)
+	}
+	var seen []store.ContextRef
+	s.SetContextHook(func(ctx context.Context, tx pgx.Tx, items []store.ContextRef) error {
+		for _, it := range items {
+			var n int
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM context WHERE id = $1 AND user_id = $2`, it.ID, it.UserID).Scan(&n); err != nil || n != 1 {
+				return fmt.Errorf("item %d of %s not in the hook's transaction: %d %v", it.ID, it.UserID, n, err)
+			}
+		}
+		seen = append(seen, items...)
+		return nil
+	})
+	t.Cleanup(func() { s.SetContextHook(nil) })
+
+	if _, err := s.Import(ctx, "alice", "alice", bytes.NewReader(file)); err != nil {
+		t.Fatal(err)
+	}
+	now, err := s.ListContext(ctx, "alice", store.ContextCursor{}, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []store.ContextRef
+	for _, it := range now {
+		want = append(want, store.ContextRef{UserID: "alice", ID: it.ID})
+	}
+	slices.SortFunc(want, func(a, b store.ContextRef) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(seen, func(a, b store.ContextRef) int { return cmp.Compare(a.ID, b.ID) })
+	if len(now) != len(held) || !slices.Equal(seen, want) {
+		t.Fatalf("the import's hook saw %v, want every imported item %v (%d held before the forget)", seen, want, len(held))
+	}
+	seen = nil
+	if _, err := s.Import(ctx, "alice", "alice", bytes.NewReader(file)); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 0 {
+		t.Errorf("a second import of the same file called the hook with %v", seen)
 	}
 }
