@@ -13,8 +13,8 @@ package worker
 //   - On the same tick every process looks for rows whose heartbeat is older
 //     than ProcessTimeout (Postgres's clock decides), deletes them, ends the
 //     running jobs of those processes and inserts a new extraction job for
-//     each extraction job, with the attempts it has left (a periodic
-//     maintenance job just runs again in its next period), in one
+//     each extraction job and embed job, with the attempts it has left (a
+//     periodic maintenance job just runs again in its next period), in one
 //     transaction
 //     (store.TakeOverJobs). Any live process does this, not only River's
 //     leader: after a crash of the leader, River elects a new one only when
@@ -46,6 +46,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
 
 	"github.com/memoryd/memoryd/store"
 )
@@ -234,7 +235,18 @@ func (w *Worker) takeOver(ctx context.Context) error {
 			return err
 		}
 		var reps []replacement
+		var embeds []river.InsertManyParams
 		for _, j := range taken {
+			if j.Kind == EmbedJobKind {
+				p, err := embedReplacement(j)
+				if err != nil {
+					// Its items are embedded by the next sweep.
+					w.logger.Error("embed job of a dead process has unreadable arguments", "job_id", j.ID, "error", err)
+				} else if p != nil {
+					embeds = append(embeds, *p)
+				}
+				continue
+			}
 			if j.Kind != ExtractJobKind {
 				continue // periodic maintenance: the next period runs it again
 			}
@@ -256,12 +268,23 @@ func (w *Worker) takeOver(ctx context.Context) error {
 				replaces: j.ID, lockWaits: metaCount(j.Metadata, metaLockWaits),
 				rateLimitWaits: metaCount(j.Metadata, metaRateLimitWaits)})
 		}
+		if err := w.enq.insert(ctx, tx, embeds); err != nil {
+			return err
+		}
 		return w.enq.enqueueReplacements(ctx, tx, reps)
 	})
 	if err != nil {
 		return fmt.Errorf("take over: %w", err)
 	}
 	for _, j := range taken {
+		if j.Kind == EmbedJobKind {
+			if j.Attempt >= j.MaxAttempts {
+				w.logger.Warn("ended the embed job of a dead process on its last attempt; the next sweep embeds its items", "job_id", j.ID, "process", j.Process)
+			} else {
+				w.logger.Info("took over the embed job of a dead process", "job_id", j.ID, "process", j.Process, "attempt", j.Attempt)
+			}
+			continue
+		}
 		if j.Kind != ExtractJobKind {
 			w.logger.Info("ended the job of a dead process; it runs again in its next period", "job_id", j.ID, "kind", j.Kind, "process", j.Process)
 			continue
@@ -280,4 +303,25 @@ func (w *Worker) takeOver(ctx context.Context) error {
 		w.cfg.Observer.Extracted(took, len(args.EventIDs), "taken_over")
 	}
 	return nil
+}
+
+// embedReplacement is the job that replaces an embed job taken over: the
+// same items and model, on the same queue, with the attempts it had left
+// (nil when none is left: the next sweep embeds its items, as it does those
+// of an embed job that gave up). Without it the items waited for the sweep,
+// up to EmbedSweepInterval (an hour by default).
+func embedReplacement(j store.TakenJob) (*river.InsertManyParams, error) {
+	var args EmbedArgs
+	if err := json.Unmarshal(j.Args, &args); err != nil {
+		return nil, err
+	}
+	if j.Attempt >= j.MaxAttempts {
+		return nil, nil
+	}
+	meta, err := json.Marshal(map[string]any{metaSource: sourceTakeOver, metaReplaces: j.ID})
+	if err != nil {
+		return nil, err
+	}
+	return &river.InsertManyParams{Args: args,
+		InsertOpts: &river.InsertOpts{Queue: j.Queue, MaxAttempts: j.MaxAttempts - j.Attempt, Metadata: meta}}, nil
 }

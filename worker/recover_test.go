@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/memoryd/memoryd/embedding/embeddingtest"
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/extractor"
 	"github.com/memoryd/memoryd/store"
@@ -213,4 +214,62 @@ func TestProcessDeclaredDeadStopsItsJobs(t *testing.T) {
 		s := e.turnStatus("slow-1").Status
 		return s == store.StatusProcessed, s
 	})
+}
+
+// TestEmbedJobOfDeadProcessTakenOver: an embed job left running by a
+// process that died is replaced at once by a job with the attempts it had
+// left, so its items get their vectors without waiting for the hourly
+// sweep (off here); one on its last attempt is ended and not replaced.
+func TestEmbedJobOfDeadProcessTakenOver(t *testing.T) {
+	e := setup(t)
+	ids, err := e.store.InsertContext(e.ctx, []store.ContextWrite{
+		{UserID: "ann", Question: "My dog is named Rex.", CreatedAt: t0},
+		{UserID: "ann", Question: "I live in Paris.", CreatedAt: t0},
+		{UserID: "bea", Question: "I prefer tea.", CreatedAt: t0},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := river.NewClient(riverpgxv5.New(e.store.Pool()), &river.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	insert := func(args worker.EmbedArgs) int64 {
+		res, err := client.Insert(e.ctx, args, &river.InsertOpts{MaxAttempts: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Job.ID
+	}
+	alive := insert(worker.EmbedArgs{UserID: "ann", ContextIDs: ids[:2], Model: "m1"})
+	last := insert(worker.EmbedArgs{UserID: "bea", ContextIDs: ids[2:], Model: "m1"})
+	e.exec(`INSERT INTO memoryd_processes (id, heartbeat_at) VALUES ('crashed', now() - interval '1 hour')`)
+	running := `UPDATE river_job SET state = 'running', attempt = $2, attempted_at = now(), attempted_by = ARRAY['crashed'] WHERE id = $1`
+	e.exec(running, alive, 1)
+	e.exec(running, last, 3)
+
+	srv := embeddingtest.New(t)
+	e.start(extractor.NewRules(), withEmbedder(embedder(t, srv, "m1"), -1))
+	e.waitEmbedded("ann", "m1", 2)
+	for id, want := range map[int64]string{alive: "cancelled", last: "cancelled"} {
+		if s := e.jobState(id); s != want {
+			t.Errorf("job %d is %s, want %s", id, s, want)
+		}
+	}
+	var reps []int
+	rows, err := e.store.Pool().Query(e.ctx, `SELECT max_attempts FROM river_job
+		WHERE kind = $1 AND metadata->>'memoryd_replaces' IS NOT NULL ORDER BY id`, worker.EmbedJobKind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reps, err = pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reps) != 1 || reps[0] != 2 {
+		t.Errorf("replacement embed jobs' attempts = %v, want one job with the 2 attempts left", reps)
+	}
+	if n, err := e.store.CountEmbeddings(e.ctx, "bea", "m1"); err != nil || n.Embedded != 0 {
+		t.Errorf("bea's items, of a job ended on its last attempt, embedded %+v (%v); want none until a sweep", n, err)
+	}
 }
