@@ -13,20 +13,22 @@ import (
 //
 // Postgres does not shrink a table's files when rows are deleted or values
 // emptied; VACUUM makes the space reusable. So the live size is estimated:
-// the context table at its real size scaled by rows over its high-water row
+// the context table with its items' vectors (context_embeddings, deleted
+// with their items) at its real size scaled by rows over its high-water row
 // count, the turns table at its real size less the turn text it no longer
-// holds (text high water minus current text), facts, list items and fact
-// history at their real size.
+// holds (text high water minus current text), facts, list items, fact
+// history and the clears (fact and context tombstones) at their real size.
 //
 // The JSON tags name the fields of the prune job's recorded output (River
 // keeps worker.PruneReport, which holds two SizeReports, with the job); no
 // reply on the wire carries a SizeReport.
 type SizeReport struct {
 	// RealBytes is the on-disk size of memoryd's tables (turns, facts,
-	// fact_items, fact_history, context) including indexes and TOAST.
+	// fact_items, fact_history, the clears, context, context_embeddings)
+	// including indexes and TOAST.
 	RealBytes int64 `json:"real_bytes"`
-	// ContextBytes is the context table's real size, indexes and TOAST
-	// included.
+	// ContextBytes is the real size of the context table and of its items'
+	// vectors, indexes and TOAST included.
 	ContextBytes int64 `json:"context_bytes"`
 	// ContextRows counts context items; HighWater is the most there were.
 	ContextRows int64 `json:"context_rows"`
@@ -42,7 +44,8 @@ type SizeReport struct {
 	// size limit.
 	LiveBytes int64 `json:"live_bytes"`
 	// FloorBytes is LiveBytes without any context item and without any turn
-	// text: facts, list items, fact history, the turn rows themselves and the indexes.
+	// text: facts, list items, fact history, clears, the turn rows
+	// themselves and the indexes.
 	// Pruning cannot go under it.
 	FloorBytes int64 `json:"floor_bytes"`
 }
@@ -70,8 +73,10 @@ func (s *Store) MeasureSize(ctx context.Context) (SizeReport, error) {
 	err := s.db.QueryRow(ctx, `
 		WITH sz AS (
 			SELECT pg_total_relation_size('turns'::regclass) AS turns,
-			       pg_total_relation_size('facts'::regclass) + pg_total_relation_size('fact_items'::regclass) + pg_total_relation_size('fact_history'::regclass) AS other,
-			       pg_total_relation_size('context'::regclass) AS ctx,
+			       pg_total_relation_size('facts'::regclass) + pg_total_relation_size('fact_items'::regclass) + pg_total_relation_size('fact_history'::regclass)
+			         + pg_total_relation_size('fact_clears'::regclass) + pg_total_relation_size('fact_value_clears'::regclass)
+			         + pg_total_relation_size('fact_direct_clears'::regclass) + pg_total_relation_size('context_clears'::regclass) AS other,
+			       pg_total_relation_size('context'::regclass) + pg_total_relation_size('context_embeddings'::regclass) AS ctx,
 			       (SELECT count(*) FROM context) AS rows,
 			       (SELECT coalesce(sum(`+turnTextSize+`), 0) FROM turns WHERE text_cleared_at IS NULL) AS text
 		), hw AS (
