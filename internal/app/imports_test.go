@@ -24,6 +24,7 @@ func TestImportGraph(t *testing.T) {
 		"ranking":      {},
 		"migrations":   {},
 		"embedding":    {},
+		"chunker":      {},
 		"store":        {"migrations"},
 		"extractor":    {"events"},
 		"worker":       {"embedding", "events", "extractor", "store"},

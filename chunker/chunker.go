@@ -1,0 +1,636 @@
+// Package chunker cuts a document (plain text or Markdown) into chunks for
+// retrieval: pieces small enough to rank and inject, each understandable
+// out of context.
+//
+// Structure comes first. A chunk never spans a Markdown heading, and each
+// carries its heading path ("Install > Linux"): out of context, that path is
+// what says what a chunk is about. Inside a section, chunks are cut between
+// blocks (paragraphs, lists, fenced code) where one fits, else between
+// sentences (also after 。！？), else between lines of code, else between
+// words, and only a word longer than a chunk is cut inside. A fenced code
+// block that fits is never cut. Consecutive chunks of one section overlap
+// by up to Config.Overlap tokens of whole sentences (whole words when the
+// last sentence is longer), so that a fact stated across a cut is whole in
+// one of them.
+//
+// Every chunk's text is a slice of the source (Chunk.Start, Chunk.End), so a
+// citation can point into the document; heading lines are not in any chunk's
+// text, only in Headings. Every other non-blank byte of the source is in at
+// least one chunk.
+package chunker
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Defaults of Config.
+const (
+	// DefaultMaxTokens is Config.MaxTokens's default: about 800 characters
+	// of English.
+	DefaultMaxTokens = 200
+	// DefaultOverlap is Config.Overlap's default: about 120 characters of
+	// English.
+	DefaultOverlap = 30
+	// MinMaxTokens and MaxMaxTokens bound Config.MaxTokens.
+	MinMaxTokens = 16
+	MaxMaxTokens = 8192
+)
+
+// Config is how a document is cut.
+type Config struct {
+	// MaxTokens is the largest a chunk may be, in Tokens. Default 200; in
+	// MinMaxTokens..MaxMaxTokens.
+	MaxTokens int
+	// Overlap is the most tokens a chunk repeats of the end of the chunk
+	// before it in the same section. Default 30 (when MaxTokens is also
+	// defaulted; set a negative value for none); at most MaxTokens/2.
+	Overlap int
+}
+
+// WithDefaults fills the fields left zero.
+func (c Config) WithDefaults() Config {
+	if c.MaxTokens == 0 {
+		c.MaxTokens = DefaultMaxTokens
+	}
+	if c.Overlap == 0 {
+		c.Overlap = min(DefaultOverlap, c.MaxTokens/2)
+	}
+	if c.Overlap < 0 {
+		c.Overlap = 0
+	}
+	return c
+}
+
+// Validate names the field that is out of range.
+func (c Config) Validate() error {
+	if c.MaxTokens < MinMaxTokens || c.MaxTokens > MaxMaxTokens {
+		return fmt.Errorf("chunker: max tokens %d is not in %d..%d", c.MaxTokens, MinMaxTokens, MaxMaxTokens)
+	}
+	if c.Overlap < 0 || c.Overlap > c.MaxTokens/2 {
+		return fmt.Errorf("chunker: overlap %d is not in 0..%d (half of max tokens)", c.Overlap, c.MaxTokens/2)
+	}
+	return nil
+}
+
+// Chunk is one piece of a document.
+type Chunk struct {
+	// Index is the chunk's position in the document, from 0.
+	Index int
+	// Headings is the heading path the chunk is under, outermost first;
+	// empty before the first heading.
+	Headings []string
+	// Start and End are the chunk's byte offsets in the source: Text is
+	// source[Start:End].
+	Start, End int
+	Text       string
+	// Tokens is Tokens(Text).
+	Tokens int
+}
+
+// ErrNotText is Split's error for a source that is not UTF-8 text.
+var ErrNotText = errors.New("chunker: document is not UTF-8 text")
+
+// Split cuts src into chunks (see the package documentation). cfg is
+// defaulted and validated. A document of headings and blank lines only has
+// no chunk.
+func Split(src string, cfg Config) ([]Chunk, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if !utf8.ValidString(src) || strings.IndexByte(src, 0) >= 0 {
+		return nil, ErrNotText
+	}
+	var chunks []Chunk
+	for _, sec := range sections(src) {
+		segs := segments(src, sec.blocks, cfg.MaxTokens)
+		for _, sp := range pack(src, segs, cfg) {
+			chunks = append(chunks, Chunk{Index: len(chunks), Headings: sec.headings,
+				Start: sp.s, End: sp.e, Text: src[sp.s:sp.e], Tokens: Tokens(src[sp.s:sp.e])})
+		}
+	}
+	return chunks, nil
+}
+
+// Tokens estimates the tokens of s as chat models count them: a CJK
+// character (Han, Hiragana, Katakana, Hangul) is a token, other text four
+// characters a token, rounded up (enrich's budget uses the same four
+// characters).
+func Tokens(s string) int {
+	cjk, other := 0, 0
+	for _, r := range s {
+		if isCJK(r) {
+			cjk++
+		} else {
+			other++
+		}
+	}
+	return cjk + (other+3)/4
+}
+
+func isCJK(r rune) bool {
+	return r >= 0x2E80 && (unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul) ||
+		r == '。' || r == '、' || r == '！' || r == '？' || r == '「' || r == '」')
+}
+
+// span is a byte range of the source.
+type span struct{ s, e int }
+
+// block is a paragraph (any run of non-blank lines: prose, a list, a
+// table, a quote) or a fenced code block.
+type block struct {
+	span
+	code bool
+}
+
+// section is the blocks under one heading path.
+type section struct {
+	headings []string
+	blocks   []block
+}
+
+// sections reads src's lines into blocks under their heading paths.
+func sections(src string) []section {
+	var (
+		out   []section
+		path  []string
+		level []int
+		cur   section
+		para  = -1 // start of the open paragraph, -1 when none
+		lines int  // lines in the open paragraph
+		paraE int  // end of its last line
+		fence string
+		codeS int
+	)
+	closePara := func() {
+		if para >= 0 {
+			cur.blocks = append(cur.blocks, block{span: span{para, paraE}})
+			para = -1
+		}
+	}
+	closeSection := func() {
+		closePara()
+		if len(cur.blocks) > 0 {
+			out = append(out, cur)
+		}
+		cur = section{headings: append([]string(nil), path...)}
+	}
+	heading := func(lv int, title string) {
+		closeSection()
+		for len(level) > 0 && level[len(level)-1] >= lv {
+			level, path = level[:len(level)-1], path[:len(path)-1]
+		}
+		level, path = append(level, lv), append(path, title)
+		cur.headings = append([]string(nil), path...)
+	}
+	for pos := 0; pos < len(src); {
+		end := strings.IndexByte(src[pos:], '\n')
+		next := len(src)
+		if end < 0 {
+			end = len(src)
+		} else {
+			end += pos
+			next = end + 1
+		}
+		line := strings.TrimRight(src[pos:end], "\r")
+		lineE := pos + len(line)
+		trimmed := strings.TrimSpace(line)
+		indent := len(line) - len(strings.TrimLeft(line, " "))
+		switch {
+		case fence != "":
+			if indent <= 3 && strings.HasPrefix(trimmed, fence) && strings.Trim(trimmed, fence[:1]) == "" {
+				cur.blocks = append(cur.blocks, block{span: span{codeS, lineE}, code: true})
+				fence = ""
+			}
+		case indent <= 3 && (strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~")):
+			closePara()
+			c := trimmed[:1]
+			fence = c + strings.Repeat(c, len(trimmed)-len(strings.TrimLeft(trimmed, c))-1)
+			codeS = pos + indent
+		case trimmed == "":
+			closePara()
+		case indent <= 3 && atxLevel(trimmed) > 0:
+			lv := atxLevel(trimmed)
+			heading(lv, atxTitle(trimmed, lv))
+		case indent <= 3 && para >= 0 && lines == 1 && setext(trimmed) > 0:
+			title := strings.TrimSpace(src[para:paraE])
+			para = -1
+			heading(setext(trimmed), title)
+		default:
+			if para < 0 {
+				para, lines = pos+indent, 0
+			}
+			lines++
+			paraE = lineE
+		}
+		pos = next
+	}
+	if fence != "" { // an unclosed fence runs to the end
+		cur.blocks = append(cur.blocks, block{span: trim(src, span{codeS, len(src)}), code: true})
+	}
+	closeSection()
+	return out
+}
+
+// atxLevel is the level of an ATX heading line ("## Title"), 0 if it is
+// not one.
+func atxLevel(t string) int {
+	n := len(t) - len(strings.TrimLeft(t, "#"))
+	if n < 1 || n > 6 || (len(t) > n && t[n] != ' ' && t[n] != '\t') {
+		return 0
+	}
+	return n
+}
+
+// atxTitle is an ATX heading's text, without its closing #s.
+func atxTitle(t string, level int) string {
+	t = strings.TrimSpace(t[level:])
+	if u := strings.TrimRight(t, "#"); u == "" || strings.HasSuffix(u, " ") {
+		t = strings.TrimSpace(u)
+	}
+	return t
+}
+
+// setext is the level of a setext underline ("===" 1, "---" 2), else 0.
+func setext(t string) int {
+	switch {
+	case strings.Trim(t, "=") == "":
+		return 1
+	case len(t) >= 2 && strings.Trim(t, "-") == "":
+		return 2
+	}
+	return 0
+}
+
+// segment is a unit chunks are cut between: a sentence, a line of code, a
+// list item or table row, or a piece of one too long for a chunk. first
+// marks a block's first segment (a better place to cut).
+type segment struct {
+	span
+	first bool
+}
+
+// segments cuts blocks into segments of at most max tokens.
+func segments(src string, blocks []block, max int) []segment {
+	var out []segment
+	for _, b := range blocks {
+		var parts []span
+		switch {
+		case b.code && Tokens(src[b.s:b.e]) <= max:
+			parts = []span{b.span}
+		case b.code:
+			parts = lineSpans(src, b.span)
+		default:
+			parts = sentences(src, b.span)
+		}
+		firstOfBlock := true
+		for _, p := range parts {
+			for _, q := range fit(src, p, max) {
+				out = append(out, segment{span: q, first: firstOfBlock})
+				firstOfBlock = false
+			}
+		}
+	}
+	return out
+}
+
+// lineSpans cuts sp into its non-blank lines.
+func lineSpans(src string, sp span) []span {
+	var out []span
+	for pos := sp.s; pos < sp.e; {
+		end := strings.IndexByte(src[pos:sp.e], '\n')
+		if end < 0 {
+			end = sp.e
+		} else {
+			end += pos
+		}
+		if t := trim(src, span{pos, end}); t.e > t.s {
+			out = append(out, t)
+		}
+		pos = end + 1
+	}
+	return out
+}
+
+// listLine reports whether a line starts a list item, table row or quote:
+// such a line starts a segment of its own.
+func listLine(l string) bool {
+	l = strings.TrimLeft(l, " \t")
+	switch {
+	case l == "":
+		return false
+	case strings.HasPrefix(l, "- "), strings.HasPrefix(l, "* "), strings.HasPrefix(l, "+ "),
+		strings.HasPrefix(l, "|"), strings.HasPrefix(l, ">"):
+		return true
+	}
+	i := 0
+	for i < len(l) && i < 9 && l[i] >= '0' && l[i] <= '9' {
+		i++
+	}
+	return i > 0 && i+1 < len(l) && (l[i] == '.' || l[i] == ')') && l[i+1] == ' '
+}
+
+// abbreviations do not end a sentence ("e.g. this", "Dr. Who").
+var abbreviations = map[string]bool{
+	"mr": true, "mrs": true, "ms": true, "dr": true, "prof": true, "st": true, "vs": true, "etc": true,
+	"e.g": true, "i.e": true, "cf": true, "no": true, "fig": true, "approx": true, "inc": true, "ltd": true, "jr": true, "sr": true,
+}
+
+// sentences cuts a paragraph span into sentences: after . ! ? (and closing
+// quotes or brackets) followed by white space and not after an
+// abbreviation, an initial or a number; after 。！？ always; and before a
+// line that starts a list item, table row or quote.
+func sentences(src string, sp span) []span {
+	var out []span
+	start := sp.s
+	emit := func(e int) {
+		if t := trim(src, span{start, e}); t.e > t.s {
+			out = append(out, t)
+		}
+		start = e
+	}
+	text := src[sp.s:sp.e]
+	// word is where the current word starts, lineWord where the current
+	// line's first word does (-1 before it): kept as the scan goes, so that
+	// deciding a period costs the word's length, not the text's.
+	word, lineWord := 0, 0
+	for i := 0; i < len(text); {
+		r, n := utf8.DecodeRuneInString(text[i:])
+		at := sp.s + i
+		switch {
+		case r == '\n':
+			if listLine(text[i+1:]) {
+				emit(at + 1)
+			}
+		case r == '。' || r == '！' || r == '？':
+			j := i + n
+			for j < len(text) {
+				c, m := utf8.DecodeRuneInString(text[j:])
+				if !strings.ContainsRune(`"'”’」』)）`, c) {
+					break
+				}
+				j += m
+			}
+			emit(sp.s + j)
+			i, word = j, j
+			continue
+		case r == '.' || r == '!' || r == '?':
+			j := i + n
+			for j < len(text) && (text[j] == '.' || text[j] == '!' || text[j] == '?') {
+				j++
+			}
+			for j < len(text) {
+				c, m := utf8.DecodeRuneInString(text[j:])
+				if !strings.ContainsRune(`"')]”’`, c) {
+					break
+				}
+				j += m
+			}
+			if j >= len(text) || text[j] == ' ' || text[j] == '\n' || text[j] == '\t' {
+				if r != '.' || sentenceEnd(text[word:i], word == lineWord) {
+					emit(sp.s + j)
+				}
+				i = j
+				continue
+			}
+		}
+		if strings.ContainsRune(" \t\n(\"'", r) {
+			word = i + n
+			if r == '\n' {
+				lineWord = -1
+			}
+		} else if lineWord < 0 {
+			lineWord = word
+		}
+		i += n
+	}
+	emit(sp.e)
+	return out
+}
+
+// sentenceEnd reports whether a period after the word w ends a sentence:
+// not after an abbreviation, a single letter (an initial), or a number that
+// starts its line (first: an ordered list's marker).
+func sentenceEnd(w string, first bool) bool {
+	if w == "" || len(w) > 9 {
+		return true
+	}
+	if first && !strings.ContainsFunc(w, func(r rune) bool { return r < '0' || r > '9' }) {
+		return false
+	}
+	if abbreviations[strings.ToLower(w)] {
+		return false
+	}
+	r, n := utf8.DecodeRuneInString(w)
+	return n != len(w) || !unicode.IsLetter(r)
+}
+
+// fit cuts sp, if it is over max tokens, at word starts (any CJK character
+// starts a word), and a word over max tokens at character boundaries.
+func fit(src string, sp span, max int) []span {
+	if Tokens(src[sp.s:sp.e]) <= max {
+		return []span{sp}
+	}
+	var out []span
+	start := sp.s
+	for start < sp.e {
+		// The longest prefix of src[start:sp.e] within max that ends
+		// before a word start; else the longest within max at all.
+		lastWord, lastRune := -1, -1
+		toks := tokenCounter{}
+		for i := start; i < sp.e; {
+			r, n := utf8.DecodeRuneInString(src[i:])
+			if i > start && wordStart(src, i) {
+				lastWord = i
+			}
+			if !toks.add(r, max) {
+				break
+			}
+			i += n
+			lastRune = i
+		}
+		if lastRune >= sp.e {
+			lastWord = sp.e
+		}
+		end := lastWord
+		if end <= start {
+			end = lastRune
+		}
+		if t := trim(src, span{start, end}); t.e > t.s {
+			out = append(out, t)
+		}
+		start = end
+	}
+	return out
+}
+
+// tokenCounter counts Tokens incrementally.
+type tokenCounter struct{ cjk, other int }
+
+// count counts the tokens of s.
+func count(s string) tokenCounter {
+	var c tokenCounter
+	for _, r := range s {
+		c.addRune(r)
+	}
+	return c
+}
+
+func (c *tokenCounter) addRune(r rune) {
+	if isCJK(r) {
+		c.cjk++
+	} else {
+		c.other++
+	}
+}
+
+// add adds r if the total stays within max, and reports whether it did.
+func (c *tokenCounter) add(r rune, max int) bool {
+	d := *c
+	d.addRune(r)
+	if d.tokens() > max {
+		return false
+	}
+	*c = d
+	return true
+}
+
+func (c tokenCounter) plus(d tokenCounter) tokenCounter {
+	return tokenCounter{c.cjk + d.cjk, c.other + d.other}
+}
+
+func (c tokenCounter) minus(d tokenCounter) tokenCounter {
+	return tokenCounter{c.cjk - d.cjk, c.other - d.other}
+}
+
+func (c tokenCounter) tokens() int { return c.cjk + (c.other+3)/4 }
+
+// wordStart reports whether a word starts at byte i of src: a non-space
+// after a space, or a CJK character.
+func wordStart(src string, i int) bool {
+	r, _ := utf8.DecodeRuneInString(src[i:])
+	if unicode.IsSpace(r) {
+		return false
+	}
+	if isCJK(r) {
+		return true
+	}
+	p, _ := utf8.DecodeLastRuneInString(src[:i])
+	return unicode.IsSpace(p) || isCJK(p)
+}
+
+// trim narrows sp to exclude surrounding white space.
+func trim(src string, sp span) span {
+	for sp.s < sp.e {
+		r, n := utf8.DecodeRuneInString(src[sp.s:])
+		if !unicode.IsSpace(r) {
+			break
+		}
+		sp.s += n
+	}
+	for sp.e > sp.s {
+		r, n := utf8.DecodeLastRuneInString(src[:sp.e])
+		if !unicode.IsSpace(r) {
+			break
+		}
+		sp.e -= n
+	}
+	return sp
+}
+
+// pack groups a section's segments into chunks of at most cfg.MaxTokens,
+// cutting at a block boundary when one leaves the chunk at least half full,
+// and starting each chunk after the first with the overlap. Token counts
+// come from running totals at segment boundaries, so that a section costs
+// time linear in its length whatever the chunk size.
+func pack(src string, segs []segment, cfg Config) []span {
+	if len(segs) == 0 {
+		return nil
+	}
+	// at[k] counts src[segs[0].s:segs[k].s], upto[k] src[segs[0].s:segs[k].e].
+	at, upto := make([]tokenCounter, len(segs)), make([]tokenCounter, len(segs))
+	var run tokenCounter
+	for k, sg := range segs {
+		if k > 0 {
+			run = run.plus(count(src[segs[k-1].e:sg.s]))
+		}
+		at[k] = run
+		run = run.plus(count(src[sg.s:sg.e]))
+		upto[k] = run
+	}
+	var out []span
+	for i := 0; i < len(segs); {
+		start, lead := segs[i].s, tokenCounter{} // lead counts src[start:segs[i].s]
+		if len(out) > 0 {
+			start, lead = overlapStart(src, segs, i, out[len(out)-1], at, upto, cfg)
+		}
+		size := func(k int) int { return lead.plus(upto[k].minus(at[i])).tokens() } // src[start:segs[k].e]
+		j := i
+		for j+1 < len(segs) && size(j+1) <= cfg.MaxTokens {
+			j++
+		}
+		if j+1 < len(segs) && !segs[j+1].first {
+			for k := j; k > i; k-- {
+				if segs[k].first && size(k-1) >= cfg.MaxTokens/2 {
+					j = k - 1
+					break
+				}
+			}
+		}
+		out = append(out, span{start, segs[j].e})
+		i = j + 1
+	}
+	return out
+}
+
+// overlapStart is where the chunk starting at segment i begins, and the
+// tokens from there to segment i: in the previous chunk prev, at the
+// earliest segment (else word) start whose tail of prev is within
+// cfg.Overlap tokens and leaves room for segment i; at segment i itself
+// when there is none. It looks back from prev's end only as far as the
+// overlap reaches.
+func overlapStart(src string, segs []segment, i int, prev span, at, upto []tokenCounter, cfg Config) (int, tokenCounter) {
+	own := segs[i].s
+	if cfg.Overlap == 0 {
+		return own, tokenCounter{}
+	}
+	// gap counts src[prev.e:segs[i].s]; the segments before i end at
+	// prev.e or earlier.
+	gap := at[i].minus(upto[i-1])
+	if segs[i-1].e != prev.e {
+		return own, tokenCounter{}
+	}
+	seg := upto[i].minus(at[i])
+	fits := func(p int, tail tokenCounter) bool {
+		return p > prev.s && tail.tokens() <= cfg.Overlap && tail.plus(gap).plus(seg).tokens() <= cfg.MaxTokens
+	}
+	best, lead := own, tokenCounter{}
+	for k := i - 1; k >= 0 && segs[k].s > prev.s; k-- {
+		tail := upto[i-1].minus(at[k])
+		if !fits(segs[k].s, tail) {
+			break
+		}
+		best, lead = segs[k].s, tail.plus(gap)
+	}
+	if best != own {
+		return best, lead
+	}
+	// The last sentence alone is longer than the overlap: whole words,
+	// counted back from prev's end.
+	var tail tokenCounter
+	for p := prev.e; p > prev.s; {
+		r, n := utf8.DecodeLastRuneInString(src[:p])
+		if !tail.add(r, cfg.Overlap) {
+			break
+		}
+		p -= n
+		if wordStart(src, p) && fits(p, tail) {
+			best, lead = p, tail.plus(gap)
+		}
+	}
+	return best, lead
+}
