@@ -36,6 +36,9 @@ func (e *extractWorker) Work(ctx context.Context, job *river.Job[ExtractArgs]) e
 	// the job over (recover.go); fail hands it back.
 	ctx, release := e.w.live.bind(ctx)
 	defer release()
+	// Held back while enrich is slow (Config.Pacer); a pause cut short
+	// leaves the cancellation to work, which hands the job back.
+	_ = e.w.pace.wait(ctx, e.w.pace.jobs)
 	err := e.work(ctx, job)
 	label := "processed"
 	var end *jobEnd

@@ -22,6 +22,13 @@ import (
 // lone turn is recorded at once and a burst shares one transaction.
 func (w *Worker) ingestLoop(ctx context.Context) {
 	defer close(w.done)
+	// Ends a pause (see pace) when Stop is called.
+	paceCtx, cancelPace := context.WithCancel(ctx)
+	defer cancelPace()
+	go func() {
+		<-w.stop
+		cancelPace()
+	}()
 	batch := make([]jetstream.Msg, 0, w.cfg.BatchSize)
 	backoff := time.Duration(0)
 	for {
@@ -32,6 +39,10 @@ func (w *Worker) ingestLoop(ctx context.Context) {
 		case m := <-w.msgs:
 			batch = append(batch, m)
 		}
+		// Held back while enrich is slow (Config.Pacer); more messages
+		// arrive meanwhile, so the batch grows rather than the work. A
+		// pause cut short by Stop still records the batch.
+		_ = w.pace.wait(paceCtx, w.pace.ingest)
 	fill:
 		for len(batch) < w.cfg.BatchSize {
 			select {

@@ -201,6 +201,16 @@ type Config struct {
 	// PruneInterval is how often the limits and the retention are applied
 	// (when any is set). Default 10m.
 	PruneInterval time.Duration
+	// Pacer, when set, holds ingest and extraction back while its pressure
+	// is up (the app feeds it enrich's latency): see MaxPause. Default nil:
+	// never held back.
+	Pacer Pacer
+	// MaxPause is the longest pause before one ingest batch or extraction
+	// job at full pressure; extraction jobs take their pauses one after
+	// another, so at full pressure the process starts about one job and
+	// records one batch per MaxPause. It bounds the slow-down: ingest never
+	// stalls, however long the pressure lasts. Default 250ms.
+	MaxPause time.Duration
 	// DisableIngest runs only the extraction workers, without consuming the
 	// stream (e.g. to work off a replay). Default false.
 	DisableIngest bool
@@ -323,6 +333,9 @@ func (c Config) withDefaults() Config {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.MaxPause == 0 {
+		c.MaxPause = 250 * time.Millisecond
+	}
 	if c.EmbedJobSize == 0 {
 		c.EmbedJobSize = DefaultEmbedJobSize
 	}
@@ -343,7 +356,8 @@ func (c Config) validate() error {
 		name string
 		d    time.Duration
 	}{{"RetryBackoff", c.RetryBackoff}, {"JobRetryBase", c.JobRetryBase}, {"JobTimeout", c.JobTimeout}, {"FetchPollInterval", c.FetchPollInterval},
-		{"LockTimeout", c.LockTimeout}, {"MaxClockSkew", c.MaxClockSkew}, {"HeartbeatInterval", c.HeartbeatInterval}}
+		{"LockTimeout", c.LockTimeout}, {"MaxClockSkew", c.MaxClockSkew}, {"HeartbeatInterval", c.HeartbeatInterval},
+		{"MaxPause", c.MaxPause}}
 	for _, p := range positive {
 		if p.d <= 0 {
 			return fmt.Errorf("worker: Config.%s must be positive, not %s", p.name, p.d)
@@ -483,6 +497,7 @@ type Worker struct {
 	river  *river.Client[pgx.Tx]
 	enq    *Enqueuer // on river
 	live   *liveness // set by Start, before River starts
+	pace   *pace     // holds ingest and extraction back under the Pacer's pressure
 
 	turnStream jetstream.Stream // set by Start, before ingestion starts
 
@@ -508,7 +523,7 @@ func New(cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: jetstream: %w", err)
 	}
-	w := &Worker{cfg: cfg, logger: cfg.Logger, js: js}
+	w := &Worker{cfg: cfg, logger: cfg.Logger, js: js, pace: newPace(cfg.Pacer, cfg.MaxPause)}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &extractWorker{w: w})
 	river.AddWorker(workers, &pruneWorker{w: w})
