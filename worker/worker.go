@@ -178,6 +178,14 @@ type Config struct {
 	// FetchPollInterval is how often River polls for jobs when no
 	// notification arrived. Default 1s.
 	FetchPollInterval time.Duration
+	// FetchCooldown is the shortest time between two fetches of jobs by
+	// this process (River's FetchCooldown): a fetch takes at most as many
+	// jobs as there are free workers, so extraction runs at most Workers ×
+	// JobSize turns per FetchCooldown. With a fast extractor (the offline
+	// rules, a model that answers in milliseconds) and small jobs, lower it
+	// (or raise Workers or JobSize). Default 100ms (River's default), at
+	// most FetchPollInterval.
+	FetchCooldown time.Duration
 	// ExtractDebounce delays a turn's extraction by this long so that a burst
 	// of turns in one conversation is extracted in one call, with a few
 	// earlier turns of the conversation as read-only context. Turns without
@@ -300,6 +308,9 @@ func (c Config) withDefaults() Config {
 	if c.FetchPollInterval == 0 {
 		c.FetchPollInterval = time.Second
 	}
+	if c.FetchCooldown == 0 {
+		c.FetchCooldown = min(c.FetchPollInterval, river.FetchCooldownDefault)
+	}
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = 2 * time.Second
 	}
@@ -355,7 +366,7 @@ func (c Config) validate() error {
 	positive := []struct {
 		name string
 		d    time.Duration
-	}{{"RetryBackoff", c.RetryBackoff}, {"JobRetryBase", c.JobRetryBase}, {"JobTimeout", c.JobTimeout}, {"FetchPollInterval", c.FetchPollInterval},
+	}{{"RetryBackoff", c.RetryBackoff}, {"JobRetryBase", c.JobRetryBase}, {"JobTimeout", c.JobTimeout}, {"FetchPollInterval", c.FetchPollInterval}, {"FetchCooldown", c.FetchCooldown},
 		{"LockTimeout", c.LockTimeout}, {"MaxClockSkew", c.MaxClockSkew}, {"HeartbeatInterval", c.HeartbeatInterval},
 		{"MaxPause", c.MaxPause}}
 	for _, p := range positive {
@@ -397,6 +408,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("worker: Config.PruneInterval must be at least 1s, not %s", c.PruneInterval)
 	case c.ProcessTimeout < 2*c.HeartbeatInterval:
 		return fmt.Errorf("worker: Config.ProcessTimeout must be at least twice HeartbeatInterval (%s), not %s", c.HeartbeatInterval, c.ProcessTimeout)
+	case c.FetchCooldown < river.FetchCooldownMin || c.FetchCooldown > c.FetchPollInterval:
+		return fmt.Errorf("worker: Config.FetchCooldown must be between %s and FetchPollInterval (%s), not %s", river.FetchCooldownMin, c.FetchPollInterval, c.FetchCooldown)
 	case c.ReconcileInterval < time.Second:
 		return fmt.Errorf("worker: Config.ReconcileInterval must be at least 1s, not %s", c.ReconcileInterval)
 	case c.DailyTokensPerUser < 0:
@@ -562,7 +575,7 @@ func New(cfg Config) (*Worker, error) {
 		// recover.go); the rescuer is left for a job stuck in a live one.
 		RescueStuckJobsAfter: 2 * cfg.JobTimeout,
 		FetchPollInterval:    cfg.FetchPollInterval,
-		FetchCooldown:        min(cfg.FetchPollInterval, river.FetchCooldownDefault),
+		FetchCooldown:        cfg.FetchCooldown,
 		RetryPolicy:          &retryPolicy{base: cfg.JobRetryBase, max: 10 * time.Minute},
 		ErrorHandler:         lastAttemptHandler{w: w},
 	})

@@ -25,6 +25,7 @@ var fieldFlags = map[string]map[string]string{
 		"MaxContextPerUser": "--max-context-per-user",
 		"PruneInterval":     "--prune-interval",
 		"MaxPause":          "--max-pause",
+		"FetchCooldown":     "--fetch-cooldown",
 
 		// Spend caps (issue 16 item 8).
 		"DailyTokensPerUser": "--llm-daily-tokens-per-user",

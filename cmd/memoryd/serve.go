@@ -38,6 +38,7 @@ func (o *serveOptions) register(f *flags) {
 	o.conn.register(f)
 	f.Bool(&o.app.Store.CreateDatabase, "create-database", def.Store.CreateDatabase, "create the Postgres database when it does not exist")
 	f.Int(&w.Workers, "workers", def.Worker.Workers, "extraction jobs run at once by this process")
+	f.Duration(&w.FetchCooldown, "fetch-cooldown", def.Worker.FetchCooldown, "shortest time between two fetches of extraction jobs: extraction runs at most --workers × job size turns per cooldown; lower it for a fast model")
 	f.Int(&w.BatchSize, "batch-size", def.Worker.BatchSize, "most turn events recorded in one transaction")
 	f.Int(&w.MaxAttempts, "max-attempts", def.Worker.MaxAttempts, "extraction attempts before a turn is marked failed")
 	f.Int(&w.JobSize, "job-size", 0, fmt.Sprintf("turns per extraction job; 0 picks %d for the offline extractor and %d for an LLM (parallel model calls)", app.JobSizeRules, app.JobSizeLLM))
