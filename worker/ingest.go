@@ -22,7 +22,7 @@ import (
 // lone turn is recorded at once and a burst shares one transaction.
 func (w *Worker) ingestLoop(ctx context.Context) {
 	defer close(w.done)
-	// Ends a pause (see pace) when Stop is called.
+	// Ends a pause (see pace.after) when Stop is called.
 	paceCtx, cancelPace := context.WithCancel(ctx)
 	defer cancelPace()
 	go func() {
@@ -39,10 +39,6 @@ func (w *Worker) ingestLoop(ctx context.Context) {
 		case m := <-w.msgs:
 			batch = append(batch, m)
 		}
-		// Held back while enrich is slow (Config.Pacer); more messages
-		// arrive meanwhile, so the batch grows rather than the work. A
-		// pause cut short by Stop still records the batch.
-		_ = w.pace.wait(paceCtx, w.pace.ingest)
 	fill:
 		for len(batch) < w.cfg.BatchSize {
 			select {
@@ -52,7 +48,12 @@ func (w *Worker) ingestLoop(ctx context.Context) {
 				break fill
 			}
 		}
+		started := time.Now()
 		err := w.ingest(ctx, batch)
+		// Held back while enrich is slow (Config.Pacer): a pause after the
+		// batch, in proportion to its time; messages arriving meanwhile
+		// make the next batch larger. Stop ends the pause.
+		_ = w.pace.after(paceCtx, time.Since(started))
 		if isDataError(err) {
 			// Postgres refused an event's content (something validation let
 			// through). Record the events one by one so the bad one is

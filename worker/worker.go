@@ -213,10 +213,10 @@ type Config struct {
 	// is up (the app feeds it enrich's latency): see MaxPause. Default nil:
 	// never held back.
 	Pacer Pacer
-	// MaxPause is the longest pause before one ingest batch or extraction
-	// job at full pressure; extraction jobs take their pauses one after
-	// another, so at full pressure the process starts about one job and
-	// records one batch per MaxPause. It bounds the slow-down: ingest never
+	// MaxPause bounds the pause after one ingest batch or extraction job
+	// under the Pacer's pressure; the pause is otherwise in proportion to
+	// the batch's or job's own time, up to 3 times it at full pressure, so
+	// that ingest keeps at least about a quarter of its speed and never
 	// stalls, however long the pressure lasts. Default 250ms.
 	MaxPause time.Duration
 	// DisableIngest runs only the extraction workers, without consuming the

@@ -60,10 +60,12 @@ func (c EnrichPoolConfig) withDefaults(url string) EnrichPoolConfig {
 type BackPressureConfig struct {
 	// Latency is the enrich reply time the slowest tenth of the replies of
 	// the last second may reach before ingest and extraction are held
-	// back: the more it is exceeded the longer the pauses, the longest
-	// (Worker.MaxPause, which bounds them) at twice Latency. A degraded
-	// reply counts as beyond twice it. Default DefaultBackPressureLatency;
-	// negative turns back-pressure off.
+	// back: the more it is exceeded the longer the pause after each ingest
+	// batch and extraction job, the longest at twice Latency (three times
+	// the batch's or job's own time, at most Worker.MaxPause: ingest keeps
+	// about a quarter of its speed). A degraded reply counts as beyond
+	// twice it. Default DefaultBackPressureLatency; negative turns
+	// back-pressure off.
 	Latency time.Duration
 }
 
