@@ -543,8 +543,8 @@ func (p *serveProc) logTail() string {
 // the postgres and nats-server processes from /proc/<pid>/stat, so that the
 // table shows where each request's CPU goes.
 type cpuSample struct {
-	busy, total    float64 // machine, clock ticks
-	postgres, nats float64 // those processes' utime+stime, clock ticks
+	busy, total    float64         // machine, clock ticks
+	postgres, nats map[int]float64 // those processes' utime+stime by pid, clock ticks
 	self           time.Duration
 }
 
@@ -567,11 +567,11 @@ func sampleCPU() cpuSample {
 	return s
 }
 
-// procTicks sums the user and system CPU (clock ticks) of the running
-// processes whose command name is name.
-func procTicks(name string) float64 {
+// procTicks returns the user and system CPU (clock ticks) of each running
+// process whose command name is name, by pid.
+func procTicks(name string) map[int]float64 {
 	paths, _ := filepath.Glob("/proc/[0-9]*/stat")
-	var sum float64
+	out := map[int]float64{}
 	for _, p := range paths {
 		data, err := os.ReadFile(p)
 		if err != nil {
@@ -588,7 +588,20 @@ func procTicks(name string) float64 {
 		}
 		u, _ := strconv.ParseFloat(f[11], 64)
 		k, _ := strconv.ParseFloat(f[12], 64)
-		sum += u + k
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		out[pid] = u + k
+	}
+	return out
+}
+
+// ticksBetween is the CPU the processes of b used since a: a process that
+// started in between counts whole, one that exited in between is lost (a
+// sum over the processes alive at each end would go negative when
+// backends of other clients exit).
+func ticksBetween(a, b map[int]float64) float64 {
+	var sum float64
+	for pid, t := range b {
+		sum += max(t-a[pid], 0)
 	}
 	return sum
 }
@@ -609,7 +622,7 @@ func cpuSplit(a, b cpuSample) cpuShare {
 	return cpuShare{
 		busyPct:     pct(b.busy - a.busy),
 		selfPct:     pct((b.self - a.self).Seconds() * hz),
-		postgresPct: pct(b.postgres - a.postgres),
-		natsPct:     pct(b.nats - a.nats),
+		postgresPct: pct(ticksBetween(a.postgres, b.postgres)),
+		natsPct:     pct(ticksBetween(a.nats, b.nats)),
 	}
 }
