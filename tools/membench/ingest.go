@@ -36,6 +36,20 @@ type ingestRun struct {
 	perSecond float64
 	rss       float64 // serve VmHWM, MiB
 	llmCalls  int64
+	// xacts is the Postgres transactions committed or rolled back in the
+	// database during the run (pg_stat_database; backends report them at
+	// most once a second), less the bench's own: a measure of the work per turn that
+	// does not depend on the machine's load, when the database is the
+	// bench's alone (--database-url; the default test database is shared).
+	xacts        int64
+	xactsPerTurn float64
+}
+
+// xactCount reads the database's transaction counter.
+func xactCount(ctx context.Context, s *store.Store) (int64, error) {
+	var n int64
+	err := s.Pool().QueryRow(ctx, `SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()`).Scan(&n)
+	return n, err
 }
 
 func (b *bench) ingestPhase(ctx context.Context) error {
@@ -196,6 +210,10 @@ func (b *bench) ingestN(ctx context.Context, url, prefix, stream string, extra [
 		msgs[i] = &nats.Msg{Subject: events.TurnSubject(prefix, t.UserID), Data: data, Header: nats.Header{"Nats-Msg-Id": []string{events.MsgID(t.UserID, t.ID)}}}
 	}
 
+	x0, err := xactCount(ctx, s)
+	if err != nil {
+		return run, err
+	}
 	start := time.Now()
 	profDone := make(chan error, 1)
 	if profile != "" {
@@ -228,7 +246,9 @@ func (b *bench) ingestN(ctx context.Context, url, prefix, stream string, extra [
 
 	// Processed and searchable: every turn processed and its context stored.
 	deadline := time.Now().Add(10 * time.Minute)
+	polls := int64(0)
 	for {
+		polls++
 		var processed, failed, items int64
 		err := s.Pool().QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'processed'), count(*) FILTER (WHERE status = 'failed'),
 			(SELECT count(*) FROM context) FROM turns`).Scan(&processed, &failed, &items)
@@ -249,10 +269,18 @@ func (b *bench) ingestN(ctx context.Context, url, prefix, stream string, extra [
 	run.elapsed = time.Since(start)
 	run.perSecond = float64(n) / run.elapsed.Seconds()
 	run.rss = p.rss()
+	// Backends report their transaction counts at most once a second.
+	time.Sleep(1500 * time.Millisecond)
+	x1, err := xactCount(ctx, s)
+	if err != nil {
+		return run, err
+	}
+	run.xacts = x1 - x0 - polls - 1 // less the bench's own reads
+	run.xactsPerTurn = float64(run.xacts) / float64(n)
 	if err := <-profDone; err != nil {
 		return run, err
 	}
-	logf("  %d turns in %s (%.0f/s; published in %s), serve VmHWM %.0f MiB", n, run.elapsed.Round(time.Millisecond), run.perSecond, run.published.Round(time.Millisecond), run.rss)
+	logf("  %d turns in %s (%.0f/s; published in %s; %.1f Postgres transactions a turn), serve VmHWM %.0f MiB", n, run.elapsed.Round(time.Millisecond), run.perSecond, run.published.Round(time.Millisecond), run.xactsPerTurn, run.rss)
 	if err := checkSearchable(ctx, s, n, o.ingestUsers, at); err != nil {
 		return run, err
 	}

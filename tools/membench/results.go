@@ -103,10 +103,10 @@ func (r *results) markdown(o *options) string {
 	}
 	if !o.skipIngest {
 		row(fmt.Sprintf("ingest, offline extractor (%d turns, %d users)", r.ingestRules.turns, o.ingestUsers),
-			fmt.Sprintf("%.0f turns/s (%s)", r.ingestRules.perSecond, r.ingestRules.elapsed.Round(time.Millisecond)),
+			fmt.Sprintf("%.0f turns/s (%s, %.1f Postgres transactions a turn)", r.ingestRules.perSecond, r.ingestRules.elapsed.Round(time.Millisecond), r.ingestRules.xactsPerTurn),
 			fmt.Sprintf("River %.0f no-op jobs/s", r.riverNoop), fmt.Sprintf("%.2f×", r.ingestRules.perSecond/r.riverNoop), "≥ 1,500 turns/s", check(r.ingestRules.perSecond >= 1500))
 		llm := func(label string, run ingestRun, target string, met string) {
-			row(label, fmt.Sprintf("%.0f turns/s (%d turns in %s, %d model calls)", run.perSecond, run.turns, run.elapsed.Round(time.Millisecond), run.llmCalls),
+			row(label, fmt.Sprintf("%.0f turns/s (%d turns in %s, %d model calls, %.1f Postgres transactions a turn)", run.perSecond, run.turns, run.elapsed.Round(time.Millisecond), run.llmCalls, run.xactsPerTurn),
 				fmt.Sprintf("River %.0f no-op jobs/s", r.riverNoop), fmt.Sprintf("%.2f×", run.perSecond/r.riverNoop), target, met)
 		}
 		llm("ingest, LLM extractor, instant fake server, default settings", r.ingestLLM, "≥ 1,000 turns/s", check(r.ingestLLM.perSecond >= 1000))
