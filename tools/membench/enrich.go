@@ -318,7 +318,7 @@ func serialWithFloor(ctx context.Context, nc *nats.Conn, prefix, url string, req
 	}
 	defer s.Close()
 	c := events.NewClient(nc, prefix)
-	var rowsSeen int
+	var rowsSeen, candsSeen int
 	var enrichTime time.Duration
 	for i, rq := range reqs {
 		data, err := json.Marshal(events.EnrichRequest{UserID: userID(rq.user), Message: rq.message})
@@ -354,12 +354,14 @@ func serialWithFloor(ctx context.Context, nc *nats.Conn, prefix, url string, req
 				items := enricher.Rank(cands, time.Time{}, events.DefaultThreshold, events.DefaultMaxResults)
 				r.query = append(r.query, time.Since(t0))
 				rowsSeen += len(items)
+				candsSeen += len(cands.Matches)
 			}
 		}
 	}
 	r.enrich1.elapsed = enrichTime
 	r.enrich1.perSecond = float64(len(reqs)) / enrichTime.Seconds()
 	r.queryRows = float64(rowsSeen) / float64(len(reqs))
+	r.queryCands = float64(candsSeen) / float64(len(reqs))
 	return nil
 }
 

@@ -34,7 +34,8 @@ type corpusResults struct {
 
 	enrich1     enrichStats // 1 client
 	echo, query latencies   // floor
-	queryRows   float64     // context rows the query returned, on average
+	queryRows   float64     // context items ranked into a reply, on average
+	queryCands  float64     // candidates the query read (items matching a keyword), on average
 	enrich8     enrichStats // 8 clients, in-process service
 	cpu8        cpuShare
 	floor8      float64 // echo + query loops per second, same 8 clients
@@ -167,7 +168,7 @@ func (r *results) corpusTable(b *strings.Builder, o *options, c *corpusResults) 
 		cs.busyPct, cs.selfPct, cs.postgresPct, cs.natsPct),
 		fmt.Sprintf("CPU per request: bench process %s, Postgres %s, nats-server %s", perReq(cs.selfPct), perReq(cs.postgresPct), perReq(cs.natsPct)), "", "", "")
 	row("enrich replies with context / degraded", fmt.Sprintf("%.0f%% / %d", pctOf(c.enrich1.hits+c.enrich8.hits, c.enrich1.n+c.enrich8.n), c.enrich1.degraded+c.enrich8.degraded),
-		fmt.Sprintf("query returned %.2f rows on average", c.queryRows), "", "", "")
+		fmt.Sprintf("query read %.1f candidates (items holding a keyword) and ranked %.2f into the reply, on average", c.queryCands, c.queryRows), "", "", "")
 	row(fmt.Sprintf("cold start: the first %d requests after `memoryd serve` starts, 1 client", c.cold.n),
 		fmt.Sprintf("p50 %s, p99 %s, max %s; %d degraded", ms(c.cold.lat.pct(.5)), ms(c.cold.lat.pct(.99)), ms(c.cold.lat.pct(1)), c.cold.degraded),
 		"", "", "no degraded reply", check(c.cold.degraded == 0 && c.cold.n > 0))
