@@ -83,10 +83,7 @@ func loadAvg() string {
 
 func (r *results) markdown(o *options) string {
 	var b strings.Builder
-	cmd := "go -C tools run ./membench"
-	if o.quick {
-		cmd += " --quick"
-	}
+	cmd := strings.Join(append([]string{"go -C tools run ./membench"}, os.Args[1:]...), " ")
 	mode := "full"
 	if o.quick {
 		mode = "quick (smoke sizes; targets are for the full run)"
