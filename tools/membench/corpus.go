@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -91,7 +92,7 @@ const (
 func (c *longMemEval) name() string { return "longmemeval" }
 func (c *longMemEval) describe() string {
 	return fmt.Sprintf("LongMemEval-S haystack sessions (%s): users of %d–%d real turn pairs, %d distinct sessions reused across users; messages: the dataset's %d questions",
-		c.path, minUserItems, maxUserItems, len(c.sessions), len(c.questions))
+		filepath.Base(c.path), minUserItems, maxUserItems, len(c.sessions), len(c.questions))
 }
 func (c *longMemEval) users() int { return len(c.plan) }
 func (c *longMemEval) facts() int { return 5 }
