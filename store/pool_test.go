@@ -88,3 +88,44 @@ func TestOpenHonoursPoolMaxConnsInURL(t *testing.T) {
 		}
 	}
 }
+
+// TestWarmStatementsPreparesEnrichStatements: with WarmStatements every
+// connection the pool opens has enrich's statements prepared before it is
+// handed out (the first enrich after start must not pay for it); without
+// it, none are.
+func TestWarmStatementsPreparesEnrichStatements(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, url := storetest.Schema(t)
+	storetest.Open(t, url) // migrated
+	for _, warm := range []bool{true, false} {
+		s, err := store.Open(ctx, store.Config{URL: url, MaxConns: 2, MinConns: 2, WarmStatements: warm, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns := make([]interface{ Release() }, 0, 2)
+		for range 2 {
+			c, err := s.Pool().Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conns = append(conns, c)
+			var n int
+			// The parameter keeps this statement's own text from matching.
+			if err := c.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE strpos(statement, $1) > 0`,
+				"FROM context WHERE user_id = $1").Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if warm && n < 3 {
+				t.Errorf("WarmStatements: a connection has %d of enrich's statements prepared, want at least 3 (plain, scoped, ranged)", n)
+			}
+			if !warm && n != 0 {
+				t.Errorf("without WarmStatements: a connection has %d recall statements prepared, want 0", n)
+			}
+		}
+		for _, c := range conns {
+			c.Release()
+		}
+		s.Close()
+	}
+}

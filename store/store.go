@@ -37,6 +37,12 @@ type Config struct {
 	// Postgres comes back, do not pay for connection setup. See Warm.
 	// Default 4, at most MaxConns.
 	MinConns int32
+	// WarmStatements makes every new connection run the statements enrich
+	// uses (Recall's) once before the pool hands it out, so that they are
+	// prepared and the server's catalog caches loaded before the first
+	// request rather than inside its budget (see warmStatements). For the
+	// pool enrich reads from. Default false.
+	WarmStatements bool
 	// CreateDatabase creates the database named in URL when it does not exist
 	// (connecting to the "postgres" database to do so). Default false.
 	CreateDatabase bool
@@ -116,6 +122,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	// pgxpool re-opens lost idle connections on its health check; a short
 	// period re-warms the pool soon after an outage ends.
 	pcfg.HealthCheckPeriod = healthCheckPeriod
+	if cfg.WarmStatements {
+		pcfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+			warmStatements(ctx, conn, cfg.Logger)
+			return nil
+		}
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("store: connect: %w", err)

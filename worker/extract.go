@@ -37,6 +37,7 @@ func (e *extractWorker) Work(ctx context.Context, job *river.Job[ExtractArgs]) e
 	ctx, release := e.w.live.bind(ctx)
 	defer release()
 	err := e.work(ctx, job)
+	took := time.Since(start)
 	label := "processed"
 	var end *jobEnd
 	switch {
@@ -45,7 +46,10 @@ func (e *extractWorker) Work(ctx context.Context, job *river.Job[ExtractArgs]) e
 	case err != nil:
 		label = outcomeRetry
 	}
-	e.w.cfg.Observer.Extracted(time.Since(start), len(job.Args.EventIDs), label)
+	e.w.cfg.Observer.Extracted(took, len(job.Args.EventIDs), label)
+	// Held back while enrich is slow (Config.Pacer): a pause after the
+	// job, in proportion to its time, before this worker takes another.
+	_ = e.w.pace.after(ctx, took)
 	return err
 }
 

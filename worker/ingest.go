@@ -22,6 +22,13 @@ import (
 // lone turn is recorded at once and a burst shares one transaction.
 func (w *Worker) ingestLoop(ctx context.Context) {
 	defer close(w.done)
+	// Ends a pause (see pace.after) when Stop is called.
+	paceCtx, cancelPace := context.WithCancel(ctx)
+	defer cancelPace()
+	go func() {
+		<-w.stop
+		cancelPace()
+	}()
 	batch := make([]jetstream.Msg, 0, w.cfg.BatchSize)
 	backoff := time.Duration(0)
 	for {
@@ -41,7 +48,12 @@ func (w *Worker) ingestLoop(ctx context.Context) {
 				break fill
 			}
 		}
+		started := time.Now()
 		err := w.ingest(ctx, batch)
+		// Held back while enrich is slow (Config.Pacer): a pause after the
+		// batch, in proportion to its time; messages arriving meanwhile
+		// make the next batch larger. Stop ends the pause.
+		_ = w.pace.after(paceCtx, time.Since(started))
 		if isDataError(err) {
 			// Postgres refused an event's content (something validation let
 			// through). Record the events one by one so the bad one is

@@ -178,6 +178,14 @@ type Config struct {
 	// FetchPollInterval is how often River polls for jobs when no
 	// notification arrived. Default 1s.
 	FetchPollInterval time.Duration
+	// FetchCooldown is the shortest time between two fetches of jobs by
+	// this process (River's FetchCooldown): a fetch takes at most as many
+	// jobs as there are free workers, so extraction runs at most Workers ×
+	// JobSize turns per FetchCooldown. With a fast extractor (the offline
+	// rules, a model that answers in milliseconds) and small jobs, lower it
+	// (or raise Workers or JobSize). Default 100ms (River's default), at
+	// most FetchPollInterval.
+	FetchCooldown time.Duration
 	// ExtractDebounce delays a turn's extraction by this long so that a burst
 	// of turns in one conversation is extracted in one call, with a few
 	// earlier turns of the conversation as read-only context. Turns without
@@ -201,6 +209,16 @@ type Config struct {
 	// PruneInterval is how often the limits and the retention are applied
 	// (when any is set). Default 10m.
 	PruneInterval time.Duration
+	// Pacer, when set, holds ingest and extraction back while its pressure
+	// is up (the app feeds it enrich's latency): see MaxPause. Default nil:
+	// never held back.
+	Pacer Pacer
+	// MaxPause bounds the pause after one ingest batch or extraction job
+	// under the Pacer's pressure; the pause is otherwise in proportion to
+	// the batch's or job's own time, up to 3 times it at full pressure, so
+	// that ingest keeps at least about a quarter of its speed and never
+	// stalls, however long the pressure lasts. Default 250ms.
+	MaxPause time.Duration
 	// DisableIngest runs only the extraction workers, without consuming the
 	// stream (e.g. to work off a replay). Default false.
 	DisableIngest bool
@@ -290,6 +308,9 @@ func (c Config) withDefaults() Config {
 	if c.FetchPollInterval == 0 {
 		c.FetchPollInterval = time.Second
 	}
+	if c.FetchCooldown == 0 {
+		c.FetchCooldown = min(c.FetchPollInterval, river.FetchCooldownDefault)
+	}
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = 2 * time.Second
 	}
@@ -323,6 +344,9 @@ func (c Config) withDefaults() Config {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.MaxPause == 0 {
+		c.MaxPause = 250 * time.Millisecond
+	}
 	if c.EmbedJobSize == 0 {
 		c.EmbedJobSize = DefaultEmbedJobSize
 	}
@@ -342,8 +366,9 @@ func (c Config) validate() error {
 	positive := []struct {
 		name string
 		d    time.Duration
-	}{{"RetryBackoff", c.RetryBackoff}, {"JobRetryBase", c.JobRetryBase}, {"JobTimeout", c.JobTimeout}, {"FetchPollInterval", c.FetchPollInterval},
-		{"LockTimeout", c.LockTimeout}, {"MaxClockSkew", c.MaxClockSkew}, {"HeartbeatInterval", c.HeartbeatInterval}}
+	}{{"RetryBackoff", c.RetryBackoff}, {"JobRetryBase", c.JobRetryBase}, {"JobTimeout", c.JobTimeout}, {"FetchPollInterval", c.FetchPollInterval}, {"FetchCooldown", c.FetchCooldown},
+		{"LockTimeout", c.LockTimeout}, {"MaxClockSkew", c.MaxClockSkew}, {"HeartbeatInterval", c.HeartbeatInterval},
+		{"MaxPause", c.MaxPause}}
 	for _, p := range positive {
 		if p.d <= 0 {
 			return fmt.Errorf("worker: Config.%s must be positive, not %s", p.name, p.d)
@@ -383,6 +408,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("worker: Config.PruneInterval must be at least 1s, not %s", c.PruneInterval)
 	case c.ProcessTimeout < 2*c.HeartbeatInterval:
 		return fmt.Errorf("worker: Config.ProcessTimeout must be at least twice HeartbeatInterval (%s), not %s", c.HeartbeatInterval, c.ProcessTimeout)
+	case c.FetchCooldown < river.FetchCooldownMin || c.FetchCooldown > c.FetchPollInterval:
+		return fmt.Errorf("worker: Config.FetchCooldown must be between %s and FetchPollInterval (%s), not %s", river.FetchCooldownMin, c.FetchPollInterval, c.FetchCooldown)
 	case c.ReconcileInterval < time.Second:
 		return fmt.Errorf("worker: Config.ReconcileInterval must be at least 1s, not %s", c.ReconcileInterval)
 	case c.DailyTokensPerUser < 0:
@@ -483,6 +510,7 @@ type Worker struct {
 	river  *river.Client[pgx.Tx]
 	enq    *Enqueuer // on river
 	live   *liveness // set by Start, before River starts
+	pace   *pace     // holds ingest and extraction back under the Pacer's pressure
 
 	turnStream jetstream.Stream // set by Start, before ingestion starts
 
@@ -508,7 +536,7 @@ func New(cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: jetstream: %w", err)
 	}
-	w := &Worker{cfg: cfg, logger: cfg.Logger, js: js}
+	w := &Worker{cfg: cfg, logger: cfg.Logger, js: js, pace: newPace(cfg.Pacer, cfg.MaxPause)}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &extractWorker{w: w})
 	river.AddWorker(workers, &pruneWorker{w: w})
@@ -547,7 +575,7 @@ func New(cfg Config) (*Worker, error) {
 		// recover.go); the rescuer is left for a job stuck in a live one.
 		RescueStuckJobsAfter: 2 * cfg.JobTimeout,
 		FetchPollInterval:    cfg.FetchPollInterval,
-		FetchCooldown:        min(cfg.FetchPollInterval, river.FetchCooldownDefault),
+		FetchCooldown:        cfg.FetchCooldown,
 		RetryPolicy:          &retryPolicy{base: cfg.JobRetryBase, max: 10 * time.Minute},
 		ErrorHandler:         lastAttemptHandler{w: w},
 	})

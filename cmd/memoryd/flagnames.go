@@ -24,6 +24,8 @@ var fieldFlags = map[string]map[string]string{
 		"MaxDBSize":         "--max-db-size",
 		"MaxContextPerUser": "--max-context-per-user",
 		"PruneInterval":     "--prune-interval",
+		"MaxPause":          "--max-pause",
+		"FetchCooldown":     "--fetch-cooldown",
 
 		// Spend caps (issue 16 item 8).
 		"DailyTokensPerUser": "--llm-daily-tokens-per-user",
@@ -54,14 +56,22 @@ var fieldFlags = map[string]map[string]string{
 	"nats": {
 		"InboxPrefix": "--inbox-prefix",
 	},
+	"enrichpool": {
+		"MaxConns": "--enrich-max-conns",
+		"MinConns": "--enrich-min-conns",
+	},
+	"backpressure": {
+		"Latency": "--backpressure-latency",
+	},
 }
 
 // appGroups maps the app's Config groups to the components whose fields
 // they hold.
-var appGroups = map[string]string{"Worker": "worker", "LLM": "extractor", "Embed": "embedding", "Enricher": "enricher", "Store": "store", "NATS": "nats"}
+var appGroups = map[string]string{"Worker": "worker", "LLM": "extractor", "Embed": "embedding", "Enricher": "enricher", "Store": "store", "NATS": "nats",
+	"EnrichPool": "enrichpool", "BackPressure": "backpressure"}
 
 // appField matches a field path of the app's Config, e.g. Worker.Workers.
-var appField = regexp.MustCompile(`\b(Worker|LLM|Embed|Enricher|Store|NATS)\.([A-Z]\w*)`)
+var appField = regexp.MustCompile(`\b(Worker|LLM|Embed|Enricher|Store|NATS|EnrichPool|BackPressure)\.([A-Z]\w*)`)
 
 // configErrorFlags is the app's configuration error naming flags instead of
 // Config fields: "--workers -1 is out of range".

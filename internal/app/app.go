@@ -50,6 +50,11 @@ type App struct {
 	emb      *embedding.Client // nil until used, and when embedding is off
 	worker   *worker.Worker
 	enrich   *enricher.Service
+	// enrichDB is enrich's own pool (EnrichPool), open while enrich runs.
+	enrichDB *store.Store
+	// pressure feeds enrich's reply times to the worker's Pacer; nil when
+	// BackPressure is off.
+	pressure *pressure
 	ops      *opsServer
 	metrics  *metrics
 }
@@ -62,7 +67,11 @@ func New(cfg Config) (*App, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &App{cfg: cfg, logger: cfg.Logger, autoJobSize: asked == 0, jobSize: asked}, nil
+	a := &App{cfg: cfg, logger: cfg.Logger, autoJobSize: asked == 0, jobSize: asked}
+	if cfg.BackPressure.Latency > 0 {
+		a.pressure = newPressure(cfg.BackPressure.Latency)
+	}
+	return a, nil
 }
 
 // Config returns the configuration in use, defaults filled.
@@ -223,6 +232,9 @@ func (a *App) startWorkerLocked(ctx context.Context, s *store.Store, nc *nats.Co
 	if a.metrics != nil {
 		wc.Observer = a.metrics
 	}
+	if a.pressure != nil {
+		wc.Pacer = a.pressure
+	}
 	w, err := worker.New(wc)
 	if err != nil {
 		return err
@@ -268,10 +280,29 @@ func (a *App) startEnrichLocked(ctx context.Context, s *store.Store, nc *nats.Co
 	if err := a.setEmbedHookLocked(s); err != nil {
 		return err
 	}
+	// Enrich reads from a pool of its own, its statements prepared on
+	// every connection before the service answers: ingest and extraction
+	// cannot take its connections, and the first requests do not pay for
+	// connection setup or statement preparation.
+	if a.enrichDB == nil {
+		es, err := store.Open(ctx, store.Config{URL: a.cfg.Store.URL, MaxConns: int32(a.cfg.EnrichPool.MaxConns),
+			MinConns: int32(a.cfg.EnrichPool.MinConns), WarmStatements: true, Logger: a.logger})
+		if err != nil {
+			return fmt.Errorf("enrich pool: %w", err)
+		}
+		a.enrichDB = es
+	}
 	ec := a.cfg.Enricher
-	ec.Conn, ec.Store = nc, s
+	ec.Conn, ec.Store = nc, enrichStore{Store: s, recall: a.enrichDB}
+	var obs enrichObservers
 	if a.metrics != nil {
-		ec.Observer = a.metrics
+		obs = append(obs, a.metrics)
+	}
+	if a.pressure != nil {
+		obs = append(obs, a.pressure)
+	}
+	if len(obs) > 0 {
+		ec.Observer = obs
 	}
 	w := a.worker
 	js, err := jetstream.New(nc)
@@ -375,6 +406,10 @@ func (a *App) stopLocked(ctx context.Context) error {
 			}
 		}
 		a.nc = nil
+	}
+	if a.enrichDB != nil {
+		a.enrichDB.Close()
+		a.enrichDB = nil
 	}
 	if a.store != nil {
 		a.store.Close()

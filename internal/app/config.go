@@ -61,6 +61,13 @@ type Config struct {
 	// JobSize 0 picks JobSizeLLM with an LLM and JobSizeRules (at most
 	// BatchSize) with the offline rules.
 	Worker worker.Config
+	// EnrichPool is the Postgres pool enrich reads from, apart from Store's
+	// (which ingest, extraction and the other endpoints share), so that
+	// they cannot take enrich's connections. Its URL is Store's.
+	EnrichPool EnrichPoolConfig
+	// BackPressure holds ingest and extraction back while enrich is slow
+	// (the App sets Worker.Pacer from it).
+	BackPressure BackPressureConfig
 	// Enricher is the enrich service. Conn, Store, Logger, Observer,
 	// Prefix, Version and Forget are set by the App.
 	Enricher enricher.Config
@@ -154,6 +161,9 @@ func (c Config) withDefaults() Config {
 		c.Store.URL = store.DefaultURL
 	}
 
+	c.EnrichPool = c.EnrichPool.withDefaults(c.Store.URL)
+	c.BackPressure = c.BackPressure.withDefaults()
+
 	c.Worker.Logger, c.Worker.Prefix, c.Worker.Stream = c.Logger, c.Prefix, c.Stream
 	w := c.Worker
 	w.JobSize = c.jobSize()
@@ -214,7 +224,10 @@ func (c Config) validate() error {
 		{"Worker.PruneInterval", c.Worker.PruneInterval, c.Worker.PruneInterval <= 0},
 		{"Worker.DailyTokensPerUser", c.Worker.DailyTokensPerUser, c.Worker.DailyTokensPerUser < 0},
 		{"Worker.DailyTokens", c.Worker.DailyTokens, c.Worker.DailyTokens < 0},
+		{"Worker.MaxPause", c.Worker.MaxPause, c.Worker.MaxPause <= 0},
 		{"Enricher.Timeout", c.Enricher.Timeout, c.Enricher.Timeout <= 0},
+		{"EnrichPool.MaxConns", c.EnrichPool.MaxConns, c.EnrichPool.MaxConns < 1},
+		{"EnrichPool.MinConns", c.EnrichPool.MinConns, c.EnrichPool.MinConns < 0 || c.EnrichPool.MinConns > c.EnrichPool.MaxConns},
 		{"LLM.Timeout", c.LLM.Timeout, c.LLM.BaseURL != "" && c.LLM.Timeout <= 0},
 		{"LLM.MaxConcurrency", c.LLM.MaxConcurrency, c.LLM.BaseURL != "" && c.LLM.MaxConcurrency < 1},
 		{"LLM.RequestsPerSecond", c.LLM.RequestsPerSecond, c.LLM.RequestsPerSecond < 0},

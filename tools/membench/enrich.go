@@ -57,20 +57,25 @@ func workload(o *options, n int, seed uint64) []request {
 	return out
 }
 
-// enrichPhase seeds (or reuses) the big schema, then measures enrich, its
-// floor, enrich through a serve process, and the table size.
-func (b *bench) enrichPhase(ctx context.Context) error {
+// enrichPhase seeds (or reuses) a schema with corpus c, then measures
+// enrich, its floor, enrich through a serve process (cold start, 8
+// clients, under ingest), and the table size.
+func (b *bench) enrichPhase(ctx context.Context, c corpus) error {
 	o, e := b.o, b.env
+	r := &corpusResults{name: c.name(), describe: c.describe()}
+	b.results.corpora = append(b.results.corpora, r)
+	r.lengths = corpusLengths(c)
+	logf("corpus %s: %d users, %d items; %s", c.name(), c.users(), r.lengths.items, r.lengths)
 	schema := o.schema
 	var url string
 	if schema == "" {
-		schema = "bench_" + b.id + "_seed"
+		schema = "bench_" + b.id + "_" + c.name()
 		var err error
 		if url, err = e.newSchema(ctx, schema); err != nil {
 			return err
 		}
-		logf("seeding %d context items and %d facts over %d users into schema %s", o.items, o.facts, o.users, schema)
-		if err := seed(ctx, url, o); err != nil {
+		logf("seeding %d context items and %d facts a user over %d users into schema %s", r.lengths.items, c.facts(), c.users(), schema)
+		if err := seed(ctx, url, c); err != nil {
 			return err
 		}
 	} else {
@@ -80,7 +85,6 @@ func (b *bench) enrichPhase(ctx context.Context) error {
 	if o.keep {
 		e.keep = schema
 	}
-	r := &b.results
 
 	// Table size and row counts.
 	var rowsN, total, heap int64
@@ -99,7 +103,7 @@ func (b *bench) enrichPhase(ctx context.Context) error {
 		r.heapPer1k = float64(heap) / float64(rowsN) * 1000
 	}
 
-	prefix := "bench_" + b.id
+	prefix := "bench_" + b.id + "_" + c.name()
 
 	// The service side: memoryd's enrich service as the app assembles it,
 	// alone (no ingest or extraction), on a NATS connection of its own,
@@ -144,7 +148,7 @@ func (b *bench) enrichPhase(ctx context.Context) error {
 
 	// Warm up (connections, plans, caches) with requests not measured.
 	logf("enrich: warm-up")
-	warm := workload(o, 300, 1)
+	warm := c.workload(300, 1)
 	if _, err := enrichSerial(ctx, clients[0], prefix, warm, &r.enrich1); err != nil {
 		return err
 	}
@@ -154,7 +158,7 @@ func (b *bench) enrichPhase(ctx context.Context) error {
 	// query, the NATS echo and the enrich request, in rotating order, so
 	// that all three see the same cache state.
 	logf("enrich: %d requests, 1 client, interleaved with the floor (echo, query)", o.singleRequests)
-	reqs := workload(o, o.singleRequests, 2)
+	reqs := c.workload(o.singleRequests, 2)
 	if err := serialWithFloor(ctx, clients[0], prefix, url, reqs, r); err != nil {
 		return err
 	}
@@ -163,29 +167,40 @@ func (b *bench) enrichPhase(ctx context.Context) error {
 	logf("enrich: %d clients for %s", o.clients, o.loadDuration)
 	var prof *os.File
 	if o.cpuProfile != "" {
-		if prof, err = os.Create(o.cpuProfile); err != nil {
+		path := o.cpuProfile
+		if len(b.o.corpora()) > 1 {
+			path += "." + c.name()
+		}
+		if prof, err = os.Create(path); err != nil {
 			return err
 		}
 		if err := pprof.StartCPUProfile(prof); err != nil {
 			return err
 		}
+		defer logf("wrote CPU profile %s (go tool pprof -top -tagfocus=side=server %s)", path, path)
 	}
 	cpu0 := sampleCPU()
-	r.enrich8, err = enrichLoad(ctx, clients, prefix, o, o.loadDuration, 3)
+	r.enrich8, err = enrichLoad(ctx, clients, prefix, c, o.loadDuration, 3)
 	cpu1 := sampleCPU()
 	if prof != nil {
 		pprof.StopCPUProfile()
 		prof.Close()
-		logf("wrote CPU profile %s (go tool pprof -top -tagfocus=side=server %s)", o.cpuProfile, o.cpuProfile)
 	}
 	if err != nil {
 		return err
 	}
 	r.cpu8 = cpuSplit(cpu0, cpu1)
 
-	// The same load through a real `memoryd serve` process on this schema,
-	// for its resident memory at 1M items.
-	return b.serveEnrich(ctx, url, clients)
+	// Its floor with the same clients: each a closed loop of the NATS echo
+	// then the query alone.
+	logf("floor: %d clients of echo + query for %s", o.clients, o.loadDuration)
+	if r.floor8, err = floorLoad(ctx, clients, prefix, url, c, o.loadDuration); err != nil {
+		return err
+	}
+
+	// The same load through a real `memoryd serve` process on this schema:
+	// cold start, resident memory, and enrich while serve ingests.
+	return b.serveEnrich(ctx, url, clients, c, r)
 }
 
 type enrichStats struct {
@@ -241,7 +256,7 @@ func enrichSerial(ctx context.Context, nc *nats.Conn, prefix string, reqs []requ
 }
 
 // enrichLoad runs one closed-loop client per connection for d.
-func enrichLoad(ctx context.Context, conns []*nats.Conn, prefix string, o *options, d time.Duration, seed uint64) (enrichStats, error) {
+func enrichLoad(ctx context.Context, conns []*nats.Conn, prefix string, c corpus, d time.Duration, seed uint64) (enrichStats, error) {
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
@@ -255,12 +270,12 @@ func enrichLoad(ctx context.Context, conns []*nats.Conn, prefix string, o *optio
 		wg.Add(1)
 		go pprof.Do(ctx, pprof.Labels("side", "client"), func(ctx context.Context) {
 			defer wg.Done()
-			c := events.NewClient(nc, prefix)
-			reqs := workload(o, 2000, seed*100+uint64(i))
+			cl := events.NewClient(nc, prefix)
+			reqs := c.workload(2000, seed*100+uint64(i))
 			var st enrichStats
 			var lat latencies
 			for j := 0; !stop.Load() && ctx.Err() == nil; j++ {
-				dd, err := enrichOne(ctx, c, reqs[j%len(reqs)], &st)
+				dd, err := enrichOne(ctx, cl, reqs[j%len(reqs)], &st)
 				if err != nil {
 					mu.Lock()
 					first = cmp(first, err)
@@ -296,14 +311,14 @@ func cmp(have, next error) error {
 // needs, alone, directly through pgx: store.Recall, the one statement enrich
 // runs (facts, collection statistics and candidates) and its ranking, with
 // enrich's keywords, default threshold, limit and facts cap.
-func serialWithFloor(ctx context.Context, nc *nats.Conn, prefix, url string, reqs []request, r *results) error {
+func serialWithFloor(ctx context.Context, nc *nats.Conn, prefix, url string, reqs []request, r *corpusResults) error {
 	s, err := store.Open(ctx, store.Config{URL: url, MaxConns: 2, Logger: quietLogger()})
 	if err != nil {
 		return err
 	}
 	defer s.Close()
 	c := events.NewClient(nc, prefix)
-	var rowsSeen int
+	var rowsSeen, candsSeen int
 	var enrichTime time.Duration
 	for i, rq := range reqs {
 		data, err := json.Marshal(events.EnrichRequest{UserID: userID(rq.user), Message: rq.message})
@@ -339,43 +354,107 @@ func serialWithFloor(ctx context.Context, nc *nats.Conn, prefix, url string, req
 				items := enricher.Rank(cands, time.Time{}, events.DefaultThreshold, events.DefaultMaxResults)
 				r.query = append(r.query, time.Since(t0))
 				rowsSeen += len(items)
+				candsSeen += len(cands.Matches)
 			}
 		}
 	}
 	r.enrich1.elapsed = enrichTime
 	r.enrich1.perSecond = float64(len(reqs)) / enrichTime.Seconds()
 	r.queryRows = float64(rowsSeen) / float64(len(reqs))
+	r.queryCands = float64(candsSeen) / float64(len(reqs))
 	return nil
 }
 
-// serveEnrich starts `memoryd serve` on the seeded schema and runs the
-// 8-client load against it, for the resident memory of the real process.
-func (b *bench) serveEnrich(ctx context.Context, url string, clients []*nats.Conn) error {
+// serveEnrich starts `memoryd serve` on the seeded schema and measures,
+// through it: the first requests after start (cold start), the 8-client
+// load (and the process's resident memory), and enrich while serve ingests
+// turns at full rate and at a fixed rate.
+func (b *bench) serveEnrich(ctx context.Context, url string, clients []*nats.Conn, c corpus, r *corpusResults) error {
 	o, e := b.o, b.env
-	prefix := "bench_" + b.id + "_serve"
-	stream := "BENCH_" + strings.ToUpper(b.id) + "_SERVE"
+	prefix := "bench_" + b.id + "_serve_" + c.name()
+	stream := "BENCH_" + strings.ToUpper(b.id) + "_SERVE_" + strings.ToUpper(c.name())
 	e.addStream(stream)
+	if _, err := events.EnsureStream(ctx, e.js, events.StreamConfig{Prefix: prefix, Stream: stream}); err != nil {
+		return err
+	}
 	p, err := startServe(ctx, e, url, prefix, stream)
 	if err != nil {
 		return err
 	}
 	defer p.stop()
-	if err := waitService(ctx, clients[0], prefix); err != nil {
+	logf("cold start: the first %d enrich requests after memoryd serve (pid %d) starts", coldRequests, p.cmd.Process.Pid)
+	if r.cold, err = coldStart(ctx, clients[0], prefix, c.workload(coldRequests, 6)); err != nil {
 		return fmt.Errorf("%w\n%s", err, p.logTail())
 	}
-	logf("enrich via memoryd serve (pid %d): %d clients for %s", p.cmd.Process.Pid, o.clients, o.serveDuration)
-	warm := workload(o, 200, 5)
+	logf("enrich via memoryd serve: %d clients for %s", o.clients, o.serveDuration)
+	warm := c.workload(200, 5)
 	var ws enrichStats
 	if _, err := enrichSerial(ctx, clients[0], prefix, warm, &ws); err != nil {
 		return err
 	}
-	st, err := enrichLoad(ctx, clients, prefix, o, o.serveDuration, 4)
+	st, err := enrichLoad(ctx, clients, prefix, c, o.serveDuration, 4)
 	if err != nil {
 		return err
 	}
-	b.results.serveEnrich = st
-	b.results.serveEnrichRSS = p.rss()
+	r.serveEnrich = st
+	r.serveEnrichRSS = p.rss()
+
+	if o.skipUnderIngest {
+		return nil
+	}
+	s, err := store.Open(ctx, store.Config{URL: url, MaxConns: 2, Logger: quietLogger()})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	for i, rate := range []float64{0, o.ingestRate} {
+		label := fmt.Sprintf("load%d", i)
+		turns := o.underIngestTurns
+		if rate > 0 {
+			turns = int(rate * o.underIngestDuration.Seconds())
+		}
+		what := "full rate"
+		if rate > 0 {
+			what = fmt.Sprintf("%.0f turns/s", rate)
+		}
+		logf("enrich under ingest: %d turns at %s, 1 enrich client", turns, what)
+		l, err := enrichUnderIngest(ctx, e, s, clients[0], prefix, c, label, rate, turns)
+		if err != nil {
+			return fmt.Errorf("%w\n%s", err, p.logTail())
+		}
+		r.underIngest = append(r.underIngest, l)
+		logf("  enrich p50 %s p99 %s max %s, %d of %d degraded; ingest %.0f turns/s", ms(l.enrich.lat.pct(.5)), ms(l.enrich.lat.pct(.99)), ms(l.enrich.lat.pct(1)),
+			l.enrich.degraded, l.enrich.n, l.ingestRate)
+	}
+	r.serveEnrichRSS = p.rss()
 	return nil
+}
+
+// coldRequests is how many requests after start the cold start measures.
+const coldRequests = 100
+
+// coldStart sends reqs one at a time to a service that is starting: the
+// requests no one answers yet (no responders) are not counted; from the
+// first answered one, every reply is measured.
+func coldStart(ctx context.Context, nc *nats.Conn, prefix string, reqs []request) (enrichStats, error) {
+	cl := events.NewClient(nc, prefix)
+	var st enrichStats
+	deadline := time.Now().Add(2 * time.Minute)
+	for i := 0; i < len(reqs); {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		d, err := enrichOne(rctx, cl, reqs[i], &st)
+		cancel()
+		if err != nil {
+			if st.n > 0 || time.Now().After(deadline) || ctx.Err() != nil {
+				return st, fmt.Errorf("cold start request %d: %w", i, err)
+			}
+			time.Sleep(20 * time.Millisecond) // not up yet
+			continue
+		}
+		st.lat = append(st.lat, d)
+		i++
+	}
+	return st, nil
 }
 
 // waitService waits until the enrich service answers on prefix.
@@ -466,8 +545,8 @@ func (p *serveProc) logTail() string {
 // the postgres and nats-server processes from /proc/<pid>/stat, so that the
 // table shows where each request's CPU goes.
 type cpuSample struct {
-	busy, total    float64 // machine, clock ticks
-	postgres, nats float64 // those processes' utime+stime, clock ticks
+	busy, total    float64         // machine, clock ticks
+	postgres, nats map[int]float64 // those processes' utime+stime by pid, clock ticks
 	self           time.Duration
 }
 
@@ -490,11 +569,11 @@ func sampleCPU() cpuSample {
 	return s
 }
 
-// procTicks sums the user and system CPU (clock ticks) of the running
-// processes whose command name is name.
-func procTicks(name string) float64 {
+// procTicks returns the user and system CPU (clock ticks) of each running
+// process whose command name is name, by pid.
+func procTicks(name string) map[int]float64 {
 	paths, _ := filepath.Glob("/proc/[0-9]*/stat")
-	var sum float64
+	out := map[int]float64{}
 	for _, p := range paths {
 		data, err := os.ReadFile(p)
 		if err != nil {
@@ -511,7 +590,20 @@ func procTicks(name string) float64 {
 		}
 		u, _ := strconv.ParseFloat(f[11], 64)
 		k, _ := strconv.ParseFloat(f[12], 64)
-		sum += u + k
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		out[pid] = u + k
+	}
+	return out
+}
+
+// ticksBetween is the CPU the processes of b used since a: a process that
+// started in between counts whole, one that exited in between is lost (a
+// sum over the processes alive at each end would go negative when
+// backends of other clients exit).
+func ticksBetween(a, b map[int]float64) float64 {
+	var sum float64
+	for pid, t := range b {
+		sum += max(t-a[pid], 0)
 	}
 	return sum
 }
@@ -532,7 +624,7 @@ func cpuSplit(a, b cpuSample) cpuShare {
 	return cpuShare{
 		busyPct:     pct(b.busy - a.busy),
 		selfPct:     pct((b.self - a.self).Seconds() * hz),
-		postgresPct: pct(b.postgres - a.postgres),
-		natsPct:     pct(b.nats - a.nats),
+		postgresPct: pct(ticksBetween(a.postgres, b.postgres)),
+		natsPct:     pct(ticksBetween(a.nats, b.nats)),
 	}
 }

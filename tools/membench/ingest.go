@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -34,6 +36,20 @@ type ingestRun struct {
 	perSecond float64
 	rss       float64 // serve VmHWM, MiB
 	llmCalls  int64
+	// xacts is the Postgres transactions committed or rolled back in the
+	// database during the run (pg_stat_database; backends report them at
+	// most once a second), less the bench's own: a measure of the work per turn that
+	// does not depend on the machine's load, when the database is the
+	// bench's alone (--database-url; the default test database is shared).
+	xacts        int64
+	xactsPerTurn float64
+}
+
+// xactCount reads the database's transaction counter.
+func xactCount(ctx context.Context, s *store.Store) (int64, error) {
+	var n int64
+	err := s.Pool().QueryRow(ctx, `SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()`).Scan(&n)
+	return n, err
 }
 
 func (b *bench) ingestPhase(ctx context.Context) error {
@@ -60,21 +76,51 @@ func (b *bench) ingestPhase(ctx context.Context) error {
 		return err
 	}
 
-	// A fake OpenAI-compatible server answering at once.
-	llm, err := startFakeLLM()
+	// A fake OpenAI-compatible server answering at once: the defaults
+	// (with a CPU profile of serve when asked), then the tuned flags.
+	llm, err := startFakeLLM(0)
 	if err != nil {
 		return err
 	}
 	defer llm.Close()
+	llmArgs := []string{"--llm-base-url", llm.url, "--llm-model", "fake", "--llm-api-key", "fake"}
 	url, prefix, stream, err = b.ingestTarget(ctx, "llm")
 	if err != nil {
 		return err
 	}
 	logf("ingest: %d turns over %d users, LLM extractor against an instant fake server", o.ingestTurns, o.ingestUsers)
-	if r.ingestLLM, err = b.ingest(ctx, url, prefix, stream, []string{"--llm-base-url", llm.url, "--llm-model", "fake", "--llm-api-key", "fake"}); err != nil {
+	if r.ingestLLM, err = b.ingestN(ctx, url, prefix, stream, llmArgs, o.ingestTurns, o.llmProfile); err != nil {
 		return err
 	}
 	r.ingestLLM.llmCalls = llm.calls()
+	if o.llmTuned != "" {
+		url, prefix, stream, err = b.ingestTarget(ctx, "llmtuned")
+		if err != nil {
+			return err
+		}
+		logf("ingest: %d turns, LLM extractor against an instant fake server, serve %s", o.ingestTurns, o.llmTuned)
+		n0 := llm.calls()
+		if r.ingestLLMTuned, err = b.ingestN(ctx, url, prefix, stream, append(llmArgs, strings.Fields(o.llmTuned)...), o.ingestTurns, ""); err != nil {
+			return err
+		}
+		r.ingestLLMTuned.llmCalls = llm.calls() - n0
+	}
+	if o.llmLatency > 0 {
+		slow, err := startFakeLLM(o.llmLatency)
+		if err != nil {
+			return err
+		}
+		defer slow.Close()
+		url, prefix, stream, err = b.ingestTarget(ctx, "llmslow")
+		if err != nil {
+			return err
+		}
+		logf("ingest: %d turns, LLM extractor against a fake answering in %s, default settings", o.llmSlowTurns, o.llmLatency)
+		if r.ingestLLMSlow, err = b.ingestN(ctx, url, prefix, stream, []string{"--llm-base-url", slow.url, "--llm-model", "fake", "--llm-api-key", "fake"}, o.llmSlowTurns, ""); err != nil {
+			return err
+		}
+		r.ingestLLMSlow.llmCalls = slow.calls()
+	}
 	return nil
 }
 
@@ -115,8 +161,24 @@ func turn(i, users int, at time.Time) events.Turn {
 // ingest starts serve on an empty schema, publishes o.ingestTurns turns and
 // waits until every one is processed and its context item stored.
 func (b *bench) ingest(ctx context.Context, url, prefix, stream string, extra []string) (ingestRun, error) {
+	return b.ingestN(ctx, url, prefix, stream, extra, b.o.ingestTurns, "")
+}
+
+// ingestN is ingest of n turns; with profile set, serve runs with its
+// pprof endpoint and a CPU profile of it during the ingest is written there.
+func (b *bench) ingestN(ctx context.Context, url, prefix, stream string, extra []string, n int, profile string) (ingestRun, error) {
 	o, e := b.o, b.env
-	run := ingestRun{turns: o.ingestTurns}
+	run := ingestRun{turns: n}
+	var opsAddr string
+	if profile != "" {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return run, err
+		}
+		opsAddr = ln.Addr().String()
+		ln.Close()
+		extra = append(slices.Clone(extra), "--http", opsAddr, "--pprof")
+	}
 	p, err := startServe(ctx, e, url, prefix, stream, extra...)
 	if err != nil {
 		return run, err
@@ -135,7 +197,7 @@ func (b *bench) ingest(ctx context.Context, url, prefix, stream string, extra []
 	defer s.Close()
 
 	at := time.Now().UTC().Add(-time.Hour)
-	msgs := make([]*nats.Msg, o.ingestTurns)
+	msgs := make([]*nats.Msg, n)
 	for i := range msgs {
 		t := turn(i, o.ingestUsers, at)
 		if err := t.Validate(); err != nil {
@@ -148,7 +210,17 @@ func (b *bench) ingest(ctx context.Context, url, prefix, stream string, extra []
 		msgs[i] = &nats.Msg{Subject: events.TurnSubject(prefix, t.UserID), Data: data, Header: nats.Header{"Nats-Msg-Id": []string{events.MsgID(t.UserID, t.ID)}}}
 	}
 
+	x0, err := xactCount(ctx, s)
+	if err != nil {
+		return run, err
+	}
 	start := time.Now()
+	profDone := make(chan error, 1)
+	if profile != "" {
+		go func() { profDone <- fetchProfile(ctx, opsAddr, profile, o.profileSeconds()) }()
+	} else {
+		profDone <- nil
+	}
 	for _, m := range msgs {
 		// A bounded window of unacknowledged publishes.
 		if e.js.PublishAsyncPending() >= 2048 {
@@ -174,7 +246,9 @@ func (b *bench) ingest(ctx context.Context, url, prefix, stream string, extra []
 
 	// Processed and searchable: every turn processed and its context stored.
 	deadline := time.Now().Add(10 * time.Minute)
+	polls := int64(0)
 	for {
+		polls++
 		var processed, failed, items int64
 		err := s.Pool().QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'processed'), count(*) FILTER (WHERE status = 'failed'),
 			(SELECT count(*) FROM context) FROM turns`).Scan(&processed, &failed, &items)
@@ -184,30 +258,41 @@ func (b *bench) ingest(ctx context.Context, url, prefix, stream string, extra []
 		if failed > 0 {
 			return run, fmt.Errorf("%d turns failed\n%s", failed, p.logTail())
 		}
-		if processed == int64(o.ingestTurns) && items >= int64(o.ingestTurns) {
+		if processed == int64(n) && items >= int64(n) {
 			break
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return run, fmt.Errorf("not done: %d of %d processed, %d context items\n%s", processed, o.ingestTurns, items, p.logTail())
+			return run, fmt.Errorf("not done: %d of %d processed, %d context items\n%s", processed, n, items, p.logTail())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	run.elapsed = time.Since(start)
-	run.perSecond = float64(o.ingestTurns) / run.elapsed.Seconds()
+	run.perSecond = float64(n) / run.elapsed.Seconds()
 	run.rss = p.rss()
-	logf("  %d turns in %s (%.0f/s; published in %s), serve VmHWM %.0f MiB", o.ingestTurns, run.elapsed.Round(time.Millisecond), run.perSecond, run.published.Round(time.Millisecond), run.rss)
-	if err := checkSearchable(ctx, s, o, at); err != nil {
+	// Backends report their transaction counts at most once a second.
+	time.Sleep(1500 * time.Millisecond)
+	x1, err := xactCount(ctx, s)
+	if err != nil {
+		return run, err
+	}
+	run.xacts = x1 - x0 - polls - 1 // less the bench's own reads
+	run.xactsPerTurn = float64(run.xacts) / float64(n)
+	if err := <-profDone; err != nil {
+		return run, err
+	}
+	logf("  %d turns in %s (%.0f/s; published in %s; %.1f Postgres transactions a turn), serve VmHWM %.0f MiB", n, run.elapsed.Round(time.Millisecond), run.perSecond, run.published.Round(time.Millisecond), run.xactsPerTurn, run.rss)
+	if err := checkSearchable(ctx, s, n, o.ingestUsers, at); err != nil {
 		return run, err
 	}
 	return run, nil
 }
 
 // checkSearchable searches for a sample of the turns as enrich would.
-func checkSearchable(ctx context.Context, s *store.Store, o *options, at time.Time) error {
+func checkSearchable(ctx context.Context, s *store.Store, n, users int, at time.Time) error {
 	r := rand.New(rand.NewPCG(5, 5))
 	for range 50 {
-		i := r.IntN(o.ingestTurns)
-		t := turn(i, o.ingestUsers, at)
+		i := r.IntN(n)
+		t := turn(i, users, at)
 		cands, err := s.SearchContext(ctx, store.SearchQuery{UserID: t.UserID, Keywords: enricher.Keywords(t.UserMessage)})
 		if err != nil {
 			return err
@@ -345,7 +430,7 @@ func (b *bench) riverFloor(ctx context.Context, n int) (float64, error) {
 }
 
 // fakeLLM is an OpenAI-compatible chat-completions server that answers at
-// once, returning the turn it was given as one context pair (as the
+// once (or after a fixed latency), returning the turn it was given as one context pair (as the
 // offline rules do), so that the stored memory is the same as with them.
 type fakeLLM struct {
 	srv *http.Server
@@ -353,7 +438,7 @@ type fakeLLM struct {
 	n   atomic.Int64
 }
 
-func startFakeLLM() (*fakeLLM, error) {
+func startFakeLLM(latency time.Duration) (*fakeLLM, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -371,6 +456,13 @@ func startFakeLLM() (*fakeLLM, error) {
 			return
 		}
 		f.n.Add(1)
+		if latency > 0 {
+			select { // a model taking its time
+			case <-time.After(latency):
+			case <-r.Context().Done():
+				return
+			}
+		}
 		// The prompt's own reader of the turn, so this stand-in model never
 		// repeats the prompt's delimiters.
 		userMessage, assistantResponse, _ := extractor.PromptTurn(req.Messages[len(req.Messages)-1].Content)
@@ -394,3 +486,30 @@ func startFakeLLM() (*fakeLLM, error) {
 func (f *fakeLLM) calls() int64 { return f.n.Load() }
 
 func (f *fakeLLM) Close() { _ = f.srv.Close() }
+
+// fetchProfile writes a CPU profile of seconds from serve's pprof endpoint
+// at addr to path.
+func fetchProfile(ctx context.Context, addr, path string, seconds int) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, seconds), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("serve CPU profile: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("serve CPU profile: %s", resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	logf("wrote serve CPU profile %s (go tool pprof -top %s)", path, path)
+	return f.Close()
+}

@@ -28,10 +28,13 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/memoryd/memoryd/extractor"
 )
 
 // options are membench's flags.
@@ -46,6 +49,16 @@ type options struct {
 	keep       bool
 	skipIngest bool
 	skipEnrich bool
+	corpus     string // synthetic, longmemeval or both
+	data       string // the LongMemEval-S dev file
+
+	skipUnderIngest bool
+	ingestRate      float64 // the fixed rate of the under-ingest run, turns/s
+
+	llmTuned       string        // serve flags for a second instant-fake LLM run
+	llmLatency     time.Duration // the slow fake's answer time (0: no such run)
+	llmConcurrency int           // serve's default --llm-concurrency, for the slow run's expectation
+	llmProfile     string        // CPU profile of serve during the instant-fake LLM ingest
 
 	// sizes, set from quick
 	users, items, facts         int
@@ -53,6 +66,26 @@ type options struct {
 	loadDuration, serveDuration time.Duration
 	ingestTurns, ingestUsers    int
 	clients                     int
+	realItems                   int           // items of the realistic corpus, at least
+	underIngestTurns            int           // turns of the full-rate under-ingest run
+	underIngestDuration         time.Duration // length of the fixed-rate run
+	llmSlowTurns                int           // turns against the slow fake
+}
+
+// profileSeconds is how long the serve CPU profile of --llm-cpuprofile runs.
+func (o *options) profileSeconds() int {
+	if o.quick {
+		return 5
+	}
+	return 15
+}
+
+// corpora are the corpora --corpus selects.
+func (o *options) corpora() []string {
+	if o.corpus == "both" {
+		return []string{"synthetic", "longmemeval"}
+	}
+	return []string{o.corpus}
 }
 
 func (o *options) sizes() {
@@ -62,12 +95,18 @@ func (o *options) sizes() {
 		o.singleRequests = 1_000
 		o.loadDuration, o.serveDuration = 3*time.Second, 2*time.Second
 		o.ingestTurns, o.ingestUsers = 2_000, 100
+		o.realItems = 20_000
+		o.underIngestTurns, o.underIngestDuration = 3_000, 5*time.Second
+		o.llmSlowTurns = 100
 		return
 	}
 	o.users, o.items, o.facts = 10_000, 1_000_000, 50_000
 	o.singleRequests = 2_000
 	o.loadDuration, o.serveDuration = 15*time.Second, 5*time.Second
 	o.ingestTurns, o.ingestUsers = 20_000, 1_000
+	o.realItems = 500_000
+	o.underIngestTurns, o.underIngestDuration = 20_000, 20*time.Second
+	o.llmSlowTurns = 400
 }
 
 func main() {
@@ -83,8 +122,25 @@ func main() {
 	flag.BoolVar(&o.keep, "keep", false, "keep the seeded schema at the end and print its name (for --schema)")
 	flag.BoolVar(&o.skipIngest, "skip-ingest", false, "skip the ingest, replay and River floor measurements")
 	flag.BoolVar(&o.skipEnrich, "skip-enrich", false, "skip seeding and the enrich measurements")
+	flag.StringVar(&o.corpus, "corpus", "both", "enrich corpus: synthetic (generated short items), longmemeval (real conversations, see --data) or both")
+	flag.StringVar(&o.data, "data", filepath.Join(envOr("MEMEVAL_DATA", "/work/shared/data"), "longmemeval-s-dev.json.gz"),
+		"the LongMemEval-S dev file the realistic corpus is built from, read in place, never copied (env MEMEVAL_DATA: its directory, as for memeval)")
+	flag.BoolVar(&o.skipUnderIngest, "skip-under-ingest", false, "skip measuring enrich while serve ingests")
+	flag.Float64Var(&o.ingestRate, "ingest-rate", 500, "turns/s of the fixed-rate under-ingest run")
+	flag.StringVar(&o.llmTuned, "llm-tuned", "", `serve flags for a second LLM ingest against the instant fake (e.g. "--llm-concurrency 32 --workers 64")`)
+	flag.DurationVar(&o.llmLatency, "llm-latency", 300*time.Millisecond, "answer time of the slow fake LLM run (0: no such run)")
+	flag.StringVar(&o.llmProfile, "llm-cpuprofile", "", "write a CPU profile of memoryd serve during the instant-fake LLM ingest here (through its --pprof endpoint)")
 	flag.Parse()
 	o.sizes()
+	o.llmConcurrency = extractor.LLMConfig{}.WithDefaults().MaxConcurrency
+	if o.corpus != "both" && o.corpus != "synthetic" && o.corpus != "longmemeval" {
+		fmt.Fprintln(os.Stderr, "membench: --corpus must be synthetic, longmemeval or both")
+		os.Exit(2)
+	}
+	if o.schema != "" && o.corpus == "both" {
+		fmt.Fprintln(os.Stderr, "membench: --schema reuses one corpus's schema: name it with --corpus")
+		os.Exit(2)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, &o)
@@ -134,12 +190,22 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	defer b.env.cleanup()
-	logf("membench %s: %d users, %d context items, %d facts; ingest %d turns over %d users; GOMAXPROCS=%d",
-		map[bool]string{true: "quick", false: "full"}[o.quick], o.users, o.items, o.facts, o.ingestTurns, o.ingestUsers, runtime.GOMAXPROCS(0))
+	logf("membench %s: corpus %s; ingest %d turns over %d users; GOMAXPROCS=%d; load average %s",
+		map[bool]string{true: "quick", false: "full"}[o.quick], o.corpus, o.ingestTurns, o.ingestUsers, runtime.GOMAXPROCS(0), loadAvg())
 
 	if !o.skipEnrich {
-		if err := b.enrichPhase(ctx); err != nil {
-			return fmt.Errorf("enrich: %w", err)
+		for _, name := range o.corpora() {
+			var c corpus = synthetic{o}
+			if name == "longmemeval" {
+				lme, err := loadLongMemEval(o.data, o)
+				if err != nil {
+					return err
+				}
+				c = lme
+			}
+			if err := b.enrichPhase(ctx, c); err != nil {
+				return fmt.Errorf("enrich (%s): %w", name, err)
+			}
 		}
 	}
 	if !o.skipIngest {
@@ -152,6 +218,7 @@ func run(ctx context.Context, o *options) error {
 	}
 	b.results.elapsed = time.Since(start)
 	b.results.machine = machineNotes()
+	b.results.load = loadAvg()
 	table := b.results.markdown(o)
 	fmt.Println(table)
 	if o.write != "" {

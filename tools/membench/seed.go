@@ -158,11 +158,11 @@ func message(r *rand.Rand, w *words, u, itemsPerUser int) string {
 	return fmt.Sprintf(tmpl, args...)
 }
 
-// seed fills the schema at url with o.items context items and o.facts facts
-// over o.users users, with COPY. Secondary indexes are dropped first and
-// rebuilt afterwards with their exact definitions (faster than maintaining
-// them row by row); the unique constraint stays.
-func seed(ctx context.Context, url string, o *options) error {
+// seed fills the schema at url with c's context items and facts, with
+// COPY. Secondary indexes are dropped first and rebuilt afterwards with their
+// exact definitions (faster than maintaining them row by row); the unique
+// constraint stays.
+func seed(ctx context.Context, url string, c corpus) error {
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
 		return err
@@ -186,8 +186,8 @@ func seed(ctx context.Context, url string, o *options) error {
 		}
 	}
 
-	perUser := o.items / o.users
 	now := time.Now().UTC()
+	users := c.users()
 	cols := []string{"user_id", "question", "answer", "created_at", "event_id", "conversation_id", "content_hash", "extractor"}
 	const parts = 2
 	var wg sync.WaitGroup
@@ -196,30 +196,34 @@ func seed(ctx context.Context, url string, o *options) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(p), 7))
 			u, k := p, 0
+			its := []seedItem(nil)
+			if u < users {
+				its = c.items(u)
+			}
 			seen := map[string]bool{}
 			row := make([]any, len(cols))
 			src := pgx.CopyFromFunc(func() ([]any, error) {
 				for {
-					if k == perUser {
+					if k == len(its) {
 						u, k = u+parts, 0
 						clear(seen)
+						if u >= users {
+							return nil, nil
+						}
+						its = c.items(u)
+						continue
 					}
-					if u >= o.users {
-						return nil, nil
-					}
-					q, a := item(u, k)
+					it := its[k]
 					uid := userID(u)
-					h := store.ContentHash(uid, q, a)
+					h := store.ContentHash(uid, it.question, it.answer)
 					k++
 					if seen[string(h)] {
-						continue // the same pair drawn twice: COPY would hit the unique key
+						continue // the same pair twice: COPY would hit the unique key
 					}
 					seen[string(h)] = true
-					at := now.Add(-time.Duration(r.Int64N(int64(365 * 24 * time.Hour))))
-					row[0], row[1], row[2], row[3] = uid, q, a, at
-					row[4], row[5], row[6], row[7] = fmt.Sprintf("seed-%d-%d", u, k), fmt.Sprintf("c-%d", k/10), h, "seed"
+					row[0], row[1], row[2], row[3] = uid, it.question, it.answer, it.at
+					row[4], row[5], row[6], row[7] = fmt.Sprintf("seed-%d-%d", u, k), it.conversation, h, "seed"
 					return row, nil
 				}
 			})
@@ -262,8 +266,8 @@ func seed(ctx context.Context, url string, o *options) error {
 		}
 	}
 
-	// Facts: o.facts over the users, keys from factKeys.
-	perUserFacts := max(1, o.facts/o.users)
+	// Facts: c.facts() per user, keys from factKeys.
+	perUserFacts := c.facts()
 	var fu, fk int
 	r := rand.New(rand.NewPCG(42, 42))
 	w := newWords(42)
@@ -272,7 +276,7 @@ func seed(ctx context.Context, url string, o *options) error {
 			if fk == perUserFacts {
 				fu, fk = fu+1, 0
 			}
-			if fu >= o.users || fk >= len(factKeys) {
+			if fu >= users || fk >= len(factKeys) {
 				return nil, nil
 			}
 			fk++

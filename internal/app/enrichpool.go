@@ -1,0 +1,167 @@
+package app
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/memoryd/memoryd/enricher"
+	"github.com/memoryd/memoryd/store"
+)
+
+// Enrich is isolated from ingest: it reads from a Postgres pool of its own
+// (EnrichPoolConfig), with its statements prepared on every connection
+// before the first request, and while its replies are slow, ingest and
+// extraction are held back (BackPressureConfig, worker.Config.Pacer).
+
+// EnrichPoolConfig is the Postgres pool enrich reads from.
+type EnrichPoolConfig struct {
+	// MaxConns caps the pool. Enrich requests beyond it wait for a
+	// connection within their budget (Enricher.Timeout). Default
+	// DefaultEnrichMaxConns, at most the Store URL's pool_max_conns when
+	// it has one (a cap the operator set for each of memoryd's pools).
+	MaxConns int
+	// MinConns connections are opened, with enrich's statements prepared
+	// on each, before the service answers, and kept open and idle. Default
+	// DefaultEnrichMinConns, at most MaxConns.
+	MinConns int
+}
+
+// The enrich pool's defaults: on a 2-core Postgres a handful of connections
+// already run as many statements at once as the cores can; more would queue
+// inside Postgres instead of in the pool.
+const (
+	DefaultEnrichMaxConns = 8
+	DefaultEnrichMinConns = 2
+)
+
+func (c EnrichPoolConfig) withDefaults(url string) EnrichPoolConfig {
+	if c.MaxConns == 0 {
+		c.MaxConns = DefaultEnrichMaxConns
+		if strings.Contains(url, "pool_max_conns=") {
+			if pc, err := pgxpool.ParseConfig(url); err == nil {
+				c.MaxConns = min(c.MaxConns, int(pc.MaxConns))
+			}
+		}
+	}
+	if c.MinConns == 0 {
+		c.MinConns = min(DefaultEnrichMinConns, c.MaxConns)
+	}
+	return c
+}
+
+// BackPressureConfig holds ingest and extraction back while enrich is slow:
+// a frontend waits for enrich before every model call, nobody waits for a
+// turn to be extracted a second sooner.
+type BackPressureConfig struct {
+	// Latency is the enrich reply time the slowest tenth of the replies of
+	// the last second may reach before ingest and extraction are held
+	// back: the more it is exceeded the longer the pause after each ingest
+	// batch and extraction job, the longest at twice Latency (three times
+	// the batch's or job's own time, at most Worker.MaxPause: ingest keeps
+	// about a quarter of its speed). A degraded reply counts as beyond
+	// twice it. Default DefaultBackPressureLatency; negative turns
+	// back-pressure off.
+	Latency time.Duration
+}
+
+// DefaultBackPressureLatency is BackPressureConfig.Latency's default: the
+// issue's enrich p99 target while ingest runs.
+const DefaultBackPressureLatency = 20 * time.Millisecond
+
+func (c BackPressureConfig) withDefaults() BackPressureConfig {
+	if c.Latency == 0 {
+		c.Latency = DefaultBackPressureLatency
+	}
+	return c
+}
+
+// enrichStore is the store the enrich service is given: enrich's read
+// (Recall) goes to enrich's own pool, every other endpoint (the tools'
+// reads and writes, which pass the store's context hook) to the shared
+// store.
+type enrichStore struct {
+	*store.Store              // the shared pool
+	recall       *store.Store // enrich's own pool
+}
+
+// Recall implements enricher.Recaller on enrich's pool.
+func (e enrichStore) Recall(ctx context.Context, q store.RecallQuery) ([]store.Fact, store.Candidates, error) {
+	return e.recall.Recall(ctx, q)
+}
+
+// Warm re-opens enrich's connections (the enricher calls it at start and
+// after an outage); the shared pool warms itself.
+func (e enrichStore) Warm(ctx context.Context) error { return e.recall.Warm(ctx) }
+
+// pressureWindow is how far back pressure looks at enrich replies, and
+// pressureSamples how many of the latest it keeps at most.
+const (
+	pressureWindow  = time.Second
+	pressureSamples = 64
+)
+
+// pressure turns enrich's reply times into worker.Pacer's pressure: 0 while
+// the slowest tenth of the recent replies (pressureWindow, at most
+// pressureSamples of them) is within target, rising linearly to 1 at twice
+// target. With no recent reply it is 0: no enrich, nothing to protect.
+type pressure struct {
+	target time.Duration
+	now    func() time.Time
+
+	mu   sync.Mutex
+	at   [pressureSamples]time.Time
+	took [pressureSamples]time.Duration
+	next int
+}
+
+func newPressure(target time.Duration) *pressure {
+	return &pressure{target: target, now: time.Now}
+}
+
+// Enriched implements enricher.Observer.
+func (p *pressure) Enriched(took time.Duration, degraded bool) {
+	if degraded {
+		took = max(took, 2*p.target+1) // a degraded reply is as slow as it gets
+	}
+	now := p.now()
+	p.mu.Lock()
+	p.at[p.next], p.took[p.next] = now, took
+	p.next = (p.next + 1) % pressureSamples
+	p.mu.Unlock()
+}
+
+// Pressure implements worker.Pacer.
+func (p *pressure) Pressure() float64 {
+	since := p.now().Add(-pressureWindow)
+	var recent [pressureSamples]time.Duration
+	n := 0
+	p.mu.Lock()
+	for i, at := range p.at {
+		if !at.IsZero() && at.After(since) {
+			recent[n] = p.took[i]
+			n++
+		}
+	}
+	p.mu.Unlock()
+	if n == 0 {
+		return 0
+	}
+	s := recent[:n]
+	slices.Sort(s)
+	p90 := s[(n*9+9)/10-1] // nearest rank
+	return min(max(float64(p90-p.target)/float64(p.target), 0), 1)
+}
+
+// enrichObservers tells every observer of enrich replies.
+type enrichObservers []enricher.Observer
+
+func (o enrichObservers) Enriched(took time.Duration, degraded bool) {
+	for _, ob := range o {
+		ob.Enriched(took, degraded)
+	}
+}

@@ -1,0 +1,133 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/worker"
+)
+
+// TestEnrichPoolDefaults: enrich's pool has its documented defaults, stays
+// within a cap the URL sets for memoryd's pools, and New names a bad field.
+func TestEnrichPoolDefaults(t *testing.T) {
+	t.Parallel()
+	c := Config{}.withDefaults()
+	if c.EnrichPool.MaxConns != DefaultEnrichMaxConns || c.EnrichPool.MinConns != DefaultEnrichMinConns ||
+		c.BackPressure.Latency != DefaultBackPressureLatency || c.Worker.MaxPause != (worker.Config{}).WithDefaults().MaxPause {
+		t.Errorf("defaults: %+v, %+v, MaxPause %s", c.EnrichPool, c.BackPressure, c.Worker.MaxPause)
+	}
+	c = Config{Store: store.Config{URL: store.DefaultURL + "&pool_max_conns=1"}}.withDefaults()
+	if c.EnrichPool.MaxConns != 1 || c.EnrichPool.MinConns != 1 {
+		t.Errorf("with pool_max_conns=1 in the URL: %+v, want 1 and 1", c.EnrichPool)
+	}
+	if d := Defaults(); d.EnrichPool.MaxConns != DefaultEnrichMaxConns || d.BackPressure.Latency != DefaultBackPressureLatency {
+		t.Errorf("Defaults(): %+v, %+v", d.EnrichPool, d.BackPressure)
+	}
+	for _, tt := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{EnrichPool: EnrichPoolConfig{MaxConns: -1}}, "app: Config.EnrichPool.MaxConns -1 is out of range"},
+		{Config{EnrichPool: EnrichPoolConfig{MaxConns: 2, MinConns: 3}}, "app: Config.EnrichPool.MinConns 3 is out of range"},
+		{Config{Worker: worker.Config{MaxPause: -time.Second}}, "app: Config.Worker.MaxPause -1s is out of range"},
+	} {
+		_, err := New(tt.cfg)
+		var cerr *ConfigError
+		if !errors.As(err, &cerr) || !strings.HasPrefix(err.Error(), tt.want) {
+			t.Errorf("New(%+v) = %v, want %q", tt.cfg, err, tt.want)
+		}
+	}
+	if a, err := New(Config{BackPressure: BackPressureConfig{Latency: -1}}); err != nil || a.pressure != nil {
+		t.Errorf("negative BackPressure.Latency: %v, pressure %v; want it off", err, a)
+	}
+}
+
+// TestEnrichAnswersWhileIngestHoldsEveryConnection: with every connection
+// of the shared pool (ingest's, extraction's) taken, enrich still answers
+// from its own pool, not degraded, with the user's memory.
+func TestEnrichAnswersWhileIngestHoldsEveryConnection(t *testing.T) {
+	t.Parallel()
+	a := startTestApp(t, nil)
+	publishAndWait(t, a, "alice", events.Turn{ID: "t1", UserID: "alice", UserMessage: "I live in Lisbon and my garden has tomatoes.",
+		AssistantResponse: "Tomatoes like the Lisbon sun.", Timestamp: time.Now().UTC()})
+	ctx := context.Background()
+	s, err := a.Store(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := s.Pool()
+	held := make([]*pgxpool.Conn, 0, pool.Config().MaxConns)
+	for range pool.Config().MaxConns {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	defer func() {
+		for _, c := range held {
+			c.Release()
+		}
+	}()
+	if st := pool.Stat(); st.AcquiredConns() != st.MaxConns() {
+		t.Fatalf("holding %d of the shared pool's %d connections, want all", st.AcquiredConns(), st.MaxConns())
+	}
+	for range 5 {
+		reply, err := events.NewClient(a.nc, a.cfg.Prefix).Enrich(ctx, events.EnrichRequest{UserID: "alice", Message: "how are my tomatoes?"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if reply.Degraded || len(reply.Context) == 0 || len(reply.Facts) == 0 {
+			t.Fatalf("with the shared pool exhausted, enrich replied %+v; want its memory, not degraded", reply)
+		}
+	}
+}
+
+// TestPressureFollowsEnrichLatency: the pacer's pressure is 0 while the
+// slowest tenth of the last second's replies is within the target, rises
+// linearly to 1 at twice it, counts a degraded reply as the slowest, and
+// falls back to 0 once the slow replies are older than the window.
+func TestPressureFollowsEnrichLatency(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+	p := newPressure(20 * time.Millisecond)
+	p.now = func() time.Time { return now }
+	if got := p.Pressure(); got != 0 {
+		t.Fatalf("no replies: pressure %v, want 0", got)
+	}
+	for range 20 {
+		p.Enriched(2*time.Millisecond, false)
+	}
+	if got := p.Pressure(); got != 0 {
+		t.Fatalf("fast replies: pressure %v, want 0", got)
+	}
+	// Three slow replies in 23: more than a tenth, so the slowest tenth is
+	// at 30 ms, half way from the target to twice it.
+	for range 3 {
+		p.Enriched(30*time.Millisecond, false)
+	}
+	if got := p.Pressure(); got < 0.49 || got > 0.51 {
+		t.Fatalf("a tenth at 30 ms: pressure %v, want 0.5", got)
+	}
+	for range 3 {
+		p.Enriched(time.Millisecond, true) // degraded: store unavailable, answered at once
+	}
+	if got := p.Pressure(); got != 1 {
+		t.Fatalf("degraded replies: pressure %v, want 1", got)
+	}
+	now = now.Add(pressureWindow + time.Millisecond)
+	if got := p.Pressure(); got != 0 {
+		t.Fatalf("a window later: pressure %v, want 0", got)
+	}
+	p.Enriched(3*time.Millisecond, false)
+	if got := p.Pressure(); got != 0 {
+		t.Fatalf("one fast reply after the slow ones aged out: pressure %v, want 0", got)
+	}
+}
