@@ -49,6 +49,14 @@ type SearchQuery struct {
 	// ("what did we talk about yesterday?"). 0 reads none, as without a
 	// range.
 	Latest int
+	// Hybrid asks for the user's embedding generation with the candidates
+	// (Candidates.Generation), and adds VectorIDs to them: the items the
+	// vector side of a hybrid search picked, whether or not they hold a
+	// keyword (their term counts say which they hold), within Scope and the
+	// range. Ids of other users' items or of items gone are not returned.
+	// Ignored with Latest.
+	Hybrid    bool
+	VectorIDs []int64
 }
 
 // ranged reports whether q has a range.
@@ -149,14 +157,41 @@ const latestCandidatesSQL = `
 		FROM context WHERE user_id = $1{range} ORDER BY created_at DESC, id DESC LIMIT {latest}) c`
 
 // recallShape is what decides a recall's statement.
-type recallShape struct{ scoped, ranged, latest bool }
+type recallShape struct{ scoped, ranged, latest, hybrid bool }
+
+// generationSQL is a hybrid recall's row of kind 3: the user's embedding
+// generation (migrations/021), read in the candidates' snapshot so that a
+// cached copy of the user's vectors is checked without a round trip of its
+// own. No row: generation 0, the user has no vectors.
+const generationSQL = `
+	UNION ALL
+	SELECT 3, NULL, NULL, NULL, NULL, generation, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+	FROM embedding_generations WHERE user_id = $1`
+
+// hybridSQL makes sql (a recall statement with candidates by keyword)
+// hybrid: the items of the id array $n are candidates too, and the
+// generation row is read.
+func hybridSQL(sql string, n int) string {
+	ids := fmt.Sprintf("$%d::bigint[]", n)
+	for _, r := range [][2]string{
+		{"AND $2 <> ''", "AND ($2 <> '' OR cardinality(" + ids + ") > 0)"},
+		{"WHERE c.search @@ kw.q", "WHERE (c.search @@ kw.q OR c.id = ANY(" + ids + "))"},
+		{"\tUNION ALL\n\tSELECT 2,", strings.TrimPrefix(generationSQL, "\n") + "\n\tUNION ALL\n\tSELECT 2,"},
+	} {
+		if strings.Count(sql, r[0]) != 1 {
+			panic(fmt.Sprintf("store: recallSQL has not one %q for the hybrid statements", r[0]))
+		}
+		sql = strings.Replace(sql, r[0], r[1], 1)
+	}
+	return sql
+}
 
 // recallStatements holds the statement of each shape, built once: one
 // statement per shape rather than conditions that are sometimes true, so
 // that each keeps plans of its own and the unscoped, unranged statement
 // stays recallSQL. Parameters: $1 user, $2 tsquery, $3 facts, $4 terms,
 // then the scope, the range's bounds and the latest limit, in that order,
-// for the shapes that have them.
+// for the shapes that have them, and last a hybrid shape's vector ids.
 var recallStatements = func() map[recallShape]string {
 	m := map[recallShape]string{}
 	for _, sh := range []recallShape{{}, {scoped: true}, {ranged: true}, {scoped: true, ranged: true},
@@ -183,15 +218,19 @@ var recallStatements = func() map[recallShape]string {
 			}
 		}
 		m[sh] = sql
+		if !sh.latest {
+			m[recallShape{scoped: sh.scoped, ranged: sh.ranged, hybrid: true}] = hybridSQL(sql, n+1)
+		}
 	}
 	return m
 }()
 
 // Row kinds of recallSQL.
 const (
-	rowStats     = 0
-	rowFact      = 1
-	rowCandidate = 2
+	rowStats      = 0
+	rowFact       = 1
+	rowCandidate  = 2
+	rowGeneration = 3
 )
 
 // Candidates is what a search reads for ranking (package ranking, which
@@ -204,8 +243,11 @@ type Candidates struct {
 	// Stats are over all the user's items, matched or not.
 	Stats ItemStats
 	// Matches are the user's items holding any of Terms, in no particular
-	// order.
+	// order (and, for a hybrid search, its VectorIDs).
 	Matches []Candidate
+	// Generation is the user's embedding generation when the search was
+	// hybrid (see UserVectors), 0 when the user has no vectors.
+	Generation int64
 }
 
 // ItemStats are what BM25F needs to know of all of a user's items. Its
@@ -292,13 +334,14 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 	tsq, terms := tsQuery(q.Keywords)
 	sh := recallShape{scoped: q.Scope != "", ranged: q.ranged()}
 	sh.latest = sh.ranged && tsq == "" && q.Latest > 0
+	sh.hybrid = q.Hybrid && !sh.latest
 	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Since.Before(q.Until) {
 		return nil, Candidates{}, fmt.Errorf("since %s is not before until %s", q.Since.Format(time.RFC3339Nano), q.Until.Format(time.RFC3339Nano))
 	}
 	if q.Latest < 0 {
 		return nil, Candidates{}, fmt.Errorf("latest %d is negative", q.Latest)
 	}
-	if tsq == "" && maxFacts == 0 && !sh.latest {
+	if tsq == "" && maxFacts == 0 && !sh.latest && !sh.hybrid {
 		return []Fact{}, Candidates{}, nil // nothing to read: no round trip
 	}
 	args := []any{q.UserID, tsq, maxFacts, terms}
@@ -310,6 +353,13 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 	}
 	if sh.latest {
 		args = append(args, q.Latest)
+	}
+	if sh.hybrid {
+		ids := q.VectorIDs
+		if ids == nil {
+			ids = []int64{}
+		}
+		args = append(args, ids)
 	}
 	sql := recallStatements[sh]
 	rows, err := s.db.Query(ctx, sql, args...)
@@ -355,6 +405,8 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 				c.QuestionLen, c.AnswerLen = int(qlen), int(alen)
 				cr.add(c, q1, a1, ev, conv, v)
 			}
+		case rowGeneration:
+			err = rows.Scan(nil, nil, nil, nil, nil, &out.Generation, nil, nil, nil, nil, nil, nil, nil, nil, nil)
 		default:
 			err = fmt.Errorf("recall read a row of kind %d", kind)
 		}
