@@ -102,10 +102,15 @@ type SearchParams struct {
 	// scoring when more than twice as many are searched; under 1: every
 	// vector is scored exactly.
 	Candidates int
-	// Sample is how many of the searched vectors (evenly spaced) the
-	// similarity statistics are estimated from when not every vector is
-	// scored exactly; at least 2.
+	// Sample is how many vectors (evenly spaced) the similarity statistics
+	// are estimated from when there are more than twice Candidates; at
+	// least 2.
 	Sample int
+	// Population selects the vectors the statistics are over (nil: all);
+	// keep must accept only vectors it accepts. A search can so be
+	// calibrated against more vectors than it searches (memoryd's: against
+	// the scope's items, whatever the time range).
+	Population func(i int) bool
 }
 
 // Hit is a vector of the index and its similarity to the query.
@@ -121,10 +126,12 @@ type Result struct {
 	Hits []Hit
 	// N is how many vectors were searched (those keep accepted).
 	N int
-	// Mean and Std are the mean and standard deviation of the query's
-	// similarity over the searched vectors: exact when all were scored,
-	// else estimated from Sample of them.
-	Mean, Std float64
+	// Population is how many vectors the statistics are over, and Mean
+	// and Std the mean and standard deviation of the query's similarity
+	// over them: exact up to twice Candidates vectors, else estimated from
+	// Sample of them.
+	Population int
+	Mean, Std  float64
 }
 
 // Search scores q, unit length and Dims long, against the vectors keep
@@ -141,27 +148,47 @@ func (x *Index) Search(q []float32, keep func(i int) bool, p SearchParams) Resul
 		}
 	}
 	r := Result{N: len(idx)}
-	if r.N == 0 {
-		return r
+	pop := idx
+	if p.Population != nil || keep != nil {
+		pop = make([]int32, 0, x.Len())
+		for i := range x.Len() {
+			if p.Population == nil || p.Population(i) {
+				pop = append(pop, int32(i))
+			}
+		}
 	}
+	r.Population = len(pop)
+	small := func(n int) bool { return p.Candidates < 1 || n <= 2*p.Candidates }
 	var cands []Hit
-	if p.Candidates < 1 || r.N <= 2*p.Candidates {
+	switch {
+	case r.N == 0:
+	case small(r.N):
 		cands = make([]Hit, len(idx))
 		for k, i := range idx {
 			cands[k] = Hit{int(i), x.Dot(int(i), q)}
 		}
-		r.Mean, r.Std = moments(cands)
-	} else {
-		sample := make([]Hit, 0, p.Sample)
-		step := max(1, r.N/max(p.Sample, 2))
-		for k := 0; k < r.N && len(sample) < cap(sample); k += step {
-			sample = append(sample, Hit{int(idx[k]), x.Dot(int(idx[k]), q)})
-		}
-		r.Mean, r.Std = moments(sample)
+	default:
 		cands = x.prefilter(q, idx, p.Candidates)
 		for k := range cands {
 			cands[k].Cos = x.Dot(cands[k].I, q)
 		}
+	}
+	switch {
+	case len(pop) == len(idx) && small(r.N):
+		r.Mean, r.Std = moments(cands) // the same vectors (keep's are a subset), all scored
+	case small(len(pop)):
+		all := make([]Hit, len(pop))
+		for k, i := range pop {
+			all[k] = Hit{int(i), x.Dot(int(i), q)}
+		}
+		r.Mean, r.Std = moments(all)
+	default:
+		sample := make([]Hit, 0, max(p.Sample, 2))
+		step := max(1, len(pop)/cap(sample))
+		for k := 0; k < len(pop) && len(sample) < cap(sample); k += step {
+			sample = append(sample, Hit{int(pop[k]), x.Dot(int(pop[k]), q)})
+		}
+		r.Mean, r.Std = moments(sample)
 	}
 	slices.SortFunc(cands, func(a, b Hit) int {
 		if c := cmp.Compare(b.Cos, a.Cos); c != 0 {

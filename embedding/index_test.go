@@ -150,7 +150,7 @@ func TestIndexSearch(t *testing.T) {
 	}
 	q := c.queries[0]
 	even := func(i int) bool { return i%2 == 0 }
-	r := x.Search(q, even, embedding.SearchParams{K: 5})
+	r := x.Search(q, even, embedding.SearchParams{K: 5, Population: even})
 	var all []embedding.Hit
 	for i := 0; i < 600; i += 2 {
 		all = append(all, embedding.Hit{I: i, Cos: x.Dot(i, q)})
@@ -164,7 +164,7 @@ func TestIndexSearch(t *testing.T) {
 		}
 		return a.I - b.I
 	})
-	if r.N != 300 || !slices.Equal(r.Hits, all[:5]) {
+	if r.N != 300 || r.Population != 300 || !slices.Equal(r.Hits, all[:5]) {
 		t.Fatalf("search %+v, want N 300 and hits %v", r, all[:5])
 	}
 	var mean float64
@@ -175,7 +175,7 @@ func TestIndexSearch(t *testing.T) {
 	if math.Abs(r.Mean-mean) > 1e-6 || r.Std <= 0 {
 		t.Errorf("mean %v std %v, want mean %v", r.Mean, r.Std, mean)
 	}
-	fast := x.Search(q, even, embedding.SearchParams{K: 5, Candidates: 50, Sample: 100})
+	fast := x.Search(q, even, embedding.SearchParams{K: 5, Candidates: 50, Sample: 100, Population: even})
 	for _, h := range fast.Hits {
 		if h.I%2 != 0 || h.Cos != x.Dot(h.I, q) {
 			t.Errorf("prefiltered hit %+v", h)
@@ -183,6 +183,12 @@ func TestIndexSearch(t *testing.T) {
 	}
 	if math.Abs(fast.Mean-mean) > 0.05 {
 		t.Errorf("sampled mean %v, exact %v", fast.Mean, mean)
+	}
+	// Statistics over all, search over the even ones.
+	pop := x.Search(q, even, embedding.SearchParams{K: 5}) // Population nil: all
+	whole := x.Search(q, nil, embedding.SearchParams{K: 5})
+	if pop.N != 300 || pop.Population != 600 || pop.Mean != whole.Mean || pop.Std != whole.Std || !slices.Equal(pop.Hits, r.Hits) {
+		t.Errorf("population search %+v, want the even hits with the statistics of all %+v", pop, whole)
 	}
 	if r := x.Search(q[:32], nil, embedding.SearchParams{K: 5}); len(r.Hits) != 0 || r.N != 0 {
 		t.Errorf("a 32-dimensional query found %+v", r)

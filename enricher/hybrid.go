@@ -123,18 +123,20 @@ func newHybrid(cfg Config, logger *slog.Logger) *hybrid {
 	return h
 }
 
-// stats are the hybrid counters shown in the enrich endpoint's stats.
+// stats are the hybrid counters shown in the enrich endpoint's stats (flat
+// numbers, as the others): query embeddings by outcome
+// (query_embeddings_ok, _timeout, _rate_limited, _error), and the vector
+// cache's users, bytes, hits, misses, reloads and stale answers.
 func (h *hybrid) stats() map[string]any {
-	byOutcome := map[string]int64{}
+	out := map[string]any{}
 	for o, n := range h.outcomes {
-		byOutcome[o] = n.Load()
+		out["query_embeddings_"+o] = n.Load()
 	}
 	users, bytes := h.cache.size()
-	return map[string]any{
-		"query_embeddings": byOutcome,
-		"vector_cache": map[string]int64{"users": int64(users), "bytes": bytes, "hits": h.cache.hits.Load(),
-			"misses": h.cache.misses.Load(), "reloads": h.reloads.Load(), "stale": h.stale.Load()},
-	}
+	out["vector_cache_users"], out["vector_cache_bytes"] = users, bytes
+	out["vector_cache_hits"], out["vector_cache_misses"] = h.cache.hits.Load(), h.cache.misses.Load()
+	out["vector_cache_reloads"], out["vector_cache_stale"] = h.reloads.Load(), h.stale.Load()
+	return out
 }
 
 // embed returns text's unit-length query vector, or nil when the request
@@ -151,8 +153,8 @@ func (h *hybrid) embed(ctx context.Context, userID, text string) []float32 {
 	}
 	start := time.Now()
 	ectx, cancel := context.WithTimeout(ctx, h.timeout)
+	defer cancel()
 	vs, err := h.emb.Embed(ectx, []string{text})
-	cancel()
 	var v []float32
 	if err == nil {
 		if len(vs) != 1 {
@@ -280,17 +282,25 @@ func (e *userVectors) pick(qv []float32, q store.SearchQuery) ([]int64, map[int6
 	if !q.Until.IsZero() {
 		until = q.Until.UnixNano()
 	}
+	// The statistics are over the scope's items, the search over those in
+	// the range: as on the lexical side (store.SearchQuery), a range
+	// filters what is ranked, not how.
+	p := embedding.SearchParams{K: vectorCandidates, Candidates: prefilterCandidates, Sample: statsSample}
 	var keep func(int) bool
-	if q.Scope != "" || since != math.MinInt64 || until != math.MaxInt64 {
+	if q.Scope != "" {
+		p.Population = func(i int) bool { return e.scopes[i] == q.Scope }
+		keep = p.Population
+	}
+	if since != math.MinInt64 || until != math.MaxInt64 {
 		keep = func(i int) bool {
 			return (q.Scope == "" || e.scopes[i] == q.Scope) && e.created[i] >= since && e.created[i] < until
 		}
 	}
-	r := e.index.Search(qv, keep, embedding.SearchParams{K: vectorCandidates, Candidates: prefilterCandidates, Sample: statsSample})
+	r := e.index.Search(qv, keep, p)
 	var ids []int64
 	vec := map[int64]float64{}
 	for _, hit := range r.Hits {
-		v := vectorScore(float64(hit.Cos), r.Mean, r.Std, r.N)
+		v := vectorScore(float64(hit.Cos), r.Mean, r.Std, r.Population, r.N)
 		if v <= 0 {
 			break // hits are best first
 		}
@@ -304,16 +314,17 @@ func (e *userVectors) pick(qv []float32, q store.SearchQuery) ([]int64, map[int6
 // without regard to the model's range of cosines, which differs widely
 // (unrelated texts score about 0.4 to 0.6 with nomic-embed-text, 0.1 to
 // 0.3 with OpenAI's models): against the distribution of the query's
-// similarity over the n searched items of the user (mean, std). Its
-// z-score (cos−mean)/std is compared with the z-score the best of n
-// unrelated items would reach by chance (noiseMax(n), which grows with n:
-// about 1.7 for 20 items, 3.1 for 1,000, 3.5 for 5,000); the margin d over
-// it maps to d/(d+VectorHalf), the shape of the lexical relevance
-// s/(s+RelevanceHalf). So 0 means "no more similar than the best unrelated
-// item would be", 0.3 a margin of about 0.86 standard deviations, 0.5 of 2.
-// Fewer than minVectorItems items, or no spread, give 0.
-func vectorScore(cos, mean, std float64, n int) float64 {
-	if n < minVectorItems || !(std > 1e-9) {
+// similarity over the user's items (mean, std over pop items: the scope's,
+// whatever the range). Its z-score (cos−mean)/std is compared with the
+// z-score the best of the n searched items would reach by chance were none
+// related (noiseMax(n), which grows with n: about 1.9 for 20 items, 3.2
+// for 1,000, 3.6 for 5,000); the margin d over it maps to d/(d+VectorHalf),
+// the shape of the lexical relevance s/(s+RelevanceHalf). So 0 means "no
+// more similar than the best unrelated item would be", 0.3 a margin of
+// about 0.86 standard deviations, 0.5 of 2. A population under
+// minVectorItems items, or without spread, gives 0.
+func vectorScore(cos, mean, std float64, pop, n int) float64 {
+	if pop < minVectorItems || n < 1 || !(std > 1e-9) {
 		return 0
 	}
 	d := (cos-mean)/std - noiseMax(n)
@@ -323,11 +334,12 @@ func vectorScore(cos, mean, std float64, n int) float64 {
 	return d / (d + VectorHalf)
 }
 
-// noiseMax is about the expected maximum of n standard normal values (the
-// Gumbel approximation), n ≥ 2.
+// noiseMax is about the expected maximum of n standard normal values:
+// Blom's approximation Φ⁻¹((n − 0.375)/(n + 0.25)), within 0.03 of the
+// exact value from n = 1 (0) up.
 func noiseMax(n int) float64 {
-	a := math.Sqrt(2 * math.Log(float64(n)))
-	return a - (math.Log(math.Log(float64(n)))+math.Log(4*math.Pi))/(2*a)
+	p := (float64(n) - 0.375) / (float64(n) + 0.25)
+	return math.Sqrt2 * math.Erfinv(2*p-1)
 }
 
 // fuse ranks candidates by lexical and vector evidence together: an item's
