@@ -93,7 +93,8 @@ type Config struct {
 	Embedder QueryEmbedder
 	// EmbedTimeout bounds the query's embedding call, within Timeout; past
 	// it, or when the endpoint fails, the request is answered lexically (not
-	// degraded) and the outcome counted. Must be under Timeout. Default
+	// degraded) and the outcome counted. With Embedder, must be positive
+	// and under Timeout. Default
 	// DefaultEmbedTimeout (100ms), or 40% of Timeout when that is less.
 	EmbedTimeout time.Duration
 	// VectorCacheBytes bounds the vectors this process keeps in memory for
@@ -175,8 +176,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("enricher: Config.MaxToolInFlight %d is under 1", c.MaxToolInFlight)
 	case c.MaxUserInFlight < 1:
 		return fmt.Errorf("enricher: Config.MaxUserInFlight %d is under 1", c.MaxUserInFlight)
-	case c.EmbedTimeout < 0 || c.EmbedTimeout >= c.Timeout:
-		return fmt.Errorf("enricher: Config.EmbedTimeout %s is negative or not under Timeout (%s)", c.EmbedTimeout, c.Timeout)
+	case c.Embedder != nil && (c.EmbedTimeout <= 0 || c.EmbedTimeout >= c.Timeout):
+		return fmt.Errorf("enricher: Config.EmbedTimeout %s is not positive and under Timeout (%s)", c.EmbedTimeout, c.Timeout)
 	case c.VectorCacheBytes < 0:
 		return fmt.Errorf("enricher: Config.VectorCacheBytes %d is negative", c.VectorCacheBytes)
 	}

@@ -273,6 +273,11 @@ func (a *App) startEnrichLocked(ctx context.Context, s *store.Store, nc *nats.Co
 	if a.metrics != nil {
 		ec.Observer = a.metrics
 	}
+	if qe, err := a.queryEmbedder(); err != nil {
+		return err
+	} else if qe != nil {
+		ec.Embedder = qe
+	}
 	w := a.worker
 	js, err := jetstream.New(nc)
 	if err != nil {
