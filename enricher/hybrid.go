@@ -356,35 +356,49 @@ func fuse(c store.Candidates, vec map[int64]float64, at time.Time, threshold flo
 	if at.IsZero() {
 		at = time.Now()
 	}
-	lex := map[int64]float64{}
+	if len(vec) == 0 {
+		return Rank(c, at, threshold, limit) // the same scores, cheaper
+	}
+	lex := make(map[int64]float64, len(c.Matches))
 	for _, it := range Rank(c, at, 0, len(c.Matches)) {
 		lex[it.ID] = it.Score
 	}
 	p := ranking.DefaultParams()
-	items := make([]store.ContextItem, 0, len(c.Matches))
-	for _, m := range c.Matches {
-		it := m.Item
+	// Sorted by index with their keys, not as items: a few hundred
+	// candidates' structs would be most of the cost.
+	type scored struct {
+		score   float64
+		created int64
+		id      int64
+		i       int
+	}
+	var kept []scored
+	for i, m := range c.Matches {
+		it := &m.Item
 		l, v := lex[it.ID], vec[it.ID]
+		f := l
 		if v > 0 {
 			age := max(at.Sub(it.CreatedAt).Seconds(), 0)
 			v *= 1 - p.RecencyWeight + p.RecencyWeight/(1+age/(p.RecencyDays*86400))
+			f = 1 - (1-l)*(1-v)
 		}
-		it.Score = l
-		if v > 0 {
-			it.Score = 1 - (1-l)*(1-v)
-		}
-		if it.Score > 0 && it.Score >= threshold {
-			items = append(items, it)
+		if f > 0 && f >= threshold {
+			kept = append(kept, scored{f, it.CreatedAt.UnixNano(), it.ID, i})
 		}
 	}
-	slices.SortFunc(items, func(x, y store.ContextItem) int {
-		if c := cmp.Compare(y.Score, x.Score); c != 0 {
+	slices.SortFunc(kept, func(x, y scored) int {
+		if c := cmp.Compare(y.score, x.score); c != 0 {
 			return c
 		}
-		if c := y.CreatedAt.Compare(x.CreatedAt); c != 0 {
+		if c := cmp.Compare(y.created, x.created); c != 0 {
 			return c
 		}
-		return cmp.Compare(y.ID, x.ID)
+		return cmp.Compare(y.id, x.id)
 	})
-	return items[:min(len(items), max(limit, 0))]
+	items := make([]store.ContextItem, min(len(kept), max(limit, 0)))
+	for k := range items {
+		items[k] = c.Matches[kept[k].i].Item
+		items[k].Score = kept[k].score
+	}
+	return items
 }

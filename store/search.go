@@ -168,22 +168,22 @@ const generationSQL = `
 	SELECT 3, NULL, NULL, NULL, NULL, generation, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 	FROM embedding_generations WHERE user_id = $1`
 
-// hybridSQL makes sql (a recall statement with candidates by keyword)
-// hybrid: the items of the id array $n are candidates too, and the
-// generation row is read.
-func hybridSQL(sql string, n int) string {
-	ids := fmt.Sprintf("$%d::bigint[]", n)
-	for _, r := range [][2]string{
-		{"AND $2 <> ''", "AND ($2 <> '' OR cardinality(" + ids + ") > 0)"},
-		{"WHERE c.search @@ kw.q", "WHERE (c.search @@ kw.q OR c.id = ANY(" + ids + "))"},
-		{"\tUNION ALL\n\tSELECT 2,", strings.TrimPrefix(generationSQL, "\n") + "\n\tUNION ALL\n\tSELECT 2,"},
-	} {
-		if strings.Count(sql, r[0]) != 1 {
-			panic(fmt.Sprintf("store: recallSQL has not one %q for the hybrid statements", r[0]))
-		}
-		sql = strings.Replace(sql, r[0], r[1], 1)
-	}
-	return sql
+// vectorCandidatesSQL adds a hybrid recall's vector ids ({ids}) to its
+// candidates, within its scope and range ({conds}): primary-key lookups,
+// not a condition on every item the keyword part reads. An id that the
+// keywords match too comes twice; recall keeps one.
+const vectorCandidatesSQL = `
+	UNION ALL
+	SELECT 2, NULL, NULL, NULL, NULL, c.id, c.question, c.answer, c.created_at, NULL, c.event_id, c.conversation_id,
+		c.question_len, c.answer_len, c.search::text
+	FROM context c WHERE c.id = ANY({ids}) AND c.user_id = $1{conds}`
+
+// hybridSQL makes sql (a recall statement with candidates by keyword and
+// the conditions conds on the items) hybrid: the vector ids of parameter n
+// are candidates too, and the generation row is read.
+func hybridSQL(sql, conds string, n int) string {
+	v := strings.ReplaceAll(vectorCandidatesSQL, "{ids}", fmt.Sprintf("$%d::bigint[]", n))
+	return sql + strings.ReplaceAll(v, "{conds}", conds) + generationSQL
 }
 
 // recallStatements holds the statement of each shape, built once: one
@@ -197,7 +197,7 @@ var recallStatements = func() map[recallShape]string {
 	for _, sh := range []recallShape{{}, {scoped: true}, {ranged: true}, {scoped: true, ranged: true},
 		{ranged: true, latest: true}, {scoped: true, ranged: true, latest: true}} {
 		sql, n := recallSQL, 4
-		scope := ""
+		scope, conds := "", ""
 		if sh.scoped {
 			n++
 			scope = fmt.Sprintf(" AND scope = $%d", n)
@@ -205,6 +205,7 @@ var recallStatements = func() map[recallShape]string {
 		}
 		if sh.ranged {
 			cond := fmt.Sprintf(" AND created_at >= $%d AND created_at < $%d", n+1, n+2)
+			conds = cond
 			n += 2
 			if sh.latest {
 				i := strings.Index(sql, "\tUNION ALL\n\tSELECT 2,")
@@ -219,7 +220,7 @@ var recallStatements = func() map[recallShape]string {
 		}
 		m[sh] = sql
 		if !sh.latest {
-			m[recallShape{scoped: sh.scoped, ranged: sh.ranged, hybrid: true}] = hybridSQL(sql, n+1)
+			m[recallShape{scoped: sh.scoped, ranged: sh.ranged, hybrid: true}] = hybridSQL(sql, scope+conds, n+1)
 		}
 	}
 	return m
@@ -426,7 +427,30 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 	slices.SortStableFunc(facts, func(x, y Fact) int { return y.SourceAt.Compare(x.SourceAt) })
 
 	out.Matches = cr.decode(q.UserID)
+	if sh.hybrid && len(q.VectorIDs) > 0 {
+		out.Matches = dedupVectorIDs(out.Matches, q.VectorIDs)
+	}
 	return facts, out, nil
+}
+
+// dedupVectorIDs drops the second row of a vector id the keywords matched
+// too (see vectorCandidatesSQL).
+func dedupVectorIDs(ms []Candidate, ids []int64) []Candidate {
+	seen := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		seen[id] = false
+	}
+	kept := ms[:0]
+	for _, m := range ms {
+		if s, ok := seen[m.Item.ID]; ok {
+			if s {
+				continue
+			}
+			seen[m.Item.ID] = true
+		}
+		kept = append(kept, m)
+	}
+	return kept
 }
 
 // bound is a range's end for Postgres: t, or inf when t is zero (open).

@@ -133,6 +133,9 @@ func TestHybridRecall(t *testing.T) {
 	if got := matched(store.SearchQuery{Keywords: []string{"puppy"}, VectorIDs: []int64{ids[0], ids[3]}}); !slices.Equal(got, ids[:2]) {
 		t.Errorf("keyword and vector candidates %v, want %v (bob's id left out)", got, ids[:2])
 	}
+	if got := matched(store.SearchQuery{Keywords: []string{"puppy"}, VectorIDs: []int64{ids[1]}}); !slices.Equal(got, ids[1:2]) {
+		t.Errorf("an id the keywords match too: %v, want it once", got)
+	}
 	if got := matched(store.SearchQuery{VectorIDs: []int64{ids[0]}}); !slices.Equal(got, ids[:1]) {
 		t.Errorf("vector candidates without keywords %v, want %v", got, ids[:1])
 	}
