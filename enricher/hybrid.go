@@ -318,7 +318,7 @@ func (e *userVectors) pick(qv []float32, q store.SearchQuery) ([]int64, map[int6
 // whatever the range). Its z-score (cos−mean)/std is compared with the
 // z-score the best of the n searched items would reach by chance were none
 // related (noiseMax(n), which grows with n: about 1.9 for 20 items, 3.2
-// for 1,000, 3.6 for 5,000); the margin d over it maps to d/(d+VectorHalf),
+// for 1,000, 3.7 for 5,000); the margin d over it maps to d/(d+VectorHalf),
 // the shape of the lexical relevance s/(s+RelevanceHalf). So 0 means "no
 // more similar than the best unrelated item would be", 0.3 a margin of
 // about 0.86 standard deviations, 0.5 of 2. A population under
