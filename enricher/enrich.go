@@ -249,7 +249,7 @@ func (s *Service) relevant(ctx context.Context, p enrichParams) ([]store.Fact, [
 	)
 	vector := func() []float32 {
 		if !embedded {
-			qv, embedded = s.hybrid.embed(ctx, p.userID, p.message), true
+			qv, embedded = s.hybrid.embedEnrich(ctx, p.userID, p.message), true
 		}
 		return qv
 	}

@@ -91,14 +91,22 @@ const (
 	// maxQueryBytes bounds the text embedded: the start of a long message
 	// says what it is about, and an embedding model's input is limited.
 	maxQueryBytes = 4 << 10
+	// warnEvery spaces the warnings of failed query embeddings (the rest
+	// are logged at debug; all are counted).
+	warnEvery = 10 * time.Second
 )
 
 // hybrid is the vector side of enrich and search. Nil when Config.Embedder
 // is unset.
 type hybrid struct {
-	emb      QueryEmbedder
-	model    string
-	timeout  time.Duration
+	emb     QueryEmbedder
+	model   string
+	timeout time.Duration
+	// reserve is the store's share of an enrich's budget (Timeout less
+	// EmbedTimeout): an enrich's embedding never eats into it, even when
+	// the request waited for its turn.
+	reserve  time.Duration
+	lastWarn atomic.Int64 // unix nanoseconds of the last failure logged at warn
 	vectors  VectorReader
 	cache    *vectorCache
 	logger   *slog.Logger
@@ -114,7 +122,7 @@ func newHybrid(cfg Config, logger *slog.Logger) *hybrid {
 	if cfg.Embedder == nil {
 		return nil
 	}
-	h := &hybrid{emb: cfg.Embedder, model: cfg.Embedder.Model(), timeout: cfg.EmbedTimeout, vectors: cfg.Store,
+	h := &hybrid{emb: cfg.Embedder, model: cfg.Embedder.Model(), timeout: cfg.EmbedTimeout, reserve: cfg.Timeout - cfg.EmbedTimeout, vectors: cfg.Store,
 		cache: newVectorCache(cfg.VectorCacheBytes), logger: logger, outcomes: map[string]*atomic.Int64{}}
 	h.observer, _ = cfg.Observer.(EmbedObserver)
 	for _, o := range embedOutcomes {
@@ -139,9 +147,19 @@ func (h *hybrid) stats() map[string]any {
 	return out
 }
 
+// embedEnrich is embed for an enrich request, whose budget keeps the
+// store's share (reserve). Nil-safe, as embed.
+func (h *hybrid) embedEnrich(ctx context.Context, userID, text string) []float32 {
+	if h == nil {
+		return nil
+	}
+	return h.embed(ctx, userID, text, h.reserve)
+}
+
 // embed returns text's unit-length query vector, or nil when the request
-// is to be answered lexically. It takes at most the configured timeout.
-func (h *hybrid) embed(ctx context.Context, userID, text string) []float32 {
+// is to be answered lexically. It takes at most the configured timeout,
+// and ends reserve before ctx's deadline.
+func (h *hybrid) embed(ctx context.Context, userID, text string, reserve time.Duration) []float32 {
 	if h == nil {
 		return nil
 	}
@@ -152,10 +170,22 @@ func (h *hybrid) embed(ctx context.Context, userID, text string) []float32 {
 		}
 	}
 	start := time.Now()
-	ectx, cancel := context.WithTimeout(ctx, h.timeout)
+	timeout := h.timeout
+	if d, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(d)-reserve)
+	}
+	ectx, cancel := context.WithTimeout(ctx, max(timeout, 0))
 	defer cancel()
-	vs, err := h.emb.Embed(ectx, []string{text})
-	var v []float32
+	var (
+		vs  [][]float32
+		err error
+		v   []float32
+	)
+	if timeout > 0 {
+		vs, err = h.emb.Embed(ectx, []string{text})
+	} else {
+		err = context.DeadlineExceeded // the request waited its share away
+	}
 	if err == nil {
 		if len(vs) != 1 {
 			err = errors.New("embedder returned no vector")
@@ -179,8 +209,14 @@ func (h *hybrid) embed(ctx context.Context, userID, text string) []float32 {
 		h.observer.QueryEmbedded(outcome, took)
 	}
 	if err != nil {
-		// Warn: the operator should know; the error never holds the text.
-		h.logger.Warn("query embedding failed; answering lexically", "user_id", userID, "outcome", outcome,
+		// Warn, at most every warnEvery: the operator should know, but an
+		// endpoint that is down fails every request. The error never holds
+		// the text.
+		level := slog.LevelDebug
+		if last := h.lastWarn.Load(); time.Since(time.Unix(0, last)) >= warnEvery && h.lastWarn.CompareAndSwap(last, time.Now().UnixNano()) {
+			level = slog.LevelWarn
+		}
+		h.logger.Log(ctx, level, "query embedding failed; answering lexically", "user_id", userID, "outcome", outcome,
 			"took_ms", millis(took), "error", err)
 		return nil
 	}

@@ -227,7 +227,7 @@ func BenchmarkQueryEmbeddingFake(b *testing.B) {
 	var took []time.Duration
 	for b.Loop() {
 		start := time.Now()
-		if h.embed(ctx, "alice", "what did I say about the garden party") == nil {
+		if h.embed(ctx, "alice", "what did I say about the garden party", 0) == nil {
 			b.Fatal("no vector")
 		}
 		took = append(took, time.Since(start))

@@ -62,7 +62,8 @@ func (r memoryReads) search(token string, data []byte) (call, error) {
 	}
 	return func(ctx context.Context) (any, error) {
 		q := store.SearchQuery{UserID: req.UserID, Keywords: Keywords(req.Query), Scope: req.Scope, Since: req.Since, Until: req.Until}
-		if qv := r.hybrid.embed(ctx, req.UserID, req.Query); qv != nil {
+		// Search's budget (WriteTimeout) leaves the store ample time.
+		if qv := r.hybrid.embed(ctx, req.UserID, req.Query, 0); qv != nil {
 			_, cands, vec, err := r.hybrid.recall(ctx, q, qv, func(ctx context.Context, q store.SearchQuery) ([]store.Fact, store.Candidates, error) {
 				c, err := r.store.SearchContext(ctx, q)
 				return nil, c, err
