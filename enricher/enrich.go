@@ -299,7 +299,7 @@ func (s *Service) ranked(ctx context.Context, q store.SearchQuery, qv []float32,
 		}
 		return facts, Rank(cands, p.at, p.threshold, p.maxResults), nil
 	}
-	facts, cands, vec, err := s.hybrid.recall(ctx, q, qv, read)
+	facts, cands, vec, err := s.hybrid.recall(ctx, q, qv, p.maxResults, read)
 	if err != nil {
 		return nil, nil, err
 	}

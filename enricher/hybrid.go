@@ -244,12 +244,12 @@ type readFunc func(ctx context.Context, q store.SearchQuery) ([]store.Fact, stor
 // vec is nil when the request is to be ranked lexically: the user's vectors
 // could not be read, or changed twice while they were. A read error is
 // returned as is.
-func (h *hybrid) recall(ctx context.Context, q store.SearchQuery, qv []float32, read readFunc) ([]store.Fact, store.Candidates, map[int64]float64, error) {
+func (h *hybrid) recall(ctx context.Context, q store.SearchQuery, qv []float32, limit int, read readFunc) ([]store.Fact, store.Candidates, map[int64]float64, error) {
 	q.Hybrid = true
 	e := h.cache.get(q.UserID, h.model, len(qv))
 	var vec map[int64]float64
 	if e != nil {
-		q.VectorIDs, vec = e.pick(qv, q)
+		q.VectorIDs, vec = e.pick(qv, q, limit)
 	}
 	facts, cands, err := read(ctx, q)
 	if err != nil || (e != nil && cands.Generation == e.generation) {
@@ -273,7 +273,7 @@ func (h *hybrid) recall(ctx context.Context, q store.SearchQuery, qv []float32, 
 		return facts, cands, nil, nil
 	}
 	h.cache.put(e)
-	ids, vec := e.pick(qv, q)
+	ids, vec := e.pick(qv, q, limit)
 	if uv.Generation == cands.Generation && containsAll(cands, ids) {
 		return facts, cands, vec, nil
 	}
@@ -305,9 +305,14 @@ func containsAll(c store.Candidates, ids []int64) bool {
 }
 
 // pick searches the entry for qv among the items q selects (its scope and
-// range) and returns the ids with a vector score above 0, best first, at
-// most vectorCandidates, with their scores.
-func (e *userVectors) pick(qv []float32, q store.SearchQuery) ([]int64, map[int64]float64) {
+// range). It returns the vector scores above 0 of the vectorCandidates most
+// similar items, and the ids of those that can make a fused top limit,
+// best first: the ones the read must add to the keyword candidates. An
+// item found by its vector alone scores v × recency, and recency takes at
+// most RecencyWeight: one whose v is under (1 − RecencyWeight) times the
+// limit-th best v has limit items above it whatever their age, so it need
+// not be read (its score still counts if the keywords find it).
+func (e *userVectors) pick(qv []float32, q store.SearchQuery, limit int) ([]int64, map[int64]float64) {
 	if e.index == nil {
 		return nil, nil
 	}
@@ -335,13 +340,19 @@ func (e *userVectors) pick(qv []float32, q store.SearchQuery) ([]int64, map[int6
 	r := e.index.Search(qv, keep, p)
 	var ids []int64
 	vec := map[int64]float64{}
+	floor := 0.0
 	for _, hit := range r.Hits {
 		v := vectorScore(float64(hit.Cos), r.Mean, r.Std, r.Population, r.N)
 		if v <= 0 {
 			break // hits are best first
 		}
-		ids = append(ids, e.ids[hit.I])
 		vec[e.ids[hit.I]] = v
+		if v > floor {
+			ids = append(ids, e.ids[hit.I])
+			if len(ids) == limit {
+				floor = v * (1 - ranking.DefaultParams().RecencyWeight)
+			}
+		}
 	}
 	return ids, vec
 }

@@ -175,7 +175,7 @@ func BenchmarkHybridRanking(b *testing.B) {
 			}
 			p := benchParams()
 			q := store.SearchQuery{UserID: "alice", Keywords: p.keywords, Hybrid: true}
-			q.VectorIDs, _ = e.pick(qv, q)
+			q.VectorIDs, _ = e.pick(qv, q, p.maxResults)
 			_, cands, err := st.Recall(ctx, store.RecallQuery{SearchQuery: q, MaxFacts: 1})
 			if err != nil {
 				b.Fatal(err)
@@ -185,7 +185,7 @@ func BenchmarkHybridRanking(b *testing.B) {
 				start := time.Now()
 				Rank(cands, p.at, p.threshold, p.maxResults)
 				mid := time.Now()
-				_, vec := e.pick(qv, q)
+				_, vec := e.pick(qv, q, p.maxResults)
 				fuse(cands, vec, p.at, p.threshold, p.maxResults)
 				lex, hyb = append(lex, mid.Sub(start)), append(hyb, time.Since(mid))
 			}

@@ -64,7 +64,7 @@ func (r memoryReads) search(token string, data []byte) (call, error) {
 		q := store.SearchQuery{UserID: req.UserID, Keywords: Keywords(req.Query), Scope: req.Scope, Since: req.Since, Until: req.Until}
 		// Search's budget (WriteTimeout) leaves the store ample time.
 		if qv := r.hybrid.embed(ctx, req.UserID, req.Query, 0); qv != nil {
-			_, cands, vec, err := r.hybrid.recall(ctx, q, qv, func(ctx context.Context, q store.SearchQuery) ([]store.Fact, store.Candidates, error) {
+			_, cands, vec, err := r.hybrid.recall(ctx, q, qv, limit, func(ctx context.Context, q store.SearchQuery) ([]store.Fact, store.Candidates, error) {
 				c, err := r.store.SearchContext(ctx, q)
 				return nil, c, err
 			})
