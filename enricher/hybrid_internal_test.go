@@ -120,3 +120,40 @@ func TestFuse(t *testing.T) {
 		t.Errorf("no candidates: %#v, want an empty non-nil slice", got)
 	}
 }
+
+// TestVectorCacheBudget: the cache keeps users within its byte budget,
+// evicting the least recently used first, replaces a user's entry, never
+// keeps one over the whole budget, and finds an entry only for its
+// dimensions.
+func TestVectorCacheBudget(t *testing.T) {
+	entry := func(user string, bytes int64) *userVectors {
+		return &userVectors{key: cacheKey{user, "m"}, dims: 8, bytes: bytes}
+	}
+	c := newVectorCache(100)
+	c.put(entry("a", 40))
+	c.put(entry("b", 40))
+	if c.get("a", "m", 8) == nil { // a is now the most recently used
+		t.Fatal("a missing")
+	}
+	c.put(entry("c", 40)) // evicts b
+	if c.get("b", "m", 8) != nil || c.get("a", "m", 8) == nil || c.get("c", "m", 8) == nil {
+		t.Fatal("want b evicted, a and c kept")
+	}
+	if users, bytes := c.size(); users != 2 || bytes != 80 {
+		t.Fatalf("size %d users %d bytes, want 2 and 80", users, bytes)
+	}
+	c.put(entry("a", 50)) // replaced, not added
+	if users, bytes := c.size(); users != 2 || bytes != 90 {
+		t.Fatalf("after replacing a: %d users %d bytes, want 2 and 90", users, bytes)
+	}
+	c.put(entry("huge", 101))
+	if c.get("huge", "m", 8) != nil {
+		t.Error("an entry over the budget was kept")
+	}
+	if c.get("a", "m", 16) != nil {
+		t.Error("an entry of 8 dimensions was found for a 16-dimensional query")
+	}
+	if c.get("a", "other", 8) != nil {
+		t.Error("an entry of model m was found for model other")
+	}
+}
