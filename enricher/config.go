@@ -29,6 +29,7 @@ type Store interface {
 	MemoryReader
 	MemoryWriter
 	ContextManager
+	VectorReader
 }
 
 // Observer is told about enrich replies (e.g. to feed a latency histogram).
@@ -85,6 +86,21 @@ type Config struct {
 	// turns, jobs and the user's events in the stream. Its result is the
 	// reply. Optional: without it the endpoint answers 501.
 	Forget func(ctx context.Context, userID string) (events.ForgetReply, error)
+	// Embedder, when set, makes enrich and search hybrid (hybrid.go): the
+	// query is embedded with it and the items' vectors of its Model (saved
+	// by the worker's embed jobs) are searched beside the keywords.
+	// Optional: without it retrieval is lexical.
+	Embedder QueryEmbedder
+	// EmbedTimeout bounds the query's embedding call, within Timeout; past
+	// it, or when the endpoint fails, the request is answered lexically (not
+	// degraded) and the outcome counted. With Embedder, must be positive
+	// and under Timeout. Default
+	// DefaultEmbedTimeout (100ms), or 40% of Timeout when that is less.
+	EmbedTimeout time.Duration
+	// VectorCacheBytes bounds the vectors this process keeps in memory for
+	// hybrid retrieval (least recently used users evicted first). Default
+	// DefaultVectorCacheBytes (48 MiB).
+	VectorCacheBytes int64
 	// DailyTokensPerUser is the per-user daily token cap the worker applies
 	// (worker.Config.DailyTokensPerUser), shown in stats replies. Default
 	// 0: none.
@@ -122,6 +138,12 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.EmbedTimeout == 0 {
+		c.EmbedTimeout = min(DefaultEmbedTimeout, c.Timeout*2/5)
+	}
+	if c.VectorCacheBytes == 0 {
+		c.VectorCacheBytes = DefaultVectorCacheBytes
+	}
 	return c
 }
 
@@ -154,6 +176,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("enricher: Config.MaxToolInFlight %d is under 1", c.MaxToolInFlight)
 	case c.MaxUserInFlight < 1:
 		return fmt.Errorf("enricher: Config.MaxUserInFlight %d is under 1", c.MaxUserInFlight)
+	case c.Embedder != nil && (c.EmbedTimeout <= 0 || c.EmbedTimeout >= c.Timeout):
+		return fmt.Errorf("enricher: Config.EmbedTimeout %s is not positive and under Timeout (%s)", c.EmbedTimeout, c.Timeout)
+	case c.VectorCacheBytes < 0:
+		return fmt.Errorf("enricher: Config.VectorCacheBytes %d is negative", c.VectorCacheBytes)
 	}
 	return nil
 }

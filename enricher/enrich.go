@@ -96,6 +96,7 @@ func (s *Service) enrichHandler(ep endpoint) micro.Handler {
 // enrichParams is a validated enrich request.
 type enrichParams struct {
 	userID     string
+	message    string
 	keywords   []string
 	maxResults int
 	threshold  float64
@@ -140,6 +141,7 @@ func (s *Service) parseEnrich(token string, data []byte) (enrichParams, error) {
 	}
 	p := enrichParams{
 		userID:     req.UserID,
+		message:    req.Message,
 		maxResults: events.DefaultMaxResults,
 		threshold:  events.DefaultThreshold,
 		maxTokens:  events.DefaultMaxTokens,
@@ -234,35 +236,74 @@ func (s *Service) enrich(ctx context.Context, p enrichParams) (events.EnrichRepl
 // qualifies, the request is answered as if it had no time expression, from
 // a second read: a frontend never gets less than a message without the
 // time would have found.
+//
+// With Config.Embedder, the message is embedded (within EmbedTimeout, once,
+// and only for a ranked read) and each ranked read is hybrid (hybrid.go):
+// the vector side keeps to the same scope and range, and its picks are read
+// in the same statement. A failed embedding leaves the request lexical,
+// never degraded.
 func (s *Service) relevant(ctx context.Context, p enrichParams) ([]store.Fact, []store.ContextItem, []string, error) {
+	var (
+		qv       []float32 // nil: lexical
+		embedded bool
+	)
+	vector := func() []float32 {
+		if !embedded {
+			qv, embedded = s.hybrid.embedEnrich(ctx, p.userID, p.message), true
+		}
+		return qv
+	}
 	if p.timed {
 		q := store.SearchQuery{UserID: p.userID, Keywords: p.timeKeywords, Scope: p.scope, Since: p.when.Since, Until: p.when.Until}
 		timeOnly := len(p.timeKeywords) == 0
 		if timeOnly {
 			q.Latest = p.maxResults
 		}
-		facts, cands, err := s.recall.Recall(ctx, store.RecallQuery{SearchQuery: q, MaxFacts: s.cfg.MaxFacts})
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		var items []store.ContextItem
+		var (
+			facts []store.Fact
+			items []store.ContextItem
+			err   error
+		)
 		if timeOnly {
+			var cands store.Candidates
+			facts, cands, err = s.recall.Recall(ctx, store.RecallQuery{SearchQuery: q, MaxFacts: s.cfg.MaxFacts})
 			items = newest(cands, p.maxResults)
 		} else {
-			items = Rank(cands, p.at, p.threshold, p.maxResults)
+			facts, items, err = s.ranked(ctx, q, vector(), p)
+		}
+		if err != nil {
+			return nil, nil, nil, err
 		}
 		if len(items) > 0 {
 			return selectFacts(p.facts, p.keywords, facts), items, p.timeKeywords, nil
 		}
 	}
-	facts, cands, err := s.recall.Recall(ctx, store.RecallQuery{
-		SearchQuery: store.SearchQuery{UserID: p.userID, Keywords: p.keywords, Scope: p.scope},
-		MaxFacts:    s.cfg.MaxFacts,
-	})
+	facts, items, err := s.ranked(ctx, store.SearchQuery{UserID: p.userID, Keywords: p.keywords, Scope: p.scope}, vector(), p)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return selectFacts(p.facts, p.keywords, facts), Rank(cands, p.at, p.threshold, p.maxResults), p.keywords, nil
+	return selectFacts(p.facts, p.keywords, facts), items, p.keywords, nil
+}
+
+// ranked reads q's candidates with the user's facts and ranks them for p:
+// lexically (Rank), or, with a query vector qv, fused with the vector side
+// (hybrid.go).
+func (s *Service) ranked(ctx context.Context, q store.SearchQuery, qv []float32, p enrichParams) ([]store.Fact, []store.ContextItem, error) {
+	read := func(ctx context.Context, q store.SearchQuery) ([]store.Fact, store.Candidates, error) {
+		return s.recall.Recall(ctx, store.RecallQuery{SearchQuery: q, MaxFacts: s.cfg.MaxFacts})
+	}
+	if qv == nil {
+		facts, cands, err := read(ctx, q)
+		if err != nil {
+			return nil, nil, err
+		}
+		return facts, Rank(cands, p.at, p.threshold, p.maxResults), nil
+	}
+	facts, cands, vec, err := s.hybrid.recall(ctx, q, qv, p.maxResults, read)
+	if err != nil {
+		return nil, nil, err
+	}
+	return facts, fuse(cands, vec, p.at, p.threshold, p.maxResults), nil
 }
 
 // newest returns the candidates' items newest first (ties: the higher id

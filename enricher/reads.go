@@ -30,6 +30,8 @@ type memoryReads struct {
 	store MemoryReader
 	// dailyCap is Config.DailyTokensPerUser, shown in stats.
 	dailyCap int64
+	// hybrid makes search hybrid (hybrid.go); nil: lexical.
+	hybrid *hybrid
 }
 
 func (r memoryReads) search(token string, data []byte) (call, error) {
@@ -59,8 +61,19 @@ func (r memoryReads) search(token string, data []byte) (call, error) {
 		}
 	}
 	return func(ctx context.Context) (any, error) {
-		cands, err := r.store.SearchContext(ctx, store.SearchQuery{UserID: req.UserID, Keywords: Keywords(req.Query), Scope: req.Scope,
-			Since: req.Since, Until: req.Until})
+		q := store.SearchQuery{UserID: req.UserID, Keywords: Keywords(req.Query), Scope: req.Scope, Since: req.Since, Until: req.Until}
+		// Search's budget (WriteTimeout) leaves the store ample time.
+		if qv := r.hybrid.embed(ctx, req.UserID, req.Query, 0); qv != nil {
+			_, cands, vec, err := r.hybrid.recall(ctx, q, qv, limit, func(ctx context.Context, q store.SearchQuery) ([]store.Fact, store.Candidates, error) {
+				c, err := r.store.SearchContext(ctx, q)
+				return nil, c, err
+			})
+			if err != nil {
+				return nil, err
+			}
+			return events.SearchReply{Results: wireItems(fuse(cands, vec, time.Time{}, 0, limit))}, nil
+		}
+		cands, err := r.store.SearchContext(ctx, q)
 		if err != nil {
 			return nil, err
 		}

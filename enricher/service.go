@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,6 +32,9 @@ type Service struct {
 
 	// Each group of endpoints holds only the part of Config.Store it uses.
 	recall Recaller
+	// hybrid is the vector side of enrich and search; nil without
+	// Config.Embedder.
+	hybrid *hybrid
 	reads  memoryReads
 	writes memoryWrites
 	admin  adminOps
@@ -74,9 +78,10 @@ func New(cfg Config) (*Service, error) {
 		toolLane:   newLane(cfg.MaxToolInFlight, cfg.MaxUserInFlight),
 
 		recall: cfg.Store,
-		reads:  memoryReads{store: cfg.Store, dailyCap: cfg.DailyTokensPerUser},
 		writes: memoryWrites{store: cfg.Store},
 	}
+	s.hybrid = newHybrid(cfg, s.logger)
+	s.reads = memoryReads{store: cfg.Store, dailyCap: cfg.DailyTokensPerUser, hybrid: s.hybrid}
 	s.admin = adminOps{forget: cfg.Forget, logger: s.logger}
 	for _, ep := range s.endpoints() {
 		s.stats[ep.name] = &endpointStats{}
@@ -161,12 +166,17 @@ func (s *Service) Start(ctx context.Context) error {
 			if n := st.workCount.Load(); n > 0 {
 				avg = float64(st.workNanos.Load()) / float64(n) / 1e6
 			}
-			return map[string]any{
+			data := map[string]any{
 				"server_errors": st.serverErrors.Load(),
 				"degraded":      st.degraded.Load(),
 				"work_count":    st.workCount.Load(),
 				"avg_work_ms":   avg,
 			}
+			if e.Name == "enrich" && s.hybrid != nil {
+				// Shared by enrich and search.
+				maps.Copy(data, s.hybrid.stats())
+			}
+			return data
 		},
 		ErrorHandler: func(_ micro.Service, err *micro.NATSError) {
 			s.logger.Error("nats service error", "subject", err.Subject, "error", err.Description)

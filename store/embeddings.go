@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // ContextRef names one context item.
@@ -198,4 +200,83 @@ func (s *Store) CountEmbeddings(ctx context.Context, userID, model string) (Embe
 		return EmbeddingCount{}, fmt.Errorf("count embeddings: %w", err)
 	}
 	return n, nil
+}
+
+// UserVectors is a user's current vectors of one model, as a process caches
+// them: the item ids with each item's time and scope (so that a cached
+// search keeps to a range and a scope), and the generation they were read
+// at, in the same snapshot.
+type UserVectors struct {
+	// Generation is the user's embedding generation (migrations/021) when
+	// the vectors were read; a hybrid Recall's Candidates.Generation equal
+	// to it says they are still exactly the user's current vectors.
+	Generation int64
+	// Vectors are in item id order.
+	Vectors []UserVector
+}
+
+// UserVector is one item's current vector with what a cached search
+// filters on.
+type UserVector struct {
+	ContextID int64
+	CreatedAt time.Time
+	Scope     string
+	Dims      int
+	// Vector is the stored form (embedding.Decode); the vectors of one read
+	// share one allocation.
+	Vector []byte
+}
+
+// userVectorsSQL reads the generation (a first row with a NULL id) and the
+// vectors in one statement, so from one snapshot. Through
+// context_embeddings_user_model_idx; the join drops vectors of text an item
+// no longer holds.
+const userVectorsSQL = `
+	SELECT (SELECT generation FROM embedding_generations WHERE user_id = $1), NULL::bigint, NULL::timestamptz,
+		NULL::text, NULL::int, NULL::bytea
+	UNION ALL
+	(SELECT NULL, e.context_id, c.created_at, c.scope, e.dims, e.vector FROM context_embeddings e
+	JOIN context c ON c.id = e.context_id AND c.content_hash = e.content_hash
+	WHERE e.user_id = $1 AND e.model = $2
+	ORDER BY e.context_id)`
+
+// UserVectors returns the user's current vectors of model and their
+// generation, in one query.
+func (s *Store) UserVectors(ctx context.Context, userID, model string) (UserVectors, error) {
+	rows, err := s.db.Query(ctx, userVectorsSQL, userID, model)
+	if err != nil {
+		return UserVectors{}, fmt.Errorf("user vectors: %w", err)
+	}
+	defer rows.Close()
+	var (
+		out   UserVectors
+		gen   pgtype.Int8
+		id    pgtype.Int8
+		v     UserVector
+		at    pgtype.Timestamptz
+		scope pgtype.Text
+		dims  pgtype.Int4
+		vec   pgtype.DriverBytes // valid until the next row: copied
+		arena []byte
+		spans []span
+	)
+	for rows.Next() {
+		if err := rows.Scan(&gen, &id, &at, &scope, &dims, &vec); err != nil {
+			return UserVectors{}, fmt.Errorf("user vectors: %w", err)
+		}
+		if !id.Valid {
+			out.Generation = gen.Int64
+			continue
+		}
+		v.ContextID, v.CreatedAt, v.Scope, v.Dims = id.Int64, at.Time, scope.String, int(dims.Int32)
+		out.Vectors = append(out.Vectors, v)
+		spans = append(spans, push(&arena, vec))
+	}
+	if err := rows.Err(); err != nil {
+		return UserVectors{}, fmt.Errorf("user vectors: %w", err)
+	}
+	for i := range out.Vectors {
+		out.Vectors[i].Vector = spans[i].of(arena)
+	}
+	return out, nil
 }

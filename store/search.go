@@ -49,6 +49,14 @@ type SearchQuery struct {
 	// ("what did we talk about yesterday?"). 0 reads none, as without a
 	// range.
 	Latest int
+	// Hybrid asks for the user's embedding generation with the candidates
+	// (Candidates.Generation), and adds VectorIDs to them: the items the
+	// vector side of a hybrid search picked, whether or not they hold a
+	// keyword (their term counts say which they hold), within Scope and the
+	// range. Ids of other users' items or of items gone are not returned.
+	// Ignored with Latest.
+	Hybrid    bool
+	VectorIDs []int64
 }
 
 // ranged reports whether q has a range.
@@ -149,20 +157,47 @@ const latestCandidatesSQL = `
 		FROM context WHERE user_id = $1{range} ORDER BY created_at DESC, id DESC LIMIT {latest}) c`
 
 // recallShape is what decides a recall's statement.
-type recallShape struct{ scoped, ranged, latest bool }
+type recallShape struct{ scoped, ranged, latest, hybrid bool }
+
+// generationSQL is a hybrid recall's row of kind 3: the user's embedding
+// generation (migrations/021), read in the candidates' snapshot so that a
+// cached copy of the user's vectors is checked without a round trip of its
+// own. No row: generation 0, the user has no vectors.
+const generationSQL = `
+	UNION ALL
+	SELECT 3, NULL, NULL, NULL, NULL, generation, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+	FROM embedding_generations WHERE user_id = $1`
+
+// vectorCandidatesSQL adds a hybrid recall's vector ids ({ids}) to its
+// candidates, within its scope and range ({conds}): primary-key lookups,
+// not a condition on every item the keyword part reads. An id that the
+// keywords match too comes twice; recall keeps one.
+const vectorCandidatesSQL = `
+	UNION ALL
+	SELECT 2, NULL, NULL, NULL, NULL, c.id, c.question, c.answer, c.created_at, NULL, c.event_id, c.conversation_id,
+		c.question_len, c.answer_len, c.search::text
+	FROM context c WHERE c.id = ANY({ids}) AND c.user_id = $1{conds}`
+
+// hybridSQL makes sql (a recall statement with candidates by keyword and
+// the conditions conds on the items) hybrid: the vector ids of parameter n
+// are candidates too, and the generation row is read.
+func hybridSQL(sql, conds string, n int) string {
+	v := strings.ReplaceAll(vectorCandidatesSQL, "{ids}", fmt.Sprintf("$%d::bigint[]", n))
+	return sql + strings.ReplaceAll(v, "{conds}", conds) + generationSQL
+}
 
 // recallStatements holds the statement of each shape, built once: one
 // statement per shape rather than conditions that are sometimes true, so
 // that each keeps plans of its own and the unscoped, unranged statement
 // stays recallSQL. Parameters: $1 user, $2 tsquery, $3 facts, $4 terms,
 // then the scope, the range's bounds and the latest limit, in that order,
-// for the shapes that have them.
+// for the shapes that have them, and last a hybrid shape's vector ids.
 var recallStatements = func() map[recallShape]string {
 	m := map[recallShape]string{}
 	for _, sh := range []recallShape{{}, {scoped: true}, {ranged: true}, {scoped: true, ranged: true},
 		{ranged: true, latest: true}, {scoped: true, ranged: true, latest: true}} {
 		sql, n := recallSQL, 4
-		scope := ""
+		scope, conds := "", ""
 		if sh.scoped {
 			n++
 			scope = fmt.Sprintf(" AND scope = $%d", n)
@@ -170,6 +205,7 @@ var recallStatements = func() map[recallShape]string {
 		}
 		if sh.ranged {
 			cond := fmt.Sprintf(" AND created_at >= $%d AND created_at < $%d", n+1, n+2)
+			conds = cond
 			n += 2
 			if sh.latest {
 				i := strings.Index(sql, "\tUNION ALL\n\tSELECT 2,")
@@ -183,15 +219,19 @@ var recallStatements = func() map[recallShape]string {
 			}
 		}
 		m[sh] = sql
+		if !sh.latest {
+			m[recallShape{scoped: sh.scoped, ranged: sh.ranged, hybrid: true}] = hybridSQL(sql, scope+conds, n+1)
+		}
 	}
 	return m
 }()
 
 // Row kinds of recallSQL.
 const (
-	rowStats     = 0
-	rowFact      = 1
-	rowCandidate = 2
+	rowStats      = 0
+	rowFact       = 1
+	rowCandidate  = 2
+	rowGeneration = 3
 )
 
 // Candidates is what a search reads for ranking (package ranking, which
@@ -204,8 +244,11 @@ type Candidates struct {
 	// Stats are over all the user's items, matched or not.
 	Stats ItemStats
 	// Matches are the user's items holding any of Terms, in no particular
-	// order.
+	// order (and, for a hybrid search, its VectorIDs).
 	Matches []Candidate
+	// Generation is the user's embedding generation when the search was
+	// hybrid (see UserVectors), 0 when the user has no vectors.
+	Generation int64
 }
 
 // ItemStats are what BM25F needs to know of all of a user's items. Its
@@ -292,13 +335,14 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 	tsq, terms := tsQuery(q.Keywords)
 	sh := recallShape{scoped: q.Scope != "", ranged: q.ranged()}
 	sh.latest = sh.ranged && tsq == "" && q.Latest > 0
+	sh.hybrid = q.Hybrid && !sh.latest
 	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Since.Before(q.Until) {
 		return nil, Candidates{}, fmt.Errorf("since %s is not before until %s", q.Since.Format(time.RFC3339Nano), q.Until.Format(time.RFC3339Nano))
 	}
 	if q.Latest < 0 {
 		return nil, Candidates{}, fmt.Errorf("latest %d is negative", q.Latest)
 	}
-	if tsq == "" && maxFacts == 0 && !sh.latest {
+	if tsq == "" && maxFacts == 0 && !sh.latest && !sh.hybrid {
 		return []Fact{}, Candidates{}, nil // nothing to read: no round trip
 	}
 	args := []any{q.UserID, tsq, maxFacts, terms}
@@ -310,6 +354,13 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 	}
 	if sh.latest {
 		args = append(args, q.Latest)
+	}
+	if sh.hybrid {
+		ids := q.VectorIDs
+		if ids == nil {
+			ids = []int64{}
+		}
+		args = append(args, ids)
 	}
 	sql := recallStatements[sh]
 	rows, err := s.db.Query(ctx, sql, args...)
@@ -355,6 +406,8 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 				c.QuestionLen, c.AnswerLen = int(qlen), int(alen)
 				cr.add(c, q1, a1, ev, conv, v)
 			}
+		case rowGeneration:
+			err = rows.Scan(nil, nil, nil, nil, nil, &out.Generation, nil, nil, nil, nil, nil, nil, nil, nil, nil)
 		default:
 			err = fmt.Errorf("recall read a row of kind %d", kind)
 		}
@@ -374,7 +427,30 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 	slices.SortStableFunc(facts, func(x, y Fact) int { return y.SourceAt.Compare(x.SourceAt) })
 
 	out.Matches = cr.decode(q.UserID)
+	if sh.hybrid && len(q.VectorIDs) > 0 {
+		out.Matches = dedupVectorIDs(out.Matches, q.VectorIDs)
+	}
 	return facts, out, nil
+}
+
+// dedupVectorIDs drops the second row of a vector id the keywords matched
+// too (see vectorCandidatesSQL).
+func dedupVectorIDs(ms []Candidate, ids []int64) []Candidate {
+	seen := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		seen[id] = false
+	}
+	kept := ms[:0]
+	for _, m := range ms {
+		if s, ok := seen[m.Item.ID]; ok {
+			if s {
+				continue
+			}
+			seen[m.Item.ID] = true
+		}
+		kept = append(kept, m)
+	}
+	return kept
 }
 
 // bound is a range's end for Postgres: t, or inf when t is zero (open).

@@ -48,6 +48,10 @@ var fieldFlags = map[string]map[string]string{
 	"enricher": {
 		"Timeout": "--enrich-timeout",
 		"Prefix":  "--prefix",
+
+		// Hybrid retrieval (issue 17).
+		"EmbedTimeout":     "--embed-query-timeout",
+		"VectorCacheBytes": "--vector-cache-bytes",
 	},
 	"store": {
 		"URL":            "--database-url",

@@ -13,6 +13,7 @@ package embeddingtest
 import (
 	"encoding/json"
 	"hash/fnv"
+	"maps"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -46,6 +47,28 @@ type Server struct {
 	requests   int
 	batches    []int
 	models     []string
+	aliases    map[string]string
+	garbage    bool
+}
+
+// Alias makes the word from (any case) embed as the word to from now on.
+func (s *Server) Alias(from, to string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := maps.Clone(s.aliases) // replaced, never changed in place: serve reads it unlocked
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[strings.ToLower(from)] = strings.ToLower(to)
+	s.aliases = a
+}
+
+// Garbage makes later replies (until Recover) carry zero vectors: a
+// well-formed reply that no caller can use.
+func (s *Server) Garbage() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.garbage = true
 }
 
 // New starts a Server of DefaultDims dimensions, closed when t ends.
@@ -87,7 +110,7 @@ func (s *Server) FailNext(n, status int) {
 func (s *Server) Recover() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.status, s.retryAfter, s.failN = 0, "", 0
+	s.status, s.retryAfter, s.failN, s.garbage = 0, "", 0, false
 }
 
 // SetDelay makes every later request wait d (or until the client goes)
@@ -134,7 +157,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	decodeErr := json.NewDecoder(r.Body).Decode(&req)
 	s.mu.Lock()
 	s.requests++
-	status, retryAfter, delay, dims := s.status, s.retryAfter, s.delay, s.dims
+	status, retryAfter, delay, dims, garbage, aliases := s.status, s.retryAfter, s.delay, s.dims, s.garbage, s.aliases
 	if s.failN > 0 {
 		if s.failN--; s.failN == 0 {
 			s.status = 0
@@ -167,7 +190,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	resp := openai.EmbeddingResponse{Object: "list", Model: openai.EmbeddingModel(req.Model)}
 	for i, text := range req.Input {
-		resp.Data = append(resp.Data, openai.Embedding{Object: "embedding", Index: i, Embedding: Vector(text, dims)})
+		v := vectorOf(words(text, aliases), dims)
+		if garbage {
+			clear(v)
+		}
+		resp.Data = append(resp.Data, openai.Embedding{Object: "embedding", Index: i, Embedding: v})
 	}
 	s.mu.Lock()
 	s.batches = append(s.batches, len(req.Input))
@@ -179,9 +206,21 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 
 // Vector is the server's vector of text in dims dimensions: its hashed bag
 // of words, unit length (zero for a text without words).
-func Vector(text string, dims int) []float32 {
+func Vector(text string, dims int) []float32 { return vectorOf(words(text, nil), dims) }
+
+// words are text's lowercased words, aliased.
+func words(text string, aliases map[string]string) []string {
+	ws := strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+	for i, w := range ws {
+		if a, ok := aliases[w]; ok {
+			ws[i] = a
+		}
+	}
+	return ws
+}
+
+func vectorOf(words []string, dims int) []float32 {
 	v := make([]float32, dims)
-	words := strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
 	for _, w := range words {
 		h := fnv.New64a()
 		_, _ = h.Write([]byte(w))

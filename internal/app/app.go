@@ -304,6 +304,11 @@ func (a *App) startEnrichLocked(ctx context.Context, s *store.Store, nc *nats.Co
 	if len(obs) > 0 {
 		ec.Observer = obs
 	}
+	if qe, err := a.queryEmbedder(); err != nil {
+		return err
+	} else if qe != nil {
+		ec.Embedder = qe
+	}
 	w := a.worker
 	js, err := jetstream.New(nc)
 	if err != nil {

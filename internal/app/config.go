@@ -240,6 +240,12 @@ func (c Config) validate() error {
 	if c.LLM.BaseURL != "" && c.LLM.Model == "" {
 		return &ConfigError{Field: "LLM.Model", Reason: "is required with LLM.BaseURL"}
 	}
+	if c.Embed.BaseURL != "" && (c.Enricher.EmbedTimeout <= 0 || c.Enricher.EmbedTimeout >= c.Enricher.Timeout) {
+		return &ConfigError{Field: "Enricher.EmbedTimeout", Value: c.Enricher.EmbedTimeout.String(), Reason: "must be positive and under Enricher.Timeout"}
+	}
+	if c.Enricher.VectorCacheBytes < 0 {
+		return &ConfigError{Field: "Enricher.VectorCacheBytes", Value: fmt.Sprint(c.Enricher.VectorCacheBytes), Reason: "is out of range"}
+	}
 	if c.Embed.BaseURL != "" {
 		if err := c.Embed.Validate(); err != nil {
 			// "embedding: Config.Field reason" names the field in Embed.

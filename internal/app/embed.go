@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/memoryd/memoryd/embedding"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/worker"
@@ -28,6 +30,36 @@ func (a *App) embedder() (*embedding.Client, error) {
 		a.emb = c
 	}
 	return a.emb, nil
+}
+
+// queryEmbedder builds the client enrich and search embed queries with,
+// when embedding is on (nil otherwise). It is a client of its own, not the
+// worker's: its requests must not queue behind the embed jobs' batches
+// (MaxConcurrency) nor wait for their rate limit. One request per enrich or
+// search in flight at most, each bounded by Enricher.EmbedTimeout.
+func (a *App) queryEmbedder() (*embedding.Client, error) {
+	if a.cfg.Embed.BaseURL == "" {
+		return nil, nil
+	}
+	c := a.cfg.Embed
+	c.Timeout = a.cfg.Enricher.EmbedTimeout
+	c.MaxConcurrency = a.cfg.Enricher.MaxInFlight + a.cfg.Enricher.MaxSearchInFlight
+	c.RequestsPerSecond = 0
+	c.BatchSize = 1
+	return embedding.New(c)
+}
+
+func (m *metrics) registerQueryEmbeddings() {
+	m.queryEmbeds = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "memoryd_query_embeddings_total",
+		Help: "Enrich and search queries embedded for hybrid retrieval, by outcome (ok; timeout, rate_limited, error: answered lexically).",
+	}, []string{"outcome"})
+	m.reg.MustRegister(m.queryEmbeds)
+}
+
+// QueryEmbedded implements enricher.EmbedObserver.
+func (m *metrics) QueryEmbedded(outcome string, _ time.Duration) {
+	m.queryEmbeds.WithLabelValues(outcome).Inc()
 }
 
 // setEmbedHookLocked makes writes through s insert embed jobs when

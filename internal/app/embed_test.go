@@ -73,3 +73,56 @@ func TestEmbedWiring(t *testing.T) {
 		t.Errorf("backfill with embedding off: %v, want ErrEmbeddingOff", err)
 	}
 }
+
+// TestHybridEnrichWiring: with embeddings on, enrich embeds its message
+// with the query client and finds an item by meaning that no keyword of the
+// message matches (extracted from a turn, embedded by the worker's job), and
+// the query embedding is counted in memoryd_query_embeddings_total.
+func TestHybridEnrichWiring(t *testing.T) {
+	t.Parallel()
+	srv := embeddingtest.New(t)
+	srv.SetDims(256)
+	srv.Alias("canine", "dog")
+	srv.Alias("companion", "dog")
+	srv.Alias("named", "called")
+	a := startTestApp(t, func(c *Config) {
+		c.Embed.BaseURL, c.Embed.Model = srv.URL, "m1"
+		c.Worker.EmbedSweepInterval = -1
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	now := time.Now()
+	publishAndWait(t, a, "alice",
+		events.Turn{ID: "h1", UserID: "alice", UserMessage: "My dog is called Rex.", AssistantResponse: "Good dog.", Timestamp: now},
+		events.Turn{ID: "h2", UserID: "alice", UserMessage: "I work at the bakery.", AssistantResponse: "Nice.", Timestamp: now},
+		events.Turn{ID: "h3", UserID: "alice", UserMessage: "I live in Lisbon.", AssistantResponse: "Lovely city.", Timestamp: now},
+		events.Turn{ID: "h4", UserID: "alice", UserMessage: "I play the cello.", AssistantResponse: "Great.", Timestamp: now})
+	if err := a.WaitEmbedded(ctx, "alice", nil); err != nil {
+		t.Fatal(err)
+	}
+	zero := 0.0
+	r, err := events.NewClient(a.nc, a.cfg.Prefix).Enrich(ctx, events.EnrichRequest{UserID: "alice", Message: "what is my canine companion named?", Threshold: &zero})
+	if err != nil || r.Degraded {
+		t.Fatalf("enrich: %+v %v", r, err)
+	}
+	if len(r.Context) == 0 || r.Context[0].EventID != "h1" {
+		t.Fatalf("enrich found %+v, want the dog's turn first (no keyword matches it)", r.Context)
+	}
+	families, err := a.metrics.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ok float64
+	for _, f := range families {
+		if f.GetName() == "memoryd_query_embeddings_total" {
+			for _, m := range f.GetMetric() {
+				if m.GetLabel()[0].GetValue() == "ok" {
+					ok = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if ok != 1 {
+		t.Errorf("memoryd_query_embeddings_total{outcome=\"ok\"} = %v, want 1", ok)
+	}
+}

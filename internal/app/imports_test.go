@@ -9,8 +9,9 @@ import (
 
 // TestImportGraph holds the packages to the one-way graph docs/architecture.md
 // draws: cmd wires through app; app composes worker, enricher, store and
-// extractor; worker uses extractor, embedding and store; enricher uses store
-// and ranking; store, ranking, embedding and the wire contract (events)
+// extractor; worker uses extractor, embedding and store; enricher uses store,
+// ranking and embedding (the stored vector form and its search, for hybrid
+// retrieval; issue 17); store, ranking, embedding and the wire contract (events)
 // import no sibling. Test files
 // are not counted: a test may assemble what it checks.
 func TestImportGraph(t *testing.T) {
@@ -28,7 +29,7 @@ func TestImportGraph(t *testing.T) {
 		"store":        {"migrations"},
 		"extractor":    {"events"},
 		"worker":       {"embedding", "events", "extractor", "store"},
-		"enricher":     {"events", "ranking", "store"},
+		"enricher":     {"embedding", "events", "ranking", "store"},
 		"internal/app": {"embedding", "enricher", "events", "extractor", "migrations", "store", "worker"},
 	}
 	seen := 0

@@ -30,6 +30,7 @@ type metrics struct {
 	pruneRuns      prometheus.Counter
 	pruneRemoved   prometheus.Counter
 	redactions     *prometheus.CounterVec // issue 16 item 4 (redaction)
+	queryEmbeds    *prometheus.CounterVec // issue 17 (hybrid retrieval, embed.go)
 }
 
 func newMetrics() *metrics {
@@ -62,6 +63,7 @@ func newMetrics() *metrics {
 	m.reg.MustRegister(m.rejected, m.extracted, m.extractSeconds, m.enrichSeconds, m.enrichDegraded, m.pruneRuns, m.pruneRemoved,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.registerRedactions()
+	m.registerQueryEmbeddings()
 	return m
 }
 

@@ -23,6 +23,7 @@
 //	go -C tools run ./memeval -datasets locomo     # one set
 //	go -C tools run ./memeval -cv                  # cross-validate the ranking's constants (cv.go)
 //	MEMEVAL_LLM_BASE_URL=... MEMEVAL_LLM_MODEL=... go -C tools run ./memeval   # with a model
+//	go -C tools run ./memeval -embed-base-url http://127.0.0.1:11434/v1 -embed-model nomic-embed-text   # lexical, vector, hybrid
 package main
 
 import (
@@ -39,7 +40,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/memoryd/memoryd/embedding"
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/internal/app"
 )
 
 type options struct {
@@ -54,6 +57,9 @@ type options struct {
 	llmModel       string
 	llmConcurrency int
 	factLoad       int
+	embedBaseURL   string
+	embedModel     string
+	embedAPIKey    string
 	cv             bool
 	verbose        bool
 }
@@ -91,6 +97,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.llmConcurrency, "llm-concurrency", 8, "LLM requests in flight")
 	fs.IntVar(&o.factLoad, "fact-load", len(factLoadKeys), fmt.Sprintf("facts set per user through memory.facts.set (a plausible profile, at most %d) before the token measurement is repeated; 0 skips the repeat", len(factLoadKeys)))
 	fs.BoolVar(&o.cv, "cv", false, "instead of the usual report, cross-validate the ranking's constants leave one fold out (5 folds: a LoCoMo conversation and a fifth of the LongMemEval questions each) next to FTS5-BM25 on the same folds")
+	fs.StringVar(&o.embedBaseURL, "embed-base-url", env("MEMEVAL_EMBED_BASE_URL", ""), "OpenAI-compatible embeddings endpoint: memoryd runs hybrid, and the report adds memoryd lexical and vector only (MEMEVAL_EMBED_BASE_URL)")
+	fs.StringVar(&o.embedModel, "embed-model", env("MEMEVAL_EMBED_MODEL", embedding.DefaultModel), "embedding model, with -embed-base-url (MEMEVAL_EMBED_MODEL)")
+	o.embedAPIKey = os.Getenv("MEMEVAL_EMBED_API_KEY")
 	fs.BoolVar(&o.verbose, "v", false, "log memoryd's warnings and errors")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -169,6 +178,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	mem := &memorydRanker{in: in, facts: events.FactsRelevant}
 	rankers := []ranker{mem, fts, setCosine{}}
+	if in.emb != nil {
+		progress("waiting for every item's vector\n")
+		if err := in.app.WaitEmbedded(ctx, "", nil); err != nil {
+			return fmt.Errorf("embedding items: %w", err)
+		}
+		lex, err := in.startLexical(ctx, logger)
+		if err != nil {
+			return err
+		}
+		mem.label = "memoryd hybrid"
+		rankers = []ranker{mem, &memorydRanker{in: in, facts: events.FactsRelevant, client: lex, label: "memoryd lexical"},
+			vectorRanker{in: in, emb: in.emb}, fts, setCosine{}}
+	}
 	const k = 10
 	for si := range sets {
 		s := &sets[si]
@@ -216,6 +238,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	extractorName := "offline rules (turns stored verbatim)"
 	if in.llm {
 		extractorName = "LLM " + o.llmModel + " (memoryd's items are what the model extracted; the baselines still index the raw turns)"
+	}
+	if in.emb != nil {
+		extractorName += fmt.Sprintf("; embeddings %s at %s", o.embedModel, app.RedactURL(o.embedBaseURL))
 	}
 	report(stdout, sets, rankers, extractorName, mem.tookMS)
 	reportTokens(stdout, tokenRuns)

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/memoryd/memoryd/embedding"
 	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/extractor"
@@ -39,6 +40,8 @@ type instance struct {
 	js      jetstream.JetStream
 	client  *events.Client
 	llm     bool
+	emb     *embedding.Client // with -embed-base-url: the questions' embeddings for the vector-only ranker
+	lexical *enricher.Service // with -embed-base-url: enrich without embeddings (embeddings.go)
 	logger  *slog.Logger
 	cleanup []func(context.Context) error
 }
@@ -115,6 +118,15 @@ func start(ctx context.Context, o options, logger *slog.Logger) (in *instance, e
 		in.llm = true
 		cfg.LLM = extractor.LLMConfig{BaseURL: o.llmBaseURL, APIKey: o.llmAPIKey, Model: o.llmModel, MaxConcurrency: o.llmConcurrency}
 	}
+	if o.embedBaseURL != "" {
+		// A query's embedding may take most of the generous timeout: the
+		// evaluation measures ranking, not the endpoint's speed.
+		cfg.Embed = embedding.Config{BaseURL: o.embedBaseURL, Model: o.embedModel, APIKey: o.embedAPIKey}
+		cfg.Enricher.EmbedTimeout = 5 * time.Second
+		if in.emb, err = embedding.New(cfg.Embed); err != nil {
+			return in, err
+		}
+	}
 	if in.app, err = app.New(cfg); err != nil {
 		return in, err
 	}
@@ -155,6 +167,9 @@ func start(ctx context.Context, o options, logger *slog.Logger) (in *instance, e
 func (in *instance) close(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	if in.lexical != nil {
+		_ = in.lexical.Stop(ctx)
+	}
 	if in.app != nil {
 		_ = in.app.Stop(ctx)
 	}
@@ -291,14 +306,21 @@ func factBlockTokens(injection string) int {
 // records what each reply injected.
 type memorydRanker struct {
 	in      *instance
-	facts   string // events.FactsRelevant or events.FactsAll
+	client  *events.Client // nil: in.client
+	label   string         // "": "memoryd"
+	facts   string         // events.FactsRelevant or events.FactsAll
 	shape   *enrichShape
 	tookMS  []float64
 	replies []replyStat
 	mu      sync.Mutex
 }
 
-func (m *memorydRanker) name() string { return "memoryd" }
+func (m *memorydRanker) name() string {
+	if m.label == "" {
+		return "memoryd"
+	}
+	return m.label
+}
 
 func (m *memorydRanker) rank(ctx context.Context, h haystack, k int) ([][]string, error) {
 	out := make([][]string, len(h.questions))
@@ -307,7 +329,7 @@ func (m *memorydRanker) rank(ctx context.Context, h haystack, k int) ([][]string
 		shape = *m.shape
 	}
 	for qi, q := range h.questions {
-		r, err := m.in.enrich(ctx, h, q, m.facts, shape)
+		r, err := m.in.enrichWith(ctx, m.client, h, q, m.facts, shape)
 		if err != nil {
 			return nil, err
 		}
@@ -325,7 +347,15 @@ func (m *memorydRanker) rank(ctx context.Context, h haystack, k int) ([][]string
 // enrich asks memory.enrich question q of haystack h's user; a degraded
 // reply is an error (the evaluation measures memory, not the machine).
 func (in *instance) enrich(ctx context.Context, h haystack, q question, facts string, shape enrichShape) (events.EnrichReply, error) {
-	r, err := in.client.Enrich(ctx, events.EnrichRequest{
+	return in.enrichWith(ctx, nil, h, q, facts, shape)
+}
+
+// enrichWith is enrich through client (in.client when nil).
+func (in *instance) enrichWith(ctx context.Context, client *events.Client, h haystack, q question, facts string, shape enrichShape) (events.EnrichReply, error) {
+	if client == nil {
+		client = in.client
+	}
+	r, err := client.Enrich(ctx, events.EnrichRequest{
 		UserID: in.userID(h), Message: q.text, MaxResults: shape.maxResults, Threshold: shape.threshold,
 		MaxTokens: shape.maxTokens, At: q.at, Facts: facts,
 	})

@@ -1,0 +1,451 @@
+package enricher
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"log/slog"
+	"math"
+	"slices"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/memoryd/memoryd/embedding"
+	"github.com/memoryd/memoryd/ranking"
+	"github.com/memoryd/memoryd/store"
+)
+
+// Hybrid retrieval (issue 17 items 2 and 3). With Config.Embedder set,
+// enrich and search embed the query, score it against the user's vectors
+// (cached per process, vcache.go) and fuse the two sides into one score:
+//
+//  1. The query is embedded within Config.EmbedTimeout. Any failure (down,
+//     slow, rate-limited, a reply without a usable vector) answers the
+//     request lexically, exactly as without embeddings: never degraded,
+//     counted by outcome (Service stats, EmbedObserver).
+//  2. The cached vectors of the user (in the request's scope and range)
+//     are searched exactly (embedding.Index: sign prefilter, int8
+//     rescoring), and the items whose similarity stands out are calibrated
+//     into a vector score in 0..1 (vectorScore).
+//  3. Their ids go into the one read of candidates (store.Recall), which
+//     returns them with their text beside the keyword matches, and the
+//     user's embedding generation, which says whether the cache was current
+//     (see vectorCache; when not, the vectors are read again).
+//  4. fuse combines each candidate's lexical score (ranking, unchanged) and
+//     vector score.
+
+// QueryEmbedder embeds queries; *embedding.Client satisfies it. It is
+// declared here, where it is used, so that tests can pass any embedder.
+type QueryEmbedder interface {
+	// Embed returns one vector per text.
+	Embed(ctx context.Context, texts []string) ([][]float32, error)
+	// Model is the model's name, as stored with the items' vectors.
+	Model() string
+}
+
+// VectorReader reads a user's vectors of a model, with their generation
+// (*store.Store does).
+type VectorReader interface {
+	UserVectors(ctx context.Context, userID, model string) (store.UserVectors, error)
+}
+
+// EmbedObserver is told the outcome of every query embedding, when
+// Config.Observer implements it (e.g. for a counter by outcome).
+type EmbedObserver interface {
+	QueryEmbedded(outcome string, took time.Duration)
+}
+
+// Outcomes of a query embedding.
+const (
+	EmbedOK          = "ok"
+	EmbedTimeout     = "timeout"
+	EmbedRateLimited = "rate_limited"
+	EmbedError       = "error"
+)
+
+var embedOutcomes = []string{EmbedOK, EmbedTimeout, EmbedRateLimited, EmbedError}
+
+// DefaultEmbedTimeout is Config.EmbedTimeout's default: 100ms of enrich's
+// default 250ms, which leaves the store read (a few milliseconds) ample
+// room. A local Ollama embeds a short query in 10 to 50ms; a hosted API
+// may need more, and a deployment that wants it raises Timeout with it.
+const DefaultEmbedTimeout = 100 * time.Millisecond
+
+// Tuning of the vector side.
+const (
+	// VectorHalf is the z-score margin (see vectorScore) at which an item's
+	// vector score is 0.5, as ranking.RelevanceHalf is the BM25 sum at
+	// which its relevance is.
+	VectorHalf = 2.0
+	// minVectorItems is the fewest searched items for which the vector side
+	// scores: with fewer, a similarity distribution means nothing.
+	minVectorItems = 3
+	// vectorCandidates is the most items the vector side adds to the
+	// candidates.
+	vectorCandidates = 50
+	// prefilterCandidates and statsSample tune embedding.Index.Search (see
+	// embedding's TestPrefilterRecall and BenchmarkIndexSearch).
+	prefilterCandidates = 192
+	statsSample         = 64
+	// maxQueryBytes bounds the text embedded: the start of a long message
+	// says what it is about, and an embedding model's input is limited.
+	maxQueryBytes = 4 << 10
+	// warnEvery spaces the warnings of failed query embeddings (the rest
+	// are logged at debug; all are counted).
+	warnEvery = 10 * time.Second
+)
+
+// hybrid is the vector side of enrich and search. Nil when Config.Embedder
+// is unset.
+type hybrid struct {
+	emb     QueryEmbedder
+	model   string
+	timeout time.Duration
+	// reserve is the store's share of an enrich's budget (Timeout less
+	// EmbedTimeout): an enrich's embedding never eats into it, even when
+	// the request waited for its turn.
+	reserve  time.Duration
+	lastWarn atomic.Int64 // unix nanoseconds of the last failure logged at warn
+	vectors  VectorReader
+	cache    *vectorCache
+	logger   *slog.Logger
+	observer EmbedObserver // may be nil
+
+	outcomes map[string]*atomic.Int64
+	// reloads counts reads of a user's vectors; stale the requests answered
+	// lexically because the vectors changed twice while they were read.
+	reloads, stale atomic.Int64
+}
+
+func newHybrid(cfg Config, logger *slog.Logger) *hybrid {
+	if cfg.Embedder == nil {
+		return nil
+	}
+	h := &hybrid{emb: cfg.Embedder, model: cfg.Embedder.Model(), timeout: cfg.EmbedTimeout, reserve: cfg.Timeout - cfg.EmbedTimeout, vectors: cfg.Store,
+		cache: newVectorCache(cfg.VectorCacheBytes), logger: logger, outcomes: map[string]*atomic.Int64{}}
+	h.observer, _ = cfg.Observer.(EmbedObserver)
+	for _, o := range embedOutcomes {
+		h.outcomes[o] = new(atomic.Int64)
+	}
+	return h
+}
+
+// stats are the hybrid counters shown in the enrich endpoint's stats (flat
+// numbers, as the others): query embeddings by outcome
+// (query_embeddings_ok, _timeout, _rate_limited, _error), and the vector
+// cache's users, bytes, hits, misses, reloads and stale answers.
+func (h *hybrid) stats() map[string]any {
+	out := map[string]any{}
+	for o, n := range h.outcomes {
+		out["query_embeddings_"+o] = n.Load()
+	}
+	users, bytes := h.cache.size()
+	out["vector_cache_users"], out["vector_cache_bytes"] = users, bytes
+	out["vector_cache_hits"], out["vector_cache_misses"] = h.cache.hits.Load(), h.cache.misses.Load()
+	out["vector_cache_reloads"], out["vector_cache_stale"] = h.reloads.Load(), h.stale.Load()
+	return out
+}
+
+// embedEnrich is embed for an enrich request, whose budget keeps the
+// store's share (reserve). Nil-safe, as embed.
+func (h *hybrid) embedEnrich(ctx context.Context, userID, text string) []float32 {
+	if h == nil {
+		return nil
+	}
+	return h.embed(ctx, userID, text, h.reserve)
+}
+
+// embed returns text's unit-length query vector, or nil when the request
+// is to be answered lexically. It takes at most the configured timeout,
+// and ends reserve before ctx's deadline.
+func (h *hybrid) embed(ctx context.Context, userID, text string, reserve time.Duration) []float32 {
+	if h == nil {
+		return nil
+	}
+	if len(text) > maxQueryBytes {
+		text = text[:maxQueryBytes]
+		for !utf8.ValidString(text) {
+			text = text[:len(text)-1]
+		}
+	}
+	start := time.Now()
+	timeout := h.timeout
+	if d, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(d)-reserve)
+	}
+	ectx, cancel := context.WithTimeout(ctx, max(timeout, 0))
+	defer cancel()
+	var (
+		vs  [][]float32
+		err error
+		v   []float32
+	)
+	if timeout > 0 {
+		vs, err = h.emb.Embed(ectx, []string{text})
+	} else {
+		err = context.DeadlineExceeded // the request waited its share away
+	}
+	if err == nil {
+		if len(vs) != 1 {
+			err = errors.New("embedder returned no vector")
+		} else if v = unitVector(vs[0]); v == nil {
+			err = errors.New("embedder returned a zero or non-finite vector")
+		}
+	}
+	outcome := EmbedOK
+	switch {
+	case err == nil:
+	case ectx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
+		outcome = EmbedTimeout
+	case errors.Is(err, embedding.ErrRetryAfter):
+		outcome = EmbedRateLimited
+	default:
+		outcome = EmbedError
+	}
+	took := time.Since(start)
+	h.outcomes[outcome].Add(1)
+	if h.observer != nil {
+		h.observer.QueryEmbedded(outcome, took)
+	}
+	if err != nil {
+		// Warn, at most every warnEvery: the operator should know, but an
+		// endpoint that is down fails every request. The error never holds
+		// the text.
+		level := slog.LevelDebug
+		if last := h.lastWarn.Load(); time.Since(time.Unix(0, last)) >= warnEvery && h.lastWarn.CompareAndSwap(last, time.Now().UnixNano()) {
+			level = slog.LevelWarn
+		}
+		h.logger.Log(ctx, level, "query embedding failed; answering lexically", "user_id", userID, "outcome", outcome,
+			"took_ms", millis(took), "error", err)
+		return nil
+	}
+	return v
+}
+
+// unitVector returns a unit-length copy of v, or nil when v is empty, zero
+// or not finite.
+func unitVector(v []float32) []float32 {
+	var sum float64
+	for _, x := range v {
+		sum += float64(x) * float64(x)
+	}
+	if len(v) == 0 || sum == 0 || math.IsNaN(sum) || math.IsInf(sum, 0) {
+		return nil
+	}
+	return embedding.Normalize(append([]float32(nil), v...))
+}
+
+// readFunc reads candidates (and facts, for enrich) for a search query.
+type readFunc func(ctx context.Context, q store.SearchQuery) ([]store.Fact, store.Candidates, error)
+
+// recall reads q's candidates with qv's vector side: the facts and
+// candidates read, and the vector score of each candidate that has one.
+// vec is nil when the request is to be ranked lexically: the user's vectors
+// could not be read, or changed twice while they were. A read error is
+// returned as is.
+func (h *hybrid) recall(ctx context.Context, q store.SearchQuery, qv []float32, limit int, read readFunc) ([]store.Fact, store.Candidates, map[int64]float64, error) {
+	q.Hybrid = true
+	e := h.cache.get(q.UserID, h.model, len(qv))
+	var vec map[int64]float64
+	if e != nil {
+		q.VectorIDs, vec = e.pick(qv, q, limit)
+	}
+	facts, cands, err := read(ctx, q)
+	if err != nil || (e != nil && cands.Generation == e.generation) {
+		return facts, cands, vec, err
+	}
+	// A miss, or the vectors changed since they were cached: read them
+	// (one query; the rare path).
+	h.reloads.Add(1)
+	uv := store.UserVectors{} // generation 0: no vectors, nothing to read
+	if cands.Generation != 0 {
+		if uv, err = h.vectors.UserVectors(ctx, q.UserID, h.model); err != nil {
+			if ctx.Err() != nil {
+				return nil, store.Candidates{}, nil, err
+			}
+			h.logger.Warn("cannot read the user's vectors; answering lexically", "user_id", q.UserID, "error", err)
+			return facts, cands, nil, nil
+		}
+	}
+	if e, err = newUserVectors(q.UserID, h.model, len(qv), uv); err != nil {
+		h.logger.Warn("cannot index the user's vectors; answering lexically", "user_id", q.UserID, "error", err)
+		return facts, cands, nil, nil
+	}
+	h.cache.put(e)
+	ids, vec := e.pick(qv, q, limit)
+	if uv.Generation == cands.Generation && containsAll(cands, ids) {
+		return facts, cands, vec, nil
+	}
+	q.VectorIDs = ids
+	if facts, cands, err = read(ctx, q); err != nil {
+		return nil, store.Candidates{}, nil, err
+	}
+	if cands.Generation != e.generation {
+		// Changed again meanwhile: the vectors are not known to be the
+		// candidates' (the next request reads them again).
+		h.stale.Add(1)
+		return facts, cands, nil, nil
+	}
+	return facts, cands, vec, nil
+}
+
+// containsAll reports whether every id is among c's candidates.
+func containsAll(c store.Candidates, ids []int64) bool {
+	have := make(map[int64]bool, len(c.Matches))
+	for _, m := range c.Matches {
+		have[m.Item.ID] = true
+	}
+	for _, id := range ids {
+		if !have[id] {
+			return false
+		}
+	}
+	return true
+}
+
+// pick searches the entry for qv among the items q selects (its scope and
+// range). It returns the vector scores above 0 of the vectorCandidates most
+// similar items, and the ids of those that can make a fused top limit,
+// best first: the ones the read must add to the keyword candidates. An
+// item found by its vector alone scores v × recency, and recency takes at
+// most RecencyWeight: one whose v is under (1 − RecencyWeight) times the
+// limit-th best v has limit items above it whatever their age, so it need
+// not be read (its score still counts if the keywords find it).
+func (e *userVectors) pick(qv []float32, q store.SearchQuery, limit int) ([]int64, map[int64]float64) {
+	if e.index == nil {
+		return nil, nil
+	}
+	since, until := int64(math.MinInt64), int64(math.MaxInt64)
+	if !q.Since.IsZero() {
+		since = q.Since.UnixNano()
+	}
+	if !q.Until.IsZero() {
+		until = q.Until.UnixNano()
+	}
+	// The statistics are over the scope's items, the search over those in
+	// the range: as on the lexical side (store.SearchQuery), a range
+	// filters what is ranked, not how.
+	p := embedding.SearchParams{K: vectorCandidates, Candidates: prefilterCandidates, Sample: statsSample}
+	var keep func(int) bool
+	if q.Scope != "" {
+		p.Population = func(i int) bool { return e.scopes[i] == q.Scope }
+		keep = p.Population
+	}
+	if since != math.MinInt64 || until != math.MaxInt64 {
+		keep = func(i int) bool {
+			return (q.Scope == "" || e.scopes[i] == q.Scope) && e.created[i] >= since && e.created[i] < until
+		}
+	}
+	r := e.index.Search(qv, keep, p)
+	var ids []int64
+	vec := map[int64]float64{}
+	floor := 0.0
+	for _, hit := range r.Hits {
+		v := vectorScore(float64(hit.Cos), r.Mean, r.Std, r.Population, r.N)
+		if v <= 0 {
+			break // hits are best first
+		}
+		vec[e.ids[hit.I]] = v
+		if v > floor {
+			ids = append(ids, e.ids[hit.I])
+			if len(ids) == limit {
+				floor = v * (1 - ranking.DefaultParams().RecencyWeight)
+			}
+		}
+	}
+	return ids, vec
+}
+
+// vectorScore calibrates an item's similarity to the query (cos) into 0..1
+// without regard to the model's range of cosines, which differs widely
+// (unrelated texts score about 0.4 to 0.6 with nomic-embed-text, 0.1 to
+// 0.3 with OpenAI's models): against the distribution of the query's
+// similarity over the user's items (mean, std over pop items: the scope's,
+// whatever the range). Its z-score (cos−mean)/std is compared with the
+// z-score the best of the n searched items would reach by chance were none
+// related (noiseMax(n), which grows with n: about 1.9 for 20 items, 3.2
+// for 1,000, 3.7 for 5,000); the margin d over it maps to d/(d+VectorHalf),
+// the shape of the lexical relevance s/(s+RelevanceHalf). So 0 means "no
+// more similar than the best unrelated item would be", 0.3 a margin of
+// about 0.86 standard deviations, 0.5 of 2. A population under
+// minVectorItems items, or without spread, gives 0.
+func vectorScore(cos, mean, std float64, pop, n int) float64 {
+	if pop < minVectorItems || n < 1 || !(std > 1e-9) {
+		return 0
+	}
+	d := (cos-mean)/std - noiseMax(n)
+	if !(d > 0) {
+		return 0
+	}
+	return d / (d + VectorHalf)
+}
+
+// noiseMax is about the expected maximum of n standard normal values:
+// Blom's approximation Φ⁻¹((n − 0.375)/(n + 0.25)), within 0.03 of the
+// exact value from n = 1 (0) up.
+func noiseMax(n int) float64 {
+	p := (float64(n) - 0.375) / (float64(n) + 0.25)
+	return math.Sqrt2 * math.Erfinv(2*p-1)
+}
+
+// fuse ranks candidates by lexical and vector evidence together: an item's
+// score is 1 − (1 − l)(1 − v·r), where l is its lexical score (Rank, which
+// includes recency), v its vector score (vectorScore; 0 for an item the
+// vector side did not pick) and r ranking's recency factor at at. Each side
+// alone gives its own score, so an item found by one side only scores
+// exactly what that side says (a lexical-only item what lexical retrieval
+// gives it: the threshold means the same in both modes), and agreement
+// raises it. Items scoring at least threshold (and above 0) are returned
+// best first (ties: newest, then highest id), at most limit, each with its
+// Score. The result is never nil.
+func fuse(c store.Candidates, vec map[int64]float64, at time.Time, threshold float64, limit int) []store.ContextItem {
+	if at.IsZero() {
+		at = time.Now()
+	}
+	if len(vec) == 0 {
+		return Rank(c, at, threshold, limit) // the same scores, cheaper
+	}
+	lex := make(map[int64]float64, len(c.Matches))
+	for _, it := range Rank(c, at, 0, len(c.Matches)) {
+		lex[it.ID] = it.Score
+	}
+	p := ranking.DefaultParams()
+	// Sorted by index with their keys, not as items: a few hundred
+	// candidates' structs would be most of the cost.
+	type scored struct {
+		score   float64
+		created int64
+		id      int64
+		i       int
+	}
+	var kept []scored
+	for i, m := range c.Matches {
+		it := &m.Item
+		l, v := lex[it.ID], vec[it.ID]
+		f := l
+		if v > 0 {
+			age := max(at.Sub(it.CreatedAt).Seconds(), 0)
+			v *= 1 - p.RecencyWeight + p.RecencyWeight/(1+age/(p.RecencyDays*86400))
+			f = 1 - (1-l)*(1-v)
+		}
+		if f > 0 && f >= threshold {
+			kept = append(kept, scored{f, it.CreatedAt.UnixNano(), it.ID, i})
+		}
+	}
+	slices.SortFunc(kept, func(x, y scored) int {
+		if c := cmp.Compare(y.score, x.score); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(y.created, x.created); c != 0 {
+			return c
+		}
+		return cmp.Compare(y.id, x.id)
+	})
+	items := make([]store.ContextItem, min(len(kept), max(limit, 0)))
+	for k := range items {
+		items[k] = c.Matches[kept[k].i].Item
+		items[k].Score = kept[k].score
+	}
+	return items
+}

@@ -1,0 +1,140 @@
+package enricher
+
+import (
+	"container/list"
+	"sync"
+	"sync/atomic"
+
+	"github.com/memoryd/memoryd/embedding"
+	"github.com/memoryd/memoryd/store"
+)
+
+// DefaultVectorCacheBytes is Config.VectorCacheBytes' default: 48 MiB, the
+// vectors of about 55,000 items of 768 dimensions (some 900 bytes each with
+// their sign bits, id, time and scope), e.g. eleven users of 5,000 items.
+const DefaultVectorCacheBytes = 48 << 20
+
+// vectorCache keeps users' vectors in this process, so that a hybrid
+// search scores them without reading them: least recently used users go
+// first when the byte budget is full.
+//
+// Consistency. An entry holds the user's vectors as they were at one
+// embedding generation (migrations/021: a per-user value, never reused,
+// changed by triggers whenever a vector is saved or deleted or an item's
+// text, scope or time changes). Every hybrid read of candidates reads the
+// current generation in the same statement (store.SearchQuery.Hybrid), and
+// its answer is used with an entry only when the two are equal, that is
+// when no change to the user's vectors committed between them; otherwise
+// the entry is read again (hybrid.recall). The check rides on the round
+// trip the request makes anyway, so a hit costs no extra one, and unlike an
+// invalidation message over NATS it cannot be missed (a lost message, a
+// process that was partitioned, a write from another memoryd) nor arrive
+// late: there is no staleness window to reason about.
+type vectorCache struct {
+	max int64
+
+	mu    sync.Mutex
+	used  int64
+	order *list.List // of *userVectors, most recently used first
+	byKey map[cacheKey]*list.Element
+
+	hits, misses atomic.Int64
+}
+
+type cacheKey struct{ user, model string }
+
+// userVectors is one user's vectors of one model and dimension, at one
+// generation. Immutable once built.
+type userVectors struct {
+	key        cacheKey
+	generation int64
+	dims       int
+	// index is nil when the user has no vector of dims.
+	index   *embedding.Index
+	ids     []int64
+	created []int64 // unix nanoseconds
+	scopes  []string
+	bytes   int64
+}
+
+func newVectorCache(maxBytes int64) *vectorCache {
+	return &vectorCache{max: maxBytes, order: list.New(), byKey: map[cacheKey]*list.Element{}}
+}
+
+// get returns the user's entry of dims dimensions, or nil.
+func (c *vectorCache) get(user, model string, dims int) *userVectors {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el := c.byKey[cacheKey{user, model}]
+	if el == nil || el.Value.(*userVectors).dims != dims {
+		c.misses.Add(1)
+		return nil
+	}
+	c.hits.Add(1)
+	c.order.MoveToFront(el)
+	return el.Value.(*userVectors)
+}
+
+// put stores e, replacing the user's earlier entry, and evicts the least
+// recently used users over the budget. An entry over the whole budget is
+// not kept.
+func (c *vectorCache) put(e *userVectors) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el := c.byKey[e.key]; el != nil {
+		c.used -= el.Value.(*userVectors).bytes
+		c.order.Remove(el)
+		delete(c.byKey, e.key)
+	}
+	if e.bytes > c.max {
+		return
+	}
+	c.byKey[e.key] = c.order.PushFront(e)
+	c.used += e.bytes
+	for c.used > c.max {
+		last := c.order.Back()
+		old := last.Value.(*userVectors)
+		c.order.Remove(last)
+		delete(c.byKey, old.key)
+		c.used -= old.bytes
+	}
+}
+
+// size returns the users cached and their bytes.
+func (c *vectorCache) size() (int, int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.order.Len(), c.used
+}
+
+// newUserVectors builds the entry of uv's vectors of dims dimensions.
+// Vectors of other dimensions (of the model before the one behind its name
+// changed) are left out: they cannot be compared with the query.
+func newUserVectors(user, model string, dims int, uv store.UserVectors) (*userVectors, error) {
+	e := &userVectors{key: cacheKey{user, model}, generation: uv.Generation, dims: dims}
+	var stored [][]byte
+	interned := map[string]string{}
+	for _, v := range uv.Vectors {
+		if v.Dims != dims {
+			continue
+		}
+		stored = append(stored, v.Vector)
+		e.ids = append(e.ids, v.ContextID)
+		e.created = append(e.created, v.CreatedAt.UnixNano())
+		sc, ok := interned[v.Scope]
+		if !ok {
+			sc, interned[v.Scope] = v.Scope, v.Scope
+		}
+		e.scopes = append(e.scopes, sc)
+	}
+	e.bytes = 256 + int64(len(e.ids))*(8+8+16)
+	if len(stored) > 0 {
+		x, err := embedding.NewIndex(dims, stored)
+		if err != nil {
+			return nil, err
+		}
+		e.index = x
+		e.bytes += int64(x.Bytes())
+	}
+	return e, nil
+}

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/embedding/embeddingtest"
+)
+
+// TestEmbeddingsPlumbing runs memeval with the fake embeddings server on one
+// LoCoMo conversation: items are embedded, and the report has memoryd
+// hybrid, memoryd lexical and vector only beside the baselines. The fake's
+// figures mean nothing (a hashed bag of words); the plumbing is the point.
+func TestEmbeddingsPlumbing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("ingests a LoCoMo conversation")
+	}
+	data := env("MEMEVAL_DATA", "/work/shared/data")
+	if _, err := os.Stat(filepath.Join(data, "locomo-dev.json.gz")); err != nil {
+		t.Skipf("no LoCoMo dev file: %v", err)
+	}
+	srv := embeddingtest.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	err := run(ctx, []string{"-datasets", "locomo", "-limit", "1", "-fact-load", "0", "-embed-base-url", srv.URL, "-embed-model", "fake"}, &out, &errOut)
+	if err != nil {
+		t.Fatalf("memeval: %v\n%s", err, errOut.String())
+	}
+	t.Logf("%s", out.String())
+	for _, want := range []string{"| memoryd hybrid |", "| memoryd lexical |", "| vector only |", "| FTS5-BM25 |", "embeddings fake at"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	// The items in batches, the questions of the vector-only ranker in
+	// one, and each of the 150 questions the hybrid enrich asked alone.
+	if n := len(srv.Batches()); n < 150+2 {
+		t.Errorf("the fake server answered %d requests: the questions were not embedded by enrich", n)
+	}
+}
