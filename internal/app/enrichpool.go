@@ -80,8 +80,8 @@ func (c BackPressureConfig) withDefaults() BackPressureConfig {
 	return c
 }
 
-// enrichStore is the store the enrich service is given: enrich's read
-// (Recall) goes to enrich's own pool, every other endpoint (the tools'
+// enrichStore is the store the enrich service is given: enrich's reads
+// (Recall, and the vector cache's UserVectors) go to enrich's own pool, every other endpoint (the tools'
 // reads and writes, which pass the store's context hook) to the shared
 // store.
 type enrichStore struct {
@@ -92,6 +92,12 @@ type enrichStore struct {
 // Recall implements enricher.Recaller on enrich's pool.
 func (e enrichStore) Recall(ctx context.Context, q store.RecallQuery) ([]store.Fact, store.Candidates, error) {
 	return e.recall.Recall(ctx, q)
+}
+
+// UserVectors implements enricher.VectorReader on enrich's pool: the
+// vector cache's reloads are part of an enrich request.
+func (e enrichStore) UserVectors(ctx context.Context, userID, model string) (store.UserVectors, error) {
+	return e.recall.UserVectors(ctx, userID, model)
 }
 
 // Warm re-opens enrich's connections (the enricher calls it at start and
