@@ -171,3 +171,13 @@ func (o enrichObservers) Enriched(took time.Duration, degraded bool) {
 		ob.Enriched(took, degraded)
 	}
 }
+
+// QueryEmbedded implements enricher.EmbedObserver for the observers that
+// do (the metrics): a list of observers must hide no interface of theirs.
+func (o enrichObservers) QueryEmbedded(outcome string, took time.Duration) {
+	for _, ob := range o {
+		if eo, ok := ob.(enricher.EmbedObserver); ok {
+			eo.QueryEmbedded(outcome, took)
+		}
+	}
+}
