@@ -27,6 +27,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -55,6 +56,7 @@ type options struct {
 	llmConcurrency int
 	factLoad       int
 	cv             bool
+	cvCache        string
 	verbose        bool
 }
 
@@ -91,6 +93,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.llmConcurrency, "llm-concurrency", 8, "LLM requests in flight")
 	fs.IntVar(&o.factLoad, "fact-load", len(factLoadKeys), fmt.Sprintf("facts set per user through memory.facts.set (a plausible profile, at most %d) before the token measurement is repeated; 0 skips the repeat", len(factLoadKeys)))
 	fs.BoolVar(&o.cv, "cv", false, "instead of the usual report, cross-validate the ranking's constants leave one fold out (5 folds: a LoCoMo conversation and a fifth of the LongMemEval questions each) next to FTS5-BM25 on the same folds")
+	fs.StringVar(&o.cvCache, "cv-cache", "", "with -cv: read the candidates from this file when it exists (no Postgres or NATS needed), else save them to it after ingesting; it holds the data's text: keep it out of the repository")
 	fs.BoolVar(&o.verbose, "v", false, "log memoryd's warnings and errors")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -101,6 +104,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	progress := func(format string, a ...any) { fmt.Fprintf(stderr, format, a...) }
+	if o.cv && o.cvCache != "" {
+		if c, err := readCVCache(o.cvCache); err == nil {
+			progress("candidates read from %s\n", o.cvCache)
+			qs := cvQuestions(c)
+			reportCV(stdout, c.Sets, qs, crossValidate(qs, len(c.Sets), cvVariants(), progress))
+			return nil
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
 
 	in, err := start(ctx, o, logger)
 	if err != nil {
@@ -160,11 +173,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer fts.db.Close()
 	if o.cv {
 		progress("reading candidates\n")
-		qs, err := cvQuestions(ctx, in, sets, fts)
+		c, err := cvRead(ctx, in, sets, fts)
 		if err != nil {
 			return err
 		}
-		reportCV(stdout, sets, qs, crossValidate(qs, len(sets), cvVariants(), progress))
+		if o.cvCache != "" {
+			if err := writeCVCache(o.cvCache, c); err != nil {
+				return err
+			}
+		}
+		qs := cvQuestions(c)
+		reportCV(stdout, c.Sets, qs, crossValidate(qs, len(c.Sets), cvVariants(), progress))
 		return nil
 	}
 	mem := &memorydRanker{in: in, facts: events.FactsRelevant}
