@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/memoryd/memoryd/enricher"
+	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/ranking"
 	"github.com/memoryd/memoryd/store"
 )
@@ -50,6 +51,11 @@ type cvQuestion struct {
 	at        time.Time
 	evidence  map[string]bool
 	fts       int // FTS5-BM25's first-hit rank, 0 when none in the top 10
+	// newest says enrich answers the question with the newest items of
+	// its time range (cvInput.Newest), whose first-hit rank is newestRank
+	// whatever the constants.
+	newest     bool
+	newestRank int
 }
 
 // cvVariant is one change measured by cross-validation: the constants it
@@ -151,6 +157,11 @@ type cvInput struct {
 	Evidence map[string]bool
 	FTS      []string // FTS5-BM25's top 10 event ids, best first
 	Matches  []cvMatch
+	// Newest, when not empty, is what enrich answered a question asking
+	// for a time only ("what did we talk about last week?"): the range's
+	// newest items, whatever the ranking's constants; Matches is then
+	// empty.
+	Newest []string
 }
 
 // cvMatch is one candidate of a cvInput.
@@ -171,8 +182,11 @@ type cvCache struct {
 	Lexemes map[string][]string
 }
 
-// cvRead reads every question's candidates from memoryd's store, and
-// FTS5-BM25's ranks from the baseline.
+// cvRead reads every question's candidates from memoryd's store as enrich
+// reads them, and FTS5-BM25's ranks from the baseline. A question with a
+// time expression (enricher.ParseTime) is searched in its range first with
+// the keywords enrich's reply says it used; the whole memory only when
+// the range holds no match, as enrich does.
 func cvRead(ctx context.Context, in *instance, sets []dataset, fts ranker) (*cvCache, error) {
 	st, err := in.app.Store(ctx)
 	if err != nil {
@@ -188,15 +202,34 @@ func cvRead(ctx context.Context, in *instance, sets []dataset, fts ranker) (*cvC
 			}
 			for qi, q := range h.questions {
 				kws := enricher.Keywords(q.text)
-				c, err := st.SearchContext(ctx, store.SearchQuery{UserID: in.userID(h), Keywords: kws})
-				if err != nil {
-					return nil, err
+				var c store.Candidates
+				var newest []string
+				if when, timed := enricher.ParseTime(q.text, q.at); timed {
+					r, err := in.enrich(ctx, h, q, events.FactsRelevant, evalShape(10))
+					if err != nil {
+						return nil, err
+					}
+					if len(r.Keywords) == 0 {
+						for _, it := range r.Context {
+							newest = append(newest, it.EventID)
+						}
+					} else if c, err = st.SearchContext(ctx, store.SearchQuery{UserID: in.userID(h), Keywords: r.Keywords,
+						Since: when.Since, Until: when.Until}); err != nil {
+						return nil, err
+					} else if len(c.Matches) > 0 {
+						kws = r.Keywords
+					}
+				}
+				if len(newest) == 0 && len(c.Matches) == 0 {
+					if c, err = st.SearchContext(ctx, store.SearchQuery{UserID: in.userID(h), Keywords: kws}); err != nil {
+						return nil, err
+					}
 				}
 				if err := readLexemes(ctx, st, kws, out.Lexemes); err != nil {
 					return nil, err
 				}
 				ci := cvInput{Set: si, Haystack: h.name, Question: q.text, Keywords: kws, Terms: c.Terms,
-					Coll: ranking.Collection(c.Stats), At: q.at, Evidence: q.evidence, FTS: ranked[qi]}
+					Coll: ranking.Collection(c.Stats), At: q.at, Evidence: q.evidence, FTS: ranked[qi], Newest: newest}
 				for _, m := range c.Matches {
 					counts := make([]ranking.TermCount, len(m.Terms))
 					for i, n := range m.Terms {
@@ -280,7 +313,8 @@ func cvQuestions(c *cvCache) []cvQuestion {
 	folds := cvFoldsOf(c.Inputs)
 	for i, ci := range c.Inputs {
 		forms := [2][][]string{queryForms(ci.Terms, ci.Keywords, c.Lexemes, false), queryForms(ci.Terms, ci.Keywords, c.Lexemes, true)}
-		cq := cvQuestion{set: ci.Set, folds: folds[i], coll: ci.Coll, at: ci.At, evidence: ci.Evidence, fts: firstHit(ci.FTS, ci.Evidence)}
+		cq := cvQuestion{set: ci.Set, folds: folds[i], coll: ci.Coll, at: ci.At, evidence: ci.Evidence, fts: firstHit(ci.FTS, ci.Evidence),
+			newest: len(ci.Newest) > 0, newestRank: firstHit(ci.Newest, ci.Evidence)}
 		for _, m := range ci.Matches {
 			d := ranking.Doc{ID: m.ID, CreatedAt: m.CreatedAt, QuestionLen: m.QuestionLen, AnswerLen: m.AnswerLen, Terms: m.Counts,
 				Adjacent: adjacentCount(ci.Terms, forms[stemAll], m.Question) + adjacentCount(ci.Terms, forms[stemAll], m.Answer)}
@@ -301,6 +335,10 @@ func cvQuestions(c *cvCache) []cvQuestion {
 func cvRanks(qs []cvQuestion, p ranking.Params, forms int) []int8 {
 	out := make([]int8, len(qs))
 	for i, q := range qs {
+		if q.newest {
+			out[i] = int8(q.newestRank)
+			continue
+		}
 		docs := q.docs
 		if forms != stemNone {
 			docs = q.inflected[forms]
