@@ -51,8 +51,13 @@
 // Rank uses DefaultParams; Params.Rank takes others, so that an alternative
 // is measured (tools/memeval -cv cross-validates them) before a default
 // changes. Besides the constants above, with BQuestion and BAnswer as B per
-// field, Params holds three changes that were measured and are off by
+// field, Params holds four changes that were measured and are off by
 // default, as cross-validation found no held-out gain:
+//
+//   - VerboseReplyPower (default 0): the answer weight used is AnswerWeight
+//     · r^−VerboseReplyPower, r the user's mean answer length over their
+//     mean question length when over 1, so that an assistant's long replies
+//     weigh less than a peer's replies of the message's length.
 //
 //   - StemWeight (default 1): what a position counts when it holds another
 //     form of the lexeme than the query's word, for callers that tell forms

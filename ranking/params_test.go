@@ -79,6 +79,12 @@ func TestParamsRank(t *testing.T) {
 		{"BQuestion does not touch the answer", with(func(p *ranking.Params) { p.BQuestion = 0 }),
 			[]ranking.Doc{longAnswer(1), doc(2, 0, a(1))}, all, []int64{2, 1},
 			[]float64{score(10, 0, []float64{2}, []float64{fa}), score(10, 0, []float64{2}, []float64{fa / (1 - ranking.B + ranking.B*10)})}},
+		{"verbose replies: answers 5/3 the questions' length weigh 3/5 as much", with(func(p *ranking.Params) { p.VerboseReplyPower = 1 }),
+			[]ranking.Doc{doc(1, 0, a(1))}, all, []int64{1},
+			[]float64{score(10, 0, []float64{1}, []float64{fa * 3 / 5})}},
+		{"verbose replies: off by default", def,
+			[]ranking.Doc{doc(1, 0, a(1))}, all, []int64{1},
+			[]float64{score(10, 0, []float64{1}, []float64{fa})}},
 		{"neighbours off by default", def,
 			[]ranking.Doc{doc(1, 0, q(2)), doc(2, time.Minute, q(1)), doc(3, 5*day, a(1))}, all, []int64{1, 2, 3}, nil},
 		{"neighbour penalty: the weaker of two adjacent turns yields", crowd,
@@ -97,6 +103,13 @@ func TestParamsRank(t *testing.T) {
 		{"neighbour penalty: the threshold applies to the penalised score", crowd,
 			[]ranking.Doc{doc(1, 0, q(2)), doc(2, time.Minute, q(1))},
 			ranking.Query{At: at, Limit: 10, Threshold: 0.6 * score(10, time.Minute, []float64{2}, []float64{1})}, []int64{1}, nil},
+	}
+	// Answers shorter than the questions keep the answer weight.
+	verbose := with(func(p *ranking.Params) { p.VerboseReplyPower = 1 })
+	short := ranking.Collection{Items: 10, AvgQuestionLen: 5, AvgAnswerLen: 3}
+	d := []ranking.Doc{doc(1, 0, a(1))}
+	if got, want := verbose.Rank(short, d, all), def.Rank(short, d, all); !slices.Equal(got, want) {
+		t.Errorf("verbose replies with short answers: %+v, want %+v", got, want)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -125,7 +138,7 @@ func TestDefaultParamsAreRank(t *testing.T) {
 	p := ranking.DefaultParams()
 	want := ranking.Params{K1: ranking.K1, BQuestion: ranking.B, BAnswer: ranking.B, AnswerWeight: ranking.AnswerWeight,
 		IDFPrior: ranking.IDFPrior, RelevanceHalf: ranking.RelevanceHalf, RecencyWeight: ranking.RecencyWeight,
-		RecencyDays: ranking.RecencyDays, StemWeight: 1, AdjacentWeight: 0, NeighbourPenalty: 0, NeighbourWindow: ranking.NeighbourWindow}
+		RecencyDays: ranking.RecencyDays, VerboseReplyPower: 0, StemWeight: 1, AdjacentWeight: 0, NeighbourPenalty: 0, NeighbourWindow: ranking.NeighbourWindow}
 	if p != want {
 		t.Fatalf("DefaultParams() = %+v, want %+v", p, want)
 	}

@@ -16,6 +16,9 @@ const (
 	B = 0.5
 	// AnswerWeight is the weight of an answer word against a question word.
 	AnswerWeight = 0.6
+	// VerboseReplyPower is how fast the answer weight falls as the user's
+	// answers grow longer than their questions (0: not at all; see Params).
+	VerboseReplyPower = 0.0
 	// IDFPrior is the number of imaginary items without any query word that
 	// document frequencies are smoothed with.
 	IDFPrior = 20.0
@@ -107,6 +110,13 @@ type Params struct {
 	BQuestion, BAnswer float64
 	// AnswerWeight is the weight of an answer word against a question word.
 	AnswerWeight float64
+	// VerboseReplyPower lowers the answer weight for a user whose answers
+	// are longer than their questions: the weight used is AnswerWeight ·
+	// r^−VerboseReplyPower, r = AvgAnswerLen/AvgQuestionLen (at least 1).
+	// An assistant's replies run several times its user's message and
+	// repeat the question's words whatever they hold, where a peer's reply
+	// is as long as the message and as telling; 0 turns it off.
+	VerboseReplyPower float64
 	// IDFPrior is the number of imaginary items without any query word that
 	// document frequencies are smoothed with.
 	IDFPrior float64
@@ -135,7 +145,7 @@ type Params struct {
 // DefaultParams returns the constants Rank uses.
 func DefaultParams() Params {
 	return Params{
-		K1: K1, BQuestion: B, BAnswer: B, AnswerWeight: AnswerWeight, IDFPrior: IDFPrior,
+		K1: K1, BQuestion: B, BAnswer: B, AnswerWeight: AnswerWeight, VerboseReplyPower: VerboseReplyPower, IDFPrior: IDFPrior,
 		RelevanceHalf: RelevanceHalf, RecencyWeight: RecencyWeight, RecencyDays: RecencyDays, StemWeight: StemWeight,
 		NeighbourPenalty: NeighbourPenalty, NeighbourWindow: NeighbourWindow,
 	}
@@ -160,6 +170,10 @@ func (p Params) Rank(coll Collection, docs []Doc, q Query) []Hit {
 	// hits[t] lists the docs holding term t; len(hits[t]) is its document
 	// frequency.
 	var hits [][]hit
+	aw := p.AnswerWeight
+	if p.VerboseReplyPower != 0 && coll.AvgAnswerLen > coll.AvgQuestionLen {
+		aw *= math.Pow(coll.AvgAnswerLen/coll.AvgQuestionLen, -p.VerboseReplyPower)
+	}
 	for i := range docs {
 		d := &docs[i]
 		for t, n := range d.Terms {
@@ -176,7 +190,7 @@ func (p Params) Rank(coll Collection, docs []Doc, q Query) []Hit {
 				ta -= (1 - p.StemWeight) * float64(min(in.Answer, n.Answer))
 			}
 			f := tq/(1-p.BQuestion+p.BQuestion*float64(d.QuestionLen)/coll.AvgQuestionLen) +
-				p.AnswerWeight*ta/(1-p.BAnswer+p.BAnswer*float64(d.AnswerLen)/coll.AvgAnswerLen)
+				aw*ta/(1-p.BAnswer+p.BAnswer*float64(d.AnswerLen)/coll.AvgAnswerLen)
 			hits[t] = append(hits[t], hit{i, f})
 		}
 	}

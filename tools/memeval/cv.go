@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/gob"
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -12,25 +15,34 @@ import (
 	"unicode/utf8"
 
 	"github.com/memoryd/memoryd/enricher"
+	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/ranking"
 	"github.com/memoryd/memoryd/store"
 )
 
 // cvFolds is the number of cross-validation folds: LoCoMo's 5 dev
-// conversations, one a fold, and LongMemEval's questions in 5 groups
-// (question i in group i mod 5). Fold f holds out LoCoMo conversation f and
-// LongMemEval group f together, so one choice of constants serves both sets,
-// as the service's one set of constants does.
+// conversations, one a fold, and LongMemEval's questions in 5 groups. Fold
+// f holds out LoCoMo conversation f and LongMemEval group f together, so one
+// choice of constants serves both sets, as the service's one set of
+// constants does.
 const cvFolds = 5
+
+// cvRepeats is how many times the cross-validation is run with the
+// LongMemEval questions dealt into groups anew: its 57 questions make folds
+// of 11-12, where one question moves a fold's recall by 0.09, so one split
+// says little of the spread. Repeat 0 puts question i in group i mod 5, the
+// others deal a fixed shuffle; LoCoMo's folds are its conversations in every
+// repeat (a set of cvFolds conversations or fewer is never reshuffled).
+const cvRepeats = 10
 
 // cvQuestion is one question ready to be ranked offline: its candidates as
 // enrich reads them (store.SearchContext with enricher.Keywords, no scope),
 // converted once to the ranking's input.
 type cvQuestion struct {
-	set  int // index in the run's datasets
-	fold int
-	coll ranking.Collection
-	docs []ranking.Doc
+	set   int   // index in the run's datasets
+	folds []int // the question's fold in each repeat
+	coll  ranking.Collection
+	docs  []ranking.Doc
 	// inflected are docs with Doc.Inflected filled: [stemAll] for every
 	// lexeme, [stemGuarded] only for short lexemes and query words that are
 	// their own lexeme (see inflectedCounts).
@@ -39,6 +51,11 @@ type cvQuestion struct {
 	at        time.Time
 	evidence  map[string]bool
 	fts       int // FTS5-BM25's first-hit rank, 0 when none in the top 10
+	// newest says enrich answers the question with the newest items of
+	// its time range (cvInput.Newest), whose first-hit rank is newestRank
+	// whatever the constants.
+	newest     bool
+	newestRank int
 }
 
 // cvVariant is one change measured by cross-validation: the constants it
@@ -50,6 +67,11 @@ type cvVariant struct {
 	// forms is which word forms the docs tell apart: stemNone (no
 	// Doc.Inflected), stemAll or stemGuarded.
 	forms int
+	// noSetWorse restricts a fold's choice to the params that do at least
+	// as well as the grid's first (the defaults) on each set's training
+	// questions: a change that one set gains and the other loses is not
+	// taken, however much the mean of the two rises.
+	noSetWorse bool
 }
 
 // Which lexemes' inflected forms a variant's docs tell apart.
@@ -89,6 +111,7 @@ func cvVariants() []cvVariant {
 	pen := func(p *ranking.Params, v float64) { p.NeighbourPenalty = v }
 	win := func(p *ranking.Params, v float64) { p.NeighbourWindow = time.Duration(v * float64(time.Minute)) }
 	stem := cvGrid(def, func(p *ranking.Params, v float64) { p.StemWeight = v }, 1, 0.75, 0.5, 0.25)
+	verbose := cvGrid(cvGrid(def, aw, 0.6, 0.8, 1.0, 1.2), func(p *ranking.Params, v float64) { p.VerboseReplyPower = v }, 0, 0.25, 0.5, 0.75, 1)
 	adjacent := cvGrid(def, func(p *ranking.Params, v float64) { p.AdjacentWeight = v }, 0, 0.25, 0.5, 1, 2)
 	answer := cvGrid(cvGrid(def, aw, 0.6, 0.4, 0.8, 1.0), ba, 0.5, 0.25, 0.75, 0.9)
 	bm25f := cvGrid(cvGrid(answer, bq, 0.5, 0.25, 0.75), k1, 1.2, 0.9, 1.6, 2.0)
@@ -97,65 +120,214 @@ func cvVariants() []cvVariant {
 		on := cvGrid(cvGrid(base, win, 2, 10, 60), pen, 0.1, 0.2, 0.35)
 		return append(out, on...)
 	}
-	return []cvVariant{
-		{"current constants", def, stemNone},
-		{"answer half: AnswerWeight × BAnswer", answer, stemNone},
-		{"BM25F: K1 × BQuestion × BAnswer × AnswerWeight", bm25f, stemNone},
-		{"neighbour penalty × window", neighbour(def), stemNone},
-		{"BM25F + neighbour penalty", neighbour(bm25f), stemNone},
-		{"stem weight, every lexeme", stem, stemAll},
-		{"stem weight, short lexeme or uninflected query word", stem, stemGuarded},
-		{"adjacent query words", adjacent, stemNone},
+	vs := []cvVariant{
+		{name: "current constants", grid: def, forms: stemNone},
+		{name: "answer half: AnswerWeight × BAnswer", grid: answer, forms: stemNone},
+		{name: "BM25F: K1 × BQuestion × BAnswer × AnswerWeight", grid: bm25f, forms: stemNone},
+		{name: "neighbour penalty × window", grid: neighbour(def), forms: stemNone},
+		{name: "BM25F + neighbour penalty", grid: neighbour(bm25f), forms: stemNone},
+		{name: "stem weight, every lexeme", grid: stem, forms: stemAll},
+		{name: "stem weight, short lexeme or uninflected query word", grid: stem, forms: stemGuarded},
+		{name: "adjacent query words", grid: adjacent, forms: stemNone},
+		{name: "verbose replies: AnswerWeight × VerboseReplyPower", grid: verbose, forms: stemNone},
 	}
+	// The same grids again, choosing only what no set finds worse on the
+	// training folds.
+	for _, v := range vs[1:] {
+		v.name += ", no set worse"
+		v.noSetWorse = true
+		vs = append(vs, v)
+	}
+	return vs
 }
 
-// cvQuestions reads every question's candidates from memoryd's store, and
-// FTS5-BM25's ranks from the baseline.
-func cvQuestions(ctx context.Context, in *instance, sets []dataset, fts ranker) ([]cvQuestion, error) {
+// cvInput is what cross-validation reads of one question: its candidates
+// as enrich reads them (store.SearchContext with enricher.Keywords, no
+// scope), with their text, and FTS5-BM25's top 10. It is all the CV needs,
+// so that a run can be saved (-cv-cache) and measured again without
+// Postgres or NATS.
+type cvInput struct {
+	Set      int
+	Haystack string // its haystack's name; a set's inputs are in haystack order
+	Question string
+	Keywords []string
+	Terms    []string // the search's lexemes, in the order of each match's Counts
+	Coll     ranking.Collection
+	At       time.Time
+	Evidence map[string]bool
+	FTS      []string // FTS5-BM25's top 10 event ids, best first
+	Matches  []cvMatch
+	// Newest, when not empty, is what enrich answered a question asking
+	// for a time only ("what did we talk about last week?"): the range's
+	// newest items, whatever the ranking's constants; Matches is then
+	// empty.
+	Newest []string
+}
+
+// cvMatch is one candidate of a cvInput.
+type cvMatch struct {
+	ID                     int64
+	CreatedAt              time.Time
+	QuestionLen, AnswerLen int
+	Counts                 []ranking.TermCount
+	Question, Answer       string
+	EventID                string
+}
+
+// cvCache is a saved run: the sets' names, every question's input, and the
+// english lexemes of every keyword.
+type cvCache struct {
+	Sets    []string
+	Inputs  []cvInput
+	Lexemes map[string][]string
+}
+
+// cvRead reads every question's candidates from memoryd's store as enrich
+// reads them, and FTS5-BM25's ranks from the baseline. A question with a
+// time expression (enricher.ParseTime) is searched in its range first with
+// the keywords enrich's reply says it used; the whole memory only when
+// the range holds no match, as enrich does.
+func cvRead(ctx context.Context, in *instance, sets []dataset, fts ranker) (*cvCache, error) {
 	st, err := in.app.Store(ctx)
 	if err != nil {
 		return nil, err
 	}
-	lexemes := map[string][]string{} // keyword: its english lexemes
-	var out []cvQuestion
+	out := &cvCache{Lexemes: map[string][]string{}}
 	for si, s := range sets {
-		for hi, h := range s.haystacks {
+		out.Sets = append(out.Sets, s.name)
+		for _, h := range s.haystacks {
 			ranked, err := fts.rank(ctx, h, 10)
 			if err != nil {
 				return nil, fmt.Errorf("%s on %s %s: %w", fts.name(), s.name, h.name, err)
 			}
 			for qi, q := range h.questions {
 				kws := enricher.Keywords(q.text)
-				c, err := st.SearchContext(ctx, store.SearchQuery{UserID: in.userID(h), Keywords: kws})
-				if err != nil {
+				var c store.Candidates
+				var newest []string
+				if when, timed := enricher.ParseTime(q.text, q.at); timed {
+					r, err := in.enrich(ctx, h, q, events.FactsRelevant, evalShape(10))
+					if err != nil {
+						return nil, err
+					}
+					if len(r.Keywords) == 0 {
+						for _, it := range r.Context {
+							newest = append(newest, it.EventID)
+						}
+					} else if c, err = st.SearchContext(ctx, store.SearchQuery{UserID: in.userID(h), Keywords: r.Keywords,
+						Since: when.Since, Until: when.Until}); err != nil {
+						return nil, err
+					} else if len(c.Matches) > 0 {
+						kws = r.Keywords
+					}
+				}
+				if len(newest) == 0 && len(c.Matches) == 0 {
+					if c, err = st.SearchContext(ctx, store.SearchQuery{UserID: in.userID(h), Keywords: kws}); err != nil {
+						return nil, err
+					}
+				}
+				if err := readLexemes(ctx, st, kws, out.Lexemes); err != nil {
 					return nil, err
 				}
-				if err := readLexemes(ctx, st, kws, lexemes); err != nil {
-					return nil, err
-				}
-				forms := [2][][]string{queryForms(c.Terms, kws, lexemes, false), queryForms(c.Terms, kws, lexemes, true)}
-				cq := cvQuestion{set: si, fold: hi % cvFolds, coll: ranking.Collection(c.Stats), at: q.at, evidence: q.evidence,
-					fts: firstHit(ranked[qi], q.evidence)}
+				ci := cvInput{Set: si, Haystack: h.name, Question: q.text, Keywords: kws, Terms: c.Terms,
+					Coll: ranking.Collection(c.Stats), At: q.at, Evidence: q.evidence, FTS: ranked[qi], Newest: newest}
 				for _, m := range c.Matches {
-					terms := make([]ranking.TermCount, len(m.Terms))
+					counts := make([]ranking.TermCount, len(m.Terms))
 					for i, n := range m.Terms {
-						terms[i] = ranking.TermCount(n)
+						counts[i] = ranking.TermCount(n)
 					}
-					d := ranking.Doc{ID: m.Item.ID, CreatedAt: m.Item.CreatedAt,
-						QuestionLen: m.QuestionLen, AnswerLen: m.AnswerLen, Terms: terms,
-						Adjacent: adjacentCount(c.Terms, forms[stemAll], m.Item.Question) + adjacentCount(c.Terms, forms[stemAll], m.Item.Answer)}
-					cq.docs = append(cq.docs, d)
-					for fi, f := range forms {
-						d.Inflected = inflectedCounts(terms, f, m.Item.Question, m.Item.Answer)
-						cq.inflected[fi] = append(cq.inflected[fi], d)
-					}
-					cq.events = append(cq.events, m.Item.EventID)
+					ci.Matches = append(ci.Matches, cvMatch{ID: m.Item.ID, CreatedAt: m.Item.CreatedAt,
+						QuestionLen: m.QuestionLen, AnswerLen: m.AnswerLen, Counts: counts,
+						Question: m.Item.Question, Answer: m.Item.Answer, EventID: m.Item.EventID})
 				}
-				out = append(out, cq)
+				out.Inputs = append(out.Inputs, ci)
 			}
 		}
 	}
 	return out, nil
+}
+
+// writeCVCache saves c to path (gob); readCVCache reads it back.
+func writeCVCache(path string, c *cvCache) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := gob.NewEncoder(f).Encode(c); err != nil {
+		f.Close()
+		return fmt.Errorf("cv cache %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+func readCVCache(path string) (*cvCache, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var c cvCache
+	if err := gob.NewDecoder(f).Decode(&c); err != nil {
+		return nil, fmt.Errorf("cv cache %s: %w", path, err)
+	}
+	return &c, nil
+}
+
+// cvFoldsOf returns, for each input, its haystack's fold in each repeat
+// (see cvRepeats).
+func cvFoldsOf(inputs []cvInput) [][]int {
+	// index[i] is input i's haystack's index in its set; n[set] the set's
+	// haystacks.
+	index := make([]int, len(inputs))
+	n := map[int]int{}
+	for i, ci := range inputs {
+		if i == 0 || ci.Set != inputs[i-1].Set || ci.Haystack != inputs[i-1].Haystack {
+			n[ci.Set]++
+		}
+		index[i] = n[ci.Set] - 1
+	}
+	perms := map[int][][]int{} // [set][repeat]
+	for set, count := range n {
+		for r := range cvRepeats {
+			perm := make([]int, count)
+			for i := range perm {
+				perm[i] = i
+			}
+			if r > 0 && count > cvFolds {
+				perm = rand.New(rand.NewPCG(uint64(r), uint64(set))).Perm(count)
+			}
+			perms[set] = append(perms[set], perm)
+		}
+	}
+	out := make([][]int, len(inputs))
+	for i, ci := range inputs {
+		for r := range cvRepeats {
+			out[i] = append(out[i], perms[ci.Set][r][index[i]]%cvFolds)
+		}
+	}
+	return out
+}
+
+// cvQuestions converts each input once to the ranking's input.
+func cvQuestions(c *cvCache) []cvQuestion {
+	var out []cvQuestion
+	folds := cvFoldsOf(c.Inputs)
+	for i, ci := range c.Inputs {
+		forms := [2][][]string{queryForms(ci.Terms, ci.Keywords, c.Lexemes, false), queryForms(ci.Terms, ci.Keywords, c.Lexemes, true)}
+		cq := cvQuestion{set: ci.Set, folds: folds[i], coll: ci.Coll, at: ci.At, evidence: ci.Evidence, fts: firstHit(ci.FTS, ci.Evidence),
+			newest: len(ci.Newest) > 0, newestRank: firstHit(ci.Newest, ci.Evidence)}
+		for _, m := range ci.Matches {
+			d := ranking.Doc{ID: m.ID, CreatedAt: m.CreatedAt, QuestionLen: m.QuestionLen, AnswerLen: m.AnswerLen, Terms: m.Counts,
+				Adjacent: adjacentCount(ci.Terms, forms[stemAll], m.Question) + adjacentCount(ci.Terms, forms[stemAll], m.Answer)}
+			cq.docs = append(cq.docs, d)
+			for fi, f := range forms {
+				d.Inflected = inflectedCounts(m.Counts, f, m.Question, m.Answer)
+				cq.inflected[fi] = append(cq.inflected[fi], d)
+			}
+			cq.events = append(cq.events, m.EventID)
+		}
+		out = append(out, cq)
+	}
+	return out
 }
 
 // cvRanks returns each question's first-hit rank (0: none in the top 10)
@@ -163,6 +335,10 @@ func cvQuestions(ctx context.Context, in *instance, sets []dataset, fts ranker) 
 func cvRanks(qs []cvQuestion, p ranking.Params, forms int) []int8 {
 	out := make([]int8, len(qs))
 	for i, q := range qs {
+		if q.newest {
+			out[i] = int8(q.newestRank)
+			continue
+		}
 		docs := q.docs
 		if forms != stemNone {
 			docs = q.inflected[forms]
@@ -200,10 +376,15 @@ func cvObjective(ranks []int8, train [][]int) float64 {
 		if len(sel) == 0 {
 			continue
 		}
-		sum += cvRecall(ranks, sel, 1) + cvRecall(ranks, sel, 5)
+		sum += cvSetObjective(ranks, sel)
 		n++
 	}
 	return sum / float64(max(n, 1))
+}
+
+// cvSetObjective is R@1 + R@5 of one set's selected questions.
+func cvSetObjective(ranks []int8, sel []int) float64 {
+	return cvRecall(ranks, sel, 1) + cvRecall(ranks, sel, 5)
 }
 
 // cvFoldResult is one variant's held-out figures on one fold of one set.
@@ -213,21 +394,30 @@ type cvFoldResult struct {
 	sel    []int  // the held-out questions
 }
 
-// cvResult is a variant's cross-validation: per set, per fold.
+// cvResult is a variant's cross-validation: per set, per fold of each
+// repeat.
 type cvResult struct {
 	variant cvVariant
-	folds   [][cvFolds]cvFoldResult // [set][fold]
-	final   ranking.Params          // chosen on every fold
+	folds   [][]cvFoldResult // [set][repeat*cvFolds + fold]
+	final   ranking.Params   // chosen on every fold
 }
 
-// crossValidate runs leave-one-fold-out cross-validation of each variant:
-// for each fold, the params of the variant's grid with the best objective on
-// the other folds are chosen, and the held-out fold is ranked with them.
+// crossValidate runs leave-one-fold-out cross-validation of each variant,
+// cvRepeats times: for each fold, the params of the variant's grid with the
+// best objective on the other folds are chosen (among those no set finds
+// worse than the defaults, with noSetWorse), and the held-out fold is
+// ranked with them.
 func crossValidate(qs []cvQuestion, nsets int, variants []cvVariant, progress func(string, ...any)) []cvResult {
-	// sel[set][fold] are the question indexes of that set and fold.
-	sel := make([][cvFolds][]int, nsets)
+	// sel[set][r*cvFolds+f] are the question indexes of that set and fold
+	// in repeat r.
+	sel := make([][]([]int), nsets)
+	for s := range sel {
+		sel[s] = make([][]int, cvRepeats*cvFolds)
+	}
 	for i, q := range qs {
-		sel[q.set][q.fold] = append(sel[q.set][q.fold], i)
+		for r, f := range q.folds {
+			sel[q.set][r*cvFolds+f] = append(sel[q.set][r*cvFolds+f], i)
+		}
 	}
 	var out []cvResult
 	for _, v := range variants {
@@ -236,28 +426,43 @@ func crossValidate(qs []cvQuestion, nsets int, variants []cvVariant, progress fu
 		for gi, p := range v.grid {
 			ranks[gi] = cvRanks(qs, p, v.forms)
 		}
-		best := func(hold int) int {
+		// best returns the grid index chosen on repeat r's folds other than
+		// hold (-1: every fold).
+		best := func(r, hold int) int {
 			train := make([][]int, nsets)
 			for s := range nsets {
 				for f := range cvFolds {
 					if f != hold {
-						train[s] = append(train[s], sel[s][f]...)
+						train[s] = append(train[s], sel[s][r*cvFolds+f]...)
 					}
 				}
 			}
 			b, bo := 0, math.Inf(-1)
+		grid:
 			for gi := range v.grid {
+				if v.noSetWorse {
+					for _, t := range train {
+						if len(t) > 0 && cvSetObjective(ranks[gi], t) < cvSetObjective(ranks[0], t)-1e-12 {
+							continue grid
+						}
+					}
+				}
 				if o := cvObjective(ranks[gi], train); o > bo+1e-12 {
 					b, bo = gi, o
 				}
 			}
 			return b
 		}
-		r := cvResult{variant: v, folds: make([][cvFolds]cvFoldResult, nsets), final: v.grid[best(-1)]}
-		for f := range cvFolds {
-			gi := best(f)
-			for s := range nsets {
-				r.folds[s][f] = cvFoldResult{chosen: v.grid[gi], ranks: ranks[gi], sel: sel[s][f]}
+		r := cvResult{variant: v, folds: make([][]cvFoldResult, nsets), final: v.grid[best(0, -1)]}
+		for s := range nsets {
+			r.folds[s] = make([]cvFoldResult, cvRepeats*cvFolds)
+		}
+		for rep := range cvRepeats {
+			for f := range cvFolds {
+				gi := best(rep, f)
+				for s := range nsets {
+					r.folds[s][rep*cvFolds+f] = cvFoldResult{chosen: v.grid[gi], ranks: ranks[gi], sel: sel[s][rep*cvFolds+f]}
+				}
 			}
 		}
 		out = append(out, r)
@@ -279,6 +484,7 @@ func paramsDiff(p ranking.Params) string {
 	add("BQ", p.BQuestion, d.BQuestion)
 	add("BA", p.BAnswer, d.BAnswer)
 	add("AW", p.AnswerWeight, d.AnswerWeight)
+	add("verbose", p.VerboseReplyPower, d.VerboseReplyPower)
 	add("stem", p.StemWeight, d.StemWeight)
 	add("adjacent", p.AdjacentWeight, d.AdjacentWeight)
 	add("penalty", p.NeighbourPenalty, d.NeighbourPenalty)
@@ -291,17 +497,19 @@ func paramsDiff(p ranking.Params) string {
 	return strings.Join(parts, ", ")
 }
 
-// reportCV prints, per set, each variant's held-out recall per fold next to
-// FTS5-BM25 on the same fold, then the mean, min and max over the folds
-// and the pooled held-out recall.
-func reportCV(w io.Writer, sets []dataset, qs []cvQuestion, results []cvResult) {
+// reportCV prints, per set, each variant's held-out recall per fold of
+// the first repeat next to FTS5-BM25 on the same fold, then over the folds
+// of every repeat the mean, min and max, the pooled held-out recall (every
+// question held out once per repeat; the mean over repeats), and how many
+// folds fall below FTS5-BM25.
+func reportCV(w io.Writer, sets []string, qs []cvQuestion, results []cvResult) {
 	fts := make([]int8, len(qs))
 	for i, q := range qs {
 		fts[i] = int8(q.fts)
 	}
-	fmt.Fprintf(w, "leave-one-fold-out cross-validation (%d folds: LoCoMo one conversation each, LongMemEval question i in fold i mod %d); constants chosen on the other folds by R@1 + R@5 (mean of the two sets), evaluated on the held-out fold\n", cvFolds, cvFolds)
+	fmt.Fprintf(w, "leave-one-fold-out cross-validation (%d folds: LoCoMo one conversation each, LongMemEval question i in fold i mod %d, then %d more times dealt anew); constants chosen on the other folds by R@1 + R@5 (mean of the two sets), evaluated on the held-out fold\n", cvFolds, cvFolds, cvRepeats-1)
 	for si, s := range sets {
-		fmt.Fprintf(w, "\n%s per fold (held out; R@1 / R@3 / R@5 / R@10)\n\n| variant | fold | questions | chosen on the other folds | held-out | FTS5-BM25 |\n|---|---|---|---|---|---|\n", s.name)
+		fmt.Fprintf(w, "\n%s per fold of the first repeat (held out; R@1 / R@3 / R@5 / R@10)\n\n| variant | fold | questions | chosen on the other folds | held-out | FTS5-BM25 |\n|---|---|---|---|---|---|\n", s)
 		for _, r := range results {
 			for f := range cvFolds {
 				fr := r.folds[si][f]
@@ -311,51 +519,63 @@ func reportCV(w io.Writer, sets []dataset, qs []cvQuestion, results []cvResult) 
 				fmt.Fprintf(w, "| %s | %d | %d | %s | %s | %s |\n", r.variant.name, f+1, len(fr.sel), paramsDiff(fr.chosen), cvFigures(fr.ranks, fr.sel), cvFigures(fts, fr.sel))
 			}
 		}
-		fmt.Fprintf(w, "\n%s summary: held-out R@k, mean over folds (min – max); pooled is every held-out question together; Δ is memoryd − FTS5-BM25 per fold\n\n| variant | R@1 mean (min – max) | R@5 mean (min – max) | R@1 pooled | R@3 pooled | R@5 pooled | R@10 pooled | ΔR@1 mean (min – max) | ΔR@5 mean (min – max) | chosen on all folds |\n|---|---|---|---|---|---|---|---|---|---|\n", s.name)
+		fmt.Fprintf(w, "\n%s summary: held-out R@k, mean over the folds of %d repeats (min – max); pooled is every held-out question together, mean over repeats; Δ is memoryd − FTS5-BM25 per fold; below counts the folds (with questions) where memoryd's R@1 or R@5 is under FTS5-BM25's\n\n| variant | R@1 mean (min – max) | R@5 mean (min – max) | R@1 pooled | R@3 pooled | R@5 pooled | R@10 pooled | ΔR@1 mean (min – max) | ΔR@5 mean (min – max) | chosen on all folds | folds below FTS5 R@1 / R@5 |\n|---|---|---|---|---|---|---|---|---|---|---|\n", s, cvRepeats)
 		for _, r := range results {
 			fmt.Fprintf(w, "| %s |", r.variant.name)
-			var pooled []int8
-			var all []int
+			pooled := make([]float64, len(ks))
 			var r1, r5, d1, d5 []float64
-			for f := range cvFolds {
-				fr := r.folds[si][f]
-				if len(fr.sel) == 0 {
-					continue
+			below1, below5 := 0, 0
+			for rep := range cvRepeats {
+				held := make([]int8, len(qs))
+				var all []int
+				for f := range cvFolds {
+					fr := r.folds[si][rep*cvFolds+f]
+					if len(fr.sel) == 0 {
+						continue
+					}
+					for _, i := range fr.sel {
+						held[i] = fr.ranks[i]
+					}
+					all = append(all, fr.sel...)
+					r1 = append(r1, cvRecall(fr.ranks, fr.sel, 1))
+					r5 = append(r5, cvRecall(fr.ranks, fr.sel, 5))
+					d1 = append(d1, cvRecall(fr.ranks, fr.sel, 1)-cvRecall(fts, fr.sel, 1))
+					d5 = append(d5, cvRecall(fr.ranks, fr.sel, 5)-cvRecall(fts, fr.sel, 5))
+					if d1[len(d1)-1] < -1e-12 {
+						below1++
+					}
+					if d5[len(d5)-1] < -1e-12 {
+						below5++
+					}
 				}
-				if pooled == nil {
-					pooled = make([]int8, len(qs))
+				for ki, k := range ks {
+					pooled[ki] += cvRecall(held, all, k) / cvRepeats
 				}
-				for _, i := range fr.sel {
-					pooled[i] = fr.ranks[i]
-				}
-				all = append(all, fr.sel...)
-				r1 = append(r1, cvRecall(fr.ranks, fr.sel, 1))
-				r5 = append(r5, cvRecall(fr.ranks, fr.sel, 5))
-				d1 = append(d1, cvRecall(fr.ranks, fr.sel, 1)-cvRecall(fts, fr.sel, 1))
-				d5 = append(d5, cvRecall(fr.ranks, fr.sel, 5)-cvRecall(fts, fr.sel, 5))
 			}
 			fmt.Fprintf(w, " %s | %s |", spread(r1), spread(r5))
-			for _, k := range ks {
-				fmt.Fprintf(w, " %.3f |", cvRecall(pooled, all, k))
+			for ki := range ks {
+				fmt.Fprintf(w, " %.3f |", pooled[ki])
 			}
-			fmt.Fprintf(w, " %s | %s | %s |\n", spreadSigned(d1), spreadSigned(d5), paramsDiff(r.final))
+			fmt.Fprintf(w, " %s | %s | %s | %d / %d of %d |\n", spreadSigned(d1), spreadSigned(d5), paramsDiff(r.final), below1, below5, len(d1))
 		}
 		var all []int
 		var r1, r5 []float64
-		for f := range cvFolds {
-			sel := results[0].folds[si][f].sel
-			if len(sel) == 0 {
+		for k := range cvRepeats * cvFolds {
+			sel := results[0].folds[si][k]
+			if len(sel.sel) == 0 {
 				continue
 			}
-			all = append(all, sel...)
-			r1 = append(r1, cvRecall(fts, sel, 1))
-			r5 = append(r5, cvRecall(fts, sel, 5))
+			if k < cvFolds {
+				all = append(all, sel.sel...)
+			}
+			r1 = append(r1, cvRecall(fts, sel.sel, 1))
+			r5 = append(r5, cvRecall(fts, sel.sel, 5))
 		}
 		fmt.Fprintf(w, "| FTS5-BM25 | %s | %s |", spread(r1), spread(r5))
 		for _, k := range ks {
 			fmt.Fprintf(w, " %.3f |", cvRecall(fts, all, k))
 		}
-		fmt.Fprintf(w, " - | - | - |\n")
+		fmt.Fprintf(w, " - | - | - | - |\n")
 	}
 }
 

@@ -25,7 +25,7 @@ func TestCrossValidateHoldsOut(t *testing.T) {
 		if evidenceInAnswer {
 			ev = "a"
 		}
-		return cvQuestion{fold: fold, coll: ranking.Collection{Items: 10, AvgQuestionLen: 3, AvgAnswerLen: 5},
+		return cvQuestion{folds: slices.Repeat([]int{fold}, cvRepeats), coll: ranking.Collection{Items: 10, AvgQuestionLen: 3, AvgAnswerLen: 5},
 			docs: []ranking.Doc{inAnswer, inQuestion}, events: []string{"a", "q"}, at: at, evidence: map[string]bool{ev: true}}
 	}
 	var qs []cvQuestion
@@ -38,7 +38,7 @@ func TestCrossValidateHoldsOut(t *testing.T) {
 	def := ranking.DefaultParams()
 	high := def
 	high.AnswerWeight = 3
-	res := crossValidate(qs, 1, []cvVariant{{"answer weight", []ranking.Params{def, high}, stemNone}}, func(string, ...any) {})
+	res := crossValidate(qs, 1, []cvVariant{{name: "answer weight", grid: []ranking.Params{def, high}, forms: stemNone}}, func(string, ...any) {})
 	if len(res) != 1 {
 		t.Fatalf("%d results, want 1", len(res))
 	}
@@ -141,7 +141,8 @@ func TestSpread(t *testing.T) {
 // TestRunCV runs the -cv mode on one conversation and one question and
 // checks that the current constants, ranked offline from the store's
 // candidates, give exactly the recall memory.enrich gives in the usual
-// report: the cross-validation measures the service's ranking.
+// report: the cross-validation measures the service's ranking. A second
+// run from the candidates saved by the first (-cv-cache) prints the same.
 func TestRunCV(t *testing.T) {
 	data := env("MEMEVAL_DATA", "/work/shared/data")
 	if _, err := os.Stat(filepath.Join(data, "locomo-dev.json.gz")); err != nil {
@@ -169,9 +170,13 @@ func TestRunCV(t *testing.T) {
 		t.Fatalf("no row %q in\n%s", prefix, out)
 		return nil
 	}
-	cv := run1("-cv")
+	cache := filepath.Join(t.TempDir(), "cv.gob")
+	cv := run1("-cv", "-cv-cache", cache)
+	if again := run1("-cv", "-cv-cache", cache); again != cv {
+		t.Errorf("-cv from the saved candidates differs:\n%s\nfirst run:\n%s", again, cv)
+	}
 	enrich := cells(run1(), "| locomo-dev | ", 7)
-	cur := cells(cv, "| current constants | ", 10)
+	cur := cells(cv, "| current constants | ", 11)
 	// enrich: | set | questions | memoryd | R@1 | R@3 | R@5 | R@10 |;
 	// cv summary: | variant | R@1 mean | R@5 mean | R@1..R@10 pooled |.
 	if enrich[3] != "memoryd" {
@@ -181,9 +186,9 @@ func TestRunCV(t *testing.T) {
 		t.Errorf("cv current constants R@1/3/5/10 %v, enrich %v", got, want)
 	}
 	for _, v := range cvVariants() {
-		cells(cv, "| "+v.name+" | ", 10)
+		cells(cv, "| "+v.name+" | ", 11)
 	}
-	fts := cells(cv, "| FTS5-BM25 | ", 10)
+	fts := cells(cv, "| FTS5-BM25 | ", 11)
 	if fts[4] == "" {
 		t.Fatalf("no FTS5-BM25 figures: %v", fts)
 	}
@@ -210,5 +215,87 @@ func TestAdjacentCount(t *testing.T) {
 		if got := adjacentCount(terms, forms, tt.text); got != tt.want {
 			t.Errorf("adjacentCount(%q) = %d, want %d", tt.text, got, tt.want)
 		}
+	}
+}
+
+// TestNoSetWorse checks the guarded choice: a change that gains one set
+// much and costs the other a little is chosen on the mean, and not when no
+// set may be worse.
+func TestNoSetWorse(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	question := func(set, fold int, evidenceInAnswer bool) cvQuestion {
+		inAnswer := ranking.Doc{ID: 1, CreatedAt: at, QuestionLen: 3, AnswerLen: 5, Terms: []ranking.TermCount{{Present: true, Answer: 1}}}
+		inQuestion := ranking.Doc{ID: 2, CreatedAt: at, QuestionLen: 3, AnswerLen: 5, Terms: []ranking.TermCount{{Present: true, Question: 1}}}
+		ev := "q"
+		if evidenceInAnswer {
+			ev = "a"
+		}
+		return cvQuestion{set: set, folds: slices.Repeat([]int{fold}, cvRepeats), coll: ranking.Collection{Items: 10, AvgQuestionLen: 3, AvgAnswerLen: 5},
+			docs: []ranking.Doc{inAnswer, inQuestion}, events: []string{"a", "q"}, at: at, evidence: map[string]bool{ev: true}}
+	}
+	var qs []cvQuestion
+	for f := range cvFolds {
+		// Set 0: every question's evidence is in the answer (a high answer
+		// weight gains R@1 1.0); set 1: one question in ten (it loses 0.8).
+		qs = append(qs, question(0, f, true))
+		for i := range 10 {
+			qs = append(qs, question(1, f, i == 0))
+		}
+	}
+	def := ranking.DefaultParams()
+	high := def
+	high.AnswerWeight = 3
+	for _, guarded := range []bool{false, true} {
+		res := crossValidate(qs, 2, []cvVariant{{name: "answer weight", grid: []ranking.Params{def, high}, forms: stemNone, noSetWorse: guarded}}, func(string, ...any) {})
+		want := high
+		if guarded {
+			want = def
+		}
+		for k, fr := range res[0].folds[0] {
+			if fr.chosen != want {
+				t.Errorf("no set worse %v: fold %d chose %s, want %s", guarded, k, paramsDiff(fr.chosen), paramsDiff(want))
+			}
+		}
+	}
+}
+
+// TestFoldsOf checks the repeats' folds: a set of cvFolds conversations
+// keeps one conversation a fold in every repeat; a set of many haystacks is
+// dealt i mod cvFolds first, then anew, every repeat's folds within one of
+// each other in size.
+func TestFoldsOf(t *testing.T) {
+	var inputs []cvInput
+	for h := range 5 {
+		for range 3 {
+			inputs = append(inputs, cvInput{Set: 0, Haystack: fmt.Sprint("conv", h)})
+		}
+	}
+	for h := range 57 {
+		inputs = append(inputs, cvInput{Set: 1, Haystack: fmt.Sprint("q", h)})
+	}
+	folds := cvFoldsOf(inputs)
+	reshuffled := false
+	for r := range cvRepeats {
+		size := make([]int, cvFolds)
+		for i, in := range inputs {
+			f := folds[i][r]
+			if in.Set == 0 {
+				if f != i/3 {
+					t.Fatalf("repeat %d: conversation %s in fold %d", r, in.Haystack, f)
+				}
+				continue
+			}
+			size[f]++
+			if r == 0 && f != (i-15)%cvFolds {
+				t.Fatalf("repeat 0: question %s in fold %d", in.Haystack, f)
+			}
+			reshuffled = reshuffled || f != folds[i][0]
+		}
+		if slices.Max(size)-slices.Min(size) > 1 {
+			t.Errorf("repeat %d: fold sizes %v", r, size)
+		}
+	}
+	if !reshuffled {
+		t.Error("no repeat deals the questions anew")
 	}
 }

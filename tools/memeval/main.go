@@ -28,6 +28,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -61,6 +62,7 @@ type options struct {
 	embedModel     string
 	embedAPIKey    string
 	cv             bool
+	cvCache        string
 	verbose        bool
 }
 
@@ -100,6 +102,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.embedBaseURL, "embed-base-url", env("MEMEVAL_EMBED_BASE_URL", ""), "OpenAI-compatible embeddings endpoint: memoryd runs hybrid, and the report adds memoryd lexical and vector only (MEMEVAL_EMBED_BASE_URL)")
 	fs.StringVar(&o.embedModel, "embed-model", env("MEMEVAL_EMBED_MODEL", embedding.DefaultModel), "embedding model, with -embed-base-url (MEMEVAL_EMBED_MODEL)")
 	o.embedAPIKey = os.Getenv("MEMEVAL_EMBED_API_KEY")
+	fs.StringVar(&o.cvCache, "cv-cache", "", "with -cv: read the candidates from this file when it exists (no Postgres or NATS needed), else save them to it after ingesting; it holds the data's text: keep it out of the repository")
 	fs.BoolVar(&o.verbose, "v", false, "log memoryd's warnings and errors")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -110,6 +113,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	progress := func(format string, a ...any) { fmt.Fprintf(stderr, format, a...) }
+	if o.cv && o.cvCache != "" {
+		if c, err := readCVCache(o.cvCache); err == nil {
+			progress("candidates read from %s\n", o.cvCache)
+			qs := cvQuestions(c)
+			reportCV(stdout, c.Sets, qs, crossValidate(qs, len(c.Sets), cvVariants(), progress))
+			return nil
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
 
 	in, err := start(ctx, o, logger)
 	if err != nil {
@@ -169,11 +182,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer fts.db.Close()
 	if o.cv {
 		progress("reading candidates\n")
-		qs, err := cvQuestions(ctx, in, sets, fts)
+		c, err := cvRead(ctx, in, sets, fts)
 		if err != nil {
 			return err
 		}
-		reportCV(stdout, sets, qs, crossValidate(qs, len(sets), cvVariants(), progress))
+		if o.cvCache != "" {
+			if err := writeCVCache(o.cvCache, c); err != nil {
+				return err
+			}
+		}
+		qs := cvQuestions(c)
+		reportCV(stdout, c.Sets, qs, crossValidate(qs, len(c.Sets), cvVariants(), progress))
 		return nil
 	}
 	mem := &memorydRanker{in: in, facts: events.FactsRelevant}
