@@ -43,7 +43,7 @@ func (s *Store) UserLanguage(ctx context.Context, userID string) (Language, erro
 // SetLanguage sets the user's language and its text search configuration
 // (config must be one of Postgres' configurations; the caller maps language
 // names to them) and re-indexes the user's context items under config, in
-// one transaction. It returns how many items were re-indexed: none when the
+// one transaction (s's, when it runs in one). It returns how many items were re-indexed: none when the
 // configuration is unchanged, so setting the same language again is cheap.
 //
 // It takes the user's language lock exclusively (the context insert trigger
@@ -51,7 +51,7 @@ func (s *Store) UserLanguage(ctx context.Context, userID string) (Language, erro
 // re-indexed too, and items inserted after it are indexed under config.
 func (s *Store) SetLanguage(ctx context.Context, userID, language, config string) (int64, error) {
 	var n int64
-	err := s.InTx(ctx, func(_ pgx.Tx, q *Store) error {
+	err := s.inTx(ctx, func(q *Store) error {
 		if _, err := q.db.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('memoryd.language.' || current_schema() || '.' || $1::text, 0))`, userID); err != nil {
 			return fmt.Errorf("lock user language: %w", err)
 		}
