@@ -87,15 +87,16 @@ func TestLanguageEndpoint(t *testing.T) {
 }
 
 // TestEnrichJapaneseAndChinese: CJK items are found by a word inside them
-// through enrich, for a user whose language is Japanese (simple) and one
-// left at English.
+// through enrich, for users whose language is Japanese or Chinese (simple).
 func TestEnrichJapaneseAndChinese(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
 	h := start(t, st, nil)
 	ctx := ctxT(t)
-	if r, err := h.client.SetLanguage(ctx, "yuki", "ja"); err != nil || r.Config != "simple" {
-		t.Fatalf("set ja = %+v, %v", r, err)
+	for _, u := range []struct{ user, lang string }{{"yuki", "ja"}, {"mei", "chinese"}} {
+		if r, err := h.client.SetLanguage(ctx, u.user, u.lang); err != nil || r.Config != "simple" {
+			t.Fatalf("set %s = %+v, %v", u.lang, r, err)
+		}
 	}
 	insertContext(t, st,
 		store.ContextWrite{UserID: "yuki", Question: "東京の天気はどうですか", Answer: "晴れです", CreatedAt: t0},

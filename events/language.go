@@ -8,11 +8,10 @@ import (
 // Languages (memory.language). A user's language chooses the Postgres text
 // search configuration that indexes their context items and parses their
 // searches: stemming and stop words for the languages Postgres stems, the
-// "simple" configuration (words as written, lower-cased) for the others.
-// Text in Chinese, Japanese or Korean is split into character bigrams
-// whatever the language (see docs/protocol.md, "Languages"), so setting
-// "ja", "zh" or "ko" only stops memoryd from stemming the user's Latin
-// words as English.
+// "simple" configuration (words as written, lower-cased) for the others,
+// under which text in Chinese, Japanese or Korean is also split into
+// character bigrams, so that a word inside a sentence is found (see
+// docs/protocol.md, "Languages").
 
 // DefaultLanguage is the language of a user whose language was never set.
 const DefaultLanguage = "en"

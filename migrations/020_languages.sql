@@ -2,8 +2,10 @@
 -- English unless set (memory.language): it chooses the Postgres text search
 -- configuration that both indexes the user's context items and parses
 -- their queries, so an item is always searched with the configuration it
--- was indexed with. CJK text is made searchable for every configuration by
--- memoryd_cjk below.
+-- was indexed with. Under the "simple" configuration (the languages
+-- Postgres does not stem: Japanese, Chinese, Korean, ...) CJK text is made
+-- searchable by memoryd_cjk below; the stemmed configurations, English
+-- included, index text exactly as before.
 --
 -- Cost on an existing database: the generated columns search, question_len
 -- and answer_len are re-created, which rewrites the context table under an
@@ -36,20 +38,22 @@ SELECT regexp_replace(
 $$;
 
 -- memoryd_tsvector and memoryd_tsquery are to_tsvector and to_tsquery under
--- the configuration named config, of the text rewritten by memoryd_cjk: the
--- one definition of how an item is indexed and a query parsed. config is a
+-- the configuration named config, of the text rewritten by memoryd_cjk when
+-- config is simple (of the text as it is otherwise, so that an English
+-- user's vectors and queries stay byte-identical): the one definition of
+-- how an item is indexed and a query parsed. config is a
 -- text, not a regconfig, because pg_upgrade refuses tables holding regconfig
 -- values; the cast makes these functions only stable in Postgres' eyes, and
 -- they are declared immutable (as generated columns require) because
 -- memoryd uses only the built-in configurations, which do not change.
 CREATE FUNCTION memoryd_tsvector(config text, t text) RETURNS tsvector
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-SELECT to_tsvector(config::regconfig, memoryd_cjk(t))
+SELECT to_tsvector(config::regconfig, CASE WHEN config = 'simple' THEN memoryd_cjk(t) ELSE t END)
 $$;
 
 CREATE FUNCTION memoryd_tsquery(config text, q text) RETURNS tsquery
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-SELECT to_tsquery(config::regconfig, memoryd_cjk(q))
+SELECT to_tsquery(config::regconfig, CASE WHEN config = 'simple' THEN memoryd_cjk(q) ELSE q END)
 $$;
 
 -- A user's language: as the caller named it (an ISO 639-1 code or a name,

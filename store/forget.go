@@ -15,8 +15,9 @@ type Removed struct {
 
 // ForgetUser deletes everything memoryd keeps about a user in Postgres:
 // facts and list items, fact history, context (with its vectors), the
-// clears, turns, the user's language setting, the River jobs of each of riverJobs's shapes that name the
-// user or the user's turns (see deleteUserJobs) and token usage, and
+// clears, turns, the user's language, the River jobs of each of
+// riverJobs's shapes that name the user or the user's turns (see
+// deleteUserJobs) and token usage, and
 // leaves a tombstone for the user's token, all in one transaction. The tombstone covers the turn stream up to
 // throughSeq (the stream's last sequence when the forget began) and every
 // turn of the user recorded so far, and only grows; it returns it, so the

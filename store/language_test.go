@@ -33,8 +33,30 @@ func TestSearchCJK(t *testing.T) {
 		ko    = "서울 날씨가 좋아요"
 		kyoto = "京都に行きました"
 	)
+	// yuki's language is not stemmed (simple: CJK bigrams); ken is left at
+	// English, whose vectors are what they were before languages existed:
+	// a CJK run is one word there.
+	if _, err := s.SetLanguage(ctx, "yuki", "ja", "simple"); err != nil {
+		t.Fatal(err)
+	}
 	for _, q := range []string{ja, zh, mixed, ko, kyoto} {
-		seedContext(t, s, store.ContextWrite{UserID: "yuki", Question: q, Answer: "", CreatedAt: t0})
+		seedContext(t, s,
+			store.ContextWrite{UserID: "yuki", Question: q, Answer: "", CreatedAt: t0},
+			store.ContextWrite{UserID: "ken", Question: q, Answer: "", CreatedAt: t0})
+	}
+	for _, tt := range []struct {
+		keywords []string
+		want     []string
+	}{
+		{[]string{"東京"}, nil},
+		{[]string{"東京の天気はどうですか"}, []string{ja}},
+		{[]string{"react"}, nil},       // "でreactを" is one word in English
+		{[]string{"서울"}, []string{ko}}, // Korean has spaces
+		{[]string{"今天的天气很好", "react"}, []string{zh}},
+	} {
+		if got := matched(t, ctx, s, "ken", tt.keywords...); !slices.Equal(got, tt.want) {
+			t.Errorf("english search %q found %q, want %q", tt.keywords, got, tt.want)
+		}
 	}
 	tests := []struct {
 		keywords []string
@@ -90,6 +112,9 @@ func TestSearchCJK(t *testing.T) {
 
 func TestCJKTermsCounted(t *testing.T) {
 	ctx, s := setup(t)
+	if _, err := s.SetLanguage(ctx, "mei", "zh", "simple"); err != nil {
+		t.Fatal(err)
+	}
 	seedContext(t, s, store.ContextWrite{UserID: "mei", Question: "今天的天气很好", Answer: "天气预报说明天的天气也很好", CreatedAt: t0})
 	c, err := s.SearchContext(ctx, store.SearchQuery{UserID: "mei", Keywords: []string{"天气", "很好"}})
 	if err != nil {

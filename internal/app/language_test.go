@@ -10,9 +10,9 @@ import (
 
 // TestLanguagesEndToEnd: Japanese and Chinese turns published on the
 // stream, extracted by the offline rules and found by enrich over NATS
-// through a word inside them; one user has set Japanese (before and after
-// the turn, re-indexing it), the other is left at English. Mixed text is
-// found by its Latin and its CJK part.
+// through a word inside them; one user sets Japanese after their turns
+// (re-indexing them), the other Chinese before. Mixed text is found by its
+// Latin and its CJK part.
 func TestLanguagesEndToEnd(t *testing.T) {
 	t.Parallel()
 	a := startTestApp(t, nil)
@@ -31,6 +31,10 @@ func TestLanguagesEndToEnd(t *testing.T) {
 	// Set after the turns: their items are re-indexed under simple.
 	if r, err := client.SetLanguage(ctx, "yuki", "ja"); err != nil || r.Config != "simple" || r.Reindexed != 2 {
 		t.Fatalf("set ja = %+v, %v", r, err)
+	}
+	// Set before the turn: its items are indexed under simple at once.
+	if r, err := client.SetLanguage(ctx, "mei", "zh"); err != nil || r.Config != "simple" || r.Reindexed != 0 {
+		t.Fatalf("set zh = %+v, %v", r, err)
 	}
 	publishAndWait(t, a, "mei",
 		events.Turn{ID: "mei-1", UserID: "mei", UserMessage: "今天的天气很好", AssistantResponse: "是的，阳光明媚", Timestamp: at})
