@@ -2,9 +2,12 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
+	"time"
 
+	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/store"
 )
 
@@ -233,5 +236,42 @@ func TestSimpleConfigCJK(t *testing.T) {
 	}
 	if got := matched(t, ctx, s, "yuki", "hook"); got != nil {
 		t.Errorf("simple stemmed hooks: hook found %q", got)
+	}
+}
+
+// TestSetLanguageWaitsForInserts: an item inserted by a transaction still
+// open when the language changes is re-indexed too (SetLanguage waits for
+// it on the user's language lock), so no item of the user is left under
+// the old configuration.
+func TestSetLanguageWaitsForInserts(t *testing.T) {
+	ctx, s := setup(t)
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := s.WithTx(tx).InsertContext(ctx, []store.ContextWrite{{UserID: "hans", Question: "Das Haus am See", CreatedAt: t0}}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.SetLanguage(ctx, "hans", "de", "german")
+		done <- err
+	}()
+	// SetLanguage waits for the insert's shared lock on hans's language.
+	eventstest.Eventually(t, "SetLanguage to wait for the open insert", 30*time.Second, func() (bool, string) {
+		var waiting int
+		err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_locks l WHERE l.locktype = 'advisory' AND NOT l.granted
+			AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended('memoryd.language.' || current_schema() || '.' || 'hans', 0)`).Scan(&waiting)
+		return err == nil && waiting == 1, fmt.Sprintf("%d waiting, %v", waiting, err)
+	})
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := matched(t, ctx, s, "hans", "Häuser"); !slices.Equal(got, []string{"Das Haus am See"}) {
+		t.Fatalf("german Häuser found %q: the item inserted during the change kept english", got)
 	}
 }
