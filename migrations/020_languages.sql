@@ -13,9 +13,9 @@
 -- three indexes over those columns. Nothing is lost: the columns are derived
 -- from question and answer, and English text gets exactly the vectors it had.
 -- Measured on 200,000 items of about 290 bytes (docs/operations.md,
--- "Languages"): 95 s for the rewrite and 14 s for the indexes on the
--- 2-core test machine at load average 12 (the rows' insert took 82 s);
--- English items' vectors came out byte-identical.
+-- "Languages"): 21 s in all, 16 s of it the rewrite and 5 s the indexes, on
+-- the 2-core test machine at load average 7 (inserting the rows had taken
+-- 27 s); every item's vector and lengths came out byte-identical.
 
 -- memoryd_cjk rewrites each run of CJK characters (Han, Hiragana, Katakana,
 -- Hangul: the ranges of enricher.isCJK, which TestCJKTokensMatchPostgres
