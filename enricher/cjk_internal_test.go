@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
 )
 
@@ -149,5 +150,19 @@ func TestLanguageConfigsExist(t *testing.T) {
 		if !have[config] {
 			t.Errorf("language %q maps to %q, which Postgres does not have", code, config)
 		}
+	}
+}
+
+// TestSelectFactsCJK: a fact's CJK value is split like the message, so a
+// fact about 東京大学 is relevant to a message about 東京.
+func TestSelectFactsCJK(t *testing.T) {
+	t.Parallel()
+	facts := []store.Fact{{Key: "school", Value: "東京大学"}, {Key: "pet", Value: "猫のミケ"}, {Key: "hobby", Value: "guitar"}}
+	var got []string
+	for _, f := range selectFacts(events.FactsRelevant, Keywords("東京の天気は？"), facts) {
+		got = append(got, f.Key)
+	}
+	if !slices.Equal(got, []string{"school"}) {
+		t.Errorf("facts for 東京の天気は = %q, want [school]", got)
 	}
 }
