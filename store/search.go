@@ -129,7 +129,7 @@ const recallSQL = `
 	WITH cfg AS MATERIALIZED (SELECT coalesce((SELECT ts_config FROM user_languages WHERE user_id = $1), 'english') AS c),
 	kw AS MATERIALIZED (SELECT memoryd_tsquery(cfg.c, $2) AS q FROM cfg)
 	SELECT 0::int2 AS kind, count(*)::float8 AS n, greatest(avg(question_len), 1)::float8 AS avgq,
-		greatest(avg(answer_len), 1)::float8 AS avga, (SELECT tsvector_to_array(memoryd_tsvector(cfg.c, $4)) FROM cfg) AS terms,
+		greatest(avg(answer_len), 1)::float8 AS avga, (SELECT memoryd_query_terms(cfg.c, $4) FROM cfg) AS terms,
 		NULL::bigint AS id, NULL::text AS a, NULL::text AS b, NULL::timestamptz AS at, NULL::timestamptz AS updated_at,
 		NULL::text AS event_id, NULL::text AS conversation_id, NULL::float8 AS qlen, NULL::float8 AS alen, NULL::text AS search
 	FROM context WHERE user_id = $1
