@@ -37,7 +37,7 @@ var coreKeys = func() map[string]bool {
 // unchanged. Otherwise it is the core facts (CoreFactKeys) followed by the
 // facts relevant to the message, each part in the given order: a
 // fact is relevant when a word of its key (split as Keywords splits words,
-// so "_" and ":" separate) or of its value matches one of the message's
+// so "_" and ":" separate, and CJK runs into bigrams) or of its value matches one of the message's
 // keywords, a trailing plural "s" or "es" aside. Stop words of the fact
 // never match, so a message made only of stop words (whose keywords fall
 // back to all its words) selects no fact through them. The token budget is
@@ -68,8 +68,18 @@ func matches(want map[string]bool, text string) bool {
 		return false
 	}
 	for w := range words(text) {
-		if !IsStopWord(w) && want[stem(w)] {
-			return true
+		if !hasCJK(w) {
+			if !IsStopWord(w) && want[stem(w)] {
+				return true
+			}
+			continue
+		}
+		// Split as Keywords splits the message (CJK bigrams), so that a
+		// fact "東京" matches a message about "東京の天気".
+		for _, t := range CJKTokens(w) {
+			if !IsStopWord(t) && want[stem(t)] {
+				return true
+			}
 		}
 	}
 	return false

@@ -42,28 +42,43 @@ var stopWords = func() map[string]bool {
 // Keywords extracts the search keywords of a message: words (runs of
 // letters, digits and combining marks; anything else separates words) in
 // lower case, without words of two characters or fewer or stop words,
-// deduplicated in order of first use. When that leaves nothing it falls back
+// deduplicated in order of first use. A word holding CJK characters is
+// split by CJKTokens first: its CJK bigrams (or single characters) are
+// keywords whatever their length, and its other parts are words like any. When that leaves nothing it falls back
 // to every word of the message. Invalid UTF-8 separates words like
 // punctuation. At most store.MaxKeywords are returned, and words longer than
 // store.MaxKeywordBytes are skipped; the result is never nil.
 func Keywords(message string) []string {
 	kept, all := []string{}, []string{}
 	seenKept, seenAll := map[string]bool{}, map[string]bool{}
-	for word := range words(message) {
+	// add reports whether the keywords are complete.
+	add := func(word string) bool {
 		if len(word) > store.MaxKeywordBytes {
-			continue
+			return false
 		}
 		if !seenAll[word] && len(all) < store.MaxKeywords {
 			seenAll[word] = true
 			all = append(all, word)
 		}
-		if seenKept[word] || utf8.RuneCountInString(word) <= 2 || stopWords[word] {
-			continue
+		if seenKept[word] || IsStopWord(word) {
+			return false
 		}
 		seenKept[word] = true
 		kept = append(kept, word)
-		if len(kept) == store.MaxKeywords {
-			break
+		return len(kept) == store.MaxKeywords
+	}
+words:
+	for word := range words(message) {
+		if !hasCJK(word) {
+			if add(word) {
+				break
+			}
+			continue
+		}
+		for _, tok := range CJKTokens(word) {
+			if add(tok) {
+				break words
+			}
 		}
 	}
 	if len(kept) == 0 {
@@ -85,8 +100,12 @@ func Words(text string) []string {
 }
 
 // IsStopWord reports whether Keywords drops word (already lower-cased): a
-// word of two characters or fewer, or a conversational stop word.
+// word of two characters or fewer, or a conversational stop word; never a
+// CJK token (a bigram or single character of CJKTokens).
 func IsStopWord(word string) bool {
+	if isCJKToken(word) {
+		return false // a CJK bigram or single character (see CJKTokens)
+	}
 	return utf8.RuneCountInString(word) <= 2 || stopWords[word]
 }
 

@@ -126,6 +126,8 @@ func (s *Service) endpoints() []endpoint {
 		// Export and import (issue 16 item 7, export.go).
 		{"export", "export", "the user's memory as JSON lines, a page at a time", s.toolLane, s.exports().export},
 		{"import", "import", "merge JSON lines of an export into the user's memory, atomically per request", s.toolLane, s.exports().importLines},
+		// Languages (issue 17 item 6, language.go).
+		{"language", "language", "read or set the user's language, which chooses how their context is indexed and searched", s.toolLane, s.writes.language},
 	}
 }
 

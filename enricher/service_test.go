@@ -584,7 +584,7 @@ func TestMicroDiscovery(t *testing.T) {
 	if err := json.Unmarshal(h.raw(t, "$SRV.INFO.memoryd."+h.svc.ID(), nil).Data, &info); err != nil {
 		t.Fatal(err)
 	}
-	if info.Name != "memoryd" || info.Version != "1.2.3" || len(info.Endpoints) != 17 {
+	if info.Name != "memoryd" || info.Version != "1.2.3" || len(info.Endpoints) != 18 {
 		t.Fatalf("info = %+v", info)
 	}
 	subjects := map[string]string{}
@@ -688,6 +688,8 @@ func TestStatsLastErrorNamesNoUser(t *testing.T) {
 		"facts.history":  `{"user_id":"` + user + `","key":"` + key + `"}`,
 		"export":         `{"user_id":"` + user + `"}`,
 		"import":         `{"user_id":"` + user + `","lines":[{"type":"memoryd.export","version":1}]}`,
+		// Issue 17 item 6.
+		"language": `{"user_id":"` + user + `","language":"de"}`,
 	}
 	for endpoint, body := range bodies {
 		msg := h.raw(t, h.prefix+"."+endpoint+"."+token, []byte(body))

@@ -230,3 +230,20 @@ func (c *Client) FactHistory(ctx context.Context, req FactHistoryRequest) (FactH
 	err := c.call(ctx, "facts.history", req.UserID, req, &reply)
 	return reply, err
 }
+
+// Language returns the user's language (memory.language).
+func (c *Client) Language(ctx context.Context, userID string) (LanguageReply, error) {
+	var reply LanguageReply
+	err := c.call(ctx, "language", userID, LanguageRequest{UserID: userID}, &reply)
+	return reply, err
+}
+
+// SetLanguage sets the user's language and re-indexes their context items
+// under its text search configuration; a language memoryd does not accept
+// is a *ServiceError with Code 400. Setting the language the user already
+// has is cheap.
+func (c *Client) SetLanguage(ctx context.Context, userID, language string) (LanguageReply, error) {
+	var reply LanguageReply
+	err := c.call(ctx, "language", userID, LanguageRequest{UserID: userID, Language: language}, &reply)
+	return reply, err
+}

@@ -413,3 +413,30 @@ type FactHistoryReply struct {
 	Changes    []FactChange `json:"changes"`
 	NextBefore int64        `json:"next_before,omitempty"`
 }
+
+// ---- Issue 17 item 6: languages (memory.language) ----
+
+// LanguageRequest reads the user's language or, when Language is set,
+// sets it (memory.language). The language chooses the text search
+// configuration of all the user's context items and searches; setting
+// another one re-indexes the user's items. See TextSearchConfig for the
+// values accepted.
+type LanguageRequest struct {
+	UserID string `json:"user_id"`
+	// Language, when set, is the user's new language: an ISO 639-1 code,
+	// a BCP 47 tag starting with one, an English name, or "simple"
+	// (case ignored). Absent or "" reads the language.
+	Language string `json:"language,omitempty"`
+}
+
+// LanguageReply is the user's language after the request.
+type LanguageReply struct {
+	// Language is as it was set; DefaultLanguage ("en") when it never was.
+	Language string `json:"language"`
+	// Config is the Postgres text search configuration it chose: the
+	// language's name for a stemmed language, "simple" otherwise.
+	Config string `json:"config"`
+	// Reindexed counts the context items this request re-indexed: 0 for a
+	// read, or when the configuration did not change.
+	Reindexed int64 `json:"reindexed"`
+}

@@ -15,8 +15,9 @@ type Removed struct {
 
 // ForgetUser deletes everything memoryd keeps about a user in Postgres:
 // facts and list items, fact history, context (with its vectors), the
-// clears, turns, the River jobs of each of riverJobs's shapes that name the
-// user or the user's turns (see deleteUserJobs) and token usage, and
+// clears, turns, the user's language, the River jobs of each of
+// riverJobs's shapes that name the user or the user's turns (see
+// deleteUserJobs) and token usage, and
 // leaves a tombstone for the user's token, all in one transaction. The tombstone covers the turn stream up to
 // throughSeq (the stream's last sequence when the forget began) and every
 // turn of the user recorded so far, and only grows; it returns it, so the
@@ -69,6 +70,9 @@ func (s *Store) ForgetUser(ctx context.Context, userID, token string, throughSeq
 		r.Turns, r.Jobs = turns, jobs
 		if _, err := q.db.Exec(ctx, `DELETE FROM llm_usage WHERE user_id = $1`, userID); err != nil {
 			return fmt.Errorf("forget usage: %w", err)
+		}
+		if _, err := q.db.Exec(ctx, `DELETE FROM user_languages WHERE user_id = $1`, userID); err != nil {
+			return fmt.Errorf("forget language: %w", err)
 		}
 		return q.forgetDailyUsage(ctx, userID)
 	})

@@ -62,19 +62,24 @@ type SearchQuery struct {
 // ranged reports whether q has a range.
 func (q SearchQuery) ranged() bool { return !q.Since.IsZero() || !q.Until.IsZero() }
 
-// TSQuery builds the text of an english to_tsquery that matches any of
-// keywords. Each keyword becomes one quoted lexeme (quotes doubled, backslashes escaped, invalid
-// UTF-8 and NUL removed), so no input can inject tsquery operators or make
-// to_tsquery fail; a keyword the english parser splits in several words
-// becomes a phrase. Empty keywords, keywords over MaxKeywordBytes and those
-// past MaxKeywords are skipped. It returns "" when no keyword is left.
+// TSQuery builds the text of a to_tsquery that matches any of keywords,
+// parsed under the user's text search configuration (english unless set,
+// see SetLanguage; under simple, after memoryd_cjk split CJK runs into
+// bigrams). Each keyword becomes one quoted lexeme (quotes doubled,
+// backslashes escaped, invalid UTF-8 and NUL removed), so no input can
+// inject tsquery operators or make to_tsquery fail; a keyword the parser
+// splits in several words (under simple, a CJK run of three characters or
+// more: its bigrams in order, which match where the run occurs) becomes a
+// phrase. Empty keywords, keywords over MaxKeywordBytes and those past
+// MaxKeywords are skipped. It returns "" when no keyword is left.
 func TSQuery(keywords []string) string {
 	q, _ := tsQuery(keywords)
 	return q
 }
 
 // tsQuery returns TSQuery's text and the keywords it kept, space-separated
-// (the text whose english lexemes are the query's terms).
+// (the text whose lexemes, under the user's configuration, are the query's
+// terms).
 func tsQuery(keywords []string) (string, string) {
 	var b, terms strings.Builder
 	n := 0
@@ -113,7 +118,9 @@ func tsQuery(keywords []string) (string, string) {
 
 // recallSQL reads, in one statement and so from one snapshot, everything a
 // recall needs: the statistics ranking needs over all the user's items and
-// the query's lexemes (kind 0, one row), the user's latest facts (kind 1, at
+// the query's lexemes (kind 0, one row; parsed under the user's text search
+// configuration, cfg, the one the user's items are indexed with: see
+// SetLanguage), the user's latest facts (kind 1, at
 // most $3, most recent first), and the candidates (kind 2): the user's items
 // matching the tsquery, with their tsvectors. The term counts are decoded in
 // Go (see termCounts): unnesting every candidate's tsvector in SQL cost
@@ -127,9 +134,10 @@ func tsQuery(keywords []string) (string, string) {
 // index-only scan of context_user_len_idx. $2 = ” (no usable keyword) reads
 // no candidate.
 const recallSQL = `
-	WITH kw AS MATERIALIZED (SELECT to_tsquery('english', $2) AS q)
+	WITH cfg AS MATERIALIZED (SELECT coalesce((SELECT ts_config FROM user_languages WHERE user_id = $1), 'english') AS c),
+	kw AS MATERIALIZED (SELECT memoryd_tsquery(cfg.c, $2) AS q FROM cfg)
 	SELECT 0::int2 AS kind, count(*)::float8 AS n, greatest(avg(question_len), 1)::float8 AS avgq,
-		greatest(avg(answer_len), 1)::float8 AS avga, tsvector_to_array(to_tsvector('english', $4)) AS terms,
+		greatest(avg(answer_len), 1)::float8 AS avga, (SELECT memoryd_query_terms(cfg.c, $4) FROM cfg) AS terms,
 		NULL::bigint AS id, NULL::text AS a, NULL::text AS b, NULL::timestamptz AS at, NULL::timestamptz AS updated_at,
 		NULL::text AS event_id, NULL::text AS conversation_id, NULL::float8 AS qlen, NULL::float8 AS alen, NULL::text AS search
 	FROM context WHERE user_id = $1
@@ -238,8 +246,8 @@ const (
 // store does not import, scores them): statistics over all the user's items,
 // the query's lexemes, and every one of the user's items holding any of them.
 type Candidates struct {
-	// Terms are the query's distinct english lexemes, in the order of each
-	// Candidate's Terms.
+	// Terms are the query's distinct lexemes (under the user's text search
+	// configuration), in the order of each Candidate's Terms.
 	Terms []string
 	// Stats are over all the user's items, matched or not.
 	Stats ItemStats

@@ -19,7 +19,7 @@ import (
 )
 
 // clientCommands are the commands that talk to a running memoryd over NATS
-// request-reply (enrich, facts, memory, stats).
+// request-reply (enrich, facts, memory, stats, language).
 func clientCommands() []command {
 	return []command{
 		{"enrich", "print the memory injection for a message (what a frontend appends)", runEnrich},
@@ -28,6 +28,7 @@ func clientCommands() []command {
 		{"stats", "show a user's memory and ingestion counters", runStats},
 		{"export", "write a user's memory as JSON lines", runExport},
 		{"import", "merge an export into a user's memory", runImport},
+		{"language", "show or set a user's language (how their memory is searched)", runLanguage},
 	}
 }
 

@@ -58,6 +58,9 @@ func wireSchemas() map[string]any {
 		"export.reply":   events.ExportReply{},
 		"import.request": events.ImportRequest{},
 		"import.reply":   events.ImportReply{},
+		// Languages (issue 17 item 6).
+		"language.request": events.LanguageRequest{},
+		"language.reply":   events.LanguageReply{},
 	}
 }
 
@@ -178,11 +181,26 @@ var fieldRules = map[string]map[string]fieldRule{
 		"user_id": userIDRule,
 		"cursor":  {maxBytes: events.MaxCursorBytes, description: "a previous reply's next, to continue; absent starts at the header. A cursor of a memory that changed since is a 409"},
 	},
+	// Languages (issue 17 item 6).
+	"language.request": {
+		"user_id": userIDRule,
+		"language": {enum: languageEnum(),
+			description: "absent or empty reads the language; else the new one: an ISO 639-1 code, an English name or simple (docs/protocol.md, Languages)"},
+	},
 	"import.request": {
 		rootRule:  {description: fmt.Sprintf("Each request is an import of its own, atomic; at most %d bytes of lines.", events.MaxImportRequestBytes)},
 		"user_id": userIDRule,
 		"lines":   {description: "required: the export's lines as JSON objects, the header " + events.ExportHeader + " first"},
 	},
+}
+
+// languageEnum is "" (read) and every language memory.language accepts.
+func languageEnum() []any {
+	out := []any{""}
+	for _, l := range events.Languages() {
+		out = append(out, l)
+	}
+	return out
 }
 
 // scopeRule is the optional scope of enrich, search and context.list.

@@ -374,7 +374,7 @@ func TestSchemasMatchValidation(t *testing.T) {
 			}
 		})
 	}
-	if requests != 17 {
-		t.Errorf("probed %d request schemas, want 17", requests)
+	if requests != 18 {
+		t.Errorf("probed %d request schemas, want 18", requests)
 	}
 }

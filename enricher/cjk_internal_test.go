@@ -1,0 +1,168 @@
+package enricher
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/store/storetest"
+)
+
+func TestCJKTokens(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, text string
+		want       []string
+	}{
+		{"empty", "", nil},
+		{"latin", "Hello world", []string{"Hello world"}},
+		{"latin with accents", "Häuser in Zürich, naïve café", []string{"Häuser in Zürich, naïve café"}},
+		{"japanese", "東京の天気はどうですか", []string{"東京", "京の", "の天", "天気", "気は", "はど", "どう", "うで", "です", "すか"}},
+		{"chinese", "今天的天气很好", []string{"今天", "天的", "的天", "天气", "气很", "很好"}},
+		{"korean", "서울 날씨가 좋아요", []string{"서울", " ", "날씨", "씨가", " ", "좋아", "아요"}},
+		{"katakana and prolonged mark", "コーヒー", []string{"コー", "ーヒ", "ヒー"}},
+		{"half-width katakana", "ｺｰﾋｰ", []string{"ｺｰ", "ｰﾋ", "ﾋｰ"}},
+		{"iteration mark", "人々", []string{"人々"}},
+		{"mixed", "東京でReactを勉強", []string{"東京", "京で", "React", "を勉", "勉強"}},
+		{"single character run", "猫", []string{"猫"}},
+		{"single characters between latin", "a猫b犬", []string{"a", "猫", "b", "犬"}},
+		{"digits", "2024年", []string{"2024", "年"}},
+		{"punctuation separates runs", "東京、大阪。「京都」・奈良", []string{"東京", "、", "大阪", "。「", "京都", "」・", "奈良"}},
+		{"ideographic space", "東京\u3000大阪", []string{"東京", "\u3000", "大阪"}},
+		{"voicing mark symbol is not cjk", "か゛き", []string{"か", "゛", "き"}},
+		{"combining voicing mark is", "か\u3099き", []string{"か\u3099", "\u3099き"}},
+		{"emoji", "🐕東京🐕", []string{"🐕", "東京", "🐕"}},
+		{"supplementary ideograph", "𠮷野家", []string{"𠮷野", "野家"}},
+		{"ideographic zero is not cjk", "〇〇", []string{"〇〇"}},
+		{"invalid utf-8", "東\xff京", []string{"東", "\xff", "京"}},
+	}
+	for _, tt := range tests {
+		if got := CJKTokens(tt.text); !slices.Equal(got, tt.want) {
+			t.Errorf("%s: CJKTokens(%q) = %q, want %q", tt.name, tt.text, got, tt.want)
+		}
+	}
+}
+
+func TestKeywordsCJK(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		message string
+		want    []string
+	}{
+		{"東京の天気は？", []string{"東京", "京の", "の天", "天気", "気は"}},
+		{"今天的天气怎么样", []string{"今天", "天的", "的天", "天气", "气怎", "怎么", "么样"}},
+		// Latin parts keep the usual rules (lower case, stop words, length).
+		{"東京でReactを勉強したい", []string{"東京", "京で", "react", "を勉", "勉強", "強し", "した", "たい"}},
+		{"What about 東京?", []string{"東京"}},
+		{"猫", []string{"猫"}},
+		{"東京 東京 京都", []string{"東京", "京都"}}, // deduplicated
+		{"서울 날씨", []string{"서울", "날씨"}},
+	}
+	for _, tt := range tests {
+		if got := Keywords(tt.message); !slices.Equal(got, tt.want) {
+			t.Errorf("Keywords(%q) = %q, want %q", tt.message, got, tt.want)
+		}
+	}
+	for _, w := range []string{"東京", "猫", "ｺｰ"} {
+		if IsStopWord(w) {
+			t.Errorf("IsStopWord(%q): a CJK token is never a stop word", w)
+		}
+	}
+	if !IsStopWord("ab") || !IsStopWord("the") {
+		t.Error("IsStopWord changed for Latin words")
+	}
+}
+
+// sqlForm is what memoryd_cjk makes of text by CJKTokens: CJK tokens
+// between spaces, the rest as it is.
+func sqlForm(text string) string {
+	var b strings.Builder
+	for _, tok := range CJKTokens(text) {
+		if isCJKToken(tok) {
+			b.WriteString(" " + tok + " ")
+		} else {
+			b.WriteString(tok)
+		}
+	}
+	return b.String()
+}
+
+// TestCJKTokensMatchPostgres: the query side (CJKTokens, isCJK) and the
+// index side (the SQL function memoryd_cjk) split text identically, on
+// the table's texts and on every edge of every range isCJK lists (each
+// edge character, and its neighbours, in runs of one, two and three).
+func TestCJKTokensMatchPostgres(t *testing.T) {
+	t.Parallel()
+	s := storetest.New(t)
+	ctx := context.Background()
+	texts := []string{
+		"", "Hello world", "東京の天気はどうですか", "今天的天气很好", "서울 날씨가 좋아요", "東京でReactを勉強",
+		"東京、大阪。「京都」・奈良", "か゛き", "か\u3099き", "🐕東京🐕", "𠮷野家", "〇〇", "人々", "ｺｰﾋｰ", "2024年",
+		"It's 'quoted' \\ text & | !", "a猫b犬",
+	}
+	edges := []rune{0x1100, 0x11ff, 0x3005, 0x3006, 0x3041, 0x309a, 0x309d, 0x309f, 0x30a1, 0x30fa, 0x30fc, 0x30ff,
+		0x3131, 0x318e, 0x31f0, 0x31ff, 0x3400, 0x4dbf, 0x4e00, 0x9fff, 0xa960, 0xa97f, 0xac00, 0xd7ff, 0xf900, 0xfaff,
+		0xff66, 0xff9f, 0xffa0, 0xffdc, 0x20000, 0x3fffd}
+	for _, e := range edges {
+		for _, r := range []rune{e - 1, e, e + 1} {
+			if r >= 0xd800 && r <= 0xdfff {
+				continue // surrogates are not characters
+			}
+			c := string(r)
+			texts = append(texts, "x"+c+"y"+c+c+"z"+c+c+c)
+		}
+	}
+	for _, text := range texts {
+		var got string
+		if err := s.Pool().QueryRow(ctx, `SELECT memoryd_cjk($1)`, text).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if want := sqlForm(text); got != want {
+			t.Errorf("memoryd_cjk(%q) = %q, CJKTokens gives %q", text, got, want)
+		}
+	}
+}
+
+// TestLanguageConfigsExist: every configuration a language maps to is one
+// Postgres has.
+func TestLanguageConfigsExist(t *testing.T) {
+	t.Parallel()
+	s := storetest.New(t)
+	rows, err := s.Pool().Query(context.Background(), `SELECT cfgname::text FROM pg_ts_config`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		have[name] = true
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for code, config := range events.LanguageConfigs() {
+		if !have[config] {
+			t.Errorf("language %q maps to %q, which Postgres does not have", code, config)
+		}
+	}
+}
+
+// TestSelectFactsCJK: a fact's CJK value is split like the message, so a
+// fact about 東京大学 is relevant to a message about 東京.
+func TestSelectFactsCJK(t *testing.T) {
+	t.Parallel()
+	facts := []store.Fact{{Key: "school", Value: "東京大学"}, {Key: "pet", Value: "猫のミケ"}, {Key: "hobby", Value: "guitar"}}
+	var got []string
+	for _, f := range selectFacts(events.FactsRelevant, Keywords("東京の天気は？"), facts) {
+		got = append(got, f.Key)
+	}
+	if !slices.Equal(got, []string{"school"}) {
+		t.Errorf("facts for 東京の天気は = %q, want [school]", got)
+	}
+}

@@ -1,0 +1,117 @@
+package enricher_test
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/store/storetest"
+)
+
+func searchQuestions(t *testing.T, h *harness, user, query string) []string {
+	t.Helper()
+	r, err := h.client.Search(ctxT(t), events.SearchRequest{UserID: user, Query: query})
+	if err != nil {
+		t.Fatalf("search %q: %v", query, err)
+	}
+	var out []string
+	for _, it := range r.Results {
+		out = append(out, it.Question)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestLanguageEndpoint: memory.language reads and sets a user's language;
+// a German user's "Häuser" finds "Haus" through search and enrich, an
+// English user is unaffected, and a language memoryd does not accept is a
+// 400 naming the field.
+func TestLanguageEndpoint(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	ctx := ctxT(t)
+	const haus = "Wir haben ein Haus am See gekauft"
+	insertContext(t, st,
+		store.ContextWrite{UserID: "hans", Question: haus, Answer: "Schön", CreatedAt: t0},
+		store.ContextWrite{UserID: "alice", Question: haus, Answer: "Schön", CreatedAt: t0},
+		store.ContextWrite{UserID: "alice", Question: "My dogs love the lake", Answer: "Nice", CreatedAt: t0})
+
+	r, err := h.client.Language(ctx, "hans")
+	if err != nil || r != (events.LanguageReply{Language: "en", Config: "english"}) {
+		t.Fatalf("unset language = %+v, %v", r, err)
+	}
+	if got := searchQuestions(t, h, "hans", "Häuser"); got != nil {
+		t.Fatalf("english Häuser found %q", got)
+	}
+	r, err = h.client.SetLanguage(ctx, "hans", "de")
+	if err != nil || r != (events.LanguageReply{Language: "de", Config: "german", Reindexed: 1}) {
+		t.Fatalf("set de = %+v, %v", r, err)
+	}
+	if got := searchQuestions(t, h, "hans", "Häuser"); !slices.Equal(got, []string{haus}) {
+		t.Fatalf("german Häuser found %q", got)
+	}
+	e := enrich(t, h, events.EnrichRequest{UserID: "hans", Message: "Welche Häuser kennst du?"})
+	if e.Degraded || len(e.Context) != 1 || e.Context[0].Question != haus {
+		t.Fatalf("german enrich = %+v", e)
+	}
+	// alice is still English: stemming as before, no German stems.
+	if got := searchQuestions(t, h, "alice", "Häuser"); got != nil {
+		t.Fatalf("alice's Häuser found %q", got)
+	}
+	if got := searchQuestions(t, h, "alice", "dog"); !slices.Equal(got, []string{"My dogs love the lake"}) {
+		t.Fatalf("alice's dog found %q", got)
+	}
+	// A name works like its code; the same configuration re-indexes nothing.
+	if r, err := h.client.SetLanguage(ctx, "hans", "german"); err != nil || r.Reindexed != 0 || r.Language != "german" {
+		t.Fatalf("set german = %+v, %v", r, err)
+	}
+	for _, bad := range []string{"klingon", "DE", "de-AT", " de", strings.Repeat("x", 1000)} {
+		_, err := h.client.SetLanguage(ctx, "hans", bad)
+		var se *events.ServiceError
+		if !errors.As(err, &se) || se.Code != 400 || !strings.Contains(se.Description, "language") {
+			t.Errorf("set %.20q: %v, want a 400 naming language", bad, err)
+		}
+	}
+	if r, err := h.client.Language(ctx, "hans"); err != nil || r.Config != "german" {
+		t.Fatalf("language after refused sets = %+v, %v", r, err)
+	}
+	// Another user's token is refused like on every endpoint.
+	msg := h.raw(t, h.client.Subject("language", "hans"), mustJSON(t, events.LanguageRequest{UserID: "alice", Language: "fr"}))
+	if code, _ := errorCode(t, msg); code != 400 {
+		t.Fatalf("language for another user's token: code %d", code)
+	}
+}
+
+// TestEnrichJapaneseAndChinese: CJK items are found by a word inside them
+// through enrich, for users whose language is Japanese or Chinese (simple).
+func TestEnrichJapaneseAndChinese(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	ctx := ctxT(t)
+	for _, u := range []struct{ user, lang string }{{"yuki", "ja"}, {"mei", "chinese"}} {
+		if r, err := h.client.SetLanguage(ctx, u.user, u.lang); err != nil || r.Config != "simple" {
+			t.Fatalf("set %s = %+v, %v", u.lang, r, err)
+		}
+	}
+	insertContext(t, st,
+		store.ContextWrite{UserID: "yuki", Question: "東京の天気はどうですか", Answer: "晴れです", CreatedAt: t0},
+		store.ContextWrite{UserID: "yuki", Question: "大阪でたこ焼きを食べた", Answer: "美味しそう", CreatedAt: t0},
+		store.ContextWrite{UserID: "mei", Question: "今天的天气很好", Answer: "是的", CreatedAt: t0},
+		store.ContextWrite{UserID: "mei", Question: "我喜欢喝茶", Answer: "绿茶还是红茶？", CreatedAt: t0})
+	for _, tt := range []struct{ user, message, want string }{
+		{"yuki", "東京", "東京の天気はどうですか"},
+		{"yuki", "たこ焼きが好き", "大阪でたこ焼きを食べた"},
+		{"mei", "天气", "今天的天气很好"},
+		{"mei", "你喜欢什么茶？", "我喜欢喝茶"},
+	} {
+		e := enrich(t, h, events.EnrichRequest{UserID: tt.user, Message: tt.message})
+		if e.Degraded || len(e.Context) == 0 || e.Context[0].Question != tt.want {
+			t.Errorf("enrich %s %q = %+v, want %q first", tt.user, tt.message, e.Context, tt.want)
+		}
+	}
+}
