@@ -7,18 +7,23 @@
 --
 -- Every value comes from one sequence, so a generation is never reused: a
 -- cache that holds generation g is current exactly when the row still says
--- g. A row exists while the user has vectors (of any model); no row reads as
--- generation 0, "no vectors", which is true of it. Forget, which removes
--- every vector, so leaves no row behind.
+-- g. A row exists once the user has had a vector (of any model), or an item
+-- of theirs changed; no row reads as generation 0, "no vectors", which is
+-- true of it. Triggers only insert or bump rows, never delete them: a
+-- delete decided from a statement's snapshot ("no vector left") could miss
+-- a vector a concurrent transaction is saving, and the user would read as
+-- "no vectors" with vectors. Forget deletes the row (store.ForgetUser),
+-- under the user's forget lock, after deleting every vector.
 --
 -- What bumps it, by triggers, so that no writer can forget to:
 --   * a vector inserted or replaced (store.SaveEmbeddings, one statement);
 --   * a vector deleted, directly or by the cascade of its item's delete
---     (clear, context.delete, prune, forget, reset); the row goes when the
---     user has no vector left;
+--     (clear, context.delete, prune, forget, reset);
 --   * an item's text (content_hash), scope or time changed: its vector no
 --     longer describes it, or the cache's copy of its scope and time is
---     stale.
+--     stale. This one upserts: an edit racing the user's first vector
+--     save then waits for the save's row and bumps it after, rather than
+--     finding no row to bump.
 CREATE SEQUENCE embedding_generation_seq;
 
 CREATE TABLE embedding_generations (
@@ -46,9 +51,6 @@ $$;
 CREATE FUNCTION memoryd_embeddings_deleted() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    DELETE FROM embedding_generations g
-    WHERE g.user_id IN (SELECT user_id FROM changed)
-      AND NOT EXISTS (SELECT FROM context_embeddings e WHERE e.user_id = g.user_id);
     UPDATE embedding_generations g SET generation = nextval('embedding_generation_seq')
     FROM (SELECT DISTINCT user_id AS u FROM changed ORDER BY 1) x
     WHERE g.user_id = x.u;
@@ -66,13 +68,13 @@ CREATE TRIGGER context_embeddings_update_gen AFTER UPDATE ON context_embeddings
 CREATE TRIGGER context_embeddings_delete_gen AFTER DELETE ON context_embeddings
     REFERENCING OLD TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION memoryd_embeddings_deleted();
 
--- An item edited (context.update), or its scope or time changed: only users
--- with vectors have a row to bump.
+-- An item edited (context.update), or its scope or time changed.
 CREATE FUNCTION memoryd_context_changed() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    UPDATE embedding_generations SET generation = nextval('embedding_generation_seq')
-    WHERE user_id = NEW.user_id;
+    INSERT INTO embedding_generations AS g (user_id, generation)
+    VALUES (NEW.user_id, nextval('embedding_generation_seq'))
+    ON CONFLICT (user_id) DO UPDATE SET generation = excluded.generation;
     RETURN NULL;
 END
 $$;

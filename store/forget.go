@@ -74,6 +74,11 @@ func (s *Store) ForgetUser(ctx context.Context, userID, token string, throughSeq
 		if _, err := q.db.Exec(ctx, `DELETE FROM user_languages WHERE user_id = $1`, userID); err != nil {
 			return fmt.Errorf("forget language: %w", err)
 		}
+		// After the vectors (deleteMemory): the generation row is the last
+		// trace of them. A new vector starts a row at a fresh generation.
+		if _, err := q.db.Exec(ctx, `DELETE FROM embedding_generations WHERE user_id = $1`, userID); err != nil {
+			return fmt.Errorf("forget embedding generation: %w", err)
+		}
 		return q.forgetDailyUsage(ctx, userID)
 	})
 	if err != nil {
