@@ -242,8 +242,11 @@ type readFunc func(ctx context.Context, q store.SearchQuery) ([]store.Fact, stor
 // recall reads q's candidates with qv's vector side: the facts and
 // candidates read, and the vector score of each candidate that has one.
 // vec is nil when the request is to be ranked lexically: the user's vectors
-// could not be read, or changed twice while they were. A read error is
-// returned as is.
+// could not be read in time or cached, or changed twice while they were.
+// Only the first read's error is returned: once it has answered, whatever
+// the vector side meets (a slow or failed reload, a failed second read)
+// answers lexically with it, within half the time left, so that the reply
+// is never degraded because of the vectors.
 func (h *hybrid) recall(ctx context.Context, q store.SearchQuery, qv []float32, limit int, read readFunc) ([]store.Fact, store.Candidates, map[int64]float64, error) {
 	q.Hybrid = true
 	e := h.cache.get(q.UserID, h.model, len(qv))
@@ -255,39 +258,63 @@ func (h *hybrid) recall(ctx context.Context, q store.SearchQuery, qv []float32, 
 	if err != nil || (e != nil && cands.Generation == e.generation) {
 		return facts, cands, vec, err
 	}
+	if cands.Generation != 0 && h.cache.skipped(q.UserID, h.model, cands.Generation) {
+		return facts, cands, nil, nil
+	}
 	// A miss, or the vectors changed since they were cached: read them
-	// (one query; the rare path).
+	// (one query), within half the time left.
 	h.reloads.Add(1)
+	sub, cancel := halfLeft(ctx)
+	defer cancel()
 	uv := store.UserVectors{} // generation 0: no vectors, nothing to read
 	if cands.Generation != 0 {
-		if uv, err = h.vectors.UserVectors(ctx, q.UserID, h.model); err != nil {
-			if ctx.Err() != nil {
-				return nil, store.Candidates{}, nil, err
+		var rerr error
+		if uv, rerr = h.vectors.UserVectors(sub, q.UserID, h.model); rerr != nil {
+			if sub.Err() != nil {
+				h.logger.Debug("the user's vectors did not arrive in time; answering lexically", "user_id", q.UserID)
+			} else {
+				h.logger.Warn("cannot read the user's vectors; answering lexically", "user_id", q.UserID, "error", rerr)
 			}
-			h.logger.Warn("cannot read the user's vectors; answering lexically", "user_id", q.UserID, "error", err)
 			return facts, cands, nil, nil
 		}
 	}
-	if e, err = newUserVectors(q.UserID, h.model, len(qv), uv); err != nil {
-		h.logger.Warn("cannot index the user's vectors; answering lexically", "user_id", q.UserID, "error", err)
+	e, ierr := newUserVectors(q.UserID, h.model, len(qv), uv)
+	if ierr != nil {
+		h.cache.markSkip(q.UserID, h.model, uv.Generation)
+		h.logger.Warn("cannot index the user's vectors; answering lexically", "user_id", q.UserID, "error", ierr)
 		return facts, cands, nil, nil
 	}
-	h.cache.put(e)
+	if !h.cache.put(e) {
+		// Over the whole cache: used for this request, then ranked
+		// lexically until the user's vectors change (no read per request).
+		h.cache.markSkip(q.UserID, h.model, uv.Generation)
+	}
 	ids, vec := e.pick(qv, q, limit)
 	if uv.Generation == cands.Generation && containsAll(cands, ids) {
 		return facts, cands, vec, nil
 	}
 	q.VectorIDs = ids
-	if facts, cands, err = read(ctx, q); err != nil {
-		return nil, store.Candidates{}, nil, err
+	facts2, cands2, err := read(sub, q)
+	if err != nil {
+		h.logger.Debug("the read with the vector side's picks failed; answering lexically", "user_id", q.UserID, "error", err)
+		return facts, cands, nil, nil
 	}
-	if cands.Generation != e.generation {
+	if cands2.Generation != e.generation {
 		// Changed again meanwhile: the vectors are not known to be the
 		// candidates' (the next request reads them again).
 		h.stale.Add(1)
-		return facts, cands, nil, nil
+		return facts2, cands2, nil, nil
 	}
-	return facts, cands, vec, nil
+	return facts2, cands2, vec, nil
+}
+
+// halfLeft returns ctx bounded to half the time left before its deadline
+// (ctx as it is without one): the other half is the lexical answer's.
+func halfLeft(ctx context.Context) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(ctx, time.Now().Add(time.Until(dl)/2))
+	}
+	return context.WithCancel(ctx)
 }
 
 // containsAll reports whether every id is among c's candidates.

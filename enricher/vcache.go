@@ -37,9 +37,17 @@ type vectorCache struct {
 	used  int64
 	order *list.List // of *userVectors, most recently used first
 	byKey map[cacheKey]*list.Element
+	// skip holds, for users whose vectors cannot be cached (over the whole
+	// budget, or unindexable), the generation they were read at: until it
+	// changes, their requests are ranked lexically rather than reading
+	// every vector again on each one. At most maxSkips users.
+	skip map[cacheKey]int64
 
 	hits, misses atomic.Int64
 }
+
+// maxSkips bounds vectorCache.skip; when full it starts again empty.
+const maxSkips = 1024
 
 type cacheKey struct{ user, model string }
 
@@ -58,7 +66,26 @@ type userVectors struct {
 }
 
 func newVectorCache(maxBytes int64) *vectorCache {
-	return &vectorCache{max: maxBytes, order: list.New(), byKey: map[cacheKey]*list.Element{}}
+	return &vectorCache{max: maxBytes, order: list.New(), byKey: map[cacheKey]*list.Element{}, skip: map[cacheKey]int64{}}
+}
+
+// skipped reports whether the user's vectors were found uncacheable at
+// generation.
+func (c *vectorCache) skipped(user, model string, generation int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g, ok := c.skip[cacheKey{user, model}]
+	return ok && g == generation
+}
+
+// markSkip records that the user's vectors cannot be cached at generation.
+func (c *vectorCache) markSkip(user, model string, generation int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.skip) >= maxSkips {
+		clear(c.skip)
+	}
+	c.skip[cacheKey{user, model}] = generation
 }
 
 // get returns the user's entry of dims dimensions, or nil.
@@ -77,8 +104,8 @@ func (c *vectorCache) get(user, model string, dims int) *userVectors {
 
 // put stores e, replacing the user's earlier entry, and evicts the least
 // recently used users over the budget. An entry over the whole budget is
-// not kept.
-func (c *vectorCache) put(e *userVectors) {
+// not kept: put reports whether e was.
+func (c *vectorCache) put(e *userVectors) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el := c.byKey[e.key]; el != nil {
@@ -86,8 +113,9 @@ func (c *vectorCache) put(e *userVectors) {
 		c.order.Remove(el)
 		delete(c.byKey, e.key)
 	}
+	delete(c.skip, e.key)
 	if e.bytes > c.max {
-		return
+		return false
 	}
 	c.byKey[e.key] = c.order.PushFront(e)
 	c.used += e.bytes
@@ -98,6 +126,7 @@ func (c *vectorCache) put(e *userVectors) {
 		delete(c.byKey, old.key)
 		c.used -= old.bytes
 	}
+	return true
 }
 
 // size returns the users cached and their bytes.
