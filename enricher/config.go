@@ -35,7 +35,11 @@ type Store interface {
 // Observer is told about enrich replies (e.g. to feed a latency histogram).
 // It is called on request goroutines and must be safe for concurrent use.
 type Observer interface {
-	Enriched(took time.Duration, degraded bool)
+	// Enriched is told a reply's time from the request's arrival, and how
+	// much of it the query's embedding took (0 without embeddings): the
+	// rest is what this process and Postgres spent, which ingest competes
+	// for and an embeddings endpoint does not.
+	Enriched(took, embedding time.Duration, degraded bool)
 }
 
 // Config configures a Service.

@@ -42,6 +42,7 @@ func (s *Service) enrichHandler(ep endpoint) micro.Handler {
 			return
 		}
 		reply := req.Reply()
+		p.embedNanos = new(atomic.Int64)
 		var replied atomic.Bool
 		answer := func(r events.EnrichReply) {
 			if !replied.CompareAndSwap(false, true) {
@@ -50,7 +51,7 @@ func (s *Service) enrichHandler(ep endpoint) micro.Handler {
 			took := time.Since(received)
 			r.TookMS = millis(took)
 			if s.cfg.Observer != nil {
-				s.cfg.Observer.Enriched(took, r.Degraded)
+				s.cfg.Observer.Enriched(took, time.Duration(p.embedNanos.Load()), r.Degraded)
 			}
 			if r.Degraded {
 				st.degraded.Add(1)
@@ -95,8 +96,12 @@ func (s *Service) enrichHandler(ep endpoint) micro.Handler {
 
 // enrichParams is a validated enrich request.
 type enrichParams struct {
-	userID     string
-	message    string
+	userID  string
+	message string
+	// embedNanos is how long the query's embedding took, set while the
+	// request runs and read by its reply (which the deadline's guard may
+	// send from another goroutine).
+	embedNanos *atomic.Int64
 	keywords   []string
 	maxResults int
 	threshold  float64
@@ -249,7 +254,11 @@ func (s *Service) relevant(ctx context.Context, p enrichParams) ([]store.Fact, [
 	)
 	vector := func() []float32 {
 		if !embedded {
+			start := time.Now()
 			qv, embedded = s.hybrid.embedEnrich(ctx, p.userID, p.message), true
+			if p.embedNanos != nil {
+				p.embedNanos.Store(int64(time.Since(start)))
+			}
 		}
 		return qv
 	}

@@ -423,9 +423,9 @@ type FactHistoryReply struct {
 // values accepted.
 type LanguageRequest struct {
 	UserID string `json:"user_id"`
-	// Language, when set, is the user's new language: an ISO 639-1 code,
-	// a BCP 47 tag starting with one, an English name, or "simple"
-	// (case ignored). Absent or "" reads the language.
+	// Language, when set, is the user's new language: a lower-case ISO
+	// 639-1 code, a lower-case English name, or "simple" (no region tag,
+	// no capitals: see TextSearchConfig). Absent or "" reads the language.
 	Language string `json:"language,omitempty"`
 }
 

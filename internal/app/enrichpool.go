@@ -58,7 +58,8 @@ func (c EnrichPoolConfig) withDefaults(url string) EnrichPoolConfig {
 // a frontend waits for enrich before every model call, nobody waits for a
 // turn to be extracted a second sooner.
 type BackPressureConfig struct {
-	// Latency is the enrich reply time the slowest tenth of the replies of
+	// Latency is the enrich reply time (less the query's embedding, which
+	// ingest does not compete for) the slowest tenth of the replies of
 	// the last second may reach before ingest and extraction are held
 	// back: the more it is exceeded the longer the pause after each ingest
 	// batch and extraction job, the longest at twice Latency (three times
@@ -129,8 +130,11 @@ func newPressure(target time.Duration) *pressure {
 	return &pressure{target: target, now: time.Now}
 }
 
-// Enriched implements enricher.Observer.
-func (p *pressure) Enriched(took time.Duration, degraded bool) {
+// Enriched implements enricher.Observer. The query's embedding is left
+// out: ingest does not compete with the embeddings endpoint, so holding it
+// back would not make that part faster.
+func (p *pressure) Enriched(took, embedding time.Duration, degraded bool) {
+	took -= min(embedding, took)
 	if degraded {
 		took = max(took, 2*p.target+1) // a degraded reply is as slow as it gets
 	}
@@ -166,9 +170,9 @@ func (p *pressure) Pressure() float64 {
 // enrichObservers tells every observer of enrich replies.
 type enrichObservers []enricher.Observer
 
-func (o enrichObservers) Enriched(took time.Duration, degraded bool) {
+func (o enrichObservers) Enriched(took, embedding time.Duration, degraded bool) {
 	for _, ob := range o {
-		ob.Enriched(took, degraded)
+		ob.Enriched(took, embedding, degraded)
 	}
 }
 

@@ -83,7 +83,7 @@ func (m *metrics) Pruned(removed int64) {
 }
 
 // Enriched implements enricher.Observer.
-func (m *metrics) Enriched(took time.Duration, degraded bool) {
+func (m *metrics) Enriched(took, _ time.Duration, degraded bool) {
 	m.enrichSeconds.Observe(took.Seconds())
 	if degraded {
 		m.enrichDegraded.Inc()
