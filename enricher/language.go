@@ -2,6 +2,7 @@ package enricher
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/store"
@@ -29,7 +30,8 @@ func (w memoryWrites) language(token string, data []byte) (call, error) {
 	if lang != "" {
 		if config, ok = events.TextSearchConfig(lang); !ok {
 			if len(lang) > maxQuotedLanguage {
-				lang = lang[:maxQuotedLanguage] + "..."
+				// The precision counts runes: no character is cut in two.
+				lang = fmt.Sprintf("%.*s...", maxQuotedLanguage, lang)
 			}
 			return nil, badRequest("language %q is not one memoryd accepts: a lower-case ISO 639-1 code, English name or \"simple\" from docs/protocol.md (Languages)", lang)
 		}
