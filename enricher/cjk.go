@@ -8,13 +8,10 @@ import "strings"
 // overlapping character bigrams: a run of CJK characters "東京の天気" is
 // indexed as 東京 京の の天 天気, and a run of a single character as that
 // character alone. The index side is the SQL function memoryd_cjk
-// (migrations/020_languages.sql), applied to the items of the users whose
-// language Postgres does not stem (configuration simple: Japanese, Chinese,
-// Korean, ...); the stemmed configurations, English included, keep a CJK
-// run as one word, as they always did. The query side is CJKTokens, which
-// Keywords applies to the words of every message (it does not know the
-// user's language); for a user with a stemmed language a bigram then
-// matches only a run of exactly those two characters. The two must agree on which characters are CJK: isCJK and
+// (migrations/020_languages.sql), applied to every user's items whatever
+// their language. The query side is CJKTokens, which Keywords applies to
+// the words of every message. The two must agree on which characters are
+// CJK: isCJK and
 // the function's character class list the same ranges, and
 // TestCJKTokensMatchPostgres checks them against each other.
 //

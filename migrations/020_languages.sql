@@ -2,16 +2,16 @@
 -- English unless set (memory.language): it chooses the Postgres text search
 -- configuration that both indexes the user's context items and parses
 -- their queries, so an item is always searched with the configuration it
--- was indexed with. Under the "simple" configuration (the languages
--- Postgres does not stem: Japanese, Chinese, Korean, ...) CJK text is made
--- searchable by memoryd_cjk below; the stemmed configurations, English
--- included, index text exactly as before.
+-- was indexed with ("simple" for the languages Postgres does not stem:
+-- Japanese, Chinese, Korean, ...). Under every configuration CJK text is
+-- made searchable by memoryd_cjk below; text without CJK characters is
+-- indexed exactly as before.
 --
 -- Cost on an existing database: the generated columns search, question_len
 -- and answer_len are re-created, which rewrites the context table under an
 -- ACCESS EXCLUSIVE lock (reads and writes of context wait) and rebuilds its
 -- three indexes over those columns. Nothing is lost: the columns are derived
--- from question and answer, and English text gets exactly the vectors it had.
+-- from question and answer, and text without CJK characters gets exactly the vectors it had.
 -- Measured on 200,000 items of about 290 bytes (docs/operations.md,
 -- "Languages"): 21 s in all, 16 s of it the rewrite and 5 s the indexes, on
 -- the 2-core test machine at load average 7 (inserting the rows had taken
@@ -38,9 +38,9 @@ SELECT regexp_replace(
 $$;
 
 -- memoryd_tsvector is to_tsvector under the configuration named config, of
--- the text rewritten by memoryd_cjk when config is simple (of the text as it
--- is otherwise, so that an English user's vectors stay byte-identical): how
--- an item is indexed. config is a text, not a regconfig, because pg_upgrade
+-- the text rewritten by memoryd_cjk (which leaves text without CJK
+-- characters as it is, so that such an item's vector stays byte-identical):
+-- how an item is indexed. config is a text, not a regconfig, because pg_upgrade
 -- refuses tables holding regconfig values; the cast makes the function only
 -- stable in Postgres' eyes, and it is declared immutable (as generated
 -- columns require) because memoryd uses only the built-in configurations,
@@ -53,17 +53,17 @@ $$;
 -- about 30 microseconds of planning per statement, measured).
 CREATE FUNCTION memoryd_tsvector(config text, t text) RETURNS tsvector
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-SELECT to_tsvector(config::regconfig, CASE WHEN config = 'simple' THEN memoryd_cjk(t) ELSE t END)
+SELECT to_tsvector(config::regconfig, memoryd_cjk(t))
 $$;
 
 CREATE FUNCTION memoryd_tsquery(config text, q text) RETURNS tsquery
 LANGUAGE sql STABLE PARALLEL SAFE AS $$
-SELECT to_tsquery(config::regconfig, CASE WHEN config = 'simple' THEN memoryd_cjk(q) ELSE q END)
+SELECT to_tsquery(config::regconfig, memoryd_cjk(q))
 $$;
 
 CREATE FUNCTION memoryd_query_terms(config text, q text) RETURNS text[]
 LANGUAGE sql STABLE PARALLEL SAFE AS $$
-SELECT tsvector_to_array(to_tsvector(config::regconfig, CASE WHEN config = 'simple' THEN memoryd_cjk(q) ELSE q END))
+SELECT tsvector_to_array(to_tsvector(config::regconfig, memoryd_cjk(q)))
 $$;
 
 -- A user's language: as the caller named it (an ISO 639-1 code or a name,

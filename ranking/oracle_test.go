@@ -25,7 +25,7 @@ import (
 // check the decoding against tables.
 var oracleSQL = fmt.Sprintf(`
 	WITH kw AS MATERIALIZED (
-		SELECT to_tsquery('english', $2) AS q, tsvector_to_array(to_tsvector('english', $6)) AS terms
+		SELECT memoryd_tsquery('english', $2) AS q, memoryd_query_terms('english', $6) AS terms
 	), cand AS MATERIALIZED (
 		SELECT c.id, c.created_at, c.search, c.question_len, c.answer_len
 		FROM context c, kw WHERE c.user_id = $1 AND c.search @@ kw.q

@@ -64,12 +64,10 @@ func (q SearchQuery) ranged() bool { return !q.Since.IsZero() || !q.Until.IsZero
 
 // TSQuery builds the text of a to_tsquery that matches any of keywords,
 // parsed under the user's text search configuration (english unless set,
-// see SetLanguage; under simple, after memoryd_cjk split CJK runs into
-// bigrams). Each keyword becomes one quoted lexeme (quotes doubled,
+// see SetLanguage; after memoryd_cjk split CJK runs into bigrams). Each keyword becomes one quoted lexeme (quotes doubled,
 // backslashes escaped, invalid UTF-8 and NUL removed), so no input can
 // inject tsquery operators or make to_tsquery fail; a keyword the parser
-// splits in several words (under simple, a CJK run of three characters or
-// more: its bigrams in order, which match where the run occurs) becomes a
+// splits in several words (a CJK run of three characters or more: its bigrams in order, which match where the run occurs) becomes a
 // phrase. Empty keywords, keywords over MaxKeywordBytes and those past
 // MaxKeywords are skipped. It returns "" when no keyword is left.
 func TSQuery(keywords []string) string {
