@@ -116,8 +116,8 @@ func TestWarmStatementsPreparesEnrichStatements(t *testing.T) {
 				"FROM context WHERE user_id = $1").Scan(&n); err != nil {
 				t.Fatal(err)
 			}
-			if warm && n < 3 {
-				t.Errorf("WarmStatements: a connection has %d of enrich's statements prepared, want at least 3 (plain, scoped, ranged)", n)
+			if warm && n < 6 {
+				t.Errorf("WarmStatements: a connection has %d of enrich's statements prepared, want at least 6 (plain, scoped, ranged; lexical and hybrid)", n)
 			}
 			if !warm && n != 0 {
 				t.Errorf("without WarmStatements: a connection has %d recall statements prepared, want 0", n)

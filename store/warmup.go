@@ -9,7 +9,7 @@ import (
 )
 
 // warmStatements runs the statements enrich uses (Recall: the plain, the
-// scoped and the ranged shape) once on a new connection, for a user id no
+// scoped and the ranged shape, lexical and hybrid) once on a new connection, for a user id no
 // user can have, before the pool hands the connection out. pgx prepares
 // and caches each statement on the connection, and the server backend
 // loads its catalog caches for the tables and indexes they read; without
@@ -26,6 +26,12 @@ func warmStatements(ctx context.Context, conn *pgx.Conn, logger *slog.Logger) {
 		{UserID: warmUserID, Keywords: []string{"memoryd"}},
 		{UserID: warmUserID, Keywords: []string{"memoryd"}, Scope: "warm"},
 		{UserID: warmUserID, Keywords: []string{"memoryd"}, Since: since},
+		// The hybrid shapes (with embeddings on, every ranked enrich is
+		// one); two more statements a connection, a few milliseconds at
+		// its start, also when embeddings are off.
+		{UserID: warmUserID, Keywords: []string{"memoryd"}, Hybrid: true},
+		{UserID: warmUserID, Keywords: []string{"memoryd"}, Scope: "warm", Hybrid: true},
+		{UserID: warmUserID, Keywords: []string{"memoryd"}, Since: since, Hybrid: true},
 	} {
 		if _, _, err := ws.recall(ctx, q, 1); err != nil {
 			logger.Debug("store: warming a statement failed; it is prepared on first use instead", "error", err)
