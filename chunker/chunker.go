@@ -120,17 +120,7 @@ func Split(src string, cfg Config) ([]Chunk, error) {
 // character (Han, Hiragana, Katakana, Hangul) is a token, other text four
 // characters a token, rounded up (enrich's budget uses the same four
 // characters).
-func Tokens(s string) int {
-	cjk, other := 0, 0
-	for _, r := range s {
-		if isCJK(r) {
-			cjk++
-		} else {
-			other++
-		}
-	}
-	return cjk + (other+3)/4
-}
+func Tokens(s string) int { return count(s).tokens() }
 
 func isCJK(r rune) bool {
 	return r >= 0x2E80 && (unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul) ||
