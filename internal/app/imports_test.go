@@ -26,6 +26,7 @@ func TestImportGraph(t *testing.T) {
 		"migrations":   {},
 		"embedding":    {},
 		"chunker":      {},
+		"apikeys":      {},
 		"store":        {"migrations"},
 		"extractor":    {"events"},
 		"worker":       {"embedding", "events", "extractor", "store"},
