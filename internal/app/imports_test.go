@@ -27,6 +27,7 @@ func TestImportGraph(t *testing.T) {
 		"embedding":    {},
 		"chunker":      {},
 		"apikeys":      {},
+		"proxy":        {"events"},
 		"store":        {"migrations"},
 		"extractor":    {"events"},
 		"worker":       {"embedding", "events", "extractor", "store"},
