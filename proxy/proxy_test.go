@@ -45,7 +45,7 @@ type upstream struct {
 	sent []byte
 }
 
-func newUpstream(t *testing.T) *upstream {
+func newUpstream(t testing.TB) *upstream {
 	u := &upstream{}
 	u.srv = httptest.NewServer(http.HandlerFunc(u.serve))
 	t.Cleanup(u.srv.Close)
@@ -137,7 +137,7 @@ type env struct {
 	stopOnce sync.Once
 }
 
-func newEnv(t *testing.T, mod func(*proxy.Config)) *env {
+func newEnv(t testing.TB, mod func(*proxy.Config)) *env {
 	t.Helper()
 	_, dbURL := storetest.Schema(t)
 	dbURL += fmt.Sprintf("&pool_max_conns=%d", storetest.MaxConns)
