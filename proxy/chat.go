@@ -224,15 +224,28 @@ func inject(msg json.RawMessage, injection string) (json.RawMessage, error) {
 		if err := json.Unmarshal(m["content"], &parts); err != nil {
 			return nil, fmt.Errorf("content is neither a string nor an array of parts")
 		}
-		part, _ := json.Marshal(map[string]string{"type": "text", "text": injection})
+		part, _ := marshal(map[string]string{"type": "text", "text": injection})
 		content = append(parts, part)
 	}
-	c, err := json.Marshal(content)
+	c, err := marshal(content)
 	if err != nil {
 		return nil, err
 	}
 	m["content"] = c
-	return json.Marshal(m)
+	return marshal(m)
+}
+
+// marshal encodes v without json.Marshal's HTML escaping, so that the
+// messages the proxy re-encodes keep the client's "<", ">" and "&" as they
+// were.
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // body is the request to forward: memoryd's "memory" field removed and,
@@ -247,13 +260,13 @@ func (rq *request) body(injection string) ([]byte, error) {
 			return nil, err
 		}
 		msgs[rq.last] = m
-		raw, err := json.Marshal(msgs)
+		raw, err := marshal(msgs)
 		if err != nil {
 			return nil, err
 		}
 		rq.fields["messages"] = raw
 	}
-	return json.Marshal(rq.fields)
+	return marshal(rq.fields)
 }
 
 // enrich returns the injection for the user's last message, or "" when

@@ -41,6 +41,7 @@ type upstream struct {
 	mode     string
 	requests [][]byte
 	auth     []string
+	gateway  []string // X-Gateway-User as received
 	// sent is the last streamed body, byte for byte.
 	sent []byte
 }
@@ -83,6 +84,7 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	u.mu.Lock()
 	u.requests = append(u.requests, body)
 	u.auth = append(u.auth, r.Header.Get("Authorization"))
+	u.gateway = append(u.gateway, r.Header.Get("X-Gateway-User"))
 	u.mu.Unlock()
 	switch mode {
 	case "500":
@@ -540,5 +542,60 @@ func TestUpstreamFailures(t *testing.T) {
 	e.stop()
 	if n := e.turnsPublished(t, "alice"); n != 0 {
 		t.Fatalf("%d turns published for failed requests, want 0", n)
+	}
+}
+
+// TestEnrichUnavailable: with no memoryd answering enrich (another
+// prefix), the request is forwarded unenriched and answered: memory never
+// breaks chat.
+func TestEnrichUnavailable(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *proxy.Config) {
+		c.Prefix = c.Prefix + "x" // nothing serves it
+		c.EnrichBudget, c.PublishAttempts, c.PublishTimeout = 200*time.Millisecond, 1, 200*time.Millisecond
+	})
+	cr, err := e.client("alice").CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{
+		Model: "m", Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "where do I live?"}}})
+	if err != nil || cr.Choices[0].Message.Content != replyText {
+		t.Fatalf("reply %+v, %v", cr, err)
+	}
+	if _, last := lastMessage(t, e.up.last(t)); string(last["content"]) != `"where do I live?"` {
+		t.Fatalf("the upstream got %s, want the message unenriched", last["content"])
+	}
+}
+
+// TestTrustedUserHeader: when configured, the gateway's header is the user
+// (without a key) and is not forwarded; without it a key is still needed.
+func TestTrustedUserHeader(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *proxy.Config) { c.TrustedUserHeader = "X-Gateway-User" })
+	e.setFact(t, "carol", "location", "Quito")
+	post := func(header string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, e.url+"/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"where do I live?"}]}`))
+		if header != "" {
+			req.Header.Set("X-Gateway-User", header)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post(""); code != http.StatusUnauthorized {
+		t.Fatalf("no header, no key: %d", code)
+	}
+	if code := post("carol"); code != http.StatusOK {
+		t.Fatalf("header carol: %d", code)
+	}
+	if _, last := lastMessage(t, e.up.last(t)); !strings.Contains(string(last["content"]), "Quito") {
+		t.Fatalf("carol's request was not enriched with carol's memory: %s", last["content"])
+	}
+	e.up.mu.Lock()
+	defer e.up.mu.Unlock()
+	if len(e.up.auth) != 1 || e.up.auth[0] != "Bearer "+upstreamKey || e.up.gateway[0] != "" {
+		t.Fatalf("upstream Authorization %q, X-Gateway-User %q", e.up.auth, e.up.gateway)
 	}
 }
