@@ -40,6 +40,9 @@ var docSkips = []docSkip{
 	{"long-running: the test starts the one `memoryd serve` every other command talks to", func(c docCommand) bool {
 		return len(c.args) > 0 && c.args[0] == "serve"
 	}},
+	{"long-running, and needs an upstream model server: package proxy's tests run it against a fake one", func(c docCommand) bool {
+		return len(c.args) > 0 && c.args[0] == "proxy"
+	}},
 }
 
 // docPhase orders the commands so that each finds what it needs: setup and

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/apikeys"
+	"github.com/memoryd/memoryd/events/eventstest"
+)
+
+// TestKeysAdd: the printed key is the one the file's hash stands for, and
+// the file holds no plaintext key.
+func TestKeysAdd(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "keys")
+	out, errOut, code := runArgs(context.Background(), "keys", "add", "--file", file, "--user", "alice")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	key := strings.TrimSpace(out)
+	set, err := apikeys.New(apikeys.Config{File: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u, ok := set.Lookup(key); !ok || u != "alice" {
+		t.Fatalf("printed key %q: lookup %q, %v", key, u, ok)
+	}
+	data, _ := os.ReadFile(file)
+	if strings.Contains(string(data), key) {
+		t.Fatal("the key file holds the key itself")
+	}
+	for _, args := range [][]string{{"keys"}, {"keys", "remove"}, {"keys", "add", "--user", "a"}} {
+		if _, _, code := runArgs(context.Background(), args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}
+
+// TestProxyCommand: bad settings are refused with the flag named; a proxy
+// started with a key file serves until its context ends.
+func TestProxyCommand(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad")
+	if err := os.WriteFile(bad, []byte("# ok\nmk-plain alice\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"proxy"}, 2, "--upstream is required"},
+		{[]string{"proxy", "--upstream", "http://127.0.0.1:1/v1"}, 2, "--keys"},
+		{[]string{"proxy", "--upstream", "http://127.0.0.1:1/v1", "--keys", bad}, 1, "line 2"},
+		{[]string{"proxy", "--upstream", "ftp://x", "--trusted-user-header", "X-U"}, 1, "not an http(s) URL"},
+	} {
+		_, errOut, code := runArgs(context.Background(), append(tc.args, "--nats-url", eventstest.URL())...)
+		if code != tc.code || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, errOut, tc.code, tc.want)
+		}
+	}
+
+	keys := filepath.Join(dir, "keys")
+	if _, errOut, code := runArgs(context.Background(), "keys", "add", "--file", keys, "--user", "alice"); code != 0 {
+		t.Fatal(errOut)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stderr eventstest.SyncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, &cli{stdout: &stderr, stderr: &stderr}, []string{"proxy", "--upstream", "http://127.0.0.1:1/v1",
+			"--keys", keys, "--listen", "127.0.0.1:0", "--nats-url", eventstest.URL(), "--log-format", "json"})
+	}()
+	addr := regexp.MustCompile(`listening on (http://\S+/v1)`)
+	var base string
+	eventstest.Eventually(t, "the proxy to listen", time.Minute, func() (bool, string) {
+		m := addr.FindStringSubmatch(stderr.String())
+		if m != nil {
+			base = m[1]
+		}
+		return m != nil, stderr.String()
+	})
+	resp, err := http.Get(base + "/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("GET /v1/models without a key: %s", resp.Status)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("proxy exited %d after its context ended: %s", code, stderr.String())
+	}
+}

@@ -1,0 +1,601 @@
+package proxy_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/memoryd/memoryd/apikeys"
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/events/eventstest"
+	"github.com/memoryd/memoryd/internal/app"
+	"github.com/memoryd/memoryd/proxy"
+	"github.com/memoryd/memoryd/store/storetest"
+)
+
+const (
+	upstreamKey = "upstream-secret"
+	replyText   = "Noted, I will remember that."
+)
+
+// upstream is a fake OpenAI-compatible chat server: it records each request
+// and answers with replyText, streamed in chunks when asked to.
+type upstream struct {
+	srv *httptest.Server
+	// mode: "" answers, "500" fails, "hang" never answers.
+	mu       sync.Mutex
+	mode     string
+	requests [][]byte
+	auth     []string
+	gateway  []string // X-Gateway-User as received
+	// sent is the last streamed body, byte for byte.
+	sent []byte
+}
+
+func newUpstream(t testing.TB) *upstream {
+	u := &upstream{}
+	u.srv = httptest.NewServer(http.HandlerFunc(u.serve))
+	t.Cleanup(u.srv.Close)
+	return u
+}
+
+func (u *upstream) URL() string { return u.srv.URL + "/v1" }
+
+func (u *upstream) setMode(m string) { u.mu.Lock(); u.mode = m; u.mu.Unlock() }
+
+func (u *upstream) last(t *testing.T) map[string]json.RawMessage {
+	t.Helper()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.requests) == 0 {
+		t.Fatal("the upstream got no request")
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(u.requests[len(u.requests)-1], &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
+	u.mu.Lock()
+	mode := u.mode
+	u.mu.Unlock()
+	if r.URL.Path == "/v1/models" {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"object":"list","data":[{"id":"fake-model","object":"model","created":1,"owned_by":"test"}]}`)
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	u.mu.Lock()
+	u.requests = append(u.requests, body)
+	u.auth = append(u.auth, r.Header.Get("Authorization"))
+	u.gateway = append(u.gateway, r.Header.Get("X-Gateway-User"))
+	u.mu.Unlock()
+	switch mode {
+	case "500":
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		fmt.Fprint(w, `{"error":{"message":"model crashed","type":"server_error","param":null,"code":"boom"}}`)
+		return
+	case "hang":
+		<-r.Context().Done()
+		return
+	}
+	var req struct {
+		Stream bool `json:"stream"`
+	}
+	_ = json.Unmarshal(body, &req)
+	id := fmt.Sprintf("chatcmpl-%d", time.Now().UnixNano())
+	if !req.Stream {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":%q,"object":"chat.completion","created":1,"model":"fake-model","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":11,"completion_tokens":7,"total_tokens":18}}`, id, replyText)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	var sent bytes.Buffer
+	write := func(s string) {
+		sent.WriteString(s)
+		_, _ = io.WriteString(w, s)
+		w.(http.Flusher).Flush()
+	}
+	write(fmt.Sprintf("data: {\"id\":%q,\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"fake-model\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":null}]}\n\n", id))
+	for _, word := range strings.SplitAfter(replyText, " ") {
+		write(fmt.Sprintf("data: {\"id\":%q,\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"fake-model\",\"choices\":[{\"index\":0,\"delta\":{\"content\":%q},\"finish_reason\":null}]}\n\n", id, word))
+	}
+	write(fmt.Sprintf("data: {\"id\":%q,\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"fake-model\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":7,\"total_tokens\":18}}\n\n", id))
+	write("data: [DONE]\n\n")
+	u.mu.Lock()
+	u.sent = sent.Bytes()
+	u.mu.Unlock()
+}
+
+// env is a real memoryd (in-process app on an isolated schema, prefix and
+// stream), a fake upstream and a proxy in front of it.
+type env struct {
+	app      *app.App
+	nc       *nats.Conn
+	prefix   string
+	stream   string
+	up       *upstream
+	proxy    *proxy.Proxy
+	url      string
+	keys     map[string]string // user → key
+	memory   *events.Client
+	stopOnce sync.Once
+}
+
+func newEnv(t testing.TB, mod func(*proxy.Config)) *env {
+	t.Helper()
+	_, dbURL := storetest.Schema(t)
+	dbURL += fmt.Sprintf("&pool_max_conns=%d", storetest.MaxConns)
+	nc := eventstest.Conn(t)
+	prefix, stream := eventstest.Names(t, nc)
+	cfg := app.Defaults()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.NATS.URL, cfg.Store.URL, cfg.Prefix, cfg.Stream = eventstest.URL(), dbURL, prefix, stream
+	cfg.Worker.Workers, cfg.Worker.JobTimeout, cfg.Enricher.Timeout = 2, time.Minute, 5*time.Second
+	cfg.EnrichPool.MaxConns, cfg.EnrichPool.MinConns = 2, 1
+	a, err := app.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Stop(context.Background()) })
+
+	e := &env{app: a, nc: nc, prefix: prefix, stream: stream, up: newUpstream(t), keys: map[string]string{}}
+	var lines []string
+	for _, user := range []string{"alice", "bob"} {
+		key, err := apikeys.Generate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.keys[user] = key
+		lines = append(lines, apikeys.Hash(key)+" "+user)
+	}
+	keys, err := apikeys.New(apikeys.Config{Text: strings.Join(lines, ";")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := proxy.Config{
+		Upstream: e.up.URL(), UpstreamKey: upstreamKey, Listen: "127.0.0.1:0", Keys: keys,
+		Conn: nc, Prefix: prefix, EnrichBudget: 5 * time.Second, Logger: slog.New(slog.DiscardHandler),
+	}
+	if mod != nil {
+		mod(&pc)
+	}
+	if e.proxy, err = proxy.New(pc); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.proxy.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.stop)
+	e.url = "http://" + e.proxy.Addr() + "/v1"
+	e.memory = events.NewClient(nc, prefix)
+	return e
+}
+
+// stop stops the proxy, waiting for the turns it is publishing.
+func (e *env) stop() {
+	e.stopOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = e.proxy.Stop(ctx)
+	})
+}
+
+func (e *env) client(user string) *openai.Client {
+	c := openai.DefaultConfig(e.keys[user])
+	c.BaseURL = e.url
+	return openai.NewClientWithConfig(c)
+}
+
+// turnsPublished is the number of turns on the stream for user.
+func (e *env) turnsPublished(t *testing.T, user string) uint64 {
+	t.Helper()
+	js, err := jetstream.New(e.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(context.Background(), e.stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subj := events.TurnSubject(e.prefix, user)
+	info, err := s.Info(context.Background(), jetstream.WithSubjectFilter(subj))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Subjects[subj]
+}
+
+// setFact sets a fact once the service answers (it starts its endpoints
+// in the background).
+func (e *env) setFact(t *testing.T, user, key, value string) {
+	t.Helper()
+	eventstest.Eventually(t, "facts.set to succeed", time.Minute, func() (bool, string) {
+		_, err := e.memory.SetFact(context.Background(), user, key, value)
+		return err == nil, fmt.Sprint(err)
+	})
+}
+
+func (e *env) waitProcessed(t *testing.T, user string, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := e.app.WaitProcessed(ctx, user, n, nil); err != nil {
+		t.Fatalf("waiting for %d turns of %s: %v", n, user, err)
+	}
+}
+
+// lastUserContent is the content of the last message of the upstream's last
+// request, as raw JSON.
+func lastMessage(t *testing.T, req map[string]json.RawMessage) (all []json.RawMessage, last map[string]json.RawMessage) {
+	t.Helper()
+	if err := json.Unmarshal(req["messages"], &all); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(all[len(all)-1], &last); err != nil {
+		t.Fatal(err)
+	}
+	return all, last
+}
+
+// TestRemembersAndRecalls: a streamed conversation through go-openai
+// reaches the client byte for byte and lands in memory through the real
+// pipeline; a second conversation's last user message reaches the upstream
+// enriched with it, the earlier messages and unknown fields as sent, and the
+// upstream sees its own key, never the client's.
+func TestRemembersAndRecalls(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+
+	// Conversation 1, streamed, raw HTTP: the client's bytes are the upstream's.
+	body := `{"model":"fake-model","stream":true,"messages":[{"role":"user","content":"I live in Lisbon"}]}`
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/chat/completions", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+e.keys["alice"])
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("stream: %s, %v", resp.Status, err)
+	}
+	e.up.mu.Lock()
+	sent := e.up.sent
+	auth := e.up.auth[0]
+	e.up.mu.Unlock()
+	if !bytes.Equal(got, sent) {
+		t.Fatalf("the client got\n%q\nthe upstream sent\n%q", got, sent)
+	}
+	if auth != "Bearer "+upstreamKey {
+		t.Fatalf("the upstream got Authorization %q, want its own key", auth)
+	}
+	e.waitProcessed(t, "alice", 1)
+
+	// Conversation 2 through go-openai, not streamed.
+	c := e.client("alice")
+	cr, err := c.CreateChatCompletion(ctx, openai.ChatCompletionRequest{
+		Model: "fake-model",
+		Messages: []openai.ChatCompletionMessage{
+			{Role: "system", Content: "You are terse."},
+			{Role: "user", Content: "hello"},
+			{Role: "assistant", Content: "hi"},
+			{Role: "user", Content: "where do I live?"},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cr.Choices[0].Message.Content != replyText || cr.Usage.TotalTokens != 18 {
+		t.Fatalf("reply %+v", cr)
+	}
+	msgs, last := lastMessage(t, e.up.last(t))
+	var content string
+	if err := json.Unmarshal(last["content"], &content); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(content, "where do I live?\n\n") || !strings.Contains(content, events.FactsMarker) || !strings.Contains(content, "Lisbon") {
+		t.Fatalf("the upstream got the last user message %q, want it enriched with Lisbon", content)
+	}
+	for i, want := range []string{"You are terse.", "hello", "hi"} {
+		var m struct{ Content string }
+		if err := json.Unmarshal(msgs[i], &m); err != nil || m.Content != want {
+			t.Fatalf("message %d reached the upstream as %s, want the client's %q", i, msgs[i], want)
+		}
+	}
+	// Both turns published, each without the injection.
+	e.waitProcessed(t, "alice", 2)
+	list, err := e.memory.Search(ctx, events.SearchRequest{UserID: "alice", Query: "where do I live"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range list.Results {
+		if strings.Contains(it.Question, events.FactsMarker) {
+			t.Fatalf("a stored item holds the injection: %+v", it)
+		}
+	}
+}
+
+// TestPartsAndUnknownFields: array-of-parts content gets the injection as
+// one more text part; fields the proxy does not know reach the upstream;
+// "memory" is memoryd's and does not.
+func TestPartsAndUnknownFields(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	e.setFact(t, "alice", "location", "Porto")
+	body := `{"model":"fake-model","x_custom":{"a":[1,2]},"memory":true,"messages":[{"role":"user","name":"al","content":[{"type":"text","text":"where do I live?"},{"type":"image_url","image_url":{"url":"data:,"}}]}]}`
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/chat/completions", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+e.keys["alice"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatal(resp.Status)
+	}
+	up := e.up.last(t)
+	if string(up["x_custom"]) != `{"a":[1,2]}` {
+		t.Errorf("x_custom reached the upstream as %s", up["x_custom"])
+	}
+	if _, ok := up["memory"]; ok {
+		t.Error(`"memory" was forwarded`)
+	}
+	_, last := lastMessage(t, up)
+	if string(last["name"]) != `"al"` {
+		t.Errorf("the message's name reached the upstream as %s", last["name"])
+	}
+	var parts []map[string]any
+	if err := json.Unmarshal(last["content"], &parts); err != nil {
+		t.Fatal(err)
+	}
+	if len(parts) != 3 || parts[0]["text"] != "where do I live?" || parts[1]["type"] != "image_url" ||
+		parts[2]["type"] != "text" || !strings.Contains(fmt.Sprint(parts[2]["text"]), "location=Porto") {
+		t.Fatalf("parts reached the upstream as %v", parts)
+	}
+}
+
+// TestAuth: a missing or unknown key is a 401 in OpenAI's error shape, for
+// chat and models; nothing reaches the upstream.
+func TestAuth(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	for _, key := range []string{"", "mk-unknown", upstreamKey, apikeys.Hash(e.keys["alice"])} {
+		for _, path := range []string{"/chat/completions", "/models"} {
+			method := http.MethodPost
+			if path == "/models" {
+				method = http.MethodGet
+			}
+			req, _ := http.NewRequest(method, e.url+path, strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+			if key != "" {
+				req.Header.Set("Authorization", "Bearer "+key)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var body struct {
+				Error struct{ Message, Type, Code string }
+			}
+			err = json.NewDecoder(resp.Body).Decode(&body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized || err != nil || body.Error.Code != "invalid_api_key" || body.Error.Message == "" {
+				t.Errorf("key %q %s: %s %+v %v", key, path, resp.Status, body, err)
+			}
+		}
+	}
+	// go-openai sees an APIError with the status.
+	c := openai.DefaultConfig("mk-wrong")
+	c.BaseURL = e.url
+	_, err := openai.NewClientWithConfig(c).ListModels(context.Background())
+	var apiErr *openai.APIError
+	if !errors.As(err, &apiErr) || apiErr.HTTPStatusCode != http.StatusUnauthorized {
+		t.Errorf("go-openai with a wrong key: %v", err)
+	}
+	e.up.mu.Lock()
+	n := len(e.up.requests)
+	e.up.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d requests reached the upstream without a valid key", n)
+	}
+	// A valid key lists the upstream's models.
+	models, err := e.client("alice").ListModels(context.Background())
+	if err != nil || len(models.Models) != 1 || models.Models[0].ID != "fake-model" {
+		t.Fatalf("models: %+v, %v", models, err)
+	}
+}
+
+// TestBodyUserIsNotIdentity: alice's key with "user": "bob" in the body
+// reads alice's memory and remembers the turn as alice's.
+func TestBodyUserIsNotIdentity(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	e.setFact(t, "bob", "location", "Berlin")
+	_, err := e.client("alice").CreateChatCompletion(ctx, openai.ChatCompletionRequest{
+		Model: "fake-model", User: "bob",
+		Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "I live in Madrid, where does bob live?"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, last := lastMessage(t, e.up.last(t))
+	if strings.Contains(string(last["content"]), "Berlin") {
+		t.Fatalf("alice's request was enriched with bob's memory: %s", last["content"])
+	}
+	e.stop() // waits for the publish
+	if a, b := e.turnsPublished(t, "alice"), e.turnsPublished(t, "bob"); a != 1 || b != 0 {
+		t.Fatalf("turns published: alice %d, bob %d; want 1, 0", a, b)
+	}
+}
+
+// TestMemoryOff: the X-Memory header and the body field each opt a request
+// out of enrich and of remembering; a request without them is remembered.
+func TestMemoryOff(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	e.setFact(t, "alice", "location", "Rome")
+	send := func(body string, header bool) map[string]json.RawMessage {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, e.url+"/chat/completions", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+e.keys["alice"])
+		if header {
+			req.Header.Set("X-Memory", "off")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatal(resp.Status)
+		}
+		return e.up.last(t)
+	}
+	for _, tc := range []struct {
+		body   string
+		header bool
+	}{
+		{`{"model":"m","memory":false,"messages":[{"role":"user","content":"where do I live?"}]}`, false},
+		{`{"model":"m","stream":true,"memory":false,"messages":[{"role":"user","content":"where do I live?"}]}`, false},
+		{`{"model":"m","messages":[{"role":"user","content":"where do I live?"}]}`, true},
+	} {
+		up := send(tc.body, tc.header)
+		if _, ok := up["memory"]; ok {
+			t.Error(`"memory" was forwarded`)
+		}
+		if _, last := lastMessage(t, up); strings.Contains(string(last["content"]), "Rome") {
+			t.Errorf("%s (header %v): enriched although memory is off: %s", tc.body, tc.header, last["content"])
+		}
+	}
+	up := send(`{"model":"m","messages":[{"role":"user","content":"where do I live?"}]}`, false)
+	if _, last := lastMessage(t, up); !strings.Contains(string(last["content"]), "Rome") {
+		t.Fatalf("with memory on the request was not enriched: %s", last["content"])
+	}
+	e.stop()
+	if n := e.turnsPublished(t, "alice"); n != 1 {
+		t.Fatalf("%d turns published, want 1 (only the request with memory on)", n)
+	}
+}
+
+// TestUpstreamFailures: an upstream error passes through unchanged (status
+// and body), a hung upstream is a 504; neither is remembered.
+func TestUpstreamFailures(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *proxy.Config) { c.UpstreamTimeout = 300 * time.Millisecond })
+	post := func() (*http.Response, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, e.url+"/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"I live in Oslo"}]}`))
+		req.Header.Set("Authorization", "Bearer "+e.keys["alice"])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, b
+	}
+	e.up.setMode("500")
+	resp, body := post()
+	if resp.StatusCode != http.StatusInternalServerError || string(body) != `{"error":{"message":"model crashed","type":"server_error","param":null,"code":"boom"}}` {
+		t.Fatalf("upstream 500 reached the client as %s %s", resp.Status, body)
+	}
+	_, err := e.client("alice").CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{
+		Model: "m", Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "hi"}}})
+	var apiErr *openai.APIError
+	if !errors.As(err, &apiErr) || apiErr.HTTPStatusCode != 500 || apiErr.Message != "model crashed" {
+		t.Fatalf("go-openai saw %v", err)
+	}
+	e.up.setMode("hang")
+	resp, body = post()
+	if resp.StatusCode != http.StatusGatewayTimeout || !strings.Contains(string(body), "upstream_timeout") {
+		t.Fatalf("hung upstream reached the client as %s %s", resp.Status, body)
+	}
+	e.stop()
+	if n := e.turnsPublished(t, "alice"); n != 0 {
+		t.Fatalf("%d turns published for failed requests, want 0", n)
+	}
+}
+
+// TestEnrichUnavailable: with no memoryd answering enrich (another
+// prefix), the request is forwarded unenriched and answered: memory never
+// breaks chat.
+func TestEnrichUnavailable(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *proxy.Config) {
+		c.Prefix = c.Prefix + "x" // nothing serves it
+		c.EnrichBudget, c.PublishAttempts, c.PublishTimeout = 200*time.Millisecond, 1, 200*time.Millisecond
+	})
+	cr, err := e.client("alice").CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{
+		Model: "m", Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "where do I live?"}}})
+	if err != nil || cr.Choices[0].Message.Content != replyText {
+		t.Fatalf("reply %+v, %v", cr, err)
+	}
+	if _, last := lastMessage(t, e.up.last(t)); string(last["content"]) != `"where do I live?"` {
+		t.Fatalf("the upstream got %s, want the message unenriched", last["content"])
+	}
+}
+
+// TestTrustedUserHeader: when configured, the gateway's header is the user
+// (without a key) and is not forwarded; without it a key is still needed.
+func TestTrustedUserHeader(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *proxy.Config) { c.TrustedUserHeader = "X-Gateway-User" })
+	e.setFact(t, "carol", "location", "Quito")
+	post := func(header string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, e.url+"/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"where do I live?"}]}`))
+		if header != "" {
+			req.Header.Set("X-Gateway-User", header)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post(""); code != http.StatusUnauthorized {
+		t.Fatalf("no header, no key: %d", code)
+	}
+	if code := post("carol"); code != http.StatusOK {
+		t.Fatalf("header carol: %d", code)
+	}
+	if _, last := lastMessage(t, e.up.last(t)); !strings.Contains(string(last["content"]), "Quito") {
+		t.Fatalf("carol's request was not enriched with carol's memory: %s", last["content"])
+	}
+	e.up.mu.Lock()
+	defer e.up.mu.Unlock()
+	if len(e.up.auth) != 1 || e.up.auth[0] != "Bearer "+upstreamKey || e.up.gateway[0] != "" {
+		t.Fatalf("upstream Authorization %q, X-Gateway-User %q", e.up.auth, e.up.gateway)
+	}
+}

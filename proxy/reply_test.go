@@ -1,0 +1,98 @@
+package proxy
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestReplyStream feeds an SSE body cut at every byte boundary: the text,
+// id and completion are the same whatever the chunking; a stream without a
+// finish reason is not done (not remembered).
+func TestReplyStream(t *testing.T) {
+	body := "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":null}]}\r\n\r\n" +
+		": keep-alive comment\n\n" +
+		"data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"},\"finish_reason\":null},{\"index\":1,\"delta\":{\"content\":\"other choice\"}}]}\n\n" +
+		"data:{\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo é\"},\"finish_reason\":null}]}\n\n" +
+		"data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n" +
+		"data: [DONE]\n\n"
+	for cut := 1; cut < len(body); cut++ {
+		a := reply{streamed: true}
+		a.feed([]byte(body[:cut]))
+		a.feed([]byte(body[cut:]))
+		a.end()
+		if !a.done() || a.text.String() != "Hello é" || a.id != "c1" {
+			t.Fatalf("cut at %d: done %v, text %q, id %q", cut, a.done(), a.text.String(), a.id)
+		}
+	}
+	cutShort := body[:strings.Index(body, "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{},")]
+	a := reply{streamed: true}
+	a.feed([]byte(cutShort))
+	a.end()
+	if a.done() {
+		t.Fatal("a stream cut before its finish reason counts as done")
+	}
+}
+
+func TestReplyJSON(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		done bool
+		text string
+	}{
+		{`{"id":"c2","choices":[{"index":0,"message":{"role":"assistant","content":"Hi"},"finish_reason":"stop"}]}`, true, "Hi"},
+		{`{"id":"c2","choices":[]}`, false, ""},
+		{`{"id":"c2","choices":[{"index":0,"message":{"role":"assistant","content":"Hi"}`, false, ""}, // cut
+		{`not json`, false, ""},
+	} {
+		a := reply{}
+		for _, b := range []byte(tc.body) {
+			a.feed([]byte{b})
+		}
+		a.end()
+		if a.done() != tc.done || a.text.String() != tc.text {
+			t.Errorf("%s: done %v text %q; want %v %q", tc.body, a.done(), a.text.String(), tc.done, tc.text)
+		}
+	}
+}
+
+// TestRequestBody: only the last user message changes; the other messages'
+// bytes, "<" included, are the client's; "memory" is dropped.
+func TestRequestBody(t *testing.T) {
+	in := `{"model":"m","memory":true,"messages":[{"role":"system","content":"a <b> & c"},{"role":"user","content":"first"},{"role":"assistant","content":"x"},{"role":"user","content":"second"},{"role":"assistant","content":"pending"}],"temperature":0.2}`
+	rq, err := parseRequest([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rq.last != 3 || rq.text != "second" || !rq.memory || rq.stream {
+		t.Fatalf("parsed %+v", rq)
+	}
+	out, err := rq.body("[facts: location=Lisbon]")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Memory      *bool             `json:"memory"`
+		Temperature float64           `json:"temperature"`
+		Messages    []json.RawMessage `json:"messages"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Memory != nil || got.Temperature != 0.2 || len(got.Messages) != 5 {
+		t.Fatalf("body %s", out)
+	}
+	for i, want := range []string{`{"role":"system","content":"a <b> & c"}`, `{"role":"user","content":"first"}`, `{"role":"assistant","content":"x"}`, "", `{"role":"assistant","content":"pending"}`} {
+		if i != 3 && string(got.Messages[i]) != want {
+			t.Errorf("message %d: %s, want %s", i, got.Messages[i], want)
+		}
+	}
+	if string(got.Messages[3]) != `{"content":"second\n\n[facts: location=Lisbon]","role":"user"}` {
+		t.Errorf("enriched message %s", got.Messages[3])
+	}
+	for _, bad := range []string{`[]`, `{"memory":"no","messages":[]}`, `{"messages":{}}`, `{"messages":[1]}`} {
+		if _, err := parseRequest([]byte(bad)); err == nil {
+			t.Errorf("%s: no error", bad)
+		}
+	}
+}
