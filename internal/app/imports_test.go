@@ -26,6 +26,8 @@ func TestImportGraph(t *testing.T) {
 		"migrations":   {},
 		"embedding":    {},
 		"chunker":      {},
+		"apikeys":      {},
+		"proxy":        {"events"},
 		"store":        {"migrations"},
 		"extractor":    {"events"},
 		"worker":       {"embedding", "events", "extractor", "store"},

@@ -1,0 +1,275 @@
+// Package apikeys maps API keys to user ids. Keys are kept only as SHA-256
+// hashes: a key file holds one "sha256:<hex> <user_id>" line per key, "#"
+// starts a comment. A Set is loaded from a file and/or inline text (an
+// environment variable's value, in the same format) and, once started,
+// reloads the file when its modification time or size changes.
+package apikeys
+
+import (
+	"bufio"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// HashPrefix starts every hash in a key file.
+const HashPrefix = "sha256:"
+
+// DefaultPollInterval is how often a started Set checks its file for changes.
+const DefaultPollInterval = 2 * time.Second
+
+// Config configures a Set. At least one of File and Text must be given.
+type Config struct {
+	// File is the key file, reloaded on change. Empty: no file.
+	File string
+	// Text holds more entries in the file's format (lines, or entries
+	// separated by ";"), e.g. from an environment variable. Loaded once.
+	Text string
+	// PollInterval is how often Start's goroutine checks File. Default
+	// DefaultPollInterval.
+	PollInterval time.Duration
+	// Logger receives reload errors. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.PollInterval <= 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if c.File == "" && strings.TrimSpace(c.Text) == "" {
+		return errors.New("apikeys: File or Text is required (no keys configured)")
+	}
+	return nil
+}
+
+// entry is one key: its hash and the user it stands for.
+type entry struct {
+	hash [sha256.Size]byte
+	user string
+}
+
+// Set answers which user a key belongs to. It is safe for concurrent use.
+type Set struct {
+	cfg    Config
+	inline []entry
+
+	mu      sync.RWMutex
+	entries []entry
+	mtime   time.Time
+	size    int64
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// New loads the keys of cfg; a bad line is an error naming it.
+func New(cfg Config) (*Set, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	inline, err := parse(strings.NewReader(strings.ReplaceAll(cfg.Text, ";", "\n")), "inline keys")
+	if err != nil {
+		return nil, err
+	}
+	s := &Set{cfg: cfg, inline: inline}
+	if _, err := s.Reload(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// parse reads key lines from r; name labels errors ("keys.txt line 3: ...").
+func parse(r io.Reader, name string) ([]entry, error) {
+	var out []entry
+	sc := bufio.NewScanner(r)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		fields := strings.Fields(line)
+		if len(fields) != 2 {
+			return nil, fmt.Errorf("%s line %d: want %q, got %d fields", name, n, HashPrefix+"<hex> <user_id>", len(fields))
+		}
+		hexHash, ok := strings.CutPrefix(fields[0], HashPrefix)
+		if !ok {
+			return nil, fmt.Errorf("%s line %d: the hash must start with %q (keys are stored hashed, never in plaintext)", name, n, HashPrefix)
+		}
+		raw, err := hex.DecodeString(hexHash)
+		if err != nil || len(raw) != sha256.Size {
+			return nil, fmt.Errorf("%s line %d: the hash is not %d hex digits", name, n, 2*sha256.Size)
+		}
+		var e entry
+		copy(e.hash[:], raw)
+		e.user = fields[1]
+		out = append(out, e)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return out, nil
+}
+
+// Reload re-reads the file when its modification time or size changed since
+// the last load and reports whether it did. On an error the keys loaded
+// before stay in force.
+func (s *Set) Reload() (bool, error) {
+	if s.cfg.File == "" {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.entries == nil {
+			s.entries = s.inline
+		}
+		return false, nil
+	}
+	st, err := os.Stat(s.cfg.File)
+	if err != nil {
+		return false, fmt.Errorf("apikeys: %w", err)
+	}
+	s.mu.RLock()
+	same := s.entries != nil && st.ModTime().Equal(s.mtime) && st.Size() == s.size
+	s.mu.RUnlock()
+	if same {
+		return false, nil
+	}
+	f, err := os.Open(s.cfg.File)
+	if err != nil {
+		return false, fmt.Errorf("apikeys: %w", err)
+	}
+	defer f.Close()
+	fromFile, err := parse(f, s.cfg.File)
+	if err != nil {
+		return false, fmt.Errorf("apikeys: %w", err)
+	}
+	all := append(append([]entry{}, s.inline...), fromFile...)
+	s.mu.Lock()
+	s.entries, s.mtime, s.size = all, st.ModTime(), st.Size()
+	s.mu.Unlock()
+	return true, nil
+}
+
+// Lookup returns the user of key. Every stored hash is compared in constant
+// time, so the time taken does not tell how close a guess came.
+func (s *Set) Lookup(key string) (userID string, ok bool) {
+	if key == "" {
+		return "", false
+	}
+	h := sha256.Sum256([]byte(key))
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, e := range s.entries {
+		if subtle.ConstantTimeCompare(h[:], e.hash[:]) == 1 && !ok {
+			userID, ok = e.user, true
+		}
+	}
+	return userID, ok
+}
+
+// Len is the number of keys loaded.
+func (s *Set) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.entries)
+}
+
+// Start starts the goroutine that reloads the file on change (none without
+// a file). Stop ends it.
+func (s *Set) Start() {
+	if s.cfg.File == "" || s.stop != nil {
+		return
+	}
+	s.stop, s.done = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(s.cfg.PollInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-t.C:
+				if changed, err := s.Reload(); err != nil {
+					s.cfg.Logger.Error("api keys not reloaded, the previous keys stay in force", "file", s.cfg.File, "error", err)
+				} else if changed {
+					s.cfg.Logger.Info("api keys reloaded", "file", s.cfg.File, "keys", s.Len())
+				}
+			}
+		}
+	}()
+}
+
+// Stop stops the reload goroutine and waits for it.
+func (s *Set) Stop() {
+	if s.stop == nil {
+		return
+	}
+	close(s.stop)
+	<-s.done
+	s.stop = nil
+}
+
+// Hash is the key file form of key: "sha256:<hex>".
+func Hash(key string) string {
+	h := sha256.Sum256([]byte(key))
+	return HashPrefix + hex.EncodeToString(h[:])
+}
+
+// Generate returns a new random key ("mk-" and 64 hex digits).
+func Generate() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("apikeys: generate: %w", err)
+	}
+	return "mk-" + hex.EncodeToString(b[:]), nil
+}
+
+// Add generates a key for userID, appends its hash to file (created with
+// mode 0600 when missing) and returns the key, which is stored nowhere else.
+func Add(file, userID string) (string, error) {
+	if userID == "" || strings.ContainsAny(userID, " \t\r\n#") {
+		return "", fmt.Errorf("apikeys: user id %q must be non-empty without spaces or '#'", userID)
+	}
+	key, err := Generate()
+	if err != nil {
+		return "", err
+	}
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("apikeys: %w", err)
+	}
+	lead := ""
+	if st, err := f.Stat(); err == nil && st.Size() > 0 {
+		last := make([]byte, 1)
+		if r, err := os.Open(file); err == nil {
+			if _, err := r.ReadAt(last, st.Size()-1); err == nil && last[0] != '\n' {
+				lead = "\n" // the file's last line has no newline: do not extend it
+			}
+			r.Close()
+		}
+	}
+	if _, err := fmt.Fprintf(f, "%s%s %s\n", lead, Hash(key), userID); err != nil {
+		f.Close()
+		return "", fmt.Errorf("apikeys: write %s: %w", file, err)
+	}
+	if err := f.Close(); err != nil {
+		return "", fmt.Errorf("apikeys: write %s: %w", file, err)
+	}
+	return key, nil
+}

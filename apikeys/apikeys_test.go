@@ -1,0 +1,193 @@
+package apikeys
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParse(t *testing.T) {
+	good := Hash("k1")
+	tests := []struct {
+		name, text, wantErr string
+		want                int
+	}{
+		{"empty", "", "", 0},
+		{"comments and blanks", "# keys\n\n  # more\n", "", 0},
+		{"one", good + " alice\n", "", 1},
+		{"two with comment", "# a\n" + good + " alice\n" + Hash("k2") + " bob", "", 2},
+		{"missing user", good + "\n", "t line 1: want", 0},
+		{"extra field", good + " alice x\n", "t line 1: want", 0},
+		{"plaintext key", "# c\nmk-abc alice\n", `t line 2: the hash must start with "sha256:"`, 0},
+		{"short hash", "sha256:abcd alice\n", "t line 1: the hash is not 64 hex digits", 0},
+		{"not hex", "sha256:" + strings.Repeat("z", 64) + " alice\n", "t line 1: the hash is not 64 hex digits", 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parse(strings.NewReader(tc.text), "t")
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want it to contain %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != tc.want {
+				t.Fatalf("%d entries, want %d", len(got), tc.want)
+			}
+		})
+	}
+}
+
+func TestLookup(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "keys")
+	if err := os.WriteFile(file, []byte("# test\n"+Hash("file-key")+" alice\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{File: file, Text: Hash("env-key") + " bob;" + Hash("env-key2") + " carol"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		key, user string
+		ok        bool
+	}{
+		{"file-key", "alice", true},
+		{"env-key", "bob", true},
+		{"env-key2", "carol", true},
+		{"other", "", false},
+		{"", "", false},
+		{Hash("file-key"), "", false}, // the hash itself is not a key
+	} {
+		user, ok := s.Lookup(tc.key)
+		if user != tc.user || ok != tc.ok {
+			t.Errorf("Lookup(%q) = %q, %v; want %q, %v", tc.key, user, ok, tc.user, tc.ok)
+		}
+	}
+}
+
+func TestNewErrors(t *testing.T) {
+	if _, err := New(Config{}); err == nil || !strings.Contains(err.Error(), "File or Text") {
+		t.Errorf("no keys: err = %v", err)
+	}
+	if _, err := New(Config{File: filepath.Join(t.TempDir(), "missing")}); err == nil {
+		t.Error("missing file: no error")
+	}
+	if _, err := New(Config{Text: "mk-plain alice"}); err == nil || !strings.Contains(err.Error(), "inline keys line 1") {
+		t.Errorf("plaintext inline key: err = %v", err)
+	}
+}
+
+// TestReload changes the file and triggers the check directly: a new key
+// works, a removed one stops working, and a broken file keeps the keys in
+// force.
+func TestReload(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "keys")
+	write := func(text string, at time.Time) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// Distinct modification times, whatever the file system's granularity.
+		if err := os.Chtimes(file, at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := time.Now().Add(-time.Hour)
+	write(Hash("k1")+" alice\n", base)
+	s, err := New(Config{File: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := s.Reload(); err != nil || changed {
+		t.Fatalf("unchanged file: Reload = %v, %v", changed, err)
+	}
+	write(Hash("k2")+" bob\n", base.Add(time.Second))
+	if changed, err := s.Reload(); err != nil || !changed {
+		t.Fatalf("changed file: Reload = %v, %v", changed, err)
+	}
+	if _, ok := s.Lookup("k1"); ok {
+		t.Error("removed key k1 still accepted")
+	}
+	if u, ok := s.Lookup("k2"); !ok || u != "bob" {
+		t.Errorf("new key k2: %q, %v", u, ok)
+	}
+	write("garbage line here\n", base.Add(2*time.Second))
+	if _, err := s.Reload(); err == nil || !strings.Contains(err.Error(), "line 1") {
+		t.Fatalf("broken file: err = %v", err)
+	}
+	if u, ok := s.Lookup("k2"); !ok || u != "bob" {
+		t.Errorf("after a broken reload k2: %q, %v; the previous keys should stay", u, ok)
+	}
+}
+
+// TestStartReloads runs the owned goroutine with a short interval and waits
+// (bounded) for it to pick up a new key.
+func TestStartReloads(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(file, []byte(Hash("k1")+" alice\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{File: file, PollInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	defer s.Stop()
+	key, err := Add(file, "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if u, ok := s.Lookup(key); ok {
+			if u != "bob" {
+				t.Fatalf("user %q, want bob", u)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the started Set did not reload the added key within 10s")
+		}
+		time.Sleep(time.Millisecond) // poll a condition, bounded above
+	}
+	s.Stop()
+	s.Stop() // idempotent
+}
+
+func TestAdd(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "keys")
+	// A file whose last line has no newline: Add must not extend that line.
+	if err := os.WriteFile(file, []byte(Hash("k1")+" alice"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	key, err := Add(file, "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), key) {
+		t.Fatal("the key file holds the plaintext key")
+	}
+	s, err := New(Config{File: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u, ok := s.Lookup(key); !ok || u != "bob" {
+		t.Errorf("added key: %q, %v", u, ok)
+	}
+	if u, ok := s.Lookup("k1"); !ok || u != "alice" {
+		t.Errorf("existing key: %q, %v", u, ok)
+	}
+	if _, err := Add(file, "a b"); err == nil {
+		t.Error("user id with a space accepted")
+	}
+}

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/memoryd/memoryd/apikeys"
+	"github.com/memoryd/memoryd/proxy"
+)
+
+// runProxy serves the OpenAI-compatible endpoint with memory until ctx ends.
+func runProxy(ctx context.Context, a *cli, args []string) error {
+	var (
+		conn            connOptions
+		cfg             proxy.Config
+		keysFile        string
+		keyHashes       string
+		shutdownTimeout time.Duration
+	)
+	f := newFlags("proxy", `Usage: memoryd proxy --upstream URL --keys FILE [flags]
+
+Serves an OpenAI-compatible API (POST /v1/chat/completions, streaming or not;
+GET /v1/models passed through) in front of the OpenAI-compatible server at
+--upstream. Each request's user is the one its API key stands for ('memoryd
+keys add' creates keys); the last user message is enriched with that user's
+memory before it is forwarded, and the finished turn is published to memoryd.
+A request with the header 'X-Memory: off' or the body field "memory": false
+is forwarded without either. A running 'memoryd serve' answers enrich and
+stores the turns.`)
+	conn.register(f)
+	f.String(&cfg.Upstream, "upstream", "", "OpenAI-compatible base URL to forward to, e.g. http://127.0.0.1:11434/v1 (required)")
+	f.Secret(&cfg.UpstreamKey, "upstream-key", "API key sent to the upstream (never the client's memoryd key)")
+	f.String(&cfg.Listen, "listen", proxy.DefaultListen, "address the proxy listens on")
+	f.String(&keysFile, "keys", "", "API key file, lines 'sha256:<hex> <user_id>' (memoryd keys add); reloaded on change")
+	f.Secret(&keyHashes, "key-hashes", "more key lines in the --keys format, separated by ';'")
+	f.String(&cfg.TrustedUserHeader, "trusted-user-header", "", "header a trusted gateway sets to the user id; only behind such a gateway (empty: off, keys only)")
+	f.String(&cfg.EnrichFormat, "enrich-format", "inline", "injection format appended to the last user message: inline, system or markdown")
+	f.Duration(&cfg.EnrichBudget, "enrich-budget", proxy.DefaultEnrichBudget, "bound on enrich; past it the request is forwarded unenriched")
+	f.Duration(&cfg.UpstreamTimeout, "upstream-timeout", proxy.DefaultUpstreamTimeout, "bound on the wait for the upstream's response headers (a stream may then run longer); past it the client gets 504")
+	f.Duration(&shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long requests in flight may take to finish on SIGINT/SIGTERM")
+	if err := f.Parse(args); err != nil {
+		return err
+	}
+	if f.NArg() > 0 {
+		return f.usageErr("unexpected argument %q", f.Arg(0))
+	}
+	if cfg.Upstream == "" {
+		return f.usageErr("--upstream is required")
+	}
+	logger, err := conn.logger(a)
+	if err != nil {
+		return err
+	}
+	if keysFile != "" || keyHashes != "" {
+		keys, err := apikeys.New(apikeys.Config{File: keysFile, Text: keyHashes, Logger: logger})
+		if err != nil {
+			return err
+		}
+		keys.Start()
+		defer keys.Stop()
+		cfg.Keys = keys
+	} else if cfg.TrustedUserHeader == "" {
+		return f.usageErr("--keys (or --key-hashes) is required unless --trusted-user-header is set")
+	}
+	nc, err := conn.connectNATS("memoryd-proxy", logger)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	cfg.Conn, cfg.Prefix, cfg.Logger = nc, conn.prefix, logger
+	p, err := proxy.New(cfg)
+	if err != nil {
+		return err
+	}
+	if err := p.Start(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stderr, "memoryd proxy: listening on http://%s/v1\n", p.Addr())
+	<-ctx.Done()
+	stopCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	return p.Stop(stopCtx)
+}

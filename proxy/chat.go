@@ -1,0 +1,411 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/memoryd/memoryd/events"
+)
+
+// apiError is OpenAI's error body.
+type apiError struct {
+	Error struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    string  `json:"code"`
+	} `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
+	var e apiError
+	e.Error.Message, e.Error.Type, e.Error.Code = msg, typ, code
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(e)
+}
+
+// user returns who the request is from: the trusted header when configured
+// and present, otherwise the user of the bearer key. The body is never
+// consulted.
+func (p *Proxy) user(r *http.Request) (string, bool) {
+	if h := p.cfg.TrustedUserHeader; h != "" {
+		if u := strings.TrimSpace(r.Header.Get(h)); u != "" {
+			return u, true
+		}
+	}
+	if p.cfg.Keys == nil {
+		return "", false
+	}
+	auth := r.Header.Get("Authorization")
+	key, ok := strings.CutPrefix(auth, "Bearer ")
+	if !ok {
+		return "", false
+	}
+	return p.cfg.Keys.Lookup(strings.TrimSpace(key))
+}
+
+func (p *Proxy) unauthorized(w http.ResponseWriter) {
+	writeError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
+		"Incorrect or missing API key: send a memoryd proxy key as 'Authorization: Bearer <key>' (memoryd keys add creates one).")
+}
+
+// models passes GET /v1/models (and /v1/models/{id}) through.
+func (p *Proxy) models(w http.ResponseWriter, r *http.Request) {
+	if _, ok := p.user(r); !ok {
+		p.unauthorized(w)
+		return
+	}
+	path := strings.TrimPrefix(r.URL.Path, "/v1")
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, p.upstream+path, nil)
+	if err != nil {
+		writeError(w, http.StatusBadGateway, "upstream_error", "upstream_unreachable", err.Error())
+		return
+	}
+	resp, ok := p.forward(w, r, req)
+	if !ok {
+		return
+	}
+	defer resp.Body.Close()
+	copyHeaders(w.Header(), resp.Header)
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
+}
+
+// hopHeaders are not forwarded in either direction: connection-level, the
+// body's length and encoding (the transport decodes), and the client's
+// credentials and memoryd's own headers.
+var hopHeaders = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true, "Proxy-Authorization": true,
+	"Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+	"Content-Length": true, "Content-Encoding": true, "Accept-Encoding": true,
+	"Authorization": true, MemoryHeader: true,
+}
+
+func copyHeaders(dst, src http.Header) {
+	for k, vs := range src {
+		if hopHeaders[http.CanonicalHeaderKey(k)] {
+			continue
+		}
+		for _, v := range vs {
+			dst.Add(k, v)
+		}
+	}
+}
+
+// forward sends req upstream with the client's headers (less credentials)
+// and the upstream's own key. On a transport error it writes a 502, or a
+// 504 on a timeout, and returns false.
+func (p *Proxy) forward(w http.ResponseWriter, in *http.Request, req *http.Request) (*http.Response, bool) {
+	copyHeaders(req.Header, in.Header)
+	if h := p.cfg.TrustedUserHeader; h != "" {
+		req.Header.Del(h)
+	}
+	if p.cfg.UpstreamKey != "" {
+		req.Header.Set("Authorization", "Bearer "+p.cfg.UpstreamKey)
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		if in.Context().Err() != nil {
+			return nil, false // the client went away
+		}
+		var ne interface{ Timeout() bool }
+		if errors.As(err, &ne) && ne.Timeout() {
+			writeError(w, http.StatusGatewayTimeout, "upstream_error", "upstream_timeout", "the upstream model server did not answer in time")
+			return nil, false
+		}
+		p.log.Warn("upstream request failed", "error", err)
+		writeError(w, http.StatusBadGateway, "upstream_error", "upstream_unreachable", "the upstream model server could not be reached")
+		return nil, false
+	}
+	return resp, true
+}
+
+// request is a chat completion request as far as the proxy reads it; every
+// other field stays as the client sent it.
+type request struct {
+	fields   map[string]json.RawMessage
+	messages []json.RawMessage
+	// last is the index in messages of the last user message, -1 if none.
+	last int
+	// text is the last user message's text (its text parts joined).
+	text   string
+	stream bool
+	memory bool
+}
+
+// parseRequest reads what the proxy needs from body.
+func parseRequest(body []byte) (*request, error) {
+	rq := &request{last: -1, memory: true}
+	if err := json.Unmarshal(body, &rq.fields); err != nil {
+		return nil, fmt.Errorf("the body is not a JSON object: %w", err)
+	}
+	if raw, ok := rq.fields["memory"]; ok {
+		var on bool
+		if err := json.Unmarshal(raw, &on); err != nil {
+			return nil, errors.New(`"memory" must be true or false`)
+		}
+		rq.memory = on
+	}
+	if raw, ok := rq.fields["stream"]; ok {
+		_ = json.Unmarshal(raw, &rq.stream) // a non-bool is the upstream's to reject
+	}
+	raw, ok := rq.fields["messages"]
+	if !ok {
+		return rq, nil // the upstream answers the missing field
+	}
+	if err := json.Unmarshal(raw, &rq.messages); err != nil {
+		return nil, fmt.Errorf(`"messages" is not an array: %w`, err)
+	}
+	for i := len(rq.messages) - 1; i >= 0; i-- {
+		var m struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		}
+		if err := json.Unmarshal(rq.messages[i], &m); err != nil {
+			return nil, fmt.Errorf("messages[%d] is not an object: %w", i, err)
+		}
+		if m.Role != "user" {
+			continue
+		}
+		rq.last = i
+		rq.text = contentText(m.Content)
+		break
+	}
+	return rq, nil
+}
+
+// contentText is the text of a message's content: the string, or the text
+// parts of an array of parts joined by newlines.
+func contentText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &parts) != nil {
+		return ""
+	}
+	var texts []string
+	for _, pt := range parts {
+		if pt.Type == "text" && pt.Text != "" {
+			texts = append(texts, pt.Text)
+		}
+	}
+	return strings.Join(texts, "\n")
+}
+
+// inject returns the last user message with injection appended to its
+// content: after a blank line for a string, as one more text part for an
+// array of parts. The message's other fields are kept.
+func inject(msg json.RawMessage, injection string) (json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(msg, &m); err != nil {
+		return nil, err
+	}
+	var s string
+	var content any
+	if err := json.Unmarshal(m["content"], &s); err == nil {
+		content = s + "\n\n" + injection
+	} else {
+		var parts []json.RawMessage
+		if err := json.Unmarshal(m["content"], &parts); err != nil {
+			return nil, fmt.Errorf("content is neither a string nor an array of parts")
+		}
+		part, _ := json.Marshal(map[string]string{"type": "text", "text": injection})
+		content = append(parts, part)
+	}
+	c, err := json.Marshal(content)
+	if err != nil {
+		return nil, err
+	}
+	m["content"] = c
+	return json.Marshal(m)
+}
+
+// body is the request to forward: memoryd's "memory" field removed and,
+// when injection is not empty, the last user message enriched; every other
+// byte of the messages as the client sent them.
+func (rq *request) body(injection string) ([]byte, error) {
+	delete(rq.fields, "memory")
+	if injection != "" && rq.last >= 0 {
+		msgs := append([]json.RawMessage(nil), rq.messages...)
+		m, err := inject(msgs[rq.last], injection)
+		if err != nil {
+			return nil, err
+		}
+		msgs[rq.last] = m
+		raw, err := json.Marshal(msgs)
+		if err != nil {
+			return nil, err
+		}
+		rq.fields["messages"] = raw
+	}
+	return json.Marshal(rq.fields)
+}
+
+// enrich returns the injection for the user's last message, or "" when
+// memory has nothing, is off, or did not answer within the budget (the
+// request then goes unenriched: memory never breaks chat).
+func (p *Proxy) enrich(ctx context.Context, user string, rq *request) string {
+	if !rq.memory || strings.TrimSpace(rq.text) == "" {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.EnrichBudget)
+	defer cancel()
+	msg := rq.text
+	if len(msg) > events.MaxMessageBytes {
+		msg = msg[len(msg)-events.MaxMessageBytes:] // the end of a long message is the question
+	}
+	reply, err := p.memory.Enrich(ctx, events.EnrichRequest{UserID: user, Message: msg, Format: p.cfg.EnrichFormat})
+	switch {
+	case err != nil:
+		p.log.Warn("enrich failed, forwarding unenriched", "user", user, "error", err)
+		return ""
+	case reply.Degraded:
+		p.log.Warn("enrich degraded, forwarding unenriched", "user", user, "reason", reply.Reason)
+		return ""
+	}
+	return reply.Injection
+}
+
+// chat serves POST /v1/chat/completions.
+func (p *Proxy) chat(w http.ResponseWriter, r *http.Request) {
+	user, ok := p.user(r)
+	if !ok {
+		p.unauthorized(w)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.cfg.MaxBodyBytes))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large",
+			fmt.Sprintf("the request body is over %d bytes or could not be read", p.cfg.MaxBodyBytes))
+		return
+	}
+	rq, err := parseRequest(body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid_request", err.Error())
+		return
+	}
+	if strings.EqualFold(strings.TrimSpace(r.Header.Get(MemoryHeader)), "off") {
+		rq.memory = false
+	}
+	out := body
+	injection := p.enrich(r.Context(), user, rq)
+	if _, has := rq.fields["memory"]; has || injection != "" {
+		if out, err = rq.body(injection); err != nil {
+			p.log.Warn("enriched request not built, forwarding unenriched", "user", user, "error", err)
+			if out, err = rq.body(""); err != nil {
+				writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid_request", err.Error())
+				return
+			}
+		}
+	}
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, p.upstream+"/chat/completions", bytes.NewReader(out))
+	if err != nil {
+		writeError(w, http.StatusBadGateway, "upstream_error", "upstream_unreachable", err.Error())
+		return
+	}
+	resp, ok := p.forward(w, r, req)
+	if !ok {
+		return
+	}
+	defer resp.Body.Close()
+	copyHeaders(w.Header(), resp.Header)
+	w.WriteHeader(resp.StatusCode)
+	var acc reply
+	if resp.StatusCode == http.StatusOK && rq.memory && rq.text != "" {
+		if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+			acc.streamed = true
+		}
+		err = relay(w, resp.Body, &acc)
+	} else {
+		err = relay(w, resp.Body, nil)
+	}
+	if err != nil || !acc.done() {
+		if err != nil {
+			p.log.Warn("reply not relayed whole, turn not published", "user", user, "error", err)
+		}
+		return
+	}
+	p.publish(user, rq.text, &acc)
+}
+
+// relay copies the upstream's body to the client as it arrives, flushing
+// after every read, and feeds acc (when not nil) the same bytes.
+func relay(w http.ResponseWriter, body io.Reader, acc *reply) error {
+	rc := http.NewResponseController(w)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return fmt.Errorf("write to client: %w", werr)
+			}
+			_ = rc.Flush()
+			if acc != nil {
+				acc.feed(buf[:n])
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			if acc != nil {
+				acc.end()
+			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read from upstream: %w", err)
+		}
+	}
+}
+
+// publish publishes the turn in the background with bounded retries; the
+// client's response is complete by then and does not depend on it.
+func (p *Proxy) publish(user, message string, acc *reply) {
+	id := acc.id
+	if id == "" {
+		// No completion id from the upstream: a random one (the turn is
+		// published once; retries below reuse it).
+		var b [12]byte
+		_, _ = rand.Read(b[:])
+		id = hex.EncodeToString(b[:])
+	}
+	turn := events.Turn{
+		ID:                "proxy-" + id,
+		UserID:            user,
+		UserMessage:       message,
+		AssistantResponse: acc.text.String(),
+		Timestamp:         time.Now().UTC(),
+	}
+	p.publishes.Add(1)
+	go func() {
+		defer p.publishes.Done()
+		var err error
+		for attempt := 1; attempt <= p.cfg.PublishAttempts; attempt++ {
+			ctx, cancel := context.WithTimeout(context.Background(), p.cfg.PublishTimeout)
+			_, err = p.pub.Publish(ctx, turn)
+			cancel()
+			if err == nil || errors.Is(err, events.ErrInvalid) {
+				break
+			}
+			time.Sleep(time.Duration(attempt) * 100 * time.Millisecond) // back off between attempts
+		}
+		if err != nil {
+			p.log.Error("turn not published", "user", user, "event_id", turn.ID, "error", err)
+			return
+		}
+		p.log.Debug("turn published", "user", user, "event_id", turn.ID)
+	}()
+}

@@ -1,0 +1,240 @@
+// Package proxy is an OpenAI-compatible HTTP endpoint with memory, in front
+// of any OpenAI-compatible upstream: POST /v1/chat/completions enriches the
+// last user message with the user's memory (over NATS, events.Client)
+// before forwarding it, streams the reply through as it arrives, and
+// publishes the finished turn to the turn stream (events.Publisher);
+// GET /v1/models is passed through. The user is the one the client's API
+// key stands for (or, only when configured, a trusted gateway's header),
+// never a field of the body.
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/memoryd/memoryd/events"
+)
+
+// Defaults of Config.
+const (
+	DefaultListen          = "127.0.0.1:8080"
+	DefaultEnrichBudget    = 300 * time.Millisecond
+	DefaultUpstreamTimeout = 2 * time.Minute
+	DefaultMaxBodyBytes    = 8 << 20
+	DefaultPublishAttempts = 3
+	DefaultPublishTimeout  = 5 * time.Second
+)
+
+// MemoryHeader set to "off" opts a request out of memory (no enrich, no
+// turn published), as does the body field "memory": false.
+const MemoryHeader = "X-Memory"
+
+// Keys maps an API key to the user it stands for (apikeys.Set).
+type Keys interface {
+	Lookup(key string) (userID string, ok bool)
+}
+
+// Config configures a Proxy.
+type Config struct {
+	// Upstream is the OpenAI-compatible base URL requests are forwarded to,
+	// e.g. http://127.0.0.1:11434/v1 (paths /chat/completions and /models
+	// are appended). Required.
+	Upstream string
+	// UpstreamKey is sent to the upstream as its bearer token; the
+	// client's memoryd key never is. Empty: no Authorization header.
+	UpstreamKey string
+	// Listen is the address Start listens on. Default DefaultListen.
+	Listen string
+	// Keys authenticates clients. Required unless TrustedUserHeader is set.
+	Keys Keys
+	// TrustedUserHeader, when set, names a header a trusted gateway in
+	// front of the proxy sets to the user id; a request carrying it is that
+	// user without a key. Off by default: anyone who can reach the proxy
+	// could set it.
+	TrustedUserHeader string
+	// Conn is the NATS connection enrich and publish use. Required.
+	Conn *nats.Conn
+	// Prefix is the subject prefix. Default events.DefaultPrefix.
+	Prefix string
+	// EnrichFormat is the injection format, events.FormatInline (default),
+	// FormatSystem or FormatMarkdown; the injection is appended to the last
+	// user message whatever the format.
+	EnrichFormat string
+	// EnrichBudget bounds the enrich request; past it the request is
+	// forwarded unenriched. Default DefaultEnrichBudget.
+	EnrichBudget time.Duration
+	// UpstreamTimeout bounds the wait for the upstream's response headers
+	// (not the streaming of the body). Default DefaultUpstreamTimeout.
+	UpstreamTimeout time.Duration
+	// MaxBodyBytes bounds a request body. Default DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// PublishAttempts and PublishTimeout bound publishing a turn.
+	// Defaults DefaultPublishAttempts and DefaultPublishTimeout.
+	PublishAttempts int
+	PublishTimeout  time.Duration
+	// Transport carries upstream requests. Default a clone of
+	// http.DefaultTransport.
+	Transport http.RoundTripper
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.Prefix == "" {
+		c.Prefix = events.DefaultPrefix
+	}
+	if c.EnrichFormat == "" {
+		c.EnrichFormat = events.FormatInline
+	}
+	if c.EnrichBudget == 0 {
+		c.EnrichBudget = DefaultEnrichBudget
+	}
+	if c.UpstreamTimeout == 0 {
+		c.UpstreamTimeout = DefaultUpstreamTimeout
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.PublishAttempts == 0 {
+		c.PublishAttempts = DefaultPublishAttempts
+	}
+	if c.PublishTimeout == 0 {
+		c.PublishTimeout = DefaultPublishTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	u, err := url.Parse(c.Upstream)
+	switch {
+	case c.Upstream == "":
+		return errors.New("proxy: Upstream is required (the OpenAI-compatible base URL)")
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return fmt.Errorf("proxy: Upstream %q is not an http(s) URL", c.Upstream)
+	case c.Keys == nil && c.TrustedUserHeader == "":
+		return errors.New("proxy: Keys is required unless TrustedUserHeader is set (no way to know the user)")
+	case c.Conn == nil:
+		return errors.New("proxy: Conn is required")
+	case c.EnrichFormat != events.FormatInline && c.EnrichFormat != events.FormatSystem && c.EnrichFormat != events.FormatMarkdown:
+		return fmt.Errorf("proxy: EnrichFormat %q is not inline, system or markdown", c.EnrichFormat)
+	case c.EnrichBudget < 0 || c.UpstreamTimeout < 0 || c.MaxBodyBytes < 0 || c.PublishAttempts < 0 || c.PublishTimeout < 0:
+		return errors.New("proxy: EnrichBudget, UpstreamTimeout, MaxBodyBytes, PublishAttempts and PublishTimeout must not be negative")
+	}
+	return nil
+}
+
+// Proxy is the HTTP endpoint. Handler serves it on any server; Start and
+// Stop run it on Config.Listen.
+type Proxy struct {
+	cfg      Config
+	upstream string
+	client   *http.Client
+	memory   *events.Client
+	pub      *events.Publisher
+	log      *slog.Logger
+
+	// publishes tracks the turns being published, so that Stop waits for them.
+	publishes sync.WaitGroup
+
+	srv *http.Server
+	ln  net.Listener
+}
+
+// New checks cfg and returns a Proxy.
+func New(cfg Config) (*Proxy, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(cfg.Conn)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	tr := cfg.Transport
+	if tr == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.ResponseHeaderTimeout = cfg.UpstreamTimeout
+		tr = t
+	}
+	p := &Proxy{
+		cfg:      cfg,
+		upstream: strings.TrimSuffix(cfg.Upstream, "/"),
+		client:   &http.Client{Transport: tr},
+		memory:   events.NewClient(cfg.Conn, cfg.Prefix),
+		pub:      events.NewPublisher(js, cfg.Prefix),
+		log:      cfg.Logger,
+	}
+	return p, nil
+}
+
+// Handler is the proxy's HTTP handler.
+func (p *Proxy) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", p.chat)
+	mux.HandleFunc("GET /v1/models", p.models)
+	mux.HandleFunc("GET /v1/models/{model...}", p.models)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "invalid_request_error", "not_found",
+			fmt.Sprintf("memoryd proxy serves POST /v1/chat/completions and GET /v1/models, not %s %s", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+// Start listens on Config.Listen and serves in the background.
+func (p *Proxy) Start(ctx context.Context) error {
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", p.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("proxy: listen: %w", err)
+	}
+	p.ln = ln
+	p.srv = &http.Server{Handler: p.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := p.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			p.log.Error("proxy server stopped", "error", err)
+		}
+	}()
+	p.log.Info("proxy listening", "addr", ln.Addr().String(), "upstream", p.upstream)
+	return nil
+}
+
+// Addr is the address Start listens on.
+func (p *Proxy) Addr() string {
+	if p.ln == nil {
+		return ""
+	}
+	return p.ln.Addr().String()
+}
+
+// Stop stops accepting requests, waits (bounded by ctx) for the requests in
+// flight and then for the turns being published.
+func (p *Proxy) Stop(ctx context.Context) error {
+	var err error
+	if p.srv != nil {
+		err = p.srv.Shutdown(ctx)
+	}
+	done := make(chan struct{})
+	go func() { p.publishes.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("proxy: stop: turns still being published: %w", ctx.Err())
+	}
+	return err
+}

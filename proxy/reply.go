@@ -1,0 +1,123 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+)
+
+// maxReplyBytes bounds what the proxy keeps of a reply to read the
+// assistant's text from (the client gets every byte regardless); a longer
+// reply is not remembered.
+const maxReplyBytes = 4 << 20
+
+// reply accumulates the assistant's text of the first choice from the bytes
+// relayed: Server-Sent Events chunks when streamed, one JSON object
+// otherwise.
+type reply struct {
+	streamed bool
+	id       string
+	text     strings.Builder
+	finished bool
+	overflow bool
+	// pending is an incomplete line (streamed) or the body so far (not).
+	pending []byte
+}
+
+func (a *reply) feed(b []byte) {
+	if a.overflow {
+		return
+	}
+	a.pending = append(a.pending, b...)
+	if len(a.pending)+a.text.Len() > maxReplyBytes {
+		a.overflow, a.pending = true, nil
+		return
+	}
+	if !a.streamed {
+		return
+	}
+	for {
+		i := bytes.IndexByte(a.pending, '\n')
+		if i < 0 {
+			return
+		}
+		a.line(bytes.TrimRight(a.pending[:i], "\r"))
+		a.pending = a.pending[i+1:]
+	}
+}
+
+// line reads one SSE line: a "data:" line carries a chunk or [DONE].
+func (a *reply) line(l []byte) {
+	data, ok := bytes.CutPrefix(l, []byte("data:"))
+	if !ok {
+		return
+	}
+	data = bytes.TrimSpace(data)
+	if string(data) == "[DONE]" {
+		return
+	}
+	var chunk struct {
+		ID      string `json:"id"`
+		Choices []struct {
+			Index int `json:"index"`
+			Delta struct {
+				Content string `json:"content"`
+			} `json:"delta"`
+			FinishReason *string `json:"finish_reason"`
+		} `json:"choices"`
+	}
+	if json.Unmarshal(data, &chunk) != nil {
+		return
+	}
+	if a.id == "" {
+		a.id = chunk.ID
+	}
+	for _, c := range chunk.Choices {
+		if c.Index != 0 {
+			continue
+		}
+		a.text.WriteString(c.Delta.Content)
+		if c.FinishReason != nil && *c.FinishReason != "" {
+			a.finished = true
+		}
+	}
+}
+
+// end is the end of the body.
+func (a *reply) end() {
+	if a.overflow {
+		return
+	}
+	if a.streamed {
+		if len(a.pending) > 0 {
+			a.line(bytes.TrimRight(a.pending, "\r"))
+		}
+		a.pending = nil
+		return
+	}
+	var resp struct {
+		ID      string `json:"id"`
+		Choices []struct {
+			Index   int `json:"index"`
+			Message struct {
+				Content *string `json:"content"`
+			} `json:"message"`
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+	}
+	if json.Unmarshal(a.pending, &resp) != nil {
+		return
+	}
+	a.pending = nil
+	a.id = resp.ID
+	for _, c := range resp.Choices {
+		if c.Index == 0 && c.Message.Content != nil {
+			a.text.WriteString(*c.Message.Content)
+			a.finished = true
+		}
+	}
+}
+
+// done reports whether a whole reply was read: a finish reason seen in the
+// stream, or a choice in the JSON reply.
+func (a *reply) done() bool { return a.finished && !a.overflow }
