@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -101,7 +102,7 @@ type deleteOut struct {
 // returns.
 func (s *Server) newMCPServer(who identity) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "memoryd", Version: s.cfg.Version}, &mcp.ServerOptions{
-		Logger: s.cfg.Logger,
+		Logger: slog.New(warnings{s.cfg.Logger.Handler()}),
 		Instructions: "Long-term memory about the user you are talking with. Call search_memory before answering " +
 			"anything that may depend on what the user told you before; call set_fact for a durable fact about the " +
 			"user (name, location, preferences) and store_memory for anything else worth recalling later.",
@@ -347,3 +348,14 @@ func parseCursor(s string) (events.ContextCursor, error) {
 	}
 	return events.ContextCursor{CreatedAt: t, ID: n}, nil
 }
+
+// warnings passes on the SDK's warnings and errors only: it logs every
+// session's start and end at info, which over HTTP is one line per client.
+type warnings struct{ slog.Handler }
+
+func (w warnings) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && w.Handler.Enabled(ctx, l)
+}
+
+func (w warnings) WithAttrs(as []slog.Attr) slog.Handler { return warnings{w.Handler.WithAttrs(as)} }
+func (w warnings) WithGroup(name string) slog.Handler    { return warnings{w.Handler.WithGroup(name)} }

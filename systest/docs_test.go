@@ -40,6 +40,9 @@ var docSkips = []docSkip{
 	{"long-running: the test starts the one `memoryd serve` every other command talks to", func(c docCommand) bool {
 		return len(c.args) > 0 && c.args[0] == "serve"
 	}},
+	{"long-running: `memoryd mcp --listen` serves HTTP until stopped (cmd/memoryd TestMCPOverHTTPCommand runs it)", func(c docCommand) bool {
+		return len(c.args) > 0 && c.args[0] == "mcp" && slices.ContainsFunc(c.args, func(a string) bool { return strings.HasPrefix(a, "--listen") })
+	}},
 }
 
 // docPhase orders the commands so that each finds what it needs: setup and
