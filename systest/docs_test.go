@@ -43,6 +43,9 @@ var docSkips = []docSkip{
 	{"long-running, and needs an upstream model server: package proxy's tests run it against a fake one", func(c docCommand) bool {
 		return len(c.args) > 0 && c.args[0] == "proxy"
 	}},
+	{"long-running: `memoryd mcp --listen` serves HTTP until stopped (cmd/memoryd TestMCPOverHTTPCommand runs it)", func(c docCommand) bool {
+		return len(c.args) > 0 && c.args[0] == "mcp" && slices.ContainsFunc(c.args, func(a string) bool { return strings.HasPrefix(a, "--listen") })
+	}},
 }
 
 // docPhase orders the commands so that each finds what it needs: setup and

@@ -150,7 +150,7 @@ func TestPerInvocationArgsIgnoreEnvironment(t *testing.T) {
 		t.Setenv("MEMORYD_"+name, value)
 	}
 	unreachable := []string{"--nats-url", "nats://127.0.0.1:1", "--database-url", "postgres://postgres@127.0.0.1:1/x?sslmode=disable&connect_timeout=1", "--log-format", "json"}
-	for _, args := range [][]string{{"facts", "list"}, {"forget"}, {"stats"}, {"memory", "clear", "--all"}} {
+	for _, args := range [][]string{{"facts", "list"}, {"forget"}, {"stats"}, {"memory", "clear", "--all"}, {"mcp"}} {
 		out, errOut, code := runArgs(context.Background(), append(args, unreachable...)...)
 		if code != 2 || !strings.Contains(errOut, "--user is required") || out != "" {
 			t.Errorf("%v with MEMORYD_USER=mallory: exit %d, stdout %q, stderr %q; want exit 2, --user is required", args, code, out, errOut)
@@ -173,6 +173,7 @@ func TestPerInvocationArgsIgnoreEnvironment(t *testing.T) {
 		"publish": {"user", "message", "response", "id", "conversation", "timestamp", "no-memory"},
 		"replay":  {"user", "reset", "dry-run", "since", "from-seq", "no-work"},
 		"forget":  {"user"},
+		"mcp":     {"user"},
 		"failed":  {"user", "limit"},
 		"health":  {"url"},
 	}

@@ -28,6 +28,7 @@ func TestImportGraph(t *testing.T) {
 		"chunker":      {},
 		"apikeys":      {},
 		"proxy":        {"events"},
+		"agenttools":   {"events"},
 		"store":        {"migrations"},
 		"extractor":    {"events"},
 		"worker":       {"embedding", "events", "extractor", "store"},

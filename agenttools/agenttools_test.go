@@ -1,0 +1,387 @@
+package agenttools_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/memoryd/memoryd/agenttools"
+	"github.com/memoryd/memoryd/enricher"
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/events/eventstest"
+	"github.com/memoryd/memoryd/store/storetest"
+)
+
+// keys is a fixed key → user table (the command reads apikeys' file).
+type keys map[string]string
+
+func (k keys) Lookup(key string) (string, bool) {
+	u, ok := k[key]
+	return u, ok
+}
+
+// startHTTP runs the enrich service (which answers every memory tool) on
+// its own schema and subject prefix, and the MCP server's HTTP handler in
+// front of it with two keys: "alice-key" and "bob-key".
+func startHTTP(t *testing.T) string {
+	t.Helper()
+	nc := eventstest.Conn(t)
+	prefix, _ := eventstest.Names(t, nc)
+	st := storetest.New(t)
+	logger := slog.New(slog.DiscardHandler)
+	svc, err := enricher.New(enricher.Config{Conn: nc, Store: st, Prefix: prefix, Timeout: 10 * time.Second, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop(context.Background()) })
+	srv, err := agenttools.New(agenttools.Config{Client: events.NewClient(nc, prefix), Timeout: 10 * time.Second,
+		Keys: keys{"alice-key": "alice", "bob-key": "bob"}, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := srv.Handler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(h)
+	t.Cleanup(hs.Close)
+	return hs.URL
+}
+
+// bearer adds an Authorization header to every request.
+type bearer struct {
+	key  string
+	base http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.key)
+	return b.base.RoundTrip(r)
+}
+
+// connectHTTP opens an SDK client session to url with key.
+func connectHTTP(t *testing.T, url, key string) (*mcp.ClientSession, error) {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	tr := &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{key, http.DefaultTransport}}, MaxRetries: -1}
+	s, err := client.Connect(context.Background(), tr, nil)
+	if err == nil {
+		t.Cleanup(func() { _ = s.Close() })
+	}
+	return s, err
+}
+
+func mustConnect(t *testing.T, url, key string) *mcp.ClientSession {
+	t.Helper()
+	s, err := connectHTTP(t, url, key)
+	if err != nil {
+		t.Fatalf("connect with %s: %v", key, err)
+	}
+	return s
+}
+
+// call calls a tool and decodes its structured result into out; a tool
+// error fails the test.
+func call(t *testing.T, s *mcp.ClientSession, name string, args map[string]any, out any) {
+	t.Helper()
+	res, err := callTool(s, name, args)
+	if err != nil {
+		t.Fatalf("%s(%v): %v", name, args, err)
+	}
+	if res.IsError {
+		t.Fatalf("%s(%v): tool error %s", name, args, text(res))
+	}
+	data, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		t.Fatalf("%s: decode %s: %v", name, data, err)
+	}
+}
+
+func callTool(s *mcp.ClientSession, name string, args map[string]any) (*mcp.CallToolResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return s.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+}
+
+// toolError calls a tool that must fail as a tool (isError), not as a
+// protocol error, and returns its message.
+func toolError(t *testing.T, s *mcp.ClientSession, name string, args map[string]any) string {
+	t.Helper()
+	res, err := callTool(s, name, args)
+	if err != nil {
+		t.Fatalf("%s(%v): protocol error %v; want a tool error", name, args, err)
+	}
+	if !res.IsError {
+		t.Fatalf("%s(%v) succeeded: %s; want a tool error", name, args, text(res))
+	}
+	return text(res)
+}
+
+func text(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+type fact struct{ Key, Value string }
+type memory struct {
+	ID       int64
+	Question string
+	Answer   string
+	Score    float64
+}
+
+// TestToolsHaveSchemasAndNoUser lists the tools: each one the brief names,
+// with a description and an object input schema; none takes a user, so no
+// argument can choose whose memory a call reads or changes (the schemas
+// also refuse unknown arguments).
+func TestToolsHaveSchemasAndNoUser(t *testing.T) {
+	t.Parallel()
+	s := mustConnect(t, startHTTP(t), "alice-key")
+	res, err := s.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"clear_fact", "delete_memory", "get_fact", "list_facts", "list_memories", "search_memory", "set_fact", "store_memory"}
+	var got []string
+	required := map[string][]string{"search_memory": {"query"}, "get_fact": {"key"}, "set_fact": {"key", "value"},
+		"clear_fact": {"key"}, "delete_memory": {"id"}}
+	for _, tool := range res.Tools {
+		got = append(got, tool.Name)
+		if len(tool.Description) < 60 {
+			t.Errorf("%s: description %q is too short to tell a model when to use it", tool.Name, tool.Description)
+		}
+		var schema struct {
+			Type                 string
+			Properties           map[string]map[string]any
+			Required             []string
+			AdditionalProperties any
+		}
+		data, _ := json.Marshal(tool.InputSchema)
+		if err := json.Unmarshal(data, &schema); err != nil || schema.Type != "object" {
+			t.Errorf("%s: input schema %s is not an object schema (%v)", tool.Name, data, err)
+			continue
+		}
+		for name, p := range schema.Properties {
+			if strings.Contains(strings.ToLower(name), "user") {
+				t.Errorf("%s: argument %q names a user: %s", tool.Name, name, data)
+			}
+			if d, _ := p["description"].(string); d == "" {
+				t.Errorf("%s: argument %q has no description", tool.Name, name)
+			}
+		}
+		if b, ok := schema.AdditionalProperties.(map[string]any); !ok || b["not"] == nil {
+			if schema.AdditionalProperties != false {
+				t.Errorf("%s: schema allows arguments it does not name: %s", tool.Name, data)
+			}
+		}
+		slices.Sort(schema.Required)
+		if w := required[tool.Name]; !slices.Equal(schema.Required, w) {
+			t.Errorf("%s: required %v, want %v", tool.Name, schema.Required, w)
+		}
+		if tool.Name == "search_memory" && schema.Properties["limit"]["maximum"] != float64(events.MaxMaxResults) {
+			t.Errorf("search_memory: limit has no maximum %d: %s", events.MaxMaxResults, data)
+		}
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("tools %v, want %v", got, want)
+	}
+}
+
+// TestToolsOverHTTP: facts set, get, list (and the facts resource), clear;
+// a memory stored is found by search and listed, then deleted; memoryd's
+// errors (a missing fact, a missing memory, a bad argument) come back as
+// tool errors with a clear message.
+func TestToolsOverHTTP(t *testing.T) {
+	t.Parallel()
+	s := mustConnect(t, startHTTP(t), "alice-key")
+
+	var f fact
+	call(t, s, "set_fact", map[string]any{"key": "location", "value": "Lisbon"}, &f)
+	if f.Key != "location" || f.Value != "Lisbon" {
+		t.Fatalf("set_fact returned %+v", f)
+	}
+	f = fact{}
+	call(t, s, "get_fact", map[string]any{"key": "location"}, &f)
+	if f.Value != "Lisbon" {
+		t.Fatalf("get_fact after set: %+v", f)
+	}
+	var facts struct{ Facts []fact }
+	call(t, s, "list_facts", nil, &facts)
+	if len(facts.Facts) != 1 || facts.Facts[0].Value != "Lisbon" {
+		t.Fatalf("list_facts: %+v", facts)
+	}
+	rr, err := s.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: agenttools.FactsURI})
+	if err != nil || len(rr.Contents) != 1 || !strings.Contains(rr.Contents[0].Text, `"value":"Lisbon"`) {
+		t.Fatalf("read %s: %v %+v", agenttools.FactsURI, err, rr)
+	}
+	var cleared struct{ Deleted bool }
+	call(t, s, "clear_fact", map[string]any{"key": "location"}, &cleared)
+	if !cleared.Deleted {
+		t.Fatal("clear_fact of a set fact: deleted false")
+	}
+	if msg := toolError(t, s, "get_fact", map[string]any{"key": "location"}); !strings.Contains(msg, "not found") {
+		t.Errorf("get_fact of a cleared fact: %q, want not found", msg)
+	}
+
+	var stored struct {
+		ID     int64
+		Stored bool
+	}
+	call(t, s, "store_memory", map[string]any{"question": "What is my cat called?", "answer": "Miso, a grey tabby"}, &stored)
+	if !stored.Stored || stored.ID == 0 {
+		t.Fatalf("store_memory: %+v", stored)
+	}
+	var note struct{ ID int64 }
+	call(t, s, "store_memory", map[string]any{"note": "prefers answers in metric units"}, &note)
+	var found struct{ Results []memory }
+	call(t, s, "search_memory", map[string]any{"query": "cat name"}, &found)
+	if len(found.Results) == 0 || found.Results[0].ID != stored.ID || found.Results[0].Answer != "Miso, a grey tabby" {
+		t.Fatalf("search_memory after store: %+v", found)
+	}
+	var page struct {
+		Memories   []memory
+		NextCursor string `json:"next_cursor"`
+	}
+	// Walk the pages one memory at a time: each memory once, then the end.
+	var listed []int64
+	for i := 0; i < 4; i++ {
+		args := map[string]any{"limit": 1}
+		if page.NextCursor != "" {
+			args["cursor"] = page.NextCursor
+		}
+		page.Memories, page.NextCursor = nil, ""
+		call(t, s, "list_memories", args, &page)
+		for _, m := range page.Memories {
+			listed = append(listed, m.ID)
+		}
+		if page.NextCursor == "" {
+			break
+		}
+	}
+	if !slices.Equal(listed, []int64{note.ID, stored.ID}) || page.NextCursor != "" {
+		t.Fatalf("list_memories page by page: %v (next %q), want %v newest first", listed, page.NextCursor, []int64{note.ID, stored.ID})
+	}
+	var del struct{ Deleted bool }
+	call(t, s, "delete_memory", map[string]any{"id": stored.ID}, &del)
+	if !del.Deleted {
+		t.Fatal("delete_memory: deleted false")
+	}
+	found.Results = nil
+	call(t, s, "search_memory", map[string]any{"query": "cat name"}, &found)
+	for _, m := range found.Results {
+		if m.ID == stored.ID {
+			t.Fatalf("search_memory still finds deleted memory %d", stored.ID)
+		}
+	}
+	if msg := toolError(t, s, "delete_memory", map[string]any{"id": stored.ID}); !strings.Contains(msg, "not found") {
+		t.Errorf("delete_memory twice: %q, want not found", msg)
+	}
+	if msg := toolError(t, s, "search_memory", map[string]any{"query": "x", "limit": 500}); !strings.Contains(msg, "limit") {
+		t.Errorf("search_memory limit 500: %q, want a message naming limit", msg)
+	}
+	if msg := toolError(t, s, "store_memory", map[string]any{}); !strings.Contains(msg, "question") {
+		t.Errorf("store_memory with nothing: %q", msg)
+	}
+	if msg := toolError(t, s, "list_memories", map[string]any{"cursor": "yesterday"}); !strings.Contains(msg, "cursor") {
+		t.Errorf("list_memories with a made-up cursor: %q", msg)
+	}
+}
+
+// TestHTTPNeedsAKnownBearer: no Authorization header or an unknown key is
+// 401 before any MCP message is read, and the SDK client cannot connect.
+func TestHTTPNeedsAKnownBearer(t *testing.T) {
+	t.Parallel()
+	url := startHTTP(t)
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	for _, auth := range []string{"", "Bearer mallory-key", "Basic YWxpY2U6eA==", "Bearer alice-key extra"} {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(initialize))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("Authorization %q: status %d, want 401", auth, resp.StatusCode)
+		}
+	}
+	if _, err := connectHTTP(t, url, "mallory-key"); err == nil {
+		t.Error("the SDK client connected with an unknown key")
+	}
+}
+
+// TestTokensSeeOnlyTheirUser: two keys are two users; what one sets the
+// other does not see, an argument naming another user is refused, and a
+// session id presented with the other user's key is refused.
+func TestTokensSeeOnlyTheirUser(t *testing.T) {
+	t.Parallel()
+	url := startHTTP(t)
+	alice, bob := mustConnect(t, url, "alice-key"), mustConnect(t, url, "bob-key")
+	var f fact
+	call(t, alice, "set_fact", map[string]any{"key": "name", "value": "Alice"}, &f)
+	call(t, alice, "store_memory", map[string]any{"question": "favourite colour", "answer": "teal"}, &struct{}{})
+
+	toolError(t, bob, "set_fact", map[string]any{"key": "name", "value": "Mallory", "user_id": "alice"})
+	toolError(t, bob, "list_facts", map[string]any{"user": "alice"})
+
+	var facts struct{ Facts []fact }
+	call(t, bob, "list_facts", nil, &facts)
+	if len(facts.Facts) != 0 {
+		t.Errorf("bob sees facts %+v", facts.Facts)
+	}
+	var found struct{ Results []memory }
+	call(t, bob, "search_memory", map[string]any{"query": "favourite colour"}, &found)
+	if len(found.Results) != 0 {
+		t.Errorf("bob finds %+v", found.Results)
+	}
+	call(t, alice, "get_fact", map[string]any{"key": "name"}, &f)
+	if f.Value != "Alice" {
+		t.Errorf("alice's name is now %q", f.Value)
+	}
+	call(t, alice, "search_memory", map[string]any{"query": "favourite colour"}, &found)
+	if len(found.Results) != 1 {
+		t.Errorf("alice finds %+v, want her one memory", found.Results)
+	}
+
+	// Bob's key on Alice's session.
+	body := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"list_facts","arguments":{}}}`
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer bob-key")
+	req.Header.Set("Mcp-Session-Id", alice.ID())
+	req.Header.Set("Mcp-Protocol-Version", alice.InitializeResult().ProtocolVersion)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("bob's key on alice's session %q: status %d, want 403", alice.ID(), resp.StatusCode)
+	}
+}

@@ -1,0 +1,191 @@
+// Package agenttools serves a user's memory to agents as MCP tools and
+// resources (the Model Context Protocol, with the official Go SDK). It
+// talks to a running memoryd over NATS like any frontend (events.Client),
+// so it holds no database connection of its own.
+//
+// Who the user is never comes from a tool's arguments: over stdio it is
+// fixed by the configuration (Config.User, one agent process per user);
+// over streamable HTTP it is the user the request's bearer token maps to
+// (Config.Keys), and a request without a known token is answered 401.
+package agenttools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/memoryd/memoryd/events"
+)
+
+// DefaultTimeout bounds one call to memoryd when Config.Timeout is 0.
+const DefaultTimeout = 5 * time.Second
+
+// DefaultVersion is the version the server reports when Config.Version is
+// empty.
+const DefaultVersion = "0.1.0"
+
+// KeyLookup maps an API key to the user it belongs to (apikeys.Keys
+// satisfies it).
+type KeyLookup interface {
+	Lookup(key string) (userID string, ok bool)
+}
+
+// Config configures a Server.
+type Config struct {
+	// Client reaches the memoryd service. Required.
+	Client *events.Client
+	// User is the user every stdio session acts for. Required by ServeStdio.
+	User string
+	// Listen is the address Start serves streamable HTTP on, e.g.
+	// 127.0.0.1:8765. Required by Start.
+	Listen string
+	// Keys maps an HTTP request's bearer token to its user. Required by
+	// Start and Handler.
+	Keys KeyLookup
+	// Timeout bounds one call to memoryd. Default DefaultTimeout.
+	Timeout time.Duration
+	// Version is reported to clients. Default DefaultVersion.
+	Version string
+	// Logger receives the server's logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// withDefaults fills the zero fields with their defaults.
+func (c Config) withDefaults() Config {
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.Version == "" {
+		c.Version = DefaultVersion
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// validate names the first field no server could use.
+func (c Config) validate() error {
+	switch {
+	case c.Client == nil:
+		return errors.New("agenttools: Config.Client is required")
+	case c.Timeout < 0:
+		return fmt.Errorf("agenttools: Config.Timeout %s is out of range", c.Timeout)
+	case c.User != "" && (len(c.User) > events.MaxUserIDBytes || !utf8.ValidString(c.User)):
+		return fmt.Errorf("agenttools: Config.User must be valid UTF-8 of at most %d bytes", events.MaxUserIDBytes)
+	}
+	return nil
+}
+
+// Server serves the memory tools over stdio or streamable HTTP.
+type Server struct {
+	cfg  Config
+	http *http.Server
+	addr string     // the address Start listens on
+	done chan error // Start's Serve result
+}
+
+// New checks cfg and returns a server; nothing connects until ServeStdio
+// or Start.
+func New(cfg Config) (*Server, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Server{cfg: cfg}, nil
+}
+
+// ServeStdio runs one MCP session on stdin and stdout for Config.User, until
+// the client closes stdin or ctx is done.
+func (s *Server) ServeStdio(ctx context.Context) error {
+	if s.cfg.User == "" {
+		return errors.New("agenttools: Config.User is required over stdio")
+	}
+	user := s.cfg.User
+	srv := s.newMCPServer(func(*mcp.RequestExtra) (string, error) { return user, nil })
+	s.cfg.Logger.Info("mcp serving on stdio", "user_token", events.UserToken(user))
+	err := srv.Run(ctx, &mcp.StdioTransport{})
+	if err != nil && ctx.Err() != nil {
+		return nil // stopped by the caller
+	}
+	return err
+}
+
+// Handler returns the streamable HTTP handler: every request needs an
+// Authorization: Bearer <key> header with a key Config.Keys knows (401
+// otherwise), and its session acts for that key's user only (the SDK
+// refuses a session id presented with another user's key).
+func (s *Server) Handler() (http.Handler, error) {
+	if s.cfg.Keys == nil {
+		return nil, errors.New("agenttools: Config.Keys is required over HTTP")
+	}
+	srv := s.newMCPServer(func(extra *mcp.RequestExtra) (string, error) {
+		if extra == nil || extra.TokenInfo == nil || extra.TokenInfo.UserID == "" {
+			// Unreachable behind RequireBearerToken; refuse rather than guess.
+			return "", errors.New("request is not authenticated")
+		}
+		return extra.TokenInfo.UserID, nil
+	})
+	keys := s.cfg.Keys
+	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		user, ok := keys.Lookup(token)
+		if !ok {
+			return nil, fmt.Errorf("unknown API key: %w", auth.ErrInvalidToken)
+		}
+		return &auth.TokenInfo{UserID: user}, nil
+	}
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+		&mcp.StreamableHTTPOptions{Logger: s.cfg.Logger})
+	// API keys do not expire; revoking one is removing it from the keys.
+	return auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h), nil
+}
+
+// Start listens on Config.Listen and serves streamable HTTP until Stop.
+func (s *Server) Start(ctx context.Context) error {
+	if s.cfg.Listen == "" {
+		return errors.New("agenttools: Config.Listen is required over HTTP")
+	}
+	h, err := s.Handler()
+	if err != nil {
+		return err
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("agenttools: listen on %s: %w", s.cfg.Listen, err)
+	}
+	s.addr = ln.Addr().String()
+	s.http = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	s.done = make(chan error, 1)
+	go func() { s.done <- s.http.Serve(ln) }()
+	s.cfg.Logger.Info("mcp serving streamable HTTP", "addr", s.addr)
+	return nil
+}
+
+// Addr is the address Start listens on ("" before Start).
+func (s *Server) Addr() string {
+	return s.addr
+}
+
+// Done receives the HTTP server's end: an error when it stopped serving by
+// itself, http.ErrServerClosed after Stop; nil before Start.
+func (s *Server) Done() <-chan error { return s.done }
+
+// Stop stops the HTTP server, waiting for requests in flight until ctx is
+// done.
+func (s *Server) Stop(ctx context.Context) error {
+	if s.http == nil {
+		return nil
+	}
+	if err := s.http.Shutdown(ctx); err != nil {
+		return fmt.Errorf("agenttools: stop: %w", err)
+	}
+	return nil
+}

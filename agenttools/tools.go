@@ -1,0 +1,361 @@
+package agenttools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
+
+	"github.com/memoryd/memoryd/events"
+)
+
+// FactsURI is the resource holding the user's facts as JSON.
+const FactsURI = "memoryd://facts"
+
+// identity returns the user a request acts for.
+type identity func(*mcp.RequestExtra) (string, error)
+
+// Tool arguments and results. The json names are what a model sees; the
+// jsonschema tags are the descriptions in each tool's schema. No argument
+// names a user: the session decides who that is.
+
+type searchIn struct {
+	Query string `json:"query" jsonschema:"what to look for, in the user's words or yours (keywords or a question)"`
+	Limit int    `json:"limit,omitempty" jsonschema:"most memories to return, 1 to 50 (default 5)"`
+	Scope string `json:"scope,omitempty" jsonschema:"only memories of this scope (e.g. a project name the frontend tags turns with); omit to search all"`
+}
+
+type memory struct {
+	ID        int64   `json:"id" jsonschema:"the memory's id (for delete_memory)"`
+	Question  string  `json:"question" jsonschema:"the question, topic or note remembered"`
+	Answer    string  `json:"answer,omitempty" jsonschema:"the answer remembered (empty for a note)"`
+	Score     float64 `json:"score,omitempty" jsonschema:"search only: relevance times recency, 0 to 1"`
+	CreatedAt string  `json:"created_at" jsonschema:"when it was said or stored (RFC 3339)"`
+}
+
+type searchOut struct {
+	Results []memory `json:"results" jsonschema:"the matching memories, best first (empty when none matches)"`
+}
+
+type storeIn struct {
+	Question string `json:"question,omitempty" jsonschema:"the question or topic, when storing a question/answer pair"`
+	Answer   string `json:"answer,omitempty" jsonschema:"the answer to question"`
+	Note     string `json:"note,omitempty" jsonschema:"a free-form note to remember instead of a question/answer pair"`
+}
+
+type storeOut struct {
+	ID     int64 `json:"id" jsonschema:"the memory's id"`
+	Stored bool  `json:"stored" jsonschema:"false when the user already had this exact memory (id is then the existing one)"`
+}
+
+type factKeyIn struct {
+	Key string `json:"key" jsonschema:"the fact's key, e.g. name, location, preferred_language"`
+}
+
+type setFactIn struct {
+	Key   string `json:"key" jsonschema:"the fact's key, lowercase with underscores, e.g. name, location, employer"`
+	Value string `json:"value" jsonschema:"the fact's value, e.g. Lisbon"`
+}
+
+type fact struct {
+	Key       string `json:"key"`
+	Value     string `json:"value"`
+	UpdatedAt string `json:"updated_at" jsonschema:"when memoryd wrote the value (RFC 3339)"`
+}
+
+type factsOut struct {
+	Facts []fact `json:"facts" jsonschema:"the user's facts, most recently set first"`
+}
+
+type clearFactOut struct {
+	Deleted bool `json:"deleted" jsonschema:"false when the user had no fact with that key"`
+}
+
+type listIn struct {
+	Limit  int    `json:"limit,omitempty" jsonschema:"most memories on this page, 1 to 200 (default 50)"`
+	Cursor string `json:"cursor,omitempty" jsonschema:"the next_cursor of the previous page; omit for the newest memories"`
+	Scope  string `json:"scope,omitempty" jsonschema:"only memories of this scope; omit to list all"`
+}
+
+type listOut struct {
+	Memories   []memory `json:"memories" jsonschema:"one page of memories, newest first"`
+	NextCursor string   `json:"next_cursor,omitempty" jsonschema:"pass as cursor for the next page; absent on the last page"`
+}
+
+type deleteIn struct {
+	ID int64 `json:"id" jsonschema:"the id of the memory to delete, from search_memory or list_memories"`
+}
+
+type deleteOut struct {
+	Deleted bool `json:"deleted" jsonschema:"true: the memory is gone"`
+}
+
+// newMCPServer returns an MCP server whose tools act for the user who
+// returns.
+func (s *Server) newMCPServer(who identity) *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "memoryd", Version: s.cfg.Version}, &mcp.ServerOptions{
+		Logger: slog.New(warnings{s.cfg.Logger.Handler()}),
+		Instructions: "Long-term memory about the user you are talking with. Call search_memory before answering " +
+			"anything that may depend on what the user told you before; call set_fact for a durable fact about the " +
+			"user (name, location, preferences) and store_memory for anything else worth recalling later.",
+	})
+	c := s.cfg.Client
+	t := tools{s: s, who: who}
+
+	addTool(srv, &mcp.Tool{Name: "search_memory", Title: "Search memory",
+		Description: "Search the user's long-term memory (question/answer pairs and notes remembered from earlier " +
+			"conversations) for what is relevant to a query. Use it before answering a question that may depend on " +
+			"something the user said before. Returns the best matches first, each with its id, question, answer, " +
+			"score and date; facts (key/value) are not searched here: use list_facts or get_fact."},
+		bounds{"limit": {1, events.MaxMaxResults}},
+		wrap(t, func(ctx context.Context, user string, in searchIn) (searchOut, error) {
+			req := events.SearchRequest{UserID: user, Query: in.Query, Scope: in.Scope}
+			if in.Limit != 0 {
+				req.MaxResults = &in.Limit
+			}
+			reply, err := c.Search(ctx, req)
+			return searchOut{Results: memories(reply.Results)}, err
+		}))
+
+	addTool(srv, &mcp.Tool{Name: "store_memory", Title: "Store a memory",
+		Description: "Remember something for later conversations with this user: either a question/answer pair " +
+			"(question and answer) or a free-form note (note). Use it for things worth recalling that are not a " +
+			"single key/value fact (use set_fact for those). Storing the same pair twice keeps one copy. Returns " +
+			"the memory's id."},
+		nil,
+		wrap(t, func(ctx context.Context, user string, in storeIn) (storeOut, error) {
+			req := events.StoreRequest{UserID: user, Question: in.Question, Answer: in.Answer}
+			switch {
+			case in.Note != "" && (in.Question != "" || in.Answer != ""):
+				return storeOut{}, errors.New("give either note, or question and answer, not both")
+			case in.Note != "":
+				req.Question = in.Note
+			case strings.TrimSpace(in.Question) == "":
+				return storeOut{}, errors.New("give question and answer, or note")
+			}
+			reply, err := c.Store(ctx, req)
+			return storeOut(reply), err
+		}))
+
+	addTool(srv, &mcp.Tool{Name: "get_fact", Title: "Get a fact",
+		Description: "Get one fact about the user by its key (e.g. name, location). Returns the key, value and when " +
+			"it was set; an error says when the user has no such fact (list_facts shows the keys there are)."},
+		nil,
+		wrap(t, func(ctx context.Context, user string, in factKeyIn) (fact, error) {
+			f, err := c.GetFact(ctx, user, in.Key)
+			return wireFact(f), err
+		}))
+
+	addTool(srv, &mcp.Tool{Name: "set_fact", Title: "Set a fact",
+		Description: "Remember a durable fact about the user as a key/value pair (their name, where they live, a " +
+			"preference), replacing the key's previous value. Use it when the user states or corrects such a " +
+			"fact. Returns the fact as now stored."},
+		nil,
+		wrap(t, func(ctx context.Context, user string, in setFactIn) (fact, error) {
+			reply, err := c.SetFact(ctx, user, in.Key, in.Value)
+			return wireFact(reply.Fact), err
+		}))
+
+	addTool(srv, &mcp.Tool{Name: "list_facts", Title: "List facts",
+		Description: "List every fact known about the user (key/value pairs such as name and location), most " +
+			"recently set first. Use it to get an overview of who the user is."},
+		nil,
+		wrap(t, func(ctx context.Context, user string, _ struct{}) (factsOut, error) {
+			facts, err := c.ListFacts(ctx, user)
+			out := factsOut{Facts: []fact{}}
+			for _, f := range facts {
+				out.Facts = append(out.Facts, wireFact(f))
+			}
+			return out, err
+		}))
+
+	addTool(srv, &mcp.Tool{Name: "clear_fact", Title: "Delete a fact",
+		Description: "Delete one fact about the user by its key, e.g. when the user asks you to forget it or it is " +
+			"no longer true. Returns whether a fact was deleted.",
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true)}},
+		nil,
+		wrap(t, func(ctx context.Context, user string, in factKeyIn) (clearFactOut, error) {
+			n, err := c.ClearFact(ctx, user, in.Key)
+			return clearFactOut{Deleted: n > 0}, err
+		}))
+
+	addTool(srv, &mcp.Tool{Name: "list_memories", Title: "List memories",
+		Description: "List the user's remembered question/answer pairs and notes, newest first, one page at a " +
+			"time; pass the returned next_cursor as cursor for the next page. Use it to review or clean up what " +
+			"is remembered (search_memory finds what is relevant to a query)."},
+		bounds{"limit": {1, events.MaxContextPage}},
+		wrap(t, func(ctx context.Context, user string, in listIn) (listOut, error) {
+			req := events.ContextListRequest{UserID: user, Scope: in.Scope}
+			if in.Limit != 0 {
+				req.Limit = &in.Limit
+			}
+			if in.Cursor != "" {
+				cur, err := parseCursor(in.Cursor)
+				if err != nil {
+					return listOut{}, err
+				}
+				req.After = &cur
+			}
+			reply, err := c.ListContext(ctx, req)
+			out := listOut{Memories: memories(reply.Items)}
+			if reply.Next != nil {
+				out.NextCursor = formatCursor(*reply.Next)
+			}
+			return out, err
+		}))
+
+	addTool(srv, &mcp.Tool{Name: "delete_memory", Title: "Delete a memory",
+		Description: "Delete one remembered question/answer pair or note by its id (from search_memory or " +
+			"list_memories), e.g. when the user asks you to forget it or it is wrong. An error says when there " +
+			"is no memory with that id.",
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true)}},
+		nil,
+		wrap(t, func(ctx context.Context, user string, in deleteIn) (deleteOut, error) {
+			err := c.DeleteContext(ctx, user, in.ID)
+			return deleteOut{Deleted: err == nil}, err
+		}))
+
+	srv.AddResource(&mcp.Resource{URI: FactsURI, Name: "facts", Title: "The user's facts", MIMEType: "application/json",
+		Description: "Every fact known about the user (key, value, updated_at), most recently set first, as JSON."},
+		func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			user, err := who(req.Extra)
+			if err != nil {
+				return nil, err
+			}
+			ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+			defer cancel()
+			facts, err := c.ListFacts(ctx, user)
+			if err != nil {
+				return nil, explain(err)
+			}
+			out := factsOut{Facts: []fact{}}
+			for _, f := range facts {
+				out.Facts = append(out.Facts, wireFact(f))
+			}
+			data, err := json.Marshal(out)
+			if err != nil {
+				return nil, err
+			}
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: FactsURI, MIMEType: "application/json", Text: string(data)}}}, nil
+		})
+	return srv
+}
+
+// tools holds what every tool handler needs.
+type tools struct {
+	s   *Server
+	who identity
+}
+
+// wrap makes a typed SDK handler of fn: it resolves the session's user,
+// bounds the call to memoryd by Config.Timeout and turns memoryd's errors
+// into sentences a model can act on. The SDK reports a returned error as a
+// tool error (isError), not a protocol error.
+func wrap[In, Out any](t tools, fn func(ctx context.Context, user string, in In) (Out, error)) mcp.ToolHandlerFor[In, Out] {
+	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
+		var zero Out
+		user, err := t.who(req.Extra)
+		if err != nil {
+			return nil, zero, err
+		}
+		ctx, cancel := context.WithTimeout(ctx, t.s.cfg.Timeout)
+		defer cancel()
+		start := time.Now()
+		out, err := fn(ctx, user, in)
+		if err != nil {
+			t.s.cfg.Logger.Debug("mcp tool failed", "tool", req.Params.Name, "user_token", events.UserToken(user), "error", err)
+			return nil, zero, explain(err)
+		}
+		t.s.cfg.Logger.Debug("mcp tool", "tool", req.Params.Name, "user_token", events.UserToken(user), "duration", time.Since(start))
+		return nil, out, nil
+	}
+}
+
+// explain rewrites an error of the memoryd client as one sentence for the
+// model: what memoryd answered, or that memoryd is not reachable.
+func explain(err error) error {
+	var svc *events.ServiceError
+	switch {
+	case errors.As(err, &svc) && svc.Code == 404:
+		return fmt.Errorf("not found: %s", svc.Description)
+	case errors.As(err, &svc) && svc.Code == 400:
+		return fmt.Errorf("invalid arguments: %s", svc.Description)
+	case errors.As(err, &svc):
+		return fmt.Errorf("memoryd failed (%d): %s", svc.Code, svc.Description)
+	case errors.Is(err, events.ErrFactNotSet):
+		return fmt.Errorf("not set: %w", err)
+	case errors.Is(err, nats.ErrNoResponders):
+		return errors.New("memory is unavailable: no memoryd service is running")
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+		return errors.New("memory is unavailable: memoryd did not reply in time")
+	}
+	return err
+}
+
+// bounds are the inclusive [min, max] of integer arguments.
+type bounds map[string][2]float64
+
+// addTool adds a typed tool whose input schema is inferred from In, with
+// the integer bounds b written into it (the SDK validates arguments
+// against the schema before the handler runs).
+func addTool[In, Out any](srv *mcp.Server, tool *mcp.Tool, b bounds, h mcp.ToolHandlerFor[In, Out]) {
+	schema, err := jsonschema.For[In](nil)
+	if err != nil {
+		panic(fmt.Sprintf("agenttools: schema of %s: %v", tool.Name, err))
+	}
+	for name, r := range b {
+		p := schema.Properties[name]
+		p.Minimum, p.Maximum = ptr(r[0]), ptr(r[1])
+	}
+	tool.InputSchema = schema
+	mcp.AddTool(srv, tool, h)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func memories(items []events.ContextItem) []memory {
+	out := make([]memory, 0, len(items))
+	for _, it := range items {
+		out = append(out, memory{ID: it.ID, Question: it.Question, Answer: it.Answer, Score: it.Score,
+			CreatedAt: it.CreatedAt.UTC().Format(time.RFC3339)})
+	}
+	return out
+}
+
+func wireFact(f events.Fact) fact {
+	return fact{Key: f.Key, Value: f.Value, UpdatedAt: f.UpdatedAt.UTC().Format(time.RFC3339)}
+}
+
+// A cursor is the last listed item's CREATED_AT,ID (the CLI's --after).
+func formatCursor(c events.ContextCursor) string {
+	return c.CreatedAt.UTC().Format(time.RFC3339Nano) + "," + strconv.FormatInt(c.ID, 10)
+}
+
+func parseCursor(s string) (events.ContextCursor, error) {
+	at, id, ok := strings.Cut(s, ",")
+	t, err1 := time.Parse(time.RFC3339Nano, at)
+	n, err2 := strconv.ParseInt(id, 10, 64)
+	if !ok || err1 != nil || err2 != nil {
+		return events.ContextCursor{}, fmt.Errorf("cursor %q is not a next_cursor list_memories returned", s)
+	}
+	return events.ContextCursor{CreatedAt: t, ID: n}, nil
+}
+
+// warnings passes on the SDK's warnings and errors only: it logs every
+// session's start and end at info, which over HTTP is one line per client.
+type warnings struct{ slog.Handler }
+
+func (w warnings) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && w.Handler.Enabled(ctx, l)
+}
+
+func (w warnings) WithAttrs(as []slog.Attr) slog.Handler { return warnings{w.Handler.WithAttrs(as)} }
+func (w warnings) WithGroup(name string) slog.Handler    { return warnings{w.Handler.WithGroup(name)} }
