@@ -103,7 +103,7 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 	// Tokens spent are stored with the results they gave (save), and on
 	// their own on every other way out.
 	usage := &jobUsage{model: info.Model}
-	defer e.flushUsage(ctx, usage)
+	defer e.flushUsage(ctx, usage) // the ways out below that do not
 	var (
 		done     []extracted
 		firstErr error
@@ -123,6 +123,7 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 				if serr != nil {
 					w.logger.Warn("cannot save partial extraction", "job_id", job.ID, "error", serr)
 				}
+				e.flushUsage(ctx, usage)
 				return e.fail(ctx, job.JobRow, job.Args.UserID, unprocessed(turns[i:]), ctx.Err())
 			}
 			failed = append(failed, t.EventID)
@@ -135,15 +136,20 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 		// loses at most one chunk of model calls.
 		if len(done) == saveEvery {
 			if err := e.save(ctx, done, prov, over, usage); err != nil {
+				e.flushUsage(ctx, usage)
 				return e.fail(ctx, job.JobRow, job.Args.UserID, unprocessed(turns[i+1-len(done):]), err)
 			}
 			done = done[:0]
 		}
 	}
 	if err := e.save(ctx, done, prov, over, usage); err != nil {
+		e.flushUsage(ctx, usage)
 		return e.fail(ctx, job.JobRow, job.Args.UserID, job.Args.EventIDs, err)
 	}
 	if len(failed) > 0 {
+		// Recorded before the turns are marked failed, as they would be
+		// with results.
+		e.flushUsage(ctx, usage)
 		return e.fail(ctx, job.JobRow, job.Args.UserID, failed, firstErr)
 	}
 	return nil
@@ -228,6 +234,7 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 		if ctx.Err() != nil {
 			err = ctx.Err()
 		}
+		e.flushUsage(ctx, usage)
 		return e.fail(ctx, job.JobRow, a.UserID, ids, err)
 	}
 	done := make([]extracted, len(burst))
@@ -239,6 +246,7 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 		done[i] = extracted{turn: t, result: r}
 	}
 	if err := e.save(ctx, done, store.Provenance{Extractor: info.Name, Model: info.Model, PromptVersion: res.PromptVersion}, over, usage); err != nil {
+		e.flushUsage(ctx, usage)
 		return e.fail(ctx, job.JobRow, a.UserID, ids, err)
 	}
 	return nil
