@@ -321,6 +321,14 @@ func (s *Store) AddUsage(ctx context.Context, userID, model string, u TokenUsage
 	return s.addUsage(ctx, time.Time{}, userID, model, u)
 }
 
+// AddUsageOn is AddUsage counted towards the spend of day (see SpendOn), in
+// the caller's transaction: run it inside InTx, after LockUsers has said no
+// forget covers the turns the tokens were spent on (AddTurnUsage does both
+// in a transaction of its own).
+func (s *Store) AddUsageOn(ctx context.Context, day time.Time, userID, model string, u TokenUsage) error {
+	return s.addUsage(ctx, day, userID, model, u)
+}
+
 func (s *Store) addUsage(ctx context.Context, day time.Time, userID, model string, u TokenUsage) error {
 	_, err := s.db.Exec(ctx, `
 		INSERT INTO llm_usage (user_id, model, prompt_tokens, completion_tokens, extractions)

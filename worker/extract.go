@@ -1,9 +1,11 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -98,6 +100,10 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 	}
 	info := ex.Info()
 	prov := store.Provenance{Extractor: info.Name, Model: info.Model, PromptVersion: info.PromptVersion}
+	// Tokens spent are stored with the results they gave (save), and on
+	// their own on every other way out.
+	usage := &jobUsage{model: info.Model}
+	defer e.flushUsage(ctx, usage) // the ways out below that do not
 	var (
 		done     []extracted
 		firstErr error
@@ -106,17 +112,18 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 	for i, t := range turns {
 		facts, order := known[t.UserID].input()
 		res, err := ex.Extract(ctx, extractor.Input{UserID: t.UserID, Turn: extractorTurn(t), Prior: prior[i], Facts: facts, FactKeys: order})
-		e.recordUsage(ctx, t.UserID, t.StreamSeq, info.Model, res.Usage)
+		usage.add(t, res.Usage)
 		if err != nil {
 			if ctx.Err() != nil {
 				// Keep what this run extracted before the timeout or
 				// shutdown; the rest is retried.
 				saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterCancelTimeout)
-				serr := e.save(saveCtx, done, prov, over)
+				serr := e.save(saveCtx, done, prov, over, usage)
 				cancel()
 				if serr != nil {
 					w.logger.Warn("cannot save partial extraction", "job_id", job.ID, "error", serr)
 				}
+				e.flushUsage(ctx, usage)
 				return e.fail(ctx, job.JobRow, job.Args.UserID, unprocessed(turns[i:]), ctx.Err())
 			}
 			failed = append(failed, t.EventID)
@@ -128,16 +135,21 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 		// Save as we go in large jobs (replay batches), so that a timeout
 		// loses at most one chunk of model calls.
 		if len(done) == saveEvery {
-			if err := e.save(ctx, done, prov, over); err != nil {
+			if err := e.save(ctx, done, prov, over, usage); err != nil {
+				e.flushUsage(ctx, usage)
 				return e.fail(ctx, job.JobRow, job.Args.UserID, unprocessed(turns[i+1-len(done):]), err)
 			}
 			done = done[:0]
 		}
 	}
-	if err := e.save(ctx, done, prov, over); err != nil {
+	if err := e.save(ctx, done, prov, over, usage); err != nil {
+		e.flushUsage(ctx, usage)
 		return e.fail(ctx, job.JobRow, job.Args.UserID, job.Args.EventIDs, err)
 	}
 	if len(failed) > 0 {
+		// Recorded before the turns are marked failed, as they would be
+		// with results.
+		e.flushUsage(ctx, usage)
 		return e.fail(ctx, job.JobRow, job.Args.UserID, failed, firstErr)
 	}
 	return nil
@@ -212,11 +224,17 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 		in.Prior = append(in.Prior, extractorTurn(t))
 	}
 	res, err := batcher.ExtractBatch(ctx, in)
-	e.recordUsage(ctx, a.UserID, newestSeq(burst), info.Model, res.Usage)
+	// Stored with the burst's results, or on its own if they are not.
+	// Counted on the newest turn: a forget covers the call only if it
+	// covers every turn of the burst.
+	usage := &jobUsage{model: info.Model}
+	usage.add(slices.MaxFunc(burst, func(a, b store.Turn) int { return cmp.Compare(a.StreamSeq, b.StreamSeq) }), res.Usage)
+	defer e.flushUsage(ctx, usage)
 	if err != nil {
 		if ctx.Err() != nil {
 			err = ctx.Err()
 		}
+		e.flushUsage(ctx, usage)
 		return e.fail(ctx, job.JobRow, a.UserID, ids, err)
 	}
 	done := make([]extracted, len(burst))
@@ -227,7 +245,8 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 		}
 		done[i] = extracted{turn: t, result: r}
 	}
-	if err := e.save(ctx, done, store.Provenance{Extractor: info.Name, Model: info.Model, PromptVersion: res.PromptVersion}, over); err != nil {
+	if err := e.save(ctx, done, store.Provenance{Extractor: info.Name, Model: info.Model, PromptVersion: res.PromptVersion}, over, usage); err != nil {
+		e.flushUsage(ctx, usage)
 		return e.fail(ctx, job.JobRow, a.UserID, ids, err)
 	}
 	return nil
@@ -271,8 +290,10 @@ const afterCancelTimeout = 5 * time.Second
 // processed meanwhile is skipped, so memory is written once. With overCap
 // (an offline extraction because of a spend cap), the same transaction
 // enqueues the job that extracts the turns again with the model once the
-// caps reset.
-func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.Provenance, overCap bool) error {
+// caps reset. The same transaction adds usage (the tokens spent since the
+// last save, nil for none) and, once it commits, empties it: one
+// transaction a job instead of one more a model call.
+func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.Provenance, overCap bool, usage *jobUsage) error {
 	if len(done) == 0 {
 		return nil
 	}
@@ -293,14 +314,17 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 	if deadline, ok := ctx.Deadline(); ok {
 		lockTimeout = min(lockTimeout, time.Until(deadline)/2)
 	}
-	return e.w.cfg.Store.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
+	err := e.w.cfg.Store.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
 		if err := q.SetLockTimeout(ctx, lockTimeout); err != nil {
 			return err
 		}
 		// The users' locks before the turns' (a forget takes them in that
-		// order too); what a forget covers is not written.
-		done, ids, err := keepRemembered(ctx, q, done)
+		// order too); what a forget covers is not written, nor its usage.
+		done, ids, spent, err := keepRemembered(ctx, q, done, usage)
 		if err != nil {
+			return err
+		}
+		if err := addUsage(ctx, q, usage.model, e.w.spendDay(), spent); err != nil {
 			return err
 		}
 		locked, err := q.LockUnprocessedTurns(ctx, user, ids)
@@ -353,6 +377,10 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 		}
 		return nil
 	})
+	if err == nil {
+		usage.reset()
+	}
+	return err
 }
 
 // memoryWrites is what done's results write, each fact and context item

@@ -280,16 +280,21 @@ func dropForgotten(ctx context.Context, q *store.Store, turns []store.Turn) ([]s
 	return keep, nil
 }
 
-// keepRemembered is dropForgotten for extraction results: it returns the
-// results no forget covers and their event ids.
-func keepRemembered(ctx context.Context, q *store.Store, done []extracted) ([]extracted, []string, error) {
-	turns := make([]store.Turn, len(done))
-	for i, d := range done {
-		turns[i] = d.turn
+// keepRemembered is dropForgotten for extraction results and the usage of
+// the model calls that gave them (nil for none): it returns the results no
+// forget covers, their event ids, and the tokens spent on turns no forget
+// covers, summed by user.
+func keepRemembered(ctx context.Context, q *store.Store, done []extracted, usage *jobUsage) ([]extracted, []string, map[string]store.TokenUsage, error) {
+	turns := make([]store.Turn, 0, len(done)+usage.len())
+	for _, d := range done {
+		turns = append(turns, d.turn)
+	}
+	if usage != nil {
+		turns = append(turns, usage.turns...)
 	}
 	keep, err := dropForgotten(ctx, q, turns)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	kept := make(map[store.TurnKey]bool, len(keep))
 	for _, t := range keep {
@@ -303,7 +308,23 @@ func keepRemembered(ctx context.Context, q *store.Store, done []extracted) ([]ex
 			ids = append(ids, d.turn.EventID)
 		}
 	}
-	return out, ids, nil
+	var spent map[string]store.TokenUsage
+	if usage != nil {
+		for i, t := range usage.turns {
+			if !kept[t.Key()] {
+				continue
+			}
+			if spent == nil {
+				spent = make(map[string]store.TokenUsage, 1)
+			}
+			u, add := spent[t.UserID], usage.used[i]
+			u.PromptTokens += add.PromptTokens
+			u.CompletionTokens += add.CompletionTokens
+			u.Extractions += add.Extractions
+			spent[t.UserID] = u
+		}
+	}
+	return out, ids, spent, nil
 }
 
 // newestSeq is the highest stream sequence among turns.

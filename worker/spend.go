@@ -136,7 +136,7 @@ func (e *extractWorker) workOverCap(ctx context.Context, job *river.Job[ExtractA
 		if err := q.SetLockTimeout(ctx, w.cfg.LockTimeout); err != nil {
 			return err
 		}
-		done, ids, err := keepRemembered(ctx, q, done)
+		done, ids, _, err := keepRemembered(ctx, q, done, nil)
 		if err != nil || len(done) == 0 {
 			return err
 		}

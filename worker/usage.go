@@ -1,0 +1,74 @@
+package worker
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/store"
+)
+
+// jobUsage is the tokens a run of a job spent on model calls and has not
+// stored yet, by the turn each call was for. save stores it in the
+// transaction that stores the calls' results (and then empties it);
+// flushUsage stores what is left on every other way out, since tokens spent
+// on a call that failed or whose results were not stored count too.
+type jobUsage struct {
+	model string
+	turns []store.Turn
+	used  []store.TokenUsage
+}
+
+// add counts one model call's tokens for turn t (a burst's: its newest).
+func (u *jobUsage) add(t store.Turn, used extractor.Usage) {
+	if used.PromptTokens == 0 && used.CompletionTokens == 0 {
+		return
+	}
+	u.turns = append(u.turns, t)
+	u.used = append(u.used, storeUsage(used))
+}
+
+func (u *jobUsage) len() int {
+	if u == nil {
+		return 0
+	}
+	return len(u.turns)
+}
+
+func (u *jobUsage) reset() {
+	if u != nil {
+		u.turns, u.used = u.turns[:0], u.used[:0]
+	}
+}
+
+// addUsage adds spent (by user, from keepRemembered) in q's transaction,
+// users in order so that two transactions never wait on each other's rows.
+func addUsage(ctx context.Context, q *store.Store, model string, day time.Time, spent map[string]store.TokenUsage) error {
+	for _, user := range slices.Sorted(maps.Keys(spent)) {
+		if err := q.AddUsageOn(ctx, day, user, model, spent[user]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// flushUsage stores what usage still holds, each call's tokens on their own
+// (store.AddTurnUsage: unless a forget covers the turn), also when ctx is
+// done (the tokens were spent), bounded. Losing a count is better than
+// failing the job over it.
+func (e *extractWorker) flushUsage(ctx context.Context, usage *jobUsage) {
+	for i, t := range usage.turns {
+		// Bounded: a wait behind a forget or a dead connection must not
+		// hold the job past its timeout or its process's lease.
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterCancelTimeout)
+		_, err := e.w.cfg.Store.AddTurnUsage(uctx, events.UserToken(t.UserID), t.StreamSeq, t.UserID, usage.model, e.w.spendDay(), usage.used[i])
+		cancel()
+		if err != nil {
+			e.w.logger.Warn("cannot record token usage", "user_id", t.UserID, "error", err)
+		}
+	}
+	usage.reset()
+}
