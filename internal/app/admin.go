@@ -244,3 +244,18 @@ func (a *App) Prune(ctx context.Context) (worker.PruneReport, error) {
 		MaxBytes: a.cfg.Worker.MaxDBSize, MaxContextPerUser: a.cfg.Worker.MaxContextPerUser, TurnRetention: a.cfg.Worker.TurnRetention,
 	})
 }
+
+// GrantReader lets user read the shared scope's knowledge base collections
+// from the user's own subjects (memory.docs.search), or with revoke takes
+// that back; it reports whether anything changed. An operator's command:
+// no NATS subject grants.
+func (a *App) GrantReader(ctx context.Context, scope, user string, revoke bool) (bool, error) {
+	s, err := a.readStore(ctx)
+	if err != nil {
+		return false, err
+	}
+	if revoke {
+		return s.RevokeReader(ctx, scope, user)
+	}
+	return s.GrantReader(ctx, scope, user)
+}
