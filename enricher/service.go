@@ -105,7 +105,7 @@ type endpoint struct {
 type call func(ctx context.Context) (any, error)
 
 func (s *Service) endpoints() []endpoint {
-	return []endpoint{
+	eps := []endpoint{
 		{"enrich", "enrich", "memory relevant to a message, with the text to inject", s.enrichLane, nil},
 		{"search", "search", "full-text search over the user's remembered context", s.searchLane, s.reads.search},
 		{"store", "store", "remember a question/answer pair (store_memory tool)", s.toolLane, s.writes.storeContext},
@@ -129,6 +129,7 @@ func (s *Service) endpoints() []endpoint {
 		// Languages (issue 17 item 6, language.go).
 		{"language", "language", "read or set the user's language, which chooses how their context is indexed and searched", s.toolLane, s.writes.language},
 	}
+	return append(eps, s.docsEndpoints()...)
 }
 
 // Start registers the micro service and its endpoints. Call it once. It
@@ -198,8 +199,8 @@ func (s *Service) Start(ctx context.Context) error {
 			micro.WithEndpointSubject(s.cfg.Prefix+"."+ep.subject+".*"),
 			micro.WithEndpointMetadata(map[string]string{
 				"description":    ep.description,
-				"request_schema": SchemaBase + ep.name + ".request.json",
-				"reply_schema":   SchemaBase + ep.name + ".reply.json",
+				"request_schema": SchemaBase + schemaName(ep.name) + ".request.json",
+				"reply_schema":   SchemaBase + schemaName(ep.name) + ".reply.json",
 			}))
 		if err != nil {
 			_ = svc.Stop()

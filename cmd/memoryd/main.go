@@ -45,6 +45,7 @@ func commands() []command {
 		{"embed", "embed context items that have no vector of the model (--backfill)", runEmbed},
 		{"forget", "delete everything memoryd keeps about a user", runForget},
 		{"mcp", "serve a user's memory to agents as MCP tools (stdio, or streamable HTTP with API keys)", runMCP},
+		{"docs", "put, list, delete or search knowledge base documents; grant reads of shared ones", runDocs},
 		{"config", "print the effective configuration (config print), secrets redacted", runConfig},
 		{"schemas", "write the JSON Schemas of the wire contract", runSchemas},
 		{"proxy", "serve an OpenAI-compatible endpoint with memory in front of an upstream model server", runProxy},
