@@ -115,6 +115,12 @@ func cvVariants() []cvVariant {
 	adjacent := cvGrid(def, func(p *ranking.Params, v float64) { p.AdjacentWeight = v }, 0, 0.25, 0.5, 1, 2)
 	answer := cvGrid(cvGrid(def, aw, 0.6, 0.4, 0.8, 1.0), ba, 0.5, 0.25, 0.75, 0.9)
 	bm25f := cvGrid(cvGrid(answer, bq, 0.5, 0.25, 0.75), k1, 1.2, 0.9, 1.6, 2.0)
+	coverage := cvGrid(def, func(p *ranking.Params, v float64) { p.CoveragePower = v }, 0, 0.25, 0.5, 1, 2)
+	session := append(append([]ranking.Params(nil), def...), cvGrid(cvGrid(def,
+		func(p *ranking.Params, v float64) { p.SessionWindow = time.Duration(v * float64(time.Minute)) }, 10, 30, 120),
+		func(p *ranking.Params, v float64) { p.SessionWeight = v }, 0.1, 0.25, 0.5)...)
+	later := append(append([]ranking.Params(nil), def...), cvGrid(cvGrid(def, win, 2, 10, 60),
+		func(p *ranking.Params, v float64) { p.LaterPenalty = v }, 0.02, 0.05, 0.1, 0.2)...)
 	neighbour := func(base []ranking.Params) []ranking.Params {
 		out := append([]ranking.Params(nil), base...) // penalty 0 first
 		on := cvGrid(cvGrid(base, win, 2, 10, 60), pen, 0.1, 0.2, 0.35)
@@ -130,6 +136,9 @@ func cvVariants() []cvVariant {
 		{name: "stem weight, short lexeme or uninflected query word", grid: stem, forms: stemGuarded},
 		{name: "adjacent query words", grid: adjacent, forms: stemNone},
 		{name: "verbose replies: AnswerWeight × VerboseReplyPower", grid: verbose, forms: stemNone},
+		{name: "query coverage (soft AND): CoveragePower", grid: coverage, forms: stemNone},
+		{name: "session's best turn: SessionWeight × SessionWindow", grid: session, forms: stemNone},
+		{name: "first mention: LaterPenalty × window", grid: later, forms: stemNone},
 	}
 	// The same grids again, choosing only what no set finds worse on the
 	// training folds.
@@ -488,7 +497,13 @@ func paramsDiff(p ranking.Params) string {
 	add("stem", p.StemWeight, d.StemWeight)
 	add("adjacent", p.AdjacentWeight, d.AdjacentWeight)
 	add("penalty", p.NeighbourPenalty, d.NeighbourPenalty)
-	if p.NeighbourPenalty > 0 {
+	add("coverage", p.CoveragePower, d.CoveragePower)
+	add("session", p.SessionWeight, d.SessionWeight)
+	if p.SessionWeight > 0 {
+		parts = append(parts, "session window "+p.SessionWindow.String())
+	}
+	add("later", p.LaterPenalty, d.LaterPenalty)
+	if p.NeighbourPenalty > 0 || p.LaterPenalty > 0 {
 		parts = append(parts, "window "+p.NeighbourWindow.String())
 	}
 	if len(parts) == 0 {
