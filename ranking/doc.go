@@ -50,8 +50,10 @@
 //
 // Rank uses DefaultParams; Params.Rank takes others, so that an alternative
 // is measured (tools/memeval -cv cross-validates them) before a default
-// changes. Besides the constants above, with BQuestion and BAnswer as B per
-// field, Params holds four changes that were measured and are off by
+// changes. The sum over fields before saturation above is BM25F proper: a
+// lexeme's question and answer counts saturate together, not each on its
+// own. Besides the constants above, with BQuestion and BAnswer as B per
+// field, Params holds seven changes that were measured and are off by
 // default, as cross-validation found no held-out gain:
 //
 //   - VerboseReplyPower (default 0): the answer weight used is AnswerWeight
@@ -72,4 +74,17 @@
 //   - AdjacentWeight (default 0): added to s for each of at most two places
 //     where two different query lexemes stand next to each other in the
 //     item, for callers that count them (Doc.Adjacent).
+//
+//   - CoveragePower (default 0): s is multiplied by (m/T)^CoveragePower, m
+//     the query lexemes the item holds and T those any candidate holds (a
+//     soft AND).
+//
+//   - SessionWeight (default 0): s gains SessionWeight times the highest s
+//     among the other candidates created within SessionWindow of the item
+//     (its session).
+//
+//   - LaterPenalty (default 0): an item's score is multiplied by 1 −
+//     LaterPenalty when another candidate was created before it, within
+//     NeighbourWindow (the first mention of a subject ranks before the turns
+//     that refer back to it).
 package ranking

@@ -138,7 +138,8 @@ func TestDefaultParamsAreRank(t *testing.T) {
 	p := ranking.DefaultParams()
 	want := ranking.Params{K1: ranking.K1, BQuestion: ranking.B, BAnswer: ranking.B, AnswerWeight: ranking.AnswerWeight,
 		IDFPrior: ranking.IDFPrior, RelevanceHalf: ranking.RelevanceHalf, RecencyWeight: ranking.RecencyWeight,
-		RecencyDays: ranking.RecencyDays, VerboseReplyPower: 0, StemWeight: 1, AdjacentWeight: 0, NeighbourPenalty: 0, NeighbourWindow: ranking.NeighbourWindow}
+		RecencyDays: ranking.RecencyDays, VerboseReplyPower: 0, StemWeight: 1, AdjacentWeight: 0, NeighbourPenalty: 0, NeighbourWindow: ranking.NeighbourWindow,
+		CoveragePower: 0, SessionWeight: 0, SessionWindow: ranking.SessionWindow, LaterPenalty: 0}
 	if p != want {
 		t.Fatalf("DefaultParams() = %+v, want %+v", p, want)
 	}
@@ -149,5 +150,103 @@ func TestDefaultParamsAreRank(t *testing.T) {
 		if a, b := ranking.Rank(coll, docs, q), p.Rank(coll, docs, q); !slices.Equal(a, b) {
 			t.Fatalf("limit %d: Rank %v, DefaultParams().Rank %v", limit, a, b)
 		}
+	}
+}
+
+// TestParamsRankSessions checks the changes that look past one doc's own
+// counts: the coverage of the query's lexemes, the session's best match,
+// and the penalty for a turn after an earlier matching one.
+func TestParamsRankSessions(t *testing.T) {
+	t.Parallel()
+	coll := ranking.Collection{Items: 10, AvgQuestionLen: 3, AvgAnswerLen: 5}
+	all := ranking.Query{At: at, Limit: 100}
+	with := func(f func(p *ranking.Params)) ranking.Params {
+		p := ranking.DefaultParams()
+		f(&p)
+		return p
+	}
+	// sum is the BM25 sum of a doc with the given terms' document
+	// frequencies and field-weighted frequencies; fresh is the score of a
+	// doc created at the query's time with that sum.
+	sum := func(dfs, fs []float64) float64 {
+		s := 0.0
+		for i, df := range dfs {
+			idf := math.Log(1 + (10+ranking.IDFPrior-df+0.5)/(df+0.5))
+			s += idf * fs[i] * (ranking.K1 + 1) / (fs[i] + ranking.K1)
+		}
+		return s
+	}
+	fresh := func(s float64) float64 { return s / (s + ranking.RelevanceHalf) }
+	coverage := with(func(p *ranking.Params) { p.CoveragePower = 1 })
+	session := with(func(p *ranking.Params) { p.SessionWeight, p.SessionWindow = 0.5, 30*time.Minute })
+	later := with(func(p *ranking.Params) { p.LaterPenalty, p.NeighbourWindow = 0.1, 10*time.Minute })
+	// commonSecond: doc 1 holds the rarer lexeme three times, doc 2 both
+	// lexemes once, and by a hair less in its sum (the second is in 4 docs).
+	commonSecond := []ranking.Doc{doc(1, 0, q(3), absent), doc(2, 0, q(1), a(1)),
+		doc(3, 5*day, absent, a(1)), doc(4, 5*day, absent, a(1)), doc(5, 5*day, absent, a(1))}
+	tests := []struct {
+		name   string
+		p      ranking.Params
+		docs   []ranking.Doc
+		want   []int64
+		scores []float64 // of the first hits in order
+	}{
+		{"coverage: off by default", ranking.DefaultParams(),
+			commonSecond, []int64{1, 2, 5, 4, 3},
+			[]float64{fresh(sum([]float64{2}, []float64{3})), fresh(sum([]float64{2, 4}, []float64{1, ranking.AnswerWeight}))}},
+		{"coverage: one of two lexemes counts half its sum", coverage,
+			commonSecond, []int64{2, 1, 5, 4, 3},
+			[]float64{fresh(sum([]float64{2, 4}, []float64{1, ranking.AnswerWeight})), fresh(sum([]float64{2}, []float64{3}) / 2)}},
+		{"coverage: a lexeme no candidate holds does not count", coverage,
+			[]ranking.Doc{doc(1, 0, q(1), absent, absent), doc(2, 0, absent, q(1))}, []int64{2, 1},
+			[]float64{fresh(sum([]float64{1}, []float64{1}) / 2), fresh(sum([]float64{1}, []float64{1}) / 2)}},
+		{"session: off by default", ranking.DefaultParams(),
+			[]ranking.Doc{doc(1, 0, q(1)), doc(2, 0, q(2)), doc(3, 0, q(1))}, []int64{2, 3, 1}, nil},
+		{"session: a turn gains a share of its session's best other turn", session,
+			[]ranking.Doc{doc(1, 0, q(1)), doc(2, -20*time.Minute, q(1)), doc(3, 2*day, q(2))}, []int64{2, 1, 3},
+			[]float64{fresh(1.5 * sum([]float64{3}, []float64{1})), fresh(1.5 * sum([]float64{3}, []float64{1}))}},
+		{"session: turns further apart than the window are not one session", session,
+			[]ranking.Doc{doc(1, 0, q(1)), doc(2, -31*time.Minute, q(2))}, []int64{2, 1},
+			[]float64{fresh(sum([]float64{2}, []float64{2})), fresh(sum([]float64{2}, []float64{1}))}},
+		{"session: the best of several, not their sum", session,
+			[]ranking.Doc{doc(1, 0, q(1)), doc(2, -time.Minute, q(2)), doc(3, -2*time.Minute, q(1))}, []int64{2, 3, 1},
+			[]float64{fresh(sum([]float64{3}, []float64{2}) + 0.5*sum([]float64{3}, []float64{1})),
+				fresh(sum([]float64{3}, []float64{1}) + 0.5*sum([]float64{3}, []float64{2})),
+				fresh(sum([]float64{3}, []float64{1}) + 0.5*sum([]float64{3}, []float64{2}))}},
+		{"later: off by default", ranking.DefaultParams(),
+			[]ranking.Doc{doc(1, 0, q(1)), doc(2, 5*time.Minute, q(1))}, []int64{1, 2}, nil},
+		{"later: of two equal turns the earlier ranks first", later,
+			[]ranking.Doc{doc(1, -5*time.Minute, q(1)), doc(2, 0, q(1))}, []int64{2, 1},
+			[]float64{fresh(sum([]float64{2}, []float64{1})), 0.9 * fresh(sum([]float64{2}, []float64{1}))}},
+		{"later: turns at the same time are not later than each other", later,
+			[]ranking.Doc{doc(1, 0, q(1)), doc(2, 0, q(1))}, []int64{2, 1},
+			[]float64{fresh(sum([]float64{2}, []float64{1})), fresh(sum([]float64{2}, []float64{1}))}},
+		{"later: a turn at the same time as a later one is later too", later,
+			[]ranking.Doc{doc(1, 0, q(1)), doc(2, 0, q(1)), doc(3, 2*time.Minute, q(1))}, []int64{3, 2, 1},
+			[]float64{score(10, 2*time.Minute, []float64{3}, []float64{1}), 0.9 * fresh(sum([]float64{3}, []float64{1})),
+				0.9 * fresh(sum([]float64{3}, []float64{1}))}},
+		{"later: outside the window no penalty", later,
+			[]ranking.Doc{doc(1, -11*time.Minute, q(1)), doc(2, 0, q(1))}, []int64{1, 2},
+			[]float64{fresh(sum([]float64{2}, []float64{1})), fresh(sum([]float64{2}, []float64{1}))}},
+		{"later: a much better later turn still ranks first", later,
+			[]ranking.Doc{doc(1, -5*time.Minute, q(3)), doc(2, 0, q(1))}, []int64{1, 2},
+			[]float64{0.9 * fresh(sum([]float64{2}, []float64{3}))}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hits := tt.p.Rank(coll, tt.docs, all)
+			ids := make([]int64, len(hits))
+			for i, h := range hits {
+				ids[i] = tt.docs[h.Doc].ID
+			}
+			if !slices.Equal(ids, tt.want) {
+				t.Fatalf("ranked %v (%+v), want %v", ids, hits, tt.want)
+			}
+			for i, want := range tt.scores {
+				if math.Abs(hits[i].Score-want) > 1e-12 {
+					t.Fatalf("hit %d scores %.15f, want %.15f", i, hits[i].Score, want)
+				}
+			}
+		})
 	}
 }

@@ -36,6 +36,17 @@ const (
 	NeighbourPenalty = 0.0
 	// NeighbourWindow is how close in time two items are neighbours.
 	NeighbourWindow = 10 * time.Minute
+	// CoveragePower is how much a match of few of the query's lexemes is
+	// scaled down (0: off; see Params).
+	CoveragePower = 0.0
+	// SessionWeight is the share of its best neighbour's BM25 sum an item
+	// gains (0: off; see Params).
+	SessionWeight = 0.0
+	// SessionWindow is how close in time two items are of one session.
+	SessionWindow = 30 * time.Minute
+	// LaterPenalty is the share of its score an item loses to an earlier
+	// neighbour holding a query lexeme (0: off; see Params).
+	LaterPenalty = 0.0
 )
 
 // Collection is what BM25F needs to know of all the user's items, matched
@@ -138,8 +149,26 @@ type Params struct {
 	// same exchange) scores higher; 0 turns it off.
 	NeighbourPenalty float64
 	// NeighbourWindow is how close in creation time two items must be to
-	// count as neighbours.
+	// count as neighbours (for NeighbourPenalty and LaterPenalty).
 	NeighbourWindow time.Duration
+	// CoveragePower makes the BM25 sum a soft AND: it is multiplied by
+	// (m/T)^CoveragePower, m the query lexemes the item holds and T those
+	// any candidate holds. An item holding one of a question's words many
+	// times then ranks after one holding most of them; 0 turns it off.
+	CoveragePower float64
+	// SessionWeight adds to an item's BM25 sum that share of the highest
+	// sum among the candidates created within SessionWindow of it (its
+	// session): a session that matches the question as a whole lifts its
+	// turns over a lone turn of another session; 0 turns it off.
+	SessionWeight float64
+	// SessionWindow is how close in creation time two items must be to
+	// count as one session for SessionWeight.
+	SessionWindow time.Duration
+	// LaterPenalty is the share of its score an item loses when an earlier
+	// candidate, created within NeighbourWindow before it, exists: the turn
+	// that first brings up the question's words usually states the fact,
+	// the turns after it refer back to it. 0 turns it off.
+	LaterPenalty float64
 }
 
 // DefaultParams returns the constants Rank uses.
@@ -147,7 +176,8 @@ func DefaultParams() Params {
 	return Params{
 		K1: K1, BQuestion: B, BAnswer: B, AnswerWeight: AnswerWeight, VerboseReplyPower: VerboseReplyPower, IDFPrior: IDFPrior,
 		RelevanceHalf: RelevanceHalf, RecencyWeight: RecencyWeight, RecencyDays: RecencyDays, StemWeight: StemWeight,
-		NeighbourPenalty: NeighbourPenalty, NeighbourWindow: NeighbourWindow,
+		NeighbourPenalty: NeighbourPenalty, NeighbourWindow: NeighbourWindow, CoveragePower: CoveragePower,
+		SessionWeight: SessionWeight, SessionWindow: SessionWindow, LaterPenalty: LaterPenalty,
 	}
 }
 
@@ -205,6 +235,18 @@ func (p Params) Rank(coll Collection, docs []Doc, q Query) []Hit {
 			matched[h.doc] = true
 		}
 	}
+	if p.CoveragePower != 0 {
+		total := 0 // the query lexemes some doc holds
+		for _, hs := range hits {
+			if len(hs) > 0 {
+				total++
+			}
+		}
+		coverage(docs, total, sums, p.CoveragePower)
+	}
+	if p.SessionWeight != 0 {
+		sums = p.session(docs, matched, sums)
+	}
 	scored := make([]Hit, 0, len(docs))
 	for i := range docs {
 		if !matched[i] {
@@ -220,6 +262,9 @@ func (p Params) Rank(coll Collection, docs []Doc, q Query) []Hit {
 	}
 	if p.NeighbourPenalty > 0 {
 		p.crowd(docs, scored)
+	}
+	if p.LaterPenalty > 0 {
+		p.later(docs, scored)
 	}
 	kept := scored[:0]
 	for _, h := range scored {
@@ -279,6 +324,75 @@ func (p Params) crowd(docs []Doc, hits []Hit) {
 	for i := range hits {
 		if crowded[i] {
 			hits[i].Score *= 1 - p.NeighbourPenalty
+		}
+	}
+}
+
+// coverage multiplies each sum by (m/total)^power, m the query lexemes its
+// doc holds and total those any doc holds.
+func coverage(docs []Doc, total int, sums []float64, power float64) {
+	for i := range docs {
+		if sums[i] == 0 {
+			continue
+		}
+		m := 0
+		for _, n := range docs[i].Terms {
+			if n.Present {
+				m++
+			}
+		}
+		sums[i] *= math.Pow(float64(m)/float64(total), power)
+	}
+}
+
+// session returns the sums with each matched doc's raised by SessionWeight
+// times the highest sum of another matched doc created within
+// SessionWindow of it.
+func (p Params) session(docs []Doc, matched []bool, sums []float64) []float64 {
+	var byTime []int
+	for i := range docs {
+		if matched[i] {
+			byTime = append(byTime, i)
+		}
+	}
+	slices.SortFunc(byTime, func(x, y int) int { return docs[x].CreatedAt.Compare(docs[y].CreatedAt) })
+	best := make([]float64, len(docs))
+	for k, x := range byTime {
+		tx := docs[x].CreatedAt
+		for _, y := range byTime[k+1:] {
+			if docs[y].CreatedAt.Sub(tx) > p.SessionWindow {
+				break
+			}
+			best[x], best[y] = max(best[x], sums[y]), max(best[y], sums[x])
+		}
+	}
+	out := make([]float64, len(sums))
+	for i := range sums {
+		out[i] = sums[i] + p.SessionWeight*best[i]
+	}
+	return out
+}
+
+// later multiplies by 1 − LaterPenalty the score of every hit created after
+// another hit, within NeighbourWindow of it (hits created at the same time
+// are not later than each other).
+func (p Params) later(docs []Doc, hits []Hit) {
+	byTime := make([]int, len(hits))
+	for i := range byTime {
+		byTime[i] = i
+	}
+	at := func(i int) time.Time { return docs[hits[i].Doc].CreatedAt }
+	slices.SortFunc(byTime, func(x, y int) int { return at(x).Compare(at(y)) })
+	// prev is the creation time of the latest hit created before the
+	// current one; set is false until there is one.
+	var prev time.Time
+	set := false
+	for k, x := range byTime {
+		if k > 0 && at(byTime[k-1]).Before(at(x)) {
+			prev, set = at(byTime[k-1]), true
+		}
+		if set && at(x).Sub(prev) <= p.NeighbourWindow {
+			hits[x].Score *= 1 - p.LaterPenalty
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/gob"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -115,6 +116,12 @@ func cvVariants() []cvVariant {
 	adjacent := cvGrid(def, func(p *ranking.Params, v float64) { p.AdjacentWeight = v }, 0, 0.25, 0.5, 1, 2)
 	answer := cvGrid(cvGrid(def, aw, 0.6, 0.4, 0.8, 1.0), ba, 0.5, 0.25, 0.75, 0.9)
 	bm25f := cvGrid(cvGrid(answer, bq, 0.5, 0.25, 0.75), k1, 1.2, 0.9, 1.6, 2.0)
+	coverage := cvGrid(def, func(p *ranking.Params, v float64) { p.CoveragePower = v }, 0, 0.25, 0.5, 1, 2)
+	session := append(append([]ranking.Params(nil), def...), cvGrid(cvGrid(def,
+		func(p *ranking.Params, v float64) { p.SessionWindow = time.Duration(v * float64(time.Minute)) }, 10, 30, 120),
+		func(p *ranking.Params, v float64) { p.SessionWeight = v }, 0.1, 0.25, 0.5)...)
+	later := append(append([]ranking.Params(nil), def...), cvGrid(cvGrid(def, win, 2, 10, 60),
+		func(p *ranking.Params, v float64) { p.LaterPenalty = v }, 0.02, 0.05, 0.1, 0.2)...)
 	neighbour := func(base []ranking.Params) []ranking.Params {
 		out := append([]ranking.Params(nil), base...) // penalty 0 first
 		on := cvGrid(cvGrid(base, win, 2, 10, 60), pen, 0.1, 0.2, 0.35)
@@ -130,6 +137,9 @@ func cvVariants() []cvVariant {
 		{name: "stem weight, short lexeme or uninflected query word", grid: stem, forms: stemGuarded},
 		{name: "adjacent query words", grid: adjacent, forms: stemNone},
 		{name: "verbose replies: AnswerWeight × VerboseReplyPower", grid: verbose, forms: stemNone},
+		{name: "query coverage (soft AND): CoveragePower", grid: coverage, forms: stemNone},
+		{name: "session's best turn: SessionWeight × SessionWindow", grid: session, forms: stemNone},
+		{name: "first mention: LaterPenalty × window", grid: later, forms: stemNone},
 	}
 	// The same grids again, choosing only what no set finds worse on the
 	// training folds.
@@ -488,7 +498,13 @@ func paramsDiff(p ranking.Params) string {
 	add("stem", p.StemWeight, d.StemWeight)
 	add("adjacent", p.AdjacentWeight, d.AdjacentWeight)
 	add("penalty", p.NeighbourPenalty, d.NeighbourPenalty)
-	if p.NeighbourPenalty > 0 {
+	add("coverage", p.CoveragePower, d.CoveragePower)
+	add("session", p.SessionWeight, d.SessionWeight)
+	if p.SessionWeight > 0 {
+		parts = append(parts, "session window "+p.SessionWindow.String())
+	}
+	add("later", p.LaterPenalty, d.LaterPenalty)
+	if p.NeighbourPenalty > 0 || p.LaterPenalty > 0 {
 		parts = append(parts, "window "+p.NeighbourWindow.String())
 	}
 	if len(parts) == 0 {
@@ -576,7 +592,105 @@ func reportCV(w io.Writer, sets []string, qs []cvQuestion, results []cvResult) {
 			fmt.Fprintf(w, " %.3f |", cvRecall(fts, all, k))
 		}
 		fmt.Fprintf(w, " - | - | - | - |\n")
+		reportPaired(w, s, si, qs, fts, results)
 	}
+}
+
+// cvBootstraps is the number of bootstrap resamples of a set's questions.
+const cvBootstraps = 10000
+
+// reportPaired prints, per variant, what the set's questions can tell of
+// memoryd's R@1 against FTS5-BM25's: each question's ΔR@1 (1 when only
+// memoryd has the evidence first, −1 when only FTS5 does; its held-out
+// mean over the repeats), their mean with a 95% paired bootstrap interval,
+// the exact sign test of the questions won against those lost, and how
+// many questions a 0.02 difference would need.
+func reportPaired(w io.Writer, set string, si int, qs []cvQuestion, fts []int8, results []cvResult) {
+	fmt.Fprintf(w, "\n%s paired ΔR@1 over questions (memoryd − FTS5-BM25, each question's held-out mean over the %d repeats): 95%% bootstrap interval (%d resamples of the questions), exact two-sided sign test of questions won against lost, questions needed for a ±0.02 interval and to find a true 0.02 with 80%% power at 5%%\n\n| variant | questions | won / lost | ΔR@1 mean | 95%% interval | sign test p | SD per question | for ±0.02 | for 0.02 at 80%% power |\n|---|---|---|---|---|---|---|---|---|\n", set, cvRepeats, cvBootstraps)
+	for _, r := range results {
+		d := map[int]float64{}
+		for _, fr := range r.folds[si] {
+			for _, i := range fr.sel {
+				d[i] += (hit1(fr.ranks[i]) - hit1(fts[i])) / cvRepeats
+			}
+		}
+		idx := slices.Sorted(maps.Keys(d))
+		ds := make([]float64, len(idx))
+		won, lost := 0, 0
+		for k, i := range idx {
+			ds[k] = d[i]
+			if d[i] > 1e-12 {
+				won++
+			} else if d[i] < -1e-12 {
+				lost++
+			}
+		}
+		mean, lo, hi := bootstrapMean(ds, cvBootstraps, rand.New(rand.NewPCG(1, uint64(si))))
+		sd := stddev(ds)
+		fmt.Fprintf(w, "| %s | %d | %d / %d | %+.3f | %+.3f – %+.3f | %.2f | %.3f | %.0f | %.0f |\n", r.variant.name, len(ds), won, lost,
+			mean, lo, hi, signTest(won, lost), sd, math.Ceil(math.Pow(1.96*sd/0.02, 2)), math.Ceil(math.Pow((1.96+0.8416)*sd/0.02, 2)))
+	}
+}
+
+func hit1(rank int8) float64 {
+	if rank == 1 {
+		return 1
+	}
+	return 0
+}
+
+// bootstrapMean returns the mean of xs and the 2.5th and 97.5th
+// percentiles of the means of n resamples of xs (with replacement).
+func bootstrapMean(xs []float64, n int, rng *rand.Rand) (mean, lo, hi float64) {
+	if len(xs) == 0 {
+		return 0, 0, 0
+	}
+	for _, x := range xs {
+		mean += x
+	}
+	mean /= float64(len(xs))
+	means := make([]float64, n)
+	for b := range means {
+		sum := 0.0
+		for range xs {
+			sum += xs[rng.IntN(len(xs))]
+		}
+		means[b] = sum / float64(len(xs))
+	}
+	slices.Sort(means)
+	return mean, means[int(0.025*float64(n))], means[min(int(0.975*float64(n)), n-1)]
+}
+
+// signTest is the exact two-sided sign test's p-value of won successes
+// against lost failures (ties left out): the chance, were each side as
+// likely, of a split at least as uneven.
+func signTest(won, lost int) float64 {
+	n, k := won+lost, min(won, lost)
+	if n == 0 {
+		return 1
+	}
+	// P(X ≤ k) for X ~ Binomial(n, 1/2), doubled.
+	tail, c := 0.0, 1.0 // c is C(n, i)
+	for i := 0; i <= k; i++ {
+		if i > 0 {
+			c = c * float64(n-i+1) / float64(i)
+		}
+		tail += c
+	}
+	return min(1, 2*tail/math.Pow(2, float64(n)))
+}
+
+// stddev is the sample standard deviation of xs.
+func stddev(xs []float64) float64 {
+	if len(xs) < 2 {
+		return 0
+	}
+	mean, _, _ := stats(xs)
+	ss := 0.0
+	for _, x := range xs {
+		ss += (x - mean) * (x - mean)
+	}
+	return math.Sqrt(ss / float64(len(xs)-1))
 }
 
 func cvFigures(ranks []int8, sel []int) string {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -297,5 +299,43 @@ func TestFoldsOf(t *testing.T) {
 	}
 	if !reshuffled {
 		t.Error("no repeat deals the questions anew")
+	}
+}
+
+// TestPairedStatistics checks the sign test against binomial tails worked
+// by hand, and the bootstrap interval on samples whose answer is known.
+func TestPairedStatistics(t *testing.T) {
+	for _, tt := range []struct {
+		won, lost int
+		want      float64
+	}{
+		{0, 0, 1}, {4, 4, 1}, {10, 0, 2.0 / 1024}, {0, 10, 2.0 / 1024},
+		{1, 5, 2 * 7.0 / 64}, // P(X ≤ 1) = (1 + 6)/64
+		{4, 0, 2.0 / 16},
+	} {
+		if got := signTest(tt.won, tt.lost); math.Abs(got-tt.want) > 1e-12 {
+			t.Errorf("signTest(%d, %d) = %g, want %g", tt.won, tt.lost, got, tt.want)
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	if m, lo, hi := bootstrapMean([]float64{1, 1, 1}, 100, rng); m != 1 || lo != 1 || hi != 1 {
+		t.Errorf("constant sample: %g (%g – %g), want 1 (1 – 1)", m, lo, hi)
+	}
+	// 4 wins and 4 losses among 57: the mean is 0 and the interval holds
+	// it, about ±2·sqrt(8/57)/sqrt(57) wide.
+	xs := make([]float64, 57)
+	for i := range 4 {
+		xs[i], xs[4+i] = 1, -1
+	}
+	m, lo, hi := bootstrapMean(xs, 10000, rng)
+	if m != 0 || lo >= 0 || hi <= 0 {
+		t.Errorf("balanced sample: %g (%g – %g), want 0 inside the interval", m, lo, hi)
+	}
+	half := 1.96 * math.Sqrt(8.0/57) / math.Sqrt(57)
+	if math.Abs(-lo-half) > 0.02 || math.Abs(hi-half) > 0.02 {
+		t.Errorf("balanced sample interval %g – %g, want about ±%.3f", lo, hi, half)
+	}
+	if sd := stddev([]float64{1, -1}); math.Abs(sd-math.Sqrt2) > 1e-12 {
+		t.Errorf("stddev(1, -1) = %g, want √2", sd)
 	}
 }
