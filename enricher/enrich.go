@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"strings"
@@ -56,7 +57,9 @@ func (s *Service) enrichHandler(ep endpoint) micro.Handler {
 			if r.Degraded {
 				st.degraded.Add(1)
 				s.logger.Warn("enrich degraded", "user_id", p.userID, "reason", r.Reason, "took_ms", r.TookMS)
-			} else {
+			} else if s.logger.Enabled(context.Background(), slog.LevelDebug) {
+				// Checked first: the arguments would be boxed on every
+				// request even when debug is off.
 				s.logger.Debug("enrich", "user_id", p.userID, "facts", len(r.Facts), "context", len(r.Context), "tokens", r.Tokens, "took_ms", r.TookMS)
 			}
 			s.publish(reply, r)

@@ -1,6 +1,7 @@
 package enricher
 
 import (
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -49,21 +50,20 @@ var stopWords = func() map[string]bool {
 // punctuation. At most store.MaxKeywords are returned, and words longer than
 // store.MaxKeywordBytes are skipped; the result is never nil.
 func Keywords(message string) []string {
-	kept, all := []string{}, []string{}
-	seenKept, seenAll := map[string]bool{}, map[string]bool{}
+	// Both lists hold at most store.MaxKeywords words: a scan finds a
+	// repeat sooner than a map would be built (this runs on every enrich).
+	kept, all := make([]string, 0, 8), make([]string, 0, 8)
 	// add reports whether the keywords are complete.
 	add := func(word string) bool {
 		if len(word) > store.MaxKeywordBytes {
 			return false
 		}
-		if !seenAll[word] && len(all) < store.MaxKeywords {
-			seenAll[word] = true
+		if len(all) < store.MaxKeywords && !slices.Contains(all, word) {
 			all = append(all, word)
 		}
-		if seenKept[word] || IsStopWord(word) {
+		if IsStopWord(word) || slices.Contains(kept, word) {
 			return false
 		}
-		seenKept[word] = true
 		kept = append(kept, word)
 		return len(kept) == store.MaxKeywords
 	}
@@ -114,13 +114,20 @@ func words(s string) func(yield func(string) bool) {
 	return func(yield func(string) bool) {
 		start := -1
 		for i := 0; i <= len(s); {
-			r, size := utf8.RuneError, 1
-			if i < len(s) {
+			var inWord bool
+			size := 1
+			switch {
+			case i == len(s):
+			case s[i] < utf8.RuneSelf: // ASCII: no decoding
+				c := s[i] | 0x20
+				inWord = (c >= 'a' && c <= 'z') || (s[i] >= '0' && s[i] <= '9')
+			default:
+				var r rune
 				r, size = utf8.DecodeRuneInString(s[i:])
+				// RuneError with size 1 is invalid UTF-8: a separator. A
+				// literal U+FFFD (size 3) is not a letter either.
+				inWord = r != utf8.RuneError && (unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r))
 			}
-			// RuneError with size 1 is invalid UTF-8: a separator. A literal
-			// U+FFFD (size 3) is not a letter either.
-			inWord := i < len(s) && r != utf8.RuneError && (unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r))
 			switch {
 			case inWord && start < 0:
 				start = i

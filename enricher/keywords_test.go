@@ -134,3 +134,13 @@ func TestWordsAndIsStopWord(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkKeywords: the keywords of a typical enrich message, parsed on
+// every request.
+func BenchmarkKeywords(b *testing.B) {
+	msg := "Hey, what was the name of that Italian restaurant near the office my sister recommended last month?"
+	b.ReportAllocs()
+	for b.Loop() {
+		enricher.Keywords(msg)
+	}
+}

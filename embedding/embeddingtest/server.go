@@ -74,14 +74,24 @@ func (s *Server) Garbage() {
 // New starts a Server of DefaultDims dimensions, closed when t ends.
 func New(t testing.TB) *Server {
 	t.Helper()
+	s := Start()
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Start starts a Server of DefaultDims dimensions outside a test (for
+// benchmarks and tools); Close stops it.
+func Start() *Server {
 	s := &Server{dims: DefaultDims, closed: make(chan struct{})}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = s.srv.URL + "/v1"
-	t.Cleanup(func() {
-		close(s.closed)
-		s.srv.Close()
-	})
 	return s
+}
+
+// Close ends the waits of slow replies and stops the server. Call it once.
+func (s *Server) Close() {
+	close(s.closed)
+	s.srv.Close()
 }
 
 // SetDims changes the dimensions of later replies.

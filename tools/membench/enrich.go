@@ -198,6 +198,12 @@ func (b *bench) enrichPhase(ctx context.Context, c corpus) error {
 		return err
 	}
 
+	if o.embed == "fake" {
+		if err := b.hybridPhase(ctx, url, prefix, clients, c, r); err != nil {
+			return err
+		}
+	}
+
 	// The same load through a real `memoryd serve` process on this schema:
 	// cold start, resident memory, and enrich while serve ingests.
 	return b.serveEnrich(ctx, url, clients, c, r)

@@ -60,6 +60,11 @@ type options struct {
 	llmConcurrency int           // serve's default --llm-concurrency, for the slow run's expectation
 	llmProfile     string        // CPU profile of serve during the instant-fake LLM ingest
 
+	embed         string        // "off" or "fake": hybrid on/off measured with a fake embeddings server
+	embedDims     int           // the fake's dimensions
+	embedLatency  time.Duration // the fake's answer time for query embeddings
+	hybridProfile string        // CPU profile of the paired hybrid run
+
 	// sizes, set from quick
 	users, items, facts         int
 	singleRequests              int
@@ -130,11 +135,23 @@ func main() {
 	flag.StringVar(&o.llmTuned, "llm-tuned", "", `serve flags for a second LLM ingest against the instant fake (e.g. "--llm-concurrency 32 --workers 64")`)
 	flag.DurationVar(&o.llmLatency, "llm-latency", 300*time.Millisecond, "answer time of the slow fake LLM run (0: no such run)")
 	flag.StringVar(&o.llmProfile, "llm-cpuprofile", "", "write a CPU profile of memoryd serve during the instant-fake LLM ingest here (through its --pprof endpoint)")
+	flag.StringVar(&o.embed, "embed", "off", "off, or fake: also embed every item with an in-process fake OpenAI-compatible embeddings server and measure enrich with hybrid retrieval on next to keyword-only, paired")
+	flag.IntVar(&o.embedDims, "embed-dims", 768, "dimensions of the fake embeddings server's vectors (--embed fake)")
+	flag.DurationVar(&o.embedLatency, "embed-latency", 0, "answer time of the fake embeddings server for query embeddings (--embed fake; the backfill runs without it)")
+	flag.StringVar(&o.hybridProfile, "hybrid-cpuprofile", "", "write a CPU profile of the paired hybrid run here (--embed fake; the hybrid service labelled side=hybrid)")
 	flag.Parse()
 	o.sizes()
 	o.llmConcurrency = extractor.LLMConfig{}.WithDefaults().MaxConcurrency
 	if o.corpus != "both" && o.corpus != "synthetic" && o.corpus != "longmemeval" {
 		fmt.Fprintln(os.Stderr, "membench: --corpus must be synthetic, longmemeval or both")
+		os.Exit(2)
+	}
+	if o.embed != "off" && o.embed != "fake" {
+		fmt.Fprintln(os.Stderr, "membench: --embed must be off or fake")
+		os.Exit(2)
+	}
+	if o.embedDims < 1 || o.embedLatency < 0 {
+		fmt.Fprintln(os.Stderr, "membench: --embed-dims must be positive and --embed-latency not negative")
 		os.Exit(2)
 	}
 	if o.schema != "" && o.corpus == "both" {

@@ -44,6 +44,8 @@ type corpusResults struct {
 	serveEnrich    enrichStats // 8 clients against memoryd serve
 	serveEnrichRSS float64
 	underIngest    []underIngest
+
+	hybrid *hybridResults // with --embed fake
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/1e6) }
@@ -166,6 +168,9 @@ func (r *results) corpusTable(b *strings.Builder, o *options, c *corpusResults) 
 		fmt.Sprintf("CPU per request: bench process %s, Postgres %s, nats-server %s", perReq(cs.selfPct), perReq(cs.postgresPct), perReq(cs.natsPct)), "", "", "")
 	row("enrich replies with context / degraded", fmt.Sprintf("%.0f%% / %d", pctOf(c.enrich1.hits+c.enrich8.hits, c.enrich1.n+c.enrich8.n), c.enrich1.degraded+c.enrich8.degraded),
 		fmt.Sprintf("query read %.1f candidates (items holding a keyword) and ranked %.2f into the reply, on average", c.queryCands, c.queryRows), "", "", "")
+	if c.hybrid != nil {
+		c.hybrid.rows(row)
+	}
 	row(fmt.Sprintf("cold start: the first %d requests after `memoryd serve` starts, 1 client", c.cold.n),
 		fmt.Sprintf("p50 %s, p99 %s, max %s; %d degraded", ms(c.cold.lat.pct(.5)), ms(c.cold.lat.pct(.99)), ms(c.cold.lat.pct(1)), c.cold.degraded),
 		"", "", "no degraded reply", check(c.cold.degraded == 0 && c.cold.n > 0))
