@@ -118,16 +118,26 @@ type enrichParams struct {
 	when         TimeExpr
 	timed        bool
 	timeKeywords []string
+	// collections are the document collections to include chunks of
+	// (none: no documents, and no documents field in the reply), at most
+	// docsMaxResults chunks scoring docsThreshold or more.
+	collections    []string
+	docsMaxResults int
+	docsThreshold  float64
 }
 
 func (p enrichParams) reply(received time.Time) events.EnrichReply {
-	return events.EnrichReply{
+	r := events.EnrichReply{
 		UserID:   p.userID,
 		Facts:    []events.Fact{},
 		Context:  []events.ContextItem{},
 		Keywords: p.keywords,
 		TookMS:   millis(time.Since(received)),
 	}
+	if len(p.collections) > 0 {
+		r.Documents = []events.DocumentChunk{}
+	}
+	return r
 }
 
 func (p enrichParams) degraded(reason string) events.EnrichReply {
@@ -156,11 +166,15 @@ func (s *Service) parseEnrich(token string, data []byte) (enrichParams, error) {
 		optOut:     req.Memory != nil && !*req.Memory,
 		keywords:   []string{},
 		scope:      req.Scope,
+
+		docsMaxResults: events.DefaultDocsMaxResults,
+		docsThreshold:  events.DefaultDocsThreshold,
 	}
 	if strings.TrimSpace(req.Message) == "" {
 		return p, badRequest("message is required")
 	}
-	if err := checkScope(req.Scope); err != nil {
+	var err error
+	if err = checkScope(req.Scope); err != nil {
 		return p, err
 	}
 	if len(req.Message) > events.MaxMessageBytes {
@@ -180,6 +194,19 @@ func (s *Service) parseEnrich(token string, data []byte) (enrichParams, error) {
 	if req.MaxTokens != nil {
 		if p.maxTokens = *req.MaxTokens; p.maxTokens < 1 || p.maxTokens > events.MaxMaxTokens {
 			return p, badRequest("max_tokens %d is not in 1..%d", p.maxTokens, events.MaxMaxTokens)
+		}
+	}
+	if p.collections, err = checkCollections(req.Collections); err != nil {
+		return p, err
+	}
+	if req.DocsMaxResults != nil {
+		if p.docsMaxResults = *req.DocsMaxResults; p.docsMaxResults < 1 || p.docsMaxResults > events.MaxMaxResults {
+			return p, badRequest("docs_max_results %d is not in 1..%d", p.docsMaxResults, events.MaxMaxResults)
+		}
+	}
+	if req.DocsThreshold != nil {
+		if p.docsThreshold = *req.DocsThreshold; !(p.docsThreshold >= 0 && p.docsThreshold <= 1) {
+			return p, badRequest("docs_threshold %v is not in 0..1", p.docsThreshold)
 		}
 	}
 	if !req.At.IsZero() {
@@ -217,9 +244,17 @@ func (s *Service) enrich(ctx context.Context, p enrichParams) (events.EnrichRepl
 	if err != nil {
 		return events.EnrichReply{}, err
 	}
+	chunks, err := s.documents(ctx, p)
+	if err != nil {
+		return events.EnrichReply{}, err
+	}
 	r := p.reply(time.Now())
 	r.Keywords = keywords
-	r.Facts, r.Context, r.Injection, r.Tokens = inject(p.format, p.maxTokens, wireFacts(facts), wireItems(items))
+	var docs []events.DocumentChunk
+	r.Facts, r.Context, docs, r.Injection, r.Tokens = injectDocs(p.format, p.maxTokens, wireFacts(facts), wireItems(items), chunks)
+	if r.Documents != nil {
+		r.Documents = docs
+	}
 	return r, nil
 }
 

@@ -35,6 +35,9 @@ type Service struct {
 	// hybrid is the vector side of enrich and search; nil without
 	// Config.Embedder.
 	hybrid *hybrid
+	// docs serves documents in enrich; nil when Config.Store does not
+	// implement ChunkSearcher.
+	docs   ChunkSearcher
 	reads  memoryReads
 	writes memoryWrites
 	admin  adminOps
@@ -80,6 +83,7 @@ func New(cfg Config) (*Service, error) {
 		recall: cfg.Store,
 		writes: memoryWrites{store: cfg.Store},
 	}
+	s.docs, _ = cfg.Store.(ChunkSearcher)
 	s.hybrid = newHybrid(cfg, s.logger)
 	s.reads = memoryReads{store: cfg.Store, dailyCap: cfg.DailyTokensPerUser, hybrid: s.hybrid}
 	s.admin = adminOps{forget: cfg.Forget, logger: s.logger}
