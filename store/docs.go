@@ -1,0 +1,484 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Knowledge bases (issue 19, migrations/023): collections of documents, cut
+// into chunks by the caller (package chunker, which store does not import)
+// and searched with the same lexical statistics as context items. Ranking
+// is the caller's (package ranking); SearchChunks reads the candidates.
+
+// Bounds on what a document put may hold.
+const (
+	// MaxNameBytes bounds a collection or shared scope name.
+	MaxNameBytes = 64
+	// MaxDocIDBytes bounds a document id and its source name.
+	MaxDocIDBytes = 512
+	// MaxMetadataBytes bounds a document's metadata (a JSON object).
+	MaxMetadataBytes = 4096
+)
+
+// Document statuses.
+const (
+	// DocPending: the content is stored, its chunks (of this content) are
+	// not written yet; a job will write them.
+	DocPending = "pending"
+	// DocReady: the chunks of the current content are searchable.
+	DocReady = "ready"
+)
+
+// ErrNoCollection is returned when a named collection does not exist or
+// the reader may not read it (the two are not told apart, so that a reader
+// learns nothing of collections it may not read).
+var ErrNoCollection = errors.New("no such collection")
+
+// Owner is who a collection belongs to, and who reads: exactly one of User
+// (a user's private collections) and Shared (a shared scope's collections,
+// which users read only through a grant, see GrantReader) is set.
+type Owner struct {
+	User   string
+	Shared string
+}
+
+func (o Owner) kind() (string, string, error) {
+	switch {
+	case o.User != "" && o.Shared == "":
+		return "user", o.User, nil
+	case o.Shared != "" && o.User == "":
+		if err := ValidName(o.Shared); err != nil {
+			return "", "", fmt.Errorf("shared scope: %w", err)
+		}
+		return "shared", o.Shared, nil
+	default:
+		return "", "", errors.New("owner must be exactly one of a user and a shared scope")
+	}
+}
+
+// ValidName checks a collection or shared scope name: 1 to MaxNameBytes of
+// ASCII letters, digits, '.', '_' and '-', so that "scope/name" refers to a
+// shared collection without ambiguity.
+func ValidName(name string) error {
+	if name == "" || len(name) > MaxNameBytes {
+		return fmt.Errorf("name %q is not 1 to %d bytes", name, MaxNameBytes)
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return fmt.Errorf("name %q holds %q: only letters, digits, '.', '_' and '-' are allowed", name, r)
+		}
+	}
+	return nil
+}
+
+// Collection is a collection's settings.
+type Collection struct {
+	ID    int64
+	Owner Owner
+	Name  string
+	// ChunkTokens and OverlapTokens are how its documents are cut (chunker
+	// tokens), fixed when the collection is created.
+	ChunkTokens, OverlapTokens int
+	// TSConfig is the text search configuration its chunks are indexed
+	// with.
+	TSConfig string
+}
+
+// Ref is how a reader names the collection: its name when it is the
+// reader's own, "scope/name" when it is a shared scope's read by a user.
+func (c Collection) Ref(reader Owner) string {
+	if c.Owner.Shared != "" && reader.Shared != c.Owner.Shared {
+		return c.Owner.Shared + "/" + c.Name
+	}
+	return c.Name
+}
+
+// ChunkText is one chunk of a document, as the chunker cut it.
+type ChunkText struct {
+	HeadingPath []string
+	Text        string
+	// Start and End are the chunk's byte offsets in the document.
+	Start, End int
+}
+
+// Chunker cuts a document's content under its collection's settings.
+type Chunker func(c Collection, content string) ([]ChunkText, error)
+
+// DocumentPut is a document to store.
+type DocumentPut struct {
+	Owner      Owner
+	Collection string
+	// ChunkTokens and OverlapTokens set a collection's chunking when the put
+	// creates it (0: the chunker's defaults, 200 and 30); ignored after.
+	ChunkTokens, OverlapTokens int
+	// DocID is the document's id in the collection; Source when empty.
+	DocID  string
+	Source string
+	// Content is the document's text (UTF-8, no NUL).
+	Content string
+	// Metadata is a JSON object of at most MaxMetadataBytes, or empty.
+	Metadata json.RawMessage
+	// Chunk, when set, cuts the content now, in the put's transaction: the
+	// document is ready when PutDocument returns. When nil the document is
+	// stored pending and IndexDocument writes its chunks later (call
+	// PutDocument on the Store InTx hands out to enqueue that job in the
+	// same transaction).
+	Chunk Chunker
+}
+
+// PutResult is what PutDocument did.
+type PutResult struct {
+	Collection Collection
+	DocID      string
+	// Hash is the content's SHA-256, hex.
+	Hash string
+	// Unchanged: the document already had this content; nothing was
+	// written (metadata included).
+	Unchanged bool
+	// Status is the document's status after the put (DocReady or
+	// DocPending); Chunks its chunk count when ready.
+	Status string
+	Chunks int
+}
+
+// DocumentHash is the hash PutDocument keeps of a document's content.
+func DocumentHash(content string) string {
+	h := sha256.Sum256([]byte(content))
+	return hex.EncodeToString(h[:])
+}
+
+func (p *DocumentPut) validate() error {
+	if _, _, err := p.Owner.kind(); err != nil {
+		return err
+	}
+	if err := ValidName(p.Collection); err != nil {
+		return fmt.Errorf("collection: %w", err)
+	}
+	if p.DocID == "" {
+		p.DocID = p.Source
+	}
+	if p.Source == "" {
+		p.Source = p.DocID
+	}
+	if p.DocID == "" {
+		return errors.New("document id or source is required")
+	}
+	for _, s := range []string{p.DocID, p.Source} {
+		if len(s) > MaxDocIDBytes || !utf8.ValidString(s) || strings.ContainsRune(s, 0) {
+			return fmt.Errorf("document id and source must be valid UTF-8 without NUL, at most %d bytes", MaxDocIDBytes)
+		}
+	}
+	if !utf8.ValidString(p.Content) || strings.IndexByte(p.Content, 0) >= 0 {
+		return errors.New("document content is not UTF-8 text")
+	}
+	if len(p.Metadata) > MaxMetadataBytes {
+		return fmt.Errorf("document metadata is %d bytes, over %d", len(p.Metadata), MaxMetadataBytes)
+	}
+	if len(p.Metadata) == 0 {
+		p.Metadata = json.RawMessage("{}")
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(p.Metadata, &obj); err != nil || obj == nil {
+		return errors.New("document metadata must be a JSON object")
+	}
+	return nil
+}
+
+// collection returns the owner's collection name, creating it with the
+// given chunking (0: defaults) when create is set. A user's collection
+// takes the user's text search configuration (SetLanguage).
+func (s *Store) collection(ctx context.Context, o Owner, name string, create bool, tokens, overlap int) (Collection, error) {
+	kind, owner, err := o.kind()
+	if err != nil {
+		return Collection{}, err
+	}
+	if create {
+		if tokens == 0 {
+			tokens = 200
+		}
+		if overlap == 0 {
+			overlap = min(30, tokens/2)
+		}
+		if _, err := s.db.Exec(ctx, `
+			INSERT INTO collections (owner_kind, owner, name, chunk_tokens, overlap_tokens, ts_config)
+			VALUES ($1, $2, $3, $4, $5, CASE WHEN $1 = 'user'
+				THEN coalesce((SELECT ts_config FROM user_languages WHERE user_id = $2), 'english') ELSE 'english' END)
+			ON CONFLICT (owner_kind, owner, name) DO NOTHING`, kind, owner, name, tokens, max(overlap, 0)); err != nil {
+			return Collection{}, fmt.Errorf("create collection: %w", err)
+		}
+	}
+	c := Collection{Owner: o, Name: name}
+	err = s.db.QueryRow(ctx, `SELECT id, chunk_tokens, overlap_tokens, ts_config FROM collections
+		WHERE owner_kind = $1 AND owner = $2 AND name = $3`, kind, owner, name).
+		Scan(&c.ID, &c.ChunkTokens, &c.OverlapTokens, &c.TSConfig)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Collection{}, fmt.Errorf("collection %q: %w", name, ErrNoCollection)
+	}
+	if err != nil {
+		return Collection{}, fmt.Errorf("read collection: %w", err)
+	}
+	return c, nil
+}
+
+// PutDocument stores a document, creating its collection when missing. The
+// same content as stored (by hash) is a no-op (PutResult.Unchanged). New
+// content replaces the document's chunks in one transaction: a search sees
+// the old chunks or the new ones, never a mix. With p.Chunk nil the old
+// chunks are deleted and the document left pending (not searchable) until
+// IndexDocument runs.
+func (s *Store) PutDocument(ctx context.Context, p DocumentPut) (PutResult, error) {
+	if err := p.validate(); err != nil {
+		return PutResult{}, fmt.Errorf("put document: %w", err)
+	}
+	r := PutResult{DocID: p.DocID, Hash: DocumentHash(p.Content)}
+	err := s.inTx(ctx, func(q *Store) error {
+		c, err := q.collection(ctx, p.Owner, p.Collection, true, p.ChunkTokens, p.OverlapTokens)
+		if err != nil {
+			return err
+		}
+		r.Collection = c
+		var hash, status string
+		var chunks int
+		err = q.db.QueryRow(ctx, `SELECT content_hash, status, chunks FROM documents
+			WHERE collection_id = $1 AND doc_id = $2 FOR UPDATE`, c.ID, p.DocID).Scan(&hash, &status, &chunks)
+		switch {
+		case err == nil && hash == r.Hash:
+			r.Unchanged, r.Status, r.Chunks = true, status, chunks
+			return nil
+		case err != nil && !errors.Is(err, pgx.ErrNoRows):
+			return fmt.Errorf("read document: %w", err)
+		}
+		var cut []ChunkText
+		r.Status = DocPending
+		if p.Chunk != nil {
+			if cut, err = p.Chunk(c, p.Content); err != nil {
+				return fmt.Errorf("chunk document: %w", err)
+			}
+			r.Status, r.Chunks = DocReady, len(cut)
+		}
+		if _, err := q.db.Exec(ctx, `
+			INSERT INTO documents (collection_id, doc_id, source, content_hash, content, metadata, size_bytes, status, chunks)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+			ON CONFLICT (collection_id, doc_id) DO UPDATE SET source = excluded.source,
+				content_hash = excluded.content_hash, content = excluded.content, metadata = excluded.metadata,
+				size_bytes = excluded.size_bytes, status = excluded.status, chunks = excluded.chunks, updated_at = now()`,
+			c.ID, p.DocID, p.Source, r.Hash, p.Content, []byte(p.Metadata), len(p.Content), r.Status, r.Chunks); err != nil {
+			return fmt.Errorf("write document: %w", err)
+		}
+		return q.writeChunks(ctx, c, p.DocID, cut)
+	})
+	if err != nil {
+		return PutResult{}, fmt.Errorf("put document: %w", err)
+	}
+	return r, nil
+}
+
+// headingSep joins a heading path for the insert; it cannot occur in a
+// heading (writeChunks replaces it).
+const headingSep = "\x1f"
+
+// writeChunks replaces a document's chunks by cut (none: deleted only).
+func (s *Store) writeChunks(ctx context.Context, c Collection, docID string, cut []ChunkText) error {
+	if _, err := s.db.Exec(ctx, `DELETE FROM doc_chunks WHERE collection_id = $1 AND doc_id = $2`, c.ID, docID); err != nil {
+		return fmt.Errorf("delete chunks: %w", err)
+	}
+	if len(cut) == 0 {
+		return nil
+	}
+	paths := make([]string, len(cut))
+	texts := make([]string, len(cut))
+	starts := make([]int32, len(cut))
+	ends := make([]int32, len(cut))
+	for i, ch := range cut {
+		hs := make([]string, len(ch.HeadingPath))
+		for j, h := range ch.HeadingPath {
+			hs[j] = strings.ReplaceAll(h, headingSep, " ")
+		}
+		paths[i], texts[i], starts[i], ends[i] = strings.Join(hs, headingSep), ch.Text, int32(ch.Start), int32(ch.End)
+	}
+	// One statement for all the chunks: the arrays are unnested in order.
+	if _, err := s.db.Exec(ctx, `
+		INSERT INTO doc_chunks (collection_id, doc_id, chunk_index, heading_path, heading, text, byte_start, byte_end, ts_config)
+		SELECT $1, $2, (u.i - 1)::int, p.path, array_to_string(p.path, ' > '), u.t, u.s, u.e, $7
+		FROM unnest($3::text[], $4::text[], $5::int[], $6::int[]) WITH ORDINALITY AS u(h, t, s, e, i),
+		LATERAL (SELECT CASE WHEN u.h = '' THEN '{}'::text[] ELSE string_to_array(u.h, E'\x1f') END AS path) p`,
+		c.ID, docID, paths, texts, starts, ends, c.TSConfig); err != nil {
+		return fmt.Errorf("write chunks: %w", err)
+	}
+	return nil
+}
+
+// IndexDocument writes the chunks of a pending document, as the job
+// PutDocument's caller enqueued does: it cuts the content with chunk and
+// marks the document ready, in one transaction. It does nothing and
+// returns false when the document is gone or its content's hash is no
+// longer hash (the job is stale: a later put replaced the content and
+// enqueued its own job), or when it is already ready.
+func (s *Store) IndexDocument(ctx context.Context, collectionID int64, docID, hash string, chunk Chunker) (bool, error) {
+	done := false
+	err := s.inTx(ctx, func(q *Store) error {
+		var c Collection
+		var kind, owner, content, cur, status string
+		err := q.db.QueryRow(ctx, `SELECT c.owner_kind, c.owner, c.name, c.chunk_tokens, c.overlap_tokens, c.ts_config,
+				d.content, d.content_hash, d.status
+			FROM documents d JOIN collections c ON c.id = d.collection_id
+			WHERE d.collection_id = $1 AND d.doc_id = $2 FOR UPDATE OF d`, collectionID, docID).
+			Scan(&kind, &owner, &c.Name, &c.ChunkTokens, &c.OverlapTokens, &c.TSConfig, &content, &cur, &status)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read document: %w", err)
+		}
+		if cur != hash || status == DocReady {
+			return nil
+		}
+		c.ID = collectionID
+		if kind == "user" {
+			c.Owner.User = owner
+		} else {
+			c.Owner.Shared = owner
+		}
+		cut, err := chunk(c, content)
+		if err != nil {
+			return fmt.Errorf("chunk document: %w", err)
+		}
+		if err := q.writeChunks(ctx, c, docID, cut); err != nil {
+			return err
+		}
+		if _, err := q.db.Exec(ctx, `UPDATE documents SET status = 'ready', chunks = $3, updated_at = now()
+			WHERE collection_id = $1 AND doc_id = $2`, collectionID, docID, len(cut)); err != nil {
+			return fmt.Errorf("mark document ready: %w", err)
+		}
+		done = true
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("index document: %w", err)
+	}
+	return done, nil
+}
+
+// DeleteDocument deletes a document and its chunks; false when there was
+// none.
+func (s *Store) DeleteDocument(ctx context.Context, o Owner, collection, docID string) (bool, error) {
+	c, err := s.collection(ctx, o, collection, false, 0, 0)
+	if errors.Is(err, ErrNoCollection) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("delete document: %w", err)
+	}
+	tag, err := s.db.Exec(ctx, `DELETE FROM documents WHERE collection_id = $1 AND doc_id = $2`, c.ID, docID)
+	if err != nil {
+		return false, fmt.Errorf("delete document: %w", err)
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+// DocumentInfo describes a stored document (not its content).
+type DocumentInfo struct {
+	DocID, Source, Hash string
+	Metadata            json.RawMessage
+	Size                int64
+	Status              string
+	Chunks              int
+	CreatedAt           time.Time
+	UpdatedAt           time.Time
+}
+
+// ListDocuments returns a collection's documents in doc id order, at most
+// limit of them after the id after ("" from the start), and the id to pass
+// as after for the next page ("" when this is the last).
+func (s *Store) ListDocuments(ctx context.Context, o Owner, collection, after string, limit int) ([]DocumentInfo, string, error) {
+	if limit < 1 {
+		return nil, "", fmt.Errorf("list documents: limit %d is under 1", limit)
+	}
+	c, err := s.collection(ctx, o, collection, false, 0, 0)
+	if err != nil {
+		return nil, "", fmt.Errorf("list documents: %w", err)
+	}
+	rows, err := s.db.Query(ctx, `SELECT doc_id, source, content_hash, metadata, size_bytes, status, chunks, created_at, updated_at
+		FROM documents WHERE collection_id = $1 AND doc_id > $2 ORDER BY doc_id LIMIT $3`, c.ID, after, limit+1)
+	if err != nil {
+		return nil, "", fmt.Errorf("list documents: %w", err)
+	}
+	docs := []DocumentInfo{}
+	var d DocumentInfo
+	_, err = pgx.ForEachRow(rows, []any{&d.DocID, &d.Source, &d.Hash, &d.Metadata, &d.Size, &d.Status, &d.Chunks, &d.CreatedAt, &d.UpdatedAt}, func() error {
+		d.Metadata = append(json.RawMessage(nil), d.Metadata...)
+		docs = append(docs, d)
+		return nil
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("list documents: %w", err)
+	}
+	next := ""
+	if len(docs) > limit {
+		docs = docs[:limit]
+		next = docs[limit-1].DocID
+	}
+	return docs, next, nil
+}
+
+// DeleteCollections deletes every collection of the owner, with their
+// documents and chunks (forget of a user), and the owner's read grants
+// when it is a user; it returns how many documents went.
+func (s *Store) DeleteCollections(ctx context.Context, o Owner) (int64, error) {
+	kind, owner, err := o.kind()
+	if err != nil {
+		return 0, fmt.Errorf("delete collections: %w", err)
+	}
+	var n int64
+	err = s.inTx(ctx, func(q *Store) error {
+		if err := q.db.QueryRow(ctx, `SELECT count(*) FROM documents d JOIN collections c ON c.id = d.collection_id
+			WHERE c.owner_kind = $1 AND c.owner = $2`, kind, owner).Scan(&n); err != nil {
+			return err
+		}
+		if _, err := q.db.Exec(ctx, `DELETE FROM collections WHERE owner_kind = $1 AND owner = $2`, kind, owner); err != nil {
+			return err
+		}
+		if kind == "user" {
+			if _, err := q.db.Exec(ctx, `DELETE FROM collection_readers WHERE user_id = $1`, owner); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("delete collections: %w", err)
+	}
+	return n, nil
+}
+
+// GrantReader lets user read the shared scope's collections from the user's
+// own subjects; RevokeReader takes it back. Both report whether anything
+// changed.
+func (s *Store) GrantReader(ctx context.Context, scope, user string) (bool, error) {
+	if err := ValidName(scope); err != nil || user == "" {
+		return false, fmt.Errorf("grant reader: scope and user are required: %v", err)
+	}
+	tag, err := s.db.Exec(ctx, `INSERT INTO collection_readers (scope, user_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, scope, user)
+	if err != nil {
+		return false, fmt.Errorf("grant reader: %w", err)
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+// RevokeReader: see GrantReader.
+func (s *Store) RevokeReader(ctx context.Context, scope, user string) (bool, error) {
+	tag, err := s.db.Exec(ctx, `DELETE FROM collection_readers WHERE scope = $1 AND user_id = $2`, scope, user)
+	if err != nil {
+		return false, fmt.Errorf("revoke reader: %w", err)
+	}
+	return tag.RowsAffected() > 0, nil
+}

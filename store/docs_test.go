@@ -1,0 +1,322 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/memoryd/memoryd/chunker"
+	"github.com/memoryd/memoryd/store"
+)
+
+// chunkWith is the chunker the service uses, as a store.Chunker.
+func chunkWith(c store.Collection, content string) ([]store.ChunkText, error) {
+	cs, err := chunker.Split(content, chunker.Config{MaxTokens: c.ChunkTokens, Overlap: c.OverlapTokens})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.ChunkText, len(cs))
+	for i, ch := range cs {
+		out[i] = store.ChunkText{HeadingPath: ch.Headings, Text: ch.Text, Start: ch.Start, End: ch.End}
+	}
+	return out, nil
+}
+
+var alice = store.Owner{User: "alice"}
+
+const guide = `# Install
+
+## Linux
+
+Run the installer with sudo. The penguin package needs glibc.
+
+## Windows
+
+Double-click the setup program. Reboot afterwards.
+
+# Usage
+
+Start the daemon and open the dashboard in a browser.
+`
+
+func put(t *testing.T, ctx context.Context, s *store.Store, p store.DocumentPut) store.PutResult {
+	t.Helper()
+	if p.Chunk == nil {
+		p.Chunk = chunkWith
+	}
+	r, err := s.PutDocument(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func search(t *testing.T, ctx context.Context, s *store.Store, q store.ChunkQuery) store.ChunkCandidates {
+	t.Helper()
+	c, err := s.SearchChunks(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestPutDocumentChunksAndSearches(t *testing.T) {
+	ctx, s := setup(t)
+	r := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "manuals", Source: "guide.md", Content: guide,
+		Metadata: []byte(`{"lang":"en"}`)})
+	if r.Unchanged || r.Status != store.DocReady || r.Chunks != 3 || r.DocID != "guide.md" {
+		t.Fatalf("put = %+v, want a new ready document guide.md of 3 chunks", r)
+	}
+	c := search(t, ctx, s, store.ChunkQuery{Reader: alice, Keywords: []string{"penguins"}})
+	if len(c.Matches) != 1 {
+		t.Fatalf("penguins matched %d chunks, want 1: %+v", len(c.Matches), c.Matches)
+	}
+	h := c.Matches[0].Hit
+	if h.Collection != "manuals" || h.DocumentID != "guide.md" || h.Source != "guide.md" || h.ChunkIndex != 0 ||
+		!slices.Equal(h.HeadingPath, []string{"Install", "Linux"}) || guide[h.Start:h.End] != h.Text ||
+		!strings.Contains(h.Text, "penguin package") {
+		t.Fatalf("hit = %+v", h)
+	}
+	if c.Stats.Items != 3 || c.Terms[0] != "penguin" || c.Matches[0].Terms[0] != (store.TermCount{Present: true, Answer: 1}) {
+		t.Fatalf("stats %+v terms %v counts %+v", c.Stats, c.Terms, c.Matches[0].Terms)
+	}
+	// The heading path is the first field: "Windows" is in a heading only.
+	c = search(t, ctx, s, store.ChunkQuery{Reader: alice, Keywords: []string{"windows"}})
+	if len(c.Matches) != 1 || c.Matches[0].Terms[0] != (store.TermCount{Present: true, Question: 1}) {
+		t.Fatalf("windows: %+v", c.Matches)
+	}
+	docs, next, err := s.ListDocuments(ctx, alice, "manuals", "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next != "" || len(docs) != 1 || docs[0].Status != store.DocReady || docs[0].Chunks != 3 ||
+		docs[0].Size != int64(len(guide)) || string(docs[0].Metadata) != `{"lang": "en"}` {
+		t.Fatalf("list = %+v next %q", docs, next)
+	}
+}
+
+func TestPutDocumentSameContentIsNoOp(t *testing.T) {
+	ctx, s := setup(t)
+	first := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "c", DocID: "d", Content: guide})
+	calls := 0
+	again := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "c", DocID: "d", Content: guide,
+		Metadata: []byte(`{"x":1}`), Chunk: func(c store.Collection, s string) ([]store.ChunkText, error) {
+			calls++
+			return chunkWith(c, s)
+		}})
+	if !again.Unchanged || again.Hash != first.Hash || again.Status != store.DocReady || again.Chunks != first.Chunks || calls != 0 {
+		t.Fatalf("re-put = %+v (chunker called %d times), want unchanged", again, calls)
+	}
+	docs, _, err := s.ListDocuments(ctx, alice, "c", "", 10)
+	if err != nil || len(docs) != 1 || string(docs[0].Metadata) != "{}" || !docs[0].UpdatedAt.Equal(docs[0].CreatedAt) {
+		t.Fatalf("after the no-op: %+v %v", docs, err)
+	}
+	changed := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "c", DocID: "d", Content: "Only a giraffe now."})
+	if changed.Unchanged || changed.Chunks != 1 {
+		t.Fatalf("new content = %+v", changed)
+	}
+	if c := search(t, ctx, s, store.ChunkQuery{Reader: alice, Keywords: []string{"penguin"}}); len(c.Matches) != 0 {
+		t.Fatalf("old chunks still found: %+v", c.Matches)
+	}
+	if c := search(t, ctx, s, store.ChunkQuery{Reader: alice, Keywords: []string{"giraffe"}}); len(c.Matches) != 1 {
+		t.Fatalf("new chunk not found: %+v", c.Matches)
+	}
+}
+
+func TestPutDocumentRejectsBadInput(t *testing.T) {
+	ctx, s := setup(t)
+	for name, p := range map[string]store.DocumentPut{
+		"no owner":          {Collection: "c", DocID: "d", Content: "x"},
+		"two owners":        {Owner: store.Owner{User: "a", Shared: "b"}, Collection: "c", DocID: "d", Content: "x"},
+		"bad collection":    {Owner: alice, Collection: "a/b", DocID: "d", Content: "x"},
+		"no id":             {Owner: alice, Collection: "c", Content: "x"},
+		"nul":               {Owner: alice, Collection: "c", DocID: "d", Content: "a\x00b"},
+		"metadata array":    {Owner: alice, Collection: "c", DocID: "d", Content: "x", Metadata: []byte(`[1]`)},
+		"metadata too long": {Owner: alice, Collection: "c", DocID: "d", Content: "x", Metadata: []byte(`{"k":"` + strings.Repeat("v", store.MaxMetadataBytes) + `"}`)},
+	} {
+		if _, err := s.PutDocument(ctx, p); err == nil {
+			t.Errorf("%s: put succeeded", name)
+		}
+	}
+	if docs, err := s.Collections(ctx, alice); err != nil || len(docs) != 0 {
+		t.Fatalf("a rejected put left collections %+v (%v)", docs, err)
+	}
+}
+
+func TestPendingDocumentIndexedLater(t *testing.T) {
+	ctx, s := setup(t)
+	r, err := s.PutDocument(ctx, store.DocumentPut{Owner: alice, Collection: "big", DocID: "d", Content: guide})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != store.DocPending {
+		t.Fatalf("put without a chunker = %+v, want pending", r)
+	}
+	if c := search(t, ctx, s, store.ChunkQuery{Reader: alice, Keywords: []string{"penguin"}}); len(c.Matches) != 0 {
+		t.Fatal("a pending document is searchable")
+	}
+	// A stale job (for content since replaced) does nothing.
+	if done, err := s.IndexDocument(ctx, r.Collection.ID, "d", store.DocumentHash("older"), chunkWith); err != nil || done {
+		t.Fatalf("stale index = %v, %v", done, err)
+	}
+	if done, err := s.IndexDocument(ctx, r.Collection.ID, "d", r.Hash, chunkWith); err != nil || !done {
+		t.Fatalf("index = %v, %v", done, err)
+	}
+	if done, err := s.IndexDocument(ctx, r.Collection.ID, "d", r.Hash, chunkWith); err != nil || done {
+		t.Fatalf("second index = %v, %v, want a no-op", done, err)
+	}
+	if c := search(t, ctx, s, store.ChunkQuery{Reader: alice, Keywords: []string{"penguin"}}); len(c.Matches) != 1 {
+		t.Fatalf("indexed document not found: %+v", c.Matches)
+	}
+	docs, _, err := s.ListDocuments(ctx, alice, "big", "", 1)
+	if err != nil || docs[0].Status != store.DocReady || docs[0].Chunks != 3 {
+		t.Fatalf("list = %+v %v", docs, err)
+	}
+}
+
+func TestChunkSearchAccess(t *testing.T) {
+	ctx, s := setup(t)
+	bob := store.Owner{User: "bob"}
+	team := store.Owner{Shared: "team-x"}
+	put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "notes", DocID: "a", Content: "alice keeps a zebra"})
+	put(t, ctx, s, store.DocumentPut{Owner: bob, Collection: "notes", DocID: "b", Content: "bob keeps a zebra"})
+	put(t, ctx, s, store.DocumentPut{Owner: team, Collection: "handbook", DocID: "h", Content: "the team zebra policy"})
+	docsOf := func(c store.ChunkCandidates) []string {
+		var out []string
+		for _, m := range c.Matches {
+			out = append(out, m.Hit.Collection+":"+m.Hit.DocumentID)
+		}
+		slices.Sort(out)
+		return out
+	}
+	zebra := []string{"zebra"}
+	if got := docsOf(search(t, ctx, s, store.ChunkQuery{Reader: alice, Keywords: zebra})); !slices.Equal(got, []string{"notes:a"}) {
+		t.Fatalf("alice before the grant reads %v", got)
+	}
+	if _, err := s.SearchChunks(ctx, store.ChunkQuery{Reader: alice, Collections: []string{"team-x/handbook"}, Keywords: zebra}); !errors.Is(err, store.ErrNoCollection) {
+		t.Fatalf("alice named the shared collection before the grant: %v", err)
+	}
+	for _, u := range []string{"alice", "bob"} {
+		if ok, err := s.GrantReader(ctx, "team-x", u); err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+	}
+	if got := docsOf(search(t, ctx, s, store.ChunkQuery{Reader: alice, Keywords: zebra})); !slices.Equal(got, []string{"notes:a", "team-x/handbook:h"}) {
+		t.Fatalf("alice reads %v", got)
+	}
+	if got := docsOf(search(t, ctx, s, store.ChunkQuery{Reader: bob, Collections: []string{"team-x/handbook"}, Keywords: zebra})); !slices.Equal(got, []string{"team-x/handbook:h"}) {
+		t.Fatalf("bob reads %v", got)
+	}
+	if got := docsOf(search(t, ctx, s, store.ChunkQuery{Reader: team, Keywords: zebra})); !slices.Equal(got, []string{"handbook:h"}) {
+		t.Fatalf("the scope reads %v", got)
+	}
+	// Deleting alice's collections (forget) leaves bob's and the team's.
+	if n, err := s.DeleteCollections(ctx, alice); err != nil || n != 1 {
+		t.Fatalf("delete = %d, %v", n, err)
+	}
+	if got := docsOf(search(t, ctx, s, store.ChunkQuery{Reader: alice, Keywords: zebra})); len(got) != 0 {
+		t.Fatalf("after forget alice reads %v", got)
+	}
+	if got := docsOf(search(t, ctx, s, store.ChunkQuery{Reader: bob, Keywords: zebra})); !slices.Equal(got, []string{"notes:b", "team-x/handbook:h"}) {
+		t.Fatalf("bob after alice's forget reads %v", got)
+	}
+}
+
+func TestDeleteAndListPages(t *testing.T) {
+	ctx, s := setup(t)
+	for i := range 5 {
+		put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "c", DocID: fmt.Sprintf("d%d", i), Content: fmt.Sprintf("doc %d about otters", i)})
+	}
+	if ok, err := s.DeleteDocument(ctx, alice, "c", "d2"); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if ok, err := s.DeleteDocument(ctx, alice, "c", "d2"); err != nil || ok {
+		t.Fatalf("second delete = %v, %v", ok, err)
+	}
+	var ids []string
+	after := ""
+	for {
+		docs, next, err := s.ListDocuments(ctx, alice, "c", after, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range docs {
+			ids = append(ids, d.DocID)
+		}
+		if next == "" {
+			break
+		}
+		after = next
+	}
+	if !slices.Equal(ids, []string{"d0", "d1", "d3", "d4"}) {
+		t.Fatalf("pages = %v", ids)
+	}
+	if c := search(t, ctx, s, store.ChunkQuery{Reader: alice, Keywords: []string{"otters"}}); len(c.Matches) != 4 {
+		t.Fatalf("otters in %d chunks, want 4", len(c.Matches))
+	}
+	if _, _, err := s.ListDocuments(ctx, alice, "nope", "", 2); !errors.Is(err, store.ErrNoCollection) {
+		t.Fatalf("list of a missing collection: %v", err)
+	}
+}
+
+// TestReplaceIsAtomicForSearch replaces a document's content over and over
+// while searches run: every search must see all the chunks of one version,
+// never some of the old and some of the new.
+func TestReplaceIsAtomicForSearch(t *testing.T) {
+	ctx, s := setup(t)
+	version := func(v int) string {
+		var b strings.Builder
+		for sec := range 6 {
+			fmt.Fprintf(&b, "# Part %d\n\nThe walrus section %d of version v%d.\n\n", sec, sec, v)
+		}
+		return b.String()
+	}
+	put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "c", DocID: "d", Content: version(0)})
+	const replaces = 30
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	errs := make(chan error, 1)
+	var searches atomic.Int64
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			c, err := s.SearchChunks(ctx, store.ChunkQuery{Reader: alice, Keywords: []string{"walrus"}})
+			if err != nil {
+				errs <- err
+				return
+			}
+			searches.Add(1)
+			seen := map[string]bool{}
+			for _, m := range c.Matches {
+				seen[m.Hit.Text[strings.LastIndex(m.Hit.Text, " ")+1:]] = true
+			}
+			if len(c.Matches) != 6 || len(seen) != 1 {
+				errs <- fmt.Errorf("a search saw %d chunks of versions %v", len(c.Matches), seen)
+				return
+			}
+		}
+	}()
+	// At least replaces replaces, and on until searches ran beside them.
+	for v := 1; v <= replaces || searches.Load() < 20; v++ {
+		put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "c", DocID: "d", Content: version(v)})
+	}
+	close(stop)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	default:
+	}
+	t.Logf("%d searches during the replaces", searches.Load())
+}
