@@ -2,20 +2,22 @@ package enricher
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"math"
 	"strings"
 
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store"
 )
 
-// ChunkSearcher is what enrich reads documents with: the chunks of the
-// named collections the owner may read (their own, and shared ones they are
-// granted), matching keywords, best first, none under MinScore, at most
-// Limit. A Config.Store that also implements it serves documents in enrich;
-// otherwise a request naming collections is answered without documents.
+// ChunkSearcher is what enrich reads documents with: the candidate chunks
+// of the named collections the reader may read (their own, and shared ones
+// they are granted), store.ErrNoCollection for one they may not. A
+// Config.Store that also implements it (*store.Store does) serves
+// documents in enrich; otherwise a request naming collections is answered
+// without documents.
 type ChunkSearcher interface {
-	SearchChunks(ctx context.Context, q chunkQuery) ([]chunkHit, error)
+	SearchChunks(ctx context.Context, q store.ChunkQuery) (store.ChunkCandidates, error)
 }
 
 // checkCollections checks an enrich request's collections: at most
@@ -49,16 +51,18 @@ func (s *Service) documents(ctx context.Context, p enrichParams) ([]events.Docum
 	if len(p.collections) == 0 || s.docs == nil {
 		return []events.DocumentChunk{}, nil
 	}
-	hits, err := s.docs.SearchChunks(ctx, chunkQuery{
-		Owner:       p.userID,
+	cands, err := s.docs.SearchChunks(ctx, store.ChunkQuery{
+		Reader:      store.Owner{User: p.userID},
 		Collections: p.collections,
 		Keywords:    p.keywords,
-		Limit:       p.docsMaxResults,
-		MinScore:    p.docsThreshold,
 	})
-	if err != nil {
-		return nil, fmt.Errorf("search chunks: %w", err)
+	if errors.Is(err, store.ErrNoCollection) {
+		return nil, badRequest("collections: %v (or not readable by this user)", err)
 	}
+	if err != nil {
+		return nil, err
+	}
+	hits := rankChunks(cands, p.docsThreshold, p.docsMaxResults)
 	out := make([]events.DocumentChunk, len(hits))
 	for i, h := range hits {
 		hp := h.HeadingPath
@@ -66,7 +70,7 @@ func (s *Service) documents(ctx context.Context, p enrichParams) ([]events.Docum
 			hp = []string{}
 		}
 		out[i] = events.DocumentChunk{
-			Collection:  h.CollectionName,
+			Collection:  h.Collection,
 			DocumentID:  h.DocumentID,
 			Source:      h.Source,
 			HeadingPath: hp,

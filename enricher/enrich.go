@@ -76,9 +76,17 @@ func (s *Service) enrichHandler(ep endpoint) micro.Handler {
 			r, err := s.enrich(ctx, p)
 			st.workCount.Add(1)
 			st.workNanos.Add(int64(time.Since(received)))
+			var bad *events.ServiceError
 			switch {
 			case err == nil:
 				answer(r)
+			case errors.As(err, &bad):
+				// A request only the store can find bad (a collection the
+				// user may not read) is the sender's to fix: an error, not a
+				// degraded reply.
+				if replied.CompareAndSwap(false, true) {
+					s.replyError(req, ep.name, err)
+				}
 			case errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil:
 				s.logger.Debug("enrich store timeout", "user_id", p.userID, "error", err)
 				answer(p.degraded(timedOut()))
