@@ -3,13 +3,18 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/memoryd/memoryd/chunker"
 	"github.com/memoryd/memoryd/enricher"
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store"
 )
 
 // The knowledge-base retrieval check (issue 19, -docs): the documents of
@@ -158,4 +163,126 @@ func ftsRankChunks(ctx context.Context, db *sql.DB, chunks []docChunk, qs []docQ
 		}
 	}
 	return out, nil
+}
+
+// docsUser is the user whose private collection holds the check's corpus.
+const docsUser = "kb-reader"
+
+// indexDocs puts the documents into memoryd's store (the store API a put
+// uses, chunked in the put's transaction with the collection's defaults)
+// and returns how many chunks memoryd holds.
+func (in *instance) indexDocs(ctx context.Context, docs []docText) (int, error) {
+	url, err := withSearchPath(in.baseURL, in.schema)
+	if err != nil {
+		return 0, err
+	}
+	s, err := store.Open(ctx, store.Config{URL: url, MaxConns: 2, Logger: in.logger})
+	if err != nil {
+		return 0, err
+	}
+	defer s.Close()
+	n := 0
+	for _, d := range docs {
+		r, err := s.PutDocument(ctx, store.DocumentPut{Owner: store.Owner{User: docsUser}, Collection: docsCollection,
+			Source: d.Source, Content: d.Text, Chunk: chunkForStore})
+		if err != nil {
+			return 0, fmt.Errorf("put %s: %w", d.Source, err)
+		}
+		n += r.Chunks
+	}
+	return n, nil
+}
+
+// chunkForStore cuts a document under its collection's settings, as a put
+// over NATS does.
+func chunkForStore(c store.Collection, content string) ([]store.ChunkText, error) {
+	cs, err := chunker.Split(content, chunker.Config{MaxTokens: c.ChunkTokens, Overlap: c.OverlapTokens})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.ChunkText, len(cs))
+	for i, ch := range cs {
+		out[i] = store.ChunkText{HeadingPath: ch.Headings, Text: ch.Text, Start: ch.Start, End: ch.End}
+	}
+	return out, nil
+}
+
+// enrichDocs asks each question through memory.enrich with the collection
+// named, threshold 0 and room for docsK chunks: the chunks come back in
+// enrich's order.
+func (in *instance) enrichDocs(ctx context.Context, qs []docQuestion) ([][]docChunk, error) {
+	out := make([][]docChunk, len(qs))
+	k, zero, budget := docsK, 0.0, events.MaxMaxTokens
+	for i, q := range qs {
+		r, err := in.client.Enrich(ctx, events.EnrichRequest{UserID: docsUser, Message: q.Question, Collections: []string{docsCollection},
+			DocsMaxResults: &k, DocsThreshold: &zero, MaxTokens: &budget})
+		if err != nil {
+			return nil, fmt.Errorf("enrich %s: %w", q.ID, err)
+		}
+		if r.Degraded {
+			return nil, fmt.Errorf("enrich %s: degraded: %s", q.ID, r.Reason)
+		}
+		for _, d := range r.Documents {
+			out[i] = append(out[i], docChunk{Source: d.Source, Headings: d.HeadingPath, Index: d.ChunkIndex, Text: d.Text})
+		}
+	}
+	return out, nil
+}
+
+// docsCheck runs the check on a running memoryd: the corpus indexed in it
+// and in FTS5, each question ranked by both.
+func docsCheck(ctx context.Context, in *instance, docs []docText, qs []docQuestion, progress func(string, ...any)) (rs []docsRecall, chunks int, err error) {
+	local, err := chunkDocSet(docs)
+	if err != nil {
+		return nil, 0, err
+	}
+	progress("putting %d documents (%d chunks)\n", len(docs), len(local))
+	if chunks, err = in.indexDocs(ctx, docs); err != nil {
+		return nil, 0, err
+	}
+	if chunks != len(local) {
+		return nil, 0, fmt.Errorf("memoryd holds %d chunks, the chunker cut %d: not the same chunks", chunks, len(local))
+	}
+	progress("asking %d questions\n", len(qs))
+	mem, err := in.enrichDocs(ctx, qs)
+	if err != nil {
+		return nil, 0, err
+	}
+	fts, err := newFTS5()
+	if err != nil {
+		return nil, 0, err
+	}
+	defer fts.db.Close()
+	base, err := ftsRankChunks(ctx, fts.db, local, qs, docsK)
+	if err != nil {
+		return nil, 0, err
+	}
+	return []docsRecall{scoreDocs("memoryd lexical (enrich)", qs, mem), scoreDocs("FTS5-BM25", qs, base)}, chunks, nil
+}
+
+// runDocs is memeval -docs.
+func runDocs(ctx context.Context, o options, in *instance, stdout io.Writer, progress func(string, ...any)) error {
+	srcs, qs, err := loadDocSet(filepath.Join("memeval", "testdata", "docs"))
+	if errors.Is(err, os.ErrNotExist) {
+		srcs, qs, err = loadDocSet(filepath.Join("testdata", "docs"))
+	}
+	if err != nil {
+		return err
+	}
+	if o.limit > 0 && len(qs) > o.limit {
+		qs = qs[:o.limit]
+	}
+	docs, err := readDocSet(srcs)
+	if err != nil {
+		return err
+	}
+	rs, chunks, err := docsCheck(ctx, in, docs, qs, progress)
+	if err != nil {
+		return err
+	}
+	reportDocs(stdout, chunks, len(docs), rs)
+	if o.embedBaseURL != "" {
+		fmt.Fprintln(stdout, "\nHybrid: not measured; enrich ranks document chunks lexically only (chunks have no vectors yet).")
+	}
+	return nil
 }
