@@ -30,6 +30,7 @@ type Store interface {
 	MemoryWriter
 	ContextManager
 	VectorReader
+	DocStore
 }
 
 // Observer is told about enrich replies (e.g. to feed a latency histogram).
@@ -109,6 +110,18 @@ type Config struct {
 	// (worker.Config.DailyTokensPerUser), shown in stats replies. Default
 	// 0: none.
 	DailyTokensPerUser int64
+	// DocIndexer, when set, makes a put of a document over
+	// InlineChunkBytes store it pending and enqueue its chunking (a job)
+	// in the put's transaction; without it every document is chunked in
+	// its put's request.
+	DocIndexer DocIndexer
+	// MaxDocumentBytes is the largest document content memory.docs.put
+	// accepts. Default events.DefaultMaxDocumentBytes (8 MiB).
+	MaxDocumentBytes int
+	// InlineChunkBytes is the largest document chunked in its put's
+	// request when DocIndexer is set. Default DefaultInlineChunkBytes
+	// (256 KiB).
+	InlineChunkBytes int
 }
 
 func (c Config) withDefaults() Config {
@@ -142,6 +155,12 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.MaxDocumentBytes == 0 {
+		c.MaxDocumentBytes = events.DefaultMaxDocumentBytes
+	}
+	if c.InlineChunkBytes == 0 {
+		c.InlineChunkBytes = DefaultInlineChunkBytes
+	}
 	if c.EmbedTimeout == 0 {
 		c.EmbedTimeout = min(DefaultEmbedTimeout, c.Timeout*2/5)
 	}
@@ -172,6 +191,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("enricher: Config.WriteTimeout %s is negative", c.WriteTimeout)
 	case c.MaxFacts < 1:
 		return fmt.Errorf("enricher: Config.MaxFacts %d is under 1", c.MaxFacts)
+	case c.MaxDocumentBytes < 1:
+		return fmt.Errorf("enricher: Config.MaxDocumentBytes %d is under 1", c.MaxDocumentBytes)
+	case c.InlineChunkBytes < 1:
+		return fmt.Errorf("enricher: Config.InlineChunkBytes %d is under 1", c.InlineChunkBytes)
 	case c.MaxInFlight < 1:
 		return fmt.Errorf("enricher: Config.MaxInFlight %d is under 1", c.MaxInFlight)
 	case c.MaxSearchInFlight < 1:

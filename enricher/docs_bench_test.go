@@ -12,7 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/memoryd/memoryd/chunker"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
 )
@@ -35,18 +34,6 @@ func benchHandbook(sections int) string {
 	return b.String()
 }
 
-func benchChunk(c store.Collection, content string) ([]store.ChunkText, error) {
-	cs, err := chunker.Split(content, chunker.Config{MaxTokens: c.ChunkTokens, Overlap: c.OverlapTokens})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]store.ChunkText, len(cs))
-	for i, ch := range cs {
-		out[i] = store.ChunkText{HeadingPath: ch.Headings, Text: ch.Text, Start: ch.Start, End: ch.End}
-	}
-	return out, nil
-}
-
 // BenchmarkEnrichDocuments measures a whole enrich (read, ranking and
 // injection, lexical) for a user of 1,000 items, without documents and
 // with a collection of about 1 and 5 MB of Markdown (chunker defaults)
@@ -67,7 +54,7 @@ func BenchmarkEnrichDocuments(b *testing.B) {
 			ctx := context.Background()
 			doc := benchHandbook(sections)
 			put, err := st.PutDocument(ctx, store.DocumentPut{Owner: store.Owner{User: "alice"}, Collection: "kb", Source: "handbook.md",
-				Content: doc, Chunk: benchChunk})
+				Content: doc, Chunk: ChunkDocument})
 			if err != nil {
 				b.Fatal(err)
 			}

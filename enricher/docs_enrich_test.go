@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/memoryd/memoryd/chunker"
+	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
@@ -32,22 +32,9 @@ Connections are encrypted with TLS; point the client at the certificate authorit
 Passwords are hashed with bcrypt before they are stored.
 `
 
-// chunkDoc cuts a document as a put does, under its collection's settings.
-func chunkDoc(c store.Collection, content string) ([]store.ChunkText, error) {
-	cs, err := chunker.Split(content, chunker.Config{MaxTokens: c.ChunkTokens, Overlap: c.OverlapTokens})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]store.ChunkText, len(cs))
-	for i, ch := range cs {
-		out[i] = store.ChunkText{HeadingPath: ch.Headings, Text: ch.Text, Start: ch.Start, End: ch.End}
-	}
-	return out, nil
-}
-
 func putDoc(t *testing.T, st *store.Store, o store.Owner, collection, source, content string) {
 	t.Helper()
-	if _, err := st.PutDocument(ctxT(t), store.DocumentPut{Owner: o, Collection: collection, Source: source, Content: content, Chunk: chunkDoc}); err != nil {
+	if _, err := st.PutDocument(ctxT(t), store.DocumentPut{Owner: o, Collection: collection, Source: source, Content: content, Chunk: enricher.ChunkDocument}); err != nil {
 		t.Fatal(err)
 	}
 }

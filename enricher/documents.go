@@ -10,12 +10,10 @@ import (
 	"github.com/memoryd/memoryd/store"
 )
 
-// ChunkSearcher is what enrich reads documents with: the candidate chunks
-// of the named collections the reader may read (their own, and shared ones
-// they are granted), store.ErrNoCollection for one they may not. A
-// Config.Store that also implements it (*store.Store does) serves
-// documents in enrich; otherwise a request naming collections is answered
-// without documents.
+// ChunkSearcher is what enrich reads documents with (a part of DocStore):
+// the candidate chunks of the named collections the reader may read (their
+// own, and shared ones they are granted), store.ErrNoCollection for one
+// they may not.
 type ChunkSearcher interface {
 	SearchChunks(ctx context.Context, q store.ChunkQuery) (store.ChunkCandidates, error)
 }
@@ -45,10 +43,10 @@ func checkCollections(names []string) ([]string, error) {
 }
 
 // documents reads the chunks an enrich request asks for (none when it names
-// no collections or the store serves no documents), as wire chunks, best
-// first.
+// no collections), ranked as memory.docs.search ranks them (RankChunks), as
+// wire chunks, best first.
 func (s *Service) documents(ctx context.Context, p enrichParams) ([]events.DocumentChunk, error) {
-	if len(p.collections) == 0 || s.docs == nil {
+	if len(p.collections) == 0 {
 		return []events.DocumentChunk{}, nil
 	}
 	cands, err := s.docs.SearchChunks(ctx, store.ChunkQuery{
@@ -62,7 +60,7 @@ func (s *Service) documents(ctx context.Context, p enrichParams) ([]events.Docum
 	if err != nil {
 		return nil, err
 	}
-	hits := rankChunks(cands, p.docsThreshold, p.docsMaxResults)
+	hits := RankChunks(cands, p.docsThreshold, p.docsMaxResults)
 	out := make([]events.DocumentChunk, len(hits))
 	for i, h := range hits {
 		hp := h.HeadingPath

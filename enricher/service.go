@@ -35,8 +35,7 @@ type Service struct {
 	// hybrid is the vector side of enrich and search; nil without
 	// Config.Embedder.
 	hybrid *hybrid
-	// docs serves documents in enrich; nil when Config.Store does not
-	// implement ChunkSearcher.
+	// docs is what enrich reads document chunks with.
 	docs   ChunkSearcher
 	reads  memoryReads
 	writes memoryWrites
@@ -83,7 +82,7 @@ func New(cfg Config) (*Service, error) {
 		recall: cfg.Store,
 		writes: memoryWrites{store: cfg.Store},
 	}
-	s.docs, _ = cfg.Store.(ChunkSearcher)
+	s.docs = cfg.Store
 	s.hybrid = newHybrid(cfg, s.logger)
 	s.reads = memoryReads{store: cfg.Store, dailyCap: cfg.DailyTokensPerUser, hybrid: s.hybrid}
 	s.admin = adminOps{forget: cfg.Forget, logger: s.logger}
@@ -109,7 +108,7 @@ type endpoint struct {
 type call func(ctx context.Context) (any, error)
 
 func (s *Service) endpoints() []endpoint {
-	return []endpoint{
+	eps := []endpoint{
 		{"enrich", "enrich", "memory relevant to a message, with the text to inject", s.enrichLane, nil},
 		{"search", "search", "full-text search over the user's remembered context", s.searchLane, s.reads.search},
 		{"store", "store", "remember a question/answer pair (store_memory tool)", s.toolLane, s.writes.storeContext},
@@ -133,6 +132,7 @@ func (s *Service) endpoints() []endpoint {
 		// Languages (issue 17 item 6, language.go).
 		{"language", "language", "read or set the user's language, which chooses how their context is indexed and searched", s.toolLane, s.writes.language},
 	}
+	return append(eps, s.docsEndpoints()...)
 }
 
 // Start registers the micro service and its endpoints. Call it once. It
@@ -202,8 +202,8 @@ func (s *Service) Start(ctx context.Context) error {
 			micro.WithEndpointSubject(s.cfg.Prefix+"."+ep.subject+".*"),
 			micro.WithEndpointMetadata(map[string]string{
 				"description":    ep.description,
-				"request_schema": SchemaBase + ep.name + ".request.json",
-				"reply_schema":   SchemaBase + ep.name + ".reply.json",
+				"request_schema": SchemaBase + schemaName(ep.name) + ".request.json",
+				"reply_schema":   SchemaBase + schemaName(ep.name) + ".reply.json",
 			}))
 		if err != nil {
 			_ = svc.Stop()

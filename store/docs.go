@@ -66,15 +66,16 @@ func (o Owner) kind() (string, string, error) {
 }
 
 // ValidName checks a collection or shared scope name: 1 to MaxNameBytes of
-// ASCII letters, digits, '.', '_' and '-', so that "scope/name" refers to a
-// shared collection without ambiguity.
+// ASCII letters, digits, '_' and '-', so that "scope/name" refers to a
+// shared collection without ambiguity and a scope's name is its subject
+// token.
 func ValidName(name string) error {
 	if name == "" || len(name) > MaxNameBytes {
 		return fmt.Errorf("name %q is not 1 to %d bytes", name, MaxNameBytes)
 	}
 	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return fmt.Errorf("name %q holds %q: only letters, digits, '.', '_' and '-' are allowed", name, r)
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return fmt.Errorf("name %q holds %q: only letters, digits, '_' and '-' are allowed", name, r)
 		}
 	}
 	return nil

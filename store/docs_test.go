@@ -320,3 +320,32 @@ func TestReplaceIsAtomicForSearch(t *testing.T) {
 	}
 	t.Logf("%d searches during the replaces", searches.Load())
 }
+
+// TestDocumentsCountInSize checks that the size the pruner measures holds
+// the knowledge bases, in the part pruning cannot delete (the floor): a
+// --max-db-size under what the documents take is refused at start, and
+// pruning never deletes a document to meet the limit.
+func TestDocumentsCountInSize(t *testing.T) {
+	ctx, s := setup(t)
+	before, err := s.MeasureSize(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for i := range 2000 {
+		fmt.Fprintf(&b, "Paragraph %d says something about the archive in words of its own, %x.\n\n", i, i*7919)
+	}
+	put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "c", DocID: "big", Content: b.String()})
+	after, err := s.MeasureSize(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grew := after.DocumentBytes - before.DocumentBytes
+	if grew < int64(b.Len()) {
+		t.Fatalf("documents grew by %d bytes for a %d byte document", grew, b.Len())
+	}
+	if after.FloorBytes-before.FloorBytes != grew || after.LiveBytes-before.LiveBytes != grew || after.RealBytes-before.RealBytes != grew {
+		t.Fatalf("floor +%d, live +%d, real +%d: each should grow by the documents' %d",
+			after.FloorBytes-before.FloorBytes, after.LiveBytes-before.LiveBytes, after.RealBytes-before.RealBytes, grew)
+	}
+}

@@ -24,8 +24,8 @@ import (
 // reply on the wire carries a SizeReport.
 type SizeReport struct {
 	// RealBytes is the on-disk size of memoryd's tables (turns, facts,
-	// fact_items, fact_history, the clears, context, context_embeddings)
-	// including indexes and TOAST.
+	// fact_items, fact_history, the clears, context, context_embeddings,
+	// the knowledge bases) including indexes and TOAST.
 	RealBytes int64 `json:"real_bytes"`
 	// ContextBytes is the real size of the context table and of its items'
 	// vectors, indexes and TOAST included.
@@ -40,12 +40,17 @@ type SizeReport struct {
 	// there was.
 	TurnTextBytes     int64 `json:"turn_text_bytes"`
 	TurnTextHighWater int64 `json:"turn_text_high_water"`
+	// DocumentBytes is the real size of the knowledge bases (collections,
+	// documents, their chunks, read grants; indexes and TOAST included).
+	// Pruning never deletes documents: they count in RealBytes, LiveBytes
+	// and FloorBytes.
+	DocumentBytes int64 `json:"document_bytes"`
 	// LiveBytes estimates the size in use, the figure compared with the
 	// size limit.
 	LiveBytes int64 `json:"live_bytes"`
 	// FloorBytes is LiveBytes without any context item and without any turn
-	// text: facts, list items, fact history, clears, the turn rows
-	// themselves and the indexes.
+	// text: facts, list items, fact history, clears, documents, the turn
+	// rows themselves and the indexes.
 	// Pruning cannot go under it.
 	FloorBytes int64 `json:"floor_bytes"`
 }
@@ -77,6 +82,8 @@ func (s *Store) MeasureSize(ctx context.Context) (SizeReport, error) {
 			         + pg_total_relation_size('fact_clears'::regclass) + pg_total_relation_size('fact_value_clears'::regclass)
 			         + pg_total_relation_size('fact_direct_clears'::regclass) + pg_total_relation_size('context_clears'::regclass) AS other,
 			       pg_total_relation_size('context'::regclass) + pg_total_relation_size('context_embeddings'::regclass) AS ctx,
+			       pg_total_relation_size('collections'::regclass) + pg_total_relation_size('documents'::regclass)
+			         + pg_total_relation_size('doc_chunks'::regclass) + pg_total_relation_size('collection_readers'::regclass) AS docs,
 			       (SELECT count(*) FROM context) AS rows,
 			       (SELECT coalesce(sum(`+turnTextSize+`), 0) FROM turns WHERE text_cleared_at IS NULL) AS text
 		), hw AS (
@@ -84,8 +91,8 @@ func (s *Store) MeasureSize(ctx context.Context) (SizeReport, error) {
 			                       turn_text_high_water = greatest(turn_text_high_water, (SELECT text FROM sz))
 			RETURNING context_high_water, turn_text_high_water
 		)
-		SELECT turns + other + ctx, ctx, rows, hw.context_high_water, turns, text, hw.turn_text_high_water FROM sz, hw`).
-		Scan(&r.RealBytes, &r.ContextBytes, &r.ContextRows, &r.HighWater, &r.TurnsBytes, &r.TurnTextBytes, &r.TurnTextHighWater)
+		SELECT turns + other + ctx + docs, ctx, rows, hw.context_high_water, turns, text, hw.turn_text_high_water, docs FROM sz, hw`).
+		Scan(&r.RealBytes, &r.ContextBytes, &r.ContextRows, &r.HighWater, &r.TurnsBytes, &r.TurnTextBytes, &r.TurnTextHighWater, &r.DocumentBytes)
 	if err != nil {
 		return r, fmt.Errorf("measure size: %w", err)
 	}

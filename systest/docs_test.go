@@ -123,6 +123,24 @@ func TestDocumentedCommandsRun(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "go.mod"), gomod, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The sample documents the docs' `memoryd docs put` examples read, at
+	// the path they have in a checkout.
+	examples, err := filepath.Glob(filepath.Join("..", "docs", "examples", "*"))
+	if err != nil || len(examples) == 0 {
+		t.Fatalf("no docs/examples: %v", err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "docs", "examples"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, ex := range examples {
+		data, err := os.ReadFile(ex)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "docs", "examples", filepath.Base(ex)), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	waitFor(t, "serve answering stats", time.Minute, func() (bool, string) {
 		r := runMemoryd(dir, env, 30*time.Second, "stats", "--user", "probe", "--timeout", "2s")
 		return r.code == 0, r.stderr

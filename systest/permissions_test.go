@@ -331,6 +331,10 @@ accounts {
 		{"memory.clear.alice", `{"user_id":"alice","question":"dog ` + marker + `"}`, `"deleted":1`},
 		{"memory.export.alice", `{"user_id":"alice"}`, marker},
 		{"memory.import.alice", `{"user_id":"alice","lines":[` + events.ExportHeader + `]}`, `"imported"`},
+		// Knowledge bases (issue 19): alice's own collections.
+		{"memory.docs.put.alice", `{"user_id":"alice","collection":"notes","doc_id":"a","content":"the ` + marker + ` handbook"}`, `"searchable":true`},
+		{"memory.docs.list.alice", `{"user_id":"alice","collection":"notes"}`, `"doc_id":"a"`},
+		{"memory.docs.search.alice", `{"user_id":"alice","query":"` + marker + `"}`, marker},
 	} {
 		msg, err := alice.Request(r.subject, []byte(r.body), 5*time.Second)
 		if err != nil {
@@ -368,6 +372,10 @@ accounts {
 		{"memory.import.alice", `{"user_id":"alice","lines":[` + events.ExportHeader +
 			`,{"type":"fact","key":"color","value":"set-by-bob","source_at":"2026-11-21T10:00:00Z","event_id":"","conversation_id":"","extractor":"","model":"","prompt_version":"","updated_at":"2026-11-21T10:00:00Z"}]}`},
 		{"memory.deadletter.alice", `{"forged":true}`},
+		{"memory.docs.search.alice", `{"user_id":"alice","query":"handbook"}`},
+		{"memory.docs.put.alice", `{"user_id":"alice","collection":"notes","doc_id":"a","content":"set by bob"}`},
+		{"memory.docs.delete.alice", `{"user_id":"alice","collection":"notes","doc_id":"a"}`},
+		{"memory.shared.docs.put.team-x", `{"user_id":"team-x","collection":"handbook","doc_id":"h","content":"set by bob"}`},
 		{"$JS.API.STREAM.INFO.MEMORY_TURNS", ``},
 		{"$JS.API.STREAM.MSG.GET.MEMORY_TURNS", `{"last_by_subj":"memory.turns.alice"}`},
 		{"$JS.API.DIRECT.GET.MEMORY_TURNS", `{"last_by_subj":"memory.turns.alice"}`},
@@ -431,8 +439,62 @@ accounts {
 	if a, b := permJSON(t, afterFacts), permJSON(t, beforeFacts); a != b {
 		t.Errorf("bob's frontend changed alice's facts: %s, was %s", a, b)
 	}
+	permCheckDocs(t, ctx, st, alice, bob, marker)
 	if v := mdErrs.all(); len(v) > 0 {
 		t.Errorf("memoryd's documented permissions refused some of its work: %q", v)
+	}
+}
+
+// permCheckDocs checks knowledge base access through the documented
+// permissions: a shared scope's collection (written by an operator, here
+// through the store: frontends are not given the scope's subjects) is read
+// by the users granted it, each from their own subject, and neither reads
+// the other's private collection.
+func permCheckDocs(t *testing.T, ctx context.Context, st *store.Store, alice, bob *nats.Conn, marker string) {
+	t.Helper()
+	if _, err := st.PutDocument(ctx, store.DocumentPut{Owner: store.Owner{Shared: "team-x"}, Collection: "handbook", DocID: "h",
+		Content: "the team zebra policy", Chunk: enricher.ChunkDocument}); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"alice", "bob"} {
+		if _, err := st.GrantReader(ctx, "team-x", u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ac, bc := events.NewClient(alice, ""), events.NewClient(bob, "")
+	if _, err := ac.PutDocument(ctx, events.DocsPutRequest{UserID: "alice", Collection: "notes", DocID: "z", Content: "alice's zebra " + marker}); err != nil {
+		if cs, _ := st.Collections(ctx, store.Owner{User: "alice"}); len(cs) == 0 {
+			t.Logf("the block does not grant alice's frontend memory.docs.put.alice: %v", err)
+			return
+		}
+		t.Fatal(err)
+	}
+	if _, err := bc.PutDocument(ctx, events.DocsPutRequest{UserID: "bob", Collection: "notes", DocID: "z", Content: "bob's private zebra"}); err != nil {
+		t.Fatal(err)
+	}
+	found := func(c *events.Client, user string) []string {
+		t.Helper()
+		r, err := c.SearchDocuments(ctx, events.DocsSearchRequest{UserID: user, Query: "zebra"})
+		if err != nil {
+			t.Fatalf("%s's docs search: %v", user, err)
+		}
+		var out []string
+		for _, ch := range r.Chunks {
+			out = append(out, ch.Collection+":"+ch.DocID+":"+ch.Text)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got, want := found(ac, "alice"), []string{"notes:z:alice's zebra " + marker, "team-x/handbook:h:the team zebra policy"}; !slices.Equal(got, want) {
+		t.Errorf("alice's docs search found %q, want %q", got, want)
+	}
+	if got, want := found(bc, "bob"), []string{"notes:z:bob's private zebra", "team-x/handbook:h:the team zebra policy"}; !slices.Equal(got, want) {
+		t.Errorf("bob's docs search found %q, want %q", got, want)
+	}
+	// A user cannot name another user's collection: "bob/notes" would be a
+	// shared scope named bob, which does not exist.
+	if _, err := ac.SearchDocuments(ctx, events.DocsSearchRequest{UserID: "alice", Query: "zebra", Collections: []string{"bob/notes"}}); err == nil {
+		t.Error("alice's search of bob/notes succeeded")
 	}
 }
 

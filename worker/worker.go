@@ -541,6 +541,7 @@ func New(cfg Config) (*Worker, error) {
 	river.AddWorker(workers, &extractWorker{w: w})
 	river.AddWorker(workers, &pruneWorker{w: w})
 	river.AddWorker(workers, &reconcileWorker{w: w})
+	river.AddWorker(workers, &indexDocumentWorker{w: w})
 	periodic := []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(cfg.ReconcileInterval),
 		func() (river.JobArgs, *river.InsertOpts) { return ReconcileArgs{}, nil },
 		&river.PeriodicJobOpts{RunOnStart: true})}

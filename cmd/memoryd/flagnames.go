@@ -52,6 +52,9 @@ var fieldFlags = map[string]map[string]string{
 		// Hybrid retrieval (issue 17).
 		"EmbedTimeout":     "--embed-query-timeout",
 		"VectorCacheBytes": "--vector-cache-bytes",
+
+		// Knowledge bases (issue 19).
+		"MaxDocumentBytes": "--max-document-bytes",
 	},
 	"store": {
 		"URL":            "--database-url",

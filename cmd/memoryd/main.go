@@ -44,6 +44,7 @@ func commands() []command {
 		{"replay", "rebuild memory from the turn stream", runReplay},
 		{"embed", "embed context items that have no vector of the model (--backfill)", runEmbed},
 		{"forget", "delete everything memoryd keeps about a user", runForget},
+		{"docs", "put, list, delete or search knowledge base documents; grant reads of shared ones", runDocs},
 		{"config", "print the effective configuration (config print), secrets redacted", runConfig},
 		{"schemas", "write the JSON Schemas of the wire contract", runSchemas},
 		{"health", "probe a running serve's /readyz (for container healthchecks)", runHealth},

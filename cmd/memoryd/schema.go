@@ -12,8 +12,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/memoryd/memoryd/chunker"
 	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store"
 )
 
 // wireSchemas names every wire type: the turn event, and each endpoint's
@@ -61,6 +63,16 @@ func wireSchemas() map[string]any {
 		// Languages (issue 17 item 6).
 		"language.request": events.LanguageRequest{},
 		"language.reply":   events.LanguageReply{},
+		// Knowledge bases (issue 19); the shared scope's endpoints take the
+		// same bodies.
+		"docs_put.request":    events.DocsPutRequest{},
+		"docs_put.reply":      events.DocsPutReply{},
+		"docs_delete.request": events.DocsDeleteRequest{},
+		"docs_delete.reply":   events.DocsDeleteReply{},
+		"docs_list.request":   events.DocsListRequest{},
+		"docs_list.reply":     events.DocsListReply{},
+		"docs_search.request": events.DocsSearchRequest{},
+		"docs_search.reply":   events.DocsSearchReply{},
 	}
 }
 
@@ -95,6 +107,13 @@ var factKeyRule = fieldRule{nonBlank: true, maxBytes: events.MaxFactKeyBytes,
 	description: "leading and trailing white space is ignored"}
 
 var maxResultsRule = fieldRule{minimum: 1, maximum: events.MaxMaxResults}
+
+// The documents endpoints' identity: one of user_id and scope, as the
+// subject says.
+var (
+	docsUserRule   = fieldRule{nonBlank: true, maxBytes: events.MaxUserIDBytes, description: "must map to the user token of the subject the request is sent to; on a shared scope's subject (<prefix>.shared.docs.<op>.<scope>) it is the scope: letters, digits, _ and -, at most 64 bytes"}
+	collectionRule = fieldRule{nonBlank: true, maxBytes: store.MaxNameBytes, description: "letters, digits, _ and -"}
+)
 
 // fieldRules holds each schema's rules by JSON field name.
 var fieldRules = map[string]map[string]fieldRule{
@@ -192,6 +211,28 @@ var fieldRules = map[string]map[string]fieldRule{
 		"language": {enum: languageEnum(),
 			description: "absent or empty reads the language; else the new one: an ISO 639-1 code, an English name or simple (docs/protocol.md, Languages)"},
 	},
+	// Knowledge bases (issue 19).
+	"docs_put.request": {
+		rootRule:     {description: "Sent to <prefix>.docs.put.<user-token>, or <prefix>.shared.docs.put.<scope> for a shared scope's collection. A request must also fit the NATS server's max_payload."},
+		"user_id":    docsUserRule,
+		"collection": collectionRule,
+		"doc_id":     {maxBytes: store.MaxDocIDBytes, description: "the source when absent; one of doc_id and source is required"},
+		"source":     {maxBytes: store.MaxDocIDBytes, description: "the doc_id when absent"},
+		"content":    {description: "text or Markdown, UTF-8 without NUL; at most serve's --max-document-bytes (default 8 MiB)"},
+		"metadata":   {description: fmt.Sprintf("a JSON object of at most %d bytes", store.MaxMetadataBytes)},
+		"chunk_tokens": {minimum: 0, maximum: chunker.MaxMaxTokens,
+			description: fmt.Sprintf("used when the put creates the collection: 0 or absent means %d, else %d..%d", chunker.DefaultMaxTokens, chunker.MinMaxTokens, chunker.MaxMaxTokens)},
+		"overlap_tokens": {minimum: 0, description: fmt.Sprintf("used when the put creates the collection: 0 or absent means %d; more than half of chunk_tokens is cut to half", chunker.DefaultOverlap)},
+	},
+	"docs_delete.request": {"user_id": docsUserRule, "collection": collectionRule, "doc_id": {nonBlank: true}},
+	"docs_list.request": {"user_id": docsUserRule, "collection": collectionRule,
+		"after": {description: "the previous page's next; absent from the start"},
+		"limit": {minimum: 0, maximum: events.MaxDocsListLimit, description: fmt.Sprintf("0 or absent means %d", events.DefaultDocsListLimit)}},
+	"docs_search.request": {"user_id": docsUserRule,
+		"query":       {nonBlank: true, maxBytes: events.MaxMessageBytes},
+		"collections": {description: fmt.Sprintf("at most %d; a name for the caller's own collection, scope/name for a shared scope's the user was granted; absent: every collection the caller may read", events.MaxDocsCollections)},
+		"max_results": maxResultsRule,
+		"threshold":   {minimum: 0, maximum: 1}},
 	"import.request": {
 		rootRule:  {description: fmt.Sprintf("Each request is an import of its own, atomic; at most %d bytes of lines.", events.MaxImportRequestBytes)},
 		"user_id": userIDRule,

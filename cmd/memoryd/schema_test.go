@@ -340,7 +340,7 @@ func TestSchemasMatchValidation(t *testing.T) {
 	nc, prefix, _ := startTestEnricher(t)
 	client := events.NewClient(nc, prefix)
 	// Fields a valid request needs beyond its required ones.
-	bases := map[string]map[string]any{"clear.request": {"question": "x"}, "context_update.request": {"answer": "x"},
+	bases := map[string]map[string]any{"clear.request": {"question": "x"}, "context_update.request": {"answer": "x"}, "docs_put.request": {"doc_id": "x"},
 		"import.request": {"lines": []any{map[string]any{"type": "memoryd.export", "version": 1}}}}
 	requests := 0
 	for file, schema := range files {
@@ -374,7 +374,7 @@ func TestSchemasMatchValidation(t *testing.T) {
 			}
 		})
 	}
-	if requests != 18 {
-		t.Errorf("probed %d request schemas, want 18", requests)
+	if requests != 22 {
+		t.Errorf("probed %d request schemas, want 22", requests)
 	}
 }

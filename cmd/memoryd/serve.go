@@ -70,6 +70,7 @@ func (o *serveOptions) register(f *flags) {
 	f.String(&o.app.Embed.Model, "embed-model", def.Embed.Model, "embedding model name, stored with every vector; a change re-embeds every item in the background")
 	f.Secret(&o.app.Embed.APIKey, "embed-api-key", "API key for the embeddings server")
 	f.Duration(&o.app.Enricher.EmbedTimeout, "embed-query-timeout", def.Enricher.EmbedTimeout, "share of --enrich-timeout an enrich or search query's embedding may take; past it, or when the endpoint fails, the reply is lexical (not degraded)")
+	f.Int(&o.app.Enricher.MaxDocumentBytes, "max-document-bytes", def.Enricher.MaxDocumentBytes, "largest knowledge base document memory.docs.put accepts (a request must also fit the NATS server's max_payload)")
 	f.Int64(&o.app.Enricher.VectorCacheBytes, "vector-cache-bytes", def.Enricher.VectorCacheBytes, "memory for users' vectors cached by enrich and search (least recently used users evicted first)")
 	f.Int64(&w.DailyTokensPerUser, "llm-daily-tokens-per-user", def.Worker.DailyTokensPerUser, "model tokens one user's turns may spend per UTC day; over it they are extracted offline, and by the model again the next day (0: no cap)")
 	f.Int64(&w.DailyTokens, "llm-daily-tokens", def.Worker.DailyTokens, "model tokens all users' turns may spend per UTC day; over it turns are extracted offline, and by the model again the next day (0: no cap)")

@@ -202,7 +202,15 @@ func (a *App) forget(ctx context.Context, w *worker.Worker, js jetstream.JetStre
 	} else {
 		r, err = worker.Forget(ctx, js, s, a.cfg.Prefix, a.cfg.Stream, userID)
 	}
-	return forgetReply(r), err
+	if err != nil {
+		return forgetReply(r), err
+	}
+	// The user's own knowledge base collections (not shared scopes'):
+	// after the memory, so a forget that fails here is simply run again.
+	if _, err := s.DeleteCollections(ctx, store.Owner{User: userID}); err != nil {
+		return forgetReply(r), fmt.Errorf("forget documents: %w", err)
+	}
+	return forgetReply(r), nil
 }
 
 // Failed lists the turns whose extraction failed, of userID or of every
@@ -235,4 +243,19 @@ func (a *App) Prune(ctx context.Context) (worker.PruneReport, error) {
 	return worker.Prune(ctx, s, worker.PruneLimits{
 		MaxBytes: a.cfg.Worker.MaxDBSize, MaxContextPerUser: a.cfg.Worker.MaxContextPerUser, TurnRetention: a.cfg.Worker.TurnRetention,
 	})
+}
+
+// GrantReader lets user read the shared scope's knowledge base collections
+// from the user's own subjects (memory.docs.search), or with revoke takes
+// that back; it reports whether anything changed. An operator's command:
+// no NATS subject grants.
+func (a *App) GrantReader(ctx context.Context, scope, user string, revoke bool) (bool, error) {
+	s, err := a.readStore(ctx)
+	if err != nil {
+		return false, err
+	}
+	if revoke {
+		return s.RevokeReader(ctx, scope, user)
+	}
+	return s.GrantReader(ctx, scope, user)
 }

@@ -317,6 +317,9 @@ func (a *App) startEnrichLocked(ctx context.Context, s *store.Store, nc *nats.Co
 	ec.Forget = func(ctx context.Context, userID string) (events.ForgetReply, error) {
 		return a.forget(ctx, w, js, s, userID)
 	}
+	if w != nil {
+		ec.DocIndexer = w.EnqueueIndexDocument
+	}
 	svc, err := enricher.New(ec)
 	if err != nil {
 		return err

@@ -11,7 +11,8 @@ import (
 // draws: cmd wires through app; app composes worker, enricher, store and
 // extractor; worker uses extractor, embedding and store; enricher uses store,
 // ranking and embedding (the stored vector form and its search, for hybrid
-// retrieval; issue 17); store, ranking, embedding and the wire contract (events)
+// retrieval; issue 17); both use chunker to cut knowledge base documents
+// (issue 19); store, ranking, chunker, embedding and the wire contract (events)
 // import no sibling. Test files
 // are not counted: a test may assemble what it checks.
 func TestImportGraph(t *testing.T) {
@@ -28,8 +29,8 @@ func TestImportGraph(t *testing.T) {
 		"chunker":      {},
 		"store":        {"migrations"},
 		"extractor":    {"events"},
-		"worker":       {"embedding", "events", "extractor", "store"},
-		"enricher":     {"embedding", "events", "ranking", "store"},
+		"worker":       {"chunker", "embedding", "events", "extractor", "store"},
+		"enricher":     {"chunker", "embedding", "events", "ranking", "store"},
 		"internal/app": {"embedding", "enricher", "events", "extractor", "migrations", "store", "worker"},
 	}
 	seen := 0

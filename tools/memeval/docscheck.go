@@ -168,8 +168,9 @@ func ftsRankChunks(ctx context.Context, db *sql.DB, chunks []docChunk, qs []docQ
 // docsUser is the user whose private collection holds the check's corpus.
 const docsUser = "kb-reader"
 
-// indexDocs puts the documents into memoryd's store (the store API a put
-// uses, chunked in the put's transaction with the collection's defaults)
+// indexDocs puts the documents into memoryd's store (the store API and
+// chunker memory.docs.put uses, chunked in the put's transaction with the
+// collection's defaults)
 // and returns how many chunks memoryd holds.
 func (in *instance) indexDocs(ctx context.Context, docs []docText) (int, error) {
 	url, err := withSearchPath(in.baseURL, in.schema)
@@ -184,27 +185,13 @@ func (in *instance) indexDocs(ctx context.Context, docs []docText) (int, error) 
 	n := 0
 	for _, d := range docs {
 		r, err := s.PutDocument(ctx, store.DocumentPut{Owner: store.Owner{User: docsUser}, Collection: docsCollection,
-			Source: d.Source, Content: d.Text, Chunk: chunkForStore})
+			Source: d.Source, Content: d.Text, Chunk: enricher.ChunkDocument})
 		if err != nil {
 			return 0, fmt.Errorf("put %s: %w", d.Source, err)
 		}
 		n += r.Chunks
 	}
 	return n, nil
-}
-
-// chunkForStore cuts a document under its collection's settings, as a put
-// over NATS does.
-func chunkForStore(c store.Collection, content string) ([]store.ChunkText, error) {
-	cs, err := chunker.Split(content, chunker.Config{MaxTokens: c.ChunkTokens, Overlap: c.OverlapTokens})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]store.ChunkText, len(cs))
-	for i, ch := range cs {
-		out[i] = store.ChunkText{HeadingPath: ch.Headings, Text: ch.Text, Start: ch.Start, End: ch.End}
-	}
-	return out, nil
 }
 
 // enrichDocs asks each question through memory.enrich with the collection

@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/memoryd/memoryd/events"
+)
+
+// runDocs is `memoryd docs`: knowledge base documents through the running
+// memoryd (put, list, delete, search), and the operator's read grants on
+// shared scopes (grant, revoke), which go to the database.
+func runDocs(ctx context.Context, a *cli, args []string) (err error) {
+	var (
+		o                 clientOptions
+		scope, collection string
+		docID             string
+		maxResults        int
+		threshold         string
+		chunkTokens       int
+		overlapTokens     int
+		collections       string
+		revoke            bool
+	)
+	defer func() { err = o.callError(err) }()
+	f := newFlags("docs", `Usage: memoryd docs put --user U --collection C [--id ID] FILE...
+       memoryd docs list --user U --collection C
+       memoryd docs delete --user U --collection C ID
+       memoryd docs search --user U [--collections C1,C2] QUERY
+       memoryd docs grant --scope S --user U [--revoke]
+
+Knowledge base documents (docs/protocol.md, Documents). put stores each FILE
+(text or Markdown) under its file name as the document id (--id for a single
+file), printing one line per file; it exits non-zero if any file failed.
+With --scope S instead of --user, put, list, delete and search work on the
+shared scope S's collections (its own subjects). search reads the user's
+collections and the shared ones the user was granted ("scope/name").
+grant lets --user read --scope's collections (--revoke takes it back): it
+writes to the database (--database-url), never over NATS.`)
+	o.register(f)
+	f.ArgString(&scope, "scope", "", "a shared scope instead of --user (put, list, delete, search); the scope read (grant)")
+	f.ArgString(&collection, "collection", "", "the collection (put, list, delete)")
+	f.ArgString(&docID, "id", "", "document id (put of one file; default the file's name)")
+	f.ArgString(&collections, "collections", "", "comma-separated collections to search (default: all readable)")
+	f.ArgInt(&maxResults, "max-results", events.DefaultSearchResults, "most chunks (search)")
+	f.ArgString(&threshold, "threshold", "", "least score of a chunk, 0..1 (search; default 0)")
+	f.ArgInt(&chunkTokens, "chunk-tokens", 0, "chunk size in tokens when put creates the collection (0: 200)")
+	f.ArgInt(&overlapTokens, "overlap-tokens", 0, "chunk overlap in tokens when put creates the collection (0: 30)")
+	f.ArgBool(&revoke, "revoke", false, "take a grant back (grant)")
+	var pos []string
+	for rest := args; ; {
+		if err := f.Parse(rest); err != nil {
+			return err
+		}
+		rest = f.Args()
+		if len(rest) == 0 {
+			break
+		}
+		pos, rest = append(pos, rest[0]), rest[1:]
+	}
+	action, pos := shift(pos)
+	if action == "grant" {
+		return docsGrant(ctx, a, f, &o, scope, revoke, pos)
+	}
+	owner, shared := o.user, false
+	switch {
+	case o.user != "" && scope != "":
+		return f.usageErr("give --user or --scope, not both")
+	case scope != "":
+		owner, shared = scope, true
+	case o.user == "":
+		return f.usageErr("--user (or --scope) is required")
+	}
+	needCollection := func() error {
+		if collection == "" {
+			return f.usageErr("docs %s needs --collection", action)
+		}
+		return nil
+	}
+	switch action {
+	case "put":
+		if err := needCollection(); err != nil {
+			return err
+		}
+		if len(pos) == 0 {
+			return f.usageErr("docs put needs at least one FILE")
+		}
+		if docID != "" && len(pos) > 1 {
+			return f.usageErr("--id names one document: give one FILE")
+		}
+	case "list":
+		if err := needCollection(); err != nil {
+			return err
+		}
+		if len(pos) != 0 {
+			return f.usageErr("docs list takes no argument")
+		}
+	case "delete":
+		if err := needCollection(); err != nil {
+			return err
+		}
+		if len(pos) != 1 {
+			return f.usageErr("docs delete takes one document ID")
+		}
+	case "search":
+		if len(pos) == 0 {
+			return f.usageErr("docs search needs a QUERY")
+		}
+	default:
+		return f.usageErr("unknown action %q: use put, list, delete, search or grant", action)
+	}
+	c, reqCtx, done, err := o.client(ctx, a)
+	if err != nil {
+		return err
+	}
+	defer done()
+	switch action {
+	case "put":
+		return docsPut(ctx, a, c, &o, events.DocsPutRequest{UserID: owner, Shared: shared, Collection: collection, DocID: docID,
+			ChunkTokens: chunkTokens, OverlapTokens: overlapTokens}, pos)
+	case "list":
+		return docsList(reqCtx, a, c, o.json, events.DocsListRequest{UserID: owner, Shared: shared, Collection: collection})
+	case "delete":
+		r, err := c.DeleteDocument(reqCtx, events.DocsDeleteRequest{UserID: owner, Shared: shared, Collection: collection, DocID: pos[0]})
+		if err != nil {
+			return err
+		}
+		if o.json {
+			return printJSON(a.stdout, r)
+		}
+		if !r.Deleted {
+			fmt.Fprintf(a.stdout, "no document %q in %s\n", pos[0], collection)
+			return nil
+		}
+		fmt.Fprintf(a.stdout, "deleted %s\n", pos[0])
+		return nil
+	default: // search
+		req := events.DocsSearchRequest{UserID: owner, Shared: shared, Query: strings.Join(pos, " "), MaxResults: &maxResults}
+		if threshold != "" {
+			v, err := strconv.ParseFloat(threshold, 64)
+			if err != nil {
+				return f.usageErr("--threshold %q is not a number", threshold)
+			}
+			req.Threshold = &v
+		}
+		if collections != "" {
+			req.Collections = strings.Split(collections, ",")
+		}
+		r, err := c.SearchDocuments(reqCtx, req)
+		if err != nil {
+			return err
+		}
+		if o.json {
+			return printJSON(a.stdout, r)
+		}
+		for i, ch := range r.Chunks {
+			where := ch.Source
+			if len(ch.HeadingPath) > 0 {
+				where += " > " + strings.Join(ch.HeadingPath, " > ")
+			}
+			fmt.Fprintf(a.stdout, "[%d] %.2f %s/%s#%d (%s)\n%s\n\n", i+1, ch.Score, ch.Collection, ch.DocID, ch.ChunkIndex, where, ch.Text)
+		}
+		fmt.Fprintf(a.stderr, "%d chunk(s)\n", len(r.Chunks))
+		return nil
+	}
+}
+
+// docsPut puts each file, each request with its own --timeout, printing a
+// line per file as it goes (the progress); any failure makes the command
+// fail after the rest were tried.
+func docsPut(ctx context.Context, a *cli, c *events.Client, o *clientOptions, base events.DocsPutRequest, files []string) error {
+	failed := 0
+	start := time.Now()
+	for i, file := range files {
+		req := base
+		data, err := os.ReadFile(file)
+		if err == nil {
+			req.Content, req.Source = string(data), filepath.Base(file)
+			if req.DocID == "" {
+				req.DocID = req.Source
+			}
+			reqCtx, cancel := context.WithTimeout(ctx, o.timeout)
+			var r events.DocsPutReply
+			r, err = c.PutDocument(reqCtx, req)
+			cancel()
+			if err == nil {
+				state := fmt.Sprintf("%d chunk(s)", r.Chunks)
+				switch {
+				case r.Unchanged:
+					state = "unchanged"
+				case !r.Searchable:
+					state = fmt.Sprintf("pending (job %d)", r.JobID)
+				}
+				fmt.Fprintf(a.stdout, "[%d/%d] %s: %s\n", i+1, len(files), file, state)
+				continue
+			}
+		}
+		failed++
+		fmt.Fprintf(a.stdout, "[%d/%d] %s: failed: %v\n", i+1, len(files), file, o.callError(err))
+	}
+	fmt.Fprintf(a.stderr, "%d file(s) put, %d failed, in %s\n", len(files)-failed, failed, time.Since(start).Round(time.Millisecond))
+	if failed > 0 {
+		return fmt.Errorf("%d of %d file(s) failed", failed, len(files))
+	}
+	return nil
+}
+
+func docsList(ctx context.Context, a *cli, c *events.Client, asJSON bool, req events.DocsListRequest) error {
+	var all []events.DocumentInfo
+	for {
+		r, err := c.ListDocuments(ctx, req)
+		if err != nil {
+			return err
+		}
+		all = append(all, r.Documents...)
+		if r.Next == "" {
+			break
+		}
+		req.After = r.Next
+	}
+	if asJSON {
+		return printJSON(a.stdout, events.DocsListReply{Documents: all})
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+	for _, d := range all {
+		fmt.Fprintf(tw, "%s\t%s\t%d bytes\t%d chunk(s)\t%s\n", d.DocID, d.Status, d.Size, d.Chunks, d.UpdatedAt.Local().Format(time.DateTime))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stderr, "%d document(s)\n", len(all))
+	return nil
+}
+
+// docsGrant is `memoryd docs grant`: on the database, as an operator.
+func docsGrant(ctx context.Context, a *cli, f *flags, o *clientOptions, scope string, revoke bool, pos []string) error {
+	if scope == "" || o.user == "" {
+		return f.usageErr("docs grant needs --scope and --user")
+	}
+	if len(pos) != 0 {
+		return f.usageErr("docs grant takes no argument")
+	}
+	svc, err := o.conn.newApp(a, "memoryd-docs-grant")
+	if err != nil {
+		return err
+	}
+	defer svc.Stop(context.WithoutCancel(ctx))
+	changed, err := svc.GrantReader(ctx, scope, o.user, revoke)
+	if err != nil {
+		return err
+	}
+	verb := map[bool]string{false: "granted", true: "revoked"}[revoke]
+	if !changed {
+		verb = map[bool]string{false: "already granted", true: "was not granted"}[revoke]
+	}
+	fmt.Fprintf(a.stdout, "%s: %s reads %s's collections\n", verb, o.user, scope)
+	return nil
+}

@@ -1,0 +1,72 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/memoryd/memoryd/chunker"
+	"github.com/memoryd/memoryd/store"
+)
+
+// IndexDocumentJobKind is River's kind of the job that chunks a pending
+// document (a knowledge base document too large to chunk in its put).
+const IndexDocumentJobKind = "index_document"
+
+// IndexDocumentArgs names the document and the content (by hash) the job
+// chunks: a job for content a later put replaced finds another hash and
+// does nothing (the later put enqueued its own), so a retried or stale job
+// is harmless.
+type IndexDocumentArgs struct {
+	CollectionID int64  `json:"collection_id"`
+	DocID        string `json:"doc_id"`
+	Hash         string `json:"hash"`
+}
+
+// Kind is River's job kind.
+func (IndexDocumentArgs) Kind() string { return IndexDocumentJobKind }
+
+// InsertOpts puts the job on the extraction queue.
+func (IndexDocumentArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{Queue: QueueExtract} }
+
+type indexDocumentWorker struct {
+	river.WorkerDefaults[IndexDocumentArgs]
+	w *Worker
+}
+
+func (x *indexDocumentWorker) Work(ctx context.Context, job *river.Job[IndexDocumentArgs]) error {
+	a := job.Args
+	done, err := x.w.cfg.Store.IndexDocument(ctx, a.CollectionID, a.DocID, a.Hash, chunkDocument)
+	if err != nil {
+		return err
+	}
+	x.w.logger.Debug("indexed document", "collection_id", a.CollectionID, "indexed", done)
+	return nil
+}
+
+// chunkDocument cuts a document under its collection's settings, as the
+// enricher's put does inline (enricher.ChunkDocument).
+func chunkDocument(c store.Collection, content string) ([]store.ChunkText, error) {
+	cs, err := chunker.Split(content, chunker.Config{MaxTokens: c.ChunkTokens, Overlap: c.OverlapTokens})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.ChunkText, len(cs))
+	for i, ch := range cs {
+		out[i] = store.ChunkText{HeadingPath: ch.Headings, Text: ch.Text, Start: ch.Start, End: ch.End}
+	}
+	return out, nil
+}
+
+// EnqueueIndexDocument enqueues, in tx (the put's transaction, so that the
+// job exists exactly when the pending document does), the job that chunks
+// the document, and returns its id.
+func (w *Worker) EnqueueIndexDocument(ctx context.Context, tx pgx.Tx, collectionID int64, docID, hash string) (int64, error) {
+	res, err := w.river.InsertTx(ctx, tx, IndexDocumentArgs{CollectionID: collectionID, DocID: docID, Hash: hash}, nil)
+	if err != nil {
+		return 0, fmt.Errorf("enqueue document index: %w", err)
+	}
+	return res.Job.ID, nil
+}
