@@ -79,9 +79,17 @@ func (s *Service) enrichHandler(ep endpoint) micro.Handler {
 			r, err := s.enrich(ctx, p)
 			st.workCount.Add(1)
 			st.workNanos.Add(int64(time.Since(received)))
+			var bad *events.ServiceError
 			switch {
 			case err == nil:
 				answer(r)
+			case errors.As(err, &bad):
+				// A request only the store can find bad (a collection the
+				// user may not read) is the sender's to fix: an error, not a
+				// degraded reply.
+				if replied.CompareAndSwap(false, true) {
+					s.replyError(req, ep.name, err)
+				}
 			case errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil:
 				s.logger.Debug("enrich store timeout", "user_id", p.userID, "error", err)
 				answer(p.degraded(timedOut()))
@@ -121,16 +129,26 @@ type enrichParams struct {
 	when         TimeExpr
 	timed        bool
 	timeKeywords []string
+	// collections are the document collections to include chunks of
+	// (none: no documents, and no documents field in the reply), at most
+	// docsMaxResults chunks scoring docsThreshold or more.
+	collections    []string
+	docsMaxResults int
+	docsThreshold  float64
 }
 
 func (p enrichParams) reply(received time.Time) events.EnrichReply {
-	return events.EnrichReply{
+	r := events.EnrichReply{
 		UserID:   p.userID,
 		Facts:    []events.Fact{},
 		Context:  []events.ContextItem{},
 		Keywords: p.keywords,
 		TookMS:   millis(time.Since(received)),
 	}
+	if len(p.collections) > 0 {
+		r.Documents = []events.DocumentChunk{}
+	}
+	return r
 }
 
 func (p enrichParams) degraded(reason string) events.EnrichReply {
@@ -159,11 +177,15 @@ func (s *Service) parseEnrich(token string, data []byte) (enrichParams, error) {
 		optOut:     req.Memory != nil && !*req.Memory,
 		keywords:   []string{},
 		scope:      req.Scope,
+
+		docsMaxResults: events.DefaultDocsMaxResults,
+		docsThreshold:  events.DefaultDocsThreshold,
 	}
 	if strings.TrimSpace(req.Message) == "" {
 		return p, badRequest("message is required")
 	}
-	if err := checkScope(req.Scope); err != nil {
+	var err error
+	if err = checkScope(req.Scope); err != nil {
 		return p, err
 	}
 	if len(req.Message) > events.MaxMessageBytes {
@@ -183,6 +205,19 @@ func (s *Service) parseEnrich(token string, data []byte) (enrichParams, error) {
 	if req.MaxTokens != nil {
 		if p.maxTokens = *req.MaxTokens; p.maxTokens < 1 || p.maxTokens > events.MaxMaxTokens {
 			return p, badRequest("max_tokens %d is not in 1..%d", p.maxTokens, events.MaxMaxTokens)
+		}
+	}
+	if p.collections, err = checkCollections(req.Collections); err != nil {
+		return p, err
+	}
+	if req.DocsMaxResults != nil {
+		if p.docsMaxResults = *req.DocsMaxResults; p.docsMaxResults < 1 || p.docsMaxResults > events.MaxMaxResults {
+			return p, badRequest("docs_max_results %d is not in 1..%d", p.docsMaxResults, events.MaxMaxResults)
+		}
+	}
+	if req.DocsThreshold != nil {
+		if p.docsThreshold = *req.DocsThreshold; !(p.docsThreshold >= 0 && p.docsThreshold <= 1) {
+			return p, badRequest("docs_threshold %v is not in 0..1", p.docsThreshold)
 		}
 	}
 	if !req.At.IsZero() {
@@ -220,9 +255,17 @@ func (s *Service) enrich(ctx context.Context, p enrichParams) (events.EnrichRepl
 	if err != nil {
 		return events.EnrichReply{}, err
 	}
+	chunks, err := s.documents(ctx, p)
+	if err != nil {
+		return events.EnrichReply{}, err
+	}
 	r := p.reply(time.Now())
 	r.Keywords = keywords
-	r.Facts, r.Context, r.Injection, r.Tokens = inject(p.format, p.maxTokens, wireFacts(facts), wireItems(items))
+	var docs []events.DocumentChunk
+	r.Facts, r.Context, docs, r.Injection, r.Tokens = injectDocs(p.format, p.maxTokens, wireFacts(facts), wireItems(items), chunks)
+	if r.Documents != nil {
+		r.Documents = docs
+	}
 	return r, nil
 }
 

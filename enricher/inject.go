@@ -149,11 +149,58 @@ func cleanItems(items []events.ContextItem) []cleanItem {
 	return out
 }
 
+// cleanChunk is a document chunk's neutralized text and citation.
+type cleanChunk struct {
+	text, source string
+	headings     []string
+	index        int
+	score        float64
+}
+
+// cite is the chunk's citation, its texts escaped with special: "source ›
+// heading › subheading, chunk N" (N from 0, as in the reply's chunk_index).
+func (c cleanChunk) cite(special string) string {
+	var b strings.Builder
+	b.WriteString(escape(c.source, special))
+	for _, h := range c.headings {
+		b.WriteString(" › ")
+		b.WriteString(escape(h, special))
+	}
+	fmt.Fprintf(&b, ", chunk %d", c.index)
+	return b.String()
+}
+
+func cleanChunks(chunks []events.DocumentChunk) []cleanChunk {
+	out := make([]cleanChunk, len(chunks))
+	for i, c := range chunks {
+		hs := make([]string, len(c.HeadingPath))
+		for j, h := range c.HeadingPath {
+			hs[j] = neutralize(h)
+		}
+		out[i] = cleanChunk{
+			text:     neutralize(c.Text),
+			source:   neutralize(c.Source),
+			headings: hs,
+			index:    c.ChunkIndex,
+			score:    c.Score,
+		}
+	}
+	return out
+}
+
 // render builds the injection of format from facts and items; "" when both
 // are empty. Stored text is escaped with the format's specials, so that it
 // can never start a fact or an item.
 func render(format string, facts []cleanFact, items []cleanItem) string {
-	if len(facts) == 0 && len(items) == 0 {
+	return renderDocs(format, facts, items, nil)
+}
+
+// renderDocs is render with document chunks, each cited by its number
+// (the first chunk is [1]) in the format's own style: see
+// docs/protocol.md, "Knowledge Base Context". Without chunks it is render,
+// byte for byte.
+func renderDocs(format string, facts []cleanFact, items []cleanItem, chunks []cleanChunk) string {
+	if len(facts) == 0 && len(items) == 0 && len(chunks) == 0 {
 		return ""
 	}
 	var b strings.Builder
@@ -180,6 +227,13 @@ func render(format string, facts []cleanFact, items []cleanItem) string {
 				fmt.Fprintf(&b, " (source: %s)\n", it.source(systemSpecial))
 			}
 		}
+		if len(chunks) > 0 {
+			b.WriteString("\nRetrieved documents:\n")
+			for i, c := range chunks {
+				n++
+				fmt.Fprintf(&b, "%d. %s (source: [%d] %s)\n", n, escape(c.text, systemSpecial), i+1, c.cite(systemSpecial))
+			}
+		}
 		return strings.TrimSuffix(b.String(), "\n")
 	case events.FormatMarkdown:
 		b.WriteString("## Knowledge Base Context\n")
@@ -199,6 +253,18 @@ func render(format string, facts []cleanFact, items []cleanItem) string {
 				fmt.Fprintf(&b, "   _Relevance %.2f; source: %s_\n", it.score, it.source(markdownSpecial))
 			}
 		}
+		if len(chunks) > 0 {
+			b.WriteString("\n### Documents\n")
+			for i, c := range chunks {
+				fmt.Fprintf(&b, "%d. %s [%d]\n   _Relevance %.2f_\n", i+1, escape(c.text, markdownSpecial), i+1, c.score)
+			}
+			// The numbered citations under the context: what a model
+			// quotes "[n]" from, and what a frontend lists under its answer.
+			b.WriteString("\n### Citations\n")
+			for i, c := range chunks {
+				fmt.Fprintf(&b, "- [%d] %s\n", i+1, c.cite(markdownSpecial))
+			}
+		}
 		return strings.TrimSuffix(b.String(), "\n")
 	default:
 		if len(facts) > 0 {
@@ -213,7 +279,7 @@ func render(format string, facts []cleanFact, items []cleanItem) string {
 			}
 			b.WriteString("]")
 		}
-		if len(items) > 0 {
+		if len(items) > 0 || len(chunks) > 0 {
 			if len(facts) > 0 {
 				b.WriteByte('\n')
 			}
@@ -229,6 +295,15 @@ func render(format string, facts []cleanFact, items []cleanItem) string {
 					b.WriteString(escape(it.answer, inlineItemSpecial))
 				}
 			}
+			// Chunks are items of the same block, so that a frontend
+			// echoing the injection back has them stripped with it
+			// (extractor.StripMarkers); each opens with its citation.
+			for i, c := range chunks {
+				if i > 0 || len(items) > 0 {
+					b.WriteString(" | ")
+				}
+				fmt.Fprintf(&b, "[%d] %s: %s", i+1, c.cite(inlineItemSpecial), escape(c.text, inlineItemSpecial))
+			}
 			b.WriteString("]")
 		}
 		return b.String()
@@ -241,23 +316,37 @@ func render(format string, facts []cleanFact, items []cleanItem) string {
 // whole, never cut; a later, smaller item may still fit. It returns the facts
 // and items kept (in rank order, never nil), the injection and its tokens.
 func inject(format string, maxTokens int, facts []events.Fact, items []events.ContextItem) ([]events.Fact, []events.ContextItem, string, int) {
-	cf, ci := cleanFacts(facts), cleanItems(items)
-	if text := render(format, cf, ci); estimateTokens(text) <= maxTokens {
+	f, it, _, text, tokens := injectDocs(format, maxTokens, facts, items, nil)
+	return f, it, text, tokens
+}
+
+// injectDocs is inject with document chunks (best first). Facts come
+// first; then context items and chunks take turns, the best item, the
+// best chunk, the second item, the second chunk, and so on, so that
+// neither kind can take the whole budget from the other (their scores are
+// not on one scale). Each is dropped whole when it would overflow the
+// budget. The chunks kept are numbered for citation in their rank order.
+// Without chunks it is inject, byte for byte.
+func injectDocs(format string, maxTokens int, facts []events.Fact, items []events.ContextItem, chunks []events.DocumentChunk) ([]events.Fact, []events.ContextItem, []events.DocumentChunk, string, int) {
+	cf, ci, cc := cleanFacts(facts), cleanItems(items), cleanChunks(chunks)
+	if text := renderDocs(format, cf, ci, cc); estimateTokens(text) <= maxTokens {
 		if facts == nil {
 			facts = []events.Fact{}
 		}
 		if items == nil {
 			items = []events.ContextItem{}
 		}
-		return facts, items, text, estimateTokens(text)
+		return facts, items, numbered(chunks), text, estimateTokens(text)
 	}
 	var (
-		keptFacts []events.Fact
-		keptItems []events.ContextItem
-		kf        []cleanFact
-		kci       []cleanItem
-		text      string
-		tokens    int
+		keptFacts  []events.Fact
+		keptItems  []events.ContextItem
+		keptChunks []events.DocumentChunk
+		kf         []cleanFact
+		kci        []cleanItem
+		kcc        []cleanChunk
+		text       string
+		tokens     int
 	)
 	// Each candidate is tried by rendering; an item whose own text alone
 	// exceeds what is left is skipped without rendering.
@@ -266,7 +355,7 @@ func inject(format string, maxTokens int, facts []events.Fact, items []events.Co
 			return
 		}
 		add()
-		t := render(format, kf, kci)
+		t := renderDocs(format, kf, kci, kcc)
 		if n := estimateTokens(t); n <= maxTokens {
 			text, tokens = t, n
 			return
@@ -280,12 +369,23 @@ func inject(format string, maxTokens int, facts []events.Fact, items []events.Co
 			kf, keptFacts = kf[:len(kf)-1], keptFacts[:len(keptFacts)-1]
 		})
 	}
-	for i, it := range ci {
-		try(estimateTokens(it.question+it.answer), func() {
-			kci, keptItems = append(kci, it), append(keptItems, items[i])
-		}, func() {
-			kci, keptItems = kci[:len(kci)-1], keptItems[:len(keptItems)-1]
-		})
+	for i := range max(len(ci), len(cc)) {
+		if i < len(ci) {
+			it := ci[i]
+			try(estimateTokens(it.question+it.answer), func() {
+				kci, keptItems = append(kci, it), append(keptItems, items[i])
+			}, func() {
+				kci, keptItems = kci[:len(kci)-1], keptItems[:len(keptItems)-1]
+			})
+		}
+		if i < len(cc) {
+			c := cc[i]
+			try(estimateTokens(c.text+c.source), func() {
+				kcc, keptChunks = append(kcc, c), append(keptChunks, chunks[i])
+			}, func() {
+				kcc, keptChunks = kcc[:len(kcc)-1], keptChunks[:len(keptChunks)-1]
+			})
+		}
 	}
 	if keptFacts == nil {
 		keptFacts = []events.Fact{}
@@ -293,5 +393,18 @@ func inject(format string, maxTokens int, facts []events.Fact, items []events.Co
 	if keptItems == nil {
 		keptItems = []events.ContextItem{}
 	}
-	return keptFacts, keptItems, text, tokens
+	return keptFacts, keptItems, numbered(keptChunks), text, tokens
+}
+
+// numbered returns chunks (never nil) with their citation numbers, 1 first.
+func numbered(chunks []events.DocumentChunk) []events.DocumentChunk {
+	out := make([]events.DocumentChunk, len(chunks))
+	for i, c := range chunks {
+		c.Citation = i + 1
+		if c.HeadingPath == nil {
+			c.HeadingPath = []string{}
+		}
+		out[i] = c
+	}
+	return out
 }

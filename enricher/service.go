@@ -35,6 +35,8 @@ type Service struct {
 	// hybrid is the vector side of enrich and search; nil without
 	// Config.Embedder.
 	hybrid *hybrid
+	// docs is what enrich reads document chunks with.
+	docs   ChunkSearcher
 	reads  memoryReads
 	writes memoryWrites
 	admin  adminOps
@@ -80,6 +82,7 @@ func New(cfg Config) (*Service, error) {
 		recall: cfg.Store,
 		writes: memoryWrites{store: cfg.Store},
 	}
+	s.docs = cfg.Store
 	s.hybrid = newHybrid(cfg, s.logger)
 	s.reads = memoryReads{store: cfg.Store, dailyCap: cfg.DailyTokensPerUser, hybrid: s.hybrid}
 	s.admin = adminOps{forget: cfg.Forget, logger: s.logger}

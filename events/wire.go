@@ -41,6 +41,15 @@ const (
 	MaxMaxTokens      = 100000
 	// DefaultSearchResults is the default max_results of a search.
 	DefaultSearchResults = 5
+	// DefaultDocsMaxResults and DefaultDocsThreshold are enrich's
+	// docs_max_results and docs_threshold when absent: the same as for
+	// context items, so that a chunk qualifies as a memory does.
+	DefaultDocsMaxResults = 3
+	DefaultDocsThreshold  = 0.3
+	// MaxEnrichCollections bounds an enrich request's collections.
+	MaxEnrichCollections = 16
+	// MaxCollectionNameBytes bounds a collection name in an enrich request.
+	MaxCollectionNameBytes = 128
 )
 
 // Size limits of request fields, in bytes.
@@ -82,6 +91,17 @@ type EnrichRequest struct {
 	// (extracted from turns carrying it; at most MaxScopeBytes); absent or
 	// "" reads all the user's items. Facts are user-wide either way.
 	Scope string `json:"scope,omitempty"`
+	// Collections names the document collections whose chunks enrich may
+	// include beside facts and memories (issue 19): the user's own and
+	// shared ones they are granted; at most MaxEnrichCollections. Absent or
+	// empty: no documents, and the reply has no documents field.
+	Collections []string `json:"collections,omitempty"`
+	// DocsMaxResults caps the document chunks, 1..50; nil means
+	// DefaultDocsMaxResults.
+	DocsMaxResults *int `json:"docs_max_results,omitempty"`
+	// DocsThreshold is the lowest score a chunk may have, 0..1; nil means
+	// DefaultDocsThreshold.
+	DocsThreshold *float64 `json:"docs_threshold,omitempty"`
 }
 
 // The values of EnrichRequest.Facts.
@@ -121,6 +141,26 @@ type ContextItem struct {
 	ConversationID string `json:"conversation_id"`
 }
 
+// DocumentChunk is one chunk of a document in an enrich reply, with what a
+// citation needs.
+type DocumentChunk struct {
+	// Citation is the chunk's number in the injection's citations: [1] is
+	// the first chunk of Documents.
+	Citation   int    `json:"citation"`
+	Collection string `json:"collection"`
+	DocumentID string `json:"document_id"`
+	// Source is the document's name (a file name, a URL).
+	Source string `json:"source"`
+	// HeadingPath is the Markdown headings the chunk is under, outermost
+	// first; never null.
+	HeadingPath []string `json:"heading_path"`
+	// ChunkIndex is the chunk's position in its document, from 0.
+	ChunkIndex int    `json:"chunk_index"`
+	Text       string `json:"text"`
+	// Score is the chunk's relevance, 0..1.
+	Score float64 `json:"score"`
+}
+
 // EnrichReply is the memory for one message. Facts and Context hold exactly
 // the items the injection holds (after the token budget), and are never
 // null.
@@ -136,6 +176,10 @@ type EnrichReply struct {
 	Degraded bool    `json:"degraded"`
 	Reason   string  `json:"reason,omitempty"`
 	TookMS   float64 `json:"took_ms"`
+	// Documents holds the document chunks the injection holds, in citation
+	// order; present (never null) when the request named collections,
+	// absent otherwise.
+	Documents []DocumentChunk `json:"documents,omitzero"`
 }
 
 // SearchRequest searches the user's context items.

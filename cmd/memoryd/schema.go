@@ -143,6 +143,11 @@ var fieldRules = map[string]map[string]fieldRule{
 		"facts": {enum: []any{"", events.FactsRelevant, events.FactsAll},
 			description: "empty or absent means relevant: the core facts and those sharing a keyword with the message"},
 		"scope": scopeRule,
+		// Issue 19: document chunks beside facts and memories.
+		"collections": {description: fmt.Sprintf("the document collections whose chunks to include: the user's own and shared ones they are granted; at most %d names, each non-blank and at most %d bytes; absent or empty: no documents",
+			events.MaxEnrichCollections, events.MaxCollectionNameBytes)},
+		"docs_max_results": {minimum: 1, maximum: events.MaxMaxResults, description: fmt.Sprintf("most document chunks; absent means %d", events.DefaultDocsMaxResults)},
+		"docs_threshold":   {minimum: 0, maximum: 1, description: fmt.Sprintf("lowest score of a document chunk; absent means %v", events.DefaultDocsThreshold)},
 	},
 	"search.request": {
 		"user_id":     userIDRule,

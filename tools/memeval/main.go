@@ -62,6 +62,7 @@ type options struct {
 	embedModel     string
 	embedAPIKey    string
 	cv             bool
+	docs           bool
 	cvCache        string
 	verbose        bool
 }
@@ -102,6 +103,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.embedBaseURL, "embed-base-url", env("MEMEVAL_EMBED_BASE_URL", ""), "OpenAI-compatible embeddings endpoint: memoryd runs hybrid, and the report adds memoryd lexical and vector only (MEMEVAL_EMBED_BASE_URL)")
 	fs.StringVar(&o.embedModel, "embed-model", env("MEMEVAL_EMBED_MODEL", embedding.DefaultModel), "embedding model, with -embed-base-url (MEMEVAL_EMBED_MODEL)")
 	o.embedAPIKey = os.Getenv("MEMEVAL_EMBED_API_KEY")
+	fs.BoolVar(&o.docs, "docs", false, "instead of the usual report, run the knowledge-base retrieval check (testdata/docs): recall of the expected section by enrich's document chunks next to FTS5-BM25 over the same chunks; -limit takes the first N questions")
 	fs.StringVar(&o.cvCache, "cv-cache", "", "with -cv: read the candidates from this file when it exists (no Postgres or NATS needed), else save them to it after ingesting; it holds the data's text: keep it out of the repository")
 	fs.BoolVar(&o.verbose, "v", false, "log memoryd's warnings and errors")
 	if err := fs.Parse(args); err != nil {
@@ -129,6 +131,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer in.close(context.WithoutCancel(ctx))
+	if o.docs {
+		return runDocs(ctx, o, in, stdout, progress)
+	}
 
 	var sets []dataset
 	for _, name := range strings.Split(o.datasets, ",") {

@@ -1,0 +1,129 @@
+package enricher_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/memoryd/memoryd/enricher"
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/store/storetest"
+)
+
+// handbook is a small Markdown document: the TLS section is the one a
+// question about certificates should find.
+const handbook = `# Handbook
+
+## Install
+
+Run the installer and follow the prompts on screen.
+
+## Security
+
+### TLS
+
+Connections are encrypted with TLS; point the client at the certificate authority file with the ca option.
+
+### Passwords
+
+Passwords are hashed with bcrypt before they are stored.
+`
+
+func putDoc(t *testing.T, st *store.Store, o store.Owner, collection, source, content string) {
+	t.Helper()
+	if _, err := st.PutDocument(ctxT(t), store.DocumentPut{Owner: o, Collection: collection, Source: source, Content: content, Chunk: enricher.ChunkDocument}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEnrichDocumentsCited: a chunk of a document in a collection the
+// request names comes back in documents with its provenance, and its
+// citation is in the injection of every format; memories and facts stay.
+func TestEnrichDocumentsCited(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	putDoc(t, st, store.Owner{User: "alice"}, "kb", "handbook.md", handbook)
+	upsertFacts(t, st, store.FactWrite{UserID: "alice", Key: "name", Value: "Alice", SourceAt: t0})
+	h := start(t, st, nil)
+	want := map[string]string{
+		events.FormatInline:   "[1] handbook.md › Handbook › Security › TLS, chunk 1: Connections are encrypted",
+		events.FormatSystem:   "(source: [1] handbook.md › Handbook › Security › TLS, chunk 1)",
+		events.FormatMarkdown: "### Citations\n- [1] handbook.md › Handbook › Security › TLS, chunk 1",
+	}
+	for _, format := range []string{events.FormatInline, events.FormatSystem, events.FormatMarkdown} {
+		r := enrich(t, h, events.EnrichRequest{UserID: "alice", Message: "which certificate authority file do TLS connections use?", Format: format, Collections: []string{"kb"}})
+		if r.Degraded || len(r.Documents) == 0 {
+			t.Fatalf("%s: %+v", format, r)
+		}
+		d := r.Documents[0]
+		if d.Citation != 1 || d.Collection != "kb" || d.DocumentID != "handbook.md" || d.Source != "handbook.md" ||
+			!slices.Equal(d.HeadingPath, []string{"Handbook", "Security", "TLS"}) || d.ChunkIndex != 1 || !strings.Contains(d.Text, "certificate authority") || d.Score <= 0 {
+			t.Errorf("%s: first chunk %+v", format, d)
+		}
+		if !strings.Contains(r.Injection, want[format]) {
+			t.Errorf("%s: injection lacks %q:\n%s", format, want[format], r.Injection)
+		}
+		if len(r.Facts) != 1 || r.Tokens > events.DefaultMaxTokens {
+			t.Errorf("%s: facts %v, tokens %d", format, r.Facts, r.Tokens)
+		}
+	}
+}
+
+// TestEnrichDocumentsAccess: bob cannot have alice's private collection
+// (a 400, as for one that does not exist); both read a shared one they
+// are granted; a request without collections has no documents field.
+func TestEnrichDocumentsAccess(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	putDoc(t, st, store.Owner{User: "alice"}, "kb", "handbook.md", handbook)
+	putDoc(t, st, store.Owner{Shared: "team"}, "wiki", "wiki.md", handbook)
+	for _, u := range []string{"alice", "bob"} {
+		if _, err := st.GrantReader(ctxT(t), "team", u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := start(t, st, nil)
+	msg := "certificate authority for TLS?"
+	for _, c := range []string{"kb", "nope"} {
+		body := mustJSON(t, events.EnrichRequest{UserID: "bob", Message: msg, Collections: []string{c}})
+		if code, desc := errorCode(t, h.raw(t, h.client.Subject("enrich", "bob"), body)); code != 400 || !strings.Contains(desc, "no such collection") {
+			t.Errorf("bob reading %q: code %d %q, want 400", c, code, desc)
+		}
+	}
+	for _, u := range []string{"alice", "bob"} {
+		r := enrich(t, h, events.EnrichRequest{UserID: u, Message: msg, Collections: []string{"team/wiki"}})
+		if len(r.Documents) == 0 || r.Documents[0].Collection != "team/wiki" || r.Documents[0].Source != "wiki.md" {
+			t.Errorf("%s reading team/wiki: %+v", u, r.Documents)
+		}
+	}
+	raw := h.raw(t, h.client.Subject("enrich", "alice"), mustJSON(t, events.EnrichRequest{UserID: "alice", Message: msg}))
+	if bytes.Contains(raw.Data, []byte(`"documents"`)) {
+		t.Errorf("no collections, yet documents: %s", raw.Data)
+	}
+	var r events.EnrichReply
+	raw = h.raw(t, h.client.Subject("enrich", "alice"), mustJSON(t, events.EnrichRequest{UserID: "alice", Message: "bananas", Collections: []string{"kb"}}))
+	if err := json.Unmarshal(raw.Data, &r); err != nil || r.Documents == nil || len(r.Documents) != 0 {
+		t.Errorf("nothing matching: want documents [], got %s", raw.Data)
+	}
+}
+
+// TestEnrichDocumentsBadRequest: the documents fields are checked.
+func TestEnrichDocumentsBadRequest(t *testing.T) {
+	t.Parallel()
+	h := start(t, storetest.New(t), nil)
+	zero, two := 0, 1.5
+	for name, req := range map[string]events.EnrichRequest{
+		"docs_max_results":             {DocsMaxResults: &zero, Collections: []string{"kb"}},
+		"docs_threshold":               {DocsThreshold: &two, Collections: []string{"kb"}},
+		"collections: a name is empty": {Collections: []string{" "}},
+		"over the limit":               {Collections: slices.Repeat([]string{"kb"}, events.MaxEnrichCollections+1)},
+	} {
+		req.UserID, req.Message = "alice", "hello there"
+		if code, desc := errorCode(t, h.raw(t, h.client.Subject("enrich", "alice"), mustJSON(t, req))); code != 400 || !strings.Contains(desc, name) {
+			t.Errorf("%s: code %d %q", name, code, desc)
+		}
+	}
+}

@@ -1,0 +1,81 @@
+package enricher
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store"
+)
+
+// ChunkSearcher is what enrich reads documents with (a part of DocStore):
+// the candidate chunks of the named collections the reader may read (their
+// own, and shared ones they are granted), store.ErrNoCollection for one
+// they may not.
+type ChunkSearcher interface {
+	SearchChunks(ctx context.Context, q store.ChunkQuery) (store.ChunkCandidates, error)
+}
+
+// checkCollections checks an enrich request's collections: at most
+// MaxEnrichCollections names, each non-blank and at most
+// MaxCollectionNameBytes; duplicates are dropped.
+func checkCollections(names []string) ([]string, error) {
+	if len(names) > events.MaxEnrichCollections {
+		return nil, badRequest("collections: %d names, over the limit of %d", len(names), events.MaxEnrichCollections)
+	}
+	out := make([]string, 0, len(names))
+	seen := map[string]bool{}
+	for _, n := range names {
+		switch {
+		case strings.TrimSpace(n) == "":
+			return nil, badRequest("collections: a name is empty")
+		case len(n) > events.MaxCollectionNameBytes:
+			return nil, badRequest("collections: name is %d bytes, over the %d byte limit", len(n), events.MaxCollectionNameBytes)
+		}
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// documents reads the chunks an enrich request asks for (none when it names
+// no collections), ranked as memory.docs.search ranks them (RankChunks), as
+// wire chunks, best first.
+func (s *Service) documents(ctx context.Context, p enrichParams) ([]events.DocumentChunk, error) {
+	if len(p.collections) == 0 {
+		return []events.DocumentChunk{}, nil
+	}
+	cands, err := s.docs.SearchChunks(ctx, store.ChunkQuery{
+		Reader:      store.Owner{User: p.userID},
+		Collections: p.collections,
+		Keywords:    p.keywords,
+	})
+	if errors.Is(err, store.ErrNoCollection) {
+		return nil, badRequest("collections: %v (or not readable by this user)", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	hits := RankChunks(cands, p.docsThreshold, p.docsMaxResults)
+	out := make([]events.DocumentChunk, len(hits))
+	for i, h := range hits {
+		hp := h.HeadingPath
+		if hp == nil {
+			hp = []string{}
+		}
+		out[i] = events.DocumentChunk{
+			Collection:  h.Collection,
+			DocumentID:  h.DocumentID,
+			Source:      h.Source,
+			HeadingPath: hp,
+			ChunkIndex:  h.ChunkIndex,
+			Text:        h.Text,
+			Score:       math.Round(h.Score*1e6) / 1e6,
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+)
+
+func TestChunkInSection(t *testing.T) {
+	q := docQuestion{Source: "a.md", Section: "TLS"}
+	tests := []struct {
+		name string
+		c    docChunk
+		want bool
+	}{
+		{"the section", docChunk{Source: "a.md", Headings: []string{"Usage", "TLS"}}, true},
+		{"a subsection of it", docChunk{Source: "a.md", Headings: []string{"Usage", "TLS", "Client certificates"}}, true},
+		{"another section", docChunk{Source: "a.md", Headings: []string{"Usage", "Auth"}}, false},
+		{"same heading, another document", docChunk{Source: "b.md", Headings: []string{"TLS"}}, false},
+		{"no heading", docChunk{Source: "a.md"}, false},
+	}
+	for _, tt := range tests {
+		if got := tt.c.inSection(q); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	qs := []docQuestion{q, q}
+	r := scoreDocs("x", qs, [][]docChunk{
+		{{Source: "b.md", Headings: []string{"TLS"}}, {Source: "a.md", Headings: []string{"TLS"}}},
+		{},
+	})
+	if r.hits[1] != 0 || r.hits[5] != 1 || r.hits[10] != 1 || r.at(5) != 0.5 {
+		t.Errorf("recall %v", r.hits)
+	}
+}
+
+// TestDocsCheckRuns: memeval -docs on the first questions puts the
+// corpus into memoryd through the store, asks each question through
+// enrich, and reports recall for memoryd and the baseline; memoryd finds
+// some of the expected sections (lexical search over their own words).
+func TestDocsCheckRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("puts 8 documents into memoryd")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	if err := run(ctx, []string{"-docs", "-limit", "8"}, &out, &errOut); err != nil {
+		t.Fatalf("memeval -docs: %v\n%s", err, errOut.String())
+	}
+	t.Logf("%s", out.String())
+	for _, name := range []string{"memoryd lexical \\(enrich\\)", "FTS5-BM25"} {
+		m := regexp.MustCompile(`\| ` + name + ` \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \|`).FindStringSubmatch(out.String())
+		if m == nil {
+			t.Fatalf("no row for %s", name)
+		}
+		var prev float64
+		for _, s := range m[1:] {
+			v, _ := strconv.ParseFloat(s, 64)
+			if v < prev || v > 1 {
+				t.Errorf("%s: recall %s not rising within 0..1", name, m[0])
+			}
+			prev = v
+		}
+		if prev == 0 {
+			t.Errorf("%s found no expected section in the top 10 of 8 questions", name)
+		}
+	}
+	if !regexp.MustCompile(`8 questions over \d+ chunks of 8 documents`).MatchString(out.String()) {
+		t.Errorf("header: %s", out.String())
+	}
+}
