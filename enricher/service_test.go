@@ -584,7 +584,7 @@ func TestMicroDiscovery(t *testing.T) {
 	if err := json.Unmarshal(h.raw(t, "$SRV.INFO.memoryd."+h.svc.ID(), nil).Data, &info); err != nil {
 		t.Fatal(err)
 	}
-	if info.Name != "memoryd" || info.Version != "1.2.3" || len(info.Endpoints) != 18 {
+	if info.Name != "memoryd" || info.Version != "1.2.3" || len(info.Endpoints) != 26 {
 		t.Fatalf("info = %+v", info)
 	}
 	subjects := map[string]string{}
@@ -690,6 +690,16 @@ func TestStatsLastErrorNamesNoUser(t *testing.T) {
 		"import":         `{"user_id":"` + user + `","lines":[{"type":"memoryd.export","version":1}]}`,
 		// Issue 17 item 6.
 		"language": `{"user_id":"` + user + `","language":"de"}`,
+		// Issue 19: a user's documents, and a shared scope's (whose user_id
+		// names the scope).
+		"docs.put":           `{"user_id":"` + user + `","collection":"kb","doc_id":"d","text":"t"}`,
+		"docs.delete":        `{"user_id":"` + user + `","collection":"kb","doc_id":"d"}`,
+		"docs.list":          `{"user_id":"` + user + `","collection":"kb"}`,
+		"docs.search":        `{"user_id":"` + user + `","query":"dog"}`,
+		"shared.docs.put":    `{"user_id":"` + user + `","collection":"kb","doc_id":"d","text":"t"}`,
+		"shared.docs.delete": `{"user_id":"` + user + `","collection":"kb","doc_id":"d"}`,
+		"shared.docs.list":   `{"user_id":"` + user + `","collection":"kb"}`,
+		"shared.docs.search": `{"user_id":"` + user + `","query":"dog"}`,
 	}
 	for endpoint, body := range bodies {
 		msg := h.raw(t, h.prefix+"."+endpoint+"."+token, []byte(body))
