@@ -387,14 +387,13 @@ func relay(w http.ResponseWriter, body io.Reader, acc *reply) error {
 // publish publishes the turn in the background with bounded retries; the
 // client's response is complete by then and does not depend on it.
 func (p *Proxy) publish(user, message string, acc *reply) {
-	id := acc.id
-	if id == "" {
-		// No completion id from the upstream: a random one (the turn is
-		// published once; retries below reuse it).
-		var b [12]byte
-		_, _ = rand.Read(b[:])
-		id = hex.EncodeToString(b[:])
-	}
+	// A random id, made once per completed reply, so the retries below
+	// reuse it. Not the upstream's completion id: servers need not make it
+	// unique (Ollama picks one of 999 values), and a repeated id would be
+	// dropped as a duplicate by JetStream and the store.
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
 	turn := events.Turn{
 		ID:                "proxy-" + id,
 		UserID:            user,

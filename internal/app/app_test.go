@@ -230,3 +230,21 @@ func TestStartProcessEnrichStop(t *testing.T) {
 		t.Errorf("second stop: %v", err)
 	}
 }
+
+// TestForgetOnAStartedApp: App.Forget with a running worker also deletes the
+// user's document collections (it panicked on a nil store: the store was
+// opened only when no worker ran).
+func TestForgetOnAStartedApp(t *testing.T) {
+	t.Parallel()
+	a := startTestApp(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	publishAndWait(t, a, "alice", events.Turn{ID: "t1", UserID: "alice", UserMessage: "my dog is Rex", AssistantResponse: "ok", Timestamp: time.Now().UTC()})
+	res, err := a.Forget(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Turns != 1 {
+		t.Fatalf("forget reply = %+v, want the one turn", res)
+	}
+}
