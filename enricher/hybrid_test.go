@@ -43,6 +43,12 @@ func fakeEmbeddings(t *testing.T) (*embeddingtest.Server, *embedding.Client) {
 func startHybrid(t *testing.T, st *store.Store, emb *embedding.Client, configure func(*enricher.Config)) *harness {
 	return start(t, st, func(c *enricher.Config) {
 		c.Embedder = emb
+		// The query's embedding gets most of start's budget: at the
+		// default 100ms a loaded machine (the race detector, parallel
+		// packages) times the fake out and the reply is lexical, which
+		// the tests that expect a vector match would read as a bug. The
+		// tests of a slow endpoint set their own.
+		c.EmbedTimeout = c.Timeout / 2
 		if configure != nil {
 			configure(c)
 		}
