@@ -878,9 +878,14 @@ func TestLLMFaultsAtTheWorker(t *testing.T) {
 	})
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", eventstest.FreePort(t))
 	serve := e.startServe(e.dbURL, "--llm-base-url", llm.URL(), "--llm-model", "fake",
-		"--llm-timeout", "3s", "--max-attempts", "3", "--job-timeout", "30s", "--workers", "16", "--llm-concurrency", "16",
+		"--llm-timeout", "6s", "--max-attempts", "3", "--job-timeout", "30s", "--workers", "16", "--llm-concurrency", "16",
 		"--http", httpAddr)
-	httpc := &http.Client{Timeout: 5 * time.Second}
+	// --llm-timeout is well under the slow faults (20s) but over what a
+	// healthy answer takes on a loaded machine: at 3s, ordinary answers
+	// timed out at load 40-58 and, added to a turn's own transient fault,
+	// used up its attempts. The probe's bound is generous for the same
+	// reason: it asks whether serve answers, not how fast.
+	httpc := &http.Client{Timeout: 30 * time.Second}
 	waitFor(t, "serve's /healthz", time.Minute, func() (bool, string) {
 		resp, err := httpc.Get("http://" + httpAddr + "/healthz")
 		if err != nil {
