@@ -31,6 +31,11 @@ stores the turns.`)
 	conn.register(f)
 	f.String(&cfg.Upstream, "upstream", "", "OpenAI-compatible base URL to forward to, e.g. http://127.0.0.1:11434/v1 (required)")
 	f.Secret(&cfg.UpstreamKey, "upstream-key", "API key sent to the upstream (never the client's memoryd key)")
+	// The proxy's own variables, apart from mcp's; the shared names the
+	// docs first promised still work, deprecated.
+	f.CommandEnv("listen", "MEMORYD_PROXY_LISTEN", "MEMORYD_LISTEN")
+	f.CommandEnv("keys", "MEMORYD_PROXY_KEYS", "MEMORYD_KEYS")
+	f.CommandEnv("key-hashes", "MEMORYD_PROXY_KEY_HASHES", "MEMORYD_KEY_HASHES")
 	f.String(&cfg.Listen, "listen", proxy.DefaultListen, "address the proxy listens on")
 	f.String(&keysFile, "keys", "", "API key file, lines 'sha256:<hex> <user_id>' (memoryd keys add); reloaded on change")
 	f.Secret(&keyHashes, "key-hashes", "more key lines in the --keys format, separated by ';'")
@@ -51,6 +56,9 @@ stores the turns.`)
 	logger, err := conn.logger(a)
 	if err != nil {
 		return err
+	}
+	for _, d := range f.deprecatedEnv {
+		logger.Warn(d)
 	}
 	if keysFile != "" || keyHashes != "" {
 		keys, err := apikeys.New(apikeys.Config{File: keysFile, Text: keyHashes, Logger: logger})
