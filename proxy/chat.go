@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/memoryd/memoryd/events"
 )
@@ -278,11 +279,8 @@ func (p *Proxy) enrich(ctx context.Context, user string, rq *request) string {
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.EnrichBudget)
 	defer cancel()
-	msg := rq.text
-	if len(msg) > events.MaxMessageBytes {
-		msg = msg[len(msg)-events.MaxMessageBytes:] // the end of a long message is the question
-	}
-	reply, err := p.memory.Enrich(ctx, events.EnrichRequest{UserID: user, Message: msg, Format: p.cfg.EnrichFormat})
+	// The end of a long message is the question.
+	reply, err := p.memory.Enrich(ctx, events.EnrichRequest{UserID: user, Message: lastBytes(rq.text, events.MaxMessageBytes), Format: p.cfg.EnrichFormat})
 	switch {
 	case err != nil:
 		p.log.Warn("enrich failed, forwarding unenriched", "user", user, "error", err)
@@ -292,6 +290,20 @@ func (p *Proxy) enrich(ctx context.Context, user string, rq *request) string {
 		return ""
 	}
 	return reply.Injection
+}
+
+// lastBytes returns the end of s in at most n bytes, starting on a rune
+// boundary: a cut inside a multi-byte character would send invalid UTF-8,
+// which enrich refuses.
+func lastBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := len(s) - n
+	for cut < len(s) && !utf8.RuneStart(s[cut]) {
+		cut++
+	}
+	return s[cut:]
 }
 
 // chat serves POST /v1/chat/completions.
