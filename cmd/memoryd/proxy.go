@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/memoryd/memoryd/apikeys"
+	"github.com/memoryd/memoryd/internal/app"
 	"github.com/memoryd/memoryd/proxy"
 )
 
@@ -17,6 +18,7 @@ func runProxy(ctx context.Context, a *cli, args []string) error {
 		keysFile        string
 		keyHashes       string
 		shutdownTimeout time.Duration
+		metrics         bool
 	)
 	f := newFlags("proxy", `Usage: memoryd proxy --upstream URL --keys FILE [flags]
 
@@ -44,6 +46,10 @@ stores the turns.`)
 	f.Duration(&cfg.EnrichBudget, "enrich-budget", proxy.DefaultEnrichBudget, "bound on enrich; past it the request is forwarded unenriched")
 	f.Duration(&cfg.UpstreamTimeout, "upstream-timeout", proxy.DefaultUpstreamTimeout, "bound on the wait for the upstream's response headers (a stream may then run longer); past it the client gets 504")
 	f.Duration(&shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long requests in flight may take to finish on SIGINT/SIGTERM")
+
+	// Prometheus metrics on the proxy's listener (issue 20).
+	f.CommandEnv("metrics", "MEMORYD_PROXY_METRICS")
+	f.Bool(&metrics, "metrics", true, "serve Prometheus metrics at GET /metrics on --listen, without a key (counts and latencies, no user data)")
 	if err := f.Parse(args); err != nil {
 		return err
 	}
@@ -77,6 +83,10 @@ stores the turns.`)
 	}
 	defer nc.Close()
 	cfg.Conn, cfg.Prefix, cfg.Logger = nc, conn.prefix, logger
+	if metrics {
+		m := app.NewProxyMetrics()
+		cfg.Observer, cfg.Metrics = m, m.Handler()
+	}
 	p, err := proxy.New(cfg)
 	if err != nil {
 		return err

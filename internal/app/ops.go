@@ -33,6 +33,10 @@ type metrics struct {
 	queryEmbeds    *prometheus.CounterVec // issue 17 (hybrid retrieval, embed.go)
 }
 
+// enrichBuckets are the buckets of enrich latencies, served (serve) and
+// waited for (proxy): 0.5ms to 0.5s.
+var enrichBuckets = []float64{.0005, .001, .002, .004, .008, .016, .032, .064, .128, .256, .512}
+
 func newMetrics() *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
@@ -48,7 +52,7 @@ func newMetrics() *metrics {
 		}, []string{"outcome"}),
 		enrichSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "memoryd_enrich_duration_seconds", Help: "Enrich latency from request arrival to reply.",
-			Buckets: []float64{.0005, .001, .002, .004, .008, .016, .032, .064, .128, .256, .512},
+			Buckets: enrichBuckets,
 		}),
 		enrichDegraded: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "memoryd_enrich_degraded_total", Help: "Enrich replies sent degraded (memory unavailable or slow).",
