@@ -245,6 +245,29 @@ func (e *env) waitProcessed(t *testing.T, user string, n int) {
 	}
 }
 
+// post sends a chat completion asking "where do I live?" with the headers
+// given as name, value pairs (an empty value is not sent), and returns the
+// status after reading the body.
+func (e *env) post(t *testing.T, headers ...string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, e.url+"/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"where do I live?"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i+1] != "" {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
 // lastUserContent is the content of the last message of the upstream's last
 // request, as raw JSON.
 func lastMessage(t *testing.T, req map[string]json.RawMessage) (all []json.RawMessage, last map[string]json.RawMessage) {
@@ -570,19 +593,9 @@ func TestTrustedUserHeader(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *proxy.Config) { c.TrustedUserHeader = "X-Gateway-User" })
 	e.setFact(t, "carol", "location", "Quito")
-	post := func(header string) int {
+	post := func(user string) int {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, e.url+"/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"where do I live?"}]}`))
-		if header != "" {
-			req.Header.Set("X-Gateway-User", header)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode
+		return e.post(t, "X-Gateway-User", user)
 	}
 	if code := post(""); code != http.StatusUnauthorized {
 		t.Fatalf("no header, no key: %d", code)
@@ -614,20 +627,11 @@ func TestMetrics(t *testing.T) {
 	e.setFact(t, "alice", "location", "Lisbon")
 	post := func(key, memory string) int {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, e.url+"/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"where do I live?"}]}`))
+		auth := ""
 		if key != "" {
-			req.Header.Set("Authorization", "Bearer "+key)
+			auth = "Bearer " + key
 		}
-		if memory != "" {
-			req.Header.Set(proxy.MemoryHeader, memory)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode
+		return e.post(t, "Authorization", auth, proxy.MemoryHeader, memory)
 	}
 	for _, c := range []struct {
 		key, memory, mode string
