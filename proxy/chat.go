@@ -318,7 +318,7 @@ func (p *Proxy) enrichOutcome(ctx context.Context, user string, rq *request) (st
 
 // lastBytes returns the end of s in at most n bytes, starting on a rune
 // boundary: a cut inside a multi-byte character would send invalid UTF-8,
-// which enrich refuses.
+// which the request's JSON encoding turns into a stray U+FFFD in the query.
 func lastBytes(s string, n int) string {
 	if len(s) <= n {
 		return s
