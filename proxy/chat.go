@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/memoryd/memoryd/events"
 )
@@ -61,24 +62,32 @@ func (p *Proxy) unauthorized(w http.ResponseWriter) {
 
 // models passes GET /v1/models (and /v1/models/{id}) through.
 func (p *Proxy) models(w http.ResponseWriter, r *http.Request) {
+	p.obs.Request("models", p.serveModels(w, r))
+}
+
+// serveModels serves models and returns the request's outcome.
+func (p *Proxy) serveModels(w http.ResponseWriter, r *http.Request) string {
 	if _, ok := p.user(r); !ok {
 		p.unauthorized(w)
-		return
+		return OutcomeUnauthorized
 	}
 	path := strings.TrimPrefix(r.URL.Path, "/v1")
 	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, p.upstream+path, nil)
 	if err != nil {
 		writeError(w, http.StatusBadGateway, "upstream_error", "upstream_unreachable", err.Error())
-		return
+		return OutcomeUpstreamUnreachable
 	}
-	resp, ok := p.forward(w, r, req)
-	if !ok {
-		return
+	resp, outcome := p.forward(w, r, req)
+	if resp == nil {
+		return outcome
 	}
 	defer resp.Body.Close()
 	copyHeaders(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
-	_, _ = io.Copy(w, resp.Body)
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		return OutcomeCut
+	}
+	return outcome
 }
 
 // hopHeaders are not forwarded in either direction: connection-level, the
@@ -105,7 +114,7 @@ func copyHeaders(dst, src http.Header) {
 // forward sends req upstream with the client's headers (less credentials)
 // and the upstream's own key. On a transport error it writes a 502, or a
 // 504 on a timeout, and returns false.
-func (p *Proxy) forward(w http.ResponseWriter, in *http.Request, req *http.Request) (*http.Response, bool) {
+func (p *Proxy) forward(w http.ResponseWriter, in *http.Request, req *http.Request) (*http.Response, string) {
 	copyHeaders(req.Header, in.Header)
 	if h := p.cfg.TrustedUserHeader; h != "" {
 		req.Header.Del(h)
@@ -113,21 +122,27 @@ func (p *Proxy) forward(w http.ResponseWriter, in *http.Request, req *http.Reque
 	if p.cfg.UpstreamKey != "" {
 		req.Header.Set("Authorization", "Bearer "+p.cfg.UpstreamKey)
 	}
+	start := time.Now()
 	resp, err := p.client.Do(req)
 	if err != nil {
+		p.obs.Upstream(time.Since(start), "error")
 		if in.Context().Err() != nil {
-			return nil, false // the client went away
+			return nil, OutcomeCut // the client went away
 		}
 		var ne interface{ Timeout() bool }
 		if errors.As(err, &ne) && ne.Timeout() {
 			writeError(w, http.StatusGatewayTimeout, "upstream_error", "upstream_timeout", "the upstream model server did not answer in time")
-			return nil, false
+			return nil, OutcomeUpstreamTimeout
 		}
 		p.log.Warn("upstream request failed", "error", err)
 		writeError(w, http.StatusBadGateway, "upstream_error", "upstream_unreachable", "the upstream model server could not be reached")
-		return nil, false
+		return nil, OutcomeUpstreamUnreachable
 	}
-	return resp, true
+	p.obs.Upstream(time.Since(start), fmt.Sprintf("%dxx", resp.StatusCode/100))
+	if resp.StatusCode/100 != 2 {
+		return resp, OutcomeUpstreamStatus
+	}
+	return resp, OutcomeOK
 }
 
 // request is a chat completion request as far as the proxy reads it; every
@@ -273,44 +288,70 @@ func (rq *request) body(injection string) ([]byte, error) {
 // memory has nothing, is off, or did not answer within the budget (the
 // request then goes unenriched: memory never breaks chat).
 func (p *Proxy) enrich(ctx context.Context, user string, rq *request) string {
+	start := time.Now()
+	injection, outcome := p.enrichOutcome(ctx, user, rq)
+	p.obs.Enriched(outcome, time.Since(start))
+	return injection
+}
+
+// enrichOutcome is enrich's injection and its outcome for the Observer.
+func (p *Proxy) enrichOutcome(ctx context.Context, user string, rq *request) (string, string) {
 	if !rq.memory || strings.TrimSpace(rq.text) == "" {
-		return ""
+		return "", "skipped"
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.EnrichBudget)
 	defer cancel()
-	msg := rq.text
-	if len(msg) > events.MaxMessageBytes {
-		msg = msg[len(msg)-events.MaxMessageBytes:] // the end of a long message is the question
-	}
-	reply, err := p.memory.Enrich(ctx, events.EnrichRequest{UserID: user, Message: msg, Format: p.cfg.EnrichFormat})
+	// The end of a long message is the question.
+	reply, err := p.memory.Enrich(ctx, events.EnrichRequest{UserID: user, Message: lastBytes(rq.text, events.MaxMessageBytes), Format: p.cfg.EnrichFormat})
 	switch {
 	case err != nil:
 		p.log.Warn("enrich failed, forwarding unenriched", "user", user, "error", err)
-		return ""
+		return "", "failed"
 	case reply.Degraded:
 		p.log.Warn("enrich degraded, forwarding unenriched", "user", user, "reason", reply.Reason)
-		return ""
+		return "", "degraded"
+	case reply.Injection == "":
+		return "", "empty"
 	}
-	return reply.Injection
+	return reply.Injection, "enriched"
+}
+
+// lastBytes returns the end of s in at most n bytes, starting on a rune
+// boundary: a cut inside a multi-byte character would send invalid UTF-8,
+// which the request's JSON encoding turns into a stray U+FFFD in the query.
+func lastBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := len(s) - n
+	for cut < len(s) && !utf8.RuneStart(s[cut]) {
+		cut++
+	}
+	return s[cut:]
 }
 
 // chat serves POST /v1/chat/completions.
 func (p *Proxy) chat(w http.ResponseWriter, r *http.Request) {
+	p.obs.Request("chat", p.serveChat(w, r))
+}
+
+// serveChat serves chat and returns the request's outcome.
+func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request) string {
 	user, ok := p.user(r)
 	if !ok {
 		p.unauthorized(w)
-		return
+		return OutcomeUnauthorized
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.cfg.MaxBodyBytes))
 	if err != nil {
 		writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large",
 			fmt.Sprintf("the request body is over %d bytes or could not be read", p.cfg.MaxBodyBytes))
-		return
+		return OutcomeBadRequest
 	}
 	rq, err := parseRequest(body)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid_request", err.Error())
-		return
+		return OutcomeBadRequest
 	}
 	if strings.EqualFold(strings.TrimSpace(r.Header.Get(MemoryHeader)), "off") {
 		rq.memory = false
@@ -322,18 +363,18 @@ func (p *Proxy) chat(w http.ResponseWriter, r *http.Request) {
 			p.log.Warn("enriched request not built, forwarding unenriched", "user", user, "error", err)
 			if out, err = rq.body(""); err != nil {
 				writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid_request", err.Error())
-				return
+				return OutcomeBadRequest
 			}
 		}
 	}
 	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, p.upstream+"/chat/completions", bytes.NewReader(out))
 	if err != nil {
 		writeError(w, http.StatusBadGateway, "upstream_error", "upstream_unreachable", err.Error())
-		return
+		return OutcomeUpstreamUnreachable
 	}
-	resp, ok := p.forward(w, r, req)
-	if !ok {
-		return
+	resp, outcome := p.forward(w, r, req)
+	if resp == nil {
+		return outcome
 	}
 	defer resp.Body.Close()
 	copyHeaders(w.Header(), resp.Header)
@@ -347,13 +388,14 @@ func (p *Proxy) chat(w http.ResponseWriter, r *http.Request) {
 	} else {
 		err = relay(w, resp.Body, nil)
 	}
-	if err != nil || !acc.done() {
-		if err != nil {
-			p.log.Warn("reply not relayed whole, turn not published", "user", user, "error", err)
-		}
-		return
+	if err != nil {
+		p.log.Warn("reply not relayed whole, turn not published", "user", user, "error", err)
+		return OutcomeCut
 	}
-	p.publish(user, rq.text, &acc)
+	if acc.done() {
+		p.publish(user, rq.text, &acc)
+	}
+	return outcome
 }
 
 // relay copies the upstream's body to the client as it arrives, flushing
@@ -414,6 +456,7 @@ func (p *Proxy) publish(user, message string, acc *reply) {
 			}
 			time.Sleep(time.Duration(attempt) * 100 * time.Millisecond) // back off between attempts
 		}
+		p.obs.TurnPublished(err == nil)
 		if err != nil {
 			p.log.Error("turn not published", "user", user, "event_id", turn.ID, "error", err)
 			return

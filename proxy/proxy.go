@@ -45,6 +45,39 @@ type Keys interface {
 	Lookup(key string) (userID string, ok bool)
 }
 
+// Observer is told what the proxy does, for metrics. Its methods must be
+// quick and safe for concurrent use; the composition root implements it
+// (the command passes Prometheus metrics), so the proxy knows no metrics
+// library.
+type Observer interface {
+	// Request is one finished request: endpoint "chat" or "models", and its
+	// outcome (see the Outcome constants).
+	Request(endpoint, outcome string)
+	// Enriched is a chat request's memory step and how long it took:
+	// "enriched" (an injection was added), "empty" (memory had nothing),
+	// "degraded" (memoryd answered degraded), "failed" (no answer within
+	// the budget, or an error), or "skipped" (memory off, or no user text).
+	Enriched(outcome string, took time.Duration)
+	// Upstream is how long the upstream took to answer with its response
+	// headers (the stream that follows is not counted), and the status
+	// class: "2xx", "4xx", "5xx", ..., or "error" when it did not answer.
+	Upstream(took time.Duration, class string)
+	// TurnPublished is a turn published to the stream (true) or given up
+	// on after the bounded attempts (false).
+	TurnPublished(ok bool)
+}
+
+// Request outcomes Observer.Request reports.
+const (
+	OutcomeOK                  = "ok"                   // the upstream's 2xx reply relayed whole
+	OutcomeUpstreamStatus      = "upstream_status"      // the upstream's non-2xx reply relayed
+	OutcomeUpstreamTimeout     = "upstream_timeout"     // 504: no response headers within UpstreamTimeout
+	OutcomeUpstreamUnreachable = "upstream_unreachable" // 502
+	OutcomeUnauthorized        = "unauthorized"         // 401: no or unknown key
+	OutcomeBadRequest          = "bad_request"          // 400 or 413: refused before forwarding
+	OutcomeCut                 = "cut"                  // the client went away, or the upstream's body broke off
+)
+
 // Config configures a Proxy.
 type Config struct {
 	// Upstream is the OpenAI-compatible base URL requests are forwarded to,
@@ -83,6 +116,13 @@ type Config struct {
 	// Defaults DefaultPublishAttempts and DefaultPublishTimeout.
 	PublishAttempts int
 	PublishTimeout  time.Duration
+	// Observer is told about requests, enrich, the upstream and published
+	// turns. Default none.
+	Observer Observer
+	// Metrics, when set, is served at GET /metrics on the proxy's listener,
+	// without a key (like the metrics of other OpenAI-compatible servers):
+	// it must hold no user data. Default none.
+	Metrics http.Handler
 	// Transport carries upstream requests. Default a clone of
 	// http.DefaultTransport.
 	Transport http.RoundTripper
@@ -118,8 +158,18 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.Observer == nil {
+		c.Observer = nopObserver{}
+	}
 	return c
 }
+
+type nopObserver struct{}
+
+func (nopObserver) Request(string, string)         {}
+func (nopObserver) Enriched(string, time.Duration) {}
+func (nopObserver) Upstream(time.Duration, string) {}
+func (nopObserver) TurnPublished(bool)             {}
 
 func (c Config) validate() error {
 	u, err := url.Parse(c.Upstream)
@@ -149,6 +199,7 @@ type Proxy struct {
 	memory   *events.Client
 	pub      *events.Publisher
 	log      *slog.Logger
+	obs      Observer
 
 	// publishes tracks the turns being published, so that Stop waits for them.
 	publishes sync.WaitGroup
@@ -180,6 +231,7 @@ func New(cfg Config) (*Proxy, error) {
 		memory:   events.NewClient(cfg.Conn, cfg.Prefix),
 		pub:      events.NewPublisher(js, cfg.Prefix),
 		log:      cfg.Logger,
+		obs:      cfg.Observer,
 	}
 	return p, nil
 }
@@ -190,6 +242,9 @@ func (p *Proxy) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/chat/completions", p.chat)
 	mux.HandleFunc("GET /v1/models", p.models)
 	mux.HandleFunc("GET /v1/models/{model...}", p.models)
+	if p.cfg.Metrics != nil {
+		mux.Handle("GET /metrics", p.cfg.Metrics)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "invalid_request_error", "not_found",
 			fmt.Sprintf("memoryd proxy serves POST /v1/chat/completions and GET /v1/models, not %s %s", r.Method, r.URL.Path))

@@ -245,6 +245,29 @@ func (e *env) waitProcessed(t *testing.T, user string, n int) {
 	}
 }
 
+// post sends a chat completion asking "where do I live?" with the headers
+// given as name, value pairs (an empty value is not sent), and returns the
+// status after reading the body.
+func (e *env) post(t *testing.T, headers ...string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, e.url+"/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"where do I live?"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i+1] != "" {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
 // lastUserContent is the content of the last message of the upstream's last
 // request, as raw JSON.
 func lastMessage(t *testing.T, req map[string]json.RawMessage) (all []json.RawMessage, last map[string]json.RawMessage) {
@@ -570,19 +593,9 @@ func TestTrustedUserHeader(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *proxy.Config) { c.TrustedUserHeader = "X-Gateway-User" })
 	e.setFact(t, "carol", "location", "Quito")
-	post := func(header string) int {
+	post := func(user string) int {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, e.url+"/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"where do I live?"}]}`))
-		if header != "" {
-			req.Header.Set("X-Gateway-User", header)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode
+		return e.post(t, "X-Gateway-User", user)
 	}
 	if code := post(""); code != http.StatusUnauthorized {
 		t.Fatalf("no header, no key: %d", code)
@@ -597,5 +610,83 @@ func TestTrustedUserHeader(t *testing.T) {
 	defer e.up.mu.Unlock()
 	if len(e.up.auth) != 1 || e.up.auth[0] != "Bearer "+upstreamKey || e.up.gateway[0] != "" {
 		t.Fatalf("upstream Authorization %q, X-Gateway-User %q", e.up.auth, e.up.gateway)
+	}
+}
+
+// TestMetrics: with the command's Prometheus metrics as Observer and
+// handler, GET /metrics (no key) counts each request by outcome, the memory
+// step by outcome (enriched, skipped with X-Memory: off, empty for a user
+// with no memory), the upstream's answers by status class, and the turns
+// published; no series names a user.
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *proxy.Config) {
+		m := app.NewProxyMetrics()
+		c.Observer, c.Metrics = m, m.Handler()
+	})
+	e.setFact(t, "alice", "location", "Lisbon")
+	post := func(key, memory string) int {
+		t.Helper()
+		auth := ""
+		if key != "" {
+			auth = "Bearer " + key
+		}
+		return e.post(t, "Authorization", auth, proxy.MemoryHeader, memory)
+	}
+	for _, c := range []struct {
+		key, memory, mode string
+		want              int
+	}{
+		{e.keys["alice"], "", "", http.StatusOK},    // enriched, published
+		{e.keys["alice"], "off", "", http.StatusOK}, // skipped, not published
+		{e.keys["bob"], "", "", http.StatusOK},      // empty, published
+		{"", "", "", http.StatusUnauthorized},       // no key
+		{e.keys["alice"], "off", "500", http.StatusInternalServerError},
+	} {
+		e.up.setMode(c.mode)
+		if code := post(c.key, c.memory); code != c.want {
+			t.Fatalf("%+v: %d", c, code)
+		}
+	}
+	scrape := func() string {
+		t.Helper()
+		resp, err := http.Get("http://" + e.proxy.Addr() + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /metrics: %d %s", resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	// Turns are published after the response: wait for both.
+	var body string
+	eventstest.Eventually(t, "2 turns published", time.Minute, func() (bool, string) {
+		body = scrape()
+		return strings.Contains(body, `memoryd_proxy_turns_published_total{outcome="published"} 2`), body
+	})
+	for _, want := range []string{
+		`memoryd_proxy_requests_total{endpoint="chat",outcome="ok"} 3`,
+		`memoryd_proxy_requests_total{endpoint="chat",outcome="unauthorized"} 1`,
+		`memoryd_proxy_requests_total{endpoint="chat",outcome="upstream_status"} 1`,
+		`memoryd_proxy_enrich_duration_seconds_count{outcome="enriched"} 1`,
+		`memoryd_proxy_enrich_duration_seconds_count{outcome="empty"} 1`,
+		`memoryd_proxy_enrich_duration_seconds_count{outcome="skipped"} 2`,
+		`memoryd_proxy_enrich_duration_seconds_count{outcome="degraded"} 0`,
+		`memoryd_proxy_upstream_duration_seconds_count{class="2xx"} 3`,
+		`memoryd_proxy_upstream_duration_seconds_count{class="5xx"} 1`,
+		`memoryd_proxy_turns_published_total{outcome="failed"} 0`,
+		"process_resident_memory_bytes",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	for _, user := range []string{"alice", "bob"} {
+		if strings.Contains(body, user) {
+			t.Errorf("/metrics names user %s", user)
+		}
 	}
 }

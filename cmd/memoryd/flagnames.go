@@ -70,15 +70,28 @@ var fieldFlags = map[string]map[string]string{
 	"backpressure": {
 		"Latency": "--backpressure-latency",
 	},
+
+	// River's UI (issue 20 item 3).
+	"ops": {
+		"Addr": "--http",
+	},
+	"riverui": {
+		"Enabled":        "--riverui",
+		"Path":           "--riverui-path",
+		"User":           "--riverui-user",
+		"Password":       "--riverui-password",
+		"Token":          "--riverui-token",
+		"AllowMutations": "--riverui-mutations",
+	},
 }
 
 // appGroups maps the app's Config groups to the components whose fields
 // they hold.
 var appGroups = map[string]string{"Worker": "worker", "LLM": "extractor", "Embed": "embedding", "Enricher": "enricher", "Store": "store", "NATS": "nats",
-	"EnrichPool": "enrichpool", "BackPressure": "backpressure"}
+	"EnrichPool": "enrichpool", "BackPressure": "backpressure", "Ops": "ops", "RiverUI": "riverui"}
 
 // appField matches a field path of the app's Config, e.g. Worker.Workers.
-var appField = regexp.MustCompile(`\b(Worker|LLM|Embed|Enricher|Store|NATS|EnrichPool|BackPressure)\.([A-Z]\w*)`)
+var appField = regexp.MustCompile(`\b(Worker|LLM|Embed|Enricher|Store|NATS|EnrichPool|BackPressure|Ops|RiverUI)\.([A-Z]\w*)`)
 
 // configErrorFlags is the app's configuration error naming flags instead of
 // Config fields: "--workers -1 is out of range".

@@ -44,11 +44,24 @@ type flags struct {
 	// configPath is --config, registered once here: client commands call
 	// Parse repeatedly to accept flags after positional arguments.
 	configPath string
+	// envs are the settings whose variable is not MEMORYD_<NAME> (see
+	// CommandEnv), by flag name.
+	envs map[string]commandEnv
+	// deprecatedEnv are the deprecated variables a setting was read from,
+	// for the command to warn about once it has a logger.
+	deprecatedEnv []string
+}
+
+// commandEnv is a setting's own environment variable and the deprecated
+// names still read when it is unset.
+type commandEnv struct {
+	name       string
+	deprecated []string
 }
 
 func newFlags(name, usage string) *flags {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	f := &flags{FlagSet: fs, text: usage, secrets: map[string]bool{}, args: map[string]bool{}, source: map[string]string{}}
+	f := &flags{FlagSet: fs, text: usage, secrets: map[string]bool{}, args: map[string]bool{}, source: map[string]string{}, envs: map[string]commandEnv{}}
 	fs.StringVar(&f.configPath, "config", os.Getenv("MEMORYD_CONFIG"),
 		`configuration file, YAML with the flags' names as keys (env MEMORYD_CONFIG; default ./memoryd.yaml when present)`)
 	// The flag package would print the error and the whole usage on every
@@ -80,7 +93,10 @@ func (f *flags) printUsage(w io.Writer) {
 			notes = append(notes, "default "+def)
 		}
 		if !f.args[fl.Name] && fl.Name != "config" {
-			env := "env " + envName(fl.Name)
+			env := "env " + f.envVar(fl.Name)
+			for _, old := range f.envs[fl.Name].deprecated {
+				env += ", or " + old + " (deprecated)"
+			}
 			if f.secrets[fl.Name] {
 				env += ", never logged"
 			}
@@ -117,15 +133,46 @@ func (f *flags) usageErr(format string, args ...any) error {
 	return &usageError{cmd: f.Name(), err: fmt.Errorf(format, args...)}
 }
 
+// CommandEnv names the environment variable of the setting called name
+// (MEMORYD_<NAME> otherwise), for a flag name two commands share with
+// different meanings (proxy's and mcp's --listen), so that one environment
+// can hold both; deprecated names are still read when it is unset. Call it
+// before defining the flag.
+func (f *flags) CommandEnv(name, env string, deprecated ...string) {
+	f.envs[name] = commandEnv{name: env, deprecated: deprecated}
+}
+
+// envVar is the environment variable of the setting called name.
+func (f *flags) envVar(name string) string {
+	if e, ok := f.envs[name]; ok {
+		return e.name
+	}
+	return envName(name)
+}
+
+// lookupEnv returns the value of the setting's variable, or of the first
+// deprecated name set, and which variable it was.
+func (f *flags) lookupEnv(name string) (env, value string, ok bool) {
+	for _, env := range append([]string{f.envVar(name)}, f.envs[name].deprecated...) {
+		if v, ok := os.LookupEnv(env); ok {
+			return env, v, true
+		}
+	}
+	return "", "", false
+}
+
 // fromEnv sets a setting flag's initial value from its environment variable;
 // a bad value is reported by Parse.
 func (f *flags) fromEnv(name, want string) {
-	v, ok := os.LookupEnv(envName(name))
+	env, v, ok := f.lookupEnv(name)
 	if !ok {
 		return
 	}
+	if env != f.envVar(name) {
+		f.deprecatedEnv = append(f.deprecatedEnv, fmt.Sprintf("%s is deprecated: set %s (--%s) instead", env, f.envVar(name), name))
+	}
 	if err := f.Lookup(name).Value.Set(v); err != nil {
-		f.envErrs = append(f.envErrs, fmt.Errorf("%s=%q is not %s", envName(name), v, want))
+		f.envErrs = append(f.envErrs, fmt.Errorf("%s=%q is not %s", env, v, want))
 	}
 }
 
@@ -235,12 +282,12 @@ func (f *flags) Parse(args []string) error {
 	explicit := map[string]bool{}
 	f.Visit(func(fl *flag.Flag) { explicit[fl.Name] = true })
 	f.VisitAll(func(fl *flag.Flag) {
-		_, env := os.LookupEnv(envName(fl.Name))
+		env, _, fromEnv := f.lookupEnv(fl.Name)
 		switch {
 		case explicit[fl.Name]:
 			f.source[fl.Name] = "flag"
-		case env && !f.args[fl.Name]:
-			f.source[fl.Name] = "env " + envName(fl.Name)
+		case fromEnv && !f.args[fl.Name]:
+			f.source[fl.Name] = "env " + env
 		default:
 			f.source[fl.Name] = "default"
 		}

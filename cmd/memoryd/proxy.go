@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/memoryd/memoryd/apikeys"
+	"github.com/memoryd/memoryd/internal/app"
 	"github.com/memoryd/memoryd/proxy"
 )
 
@@ -17,6 +18,7 @@ func runProxy(ctx context.Context, a *cli, args []string) error {
 		keysFile        string
 		keyHashes       string
 		shutdownTimeout time.Duration
+		metrics         bool
 	)
 	f := newFlags("proxy", `Usage: memoryd proxy --upstream URL --keys FILE [flags]
 
@@ -31,6 +33,11 @@ stores the turns.`)
 	conn.register(f)
 	f.String(&cfg.Upstream, "upstream", "", "OpenAI-compatible base URL to forward to, e.g. http://127.0.0.1:11434/v1 (required)")
 	f.Secret(&cfg.UpstreamKey, "upstream-key", "API key sent to the upstream (never the client's memoryd key)")
+	// The proxy's own variables, apart from mcp's; the shared names the
+	// docs first promised still work, deprecated.
+	f.CommandEnv("listen", "MEMORYD_PROXY_LISTEN", "MEMORYD_LISTEN")
+	f.CommandEnv("keys", "MEMORYD_PROXY_KEYS", "MEMORYD_KEYS")
+	f.CommandEnv("key-hashes", "MEMORYD_PROXY_KEY_HASHES", "MEMORYD_KEY_HASHES")
 	f.String(&cfg.Listen, "listen", proxy.DefaultListen, "address the proxy listens on")
 	f.String(&keysFile, "keys", "", "API key file, lines 'sha256:<hex> <user_id>' (memoryd keys add); reloaded on change")
 	f.Secret(&keyHashes, "key-hashes", "more key lines in the --keys format, separated by ';'")
@@ -39,6 +46,10 @@ stores the turns.`)
 	f.Duration(&cfg.EnrichBudget, "enrich-budget", proxy.DefaultEnrichBudget, "bound on enrich; past it the request is forwarded unenriched")
 	f.Duration(&cfg.UpstreamTimeout, "upstream-timeout", proxy.DefaultUpstreamTimeout, "bound on the wait for the upstream's response headers (a stream may then run longer); past it the client gets 504")
 	f.Duration(&shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long requests in flight may take to finish on SIGINT/SIGTERM")
+
+	// Prometheus metrics on the proxy's listener (issue 20).
+	f.CommandEnv("metrics", "MEMORYD_PROXY_METRICS")
+	f.Bool(&metrics, "metrics", true, "serve Prometheus metrics at GET /metrics on --listen, without a key (counts and latencies, no user data)")
 	if err := f.Parse(args); err != nil {
 		return err
 	}
@@ -51,6 +62,9 @@ stores the turns.`)
 	logger, err := conn.logger(a)
 	if err != nil {
 		return err
+	}
+	for _, d := range f.deprecatedEnv {
+		logger.Warn(d)
 	}
 	if keysFile != "" || keyHashes != "" {
 		keys, err := apikeys.New(apikeys.Config{File: keysFile, Text: keyHashes, Logger: logger})
@@ -69,6 +83,10 @@ stores the turns.`)
 	}
 	defer nc.Close()
 	cfg.Conn, cfg.Prefix, cfg.Logger = nc, conn.prefix, logger
+	if metrics {
+		m := app.NewProxyMetrics()
+		cfg.Observer, cfg.Metrics = m, m.Handler()
+	}
 	p, err := proxy.New(cfg)
 	if err != nil {
 		return err

@@ -99,3 +99,51 @@ func TestProxyCommand(t *testing.T) {
 		t.Fatalf("proxy exited %d after its context ended: %s", code, stderr.String())
 	}
 }
+
+// TestProxyAndMCPEnvAreTheirOwn: proxy and mcp read --listen, --keys and
+// --key-hashes from variables of their own, so one environment can hold
+// both; the proxy still reads the shared names its docs first promised
+// (MEMORYD_KEYS, ...), with a deprecation warning, and mcp never does.
+func TestProxyAndMCPEnvAreTheirOwn(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-such-keys")
+	nats := []string{"--nats-url", eventstest.URL()}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		code int
+		want []string // in stderr
+	}{
+		{"proxy reads MEMORYD_PROXY_KEYS", map[string]string{"MEMORYD_PROXY_KEYS": missing},
+			[]string{"proxy", "--upstream", "http://127.0.0.1:1/v1"}, 1, []string{"no-such-keys"}},
+		{"proxy ignores MEMORYD_MCP_KEYS", map[string]string{"MEMORYD_MCP_KEYS": missing},
+			[]string{"proxy", "--upstream", "http://127.0.0.1:1/v1"}, 2, []string{"--keys (or --key-hashes) is required"}},
+		{"proxy reads the deprecated MEMORYD_KEYS and says so", map[string]string{"MEMORYD_KEYS": missing},
+			[]string{"proxy", "--upstream", "http://127.0.0.1:1/v1"}, 1, []string{"no-such-keys", "MEMORYD_KEYS is deprecated: set MEMORYD_PROXY_KEYS"}},
+		{"proxy prefers MEMORYD_PROXY_KEY_HASHES", map[string]string{"MEMORYD_PROXY_KEY_HASHES": "sha256:" + strings.Repeat("ab", 32) + " alice;bad", "MEMORYD_KEY_HASHES": "bad"},
+			[]string{"proxy", "--upstream", "http://127.0.0.1:1/v1"}, 1, []string{"line 2"}},
+		{"mcp reads MEMORYD_MCP_LISTEN", map[string]string{"MEMORYD_MCP_LISTEN": "127.0.0.1:0"},
+			[]string{"mcp"}, 2, []string{"--keys (or --key-hashes) is required with --listen"}},
+		{"mcp ignores MEMORYD_PROXY_LISTEN", map[string]string{"MEMORYD_PROXY_LISTEN": "127.0.0.1:0"},
+			[]string{"mcp"}, 2, []string{"--user is required over stdio"}},
+		{"mcp ignores the proxy's old MEMORYD_LISTEN", map[string]string{"MEMORYD_LISTEN": "127.0.0.1:0", "MEMORYD_KEYS": missing},
+			[]string{"mcp"}, 2, []string{"--user is required over stdio"}},
+		{"mcp reads MEMORYD_MCP_KEYS", map[string]string{"MEMORYD_MCP_KEYS": missing},
+			[]string{"mcp", "--listen", "127.0.0.1:0"}, 1, []string{"no-such-keys"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			_, errOut, code := runArgs(context.Background(), append(tc.args, nats...)...)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d; stderr %q", code, tc.code, errOut)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("stderr %q lacks %q", errOut, w)
+				}
+			}
+		})
+	}
+}

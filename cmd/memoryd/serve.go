@@ -74,6 +74,15 @@ func (o *serveOptions) register(f *flags) {
 	f.Int64(&o.app.Enricher.VectorCacheBytes, "vector-cache-bytes", def.Enricher.VectorCacheBytes, "memory for users' vectors cached by enrich and search (least recently used users evicted first)")
 	f.Int64(&w.DailyTokensPerUser, "llm-daily-tokens-per-user", def.Worker.DailyTokensPerUser, "model tokens one user's turns may spend per UTC day; over it they are extracted offline, and by the model again the next day (0: no cap)")
 	f.Int64(&w.DailyTokens, "llm-daily-tokens", def.Worker.DailyTokens, "model tokens all users' turns may spend per UTC day; over it turns are extracted offline, and by the model again the next day (0: no cap)")
+
+	// River's UI on --http (issue 20 item 3).
+	ui := &o.app.RiverUI
+	f.Bool(&ui.Enabled, "riverui", false, "serve River's UI (jobs and queues) on --http under --riverui-path; needs --riverui-token or --riverui-user and --riverui-password")
+	f.String(&ui.Path, "riverui-path", def.RiverUI.Path, "path River's UI is served under on --http")
+	f.String(&ui.User, "riverui-user", "", "basic auth user for River's UI (with --riverui-password)")
+	f.Secret(&ui.Password, "riverui-password", "basic auth password for River's UI")
+	f.Secret(&ui.Token, "riverui-token", "bearer token for River's UI (Authorization: Bearer; a browser may open <path>?token=<token> once, kept in a cookie)")
+	f.Bool(&ui.AllowMutations, "riverui-mutations", false, "let River's UI retry, cancel and delete jobs and pause, resume and change queues (otherwise only GET and HEAD are served: 403)")
 }
 
 // keepsZero are the settings whose 0 is a value of its own, not "the

@@ -207,7 +207,13 @@ func (a *App) Start(ctx context.Context) (err error) {
 		return err
 	}
 	if ln != nil {
-		a.ops = startOps(ln, a.cfg.Ops, a, a.metrics, a.logger)
+		var ui *riverUI
+		if a.cfg.RiverUI.Enabled {
+			if ui, err = startRiverUI(ctx, a.cfg.RiverUI, s.Pool(), a.logger); err != nil {
+				return err
+			}
+		}
+		a.ops = startOps(ln, a.cfg.Ops, a, a.metrics, ui, a.logger)
 	}
 	return nil
 }

@@ -79,6 +79,17 @@ func TestValidateNamesTheField(t *testing.T) {
 		{Config{NATS: NATSConfig{InboxPrefix: "_INBOX.*"}}, `app: Config.NATS.InboxPrefix "_INBOX.*" must be`},
 		{Config{Embed: embedding.Config{BaseURL: "localhost:11434"}}, `app: Config.Embed.BaseURL must be an http or https URL`},
 		{Config{Embed: embedding.Config{BaseURL: "http://x/v1", BatchSize: -1}}, `app: Config.Embed.BatchSize must be between 1 and 2048`},
+
+		// River's UI (issue 20 item 3).
+		{Config{Ops: OpsConfig{Addr: ":9090"}, RiverUI: RiverUIConfig{Enabled: true}}, "app: Config.RiverUI.Token or RiverUI.User and RiverUI.Password are required"},
+		{Config{Ops: OpsConfig{Addr: ":9090"}, RiverUI: RiverUIConfig{Enabled: true, User: "u"}}, "app: Config.RiverUI.Password is required with RiverUI.User"},
+		{Config{Ops: OpsConfig{Addr: ":9090"}, RiverUI: RiverUIConfig{Enabled: true, Password: "p", Token: "t"}}, "app: Config.RiverUI.User is required with RiverUI.Password"},
+		{Config{Ops: OpsConfig{Addr: ":9090"}, RiverUI: RiverUIConfig{Enabled: true, User: "a:b", Password: "p"}}, "app: Config.RiverUI.User must not contain ':'"},
+		{Config{RiverUI: RiverUIConfig{Enabled: true, Token: "t"}}, "app: Config.Ops.Addr is required with RiverUI.Enabled"},
+		{Config{Ops: OpsConfig{Addr: ":9090"}, RiverUI: RiverUIConfig{Enabled: true, Token: "t", Path: "/"}}, `app: Config.RiverUI.Path "/" must be an absolute path`},
+		{Config{Ops: OpsConfig{Addr: ":9090"}, RiverUI: RiverUIConfig{Enabled: true, Token: "t", Path: "riverui"}}, `app: Config.RiverUI.Path "riverui/" must be an absolute path`},
+		{Config{Ops: OpsConfig{Addr: ":9090"}, RiverUI: RiverUIConfig{Enabled: true, Token: "t", Path: "/metrics/ui/"}}, `app: Config.RiverUI.Path "/metrics/ui/" overlaps /metrics`},
+		{Config{Ops: OpsConfig{Addr: ":9090"}, RiverUI: RiverUIConfig{Enabled: true, Token: "t", Path: "/debug/"}}, `app: Config.RiverUI.Path "/debug/" overlaps /debug/`},
 	} {
 		_, err := New(tt.cfg)
 		var cerr *ConfigError

@@ -33,6 +33,10 @@ type metrics struct {
 	queryEmbeds    *prometheus.CounterVec // issue 17 (hybrid retrieval, embed.go)
 }
 
+// enrichBuckets are the buckets of enrich latencies, served (serve) and
+// waited for (proxy): 0.5ms to 0.5s.
+var enrichBuckets = []float64{.0005, .001, .002, .004, .008, .016, .032, .064, .128, .256, .512}
+
 func newMetrics() *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
@@ -48,7 +52,7 @@ func newMetrics() *metrics {
 		}, []string{"outcome"}),
 		enrichSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "memoryd_enrich_duration_seconds", Help: "Enrich latency from request arrival to reply.",
-			Buckets: []float64{.0005, .001, .002, .004, .008, .016, .032, .064, .128, .256, .512},
+			Buckets: enrichBuckets,
 		}),
 		enrichDegraded: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "memoryd_enrich_degraded_total", Help: "Enrich replies sent degraded (memory unavailable or slow).",
@@ -177,14 +181,17 @@ func (c *serviceCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// opsServer serves /metrics, /healthz, /readyz and, when asked, pprof.
+// opsServer serves /metrics, /healthz, /readyz and, when asked, pprof and
+// River's UI.
 type opsServer struct {
 	srv *http.Server
 	ln  net.Listener
+	ui  *riverUI // nil when River's UI is off
 }
 
-// startOps serves the operators' endpoint on ln until stop.
-func startOps(ln net.Listener, cfg OpsConfig, a *App, m *metrics, logger *slog.Logger) *opsServer {
+// startOps serves the operators' endpoint on ln until stop; ui, when not
+// nil, under its path, and stop stops it.
+func startOps(ln net.Listener, cfg OpsConfig, a *App, m *metrics, ui *riverUI, logger *slog.Logger) *opsServer {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
@@ -207,7 +214,10 @@ func startOps(ln net.Listener, cfg OpsConfig, a *App, m *metrics, logger *slog.L
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	ops := &opsServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln}
+	if ui != nil {
+		mux.Handle(ui.cfg.Path, ui)
+	}
+	ops := &opsServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln, ui: ui}
 	go func() {
 		if err := ops.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			logger.Error("http server", "error", err)
@@ -217,7 +227,14 @@ func startOps(ln net.Listener, cfg OpsConfig, a *App, m *metrics, logger *slog.L
 	return ops
 }
 
-func (ops *opsServer) stop(ctx context.Context) error { return ops.srv.Shutdown(ctx) }
+// stop shuts the server down, then River's UI's background services.
+func (ops *opsServer) stop(ctx context.Context) error {
+	err := ops.srv.Shutdown(ctx)
+	if ops.ui != nil {
+		ops.ui.stop()
+	}
+	return err
+}
 
 // Redactions (issue 16 item 4): spans of sensitive data replaced by markers.
 

@@ -1,0 +1,82 @@
+package app
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// ProxyMetrics are the Prometheus metrics of `memoryd proxy`. It implements
+// proxy.Observer (the command passes it as the proxy's Observer, so only
+// the composition root knows about Prometheus); Handler serves them with
+// the Go and process metrics. No label holds a user.
+type ProxyMetrics struct {
+	reg       *prometheus.Registry
+	requests  *prometheus.CounterVec
+	enrich    *prometheus.HistogramVec
+	upstream  *prometheus.HistogramVec
+	published *prometheus.CounterVec
+}
+
+// NewProxyMetrics returns the proxy's metrics on a registry of their own.
+func NewProxyMetrics() *ProxyMetrics {
+	m := &ProxyMetrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "memoryd_proxy_requests_total",
+			Help: "Requests the proxy finished, by endpoint (chat, models) and outcome (ok, upstream_status, upstream_timeout, upstream_unreachable, unauthorized, bad_request, cut).",
+		}, []string{"endpoint", "outcome"}),
+		enrich: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "memoryd_proxy_enrich_duration_seconds",
+			Help:    "Time chat requests spent on memory before forwarding, by outcome (enriched, empty, degraded, failed, skipped); the _count series count the requests.",
+			Buckets: enrichBuckets,
+		}, []string{"outcome"}),
+		upstream: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "memoryd_proxy_upstream_duration_seconds",
+			Help:    "Time the upstream took to send its response headers (a stream's body not included), by status class (2xx, 4xx, 5xx, ..., error when it did not answer).",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14), // 10ms to 82s
+		}, []string{"class"}),
+		published: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "memoryd_proxy_turns_published_total",
+			Help: "Turns the proxy published to the turn stream (published), or gave up on after its bounded attempts (failed).",
+		}, []string{"outcome"}),
+	}
+	m.reg.MustRegister(m.requests, m.enrich, m.upstream, m.published,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The series alerts watch exist from the start, at 0.
+	for _, o := range []string{"published", "failed"} {
+		m.published.WithLabelValues(o)
+	}
+	for _, o := range []string{"enriched", "degraded", "failed"} {
+		m.enrich.WithLabelValues(o)
+	}
+	return m
+}
+
+// Handler serves the metrics in Prometheus's text format.
+func (m *ProxyMetrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// Request implements proxy.Observer.
+func (m *ProxyMetrics) Request(endpoint, outcome string) {
+	m.requests.WithLabelValues(endpoint, outcome).Inc()
+}
+
+// Enriched implements proxy.Observer.
+func (m *ProxyMetrics) Enriched(outcome string, took time.Duration) {
+	m.enrich.WithLabelValues(outcome).Observe(took.Seconds())
+}
+
+// Upstream implements proxy.Observer.
+func (m *ProxyMetrics) Upstream(took time.Duration, class string) {
+	m.upstream.WithLabelValues(class).Observe(took.Seconds())
+}
+
+// TurnPublished implements proxy.Observer.
+func (m *ProxyMetrics) TurnPublished(ok bool) {
+	m.published.WithLabelValues(map[bool]string{true: "published", false: "failed"}[ok]).Inc()
+}

@@ -1,0 +1,47 @@
+package proxy
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// TestLastBytes: a message over the limit keeps its end, at most n bytes,
+// cut on a rune boundary whatever the width of the runes around the cut
+// (ASCII, 2-byte é, 3-byte 日 and €, 4-byte 🙂), so enrich never gets
+// invalid UTF-8.
+func TestLastBytes(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		s    string
+		n    int
+		want string
+	}{
+		{"short", "héllo", 10, "héllo"},
+		{"exact", "héllo", 6, "héllo"},
+		{"ascii", "hello world", 5, "world"},
+		{"cut in a 2-byte rune", "aéé", 3, "é"},
+		{"on a 2-byte boundary", "aéé", 4, "éé"},
+		{"cut in a 3-byte rune, first byte kept out", "日本語", 8, "本語"},
+		{"cut in a 3-byte rune, last byte", "日本語", 7, "本語"},
+		{"on a 3-byte boundary", "日本語", 6, "本語"},
+		{"cut in a 4-byte rune", "x🙂🙂", 7, "🙂"},
+		{"cut in a 4-byte rune at its last byte", "x🙂🙂", 5, "🙂"},
+		{"nothing fits", "🙂", 3, ""},
+		{"mixed", "prix: 5€ ou 🙂 日本", 9, " 日本"},
+	} {
+		got := lastBytes(c.s, c.n)
+		if got != c.want || len(got) > c.n || !utf8.ValidString(got) || !strings.HasSuffix(c.s, got) {
+			t.Errorf("%s: lastBytes(%q, %d) = %q, want %q", c.name, c.s, c.n, got, c.want)
+		}
+	}
+	// Every limit over a long mixed text: valid, a suffix, within n, and
+	// losing less than one rune to the boundary.
+	long := strings.Repeat("aé日🙂", 50)
+	for n := 0; n <= len(long); n++ {
+		got := lastBytes(long, n)
+		if !utf8.ValidString(got) || !strings.HasSuffix(long, got) || len(got) > n || n-len(got) >= utf8.UTFMax {
+			t.Fatalf("lastBytes(long, %d) = %d bytes, valid %v", n, len(got), utf8.ValidString(got))
+		}
+	}
+}
