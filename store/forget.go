@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
@@ -68,6 +69,17 @@ func (s *Store) ForgetUser(ctx context.Context, userID, token string, throughSeq
 			return err
 		}
 		r.Turns, r.Jobs = turns, jobs
+		// The user's changes not yet published go (they would tell what was
+		// forgotten), and so does the counter: the forget itself, the one
+		// change left to publish, starts the user's seq again at 1.
+		for _, table := range []string{"memory_changes", "memory_change_seqs"} {
+			if _, err := q.db.Exec(ctx, `DELETE FROM `+table+` WHERE user_id = $1`, userID); err != nil {
+				return fmt.Errorf("forget changes: %w", err)
+			}
+		}
+		if err := q.recordChange(ctx, changeMemoryForgotten, 0, userID); err != nil {
+			return err
+		}
 		if _, err := q.db.Exec(ctx, `DELETE FROM llm_usage WHERE user_id = $1`, userID); err != nil {
 			return fmt.Errorf("forget usage: %w", err)
 		}
@@ -144,19 +156,38 @@ func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect b
 			}
 		}
 	}
-	var items int64
-	for _, t := range []struct {
-		table string
-		n     *int64
-	}{{"fact_items", &items}, {"facts", &r.Facts}, {"context", &r.Context}} {
-		tag, err := s.db.Exec(ctx, `DELETE FROM `+t.table+` WHERE ($1 OR user_id = ANY($2)) AND ($3 OR extractor <> 'direct')`, all, userIDs, withDirect)
-		if err != nil {
-			return r, fmt.Errorf("delete %s: %w", t.table, err)
+	// One change per user for the lot (the caller's summary), not one per
+	// row: a reset of every user deletes every row.
+	var (
+		items   int64
+		changed = map[string]bool{}
+	)
+	err := s.quietly(ctx, func() error {
+		for _, t := range []struct {
+			table string
+			n     *int64
+		}{{"fact_items", &items}, {"facts", &r.Facts}, {"context", &r.Context}} {
+			var users []string
+			if err := s.db.QueryRow(ctx, `WITH gone AS (
+				DELETE FROM `+t.table+` WHERE ($1 OR user_id = ANY($2)) AND ($3 OR extractor <> 'direct') RETURNING user_id
+			) SELECT count(*), coalesce(array_agg(DISTINCT user_id), '{}') FROM gone`, all, userIDs, withDirect).Scan(t.n, &users); err != nil {
+				return fmt.Errorf("delete %s: %w", t.table, err)
+			}
+			for _, u := range users {
+				changed[u] = true
+			}
 		}
-		*t.n = tag.RowsAffected()
-	}
-	if _, err := s.materialise(ctx, listKeys, nil); err != nil {
+		_, err := s.materialise(ctx, listKeys, nil)
+		return err
+	})
+	if err != nil {
 		return r, err
+	}
+	if !withDirect && len(changed) > 0 {
+		users := slices.Sorted(maps.Keys(changed))
+		if err := s.recordChange(ctx, changeMemoryReset, 0, users...); err != nil {
+			return r, err
+		}
 	}
 	// History goes with forget only: after a reset the rebuilt facts add to
 	// it, keeping what the replay changed visible.

@@ -116,7 +116,8 @@ func (s *Store) DeleteContext(ctx context.Context, d ContextDelete) (int64, erro
 				return err
 			}
 		}
-		return q.db.QueryRow(ctx, `
+		del := func() error {
+			return q.db.QueryRow(ctx, `
 			WITH gone AS (
 				DELETE FROM context
 				WHERE user_id = $1
@@ -132,7 +133,16 @@ func (s *Store) DeleteContext(ctx context.Context, d ContextDelete) (int64, erro
 				ON CONFLICT (user_id, hash) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at)
 			)
 			SELECT count(*) FROM gone`,
-			d.UserID, d.ID, nilIfNone(question, ids), key, now()).Scan(&n)
+				d.UserID, d.ID, nilIfNone(question, ids), key, now()).Scan(&n)
+		}
+		if !d.All {
+			return del()
+		}
+		// A clear of all items is one change, not one per item.
+		if err := q.quietly(ctx, del); err != nil || n == 0 {
+			return err
+		}
+		return q.recordChange(ctx, changeContextCleared, n, d.UserID)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("delete context: %w", err)
