@@ -2,10 +2,15 @@ package app
 
 import (
 	"context"
+	"encoding/json"
+	"os"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/nats-io/nats.go"
 
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/events/eventstest"
@@ -23,6 +28,16 @@ func TestServePublishesChanges(t *testing.T) {
 		mu  sync.Mutex
 		got []events.Change
 	)
+	var raw [][]byte // the messages as sent, for the schema
+	rawSub, err := svc.nc.Subscribe(events.ChangesSubject(svc.cfg.Prefix, "alice"), func(m *nats.Msg) {
+		mu.Lock()
+		defer mu.Unlock()
+		raw = append(raw, m.Data)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rawSub.Unsubscribe()
 	sub, err := client.Changes("alice", func(c events.Change, err error) {
 		if err != nil {
 			t.Error(err)
@@ -64,10 +79,37 @@ func TestServePublishesChanges(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		last = slices.Clone(got)
-		return len(last) > 0 && last[len(last)-1].Type == events.ChangeMemoryForgotten, ""
+		return len(last) > 0 && last[len(last)-1].Type == events.ChangeMemoryForgotten && len(raw) >= len(last), ""
 	})
 	for i := range last {
 		last[i].At = time.Time{}
+	}
+	// Every message as sent is an instance of the documented schema.
+	var schema jsonschema.Schema
+	data, err := os.ReadFile("../../docs/schemas/change.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &schema); err != nil {
+		t.Fatal(err)
+	}
+	resolved, err := schema.Resolve(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(raw) < len(last) {
+		t.Fatalf("%d raw messages, %d changes", len(raw), len(last))
+	}
+	for _, m := range raw {
+		var v map[string]any
+		if err := json.Unmarshal(m, &v); err != nil {
+			t.Fatal(err)
+		}
+		if err := resolved.Validate(v); err != nil {
+			t.Errorf("change %s: %v", m, err)
+		}
 	}
 	// The forget may have deleted the first three before they were sent:
 	// then it alone arrives.
