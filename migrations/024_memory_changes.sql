@@ -105,6 +105,9 @@ DECLARE
     n    bigint;
     last bigint;
 BEGIN
+    IF (SELECT seq FROM memory_changes WHERE id = NEW.id) IS NOT NULL THEN
+        RETURN NULL; -- numbered by an earlier firing: one lookup, not a scan
+    END IF;
     FOR u, n IN SELECT user_id, count(*) FROM memory_changes WHERE seq IS NULL GROUP BY user_id ORDER BY user_id LOOP
         INSERT INTO memory_change_seqs AS s (user_id, seq) VALUES (u, n)
         ON CONFLICT (user_id) DO UPDATE SET seq = s.seq + excluded.seq

@@ -277,6 +277,13 @@ func (c *Changes) publish(changes []store.Change) error {
 		}
 		m.UserID, m.Seq, m.At = ch.UserID, ch.Seq, ch.At.UTC()
 		data, err := json.Marshal(m)
+		if err == nil && int64(len(data)) > c.cfg.Conn.MaxPayload() {
+			// An item's text can exceed what the server takes in one
+			// message (escaped); the change goes without it, rather than
+			// holding up the user's changes: context.get reads it.
+			m.Question, m.Answer = "", ""
+			data, err = json.Marshal(m)
+		}
 		if err != nil {
 			return fmt.Errorf("change %d: %w", ch.ID, err)
 		}

@@ -5,7 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -263,5 +267,51 @@ func TestForgetPublishesOnlyTheForget(t *testing.T) {
 	if len(got) != 2 || got[0].Type != events.ChangeMemoryForgotten || got[0].Seq != 1 ||
 		got[1].Value != "Ada" || got[1].OldValue != "" || got[1].Seq != 2 {
 		t.Fatalf("changes = %+v, want the forget then Ada", got)
+	}
+}
+
+// TestChangeTooLargeForTheServerGoesWithoutItsText: an item whose change
+// would exceed the server's max_payload is published without its text,
+// and the user's later changes follow it.
+func TestChangeTooLargeForTheServerGoesWithoutItsText(t *testing.T) {
+	e := setup(t)
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "nats.conf")
+	if err := os.WriteFile(conf, []byte("max_payload: 4096\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url := eventstest.PrivateServer(t, func(port int) []string {
+		return []string{"-c", conf, "-a", "127.0.0.1", "-p", strconv.Itoa(port)}
+	})
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	small := &changeLog{}
+	sub, err := events.NewClient(nc, e.prefix).Changes("alice", func(c events.Change, err error) {
+		small.mu.Lock()
+		defer small.mu.Unlock()
+		small.got = append(small.got, c)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	e.startChanges(nc)
+	id, _, err := e.store.StoreContext(e.ctx, store.ContextWrite{UserID: "alice", Question: "long", Answer: strings.Repeat("x", 5000)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.store.SetFact(e.ctx, "alice", "name", "Alice"); err != nil {
+		t.Fatal(err)
+	}
+	got := small.wait(e, 2)
+	if got[0].Type != events.ChangeContextStored || got[0].ID != id || got[0].Question != "" || got[0].Answer != "" ||
+		got[1].Value != "Alice" || got[1].Seq != 2 {
+		t.Fatalf("changes = %+v, want the item without its text, then the fact", got)
 	}
 }
