@@ -173,7 +173,8 @@ type Imported map[string]int64
 // commit and deletes it all, or comes first.
 //
 // The import's own writes add no history of their own: the imported
-// entries are the facts' history.
+// entries are the facts' history. They are one memory.imported change
+// (see changes.go), when they wrote anything.
 func (s *Store) Import(ctx context.Context, userID, token string, r io.Reader) (Imported, error) {
 	byType, err := readImport(r)
 	if err != nil {

@@ -28,6 +28,9 @@ type Removed struct {
 // user in flight (ingest, extraction, replay, token usage) commit before it,
 // and it deletes what they wrote; those after it see the tombstone. A forget
 // that failed half-way can simply be run again.
+//
+// The user's changes not yet published are deleted with the rest, and the
+// forget is one memory.forgotten change, seq 1 (see changes.go).
 func (s *Store) ForgetUser(ctx context.Context, userID, token string, throughSeq uint64, riverJobs ...RiverJobs) (Removed, Tombstone, error) {
 	var (
 		r    Removed
@@ -103,7 +106,8 @@ func (s *Store) ForgetUser(ctx context.Context, userID, token string, throughSeq
 // the given users, or of every user when userIDs is empty, in one
 // transaction, before a replay rebuilds it. Turns are kept, and so are items
 // written directly through the memory tools (extractor "direct"): they never
-// passed through the stream, so a replay could not bring them back.
+// passed through the stream, so a replay could not bring them back. Each
+// user who lost something gets one memory.reset change (see changes.go).
 func (s *Store) ResetMemory(ctx context.Context, userIDs []string) (Removed, error) {
 	var r Removed
 	err := s.InTx(ctx, func(_ pgx.Tx, q *Store) error {

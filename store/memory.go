@@ -85,6 +85,9 @@ var ErrEmptySelection = errors.New("empty selection: set an id, a question or al
 // of the user; for a Question, any pair with that question (normalised,
 // even when no item matched yet); for an ID, the pair deleted. A later turn,
 // or StoreContext, stores the pair again.
+//
+// Each deleted item is a context.deleted change (see changes.go); a clear
+// of All is one context.cleared change instead, when it deleted any.
 func (s *Store) DeleteContext(ctx context.Context, d ContextDelete) (int64, error) {
 	question := normalize(d.Question)
 	if d.ID == 0 && question == "" && !d.All {
