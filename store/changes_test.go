@@ -5,11 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"sync"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/memoryd/memoryd/store"
 )
@@ -230,23 +231,18 @@ func TestChangeSeqIsCommitOrder(t *testing.T) {
 func TestChangeSeqUnderConcurrentWriters(t *testing.T) {
 	ctx, s := setup(t)
 	const writers, each = 4, 10
-	var wg sync.WaitGroup
-	errs := make(chan error, writers)
+	var g errgroup.Group
 	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		g.Go(func() error {
 			for i := range each {
-				if _, _, err := s.StoreContext(ctx, store.ContextWrite{UserID: "alice", Question: "q", Answer: string(rune('a'+w)) + string(rune('a'+i))}); err != nil {
-					errs <- err
-					return
+				if _, _, err := s.StoreContext(ctx, store.ContextWrite{UserID: "alice", Question: "q", Answer: fmt.Sprintf("%d.%d", w, i)}); err != nil {
+					return err
 				}
 			}
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	if err := g.Wait(); err != nil {
 		t.Fatal(err)
 	}
 	got := drain(ctx, t, s, "alice")

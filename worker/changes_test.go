@@ -1,7 +1,6 @@
 package worker_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/events/eventstest"
@@ -27,28 +27,14 @@ import (
 // startChanges runs a change publisher on nc until the test ends or the
 // returned stop is called. Its poll interval is an hour: the changes it
 // publishes in a test were noticed through the commits' notifications.
-func (e *env) startChanges(nc *nats.Conn) (c *worker.Changes, stop func()) {
+func (e *env) startChanges(nc *nats.Conn) (*worker.Changes, func()) {
 	e.t.Helper()
 	c, err := worker.NewChanges(worker.ChangesConfig{Conn: nc, Store: e.store, Prefix: e.prefix,
 		Logger: slog.New(slog.DiscardHandler), PollInterval: time.Hour, RetryMin: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if err := c.Start(e.ctx); err != nil {
-		e.t.Fatal(err)
-	}
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if err := c.Stop(ctx); err != nil {
-				e.t.Errorf("stop changes: %v", err)
-			}
-		})
-	}
-	e.t.Cleanup(stop)
-	return c, stop
+	return c, e.run("changes", c)
 }
 
 // changeLog collects the changes a subscriber received.
@@ -107,28 +93,23 @@ func TestChangesPublishedInCommitOrder(t *testing.T) {
 	e.startChanges(e.nc)
 	const writers, each = 4, 8
 	var (
-		wg      sync.WaitGroup
-		errs    = make(chan error, writers+1)
+		g       errgroup.Group
 		written = map[string]bool{}
 	)
 	for w := range writers {
 		for i := range each {
 			written[fmt.Sprintf("answer %d.%d", w, i)] = true
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		g.Go(func() error {
 			for i := range each {
 				if _, _, err := e.store.StoreContext(e.ctx, store.ContextWrite{UserID: "alice", Question: "q", Answer: fmt.Sprintf("answer %d.%d", w, i)}); err != nil {
-					errs <- err
-					return
+					return err
 				}
 			}
-		}()
+			return nil
+		})
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	g.Go(func() error {
 		boom := errors.New("rolled back")
 		err := e.store.InTx(e.ctx, func(_ pgx.Tx, q *store.Store) error {
 			if _, _, err := q.StoreContext(e.ctx, store.ContextWrite{UserID: "alice", Question: "q", Answer: "never committed"}); err != nil {
@@ -136,13 +117,12 @@ func TestChangesPublishedInCommitOrder(t *testing.T) {
 			}
 			return boom
 		})
-		if !errors.Is(err, boom) {
-			errs <- err
+		if errors.Is(err, boom) {
+			return nil
 		}
-	}()
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+		return fmt.Errorf("the rolled-back write: %w", err)
+	})
+	if err := g.Wait(); err != nil {
 		t.Fatal(err)
 	}
 	// A last change after all of them: once it is in, nothing else is on
