@@ -72,17 +72,6 @@ func (s *Store) ForgetUser(ctx context.Context, userID, token string, throughSeq
 			return err
 		}
 		r.Turns, r.Jobs = turns, jobs
-		// The user's changes not yet published go (they would tell what was
-		// forgotten), and so does the counter: the forget itself, the one
-		// change left to publish, starts the user's seq again at 1.
-		for _, table := range []string{"memory_changes", "memory_change_seqs"} {
-			if _, err := q.db.Exec(ctx, `DELETE FROM `+table+` WHERE user_id = $1`, userID); err != nil {
-				return fmt.Errorf("forget changes: %w", err)
-			}
-		}
-		if err := q.recordChange(ctx, changeMemoryForgotten, 0, userID); err != nil {
-			return err
-		}
 		if _, err := q.db.Exec(ctx, `DELETE FROM llm_usage WHERE user_id = $1`, userID); err != nil {
 			return fmt.Errorf("forget usage: %w", err)
 		}
@@ -94,7 +83,20 @@ func (s *Store) ForgetUser(ctx context.Context, userID, token string, throughSeq
 		if _, err := q.db.Exec(ctx, `DELETE FROM embedding_generations WHERE user_id = $1`, userID); err != nil {
 			return fmt.Errorf("forget embedding generation: %w", err)
 		}
-		return q.forgetDailyUsage(ctx, userID)
+		if err := q.forgetDailyUsage(ctx, userID); err != nil {
+			return err
+		}
+		// The user's changes not yet published go (they would tell what was
+		// forgotten), and so does the counter: the forget itself, the one
+		// change left to publish, starts the user's seq again at 1. Last,
+		// since the counter's row lock, held from here to the commit, is
+		// what every writer of the user numbers its changes under.
+		for _, table := range []string{"memory_changes", "memory_change_seqs"} {
+			if _, err := q.db.Exec(ctx, `DELETE FROM `+table+` WHERE user_id = $1`, userID); err != nil {
+				return fmt.Errorf("forget changes: %w", err)
+			}
+		}
+		return q.recordChange(ctx, changeMemoryForgotten, 0, userID)
 	})
 	if err != nil {
 		return Removed{}, Tombstone{}, err
