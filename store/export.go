@@ -173,7 +173,8 @@ type Imported map[string]int64
 // commit and deletes it all, or comes first.
 //
 // The import's own writes add no history of their own: the imported
-// entries are the facts' history.
+// entries are the facts' history. They are one memory.imported change
+// (see changes.go), when they wrote anything.
 func (s *Store) Import(ctx context.Context, userID, token string, r io.Reader) (Imported, error) {
 	byType, err := readImport(r)
 	if err != nil {
@@ -189,32 +190,49 @@ func (s *Store) Import(ctx context.Context, userID, token string, r io.Reader) (
 		if err := q.lockClears(ctx, []string{userID}, true); err != nil {
 			return err
 		}
-		for _, typ := range applyOrder {
-			if typ == "fact_history" {
-				// Every fact write is done: what they added to the history
-				// goes before the imported entries come in.
-				if err := dropOwnHistory(ctx, q, userID); err != nil {
-					return err
-				}
-			}
-			sec, _ := section(typ)
-			n, err := sec.apply(ctx, q, userID, byType[typ])
-			if err != nil {
-				return fmt.Errorf("%s: %w", typ, err)
-			}
-			counts[typ] = n
-			if typ == "fact" {
-				if hook, ok := ctx.Value(importHookKey{}).(func()); ok {
-					hook()
-				}
-			}
+		// One change for the import, not one per row it wrote.
+		if err := q.quietly(ctx, func() error { return q.applyImport(ctx, userID, byType, counts) }); err != nil {
+			return err
 		}
-		return nil
+		var total int64
+		for _, n := range counts {
+			total += n
+		}
+		if total == 0 {
+			return nil
+		}
+		return q.recordChange(ctx, changeMemoryImported, total, userID)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("import: %w", err)
 	}
 	return counts, nil
+}
+
+// applyImport merges the lines of each type in applyOrder, counting what
+// each type wrote in counts.
+func (s *Store) applyImport(ctx context.Context, userID string, byType map[string][]any, counts Imported) error {
+	for _, typ := range applyOrder {
+		if typ == "fact_history" {
+			// Every fact write is done: what they added to the history
+			// goes before the imported entries come in.
+			if err := dropOwnHistory(ctx, s, userID); err != nil {
+				return err
+			}
+		}
+		sec, _ := section(typ)
+		n, err := sec.apply(ctx, s, userID, byType[typ])
+		if err != nil {
+			return fmt.Errorf("%s: %w", typ, err)
+		}
+		counts[typ] = n
+		if typ == "fact" {
+			if hook, ok := ctx.Value(importHookKey{}).(func()); ok {
+				hook()
+			}
+		}
+	}
+	return nil
 }
 
 // importHookKey keys a test hook Import calls half-way, after writing facts.

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
@@ -27,6 +28,9 @@ type Removed struct {
 // user in flight (ingest, extraction, replay, token usage) commit before it,
 // and it deletes what they wrote; those after it see the tombstone. A forget
 // that failed half-way can simply be run again.
+//
+// The user's changes not yet published are deleted with the rest, and the
+// forget is one memory.forgotten change, seq 1 (see changes.go).
 func (s *Store) ForgetUser(ctx context.Context, userID, token string, throughSeq uint64, riverJobs ...RiverJobs) (Removed, Tombstone, error) {
 	var (
 		r    Removed
@@ -79,7 +83,20 @@ func (s *Store) ForgetUser(ctx context.Context, userID, token string, throughSeq
 		if _, err := q.db.Exec(ctx, `DELETE FROM embedding_generations WHERE user_id = $1`, userID); err != nil {
 			return fmt.Errorf("forget embedding generation: %w", err)
 		}
-		return q.forgetDailyUsage(ctx, userID)
+		if err := q.forgetDailyUsage(ctx, userID); err != nil {
+			return err
+		}
+		// The user's changes not yet published go (they would tell what was
+		// forgotten), and so does the counter: the forget itself, the one
+		// change left to publish, starts the user's seq again at 1. Last,
+		// since the counter's row lock, held from here to the commit, is
+		// what every writer of the user numbers its changes under.
+		for _, table := range []string{"memory_changes", "memory_change_seqs"} {
+			if _, err := q.db.Exec(ctx, `DELETE FROM `+table+` WHERE user_id = $1`, userID); err != nil {
+				return fmt.Errorf("forget changes: %w", err)
+			}
+		}
+		return q.recordChange(ctx, changeMemoryForgotten, 0, userID)
 	})
 	if err != nil {
 		return Removed{}, Tombstone{}, err
@@ -91,7 +108,8 @@ func (s *Store) ForgetUser(ctx context.Context, userID, token string, throughSeq
 // the given users, or of every user when userIDs is empty, in one
 // transaction, before a replay rebuilds it. Turns are kept, and so are items
 // written directly through the memory tools (extractor "direct"): they never
-// passed through the stream, so a replay could not bring them back.
+// passed through the stream, so a replay could not bring them back. Each
+// user who lost something gets one memory.reset change (see changes.go).
 func (s *Store) ResetMemory(ctx context.Context, userIDs []string) (Removed, error) {
 	var r Removed
 	err := s.InTx(ctx, func(_ pgx.Tx, q *Store) error {
@@ -144,19 +162,38 @@ func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect b
 			}
 		}
 	}
-	var items int64
-	for _, t := range []struct {
-		table string
-		n     *int64
-	}{{"fact_items", &items}, {"facts", &r.Facts}, {"context", &r.Context}} {
-		tag, err := s.db.Exec(ctx, `DELETE FROM `+t.table+` WHERE ($1 OR user_id = ANY($2)) AND ($3 OR extractor <> 'direct')`, all, userIDs, withDirect)
-		if err != nil {
-			return r, fmt.Errorf("delete %s: %w", t.table, err)
+	// One change per user for the lot (the caller's summary), not one per
+	// row: a reset of every user deletes every row.
+	var (
+		items   int64
+		changed = map[string]bool{}
+	)
+	err := s.quietly(ctx, func() error {
+		for _, t := range []struct {
+			table string
+			n     *int64
+		}{{"fact_items", &items}, {"facts", &r.Facts}, {"context", &r.Context}} {
+			var users []string
+			if err := s.db.QueryRow(ctx, `WITH gone AS (
+				DELETE FROM `+t.table+` WHERE ($1 OR user_id = ANY($2)) AND ($3 OR extractor <> 'direct') RETURNING user_id
+			) SELECT count(*), coalesce(array_agg(DISTINCT user_id), '{}') FROM gone`, all, userIDs, withDirect).Scan(t.n, &users); err != nil {
+				return fmt.Errorf("delete %s: %w", t.table, err)
+			}
+			for _, u := range users {
+				changed[u] = true
+			}
 		}
-		*t.n = tag.RowsAffected()
-	}
-	if _, err := s.materialise(ctx, listKeys, nil); err != nil {
+		_, err := s.materialise(ctx, listKeys, nil)
+		return err
+	})
+	if err != nil {
 		return r, err
+	}
+	if !withDirect && len(changed) > 0 {
+		users := slices.Sorted(maps.Keys(changed))
+		if err := s.recordChange(ctx, changeMemoryReset, 0, users...); err != nil {
+			return r, err
+		}
 	}
 	// History goes with forget only: after a reset the rebuilt facts add to
 	// it, keeping what the replay changed visible.

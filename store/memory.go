@@ -85,6 +85,9 @@ var ErrEmptySelection = errors.New("empty selection: set an id, a question or al
 // of the user; for a Question, any pair with that question (normalised,
 // even when no item matched yet); for an ID, the pair deleted. A later turn,
 // or StoreContext, stores the pair again.
+//
+// Each deleted item is a context.deleted change (see changes.go); a clear
+// of All is one context.cleared change instead, when it deleted any.
 func (s *Store) DeleteContext(ctx context.Context, d ContextDelete) (int64, error) {
 	question := normalize(d.Question)
 	if d.ID == 0 && question == "" && !d.All {
@@ -116,7 +119,8 @@ func (s *Store) DeleteContext(ctx context.Context, d ContextDelete) (int64, erro
 				return err
 			}
 		}
-		return q.db.QueryRow(ctx, `
+		del := func() error {
+			return q.db.QueryRow(ctx, `
 			WITH gone AS (
 				DELETE FROM context
 				WHERE user_id = $1
@@ -132,7 +136,16 @@ func (s *Store) DeleteContext(ctx context.Context, d ContextDelete) (int64, erro
 				ON CONFLICT (user_id, hash) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at)
 			)
 			SELECT count(*) FROM gone`,
-			d.UserID, d.ID, nilIfNone(question, ids), key, now()).Scan(&n)
+				d.UserID, d.ID, nilIfNone(question, ids), key, now()).Scan(&n)
+		}
+		if !d.All {
+			return del()
+		}
+		// A clear of all items is one change, not one per item.
+		if err := q.quietly(ctx, del); err != nil || n == 0 {
+			return err
+		}
+		return q.recordChange(ctx, changeContextCleared, n, d.UserID)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("delete context: %w", err)

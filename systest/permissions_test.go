@@ -258,7 +258,8 @@ accounts {
 	}
 	t.Cleanup(bob.Close)
 	eavesdrop := []string{">", "_INBOX.>", aliceInbox + ".>", "memory.>", "memory.*.alice", "memory.turns.alice",
-		"memory.enrich.alice", "memory.facts.>", "memory.deadletter.>", "memory.deadletter.alice", "$JS.>", "$JS.API.>", "$SRV.>"}
+		"memory.enrich.alice", "memory.facts.>", "memory.deadletter.>", "memory.deadletter.alice", "$JS.>", "$JS.API.>", "$SRV.>",
+		"memory.changes.alice", "memory.changes.>", "memory.changes.*"}
 	var spies []*nats.Subscription
 	for _, subj := range slices.Compact(slices.Sorted(slices.Values(slices.Concat(eavesdrop, []string{bobInbox + ".>"})))) {
 		sub, err := bob.SubscribeSync(subj)
@@ -285,6 +286,14 @@ accounts {
 		t.Fatal(err)
 	}
 	t.Cleanup(alice.Close)
+	// alice's frontend follows alice's memory changes (issue 20 item 4).
+	aliceChanges, err := alice.SubscribeSync("memory.changes.alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := alice.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	js, err := jetstream.New(alice)
 	if err != nil {
 		t.Fatal(err)
@@ -348,6 +357,15 @@ accounts {
 			t.Fatalf("alice's request on %s answered %s (headers %v), want %s", r.subject, msg.Data, msg.Header, r.want)
 		}
 	}
+
+	// The facts.set above reached alice's frontend as a change.
+	permWait(t, "alice's frontend to receive the change of her fact", func() bool {
+		m, err := aliceChanges.NextMsg(100 * time.Millisecond)
+		if err != nil && aliceErrs.has("Subscription", "memory.changes.alice") {
+			t.Fatalf("the block does not let alice's frontend subscribe to memory.changes.alice: %q", aliceErrs.all())
+		}
+		return err == nil && strings.Contains(string(m.Data), `"value":"`+marker+`"`)
+	})
 
 	// bob's frontend writes to alice's subjects and to the JetStream API.
 	before, err := st.Stats(ctx, "alice")

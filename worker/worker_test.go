@@ -82,7 +82,20 @@ func (e *env) startWorker(ext worker.Extractor, mod func(*worker.Config)) (w *wo
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if err := w.Start(e.ctx); err != nil {
+	return w, e.run("worker", w)
+}
+
+// component is what runs from Start until Stop: the worker, the change
+// publisher.
+type component interface {
+	Start(ctx context.Context) error
+	Stop(ctx context.Context) error
+}
+
+// run starts c and returns its stop, which the test's cleanup calls too.
+func (e *env) run(name string, c component) (stop func()) {
+	e.t.Helper()
+	if err := c.Start(e.ctx); err != nil {
 		e.t.Fatal(err)
 	}
 	var once sync.Once
@@ -90,13 +103,13 @@ func (e *env) startWorker(ext worker.Extractor, mod func(*worker.Config)) (w *wo
 		once.Do(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			if err := w.Stop(ctx); err != nil {
-				e.t.Errorf("stop worker: %v", err)
+			if err := c.Stop(ctx); err != nil {
+				e.t.Errorf("stop %s: %v", name, err)
 			}
 		})
 	}
 	e.t.Cleanup(stop)
-	return w, stop
+	return stop
 }
 
 var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)

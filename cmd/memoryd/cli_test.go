@@ -433,6 +433,7 @@ func TestServeHelpShowsComponentDefaults(t *testing.T) {
 		"ack-wait":            w.AckWait.String(),
 		"prune-interval":      w.PruneInterval.String(),
 		"turn-retention":      w.TurnRetention.String(),
+		"changes-max-age":     worker.ChangesConfig{}.WithDefaults().MaxAge.String(),
 		"enrich-timeout":      e.Timeout.String(),
 		"llm-timeout":         l.Timeout.String(),
 		"llm-concurrency":     strconv.Itoa(l.MaxConcurrency),

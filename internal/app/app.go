@@ -49,6 +49,7 @@ type App struct {
 	ext      worker.Extractor
 	emb      *embedding.Client // nil until used, and when embedding is off
 	worker   *worker.Worker
+	changes  *worker.Changes // publishes memory changes (changes.go)
 	enrich   *enricher.Service
 	// enrichDB is enrich's own pool (EnrichPool), open while enrich runs.
 	enrichDB *store.Store
@@ -201,6 +202,9 @@ func (a *App) Start(ctx context.Context) (err error) {
 		return err
 	}
 	if err = a.startWorkerLocked(ctx, s, nc, ext, false); err != nil {
+		return err
+	}
+	if err = a.startChangesLocked(ctx, s, nc); err != nil {
 		return err
 	}
 	if err = a.startEnrichLocked(ctx, s, nc); err != nil {
@@ -405,6 +409,10 @@ func (a *App) stopLocked(ctx context.Context) error {
 	if a.worker != nil {
 		errs = append(errs, a.worker.Stop(ctx))
 		a.worker = nil
+	}
+	if a.changes != nil {
+		errs = append(errs, a.changes.Stop(ctx))
+		a.changes = nil
 	}
 	if a.nc != nil {
 		if a.ownsNC {

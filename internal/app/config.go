@@ -61,6 +61,9 @@ type Config struct {
 	// JobSize 0 picks JobSizeLLM with an LLM and JobSizeRules (at most
 	// BatchSize) with the offline rules.
 	Worker worker.Config
+	// Changes publishes the changes of users' memory (issue 20 item 4).
+	// Conn, Store, Logger and Prefix are set by the App.
+	Changes worker.ChangesConfig
 	// EnrichPool is the Postgres pool enrich reads from, apart from Store's
 	// (which ingest, extraction and the other endpoints share), so that
 	// they cannot take enrich's connections. Its URL is Store's.
@@ -137,6 +140,7 @@ func Defaults() Config {
 	c.Worker.DeadLetterStream, c.Worker.ProcessTimeout = "", 0
 	c.Worker.OverCapExtractor, c.Worker.Now = nil, nil
 	c.Enricher.Logger, c.Enricher.Prefix, c.Enricher.Version = nil, "", ""
+	c.Changes.Logger, c.Changes.Prefix = nil, ""
 	// Shown by the flags; embedding stays off without a BaseURL.
 	c.Embed = c.Embed.WithDefaults()
 	c.Embed.HTTPClient = nil
@@ -170,6 +174,9 @@ func (c Config) withDefaults() Config {
 	w := c.Worker
 	w.JobSize = c.jobSize()
 	c.Worker = w.WithDefaults()
+
+	c.Changes.Logger, c.Changes.Prefix = c.Logger, c.Prefix
+	c.Changes = c.Changes.WithDefaults()
 
 	c.Enricher.Logger, c.Enricher.Prefix = c.Logger, c.Prefix
 	c.Enricher.DailyTokensPerUser = c.Worker.DailyTokensPerUser // the cap stats show is the one the worker applies
@@ -228,6 +235,9 @@ func (c Config) validate() error {
 		{"Worker.DailyTokensPerUser", c.Worker.DailyTokensPerUser, c.Worker.DailyTokensPerUser < 0},
 		{"Worker.DailyTokens", c.Worker.DailyTokens, c.Worker.DailyTokens < 0},
 		{"Worker.MaxPause", c.Worker.MaxPause, c.Worker.MaxPause <= 0},
+		{"Changes.PollInterval", c.Changes.PollInterval, c.Changes.PollInterval <= 0},
+		{"Changes.BatchSize", c.Changes.BatchSize, c.Changes.BatchSize < 1},
+		{"Changes.FlushTimeout", c.Changes.FlushTimeout, c.Changes.FlushTimeout <= 0},
 		{"Enricher.Timeout", c.Enricher.Timeout, c.Enricher.Timeout <= 0},
 		{"EnrichPool.MaxConns", c.EnrichPool.MaxConns, c.EnrichPool.MaxConns < 1},
 		{"EnrichPool.MinConns", c.EnrichPool.MinConns, c.EnrichPool.MinConns < 0 || c.EnrichPool.MinConns > c.EnrichPool.MaxConns},

@@ -1,0 +1,330 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/memoryd/memoryd/store"
+)
+
+// change is the part of an outbox payload the tests compare.
+type change struct {
+	Seq      int64
+	Type     string `json:"type"`
+	Key      string `json:"key"`
+	OldValue string `json:"old_value"`
+	Value    string `json:"value"`
+	EventID  string `json:"event_id"`
+	ID       int64  `json:"id"`
+	Question string `json:"question"`
+	Answer   string `json:"answer"`
+	Count    int64  `json:"count"`
+}
+
+// drain sends (and so deletes) every committed change of the user and
+// returns them in the order sent.
+func drain(ctx context.Context, t *testing.T, s *store.Store, userID string) []change {
+	t.Helper()
+	var out []change
+	for {
+		n, err := s.SendChanges(ctx, userID, 3, func(cs []store.Change) error {
+			for _, c := range cs {
+				var ch change
+				if err := json.Unmarshal(c.Payload, &ch); err != nil {
+					return err
+				}
+				if c.UserID != userID || c.At.IsZero() {
+					t.Errorf("change %+v: wrong user or no time", c)
+				}
+				ch.Seq = c.Seq
+				out = append(out, ch)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return out
+		}
+	}
+}
+
+// checkSeqs fails unless the changes are numbered from first without a gap.
+func checkSeqs(t *testing.T, cs []change, first int64) {
+	t.Helper()
+	for i, c := range cs {
+		if c.Seq != first+int64(i) {
+			t.Fatalf("change %d has seq %d, want %d: %+v", i, c.Seq, first+int64(i), cs)
+		}
+	}
+}
+
+// TestChangesOfEveryWrite: each write path leaves the changes it made, in
+// order, with the old and new values of facts and the source event of an
+// extracted one; the summaries stand for clear-all and import.
+func TestChangesOfEveryWrite(t *testing.T) {
+	ctx, s := setup(t)
+	if _, err := s.UpsertFacts(ctx, []store.FactWrite{{UserID: "alice", Key: "location", Value: "Paris", SourceAt: t0, EventID: "e1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpsertFacts(ctx, []store.FactWrite{{UserID: "alice", Key: "location", Value: "Rome", SourceAt: t0.Add(time.Hour), EventID: "e2"}}); err != nil {
+		t.Fatal(err)
+	}
+	// Restating the value changes nothing.
+	if _, err := s.UpsertFacts(ctx, []store.FactWrite{{UserID: "alice", Key: "location", Value: "Rome", SourceAt: t0.Add(2 * time.Hour), EventID: "e3"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpsertFacts(ctx, []store.FactWrite{{UserID: "alice", Key: "location", SourceAt: t0.Add(3 * time.Hour), EventID: "e4", Op: store.FactDelete}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.SetFact(ctx, "alice", "name", "Alice"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.DeleteFact(ctx, "alice", "name"); err != nil || n != 1 {
+		t.Fatalf("delete fact: %d, %v", n, err)
+	}
+	id, _, err := s.StoreContext(ctx, store.ContextWrite{UserID: "alice", Question: "q1", Answer: "a1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same pair again only moves its time: no change.
+	if _, inserted, err := s.StoreContext(ctx, store.ContextWrite{UserID: "alice", Question: "q1", Answer: "a1"}); err != nil || inserted {
+		t.Fatalf("store again: %v, %v", inserted, err)
+	}
+	answer := "a1 edited"
+	if _, err := s.UpdateContext(ctx, store.ContextUpdate{UserID: "alice", ID: id, Answer: &answer}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DeleteContext(ctx, store.ContextDelete{UserID: "alice", ID: id}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.InsertContext(ctx, []store.ContextWrite{
+		{UserID: "alice", Question: "q2", Answer: "a2", CreatedAt: t0, EventID: "e5"},
+		{UserID: "alice", Question: "q3", Answer: "a3", CreatedAt: t0, EventID: "e5"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.DeleteContext(ctx, store.ContextDelete{UserID: "alice", All: true}); err != nil || n != 2 {
+		t.Fatalf("clear: %d, %v", n, err)
+	}
+	// A clear that deletes nothing changes nothing.
+	if _, err := s.DeleteContext(ctx, store.ContextDelete{UserID: "alice", All: true}); err != nil {
+		t.Fatal(err)
+	}
+	got := drain(ctx, t, s, "alice")
+	checkSeqs(t, got, 1)
+	want := []change{
+		{Type: "fact.set", Key: "location", Value: "Paris", EventID: "e1"},
+		{Type: "fact.set", Key: "location", OldValue: "Paris", Value: "Rome", EventID: "e2"},
+		{Type: "fact.removed", Key: "location", OldValue: "Rome", EventID: "e4"},
+		{Type: "fact.set", Key: "name", Value: "Alice"},
+		{Type: "fact.removed", Key: "name", OldValue: "Alice"},
+		{Type: "context.stored", ID: id, Question: "q1", Answer: "a1"},
+		{Type: "context.updated", ID: id, Question: "q1", Answer: "a1 edited"},
+		{Type: "context.deleted", ID: id},
+		{Type: "context.stored", Question: "q2", Answer: "a2", EventID: "e5"},
+		{Type: "context.stored", Question: "q3", Answer: "a3", EventID: "e5"},
+		{Type: "context.cleared", Count: 2},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d changes, want %d:\n%+v", len(got), len(want), got)
+	}
+	for i := range want {
+		g := got[i]
+		if want[i].ID == 0 && g.Type == "context.stored" {
+			g.ID = 0 // InsertContext's ids are not known here
+		}
+		g.Seq = 0
+		if g != want[i] {
+			t.Errorf("change %d = %+v, want %+v", i, g, want[i])
+		}
+	}
+	if again := drain(ctx, t, s, "alice"); len(again) != 0 {
+		t.Fatalf("sent changes were not deleted: %+v", again)
+	}
+
+	// An import is one change; the export of bob's memory into carol.
+	if _, _, err := s.SetFact(ctx, "bob", "name", "Bob"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.StoreContext(ctx, store.ContextWrite{UserID: "bob", Question: "q", Answer: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	var exp bytes.Buffer
+	if err := s.Export(ctx, "bob", &exp); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Import(ctx, "carol", "carol", &exp); err != nil {
+		t.Fatal(err)
+	}
+	imported := drain(ctx, t, s, "carol")
+	if len(imported) != 1 || imported[0].Type != "memory.imported" || imported[0].Count < 2 || imported[0].Seq != 1 {
+		t.Fatalf("import changes = %+v, want one memory.imported of at least 2 rows", imported)
+	}
+	if bob := drain(ctx, t, s, "bob"); len(bob) != 2 {
+		t.Fatalf("bob's changes = %+v, want his fact and item", bob)
+	}
+}
+
+// TestChangesOfRolledBackTransactionAreNeverThere: a transaction that
+// rolls back leaves no change and no hole in seq.
+func TestChangesOfRolledBackTransactionAreNeverThere(t *testing.T) {
+	ctx, s := setup(t)
+	boom := errors.New("boom")
+	err := s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
+		if _, _, err := q.SetFact(ctx, "alice", "name", "Alice"); err != nil {
+			return err
+		}
+		if _, _, err := q.StoreContext(ctx, store.ContextWrite{UserID: "alice", Question: "q", Answer: "a"}); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatal(err)
+	}
+	if _, _, err := s.SetFact(ctx, "alice", "name", "Ada"); err != nil {
+		t.Fatal(err)
+	}
+	got := drain(ctx, t, s, "alice")
+	if len(got) != 1 || got[0].Value != "Ada" || got[0].Seq != 1 {
+		t.Fatalf("changes = %+v, want only Ada's, seq 1", got)
+	}
+}
+
+// TestChangeSeqIsCommitOrder: a transaction that wrote first but commits
+// last numbers its change after the one that committed before it.
+func TestChangeSeqIsCommitOrder(t *testing.T) {
+	ctx, s := setup(t)
+	first, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Rollback(ctx)
+	if _, _, err := s.WithTx(first).StoreContext(ctx, store.ContextWrite{UserID: "alice", Question: "written first", Answer: "committed last"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.StoreContext(ctx, store.ContextWrite{UserID: "alice", Question: "written second", Answer: "committed first"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := drain(ctx, t, s, "alice")
+	checkSeqs(t, got, 1)
+	if len(got) != 2 || got[0].Question != "written second" || got[1].Question != "written first" || got[0].ID < got[1].ID {
+		t.Fatalf("changes = %+v, want the second write (larger id) first", got)
+	}
+}
+
+// TestChangeSeqUnderConcurrentWriters: many transactions writing one user
+// at once number their changes 1..n without gap or repeat.
+func TestChangeSeqUnderConcurrentWriters(t *testing.T) {
+	ctx, s := setup(t)
+	const writers, each = 4, 10
+	var g errgroup.Group
+	for w := range writers {
+		g.Go(func() error {
+			for i := range each {
+				if _, _, err := s.StoreContext(ctx, store.ContextWrite{UserID: "alice", Question: "q", Answer: fmt.Sprintf("%d.%d", w, i)}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	got := drain(ctx, t, s, "alice")
+	if len(got) != writers*each {
+		t.Fatalf("%d changes, want %d", len(got), writers*each)
+	}
+	checkSeqs(t, got, 1)
+}
+
+// TestSendChangesKeepsUnsentAndLocksUser: a failed send deletes nothing;
+// while one sender holds a user, another sends none of its changes.
+func TestSendChangesKeepsUnsentAndLocksUser(t *testing.T) {
+	ctx, s := setup(t)
+	if _, _, err := s.SetFact(ctx, "alice", "name", "Alice"); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("nats down")
+	if _, err := s.SendChanges(ctx, "alice", 10, func([]store.Change) error { return boom }); !errors.Is(err, boom) {
+		t.Fatalf("send error = %v, want %v", err, boom)
+	}
+	if n, err := s.PendingChanges(ctx); err != nil || n != 1 {
+		t.Fatalf("pending after a failed send = %d, %v; want 1", n, err)
+	}
+	n, err := s.SendChanges(ctx, "alice", 10, func([]store.Change) error {
+		other, err := s.SendChanges(ctx, "alice", 10, func([]store.Change) error {
+			t.Error("a second sender got the user's changes")
+			return nil
+		})
+		if err != nil || other != 0 {
+			t.Errorf("second sender: %d, %v", other, err)
+		}
+		return nil
+	})
+	if err != nil || n != 1 {
+		t.Fatalf("send = %d, %v", n, err)
+	}
+	if n, err := s.PendingChanges(ctx); err != nil || n != 0 {
+		t.Fatalf("pending after send = %d, %v", n, err)
+	}
+}
+
+// TestForgetLeavesOnlyItsChange: a forget deletes the user's unsent
+// changes and leaves its own, seq 1; a reset leaves one summary per user.
+func TestForgetLeavesOnlyItsChange(t *testing.T) {
+	ctx, s := setup(t)
+	for _, u := range []string{"alice", "bob"} {
+		if _, err := s.UpsertFacts(ctx, []store.FactWrite{{UserID: u, Key: "location", Value: "Paris", SourceAt: t0, EventID: "e-" + u}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.SetFact(ctx, u, "name", u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := s.ForgetUser(ctx, "alice", "alice", 0); err != nil {
+		t.Fatal(err)
+	}
+	got := drain(ctx, t, s, "alice")
+	if len(got) != 1 || got[0].Type != "memory.forgotten" || got[0].Seq != 1 {
+		t.Fatalf("alice's changes = %+v, want only memory.forgotten, seq 1", got)
+	}
+	if _, err := s.ResetMemory(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	got = drain(ctx, t, s, "bob")
+	if len(got) != 3 || got[2].Type != "memory.reset" || got[2].Seq != 3 {
+		t.Fatalf("bob's changes = %+v, want his two facts then memory.reset", got)
+	}
+}
+
+// TestDropChangesBoundsTheOutbox: changes older than the cut go unsent.
+func TestDropChangesBoundsTheOutbox(t *testing.T) {
+	ctx, s := setup(t)
+	if _, _, err := s.SetFact(ctx, "alice", "name", "Alice"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.DropChanges(ctx, time.Now().Add(-time.Hour)); err != nil || n != 0 {
+		t.Fatalf("drop of older than an hour = %d, %v; want 0", n, err)
+	}
+	if n, err := s.DropChanges(ctx, time.Now().Add(time.Hour)); err != nil || n != 1 {
+		t.Fatalf("drop = %d, %v; want 1", n, err)
+	}
+	if got := drain(ctx, t, s, "alice"); len(got) != 0 {
+		t.Fatalf("dropped changes sent: %+v", got)
+	}
+}

@@ -1,0 +1,299 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store"
+)
+
+// ChangesConfig configures a Changes publisher.
+type ChangesConfig struct {
+	// Conn publishes the changes. Required.
+	Conn *nats.Conn
+	// Store holds the outbox the changes are read from. Required.
+	Store *store.Store
+	// Prefix is the subject prefix. Default events.DefaultPrefix.
+	Prefix string
+	// Logger receives the publisher's logs. Default slog.Default().
+	Logger *slog.Logger
+	// PollInterval is how long the publisher waits for a commit's
+	// notification before it looks at the outbox anyway (a notification
+	// lost with its connection, another process that gave up). Default 5s.
+	PollInterval time.Duration
+	// BatchSize is how many of one user's changes one transaction sends
+	// (and deletes). Default 200.
+	BatchSize int
+	// Users is how many users' changes one round looks at. Default 100.
+	Users int
+	// FlushTimeout bounds the wait for the NATS server to confirm it
+	// received a batch (a PING's PONG) before the batch is deleted from
+	// the outbox. Default 5s.
+	FlushTimeout time.Duration
+	// RetryMin and RetryMax bound the backoff after a failed round (NATS or
+	// Postgres unreachable): it doubles from RetryMin up to RetryMax and
+	// starts again after a round that succeeds. Defaults 100ms and 30s.
+	RetryMin, RetryMax time.Duration
+	// MaxAge is how long a change may wait unsent (NATS unreachable)
+	// before it is dropped, so that the outbox cannot grow without bound;
+	// a subscriber sees the gap in seq and re-reads. Negative: never
+	// dropped. Default 24h.
+	MaxAge time.Duration
+}
+
+func (c ChangesConfig) withDefaults() ChangesConfig {
+	if c.Prefix == "" {
+		c.Prefix = events.DefaultPrefix
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = 5 * time.Second
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = 200
+	}
+	if c.Users == 0 {
+		c.Users = 100
+	}
+	if c.FlushTimeout == 0 {
+		c.FlushTimeout = 5 * time.Second
+	}
+	if c.RetryMin == 0 {
+		c.RetryMin = 100 * time.Millisecond
+	}
+	if c.RetryMax == 0 {
+		c.RetryMax = 30 * time.Second
+	}
+	if c.MaxAge == 0 {
+		c.MaxAge = 24 * time.Hour
+	}
+	return c
+}
+
+func (c ChangesConfig) validate() error {
+	switch {
+	case c.Conn == nil:
+		return errors.New("changes: ChangesConfig.Conn is required")
+	case c.Store == nil:
+		return errors.New("changes: ChangesConfig.Store is required")
+	case c.PollInterval < 0:
+		return errors.New("changes: ChangesConfig.PollInterval must not be negative")
+	case c.BatchSize < 1:
+		return errors.New("changes: ChangesConfig.BatchSize must be at least 1")
+	case c.Users < 1:
+		return errors.New("changes: ChangesConfig.Users must be at least 1")
+	case c.FlushTimeout < 0:
+		return errors.New("changes: ChangesConfig.FlushTimeout must not be negative")
+	case c.RetryMin < 0 || c.RetryMax < c.RetryMin:
+		return errors.New("changes: ChangesConfig.RetryMax must be at least RetryMin, both not negative")
+	}
+	return nil
+}
+
+// Changes publishes the committed changes of users' memory (the store's
+// outbox, written in the transactions that make them) on
+// <prefix>.changes.<token>, each user's in seq order (commit order), and
+// deletes them once the NATS server has them. It wakes on the commits'
+// notifications (LISTEN), and every PollInterval without one. Any number
+// of processes may run one on the same database: a user's changes are sent
+// by one at a time (see store.SendChanges). Delivery is at least once: a
+// batch whose deletion fails after the server had it is sent again.
+type Changes struct {
+	cfg ChangesConfig
+
+	published, dropped, failures atomic.Int64
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// ChangesStats are a publisher's counters since it was built.
+type ChangesStats struct {
+	// Published counts changes NATS confirmed.
+	Published int64
+	// Dropped counts changes deleted unsent after MaxAge.
+	Dropped int64
+	// Failures counts rounds that failed (and were retried).
+	Failures int64
+}
+
+// NewChanges validates cfg and builds a publisher; it touches nothing.
+func NewChanges(cfg ChangesConfig) (*Changes, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Changes{cfg: cfg}, nil
+}
+
+// Start starts publishing, in a goroutine that runs until Stop.
+func (c *Changes) Start(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done != nil {
+		return errors.New("changes: already started")
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c.cancel, c.done = cancel, make(chan struct{})
+	go c.run(runCtx, c.done)
+	return nil
+}
+
+// Stop stops publishing and waits for the goroutine to end, or for ctx. A
+// batch being sent is rolled back and sent again by the next publisher.
+func (c *Changes) Stop(ctx context.Context) error {
+	c.mu.Lock()
+	cancel, done := c.cancel, c.done
+	c.cancel, c.done = nil, nil
+	c.mu.Unlock()
+	if done == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("changes: stop: %w", ctx.Err())
+	}
+}
+
+// Stats returns the publisher's counters.
+func (c *Changes) Stats() ChangesStats {
+	return ChangesStats{Published: c.published.Load(), Dropped: c.dropped.Load(), Failures: c.failures.Load()}
+}
+
+// run publishes until ctx ends: a round, then a wait for a notification
+// (or PollInterval), or after a failed round for the backoff.
+func (c *Changes) run(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	var (
+		l     *store.ChangeListener
+		fails int
+	)
+	defer func() {
+		if l != nil {
+			l.Close()
+		}
+	}()
+	for ctx.Err() == nil {
+		if l == nil {
+			// Listening first: a commit after this is noticed even when the
+			// round below misses it.
+			var err error
+			if l, err = c.cfg.Store.ListenChanges(ctx); err != nil && ctx.Err() == nil {
+				c.cfg.Logger.Warn("changes: listen", "error", err)
+			}
+		}
+		if err := c.round(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			fails++
+			c.failures.Add(1)
+			wait := min(c.cfg.RetryMin<<min(fails-1, 20), c.cfg.RetryMax)
+			c.cfg.Logger.Warn("changes: publish failed, retrying", "error", err, "retry_in", wait)
+			sleep(ctx, wait)
+			continue
+		}
+		fails = 0
+		if l == nil {
+			sleep(ctx, c.cfg.PollInterval)
+			continue
+		}
+		wctx, cancel := context.WithTimeout(ctx, c.cfg.PollInterval)
+		err := l.Wait(wctx)
+		cancel()
+		if err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+			// The listening connection failed: listen again.
+			c.cfg.Logger.Warn("changes: listen", "error", err)
+			l.Close()
+			l = nil
+		}
+	}
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// round drops what waited past MaxAge, then publishes the outbox until it
+// is empty, or holds only users another process is sending.
+func (c *Changes) round(ctx context.Context) error {
+	if c.cfg.MaxAge > 0 {
+		n, err := c.cfg.Store.DropChanges(ctx, time.Now().Add(-c.cfg.MaxAge))
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			c.dropped.Add(n)
+			c.cfg.Logger.Warn("changes: dropped changes never published", "changes", n, "max_age", c.cfg.MaxAge)
+		}
+	}
+	for {
+		users, err := c.cfg.Store.ChangeUsers(ctx, c.cfg.Users)
+		if err != nil || len(users) == 0 {
+			return err
+		}
+		sent := 0
+		for _, u := range users {
+			n, err := c.cfg.Store.SendChanges(ctx, u, c.cfg.BatchSize, c.publish)
+			if err != nil {
+				return err
+			}
+			sent += n
+		}
+		if sent == 0 {
+			return nil
+		}
+	}
+}
+
+// publish sends one user's changes in order and returns once the server
+// confirmed them (a flush), so that they are deleted only then.
+func (c *Changes) publish(changes []store.Change) error {
+	for _, ch := range changes {
+		var m events.Change
+		if err := json.Unmarshal(ch.Payload, &m); err != nil {
+			return fmt.Errorf("change %d: %w", ch.ID, err)
+		}
+		m.UserID, m.Seq, m.At = ch.UserID, ch.Seq, ch.At.UTC()
+		data, err := json.Marshal(m)
+		if err == nil && int64(len(data)) > c.cfg.Conn.MaxPayload() {
+			// An item's text can exceed what the server takes in one
+			// message (escaped); the change goes without it, rather than
+			// holding up the user's changes: context.get reads it.
+			m.Question, m.Answer = "", ""
+			data, err = json.Marshal(m)
+		}
+		if err != nil {
+			return fmt.Errorf("change %d: %w", ch.ID, err)
+		}
+		if err := c.cfg.Conn.Publish(events.ChangesSubject(c.cfg.Prefix, ch.UserID), data); err != nil {
+			return fmt.Errorf("publish change: %w", err)
+		}
+	}
+	if err := c.cfg.Conn.FlushTimeout(c.cfg.FlushTimeout); err != nil {
+		return fmt.Errorf("publish changes: flush: %w", err)
+	}
+	c.published.Add(int64(len(changes)))
+	return nil
+}
