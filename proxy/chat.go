@@ -13,6 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/memoryd/memoryd/events"
 )
 
@@ -112,6 +116,10 @@ func (p *Proxy) forward(w http.ResponseWriter, in *http.Request, req *http.Reque
 	}
 	if p.cfg.UpstreamKey != "" {
 		req.Header.Set("Authorization", "Bearer "+p.cfg.UpstreamKey)
+	}
+	if p.tracer != nil {
+		// The proxy's span, in place of the one the client sent.
+		traceContext.Inject(req.Context(), propagation.HeaderCarrier(req.Header))
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {
@@ -296,6 +304,8 @@ func (p *Proxy) enrich(ctx context.Context, user string, rq *request) string {
 
 // chat serves POST /v1/chat/completions.
 func (p *Proxy) chat(w http.ResponseWriter, r *http.Request) {
+	r, span := p.startSpan(r)
+	defer span.End()
 	user, ok := p.user(r)
 	if !ok {
 		p.unauthorized(w)
@@ -338,6 +348,9 @@ func (p *Proxy) chat(w http.ResponseWriter, r *http.Request) {
 	defer resp.Body.Close()
 	copyHeaders(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int("http.response.status_code", resp.StatusCode), attribute.Bool("memoryd.enriched", injection != ""))
+	}
 	var acc reply
 	if resp.StatusCode == http.StatusOK && rq.memory && rq.text != "" {
 		if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
@@ -353,7 +366,7 @@ func (p *Proxy) chat(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	p.publish(user, rq.text, &acc)
+	p.publish(span.SpanContext(), user, rq.text, &acc)
 }
 
 // relay copies the upstream's body to the client as it arrives, flushing
@@ -386,7 +399,9 @@ func relay(w http.ResponseWriter, body io.Reader, acc *reply) error {
 
 // publish publishes the turn in the background with bounded retries; the
 // client's response is complete by then and does not depend on it.
-func (p *Proxy) publish(user, message string, acc *reply) {
+// The turn carries sc (the request's span context, when traced), so that
+// its ingest and extraction join the request's trace.
+func (p *Proxy) publish(sc trace.SpanContext, user, message string, acc *reply) {
 	// A random id, made once per completed reply, so the retries below
 	// reuse it. Not the upstream's completion id: servers need not make it
 	// unique (Ollama picks one of 999 values), and a repeated id would be
@@ -406,7 +421,7 @@ func (p *Proxy) publish(user, message string, acc *reply) {
 		defer p.publishes.Done()
 		var err error
 		for attempt := 1; attempt <= p.cfg.PublishAttempts; attempt++ {
-			ctx, cancel := context.WithTimeout(context.Background(), p.cfg.PublishTimeout)
+			ctx, cancel := context.WithTimeout(trace.ContextWithSpanContext(context.Background(), sc), p.cfg.PublishTimeout)
 			_, err = p.pub.Publish(ctx, turn)
 			cancel()
 			if err == nil || errors.Is(err, events.ErrInvalid) {
