@@ -2,6 +2,8 @@ package enricher
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -20,14 +22,23 @@ var noSpan trace.Span = noop.Span{}
 // requester's trace from the message's traceparent header
 // (events.ExtractTrace). With tracing off (no Config.TracerProvider) it
 // returns a background context and noSpan, allocating nothing. The span
-// names the user by token only, never by id, and holds no message text.
+// names the user by a hash (userHash), never by id or token, and holds no
+// message text.
 func (s *Service) startSpan(req micro.Request, endpoint, token string) (context.Context, trace.Span) {
 	if s.tracer == nil {
 		return context.Background(), noSpan
 	}
 	ctx := events.ExtractTrace(context.Background(), nats.Header(req.Headers()))
 	return s.tracer.Start(ctx, "memoryd."+endpoint, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(attribute.String("messaging.system", "nats"), attribute.String("memoryd.user_token", token)))
+		trace.WithAttributes(attribute.String("messaging.system", "nats"), attribute.String("memoryd.user_hash", userHash(token))))
+}
+
+// userHash names a request's user in its span without the user id (a plain
+// id is its own token): the first 8 bytes of the token's SHA-256, in hex,
+// the same for all of one user's requests.
+func userHash(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:8])
 }
 
 // endSpan ends a request's span; code is the error code replied, 0 for

@@ -80,6 +80,10 @@ type Config struct {
 	Embed embedding.Config
 	// Ops serves /metrics, /healthz and /readyz when Addr is set.
 	Ops OpsConfig
+	// Tracing sends OpenTelemetry traces when OTLPEndpoint (or Provider) is
+	// set (tracing.go); the App sets the components' TracerProvider from
+	// it. Default off.
+	Tracing TracingConfig
 }
 
 // OpsConfig configures the HTTP endpoint for operators.
@@ -184,6 +188,7 @@ func (c Config) withDefaults() Config {
 	if c.Embed.BaseURL != "" {
 		c.Embed = c.Embed.WithDefaults()
 	}
+	c.Tracing = c.Tracing.withDefaults()
 	return c
 }
 
@@ -252,6 +257,9 @@ func (c Config) validate() error {
 			field, reason, _ := strings.Cut(strings.TrimPrefix(err.Error(), "embedding: Config."), " ")
 			return &ConfigError{Field: "Embed." + field, Reason: reason}
 		}
+	}
+	if err := c.Tracing.validate(); err != nil {
+		return err
 	}
 	if p := c.NATS.InboxPrefix; strings.ContainsAny(p, "*> \t") || strings.HasPrefix(p, ".") || strings.HasSuffix(p, ".") {
 		return &ConfigError{Field: "NATS.InboxPrefix", Value: fmt.Sprintf("%q", p), Reason: "must be a subject without wildcards or spaces, not starting or ending with '.'"}
