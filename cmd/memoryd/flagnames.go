@@ -70,15 +70,19 @@ var fieldFlags = map[string]map[string]string{
 	"backpressure": {
 		"Latency": "--backpressure-latency",
 	},
+	// Traces (issue 20 item 5).
+	"tracing": {
+		"OTLPEndpoint": "--otlp-endpoint",
+	},
 }
 
 // appGroups maps the app's Config groups to the components whose fields
 // they hold.
 var appGroups = map[string]string{"Worker": "worker", "LLM": "extractor", "Embed": "embedding", "Enricher": "enricher", "Store": "store", "NATS": "nats",
-	"EnrichPool": "enrichpool", "BackPressure": "backpressure"}
+	"EnrichPool": "enrichpool", "BackPressure": "backpressure", "Tracing": "tracing"}
 
 // appField matches a field path of the app's Config, e.g. Worker.Workers.
-var appField = regexp.MustCompile(`\b(Worker|LLM|Embed|Enricher|Store|NATS|EnrichPool|BackPressure)\.([A-Z]\w*)`)
+var appField = regexp.MustCompile(`\b(Worker|LLM|Embed|Enricher|Store|NATS|EnrichPool|BackPressure|Tracing)\.([A-Z]\w*)`)
 
 // configErrorFlags is the app's configuration error naming flags instead of
 // Config fields: "--workers -1 is out of range".

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/memoryd/memoryd/apikeys"
+	"github.com/memoryd/memoryd/internal/app"
 	"github.com/memoryd/memoryd/proxy"
 )
 
@@ -17,6 +18,7 @@ func runProxy(ctx context.Context, a *cli, args []string) error {
 		keysFile        string
 		keyHashes       string
 		shutdownTimeout time.Duration
+		tracing         app.TracingConfig
 	)
 	f := newFlags("proxy", `Usage: memoryd proxy --upstream URL --keys FILE [flags]
 
@@ -39,6 +41,9 @@ stores the turns.`)
 	f.Duration(&cfg.EnrichBudget, "enrich-budget", proxy.DefaultEnrichBudget, "bound on enrich; past it the request is forwarded unenriched")
 	f.Duration(&cfg.UpstreamTimeout, "upstream-timeout", proxy.DefaultUpstreamTimeout, "bound on the wait for the upstream's response headers (a stream may then run longer); past it the client gets 504")
 	f.Duration(&shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long requests in flight may take to finish on SIGINT/SIGTERM")
+
+	// Traces (issue 20 item 5).
+	f.String(&tracing.OTLPEndpoint, "otlp-endpoint", "", otlpEndpointUsage)
 	if err := f.Parse(args); err != nil {
 		return err
 	}
@@ -69,6 +74,18 @@ stores the turns.`)
 	}
 	defer nc.Close()
 	cfg.Conn, cfg.Prefix, cfg.Logger = nc, conn.prefix, logger
+	tracing.ServiceName = "memoryd-proxy"
+	tracer, err := app.StartTracing(tracing, version)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// The last spans are sent, within shutdownTimeout.
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		_ = tracer.Shutdown(sctx)
+	}()
+	cfg.TracerProvider = tracer.Provider
 	p, err := proxy.New(cfg)
 	if err != nil {
 		return err

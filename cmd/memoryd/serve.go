@@ -74,7 +74,14 @@ func (o *serveOptions) register(f *flags) {
 	f.Int64(&o.app.Enricher.VectorCacheBytes, "vector-cache-bytes", def.Enricher.VectorCacheBytes, "memory for users' vectors cached by enrich and search (least recently used users evicted first)")
 	f.Int64(&w.DailyTokensPerUser, "llm-daily-tokens-per-user", def.Worker.DailyTokensPerUser, "model tokens one user's turns may spend per UTC day; over it they are extracted offline, and by the model again the next day (0: no cap)")
 	f.Int64(&w.DailyTokens, "llm-daily-tokens", def.Worker.DailyTokens, "model tokens all users' turns may spend per UTC day; over it turns are extracted offline, and by the model again the next day (0: no cap)")
+
+	// Traces (issue 20 item 5).
+	f.String(&o.app.Tracing.OTLPEndpoint, "otlp-endpoint", "", otlpEndpointUsage)
 }
+
+// otlpEndpointUsage is --otlp-endpoint's help, for serve and proxy.
+const otlpEndpointUsage = "OTLP/HTTP endpoint OpenTelemetry traces are sent to, e.g. http://127.0.0.1:4318 (an OpenTelemetry collector or Jaeger; empty: tracing off)"
+
 
 // keepsZero are the settings whose 0 is a value of its own, not "the
 // default": a 0 given for any other setting is refused (see check).
