@@ -42,6 +42,7 @@ type upstream struct {
 	requests [][]byte
 	auth     []string
 	gateway  []string // X-Gateway-User as received
+	parents  []string // traceparent as received
 	// sent is the last streamed body, byte for byte.
 	sent []byte
 }
@@ -85,6 +86,7 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	u.requests = append(u.requests, body)
 	u.auth = append(u.auth, r.Header.Get("Authorization"))
 	u.gateway = append(u.gateway, r.Header.Get("X-Gateway-User"))
+	u.parents = append(u.parents, r.Header.Get("traceparent"))
 	u.mu.Unlock()
 	switch mode {
 	case "500":
