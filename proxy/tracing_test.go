@@ -2,12 +2,9 @@ package proxy_test
 
 import (
 	"context"
-	"io"
 	"net/http"
-	"strings"
 	"testing"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -21,26 +18,7 @@ import (
 // the traceparent the upstream received.
 func chatWith(t *testing.T, e *env, header http.Header) string {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, e.url+"/chat/completions",
-		strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"I live in Lisbon"}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range header {
-		req.Header[k] = v
-	}
-	req.Header.Set("Authorization", "Bearer "+e.keys["alice"])
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatal(resp.Status)
-	}
+	e.chat(t, `{"model":"m","messages":[{"role":"user","content":"I live in Lisbon"}]}`, header)
 	e.up.mu.Lock()
 	defer e.up.mu.Unlock()
 	return e.up.parents[len(e.up.parents)-1]
@@ -51,15 +29,7 @@ func chatWith(t *testing.T, e *env, header http.Header) string {
 func publishedParent(t *testing.T, e *env) string {
 	t.Helper()
 	e.stop() // waits for the turn's publish
-	js, err := jetstream.New(e.nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := js.Stream(context.Background(), e.stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg, err := s.GetLastMsgForSubject(context.Background(), events.TurnSubject(e.prefix, "alice"))
+	msg, err := e.turnStream(t).GetLastMsgForSubject(context.Background(), events.TurnSubject(e.prefix, "alice"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,7 +82,6 @@ func (o *serveOptions) register(f *flags) {
 // otlpEndpointUsage is --otlp-endpoint's help, for serve and proxy.
 const otlpEndpointUsage = "OTLP/HTTP endpoint OpenTelemetry traces are sent to, e.g. http://127.0.0.1:4318 (an OpenTelemetry collector or Jaeger; empty: tracing off)"
 
-
 // keepsZero are the settings whose 0 is a value of its own, not "the
 // default": a 0 given for any other setting is refused (see check).
 var keepsZero = map[string]bool{"turn-retention": true}
