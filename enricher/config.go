@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/memoryd/memoryd/events"
 )
@@ -87,6 +88,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Observer receives every enrich reply's latency, for metrics. Optional.
 	Observer Observer
+	// TracerProvider, when set, gives every request a span that continues
+	// the requester's trace (its traceparent header; tracing.go). Default
+	// nil: no tracing, at no cost.
+	TracerProvider trace.TracerProvider
 	// Forget deletes everything kept about a user (memory.forget): memory,
 	// turns, jobs and the user's events in the stream. Its result is the
 	// reply. Optional: without it the endpoint answers 501.

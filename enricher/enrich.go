@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/micro"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/store"
@@ -44,11 +45,17 @@ func (s *Service) enrichHandler(ep endpoint) micro.Handler {
 		}
 		reply := req.Reply()
 		p.embedNanos = new(atomic.Int64)
+		spanCtx, span := s.startSpan(req, ep.name, subjectToken(req.Subject()))
 		var replied atomic.Bool
 		answer := func(r events.EnrichReply) {
 			if !replied.CompareAndSwap(false, true) {
 				return
 			}
+			if span.IsRecording() {
+				span.SetAttributes(attribute.Bool("memoryd.degraded", r.Degraded), attribute.Int("memoryd.facts", len(r.Facts)),
+					attribute.Int("memoryd.context", len(r.Context)), attribute.Int("memoryd.tokens", r.Tokens))
+			}
+			defer endSpan(span, 0)
 			took := time.Since(received)
 			r.TookMS = millis(took)
 			if s.cfg.Observer != nil {
@@ -66,7 +73,7 @@ func (s *Service) enrichHandler(ep endpoint) micro.Handler {
 		}
 		timedOut := func() string { return fmt.Sprintf("memory store did not answer within %s", s.cfg.Timeout) }
 		s.dispatch(ep.lane, "", deadline, func() {
-			ctx, cancel := context.WithDeadline(context.Background(), deadline)
+			ctx, cancel := context.WithDeadline(spanCtx, deadline)
 			defer cancel()
 			// The guard answers at the deadline even if the store call does
 			// not return; it shares the context's timer.
@@ -89,6 +96,7 @@ func (s *Service) enrichHandler(ep endpoint) micro.Handler {
 				// degraded reply.
 				if replied.CompareAndSwap(false, true) {
 					s.replyError(req, ep.name, err)
+					endSpan(span, bad.Code)
 				}
 			case errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil:
 				s.logger.Debug("enrich store timeout", "user_id", p.userID, "error", err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/micro"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // SchemaBase is where the JSON Schemas of the endpoints' requests and replies
@@ -26,6 +27,7 @@ const ServiceName = "memoryd"
 type Service struct {
 	cfg    Config
 	logger *slog.Logger
+	tracer trace.Tracer // nil when Config.TracerProvider is: no tracing
 	stats  map[string]*endpointStats
 	// One lane per endpoint kind, so that no kind waits behind another.
 	enrichLane, searchLane, toolLane *lane
@@ -83,6 +85,9 @@ func New(cfg Config) (*Service, error) {
 		writes: memoryWrites{store: cfg.Store},
 	}
 	s.docs = cfg.Store
+	if cfg.TracerProvider != nil {
+		s.tracer = cfg.TracerProvider.Tracer("github.com/memoryd/memoryd/enricher")
+	}
 	s.hybrid = newHybrid(cfg, s.logger)
 	s.reads = memoryReads{store: cfg.Store, dailyCap: cfg.DailyTokensPerUser, hybrid: s.hybrid}
 	s.admin = adminOps{forget: cfg.Forget, logger: s.logger}

@@ -35,8 +35,9 @@ func (s *Service) handler(ep endpoint) micro.Handler {
 			return
 		}
 		reply := req.Reply()
+		spanCtx, span := s.startSpan(req, ep.name, token)
 		s.dispatch(ep.lane, token, received.Add(s.cfg.WriteTimeout), func() {
-			ctx, cancel := context.WithDeadline(context.Background(), received.Add(s.cfg.WriteTimeout))
+			ctx, cancel := context.WithDeadline(spanCtx, received.Add(s.cfg.WriteTimeout))
 			defer cancel()
 			res, err := work(ctx)
 			st.workCount.Add(1)
@@ -45,12 +46,15 @@ func (s *Service) handler(ep endpoint) micro.Handler {
 				st.serverErrors.Add(1)
 				code, desc := s.classify(ep.name, err)
 				s.publishError(reply, code, desc)
+				endSpan(span, code)
 				return
 			}
 			s.publish(reply, res)
+			endSpan(span, 0)
 		}, func() {
 			st.serverErrors.Add(1)
 			s.publishError(reply, 500, "memoryd is overloaded; retry later")
+			endSpan(span, 500)
 		})
 	})
 }

@@ -74,7 +74,9 @@ func (c *Client) call(ctx context.Context, endpoint, userID string, req, reply a
 		ctx, cancel = context.WithTimeout(ctx, DefaultClientTimeout)
 		defer cancel()
 	}
-	msg, err := c.nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: c.Subject(endpoint, userID), Data: data})
+	out := &nats.Msg{Subject: c.Subject(endpoint, userID), Data: data}
+	InjectTrace(ctx, out) // memoryd's span for the request joins ctx's trace
+	msg, err := c.nc.RequestMsgWithContext(ctx, out)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) {
 			return fmt.Errorf("memoryd %s: no memoryd service is running on %s.%s: %w", endpoint, c.prefix, endpoint, err)

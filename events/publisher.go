@@ -121,7 +121,8 @@ func NewPublisher(js jetstream.JetStream, prefix string) *Publisher {
 func MsgID(userID, id string) string { return UserToken(userID) + ":" + id }
 
 // Publish validates turn and publishes it, waiting for JetStream's
-// acknowledgement. A re-publish of the same user and id inside the duplicate
+// acknowledgement. When ctx holds a span (OpenTelemetry), the message
+// carries its traceparent, and memoryd's spans for the turn join that trace. A re-publish of the same user and id inside the duplicate
 // window is acknowledged with PubAck.Duplicate set and stored once.
 func (p *Publisher) Publish(ctx context.Context, turn Turn) (*jetstream.PubAck, error) {
 	if err := turn.Validate(); err != nil {
@@ -140,6 +141,7 @@ func (p *Publisher) Publish(ctx context.Context, turn Turn) (*jetstream.PubAck, 
 		Header:  nats.Header{},
 	}
 	msg.Header.Set(jetstream.MsgIDHeader, MsgID(turn.UserID, turn.ID))
+	InjectTrace(ctx, msg)
 	ack, err := p.js.PublishMsg(ctx, msg)
 	if err != nil {
 		return nil, fmt.Errorf("publish turn %s: %w", turn.ID, err)

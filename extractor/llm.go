@@ -17,6 +17,10 @@ import (
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Response formats for LLMConfig.ResponseFormat.
@@ -97,6 +101,11 @@ type LLMConfig struct {
 	// Logger receives diagnostics about the server's replies. Default
 	// slog.Default().
 	Logger *slog.Logger
+	// TracerProvider, when set, gives each model call (a request and its
+	// correction) a span, with the model, token counts and the kind of
+	// failure but no prompt or reply text, and sends the W3C traceparent
+	// header to the server. Default nil: no tracing, at no cost.
+	TracerProvider trace.TracerProvider
 }
 
 // withDefaults returns a copy of c with zero fields set to their defaults.
@@ -182,6 +191,7 @@ type LLM struct {
 
 	sem    chan struct{}
 	bucket *tokenBucket // nil when RequestsPerSecond is 0
+	tracer trace.Tracer // nil when LLMConfig.TracerProvider is
 	usage  usageTracker
 	// badUsage is set once a reply's token counts were negative, so that
 	// the warning is logged once, not per request.
@@ -209,13 +219,20 @@ func NewLLM(cfg LLMConfig) (*LLM, error) {
 
 	clientCfg := openai.DefaultConfig(cfg.APIKey)
 	clientCfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
-	clientCfg.HTTPClient = recordingDoer{client: cfg.HTTPClient}
+	doer := recordingDoer{client: cfg.HTTPClient}
+	var tracer trace.Tracer
+	if cfg.TracerProvider != nil {
+		tracer = cfg.TracerProvider.Tracer("github.com/memoryd/memoryd/extractor")
+		doer.propagate = true
+	}
+	clientCfg.HTTPClient = doer
 
 	l := &LLM{
 		cfg:         cfg,
 		client:      openai.NewClientWithConfig(clientCfg),
 		temperature: requestTemperature(cfg.Model, cfg.Temperature),
 		sem:         make(chan struct{}, cfg.MaxConcurrency),
+		tracer:      tracer,
 	}
 	l.maxTokens, l.maxCompletionTokens = requestMaxTokens(cfg.Model, cfg.MaxTokens)
 	if cfg.RequestsPerSecond > 0 {
@@ -305,7 +322,21 @@ func (l *LLM) Extract(ctx context.Context, in Input) (Result, error) {
 // and ExtractBatch go through it, so they share limits and usage
 // accounting.
 func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatCompletionResponseFormat,
-	note func(error) string, parse func(reply string) error) (Usage, error) {
+	note func(error) string, parse func(reply string) error) (usage Usage, err error) {
+	if l.tracer != nil {
+		var span trace.Span
+		ctx, span = l.tracer.Start(ctx, "memoryd.llm.chat", trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithAttributes(attribute.String("gen_ai.operation.name", "chat"), attribute.String("gen_ai.request.model", l.cfg.Model)))
+		defer func() {
+			span.SetAttributes(attribute.Int("gen_ai.usage.input_tokens", usage.PromptTokens), attribute.Int("gen_ai.usage.output_tokens", usage.CompletionTokens))
+			if err != nil {
+				kind := KindOf(err).String()
+				span.SetStatus(codes.Error, kind)
+				span.SetAttributes(attribute.String("error.type", kind))
+			}
+			span.End()
+		}()
+	}
 	req := openai.ChatCompletionRequest{
 		Model: l.cfg.Model,
 		Messages: []openai.ChatCompletionMessage{
@@ -318,7 +349,6 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 		MaxCompletionTokens: l.maxCompletionTokens,
 	}
 
-	var usage Usage
 	const calls = 2 // the request and one correction
 	for call := 1; ; call++ {
 		reply, cut, err := l.complete(ctx, req, &usage)
@@ -586,9 +616,14 @@ type exchange struct {
 // re-sends only idempotent requests, never these POSTs.
 type recordingDoer struct {
 	client *http.Client
+	// propagate sends the traceparent of the request's span (tracing on).
+	propagate bool
 }
 
 func (d recordingDoer) Do(req *http.Request) (*http.Response, error) {
+	if d.propagate {
+		propagation.TraceContext{}.Inject(req.Context(), propagation.HeaderCarrier(req.Header))
+	}
 	ex, _ := req.Context().Value(exchangeKey{}).(*exchange)
 	if ex != nil {
 		ex.sent = true

@@ -14,6 +14,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/memoryd/memoryd/events"
 )
 
@@ -121,6 +125,10 @@ func (p *Proxy) forward(w http.ResponseWriter, in *http.Request, req *http.Reque
 	}
 	if p.cfg.UpstreamKey != "" {
 		req.Header.Set("Authorization", "Bearer "+p.cfg.UpstreamKey)
+	}
+	if p.tracer != nil {
+		// The proxy's span, in place of the one the client sent.
+		traceContext.Inject(req.Context(), propagation.HeaderCarrier(req.Header))
 	}
 	start := time.Now()
 	resp, err := p.client.Do(req)
@@ -337,6 +345,8 @@ func (p *Proxy) chat(w http.ResponseWriter, r *http.Request) {
 
 // serveChat serves chat and returns the request's outcome.
 func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request) string {
+	r, span := p.startSpan(r)
+	defer span.End()
 	user, ok := p.user(r)
 	if !ok {
 		p.unauthorized(w)
@@ -379,6 +389,9 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request) string {
 	defer resp.Body.Close()
 	copyHeaders(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int("http.response.status_code", resp.StatusCode), attribute.Bool("memoryd.enriched", injection != ""))
+	}
 	var acc reply
 	if resp.StatusCode == http.StatusOK && rq.memory && rq.text != "" {
 		if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
@@ -393,7 +406,7 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request) string {
 		return OutcomeCut
 	}
 	if acc.done() {
-		p.publish(user, rq.text, &acc)
+		p.publish(span.SpanContext(), user, rq.text, &acc)
 	}
 	return outcome
 }
@@ -428,7 +441,9 @@ func relay(w http.ResponseWriter, body io.Reader, acc *reply) error {
 
 // publish publishes the turn in the background with bounded retries; the
 // client's response is complete by then and does not depend on it.
-func (p *Proxy) publish(user, message string, acc *reply) {
+// The turn carries sc (the request's span context, when traced), so that
+// its ingest and extraction join the request's trace.
+func (p *Proxy) publish(sc trace.SpanContext, user, message string, acc *reply) {
 	// A random id, made once per completed reply, so the retries below
 	// reuse it. Not the upstream's completion id: servers need not make it
 	// unique (Ollama picks one of 999 values), and a repeated id would be
@@ -448,7 +463,7 @@ func (p *Proxy) publish(user, message string, acc *reply) {
 		defer p.publishes.Done()
 		var err error
 		for attempt := 1; attempt <= p.cfg.PublishAttempts; attempt++ {
-			ctx, cancel := context.WithTimeout(context.Background(), p.cfg.PublishTimeout)
+			ctx, cancel := context.WithTimeout(trace.ContextWithSpanContext(context.Background(), sc), p.cfg.PublishTimeout)
 			_, err = p.pub.Publish(ctx, turn)
 			cancel()
 			if err == nil || errors.Is(err, events.ErrInvalid) {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/memoryd/memoryd/events"
 )
@@ -128,6 +129,12 @@ type Config struct {
 	Transport http.RoundTripper
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
+	// TracerProvider, when set, gives each chat request a span that
+	// continues the client's trace (its traceparent header) and carries it
+	// to the enrich request, the upstream request and the published turn.
+	// Default nil: no tracing, at no cost; a client's own traceparent is
+	// then forwarded upstream untouched, like its other headers.
+	TracerProvider trace.TracerProvider
 }
 
 func (c Config) withDefaults() Config {
@@ -200,6 +207,7 @@ type Proxy struct {
 	pub      *events.Publisher
 	log      *slog.Logger
 	obs      Observer
+	tracer   trace.Tracer // nil when Config.TracerProvider is
 
 	// publishes tracks the turns being published, so that Stop waits for them.
 	publishes sync.WaitGroup
@@ -232,6 +240,9 @@ func New(cfg Config) (*Proxy, error) {
 		pub:      events.NewPublisher(js, cfg.Prefix),
 		log:      cfg.Logger,
 		obs:      cfg.Observer,
+	}
+	if cfg.TracerProvider != nil {
+		p.tracer = cfg.TracerProvider.Tracer("github.com/memoryd/memoryd/proxy")
 	}
 	return p, nil
 }

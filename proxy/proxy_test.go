@@ -42,6 +42,7 @@ type upstream struct {
 	requests [][]byte
 	auth     []string
 	gateway  []string // X-Gateway-User as received
+	parents  []string // traceparent as received
 	// sent is the last streamed body, byte for byte.
 	sent []byte
 }
@@ -85,6 +86,7 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	u.requests = append(u.requests, body)
 	u.auth = append(u.auth, r.Header.Get("Authorization"))
 	u.gateway = append(u.gateway, r.Header.Get("X-Gateway-User"))
+	u.parents = append(u.parents, r.Header.Get("traceparent"))
 	u.mu.Unlock()
 	switch mode {
 	case "500":
@@ -207,8 +209,8 @@ func (e *env) client(user string) *openai.Client {
 	return openai.NewClientWithConfig(c)
 }
 
-// turnsPublished is the number of turns on the stream for user.
-func (e *env) turnsPublished(t *testing.T, user string) uint64 {
+// turnStream is the env's turn stream.
+func (e *env) turnStream(t *testing.T) jetstream.Stream {
 	t.Helper()
 	js, err := jetstream.New(e.nc)
 	if err != nil {
@@ -218,6 +220,13 @@ func (e *env) turnsPublished(t *testing.T, user string) uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+// turnsPublished is the number of turns on the stream for user.
+func (e *env) turnsPublished(t *testing.T, user string) uint64 {
+	t.Helper()
+	s := e.turnStream(t)
 	subj := events.TurnSubject(e.prefix, user)
 	info, err := s.Info(context.Background(), jetstream.WithSubjectFilter(subj))
 	if err != nil {
@@ -266,6 +275,31 @@ func (e *env) post(t *testing.T, headers ...string) int {
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// chat posts a chat completion request with body as alice, with the extra
+// headers, reads the whole reply and fails the test unless it is a 200.
+func (e *env) chat(t *testing.T, body string, header http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, e.url+"/chat/completions", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	req.Header.Set("Authorization", "Bearer "+e.keys["alice"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatal(resp.Status)
+	}
 }
 
 // lastUserContent is the content of the last message of the upstream's last
@@ -482,22 +516,11 @@ func TestMemoryOff(t *testing.T) {
 	e.setFact(t, "alice", "location", "Rome")
 	send := func(body string, header bool) map[string]json.RawMessage {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, e.url+"/chat/completions", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+e.keys["alice"])
+		h := http.Header{}
 		if header {
-			req.Header.Set("X-Memory", "off")
+			h.Set("X-Memory", "off")
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatal(resp.Status)
-		}
+		e.chat(t, body, h)
 		return e.up.last(t)
 	}
 	for _, tc := range []struct {

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/extractor"
@@ -314,6 +315,8 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 	if deadline, ok := ctx.Deadline(); ok {
 		lockTimeout = min(lockTimeout, time.Until(deadline)/2)
 	}
+	ctx, span := e.w.startSaveSpan(ctx, len(done))
+	var written struct{ facts, items int }
 	err := e.w.cfg.Store.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
 		if err := q.SetLockTimeout(ctx, lockTimeout); err != nil {
 			return err
@@ -348,6 +351,7 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 			}
 		}
 		facts, items := memoryWrites(kept, prov)
+		written.facts, written.items = len(facts), len(items)
 		if _, err := q.UpsertFacts(ctx, facts); err != nil {
 			return err
 		}
@@ -379,7 +383,11 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 	})
 	if err == nil {
 		usage.reset()
+		if span.IsRecording() {
+			span.SetAttributes(attribute.Int("memoryd.facts.written", written.facts), attribute.Int("memoryd.context.written", written.items))
+		}
 	}
+	endSpan(span, err, "save_failed")
 	return err
 }
 

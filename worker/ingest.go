@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/store"
@@ -92,7 +93,9 @@ func (w *Worker) ingestLoop(ctx context.Context) {
 // ingest records one batch. It returns an error only when the batch could not
 // be stored and must be redelivered; invalid events are dead-lettered and
 // terminated here, valid ones acknowledged after the commit.
-func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) error {
+func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) (err error) {
+	ctx, span := w.startIngestSpan(ctx, batch)
+	defer func() { endSpan(span, err, "store_unavailable") }()
 	w.received.Add(int64(len(batch)))
 	turns := make([]store.Turn, 0, len(batch))
 	valid := make([]jetstream.Msg, 0, len(batch))
@@ -130,7 +133,7 @@ func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) error {
 	// forever; the events are then redelivered like on any other failure.
 	txCtx, cancel := context.WithTimeout(ctx, w.cfg.AckWait/2)
 	defer cancel()
-	err := w.cfg.Store.InTx(txCtx, func(tx pgx.Tx, q *store.Store) error {
+	err = w.cfg.Store.InTx(txCtx, func(tx pgx.Tx, q *store.Store) error {
 		// Turns of a forgotten user published before the forget are
 		// dropped (and acknowledged): the forget is final.
 		var err error
@@ -178,6 +181,9 @@ func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) error {
 			continue
 		}
 		_ = m.Ack()
+	}
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int("memoryd.turns.recorded", recorded), attribute.Int("memoryd.turns.conflicts", len(conflict)))
 	}
 	w.recorded.Add(int64(recorded))
 	w.duplicates.Add(int64(len(keep) - recorded - len(conflict)))

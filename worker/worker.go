@@ -41,6 +41,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/extractor"
@@ -219,6 +221,11 @@ type Config struct {
 	// that ingest keeps at least about a quarter of its speed and never
 	// stalls, however long the pressure lasts. Default 250ms.
 	MaxPause time.Duration
+	// TracerProvider, when set, traces ingest batches, jobs (the trace
+	// context carried in their metadata) and the saves of extracted memory,
+	// continuing the trace of each turn's publish (tracing.go). Default
+	// nil: no tracing, at no cost.
+	TracerProvider trace.TracerProvider
 	// DisableIngest runs only the extraction workers, without consuming the
 	// stream (e.g. to work off a replay). Default false.
 	DisableIngest bool
@@ -508,9 +515,10 @@ type Worker struct {
 	logger *slog.Logger
 	js     jetstream.JetStream
 	river  *river.Client[pgx.Tx]
-	enq    *Enqueuer // on river
-	live   *liveness // set by Start, before River starts
-	pace   *pace     // holds ingest and extraction back under the Pacer's pressure
+	enq    *Enqueuer    // on river
+	live   *liveness    // set by Start, before River starts
+	pace   *pace        // holds ingest and extraction back under the Pacer's pressure
+	tracer trace.Tracer // nil when Config.TracerProvider is
 
 	turnStream jetstream.Stream // set by Start, before ingestion starts
 
@@ -537,6 +545,11 @@ func New(cfg Config) (*Worker, error) {
 		return nil, fmt.Errorf("worker: jetstream: %w", err)
 	}
 	w := &Worker{cfg: cfg, logger: cfg.Logger, js: js, pace: newPace(cfg.Pacer, cfg.MaxPause)}
+	var middleware []rivertype.Middleware
+	if cfg.TracerProvider != nil {
+		w.tracer = cfg.TracerProvider.Tracer(tracerName)
+		middleware = append(middleware, &jobTracing{tracer: w.tracer})
+	}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &extractWorker{w: w})
 	river.AddWorker(workers, &pruneWorker{w: w})
@@ -579,6 +592,7 @@ func New(cfg Config) (*Worker, error) {
 		FetchCooldown:        cfg.FetchCooldown,
 		RetryPolicy:          &retryPolicy{base: cfg.JobRetryBase, max: 10 * time.Minute},
 		ErrorHandler:         lastAttemptHandler{w: w},
+		Middleware:           middleware,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("worker: river: %w", err)

@@ -83,15 +83,20 @@ var fieldFlags = map[string]map[string]string{
 		"Token":          "--riverui-token",
 		"AllowMutations": "--riverui-mutations",
 	},
+
+	// Traces (issue 20 item 5).
+	"tracing": {
+		"OTLPEndpoint": "--otlp-endpoint",
+	},
 }
 
 // appGroups maps the app's Config groups to the components whose fields
 // they hold.
 var appGroups = map[string]string{"Worker": "worker", "LLM": "extractor", "Embed": "embedding", "Enricher": "enricher", "Store": "store", "NATS": "nats",
-	"EnrichPool": "enrichpool", "BackPressure": "backpressure", "Ops": "ops", "RiverUI": "riverui"}
+	"EnrichPool": "enrichpool", "BackPressure": "backpressure", "Ops": "ops", "RiverUI": "riverui", "Tracing": "tracing"}
 
 // appField matches a field path of the app's Config, e.g. Worker.Workers.
-var appField = regexp.MustCompile(`\b(Worker|LLM|Embed|Enricher|Store|NATS|EnrichPool|BackPressure|Ops|RiverUI)\.([A-Z]\w*)`)
+var appField = regexp.MustCompile(`\b(Worker|LLM|Embed|Enricher|Store|NATS|EnrichPool|BackPressure|Ops|RiverUI|Tracing)\.([A-Z]\w*)`)
 
 // configErrorFlags is the app's configuration error naming flags instead of
 // Config fields: "--workers -1 is out of range".

@@ -19,6 +19,7 @@ func runProxy(ctx context.Context, a *cli, args []string) error {
 		keyHashes       string
 		shutdownTimeout time.Duration
 		metrics         bool
+		tracing         app.TracingConfig
 	)
 	f := newFlags("proxy", `Usage: memoryd proxy --upstream URL --keys FILE [flags]
 
@@ -50,6 +51,8 @@ stores the turns.`)
 	// Prometheus metrics on the proxy's listener (issue 20).
 	f.CommandEnv("metrics", "MEMORYD_PROXY_METRICS")
 	f.Bool(&metrics, "metrics", true, "serve Prometheus metrics at GET /metrics on --listen, without a key (counts and latencies, no user data)")
+	// Traces (issue 20 item 5).
+	f.String(&tracing.OTLPEndpoint, "otlp-endpoint", "", otlpEndpointUsage)
 	if err := f.Parse(args); err != nil {
 		return err
 	}
@@ -87,6 +90,18 @@ stores the turns.`)
 		m := app.NewProxyMetrics()
 		cfg.Observer, cfg.Metrics = m, m.Handler()
 	}
+	tracing.ServiceName = "memoryd-proxy"
+	tracer, err := app.StartTracing(tracing, version)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// The last spans are sent, within shutdownTimeout.
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		_ = tracer.Shutdown(sctx)
+	}()
+	cfg.TracerProvider = tracer.Provider
 	p, err := proxy.New(cfg)
 	if err != nil {
 		return err

@@ -84,7 +84,12 @@ func (o *serveOptions) register(f *flags) {
 	f.Secret(&ui.Password, "riverui-password", "basic auth password for River's UI")
 	f.Secret(&ui.Token, "riverui-token", "bearer token for River's UI (Authorization: Bearer; a browser may open <path>?token=<token> once, kept in a cookie)")
 	f.Bool(&ui.AllowMutations, "riverui-mutations", false, "let River's UI retry, cancel and delete jobs and pause, resume and change queues (otherwise only GET and HEAD are served: 403)")
+	// Traces (issue 20 item 5).
+	f.String(&o.app.Tracing.OTLPEndpoint, "otlp-endpoint", "", otlpEndpointUsage)
 }
+
+// otlpEndpointUsage is --otlp-endpoint's help, for serve and proxy.
+const otlpEndpointUsage = "OTLP/HTTP endpoint OpenTelemetry traces are sent to, e.g. http://127.0.0.1:4318 (an OpenTelemetry collector or Jaeger; empty: tracing off)"
 
 // keepsZero are the settings whose 0 is a value of its own, not "the
 // default": a 0 given for any other setting is refused (see check).

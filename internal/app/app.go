@@ -58,6 +58,9 @@ type App struct {
 	pressure *pressure
 	ops      *opsServer
 	metrics  *metrics
+	// tracer is the trace pipeline, started with the first component
+	// (tracing.go); nil before.
+	tracer *Tracer
 }
 
 // New fills cfg's defaults (Config.withDefaults, the one place they are
@@ -140,7 +143,7 @@ func (a *App) jetStream() (jetstream.JetStream, error) {
 }
 
 // extractor builds the configured extractor once: the LLM when a base URL
-// is set, the offline rules otherwise.
+// is set, the offline rules otherwise. a.mu is held.
 func (a *App) extractor() (worker.Extractor, error) {
 	if a.ext != nil {
 		return a.ext, nil
@@ -149,7 +152,13 @@ func (a *App) extractor() (worker.Extractor, error) {
 		a.ext = extractor.NewRules()
 		return a.ext, nil
 	}
-	llm, err := extractor.NewLLM(a.cfg.LLM)
+	lc := a.cfg.LLM
+	tp, err := a.tracerLocked()
+	if err != nil {
+		return nil, err
+	}
+	lc.TracerProvider = tp
+	llm, err := extractor.NewLLM(lc)
 	if err != nil {
 		return nil, err
 	}
@@ -245,6 +254,9 @@ func (a *App) startWorkerLocked(ctx context.Context, s *store.Store, nc *nats.Co
 	if a.pressure != nil {
 		wc.Pacer = a.pressure
 	}
+	if wc.TracerProvider, err = a.tracerLocked(); err != nil {
+		return err
+	}
 	w, err := worker.New(wc)
 	if err != nil {
 		return err
@@ -329,6 +341,9 @@ func (a *App) startEnrichLocked(ctx context.Context, s *store.Store, nc *nats.Co
 	}
 	if w != nil {
 		ec.DocIndexer = w.EnqueueIndexDocument
+	}
+	if ec.TracerProvider, err = a.tracerLocked(); err != nil {
+		return err
 	}
 	svc, err := enricher.New(ec)
 	if err != nil {
@@ -436,6 +451,11 @@ func (a *App) stopLocked(ctx context.Context) error {
 	if a.store != nil {
 		a.store.Close()
 		a.store, a.migrated = nil, false
+	}
+	// Last: the spans of everything stopped above are flushed.
+	if a.tracer != nil {
+		errs = append(errs, a.tracer.Shutdown(ctx))
+		a.tracer = nil
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("shutdown: %w", err)

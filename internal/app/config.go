@@ -85,6 +85,10 @@ type Config struct {
 	Ops OpsConfig
 	// RiverUI mounts River's UI on the Ops endpoint; off by default.
 	RiverUI RiverUIConfig
+	// Tracing sends OpenTelemetry traces when OTLPEndpoint (or Provider) is
+	// set (tracing.go); the App sets the components' TracerProvider from
+	// it. Default off.
+	Tracing TracingConfig
 }
 
 // OpsConfig configures the HTTP endpoint for operators.
@@ -194,6 +198,7 @@ func (c Config) withDefaults() Config {
 		c.Embed = c.Embed.WithDefaults()
 	}
 	c.RiverUI = c.RiverUI.withDefaults()
+	c.Tracing = c.Tracing.withDefaults()
 	return c
 }
 
@@ -267,6 +272,9 @@ func (c Config) validate() error {
 		}
 	}
 	if err := c.RiverUI.validate(c.Ops.Addr); err != nil {
+		return err
+	}
+	if err := c.Tracing.validate(); err != nil {
 		return err
 	}
 	if p := c.NATS.InboxPrefix; strings.ContainsAny(p, "*> \t") || strings.HasPrefix(p, ".") || strings.HasSuffix(p, ".") {
