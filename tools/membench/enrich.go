@@ -357,7 +357,12 @@ func serialWithFloor(ctx context.Context, nc *nats.Conn, prefix, url string, req
 				if err != nil {
 					return err
 				}
-				items := enricher.Rank(cands, time.Time{}, events.DefaultThreshold, events.DefaultMaxResults)
+				// The texts of the items kept, as enrich reads them after
+				// ranking (store.ContextTexts): part of the query enrich needs.
+				items, err := s.ContextTexts(ctx, q.UserID, enricher.Rank(cands, time.Time{}, events.DefaultThreshold, events.DefaultMaxResults))
+				if err != nil {
+					return err
+				}
 				r.query = append(r.query, time.Since(t0))
 				rowsSeen += len(items)
 				candsSeen += len(cands.Matches)
