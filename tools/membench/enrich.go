@@ -87,9 +87,10 @@ func (b *bench) enrichPhase(ctx context.Context, c corpus) error {
 	}
 
 	// Table size and row counts.
-	var rowsN, total, heap int64
-	if err := e.admin.QueryRow(ctx, fmt.Sprintf(`SELECT (SELECT count(*) FROM %[1]s.context), pg_total_relation_size('%[1]s.context'), pg_relation_size('%[1]s.context')`,
-		pgx.Identifier{schema}.Sanitize())).Scan(&rowsN, &total, &heap); err != nil {
+	var rowsN, total, heap, terms int64
+	if err := e.admin.QueryRow(ctx, fmt.Sprintf(`SELECT (SELECT count(*) FROM %[1]s.context), pg_total_relation_size('%[1]s.context'), pg_relation_size('%[1]s.context'),
+		coalesce(pg_total_relation_size(to_regclass('%[1]s.context_terms')), 0)`,
+		pgx.Identifier{schema}.Sanitize())).Scan(&rowsN, &total, &heap, &terms); err != nil {
 		return err
 	}
 	var factsN, usersN int64
@@ -101,6 +102,7 @@ func (b *bench) enrichPhase(ctx context.Context, c corpus) error {
 	if rowsN > 0 {
 		r.bytesPer1k = float64(total) / float64(rowsN) * 1000
 		r.heapPer1k = float64(heap) / float64(rowsN) * 1000
+		r.termsPer1k = float64(terms) / float64(rowsN) * 1000
 	}
 
 	prefix := "bench_" + b.id + "_" + c.name()
