@@ -344,35 +344,35 @@ func (s *Service) relevant(ctx context.Context, p enrichParams) ([]store.Fact, [
 
 // ranked reads q's candidates with the user's facts and ranks them for p:
 // lexically (Rank), or, with a query vector qv, fused with the vector side
-// (hybrid.go); then it reads the texts of the items kept (a second round
-// trip, of a few items: see store.ContextTexts).
+// (hybrid.go); then, unless the candidates came with them, it reads the
+// texts of the items kept (a second round trip, of a few items: see
+// store.ContextTexts).
 func (s *Service) ranked(ctx context.Context, q store.SearchQuery, qv []float32, p enrichParams) ([]store.Fact, []store.ContextItem, error) {
 	read := func(ctx context.Context, q store.SearchQuery) ([]store.Fact, store.Candidates, error) {
 		return s.recall.Recall(ctx, store.RecallQuery{SearchQuery: q, MaxFacts: s.cfg.MaxFacts})
 	}
 	var (
 		facts []store.Fact
+		cands store.Candidates
 		items []store.ContextItem
+		err   error
 	)
 	if qv == nil {
-		var cands store.Candidates
-		var err error
 		if facts, cands, err = read(ctx, q); err != nil {
 			return nil, nil, err
 		}
 		items = Rank(cands, p.at, p.threshold, p.maxResults)
 	} else {
-		var cands store.Candidates
 		var vec map[int64]float64
-		var err error
 		if facts, cands, vec, err = s.hybrid.recall(ctx, q, qv, p.maxResults, read); err != nil {
 			return nil, nil, err
 		}
 		items = fuse(cands, vec, p.at, p.threshold, p.maxResults)
 	}
-	items, err := s.recall.ContextTexts(ctx, q.UserID, items)
-	if err != nil {
-		return nil, nil, err
+	if !cands.Texts {
+		if items, err = s.recall.ContextTexts(ctx, q.UserID, items); err != nil {
+			return nil, nil, err
+		}
 	}
 	return facts, items, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -125,7 +126,9 @@ func tsQuery(keywords []string) (string, string) {
 // source_at in at. The texts of the few items ranking keeps are read after
 // it (ContextTexts): on real conversations a query matches hundreds of a
 // user's items of ~2 KB each, and shipping them all cost more than the
-// second round trip (docs/performance.md, "Realistic corpus").
+// second round trip (docs/performance.md, "Realistic corpus"). When the
+// lexeme branch finds at most fewCandidates items (cand, few), its rows
+// carry their texts (and 1 in n) instead, and no second read is needed.
 //
 // A query that is an OR of lexemes (any query without a phrase: a keyword
 // the parser splits into several words, e.g. a CJK run, makes one) reads
@@ -149,7 +152,11 @@ func tsQuery(keywords []string) (string, string) {
 const recallSQL = `
 	WITH cfg AS MATERIALIZED (SELECT coalesce((SELECT ts_config FROM user_languages WHERE user_id = $1), 'english') AS c),
 	kw AS MATERIALIZED (SELECT q, strpos(q::text, '<') > 0 AS phrase FROM (SELECT memoryd_tsquery(cfg.c, $2) AS q FROM cfg) x),
-	tm AS MATERIALIZED (SELECT memoryd_query_terms(cfg.c, $4) AS t FROM cfg)
+	tm AS MATERIALIZED (SELECT memoryd_query_terms(cfg.c, $4) AS t FROM cfg),
+	cand AS MATERIALIZED (SELECT item_id, string_agg(concat_ws(' ', array_position((SELECT t FROM tm), lexeme), question, answer), ' ') AS counts
+		FROM context_terms WHERE user_id = $1 AND lexeme = ANY((SELECT t FROM tm)::text[]) AND $2 <> '' AND NOT (SELECT phrase FROM kw)
+		GROUP BY item_id),
+	few AS MATERIALIZED (SELECT count(*) <= {few} AS f FROM cand)
 	SELECT 0::int2 AS kind, count(*)::float8 AS n, greatest(avg(question_len), 1)::float8 AS avgq,
 		greatest(avg(answer_len), 1)::float8 AS avga, (SELECT t FROM tm) AS terms,
 		NULL::bigint AS id, NULL::text AS a, NULL::text AS b, NULL::timestamptz AS at, NULL::timestamptz AS updated_at,
@@ -159,12 +166,12 @@ const recallSQL = `
 	(SELECT 1, NULL, NULL, NULL, NULL, NULL, key, value, source_at, updated_at, event_id, conversation_id, NULL, NULL, NULL
 	FROM facts WHERE user_id = $1 ORDER BY source_at DESC, key LIMIT $3)
 	UNION ALL
-	SELECT 4, NULL, NULL, NULL, NULL, c.id, NULL, NULL, c.created_at, NULL, NULL, NULL,
+	SELECT 4, x.one, NULL, NULL, NULL, c.id, x.question, x.answer, c.created_at, NULL, x.event_id, x.conversation_id,
 		c.question_len, c.answer_len, t.counts
-	FROM (SELECT item_id, string_agg(concat_ws(' ', array_position((SELECT t FROM tm), lexeme), question, answer), ' ') AS counts
-		FROM context_terms WHERE user_id = $1 AND lexeme = ANY((SELECT t FROM tm)::text[]) AND $2 <> '' AND NOT (SELECT phrase FROM kw)
-		GROUP BY item_id) t
+	FROM cand t
 	JOIN context c ON c.id = t.item_id AND c.user_id = $1{conds}
+	LEFT JOIN LATERAL (SELECT 1::float8 AS one, question, answer, event_id, conversation_id
+		FROM context WHERE id = c.id AND (SELECT f FROM few)) x ON true
 	UNION ALL
 	SELECT 2, NULL, NULL, NULL, NULL, c.id, NULL, NULL, c.created_at, NULL, NULL, NULL,
 		c.question_len, c.answer_len, c.search::text
@@ -180,7 +187,7 @@ const recallSQL = `
 // read from context_user_created_id_idx (or context_user_scope_idx) in its
 // order. The tsvector is not read: there is no term to count.
 const latestCandidatesSQL = `
-	SELECT 2, NULL, NULL, NULL, NULL, c.id, c.question, c.answer, c.created_at, NULL, c.event_id, c.conversation_id,
+	SELECT 2, 1, NULL, NULL, NULL, c.id, c.question, c.answer, c.created_at, NULL, c.event_id, c.conversation_id,
 		c.question_len, c.answer_len, ''::text
 	FROM (SELECT id, question, answer, created_at, event_id, conversation_id, question_len, answer_len
 		FROM context WHERE user_id = $1{range} ORDER BY created_at DESC, id DESC LIMIT {latest}) c`
@@ -248,6 +255,7 @@ var recallStatements = func() map[recallShape]string {
 			}
 		}
 		sql = strings.ReplaceAll(sql, "{conds}", scope+conds)
+		sql = strings.ReplaceAll(sql, "{few}", strconv.Itoa(fewCandidates))
 		m[sh] = sql
 		if !sh.latest {
 			m[recallShape{scoped: sh.scoped, ranged: sh.ranged, hybrid: true}] = hybridSQL(sql, scope+conds, n+1)
@@ -255,6 +263,12 @@ var recallStatements = func() map[recallShape]string {
 	}
 	return m
 }()
+
+// fewCandidates is the most candidates whose texts recallSQL returns with
+// them (Candidates.Texts): for so few, the texts cost less than the second
+// round trip of ContextTexts (the synthetic corpus's ~15 short items); for
+// more (a real conversation's hundreds of ~2 KB items) they cost more.
+const fewCandidates = 32
 
 // Row kinds of recallSQL.
 const (
@@ -276,12 +290,16 @@ type Candidates struct {
 	Stats ItemStats
 	// Matches are the user's items holding any of Terms, in no particular
 	// order (and, for a hybrid search, its VectorIDs). From Recall their
-	// texts are empty (but with Latest): ContextTexts reads those of the
-	// items ranking keeps. SearchContext returns them with their texts.
+	// texts are empty unless Texts: ContextTexts reads those of the items
+	// ranking keeps. SearchContext returns them with their texts.
 	Matches []Candidate
 	// Generation is the user's embedding generation when the search was
 	// hybrid (see UserVectors), 0 when the user has no vectors.
 	Generation int64
+	// Texts says every one of Matches carries its texts (a Latest search,
+	// or a query of few candidates: see fewCandidates), so ContextTexts
+	// need not be called.
+	Texts bool
 }
 
 // ItemStats are what BM25F needs to know of all of a user's items. Its
@@ -347,6 +365,9 @@ func (s *Store) SearchContext(ctx context.Context, q SearchQuery) (Candidates, e
 	if err != nil {
 		return Candidates{}, fmt.Errorf("search context: %w", err)
 	}
+	if c.Texts {
+		return c, nil
+	}
 	items := make([]ContextItem, len(c.Matches))
 	for i, m := range c.Matches {
 		items[i] = m.Item
@@ -362,7 +383,7 @@ func (s *Store) SearchContext(ctx context.Context, q SearchQuery) (Candidates, e
 			kept = append(kept, m)
 		}
 	}
-	c.Matches = kept
+	c.Matches, c.Texts = kept, true
 	return c, nil
 }
 
@@ -429,13 +450,15 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 		c                   Candidate
 		cr                  candidateReader
 		q1, a1, ev, conv, v pgtype.DriverBytes // valid until the next row: copied by cr
+		withTexts           *float64           // a candidate's: 1 when the row has its texts
+		allTexts            = true
 		n                   float64
 		sawStats            bool
 	)
 	// Each kind of row scans its own columns; nil skips the others.
 	statsDest := []any{nil, &n, &out.Stats.AvgQuestionLen, &out.Stats.AvgAnswerLen, &out.Terms, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
 	factDest := []any{nil, nil, nil, nil, nil, nil, &f.Key, &f.Value, &f.SourceAt, &f.UpdatedAt, &f.EventID, &f.ConversationID, nil, nil, nil}
-	candDest := []any{nil, nil, nil, nil, nil, &c.Item.ID, &q1, &a1, &c.Item.CreatedAt, nil, &ev, &conv, &qlen, &alen, &v}
+	candDest := []any{nil, &withTexts, nil, nil, nil, &c.Item.ID, &q1, &a1, &c.Item.CreatedAt, nil, &ev, &conv, &qlen, &alen, &v}
 	kindDest := make([]any, len(candDest))
 	kindDest[0] = &kind
 	for rows.Next() {
@@ -456,6 +479,7 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 		case rowCandidate, rowCounted:
 			if err = rows.Scan(candDest...); err == nil {
 				c.QuestionLen, c.AnswerLen = int(qlen), int(alen)
+				allTexts = allTexts && withTexts != nil
 				cr.add(c, q1, a1, ev, conv, v, kind == rowCounted)
 			}
 		case rowGeneration:
@@ -479,6 +503,7 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 	slices.SortStableFunc(facts, func(x, y Fact) int { return y.SourceAt.Compare(x.SourceAt) })
 
 	out.Matches = cr.decode(q.UserID)
+	out.Texts = allTexts
 	if sh.hybrid && len(q.VectorIDs) > 0 {
 		out.Matches = dedupVectorIDs(out.Matches, q.VectorIDs)
 	}

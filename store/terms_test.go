@@ -95,13 +95,21 @@ func TestRecallCandidatesMatchVectors(t *testing.T) {
 		items = append(items, store.ContextWrite{UserID: "u", Question: q, Answer: a, CreatedAt: t0.Add(time.Duration(i) * time.Minute)})
 	}
 	seedContext(t, s, items...)
+	texts := map[bool]int{}
 	for _, kws := range [][]string{
 		{"dog"}, {"dog", "kitchen", "piano"}, {"dogs", "cats", "unmatched"}, {"e-mail"}, {"東京の天気"},
-		{"o'brien", "tea"}, {"the", "and"}, {"coffee", "東京"},
+		{"o'brien", "tea"}, {"the", "and"}, {"coffee", "東京"}, {"dog", "cat", "kitchen", "sofa", "blue", "garden", "paris", "train"},
 	} {
 		_, got, err := s.Recall(ctx, store.RecallQuery{SearchQuery: store.SearchQuery{UserID: "u", Keywords: kws}, MaxFacts: 1})
 		if err != nil {
 			t.Fatalf("%v: %v", kws, err)
+		}
+		// Texts: every candidate has its texts (few candidates), or none.
+		texts[got.Texts]++
+		for _, m := range got.Matches {
+			if (m.Item.Question != "") != got.Texts {
+				t.Fatalf("%v: Texts %v but candidate %d has question %q", kws, got.Texts, m.Item.ID, m.Item.Question)
+			}
 		}
 		want := vectorCandidates(t, ctx, s, "u", kws, got.Terms)
 		if len(got.Matches) != len(want) {
@@ -114,6 +122,9 @@ func TestRecallCandidatesMatchVectors(t *testing.T) {
 				t.Fatalf("%v: candidate %d = %+v, want %+v", kws, i, g, w)
 			}
 		}
+	}
+	if texts[true] == 0 || texts[false] == 0 {
+		t.Fatalf("queries with texts / without: %d / %d; want both kinds (few and many candidates)", texts[true], texts[false])
 	}
 }
 

@@ -361,9 +361,11 @@ func serialWithFloor(ctx context.Context, nc *nats.Conn, prefix, url string, req
 				}
 				// The texts of the items kept, as enrich reads them after
 				// ranking (store.ContextTexts): part of the query enrich needs.
-				items, err := s.ContextTexts(ctx, q.UserID, enricher.Rank(cands, time.Time{}, events.DefaultThreshold, events.DefaultMaxResults))
-				if err != nil {
-					return err
+				items := enricher.Rank(cands, time.Time{}, events.DefaultThreshold, events.DefaultMaxResults)
+				if !cands.Texts {
+					if items, err = s.ContextTexts(ctx, q.UserID, items); err != nil {
+						return err
+					}
 				}
 				r.query = append(r.query, time.Since(t0))
 				rowsSeen += len(items)
