@@ -20,9 +20,11 @@ import (
 )
 
 // Recaller is what enrich reads: in one call, the user's facts and the
-// context items relevant to a message.
+// candidates for the context items relevant to a message, then the texts of
+// the items ranking keeps.
 type Recaller interface {
 	Recall(ctx context.Context, q store.RecallQuery) ([]store.Fact, store.Candidates, error)
+	ContextTexts(ctx context.Context, userID string, items []store.ContextItem) ([]store.ContextItem, error)
 }
 
 // enrichHandler answers enrich requests. Whatever Postgres does, exactly one
@@ -350,23 +352,37 @@ func (s *Service) relevant(ctx context.Context, p enrichParams) ([]store.Fact, [
 
 // ranked reads q's candidates with the user's facts and ranks them for p:
 // lexically (Rank), or, with a query vector qv, fused with the vector side
-// (hybrid.go).
+// (hybrid.go); then, unless the candidates came with them, it reads the
+// texts of the items kept (a second round trip, of a few items: see
+// store.ContextTexts).
 func (s *Service) ranked(ctx context.Context, q store.SearchQuery, qv []float32, p enrichParams) ([]store.Fact, []store.ContextItem, error) {
 	read := func(ctx context.Context, q store.SearchQuery) ([]store.Fact, store.Candidates, error) {
 		return s.recall.Recall(ctx, store.RecallQuery{SearchQuery: q, MaxFacts: s.cfg.MaxFacts})
 	}
+	var (
+		facts []store.Fact
+		cands store.Candidates
+		items []store.ContextItem
+		err   error
+	)
 	if qv == nil {
-		facts, cands, err := read(ctx, q)
-		if err != nil {
+		if facts, cands, err = read(ctx, q); err != nil {
 			return nil, nil, err
 		}
-		return facts, Rank(cands, p.at, p.threshold, p.maxResults), nil
+		items = Rank(cands, p.at, p.threshold, p.maxResults)
+	} else {
+		var vec map[int64]float64
+		if facts, cands, vec, err = s.hybrid.recall(ctx, q, qv, p.maxResults, read); err != nil {
+			return nil, nil, err
+		}
+		items = fuse(cands, vec, p.at, p.threshold, p.maxResults)
 	}
-	facts, cands, vec, err := s.hybrid.recall(ctx, q, qv, p.maxResults, read)
-	if err != nil {
-		return nil, nil, err
+	if !cands.Texts {
+		if items, err = s.recall.ContextTexts(ctx, q.UserID, items); err != nil {
+			return nil, nil, err
+		}
 	}
-	return facts, fuse(cands, vec, p.at, p.threshold, p.maxResults), nil
+	return facts, items, nil
 }
 
 // newest returns the candidates' items newest first (ties: the higher id

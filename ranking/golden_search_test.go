@@ -8,7 +8,8 @@ import (
 )
 
 // goldenSearch runs q the way enrich and search do: the store's candidates,
-// then the ranking.
+// then the ranking, then (Recall's candidates carry no texts) the texts of
+// the items kept, as enrich reads them.
 func goldenSearch(ctx context.Context, s *store.Store, q goldenQuery) ([]store.ContextItem, error) {
 	sq := store.SearchQuery{UserID: q.userID, Keywords: q.keywords}
 	var (
@@ -23,5 +24,9 @@ func goldenSearch(ctx context.Context, s *store.Store, q goldenQuery) ([]store.C
 	if err != nil {
 		return nil, err
 	}
-	return enricher.Rank(c, q.at, q.threshold, q.limit), nil
+	items := enricher.Rank(c, q.at, q.threshold, q.limit)
+	if q.recall {
+		return s.ContextTexts(ctx, q.userID, items)
+	}
+	return items, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -115,27 +116,49 @@ func tsQuery(keywords []string) (string, string) {
 }
 
 // recallSQL reads, in one statement and so from one snapshot, everything a
-// recall needs: the statistics ranking needs over all the user's items and
-// the query's lexemes (kind 0, one row; parsed under the user's text search
-// configuration, cfg, the one the user's items are indexed with: see
-// SetLanguage), the user's latest facts (kind 1, at
-// most $3, most recent first), and the candidates (kind 2): the user's items
-// matching the tsquery, with their tsvectors. The term counts are decoded in
-// Go (see termCounts): unnesting every candidate's tsvector in SQL cost
-// three times the rest of the statement. Columns a row's kind does not use
-// are NULL; facts carry their key and value in a and b and source_at in at.
+// recall needs but the candidates' texts: the statistics ranking needs over
+// all the user's items and the query's lexemes (kind 0, one row; parsed
+// under the user's text search configuration, cfg, the one the user's items
+// are indexed with: see SetLanguage), the user's latest facts (kind 1, at
+// most $3, most recent first), and the candidates: the user's items
+// matching the tsquery, with their term counts. Columns a row's kind does
+// not use are NULL; facts carry their key and value in a and b and
+// source_at in at. The texts of the few items ranking keeps are read after
+// it (ContextTexts): on real conversations a query matches hundreds of a
+// user's items of ~2 KB each, and shipping them all cost more than the
+// second round trip (docs/performance.md, "Realistic corpus"). When the
+// lexeme branch finds at most fewCandidates items (cand, few), its rows
+// carry their texts (and 1 in n) instead, and no second read is needed.
 //
-// The user's items are read through the user index and only then matched:
-// OFFSET 0 keeps the planner from flattening the subquery, so no plan,
-// generic plans included, can start from the GIN index's posting list of
-// every user's items (see docs/performance.md). The statistics are an
-// index-only scan of context_user_len_idx. $2 = ” (no usable keyword) reads
-// no candidate.
+// A query that is an OR of lexemes (any query without a phrase: a keyword
+// the parser splits into several words, e.g. a CJK run, makes one) reads
+// its candidates from context_terms (migrations/025), kind 4: only the rows
+// of the query's lexemes, index-only, with the counts stored at write time,
+// aggregated per item as "term count count" triples (term: the lexeme's
+// 1-based index in terms), and each item's time and lengths by primary key.
+// An item holds one of the lexemes exactly when it matches such a query, so
+// the candidates are the tsquery's. A phrase query reads them as before,
+// kind 2: the user's items through the user index, matched, with their
+// tsvectors, whose counts are decoded in Go (see termCounts). Which branch
+// runs is decided once per execution (the subqueries on kw are InitPlans,
+// the other branch a one-time filter that reads nothing).
+//
+// In the phrase branch the user's items are read through the user index and
+// only then matched: OFFSET 0 keeps the planner from flattening the
+// subquery, so no plan, generic plans included, can start from the GIN
+// index's posting list of every user's items (see docs/performance.md). The
+// statistics are an index-only scan of context_user_len_idx. $2 = ” (no
+// usable keyword) reads no candidate.
 const recallSQL = `
 	WITH cfg AS MATERIALIZED (SELECT coalesce((SELECT ts_config FROM user_languages WHERE user_id = $1), 'english') AS c),
-	kw AS MATERIALIZED (SELECT memoryd_tsquery(cfg.c, $2) AS q FROM cfg)
+	kw AS MATERIALIZED (SELECT q, strpos(q::text, '<') > 0 AS phrase FROM (SELECT memoryd_tsquery(cfg.c, $2) AS q FROM cfg) x),
+	tm AS MATERIALIZED (SELECT memoryd_query_terms(cfg.c, $4) AS t FROM cfg),
+	cand AS MATERIALIZED (SELECT item_id, string_agg(concat_ws(' ', array_position((SELECT t FROM tm), lexeme), question, answer), ' ') AS counts
+		FROM context_terms WHERE user_id = $1 AND lexeme = ANY((SELECT t FROM tm)::text[]) AND $2 <> '' AND NOT (SELECT phrase FROM kw)
+		GROUP BY item_id),
+	few AS MATERIALIZED (SELECT count(*) <= {few} AS f FROM cand)
 	SELECT 0::int2 AS kind, count(*)::float8 AS n, greatest(avg(question_len), 1)::float8 AS avgq,
-		greatest(avg(answer_len), 1)::float8 AS avga, (SELECT memoryd_query_terms(cfg.c, $4) FROM cfg) AS terms,
+		greatest(avg(answer_len), 1)::float8 AS avga, (SELECT t FROM tm) AS terms,
 		NULL::bigint AS id, NULL::text AS a, NULL::text AS b, NULL::timestamptz AS at, NULL::timestamptz AS updated_at,
 		NULL::text AS event_id, NULL::text AS conversation_id, NULL::float8 AS qlen, NULL::float8 AS alen, NULL::text AS search
 	FROM context WHERE user_id = $1
@@ -143,11 +166,18 @@ const recallSQL = `
 	(SELECT 1, NULL, NULL, NULL, NULL, NULL, key, value, source_at, updated_at, event_id, conversation_id, NULL, NULL, NULL
 	FROM facts WHERE user_id = $1 ORDER BY source_at DESC, key LIMIT $3)
 	UNION ALL
-	SELECT 2, NULL, NULL, NULL, NULL, c.id, c.question, c.answer, c.created_at, NULL, c.event_id, c.conversation_id,
+	SELECT 4, x.one, NULL, NULL, NULL, c.id, x.question, x.answer, c.created_at, NULL, x.event_id, x.conversation_id,
+		c.question_len, c.answer_len, t.counts
+	FROM cand t
+	JOIN context c ON c.id = t.item_id AND c.user_id = $1{conds}
+	LEFT JOIN LATERAL (SELECT 1::float8 AS one, question, answer, event_id, conversation_id
+		FROM context WHERE id = c.id AND (SELECT f FROM few)) x ON true
+	UNION ALL
+	SELECT 2, NULL, NULL, NULL, NULL, c.id, NULL, NULL, c.created_at, NULL, NULL, NULL,
 		c.question_len, c.answer_len, c.search::text
-	FROM (SELECT id, question, answer, created_at, event_id, conversation_id, question_len, answer_len, search
-		FROM context WHERE user_id = $1 AND $2 <> '' OFFSET 0) c, kw
-	WHERE c.search @@ kw.q`
+	FROM (SELECT id, created_at, question_len, answer_len, search
+		FROM context WHERE user_id = $1 AND $2 <> '' AND (SELECT phrase FROM kw) OFFSET 0) c
+	WHERE c.search @@ (SELECT q FROM kw)`
 
 // A scoped recall (recallStatements) reads only the items of one scope,
 // through context_user_scope_idx; facts are user-wide and stay unfiltered.
@@ -157,7 +187,7 @@ const recallSQL = `
 // read from context_user_created_id_idx (or context_user_scope_idx) in its
 // order. The tsvector is not read: there is no term to count.
 const latestCandidatesSQL = `
-	SELECT 2, NULL, NULL, NULL, NULL, c.id, c.question, c.answer, c.created_at, NULL, c.event_id, c.conversation_id,
+	SELECT 2, 1, NULL, NULL, NULL, c.id, c.question, c.answer, c.created_at, NULL, c.event_id, c.conversation_id,
 		c.question_len, c.answer_len, ''::text
 	FROM (SELECT id, question, answer, created_at, event_id, conversation_id, question_len, answer_len
 		FROM context WHERE user_id = $1{range} ORDER BY created_at DESC, id DESC LIMIT {latest}) c`
@@ -180,7 +210,7 @@ const generationSQL = `
 // keywords match too comes twice; recall keeps one.
 const vectorCandidatesSQL = `
 	UNION ALL
-	SELECT 2, NULL, NULL, NULL, NULL, c.id, c.question, c.answer, c.created_at, NULL, c.event_id, c.conversation_id,
+	SELECT 2, NULL, NULL, NULL, NULL, c.id, NULL, NULL, c.created_at, NULL, NULL, NULL,
 		c.question_len, c.answer_len, c.search::text
 	FROM context c WHERE c.id = ANY({ids}) AND c.user_id = $1{conds}`
 
@@ -214,16 +244,18 @@ var recallStatements = func() map[recallShape]string {
 			conds = cond
 			n += 2
 			if sh.latest {
-				i := strings.Index(sql, "\tUNION ALL\n\tSELECT 2,")
+				i := strings.Index(sql, "\tUNION ALL\n\tSELECT 4,")
 				if i < 0 {
 					panic("store: recallSQL has no candidates part")
 				}
 				latest := strings.ReplaceAll(latestCandidatesSQL, "{range}", scope+cond)
 				sql = sql[:i] + "\tUNION ALL" + strings.ReplaceAll(latest, "{latest}", fmt.Sprintf("$%d", n+1))
 			} else {
-				sql = strings.Replace(sql, "AND $2 <> '' OFFSET 0", "AND $2 <> ''"+cond+" OFFSET 0", 1)
+				sql = strings.Replace(sql, "AND (SELECT phrase FROM kw) OFFSET 0", "AND (SELECT phrase FROM kw)"+cond+" OFFSET 0", 1)
 			}
 		}
+		sql = strings.ReplaceAll(sql, "{conds}", scope+conds)
+		sql = strings.ReplaceAll(sql, "{few}", strconv.Itoa(fewCandidates))
 		m[sh] = sql
 		if !sh.latest {
 			m[recallShape{scoped: sh.scoped, ranged: sh.ranged, hybrid: true}] = hybridSQL(sql, scope+conds, n+1)
@@ -232,12 +264,19 @@ var recallStatements = func() map[recallShape]string {
 	return m
 }()
 
+// fewCandidates is the most candidates whose texts recallSQL returns with
+// them (Candidates.Texts): for so few, the texts cost less than the second
+// round trip of ContextTexts (the synthetic corpus's ~15 short items); for
+// more (a real conversation's hundreds of ~2 KB items) they cost more.
+const fewCandidates = 32
+
 // Row kinds of recallSQL.
 const (
 	rowStats      = 0
 	rowFact       = 1
 	rowCandidate  = 2
 	rowGeneration = 3
+	rowCounted    = 4 // a candidate with its stored term counts
 )
 
 // Candidates is what a search reads for ranking (package ranking, which
@@ -250,11 +289,17 @@ type Candidates struct {
 	// Stats are over all the user's items, matched or not.
 	Stats ItemStats
 	// Matches are the user's items holding any of Terms, in no particular
-	// order (and, for a hybrid search, its VectorIDs).
+	// order (and, for a hybrid search, its VectorIDs). From Recall their
+	// texts are empty unless Texts: ContextTexts reads those of the items
+	// ranking keeps. SearchContext returns them with their texts.
 	Matches []Candidate
 	// Generation is the user's embedding generation when the search was
 	// hybrid (see UserVectors), 0 when the user has no vectors.
 	Generation int64
+	// Texts says every one of Matches carries its texts (a Latest search,
+	// or a query of few candidates: see fewCandidates), so ContextTexts
+	// need not be called.
+	Texts bool
 }
 
 // ItemStats are what BM25F needs to know of all of a user's items. Its
@@ -269,8 +314,8 @@ type ItemStats struct {
 
 // Candidate is an item a search matched.
 type Candidate struct {
-	// Item is the context item, its Score zero. The strings of all of a
-	// search's candidates share one allocation.
+	// Item is the context item, its Score zero; see Candidates.Matches for
+	// when its texts are read.
 	Item ContextItem
 	// QuestionLen and AnswerLen are the fields' lengths in distinct lexemes.
 	QuestionLen, AnswerLen int
@@ -311,20 +356,42 @@ type RecallQuery struct {
 }
 
 // SearchContext returns the user's context items holding any keyword's
-// lexeme, with what ranking them needs (see Candidates). It never fails
-// because of the keywords' content.
+// lexeme, with their texts and what ranking them needs (see Candidates). It
+// never fails because of the keywords' content. The texts are a second read
+// (ContextTexts) of every candidate: a caller that ranks first and needs
+// only a few texts uses Recall.
 func (s *Store) SearchContext(ctx context.Context, q SearchQuery) (Candidates, error) {
 	_, c, err := s.recall(ctx, q, 0)
 	if err != nil {
 		return Candidates{}, fmt.Errorf("search context: %w", err)
 	}
+	if c.Texts {
+		return c, nil
+	}
+	items := make([]ContextItem, len(c.Matches))
+	for i, m := range c.Matches {
+		items[i] = m.Item
+	}
+	if items, err = s.ContextTexts(ctx, q.UserID, items); err != nil {
+		return Candidates{}, fmt.Errorf("search context: %w", err)
+	}
+	// ContextTexts keeps the order and leaves out only items gone since.
+	kept := c.Matches[:0]
+	for _, m := range c.Matches {
+		if len(items) > 0 && items[0].ID == m.Item.ID {
+			m.Item, items = items[0], items[1:]
+			kept = append(kept, m)
+		}
+	}
+	c.Matches, c.Texts = kept, true
 	return c, nil
 }
 
 // Recall returns the user's facts (most recently set first, at most
-// q.MaxFacts) and the candidates SearchContext would return, from one
-// statement: one round trip to Postgres and one snapshot, so a reply never
-// shows a turn's context without the facts committed with it.
+// q.MaxFacts) and the candidates SearchContext would return, without their
+// texts, from one statement: one round trip to Postgres and one snapshot, so
+// a reply never shows a turn's context without the facts committed with it.
+// ContextTexts then reads the texts of the items ranking keeps.
 func (s *Store) Recall(ctx context.Context, q RecallQuery) ([]Fact, Candidates, error) {
 	if q.MaxFacts < 1 {
 		return nil, Candidates{}, fmt.Errorf("recall: max facts %d is under 1", q.MaxFacts)
@@ -383,13 +450,15 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 		c                   Candidate
 		cr                  candidateReader
 		q1, a1, ev, conv, v pgtype.DriverBytes // valid until the next row: copied by cr
+		withTexts           *float64           // a candidate's: 1 when the row has its texts
+		allTexts            = true
 		n                   float64
 		sawStats            bool
 	)
 	// Each kind of row scans its own columns; nil skips the others.
 	statsDest := []any{nil, &n, &out.Stats.AvgQuestionLen, &out.Stats.AvgAnswerLen, &out.Terms, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
 	factDest := []any{nil, nil, nil, nil, nil, nil, &f.Key, &f.Value, &f.SourceAt, &f.UpdatedAt, &f.EventID, &f.ConversationID, nil, nil, nil}
-	candDest := []any{nil, nil, nil, nil, nil, &c.Item.ID, &q1, &a1, &c.Item.CreatedAt, nil, &ev, &conv, &qlen, &alen, &v}
+	candDest := []any{nil, &withTexts, nil, nil, nil, &c.Item.ID, &q1, &a1, &c.Item.CreatedAt, nil, &ev, &conv, &qlen, &alen, &v}
 	kindDest := make([]any, len(candDest))
 	kindDest[0] = &kind
 	for rows.Next() {
@@ -407,10 +476,11 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 				f.UserID = q.UserID
 				facts = append(facts, f)
 			}
-		case rowCandidate:
+		case rowCandidate, rowCounted:
 			if err = rows.Scan(candDest...); err == nil {
 				c.QuestionLen, c.AnswerLen = int(qlen), int(alen)
-				cr.add(c, q1, a1, ev, conv, v)
+				allTexts = allTexts && withTexts != nil
+				cr.add(c, q1, a1, ev, conv, v, kind == rowCounted)
 			}
 		case rowGeneration:
 			err = rows.Scan(nil, nil, nil, nil, nil, &out.Generation, nil, nil, nil, nil, nil, nil, nil, nil, nil)
@@ -433,6 +503,7 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 	slices.SortStableFunc(facts, func(x, y Fact) int { return y.SourceAt.Compare(x.SourceAt) })
 
 	out.Matches = cr.decode(q.UserID)
+	out.Texts = allTexts
 	if sh.hybrid && len(q.VectorIDs) > 0 {
 		out.Matches = dedupVectorIDs(out.Matches, q.VectorIDs)
 	}
@@ -486,9 +557,10 @@ type candidateReader struct {
 }
 
 type rawCandidate struct {
-	texts  [4]span // question, answer, event id, conversation id, in texts
-	vector span    // the tsvector's text form, in vectors, until decoded
-	bad    bool    // the tsvector did not read
+	texts   [4]span // question, answer, event id, conversation id, in texts
+	vector  span    // the tsvector's text form (or the counts), in vectors, until decoded
+	counted bool    // vector holds stored counts (rowCounted), not a tsvector
+	bad     bool    // the tsvector or counts did not read
 }
 
 // setTerms gives the query's lexemes and decodes the tsvectors that came
@@ -496,24 +568,31 @@ type rawCandidate struct {
 func (cr *candidateReader) setTerms(terms []string) {
 	cr.terms, cr.known = terms, true
 	for i := range cr.deferred {
-		cr.decodeVector(&cr.raws[i], cr.raws[i].vector.of(cr.vectors))
+		r := &cr.raws[i]
+		cr.decodeVector(r, r.vector.of(cr.vectors))
 	}
 	cr.vectors = nil
 }
 
-// decodeVector appends the counts of v's terms.
+// decodeVector appends the counts of v's terms: v is a tsvector's text, or
+// stored counts when r.counted.
 func (cr *candidateReader) decodeVector(r *rawCandidate, v []byte) {
 	n := len(cr.counts)
 	cr.counts = slices.Grow(cr.counts, len(cr.terms))[:n+len(cr.terms)]
+	if r.counted {
+		r.bad = readStoredCounts(v, cr.counts[n:]) != nil
+		return
+	}
 	r.bad = cr.tc.read(v, cr.terms, cr.counts[n:]) != nil
 }
 
 // add reads one candidate row: c without its texts and term counts, and
-// the row's bytes for those.
-func (cr *candidateReader) add(c Candidate, question, answer, eventID, conversationID, vector []byte) {
+// the row's bytes for those (vector holds stored counts when counted).
+func (cr *candidateReader) add(c Candidate, question, answer, eventID, conversationID, vector []byte, counted bool) {
 	t := &cr.texts
 	cr.matches = append(cr.matches, c)
-	cr.raws = append(cr.raws, rawCandidate{texts: [4]span{push(t, question), push(t, answer), push(t, eventID), push(t, conversationID)}})
+	cr.raws = append(cr.raws, rawCandidate{texts: [4]span{push(t, question), push(t, answer), push(t, eventID), push(t, conversationID)},
+		counted: counted})
 	r := &cr.raws[len(cr.raws)-1]
 	if cr.known {
 		cr.decodeVector(r, vector)

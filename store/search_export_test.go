@@ -9,10 +9,13 @@ func ReadCandidates(cands []Candidate, rows [][5][]byte, terms []string, userID 
 			cr.setTerms(terms)
 		}
 		r := rows[i]
-		cr.add(c, r[0], r[1], r[2], r[3], r[4])
+		cr.add(c, r[0], r[1], r[2], r[3], r[4], false)
 	}
 	if !cr.known {
 		cr.setTerms(terms)
 	}
 	return cr.decode(userID)
 }
+
+// ReadStoredCounts is readStoredCounts, for tests.
+var ReadStoredCounts = readStoredCounts

@@ -148,8 +148,20 @@ func TestRecall(t *testing.T) {
 	if len(facts) != 2 || facts[0].Key != "new" || facts[1].Key != "mid" {
 		t.Fatalf("facts = %+v, want new then mid", facts)
 	}
-	if len(c.Matches) != 1 || c.Matches[0].Item.Answer != "Rex" || c.Matches[0].Item.UserID != "u" || c.Stats.Items != 1 {
+	if len(c.Matches) != 1 || c.Matches[0].Item.UserID != "u" || c.Stats.Items != 1 {
 		t.Fatalf("candidates = %+v, want u's dog only", c)
+	}
+	// So few candidates come with their texts (Candidates.Texts); else
+	// ContextTexts reads them, for the user's own items only.
+	if !c.Texts || c.Matches[0].Item.Answer != "Rex" {
+		t.Fatalf("candidate read with texts %v, answer %q; want Rex", c.Texts, c.Matches[0].Item.Answer)
+	}
+	items, err := s.ContextTexts(ctx, "u", []store.ContextItem{c.Matches[0].Item})
+	if err != nil || len(items) != 1 || items[0].Answer != "Rex" || items[0].Question != "What is my dog called?" {
+		t.Fatalf("ContextTexts = %+v, %v; want u's dog with its texts", items, err)
+	}
+	if items, err := s.ContextTexts(ctx, "other", []store.ContextItem{c.Matches[0].Item}); err != nil || len(items) != 0 {
+		t.Fatalf("ContextTexts of u's item as other = %+v, %v; want none", items, err)
 	}
 	// No keywords: facts only, and no candidate.
 	facts, c, err = s.Recall(ctx, store.RecallQuery{SearchQuery: store.SearchQuery{UserID: "u"}, MaxFacts: 10})

@@ -78,7 +78,7 @@ func TestCandidateReader(t *testing.T) {
 				cr.setTerms(terms)
 			}
 			c := Candidate{Item: ContextItem{ID: int64(i + 1)}, QuestionLen: lens[i][0], AnswerLen: lens[i][1]}
-			cr.add(c, []byte(r.q), []byte(r.a), []byte(r.ev), []byte(r.conv), []byte(r.vector))
+			cr.add(c, []byte(r.q), []byte(r.a), []byte(r.ev), []byte(r.conv), []byte(r.vector), false)
 		}
 		if at == len(rows) {
 			cr.setTerms(terms)

@@ -9,7 +9,7 @@ import (
 )
 
 // warmStatements runs the statements enrich uses (Recall: the plain, the
-// scoped and the ranged shape, lexical and hybrid) once on a new connection, for a user id no
+// scoped and the ranged shape, lexical and hybrid; ContextTexts) once on a new connection, for a user id no
 // user can have, before the pool hands the connection out. pgx prepares
 // and caches each statement on the connection, and the server backend
 // loads its catalog caches for the tables and indexes they read; without
@@ -37,6 +37,10 @@ func warmStatements(ctx context.Context, conn *pgx.Conn, logger *slog.Logger) {
 			logger.Debug("store: warming a statement failed; it is prepared on first use instead", "error", err)
 			return
 		}
+	}
+	// The second read of a ranked enrich: the texts of the items kept.
+	if _, err := ws.ContextTexts(ctx, warmUserID, []ContextItem{{ID: 0}}); err != nil {
+		logger.Debug("store: warming a statement failed; it is prepared on first use instead", "error", err)
 	}
 }
 

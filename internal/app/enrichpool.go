@@ -82,7 +82,7 @@ func (c BackPressureConfig) withDefaults() BackPressureConfig {
 }
 
 // enrichStore is the store the enrich service is given: enrich's reads
-// (Recall, and the vector cache's UserVectors) go to enrich's own pool, every other endpoint (the tools'
+// (Recall and ContextTexts, and the vector cache's UserVectors) go to enrich's own pool, every other endpoint (the tools'
 // reads and writes, which pass the store's context hook) to the shared
 // store.
 type enrichStore struct {
@@ -93,6 +93,12 @@ type enrichStore struct {
 // Recall implements enricher.Recaller on enrich's pool.
 func (e enrichStore) Recall(ctx context.Context, q store.RecallQuery) ([]store.Fact, store.Candidates, error) {
 	return e.recall.Recall(ctx, q)
+}
+
+// ContextTexts implements enricher.Recaller on enrich's pool: the texts of
+// the items a ranked enrich keeps are its second read.
+func (e enrichStore) ContextTexts(ctx context.Context, userID string, items []store.ContextItem) ([]store.ContextItem, error) {
+	return e.recall.ContextTexts(ctx, userID, items)
 }
 
 // UserVectors implements enricher.VectorReader on enrich's pool: the

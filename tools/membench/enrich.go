@@ -87,9 +87,10 @@ func (b *bench) enrichPhase(ctx context.Context, c corpus) error {
 	}
 
 	// Table size and row counts.
-	var rowsN, total, heap int64
-	if err := e.admin.QueryRow(ctx, fmt.Sprintf(`SELECT (SELECT count(*) FROM %[1]s.context), pg_total_relation_size('%[1]s.context'), pg_relation_size('%[1]s.context')`,
-		pgx.Identifier{schema}.Sanitize())).Scan(&rowsN, &total, &heap); err != nil {
+	var rowsN, total, heap, terms int64
+	if err := e.admin.QueryRow(ctx, fmt.Sprintf(`SELECT (SELECT count(*) FROM %[1]s.context), pg_total_relation_size('%[1]s.context'), pg_relation_size('%[1]s.context'),
+		coalesce(pg_total_relation_size(to_regclass('%[1]s.context_terms')), 0)`,
+		pgx.Identifier{schema}.Sanitize())).Scan(&rowsN, &total, &heap, &terms); err != nil {
 		return err
 	}
 	var factsN, usersN int64
@@ -101,6 +102,7 @@ func (b *bench) enrichPhase(ctx context.Context, c corpus) error {
 	if rowsN > 0 {
 		r.bytesPer1k = float64(total) / float64(rowsN) * 1000
 		r.heapPer1k = float64(heap) / float64(rowsN) * 1000
+		r.termsPer1k = float64(terms) / float64(rowsN) * 1000
 	}
 
 	prefix := "bench_" + b.id + "_" + c.name()
@@ -357,7 +359,14 @@ func serialWithFloor(ctx context.Context, nc *nats.Conn, prefix, url string, req
 				if err != nil {
 					return err
 				}
+				// The texts of the items kept, as enrich reads them after
+				// ranking (store.ContextTexts): part of the query enrich needs.
 				items := enricher.Rank(cands, time.Time{}, events.DefaultThreshold, events.DefaultMaxResults)
+				if !cands.Texts {
+					if items, err = s.ContextTexts(ctx, q.UserID, items); err != nil {
+						return err
+					}
+				}
 				r.query = append(r.query, time.Since(t0))
 				rowsSeen += len(items)
 				candsSeen += len(cands.Matches)

@@ -49,7 +49,10 @@ func floorLoad(ctx context.Context, conns []*nats.Conn, prefix, url string, c co
 					q := store.RecallQuery{SearchQuery: store.SearchQuery{UserID: userID(rq.user), Keywords: enricher.Keywords(rq.message)}, MaxFacts: enricher.DefaultMaxFacts}
 					var cands store.Candidates
 					if _, cands, err = s.Recall(ctx, q); err == nil {
-						_ = enricher.Rank(cands, time.Time{}, events.DefaultThreshold, events.DefaultMaxResults)
+						items := enricher.Rank(cands, time.Time{}, events.DefaultThreshold, events.DefaultMaxResults)
+						if !cands.Texts {
+							_, err = s.ContextTexts(ctx, q.UserID, items)
+						}
 					}
 				}
 				if err != nil {

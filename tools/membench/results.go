@@ -31,6 +31,7 @@ type corpusResults struct {
 	lengths                          lengthDist
 	contextRows, factRows, seedUsers int64
 	bytesPer1k, heapPer1k            float64
+	termsPer1k                       float64 // context_terms (migrations/025), heap and index
 
 	enrich1     enrichStats // 1 client
 	echo, query latencies   // floor
@@ -187,7 +188,8 @@ func (r *results) corpusTable(b *strings.Builder, o *options, c *corpusResults) 
 				u.enrich.degraded, u.enrich.n, pctOf(u.enrich.degraded, u.enrich.n)),
 			fmt.Sprintf("ingest %.0f turns/s (all processed in %s)", u.ingestRate, u.elapsed.Round(time.Millisecond)), "", target, met)
 	}
-	row("Postgres size per 1,000 context items", fmt.Sprintf("%.2f MiB (heap %.2f MiB; rest indexes and TOAST)", c.bytesPer1k/(1<<20), c.heapPer1k/(1<<20)), "", "", "", "")
+	row("Postgres size per 1,000 context items", fmt.Sprintf("%.2f MiB (heap %.2f MiB; rest indexes and TOAST), and %.2f MiB of term statistics (context_terms)",
+		c.bytesPer1k/(1<<20), c.heapPer1k/(1<<20), c.termsPer1k/(1<<20)), "", "", "", "")
 }
 
 func pctOf(a, b int) float64 {
