@@ -18,7 +18,7 @@ import (
 type DocStore interface {
 	DeleteDocument(ctx context.Context, o store.Owner, collection, docID string) (bool, error)
 	ListDocuments(ctx context.Context, o store.Owner, collection, after string, limit int) ([]store.DocumentInfo, string, error)
-	SearchChunks(ctx context.Context, q store.ChunkQuery) (store.ChunkCandidates, error)
+	SearchChunks(ctx context.Context, q store.ChunkQuery, rank store.ChunkRanker) ([]store.ChunkHit, error)
 	InTx(ctx context.Context, fn func(pgx.Tx, *store.Store) error) error
 }
 
@@ -69,6 +69,11 @@ func RankChunks(c store.ChunkCandidates, threshold float64, limit int) []store.C
 		out[i].Score = h.Score
 	}
 	return out
+}
+
+// ChunkRanker is the store.ChunkRanker of RankChunks(c, threshold, limit).
+func ChunkRanker(threshold float64, limit int) store.ChunkRanker {
+	return func(c store.ChunkCandidates) []store.ChunkHit { return RankChunks(c, threshold, limit) }
 }
 
 // docs answers memory.docs.* on a user's subjects and
@@ -298,11 +303,11 @@ func (d docs) search(token string, data []byte) (call, error) {
 		}
 	}
 	return func(ctx context.Context) (any, error) {
-		c, err := d.store.SearchChunks(ctx, store.ChunkQuery{Reader: o, Collections: req.Collections, Keywords: Keywords(req.Query)})
+		hits, err := d.store.SearchChunks(ctx, store.ChunkQuery{Reader: o, Collections: req.Collections, Keywords: Keywords(req.Query)},
+			ChunkRanker(threshold, limit))
 		if err != nil {
 			return nil, notFound(err)
 		}
-		hits := RankChunks(c, threshold, limit)
 		out := make([]events.DocChunk, len(hits))
 		for i, h := range hits {
 			out[i] = events.DocChunk{Collection: h.Collection, DocID: h.DocumentID, Source: h.Source, HeadingPath: h.HeadingPath,

@@ -15,7 +15,7 @@ import (
 // own, and shared ones they are granted), store.ErrNoCollection for one
 // they may not.
 type ChunkSearcher interface {
-	SearchChunks(ctx context.Context, q store.ChunkQuery) (store.ChunkCandidates, error)
+	SearchChunks(ctx context.Context, q store.ChunkQuery, rank store.ChunkRanker) ([]store.ChunkHit, error)
 }
 
 // checkCollections checks an enrich request's collections: at most
@@ -49,18 +49,17 @@ func (s *Service) documents(ctx context.Context, p enrichParams) ([]events.Docum
 	if len(p.collections) == 0 {
 		return []events.DocumentChunk{}, nil
 	}
-	cands, err := s.docs.SearchChunks(ctx, store.ChunkQuery{
+	hits, err := s.docs.SearchChunks(ctx, store.ChunkQuery{
 		Reader:      store.Owner{User: p.userID},
 		Collections: p.collections,
 		Keywords:    p.keywords,
-	})
+	}, ChunkRanker(p.docsThreshold, p.docsMaxResults))
 	if errors.Is(err, store.ErrNoCollection) {
 		return nil, badRequest("collections: %v (or not readable by this user)", err)
 	}
 	if err != nil {
 		return nil, err
 	}
-	hits := RankChunks(cands, p.docsThreshold, p.docsMaxResults)
 	out := make([]events.DocumentChunk, len(hits))
 	for i, h := range hits {
 		hp := h.HeadingPath

@@ -40,7 +40,8 @@ type ChunkHit struct {
 	Score float64
 }
 
-// ChunkCandidate is a chunk a search matched, with what ranking needs: the
+// ChunkCandidate is a chunk a search matched, with what ranking needs (its
+// Hit has no Text yet): the
 // heading path is BM25F's first field (ranking's "question"), the text the
 // second ("answer").
 type ChunkCandidate struct {
@@ -51,7 +52,8 @@ type ChunkCandidate struct {
 	Terms []TermCount
 }
 
-// ChunkCandidates is what a chunk search reads for ranking.
+// ChunkCandidates is what a chunk search reads for ranking (a
+// ChunkRanker's input).
 type ChunkCandidates struct {
 	// Terms are the query's distinct lexemes under the searched
 	// collections' configurations.
@@ -131,37 +133,100 @@ const chunkStatsSQL = `
 	FROM doc_chunks WHERE collection_id = ANY($1)`
 
 // chunkCandidatesSQL reads the matching chunks, each under its own
-// configuration's parse of the query, with their documents' sources: one
-// statement, so one snapshot, so a document being replaced is seen whole,
-// old or new.
+// configuration's parse of the query, with their documents' sources, and
+// what ranking needs (lengths and the search vector) but not their text:
+// ranking reads every match, and the text is most of a chunk's bytes.
 const chunkCandidatesSQL = `
 	WITH kw AS MATERIALIZED (SELECT cfg, memoryd_tsquery(cfg, $3) AS q FROM unnest($2::text[]) cfg)
-	SELECT ch.collection_id, ch.doc_id, d.source, ch.chunk_index, ch.heading_path, ch.text, ch.byte_start, ch.byte_end,
+	SELECT ch.collection_id, ch.doc_id, d.source, ch.chunk_index, ch.heading_path, ch.byte_start, ch.byte_end,
 		ch.heading_len, ch.text_len, ch.search::text
 	FROM doc_chunks ch JOIN kw ON kw.cfg = ch.ts_config
 	JOIN documents d ON d.collection_id = ch.collection_id AND d.doc_id = ch.doc_id
 	WHERE ch.collection_id = ANY($1) AND ch.search @@ kw.q`
 
+// chunkTextsSQL reads the text of the chunks kept, in the order given.
+const chunkTextsSQL = `
+	SELECT ch.text
+	FROM unnest($1::bigint[], $2::text[], $3::int[]) WITH ORDINALITY AS u(c, d, i, n)
+	JOIN doc_chunks ch ON ch.collection_id = u.c AND ch.doc_id = u.d AND ch.chunk_index = u.i
+	ORDER BY u.n`
+
+// ChunkRanker ranks a chunk search's candidates: it returns the hits of
+// the matches it keeps (c.Matches[i].Hit, Score set), best first. Their
+// Text is empty: SearchChunks reads it for the kept hits only.
+type ChunkRanker func(c ChunkCandidates) []ChunkHit
+
 // SearchChunks returns the chunks of the collections q names holding any
-// keyword's lexeme, with what ranking them needs. It never fails because of
-// the keywords' content; a collection the reader may not read is
+// keyword's lexeme, as rank keeps and orders them, with their text. It
+// reads the candidates (what ranking needs, no text), ranks them, then
+// reads the text of the kept ones, all in one snapshot, so that a document
+// being replaced is seen whole, old or new. It never fails because of the
+// keywords' content; a collection the reader may not read is
 // ErrNoCollection.
-func (s *Store) SearchChunks(ctx context.Context, q ChunkQuery) (ChunkCandidates, error) {
+func (s *Store) SearchChunks(ctx context.Context, q ChunkQuery, rank ChunkRanker) ([]ChunkHit, error) {
+	var hits []ChunkHit
+	err := s.snapshot(ctx, func(r *Store) error {
+		c, ids, err := r.chunkCandidates(ctx, q)
+		if err != nil {
+			return err
+		}
+		hits = rank(c)
+		if len(hits) == 0 {
+			return nil
+		}
+		cols, docs, idx := make([]int64, len(hits)), make([]string, len(hits)), make([]int32, len(hits))
+		for i, h := range hits {
+			id, ok := ids[h.Collection]
+			if !ok {
+				return fmt.Errorf("ranker returned a hit of collection %q, not searched", h.Collection)
+			}
+			cols[i], docs[i], idx[i] = id, h.DocumentID, int32(h.ChunkIndex)
+		}
+		rows, err := r.db.Query(ctx, chunkTextsSQL, cols, docs, idx)
+		if err != nil {
+			return err
+		}
+		texts, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		if len(texts) != len(hits) {
+			return fmt.Errorf("ranker returned %d hits, %d of them candidates", len(hits), len(texts))
+		}
+		for i := range hits {
+			hits[i].Text = texts[i]
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("search chunks: %w", err)
+	}
+	if hits == nil {
+		hits = []ChunkHit{}
+	}
+	return hits, nil
+}
+
+// chunkCandidates reads a search's candidates, and the ids of the searched
+// collections by reference.
+func (s *Store) chunkCandidates(ctx context.Context, q ChunkQuery) (ChunkCandidates, map[string]int64, error) {
 	cols, err := s.readable(ctx, q)
 	if err != nil {
-		return ChunkCandidates{}, fmt.Errorf("search chunks: %w", err)
+		return ChunkCandidates{}, nil, err
 	}
 	tsq, terms := tsQuery(q.Keywords)
 	out := ChunkCandidates{Terms: []string{}, Matches: []ChunkCandidate{}}
 	if tsq == "" || len(cols) == 0 {
-		return out, nil
+		return out, nil, nil
 	}
 	ids := make([]int64, len(cols))
 	var cfgs []string
 	refs := make(map[int64]string, len(cols))
+	byRef := make(map[string]int64, len(cols))
 	for i, c := range cols {
 		ids[i] = c.ID
 		refs[c.ID] = c.Ref(q.Reader)
+		byRef[refs[c.ID]] = c.ID
 		if !slices.Contains(cfgs, c.TSConfig) {
 			cfgs = append(cfgs, c.TSConfig)
 		}
@@ -169,12 +234,12 @@ func (s *Store) SearchChunks(ctx context.Context, q ChunkQuery) (ChunkCandidates
 	var n float64
 	if err := s.db.QueryRow(ctx, chunkStatsSQL, ids, cfgs, terms).
 		Scan(&n, &out.Stats.AvgQuestionLen, &out.Stats.AvgAnswerLen, &out.Terms); err != nil {
-		return ChunkCandidates{}, fmt.Errorf("search chunks: stats: %w", err)
+		return ChunkCandidates{}, nil, fmt.Errorf("stats: %w", err)
 	}
 	out.Stats.Items = int(n)
 	rows, err := s.db.Query(ctx, chunkCandidatesSQL, ids, cfgs, tsq)
 	if err != nil {
-		return ChunkCandidates{}, fmt.Errorf("search chunks: %w", err)
+		return ChunkCandidates{}, nil, err
 	}
 	var (
 		tc     termCounts
@@ -183,7 +248,7 @@ func (s *Store) SearchChunks(ctx context.Context, q ChunkQuery) (ChunkCandidates
 		vector []byte
 	)
 	_, err = pgx.ForEachRow(rows, []any{&colID, &c.Hit.DocumentID, &c.Hit.Source, &c.Hit.ChunkIndex, &c.Hit.HeadingPath,
-		&c.Hit.Text, &c.Hit.Start, &c.Hit.End, &c.HeadingLen, &c.TextLen, &vector}, func() error {
+		&c.Hit.Start, &c.Hit.End, &c.HeadingLen, &c.TextLen, &vector}, func() error {
 		c.Hit.Collection = refs[colID]
 		c.Terms = make([]TermCount, len(out.Terms))
 		if err := tc.read(vector, out.Terms, c.Terms); err != nil {
@@ -197,9 +262,9 @@ func (s *Store) SearchChunks(ctx context.Context, q ChunkQuery) (ChunkCandidates
 		return nil
 	})
 	if err != nil {
-		return ChunkCandidates{}, fmt.Errorf("search chunks: %w", err)
+		return ChunkCandidates{}, nil, err
 	}
-	return out, nil
+	return out, byRef, nil
 }
 
 // HeadingText joins a heading path as the index does ("A > B").
