@@ -19,6 +19,8 @@ type DocStore interface {
 	DeleteDocument(ctx context.Context, o store.Owner, collection, docID string) (bool, error)
 	ListDocuments(ctx context.Context, o store.Owner, collection, after string, limit int) ([]store.DocumentInfo, string, error)
 	SearchChunks(ctx context.Context, q store.ChunkQuery, rank store.ChunkRanker) ([]store.ChunkHit, error)
+	SetDefaultCollections(ctx context.Context, user string, names []string) ([]string, error)
+	DefaultCollections(ctx context.Context, user string) ([]string, error)
 	InTx(ctx context.Context, fn func(pgx.Tx, *store.Store) error) error
 }
 
@@ -317,6 +319,40 @@ func (d docs) search(token string, data []byte) (call, error) {
 	}, nil
 }
 
+// defaults reads or sets the user's default collections.
+func (d docs) defaults(token string, data []byte) (call, error) {
+	var req events.DocsDefaultsRequest
+	if err := decode(data, &req); err != nil {
+		return nil, err
+	}
+	o, err := d.owner(token, req.UserID)
+	if err != nil {
+		return nil, err
+	}
+	set := req.Collections != nil
+	names, err := checkCollections(req.Collections)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (any, error) {
+		var out []string
+		if set {
+			// Under the forget lock, as a put: a set racing a forget of
+			// the user is deleted by it or comes after.
+			err = d.inTx(ctx, o, func(_ pgx.Tx, q *store.Store) (err error) {
+				out, err = q.SetDefaultCollections(ctx, o.User, names)
+				return err
+			})
+		} else {
+			out, err = d.store.DefaultCollections(ctx, o.User)
+		}
+		if err != nil {
+			return nil, notFound(err)
+		}
+		return events.DocsDefaultsReply{Collections: out}, nil
+	}, nil
+}
+
 // docsEndpoints are the documents endpoints: on a user's subjects, and on
 // a shared scope's (<prefix>.shared.docs.<op>.<scope>), which take the same
 // requests (their schemas are the user's, see schemaName).
@@ -334,6 +370,9 @@ func (s *Service) docsEndpoints() []endpoint {
 			endpoint{name + "delete", subject + "delete", "delete a document of one of " + whose + " collections", s.toolLane, d.delete},
 			endpoint{name + "list", subject + "list", "list the documents of one of " + whose + " collections, paged", s.toolLane, d.list},
 			endpoint{name + "search", subject + "search", "search the chunks of " + whose + " collections (and, for a user, the shared ones granted)", s.searchLane, d.search})
+		if !shared {
+			eps = append(eps, endpoint{name + "defaults", subject + "defaults", "read or set the collections enrich searches when a request names none", s.toolLane, d.defaults})
+		}
 	}
 	return eps
 }

@@ -439,7 +439,7 @@ func (s *Store) ListDocuments(ctx context.Context, o Owner, collection, after st
 
 // DeleteCollections deletes every collection of the owner, with their
 // documents and chunks (forget of a user), and the owner's read grants
-// when it is a user; it returns how many documents went.
+// and default collections when it is a user; it returns how many documents went.
 func (s *Store) DeleteCollections(ctx context.Context, o Owner) (int64, error) {
 	kind, owner, err := o.kind()
 	if err != nil {
@@ -456,6 +456,9 @@ func (s *Store) DeleteCollections(ctx context.Context, o Owner) (int64, error) {
 		}
 		if kind == "user" {
 			if _, err := q.db.Exec(ctx, `DELETE FROM collection_readers WHERE user_id = $1`, owner); err != nil {
+				return err
+			}
+			if _, err := q.db.Exec(ctx, `DELETE FROM doc_defaults WHERE user_id = $1`, owner); err != nil {
 				return err
 			}
 		}

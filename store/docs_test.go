@@ -428,3 +428,34 @@ func TestDocumentsCountInSize(t *testing.T) {
 			after.FloorBytes-before.FloorBytes, after.LiveBytes-before.LiveBytes, after.RealBytes-before.RealBytes, grew)
 	}
 }
+
+// TestDefaultCollectionsForgotten checks that a user's default collections
+// go with the user's forget (DeleteCollections), shared ones included, and
+// that a shared scope has none.
+func TestDefaultCollectionsForgotten(t *testing.T) {
+	ctx, s := setup(t)
+	put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "notes", DocID: "a", Content: "The zebra notes."})
+	put(t, ctx, s, store.DocumentPut{Owner: store.Owner{Shared: "team-x"}, Collection: "handbook", DocID: "h", Content: "The zebra handbook."})
+	if _, err := s.GrantReader(ctx, "team-x", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.SetDefaultCollections(ctx, "alice", []string{"team-x/handbook", "notes"}); err != nil || !slices.Equal(got, []string{"team-x/handbook", "notes"}) {
+		t.Fatalf("set = %v, %v", got, err)
+	}
+	c := search(t, ctx, s, store.ChunkQuery{Reader: alice, Keywords: []string{"zebra"}, Defaults: true})
+	if len(c.Matches) != 2 {
+		t.Fatalf("defaults search matched %d chunks, want 2", len(c.Matches))
+	}
+	if _, err := s.DeleteCollections(ctx, alice); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GrantReader(ctx, "team-x", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.DefaultCollections(ctx, "alice"); err != nil || len(got) != 0 {
+		t.Fatalf("after forget and a new grant, defaults %v, %v", got, err)
+	}
+	if c := search(t, ctx, s, store.ChunkQuery{Reader: store.Owner{Shared: "team-x"}, Keywords: []string{"zebra"}, Defaults: true}); len(c.Matches) != 0 {
+		t.Fatalf("a shared scope searched defaults: %d chunks", len(c.Matches))
+	}
+}

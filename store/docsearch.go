@@ -22,6 +22,11 @@ type ChunkQuery struct {
 	Collections []string
 	// Keywords are ORed, as SearchQuery's; any text is safe.
 	Keywords []string
+	// Defaults, with no Collections, searches the reader's default
+	// collections (SetDefaultCollections) instead of every readable one:
+	// those the reader may still read (a revoked grant's are skipped, not
+	// an error); none set, none searched. Only a user has defaults.
+	Defaults bool
 }
 
 // ChunkHit is a chunk a search found, with what a citation needs.
@@ -100,6 +105,9 @@ func (s *Store) readable(ctx context.Context, q ChunkQuery) ([]Collection, error
 	if err != nil {
 		return nil, err
 	}
+	if len(q.Collections) == 0 && q.Defaults {
+		return s.defaults(ctx, reader, kind, all)
+	}
 	if len(q.Collections) == 0 {
 		return all, nil
 	}
@@ -112,6 +120,85 @@ func (s *Store) readable(ctx context.Context, q ChunkQuery) ([]Collection, error
 		if !slices.ContainsFunc(out, func(c Collection) bool { return c.ID == all[i].ID }) {
 			out = append(out, all[i])
 		}
+	}
+	return out, nil
+}
+
+// defaults returns the user's default collections among all, the
+// readable ones, in the order they were set.
+func (s *Store) defaults(ctx context.Context, user, kind string, all []Collection) ([]Collection, error) {
+	if kind != "user" {
+		return nil, nil
+	}
+	ids, err := s.defaultIDs(ctx, user)
+	if err != nil {
+		return nil, err
+	}
+	var out []Collection
+	for _, id := range ids {
+		if i := slices.IndexFunc(all, func(c Collection) bool { return c.ID == id }); i >= 0 {
+			out = append(out, all[i])
+		}
+	}
+	return out, nil
+}
+
+// defaultIDs returns the ids of the user's default collections, in order.
+func (s *Store) defaultIDs(ctx context.Context, user string) ([]int64, error) {
+	rows, err := s.db.Query(ctx, `SELECT collection_id FROM doc_defaults WHERE user_id = $1 ORDER BY position`, user)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}
+
+// SetDefaultCollections replaces the user's default collections with
+// names (as ChunkQuery.Collections names them; empty clears them), in one
+// transaction, and returns them as set (duplicates dropped). A name the
+// user may not read, or that does not exist, is ErrNoCollection and
+// changes nothing.
+func (s *Store) SetDefaultCollections(ctx context.Context, user string, names []string) ([]string, error) {
+	reader := Owner{User: user}
+	out := []string{}
+	err := s.inTx(ctx, func(q *Store) error {
+		var cols []Collection
+		if len(names) > 0 {
+			var err error
+			if cols, err = q.readable(ctx, ChunkQuery{Reader: reader, Collections: names}); err != nil {
+				return err
+			}
+		} else if _, _, err := reader.kind(); err != nil {
+			return err
+		}
+		ids := make([]int64, len(cols))
+		for i, c := range cols {
+			ids[i] = c.ID
+			out = append(out, c.Ref(reader))
+		}
+		if _, err := q.db.Exec(ctx, `DELETE FROM doc_defaults WHERE user_id = $1`, user); err != nil {
+			return err
+		}
+		_, err := q.db.Exec(ctx, `INSERT INTO doc_defaults (user_id, collection_id, position)
+			SELECT $1, c, n FROM unnest($2::bigint[]) WITH ORDINALITY AS u(c, n)`, user, ids)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("set default collections: %w", err)
+	}
+	return out, nil
+}
+
+// DefaultCollections returns the user's default collections that the user
+// may read, in the order set.
+func (s *Store) DefaultCollections(ctx context.Context, user string) ([]string, error) {
+	reader := Owner{User: user}
+	cols, err := s.readable(ctx, ChunkQuery{Reader: reader, Defaults: true})
+	if err != nil {
+		return nil, fmt.Errorf("default collections: %w", err)
+	}
+	out := make([]string, len(cols))
+	for i, c := range cols {
+		out[i] = c.Ref(reader)
 	}
 	return out, nil
 }
@@ -164,6 +251,15 @@ type ChunkRanker func(c ChunkCandidates) []ChunkHit
 // keywords' content; a collection the reader may not read is
 // ErrNoCollection.
 func (s *Store) SearchChunks(ctx context.Context, q ChunkQuery, rank ChunkRanker) ([]ChunkHit, error) {
+	if q.Defaults && len(q.Collections) == 0 {
+		// Most enrich requests come from users without defaults: one
+		// read answers them, without a transaction.
+		if ids, err := s.defaultIDs(ctx, q.Reader.User); err != nil {
+			return nil, fmt.Errorf("search chunks: %w", err)
+		} else if len(ids) == 0 {
+			return []ChunkHit{}, nil
+		}
+	}
 	var hits []ChunkHit
 	err := s.snapshot(ctx, func(r *Store) error {
 		c, ids, err := r.chunkCandidates(ctx, q)
