@@ -237,8 +237,8 @@ var fieldRules = map[string]map[string]fieldRule{
 		"max_results": maxResultsRule,
 		"threshold":   {minimum: 0, maximum: 1}},
 	"docs_defaults.request": {
-		rootRule:  {description: "Sent to <prefix>.docs.defaults.<user-token> (a user's subject only)."},
-		"user_id": userIDRule,
+		rootRule:      {description: "Sent to <prefix>.docs.defaults.<user-token> (a user's subject only)."},
+		"user_id":     userIDRule,
 		"collections": {optional: true, description: fmt.Sprintf("at most %d names, each readable by the user now; present: replaces the defaults ([] clears them); absent or null: only reads them", events.MaxEnrichCollections)}},
 	"import.request": {
 		rootRule:  {description: fmt.Sprintf("Each request is an import of its own, atomic; at most %d bytes of lines.", events.MaxImportRequestBytes)},
