@@ -56,7 +56,7 @@ writes to the database (--database-url), never over NATS.`)
 	f.ArgInt(&chunkTokens, "chunk-tokens", 0, "chunk size in tokens when put creates the collection (0: 200)")
 	f.ArgInt(&overlapTokens, "overlap-tokens", 0, "chunk overlap in tokens when put creates the collection (0: 30)")
 	f.ArgBool(&revoke, "revoke", false, "take a grant back (grant)")
-	f.ArgBool(&clear, "clear", false, "clear the user's default collections (defaults)")
+	f.ArgBool(&clear, "clear", false, "clear the user's collections searched by enrich when a request names none (defaults)")
 	var pos []string
 	for rest := args; ; {
 		if err := f.Parse(rest); err != nil {
