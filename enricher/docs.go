@@ -18,7 +18,9 @@ import (
 type DocStore interface {
 	DeleteDocument(ctx context.Context, o store.Owner, collection, docID string) (bool, error)
 	ListDocuments(ctx context.Context, o store.Owner, collection, after string, limit int) ([]store.DocumentInfo, string, error)
-	SearchChunks(ctx context.Context, q store.ChunkQuery) (store.ChunkCandidates, error)
+	SearchChunks(ctx context.Context, q store.ChunkQuery, rank store.ChunkRanker) ([]store.ChunkHit, error)
+	SetDefaultCollections(ctx context.Context, user string, names []string) ([]string, error)
+	DefaultCollections(ctx context.Context, user string) ([]string, error)
 	InTx(ctx context.Context, fn func(pgx.Tx, *store.Store) error) error
 }
 
@@ -69,6 +71,11 @@ func RankChunks(c store.ChunkCandidates, threshold float64, limit int) []store.C
 		out[i].Score = h.Score
 	}
 	return out
+}
+
+// ChunkRanker is the store.ChunkRanker of RankChunks(c, threshold, limit).
+func ChunkRanker(threshold float64, limit int) store.ChunkRanker {
+	return func(c store.ChunkCandidates) []store.ChunkHit { return RankChunks(c, threshold, limit) }
 }
 
 // docs answers memory.docs.* on a user's subjects and
@@ -298,17 +305,51 @@ func (d docs) search(token string, data []byte) (call, error) {
 		}
 	}
 	return func(ctx context.Context) (any, error) {
-		c, err := d.store.SearchChunks(ctx, store.ChunkQuery{Reader: o, Collections: req.Collections, Keywords: Keywords(req.Query)})
+		hits, err := d.store.SearchChunks(ctx, store.ChunkQuery{Reader: o, Collections: req.Collections, Keywords: Keywords(req.Query)},
+			ChunkRanker(threshold, limit))
 		if err != nil {
 			return nil, notFound(err)
 		}
-		hits := RankChunks(c, threshold, limit)
 		out := make([]events.DocChunk, len(hits))
 		for i, h := range hits {
 			out[i] = events.DocChunk{Collection: h.Collection, DocID: h.DocumentID, Source: h.Source, HeadingPath: h.HeadingPath,
 				ChunkIndex: h.ChunkIndex, Text: h.Text, Start: h.Start, End: h.End, Score: h.Score}
 		}
 		return events.DocsSearchReply{Chunks: out}, nil
+	}, nil
+}
+
+// defaults reads or sets the user's default collections.
+func (d docs) defaults(token string, data []byte) (call, error) {
+	var req events.DocsDefaultsRequest
+	if err := decode(data, &req); err != nil {
+		return nil, err
+	}
+	o, err := d.owner(token, req.UserID)
+	if err != nil {
+		return nil, err
+	}
+	set := req.Collections != nil
+	names, err := checkCollections(req.Collections)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (any, error) {
+		var out []string
+		if set {
+			// Under the forget lock, as a put: a set racing a forget of
+			// the user is deleted by it or comes after.
+			err = d.inTx(ctx, o, func(_ pgx.Tx, q *store.Store) (err error) {
+				out, err = q.SetDefaultCollections(ctx, o.User, names)
+				return err
+			})
+		} else {
+			out, err = d.store.DefaultCollections(ctx, o.User)
+		}
+		if err != nil {
+			return nil, notFound(err)
+		}
+		return events.DocsDefaultsReply{Collections: out}, nil
 	}, nil
 }
 
@@ -329,6 +370,9 @@ func (s *Service) docsEndpoints() []endpoint {
 			endpoint{name + "delete", subject + "delete", "delete a document of one of " + whose + " collections", s.toolLane, d.delete},
 			endpoint{name + "list", subject + "list", "list the documents of one of " + whose + " collections, paged", s.toolLane, d.list},
 			endpoint{name + "search", subject + "search", "search the chunks of " + whose + " collections (and, for a user, the shared ones granted)", s.searchLane, d.search})
+		if !shared {
+			eps = append(eps, endpoint{name + "defaults", subject + "defaults", "read or set the collections enrich searches when a request names none", s.toolLane, d.defaults})
+		}
 	}
 	return eps
 }

@@ -127,3 +127,68 @@ func TestEnrichDocumentsBadRequest(t *testing.T) {
 		}
 	}
 }
+
+// TestEnrichDefaultCollections: a user sets default collections over
+// memory.docs.defaults; an enrich without a collections field then gets
+// their chunks, one with "collections":[] gets none (and no documents
+// field); a name the user may not read is a 404 that changes nothing; a
+// revoked grant drops the shared default; an empty list clears them.
+func TestEnrichDefaultCollections(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	putDoc(t, st, store.Owner{User: "alice"}, "kb", "handbook.md", handbook)
+	putDoc(t, st, store.Owner{User: "bob"}, "private", "bob.md", handbook)
+	putDoc(t, st, store.Owner{Shared: "team"}, "wiki", "wiki.md", handbook)
+	if _, err := st.GrantReader(ctxT(t), "team", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	h := start(t, st, nil)
+	ctx := ctxT(t)
+	msg := "certificate authority for TLS?"
+	ten := 10
+	sources := func(r events.EnrichReply) []string {
+		var out []string
+		for _, d := range r.Documents {
+			if !slices.Contains(out, d.Collection) {
+				out = append(out, d.Collection)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	if r := enrich(t, h, events.EnrichRequest{UserID: "alice", Message: msg}); r.Documents != nil {
+		t.Fatalf("no defaults yet, documents %+v", r.Documents)
+	}
+	got, err := h.client.DocDefaults(ctx, events.DocsDefaultsRequest{UserID: "alice", Collections: []string{"team/wiki", "kb", "kb"}})
+	if err != nil || !slices.Equal(got.Collections, []string{"team/wiki", "kb"}) {
+		t.Fatalf("set defaults = %+v, %v", got, err)
+	}
+	if _, err := h.client.DocDefaults(ctx, events.DocsDefaultsRequest{UserID: "alice", Collections: []string{"kb", "private"}}); svcCode(err) != 404 {
+		t.Fatalf("defaults naming an unreadable collection: %v, want a 404", err)
+	}
+	if got, err := h.client.DocDefaults(ctx, events.DocsDefaultsRequest{UserID: "alice"}); err != nil || !slices.Equal(got.Collections, []string{"team/wiki", "kb"}) {
+		t.Fatalf("read defaults after a refused set = %+v, %v", got, err)
+	}
+	if r := enrich(t, h, events.EnrichRequest{UserID: "alice", Message: msg, DocsMaxResults: &ten}); !slices.Equal(sources(r), []string{"kb", "team/wiki"}) {
+		t.Fatalf("enrich without collections read %v, want the defaults", sources(r))
+	}
+	raw := h.raw(t, h.client.Subject("enrich", "alice"), []byte(`{"user_id":"alice","message":"certificate authority for TLS?","collections":[]}`))
+	if bytes.Contains(raw.Data, []byte(`"documents"`)) {
+		t.Fatalf("collections [] opts out, yet documents: %s", raw.Data)
+	}
+	if r := enrich(t, h, events.EnrichRequest{UserID: "bob", Message: msg}); r.Documents != nil {
+		t.Fatalf("bob has no defaults, yet documents %+v", r.Documents)
+	}
+	if ok, err := st.RevokeReader(ctx, "team", "alice"); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if r := enrich(t, h, events.EnrichRequest{UserID: "alice", Message: msg, DocsMaxResults: &ten}); !slices.Equal(sources(r), []string{"kb"}) {
+		t.Fatalf("after the revoke enrich read %v, want [kb]", sources(r))
+	}
+	if got, err := h.client.DocDefaults(ctx, events.DocsDefaultsRequest{UserID: "alice", Collections: []string{}}); err != nil || len(got.Collections) != 0 || got.Collections == nil {
+		t.Fatalf("clear defaults = %+v, %v", got, err)
+	}
+	if r := enrich(t, h, events.EnrichRequest{UserID: "alice", Message: msg}); r.Documents != nil {
+		t.Fatalf("defaults cleared, yet documents %+v", r.Documents)
+	}
+}

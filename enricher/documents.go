@@ -15,7 +15,7 @@ import (
 // own, and shared ones they are granted), store.ErrNoCollection for one
 // they may not.
 type ChunkSearcher interface {
-	SearchChunks(ctx context.Context, q store.ChunkQuery) (store.ChunkCandidates, error)
+	SearchChunks(ctx context.Context, q store.ChunkQuery, rank store.ChunkRanker) ([]store.ChunkHit, error)
 }
 
 // checkCollections checks an enrich request's collections: at most
@@ -42,25 +42,26 @@ func checkCollections(names []string) ([]string, error) {
 	return out, nil
 }
 
-// documents reads the chunks an enrich request asks for (none when it names
-// no collections), ranked as memory.docs.search ranks them (RankChunks), as
-// wire chunks, best first.
+// documents reads the chunks an enrich request asks for (of the user's
+// default collections when it has no collections field, none when it is
+// empty), ranked as memory.docs.search ranks them (RankChunks), as wire
+// chunks, best first.
 func (s *Service) documents(ctx context.Context, p enrichParams) ([]events.DocumentChunk, error) {
-	if len(p.collections) == 0 {
+	if len(p.collections) == 0 && !p.defaultDocs {
 		return []events.DocumentChunk{}, nil
 	}
-	cands, err := s.docs.SearchChunks(ctx, store.ChunkQuery{
+	hits, err := s.docs.SearchChunks(ctx, store.ChunkQuery{
 		Reader:      store.Owner{User: p.userID},
 		Collections: p.collections,
 		Keywords:    p.keywords,
-	})
+		Defaults:    p.defaultDocs,
+	}, ChunkRanker(p.docsThreshold, p.docsMaxResults))
 	if errors.Is(err, store.ErrNoCollection) {
 		return nil, badRequest("collections: %v (or not readable by this user)", err)
 	}
 	if err != nil {
 		return nil, err
 	}
-	hits := RankChunks(cands, p.docsThreshold, p.docsMaxResults)
 	out := make([]events.DocumentChunk, len(hits))
 	for i, h := range hits {
 		hp := h.HeadingPath

@@ -142,7 +142,11 @@ type enrichParams struct {
 	// collections are the document collections to include chunks of
 	// (none: no documents, and no documents field in the reply), at most
 	// docsMaxResults chunks scoring docsThreshold or more.
-	collections    []string
+	collections []string
+	// defaultDocs: the request had no collections field, so the user's
+	// default collections are searched (the reply has a documents field
+	// when they gave chunks).
+	defaultDocs    bool
 	docsMaxResults int
 	docsThreshold  float64
 }
@@ -220,6 +224,7 @@ func (s *Service) parseEnrich(token string, data []byte) (enrichParams, error) {
 	if p.collections, err = checkCollections(req.Collections); err != nil {
 		return p, err
 	}
+	p.defaultDocs = req.Collections == nil
 	if req.DocsMaxResults != nil {
 		if p.docsMaxResults = *req.DocsMaxResults; p.docsMaxResults < 1 || p.docsMaxResults > events.MaxMaxResults {
 			return p, badRequest("docs_max_results %d is not in 1..%d", p.docsMaxResults, events.MaxMaxResults)
@@ -273,7 +278,7 @@ func (s *Service) enrich(ctx context.Context, p enrichParams) (events.EnrichRepl
 	r.Keywords = keywords
 	var docs []events.DocumentChunk
 	r.Facts, r.Context, docs, r.Injection, r.Tokens = injectDocs(p.format, p.maxTokens, wireFacts(facts), wireItems(items), chunks)
-	if r.Documents != nil {
+	if r.Documents != nil || len(docs) > 0 {
 		r.Documents = docs
 	}
 	return r, nil

@@ -584,7 +584,7 @@ func TestMicroDiscovery(t *testing.T) {
 	if err := json.Unmarshal(h.raw(t, "$SRV.INFO.memoryd."+h.svc.ID(), nil).Data, &info); err != nil {
 		t.Fatal(err)
 	}
-	if info.Name != "memoryd" || info.Version != "1.2.3" || len(info.Endpoints) != 26 {
+	if info.Name != "memoryd" || info.Version != "1.2.3" || len(info.Endpoints) != 27 {
 		t.Fatalf("info = %+v", info)
 	}
 	subjects := map[string]string{}
@@ -696,6 +696,7 @@ func TestStatsLastErrorNamesNoUser(t *testing.T) {
 		"docs.delete":        `{"user_id":"` + user + `","collection":"kb","doc_id":"d"}`,
 		"docs.list":          `{"user_id":"` + user + `","collection":"kb"}`,
 		"docs.search":        `{"user_id":"` + user + `","query":"dog"}`,
+		"docs.defaults":      `{"user_id":"` + user + `"}`,
 		"shared.docs.put":    `{"user_id":"` + user + `","collection":"kb","doc_id":"d","text":"t"}`,
 		"shared.docs.delete": `{"user_id":"` + user + `","collection":"kb","doc_id":"d"}`,
 		"shared.docs.list":   `{"user_id":"` + user + `","collection":"kb"}`,

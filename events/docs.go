@@ -139,6 +139,26 @@ type DocsSearchRequest struct {
 	Threshold *float64 `json:"threshold,omitempty"`
 }
 
+// DocsDefaultsRequest reads or sets a user's default collections
+// (memory.docs.defaults): those enrich searches when a request has no
+// collections field. A user's subject only (shared scopes have no
+// enrich).
+type DocsDefaultsRequest struct {
+	UserID string `json:"user_id"`
+	// Collections, when present, replaces the defaults (names as in
+	// DocsSearchRequest, at most MaxEnrichCollections; each must be
+	// readable now); an empty list clears them. Absent (nil, sent as
+	// null): the defaults are only read.
+	Collections []string `json:"collections"`
+}
+
+// DocsDefaultsReply is the user's default collections after the request,
+// in the order set: those the user may still read (a revoked grant's are
+// left out).
+type DocsDefaultsReply struct {
+	Collections []string `json:"collections"`
+}
+
 // DocsSearchReply holds the chunks found, best first.
 type DocsSearchReply struct {
 	Chunks []DocChunk `json:"chunks"`
@@ -186,6 +206,14 @@ func (c *Client) DeleteDocument(ctx context.Context, req DocsDeleteRequest) (Doc
 func (c *Client) ListDocuments(ctx context.Context, req DocsListRequest) (DocsListReply, error) {
 	var reply DocsListReply
 	err := c.call(ctx, docsEndpoint("list", req.Shared), req.UserID, req, &reply)
+	return reply, err
+}
+
+// DocDefaults reads, or with req.Collections non-nil sets, the user's
+// default collections (on the user's subject).
+func (c *Client) DocDefaults(ctx context.Context, req DocsDefaultsRequest) (DocsDefaultsReply, error) {
+	var reply DocsDefaultsReply
+	err := c.call(ctx, docsEndpoint("defaults", false), req.UserID, req, &reply)
 	return reply, err
 }
 

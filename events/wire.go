@@ -93,9 +93,11 @@ type EnrichRequest struct {
 	Scope string `json:"scope,omitempty"`
 	// Collections names the document collections whose chunks enrich may
 	// include beside facts and memories (issue 19): the user's own and
-	// shared ones they are granted; at most MaxEnrichCollections. Absent or
-	// empty: no documents, and the reply has no documents field.
-	Collections []string `json:"collections,omitempty"`
+	// shared ones they are granted; at most MaxEnrichCollections. Absent
+	// (nil, sent as null): the user's default collections
+	// (memory.docs.defaults), if any. Empty: no documents. With no
+	// collection searched the reply has no documents field.
+	Collections []string `json:"collections"`
 	// DocsMaxResults caps the document chunks, 1..50; nil means
 	// DefaultDocsMaxResults.
 	DocsMaxResults *int `json:"docs_max_results,omitempty"`

@@ -307,11 +307,17 @@ func (s *Store) writeChunks(ctx context.Context, c Collection, docID string, cut
 		paths[i], texts[i], starts[i], ends[i] = strings.Join(hs, headingSep), ch.Text, int32(ch.Start), int32(ch.End)
 	}
 	// One statement for all the chunks: the arrays are unnested in order.
+	// Each field goes through memoryd_tsvector once, for both the search
+	// vector and its length (migration 026).
 	if _, err := s.db.Exec(ctx, `
-		INSERT INTO doc_chunks (collection_id, doc_id, chunk_index, heading_path, heading, text, byte_start, byte_end, ts_config)
-		SELECT $1, $2, (u.i - 1)::int, p.path, array_to_string(p.path, ' > '), u.t, u.s, u.e, $7
+		INSERT INTO doc_chunks (collection_id, doc_id, chunk_index, heading_path, heading, text, byte_start, byte_end, ts_config,
+			search, heading_len, text_len)
+		SELECT $1, $2, (u.i - 1)::int, p.path, p.heading, u.t, u.s, u.e, $7,
+			setweight(v.h, 'A') || setweight(v.t, 'B'), length(v.h), length(v.t)
 		FROM unnest($3::text[], $4::text[], $5::int[], $6::int[]) WITH ORDINALITY AS u(h, t, s, e, i),
-		LATERAL (SELECT CASE WHEN u.h = '' THEN '{}'::text[] ELSE string_to_array(u.h, E'\x1f') END AS path) p`,
+		LATERAL (SELECT CASE WHEN u.h = '' THEN '{}'::text[] ELSE string_to_array(u.h, E'\x1f') END AS path) p0,
+		LATERAL (SELECT p0.path, array_to_string(p0.path, ' > ') AS heading) p,
+		LATERAL (SELECT memoryd_tsvector($7, p.heading) AS h, memoryd_tsvector($7, u.t) AS t) v`,
 		c.ID, docID, paths, texts, starts, ends, c.TSConfig); err != nil {
 		return fmt.Errorf("write chunks: %w", err)
 	}
@@ -433,7 +439,7 @@ func (s *Store) ListDocuments(ctx context.Context, o Owner, collection, after st
 
 // DeleteCollections deletes every collection of the owner, with their
 // documents and chunks (forget of a user), and the owner's read grants
-// when it is a user; it returns how many documents went.
+// and default collections when it is a user; it returns how many documents went.
 func (s *Store) DeleteCollections(ctx context.Context, o Owner) (int64, error) {
 	kind, owner, err := o.kind()
 	if err != nil {
@@ -450,6 +456,9 @@ func (s *Store) DeleteCollections(ctx context.Context, o Owner) (int64, error) {
 		}
 		if kind == "user" {
 			if _, err := q.db.Exec(ctx, `DELETE FROM collection_readers WHERE user_id = $1`, owner); err != nil {
+				return err
+			}
+			if _, err := q.db.Exec(ctx, `DELETE FROM doc_defaults WHERE user_id = $1`, owner); err != nil {
 				return err
 			}
 		}

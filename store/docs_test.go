@@ -58,11 +58,90 @@ func put(t *testing.T, ctx context.Context, s *store.Store, p store.DocumentPut)
 
 func search(t *testing.T, ctx context.Context, s *store.Store, q store.ChunkQuery) store.ChunkCandidates {
 	t.Helper()
-	c, err := s.SearchChunks(ctx, q)
+	c, err := searchAll(ctx, s, q)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// searchAll returns a search's candidates, every one kept by the ranker
+// (in their order), so with its text.
+func searchAll(ctx context.Context, s *store.Store, q store.ChunkQuery) (store.ChunkCandidates, error) {
+	var c store.ChunkCandidates
+	hits, err := s.SearchChunks(ctx, q, func(cands store.ChunkCandidates) []store.ChunkHit {
+		c = cands
+		out := make([]store.ChunkHit, len(cands.Matches))
+		for i, m := range cands.Matches {
+			out[i] = m.Hit
+		}
+		return out
+	})
+	if err != nil {
+		return store.ChunkCandidates{}, err
+	}
+	for i := range hits {
+		c.Matches[i].Hit = hits[i]
+	}
+	return c, nil
+}
+
+// TestSearchChunksReadsKeptTexts checks that the candidates come without
+// their text, and that the text read afterwards is the kept hits', in the
+// ranker's order.
+func TestSearchChunksReadsKeptTexts(t *testing.T) {
+	ctx, s := setup(t)
+	var b strings.Builder
+	for i := range 5 {
+		fmt.Fprintf(&b, "# Part %d\n\nThe otter paragraph number n%d.\n\n", i, i)
+	}
+	put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "c", DocID: "d", Content: b.String()})
+	// The vector and lengths written once (migration 026) are what the
+	// generated columns computed.
+	var differ int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM doc_chunks WHERE
+		search <> setweight(memoryd_tsvector(ts_config, heading), 'A') || setweight(memoryd_tsvector(ts_config, text), 'B')
+		OR heading_len <> length(memoryd_tsvector(ts_config, heading)) OR text_len <> length(memoryd_tsvector(ts_config, text))`).Scan(&differ); err != nil {
+		t.Fatal(err)
+	}
+	if differ != 0 {
+		t.Fatalf("%d chunks' search columns differ from their text's", differ)
+	}
+	var cands int
+	hits, err := s.SearchChunks(ctx, store.ChunkQuery{Reader: alice, Keywords: []string{"otter"}}, func(c store.ChunkCandidates) []store.ChunkHit {
+		cands = len(c.Matches)
+		var out []store.ChunkHit
+		for _, m := range c.Matches {
+			if m.Hit.Text != "" {
+				t.Errorf("candidate %d has its text", m.Hit.ChunkIndex)
+			}
+			if m.Hit.ChunkIndex == 1 || m.Hit.ChunkIndex == 3 {
+				out = append(out, m.Hit)
+			}
+		}
+		slices.SortFunc(out, func(a, b store.ChunkHit) int { return b.ChunkIndex - a.ChunkIndex })
+		return out
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cands != 5 || len(hits) != 2 || hits[0].ChunkIndex != 3 || hits[1].ChunkIndex != 1 {
+		t.Fatalf("%d candidates, hits %+v; want 5, chunks 3 then 1", cands, hits)
+	}
+	for _, h := range hits {
+		if want := fmt.Sprintf("n%d.", h.ChunkIndex); !strings.HasSuffix(h.Text, want) {
+			t.Errorf("chunk %d text %q, want it to end in %q", h.ChunkIndex, h.Text, want)
+		}
+	}
+	// A hit that is no candidate is an error, not a short answer.
+	_, err = s.SearchChunks(ctx, store.ChunkQuery{Reader: alice, Keywords: []string{"otter"}}, func(c store.ChunkCandidates) []store.ChunkHit {
+		h := c.Matches[0].Hit
+		h.ChunkIndex = 99
+		return []store.ChunkHit{h}
+	})
+	if err == nil {
+		t.Fatal("a ranker's made-up hit was not refused")
+	}
 }
 
 func TestPutDocumentChunksAndSearches(t *testing.T) {
@@ -198,7 +277,7 @@ func TestChunkSearchAccess(t *testing.T) {
 	if got := docsOf(search(t, ctx, s, store.ChunkQuery{Reader: alice, Keywords: zebra})); !slices.Equal(got, []string{"notes:a"}) {
 		t.Fatalf("alice before the grant reads %v", got)
 	}
-	if _, err := s.SearchChunks(ctx, store.ChunkQuery{Reader: alice, Collections: []string{"team-x/handbook"}, Keywords: zebra}); !errors.Is(err, store.ErrNoCollection) {
+	if _, err := searchAll(ctx, s, store.ChunkQuery{Reader: alice, Collections: []string{"team-x/handbook"}, Keywords: zebra}); !errors.Is(err, store.ErrNoCollection) {
 		t.Fatalf("alice named the shared collection before the grant: %v", err)
 	}
 	for _, u := range []string{"alice", "bob"} {
@@ -291,7 +370,7 @@ func TestReplaceIsAtomicForSearch(t *testing.T) {
 				return
 			default:
 			}
-			c, err := s.SearchChunks(ctx, store.ChunkQuery{Reader: alice, Keywords: []string{"walrus"}})
+			c, err := searchAll(ctx, s, store.ChunkQuery{Reader: alice, Keywords: []string{"walrus"}})
 			if err != nil {
 				errs <- err
 				return
@@ -347,5 +426,36 @@ func TestDocumentsCountInSize(t *testing.T) {
 	if after.FloorBytes-before.FloorBytes != grew || after.LiveBytes-before.LiveBytes != grew || after.RealBytes-before.RealBytes != grew {
 		t.Fatalf("floor +%d, live +%d, real +%d: each should grow by the documents' %d",
 			after.FloorBytes-before.FloorBytes, after.LiveBytes-before.LiveBytes, after.RealBytes-before.RealBytes, grew)
+	}
+}
+
+// TestDefaultCollectionsForgotten checks that a user's default collections
+// go with the user's forget (DeleteCollections), shared ones included, and
+// that a shared scope has none.
+func TestDefaultCollectionsForgotten(t *testing.T) {
+	ctx, s := setup(t)
+	put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "notes", DocID: "a", Content: "The zebra notes."})
+	put(t, ctx, s, store.DocumentPut{Owner: store.Owner{Shared: "team-x"}, Collection: "handbook", DocID: "h", Content: "The zebra handbook."})
+	if _, err := s.GrantReader(ctx, "team-x", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.SetDefaultCollections(ctx, "alice", []string{"team-x/handbook", "notes"}); err != nil || !slices.Equal(got, []string{"team-x/handbook", "notes"}) {
+		t.Fatalf("set = %v, %v", got, err)
+	}
+	c := search(t, ctx, s, store.ChunkQuery{Reader: alice, Keywords: []string{"zebra"}, Defaults: true})
+	if len(c.Matches) != 2 {
+		t.Fatalf("defaults search matched %d chunks, want 2", len(c.Matches))
+	}
+	if _, err := s.DeleteCollections(ctx, alice); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GrantReader(ctx, "team-x", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.DefaultCollections(ctx, "alice"); err != nil || len(got) != 0 {
+		t.Fatalf("after forget and a new grant, defaults %v, %v", got, err)
+	}
+	if c := search(t, ctx, s, store.ChunkQuery{Reader: store.Owner{Shared: "team-x"}, Keywords: []string{"zebra"}, Defaults: true}); len(c.Matches) != 0 {
+		t.Fatalf("a shared scope searched defaults: %d chunks", len(c.Matches))
 	}
 }

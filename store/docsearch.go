@@ -22,6 +22,11 @@ type ChunkQuery struct {
 	Collections []string
 	// Keywords are ORed, as SearchQuery's; any text is safe.
 	Keywords []string
+	// Defaults, with no Collections, searches the reader's default
+	// collections (SetDefaultCollections) instead of every readable one:
+	// those the reader may still read (a revoked grant's are skipped, not
+	// an error); none set, none searched. Only a user has defaults.
+	Defaults bool
 }
 
 // ChunkHit is a chunk a search found, with what a citation needs.
@@ -40,7 +45,8 @@ type ChunkHit struct {
 	Score float64
 }
 
-// ChunkCandidate is a chunk a search matched, with what ranking needs: the
+// ChunkCandidate is a chunk a search matched, with what ranking needs (its
+// Hit has no Text yet): the
 // heading path is BM25F's first field (ranking's "question"), the text the
 // second ("answer").
 type ChunkCandidate struct {
@@ -51,7 +57,8 @@ type ChunkCandidate struct {
 	Terms []TermCount
 }
 
-// ChunkCandidates is what a chunk search reads for ranking.
+// ChunkCandidates is what a chunk search reads for ranking (a
+// ChunkRanker's input).
 type ChunkCandidates struct {
 	// Terms are the query's distinct lexemes under the searched
 	// collections' configurations.
@@ -98,6 +105,9 @@ func (s *Store) readable(ctx context.Context, q ChunkQuery) ([]Collection, error
 	if err != nil {
 		return nil, err
 	}
+	if len(q.Collections) == 0 && q.Defaults {
+		return s.defaults(ctx, reader, kind, all)
+	}
 	if len(q.Collections) == 0 {
 		return all, nil
 	}
@@ -110,6 +120,85 @@ func (s *Store) readable(ctx context.Context, q ChunkQuery) ([]Collection, error
 		if !slices.ContainsFunc(out, func(c Collection) bool { return c.ID == all[i].ID }) {
 			out = append(out, all[i])
 		}
+	}
+	return out, nil
+}
+
+// defaults returns the user's default collections among all, the
+// readable ones, in the order they were set.
+func (s *Store) defaults(ctx context.Context, user, kind string, all []Collection) ([]Collection, error) {
+	if kind != "user" {
+		return nil, nil
+	}
+	ids, err := s.defaultIDs(ctx, user)
+	if err != nil {
+		return nil, err
+	}
+	var out []Collection
+	for _, id := range ids {
+		if i := slices.IndexFunc(all, func(c Collection) bool { return c.ID == id }); i >= 0 {
+			out = append(out, all[i])
+		}
+	}
+	return out, nil
+}
+
+// defaultIDs returns the ids of the user's default collections, in order.
+func (s *Store) defaultIDs(ctx context.Context, user string) ([]int64, error) {
+	rows, err := s.db.Query(ctx, `SELECT collection_id FROM doc_defaults WHERE user_id = $1 ORDER BY position`, user)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}
+
+// SetDefaultCollections replaces the user's default collections with
+// names (as ChunkQuery.Collections names them; empty clears them), in one
+// transaction, and returns them as set (duplicates dropped). A name the
+// user may not read, or that does not exist, is ErrNoCollection and
+// changes nothing.
+func (s *Store) SetDefaultCollections(ctx context.Context, user string, names []string) ([]string, error) {
+	reader := Owner{User: user}
+	out := []string{}
+	err := s.inTx(ctx, func(q *Store) error {
+		var cols []Collection
+		if len(names) > 0 {
+			var err error
+			if cols, err = q.readable(ctx, ChunkQuery{Reader: reader, Collections: names}); err != nil {
+				return err
+			}
+		} else if _, _, err := reader.kind(); err != nil {
+			return err
+		}
+		ids := make([]int64, len(cols))
+		for i, c := range cols {
+			ids[i] = c.ID
+			out = append(out, c.Ref(reader))
+		}
+		if _, err := q.db.Exec(ctx, `DELETE FROM doc_defaults WHERE user_id = $1`, user); err != nil {
+			return err
+		}
+		_, err := q.db.Exec(ctx, `INSERT INTO doc_defaults (user_id, collection_id, position)
+			SELECT $1, c, n FROM unnest($2::bigint[]) WITH ORDINALITY AS u(c, n)`, user, ids)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("set default collections: %w", err)
+	}
+	return out, nil
+}
+
+// DefaultCollections returns the user's default collections that the user
+// may read, in the order set.
+func (s *Store) DefaultCollections(ctx context.Context, user string) ([]string, error) {
+	reader := Owner{User: user}
+	cols, err := s.readable(ctx, ChunkQuery{Reader: reader, Defaults: true})
+	if err != nil {
+		return nil, fmt.Errorf("default collections: %w", err)
+	}
+	out := make([]string, len(cols))
+	for i, c := range cols {
+		out[i] = c.Ref(reader)
 	}
 	return out, nil
 }
@@ -131,37 +220,109 @@ const chunkStatsSQL = `
 	FROM doc_chunks WHERE collection_id = ANY($1)`
 
 // chunkCandidatesSQL reads the matching chunks, each under its own
-// configuration's parse of the query, with their documents' sources: one
-// statement, so one snapshot, so a document being replaced is seen whole,
-// old or new.
+// configuration's parse of the query, with their documents' sources, and
+// what ranking needs (lengths and the search vector) but not their text:
+// ranking reads every match, and the text is most of a chunk's bytes.
 const chunkCandidatesSQL = `
 	WITH kw AS MATERIALIZED (SELECT cfg, memoryd_tsquery(cfg, $3) AS q FROM unnest($2::text[]) cfg)
-	SELECT ch.collection_id, ch.doc_id, d.source, ch.chunk_index, ch.heading_path, ch.text, ch.byte_start, ch.byte_end,
+	SELECT ch.collection_id, ch.doc_id, d.source, ch.chunk_index, ch.heading_path, ch.byte_start, ch.byte_end,
 		ch.heading_len, ch.text_len, ch.search::text
 	FROM doc_chunks ch JOIN kw ON kw.cfg = ch.ts_config
 	JOIN documents d ON d.collection_id = ch.collection_id AND d.doc_id = ch.doc_id
 	WHERE ch.collection_id = ANY($1) AND ch.search @@ kw.q`
 
+// chunkTextsSQL reads the text of the chunks kept, in the order given.
+const chunkTextsSQL = `
+	SELECT ch.text
+	FROM unnest($1::bigint[], $2::text[], $3::int[]) WITH ORDINALITY AS u(c, d, i, n)
+	JOIN doc_chunks ch ON ch.collection_id = u.c AND ch.doc_id = u.d AND ch.chunk_index = u.i
+	ORDER BY u.n`
+
+// ChunkRanker ranks a chunk search's candidates: it returns the hits of
+// the matches it keeps (c.Matches[i].Hit, Score set), best first. Their
+// Text is empty: SearchChunks reads it for the kept hits only.
+type ChunkRanker func(c ChunkCandidates) []ChunkHit
+
 // SearchChunks returns the chunks of the collections q names holding any
-// keyword's lexeme, with what ranking them needs. It never fails because of
-// the keywords' content; a collection the reader may not read is
+// keyword's lexeme, as rank keeps and orders them, with their text. It
+// reads the candidates (what ranking needs, no text), ranks them, then
+// reads the text of the kept ones, all in one snapshot, so that a document
+// being replaced is seen whole, old or new. It never fails because of the
+// keywords' content; a collection the reader may not read is
 // ErrNoCollection.
-func (s *Store) SearchChunks(ctx context.Context, q ChunkQuery) (ChunkCandidates, error) {
+func (s *Store) SearchChunks(ctx context.Context, q ChunkQuery, rank ChunkRanker) ([]ChunkHit, error) {
+	if q.Defaults && len(q.Collections) == 0 {
+		// Most enrich requests come from users without defaults: one
+		// read answers them, without a transaction.
+		if ids, err := s.defaultIDs(ctx, q.Reader.User); err != nil {
+			return nil, fmt.Errorf("search chunks: %w", err)
+		} else if len(ids) == 0 {
+			return []ChunkHit{}, nil
+		}
+	}
+	var hits []ChunkHit
+	err := s.snapshot(ctx, func(r *Store) error {
+		c, ids, err := r.chunkCandidates(ctx, q)
+		if err != nil {
+			return err
+		}
+		hits = rank(c)
+		if len(hits) == 0 {
+			return nil
+		}
+		cols, docs, idx := make([]int64, len(hits)), make([]string, len(hits)), make([]int32, len(hits))
+		for i, h := range hits {
+			id, ok := ids[h.Collection]
+			if !ok {
+				return fmt.Errorf("ranker returned a hit of collection %q, not searched", h.Collection)
+			}
+			cols[i], docs[i], idx[i] = id, h.DocumentID, int32(h.ChunkIndex)
+		}
+		rows, err := r.db.Query(ctx, chunkTextsSQL, cols, docs, idx)
+		if err != nil {
+			return err
+		}
+		texts, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		if len(texts) != len(hits) {
+			return fmt.Errorf("ranker returned %d hits, %d of them candidates", len(hits), len(texts))
+		}
+		for i := range hits {
+			hits[i].Text = texts[i]
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("search chunks: %w", err)
+	}
+	if hits == nil {
+		hits = []ChunkHit{}
+	}
+	return hits, nil
+}
+
+// chunkCandidates reads a search's candidates, and the ids of the searched
+// collections by reference.
+func (s *Store) chunkCandidates(ctx context.Context, q ChunkQuery) (ChunkCandidates, map[string]int64, error) {
 	cols, err := s.readable(ctx, q)
 	if err != nil {
-		return ChunkCandidates{}, fmt.Errorf("search chunks: %w", err)
+		return ChunkCandidates{}, nil, err
 	}
 	tsq, terms := tsQuery(q.Keywords)
 	out := ChunkCandidates{Terms: []string{}, Matches: []ChunkCandidate{}}
 	if tsq == "" || len(cols) == 0 {
-		return out, nil
+		return out, nil, nil
 	}
 	ids := make([]int64, len(cols))
 	var cfgs []string
 	refs := make(map[int64]string, len(cols))
+	byRef := make(map[string]int64, len(cols))
 	for i, c := range cols {
 		ids[i] = c.ID
 		refs[c.ID] = c.Ref(q.Reader)
+		byRef[refs[c.ID]] = c.ID
 		if !slices.Contains(cfgs, c.TSConfig) {
 			cfgs = append(cfgs, c.TSConfig)
 		}
@@ -169,12 +330,12 @@ func (s *Store) SearchChunks(ctx context.Context, q ChunkQuery) (ChunkCandidates
 	var n float64
 	if err := s.db.QueryRow(ctx, chunkStatsSQL, ids, cfgs, terms).
 		Scan(&n, &out.Stats.AvgQuestionLen, &out.Stats.AvgAnswerLen, &out.Terms); err != nil {
-		return ChunkCandidates{}, fmt.Errorf("search chunks: stats: %w", err)
+		return ChunkCandidates{}, nil, fmt.Errorf("stats: %w", err)
 	}
 	out.Stats.Items = int(n)
 	rows, err := s.db.Query(ctx, chunkCandidatesSQL, ids, cfgs, tsq)
 	if err != nil {
-		return ChunkCandidates{}, fmt.Errorf("search chunks: %w", err)
+		return ChunkCandidates{}, nil, err
 	}
 	var (
 		tc     termCounts
@@ -183,7 +344,7 @@ func (s *Store) SearchChunks(ctx context.Context, q ChunkQuery) (ChunkCandidates
 		vector []byte
 	)
 	_, err = pgx.ForEachRow(rows, []any{&colID, &c.Hit.DocumentID, &c.Hit.Source, &c.Hit.ChunkIndex, &c.Hit.HeadingPath,
-		&c.Hit.Text, &c.Hit.Start, &c.Hit.End, &c.HeadingLen, &c.TextLen, &vector}, func() error {
+		&c.Hit.Start, &c.Hit.End, &c.HeadingLen, &c.TextLen, &vector}, func() error {
 		c.Hit.Collection = refs[colID]
 		c.Terms = make([]TermCount, len(out.Terms))
 		if err := tc.read(vector, out.Terms, c.Terms); err != nil {
@@ -197,9 +358,9 @@ func (s *Store) SearchChunks(ctx context.Context, q ChunkQuery) (ChunkCandidates
 		return nil
 	})
 	if err != nil {
-		return ChunkCandidates{}, fmt.Errorf("search chunks: %w", err)
+		return ChunkCandidates{}, nil, err
 	}
-	return out, nil
+	return out, byRef, nil
 }
 
 // HeadingText joins a heading path as the index does ("A > B").

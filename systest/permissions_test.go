@@ -344,6 +344,7 @@ accounts {
 		{"memory.docs.put.alice", `{"user_id":"alice","collection":"notes","doc_id":"a","content":"the ` + marker + ` handbook"}`, `"searchable":true`},
 		{"memory.docs.list.alice", `{"user_id":"alice","collection":"notes"}`, `"doc_id":"a"`},
 		{"memory.docs.search.alice", `{"user_id":"alice","query":"` + marker + `"}`, marker},
+		{"memory.docs.defaults.alice", `{"user_id":"alice","collections":["notes"]}`, `"collections":["notes"]`},
 	} {
 		msg, err := alice.Request(r.subject, []byte(r.body), 5*time.Second)
 		if err != nil {
@@ -393,6 +394,7 @@ accounts {
 		{"memory.docs.search.alice", `{"user_id":"alice","query":"handbook"}`},
 		{"memory.docs.put.alice", `{"user_id":"alice","collection":"notes","doc_id":"a","content":"set by bob"}`},
 		{"memory.docs.delete.alice", `{"user_id":"alice","collection":"notes","doc_id":"a"}`},
+		{"memory.docs.defaults.alice", `{"user_id":"alice","collections":[]}`},
 		{"memory.shared.docs.put.team-x", `{"user_id":"team-x","collection":"handbook","doc_id":"h","content":"set by bob"}`},
 		{"$JS.API.STREAM.INFO.MEMORY_TURNS", ``},
 		{"$JS.API.STREAM.MSG.GET.MEMORY_TURNS", `{"last_by_subj":"memory.turns.alice"}`},

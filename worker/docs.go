@@ -2,13 +2,11 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
-
-	"github.com/memoryd/memoryd/chunker"
-	"github.com/memoryd/memoryd/store"
 )
 
 // IndexDocumentJobKind is River's kind of the job that chunks a pending
@@ -37,27 +35,18 @@ type indexDocumentWorker struct {
 }
 
 func (x *indexDocumentWorker) Work(ctx context.Context, job *river.Job[IndexDocumentArgs]) error {
+	chunk := x.w.cfg.ChunkDocument
+	if chunk == nil {
+		// A retry cannot help: the process was built without it.
+		return river.JobCancel(errors.New("worker: Config.ChunkDocument is not set: cannot index documents"))
+	}
 	a := job.Args
-	done, err := x.w.cfg.Store.IndexDocument(ctx, a.CollectionID, a.DocID, a.Hash, chunkDocument)
+	done, err := x.w.cfg.Store.IndexDocument(ctx, a.CollectionID, a.DocID, a.Hash, chunk)
 	if err != nil {
 		return err
 	}
 	x.w.logger.Debug("indexed document", "collection_id", a.CollectionID, "indexed", done)
 	return nil
-}
-
-// chunkDocument cuts a document under its collection's settings, as the
-// enricher's put does inline (enricher.ChunkDocument).
-func chunkDocument(c store.Collection, content string) ([]store.ChunkText, error) {
-	cs, err := chunker.Split(content, chunker.Config{MaxTokens: c.ChunkTokens, Overlap: c.OverlapTokens})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]store.ChunkText, len(cs))
-	for i, ch := range cs {
-		out[i] = store.ChunkText{HeadingPath: ch.Headings, Text: ch.Text, Start: ch.Start, End: ch.End}
-	}
-	return out, nil
 }
 
 // EnqueueIndexDocument enqueues, in tx (the put's transaction, so that the

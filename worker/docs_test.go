@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/extractor"
 	"github.com/memoryd/memoryd/store"
 )
@@ -52,11 +53,11 @@ func TestIndexDocumentJob(t *testing.T) {
 		}
 		return docs[0].Status == store.DocReady, fmt.Sprintf("%+v", docs[0])
 	})
-	c, err := e.store.SearchChunks(e.ctx, store.ChunkQuery{Reader: alice, Keywords: []string{"narwhal"}})
+	hits, err := e.store.SearchChunks(e.ctx, store.ChunkQuery{Reader: alice, Keywords: []string{"narwhal"}}, enricher.ChunkRanker(0, 100))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Matches) != 50 {
-		t.Fatalf("narwhal in %d chunks, want 50", len(c.Matches))
+	if len(hits) != 50 {
+		t.Fatalf("narwhal in %d chunks, want 50", len(hits))
 	}
 }

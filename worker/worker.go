@@ -246,6 +246,15 @@ type Config struct {
 	// Now is the clock the caps' UTC days are read from. Default time.Now.
 	Now func() time.Time
 
+	// Knowledge bases (docs.go).
+
+	// ChunkDocument cuts a pending document in its index job: the one
+	// implementation the docs endpoints' puts use too (internal/app sets
+	// enricher.ChunkDocument), so that a document is cut the same whether
+	// it was chunked inline or by a job. Default nil: an index job is
+	// cancelled with an error naming this field.
+	ChunkDocument store.Chunker
+
 	// Embedding (embed.go).
 
 	// Embedder embeds context items (an *embedding.Client). Default nil:

@@ -16,6 +16,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/extractor"
@@ -74,6 +75,7 @@ func (e *env) startWorker(ext worker.Extractor, mod func(*worker.Config)) (w *wo
 		JobRetryBase:      10 * time.Millisecond,
 		FetchPollInterval: 20 * time.Millisecond,
 		RetryBackoff:      50 * time.Millisecond,
+		ChunkDocument:     enricher.ChunkDocument,
 	}
 	if mod != nil {
 		mod(&cfg)

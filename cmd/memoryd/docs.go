@@ -26,13 +26,14 @@ func runDocs(ctx context.Context, a *cli, args []string) (err error) {
 		chunkTokens       int
 		overlapTokens     int
 		collections       string
-		revoke            bool
+		revoke, clear     bool
 	)
 	defer func() { err = o.callError(err) }()
 	f := newFlags("docs", `Usage: memoryd docs put --user U --collection C [--id ID] FILE...
        memoryd docs list --user U --collection C
        memoryd docs delete --user U --collection C ID
        memoryd docs search --user U [--collections C1,C2] QUERY
+       memoryd docs defaults --user U [C...|--clear]
        memoryd docs grant --scope S --user U [--revoke]
 
 Knowledge base documents (docs/protocol.md, Documents). put stores each FILE
@@ -41,6 +42,8 @@ file), printing one line per file; it exits non-zero if any file failed.
 With --scope S instead of --user, put, list, delete and search work on the
 shared scope S's collections (its own subjects). search reads the user's
 collections and the shared ones the user was granted ("scope/name").
+defaults prints the user's default collections (what enrich searches when a
+request names none), or with collections C... (or --clear) sets them.
 grant lets --user read --scope's collections (--revoke takes it back): it
 writes to the database (--database-url), never over NATS.`)
 	o.register(f)
@@ -53,6 +56,7 @@ writes to the database (--database-url), never over NATS.`)
 	f.ArgInt(&chunkTokens, "chunk-tokens", 0, "chunk size in tokens when put creates the collection (0: 200)")
 	f.ArgInt(&overlapTokens, "overlap-tokens", 0, "chunk overlap in tokens when put creates the collection (0: 30)")
 	f.ArgBool(&revoke, "revoke", false, "take a grant back (grant)")
+	f.ArgBool(&clear, "clear", false, "clear the user's collections searched by enrich when a request names none (defaults)")
 	var pos []string
 	for rest := args; ; {
 		if err := f.Parse(rest); err != nil {
@@ -112,8 +116,15 @@ writes to the database (--database-url), never over NATS.`)
 		if len(pos) == 0 {
 			return f.usageErr("docs search needs a QUERY")
 		}
+	case "defaults":
+		switch {
+		case shared:
+			return f.usageErr("docs defaults is a user's: give --user, not --scope")
+		case clear && len(pos) > 0:
+			return f.usageErr("give collections or --clear, not both")
+		}
 	default:
-		return f.usageErr("unknown action %q: use put, list, delete, search or grant", action)
+		return f.usageErr("unknown action %q: use put, list, delete, search, defaults or grant", action)
 	}
 	c, reqCtx, done, err := o.client(ctx, a)
 	if err != nil {
@@ -139,6 +150,24 @@ writes to the database (--database-url), never over NATS.`)
 			return nil
 		}
 		fmt.Fprintf(a.stdout, "deleted %s\n", pos[0])
+		return nil
+	case "defaults":
+		req := events.DocsDefaultsRequest{UserID: owner}
+		if clear || len(pos) > 0 {
+			req.Collections = append([]string{}, pos...) // not nil: a set
+		}
+		r, err := c.DocDefaults(reqCtx, req)
+		if err != nil {
+			return err
+		}
+		if o.json {
+			return printJSON(a.stdout, r)
+		}
+		if len(r.Collections) == 0 {
+			fmt.Fprintln(a.stdout, "(none)")
+			return nil
+		}
+		fmt.Fprintln(a.stdout, strings.Join(r.Collections, " "))
 		return nil
 	default: // search
 		req := events.DocsSearchRequest{UserID: owner, Shared: shared, Query: strings.Join(pos, " "), MaxResults: &maxResults}

@@ -75,6 +75,9 @@ func wireSchemas() map[string]any {
 		"docs_search.reply":   events.DocsSearchReply{},
 		// Memory change events (issue 20 item 4), published by memoryd.
 		"change": events.Change{},
+		// A user's default collections (issue 19 leftovers).
+		"docs_defaults.request": events.DocsDefaultsRequest{},
+		"docs_defaults.reply":   events.DocsDefaultsReply{},
 	}
 }
 
@@ -157,7 +160,7 @@ var fieldRules = map[string]map[string]fieldRule{
 			description: "empty or absent means relevant: the core facts and those sharing a keyword with the message"},
 		"scope": scopeRule,
 		// Issue 19: document chunks beside facts and memories.
-		"collections": {description: fmt.Sprintf("the document collections whose chunks to include: the user's own and shared ones they are granted; at most %d names, each non-blank and at most %d bytes; absent or empty: no documents",
+		"collections": {optional: true, description: fmt.Sprintf("the document collections whose chunks to include: the user's own and shared ones they are granted; at most %d names, each non-blank and at most %d bytes; absent or null: the user's default collections (memory.docs.defaults); []: no documents",
 			events.MaxEnrichCollections, events.MaxCollectionNameBytes)},
 		"docs_max_results": {minimum: 1, maximum: events.MaxMaxResults, description: fmt.Sprintf("most document chunks; absent means %d", events.DefaultDocsMaxResults)},
 		"docs_threshold":   {minimum: 0, maximum: 1, description: fmt.Sprintf("lowest score of a document chunk; absent means %v", events.DefaultDocsThreshold)},
@@ -246,6 +249,10 @@ var fieldRules = map[string]map[string]fieldRule{
 		"collections": {description: fmt.Sprintf("at most %d; a name for the caller's own collection, scope/name for a shared scope's the user was granted; absent: every collection the caller may read", events.MaxDocsCollections)},
 		"max_results": maxResultsRule,
 		"threshold":   {minimum: 0, maximum: 1}},
+	"docs_defaults.request": {
+		rootRule:      {description: "Sent to <prefix>.docs.defaults.<user-token> (a user's subject only)."},
+		"user_id":     userIDRule,
+		"collections": {optional: true, description: fmt.Sprintf("at most %d names, each readable by the user now; present: replaces the defaults ([] clears them); absent or null: only reads them", events.MaxEnrichCollections)}},
 	"import.request": {
 		rootRule:  {description: fmt.Sprintf("Each request is an import of its own, atomic; at most %d bytes of lines.", events.MaxImportRequestBytes)},
 		"user_id": userIDRule,

@@ -374,7 +374,7 @@ func TestSchemasMatchValidation(t *testing.T) {
 			}
 		})
 	}
-	if requests != 22 {
-		t.Errorf("probed %d request schemas, want 22", requests)
+	if requests != 23 {
+		t.Errorf("probed %d request schemas, want 23", requests)
 	}
 }

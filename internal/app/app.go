@@ -241,6 +241,7 @@ const startCleanupTimeout = 30 * time.Second
 func (a *App) startWorkerLocked(ctx context.Context, s *store.Store, nc *nats.Conn, ext worker.Extractor, withoutIngest bool) error {
 	wc := a.cfg.Worker
 	wc.Conn, wc.Store, wc.Extractor, wc.DisableIngest = nc, s, ext, withoutIngest
+	wc.ChunkDocument = enricher.ChunkDocument
 	emb, err := a.embedder()
 	if err != nil {
 		return err

@@ -107,6 +107,12 @@ func (e enrichStore) UserVectors(ctx context.Context, userID, model string) (sto
 	return e.recall.UserVectors(ctx, userID, model)
 }
 
+// SearchChunks implements enricher.ChunkSearcher on enrich's pool: every
+// enrich without collections reads the user's default collections.
+func (e enrichStore) SearchChunks(ctx context.Context, q store.ChunkQuery, rank store.ChunkRanker) ([]store.ChunkHit, error) {
+	return e.recall.SearchChunks(ctx, q, rank)
+}
+
 // Warm re-opens enrich's connections (the enricher calls it at start and
 // after an outage); the shared pool warms itself.
 func (e enrichStore) Warm(ctx context.Context) error { return e.recall.Warm(ctx) }
