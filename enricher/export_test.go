@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
@@ -114,7 +115,9 @@ func TestExportOverNATS(t *testing.T) {
 func TestImportOverNATS(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
-	h := start(t, st, nil)
+	// A large import's requests get a minute: the 5s default was hit at
+	// load 12-20. (Not in start: the hung-store tests rely on the default.)
+	h := start(t, st, func(c *enricher.Config) { c.WriteTimeout = time.Minute })
 	bigMemory(t, st, "alice")
 	ctx := slowCtx(t)
 	file := storeExport(t, st, "alice")

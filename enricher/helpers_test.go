@@ -72,9 +72,6 @@ func start(t *testing.T, st enricher.Store, configure func(*enricher.Config)) *h
 		// asserting a full (not degraded) reply do not depend on speed;
 		// the degraded tests set their own.
 		Timeout: 10 * time.Second,
-		// Likewise for the other requests: an import of a large export
-		// hit the 5s default at load 12-20.
-		WriteTimeout: time.Minute,
 	}
 	if configure != nil {
 		configure(&cfg)
