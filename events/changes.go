@@ -20,14 +20,15 @@ const (
 	ChangeContextCleared = "context.cleared" // all the user's items deleted (Count of them)
 	ChangeMemoryImported = "memory.imported" // an import merged Count rows
 	ChangeMemoryReset    = "memory.reset"    // memory deleted before a replay rebuilds it
-	// ChangeMemoryForgotten: everything was deleted; Seq starts again at 1
-	// with this change.
+	// ChangeMemoryForgotten: everything was deleted (the changes not yet
+	// published too, a gap in Seq); Seq goes on after it as before.
 	ChangeMemoryForgotten = "memory.forgotten"
 )
 
 // Change is one committed change of a user's memory, published on
 // ChangesSubject(prefix, user) after its transaction committed. Seq numbers
-// the user's changes in commit order, from 1, without gaps; delivery is at
+// the user's changes in commit order, from 1, without gaps, and never goes
+// back (not even after a forget); delivery is at
 // least once and only while subscribed (core NATS), so a subscriber that
 // sees a Seq it already had drops it, and one that sees a gap (or was away)
 // re-reads the memory.
@@ -55,6 +56,10 @@ type Change struct {
 	Scope    string `json:"scope,omitempty"`
 	// Count is how many rows a context.cleared or memory.imported covers.
 	Count int64 `json:"count,omitempty"`
+	// Truncated: the change was too large for one NATS message and comes
+	// without Question, Answer, Value and OldValue (read them with
+	// facts.get or context.get).
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // ChangesSubject is the subject userID's changes are published on:

@@ -80,7 +80,8 @@ func (s *Store) ChangeUsers(ctx context.Context, limit int) ([]string, error) {
 // order, to send and deletes them once send returned nil, all in one
 // transaction that holds the user's change lock (an advisory lock per user
 // and schema), so that of several processes only one sends a user's
-// changes at a time and their order holds. When another process holds the
+// changes at a time and their order holds. Only the changes handed to send
+// are deleted (by id). When another process holds the
 // lock it returns 0 without waiting; when send fails nothing is deleted
 // (they are sent again: delivery is at least once). It returns how many
 // changes were sent.
@@ -106,8 +107,13 @@ func (s *Store) SendChanges(ctx context.Context, userID string, limit int, send 
 		if err := send(changes); err != nil {
 			return err
 		}
-		if _, err := q.db.Exec(ctx, `DELETE FROM memory_changes WHERE user_id = $1 AND seq IS NOT NULL AND seq <= $2`,
-			userID, changes[len(changes)-1].Seq); err != nil {
+		// Exactly the rows sent: a change committed meanwhile (a forget
+		// deleting the ones read and writing its own) is not among them.
+		ids := make([]int64, len(changes))
+		for i, c := range changes {
+			ids[i] = c.ID
+		}
+		if _, err := q.db.Exec(ctx, `DELETE FROM memory_changes WHERE id = ANY($1)`, ids); err != nil {
 			return err
 		}
 		n = len(changes)

@@ -285,7 +285,9 @@ func TestSendChangesKeepsUnsentAndLocksUser(t *testing.T) {
 }
 
 // TestForgetLeavesOnlyItsChange: a forget deletes the user's unsent
-// changes and leaves its own, seq 1; a reset leaves one summary per user.
+// changes and leaves its own, numbered after them (seq never goes back:
+// a subscriber that missed the forget must not take later changes for
+// duplicates); a reset leaves one summary per user.
 func TestForgetLeavesOnlyItsChange(t *testing.T) {
 	ctx, s := setup(t)
 	for _, u := range []string{"alice", "bob"} {
@@ -300,8 +302,14 @@ func TestForgetLeavesOnlyItsChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := drain(ctx, t, s, "alice")
-	if len(got) != 1 || got[0].Type != "memory.forgotten" || got[0].Seq != 1 {
-		t.Fatalf("alice's changes = %+v, want only memory.forgotten, seq 1", got)
+	if len(got) != 1 || got[0].Type != "memory.forgotten" || got[0].Seq != 3 {
+		t.Fatalf("alice's changes = %+v, want only memory.forgotten, seq 3", got)
+	}
+	if _, _, err := s.SetFact(ctx, "alice", "name", "Ada"); err != nil {
+		t.Fatal(err)
+	}
+	if got := drain(ctx, t, s, "alice"); len(got) != 1 || got[0].Seq != 4 {
+		t.Fatalf("alice's change after the forget = %+v, want seq 4", got)
 	}
 	if _, err := s.ResetMemory(ctx, nil); err != nil {
 		t.Fatal(err)
@@ -309,6 +317,30 @@ func TestForgetLeavesOnlyItsChange(t *testing.T) {
 	got = drain(ctx, t, s, "bob")
 	if len(got) != 3 || got[2].Type != "memory.reset" || got[2].Seq != 3 {
 		t.Fatalf("bob's changes = %+v, want his two facts then memory.reset", got)
+	}
+}
+
+// TestSendDeletesOnlyWhatItSent: a forget that commits while a batch is
+// being sent (after it was read) deletes the batch's rows and writes its
+// own; the send's delete must leave the forget's change to be sent.
+func TestSendDeletesOnlyWhatItSent(t *testing.T) {
+	ctx, s := setup(t)
+	if _, _, err := s.SetFact(ctx, "alice", "name", "Alice"); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.SendChanges(ctx, "alice", 10, func(cs []store.Change) error {
+		if len(cs) != 1 {
+			return fmt.Errorf("batch = %+v, want the fact", cs)
+		}
+		_, _, err := s.ForgetUser(ctx, "alice", "alice", 0)
+		return err
+	})
+	if err != nil || n != 1 {
+		t.Fatalf("send = %d, %v", n, err)
+	}
+	got := drain(ctx, t, s, "alice")
+	if len(got) != 1 || got[0].Type != "memory.forgotten" || got[0].Seq != 2 {
+		t.Fatalf("alice's changes after the send = %+v, want memory.forgotten, seq 2", got)
 	}
 }
 

@@ -30,7 +30,8 @@ type Removed struct {
 // that failed half-way can simply be run again.
 //
 // The user's changes not yet published are deleted with the rest, and the
-// forget is one memory.forgotten change, seq 1 (see changes.go).
+// forget is one memory.forgotten change, numbered after the user's earlier
+// changes (see changes.go).
 func (s *Store) ForgetUser(ctx context.Context, userID, token string, throughSeq uint64, riverJobs ...RiverJobs) (Removed, Tombstone, error) {
 	var (
 		r    Removed
@@ -87,14 +88,17 @@ func (s *Store) ForgetUser(ctx context.Context, userID, token string, throughSeq
 			return err
 		}
 		// The user's changes not yet published go (they would tell what was
-		// forgotten), and so does the counter: the forget itself, the one
-		// change left to publish, starts the user's seq again at 1. Last,
-		// since the counter's row lock, held from here to the commit, is
+		// forgotten); the counter stays, so the forget's own change, the one
+		// left to publish, numbers after every change already published: seq
+		// never goes back, and a subscriber that missed the forget sees a
+		// gap rather than taking later changes for duplicates. Last, and the
+		// counter's row locked from here to the commit, since that lock is
 		// what every writer of the user numbers its changes under.
-		for _, table := range []string{"memory_changes", "memory_change_seqs"} {
-			if _, err := q.db.Exec(ctx, `DELETE FROM `+table+` WHERE user_id = $1`, userID); err != nil {
-				return fmt.Errorf("forget changes: %w", err)
-			}
+		if _, err := q.db.Exec(ctx, `DELETE FROM memory_changes WHERE user_id = $1`, userID); err != nil {
+			return fmt.Errorf("forget changes: %w", err)
+		}
+		if _, err := q.db.Exec(ctx, `SELECT 1 FROM memory_change_seqs WHERE user_id = $1 FOR UPDATE`, userID); err != nil {
+			return fmt.Errorf("forget changes: %w", err)
 		}
 		return q.recordChange(ctx, changeMemoryForgotten, 0, userID)
 	})

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -123,9 +124,11 @@ type Changes struct {
 type ChangesStats struct {
 	// Published counts changes NATS confirmed.
 	Published int64
-	// Dropped counts changes deleted unsent after MaxAge.
+	// Dropped counts changes deleted unsent: after MaxAge, or that could
+	// not be published at all (too large even without their text).
 	Dropped int64
-	// Failures counts rounds that failed (and were retried).
+	// Failures counts rounds that failed (and were retried): rounds that
+	// sent nothing while some user's batch failed.
 	Failures int64
 }
 
@@ -248,52 +251,114 @@ func (c *Changes) round(ctx context.Context) error {
 			c.cfg.Logger.Warn("changes: dropped changes never published", "changes", n, "max_age", c.cfg.MaxAge)
 		}
 	}
+	// A user whose batch fails is logged and left for the next round; the
+	// others go on. The round fails (and backs off) only when nothing was
+	// sent and some user failed (NATS unreachable, say).
+	var (
+		failed   = map[string]bool{}
+		firstErr error
+		anySent  bool
+	)
 	for {
 		users, err := c.cfg.Store.ChangeUsers(ctx, c.cfg.Users)
-		if err != nil || len(users) == 0 {
+		if err != nil {
 			return err
 		}
 		sent := 0
 		for _, u := range users {
+			if failed[u] {
+				continue
+			}
 			n, err := c.cfg.Store.SendChanges(ctx, u, c.cfg.BatchSize, c.publish)
 			if err != nil {
-				return err
+				if ctx.Err() != nil {
+					return err
+				}
+				failed[u] = true
+				if firstErr == nil {
+					firstErr = err
+				}
+				c.cfg.Logger.Warn("changes: publishing a user's changes failed, retrying next round", "error", err)
+				continue
 			}
 			sent += n
 		}
 		if sent == 0 {
-			return nil
+			if anySent {
+				return nil
+			}
+			return firstErr
 		}
+		anySent = true
 	}
 }
 
 // publish sends one user's changes in order and returns once the server
-// confirmed them (a flush), so that they are deleted only then.
+// confirmed them (a flush), so that they are deleted only then. A change
+// that cannot be sent at all (not decodable, too large even without its
+// text) is skipped: it is deleted with the batch, counted as dropped and
+// logged without its text; subscribers see the gap in seq.
 func (c *Changes) publish(changes []store.Change) error {
+	sent := 0
 	for _, ch := range changes {
-		var m events.Change
-		if err := json.Unmarshal(ch.Payload, &m); err != nil {
-			return fmt.Errorf("change %d: %w", ch.ID, err)
-		}
-		m.UserID, m.Seq, m.At = ch.UserID, ch.Seq, ch.At.UTC()
-		data, err := json.Marshal(m)
-		if err == nil && int64(len(data)) > c.cfg.Conn.MaxPayload() {
-			// An item's text can exceed what the server takes in one
-			// message (escaped); the change goes without it, rather than
-			// holding up the user's changes: context.get reads it.
-			m.Question, m.Answer = "", ""
-			data, err = json.Marshal(m)
-		}
+		data, err := c.encode(ch)
 		if err != nil {
-			return fmt.Errorf("change %d: %w", ch.ID, err)
+			c.dropped.Add(1)
+			c.cfg.Logger.Warn("changes: change dropped, it cannot be published", "change", ch.ID, "seq", ch.Seq, "error", err)
+			continue
 		}
 		if err := c.cfg.Conn.Publish(events.ChangesSubject(c.cfg.Prefix, ch.UserID), data); err != nil {
 			return fmt.Errorf("publish change: %w", err)
 		}
+		sent++
 	}
 	if err := c.cfg.Conn.FlushTimeout(c.cfg.FlushTimeout); err != nil {
 		return fmt.Errorf("publish changes: flush: %w", err)
 	}
-	c.published.Add(int64(len(changes)))
+	c.published.Add(int64(sent))
 	return nil
+}
+
+// errTooLarge: a change exceeds the server's max_payload even without its
+// text.
+var errTooLarge = errors.New("too large for the NATS server even without its text")
+
+// encode builds the message of ch. When it would exceed what the server
+// takes in one message, every text field (question, answer, value,
+// old_value) goes and truncated is set, rather than holding up the user's
+// changes: facts.get and context.get read them.
+func (c *Changes) encode(ch store.Change) ([]byte, error) {
+	var m events.Change
+	if err := json.Unmarshal(ch.Payload, &m); err != nil {
+		return nil, err
+	}
+	m.UserID, m.Seq, m.At = ch.UserID, ch.Seq, ch.At.UTC()
+	data, err := marshalChange(m)
+	if err != nil {
+		return nil, err
+	}
+	max := c.cfg.Conn.MaxPayload()
+	if int64(len(data)) <= max {
+		return data, nil
+	}
+	m.Question, m.Answer, m.Value, m.OldValue, m.Truncated = "", "", "", "", true
+	if data, err = marshalChange(m); err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("%d bytes: %w", len(data), errTooLarge)
+	}
+	return data, nil
+}
+
+// marshalChange is json.Marshal without escaping <, > and & (which would
+// make a text up to six times longer).
+func marshalChange(m events.Change) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }

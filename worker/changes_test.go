@@ -228,7 +228,8 @@ func TestChangesOfExtractionCarryTheTurn(t *testing.T) {
 }
 
 // TestForgetPublishesOnlyTheForget: the changes a forget finds unsent are
-// not published; the forget is, as seq 1.
+// not published; the forget is, numbered after them (seq 2), and seq goes
+// on after it.
 func TestForgetPublishesOnlyTheForget(t *testing.T) {
 	e := setup(t)
 	alice := e.subscribe("alice")
@@ -244,15 +245,17 @@ func TestForgetPublishesOnlyTheForget(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := alice.wait(e, 2)
-	if len(got) != 2 || got[0].Type != events.ChangeMemoryForgotten || got[0].Seq != 1 ||
-		got[1].Value != "Ada" || got[1].OldValue != "" || got[1].Seq != 2 {
+	if len(got) != 2 || got[0].Type != events.ChangeMemoryForgotten || got[0].Seq != 2 ||
+		got[1].Value != "Ada" || got[1].OldValue != "" || got[1].Seq != 3 {
 		t.Fatalf("changes = %+v, want the forget then Ada", got)
 	}
 }
 
 // TestChangeTooLargeForTheServerGoesWithoutItsText: an item whose change
 // would exceed the server's max_payload is published without its text,
-// and the user's later changes follow it.
+// and so is a fact whose value (or value replaced) would, both marked
+// truncated; text that only HTML escaping would make too large goes whole;
+// the user's later changes follow, and another user's are not held up.
 func TestChangeTooLargeForTheServerGoesWithoutItsText(t *testing.T) {
 	e := setup(t)
 	dir := t.TempDir()
@@ -268,30 +271,53 @@ func TestChangeTooLargeForTheServerGoesWithoutItsText(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	small := &changeLog{}
-	sub, err := events.NewClient(nc, e.prefix).Changes("alice", func(c events.Change, err error) {
-		small.mu.Lock()
-		defer small.mu.Unlock()
-		small.got = append(small.got, c)
-	})
-	if err != nil {
-		t.Fatal(err)
+	logs := map[string]*changeLog{}
+	for _, u := range []string{"alice", "bob"} {
+		l := &changeLog{}
+		logs[u] = l
+		sub, err := events.NewClient(nc, e.prefix).Changes(u, func(c events.Change, err error) {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if err != nil {
+				l.err = err
+				return
+			}
+			l.got = append(l.got, c)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Unsubscribe()
 	}
-	defer sub.Unsubscribe()
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	e.startChanges(nc)
+	// All of alice's changes commit before bob's: she is first in the
+	// outbox.
 	id, _, err := e.store.StoreContext(e.ctx, store.ContextWrite{UserID: "alice", Question: "long", Answer: strings.Repeat("x", 5000)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := e.store.SetFact(e.ctx, "alice", "name", "Alice"); err != nil {
+	huge := strings.Repeat("y", 1<<20)
+	escaped := strings.Repeat("<&>", 1000) // 3000 bytes, 18000 escaped
+	for _, f := range [][2]string{{"bio", huge}, {"bio", huge + "z"}, {"motto", escaped}, {"name", "Alice"}} {
+		if _, _, err := e.store.SetFact(e.ctx, "alice", f[0], f[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := e.store.SetFact(e.ctx, "bob", "name", "Bob"); err != nil {
 		t.Fatal(err)
 	}
-	got := small.wait(e, 2)
-	if got[0].Type != events.ChangeContextStored || got[0].ID != id || got[0].Question != "" || got[0].Answer != "" ||
-		got[1].Value != "Alice" || got[1].Seq != 2 {
-		t.Fatalf("changes = %+v, want the item without its text, then the fact", got)
+	e.startChanges(nc)
+	got := logs["alice"].wait(e, 5)
+	if got[0].Type != events.ChangeContextStored || got[0].ID != id || got[0].Question != "" || got[0].Answer != "" || !got[0].Truncated ||
+		got[1].Key != "bio" || got[1].Value != "" || !got[1].Truncated || got[1].Seq != 2 ||
+		got[2].Key != "bio" || got[2].Value != "" || got[2].OldValue != "" || !got[2].Truncated || got[2].Seq != 3 ||
+		got[3].Value != escaped || got[3].Truncated ||
+		got[4].Value != "Alice" || got[4].Truncated || got[4].Seq != 5 {
+		t.Fatalf("changes = %+v, want the item and the two bio changes without their text, then the motto and name whole", got)
+	}
+	if got := logs["bob"].wait(e, 1); got[0].Value != "Bob" {
+		t.Fatalf("bob's changes = %+v", got)
 	}
 }

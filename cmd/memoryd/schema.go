@@ -124,7 +124,7 @@ var (
 var fieldRules = map[string]map[string]fieldRule{
 	"change": {
 		rootRule: {description: "Published by memoryd on <prefix>.changes.<user-token> after the change committed (docs/protocol.md, Memory changes). Delivered at least once, while subscribed; seq numbers the user's changes in commit order."},
-		"seq":    {minimum: 1, description: "the user's changes numbered from 1 in commit order, without gaps; memory.forgotten starts again at 1. A seq at or below the last one seen is a duplicate; a jump is a gap: re-read the memory"},
+		"seq":    {minimum: 1, description: "the user's changes numbered from 1 in commit order, without gaps, never going back (memory.forgotten too numbers after the changes before it). A seq at or below the last one seen is a duplicate; a jump is a gap: re-read the memory"},
 		"type": {enum: []any{events.ChangeFactSet, events.ChangeFactRemoved, events.ChangeContextStored, events.ChangeContextUpdated,
 			events.ChangeContextDeleted, events.ChangeContextCleared, events.ChangeMemoryImported, events.ChangeMemoryReset, events.ChangeMemoryForgotten}},
 		"at":        {description: "RFC 3339: when the change committed"},
@@ -132,6 +132,7 @@ var fieldRules = map[string]map[string]fieldRule{
 		"old_value": {description: "fact.set: the value replaced (absent for a new fact); fact.removed: the value deleted"},
 		"id":        {description: "the context item (context.*)"},
 		"count":     {description: "context.cleared: items deleted; memory.imported: rows the import wrote"},
+		"truncated": {description: "true: the change was too large for one NATS message and comes without question, answer, value and old_value; read them with facts.get or context.get"},
 	},
 	"turn_event": {
 		rootRule: {description: fmt.Sprintf("Under %d bytes with the message's headers: the stream memoryd creates refuses a larger message at publish. Text must be valid UTF-8 without NUL characters.",

@@ -72,7 +72,7 @@ func TestServePublishesChanges(t *testing.T) {
 		{UserID: "alice", Seq: 1, Type: events.ChangeFactSet, Key: "name", Value: "Alice"},
 		{UserID: "alice", Seq: 2, Type: events.ChangeContextStored, ID: stored.ID, Question: "favourite tea?", Answer: "oolong"},
 		{UserID: "alice", Seq: 3, Type: events.ChangeContextCleared, Count: 1},
-		{UserID: "alice", Seq: 1, Type: events.ChangeMemoryForgotten},
+		{UserID: "alice", Seq: 4, Type: events.ChangeMemoryForgotten},
 	}
 	var last []events.Change
 	eventstest.Eventually(t, "the forget's change", time.Minute, func() (bool, string) {
