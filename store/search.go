@@ -119,7 +119,8 @@ func tsQuery(keywords []string) (string, string) {
 // recall needs but the candidates' texts: the statistics ranking needs over
 // all the user's items and the query's lexemes (kind 0, one row; parsed
 // under the user's text search configuration, cfg, the one the user's items
-// are indexed with: see SetLanguage), the user's latest facts (kind 1, at
+// are indexed with: see SetLanguage; its id column counts the user's default
+// document collections, see Candidates.DocDefaults), the user's latest facts (kind 1, at
 // most $3, most recent first), and the candidates: the user's items
 // matching the tsquery, with their term counts. Columns a row's kind does
 // not use are NULL; facts carry their key and value in a and b and
@@ -159,7 +160,7 @@ const recallSQL = `
 	few AS MATERIALIZED (SELECT count(*) <= {few} AS f FROM cand)
 	SELECT 0::int2 AS kind, count(*)::float8 AS n, greatest(avg(question_len), 1)::float8 AS avgq,
 		greatest(avg(answer_len), 1)::float8 AS avga, (SELECT t FROM tm) AS terms,
-		NULL::bigint AS id, NULL::text AS a, NULL::text AS b, NULL::timestamptz AS at, NULL::timestamptz AS updated_at,
+		(SELECT count(*) FROM doc_defaults WHERE user_id = $1) AS id, NULL::text AS a, NULL::text AS b, NULL::timestamptz AS at, NULL::timestamptz AS updated_at,
 		NULL::text AS event_id, NULL::text AS conversation_id, NULL::float8 AS qlen, NULL::float8 AS alen, NULL::text AS search
 	FROM context WHERE user_id = $1
 	UNION ALL
@@ -300,6 +301,12 @@ type Candidates struct {
 	// or a query of few candidates: see fewCandidates), so ContextTexts
 	// need not be called.
 	Texts bool
+	// DocDefaults says the user has default document collections
+	// (SetDefaultCollections), read in the same snapshot: when false, an
+	// enrich naming no collections has no documents to search and skips
+	// SearchChunks' round trip. Recall always reads it; SearchContext
+	// leaves it false when it reads nothing (no usable keyword).
+	DocDefaults bool
 }
 
 // ItemStats are what BM25F needs to know of all of a user's items. Its
@@ -453,10 +460,11 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 		withTexts           *float64           // a candidate's: 1 when the row has its texts
 		allTexts            = true
 		n                   float64
+		defaults            int64
 		sawStats            bool
 	)
 	// Each kind of row scans its own columns; nil skips the others.
-	statsDest := []any{nil, &n, &out.Stats.AvgQuestionLen, &out.Stats.AvgAnswerLen, &out.Terms, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
+	statsDest := []any{nil, &n, &out.Stats.AvgQuestionLen, &out.Stats.AvgAnswerLen, &out.Terms, &defaults, nil, nil, nil, nil, nil, nil, nil, nil, nil}
 	factDest := []any{nil, nil, nil, nil, nil, nil, &f.Key, &f.Value, &f.SourceAt, &f.UpdatedAt, &f.EventID, &f.ConversationID, nil, nil, nil}
 	candDest := []any{nil, &withTexts, nil, nil, nil, &c.Item.ID, &q1, &a1, &c.Item.CreatedAt, nil, &ev, &conv, &qlen, &alen, &v}
 	kindDest := make([]any, len(candDest))
@@ -469,6 +477,7 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 		case rowStats:
 			err = rows.Scan(statsDest...)
 			out.Stats.Items = int(n)
+			out.DocDefaults = defaults > 0
 			cr.setTerms(out.Terms)
 			sawStats = true
 		case rowFact:
