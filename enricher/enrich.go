@@ -266,13 +266,18 @@ func (s *Service) parseEnrich(token string, data []byte) (enrichParams, error) {
 // enrich assembles an enrich reply: the memory relevant to the request,
 // fitted to its token budget and formatted for injection.
 func (s *Service) enrich(ctx context.Context, p enrichParams) (events.EnrichReply, error) {
-	facts, items, keywords, err := s.relevant(ctx, p)
+	facts, items, keywords, docDefaults, err := s.relevant(ctx, p)
 	if err != nil {
 		return events.EnrichReply{}, err
 	}
-	chunks, err := s.documents(ctx, p)
-	if err != nil {
-		return events.EnrichReply{}, err
+	chunks := []events.DocumentChunk{}
+	// A request naming no collections searches the user's defaults; the
+	// recall said whether there are any, so most users (none) pay no
+	// round trip for documents.
+	if len(p.collections) > 0 || (p.defaultDocs && docDefaults) {
+		if chunks, err = s.documents(ctx, p); err != nil {
+			return events.EnrichReply{}, err
+		}
 	}
 	r := p.reply(time.Now())
 	r.Keywords = keywords
@@ -290,8 +295,9 @@ func (s *Service) enrich(ctx context.Context, p enrichParams) (events.EnrichRepl
 // request's keywords, best first, none under its threshold, at most its
 // max_results; one snapshot, so that a turn's context never shows without
 // the facts committed with it. It returns the keywords the items were
-// searched with. How candidates are found and ranked is decided behind this
-// call alone.
+// searched with, and whether the user has default document collections
+// (store.Candidates.DocDefaults, from the same read). How candidates are
+// found and ranked is decided behind this call alone.
 //
 // A message with a time expression (ParseTime, against the request's at)
 // first reads the items created in its range only, searched with the
@@ -308,7 +314,7 @@ func (s *Service) enrich(ctx context.Context, p enrichParams) (events.EnrichRepl
 // the vector side keeps to the same scope and range, and its picks are read
 // in the same statement. A failed embedding leaves the request lexical,
 // never degraded.
-func (s *Service) relevant(ctx context.Context, p enrichParams) ([]store.Fact, []store.ContextItem, []string, error) {
+func (s *Service) relevant(ctx context.Context, p enrichParams) ([]store.Fact, []store.ContextItem, []string, bool, error) {
 	var (
 		qv       []float32 // nil: lexical
 		embedded bool
@@ -330,37 +336,38 @@ func (s *Service) relevant(ctx context.Context, p enrichParams) ([]store.Fact, [
 			q.Latest = p.maxResults
 		}
 		var (
-			facts []store.Fact
-			items []store.ContextItem
-			err   error
+			facts    []store.Fact
+			items    []store.ContextItem
+			defaults bool
+			err      error
 		)
 		if timeOnly {
 			var cands store.Candidates
 			facts, cands, err = s.recall.Recall(ctx, store.RecallQuery{SearchQuery: q, MaxFacts: s.cfg.MaxFacts})
-			items = newest(cands, p.maxResults)
+			items, defaults = newest(cands, p.maxResults), cands.DocDefaults
 		} else {
-			facts, items, err = s.ranked(ctx, q, vector(), p)
+			facts, items, defaults, err = s.ranked(ctx, q, vector(), p)
 		}
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, false, err
 		}
 		if len(items) > 0 {
-			return selectFacts(p.facts, p.keywords, facts), items, p.timeKeywords, nil
+			return selectFacts(p.facts, p.keywords, facts), items, p.timeKeywords, defaults, nil
 		}
 	}
-	facts, items, err := s.ranked(ctx, store.SearchQuery{UserID: p.userID, Keywords: p.keywords, Scope: p.scope}, vector(), p)
+	facts, items, defaults, err := s.ranked(ctx, store.SearchQuery{UserID: p.userID, Keywords: p.keywords, Scope: p.scope}, vector(), p)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, false, err
 	}
-	return selectFacts(p.facts, p.keywords, facts), items, p.keywords, nil
+	return selectFacts(p.facts, p.keywords, facts), items, p.keywords, defaults, nil
 }
 
 // ranked reads q's candidates with the user's facts and ranks them for p:
 // lexically (Rank), or, with a query vector qv, fused with the vector side
 // (hybrid.go); then, unless the candidates came with them, it reads the
 // texts of the items kept (a second round trip, of a few items: see
-// store.ContextTexts).
-func (s *Service) ranked(ctx context.Context, q store.SearchQuery, qv []float32, p enrichParams) ([]store.Fact, []store.ContextItem, error) {
+// store.ContextTexts). It also returns the candidates' DocDefaults.
+func (s *Service) ranked(ctx context.Context, q store.SearchQuery, qv []float32, p enrichParams) ([]store.Fact, []store.ContextItem, bool, error) {
 	read := func(ctx context.Context, q store.SearchQuery) ([]store.Fact, store.Candidates, error) {
 		return s.recall.Recall(ctx, store.RecallQuery{SearchQuery: q, MaxFacts: s.cfg.MaxFacts})
 	}
@@ -372,22 +379,22 @@ func (s *Service) ranked(ctx context.Context, q store.SearchQuery, qv []float32,
 	)
 	if qv == nil {
 		if facts, cands, err = read(ctx, q); err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 		items = Rank(cands, p.at, p.threshold, p.maxResults)
 	} else {
 		var vec map[int64]float64
 		if facts, cands, vec, err = s.hybrid.recall(ctx, q, qv, p.maxResults, read); err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 		items = fuse(cands, vec, p.at, p.threshold, p.maxResults)
 	}
 	if !cands.Texts {
 		if items, err = s.recall.ContextTexts(ctx, q.UserID, items); err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 	}
-	return facts, items, nil
+	return facts, items, cands.DocDefaults, nil
 }
 
 // newest returns the candidates' items newest first (ties: the higher id

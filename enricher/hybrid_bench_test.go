@@ -127,18 +127,18 @@ func BenchmarkHybridEnrich(b *testing.B) {
 			p := benchParams()
 			ctx := context.Background()
 			for _, s := range []*Service{lexical, hybrid} { // warms the pool and the cache
-				if _, _, _, err := s.relevant(ctx, p); err != nil {
+				if _, _, _, _, err := s.relevant(ctx, p); err != nil {
 					b.Fatal(err)
 				}
 			}
 			var lex, hyb, diff []time.Duration
 			for b.Loop() {
 				start := time.Now()
-				if _, _, _, err := lexical.relevant(ctx, p); err != nil {
+				if _, _, _, _, err := lexical.relevant(ctx, p); err != nil {
 					b.Fatal(err)
 				}
 				mid := time.Now()
-				if _, _, _, err := hybrid.relevant(ctx, p); err != nil {
+				if _, _, _, _, err := hybrid.relevant(ctx, p); err != nil {
 					b.Fatal(err)
 				}
 				end := time.Now()

@@ -119,7 +119,8 @@ func tsQuery(keywords []string) (string, string) {
 // recall needs but the candidates' texts: the statistics ranking needs over
 // all the user's items and the query's lexemes (kind 0, one row; parsed
 // under the user's text search configuration, cfg, the one the user's items
-// are indexed with: see SetLanguage), the user's latest facts (kind 1, at
+// are indexed with: see SetLanguage; its id column counts the user's default
+// document collections, see Candidates.DocDefaults), the user's latest facts (kind 1, at
 // most $3, most recent first), and the candidates: the user's items
 // matching the tsquery, with their term counts. Columns a row's kind does
 // not use are NULL; facts carry their key and value in a and b and
@@ -134,8 +135,10 @@ func tsQuery(keywords []string) (string, string) {
 // the parser splits into several words, e.g. a CJK run, makes one) reads
 // its candidates from context_terms (migrations/025), kind 4: only the rows
 // of the query's lexemes, index-only, with the counts stored at write time,
-// aggregated per item as "term count count" triples (term: the lexeme's
-// 1-based index in terms), and each item's time and lengths by primary key.
+// aggregated per item into an int8[] (column counts, see readStoredCounts:
+// array_agg of packed integers costs Postgres about half the text triples it
+// replaced, and pgx ships it in binary), and each item's time and lengths
+// from context_user_rank_idx, index-only (migrations/029).
 // An item holds one of the lexemes exactly when it matches such a query, so
 // the candidates are the tsquery's. A phrase query reads them as before,
 // kind 2: the user's items through the user index, matched, with their
@@ -147,34 +150,36 @@ func tsQuery(keywords []string) (string, string) {
 // only then matched: OFFSET 0 keeps the planner from flattening the
 // subquery, so no plan, generic plans included, can start from the GIN
 // index's posting list of every user's items (see docs/performance.md). The
-// statistics are an index-only scan of context_user_len_idx. $2 = ” (no
+// statistics are an index-only scan of context_user_rank_idx. $2 = ” (no
 // usable keyword) reads no candidate.
 const recallSQL = `
 	WITH cfg AS MATERIALIZED (SELECT coalesce((SELECT ts_config FROM user_languages WHERE user_id = $1), 'english') AS c),
 	kw AS MATERIALIZED (SELECT q, strpos(q::text, '<') > 0 AS phrase FROM (SELECT memoryd_tsquery(cfg.c, $2) AS q FROM cfg) x),
 	tm AS MATERIALIZED (SELECT memoryd_query_terms(cfg.c, $4) AS t FROM cfg),
-	cand AS MATERIALIZED (SELECT item_id, string_agg(concat_ws(' ', array_position((SELECT t FROM tm), lexeme), question, answer), ' ') AS counts
+	cand AS MATERIALIZED (SELECT item_id,
+			array_agg((array_position((SELECT t FROM tm), lexeme)::int8 << 32) | (question::int8 << 16) | answer::int8) AS counts
 		FROM context_terms WHERE user_id = $1 AND lexeme = ANY((SELECT t FROM tm)::text[]) AND $2 <> '' AND NOT (SELECT phrase FROM kw)
 		GROUP BY item_id),
 	few AS MATERIALIZED (SELECT count(*) <= {few} AS f FROM cand)
 	SELECT 0::int2 AS kind, count(*)::float8 AS n, greatest(avg(question_len), 1)::float8 AS avgq,
 		greatest(avg(answer_len), 1)::float8 AS avga, (SELECT t FROM tm) AS terms,
-		NULL::bigint AS id, NULL::text AS a, NULL::text AS b, NULL::timestamptz AS at, NULL::timestamptz AS updated_at,
-		NULL::text AS event_id, NULL::text AS conversation_id, NULL::float8 AS qlen, NULL::float8 AS alen, NULL::text AS search
+		(SELECT count(*) FROM doc_defaults WHERE user_id = $1) AS id, NULL::text AS a, NULL::text AS b, NULL::timestamptz AS at, NULL::timestamptz AS updated_at,
+		NULL::text AS event_id, NULL::text AS conversation_id, NULL::float8 AS qlen, NULL::float8 AS alen, NULL::text AS search,
+		NULL::int8[] AS counts
 	FROM context WHERE user_id = $1
 	UNION ALL
-	(SELECT 1, NULL, NULL, NULL, NULL, NULL, key, value, source_at, updated_at, event_id, conversation_id, NULL, NULL, NULL
+	(SELECT 1, NULL, NULL, NULL, NULL, NULL, key, value, source_at, updated_at, event_id, conversation_id, NULL, NULL, NULL, NULL
 	FROM facts WHERE user_id = $1 ORDER BY source_at DESC, key LIMIT $3)
 	UNION ALL
 	SELECT 4, x.one, NULL, NULL, NULL, c.id, x.question, x.answer, c.created_at, NULL, x.event_id, x.conversation_id,
-		c.question_len, c.answer_len, t.counts
+		c.question_len, c.answer_len, NULL, t.counts
 	FROM cand t
 	JOIN context c ON c.id = t.item_id AND c.user_id = $1{conds}
 	LEFT JOIN LATERAL (SELECT 1::float8 AS one, question, answer, event_id, conversation_id
 		FROM context WHERE id = c.id AND (SELECT f FROM few)) x ON true
 	UNION ALL
 	SELECT 2, NULL, NULL, NULL, NULL, c.id, NULL, NULL, c.created_at, NULL, NULL, NULL,
-		c.question_len, c.answer_len, c.search::text
+		c.question_len, c.answer_len, c.search::text, NULL
 	FROM (SELECT id, created_at, question_len, answer_len, search
 		FROM context WHERE user_id = $1 AND $2 <> '' AND (SELECT phrase FROM kw) OFFSET 0) c
 	WHERE c.search @@ (SELECT q FROM kw)`
@@ -188,7 +193,7 @@ const recallSQL = `
 // order. The tsvector is not read: there is no term to count.
 const latestCandidatesSQL = `
 	SELECT 2, 1, NULL, NULL, NULL, c.id, c.question, c.answer, c.created_at, NULL, c.event_id, c.conversation_id,
-		c.question_len, c.answer_len, ''::text
+		c.question_len, c.answer_len, ''::text, NULL
 	FROM (SELECT id, question, answer, created_at, event_id, conversation_id, question_len, answer_len
 		FROM context WHERE user_id = $1{range} ORDER BY created_at DESC, id DESC LIMIT {latest}) c`
 
@@ -201,7 +206,7 @@ type recallShape struct{ scoped, ranged, latest, hybrid bool }
 // own. No row: generation 0, the user has no vectors.
 const generationSQL = `
 	UNION ALL
-	SELECT 3, NULL, NULL, NULL, NULL, generation, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+	SELECT 3, NULL, NULL, NULL, NULL, generation, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 	FROM embedding_generations WHERE user_id = $1`
 
 // vectorCandidatesSQL adds a hybrid recall's vector ids ({ids}) to its
@@ -211,7 +216,7 @@ const generationSQL = `
 const vectorCandidatesSQL = `
 	UNION ALL
 	SELECT 2, NULL, NULL, NULL, NULL, c.id, NULL, NULL, c.created_at, NULL, NULL, NULL,
-		c.question_len, c.answer_len, c.search::text
+		c.question_len, c.answer_len, c.search::text, NULL
 	FROM context c WHERE c.id = ANY({ids}) AND c.user_id = $1{conds}`
 
 // hybridSQL makes sql (a recall statement with candidates by keyword and
@@ -300,6 +305,12 @@ type Candidates struct {
 	// or a query of few candidates: see fewCandidates), so ContextTexts
 	// need not be called.
 	Texts bool
+	// DocDefaults says the user has default document collections
+	// (SetDefaultCollections), read in the same snapshot: when false, an
+	// enrich naming no collections has no documents to search and skips
+	// SearchChunks' round trip. Recall always reads it; SearchContext
+	// leaves it false when it reads nothing (no usable keyword).
+	DocDefaults bool
 }
 
 // ItemStats are what BM25F needs to know of all of a user's items. Its
@@ -453,12 +464,13 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 		withTexts           *float64           // a candidate's: 1 when the row has its texts
 		allTexts            = true
 		n                   float64
+		defaults            int64
 		sawStats            bool
 	)
 	// Each kind of row scans its own columns; nil skips the others.
-	statsDest := []any{nil, &n, &out.Stats.AvgQuestionLen, &out.Stats.AvgAnswerLen, &out.Terms, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
-	factDest := []any{nil, nil, nil, nil, nil, nil, &f.Key, &f.Value, &f.SourceAt, &f.UpdatedAt, &f.EventID, &f.ConversationID, nil, nil, nil}
-	candDest := []any{nil, &withTexts, nil, nil, nil, &c.Item.ID, &q1, &a1, &c.Item.CreatedAt, nil, &ev, &conv, &qlen, &alen, &v}
+	statsDest := []any{nil, &n, &out.Stats.AvgQuestionLen, &out.Stats.AvgAnswerLen, &out.Terms, &defaults, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
+	factDest := []any{nil, nil, nil, nil, nil, nil, &f.Key, &f.Value, &f.SourceAt, &f.UpdatedAt, &f.EventID, &f.ConversationID, nil, nil, nil, nil}
+	candDest := []any{nil, &withTexts, nil, nil, nil, &c.Item.ID, &q1, &a1, &c.Item.CreatedAt, nil, &ev, &conv, &qlen, &alen, &v, nil}
 	kindDest := make([]any, len(candDest))
 	kindDest[0] = &kind
 	for rows.Next() {
@@ -469,6 +481,7 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 		case rowStats:
 			err = rows.Scan(statsDest...)
 			out.Stats.Items = int(n)
+			out.DocDefaults = defaults > 0
 			cr.setTerms(out.Terms)
 			sawStats = true
 		case rowFact:
@@ -480,10 +493,15 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 			if err = rows.Scan(candDest...); err == nil {
 				c.QuestionLen, c.AnswerLen = int(qlen), int(alen)
 				allTexts = allTexts && withTexts != nil
+				if kind == rowCounted {
+					// The int8[]'s bytes as they came (binary): pgx would
+					// scan them into a slice per row.
+					v = rows.RawValues()[15]
+				}
 				cr.add(c, q1, a1, ev, conv, v, kind == rowCounted)
 			}
 		case rowGeneration:
-			err = rows.Scan(nil, nil, nil, nil, nil, &out.Generation, nil, nil, nil, nil, nil, nil, nil, nil, nil)
+			err = rows.Scan(nil, nil, nil, nil, nil, &out.Generation, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil)
 		default:
 			err = fmt.Errorf("recall read a row of kind %d", kind)
 		}

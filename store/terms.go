@@ -1,47 +1,88 @@
 package store
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 )
 
-// readStoredCounts parses a candidate's stored term counts as recallSQL
-// aggregates them from context_terms: space-separated triples "term
-// question answer", term the lexeme's 1-based index in the query's terms,
-// into counts (one per term, zero for the terms the item does not hold).
+// readStoredCounts reads a candidate's stored term counts as recallSQL
+// aggregates them from context_terms: an int8[] with one element per lexeme
+// the item holds, term<<32 | question<<16 | answer (term the lexeme's
+// 1-based index in the query's terms; the counts are smallints, at most 256
+// positions a lexeme), into counts (one per term, zero for the terms the item
+// does not hold). v is the array in Postgres' binary format, as pgx asks for
+// an int8[] column, or in its text form ({1,2,3}), so that either reads.
 func readStoredCounts(v []byte, counts []TermCount) error {
 	clear(counts)
-	var triple [3]int
-	k := 0
-	for i := 0; i < len(v); {
-		if v[i] == ' ' {
-			i++
-			continue
+	set := func(x int64) error {
+		t, q, a := x>>32, (x>>16)&0xffff, x&0xffff
+		if x < 0 || t < 1 || t > int64(len(counts)) {
+			return fmt.Errorf("stored counts: term %d of %d", t, len(counts))
 		}
-		n, start := 0, i
-		for ; i < len(v) && v[i] >= '0' && v[i] <= '9'; i++ {
-			if n > 1<<20 {
-				return errors.New("stored counts: number out of range")
-			}
-			n = n*10 + int(v[i]-'0')
-		}
-		if i == start || (i < len(v) && v[i] != ' ') {
-			return fmt.Errorf("stored counts: want a number at %d", start)
-		}
-		triple[k] = n
-		if k++; k < 3 {
-			continue
-		}
-		k = 0
-		t := triple[0] - 1
-		if t < 0 || t >= len(counts) {
-			return fmt.Errorf("stored counts: term %d of %d", triple[0], len(counts))
-		}
-		counts[t] = TermCount{Present: true, Question: triple[1], Answer: triple[2]}
+		counts[t-1] = TermCount{Present: true, Question: int(q), Answer: int(a)}
+		return nil
 	}
-	if k != 0 {
-		return errors.New("stored counts: incomplete triple")
+	if len(v) > 0 && v[0] == '{' {
+		return readCountsText(v, set)
+	}
+	// Binary: ndim, has nulls, element oid, then per dimension its length
+	// and lower bound, then each element's length (-1: NULL) and bytes.
+	if len(v) < 12 {
+		return errors.New("stored counts: short array header")
+	}
+	ndim := binary.BigEndian.Uint32(v)
+	if ndim == 0 {
+		return nil
+	}
+	if ndim != 1 || len(v) < 20 {
+		return fmt.Errorf("stored counts: %d dimensions", ndim)
+	}
+	n := int(binary.BigEndian.Uint32(v[12:]))
+	v = v[20:]
+	if n < 0 || len(v) != n*12 {
+		return fmt.Errorf("stored counts: %d bytes for %d elements", len(v), n)
+	}
+	for i := range n {
+		e := v[i*12:]
+		if int32(binary.BigEndian.Uint32(e)) != 8 {
+			return errors.New("stored counts: an element is not 8 bytes")
+		}
+		if err := set(int64(binary.BigEndian.Uint64(e[4:]))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readCountsText reads the text form of an int8[] of packed counts.
+func readCountsText(v []byte, set func(int64) error) error {
+	if len(v) < 2 || v[len(v)-1] != '}' {
+		return errors.New("stored counts: not an array")
+	}
+	v = v[1 : len(v)-1]
+	for len(v) > 0 {
+		i := bytes.IndexByte(v, ',')
+		if i < 0 {
+			i = len(v)
+		}
+		x, err := strconv.ParseInt(string(v[:i]), 10, 64)
+		if err != nil {
+			return fmt.Errorf("stored counts: %w", err)
+		}
+		if err := set(x); err != nil {
+			return err
+		}
+		if i == len(v) {
+			break
+		}
+		v = v[i+1:]
+		if len(v) == 0 {
+			return errors.New("stored counts: trailing comma")
+		}
 	}
 	return nil
 }

@@ -2,6 +2,8 @@ package store_test
 
 import (
 	"context"
+	"encoding/binary"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -161,20 +163,40 @@ func vectorCandidates(t *testing.T, ctx context.Context, s *store.Store, user st
 	return store.ReadCandidates(cands, raw, terms, user)
 }
 
-// TestReadStoredCounts: the triples recallSQL aggregates, and malformed
-// ones refused rather than misread.
+// TestReadStoredCounts: the packed int8[] recallSQL aggregates, in
+// Postgres' binary format and in its text form, and malformed arrays
+// refused rather than misread.
 func TestReadStoredCounts(t *testing.T) {
 	t.Parallel()
-	counts := make([]store.TermCount, 3)
-	if err := store.ReadStoredCounts([]byte("3 0 2 1 1 0"), counts); err != nil {
-		t.Fatal(err)
+	pack := func(term, q, a int64) int64 { return term<<32 | q<<16 | a }
+	bin := func(xs ...int64) []byte {
+		b := binary.BigEndian.AppendUint32(nil, 1) // dimensions
+		b = binary.BigEndian.AppendUint32(b, 0)    // no nulls
+		b = binary.BigEndian.AppendUint32(b, 20)   // int8
+		b = binary.BigEndian.AppendUint32(b, uint32(len(xs)))
+		b = binary.BigEndian.AppendUint32(b, 1) // lower bound
+		for _, x := range xs {
+			b = binary.BigEndian.AppendUint32(b, 8)
+			b = binary.BigEndian.AppendUint64(b, uint64(x))
+		}
+		return b
 	}
-	want := []store.TermCount{{Present: true, Question: 1}, {}, {Present: true, Answer: 2}}
-	if !slices.Equal(counts, want) {
-		t.Fatalf("counts = %+v, want %+v", counts, want)
+	want := []store.TermCount{{Present: true, Question: 1}, {}, {Present: true, Answer: 256}}
+	for _, v := range [][]byte{bin(pack(3, 0, 256), pack(1, 1, 0)), []byte(fmt.Sprintf("{%d,%d}", pack(3, 0, 256), pack(1, 1, 0)))} {
+		counts := make([]store.TermCount, 3)
+		if err := store.ReadStoredCounts(v, counts); err != nil {
+			t.Fatalf("%q: %v", v, err)
+		}
+		if !slices.Equal(counts, want) {
+			t.Fatalf("%q: counts = %+v, want %+v", v, counts, want)
+		}
 	}
-	for _, bad := range []string{"1 0", "0 1 1", "4 1 1", "1 x 1", "1 1 1 2", "-1 1 1", "1 1 99999999999"} {
-		if err := store.ReadStoredCounts([]byte(bad), counts); err == nil {
+	short := bin(pack(1, 1, 1))
+	for _, bad := range [][]byte{
+		bin(pack(0, 1, 1)), bin(pack(4, 1, 1)), bin(-1), short[:len(short)-1], short[:8],
+		[]byte("{1,2"), []byte("{4294967297,}"), []byte("{x}"), []byte(fmt.Sprintf("{%d}", pack(4, 0, 0))),
+	} {
+		if err := store.ReadStoredCounts(bad, make([]store.TermCount, 3)); err == nil {
 			t.Errorf("%q read without an error", bad)
 		}
 	}
