@@ -99,3 +99,9 @@ CREATE TRIGGER chunk_terms_truncate_trg AFTER TRUNCATE ON doc_chunks
 INSERT INTO chunk_terms (collection_id, lexeme, chunk_id, heading, body)
 SELECT ch.collection_id, t.lexeme, ch.id, t.question, t.answer
 FROM doc_chunks ch, memoryd_item_terms(ch.search) t;
+
+-- 4. The documents' total content size, which a put checks against serve's
+-- --max-docs-size (store.DocumentPut.MaxTotalBytes), by an index-only scan
+-- rather than a read of every document's row (small documents keep their
+-- content in it).
+CREATE INDEX documents_size_idx ON documents (collection_id) INCLUDE (size_bytes);
