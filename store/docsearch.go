@@ -225,7 +225,8 @@ const chunkStatsSQL = `
 // chunkTermsSQL reads the candidates of a query that is an OR of lexemes
 // (no phrase) from chunk_terms (migrations/027): only the rows of the
 // query's lexemes ($4, all configurations' terms) in the searched
-// collections ($1), index-only, aggregated per chunk as "term heading
+// collections ($1), from chunk_terms' primary key (index-only once the
+// table is vacuumed), aggregated per chunk as "term heading
 // body" triples (term: the lexeme's 1-based index in $4), then each
 // chunk's place and lengths by its id. A chunk is a candidate when it holds
 // one of the lexemes of its own collection's configuration ($2, in $1's
