@@ -123,6 +123,11 @@ type Config struct {
 	// MaxDocumentBytes is the largest document content memory.docs.put
 	// accepts. Default events.DefaultMaxDocumentBytes (8 MiB).
 	MaxDocumentBytes int
+	// MaxDocsSize caps the content size of all the documents, every
+	// collection and owner together (store.DocumentPut.MaxTotalBytes): a
+	// put that would go over it is refused (a 507 naming the cap) and
+	// writes nothing. Default 0: no cap.
+	MaxDocsSize int64
 	// InlineChunkBytes is the largest document chunked in its put's
 	// request when DocIndexer is set. Default DefaultInlineChunkBytes
 	// (256 KiB).
@@ -198,6 +203,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("enricher: Config.MaxFacts %d is under 1", c.MaxFacts)
 	case c.MaxDocumentBytes < 1:
 		return fmt.Errorf("enricher: Config.MaxDocumentBytes %d is under 1", c.MaxDocumentBytes)
+	case c.MaxDocsSize < 0:
+		return fmt.Errorf("enricher: Config.MaxDocsSize %d is negative", c.MaxDocsSize)
 	case c.InlineChunkBytes < 1:
 		return fmt.Errorf("enricher: Config.InlineChunkBytes %d is under 1", c.InlineChunkBytes)
 	case c.MaxInFlight < 1:

@@ -3,6 +3,7 @@ package enricher
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -84,6 +85,7 @@ type docs struct {
 	store       DocStore
 	index       DocIndexer // nil: every document is chunked inline
 	maxBytes    int
+	maxTotal    int64 // Config.MaxDocsSize
 	inlineBytes int
 	shared      bool // the endpoints of a shared scope's subjects
 }
@@ -174,7 +176,8 @@ func (d docs) put(token string, data []byte) (call, error) {
 		req.OverlapTokens = min(req.OverlapTokens, c.MaxTokens/2)
 	}
 	put := store.DocumentPut{Owner: o, Collection: req.Collection, ChunkTokens: req.ChunkTokens, OverlapTokens: req.OverlapTokens,
-		DocID: req.DocID, Source: req.Source, Content: req.Content, Metadata: req.Metadata, Chunk: ChunkDocument}
+		DocID: req.DocID, Source: req.Source, Content: req.Content, Metadata: req.Metadata, Chunk: ChunkDocument,
+		MaxTotalBytes: d.maxTotal}
 	later := d.index != nil && len(req.Content) > d.inlineBytes
 	if later {
 		put.Chunk = nil
@@ -201,9 +204,18 @@ func (d docs) put(token string, data []byte) (call, error) {
 	}, nil
 }
 
+// codeDocsCap is the error code of a put refused by the documents cap.
+const codeDocsCap = 507
+
 // putError makes a put's validation errors (the store checks what it
-// keeps: ids, metadata, text) 400s.
+// keeps: ids, metadata, text) 400s, and the documents cap's refusal a 507
+// naming the cap.
 func putError(err error) error {
+	if ce, ok := errors.AsType[*store.DocsCapError](err); ok {
+		return &events.ServiceError{Code: codeDocsCap, Description: fmt.Sprintf(
+			"documents cap reached: this %d byte document would bring all the documents to %d bytes, over the documents cap (serve's --max-docs-size) of %d bytes",
+			ce.Size, ce.Total, ce.Cap)}
+	}
 	msg := err.Error()
 	for _, bad := range []string{"document id", "metadata", "not UTF-8 text", "chunker:"} {
 		if strings.Contains(msg, bad) {
@@ -359,7 +371,7 @@ func (d docs) defaults(token string, data []byte) (call, error) {
 func (s *Service) docsEndpoints() []endpoint {
 	var eps []endpoint
 	for _, shared := range []bool{false, true} {
-		d := docs{store: s.cfg.Store, index: s.cfg.DocIndexer, maxBytes: s.cfg.MaxDocumentBytes,
+		d := docs{store: s.cfg.Store, index: s.cfg.DocIndexer, maxBytes: s.cfg.MaxDocumentBytes, maxTotal: s.cfg.MaxDocsSize,
 			inlineBytes: s.cfg.InlineChunkBytes, shared: shared}
 		name, subject, whose := "docs_", "docs.", "the user's"
 		if shared {

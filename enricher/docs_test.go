@@ -3,6 +3,7 @@ package enricher_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -227,5 +228,45 @@ func TestDocsLargePutEnqueues(t *testing.T) {
 	l, err := h.client.ListDocuments(ctx, events.DocsListRequest{UserID: "alice", Collection: "c"})
 	if err != nil || len(l.Documents) != 2 {
 		t.Fatalf("list = %+v, %v (want big and small only)", l, err)
+	}
+}
+
+// TestDocsCapOverNATS checks the documents cap (Config.MaxDocsSize) over
+// NATS: a put that would go over it is a 507 whose description names the
+// cap and the sizes, and writes nothing; a large put is refused at put
+// time, before its chunking job is enqueued.
+func TestDocsCapOverNATS(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	enqueued := 0
+	h := start(t, st, func(c *enricher.Config) {
+		c.MaxDocsSize = int64(len(manual)) + 5
+		c.InlineChunkBytes = 100
+		c.DocIndexer = func(context.Context, pgx.Tx, int64, string, string) (int64, error) {
+			enqueued++
+			return 7, nil
+		}
+	})
+	ctx := ctxT(t)
+	if _, err := h.client.PutDocument(ctx, events.DocsPutRequest{UserID: "alice", Collection: "c", DocID: "small", Content: "A small note."}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := h.client.PutDocument(ctx, events.DocsPutRequest{UserID: "alice", Collection: "c", DocID: "big", Content: manual})
+	var se *events.ServiceError
+	if !errors.As(err, &se) || se.Code != 507 || !strings.Contains(se.Description, "documents cap") ||
+		!strings.Contains(se.Description, "--max-docs-size") || !strings.Contains(se.Description, fmt.Sprint(len(manual)+5)) {
+		t.Fatalf("put over the cap: %v; want a 507 naming the cap", err)
+	}
+	l, err := h.client.ListDocuments(ctx, events.DocsListRequest{UserID: "alice", Collection: "c"})
+	if err != nil || len(l.Documents) != 1 || enqueued != 0 {
+		t.Fatalf("after the refused put: %+v, %v, %d job(s) enqueued; want the small document only, no job", l, err, enqueued)
+	}
+	// Room made by a delete lets the large put through, as a job.
+	if _, err := h.client.DeleteDocument(ctx, events.DocsDeleteRequest{UserID: "alice", Collection: "c", DocID: "small"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := h.client.PutDocument(ctx, events.DocsPutRequest{UserID: "alice", Collection: "c", DocID: "big", Content: manual})
+	if err != nil || r.JobID != 7 || enqueued != 1 {
+		t.Fatalf("put within the cap: %+v, %v", r, err)
 	}
 }

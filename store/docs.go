@@ -43,6 +43,20 @@ const (
 // learns nothing of collections it may not read).
 var ErrNoCollection = errors.New("no such collection")
 
+// DocsCapError is a put refused because the documents would go over their
+// cap (DocumentPut.MaxTotalBytes): nothing was written.
+type DocsCapError struct {
+	// Cap is the cap, Size the document's content size, and Total what
+	// all the documents' content would take with it (its old content
+	// replaced).
+	Cap, Size, Total int64
+}
+
+func (e *DocsCapError) Error() string {
+	return fmt.Sprintf("documents cap: this %d byte document would bring the documents to %d bytes, over their cap of %d bytes",
+		e.Size, e.Total, e.Cap)
+}
+
 // Owner is who a collection belongs to, and who reads: exactly one of User
 // (a user's private collections) and Shared (a shared scope's collections,
 // which users read only through a grant, see GrantReader) is set.
@@ -134,6 +148,14 @@ type DocumentPut struct {
 	// PutDocument on the Store InTx hands out to enqueue that job in the
 	// same transaction).
 	Chunk Chunker
+	// MaxTotalBytes, when over 0, caps the content size of all the
+	// documents (every collection, every owner; their chunks and indexes
+	// are not counted): a put that would bring it over is refused with a
+	// *DocsCapError and writes nothing. A put of unchanged content, or one
+	// that shrinks a document, is never refused. Capped puts are
+	// serialised by a lock, so that two of them cannot both take the last
+	// room.
+	MaxTotalBytes int64
 }
 
 // PutResult is what PutDocument did.
@@ -249,14 +271,18 @@ func (s *Store) PutDocument(ctx context.Context, p DocumentPut) (PutResult, erro
 		r.Collection = c
 		var hash, status string
 		var chunks int
-		err = q.db.QueryRow(ctx, `SELECT content_hash, status, chunks FROM documents
-			WHERE collection_id = $1 AND doc_id = $2 FOR UPDATE`, c.ID, p.DocID).Scan(&hash, &status, &chunks)
+		var oldSize int64
+		err = q.db.QueryRow(ctx, `SELECT content_hash, status, chunks, size_bytes FROM documents
+			WHERE collection_id = $1 AND doc_id = $2 FOR UPDATE`, c.ID, p.DocID).Scan(&hash, &status, &chunks, &oldSize)
 		switch {
 		case err == nil && hash == r.Hash:
 			r.Unchanged, r.Status, r.Chunks = true, status, chunks
 			return nil
 		case err != nil && !errors.Is(err, pgx.ErrNoRows):
 			return fmt.Errorf("read document: %w", err)
+		}
+		if err := q.checkDocsCap(ctx, p.MaxTotalBytes, int64(len(p.Content)), oldSize); err != nil {
+			return err
 		}
 		var cut []ChunkText
 		r.Status = DocPending
@@ -281,6 +307,30 @@ func (s *Store) PutDocument(ctx context.Context, p DocumentPut) (PutResult, erro
 		return PutResult{}, fmt.Errorf("put document: %w", err)
 	}
 	return r, nil
+}
+
+// checkDocsCap refuses a put of size bytes replacing oldSize bytes (0: a
+// new document) when the documents' content would go over maxTotal (0: no
+// cap). It takes a transaction lock first (per schema, as SetLanguage's),
+// held until the put commits, so that concurrent capped puts are counted
+// one after the other; a put that does not grow the total needs neither.
+func (s *Store) checkDocsCap(ctx context.Context, maxTotal, size, oldSize int64) error {
+	if maxTotal <= 0 || size <= oldSize {
+		return nil
+	}
+	// The sum is a statement of its own, after the lock: its snapshot
+	// (read committed) then holds every put that held the lock before.
+	if _, err := s.db.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('memoryd.docs_cap.' || current_schema(), 0))`); err != nil {
+		return fmt.Errorf("documents cap lock: %w", err)
+	}
+	var total int64
+	if err := s.db.QueryRow(ctx, `SELECT coalesce(sum(size_bytes), 0)::bigint FROM documents`).Scan(&total); err != nil {
+		return fmt.Errorf("documents size: %w", err)
+	}
+	if total = total - oldSize + size; total > maxTotal {
+		return &DocsCapError{Cap: maxTotal, Size: size, Total: total}
+	}
+	return nil
 }
 
 // headingSep joins a heading path for the insert; it cannot occur in a

@@ -212,18 +212,44 @@ func (s *Store) Collections(ctx context.Context, reader Owner) ([]Collection, er
 	return cs, nil
 }
 
-// chunkStatsSQL reads the statistics over the searched collections' chunks
-// and the query's lexemes under each of their configurations.
+// chunkStatsSQL reads the statistics over the searched collections' chunks,
+// the query's lexemes under each of their configurations, and whether the
+// query holds a phrase under any of them (a keyword the parser splits into
+// several words, e.g. a CJK run or "e-mail").
 const chunkStatsSQL = `
 	SELECT count(*)::float8, greatest(avg(heading_len), 1)::float8, greatest(avg(text_len), 1)::float8,
-		(SELECT coalesce(array_agg(DISTINCT t), '{}') FROM unnest($2::text[]) cfg, unnest(memoryd_query_terms(cfg, $3)) t)
+		(SELECT coalesce(array_agg(DISTINCT t), '{}') FROM unnest($2::text[]) cfg, unnest(memoryd_query_terms(cfg, $3)) t),
+		(SELECT coalesce(bool_or(strpos(memoryd_tsquery(cfg, $4)::text, '<') > 0), false) FROM unnest($2::text[]) cfg)
 	FROM doc_chunks WHERE collection_id = ANY($1)`
 
-// chunkCandidatesSQL reads the matching chunks, each under its own
-// configuration's parse of the query, with their documents' sources, and
-// what ranking needs (lengths and the search vector) but not their text:
-// ranking reads every match, and the text is most of a chunk's bytes.
-const chunkCandidatesSQL = `
+// chunkTermsSQL reads the candidates of a query that is an OR of lexemes
+// (no phrase) from chunk_terms (migrations/027): only the rows of the
+// query's lexemes ($4, all configurations' terms) in the searched
+// collections ($1), from chunk_terms' primary key (index-only once the
+// table is vacuumed), aggregated per chunk as "term heading
+// body" triples (term: the lexeme's 1-based index in $4), then each
+// chunk's place and lengths by its id. A chunk is a candidate when it holds
+// one of the lexemes of its own collection's configuration ($2, in $1's
+// order): exactly when its vector matches that configuration's tsquery, as
+// chunkVectorsSQL reads them. No vector is read.
+const chunkTermsSQL = `
+	WITH own AS MATERIALIZED (SELECT c, memoryd_query_terms(cfg, $3) AS t FROM unnest($1::bigint[], $2::text[]) AS u(c, cfg)),
+	cand AS MATERIALIZED (SELECT ct.chunk_id,
+			string_agg(concat_ws(' ', array_position($4::text[], ct.lexeme), ct.heading, ct.body), ' ') AS counts
+		FROM own JOIN chunk_terms ct ON ct.collection_id = own.c AND ct.lexeme = ANY($4::text[])
+		GROUP BY ct.chunk_id
+		HAVING bool_or(ct.lexeme = ANY(own.t)))
+	SELECT ch.collection_id, ch.doc_id, d.source, ch.chunk_index, ch.heading_path, ch.byte_start, ch.byte_end,
+		ch.heading_len, ch.text_len, cand.counts
+	FROM cand JOIN doc_chunks ch ON ch.id = cand.chunk_id
+	JOIN documents d ON d.collection_id = ch.collection_id AND d.doc_id = ch.doc_id`
+
+// chunkVectorsSQL reads the matching chunks of a phrase query, each under
+// its own configuration's parse of the query, with their documents'
+// sources, and what ranking needs (lengths and the search vector, whose
+// counts are decoded in Go: see termCounts) but not their text: ranking
+// reads every match, and the text is most of a chunk's bytes.
+const chunkVectorsSQL = `
 	WITH kw AS MATERIALIZED (SELECT cfg, memoryd_tsquery(cfg, $3) AS q FROM unnest($2::text[]) cfg)
 	SELECT ch.collection_id, ch.doc_id, d.source, ch.chunk_index, ch.heading_path, ch.byte_start, ch.byte_end,
 		ch.heading_len, ch.text_len, ch.search::text
@@ -327,13 +353,29 @@ func (s *Store) chunkCandidates(ctx context.Context, q ChunkQuery) (ChunkCandida
 			cfgs = append(cfgs, c.TSConfig)
 		}
 	}
-	var n float64
-	if err := s.db.QueryRow(ctx, chunkStatsSQL, ids, cfgs, terms).
-		Scan(&n, &out.Stats.AvgQuestionLen, &out.Stats.AvgAnswerLen, &out.Terms); err != nil {
+	var (
+		n      float64
+		phrase bool
+	)
+	if err := s.db.QueryRow(ctx, chunkStatsSQL, ids, cfgs, terms, tsq).
+		Scan(&n, &out.Stats.AvgQuestionLen, &out.Stats.AvgAnswerLen, &out.Terms, &phrase); err != nil {
 		return ChunkCandidates{}, nil, fmt.Errorf("stats: %w", err)
 	}
 	out.Stats.Items = int(n)
-	rows, err := s.db.Query(ctx, chunkCandidatesSQL, ids, cfgs, tsq)
+	var rows pgx.Rows
+	fromTerms := !phrase && !chunkVectorsOnly(ctx)
+	if fromTerms {
+		if len(out.Terms) == 0 {
+			return out, byRef, nil // nothing to match: no round trip
+		}
+		colCfgs := make([]string, len(cols))
+		for i, c := range cols {
+			colCfgs[i] = c.TSConfig
+		}
+		rows, err = s.db.Query(ctx, chunkTermsSQL, ids, colCfgs, terms, out.Terms)
+	} else {
+		rows, err = s.db.Query(ctx, chunkVectorsSQL, ids, cfgs, tsq)
+	}
 	if err != nil {
 		return ChunkCandidates{}, nil, err
 	}
@@ -341,13 +383,19 @@ func (s *Store) chunkCandidates(ctx context.Context, q ChunkQuery) (ChunkCandida
 		tc     termCounts
 		c      ChunkCandidate
 		colID  int64
-		vector []byte
+		counts []byte
 	)
 	_, err = pgx.ForEachRow(rows, []any{&colID, &c.Hit.DocumentID, &c.Hit.Source, &c.Hit.ChunkIndex, &c.Hit.HeadingPath,
-		&c.Hit.Start, &c.Hit.End, &c.HeadingLen, &c.TextLen, &vector}, func() error {
+		&c.Hit.Start, &c.Hit.End, &c.HeadingLen, &c.TextLen, &counts}, func() error {
 		c.Hit.Collection = refs[colID]
 		c.Terms = make([]TermCount, len(out.Terms))
-		if err := tc.read(vector, out.Terms, c.Terms); err != nil {
+		var err error
+		if fromTerms {
+			err = readStoredCounts(counts, c.Terms)
+		} else {
+			err = tc.read(counts, out.Terms, c.Terms)
+		}
+		if err != nil {
 			return err
 		}
 		if c.Hit.HeadingPath == nil {
@@ -361,6 +409,16 @@ func (s *Store) chunkCandidates(ctx context.Context, q ChunkQuery) (ChunkCandida
 		return ChunkCandidates{}, nil, err
 	}
 	return out, byRef, nil
+}
+
+// chunkVectorsKey, in a context, makes chunk searches read every query's
+// candidates from the vectors, as phrase queries do (tests compare the two
+// paths).
+type chunkVectorsKey struct{}
+
+func chunkVectorsOnly(ctx context.Context) bool {
+	v, _ := ctx.Value(chunkVectorsKey{}).(bool)
+	return v
 }
 
 // HeadingText joins a heading path as the index does ("A > B").

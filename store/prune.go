@@ -41,7 +41,8 @@ type SizeReport struct {
 	TurnTextBytes     int64 `json:"turn_text_bytes"`
 	TurnTextHighWater int64 `json:"turn_text_high_water"`
 	// DocumentBytes is the real size of the knowledge bases (collections,
-	// documents, their chunks, read grants; indexes and TOAST included).
+	// documents, their chunks and chunk terms, read grants; indexes and TOAST
+	// included).
 	// Pruning never deletes documents: they count in RealBytes, LiveBytes
 	// and FloorBytes.
 	DocumentBytes int64 `json:"document_bytes"`
@@ -83,7 +84,7 @@ func (s *Store) MeasureSize(ctx context.Context) (SizeReport, error) {
 			         + pg_total_relation_size('fact_direct_clears'::regclass) + pg_total_relation_size('context_clears'::regclass) AS other,
 			       pg_total_relation_size('context'::regclass) + pg_total_relation_size('context_embeddings'::regclass) AS ctx,
 			       pg_total_relation_size('collections'::regclass) + pg_total_relation_size('documents'::regclass)
-			         + pg_total_relation_size('doc_chunks'::regclass) + pg_total_relation_size('collection_readers'::regclass) + pg_total_relation_size('doc_defaults'::regclass) AS docs,
+			         + pg_total_relation_size('doc_chunks'::regclass) + pg_total_relation_size('chunk_terms'::regclass) + pg_total_relation_size('collection_readers'::regclass) + pg_total_relation_size('doc_defaults'::regclass) AS docs,
 			       (SELECT count(*) FROM context) AS rows,
 			       (SELECT coalesce(sum(`+turnTextSize+`), 0) FROM turns WHERE text_cleared_at IS NULL) AS text
 		), hw AS (

@@ -55,6 +55,7 @@ var fieldFlags = map[string]map[string]string{
 
 		// Knowledge bases (issue 19).
 		"MaxDocumentBytes": "--max-document-bytes",
+		"MaxDocsSize":      "--max-docs-size",
 	},
 	"store": {
 		"URL":            "--database-url",

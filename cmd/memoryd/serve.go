@@ -22,6 +22,7 @@ type serveOptions struct {
 	conn            connOptions
 	app             app.Config
 	maxDBSize       string
+	maxDocsSize     string
 	turnRetention   time.Duration
 	shutdownTimeout time.Duration
 }
@@ -72,6 +73,7 @@ func (o *serveOptions) register(f *flags) {
 	f.Secret(&o.app.Embed.APIKey, "embed-api-key", "API key for the embeddings server")
 	f.Duration(&o.app.Enricher.EmbedTimeout, "embed-query-timeout", def.Enricher.EmbedTimeout, "share of --enrich-timeout an enrich or search query's embedding may take; past it, or when the endpoint fails, the reply is lexical (not degraded)")
 	f.Int(&o.app.Enricher.MaxDocumentBytes, "max-document-bytes", def.Enricher.MaxDocumentBytes, "largest knowledge base document memory.docs.put accepts (a request must also fit the NATS server's max_payload)")
+	f.String(&o.maxDocsSize, "max-docs-size", "", "cap on the content size of all knowledge base documents together (every collection and owner; on disk they take several times it with their chunks and indexes): a docs put that would go over it is refused, code 507 (e.g. 200M or 2G; empty: no cap)")
 	f.Int64(&o.app.Enricher.VectorCacheBytes, "vector-cache-bytes", def.Enricher.VectorCacheBytes, "memory for users' vectors cached by enrich and search (least recently used users evicted first)")
 	f.Int64(&w.DailyTokensPerUser, "llm-daily-tokens-per-user", def.Worker.DailyTokensPerUser, "model tokens one user's turns may spend per UTC day; over it they are extracted offline, and by the model again the next day (0: no cap)")
 	f.Int64(&w.DailyTokens, "llm-daily-tokens", def.Worker.DailyTokens, "model tokens all users' turns may spend per UTC day; over it turns are extracted offline, and by the model again the next day (0: no cap)")
@@ -102,6 +104,9 @@ func (o *serveOptions) check(f *flags) error {
 	if _, err := parseSize(o.maxDBSize); err != nil {
 		return f.usageErr("--max-db-size: %v", err)
 	}
+	if _, err := parseSize(o.maxDocsSize); err != nil {
+		return f.usageErr("--max-docs-size: %v", err)
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.conn.logLevel)); err != nil {
 		return f.usageErr("--log-level %q is not debug, info, warn or error", o.conn.logLevel)
@@ -125,7 +130,8 @@ func (o *serveOptions) config(logger *slog.Logger, name string) app.Config {
 	conn := o.conn.config(name, logger)
 	c.Logger, c.Prefix, c.Stream, c.NATS, c.Version = conn.Logger, conn.Prefix, conn.Stream, conn.NATS, version
 	c.Store.URL = conn.Store.URL
-	c.Worker.MaxDBSize, _ = parseSize(o.maxDBSize) // checked by check
+	c.Worker.MaxDBSize, _ = parseSize(o.maxDBSize)       // checked by check
+	c.Enricher.MaxDocsSize, _ = parseSize(o.maxDocsSize) // checked by check
 	c.Worker.TurnRetention = o.turnRetention
 	if o.turnRetention == 0 {
 		c.Worker.TurnRetention = -1 // the worker's "forever"

@@ -244,6 +244,7 @@ func (c Config) validate() error {
 		{"Changes.BatchSize", c.Changes.BatchSize, c.Changes.BatchSize < 1},
 		{"Changes.FlushTimeout", c.Changes.FlushTimeout, c.Changes.FlushTimeout <= 0},
 		{"Enricher.Timeout", c.Enricher.Timeout, c.Enricher.Timeout <= 0},
+		{"Enricher.MaxDocsSize", c.Enricher.MaxDocsSize, c.Enricher.MaxDocsSize < 0},
 		{"EnrichPool.MaxConns", c.EnrichPool.MaxConns, c.EnrichPool.MaxConns < 1},
 		{"EnrichPool.MinConns", c.EnrichPool.MinConns, c.EnrichPool.MinConns < 0 || c.EnrichPool.MinConns > c.EnrichPool.MaxConns},
 		{"LLM.Timeout", c.LLM.Timeout, c.LLM.BaseURL != "" && c.LLM.Timeout <= 0},

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/events/eventstest"
+	"github.com/memoryd/memoryd/store/storetest"
+)
+
+// TestDocsPutOverCap: serve --max-docs-size refuses the put that would go
+// over the cap, and `docs put` exits non-zero naming the cap on that file's
+// line, after storing the files that fit; a bad size is a usage error
+// naming the flag.
+func TestDocsPutOverCap(t *testing.T) {
+	t.Parallel()
+	_, errOut, code := runArgs(context.Background(), "serve", "--max-docs-size", "lots")
+	if code != 2 || !strings.HasPrefix(errOut, "memoryd serve: --max-docs-size: ") {
+		t.Errorf("serve --max-docs-size lots: exit %d, stderr %q", code, errOut)
+	}
+	_, dbURL := storetest.Schema(t)
+	nc := eventstest.Conn(t)
+	prefix, stream := eventstest.Names(t, nc)
+	var stdout, stderr eventstest.SyncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, &cli{stdout: &stdout, stderr: &stderr}, []string{"serve", "--database-url", dbURL, "--nats-url", eventstest.URL(),
+			"--prefix", prefix, "--stream", stream, "--log-format", "json", "--workers", "1", "--max-docs-size", "1K"})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	eventstest.Eventually(t, "serve to start", time.Minute, func() (bool, string) {
+		return strings.Contains(stderr.String(), `"enrich service started"`), stderr.String()
+	})
+	dir := t.TempDir()
+	small, big := filepath.Join(dir, "small.md"), filepath.Join(dir, "big.md")
+	if err := os.WriteFile(small, []byte(strings.Repeat("A small note. ", 40)), 0o644); err != nil { // 560 bytes
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(big, []byte(strings.Repeat("A larger note. ", 40)), 0o644); err != nil { // 600 bytes
+		t.Fatal(err)
+	}
+	out, errOut, code := runArgs(context.Background(), "docs", "put", "--user", "alice", "--collection", "c", small, big,
+		"--nats-url", eventstest.URL(), "--prefix", prefix)
+	if code != 1 || !strings.Contains(out, "[1/2] "+small+": 1 chunk(s)") || !strings.Contains(out, "[2/2] "+big+": failed: ") ||
+		!strings.Contains(out, "documents cap") || !strings.Contains(out, "--max-docs-size") || !strings.Contains(out, "1024 bytes") {
+		t.Fatalf("docs put over the cap: exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+}
