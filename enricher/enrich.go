@@ -125,7 +125,7 @@ type enrichParams struct {
 	embedNanos *atomic.Int64
 	// qvec is the request's query vector, shared by its context and
 	// documents reads (dochybrid.go); set by enrich.
-	qvec *queryVector
+	qvec       *queryVector
 	keywords   []string
 	maxResults int
 	threshold  float64
