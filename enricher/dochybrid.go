@@ -228,6 +228,11 @@ func newCollectionVectors(k cacheKey, dims int, cv store.CollectionVectors) (*us
 // side did not pick it). Chunks scoring at least threshold (and above 0)
 // are returned best first (ties: lexical order, then the vector side's), at
 // most limit, each with its Score.
+//
+// Only the lexical top limit and the picked chunks can make the fused top
+// limit (a chunk the vector side did not pick scores its lexical score,
+// under the limit lexical ones above it), so only those are fused and
+// sorted: the lexical side may have thousands of candidates.
 func fuseChunks(threshold float64, limit int) store.HybridChunkRanker {
 	return func(c store.HybridChunkCandidates) []store.ChunkHit {
 		if len(c.Vector) == 0 {
@@ -237,24 +242,41 @@ func fuseChunks(threshold float64, limit int) store.HybridChunkRanker {
 			col, doc string
 			i        int
 		}
-		hits := RankChunks(c.ChunkCandidates, 0, len(c.Matches))
-		at := make(map[key]int, len(hits)+len(c.Vector))
-		for i, h := range hits {
-			at[key{h.Collection, h.DocumentID, h.ChunkIndex}] = i
+		picked := make(map[key]int, len(c.Vector))
+		indexes := make(map[int]bool, len(c.Vector)) // a cheap test before the map's
+		for j, vc := range c.Vector {
+			picked[key{vc.Hit.Collection, vc.Hit.DocumentID, vc.Hit.ChunkIndex}] = j
+			indexes[vc.Hit.ChunkIndex] = true
 		}
-		for _, vc := range c.Vector {
-			k := key{vc.Hit.Collection, vc.Hit.DocumentID, vc.Hit.ChunkIndex}
-			if i, ok := at[k]; ok {
-				hits[i].Score = 1 - (1-hits[i].Score)*(1-vc.Score)
+		lex := RankChunks(c.ChunkCandidates, 0, len(c.Matches)) // best first
+		fused := make([]bool, len(c.Vector))
+		var out []store.ChunkHit
+		for r, h := range lex {
+			j, ok := -1, false
+			if indexes[h.ChunkIndex] {
+				j, ok = picked[key{h.Collection, h.DocumentID, h.ChunkIndex}]
+			}
+			if !ok && r >= limit {
 				continue
 			}
-			h := vc.Hit
-			h.Score = vc.Score
-			at[k] = len(hits)
-			hits = append(hits, h)
+			if ok {
+				h.Score = 1 - (1-h.Score)*(1-c.Vector[j].Score)
+				fused[j] = true
+			}
+			out = append(out, h)
 		}
-		hits = slices.DeleteFunc(hits, func(h store.ChunkHit) bool { return !(h.Score > 0 && h.Score >= threshold) })
-		slices.SortStableFunc(hits, func(a, b store.ChunkHit) int { return cmp.Compare(b.Score, a.Score) })
-		return hits[:min(len(hits), max(limit, 0))]
+		for j, vc := range c.Vector {
+			if !fused[j] {
+				h := vc.Hit
+				h.Score = vc.Score
+				out = append(out, h)
+			}
+		}
+		out = slices.DeleteFunc(out, func(h store.ChunkHit) bool { return !(h.Score > 0 && h.Score >= threshold) })
+		slices.SortStableFunc(out, func(a, b store.ChunkHit) int { return cmp.Compare(b.Score, a.Score) })
+		if out == nil {
+			out = []store.ChunkHit{}
+		}
+		return out[:min(len(out), max(limit, 0))]
 	}
 }
