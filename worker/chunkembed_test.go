@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/memoryd/memoryd/embedding"
 	"github.com/memoryd/memoryd/embedding/embeddingtest"
@@ -194,5 +196,40 @@ func TestChunkEmbedBackfill(t *testing.T) {
 	e.waitChunksEmbedded("", "m1", 9)
 	if n, err := w.Enqueuer().EnqueueMissingChunkEmbeddings(e.ctx, "", "m1", 2, 5); err != nil || n != 0 {
 		t.Errorf("second backfill found %d documents (%v), want 0", n, err)
+	}
+}
+
+// TestChunkEmbedJobTakenOver: the running chunk embed job of a dead
+// process is replaced with the attempts it had left, as an embed job is,
+// and the replacement embeds the chunks.
+func TestChunkEmbedJobTakenOver(t *testing.T) {
+	e := setup(t)
+	r, err := e.store.PutDocument(e.ctx, store.DocumentPut{Owner: store.Owner{User: "ann"}, Collection: "kb", DocID: "d",
+		Content: sections("ibis", 3), Chunk: enricher.ChunkDocument})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := river.NewClient(riverpgxv5.New(e.store.Pool()), &river.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := client.Insert(e.ctx, worker.ChunkEmbedArgs{CollectionID: r.Collection.ID, DocID: "d", Hash: r.Hash, From: 0, To: r.Chunks, Model: "m1"},
+		&river.InsertOpts{MaxAttempts: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`INSERT INTO memoryd_processes (id, heartbeat_at) VALUES ('crashed', now() - interval '1 hour')`)
+	e.exec(`UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now(), attempted_by = ARRAY['crashed'] WHERE id = $1`, res.Job.ID)
+
+	srv := embeddingtest.New(t)
+	e.start(extractor.NewRules(), withEmbedder(embedder(t, srv, "m1"), -1))
+	e.waitChunksEmbedded("ann", "m1", int64(r.Chunks))
+	if s := e.jobState(res.Job.ID); s != "cancelled" {
+		t.Errorf("the dead process's job is %s, want cancelled", s)
+	}
+	var attempts int
+	if err := e.store.Pool().QueryRow(e.ctx, `SELECT max_attempts FROM river_job
+		WHERE kind = $1 AND metadata->>'memoryd_replaces' IS NOT NULL`, worker.ChunkEmbedJobKind).Scan(&attempts); err != nil || attempts != 2 {
+		t.Errorf("replacement's attempts %d (%v), want the 2 left", attempts, err)
 	}
 }
