@@ -316,11 +316,11 @@ const vectorChunksSQL = `
 	ORDER BY u.n`
 
 // SearchChunksHybrid is SearchChunks with a vector side: in the same
-// snapshot it reads the searched collections' embedding generations, lets
-// pick choose chunks by vector (reading vectors through its loader, in the
-// snapshot, when its copies are not current), reads the lexical
-// candidates and the picked chunks, ranks them with rank and reads the
-// kept hits' text. Access is SearchChunks': the collections searched are
+// snapshot it reads the lexical candidates, the searched collections'
+// embedding generations, lets pick choose chunks by vector (reading vectors
+// through its loader, in the snapshot, when its copies are not current),
+// reads the picked chunks, ranks them all with rank and reads the kept
+// hits' text. Access is SearchChunks': the collections searched are
 // the ones q may read, and only their chunks are picked or read.
 func (s *Store) SearchChunksHybrid(ctx context.Context, q ChunkQuery, pick ChunkPicker, rank HybridChunkRanker) ([]ChunkHit, error) {
 	if q.Defaults && len(q.Collections) == 0 {
@@ -332,22 +332,32 @@ func (s *Store) SearchChunksHybrid(ctx context.Context, q ChunkQuery, pick Chunk
 	}
 	var hits []ChunkHit
 	err := s.snapshot(ctx, func(r *Store) error {
-		cols, err := r.readable(ctx, q)
+		c, byRef, err := r.chunkCandidates(ctx, q)
 		if err != nil {
 			return err
 		}
-		if len(cols) == 0 {
+		if byRef == nil {
+			// No keywords (or no collection): the searched collections
+			// are read here.
+			cols, err := r.readable(ctx, q)
+			if err != nil {
+				return err
+			}
+			byRef = make(map[string]int64, len(cols))
+			for _, col := range cols {
+				byRef[col.Ref(q.Reader)] = col.ID
+			}
+		}
+		if len(byRef) == 0 {
 			return nil
 		}
-		ids := make([]int64, len(cols))
-		refs := make(map[int64]string, len(cols))
-		byRef := make(map[string]int64, len(cols))
-		for i, c := range cols {
-			ids[i] = c.ID
-			refs[c.ID] = c.Ref(q.Reader)
-			byRef[refs[c.ID]] = c.ID
+		ids := make([]int64, 0, len(byRef))
+		refs := make(map[int64]string, len(byRef))
+		for ref, id := range byRef {
+			ids = append(ids, id)
+			refs[id] = ref
 		}
-		gens := make(map[int64]int64, len(cols))
+		gens := make(map[int64]int64, len(ids))
 		rows, err := r.db.Query(ctx, chunkGenerationsSQL, ids)
 		if err != nil {
 			return fmt.Errorf("generations: %w", err)
@@ -364,10 +374,6 @@ func (s *Store) SearchChunksHybrid(ctx context.Context, q ChunkQuery, pick Chunk
 		})
 		if err != nil {
 			return fmt.Errorf("vector side: %w", err)
-		}
-		c, _, err := r.chunkCandidates(ctx, q)
-		if err != nil {
-			return err
 		}
 		vc, err := r.vectorChunks(ctx, picks, refs)
 		if err != nil {
