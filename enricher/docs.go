@@ -88,6 +88,8 @@ type docs struct {
 	maxTotal    int64 // Config.MaxDocsSize
 	inlineBytes int
 	shared      bool // the endpoints of a shared scope's subjects
+	// hybrid makes search hybrid (dochybrid.go); nil: lexical.
+	hybrid *hybrid
 }
 
 // owner checks the request's identity against the subject's token: the
@@ -317,8 +319,11 @@ func (d docs) search(token string, data []byte) (call, error) {
 		}
 	}
 	return func(ctx context.Context) (any, error) {
-		hits, err := d.store.SearchChunks(ctx, store.ChunkQuery{Reader: o, Collections: req.Collections, Keywords: Keywords(req.Query)},
-			ChunkRanker(threshold, limit))
+		// One embedding of the query (nil: lexical), for the hybrid
+		// search of dochybrid.go.
+		qv := d.hybrid.embed(ctx, o.User+o.Shared, req.Query, 0)
+		hits, err := d.hybrid.searchChunks(ctx, d.store, store.ChunkQuery{Reader: o, Collections: req.Collections, Keywords: Keywords(req.Query)},
+			qv, threshold, limit)
 		if err != nil {
 			return nil, notFound(err)
 		}
@@ -372,7 +377,7 @@ func (s *Service) docsEndpoints() []endpoint {
 	var eps []endpoint
 	for _, shared := range []bool{false, true} {
 		d := docs{store: s.cfg.Store, index: s.cfg.DocIndexer, maxBytes: s.cfg.MaxDocumentBytes, maxTotal: s.cfg.MaxDocsSize,
-			inlineBytes: s.cfg.InlineChunkBytes, shared: shared}
+			inlineBytes: s.cfg.InlineChunkBytes, shared: shared, hybrid: s.hybrid}
 		name, subject, whose := "docs_", "docs.", "the user's"
 		if shared {
 			name, subject, whose = "shared_docs_", "shared.docs.", "a shared scope's"

@@ -44,18 +44,23 @@ func checkCollections(names []string) ([]string, error) {
 
 // documents reads the chunks an enrich request asks for (of the user's
 // default collections when it has no collections field, none when it is
-// empty), ranked as memory.docs.search ranks them (RankChunks), as wire
-// chunks, best first.
+// empty), ranked as memory.docs.search ranks them (RankChunks, or hybrid
+// with the request's query vector: dochybrid.go), as wire chunks, best
+// first.
 func (s *Service) documents(ctx context.Context, p enrichParams) ([]events.DocumentChunk, error) {
 	if len(p.collections) == 0 && !p.defaultDocs {
 		return []events.DocumentChunk{}, nil
 	}
-	hits, err := s.docs.SearchChunks(ctx, store.ChunkQuery{
+	var qv []float32
+	if s.hybrid != nil {
+		qv = s.queryVector(ctx, p) // the one the context items used, if they did
+	}
+	hits, err := s.hybrid.searchChunks(ctx, s.docs, store.ChunkQuery{
 		Reader:      store.Owner{User: p.userID},
 		Collections: p.collections,
 		Keywords:    p.keywords,
 		Defaults:    p.defaultDocs,
-	}, ChunkRanker(p.docsThreshold, p.docsMaxResults))
+	}, qv, p.docsThreshold, p.docsMaxResults)
 	if errors.Is(err, store.ErrNoCollection) {
 		return nil, badRequest("collections: %v (or not readable by this user)", err)
 	}

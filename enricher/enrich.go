@@ -123,6 +123,9 @@ type enrichParams struct {
 	// request runs and read by its reply (which the deadline's guard may
 	// send from another goroutine).
 	embedNanos *atomic.Int64
+	// qvec is the request's query vector, shared by its context and
+	// documents reads (dochybrid.go); set by enrich.
+	qvec       *queryVector
 	keywords   []string
 	maxResults int
 	threshold  float64
@@ -266,6 +269,7 @@ func (s *Service) parseEnrich(token string, data []byte) (enrichParams, error) {
 // enrich assembles an enrich reply: the memory relevant to the request,
 // fitted to its token budget and formatted for injection.
 func (s *Service) enrich(ctx context.Context, p enrichParams) (events.EnrichReply, error) {
+	p.qvec = &queryVector{}
 	facts, items, keywords, docDefaults, err := s.relevant(ctx, p)
 	if err != nil {
 		return events.EnrichReply{}, err
@@ -315,20 +319,10 @@ func (s *Service) enrich(ctx context.Context, p enrichParams) (events.EnrichRepl
 // in the same statement. A failed embedding leaves the request lexical,
 // never degraded.
 func (s *Service) relevant(ctx context.Context, p enrichParams) ([]store.Fact, []store.ContextItem, []string, bool, error) {
-	var (
-		qv       []float32 // nil: lexical
-		embedded bool
-	)
-	vector := func() []float32 {
-		if !embedded {
-			start := time.Now()
-			qv, embedded = s.hybrid.embedEnrich(ctx, p.userID, p.message), true
-			if p.embedNanos != nil {
-				p.embedNanos.Store(int64(time.Since(start)))
-			}
-		}
-		return qv
+	if p.qvec == nil {
+		p.qvec = &queryVector{}
 	}
+	vector := func() []float32 { return s.queryVector(ctx, p) }
 	if p.timed {
 		q := store.SearchQuery{UserID: p.userID, Keywords: p.timeKeywords, Scope: p.scope, Since: p.when.Since, Until: p.when.Until}
 		timeOnly := len(p.timeKeywords) == 0

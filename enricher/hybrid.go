@@ -116,6 +116,9 @@ type hybrid struct {
 	// reloads counts reads of a user's vectors; stale the requests answered
 	// lexically because the vectors changed twice while they were read.
 	reloads, stale atomic.Int64
+	// docFallbacks counts the document searches answered lexically because
+	// their hybrid search failed (dochybrid.go).
+	docFallbacks atomic.Int64
 }
 
 func newHybrid(cfg Config, logger *slog.Logger) *hybrid {
@@ -133,8 +136,10 @@ func newHybrid(cfg Config, logger *slog.Logger) *hybrid {
 
 // stats are the hybrid counters shown in the enrich endpoint's stats (flat
 // numbers, as the others): query embeddings by outcome
-// (query_embeddings_ok, _timeout, _rate_limited, _error), and the vector
-// cache's users, bytes, hits, misses, reloads and stale answers.
+// (query_embeddings_ok, _timeout, _rate_limited, _error), the vector
+// cache's users (document collections count as users), bytes, hits,
+// misses, reloads and stale answers, and the document searches answered
+// lexically because their hybrid search failed (doc_vector_fallbacks).
 func (h *hybrid) stats() map[string]any {
 	out := map[string]any{}
 	for o, n := range h.outcomes {
@@ -144,6 +149,7 @@ func (h *hybrid) stats() map[string]any {
 	out["vector_cache_users"], out["vector_cache_bytes"] = users, bytes
 	out["vector_cache_hits"], out["vector_cache_misses"] = h.cache.hits.Load(), h.cache.misses.Load()
 	out["vector_cache_reloads"], out["vector_cache_stale"] = h.reloads.Load(), h.stale.Load()
+	out["doc_vector_fallbacks"] = h.docFallbacks.Load()
 	return out
 }
 

@@ -127,7 +127,7 @@ func TestFuse(t *testing.T) {
 // dimensions.
 func TestVectorCacheBudget(t *testing.T) {
 	entry := func(user string, bytes int64) *userVectors {
-		return &userVectors{key: cacheKey{user, "m"}, dims: 8, bytes: bytes}
+		return &userVectors{key: cacheKey{user: user, model: "m"}, dims: 8, bytes: bytes}
 	}
 	c := newVectorCache(100)
 	c.put(entry("a", 40))

@@ -49,7 +49,12 @@ type vectorCache struct {
 // maxSkips bounds vectorCache.skip; when full it starts again empty.
 const maxSkips = 1024
 
-type cacheKey struct{ user, model string }
+// cacheKey names an entry: a user's vectors of a model (collection 0), or
+// a document collection's (user "", dochybrid.go).
+type cacheKey struct {
+	user, model string
+	collection  int64
+}
 
 // userVectors is one user's vectors of one model and dimension, at one
 // generation. Immutable once built.
@@ -62,7 +67,11 @@ type userVectors struct {
 	ids     []int64
 	created []int64 // unix nanoseconds
 	scopes  []string
-	bytes   int64
+	// docs and chunks name a collection's entry's vectors (ids, created
+	// and scopes are then empty).
+	docs   []string
+	chunks []int32
+	bytes  int64
 }
 
 func newVectorCache(maxBytes int64) *vectorCache {
@@ -72,27 +81,39 @@ func newVectorCache(maxBytes int64) *vectorCache {
 // skipped reports whether the user's vectors were found uncacheable at
 // generation.
 func (c *vectorCache) skipped(user, model string, generation int64) bool {
+	return c.skippedKey(cacheKey{user: user, model: model}, generation)
+}
+
+func (c *vectorCache) skippedKey(k cacheKey, generation int64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	g, ok := c.skip[cacheKey{user, model}]
+	g, ok := c.skip[k]
 	return ok && g == generation
 }
 
 // markSkip records that the user's vectors cannot be cached at generation.
 func (c *vectorCache) markSkip(user, model string, generation int64) {
+	c.markSkipKey(cacheKey{user: user, model: model}, generation)
+}
+
+func (c *vectorCache) markSkipKey(k cacheKey, generation int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.skip) >= maxSkips {
 		clear(c.skip)
 	}
-	c.skip[cacheKey{user, model}] = generation
+	c.skip[k] = generation
 }
 
 // get returns the user's entry of dims dimensions, or nil.
 func (c *vectorCache) get(user, model string, dims int) *userVectors {
+	return c.getKey(cacheKey{user: user, model: model}, dims)
+}
+
+func (c *vectorCache) getKey(k cacheKey, dims int) *userVectors {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	el := c.byKey[cacheKey{user, model}]
+	el := c.byKey[k]
 	if el == nil || el.Value.(*userVectors).dims != dims {
 		c.misses.Add(1)
 		return nil
@@ -140,7 +161,7 @@ func (c *vectorCache) size() (int, int64) {
 // Vectors of other dimensions (of the model before the one behind its name
 // changed) are left out: they cannot be compared with the query.
 func newUserVectors(user, model string, dims int, uv store.UserVectors) (*userVectors, error) {
-	e := &userVectors{key: cacheKey{user, model}, generation: uv.Generation, dims: dims}
+	e := &userVectors{key: cacheKey{user: user, model: model}, generation: uv.Generation, dims: dims}
 	var stored [][]byte
 	interned := map[string]string{}
 	for _, v := range uv.Vectors {

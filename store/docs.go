@@ -301,7 +301,10 @@ func (s *Store) PutDocument(ctx context.Context, p DocumentPut) (PutResult, erro
 			c.ID, p.DocID, p.Source, r.Hash, p.Content, []byte(p.Metadata), len(p.Content), r.Status, r.Chunks); err != nil {
 			return fmt.Errorf("write document: %w", err)
 		}
-		return q.writeChunks(ctx, c, p.DocID, cut)
+		if err := q.writeChunks(ctx, c, p.DocID, cut); err != nil {
+			return err
+		}
+		return q.chunksWritten(ctx, chunksRef(c.ID, p.DocID, r.Hash, len(cut)))
 	})
 	if err != nil {
 		return PutResult{}, fmt.Errorf("put document: %w", err)
@@ -417,7 +420,7 @@ func (s *Store) IndexDocument(ctx context.Context, collectionID int64, docID, ha
 			return fmt.Errorf("mark document ready: %w", err)
 		}
 		done = true
-		return nil
+		return q.chunksWritten(ctx, chunksRef(collectionID, docID, hash, len(cut)))
 	})
 	if err != nil {
 		return false, fmt.Errorf("index document: %w", err)

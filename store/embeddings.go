@@ -27,7 +27,10 @@ type ContextRef struct {
 type ContextHook func(ctx context.Context, tx pgx.Tx, items []ContextRef) error
 
 // hookBox holds a Store's hook, shared by the Stores WithTx derives.
-type hookBox struct{ p atomic.Pointer[ContextHook] }
+type hookBox struct {
+	p      atomic.Pointer[ContextHook]
+	chunks atomic.Pointer[ChunkHook]
+}
 
 // SetContextHook sets the hook every Store sharing s's pool calls (nil
 // removes it). Set it before the writes it must see start.

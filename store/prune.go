@@ -82,9 +82,10 @@ func (s *Store) MeasureSize(ctx context.Context) (SizeReport, error) {
 			       pg_total_relation_size('facts'::regclass) + pg_total_relation_size('fact_items'::regclass) + pg_total_relation_size('fact_history'::regclass)
 			         + pg_total_relation_size('fact_clears'::regclass) + pg_total_relation_size('fact_value_clears'::regclass)
 			         + pg_total_relation_size('fact_direct_clears'::regclass) + pg_total_relation_size('context_clears'::regclass) AS other,
-			       pg_total_relation_size('context'::regclass) + pg_total_relation_size('context_embeddings'::regclass) AS ctx,
+			       pg_total_relation_size('context'::regclass) + pg_total_relation_size('context_terms'::regclass) + pg_total_relation_size('context_embeddings'::regclass) AS ctx,
 			       pg_total_relation_size('collections'::regclass) + pg_total_relation_size('documents'::regclass)
-			         + pg_total_relation_size('doc_chunks'::regclass) + pg_total_relation_size('chunk_terms'::regclass) + pg_total_relation_size('collection_readers'::regclass) + pg_total_relation_size('doc_defaults'::regclass) AS docs,
+			         + pg_total_relation_size('doc_chunks'::regclass) + pg_total_relation_size('chunk_terms'::regclass) + pg_total_relation_size('collection_readers'::regclass) + pg_total_relation_size('doc_defaults'::regclass)
+			         + pg_total_relation_size('chunk_embeddings'::regclass) + pg_total_relation_size('chunk_embedding_generations'::regclass) AS docs,
 			       (SELECT count(*) FROM context) AS rows,
 			       (SELECT coalesce(sum(`+turnTextSize+`), 0) FROM turns WHERE text_cleared_at IS NULL) AS text
 		), hw AS (

@@ -34,7 +34,8 @@ import (
 //     model change it re-embeds everything in the background while the old
 //     model's vectors stay in place, and it picks up items whose jobs ran
 //     out of attempts. `memoryd embed --backfill` does the same on demand
-//     (Enqueuer.EnqueueMissingEmbeddings).
+//     (Enqueuer.EnqueueMissingEmbeddings). Both do the same for document
+//     chunks (chunkembed.go).
 
 // Embedder embeds texts; *embedding.Client implements it.
 type Embedder interface {
@@ -259,6 +260,13 @@ func (e *embedSweepWorker) Work(ctx context.Context, _ *river.Job[EmbedSweepArgs
 	}
 	if n > 0 {
 		e.w.logger.Info("embed sweep enqueued items without a vector", "model", cfg.Embedder.Model(), "items", n)
+	}
+	d, err := e.w.enq.EnqueueMissingChunkEmbeddings(ctx, "", cfg.Embedder.Model(), cfg.EmbedJobSize, cfg.EmbedMaxAttempts)
+	if err != nil {
+		return err
+	}
+	if d > 0 {
+		e.w.logger.Info("embed sweep enqueued documents with chunks without a vector", "model", cfg.Embedder.Model(), "documents", d)
 	}
 	return nil
 }

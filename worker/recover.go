@@ -237,7 +237,7 @@ func (w *Worker) takeOver(ctx context.Context) error {
 		var reps []replacement
 		var embeds []river.InsertManyParams
 		for _, j := range taken {
-			if j.Kind == EmbedJobKind {
+			if j.Kind == EmbedJobKind || j.Kind == ChunkEmbedJobKind {
 				p, err := embedReplacement(j)
 				if err != nil {
 					// Its items are embedded by the next sweep.
@@ -277,7 +277,7 @@ func (w *Worker) takeOver(ctx context.Context) error {
 		return fmt.Errorf("take over: %w", err)
 	}
 	for _, j := range taken {
-		if j.Kind == EmbedJobKind {
+		if j.Kind == EmbedJobKind || j.Kind == ChunkEmbedJobKind {
 			if j.Attempt >= j.MaxAttempts {
 				w.logger.Warn("ended the embed job of a dead process on its last attempt; the next sweep embeds its items", "job_id", j.ID, "process", j.Process)
 			} else {
@@ -310,10 +310,21 @@ func (w *Worker) takeOver(ctx context.Context) error {
 // (nil when none is left: the next sweep embeds its items, as it does those
 // of an embed job that gave up). Without it the items waited for the sweep,
 // up to EmbedSweepInterval (an hour by default).
+// A chunk embed job (chunkembed.go) is replaced the same way.
 func embedReplacement(j store.TakenJob) (*river.InsertManyParams, error) {
-	var args EmbedArgs
-	if err := json.Unmarshal(j.Args, &args); err != nil {
-		return nil, err
+	var args river.JobArgs
+	if j.Kind == ChunkEmbedJobKind {
+		var a ChunkEmbedArgs
+		if err := json.Unmarshal(j.Args, &a); err != nil {
+			return nil, err
+		}
+		args = a
+	} else {
+		var a EmbedArgs
+		if err := json.Unmarshal(j.Args, &a); err != nil {
+			return nil, err
+		}
+		args = a
 	}
 	if j.Attempt >= j.MaxAttempts {
 		return nil, nil

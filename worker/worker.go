@@ -578,6 +578,7 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Embedder != nil {
 		river.AddWorker(workers, &embedWorker{w: w})
 		river.AddWorker(workers, &embedSweepWorker{w: w})
+		river.AddWorker(workers, &chunkEmbedWorker{w: w})
 		queues[QueueEmbed] = river.QueueConfig{MaxWorkers: cfg.EmbedWorkers}
 	}
 	if cfg.Embedder != nil && cfg.EmbedSweepInterval > 0 {
@@ -615,6 +616,12 @@ func New(cfg Config) (*Worker, error) {
 		// Every write of context items through this store, the enricher's
 		// included, now inserts their embed jobs in its transaction.
 		cfg.Store.SetContextHook(hook)
+		// And every write of document chunks their chunk embed jobs.
+		chunkHook, err := w.enq.ChunkEmbedHook(cfg.Embedder.Model(), cfg.EmbedJobSize, cfg.EmbedMaxAttempts)
+		if err != nil {
+			return nil, fmt.Errorf("worker: %w", err)
+		}
+		cfg.Store.SetChunkHook(chunkHook)
 	}
 	return w, nil
 }

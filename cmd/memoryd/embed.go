@@ -18,10 +18,13 @@ func runEmbed(ctx context.Context, a *cli, args []string) error {
 	)
 	f := newFlags("embed", `Usage: memoryd embed --backfill [--user U] [--no-work]
 
-Embeds the context items that have no vector of the configured model
-(--embed-base-url, --embed-model): items stored before embedding was turned
-on, items whose jobs gave up while the server was down, and every item after
-a model change (the old model's vectors stay until then). It enqueues the
+Embeds the context items and the document chunks that have no vector of
+the configured model (--embed-base-url, --embed-model): those stored before
+embedding was turned on, those whose jobs gave up while the server was
+down, and all of them after a model change (the old model's vectors stay
+until then). With --user, the user's items and the chunks of the user's own
+collections; without, every user's and every collection's, shared ones
+included. It enqueues the
 embed jobs, then, by default, runs workers in this process and waits until
 every item in scope has a vector (--no-work leaves the jobs to running serve
 processes and returns at once). Running it twice is safe: a job already
@@ -30,8 +33,8 @@ waiting for the same items is not enqueued again.
 Output: progress and logs are log lines on stderr; the summary is printed on
 stdout.`)
 	o.register(f)
-	f.ArgBool(&backfill, "backfill", false, "enqueue embed jobs for every item without a vector of the model (required)")
-	f.ArgString(&user, "user", "", "only this user's items (default: all users)")
+	f.ArgBool(&backfill, "backfill", false, "enqueue embed jobs for every item and document chunk without a vector of the model (required)")
+	f.ArgString(&user, "user", "", "only this user's items and own collections (default: all users and collections)")
 	f.ArgBool(&noWk, "no-work", false, "only enqueue; let running serve processes embed")
 	if err := f.Parse(args); err != nil {
 		return err
@@ -52,7 +55,8 @@ stdout.`)
 		_ = svc.Stop(stopCtx)
 	}()
 	start := time.Now()
-	n, err := svc.EmbedBackfill(ctx, app.EmbedOptions{User: user, Work: !noWk})
+	var docs int
+	n, err := svc.EmbedBackfill(ctx, app.EmbedOptions{User: user, Work: !noWk, Documents: &docs})
 	if errors.Is(err, app.ErrEmbeddingOff) {
 		return f.usageErr("--embed-base-url is required: embedding is off without it")
 	}
@@ -61,7 +65,8 @@ stdout.`)
 	}
 	model := svc.Config().Embed.Model
 	fmt.Fprintf(a.stdout, "%d items without a %s vector enqueued for embedding\n", n, model)
-	if noWk || n == 0 {
+	fmt.Fprintf(a.stdout, "%d documents with chunks without a %s vector enqueued for embedding\n", docs, model)
+	if noWk || n+docs == 0 {
 		return nil
 	}
 	var lastLog time.Time

@@ -80,6 +80,11 @@ func (a *App) setEmbedHookLocked(s *store.Store) error {
 		return err
 	}
 	s.SetContextHook(hook)
+	chunkHook, err := enq.ChunkEmbedHook(emb.Model(), a.cfg.Worker.EmbedJobSize, a.cfg.Worker.EmbedMaxAttempts)
+	if err != nil {
+		return err
+	}
+	s.SetChunkHook(chunkHook)
 	return nil
 }
 
@@ -92,10 +97,15 @@ type EmbedOptions struct {
 	Work bool
 	// Progress, when set, is called while waiting, when the count changes.
 	Progress func(store.EmbeddingCount)
+	// Documents, when set, is set to how many documents with chunks
+	// lacking a vector EmbedBackfill enqueued (of the collections User
+	// owns; of every collection, shared ones included, without User).
+	Documents *int
 }
 
 // EmbedBackfill enqueues embed jobs for every item (of o.User, or every
-// user's) without a vector of the configured model and, with o.Work, runs
+// user's) without a vector of the configured model, and for every chunk of
+// a document without one (see EmbedOptions.Documents), and, with o.Work, runs
 // them in this process; it returns how many items it enqueued. Use
 // WaitEmbedded to wait for them.
 func (a *App) EmbedBackfill(ctx context.Context, o EmbedOptions) (int, error) {
@@ -121,12 +131,22 @@ func (a *App) EmbedBackfill(ctx context.Context, o EmbedOptions) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	return enq.EnqueueMissingEmbeddings(ctx, o.User, emb.Model(), a.cfg.Worker.EmbedJobSize, a.cfg.Worker.EmbedMaxAttempts)
+	n, err := enq.EnqueueMissingEmbeddings(ctx, o.User, emb.Model(), a.cfg.Worker.EmbedJobSize, a.cfg.Worker.EmbedMaxAttempts)
+	if err != nil {
+		return n, err
+	}
+	d, err := enq.EnqueueMissingChunkEmbeddings(ctx, o.User, emb.Model(), a.cfg.Worker.EmbedJobSize, a.cfg.Worker.EmbedMaxAttempts)
+	if o.Documents != nil {
+		*o.Documents = d
+	}
+	return n, err
 }
 
-// WaitEmbedded waits until every item of user (every user's when empty) has
-// a vector of the configured model, calling progress when the count
-// changes. It returns ctx's error when ctx ends first.
+// WaitEmbedded waits until every item of user (every user's when empty),
+// and every chunk of a ready document of the collections user owns (of
+// every collection when empty), has a vector of the configured model,
+// calling progress when the items' count changes. It returns ctx's error
+// when ctx ends first.
 func (a *App) WaitEmbedded(ctx context.Context, user string, progress func(store.EmbeddingCount)) error {
 	if a.cfg.Embed.BaseURL == "" {
 		return ErrEmbeddingOff
@@ -145,6 +165,10 @@ func (a *App) WaitEmbedded(ctx context.Context, user string, progress func(store
 			progress(n)
 		}
 		last = n
-		return n.Embedded >= n.Items, nil
+		if n.Embedded < n.Items {
+			return false, nil
+		}
+		c, err := s.CountChunkEmbeddings(ctx, user, a.cfg.Embed.Model)
+		return err == nil && c.Embedded >= c.Items, err
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/memoryd/memoryd/chunker"
 	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/internal/app"
 	"github.com/memoryd/memoryd/store"
 )
 
@@ -194,14 +195,14 @@ func (in *instance) indexDocs(ctx context.Context, docs []docText) (int, error) 
 	return n, nil
 }
 
-// enrichDocs asks each question through memory.enrich with the collection
-// named, threshold 0 and room for docsK chunks: the chunks come back in
-// enrich's order.
-func (in *instance) enrichDocs(ctx context.Context, qs []docQuestion) ([][]docChunk, error) {
+// enrichDocs asks each question through memory.enrich (of client) with
+// the collection named, threshold 0 and room for docsK chunks: the chunks
+// come back in enrich's order.
+func (in *instance) enrichDocs(ctx context.Context, client *events.Client, qs []docQuestion) ([][]docChunk, error) {
 	out := make([][]docChunk, len(qs))
 	k, zero, budget := docsK, 0.0, events.MaxMaxTokens
 	for i, q := range qs {
-		r, err := in.client.Enrich(ctx, events.EnrichRequest{UserID: docsUser, Message: q.Question, Collections: []string{docsCollection},
+		r, err := client.Enrich(ctx, events.EnrichRequest{UserID: docsUser, Message: q.Question, Collections: []string{docsCollection},
 			DocsMaxResults: &k, DocsThreshold: &zero, MaxTokens: &budget})
 		if err != nil {
 			return nil, fmt.Errorf("enrich %s: %w", q.ID, err)
@@ -230,10 +231,35 @@ func docsCheck(ctx context.Context, in *instance, docs []docText, qs []docQuesti
 	if chunks != len(local) {
 		return nil, 0, fmt.Errorf("memoryd holds %d chunks, the chunker cut %d: not the same chunks", chunks, len(local))
 	}
+	lexClient, label := in.client, "memoryd lexical (enrich)"
+	if in.emb != nil {
+		// The documents were put through a store of their own, without
+		// the worker's chunk hook: a backfill enqueues their embed jobs,
+		// which the instance's worker runs.
+		progress("embedding the chunks\n")
+		if _, err := in.app.EmbedBackfill(ctx, app.EmbedOptions{Work: true}); err != nil {
+			return nil, 0, fmt.Errorf("embedding chunks: %w", err)
+		}
+		if err := in.app.WaitEmbedded(ctx, "", nil); err != nil {
+			return nil, 0, fmt.Errorf("embedding chunks: %w", err)
+		}
+		if lexClient, err = in.startLexical(ctx, in.logger); err != nil {
+			return nil, 0, err
+		}
+		label = "memoryd lexical (enrich, no embedder)"
+	}
 	progress("asking %d questions\n", len(qs))
-	mem, err := in.enrichDocs(ctx, qs)
+	mem, err := in.enrichDocs(ctx, lexClient, qs)
 	if err != nil {
 		return nil, 0, err
+	}
+	rs = append(rs, scoreDocs(label, qs, mem))
+	if in.emb != nil {
+		hyb, err := in.enrichDocs(ctx, in.client, qs)
+		if err != nil {
+			return nil, 0, err
+		}
+		rs = append(rs, scoreDocs("memoryd hybrid (enrich)", qs, hyb))
 	}
 	fts, err := newFTS5()
 	if err != nil {
@@ -244,7 +270,7 @@ func docsCheck(ctx context.Context, in *instance, docs []docText, qs []docQuesti
 	if err != nil {
 		return nil, 0, err
 	}
-	return []docsRecall{scoreDocs("memoryd lexical (enrich)", qs, mem), scoreDocs("FTS5-BM25", qs, base)}, chunks, nil
+	return append(rs, scoreDocs("FTS5-BM25", qs, base)), chunks, nil
 }
 
 // runDocs is memeval -docs.
@@ -269,7 +295,7 @@ func runDocs(ctx context.Context, o options, in *instance, stdout io.Writer, pro
 	}
 	reportDocs(stdout, chunks, len(docs), rs)
 	if o.embedBaseURL != "" {
-		fmt.Fprintln(stdout, "\nHybrid: not measured; enrich ranks document chunks lexically only (chunks have no vectors yet).")
+		fmt.Fprintf(stdout, "\nHybrid: chunks embedded with %s at %s; the same enrich with and without the embedder.\n", o.embedModel, app.RedactURL(o.embedBaseURL))
 	}
 	return nil
 }

@@ -5,8 +5,11 @@ import (
 	"context"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/memoryd/memoryd/embedding/embeddingtest"
 )
 
 func TestChunkInSection(t *testing.T) {
@@ -71,5 +74,33 @@ func TestDocsCheckRuns(t *testing.T) {
 	}
 	if !regexp.MustCompile(`8 questions over \d+ chunks of 8 documents`).MatchString(out.String()) {
 		t.Errorf("header: %s", out.String())
+	}
+}
+
+// TestDocsCheckHybridRuns: memeval -docs with the fake embeddings server
+// embeds the chunks (a backfill run by the instance's worker) and reports a
+// hybrid row beside the lexical one (the same enrich without an embedder)
+// and FTS5. The fake's figures mean nothing; the plumbing is the point.
+func TestDocsCheckHybridRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("puts 8 documents into memoryd and embeds their chunks")
+	}
+	srv := embeddingtest.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	if err := run(ctx, []string{"-docs", "-limit", "8", "-embed-base-url", srv.URL, "-embed-model", "fake"}, &out, &errOut); err != nil {
+		t.Fatalf("memeval -docs: %v\n%s", err, errOut.String())
+	}
+	t.Logf("%s", out.String())
+	for _, want := range []string{"| memoryd hybrid (enrich) |", "| memoryd lexical (enrich, no embedder) |", "| FTS5-BM25 |", "chunks embedded with fake at"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	// The chunks in batches, then each of the 8 questions embedded once
+	// by the hybrid enrich.
+	if n := len(srv.Batches()); n < 8+1 {
+		t.Errorf("the fake server answered %d requests: the chunks or the questions were not embedded", n)
 	}
 }

@@ -1,0 +1,472 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// Chunk embeddings (migrations/028): a vector per document chunk and
+// model, owned by the chunk's collection (a shared scope's chunks are
+// embedded once, whoever reads them). The writes that make chunks (a put
+// chunked inline, a document's index job) call the ChunkHook in their
+// transaction, which enqueues the chunks' embed jobs; SearchChunksHybrid
+// adds the vector side to a chunk search.
+
+// DocChunksRef names the chunks of one document's content: chunk indexes
+// 0 to Chunks-1 of the content whose hash is Hash.
+type DocChunksRef struct {
+	CollectionID int64
+	DocID        string
+	Hash         string
+	Chunks       int
+}
+
+// ChunkHook is called inside the transaction that wrote a document's
+// chunks (PutDocument with a Chunker, IndexDocument), before it commits:
+// the worker inserts the chunks' embed jobs there, so that chunks never
+// exist without their job. An error rolls the write back. An unchanged
+// re-put writes no chunks and does not call it.
+type ChunkHook func(ctx context.Context, tx pgx.Tx, docs []DocChunksRef) error
+
+// SetChunkHook sets the hook every Store sharing s's pool calls (nil
+// removes it). Set it before the writes it must see start.
+func (s *Store) SetChunkHook(h ChunkHook) {
+	if h == nil {
+		s.hooks.chunks.Store(nil)
+		return
+	}
+	s.hooks.chunks.Store(&h)
+}
+
+// chunksWritten calls the chunk hook, if any, on the transaction s runs in.
+func (s *Store) chunksWritten(ctx context.Context, docs []DocChunksRef) error {
+	h := s.hooks.chunks.Load()
+	if h == nil || len(docs) == 0 {
+		return nil
+	}
+	tx, ok := s.db.(pgx.Tx)
+	if !ok {
+		return fmt.Errorf("chunk hook: not in a transaction")
+	}
+	if err := (*h)(ctx, tx, docs); err != nil {
+		return fmt.Errorf("chunk hook: %w", err)
+	}
+	return nil
+}
+
+// chunksRef is the hook's argument for n chunks written (none: no call).
+func chunksRef(collectionID int64, docID, hash string, n int) []DocChunksRef {
+	if n == 0 {
+		return nil
+	}
+	return []DocChunksRef{{CollectionID: collectionID, DocID: docID, Hash: hash, Chunks: n}}
+}
+
+// ChunkEmbeddingTarget is a chunk to embed.
+type ChunkEmbeddingTarget struct {
+	ChunkIndex  int
+	HeadingPath []string
+	Text        string
+}
+
+// ChunkEmbeddingTargets returns the chunks from..to-1 of the document that
+// have no current vector for model, in index order, while the document is
+// ready with the content of hash; none when it is gone or holds other
+// content (a later put replaced it and enqueued its own jobs).
+func (s *Store) ChunkEmbeddingTargets(ctx context.Context, collectionID int64, docID, hash string, from, to int, model string) ([]ChunkEmbeddingTarget, error) {
+	rows, err := s.db.Query(ctx, `SELECT ch.chunk_index, ch.heading_path, ch.text
+		FROM documents d JOIN doc_chunks ch ON ch.collection_id = d.collection_id AND ch.doc_id = d.doc_id
+		WHERE d.collection_id = $1 AND d.doc_id = $2 AND d.content_hash = $3 AND d.status = 'ready'
+		  AND ch.chunk_index >= $4 AND ch.chunk_index < $5
+		  AND NOT EXISTS (SELECT FROM chunk_embeddings e WHERE e.collection_id = ch.collection_id AND e.model = $6
+			AND e.doc_id = ch.doc_id AND e.chunk_index = ch.chunk_index AND e.content_hash = d.content_hash)
+		ORDER BY ch.chunk_index`, collectionID, docID, hash, from, to, model)
+	if err != nil {
+		return nil, fmt.Errorf("chunk embedding targets: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ChunkEmbeddingTarget, error) {
+		var t ChunkEmbeddingTarget
+		err := r.Scan(&t.ChunkIndex, &t.HeadingPath, &t.Text)
+		return t, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("chunk embedding targets: %w", err)
+	}
+	return out, nil
+}
+
+// ChunkEmbeddingWrite is one chunk vector to save.
+type ChunkEmbeddingWrite struct {
+	ChunkIndex int
+	// Dims is the vector's dimensions; Vector its stored form
+	// (embedding.Encode).
+	Dims   int
+	Vector []byte
+}
+
+// SaveChunkEmbeddings saves vectors of model for chunks of the document's
+// content of hash, replacing a chunk's earlier vector of the same model.
+// Nothing is saved when the document no longer holds that content (a
+// re-put raced the job), nor for a chunk that is gone. It returns how many
+// were saved.
+func (s *Store) SaveChunkEmbeddings(ctx context.Context, model string, collectionID int64, docID, hash string, ws []ChunkEmbeddingWrite) (int64, error) {
+	if len(ws) == 0 {
+		return 0, nil
+	}
+	idx, dims, vecs := make([]int32, len(ws)), make([]int32, len(ws)), make([][]byte, len(ws))
+	for i, w := range ws {
+		idx[i], dims[i], vecs[i] = int32(w.ChunkIndex), int32(w.Dims), w.Vector
+	}
+	tag, err := s.db.Exec(ctx, `
+		INSERT INTO chunk_embeddings AS e (collection_id, doc_id, chunk_index, model, content_hash, dims, vector)
+		SELECT d.collection_id, d.doc_id, ch.chunk_index, $4, d.content_hash, w.d, w.v
+		FROM documents d
+		JOIN unnest($5::int[], $6::int[], $7::bytea[]) AS w(i, d, v) ON true
+		JOIN doc_chunks ch ON ch.collection_id = d.collection_id AND ch.doc_id = d.doc_id AND ch.chunk_index = w.i
+		WHERE d.collection_id = $1 AND d.doc_id = $2 AND d.content_hash = $3 AND d.status = 'ready'
+		ORDER BY ch.chunk_index
+		ON CONFLICT (collection_id, model, doc_id, chunk_index) DO UPDATE
+			SET content_hash = excluded.content_hash, dims = excluded.dims, vector = excluded.vector, created_at = now()`,
+		collectionID, docID, hash, model, idx, dims, vecs)
+	if err != nil {
+		return 0, fmt.Errorf("save chunk embeddings: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// DocCursor is where a walk over documents (MissingChunkEmbeddings) is:
+// after this collection id and document id.
+type DocCursor struct {
+	CollectionID int64
+	DocID        string
+}
+
+// MissingChunkEmbeddings returns up to limit ready documents (of the
+// collections user owns; of every collection, shared ones included, when
+// user is empty) with a chunk lacking a current vector for model, after
+// the cursor, in (collection, document) order: a backfill pages through
+// them by passing the last one back.
+func (s *Store) MissingChunkEmbeddings(ctx context.Context, user, model string, after DocCursor, limit int) ([]DocChunksRef, error) {
+	rows, err := s.db.Query(ctx, `SELECT d.collection_id, d.doc_id, d.content_hash, d.chunks
+		FROM documents d JOIN collections c ON c.id = d.collection_id
+		WHERE ($1 = '' OR (c.owner_kind = 'user' AND c.owner = $1)) AND d.status = 'ready' AND d.chunks > 0
+		  AND (d.collection_id, d.doc_id) > ($3, $4)
+		  AND d.chunks > (SELECT count(*) FROM chunk_embeddings e WHERE e.collection_id = d.collection_id
+			AND e.model = $2 AND e.doc_id = d.doc_id AND e.content_hash = d.content_hash)
+		ORDER BY d.collection_id, d.doc_id LIMIT $5`, user, model, after.CollectionID, after.DocID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("missing chunk embeddings: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (DocChunksRef, error) {
+		var d DocChunksRef
+		err := r.Scan(&d.CollectionID, &d.DocID, &d.Hash, &d.Chunks)
+		return d, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("missing chunk embeddings: %w", err)
+	}
+	return out, nil
+}
+
+// CountChunkEmbeddings counts the chunks of ready documents (of the
+// collections user owns; of every collection when empty) and those with a
+// current vector for model.
+func (s *Store) CountChunkEmbeddings(ctx context.Context, user, model string) (EmbeddingCount, error) {
+	var n EmbeddingCount
+	err := s.db.QueryRow(ctx, `SELECT coalesce(sum(d.chunks), 0)::bigint, coalesce(sum((SELECT count(*) FROM chunk_embeddings e
+			WHERE e.collection_id = d.collection_id AND e.model = $2 AND e.doc_id = d.doc_id
+			  AND e.content_hash = d.content_hash)), 0)::bigint
+		FROM documents d JOIN collections c ON c.id = d.collection_id
+		WHERE ($1 = '' OR (c.owner_kind = 'user' AND c.owner = $1)) AND d.status = 'ready'`, user, model).Scan(&n.Items, &n.Embedded)
+	if err != nil {
+		return EmbeddingCount{}, fmt.Errorf("count chunk embeddings: %w", err)
+	}
+	return n, nil
+}
+
+// CollectionVectors is a collection's current chunk vectors of one model,
+// as a process caches them, and the generation they were read at.
+type CollectionVectors struct {
+	// Generation is the collection's embedding generation
+	// (migrations/028) when the vectors were read; 0: none.
+	Generation int64
+	// Vectors are in (document, chunk index) order.
+	Vectors []ChunkVector
+}
+
+// ChunkVector is one chunk's current vector.
+type ChunkVector struct {
+	DocID      string
+	ChunkIndex int
+	Dims       int
+	// Vector is the stored form (embedding.Decode); the vectors of one
+	// read share one allocation.
+	Vector []byte
+}
+
+// collectionVectorsSQL reads the generation (a first row with a NULL
+// document) and the vectors in one statement, so from one snapshot; the
+// join drops vectors of content a document no longer holds.
+const collectionVectorsSQL = `
+	SELECT (SELECT generation FROM chunk_embedding_generations WHERE collection_id = $1), NULL::text, NULL::int,
+		NULL::int, NULL::bytea
+	UNION ALL
+	(SELECT NULL, e.doc_id, e.chunk_index, e.dims, e.vector FROM chunk_embeddings e
+	JOIN documents d ON d.collection_id = e.collection_id AND d.doc_id = e.doc_id AND d.content_hash = e.content_hash
+	WHERE e.collection_id = $1 AND e.model = $2
+	ORDER BY e.doc_id, e.chunk_index)`
+
+// CollectionVectors returns the collection's current chunk vectors of
+// model and their generation, in one query. It does not check who reads:
+// callers pass collections a search found readable.
+func (s *Store) CollectionVectors(ctx context.Context, collectionID int64, model string) (CollectionVectors, error) {
+	rows, err := s.db.Query(ctx, collectionVectorsSQL, collectionID, model)
+	if err != nil {
+		return CollectionVectors{}, fmt.Errorf("collection vectors: %w", err)
+	}
+	defer rows.Close()
+	var (
+		out   CollectionVectors
+		gen   pgtype.Int8
+		doc   pgtype.Text
+		idx   pgtype.Int4
+		dims  pgtype.Int4
+		vec   pgtype.DriverBytes // valid until the next row: copied
+		arena []byte
+		spans []span
+	)
+	for rows.Next() {
+		if err := rows.Scan(&gen, &doc, &idx, &dims, &vec); err != nil {
+			return CollectionVectors{}, fmt.Errorf("collection vectors: %w", err)
+		}
+		if !doc.Valid {
+			out.Generation = gen.Int64
+			continue
+		}
+		d := doc.String
+		if n := len(out.Vectors); n > 0 && out.Vectors[n-1].DocID == d {
+			d = out.Vectors[n-1].DocID // one string per document
+		}
+		out.Vectors = append(out.Vectors, ChunkVector{DocID: d, ChunkIndex: int(idx.Int32), Dims: int(dims.Int32)})
+		spans = append(spans, push(&arena, vec))
+	}
+	if err := rows.Err(); err != nil {
+		return CollectionVectors{}, fmt.Errorf("collection vectors: %w", err)
+	}
+	for i := range out.Vectors {
+		out.Vectors[i].Vector = spans[i].of(arena)
+	}
+	return out, nil
+}
+
+// ChunkPick is a chunk the vector side of a search picked, with its vector
+// score (0..1).
+type ChunkPick struct {
+	CollectionID int64
+	DocID        string
+	ChunkIndex   int
+	Score        float64
+}
+
+// ChunkVectorLoader reads a searched collection's vectors in the search's
+// snapshot.
+type ChunkVectorLoader func(ctx context.Context, collectionID int64, model string) (CollectionVectors, error)
+
+// ChunkPicker is the vector side of a hybrid chunk search, called in the
+// search's snapshot with the searched collections' embedding generations
+// (a collection without vectors is absent or 0) and a loader of their
+// vectors; it returns the chunks it picks. Picks of other collections are
+// dropped: the vector side never reaches past the reader's collections.
+type ChunkPicker func(ctx context.Context, generations map[int64]int64, load ChunkVectorLoader) ([]ChunkPick, error)
+
+// VectorChunk is a chunk the vector side picked, with what a citation
+// needs (no Text yet) and its vector score.
+type VectorChunk struct {
+	Hit   ChunkHit
+	Score float64
+}
+
+// HybridChunkCandidates are a hybrid chunk search's candidates: the
+// lexical ones, and the chunks the vector side picked (some of them may
+// be among the lexical matches too).
+type HybridChunkCandidates struct {
+	ChunkCandidates
+	Vector []VectorChunk
+}
+
+// HybridChunkRanker ranks a hybrid chunk search's candidates, as
+// ChunkRanker does a lexical one's: it returns the hits it keeps (of
+// Matches or Vector, Score set), best first, without Text.
+type HybridChunkRanker func(c HybridChunkCandidates) []ChunkHit
+
+// chunkGenerationsSQL reads the searched collections' embedding
+// generations, in the search's snapshot.
+const chunkGenerationsSQL = `SELECT collection_id, generation FROM chunk_embedding_generations WHERE collection_id = ANY($1)`
+
+// vectorChunksSQL reads what a citation needs of the picked chunks (not
+// their text), in the order given.
+const vectorChunksSQL = `
+	SELECT ch.collection_id, ch.doc_id, d.source, ch.chunk_index, ch.heading_path, ch.byte_start, ch.byte_end
+	FROM unnest($1::bigint[], $2::text[], $3::int[]) WITH ORDINALITY AS u(c, d, i, n)
+	JOIN doc_chunks ch ON ch.collection_id = u.c AND ch.doc_id = u.d AND ch.chunk_index = u.i
+	JOIN documents d ON d.collection_id = ch.collection_id AND d.doc_id = ch.doc_id
+	ORDER BY u.n`
+
+// SearchChunksHybrid is SearchChunks with a vector side: in the same
+// snapshot it reads the lexical candidates, the searched collections'
+// embedding generations, lets pick choose chunks by vector (reading vectors
+// through its loader, in the snapshot, when its copies are not current),
+// reads the picked chunks, ranks them all with rank and reads the kept
+// hits' text. Access is SearchChunks': the collections searched are
+// the ones q may read, and only their chunks are picked or read.
+func (s *Store) SearchChunksHybrid(ctx context.Context, q ChunkQuery, pick ChunkPicker, rank HybridChunkRanker) ([]ChunkHit, error) {
+	if q.Defaults && len(q.Collections) == 0 {
+		if ids, err := s.defaultIDs(ctx, q.Reader.User); err != nil {
+			return nil, fmt.Errorf("search chunks: %w", err)
+		} else if len(ids) == 0 {
+			return []ChunkHit{}, nil
+		}
+	}
+	var hits []ChunkHit
+	err := s.snapshot(ctx, func(r *Store) error {
+		c, byRef, err := r.chunkCandidates(ctx, q)
+		if err != nil {
+			return err
+		}
+		if byRef == nil {
+			// No keywords (or no collection): the searched collections
+			// are read here.
+			cols, err := r.readable(ctx, q)
+			if err != nil {
+				return err
+			}
+			byRef = make(map[string]int64, len(cols))
+			for _, col := range cols {
+				byRef[col.Ref(q.Reader)] = col.ID
+			}
+		}
+		if len(byRef) == 0 {
+			return nil
+		}
+		ids := make([]int64, 0, len(byRef))
+		refs := make(map[int64]string, len(byRef))
+		for ref, id := range byRef {
+			ids = append(ids, id)
+			refs[id] = ref
+		}
+		gens := make(map[int64]int64, len(ids))
+		rows, err := r.db.Query(ctx, chunkGenerationsSQL, ids)
+		if err != nil {
+			return fmt.Errorf("generations: %w", err)
+		}
+		var id, g int64
+		if _, err := pgx.ForEachRow(rows, []any{&id, &g}, func() error { gens[id] = g; return nil }); err != nil {
+			return fmt.Errorf("generations: %w", err)
+		}
+		picks, err := pick(ctx, gens, func(ctx context.Context, id int64, model string) (CollectionVectors, error) {
+			if _, ok := refs[id]; !ok {
+				return CollectionVectors{}, fmt.Errorf("collection %d is not searched", id)
+			}
+			return r.CollectionVectors(ctx, id, model)
+		})
+		if err != nil {
+			return fmt.Errorf("vector side: %w", err)
+		}
+		vc, err := r.vectorChunks(ctx, picks, refs)
+		if err != nil {
+			return err
+		}
+		hits = rank(HybridChunkCandidates{ChunkCandidates: c, Vector: vc})
+		return r.readChunkTexts(ctx, hits, byRef)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("search chunks: %w", err)
+	}
+	if hits == nil {
+		hits = []ChunkHit{}
+	}
+	return hits, nil
+}
+
+// vectorChunks reads the picked chunks of the searched collections (refs)
+// as VectorChunks, in pick order; picks of other collections are dropped.
+func (s *Store) vectorChunks(ctx context.Context, picks []ChunkPick, refs map[int64]string) ([]VectorChunk, error) {
+	var cols []int64
+	var docs []string
+	var idx []int32
+	var scores []float64
+	for _, p := range picks {
+		if _, ok := refs[p.CollectionID]; !ok {
+			continue
+		}
+		cols, docs, idx, scores = append(cols, p.CollectionID), append(docs, p.DocID), append(idx, int32(p.ChunkIndex)), append(scores, p.Score)
+	}
+	if len(cols) == 0 {
+		return nil, nil
+	}
+	rows, err := s.db.Query(ctx, vectorChunksSQL, cols, docs, idx)
+	if err != nil {
+		return nil, fmt.Errorf("vector chunks: %w", err)
+	}
+	var (
+		out   []VectorChunk
+		h     ChunkHit
+		colID int64
+	)
+	// A picked chunk is in the snapshot the vectors were read from, so
+	// every pick has its row; pick order is kept by the statement.
+	k := 0
+	_, err = pgx.ForEachRow(rows, []any{&colID, &h.DocumentID, &h.Source, &h.ChunkIndex, &h.HeadingPath, &h.Start, &h.End}, func() error {
+		for k < len(cols) && (cols[k] != colID || docs[k] != h.DocumentID || int(idx[k]) != h.ChunkIndex) {
+			k++
+		}
+		if k == len(cols) {
+			return fmt.Errorf("vector chunks: rows out of order")
+		}
+		h.Collection = refs[colID]
+		if h.HeadingPath == nil {
+			h.HeadingPath = []string{}
+		}
+		out = append(out, VectorChunk{Hit: h, Score: scores[k]})
+		h = ChunkHit{}
+		k++
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("vector chunks: %w", err)
+	}
+	return out, nil
+}
+
+// readChunkTexts sets the kept hits' Text, read in one query.
+func (s *Store) readChunkTexts(ctx context.Context, hits []ChunkHit, byRef map[string]int64) error {
+	if len(hits) == 0 {
+		return nil
+	}
+	cols, docs, idx := make([]int64, len(hits)), make([]string, len(hits)), make([]int32, len(hits))
+	for i, h := range hits {
+		id, ok := byRef[h.Collection]
+		if !ok {
+			return fmt.Errorf("ranker returned a hit of collection %q, not searched", h.Collection)
+		}
+		cols[i], docs[i], idx[i] = id, h.DocumentID, int32(h.ChunkIndex)
+	}
+	rows, err := s.db.Query(ctx, chunkTextsSQL, cols, docs, idx)
+	if err != nil {
+		return err
+	}
+	texts, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	if len(texts) != len(hits) {
+		return fmt.Errorf("ranker returned %d hits, %d of them candidates", len(hits), len(texts))
+	}
+	for i := range hits {
+		hits[i].Text = texts[i]
+	}
+	return nil
+}
