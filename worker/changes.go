@@ -110,10 +110,17 @@ func (c ChangesConfig) validate() error {
 // of processes may run one on the same database: a user's changes are sent
 // by one at a time (see store.SendChanges). Delivery is at least once: a
 // batch whose deletion fails after the server had it is sent again.
+//
+// While Conn is not connected it publishes nothing: it waits for the
+// reconnect (rounds every PollInterval still drop what passed MaxAge)
+// rather than fill the connection's reconnect buffer, which the process's
+// other publishers (enrich replies) share, with batches it would send
+// again anyway. A batch the connection lost mid-way is sent again after
+// the reconnect.
 type Changes struct {
 	cfg ChangesConfig
 
-	published, dropped, failures atomic.Int64
+	published, dropped, failures, waits atomic.Int64
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -130,6 +137,9 @@ type ChangesStats struct {
 	// Failures counts rounds that failed (and were retried): rounds that
 	// sent nothing while some user's batch failed.
 	Failures int64
+	// Waits counts rounds put off because NATS was not connected (the
+	// publisher then waits for the reconnect).
+	Waits int64
 }
 
 // NewChanges validates cfg and builds a publisher; it touches nothing.
@@ -175,17 +185,25 @@ func (c *Changes) Stop(ctx context.Context) error {
 
 // Stats returns the publisher's counters.
 func (c *Changes) Stats() ChangesStats {
-	return ChangesStats{Published: c.published.Load(), Dropped: c.dropped.Load(), Failures: c.failures.Load()}
+	return ChangesStats{Published: c.published.Load(), Dropped: c.dropped.Load(), Failures: c.failures.Load(), Waits: c.waits.Load()}
 }
 
+// errDisconnected: NATS is not connected; the round is put off.
+var errDisconnected = errors.New("nats not connected")
+
 // run publishes until ctx ends: a round, then a wait for a notification
-// (or PollInterval), or after a failed round for the backoff.
+// (or PollInterval), or after a failed round for the backoff, or while
+// NATS is not connected for the reconnect.
 func (c *Changes) run(ctx context.Context, done chan struct{}) {
 	defer close(done)
 	var (
 		l     *store.ChangeListener
 		fails int
 	)
+	// Registered before the first round: a reconnect after a round found
+	// NATS down is in the channel (it buffers 10; one is enough to wake).
+	connected := c.cfg.Conn.StatusChanged(nats.CONNECTED)
+	defer c.cfg.Conn.RemoveStatusListener(connected)
 	defer func() {
 		if l != nil {
 			l.Close()
@@ -203,6 +221,12 @@ func (c *Changes) run(ctx context.Context, done chan struct{}) {
 		if err := c.round(ctx); err != nil {
 			if ctx.Err() != nil {
 				return
+			}
+			if errors.Is(err, errDisconnected) {
+				c.waits.Add(1)
+				c.cfg.Logger.Info("changes: nats not connected, waiting for the reconnect")
+				c.waitConnected(ctx, connected)
+				continue
 			}
 			fails++
 			c.failures.Add(1)
@@ -224,6 +248,22 @@ func (c *Changes) run(ctx context.Context, done chan struct{}) {
 			c.cfg.Logger.Warn("changes: listen", "error", err)
 			l.Close()
 			l = nil
+		}
+	}
+}
+
+// waitConnected returns once Conn is connected, after PollInterval (so
+// that a round drops what passed MaxAge), or when ctx ends.
+func (c *Changes) waitConnected(ctx context.Context, connected <-chan nats.Status) {
+	t := time.NewTimer(c.cfg.PollInterval)
+	defer t.Stop()
+	for !c.cfg.Conn.IsConnected() {
+		select {
+		case <-connected:
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
 		}
 	}
 }
@@ -251,6 +291,9 @@ func (c *Changes) round(ctx context.Context) error {
 			c.cfg.Logger.Warn("changes: dropped changes never published", "changes", n, "max_age", c.cfg.MaxAge)
 		}
 	}
+	if !c.cfg.Conn.IsConnected() {
+		return errDisconnected
+	}
 	// A user whose batch fails is logged and left for the next round; the
 	// others go on. The round fails (and backs off) only when nothing was
 	// sent and some user failed (NATS unreachable, say).
@@ -271,7 +314,7 @@ func (c *Changes) round(ctx context.Context) error {
 			}
 			n, err := c.cfg.Store.SendChanges(ctx, u, c.cfg.BatchSize, c.publish)
 			if err != nil {
-				if ctx.Err() != nil {
+				if ctx.Err() != nil || errors.Is(err, errDisconnected) {
 					return err
 				}
 				failed[u] = true
@@ -299,6 +342,10 @@ func (c *Changes) round(ctx context.Context) error {
 // text) is skipped: it is deleted with the batch, counted as dropped and
 // logged without its text; subscribers see the gap in seq.
 func (c *Changes) publish(changes []store.Change) error {
+	// Not into the reconnect buffer (see Changes).
+	if !c.cfg.Conn.IsConnected() {
+		return errDisconnected
+	}
 	sent := 0
 	for _, ch := range changes {
 		data, err := c.encode(ch)
