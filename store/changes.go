@@ -61,11 +61,23 @@ func (s *Store) recordChange(ctx context.Context, typ string, count int64, userI
 	return nil
 }
 
-// ChangeUsers returns up to limit users with committed changes waiting, the
-// user of the oldest first.
-func (s *Store) ChangeUsers(ctx context.Context, limit int) ([]string, error) {
-	rows, err := s.db.Query(ctx, `SELECT user_id FROM memory_changes WHERE seq IS NOT NULL
-		GROUP BY user_id ORDER BY min(id) LIMIT $1`, limit)
+// ChangeUsers returns up to limit users with committed changes waiting
+// whose id sorts after after ("" for the first), in user id order: a
+// publisher pages through them and starts again from "" once a page came
+// back short, so that each user gets a turn per pass. It costs an index
+// probe per user returned (a "loose index scan" of the (user_id, seq)
+// index), whatever the number of changes waiting: a GROUP BY over the
+// outbox read every row of it, each round, and a replay can leave
+// millions there.
+func (s *Store) ChangeUsers(ctx context.Context, after string, limit int) ([]string, error) {
+	rows, err := s.db.Query(ctx, `WITH RECURSIVE u AS (
+			(SELECT user_id FROM memory_changes WHERE user_id > $1 AND seq IS NOT NULL ORDER BY user_id LIMIT 1)
+			UNION ALL
+			SELECT (SELECT m.user_id FROM memory_changes m WHERE m.user_id > u.user_id AND m.seq IS NOT NULL
+			        ORDER BY m.user_id LIMIT 1)
+			FROM u WHERE u.user_id IS NOT NULL
+		)
+		SELECT user_id FROM u WHERE user_id IS NOT NULL LIMIT $2`, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("change users: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/store/storetest"
 )
 
 // change is the part of an outbox payload the tests compare.
@@ -358,5 +359,46 @@ func TestDropChangesBoundsTheOutbox(t *testing.T) {
 	}
 	if got := drain(ctx, t, s, "alice"); len(got) != 0 {
 		t.Fatalf("dropped changes sent: %+v", got)
+	}
+}
+
+// TestChangeUsersPages: the users with committed changes waiting come in
+// user id order after the cursor, a page at a time; a user whose changes
+// were sent, and one whose transaction rolled back, are not among them.
+func TestChangeUsersPages(t *testing.T) {
+	ctx, s := context.Background(), storetest.New(t)
+	for _, u := range []string{"carol", "alice", "dave", "bob"} {
+		if _, _, err := s.SetFact(ctx, u, "name", u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	boom := errors.New("rolled back")
+	if err := s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
+		if _, _, err := q.SetFact(ctx, "aaron", "name", "Aaron"); err != nil {
+			return err
+		}
+		return boom
+	}); !errors.Is(err, boom) {
+		t.Fatal(err)
+	}
+	drain(ctx, t, s, "dave")
+	for _, tc := range []struct {
+		after string
+		limit int
+		want  []string
+	}{
+		{"", 2, []string{"alice", "bob"}},
+		{"bob", 2, []string{"carol"}},
+		{"carol", 2, nil},
+		{"", 10, []string{"alice", "bob", "carol"}},
+		{"b", 1, []string{"bob"}},
+	} {
+		got, err := s.ChangeUsers(ctx, tc.after, tc.limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("ChangeUsers(%q, %d) = %v, want %v", tc.after, tc.limit, got, tc.want)
+		}
 	}
 }

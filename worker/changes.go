@@ -34,7 +34,8 @@ type ChangesConfig struct {
 	// BatchSize is how many of one user's changes one transaction sends
 	// (and deletes). Default 200.
 	BatchSize int
-	// Users is how many users' changes one round looks at. Default 100.
+	// Users is how many users one page of a round reads (a round visits
+	// every user with changes waiting, page by page). Default 100.
 	Users int
 	// FlushTimeout bounds the wait for the NATS server to confirm it
 	// received a batch (a PING's PONG) before the batch is deleted from
@@ -296,18 +297,21 @@ func (c *Changes) round(ctx context.Context) error {
 	}
 	// A user whose batch fails is logged and left for the next round; the
 	// others go on. The round fails (and backs off) only when nothing was
-	// sent and some user failed (NATS unreachable, say).
+	// sent and some user failed (NATS unreachable, say). The users are
+	// visited in passes, a page of Users at a time in user id order, each
+	// user one batch per pass, until a pass sends nothing.
 	var (
 		failed   = map[string]bool{}
 		firstErr error
 		anySent  bool
+		after    string
+		passSent int
 	)
 	for {
-		users, err := c.cfg.Store.ChangeUsers(ctx, c.cfg.Users)
+		users, err := c.cfg.Store.ChangeUsers(ctx, after, c.cfg.Users)
 		if err != nil {
 			return err
 		}
-		sent := 0
 		for _, u := range users {
 			if failed[u] {
 				continue
@@ -324,15 +328,20 @@ func (c *Changes) round(ctx context.Context) error {
 				c.cfg.Logger.Warn("changes: publishing a user's changes failed, retrying next round", "error", err)
 				continue
 			}
-			sent += n
+			passSent += n
 		}
-		if sent == 0 {
+		if len(users) == c.cfg.Users {
+			after = users[len(users)-1]
+			continue
+		}
+		// The pass is over.
+		if passSent == 0 {
 			if anySent {
 				return nil
 			}
 			return firstErr
 		}
-		anySent = true
+		anySent, after, passSent = true, "", 0
 	}
 }
 

@@ -144,6 +144,12 @@ func TestChangesWaitForNATSDuringAnOutage(t *testing.T) {
 	if ch := next(); ch.Seq != 1 {
 		t.Fatalf("first change has seq %d", ch.Seq)
 	}
+	// ... and was confirmed (else it is sent again after the outage: at
+	// least once).
+	e.waitFor("the first change to leave the outbox", func() (bool, string) {
+		n, err := e.store.PendingChanges(e.ctx)
+		return err == nil && n == 0, fmt.Sprintf("%d pending, %v", n, err)
+	})
 
 	srv.stop()
 	e.waitFor("the publisher's connection to notice the outage", func() (bool, string) {
