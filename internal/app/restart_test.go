@@ -3,14 +3,18 @@ package app
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/extractor/extractortest"
 )
 
@@ -77,4 +81,55 @@ func TestRestartedAppTracesTheModelCalls(t *testing.T) {
 			t.Fatalf("after run %d: %d model call spans exported, want %d", run+1, got, want)
 		}
 	}
+}
+
+// riverUIGoroutines counts the goroutines running riverui's code.
+func riverUIGoroutines() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "riverqueue.com/riverui") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestStopEndsRiverUI: River's UI's background goroutines (its query
+// cache) belong to the operators' endpoint and end with the App's Stop.
+// Not parallel: it counts every riverui goroutine of the process.
+func TestStopEndsRiverUI(t *testing.T) {
+	if n := riverUIGoroutines(); n != 0 {
+		t.Fatalf("%d riverui goroutines before the test", n)
+	}
+	cfg := testConfig(t)
+	cfg.Ops.Addr = "127.0.0.1:0"
+	cfg.RiverUI = RiverUIConfig{Enabled: true, Token: "tok", Path: riverUIDefaultPath}
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Stop(context.Background()) })
+	eventstest.Eventually(t, "riverui's goroutines to start", time.Minute, func() (bool, string) {
+		n := riverUIGoroutines()
+		return n > 0, fmt.Sprint(n)
+	})
+	if err := a.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	eventstest.Eventually(t, "riverui's goroutines to end after Stop", time.Minute, func() (bool, string) {
+		n := riverUIGoroutines()
+		return n == 0, fmt.Sprint(n)
+	})
 }
