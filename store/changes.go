@@ -88,16 +88,18 @@ func (s *Store) ChangeUsers(ctx context.Context, after string, limit int) ([]str
 	return users, nil
 }
 
-// SendChanges hands up to limit of the user's committed changes, in seq
-// order, to send and deletes them once send returned nil, all in one
+// SendChanges hands up to limit of the user's committed changes after seq
+// afterSeq (0: from the first), in seq order, to send and deletes them once send returned nil, all in one
 // transaction that holds the user's change lock (an advisory lock per user
 // and schema), so that of several processes only one sends a user's
 // changes at a time and their order holds. Only the changes handed to send
 // are deleted (by id). When another process holds the
 // lock it returns 0 without waiting; when send fails nothing is deleted
 // (they are sent again: delivery is at least once). It returns how many
-// changes were sent.
-func (s *Store) SendChanges(ctx context.Context, userID string, limit int, send func([]Change) error) (int, error) {
+// changes were sent. A publisher passes the last seq it sent of the user
+// so that the read starts past the index entries of the rows it just
+// deleted (dead until vacuumed), rather than step over them each batch.
+func (s *Store) SendChanges(ctx context.Context, userID string, afterSeq int64, limit int, send func([]Change) error) (int, error) {
 	var n int
 	err := s.InTx(ctx, func(_ pgx.Tx, q *Store) error {
 		var locked bool
@@ -106,7 +108,7 @@ func (s *Store) SendChanges(ctx context.Context, userID string, limit int, send 
 			return err
 		}
 		rows, err := q.db.Query(ctx, `SELECT id, user_id, seq, payload, created_at FROM memory_changes
-			WHERE user_id = $1 AND seq IS NOT NULL ORDER BY seq LIMIT $2`, userID, limit)
+			WHERE user_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, userID, afterSeq, limit)
 		if err != nil {
 			return err
 		}

@@ -36,7 +36,7 @@ func drain(ctx context.Context, t *testing.T, s *store.Store, userID string) []c
 	t.Helper()
 	var out []change
 	for {
-		n, err := s.SendChanges(ctx, userID, 3, func(cs []store.Change) error {
+		n, err := s.SendChanges(ctx, userID, 0, 3, func(cs []store.Change) error {
 			for _, c := range cs {
 				var ch change
 				if err := json.Unmarshal(c.Payload, &ch); err != nil {
@@ -261,14 +261,14 @@ func TestSendChangesKeepsUnsentAndLocksUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	boom := errors.New("nats down")
-	if _, err := s.SendChanges(ctx, "alice", 10, func([]store.Change) error { return boom }); !errors.Is(err, boom) {
+	if _, err := s.SendChanges(ctx, "alice", 0, 10, func([]store.Change) error { return boom }); !errors.Is(err, boom) {
 		t.Fatalf("send error = %v, want %v", err, boom)
 	}
 	if n, err := s.PendingChanges(ctx); err != nil || n != 1 {
 		t.Fatalf("pending after a failed send = %d, %v; want 1", n, err)
 	}
-	n, err := s.SendChanges(ctx, "alice", 10, func([]store.Change) error {
-		other, err := s.SendChanges(ctx, "alice", 10, func([]store.Change) error {
+	n, err := s.SendChanges(ctx, "alice", 0, 10, func([]store.Change) error {
+		other, err := s.SendChanges(ctx, "alice", 0, 10, func([]store.Change) error {
 			t.Error("a second sender got the user's changes")
 			return nil
 		})
@@ -329,7 +329,7 @@ func TestSendDeletesOnlyWhatItSent(t *testing.T) {
 	if _, _, err := s.SetFact(ctx, "alice", "name", "Alice"); err != nil {
 		t.Fatal(err)
 	}
-	n, err := s.SendChanges(ctx, "alice", 10, func(cs []store.Change) error {
+	n, err := s.SendChanges(ctx, "alice", 0, 10, func(cs []store.Change) error {
 		if len(cs) != 1 {
 			return fmt.Errorf("batch = %+v, want the fact", cs)
 		}

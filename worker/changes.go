@@ -302,6 +302,7 @@ func (c *Changes) round(ctx context.Context) error {
 	// user one batch per pass, until a pass sends nothing.
 	var (
 		failed   = map[string]bool{}
+		sentUpTo = map[string]int64{} // the last seq sent of each user
 		firstErr error
 		anySent  bool
 		after    string
@@ -316,7 +317,14 @@ func (c *Changes) round(ctx context.Context) error {
 			if failed[u] {
 				continue
 			}
-			n, err := c.cfg.Store.SendChanges(ctx, u, c.cfg.BatchSize, c.publish)
+			var last int64
+			n, err := c.cfg.Store.SendChanges(ctx, u, sentUpTo[u], c.cfg.BatchSize, func(chs []store.Change) error {
+				if err := c.publish(chs); err != nil {
+					return err
+				}
+				last = chs[len(chs)-1].Seq
+				return nil
+			})
 			if err != nil {
 				if ctx.Err() != nil || errors.Is(err, errDisconnected) {
 					return err
@@ -327,6 +335,10 @@ func (c *Changes) round(ctx context.Context) error {
 				}
 				c.cfg.Logger.Warn("changes: publishing a user's changes failed, retrying next round", "error", err)
 				continue
+			}
+			if n > 0 {
+				// seq never goes back: the next batch starts after it.
+				sentUpTo[u] = last
 			}
 			passSent += n
 		}
