@@ -402,3 +402,37 @@ func TestChangeUsersPages(t *testing.T) {
 		}
 	}
 }
+
+// TestQuietOperationSilencesOnlyItself: a clear of all of alice's items
+// (one summary, its row changes silenced) in the same transaction as
+// writes of bob and of alice after it: those writes are reported.
+func TestQuietOperationSilencesOnlyItself(t *testing.T) {
+	ctx, s := context.Background(), storetest.New(t)
+	if _, _, err := s.StoreContext(ctx, store.ContextWrite{UserID: "alice", Question: "q", Answer: "a1"}); err != nil {
+		t.Fatal(err)
+	}
+	drain(ctx, t, s, "alice")
+	if err := s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
+		if _, _, err := q.SetFact(ctx, "bob", "name", "Bob"); err != nil {
+			return err
+		}
+		if _, err := q.DeleteContext(ctx, store.ContextDelete{UserID: "alice", All: true}); err != nil {
+			return err
+		}
+		if _, _, err := q.SetFact(ctx, "bob", "city", "Oslo"); err != nil {
+			return err
+		}
+		_, _, err := q.StoreContext(ctx, store.ContextWrite{UserID: "alice", Question: "q", Answer: "a2"})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range append(drain(ctx, t, s, "alice"), drain(ctx, t, s, "bob")...) {
+		got = append(got, fmt.Sprintf("%s %s%s", c.Type, c.Key, c.Answer))
+	}
+	want := []string{"context.cleared ", "context.stored a2", "fact.set name", "fact.set city"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("changes = %q, want %q", got, want)
+	}
+}

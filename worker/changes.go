@@ -198,8 +198,9 @@ var errDisconnected = errors.New("nats not connected")
 func (c *Changes) run(ctx context.Context, done chan struct{}) {
 	defer close(done)
 	var (
-		l     *store.ChangeListener
-		fails int
+		l       *store.ChangeListener
+		fails   int
+		waiting bool // since the last round that was not put off
 	)
 	// Registered before the first round: a reconnect after a round found
 	// NATS down is in the channel (it buffers 10; one is enough to wake).
@@ -225,7 +226,10 @@ func (c *Changes) run(ctx context.Context, done chan struct{}) {
 			}
 			if errors.Is(err, errDisconnected) {
 				c.waits.Add(1)
-				c.cfg.Logger.Info("changes: nats not connected, waiting for the reconnect")
+				if !waiting { // once an outage, not every PollInterval
+					c.cfg.Logger.Info("changes: nats not connected, waiting for the reconnect")
+					waiting = true
+				}
 				c.waitConnected(ctx, connected)
 				continue
 			}
@@ -236,7 +240,7 @@ func (c *Changes) run(ctx context.Context, done chan struct{}) {
 			sleep(ctx, wait)
 			continue
 		}
-		fails = 0
+		fails, waiting = 0, false
 		if l == nil {
 			sleep(ctx, c.cfg.PollInterval)
 			continue
