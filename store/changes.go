@@ -61,11 +61,23 @@ func (s *Store) recordChange(ctx context.Context, typ string, count int64, userI
 	return nil
 }
 
-// ChangeUsers returns up to limit users with committed changes waiting, the
-// user of the oldest first.
-func (s *Store) ChangeUsers(ctx context.Context, limit int) ([]string, error) {
-	rows, err := s.db.Query(ctx, `SELECT user_id FROM memory_changes WHERE seq IS NOT NULL
-		GROUP BY user_id ORDER BY min(id) LIMIT $1`, limit)
+// ChangeUsers returns up to limit users with committed changes waiting
+// whose id sorts after after ("" for the first), in user id order: a
+// publisher pages through them and starts again from "" once a page came
+// back short, so that each user gets a turn per pass. It costs an index
+// probe per user returned (a "loose index scan" of the (user_id, seq)
+// index), whatever the number of changes waiting: a GROUP BY over the
+// outbox read every row of it, each round, and a replay can leave
+// millions there.
+func (s *Store) ChangeUsers(ctx context.Context, after string, limit int) ([]string, error) {
+	rows, err := s.db.Query(ctx, `WITH RECURSIVE u AS (
+			(SELECT user_id FROM memory_changes WHERE user_id > $1 AND seq IS NOT NULL ORDER BY user_id LIMIT 1)
+			UNION ALL
+			SELECT (SELECT m.user_id FROM memory_changes m WHERE m.user_id > u.user_id AND m.seq IS NOT NULL
+			        ORDER BY m.user_id LIMIT 1)
+			FROM u WHERE u.user_id IS NOT NULL
+		)
+		SELECT user_id FROM u WHERE user_id IS NOT NULL LIMIT $2`, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("change users: %w", err)
 	}
@@ -76,16 +88,18 @@ func (s *Store) ChangeUsers(ctx context.Context, limit int) ([]string, error) {
 	return users, nil
 }
 
-// SendChanges hands up to limit of the user's committed changes, in seq
-// order, to send and deletes them once send returned nil, all in one
+// SendChanges hands up to limit of the user's committed changes after seq
+// afterSeq (0: from the first), in seq order, to send and deletes them once send returned nil, all in one
 // transaction that holds the user's change lock (an advisory lock per user
 // and schema), so that of several processes only one sends a user's
 // changes at a time and their order holds. Only the changes handed to send
 // are deleted (by id). When another process holds the
 // lock it returns 0 without waiting; when send fails nothing is deleted
 // (they are sent again: delivery is at least once). It returns how many
-// changes were sent.
-func (s *Store) SendChanges(ctx context.Context, userID string, limit int, send func([]Change) error) (int, error) {
+// changes were sent. A publisher passes the last seq it sent of the user
+// so that the read starts past the index entries of the rows it just
+// deleted (dead until vacuumed), rather than step over them each batch.
+func (s *Store) SendChanges(ctx context.Context, userID string, afterSeq int64, limit int, send func([]Change) error) (int, error) {
 	var n int
 	err := s.InTx(ctx, func(_ pgx.Tx, q *Store) error {
 		var locked bool
@@ -94,7 +108,7 @@ func (s *Store) SendChanges(ctx context.Context, userID string, limit int, send 
 			return err
 		}
 		rows, err := q.db.Query(ctx, `SELECT id, user_id, seq, payload, created_at FROM memory_changes
-			WHERE user_id = $1 AND seq IS NOT NULL ORDER BY seq LIMIT $2`, userID, limit)
+			WHERE user_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, userID, afterSeq, limit)
 		if err != nil {
 			return err
 		}

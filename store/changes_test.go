@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/store/storetest"
 )
 
 // change is the part of an outbox payload the tests compare.
@@ -35,7 +36,7 @@ func drain(ctx context.Context, t *testing.T, s *store.Store, userID string) []c
 	t.Helper()
 	var out []change
 	for {
-		n, err := s.SendChanges(ctx, userID, 3, func(cs []store.Change) error {
+		n, err := s.SendChanges(ctx, userID, 0, 3, func(cs []store.Change) error {
 			for _, c := range cs {
 				var ch change
 				if err := json.Unmarshal(c.Payload, &ch); err != nil {
@@ -260,14 +261,14 @@ func TestSendChangesKeepsUnsentAndLocksUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	boom := errors.New("nats down")
-	if _, err := s.SendChanges(ctx, "alice", 10, func([]store.Change) error { return boom }); !errors.Is(err, boom) {
+	if _, err := s.SendChanges(ctx, "alice", 0, 10, func([]store.Change) error { return boom }); !errors.Is(err, boom) {
 		t.Fatalf("send error = %v, want %v", err, boom)
 	}
 	if n, err := s.PendingChanges(ctx); err != nil || n != 1 {
 		t.Fatalf("pending after a failed send = %d, %v; want 1", n, err)
 	}
-	n, err := s.SendChanges(ctx, "alice", 10, func([]store.Change) error {
-		other, err := s.SendChanges(ctx, "alice", 10, func([]store.Change) error {
+	n, err := s.SendChanges(ctx, "alice", 0, 10, func([]store.Change) error {
+		other, err := s.SendChanges(ctx, "alice", 0, 10, func([]store.Change) error {
 			t.Error("a second sender got the user's changes")
 			return nil
 		})
@@ -328,7 +329,7 @@ func TestSendDeletesOnlyWhatItSent(t *testing.T) {
 	if _, _, err := s.SetFact(ctx, "alice", "name", "Alice"); err != nil {
 		t.Fatal(err)
 	}
-	n, err := s.SendChanges(ctx, "alice", 10, func(cs []store.Change) error {
+	n, err := s.SendChanges(ctx, "alice", 0, 10, func(cs []store.Change) error {
 		if len(cs) != 1 {
 			return fmt.Errorf("batch = %+v, want the fact", cs)
 		}
@@ -358,5 +359,80 @@ func TestDropChangesBoundsTheOutbox(t *testing.T) {
 	}
 	if got := drain(ctx, t, s, "alice"); len(got) != 0 {
 		t.Fatalf("dropped changes sent: %+v", got)
+	}
+}
+
+// TestChangeUsersPages: the users with committed changes waiting come in
+// user id order after the cursor, a page at a time; a user whose changes
+// were sent, and one whose transaction rolled back, are not among them.
+func TestChangeUsersPages(t *testing.T) {
+	ctx, s := context.Background(), storetest.New(t)
+	for _, u := range []string{"carol", "alice", "dave", "bob"} {
+		if _, _, err := s.SetFact(ctx, u, "name", u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	boom := errors.New("rolled back")
+	if err := s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
+		if _, _, err := q.SetFact(ctx, "aaron", "name", "Aaron"); err != nil {
+			return err
+		}
+		return boom
+	}); !errors.Is(err, boom) {
+		t.Fatal(err)
+	}
+	drain(ctx, t, s, "dave")
+	for _, tc := range []struct {
+		after string
+		limit int
+		want  []string
+	}{
+		{"", 2, []string{"alice", "bob"}},
+		{"bob", 2, []string{"carol"}},
+		{"carol", 2, nil},
+		{"", 10, []string{"alice", "bob", "carol"}},
+		{"b", 1, []string{"bob"}},
+	} {
+		got, err := s.ChangeUsers(ctx, tc.after, tc.limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("ChangeUsers(%q, %d) = %v, want %v", tc.after, tc.limit, got, tc.want)
+		}
+	}
+}
+
+// TestQuietOperationSilencesOnlyItself: a clear of all of alice's items
+// (one summary, its row changes silenced) in the same transaction as
+// writes of bob and of alice after it: those writes are reported.
+func TestQuietOperationSilencesOnlyItself(t *testing.T) {
+	ctx, s := context.Background(), storetest.New(t)
+	if _, _, err := s.StoreContext(ctx, store.ContextWrite{UserID: "alice", Question: "q", Answer: "a1"}); err != nil {
+		t.Fatal(err)
+	}
+	drain(ctx, t, s, "alice")
+	if err := s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
+		if _, _, err := q.SetFact(ctx, "bob", "name", "Bob"); err != nil {
+			return err
+		}
+		if _, err := q.DeleteContext(ctx, store.ContextDelete{UserID: "alice", All: true}); err != nil {
+			return err
+		}
+		if _, _, err := q.SetFact(ctx, "bob", "city", "Oslo"); err != nil {
+			return err
+		}
+		_, _, err := q.StoreContext(ctx, store.ContextWrite{UserID: "alice", Question: "q", Answer: "a2"})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range append(drain(ctx, t, s, "alice"), drain(ctx, t, s, "bob")...) {
+		got = append(got, fmt.Sprintf("%s %s%s", c.Type, c.Key, c.Answer))
+	}
+	want := []string{"context.cleared ", "context.stored a2", "fact.set name", "fact.set city"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("changes = %q, want %q", got, want)
 	}
 }

@@ -34,7 +34,8 @@ type ChangesConfig struct {
 	// BatchSize is how many of one user's changes one transaction sends
 	// (and deletes). Default 200.
 	BatchSize int
-	// Users is how many users' changes one round looks at. Default 100.
+	// Users is how many users one page of a round reads (a round visits
+	// every user with changes waiting, page by page). Default 100.
 	Users int
 	// FlushTimeout bounds the wait for the NATS server to confirm it
 	// received a batch (a PING's PONG) before the batch is deleted from
@@ -110,10 +111,17 @@ func (c ChangesConfig) validate() error {
 // of processes may run one on the same database: a user's changes are sent
 // by one at a time (see store.SendChanges). Delivery is at least once: a
 // batch whose deletion fails after the server had it is sent again.
+//
+// While Conn is not connected it publishes nothing: it waits for the
+// reconnect (rounds every PollInterval still drop what passed MaxAge)
+// rather than fill the connection's reconnect buffer, which the process's
+// other publishers (enrich replies) share, with batches it would send
+// again anyway. A batch the connection lost mid-way is sent again after
+// the reconnect.
 type Changes struct {
 	cfg ChangesConfig
 
-	published, dropped, failures atomic.Int64
+	published, dropped, failures, waits atomic.Int64
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -130,6 +138,9 @@ type ChangesStats struct {
 	// Failures counts rounds that failed (and were retried): rounds that
 	// sent nothing while some user's batch failed.
 	Failures int64
+	// Waits counts rounds put off because NATS was not connected (the
+	// publisher then waits for the reconnect).
+	Waits int64
 }
 
 // NewChanges validates cfg and builds a publisher; it touches nothing.
@@ -175,17 +186,26 @@ func (c *Changes) Stop(ctx context.Context) error {
 
 // Stats returns the publisher's counters.
 func (c *Changes) Stats() ChangesStats {
-	return ChangesStats{Published: c.published.Load(), Dropped: c.dropped.Load(), Failures: c.failures.Load()}
+	return ChangesStats{Published: c.published.Load(), Dropped: c.dropped.Load(), Failures: c.failures.Load(), Waits: c.waits.Load()}
 }
 
+// errDisconnected: NATS is not connected; the round is put off.
+var errDisconnected = errors.New("nats not connected")
+
 // run publishes until ctx ends: a round, then a wait for a notification
-// (or PollInterval), or after a failed round for the backoff.
+// (or PollInterval), or after a failed round for the backoff, or while
+// NATS is not connected for the reconnect.
 func (c *Changes) run(ctx context.Context, done chan struct{}) {
 	defer close(done)
 	var (
-		l     *store.ChangeListener
-		fails int
+		l       *store.ChangeListener
+		fails   int
+		waiting bool // since the last round that was not put off
 	)
+	// Registered before the first round: a reconnect after a round found
+	// NATS down is in the channel (it buffers 10; one is enough to wake).
+	connected := c.cfg.Conn.StatusChanged(nats.CONNECTED)
+	defer c.cfg.Conn.RemoveStatusListener(connected)
 	defer func() {
 		if l != nil {
 			l.Close()
@@ -204,6 +224,15 @@ func (c *Changes) run(ctx context.Context, done chan struct{}) {
 			if ctx.Err() != nil {
 				return
 			}
+			if errors.Is(err, errDisconnected) {
+				c.waits.Add(1)
+				if !waiting { // once an outage, not every PollInterval
+					c.cfg.Logger.Info("changes: nats not connected, waiting for the reconnect")
+					waiting = true
+				}
+				c.waitConnected(ctx, connected)
+				continue
+			}
 			fails++
 			c.failures.Add(1)
 			wait := min(c.cfg.RetryMin<<min(fails-1, 20), c.cfg.RetryMax)
@@ -211,7 +240,7 @@ func (c *Changes) run(ctx context.Context, done chan struct{}) {
 			sleep(ctx, wait)
 			continue
 		}
-		fails = 0
+		fails, waiting = 0, false
 		if l == nil {
 			sleep(ctx, c.cfg.PollInterval)
 			continue
@@ -224,6 +253,22 @@ func (c *Changes) run(ctx context.Context, done chan struct{}) {
 			c.cfg.Logger.Warn("changes: listen", "error", err)
 			l.Close()
 			l = nil
+		}
+	}
+}
+
+// waitConnected returns once Conn is connected, after PollInterval (so
+// that a round drops what passed MaxAge), or when ctx ends.
+func (c *Changes) waitConnected(ctx context.Context, connected <-chan nats.Status) {
+	t := time.NewTimer(c.cfg.PollInterval)
+	defer t.Stop()
+	for !c.cfg.Conn.IsConnected() {
+		select {
+		case <-connected:
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
 		}
 	}
 }
@@ -251,27 +296,41 @@ func (c *Changes) round(ctx context.Context) error {
 			c.cfg.Logger.Warn("changes: dropped changes never published", "changes", n, "max_age", c.cfg.MaxAge)
 		}
 	}
+	if !c.cfg.Conn.IsConnected() {
+		return errDisconnected
+	}
 	// A user whose batch fails is logged and left for the next round; the
 	// others go on. The round fails (and backs off) only when nothing was
-	// sent and some user failed (NATS unreachable, say).
+	// sent and some user failed (NATS unreachable, say). The users are
+	// visited in passes, a page of Users at a time in user id order, each
+	// user one batch per pass, until a pass sends nothing.
 	var (
 		failed   = map[string]bool{}
+		sentUpTo = map[string]int64{} // the last seq sent of each user
 		firstErr error
 		anySent  bool
+		after    string
+		passSent int
 	)
 	for {
-		users, err := c.cfg.Store.ChangeUsers(ctx, c.cfg.Users)
+		users, err := c.cfg.Store.ChangeUsers(ctx, after, c.cfg.Users)
 		if err != nil {
 			return err
 		}
-		sent := 0
 		for _, u := range users {
 			if failed[u] {
 				continue
 			}
-			n, err := c.cfg.Store.SendChanges(ctx, u, c.cfg.BatchSize, c.publish)
+			var last int64
+			n, err := c.cfg.Store.SendChanges(ctx, u, sentUpTo[u], c.cfg.BatchSize, func(chs []store.Change) error {
+				if err := c.publish(chs); err != nil {
+					return err
+				}
+				last = chs[len(chs)-1].Seq
+				return nil
+			})
 			if err != nil {
-				if ctx.Err() != nil {
+				if ctx.Err() != nil || errors.Is(err, errDisconnected) {
 					return err
 				}
 				failed[u] = true
@@ -281,15 +340,24 @@ func (c *Changes) round(ctx context.Context) error {
 				c.cfg.Logger.Warn("changes: publishing a user's changes failed, retrying next round", "error", err)
 				continue
 			}
-			sent += n
+			if n > 0 {
+				// seq never goes back: the next batch starts after it.
+				sentUpTo[u] = last
+			}
+			passSent += n
 		}
-		if sent == 0 {
+		if len(users) == c.cfg.Users {
+			after = users[len(users)-1]
+			continue
+		}
+		// The pass is over.
+		if passSent == 0 {
 			if anySent {
 				return nil
 			}
 			return firstErr
 		}
-		anySent = true
+		anySent, after, passSent = true, "", 0
 	}
 }
 
@@ -299,6 +367,10 @@ func (c *Changes) round(ctx context.Context) error {
 // text) is skipped: it is deleted with the batch, counted as dropped and
 // logged without its text; subscribers see the gap in seq.
 func (c *Changes) publish(changes []store.Change) error {
+	// Not into the reconnect buffer (see Changes).
+	if !c.cfg.Conn.IsConnected() {
+		return errDisconnected
+	}
 	sent := 0
 	for _, ch := range changes {
 		data, err := c.encode(ch)

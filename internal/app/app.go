@@ -457,6 +457,12 @@ func (a *App) stopLocked(ctx context.Context) error {
 	if a.tracer != nil {
 		errs = append(errs, a.tracer.Shutdown(ctx))
 		a.tracer = nil
+		// The LLM extractor holds the provider just shut down: a Start
+		// after this builds it again on the new one, or its model calls
+		// would make no span.
+		if a.cfg.LLM.BaseURL != "" {
+			a.ext = nil
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("shutdown: %w", err)

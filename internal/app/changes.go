@@ -29,6 +29,7 @@ func (a *App) startChangesLocked(ctx context.Context, s *store.Store, nc *nats.C
 			published: prometheus.NewDesc("memoryd_changes_published_total", "Memory changes published on <prefix>.changes.<token> (the NATS server confirmed them).", nil, nil),
 			dropped:   prometheus.NewDesc("memoryd_changes_dropped_total", "Memory changes deleted unpublished after waiting Changes.MaxAge (NATS unreachable).", nil, nil),
 			failures:  prometheus.NewDesc("memoryd_changes_failures_total", "Rounds of the change publisher that failed and were retried.", nil, nil),
+			waits:     prometheus.NewDesc("memoryd_changes_waits_total", "Rounds of the change publisher put off because NATS was not connected (it waits for the reconnect).", nil, nil),
 		})
 	}
 	return nil
@@ -36,14 +37,15 @@ func (a *App) startChangesLocked(ctx context.Context, s *store.Store, nc *nats.C
 
 // changesCollector reads the publisher's counters at scrape time.
 type changesCollector struct {
-	changes                      *worker.Changes
-	published, dropped, failures *prometheus.Desc
+	changes                             *worker.Changes
+	published, dropped, failures, waits *prometheus.Desc
 }
 
 func (c *changesCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.published
 	ch <- c.dropped
 	ch <- c.failures
+	ch <- c.waits
 }
 
 func (c *changesCollector) Collect(ch chan<- prometheus.Metric) {
@@ -51,4 +53,5 @@ func (c *changesCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.published, prometheus.CounterValue, float64(st.Published))
 	ch <- prometheus.MustNewConstMetric(c.dropped, prometheus.CounterValue, float64(st.Dropped))
 	ch <- prometheus.MustNewConstMetric(c.failures, prometheus.CounterValue, float64(st.Failures))
+	ch <- prometheus.MustNewConstMetric(c.waits, prometheus.CounterValue, float64(st.Waits))
 }
