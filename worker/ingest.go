@@ -40,6 +40,10 @@ func (w *Worker) ingestLoop(ctx context.Context) {
 		case m := <-w.msgs:
 			batch = append(batch, m)
 		}
+		// Held back while enrich is slow (Config.Pacer): the batch waits
+		// for its turn among the batches and jobs running; messages
+		// arriving meanwhile make it larger. Stop ends the wait.
+		leave := w.pace.enter(paceCtx)
 	fill:
 		for len(batch) < w.cfg.BatchSize {
 			select {
@@ -49,10 +53,6 @@ func (w *Worker) ingestLoop(ctx context.Context) {
 				break fill
 			}
 		}
-		// Held back while enrich is slow (Config.Pacer): the batch waits
-		// for its turn among the batches and jobs running; messages
-		// arriving meanwhile make the next batch larger. Stop ends the wait.
-		leave := w.pace.enter(paceCtx)
 		err := w.ingest(ctx, batch)
 		leave()
 		if isDataError(err) {
