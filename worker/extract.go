@@ -40,7 +40,9 @@ func (e *extractWorker) Work(ctx context.Context, job *river.Job[ExtractArgs]) e
 	defer release()
 	// Held back while enrich is slow (Config.Pacer): the job waits for its
 	// turn among the batches and jobs running (at most MaxPause).
+	// Deferred too, so that a panic (recovered by River) frees the turn.
 	leave := e.w.pace.enter(ctx)
+	defer leave()
 	start := time.Now()
 	err := e.work(ctx, job)
 	took := time.Since(start)
