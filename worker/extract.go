@@ -34,13 +34,19 @@ type extracted struct {
 // Turns that fail are handled by fail; the others are stored even when some
 // fail, so one poison turn in a batch does not hold back the rest.
 func (e *extractWorker) Work(ctx context.Context, job *river.Job[ExtractArgs]) error {
-	start := time.Now()
 	// Stopped when the process's lease lapses: another process may then take
 	// the job over (recover.go); fail hands it back.
 	ctx, release := e.w.live.bind(ctx)
 	defer release()
+	// Held back while enrich is slow (Config.Pacer): the job waits for its
+	// turn among the batches and jobs running (at most MaxPause).
+	// Deferred too, so that a panic (recovered by River) frees the turn.
+	leave := e.w.pace.enter(ctx)
+	defer leave()
+	start := time.Now()
 	err := e.work(ctx, job)
 	took := time.Since(start)
+	leave()
 	label := "processed"
 	var end *jobEnd
 	switch {
@@ -50,9 +56,6 @@ func (e *extractWorker) Work(ctx context.Context, job *river.Job[ExtractArgs]) e
 		label = outcomeRetry
 	}
 	e.w.cfg.Observer.Extracted(took, len(job.Args.EventIDs), label)
-	// Held back while enrich is slow (Config.Pacer): a pause after the
-	// job, in proportion to its time, before this worker takes another.
-	_ = e.w.pace.after(ctx, took)
 	return err
 }
 

@@ -23,7 +23,7 @@ import (
 // lone turn is recorded at once and a burst shares one transaction.
 func (w *Worker) ingestLoop(ctx context.Context) {
 	defer close(w.done)
-	// Ends a pause (see pace.after) when Stop is called.
+	// Ends a wait for a turn (see pace.enter) when Stop is called.
 	paceCtx, cancelPace := context.WithCancel(ctx)
 	defer cancelPace()
 	go func() {
@@ -40,6 +40,10 @@ func (w *Worker) ingestLoop(ctx context.Context) {
 		case m := <-w.msgs:
 			batch = append(batch, m)
 		}
+		// Held back while enrich is slow (Config.Pacer): the batch waits
+		// for its turn among the batches and jobs running; messages
+		// arriving meanwhile make it larger. Stop ends the wait.
+		leave := w.pace.enter(paceCtx)
 	fill:
 		for len(batch) < w.cfg.BatchSize {
 			select {
@@ -49,12 +53,8 @@ func (w *Worker) ingestLoop(ctx context.Context) {
 				break fill
 			}
 		}
-		started := time.Now()
 		err := w.ingest(ctx, batch)
-		// Held back while enrich is slow (Config.Pacer): a pause after the
-		// batch, in proportion to its time; messages arriving meanwhile
-		// make the next batch larger. Stop ends the pause.
-		_ = w.pace.after(paceCtx, time.Since(started))
+		leave()
 		if isDataError(err) {
 			// Postgres refused an event's content (something validation let
 			// through). Record the events one by one so the bad one is

@@ -2,65 +2,108 @@ package worker
 
 import (
 	"context"
+	"math"
+	"sync"
 	"time"
 )
 
 // Pacer says how hard ingest and extraction should hold back for work that
 // matters more than they do (enrich, which a chat frontend waits for before
 // every model call): Pressure returns 0 for full speed up to 1 for the
-// slowest pace. It is called after every ingest batch and extraction job,
+// slowest pace. It is called before every ingest batch and extraction job,
 // from several goroutines, and must be quick and safe for concurrent use.
 type Pacer interface {
 	Pressure() float64
 }
 
-// pauseFactor is how long, at full pressure, the pause after an ingest
-// batch or an extraction job is, in multiples of the time the batch or job
-// took: at most 3, so that each of them runs at least a quarter of the time
-// and ingest keeps at least about a quarter of its speed.
-const pauseFactor = 3
-
-// pace holds the worker back under a Pacer's pressure, boundedly: after an
-// ingest batch or an extraction job that took t, it pauses pressure ×
-// pauseFactor × t, at most MaxPause. The pause scales with the work, so
-// the slow-down is a share of what the process does (about a quarter of
-// its speed kept at full pressure, and at least one batch or job per
-// MaxPause plus its own time): held back, never stalled, however long the
-// pressure lasts.
+// pace holds the worker back under a Pacer's pressure by running fewer
+// ingest batches and extraction jobs at once: all of them (units) without
+// pressure, down to one at full pressure. A batch or job waits for its
+// turn at most maxPause, then runs anyway: held back, never stalled,
+// however long the pressure lasts.
+//
+// Why fewer at once rather than pauses: on a small machine enrich loses
+// to ingest by waiting for a CPU behind every busy Postgres backend of the
+// extraction jobs; one job at a time leaves it a core, and that job still
+// runs at full speed. Pauses in proportion to the work (the first design)
+// kept twenty jobs running, a quarter of the time each: enrich still
+// queued behind several of them, and ingest kept a quarter of its speed
+// (docs/performance.md, "Enrich under ingest").
 type pace struct {
-	pacer    Pacer // nil: never pause
+	pacer    Pacer // nil: never held back
 	maxPause time.Duration
+	units    int // batches and jobs that may run at once without pressure
+
+	mu      sync.Mutex
+	running int
+	freed   chan struct{} // closed when a unit ends, then replaced
 }
 
-func newPace(p Pacer, maxPause time.Duration) *pace {
-	return &pace{pacer: p, maxPause: maxPause}
+func newPace(p Pacer, maxPause time.Duration, units int) *pace {
+	return &pace{pacer: p, maxPause: maxPause, units: max(units, 1), freed: make(chan struct{})}
 }
 
-// delay is the pause after work that took took, at the current pressure.
-func (p *pace) delay(took time.Duration) time.Duration {
-	if p == nil || p.pacer == nil || took <= 0 {
-		return 0
-	}
+// allowed is how many units may run at once at the current pressure:
+// units at none, falling linearly to one at full pressure.
+func (p *pace) allowed() int {
 	f := p.pacer.Pressure()
 	if !(f > 0) { // also NaN
-		return 0
+		return p.units
 	}
-	return min(time.Duration(min(f, 1)*pauseFactor*float64(took)), p.maxPause)
+	return max(1, int(math.Ceil((1-min(f, 1))*float64(p.units))))
 }
 
-// after pauses for delay(took). It returns early, with ctx's error, when
-// ctx ends, and at once without pressure.
-func (p *pace) after(ctx context.Context, took time.Duration) error {
-	d := p.delay(took)
-	if d <= 0 {
-		return nil
+// tryEnter starts a unit if the pressure allows one more.
+func (p *pace) tryEnter() (ok bool, freed <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.running < p.allowed() {
+		p.running++
+		return true, nil
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	return false, p.freed
+}
+
+// recheck is how often a waiting unit reads the pressure again: it may
+// fall without any unit ending.
+const recheck = 20 * time.Millisecond
+
+// enter waits for the turn of a batch or job and returns the function that
+// ends it. It waits at most maxPause, and not once ctx ends: the unit then
+// runs anyway (counted, so the others still wait for it).
+func (p *pace) enter(ctx context.Context) (leave func()) {
+	if p == nil || p.pacer == nil {
+		return func() {}
 	}
+	deadline := time.Now().Add(p.maxPause)
+	for {
+		ok, freed := p.tryEnter()
+		if ok {
+			break
+		}
+		wait := min(time.Until(deadline), recheck)
+		if wait <= 0 || ctx.Err() != nil {
+			p.mu.Lock()
+			p.running++
+			p.mu.Unlock()
+			break
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-freed:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+	var once sync.Once
+	return func() { once.Do(p.leave) }
+}
+
+func (p *pace) leave() {
+	p.mu.Lock()
+	p.running--
+	close(p.freed)
+	p.freed = make(chan struct{})
+	p.mu.Unlock()
 }

@@ -19,8 +19,9 @@ func (p *fullPressure) Pressure() float64 { p.asked.Add(1); return 1 }
 
 // TestPressureHoldsBackButNeverStalls: under full pressure that never
 // lets up (enrich slow for good), ingest and extraction are held back
-// (the pacer is consulted after every batch and job) but every turn is
-// still recorded and extracted: the slow-down is bounded by MaxPause.
+// (the pacer is consulted before every batch and job, which then run one
+// at a time) but every turn is still recorded and extracted: a wait for a
+// turn is bounded by MaxPause.
 func TestPressureHoldsBackButNeverStalls(t *testing.T) {
 	e := setup(t)
 	p := &fullPressure{}

@@ -215,11 +215,12 @@ type Config struct {
 	// is up (the app feeds it enrich's latency): see MaxPause. Default nil:
 	// never held back.
 	Pacer Pacer
-	// MaxPause bounds the pause after one ingest batch or extraction job
-	// under the Pacer's pressure; the pause is otherwise in proportion to
-	// the batch's or job's own time, up to 3 times it at full pressure, so
-	// that ingest keeps at least about a quarter of its speed and never
-	// stalls, however long the pressure lasts. Default 250ms.
+	// MaxPause bounds how long one ingest batch or extraction job waits
+	// for its turn under the Pacer's pressure. Under pressure p (0 to 1)
+	// at most (1-p) × (Workers+1) batches and jobs run at once, and at
+	// least one: one at a time at full pressure, each at full speed. A
+	// batch or job that waited MaxPause runs anyway, so ingest never
+	// stalls, however long the pressure lasts. Default 1s.
 	MaxPause time.Duration
 	// TracerProvider, when set, traces ingest batches, jobs (the trace
 	// context carried in their metadata) and the saves of extracted memory,
@@ -361,7 +362,7 @@ func (c Config) withDefaults() Config {
 		c.Now = time.Now
 	}
 	if c.MaxPause == 0 {
-		c.MaxPause = 250 * time.Millisecond
+		c.MaxPause = time.Second
 	}
 	if c.EmbedJobSize == 0 {
 		c.EmbedJobSize = DefaultEmbedJobSize
@@ -553,7 +554,7 @@ func New(cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: jetstream: %w", err)
 	}
-	w := &Worker{cfg: cfg, logger: cfg.Logger, js: js, pace: newPace(cfg.Pacer, cfg.MaxPause)}
+	w := &Worker{cfg: cfg, logger: cfg.Logger, js: js, pace: newPace(cfg.Pacer, cfg.MaxPause, cfg.Workers+1)}
 	var middleware []rivertype.Middleware
 	if cfg.TracerProvider != nil {
 		w.tracer = cfg.TracerProvider.Tracer(tracerName)

@@ -61,11 +61,10 @@ type BackPressureConfig struct {
 	// Latency is the enrich reply time (less the query's embedding, which
 	// ingest does not compete for) the slowest tenth of the replies of
 	// the last second may reach before ingest and extraction are held
-	// back: the more it is exceeded the longer the pause after each ingest
-	// batch and extraction job, the longest at twice Latency (three times
-	// the batch's or job's own time, at most Worker.MaxPause: ingest keeps
-	// about a quarter of its speed). A degraded reply counts as beyond
-	// twice it. Default DefaultBackPressureLatency; negative turns
+	// back: the more it is exceeded the fewer ingest batches and
+	// extraction jobs run at once, one at a time at twice Latency (each
+	// waits for its turn at most Worker.MaxPause, so ingest never stalls).
+	// A degraded reply counts as beyond twice it. Default DefaultBackPressureLatency; negative turns
 	// back-pressure off.
 	Latency time.Duration
 }

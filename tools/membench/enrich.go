@@ -510,6 +510,7 @@ func startServe(ctx context.Context, e *env, url, prefix, stream string, extra .
 	}
 	args := append([]string{"serve", "--database-url", url, "--nats-url", e.o.natsURL, "--prefix", prefix, "--stream", stream,
 		"--log-format", "json", "--log-level", "warn"}, extra...)
+	args = append(args, strings.Fields(e.o.serveFlags)...)
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {

@@ -110,6 +110,9 @@ func ingestTurns(c corpus, label string, n int) []events.Turn {
 // requests one after another, until every turn is processed.
 func enrichUnderIngest(ctx context.Context, e *env, s *store.Store, nc *nats.Conn, prefix string, c corpus, label string, rate float64, n int) (underIngest, error) {
 	res := underIngest{rate: rate, turns: n}
+	// Users and event ids of this run alone, so that a rerun on a kept
+	// schema (--schema) ingests new turns rather than duplicates.
+	label += "-" + randomID()
 	turns := ingestTurns(c, label, n)
 	msgs := make([]*nats.Msg, len(turns))
 	for i, t := range turns {

@@ -45,6 +45,7 @@ type options struct {
 	write      string
 	cpuProfile string
 	memorydBin string
+	serveFlags string // extra flags for every memoryd serve the bench starts
 	schema     string // reuse a seeded schema (kept with --keep)
 	keep       bool
 	skipIngest bool
@@ -123,6 +124,7 @@ func main() {
 	flag.StringVar(&o.write, "write", "", "also write the table into this markdown file, between the membench markers (e.g. docs/performance.md)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the 8-client enrich run here (server side labelled side=server)")
 	flag.StringVar(&o.memorydBin, "memoryd", "", "memoryd binary to run (default: go build ./cmd/memoryd into a temp dir)")
+	flag.StringVar(&o.serveFlags, "serve-flags", "", `extra flags for every memoryd serve the bench starts (e.g. "--backpressure-latency -1s")`)
 	flag.StringVar(&o.schema, "schema", "", "reuse this already seeded schema instead of seeding (see --keep)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the seeded schema at the end and print its name (for --schema)")
 	flag.BoolVar(&o.skipIngest, "skip-ingest", false, "skip the ingest, replay and River floor measurements")
