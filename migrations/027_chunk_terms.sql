@@ -37,8 +37,8 @@ CREATE TABLE chunk_terms (
 CREATE FUNCTION memoryd_chunk_terms(v tsvector)
 RETURNS TABLE (lexeme text, heading smallint, body smallint)
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-SELECT u.lexeme, a::smallint, (cardinality(u.weights) - a)::smallint
-FROM unnest(v) u, LATERAL cardinality(array_positions(u.weights, 'A')) a
+SELECT u.lexeme, a::smallint, (coalesce(cardinality(u.weights), 0) - a)::smallint
+FROM unnest(v) u, LATERAL coalesce(cardinality(array_positions(u.weights, 'A')), 0) a
 $$;
 
 -- 4. The rows follow the chunks by statement triggers on doc_chunks,

@@ -281,7 +281,7 @@ func (s *Store) PutDocument(ctx context.Context, p DocumentPut) (PutResult, erro
 		case err != nil && !errors.Is(err, pgx.ErrNoRows):
 			return fmt.Errorf("read document: %w", err)
 		}
-		if err := q.checkDocsCap(ctx, p.MaxTotalBytes, int64(len(p.Content)), oldSize); err != nil {
+		if err := q.checkDocsCap(ctx, p.MaxTotalBytes, c.ID, p.DocID, int64(len(p.Content)), oldSize); err != nil {
 			return err
 		}
 		var cut []ChunkText
@@ -317,7 +317,7 @@ func (s *Store) PutDocument(ctx context.Context, p DocumentPut) (PutResult, erro
 // cap). It takes a transaction lock first (per schema, as SetLanguage's),
 // held until the put commits, so that concurrent capped puts are counted
 // one after the other; a put that does not grow the total needs neither.
-func (s *Store) checkDocsCap(ctx context.Context, maxTotal, size, oldSize int64) error {
+func (s *Store) checkDocsCap(ctx context.Context, maxTotal, collectionID int64, docID string, size, oldSize int64) error {
 	if maxTotal <= 0 || size <= oldSize {
 		return nil
 	}
@@ -326,11 +326,15 @@ func (s *Store) checkDocsCap(ctx context.Context, maxTotal, size, oldSize int64)
 	if _, err := s.db.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('memoryd.docs_cap.' || current_schema(), 0))`); err != nil {
 		return fmt.Errorf("documents cap lock: %w", err)
 	}
+	// The document's own row is left out of the sum, as it stands now: a
+	// concurrent first put of the same document may have committed it
+	// since this put read oldSize, and this put replaces it.
 	var total int64
-	if err := s.db.QueryRow(ctx, `SELECT coalesce(sum(size_bytes), 0)::bigint FROM documents`).Scan(&total); err != nil {
+	if err := s.db.QueryRow(ctx, `SELECT coalesce(sum(size_bytes), 0)::bigint FROM documents
+		WHERE NOT (collection_id = $1 AND doc_id = $2)`, collectionID, docID).Scan(&total); err != nil {
 		return fmt.Errorf("documents size: %w", err)
 	}
-	if total = total - oldSize + size; total > maxTotal {
+	if total += size; total > maxTotal {
 		return &DocsCapError{Cap: maxTotal, Size: size, Total: total}
 	}
 	return nil

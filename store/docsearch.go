@@ -226,8 +226,9 @@ const chunkStatsSQL = `
 // (no phrase) from chunk_terms (migrations/027): only the rows of the
 // query's lexemes ($4, all configurations' terms) in the searched
 // collections ($1), from chunk_terms' primary key (index-only once the
-// table is vacuumed), aggregated per chunk as "term heading
-// body" triples (term: the lexeme's 1-based index in $4), then each
+// table is vacuumed), aggregated per chunk as an int8[] of packed
+// term<<32 | heading<<16 | body counts (term: the lexeme's 1-based index
+// in $4; readStoredCounts reads it, as the recall's), then each
 // chunk's place and lengths by its id. A chunk is a candidate when it holds
 // one of the lexemes of its own collection's configuration ($2, in $1's
 // order): exactly when its vector matches that configuration's tsquery, as
@@ -235,12 +236,12 @@ const chunkStatsSQL = `
 const chunkTermsSQL = `
 	WITH own AS MATERIALIZED (SELECT c, memoryd_query_terms(cfg, $3) AS t FROM unnest($1::bigint[], $2::text[]) AS u(c, cfg)),
 	cand AS MATERIALIZED (SELECT ct.chunk_id,
-			string_agg(concat_ws(' ', array_position($4::text[], ct.lexeme), ct.heading, ct.body), ' ') AS counts
+			array_agg((array_position($4::text[], ct.lexeme)::int8 << 32) | (ct.heading::int8 << 16) | ct.body::int8) AS counts
 		FROM own JOIN chunk_terms ct ON ct.collection_id = own.c AND ct.lexeme = ANY($4::text[])
 		GROUP BY ct.chunk_id
 		HAVING bool_or(ct.lexeme = ANY(own.t)))
 	SELECT ch.collection_id, ch.doc_id, d.source, ch.chunk_index, ch.heading_path, ch.byte_start, ch.byte_end,
-		ch.heading_len, ch.text_len, cand.counts
+		ch.heading_len, ch.text_len, cand.counts::text
 	FROM cand JOIN doc_chunks ch ON ch.id = cand.chunk_id
 	JOIN documents d ON d.collection_id = ch.collection_id AND d.doc_id = ch.doc_id`
 

@@ -41,8 +41,8 @@ type SizeReport struct {
 	TurnTextBytes     int64 `json:"turn_text_bytes"`
 	TurnTextHighWater int64 `json:"turn_text_high_water"`
 	// DocumentBytes is the real size of the knowledge bases (collections,
-	// documents, their chunks and chunk terms, read grants; indexes and TOAST
-	// included).
+	// documents, their chunks, chunk terms and chunk vectors, read grants,
+	// default collections; indexes and TOAST included).
 	// Pruning never deletes documents: they count in RealBytes, LiveBytes
 	// and FloorBytes.
 	DocumentBytes int64 `json:"document_bytes"`

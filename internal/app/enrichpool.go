@@ -112,6 +112,16 @@ func (e enrichStore) SearchChunks(ctx context.Context, q store.ChunkQuery, rank 
 	return e.recall.SearchChunks(ctx, q, rank)
 }
 
+// SearchChunksHybrid and CollectionVectors keep enrich's hybrid document
+// reads on enrich's pool too, out of ingest's way.
+func (e enrichStore) SearchChunksHybrid(ctx context.Context, q store.ChunkQuery, pick store.ChunkPicker, rank store.HybridChunkRanker) ([]store.ChunkHit, error) {
+	return e.recall.SearchChunksHybrid(ctx, q, pick, rank)
+}
+
+func (e enrichStore) CollectionVectors(ctx context.Context, collectionID int64, model string) (store.CollectionVectors, error) {
+	return e.recall.CollectionVectors(ctx, collectionID, model)
+}
+
 // Warm re-opens enrich's connections (the enricher calls it at start and
 // after an outage); the shared pool warms itself.
 func (e enrichStore) Warm(ctx context.Context) error { return e.recall.Warm(ctx) }
