@@ -294,32 +294,7 @@ func (s *Store) SearchChunks(ctx context.Context, q ChunkQuery, rank ChunkRanker
 			return err
 		}
 		hits = rank(c)
-		if len(hits) == 0 {
-			return nil
-		}
-		cols, docs, idx := make([]int64, len(hits)), make([]string, len(hits)), make([]int32, len(hits))
-		for i, h := range hits {
-			id, ok := ids[h.Collection]
-			if !ok {
-				return fmt.Errorf("ranker returned a hit of collection %q, not searched", h.Collection)
-			}
-			cols[i], docs[i], idx[i] = id, h.DocumentID, int32(h.ChunkIndex)
-		}
-		rows, err := r.db.Query(ctx, chunkTextsSQL, cols, docs, idx)
-		if err != nil {
-			return err
-		}
-		texts, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return err
-		}
-		if len(texts) != len(hits) {
-			return fmt.Errorf("ranker returned %d hits, %d of them candidates", len(hits), len(texts))
-		}
-		for i := range hits {
-			hits[i].Text = texts[i]
-		}
-		return nil
+		return r.readChunkTexts(ctx, hits, ids)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("search chunks: %w", err)
