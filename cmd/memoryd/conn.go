@@ -110,6 +110,10 @@ func explain(err error) string {
 		return fmt.Sprintf("Postgres database %q does not exist; run 'memoryd migrate' (it creates it) or create it with createdb.", connErr.Database)
 	case errors.As(err, &connErr) && errors.As(err, &pgErr) && (pgErr.Code == "28P01" || pgErr.Code == "28000"):
 		return fmt.Sprintf("Postgres at %s:%d refused the user or password; check --database-url / MEMORYD_DATABASE_URL.", connErr.Host, connErr.Port)
+	case errors.As(err, &connErr) && errors.As(err, &pgErr) && pgErr.Code == "53300":
+		// Reachable but full: saying "not reachable" would send the
+		// operator after the wrong problem.
+		return fmt.Sprintf("Postgres at %s:%d has no free connection (%s); close other clients, lower the pools (pool_max_conns in --database-url, --enrich-max-conns) or raise the server's max_connections.", connErr.Host, connErr.Port, pgErr.Message)
 	case errors.As(err, &connErr):
 		return fmt.Sprintf("Postgres is not reachable at %s:%d; start it (on Debian: pg_ctlcluster 15 main start, or `make services`) or set --database-url / MEMORYD_DATABASE_URL.", connErr.Host, connErr.Port)
 	case errors.As(err, &natsErr) && errors.Is(err, nats.ErrAuthorization):

@@ -3,11 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/store/storetest"
@@ -83,6 +87,41 @@ func TestMigrateNamesUnreachablePostgres(t *testing.T) {
 	code := run(context.Background(), &cli{stdout: &out, stderr: &errOut},
 		[]string{"migrate", "--database-url", "postgres://postgres@127.0.0.1:1/memoryd?sslmode=disable&connect_timeout=2", "--log-format", "json"})
 	if code != 1 || !strings.Contains(errOut.String(), "Postgres is not reachable at 127.0.0.1:1") {
+		t.Fatalf("exit %d, stderr %q", code, errOut.String())
+	}
+}
+
+// TestMigrateNamesFullPostgres: a server that refuses a connection for
+// want of slots (53300) is named as full, not as unreachable. A role with
+// CONNECTION LIMIT 0 gets that refusal without filling the shared server.
+func TestMigrateNamesFullPostgres(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, dbURL := storetest.Schema(t)
+	conn, err := pgx.Connect(ctx, storetest.BaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	role := "t_full_" + hex.EncodeToString(b[:])
+	if _, err := conn.Exec(ctx, "CREATE ROLE "+role+" LOGIN CONNECTION LIMIT 0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := conn.Exec(context.Background(), "DROP ROLE "+role); err != nil {
+			t.Logf("drop role %s: %v", role, err)
+		}
+		conn.Close(context.Background())
+	})
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.User(role)
+	var out, errOut bytes.Buffer
+	code := run(ctx, &cli{stdout: &out, stderr: &errOut}, []string{"migrate", "--database-url", u.String(), "--log-format", "json"})
+	if code != 1 || !strings.Contains(errOut.String(), "has no free connection") || strings.Contains(errOut.String(), "not reachable") {
 		t.Fatalf("exit %d, stderr %q", code, errOut.String())
 	}
 }
