@@ -323,13 +323,6 @@ const vectorChunksSQL = `
 // hits' text. Access is SearchChunks': the collections searched are
 // the ones q may read, and only their chunks are picked or read.
 func (s *Store) SearchChunksHybrid(ctx context.Context, q ChunkQuery, pick ChunkPicker, rank HybridChunkRanker) ([]ChunkHit, error) {
-	if q.Defaults && len(q.Collections) == 0 {
-		if ids, err := s.defaultIDs(ctx, q.Reader.User); err != nil {
-			return nil, fmt.Errorf("search chunks: %w", err)
-		} else if len(ids) == 0 {
-			return []ChunkHit{}, nil
-		}
-	}
 	var hits []ChunkHit
 	err := s.snapshot(ctx, func(r *Store) error {
 		c, byRef, err := r.chunkCandidates(ctx, q)

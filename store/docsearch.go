@@ -278,15 +278,6 @@ type ChunkRanker func(c ChunkCandidates) []ChunkHit
 // keywords' content; a collection the reader may not read is
 // ErrNoCollection.
 func (s *Store) SearchChunks(ctx context.Context, q ChunkQuery, rank ChunkRanker) ([]ChunkHit, error) {
-	if q.Defaults && len(q.Collections) == 0 {
-		// Most enrich requests come from users without defaults: one
-		// read answers them, without a transaction.
-		if ids, err := s.defaultIDs(ctx, q.Reader.User); err != nil {
-			return nil, fmt.Errorf("search chunks: %w", err)
-		} else if len(ids) == 0 {
-			return []ChunkHit{}, nil
-		}
-	}
 	var hits []ChunkHit
 	err := s.snapshot(ctx, func(r *Store) error {
 		c, ids, err := r.chunkCandidates(ctx, q)
