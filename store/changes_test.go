@@ -202,6 +202,66 @@ func TestChangesOfRolledBackTransactionAreNeverThere(t *testing.T) {
 	}
 }
 
+// TestChangeNumberingOfOwnRows: the commit numbers exactly the rows its
+// transaction inserted (migration 034 tracks their ids rather than scanning
+// the outbox), over several statements and users, without the rows of a
+// savepoint rolled back, and with a row whose id the tracking lost (as for a
+// transaction begun before the migration), which its own firing numbers.
+func TestChangeNumberingOfOwnRows(t *testing.T) {
+	ctx, s := setup(t)
+	set := func(q *store.Store, user, key, value string) error {
+		_, _, err := q.SetFact(ctx, user, key, value)
+		return err
+	}
+	err := s.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
+		if err := set(q, "alice", "k1", "one"); err != nil {
+			return err
+		}
+		if err := set(q, "bob", "k1", "uno"); err != nil {
+			return err
+		}
+		sp, err := tx.Begin(ctx) // a savepoint
+		if err != nil {
+			return err
+		}
+		if err := set(s.WithTx(sp), "alice", "k2", "rolled back"); err != nil {
+			return err
+		}
+		if err := sp.Rollback(ctx); err != nil {
+			return err
+		}
+		if err := set(q, "alice", "k3", "three"); err != nil {
+			return err
+		}
+		if err := set(q, "alice", "k4", "untracked"); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `SELECT set_config('memoryd.change_ids', '', true)`)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another transaction's commit must not number or renumber these.
+	if err := set(s, "carol", "k1", "x"); err != nil {
+		t.Fatal(err)
+	}
+	got := drain(ctx, t, s, "alice")
+	checkSeqs(t, got, 1)
+	if len(got) != 3 || got[0].Key != "k1" || got[1].Key != "k3" || got[2].Key != "k4" {
+		t.Fatalf("alice's changes = %+v, want k1, k3, k4", got)
+	}
+	for _, user := range []string{"bob", "carol"} {
+		if got := drain(ctx, t, s, user); len(got) != 1 || got[0].Seq != 1 {
+			t.Fatalf("%s's changes = %+v, want one, seq 1", user, got)
+		}
+	}
+	var unnumbered int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM memory_changes WHERE seq IS NULL`).Scan(&unnumbered); err != nil || unnumbered != 0 {
+		t.Fatalf("%d unnumbered changes after commit, %v", unnumbered, err)
+	}
+}
+
 // TestChangeSeqIsCommitOrder: a transaction that wrote first but commits
 // last numbers its change after the one that committed before it.
 func TestChangeSeqIsCommitOrder(t *testing.T) {

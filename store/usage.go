@@ -23,7 +23,8 @@ type Spend struct {
 }
 
 // SpendOn returns the tokens spent on day (see Day) on userID's turns and on
-// everyone's: two primary-key reads.
+// everyone's: one primary-key range read (the user's row and everyone's
+// shards, see addDailyUsage).
 func (s *Store) SpendOn(ctx context.Context, day time.Time, userID string) (Spend, error) {
 	var sp Spend
 	err := s.db.QueryRow(ctx, `
@@ -36,9 +37,17 @@ func (s *Store) SpendOn(ctx context.Context, day time.Time, userID string) (Spen
 	return sp, nil
 }
 
+// usageShards is how many rows hold everyone's count of a day (migration
+// 032): adds of different users' jobs rarely wait for one another's commit.
+const usageShards = 16
+
 // addDailyUsage adds tokens to userID's and to everyone's count of day (by
-// the database's clock when zero). The user's row is written before the
-// shared one, always in that order, so that concurrent adds cannot deadlock.
+// the database's clock when zero). Everyone's count is spread over
+// usageShards rows, the user's shard chosen by a hash of the user, so that
+// concurrent jobs of different users do not queue on one row held until
+// each commits; readers sum the shards. The user's row is written before
+// the shared one, always in that order, so that concurrent adds cannot
+// deadlock.
 func (s *Store) addDailyUsage(ctx context.Context, day time.Time, userID string, tokens int64) error {
 	if tokens <= 0 || userID == "" {
 		return nil
@@ -48,11 +57,11 @@ func (s *Store) addDailyUsage(ctx context.Context, day time.Time, userID string,
 		d = Day(day)
 	}
 	_, err := s.db.Exec(ctx, `
-		INSERT INTO llm_usage_daily AS u (day, user_id, tokens)
-		SELECT coalesce($1::date, (now() AT TIME ZONE 'UTC')::date), w.user_id, $3
-		FROM unnest(ARRAY[$2, '']::text[]) WITH ORDINALITY AS w(user_id, o)
+		INSERT INTO llm_usage_daily AS u (day, user_id, shard, tokens)
+		SELECT coalesce($1::date, (now() AT TIME ZONE 'UTC')::date), w.user_id, w.shard, $3
+		FROM (VALUES (1, $2::text, 0), (2, '', hashtext($2) & ($4 - 1))) AS w(o, user_id, shard)
 		ORDER BY w.o
-		ON CONFLICT (day, user_id) DO UPDATE SET tokens = u.tokens + excluded.tokens`, d, userID, tokens)
+		ON CONFLICT (day, user_id, shard) DO UPDATE SET tokens = u.tokens + excluded.tokens`, d, userID, tokens, usageShards)
 	if err != nil {
 		return fmt.Errorf("add daily usage: %w", err)
 	}

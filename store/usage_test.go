@@ -60,9 +60,15 @@ func TestDailySpend(t *testing.T) {
 		t.Errorf("after forgetting alice: %+v, want %+v (everyone's count keeps her tokens)", got, want)
 	}
 
+	// bob's row and everyone's of day1: one shard of the total, or two when
+	// alice's and bob's shards differ.
+	var shards int64
+	if err := s.Pool().QueryRow(ctx, `SELECT count(DISTINCT hashtext(u) & 15) FROM unnest(ARRAY['alice', 'bob']) AS u`).Scan(&shards); err != nil {
+		t.Fatal(err)
+	}
 	n, err := s.DeleteSpendBefore(ctx, day2)
-	if err != nil || n != 2 { // bob's and everyone's of day1
-		t.Fatalf("DeleteSpendBefore = %d, %v; want 2 rows", n, err)
+	if err != nil || n != 1+shards {
+		t.Fatalf("DeleteSpendBefore = %d, %v; want %d rows", n, err, 1+shards)
 	}
 	if got := spend(day1, "bob"); got != (store.Spend{}) {
 		t.Errorf("day1 after deleting it: %+v", got)
@@ -75,6 +81,67 @@ func TestDailySpend(t *testing.T) {
 	st, err := s.Stats(ctx, "dave")
 	if err != nil || st.TokensToday != 6 {
 		t.Fatalf("dave's stats = %+v, %v; want 6 tokens today", st, err)
+	}
+}
+
+// TestDailySpendOfOtherUsersDoesNotWait: a job adding its tokens in its
+// save transaction does not wait for another user's job still holding its
+// own add (everyone's count is sharded by user, migration 032); before,
+// both wrote the one row of everyone's count, so every save queued behind
+// the commit of the one before it. The second add runs with a lock timeout:
+// waiting for the first transaction fails it with SQLSTATE 55P03.
+func TestDailySpendOfOtherUsersDoesNotWait(t *testing.T) {
+	ctx, s := setup(t)
+	var day time.Time // today by the database's clock, which Stats reads
+	if err := s.Pool().QueryRow(ctx, `SELECT (now() AT TIME ZONE 'UTC')::date::timestamptz`).Scan(&day); err != nil {
+		t.Fatal(err)
+	}
+	shard := func(user string) (n int) {
+		t.Helper()
+		if err := s.Pool().QueryRow(ctx, `SELECT hashtext($1) & 15`, user).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	other := ""
+	for i := 0; other == ""; i++ {
+		if u := fmt.Sprintf("u%d", i); shard(u) != shard("alice") {
+			other = u
+		}
+	}
+	holding, release := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		first <- s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
+			if err := q.AddUsageOn(ctx, day, "alice", "m", store.TokenUsage{PromptTokens: 5, Extractions: 1}); err != nil {
+				return err
+			}
+			close(holding)
+			<-release
+			return nil
+		})
+	}()
+	<-holding
+	err := s.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '30s'`); err != nil {
+			return err
+		}
+		return q.AddUsageOn(ctx, day, other, "m", store.TokenUsage{PromptTokens: 7, Extractions: 1})
+	})
+	close(release)
+	if err != nil {
+		t.Fatalf("%s's add while alice's is uncommitted: %v", other, err)
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	for user, want := range map[string]store.Spend{"alice": {User: 5, All: 12}, other: {User: 7, All: 12}, "": {All: 12}} {
+		if got, err := s.SpendOn(ctx, day, user); err != nil || got != want {
+			t.Errorf("SpendOn(%q) = %+v, %v; want %+v", user, got, err, want)
+		}
+	}
+	if st, err := s.Stats(ctx, ""); err != nil || st.TokensToday != 12 {
+		t.Errorf("everyone's tokens today = %d, %v; want 12 (the sum of the shards)", st.TokensToday, err)
 	}
 }
 

@@ -438,8 +438,8 @@ func (b *bench) serveEnrich(ctx context.Context, url string, clients []*nats.Con
 			return fmt.Errorf("%w\n%s", err, p.logTail())
 		}
 		r.underIngest = append(r.underIngest, l)
-		logf("  enrich p50 %s p99 %s max %s, %d of %d degraded; ingest %.0f turns/s", ms(l.enrich.lat.pct(.5)), ms(l.enrich.lat.pct(.99)), ms(l.enrich.lat.pct(1)),
-			l.enrich.degraded, l.enrich.n, l.ingestRate)
+		logf("  enrich p50 %s p99 %s max %s (in the service p50 %s p99 %s), %d of %d degraded; ingest %.0f turns/s", ms(l.enrich.lat.pct(.5)), ms(l.enrich.lat.pct(.99)), ms(l.enrich.lat.pct(1)),
+			ms(l.enrich.took.pct(.5)), ms(l.enrich.took.pct(.99)), l.enrich.degraded, l.enrich.n, l.ingestRate)
 	}
 	r.serveEnrichRSS = p.rss()
 	return nil
