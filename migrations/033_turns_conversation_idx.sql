@@ -11,7 +11,11 @@ CREATE INDEX turns_conversation_idx ON turns (user_id, conversation_id, turn_at)
     WHERE status = 'processed' AND text_cleared_at IS NULL;
 -- The retention prune's index, with a predicate only the prune's read
 -- (processed_at < cutoff, which implies it) satisfies, so that no other
--- read of processed turns can be planned through it.
-DROP INDEX turns_text_expiry_idx;
-CREATE INDEX turns_text_expiry_idx ON turns (processed_at)
+-- read of processed turns can be planned through it. Built under another
+-- name before the old one is dropped: the builds hold a lock that lets
+-- reads of turns go on (writes wait), the drop one that stops them, so it
+-- comes last, for an instant.
+CREATE INDEX turns_text_expiry2_idx ON turns (processed_at)
     WHERE status = 'processed' AND text_cleared_at IS NULL AND processed_at IS NOT NULL;
+DROP INDEX turns_text_expiry_idx;
+ALTER INDEX turns_text_expiry2_idx RENAME TO turns_text_expiry_idx;

@@ -236,7 +236,7 @@ func TestChangeNumberingOfOwnRows(t *testing.T) {
 		if err := set(q, "alice", "k4", "untracked"); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `SELECT set_config('memoryd.change_ids', '', true)`)
+		_, err = tx.Exec(ctx, `SELECT set_config('memoryd.change_range', '', true)`)
 		return err
 	})
 	if err != nil {
@@ -259,6 +259,49 @@ func TestChangeNumberingOfOwnRows(t *testing.T) {
 	var unnumbered int
 	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM memory_changes WHERE seq IS NULL`).Scan(&unnumbered); err != nil || unnumbered != 0 {
 		t.Fatalf("%d unnumbered changes after commit, %v", unnumbered, err)
+	}
+}
+
+// TestChangeNumberingSkipsOthersRowsInItsRange: a commit numbers the id
+// range its transaction wrote (migration 034), which holds rows of other
+// transactions written meanwhile: one committed before it (already
+// numbered) and one still open (not visible) keep their own numbering.
+func TestChangeNumberingSkipsOthersRowsInItsRange(t *testing.T) {
+	ctx, s := setup(t)
+	begin := func() pgx.Tx {
+		t.Helper()
+		tx, err := s.Pool().Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tx.Rollback(ctx) })
+		return tx
+	}
+	set := func(q *store.Store, user, key string) {
+		t.Helper()
+		if _, _, err := q.SetFact(ctx, user, key, "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	long, open := begin(), begin()
+	set(s.WithTx(long), "alice", "first")
+	set(s, "alice", "committed meanwhile") // seq 1
+	set(s.WithTx(open), "alice", "still open")
+	set(s.WithTx(long), "alice", "last")
+	if err := long.Commit(ctx); err != nil { // seq 2 and 3
+		t.Fatal(err)
+	}
+	if err := open.Commit(ctx); err != nil { // seq 4
+		t.Fatal(err)
+	}
+	got := drain(ctx, t, s, "alice")
+	checkSeqs(t, got, 1)
+	var keys []string
+	for _, c := range got {
+		keys = append(keys, c.Key)
+	}
+	if want := []string{"committed meanwhile", "first", "last", "still open"}; fmt.Sprint(keys) != fmt.Sprint(want) {
+		t.Fatalf("changes in seq order = %q, want %q", keys, want)
 	}
 }
 

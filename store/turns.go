@@ -356,8 +356,9 @@ func (s *Store) Stats(ctx context.Context, userID string) (UserStats, error) {
 			(SELECT count(*) FROM facts WHERE $1 = '' OR user_id = $1),
 			(SELECT count(*) FROM context WHERE $1 = '' OR user_id = $1),
 			(SELECT max(processed_at) FROM turns WHERE ($1 = '' OR user_id = $1) AND status = 'processed'),
-			(SELECT coalesce(sum(tokens), 0) FROM llm_usage_daily
-				WHERE day = (now() AT TIME ZONE 'UTC')::date AND user_id = $1)`,
+			CASE WHEN $1 = '' THEN `+dailyTotal("(now() AT TIME ZONE 'UTC')::date")+`
+				ELSE (SELECT coalesce(sum(tokens), 0) FROM llm_usage_daily
+					WHERE day = (now() AT TIME ZONE 'UTC')::date AND user_id = $1) END`,
 		userID).Scan(&st.TurnsReceived, &st.TurnsProcessed, &st.TurnsFailed, &st.TurnsPending,
 		&st.Facts, &st.ContextItems, &st.LastProcessedAt, &st.TokensToday)
 	if err != nil {

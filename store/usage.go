@@ -23,31 +23,39 @@ type Spend struct {
 }
 
 // SpendOn returns the tokens spent on day (see Day) on userID's turns and on
-// everyone's: one primary-key range read (the user's row and everyone's
-// shards, see addDailyUsage).
+// everyone's: one read of the user's row, the day's total row and its
+// shards (see addDailyUsage).
 func (s *Store) SpendOn(ctx context.Context, day time.Time, userID string) (Spend, error) {
 	var sp Spend
 	err := s.db.QueryRow(ctx, `
-		SELECT coalesce(sum(tokens) FILTER (WHERE user_id = $2 AND $2 <> ''), 0),
-		       coalesce(sum(tokens) FILTER (WHERE user_id = ''), 0)
-		FROM llm_usage_daily WHERE day = $1 AND user_id IN ($2, '')`, Day(day), userID).Scan(&sp.User, &sp.All)
+		SELECT coalesce((SELECT tokens FROM llm_usage_daily WHERE day = $1 AND user_id = $2 AND $2 <> ''), 0),
+		       `+dailyTotal("$1"), Day(day), userID).Scan(&sp.User, &sp.All)
 	if err != nil {
 		return Spend{}, fmt.Errorf("spend: %w", err)
 	}
 	return sp, nil
 }
 
+// dailyTotal is the SQL of everyone's tokens on the day day (an SQL
+// expression of type date): the day's ” row of llm_usage_daily, which
+// serves before migration 032 write, plus its shards.
+func dailyTotal(day string) string {
+	return `coalesce((SELECT tokens FROM llm_usage_daily WHERE day = ` + day + ` AND user_id = ''), 0) +
+		coalesce((SELECT sum(tokens) FROM llm_usage_daily_shards WHERE day = ` + day + `), 0)`
+}
+
 // usageShards is how many rows hold everyone's count of a day (migration
-// 032): adds of different users' jobs rarely wait for one another's commit.
+// 032), so that the saves of different users' jobs rarely wait for one
+// another's commit.
 const usageShards = 16
 
 // addDailyUsage adds tokens to userID's and to everyone's count of day (by
 // the database's clock when zero). Everyone's count is spread over
-// usageShards rows, the user's shard chosen by a hash of the user, so that
-// concurrent jobs of different users do not queue on one row held until
-// each commits; readers sum the shards. The user's row is written before
-// the shared one, always in that order, so that concurrent adds cannot
-// deadlock.
+// usageShards rows, the user's shard chosen by a hash of the user, because
+// every extraction job adds to it in its save transaction and holds the row
+// until it commits; readers sum the shards. The user's row is written
+// before the shard, always in that order, so that concurrent adds of one
+// user each cannot deadlock.
 func (s *Store) addDailyUsage(ctx context.Context, day time.Time, userID string, tokens int64) error {
 	if tokens <= 0 || userID == "" {
 		return nil
@@ -57,11 +65,15 @@ func (s *Store) addDailyUsage(ctx context.Context, day time.Time, userID string,
 		d = Day(day)
 	}
 	_, err := s.db.Exec(ctx, `
-		INSERT INTO llm_usage_daily AS u (day, user_id, shard, tokens)
-		SELECT coalesce($1::date, (now() AT TIME ZONE 'UTC')::date), w.user_id, w.shard, $3
-		FROM (VALUES (1, $2::text, 0), (2, '', hashtext($2) & ($4 - 1))) AS w(o, user_id, shard)
-		ORDER BY w.o
-		ON CONFLICT (day, user_id, shard) DO UPDATE SET tokens = u.tokens + excluded.tokens`, d, userID, tokens, usageShards)
+		WITH mine AS (
+			INSERT INTO llm_usage_daily AS u (day, user_id, tokens)
+			VALUES (coalesce($1::date, (now() AT TIME ZONE 'UTC')::date), $2, $3)
+			ON CONFLICT (day, user_id) DO UPDATE SET tokens = u.tokens + excluded.tokens
+			RETURNING day
+		)
+		INSERT INTO llm_usage_daily_shards AS s (day, shard, tokens)
+		SELECT day, hashtext($2) & ($4 - 1), $3 FROM mine
+		ON CONFLICT (day, shard) DO UPDATE SET tokens = s.tokens + excluded.tokens`, d, userID, tokens, usageShards)
 	if err != nil {
 		return fmt.Errorf("add daily usage: %w", err)
 	}
@@ -80,11 +92,14 @@ func (s *Store) forgetDailyUsage(ctx context.Context, userID string) error {
 // DeleteSpendBefore deletes the daily counts of days before day: the caps
 // read only today's. It returns how many rows it deleted.
 func (s *Store) DeleteSpendBefore(ctx context.Context, day time.Time) (int64, error) {
-	tag, err := s.db.Exec(ctx, `DELETE FROM llm_usage_daily WHERE day < $1`, Day(day))
+	var n int64
+	err := s.db.QueryRow(ctx, `WITH a AS (DELETE FROM llm_usage_daily WHERE day < $1 RETURNING 1),
+		b AS (DELETE FROM llm_usage_daily_shards WHERE day < $1 RETURNING 1)
+		SELECT (SELECT count(*) FROM a) + (SELECT count(*) FROM b)`, Day(day)).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("delete old spend: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }
 
 // OfflineTurns returns the user's processed turns among eventIDs that the

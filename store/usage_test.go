@@ -89,11 +89,16 @@ func TestDailySpend(t *testing.T) {
 // own add (everyone's count is sharded by user, migration 032); before,
 // both wrote the one row of everyone's count, so every save queued behind
 // the commit of the one before it. The second add runs with a lock timeout:
-// waiting for the first transaction fails it with SQLSTATE 55P03.
+// waiting for the first transaction fails it with SQLSTATE 55P03 (as the
+// code before migration 032 did).
 func TestDailySpendOfOtherUsersDoesNotWait(t *testing.T) {
 	ctx, s := setup(t)
-	var day time.Time // today by the database's clock, which Stats reads
-	if err := s.Pool().QueryRow(ctx, `SELECT (now() AT TIME ZONE 'UTC')::date::timestamptz`).Scan(&day); err != nil {
+	var today string // by the database's clock, which Stats reads
+	if err := s.Pool().QueryRow(ctx, `SELECT ((now() AT TIME ZONE 'UTC')::date)::text`).Scan(&today); err != nil {
+		t.Fatal(err)
+	}
+	day, err := time.Parse(time.DateOnly, today)
+	if err != nil {
 		t.Fatal(err)
 	}
 	shard := func(user string) (n int) {
@@ -122,8 +127,8 @@ func TestDailySpendOfOtherUsersDoesNotWait(t *testing.T) {
 		})
 	}()
 	<-holding
-	err := s.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
-		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '30s'`); err != nil {
+	err = s.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '5s'`); err != nil {
 			return err
 		}
 		return q.AddUsageOn(ctx, day, other, "m", store.TokenUsage{PromptTokens: 7, Extractions: 1})

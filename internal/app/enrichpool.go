@@ -73,8 +73,8 @@ type BackPressureConfig struct {
 // issue's enrich p99 target while ingest runs. The threshold bounds the
 // slowest tenth, and under ingest enrich's p99 was 3-5 times its p90, so a
 // deployment that must hold the p99 near 20 ms sets about 5 ms (enrich p99
-// 26-31 ms instead of 67-80 ms on membench's realistic corpus, ingest rate
-// within the noise); it is not the default because on a slow machine (the
+// 26-31 ms instead of 67-80 ms on membench's realistic corpus, at 0-31 %
+// less ingest); it is not the default because on a slow machine (the
 // test suite under the race detector) 5 ms keeps ingest one batch at a
 // time whenever enrich is busy (docs/performance.md, "Session 28").
 const DefaultBackPressureLatency = 20 * time.Millisecond
