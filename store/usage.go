@@ -38,8 +38,7 @@ func (s *Store) SpendOn(ctx context.Context, day time.Time, userID string) (Spen
 
 // dailyTotal is the SQL of everyone's tokens on the day day (an SQL
 // expression of type date): the day's row of llm_usage_daily with the empty
-// user id, which
-// serves before migration 032 write, plus its shards.
+// user id, which serves before migration 032 write, plus its shards.
 func dailyTotal(day string) string {
 	return `coalesce((SELECT tokens FROM llm_usage_daily WHERE day = ` + day + ` AND user_id = ''), 0) +
 		coalesce((SELECT sum(tokens) FROM llm_usage_daily_shards WHERE day = ` + day + `), 0)`
