@@ -44,6 +44,17 @@ type Observer interface {
 	Enriched(took, embedding time.Duration, degraded bool)
 }
 
+// WorkObserver is an Observer also told when the service starts and ends
+// its work on an enrich request: from when the request has its turn until
+// its reply's content is known (reads, embedding and ranking). That is the
+// span in which enrich competes with other work for Postgres and the CPU;
+// memoryd's shared pool gives way to it (internal/app). Each
+// EnrichWorking(true) is followed by exactly one EnrichWorking(false), on
+// the same goroutine.
+type WorkObserver interface {
+	EnrichWorking(working bool)
+}
+
 // Config configures a Service.
 type Config struct {
 	// Conn is the NATS connection the service answers on. Required.

@@ -75,6 +75,10 @@ func (s *Service) enrichHandler(ep endpoint) micro.Handler {
 		}
 		timedOut := func() string { return fmt.Sprintf("memory store did not answer within %s", s.cfg.Timeout) }
 		s.dispatch(ep.lane, "", deadline, func() {
+			if s.working != nil {
+				s.working.EnrichWorking(true)
+				defer s.working.EnrichWorking(false)
+			}
 			ctx, cancel := context.WithDeadline(spanCtx, deadline)
 			defer cancel()
 			// The guard answers at the deadline even if the store call does

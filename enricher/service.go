@@ -38,10 +38,12 @@ type Service struct {
 	// Config.Embedder.
 	hybrid *hybrid
 	// docs is what enrich reads document chunks with.
-	docs   ChunkSearcher
-	reads  memoryReads
-	writes memoryWrites
-	admin  adminOps
+	docs ChunkSearcher
+	// working is Config.Observer when it is a WorkObserver, else nil.
+	working WorkObserver
+	reads   memoryReads
+	writes  memoryWrites
+	admin   adminOps
 
 	mu       sync.Mutex
 	svc      micro.Service
@@ -85,6 +87,7 @@ func New(cfg Config) (*Service, error) {
 		writes: memoryWrites{store: cfg.Store},
 	}
 	s.docs = cfg.Store
+	s.working, _ = cfg.Observer.(WorkObserver)
 	if cfg.TracerProvider != nil {
 		s.tracer = cfg.TracerProvider.Tracer("github.com/memoryd/memoryd/enricher")
 	}

@@ -43,6 +43,13 @@ type Config struct {
 	// request rather than inside its budget (see warmStatements). For the
 	// pool enrich reads from. Default false.
 	WarmStatements bool
+	// GiveWay, when set, is called before every statement, batch and COPY
+	// the pool's connections send (not commits and rollbacks), on the
+	// goroutine sending it, with the statement's context. It may block,
+	// briefly and never beyond ctx, to let more urgent work on the same
+	// Postgres run first: memoryd's shared pool gives way to enrich's reads
+	// (internal/app). It must be safe for concurrent use. Default nil.
+	GiveWay func(ctx context.Context)
 	// CreateDatabase creates the database named in URL when it does not exist
 	// (connecting to the "postgres" database to do so). Default false.
 	CreateDatabase bool
@@ -122,6 +129,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	// pgxpool re-opens lost idle connections on its health check; a short
 	// period re-warms the pool soon after an outage ends.
 	pcfg.HealthCheckPeriod = healthCheckPeriod
+	if cfg.GiveWay != nil {
+		pcfg.ConnConfig.Tracer = giveWay(cfg.GiveWay)
+	}
 	if cfg.WarmStatements {
 		pcfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
 			warmStatements(ctx, conn, cfg.Logger)

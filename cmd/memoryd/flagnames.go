@@ -70,6 +70,7 @@ var fieldFlags = map[string]map[string]string{
 	},
 	"backpressure": {
 		"Latency": "--backpressure-latency",
+		"GiveWay": "--backpressure-giveway",
 	},
 
 	// River's UI (issue 20 item 3).

@@ -73,7 +73,11 @@ func New(cfg Config) (*App, error) {
 	}
 	a := &App{cfg: cfg, logger: cfg.Logger, autoJobSize: asked == 0, jobSize: asked}
 	if cfg.BackPressure.Latency > 0 {
-		a.pressure = newPressure(cfg.BackPressure.Latency)
+		a.pressure = newPressure(cfg.BackPressure.Latency, cfg.BackPressure.GiveWay)
+		if cfg.BackPressure.GiveWay > 0 {
+			// Only the shared pool: enrich's own pool never gives way.
+			a.cfg.Store.GiveWay = a.pressure.GiveWay
+		}
 	}
 	return a, nil
 }
@@ -202,6 +206,9 @@ func (a *App) Start(ctx context.Context) (err error) {
 	a.metrics = newMetrics()
 	llm, _ := ext.(usageReporter) // nil with the offline extractor
 	a.metrics.reg.MustRegister(newServiceCollector(a, llm))
+	if a.pressure != nil {
+		a.metrics.registerGiveWay(a.pressure)
+	}
 	s, err := a.openStore(ctx, true)
 	if err != nil {
 		return err

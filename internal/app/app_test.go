@@ -173,6 +173,8 @@ func TestOpsEndpoints(t *testing.T) {
 		"memoryd_enrich_degraded_total 0",
 		"memoryd_extraction_duration_seconds_bucket",
 		"process_resident_memory_bytes",
+		"memoryd_giveway_waits_total",
+		"memoryd_giveway_seconds_total",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q:\n%s", want, body)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,7 +21,7 @@ func TestEnrichPoolDefaults(t *testing.T) {
 	t.Parallel()
 	c := Config{}.withDefaults()
 	if c.EnrichPool.MaxConns != DefaultEnrichMaxConns || c.EnrichPool.MinConns != DefaultEnrichMinConns ||
-		c.BackPressure.Latency != DefaultBackPressureLatency || c.Worker.MaxPause != (worker.Config{}).WithDefaults().MaxPause {
+		c.BackPressure.Latency != DefaultBackPressureLatency || c.BackPressure.GiveWay != DefaultGiveWay || c.Worker.MaxPause != (worker.Config{}).WithDefaults().MaxPause {
 		t.Errorf("defaults: %+v, %+v, MaxPause %s", c.EnrichPool, c.BackPressure, c.Worker.MaxPause)
 	}
 	c = Config{Store: store.Config{URL: store.DefaultURL + "&pool_max_conns=1"}}.withDefaults()
@@ -97,7 +98,7 @@ func TestEnrichAnswersWhileIngestHoldsEveryConnection(t *testing.T) {
 func TestPressureFollowsEnrichLatency(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
-	p := newPressure(20 * time.Millisecond)
+	p := newPressure(20*time.Millisecond, 0)
 	p.now = func() time.Time { return now }
 	if got := p.Pressure(); got != 0 {
 		t.Fatalf("no replies: pressure %v, want 0", got)
@@ -137,5 +138,108 @@ func TestPressureFollowsEnrichLatency(t *testing.T) {
 	}
 	if got := p.Pressure(); got != 0 {
 		t.Fatalf("replies slow by their embedding only: pressure %v, want 0", got)
+	}
+}
+
+// TestGiveWayWaitsForEnrichWork: while enrich works on a request, GiveWay
+// waits until no request is being worked on; it waits at most its bound,
+// and not beyond its context; with no enrich work it returns at once.
+func TestGiveWayWaitsForEnrichWork(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	// Two requests overlap; the statement waits for the second to end.
+	p := newPressure(DefaultBackPressureLatency, time.Hour)
+	p.EnrichWorking(true)
+	p.EnrichWorking(true)
+	var ended atomic.Int32
+	go func() {
+		ended.Add(1)
+		p.EnrichWorking(false)
+		ended.Add(1)
+		p.EnrichWorking(false)
+	}()
+	p.GiveWay(ctx)
+	if ctx.Err() != nil || ended.Load() != 2 {
+		t.Fatalf("GiveWay returned with %d of 2 requests ended (ctx %v); want it to wait for both", ended.Load(), ctx.Err())
+	}
+	if p.waits.Load() != 1 {
+		t.Errorf("waits counted %d, want 1", p.waits.Load())
+	}
+	// No enrich work: no wait, nothing counted.
+	p.GiveWay(ctx)
+	if p.waits.Load() != 1 {
+		t.Errorf("GiveWay with no enrich work counted a wait")
+	}
+
+	// Work that never ends: the bound.
+	b := newPressure(DefaultBackPressureLatency, time.Millisecond)
+	b.EnrichWorking(true)
+	b.GiveWay(ctx)
+	if ctx.Err() != nil {
+		t.Fatal("GiveWay did not return within its 1 ms bound")
+	}
+	// A statement whose context ends does not wait on.
+	c := newPressure(DefaultBackPressureLatency, time.Hour)
+	c.EnrichWorking(true)
+	cctx, ccancel := context.WithCancel(ctx)
+	ccancel()
+	c.GiveWay(cctx)
+	if ctx.Err() != nil {
+		t.Fatal("GiveWay waited past its statement's context")
+	}
+	// Off: never waits.
+	o := newPressure(DefaultBackPressureLatency, -1)
+	o.EnrichWorking(true)
+	o.GiveWay(ctx)
+	if o.waits.Load() != 0 {
+		t.Error("GiveWay off counted a wait")
+	}
+}
+
+// TestSharedPoolGivesWayToEnrich: in a running App, a statement of the
+// shared pool (ingest's, extraction's) waits while enrich works on a
+// request, enrich itself keeps answering from its own pool meanwhile, and
+// the statement runs once the work ends.
+func TestSharedPoolGivesWayToEnrich(t *testing.T) {
+	t.Parallel()
+	a := startTestApp(t, func(c *Config) { c.BackPressure.GiveWay = time.Hour })
+	publishAndWait(t, a, "alice", events.Turn{ID: "t1", UserID: "alice", UserMessage: "I live in Lisbon and my garden has tomatoes.",
+		AssistantResponse: "Tomatoes like the Lisbon sun.", Timestamp: time.Now().UTC()})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := a.Store(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	a.pressure.EnrichWorking(true) // a request that lasts until released below
+	var released atomic.Bool
+	done := make(chan error, 1)
+	go func() {
+		var n int
+		err := s.Pool().QueryRow(ctx, "SELECT count(*) FROM turns").Scan(&n)
+		if err == nil && !released.Load() {
+			err = errors.New("the shared pool's statement ran while enrich was working")
+		}
+		done <- err
+	}()
+	for range 3 {
+		reply, err := events.NewClient(a.nc, a.cfg.Prefix).Enrich(ctx, events.EnrichRequest{UserID: "alice", Message: "how are my tomatoes?"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if reply.Degraded || len(reply.Context) == 0 {
+			t.Fatalf("enrich while the shared pool gives way: %+v; want its memory, not degraded", reply)
+		}
+	}
+	released.Store(true)
+	a.pressure.EnrichWorking(false)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if a.pressure.waits.Load() == 0 {
+		t.Error("no statement counted as having given way")
 	}
 }
