@@ -170,7 +170,9 @@ type ChangeListener struct {
 
 // ListenChanges opens a connection like the pool's and listens on it.
 func (s *Store) ListenChanges(ctx context.Context) (*ChangeListener, error) {
-	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	cc := s.pool.Config().ConnConfig.Copy()
+	cc.Tracer = nil // the pool's hooks are for its statements (Config.GiveWay, Committed)
+	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
 		return nil, fmt.Errorf("listen changes: %w", err)
 	}

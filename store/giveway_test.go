@@ -14,18 +14,25 @@ import (
 
 // TestGiveWayBeforeStatementsNotCommits: a pool with Config.GiveWay calls
 // it before each statement, batch and COPY it sends, with the statement's
-// context, and never before a commit or a rollback (they release locks).
+// context, and never before a commit or a rollback (they release locks);
+// Config.Committed is called once a transaction has ended: after a commit
+// or rollback, or a statement, batch or COPY run on its own.
 func TestGiveWayBeforeStatementsNotCommits(t *testing.T) {
 	t.Parallel()
 	_, url := storetest.Schema(t)
 	type key struct{}
-	var calls, withKey atomic.Int64
+	var calls, withKey, ends atomic.Int64
 	ctx := context.Background()
 	s, err := store.Open(ctx, store.Config{URL: url, MaxConns: 2, MinConns: 1, Logger: slog.New(slog.DiscardHandler),
 		GiveWay: func(ctx context.Context) {
 			calls.Add(1)
 			if ctx.Value(key{}) != nil {
 				withKey.Add(1)
+			}
+		},
+		Committed: func(ctx context.Context) {
+			if ctx.Value(key{}) != nil {
+				ends.Add(1)
 			}
 		}})
 	if err != nil {
@@ -78,11 +85,15 @@ func TestGiveWayBeforeStatementsNotCommits(t *testing.T) {
 	} {
 		calls.Store(0)
 		withKey.Store(0)
+		ends.Store(0)
 		if err := tt.run(context.WithValue(ctx, key{}, true)); err != nil {
 			t.Fatalf("%s: %v", tt.name, err)
 		}
 		if calls.Load() != tt.want || withKey.Load() != tt.want {
 			t.Errorf("%s: GiveWay called %d times (%d with the statement's context), want %d", tt.name, calls.Load(), withKey.Load(), tt.want)
+		}
+		if ends.Load() != 1 {
+			t.Errorf("%s: Committed called %d times with the statement's context, want once, at the end", tt.name, ends.Load())
 		}
 	}
 }

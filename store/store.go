@@ -50,6 +50,21 @@ type Config struct {
 	// Postgres run first: memoryd's shared pool gives way to enrich's reads
 	// (internal/app). It must be safe for concurrent use. Default nil.
 	GiveWay func(ctx context.Context)
+	// Committed, when set, is called after every statement, batch and COPY
+	// of the pool that succeeded and left its connection outside a
+	// transaction (a commit, or a statement run on its own), on the
+	// goroutine that sent it, with its context: memoryd serve wakes its
+	// change publisher there (see QuietChanges). It must be quick and safe
+	// for concurrent use. Default nil.
+	Committed func(ctx context.Context)
+	// QuietChanges opens the pool's connections with memoryd.change_notify
+	// = off: their commits do not announce their memory changes with
+	// pg_notify (migration 036), whose server-wide lock serialises every
+	// notifying commit with its WAL flush. For a process that wakes its own
+	// change publisher after its commits (Committed); other processes'
+	// publishers then learn of these changes only by polling. Default
+	// false: commits notify.
+	QuietChanges bool
 	// CreateDatabase creates the database named in URL when it does not exist
 	// (connecting to the "postgres" database to do so). Default false.
 	CreateDatabase bool
@@ -129,8 +144,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	// pgxpool re-opens lost idle connections on its health check; a short
 	// period re-warms the pool soon after an outage ends.
 	pcfg.HealthCheckPeriod = healthCheckPeriod
-	if cfg.GiveWay != nil {
-		pcfg.ConnConfig.Tracer = giveWay(cfg.GiveWay)
+	if cfg.GiveWay != nil || cfg.Committed != nil {
+		pcfg.ConnConfig.Tracer = poolTracer{giveWay: cfg.GiveWay, committed: cfg.Committed}
+	}
+	if cfg.QuietChanges {
+		pcfg.ConnConfig.RuntimeParams["memoryd.change_notify"] = "off"
 	}
 	if cfg.WarmStatements {
 		pcfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {

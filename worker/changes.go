@@ -107,7 +107,8 @@ func (c ChangesConfig) validate() error {
 // outbox, written in the transactions that make them) on
 // <prefix>.changes.<token>, each user's in seq order (commit order), and
 // deletes them once the NATS server has them. It wakes on the commits'
-// notifications (LISTEN), and every PollInterval without one. Any number
+// notifications (LISTEN), on this process's commits (Committed), and every
+// PollInterval without either. Any number
 // of processes may run one on the same database: a user's changes are sent
 // by one at a time (see store.SendChanges). Delivery is at least once: a
 // batch whose deletion fails after the server had it is sent again.
@@ -120,6 +121,9 @@ func (c ChangesConfig) validate() error {
 // the reconnect.
 type Changes struct {
 	cfg ChangesConfig
+	// wake holds one pending wake-up of the run loop: a commit told by
+	// Committed, or the listener's notification.
+	wake chan struct{}
 
 	published, dropped, failures, waits atomic.Int64
 
@@ -149,7 +153,31 @@ func NewChanges(cfg ChangesConfig) (*Changes, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Changes{cfg: cfg}, nil
+	return &Changes{cfg: cfg, wake: make(chan struct{}, 1)}, nil
+}
+
+// ownCtx marks the contexts of the publisher's own statements, so that
+// their commits (which only delete what was sent) do not wake it again.
+type ownCtx struct{}
+
+// Committed tells the publisher that a transaction of this process ended,
+// possibly with memory changes (store.Config.Committed): it runs a round
+// soon, without waiting for a notification. A process whose connections do
+// not notify (store.Config.QuietChanges) must call it after its commits.
+// Commits of the publisher's own are ignored. It never blocks; wake-ups
+// while a round runs are one more round.
+func (c *Changes) Committed(ctx context.Context) {
+	if ctx.Value(ownCtx{}) != nil {
+		return
+	}
+	c.kick()
+}
+
+func (c *Changes) kick() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
 }
 
 // Start starts publishing, in a goroutine that runs until Stop.
@@ -192,13 +220,14 @@ func (c *Changes) Stats() ChangesStats {
 // errDisconnected: NATS is not connected; the round is put off.
 var errDisconnected = errors.New("nats not connected")
 
-// run publishes until ctx ends: a round, then a wait for a notification
-// (or PollInterval), or after a failed round for the backoff, or while
-// NATS is not connected for the reconnect.
+// run publishes until ctx ends: a round, then a wait for a wake-up (a
+// commit of this process, a notification) or PollInterval, or after a
+// failed round for the backoff, or while NATS is not connected for the
+// reconnect.
 func (c *Changes) run(ctx context.Context, done chan struct{}) {
 	defer close(done)
+	ctx = context.WithValue(ctx, ownCtx{}, true)
 	var (
-		l       *store.ChangeListener
 		fails   int
 		waiting bool // since the last round that was not put off
 	)
@@ -206,20 +235,18 @@ func (c *Changes) run(ctx context.Context, done chan struct{}) {
 	// NATS down is in the channel (it buffers 10; one is enough to wake).
 	connected := c.cfg.Conn.StatusChanged(nats.CONNECTED)
 	defer c.cfg.Conn.RemoveStatusListener(connected)
-	defer func() {
-		if l != nil {
-			l.Close()
-		}
-	}()
+	// Listening before the first round: a commit after this is noticed
+	// even when the round misses it. The listener's goroutine turns
+	// notifications into wake-ups and listens again when its connection
+	// fails; it ends with ctx, before run returns.
+	l, err := c.cfg.Store.ListenChanges(ctx)
+	if err != nil && ctx.Err() == nil {
+		c.cfg.Logger.Warn("changes: listen", "error", err)
+	}
+	listening := make(chan struct{})
+	go c.listen(ctx, l, listening)
+	defer func() { <-listening }()
 	for ctx.Err() == nil {
-		if l == nil {
-			// Listening first: a commit after this is noticed even when the
-			// round below misses it.
-			var err error
-			if l, err = c.cfg.Store.ListenChanges(ctx); err != nil && ctx.Err() == nil {
-				c.cfg.Logger.Warn("changes: listen", "error", err)
-			}
-		}
 		if err := c.round(ctx); err != nil {
 			if ctx.Err() != nil {
 				return
@@ -241,14 +268,48 @@ func (c *Changes) run(ctx context.Context, done chan struct{}) {
 			continue
 		}
 		fails, waiting = 0, false
+		t := time.NewTimer(c.cfg.PollInterval)
+		select {
+		case <-c.wake:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+}
+
+// listen turns the commits' notifications into wake-ups until ctx ends,
+// then closes the listener; l may be nil (listening failed at start), and
+// a listener whose connection fails is replaced, one attempt every
+// PollInterval. A new listener wakes the loop once: what committed while
+// nobody listened is then seen.
+func (c *Changes) listen(ctx context.Context, l *store.ChangeListener, done chan struct{}) {
+	defer close(done)
+	defer func() {
+		if l != nil {
+			l.Close()
+		}
+	}()
+	for ctx.Err() == nil {
 		if l == nil {
 			sleep(ctx, c.cfg.PollInterval)
-			continue
+			var err error
+			if l, err = c.cfg.Store.ListenChanges(ctx); err != nil {
+				if ctx.Err() == nil {
+					c.cfg.Logger.Warn("changes: listen", "error", err)
+				}
+				continue
+			}
+			c.kick()
 		}
 		wctx, cancel := context.WithTimeout(ctx, c.cfg.PollInterval)
 		err := l.Wait(wctx)
 		cancel()
-		if err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+		switch {
+		case err == nil:
+			c.kick()
+		case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
+		default:
 			// The listening connection failed: listen again.
 			c.cfg.Logger.Warn("changes: listen", "error", err)
 			l.Close()

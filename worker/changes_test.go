@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/extractor"
 	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/store/storetest"
 	"github.com/memoryd/memoryd/worker"
 )
 
@@ -320,5 +323,38 @@ func TestChangeTooLargeForTheServerGoesWithoutItsText(t *testing.T) {
 	}
 	if got := logs["bob"].wait(e, 1); got[0].Value != "Bob" {
 		t.Fatalf("bob's changes = %+v", got)
+	}
+}
+
+// TestChangesWokenByTheirOwnCommits: a process whose connections do not
+// notify (store.Config.QuietChanges) wakes its publisher after its commits
+// (Committed): the changes arrive although the publisher polls once an
+// hour and no notification is sent.
+func TestChangesWokenByTheirOwnCommits(t *testing.T) {
+	e := setup(t)
+	_, url := storetest.Schema(t)
+	storetest.Open(t, url) // migrated
+	var pub atomic.Pointer[worker.Changes]
+	quiet, err := store.Open(e.ctx, store.Config{URL: url, MaxConns: 4, MinConns: 1, Logger: slog.New(slog.DiscardHandler), QuietChanges: true,
+		Committed: func(ctx context.Context) {
+			if c := pub.Load(); c != nil {
+				c.Committed(ctx)
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(quiet.Close)
+	e.store = quiet
+	alice := e.subscribe("alice")
+	c, _ := e.startChanges(e.nc)
+	pub.Store(c)
+	for i := range 3 {
+		if _, _, err := quiet.StoreContext(e.ctx, store.ContextWrite{UserID: "alice", Question: "q", Answer: fmt.Sprintf("answer %d", i)}); err != nil {
+			t.Fatal(err)
+		}
+		if got := alice.wait(e, i+1); got[i].Seq != int64(i+1) {
+			t.Fatalf("change %d arrived with seq %d", i+1, got[i].Seq)
+		}
 	}
 }

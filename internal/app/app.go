@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -50,7 +51,14 @@ type App struct {
 	emb      *embedding.Client // nil until used, and when embedding is off
 	worker   *worker.Worker
 	changes  *worker.Changes // publishes memory changes (changes.go)
-	enrich   *enricher.Service
+	// publishing: the store was opened by Start, whose change publisher
+	// is woken after the store's commits (changeCommitted) instead of by
+	// their notifications.
+	publishing bool
+	// publisher is changes, for changeCommitted, which the store's
+	// connections call without a.mu.
+	publisher atomic.Pointer[worker.Changes]
+	enrich    *enricher.Service
 	// enrichDB is enrich's own pool (EnrichPool), open while enrich runs.
 	enrichDB *store.Store
 	// pressure feeds enrich's reply times to the worker's Pacer; nil when
@@ -105,7 +113,13 @@ func (a *App) Conn() (*nats.Conn, error) {
 // migrate, so that they never change a schema an older serve runs on.
 func (a *App) openStore(ctx context.Context, migrate bool) (*store.Store, error) {
 	if a.store == nil {
-		s, err := store.Open(ctx, a.cfg.Store)
+		cfg := a.cfg.Store
+		if a.publishing {
+			// This process's change publisher is woken after its own
+			// commits, so they need not notify (store.Config.QuietChanges).
+			cfg.QuietChanges, cfg.Committed = true, a.changeCommitted
+		}
+		s, err := store.Open(ctx, cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -208,6 +222,9 @@ func (a *App) Start(ctx context.Context) (err error) {
 	a.metrics.reg.MustRegister(newServiceCollector(a, llm))
 	if a.pressure != nil {
 		a.metrics.registerGiveWay(a.pressure)
+	}
+	if a.store == nil {
+		a.publishing = true // Start runs the change publisher
 	}
 	s, err := a.openStore(ctx, true)
 	if err != nil {
@@ -436,6 +453,7 @@ func (a *App) stopLocked(ctx context.Context) error {
 	if a.changes != nil {
 		errs = append(errs, a.changes.Stop(ctx))
 		a.changes = nil
+		a.publisher.Store(nil)
 	}
 	if a.nc != nil {
 		if a.ownsNC {
@@ -458,7 +476,7 @@ func (a *App) stopLocked(ctx context.Context) error {
 	}
 	if a.store != nil {
 		a.store.Close()
-		a.store, a.migrated = nil, false
+		a.store, a.migrated, a.publishing = nil, false, false
 	}
 	// Last: the spans of everything stopped above are flushed.
 	if a.tracer != nil {

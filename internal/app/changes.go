@@ -24,6 +24,7 @@ func (a *App) startChangesLocked(ctx context.Context, s *store.Store, nc *nats.C
 		return fmt.Errorf("app: %w", err)
 	}
 	a.changes = c
+	a.publisher.Store(c)
 	if a.metrics != nil {
 		a.metrics.reg.MustRegister(&changesCollector{changes: c,
 			published: prometheus.NewDesc("memoryd_changes_published_total", "Memory changes published on <prefix>.changes.<token> (the NATS server confirmed them).", nil, nil),
@@ -54,4 +55,12 @@ func (c *changesCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.dropped, prometheus.CounterValue, float64(st.Dropped))
 	ch <- prometheus.MustNewConstMetric(c.failures, prometheus.CounterValue, float64(st.Failures))
 	ch <- prometheus.MustNewConstMetric(c.waits, prometheus.CounterValue, float64(st.Waits))
+}
+
+// changeCommitted is the store's Committed hook while Start's publisher
+// runs: a commit of this process wakes it (the commits do not notify).
+func (a *App) changeCommitted(ctx context.Context) {
+	if c := a.publisher.Load(); c != nil {
+		c.Committed(ctx)
+	}
 }

@@ -22,7 +22,13 @@ import (
 // reply said ok, so it is in by the time it is awaited.
 func TestServePublishesChanges(t *testing.T) {
 	t.Parallel()
-	svc := startTestApp(t, nil)
+	// Polling once an hour: serve's own commits do not notify, so the
+	// changes arrive only if those commits wake the publisher.
+	svc := startTestApp(t, func(c *Config) { c.Changes.PollInterval = time.Hour })
+	var notify string
+	if err := svc.store.Pool().QueryRow(context.Background(), `SELECT current_setting('memoryd.change_notify', true)`).Scan(&notify); err != nil || notify != "off" {
+		t.Fatalf("serve's shared pool: memoryd.change_notify %q (%v), want off", notify, err)
+	}
 	client := events.NewClient(svc.nc, svc.cfg.Prefix)
 	var (
 		mu  sync.Mutex
