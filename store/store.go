@@ -59,7 +59,7 @@ type Config struct {
 	Committed func(ctx context.Context)
 	// QuietChanges opens the pool's connections with memoryd.change_notify
 	// = off: their commits do not announce their memory changes with
-	// pg_notify (migration 036), whose server-wide lock serialises every
+	// pg_notify (migration 035), whose server-wide lock serialises every
 	// notifying commit with its WAL flush. For a process that wakes its own
 	// change publisher after its commits (Committed); other processes'
 	// publishers then learn of these changes only by polling. Default
