@@ -17,3 +17,6 @@ var ExtractJobs = extractJobs
 
 // JobAttempts is jobAttempts, for its table test.
 var JobAttempts = jobAttempts
+
+// WindowChunks is windowChunks, for its table test.
+var WindowChunks = windowChunks

@@ -35,8 +35,23 @@ type ReplayConfig struct {
 	Reset bool
 	// DryRun reads and counts without writing anything.
 	DryRun bool
-	// BatchSize is how many events share one transaction. Default 500.
+	// BatchSize is how many events share one transaction (at most; a
+	// transaction records whole users of a window where it can). Default
+	// 500.
 	BatchSize int
+	// Window is how many turns replay reads before it records them. A
+	// window's turns are recorded grouped by user (in stream order within
+	// each user), so that one user's turns share jobs of JobSize even when
+	// the stream interleaves many users: batches of 500 events over 1,000
+	// users would otherwise give one-turn jobs, and extraction would run
+	// at Workers jobs per fetch cooldown, whatever JobSize. Memory holds at
+	// most one window (see WindowBytes). Default DefaultReplayWindow; at
+	// most BatchSize records each batch as it is read.
+	Window int
+	// WindowBytes bounds the text (messages, replies, metadata) one window
+	// holds: a window is recorded once it holds this much. Default
+	// DefaultReplayWindowBytes.
+	WindowBytes int
 	// JobSize is how many turns one extraction job gets. Large jobs make the
 	// offline extractor fast; with an LLM, small ones spread the calls over
 	// the workers. Default 100.
@@ -98,8 +113,9 @@ func (p ReplayProgress) ETA() time.Duration {
 // Replay reads the turn stream with ordered consumers (one per user in scope,
 // or one over all users) and sends every valid turn through extraction again:
 // turns are recorded or set back to pending and batched into River jobs of
-// JobSize turns, so that the running workers rebuild memory without per-turn
-// job overhead. Facts converge whatever order the jobs run in (latest source
+// JobSize turns of one user (gathered over a Window of the stream), so that
+// the running workers rebuild memory without per-turn job overhead. A turn
+// is recorded pending and its job inserted in one transaction. Facts converge whatever order the jobs run in (latest source
 // time wins) and context is deduplicated, so replaying twice gives the same
 // memory as replaying once, and an interrupted replay can simply be re-run.
 //
@@ -124,6 +140,12 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayProgress, error) {
 	}
 	if cfg.JobSize <= 0 {
 		cfg.JobSize = 100
+	}
+	if cfg.Window <= 0 {
+		cfg.Window = DefaultReplayWindow
+	}
+	if cfg.WindowBytes <= 0 {
+		cfg.WindowBytes = DefaultReplayWindowBytes
 	}
 	if cfg.MaxClockSkew <= 0 {
 		cfg.MaxClockSkew = DefaultMaxClockSkew

@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/worker"
 )
 
@@ -105,6 +108,116 @@ func TestReplayThatCannotFinishSaysWhatItMissed(t *testing.T) {
 	for _, want := range []string{fmt.Sprint(inc.FirstSeq), "100", fmt.Sprint(inc.Unread)} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %s", err, want)
+		}
+	}
+}
+
+// replayOnly runs a replay with cfg on e's stream and store, no worker.
+func (e *env) replayOnly(cfg worker.ReplayConfig) worker.ReplayProgress {
+	e.t.Helper()
+	cfg.JetStream, cfg.Store, cfg.Prefix, cfg.Stream = e.js, e.store, e.prefix, e.stream
+	p, err := worker.Replay(e.ctx, cfg)
+	if err != nil {
+		e.t.Fatalf("replay: %v (progress %+v)", err, p)
+	}
+	return p
+}
+
+// TestReplayGroupsAUsersTurnsAcrossBatches: a stream interleaving users
+// gives each batch about one turn of each user; replay still enqueues each
+// user's turns in jobs of JobSize (here all of a user's turns in one job),
+// and every turn is extracted. Recording batch by batch gave a job per user
+// per batch: a third as many turns a job here, one turn a job at 1,000 users.
+func TestReplayGroupsAUsersTurnsAcrossBatches(t *testing.T) {
+	e := setup(t)
+	users := []string{"alice", "bob", "carol"}
+	const perUser = 30
+	e.publishInterleaved(users, perUser)
+	p := e.replayOnly(worker.ReplayConfig{BatchSize: 50, JobSize: 100})
+	if p.Read != perUser*3 || p.Enqueued != perUser*3 {
+		t.Fatalf("replay read %d and enqueued %d, want %d each", p.Read, p.Enqueued, perUser*3)
+	}
+	jobs := e.extractJobs()
+	if len(jobs) != len(users) {
+		t.Errorf("%d extraction jobs, want one per user (%d)", len(jobs), len(users))
+	}
+	for _, j := range jobs {
+		var args worker.ExtractArgs
+		if err := json.Unmarshal(j.EncodedArgs, &args); err != nil {
+			t.Fatal(err)
+		}
+		if len(args.EventIDs) != perUser {
+			t.Errorf("job %d of %s holds %d turns, want all %d of the user's", j.ID, args.UserID, len(args.EventIDs), perUser)
+		}
+		for i, id := range args.EventIDs {
+			if want := fmt.Sprintf("%s-%d", args.UserID, i); id != want {
+				t.Fatalf("job of %s: turn %d is %s, want %s (stream order)", args.UserID, i, id, want)
+			}
+		}
+	}
+	e.start(extractor.NewRules(), nil)
+	e.waitDone(perUser * 3)
+}
+
+// TestReplayWindowBoundsMemory: a window of 20 turns records what it holds
+// every 20 turns, so jobs hold at most the turns of one window.
+func TestReplayWindowBoundsMemory(t *testing.T) {
+	e := setup(t)
+	e.publishInterleaved([]string{"alice", "bob"}, 30)
+	p := e.replayOnly(worker.ReplayConfig{BatchSize: 50, JobSize: 100, Window: 20})
+	if p.Enqueued != 60 {
+		t.Fatalf("enqueued %d, want 60", p.Enqueued)
+	}
+	jobs := e.extractJobs()
+	if len(jobs) != 6 {
+		t.Errorf("%d jobs, want 6 (each window of 20 turns gives each of the 2 users a job)", len(jobs))
+	}
+	for _, j := range jobs {
+		var args worker.ExtractArgs
+		if err := json.Unmarshal(j.EncodedArgs, &args); err != nil {
+			t.Fatal(err)
+		}
+		if len(args.EventIDs) != 10 {
+			t.Errorf("job of %s holds %d turns, want 10", args.UserID, len(args.EventIDs))
+		}
+	}
+}
+
+// TestWindowChunks: a window is cut into transactions of whole users where
+// they fit, users in order of first appearance, each user's turns in order.
+func TestWindowChunks(t *testing.T) {
+	turns := func(spec string) []store.Turn {
+		var out []store.Turn
+		for i, u := range strings.Fields(spec) {
+			out = append(out, store.Turn{UserID: u, EventID: fmt.Sprintf("%s%d", u, i)})
+		}
+		return out
+	}
+	show := func(chunks [][]store.Turn) string {
+		var parts []string
+		for _, c := range chunks {
+			var ids []string
+			for _, t := range c {
+				ids = append(ids, t.EventID)
+			}
+			parts = append(parts, strings.Join(ids, ","))
+		}
+		return strings.Join(parts, " | ")
+	}
+	for _, tt := range []struct {
+		name, in string
+		size     int
+		want     string
+	}{
+		{"empty", "", 3, ""},
+		{"one user", "a a", 3, "a0,a1"},
+		{"interleaved users grouped", "a b a b", 4, "a0,a2,b1,b3"},
+		{"a user that does not fit starts a chunk", "a b a b c", 3, "a0,a2 | b1,b3,c4"},
+		{"a user over the size is split, its rest shares", "a a a a a b", 2, "a0,a1 | a2,a3 | a4,b5"},
+		{"size one", "a b a", 1, "a0 | a2 | b1"},
+	} {
+		if got := show(worker.WindowChunks(turns(tt.in), tt.size)); got != tt.want {
+			t.Errorf("%s: windowChunks(%q, %d) = %q, want %q", tt.name, tt.in, tt.size, got, tt.want)
 		}
 	}
 }

@@ -16,6 +16,16 @@ import (
 // DefaultReplayStallTimeout is ReplayConfig.StallTimeout's default.
 const DefaultReplayStallTimeout = 5 * time.Second
 
+// Replay's window defaults (ReplayConfig.Window, WindowBytes): 20,000 turns
+// give each user of a stream interleaving 1,000 users jobs of about 20
+// turns; 32 MiB holds 20,000 short turns or about 14,000 real chat turns
+// (2.3 KB on average in LongMemEval), so a replay's memory stays near
+// 100 MiB.
+const (
+	DefaultReplayWindow      = 20000
+	DefaultReplayWindowBytes = 32 << 20
+)
+
 // replayMaxStalls bounds how often in a row a replay recreates its consumer
 // without reading anything before it gives up on a subject.
 const replayMaxStalls = 5
@@ -69,7 +79,8 @@ func streamEnd(ctx context.Context, js jetstream.JetStream, stream string) (uint
 }
 
 // replaySource reads one subject filter up to the stream sequence end and
-// requeues what it reads in batches. It reads with an ordered consumer's
+// requeues what it reads a window at a time (flushed early when the
+// consumer has nothing more for now). It reads with an ordered consumer's
 // continuous pull iterator (a Fetch per batch would re-create the ordered
 // consumer each time). When the consumer says nothing is left, or delivers
 // nothing for StallTimeout (it can stall for good after a purge of another
@@ -80,29 +91,41 @@ func streamEnd(ctx context.Context, js jetstream.JetStream, stream string) (uint
 // *ReplayIncompleteError saying what it did not read.
 func replaySource(ctx context.Context, cfg ReplayConfig, enq *Enqueuer, src replaySrc, end uint64, p *ReplayProgress, start time.Time) error {
 	var (
-		turns   []store.Turn
-		inBatch int
-		read    uint64 // events read from this source
-		last    uint64 // the last stream sequence read
+		turns   []store.Turn // the window: read, not yet recorded
+		bytes   int          // their text
+		inBatch int          // events read since the last progress report
+		read    uint64       // events read from this source
+		last    uint64       // the last stream sequence read
 	)
-	flush := func() error {
-		if inBatch == 0 {
-			return nil
-		}
-		if !cfg.DryRun {
-			n, err := requeue(ctx, cfg.Store, enq, turns, cfg.JobSize)
-			if err != nil {
-				return err
-			}
-			p.Enqueued += n
-		} else {
-			p.Enqueued += len(turns)
-		}
-		turns, inBatch = turns[:0], 0
+	progress := func() {
+		inBatch = 0
 		p.Elapsed = time.Since(start)
 		if cfg.Progress != nil {
 			cfg.Progress(*p)
 		}
+	}
+	// flush records the window, a transaction per chunk of whole users.
+	flush := func() error {
+		if len(turns) == 0 {
+			if inBatch > 0 {
+				progress()
+			}
+			return nil
+		}
+		for _, chunk := range windowChunks(turns, cfg.BatchSize) {
+			if !cfg.DryRun {
+				n, err := requeue(ctx, cfg.Store, enq, chunk, cfg.JobSize)
+				if err != nil {
+					return err
+				}
+				p.Enqueued += n
+			} else {
+				p.Enqueued += len(chunk)
+			}
+		}
+		clear(turns) // drop the texts' references
+		turns, bytes = turns[:0], 0
+		progress()
 		return nil
 	}
 	incomplete := func(err error) error {
@@ -144,11 +167,15 @@ func replaySource(ctx context.Context, cfg ReplayConfig, enq *Enqueuer, src repl
 		default:
 			st, _, _ := storeTurn(turn, m, cfg.MaxClockSkew)
 			turns = append(turns, st)
+			bytes += len(st.UserMessage) + len(st.AssistantResponse) + len(st.Metadata)
 		}
-		if inBatch == cfg.BatchSize {
+		switch {
+		case len(turns) >= cfg.Window || bytes >= cfg.WindowBytes:
 			if err := flush(); err != nil {
 				return false, err
 			}
+		case inBatch >= cfg.BatchSize:
+			progress()
 		}
 		return last == end, nil
 	}
@@ -219,6 +246,40 @@ func replaySource(ctx context.Context, cfg ReplayConfig, enq *Enqueuer, src repl
 			cfg.Logger.Info("replay: consumer stalled; reading on from a new one", "subject", src.filter, "from_seq", last+1, "pending", pending)
 		}
 	}
+}
+
+// windowChunks splits a window's turns into chunks of at most size turns,
+// each recorded in one transaction: the turns grouped by user (users in
+// order of first appearance, each user's turns in stream order), a user's
+// turns in one chunk unless they are more than size, so that a user's turns
+// of the whole window share jobs.
+func windowChunks(turns []store.Turn, size int) [][]store.Turn {
+	byUser := make(map[string][]store.Turn)
+	var users []string
+	for _, t := range turns {
+		if _, ok := byUser[t.UserID]; !ok {
+			users = append(users, t.UserID)
+		}
+		byUser[t.UserID] = append(byUser[t.UserID], t)
+	}
+	var (
+		out   [][]store.Turn
+		chunk []store.Turn
+	)
+	for _, u := range users {
+		ts := byUser[u]
+		if len(chunk) > 0 && len(chunk)+len(ts) > size {
+			out, chunk = append(out, chunk), nil
+		}
+		for len(ts) > size {
+			out, ts = append(out, ts[:size]), ts[size:]
+		}
+		chunk = append(chunk, ts...)
+	}
+	if len(chunk) > 0 {
+		out = append(out, chunk)
+	}
+	return out
 }
 
 // readUntilIdle passes the messages of cons to take until take reports the

@@ -24,9 +24,10 @@ func runReplay(ctx context.Context, a *cli, args []string) error {
 	f := newFlags("replay", fmt.Sprintf(`Usage: memoryd replay [--user U[,U...]] [--since RFC3339 | --from-seq N] [--reset] [--dry-run]
 
 Rebuilds memory from the turn stream: every turn in scope goes through
-extraction again. Events are read in batches of %[1]d, each recorded in one
-transaction and split into extraction jobs of --job-size turns (0: %[2]d with
-the offline extractor, %[3]d with an LLM). --reset first deletes the facts and
+extraction again. Turns are read in windows of up to %[4]d (or %[5]d MiB of
+text), recorded grouped by user in transactions of at most %[1]d turns, and
+split into extraction jobs of one user's --job-size turns (0: %[2]d with the
+offline extractor, %[3]d with an LLM). --reset first deletes the facts and
 context of the users in scope, all users when none is named, in one
 transaction; fact history (the rebuilt facts add to it) and items written
 through the memory tools (not in the stream) are kept. Replaying twice gives
@@ -39,9 +40,10 @@ user is forgotten meanwhile; if it cannot read all of it, it exits non-zero
 naming the stream sequences and the number of events it did not read.
 
 Output: progress (every few seconds) and logs are log lines on stderr, in the
---log-format; the summary is printed on stdout.`, app.ReplayBatchSize, app.ReplayJobSizeRules, app.ReplayJobSizeLLM))
+--log-format; the summary is printed on stdout.`, app.ReplayBatchSize, app.ReplayJobSizeRules, app.ReplayJobSizeLLM,
+		worker.DefaultReplayWindow, worker.DefaultReplayWindowBytes>>20))
 	o.register(f)
-	f.Lookup("batch-size").Usage = fmt.Sprintf("not used by replay, which records %d events per transaction", app.ReplayBatchSize)
+	f.Lookup("batch-size").Usage = fmt.Sprintf("not used by replay, which records at most %d turns per transaction", app.ReplayBatchSize)
 	f.Lookup("job-size").Usage = fmt.Sprintf("turns per extraction job replay enqueues; 0 picks %d for the offline extractor and %d for an LLM (at most %d)",
 		app.ReplayJobSizeRules, app.ReplayJobSizeLLM, app.ReplayBatchSize)
 	f.ArgString(&users, "user", "", "comma-separated user ids to replay (default: all)")

@@ -31,7 +31,8 @@ type ReplayOptions struct {
 // ReplayJobSize is the number of turns per job a replay enqueues:
 // Worker.JobSize when set, else ReplayJobSizeLLM with an LLM and
 // ReplayJobSizeRules with the offline rules; at most ReplayBatchSize, since
-// a job holds turns of one batch.
+// a job's turns are recorded in its transaction, which holds at most
+// ReplayBatchSize turns.
 func (a *App) ReplayJobSize() int {
 	switch {
 	case !a.autoJobSize:
