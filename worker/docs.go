@@ -53,7 +53,12 @@ func (x *indexDocumentWorker) Work(ctx context.Context, job *river.Job[IndexDocu
 // job exists exactly when the pending document does), the job that chunks
 // the document, and returns its id.
 func (w *Worker) EnqueueIndexDocument(ctx context.Context, tx pgx.Tx, collectionID int64, docID, hash string) (int64, error) {
-	res, err := w.river.InsertTx(ctx, tx, IndexDocumentArgs{CollectionID: collectionID, DocID: docID, Hash: hash}, nil)
+	return insertIndexDocument(ctx, w.river, tx, collectionID, docID, hash)
+}
+
+// insertIndexDocument inserts a document's chunking job with client.
+func insertIndexDocument(ctx context.Context, client *river.Client[pgx.Tx], tx pgx.Tx, collectionID int64, docID, hash string) (int64, error) {
+	res, err := client.InsertTx(ctx, tx, IndexDocumentArgs{CollectionID: collectionID, DocID: docID, Hash: hash}, nil)
 	if err != nil {
 		return 0, fmt.Errorf("enqueue document index: %w", err)
 	}

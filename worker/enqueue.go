@@ -283,3 +283,11 @@ func withKeys(turns []store.Turn, keys []store.TurnKey) []store.Turn {
 	}
 	return out
 }
+
+// EnqueueIndexDocument inserts, in the put's transaction tx, the job that
+// chunks a document stored pending: Worker.EnqueueIndexDocument for a
+// process that runs no Worker (serve's enrich role). The workers of other
+// processes run it.
+func (e *Enqueuer) EnqueueIndexDocument(ctx context.Context, tx pgx.Tx, collectionID int64, docID, hash string) (int64, error) {
+	return insertIndexDocument(ctx, e.client, tx, collectionID, docID, hash)
+}

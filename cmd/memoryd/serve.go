@@ -174,11 +174,25 @@ func startErr(err error) error {
 }
 
 func runServe(ctx context.Context, a *cli, args []string) error {
-	var o serveOptions
-	f := newFlags("serve", "Usage: memoryd serve [flags]\n\nRuns the ingest consumer, the River extraction workers and the enrich service until SIGINT/SIGTERM.")
+	var (
+		o    serveOptions
+		role string
+	)
+	f := newFlags("serve", `Usage: memoryd serve [--role all|enrich|ingest] [flags]
+
+Runs the ingest consumer, the River extraction workers and the enrich service
+until SIGINT/SIGTERM; with --role, one side only, so that enrich and
+extraction can run in separate processes and on separate machines.`)
 	o.register(f)
+	f.String(&role, "role", string(app.RoleAll), "what this process runs: all (ingest, extraction and the memory.* requests), enrich (answers the memory.* requests only: run processes of role all or ingest beside it for the turn stream and the jobs its requests enqueue) or ingest (the turn stream and the River jobs only: answers no memory.* request)")
 	if err := f.Parse(args); err != nil {
 		return err
+	}
+	switch r := app.Role(role); r {
+	case app.RoleAll, app.RoleEnrich, app.RoleIngest:
+		o.app.Role = r
+	default:
+		return f.usageErr("--role %q is not all, enrich or ingest", role)
 	}
 	svc, logger, err := o.newApp(f, a, "memoryd")
 	if err != nil {

@@ -50,6 +50,9 @@ type App struct {
 	ext      worker.Extractor
 	emb      *embedding.Client // nil until used, and when embedding is off
 	worker   *worker.Worker
+	// enqueuer inserts the document jobs of a process that runs no worker
+	// (Role enrich), while started.
+	enqueuer *worker.Enqueuer
 	changes  *worker.Changes // publishes memory changes (changes.go)
 	// publishing: the store was opened by Start, whose change publisher
 	// is woken after the store's commits (changeCommitted) instead of by
@@ -185,8 +188,9 @@ func (a *App) extractor() (worker.Extractor, error) {
 }
 
 // Start connects, applies the migrations and runs the service: the ingest
-// consumer and extraction workers, the enrich service and, with Ops.Addr,
-// the operators' endpoint. On error what was started is stopped again.
+// consumer and extraction workers and the enrich service (or one of the two,
+// as Config.Role says), the memory change publisher and, with Ops.Addr, the
+// operators' endpoint. On error what was started is stopped again.
 func (a *App) Start(ctx context.Context) (err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -212,11 +216,16 @@ func (a *App) Start(ctx context.Context) (err error) {
 			_ = a.stopLocked(cctx)
 		}
 	}()
-	ext, err := a.extractor()
-	if err != nil {
-		return err
+	runWorker, runEnrich := a.cfg.Role.runs()
+	var ext worker.Extractor
+	if runWorker {
+		if ext, err = a.extractor(); err != nil {
+			return err
+		}
+		a.logExtractor(ctx, ext)
+	} else {
+		a.logger.InfoContext(ctx, "role enrich: no ingest or extraction in this process (processes of role all or ingest work the turn stream and the jobs)")
 	}
-	a.logExtractor(ctx, ext)
 	a.metrics = newMetrics()
 	llm, _ := ext.(usageReporter) // nil with the offline extractor
 	a.metrics.reg.MustRegister(newServiceCollector(a, llm))
@@ -234,14 +243,24 @@ func (a *App) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if err = a.startWorkerLocked(ctx, s, nc, ext, false); err != nil {
-		return err
+	if runWorker {
+		if err = a.startWorkerLocked(ctx, s, nc, ext, false); err != nil {
+			return err
+		}
+	} else {
+		// The documents its requests put are chunked by the workers of
+		// other processes: the job is inserted in the put's transaction.
+		if a.enqueuer, err = worker.NewEnqueuer(worker.EnqueuerConfig{Store: s, Logger: a.logger}); err != nil {
+			return err
+		}
 	}
 	if err = a.startChangesLocked(ctx, s, nc); err != nil {
 		return err
 	}
-	if err = a.startEnrichLocked(ctx, s, nc); err != nil {
-		return err
+	if runEnrich {
+		if err = a.startEnrichLocked(ctx, s, nc); err != nil {
+			return err
+		}
 	}
 	if ln != nil {
 		var ui *riverUI
@@ -364,8 +383,11 @@ func (a *App) startEnrichLocked(ctx context.Context, s *store.Store, nc *nats.Co
 	ec.Forget = func(ctx context.Context, userID string) (events.ForgetReply, error) {
 		return a.forget(ctx, w, js, s, userID)
 	}
-	if w != nil {
+	switch {
+	case w != nil:
 		ec.DocIndexer = w.EnqueueIndexDocument
+	case a.enqueuer != nil:
+		ec.DocIndexer = a.enqueuer.EnqueueIndexDocument
 	}
 	if ec.TracerProvider, err = a.tracerLocked(); err != nil {
 		return err
@@ -450,6 +472,7 @@ func (a *App) stopLocked(ctx context.Context) error {
 		errs = append(errs, a.worker.Stop(ctx))
 		a.worker = nil
 	}
+	a.enqueuer = nil
 	if a.changes != nil {
 		errs = append(errs, a.changes.Stop(ctx))
 		a.changes = nil
@@ -504,17 +527,30 @@ func (a *App) Health(ctx context.Context) map[string]string {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	checks := map[string]string{"postgres": "ok", "nats": "ok", "consumer": "ok"}
+	// A process of role enrich does not consume the stream: whether the
+	// durable consumer exists is the ingest processes' readiness.
+	runWorker, _ := a.cfg.Role.runs()
+	if !runWorker {
+		delete(checks, "consumer")
+	}
 	if s == nil {
 		checks["postgres"] = errNotStarted.Error()
 	} else if err := s.Ping(ctx); err != nil {
 		checks["postgres"] = err.Error()
 	}
 	if nc == nil {
-		checks["nats"], checks["consumer"] = errNotStarted.Error(), errNotStarted.Error()
+		for k := range checks {
+			if k != "postgres" {
+				checks[k] = errNotStarted.Error()
+			}
+		}
 		return checks
 	}
 	if !nc.IsConnected() {
 		checks["nats"] = "not connected: " + nc.Status().String()
+	}
+	if !runWorker {
+		return checks
 	}
 	js, err := jetstream.New(nc)
 	if err == nil {

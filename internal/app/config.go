@@ -47,6 +47,10 @@ type Config struct {
 	// worker, the enrich service and the admin operations. Defaults
 	// events.DefaultPrefix and events.DefaultStream.
 	Prefix, Stream string
+	// Role is what Start runs: RoleAll, the default, everything; RoleEnrich
+	// or RoleIngest one side, so that enrich and extraction can be placed
+	// and scaled apart (see Role).
+	Role Role
 
 	// NATS is the connection every component shares.
 	NATS NATSConfig
@@ -89,6 +93,33 @@ type Config struct {
 	// set (tracing.go); the App sets the components' TracerProvider from
 	// it. Default off.
 	Tracing TracingConfig
+}
+
+// Role is what a serving App runs (Config.Role). Every role publishes
+// memory changes and serves the operators' endpoint; the admin operations
+// (replay, forget, prune, ...) do not depend on it.
+type Role string
+
+const (
+	// RoleAll runs the ingest consumer, the extraction workers (River's
+	// extract, embed and document queues, and the leader's reconcile,
+	// takeover and pruning) and the enrich service.
+	RoleAll Role = "all"
+	// RoleEnrich answers the memory.* requests (enrich, search, the memory
+	// tools, documents, forget, stats) and runs no worker: it neither
+	// consumes the turn stream nor works River jobs. The jobs its requests
+	// enqueue (a large document's chunking, embeddings) are worked by the
+	// RoleAll or RoleIngest processes beside it, which must exist.
+	RoleEnrich Role = "enrich"
+	// RoleIngest runs the ingest consumer and the workers, and answers no
+	// memory.* request.
+	RoleIngest Role = "ingest"
+)
+
+// runs reports whether a process of role r runs the worker (ingest and
+// extraction) and the enrich service.
+func (r Role) runs() (worker, enrich bool) {
+	return r != RoleEnrich, r != RoleIngest
 }
 
 // OpsConfig configures the HTTP endpoint for operators.
@@ -162,6 +193,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Stream == "" {
 		c.Stream = events.DefaultStream
+	}
+	if c.Role == "" {
+		c.Role = RoleAll
 	}
 	c.NATS = c.NATS.withDefaults()
 	// Only the store's URL: its pool size defaults to the URL's
@@ -255,6 +289,11 @@ func (c Config) validate() error {
 		if d.bad {
 			return &ConfigError{Field: d.field, Value: fmt.Sprint(d.value), Reason: "is out of range"}
 		}
+	}
+	switch c.Role {
+	case RoleAll, RoleEnrich, RoleIngest:
+	default:
+		return &ConfigError{Field: "Role", Value: string(c.Role), Reason: fmt.Sprintf("is not one of %s, %s, %s", RoleAll, RoleEnrich, RoleIngest)}
 	}
 	if c.LLM.BaseURL != "" && c.LLM.Model == "" {
 		return &ConfigError{Field: "LLM.Model", Reason: "is required with LLM.BaseURL"}

@@ -1,0 +1,102 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/memoryd/memoryd/events"
+)
+
+// TestRolesSplitEnrichFromIngest: a process of role enrich answers the
+// memory.* requests and works nothing (no durable consumer, no readiness
+// check of it); a process of role ingest beside it, on the same database and
+// stream, records and extracts the turns and chunks the large document the
+// enrich process stored pending, and answers no request.
+func TestRolesSplitEnrichFromIngest(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.Enricher.InlineChunkBytes = 64 // the document below is chunked by a job
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	start := func(role Role) *App {
+		t.Helper()
+		c := cfg
+		c.Role = role
+		a, err := New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = a.Stop(context.Background()) })
+		return a
+	}
+
+	enrich := start(RoleEnrich)
+	js, err := jetstream.New(enrich.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Consumer(ctx, cfg.Stream, enrich.cfg.Worker.Durable); !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("role enrich: the ingest consumer lookup gave %v, want it absent", err)
+	}
+	h := enrich.Health(ctx)
+	if _, ok := h["consumer"]; ok || h["postgres"] != "ok" || h["nats"] != "ok" {
+		t.Errorf("role enrich: health = %v, want postgres and nats ok and no consumer check", h)
+	}
+	client := events.NewClient(enrich.nc, cfg.Prefix)
+	doc := strings.Repeat("The staging cluster restarts every Tuesday at noon. ", 20)
+	put, err := client.PutDocument(ctx, events.DocsPutRequest{UserID: "alice", Collection: "ops", DocID: "runbook", Content: doc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if put.Status != events.DocPending || put.JobID == 0 {
+		t.Fatalf("role enrich: put of a document over InlineChunkBytes = %+v, want pending with a job", put)
+	}
+
+	ingest := start(RoleIngest)
+	publishAndWait(t, ingest, "alice", events.Turn{ID: "a1", UserID: "alice", UserMessage: "My cat is called Miso.", Timestamp: time.Now().Add(-time.Minute)})
+	r, err := client.Enrich(ctx, events.EnrichRequest{UserID: "alice", Message: "What is my cat called?", Threshold: new(float64)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Context) == 0 || !strings.Contains(r.Context[0].Question, "Miso") {
+		t.Errorf("enrich through role enrich after role ingest extracted: context = %+v", r.Context)
+	}
+	err = poll(ctx, 50*time.Millisecond, func() (bool, error) {
+		l, err := client.ListDocuments(ctx, events.DocsListRequest{UserID: "alice", Collection: "ops"})
+		return err == nil && len(l.Documents) == 1 && l.Documents[0].Status == events.DocReady, err
+	})
+	if err != nil {
+		t.Fatalf("the document put through role enrich was not chunked by role ingest's workers: %v", err)
+	}
+	if h := ingest.Health(ctx); h["consumer"] != "ok" {
+		t.Errorf("role ingest: health = %v, want the consumer ok", h)
+	}
+
+	// Role ingest answers no request: with the enrich process gone, nobody does.
+	if err := enrich.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	other := events.NewClient(ingest.nc, cfg.Prefix)
+	if _, err := other.Stats(ctx, "alice"); !errors.Is(err, nats.ErrNoResponders) {
+		t.Errorf("role ingest answered memory.stats (err %v), want no responders", err)
+	}
+}
+
+// TestRoleValidated: an unknown role is a configuration error naming it.
+func TestRoleValidated(t *testing.T) {
+	cfg := Defaults()
+	cfg.Role = "reader"
+	var cerr *ConfigError
+	if _, err := New(cfg); !errors.As(err, &cerr) || cerr.Field != "Role" {
+		t.Fatalf("New with Role %q: %v, want a ConfigError on Role", cfg.Role, err)
+	}
+}
