@@ -392,3 +392,44 @@ func TestForgetPurgesDeadLettersAttributedToTheUser(t *testing.T) {
 		t.Fatalf("Postgres holds of dave: %s", got)
 	}
 }
+
+// A forget takes only the user's events out of the stream: another user's
+// events that the durable consumer has not delivered yet are still
+// delivered and recorded. (A subject-filtered purge made nats-server
+// before 2.9.12 move every consumer whose filter is wider, such as
+// ingest's, past the purge, so those events were silently skipped.)
+func TestForgetKeepsOtherUsersUndeliveredEvents(t *testing.T) {
+	e := setup(t)
+	e.start(extractor.NewRules(), nil)() // the durable consumer exists, nothing reads it
+	for i := range 10 {
+		for _, u := range []string{"bob", "dave"} {
+			e.publish(events.Turn{ID: fmt.Sprintf("%s-%d", u, i), UserID: u, UserMessage: fmt.Sprintf("I live in city%d.", i),
+				AssistantResponse: "ok", Timestamp: t0.Add(time.Duration(i) * time.Minute)})
+		}
+	}
+	res, err := worker.Forget(e.ctx, e.js, e.store, e.prefix, e.stream, "dave")
+	if err != nil || res.StreamEvents != 10 {
+		t.Fatalf("forget dave = %+v, %v; want his 10 events removed from the stream", res, err)
+	}
+	c, err := e.js.Consumer(e.ctx, e.stream, worker.DefaultDurable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Info(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.NumPending != 10 || info.NumAckPending != 0 {
+		t.Fatalf("after forgetting dave the ingest consumer has %d events pending, %d unacknowledged; want bob's 10 pending",
+			info.NumPending, info.NumAckPending)
+	}
+	e.start(extractor.NewRules(), nil)
+	e.waitDone(10)
+	e.waitSettled()
+	if st, err := e.store.Stats(e.ctx, "bob"); err != nil || st.TurnsProcessed != 10 {
+		t.Fatalf("bob stats = %+v, %v; want his 10 turns", st, err)
+	}
+	if got := e.leftovers("dave"); got != "" {
+		t.Fatalf("dave left: %s", got)
+	}
+}
