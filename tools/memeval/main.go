@@ -64,6 +64,7 @@ type options struct {
 	cv             bool
 	docs           bool
 	cvCache        string
+	cvDrop         string
 	verbose        bool
 }
 
@@ -105,9 +106,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o.embedAPIKey = os.Getenv("MEMEVAL_EMBED_API_KEY")
 	fs.BoolVar(&o.docs, "docs", false, "instead of the usual report, run the knowledge-base retrieval check (testdata/docs): recall of the expected section by enrich's document chunks next to FTS5-BM25 over the same chunks; -limit takes the first N questions")
 	fs.StringVar(&o.cvCache, "cv-cache", "", "with -cv: read the candidates from this file when it exists (no Postgres or NATS needed), else save them to it after ingesting; it holds the data's text: keep it out of the repository")
+	fs.StringVar(&o.cvDrop, "cv-drop", "", "with -cv: instead of the cross-validation, report enrich's recall (current constants) with these keywords (space- or comma-separated) left out of every question's search, next to the search with them")
 	fs.BoolVar(&o.verbose, "v", false, "log memoryd's warnings and errors")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if o.cvDrop != "" && !o.cv {
+		return errors.New("-cv-drop needs -cv")
 	}
 	level := slog.Level(100)
 	if o.verbose {
@@ -118,6 +123,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if o.cv && o.cvCache != "" {
 		if c, err := readCVCache(o.cvCache); err == nil {
 			progress("candidates read from %s\n", o.cvCache)
+			if o.cvDrop != "" {
+				reportDrop(stdout, c, strings.FieldsFunc(strings.ToLower(o.cvDrop), isListSep))
+				return nil
+			}
 			qs := cvQuestions(c)
 			reportCV(stdout, c.Sets, qs, crossValidate(qs, len(c.Sets), cvVariants(), progress))
 			return nil
@@ -195,6 +204,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			if err := writeCVCache(o.cvCache, c); err != nil {
 				return err
 			}
+		}
+		if o.cvDrop != "" {
+			reportDrop(stdout, c, strings.FieldsFunc(strings.ToLower(o.cvDrop), isListSep))
+			return nil
 		}
 		qs := cvQuestions(c)
 		reportCV(stdout, c.Sets, qs, crossValidate(qs, len(c.Sets), cvVariants(), progress))
@@ -389,3 +402,6 @@ func ratio(a, b float64) string {
 	}
 	return fmt.Sprintf("%.2f", a/b)
 }
+
+// isListSep separates the words of a flag's list.
+func isListSep(r rune) bool { return r == ' ' || r == ',' }
