@@ -134,19 +134,29 @@ func userSubjects(ctx context.Context, st jetstream.Stream, prefix, token string
 		total    uint64
 	)
 	for _, subj := range []string{subject, subject + ".>"} {
-		info, err := st.Info(ctx, jetstream.WithSubjectFilter(subj))
+		n, err := subjectCount(ctx, st, subj)
 		if err != nil {
-			return nil, 0, fmt.Errorf("forget: stream %s: %w", st.CachedInfo().Config.Name, err)
-		}
-		var n uint64
-		for _, c := range info.State.Subjects {
-			n += c
+			return nil, 0, err
 		}
 		if n > 0 {
 			subjects, total = append(subjects, subj), total+n
 		}
 	}
 	return subjects, total, nil
+}
+
+// subjectCount is how many messages of the stream are on subject (which may
+// hold wildcards).
+func subjectCount(ctx context.Context, st jetstream.Stream, subject string) (uint64, error) {
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		return 0, fmt.Errorf("forget: stream %s: %w", st.CachedInfo().Config.Name, err)
+	}
+	var n uint64
+	for _, c := range info.State.Subjects {
+		n += c
+	}
+	return n, nil
 }
 
 // purgeTurns deletes the events on subjects up to sequence through, one
@@ -191,7 +201,17 @@ func appendSeqs(ctx context.Context, st jetstream.Stream, subj string, through u
 	}
 	defer it.Stop()
 	for {
-		m, err := it.Next(jetstream.NextContext(ctx))
+		nctx, cancel := context.WithTimeout(ctx, forgetReadStall)
+		m, err := it.Next(jetstream.NextContext(nctx))
+		cancel()
+		if err != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
+			// Nothing came: done when subj holds nothing more (another
+			// forget of the user deleted what was counted), else wait on.
+			if n, cerr := subjectCount(ctx, st, subj); cerr == nil && n == 0 {
+				return seqs, nil
+			}
+			continue
+		}
 		if err != nil {
 			return seqs, err
 		}
@@ -208,6 +228,10 @@ func appendSeqs(ctx context.Context, st jetstream.Stream, subj string, through u
 		}
 	}
 }
+
+// forgetReadStall is how long reading a subject's sequences waits for the
+// next message before it checks whether the subject still holds any.
+const forgetReadStall = 5 * time.Second
 
 // deleteInFlight bounds the delete requests a forget has in flight: the
 // round trips overlap, the server still applies them one by one.
