@@ -95,7 +95,9 @@ func NewEnqueuer(cfg EnqueuerConfig) (*Enqueuer, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	client, err := river.NewClient(riverpgxv5.New(cfg.Store.Pool()), &river.Config{Logger: cfg.Logger.With("component", "river")})
+	// MaxAttempts (0: River's default) is also that of the jobs inserted
+	// without their own, such as a document's chunking job.
+	client, err := river.NewClient(riverpgxv5.New(cfg.Store.Pool()), &river.Config{Logger: cfg.Logger.With("component", "river"), MaxAttempts: cfg.MaxAttempts})
 	if err != nil {
 		return nil, fmt.Errorf("worker: river: %w", err)
 	}

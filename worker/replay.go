@@ -52,9 +52,10 @@ type ReplayConfig struct {
 	// holds: a window is recorded once it holds this much. Default
 	// DefaultReplayWindowBytes.
 	WindowBytes int
-	// JobSize is how many turns one extraction job gets. Large jobs make the
-	// offline extractor fast; with an LLM, small ones spread the calls over
-	// the workers. Default 100.
+	// JobSize is how many turns one extraction job gets, at most: a job
+	// holds turns of one transaction, so at most min(JobSize, BatchSize).
+	// Large jobs make the offline extractor fast; with an LLM, small ones
+	// spread the calls over the workers. Default 100.
 	JobSize int
 	// MaxClockSkew is how far a turn's timestamp may be ahead of the time
 	// the stream stored the event before it is clamped to that time; use
@@ -64,8 +65,8 @@ type ReplayConfig struct {
 	// takes its consumer for stalled (as one can be after a purge of another
 	// subject) and reads on from a new one. Default 5s.
 	StallTimeout time.Duration
-	// Progress, when set, is called after every batch, on the goroutine
-	// that reads the stream.
+	// Progress, when set, is called every BatchSize events read and after
+	// every window recorded, on the goroutine that reads the stream.
 	Progress func(ReplayProgress)
 	// Enqueuer inserts the extraction jobs: the process's Worker's
 	// (Worker.Enqueuer) when it runs one, else one from NewEnqueuer with
@@ -82,7 +83,9 @@ type ReplayProgress struct {
 	// Read counts events read so far; Total is what the stream held for the
 	// replay's scope when it started.
 	Read, Total uint64
-	// Enqueued counts turns set to be extracted again.
+	// Enqueued counts turns set to be extracted again. It moves only when
+	// a window is recorded, by up to Window turns at once, so it lags Read
+	// by up to a window.
 	Enqueued int
 	// Invalid counts events skipped as invalid; OptedOut those with
 	// memory:false.
@@ -115,8 +118,9 @@ func (p ReplayProgress) ETA() time.Duration {
 // turns are recorded or set back to pending and batched into River jobs of
 // JobSize turns of one user (gathered over a Window of the stream), so that
 // the running workers rebuild memory without per-turn job overhead. A turn
-// is recorded pending and its job inserted in one transaction. Facts converge whatever order the jobs run in (latest source
-// time wins) and context is deduplicated, so replaying twice gives the same
+// is recorded pending and its job inserted in one transaction. Facts
+// converge whatever order the jobs run in (latest source time wins) and
+// context is deduplicated, so replaying twice gives the same
 // memory as replaying once, and an interrupted replay can simply be re-run.
 //
 // Replay only enqueues; workers (memoryd serve, or a Worker started by the

@@ -250,7 +250,7 @@ func (a *App) Start(ctx context.Context) (err error) {
 	} else {
 		// The documents its requests put are chunked by the workers of
 		// other processes: the job is inserted in the put's transaction.
-		if a.enqueuer, err = worker.NewEnqueuer(worker.EnqueuerConfig{Store: s, Logger: a.logger}); err != nil {
+		if a.enqueuer, err = worker.NewEnqueuer(worker.EnqueuerConfig{Store: s, MaxAttempts: a.cfg.Worker.MaxAttempts, Logger: a.logger}); err != nil {
 			return err
 		}
 	}

@@ -60,6 +60,15 @@ func TestRolesSplitEnrichFromIngest(t *testing.T) {
 	if put.Status != events.DocPending || put.JobID == 0 {
 		t.Fatalf("role enrich: put of a document over InlineChunkBytes = %+v, want pending with a job", put)
 	}
+	// The job inserted by the process that works none still runs the
+	// workers' MaxAttempts, not River's default.
+	var attempts int
+	if err := enrich.store.Pool().QueryRow(ctx, "SELECT max_attempts FROM river_job WHERE id = $1", put.JobID).Scan(&attempts); err != nil {
+		t.Fatal(err)
+	}
+	if attempts != cfg.Worker.MaxAttempts {
+		t.Errorf("role enrich: the document job has max_attempts %d, want Worker.MaxAttempts %d", attempts, cfg.Worker.MaxAttempts)
+	}
 
 	ingest := start(RoleIngest)
 	publishAndWait(t, ingest, "alice", events.Turn{ID: "a1", UserID: "alice", UserMessage: "My cat is called Miso.", Timestamp: time.Now().Add(-time.Minute)})
