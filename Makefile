@@ -3,7 +3,7 @@ GO ?= go
 PKGS ?= ./...
 FUZZTIME ?= 30s
 
-.PHONY: demo test systest build services vet tools fuzz serve
+.PHONY: demo test systest build services testdeps vet tools fuzz serve
 
 ## demo: start the local servers if needed, then run memoryd end to end on the defaults
 demo: services
@@ -12,11 +12,11 @@ demo: services
 ## test: vet, build the tools, and run every test with the race detector against
 ## the real servers, printing each package as it finishes (scripts/testprogress);
 ## exit status is go test's
-test: services vet tools
+test: services testdeps vet tools
 	$(GO) run ./scripts/testprogress -race -count=1 -timeout 8m $(PKGS)
 
 ## systest: only the system tests (real memoryd processes, fault injection, the documented commands)
-systest: services
+systest: services testdeps
 	$(GO) run ./scripts/testprogress -race -count=1 -timeout 8m ./systest/
 
 ## serve: run the service on the defaults
@@ -40,6 +40,10 @@ build:
 
 services:
 	@./scripts/services.sh
+
+## testdeps: Node.js/npm and libnats-dev, for the tests' Node.js and C clients (scripts/testdeps.sh)
+testdeps:
+	@./scripts/testdeps.sh
 
 ## fuzz: run each fuzz target for FUZZTIME (not part of `make test`)
 fuzz:
