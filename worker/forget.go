@@ -180,8 +180,11 @@ func purgeTurns(ctx context.Context, st jetstream.Stream, subjects []string, thr
 }
 
 // appendSeqs appends to seqs the sequences of subj's messages up to through,
-// read with an ordered consumer that delivers headers only. subj must hold
-// a message (the read ends on the last one, or on ctx).
+// read with an ordered consumer that delivers headers only. The read ends
+// on the last one (or on through), or when it stalls and the stream holds
+// no message on subj after the last one read: a delete by someone else
+// during the read (another forget of the user, an opted-out event erased)
+// leaves the consumer's pending count too high to tell the end.
 func appendSeqs(ctx context.Context, st jetstream.Stream, subj string, through uint64, seqs []uint64) ([]uint64, error) {
 	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}, HeadersOnly: true})
 	if err != nil {
@@ -200,14 +203,16 @@ func appendSeqs(ctx context.Context, st jetstream.Stream, subj string, through u
 		return seqs, err
 	}
 	defer it.Stop()
+	var last uint64 // the last sequence read
 	for {
 		nctx, cancel := context.WithTimeout(ctx, forgetReadStall)
 		m, err := it.Next(jetstream.NextContext(nctx))
 		cancel()
 		if err != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
-			// Nothing came: done when subj holds nothing more (another
-			// forget of the user deleted what was counted), else wait on.
-			if n, cerr := subjectCount(ctx, st, subj); cerr == nil && n == 0 {
+			// Nothing came: done when no message on subj up to through
+			// follows the last one read, else wait on for it.
+			next, gerr := st.GetMsg(ctx, last+1, jetstream.WithGetMsgSubject(subj))
+			if errors.Is(gerr, jetstream.ErrMsgNotFound) || (gerr == nil && next.Sequence > through) {
 				return seqs, nil
 			}
 			continue
@@ -222,15 +227,16 @@ func appendSeqs(ctx context.Context, st jetstream.Stream, subj string, through u
 		if md.Sequence.Stream > through {
 			return seqs, nil
 		}
-		seqs = append(seqs, md.Sequence.Stream)
-		if md.NumPending == 0 {
+		last = md.Sequence.Stream
+		seqs = append(seqs, last)
+		if md.NumPending == 0 || last == through {
 			return seqs, nil
 		}
 	}
 }
 
 // forgetReadStall is how long reading a subject's sequences waits for the
-// next message before it checks whether the subject still holds any.
+// next message before it checks whether the stream holds one more.
 const forgetReadStall = 5 * time.Second
 
 // deleteInFlight bounds the delete requests a forget has in flight: the
@@ -238,7 +244,8 @@ const forgetReadStall = 5 * time.Second
 const deleteInFlight = 8
 
 // deleteMsgs overwrites and deletes the messages at seqs, counting one
-// already gone as deleted. On an error it stops sending and returns the
+// already gone as deleted (another forget of the user, or ingest erasing an
+// opted-out event, got there first). On an error it stops sending and returns the
 // first error once the requests in flight are answered.
 func deleteMsgs(ctx context.Context, st jetstream.Stream, seqs []uint64) (uint64, error) {
 	var (
@@ -257,11 +264,11 @@ func deleteMsgs(ctx context.Context, st jetstream.Stream, seqs []uint64) (uint64
 		wg.Add(1)
 		go func() {
 			defer func() { <-slots; wg.Done() }()
-			err := st.SecureDeleteMsg(ctx, seq)
+			err := deleteEvent(ctx, st, seq, true)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
-			case err == nil || errors.Is(err, jetstream.ErrMsgNotFound):
+			case err == nil:
 				deleted++
 			case first == nil:
 				first = fmt.Errorf("forget: delete event %d: %w", seq, err)
@@ -323,18 +330,39 @@ func purgeDeadLetters(ctx context.Context, js jetstream.JetStream, turns jetstre
 			case err != nil:
 				return dead, moved, fmt.Errorf("forget: read turn stream: %w", err)
 			case ev.Subject == m.Header.Get(events.HeaderOriginalSubject) && bytes.Equal(ev.Data, m.Data):
-				if err := turns.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+				if err := deleteEvent(ctx, turns, seq, false); err != nil {
 					return dead, moved, fmt.Errorf("forget: delete turn event %d: %w", seq, err)
 				}
 				moved++
 			}
 		}
-		if err := dl.DeleteMsg(ctx, m.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		if err := deleteEvent(ctx, dl, m.Sequence, false); err != nil {
 			return dead, moved, fmt.Errorf("forget: delete dead letter %d: %w", m.Sequence, err)
 		}
 		dead++
 	}
 	return dead, moved, nil
+}
+
+// deleteEvent deletes the message at seq from st (overwriting it first when
+// secure), and succeeds when it is already gone. The delete's own error
+// does not tell: nats.go wraps the server's "no message found" into
+// ErrMsgDeleteUnsuccessful as text, so a failed delete asks whether the
+// message is still there.
+func deleteEvent(ctx context.Context, st jetstream.Stream, seq uint64, secure bool) error {
+	var err error
+	if secure {
+		err = st.SecureDeleteMsg(ctx, seq)
+	} else {
+		err = st.DeleteMsg(ctx, seq)
+	}
+	if err == nil {
+		return nil
+	}
+	if _, gerr := st.GetMsg(ctx, seq); errors.Is(gerr, jetstream.ErrMsgNotFound) {
+		return nil
+	}
+	return err
 }
 
 // originalSeq is the turn-stream sequence a dead letter records, 0 when it

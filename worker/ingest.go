@@ -244,14 +244,7 @@ func (w *Worker) erase(ctx context.Context, seq uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	s := w.turnStream
-	err := s.SecureDeleteMsg(ctx, seq)
-	if err == nil {
-		return nil
-	}
-	if _, gerr := s.GetMsg(ctx, seq); errors.Is(gerr, jetstream.ErrMsgNotFound) {
-		return nil
-	}
-	return err
+	return deleteEvent(ctx, s, seq, true)
 }
 
 // enqueue inserts one extraction job per newly recorded turn, or per
@@ -308,7 +301,8 @@ func (w *Worker) decode(m jetstream.Msg) (events.Turn, error) {
 // reject copies an invalid event to the dead-letter stream with the reason,
 // then terminates it. If the copy cannot be stored the event is handed back
 // instead, so that nothing is lost. An event of a user forgotten since it was
-// published (see eventTokens) is terminated without a copy; the copy is
+// published (see eventTokens) is erased from the stream and terminated
+// without a copy; the copy is
 // published holding the users' locks, so that a concurrent forget finds it.
 func (w *Worker) reject(ctx context.Context, m jetstream.Msg, reason error) {
 	var seq uint64
@@ -353,7 +347,15 @@ func (w *Worker) reject(ctx context.Context, m jetstream.Msg, reason error) {
 		return
 	}
 	if forgotten {
-		w.logger.Debug("dropped invalid event of a forgotten user", "stream_seq", seq)
+		// The forget's own deletes may have missed it: published on
+		// another user's subject, and with no dead letter yet to lead
+		// them to it. Its text goes now, or the event comes back.
+		if err := w.erase(ctx, seq); err != nil {
+			w.logger.Error("ingest: cannot erase invalid event of a forgotten user; will redeliver", "stream_seq", seq, "error", err)
+			_ = m.NakWithDelay(w.cfg.RetryBackoff)
+			return
+		}
+		w.logger.Debug("erased invalid event of a forgotten user", "stream_seq", seq)
 		_ = m.Term()
 		return
 	}
