@@ -1,7 +1,6 @@
 package proxy_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -9,60 +8,16 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-// nodeClient installs the openai npm package pinned by
-// testdata/openai-node/package-lock.json into a cache directory (once; npm
-// ci is skipped while the lock file is unchanged) and returns the directory
-// holding client.mjs and node_modules.
-func nodeClient(t *testing.T) string {
-	t.Helper()
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Fatalf("node is not installed (needed for the openai npm client test): %v", err)
-	}
-	src := filepath.Join("testdata", "openai-node")
-	lock, err := os.ReadFile(filepath.Join(src, "package-lock.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		cache = os.TempDir()
-	}
-	dir := filepath.Join(cache, "memoryd-test", "openai-node")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"package.json", "package-lock.json", "client.mjs"} {
-		data, err := os.ReadFile(filepath.Join(src, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	stamp := filepath.Join(dir, "node_modules", ".memoryd-lock")
-	if have, err := os.ReadFile(stamp); err == nil && bytes.Equal(have, lock) {
-		return dir
-	}
-	cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund", "--cache", filepath.Join(dir, ".npm"))
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm could not install the openai client into %s (is the npm registry reachable?): %v\n%s", dir, err, out)
-	}
-	if err := os.WriteFile(stamp, lock, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
+	"github.com/memoryd/memoryd/internal/nodetest"
+)
 
 // TestOpenAINodeClient: the real openai npm client streams through the
 // proxy, its turn is remembered, a second conversation is enriched with it,
 // models are listed, and a wrong key is its 401.
 func TestOpenAINodeClient(t *testing.T) {
 	t.Parallel()
-	dir := nodeClient(t)
+	dir := nodetest.Install(t, filepath.Join("testdata", "openai-node"), "openai-node", "package.json", "package-lock.json", "client.mjs")
 	e := newEnv(t, nil)
 	run := func(mode, message string) map[string]any {
 		t.Helper()

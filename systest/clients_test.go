@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/memoryd/memoryd/events/eventstest"
+	"github.com/memoryd/memoryd/internal/nodetest"
 	"github.com/memoryd/memoryd/store/storetest"
 )
 
@@ -43,7 +44,7 @@ var clientSteps = []string{"publish", "enrich", "search", "stats", "forget", "er
 // libnats-dev (scripts/testdeps.sh installs both for make test).
 func TestNonGoClientsFromProtocolDoc(t *testing.T) {
 	t.Parallel()
-	node := natsNodeClient(t)
+	node := nodetest.Install(t, filepath.Join("testdata", "clients", "node"), "nats-node", "package.json", "package-lock.json", "client.mjs")
 	cClient := natsCClient(t)
 
 	var memorydBlock, frontendBlock string
@@ -159,53 +160,6 @@ accounts {
 	if len(info.State.Subjects) != 0 {
 		t.Errorf("after both clients forgot alice, the turn stream still holds %v", info.State.Subjects)
 	}
-}
-
-// natsNodeClient installs the `nats` npm package pinned by
-// testdata/clients/node/package-lock.json into a cache directory (npm ci
-// only when the lock file changed) beside a copy of client.mjs (an ES
-// module finds its packages next to itself only), and returns that
-// directory.
-func natsNodeClient(t *testing.T) string {
-	t.Helper()
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Fatalf("node is not installed (needed for the Node.js client test; make test installs it): %v", err)
-	}
-	src := filepath.Join("testdata", "clients", "node")
-	lock, err := os.ReadFile(filepath.Join(src, "package-lock.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		cache = os.TempDir()
-	}
-	dir := filepath.Join(cache, "memoryd-test", "nats-node")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"package.json", "package-lock.json", "client.mjs"} {
-		data, err := os.ReadFile(filepath.Join(src, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	stamp := filepath.Join(dir, "node_modules", ".memoryd-lock")
-	if have, err := os.ReadFile(stamp); err == nil && bytes.Equal(have, lock) {
-		return dir
-	}
-	cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund", "--cache", filepath.Join(dir, ".npm"))
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm could not install the nats client into %s (is the npm registry reachable?): %v\n%s", dir, err, out)
-	}
-	if err := os.WriteFile(stamp, lock, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir
 }
 
 // natsCClient compiles testdata/clients/c/client.c against libnats into a

@@ -223,17 +223,7 @@ func forgetWhileIngesting(t *testing.T, optOut bool) {
 	if err := s.Pool().QueryRow(e.ctx, `SELECT stream_seq FROM tombstones WHERE user_token = $1`, events.UserToken("dave")).Scan(&tomb); err != nil {
 		t.Fatal(err)
 	}
-	eventstest.Eventually(t, "all events acknowledged", 2*time.Minute, func() (bool, string) {
-		c, err := e.js.Consumer(e.ctx, e.stream, DefaultDurable)
-		if err != nil {
-			return false, err.Error()
-		}
-		info, err := c.Info(e.ctx)
-		if err != nil {
-			return false, err.Error()
-		}
-		return info.NumPending == 0 && info.NumAckPending == 0, fmt.Sprintf("pending=%d ack_pending=%d", info.NumPending, info.NumAckPending)
-	})
+	e.waitAllAcked(t)
 	var before, bob int64
 	if err := s.Pool().QueryRow(e.ctx, `SELECT
 		(SELECT count(*) FROM turns WHERE user_id = 'dave' AND stream_seq <= $1),
@@ -259,6 +249,23 @@ func forgetWhileIngesting(t *testing.T, optOut bool) {
 
 func TestForgetWhileIngestingLeavesNothing(t *testing.T)        { forgetWhileIngesting(t, false) }
 func TestForgetWhileIngestingOptOutsLeavesNothing(t *testing.T) { forgetWhileIngesting(t, true) }
+
+// waitAllAcked waits until ingest's durable consumer has every event of the
+// stream delivered and acknowledged.
+func (e *raceEnv) waitAllAcked(t *testing.T) {
+	t.Helper()
+	eventstest.Eventually(t, "all events acknowledged", 2*time.Minute, func() (bool, string) {
+		c, err := e.js.Consumer(e.ctx, e.stream, DefaultDurable)
+		if err != nil {
+			return false, err.Error()
+		}
+		info, err := c.Info(e.ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return info.NumPending == 0 && info.NumAckPending == 0, fmt.Sprintf("pending=%d ack_pending=%d", info.NumPending, info.NumAckPending)
+	})
+}
 
 // startWorker starts a Worker with the offline extractor on e's stream and
 // returns its stop (also the test's cleanup): calling it at once leaves the
@@ -350,18 +357,31 @@ func TestForgetErasesUndeliveredMisroutedEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.startWorker(t, s)
-	eventstest.Eventually(t, "all events acknowledged", 2*time.Minute, func() (bool, string) {
-		c, err := e.js.Consumer(e.ctx, e.stream, DefaultDurable)
-		if err != nil {
-			return false, err.Error()
-		}
-		info, err := c.Info(e.ctx)
-		if err != nil {
-			return false, err.Error()
-		}
-		return info.NumPending == 0 && info.NumAckPending == 0, ""
-	})
+	e.waitAllAcked(t)
 	if m, err := e.st.GetMsg(e.ctx, ack.Sequence); err == nil {
 		t.Fatalf("dave's event %d (%s) is still in the turn stream after his forget: %s", ack.Sequence, m.Subject, m.Data)
+	}
+}
+
+// A forget whose events another forget of the same user deleted after it
+// counted them reads nothing and returns, rather than waiting for events
+// that will not come until its deadline.
+func TestAppendSeqsEndsWhenTheEventsAreGone(t *testing.T) {
+	e := raceSetup(t)
+	seqs := e.publishN(t, "dave", 3)
+	subjects, held, err := userSubjects(e.ctx, e.st, e.prefix, events.UserToken("dave"))
+	if err != nil || held != 3 || len(subjects) != 1 {
+		t.Fatalf("userSubjects = %v, %d, %v; want dave's subject holding 3", subjects, held, err)
+	}
+	for _, seq := range seqs { // the other forget deletes them
+		if err := e.st.DeleteMsg(e.ctx, seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, time.Minute)
+	defer cancel()
+	read, err := appendSeqs(ctx, e.st, subjects[0], seqs[len(seqs)-1], nil)
+	if err != nil || len(read) != 0 {
+		t.Fatalf("appendSeqs = %v, %v; want nothing read and no error", read, err)
 	}
 }
