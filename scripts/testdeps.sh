@@ -5,12 +5,13 @@
 # docs/protocol.md is enough to write a frontend in another language. A
 # missing one is installed with apt-get when this runs as root on Debian;
 # otherwise it is reported in one sentence with the fix. Set
-# MEMORYD_SKIP_SERVICES=1 to manage them yourself.
+# MEMORYD_SKIP_TESTDEPS=1 to manage them yourself.
 set -u
-[ "${MEMORYD_SKIP_SERVICES:-}" = 1 ] && exit 0
+[ "${MEMORYD_SKIP_TESTDEPS:-}" = 1 ] && exit 0
 
 missing=()
-command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 command -v cc >/dev/null 2>&1 || missing+=(gcc)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 if ! pkg-config --exists libnats 2>/dev/null && [ ! -e /usr/include/nats/nats.h ] && [ ! -e /usr/include/nats.h ]; then
@@ -19,12 +20,14 @@ fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  if DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/tmp/memoryd-testdeps.log 2>&1 ||
-     { apt-get update -qq >>/tmp/memoryd-testdeps.log 2>&1 &&
-       DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >>/tmp/memoryd-testdeps.log 2>&1; }; then
+  log=$(mktemp "${TMPDIR:-/tmp}/memoryd-testdeps.XXXXXX")
+  if DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >"$log" 2>&1 ||
+     { apt-get update -qq >>"$log" 2>&1 &&
+       DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >>"$log" 2>&1; }; then
+    rm -f "$log"
     exit 0
   fi
-  echo "The tests need ${missing[*]} and apt-get could not install them (see /tmp/memoryd-testdeps.log): install them and run make test again." >&2
+  echo "The tests need ${missing[*]} and apt-get could not install them (see $log): install them and run make test again." >&2
   exit 1
 fi
 echo "The tests need ${missing[*]}: install them (apt-get install ${missing[*]}) and run make test again." >&2

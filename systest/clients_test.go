@@ -193,7 +193,7 @@ func natsCClient(t *testing.T) string {
 	// Built under a temporary name and renamed, so that a parallel run never
 	// executes a half-written binary.
 	tmp := bin + ".tmp" + strconv.Itoa(os.Getpid())
-	args := append([]string{"-O1", "-Wall", "-o", tmp, filepath.Join("testdata", "clients", "c", "client.c")}, strings.Fields(string(flags))...)
+	args := append([]string{"-O1", "-Wall", "-pthread", "-o", tmp, filepath.Join("testdata", "clients", "c", "client.c")}, strings.Fields(string(flags))...)
 	if out, err := exec.Command("cc", args...).CombinedOutput(); err != nil {
 		t.Fatalf("cc could not build the C client: %v\n%s", err, out)
 	}

@@ -330,7 +330,7 @@ func purgeDeadLetters(ctx context.Context, js jetstream.JetStream, turns jetstre
 			case err != nil:
 				return dead, moved, fmt.Errorf("forget: read turn stream: %w", err)
 			case ev.Subject == m.Header.Get(events.HeaderOriginalSubject) && bytes.Equal(ev.Data, m.Data):
-				if err := deleteEvent(ctx, turns, seq, false); err != nil {
+				if err := deleteEvent(ctx, turns, seq, true); err != nil {
 					return dead, moved, fmt.Errorf("forget: delete turn event %d: %w", seq, err)
 				}
 				moved++
@@ -346,9 +346,9 @@ func purgeDeadLetters(ctx context.Context, js jetstream.JetStream, turns jetstre
 
 // deleteEvent deletes the message at seq from st (overwriting it first when
 // secure), and succeeds when it is already gone. The delete's own error
-// does not tell: nats.go wraps the server's "no message found" into
-// ErrMsgDeleteUnsuccessful as text, so a failed delete asks whether the
-// message is still there.
+// does not tell: nats.go wraps the server's answer ("sequence N not
+// found", code 10043) into ErrMsgDeleteUnsuccessful as text, so a failed
+// delete asks whether the message is still there.
 func deleteEvent(ctx context.Context, st jetstream.Stream, seq uint64, secure bool) error {
 	var err error
 	if secure {

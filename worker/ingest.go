@@ -234,7 +234,8 @@ func (w *Worker) optOut(ctx context.Context, m jetstream.Msg, turn events.Turn) 
 	_ = m.Ack()
 }
 
-// maxOptOutDeliveries bounds the attempts to erase an opted-out event.
+// maxOptOutDeliveries bounds the attempts to erase an opted-out event, or
+// an invalid one of a forgotten user.
 const maxOptOutDeliveries = 5
 
 // erase overwrites and deletes the event at seq from the turn stream. An
@@ -351,11 +352,17 @@ func (w *Worker) reject(ctx context.Context, m jetstream.Msg, reason error) {
 		// another user's subject, and with no dead letter yet to lead
 		// them to it. Its text goes now, or the event comes back.
 		if err := w.erase(ctx, seq); err != nil {
-			w.logger.Error("ingest: cannot erase invalid event of a forgotten user; will redeliver", "stream_seq", seq, "error", err)
-			_ = m.NakWithDelay(w.cfg.RetryBackoff)
-			return
+			if md, merr := m.Metadata(); merr == nil && md.NumDelivered < maxOptOutDeliveries {
+				w.logger.Warn("ingest: cannot erase invalid event of a forgotten user; will retry", "stream_seq", seq, "error", err)
+				_ = m.NakWithDelay(w.cfg.RetryBackoff)
+				return
+			}
+			// As for an opted-out event: a bounded number of tries (the
+			// NATS user may not delete), then the text stays in the stream.
+			w.logger.Error("ingest: cannot erase invalid event of a forgotten user; its text stays in the stream", "stream_seq", seq, "error", err)
+		} else {
+			w.logger.Debug("erased invalid event of a forgotten user", "stream_seq", seq)
 		}
-		w.logger.Debug("erased invalid event of a forgotten user", "stream_seq", seq)
 		_ = m.Term()
 		return
 	}

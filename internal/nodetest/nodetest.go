@@ -4,6 +4,9 @@ package nodetest
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,8 +16,8 @@ import (
 
 // Install copies files (package.json, package-lock.json and the program)
 // from the directory src into the user's cache directory under
-// memoryd-test/name, runs npm ci there when the lock file changed since the
-// last install, and returns that directory: run the program with it as the
+// memoryd-test/name-<hash of the files>, runs npm ci there unless it was
+// done before, and returns that directory: run the program with it as the
 // working directory (an ES module finds its packages next to itself only).
 // Concurrent installs of the same name, from other test processes, wait
 // for each other on a file lock. It fails the test, in one sentence, when
@@ -30,11 +33,22 @@ func Install(t testing.TB, src, name string, files ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The directory is named by its content, so that runs of other
+	// checkouts (other versions of the files) never share one.
+	h := sha256.New()
+	contents := make([][]byte, len(files))
+	for i, f := range files {
+		if contents[i], err = os.ReadFile(filepath.Join(src, f)); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(h, "%s %d\n", f, len(contents[i]))
+		h.Write(contents[i])
+	}
 	cache, err := os.UserCacheDir()
 	if err != nil {
 		cache = os.TempDir()
 	}
-	dir := filepath.Join(cache, "memoryd-test", name)
+	dir := filepath.Join(cache, "memoryd-test", name+"-"+hex.EncodeToString(h.Sum(nil)[:8]))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -46,12 +60,8 @@ func Install(t testing.TB, src, name string, files ...string) string {
 	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range files {
-		data, err := os.ReadFile(filepath.Join(src, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
+	for i, f := range files {
+		if err := os.WriteFile(filepath.Join(dir, f), contents[i], 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}

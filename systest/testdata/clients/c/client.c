@@ -17,6 +17,7 @@
  * characters JSON would escape.
  */
 #include <nats/nats.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -30,7 +31,10 @@
 
 static const char *step = "connect";
 static char        prefix[128], user[300], token[80], inbox[200], run[64];
-static volatile int perm_violations = 0;
+/* Permission violations reported to on_error, guarded by perm_mu. */
+static int             perm_violations = 0;
+static pthread_mutex_t perm_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t  perm_cv = PTHREAD_COND_INITIALIZER;
 
 static void fail(const char *fmt, ...)
 {
@@ -137,10 +141,33 @@ static void subject(char *out, size_t sz, const char *endpoint, const char *tok)
 static void on_error(natsConnection *nc, natsSubscription *sub, natsStatus err, void *closure)
 {
     (void) nc; (void) sub; (void) closure;
-    if (err == NATS_NOT_PERMITTED) perm_violations++;
+    if (err == NATS_NOT_PERMITTED) {
+        pthread_mutex_lock(&perm_mu);
+        perm_violations++;
+        pthread_cond_broadcast(&perm_cv);
+        pthread_mutex_unlock(&perm_mu);
+    }
     const char *last = NULL;
     natsConnection_GetLastError(nc, &last);
     fprintf(stderr, "  (async error: %s: %s)\n", natsStatus_GetText(err), last ? last : "");
+}
+
+/* wait_violations waits up to ms for at least n permission violations in
+ * all, and returns how many there are. */
+static int wait_violations(int n, int ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += ms / 1000;
+    until.tv_nsec += (long) (ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) { until.tv_sec++; until.tv_nsec -= 1000000000L; }
+    pthread_mutex_lock(&perm_mu);
+    while (perm_violations < n) {
+        if (pthread_cond_timedwait(&perm_cv, &perm_mu, &until) != 0) break;
+    }
+    int got = perm_violations;
+    pthread_mutex_unlock(&perm_mu);
+    return got;
 }
 
 /* ---- tiny JSON helpers ---- */
@@ -427,7 +454,7 @@ int main(void)
         char otok[80], oid[128];
         user_token(other, otok, sizeof(otok));
         snprintf(oid, sizeof(oid), "c-%s-x", run);
-        int before = perm_violations;
+        int before = wait_violations(0, 0);
         jsPubAck *pa = NULL; jsErrCode jerr = 0;
         s = publish_turn(js, otok, other, oid, "I live in Atlantis", "ok", &pa, &jerr);
         if (s == NATS_OK) fail("publish for %s was acknowledged (seq %llu)", other, (unsigned long long) pa->Sequence);
@@ -436,7 +463,11 @@ int main(void)
         reply_t r = request_raw(nc, "enrich", otok, body);
         if (r.st == NATS_OK) fail("enrich for %s answered (code %d): %s", other, r.code, r.body ? r.body : r.desc);
         fprintf(stderr, "  (request %s.enrich.%s: %s)\n", prefix, otok, natsStatus_GetText(r.st));
-        fprintf(stderr, "  (permission violations reported so far: %d)\n", perm_violations - before);
+        /* protocol.md: a refused publish or request is reported to the
+         * connection's error handler; that is how "not allowed" differs
+         * from "memoryd is down". */
+        int got = wait_violations(before + 2, 10000) - before;
+        if (got < 2) fail("%d permission violations reported for the 2 refused operations, want 2", got);
     }
     printf("ok %s\n", step);
 

@@ -52,8 +52,18 @@ const TOKEN = userToken(USER);
 const subj = (endpoint, token = TOKEN) => `${PREFIX}.${endpoint}.${token}`;
 
 // Permission errors arrive asynchronously on the connection's status stream
-// (nats.js does not fail the request itself): remember them per subject.
+// (nats.js also rejects the refused request itself): remember them, and
+// wake whoever waits for them.
 const permErrors = [];
+const permWaiters = new Set();
+function waitPermErrors(pred, ms) {
+  if (pred()) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const w = () => { if (pred()) { permWaiters.delete(w); clearTimeout(timer); resolve(true); } };
+    const timer = setTimeout(() => { permWaiters.delete(w); resolve(false); }, ms);
+    permWaiters.add(w);
+  });
+}
 
 // One request. Returns {error: {code, description}} for an error reply
 // (protocol.md "Requests, replies and errors": empty body, headers
@@ -104,7 +114,10 @@ async function main() {
   } catch (e) { fail("connect", e.message); }
   (async () => {
     for await (const s of nc.status()) {
-      if (s.type === Events.Error && s.permissionContext) permErrors.push(s.permissionContext);
+      if (s.type === Events.Error && s.permissionContext) {
+        permErrors.push(s.permissionContext);
+        for (const w of [...permWaiters]) w();
+      }
     }
   })().catch(() => {});
   const js = nc.jetstream();
@@ -249,9 +262,13 @@ async function main() {
       if (e.message.startsWith("enrich for")) throw e;
       notes.push(`request ${subj("enrich", ot)}: ${e.code || e.message}`);
     }
-    await nc.flush(); // the server's permission errors arrive before flush's PONG
-    const seen = permErrors.filter((p) => p.operation === "publish" && p.subject.endsWith(`.${ot}`)).map((p) => p.subject);
-    notes.push(`permission violations reported by server: ${seen.length ? seen.join(", ") : "none"}`);
+    // protocol.md: a refused publish or request is reported on the
+    // connection; that is how "not allowed" differs from "memoryd is down".
+    const refused = [subj("turns", ot), subj("enrich", ot)];
+    const reported = () => refused.every((r) => permErrors.some((p) => p.operation === "publish" && p.subject === r));
+    if (!(await waitPermErrors(reported, 10000)))
+      throw new Error(`permission violations reported: ${JSON.stringify(permErrors)}, want publish to ${refused.join(" and ")}`);
+    notes.push(`permission violations reported for ${refused.join(", ")}`);
     console.error("  (" + notes.join("; ") + ")");
   } catch (e) { fail(step, e.message); }
   ok(step);
