@@ -395,6 +395,10 @@ func TestSendChangesKeepsUnsentAndLocksUser(t *testing.T) {
 func TestForgetLeavesOnlyItsChange(t *testing.T) {
 	ctx, s := setup(t)
 	for _, u := range []string{"alice", "bob"} {
+		// The turn is recorded: a reset deletes only what a replay rebuilds.
+		if _, err := s.InsertTurns(ctx, []store.Turn{{EventID: "e-" + u, UserID: u, UserMessage: "hi", TurnAt: t0}}); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := s.UpsertFacts(ctx, []store.FactWrite{{UserID: u, Key: "location", Value: "Paris", SourceAt: t0, EventID: "e-" + u}}); err != nil {
 			t.Fatal(err)
 		}

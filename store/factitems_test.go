@@ -506,6 +506,14 @@ func TestSetFactValues(t *testing.T) {
 // the direct ones, whose key's fact is rebuilt from them.
 func TestForgetAndResetCoverListItems(t *testing.T) {
 	ctx, s := setup(t)
+	// The extracted items' turns are recorded: a reset deletes only what a
+	// replay rebuilds.
+	for _, user := range []string{"alice", "bob"} {
+		if _, err := s.InsertTurns(ctx, []store.Turn{{EventID: "e1", UserID: user, UserMessage: "hi", TurnAt: time.Now()},
+			{EventID: "e2", UserID: user, UserMessage: "hi", TurnAt: time.Now()}}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, user := range []string{"alice", "bob"} {
 		if _, err := s.UpsertFacts(ctx, forUser(user, []store.FactWrite{add("allergies", "peanuts", 1, "e1"), remove("pets", "rex", 1, "e1")})); err != nil {
 			t.Fatal(err)

@@ -110,9 +110,11 @@ func (s *Store) ForgetUser(ctx context.Context, userID, token string, throughSeq
 
 // ResetMemory deletes the derived memory (facts and list items, value deletes, fact history, context) of
 // the given users, or of every user when userIDs is empty, in one
-// transaction, before a replay rebuilds it. Turns are kept, and so are items
-// written directly through the memory tools (extractor "direct"): they never
-// passed through the stream, so a replay could not bring them back. Each
+// transaction, before a replay rebuilds it. Turns are kept, and so is what
+// a replay could not bring back: items written directly through the memory
+// tools (extractor "direct"), which never passed through the stream, and
+// items whose source turn memoryd never recorded (imported from an export,
+// of this memoryd before a forget or of another one). Each
 // user who lost something gets one memory.reset change (see changes.go).
 func (s *Store) ResetMemory(ctx context.Context, userIDs []string) (Removed, error) {
 	var r Removed
@@ -123,6 +125,11 @@ func (s *Store) ResetMemory(ctx context.Context, userIDs []string) (Removed, err
 	})
 	return r, err
 }
+
+// rebuilt is the condition, on a row x of facts, fact_items or context,
+// that a replay rebuilds it: extracted (not a direct write) from a turn
+// memoryd recorded.
+const rebuilt = `(x.extractor <> 'direct' AND EXISTS (SELECT 1 FROM turns t WHERE t.user_id = x.user_id AND t.event_id = x.event_id))`
 
 func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect bool) (Removed, error) {
 	var r Removed
@@ -146,8 +153,8 @@ func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect b
 	// have carried an extracted item's provenance and so went.
 	var listKeys []userKey
 	if !withDirect {
-		rows, err := s.db.Query(ctx, `SELECT DISTINCT user_id, key FROM fact_items
-			WHERE ($1 OR user_id = ANY($2)) AND extractor <> 'direct'`, all, userIDs)
+		rows, err := s.db.Query(ctx, `SELECT DISTINCT user_id, key FROM fact_items x
+			WHERE ($1 OR user_id = ANY($2)) AND `+rebuilt, all, userIDs)
 		if err != nil {
 			return r, fmt.Errorf("delete fact_items: %w", err)
 		}
@@ -179,7 +186,7 @@ func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect b
 		}{{"fact_items", &items}, {"facts", &r.Facts}, {"context", &r.Context}} {
 			var users []string
 			if err := s.db.QueryRow(ctx, `WITH gone AS (
-				DELETE FROM `+t.table+` WHERE ($1 OR user_id = ANY($2)) AND ($3 OR extractor <> 'direct') RETURNING user_id
+				DELETE FROM `+t.table+` x WHERE ($1 OR user_id = ANY($2)) AND ($3 OR `+rebuilt+`) RETURNING user_id
 			) SELECT count(*), coalesce(array_agg(DISTINCT user_id), '{}') FROM gone`, all, userIDs, withDirect).Scan(t.n, &users); err != nil {
 				return fmt.Errorf("delete %s: %w", t.table, err)
 			}

@@ -193,8 +193,12 @@ func (c *Changes) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops publishing and waits for the goroutine to end, or for ctx. A
-// batch being sent is rolled back and sent again by the next publisher.
+// Stop stops publishing and waits for the goroutine to end: until ctx
+// ends, then for at most changesStopGrace more. Everything the goroutine
+// does is bound to the context Stop cancels, so it ends within moments; a
+// shutdown whose deadline the jobs' hand-back used up (ctx already done)
+// must not report that as a failed stop. A batch being sent is rolled back
+// and sent again by the next publisher.
 func (c *Changes) Stop(ctx context.Context) error {
 	c.mu.Lock()
 	cancel, done := c.cancel, c.done
@@ -208,9 +212,20 @@ func (c *Changes) Stop(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
+	}
+	grace := time.NewTimer(changesStopGrace)
+	defer grace.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-grace.C:
 		return fmt.Errorf("changes: stop: %w", ctx.Err())
 	}
 }
+
+// changesStopGrace is how long Stop waits past its context for the
+// publisher, cancelled, to end.
+const changesStopGrace = 5 * time.Second
 
 // Stats returns the publisher's counters.
 func (c *Changes) Stats() ChangesStats {

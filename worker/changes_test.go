@@ -358,3 +358,15 @@ func TestChangesWokenByTheirOwnCommits(t *testing.T) {
 		}
 	}
 }
+
+// A shutdown whose deadline the jobs' hand-back used up stops the change
+// publisher all the same, without an error: serve exits 0 on SIGTERM.
+func TestChangesStopAfterTheDeadlineIsNotAFailure(t *testing.T) {
+	e := setup(t)
+	c, _ := e.startChanges(e.nc)
+	spent, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := c.Stop(spent); err != nil {
+		t.Fatalf("Stop with its deadline spent = %v, want nil: the publisher ended", err)
+	}
+}

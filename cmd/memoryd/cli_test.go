@@ -453,3 +453,18 @@ func TestServeHelpShowsComponentDefaults(t *testing.T) {
 		t.Errorf("serve -h --job-size: %q", e)
 	}
 }
+
+// TestEverySettingIsAFileKey: one memoryd.yaml serves every command, so
+// each command's settings (the flags with an environment variable) are
+// keys every other command accepts and skips, rather than "unknown key".
+func TestEverySettingIsAFileKey(t *testing.T) {
+	t.Parallel()
+	for _, c := range commands() {
+		out, _, _ := runArgs(context.Background(), helpArgs(c.name)...)
+		for name, entry := range helpEntries(t, out) {
+			if strings.Contains(entry, "env MEMORYD_") && !knownFlag(name) {
+				t.Errorf("%s's setting --%s is an unknown key to the other commands' configuration file", c.name, name)
+			}
+		}
+	}
+}

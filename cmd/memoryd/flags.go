@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -363,5 +364,17 @@ func knownFlag(name string) bool {
 			return true
 		}
 	}
-	return name == "ensure-stream" // publish's only setting
+	return slices.Contains(commandSettings, name)
+}
+
+// commandSettings are the settings that one command registers on its own
+// (not through serveOptions or clientOptions): a configuration file
+// shared by every command may hold them. TestEverySettingIsAFileKey keeps
+// the list complete.
+var commandSettings = []string{
+	"ensure-stream", // publish
+	"role",          // serve
+	// proxy and mcp
+	"listen", "keys", "key-hashes", "upstream", "upstream-key", "upstream-timeout", "enrich-budget",
+	"enrich-format", "metrics", "trusted-user-header",
 }

@@ -1,0 +1,50 @@
+package store_test
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/memoryd/memoryd/store"
+)
+
+// TestResetKeepsWhatAReplayCannotRebuild: a reset (before replay --reset)
+// deletes the memory extracted from turns memoryd recorded, which the
+// replay extracts again, and keeps memory whose source turn it never
+// recorded: an import of another user's export (a move from another
+// memoryd, or this one's own export brought back after a forget) has no
+// turns here, so deleting it would lose it for good.
+func TestResetKeepsWhatAReplayCannotRebuild(t *testing.T) {
+	ctx, s := setup(t)
+	if _, err := s.InsertTurns(ctx, []store.Turn{{EventID: "e1", UserID: "bob", UserMessage: "I live in Paris", TurnAt: t0}}); err != nil {
+		t.Fatal(err)
+	}
+	rules := store.Provenance{Extractor: "rules"}
+	if _, err := s.UpsertFacts(ctx, []store.FactWrite{{UserID: "bob", Key: "location", Value: "Paris", SourceAt: t0, EventID: "e1", Provenance: rules}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.StoreContext(ctx, store.ContextWrite{UserID: "bob", Question: "I live in Paris", Answer: "ok", EventID: "e1", Provenance: rules}); err != nil {
+		t.Fatal(err)
+	}
+	var exp bytes.Buffer
+	if err := s.Export(ctx, "bob", &exp); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Import(ctx, "carol", "carol", &exp); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ResetMemory(ctx, []string{"bob", "carol"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		user         string
+		facts, items int64
+	}{{"bob", 0, 0}, {"carol", 1, 1}} {
+		st, err := s.Stats(ctx, c.user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Facts != c.facts || st.ContextItems != c.items {
+			t.Errorf("%s after a reset: %d facts, %d context items; want %d and %d", c.user, st.Facts, st.ContextItems, c.facts, c.items)
+		}
+	}
+}
