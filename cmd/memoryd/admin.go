@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -17,7 +18,8 @@ import (
 func runReplay(ctx context.Context, a *cli, args []string) error {
 	var (
 		o                     serveOptions
-		users, since          string
+		users, usersFile      string
+		since                 string
 		fromSeq               int
 		reset, dryRun, noWork bool
 	)
@@ -46,7 +48,8 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 	f.Lookup("batch-size").Usage = fmt.Sprintf("not used by replay, which records at most %d turns per transaction", app.ReplayBatchSize)
 	f.Lookup("job-size").Usage = fmt.Sprintf("turns per extraction job replay enqueues; 0 picks %d for the offline extractor and %d for an LLM (at most %d)",
 		app.ReplayJobSizeRules, app.ReplayJobSizeLLM, app.ReplayBatchSize)
-	f.ArgString(&users, "user", "", "comma-separated user ids to replay (default: all)")
+	f.ArgString(&users, "user", "", "comma-separated user ids to replay (default: all); an id holding a comma or edge spaces goes in --users-file")
+	f.ArgString(&usersFile, "users-file", "", "file of user ids to replay, one a line, exactly as written (with --user: both)")
 	f.ArgString(&since, "since", "", "replay turns stored since this time (RFC 3339)")
 	f.ArgInt(&fromSeq, "from-seq", 0, "replay from this stream sequence")
 	f.ArgBool(&reset, "reset", false, "delete the users' extracted facts and context first (a full replay: not with --since or --from-seq)")
@@ -71,6 +74,20 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 			if u = strings.TrimSpace(u); u != "" {
 				ro.Users = append(ro.Users, u)
 			}
+		}
+	}
+	if usersFile != "" {
+		data, err := os.ReadFile(usersFile)
+		if err != nil {
+			return fmt.Errorf("--users-file: %w", err)
+		}
+		for _, u := range strings.Split(string(data), "\n") {
+			if u = strings.TrimSuffix(u, "\r"); u != "" {
+				ro.Users = append(ro.Users, u)
+			}
+		}
+		if len(ro.Users) == 0 {
+			return f.usageErr("--users-file %s names no user", usersFile)
 		}
 	}
 	if since != "" {

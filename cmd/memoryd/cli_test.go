@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"strconv"
@@ -361,6 +362,38 @@ func TestReplayOutput(t *testing.T) {
 		t.Errorf("replay stdout: %q", out)
 	}
 	jsonLines(t, errOut) // every stderr line is a log record
+}
+
+// TestReplayUsersFile: a user id holding a comma cannot be named by --user
+// (a comma-separated list); --users-file names it, one id a line.
+func TestReplayUsersFile(t *testing.T) {
+	t.Parallel()
+	_, dbURL := storetest.Schema(t)
+	nc := eventstest.Conn(t)
+	prefix, stream := eventstest.Names(t, nc)
+	publishTurns(t, nc, prefix, stream, 2)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, u := range []string{"Smith, Bob", "Smith, Bob", "Smith"} {
+		if _, err := events.NewPublisher(js, prefix).Publish(context.Background(), events.Turn{ID: fmt.Sprintf("s%d", i), UserID: u,
+			UserMessage: "I live in Oslo", Timestamp: time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "users")
+	if err := os.WriteFile(file, []byte("Smith, Bob\nalice\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runArgs(context.Background(), "replay", "--dry-run", "--users-file", file, "--database-url", dbURL,
+		"--nats-url", eventstest.URL(), "--prefix", prefix, "--stream", stream, "--log-format", "json")
+	if code != 0 {
+		t.Fatalf("replay --users-file: exit %d\n%s", code, errOut)
+	}
+	if !strings.Contains(out, "read 3 events") {
+		t.Errorf("replay --users-file of \"Smith, Bob\" and alice: stdout %q, want 3 events read (2 of Smith, Bob, 1 of alice)", out)
+	}
 }
 
 // TestReplayJobSizesMatchHelp: replay splits the turns into jobs of the size
