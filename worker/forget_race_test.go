@@ -208,7 +208,11 @@ func forgetWhileIngesting(t *testing.T, optOut bool) {
 		}
 		published <- nil
 	}()
-	<-daveSeen
+	select {
+	case <-daveSeen:
+	case err := <-published: // the publisher failed before dave's 300th turn
+		t.Fatalf("publishing: %v", err)
+	}
 	res, ferr := Forget(e.ctx, e.js, s, e.prefix, e.stream, "dave")
 	// Some more after the forget's reply, then stop.
 	after := bobSent.Load() + 50

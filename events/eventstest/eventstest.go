@@ -45,6 +45,7 @@ func Conn(t testing.TB) *nats.Conn {
 // stream) are deleted when the test ends.
 func Names(t testing.TB, nc *nats.Conn) (prefix, stream string) {
 	t.Helper()
+	keepStreamsDir(nc)
 	var b [5]byte
 	_, _ = rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
@@ -68,6 +69,35 @@ func Names(t testing.TB, nc *nats.Conn) (prefix, stream string) {
 		}
 	})
 	return prefix, stream
+}
+
+// anchorStream is a stream no test deletes (see keepStreamsDir).
+const anchorStream = "MEMORYD_TEST_ANCHOR"
+
+var anchored sync.Map // server URL → struct{}: the anchor was ensured
+
+// keepStreamsDir makes sure nc's server holds anchorStream. nats-server 2.9
+// removes an account's stream directory when its last stream is deleted,
+// and a stream created at that moment fails ("could not create storage
+// directory", API error 10049): the tests, which create and delete
+// streams all the time, met it when one package ran alone. With one stream
+// that stays, the directory stays. Best effort: a failure here leaves the
+// race as it was.
+func keepStreamsDir(nc *nats.Conn) {
+	url := nc.ConnectedUrl()
+	if _, done := anchored.Load(url); done {
+		return
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: anchorStream, Subjects: []string{"memoryd-test-anchor"},
+		Storage: jetstream.FileStorage, MaxMsgs: 1, MaxBytes: 1 << 10}); err == nil {
+		anchored.Store(url, struct{}{})
+	}
 }
 
 // ServerBin is the nats-server binary (NATS_SERVER_BIN, on PATH, or
