@@ -68,21 +68,7 @@ func TestNonGoClientsFromProtocolDoc(t *testing.T) {
 	frontendBlock = strings.Replace(frontendBlock, turnsGrant, turnsGrant+` "memory.forget.alice",`, 1)
 
 	dir := t.TempDir()
-	conf := fmt.Sprintf(`jetstream { store_dir: %q }
-accounts {
-  MEMORY {
-    jetstream: enabled
-    users = [
-      { user: memoryd, password: "memoryd-pw",
-%s
-      }
-      { user: alice_frontend, password: "alice-pw",
-%s
-      }
-    ]
-  }
-}
-`, filepath.Join(dir, "js"), memorydBlock, frontendBlock)
+	conf := permConf(dir, memorydBlock, permUser{"alice_frontend", "alice-pw", frontendBlock})
 	url := permStartNATS(t, dir, conf)
 
 	_, dbURL := storetest.Schema(t)

@@ -206,24 +206,7 @@ func permCheck(t *testing.T, memorydBlock, frontendBlock string) {
 	}
 
 	dir := t.TempDir()
-	conf := fmt.Sprintf(`jetstream { store_dir: %q }
-accounts {
-  MEMORY {
-    jetstream: enabled
-    users = [
-      { user: memoryd, password: "memoryd-pw",
-%s
-      }
-      { user: alice_frontend, password: "alice-pw",
-%s
-      }
-      { user: bob_frontend, password: "bob-pw",
-%s
-      }
-    ]
-  }
-}
-`, filepath.Join(dir, "js"), memorydBlock, frontendBlock, bobBlock)
+	conf := permConf(dir, memorydBlock, permUser{"alice_frontend", "alice-pw", frontendBlock}, permUser{"bob_frontend", "bob-pw", bobBlock})
 	url := permStartNATS(t, dir, conf)
 
 	// memoryd: the worker (ingest, dead letters, extraction) and the service.
@@ -530,6 +513,23 @@ func permJSON(t *testing.T, v any) string {
 // permStartNATS runs a private nats-server with conf (eventstest.PrivateServer,
 // which picks the port) and returns its client URL. It is killed when the
 // test ends.
+// permUser is a NATS user of permConf's account, with its permissions
+// block.
+type permUser struct{ name, password, block string }
+
+// permConf is a nats-server configuration with JetStream storing in dir and
+// one account: memoryd (password "memoryd-pw", permissions memorydBlock)
+// and the given users.
+func permConf(dir, memorydBlock string, users ...permUser) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "jetstream { store_dir: %q }\naccounts {\n  MEMORY {\n    jetstream: enabled\n    users = [\n", filepath.Join(dir, "js"))
+	for _, u := range append([]permUser{{"memoryd", "memoryd-pw", memorydBlock}}, users...) {
+		fmt.Fprintf(&b, "      { user: %s, password: %q,\n%s\n      }\n", u.name, u.password, u.block)
+	}
+	b.WriteString("    ]\n  }\n}\n")
+	return b.String()
+}
+
 func permStartNATS(t *testing.T, dir, conf string) string {
 	t.Helper()
 	path := filepath.Join(dir, "nats.conf")

@@ -215,37 +215,43 @@ func inserted(turns []store.Turn, outcomes []store.TurnOutcome) []store.Turn {
 // stream).
 func (w *Worker) optOut(ctx context.Context, m jetstream.Msg, turn events.Turn) {
 	w.optedOut.Add(1)
-	md, err := m.Metadata()
-	if err == nil {
-		err = w.erase(ctx, md.Sequence.Stream)
-	}
-	if err != nil {
-		if md != nil && md.NumDelivered < maxOptOutDeliveries {
-			w.logger.Warn("ingest: cannot erase opted-out event from the stream; will retry", "event_id", turn.ID, "user_id", turn.UserID, "error", err)
-			_ = m.NakWithDelay(w.cfg.RetryBackoff)
-			return
-		}
+	done, err := w.erase(ctx, m)
+	switch {
+	case !done:
+		w.logger.Warn("ingest: cannot erase opted-out event from the stream; will retry", "event_id", turn.ID, "user_id", turn.UserID, "error", err)
+		return
+	case err != nil:
 		w.optOutKept.Add(1)
 		w.logger.Error("ingest: cannot erase opted-out event from the stream; its text stays there until forget",
 			"event_id", turn.ID, "user_id", turn.UserID, "error", err)
-	} else {
+	default:
 		w.logger.Debug("turn opted out of memory; erased from the stream", "event_id", turn.ID, "user_id", turn.UserID)
 	}
 	_ = m.Ack()
 }
 
-// maxOptOutDeliveries bounds the attempts to erase an opted-out event, or
-// an invalid one of a forgotten user.
+// maxOptOutDeliveries bounds the deliveries erase tries an event in.
 const maxOptOutDeliveries = 5
 
-// erase overwrites and deletes the event at seq from the turn stream. An
-// event already gone (an earlier delivery erased it, and its ack was lost)
-// counts as erased.
-func (w *Worker) erase(ctx context.Context, seq uint64) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	s := w.turnStream
-	return deleteEvent(ctx, s, seq, true)
+// erase overwrites and deletes m's event from the turn stream (one already
+// gone, an earlier delivery having erased it and its ack lost, counts as
+// erased) and reports done. When it cannot, it hands m back to be tried
+// again and reports not done, for maxOptOutDeliveries deliveries; on the
+// last it reports done with the error, and the text stays in the stream
+// (memoryd's NATS user may not delete), rather than the event coming back
+// forever.
+func (w *Worker) erase(ctx context.Context, m jetstream.Msg) (done bool, err error) {
+	md, err := m.Metadata()
+	if err == nil {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		err = deleteEvent(ctx, w.turnStream, md.Sequence.Stream, true)
+	}
+	if err != nil && md != nil && md.NumDelivered < maxOptOutDeliveries {
+		_ = m.NakWithDelay(w.cfg.RetryBackoff)
+		return false, err
+	}
+	return true, err
 }
 
 // enqueue inserts one extraction job per newly recorded turn, or per
@@ -351,16 +357,14 @@ func (w *Worker) reject(ctx context.Context, m jetstream.Msg, reason error) {
 		// The forget's own deletes may have missed it: published on
 		// another user's subject, and with no dead letter yet to lead
 		// them to it. Its text goes now, or the event comes back.
-		if err := w.erase(ctx, seq); err != nil {
-			if md, merr := m.Metadata(); merr == nil && md.NumDelivered < maxOptOutDeliveries {
-				w.logger.Warn("ingest: cannot erase invalid event of a forgotten user; will retry", "stream_seq", seq, "error", err)
-				_ = m.NakWithDelay(w.cfg.RetryBackoff)
-				return
-			}
-			// As for an opted-out event: a bounded number of tries (the
-			// NATS user may not delete), then the text stays in the stream.
+		done, err := w.erase(ctx, m)
+		switch {
+		case !done:
+			w.logger.Warn("ingest: cannot erase invalid event of a forgotten user; will retry", "stream_seq", seq, "error", err)
+			return
+		case err != nil:
 			w.logger.Error("ingest: cannot erase invalid event of a forgotten user; its text stays in the stream", "stream_seq", seq, "error", err)
-		} else {
+		default:
 			w.logger.Debug("erased invalid event of a forgotten user", "stream_seq", seq)
 		}
 		_ = m.Term()

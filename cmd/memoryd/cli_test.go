@@ -341,11 +341,7 @@ func TestServeLogsDurationsAsStringsAndRiverQuietly(t *testing.T) {
 // have enqueued anything.
 func TestReplayOutput(t *testing.T) {
 	t.Parallel()
-	_, dbURL := storetest.Schema(t)
-	nc := eventstest.Conn(t)
-	prefix, stream := eventstest.Names(t, nc)
-	publishTurns(t, nc, prefix, stream, 3)
-	common := []string{"--database-url", dbURL, "--nats-url", eventstest.URL(), "--prefix", prefix, "--stream", stream, "--log-format", "json"}
+	common, _, _ := replaySetup(t, 3)
 
 	out, errOut, code := runArgs(context.Background(), append([]string{"replay", "--dry-run"}, common...)...)
 	if code != 0 {
@@ -364,14 +360,23 @@ func TestReplayOutput(t *testing.T) {
 	jsonLines(t, errOut) // every stderr line is a log record
 }
 
+// replaySetup publishes n turns (publishTurns) to a stream of its own and
+// returns the flags that point a command at it and at a schema of its own,
+// with the connection and the subject prefix.
+func replaySetup(t *testing.T, n int) (flags []string, nc *nats.Conn, prefix string) {
+	t.Helper()
+	_, dbURL := storetest.Schema(t)
+	nc = eventstest.Conn(t)
+	prefix, stream := eventstest.Names(t, nc)
+	publishTurns(t, nc, prefix, stream, n)
+	return []string{"--database-url", dbURL, "--nats-url", eventstest.URL(), "--prefix", prefix, "--stream", stream, "--log-format", "json"}, nc, prefix
+}
+
 // TestReplayUsersFile: a user id holding a comma cannot be named by --user
 // (a comma-separated list); --users-file names it, one id a line.
 func TestReplayUsersFile(t *testing.T) {
 	t.Parallel()
-	_, dbURL := storetest.Schema(t)
-	nc := eventstest.Conn(t)
-	prefix, stream := eventstest.Names(t, nc)
-	publishTurns(t, nc, prefix, stream, 2)
+	common, nc, prefix := replaySetup(t, 2)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -386,8 +391,7 @@ func TestReplayUsersFile(t *testing.T) {
 	if err := os.WriteFile(file, []byte("Smith, Bob\nalice\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, errOut, code := runArgs(context.Background(), "replay", "--dry-run", "--users-file", file, "--database-url", dbURL,
-		"--nats-url", eventstest.URL(), "--prefix", prefix, "--stream", stream, "--log-format", "json")
+	out, errOut, code := runArgs(context.Background(), append([]string{"replay", "--dry-run", "--users-file", file}, common...)...)
 	if code != 0 {
 		t.Fatalf("replay --users-file: exit %d\n%s", code, errOut)
 	}
