@@ -29,10 +29,7 @@ func (s *Store) RequeueTurns(ctx context.Context, turns []Turn) ([]TurnKey, erro
 	for i, t := range turns {
 		ids[i], users[i], convs[i], msgs[i], resps[i] = t.EventID, t.UserID, t.ConversationID, t.UserMessage, t.AssistantResponse
 		ats[i], seqs[i], clamped[i] = t.TurnAt, int64(t.StreamSeq), t.ClampedFrom
-		if len(t.Metadata) > 0 && string(t.Metadata) != "null" {
-			m := string(t.Metadata)
-			metas[i] = &m
-		}
+		metas[i] = metadataParam(t.Metadata)
 	}
 	// The upsert locks the rows it conflicts with in its own (user, id)
 	// order, pending ones included; an extraction's save and a burst's claim
@@ -57,7 +54,9 @@ func (s *Store) RequeueTurns(ctx context.Context, turns []Turn) ([]TurnKey, erro
 		    assistant_response = excluded.assistant_response, metadata = excluded.metadata, text_cleared_at = NULL,
 		    turn_at = excluded.turn_at, clamped_from = excluded.clamped_from, conversation_id = excluded.conversation_id, stream_seq = excluded.stream_seq,
 		    content_hash = excluded.content_hash
-		WHERE t.status <> 'pending' AND (t.content_hash IS NULL OR t.content_hash = excluded.content_hash)
+		WHERE t.status <> 'pending' AND (t.content_hash IS NULL OR t.content_hash IN (`+
+		turnHashes("excluded.conversation_id", "excluded.user_message", "excluded.assistant_response",
+			"coalesce(excluded.clamped_from, excluded.turn_at)", "excluded.metadata")+`))
 		RETURNING user_id, event_id`,
 		ids, users, convs, msgs, resps, ats, seqs, metas, clamped)
 	if err != nil {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -28,7 +29,9 @@ type Turn struct {
 	// the time JetStream stored the event plus the allowed clock skew; TurnAt
 	// then holds the stored time. Nil when the timestamp was taken as sent.
 	ClampedFrom *time.Time
-	Metadata    json.RawMessage
+	// Metadata is the event's JSON object; absent, null and an empty object
+	// are the same and stored as NULL (see metadataParam).
+	Metadata json.RawMessage
 	// Scope is the turn's scope ("" none): the context items extracted from
 	// it inherit it (migration 018). It is not part of the turn's content
 	// hash: a re-publish differing only in scope is a duplicate.
@@ -93,10 +96,7 @@ func (s *Store) InsertTurns(ctx context.Context, turns []Turn) ([]TurnOutcome, e
 		ats[i], clamped[i] = t.TurnAt, t.ClampedFrom
 		seqs[i] = int64(t.StreamSeq)
 		scopes[i] = t.Scope
-		if len(t.Metadata) > 0 && string(t.Metadata) != "null" {
-			m := string(t.Metadata)
-			metas[i] = &m
-		}
+		metas[i] = metadataParam(t.Metadata)
 	}
 	// The first turn of each key is inserted (DISTINCT ON ... ORDER BY i);
 	// every other one is then compared with what the table holds, in a
@@ -136,7 +136,7 @@ func (s *Store) InsertTurns(ctx context.Context, turns []Turn) ([]TurnOutcome, e
 		return out, nil
 	}
 	rows, err = s.db.Query(ctx, `
-		SELECT x.i, t.content_hash IS NULL OR t.content_hash = memoryd_turn_hash(x.c, x.m, x.r, coalesce(x.cf, x.a), x.md)
+		SELECT x.i, t.content_hash IS NULL OR t.content_hash IN (`+turnHashes("x.c", "x.m", "x.r", "coalesce(x.cf, x.a)", "x.md")+`)
 		FROM `+input+`
 		LEFT JOIN turns t ON t.user_id = x.u AND t.event_id = x.e
 		WHERE x.i = ANY($12)`, append(args, check)...)
@@ -493,4 +493,29 @@ func (s *Store) PriorConversationTurns(ctx context.Context, userID, conversation
 		return nil, fmt.Errorf("prior conversation turns: %w", err)
 	}
 	return turns, nil
+}
+
+// metadataParam is a turn's metadata as a query argument: nil (NULL) when
+// the event has none, "null" or an empty object. A frontend that sends
+// "metadata":{} on a retry of a turn first sent without it (a serialiser's
+// default) sends the same turn, so the two must hash the same.
+func metadataParam(raw json.RawMessage) *string {
+	b := bytes.TrimSpace(raw)
+	if len(b) == 0 || string(b) == "null" {
+		return nil
+	}
+	if len(b) >= 2 && b[0] == '{' && b[len(b)-1] == '}' && len(bytes.TrimSpace(b[1:len(b)-1])) == 0 {
+		return nil
+	}
+	m := string(raw)
+	return &m
+}
+
+// turnHashes lists, for SQL's IN, the content hashes a recorded turn may
+// hold for an event with these columns: its hash, and for an event without
+// metadata also the hash of an empty object, which turns recorded before
+// metadataParam existed hold when their event sent "metadata":{}.
+func turnHashes(conv, msg, resp, sent, meta string) string {
+	args := conv + ", " + msg + ", " + resp + ", " + sent
+	return "memoryd_turn_hash(" + args + ", " + meta + "), memoryd_turn_hash(" + args + ", coalesce(" + meta + ", '{}'::jsonb))"
 }
