@@ -222,8 +222,10 @@ func TestForgetDuringReplayIsFinal(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.wait(t)
-	if r := <-replayed; r.err != nil || r.p.Read != 20 {
-		t.Fatalf("replay = %+v, %v", r.p, r.err)
+	// The replay checked for forgets before it waited, so it enqueued dave's
+	// turns, and the forget, waiting on it, then deleted them.
+	if r := <-replayed; r.err != nil || r.p.Read != 20 || r.p.Enqueued+r.p.Forgotten != 20 {
+		t.Fatalf("replay = %+v, %v; want 20 read, each enqueued or skipped as forgotten", r.p, r.err)
 	}
 	e.waitSettled()
 	if got := e.leftovers("dave"); got != "" {
@@ -273,8 +275,8 @@ func TestForgetRerunCompletesHalfDoneForget(t *testing.T) {
 		t.Fatalf("database side of the forget = %+v, %+v, %v", removed, tomb, err)
 	}
 	// Half done: the events are still in the stream, and a replay reads them.
-	if p := e.replay(worker.ReplayConfig{}); p.Read != 20 {
-		t.Fatalf("replay read %d events, want 20", p.Read)
+	if p := e.replay(worker.ReplayConfig{}); p.Read != 20 || p.Forgotten != 10 || p.Enqueued != 10 {
+		t.Fatalf("replay = %+v; want 20 read, dave's 10 skipped as forgotten, bob's 10 enqueued", p)
 	}
 	if got := e.leftovers("dave"); got != "" {
 		t.Fatalf("a replay after a half-done forget brought dave back: %s", got)

@@ -90,6 +90,10 @@ type ReplayProgress struct {
 	// Invalid counts events skipped as invalid; OptedOut those with
 	// memory:false.
 	Invalid, OptedOut int
+	// Forgotten counts events skipped because a forget of their user
+	// covers them: one that ran beside the replay, or one whose deletes from
+	// the stream did not finish (running the forget again completes it).
+	Forgotten int
 	// Removed is what Reset deleted.
 	Removed store.Removed
 	// Elapsed since the replay started.
@@ -231,21 +235,22 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayProgress, error) {
 		// Nothing was written: say what would have been, not "enqueued".
 		cfg.Logger.Info("replay dry run counted", "read", p.Read, "would_enqueue", p.Enqueued, "invalid", p.Invalid)
 	} else {
-		cfg.Logger.Info("replay enqueued", "read", p.Read, "enqueued", p.Enqueued, "invalid", p.Invalid)
+		cfg.Logger.Info("replay enqueued", "read", p.Read, "enqueued", p.Enqueued, "invalid", p.Invalid, "forgotten", p.Forgotten)
 	}
 	return p, nil
 }
 
 // requeue records a batch of replayed turns and inserts jobs of jobSize turns for
-// those that need extraction, in one transaction.
-func requeue(ctx context.Context, s *store.Store, enq *Enqueuer, turns []store.Turn, jobSize int) (int, error) {
-	var n int
-	err := s.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
-		// Events of a user forgotten since they were read are skipped.
+// those that need extraction, in one transaction. It returns how many turns
+// it enqueued and how many it skipped because a forget covers them.
+func requeue(ctx context.Context, s *store.Store, enq *Enqueuer, turns []store.Turn, jobSize int) (n, forgotten int, err error) {
+	err = s.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
+		read := len(turns)
 		turns, err := dropForgotten(ctx, q, turns)
 		if err != nil {
 			return err
 		}
+		forgotten = read - len(turns)
 		keys, err := q.RequeueTurns(ctx, turns)
 		if err != nil || len(keys) == 0 {
 			return err
@@ -254,7 +259,7 @@ func requeue(ctx context.Context, s *store.Store, enq *Enqueuer, turns []store.T
 		return enq.enqueueTurns(ctx, tx, withKeys(turns, keys), jobSize, sourceReplay)
 	})
 	if err != nil {
-		return 0, fmt.Errorf("replay: %w", err)
+		return 0, 0, fmt.Errorf("replay: %w", err)
 	}
-	return n, nil
+	return n, forgotten, nil
 }

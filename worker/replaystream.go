@@ -114,11 +114,12 @@ func replaySource(ctx context.Context, cfg ReplayConfig, enq *Enqueuer, src repl
 		}
 		for _, chunk := range windowChunks(turns, cfg.BatchSize) {
 			if !cfg.DryRun {
-				n, err := requeue(ctx, cfg.Store, enq, chunk, cfg.JobSize)
+				n, forgotten, err := requeue(ctx, cfg.Store, enq, chunk, cfg.JobSize)
 				if err != nil {
 					return err
 				}
 				p.Enqueued += n
+				p.Forgotten += forgotten
 			} else {
 				p.Enqueued += len(chunk)
 			}

@@ -121,8 +121,8 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 	if errors.As(err, &inc) {
 		// What was read is recorded and enqueued; say so, then fail with
 		// what was not read.
-		fmt.Fprintf(a.stdout, "incomplete: read %d of %d events (%d invalid, %d opted out), %d turns enqueued for extraction; re-run replay to read the rest\n",
-			p.Read, p.Total, p.Invalid, p.OptedOut, p.Enqueued)
+		fmt.Fprintf(a.stdout, "incomplete: read %d of %d events (%d invalid, %d opted out, %d of forgotten users), %d turns enqueued for extraction; re-run replay to read the rest\n",
+			p.Read, p.Total, p.Invalid, p.OptedOut, p.Forgotten, p.Enqueued)
 	}
 	if err != nil {
 		return err
@@ -134,6 +134,9 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 	}
 	fmt.Fprintf(a.stdout, "read %d events (%d invalid, %d opted out), %d turns enqueued for extraction in %s\n",
 		p.Read, p.Invalid, p.OptedOut, p.Enqueued, p.Elapsed.Round(time.Millisecond))
+	if p.Forgotten > 0 {
+		fmt.Fprintf(a.stdout, "%d events skipped: a forget of their user covers them (one ran beside the replay, or did not finish: run it again)\n", p.Forgotten)
+	}
 	if reset {
 		fmt.Fprintf(a.stdout, "reset removed %d facts and %d context items\n", p.Removed.Facts, p.Removed.Context)
 	}
