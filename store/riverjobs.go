@@ -212,16 +212,26 @@ func (s *Store) OrphanedTurns(ctx context.Context, jobs RiverJobs, limit int) ([
 	return turns, nil
 }
 
+// UnfinishedJobStates are the River job states QueueDepth counts.
+var UnfinishedJobStates = []string{"available", "scheduled", "retryable", "running", "pending"}
+
 // QueueDepth counts River jobs that are not finished, by queue and state
-// (available, scheduled, retryable, running, pending).
-func (s *Store) QueueDepth(ctx context.Context) (map[[2]string]int64, error) {
+// (UnfinishedJobStates). Each of queues has every state, 0 when it has no
+// such job, so that a gauge reads 0 rather than no data; other queues
+// appear when they hold jobs.
+func (s *Store) QueueDepth(ctx context.Context, queues ...string) (map[[2]string]int64, error) {
 	rows, err := s.db.Query(ctx, `SELECT queue, state::text, count(*) FROM river_job
-		WHERE state IN ('available', 'scheduled', 'retryable', 'running', 'pending')
-		GROUP BY queue, state`)
+		WHERE state::text = ANY($1)
+		GROUP BY queue, state`, UnfinishedJobStates)
 	if err != nil {
 		return nil, fmt.Errorf("queue depth: %w", err)
 	}
-	depth := map[[2]string]int64{}
+	depth := make(map[[2]string]int64, len(queues)*len(UnfinishedJobStates))
+	for _, q := range queues {
+		for _, st := range UnfinishedJobStates {
+			depth[[2]string{q, st}] = 0
+		}
+	}
 	var (
 		queue, state string
 		n            int64

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/worker"
 )
 
 // metrics are memoryd's Prometheus metrics. Counters the components keep
@@ -156,7 +157,7 @@ func (c *serviceCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if s != nil {
-		if depth, err := s.QueueDepth(ctx); err == nil {
+		if depth, err := s.QueueDepth(ctx, worker.QueueExtract, worker.QueueMaintenance, worker.QueueEmbed); err == nil {
 			for k, n := range depth {
 				ch <- prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(n), k[0], k[1])
 			}
