@@ -209,7 +209,12 @@ then the configuration file, then defaults), one "key: value  # source" line
 each, with secrets and URL passwords redacted. The output is a valid
 memoryd.yaml.`)
 	o.register(f)
+	var role string
+	registerRole(f, &role)
 	if err := f.Parse(args[1:]); err != nil {
+		return err
+	}
+	if _, err := parseRole(f, role); err != nil {
 		return err
 	}
 	var names []string

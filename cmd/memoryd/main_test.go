@@ -158,7 +158,7 @@ func TestParseSize(t *testing.T) {
 func TestConfigFilePrecedenceAndRedaction(t *testing.T) {
 	dir := t.TempDir()
 	path := dir + "/memoryd.yaml"
-	if err := os.WriteFile(path, []byte("workers: 7\nbatch_size: 50\nllm_api_key: sk-secret\ndatabase_url: postgres://u:pw@db:5432/m\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte("workers: 7\nrole: enrich\nbatch_size: 50\nllm_api_key: sk-secret\ndatabase_url: postgres://u:pw@db:5432/m\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("MEMORYD_BATCH_SIZE", "99")
@@ -168,6 +168,7 @@ func TestConfigFilePrecedenceAndRedaction(t *testing.T) {
 	}
 	for _, want := range []string{
 		`workers: "7"  # file ` + path,
+		`role: "enrich"  # file ` + path, // serve's own flag
 		`batch_size: "99"  # env MEMORYD_BATCH_SIZE`,
 		`max_attempts: "9"  # flag`,
 		`llm_api_key: "xxxxx"`,

@@ -184,16 +184,15 @@ Runs the ingest consumer, the River extraction workers and the enrich service
 until SIGINT/SIGTERM; with --role, one side only, so that enrich and
 extraction can run in separate processes and on separate machines.`)
 	o.register(f)
-	f.String(&role, "role", string(app.RoleAll), "what this process runs: all (ingest, extraction and the memory.* requests), enrich (answers the memory.* requests only: run processes of role all or ingest beside it for the turn stream and the jobs its requests enqueue) or ingest (the turn stream and the River jobs only: answers no memory.* request)")
+	registerRole(f, &role)
 	if err := f.Parse(args); err != nil {
 		return err
 	}
-	switch r := app.Role(role); r {
-	case app.RoleAll, app.RoleEnrich, app.RoleIngest:
-		o.app.Role = r
-	default:
-		return f.usageErr("--role %q is not all, enrich or ingest", role)
+	r, err := parseRole(f, role)
+	if err != nil {
+		return err
 	}
+	o.app.Role = r
 	svc, logger, err := o.newApp(f, a, "memoryd")
 	if err != nil {
 		return err
@@ -210,6 +209,19 @@ extraction can run in separate processes and on separate machines.`)
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// registerRole registers serve's --role, which config print shows too.
+func registerRole(f *flags, role *string) {
+	f.String(role, "role", string(app.RoleAll), "what this process runs: all (ingest, extraction and the memory.* requests), enrich (answers the memory.* requests only: run processes of role all or ingest beside it for the turn stream and the jobs its requests enqueue) or ingest (the turn stream and the River jobs only: answers no memory.* request)")
+}
+
+func parseRole(f *flags, role string) (app.Role, error) {
+	switch r := app.Role(role); r {
+	case app.RoleAll, app.RoleEnrich, app.RoleIngest:
+		return r, nil
+	}
+	return "", f.usageErr("--role %q is not all, enrich or ingest", role)
 }
 
 func runMigrate(ctx context.Context, a *cli, args []string) error {
