@@ -42,7 +42,7 @@ argument names a user. A running 'memoryd serve' answers the calls.`)
 	f.String(&keysFile, "keys", "", "HTTP: API key file, lines 'sha256:<hex> <user_id>' (memoryd keys add); reloaded on change")
 	f.Secret(&keyHashes, "key-hashes", "HTTP: more key lines in the --keys format, separated by ';'")
 	f.Duration(&cfg.Timeout, "timeout", agenttools.DefaultTimeout, "how long one tool call waits for memoryd's reply")
-	f.Duration(&shutdownTimeout, "shutdown-timeout", 10*time.Second, "HTTP: how long requests in flight may take to finish on SIGINT/SIGTERM")
+	f.Duration(&shutdownTimeout, "shutdown-timeout", 30*time.Second, "HTTP: how long requests in flight may take to finish on SIGINT/SIGTERM")
 	if err := f.Parse(args); err != nil {
 		return err
 	}
