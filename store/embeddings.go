@@ -165,13 +165,17 @@ func (s *Store) UserEmbeddings(ctx context.Context, userID, model string) ([]Sto
 
 // MissingEmbeddings returns up to limit items without a current vector for
 // model, of userID (of every user when empty), with ids above afterID, in id
-// order: a backfill pages through them by passing the last id back.
+// order: a backfill pages through them by passing the last id back. In a
+// transaction, the items returned stay share-locked until it ends (so that
+// a forget's delete of them waits for the jobs inserted for them); items
+// another transaction is writing or deleting are skipped.
 func (s *Store) MissingEmbeddings(ctx context.Context, userID, model string, afterID int64, limit int) ([]ContextRef, error) {
 	rows, err := s.db.Query(ctx, `SELECT c.user_id, c.id FROM context c
 		WHERE ($1 = '' OR c.user_id = $1) AND c.id > $3
 		  AND NOT EXISTS (SELECT FROM context_embeddings e
 			WHERE e.context_id = c.id AND e.model = $2 AND e.content_hash = c.content_hash)
-		ORDER BY c.id LIMIT $4`, userID, model, afterID, limit)
+		ORDER BY c.id LIMIT $4
+		FOR SHARE OF c SKIP LOCKED`, userID, model, afterID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("missing embeddings: %w", err)
 	}

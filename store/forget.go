@@ -72,6 +72,17 @@ func (s *Store) ForgetUser(ctx context.Context, userID, token string, throughSeq
 		if r, err = q.deleteMemory(ctx, []string{userID}, true); err != nil {
 			return err
 		}
+		// Jobs again: a transaction that held the user's turns or items
+		// while inserting a job for them (retry-failed, a takeover's
+		// replacement, reconcile, the embed sweep) committed while the
+		// deletes above waited for it, after the first pass had looked.
+		for _, rj := range riverJobs {
+			n, err := q.deleteUserJobs(ctx, rj, userID)
+			if err != nil {
+				return err
+			}
+			jobs += n
+		}
 		r.Turns, r.Jobs = turns, jobs
 		if _, err := q.db.Exec(ctx, `DELETE FROM llm_usage WHERE user_id = $1`, userID); err != nil {
 			return fmt.Errorf("forget usage: %w", err)

@@ -175,7 +175,10 @@ type OrphanedTurn struct {
 // once per call, and the discarded jobs only for the turns found. One statement
 // sees one snapshot, and ingest, replay and retry-failed insert a turn's
 // job in the transaction that sets it pending, so a turn is never seen
-// between the two.
+// between the two. The turns returned stay locked until the caller's
+// transaction ends, so a forget's delete of them waits for the job the
+// caller inserts and then sees it; turns another transaction holds (an
+// extraction, a forget) are skipped, for the next call.
 func (s *Store) OrphanedTurns(ctx context.Context, jobs RiverJobs, limit int) ([]OrphanedTurn, error) {
 	rows, err := s.db.Query(ctx, `
 		WITH live AS MATERIALIZED (
@@ -188,6 +191,7 @@ func (s *Store) OrphanedTurns(ctx context.Context, jobs RiverJobs, limit int) ([
 			  AND NOT EXISTS (SELECT 1 FROM live WHERE live.event_id = t.event_id AND live.user_id IN (t.user_id, ''))
 			ORDER BY t.received_at, t.event_id
 			LIMIT $2
+			FOR UPDATE OF t SKIP LOCKED
 		), discarded AS (
 			SELECT DISTINCT ON (o.user_id, o.event_id) o.user_id, o.event_id, j.id, j.attempt
 			FROM river_job j, jsonb_array_elements_text(j.args->$4::text) AS e(event_id), orphan o

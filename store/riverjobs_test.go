@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
 )
@@ -94,4 +96,50 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// OrphanedTurns locks the turns it returns until the caller's transaction
+// ends (so that a forget waits for the job the reconciler inserts for them)
+// and skips turns another transaction holds.
+func TestOrphanedTurnsLocksWhatItReturns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	at := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	if _, err := s.InsertTurns(ctx, []store.Turn{
+		{EventID: "a1", UserID: "alice", UserMessage: "m", TurnAt: at},
+		{EventID: "b1", UserID: "bob", UserMessage: "m", TurnAt: at},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	held, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Rollback(ctx)
+	if _, err := held.Exec(ctx, `SELECT 1 FROM turns WHERE user_id = 'bob' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	err = s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
+		orphans, err := q.OrphanedTurns(ctx, testJobs, 10)
+		if err != nil {
+			return err
+		}
+		if len(orphans) != 1 || orphans[0].UserID != "alice" {
+			t.Errorf("orphans %+v; want alice's turn only (bob's is held)", orphans)
+		}
+		// Another transaction cannot take alice's turn now.
+		other, err := s.Pool().Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer other.Rollback(ctx)
+		if _, err := other.Exec(ctx, `SELECT 1 FROM turns WHERE user_id = 'alice' FOR UPDATE NOWAIT`); err == nil {
+			t.Error("alice's orphaned turn is not locked by the transaction that found it")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

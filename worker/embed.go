@@ -168,7 +168,18 @@ func (e *Enqueuer) EnqueueMissingEmbeddings(ctx context.Context, userID, model s
 	const page = 1000
 	var n int
 	for after := int64(0); ; {
-		refs, err := e.store.MissingEmbeddings(ctx, userID, model, after, page)
+		// One transaction a page: the items read stay locked until their
+		// jobs are inserted, so a forget deleting them waits and then
+		// deletes the jobs too.
+		var refs []store.ContextRef
+		err := e.store.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
+			var err error
+			if refs, err = q.MissingEmbeddings(ctx, userID, model, after, page); err != nil || len(refs) == 0 {
+				return err
+			}
+			_, err = e.client.InsertManyTx(ctx, tx, embedParams(refs, model, jobSize, opts))
+			return err
+		})
 		if err != nil {
 			return n, fmt.Errorf("enqueue embedding: %w", err)
 		}
@@ -177,9 +188,6 @@ func (e *Enqueuer) EnqueueMissingEmbeddings(ctx context.Context, userID, model s
 		}
 		after = refs[len(refs)-1].ID
 		n += len(refs)
-		if _, err := e.client.InsertMany(ctx, embedParams(refs, model, jobSize, opts)); err != nil {
-			return n, fmt.Errorf("enqueue embedding: %w", err)
-		}
 	}
 }
 

@@ -435,3 +435,43 @@ func TestForgetKeepsOtherUsersUndeliveredEvents(t *testing.T) {
 		t.Fatalf("dave left: %s", got)
 	}
 }
+
+// A job another transaction inserts for the user's turns while the forget
+// waits on those turns (retry-failed re-enqueueing a failed turn, as here; a
+// takeover's replacement, a reconcile) commits before the forget's turn
+// delete goes on, after its first delete of the user's jobs: the forget
+// must not answer done with that job left naming the user.
+func TestForgetDeletesJobsInsertedWhileItWaited(t *testing.T) {
+	e := setup(t)
+	e.recordTurns(recoverTurn("e1", "alice"))
+	if err := e.store.MarkFailed(e.ctx, "alice", []string{"e1"}, "boom", true); err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`DELETE FROM river_job`) // the failed turn's job finished long ago
+
+	hold := e.block(`SELECT 1 FROM turns WHERE user_id = 'alice' FOR UPDATE`)
+	retried := make(chan error, 1)
+	go func() {
+		_, err := worker.RetryFailed(e.ctx, e.store, "alice", 10)
+		retried <- err
+	}()
+	retry := e.waitBlocked("retry-failed waiting for the held turn", hold.pid)
+	f := e.forgetAsync("alice")
+	// The forget's turn delete queues behind retry-failed's lock.
+	e.waitDoneOrBlocked("forget waiting for retry-failed", f.done, retry)
+	if err := hold.tx.Rollback(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-retried; err != nil {
+		t.Fatal(err)
+	}
+	f.wait(t)
+	var jobs []string
+	rows, err := e.store.Pool().Query(e.ctx, `SELECT state::text || ' ' || args::text FROM river_job WHERE args->>'user_id' = 'alice'`)
+	if err == nil {
+		jobs, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil || len(jobs) > 0 {
+		t.Fatalf("jobs naming alice after her forget answered done: %v (%v)", jobs, err)
+	}
+}
