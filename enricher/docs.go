@@ -193,7 +193,11 @@ func (d docs) put(token string, data []byte) (call, error) {
 			if r, err = q.PutDocument(ctx, put); err != nil {
 				return err
 			}
-			if later && !r.Unchanged {
+			// A pending document put again with the same content gets its
+			// chunking job again: the last one may be lost (it ran out of
+			// attempts), and a second job finds the document ready and
+			// does nothing.
+			if later && (!r.Unchanged || r.Status == store.DocPending) {
 				job, err = d.index(ctx, tx, r.Collection.ID, r.DocID, r.Hash)
 			}
 			return err

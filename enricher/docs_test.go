@@ -215,6 +215,16 @@ func TestDocsLargePutEnqueues(t *testing.T) {
 	if err != nil || !small.Searchable || small.JobID != 0 || len(seen) != 1 {
 		t.Fatalf("small put = %+v, %v (indexer saw %v)", small, err, seen)
 	}
+	// Put again while still pending (its job may be lost: it ran out of
+	// attempts), the same content gets its job again; a ready document's
+	// does not.
+	again, err := h.client.PutDocument(ctx, events.DocsPutRequest{UserID: "alice", Collection: "c", DocID: "big", Content: manual})
+	if err != nil || !again.Unchanged || again.Status != events.DocPending || again.JobID != 42 || !slices.Equal(seen, []string{"big:pending", "big:pending"}) {
+		t.Fatalf("pending document put again = %+v, %v (indexer saw %v); want unchanged, its job enqueued again", again, err, seen)
+	}
+	if again, err := h.client.PutDocument(ctx, events.DocsPutRequest{UserID: "alice", Collection: "c", DocID: "small", Content: "tiny"}); err != nil || !again.Unchanged || again.JobID != 0 || len(seen) != 2 {
+		t.Fatalf("ready document put again = %+v, %v (indexer saw %v)", again, err, seen)
+	}
 	// A failing enqueue rolls the put back.
 	h2 := start(t, st, func(c *enricher.Config) {
 		c.InlineChunkBytes = 100

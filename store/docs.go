@@ -253,7 +253,8 @@ func (s *Store) collection(ctx context.Context, o Owner, name string, create boo
 }
 
 // PutDocument stores a document, creating its collection when missing. The
-// same content as stored (by hash) is a no-op (PutResult.Unchanged). New
+// same content as stored (by hash) is a no-op (PutResult.Unchanged), but
+// for a pending document with p.Chunk set, which is chunked now. New
 // content replaces the document's chunks in one transaction: a search sees
 // the old chunks or the new ones, never a mix. With p.Chunk nil the old
 // chunks are deleted and the document left pending (not searchable) until
@@ -275,7 +276,10 @@ func (s *Store) PutDocument(ctx context.Context, p DocumentPut) (PutResult, erro
 		err = q.db.QueryRow(ctx, `SELECT content_hash, status, chunks, size_bytes FROM documents
 			WHERE collection_id = $1 AND doc_id = $2 FOR UPDATE`, c.ID, p.DocID).Scan(&hash, &status, &chunks, &oldSize)
 		switch {
-		case err == nil && hash == r.Hash:
+		case err == nil && hash == r.Hash && (status != DocPending || p.Chunk == nil):
+			// A pending document put again with its content is left as it
+			// is, and the caller enqueues its chunking job again (the last
+			// one may be lost); one the caller chunks now is written below.
 			r.Unchanged, r.Status, r.Chunks = true, status, chunks
 			return nil
 		case err != nil && !errors.Is(err, pgx.ErrNoRows):

@@ -235,15 +235,16 @@ func (w *Worker) takeOver(ctx context.Context) error {
 			return err
 		}
 		var reps []replacement
-		var embeds []river.InsertManyParams
+		var asIs []river.InsertManyParams
 		for _, j := range taken {
-			if j.Kind == EmbedJobKind || j.Kind == ChunkEmbedJobKind {
-				p, err := embedReplacement(j)
+			if replacedAsIs(j.Kind) {
+				p, err := asIsReplacement(j)
 				if err != nil {
-					// Its items are embedded by the next sweep.
-					w.logger.Error("embed job of a dead process has unreadable arguments", "job_id", j.ID, "error", err)
+					// Its items are embedded by the next sweep; a document
+					// stays pending until it is put again.
+					w.logger.Error("job of a dead process has unreadable arguments", "job_id", j.ID, "kind", j.Kind, "error", err)
 				} else if p != nil {
-					embeds = append(embeds, *p)
+					asIs = append(asIs, *p)
 				}
 				continue
 			}
@@ -268,7 +269,7 @@ func (w *Worker) takeOver(ctx context.Context) error {
 				replaces: j.ID, lockWaits: metaCount(j.Metadata, metaLockWaits),
 				rateLimitWaits: metaCount(j.Metadata, metaRateLimitWaits)})
 		}
-		if err := w.enq.insert(ctx, tx, embeds); err != nil {
+		if err := w.enq.insert(ctx, tx, asIs); err != nil {
 			return err
 		}
 		return w.enq.enqueueReplacements(ctx, tx, reps)
@@ -277,11 +278,14 @@ func (w *Worker) takeOver(ctx context.Context) error {
 		return fmt.Errorf("take over: %w", err)
 	}
 	for _, j := range taken {
-		if j.Kind == EmbedJobKind || j.Kind == ChunkEmbedJobKind {
-			if j.Attempt >= j.MaxAttempts {
+		if replacedAsIs(j.Kind) {
+			switch {
+			case j.Attempt < j.MaxAttempts:
+				w.logger.Info("took over the job of a dead process", "job_id", j.ID, "kind", j.Kind, "process", j.Process, "attempt", j.Attempt)
+			case j.Kind == IndexDocumentJobKind:
+				w.logger.Error("ended the document chunking job of a dead process on its last attempt; the document stays pending until it is put again", "job_id", j.ID, "process", j.Process)
+			default:
 				w.logger.Warn("ended the embed job of a dead process on its last attempt; the next sweep embeds its items", "job_id", j.ID, "process", j.Process)
-			} else {
-				w.logger.Info("took over the embed job of a dead process", "job_id", j.ID, "process", j.Process, "attempt", j.Attempt)
 			}
 			continue
 		}
@@ -305,21 +309,34 @@ func (w *Worker) takeOver(ctx context.Context) error {
 	return nil
 }
 
-// embedReplacement is the job that replaces an embed job taken over: the
-// same items and model, on the same queue, with the attempts it had left
-// (nil when none is left: the next sweep embeds its items, as it does those
-// of an embed job that gave up). Without it the items waited for the sweep,
-// up to EmbedSweepInterval (an hour by default).
-// A chunk embed job (chunkembed.go) is replaced the same way.
-func embedReplacement(j store.TakenJob) (*river.InsertManyParams, error) {
+// replacedAsIs tells the kinds of job a takeover replaces by the same job
+// with the attempts it had left: embed and chunk embed jobs (without one,
+// their items waited for the sweep, up to EmbedSweepInterval, an hour by
+// default), and document chunking jobs (without one, the document stayed
+// pending for good: nothing else enqueues its job).
+func replacedAsIs(kind string) bool {
+	return kind == EmbedJobKind || kind == ChunkEmbedJobKind || kind == IndexDocumentJobKind
+}
+
+// asIsReplacement is the job that replaces a job of a kind replacedAsIs
+// taken over: the same arguments, on the same queue, with the attempts it
+// had left (nil when none is left).
+func asIsReplacement(j store.TakenJob) (*river.InsertManyParams, error) {
 	var args river.JobArgs
-	if j.Kind == ChunkEmbedJobKind {
+	switch j.Kind {
+	case ChunkEmbedJobKind:
 		var a ChunkEmbedArgs
 		if err := json.Unmarshal(j.Args, &a); err != nil {
 			return nil, err
 		}
 		args = a
-	} else {
+	case IndexDocumentJobKind:
+		var a IndexDocumentArgs
+		if err := json.Unmarshal(j.Args, &a); err != nil {
+			return nil, err
+		}
+		args = a
+	default:
 		var a EmbedArgs
 		if err := json.Unmarshal(j.Args, &a); err != nil {
 			return nil, err

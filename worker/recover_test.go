@@ -216,6 +216,57 @@ func TestProcessDeclaredDeadStopsItsJobs(t *testing.T) {
 	})
 }
 
+// A document's chunking job running in a process that died is replaced with
+// the attempts it had left, so the document becomes searchable: nothing
+// else enqueues it again (before, it stayed pending for good).
+func TestIndexJobOfDeadProcessTakenOver(t *testing.T) {
+	e := setup(t)
+	alice := store.Owner{User: "alice"}
+	var doc strings.Builder
+	for i := range 20 {
+		fmt.Fprintf(&doc, "## Section %d\n\nThe narwhal note number %d.\n\n", i, i)
+	}
+	client, err := river.NewClient(riverpgxv5.New(e.store.Pool()), &river.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var job int64
+	err = e.store.InTx(e.ctx, func(tx pgx.Tx, q *store.Store) error {
+		r, err := q.PutDocument(e.ctx, store.DocumentPut{Owner: alice, Collection: "big", DocID: "d", Content: doc.String()})
+		if err != nil {
+			return err
+		}
+		res, err := client.InsertTx(e.ctx, tx, worker.IndexDocumentArgs{CollectionID: r.Collection.ID, DocID: r.DocID, Hash: r.Hash}, &river.InsertOpts{MaxAttempts: 3})
+		if err != nil {
+			return err
+		}
+		job = res.Job.ID
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`INSERT INTO memoryd_processes (id, heartbeat_at) VALUES ('crashed', now() - interval '1 hour')`)
+	e.exec(`UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now(), attempted_by = ARRAY['crashed'] WHERE id = $1`, job)
+
+	e.start(extractor.NewRules(), nil)
+	e.waitFor("the document chunked after the takeover", func() (bool, string) {
+		docs, _, err := e.store.ListDocuments(e.ctx, alice, "big", "", 1)
+		if err != nil || len(docs) != 1 {
+			return false, fmt.Sprint(docs, err)
+		}
+		return docs[0].Status == store.DocReady, docs[0].Status
+	})
+	if s := e.jobState(job); s != "cancelled" {
+		t.Errorf("the dead process's job is %s, want cancelled", s)
+	}
+	var attempts int
+	if err := e.store.Pool().QueryRow(e.ctx, `SELECT max_attempts FROM river_job
+		WHERE kind = $1 AND (metadata->>'memoryd_replaces')::bigint = $2`, worker.IndexDocumentJobKind, job).Scan(&attempts); err != nil || attempts != 2 {
+		t.Errorf("replacement job's attempts = %d (%v), want the 2 left", attempts, err)
+	}
+}
+
 // TestEmbedJobOfDeadProcessTakenOver: an embed job left running by a
 // process that died is replaced at once by a job with the attempts it had
 // left, so its items get their vectors without waiting for the hourly
