@@ -32,6 +32,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -459,6 +460,35 @@ const DefaultTurnRetention = 7 * 24 * time.Hour
 // DefaultMaxClockSkew is Config.MaxClockSkew's default.
 const DefaultMaxClockSkew = 5 * time.Minute
 
+// ErrConsumerOfAnotherPrefix is returned by Start when the stream's durable
+// consumer reads another prefix's turn subjects.
+var ErrConsumerOfAnotherPrefix = errors.New("the turn stream's ingest consumer reads another prefix's subjects")
+
+// checkConsumerPrefix refuses to take over a durable consumer that reads
+// another prefix's turn subjects (another memoryd sharing the stream with
+// its own --prefix). A missing stream or consumer is fine: Start creates it.
+func checkConsumerPrefix(ctx context.Context, js jetstream.JetStream, cfg Config) error {
+	cons, err := js.Consumer(ctx, cfg.Stream, cfg.Durable)
+	if errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("worker: read consumer %s: %w", cfg.Durable, err)
+	}
+	want := events.TurnSubjects(cfg.Prefix)
+	c := cons.CachedInfo().Config
+	got := c.FilterSubjects
+	if c.FilterSubject != "" {
+		got = append([]string{c.FilterSubject}, got...)
+	}
+	if len(got) == 1 && got[0] == want {
+		return nil
+	}
+	return fmt.Errorf("worker: %w: consumer %s on stream %s reads %q, not %q: another memoryd with another --prefix uses this stream; "+
+		"give each prefix its own --stream (to change a deployment's prefix, stop all its processes and delete the consumer first)",
+		ErrConsumerOfAnotherPrefix, cfg.Durable, cfg.Stream, strings.Join(got, ","), want)
+}
+
 // DefaultDurable is the durable consumer all workers share by default.
 const DefaultDurable = "memoryd-ingest"
 
@@ -663,6 +693,13 @@ func (w *Worker) Start(ctx context.Context) error {
 		w.mu.Unlock()
 		w.logger.Info("worker started (extraction only)", "extractor", cfg.Extractor.Info().Name, "workers", cfg.Workers)
 		return nil
+	}
+	// Before the stream gains this prefix's subject: the durable consumer
+	// is shared by name, so updating another prefix's would move every
+	// process of that prefix onto this one's subjects, and the events it
+	// then passed over would never be recorded.
+	if err := checkConsumerPrefix(ctx, w.js, cfg); err != nil {
+		return err
 	}
 	turnStream, err := events.EnsureStream(ctx, w.js, events.StreamConfig{Prefix: cfg.Prefix, Stream: cfg.Stream})
 	if err != nil {

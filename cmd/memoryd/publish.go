@@ -38,7 +38,7 @@ JetStream had it already.`)
 	f.ArgString(&id, "id", "", "event id (default: random)")
 	f.ArgString(&at, "timestamp", "", "turn time, RFC 3339 (default: now)")
 	f.ArgBool(&noMemory, "no-memory", false, `publish with "memory": false (the user opted out)`)
-	f.Bool(&ensure, "ensure-stream", true, "create the turn stream first when it is missing (an existing stream's settings are kept)")
+	f.Bool(&ensure, "ensure-stream", true, "create the turn stream first when it is missing, or add this prefix's subjects to it (its other settings are kept)")
 	if err := f.Parse(args); err != nil {
 		return err
 	}
