@@ -203,6 +203,14 @@ func rulesCases() []rulesCase {
 		{name: "love you", user: "I love you", want: none},
 		{name: "like it when", user: "I like it when it rains", want: none},
 		{name: "would like", user: "I'd like a coffee", want: none},
+		// Seen in real conversations (LongMemEval): an adverb or a
+		// comparative is not a thing liked, "cause" starts a clause, and a
+		// lone article is no item.
+		{name: "like better", user: "Which one do you think I like better, the options you gave?", want: none},
+		{name: "like best", user: "I like best when we talk", want: none},
+		{name: "love always", user: "I always love it, I love always being outdoors", want: none},
+		{name: "like cause", user: "I love camping trips, cause nature brings such peace", want: none, changes: like("camping trips")},
+		{name: "like the", user: "I like the, um, mountains", want: none},
 		{name: "hate", user: "I hate olives", want: none, changes: []FactChange{add("dislikes", "olives"), rm("likes", "olives")}},
 		{name: "don't like", user: "I don't like coriander", want: none, changes: []FactChange{add("dislikes", "coriander"), rm("likes", "coriander")}},
 		{name: "don't like anymore", user: "I don't like coriander anymore", want: none, changes: []FactChange{rm("likes", "coriander")}},
@@ -215,6 +223,7 @@ func rulesCases() []rulesCase {
 		{name: "don't play anymore", user: "I don't play chess anymore", want: none, changes: []FactChange{rm("hobbies", "chess")}},
 		{name: "no longer play", user: "I no longer play golf", want: none, changes: []FactChange{rm("hobbies", "golf")}},
 		{name: "goal", user: "My goal is to run a marathon", want: none, changes: []FactChange{add("goals", "run a marathon")}},
+		{name: "goal is always", user: "My goal is always to help them find their way", want: none},
 		{name: "favorite", user: "my favorite color is blue", want: map[string]string{"favorite_color": "blue"}},
 		{name: "favourite multiword", user: "My favourite TV show is The Wire!", want: map[string]string{"favorite_tv_show": "The Wire"}},
 		{name: "favorite keeps and", user: "My favorite food is fish and chips", want: map[string]string{"favorite_food": "fish and chips"}},

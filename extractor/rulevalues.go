@@ -79,7 +79,7 @@ func isBadLeadPlain(w string) bool {
 // another clause.
 func isTailCommon(w string) bool {
 	switch w {
-	case "but", "because", "since", "although", "though", "so", "which", "who", "whom", "whose", "where", "when", "while", "if", "unless", "whereas", "btw", "lol", "haha", "tho", "thanks", "thank", "please":
+	case "but", "because", "cause", "'cause", "’cause", "cuz", "coz", "since", "although", "though", "so", "which", "who", "whom", "whose", "where", "when", "while", "if", "unless", "whereas", "btw", "lol", "haha", "tho", "thanks", "thank", "please":
 		return true
 	}
 	return false
@@ -175,7 +175,10 @@ func isBadLeadThing(w string) bool {
 	case "not", "it", "it's", "it’s", "that", "this", "these", "those", "you", "him", "her", "them", "us", "me", "your", "his", "their",
 		"our", "my", "how", "when", "what", "where", "why", "who", "whether", "if", "to", "being", "a", "an", "about", "most", "all",
 		"both", "some", "so", "too", "very", "much", "lots", "more", "less", "anything", "everything", "something", "stuff", "any",
-		"and", "or", "but", "with", "for", "at", "on", "in", "of", "along", "around", "up", "out", "by", "as", "here", "there", "u", "ya":
+		"and", "or", "but", "with", "for", "at", "on", "in", "of", "along", "around", "up", "out", "by", "as", "here", "there", "u", "ya",
+		// An adverb or a comparative is how, not what: "I like better",
+		// "my goal is always to ...".
+		"better", "best", "always", "never", "often", "sometimes", "usually", "still", "even", "only", "again", "ever":
 		return true
 	}
 	return false
@@ -368,7 +371,8 @@ func cleanValue(kind ruleKind, rest string, ts time.Time) string {
 			return ""
 		}
 	case kindThing:
-		if len(words) > rulesMaxItemWords || isBadLeadThing(first) || !isThingLike(words) {
+		// A lone article is a list cut by a filler: "the, um, mountains".
+		if len(words) > rulesMaxItemWords || isBadLeadThing(first) || !isThingLike(words) || (len(words) == 1 && first == "the") {
 			return ""
 		}
 	case kindLanguage:
