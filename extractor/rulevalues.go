@@ -131,7 +131,7 @@ func isTrailingFiller(w string) bool {
 // "actually Ana".
 func isLeadingFiller(w string) bool {
 	switch w {
-	case "actually", "really", "just", "literally", "basically", "currently", "now", "officially":
+	case "actually", "really", "just", "literally", "basically", "currently", "now", "officially", "especially", "particularly":
 		return true
 	}
 	return false
@@ -178,7 +178,9 @@ func isBadLeadThing(w string) bool {
 		"and", "or", "but", "with", "for", "at", "on", "in", "of", "along", "around", "up", "out", "by", "as", "here", "there", "u", "ya",
 		// An adverb or a comparative is how, not what: "I like better",
 		// "my goal is always to ...".
-		"better", "best", "always", "never", "often", "sometimes", "usually", "still", "even", "only", "again", "ever":
+		"better", "best", "always", "never", "often", "sometimes", "usually", "still", "even", "only", "again", "ever",
+		// Not a thing but a clause: "maybe we can ...", "that's what ...".
+		"maybe", "perhaps", "that's", "that’s", "what's", "what’s", "keep":
 		return true
 	}
 	return false
@@ -190,6 +192,17 @@ func isTailThing(w string) bool {
 	switch w {
 	case "with", "for", "when", "whenever", "every", "during", "on", "at", "in", "nowadays", "lately", "these", "since", "from", "to", "as", "like",
 		"after", "before", "until", "till", "due":
+		return true
+	}
+	return false
+}
+
+// isVerbTail reports whether w, inside a thing liked, is a verb that makes
+// what follows a predicate about it: "noodles sounds amazing", "spicy food
+// and shrimp is my favorite protein", "store-bought ones can be".
+func isVerbTail(w string) bool {
+	switch w {
+	case "is", "are", "was", "were", "sounds", "sound", "seems", "seem", "looks", "can", "could", "would", "will", "might", "makes", "adds":
 		return true
 	}
 	return false
@@ -339,7 +352,8 @@ func cleanValue(kind ruleKind, rest string, ts time.Time) string {
 	}
 	words = cutAtTail(kind, words)
 	for len(words) > 0 && (isTrailingFiller(normWord(words[len(words)-1])) ||
-		kind == kindLanguage && isLanguageFiller(normWord(words[len(words)-1]))) {
+		kind == kindLanguage && isLanguageFiller(normWord(words[len(words)-1])) ||
+		kind == kindThing && isTrailingThing(normWord(words[len(words)-1]))) {
 		words = words[:len(words)-1]
 	}
 	if len(words) == 0 {
@@ -372,7 +386,7 @@ func cleanValue(kind ruleKind, rest string, ts time.Time) string {
 		}
 	case kindThing:
 		// A lone article is a list cut by a filler: "the, um, mountains".
-		if len(words) > rulesMaxItemWords || isBadLeadThing(first) || !isThingLike(words) || (len(words) == 1 && first == "the") {
+		if len(words) > rulesMaxItemWords || isBadLeadThing(first) || !isThingLike(words) || (len(words) == 1 && (first == "the" || isNumber(first))) {
 			return ""
 		}
 	case kindLanguage:
@@ -569,7 +583,12 @@ func cutAtTail(kind ruleKind, words []string) []string {
 				return words[:i]
 			}
 		case kindThing, kindLanguage:
-			if isTailThing(nw) {
+			// "listening to music", "going to concerts": a lone verb's
+			// "to" takes its object; "cooking for my family" is cut.
+			if nw == "to" && i == 1 && strings.HasSuffix(normWord(words[0]), "ing") {
+				continue
+			}
+			if isTailThing(nw) || kind == kindThing && isVerbTail(nw) {
 				return words[:i]
 			}
 		case kindCar:
@@ -629,4 +648,20 @@ func normWord(w string) string {
 
 func isSpaceByte(c byte) bool {
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'
+}
+
+// isTrailingThing reports whether w, at the end of a thing liked, is what
+// a cut predicate left: the subject of "the flavor it adds", the "to" of
+// "listening to".
+func isTrailingThing(w string) bool {
+	switch w {
+	case "it", "this", "that", "they", "he", "she", "we", "i", "you", "to", "then", "of", "behind", "about", "with", "for", "in", "on", "at":
+		return true
+	}
+	return false
+}
+
+// isNumber reports whether w is digits only: "3" is no thing liked.
+func isNumber(w string) bool {
+	return w != "" && strings.Trim(w, "0123456789") == ""
 }
