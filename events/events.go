@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -363,4 +364,38 @@ func TokenFromSubject(prefix, subject string) string {
 		return ""
 	}
 	return rest
+}
+
+// CheckPrefix reports whether prefix can start memoryd's subjects: one or
+// more dot-separated tokens, none empty, without whitespace or the
+// wildcards '*' and '>'. A prefix that is not one fails only later, as a
+// NATS "invalid subject" error naming neither the prefix nor its flag.
+func CheckPrefix(prefix string) error {
+	if prefix == "" {
+		return errors.New("is empty")
+	}
+	for _, tok := range strings.Split(prefix, ".") {
+		switch {
+		case tok == "":
+			return errors.New("has an empty token (a leading, trailing or doubled '.')")
+		case strings.ContainsAny(tok, "*>") || strings.IndexFunc(tok, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
+			return fmt.Errorf("token %q holds a wildcard, a space or a control character", tok)
+		}
+	}
+	return nil
+}
+
+// CheckStream reports whether name can be a JetStream stream's name (and
+// name its dead-letter stream, name + "_DEADLETTER"): not empty, at most
+// 255 bytes, without whitespace, '.', '*', '>', or a path separator.
+func CheckStream(name string) error {
+	switch {
+	case name == "":
+		return errors.New("is empty")
+	case len(name)+len("_DEADLETTER") > 255:
+		return errors.New("is too long (at most 244 bytes)")
+	case strings.ContainsAny(name, ".*>/\\") || strings.IndexFunc(name, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
+		return errors.New("holds '.', '*', '>', a path separator, a space or a control character")
+	}
+	return nil
 }

@@ -214,3 +214,28 @@ func TestContractNames(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckPrefixAndStream(t *testing.T) {
+	for _, c := range []struct {
+		prefix string
+		ok     bool
+	}{
+		{"memory", true}, {"acme.memory", true}, {"m-1_x", true},
+		{"", false}, {"bad prefix", false}, {"a..b", false}, {".a", false}, {"a.", false}, {"a.*", false}, {"a.>", false}, {"a\tb", false},
+	} {
+		if err := events.CheckPrefix(c.prefix); (err == nil) != c.ok {
+			t.Errorf("CheckPrefix(%q) = %v, want ok %v", c.prefix, err, c.ok)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		ok   bool
+	}{
+		{"MEMORY_TURNS", true}, {"walk-turns", true},
+		{"", false}, {"A B", false}, {"A.B", false}, {"A*", false}, {"A>", false}, {"a/b", false}, {strings.Repeat("x", 245), false}, {strings.Repeat("x", 244), true},
+	} {
+		if err := events.CheckStream(c.name); (err == nil) != c.ok {
+			t.Errorf("CheckStream(%q) = %v, want ok %v", c.name, err, c.ok)
+		}
+	}
+}

@@ -214,7 +214,14 @@ memoryd.yaml.`)
 	if err := f.Parse(args[1:]); err != nil {
 		return err
 	}
-	if _, err := parseRole(f, role); err != nil {
+	r, err := parseRole(f, role)
+	if err != nil {
+		return err
+	}
+	// What serve would refuse is refused here too, naming the flag: the
+	// app checks its configuration without connecting to anything.
+	o.app.Role = r
+	if _, _, err := o.newApp(f, a, "memoryd"); err != nil {
 		return err
 	}
 	var names []string

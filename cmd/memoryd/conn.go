@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/internal/app"
 	"github.com/memoryd/memoryd/store"
 )
@@ -25,9 +26,12 @@ type connOptions struct {
 	stream      string
 	logLevel    string
 	logFormat   string
+	// cmd is the command whose flags these are, for usage errors.
+	cmd string
 }
 
 func (o *connOptions) register(f *flags) {
+	o.cmd = f.Name()
 	def := app.Defaults()
 	f.String(&o.nats.URL, "nats-url", def.NATS.URL, "NATS server URL(s), comma separated")
 	f.String(&o.nats.User, "nats-user", "", "NATS user name")
@@ -54,10 +58,22 @@ func (o *connOptions) config(name string, logger *slog.Logger) app.Config {
 	return app.Config{Logger: logger, Prefix: o.prefix, Stream: o.stream, NATS: n, Store: store.Config{URL: o.databaseURL}}
 }
 
+// logger checks the connection options and returns the command's logger:
+// it is the first use every command makes of them, so a bad --prefix or
+// --stream is refused before anything connects, naming the flag.
 func (o *connOptions) logger(a *cli) (*slog.Logger, error) {
+	usage := func(format string, args ...any) error {
+		return &usageError{cmd: o.cmd, err: fmt.Errorf(format, args...)}
+	}
+	if err := events.CheckPrefix(o.prefix); err != nil {
+		return nil, usage("--prefix %q %v", o.prefix, err)
+	}
+	if err := events.CheckStream(o.stream); err != nil {
+		return nil, usage("--stream %q %v", o.stream, err)
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
-		return nil, fmt.Errorf("--log-level %q is not debug, info, warn or error", o.logLevel)
+		return nil, usage("--log-level %q is not debug, info, warn or error", o.logLevel)
 	}
 	format := o.logFormat
 	if format == "auto" {
@@ -72,7 +88,7 @@ func (o *connOptions) logger(a *cli) (*slog.Logger, error) {
 	case "json":
 		return slog.New(&riverQuiet{Handler: slog.NewJSONHandler(a.stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: readableDurations})}), nil
 	}
-	return nil, fmt.Errorf("--log-format %q is not auto, text or json", o.logFormat)
+	return nil, usage("--log-format %q is not auto, text or json", o.logFormat)
 }
 
 func isTerminal(f *os.File) bool {

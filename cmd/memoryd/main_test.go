@@ -189,6 +189,14 @@ func TestConfigFilePrecedenceAndRedaction(t *testing.T) {
 	if code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, []string{"config", "print", "--config", path}); code != 1 || !strings.Contains(errOut.String(), `unknown key "wrokers"`) {
 		t.Fatalf("misspelt key: exit %d, %q", code, errOut.String())
 	}
+	// What serve refuses, config print refuses: it shows a configuration
+	// serve would run.
+	for _, args := range [][]string{{"--workers", "-3"}, {"--log-level", "loud"}, {"--max-db-size", "10Q"}, {"--role", "both"}, {"--prefix", "bad prefix"}, {"--stream", "A.B"}} {
+		errOut.Reset()
+		if code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, append([]string{"config", "print"}, args...)); code != 2 || !strings.Contains(errOut.String(), args[0]) {
+			t.Errorf("config print %v: exit %d, %q; want 2 naming the flag", args, code, errOut.String())
+		}
+	}
 }
 
 func TestHelpListsEveryFlagWithEnvAndDefault(t *testing.T) {

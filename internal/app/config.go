@@ -290,6 +290,12 @@ func (c Config) validate() error {
 			return &ConfigError{Field: d.field, Value: fmt.Sprint(d.value), Reason: "is out of range"}
 		}
 	}
+	if err := events.CheckPrefix(c.Prefix); err != nil {
+		return &ConfigError{Field: "Prefix", Value: c.Prefix, Reason: err.Error()}
+	}
+	if err := events.CheckStream(c.Stream); err != nil {
+		return &ConfigError{Field: "Stream", Value: c.Stream, Reason: err.Error()}
+	}
 	switch c.Role {
 	case RoleAll, RoleEnrich, RoleIngest:
 	default:
