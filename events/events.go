@@ -124,6 +124,20 @@ func Decode(data []byte) (Turn, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&t); err != nil {
+		// Well-formed JSON with a field of the wrong type or a bad time
+		// names that field, as any other invalid field does.
+		var (
+			typeErr *json.UnmarshalTypeError
+			timeErr *time.ParseError
+		)
+		switch {
+		// Timestamp is the event's only time: time.Time's decoder reports
+		// a non-string as a plain error of its own.
+		case errors.As(err, &timeErr) || strings.HasPrefix(err.Error(), "Time.UnmarshalJSON"):
+			return Turn{}, invalid("timestamp", "must be RFC 3339, e.g. 2026-11-21T10:00:00Z")
+		case errors.As(err, &typeErr) && typeErr.Field != "" && !strings.Contains(typeErr.Field, "."):
+			return Turn{}, invalid(typeErr.Field, "must be %s, not %s", typeErr.Type, typeErr.Value)
+		}
 		return Turn{}, invalid("", "malformed JSON: %s", jsonReason(err))
 	}
 	if dec.More() {

@@ -91,8 +91,11 @@ func TestDecode(t *testing.T) {
 		{"missing id", `{"user_id":"alice","user_message":"hi","timestamp":"2026-11-21T10:00:00Z"}`, "id", true},
 		{"blank message", `{"id":"e1","user_id":"alice","user_message":"  ","timestamp":"2026-11-21T10:00:00Z"}`, "user_message", true},
 		{"missing timestamp", `{"id":"e1","user_id":"alice","user_message":"hi"}`, "timestamp", true},
-		{"number as string field", `{"id":1,"user_id":"alice","user_message":"hi","timestamp":"2026-11-21T10:00:00Z"}`, "", true},
-		{"string as bool", `{` + ok + `,"memory":"no"}`, "", true},
+		// Well-formed JSON with a field of the wrong type names the field.
+		{"number as string field", `{"id":1,"user_id":"alice","user_message":"hi","timestamp":"2026-11-21T10:00:00Z"}`, "id", true},
+		{"string as bool", `{` + ok + `,"memory":"no"}`, "memory", true},
+		{"timestamp not RFC 3339", `{"id":"e1","user_id":"alice","user_message":"hi","timestamp":"yesterday"}`, "timestamp", true},
+		{"timestamp a number", `{"id":"e1","user_id":"alice","user_message":"hi","timestamp":1732183200}`, "timestamp", true},
 		{"metadata not object", `{` + ok + `,"metadata":"x"}`, "metadata", true},
 		{"metadata too deep", `{` + ok + `,"metadata":` + strings.Repeat(`{"a":`, 20) + `1` + strings.Repeat(`}`, 20) + `}`, "metadata", true},
 		{"nul byte", `{"id":"e1","user_id":"alice","user_message":"a\u0000b","timestamp":"2026-11-21T10:00:00Z"}`, "user_message", true},

@@ -162,12 +162,12 @@ func TestOpsEndpoints(t *testing.T) {
 	var body string
 	eventstest.Poll(30*time.Second, func() (bool, string) {
 		_, body = get("/metrics")
-		return strings.Contains(body, `memoryd_turns_rejected_total{reason="malformed"} 1`), ""
+		return strings.Contains(body, `memoryd_turns_rejected_total{reason="invalid_id"} 1`), ""
 	}) // the checks below say what is missing
 	for _, want := range []string{
 		"memoryd_turns_received_total 2",
 		"memoryd_turns_recorded_total 1",
-		`memoryd_turns_rejected_total{reason="malformed"} 1`,
+		`memoryd_turns_rejected_total{reason="invalid_id"} 1`,
 		`memoryd_turns_extracted_total{outcome="processed"} 1`,
 		"memoryd_enrich_duration_seconds_count 1",
 		"memoryd_enrich_degraded_total 0",
