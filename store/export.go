@@ -194,6 +194,9 @@ func (s *Store) Import(ctx context.Context, userID, token string, r io.Reader) (
 		if err := q.quietly(ctx, func() error { return q.applyImport(ctx, userID, byType, counts) }); err != nil {
 			return err
 		}
+		if err := q.recordImportSources(ctx, userID, byType); err != nil {
+			return err
+		}
 		var total int64
 		for _, n := range counts {
 			total += n
@@ -231,6 +234,48 @@ func (s *Store) applyImport(ctx context.Context, userID string, byType map[strin
 				hook()
 			}
 		}
+	}
+	return nil
+}
+
+// recordImportSources records the provenance (event id and time) of the
+// imported facts, list items and context items that no turn recorded here
+// stated: not the user's turn with that event id and time. A reset keeps
+// the rows carrying it (rebuilt), since no replay could rebuild them.
+func (s *Store) recordImportSources(ctx context.Context, userID string, byType map[string][]any) error {
+	var (
+		ids []string
+		ats []time.Time
+	)
+	add := func(id string, at time.Time) {
+		if id != "" {
+			ids, ats = append(ids, id), append(ats, at)
+		}
+	}
+	for _, l := range byType["fact"] {
+		if f, ok := l.(*factLine); ok {
+			add(f.EventID, f.sourceAt)
+		}
+	}
+	for _, l := range byType["fact_item"] {
+		if f, ok := l.(*factItemLine); ok {
+			add(f.EventID, f.sourceAt)
+		}
+	}
+	for _, l := range byType["context"] {
+		if c, ok := l.(*contextLine); ok {
+			add(c.EventID, c.createdAt)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := s.db.Exec(ctx, `
+		INSERT INTO import_sources (user_id, event_id, at)
+		SELECT DISTINCT $1, e, a FROM unnest($2::text[], $3::timestamptz[]) AS w(e, a)
+		WHERE NOT EXISTS (SELECT FROM turns t WHERE t.user_id = $1 AND t.event_id = w.e AND t.turn_at = w.a)
+		ON CONFLICT DO NOTHING`, userID, ids, ats); err != nil {
+		return fmt.Errorf("record import sources: %w", err)
 	}
 	return nil
 }

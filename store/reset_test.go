@@ -3,6 +3,7 @@ package store_test
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"github.com/memoryd/memoryd/store"
 )
@@ -13,32 +14,42 @@ import (
 // recorded: an import of another user's export (a move from another
 // memoryd, or this one's own export brought back after a forget) has no
 // turns here, so deleting it would lose it for good.
+//
+// Event ids are unique per user only: dave's own turn "e1" (which said
+// something else) does not make bob's imported "e1" memory rebuildable. An
+// export imported back into its own user, whose turns are recorded here,
+// is rebuilt as before.
 func TestResetKeepsWhatAReplayCannotRebuild(t *testing.T) {
 	ctx, s := setup(t)
-	if _, err := s.InsertTurns(ctx, []store.Turn{{EventID: "e1", UserID: "bob", UserMessage: "I live in Paris", TurnAt: t0}}); err != nil {
+	if _, err := s.InsertTurns(ctx, []store.Turn{
+		{EventID: "e1", UserID: "bob", UserMessage: "I live in Paris", TurnAt: t0},
+		{EventID: "e1", UserID: "dave", UserMessage: "What time is it?", TurnAt: t0.Add(48 * time.Hour)},
+	}); err != nil {
 		t.Fatal(err)
 	}
 	rules := store.Provenance{Extractor: "rules"}
 	if _, err := s.UpsertFacts(ctx, []store.FactWrite{{UserID: "bob", Key: "location", Value: "Paris", SourceAt: t0, EventID: "e1", Provenance: rules}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.StoreContext(ctx, store.ContextWrite{UserID: "bob", Question: "I live in Paris", Answer: "ok", EventID: "e1", Provenance: rules}); err != nil {
+	if _, _, err := s.StoreContext(ctx, store.ContextWrite{UserID: "bob", Question: "I live in Paris", Answer: "ok", EventID: "e1", CreatedAt: t0, Provenance: rules}); err != nil {
 		t.Fatal(err)
 	}
 	var exp bytes.Buffer
 	if err := s.Export(ctx, "bob", &exp); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Import(ctx, "carol", "carol", &exp); err != nil {
-		t.Fatal(err)
+	for _, to := range []string{"carol", "dave", "bob"} {
+		if _, err := s.Import(ctx, to, to, bytes.NewReader(exp.Bytes())); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, err := s.ResetMemory(ctx, []string{"bob", "carol"}); err != nil {
+	if _, err := s.ResetMemory(ctx, []string{"bob", "carol", "dave"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
 		user         string
 		facts, items int64
-	}{{"bob", 0, 0}, {"carol", 1, 1}} {
+	}{{"bob", 0, 0}, {"carol", 1, 1}, {"dave", 1, 1}} {
 		st, err := s.Stats(ctx, c.user)
 		if err != nil {
 			t.Fatal(err)
