@@ -264,6 +264,10 @@ func TestHealthExplainsHTTPIsOff(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "--http (off by default)") || strings.Count(errOut, "\n") != 1 {
 		t.Errorf("exit %d, stderr %q", code, errOut)
 	}
+	// serve's --http address alone probes its /readyz.
+	if _, errOut, code := runArgs(context.Background(), "health", "--url", "http://127.0.0.1:1"); code != 1 || !strings.Contains(errOut, "127.0.0.1:1/readyz") {
+		t.Errorf("health of a base URL: exit %d, stderr %q; want its /readyz probed", code, errOut)
+	}
 }
 
 // jsonLines parses every line of a JSON log.

@@ -98,6 +98,9 @@ func (o *clientOptions) callError(err error) error {
 		return fmt.Errorf("no memoryd service answers on %s under prefix %q: start 'memoryd serve' with the same --nats-url and --prefix", app.RedactURL(o.conn.nats.URL), o.conn.prefix)
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
 		return fmt.Errorf("memoryd did not reply within %s (--timeout)", o.timeout)
+	case errors.As(err, &svcErr) && svcErr.Code == 400:
+		// The request was refused as malformed: an argument is bad (exit 2).
+		return &usageError{cmd: o.conn.cmd, err: fmt.Errorf("the service refused the request (400): %s", svcErr.Description)}
 	case errors.As(err, &svcErr):
 		return fmt.Errorf("the service answered %d: %s", svcErr.Code, svcErr.Description)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,7 +41,8 @@ func TestEnrichFactsFlag(t *testing.T) {
 			t.Errorf("%q: exit %d, stdout %q, want %q (stderr %q)", tt.args, code, out, tt.want, errOut)
 		}
 	}
-	if _, errOut, code := enrich("--facts", "some", "my dog?"); code == 0 || errOut == "" {
-		t.Errorf("--facts some: exit %d, stderr %q; want an error", code, errOut)
+	// The service refuses it as a bad request: a bad argument, exit 2.
+	if _, errOut, code := enrich("--facts", "some", "my dog?"); code != 2 || !strings.Contains(errOut, "refused the request (400)") {
+		t.Errorf("--facts some: exit %d, stderr %q; want 2 and the service's reason", code, errOut)
 	}
 }

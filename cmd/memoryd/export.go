@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -57,7 +59,14 @@ whole export. FILE is written only when the export is complete.`)
 // it into place, so that path never holds half an export.
 func writeFileAtomic(path string, data []byte) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
+	var pe *fs.PathError
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("write %s: the directory %s does not exist", path, filepath.Dir(path))
+	case errors.As(err, &pe):
+		// Name path, not the temporary file beside it.
+		return fmt.Errorf("write %s: %w", path, pe.Err)
+	case err != nil:
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	defer os.Remove(tmp.Name()) // after the rename: nothing left to remove

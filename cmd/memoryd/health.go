@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	neturl "net/url"
 	"syscall"
 	"time"
 )
@@ -18,9 +19,13 @@ func runHealth(ctx context.Context, a *cli, args []string) error {
 Exits 0 when URL (a running serve's /readyz) answers 200, 1 otherwise.
 serve has no HTTP endpoint unless started with --http (off by default),
 e.g. memoryd serve --http 127.0.0.1:9090.`)
-	f.ArgString(&url, "url", "http://127.0.0.1:9090/readyz", "readiness URL to probe")
+	f.ArgString(&url, "url", "http://127.0.0.1:9090/readyz", "readiness URL to probe; a URL without a path (serve's --http address) probes its /readyz")
 	if err := f.Parse(args); err != nil {
 		return err
+	}
+	if u, err := neturl.Parse(url); err == nil && (u.Path == "" || u.Path == "/") && u.RawQuery == "" {
+		u.Path = "/readyz"
+		url = u.String()
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()

@@ -362,3 +362,14 @@ func TestOneShotArgumentsCheckedBeforeConnecting(t *testing.T) {
 		}
 	}
 }
+
+// An export to a directory that does not exist names the file asked for,
+// not the temporary file beside it.
+func TestWriteFileAtomicNamesThePath(t *testing.T) {
+	t.Parallel()
+	path := t.TempDir() + "/missing/alice.jsonl"
+	err := writeFileAtomic(path, []byte("x"))
+	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "does not exist") || strings.Contains(err.Error(), ".alice.jsonl.") {
+		t.Fatalf("write into a missing directory: %v", err)
+	}
+}
