@@ -29,7 +29,10 @@ func runPublish(ctx context.Context, a *cli, args []string) error {
 Publishes one turn from flags, or, without --message, turn events as JSON
 objects (one after another, e.g. JSON lines) from standard input. Prints one
 line per turn: the event id, the stream sequence, and "duplicate" when
-JetStream had it already.`)
+JetStream had it already. Standard input is read and published one event at
+a time: an invalid event stops it there (exit 1, naming the event), after
+the ones before it were published; fix it and run again from it, or all
+again (a re-publish of the same event id is a duplicate).`)
 	o.register(f)
 	f.ArgString(&user, "user", "", "user id (with --message)")
 	f.ArgString(&conv, "conversation", "", "conversation id")
