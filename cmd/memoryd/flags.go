@@ -51,6 +51,9 @@ type flags struct {
 	// deprecatedEnv are the deprecated variables a setting was read from,
 	// for the command to warn about once it has a logger.
 	deprecatedEnv []string
+	// wants says what each setting's value must be ("a whole number"), for
+	// the errors of a bad variable or file key.
+	wants map[string]string
 }
 
 // commandEnv is a setting's own environment variable and the deprecated
@@ -62,7 +65,7 @@ type commandEnv struct {
 
 func newFlags(name, usage string) *flags {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	f := &flags{FlagSet: fs, text: usage, secrets: map[string]bool{}, args: map[string]bool{}, source: map[string]string{}, envs: map[string]commandEnv{}}
+	f := &flags{FlagSet: fs, text: usage, secrets: map[string]bool{}, args: map[string]bool{}, source: map[string]string{}, envs: map[string]commandEnv{}, wants: map[string]string{}}
 	fs.StringVar(&f.configPath, "config", os.Getenv("MEMORYD_CONFIG"),
 		`configuration file, YAML with the flags' names as keys (env MEMORYD_CONFIG; default ./memoryd.yaml when present)`)
 	// The flag package would print the error and the whole usage on every
@@ -165,6 +168,7 @@ func (f *flags) lookupEnv(name string) (env, value string, ok bool) {
 // fromEnv sets a setting flag's initial value from its environment variable;
 // a bad value is reported by Parse.
 func (f *flags) fromEnv(name, want string) {
+	f.wants[name] = want
 	env, v, ok := f.lookupEnv(name)
 	if !ok {
 		return
@@ -315,6 +319,9 @@ func (f *flags) Parse(args []string) error {
 			continue
 		}
 		if err := f.Set(name, value); err != nil {
+			if want := f.wants[name]; want != "" {
+				return fmt.Errorf("%s: %s: %q is not %s", configPath, key, value, want)
+			}
 			return fmt.Errorf("%s: %s: %w", configPath, key, err)
 		}
 		f.source[name] = "file " + configPath

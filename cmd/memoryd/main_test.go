@@ -189,6 +189,14 @@ func TestConfigFilePrecedenceAndRedaction(t *testing.T) {
 	if code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, []string{"config", "print", "--config", path}); code != 1 || !strings.Contains(errOut.String(), `unknown key "wrokers"`) {
 		t.Fatalf("misspelt key: exit %d, %q", code, errOut.String())
 	}
+	// A bad file value says what it must be, as a bad variable does.
+	if err := os.WriteFile(path, []byte("workers: many\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	errOut.Reset()
+	if code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, []string{"config", "print", "--config", path}); code != 1 || !strings.Contains(errOut.String(), `workers: "many" is not a whole number`) {
+		t.Fatalf("bad file value: exit %d, %q", code, errOut.String())
+	}
 	// What serve refuses, config print refuses: it shows a configuration
 	// serve would run.
 	for _, args := range [][]string{{"--workers", "-3"}, {"--log-level", "loud"}, {"--max-db-size", "10Q"}, {"--role", "both"}, {"--prefix", "bad prefix"}, {"--stream", "A.B"}} {
