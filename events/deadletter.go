@@ -1,5 +1,16 @@
 package events
 
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
 // The dead-letter side of the turn contract (docs/protocol.md, "Turn
 // events"): memoryd copies an event it rejects to
 // "<prefix>.deadletter.<user-token>" in the stream "<turn stream>_DEADLETTER",
@@ -42,3 +53,121 @@ func DeadLetterSubject(prefix, token string) string {
 
 // DeadLetterSubjects is the wildcard subject the dead-letter stream captures.
 func DeadLetterSubjects(prefix string) string { return prefix + ".deadletter.>" }
+
+// DeadLetter is one rejected event as the dead-letter stream holds it.
+type DeadLetter struct {
+	// Seq is its sequence in the dead-letter stream, Time when it was
+	// stored there, Subject the dead-letter subject it is on.
+	Seq     uint64
+	Time    time.Time
+	Subject string
+	// Reason, OriginalSubject, StreamSeq and UserToken are its headers
+	// (HeaderReason, ...); UserToken is empty when the body had no
+	// readable user_id.
+	Reason, OriginalSubject, StreamSeq, UserToken string
+	// Data is the event as it was published, when asked for; nil otherwise.
+	Data []byte
+}
+
+// ErrNoDeadLetters is returned by ReadDeadLetters when the dead-letter
+// stream does not exist: nothing was ever rejected (memoryd creates it
+// when it starts ingesting).
+var ErrNoDeadLetters = errors.New("no dead-letter stream")
+
+// deadLetterStall is how long ReadDeadLetters waits for the next message
+// before it looks whether one is left to read.
+const deadLetterStall = 2 * time.Second
+
+// ReadDeadLetters returns the last limit dead letters (at most; limit ≥ 1)
+// that the dead-letter stream of the turn stream named stream holds when it
+// is called, oldest first: every one under prefix, or, when userID is not
+// empty, those attributed to that user (on the user's dead-letter subject,
+// or naming the user's token in HeaderUserToken: an event the user
+// published on another user's subject). With withData it reads the events
+// too, which hold the users' text; without, headers only.
+func ReadDeadLetters(ctx context.Context, js jetstream.JetStream, prefix, stream, userID string, limit int, withData bool) ([]DeadLetter, error) {
+	if limit < 1 {
+		return nil, fmt.Errorf("read dead letters: limit %d is not positive", limit)
+	}
+	st, err := js.Stream(ctx, DeadLetterStream(stream))
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("%w %s", ErrNoDeadLetters, DeadLetterStream(stream))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read dead letters: %w", err)
+	}
+	through := st.CachedInfo().State.LastSeq
+	if st.CachedInfo().State.Msgs == 0 {
+		return nil, nil
+	}
+	subj, token := DeadLetterSubjects(prefix), ""
+	if userID != "" {
+		token = UserToken(userID)
+	}
+	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}, HeadersOnly: !withData})
+	if err != nil {
+		return nil, fmt.Errorf("read dead letters: %w", err)
+	}
+	defer func() {
+		if info := cons.CachedInfo(); info != nil {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = st.DeleteConsumer(dctx, info.Name)
+		}
+	}()
+	it, err := cons.Messages(jetstream.PullMaxMessages(500))
+	if err != nil {
+		return nil, fmt.Errorf("read dead letters: %w", err)
+	}
+	defer it.Stop()
+	var (
+		out  []DeadLetter // a ring of the last limit, oldest at start
+		next int
+		last uint64
+	)
+	for last < through {
+		nctx, cancel := context.WithTimeout(ctx, deadLetterStall)
+		m, err := it.Next(jetstream.NextContext(nctx))
+		cancel()
+		if err != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
+			// Nothing came: done when no message up to through follows
+			// the last one read (the rest was deleted meanwhile).
+			nm, gerr := st.GetMsg(ctx, last+1, jetstream.WithGetMsgSubject(subj))
+			if errors.Is(gerr, jetstream.ErrMsgNotFound) || (gerr == nil && nm.Sequence > through) {
+				break
+			}
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read dead letters: %w", err)
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			return nil, fmt.Errorf("read dead letters: %w", err)
+		}
+		if md.Sequence.Stream > through {
+			break
+		}
+		last = md.Sequence.Stream
+		h := m.Headers()
+		d := DeadLetter{Seq: last, Time: md.Timestamp, Subject: m.Subject(),
+			Reason: h.Get(HeaderReason), OriginalSubject: h.Get(HeaderOriginalSubject),
+			StreamSeq: h.Get(HeaderStreamSeq), UserToken: h.Get(HeaderUserToken)}
+		if withData {
+			d.Data = slices.Clone(m.Data())
+		}
+		if token == "" || d.Subject == DeadLetterSubject(prefix, token) || d.UserToken == token {
+			if len(out) < limit {
+				out = append(out, d)
+			} else {
+				out[next] = d
+				next = (next + 1) % limit
+			}
+		}
+		if md.NumPending == 0 {
+			break
+		}
+	}
+	// Oldest first.
+	return append(out[next:], out[:next]...), nil
+}

@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -376,6 +377,31 @@ func TestForgetPurgesDeadLettersAttributedToTheUser(t *testing.T) {
 	if got := e.subjectMsgs(dl, events.DeadLetterSubjects(e.prefix)); got != 3 {
 		t.Fatalf("dead-letter stream holds %d messages, want 3", got)
 	}
+	// What an operator reads (memoryd deadletters): every letter with its
+	// reason, a user's (on their subject or naming them), the last ones.
+	read := func(user string, limit int, data bool) []events.DeadLetter {
+		t.Helper()
+		ls, err := events.ReadDeadLetters(e.ctx, e.js, e.prefix, e.stream, user, limit, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ls
+	}
+	all := read("", 10, false)
+	if len(all) != 3 || all[0].Seq >= all[2].Seq || all[0].Data != nil {
+		t.Fatalf("dead letters read: %+v; want 3, oldest first, headers only", all)
+	}
+	for _, d := range all {
+		if d.Reason == "" || d.OriginalSubject == "" {
+			t.Errorf("dead letter without its reason or subject: %+v", d)
+		}
+	}
+	if got := read("dave", 10, false); len(got) != 2 {
+		t.Errorf("dave's dead letters: %+v; want his 2 (one on bob's subject)", got)
+	}
+	if got := read("", 1, true); len(got) != 1 || got[0].Seq != all[2].Seq || !json.Valid(got[0].Data) {
+		t.Errorf("the last dead letter with its event: %+v", got)
+	}
 
 	res, err := worker.Forget(e.ctx, e.js, e.store, e.prefix, e.stream, "dave")
 	if err != nil {
@@ -386,6 +412,9 @@ func TestForgetPurgesDeadLettersAttributedToTheUser(t *testing.T) {
 	}
 	if got := e.subjectMsgs(dl, events.DeadLetterSubjects(e.prefix)); got != 1 {
 		t.Fatalf("dead-letter stream holds %d messages after the forget, want bob's 1", got)
+	}
+	if got := read("dave", 10, false); len(got) != 0 {
+		t.Errorf("dave's dead letters after his forget: %+v", got)
 	}
 	if got := e.subjectMsgs(e.stream, e.prefix+".turns.>"); got != 2 {
 		t.Fatalf("turn stream holds %d events after the forget, want bob's 2", got)

@@ -40,6 +40,7 @@ func commands() []command {
 		{"publish", "publish a turn event from flags or stdin JSON", runPublish},
 		{"demo", "run memoryd end to end on the local defaults and show what it remembers", runDemo},
 		{"failed", "list turns whose extraction failed", runFailed},
+		{"deadletters", "list the turn events memoryd rejected, with the reason", runDeadLetters},
 		{"retry-failed", "re-run extraction for failed turns", runRetryFailed},
 		{"replay", "rebuild memory from the turn stream", runReplay},
 		{"embed", "embed context items that have no vector of the model (--backfill)", runEmbed},

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/events/eventstest"
+)
+
+// TestDeadLettersCommand: `memoryd deadletters` lists what the dead-letter
+// stream holds (as memoryd writes it: the event, its reason and origin in
+// headers), headers only unless --json, and says so when there is none.
+func TestDeadLettersCommand(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	nc := eventstest.Conn(t)
+	prefix, stream := eventstest.Names(t, nc)
+	run := func(args ...string) (string, string, int) {
+		return runArgs(ctx, append([]string{"deadletters", "--nats-url", eventstest.URL(), "--prefix", prefix, "--stream", stream}, args...)...)
+	}
+	if out, errOut, code := run(); code != 0 || !strings.Contains(out, "0 dead letter(s): no stream") {
+		t.Fatalf("before any: exit %d, %q %q", code, out, errOut)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: events.DeadLetterStream(stream), Subjects: []string{events.DeadLetterSubjects(prefix)}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, user := range []string{"alice", "bob"} {
+		m := nats.NewMsg(events.DeadLetterSubject(prefix, user))
+		m.Data = []byte(`{"id":"e1","user_id":"` + user + `","user_message":"my secret"}`)
+		m.Header.Set(events.HeaderReason, "invalid turn event: timestamp: is required (RFC 3339)")
+		m.Header.Set(events.HeaderOriginalSubject, events.TurnSubject(prefix, user))
+		m.Header.Set(events.HeaderUserToken, user)
+		if _, err := js.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, errOut, code := run("--user", "bob")
+	if code != 0 || !strings.Contains(out, `reason="invalid turn event: timestamp: is required (RFC 3339)"`) ||
+		!strings.Contains(out, "1 dead letter(s)") || strings.Contains(out, "secret") {
+		t.Fatalf("bob's: exit %d, %q %q", code, out, errOut)
+	}
+	out, errOut, code = run("--json", "--limit", "1")
+	var line struct {
+		Seq   uint64          `json:"seq"`
+		Event json.RawMessage `json:"event"`
+	}
+	if code != 0 || strings.Count(out, "\n") != 1 || json.Unmarshal([]byte(out), &line) != nil || line.Seq != 2 || !strings.Contains(string(line.Event), `"bob"`) {
+		t.Fatalf("--json --limit 1: exit %d, %q %q", code, out, errOut)
+	}
+}
