@@ -165,17 +165,13 @@ func (s *Store) UserEmbeddings(ctx context.Context, userID, model string) ([]Sto
 
 // MissingEmbeddings returns up to limit items without a current vector for
 // model, of userID (of every user when empty), with ids above afterID, in id
-// order: a backfill pages through them by passing the last id back. In a
-// transaction, the items returned stay share-locked until it ends (so that
-// a forget's delete of them waits for the jobs inserted for them); items
-// another transaction is writing or deleting are skipped.
+// order: a backfill pages through them by passing the last id back.
 func (s *Store) MissingEmbeddings(ctx context.Context, userID, model string, afterID int64, limit int) ([]ContextRef, error) {
 	rows, err := s.db.Query(ctx, `SELECT c.user_id, c.id FROM context c
 		WHERE ($1 = '' OR c.user_id = $1) AND c.id > $3
 		  AND NOT EXISTS (SELECT FROM context_embeddings e
 			WHERE e.context_id = c.id AND e.model = $2 AND e.content_hash = c.content_hash)
-		ORDER BY c.id LIMIT $4
-		FOR SHARE OF c SKIP LOCKED`, userID, model, afterID, limit)
+		ORDER BY c.id LIMIT $4`, userID, model, afterID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("missing embeddings: %w", err)
 	}
@@ -284,6 +280,35 @@ func (s *Store) UserVectors(ctx context.Context, userID, model string) (UserVect
 	}
 	for i := range out.Vectors {
 		out.Vectors[i].Vector = spans[i].of(arena)
+	}
+	return out, nil
+}
+
+// ExistingContext returns those of refs whose item still exists, in order:
+// read again under the users' locks (LockUsers), it leaves out what a
+// forget that committed since refs were read deleted.
+func (s *Store) ExistingContext(ctx context.Context, refs []ContextRef) ([]ContextRef, error) {
+	ids := make([]int64, len(refs))
+	for i, r := range refs {
+		ids[i] = r.ID
+	}
+	rows, err := s.db.Query(ctx, `SELECT id FROM context WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("existing context: %w", err)
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("existing context: %w", err)
+	}
+	have := make(map[int64]bool, len(found))
+	for _, id := range found {
+		have[id] = true
+	}
+	out := refs[:0:0]
+	for _, r := range refs {
+		if have[r.ID] {
+			out = append(out, r)
+		}
 	}
 	return out, nil
 }

@@ -29,8 +29,8 @@ type Turn struct {
 	// the time JetStream stored the event plus the allowed clock skew; TurnAt
 	// then holds the stored time. Nil when the timestamp was taken as sent.
 	ClampedFrom *time.Time
-	// Metadata is the event's JSON object; absent, null and an empty object
-	// are the same and stored as NULL (see metadataParam).
+	// Metadata is the event's JSON object, nil when it has none. Absent,
+	// null and an empty object are the same content (turnHashes).
 	Metadata json.RawMessage
 	// Scope is the turn's scope ("" none): the context items extracted from
 	// it inherit it (migration 018). It is not part of the turn's content
@@ -496,15 +496,13 @@ func (s *Store) PriorConversationTurns(ctx context.Context, userID, conversation
 }
 
 // metadataParam is a turn's metadata as a query argument: nil (NULL) when
-// the event has none, "null" or an empty object. A frontend that sends
-// "metadata":{} on a retry of a turn first sent without it (a serialiser's
-// default) sends the same turn, so the two must hash the same.
+// the event has none or "null". An empty object is stored as sent, as
+// memoryd before 036 stored it, so that processes of both versions running
+// side by side (a rolling upgrade) hash the same; turnHashes makes absent
+// and {} the same content.
 func metadataParam(raw json.RawMessage) *string {
 	b := bytes.TrimSpace(raw)
 	if len(b) == 0 || string(b) == "null" {
-		return nil
-	}
-	if len(b) >= 2 && b[0] == '{' && b[len(b)-1] == '}' && len(bytes.TrimSpace(b[1:len(b)-1])) == 0 {
 		return nil
 	}
 	m := string(raw)
@@ -512,10 +510,13 @@ func metadataParam(raw json.RawMessage) *string {
 }
 
 // turnHashes lists, for SQL's IN, the content hashes a recorded turn may
-// hold for an event with these columns: its hash, and for an event without
-// metadata also the hash of an empty object, which turns recorded before
-// metadataParam existed hold when their event sent "metadata":{}.
+// hold for an event with these columns: its own, and those of the same
+// event with the empty object for no metadata and no metadata for the
+// empty object. A frontend that sends "metadata":{} on a retry of a turn
+// first sent without it (a serialiser's default for an empty map) sends
+// the same turn.
 func turnHashes(conv, msg, resp, sent, meta string) string {
 	args := conv + ", " + msg + ", " + resp + ", " + sent
-	return "memoryd_turn_hash(" + args + ", " + meta + "), memoryd_turn_hash(" + args + ", coalesce(" + meta + ", '{}'::jsonb))"
+	return "memoryd_turn_hash(" + args + ", " + meta + "), memoryd_turn_hash(" + args + ", coalesce(" + meta + ", '{}'::jsonb)), " +
+		"memoryd_turn_hash(" + args + ", nullif(" + meta + ", '{}'::jsonb))"
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/memoryd/memoryd/embedding"
+	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/store"
 )
 
@@ -168,13 +169,30 @@ func (e *Enqueuer) EnqueueMissingEmbeddings(ctx context.Context, userID, model s
 	const page = 1000
 	var n int
 	for after := int64(0); ; {
-		// One transaction a page: the items read stay locked until their
-		// jobs are inserted, so a forget deleting them waits and then
-		// deletes the jobs too.
-		var refs []store.ContextRef
+		// One transaction a page, holding its users' locks (LockUsers) while
+		// it inserts their jobs: a forget of one of them waits for the
+		// commit and deletes the jobs, or committed before the items were
+		// read again, which leaves its items out. Not row locks: the
+		// unique insert can wait on a job row a forget is deleting, and
+		// that forget would wait on them.
+		var page1, refs []store.ContextRef
 		err := e.store.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
 			var err error
-			if refs, err = q.MissingEmbeddings(ctx, userID, model, after, page); err != nil || len(refs) == 0 {
+			if page1, err = q.MissingEmbeddings(ctx, userID, model, after, page); err != nil || len(page1) == 0 {
+				return err
+			}
+			tokens := make([]string, 0, 1)
+			seen := map[string]bool{}
+			for _, r := range page1 {
+				if !seen[r.UserID] {
+					seen[r.UserID] = true
+					tokens = append(tokens, events.UserToken(r.UserID))
+				}
+			}
+			if _, err := q.LockUsers(ctx, tokens); err != nil {
+				return err
+			}
+			if refs, err = q.ExistingContext(ctx, page1); err != nil || len(refs) == 0 {
 				return err
 			}
 			_, err = e.client.InsertManyTx(ctx, tx, embedParams(refs, model, jobSize, opts))
@@ -183,10 +201,10 @@ func (e *Enqueuer) EnqueueMissingEmbeddings(ctx context.Context, userID, model s
 		if err != nil {
 			return n, fmt.Errorf("enqueue embedding: %w", err)
 		}
-		if len(refs) == 0 {
+		if len(page1) == 0 {
 			return n, nil
 		}
-		after = refs[len(refs)-1].ID
+		after = page1[len(page1)-1].ID
 		n += len(refs)
 	}
 }
