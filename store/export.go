@@ -238,43 +238,41 @@ func (s *Store) applyImport(ctx context.Context, userID string, byType map[strin
 	return nil
 }
 
-// recordImportSources records the provenance (event id and time) of the
-// imported facts, list items and context items that no turn recorded here
-// stated: not the user's turn with that event id and time. A reset keeps
-// the rows carrying it (rebuilt), since no replay could rebuild them.
+// recordImportSources records the event ids of the imported facts, list
+// items and context items. A reset keeps the rows carrying one (rebuilt):
+// whether a recorded turn of the user with that id stated them cannot be
+// told (ids and times of two users' frontends may both count 1, 2, ...),
+// and keeping what a replay also rebuilds loses nothing, where deleting
+// what it cannot would lose it for good.
 func (s *Store) recordImportSources(ctx context.Context, userID string, byType map[string][]any) error {
-	var (
-		ids []string
-		ats []time.Time
-	)
-	add := func(id string, at time.Time) {
+	var ids []string
+	add := func(id string) {
 		if id != "" {
-			ids, ats = append(ids, id), append(ats, at)
+			ids = append(ids, id)
 		}
 	}
 	for _, l := range byType["fact"] {
 		if f, ok := l.(*factLine); ok {
-			add(f.EventID, f.sourceAt)
+			add(f.EventID)
 		}
 	}
 	for _, l := range byType["fact_item"] {
 		if f, ok := l.(*factItemLine); ok {
-			add(f.EventID, f.sourceAt)
+			add(f.EventID)
 		}
 	}
 	for _, l := range byType["context"] {
 		if c, ok := l.(*contextLine); ok {
-			add(c.EventID, c.createdAt)
+			add(c.EventID)
 		}
 	}
 	if len(ids) == 0 {
 		return nil
 	}
 	if _, err := s.db.Exec(ctx, `
-		INSERT INTO import_sources (user_id, event_id, at)
-		SELECT DISTINCT $1, e, a FROM unnest($2::text[], $3::timestamptz[]) AS w(e, a)
-		WHERE NOT EXISTS (SELECT FROM turns t WHERE t.user_id = $1 AND t.event_id = w.e AND t.turn_at = w.a)
-		ON CONFLICT DO NOTHING`, userID, ids, ats); err != nil {
+		INSERT INTO import_sources (user_id, event_id)
+		SELECT DISTINCT $1, e FROM unnest($2::text[]) AS e
+		ON CONFLICT DO NOTHING`, userID, ids); err != nil {
 		return fmt.Errorf("record import sources: %w", err)
 	}
 	return nil

@@ -137,16 +137,13 @@ func (s *Store) ResetMemory(ctx context.Context, userIDs []string) (Removed, err
 	return r, err
 }
 
-// rebuilt is the condition, on a row x of facts, fact_items or context
-// whose time column is at, that a replay rebuilds it: extracted (not a
-// direct write) from a turn memoryd recorded, and not an import's whose
-// event id only happens to name such a turn (import_sources: event ids
-// are unique per user only, and another memoryd's or another user's may
-// name one of this user's turns that said something else).
-func rebuilt(at string) string {
-	return `(x.extractor <> 'direct' AND EXISTS (SELECT 1 FROM turns t WHERE t.user_id = x.user_id AND t.event_id = x.event_id)
-		AND NOT EXISTS (SELECT 1 FROM import_sources i WHERE i.user_id = x.user_id AND i.event_id = x.event_id AND i.at = x.` + at + `))`
-}
+// rebuilt is the condition, on a row x of facts, fact_items or context,
+// that a replay rebuilds it: extracted (not a direct write) from a turn
+// memoryd recorded, under an event id no import brought (import_sources:
+// event ids are unique per user only, and an export's may name one of
+// this user's turns that said something else).
+const rebuilt = `(x.extractor <> 'direct' AND EXISTS (SELECT 1 FROM turns t WHERE t.user_id = x.user_id AND t.event_id = x.event_id)
+	AND NOT EXISTS (SELECT 1 FROM import_sources i WHERE i.user_id = x.user_id AND i.event_id = x.event_id))`
 
 func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect bool) (Removed, error) {
 	var r Removed
@@ -176,7 +173,7 @@ func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect b
 	var listKeys []userKey
 	if !withDirect {
 		rows, err := s.db.Query(ctx, `SELECT DISTINCT user_id, key FROM fact_items x
-			WHERE ($1 OR user_id = ANY($2)) AND `+rebuilt("source_at"), all, userIDs)
+			WHERE ($1 OR user_id = ANY($2)) AND `+rebuilt, all, userIDs)
 		if err != nil {
 			return r, fmt.Errorf("delete fact_items: %w", err)
 		}
@@ -203,12 +200,12 @@ func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect b
 	)
 	err := s.quietly(ctx, func() error {
 		for _, t := range []struct {
-			table, at string
-			n         *int64
-		}{{"fact_items", "source_at", &items}, {"facts", "source_at", &r.Facts}, {"context", "created_at", &r.Context}} {
+			table string
+			n     *int64
+		}{{"fact_items", &items}, {"facts", &r.Facts}, {"context", &r.Context}} {
 			var users []string
 			if err := s.db.QueryRow(ctx, `WITH gone AS (
-				DELETE FROM `+t.table+` x WHERE ($1 OR user_id = ANY($2)) AND ($3 OR `+rebuilt(t.at)+`) RETURNING user_id
+				DELETE FROM `+t.table+` x WHERE ($1 OR user_id = ANY($2)) AND ($3 OR `+rebuilt+`) RETURNING user_id
 			) SELECT count(*), coalesce(array_agg(DISTINCT user_id), '{}') FROM gone`, all, userIDs, withDirect).Scan(t.n, &users); err != nil {
 				return fmt.Errorf("delete %s: %w", t.table, err)
 			}

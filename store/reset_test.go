@@ -3,7 +3,6 @@ package store_test
 import (
 	"bytes"
 	"testing"
-	"time"
 
 	"github.com/memoryd/memoryd/store"
 )
@@ -15,15 +14,15 @@ import (
 // memoryd, or this one's own export brought back after a forget) has no
 // turns here, so deleting it would lose it for good.
 //
-// Event ids are unique per user only: dave's own turn "e1" (which said
-// something else) does not make bob's imported "e1" memory rebuildable. An
-// export imported back into its own user, whose turns are recorded here,
-// is rebuilt as before.
+// Event ids are unique per user only: dave's own turn "e1", at the same
+// time (two frontends counting 1, 2, ... from the same start), does not
+// make bob's imported "e1" memory rebuildable: what an import brought is
+// kept.
 func TestResetKeepsWhatAReplayCannotRebuild(t *testing.T) {
 	ctx, s := setup(t)
 	if _, err := s.InsertTurns(ctx, []store.Turn{
 		{EventID: "e1", UserID: "bob", UserMessage: "I live in Paris", TurnAt: t0},
-		{EventID: "e1", UserID: "dave", UserMessage: "What time is it?", TurnAt: t0.Add(48 * time.Hour)},
+		{EventID: "e1", UserID: "dave", UserMessage: "What time is it?", TurnAt: t0},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +37,7 @@ func TestResetKeepsWhatAReplayCannotRebuild(t *testing.T) {
 	if err := s.Export(ctx, "bob", &exp); err != nil {
 		t.Fatal(err)
 	}
-	for _, to := range []string{"carol", "dave", "bob"} {
+	for _, to := range []string{"carol", "dave"} {
 		if _, err := s.Import(ctx, to, to, bytes.NewReader(exp.Bytes())); err != nil {
 			t.Fatal(err)
 		}
