@@ -225,7 +225,7 @@ var UnfinishedJobStates = []string{"available", "scheduled", "retryable", "runni
 // appear when they hold jobs.
 func (s *Store) QueueDepth(ctx context.Context, queues ...string) (map[[2]string]int64, error) {
 	rows, err := s.db.Query(ctx, `SELECT queue, state::text, count(*) FROM river_job
-		WHERE state::text = ANY($1)
+		WHERE state = ANY($1::text[]::river_job_state[])
 		GROUP BY queue, state`, UnfinishedJobStates)
 	if err != nil {
 		return nil, fmt.Errorf("queue depth: %w", err)
