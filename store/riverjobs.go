@@ -43,7 +43,10 @@ type RiverJobs struct {
 // "", which every memoryd version wrote) loses the user's event ids, or goes
 // when nothing else is left. Another user's turn with the same id loses its
 // place in such a job too; the reconciler requeues it. Call it before the
-// user's turns are deleted: it reads their ids.
+// user's turns are deleted: it reads their ids. (ForgetUser calls it again
+// after, for the jobs a transaction it waited for inserted: those name the
+// user, as every job since migration 012 does; the legacy stripping finds
+// no ids then.)
 func (s *Store) deleteUserJobs(ctx context.Context, jobs RiverJobs, userID string) (int64, error) {
 	if jobs.Kind == "" {
 		return 0, nil

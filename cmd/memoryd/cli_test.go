@@ -265,8 +265,10 @@ func TestHealthExplainsHTTPIsOff(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", code, errOut)
 	}
 	// serve's --http address alone probes its /readyz.
-	if _, errOut, code := runArgs(context.Background(), "health", "--url", "http://127.0.0.1:1"); code != 1 || !strings.Contains(errOut, "127.0.0.1:1/readyz") {
-		t.Errorf("health of a base URL: exit %d, stderr %q; want its /readyz probed", code, errOut)
+	for _, addr := range []string{"http://127.0.0.1:1", "127.0.0.1:1", ":1"} {
+		if _, errOut, code := runArgs(context.Background(), "health", "--url", addr); code != 1 || !strings.Contains(errOut, "http://127.0.0.1:1/readyz") {
+			t.Errorf("health --url %s: exit %d, stderr %q; want its /readyz probed", addr, code, errOut)
+		}
 	}
 }
 

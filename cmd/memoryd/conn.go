@@ -65,10 +65,11 @@ func (o *connOptions) logger(a *cli) (*slog.Logger, error) {
 	usage := func(format string, args ...any) error {
 		return &usageError{cmd: o.cmd, err: fmt.Errorf(format, args...)}
 	}
-	if err := events.CheckPrefix(o.prefix); err != nil {
+	// Empty (a variable set to nothing) is the default, as it always was.
+	if err := events.CheckPrefix(o.prefix); o.prefix != "" && err != nil {
 		return nil, usage("--prefix %q %v", o.prefix, err)
 	}
-	if err := events.CheckStream(o.stream); err != nil {
+	if err := events.CheckStream(o.stream); o.stream != "" && err != nil {
 		return nil, usage("--stream %q %v", o.stream, err)
 	}
 	var level slog.Level

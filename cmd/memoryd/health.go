@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	neturl "net/url"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -19,9 +20,16 @@ func runHealth(ctx context.Context, a *cli, args []string) error {
 Exits 0 when URL (a running serve's /readyz) answers 200, 1 otherwise.
 serve has no HTTP endpoint unless started with --http (off by default),
 e.g. memoryd serve --http 127.0.0.1:9090.`)
-	f.ArgString(&url, "url", "http://127.0.0.1:9090/readyz", "readiness URL to probe; a URL without a path (serve's --http address) probes its /readyz")
+	f.ArgString(&url, "url", "http://127.0.0.1:9090/readyz", "readiness URL to probe; serve's --http address alone (127.0.0.1:9090, or a URL without a path) probes its /readyz")
 	if err := f.Parse(args); err != nil {
 		return err
+	}
+	// serve's --http value as written (127.0.0.1:9090, :9090) is an address.
+	if !strings.Contains(url, "://") {
+		if strings.HasPrefix(url, ":") {
+			url = "127.0.0.1" + url
+		}
+		url = "http://" + url
 	}
 	if u, err := neturl.Parse(url); err == nil && (u.Path == "" || u.Path == "/") && u.RawQuery == "" {
 		u.Path = "/readyz"
