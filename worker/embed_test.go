@@ -2,9 +2,13 @@ package worker_test
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/memoryd/memoryd/embedding"
 	"github.com/memoryd/memoryd/embedding/embeddingtest"
@@ -264,4 +268,56 @@ func TestEmbedEndpointSlow(t *testing.T) {
 	})
 	srv.SetDelay(0)
 	e.waitEmbedded("alice", "m1", 1)
+}
+
+// An embed sweep that read a user's items just before the user's forget
+// committed inserts no job naming the user (it waits for the forget and
+// reads the items again), and one running beside a forget does not
+// deadlock with it; other users' items are enqueued.
+func TestEmbedSweepBesideForget(t *testing.T) {
+	e := setup(t)
+	for _, u := range []string{"alice", "bob"} {
+		if _, err := e.store.InsertContext(e.ctx, []store.ContextWrite{
+			{UserID: u, Question: "my canine companion", Answer: "a dog named Rex", CreatedAt: t0},
+			{UserID: u, Question: "home town", Answer: "Paris", CreatedAt: t0}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := embeddingtest.New(t)
+	w, err := worker.New(worker.Config{Conn: e.nc, Store: e.store, Extractor: extractor.NewRules(), Logger: slog.New(slog.DiscardHandler),
+		Prefix: e.prefix, Stream: e.stream, Embedder: embedder(t, srv, "m1"), EmbedSweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A forget of alice under way (ForgetUser's lock, her items deleted),
+	// not committed: the sweep reads her items and must wait for it.
+	forget := e.block(`SELECT pg_advisory_xact_lock(hashtextextended('memoryd.user.' || current_schema() || '.' || 'alice', 0))`)
+	if _, err := forget.tx.Exec(e.ctx, `DELETE FROM context WHERE user_id = 'alice'`); err != nil {
+		t.Fatal(err)
+	}
+	type sweep struct {
+		n   int
+		err error
+	}
+	swept := make(chan sweep, 1)
+	go func() {
+		n, err := w.Enqueuer().EnqueueMissingEmbeddings(e.ctx, "", "m1", 1, 5)
+		swept <- sweep{n, err}
+	}()
+	e.waitBlocked("the sweep waiting for the forget", forget.pid)
+	if err := forget.tx.Commit(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := <-swept
+	if s.err != nil || s.n != 2 {
+		t.Fatalf("sweep = %d items, %v; want bob's 2", s.n, s.err)
+	}
+	var jobs []string
+	rows, err := e.store.Pool().Query(e.ctx, `SELECT args->>'user_id' FROM river_job WHERE kind = $1 ORDER BY id`, worker.EmbedJobKind)
+	if err == nil {
+		jobs, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil || !slices.Equal(jobs, []string{"bob", "bob"}) {
+		t.Fatalf("embed jobs' users after the sweep: %v (%v); want bob's only", jobs, err)
+	}
 }
