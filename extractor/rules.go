@@ -190,6 +190,7 @@ const (
 	kindBirthday
 	kindShort
 	kindThing    // an item of a list: a food, a hobby, a goal
+	kindLiked    // a thing liked or disliked: kindThing, and not an adverb ("I like better") or a clause
 	kindLanguage // a language's name
 	kindCar
 )
@@ -337,10 +338,10 @@ func newRuleTable() []rule {
 		{re: re(`\b(?:i|we)\s+(?:just\s+|recently\s+)?(?:broke|split)\s+up\b`), emit: fixedOp(OpDelete, "partner", "")},
 
 		// Tastes and pursuits.
-		{key: "likes", op: OpAdd, removeFrom: "dislikes", re: re(`\bi\s+(?:really\s+|also\s+|absolutely\s+|just\s+)?(?:like|love|enjoy|adore)\s+`), kind: kindThing, list: listItems},
-		{key: "dislikes", op: OpAdd, removeFrom: "likes", re: re(`\bi\s+(?:really\s+|also\s+|absolutely\s+)?(?:hate|dislike|detest|can['’]?t\s+stand|cannot\s+stand|` + dont + `\s+(?:really\s+)?like)\s+`), kind: kindThing, list: listItems, notAnymore: true},
-		{key: "likes", op: OpRemove, re: re(`\bi\s+no\s+longer\s+(?:like|love|enjoy)\s+`), kind: kindThing, list: listItems},
-		{key: "likes", op: OpRemove, re: re(`\bi\s+` + dont + `\s+(?:like|love|enjoy)\s+`), kind: kindThing, list: listItems, anymore: true},
+		{key: "likes", op: OpAdd, removeFrom: "dislikes", re: re(`\bi\s+(?:really\s+|also\s+|absolutely\s+|just\s+)?(?:like|love|enjoy|adore)\s+`), kind: kindLiked, list: listItems},
+		{key: "dislikes", op: OpAdd, removeFrom: "likes", re: re(`\bi\s+(?:really\s+|also\s+|absolutely\s+)?(?:hate|dislike|detest|can['’]?t\s+stand|cannot\s+stand|` + dont + `\s+(?:really\s+)?like)\s+`), kind: kindLiked, list: listItems, notAnymore: true},
+		{key: "likes", op: OpRemove, re: re(`\bi\s+no\s+longer\s+(?:like|love|enjoy)\s+`), kind: kindLiked, list: listItems},
+		{key: "likes", op: OpRemove, re: re(`\bi\s+` + dont + `\s+(?:like|love|enjoy)\s+`), kind: kindLiked, list: listItems, anymore: true},
 		{key: "hobbies", re: re(`\bmy\s+(?:favou?rite\s+|main\s+)?hobbies\s+are\s+`), kind: kindThing, list: listItemsAnd},
 		{key: "hobbies", op: OpAdd, re: re(`\b(?:my\s+(?:favou?rite\s+|main\s+|new\s+)?hobby\s+is|one\s+of\s+my\s+hobbies\s+is)\s+`), kind: kindThing},
 		{key: "hobbies", op: OpAdd, re: re(`\bi\s+(?:also\s+|now\s+)?play\s+`), kind: kindThing},

@@ -175,12 +175,30 @@ func isBadLeadThing(w string) bool {
 	case "not", "it", "it's", "it’s", "that", "this", "these", "those", "you", "him", "her", "them", "us", "me", "your", "his", "their",
 		"our", "my", "how", "when", "what", "where", "why", "who", "whether", "if", "to", "being", "a", "an", "about", "most", "all",
 		"both", "some", "so", "too", "very", "much", "lots", "more", "less", "anything", "everything", "something", "stuff", "any",
-		"and", "or", "but", "with", "for", "at", "on", "in", "of", "along", "around", "up", "out", "by", "as", "here", "there", "u", "ya",
-		// An adverb or a comparative is how, not what: "I like better",
-		// "my goal is always to ...".
-		"better", "best", "always", "never", "often", "sometimes", "usually", "still", "even", "only", "again", "ever",
-		// Not a thing but a clause: "maybe we can ...", "that's what ...".
-		"maybe", "perhaps", "that's", "that’s", "what's", "what’s", "keep":
+		"and", "or", "but", "with", "for", "at", "on", "in", "of", "along", "around", "up", "out", "by", "as", "here", "there", "u", "ya":
+		return true
+	}
+	return false
+}
+
+// isAdverbLead reports whether w, a lowercase first word of a thing liked,
+// makes it a manner or a clause rather than a thing: "I like better", "I
+// love always being ...", "I like maybe we can ...". A capitalised one is a
+// name ("Best Buy", "Only Murders in the Building").
+func isAdverbLead(w string) bool {
+	switch w {
+	case "better", "best", "always", "never", "often", "sometimes", "usually", "still", "even", "only", "again", "ever",
+		"maybe", "perhaps", "that's", "that’s", "what's", "what’s":
+		return true
+	}
+	return false
+}
+
+// isGoalFiller reports whether w is dropped from the start of a goal, with
+// a "to" after it: "my goal is always to help", "... to only eat ...".
+func isGoalFiller(w string) bool {
+	switch w {
+	case "always", "still", "only", "even", "ever", "simply", "really", "just":
 		return true
 	}
 	return false
@@ -201,6 +219,7 @@ func isTailThing(w string) bool {
 // what follows a predicate about it: "noodles sounds amazing", "spicy food
 // and shrimp is my favorite protein", "store-bought ones can be".
 func isVerbTail(w string) bool {
+	// As written: "Good Will Hunting" is a title.
 	switch w {
 	case "is", "are", "was", "were", "sounds", "sound", "seems", "seem", "looks", "can", "could", "would", "will", "might", "makes", "adds":
 		return true
@@ -327,12 +346,12 @@ func cleanValue(kind ruleKind, rest string, ts time.Time) string {
 	if loc := anymoreRE.FindStringIndex(rest); loc != nil {
 		rest = rest[:loc[0]]
 	}
-	if kind == kindPlace || kind == kindEmployer || kind == kindThing || kind == kindCar {
+	if kind == kindPlace || kind == kindEmployer || kind == kindThing || kind == kindLiked || kind == kindCar {
 		if loc := durationTailRE.FindStringIndex(rest); loc != nil {
 			rest = rest[:loc[0]]
 		}
 	}
-	if kind == kindThing {
+	if kind == kindThing || kind == kindLiked {
 		if loc := muchTailRE.FindStringIndex(rest); loc != nil {
 			rest = rest[:loc[0]]
 		}
@@ -345,6 +364,12 @@ func cleanValue(kind ruleKind, rest string, ts time.Time) string {
 	for len(words) > 0 && isLeadingFiller(normWord(words[0])) {
 		words = words[1:]
 	}
+	if kind == kindThing && len(words) > 1 && isGoalFiller(normWord(words[0])) {
+		words = words[1:]
+		if normWord(words[0]) == "to" {
+			words = words[1:]
+		}
+	}
 	if kind == kindLanguage {
 		for len(words) > 0 && isLanguageFiller(normWord(words[0])) {
 			words = words[1:]
@@ -353,7 +378,7 @@ func cleanValue(kind ruleKind, rest string, ts time.Time) string {
 	words = cutAtTail(kind, words)
 	for len(words) > 0 && (isTrailingFiller(normWord(words[len(words)-1])) ||
 		kind == kindLanguage && isLanguageFiller(normWord(words[len(words)-1])) ||
-		kind == kindThing && isTrailingThing(normWord(words[len(words)-1]))) {
+		kind == kindLiked && isTrailingLiked(words)) {
 		words = words[:len(words)-1]
 	}
 	if len(words) == 0 {
@@ -385,8 +410,15 @@ func cleanValue(kind ruleKind, rest string, ts time.Time) string {
 			return ""
 		}
 	case kindThing:
-		// A lone article is a list cut by a filler: "the, um, mountains".
-		if len(words) > rulesMaxItemWords || isBadLeadThing(first) || !isThingLike(words) || (len(words) == 1 && (first == "the" || isNumber(first))) {
+		if len(words) > rulesMaxItemWords || isBadLeadThing(first) || !isThingLike(words) {
+			return ""
+		}
+	case kindLiked:
+		// A lone article is a list cut by a filler ("the, um, mountains"),
+		// a small number a reply to a question ("I like 3").
+		if len(words) > rulesMaxItemWords || isBadLeadThing(first) || !isThingLike(words) ||
+			(isAdverbLead(first) && words[0] == strings.ToLower(words[0])) ||
+			(len(words) == 1 && (first == "the" || isNumber(first) && len(first) <= 2)) {
 			return ""
 		}
 	case kindLanguage:
@@ -582,13 +614,13 @@ func cutAtTail(kind ruleKind, words []string) []string {
 			if isTailEmployer(nw) {
 				return words[:i]
 			}
-		case kindThing, kindLanguage:
+		case kindThing, kindLiked, kindLanguage:
 			// "listening to music", "going to concerts": a lone verb's
 			// "to" takes its object; "cooking for my family" is cut.
-			if nw == "to" && i == 1 && strings.HasSuffix(normWord(words[0]), "ing") {
+			if kind == kindLiked && nw == "to" && i == 1 && strings.HasSuffix(normWord(words[0]), "ing") {
 				continue
 			}
-			if isTailThing(nw) || kind == kindThing && isVerbTail(nw) {
+			if isTailThing(nw) || kind == kindLiked && isVerbTail(w) {
 				return words[:i]
 			}
 		case kindCar:
@@ -650,12 +682,23 @@ func isSpaceByte(c byte) bool {
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'
 }
 
-// isTrailingThing reports whether w, at the end of a thing liked, is what
-// a cut predicate left: the subject of "the flavor it adds", the "to" of
-// "listening to".
-func isTrailingThing(w string) bool {
-	switch w {
-	case "it", "this", "that", "they", "he", "she", "we", "i", "you", "to", "then", "of", "behind", "about", "with", "for", "in", "on", "at":
+// isTrailingLiked reports whether the last of words, ending a thing liked,
+// is what a cut predicate left: the subject of "the flavor it adds", the
+// "to" of "listening to". A pronoun after a preposition is its object and
+// stays: "the story behind it".
+func isTrailingLiked(words []string) bool {
+	last := normWord(words[len(words)-1])
+	switch last {
+	case "to", "then":
+		return true
+	case "it", "this", "that", "they", "he", "she", "we", "i", "you":
+		if len(words) < 2 {
+			return true
+		}
+		switch normWord(words[len(words)-2]) {
+		case "of", "behind", "about", "with", "for", "in", "on", "at", "from", "into", "over", "around", "through":
+			return false
+		}
 		return true
 	}
 	return false
