@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 )
 
 // IndexDocumentJobKind is River's kind of the job that chunks a pending
@@ -26,8 +27,14 @@ type IndexDocumentArgs struct {
 // Kind is River's job kind.
 func (IndexDocumentArgs) Kind() string { return IndexDocumentJobKind }
 
-// InsertOpts puts the job on the extraction queue.
-func (IndexDocumentArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{Queue: QueueExtract} }
+// InsertOpts puts the job on the extraction queue, once per document and
+// content while one waits or runs: a client putting a pending document
+// again (a retry, a re-sync) gets the waiting job's id rather than piling
+// up jobs.
+func (IndexDocumentArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueExtract, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
+		rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRetryable, rivertype.JobStateRunning, rivertype.JobStateScheduled}}}
+}
 
 type indexDocumentWorker struct {
 	river.WorkerDefaults[IndexDocumentArgs]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -322,5 +323,31 @@ func TestEmbedJobOfDeadProcessTakenOver(t *testing.T) {
 	}
 	if n, err := e.store.CountEmbeddings(e.ctx, "bea", "m1"); err != nil || n.Embedded != 0 {
 		t.Errorf("bea's items, of a job ended on its last attempt, embedded %+v (%v); want none until a sweep", n, err)
+	}
+}
+
+// A pending document put again while its chunking job waits gets that job,
+// not a second one; new content gets its own.
+func TestIndexJobOncePerContent(t *testing.T) {
+	e := setup(t)
+	w, err := worker.New(worker.Config{Conn: e.nc, Store: e.store, Extractor: extractor.NewRules(), Logger: slog.New(slog.DiscardHandler),
+		Prefix: e.prefix, Stream: e.stream})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enqueue := func(hash string) int64 {
+		t.Helper()
+		var id int64
+		if err := e.store.InTx(e.ctx, func(tx pgx.Tx, _ *store.Store) (err error) {
+			id, err = w.EnqueueIndexDocument(e.ctx, tx, 1, "d", hash)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	first, again, other := enqueue("h1"), enqueue("h1"), enqueue("h2")
+	if first == 0 || again != first || other == first {
+		t.Fatalf("job ids: first %d, again %d, new content %d; want the first twice, then another", first, again, other)
 	}
 }
