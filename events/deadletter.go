@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -104,69 +103,31 @@ func ReadDeadLetters(ctx context.Context, js jetstream.JetStream, prefix, stream
 	if userID != "" {
 		token = UserToken(userID)
 	}
-	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}, HeadersOnly: !withData})
-	if err != nil {
-		return nil, fmt.Errorf("read dead letters: %w", err)
-	}
-	defer func() {
-		if info := cons.CachedInfo(); info != nil {
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			_ = st.DeleteConsumer(dctx, info.Name)
-		}
-	}()
-	it, err := cons.Messages(jetstream.PullMaxMessages(500))
-	if err != nil {
-		return nil, fmt.Errorf("read dead letters: %w", err)
-	}
-	defer it.Stop()
 	var (
-		out  []DeadLetter // a ring of the last limit, oldest at start
+		out  []DeadLetter // a ring of the last limit, oldest at next
 		next int
-		last uint64
 	)
-	for last < through {
-		nctx, cancel := context.WithTimeout(ctx, deadLetterStall)
-		m, err := it.Next(jetstream.NextContext(nctx))
-		cancel()
-		if err != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
-			// Nothing came: done when no message up to through follows
-			// the last one read (the rest was deleted meanwhile).
-			nm, gerr := st.GetMsg(ctx, last+1, jetstream.WithGetMsgSubject(subj))
-			if errors.Is(gerr, jetstream.ErrMsgNotFound) || (gerr == nil && nm.Sequence > through) {
-				break
-			}
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read dead letters: %w", err)
-		}
-		md, err := m.Metadata()
-		if err != nil {
-			return nil, fmt.Errorf("read dead letters: %w", err)
-		}
-		if md.Sequence.Stream > through {
-			break
-		}
-		last = md.Sequence.Stream
+	err = ReadThrough(ctx, st, subj, through, withData, deadLetterStall, func(m jetstream.Msg, md *jetstream.MsgMetadata) bool {
 		h := m.Headers()
-		d := DeadLetter{Seq: last, Time: md.Timestamp, Subject: m.Subject(),
+		d := DeadLetter{Seq: md.Sequence.Stream, Time: md.Timestamp, Subject: m.Subject(),
 			Reason: h.Get(HeaderReason), OriginalSubject: h.Get(HeaderOriginalSubject),
 			StreamSeq: h.Get(HeaderStreamSeq), UserToken: h.Get(HeaderUserToken)}
 		if withData {
 			d.Data = slices.Clone(m.Data())
 		}
-		if token == "" || d.Subject == DeadLetterSubject(prefix, token) || d.UserToken == token {
-			if len(out) < limit {
-				out = append(out, d)
-			} else {
-				out[next] = d
-				next = (next + 1) % limit
-			}
+		if token != "" && d.Subject != DeadLetterSubject(prefix, token) && d.UserToken != token {
+			return true
 		}
-		if md.NumPending == 0 {
-			break
+		if len(out) < limit {
+			out = append(out, d)
+		} else {
+			out[next] = d
+			next = (next + 1) % limit
 		}
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read dead letters: %w", err)
 	}
 	// Oldest first.
 	return append(out[next:], out[:next]...), nil

@@ -133,13 +133,7 @@ func TestEmbedEndpointDown(t *testing.T) {
 // get vectors when a backfill enqueues them, only the user's asked for.
 func TestEmbedBackfill(t *testing.T) {
 	e := setup(t)
-	for _, u := range []string{"alice", "bob"} {
-		if _, err := e.store.InsertContext(e.ctx, []store.ContextWrite{
-			{UserID: u, Question: "my canine companion", Answer: "a dog named Rex", CreatedAt: t0},
-			{UserID: u, Question: "home town", Answer: "Paris", CreatedAt: t0}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e.seedItems("alice", "bob")
 	srv := embeddingtest.New(t)
 	w, _ := e.startWorker(extractor.NewRules(), withEmbedder(embedder(t, srv, "m1"), -1))
 	n, err := w.Enqueuer().EnqueueMissingEmbeddings(e.ctx, "alice", "m1", 1, 5)
@@ -276,13 +270,7 @@ func TestEmbedEndpointSlow(t *testing.T) {
 // deadlock with it; other users' items are enqueued.
 func TestEmbedSweepBesideForget(t *testing.T) {
 	e := setup(t)
-	for _, u := range []string{"alice", "bob"} {
-		if _, err := e.store.InsertContext(e.ctx, []store.ContextWrite{
-			{UserID: u, Question: "my canine companion", Answer: "a dog named Rex", CreatedAt: t0},
-			{UserID: u, Question: "home town", Answer: "Paris", CreatedAt: t0}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e.seedItems("alice", "bob")
 	srv := embeddingtest.New(t)
 	w, err := worker.New(worker.Config{Conn: e.nc, Store: e.store, Extractor: extractor.NewRules(), Logger: slog.New(slog.DiscardHandler),
 		Prefix: e.prefix, Stream: e.stream, Embedder: embedder(t, srv, "m1"), EmbedSweepInterval: -1})
@@ -319,5 +307,17 @@ func TestEmbedSweepBesideForget(t *testing.T) {
 	}
 	if err != nil || !slices.Equal(jobs, []string{"bob", "bob"}) {
 		t.Fatalf("embed jobs' users after the sweep: %v (%v); want bob's only", jobs, err)
+	}
+}
+
+// seedItems stores two context items for each user, as an extraction would.
+func (e *env) seedItems(users ...string) {
+	e.t.Helper()
+	for _, u := range users {
+		if _, err := e.store.InsertContext(e.ctx, []store.ContextWrite{
+			{UserID: u, Question: "my canine companion", Answer: "a dog named Rex", CreatedAt: t0},
+			{UserID: u, Question: "home town", Answer: "Paris", CreatedAt: t0}}); err != nil {
+			e.t.Fatal(err)
+		}
 	}
 }

@@ -186,53 +186,11 @@ func purgeTurns(ctx context.Context, st jetstream.Stream, subjects []string, thr
 // during the read (another forget of the user, an opted-out event erased)
 // leaves the consumer's pending count too high to tell the end.
 func appendSeqs(ctx context.Context, st jetstream.Stream, subj string, through uint64, seqs []uint64) ([]uint64, error) {
-	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}, HeadersOnly: true})
-	if err != nil {
-		return seqs, err
-	}
-	defer func() {
-		// Best effort, rather than leaving it to the inactivity threshold.
-		if info := cons.CachedInfo(); info != nil {
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			_ = st.DeleteConsumer(dctx, info.Name)
-		}
-	}()
-	it, err := cons.Messages(jetstream.PullMaxMessages(1000))
-	if err != nil {
-		return seqs, err
-	}
-	defer it.Stop()
-	var last uint64 // the last sequence read
-	for {
-		nctx, cancel := context.WithTimeout(ctx, forgetReadStall)
-		m, err := it.Next(jetstream.NextContext(nctx))
-		cancel()
-		if err != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
-			// Nothing came: done when no message on subj up to through
-			// follows the last one read, else wait on for it.
-			next, gerr := st.GetMsg(ctx, last+1, jetstream.WithGetMsgSubject(subj))
-			if errors.Is(gerr, jetstream.ErrMsgNotFound) || (gerr == nil && next.Sequence > through) {
-				return seqs, nil
-			}
-			continue
-		}
-		if err != nil {
-			return seqs, err
-		}
-		md, err := m.Metadata()
-		if err != nil {
-			return seqs, err
-		}
-		if md.Sequence.Stream > through {
-			return seqs, nil
-		}
-		last = md.Sequence.Stream
-		seqs = append(seqs, last)
-		if md.NumPending == 0 || last == through {
-			return seqs, nil
-		}
-	}
+	err := events.ReadThrough(ctx, st, subj, through, false, forgetReadStall, func(_ jetstream.Msg, md *jetstream.MsgMetadata) bool {
+		seqs = append(seqs, md.Sequence.Stream)
+		return true
+	})
+	return seqs, err
 }
 
 // forgetReadStall is how long reading a subject's sequences waits for the

@@ -97,6 +97,24 @@ func isTerminal(f *os.File) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
+// jetStream connects a command that uses JetStream alone (publish,
+// deadletters), checking the options first; close closes the connection.
+func (o *connOptions) jetStream(a *cli, name string) (js jetstream.JetStream, close func(), err error) {
+	logger, err := o.logger(a)
+	if err != nil {
+		return nil, nil, err
+	}
+	nc, err := o.connectNATS(name, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	if js, err = jetstream.New(nc); err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return js, nc.Close, nil
+}
+
 // connectNATS connects a command that needs only NATS.
 func (o *connOptions) connectNATS(name string, logger *slog.Logger) (*nats.Conn, error) {
 	n := o.nats

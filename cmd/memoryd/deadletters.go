@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/memoryd/memoryd/events"
 )
 
@@ -36,19 +34,11 @@ letter with the event itself, which holds the user's text.`)
 	if limit < 1 {
 		return f.usageErr("--limit %d is not a positive number", limit)
 	}
-	logger, err := o.logger(a)
+	js, closeNATS, err := o.jetStream(a, "memoryd-deadletters")
 	if err != nil {
 		return err
 	}
-	nc, err := o.connectNATS("memoryd-deadletters", logger)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
+	defer closeNATS()
 	letters, err := events.ReadDeadLetters(ctx, js, o.prefix, o.stream, user, limit, withJSON)
 	if errors.Is(err, events.ErrNoDeadLetters) {
 		fmt.Fprintf(a.stdout, "0 dead letter(s): no stream %s (memoryd creates it when it starts ingesting)\n", events.DeadLetterStream(o.stream))

@@ -12,8 +12,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/memoryd/memoryd/events"
 )
 
@@ -48,19 +46,11 @@ again (a re-publish of the same event id is a duplicate).`)
 	if message != "" && user == "" {
 		return f.usageErr("--user is required with --message")
 	}
-	logger, err := o.logger(a)
+	js, closeNATS, err := o.jetStream(a, "memoryd-publish")
 	if err != nil {
 		return err
 	}
-	nc, err := o.connectNATS("memoryd-publish", logger)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
+	defer closeNATS()
 	if ensure {
 		if _, err := events.EnsureStream(ctx, js, events.StreamConfig{Prefix: o.prefix, Stream: o.stream}); err != nil {
 			return err

@@ -1,0 +1,67 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ReadThrough calls fn with each message on subj in st, in stream order, up
+// to the stream sequence through (the end the caller saw), read with an
+// ordered consumer that delivers headers only unless withData, and deleted
+// when the read ends. The read ends after the last such message, when fn
+// returns false, or when nothing comes for stall and the stream holds no
+// message on subj from the last one read up to through: a delete by
+// someone else during the read (a forget, an erased event) leaves the
+// consumer's pending count too high to tell the end.
+func ReadThrough(ctx context.Context, st jetstream.Stream, subj string, through uint64, withData bool, stall time.Duration,
+	fn func(m jetstream.Msg, md *jetstream.MsgMetadata) bool) error {
+	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}, HeadersOnly: !withData})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Best effort, rather than leaving it to the inactivity threshold.
+		if info := cons.CachedInfo(); info != nil {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = st.DeleteConsumer(dctx, info.Name)
+		}
+	}()
+	it, err := cons.Messages(jetstream.PullMaxMessages(1000))
+	if err != nil {
+		return err
+	}
+	defer it.Stop()
+	var last uint64 // the last sequence read
+	for last < through {
+		nctx, cancel := context.WithTimeout(ctx, stall)
+		m, err := it.Next(jetstream.NextContext(nctx))
+		cancel()
+		if err != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
+			next, gerr := st.GetMsg(ctx, last+1, jetstream.WithGetMsgSubject(subj))
+			if errors.Is(gerr, jetstream.ErrMsgNotFound) || (gerr == nil && next.Sequence > through) {
+				return nil
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			return err
+		}
+		if md.Sequence.Stream > through {
+			return nil
+		}
+		last = md.Sequence.Stream
+		if !fn(m, md) || md.NumPending == 0 {
+			return nil
+		}
+	}
+	return nil
+}
