@@ -78,10 +78,10 @@ func TestFactsHistoryCommand(t *testing.T) {
 		t.Fatalf("--json: %s (%v)", out, err)
 	}
 
-	// A bad page size is the service's 400, said once.
+	// A bad page size is the service's 400, said once: a bad argument.
 	_, errOut, code := runArgs(ctx, "facts", "history", "--user", "alice", "--nats-url", eventstest.URL(), "--prefix", prefix,
 		"--log-format", "json", "--max-results", "0", "city")
-	if code != 1 || !strings.Contains(errOut, "max_results 0 is not in 1..100") {
+	if code != 2 || strings.Count(errOut, "max_results 0 is not in 1..100") != 1 {
 		t.Fatalf("--max-results 0: exit %d, %q", code, errOut)
 	}
 }
