@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
 )
@@ -120,4 +122,36 @@ func migrationFiles(fsys fs.FS) ([]migrationFile, error) {
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].version < files[j].version })
 	return files, nil
+}
+
+// NewerMigrations returns the versions recorded in memoryd_migrations that
+// fsys does not reach (above its newest file): a newer memoryd migrated this
+// schema. Its writes may rely on tables this one does not know (036's
+// import_sources), so this one's forget, import and reset would leave them
+// out. None when nothing was migrated yet.
+func (s *Store) NewerMigrations(ctx context.Context, fsys fs.FS) ([]int, error) {
+	files, err := migrationFiles(fsys)
+	if err != nil {
+		return nil, err
+	}
+	newest := 0
+	if len(files) > 0 {
+		newest = files[len(files)-1].version
+	}
+	rows, err := s.db.Query(ctx, `SELECT version FROM memoryd_migrations WHERE version > $1 ORDER BY version`, newest)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table: never migrated
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("newer migrations: %w", err)
+	}
+	versions, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if errors.As(err, &pgErr) && pgErr.Code == "42P01" {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("newer migrations: %w", err)
+	}
+	return versions, nil
 }

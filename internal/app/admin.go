@@ -49,6 +49,9 @@ func (a *App) ReplayJobSize() int {
 func (a *App) Replay(ctx context.Context, o ReplayOptions) (worker.ReplayProgress, error) {
 	a.mu.Lock()
 	s, err := a.openStore(ctx, true)
+	if err == nil && o.Reset {
+		err = a.requireKnownSchema("replay --reset")
+	}
 	if err != nil {
 		a.mu.Unlock()
 		return worker.ReplayProgress{}, err
@@ -194,10 +197,13 @@ func (a *App) Forget(ctx context.Context, userID string) (events.ForgetReply, er
 // that it waits for the user's running jobs; else straight on the store and
 // stream. The forget endpoint and Forget both come here.
 func (a *App) forget(ctx context.Context, w *worker.Worker, js jetstream.JetStream, s *store.Store, userID string) (events.ForgetReply, error) {
-	var (
-		r   worker.ForgetResult
-		err error
-	)
+	a.mu.Lock()
+	err := a.requireKnownSchema("forget")
+	a.mu.Unlock()
+	if err != nil {
+		return events.ForgetReply{}, err
+	}
+	var r worker.ForgetResult
 	if w != nil {
 		r, err = w.Forget(ctx, userID)
 	} else {

@@ -44,6 +44,10 @@ type App struct {
 	mu       sync.Mutex
 	store    *store.Store
 	migrated bool
+	// schemaAhead are the migrations a newer memoryd applied (openStore
+	// reads them once, schemaChecked); forget and reset refuse then.
+	schemaAhead   []int
+	schemaChecked bool
 	nc       *nats.Conn
 	ownsNC   bool
 	ncClosed chan struct{} // closed when an owned nc has closed
@@ -134,7 +138,28 @@ func (a *App) openStore(ctx context.Context, migrate bool) (*store.Store, error)
 		}
 		a.migrated = true
 	}
+	if !a.schemaChecked {
+		ahead, err := a.store.NewerMigrations(ctx, migrations.FS)
+		if err != nil {
+			return nil, err
+		}
+		a.schemaAhead, a.schemaChecked = ahead, true
+		if len(ahead) > 0 {
+			a.logger.Warn("a newer memoryd migrated this database: run forget, import and replay --reset with it (this one refuses forget and reset)",
+				"newer_migrations", ahead)
+		}
+	}
 	return a.store, nil
+}
+
+// requireKnownSchema refuses op when a newer memoryd migrated the database
+// (openStore found it): its forget, import and reset may rely on tables
+// this one does not know, and would leave them out.
+func (a *App) requireKnownSchema(op string) error {
+	if len(a.schemaAhead) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: the database has migrations this memoryd does not know (%v): a newer memoryd migrated it; run %s with that one", op, a.schemaAhead, op)
 }
 
 func (a *App) connect() (*nats.Conn, error) {
