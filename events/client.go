@@ -99,7 +99,9 @@ func (c *Client) call(ctx context.Context, endpoint, userID string, req, reply a
 // Enrich returns the memory relevant to req.Message. Memory being
 // unavailable is not an error (the reply is Degraded); on any error Enrich
 // still returns an empty, degraded reply, so a frontend may use the reply and
-// log the error.
+// log the error. Give ctx the deadline the chat can afford before its model
+// call (a few hundred milliseconds): without one the request waits up to
+// DefaultClientTimeout.
 func (c *Client) Enrich(ctx context.Context, req EnrichRequest) (EnrichReply, error) {
 	var reply EnrichReply
 	if err := c.call(ctx, "enrich", req.UserID, req, &reply); err != nil {

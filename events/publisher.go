@@ -124,6 +124,15 @@ func MsgID(userID, id string) string { return UserToken(userID) + ":" + id }
 // acknowledgement. When ctx holds a span (OpenTelemetry), the message
 // carries its traceparent, and memoryd's spans for the turn join that trace. A re-publish of the same user and id inside the duplicate
 // window is acknowledged with PubAck.Duplicate set and stored once.
+//
+// Errors: ErrInvalid (errors.Is) is final: fix the turn. An API error
+// 10054 (message size exceeds maximum allowed) is final too. A timeout
+// (ctx's deadline, nats.ErrTimeout) may have reached the stream: publish
+// the same turn again, same id, which is then a duplicate if it had.
+// jetstream.ErrNoStreamResponse means no stream captures the subject: the
+// prefix is not memoryd's, or the stream is not created yet (EnsureStream);
+// with a short deadline it shows as a timeout, so a publish that keeps
+// timing out is worth checking for it.
 func (p *Publisher) Publish(ctx context.Context, turn Turn) (*jetstream.PubAck, error) {
 	if err := turn.Validate(); err != nil {
 		return nil, err

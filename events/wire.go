@@ -78,7 +78,9 @@ type EnrichRequest struct {
 	// At is the time recency is measured against; zero means now.
 	At time.Time `json:"at,omitzero"`
 	// Format is the injection format: "inline" (default), "system" or
-	// "markdown".
+	// "markdown". Inline cites no dates; system and markdown date each
+	// item, which a model needs to tell a current statement from an older
+	// one ("where do I keep my sneakers now?").
 	Format string `json:"format,omitempty"`
 	// Memory false opts this request out: memory is not read and the reply
 	// is empty (no facts, context, keywords or injection) and not degraded.
@@ -313,8 +315,11 @@ type TokenUsage struct {
 
 // ServiceError is an error reply, carried in the Nats-Service-Error-Code and
 // Nats-Service-Error headers: 400 for a bad request, 404 for a missing fact
-// or context item, 409 for a context update onto another item's pair,
-// 500 otherwise. Check with errors.As.
+// or context item, 409 for a context update onto another item's pair or an
+// export cursor of a memory that changed since, 501 for an endpoint a
+// service embedded as a library did not enable (forget, export, import),
+// 507 for a document put over the documents cap, 500 otherwise
+// (docs/protocol.md, "Errors"). Check with errors.As.
 type ServiceError struct {
 	Code        int
 	Description string

@@ -149,6 +149,11 @@ func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect b
 	var r Removed
 	all := len(userIDs) == 0
 	if withDirect {
+		// The history the user had, counted before the facts' delete
+		// trigger records their deletion in it (deleted below too).
+		if err := s.db.QueryRow(ctx, `SELECT count(*) FROM fact_history WHERE $1 OR user_id = ANY($2)`, all, userIDs).Scan(&r.FactHistory); err != nil {
+			return r, fmt.Errorf("count fact_history: %w", err)
+		}
 		// First, under the users' clear locks (see lockClears for the order).
 		if err := s.deleteClears(ctx, all, userIDs); err != nil {
 			return r, err
@@ -228,11 +233,9 @@ func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect b
 	// History goes with forget only: after a reset the rebuilt facts add to
 	// it, keeping what the replay changed visible.
 	if withDirect {
-		tag, err := s.db.Exec(ctx, `DELETE FROM fact_history WHERE $1 OR user_id = ANY($2)`, all, userIDs)
-		if err != nil {
+		if _, err := s.db.Exec(ctx, `DELETE FROM fact_history WHERE $1 OR user_id = ANY($2)`, all, userIDs); err != nil {
 			return r, fmt.Errorf("delete fact_history: %w", err)
 		}
-		r.FactHistory = tag.RowsAffected()
 	}
 	return r, nil
 }
