@@ -118,6 +118,32 @@ func (e *Enqueuer) opts(source string) (*river.InsertOpts, error) {
 	return &river.InsertOpts{Queue: QueueExtract, MaxAttempts: e.maxAttempts, Metadata: b}, nil
 }
 
+// insertSkippingDuplicates inserts jobs of which some may have unique
+// options (document chunking): a job whose unique key a waiting or running
+// job holds is skipped, where insert's COPY would fail the transaction.
+// Jobs of the same kind and arguments in params are inserted once.
+func (e *Enqueuer) insertSkippingDuplicates(ctx context.Context, tx pgx.Tx, params []river.InsertManyParams) error {
+	seen := map[string]bool{}
+	var once []river.InsertManyParams
+	for _, p := range params {
+		b, err := json.Marshal(p.Args)
+		if err != nil {
+			return fmt.Errorf("enqueue: %w", err)
+		}
+		if k := p.Args.Kind() + " " + string(b); !seen[k] {
+			seen[k] = true
+			once = append(once, p)
+		}
+	}
+	if len(once) == 0 {
+		return nil
+	}
+	if _, err := e.client.InsertManyTx(ctx, tx, once); err != nil {
+		return fmt.Errorf("enqueue: %w", err)
+	}
+	return nil
+}
+
 func (e *Enqueuer) insert(ctx context.Context, tx pgx.Tx, params []river.InsertManyParams) error {
 	if len(params) == 0 {
 		return nil

@@ -269,7 +269,7 @@ func (w *Worker) takeOver(ctx context.Context) error {
 				replaces: j.ID, lockWaits: metaCount(j.Metadata, metaLockWaits),
 				rateLimitWaits: metaCount(j.Metadata, metaRateLimitWaits)})
 		}
-		if err := w.enq.insert(ctx, tx, asIs); err != nil {
+		if err := w.enq.insertSkippingDuplicates(ctx, tx, asIs); err != nil {
 			return err
 		}
 		return w.enq.enqueueReplacements(ctx, tx, reps)

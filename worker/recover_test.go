@@ -326,6 +326,61 @@ func TestEmbedJobOfDeadProcessTakenOver(t *testing.T) {
 	}
 }
 
+// Two running chunking jobs of one document and content in a dead process,
+// one without a unique key (enqueued by an older memoryd during a rolling
+// upgrade), are replaced once: the takeover's insert skips the second
+// rather than failing on the unique key (and with it every takeover).
+func TestIndexJobsOfOneDocumentTakenOverOnce(t *testing.T) {
+	e := setup(t)
+	alice := store.Owner{User: "alice"}
+	client, err := river.NewClient(riverpgxv5.New(e.store.Pool()), &river.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var jobs []int64
+	err = e.store.InTx(e.ctx, func(tx pgx.Tx, q *store.Store) error {
+		r, err := q.PutDocument(e.ctx, store.DocumentPut{Owner: alice, Collection: "big", DocID: "d", Content: "# A\n\nThe narwhal note.\n"})
+		if err != nil {
+			return err
+		}
+		args := worker.IndexDocumentArgs{CollectionID: r.Collection.ID, DocID: r.DocID, Hash: r.Hash}
+		for i := range 2 {
+			res, err := client.InsertTx(e.ctx, tx, args, &river.InsertOpts{MaxAttempts: 3})
+			if err != nil {
+				return err
+			}
+			jobs = append(jobs, res.Job.ID)
+			if i == 0 {
+				// The older memoryd's job has no unique key; the second,
+				// this memoryd's, keeps its own.
+				if _, err := tx.Exec(e.ctx, `UPDATE river_job SET unique_key = NULL, unique_states = NULL WHERE id = $1`, res.Job.ID); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`INSERT INTO memoryd_processes (id, heartbeat_at) VALUES ('crashed', now() - interval '1 hour')`)
+	e.exec(`UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now(), attempted_by = ARRAY['crashed'] WHERE id = ANY($1)`, jobs)
+
+	e.start(extractor.NewRules(), nil)
+	e.waitFor("the document chunked after the takeover", func() (bool, string) {
+		docs, _, err := e.store.ListDocuments(e.ctx, alice, "big", "", 1)
+		if err != nil || len(docs) != 1 {
+			return false, fmt.Sprint(docs, err)
+		}
+		return docs[0].Status == store.DocReady, docs[0].Status
+	})
+	var reps int
+	if err := e.store.Pool().QueryRow(e.ctx, `SELECT count(*) FROM river_job WHERE kind = $1 AND metadata ? 'memoryd_replaces'`,
+		worker.IndexDocumentJobKind).Scan(&reps); err != nil || reps != 1 {
+		t.Errorf("replacement jobs: %d (%v), want 1", reps, err)
+	}
+}
+
 // A pending document put again while its chunking job waits gets that job,
 // not a second one; new content gets its own.
 func TestIndexJobOncePerContent(t *testing.T) {
