@@ -187,8 +187,17 @@ func isBadLeadThing(w string) bool {
 // name ("Best Buy", "Only Murders in the Building").
 func isAdverbLead(w string) bool {
 	switch w {
-	case "better", "best", "always", "never", "often", "sometimes", "usually", "still", "even", "only", "again", "ever",
-		"maybe", "perhaps", "that's", "that’s", "what's", "what’s":
+	case "better", "best", "always", "never", "often", "sometimes", "usually", "still", "even", "only", "again", "ever":
+		return true
+	}
+	return false
+}
+
+// isClauseLead reports whether w, a lowercase first word of a thing, starts
+// a clause rather than a thing: "maybe we can ...", "that's what ...".
+func isClauseLead(w string) bool {
+	switch w {
+	case "maybe", "perhaps", "that's", "that’s", "what's", "what’s":
 		return true
 	}
 	return false
@@ -410,14 +419,16 @@ func cleanValue(kind ruleKind, rest string, ts time.Time) string {
 			return ""
 		}
 	case kindThing:
-		if len(words) > rulesMaxItemWords || isBadLeadThing(first) || !isThingLike(words) {
+		if len(words) > rulesMaxItemWords || isBadLeadThing(first) || !isThingLike(words) ||
+			(isClauseLead(first) && words[0] == strings.ToLower(words[0])) ||
+			(len(words) == 1 && (first == "the" || isNumber(first) && len(first) <= 2)) {
 			return ""
 		}
 	case kindLiked:
 		// A lone article is a list cut by a filler ("the, um, mountains"),
 		// a small number a reply to a question ("I like 3").
 		if len(words) > rulesMaxItemWords || isBadLeadThing(first) || !isThingLike(words) ||
-			(isAdverbLead(first) && words[0] == strings.ToLower(words[0])) ||
+			((isAdverbLead(first) || isClauseLead(first) || first == "keep") && words[0] == strings.ToLower(words[0])) ||
 			(len(words) == 1 && (first == "the" || isNumber(first) && len(first) <= 2)) {
 			return ""
 		}
@@ -617,7 +628,7 @@ func cutAtTail(kind ruleKind, words []string) []string {
 		case kindThing, kindLiked, kindLanguage:
 			// "listening to music", "going to concerts": a lone verb's
 			// "to" takes its object; "cooking for my family" is cut.
-			if kind == kindLiked && nw == "to" && i == 1 && strings.HasSuffix(normWord(words[0]), "ing") {
+			if kind != kindLanguage && nw == "to" && i == 1 && strings.HasSuffix(normWord(words[0]), "ing") {
 				continue
 			}
 			if isTailThing(nw) || kind == kindLiked && isVerbTail(w) {
