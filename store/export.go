@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/md5"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -238,41 +239,43 @@ func (s *Store) applyImport(ctx context.Context, userID string, byType map[strin
 	return nil
 }
 
-// recordImportSources records the event ids of the imported facts, list
-// items and context items. A reset keeps the rows carrying one (rebuilt):
+// recordImportSources records what the import wrote: for each imported
+// fact, list item and context item, its event id and what it holds (see
+// migration 036 and rebuilt). A reset keeps the rows that still hold it:
 // whether a recorded turn of the user with that id stated them cannot be
-// told (ids and times of two users' frontends may both count 1, 2, ...),
-// and keeping what a replay also rebuilds loses nothing, where deleting
-// what it cannot would lose it for good.
+// told (two users' frontends may both count 1, 2, ... at the same times),
+// and what it keeps a replay at worst rebuilds again, where what it deleted
+// would be lost for good.
 func (s *Store) recordImportSources(ctx context.Context, userID string, byType map[string][]any) error {
-	var ids []string
-	add := func(id string) {
+	var ids, contents []string
+	add := func(id, content string) {
 		if id != "" {
-			ids = append(ids, id)
+			ids, contents = append(ids, id), append(contents, content)
 		}
 	}
 	for _, l := range byType["fact"] {
 		if f, ok := l.(*factLine); ok {
-			add(f.EventID)
+			sum := md5.Sum([]byte(f.Value))
+			add(f.EventID, "f:"+f.Key+":"+hex.EncodeToString(sum[:]))
 		}
 	}
 	for _, l := range byType["fact_item"] {
 		if f, ok := l.(*factItemLine); ok {
-			add(f.EventID)
+			add(f.EventID, "i:"+f.Key+":"+itemIdentity(f.Value))
 		}
 	}
 	for _, l := range byType["context"] {
 		if c, ok := l.(*contextLine); ok {
-			add(c.EventID)
+			add(c.EventID, "c:"+hex.EncodeToString(ContentHash(userID, c.Question, c.Answer)))
 		}
 	}
 	if len(ids) == 0 {
 		return nil
 	}
 	if _, err := s.db.Exec(ctx, `
-		INSERT INTO import_sources (user_id, event_id)
-		SELECT DISTINCT $1, e FROM unnest($2::text[]) AS e
-		ON CONFLICT DO NOTHING`, userID, ids); err != nil {
+		INSERT INTO import_sources (user_id, event_id, content)
+		SELECT DISTINCT $1, e, c FROM unnest($2::text[], $3::text[]) AS w(e, c)
+		ON CONFLICT DO NOTHING`, userID, ids, contents); err != nil {
 		return fmt.Errorf("record import sources: %w", err)
 	}
 	return nil

@@ -137,13 +137,24 @@ func (s *Store) ResetMemory(ctx context.Context, userIDs []string) (Removed, err
 	return r, err
 }
 
-// rebuilt is the condition, on a row x of facts, fact_items or context,
+// rebuilt is the condition, on a row x of facts, fact_items or context
+// whose content fingerprint (as import_sources records it) is content,
 // that a replay rebuilds it: extracted (not a direct write) from a turn
-// memoryd recorded, under an event id no import brought (import_sources:
-// event ids are unique per user only, and an export's may name one of
+// memoryd recorded, and not what an import brought under that event id
+// (event ids are unique per user only, and an export's may name one of
 // this user's turns that said something else).
-const rebuilt = `(x.extractor <> 'direct' AND EXISTS (SELECT 1 FROM turns t WHERE t.user_id = x.user_id AND t.event_id = x.event_id)
-	AND NOT EXISTS (SELECT 1 FROM import_sources i WHERE i.user_id = x.user_id AND i.event_id = x.event_id))`
+func rebuilt(content string) string {
+	return `(x.extractor <> 'direct' AND EXISTS (SELECT 1 FROM turns t WHERE t.user_id = x.user_id AND t.event_id = x.event_id)
+		AND NOT EXISTS (SELECT 1 FROM import_sources i WHERE i.user_id = x.user_id AND i.event_id = x.event_id AND i.content = ` + content + `))`
+}
+
+// The content fingerprints of rows of each table, as recordImportSources
+// writes them.
+const (
+	factContent    = `'f:' || x.key || ':' || md5(x.value)`
+	itemContent    = `'i:' || x.key || ':' || x.item`
+	contextContent = `'c:' || encode(x.content_hash, 'hex')`
+)
 
 func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect bool) (Removed, error) {
 	var r Removed
@@ -178,7 +189,7 @@ func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect b
 	var listKeys []userKey
 	if !withDirect {
 		rows, err := s.db.Query(ctx, `SELECT DISTINCT user_id, key FROM fact_items x
-			WHERE ($1 OR user_id = ANY($2)) AND `+rebuilt, all, userIDs)
+			WHERE ($1 OR user_id = ANY($2)) AND `+rebuilt(itemContent), all, userIDs)
 		if err != nil {
 			return r, fmt.Errorf("delete fact_items: %w", err)
 		}
@@ -205,12 +216,12 @@ func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect b
 	)
 	err := s.quietly(ctx, func() error {
 		for _, t := range []struct {
-			table string
-			n     *int64
-		}{{"fact_items", &items}, {"facts", &r.Facts}, {"context", &r.Context}} {
+			table, content string
+			n              *int64
+		}{{"fact_items", itemContent, &items}, {"facts", factContent, &r.Facts}, {"context", contextContent, &r.Context}} {
 			var users []string
 			if err := s.db.QueryRow(ctx, `WITH gone AS (
-				DELETE FROM `+t.table+` x WHERE ($1 OR user_id = ANY($2)) AND ($3 OR `+rebuilt+`) RETURNING user_id
+				DELETE FROM `+t.table+` x WHERE ($1 OR user_id = ANY($2)) AND ($3 OR `+rebuilt(t.content)+`) RETURNING user_id
 			) SELECT count(*), coalesce(array_agg(DISTINCT user_id), '{}') FROM gone`, all, userIDs, withDirect).Scan(t.n, &users); err != nil {
 				return fmt.Errorf("delete %s: %w", t.table, err)
 			}

@@ -17,7 +17,7 @@ import (
 // Event ids are unique per user only: dave's own turn "e1", at the same
 // time (two frontends counting 1, 2, ... from the same start), does not
 // make bob's imported "e1" memory rebuildable: what an import brought is
-// kept.
+// kept, what dave's own e1 gave is reset.
 func TestResetKeepsWhatAReplayCannotRebuild(t *testing.T) {
 	ctx, s := setup(t)
 	if _, err := s.InsertTurns(ctx, []store.Turn{
@@ -27,7 +27,8 @@ func TestResetKeepsWhatAReplayCannotRebuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	rules := store.Provenance{Extractor: "rules"}
-	if _, err := s.UpsertFacts(ctx, []store.FactWrite{{UserID: "bob", Key: "location", Value: "Paris", SourceAt: t0, EventID: "e1", Provenance: rules}}); err != nil {
+	if _, err := s.UpsertFacts(ctx, []store.FactWrite{{UserID: "bob", Key: "location", Value: "Paris", SourceAt: t0, EventID: "e1", Provenance: rules},
+		{UserID: "bob", Key: "likes", Value: "jazz", SourceAt: t0, EventID: "e1", Op: store.FactAdd, List: true, Provenance: rules}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.StoreContext(ctx, store.ContextWrite{UserID: "bob", Question: "I live in Paris", Answer: "ok", EventID: "e1", CreatedAt: t0, Provenance: rules}); err != nil {
@@ -42,13 +43,22 @@ func TestResetKeepsWhatAReplayCannotRebuild(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// What dave's own e1 stated is extracted under the same event id: the
+	// reset deletes it (a replay extracts it again), and keeps what the
+	// import brought.
+	if _, _, err := s.StoreContext(ctx, store.ContextWrite{UserID: "dave", Question: "What time is it?", Answer: "noon", EventID: "e1", CreatedAt: t0, Provenance: rules}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpsertFacts(ctx, []store.FactWrite{{UserID: "dave", Key: "likes", Value: "noon walks", SourceAt: t0, EventID: "e1", Op: store.FactAdd, List: true, Provenance: rules}}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.ResetMemory(ctx, []string{"bob", "carol", "dave"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
 		user         string
 		facts, items int64
-	}{{"bob", 0, 0}, {"carol", 1, 1}, {"dave", 1, 1}} {
+	}{{"bob", 0, 0}, {"carol", 2, 1}, {"dave", 2, 1}} {
 		st, err := s.Stats(ctx, c.user)
 		if err != nil {
 			t.Fatal(err)
@@ -56,5 +66,9 @@ func TestResetKeepsWhatAReplayCannotRebuild(t *testing.T) {
 		if st.Facts != c.facts || st.ContextItems != c.items {
 			t.Errorf("%s after a reset: %d facts, %d context items; want %d and %d", c.user, st.Facts, st.ContextItems, c.facts, c.items)
 		}
+	}
+	// dave's list keeps the imported item, not his own e1's.
+	if f, err := s.Fact(ctx, "dave", "likes"); err != nil || f.Value != "jazz" {
+		t.Errorf("dave's likes after a reset: %+v, %v; want the imported jazz only", f, err)
 	}
 }
