@@ -183,8 +183,15 @@ func (e *Enqueuer) EnqueueMissingEmbeddings(ctx context.Context, userID, model s
 			}
 			tokens := make([]string, 0, 1)
 			seen := map[string]bool{}
-			for _, r := range page1 {
+			for i, r := range page1 {
 				if !seen[r.UserID] {
+					if len(seen) == sweepUsersPerTx {
+						// The rest is the next page's: a transaction
+						// holds few locks (Postgres's lock table is
+						// shared), and a forget waits on few users.
+						page1 = page1[:i]
+						break
+					}
 					seen[r.UserID] = true
 					tokens = append(tokens, events.UserToken(r.UserID))
 				}
@@ -208,6 +215,10 @@ func (e *Enqueuer) EnqueueMissingEmbeddings(ctx context.Context, userID, model s
 		n += len(refs)
 	}
 }
+
+// sweepUsersPerTx bounds the users whose locks one transaction of the
+// embed sweep holds.
+const sweepUsersPerTx = 64
 
 // embedWorker is the River worker for EmbedArgs.
 type embedWorker struct {

@@ -321,3 +321,28 @@ func (e *env) seedItems(users ...string) {
 		}
 	}
 }
+
+// A sweep over more users than one of its transactions locks enqueues every
+// item, page after page.
+func TestEmbedSweepOverManyUsers(t *testing.T) {
+	e := setup(t)
+	var users []string
+	for i := range 70 {
+		users = append(users, fmt.Sprintf("u%02d", i))
+	}
+	e.seedItems(users...)
+	srv := embeddingtest.New(t)
+	w, err := worker.New(worker.Config{Conn: e.nc, Store: e.store, Extractor: extractor.NewRules(), Logger: slog.New(slog.DiscardHandler),
+		Prefix: e.prefix, Stream: e.stream, Embedder: embedder(t, srv, "m1"), EmbedSweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := w.Enqueuer().EnqueueMissingEmbeddings(e.ctx, "", "m1", 10, 5)
+	if err != nil || n != 140 {
+		t.Fatalf("sweep enqueued %d items (%v), want 140", n, err)
+	}
+	var jobUsers int
+	if err := e.store.Pool().QueryRow(e.ctx, `SELECT count(DISTINCT args->>'user_id') FROM river_job WHERE kind = $1`, worker.EmbedJobKind).Scan(&jobUsers); err != nil || jobUsers != 70 {
+		t.Fatalf("embed jobs name %d users (%v), want 70", jobUsers, err)
+	}
+}
