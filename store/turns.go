@@ -497,7 +497,7 @@ func (s *Store) PriorConversationTurns(ctx context.Context, userID, conversation
 
 // metadataParam is a turn's metadata as a query argument: nil (NULL) when
 // the event has none or "null". An empty object is stored as sent, as
-// memoryd before 036 stored it, so that processes of both versions running
+// earlier releases stored it, so that processes of both releases running
 // side by side (a rolling upgrade) hash the same; turnHashes makes absent
 // and {} the same content.
 func metadataParam(raw json.RawMessage) *string {
