@@ -48,12 +48,12 @@ type App struct {
 	// reads them once, schemaChecked); forget and reset refuse then.
 	schemaAhead   []int
 	schemaChecked bool
-	nc       *nats.Conn
-	ownsNC   bool
-	ncClosed chan struct{} // closed when an owned nc has closed
-	ext      worker.Extractor
-	emb      *embedding.Client // nil until used, and when embedding is off
-	worker   *worker.Worker
+	nc            *nats.Conn
+	ownsNC        bool
+	ncClosed      chan struct{} // closed when an owned nc has closed
+	ext           worker.Extractor
+	emb           *embedding.Client // nil until used, and when embedding is off
+	worker        *worker.Worker
 	// enqueuer inserts the document jobs of a process that runs no worker
 	// (Role enrich), while started.
 	enqueuer *worker.Enqueuer
