@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 	"unicode"
@@ -68,12 +69,28 @@ type cvVariant struct {
 	// forms is which word forms the docs tell apart: stemNone (no
 	// Doc.Inflected), stemAll or stemGuarded.
 	forms int
+	// fusions, when set, is the grid instead of grid's constants: grid
+	// holds one Params per fusion (the ranking fused), and each ranks by
+	// reciprocal-rank fusion with fusions[i].with (the first, with W 0, is
+	// no fusion).
+	fusions []cvFusion
 	// noSetWorse restricts a fold's choice to the params that do at least
 	// as well as the grid's first (the defaults) on each set's training
 	// questions: a change that one set gains and the other loses is not
 	// taken, however much the mean of the two rises.
 	noSetWorse bool
 }
+
+// cvFusion fuses a ranking with another by reciprocal rank: an item's
+// score is 1/(K+rank) under the first plus W/(K+rank) under with, over
+// each ranking's top cvFusionDepth.
+type cvFusion struct {
+	with ranking.Params
+	K, W float64
+}
+
+// cvFusionDepth is how many of each ranking's hits a fusion reads.
+const cvFusionDepth = 50
 
 // Which lexemes' inflected forms a variant's docs tell apart.
 const (
@@ -127,6 +144,21 @@ func cvVariants() []cvVariant {
 		on := cvGrid(cvGrid(base, win, 2, 10, 60), pen, 0.1, 0.2, 0.35)
 		return append(out, on...)
 	}
+	// A single-field BM25 (question and reply weighed alike, each field
+	// normalised as FTS5's one column is, no recency): the ranking FTS5-BM25
+	// approximates, whose errors differ from memoryd's on the dev sets.
+	plain := ranking.DefaultParams()
+	plain.AnswerWeight, plain.BQuestion, plain.BAnswer, plain.RecencyWeight = 1, 0.75, 0.75, 0
+	fusions := []cvFusion{{with: plain}}
+	for _, k := range []float64{10, 60} {
+		for _, w := range []float64{0.5, 1} {
+			fusions = append(fusions, cvFusion{with: plain, K: k, W: w})
+		}
+	}
+	fused := make([]ranking.Params, len(fusions))
+	for i := range fused {
+		fused[i] = ranking.DefaultParams()
+	}
 	vs := []cvVariant{
 		{name: "current constants", grid: def, forms: stemNone},
 		{name: "answer half: AnswerWeight × BAnswer", grid: answer, forms: stemNone},
@@ -140,6 +172,7 @@ func cvVariants() []cvVariant {
 		{name: "query coverage (soft AND): CoveragePower", grid: coverage, forms: stemNone},
 		{name: "session's best turn: SessionWeight × SessionWindow", grid: session, forms: stemNone},
 		{name: "first mention: LaterPenalty × window", grid: later, forms: stemNone},
+		{name: "fusion with a single-field BM25: K × W", grid: fused, fusions: fusions, forms: stemNone},
 	}
 	// The same grids again, choosing only what no set finds worse on the
 	// training folds.
@@ -149,6 +182,22 @@ func cvVariants() []cvVariant {
 		vs = append(vs, v)
 	}
 	return vs
+}
+
+// cvVariantsNamed is cvVariants, only the current constants and the
+// variants whose name holds sub when sub is not empty.
+func cvVariantsNamed(sub string) []cvVariant {
+	vs := cvVariants()
+	if sub == "" {
+		return vs
+	}
+	out := vs[:1]
+	for _, v := range vs[1:] {
+		if strings.Contains(v.name, sub) {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // cvInput is what cross-validation reads of one question: its candidates
@@ -363,6 +412,59 @@ func cvRanks(qs []cvQuestion, p ranking.Params, forms int) []int8 {
 	return out
 }
 
+// cvFusedRanks is cvRanks for p fused with fu.with (cvFusion).
+func cvFusedRanks(qs []cvQuestion, p ranking.Params, fu cvFusion) []int8 {
+	out := make([]int8, len(qs))
+	for i, q := range qs {
+		if q.newest {
+			out[i] = int8(q.newestRank)
+			continue
+		}
+		query := ranking.Query{At: q.at, Limit: cvFusionDepth}
+		score := map[int]float64{}
+		for r, h := range p.Rank(q.coll, q.docs, query) {
+			score[h.Doc] += 1 / (fu.K + float64(r+1))
+		}
+		for r, h := range fu.with.Rank(q.coll, q.docs, query) {
+			score[h.Doc] += fu.W / (fu.K + float64(r+1))
+		}
+		order := make([]int, 0, len(score))
+		for d := range score {
+			order = append(order, d)
+		}
+		// Ties go to the first ranking's order (its lower doc index is
+		// not an order), so break them by score under p first.
+		first := map[int]int{}
+		for r, h := range p.Rank(q.coll, q.docs, query) {
+			first[h.Doc] = r
+		}
+		sort.Slice(order, func(a, b int) bool {
+			if score[order[a]] != score[order[b]] {
+				return score[order[a]] > score[order[b]]
+			}
+			ra, oka := first[order[a]]
+			rb, okb := first[order[b]]
+			if oka != okb {
+				return oka
+			}
+			if ra != rb {
+				return ra < rb
+			}
+			return order[a] < order[b]
+		})
+		for r, d := range order {
+			if r == 10 {
+				break
+			}
+			if q.evidence[q.events[d]] {
+				out[i] = int8(r + 1)
+				break
+			}
+		}
+	}
+	return out
+}
+
 // cvRecall is the share of the selected questions with a hit in the top k.
 func cvRecall(ranks []int8, sel []int, k int) float64 {
 	if len(sel) == 0 {
@@ -400,6 +502,7 @@ func cvSetObjective(ranks []int8, sel []int) float64 {
 // cvFoldResult is one variant's held-out figures on one fold of one set.
 type cvFoldResult struct {
 	chosen ranking.Params
+	gi     int    // chosen's index in the variant's grid
 	ranks  []int8 // of the held-out questions, under chosen
 	sel    []int  // the held-out questions
 }
@@ -410,6 +513,19 @@ type cvResult struct {
 	variant cvVariant
 	folds   [][]cvFoldResult // [set][repeat*cvFolds + fold]
 	final   ranking.Params   // chosen on every fold
+	finalGI int              // final's index in the variant's grid
+}
+
+// describe names the variant's grid entry gi: the params that differ from
+// the defaults, or the fusion.
+func (v cvVariant) describe(gi int) string {
+	if v.fusions != nil {
+		if f := v.fusions[gi]; f.W != 0 {
+			return fmt.Sprintf("fused K %g, W %g", f.K, f.W)
+		}
+		return "no fusion"
+	}
+	return paramsDiff(v.grid[gi])
 }
 
 // crossValidate runs leave-one-fold-out cross-validation of each variant,
@@ -434,6 +550,10 @@ func crossValidate(qs []cvQuestion, nsets int, variants []cvVariant, progress fu
 		progress("cross-validating %q (%d constant sets)\n", v.name, len(v.grid))
 		ranks := make([][]int8, len(v.grid))
 		for gi, p := range v.grid {
+			if v.fusions != nil && v.fusions[gi].W != 0 {
+				ranks[gi] = cvFusedRanks(qs, p, v.fusions[gi])
+				continue
+			}
 			ranks[gi] = cvRanks(qs, p, v.forms)
 		}
 		// best returns the grid index chosen on repeat r's folds other than
@@ -463,7 +583,8 @@ func crossValidate(qs []cvQuestion, nsets int, variants []cvVariant, progress fu
 			}
 			return b
 		}
-		r := cvResult{variant: v, folds: make([][]cvFoldResult, nsets), final: v.grid[best(0, -1)]}
+		fgi := best(0, -1)
+		r := cvResult{variant: v, folds: make([][]cvFoldResult, nsets), final: v.grid[fgi], finalGI: fgi}
 		for s := range nsets {
 			r.folds[s] = make([]cvFoldResult, cvRepeats*cvFolds)
 		}
@@ -471,7 +592,7 @@ func crossValidate(qs []cvQuestion, nsets int, variants []cvVariant, progress fu
 			for f := range cvFolds {
 				gi := best(rep, f)
 				for s := range nsets {
-					r.folds[s][rep*cvFolds+f] = cvFoldResult{chosen: v.grid[gi], ranks: ranks[gi], sel: sel[s][rep*cvFolds+f]}
+					r.folds[s][rep*cvFolds+f] = cvFoldResult{chosen: v.grid[gi], gi: gi, ranks: ranks[gi], sel: sel[s][rep*cvFolds+f]}
 				}
 			}
 		}
@@ -532,7 +653,7 @@ func reportCV(w io.Writer, sets []string, qs []cvQuestion, results []cvResult) {
 				if len(fr.sel) == 0 {
 					continue
 				}
-				fmt.Fprintf(w, "| %s | %d | %d | %s | %s | %s |\n", r.variant.name, f+1, len(fr.sel), paramsDiff(fr.chosen), cvFigures(fr.ranks, fr.sel), cvFigures(fts, fr.sel))
+				fmt.Fprintf(w, "| %s | %d | %d | %s | %s | %s |\n", r.variant.name, f+1, len(fr.sel), r.variant.describe(fr.gi), cvFigures(fr.ranks, fr.sel), cvFigures(fts, fr.sel))
 			}
 		}
 		fmt.Fprintf(w, "\n%s summary: held-out R@k, mean over the folds of %d repeats (min – max); pooled is every held-out question together, mean over repeats; Δ is memoryd − FTS5-BM25 per fold; below counts the folds (with questions) where memoryd's R@1 or R@5 is under FTS5-BM25's\n\n| variant | R@1 mean (min – max) | R@5 mean (min – max) | R@1 pooled | R@3 pooled | R@5 pooled | R@10 pooled | ΔR@1 mean (min – max) | ΔR@5 mean (min – max) | chosen on all folds | folds below FTS5 R@1 / R@5 |\n|---|---|---|---|---|---|---|---|---|---|---|\n", s, cvRepeats)
@@ -572,7 +693,7 @@ func reportCV(w io.Writer, sets []string, qs []cvQuestion, results []cvResult) {
 			for ki := range ks {
 				fmt.Fprintf(w, " %.3f |", pooled[ki])
 			}
-			fmt.Fprintf(w, " %s | %s | %s | %d / %d of %d |\n", spreadSigned(d1), spreadSigned(d5), paramsDiff(r.final), below1, below5, len(d1))
+			fmt.Fprintf(w, " %s | %s | %s | %d / %d of %d |\n", spreadSigned(d1), spreadSigned(d5), r.variant.describe(r.finalGI), below1, below5, len(d1))
 		}
 		var all []int
 		var r1, r5 []float64

@@ -339,3 +339,35 @@ func TestPairedStatistics(t *testing.T) {
 		t.Errorf("stddev(1, -1) = %g, want √2", sd)
 	}
 }
+
+// Reciprocal-rank fusion: a ranking fused with itself keeps its order, and
+// a partner that puts the evidence first lifts it when weighed enough.
+func TestFusedRanks(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	// The evidence ("a") holds the word in its long answer; "q" in its
+	// short question. The defaults weigh the answer down, so "q" leads;
+	// a ranking weighing the answer three times puts "a" first.
+	inAnswer := ranking.Doc{ID: 1, CreatedAt: at, QuestionLen: 3, AnswerLen: 5, Terms: []ranking.TermCount{{Present: true, Answer: 1}}}
+	inQuestion := ranking.Doc{ID: 2, CreatedAt: at, QuestionLen: 3, AnswerLen: 5, Terms: []ranking.TermCount{{Present: true, Question: 1}}}
+	qs := []cvQuestion{{coll: ranking.Collection{Items: 10, AvgQuestionLen: 3, AvgAnswerLen: 5},
+		docs: []ranking.Doc{inAnswer, inQuestion}, events: []string{"a", "q"}, at: at, evidence: map[string]bool{"a": true}}}
+	def := ranking.DefaultParams()
+	high := def
+	high.AnswerWeight = 3
+	if got := cvRanks(qs, def, stemNone)[0]; got != 2 {
+		t.Fatalf("the defaults rank the evidence %d, want 2", got)
+	}
+	for _, c := range []struct {
+		with ranking.Params
+		w    float64
+		want int8
+	}{
+		{def, 1, 2},    // fused with itself: the same order
+		{high, 0.5, 2}, // the partner weighed less: the first ranking's order
+		{high, 2, 1},   // weighed more: the partner's
+	} {
+		if got := cvFusedRanks(qs, def, cvFusion{with: c.with, K: 10, W: c.w})[0]; got != c.want {
+			t.Errorf("fused with W %g: evidence at %d, want %d", c.w, got, c.want)
+		}
+	}
+}

@@ -65,6 +65,7 @@ type options struct {
 	docs           bool
 	cvCache        string
 	cvDrop         string
+	cvVariant      string
 	verbose        bool
 }
 
@@ -106,6 +107,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o.embedAPIKey = os.Getenv("MEMEVAL_EMBED_API_KEY")
 	fs.BoolVar(&o.docs, "docs", false, "instead of the usual report, run the knowledge-base retrieval check (testdata/docs): recall of the expected section by enrich's document chunks next to FTS5-BM25 over the same chunks; -limit takes the first N questions")
 	fs.StringVar(&o.cvCache, "cv-cache", "", "with -cv: read the candidates from this file when it exists (no Postgres or NATS needed), else save them to it after ingesting; it holds the data's text: keep it out of the repository")
+	fs.StringVar(&o.cvVariant, "cv-variant", "", "with -cv: cross-validate only the variants whose name holds this text (and the current constants)")
 	fs.StringVar(&o.cvDrop, "cv-drop", "", "with -cv: instead of the cross-validation, report enrich's recall (current constants) with these keywords (space- or comma-separated) left out of every question's search, next to the search with them")
 	fs.BoolVar(&o.verbose, "v", false, "log memoryd's warnings and errors")
 	if err := fs.Parse(args); err != nil {
@@ -128,7 +130,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				return nil
 			}
 			qs := cvQuestions(c)
-			reportCV(stdout, c.Sets, qs, crossValidate(qs, len(c.Sets), cvVariants(), progress))
+			reportCV(stdout, c.Sets, qs, crossValidate(qs, len(c.Sets), cvVariantsNamed(o.cvVariant), progress))
 			return nil
 		} else if !errors.Is(err, os.ErrNotExist) {
 			return err
@@ -210,7 +212,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return nil
 		}
 		qs := cvQuestions(c)
-		reportCV(stdout, c.Sets, qs, crossValidate(qs, len(c.Sets), cvVariants(), progress))
+		reportCV(stdout, c.Sets, qs, crossValidate(qs, len(c.Sets), cvVariantsNamed(o.cvVariant), progress))
 		return nil
 	}
 	mem := &memorydRanker{in: in, facts: events.FactsRelevant}
