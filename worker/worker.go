@@ -464,18 +464,25 @@ const DefaultMaxClockSkew = 5 * time.Minute
 // consumer reads another prefix's turn subjects.
 var ErrConsumerOfAnotherPrefix = errors.New("the turn stream's ingest consumer reads another prefix's subjects")
 
-// checkConsumerPrefix refuses to take over a durable consumer that reads
-// another prefix's turn subjects (another memoryd sharing the stream with
-// its own --prefix). A missing stream or consumer is fine: Start creates it.
-func checkConsumerPrefix(ctx context.Context, js jetstream.JetStream, cfg Config) error {
-	cons, err := js.Consumer(ctx, cfg.Stream, cfg.Durable)
+// CheckConsumerPrefix refuses to take over the durable consumer durable of
+// stream when it reads another prefix's turn subjects (another memoryd
+// sharing the stream with its own --prefix): updating it would move that
+// memoryd's processes onto prefix's subjects, and the events they passed
+// over would never be recorded. A missing stream or consumer is fine: Start
+// creates it. Start checks it; a caller may check before it sets anything
+// else up.
+func CheckConsumerPrefix(ctx context.Context, js jetstream.JetStream, stream, durable, prefix string) error {
+	if durable == "" {
+		durable = DefaultDurable
+	}
+	cons, err := js.Consumer(ctx, stream, durable)
 	if errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("worker: read consumer %s: %w", cfg.Durable, err)
+		return fmt.Errorf("worker: read consumer %s: %w", durable, err)
 	}
-	want := events.TurnSubjects(cfg.Prefix)
+	want := events.TurnSubjects(prefix)
 	c := cons.CachedInfo().Config
 	got := c.FilterSubjects
 	if c.FilterSubject != "" {
@@ -486,7 +493,7 @@ func checkConsumerPrefix(ctx context.Context, js jetstream.JetStream, cfg Config
 	}
 	return fmt.Errorf("worker: %w: consumer %s on stream %s reads %q, not %q: another memoryd with another --prefix uses this stream; "+
 		"give each prefix its own --stream (to change a deployment's prefix, stop all its processes and delete the consumer first)",
-		ErrConsumerOfAnotherPrefix, cfg.Durable, cfg.Stream, strings.Join(got, ","), want)
+		ErrConsumerOfAnotherPrefix, durable, stream, strings.Join(got, ","), want)
 }
 
 // DefaultDurable is the durable consumer all workers share by default.
@@ -698,7 +705,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	// is shared by name, so updating another prefix's would move every
 	// process of that prefix onto this one's subjects, and the events it
 	// then passed over would never be recorded.
-	if err := checkConsumerPrefix(ctx, w.js, cfg); err != nil {
+	if err := CheckConsumerPrefix(ctx, w.js, cfg.Stream, cfg.Durable, cfg.Prefix); err != nil {
 		return err
 	}
 	turnStream, err := events.EnsureStream(ctx, w.js, events.StreamConfig{Prefix: cfg.Prefix, Stream: cfg.Stream})

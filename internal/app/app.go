@@ -260,11 +260,22 @@ func (a *App) Start(ctx context.Context) (err error) {
 	if a.store == nil {
 		a.publishing = true // Start runs the change publisher
 	}
-	s, err := a.openStore(ctx, true)
+	nc, err := a.connect()
 	if err != nil {
 		return err
 	}
-	nc, err := a.connect()
+	if runWorker {
+		// Before the database is created or migrated: a stream another
+		// prefix's memoryd consumes is refused with nothing set up.
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return err
+		}
+		if err := worker.CheckConsumerPrefix(ctx, js, a.cfg.Stream, a.cfg.Worker.Durable, a.cfg.Prefix); err != nil {
+			return err
+		}
+	}
+	s, err := a.openStore(ctx, true)
 	if err != nil {
 		return err
 	}

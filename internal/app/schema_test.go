@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/worker"
 )
 
 // A memoryd whose database a newer memoryd migrated (a rolling upgrade)
@@ -63,5 +65,33 @@ func TestOlderMemorydRefusesForgetOnANewerSchema(t *testing.T) {
 	}
 	if _, err := a.Replay(ctx, ReplayOptions{}); err != nil {
 		t.Errorf("replay without a reset on a newer schema: %v", err)
+	}
+}
+
+// serve with another prefix on a stream whose ingest consumer another
+// prefix's memoryd runs refuses before it sets anything up: no database
+// migrated, the consumer unchanged.
+func TestStartRefusesAnotherPrefixBeforeMigrating(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	first := startTestApp(t, nil)
+	cfg := testConfig(t)
+	cfg.Stream = first.cfg.Stream // the same stream, another prefix and database
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Stop(context.Background()) })
+	if err := a.Start(ctx); !errors.Is(err, worker.ErrConsumerOfAnotherPrefix) {
+		t.Fatalf("start with another prefix on the stream: %v", err)
+	}
+	pool, err := pgxpool.New(ctx, cfg.Store.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var migrated bool
+	if err := pool.QueryRow(ctx, `SELECT to_regclass('memoryd_migrations') IS NOT NULL`).Scan(&migrated); err != nil || migrated {
+		t.Errorf("the refused start migrated its database (%v)", err)
 	}
 }
