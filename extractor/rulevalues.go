@@ -428,7 +428,7 @@ func cleanValue(kind ruleKind, rest string, ts time.Time) string {
 		// A lone article is a list cut by a filler ("the, um, mountains"),
 		// a small number a reply to a question ("I like 3").
 		if len(words) > rulesMaxItemWords || isBadLeadThing(first) || !isThingLike(words) ||
-			((isAdverbLead(first) || isClauseLead(first) || first == "keep") && words[0] == strings.ToLower(words[0])) ||
+			((isAdverbLead(first) && (len(words) == 1 || verbish(normWord(words[1]))) || isClauseLead(first) || first == "keep") && words[0] == strings.ToLower(words[0])) ||
 			(len(words) == 1 && (first == "the" || isNumber(first) && len(first) <= 2)) {
 			return ""
 		}
@@ -628,10 +628,15 @@ func cutAtTail(kind ruleKind, words []string) []string {
 		case kindThing, kindLiked, kindLanguage:
 			// "listening to music", "going to concerts": a lone verb's
 			// "to" takes its object; "cooking for my family" is cut.
-			if kind != kindLanguage && nw == "to" && i == 1 && strings.HasSuffix(normWord(words[0]), "ing") {
+			if kind != kindLanguage && nw == "to" && i == 1 && takesTo(normWord(words[0])) {
 				continue
 			}
-			if isTailThing(nw) || kind == kindLiked && isVerbTail(w) {
+			if kind == kindLiked && isVerbTail(w) {
+				// A predicate: cutting it could invert the meaning ("coffee
+				// that is cold", "cats, dogs are too loud"): no value.
+				return nil
+			}
+			if isTailThing(nw) {
 				return words[:i]
 			}
 		case kindCar:
@@ -707,7 +712,7 @@ func isTrailingLiked(words []string) bool {
 			return true
 		}
 		switch normWord(words[len(words)-2]) {
-		case "of", "behind", "about", "with", "for", "in", "on", "at", "from", "into", "over", "around", "through":
+		case "of", "behind", "about", "with", "for", "in", "on", "at", "from", "into", "over", "around", "through", "to":
 			return false
 		}
 		return true
@@ -718,4 +723,21 @@ func isTrailingLiked(words []string) bool {
 // isNumber reports whether w is digits only: "3" is no thing liked.
 func isNumber(w string) bool {
 	return w != "" && strings.Trim(w, "0123456789") == ""
+}
+
+// takesTo reports whether a gerund's "to" takes its object ("listening to
+// music", "going to concerts") rather than starting a purpose ("cooking to
+// relax").
+func takesTo(w string) bool {
+	switch w {
+	case "listening", "going", "talking", "travelling", "traveling", "dancing", "singing", "moving", "driving", "flying", "walking", "writing", "reading":
+		return true
+	}
+	return false
+}
+
+// verbish reports whether w, after an adverb, makes it a manner ("always
+// being late", "better to wait") rather than an adjective ("still water").
+func verbish(w string) bool {
+	return strings.HasSuffix(w, "ing") || w == "to" || w == "be" || w == "it" || w == "that" || w == "when"
 }

@@ -148,6 +148,12 @@ func rebuilt(content string) string {
 		AND NOT EXISTS (SELECT 1 FROM import_sources i WHERE i.user_id = x.user_id AND i.event_id = x.event_id AND i.content = ` + content + `))`
 }
 
+// listFactKept is the condition, on a facts row x, that its key has list
+// items: a reset then leaves the row to materialise, which rebuilds it
+// from the items the reset keeps. The row is derived from them, and its
+// value, a union, matches no imported line's fingerprint.
+const listFactKept = `EXISTS (SELECT 1 FROM fact_items li WHERE li.user_id = x.user_id AND li.key = x.key)`
+
 // The content fingerprints of rows of each table, as recordImportSources
 // writes them.
 const (
@@ -155,6 +161,14 @@ const (
 	itemContent    = `'i:' || x.key || ':' || x.item`
 	contextContent = `'c:' || encode(x.content_hash, 'hex')`
 )
+
+// keep is what a reset keeps of table beyond rebuilt: list keys' facts rows.
+func keep(table string) string {
+	if table == "facts" {
+		return ` AND NOT ` + listFactKept
+	}
+	return ""
+}
 
 func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect bool) (Removed, error) {
 	var r Removed
@@ -221,7 +235,7 @@ func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect b
 		}{{"fact_items", itemContent, &items}, {"facts", factContent, &r.Facts}, {"context", contextContent, &r.Context}} {
 			var users []string
 			if err := s.db.QueryRow(ctx, `WITH gone AS (
-				DELETE FROM `+t.table+` x WHERE ($1 OR user_id = ANY($2)) AND ($3 OR `+rebuilt(t.content)+`) RETURNING user_id
+				DELETE FROM `+t.table+` x WHERE ($1 OR user_id = ANY($2)) AND ($3 OR `+rebuilt(t.content)+keep(t.table)+`) RETURNING user_id
 			) SELECT count(*), coalesce(array_agg(DISTINCT user_id), '{}') FROM gone`, all, userIDs, withDirect).Scan(t.n, &users); err != nil {
 				return fmt.Errorf("delete %s: %w", t.table, err)
 			}

@@ -72,3 +72,37 @@ func TestResetKeepsWhatAReplayCannotRebuild(t *testing.T) {
 		t.Errorf("dave's likes after a reset: %+v, %v; want the imported jazz only", f, err)
 	}
 }
+
+// A list key whose items a reset keeps all (one direct, one imported under
+// an event id of the user's own turn) keeps its facts row: it is the items'
+// union, which matches no imported line's value.
+func TestResetKeepsAListWhoseItemsItKeeps(t *testing.T) {
+	ctx, s := setup(t)
+	if _, err := s.InsertTurns(ctx, []store.Turn{{EventID: "e1", UserID: "bob", UserMessage: "I like jazz", TurnAt: t0},
+		{EventID: "e1", UserID: "dave", UserMessage: "Hi", TurnAt: t0}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpsertFacts(ctx, []store.FactWrite{
+		{UserID: "bob", Key: "likes", Value: "jazz", SourceAt: t0, EventID: "e1", Op: store.FactAdd, List: true, Provenance: store.Provenance{Extractor: "rules"}},
+		{UserID: "dave", Key: "likes", Value: "chess", SourceAt: t0, Op: store.FactAdd, List: true, Provenance: store.Provenance{Extractor: "direct"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var exp bytes.Buffer
+	if err := s.Export(ctx, "bob", &exp); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Import(ctx, "dave", "dave", &exp); err != nil {
+		t.Fatal(err)
+	}
+	before, err := s.Fact(ctx, "dave", "likes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ResetMemory(ctx, []string{"dave"}); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := s.Fact(ctx, "dave", "likes"); err != nil || f.Value != before.Value {
+		t.Errorf("dave's likes after a reset: %+v, %v; want %q", f, err, before.Value)
+	}
+}
