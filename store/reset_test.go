@@ -3,6 +3,7 @@ package store_test
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"github.com/memoryd/memoryd/store"
 )
@@ -83,7 +84,7 @@ func TestResetKeepsAListWhoseItemsItKeeps(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := s.UpsertFacts(ctx, []store.FactWrite{
-		{UserID: "bob", Key: "likes", Value: "jazz", SourceAt: t0, EventID: "e1", Op: store.FactAdd, List: true, Provenance: store.Provenance{Extractor: "rules"}},
+		{UserID: "bob", Key: "likes", Value: "jazz", SourceAt: t0.Add(time.Hour), EventID: "e1", Op: store.FactAdd, List: true, Provenance: store.Provenance{Extractor: "rules"}},
 		{UserID: "dave", Key: "likes", Value: "chess", SourceAt: t0, Op: store.FactAdd, List: true, Provenance: store.Provenance{Extractor: "direct"}},
 	}); err != nil {
 		t.Fatal(err)
