@@ -162,14 +162,6 @@ const (
 	contextContent = `'c:' || encode(x.content_hash, 'hex')`
 )
 
-// keep is what a reset keeps of table beyond rebuilt: list keys' facts rows.
-func keep(table string) string {
-	if table == "facts" {
-		return ` AND NOT ` + listFactKept
-	}
-	return ""
-}
-
 func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect bool) (Removed, error) {
 	var r Removed
 	all := len(userIDs) == 0
@@ -231,11 +223,12 @@ func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect b
 	err := s.quietly(ctx, func() error {
 		for _, t := range []struct {
 			table, content string
+			keep           string // what a reset keeps beyond rebuilt
 			n              *int64
-		}{{"fact_items", itemContent, &items}, {"facts", factContent, &r.Facts}, {"context", contextContent, &r.Context}} {
+		}{{"fact_items", itemContent, "", &items}, {"facts", factContent, " AND NOT " + listFactKept, &r.Facts}, {"context", contextContent, "", &r.Context}} {
 			var users []string
 			if err := s.db.QueryRow(ctx, `WITH gone AS (
-				DELETE FROM `+t.table+` x WHERE ($1 OR user_id = ANY($2)) AND ($3 OR `+rebuilt(t.content)+keep(t.table)+`) RETURNING user_id
+				DELETE FROM `+t.table+` x WHERE ($1 OR user_id = ANY($2)) AND ($3 OR `+rebuilt(t.content)+t.keep+`) RETURNING user_id
 			) SELECT count(*), coalesce(array_agg(DISTINCT user_id), '{}') FROM gone`, all, userIDs, withDirect).Scan(t.n, &users); err != nil {
 				return fmt.Errorf("delete %s: %w", t.table, err)
 			}
