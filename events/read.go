@@ -19,7 +19,9 @@ import (
 // consumer's pending count too high to tell the end.
 func ReadThrough(ctx context.Context, st jetstream.Stream, subj string, through uint64, withData bool, stall time.Duration,
 	fn func(m jetstream.Msg, md *jetstream.MsgMetadata) bool) error {
-	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}, HeadersOnly: !withData})
+	// A bounded reset: nats.go otherwise retries recreating the consumer
+	// forever, past Next's deadline, when the stream is gone.
+	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}, HeadersOnly: !withData, MaxResetAttempts: 3})
 	if err != nil {
 		return err
 	}

@@ -196,7 +196,9 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayProgress, error) {
 	// subject per consumer.
 	var sources []replaySrc
 	for _, f := range filters {
-		occ := jetstream.OrderedConsumerConfig{FilterSubjects: []string{f}, DeliverPolicy: jetstream.DeliverAllPolicy}
+		// A bounded reset: nats.go otherwise retries recreating the
+		// consumer forever (past Next's deadline) when the stream is gone.
+		occ := jetstream.OrderedConsumerConfig{FilterSubjects: []string{f}, DeliverPolicy: jetstream.DeliverAllPolicy, MaxResetAttempts: orderedResets}
 		switch {
 		case cfg.FromSeq > 0:
 			occ.DeliverPolicy, occ.OptStartSeq = jetstream.DeliverByStartSequencePolicy, cfg.FromSeq
@@ -263,3 +265,7 @@ func requeue(ctx context.Context, s *store.Store, enq *Enqueuer, turns []store.T
 	}
 	return n, forgotten, nil
 }
+
+// orderedResets bounds how often an ordered consumer of the turn stream is
+// recreated after it fell out of order or lost its server-side consumer.
+const orderedResets = 3
