@@ -227,6 +227,8 @@ func rulesCases() []rulesCase {
 		// its cut.
 		{name: "dislike that is", user: "I don't like coffee that is cold.", want: none},
 		{name: "like list then clause", user: "I like cats, dogs are too loud.", want: none, changes: like("cats")},
+		{name: "like then a clause without subject", user: "I like cooking, sounds fun", want: none, changes: like("cooking")},
+		{name: "love then is", user: "I love jazz, is that odd?", want: none, changes: like("jazz")},
 		{name: "like still water", user: "I like still water", want: none, changes: like("still water")},
 		{name: "hate always being", user: "I hate always being late", want: none},
 		{name: "like cooking to relax", user: "I like cooking to relax", want: none, changes: like("cooking")},

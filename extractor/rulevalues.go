@@ -317,6 +317,9 @@ func listValues(kind ruleKind, mode listMode, sentence string, ts time.Time) []s
 			if next == "" || isClauseStarter(next) || isTailCommon(next) || (w == "," && (next == "and" || next == "&") && i+2 < len(words) && isClauseStarter(normWord(words[i+2]))) {
 				break // a new clause: "peanuts, but ..."
 			}
+			if kind == kindLiked && w == "," && isVerbTail(next) {
+				break // a clause without its subject: "cooking, sounds fun"
+			}
 		}
 		if w == "," || (and && (mode == listItemsAnd || comma)) {
 			comma = comma || w == ","
