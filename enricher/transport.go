@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store"
 )
 
 // subjectToken returns the last token of subject: the user token.
@@ -62,10 +63,16 @@ func (s *Service) handler(ep endpoint) micro.Handler {
 // classify maps a call's error to a reply code and a description safe to
 // show a caller; store errors are logged, not shown.
 func (s *Service) classify(endpoint string, err error) (int, string) {
-	var se *events.ServiceError
+	var (
+		se *events.ServiceError
+		ne *store.NewerSchemaError
+	)
 	switch {
 	case errors.As(err, &se):
 		return se.Code, se.Description
+	case errors.As(err, &ne):
+		// What the operator must do, not a store failure.
+		return 500, ne.Error()
 	case errors.Is(err, context.DeadlineExceeded):
 		s.logger.Error("memory store timed out", "endpoint", endpoint, "error", err)
 		return 500, fmt.Sprintf("memory store did not answer within %s", s.cfg.WriteTimeout)

@@ -173,9 +173,10 @@ type Imported map[string]int64
 // import holds the user's lock (see LockUsers), so a forget waits for it to
 // commit and deletes it all, or comes first.
 //
-// The import's own writes add no history of their own: the imported
-// entries are the facts' history. They are one memory.imported change
-// (see changes.go), when they wrote anything.
+// It refuses a schema a newer memoryd migrated (Config.SchemaVersion),
+// writing nothing. The import's own writes add no history of their own:
+// the imported entries are the facts' history. They are one
+// memory.imported change (see changes.go), when they wrote anything.
 func (s *Store) Import(ctx context.Context, userID, token string, r io.Reader) (Imported, error) {
 	byType, err := readImport(r)
 	if err != nil {
@@ -184,6 +185,9 @@ func (s *Store) Import(ctx context.Context, userID, token string, r io.Reader) (
 	counts := Imported{}
 	err = s.InTx(ctx, func(_ pgx.Tx, q *Store) error {
 		if _, err := q.LockUsers(ctx, []string{token}); err != nil {
+			return err
+		}
+		if err := q.CheckSchema(ctx); err != nil {
 			return err
 		}
 		// Exclusive, as for a clear: extraction's writes for the user wait,

@@ -31,7 +31,8 @@ type Removed struct {
 //
 // The user's changes not yet published are deleted with the rest, and the
 // forget is one memory.forgotten change, numbered after the user's earlier
-// changes (see changes.go).
+// changes (see changes.go). It refuses a schema a newer memoryd migrated
+// (Config.SchemaVersion), deleting nothing.
 func (s *Store) ForgetUser(ctx context.Context, userID, token string, throughSeq uint64, riverJobs ...RiverJobs) (Removed, Tombstone, error) {
 	var (
 		r    Removed
@@ -40,6 +41,9 @@ func (s *Store) ForgetUser(ctx context.Context, userID, token string, throughSeq
 	err := s.InTx(ctx, func(_ pgx.Tx, q *Store) error {
 		if _, err := q.db.Exec(ctx, `SELECT pg_advisory_xact_lock(`+fmt.Sprintf(userLock, "$1::text")+`)`, token); err != nil {
 			return fmt.Errorf("forget: lock user: %w", err)
+		}
+		if err := q.CheckSchema(ctx); err != nil {
+			return fmt.Errorf("forget: %w", err)
 		}
 		var seq int64
 		err := q.db.QueryRow(ctx, `
@@ -127,9 +131,13 @@ func (s *Store) ForgetUser(ctx context.Context, userID, token string, throughSeq
 // items whose source turn memoryd never recorded (imported from an export,
 // of this memoryd before a forget or of another one). Each
 // user who lost something gets one memory.reset change (see changes.go).
+// It refuses a schema a newer memoryd migrated (Config.SchemaVersion).
 func (s *Store) ResetMemory(ctx context.Context, userIDs []string) (Removed, error) {
 	var r Removed
 	err := s.InTx(ctx, func(_ pgx.Tx, q *Store) error {
+		if err := q.CheckSchema(ctx); err != nil {
+			return fmt.Errorf("reset: %w", err)
+		}
 		var err error
 		r, err = q.deleteMemory(ctx, userIDs, false)
 		return err

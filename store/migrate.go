@@ -124,20 +124,76 @@ func migrationFiles(fsys fs.FS) ([]migrationFile, error) {
 	return files, nil
 }
 
+// NewestMigration returns the highest version among fsys's migration files
+// (files NNN_name.sql), 0 when there are none: Config.SchemaVersion of a
+// program that migrates with fsys.
+func NewestMigration(fsys fs.FS) (int, error) {
+	files, err := migrationFiles(fsys)
+	if err != nil || len(files) == 0 {
+		return 0, err
+	}
+	return files[len(files)-1].version, nil
+}
+
+// NewerSchemaError says that a newer memoryd migrated the database beyond
+// the migrations this one knows.
+type NewerSchemaError struct {
+	// Known is the newest migration this memoryd knows.
+	Known int
+	// Versions are the migrations recorded above Known.
+	Versions []int
+}
+
+func (e *NewerSchemaError) Error() string {
+	return fmt.Sprintf("a newer memoryd migrated this database (migrations %v; this one knows up to %d): run forget, import and replay --reset with the newer memoryd",
+		e.Versions, e.Known)
+}
+
 // NewerMigrations returns the versions recorded in memoryd_migrations that
 // fsys does not reach (above its newest file): a newer memoryd migrated this
 // schema. Its writes may rely on tables this one does not know (036's
 // import_sources), so this one's forget, import and reset would leave them
-// out. None when nothing was migrated yet.
+// out (Config.SchemaVersion makes them refuse). None when nothing was
+// migrated yet.
 func (s *Store) NewerMigrations(ctx context.Context, fsys fs.FS) ([]int, error) {
-	files, err := migrationFiles(fsys)
+	newest, err := NewestMigration(fsys)
 	if err != nil {
 		return nil, err
 	}
-	newest := 0
-	if len(files) > 0 {
-		newest = files[len(files)-1].version
+	return s.migrationsAbove(ctx, newest)
+}
+
+// CheckSchema returns a *NewerSchemaError when the database holds
+// migrations above Config.SchemaVersion, nil when it does not or when
+// SchemaVersion is 0. ForgetUser, ResetMemory and Import run it inside
+// their transaction, after the user's lock: a newer memoryd's write for
+// the user committed before that lock was granted, and so did the
+// migration it relied on.
+func (s *Store) CheckSchema(ctx context.Context) error {
+	if s.schemaVersion == 0 {
+		return nil
 	}
+	// Asked first, since a missing table would abort the caller's
+	// transaction.
+	var migrated bool
+	if err := s.db.QueryRow(ctx, `SELECT to_regclass('memoryd_migrations') IS NOT NULL`).Scan(&migrated); err != nil || !migrated {
+		if err != nil {
+			return fmt.Errorf("newer migrations: %w", err)
+		}
+		return nil
+	}
+	ahead, err := s.migrationsAbove(ctx, s.schemaVersion)
+	if err != nil {
+		return err
+	}
+	if len(ahead) > 0 {
+		return &NewerSchemaError{Known: s.schemaVersion, Versions: ahead}
+	}
+	return nil
+}
+
+// migrationsAbove returns the versions in memoryd_migrations above newest.
+func (s *Store) migrationsAbove(ctx context.Context, newest int) ([]int, error) {
 	rows, err := s.db.Query(ctx, `SELECT version FROM memoryd_migrations WHERE version > $1 ORDER BY version`, newest)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table: never migrated

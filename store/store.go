@@ -68,6 +68,12 @@ type Config struct {
 	// CreateDatabase creates the database named in URL when it does not exist
 	// (connecting to the "postgres" database to do so). Default false.
 	CreateDatabase bool
+	// SchemaVersion is the newest migration the program knows (see
+	// NewestMigration). When set, ForgetUser, ResetMemory and Import check,
+	// inside their transaction, that no newer program migrated the database
+	// further, and refuse with a *NewerSchemaError if one did: they would
+	// leave out the tables it added. Default 0: not checked.
+	SchemaVersion int
 	// Logger receives connection diagnostics. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -95,6 +101,9 @@ func (c Config) validate() error {
 	if c.MinConns < 0 || c.MinConns > c.MaxConns {
 		return fmt.Errorf("store: Config.MinConns must be between 0 and MaxConns (%d), not %d", c.MaxConns, c.MinConns)
 	}
+	if c.SchemaVersion < 0 {
+		return fmt.Errorf("store: Config.SchemaVersion must be 0 or more, not %d", c.SchemaVersion)
+	}
 	if _, err := pgxpool.ParseConfig(c.URL); err != nil {
 		return fmt.Errorf("store: Config.URL is not a valid connection string: %w", err)
 	}
@@ -110,9 +119,10 @@ type DBTX interface {
 
 // Store runs memoryd's queries.
 type Store struct {
-	pool  *pgxpool.Pool
-	db    DBTX
-	hooks *hookBox // shared by the Stores WithTx derives
+	pool          *pgxpool.Pool
+	db            DBTX
+	hooks         *hookBox // shared by the Stores WithTx derives
+	schemaVersion int      // Config.SchemaVersion
 }
 
 // New returns a Store over an existing pool. The caller keeps ownership of the
@@ -177,6 +187,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, &ConnectError{Host: pcfg.ConnConfig.Host, Port: pcfg.ConnConfig.Port, Database: pcfg.ConnConfig.Database, Err: err}
 	}
 	s := New(pool)
+	s.schemaVersion = cfg.SchemaVersion
 	if err := s.Warm(ctx); err != nil {
 		pool.Close()
 		return nil, &ConnectError{Host: pcfg.ConnConfig.Host, Port: pcfg.ConnConfig.Port, Database: pcfg.ConnConfig.Database, Err: err}
@@ -289,7 +300,9 @@ func (s *Store) InTx(ctx context.Context, fn func(tx pgx.Tx, q *Store) error) er
 
 // WithTx returns a Store whose queries run in tx, for callers that manage
 // the transaction themselves.
-func (s *Store) WithTx(tx pgx.Tx) *Store { return &Store{pool: s.pool, db: tx, hooks: s.hooks} }
+func (s *Store) WithTx(tx pgx.Tx) *Store {
+	return &Store{pool: s.pool, db: tx, hooks: s.hooks, schemaVersion: s.schemaVersion}
+}
 
 // Provenance records what produced a memory item, so a replay with another
 // model or prompt can be told apart.

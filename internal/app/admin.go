@@ -50,7 +50,11 @@ func (a *App) Replay(ctx context.Context, o ReplayOptions) (worker.ReplayProgres
 	a.mu.Lock()
 	s, err := a.openStore(ctx, true)
 	if err == nil && o.Reset {
-		err = a.requireKnownSchema("replay --reset")
+		// Before anything starts; ResetMemory checks again in its
+		// transaction.
+		if err = s.CheckSchema(ctx); err != nil {
+			err = fmt.Errorf("replay --reset: %w", err)
+		}
 	}
 	if err != nil {
 		a.mu.Unlock()
@@ -196,14 +200,14 @@ func (a *App) Forget(ctx context.Context, userID string) (events.ForgetReply, er
 // forget runs a forget through the running worker w when there is one, so
 // that it waits for the user's running jobs; else straight on the store and
 // stream. The forget endpoint and Forget both come here.
+//
+// It takes no lock of the App's: Stop holds a.mu while it waits for the
+// endpoint's running requests, this one among them.
 func (a *App) forget(ctx context.Context, w *worker.Worker, js jetstream.JetStream, s *store.Store, userID string) (events.ForgetReply, error) {
-	a.mu.Lock()
-	err := a.requireKnownSchema("forget")
-	a.mu.Unlock()
-	if err != nil {
-		return events.ForgetReply{}, err
-	}
-	var r worker.ForgetResult
+	var (
+		r   worker.ForgetResult
+		err error
+	)
 	if w != nil {
 		r, err = w.Forget(ctx, userID)
 	} else {

@@ -44,9 +44,9 @@ type App struct {
 	mu       sync.Mutex
 	store    *store.Store
 	migrated bool
-	// schemaAhead are the migrations a newer memoryd applied (openStore
-	// reads them once, schemaChecked); forget and reset refuse then.
-	schemaAhead   []int
+	// schemaChecked: openStore looked for a newer memoryd's migrations
+	// (and warned of them) once; the store refuses forget, import and
+	// reset on each call (store.Config.SchemaVersion).
 	schemaChecked bool
 	nc            *nats.Conn
 	ownsNC        bool
@@ -121,6 +121,11 @@ func (a *App) Conn() (*nats.Conn, error) {
 func (a *App) openStore(ctx context.Context, migrate bool) (*store.Store, error) {
 	if a.store == nil {
 		cfg := a.cfg.Store
+		known, err := store.NewestMigration(migrations.FS)
+		if err != nil {
+			return nil, err
+		}
+		cfg.SchemaVersion = known
 		if a.publishing {
 			// This process's change publisher is woken after its own
 			// commits, so they need not notify (store.Config.QuietChanges).
@@ -143,23 +148,13 @@ func (a *App) openStore(ctx context.Context, migrate bool) (*store.Store, error)
 		if err != nil {
 			return nil, err
 		}
-		a.schemaAhead, a.schemaChecked = ahead, true
+		a.schemaChecked = true
 		if len(ahead) > 0 {
-			a.logger.Warn("a newer memoryd migrated this database: run forget, import and replay --reset with it (this one refuses forget and reset)",
+			a.logger.Warn("a newer memoryd migrated this database: run forget, import and replay --reset with it (this one refuses them)",
 				"newer_migrations", ahead)
 		}
 	}
 	return a.store, nil
-}
-
-// requireKnownSchema refuses op when a newer memoryd migrated the database
-// (openStore found it): its forget, import and reset may rely on tables
-// this one does not know, and would leave them out.
-func (a *App) requireKnownSchema(op string) error {
-	if len(a.schemaAhead) == 0 {
-		return nil
-	}
-	return fmt.Errorf("%s: the database has migrations this memoryd does not know (%v): a newer memoryd migrated it; run %s with that one", op, a.schemaAhead, op)
 }
 
 func (a *App) connect() (*nats.Conn, error) {

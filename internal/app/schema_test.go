@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
@@ -93,5 +94,82 @@ func TestStartRefusesAnotherPrefixBeforeMigrating(t *testing.T) {
 	var migrated bool
 	if err := pool.QueryRow(ctx, `SELECT to_regclass('memoryd_migrations') IS NOT NULL`).Scan(&migrated); err != nil || migrated {
 		t.Errorf("the refused start migrated its database (%v)", err)
+	}
+}
+
+// A serve already running when a newer memoryd migrates the database (a
+// rolling upgrade: the old processes started first) refuses forget and
+// import from then on, over NATS as from the CLI, saying why and leaving
+// the memory as it was; once the newer migration is gone (here: deleted,
+// as if the upgrade were rolled back) they run again.
+func TestRunningMemorydRefusesForgetAndImportAfterANewerMigration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	a := startTestApp(t, nil)
+	client := events.NewClient(a.nc, a.cfg.Prefix)
+	if _, err := client.SetFact(ctx, "alice", "city", "Porto"); err != nil {
+		t.Fatal(err)
+	}
+	var export strings.Builder
+	if err := client.Export(ctx, "alice", &export); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, a.cfg.Store.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `INSERT INTO memoryd_migrations (version, name) VALUES (9999, '9999_from_the_future.sql')`); err != nil {
+		t.Fatal(err)
+	}
+
+	var se *events.ServiceError
+	if _, err := client.Forget(ctx, "alice"); !errors.As(err, &se) || !strings.Contains(se.Description, "newer memoryd") || !strings.Contains(se.Description, "[9999]") {
+		t.Errorf("forget over NATS on a newer schema: %v; want a refusal that names migration 9999", err)
+	}
+	if _, err := a.Forget(ctx, "alice"); err == nil || !strings.Contains(err.Error(), "[9999]") {
+		t.Errorf("forget on a newer schema: %v; want a refusal naming migration 9999", err)
+	}
+	if _, err := client.Import(ctx, "bob", strings.NewReader(export.String())); !errors.As(err, &se) || !strings.Contains(se.Description, "[9999]") {
+		t.Errorf("import over NATS on a newer schema: %v; want a refusal naming migration 9999", err)
+	}
+	var facts, bobs int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE user_id = 'alice'), count(*) FILTER (WHERE user_id = 'bob') FROM facts`).Scan(&facts, &bobs); err != nil {
+		t.Fatal(err)
+	}
+	if facts != 1 || bobs != 0 {
+		t.Errorf("after the refusals alice has %d facts (want 1), bob %d (want 0)", facts, bobs)
+	}
+
+	if _, err := pool.Exec(ctx, `DELETE FROM memoryd_migrations WHERE version = 9999`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Import(ctx, "bob", strings.NewReader(export.String())); err != nil {
+		t.Errorf("import on the schema this memoryd knows: %v", err)
+	}
+	if r, err := client.Forget(ctx, "alice"); err != nil || r.Facts != 1 {
+		t.Errorf("forget on the schema this memoryd knows: %+v, %v; want 1 fact deleted", r, err)
+	}
+}
+
+// A forget request is answered while the App's lock is held, as Stop holds
+// it while the endpoint's running requests finish: a forget that waited for
+// the lock held up the shutdown for its whole timeout, then ran against a
+// stopped worker.
+func TestForgetNeedsNoAppLock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	a := startTestApp(t, nil)
+	client := events.NewClient(a.nc, a.cfg.Prefix)
+	if _, err := client.SetFact(ctx, "alice", "city", "Porto"); err != nil {
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	r, err := client.Forget(rctx, "alice")
+	cancel()
+	a.mu.Unlock()
+	if err != nil || r.Facts != 1 {
+		t.Fatalf("forget while the App's lock is held: %+v, %v; want it done", r, err)
 	}
 }
