@@ -13,9 +13,12 @@ import (
 //
 // Postgres does not shrink a table's files when rows are deleted or values
 // emptied; VACUUM makes the space reusable. So the live size is estimated:
-// the context table with its items' vectors (context_embeddings, deleted
-// with their items) at its real size scaled by rows over its high-water row
-// count, the turns table at its real size less the turn text it no longer
+// the context table with its items' terms and vectors (context_terms,
+// context_embeddings, deleted with their items) at its real size scaled by
+// rows over its high-water row count, the most row versions the table held
+// (live rows plus the dead ones Postgres's statistics count: a reset that
+// deletes every item and extracts them again doubles the files without
+// ever holding more live rows, and that space is reusable too), the turns table at its real size less the turn text it no longer
 // holds (text high water minus current text), facts, list items, fact
 // history and the clears (fact and context tombstones) at their real size.
 //
@@ -30,8 +33,11 @@ type SizeReport struct {
 	// ContextBytes is the real size of the context table and of its items'
 	// vectors, indexes and TOAST included.
 	ContextBytes int64 `json:"context_bytes"`
-	// ContextRows counts context items; HighWater is the most there were.
+	// ContextRows counts context items; ContextDead is the dead row
+	// versions the table holds (Postgres's statistics, until VACUUM);
+	// HighWater is the most row versions, live and dead, there were.
 	ContextRows int64 `json:"context_rows"`
+	ContextDead int64 `json:"context_dead"`
 	HighWater   int64 `json:"high_water"`
 	// TurnsBytes is the turns table's real size, indexes and TOAST included.
 	TurnsBytes int64 `json:"turns_bytes"`
@@ -56,8 +62,8 @@ type SizeReport struct {
 	FloorBytes int64 `json:"floor_bytes"`
 }
 
-// BytesPerContextRow is the context table's real size per row at its high
-// water mark: what deleting one row frees for reuse.
+// BytesPerContextRow is the context table's real size per row version at
+// its high water mark: what deleting one row frees for reuse.
 func (r SizeReport) BytesPerContextRow() float64 {
 	if r.HighWater == 0 {
 		return 0
@@ -87,14 +93,15 @@ func (s *Store) MeasureSize(ctx context.Context) (SizeReport, error) {
 			         + pg_total_relation_size('doc_chunks'::regclass) + pg_total_relation_size('chunk_terms'::regclass) + pg_total_relation_size('collection_readers'::regclass) + pg_total_relation_size('doc_defaults'::regclass)
 			         + pg_total_relation_size('chunk_embeddings'::regclass) + pg_total_relation_size('chunk_embedding_generations'::regclass) AS docs,
 			       (SELECT count(*) FROM context) AS rows,
+			       pg_stat_get_dead_tuples('context'::regclass) AS dead,
 			       (SELECT coalesce(sum(`+turnTextSize+`), 0) FROM turns WHERE text_cleared_at IS NULL) AS text
 		), hw AS (
-			UPDATE prune_state SET context_high_water = greatest(context_high_water, (SELECT rows FROM sz)),
+			UPDATE prune_state SET context_high_water = greatest(context_high_water, (SELECT rows + dead FROM sz)),
 			                       turn_text_high_water = greatest(turn_text_high_water, (SELECT text FROM sz))
 			RETURNING context_high_water, turn_text_high_water
 		)
-		SELECT turns + other + ctx + docs, ctx, rows, hw.context_high_water, turns, text, hw.turn_text_high_water, docs FROM sz, hw`).
-		Scan(&r.RealBytes, &r.ContextBytes, &r.ContextRows, &r.HighWater, &r.TurnsBytes, &r.TurnTextBytes, &r.TurnTextHighWater, &r.DocumentBytes)
+		SELECT turns + other + ctx + docs, ctx, rows, dead, hw.context_high_water, turns, text, hw.turn_text_high_water, docs FROM sz, hw`).
+		Scan(&r.RealBytes, &r.ContextBytes, &r.ContextRows, &r.ContextDead, &r.HighWater, &r.TurnsBytes, &r.TurnTextBytes, &r.TurnTextHighWater, &r.DocumentBytes)
 	if err != nil {
 		return r, fmt.Errorf("measure size: %w", err)
 	}
@@ -105,6 +112,21 @@ func (s *Store) MeasureSize(ctx context.Context) (SizeReport, error) {
 	r.LiveBytes = other + turnsLive + r.ContextLiveBytes()
 	r.FloorBytes = other + turnsLive - r.TurnTextBytes
 	return r, nil
+}
+
+// SampleContextHighWater raises the context table's high-water mark (see
+// SizeReport) to the row versions, live and dead, that Postgres's
+// statistics count in it now. It reads no row, so it can run often: the
+// dead rows of a reset are reusable space once a VACUUM (autovacuum's)
+// reclaims them, but the files keep their size, and a MeasureSize that
+// comes after the VACUUM no longer sees them.
+func (s *Store) SampleContextHighWater(ctx context.Context) error {
+	_, err := s.db.Exec(ctx, `UPDATE prune_state SET context_high_water = greatest(context_high_water,
+		pg_stat_get_live_tuples('context'::regclass) + pg_stat_get_dead_tuples('context'::regclass))`)
+	if err != nil {
+		return fmt.Errorf("sample context high water: %w", err)
+	}
+	return nil
 }
 
 // turnTextSize is the stored size (after compression, TOAST included) of a

@@ -423,3 +423,119 @@ func TestReplayRestoresClearedTurnText(t *testing.T) {
 		t.Fatalf("location after replay = %+v, %v; want Lisbon, extracted from the restored text", loc, err)
 	}
 }
+
+// A memory deleted and extracted again whole (what replay --reset does)
+// doubles the context table's files without holding one more item: the
+// dead row versions are reusable space, not memory, and a limit the memory
+// fit under before must delete nothing after. The estimate scaled the
+// files by live rows over the most live rows there were, and deleted about
+// 40% of the items to make up for the dead ones.
+func TestPruneCountsNoDeadRowsAsMemory(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	limit, before := churnContext(t, s)
+	rep, err := worker.Prune(ctx, s, worker.PruneLimits{MaxBytes: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkNothingPruned(t, rep, limit, before)
+}
+
+// The same once a VACUUM (autovacuum's, between two prune runs) reclaimed
+// the dead rows: the files keep their size and the statistics no longer
+// count the dead rows, so the sample taken before (by the reconcile job,
+// every minute) is what keeps the estimate right.
+func TestPruneAfterAVacuumOfDeadRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	limit, before := churnContext(t, s)
+	if err := s.SampleContextHighWater(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(ctx, `VACUUM context`); err != nil {
+		t.Fatal(err)
+	}
+	waitStat(t, s, "dead context rows after a VACUUM", `SELECT pg_stat_get_dead_tuples('context'::regclass) = 0`)
+	rep, err := worker.Prune(ctx, s, worker.PruneLimits{MaxBytes: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkNothingPruned(t, rep, limit, before)
+}
+
+// The reconcile job, which the leader runs every ReconcileInterval, takes
+// the sample.
+func TestReconcileSamplesTheContextHighWater(t *testing.T) {
+	e := setup(t)
+	churnContext(t, e.store)
+	var hw int64
+	if err := e.store.Pool().QueryRow(e.ctx, `SELECT context_high_water FROM prune_state`).Scan(&hw); err != nil {
+		t.Fatal(err)
+	}
+	e.start(extractor.NewRules(), func(c *worker.Config) { c.ReconcileInterval = time.Second })
+	e.waitFor("the context high water to count the dead rows", func() (bool, string) {
+		var now int64
+		err := e.store.Pool().QueryRow(e.ctx, `SELECT context_high_water FROM prune_state`).Scan(&now)
+		return err == nil && now >= 1800, fmt.Sprintf("high water %d (was %d), %v", now, hw, err)
+	})
+}
+
+// churnContext seeds 900 items, measures them, then deletes them all and
+// seeds them again, as a reset and its replay do, and waits until
+// Postgres's statistics count the 900 dead rows. It returns a size limit
+// the first measure fit under with 5% of the context to spare, and that
+// measure.
+func churnContext(t *testing.T, s *store.Store) (int64, store.SizeReport) {
+	t.Helper()
+	ctx := context.Background()
+	users := []string{"alice", "bob", "carol"}
+	seedContext(t, s, users, 300)
+	if err := s.VacuumContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before, err := s.MeasureSize(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(ctx, `DELETE FROM context`); err != nil {
+		t.Fatal(err)
+	}
+	seedContext(t, s, users, 300)
+	// The deleting connection reports its dead rows when it goes idle
+	// (Postgres flushes a backend's statistics at most once a second).
+	waitStat(t, s, "900 dead context rows", `SELECT pg_stat_get_dead_tuples('context'::regclass) >= 900`)
+	return before.LiveBytes + before.ContextBytes/20, before
+}
+
+// waitStat polls query, a statistics check, until it is true, for at most a
+// minute.
+func waitStat(t *testing.T, s *store.Store, what, query string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var ok bool
+		if err := s.Pool().QueryRow(context.Background(), query).Scan(&ok); err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Postgres's statistics did not show %s within a minute", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func checkNothingPruned(t *testing.T, rep worker.PruneReport, limit int64, before store.SizeReport) {
+	t.Helper()
+	if rep.RemovedForSize != 0 {
+		t.Fatalf("removed %d of 900 items for a limit of %d the same memory fit under (live %d before the churn; now real %d, estimated live %d, %d rows, %d dead, high water %d)",
+			rep.RemovedForSize, limit, before.LiveBytes, rep.Before.RealBytes, rep.Before.LiveBytes, rep.Before.ContextRows, rep.Before.ContextDead, rep.Before.HighWater)
+	}
+	if rep.Before.RealBytes <= before.RealBytes+before.ContextBytes/2 {
+		t.Fatalf("the files grew from %d to %d bytes only: the test's premise (the churn doubles the context files) does not hold", before.RealBytes, rep.Before.RealBytes)
+	}
+}

@@ -54,6 +54,12 @@ func (r *reconcileWorker) Work(ctx context.Context, _ *river.Job[ReconcileArgs])
 		return err
 	}
 	r.w.dropOldSpend(ctx)
+	// Every minute or so, between the prune's measures, which a VACUUM of
+	// a reset's dead rows could otherwise fall between (see
+	// store.SampleContextHighWater). Best effort: the next sample retries.
+	if err := r.w.cfg.Store.SampleContextHighWater(ctx); err != nil {
+		r.w.logger.Warn("sample context size", "error", err)
+	}
 	if rep.Requeued > 0 || rep.Failed > 0 {
 		r.w.logger.Warn("reconciled turns left without a job", "requeued", rep.Requeued, "failed", rep.Failed)
 	}
