@@ -94,7 +94,10 @@ type ReplayProgress struct {
 	// covers them: one that ran beside the replay, or one whose deletes from
 	// the stream did not finish (running the forget again completes it).
 	Forgotten int
-	// Removed is what Reset deleted.
+	// Reset says the reset committed: from then until the replay has read
+	// and extracted everything, the users in scope have only what it has
+	// rebuilt. Removed is what it deleted.
+	Reset   bool
 	Removed store.Removed
 	// Elapsed since the replay started.
 	Elapsed time.Duration
@@ -167,11 +170,17 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayProgress, error) {
 	start := time.Now()
 	var p ReplayProgress
 	if cfg.Reset && !cfg.DryRun {
+		// A stream that is not there (a mistyped --stream) is refused
+		// before the memory goes; the end is read after the reset (below),
+		// so that what was extracted before it is read back.
+		if _, err := cfg.JetStream.Stream(ctx, cfg.Stream); err != nil {
+			return p, fmt.Errorf("replay: stream %s: %w", cfg.Stream, err)
+		}
 		removed, err := cfg.Store.ResetMemory(ctx, cfg.Users)
 		if err != nil {
 			return p, fmt.Errorf("replay reset: %w", err)
 		}
-		p.Removed = removed
+		p.Reset, p.Removed = true, removed
 	}
 	enq := cfg.Enqueuer
 	if enq == nil && !cfg.DryRun {

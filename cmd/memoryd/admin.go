@@ -124,6 +124,12 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 		fmt.Fprintf(a.stdout, "incomplete: read %d of %d events (%d invalid, %d opted out, %d of forgotten users), %d turns enqueued for extraction; re-run replay to read the rest\n",
 			p.Read, p.Total, p.Invalid, p.OptedOut, p.Forgotten, p.Enqueued)
 	}
+	if err != nil && p.Reset {
+		// The users' memory is gone and not yet rebuilt: the one thing
+		// the operator must know, whatever stopped the replay.
+		fmt.Fprintf(a.stderr, "the reset deleted %d facts and %d context items and the replay stopped before reading everything back: "+
+			"the users in scope have only what it rebuilt until you run memoryd replay again (with or without --reset)\n", p.Removed.Facts, p.Removed.Context)
+	}
 	if err != nil {
 		return err
 	}
@@ -152,6 +158,10 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 		}
 	})
 	if err != nil && ctx.Err() != nil {
+		if reset {
+			fmt.Fprintln(a.stdout, "interrupted: every event is read back and the rest is enqueued; until a running serve has extracted it, the users in scope have only part of their memory; re-running replay is safe")
+			return nil
+		}
 		fmt.Fprintln(a.stdout, "interrupted: the rest is enqueued and will be extracted by any running serve; re-running replay is safe")
 		return nil
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -510,4 +511,78 @@ func TestEverySettingIsAFileKey(t *testing.T) {
 			}
 		}
 	}
+}
+
+// replay --reset naming a stream that is not there deletes nothing: the
+// reset came first, and a mistyped --stream emptied every user's memory.
+func TestReplayResetOfAMissingStreamDeletesNothing(t *testing.T) {
+	t.Parallel()
+	common, _, _ := replaySetup(t, 4)
+	ctx := context.Background()
+	if _, errOut, code := runArgs(ctx, append([]string{"replay"}, common...)...); code != 0 {
+		t.Fatalf("replay: exit %d\n%s", code, errOut)
+	}
+	before := countRows(t, common[1], "context")
+	if before == 0 {
+		t.Fatal("the replay extracted no context: the test's premise does not hold")
+	}
+	args := append([]string{"replay", "--reset"}, common...)
+	args = append(args, "--stream", "MEMORYD_NO_SUCH_STREAM")
+	_, errOut, code := runArgs(ctx, args...)
+	if code == 0 || !strings.Contains(errOut, "MEMORYD_NO_SUCH_STREAM") {
+		t.Errorf("replay --reset of a missing stream: exit %d, stderr %q; want a failure naming the stream", code, errOut)
+	}
+	if after := countRows(t, common[1], "context"); after != before {
+		t.Errorf("replay --reset of a missing stream left %d of %d context items", after, before)
+	}
+}
+
+// A replay --reset stopped while it reads (Ctrl-C) says that the users'
+// memory was deleted and is not rebuilt yet, and what to run; it said only
+// "context canceled".
+func TestInterruptedReplayResetSaysTheMemoryIsGone(t *testing.T) {
+	t.Parallel()
+	common, _, _ := replaySetup(t, 1200)
+	ctx := context.Background()
+	if _, errOut, code := runArgs(ctx, append([]string{"replay"}, common...)...); code != 0 {
+		t.Fatalf("replay: exit %d\n%s", code, errOut)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var out bytes.Buffer
+	errOut := &cancelOn{match: "replay progress", cancel: cancel}
+	code := run(rctx, &cli{stdout: &out, stderr: errOut}, append([]string{"replay", "--reset"}, common...))
+	if code == 0 || !strings.Contains(errOut.String(), "the reset deleted") || !strings.Contains(errOut.String(), "run memoryd replay again") {
+		t.Errorf("replay --reset interrupted while it reads: exit %d, stderr %q; want it to say the memory is deleted and to run replay again", code, errOut.String())
+	}
+}
+
+// cancelOn is a writer that calls cancel once what was written holds match.
+type cancelOn struct {
+	bytes.Buffer
+	match  string
+	cancel context.CancelFunc
+}
+
+func (c *cancelOn) Write(p []byte) (int, error) {
+	n, err := c.Buffer.Write(p)
+	if strings.Contains(c.Buffer.String(), c.match) {
+		c.cancel()
+	}
+	return n, err
+}
+
+// countRows counts the rows of table in the database at url.
+func countRows(t *testing.T, url, table string) int {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var n int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM `+table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
