@@ -271,6 +271,18 @@ func TestHealthExplainsHTTPIsOff(t *testing.T) {
 			t.Errorf("health --url %s: exit %d, stderr %q; want its /readyz probed", addr, code, errOut)
 		}
 	}
+	// Without --url, the address serve's http setting gives, from the
+	// configuration file serve reads; --url still wins.
+	path := filepath.Join(t.TempDir(), "memoryd.yaml")
+	if err := os.WriteFile(path, []byte("http: 127.0.0.1:2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := runArgs(context.Background(), "health", "--config", path); code != 1 || !strings.Contains(errOut, "http://127.0.0.1:2/readyz") {
+		t.Errorf("health with http in the configuration file: exit %d, stderr %q; want 127.0.0.1:2/readyz probed", code, errOut)
+	}
+	if _, errOut, code := runArgs(context.Background(), "health", "--config", path, "--url", ":1"); code != 1 || !strings.Contains(errOut, "http://127.0.0.1:1/readyz") {
+		t.Errorf("health --url with http in the configuration file: exit %d, stderr %q; want --url probed", code, errOut)
+	}
 }
 
 // jsonLines parses every line of a JSON log.
@@ -585,4 +597,23 @@ func countRows(t *testing.T, url, table string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// A user id (or other text argument) that is not UTF-8, or holds a NUL,
+// is refused as a bad argument before anything runs; forget passed it to
+// Postgres and printed its encoding error.
+func TestTextArgumentsMustBeUTF8(t *testing.T) {
+	t.Parallel()
+	unreachable := []string{"--database-url", "postgres://memoryd@127.0.0.1:1/none", "--nats-url", "nats://127.0.0.1:1"}
+	for _, args := range [][]string{
+		{"forget", "--user", "\xff\xfe"},
+		{"facts", "list", "--user", "al\x00ice"},
+		{"replay", "--user", "\xffbob", "--dry-run"},
+		{"publish", "--user", "alice", "--message", "I live in \xffOslo"},
+	} {
+		_, errOut, code := runArgs(context.Background(), append(args, unreachable...)...)
+		if code != 2 || !(strings.Contains(errOut, "is not valid UTF-8") || strings.Contains(errOut, "contains a NUL byte")) {
+			t.Errorf("%q: exit %d, stderr %q; want exit 2 saying the argument is not UTF-8 text", args, code, errOut)
+		}
+	}
 }

@@ -7,10 +7,12 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -132,10 +134,39 @@ type usageError struct {
 func (e *usageError) Error() string { return e.err.Error() }
 func (e *usageError) Unwrap() error { return e.err }
 
-// usageErr returns a usageError of this command.
+// usageErr returns a usageError of this command. A setting it names as
+// --name that came from the environment or the configuration file is
+// said to have come from there, so that the operator looks where it is set.
 func (f *flags) usageErr(format string, args ...any) error {
-	return &usageError{cmd: f.Name(), err: fmt.Errorf(format, args...)}
+	err := fmt.Errorf(format, args...)
+	if src := f.namedSources(err.Error()); src != "" {
+		err = fmt.Errorf("%w (%s)", err, src)
+	}
+	return &usageError{cmd: f.Name(), err: err}
 }
+
+// namedSources says where the settings msg names (--name) came from, when
+// not from the command line or their default: "workers is set in
+// memoryd.yaml".
+func (f *flags) namedSources(msg string) string {
+	var out []string
+	for _, m := range flagRef.FindAllStringSubmatch(msg, -1) {
+		src := f.source[m[1]]
+		switch {
+		case strings.HasPrefix(src, "file "):
+			out = append(out, fmt.Sprintf("%s is set in %s", strings.ReplaceAll(m[1], "-", "_"), strings.TrimPrefix(src, "file ")))
+		case strings.HasPrefix(src, "env "):
+			out = append(out, fmt.Sprintf("set by %s", strings.TrimPrefix(src, "env ")))
+		}
+	}
+	return strings.Join(slices.Compact(out), "; ")
+}
+
+// pathArgs are the per-invocation arguments that name files.
+var pathArgs = map[string]bool{"file": true, "o": true, "out": true, "users-file": true}
+
+// flagRef matches a flag named in a message: --max-db-size.
+var flagRef = regexp.MustCompile(`--([a-z][a-z0-9-]*)`)
 
 // CommandEnv names the environment variable of the setting called name
 // (MEMORYD_<NAME> otherwise), for a flag name two commands share with
@@ -284,6 +315,23 @@ func (f *flags) Parse(args []string) error {
 	if len(f.envErrs) > 0 {
 		return f.envErrs[0]
 	}
+	var bad error
+	f.Visit(func(fl *flag.Flag) {
+		// Text that goes into memory or names it; a file name need not
+		// be UTF-8.
+		if bad != nil || !f.args[fl.Name] || pathArgs[fl.Name] {
+			return
+		}
+		switch v := fl.Value.String(); {
+		case !utf8.ValidString(v):
+			bad = f.usageErr("--%s is not valid UTF-8", fl.Name)
+		case strings.IndexByte(v, 0) >= 0:
+			bad = f.usageErr("--%s contains a NUL byte", fl.Name)
+		}
+	})
+	if bad != nil {
+		return bad
+	}
 	explicit := map[string]bool{}
 	f.Visit(func(fl *flag.Flag) { explicit[fl.Name] = true })
 	f.VisitAll(func(fl *flag.Flag) {
@@ -311,7 +359,7 @@ func (f *flags) Parse(args []string) error {
 		fl := f.Lookup(name)
 		if fl == nil || name == "config" || f.args[name] {
 			if (fl == nil || f.args[name]) && !knownFlag(name) {
-				return fmt.Errorf("%s: unknown key %q", configPath, key)
+				return &usageError{cmd: f.Name(), err: fmt.Errorf("%s: unknown key %q", configPath, key)}
 			}
 			continue // a key for another command
 		}
@@ -319,10 +367,11 @@ func (f *flags) Parse(args []string) error {
 			continue
 		}
 		if err := f.Set(name, value); err != nil {
+			// A bad value, as a bad flag is: exit status 2.
 			if want := f.wants[name]; want != "" {
-				return fmt.Errorf("%s: %s: %q is not %s", configPath, key, value, want)
+				return &usageError{cmd: f.Name(), err: fmt.Errorf("%s: %s: %q is not %s", configPath, key, value, want)}
 			}
-			return fmt.Errorf("%s: %s: %w", configPath, key, err)
+			return &usageError{cmd: f.Name(), err: fmt.Errorf("%s: %s: %w", configPath, key, err)}
 		}
 		f.source[name] = "file " + configPath
 	}

@@ -14,15 +14,20 @@ import (
 // runHealth probes a readiness URL: the container image has no curl, so its
 // healthcheck calls the binary itself.
 func runHealth(ctx context.Context, a *cli, args []string) error {
-	var url string
+	var url, addr string
 	f := newFlags("health", `Usage: memoryd health [--url URL]
 
 Exits 0 when URL (a running serve's /readyz) answers 200, 1 otherwise.
 serve has no HTTP endpoint unless started with --http (off by default),
-e.g. memoryd serve --http 127.0.0.1:9090.`)
+e.g. memoryd serve --http 127.0.0.1:9090. Without --url it probes the
+address serve's --http setting gives (memoryd.yaml's http, MEMORYD_HTTP).`)
 	f.ArgString(&url, "url", "http://127.0.0.1:9090/readyz", "readiness URL to probe; serve's --http address alone (127.0.0.1:9090, or a URL without a path) probes its /readyz")
+	f.String(&addr, "http", "", "serve's --http address, probed when --url is not given (the same setting as serve's, so memoryd.yaml's http applies)")
 	if err := f.Parse(args); err != nil {
 		return err
+	}
+	if f.source["url"] == "default" && addr != "" {
+		url = addr
 	}
 	// serve's --http value as written (127.0.0.1:9090, :9090) is an address.
 	if !strings.Contains(url, "://") {

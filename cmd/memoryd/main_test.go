@@ -186,16 +186,25 @@ func TestConfigFilePrecedenceAndRedaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	errOut.Reset()
-	if code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, []string{"config", "print", "--config", path}); code != 1 || !strings.Contains(errOut.String(), `unknown key "wrokers"`) {
+	if code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, []string{"config", "print", "--config", path}); code != 2 || !strings.Contains(errOut.String(), `unknown key "wrokers"`) {
 		t.Fatalf("misspelt key: exit %d, %q", code, errOut.String())
 	}
-	// A bad file value says what it must be, as a bad variable does.
+	// A bad file value says what it must be, as a bad variable does, with
+	// a bad flag's exit status.
 	if err := os.WriteFile(path, []byte("workers: many\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	errOut.Reset()
-	if code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, []string{"config", "print", "--config", path}); code != 1 || !strings.Contains(errOut.String(), `workers: "many" is not a whole number`) {
+	if code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, []string{"config", "print", "--config", path}); code != 2 || !strings.Contains(errOut.String(), `workers: "many" is not a whole number`) {
 		t.Fatalf("bad file value: exit %d, %q", code, errOut.String())
+	}
+	// A value out of range names where it is set.
+	if err := os.WriteFile(path, []byte("workers: -3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	errOut.Reset()
+	if code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, []string{"config", "print", "--config", path}); code != 2 || !strings.Contains(errOut.String(), "workers is set in "+path) {
+		t.Fatalf("file value out of range: exit %d, %q; want 2 naming the file", code, errOut.String())
 	}
 	// What serve refuses, config print refuses: it shows a configuration
 	// serve would run.
