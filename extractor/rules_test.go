@@ -227,6 +227,18 @@ func rulesCases() []rulesCase {
 		// its cut.
 		{name: "dislike that is", user: "I don't like coffee that is cold.", want: none},
 		{name: "like list then clause", user: "I like cats, dogs are too loud.", want: none, changes: like("cats")},
+		// Seen in real conversations: a kind of place is no place, a
+		// gerund of a pronoun and a reply's choices are no thing liked.
+		{name: "live in the city", user: "I live in the city", want: none},
+		{name: "from the area", user: "I'm from the area", want: none},
+		{name: "moved to the countryside", user: "I moved to the countryside last year", want: none},
+		{name: "live in the Netherlands", user: "I live in the Netherlands", want: map[string]string{"location": "the Netherlands"}},
+		{name: "love using it", user: "I love using it in smoothies", want: none},
+		{name: "enjoy making it", user: "I enjoy making it for friends", want: none},
+		{name: "like the third option", user: "I like the third option", want: none},
+		{name: "love the suggestions", user: "I love the suggestions", want: none},
+		{name: "love The Last of Us", user: "I love The Last of Us", want: none, changes: like("The Last of Us")},
+		{name: "like a ticker", user: "I like Farfetch [FTCH] stock", want: none, changes: like("Farfetch")},
 		{name: "like then a clause without subject", user: "I like cooking, sounds fun", want: none, changes: like("cooking")},
 		{name: "love then is", user: "I love jazz, is that odd?", want: none, changes: like("jazz")},
 		{name: "like still water", user: "I like still water", want: none, changes: like("still water")},

@@ -236,13 +236,42 @@ func isVerbTail(w string) bool {
 	return false
 }
 
+// isGenericPlace reports whether "the w" is a kind of place rather than
+// one: "I live in the city", "I'm from the area".
+func isGenericPlace(w string) bool {
+	switch w {
+	case "city", "suburbs", "suburb", "burbs", "area", "countryside", "country", "same", "neighborhood", "neighbourhood", "village", "town",
+		"mountains", "woods", "forest", "outskirts", "sticks", "middle", "center", "centre", "north", "south", "east", "west", "heart", "other":
+		return true
+	}
+	return false
+}
+
+// isObjectPronoun reports whether w stands for something said before.
+func isObjectPronoun(w string) bool {
+	switch w {
+	case "it", "them", "this", "that", "these", "those":
+		return true
+	}
+	return false
+}
+
 // isThingLike reports whether words can be a thing the user likes, does or
 // is allergic to: not about the one they are talking to ("the way you
-// think"), nor a manner ("the idea of ...").
+// think"), nor a manner ("the idea of ..."), nor one of the choices a reply
+// offered ("the third option", "the suggestions").
 func isThingLike(words []string) bool {
 	for _, w := range words {
 		switch normWord(w) {
 		case "you", "your", "yours", "you're", "you’re", "u":
+			return false
+		}
+	}
+	if len(words) > 1 && normWord(words[0]) == "the" && words[1] == strings.ToLower(words[1]) {
+		// As written: "The Last of Us" is a title.
+		switch normWord(words[1]) {
+		case "ideas", "option", "options", "suggestion", "suggestions", "recommendation", "recommendations", "first", "second", "third",
+			"fourth", "fifth", "last", "latter", "former", "previous", "above", "following", "next", "other", "second-to-last":
 			return false
 		}
 	}
@@ -350,7 +379,7 @@ func cleanValue(kind ruleKind, rest string, ts time.Time) string {
 	}
 
 	// Cut at separators that never belong to a value.
-	for _, sep := range []string{" (", " - ", " – ", " — ", `"`, "“", "”", ":)", ":-)", "..."} {
+	for _, sep := range []string{" (", " [", " - ", " – ", " — ", `"`, "“", "”", ":)", ":-)", "..."} {
 		if i := strings.Index(rest, sep); i >= 0 {
 			rest = rest[:i]
 		}
@@ -388,6 +417,12 @@ func cleanValue(kind ruleKind, rest string, ts time.Time) string {
 		}
 	}
 	words = cutAtTail(kind, words)
+	if kind == kindLiked && len(words) >= 2 && isObjectPronoun(normWord(words[len(words)-1])) &&
+		strings.HasSuffix(normWord(words[len(words)-2]), "ing") {
+		// "using it (in smoothies)": what is liked is the pronoun's
+		// antecedent, said before; "using" alone is no thing liked.
+		return ""
+	}
 	for len(words) > 0 && (isTrailingFiller(normWord(words[len(words)-1])) ||
 		kind == kindLanguage && isLanguageFiller(normWord(words[len(words)-1])) ||
 		kind == kindLiked && isTrailingLiked(words)) {
@@ -410,7 +445,7 @@ func cleanValue(kind ruleKind, rest string, ts time.Time) string {
 			return ""
 		}
 	case kindPlace:
-		if isBadLeadPlace(first) {
+		if isBadLeadPlace(first) || first == "the" && len(words) > 1 && isGenericPlace(normWord(words[1])) {
 			return ""
 		}
 	case kindEmployer:
