@@ -40,13 +40,29 @@ var stopWords = func() map[string]bool {
 	return m
 }()
 
+// phatic are the words of a message that only greets, thanks or
+// acknowledges ("thanks!", "ok, great", "hi there"): it asks nothing of
+// memory, and searching its words would bring every turn that said them.
+var phatic = func() map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(`
+		thanks thank thx ty you very much so lot hi hey hello there bye goodbye see later
+		ok okay yes yeah yep yup no nope sure cool great nice good awesome perfect cheers
+		lol haha got it that morning night evening afternoon welcome np
+	`) {
+		m[w] = true
+	}
+	return m
+}()
+
 // Keywords extracts the search keywords of a message: words (runs of
 // letters, digits and combining marks; anything else separates words) in
 // lower case, without words of two characters or fewer or stop words,
 // deduplicated in order of first use. A word holding CJK characters is
 // split by CJKTokens first: its CJK bigrams (or single characters) are
 // keywords whatever their length, and its other parts are words like any. When that leaves nothing it falls back
-// to every word of the message. Invalid UTF-8 separates words like
+// to every word of the message. A message that only greets, thanks or
+// acknowledges (every word phatic: "ok, great, thanks!") has none. Invalid UTF-8 separates words like
 // punctuation. At most store.MaxKeywords are returned, and words longer than
 // store.MaxKeywordBytes are skipped; the result is never nil.
 func Keywords(message string) []string {
@@ -81,10 +97,23 @@ words:
 			}
 		}
 	}
-	if len(kept) == 0 {
-		return all
+	greets := false
+	for _, w := range all {
+		switch {
+		case phatic[w]:
+			greets = true
+		case utf8.RuneCountInString(w) > 2 || isCJKToken(w):
+			// A word that may say what to recall ("that's" leaves "s").
+			if len(kept) == 0 {
+				return all
+			}
+			return kept
+		}
 	}
-	return kept
+	if !greets {
+		return all // only short words: "AI?"
+	}
+	return kept[:0]
 }
 
 // Words returns every word of text, lower-cased, in order, with repeats: the

@@ -34,7 +34,12 @@ func TestKeywords(t *testing.T) {
 		{"Dog DOG dog, dogs!", []string{"dog", "dogs"}},
 		{"I am in Paris (France) & love it.", []string{"paris", "france", "love"}},
 		{"an ox is big", []string{"big"}},
-		{"hi", []string{"hi"}},                                     // nothing left: raw words
+		{"hi", []string{}},                   // greets only: nothing to search
+		{"Thanks so much!", []string{}},      // thanks only
+		{"ok, great, thank you", []string{}}, // acknowledges only
+		{"That's great, thanks!", []string{}},
+		{"AI?", []string{"ai"}},                                    // short words only: raw words
+		{"Who am I?", []string{"who", "am", "i"}},                  // nothing left: raw words
 		{"Can you tell me?", []string{"can", "you", "tell", "me"}}, // stop words only: raw words
 		{"?!...", []string{}},
 		{"", []string{}},
