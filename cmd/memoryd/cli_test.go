@@ -617,3 +617,29 @@ func TestTextArgumentsMustBeUTF8(t *testing.T) {
 		}
 	}
 }
+
+// publish refuses what would wait on a terminal or fail obscurely: an empty
+// --message (it read standard input instead), --user without --message,
+// and, with --ensure-stream=false, a prefix no stream stores (JetStream
+// says only "no response from stream").
+func TestPublishSaysWhatIsWrong(t *testing.T) {
+	t.Parallel()
+	nc := eventstest.Conn(t)
+	prefix, _ := eventstest.Names(t, nc)
+	conn := []string{"--nats-url", eventstest.URL(), "--prefix", prefix}
+	for _, tt := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--user", "alice", "--message", ""}, 2, "--message is empty"},
+		{[]string{"--user", "alice", "--message", "  "}, 2, "--message is empty"},
+		{[]string{"--user", "alice"}, 2, "--user goes with --message"},
+		{[]string{"--ensure-stream=false", "--user", "alice", "--message", "I live in Oslo"}, 1, "no stream stores " + events.TurnSubjects(prefix)},
+	} {
+		_, errOut, code := runArgs(context.Background(), append(append([]string{"publish"}, tt.args...), conn...)...)
+		if code != tt.code || !strings.Contains(errOut, tt.want) {
+			t.Errorf("publish %q: exit %d, stderr %q; want %d saying %q", tt.args, code, errOut, tt.code, tt.want)
+		}
+	}
+}

@@ -10,7 +10,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/memoryd/memoryd/events"
 )
@@ -43,8 +46,16 @@ again (a re-publish of the same event id is a duplicate).`)
 	if err := f.Parse(args); err != nil {
 		return err
 	}
+	if f.source["message"] == "flag" && strings.TrimSpace(message) == "" {
+		// Given but empty (a shell variable that was not set): not a
+		// request to read standard input.
+		return f.usageErr("--message is empty: a turn needs the user's message (without --message, turns are read from standard input)")
+	}
 	if message != "" && user == "" {
 		return f.usageErr("--user is required with --message")
+	}
+	if message == "" && user != "" {
+		return f.usageErr("--user goes with --message; turns read from standard input carry their own user_id")
 	}
 	js, closeNATS, err := o.jetStream(a, "memoryd-publish")
 	if err != nil {
@@ -55,6 +66,9 @@ again (a re-publish of the same event id is a duplicate).`)
 		if _, err := events.EnsureStream(ctx, js, events.StreamConfig{Prefix: o.prefix, Stream: o.stream}); err != nil {
 			return err
 		}
+	} else if _, err := js.StreamNameBySubject(ctx, events.TurnSubjects(o.prefix)); errors.Is(err, jetstream.ErrStreamNotFound) {
+		// JetStream would only say "no response from stream".
+		return fmt.Errorf("no stream stores %s: start memoryd serve with this --prefix, or publish with --ensure-stream", events.TurnSubjects(o.prefix))
 	}
 	pub := events.NewPublisher(js, o.prefix)
 	send := func(t events.Turn) error {
