@@ -5,9 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/memoryd/memoryd/events"
 )
 
 // runExport is `memoryd export`: a user's memory as JSON lines, over
@@ -24,7 +27,8 @@ Writes the user's memory (facts, their history, clears and context items,
 with scopes) as JSON lines, to stdout or FILE: the same memory always gives
 the same bytes, and 'memoryd import' reads it back. Turns and token usage
 are not exported (the turn stream is their source). --timeout bounds the
-whole export. FILE is written only when the export is complete.`)
+whole export. FILE is written only when the export is complete. An export
+that the memory changed under starts again, up to 3 times.`)
 	o.register(f)
 	f.ArgString(&out, "o", "", "write to this file instead of stdout")
 	pos, err := o.parse(f, args)
@@ -39,10 +43,11 @@ whole export. FILE is written only when the export is complete.`)
 		return err
 	}
 	defer done()
-	var buf bytes.Buffer
-	if err := c.Export(reqCtx, o.user, &buf); err != nil {
+	data, err := exportConsistent(func(w io.Writer) error { return c.Export(reqCtx, o.user, w) })
+	if err != nil {
 		return err
 	}
+	buf := bytes.NewBuffer(data)
 	n := bytes.Count(buf.Bytes(), []byte("\n")) - 1
 	if out == "" {
 		_, err := a.stdout.Write(buf.Bytes())
@@ -53,6 +58,28 @@ whole export. FILE is written only when the export is complete.`)
 	}
 	fmt.Fprintf(a.stderr, "memoryd export: %d line(s) of %s's memory written to %s\n", n, o.user, out)
 	return nil
+}
+
+// exportAttempts bounds how often export starts again because the memory
+// changed while it was read (409): a user chatting meanwhile.
+const exportAttempts = 3
+
+// exportConsistent runs export, starting again from the first page when the
+// service says the memory changed since it began, at most exportAttempts
+// times, and returns one whole export.
+func exportConsistent(export func(io.Writer) error) ([]byte, error) {
+	var buf bytes.Buffer
+	for attempt := 1; ; attempt++ {
+		buf.Reset()
+		err := export(&buf)
+		var se *events.ServiceError
+		if !errors.As(err, &se) || se.Code != 409 {
+			return buf.Bytes(), err
+		}
+		if attempt == exportAttempts {
+			return nil, fmt.Errorf("the memory changed during each of %d exports (the user is active): export again when it is quieter: %w", exportAttempts, err)
+		}
+	}
 }
 
 // writeFileAtomic writes data to a temporary file beside path and renames

@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -87,5 +90,37 @@ func TestExportImportCommands(t *testing.T) {
 	}
 	if _, errOut := cmd(2, "import", "a", "b"); !strings.Contains(errOut, "one FILE") {
 		t.Errorf("two files: %q", errOut)
+	}
+}
+
+// An export the memory changed under (409) starts again from the first
+// page, a bounded number of times, and returns only a whole export.
+func TestExportStartsAgainWhenTheMemoryChanged(t *testing.T) {
+	t.Parallel()
+	changed := &events.ServiceError{Code: 409, Description: "the memory changed since this export began"}
+	for _, tt := range []struct {
+		conflicts int
+		wantErr   bool
+	}{{0, false}, {1, false}, {exportAttempts - 1, false}, {exportAttempts, true}} {
+		calls := 0
+		data, err := exportConsistent(func(w io.Writer) error {
+			calls++
+			fmt.Fprintf(w, "page of attempt %d\n", calls)
+			if calls <= tt.conflicts {
+				return changed
+			}
+			return nil
+		})
+		switch {
+		case tt.wantErr && (err == nil || !errors.Is(err, changed) || calls != exportAttempts):
+			t.Errorf("%d conflicts: %d calls, err %v; want %d calls and the conflict", tt.conflicts, calls, err, exportAttempts)
+		case !tt.wantErr && (err != nil || string(data) != fmt.Sprintf("page of attempt %d\n", tt.conflicts+1)):
+			t.Errorf("%d conflicts: %q, %v; want the last attempt's export alone", tt.conflicts, data, err)
+		}
+	}
+	other := errors.New("no memoryd service answers")
+	calls := 0
+	if _, err := exportConsistent(func(io.Writer) error { calls++; return other }); !errors.Is(err, other) || calls != 1 {
+		t.Errorf("another error: %d calls, %v; want it at once", calls, err)
 	}
 }
