@@ -3,6 +3,7 @@ package events
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -38,21 +39,31 @@ func ReadThrough(ctx context.Context, st jetstream.Stream, subj string, through 
 		return err
 	}
 	defer it.Stop()
-	var last uint64 // the last sequence read
+	var (
+		last   uint64 // the last sequence read
+		stalls int    // stalls in a row with a message left to read
+	)
 	for last < through {
 		nctx, cancel := context.WithTimeout(ctx, stall)
 		m, err := it.Next(jetstream.NextContext(nctx))
 		cancel()
-		if err != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
+		if err != nil && ctx.Err() == nil && isTimeout(err) {
 			next, gerr := st.GetMsg(ctx, last+1, jetstream.WithGetMsgSubject(subj))
 			if errors.Is(gerr, jetstream.ErrMsgNotFound) || (gerr == nil && next.Sequence > through) {
 				return nil
+			}
+			if gerr != nil && !isTimeout(gerr) {
+				return fmt.Errorf("read %s after sequence %d: %w", subj, last, gerr)
+			}
+			if stalls++; stalls == readMaxStalls {
+				return fmt.Errorf("read %s: nothing delivered %d times in a row for %s each, with events left after sequence %d", subj, stalls, stall, last)
 			}
 			continue
 		}
 		if err != nil {
 			return err
 		}
+		stalls = 0
 		md, err := m.Metadata()
 		if err != nil {
 			return err
@@ -66,4 +77,14 @@ func ReadThrough(ctx context.Context, st jetstream.Stream, subj string, through 
 		}
 	}
 	return nil
+}
+
+// readMaxStalls bounds how often in a row ReadThrough waits a stall out
+// while the stream still holds a message for it: a consumer that stopped
+// delivering for good (or a server that never answers) fails the read
+// rather than holding it forever.
+const readMaxStalls = 5
+
+func isTimeout(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
 }
