@@ -143,6 +143,10 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 	if p.Forgotten > 0 {
 		fmt.Fprintf(a.stdout, "%d events skipped: a forget of their user covers them (one ran beside the replay, or did not finish: run it again)\n", p.Forgotten)
 	}
+	if rest := int(p.Read) - p.Invalid - p.OptedOut - p.Forgotten - p.Enqueued; rest > 0 {
+		// So that the summary adds up.
+		fmt.Fprintf(a.stdout, "%d events not enqueued again: their turn was already pending extraction, or an earlier event had the same id (a retry, or a conflicting duplicate that ingest dead-lettered)\n", rest)
+	}
 	if reset {
 		fmt.Fprintf(a.stdout, "reset removed %d facts and %d context items\n", p.Removed.Facts, p.Removed.Context)
 	}

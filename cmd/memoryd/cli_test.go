@@ -643,3 +643,19 @@ func TestPublishSaysWhatIsWrong(t *testing.T) {
 		}
 	}
 }
+
+// replay's summary adds up: events neither invalid, opted out, forgotten
+// nor enqueued are counted with why (here: already pending from the replay
+// before, which no worker ran).
+func TestReplaySummaryAddsUp(t *testing.T) {
+	t.Parallel()
+	common, _, _ := replaySetup(t, 4)
+	args := append([]string{"replay", "--no-work"}, common...)
+	if out, errOut, code := runArgs(context.Background(), args...); code != 0 || !strings.Contains(out, "4 turns enqueued") {
+		t.Fatalf("first replay: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	out, errOut, code := runArgs(context.Background(), args...)
+	if code != 0 || !strings.Contains(out, "read 4 events") || !strings.Contains(out, "0 turns enqueued") || !strings.Contains(out, "4 events not enqueued again") {
+		t.Errorf("second replay: exit %d, stdout %q, stderr %q; want its 4 events accounted for", code, out, errOut)
+	}
+}
