@@ -101,7 +101,7 @@ func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 		}
 	}
 	if err != nil {
-		return ForgetResult{}, fmt.Errorf("forget: %w", err)
+		return ForgetResult{}, err // the store's error says "forget" already
 	}
 	// The database side has committed and nothing of the user's older
 	// events can be written again. The purge runs to its end even when the
