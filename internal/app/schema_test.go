@@ -105,11 +105,7 @@ func TestStartRefusesAnotherPrefixBeforeMigrating(t *testing.T) {
 func TestRunningMemorydRefusesForgetAndImportAfterANewerMigration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	a := startTestApp(t, nil)
-	client := events.NewClient(a.nc, a.cfg.Prefix)
-	if _, err := client.SetFact(ctx, "alice", "city", "Porto"); err != nil {
-		t.Fatal(err)
-	}
+	a, client := startWithAFact(t)
 	var export strings.Builder
 	if err := client.Export(ctx, "alice", &export); err != nil {
 		t.Fatal(err)
@@ -159,11 +155,7 @@ func TestRunningMemorydRefusesForgetAndImportAfterANewerMigration(t *testing.T) 
 func TestForgetNeedsNoAppLock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	a := startTestApp(t, nil)
-	client := events.NewClient(a.nc, a.cfg.Prefix)
-	if _, err := client.SetFact(ctx, "alice", "city", "Porto"); err != nil {
-		t.Fatal(err)
-	}
+	a, client := startWithAFact(t)
 	a.mu.Lock()
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	r, err := client.Forget(rctx, "alice")
@@ -172,4 +164,16 @@ func TestForgetNeedsNoAppLock(t *testing.T) {
 	if err != nil || r.Facts != 1 {
 		t.Fatalf("forget while the App's lock is held: %+v, %v; want it done", r, err)
 	}
+}
+
+// startWithAFact starts an App in which alice has one fact, and a client of
+// it.
+func startWithAFact(t *testing.T) (*App, *events.Client) {
+	t.Helper()
+	a := startTestApp(t, nil)
+	client := events.NewClient(a.nc, a.cfg.Prefix)
+	if _, err := client.SetFact(context.Background(), "alice", "city", "Porto"); err != nil {
+		t.Fatal(err)
+	}
+	return a, client
 }
