@@ -89,9 +89,7 @@ func questionHash(userID, question string) []byte {
 // A duplicate of an existing item is not dropped silently: the existing row
 // is locked (ON CONFLICT DO UPDATE locks even when its WHERE is false) and its
 // created_at moves to the newer turn's time, since the memory was just said
-// again, with the turn's event and conversation ids, so that the item's time
-// and source are one turn's: the newest (of equal times, the greatest event
-// id), whatever order the turns were extracted in. The lock is what keeps a concurrent prune from deleting the row the
+// again. The lock is what keeps a concurrent prune from deleting the row the
 // new pair was deduplicated against: pruning skips locked rows, and an insert
 // that waited on a row the prune deleted inserts the pair anew.
 func (s *Store) InsertContext(ctx context.Context, items []ContextWrite) ([]int64, error) {
@@ -157,9 +155,8 @@ func (s *Store) insertContext(ctx context.Context, ids []int64, args ...any) err
 		), ins AS (
 			INSERT INTO context AS c (user_id, question, answer, created_at, event_id, conversation_id, content_hash, extractor, model, prompt_version)
 			SELECT DISTINCT ON (u, h) u, q, a, t, e, c, h, x, m, p FROM w ORDER BY u, h, o
-			ON CONFLICT (user_id, content_hash) DO UPDATE
-			SET created_at = excluded.created_at, event_id = excluded.event_id, conversation_id = excluded.conversation_id
-			WHERE (c.created_at, c.event_id) < (excluded.created_at, excluded.event_id)
+			ON CONFLICT (user_id, content_hash) DO UPDATE SET created_at = excluded.created_at
+			WHERE c.created_at < excluded.created_at
 			RETURNING id, user_id, content_hash, xmax = 0 AS inserted
 		)
 		SELECT w.o, ins.id FROM ins JOIN w ON w.u = ins.user_id AND w.h = ins.content_hash WHERE ins.inserted`,
