@@ -236,12 +236,32 @@ func isVerbTail(w string) bool {
 	return false
 }
 
-// isGenericPlace reports whether "the w" is a kind of place rather than
-// one: "I live in the city", "I'm from the area".
-func isGenericPlace(w string) bool {
+// isGenericPlace reports whether words are a kind of place rather than
+// one: "the city", "the area", "the same building"; not "the City", "the
+// south of France", "the West Midlands".
+func isGenericPlace(words []string) bool {
+	if len(words) < 2 || normWord(words[0]) != "the" {
+		return false
+	}
+	if normWord(words[1]) == "same" || normWord(words[1]) == "other" {
+		return true // "the same building", "the other side"
+	}
+	if len(words) != 2 || words[1] != strings.ToLower(words[1]) {
+		return false
+	}
+	switch normWord(words[1]) {
+	case "city", "suburbs", "suburb", "burbs", "area", "countryside", "country", "neighborhood", "neighbourhood", "village", "town",
+		"mountains", "woods", "forest", "outskirts", "sticks", "middle", "center", "centre", "north", "south", "east", "west":
+		return true
+	}
+	return false
+}
+
+// isChoiceNoun reports whether w names one of the choices a reply offered:
+// "the second one", "the third option".
+func isChoiceNoun(w string) bool {
 	switch w {
-	case "city", "suburbs", "suburb", "burbs", "area", "countryside", "country", "same", "neighborhood", "neighbourhood", "village", "town",
-		"mountains", "woods", "forest", "outskirts", "sticks", "middle", "center", "centre", "north", "south", "east", "west", "heart", "other":
+	case "one", "ones", "option", "options", "idea", "ideas", "suggestion", "suggestions", "recommendation", "recommendations", "choice", "choices":
 		return true
 	}
 	return false
@@ -270,9 +290,15 @@ func isThingLike(words []string) bool {
 	if len(words) > 1 && normWord(words[0]) == "the" && words[1] == strings.ToLower(words[1]) {
 		// As written: "The Last of Us" is a title.
 		switch normWord(words[1]) {
-		case "ideas", "option", "options", "suggestion", "suggestions", "recommendation", "recommendations", "first", "second", "third",
-			"fourth", "fifth", "last", "latter", "former", "previous", "above", "following", "next", "other", "second-to-last":
-			return false
+		case "ideas", "idea", "option", "options", "suggestion", "suggestions", "recommendation", "recommendations":
+			if len(words) == 2 {
+				return false // "the suggestions"
+			}
+		case "first", "second", "third", "fourth", "fifth", "last", "latter", "former", "previous", "above", "following", "next", "other":
+			// "the third option", "the latter", not "the first snow".
+			if len(words) == 2 || isChoiceNoun(normWord(words[2])) {
+				return false
+			}
 		}
 	}
 	if len(words) > 1 && normWord(words[0]) == "the" {
@@ -445,7 +471,7 @@ func cleanValue(kind ruleKind, rest string, ts time.Time) string {
 			return ""
 		}
 	case kindPlace:
-		if isBadLeadPlace(first) || first == "the" && len(words) > 1 && isGenericPlace(normWord(words[1])) {
+		if isBadLeadPlace(first) || isGenericPlace(words) {
 			return ""
 		}
 	case kindEmployer:
