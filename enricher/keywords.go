@@ -47,8 +47,8 @@ var phatic = func() map[string]bool {
 	m := map[string]bool{}
 	for _, w := range strings.Fields(`
 		thanks thank thx ty you very much so lot hi hey hello there bye goodbye see later
-		ok okay yes yeah yep yup no nope sure cool great nice good awesome perfect cheers
-		lol haha got it that morning night evening afternoon welcome np
+		ok okay yeah yep yup nope sure cool great awesome perfect cheers
+		lol haha got it that welcome np
 	`) {
 		m[w] = true
 	}
@@ -97,23 +97,29 @@ words:
 			}
 		}
 	}
+	if len(all) < store.MaxKeywords && onlyPhatic(all) {
+		return kept[:0]
+	}
+	if len(kept) == 0 {
+		return all
+	}
+	return kept
+}
+
+// onlyPhatic reports whether words greet, thank or acknowledge and say
+// nothing else: one phatic word at least, and every other word of two
+// characters or fewer ("ok", "it"; "that's" leaves "s"), none of them CJK.
+func onlyPhatic(words []string) bool {
 	greets := false
-	for _, w := range all {
+	for _, w := range words {
 		switch {
 		case phatic[w]:
 			greets = true
 		case utf8.RuneCountInString(w) > 2 || isCJKToken(w):
-			// A word that may say what to recall ("that's" leaves "s").
-			if len(kept) == 0 {
-				return all
-			}
-			return kept
+			return false
 		}
 	}
-	if !greets {
-		return all // only short words: "AI?"
-	}
-	return kept[:0]
+	return greets
 }
 
 // Words returns every word of text, lower-cased, in order, with repeats: the

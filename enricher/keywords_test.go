@@ -38,6 +38,8 @@ func TestKeywords(t *testing.T) {
 		{"Thanks so much!", []string{}},      // thanks only
 		{"ok, great, thank you", []string{}}, // acknowledges only
 		{"That's great, thanks!", []string{}},
+		{"Morning or evening?", []string{"morning", "evening"}},
+		{"Is it nice there?", []string{"nice"}},
 		{"AI?", []string{"ai"}},                                    // short words only: raw words
 		{"Who am I?", []string{"who", "am", "i"}},                  // nothing left: raw words
 		{"Can you tell me?", []string{"can", "you", "tell", "me"}}, // stop words only: raw words
