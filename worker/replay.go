@@ -176,6 +176,14 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayProgress, error) {
 		if _, err := cfg.JetStream.Stream(ctx, cfg.Stream); err != nil {
 			return p, fmt.Errorf("replay: stream %s: %w", cfg.Stream, err)
 		}
+		// Nor one that does not store this prefix's turns (a mistyped
+		// --prefix): the replay would read nothing back.
+		if name, err := cfg.JetStream.StreamNameBySubject(ctx, events.TurnSubjects(cfg.Prefix)); err != nil || name != cfg.Stream {
+			if err == nil {
+				err = fmt.Errorf("they are in stream %s", name)
+			}
+			return p, fmt.Errorf("replay: stream %s does not store %s: %w", cfg.Stream, events.TurnSubjects(cfg.Prefix), err)
+		}
 		removed, err := cfg.Store.ResetMemory(ctx, cfg.Users)
 		if err != nil {
 			return p, fmt.Errorf("replay reset: %w", err)
