@@ -669,3 +669,26 @@ func TestReplaySummaryAddsUp(t *testing.T) {
 		t.Errorf("second replay: exit %d, stdout %q, stderr %q; want its 4 events accounted for", code, out, errOut)
 	}
 }
+
+// A client command's setting from the configuration file keeps its source
+// through the parses after each argument, so that a bad value names the
+// file; an unreadable file or a bad variable is a bad argument (exit 2).
+func TestClientSettingErrorsNameTheirSource(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "memoryd.yaml")
+	for _, tt := range []struct {
+		file, want string
+	}{
+		{"timeout: -1s\n", "timeout is set in " + path},
+		{"timeout: [1]\n", "timeout must be a single value"},
+		{"timeout: [1\n", "config file " + path},
+	} {
+		if err := os.WriteFile(path, []byte(tt.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, errOut, code := runArgs(context.Background(), "enrich", "--config", path, "--user", "u", "where do I live?", "--nats-url", "nats://127.0.0.1:1")
+		if code != 2 || !strings.Contains(errOut, tt.want) {
+			t.Errorf("file %q: exit %d, stderr %q; want 2 saying %q", tt.file, code, errOut, tt.want)
+		}
+	}
+}

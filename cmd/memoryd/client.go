@@ -68,6 +68,9 @@ func (o *clientOptions) parse(f *flags, args []string) ([]string, error) {
 	if o.user == "" {
 		return nil, f.usageErr("--user is required")
 	}
+	if o.timeout <= 0 {
+		return nil, f.usageErr("--timeout %s is out of range: it must be positive", o.timeout)
+	}
 	return pos, nil
 }
 

@@ -42,6 +42,8 @@ type flags struct {
 	// args are the per-invocation flags: no environment variable, no
 	// configuration file key.
 	args map[string]bool
+	// fileValues are the values the configuration file set, by flag name.
+	fileValues map[string]string
 	// source says where each flag's value came from, after Parse.
 	source map[string]string
 	// configPath is --config, registered once here: client commands call
@@ -67,7 +69,7 @@ type commandEnv struct {
 
 func newFlags(name, usage string) *flags {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	f := &flags{FlagSet: fs, text: usage, secrets: map[string]bool{}, args: map[string]bool{}, source: map[string]string{}, envs: map[string]commandEnv{}, wants: map[string]string{}}
+	f := &flags{FlagSet: fs, text: usage, secrets: map[string]bool{}, args: map[string]bool{}, source: map[string]string{}, fileValues: map[string]string{}, envs: map[string]commandEnv{}, wants: map[string]string{}}
 	fs.StringVar(&f.configPath, "config", os.Getenv("MEMORYD_CONFIG"),
 		`configuration file, YAML with the flags' names as keys (env MEMORYD_CONFIG; default ./memoryd.yaml when present)`)
 	// The flag package would print the error and the whole usage on every
@@ -313,7 +315,7 @@ func (f *flags) Parse(args []string) error {
 		return &usageError{cmd: f.Name(), err: err}
 	}
 	if len(f.envErrs) > 0 {
-		return f.envErrs[0]
+		return &usageError{cmd: f.Name(), err: f.envErrs[0]}
 	}
 	var bad error
 	f.Visit(func(fl *flag.Flag) {
@@ -333,12 +335,20 @@ func (f *flags) Parse(args []string) error {
 		return bad
 	}
 	explicit := map[string]bool{}
-	f.Visit(func(fl *flag.Flag) { explicit[fl.Name] = true })
+	f.Visit(func(fl *flag.Flag) {
+		// A value the file set (a parse before this one: client commands
+		// parse again after each argument) is not the command line's.
+		if src := f.source[fl.Name]; !strings.HasPrefix(src, "file ") || fl.Value.String() != f.fileValues[fl.Name] {
+			explicit[fl.Name] = true
+		}
+	})
 	f.VisitAll(func(fl *flag.Flag) {
 		env, _, fromEnv := f.lookupEnv(fl.Name)
 		switch {
 		case explicit[fl.Name]:
 			f.source[fl.Name] = "flag"
+		case strings.HasPrefix(f.source[fl.Name], "file "):
+			// Set by the file in an earlier parse.
 		case fromEnv && !f.args[fl.Name]:
 			f.source[fl.Name] = "env " + env
 		default:
@@ -352,7 +362,7 @@ func (f *flags) Parse(args []string) error {
 	}
 	values, err := readConfigFile(configPath, optional)
 	if err != nil {
-		return err
+		return &usageError{cmd: f.Name(), err: err}
 	}
 	for key, value := range values {
 		name := strings.ReplaceAll(key, "_", "-")
@@ -374,6 +384,7 @@ func (f *flags) Parse(args []string) error {
 			return &usageError{cmd: f.Name(), err: fmt.Errorf("%s: %s: %w", configPath, key, err)}
 		}
 		f.source[name] = "file " + configPath
+		f.fileValues[name] = f.Lookup(name).Value.String()
 	}
 	return nil
 }

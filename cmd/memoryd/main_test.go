@@ -76,7 +76,7 @@ func TestUnknownCommandAndBadEnv(t *testing.T) {
 	}
 	t.Setenv("MEMORYD_WORKERS", "many")
 	errOut.Reset()
-	if code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, []string{"serve"}); code != 1 || !strings.Contains(errOut.String(), "MEMORYD_WORKERS") {
+	if code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, []string{"serve"}); code != 2 || !strings.Contains(errOut.String(), "MEMORYD_WORKERS") {
 		t.Fatalf("bad env: exit %d, stderr %q", code, errOut.String())
 	}
 }
