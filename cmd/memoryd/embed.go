@@ -22,7 +22,7 @@ Embeds the context items and the document chunks that have no vector of
 the configured model (--embed-base-url, --embed-model): those stored before
 embedding was turned on, those whose jobs gave up while the server was
 down, and all of them after a model change (the old model's vectors stay
-until then). With --user, the user's items and the chunks of the user's own
+in the table but do not serve: until then those items are found lexically). With --user, the user's items and the chunks of the user's own
 collections; without, every user's and every collection's, shared ones
 included. It enqueues the
 embed jobs, then, by default, runs workers in this process and waits until
