@@ -216,6 +216,41 @@ func (e *Enqueuer) EnqueueMissingEmbeddings(ctx context.Context, userID, model s
 	}
 }
 
+// RetryWaitingEmbeds makes every embed and chunk embed job of model that
+// waits out River's retry backoff available at once, and returns how many
+// it found. For an operator's backfill once the embeddings server is back:
+// the backfill's unique insert adds no job beside one waiting for the same
+// items, which would otherwise run when its backoff ends, up to 10 minutes
+// later. The periodic sweep does not do this: a backoff it meets is the
+// server still failing.
+func (e *Enqueuer) RetryWaitingEmbeds(ctx context.Context, model string) (int, error) {
+	const page = 1000
+	params := river.NewJobListParams().Kinds(EmbedJobKind, ChunkEmbedJobKind).States(rivertype.JobStateRetryable).First(page)
+	n := 0
+	for {
+		res, err := e.client.JobList(ctx, params)
+		if err != nil {
+			return n, fmt.Errorf("retry waiting embed jobs: %w", err)
+		}
+		for _, j := range res.Jobs {
+			var args struct {
+				Model string `json:"model"`
+			}
+			if err := json.Unmarshal(j.EncodedArgs, &args); err != nil || args.Model != model {
+				continue // another model's, left to its workers
+			}
+			if _, err := e.client.JobRetry(ctx, j.ID); err != nil {
+				return n, fmt.Errorf("retry waiting embed job %d: %w", j.ID, err)
+			}
+			n++
+		}
+		if len(res.Jobs) < page {
+			return n, nil
+		}
+		params = params.After(res.LastCursor)
+	}
+}
+
 // sweepUsersPerTx bounds the users whose locks one transaction of the
 // embed sweep holds.
 const sweepUsersPerTx = 64

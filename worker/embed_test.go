@@ -346,3 +346,48 @@ func TestEmbedSweepOverManyUsers(t *testing.T) {
 		t.Fatalf("embed jobs name %d users (%v), want 70", jobUsers, err)
 	}
 }
+
+// An embed job waiting out its retry backoff (the server was down) is made
+// available at once by RetryWaitingEmbeds, which the backfill runs; a job of
+// another model is left to its workers. The backfill's unique insert added
+// nothing beside the waiting job and waited for its backoff, up to 10
+// minutes.
+func TestRetryWaitingEmbeds(t *testing.T) {
+	e := setup(t)
+	e.seedItems("alice")
+	enq, err := worker.NewEnqueuer(worker.EnqueuerConfig{Store: e.store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, model := range []string{"m1", "m2"} {
+		if _, err := enq.EnqueueMissingEmbeddings(e.ctx, "alice", model, 10, 5); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.store.Pool().Exec(e.ctx, `UPDATE river_job SET state = 'retryable', attempt = 3, scheduled_at = now() + interval '10 minutes' WHERE kind = $1`, worker.EmbedJobKind); err != nil {
+		t.Fatal(err)
+	}
+	n, err := enq.RetryWaitingEmbeds(e.ctx, "m1")
+	if err != nil || n != 1 {
+		t.Fatalf("retried %d jobs (%v), want m1's one", n, err)
+	}
+	rows, err := e.store.Pool().Query(e.ctx, `SELECT args->>'model', state, scheduled_at <= now() FROM river_job WHERE kind = $1 ORDER BY 1`, worker.EmbedJobKind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type job struct {
+		model, state string
+		due          bool
+	}
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (job, error) {
+		var j job
+		return j, r.Scan(&j.model, &j.state, &j.due)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []job{{"m1", "available", true}, {"m2", "retryable", false}}
+	if !slices.Equal(got, want) {
+		t.Errorf("jobs %+v, want %+v", got, want)
+	}
+}

@@ -131,6 +131,11 @@ func (a *App) EmbedBackfill(ctx context.Context, o EmbedOptions) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	// The operator says the server is back: jobs waiting out a backoff
+	// from when it was not run now, rather than keep the backfill waiting.
+	if _, err := enq.RetryWaitingEmbeds(ctx, emb.Model()); err != nil {
+		return 0, err
+	}
 	n, err := enq.EnqueueMissingEmbeddings(ctx, o.User, emb.Model(), a.cfg.Worker.EmbedJobSize, a.cfg.Worker.EmbedMaxAttempts)
 	if err != nil {
 		return n, err
