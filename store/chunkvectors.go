@@ -2,9 +2,11 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -110,8 +112,9 @@ type ChunkEmbeddingWrite struct {
 // SaveChunkEmbeddings saves vectors of model for chunks of the document's
 // content of hash, replacing a chunk's earlier vector of the same model.
 // Nothing is saved when the document no longer holds that content (a
-// re-put raced the job), nor for a chunk that is gone. It returns how many
-// were saved.
+// re-put raced the job), nor for a chunk that is gone, even when the re-put
+// commits while the statement runs. It returns how many were saved. Run it
+// outside a transaction: such a race aborts the statement.
 func (s *Store) SaveChunkEmbeddings(ctx context.Context, model string, collectionID int64, docID, hash string, ws []ChunkEmbeddingWrite) (int64, error) {
 	if len(ws) == 0 {
 		return 0, nil
@@ -131,6 +134,13 @@ func (s *Store) SaveChunkEmbeddings(ctx context.Context, model string, collectio
 		ON CONFLICT (collection_id, model, doc_id, chunk_index) DO UPDATE
 			SET content_hash = excluded.content_hash, dims = excluded.dims, vector = excluded.vector, created_at = now()`,
 		collectionID, docID, hash, model, idx, dims, vecs)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23503" {
+		// foreign_key_violation: a re-put or a delete committed between
+		// the statement's snapshot, which still held the chunks, and its
+		// foreign key check. Those chunks are gone; nothing to save.
+		return 0, nil
+	}
 	if err != nil {
 		return 0, fmt.Errorf("save chunk embeddings: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/memoryd/memoryd/store"
 )
@@ -123,5 +124,68 @@ func TestSearchChunksHybridAccess(t *testing.T) {
 	}
 	if len(vector) != 1 || len(hits) != 1 || hits[0].Source != "guide.md" || hits[0].ChunkIndex != 1 || hits[0].Text == "" || hits[0].Collection != "kb" {
 		t.Fatalf("hits %+v (vector side %+v), want alice's chunk 1 only, with its text", hits, vector)
+	}
+}
+
+// A chunk embed job's save that a re-put overtakes between the statement's
+// snapshot (which still holds the old chunks) and its foreign key check
+// saves nothing and is no error: the job found other content. It failed on
+// the foreign key, and the job was retried and logged as an embedding
+// failure.
+func TestSaveChunkEmbeddingsOvertakenByARePut(t *testing.T) {
+	ctx, s := setup(t)
+	r := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", Source: "guide.md", Content: guide})
+	ts, err := s.ChunkEmbeddingTargets(ctx, r.Collection.ID, r.DocID, r.Hash, 0, 1000, "m")
+	if err != nil || len(ts) == 0 {
+		t.Fatal(len(ts), err)
+	}
+	ws := make([]store.ChunkEmbeddingWrite, len(ts))
+	for i, tg := range ts {
+		ws[i] = store.ChunkEmbeddingWrite{ChunkIndex: tg.ChunkIndex, Dims: 4, Vector: []byte{0, 0, 128, 63, 1, 2, 3, 4}}
+	}
+	// The re-put's delete of the old chunks, not yet committed.
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `DELETE FROM doc_chunks WHERE collection_id = $1 AND doc_id = $2`, r.Collection.ID, r.DocID); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		n   int64
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := s.SaveChunkEmbeddings(ctx, "m", r.Collection.ID, r.DocID, r.Hash, ws)
+		done <- result{n, err}
+	}()
+	// The save waits on the deleted rows' locks for its foreign key check.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var waiting int
+		if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO chunk_embeddings%'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		select {
+		case res := <-done:
+			t.Fatalf("the save did not wait for the re-put: %d saved, %v", res.n, res.err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the save never waited on the re-put's locks")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if res := <-done; res.err != nil || res.n != 0 {
+		t.Fatalf("save overtaken by a re-put: %d saved, %v; want nothing saved and no error", res.n, res.err)
 	}
 }
