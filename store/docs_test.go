@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/memoryd/memoryd/chunker"
 	"github.com/memoryd/memoryd/store"
 )
@@ -457,5 +459,43 @@ func TestDefaultCollectionsForgotten(t *testing.T) {
 	}
 	if c := search(t, ctx, s, store.ChunkQuery{Reader: store.Owner{Shared: "team-x"}, Keywords: []string{"zebra"}, Defaults: true}); len(c.Matches) != 0 {
 		t.Fatalf("a shared scope searched defaults: %d chunks", len(c.Matches))
+	}
+}
+
+// Deleting a user's collections (forget) deletes the River jobs of the
+// kinds named that name one of them, whatever their state: their
+// arguments hold the document ids. Another owner's jobs stay.
+func TestDeleteCollectionsDeletesTheirJobs(t *testing.T) {
+	ctx, s := setup(t)
+	mine := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", Source: "guide.md", Content: guide})
+	other := put(t, ctx, s, store.DocumentPut{Owner: store.Owner{User: "bob"}, Collection: "kb", Source: "guide.md", Content: guide})
+	for _, j := range []struct {
+		kind  string
+		coll  int64
+		state string
+	}{{"index_document", mine.Collection.ID, "available"}, {"memoryd_chunk_embed", mine.Collection.ID, "completed"},
+		{"memoryd_chunk_embed", mine.Collection.ID, "retryable"}, {"memoryd_chunk_embed", other.Collection.ID, "available"},
+		{"memoryd_extract", mine.Collection.ID, "available"}} {
+		if _, err := s.Pool().Exec(ctx, `INSERT INTO river_job (kind, args, state, max_attempts, queue, priority, scheduled_at, finalized_at)
+			VALUES ($1, jsonb_build_object('collection_id', $2::bigint, 'doc_id', 'guide.md'), $3::river_job_state, 5, 'q', 1, now(),
+			CASE WHEN $3::text = 'completed' THEN now() END)`, j.kind, j.coll, j.state); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.DeleteCollections(ctx, alice, "index_document", "memoryd_chunk_embed"); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	rows, err := s.Pool().Query(ctx, `SELECT kind || ':' || (args->>'collection_id') FROM river_job ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{fmt.Sprintf("memoryd_chunk_embed:%d", other.Collection.ID), fmt.Sprintf("memoryd_extract:%d", mine.Collection.ID)}
+	if !slices.Equal(left, want) {
+		t.Errorf("jobs left %q, want %q", left, want)
 	}
 }

@@ -218,7 +218,7 @@ func (a *App) forget(ctx context.Context, w *worker.Worker, js jetstream.JetStre
 	}
 	// The user's own knowledge base collections (not shared scopes'):
 	// after the memory, so a forget that fails here is simply run again.
-	if _, err := s.DeleteCollections(ctx, store.Owner{User: userID}); err != nil {
+	if _, err := s.DeleteCollections(ctx, store.Owner{User: userID}, worker.IndexDocumentJobKind, worker.ChunkEmbedJobKind); err != nil {
 		return forgetReply(r), fmt.Errorf("forget documents: %w", err)
 	}
 	return forgetReply(r), nil
