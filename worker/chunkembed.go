@@ -144,7 +144,10 @@ func (c *chunkEmbedWorker) Work(ctx context.Context, job *river.Job[ChunkEmbedAr
 		}
 	}
 	level := c.w.logger.Warn
-	if v.final {
+	switch {
+	case errors.As(err, new(*otherModelError)):
+		level = c.w.logger.Debug // as embedWorker's
+	case v.final:
 		level = c.w.logger.Error
 	}
 	level("chunk embedding failed; the chunks stay lexical-only until it succeeds", "job_id", job.ID, "attempt", job.Attempt,
@@ -159,7 +162,7 @@ func (w *Worker) embedChunks(ctx context.Context, args ChunkEmbedArgs) (int, err
 	s, emb := w.cfg.Store, w.cfg.Embedder
 	model := emb.Model()
 	if args.Model != "" && args.Model != model {
-		return 0, fmt.Errorf("chunk embed job for model %q left to a worker of that model (this one embeds with %q)", args.Model, model)
+		return 0, &otherModelError{job: args.Model, worker: model}
 	}
 	targets, err := s.ChunkEmbeddingTargets(ctx, args.CollectionID, args.DocID, args.Hash, args.From, args.To, model)
 	if err != nil || len(targets) == 0 {

@@ -251,6 +251,15 @@ func (e *Enqueuer) RetryWaitingEmbeds(ctx context.Context, model string) (int, e
 	}
 }
 
+// otherModelError is a job of another model than the worker's: left to a
+// worker of that model (a rolling change of --embed-model), retried with
+// River's backoff and given up when none takes it.
+type otherModelError struct{ job, worker string }
+
+func (e *otherModelError) Error() string {
+	return fmt.Sprintf("embed job for model %q left to a worker of that model (this one embeds with %q)", e.job, e.worker)
+}
+
 // sweepUsersPerTx bounds the users whose locks one transaction of the
 // embed sweep holds.
 const sweepUsersPerTx = 64
@@ -278,7 +287,12 @@ func (e *embedWorker) Work(ctx context.Context, job *river.Job[EmbedArgs]) error
 		}
 	}
 	level := e.w.logger.Warn
-	if v.final {
+	switch {
+	case errors.As(err, new(*otherModelError)):
+		// Not a failure: a rolling model change, or the previous model's
+		// jobs after one; the sweep of this model covers their items.
+		level = e.w.logger.Debug
+	case v.final:
 		level = e.w.logger.Error
 	}
 	level("embedding failed; the items stay lexical-only until it succeeds", "job_id", job.ID, "attempt", job.Attempt,
@@ -292,7 +306,7 @@ func (w *Worker) embed(ctx context.Context, args EmbedArgs) (int, error) {
 	s, emb := w.cfg.Store, w.cfg.Embedder
 	model := emb.Model()
 	if args.Model != "" && args.Model != model {
-		return 0, fmt.Errorf("embed job for model %q left to a worker of that model (this one embeds with %q)", args.Model, model)
+		return 0, &otherModelError{job: args.Model, worker: model}
 	}
 	targets, err := s.EmbeddingTargets(ctx, args.UserID, args.ContextIDs, model)
 	if err != nil || len(targets) == 0 {
