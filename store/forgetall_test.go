@@ -90,11 +90,20 @@ func TestForgetLeavesNoRowOfTheUser(t *testing.T) {
 	if history == 0 || removed.FactHistory != int64(history) {
 		t.Errorf("forget removed %d fact history rows; alice had %d", removed.FactHistory, history)
 	}
-	kept := map[string]int{"memory_changes": 1, "memory_change_seqs": 1}
+	kept := map[string]int{"memory_changes": 1}
 	for _, table := range tables {
 		if n := count(table, "alice"); n > kept[table] {
 			t.Errorf("%s holds %d rows of alice after her forget", table, n)
 		}
+	}
+	// The change counter stays, so that change numbers never go back, but
+	// under a hash of the id: no column of it holds the id.
+	var counters int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM memory_change_seqs WHERE user_key = sha256(convert_to('alice', 'UTF8'))`).Scan(&counters); err != nil {
+		t.Fatal(err)
+	}
+	if counters != 1 {
+		t.Errorf("alice's change counter: %d rows under her hash, want 1", counters)
 	}
 	for _, table := range []string{"turns", "facts", "context", "llm_usage"} {
 		if count(table, "bob") == 0 {
