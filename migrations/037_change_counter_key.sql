@@ -4,12 +4,20 @@
 -- so it kept the forgotten user's id for good: an email, say, where the
 -- tombstone keeps only a hash for such an id (events.UserToken). The
 -- numbering function is 035's but for its counter's key.
-ALTER TABLE memory_change_seqs ADD COLUMN user_key bytea;
-UPDATE memory_change_seqs SET user_key = sha256(convert_to(user_id, 'UTF8'));
-ALTER TABLE memory_change_seqs DROP CONSTRAINT memory_change_seqs_pkey;
-ALTER TABLE memory_change_seqs DROP COLUMN user_id;
-ALTER TABLE memory_change_seqs ALTER COLUMN user_key SET NOT NULL;
-ALTER TABLE memory_change_seqs ADD PRIMARY KEY (user_key);
+--
+-- A new table, not a dropped column: a dropped column's values stay in the
+-- table's file until each row is written again, and a forgotten user's row
+-- never is. Dropping the old table deletes its file at commit (WAL and
+-- backups taken before still hold the ids).
+CREATE TABLE memory_change_seqs_keyed (
+    user_key bytea  PRIMARY KEY,
+    seq      bigint NOT NULL
+);
+INSERT INTO memory_change_seqs_keyed (user_key, seq)
+SELECT sha256(convert_to(user_id, 'UTF8')), seq FROM memory_change_seqs;
+DROP TABLE memory_change_seqs;
+ALTER TABLE memory_change_seqs_keyed RENAME TO memory_change_seqs;
+ALTER INDEX memory_change_seqs_keyed_pkey RENAME TO memory_change_seqs_pkey;
 
 CREATE OR REPLACE FUNCTION memoryd_number_changes() RETURNS trigger
 LANGUAGE plpgsql AS $$
