@@ -170,14 +170,11 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayProgress, error) {
 	start := time.Now()
 	var p ReplayProgress
 	if cfg.Reset && !cfg.DryRun {
-		// A stream that is not there (a mistyped --stream) is refused
-		// before the memory goes; the end is read after the reset (below),
-		// so that what was extracted before it is read back.
-		if _, err := cfg.JetStream.Stream(ctx, cfg.Stream); err != nil {
-			return p, fmt.Errorf("replay: stream %s: %w", cfg.Stream, err)
-		}
-		// Nor one that does not store this prefix's turns (a mistyped
-		// --prefix): the replay would read nothing back.
+		// A stream that is not there or does not store this prefix's
+		// turns (a mistyped --stream or --prefix) is refused before the
+		// memory goes: the replay would read nothing back. The end is read
+		// after the reset (below), so that what was extracted before it is
+		// read back.
 		if name, err := cfg.JetStream.StreamNameBySubject(ctx, events.TurnSubjects(cfg.Prefix)); err != nil || name != cfg.Stream {
 			if err == nil {
 				err = fmt.Errorf("they are in stream %s", name)
