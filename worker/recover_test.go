@@ -247,17 +247,7 @@ func TestIndexJobOfDeadProcessTakenOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.exec(`INSERT INTO memoryd_processes (id, heartbeat_at) VALUES ('crashed', now() - interval '1 hour')`)
-	e.exec(`UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now(), attempted_by = ARRAY['crashed'] WHERE id = $1`, job)
-
-	e.start(extractor.NewRules(), nil)
-	e.waitFor("the document chunked after the takeover", func() (bool, string) {
-		docs, _, err := e.store.ListDocuments(e.ctx, alice, "big", "", 1)
-		if err != nil || len(docs) != 1 {
-			return false, fmt.Sprint(docs, err)
-		}
-		return docs[0].Status == store.DocReady, docs[0].Status
-	})
+	e.takeOverAndWaitReady(job)
 	if s := e.jobState(job); s != "cancelled" {
 		t.Errorf("the dead process's job is %s, want cancelled", s)
 	}
@@ -363,17 +353,7 @@ func TestIndexJobsOfOneDocumentTakenOverOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.exec(`INSERT INTO memoryd_processes (id, heartbeat_at) VALUES ('crashed', now() - interval '1 hour')`)
-	e.exec(`UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now(), attempted_by = ARRAY['crashed'] WHERE id = ANY($1)`, jobs)
-
-	e.start(extractor.NewRules(), nil)
-	e.waitFor("the document chunked after the takeover", func() (bool, string) {
-		docs, _, err := e.store.ListDocuments(e.ctx, alice, "big", "", 1)
-		if err != nil || len(docs) != 1 {
-			return false, fmt.Sprint(docs, err)
-		}
-		return docs[0].Status == store.DocReady, docs[0].Status
-	})
+	e.takeOverAndWaitReady(jobs...)
 	var reps int
 	if err := e.store.Pool().QueryRow(e.ctx, `SELECT count(*) FROM river_job WHERE kind = $1 AND metadata ? 'memoryd_replaces'`,
 		worker.IndexDocumentJobKind).Scan(&reps); err != nil || reps != 1 {
@@ -405,4 +385,21 @@ func TestIndexJobOncePerContent(t *testing.T) {
 	if first == 0 || again != first || other == first {
 		t.Fatalf("job ids: first %d, again %d, new content %d; want the first twice, then another", first, again, other)
 	}
+}
+
+// takeOverAndWaitReady marks jobs as running in a process that died
+// ("crashed", its heartbeat an hour old), starts a worker, and waits until
+// alice's document in collection "big" is chunked.
+func (e *env) takeOverAndWaitReady(jobs ...int64) {
+	e.t.Helper()
+	e.exec(`INSERT INTO memoryd_processes (id, heartbeat_at) VALUES ('crashed', now() - interval '1 hour')`)
+	e.exec(`UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now(), attempted_by = ARRAY['crashed'] WHERE id = ANY($1)`, jobs)
+	e.start(extractor.NewRules(), nil)
+	e.waitFor("the document chunked after the takeover", func() (bool, string) {
+		docs, _, err := e.store.ListDocuments(e.ctx, store.Owner{User: "alice"}, "big", "", 1)
+		if err != nil || len(docs) != 1 {
+			return false, fmt.Sprint(docs, err)
+		}
+		return docs[0].Status == store.DocReady, docs[0].Status
+	})
 }
