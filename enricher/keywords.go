@@ -60,11 +60,12 @@ var phatic = func() map[string]bool {
 // lower case, without words of two characters or fewer or stop words,
 // deduplicated in order of first use. A word holding CJK characters is
 // split by CJKTokens first: its CJK bigrams (or single characters) are
-// keywords whatever their length, and its other parts are words like any. When that leaves nothing it falls back
-// to every word of the message. A message that only greets, thanks or
-// acknowledges (every word phatic: "ok, great, thanks!") has none. Invalid UTF-8 separates words like
-// punctuation. At most store.MaxKeywords are returned, and words longer than
-// store.MaxKeywordBytes are skipped; the result is never nil.
+// keywords whatever their length, and its other parts are words like any.
+// When that leaves nothing it falls back to every word of the message. A
+// message that only greets, thanks or acknowledges (every word phatic: "ok,
+// great, thanks!") has none. Invalid UTF-8 separates words like
+// punctuation. At most store.MaxKeywords are returned, and words longer
+// than store.MaxKeywordBytes are skipped; the result is never nil.
 func Keywords(message string) []string {
 	// Both lists hold at most store.MaxKeywords words: a scan finds a
 	// repeat sooner than a map would be built (this runs on every enrich).
