@@ -18,9 +18,10 @@ import (
 // rows over its high-water row count, the most row versions the table held
 // (live rows plus the dead ones Postgres's statistics count: a reset that
 // deletes every item and extracts them again doubles the files without
-// ever holding more live rows, and that space is reusable too), the turns table at its real size less the turn text it no longer
-// holds (text high water minus current text), facts, list items, fact
-// history and the clears (fact and context tombstones) at their real size.
+// ever holding more live rows, and that space is reusable too), the turns
+// table at its real size less the turn text it no longer holds (text high
+// water minus current text), facts, list items, fact history and the
+// clears (fact and context tombstones) at their real size.
 //
 // The JSON tags name the fields of the prune job's recorded output (River
 // keeps worker.PruneReport, which holds two SizeReports, with the job); no
