@@ -185,6 +185,9 @@ type pressure struct {
 	// waits and waited count the statements that gave way and their time
 	// (the memoryd_giveway_* metrics).
 	waits, waited atomic.Int64
+	// waiting, when set (by tests), is called by GiveWay once it has
+	// decided to wait, before it does.
+	waiting func()
 }
 
 func newPressure(target, giveWay time.Duration) *pressure {
@@ -219,6 +222,9 @@ func (p *pressure) GiveWay(ctx context.Context) {
 	p.wmu.Lock()
 	idle := p.idle
 	p.wmu.Unlock()
+	if p.waiting != nil {
+		p.waiting()
+	}
 	start := time.Now()
 	t := time.NewTimer(p.giveWay)
 	select {

@@ -150,11 +150,16 @@ func TestGiveWayWaitsForEnrichWork(t *testing.T) {
 	defer cancel()
 
 	// Two requests overlap; the statement waits for the second to end.
+	// The requests end only once GiveWay waits, so it cannot find them
+	// ended before it looks.
 	p := newPressure(DefaultBackPressureLatency, time.Hour)
+	waiting := make(chan struct{})
+	p.waiting = func() { close(waiting) }
 	p.EnrichWorking(true)
 	p.EnrichWorking(true)
 	var ended atomic.Int32
 	go func() {
+		<-waiting
 		ended.Add(1)
 		p.EnrichWorking(false)
 		ended.Add(1)
@@ -168,6 +173,7 @@ func TestGiveWayWaitsForEnrichWork(t *testing.T) {
 		t.Errorf("waits counted %d, want 1", p.waits.Load())
 	}
 	// No enrich work: no wait, nothing counted.
+	p.waiting = nil
 	p.GiveWay(ctx)
 	if p.waits.Load() != 1 {
 		t.Errorf("GiveWay with no enrich work counted a wait")
