@@ -499,11 +499,12 @@ func (s *Store) ListDocuments(ctx context.Context, o Owner, collection, after st
 }
 
 // DeleteCollections deletes every collection of the owner, with their
-// documents and chunks (forget of a user), the River jobs of jobKinds that
-// name one of them (args collection_id: their arguments hold document ids
-// and hashes, in any state), and the owner's read grants and default
+// documents and chunks, the River jobs of jobs's shapes with a
+// CollectionField that name one of them (their arguments hold document ids
+// and hashes; in any state), and the owner's read grants and default
 // collections when it is a user; it returns how many documents went.
-func (s *Store) DeleteCollections(ctx context.Context, o Owner, jobKinds ...string) (int64, error) {
+// ForgetUser does it for the user inside the forget's transaction.
+func (s *Store) DeleteCollections(ctx context.Context, o Owner, jobs ...RiverJobs) (int64, error) {
 	kind, owner, err := o.kind()
 	if err != nil {
 		return 0, fmt.Errorf("delete collections: %w", err)
@@ -514,9 +515,13 @@ func (s *Store) DeleteCollections(ctx context.Context, o Owner, jobKinds ...stri
 			WHERE c.owner_kind = $1 AND c.owner = $2`, kind, owner).Scan(&n); err != nil {
 			return err
 		}
-		if len(jobKinds) > 0 {
-			if _, err := q.db.Exec(ctx, `DELETE FROM river_job WHERE kind = ANY($3)
-				AND args->'collection_id' IN (SELECT to_jsonb(id) FROM collections WHERE owner_kind = $1 AND owner = $2)`, kind, owner, jobKinds); err != nil {
+		for _, j := range jobs {
+			if j.Kind == "" || j.CollectionField == "" {
+				continue
+			}
+			if _, err := q.db.Exec(ctx, `DELETE FROM river_job WHERE kind = $3
+				AND args->$4::text IN (SELECT to_jsonb(id) FROM collections WHERE owner_kind = $1 AND owner = $2)`,
+				kind, owner, j.Kind, j.CollectionField); err != nil {
 				return err
 			}
 		}

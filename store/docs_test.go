@@ -462,40 +462,67 @@ func TestDefaultCollectionsForgotten(t *testing.T) {
 	}
 }
 
-// Deleting a user's collections (forget) deletes the River jobs of the
-// kinds named that name one of them, whatever their state: their
-// arguments hold the document ids. Another owner's jobs stay.
+// Deleting a user's collections deletes the River jobs of the shapes named
+// that name one of them, whatever their state: their arguments hold the
+// document ids. Another owner's jobs stay. A forget of the user does the
+// same in its own transaction, so that its reply covers the documents.
 func TestDeleteCollectionsDeletesTheirJobs(t *testing.T) {
-	ctx, s := setup(t)
-	mine := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", Source: "guide.md", Content: guide})
-	other := put(t, ctx, s, store.DocumentPut{Owner: store.Owner{User: "bob"}, Collection: "kb", Source: "guide.md", Content: guide})
-	for _, j := range []struct {
-		kind  string
-		coll  int64
-		state string
-	}{{"index_document", mine.Collection.ID, "available"}, {"memoryd_chunk_embed", mine.Collection.ID, "completed"},
-		{"memoryd_chunk_embed", mine.Collection.ID, "retryable"}, {"memoryd_chunk_embed", other.Collection.ID, "available"},
-		{"memoryd_extract", mine.Collection.ID, "available"}} {
-		if _, err := s.Pool().Exec(ctx, `INSERT INTO river_job (kind, args, state, max_attempts, queue, priority, scheduled_at, finalized_at)
-			VALUES ($1, jsonb_build_object('collection_id', $2::bigint, 'doc_id', 'guide.md'), $3::river_job_state, 5, 'q', 1, now(),
-			CASE WHEN $3::text = 'completed' THEN now() END)`, j.kind, j.coll, j.state); err != nil {
-			t.Fatal(err)
-		}
+	docJobs := []store.RiverJobs{
+		{Kind: "index_document", CollectionField: "collection_id"},
+		{Kind: "memoryd_chunk_embed", CollectionField: "collection_id"},
 	}
-	if _, err := s.DeleteCollections(ctx, alice, "index_document", "memoryd_chunk_embed"); err != nil {
-		t.Fatal(err)
-	}
-	var left []string
-	rows, err := s.Pool().Query(ctx, `SELECT kind || ':' || (args->>'collection_id') FROM river_job ORDER BY 1`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	left, err = pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []string{fmt.Sprintf("memoryd_chunk_embed:%d", other.Collection.ID), fmt.Sprintf("memoryd_extract:%d", mine.Collection.ID)}
-	if !slices.Equal(left, want) {
-		t.Errorf("jobs left %q, want %q", left, want)
+	for _, tc := range []struct {
+		name   string
+		delete func(ctx context.Context, s *store.Store) (int64, error)
+	}{
+		{"DeleteCollections", func(ctx context.Context, s *store.Store) (int64, error) {
+			return s.DeleteCollections(ctx, alice, docJobs...)
+		}},
+		{"ForgetUser", func(ctx context.Context, s *store.Store) (int64, error) {
+			r, _, err := s.ForgetUser(ctx, "alice", "alice", 0, docJobs...)
+			return r.Documents, err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, s := setup(t)
+			mine := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", Source: "guide.md", Content: guide})
+			other := put(t, ctx, s, store.DocumentPut{Owner: store.Owner{User: "bob"}, Collection: "kb", Source: "guide.md", Content: guide})
+			for _, j := range []struct {
+				kind  string
+				coll  int64
+				state string
+			}{{"index_document", mine.Collection.ID, "available"}, {"memoryd_chunk_embed", mine.Collection.ID, "completed"},
+				{"memoryd_chunk_embed", mine.Collection.ID, "retryable"}, {"memoryd_chunk_embed", other.Collection.ID, "available"},
+				{"memoryd_extract", mine.Collection.ID, "available"}} {
+				if _, err := s.Pool().Exec(ctx, `INSERT INTO river_job (kind, args, state, max_attempts, queue, priority, scheduled_at, finalized_at)
+					VALUES ($1, jsonb_build_object('collection_id', $2::bigint, 'doc_id', 'guide.md'), $3::river_job_state, 5, 'q', 1, now(),
+					CASE WHEN $3::text = 'completed' THEN now() END)`, j.kind, j.coll, j.state); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n, err := tc.delete(ctx, s); err != nil || n != 1 {
+				t.Fatalf("deleted %d documents, %v; want 1", n, err)
+			}
+			rows, err := s.Pool().Query(ctx, `SELECT kind || ':' || (args->>'collection_id') FROM river_job ORDER BY 1`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			left, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []string{fmt.Sprintf("memoryd_chunk_embed:%d", other.Collection.ID), fmt.Sprintf("memoryd_extract:%d", mine.Collection.ID)}
+			if !slices.Equal(left, want) {
+				t.Errorf("jobs left %q, want %q", left, want)
+			}
+			var colls []string
+			rows, err = s.Pool().Query(ctx, `SELECT owner FROM collections ORDER BY 1`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if colls, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil || !slices.Equal(colls, []string{"bob"}) {
+				t.Errorf("collections left of %q, %v; want bob's", colls, err)
+			}
+		})
 	}
 }

@@ -12,13 +12,18 @@ import (
 // Removed counts rows deleted from each table.
 type Removed struct {
 	Facts, FactHistory, Context, Turns, Jobs int64
+	// Documents counts the documents of the user's own collections
+	// (ForgetUser).
+	Documents int64
 }
 
 // ForgetUser deletes everything memoryd keeps about a user in Postgres:
 // facts and list items, fact history, context (with its vectors), the
 // clears, turns, the user's language, the River jobs of each of
 // riverJobs's shapes that name the user or the user's turns (see
-// deleteUserJobs) and token usage, and
+// deleteUserJobs), token usage and the user's own knowledge-base
+// collections with their documents, grants, defaults and the jobs of
+// riverJobs's shapes that name them (DeleteCollections), and
 // leaves a tombstone for the user's token, all in one transaction. The tombstone covers the turn stream up to
 // throughSeq (the stream's last sequence when the forget began) and every
 // turn of the user recorded so far, and only grows; it returns it, so the
@@ -101,6 +106,12 @@ func (s *Store) ForgetUser(ctx context.Context, userID, token string, throughSeq
 		}
 		if err := q.forgetDailyUsage(ctx, userID); err != nil {
 			return err
+		}
+		// The user's own collections (not shared scopes' they may read):
+		// in this transaction, so that the forget's reply, which comes
+		// once the database side has committed, covers them too.
+		if r.Documents, err = q.DeleteCollections(ctx, Owner{User: userID}, riverJobs...); err != nil {
+			return fmt.Errorf("forget documents: %w", err)
 		}
 		// The user's changes not yet published go (they would tell what was
 		// forgotten); the counter stays, so the forget's own change, the one

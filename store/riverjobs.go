@@ -27,12 +27,17 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// RiverJobs describes the River jobs whose rows name turns: their kind and
-// the fields of their JSON arguments holding the user id (empty in a legacy
-// job of several users) and the array of event ids. The worker owns the job
-// and passes its shape; a zero RiverJobs names no jobs.
+// RiverJobs describes River jobs whose rows name a user's data: their kind
+// and the fields of their JSON arguments holding the user id (empty in a
+// legacy job of several users) and the array of event ids, or, for a
+// knowledge-base job, the id of the collection it works on. The worker owns
+// the job and passes its shape; a zero RiverJobs names no jobs.
 type RiverJobs struct {
 	Kind, UserField, EventIDsField string
+	// CollectionField names the argument holding a collection id (a
+	// document job's); such jobs go with their collection
+	// (DeleteCollections), not by user.
+	CollectionField string
 }
 
 // deleteUserJobs deletes, inside ForgetUser's transaction (after the user's
@@ -48,7 +53,7 @@ type RiverJobs struct {
 // user, as every job since migration 012 does; the legacy stripping finds
 // no ids then.)
 func (s *Store) deleteUserJobs(ctx context.Context, jobs RiverJobs, userID string) (int64, error) {
-	if jobs.Kind == "" {
+	if jobs.Kind == "" || jobs.CollectionField != "" {
 		return 0, nil
 	}
 	tag, err := s.db.Exec(ctx, `DELETE FROM river_job WHERE kind = $1 AND args @> jsonb_build_object($2::text, $3::text)`,

@@ -516,6 +516,7 @@ func TestChaos(t *testing.T) {
 			opsMu  sync.Mutex
 			opsOut []string
 		)
+		running := slices.Clone(serves) // the processes the operations meet
 		for _, op := range plan.ops {
 			opsWG.Add(1)
 			go func() {
@@ -531,6 +532,9 @@ func TestChaos(t *testing.T) {
 				defer opsMu.Unlock()
 				if err != nil {
 					t.Errorf("round %d: %s failed: %v (%s)", r, op.name, err, out)
+					for i, p := range running {
+						t.Logf("serve %d log tail:\n%s", i, p.tail())
+					}
 				}
 				if strings.HasPrefix(out, "{") { // forget's JSON counts
 					out = strings.Join(strings.Fields(out), " ")

@@ -8,6 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
+
+	"github.com/memoryd/memoryd/store"
 )
 
 // IndexDocumentJobKind is River's kind of the job that chunks a pending
@@ -26,6 +28,13 @@ type IndexDocumentArgs struct {
 
 // Kind is River's job kind.
 func (IndexDocumentArgs) Kind() string { return IndexDocumentJobKind }
+
+// indexDocumentJobs and chunkEmbedJobs are the document jobs' shapes for a
+// forget, which deletes those of the user's own collections.
+var (
+	indexDocumentJobs = store.RiverJobs{Kind: IndexDocumentJobKind, CollectionField: "collection_id"}
+	chunkEmbedJobs    = store.RiverJobs{Kind: ChunkEmbedJobKind, CollectionField: "collection_id"}
+)
 
 // InsertOpts puts the job on the extraction queue, once per document and
 // content while one waits or runs: a client putting a pending document

@@ -95,7 +95,7 @@ func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 	}
 	var tomb store.Tombstone
 	for attempt := 1; ; attempt++ {
-		r.Removed, tomb, err = s.ForgetUser(ctx, userID, token, info.State.LastSeq, extractJobs, embedJobs)
+		r.Removed, tomb, err = s.ForgetUser(ctx, userID, token, info.State.LastSeq, extractJobs, embedJobs, indexDocumentJobs, chunkEmbedJobs)
 		if err == nil || !store.IsLockWait(err) || attempt == forgetAttempts {
 			break
 		}

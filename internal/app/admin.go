@@ -213,15 +213,7 @@ func (a *App) forget(ctx context.Context, w *worker.Worker, js jetstream.JetStre
 	} else {
 		r, err = worker.Forget(ctx, js, s, a.cfg.Prefix, a.cfg.Stream, userID)
 	}
-	if err != nil {
-		return forgetReply(r), err
-	}
-	// The user's own knowledge base collections (not shared scopes'):
-	// after the memory, so a forget that fails here is simply run again.
-	if _, err := s.DeleteCollections(ctx, store.Owner{User: userID}, worker.IndexDocumentJobKind, worker.ChunkEmbedJobKind); err != nil {
-		return forgetReply(r), fmt.Errorf("forget documents: %w", err)
-	}
-	return forgetReply(r), nil
+	return forgetReply(r), err
 }
 
 // Failed lists the turns whose extraction failed, of userID or of every

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/extractor/extractortest"
+	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
 )
 
@@ -238,18 +240,34 @@ func TestStartProcessEnrichStop(t *testing.T) {
 
 // TestForgetOnAStartedApp: App.Forget with a running worker also deletes the
 // user's document collections (it panicked on a nil store: the store was
-// opened only when no worker ran).
+// opened only when no worker ran), and no one else's.
 func TestForgetOnAStartedApp(t *testing.T) {
 	t.Parallel()
 	a := startTestApp(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	publishAndWait(t, a, "alice", events.Turn{ID: "t1", UserID: "alice", UserMessage: "my dog is Rex", AssistantResponse: "ok", Timestamp: time.Now().UTC()})
+	s, err := a.Store(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, user := range []string{"alice", "bob"} {
+		if _, err := s.PutDocument(ctx, store.DocumentPut{Owner: store.Owner{User: user}, Collection: "kb", DocID: "d", Content: "The zebra notes."}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	res, err := a.Forget(ctx, "alice")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Turns != 1 {
 		t.Fatalf("forget reply = %+v, want the one turn", res)
+	}
+	var owners []string
+	if err := s.Pool().QueryRow(ctx, `SELECT coalesce(array_agg(owner ORDER BY owner), '{}') FROM collections`).Scan(&owners); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(owners, []string{"bob"}) {
+		t.Fatalf("collections after forgetting alice belong to %q, want bob only", owners)
 	}
 }
