@@ -14,10 +14,12 @@ import (
 // to the stream sequence through (the end the caller saw), read with an
 // ordered consumer that delivers headers only unless withData, and deleted
 // when the read ends. The read ends after the last such message, when fn
-// returns false, or when nothing comes for stall and the stream holds no
-// message on subj from the last one read up to through: a delete by
-// someone else during the read (a forget, an erased event) leaves the
-// consumer's pending count too high to tell the end.
+// returns false, or when nothing comes for a moment (readPoll, at most
+// stall) and the stream holds no message on subj from the last one read up
+// to through: a delete by someone else during the read (a forget, an
+// erased event) leaves the consumer's pending count too high to tell the
+// end. It fails when nothing comes for readMaxStalls times stall while the
+// stream still holds such a message.
 func ReadThrough(ctx context.Context, st jetstream.Stream, subj string, through uint64, withData bool, stall time.Duration,
 	fn func(m jetstream.Msg, md *jetstream.MsgMetadata) bool) error {
 	// A bounded reset: nats.go otherwise retries recreating the consumer
@@ -40,11 +42,13 @@ func ReadThrough(ctx context.Context, st jetstream.Stream, subj string, through 
 	}
 	defer it.Stop()
 	var (
-		last   uint64 // the last sequence read
-		stalls int    // stalls in a row with a message left to read
+		last    uint64        // the last sequence read
+		waited  time.Duration // since the last delivery, with a message left to read
+		poll    = min(stall, readPoll)
+		patient = readMaxStalls * stall
 	)
 	for last < through {
-		nctx, cancel := context.WithTimeout(ctx, stall)
+		nctx, cancel := context.WithTimeout(ctx, poll)
 		m, err := it.Next(jetstream.NextContext(nctx))
 		cancel()
 		if err != nil && ctx.Err() == nil && isTimeout(err) {
@@ -55,15 +59,15 @@ func ReadThrough(ctx context.Context, st jetstream.Stream, subj string, through 
 			if gerr != nil && !isTimeout(gerr) {
 				return fmt.Errorf("read %s after sequence %d: %w", subj, last, gerr)
 			}
-			if stalls++; stalls == readMaxStalls {
-				return fmt.Errorf("read %s: nothing delivered %d times in a row for %s each, with events left after sequence %d", subj, stalls, stall, last)
+			if waited += poll; waited >= patient {
+				return fmt.Errorf("read %s: nothing delivered for %s, with events left after sequence %d", subj, patient, last)
 			}
 			continue
 		}
 		if err != nil {
 			return err
 		}
-		stalls = 0
+		waited = 0
 		md, err := m.Metadata()
 		if err != nil {
 			return err
@@ -79,11 +83,16 @@ func ReadThrough(ctx context.Context, st jetstream.Stream, subj string, through 
 	return nil
 }
 
-// readMaxStalls bounds how often in a row ReadThrough waits a stall out
-// while the stream still holds a message for it: a consumer that stopped
-// delivering for good (or a server that never answers) fails the read
-// rather than holding it forever.
+// readMaxStalls bounds, in stalls, how long ReadThrough waits while the
+// stream still holds a message for it: a consumer that stopped delivering
+// for good (or a server that never answers) fails the read rather than
+// holding it forever.
 const readMaxStalls = 5
+
+// readPoll is how long ReadThrough waits for a message before it asks the
+// stream whether one is left: a message deleted during the read (the last
+// one, typically) is never delivered, and one cheap request tells so.
+const readPoll = 250 * time.Millisecond
 
 func isTimeout(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)

@@ -1,0 +1,133 @@
+package events_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/events/eventstest"
+)
+
+// setupRead returns a stream holding n messages on subj (and one on
+// another subject between each), and the sequences of subj's.
+func setupRead(t *testing.T, n int) (context.Context, jetstream.JetStream, jetstream.Stream, string, []uint64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	nc := eventstest.Conn(t)
+	prefix, stream := eventstest.Names(t, nc)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{prefix + ".>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	subj := prefix + ".turns.alice"
+	var acks []jetstream.PubAckFuture
+	for i := range n {
+		for _, s := range []string{subj, prefix + ".turns.bob"} {
+			f, err := js.PublishAsync(s, fmt.Appendf(nil, "m%d", i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s == subj {
+				acks = append(acks, f)
+			}
+		}
+	}
+	var seqs []uint64
+	for _, f := range acks {
+		select {
+		case ack := <-f.Ok():
+			seqs = append(seqs, ack.Sequence)
+		case err := <-f.Err():
+			t.Fatal(err)
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		}
+	}
+	return ctx, js, st, subj, seqs
+}
+
+// TestReadThroughReadsInOrderUpToThrough: every message on the subject up
+// to through, in order, and none after it.
+func TestReadThroughReadsInOrderUpToThrough(t *testing.T) {
+	t.Parallel()
+	ctx, _, st, subj, seqs := setupRead(t, 5)
+	var got []uint64
+	err := events.ReadThrough(ctx, st, subj, seqs[3], true, time.Hour, func(m jetstream.Msg, md *jetstream.MsgMetadata) bool {
+		got = append(got, md.Sequence.Stream)
+		return true
+	})
+	if err != nil || !slices.Equal(got, seqs[:4]) {
+		t.Fatalf("read %v, %v; want %v", got, err, seqs[:4])
+	}
+}
+
+// TestReadThroughEndsWhenTheRestIsDeletedDuringTheRead: messages deleted
+// by someone else while the read runs (a forget, an erased event) are never
+// delivered, and the consumer's pending count still counts them. The read
+// ends once the stream holds none of them, long before its stall: the
+// caller's stall (an hour here) bounds a read that waits for a message the
+// stream still holds, not one that is gone. (It waited the whole stall: a
+// forget of a user whose invalid event ingest erased meanwhile took 5 s and
+// overran its request.)
+func TestReadThroughEndsWhenTheRestIsDeletedDuringTheRead(t *testing.T) {
+	t.Parallel()
+	// More messages than the read pulls at once, so that the tail is still
+	// in the stream when the first message is read.
+	ctx, _, st, subj, seqs := setupRead(t, 3000)
+	keep := len(seqs) - 10
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var got []uint64
+	err := events.ReadThrough(rctx, st, subj, seqs[len(seqs)-1], false, time.Hour, func(m jetstream.Msg, md *jetstream.MsgMetadata) bool {
+		if len(got) == 0 {
+			for _, seq := range seqs[keep:] {
+				if err := st.DeleteMsg(ctx, seq); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+		got = append(got, md.Sequence.Stream)
+		return true
+	})
+	if err != nil {
+		t.Fatalf("read ended with %v after %d messages", err, len(got))
+	}
+	if !slices.Equal(got, seqs[:keep]) {
+		t.Fatalf("read %d messages, want the %d not deleted", len(got), keep)
+	}
+}
+
+// TestReadThroughFailsWhenItsStreamGoes: a read whose stream is deleted
+// under it ends with an error, not a success that read part of it, and does
+// not hang.
+func TestReadThroughFailsWhenItsStreamGoes(t *testing.T) {
+	t.Parallel()
+	ctx, js, st, subj, seqs := setupRead(t, 3000)
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	name := st.CachedInfo().Config.Name
+	err := events.ReadThrough(rctx, st, subj, seqs[len(seqs)-1], false, time.Hour, func(m jetstream.Msg, md *jetstream.MsgMetadata) bool {
+		if md.Sequence.Stream == seqs[0] {
+			if err := js.DeleteStream(ctx, name); err != nil {
+				t.Error(err)
+			}
+		}
+		return true
+	})
+	if err == nil {
+		t.Fatal("a read whose stream was deleted reported success")
+	}
+	if rctx.Err() != nil {
+		t.Fatalf("the read held on until its context ended: %v", err)
+	}
+}
