@@ -419,7 +419,7 @@ func TestForgetLeavesOnlyItsChange(t *testing.T) {
 	if got := drain(ctx, t, s, "alice"); len(got) != 1 || got[0].Seq != 4 {
 		t.Fatalf("alice's change after the forget = %+v, want seq 4", got)
 	}
-	if _, err := s.ResetMemory(ctx, nil); err != nil {
+	if _, _, err := s.ResetMemory(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	got = drain(ctx, t, s, "bob")

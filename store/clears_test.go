@@ -237,7 +237,7 @@ func TestForgetDeletesClears(t *testing.T) {
 	if n := count(); n != 3 {
 		t.Fatalf("clears recorded = %d, want 3", n)
 	}
-	if _, err := s.ResetMemory(ctx, []string{"alice"}); err != nil {
+	if _, _, err := s.ResetMemory(ctx, []string{"alice"}); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(); n != 3 {

@@ -539,7 +539,7 @@ func TestForgetAndResetCoverListItems(t *testing.T) {
 		}
 		return n
 	}
-	if _, err := s.ResetMemory(ctx, []string{"alice"}); err != nil {
+	if _, _, err := s.ResetMemory(ctx, []string{"alice"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := values(t, ctx, s, "alice"); !maps.Equal(got, map[string]string{"languages": "English"}) {
@@ -745,7 +745,7 @@ func TestForgetAndResetCoverValueDeletes(t *testing.T) {
 	if n := count("alice"); n != 1 {
 		t.Fatalf("%d value deletes of alice, want 1", n)
 	}
-	if _, err := s.ResetMemory(ctx, []string{"alice"}); err != nil {
+	if _, _, err := s.ResetMemory(ctx, []string{"alice"}); err != nil {
 		t.Fatal(err)
 	}
 	if a, b := count("alice"), count("bob"); a != 0 || b != 1 {
@@ -764,7 +764,7 @@ func TestForgetAndResetCoverValueDeletes(t *testing.T) {
 	if b, c := count("bob"), count("carol"); b != 0 || c != 1 {
 		t.Fatalf("after bob's forget: %d value deletes of bob, %d of carol; want 0 and 1", b, c)
 	}
-	if _, err := s.ResetMemory(ctx, nil); err != nil {
+	if _, _, err := s.ResetMemory(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	if c := count("carol"); c != 0 {

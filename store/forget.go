@@ -107,6 +107,9 @@ func (s *Store) ForgetUser(ctx context.Context, userID, token string, throughSeq
 		if err := q.forgetDailyUsage(ctx, userID); err != nil {
 			return err
 		}
+		if err := q.forgetResetMarks(ctx, userID); err != nil {
+			return err
+		}
 		// The user's own collections (not shared scopes' they may read):
 		// in this transaction, so that the forget's reply, which comes
 		// once the database side has committed, covers them too.
@@ -143,17 +146,29 @@ func (s *Store) ForgetUser(ctx context.Context, userID, token string, throughSeq
 // of this memoryd before a forget or of another one). Each
 // user who lost something gets one memory.reset change (see changes.go).
 // It refuses a schema a newer memoryd migrated (Config.SchemaVersion).
-func (s *Store) ResetMemory(ctx context.Context, userIDs []string) (Removed, error) {
-	var r Removed
+//
+// In the same transaction it leaves a ResetMark, which stays until the
+// replay that rebuilds the memory has read everything back (FinishResets):
+// one left behind says the replay stopped half-way (UnfinishedResets).
+func (s *Store) ResetMemory(ctx context.Context, userIDs []string) (Removed, ResetMark, error) {
+	var (
+		r    Removed
+		mark = ResetMark{Users: len(userIDs)}
+	)
 	err := s.InTx(ctx, func(_ pgx.Tx, q *Store) error {
 		if err := q.CheckSchema(ctx); err != nil {
 			return fmt.Errorf("reset: %w", err)
 		}
 		var err error
-		r, err = q.deleteMemory(ctx, userIDs, false)
-		return err
+		if r, err = q.deleteMemory(ctx, userIDs, false); err != nil {
+			return err
+		}
+		return q.markReset(ctx, userIDs, &mark)
 	})
-	return r, err
+	if err != nil {
+		return Removed{}, ResetMark{}, err
+	}
+	return r, mark, nil
 }
 
 // rebuilt is the condition, on a row x of facts, fact_items or context

@@ -53,7 +53,7 @@ func TestResetKeepsWhatAReplayCannotRebuild(t *testing.T) {
 	if _, err := s.UpsertFacts(ctx, []store.FactWrite{{UserID: "dave", Key: "likes", Value: "noon walks", SourceAt: t0, EventID: "e1", Op: store.FactAdd, List: true, Provenance: rules}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ResetMemory(ctx, []string{"bob", "carol", "dave"}); err != nil {
+	if _, _, err := s.ResetMemory(ctx, []string{"bob", "carol", "dave"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -100,7 +100,7 @@ func TestResetKeepsAListWhoseItemsItKeeps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ResetMemory(ctx, []string{"dave"}); err != nil {
+	if _, _, err := s.ResetMemory(ctx, []string{"dave"}); err != nil {
 		t.Fatal(err)
 	}
 	if f, err := s.Fact(ctx, "dave", "likes"); err != nil || f.Value != before.Value {

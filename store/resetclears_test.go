@@ -21,7 +21,7 @@ func TestResetDropsExtractedClears(t *testing.T) {
 	if _, err := s.DeleteFact(ctx, "alice", "diet"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ResetMemory(ctx, []string{"alice"}); err != nil {
+	if _, _, err := s.ResetMemory(ctx, []string{"alice"}); err != nil {
 		t.Fatal(err)
 	}
 	// The replay's extraction says less: no delete of city, no list set.

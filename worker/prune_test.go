@@ -408,7 +408,7 @@ func TestReplayRestoresClearedTurnText(t *testing.T) {
 	if _, cleared := textState(t, e.store, []string{"r1"}); cleared != 1 {
 		t.Fatal("turn text not cleared")
 	}
-	if _, err := e.store.ResetMemory(e.ctx, []string{"alice"}); err != nil {
+	if _, _, err := e.store.ResetMemory(e.ctx, []string{"alice"}); err != nil {
 		t.Fatal(err)
 	}
 	e.replay(worker.ReplayConfig{Users: []string{"alice"}})

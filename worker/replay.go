@@ -99,6 +99,13 @@ type ReplayProgress struct {
 	// rebuilt. Removed is what it deleted.
 	Reset   bool
 	Removed store.Removed
+	// Finished counts the marks of resets (store.ResetMark) the replay
+	// cleared when it had read everything: its own reset's, and earlier
+	// stopped ones whose users it read back in full. Unfinished lists the
+	// marks left then: resets of other users, or running beside it, or
+	// stopped before they read the stream back.
+	Finished   int64
+	Unfinished []store.ResetMark
 	// Elapsed since the replay started.
 	Elapsed time.Duration
 }
@@ -168,7 +175,17 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayProgress, error) {
 		cfg.Logger = slog.Default()
 	}
 	start := time.Now()
-	var p ReplayProgress
+	var (
+		p       ReplayProgress
+		before  []store.ResetMark // resets unfinished when the replay began
+		ownMark int64
+	)
+	if !cfg.DryRun {
+		var err error
+		if before, err = cfg.Store.UnfinishedResets(ctx); err != nil {
+			return p, fmt.Errorf("replay: %w", err)
+		}
+	}
 	if cfg.Reset && !cfg.DryRun {
 		// A stream that is not there or does not store this prefix's
 		// turns (a mistyped --stream or --prefix) is refused before the
@@ -181,11 +198,11 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayProgress, error) {
 			}
 			return p, fmt.Errorf("replay: stream %s does not store %s: %w", cfg.Stream, events.TurnSubjects(cfg.Prefix), err)
 		}
-		removed, err := cfg.Store.ResetMemory(ctx, cfg.Users)
+		removed, mark, err := cfg.Store.ResetMemory(ctx, cfg.Users)
 		if err != nil {
 			return p, fmt.Errorf("replay reset: %w", err)
 		}
-		p.Reset, p.Removed = true, removed
+		p.Reset, p.Removed, ownMark = true, removed, mark.ID
 	}
 	enq := cfg.Enqueuer
 	if enq == nil && !cfg.DryRun {
@@ -245,6 +262,17 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayProgress, error) {
 	if len(incomplete) > 0 {
 		p.Elapsed = time.Since(start)
 		return p, errors.Join(incomplete...)
+	}
+	if !cfg.DryRun {
+		// Everything is read back and enqueued: the reset is complete, and
+		// so is an earlier one whose users a replay from the start read.
+		whole := cfg.Since.IsZero() && cfg.FromSeq == 0
+		if p.Finished, err = cfg.Store.FinishResets(ctx, ownMark, before, cfg.Users, whole); err != nil {
+			return p, fmt.Errorf("replay: %w", err)
+		}
+		if p.Unfinished, err = cfg.Store.UnfinishedResets(ctx); err != nil {
+			return p, fmt.Errorf("replay: %w", err)
+		}
 	}
 	p.Elapsed = time.Since(start)
 	if cfg.DryRun {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/memoryd/memoryd/internal/app"
+	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/worker"
 )
 
@@ -147,6 +148,7 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 		// So that the summary adds up.
 		fmt.Fprintf(a.stdout, "%d events not enqueued again: their turn was already pending extraction, or an earlier event had the same id (a retry, or a conflicting duplicate that ingest dead-lettered)\n", rest)
 	}
+	reportResets(a, p)
 	if reset {
 		fmt.Fprintf(a.stdout, "reset removed %d facts and %d context items\n", p.Removed.Facts, p.Removed.Context)
 	}
@@ -256,4 +258,33 @@ memoryd.yaml.`)
 		fmt.Fprintf(a.stdout, "%s: %q  # %s\n", strings.ReplaceAll(name, "-", "_"), v, f.source[name])
 	}
 	return nil
+}
+
+// reportResets says what a finished replay left of resets that have not
+// read the stream back (store.ResetMark): those it completed, and on
+// stderr, each left, whose users have only part of their memory.
+func reportResets(a *cli, p worker.ReplayProgress) {
+	own := int64(0)
+	if p.Reset {
+		own = 1
+	}
+	if extra := p.Finished - own; extra > 0 {
+		fmt.Fprintf(a.stdout, "completed %d earlier replay --reset that stopped before reading the stream back\n", extra)
+	}
+	for _, m := range p.Unfinished {
+		fmt.Fprintf(a.stderr, "a replay --reset of %s at %s has not read the stream back (it is running, or it stopped): "+
+			"those users have only part of their memory until memoryd replay reads it again (with the same --user, or none for every user)\n",
+			resetScope(m), m.StartedAt.Local().Format(time.DateTime))
+	}
+}
+
+// resetScope names a reset's users for a message.
+func resetScope(m store.ResetMark) string {
+	switch m.Users {
+	case 0:
+		return "every user"
+	case 1:
+		return "1 user"
+	}
+	return fmt.Sprintf("%d users", m.Users)
 }

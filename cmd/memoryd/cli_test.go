@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -577,21 +579,53 @@ func TestInterruptedReplayResetSaysTheMemoryIsGone(t *testing.T) {
 	if code == 0 || !strings.Contains(errOut.String(), "the reset deleted") || !strings.Contains(errOut.String(), "run memoryd replay again") {
 		t.Errorf("replay --reset interrupted while it reads: exit %d, stderr %q; want it to say the memory is deleted and to run replay again", code, errOut.String())
 	}
+
+	// It is not only that command that knows: a replay of someone else
+	// says so when it ends, and serve when it starts (a replay killed, or
+	// run by someone else, says nothing itself).
+	const unfinished = "has not read the stream back"
+	out2, errOut2, code := runArgs(ctx, append([]string{"replay", "--user", "carol"}, common...)...)
+	if code != 0 || !strings.Contains(errOut2, "a replay --reset of every user at") || !strings.Contains(errOut2, unfinished) {
+		t.Errorf("replay of carol after the interrupted reset: exit %d, stdout %q, stderr %q; want it to warn of the unfinished reset", code, out2, errOut2)
+	}
+	sctx, scancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer scancel()
+	serveErr := &cancelOn{match: unfinished, cancel: scancel}
+	run(sctx, &cli{stdout: io.Discard, stderr: serveErr}, append([]string{"serve"}, common...))
+	if !strings.Contains(serveErr.String(), unfinished) {
+		t.Errorf("serve after the interrupted reset did not warn of it; log:\n%s", serveErr.String())
+	}
+	// A replay of every user reads it back: it says so, and nothing is
+	// left to warn of.
+	out3, errOut3, code := runArgs(ctx, append([]string{"replay"}, common...)...)
+	if code != 0 || !strings.Contains(out3, "completed 1 earlier replay --reset") || strings.Contains(errOut3, unfinished) {
+		t.Errorf("replay of everyone after the interrupted reset: exit %d, stdout %q, stderr %q; want it to complete the reset", code, out3, errOut3)
+	}
 }
 
-// cancelOn is a writer that calls cancel once what was written holds match.
+// cancelOn is a writer, safe for concurrent use (a serve logs from many
+// goroutines), that calls cancel once what was written holds match.
 type cancelOn struct {
-	bytes.Buffer
+	mu     sync.Mutex
+	buf    bytes.Buffer
 	match  string
 	cancel context.CancelFunc
 }
 
 func (c *cancelOn) Write(p []byte) (int, error) {
-	n, err := c.Buffer.Write(p)
-	if strings.Contains(c.Buffer.String(), c.match) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, err := c.buf.Write(p)
+	if strings.Contains(c.buf.String(), c.match) {
 		c.cancel()
 	}
 	return n, err
+}
+
+func (c *cancelOn) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.buf.String()
 }
 
 // countRows counts the rows of table in the database at url.

@@ -274,6 +274,7 @@ func (a *App) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	a.warnUnfinishedResets(ctx, s)
 	if runWorker {
 		if err = a.startWorkerLocked(ctx, s, nc, ext, false); err != nil {
 			return err
@@ -432,6 +433,22 @@ func (a *App) startEnrichLocked(ctx context.Context, s *store.Store, nc *nats.Co
 	}
 	a.enrich = svc
 	return nil
+}
+
+// warnUnfinishedResets logs each replay --reset that has not read the
+// stream back (store.ResetMark): its users have only part of their memory
+// until a replay reads it, which nothing else would tell an operator who
+// did not see that replay stop.
+func (a *App) warnUnfinishedResets(ctx context.Context, s *store.Store) {
+	marks, err := s.UnfinishedResets(ctx)
+	if err != nil {
+		a.logger.WarnContext(ctx, "cannot list unfinished replay resets", "error", err)
+		return
+	}
+	for _, m := range marks {
+		a.logger.WarnContext(ctx, "a replay --reset has not read the stream back: its users have only part of their memory until memoryd replay reads it again (with the same --user, or none for every user)",
+			"reset_at", m.StartedAt, "users", m.Users)
+	}
 }
 
 // OpsListenError is Start failing to listen on Ops.Addr.

@@ -1,0 +1,91 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ResetMark is a reset of memory (ResetMemory) whose replay has not yet read
+// the turn stream back: until it has, its users have only what the replay
+// rebuilt so far.
+type ResetMark struct {
+	ID int64
+	// Users is how many users the reset covered; 0: every user.
+	Users int
+	// StartedAt is when the reset committed (Postgres's clock).
+	StartedAt time.Time
+}
+
+// userKeys is the SQL for the keys of the user ids in the text[] parameter
+// p, as migration 037 keys the change counter: what replay_resets holds of
+// a user, so that nothing of the id itself outlives a forget.
+func userKeys(p string) string {
+	return `(SELECT coalesce(array_agg(sha256(convert_to(u, 'UTF8'))), '{}') FROM unnest(` + p + `::text[]) AS u)`
+}
+
+// markReset records, in ResetMemory's transaction, the reset of userIDs
+// (every user when empty) in mark.
+func (s *Store) markReset(ctx context.Context, userIDs []string, mark *ResetMark) error {
+	err := s.db.QueryRow(ctx, `INSERT INTO replay_resets (user_keys)
+		SELECT CASE WHEN coalesce(cardinality($1::text[]), 0) = 0 THEN NULL ELSE `+userKeys("$1")+` END
+		RETURNING id, started_at`, userIDs).Scan(&mark.ID, &mark.StartedAt)
+	if err != nil {
+		return fmt.Errorf("reset: mark: %w", err)
+	}
+	return nil
+}
+
+// UnfinishedResets lists the resets whose replay has not read the stream
+// back, oldest first.
+func (s *Store) UnfinishedResets(ctx context.Context) ([]ResetMark, error) {
+	rows, err := s.db.Query(ctx, `SELECT id, coalesce(cardinality(user_keys), 0), started_at FROM replay_resets ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("unfinished resets: %w", err)
+	}
+	marks, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ResetMark])
+	if err != nil {
+		return nil, fmt.Errorf("unfinished resets: %w", err)
+	}
+	return marks, nil
+}
+
+// FinishResets is called by a replay that has read and enqueued every event
+// of its scope (userIDs, every user when empty), from the start of the
+// stream when whole. It deletes its own reset's mark (own, 0 when it did
+// not reset) and, when whole, the marks of earlier (listed in before, as
+// UnfinishedResets gave them when it began) whose users it covers: it
+// rebuilt what they deleted. A reset that began after the replay did is
+// not covered (its deletes may have followed the replay's reads). It
+// returns how many marks went.
+func (s *Store) FinishResets(ctx context.Context, own int64, before []ResetMark, userIDs []string, whole bool) (int64, error) {
+	ids := []int64{}
+	if whole {
+		for _, m := range before {
+			ids = append(ids, m.ID)
+		}
+	}
+	tag, err := s.db.Exec(ctx, `DELETE FROM replay_resets
+		WHERE id = $1 OR (id = ANY($2) AND (coalesce(cardinality($3::text[]), 0) = 0 OR (user_keys IS NOT NULL AND user_keys <@ `+userKeys("$3")+`)))`,
+		own, ids, userIDs)
+	if err != nil {
+		return 0, fmt.Errorf("finish resets: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// forgetResetMarks removes the user from the marks of unfinished resets,
+// inside ForgetUser's transaction; a mark of that user alone goes (the
+// forget deleted everything the replay would have rebuilt).
+func (s *Store) forgetResetMarks(ctx context.Context, userID string) error {
+	if _, err := s.db.Exec(ctx, `UPDATE replay_resets SET user_keys = array_remove(user_keys, sha256(convert_to($1::text, 'UTF8')))
+		WHERE sha256(convert_to($1::text, 'UTF8')) = ANY(user_keys)`, userID); err != nil {
+		return fmt.Errorf("forget reset marks: %w", err)
+	}
+	if _, err := s.db.Exec(ctx, `DELETE FROM replay_resets WHERE user_keys = '{}'`); err != nil {
+		return fmt.Errorf("forget reset marks: %w", err)
+	}
+	return nil
+}
