@@ -503,7 +503,10 @@ func (s *Store) ListDocuments(ctx context.Context, o Owner, collection, after st
 // CollectionField that name one of them (their arguments hold document ids
 // and hashes; in any state), and the owner's read grants and default
 // collections when it is a user; it returns how many documents went.
-// ForgetUser does it for the user inside the forget's transaction.
+//
+// The jobs go after the collections: deleting a collection waits for a
+// transaction that holds one of its documents (a put, a chunking job) to
+// commit, and the jobs that one inserted are then deleted too.
 func (s *Store) DeleteCollections(ctx context.Context, o Owner, jobs ...RiverJobs) (int64, error) {
 	kind, owner, err := o.kind()
 	if err != nil {
@@ -515,18 +518,23 @@ func (s *Store) DeleteCollections(ctx context.Context, o Owner, jobs ...RiverJob
 			WHERE c.owner_kind = $1 AND c.owner = $2`, kind, owner).Scan(&n); err != nil {
 			return err
 		}
+		rows, err := q.db.Query(ctx, `DELETE FROM collections WHERE owner_kind = $1 AND owner = $2 RETURNING id`, kind, owner)
+		if err != nil {
+			return err
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return err
+		}
 		for _, j := range jobs {
-			if j.Kind == "" || j.CollectionField == "" {
+			if j.Kind == "" || j.CollectionField == "" || len(ids) == 0 {
 				continue
 			}
-			if _, err := q.db.Exec(ctx, `DELETE FROM river_job WHERE kind = $3
-				AND args->$4::text IN (SELECT to_jsonb(id) FROM collections WHERE owner_kind = $1 AND owner = $2)`,
-				kind, owner, j.Kind, j.CollectionField); err != nil {
+			if _, err := q.db.Exec(ctx, `DELETE FROM river_job WHERE kind = $1
+				AND args->$2::text IN (SELECT to_jsonb(id) FROM unnest($3::bigint[]) AS id)`,
+				j.Kind, j.CollectionField, ids); err != nil {
 				return err
 			}
-		}
-		if _, err := q.db.Exec(ctx, `DELETE FROM collections WHERE owner_kind = $1 AND owner = $2`, kind, owner); err != nil {
-			return err
 		}
 		if kind == "user" {
 			if _, err := q.db.Exec(ctx, `DELETE FROM collection_readers WHERE user_id = $1`, owner); err != nil {

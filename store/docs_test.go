@@ -9,10 +9,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/memoryd/memoryd/chunker"
+	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/store"
 )
 
@@ -462,67 +465,99 @@ func TestDefaultCollectionsForgotten(t *testing.T) {
 	}
 }
 
-// Deleting a user's collections deletes the River jobs of the shapes named
-// that name one of them, whatever their state: their arguments hold the
-// document ids. Another owner's jobs stay. A forget of the user does the
-// same in its own transaction, so that its reply covers the documents.
-func TestDeleteCollectionsDeletesTheirJobs(t *testing.T) {
-	docJobs := []store.RiverJobs{
-		{Kind: "index_document", CollectionField: "collection_id"},
-		{Kind: "memoryd_chunk_embed", CollectionField: "collection_id"},
+var docJobs = []store.RiverJobs{
+	{Kind: "index_document", CollectionField: "collection_id"},
+	{Kind: "memoryd_chunk_embed", CollectionField: "collection_id"},
+}
+
+// insertDocJob inserts a River job of kind naming collection coll in state.
+func insertDocJob(t *testing.T, ctx context.Context, db interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}, kind string, coll int64, state string) {
+	t.Helper()
+	if _, err := db.Exec(ctx, `INSERT INTO river_job (kind, args, state, max_attempts, queue, priority, scheduled_at, finalized_at)
+		VALUES ($1, jsonb_build_object('collection_id', $2::bigint, 'doc_id', 'guide.md'), $3::river_job_state, 5, 'q', 1, now(),
+		CASE WHEN $3::text = 'completed' THEN now() END)`, kind, coll, state); err != nil {
+		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		name   string
-		delete func(ctx context.Context, s *store.Store) (int64, error)
-	}{
-		{"DeleteCollections", func(ctx context.Context, s *store.Store) (int64, error) {
-			return s.DeleteCollections(ctx, alice, docJobs...)
-		}},
-		{"ForgetUser", func(ctx context.Context, s *store.Store) (int64, error) {
-			r, _, err := s.ForgetUser(ctx, "alice", "alice", 0, docJobs...)
-			return r.Documents, err
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx, s := setup(t)
-			mine := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", Source: "guide.md", Content: guide})
-			other := put(t, ctx, s, store.DocumentPut{Owner: store.Owner{User: "bob"}, Collection: "kb", Source: "guide.md", Content: guide})
-			for _, j := range []struct {
-				kind  string
-				coll  int64
-				state string
-			}{{"index_document", mine.Collection.ID, "available"}, {"memoryd_chunk_embed", mine.Collection.ID, "completed"},
-				{"memoryd_chunk_embed", mine.Collection.ID, "retryable"}, {"memoryd_chunk_embed", other.Collection.ID, "available"},
-				{"memoryd_extract", mine.Collection.ID, "available"}} {
-				if _, err := s.Pool().Exec(ctx, `INSERT INTO river_job (kind, args, state, max_attempts, queue, priority, scheduled_at, finalized_at)
-					VALUES ($1, jsonb_build_object('collection_id', $2::bigint, 'doc_id', 'guide.md'), $3::river_job_state, 5, 'q', 1, now(),
-					CASE WHEN $3::text = 'completed' THEN now() END)`, j.kind, j.coll, j.state); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if n, err := tc.delete(ctx, s); err != nil || n != 1 {
-				t.Fatalf("deleted %d documents, %v; want 1", n, err)
-			}
-			rows, err := s.Pool().Query(ctx, `SELECT kind || ':' || (args->>'collection_id') FROM river_job ORDER BY 1`)
-			if err != nil {
-				t.Fatal(err)
-			}
-			left, err := pgx.CollectRows(rows, pgx.RowTo[string])
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := []string{fmt.Sprintf("memoryd_chunk_embed:%d", other.Collection.ID), fmt.Sprintf("memoryd_extract:%d", mine.Collection.ID)}
-			if !slices.Equal(left, want) {
-				t.Errorf("jobs left %q, want %q", left, want)
-			}
-			var colls []string
-			rows, err = s.Pool().Query(ctx, `SELECT owner FROM collections ORDER BY 1`)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if colls, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil || !slices.Equal(colls, []string{"bob"}) {
-				t.Errorf("collections left of %q, %v; want bob's", colls, err)
-			}
-		})
+}
+
+// docJobsLeft lists the River jobs as kind:collection_id.
+func docJobsLeft(t *testing.T, ctx context.Context, s *store.Store) []string {
+	t.Helper()
+	rows, err := s.Pool().Query(ctx, `SELECT kind || ':' || (args->>'collection_id') FROM river_job ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return left
+}
+
+// Deleting a user's collections (forget) deletes the River jobs of the
+// shapes named that name one of them, whatever their state: their
+// arguments hold the document ids. Another owner's jobs stay.
+func TestDeleteCollectionsDeletesTheirJobs(t *testing.T) {
+	ctx, s := setup(t)
+	mine := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", Source: "guide.md", Content: guide})
+	other := put(t, ctx, s, store.DocumentPut{Owner: store.Owner{User: "bob"}, Collection: "kb", Source: "guide.md", Content: guide})
+	for _, j := range []struct {
+		kind  string
+		coll  int64
+		state string
+	}{{"index_document", mine.Collection.ID, "available"}, {"memoryd_chunk_embed", mine.Collection.ID, "completed"},
+		{"memoryd_chunk_embed", mine.Collection.ID, "retryable"}, {"memoryd_chunk_embed", other.Collection.ID, "available"},
+		{"memoryd_extract", mine.Collection.ID, "available"}} {
+		insertDocJob(t, ctx, s.Pool(), j.kind, j.coll, j.state)
+	}
+	if n, err := s.DeleteCollections(ctx, alice, docJobs...); err != nil || n != 1 {
+		t.Fatalf("deleted %d documents, %v; want 1", n, err)
+	}
+	want := []string{fmt.Sprintf("memoryd_chunk_embed:%d", other.Collection.ID), fmt.Sprintf("memoryd_extract:%d", mine.Collection.ID)}
+	if left := docJobsLeft(t, ctx, s); !slices.Equal(left, want) {
+		t.Errorf("jobs left %q, want %q", left, want)
+	}
+}
+
+// A transaction that holds one of the user's documents (a put, a chunking
+// job) and inserts a job for it commits while the deletion waits for the
+// document: that job goes too. It was left behind when the jobs were
+// deleted before the collections.
+func TestDeleteCollectionsDeletesJobsOfAWriterItWaitedFor(t *testing.T) {
+	ctx, s := setup(t)
+	mine := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "guide.md", Content: guide})
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var pid int
+	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM documents WHERE collection_id = $1 FOR UPDATE`, mine.Collection.ID); err != nil {
+		t.Fatal(err)
+	}
+	insertDocJob(t, ctx, tx, "memoryd_chunk_embed", mine.Collection.ID, "available")
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.DeleteCollections(ctx, alice, docJobs...)
+		done <- err
+	}()
+	eventstest.Eventually(t, "the deletion to wait for the writer", 30*time.Second, func() (bool, string) {
+		var n int
+		err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))`, pid).Scan(&n)
+		return err == nil && n > 0, fmt.Sprint(n, err)
+	})
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if left := docJobsLeft(t, ctx, s); len(left) != 0 {
+		t.Errorf("jobs left %q, want none", left)
 	}
 }

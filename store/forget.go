@@ -13,7 +13,7 @@ import (
 type Removed struct {
 	Facts, FactHistory, Context, Turns, Jobs int64
 	// Documents counts the documents of the user's own collections
-	// (ForgetUser).
+	// (DeleteCollections, which a forget runs after ForgetUser).
 	Documents int64
 }
 
@@ -21,9 +21,7 @@ type Removed struct {
 // facts and list items, fact history, context (with its vectors), the
 // clears, turns, the user's language, the River jobs of each of
 // riverJobs's shapes that name the user or the user's turns (see
-// deleteUserJobs), token usage and the user's own knowledge-base
-// collections with their documents, grants, defaults and the jobs of
-// riverJobs's shapes that name them (DeleteCollections), and
+// deleteUserJobs) and token usage, and
 // leaves a tombstone for the user's token, all in one transaction. The tombstone covers the turn stream up to
 // throughSeq (the stream's last sequence when the forget began) and every
 // turn of the user recorded so far, and only grows; it returns it, so the
@@ -110,12 +108,7 @@ func (s *Store) ForgetUser(ctx context.Context, userID, token string, throughSeq
 		if err := q.forgetResetMarks(ctx, userID); err != nil {
 			return err
 		}
-		// The user's own collections (not shared scopes' they may read):
-		// in this transaction, so that the forget's reply, which comes
-		// once the database side has committed, covers them too.
-		if r.Documents, err = q.DeleteCollections(ctx, Owner{User: userID}, riverJobs...); err != nil {
-			return fmt.Errorf("forget documents: %w", err)
-		}
+
 		// The user's changes not yet published go (they would tell what was
 		// forgotten); the counter stays, so the forget's own change, the one
 		// left to publish, numbers after every change already published: seq

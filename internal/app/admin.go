@@ -185,10 +185,10 @@ func (a *App) Forget(ctx context.Context, userID string) (events.ForgetReply, er
 		js  jetstream.JetStream
 		err error
 	)
-	// The store is needed either way: the user's document collections are
-	// deleted after the memory, with or without a worker.
-	if s, err = a.openStore(ctx, false); err == nil && w == nil {
-		js, err = a.jetStream()
+	if w == nil {
+		if s, err = a.openStore(ctx, false); err == nil {
+			js, err = a.jetStream()
+		}
 	}
 	a.mu.Unlock()
 	if err != nil {
