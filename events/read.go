@@ -42,10 +42,10 @@ func ReadThrough(ctx context.Context, st jetstream.Stream, subj string, through 
 	}
 	defer it.Stop()
 	var (
-		last    uint64        // the last sequence read
-		waited  time.Duration // since the last delivery, with a message left to read
-		poll    = min(stall, readPoll)
-		patient = readMaxStalls * stall
+		last      uint64 // the last sequence read
+		delivered = time.Now()
+		poll      = min(stall, readPoll)
+		patient   = readMaxStalls * stall
 	)
 	for last < through {
 		nctx, cancel := context.WithTimeout(ctx, poll)
@@ -59,7 +59,7 @@ func ReadThrough(ctx context.Context, st jetstream.Stream, subj string, through 
 			if gerr != nil && !isTimeout(gerr) {
 				return fmt.Errorf("read %s after sequence %d: %w", subj, last, gerr)
 			}
-			if waited += poll; waited >= patient {
+			if time.Since(delivered) >= patient {
 				return fmt.Errorf("read %s: nothing delivered for %s, with events left after sequence %d", subj, patient, last)
 			}
 			continue
@@ -67,7 +67,7 @@ func ReadThrough(ctx context.Context, st jetstream.Stream, subj string, through 
 		if err != nil {
 			return err
 		}
-		waited = 0
+		delivered = time.Now()
 		md, err := m.Metadata()
 		if err != nil {
 			return err
