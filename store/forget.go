@@ -142,11 +142,12 @@ func (s *Store) ForgetUser(ctx context.Context, userID, token string, throughSeq
 //
 // In the same transaction it leaves a ResetMark, which stays until the
 // replay that rebuilds the memory has read everything back (FinishResets):
-// one left behind says the replay stopped half-way (UnfinishedResets).
+// one left behind says the replay stopped half-way (UnfinishedResets). Its
+// ID is 0 when no user named has recorded turns (nothing was taken).
 func (s *Store) ResetMemory(ctx context.Context, userIDs []string) (Removed, ResetMark, error) {
 	var (
 		r    Removed
-		mark = ResetMark{Users: len(userIDs)}
+		mark ResetMark
 	)
 	err := s.InTx(ctx, func(_ pgx.Tx, q *Store) error {
 		if err := q.CheckSchema(ctx); err != nil {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -27,11 +28,30 @@ func userKeys(p string) string {
 }
 
 // markReset records, in ResetMemory's transaction, the reset of userIDs
-// (every user when empty) in mark.
+// (every user when empty) in mark. Of the users named it keeps those with
+// recorded turns, the only ones a reset takes memory from (see rebuilt),
+// and leaves no mark when none has any: a user forgotten while the reset
+// waited for their rows (the forget committed first) is not kept, so
+// nothing of them outlives the forget.
 func (s *Store) markReset(ctx context.Context, userIDs []string, mark *ResetMark) error {
-	err := s.db.QueryRow(ctx, `INSERT INTO replay_resets (user_keys)
-		SELECT CASE WHEN coalesce(cardinality($1::text[]), 0) = 0 THEN NULL ELSE `+userKeys("$1")+` END
-		RETURNING id, started_at`, userIDs).Scan(&mark.ID, &mark.StartedAt)
+	if len(userIDs) == 0 {
+		err := s.db.QueryRow(ctx, `INSERT INTO replay_resets (user_keys) VALUES (NULL) RETURNING id, started_at`).Scan(&mark.ID, &mark.StartedAt)
+		if err != nil {
+			return fmt.Errorf("reset: mark: %w", err)
+		}
+		return nil
+	}
+	err := s.db.QueryRow(ctx, `
+		WITH keys AS (
+			SELECT array_agg(DISTINCT sha256(convert_to(u, 'UTF8'))) AS k FROM unnest($1::text[]) AS u
+			WHERE EXISTS (SELECT 1 FROM turns t WHERE t.user_id = u)
+		)
+		INSERT INTO replay_resets (user_keys) SELECT k FROM keys WHERE k IS NOT NULL
+		RETURNING id, cardinality(user_keys), started_at`, userIDs).Scan(&mark.ID, &mark.Users, &mark.StartedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		*mark = ResetMark{}
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("reset: mark: %w", err)
 	}
@@ -55,11 +75,12 @@ func (s *Store) UnfinishedResets(ctx context.Context) ([]ResetMark, error) {
 // FinishResets is called by a replay that has read and enqueued every event
 // of its scope (userIDs, every user when empty), from the start of the
 // stream when whole. It deletes its own reset's mark (own, 0 when it did
-// not reset) and, when whole, the marks of earlier (listed in before, as
-// UnfinishedResets gave them when it began) whose users it covers: it
-// rebuilt what they deleted. A reset that began after the replay did is
-// not covered (its deletes may have followed the replay's reads). It
-// returns how many marks went.
+// not reset) and, when whole, the marks of earlier resets (listed in
+// before, as UnfinishedResets gave them when it began) whose users it
+// covers: it rebuilt what they deleted. A reset that began after the
+// replay did is not covered (its deletes may have followed the replay's
+// reads). It returns how many earlier resets' marks went (its own is not
+// counted).
 func (s *Store) FinishResets(ctx context.Context, own int64, before []ResetMark, userIDs []string, whole bool) (int64, error) {
 	ids := []int64{}
 	if whole {
@@ -67,13 +88,17 @@ func (s *Store) FinishResets(ctx context.Context, own int64, before []ResetMark,
 			ids = append(ids, m.ID)
 		}
 	}
-	tag, err := s.db.Exec(ctx, `DELETE FROM replay_resets
-		WHERE id = $1 OR (id = ANY($2) AND (coalesce(cardinality($3::text[]), 0) = 0 OR (user_keys IS NOT NULL AND user_keys <@ `+userKeys("$3")+`)))`,
-		own, ids, userIDs)
+	var earlier int64
+	err := s.db.QueryRow(ctx, `WITH gone AS (
+			DELETE FROM replay_resets
+			WHERE id = $1 OR (id = ANY($2) AND (coalesce(cardinality($3::text[]), 0) = 0 OR (user_keys IS NOT NULL AND user_keys <@ `+userKeys("$3")+`)))
+			RETURNING id)
+		SELECT count(*) FILTER (WHERE id <> $1) FROM gone`,
+		own, ids, userIDs).Scan(&earlier)
 	if err != nil {
 		return 0, fmt.Errorf("finish resets: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return earlier, nil
 }
 
 // forgetResetMarks removes the user from the marks of unfinished resets,

@@ -22,6 +22,17 @@ func markIDs(t *testing.T, ctx context.Context, s *store.Store) []int64 {
 	return ids
 }
 
+// withTurns records a turn of each user: a reset marks only users it can
+// take memory from.
+func withTurns(t *testing.T, ctx context.Context, s *store.Store, users ...string) {
+	t.Helper()
+	for _, u := range users {
+		if _, err := s.InsertTurns(ctx, []store.Turn{{EventID: "e-" + u, UserID: u, UserMessage: "I live in Oslo", TurnAt: t0}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func reset(t *testing.T, ctx context.Context, s *store.Store, users ...string) store.ResetMark {
 	t.Helper()
 	_, m, err := s.ResetMemory(ctx, users)
@@ -42,6 +53,11 @@ func reset(t *testing.T, ctx context.Context, s *store.Store, users ...string) s
 // from the start, does not.
 func TestResetMarksUntilTheReplayReadsBack(t *testing.T) {
 	ctx, s := setup(t)
+	withTurns(t, ctx, s, "alice", "bob", "dave")
+	// A user with no recorded turn loses nothing to a reset: no mark.
+	if _, m, err := s.ResetMemory(ctx, []string{"erin"}); err != nil || m.ID != 0 {
+		t.Fatalf("a reset of a user without turns marked %+v, %v; want no mark", m, err)
+	}
 	all := reset(t, ctx, s)
 	ab := reset(t, ctx, s, "alice", "bob")
 	if got := markIDs(t, ctx, s); !slices.Equal(got, []int64{all.ID, ab.ID}) {
@@ -79,9 +95,10 @@ func TestResetMarksUntilTheReplayReadsBack(t *testing.T) {
 	if got := markIDs(t, ctx, s); !slices.Equal(got, []int64{later.ID}) {
 		t.Fatalf("marks %v, want %v", got, []int64{later.ID})
 	}
-	// Its own replay clears it, whatever its scope.
-	if n, err := s.FinishResets(ctx, later.ID, nil, []string{"dave"}, true); err != nil || n != 1 {
-		t.Fatalf("the reset's own replay cleared %d marks, %v; want 1", n, err)
+	// Its own replay clears it, whatever its scope (and does not count
+	// it among the earlier resets it completed).
+	if n, err := s.FinishResets(ctx, later.ID, nil, []string{"dave"}, false); err != nil || n != 0 {
+		t.Fatalf("the reset's own replay completed %d earlier resets, %v; want 0", n, err)
 	}
 	if got := markIDs(t, ctx, s); len(got) != 0 {
 		t.Fatalf("marks %v left", got)
@@ -94,6 +111,7 @@ func TestResetMarksUntilTheReplayReadsBack(t *testing.T) {
 // of every user stays: the others still have only part of their memory.
 func TestForgetTakesTheUserOutOfResetMarks(t *testing.T) {
 	ctx, s := setup(t)
+	withTurns(t, ctx, s, "alice", "bob")
 	all := reset(t, ctx, s)
 	alone := reset(t, ctx, s, "alice")
 	pair := reset(t, ctx, s, "alice", "bob")
@@ -115,5 +133,13 @@ func TestForgetTakesTheUserOutOfResetMarks(t *testing.T) {
 	// bob's replay clears the pair's mark: alice is no longer in it.
 	if n, err := s.FinishResets(ctx, 0, marks, []string{"bob"}, true); err != nil || n != 1 {
 		t.Fatalf("bob's replay cleared %d marks, %v; want 1", n, err)
+	}
+	// A reset naming alice after her forget: she has no turns, so the
+	// mark holds bob alone.
+	if _, m, err := s.ResetMemory(ctx, []string{"alice", "bob"}); err != nil || m.ID == 0 || m.Users != 1 {
+		t.Fatalf("a reset of alice and bob after alice's forget marked %+v, %v; want bob alone", m, err)
+	}
+	if err := s.Pool().QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM replay_resets WHERE sha256(convert_to('alice', 'UTF8')) = ANY(user_keys))`).Scan(&held); err != nil || held {
+		t.Fatalf("a mark made after alice's forget holds her key (%v, %v)", held, err)
 	}
 }

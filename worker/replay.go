@@ -99,12 +99,12 @@ type ReplayProgress struct {
 	// rebuilt. Removed is what it deleted.
 	Reset   bool
 	Removed store.Removed
-	// Finished counts the marks of resets (store.ResetMark) the replay
-	// cleared when it had read everything: its own reset's, and earlier
-	// stopped ones whose users it read back in full. Unfinished lists the
-	// marks left then: resets of other users, or running beside it, or
-	// stopped before they read the stream back.
-	Finished   int64
+	// Completed counts the earlier resets (store.ResetMark) that had not
+	// read the stream back, running or stopped, whose users this replay
+	// read back in full: it completed them. Unfinished lists the resets
+	// left unfinished when it ended: of other users, or begun after it.
+	// Both are set only once it has read everything.
+	Completed  int64
 	Unfinished []store.ResetMark
 	// Elapsed since the replay started.
 	Elapsed time.Duration
@@ -267,7 +267,7 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayProgress, error) {
 		// Everything is read back and enqueued: the reset is complete, and
 		// so is an earlier one whose users a replay from the start read.
 		whole := cfg.Since.IsZero() && cfg.FromSeq == 0
-		if p.Finished, err = cfg.Store.FinishResets(ctx, ownMark, before, cfg.Users, whole); err != nil {
+		if p.Completed, err = cfg.Store.FinishResets(ctx, ownMark, before, cfg.Users, whole); err != nil {
 			return p, fmt.Errorf("replay: %w", err)
 		}
 		if p.Unfinished, err = cfg.Store.UnfinishedResets(ctx); err != nil {

@@ -264,12 +264,8 @@ memoryd.yaml.`)
 // read the stream back (store.ResetMark): those it completed, and on
 // stderr, each left, whose users have only part of their memory.
 func reportResets(a *cli, p worker.ReplayProgress) {
-	own := int64(0)
-	if p.Reset {
-		own = 1
-	}
-	if extra := p.Finished - own; extra > 0 {
-		fmt.Fprintf(a.stdout, "completed %d earlier replay --reset that stopped before reading the stream back\n", extra)
+	if p.Completed > 0 {
+		fmt.Fprintf(a.stdout, "completed %d earlier replay --reset that had not read the stream back\n", p.Completed)
 	}
 	for _, m := range p.Unfinished {
 		fmt.Fprintf(a.stderr, "a replay --reset of %s at %s has not read the stream back (it is running, or it stopped): "+

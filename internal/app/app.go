@@ -446,7 +446,7 @@ func (a *App) warnUnfinishedResets(ctx context.Context, s *store.Store) {
 		return
 	}
 	for _, m := range marks {
-		a.logger.WarnContext(ctx, "a replay --reset has not read the stream back: its users have only part of their memory until memoryd replay reads it again (with the same --user, or none for every user)",
+		a.logger.WarnContext(ctx, "a replay --reset has not read the stream back (it is running, or it stopped): its users have only part of their memory until a replay reads it (memoryd replay with the same --user, or none for every user)",
 			"reset_at", m.StartedAt, "users", m.Users)
 	}
 }
