@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -74,6 +75,44 @@ func Schema(t testing.TB) (name, url string) {
 		sep = "&"
 	}
 	return name, BaseURL() + sep + "search_path=" + name
+}
+
+// Database creates a fresh database, dropped when the test ends, and returns
+// its connection string. A test whose VACUUM must remove the rows it deleted
+// takes one: VACUUM keeps the rows that a transaction of any other
+// connection to the same database may still see, and the rest of the suite
+// (every test binary) works in the shared database all the time.
+func Database(t testing.TB) string {
+	t.Helper()
+	ctx := context.Background()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "t_" + hex.EncodeToString(b[:])
+	u, err := url.Parse(BaseURL())
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		t.Fatalf("storetest: %s is not a postgres:// URL (%v)", BaseURL(), err)
+	}
+	admin := *u
+	admin.Path = "/postgres"
+	exec := func(sql string) error {
+		conn, err := pgx.Connect(ctx, admin.String())
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, sql)
+		return err
+	}
+	if err := exec("CREATE DATABASE " + name); err != nil {
+		t.Fatalf("storetest: create database (is Postgres running? `make services` starts it): %v", err)
+	}
+	t.Cleanup(func() {
+		if err := exec("DROP DATABASE " + name + " WITH (FORCE)"); err != nil {
+			t.Logf("storetest: drop database %s: %v", name, err)
+		}
+	})
+	u.Path = "/" + name
+	return u.String()
 }
 
 // New returns a Store on a fresh, migrated schema. The pool is closed when the
