@@ -66,6 +66,7 @@ func (s *Service) classify(endpoint string, err error) (int, string) {
 	var (
 		se *events.ServiceError
 		ne *store.NewerSchemaError
+		oe *store.OlderSchemaError
 	)
 	switch {
 	case errors.As(err, &se):
@@ -73,6 +74,8 @@ func (s *Service) classify(endpoint string, err error) (int, string) {
 	case errors.As(err, &ne):
 		// What the operator must do, not a store failure.
 		return 500, ne.Error()
+	case errors.As(err, &oe):
+		return 500, oe.Error()
 	case errors.Is(err, context.DeadlineExceeded):
 		s.logger.Error("memory store timed out", "endpoint", endpoint, "error", err)
 		return 500, fmt.Sprintf("memory store did not answer within %s", s.cfg.WriteTimeout)

@@ -149,6 +149,20 @@ func (e *NewerSchemaError) Error() string {
 		e.Versions, e.Known)
 }
 
+// OlderSchemaError says that the database lacks migrations this memoryd
+// knows: it was not migrated since an upgrade, and a write that relies on
+// the newer tables would fail half-way through (or leave them out).
+type OlderSchemaError struct {
+	// Known is the newest migration this memoryd knows; Have the newest
+	// recorded, 0 when none is.
+	Known, Have int
+}
+
+func (e *OlderSchemaError) Error() string {
+	return fmt.Sprintf("this database is migrated up to migration %d and this memoryd needs %d: run memoryd migrate (or start memoryd serve) first",
+		e.Have, e.Known)
+}
+
 // NewerMigrations returns the versions recorded in memoryd_migrations that
 // fsys does not reach (above its newest file): a newer memoryd migrated this
 // schema. Its writes may rely on tables this one does not know (036's
@@ -164,11 +178,13 @@ func (s *Store) NewerMigrations(ctx context.Context, fsys fs.FS) ([]int, error) 
 }
 
 // CheckSchema returns a *NewerSchemaError when the database holds
-// migrations above Config.SchemaVersion, nil when it does not or when
-// SchemaVersion is 0. ForgetUser, ResetMemory and Import run it inside
-// their transaction, after the user's lock: a newer memoryd's write for
-// the user committed before that lock was granted, and so did the
-// migration it relied on.
+// migrations above Config.SchemaVersion, an *OlderSchemaError when it
+// lacks some up to it (forget and the other commands that write without
+// migrating, run from a new release before the database was migrated),
+// and nil when it holds exactly those or when SchemaVersion is 0.
+// ForgetUser, ResetMemory and Import run it inside their transaction,
+// after the user's lock: a newer memoryd's write for the user committed
+// before that lock was granted, and so did the migration it relied on.
 func (s *Store) CheckSchema(ctx context.Context) error {
 	if s.schemaVersion == 0 {
 		return nil
@@ -176,11 +192,11 @@ func (s *Store) CheckSchema(ctx context.Context) error {
 	// Asked first, since a missing table would abort the caller's
 	// transaction.
 	var migrated bool
-	if err := s.db.QueryRow(ctx, `SELECT to_regclass('memoryd_migrations') IS NOT NULL`).Scan(&migrated); err != nil || !migrated {
-		if err != nil {
-			return fmt.Errorf("newer migrations: %w", err)
-		}
-		return nil
+	if err := s.db.QueryRow(ctx, `SELECT to_regclass('memoryd_migrations') IS NOT NULL`).Scan(&migrated); err != nil {
+		return fmt.Errorf("check schema: %w", err)
+	}
+	if !migrated {
+		return &OlderSchemaError{Known: s.schemaVersion}
 	}
 	ahead, err := s.migrationsAbove(ctx, s.schemaVersion)
 	if err != nil {
@@ -188,6 +204,13 @@ func (s *Store) CheckSchema(ctx context.Context) error {
 	}
 	if len(ahead) > 0 {
 		return &NewerSchemaError{Known: s.schemaVersion, Versions: ahead}
+	}
+	var have int
+	if err := s.db.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM memoryd_migrations`).Scan(&have); err != nil {
+		return fmt.Errorf("check schema: %w", err)
+	}
+	if have < s.schemaVersion {
+		return &OlderSchemaError{Known: s.schemaVersion, Have: have}
 	}
 	return nil
 }

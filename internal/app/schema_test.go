@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/worker"
 )
 
@@ -66,6 +67,55 @@ func TestOlderMemorydRefusesForgetOnANewerSchema(t *testing.T) {
 	}
 	if _, err := a.Replay(ctx, ReplayOptions{}); err != nil {
 		t.Errorf("replay without a reset on a newer schema: %v", err)
+	}
+}
+
+// A new release's forget on a database an older release still runs (not
+// yet migrated: forget does not migrate) refuses, saying to migrate,
+// rather than failing on a table it expects half-way through.
+func TestForgetOnAnOlderSchemaSaysToMigrate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg := testConfig(t)
+	first, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := first.Conn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := events.EnsureStream(ctx, js, events.StreamConfig{Prefix: cfg.Prefix, Stream: cfg.Stream}); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.Stop(ctx)
+	conn, err := pgxpool.New(ctx, cfg.Store.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// The newest migration undone, as if the database were one release
+	// behind.
+	var newest int
+	if err := conn.QueryRow(ctx, `DELETE FROM memoryd_migrations WHERE version = (SELECT max(version) FROM memoryd_migrations) RETURNING version`).Scan(&newest); err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Stop(context.Background()) })
+	_, err = a.Forget(ctx, "alice")
+	var older *store.OlderSchemaError
+	if !errors.As(err, &older) || older.Have != newest-1 || !strings.Contains(err.Error(), "memoryd migrate") {
+		t.Errorf("forget on a database one migration behind: %v; want a refusal saying to run memoryd migrate (up to %d)", err, newest-1)
 	}
 }
 
