@@ -15,22 +15,18 @@ import (
 	"github.com/memoryd/memoryd/worker"
 )
 
-// A memoryd whose database a newer memoryd migrated (a rolling upgrade)
-// refuses forget and replay --reset, whose writes the newer schema may
-// need more of (036's import_sources left behind by an older forget), and
-// still replays without a reset.
-func TestOlderMemorydRefusesForgetOnANewerSchema(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	cfg := testConfig(t)
-	first, err := New(cfg)
+// migratedApp returns an App of cfg with the database migrated and the turn
+// stream created, as a serve leaves them.
+func migratedApp(t *testing.T, ctx context.Context, cfg Config) *App {
+	t.Helper()
+	a, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := first.Migrate(ctx); err != nil {
+	if _, err := a.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	nc, err := first.Conn()
+	nc, err := a.Conn()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,6 +37,18 @@ func TestOlderMemorydRefusesForgetOnANewerSchema(t *testing.T) {
 	if _, err := events.EnsureStream(ctx, js, events.StreamConfig{Prefix: cfg.Prefix, Stream: cfg.Stream}); err != nil {
 		t.Fatal(err)
 	}
+	return a
+}
+
+// A memoryd whose database a newer memoryd migrated (a rolling upgrade)
+// refuses forget and replay --reset, whose writes the newer schema may
+// need more of (036's import_sources left behind by an older forget), and
+// still replays without a reset.
+func TestOlderMemorydRefusesForgetOnANewerSchema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg := testConfig(t)
+	first := migratedApp(t, ctx, cfg)
 	if _, err := first.Forget(ctx, "alice"); err != nil {
 		t.Fatalf("forget on the schema this memoryd knows: %v", err)
 	}
@@ -77,24 +85,7 @@ func TestForgetOnAnOlderSchemaSaysToMigrate(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	cfg := testConfig(t)
-	first, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := first.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	nc, err := first.Conn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := events.EnsureStream(ctx, js, events.StreamConfig{Prefix: cfg.Prefix, Stream: cfg.Stream}); err != nil {
-		t.Fatal(err)
-	}
+	first := migratedApp(t, ctx, cfg)
 	_ = first.Stop(ctx)
 	conn, err := pgxpool.New(ctx, cfg.Store.URL)
 	if err != nil {
