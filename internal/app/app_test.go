@@ -180,10 +180,18 @@ func TestOpsEndpoints(t *testing.T) {
 		// An empty queue's states read 0, not no data.
 		`memoryd_queue_jobs{queue="extract",state="available"} 0`,
 		`memoryd_queue_jobs{queue="embed",state="retryable"} 0`,
+		"memoryd_replay_resets_unfinished 0",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q:\n%s", want, body)
 		}
+	}
+	// A reset whose replay has not read the stream back shows.
+	if _, _, err := svc.store.ResetMemory(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, body := get("/metrics"); !strings.Contains(body, "memoryd_replay_resets_unfinished 1") {
+		t.Errorf("/metrics after a reset with no replay lacks memoryd_replay_resets_unfinished 1")
 	}
 	if code, _ := get("/debug/pprof/"); code != 200 {
 		t.Fatalf("pprof = %d", code)

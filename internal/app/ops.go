@@ -101,12 +101,12 @@ type usageReporter interface {
 }
 
 // serviceCollector reads counters the running service keeps: ingestion
-// counts, LLM usage, River queue depth (one query per scrape, bounded).
+// counts, LLM usage, River queue depth and unfinished replay resets (two queries per scrape, bounded).
 type serviceCollector struct {
 	app *App
 	llm usageReporter // nil with the offline extractor
 
-	received, recorded, duplicates, optedOut, optOutKept, clamped, lockWaits, depth, llmRequests, llmTokens *prometheus.Desc
+	received, recorded, duplicates, optedOut, optOutKept, clamped, lockWaits, depth, resets, llmRequests, llmTokens *prometheus.Desc
 
 	// Spend caps (issue 16 item 8).
 	tokensToday, dailyCap, overCapTurns *prometheus.Desc
@@ -124,6 +124,7 @@ func newServiceCollector(a *App, llm usageReporter) *serviceCollector {
 		clamped:     prometheus.NewDesc("memoryd_turns_clamped_total", "Turns stamped later than the stream's receipt time plus the allowed clock skew, recorded at the receipt time.", nil, nil),
 		lockWaits:   prometheus.NewDesc("memoryd_extract_lock_waits_total", "Extraction jobs snoozed after a lock timeout or deadlock, without spending an attempt.", nil, nil),
 		depth:       prometheus.NewDesc("memoryd_queue_jobs", "River jobs not yet finished, by queue and state.", []string{"queue", "state"}, nil),
+		resets:      prometheus.NewDesc("memoryd_replay_resets_unfinished", "replay --reset runs that have not read the turn stream back (running, or stopped): their users have only part of their memory.", nil, nil),
 		llmRequests: prometheus.NewDesc("memoryd_llm_requests_total", "LLM requests, by model and outcome.", []string{"model", "outcome"}, nil),
 		llmTokens:   prometheus.NewDesc("memoryd_llm_tokens_total", "LLM tokens, by model and kind (prompt, completion).", []string{"model", "kind"}, nil),
 
@@ -134,7 +135,7 @@ func newServiceCollector(a *App, llm usageReporter) *serviceCollector {
 }
 
 func (c *serviceCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.received, c.recorded, c.duplicates, c.optedOut, c.optOutKept, c.clamped, c.lockWaits, c.depth, c.llmRequests, c.llmTokens,
+	for _, d := range []*prometheus.Desc{c.received, c.recorded, c.duplicates, c.optedOut, c.optOutKept, c.clamped, c.lockWaits, c.depth, c.resets, c.llmRequests, c.llmTokens,
 		c.tokensToday, c.dailyCap, c.overCapTurns} {
 		ch <- d
 	}
@@ -161,6 +162,9 @@ func (c *serviceCollector) Collect(ch chan<- prometheus.Metric) {
 			for k, n := range depth {
 				ch <- prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(n), k[0], k[1])
 			}
+		}
+		if marks, err := s.UnfinishedResets(ctx); err == nil {
+			ch <- prometheus.MustNewConstMetric(c.resets, prometheus.GaugeValue, float64(len(marks)))
 		}
 	}
 	if c.llm != nil {
