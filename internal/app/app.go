@@ -413,7 +413,14 @@ func (a *App) startEnrichLocked(ctx context.Context, s *store.Store, nc *nats.Co
 		return err
 	}
 	ec.Forget = func(ctx context.Context, userID string) (events.ForgetReply, error) {
-		return a.forget(ctx, w, js, s, userID)
+		r, err := a.forget(ctx, w, js, s, userID)
+		var sse *worker.StreamSideError
+		if errors.As(err, &sse) {
+			// What happened and what to do, for the requester.
+			a.logger.ErrorContext(ctx, "forget: stream side failed", "error", sse.Err)
+			err = &events.ServiceError{Code: 500, Description: sse.Error()}
+		}
+		return r, err
 	}
 	switch {
 	case w != nil:

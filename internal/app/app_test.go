@@ -279,3 +279,34 @@ func TestForgetOnAStartedApp(t *testing.T) {
 		t.Fatalf("collections after forgetting alice belong to %q, want bob only", owners)
 	}
 }
+
+// A forget whose stream side fails after the memory is deleted answers a
+// 500 that says so and to send it again, not that the store timed out.
+// (The stream here refuses deletes, for good: nats-server cannot take
+// that back.)
+func TestForgetStreamSideFailureSaysWhatToDo(t *testing.T) {
+	t.Parallel()
+	a := startTestApp(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	publishAndWait(t, a, "alice", events.Turn{ID: "t1", UserID: "alice", UserMessage: "my dog is Rex", AssistantResponse: "ok", Timestamp: time.Now().UTC()})
+	js, err := jetstream.New(a.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, a.cfg.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	cfg.DenyDelete = true
+	if _, err = js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	client := events.NewClient(a.nc, a.cfg.Prefix)
+	_, err = client.Forget(ctx, "alice")
+	var se *events.ServiceError
+	if !errors.As(err, &se) || se.Code != 500 || !strings.Contains(se.Description, "memory is deleted") || !strings.Contains(se.Description, "run the forget again") {
+		t.Fatalf("forget with a stream that refuses deletes: %v; want a 500 saying the memory is deleted and to run it again", err)
+	}
+}
