@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -453,8 +454,12 @@ func (a *App) warnUnfinishedResets(ctx context.Context, s *store.Store) {
 		return
 	}
 	for _, m := range marks {
+		users := "all"
+		if m.Users > 0 {
+			users = strconv.Itoa(m.Users)
+		}
 		a.logger.WarnContext(ctx, "a replay --reset has not read the stream back (it is running, or it stopped): its users have only part of their memory until a replay reads it (memoryd replay with the same --user, or none for every user)",
-			"reset_at", m.StartedAt, "users", m.Users)
+			"reset_at", m.StartedAt, "users", users)
 	}
 }
 
