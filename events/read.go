@@ -22,9 +22,20 @@ import (
 // stream still holds such a message.
 func ReadThrough(ctx context.Context, st jetstream.Stream, subj string, through uint64, withData bool, stall time.Duration,
 	fn func(m jetstream.Msg, md *jetstream.MsgMetadata) bool) error {
+	// The first message on subj, asked first: a subject with none (a
+	// forget's "<subject>.>", usually) ends here, without a consumer or a
+	// poll, and the consumer starts at it.
+	first, err := st.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subj))
+	if errors.Is(err, jetstream.ErrMsgNotFound) || (err == nil && first.Sequence > through) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", subj, err)
+	}
 	// A bounded reset: nats.go otherwise retries recreating the consumer
 	// forever, past Next's deadline, when the stream is gone.
-	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}, HeadersOnly: !withData, MaxResetAttempts: 3})
+	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}, HeadersOnly: !withData, MaxResetAttempts: 3,
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: first.Sequence})
 	if err != nil {
 		return err
 	}
@@ -36,7 +47,14 @@ func ReadThrough(ctx context.Context, st jetstream.Stream, subj string, through 
 			_ = st.DeleteConsumer(dctx, info.Name)
 		}
 	}()
-	it, err := cons.Messages(jetstream.PullMaxMessages(1000))
+	// Headers are small; with their data, messages are bounded by bytes
+	// (a dead letter holds a rejected event, up to the server's payload
+	// limit), so that a read holds a few megabytes, not a thousand of them.
+	var pull jetstream.PullMessagesOpt = jetstream.PullMaxMessages(1000)
+	if withData {
+		pull = jetstream.PullMaxBytes(readMaxBytes)
+	}
+	it, err := cons.Messages(pull)
 	if err != nil {
 		return err
 	}
@@ -88,6 +106,9 @@ func ReadThrough(ctx context.Context, st jetstream.Stream, subj string, through 
 // for good (or a server that never answers) fails the read rather than
 // holding it forever.
 const readMaxStalls = 5
+
+// readMaxBytes bounds what a ReadThrough with data pulls at once.
+const readMaxBytes = 8 << 20
 
 // readPoll is how long ReadThrough waits for a message before it asks the
 // stream whether one is left: a message deleted during the read (the last

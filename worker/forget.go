@@ -120,9 +120,9 @@ func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 	r.Documents, err = s.DeleteCollections(dctx, store.Owner{User: userID}, indexDocumentJobs, chunkEmbedJobs)
 	cancel()
 	if err != nil {
-		return r, fmt.Errorf("forget documents: %w", err)
+		return r, &IncompleteError{What: "documents", Err: err}
 	}
-	if r.StreamEvents, err = purgeTurns(sctx, turns, userSubjects(prefix, token), tomb.StreamSeq); err != nil {
+	if r.StreamEvents, err = purgeTurns(sctx, turns, userSubjects(prefix, token), tomb.StreamSeq, info.State.Msgs); err != nil {
 		return r, streamSideError(err)
 	}
 	var moved uint64
@@ -134,22 +134,26 @@ func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 	return r, nil
 }
 
-// StreamSideError is a forget whose stream side failed after the database
-// side committed: the memory is gone, some of the user's events may still
-// be in the streams (where the tombstone keeps them from being recorded
-// again), and running the forget again completes it. Its own deadline
-// running out is not the caller's: errors.Is(err, context.DeadlineExceeded)
-// does not hold, so that a service does not answer that its store timed
-// out.
-type StreamSideError struct {
-	Err error
+// IncompleteError is a forget that failed after the database side
+// committed: the memory is gone, but the user's documents or some of their
+// events (in the streams, where the tombstone keeps them from being
+// recorded again) may be left, and running the forget again completes it.
+// Its own deadlines running out are not the caller's: errors.Is(err,
+// context.DeadlineExceeded) does not hold, so that a service does not
+// answer that its store timed out.
+type IncompleteError struct {
+	// What was not deleted: "documents", or "events from the streams".
+	What string
+	Err  error
 }
 
-func (e *StreamSideError) Error() string {
-	return fmt.Sprintf("forget: the user's memory is deleted, but deleting their events from the streams did not finish (%v): run the forget again to complete it", e.Err)
+func (e *IncompleteError) Error() string {
+	return fmt.Sprintf("forget: the user's memory is deleted, but deleting their %s did not finish (%v): run the forget again to complete it", e.What, e.Err)
 }
 
-func streamSideError(err error) error { return &StreamSideError{Err: err} }
+func streamSideError(err error) error {
+	return &IncompleteError{What: "events from the streams", Err: err}
+}
 
 // userSubjects returns the subjects of the turn stream that may hold the
 // user's events: the user's subject and those under it (a frontend's
@@ -172,10 +176,12 @@ func userSubjects(prefix, token string) []string {
 // other users' events not yet delivered were skipped and never recorded.
 // Deleting a message moves no consumer.
 //
-// The read is bounded by purgeTimeout, the deletes by purgeTimeout plus
-// purgePerEvent for each event read.
-func purgeTurns(ctx context.Context, st jetstream.Stream, subjects []string, through uint64) (uint64, error) {
-	rctx, cancel := context.WithTimeout(ctx, purgeTimeout)
+// The read is bounded by purgeTimeout plus readPerStreamMsg for each of
+// the streamMsgs the stream holds (the server scans the blocks that hold
+// the user's messages, which can be all of them), the deletes by
+// purgeTimeout plus purgePerEvent for each event read.
+func purgeTurns(ctx context.Context, st jetstream.Stream, subjects []string, through, streamMsgs uint64) (uint64, error) {
+	rctx, cancel := context.WithTimeout(ctx, purgeTimeout+time.Duration(streamMsgs)*readPerStreamMsg)
 	defer cancel()
 	var seqs []uint64
 	for _, subj := range subjects {
@@ -315,6 +321,11 @@ func purgeDeadLetters(ctx context.Context, js jetstream.JetStream, turns jetstre
 	}
 	return dead, moved, nil
 }
+
+// readPerStreamMsg is what purgeTurns allows for each message of the turn
+// stream when it reads a user's subjects, on top of purgeTimeout: 200 s
+// more for 10 million messages.
+const readPerStreamMsg = 20 * time.Microsecond
 
 // deadLetterReadPerMsg is what purgeDeadLetters allows for reading each
 // message of the dead-letter stream, on top of purgeTimeout: far more than

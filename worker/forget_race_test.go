@@ -59,16 +59,14 @@ func (e *raceEnv) publishN(t *testing.T, user string, n int) []uint64 {
 	return seqs
 }
 
-// count is how many messages the stream holds on subject, as its info
-// says, asked with a wildcard (nats-server 2.9.10's count for a literal
-// filter can be wrong; see userSubjects).
+// count is how many messages the stream holds on subject.
 func (e *raceEnv) count(t *testing.T, subject string) uint64 {
 	t.Helper()
-	info, err := e.st.Info(e.ctx, jetstream.WithSubjectFilter(subject[:strings.LastIndexByte(subject, '.')]+".*"))
+	n, err := eventstest.SubjectMsgs(e.ctx, e.st, subject)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return info.State.Subjects[subject]
+	return n
 }
 
 // deleteMsgs documents "counting one already gone as deleted": a message

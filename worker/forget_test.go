@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/nats-io/nats.go/jetstream"
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/extractor"
 	"github.com/memoryd/memoryd/extractor/extractortest"
 	"github.com/memoryd/memoryd/worker"
@@ -51,13 +51,9 @@ func (e *env) subjectMsgs(stream, subject string) uint64 {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	info, err := s.Info(e.ctx, jetstream.WithSubjectFilter(subject))
+	n, err := eventstest.SubjectMsgs(e.ctx, s, subject)
 	if err != nil {
 		e.t.Fatal(err)
-	}
-	var n uint64
-	for _, c := range info.State.Subjects {
-		n += c
 	}
 	return n
 }

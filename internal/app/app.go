@@ -415,11 +415,11 @@ func (a *App) startEnrichLocked(ctx context.Context, s *store.Store, nc *nats.Co
 	}
 	ec.Forget = func(ctx context.Context, userID string) (events.ForgetReply, error) {
 		r, err := a.forget(ctx, w, js, s, userID)
-		var sse *worker.StreamSideError
-		if errors.As(err, &sse) {
+		var ie *worker.IncompleteError
+		if errors.As(err, &ie) {
 			// What happened and what to do, for the requester.
-			a.logger.ErrorContext(ctx, "forget: stream side failed", "error", sse.Err)
-			err = &events.ServiceError{Code: 500, Description: sse.Error()}
+			a.logger.ErrorContext(ctx, "forget did not finish after the memory was deleted", "left", ie.What, "error", ie.Err)
+			err = &events.ServiceError{Code: 500, Description: ie.Error()}
 		}
 		return r, err
 	}
