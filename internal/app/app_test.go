@@ -246,15 +246,23 @@ func TestStartProcessEnrichStop(t *testing.T) {
 	}
 }
 
+// startWithAlice starts an App that has recorded one turn of alice's, and
+// returns it with a context that ends with the test (or after a minute).
+func startWithAlice(t *testing.T) (*App, context.Context) {
+	t.Helper()
+	a := startTestApp(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	publishAndWait(t, a, "alice", events.Turn{ID: "t1", UserID: "alice", UserMessage: "my dog is Rex", AssistantResponse: "ok", Timestamp: time.Now().UTC()})
+	return a, ctx
+}
+
 // TestForgetOnAStartedApp: App.Forget with a running worker also deletes the
 // user's document collections (it panicked on a nil store: the store was
 // opened only when no worker ran), and no one else's.
 func TestForgetOnAStartedApp(t *testing.T) {
 	t.Parallel()
-	a := startTestApp(t, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	publishAndWait(t, a, "alice", events.Turn{ID: "t1", UserID: "alice", UserMessage: "my dog is Rex", AssistantResponse: "ok", Timestamp: time.Now().UTC()})
+	a, ctx := startWithAlice(t)
 	s, err := a.Store(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -286,10 +294,7 @@ func TestForgetOnAStartedApp(t *testing.T) {
 // that back.)
 func TestForgetStreamSideFailureSaysWhatToDo(t *testing.T) {
 	t.Parallel()
-	a := startTestApp(t, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	publishAndWait(t, a, "alice", events.Turn{ID: "t1", UserID: "alice", UserMessage: "my dog is Rex", AssistantResponse: "ok", Timestamp: time.Now().UTC()})
+	a, ctx := startWithAlice(t)
 	js, err := jetstream.New(a.nc)
 	if err != nil {
 		t.Fatal(err)
