@@ -13,8 +13,24 @@ import (
 	"github.com/nats-io/nats.go/micro"
 )
 
-// DefaultClientTimeout bounds a client request whose context has no deadline.
+// DefaultClientTimeout bounds a client request whose context has no
+// deadline, but a forget's.
 const DefaultClientTimeout = 5 * time.Second
+
+// DefaultForgetTimeout bounds a Forget whose context has no deadline: the
+// service answers once the user's documents and events are deleted too,
+// which for a user with many of them takes longer than
+// DefaultClientTimeout (docs/protocol.md, "forget").
+const DefaultForgetTimeout = 2 * time.Minute
+
+// defaultTimeout is how long a request to endpoint waits when its context
+// has no deadline.
+func defaultTimeout(endpoint string) time.Duration {
+	if endpoint == "forget" {
+		return DefaultForgetTimeout
+	}
+	return DefaultClientTimeout
+}
 
 // Client calls a memoryd service over NATS request-reply. It is safe for
 // concurrent use. Errors the service replies with are *ServiceError; others
@@ -71,7 +87,7 @@ func (c *Client) call(ctx context.Context, endpoint, userID string, req, reply a
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultClientTimeout)
+		ctx, cancel = context.WithTimeout(ctx, defaultTimeout(endpoint))
 		defer cancel()
 	}
 	out := &nats.Msg{Subject: c.Subject(endpoint, userID), Data: data}
@@ -185,7 +201,8 @@ func (c *Client) Stats(ctx context.Context, userID string) (StatsReply, error) {
 }
 
 // Forget deletes everything memoryd keeps about the user, including their
-// events in the stream, and returns the counts.
+// events in the stream, and returns the counts. Without a deadline in ctx
+// it waits up to DefaultForgetTimeout.
 func (c *Client) Forget(ctx context.Context, userID string) (ForgetReply, error) {
 	var reply ForgetReply
 	err := c.call(ctx, "forget", userID, UserRequest{UserID: userID}, &reply)

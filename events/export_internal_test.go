@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestFileLine: a service error naming a line of an import request names
@@ -49,5 +50,24 @@ func TestImportRequestIsSizedAsSent(t *testing.T) {
 	}
 	if !bytes.Contains(data, line) || len(data) > len(line)+64 {
 		t.Errorf("request of %d bytes for a %d-byte line: %.80s", len(data), len(line), data)
+	}
+}
+
+// A forget waits for the service's whole forget, documents and events
+// included, when the caller gives no deadline; every other request the
+// client default.
+func TestDefaultTimeout(t *testing.T) {
+	for _, tt := range []struct {
+		endpoint string
+		want     time.Duration
+	}{
+		{"forget", DefaultForgetTimeout},
+		{"enrich", DefaultClientTimeout},
+		{"stats", DefaultClientTimeout},
+		{"export", DefaultClientTimeout},
+	} {
+		if got := defaultTimeout(tt.endpoint); got != tt.want {
+			t.Errorf("defaultTimeout(%q) = %s, want %s", tt.endpoint, got, tt.want)
+		}
 	}
 }
