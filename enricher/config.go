@@ -55,6 +55,9 @@ type WorkObserver interface {
 	EnrichWorking(working bool)
 }
 
+// DefaultForgetTimeout is Config.ForgetTimeout's default.
+const DefaultForgetTimeout = time.Minute
+
 // Config configures a Service.
 type Config struct {
 	// Conn is the NATS connection the service answers on. Required.
@@ -69,9 +72,16 @@ type Config struct {
 	// Timeout bounds an enrich request from its arrival to its reply; past
 	// it the reply is degraded. Default 250ms.
 	Timeout time.Duration
-	// WriteTimeout bounds every other request; past it the reply is an
-	// error 500. Default 5s.
+	// WriteTimeout bounds every other request but forget; past it the
+	// reply is an error 500. Default 5s.
 	WriteTimeout time.Duration
+	// ForgetTimeout bounds a forget's database side (memory.forget), from
+	// its arrival: past it the forget is rolled back and the reply is an
+	// error 500. A forget waits for the user's writes in flight and
+	// deletes all their rows, seconds for a large user under load; the
+	// rest (documents, stream events) then runs to its end in any case.
+	// Default DefaultForgetTimeout.
+	ForgetTimeout time.Duration
 	// MaxFacts caps the facts an enrich reply carries, most recently set
 	// first. Default 50.
 	MaxFacts int
@@ -158,6 +168,9 @@ func (c Config) withDefaults() Config {
 	if c.WriteTimeout == 0 {
 		c.WriteTimeout = 5 * time.Second
 	}
+	if c.ForgetTimeout == 0 {
+		c.ForgetTimeout = DefaultForgetTimeout
+	}
 	if c.MaxFacts == 0 {
 		c.MaxFacts = DefaultMaxFacts
 	}
@@ -210,6 +223,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("enricher: Config.Timeout %s is negative", c.Timeout)
 	case c.WriteTimeout < 0:
 		return fmt.Errorf("enricher: Config.WriteTimeout %s is negative", c.WriteTimeout)
+	case c.ForgetTimeout < 0:
+		return fmt.Errorf("enricher: Config.ForgetTimeout %s is negative", c.ForgetTimeout)
 	case c.MaxFacts < 1:
 		return fmt.Errorf("enricher: Config.MaxFacts %d is under 1", c.MaxFacts)
 	case c.MaxDocumentBytes < 1:

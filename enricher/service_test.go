@@ -1,12 +1,14 @@
 package enricher_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -773,5 +775,42 @@ func TestClearByQuestionMatchesWhatDedupMatches(t *testing.T) {
 		if err != nil || n != tt.want {
 			t.Errorf("%s: clear %q deleted %d, %v; want %d (stored %q)", tt.name, tt.clear, n, err, tt.want, tt.stored)
 		}
+	}
+}
+
+// A forget's work gets Config.ForgetTimeout, not the WriteTimeout of the
+// other requests: it waits for the user's writes in flight and deletes
+// all their rows, which under load took more than 5 s for a large user and
+// was rolled back. Its context says so; a store timeout names its budget.
+func TestForgetGetsItsOwnBudget(t *testing.T) {
+	t.Parallel()
+	var left atomic.Int64 // the forget's budget left when its work began
+	h := start(t, storetest.New(t), func(c *enricher.Config) {
+		c.WriteTimeout = time.Second
+		c.ForgetTimeout = time.Hour
+		c.Forget = func(ctx context.Context, userID string) (events.ForgetReply, error) {
+			d, ok := ctx.Deadline()
+			if !ok {
+				return events.ForgetReply{}, errors.New("no deadline")
+			}
+			left.Store(int64(time.Until(d)))
+			if userID == "late" {
+				return events.ForgetReply{}, context.DeadlineExceeded
+			}
+			return events.ForgetReply{Facts: 1}, nil
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if r, err := h.client.Forget(ctx, "u"); err != nil || r.Facts != 1 {
+		t.Fatalf("forget = %+v, %v", r, err)
+	}
+	if got := time.Duration(left.Load()); got < 30*time.Minute {
+		t.Errorf("the forget's work had %s left of its budget, want close to ForgetTimeout (1h), not WriteTimeout (1s)", got)
+	}
+	_, err := h.client.Forget(ctx, "late")
+	var se *events.ServiceError
+	if !errors.As(err, &se) || !strings.Contains(se.Description, "within 1h0m0s") {
+		t.Errorf("a forget that ran out of time: %v; want a 500 naming its 1h budget", err)
 	}
 }

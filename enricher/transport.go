@@ -38,7 +38,7 @@ func (s *Service) handler(ep endpoint) micro.Handler {
 		reply := req.Reply()
 		spanCtx, span := s.startSpan(req, ep.name, token)
 		s.dispatch(ep.lane, token, received.Add(s.cfg.WriteTimeout), func() {
-			ctx, cancel := context.WithDeadline(spanCtx, received.Add(s.cfg.WriteTimeout))
+			ctx, cancel := context.WithDeadline(spanCtx, received.Add(s.budget(ep.name)))
 			defer cancel()
 			res, err := work(ctx)
 			st.workCount.Add(1)
@@ -60,6 +60,17 @@ func (s *Service) handler(ep endpoint) micro.Handler {
 	})
 }
 
+// budget is how long endpoint's work may take from the request's arrival:
+// Config.ForgetTimeout for forget, Config.WriteTimeout for the others
+// (enrich has its own, Config.Timeout). A request waits for a slot at most
+// WriteTimeout in any case.
+func (s *Service) budget(endpoint string) time.Duration {
+	if endpoint == "forget" {
+		return s.cfg.ForgetTimeout
+	}
+	return s.cfg.WriteTimeout
+}
+
 // classify maps a call's error to a reply code and a description safe to
 // show a caller; store errors are logged, not shown.
 func (s *Service) classify(endpoint string, err error) (int, string) {
@@ -78,7 +89,7 @@ func (s *Service) classify(endpoint string, err error) (int, string) {
 		return 500, oe.Error()
 	case errors.Is(err, context.DeadlineExceeded):
 		s.logger.Error("memory store timed out", "endpoint", endpoint, "error", err)
-		return 500, fmt.Sprintf("memory store did not answer within %s", s.cfg.WriteTimeout)
+		return 500, fmt.Sprintf("memory store did not answer within %s", s.budget(endpoint))
 	default:
 		s.logger.Error("memory store failed", "endpoint", endpoint, "error", err)
 		return 500, "memory store unavailable"
