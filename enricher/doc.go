@@ -28,7 +28,8 @@
 // stopped, unreachable, or the service is saturated), the reply is sent
 // anyway: empty lists, "degraded": true and a reason. Only invalid requests
 // are errors. The other endpoints are writes and explicit reads: they wait
-// up to Config.WriteTimeout and fail with code 500.
+// up to Config.WriteTimeout (a forget's database side Config.ForgetTimeout)
+// and fail with code 500.
 //
 // Writes (store, clear, facts.set, facts.clear) are synchronous: the reply is
 // sent after Postgres committed.
