@@ -47,12 +47,13 @@ func ReadThrough(ctx context.Context, st jetstream.Stream, subj string, through 
 			_ = st.DeleteConsumer(dctx, info.Name)
 		}
 	}()
-	// Headers are small; with their data, messages are bounded by bytes
+	// Headers are small; with their data, a pull is bounded by bytes too
 	// (a dead letter holds a rejected event, up to the server's payload
-	// limit), so that a read holds a few megabytes, not a thousand of them.
+	// limit), so that a read holds at most about one maximal message's
+	// worth, not a thousand of them.
 	var pull jetstream.PullMessagesOpt = jetstream.PullMaxMessages(1000)
 	if withData {
-		pull = jetstream.PullMaxBytes(readMaxBytes)
+		pull = jetstream.PullMaxMessagesWithBytesLimit(1000, readMaxBytes)
 	}
 	it, err := cons.Messages(pull)
 	if err != nil {
@@ -107,8 +108,13 @@ func ReadThrough(ctx context.Context, st jetstream.Stream, subj string, through 
 // holding it forever.
 const readMaxStalls = 5
 
-// readMaxBytes bounds what a ReadThrough with data pulls at once.
-const readMaxBytes = 8 << 20
+// readMaxBytes bounds what a ReadThrough with data pulls at once. It is
+// above the largest message a NATS server takes unless its max_pending
+// (64 MiB by default, and max_payload may not exceed it) is raised too: a
+// pull smaller than the next message gets nothing, ever (the server
+// answers 409 "Message Size Exceeds MaxBytes", and the client pulls
+// again), and the read failed on it every time.
+const readMaxBytes = 64<<20 + 1<<20
 
 // readPoll is how long ReadThrough waits for a message before it asks the
 // stream whether one is left: a message deleted during the read (the last

@@ -3,10 +3,13 @@ package events_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/memoryd/memoryd/events"
@@ -129,5 +132,52 @@ func TestReadThroughFailsWhenItsStreamGoes(t *testing.T) {
 	}
 	if rctx.Err() != nil {
 		t.Fatalf("the read held on until its context ended: %v", err)
+	}
+}
+
+// A message bigger than what one pull would take is read too (a dead
+// letter of a rejected event on a server whose max_payload is raised):
+// the server answers a pull smaller than the next message with "Message
+// Size Exceeds MaxBytes", and the read stalled on it every time.
+func TestReadThroughReadsAMessageOverEightMiB(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "nats.conf")
+	url := eventstest.PrivateServer(t, func(port int) []string {
+		if err := os.WriteFile(conf, fmt.Appendf(nil, "listen: 127.0.0.1:%d\nmax_payload: 16MB\njetstream { store_dir: %q }\n", port, dir), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return []string{"-c", conf}
+	})
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "BIG", Subjects: []string{"big.>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []uint64
+	for _, size := range []int{10, 9 << 20, 10} {
+		ack, err := js.Publish(ctx, "big.a", make([]byte, size))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, ack.Sequence)
+	}
+	var got []uint64
+	err = events.ReadThrough(ctx, st, "big.a", seqs[2], true, 5*time.Second, func(m jetstream.Msg, md *jetstream.MsgMetadata) bool {
+		got = append(got, md.Sequence.Stream)
+		return true
+	})
+	if err != nil || !slices.Equal(got, seqs) {
+		t.Fatalf("read %v, %v; want all of %v", got, err, seqs)
 	}
 }
