@@ -72,15 +72,17 @@ type Config struct {
 	// Timeout bounds an enrich request from its arrival to its reply; past
 	// it the reply is degraded. Default 250ms.
 	Timeout time.Duration
-	// WriteTimeout bounds every other request but forget; past it the
-	// reply is an error 500. Default 5s.
+	// WriteTimeout bounds every other request but forget's work; past it
+	// the reply is an error 500. A forget too waits at most WriteTimeout
+	// for a slot. Default 5s.
 	WriteTimeout time.Duration
 	// ForgetTimeout bounds a forget's database side (memory.forget), from
 	// its arrival: past it the forget is rolled back and the reply is an
 	// error 500. A forget waits for the user's writes in flight and
 	// deletes all their rows, seconds for a large user under load; the
 	// rest (documents, stream events) then runs to its end in any case.
-	// Default DefaultForgetTimeout.
+	// Meanwhile it holds one of the MaxToolInFlight slots. Default
+	// DefaultForgetTimeout.
 	ForgetTimeout time.Duration
 	// MaxFacts caps the facts an enrich reply carries, most recently set
 	// first. Default 50.
