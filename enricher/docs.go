@@ -387,12 +387,12 @@ func (s *Service) docsEndpoints() []endpoint {
 			name, subject, whose = "shared_docs_", "shared.docs.", "a shared scope's"
 		}
 		eps = append(eps,
-			endpoint{name + "put", subject + "put", "store a document in one of " + whose + " collections (chunked for search)", s.toolLane, d.put},
-			endpoint{name + "delete", subject + "delete", "delete a document of one of " + whose + " collections", s.toolLane, d.delete},
-			endpoint{name + "list", subject + "list", "list the documents of one of " + whose + " collections, paged", s.toolLane, d.list},
-			endpoint{name + "search", subject + "search", "search the chunks of " + whose + " collections (and, for a user, the shared ones granted)", s.searchLane, d.search})
+			endpoint{name: name + "put", subject: subject + "put", description: "store a document in one of " + whose + " collections (chunked for search)", lane: s.toolLane, handle: d.put},
+			endpoint{name: name + "delete", subject: subject + "delete", description: "delete a document of one of " + whose + " collections", lane: s.toolLane, handle: d.delete},
+			endpoint{name: name + "list", subject: subject + "list", description: "list the documents of one of " + whose + " collections, paged", lane: s.toolLane, handle: d.list},
+			endpoint{name: name + "search", subject: subject + "search", description: "search the chunks of " + whose + " collections (and, for a user, the shared ones granted)", lane: s.searchLane, handle: d.search})
 		if !shared {
-			eps = append(eps, endpoint{name + "defaults", subject + "defaults", "read or set the collections enrich searches when a request names none", s.toolLane, d.defaults})
+			eps = append(eps, endpoint{name: name + "defaults", subject: subject + "defaults", description: "read or set the collections enrich searches when a request names none", lane: s.toolLane, handle: d.defaults})
 		}
 	}
 	return eps

@@ -38,7 +38,7 @@ func (s *Service) enrichHandler(ep endpoint) micro.Handler {
 		deadline := received.Add(s.cfg.Timeout)
 		p, err := s.parseEnrich(subjectToken(req.Subject()), req.Data())
 		if err != nil {
-			s.replyError(req, ep.name, err)
+			s.replyError(req, ep, err)
 			return
 		}
 		if p.optOut {
@@ -101,7 +101,7 @@ func (s *Service) enrichHandler(ep endpoint) micro.Handler {
 				// user may not read) is the sender's to fix: an error, not a
 				// degraded reply.
 				if replied.CompareAndSwap(false, true) {
-					s.replyError(req, ep.name, err)
+					s.replyError(req, ep, err)
 					endSpan(span, bad.Code)
 				}
 			case errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil:

@@ -109,6 +109,18 @@ type endpoint struct {
 	// handle validates a request and returns its work; nil for enrich,
 	// whose handler answers degraded rather than with errors.
 	handle func(token string, data []byte) (call, error)
+	// timeout bounds the work from the request's arrival; 0 is
+	// Config.WriteTimeout (enrich has Config.Timeout). A request waits
+	// for a slot at most WriteTimeout in any case.
+	timeout time.Duration
+}
+
+// budget is how long ep's work may take from the request's arrival.
+func (s *Service) budget(ep endpoint) time.Duration {
+	if ep.timeout > 0 {
+		return ep.timeout
+	}
+	return s.cfg.WriteTimeout
 }
 
 // call is a validated request's work, run on a request goroutine. An enrich
@@ -117,28 +129,29 @@ type call func(ctx context.Context) (any, error)
 
 func (s *Service) endpoints() []endpoint {
 	eps := []endpoint{
-		{"enrich", "enrich", "memory relevant to a message, with the text to inject", s.enrichLane, nil},
-		{"search", "search", "full-text search over the user's remembered context", s.searchLane, s.reads.search},
-		{"store", "store", "remember a question/answer pair (store_memory tool)", s.toolLane, s.writes.storeContext},
-		{"clear", "clear", "forget context items (clear_memory tool)", s.toolLane, s.writes.clearContext},
-		{"facts_set", "facts.set", "set a fact (set_fact tool)", s.toolLane, s.writes.setFact},
-		{"facts_get", "facts.get", "read one fact", s.toolLane, s.reads.getFact},
-		{"facts_clear", "facts.clear", "delete a fact", s.toolLane, s.writes.clearFact},
-		{"facts_list", "facts.list", "list the user's facts", s.toolLane, s.reads.listFacts},
-		{"stats", "stats", "the user's memory and ingestion counters", s.toolLane, s.reads.userStats},
-		{"forget", "forget", "delete everything kept about the user, including their events in the stream", s.toolLane, s.admin.forgetUser},
+		{name: "enrich", subject: "enrich", description: "memory relevant to a message, with the text to inject", lane: s.enrichLane},
+		{name: "search", subject: "search", description: "full-text search over the user's remembered context", lane: s.searchLane, handle: s.reads.search},
+		{name: "store", subject: "store", description: "remember a question/answer pair (store_memory tool)", lane: s.toolLane, handle: s.writes.storeContext},
+		{name: "clear", subject: "clear", description: "forget context items (clear_memory tool)", lane: s.toolLane, handle: s.writes.clearContext},
+		{name: "facts_set", subject: "facts.set", description: "set a fact (set_fact tool)", lane: s.toolLane, handle: s.writes.setFact},
+		{name: "facts_get", subject: "facts.get", description: "read one fact", lane: s.toolLane, handle: s.reads.getFact},
+		{name: "facts_clear", subject: "facts.clear", description: "delete a fact", lane: s.toolLane, handle: s.writes.clearFact},
+		{name: "facts_list", subject: "facts.list", description: "list the user's facts", lane: s.toolLane, handle: s.reads.listFacts},
+		{name: "stats", subject: "stats", description: "the user's memory and ingestion counters", lane: s.toolLane, handle: s.reads.userStats},
+		{name: "forget", subject: "forget", description: "delete everything kept about the user, including their events in the stream", lane: s.toolLane, handle: s.admin.forgetUser,
+			timeout: s.cfg.ForgetTimeout},
 		// Issue 16 item 7: context items by id (contextitems.go).
-		{"context_list", "context.list", "list the user's context items, newest first, paged", s.toolLane, s.contextItems().list},
-		{"context_get", "context.get", "read one context item by id", s.toolLane, s.contextItems().get},
-		{"context_update", "context.update", "replace a context item's question and/or answer", s.toolLane, s.contextItems().update},
-		{"context_delete", "context.delete", "delete one context item by id", s.toolLane, s.contextItems().delete},
+		{name: "context_list", subject: "context.list", description: "list the user's context items, newest first, paged", lane: s.toolLane, handle: s.contextItems().list},
+		{name: "context_get", subject: "context.get", description: "read one context item by id", lane: s.toolLane, handle: s.contextItems().get},
+		{name: "context_update", subject: "context.update", description: "replace a context item's question and/or answer", lane: s.toolLane, handle: s.contextItems().update},
+		{name: "context_delete", subject: "context.delete", description: "delete one context item by id", lane: s.toolLane, handle: s.contextItems().delete},
 		// Provenance (issue 16, item 6).
-		{"facts_history", "facts.history", "one fact's changes with their sources, newest first", s.toolLane, s.reads.factHistory},
+		{name: "facts_history", subject: "facts.history", description: "one fact's changes with their sources, newest first", lane: s.toolLane, handle: s.reads.factHistory},
 		// Export and import (issue 16 item 7, export.go).
-		{"export", "export", "the user's memory as JSON lines, a page at a time", s.toolLane, s.exports().export},
-		{"import", "import", "merge JSON lines of an export into the user's memory, atomically per request", s.toolLane, s.exports().importLines},
+		{name: "export", subject: "export", description: "the user's memory as JSON lines, a page at a time", lane: s.toolLane, handle: s.exports().export},
+		{name: "import", subject: "import", description: "merge JSON lines of an export into the user's memory, atomically per request", lane: s.toolLane, handle: s.exports().importLines},
 		// Languages (issue 17 item 6, language.go).
-		{"language", "language", "read or set the user's language, which chooses how their context is indexed and searched", s.toolLane, s.writes.language},
+		{name: "language", subject: "language", description: "read or set the user's language, which chooses how their context is indexed and searched", lane: s.toolLane, handle: s.writes.language},
 	}
 	return append(eps, s.docsEndpoints()...)
 }

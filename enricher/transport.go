@@ -32,20 +32,20 @@ func (s *Service) handler(ep endpoint) micro.Handler {
 		token := subjectToken(req.Subject())
 		work, err := ep.handle(token, req.Data())
 		if err != nil {
-			s.replyError(req, ep.name, err)
+			s.replyError(req, ep, err)
 			return
 		}
 		reply := req.Reply()
 		spanCtx, span := s.startSpan(req, ep.name, token)
 		s.dispatch(ep.lane, token, received.Add(s.cfg.WriteTimeout), func() {
-			ctx, cancel := context.WithDeadline(spanCtx, received.Add(s.budget(ep.name)))
+			ctx, cancel := context.WithDeadline(spanCtx, received.Add(s.budget(ep)))
 			defer cancel()
 			res, err := work(ctx)
 			st.workCount.Add(1)
 			st.workNanos.Add(int64(time.Since(received)))
 			if err != nil {
 				st.serverErrors.Add(1)
-				code, desc := s.classify(ep.name, err)
+				code, desc := s.classify(ep, err)
 				s.publishError(reply, code, desc)
 				endSpan(span, code)
 				return
@@ -60,20 +60,9 @@ func (s *Service) handler(ep endpoint) micro.Handler {
 	})
 }
 
-// budget is how long endpoint's work may take from the request's arrival:
-// Config.ForgetTimeout for forget, Config.WriteTimeout for the others
-// (enrich has its own, Config.Timeout). A request waits for a slot at most
-// WriteTimeout in any case.
-func (s *Service) budget(endpoint string) time.Duration {
-	if endpoint == "forget" {
-		return s.cfg.ForgetTimeout
-	}
-	return s.cfg.WriteTimeout
-}
-
 // classify maps a call's error to a reply code and a description safe to
 // show a caller; store errors are logged, not shown.
-func (s *Service) classify(endpoint string, err error) (int, string) {
+func (s *Service) classify(ep endpoint, err error) (int, string) {
 	var (
 		se *events.ServiceError
 		ne *store.NewerSchemaError
@@ -88,10 +77,10 @@ func (s *Service) classify(endpoint string, err error) (int, string) {
 	case errors.As(err, &oe):
 		return 500, oe.Error()
 	case errors.Is(err, context.DeadlineExceeded):
-		s.logger.Error("memory store timed out", "endpoint", endpoint, "error", err)
-		return 500, fmt.Sprintf("memory store did not answer within %s", s.budget(endpoint))
+		s.logger.Error("memory store timed out", "endpoint", ep.name, "error", err)
+		return 500, fmt.Sprintf("memory store did not answer within %s", s.budget(ep))
 	default:
-		s.logger.Error("memory store failed", "endpoint", endpoint, "error", err)
+		s.logger.Error("memory store failed", "endpoint", ep.name, "error", err)
 		return 500, "memory store unavailable"
 	}
 }
@@ -101,12 +90,12 @@ func (s *Service) classify(endpoint string, err error) (int, string) {
 // records what req.Error is given as the endpoint's last_error, which
 // $SRV.STATS shows to anyone allowed to ask, so that gets only the code's
 // generic text, never a user id, token or key.
-func (s *Service) replyError(req micro.Request, endpoint string, err error) {
-	code, desc := s.classify(endpoint, err)
-	s.logger.Debug("bad request", "endpoint", endpoint, "code", code, "error", desc)
+func (s *Service) replyError(req micro.Request, ep endpoint, err error) {
+	code, desc := s.classify(ep, err)
+	s.logger.Debug("bad request", "endpoint", ep.name, "code", code, "error", desc)
 	detail := micro.WithHeaders(micro.Headers{micro.ErrorHeader: {desc}})
 	if err := req.Error(fmt.Sprint(code), genericError(code), nil, detail); err != nil {
-		s.logger.Warn("reply failed", "endpoint", endpoint, "error", err)
+		s.logger.Warn("reply failed", "endpoint", ep.name, "error", err)
 	}
 }
 
