@@ -119,7 +119,7 @@ func (s *Store) ForgetUser(ctx context.Context, userID, token string, throughSeq
 		if _, err := q.db.Exec(ctx, `DELETE FROM memory_changes WHERE user_id = $1`, userID); err != nil {
 			return fmt.Errorf("forget changes: %w", err)
 		}
-		if _, err := q.db.Exec(ctx, `SELECT 1 FROM memory_change_seqs WHERE user_key = sha256(convert_to($1::text, 'UTF8')) FOR UPDATE`, userID); err != nil {
+		if _, err := q.db.Exec(ctx, `SELECT 1 FROM memory_change_seqs WHERE user_key = `+userKeySQL("$1::text")+` FOR UPDATE`, userID); err != nil {
 			return fmt.Errorf("forget changes: %w", err)
 		}
 		return q.recordChange(ctx, changeMemoryForgotten, 0, userID)

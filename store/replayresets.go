@@ -20,11 +20,18 @@ type ResetMark struct {
 	StartedAt time.Time
 }
 
-// userKeys is the SQL for the keys of the user ids in the text[] parameter
-// p, as migration 037 keys the change counter: what replay_resets holds of
-// a user, so that nothing of the id itself outlives a forget.
-func userKeys(p string) string {
-	return `(SELECT coalesce(array_agg(sha256(convert_to(u, 'UTF8'))), '{}') FROM unnest(` + p + `::text[]) AS u)`
+// userKeySQL is the SQL for the key of the user id the text expression id
+// holds, as migration 037 keys the change counter: what memory_change_seqs
+// and replay_resets hold of a user, so that nothing of the id itself
+// outlives a forget.
+func userKeySQL(id string) string {
+	return `sha256(convert_to(` + id + `, 'UTF8'))`
+}
+
+// userKeysSQL is the SQL for the keys of the user ids in the text[] parameter
+// p.
+func userKeysSQL(p string) string {
+	return `(SELECT coalesce(array_agg(` + userKeySQL("u") + `), '{}') FROM unnest(` + p + `::text[]) AS u)`
 }
 
 // markReset records, in ResetMemory's transaction, the reset of userIDs
@@ -43,7 +50,7 @@ func (s *Store) markReset(ctx context.Context, userIDs []string, mark *ResetMark
 	}
 	err := s.db.QueryRow(ctx, `
 		WITH keys AS (
-			SELECT array_agg(DISTINCT sha256(convert_to(u, 'UTF8'))) AS k FROM unnest($1::text[]) AS u
+			SELECT array_agg(DISTINCT `+userKeySQL("u")+`) AS k FROM unnest($1::text[]) AS u
 			WHERE EXISTS (SELECT 1 FROM turns t WHERE t.user_id = u)
 		)
 		INSERT INTO replay_resets (user_keys) SELECT k FROM keys WHERE k IS NOT NULL
@@ -91,7 +98,7 @@ func (s *Store) FinishResets(ctx context.Context, own int64, before []ResetMark,
 	var earlier int64
 	err := s.db.QueryRow(ctx, `WITH gone AS (
 			DELETE FROM replay_resets
-			WHERE id = $1 OR (id = ANY($2) AND (coalesce(cardinality($3::text[]), 0) = 0 OR (user_keys IS NOT NULL AND user_keys <@ `+userKeys("$3")+`)))
+			WHERE id = $1 OR (id = ANY($2) AND (coalesce(cardinality($3::text[]), 0) = 0 OR (user_keys IS NOT NULL AND user_keys <@ `+userKeysSQL("$3")+`)))
 			RETURNING id)
 		SELECT count(*) FILTER (WHERE id <> $1) FROM gone`,
 		own, ids, userIDs).Scan(&earlier)
@@ -105,8 +112,8 @@ func (s *Store) FinishResets(ctx context.Context, own int64, before []ResetMark,
 // inside ForgetUser's transaction; a mark of that user alone goes (the
 // forget deleted everything the replay would have rebuilt).
 func (s *Store) forgetResetMarks(ctx context.Context, userID string) error {
-	if _, err := s.db.Exec(ctx, `UPDATE replay_resets SET user_keys = array_remove(user_keys, sha256(convert_to($1::text, 'UTF8')))
-		WHERE sha256(convert_to($1::text, 'UTF8')) = ANY(user_keys)`, userID); err != nil {
+	if _, err := s.db.Exec(ctx, `UPDATE replay_resets SET user_keys = array_remove(user_keys, `+userKeySQL("$1::text")+`)
+		WHERE `+userKeySQL("$1::text")+` = ANY(user_keys)`, userID); err != nil {
 		return fmt.Errorf("forget reset marks: %w", err)
 	}
 	if _, err := s.db.Exec(ctx, `DELETE FROM replay_resets WHERE user_keys = '{}'`); err != nil {
