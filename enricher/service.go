@@ -50,7 +50,11 @@ type Service struct {
 	stopping bool
 	work     sync.WaitGroup // request goroutines and the warmer; Stop waits for them
 	quit     chan struct{}  // closed by Stop
-	warming  atomic.Bool    // a warmer goroutine runs
+	// halted ends every request's work: Stop cancels it when its deadline
+	// passes with requests still in progress.
+	halted  context.Context
+	halt    context.CancelFunc
+	warming atomic.Bool // a warmer goroutine runs
 }
 
 // warmer is a Store that can re-open its pool's connections ahead of use
@@ -87,6 +91,7 @@ func New(cfg Config) (*Service, error) {
 		writes: memoryWrites{store: cfg.Store},
 	}
 	s.docs = cfg.Store
+	s.halted, s.halt = context.WithCancel(context.Background())
 	s.working, _ = cfg.Observer.(WorkObserver)
 	if cfg.TracerProvider != nil {
 		s.tracer = cfg.TracerProvider.Tracer("github.com/memoryd/memoryd/enricher")
@@ -251,7 +256,13 @@ func (s *Service) ID() string {
 }
 
 // Stop unsubscribes (draining requests already delivered) and waits for
-// requests in progress to be answered, or for ctx to end.
+// requests in progress to be answered, or for ctx to end. Then it cancels
+// the requests still in progress, so that none outlives the shutdown
+// deadline holding a database connection: their transactions roll back,
+// and each requester is answered that memoryd stopped before its request
+// was done (a forget past its memory's transaction, that it did not
+// finish: see worker.Forget). It waits up to haltWait for those answers
+// and returns ctx's error.
 func (s *Service) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	svc := s.svc
@@ -271,14 +282,25 @@ func (s *Service) Stop(ctx context.Context) error {
 	select {
 	case <-done:
 	case <-ctx.Done():
-		return fmt.Errorf("enricher: stop: requests still in progress: %w", ctx.Err())
+		s.halt()
+		select {
+		case <-done:
+		case <-time.After(haltWait):
+		}
+		return fmt.Errorf("enricher: stop: requests still in progress were cancelled: %w", ctx.Err())
 	}
+	s.halt()
 	if err != nil {
 		return fmt.Errorf("enricher: stop: %w", err)
 	}
 	s.logger.Info("enrich service stopped")
 	return nil
 }
+
+// haltWait bounds how long Stop waits, past its deadline, for the requests
+// it cancelled to answer. A cancelled query returns at once; this is
+// for a store that does not answer at all.
+const haltWait = 5 * time.Second
 
 // warm makes the store's pool open its connections in the background, so
 // that enrich's budget measures queries, not connection setup: at start, and

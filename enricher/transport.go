@@ -40,6 +40,7 @@ func (s *Service) handler(ep endpoint) micro.Handler {
 		s.dispatch(ep.lane, token, received.Add(s.cfg.WriteTimeout), func() {
 			ctx, cancel := context.WithDeadline(spanCtx, received.Add(s.budget(ep)))
 			defer cancel()
+			defer context.AfterFunc(s.halted, cancel)()
 			res, err := work(ctx)
 			st.workCount.Add(1)
 			st.workNanos.Add(int64(time.Since(received)))
@@ -76,6 +77,9 @@ func (s *Service) classify(ep endpoint, err error) (int, string) {
 		return 500, ne.Error()
 	case errors.As(err, &oe):
 		return 500, oe.Error()
+	case errors.Is(err, context.Canceled) && s.halted.Err() != nil:
+		s.logger.Warn("request cancelled: the service stopped before it was done", "endpoint", ep.name)
+		return 500, "memoryd stopped before this request was done: send it again"
 	case errors.Is(err, context.DeadlineExceeded):
 		s.logger.Error("memory store timed out", "endpoint", ep.name, "error", err)
 		return 500, fmt.Sprintf("memory store did not answer within %s", s.budget(ep))

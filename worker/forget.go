@@ -37,14 +37,19 @@ type ForgetResult struct {
 // token usage. Ingest, extraction and replay check the tombstone in the
 // transaction that writes, so an event published before the forget is
 // dropped wherever it was in flight; a turn published after it starts a new
-// memory. Then, whether or not the caller still waits, it deletes the
-// user's own document collections (store.DeleteCollections), and purges the
-// user's events, up to the tombstone's sequence, from the turn stream and
-// the dead-letter stream, so that no replay can bring them back.
+// memory. Then it deletes the user's own document collections
+// (store.DeleteCollections), and purges the user's events, up to the
+// tombstone's sequence, from the turn stream and the dead-letter stream,
+// so that no replay can bring them back.
+//
+// ctx's deadline bounds the database transaction only: once it has
+// committed, the rest runs under bounds of its own even when the deadline
+// passes. ctx being cancelled (a shutdown, Ctrl-C) stops the rest too.
 //
 // Forget answers success only when all of it is done. A forget that failed
-// half-way (the documents or the stream purge failed after the database
-// side committed) can simply be run again. With an empty prefix or stream the defaults apply;
+// half-way (the documents or the stream purge failed, or were cancelled,
+// after the database side committed: an *IncompleteError) can simply be
+// run again. With an empty prefix or stream the defaults apply;
 // the dead-letter stream is events.DeadLetterStream(stream), as Worker
 // creates it by default.
 func Forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix, stream, userID string) (ForgetResult, error) {
@@ -111,11 +116,13 @@ func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 		return ForgetResult{}, err // the store's error says "forget" already
 	}
 	// The database side has committed and nothing of the user's older
-	// events can be written again. The rest runs to its end even when the
-	// caller stops waiting: it is what makes the forget final. First the
-	// user's own document collections (not shared scopes'), which can be
-	// far more than the memory (megabytes of chunks and their terms).
-	sctx := context.WithoutCancel(ctx)
+	// events can be written again. The rest runs to its end past ctx's
+	// deadline, under bounds of its own: it is what makes the forget final.
+	// Only ctx being cancelled (a shutdown) stops it. First the user's own
+	// document collections (not shared scopes'), which can be far more than
+	// the memory (megabytes of chunks and their terms).
+	sctx, release := pastDeadline(ctx)
+	defer release()
 	dctx, cancel := context.WithTimeout(sctx, forgetDocsTimeout)
 	r.Documents, err = s.DeleteCollections(dctx, store.Owner{User: userID}, indexDocumentJobs, chunkEmbedJobs)
 	cancel()
@@ -132,6 +139,22 @@ func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 		return r, streamSideError(err)
 	}
 	return r, nil
+}
+
+// pastDeadline returns a context with ctx's values that is cancelled when
+// ctx is cancelled, but not when ctx's deadline passes; release frees it.
+// A deadline that has passed hides a later cancellation of ctx's parents.
+func pastDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	rest, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			cancel(context.Cause(ctx))
+		}
+	})
+	return rest, func() {
+		stop()
+		cancel(nil)
+	}
 }
 
 // IncompleteError is a forget that failed after the database side

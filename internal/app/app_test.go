@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -313,5 +314,102 @@ func TestForgetStreamSideFailureSaysWhatToDo(t *testing.T) {
 	var se *events.ServiceError
 	if !errors.As(err, &se) || se.Code != 500 || !strings.Contains(se.Description, "memory is deleted") || !strings.Contains(se.Description, "run the forget again") {
 		t.Fatalf("forget with a stream that refuses deletes: %v; want a 500 saying the memory is deleted and to run it again", err)
+	}
+}
+
+// A serve stopped while a forget is in progress does not wait past its
+// shutdown deadline for it: Stop cancels the forget, which answers that it
+// was cancelled (before: closing the database pool waited for the forget's
+// connection, up to the forget's minute, or its documents' 10 minutes).
+// Cancelled in its transaction, nothing is deleted and the requester is told
+// to send it again; cancelled after it, the memory is gone and the reply
+// says what was left.
+func TestStopCancelsAForgetInProgress(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		// block takes, in q's transaction, what the forget will wait for.
+		block      func(ctx context.Context, tx pgx.Tx, q *store.Store) error
+		want       string
+		memoryLeft bool
+	}{
+		{"in its transaction", func(ctx context.Context, _ pgx.Tx, q *store.Store) error {
+			_, err := q.LockUsers(ctx, []string{events.UserToken("alice")})
+			return err
+		}, "memoryd stopped before this request was done", true},
+		{"deleting documents", func(ctx context.Context, tx pgx.Tx, _ *store.Store) error {
+			_, err := tx.Exec(ctx, `SELECT 1 FROM collections WHERE owner_kind = 'user' AND owner = 'alice' FOR UPDATE`)
+			return err
+		}, "deleting their documents did not finish", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			a, ctx := startWithAlice(t)
+			s, err := a.Store(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.PutDocument(ctx, store.DocumentPut{Owner: store.Owner{User: "alice"}, Collection: "kb", DocID: "d", Content: "The zebra notes."}); err != nil {
+				t.Fatal(err)
+			}
+			// The blocker and the checks use a pool of their own: Stop
+			// closes the app's.
+			other := storetest.Open(t, a.cfg.Store.URL)
+			tx, err := other.Pool().Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(context.Background())
+			var pid int
+			if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.block(ctx, tx, other.WithTx(tx)); err != nil {
+				t.Fatal(err)
+			}
+			// The requester has its own connection, which Stop does not drain.
+			nc, err := nats.Connect(eventstest.URL())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			errc := make(chan error, 1)
+			go func() {
+				_, err := events.NewClient(nc, a.cfg.Prefix).Forget(ctx, "alice")
+				errc <- err
+			}()
+			for n := 0; n == 0; {
+				if err := other.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))`, pid).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+			}
+			stopCtx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			defer cancel()
+			if err := a.Stop(stopCtx); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("stop during a forget: %v, want its deadline passed", err)
+			}
+			err = <-errc
+			var se *events.ServiceError
+			if !errors.As(err, &se) || se.Code != 500 || !strings.Contains(se.Description, tc.want) || !strings.Contains(se.Description, "again") {
+				t.Fatalf("forget cancelled by stop: %v; want a 500 saying %q and to send it again", err, tc.want)
+			}
+			if err := tx.Rollback(ctx); err != nil {
+				t.Fatal(err)
+			}
+			st, err := other.Stats(ctx, "alice")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if left := st.TurnsReceived > 0; left != tc.memoryLeft {
+				t.Fatalf("after the cancelled forget alice has %d turns; want memory left %v", st.TurnsReceived, tc.memoryLeft)
+			}
+			var docs int
+			if err := other.Pool().QueryRow(ctx, `SELECT count(*) FROM collections WHERE owner_kind = 'user' AND owner = 'alice'`).Scan(&docs); err != nil {
+				t.Fatal(err)
+			}
+			if docs != 1 {
+				t.Fatalf("alice has %d collections after the cancelled forget, want hers kept", docs)
+			}
+		})
 	}
 }
