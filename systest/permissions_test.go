@@ -443,8 +443,42 @@ func permCheck(t *testing.T, memorydBlock, frontendBlock string) {
 		t.Errorf("bob's frontend changed alice's facts: %s, was %s", a, b)
 	}
 	permCheckDocs(t, ctx, st, alice, bob, marker)
+	permCheckCLI(t, url, aliceInbox, bobInbox)
 	if v := mdErrs.all(); len(v) > 0 {
 		t.Errorf("memoryd's documented permissions refused some of its work: %q", v)
+	}
+}
+
+// permCheckCLI runs the memoryd commands a frontend's operator runs with a
+// frontend's credential: publish with --ensure-stream=false uses nothing
+// but the turn's subject (before: it asked the JetStream API for the
+// stream, waited 5 s and printed a permissions violation); without it, and
+// a request to another user's subject, say that the server refused them,
+// not that memoryd is slow or the stream missing.
+func permCheckCLI(t *testing.T, url, aliceInbox, bobInbox string) {
+	as := func(user, inbox string) []string {
+		return []string{"MEMORYD_NATS_URL=" + url, "MEMORYD_NATS_USER=" + user + "_frontend", "MEMORYD_NATS_PASSWORD=" + user + "-pw", "MEMORYD_INBOX_PREFIX=" + inbox}
+	}
+	dir := t.TempDir()
+	for _, c := range []struct {
+		env      []string
+		args     []string
+		code     int
+		want     string // in stdout when code is 0, else in stderr
+		unwanted string // in neither
+	}{
+		{as("alice", aliceInbox), []string{"publish", "--ensure-stream=false", "--user", "alice", "--message", "I live in Lisbon"}, 0, " seq=", "permissions violation"},
+		{as("alice", aliceInbox), []string{"publish", "--user", "alice", "--message", "I live in Lisbon"}, 1, "--ensure-stream=false", "deadline exceeded"},
+		{as("bob", bobInbox), []string{"enrich", "--user", "alice", "where do I live?"}, 1, "the NATS server refused it", "did not reply"},
+	} {
+		r := runMemoryd(dir, c.env, time.Minute, c.args...)
+		out := r.stderr
+		if c.code == 0 {
+			out = r.stdout
+		}
+		if r.code != c.code || !strings.Contains(out, c.want) || strings.Contains(r.stdout+r.stderr, c.unwanted) {
+			t.Errorf("memoryd %s as %s: exit %d, stdout %q, stderr %q; want exit %d, %q and no %q", strings.Join(c.args, " "), c.env[1], r.code, r.stdout, r.stderr, c.code, c.want, c.unwanted)
+		}
 	}
 }
 

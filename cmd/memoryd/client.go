@@ -38,6 +38,9 @@ type clientOptions struct {
 	user    string
 	json    bool
 	timeout time.Duration
+	// nc is the connection client made, for callError to ask what the
+	// server refused.
+	nc *nats.Conn
 }
 
 func (o *clientOptions) register(f *flags) {
@@ -85,6 +88,7 @@ func (o *clientOptions) client(ctx context.Context, a *cli) (c *events.Client, r
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	o.nc = nc
 	reqCtx, cancel := context.WithTimeout(ctx, o.timeout)
 	return events.NewClient(nc, o.conn.prefix), reqCtx, func() { cancel(); nc.Close() }, nil
 }
@@ -100,6 +104,9 @@ func (o *clientOptions) callError(err error) error {
 	case errors.Is(err, nats.ErrNoResponders):
 		return fmt.Errorf("no memoryd service answers on %s under prefix %q: start 'memoryd serve' with the same --nats-url and --prefix", app.RedactURL(o.conn.nats.URL), o.conn.prefix)
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+		if perr := refusedByServer(o.nc); perr != nil {
+			return perr
+		}
 		return fmt.Errorf("memoryd did not reply within %s (--timeout)", o.timeout)
 	case errors.As(err, &svcErr) && svcErr.Code == 400:
 		// The request was refused as malformed: an argument is bad (exit 2).
@@ -111,6 +118,20 @@ func (o *clientOptions) callError(err error) error {
 		return &relabeled{msg: msg, err: err}
 	}
 	return err
+}
+
+// refusedByServer says what the NATS server refused on nc, or returns nil.
+// A request the server's permissions refuse (publishing it, or the reply
+// inbox's subscription) is dropped, not answered: the requester only times
+// out, and nc's last error is what tells it from a memoryd that is down.
+func refusedByServer(nc *nats.Conn) error {
+	if nc == nil {
+		return nil
+	}
+	if err := nc.LastError(); errors.Is(err, nats.ErrPermissionViolation) {
+		return fmt.Errorf("the NATS server refused it (%v): this NATS user is not allowed that subject; a frontend's credential covers only its user's subjects and its own inbox prefix (--inbox-prefix): see docs/protocol.md, \"Permissions\"", err)
+	}
+	return nil
 }
 
 // relabeled is err with another message.

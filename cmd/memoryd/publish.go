@@ -64,15 +64,24 @@ again (a re-publish of the same event id is a duplicate).`)
 	defer closeNATS()
 	if ensure {
 		if _, err := events.EnsureStream(ctx, js, events.StreamConfig{Prefix: o.prefix, Stream: o.stream}); err != nil {
+			if perr := refusedByServer(js.Conn()); perr != nil {
+				return fmt.Errorf("ensure stream %s: %w (creating or checking the stream needs the JetStream API, $JS.API.>; with a frontend's credential, publish with --ensure-stream=false)", o.stream, perr)
+			}
 			return err
 		}
-	} else if _, err := js.StreamNameBySubject(ctx, events.TurnSubjects(o.prefix)); errors.Is(err, jetstream.ErrStreamNotFound) {
-		// JetStream would only say "no response from stream".
-		return fmt.Errorf("no stream stores %s: start memoryd serve with this --prefix, or publish with --ensure-stream", events.TurnSubjects(o.prefix))
 	}
+	// Without --ensure-stream nothing but the turn is published: a
+	// frontend's credential may use no JetStream API subject.
 	pub := events.NewPublisher(js, o.prefix)
 	send := func(t events.Turn) error {
 		ack, err := pub.Publish(ctx, t)
+		if perr := refusedByServer(js.Conn()); err != nil && perr != nil {
+			return perr
+		}
+		if errors.Is(err, jetstream.ErrNoStreamResponse) {
+			// JetStream would only say "no response from stream".
+			return fmt.Errorf("no stream stores %s: start memoryd serve with this --prefix, or publish with --ensure-stream", events.TurnSubjects(o.prefix))
+		}
 		if err != nil {
 			return err
 		}
