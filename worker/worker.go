@@ -496,6 +496,24 @@ func CheckConsumerPrefix(ctx context.Context, js jetstream.JetStream, stream, du
 		ErrConsumerOfAnotherPrefix, durable, stream, strings.Join(got, ","), want)
 }
 
+// ConsumerAcked returns the last stream sequence the durable consumer
+// durable of stream has acknowledged without a gap (its ack floor): 0 when
+// the stream or the consumer does not exist, or nothing was acknowledged.
+// Events up to it were recorded by some memoryd into its database.
+func ConsumerAcked(ctx context.Context, js jetstream.JetStream, stream, durable string) (uint64, error) {
+	if durable == "" {
+		durable = DefaultDurable
+	}
+	cons, err := js.Consumer(ctx, stream, durable)
+	if errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("worker: read consumer %s: %w", durable, err)
+	}
+	return cons.CachedInfo().AckFloor.Stream, nil
+}
+
 // DefaultDurable is the durable consumer all workers share by default.
 const DefaultDurable = "memoryd-ingest"
 

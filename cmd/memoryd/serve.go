@@ -225,9 +225,19 @@ func parseRole(f *flags, role string) (app.Role, error) {
 }
 
 func runMigrate(ctx context.Context, a *cli, args []string) error {
-	var o connOptions
-	f := newFlags("migrate", "Usage: memoryd migrate [flags]\n\nCreates the database if missing and applies River's and memoryd's migrations.")
+	var (
+		o         connOptions
+		setPrefix bool
+	)
+	f := newFlags("migrate", `Usage: memoryd migrate [flags]
+
+Creates the database if missing and applies River's and memoryd's migrations.
+A database holds one prefix's memory: the first serve or replay records its
+--prefix, and memoryd of another prefix refuses it. --set-prefix records
+--prefix (and --stream) instead, to move a deployment to another prefix with
+every memoryd using the database stopped.`)
 	o.register(f)
+	f.ArgBool(&setPrefix, "set-prefix", false, "record --prefix and --stream as what this database serves, replacing what is recorded")
 	if err := f.Parse(args); err != nil {
 		return err
 	}
@@ -247,5 +257,11 @@ func runMigrate(ctx context.Context, a *cli, args []string) error {
 		return err
 	}
 	fmt.Fprintf(a.stdout, "migrations applied: %d (schema up to date)\n", len(applied))
+	if setPrefix {
+		if err := m.SetDeployment(ctx); err != nil {
+			return err
+		}
+		fmt.Fprintf(a.stdout, "this database now serves prefix %q (stream %s)\n", o.prefix, o.stream)
+	}
 	return nil
 }

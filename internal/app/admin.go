@@ -49,6 +49,13 @@ func (a *App) ReplayJobSize() int {
 func (a *App) Replay(ctx context.Context, o ReplayOptions) (worker.ReplayProgress, error) {
 	a.mu.Lock()
 	s, err := a.openStore(ctx, true)
+	if err == nil {
+		use := claimPrefix
+		if o.DryRun {
+			use = checkPrefix
+		}
+		err = a.checkDeployment(ctx, s, nil, use)
+	}
 	if err == nil && o.Reset {
 		// Before anything starts; ResetMemory checks again in its
 		// transaction.
@@ -187,6 +194,9 @@ func (a *App) Forget(ctx context.Context, userID string) (events.ForgetReply, er
 	)
 	if w == nil {
 		if s, err = a.openStore(ctx, false); err == nil {
+			err = a.checkDeployment(ctx, s, nil, checkPrefix)
+		}
+		if err == nil {
 			js, err = a.jetStream()
 		}
 	}

@@ -275,6 +275,13 @@ func (a *App) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	if err := a.checkDeployment(ctx, s, js, claimPrefixFresh); err != nil {
+		return err
+	}
 	a.warnUnfinishedResets(ctx, s)
 	if runWorker {
 		if err = a.startWorkerLocked(ctx, s, nc, ext, false); err != nil {

@@ -1,0 +1,120 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/worker"
+)
+
+// OtherPrefixError is a database that holds another prefix's memory
+// (store.Deployment). Memory is keyed by user id alone: two prefixes'
+// memoryd on one database would answer each other's users, and one's
+// extraction jobs would publish changes under the other's prefix.
+type OtherPrefixError struct {
+	Recorded store.Deployment
+	// Prefix is this memoryd's.
+	Prefix string
+}
+
+func (e *OtherPrefixError) Error() string {
+	return fmt.Sprintf("this database holds the memory of prefix %q (stream %s, since %s), not of --prefix %q: a database serves one prefix, "+
+		"so give this memoryd a database or schema of its own (--database-url); to move this database to prefix %q for good, "+
+		"stop every memoryd using it and run memoryd migrate --prefix %s --set-prefix",
+		e.Recorded.Prefix, e.Recorded.Stream, e.Recorded.Since.UTC().Format(time.DateOnly), e.Prefix, e.Prefix, e.Prefix)
+}
+
+// NewDatabaseError is a database holding no memory that a serve would
+// attach to a turn stream whose ingest consumer has already acknowledged
+// events: they were recorded into another database. Serving here would
+// take a share of the stream's new events from the memoryd that records
+// them (the durable consumer is shared), and answer from an empty memory.
+type NewDatabaseError struct {
+	Stream, Durable string
+	// Acked is the consumer's ack floor.
+	Acked uint64
+}
+
+func (e *NewDatabaseError) Error() string {
+	return fmt.Sprintf("this database holds no memory, but the ingest consumer %s of stream %s has acknowledged its events up to sequence %d: "+
+		"another database recorded them. Check --database-url (a mistyped database name is created, see --create-database); "+
+		"to rebuild memory from the stream into this database, run memoryd replay with it first",
+		e.Durable, e.Stream, e.Acked)
+}
+
+// deploymentUse is what a command does with the database's deployment
+// record.
+type deploymentUse int
+
+const (
+	// checkPrefix refuses a database recorded for another prefix.
+	checkPrefix deploymentUse = iota
+	// claimPrefix also records this prefix when nothing is (replay).
+	claimPrefix
+	// claimPrefixFresh also refuses, before recording, a database that
+	// holds nothing while the stream's consumer acknowledged events
+	// (serve).
+	claimPrefixFresh
+)
+
+// checkDeployment compares the database's deployment record with this
+// memoryd's prefix (see deploymentUse); js is needed with claimPrefixFresh.
+func (a *App) checkDeployment(ctx context.Context, s *store.Store, js jetstream.JetStream, use deploymentUse) error {
+	d, ok, err := s.Deployment(ctx)
+	switch {
+	case err != nil:
+		return err
+	case ok && d.Prefix != a.cfg.Prefix:
+		return &OtherPrefixError{Recorded: d, Prefix: a.cfg.Prefix}
+	case ok || use == checkPrefix:
+		return nil
+	}
+	if use == claimPrefixFresh {
+		held, err := s.HoldsMemory(ctx)
+		if err != nil {
+			return err
+		}
+		if !held {
+			acked, err := worker.ConsumerAcked(ctx, js, a.cfg.Stream, a.cfg.Worker.Durable)
+			if err != nil {
+				return err
+			}
+			if acked > 0 {
+				return &NewDatabaseError{Stream: a.cfg.Stream, Durable: durableName(a.cfg.Worker.Durable), Acked: acked}
+			}
+		}
+	}
+	if d, err = s.ClaimDeployment(ctx, a.cfg.Prefix, a.cfg.Stream); err != nil {
+		return err
+	}
+	if d.Prefix != a.cfg.Prefix {
+		// Another prefix's process recorded it first.
+		return &OtherPrefixError{Recorded: d, Prefix: a.cfg.Prefix}
+	}
+	return nil
+}
+
+func durableName(d string) string {
+	if d == "" {
+		return worker.DefaultDurable
+	}
+	return d
+}
+
+// SetDeployment records this memoryd's prefix and stream as what the
+// database serves, replacing what was recorded, after migrating it: an
+// operator moving a deployment to another prefix with every memoryd using
+// the database stopped.
+func (a *App) SetDeployment(ctx context.Context) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s, err := a.openStore(ctx, true)
+	if err != nil {
+		return err
+	}
+	return s.SetDeployment(ctx, a.cfg.Prefix, a.cfg.Stream)
+}

@@ -1,0 +1,89 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store/storetest"
+)
+
+// A database holds one prefix's memory: a memoryd of another prefix on it
+// is refused at start, and so are its forget and replay (before: it served
+// the first prefix's users as its own, and extraction jobs of one prefix's
+// turns, run by the other's workers, published their changes under the
+// other prefix). migrate --set-prefix moves the database on purpose.
+func TestADatabaseServesOnePrefix(t *testing.T) {
+	t.Parallel()
+	a, ctx := startWithAlice(t)
+	cfg := a.cfg
+	cfg.Prefix, cfg.Stream = a.cfg.Prefix+"b", a.cfg.Stream+"_B"
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop(context.Background()) })
+	var other *OtherPrefixError
+	if err := b.Start(ctx); !errors.As(err, &other) || other.Recorded.Prefix != a.cfg.Prefix || other.Prefix != cfg.Prefix {
+		t.Fatalf("serve of prefix %q on prefix %q's database: %v; want it refused, naming both", cfg.Prefix, a.cfg.Prefix, err)
+	}
+	if _, err := b.Forget(ctx, "alice"); !errors.As(err, &other) {
+		t.Fatalf("forget through prefix %q on prefix %q's database: %v; want it refused", cfg.Prefix, a.cfg.Prefix, err)
+	}
+	if _, err := b.Replay(ctx, ReplayOptions{}); !errors.As(err, &other) {
+		t.Fatalf("replay of prefix %q on prefix %q's database: %v; want it refused", cfg.Prefix, a.cfg.Prefix, err)
+	}
+	s, err := a.Store(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := s.Stats(ctx, "alice"); err != nil || st.TurnsReceived != 1 {
+		t.Fatalf("alice after the refused forget: %+v, %v; want her turn kept", st, err)
+	}
+	// Moved on purpose, with the first prefix's memoryd stopped.
+	if err := a.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetDeployment(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(ctx); err != nil {
+		t.Fatalf("serve of prefix %q after migrate --set-prefix: %v", cfg.Prefix, err)
+	}
+}
+
+// A serve on a database holding nothing, attached to a turn stream whose
+// ingest consumer already acknowledged events (a mistyped --database-url,
+// which --create-database creates), is refused: it would take a share of
+// the stream's new events from the memoryd recording them, and answer from
+// an empty memory. A replay into it first makes it the deployment's.
+func TestANewDatabaseOnAConsumedStreamIsRefused(t *testing.T) {
+	t.Parallel()
+	a, ctx := startWithAlice(t)
+	cfg := a.cfg
+	_, cfg.Store.URL = storetest.Schema(t)
+	cfg.Store.URL += "&pool_max_conns=4"
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop(context.Background()) })
+	var fresh *NewDatabaseError
+	if err := b.Start(ctx); !errors.As(err, &fresh) || fresh.Acked == 0 || fresh.Stream != cfg.Stream {
+		t.Fatalf("serve on a new database beside a consumed stream: %v; want it refused", err)
+	}
+	// The first memoryd still gets every new event.
+	publishAndWait(t, a, "alice", events.Turn{ID: "t2", UserID: "alice", UserMessage: "my cat is Tom", AssistantResponse: "ok", Timestamp: time.Now().UTC()})
+	p, err := b.Replay(ctx, ReplayOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Enqueued != 2 {
+		t.Fatalf("replay into the new database read %+v; want alice's 2 turns", p)
+	}
+	if err := b.Start(ctx); err != nil {
+		t.Fatalf("serve on the database a replay filled: %v", err)
+	}
+}
