@@ -270,6 +270,8 @@ func rejectReason(err error) string {
 	switch {
 	case errors.Is(err, errTokenMismatch):
 		return "token_mismatch"
+	case errors.Is(err, errSubjectShape):
+		return "subject"
 	case errors.Is(err, errConflict):
 		return "conflicting_id"
 	case isDataError(err):
@@ -294,12 +296,24 @@ func isDataError(err error) bool {
 // subject, which would let one user's frontend write another user's memory.
 var errTokenMismatch = errors.New("invalid turn event: user_id does not match the subject's user token")
 
+// errSubjectShape rejects an event published under the user's subject
+// rather than on it ("<prefix>.turns.<token>.v2"): the stream stores it,
+// but a turn's subject is exactly "<prefix>.turns.<token>".
+var errSubjectShape = errors.New("invalid turn subject")
+
 func (w *Worker) decode(m jetstream.Msg) (events.Turn, error) {
 	turn, err := events.Decode(m.Data())
 	if err != nil {
 		return turn, err
 	}
-	if events.TokenFromSubject(w.cfg.Prefix, m.Subject()) != events.UserToken(turn.UserID) {
+	token := events.TokenFromSubject(w.cfg.Prefix, m.Subject())
+	if token == "" && strings.HasPrefix(m.Subject(), events.TurnSubject(w.cfg.Prefix, turn.UserID)+".") {
+		// The user's own subject with more after it: the token matches,
+		// the subject's shape does not.
+		return turn, fmt.Errorf("%w: %s has tokens after the user token; publish on %s",
+			errSubjectShape, m.Subject(), events.TurnSubject(w.cfg.Prefix, turn.UserID))
+	}
+	if token != events.UserToken(turn.UserID) {
 		return turn, errTokenMismatch
 	}
 	return turn, nil

@@ -270,6 +270,33 @@ func TestInvalidEventsAreDeadLettered(t *testing.T) {
 	}
 }
 
+// An event published under the user's subject rather than on it
+// ("<prefix>.turns.<token>.v2") is dead-lettered with a reason that says
+// so (before: "user_id does not match the subject's user token", though it
+// does).
+func TestEventUnderTheUsersSubjectSaysWhatIsWrong(t *testing.T) {
+	e := setup(t)
+	e.start(extractor.NewRules(), nil)
+	subj := events.TurnSubject(e.prefix, "alice")
+	if _, err := e.js.Publish(e.ctx, subj+".v2", []byte(`{"id":"v2","user_id":"alice","user_message":"hi","timestamp":"2026-11-21T10:00:00Z"}`)); err != nil {
+		t.Fatal(err)
+	}
+	e.publish(events.Turn{ID: "good", UserID: "alice", UserMessage: "I live in Rome."})
+	e.waitDone(1)
+	e.waitForAcked()
+	dl, err := e.js.Stream(e.ctx, events.DeadLetterStream(e.stream))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := dl.GetMsg(e.ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := m.Header.Get(events.HeaderReason); !strings.Contains(r, "has tokens after the user token; publish on "+subj) {
+		t.Fatalf("dead letter of an event on %s.v2: reason %q; want it to name the subject to publish on", subj, r)
+	}
+}
+
 func TestOptedOutTurnIsAckedAndNotStored(t *testing.T) {
 	e := setup(t)
 	e.start(extractor.NewRules(), nil)
