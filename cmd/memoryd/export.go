@@ -30,7 +30,7 @@ are not exported (the turn stream is their source). --timeout bounds the
 whole export. FILE is written only when the export is complete. An export
 that the memory changed under starts again, up to 3 times.`)
 	o.register(f)
-	f.ArgString(&out, "o", "", "write to this file instead of stdout")
+	f.ArgString(&out, "o", "", "write to this file instead of stdout (\"-\": stdout, as import reads \"-\" from stdin)")
 	pos, err := o.parse(f, args)
 	if err != nil {
 		return err
@@ -48,15 +48,15 @@ that the memory changed under starts again, up to 3 times.`)
 		return err
 	}
 	buf := bytes.NewBuffer(data)
-	n := bytes.Count(buf.Bytes(), []byte("\n")) - 1
-	if out == "" {
+	n := bytes.Count(buf.Bytes(), []byte("\n"))
+	if out == "" || out == "-" {
 		_, err := a.stdout.Write(buf.Bytes())
 		return err
 	}
 	if err := writeFileAtomic(out, buf.Bytes()); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stderr, "memoryd export: %d line(s) of %s's memory written to %s\n", n, o.user, out)
+	fmt.Fprintf(a.stderr, "memoryd export: %d line(s) written to %s: a header and %d of %s's memory\n", n, out, n-1, o.user)
 	return nil
 }
 

@@ -54,8 +54,15 @@ func TestExportImportCommands(t *testing.T) {
 		t.Fatalf("export to stdout:\n%s\nwant\n%s", out, want.String())
 	}
 	file := filepath.Join(t.TempDir(), "alice.jsonl")
-	if _, errOut := cmd(0, "export", "-o", file); !strings.Contains(errOut, "3 line(s)") {
+	if _, errOut := cmd(0, "export", "-o", file); !strings.Contains(errOut, "4 line(s) written to "+file+": a header and 3 of alice's memory") {
 		t.Errorf("export -o: stderr %q", errOut)
+	}
+	// "-" is stdout, as import's "-" is stdin (it wrote a file named "-").
+	if out, _ := cmd(0, "export", "-o", "-"); out != want.String() {
+		t.Fatalf("export -o - to stdout:\n%s\nwant\n%s", out, want.String())
+	}
+	if _, err := os.Stat("-"); err == nil {
+		t.Fatal(`export -o - wrote a file named "-"`)
 	}
 	if got, err := os.ReadFile(file); err != nil || !bytes.Equal(got, want.Bytes()) {
 		t.Fatalf("export -o wrote %q, %v", got, err)
