@@ -103,6 +103,12 @@ func (o *clientOptions) callError(err error) error {
 		return nil
 	case errors.Is(err, nats.ErrNoResponders):
 		return fmt.Errorf("no memoryd service answers on %s under prefix %q: start 'memoryd serve' with the same --nats-url and --prefix", app.RedactURL(o.conn.nats.URL), o.conn.prefix)
+	case errors.Is(err, nats.ErrMaxPayload):
+		limit := "its max_payload"
+		if o.nc != nil {
+			limit = fmt.Sprintf("its max_payload of %d bytes", o.nc.MaxPayload())
+		}
+		return fmt.Errorf("the request is larger than the NATS server takes (%s): split it, or raise max_payload in the server's configuration (memoryd's own limits are in docs/protocol.md)", limit)
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
 		if perr := refusedByServer(o.nc); perr != nil {
 			return perr

@@ -54,4 +54,16 @@ func TestDocsPutOverCap(t *testing.T) {
 		!strings.Contains(out, "documents cap") || !strings.Contains(out, "--max-docs-size") || !strings.Contains(out, "1024 bytes") {
 		t.Fatalf("docs put over the cap: exit %d\nstdout %s\nstderr %s", code, out, errOut)
 	}
+	// Over the NATS server's max_payload (1 MiB by default), under memoryd's
+	// own limit: the line says which limit and what to do (it said only
+	// "nats: maximum payload exceeded").
+	huge := filepath.Join(dir, "huge.md")
+	if err := os.WriteFile(huge, []byte(strings.Repeat("A long note. ", 120_000)), 0o644); err != nil { // 1.5 MiB
+		t.Fatal(err)
+	}
+	out, errOut, code = runArgs(context.Background(), "docs", "put", "--user", "alice", "--collection", "c", huge,
+		"--nats-url", eventstest.URL(), "--prefix", prefix)
+	if code != 1 || !strings.Contains(out, "larger than the NATS server takes (its max_payload of ") || !strings.Contains(out, "raise max_payload") {
+		t.Fatalf("docs put over max_payload: exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
 }
