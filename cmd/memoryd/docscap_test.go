@@ -6,10 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/memoryd/memoryd/events/eventstest"
-	"github.com/memoryd/memoryd/store/storetest"
 )
 
 // TestDocsPutOverCap: serve --max-docs-size refuses the put that would go
@@ -22,24 +18,7 @@ func TestDocsPutOverCap(t *testing.T) {
 	if code != 2 || !strings.HasPrefix(errOut, "memoryd serve: --max-docs-size: ") {
 		t.Errorf("serve --max-docs-size lots: exit %d, stderr %q", code, errOut)
 	}
-	_, dbURL := storetest.Schema(t)
-	nc := eventstest.Conn(t)
-	prefix, stream := eventstest.Names(t, nc)
-	var stdout, stderr eventstest.SyncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, &cli{stdout: &stdout, stderr: &stderr}, []string{"serve", "--database-url", dbURL, "--nats-url", eventstest.URL(),
-			"--prefix", prefix, "--stream", stream, "--log-format", "json", "--workers", "1", "--max-docs-size", "1K"})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	eventstest.Eventually(t, "serve to start", time.Minute, func() (bool, string) {
-		return strings.Contains(stderr.String(), `"enrich service started"`), stderr.String()
-	})
+	conn := serveInProcess(t, "--max-docs-size", "1K")
 	dir := t.TempDir()
 	small, big := filepath.Join(dir, "small.md"), filepath.Join(dir, "big.md")
 	if err := os.WriteFile(small, []byte(strings.Repeat("A small note. ", 40)), 0o644); err != nil { // 560 bytes
@@ -48,8 +27,7 @@ func TestDocsPutOverCap(t *testing.T) {
 	if err := os.WriteFile(big, []byte(strings.Repeat("A larger note. ", 40)), 0o644); err != nil { // 600 bytes
 		t.Fatal(err)
 	}
-	out, errOut, code := runArgs(context.Background(), "docs", "put", "--user", "alice", "--collection", "c", small, big,
-		"--nats-url", eventstest.URL(), "--prefix", prefix)
+	out, errOut, code := runArgs(context.Background(), append([]string{"docs", "put", "--user", "alice", "--collection", "c", small, big}, conn...)...)
 	if code != 1 || !strings.Contains(out, "[1/2] "+small+": 1 chunk(s)") || !strings.Contains(out, "[2/2] "+big+": failed: ") ||
 		!strings.Contains(out, "documents cap") || !strings.Contains(out, "--max-docs-size") || !strings.Contains(out, "1024 bytes") {
 		t.Fatalf("docs put over the cap: exit %d\nstdout %s\nstderr %s", code, out, errOut)
@@ -61,8 +39,7 @@ func TestDocsPutOverCap(t *testing.T) {
 	if err := os.WriteFile(huge, []byte(strings.Repeat("A long note. ", 120_000)), 0o644); err != nil { // 1.5 MiB
 		t.Fatal(err)
 	}
-	out, errOut, code = runArgs(context.Background(), "docs", "put", "--user", "alice", "--collection", "c", huge,
-		"--nats-url", eventstest.URL(), "--prefix", prefix)
+	out, errOut, code = runArgs(context.Background(), append([]string{"docs", "put", "--user", "alice", "--collection", "c", huge}, conn...)...)
 	if code != 1 || !strings.Contains(out, "larger than the NATS server takes (its max_payload of ") || !strings.Contains(out, "raise max_payload") {
 		t.Fatalf("docs put over max_payload: exit %d\nstdout %s\nstderr %s", code, out, errOut)
 	}

@@ -18,11 +18,12 @@ import (
 	"github.com/memoryd/memoryd/events"
 )
 
-func runPublish(ctx context.Context, a *cli, args []string) error {
+func runPublish(ctx context.Context, a *cli, args []string) (err error) {
 	var (
 		o                                     connOptions
 		user, conv, message, response, id, at string
 		noMemory, ensure                      bool
+		wait                                  time.Duration
 	)
 	f := newFlags("publish", `Usage: memoryd publish [flags]
        memoryd publish < turns.jsonl
@@ -42,6 +43,7 @@ again (a re-publish of the same event id is a duplicate).`)
 	f.ArgString(&id, "id", "", "event id (default: random)")
 	f.ArgString(&at, "timestamp", "", "turn time, RFC 3339 (default: now)")
 	f.ArgBool(&noMemory, "no-memory", false, `publish with "memory": false (the user opted out)`)
+	f.ArgDuration(&wait, "wait", 0, "then wait up to this long until memoryd has processed the turns (as docs/protocol.md tells a frontend: its stats), so that enrich finds them; 0: do not wait")
 	f.Bool(&ensure, "ensure-stream", true, "create the turn stream first when it is missing, or add this prefix's subjects to it (its other settings are kept)")
 	if err := f.Parse(args); err != nil {
 		return err
@@ -73,7 +75,16 @@ again (a re-publish of the same event id is a duplicate).`)
 	// Without --ensure-stream nothing but the turn is published: a
 	// frontend's credential may use no JetStream API subject.
 	pub := events.NewPublisher(js, o.prefix)
+	var w *processedWaiter
+	if wait > 0 {
+		w = &processedWaiter{c: events.NewClient(js.Conn(), o.prefix), seen: map[string]events.StatsReply{}, sent: map[string]int64{}}
+	}
 	send := func(t events.Turn) error {
+		if w != nil {
+			if err := w.before(ctx, t.UserID); err != nil {
+				return err
+			}
+		}
 		ack, err := pub.Publish(ctx, t)
 		if perr := refusedByServer(js.Conn()); err != nil && perr != nil {
 			return perr
@@ -90,7 +101,17 @@ again (a re-publish of the same event id is a duplicate).`)
 			dup = " duplicate"
 		}
 		fmt.Fprintf(a.stdout, "%s seq=%d%s\n", t.ID, ack.Sequence, dup)
+		if w != nil && !ack.Duplicate && t.MemoryEnabled() {
+			w.sent[t.UserID]++
+		}
 		return nil
+	}
+	if w != nil {
+		defer func() {
+			if err == nil {
+				err = w.wait(ctx, a, wait)
+			}
+		}()
 	}
 
 	if message != "" {
@@ -145,4 +166,62 @@ func newEventID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return "evt-" + hex.EncodeToString(b[:])
+}
+
+// processedWaiter waits, as docs/protocol.md tells a frontend that must
+// know, until memoryd has processed the turns published: each user's
+// turns_received grown by the turns published for them (duplicates and
+// opted-out turns are never counted), then their turns_pending 0.
+type processedWaiter struct {
+	c    *events.Client
+	seen map[string]events.StatsReply // each user's stats before their first turn
+	sent map[string]int64
+}
+
+// before reads user's stats the first time a turn of theirs is published.
+func (w *processedWaiter) before(ctx context.Context, user string) error {
+	if _, ok := w.seen[user]; ok || user == "" {
+		return nil
+	}
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	st, err := w.c.Stats(sctx, user)
+	if err != nil {
+		return fmt.Errorf("--wait reads the user's stats from a running memoryd serve: %w", err)
+	}
+	w.seen[user] = st
+	return nil
+}
+
+// wait polls the users' stats until their turns are processed, at most
+// limit; it reports on stderr, and fails when the limit passes.
+func (w *processedWaiter) wait(ctx context.Context, a *cli, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var turns, failed int64
+	for user, n := range w.sent {
+		for {
+			st, err := w.c.Stats(ctx, user)
+			if err == nil && st.TurnsReceived >= w.seen[user].TurnsReceived+n && st.TurnsPending == 0 {
+				turns += n
+				failed += st.TurnsFailed - w.seen[user].TurnsFailed
+				break
+			}
+			if ctx.Err() == nil && err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("--wait: stats: %w", err)
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("--wait: memoryd had not processed %s's turns within %s: is memoryd serve running with this --prefix and --stream? (memoryd deadletters lists the events it rejected)", user, limit)
+			case <-tick.C:
+			}
+		}
+	}
+	fmt.Fprintf(a.stderr, "processed: %d turn(s) of %d user(s)\n", turns, len(w.sent))
+	if failed > 0 {
+		return fmt.Errorf("%d turn(s) failed extraction: memoryd failed lists them", failed)
+	}
+	return nil
 }
