@@ -385,3 +385,62 @@ func TestTokensSeeOnlyTheirUser(t *testing.T) {
 		t.Errorf("bob's key on alice's session %q: status %d, want 403", alice.ID(), resp.StatusCode)
 	}
 }
+
+// A client that writes its requests and closes its end at once (a script:
+// printf '…' | memoryd mcp --user U) gets every answer: the session waits
+// for them before it ends (before: it ended at the input's end, and of
+// four requests 0 to 1 were answered).
+func TestStdioAnswersEveryRequestBeforeItsInputEnds(t *testing.T) {
+	t.Parallel()
+	nc := eventstest.Conn(t)
+	prefix, _ := eventstest.Names(t, nc)
+	st := storetest.New(t)
+	logger := slog.New(slog.DiscardHandler)
+	svc, err := enricher.New(enricher.Config{Conn: nc, Store: st, Prefix: prefix, Timeout: 10 * time.Second, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop(context.Background()) })
+	srv, err := agenttools.New(agenttools.Config{Client: events.NewClient(nc, prefix), Timeout: 10 * time.Second, User: "alice", Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"script","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":"three","method":"tools/call","params":{"name":"set_fact","arguments":{"key":"city","value":"Lisbon"}}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"list_facts","arguments":{}}}`,
+	}, "\n") + "\n"
+	for range 5 {
+		var out eventstest.SyncBuffer
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err := srv.ServeIO(ctx, strings.NewReader(in), &out)
+		cancel()
+		if err != nil {
+			t.Fatalf("serve: %v", err)
+		}
+		ids := map[string]bool{}
+		for line := range strings.Lines(out.String()) {
+			var m struct {
+				ID    json.RawMessage `json:"id"`
+				Error *struct{ Message string }
+			}
+			if err := json.Unmarshal([]byte(line), &m); err != nil {
+				t.Fatalf("output line %q: %v", line, err)
+			}
+			if m.Error != nil {
+				t.Errorf("request %s answered an error: %s", m.ID, m.Error.Message)
+			}
+			ids[string(m.ID)] = true
+		}
+		for _, id := range []string{"1", "2", `"three"`, "4"} {
+			if !ids[id] {
+				t.Fatalf("request %s was not answered; output:\n%s", id, out.String())
+			}
+		}
+	}
+}

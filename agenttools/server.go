@@ -13,9 +13,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 	"unicode/utf8"
 
@@ -106,13 +108,23 @@ func New(cfg Config) (*Server, error) {
 // ServeStdio runs one MCP session on stdin and stdout for Config.User, until
 // the client closes stdin or ctx is done.
 func (s *Server) ServeStdio(ctx context.Context) error {
+	return s.ServeIO(ctx, os.Stdin, os.Stdout)
+}
+
+// ServeIO runs one MCP session on in and out (newline-delimited JSON-RPC,
+// MCP's stdio transport) for Config.User, until in ends or ctx is done.
+// When in ends, the requests read before it are answered first (within
+// Config.Timeout and 10 s more), so a client may write its requests and
+// close its end at once.
+func (s *Server) ServeIO(ctx context.Context, in io.Reader, out io.Writer) error {
 	if s.cfg.User == "" {
 		return errors.New("agenttools: Config.User is required over stdio")
 	}
 	user := s.cfg.User
 	srv := s.newMCPServer(func(*mcp.RequestExtra) (string, error) { return user, nil })
 	s.cfg.Logger.Info("mcp serving on stdio", "user_token", events.UserToken(user))
-	err := srv.Run(ctx, &mcp.StdioTransport{})
+	rw := newAnswered(ctx, in, out, s.cfg.Timeout+10*time.Second)
+	err := srv.Run(ctx, &mcp.IOTransport{Reader: rw, Writer: rw})
 	if err != nil && ctx.Err() != nil {
 		return nil // stopped by the caller
 	}
