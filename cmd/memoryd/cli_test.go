@@ -679,6 +679,9 @@ func TestPublishSaysWhatIsWrong(t *testing.T) {
 		{[]string{"--user", "alice", "--message", ""}, 2, "--message is empty"},
 		{[]string{"--user", "alice", "--message", "  "}, 2, "--message is empty"},
 		{[]string{"--user", "alice"}, 2, "--user goes with --message"},
+		// A flag's value a turn cannot hold is a usage error (it exited 1).
+		{[]string{"--user", strings.Repeat("u", 300), "--message", "hi"}, 2, "user_id"},
+		{[]string{"--user", "alice", "--message", "hi", "--id", strings.Repeat("i", 200)}, 2, "id"},
 		{[]string{"--ensure-stream=false", "--user", "alice", "--message", "I live in Oslo"}, 1, "no stream stores " + events.TurnSubjects(prefix)},
 	} {
 		_, errOut, code := runArgs(context.Background(), append(append([]string{"publish"}, tt.args...), conn...)...)

@@ -323,6 +323,7 @@ func TestServeRefusesBadValuesBeforeConnecting(t *testing.T) {
 		{[]string{"--llm-base-url", "http://127.0.0.1:1/v1"}, "--llm-model is required with --llm-base-url"},
 		{[]string{"--embed-base-url", "localhost:11434"}, "--embed-base-url must be an http or https URL"},
 		{[]string{"--role", "reader"}, `--role "reader" is not all, enrich or ingest`},
+		{[]string{"--http", "notanaddr"}, `--http "notanaddr" is not an address`},
 	} {
 		var out, errOut bytes.Buffer
 		args := append([]string{"serve", "--database-url", "postgres://postgres@127.0.0.1:1/none?connect_timeout=1", "--nats-url", "nats://127.0.0.1:1"}, tt.args...)

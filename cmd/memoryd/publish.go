@@ -59,6 +59,29 @@ again (a re-publish of the same event id is a duplicate).`)
 	if message == "" && user != "" {
 		return f.usageErr("--user goes with --message; turns read from standard input carry their own user_id")
 	}
+	// The turn of the flags is checked before anything is set up: the
+	// flags' values are what is wrong (exit 2), and no stream is created.
+	var one *events.Turn
+	if message != "" {
+		t := events.Turn{ID: id, UserID: user, ConversationID: conv, UserMessage: message, AssistantResponse: response}
+		if t.ID == "" {
+			t.ID = newEventID()
+		}
+		t.Timestamp = time.Now().UTC()
+		if at != "" {
+			if t.Timestamp, err = time.Parse(time.RFC3339Nano, at); err != nil {
+				return f.usageErr("--timestamp %q is not RFC 3339", at)
+			}
+		}
+		if noMemory {
+			off := false
+			t.Memory = &off
+		}
+		if err := t.Validate(); err != nil {
+			return f.usageErr("%v", err)
+		}
+		one = &t
+	}
 	js, closeNATS, err := o.jetStream(a, "memoryd-publish")
 	if err != nil {
 		return err
@@ -114,22 +137,8 @@ again (a re-publish of the same event id is a duplicate).`)
 		}()
 	}
 
-	if message != "" {
-		t := events.Turn{ID: id, UserID: user, ConversationID: conv, UserMessage: message, AssistantResponse: response}
-		if t.ID == "" {
-			t.ID = newEventID()
-		}
-		t.Timestamp = time.Now().UTC()
-		if at != "" {
-			if t.Timestamp, err = time.Parse(time.RFC3339Nano, at); err != nil {
-				return f.usageErr("--timestamp %q is not RFC 3339", at)
-			}
-		}
-		if noMemory {
-			off := false
-			t.Memory = &off
-		}
-		return send(t)
+	if one != nil {
+		return send(*one)
 	}
 	return publishStream(os.Stdin, send)
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/memoryd/memoryd/extractor"
@@ -114,6 +115,11 @@ func (o *serveOptions) check(f *flags) error {
 	}
 	if o.shutdownTimeout < 0 {
 		return f.usageErr("--shutdown-timeout %s is out of range", o.shutdownTimeout)
+	}
+	if a := o.app.Ops.Addr; a != "" {
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			return f.usageErr("--http %q is not an address such as 127.0.0.1:9090 or :9090", a)
+		}
 	}
 	var bad error
 	f.VisitAll(func(fl *flag.Flag) {
