@@ -166,6 +166,10 @@ func Decode(data []byte) (Turn, error) {
 // jsonReason shortens encoding/json errors to what a frontend author needs.
 func jsonReason(err error) string {
 	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) && typeErr.Field == "" {
+		// The whole body (an array, a string): not the Go type's name.
+		return fmt.Sprintf("the event must be a JSON object, not %s", typeErr.Value)
+	}
 	if errors.As(err, &typeErr) {
 		return fmt.Sprintf("field %q must be %s, not %s", typeErr.Field, typeErr.Type, typeErr.Value)
 	}

@@ -3,6 +3,7 @@ package events_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -103,10 +104,15 @@ func TestDecode(t *testing.T) {
 		{"huge message", `{"id":"e1","user_id":"alice","user_message":"` + strings.Repeat("x", 1<<20) + `","timestamp":"2026-11-21T10:00:00Z"}`, "", true},
 		{"long user id", `{"id":"e1","user_id":"` + strings.Repeat("u", 300) + `","user_message":"hi","timestamp":"2026-11-21T10:00:00Z"}`, "user_id", true},
 		{"trailing data", `{` + ok + `}{}`, "", true},
+		{"array", `[{` + ok + `}]`, "", true},
+		{"string", `"hi"`, "", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			turn, err := events.Decode([]byte(tt.data))
+			if tt.bad && strings.Contains(fmt.Sprint(err), "events.") {
+				t.Errorf("error names a Go type: %v", err)
+			}
 			if !tt.bad {
 				if err != nil {
 					t.Fatalf("unexpected error: %v", err)
