@@ -85,9 +85,9 @@ func (o *connOptions) logger(a *cli) (*slog.Logger, error) {
 	}
 	switch format {
 	case "text":
-		return slog.New(&riverQuiet{Handler: tint.NewHandler(a.stderr, &tint.Options{Level: level, TimeFormat: time.TimeOnly, ReplaceAttr: readableDurations})}), nil
+		return slog.New(newRiverQuiet(tint.NewHandler(a.stderr, &tint.Options{Level: level, TimeFormat: time.TimeOnly, ReplaceAttr: readableDurations}))), nil
 	case "json":
-		return slog.New(&riverQuiet{Handler: slog.NewJSONHandler(a.stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: readableDurations})}), nil
+		return slog.New(newRiverQuiet(slog.NewJSONHandler(a.stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: readableDurations}))), nil
 	}
 	return nil, usage("--log-format %q is not auto, text or json", o.logFormat)
 }

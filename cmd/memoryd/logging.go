@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync"
+	"time"
 )
 
 // readableDurations logs durations as Go duration strings ("30s", "1.5ms")
@@ -20,9 +22,19 @@ func readableDurations(_ []string, a slog.Attr) slog.Attr {
 // River logs its producers' periodic job counts, maintenance runs and client
 // start/stop at info, which drowns memoryd's own info lines. Warnings and
 // errors, and the info lines that report a job's failure, keep their level.
+//
+// River's warnings and errors repeat while Postgres is down (each producer
+// fails its fetch every poll: 48 lines in 25 s): a message logged again
+// within repeatWindow goes out at debug, and the next one let through
+// carries "repeated", the number held back.
 type riverQuiet struct {
 	slog.Handler
-	river bool
+	river   bool
+	repeats *repeats // shared by the handlers derived from one
+}
+
+func newRiverQuiet(h slog.Handler) *riverQuiet {
+	return &riverQuiet{Handler: h, repeats: &repeats{now: time.Now, last: map[string]*repeat{}}}
 }
 
 func (h *riverQuiet) Handle(ctx context.Context, r slog.Record) error {
@@ -32,7 +44,57 @@ func (h *riverQuiet) Handle(ctx context.Context, r slog.Record) error {
 		}
 		r.Level = slog.LevelDebug
 	}
+	if h.river && r.Level > slog.LevelInfo {
+		held, ok := h.repeats.let(r.Message)
+		if !ok {
+			if !h.Handler.Enabled(ctx, slog.LevelDebug) {
+				return nil
+			}
+			r.Level = slog.LevelDebug
+		} else if held > 0 {
+			r.AddAttrs(slog.Int("repeated", held))
+		}
+	}
 	return h.Handler.Handle(ctx, r)
+}
+
+// repeatWindow is how long a River warning or error is held back after it
+// was logged.
+const repeatWindow = 30 * time.Second
+
+// repeats remembers when each River message was last let through.
+type repeats struct {
+	now  func() time.Time
+	mu   sync.Mutex
+	last map[string]*repeat
+}
+
+type repeat struct {
+	at   time.Time
+	held int
+}
+
+// let reports whether msg goes out now, and how many were held back
+// since it last did.
+func (p *repeats) let(msg string) (held int, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	r := p.last[msg]
+	if r != nil && now.Sub(r.at) < repeatWindow {
+		r.held++
+		return 0, false
+	}
+	if r == nil {
+		if len(p.last) >= 256 {
+			// River's messages are a fixed set; this bounds odd ones.
+			clear(p.last)
+		}
+		r = &repeat{}
+		p.last[msg] = r
+	}
+	held, r.at, r.held = r.held, now, 0
+	return held, true
 }
 
 // riverKeepsInfo reports whether a River info message says something went
@@ -69,9 +131,9 @@ func (h *riverQuiet) WithAttrs(attrs []slog.Attr) slog.Handler {
 			river = true
 		}
 	}
-	return &riverQuiet{Handler: h.Handler.WithAttrs(attrs), river: river}
+	return &riverQuiet{Handler: h.Handler.WithAttrs(attrs), river: river, repeats: h.repeats}
 }
 
 func (h *riverQuiet) WithGroup(name string) slog.Handler {
-	return &riverQuiet{Handler: h.Handler.WithGroup(name), river: h.river}
+	return &riverQuiet{Handler: h.Handler.WithGroup(name), river: h.river, repeats: h.repeats}
 }
