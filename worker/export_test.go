@@ -20,3 +20,6 @@ var JobAttempts = jobAttempts
 
 // WindowChunks is windowChunks, for its table test.
 var WindowChunks = windowChunks
+
+// PruneLock is the lock a prune holds.
+const PruneLock = pruneLock

@@ -8,14 +8,24 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/memoryd/memoryd/store"
 )
 
 // PruneArgs is the periodic River job that keeps memory under its size
-// limits and clears expired turn text. River runs periodic jobs on the
-// elected leader only, so one process prunes however many run.
+// limits and clears expired turn text. River inserts periodic jobs on the
+// elected leader only, but any process may work them: a run waits for no
+// other, and one that finds a prune running elsewhere does nothing (see
+// Prune).
 type PruneArgs struct{}
+
+// InsertOpts puts the job on the maintenance queue, one at a time: a new
+// leader's first run is not queued beside a prune still running.
+func (PruneArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueMaintenance, MaxAttempts: 3, UniqueOpts: river.UniqueOpts{ByState: []rivertype.JobState{
+		rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRetryable, rivertype.JobStateRunning, rivertype.JobStateScheduled}}}
+}
 
 // Kind is River's job kind.
 func (PruneArgs) Kind() string { return "memoryd_prune" }
@@ -63,9 +73,15 @@ type pruneWorker struct {
 
 func (p *pruneWorker) Work(ctx context.Context, job *river.Job[PruneArgs]) error {
 	cfg := p.w.cfg
-	rep, err := Prune(ctx, cfg.Store, PruneLimits{MaxBytes: cfg.MaxDBSize, MaxContextPerUser: cfg.MaxContextPerUser, TurnRetention: cfg.TurnRetention})
+	rep, ran, err := pruneOnce(ctx, cfg.Store, PruneLimits{MaxBytes: cfg.MaxDBSize, MaxContextPerUser: cfg.MaxContextPerUser, TurnRetention: cfg.TurnRetention}, false)
 	if err != nil {
 		return err
+	}
+	if !ran {
+		// Another process's run (a leader's periodic job, or memoryd
+		// prune) measures and deletes; this one would delete it again.
+		p.w.logger.Debug("prune skipped: another prune is running")
+		return nil
 	}
 	cfg.Observer.Pruned(rep.RemovedForSize + rep.RemovedForCap)
 	attrs := []any{"removed_for_size", rep.RemovedForSize, "removed_for_cap", rep.RemovedForCap,
@@ -103,7 +119,33 @@ func (p *pruneWorker) Work(ctx context.Context, job *river.Job[PruneArgs]) error
 // Size is measured from Postgres, see store.SizeReport; after deleting or
 // clearing, a plain VACUUM makes the space reusable without blocking reads or
 // writes.
+//
+// One prune runs at a time on a database, whatever the processes: each
+// measures the excess and deletes all of it, so two at once deleted it
+// twice. Prune waits for a prune running elsewhere to end, then measures.
 func Prune(ctx context.Context, s *store.Store, l PruneLimits) (PruneReport, error) {
+	rep, _, err := pruneOnce(ctx, s, l, true)
+	return rep, err
+}
+
+// pruneLock names the lock a prune holds (store.Exclusively).
+const pruneLock = "prune"
+
+// pruneOnce runs prune under pruneLock; without wait, ran is false when a
+// prune runs elsewhere, and nothing was done.
+func pruneOnce(ctx context.Context, s *store.Store, l PruneLimits, wait bool) (rep PruneReport, ran bool, err error) {
+	ran, err = s.Exclusively(ctx, pruneLock, wait, func() error {
+		var err error
+		rep, err = prune(ctx, s, l)
+		return err
+	})
+	if err != nil && !ran {
+		err = fmt.Errorf("prune: %w", err)
+	}
+	return rep, ran, err
+}
+
+func prune(ctx context.Context, s *store.Store, l PruneLimits) (PruneReport, error) {
 	var rep PruneReport
 	var err error
 	if l.MaxBytes > 0 {

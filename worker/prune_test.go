@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -540,5 +541,73 @@ func checkNothingPruned(t *testing.T, rep worker.PruneReport, limit int64, befor
 	}
 	if rep.Before.RealBytes <= before.RealBytes+before.ContextBytes/2 {
 		t.Fatalf("the files grew from %d to %d bytes only: the test's premise (the churn doubles the context files) does not hold", before.RealBytes, rep.Before.RealBytes)
+	}
+}
+
+// Two prunes at once (a prune job of each of two processes: River inserts
+// periodic jobs on the leader, but any process works them; or memoryd
+// prune beside a serve) delete the excess once: the second waits for the
+// first and measures after it. Before, each measured the same excess and
+// deleted all of it (a race hunt saw 1,926 of 3,000 items removed where
+// 969 were over the limit, and a whole table emptied).
+func TestPrunesAtOnceDeleteTheExcessOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	seedContext(t, s, []string{"alice", "bob", "carol"}, 300)
+	if err := s.VacuumContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	size, err := s.MeasureSize(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const k = 50
+	limit := size.LiveBytes - int64(float64(k)*size.BytesPerContextRow())
+	// A prune running elsewhere holds the lock while both start.
+	held, release := make(chan struct{}), make(chan struct{})
+	unblock := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(unblock) // before the pool closes, should the test fail
+	running := make(chan error, 1)
+	go func() {
+		_, err := s.Exclusively(ctx, worker.PruneLock, true, func() error {
+			close(held)
+			<-release
+			return nil
+		})
+		running <- err
+	}()
+	<-held
+	type result struct {
+		rep worker.PruneReport
+		err error
+	}
+	results := make(chan result, 2)
+	for range 2 {
+		go func() {
+			rep, err := worker.Prune(ctx, s, worker.PruneLimits{MaxBytes: limit})
+			results <- result{rep, err}
+		}()
+	}
+	// The waiters of this schema's prune lock (the key store.Exclusively
+	// takes: a bigint's two halves in classid and objid).
+	waitStat(t, s, "both prunes to wait for the one running", `SELECT count(*) = 2 FROM pg_locks l,
+		(SELECT hashtextextended('memoryd.run.' || current_schema() || '.' || '`+worker.PruneLock+`', 0) AS k) x
+		WHERE l.locktype = 'advisory' AND NOT l.granted AND l.objsubid = 1
+		AND l.classid::text::bigint = (x.k >> 32) & 4294967295 AND l.objid::text::bigint = x.k & 4294967295`)
+	unblock()
+	if err := <-running; err != nil {
+		t.Fatal(err)
+	}
+	var removed int64
+	for range 2 {
+		r := <-results
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		removed += r.rep.RemovedForSize
+	}
+	if removed != k {
+		t.Fatalf("two prunes at once removed %d items; want the excess, %d, once", removed, k)
 	}
 }

@@ -12,8 +12,9 @@ import (
 )
 
 // ReconcileArgs is the periodic River job that makes sure every turn ends
-// processed or failed. River runs periodic jobs on the elected leader only,
-// so one process reconciles however many run.
+// processed or failed. River inserts periodic jobs on the elected leader
+// only, and the job is unique while waiting or running (InsertOpts), so one
+// process reconciles at a time however many run.
 type ReconcileArgs struct{}
 
 // Kind is River's job kind.

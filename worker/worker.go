@@ -626,7 +626,7 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.MaxDBSize > 0 || cfg.MaxContextPerUser > 0 || cfg.TurnRetention > 0 {
 		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(cfg.PruneInterval),
 			func() (river.JobArgs, *river.InsertOpts) {
-				return PruneArgs{}, &river.InsertOpts{Queue: QueueMaintenance, MaxAttempts: 3}
+				return PruneArgs{}, nil // PruneArgs.InsertOpts
 			},
 			&river.PeriodicJobOpts{RunOnStart: true}))
 	}
