@@ -54,11 +54,14 @@ func (b *tokenBucket) refund() {
 }
 
 // waitToken waits for a token of the rate limit, if there is one, giving up
-// when ctx ends.
+// when ctx ends, or, as acquire does, when a request could no longer finish
+// before ctx's deadline (an *Error of KindRetryAfter).
 func (l *LLM) waitToken(ctx context.Context) error {
 	if l.bucket == nil {
 		return nil
 	}
+	qctx, cancel := l.queueContext(ctx)
+	defer cancel()
 	hooked := false
 	for {
 		wait, ok := l.bucket.take(time.Now())
@@ -69,8 +72,8 @@ func (l *LLM) waitToken(ctx context.Context) error {
 			l.waitingForToken()
 			hooked = true
 		}
-		if err := sleepCtx(ctx, wait); err != nil {
-			return err
+		if err := sleepCtx(qctx, wait); err != nil {
+			return l.queueError(ctx, "the request rate limit had no token")
 		}
 	}
 }

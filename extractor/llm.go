@@ -459,7 +459,11 @@ func (l *LLM) send(ctx context.Context, req openai.ChatCompletionRequest) (opena
 	return resp, ex, err
 }
 
-// acquire takes a concurrency slot, giving up when ctx ends.
+// acquire takes a concurrency slot, giving up when ctx ends. When ctx has
+// a deadline, it waits only while a request would still have its Timeout
+// before it: past that it returns an *Error of KindRetryAfter (see
+// queueContext), so that a job queued behind busy slots is scheduled again
+// rather than timed out and charged an attempt for a request it never sent.
 func (l *LLM) acquire(ctx context.Context) error {
 	select {
 	case l.sem <- struct{}{}:
@@ -469,12 +473,35 @@ func (l *LLM) acquire(ctx context.Context) error {
 	if l.waitingForSlot != nil {
 		l.waitingForSlot()
 	}
+	qctx, cancel := l.queueContext(ctx)
+	defer cancel()
 	select {
 	case l.sem <- struct{}{}:
 		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	case <-qctx.Done():
+		return l.queueError(ctx, fmt.Sprintf("all %d model request slots (the concurrency limit) stayed busy", cap(l.sem)))
 	}
+}
+
+// queueContext bounds a wait for this client's own limits (a slot, a rate
+// token) to ctx's deadline less Timeout: a request that starts later could
+// not finish.
+func (l *LLM) queueContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if deadline, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(ctx, deadline.Add(-l.cfg.Timeout))
+	}
+	return context.WithCancel(ctx)
+}
+
+// queueError is the error of a wait queueContext ended: ctx's own when it
+// ended, else an *Error of KindRetryAfter of one Timeout (about when a busy
+// slot frees) saying what stayed busy.
+func (l *LLM) queueError(ctx context.Context, what string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return &Error{Kind: KindRetryAfter, RetryAfter: min(l.cfg.Timeout, MaxRetryAfter),
+		Reason: what + " until too close to the call's deadline; not sent"}
 }
 
 // parseRetryAfter parses a Retry-After header: delay in seconds or an HTTP

@@ -758,3 +758,47 @@ func TestParseRetryAfter(t *testing.T) {
 		}
 	}
 }
+
+// A call queued behind busy slots stops waiting while a request would
+// still have its Timeout before the call's deadline, and says to try later
+// (KindRetryAfter: the worker snoozes the job without spending an attempt)
+// rather than time out with the deadline (a race hunt saw 15 of 20 turns
+// fail with "context deadline exceeded", 12 of them never sent, against a
+// model that answered every request in time).
+func TestLLMQueuedCallGivesWayBeforeItsDeadline(t *testing.T) {
+	t.Parallel()
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	srv := extractortest.NewServer(t)
+	unblock := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(unblock) // before the server closes, should the test fail
+	srv.SetHandler(func(openai.ChatCompletionRequest) extractortest.Reply {
+		entered <- struct{}{}
+		<-release
+		return extractortest.Content(validReply)
+	})
+	l := newTestLLM(t, srv, func(c *LLMConfig) { c.MaxConcurrency, c.Timeout = 1, 30*time.Second })
+	first := make(chan error, 1)
+	go func() {
+		_, err := l.Extract(context.Background(), testInput("I'm Ana"))
+		first <- err
+	}()
+	<-entered
+	// The deadline leaves a request its 30 s only now: a slot freeing later
+	// could not be used, so the wait ends at once.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second+50*time.Millisecond)
+	defer cancel()
+	_, err := l.Extract(ctx, testInput("I'm Bea"))
+	if !errors.Is(err, ErrRetryAfter) || ctx.Err() != nil {
+		t.Fatalf("call queued behind a busy slot: %v (deadline passed: %v); want KindRetryAfter before the deadline", err, ctx.Err() != nil)
+	}
+	if d, ok := RetryAfterOf(err); !ok || d != 30*time.Second {
+		t.Errorf("retry after %v, want one request timeout (30s)", d)
+	}
+	unblock()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.Requests(); got != 1 {
+		t.Errorf("requests = %d, want 1: the queued call sends none", got)
+	}
+}

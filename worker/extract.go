@@ -486,7 +486,7 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 		e.w.logger.Info("extraction waited on a lock; retrying", "job_id", job.ID, "lock_waits", v.n,
 			"max_lock_waits", b.maxLockWaits, "turns", len(eventIDs), "retry_in", snoozeOf(v.river).String(), "error", err)
 	case outcomeRateLimited:
-		e.w.logger.Info("model server rate limited extraction; snoozing", "job_id", job.ID, "rate_limit_waits", v.n,
+		e.w.logger.Info("extraction must wait for the model (its rate limit, or every request slot busy); snoozing", "job_id", job.ID, "rate_limit_waits", v.n,
 			"max_rate_limit_waits", b.maxRateLimitWaits, "turns", len(eventIDs), "retry_in", snoozeOf(v.river).String(), "error", err)
 	}
 	if v.record {

@@ -167,8 +167,9 @@ type Config struct {
 	// lock wait is an ordinary failure. Default 10.
 	MaxLockWaits int
 	// MaxRateLimitWaits is how often a job whose model server asked it to
-	// wait (429, or 503 with Retry-After) is snoozed for that delay without
-	// spending an attempt; after that a rate limit is an ordinary transient
+	// wait (429, or 503 with Retry-After), or that waited for the
+	// extractor's own limits until its request could no longer finish in
+	// time, is snoozed for that delay without spending an attempt; after that a rate limit is an ordinary transient
 	// failure, so a server that always refuses ends the job. Default 10.
 	MaxRateLimitWaits int
 	// MaxClockSkew is how far a turn's timestamp may be ahead of the time
