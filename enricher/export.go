@@ -163,7 +163,7 @@ func (e exports) importLines(token string, data []byte) (call, error) {
 		var ie *store.ImportError
 		switch {
 		case errors.As(err, &ie):
-			return nil, badRequest("line %d: %v; nothing was imported", ie.Line, ie.Err)
+			return nil, badRequest("line %d: %v; nothing of this request was imported", ie.Line, ie.Err)
 		case errors.Is(err, store.ErrImportTooLarge):
 			return nil, badRequest("%v", err)
 		case err != nil:

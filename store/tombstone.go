@@ -49,6 +49,46 @@ func (s *Store) LockUsers(ctx context.Context, tokens []string) (map[string]Tomb
 	return s.tombstones(ctx, tokens)
 }
 
+// TryLockUsers is LockUsers without waiting: it takes the shared lock of
+// each user token that no forget holds, returns the tombstones of those,
+// and returns as busy the tokens whose lock a forget (or a reset) holds
+// now, without waiting for it. The caller leaves the busy users' writes for
+// later: one user's forget then holds back no other user's.
+func (s *Store) TryLockUsers(ctx context.Context, tokens []string) (tombs map[string]Tombstone, busy []string, err error) {
+	if len(tokens) == 0 {
+		return nil, nil, nil
+	}
+	tokens = slices.Clone(tokens)
+	slices.Sort(tokens)
+	tokens = slices.Compact(tokens)
+	rows, err := s.db.Query(ctx, `SELECT t, pg_try_advisory_xact_lock_shared(`+fmt.Sprintf(userLock, "t")+`)
+		FROM (SELECT t FROM unnest($1::text[]) AS t ORDER BY t) AS sorted`, tokens)
+	if err != nil {
+		return nil, nil, fmt.Errorf("lock users: %w", err)
+	}
+	var (
+		locked []string
+		token  string
+		got    bool
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&token, &got}, func() error {
+		if got {
+			locked = append(locked, token)
+		} else {
+			busy = append(busy, token)
+		}
+		return nil
+	}); err != nil {
+		return nil, nil, fmt.Errorf("lock users: %w", err)
+	}
+	if len(locked) == 0 {
+		return nil, busy, nil
+	}
+	// A statement of its own, after the locks: see LockUsers.
+	tombs, err = s.tombstones(ctx, locked)
+	return tombs, busy, err
+}
+
 func (s *Store) tombstones(ctx context.Context, tokens []string) (map[string]Tombstone, error) {
 	rows, err := s.db.Query(ctx, `SELECT user_token, stream_seq, forgotten_at FROM tombstones WHERE user_token = ANY($1)`, tokens)
 	if err != nil {

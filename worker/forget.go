@@ -442,6 +442,43 @@ func dropForgotten(ctx context.Context, q *store.Store, turns []store.Turn) ([]s
 	return keep, nil
 }
 
+// dropForgottenOrBusy is dropForgotten for ingest, which must not wait for
+// one user's forget with every other user's turns: it also leaves out the
+// turns of users a forget holds now, and returns those users (by user id).
+func dropForgottenOrBusy(ctx context.Context, q *store.Store, turns []store.Turn) (keep []store.Turn, busy map[string]bool, err error) {
+	tokenOf := make(map[string]string, 1)
+	tokens := make([]string, 0, 1)
+	for _, t := range turns {
+		if _, ok := tokenOf[t.UserID]; !ok {
+			tokenOf[t.UserID] = events.UserToken(t.UserID)
+			tokens = append(tokens, tokenOf[t.UserID])
+		}
+	}
+	tombs, busyTokens, err := q.TryLockUsers(ctx, tokens)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(busyTokens) > 0 {
+		busy = make(map[string]bool, len(busyTokens))
+		for user, token := range tokenOf {
+			if slices.Contains(busyTokens, token) {
+				busy[user] = true
+			}
+		}
+	}
+	keep = make([]store.Turn, 0, len(turns))
+	for _, t := range turns {
+		if busy[t.UserID] {
+			continue
+		}
+		if tomb, ok := tombs[tokenOf[t.UserID]]; ok && tomb.Covers(t.StreamSeq) {
+			continue
+		}
+		keep = append(keep, t)
+	}
+	return keep, busy, nil
+}
+
 // keepRemembered is dropForgotten for extraction results and the usage of
 // the model calls that gave them (nil for none): it returns the results no
 // forget covers, their event ids, and the tokens spent on turns no forget

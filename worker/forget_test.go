@@ -500,3 +500,72 @@ func TestForgetDeletesJobsInsertedWhileItWaited(t *testing.T) {
 		t.Fatalf("jobs naming alice after her forget answered done: %v (%v)", jobs, err)
 	}
 }
+
+// Ingest does not wait for one user's forget with other users' turns: the
+// turns of the user being forgotten are handed back and recorded (or
+// dropped, when the forget covers them) once it ends; the others are
+// recorded meanwhile. Before, the whole batch waited on the forget's lock,
+// then was handed back, again and again: a race hunt saw 100 turns of 10
+// users wait 41 s behind a 40 s lock, and every user's ingest stop for the
+// 3.5 s forget of a large user.
+func TestIngestDoesNotWaitForAnotherUsersForget(t *testing.T) {
+	e := setup(t)
+	// A batch may wait up to AckWait/2 for its transaction: long enough here
+	// that a batch waiting on alice's lock outlasts the test's wait.
+	e.start(extractor.NewRules(), func(c *worker.Config) { c.AckWait = 10 * time.Minute })
+	forget := e.block(`SELECT pg_advisory_xact_lock(hashtextextended('memoryd.user.' || current_schema() || '.' || 'alice', 0))`)
+	e.publish(events.Turn{ID: "a1", UserID: "alice", UserMessage: "I live in Rome."})
+	for i := range 20 {
+		e.publish(events.Turn{ID: fmt.Sprintf("b%d", i), UserID: "bob", UserMessage: fmt.Sprintf("My lucky number is %d.", i)})
+	}
+	e.waitFor("bob's 20 turns recorded while alice is being forgotten", func() (bool, string) {
+		st, err := e.store.Stats(e.ctx, "bob")
+		return err == nil && st.TurnsReceived == 20, fmt.Sprintf("%+v %v", st, err)
+	})
+	if st, err := e.store.Stats(e.ctx, "alice"); err != nil || st.TurnsReceived != 0 {
+		t.Fatalf("alice's turn recorded during her forget: %+v, %v", st, err)
+	}
+	if err := forget.tx.Rollback(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The forget rolled back: her turn, handed back, is recorded.
+	e.waitFor("alice's turn recorded after the forget ended", func() (bool, string) {
+		st, err := e.store.Stats(e.ctx, "alice")
+		return err == nil && st.TurnsReceived == 1, fmt.Sprintf("%+v %v", st, err)
+	})
+}
+
+// Stop keeps to its deadline while a batch waits on the database: the batch
+// is cancelled, nothing of it acknowledged, and the next worker records it.
+// Before, Stop waited for the batch's transaction, up to AckWait/2 (a race
+// hunt saw a SIGTERM with --shutdown-timeout 5s take 9.1 s).
+func TestStopCancelsABatchWaitingOnTheDatabase(t *testing.T) {
+	e := setup(t)
+	w, _ := e.startWorker(extractor.NewRules(), func(c *worker.Config) { c.AckWait = 10 * time.Minute })
+	lock := e.block(`LOCK TABLE turns IN EXCLUSIVE MODE`)
+	e.publish(events.Turn{ID: "a1", UserID: "alice", UserMessage: "I live in Rome."})
+	e.waitBlocked("the batch waiting on the locked table", lock.pid)
+	stopped := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		stopped <- w.Stop(ctx)
+	}()
+	e.waitFor("Stop to return past its deadline", func() (bool, string) {
+		select {
+		case err := <-stopped:
+			stopped <- err
+			return true, ""
+		default:
+			return false, "Stop still waits for the batch"
+		}
+	})
+	if err := lock.tx.Rollback(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.start(extractor.NewRules(), nil)
+	e.waitFor("the handed-back turn recorded by the next worker", func() (bool, string) {
+		st, err := e.store.Stats(e.ctx, "alice")
+		return err == nil && st.TurnsReceived == 1, fmt.Sprintf("%+v %v", st, err)
+	})
+}

@@ -69,6 +69,17 @@ func (w *Worker) ingestLoop(ctx context.Context) {
 				}
 			}
 		}
+		if err != nil && ctx.Err() != nil {
+			// Stop's deadline passed during the batch: nothing of it was
+			// acknowledged; hand it back for the next process. The loop
+			// goes on until Stop says (each batch now fails at once), so
+			// that the consumer's handler never blocks on a full channel.
+			w.logger.Info("ingest: batch cancelled by shutdown; handed back", "events", len(batch))
+			for _, m := range batch {
+				_ = m.Nak()
+			}
+			continue
+		}
 		if err != nil {
 			// Postgres is unavailable: nothing was acknowledged. Hand the
 			// batch back with a delay and pause pulling for as long, doubling
@@ -128,6 +139,7 @@ func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) (err error) 
 	var (
 		outcomes []store.TurnOutcome
 		keep     []store.Turn
+		busy     map[string]bool // users a forget holds: their events wait
 	)
 	// Bounded so that a hung database cannot hold the batch (and Stop)
 	// forever; the events are then redelivered like on any other failure.
@@ -135,9 +147,11 @@ func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) (err error) 
 	defer cancel()
 	err = w.cfg.Store.InTx(txCtx, func(tx pgx.Tx, q *store.Store) error {
 		// Turns of a forgotten user published before the forget are
-		// dropped (and acknowledged): the forget is final.
+		// dropped (and acknowledged): the forget is final. Those of a user
+		// being forgotten now are handed back, not waited for: the forget
+		// may take a minute, and the batch holds other users' turns.
 		var err error
-		keep, err = dropForgotten(txCtx, q, turns)
+		keep, busy, err = dropForgottenOrBusy(txCtx, q, turns)
 		if err != nil {
 			return err
 		}
@@ -176,7 +190,14 @@ func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) (err error) 
 		}
 	}
 	for i, m := range valid {
-		if t := turns[i]; conflict[msgOf(t)] {
+		t := turns[i]
+		if busy[t.UserID] {
+			// Redelivered once the forget has committed, which then
+			// drops it, or records it when published after the forget.
+			_ = m.NakWithDelay(w.cfg.RetryBackoff)
+			continue
+		}
+		if conflict[msgOf(t)] {
 			w.reject(ctx, m, fmt.Errorf("%w: user %q already has event id %q with other content", errConflict, t.UserID, t.EventID))
 			continue
 		}
@@ -187,7 +208,14 @@ func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) (err error) 
 	}
 	w.recorded.Add(int64(recorded))
 	w.duplicates.Add(int64(len(keep) - recorded - len(conflict)))
-	w.logger.Debug("ingested turns", "events", len(batch), "recorded", recorded, "conflicts", len(conflict), "forgotten", len(turns)-len(keep))
+	held := 0
+	for _, t := range turns {
+		if busy[t.UserID] {
+			held++
+		}
+	}
+	w.logger.Debug("ingested turns", "events", len(batch), "recorded", recorded, "conflicts", len(conflict), "forgotten", len(turns)-len(keep)-held,
+		"held_for_a_forget", held)
 	return nil
 }
 

@@ -598,6 +598,9 @@ type Worker struct {
 	msgs    chan jetstream.Msg
 	stop    chan struct{}
 	done    chan struct{}
+	// cancelIngest ends the batch being recorded, when Stop's deadline
+	// passes: its transaction rolls back and its events are redelivered.
+	cancelIngest context.CancelFunc
 }
 
 // New validates cfg and builds a Worker; it does not touch the network.
@@ -779,7 +782,9 @@ func (w *Worker) Start(ctx context.Context) error {
 		w.stopLiveness(ctx)
 		return fmt.Errorf("worker: consume: %w", err)
 	}
-	go w.ingestLoop(context.WithoutCancel(ctx))
+	ingestCtx, cancelIngest := context.WithCancel(context.WithoutCancel(ctx))
+	w.cancelIngest = cancelIngest
+	go w.ingestLoop(ingestCtx)
 	w.logger.Info("worker started", "stream", cfg.Stream, "consumer", cfg.Durable,
 		"extractor", w.cfg.Extractor.Info().Name, "model", w.cfg.Extractor.Info().Model, "workers", cfg.Workers)
 	return nil
@@ -804,7 +809,7 @@ func (w *Worker) startRiver(ctx context.Context) error {
 // to finish, then they are cancelled and retried later by any worker.
 func (w *Worker) Stop(ctx context.Context) error {
 	w.mu.Lock()
-	started, consume, stop, done := w.started, w.consume, w.stop, w.done
+	started, consume, stop, done, cancelIngest := w.started, w.consume, w.stop, w.done, w.cancelIngest
 	w.started, w.consume = false, nil
 	w.mu.Unlock()
 	if !started {
@@ -815,16 +820,26 @@ func (w *Worker) Stop(ctx context.Context) error {
 		// buffered to the handler, which the ingest loop (still running)
 		// records; otherwise they would wait out AckWait before another
 		// worker could have them. Messages left in the channel are handed
-		// back below.
+		// back below. Past ctx's deadline, the batch being recorded is
+		// cancelled (nothing of it is acknowledged, so it is redelivered):
+		// a transaction waiting on the database would otherwise hold Stop
+		// for up to AckWait/2.
 		consume.Drain()
 		select {
 		case <-consume.Closed():
 		case <-ctx.Done():
+			cancelIngest()
 			consume.Stop()
 			<-consume.Closed()
 		}
 		close(stop)
-		<-done
+		select {
+		case <-done:
+		case <-ctx.Done():
+			cancelIngest()
+			<-done
+		}
+		cancelIngest()
 		for len(w.msgs) > 0 {
 			_ = (<-w.msgs).Nak()
 		}

@@ -89,8 +89,32 @@ func TestExportImportCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The service refuses the file (400): a bad argument.
-	if _, errOut := cmd(2, "import", bad); !strings.Contains(errOut, "line 2:") || !strings.Contains(errOut, "nothing was imported") {
+	if _, errOut := cmd(2, "import", bad); !strings.Contains(errOut, "line 2:") || !strings.Contains(errOut, "nothing of this request was imported") {
 		t.Errorf("bad file: %q", errOut)
+	}
+	// A file of several requests refused in a later one: the earlier ones
+	// are committed, and the command says so (it said only the failure).
+	var ctxLine string
+	for line := range strings.Lines(want.String()) {
+		if strings.Contains(line, `"type":"context"`) {
+			ctxLine = strings.TrimSpace(line)
+		}
+	}
+	if ctxLine == "" {
+		t.Fatalf("no context line in the export:\n%s", want.String())
+	}
+	var big strings.Builder
+	big.WriteString(events.ExportHeader + "\n")
+	for i := range 1000 { // about 1 MiB: two requests
+		big.WriteString(strings.Replace(ctxLine, `"Tea?"`, fmt.Sprintf(`"Tea number %d? %s"`, i, strings.Repeat("t", 800)), 1) + "\n")
+	}
+	big.WriteString(`{"type":"fact","key":"k"}` + "\n")
+	partial := filepath.Join(t.TempDir(), "partial.jsonl")
+	if err := os.WriteFile(partial, []byte(big.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut := cmd(2, "import", partial); !strings.Contains(errOut, "line 1002:") || !strings.Contains(errOut, "the requests before the failure were imported into alice") {
+		t.Errorf("a file refused in its second request: %q", errOut)
 	}
 	if _, errOut := cmd(1, "import", filepath.Join(t.TempDir(), "missing")); !strings.Contains(errOut, "no such file") {
 		t.Errorf("missing file: %q", errOut)

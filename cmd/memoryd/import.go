@@ -8,6 +8,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/memoryd/memoryd/events"
 )
 
 // stdin is what `memoryd import -` reads; a variable for tests.
@@ -51,17 +53,35 @@ import.`)
 	defer done()
 	reply, err := c.Import(reqCtx, o.user, in)
 	if err != nil {
+		if n := importedRows(reply); n > 0 {
+			// The requests before the failure are committed: say so, not
+			// only that the last one failed.
+			fmt.Fprintf(a.stderr, "memoryd import: the requests before the failure were imported into %s (rows written or changed): %s; "+
+				"importing the file again imports them once (a longer --timeout if it timed out)\n", o.user, importCounts(reply))
+		}
 		return err
 	}
 	if o.json {
 		return printJSON(a.stdout, reply)
 	}
-	// Every line type the service counted, by name: a type added to the
-	// format is printed without a change here.
+	fmt.Fprintf(a.stdout, "imported into %s (rows written or changed): %s\n", o.user, importCounts(reply))
+	return nil
+}
+
+// importCounts names every line type the service counted: a type added to
+// the format is printed without a change here.
+func importCounts(reply events.ImportReply) string {
 	parts := make([]string, 0, len(reply.Imported))
 	for _, typ := range slices.Sorted(maps.Keys(reply.Imported)) {
 		parts = append(parts, fmt.Sprintf("%s %d", typ, reply.Imported[typ]))
 	}
-	fmt.Fprintf(a.stdout, "imported into %s (rows written or changed): %s\n", o.user, strings.Join(parts, ", "))
-	return nil
+	return strings.Join(parts, ", ")
+}
+
+func importedRows(reply events.ImportReply) int64 {
+	var n int64
+	for _, v := range reply.Imported {
+		n += v
+	}
+	return n
 }
