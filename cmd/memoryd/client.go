@@ -121,6 +121,8 @@ func (o *clientOptions) callError(err error) error {
 		return fmt.Errorf("the service answered %d: %s", svcErr.Code, svcErr.Description)
 	}
 	if msg, ok := strings.CutPrefix(err.Error(), "memoryd "); ok {
+		// "memoryd import: import: line 1" when the endpoint is the command.
+		msg = strings.TrimPrefix(msg, o.conn.cmd+": ")
 		return &relabeled{msg: msg, err: err}
 	}
 	return err

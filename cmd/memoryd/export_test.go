@@ -116,6 +116,13 @@ func TestExportImportCommands(t *testing.T) {
 	if _, errOut := cmd(2, "import", partial); !strings.Contains(errOut, "line 1002:") || !strings.Contains(errOut, "the requests before the failure were imported into alice") {
 		t.Errorf("a file refused in its second request: %q", errOut)
 	}
+	notExport := filepath.Join(t.TempDir(), "notjson.jsonl")
+	if err := os.WriteFile(notExport, []byte("garbage\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut := cmd(1, "import", notExport); !strings.HasPrefix(errOut, "memoryd import: line 1: not a memoryd export") {
+		t.Errorf("a file that is not an export: %q (it said \"memoryd import: import: line 1\")", errOut)
+	}
 	if _, errOut := cmd(1, "import", filepath.Join(t.TempDir(), "missing")); !strings.Contains(errOut, "no such file") {
 		t.Errorf("missing file: %q", errOut)
 	}
