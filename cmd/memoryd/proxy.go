@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/memoryd/memoryd/apikeys"
@@ -61,6 +62,9 @@ stores the turns.`)
 	}
 	if cfg.Upstream == "" {
 		return f.usageErr("--upstream is required")
+	}
+	if u, err := url.Parse(cfg.Upstream); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return f.usageErr("--upstream %q is not an http or https URL, e.g. http://127.0.0.1:11434/v1", cfg.Upstream)
 	}
 	logger, err := conn.logger(a)
 	if err != nil {
