@@ -58,7 +58,7 @@ func TestProxyCommand(t *testing.T) {
 		{[]string{"proxy", "--upstream", "not a url"}, 2, `--upstream "not a url" is not an http or https URL`},
 		{[]string{"proxy", "--upstream", "http://127.0.0.1:1/v1"}, 2, "--keys"},
 		{[]string{"proxy", "--upstream", "http://127.0.0.1:1/v1", "--keys", bad}, 1, "line 2"},
-		{[]string{"proxy", "--upstream", "ftp://x", "--trusted-user-header", "X-U"}, 1, "not an http(s) URL"},
+		{[]string{"proxy", "--upstream", "ftp://x", "--trusted-user-header", "X-U"}, 2, "is not an http or https URL"},
 	} {
 		_, errOut, code := runArgs(context.Background(), append(tc.args, "--nats-url", eventstest.URL())...)
 		if code != tc.code || !strings.Contains(errOut, tc.want) {
