@@ -28,16 +28,13 @@ func (k keys) Lookup(key string) (string, bool) {
 	return u, ok
 }
 
-// startHTTP runs the enrich service (which answers every memory tool) on
-// its own schema and subject prefix, and the MCP server's HTTP handler in
-// front of it with two keys: "alice-key" and "bob-key".
-func startHTTP(t *testing.T) string {
+// startEnricher runs the enrich service on its own schema and subject
+// prefix until the test ends, and returns a client of it.
+func startEnricher(t *testing.T) *events.Client {
 	t.Helper()
 	nc := eventstest.Conn(t)
 	prefix, _ := eventstest.Names(t, nc)
-	st := storetest.New(t)
-	logger := slog.New(slog.DiscardHandler)
-	svc, err := enricher.New(enricher.Config{Conn: nc, Store: st, Prefix: prefix, Timeout: 10 * time.Second, Logger: logger})
+	svc, err := enricher.New(enricher.Config{Conn: nc, Store: storetest.New(t), Prefix: prefix, Timeout: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,8 +42,17 @@ func startHTTP(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = svc.Stop(context.Background()) })
-	srv, err := agenttools.New(agenttools.Config{Client: events.NewClient(nc, prefix), Timeout: 10 * time.Second,
-		Keys: keys{"alice-key": "alice", "bob-key": "bob"}, Logger: logger})
+	return events.NewClient(nc, prefix)
+}
+
+// startHTTP runs the enrich service (which answers every memory tool) on
+// its own schema and subject prefix, and the MCP server's HTTP handler in
+// front of it with two keys: "alice-key" and "bob-key".
+func startHTTP(t *testing.T) string {
+	t.Helper()
+	client := startEnricher(t)
+	srv, err := agenttools.New(agenttools.Config{Client: client, Timeout: 10 * time.Second,
+		Keys: keys{"alice-key": "alice", "bob-key": "bob"}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,19 +398,7 @@ func TestTokensSeeOnlyTheirUser(t *testing.T) {
 // four requests 0 to 1 were answered).
 func TestStdioAnswersEveryRequestBeforeItsInputEnds(t *testing.T) {
 	t.Parallel()
-	nc := eventstest.Conn(t)
-	prefix, _ := eventstest.Names(t, nc)
-	st := storetest.New(t)
-	logger := slog.New(slog.DiscardHandler)
-	svc, err := enricher.New(enricher.Config{Conn: nc, Store: st, Prefix: prefix, Timeout: 10 * time.Second, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := svc.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = svc.Stop(context.Background()) })
-	srv, err := agenttools.New(agenttools.Config{Client: events.NewClient(nc, prefix), Timeout: 10 * time.Second, User: "alice", Logger: logger})
+	srv, err := agenttools.New(agenttools.Config{Client: startEnricher(t), Timeout: 10 * time.Second, User: "alice", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

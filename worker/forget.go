@@ -420,14 +420,7 @@ func bodyToken(data []byte) string {
 // returns the turns no forget covers. Call it in the transaction that writes
 // them, before writing.
 func dropForgotten(ctx context.Context, q *store.Store, turns []store.Turn) ([]store.Turn, error) {
-	tokenOf := make(map[string]string, 1)
-	tokens := make([]string, 0, 1)
-	for _, t := range turns {
-		if _, ok := tokenOf[t.UserID]; !ok {
-			tokenOf[t.UserID] = events.UserToken(t.UserID)
-			tokens = append(tokens, tokenOf[t.UserID])
-		}
-	}
+	tokenOf, tokens := userTokens(turns)
 	tombs, err := q.LockUsers(ctx, tokens)
 	if err != nil || len(tombs) == 0 {
 		return turns, err
@@ -442,18 +435,24 @@ func dropForgotten(ctx context.Context, q *store.Store, turns []store.Turn) ([]s
 	return keep, nil
 }
 
-// dropForgottenOrBusy is dropForgotten for ingest, which must not wait for
-// one user's forget with every other user's turns: it also leaves out the
-// turns of users a forget holds now, and returns those users (by user id).
-func dropForgottenOrBusy(ctx context.Context, q *store.Store, turns []store.Turn) (keep []store.Turn, busy map[string]bool, err error) {
-	tokenOf := make(map[string]string, 1)
-	tokens := make([]string, 0, 1)
+// userTokens returns the token of each user of turns, and the tokens.
+func userTokens(turns []store.Turn) (tokenOf map[string]string, tokens []string) {
+	tokenOf = make(map[string]string, 1)
+	tokens = make([]string, 0, 1)
 	for _, t := range turns {
 		if _, ok := tokenOf[t.UserID]; !ok {
 			tokenOf[t.UserID] = events.UserToken(t.UserID)
 			tokens = append(tokens, tokenOf[t.UserID])
 		}
 	}
+	return tokenOf, tokens
+}
+
+// dropForgottenOrBusy is dropForgotten for ingest, which must not wait for
+// one user's forget with every other user's turns: it also leaves out the
+// turns of users a forget holds now, and returns those users (by user id).
+func dropForgottenOrBusy(ctx context.Context, q *store.Store, turns []store.Turn) (keep []store.Turn, busy map[string]bool, err error) {
+	tokenOf, tokens := userTokens(turns)
 	tombs, busyTokens, err := q.TryLockUsers(ctx, tokens)
 	if err != nil {
 		return nil, nil, err
