@@ -53,19 +53,6 @@ func (s *Store) SetDeployment(ctx context.Context, prefix, stream string) error 
 	return wrapDeployment(err)
 }
 
-// HoldsMemory reports whether the database holds any turn, fact, context
-// item or tombstone: whether memory was ever recorded in it and not all
-// of it deleted.
-func (s *Store) HoldsMemory(ctx context.Context) (bool, error) {
-	var held bool
-	err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT FROM turns) OR EXISTS (SELECT FROM facts)
-		OR EXISTS (SELECT FROM context) OR EXISTS (SELECT FROM tombstones)`).Scan(&held)
-	if err != nil {
-		return false, fmt.Errorf("holds memory: %w", err)
-	}
-	return held, nil
-}
-
 func wrapDeployment(err error) error {
 	if err == nil {
 		return nil

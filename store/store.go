@@ -123,7 +123,12 @@ type Store struct {
 	db            DBTX
 	hooks         *hookBox // shared by the Stores WithTx derives
 	schemaVersion int      // Config.SchemaVersion
+	created       bool     // Open created the database
 }
+
+// CreatedDatabase reports whether Open created the database (it did not
+// exist, and Config.CreateDatabase was set).
+func (s *Store) CreatedDatabase() bool { return s.created }
 
 // New returns a Store over an existing pool. The caller keeps ownership of the
 // pool.
@@ -171,12 +176,14 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("store: connect: %w", err)
 	}
 	err = pool.Ping(ctx)
+	created := false
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "3D000" && cfg.CreateDatabase {
 		pool.Close()
 		if err := createDatabase(ctx, pcfg.ConnConfig, cfg.Logger); err != nil {
 			return nil, err
 		}
+		created = true
 		if pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
 			return nil, fmt.Errorf("store: connect: %w", err)
 		}
@@ -187,7 +194,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, &ConnectError{Host: pcfg.ConnConfig.Host, Port: pcfg.ConnConfig.Port, Database: pcfg.ConnConfig.Database, Err: err}
 	}
 	s := New(pool)
-	s.schemaVersion = cfg.SchemaVersion
+	s.schemaVersion, s.created = cfg.SchemaVersion, created
 	if err := s.Warm(ctx); err != nil {
 		pool.Close()
 		return nil, &ConnectError{Host: pcfg.ConnConfig.Host, Port: pcfg.ConnConfig.Port, Database: pcfg.ConnConfig.Database, Err: err}

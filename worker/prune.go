@@ -78,8 +78,8 @@ func (p *pruneWorker) Work(ctx context.Context, job *river.Job[PruneArgs]) error
 		return err
 	}
 	if !ran {
-		// Another process's run (a leader's periodic job, or memoryd
-		// prune) measures and deletes; this one would delete it again.
+		// Another process's run (its prune job, or a caller of Prune)
+		// measures and deletes; this one would delete it again.
 		p.w.logger.Debug("prune skipped: another prune is running")
 		return nil
 	}

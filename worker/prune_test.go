@@ -545,8 +545,8 @@ func checkNothingPruned(t *testing.T, rep worker.PruneReport, limit int64, befor
 }
 
 // Two prunes at once (a prune job of each of two processes: River inserts
-// periodic jobs on the leader, but any process works them; or memoryd
-// prune beside a serve) delete the excess once: the second waits for the
+// periodic jobs on the leader, but any process works them; or App.Prune
+// beside a serve) delete the excess once: the second waits for the
 // first and measures after it. Before, each measured the same excess and
 // deleted all of it (a race hunt saw 1,926 of 3,000 items removed where
 // 969 were over the limit, and a whole table emptied).

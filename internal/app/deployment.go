@@ -17,22 +17,23 @@ import (
 // extraction jobs would publish changes under the other's prefix.
 type OtherPrefixError struct {
 	Recorded store.Deployment
-	// Prefix is this memoryd's.
-	Prefix string
+	// Prefix and Stream are this memoryd's.
+	Prefix, Stream string
 }
 
 func (e *OtherPrefixError) Error() string {
 	return fmt.Sprintf("this database holds the memory of prefix %q (stream %s, since %s), not of --prefix %q: a database serves one prefix, "+
 		"so give this memoryd a database or schema of its own (--database-url); to move this database to prefix %q for good, "+
-		"stop every memoryd using it and run memoryd migrate --prefix %s --set-prefix",
-		e.Recorded.Prefix, e.Recorded.Stream, e.Recorded.Since.UTC().Format(time.DateOnly), e.Prefix, e.Prefix, e.Prefix)
+		"stop every memoryd using it and run memoryd migrate --prefix %s --stream %s --set-prefix",
+		e.Recorded.Prefix, e.Recorded.Stream, e.Recorded.Since.UTC().Format(time.DateOnly), e.Prefix, e.Prefix, e.Prefix, e.Stream)
 }
 
-// NewDatabaseError is a database holding no memory that a serve would
-// attach to a turn stream whose ingest consumer has already acknowledged
-// events: they were recorded into another database. Serving here would
-// take a share of the stream's new events from the memoryd that records
-// them (the durable consumer is shared), and answer from an empty memory.
+// NewDatabaseError is a database the serve has just created (it did not
+// exist: --create-database) that it would attach to a turn stream whose
+// ingest consumer has already acknowledged events: another database
+// recorded them, or this one before it was lost. Serving here would take a
+// share of the stream's new events from the memoryd that records them (the
+// durable consumer is shared), and answer from an empty memory.
 type NewDatabaseError struct {
 	Stream, Durable string
 	// Acked is the consumer's ack floor.
@@ -40,8 +41,8 @@ type NewDatabaseError struct {
 }
 
 func (e *NewDatabaseError) Error() string {
-	return fmt.Sprintf("this database holds no memory, but the ingest consumer %s of stream %s has acknowledged its events up to sequence %d: "+
-		"another database recorded them. Check --database-url (a mistyped database name is created, see --create-database); "+
+	return fmt.Sprintf("this database did not exist and was just created, but the ingest consumer %s of stream %s has acknowledged its events up to sequence %d: "+
+		"they were recorded into another database (or into this one before it was lost). Check --database-url (a mistyped database name is created, see --create-database); "+
 		"to rebuild memory from the stream into this database, run memoryd replay with it first",
 		e.Durable, e.Stream, e.Acked)
 }
@@ -55,9 +56,11 @@ const (
 	checkPrefix deploymentUse = iota
 	// claimPrefix also records this prefix when nothing is (replay).
 	claimPrefix
-	// claimPrefixFresh also refuses, before recording, a database that
-	// holds nothing while the stream's consumer acknowledged events
-	// (serve).
+	// claimPrefixFresh also refuses, before recording, a database this
+	// process has just created while the stream's consumer acknowledged
+	// events (serve). A database that existed is not judged by its content:
+	// one upgraded from before migration 039 may hold nothing (every event
+	// opted out or rejected) and still be the deployment's.
 	claimPrefixFresh
 )
 
@@ -69,23 +72,17 @@ func (a *App) checkDeployment(ctx context.Context, s *store.Store, js jetstream.
 	case err != nil:
 		return err
 	case ok && d.Prefix != a.cfg.Prefix:
-		return &OtherPrefixError{Recorded: d, Prefix: a.cfg.Prefix}
+		return &OtherPrefixError{Recorded: d, Prefix: a.cfg.Prefix, Stream: a.cfg.Stream}
 	case ok || use == checkPrefix:
 		return nil
 	}
-	if use == claimPrefixFresh {
-		held, err := s.HoldsMemory(ctx)
+	if use == claimPrefixFresh && s.CreatedDatabase() {
+		acked, err := worker.ConsumerAcked(ctx, js, a.cfg.Stream, a.cfg.Worker.Durable)
 		if err != nil {
 			return err
 		}
-		if !held {
-			acked, err := worker.ConsumerAcked(ctx, js, a.cfg.Stream, a.cfg.Worker.Durable)
-			if err != nil {
-				return err
-			}
-			if acked > 0 {
-				return &NewDatabaseError{Stream: a.cfg.Stream, Durable: durableName(a.cfg.Worker.Durable), Acked: acked}
-			}
+		if acked > 0 {
+			return &NewDatabaseError{Stream: a.cfg.Stream, Durable: durableName(a.cfg.Worker.Durable), Acked: acked}
 		}
 	}
 	if d, err = s.ClaimDeployment(ctx, a.cfg.Prefix, a.cfg.Stream); err != nil {
@@ -93,7 +90,7 @@ func (a *App) checkDeployment(ctx context.Context, s *store.Store, js jetstream.
 	}
 	if d.Prefix != a.cfg.Prefix {
 		// Another prefix's process recorded it first.
-		return &OtherPrefixError{Recorded: d, Prefix: a.cfg.Prefix}
+		return &OtherPrefixError{Recorded: d, Prefix: a.cfg.Prefix, Stream: a.cfg.Stream}
 	}
 	return nil
 }

@@ -54,17 +54,19 @@ func TestADatabaseServesOnePrefix(t *testing.T) {
 	}
 }
 
-// A serve on a database holding nothing, attached to a turn stream whose
-// ingest consumer already acknowledged events (a mistyped --database-url,
-// which --create-database creates), is refused: it would take a share of
-// the stream's new events from the memoryd recording them, and answer from
-// an empty memory. A replay into it first makes it the deployment's.
+// A serve that creates its database (a mistyped --database-url, which
+// --create-database creates) beside a turn stream whose ingest consumer
+// already acknowledged events is refused: it would take a share of the
+// stream's new events from the memoryd recording them, and answer from an
+// empty memory. A replay into it first makes it the deployment's. A
+// database that existed, even empty (one upgraded from before migration
+// 039 whose events were all opted out), is not refused.
 func TestANewDatabaseOnAConsumedStreamIsRefused(t *testing.T) {
 	t.Parallel()
 	a, ctx := startWithAlice(t)
 	cfg := a.cfg
-	_, cfg.Store.URL = storetest.Schema(t)
-	cfg.Store.URL += "&pool_max_conns=4"
+	cfg.Store.URL = storetest.MissingDatabase(t) + "&pool_max_conns=4"
+	cfg.Store.CreateDatabase = true
 	b, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -85,5 +87,23 @@ func TestANewDatabaseOnAConsumedStreamIsRefused(t *testing.T) {
 	}
 	if err := b.Start(ctx); err != nil {
 		t.Fatalf("serve on the database a replay filled: %v", err)
+	}
+}
+
+// An empty database that existed beside a consumed stream is served: only
+// one the serve itself created is taken for a mistake.
+func TestAnExistingEmptyDatabaseOnAConsumedStreamIsServed(t *testing.T) {
+	t.Parallel()
+	a, ctx := startWithAlice(t)
+	cfg := a.cfg
+	_, cfg.Store.URL = storetest.Schema(t)
+	cfg.Store.URL += "&pool_max_conns=4"
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop(context.Background()) })
+	if err := b.Start(ctx); err != nil {
+		t.Fatalf("serve on an existing empty database beside a consumed stream: %v", err)
 	}
 }

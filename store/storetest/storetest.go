@@ -84,6 +84,24 @@ func Schema(t testing.TB) (name, url string) {
 // (every test binary) works in the shared database all the time.
 func Database(t testing.TB) string {
 	t.Helper()
+	url, create := missingDatabase(t)
+	create()
+	return url
+}
+
+// MissingDatabase returns the connection string of a database that does
+// not exist, dropped when the test ends should the test create it (as
+// store.Config.CreateDatabase does).
+func MissingDatabase(t testing.TB) string {
+	t.Helper()
+	url, _ := missingDatabase(t)
+	return url
+}
+
+// missingDatabase names a fresh database, dropped (if it exists) when the
+// test ends, and returns its connection string and a function creating it.
+func missingDatabase(t testing.TB) (string, func()) {
+	t.Helper()
 	ctx := context.Background()
 	var b [6]byte
 	_, _ = rand.Read(b[:])
@@ -103,16 +121,18 @@ func Database(t testing.TB) string {
 		_, err = conn.Exec(ctx, sql)
 		return err
 	}
-	if err := exec("CREATE DATABASE " + name); err != nil {
-		t.Fatalf("storetest: create database (is Postgres running? `make services` starts it): %v", err)
-	}
 	t.Cleanup(func() {
-		if err := exec("DROP DATABASE " + name + " WITH (FORCE)"); err != nil {
+		if err := exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)"); err != nil {
 			t.Logf("storetest: drop database %s: %v", name, err)
 		}
 	})
 	u.Path = "/" + name
-	return u.String()
+	return u.String(), func() {
+		t.Helper()
+		if err := exec("CREATE DATABASE " + name); err != nil {
+			t.Fatalf("storetest: create database (is Postgres running? `make services` starts it): %v", err)
+		}
+	}
 }
 
 // New returns a Store on a fresh, migrated schema. The pool is closed when the
