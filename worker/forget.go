@@ -142,8 +142,10 @@ func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 }
 
 // pastDeadline returns a context with ctx's values that is cancelled when
-// ctx is cancelled, but not when ctx's deadline passes; release frees it.
-// A deadline that has passed hides a later cancellation of ctx's parents.
+// ctx is cancelled, or when the stop context WithStop put in ctx ends, but
+// not when ctx's deadline passes; release frees it. (A deadline that has
+// passed hides a later cancellation of ctx's parents: the stop context is
+// what reaches a forget past its deadline.)
 func pastDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
 	rest, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, func() {
@@ -151,10 +153,25 @@ func pastDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
 			cancel(context.Cause(ctx))
 		}
 	})
+	stopped := func() bool { return false }
+	if sc, ok := ctx.Value(stopKey{}).(context.Context); ok {
+		stopped = context.AfterFunc(sc, func() { cancel(context.Cause(sc)) })
+	}
 	return rest, func() {
 		stop()
+		stopped()
 		cancel(nil)
 	}
+}
+
+type stopKey struct{}
+
+// WithStop returns ctx carrying stop, the caller's shutdown: a forget run
+// with it stops the part that follows the memory's transaction (documents,
+// streams) when stop ends, even after ctx's deadline has passed, which
+// otherwise leaves that part to run to its end under bounds of its own.
+func WithStop(ctx, stop context.Context) context.Context {
+	return context.WithValue(ctx, stopKey{}, stop)
 }
 
 // IncompleteError is a forget that failed after the database side

@@ -67,6 +67,9 @@ type App struct {
 	// connections call without a.mu.
 	publisher atomic.Pointer[worker.Changes]
 	enrich    *enricher.Service
+	// stopForgets ends the forgets of the enrich service's endpoint: Stop
+	// calls it at its deadline (see startEnrichLocked).
+	stopForgets context.CancelFunc
 	// enrichDB is enrich's own pool (EnrichPool), open while enrich runs.
 	enrichDB *store.Store
 	// pressure feeds enrich's reply times to the worker's Pacer; nil when
@@ -420,8 +423,12 @@ func (a *App) startEnrichLocked(ctx context.Context, s *store.Store, nc *nats.Co
 	if err != nil {
 		return err
 	}
+	// Stop's deadline ends a forget in progress, even one past its own
+	// deadline (worker.WithStop); the enricher cancels the rest.
+	stopping, stopNow := context.WithCancel(context.Background())
+	a.stopForgets = stopNow
 	ec.Forget = func(ctx context.Context, userID string) (events.ForgetReply, error) {
-		r, err := a.forget(ctx, w, js, s, userID)
+		r, err := a.forget(worker.WithStop(ctx, stopping), w, js, s, userID)
 		var ie *worker.IncompleteError
 		if errors.As(err, &ie) {
 			// What happened and what to do, for the requester.
@@ -531,6 +538,16 @@ func (a *App) Stop(ctx context.Context) error {
 // stopLocked stops everything but the endpoint; a.mu is held.
 func (a *App) stopLocked(ctx context.Context) error {
 	var errs []error
+	if a.stopForgets != nil {
+		// At the deadline, with the enricher's own requests (see
+		// startEnrichLocked); at the end in any case.
+		unhook := context.AfterFunc(ctx, a.stopForgets)
+		defer func(cancel context.CancelFunc) {
+			unhook()
+			cancel()
+		}(a.stopForgets)
+		a.stopForgets = nil
+	}
 	if a.enrich != nil {
 		errs = append(errs, a.enrich.Stop(ctx))
 		a.enrich = nil
