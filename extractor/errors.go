@@ -72,11 +72,26 @@ type Error struct {
 	// Err is the underlying error when there is one worth matching, such
 	// as context.Canceled; may be nil.
 	Err error
+	// Local is set on an error of KindRetryAfter when the wait was for
+	// this client's own limits (every MaxConcurrency slot busy, or no
+	// token of the rate limit) and no request was sent: the server asked
+	// nothing. See [IsLocalWait].
+	Local bool
 }
 
 // Error returns the sentinel's text, then the reason.
 func (e *Error) Error() string {
+	if e.Local {
+		return "extractor: request not sent, this client's own limits were busy: " + e.Reason
+	}
 	return e.sentinel().Error() + ": " + e.Reason
+}
+
+// IsLocalWait reports whether err holds an *Error of KindRetryAfter that
+// waited for the client's own limits (Error.Local), not the server.
+func IsLocalWait(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Kind == KindRetryAfter && e.Local
 }
 
 // Unwrap returns the kind's sentinel and, when set, Err.

@@ -500,8 +500,8 @@ func (l *LLM) queueError(ctx context.Context, what string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return &Error{Kind: KindRetryAfter, RetryAfter: min(l.cfg.Timeout, MaxRetryAfter),
-		Reason: what + " until too close to the call's deadline; not sent"}
+	return &Error{Kind: KindRetryAfter, RetryAfter: min(l.cfg.Timeout, MaxRetryAfter), Local: true,
+		Reason: what + " until too close to the call's deadline"}
 }
 
 // parseRetryAfter parses a Retry-After header: delay in seconds or an HTTP

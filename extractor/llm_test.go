@@ -794,6 +794,9 @@ func TestLLMQueuedCallGivesWayBeforeItsDeadline(t *testing.T) {
 	if d, ok := RetryAfterOf(err); !ok || d != 30*time.Second {
 		t.Errorf("retry after %v, want one request timeout (30s)", d)
 	}
+	if !IsLocalWait(err) || strings.Contains(err.Error(), "model server") {
+		t.Errorf("error %q: want it to say the client's own limits were busy, not the model server", err)
+	}
 	unblock()
 	if err := <-first; err != nil {
 		t.Fatal(err)

@@ -473,7 +473,7 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 			// Not run by River, so the snooze could not be counted: an
 			// uncounted snooze could repeat forever, so decide as if the
 			// budget were spent.
-			b.maxLockWaits, b.maxRateLimitWaits = 0, 0
+			b.maxLockWaits, b.maxRateLimitWaits, b.maxQueueWaits = 0, 0, 0
 			v = outcome(err, job, false, b)
 		}
 	}
@@ -485,8 +485,11 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 		e.w.lockWaits.Add(1)
 		e.w.logger.Info("extraction waited on a lock; retrying", "job_id", job.ID, "lock_waits", v.n,
 			"max_lock_waits", b.maxLockWaits, "turns", len(eventIDs), "retry_in", snoozeOf(v.river).String(), "error", err)
+	case outcomeQueued:
+		e.w.logger.Info("extraction waited for this process's model request slots or rate limit; snoozing", "job_id", job.ID, "queue_waits", v.n,
+			"max_queue_waits", b.maxQueueWaits, "turns", len(eventIDs), "retry_in", snoozeOf(v.river).String())
 	case outcomeRateLimited:
-		e.w.logger.Info("extraction must wait for the model (its rate limit, or every request slot busy); snoozing", "job_id", job.ID, "rate_limit_waits", v.n,
+		e.w.logger.Info("model server rate limited extraction; snoozing", "job_id", job.ID, "rate_limit_waits", v.n,
 			"max_rate_limit_waits", b.maxRateLimitWaits, "turns", len(eventIDs), "retry_in", snoozeOf(v.river).String(), "error", err)
 	}
 	if v.record {

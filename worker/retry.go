@@ -38,6 +38,7 @@ const (
 	outcomeHandedBack  = "handed_back"
 	outcomeLockWait    = "lock_wait"
 	outcomeRateLimited = "rate_limited"
+	outcomeQueued      = "queued"
 )
 
 // Job metadata keys counting free snoozes, and the reason of the last one
@@ -45,6 +46,7 @@ const (
 const (
 	metaLockWaits      = "memoryd_lock_waits"
 	metaRateLimitWaits = "memoryd_rate_limit_waits"
+	metaQueueWaits     = "memoryd_queue_waits"
 	metaSnoozeReason   = "memoryd_snooze_reason"
 )
 
@@ -72,9 +74,10 @@ type retryBudget struct {
 	// maxAttempts is Config.MaxAttempts; it caps the job's own MaxAttempts
 	// (jobs inserted with River's default carry more).
 	maxAttempts int
-	// maxLockWaits and maxRateLimitWaits bound the free snoozes of a job
-	// (Config.MaxLockWaits, Config.MaxRateLimitWaits).
-	maxLockWaits, maxRateLimitWaits int
+	// maxLockWaits, maxRateLimitWaits and maxQueueWaits bound the free
+	// snoozes of a job (Config.MaxLockWaits, Config.MaxRateLimitWaits,
+	// Config.MaxQueueWaits).
+	maxLockWaits, maxRateLimitWaits, maxQueueWaits int
 	// lockWaitBase is the first lock-wait snooze; it doubles per wait, up
 	// to 30s.
 	lockWaitBase time.Duration
@@ -89,6 +92,7 @@ func (w *Worker) budget() retryBudget {
 		maxAttempts:       w.cfg.MaxAttempts,
 		maxLockWaits:      w.cfg.MaxLockWaits,
 		maxRateLimitWaits: w.cfg.MaxRateLimitWaits,
+		maxQueueWaits:     w.cfg.MaxQueueWaits,
 		lockWaitBase:      min(w.cfg.JobRetryBase, time.Second),
 		spread:            spread,
 	}
@@ -147,7 +151,14 @@ func outcome(err error, job *rivertype.JobRow, shutdown bool, b retryBudget) ver
 	// Any permanent error in the tree decides: a joined error of several
 	// turns must not be snoozed or retried for one that cannot succeed.
 	permanent := isPermanent(err)
-	if d, ok := retryAfterOf(err); ok && !permanent {
+	if d, ok := retryAfterOf(err); ok && !permanent && extractor.IsLocalWait(err) {
+		// This process's own model limits were busy: nothing was sent, and
+		// the jobs ahead are being served, so a wait of its own budget.
+		if waits := metaCount(job.Metadata, metaQueueWaits); waits < b.maxQueueWaits {
+			d = b.spread(min(d, extractor.MaxRetryAfter))
+			return verdict{river: river.JobSnooze(d), label: outcomeQueued, count: metaQueueWaits, n: waits + 1}
+		}
+	} else if d, ok := retryAfterOf(err); ok && !permanent {
 		if waits := metaCount(job.Metadata, metaRateLimitWaits); waits < b.maxRateLimitWaits {
 			d = b.spread(min(d, extractor.MaxRetryAfter, embedding.MaxRetryAfter))
 			return verdict{river: river.JobSnooze(d), label: outcomeRateLimited, count: metaRateLimitWaits, n: waits + 1}

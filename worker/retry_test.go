@@ -55,7 +55,8 @@ func TestOutcome(t *testing.T) {
 	retryAfter := func(d time.Duration) error {
 		return &extractor.Error{Kind: extractor.KindRetryAfter, RetryAfter: d, Reason: "status 429: slow down"}
 	}
-	budget := retryBudget{maxAttempts: 5, maxLockWaits: 3, maxRateLimitWaits: 10, lockWaitBase: 100 * time.Millisecond,
+	queued := &extractor.Error{Kind: extractor.KindRetryAfter, RetryAfter: 3 * time.Second, Local: true, Reason: "all 1 model request slots stayed busy"}
+	budget := retryBudget{maxAttempts: 5, maxLockWaits: 3, maxRateLimitWaits: 10, maxQueueWaits: 100, lockWaitBase: 100 * time.Millisecond,
 		spread: func(d time.Duration) time.Duration { return d }}
 	const (
 		plain  = "error"
@@ -110,6 +111,16 @@ func TestOutcome(t *testing.T) {
 			want: plain, wantLabel: outcomeRetry, wantRecord: true},
 		{name: "retry-after past its bound, last attempt", err: retryAfter(time.Second), attempt: 5, metadata: `{"memoryd_rate_limit_waits": 10}`,
 			want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true},
+
+		// Waits for the process's own model slots: a budget of their own,
+		// not the server's rate-limit waits (a backlog spent those and
+		// failed turns the model never saw).
+		{name: "queued", err: queued, attempt: 1, metadata: `{"memoryd_rate_limit_waits": 10}`,
+			want: snooze, wantSnooze: 3 * time.Second, wantLabel: outcomeQueued, wantCount: metaQueueWaits, wantN: 1},
+		{name: "queued, counted before", err: fmt.Errorf("turn e1: %w", queued), attempt: 5, metadata: `{"memoryd_queue_waits": 41}`,
+			want: snooze, wantSnooze: 3 * time.Second, wantLabel: outcomeQueued, wantCount: metaQueueWaits, wantN: 42},
+		{name: "queued past its bound", err: queued, attempt: 1, metadata: `{"memoryd_queue_waits": 100}`,
+			want: plain, wantLabel: outcomeRetry, wantRecord: true},
 
 		{name: "lock wait", err: lockWait, attempt: 1,
 			want: snooze, wantSnooze: 100 * time.Millisecond, wantLabel: outcomeLockWait, wantCount: metaLockWaits, wantN: 1},

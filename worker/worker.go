@@ -167,11 +167,17 @@ type Config struct {
 	// lock wait is an ordinary failure. Default 10.
 	MaxLockWaits int
 	// MaxRateLimitWaits is how often a job whose model server asked it to
-	// wait (429, or 503 with Retry-After), or that waited for the
-	// extractor's own limits until its request could no longer finish in
-	// time, is snoozed for that delay without spending an attempt; after that a rate limit is an ordinary transient
+	// wait (429, or 503 with Retry-After) is snoozed for that delay without
+	// spending an attempt; after that a rate limit is an ordinary transient
 	// failure, so a server that always refuses ends the job. Default 10.
 	MaxRateLimitWaits int
+	// MaxQueueWaits is how often a job that waited for the extractor's own
+	// limits (every LLM concurrency slot busy, or no rate-limit token)
+	// until its request could no longer finish before the job's timeout is
+	// snoozed without spending an attempt: the jobs ahead of it are being
+	// served, so it is a queue, bounded only against a model that never
+	// answers. Default 100.
+	MaxQueueWaits int
 	// MaxClockSkew is how far a turn's timestamp may be ahead of the time
 	// JetStream stored the event. A later timestamp is clamped to the stored
 	// time (and the sent one kept with the turn, logged and counted in
@@ -345,6 +351,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxLockWaits == 0 {
 		c.MaxLockWaits = 10
 	}
+	if c.MaxQueueWaits == 0 {
+		c.MaxQueueWaits = 100
+	}
 	if c.MaxRateLimitWaits == 0 {
 		c.MaxRateLimitWaits = 10
 	}
@@ -408,6 +417,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("worker: Config.Workers must be between 1 and 10000, not %d", c.Workers)
 	case c.MaxLockWaits < 0:
 		return fmt.Errorf("worker: Config.MaxLockWaits must not be negative, not %d", c.MaxLockWaits)
+	case c.MaxQueueWaits < 0:
+		return fmt.Errorf("worker: Config.MaxQueueWaits must not be negative, not %d", c.MaxQueueWaits)
 	case c.MaxRateLimitWaits < 0:
 		return fmt.Errorf("worker: Config.MaxRateLimitWaits must not be negative, not %d", c.MaxRateLimitWaits)
 	case callTimeout(c.Extractor) >= c.JobTimeout:
