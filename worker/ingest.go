@@ -194,7 +194,13 @@ func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) (err error) 
 		if busy[t.UserID] {
 			// Redelivered once the forget has committed, which then
 			// drops it, or records it when published after the forget.
-			_ = m.NakWithDelay(w.cfg.RetryBackoff)
+			// Later each time, up to 30 backoffs: a long forget's events
+			// wait without a transaction a second each.
+			delay := w.cfg.RetryBackoff
+			if md, err := m.Metadata(); err == nil {
+				delay *= time.Duration(min(max(md.NumDelivered, 1), 30))
+			}
+			_ = m.NakWithDelay(delay)
 			continue
 		}
 		if conflict[msgOf(t)] {

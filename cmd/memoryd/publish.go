@@ -223,7 +223,8 @@ func (w *processedWaiter) wait(ctx context.Context, a *cli, limit time.Duration)
 			}
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("--wait: memoryd had not processed %s's turns within %s: is memoryd serve running with this --prefix and --stream? (memoryd deadletters lists the events it rejected)", user, limit)
+				return fmt.Errorf("--wait: memoryd had not recorded and processed %s's %d new turn(s) within %s: it is not running with this --prefix and --stream, "+
+					"it rejected them (memoryd deadletters lists them), or it had recorded their event ids already (a re-publish after the stream's 2-minute duplicate window)", user, n, limit)
 			case <-tick.C:
 			}
 		}
