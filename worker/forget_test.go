@@ -569,3 +569,31 @@ func TestStopCancelsABatchWaitingOnTheDatabase(t *testing.T) {
 		return err == nil && st.TurnsReceived == 1, fmt.Sprintf("%+v %v", st, err)
 	})
 }
+
+// The events of a user handed back during their forget are dropped once
+// the forget commits, when it covers them: the forget stays final.
+func TestEventsHandedBackDuringAForgetAreDroppedByIt(t *testing.T) {
+	e := setup(t)
+	e.start(extractor.NewRules(), nil)
+	forget := e.block(`SELECT pg_advisory_xact_lock(hashtextextended('memoryd.user.' || current_schema() || '.' || 'alice', 0))`)
+	ack, err := e.pub.Publish(e.ctx, events.Turn{ID: "a1", UserID: "alice", UserMessage: "I live in Rome.", Timestamp: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.publish(events.Turn{ID: "b1", UserID: "bob", UserMessage: "I live in Oslo."})
+	e.waitFor("bob's turn recorded while alice is being forgotten", func() (bool, string) {
+		st, err := e.store.Stats(e.ctx, "bob")
+		return err == nil && st.TurnsReceived == 1, fmt.Sprintf("%+v %v", st, err)
+	})
+	// The forget's tombstone covers her event; it commits.
+	if _, err := forget.tx.Exec(e.ctx, `INSERT INTO tombstones (user_token, stream_seq) VALUES ($1, $2)`, events.UserToken("alice"), int64(ack.Sequence)); err != nil {
+		t.Fatal(err)
+	}
+	if err := forget.tx.Commit(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.waitForAcked()
+	if st, err := e.store.Stats(e.ctx, "alice"); err != nil || st.TurnsReceived != 0 {
+		t.Fatalf("alice after a forget that covers her handed-back event: %+v, %v; want nothing recorded", st, err)
+	}
+}
