@@ -37,9 +37,7 @@ func (s *Store) LockUsers(ctx context.Context, tokens []string) (map[string]Tomb
 	if len(tokens) == 0 {
 		return nil, nil
 	}
-	tokens = slices.Clone(tokens)
-	slices.Sort(tokens)
-	tokens = slices.Compact(tokens)
+	tokens = lockOrder(tokens)
 	// The lock is a statement of its own: the tombstones must be read with a
 	// snapshot taken after it is held (read committed takes one per statement).
 	if _, err := s.db.Exec(ctx, `SELECT count(pg_advisory_xact_lock_shared(`+fmt.Sprintf(userLock, "t")+`))
@@ -58,9 +56,7 @@ func (s *Store) TryLockUsers(ctx context.Context, tokens []string) (tombs map[st
 	if len(tokens) == 0 {
 		return nil, nil, nil
 	}
-	tokens = slices.Clone(tokens)
-	slices.Sort(tokens)
-	tokens = slices.Compact(tokens)
+	tokens = lockOrder(tokens)
 	rows, err := s.db.Query(ctx, `SELECT t, pg_try_advisory_xact_lock_shared(`+fmt.Sprintf(userLock, "t")+`)
 		FROM (SELECT t FROM unnest($1::text[]) AS t ORDER BY t) AS sorted`, tokens)
 	if err != nil {
@@ -87,6 +83,14 @@ func (s *Store) TryLockUsers(ctx context.Context, tokens []string) (tombs map[st
 	// A statement of its own, after the locks: see LockUsers.
 	tombs, err = s.tombstones(ctx, locked)
 	return tombs, busy, err
+}
+
+// lockOrder returns tokens sorted, without duplicates, in a new slice: the
+// order every caller takes user locks in.
+func lockOrder(tokens []string) []string {
+	tokens = slices.Clone(tokens)
+	slices.Sort(tokens)
+	return slices.Compact(tokens)
 }
 
 func (s *Store) tombstones(ctx context.Context, tokens []string) (map[string]Tombstone, error) {

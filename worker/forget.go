@@ -442,14 +442,23 @@ func dropForgotten(ctx context.Context, q *store.Store, turns []store.Turn) ([]s
 	if err != nil || len(tombs) == 0 {
 		return turns, err
 	}
+	return uncovered(turns, tokenOf, tombs, nil), nil
+}
+
+// uncovered returns the turns that no tombstone of tombs covers and that
+// are not of a user in busy.
+func uncovered(turns []store.Turn, tokenOf map[string]string, tombs map[string]store.Tombstone, busy map[string]bool) []store.Turn {
 	keep := make([]store.Turn, 0, len(turns))
 	for _, t := range turns {
+		if busy[t.UserID] {
+			continue
+		}
 		if tomb, ok := tombs[tokenOf[t.UserID]]; ok && tomb.Covers(t.StreamSeq) {
 			continue
 		}
 		keep = append(keep, t)
 	}
-	return keep, nil
+	return keep
 }
 
 // userTokens returns the token of each user of turns, and the tokens.
@@ -482,17 +491,7 @@ func dropForgottenOrBusy(ctx context.Context, q *store.Store, turns []store.Turn
 			}
 		}
 	}
-	keep = make([]store.Turn, 0, len(turns))
-	for _, t := range turns {
-		if busy[t.UserID] {
-			continue
-		}
-		if tomb, ok := tombs[tokenOf[t.UserID]]; ok && tomb.Covers(t.StreamSeq) {
-			continue
-		}
-		keep = append(keep, t)
-	}
-	return keep, busy, nil
+	return uncovered(turns, tokenOf, tombs, busy), busy, nil
 }
 
 // keepRemembered is dropForgotten for extraction results and the usage of

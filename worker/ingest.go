@@ -140,6 +140,7 @@ func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) (err error) 
 		outcomes []store.TurnOutcome
 		keep     []store.Turn
 		busy     map[string]bool // users a forget holds: their events wait
+		held     int             // their events, handed back
 	)
 	// Bounded so that a hung database cannot hold the batch (and Stop)
 	// forever; the events are then redelivered like on any other failure.
@@ -201,6 +202,7 @@ func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) (err error) 
 				delay *= time.Duration(min(max(md.NumDelivered, 1), 30))
 			}
 			_ = m.NakWithDelay(delay)
+			held++
 			continue
 		}
 		if conflict[msgOf(t)] {
@@ -214,12 +216,6 @@ func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) (err error) 
 	}
 	w.recorded.Add(int64(recorded))
 	w.duplicates.Add(int64(len(keep) - recorded - len(conflict)))
-	held := 0
-	for _, t := range turns {
-		if busy[t.UserID] {
-			held++
-		}
-	}
 	w.logger.Debug("ingested turns", "events", len(batch), "recorded", recorded, "conflicts", len(conflict), "forgotten", len(turns)-len(keep)-held,
 		"held_for_a_forget", held)
 	return nil
