@@ -325,18 +325,8 @@ func TestPruneRemovesNoMoreThanTheExcess(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := storetest.New(t)
-	seedContext(t, s, []string{"alice", "bob", "carol"}, 300)
-	// The first VACUUM adds the free space and visibility maps to the
-	// table's files; done here, the estimate below is what the prune sees.
-	if err := s.VacuumContext(ctx); err != nil {
-		t.Fatal(err)
-	}
-	size, err := s.MeasureSize(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const k = 50
-	limit := size.LiveBytes - int64(float64(k)*size.BytesPerContextRow())
+	limit := seedOverLimit(t, s, k)
 	rep, err := worker.Prune(ctx, s, worker.PruneLimits{MaxBytes: limit})
 	if err != nil {
 		t.Fatal(err)
@@ -353,6 +343,24 @@ func TestPruneRemovesNoMoreThanTheExcess(t *testing.T) {
 	if cut := minLeft.Sub(t0) / time.Minute; cut != 16 {
 		t.Fatalf("oldest remaining item is minute %d, want 16", cut)
 	}
+}
+
+// seedOverLimit stores 300 items for each of three users and returns a size
+// limit k items below their size.
+func seedOverLimit(t *testing.T, s *store.Store, k int) int64 {
+	t.Helper()
+	ctx := context.Background()
+	seedContext(t, s, []string{"alice", "bob", "carol"}, 300)
+	// The first VACUUM adds the free space and visibility maps to the
+	// table's files; done here, the estimate is what a prune sees.
+	if err := s.VacuumContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	size, err := s.MeasureSize(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return size.LiveBytes - int64(float64(k)*size.BytesPerContextRow())
 }
 
 // TestStartRefusesSizeLimitBelowFloor: a limit below what pruning can reach
@@ -554,16 +562,8 @@ func TestPrunesAtOnceDeleteTheExcessOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := storetest.New(t)
-	seedContext(t, s, []string{"alice", "bob", "carol"}, 300)
-	if err := s.VacuumContext(ctx); err != nil {
-		t.Fatal(err)
-	}
-	size, err := s.MeasureSize(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const k = 50
-	limit := size.LiveBytes - int64(float64(k)*size.BytesPerContextRow())
+	limit := seedOverLimit(t, s, k)
 	// A prune running elsewhere holds the lock while both start.
 	held, release := make(chan struct{}), make(chan struct{})
 	unblock := sync.OnceFunc(func() { close(release) })

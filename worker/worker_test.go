@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -219,6 +221,25 @@ func (e *env) waitForAcked() {
 	})
 }
 
+// rejectAll publishes each of bad on subj, then a valid turn of alice's,
+// waits until all are handled, and returns the dead-letter stream.
+func (e *env) rejectAll(subj string, bad ...[]byte) jetstream.Stream {
+	e.t.Helper()
+	for _, data := range bad {
+		if _, err := e.js.Publish(e.ctx, subj, data); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	e.publish(events.Turn{ID: "good", UserID: "alice", UserMessage: "I live in Rome."})
+	e.waitDone(1)
+	e.waitForAcked()
+	dl, err := e.js.Stream(e.ctx, events.DeadLetterStream(e.stream))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return dl
+}
+
 func TestInvalidEventsAreDeadLettered(t *testing.T) {
 	e := setup(t)
 	e.start(extractor.NewRules(), nil)
@@ -235,19 +256,7 @@ func TestInvalidEventsAreDeadLettered(t *testing.T) {
 		"empty user id":    []byte(`{"id":"x7","user_id":"","user_message":"hi","timestamp":"2026-11-21T10:00:00Z"}`),
 		"trailing garbage": []byte(`{"id":"x8","user_id":"alice","user_message":"hi","timestamp":"2026-11-21T10:00:00Z"} x`),
 	}
-	for _, data := range bad {
-		if _, err := e.js.Publish(e.ctx, subj, data); err != nil {
-			t.Fatal(err)
-		}
-	}
-	e.publish(events.Turn{ID: "good", UserID: "alice", UserMessage: "I live in Rome."})
-	e.waitDone(1)
-	e.waitForAcked()
-
-	dl, err := e.js.Stream(e.ctx, events.DeadLetterStream(e.stream))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dl := e.rejectAll(subj, slices.Collect(maps.Values(bad))...)
 	info, err := dl.Info(e.ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -278,16 +287,7 @@ func TestEventUnderTheUsersSubjectSaysWhatIsWrong(t *testing.T) {
 	e := setup(t)
 	e.start(extractor.NewRules(), nil)
 	subj := events.TurnSubject(e.prefix, "alice")
-	if _, err := e.js.Publish(e.ctx, subj+".v2", []byte(`{"id":"v2","user_id":"alice","user_message":"hi","timestamp":"2026-11-21T10:00:00Z"}`)); err != nil {
-		t.Fatal(err)
-	}
-	e.publish(events.Turn{ID: "good", UserID: "alice", UserMessage: "I live in Rome."})
-	e.waitDone(1)
-	e.waitForAcked()
-	dl, err := e.js.Stream(e.ctx, events.DeadLetterStream(e.stream))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dl := e.rejectAll(subj+".v2", []byte(`{"id":"v2","user_id":"alice","user_message":"hi","timestamp":"2026-11-21T10:00:00Z"}`))
 	m, err := dl.GetMsg(e.ctx, 1)
 	if err != nil {
 		t.Fatal(err)
