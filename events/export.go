@@ -126,7 +126,7 @@ func (c *Client) Import(ctx context.Context, userID string, r io.Reader) (Import
 		line := bytes.TrimSpace(sc.Bytes())
 		if num == 1 {
 			if !json.Valid(line) {
-				return total, fmt.Errorf("memoryd import: line 1: not a memoryd export: the first line must be %s", ExportHeader)
+				return total, &InputError{Line: 1, Problem: "not a memoryd export: the first line must be " + ExportHeader}
 			}
 			lines, size = []json.RawMessage{bytes.Clone(line)}, len(line)
 			continue
@@ -135,7 +135,7 @@ func (c *Client) Import(ctx context.Context, userID string, r io.Reader) (Import
 			continue
 		}
 		if !json.Valid(line) {
-			return total, fmt.Errorf("memoryd import: line %d: not a JSON object", num)
+			return total, &InputError{Line: num, Problem: "not a JSON object"}
 		}
 		// A JSON array holds the lines, one comma apart; with the request's
 		// other bytes well inside the limit's headroom.
@@ -151,12 +151,12 @@ func (c *Client) Import(ctx context.Context, userID string, r io.Reader) (Import
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			return total, fmt.Errorf("memoryd import: line %d: over %d bytes", num+1, MaxImportRequestBytes)
+			return total, &InputError{Line: num + 1, Problem: fmt.Sprintf("over %d bytes", MaxImportRequestBytes)}
 		}
 		return total, fmt.Errorf("memoryd import: read: %w", err)
 	}
 	if num == 0 {
-		return total, fmt.Errorf("memoryd import: empty input: expected %s first", ExportHeader)
+		return total, &InputError{Problem: "empty input: expected " + ExportHeader + " first"}
 	}
 	if len(lines) == 1 {
 		// The header alone: an empty memory; sent so that the header is
@@ -169,6 +169,24 @@ func (c *Client) Import(ctx context.Context, userID string, r io.Reader) (Import
 		return total, err
 	}
 	return total, send()
+}
+
+// InputError is Import refusing its input before sending the part of it
+// that holds the fault: the first line is not the export header, a line
+// is not JSON or is longer than a request, the input is empty. The
+// service's own refusal of a line is a *ServiceError with Code 400; both
+// are bad input, not a failure of the service.
+type InputError struct {
+	// Line is the input's line number, from 1; 0 when the input is empty.
+	Line    int
+	Problem string
+}
+
+func (e *InputError) Error() string {
+	if e.Line == 0 {
+		return "memoryd import: " + e.Problem
+	}
+	return fmt.Sprintf("memoryd import: line %d: %s", e.Line, e.Problem)
 }
 
 // fileLine rewrites a service error naming "line N" of a request (whose

@@ -97,7 +97,10 @@ func (o *clientOptions) client(ctx context.Context, a *cli) (c *events.Client, r
 // sentence: the client's own errors start with "memoryd <endpoint>:", which
 // run's "memoryd <command>:" would otherwise repeat.
 func (o *clientOptions) callError(err error) error {
-	var svcErr *events.ServiceError
+	var (
+		svcErr *events.ServiceError
+		inErr  *events.InputError
+	)
 	switch {
 	case err == nil:
 		return nil
@@ -114,6 +117,10 @@ func (o *clientOptions) callError(err error) error {
 			return perr
 		}
 		return fmt.Errorf("memoryd did not reply within %s (--timeout)", o.timeout)
+	case errors.As(err, &inErr):
+		// The input is not an export: a bad argument, as a line the
+		// service refuses is (exit 2).
+		return &usageError{cmd: o.conn.cmd, err: fmt.Errorf("%s", strings.TrimPrefix(inErr.Error(), "memoryd "+o.conn.cmd+": "))}
 	case errors.As(err, &svcErr) && svcErr.Code == 400:
 		// The request was refused as malformed: an argument is bad (exit 2).
 		return &usageError{cmd: o.conn.cmd, err: fmt.Errorf("the service refused the request (400): %s", svcErr.Description)}

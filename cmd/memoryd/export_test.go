@@ -120,7 +120,8 @@ func TestExportImportCommands(t *testing.T) {
 	if err := os.WriteFile(notExport, []byte("garbage\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, errOut := cmd(1, "import", notExport); !strings.HasPrefix(errOut, "memoryd import: line 1: not a memoryd export") {
+	// Bad input, as a line the service refuses is: exit 2 (it was 1).
+	if _, errOut := cmd(2, "import", notExport); !strings.HasPrefix(errOut, "memoryd import: line 1: not a memoryd export") {
 		t.Errorf("a file that is not an export: %q (it said \"memoryd import: import: line 1\")", errOut)
 	}
 	if _, errOut := cmd(1, "import", filepath.Join(t.TempDir(), "missing")); !strings.Contains(errOut, "no such file") {
