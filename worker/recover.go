@@ -95,21 +95,38 @@ func (w *Worker) startLiveness(ctx context.Context) error {
 // stopLiveness stops the heartbeat once River has stopped (no job of this
 // process runs any more), marks the process dead and takes over whatever it
 // left running (nothing, unless River could not record a job's end).
+// Past ctx's deadline it only marks the process dead, in at most
+// endProcessLate: the takeover can wait on the turns table, and any
+// other process's next heartbeat (or the next start) does it, since the
+// record is marked dead.
 func (w *Worker) stopLiveness(ctx context.Context) {
 	l := w.live
 	if l == nil || !w.abandonLiveness() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	late := ctx.Err() != nil
+	budget := 5 * time.Second
+	if late {
+		budget = endProcessLate
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
 	defer cancel()
 	if err := w.cfg.Store.EndProcess(ctx, l.id); err != nil {
 		w.logger.Warn("cannot mark this process stopped; others will after the process timeout", "process", l.id, "error", err)
+		return
+	}
+	if late {
 		return
 	}
 	if err := w.takeOver(ctx); err != nil {
 		w.logger.Warn("take over jobs of dead processes", "error", err)
 	}
 }
+
+// endProcessLate bounds the write that marks a process dead when Stop is
+// already past its deadline (one row of memoryd_processes, which nothing
+// else locks for long).
+const endProcessLate = time.Second
 
 // abandonLiveness stops the heartbeat (once; it reports whether this call
 // did) without ending the process's record: the record then expires after

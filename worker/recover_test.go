@@ -403,3 +403,40 @@ func (e *env) takeOverAndWaitReady(jobs ...int64) {
 		return docs[0].Status == store.DocReady, docs[0].Status
 	})
 }
+
+// TestStopPastItsDeadlineLeavesTheTakeoverToOthers: a Stop already past
+// its deadline marks its process dead and returns; it does not take over
+// the jobs of dead processes, whose transaction can wait on the turns
+// table (a reviewer saw a 5 s stop take 10 s with that table locked).
+// The next process to start, or any other's heartbeat, takes them over.
+func TestStopPastItsDeadlineLeavesTheTakeoverToOthers(t *testing.T) {
+	e := setup(t)
+	// The job is running in a live process when the worker starts (so
+	// neither its start's takeover nor its fetch touches it), and that
+	// process dies while the worker runs with no heartbeat of its own:
+	// only Stop could take the job over.
+	jobs := e.recordTurns(recoverTurn("dead-1", "ann"))
+	e.exec(`INSERT INTO memoryd_processes (id, heartbeat_at) VALUES ('crashed', now())`)
+	e.exec(`UPDATE river_job SET state = 'running', attempt = 1, max_attempts = 5, attempted_at = now(), attempted_by = ARRAY['crashed'] WHERE id = $1`, jobs["dead-1"])
+	w, _ := e.startWorker(extractor.NewRules(), func(c *worker.Config) {
+		c.HeartbeatInterval, c.ProcessTimeout = time.Hour, 2*time.Hour
+	})
+	e.exec(`UPDATE memoryd_processes SET heartbeat_at = '-infinity' WHERE id = 'crashed'`)
+	late, cancel := context.WithCancel(e.ctx)
+	cancel()
+	if err := w.Stop(late); err != nil {
+		t.Fatal(err)
+	}
+	if s := e.jobState(jobs["dead-1"]); s != "running" {
+		t.Fatalf("the dead process's job is %s after a Stop past its deadline, want running (left to the next process)", s)
+	}
+	var alive int
+	if err := e.store.Pool().QueryRow(e.ctx, `SELECT count(*) FROM memoryd_processes WHERE heartbeat_at > '-infinity'`).Scan(&alive); err != nil || alive != 0 {
+		t.Fatalf("%d processes still alive after Stop (%v), want the stopped one marked dead", alive, err)
+	}
+	e.start(extractor.NewRules(), nil)
+	e.waitFor("the job taken over and its turn processed by the next process", func() (bool, string) {
+		s := e.turnStatus("dead-1").Status
+		return s == store.StatusProcessed, s
+	})
+}
