@@ -33,6 +33,11 @@ type ReplayConfig struct {
 	// Reset deletes the derived memory of the users in scope (all users when
 	// Users is empty) in one transaction before replaying.
 	Reset bool
+	// AllowLoss lets Reset delete memory that no replay can rebuild:
+	// extracted from recorded turns whose events the stream no longer
+	// holds (store.Unreplayable). Without it such a reset is refused with
+	// an *UnreplayableError before anything is deleted.
+	AllowLoss bool
 	// DryRun reads and counts without writing anything.
 	DryRun bool
 	// BatchSize is how many events share one transaction (at most; a
@@ -99,6 +104,9 @@ type ReplayProgress struct {
 	// rebuilt. Removed is what it deleted.
 	Reset   bool
 	Removed store.Removed
+	// Unreplayable is what the reset deleted (with AllowLoss), or with
+	// DryRun would delete, that no replay rebuilds; see store.Unreplayable.
+	Unreplayable store.Unreplayable
 	// Completed counts the earlier resets (store.ResetMark) that had not
 	// read the stream back, running or stopped, whose users this replay
 	// read back in full: it completed them. Unfinished lists the resets
@@ -186,7 +194,7 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayProgress, error) {
 			return p, fmt.Errorf("replay: %w", err)
 		}
 	}
-	if cfg.Reset && !cfg.DryRun {
+	if cfg.Reset {
 		// A stream that is not there or does not store this prefix's
 		// turns (a mistyped --stream or --prefix) is refused before the
 		// memory goes: the replay would read nothing back. The end is read
@@ -198,6 +206,16 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayProgress, error) {
 			}
 			return p, fmt.Errorf("replay: stream %s does not store %s: %w", cfg.Stream, events.TurnSubjects(cfg.Prefix), err)
 		}
+		lost, err := unreplayable(ctx, cfg)
+		if err != nil {
+			return p, err
+		}
+		p.Unreplayable = lost
+		if lost.Items > 0 && !cfg.AllowLoss && !cfg.DryRun {
+			return p, &UnreplayableError{Stream: cfg.Stream, Unreplayable: lost}
+		}
+	}
+	if cfg.Reset && !cfg.DryRun {
 		removed, mark, err := cfg.Store.ResetMemory(ctx, cfg.Users)
 		if err != nil {
 			return p, fmt.Errorf("replay reset: %w", err)
@@ -311,3 +329,59 @@ func requeue(ctx context.Context, s *store.Store, enq *Enqueuer, turns []store.T
 // orderedResets bounds how often an ordered consumer of the turn stream is
 // recreated after it fell out of order or lost its server-side consumer.
 const orderedResets = 3
+
+// UnreplayableError is a replay --reset refused because it would delete
+// memory no replay can rebuild (ReplayConfig.AllowLoss).
+type UnreplayableError struct {
+	Stream string
+	store.Unreplayable
+}
+
+func (e *UnreplayableError) Error() string {
+	return fmt.Sprintf("replay --reset refused: it would delete %d items of memory (%d users) extracted from %d turns whose events stream %s no longer holds "+
+		"(stream sequences %d-%d: its retention limits or a deletion removed them), and no replay can rebuild them. "+
+		"Replay without --reset to keep that memory while the turns the stream holds are extracted again, or pass --allow-loss to reset anyway",
+		e.Items, e.Users, e.Turns, e.Stream, e.FirstSeq, e.LastSeq)
+}
+
+// maxDeletedDetails bounds the deleted sequences a replay --reset asks the
+// stream for (a forget deletes its user's events one by one, so a stream
+// can hold many gaps): beyond it, only the events before the stream's
+// first sequence are checked.
+const maxDeletedDetails = 50000
+
+// unreplayable is what a reset of cfg's users would delete that was
+// extracted from events the stream no longer holds: before its first
+// sequence (retention by age, count or size), or deleted inside it.
+func unreplayable(ctx context.Context, cfg ReplayConfig) (store.Unreplayable, error) {
+	// Read before the stream's state: a turn recorded later (live ingest)
+	// is at or under the stream's last sequence then.
+	recorded, err := cfg.Store.LatestTurnSeq(ctx)
+	if err != nil {
+		return store.Unreplayable{}, fmt.Errorf("replay: %w", err)
+	}
+	st, err := cfg.JetStream.Stream(ctx, cfg.Stream)
+	if err != nil {
+		return store.Unreplayable{}, fmt.Errorf("replay: stream %s: %w", cfg.Stream, err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return store.Unreplayable{}, fmt.Errorf("replay: stream %s: %w", cfg.Stream, err)
+	}
+	var deleted []uint64
+	switch n := info.State.NumDeleted; {
+	case n > maxDeletedDetails:
+		cfg.Logger.Warn("replay --reset checked only the events before the stream's first sequence: it holds too many deleted ones to list",
+			"stream", cfg.Stream, "deleted", n, "first_seq", info.State.FirstSeq)
+	case n > 0:
+		if info, err = st.Info(ctx, jetstream.WithDeletedDetails(true)); err != nil {
+			return store.Unreplayable{}, fmt.Errorf("replay: stream %s: %w", cfg.Stream, err)
+		}
+		deleted = info.State.Deleted
+	}
+	held := store.StreamHeld{First: info.State.FirstSeq, Last: info.State.LastSeq, Recorded: recorded, Deleted: deleted}
+	if info.State.Msgs == 0 {
+		held.First = info.State.LastSeq + 1 // an empty stream holds nothing up to its last sequence
+	}
+	return cfg.Store.UnreplayableMemory(ctx, cfg.Users, held)
+}

@@ -221,3 +221,33 @@ func TestWindowChunks(t *testing.T) {
 		}
 	}
 }
+
+// TestReplaySinceReadsNothingStoredBefore: an event stored before Since is
+// not replayed, also when the stream's start-time lookup delivers it
+// (nats-server 2.9.10 did, after deletes of later events: an operator's
+// walk saw `replay --since T` read an event stored before T).
+func TestReplaySinceReadsNothingStoredBefore(t *testing.T) {
+	e := setup(t)
+	e.publish(events.Turn{ID: "u1-0", UserID: "u1", UserMessage: "I live in Rome.", Timestamp: t0})
+	stream, err := e.js.Stream(e.ctx, e.stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := stream.GetMsg(e.ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := first.Time.Add(time.Millisecond)
+	for i := range 2 {
+		e.publish(events.Turn{ID: fmt.Sprintf("u2-%d", i), UserID: "u2", UserMessage: "Note.", Timestamp: t0})
+	}
+	for seq := uint64(2); seq <= 3; seq++ {
+		if err := stream.DeleteMsg(e.ctx, seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := e.replayOnly(worker.ReplayConfig{Users: []string{"u1"}, Since: since, DryRun: true})
+	if p.Read != 0 || p.Enqueued != 0 {
+		t.Fatalf("replay since %s read %d events and would extract %d, want none (u1's only event was stored at %s)", since, p.Read, p.Enqueued, first.Time)
+	}
+}

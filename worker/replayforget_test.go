@@ -1,7 +1,9 @@
 package worker_test
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -156,5 +158,67 @@ func TestForgetLeavesNothingOfTheUser(t *testing.T) {
 	}
 	if st, _ := e.store.Stats(e.ctx, "alice"); st.TurnsReceived+st.Facts+st.ContextItems != 0 || st.LastProcessedAt != nil || len(st.LLMUsage) != 0 {
 		t.Fatalf("alice stats = %+v", st)
+	}
+}
+
+// TestResetRefusesMemoryTheStreamNoLongerHolds: a replay --reset that
+// would delete memory extracted from turns whose events the stream no
+// longer holds (retention limits dropped them, an operator deleted them,
+// the stream was created again) is refused before it deletes anything;
+// with AllowLoss it resets, and says what is gone for good. Before, the
+// reset deleted that memory and the replay could not rebuild it (an
+// operator's walk lost two facts for good, exit 0).
+func TestResetRefusesMemoryTheStreamNoLongerHolds(t *testing.T) {
+	e := setup(t)
+	e.start(extractor.NewRules(), nil)
+	e.seedConversation()
+	alice := e.snapshot("alice")
+	// Alice's turns are sequences 1-10, bob's 11-20. Retention drops the
+	// head of the stream (alice-0), an operator deletes alice-4 and bob-0
+	// (out of this replay's scope) inside it.
+	stream, err := e.js.Stream(e.ctx, e.stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, seq := range []uint64{1, 5, 11} {
+		if err := stream.DeleteMsg(e.ctx, seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := worker.ReplayConfig{JetStream: e.js, Store: e.store, Prefix: e.prefix, Stream: e.stream, Users: []string{"alice"}, Reset: true}
+	_, err = worker.Replay(e.ctx, cfg)
+	var lost *worker.UnreplayableError
+	if !errors.As(err, &lost) {
+		t.Fatalf("reset with an event gone from the stream: %v, want an *UnreplayableError", err)
+	}
+	if lost.Turns != 2 || lost.Users != 1 || lost.Items < 2 || lost.FirstSeq != 1 || lost.LastSeq != 5 {
+		t.Errorf("refusal counts %+v, want alice's two turns at sequences 1 and 5 and their items", lost.Unreplayable)
+	}
+	if got := e.snapshot("alice"); got != alice {
+		t.Fatalf("a refused reset changed memory:\n got  %s\n want %s", got, alice)
+	}
+	dry := e.replay(worker.ReplayConfig{Users: []string{"alice"}, Reset: true, DryRun: true})
+	if dry.Unreplayable != lost.Unreplayable {
+		t.Errorf("dry run counted %+v, the refusal %+v", dry.Unreplayable, lost.Unreplayable)
+	}
+	p := e.replay(worker.ReplayConfig{Users: []string{"alice"}, Reset: true, AllowLoss: true})
+	if p.Unreplayable != lost.Unreplayable || p.Read != 8 {
+		t.Errorf("reset with AllowLoss: %+v, want it to read 8 events and report the loss %+v", p, lost.Unreplayable)
+	}
+	if got := e.snapshot("alice"); got == alice || strings.Contains(got, "@alice-0;") || strings.Contains(got, "@alice-4;") {
+		t.Errorf("after a reset allowed to lose alice-0's memory: %s", got)
+	}
+
+	// A stream deleted and created again holds none of the recorded
+	// turns: every one of them is memory no replay rebuilds.
+	if err := e.js.DeleteStream(e.ctx, e.stream); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := events.EnsureStream(e.ctx, e.js, events.StreamConfig{Stream: e.stream, Prefix: e.prefix}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = worker.Replay(e.ctx, cfg)
+	if !errors.As(err, &lost) || lost.Turns != 8 {
+		t.Fatalf("reset over a new, empty stream: %v, want all 8 of alice's remaining turns refused", err)
 	}
 }

@@ -23,8 +23,9 @@ func runReplay(ctx context.Context, a *cli, args []string) error {
 		since                 string
 		fromSeq               int
 		reset, dryRun, noWork bool
+		allowLoss             bool
 	)
-	f := newFlags("replay", fmt.Sprintf(`Usage: memoryd replay [--user U[,U...]] [--since RFC3339 | --from-seq N] [--reset] [--dry-run]
+	f := newFlags("replay", fmt.Sprintf(`Usage: memoryd replay [--user U[,U...]] [--since RFC3339 | --from-seq N] [--reset [--allow-loss]] [--dry-run]
 
 Rebuilds memory from the turn stream: every turn in scope goes through
 extraction again. Turns are read in windows of up to %[4]d (or %[5]d MiB of
@@ -33,7 +34,11 @@ split into extraction jobs of one user's --job-size turns (0: %[2]d with the
 offline extractor, %[3]d with an LLM). --reset first deletes the facts and
 context of the users in scope, all users when none is named, in one
 transaction; fact history (the rebuilt facts add to it) and items written
-through the memory tools (not in the stream) are kept. Replaying twice gives
+through the memory tools (not in the stream) are kept. A --reset that would
+delete memory extracted from turns whose events the stream no longer holds
+(its retention limits dropped them, or they were deleted) is refused before
+it deletes anything, naming how much: no replay could rebuild that memory;
+--allow-loss resets anyway. Replaying twice gives
 the same memory as once; an interrupted replay can be re-run. By default this
 command also runs extraction workers until the replayed turns are done
 (--no-work leaves that to serve).
@@ -54,6 +59,7 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 	f.ArgString(&since, "since", "", "replay turns stored since this time (RFC 3339)")
 	f.ArgInt(&fromSeq, "from-seq", 0, "replay from this stream sequence")
 	f.ArgBool(&reset, "reset", false, "delete the users' extracted facts and context first (a full replay: not with --since or --from-seq)")
+	f.ArgBool(&allowLoss, "allow-loss", false, "with --reset: also delete memory extracted from turns whose events the stream no longer holds")
 	f.ArgBool(&dryRun, "dry-run", false, "read and count only; write nothing")
 	f.ArgBool(&noWork, "no-work", false, "only enqueue; let running serve processes extract")
 	if err := f.Parse(args); err != nil {
@@ -68,8 +74,10 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 		// --reset deletes all the users' extracted memory; a partial replay
 		// would rebuild only part of it.
 		return f.usageErr("--reset rebuilds all of the users' memory and cannot be combined with --since or --from-seq")
+	case allowLoss && !reset:
+		return f.usageErr("--allow-loss only applies to --reset")
 	}
-	ro := app.ReplayOptions{Reset: reset, DryRun: dryRun, FromSeq: uint64(fromSeq), Work: !noWork}
+	ro := app.ReplayOptions{Reset: reset, AllowLoss: allowLoss, DryRun: dryRun, FromSeq: uint64(fromSeq), Work: !noWork}
 	if users != "" {
 		for _, u := range strings.Split(users, ",") {
 			if u = strings.TrimSpace(u); u != "" {
@@ -137,6 +145,10 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 	if dryRun {
 		fmt.Fprintf(a.stdout, "dry run: read %d events (%d invalid, %d opted out); %d turns would be extracted again; nothing was written\n",
 			p.Read, p.Invalid, p.OptedOut, p.Enqueued)
+		if u := p.Unreplayable; u.Items > 0 {
+			fmt.Fprintf(a.stdout, "a --reset would delete %d items of memory (%d users) extracted from %d turns whose events the stream no longer holds (sequences %d-%d): it is refused without --allow-loss\n",
+				u.Items, u.Users, u.Turns, u.FirstSeq, u.LastSeq)
+		}
 		return nil
 	}
 	fmt.Fprintf(a.stdout, "read %d events (%d invalid, %d opted out), %d turns enqueued for extraction in %s\n",
@@ -151,6 +163,10 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 	reportResets(a, p)
 	if reset {
 		fmt.Fprintf(a.stdout, "reset removed %d facts and %d context items\n", p.Removed.Facts, p.Removed.Context)
+		if u := p.Unreplayable; u.Items > 0 {
+			fmt.Fprintf(a.stdout, "of what it removed, %d items (%d users) came from %d turns whose events the stream no longer holds: they are gone for good (--allow-loss)\n",
+				u.Items, u.Users, u.Turns)
+		}
 	}
 	if noWork {
 		return nil

@@ -20,6 +20,7 @@ type ReplayOptions struct {
 	Since         time.Time
 	FromSeq       uint64
 	Reset, DryRun bool
+	AllowLoss     bool
 	// Work also runs extraction workers in this process (without the
 	// ingest consumer) until Stop, so that the replayed turns are
 	// extracted without a running serve.
@@ -84,7 +85,7 @@ func (a *App) Replay(ctx context.Context, o ReplayOptions) (worker.ReplayProgres
 	return worker.Replay(ctx, worker.ReplayConfig{
 		Enqueuer:  enq,
 		JetStream: js, Store: s, Prefix: a.cfg.Prefix, Stream: a.cfg.Stream,
-		Users: o.Users, Since: o.Since, FromSeq: o.FromSeq, Reset: o.Reset, DryRun: o.DryRun,
+		Users: o.Users, Since: o.Since, FromSeq: o.FromSeq, Reset: o.Reset, AllowLoss: o.AllowLoss, DryRun: o.DryRun,
 		BatchSize: ReplayBatchSize, JobSize: a.ReplayJobSize(), MaxClockSkew: a.cfg.Worker.MaxClockSkew,
 		Progress: o.Progress, Logger: a.logger,
 	})
