@@ -264,6 +264,28 @@ func (e *ConnectError) Error() string {
 
 func (e *ConnectError) Unwrap() error { return e.Err }
 
+// DatabaseMissing reports whether the database cfg.URL names does not
+// exist (Postgres answers 3D000 invalid_catalog_name); any other failure
+// to connect is returned as the *ConnectError Open would return.
+func DatabaseMissing(ctx context.Context, cfg Config) (bool, error) {
+	cfg = cfg.withDefaults()
+	pc, err := pgxpool.ParseConfig(cfg.URL) // takes the pool_ parameters out
+	if err != nil {
+		return false, fmt.Errorf("store: parse url: %w", err)
+	}
+	cc := pc.ConnConfig
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == "3D000":
+		return true, nil
+	case err != nil:
+		return false, &ConnectError{Host: cc.Host, Port: cc.Port, Database: cc.Database, Err: err}
+	}
+	_ = conn.Close(ctx)
+	return false, nil
+}
+
 func createDatabase(ctx context.Context, cc *pgx.ConnConfig, logger *slog.Logger) error {
 	admin := cc.Copy()
 	name := admin.Database

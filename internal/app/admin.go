@@ -49,7 +49,17 @@ func (a *App) ReplayJobSize() int {
 // extraction workers in this process; Stop stops them.
 func (a *App) Replay(ctx context.Context, o ReplayOptions) (worker.ReplayProgress, error) {
 	a.mu.Lock()
-	s, err := a.openStore(ctx, true)
+	var (
+		s   *store.Store
+		err error
+	)
+	if o.DryRun {
+		// A dry run writes nothing: it neither creates the database nor
+		// migrates it (before, it did both, and said nothing was written).
+		s, err = a.openExisting(ctx, "replay --dry-run")
+	} else {
+		s, err = a.openStore(ctx, true)
+	}
 	if err == nil {
 		use := claimPrefix
 		if o.DryRun {
@@ -173,6 +183,22 @@ func poll(ctx context.Context, interval time.Duration, check func() (bool, error
 		case <-tick.C:
 		}
 	}
+}
+
+// openExisting opens the store without creating the database or
+// migrating it; a database that does not exist is an error naming cmd.
+// a.mu is held.
+func (a *App) openExisting(ctx context.Context, cmd string) (*store.Store, error) {
+	if a.store == nil {
+		missing, err := store.DatabaseMissing(ctx, a.cfg.Store)
+		if err != nil {
+			return nil, err
+		}
+		if missing {
+			return nil, fmt.Errorf("%s: the database does not exist, and a dry run does not create it: the replay would create it and extract every turn it reads", cmd)
+		}
+	}
+	return a.openStore(ctx, false)
 }
 
 // readStore opens the store without migrating.

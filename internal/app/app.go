@@ -274,11 +274,14 @@ func (a *App) Start(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	s, err := a.openStore(ctx, true)
+	js, err := jetstream.New(nc)
 	if err != nil {
 		return err
 	}
-	js, err := jetstream.New(nc)
+	if err := a.refuseNewDatabase(ctx, js); err != nil {
+		return err
+	}
+	s, err := a.openStore(ctx, true)
 	if err != nil {
 		return err
 	}

@@ -38,13 +38,19 @@ type NewDatabaseError struct {
 	Stream, Durable string
 	// Acked is the consumer's ack floor.
 	Acked uint64
+	// Missing says the database was refused before it was created.
+	Missing bool
 }
 
 func (e *NewDatabaseError) Error() string {
-	return fmt.Sprintf("this database did not exist and was just created, but the ingest consumer %s of stream %s has acknowledged its events up to sequence %d: "+
+	what := "this database did not exist and was just created"
+	if e.Missing {
+		what = "this database does not exist (it was not created)"
+	}
+	return fmt.Sprintf("%s, but the ingest consumer %s of stream %s has acknowledged its events up to sequence %d: "+
 		"they were recorded into another database (or into this one before it was lost). Check --database-url (a mistyped database name is created, see --create-database); "+
 		"to rebuild memory from the stream into this database, run memoryd replay with it first",
-		e.Durable, e.Stream, e.Acked)
+		what, e.Durable, e.Stream, e.Acked)
 }
 
 // deploymentUse is what a command does with the database's deployment
@@ -91,6 +97,31 @@ func (a *App) checkDeployment(ctx context.Context, s *store.Store, js jetstream.
 	if d.Prefix != a.cfg.Prefix {
 		// Another prefix's process recorded it first.
 		return &OtherPrefixError{Recorded: d, Prefix: a.cfg.Prefix, Stream: a.cfg.Stream}
+	}
+	return nil
+}
+
+// refuseNewDatabase refuses, before creating it, a database that does not
+// exist (and --create-database would create) while the stream's ingest
+// consumer has acknowledged events: a NewDatabaseError. Refused after
+// creating it, the database stayed, and the next start (a restart by
+// systemd or Kubernetes) found an existing, empty database and served it.
+// checkDeployment still refuses one created by a race with another
+// process.
+func (a *App) refuseNewDatabase(ctx context.Context, js jetstream.JetStream) error {
+	if a.store != nil || !a.cfg.Store.CreateDatabase {
+		return nil
+	}
+	missing, err := store.DatabaseMissing(ctx, a.cfg.Store)
+	if err != nil || !missing {
+		return err
+	}
+	acked, err := worker.ConsumerAcked(ctx, js, a.cfg.Stream, a.cfg.Worker.Durable)
+	if err != nil {
+		return err
+	}
+	if acked > 0 {
+		return &NewDatabaseError{Stream: a.cfg.Stream, Durable: durableName(a.cfg.Worker.Durable), Acked: acked, Missing: true}
 	}
 	return nil
 }

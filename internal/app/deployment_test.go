@@ -3,10 +3,12 @@ package app
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
 )
 
@@ -76,6 +78,20 @@ func TestANewDatabaseOnAConsumedStreamIsRefused(t *testing.T) {
 	if err := b.Start(ctx); !errors.As(err, &fresh) || fresh.Acked == 0 || fresh.Stream != cfg.Stream {
 		t.Fatalf("serve on a new database beside a consumed stream: %v; want it refused", err)
 	}
+	// Refused before it was created: the restart that follows a failed
+	// start (systemd, Kubernetes) is refused too. Before, the database
+	// stayed, and the restart served it.
+	if missing, err := store.DatabaseMissing(ctx, cfg.Store); err != nil || !missing {
+		t.Fatalf("after the refusal the database is missing: %v, %v; want it not created", missing, err)
+	}
+	restart, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = restart.Stop(context.Background()) })
+	if err := restart.Start(ctx); !errors.As(err, &fresh) {
+		t.Fatalf("restart on the database a refused serve left: %v; want it refused", err)
+	}
 	// The first memoryd still gets every new event.
 	publishAndWait(t, a, "alice", events.Turn{ID: "t2", UserID: "alice", UserMessage: "my cat is Tom", AssistantResponse: "ok", Timestamp: time.Now().UTC()})
 	p, err := b.Replay(ctx, ReplayOptions{})
@@ -105,5 +121,26 @@ func TestAnExistingEmptyDatabaseOnAConsumedStreamIsServed(t *testing.T) {
 	t.Cleanup(func() { _ = b.Stop(context.Background()) })
 	if err := b.Start(ctx); err != nil {
 		t.Fatalf("serve on an existing empty database beside a consumed stream: %v", err)
+	}
+}
+
+// A replay --dry-run writes nothing: it does not create a missing database
+// (before, it created and migrated it, then said nothing was written).
+func TestADryRunReplayCreatesNoDatabase(t *testing.T) {
+	t.Parallel()
+	a, ctx := startWithAlice(t)
+	cfg := a.cfg
+	cfg.Store.URL = storetest.MissingDatabase(t) + "&pool_max_conns=4"
+	cfg.Store.CreateDatabase = true
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop(context.Background()) })
+	if _, err := b.Replay(ctx, ReplayOptions{DryRun: true}); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("dry run on a missing database: %v; want it refused, naming the missing database", err)
+	}
+	if missing, err := store.DatabaseMissing(ctx, cfg.Store); err != nil || !missing {
+		t.Fatalf("after a dry run the database is missing: %v, %v; want it not created", missing, err)
 	}
 }
