@@ -276,7 +276,7 @@ func (p *Proxy) Start(ctx context.Context) error {
 			p.log.Error("proxy server stopped", "error", err)
 		}
 	}()
-	p.log.Info("proxy listening", "addr", ln.Addr().String(), "upstream", p.upstream)
+	p.log.Info("proxy listening", "addr", ln.Addr().String(), "upstream", redacted(p.upstream))
 	return nil
 }
 
@@ -303,4 +303,14 @@ func (p *Proxy) Stop(ctx context.Context) error {
 		return fmt.Errorf("proxy: stop: turns still being published: %w", ctx.Err())
 	}
 	return err
+}
+
+// redacted is u with its password, if any, shown as "xxxxx": secrets are
+// never logged.
+func redacted(u string) string {
+	pu, err := url.Parse(u)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return pu.Redacted()
 }

@@ -713,3 +713,38 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 }
+
+// lockedWriter is a log sink the test reads while the proxy may write.
+type lockedWriter struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
+}
+
+func (w *lockedWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// Secrets are never logged: an upstream URL holding a password is logged
+// without it (an operator's walk found "proxy listening" logging it whole).
+func TestUpstreamPasswordIsNotLogged(t *testing.T) {
+	logs := &lockedWriter{}
+	newEnv(t, func(c *proxy.Config) {
+		c.Upstream = strings.Replace(c.Upstream, "http://", "http://user:upsecret@", 1)
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	})
+	out := logs.String()
+	if !strings.Contains(out, "proxy listening") || !strings.Contains(out, "user:xxxxx@") {
+		t.Errorf("the start's log does not name the upstream with its password hidden: %q", out)
+	}
+	if strings.Contains(out, "upsecret") {
+		t.Errorf("the upstream's password is in the log: %q", out)
+	}
+}
