@@ -321,6 +321,8 @@ func TestServeRefusesBadValuesBeforeConnecting(t *testing.T) {
 		{[]string{"--max-db-size", "10X"}, "--max-db-size"},
 		{[]string{"--log-level", "loud"}, `--log-level "loud"`},
 		{[]string{"--llm-base-url", "http://127.0.0.1:1/v1"}, "--llm-model is required with --llm-base-url"},
+		{[]string{"--llm-base-url", "http://127.0.0.1:1/v1", "--llm-model", "m", "--llm-timeout", "5s", "--job-timeout", "10s"},
+			"--job-timeout 10s must be longer than one extractor call, 10s (two model requests of --llm-timeout)"},
 		{[]string{"--embed-base-url", "localhost:11434"}, "--embed-base-url must be an http or https URL"},
 		{[]string{"--role", "reader"}, `--role "reader" is not all, enrich or ingest`},
 		{[]string{"--http", "notanaddr"}, `--http "notanaddr" is not an address`},

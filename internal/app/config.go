@@ -304,6 +304,13 @@ func (c Config) validate() error {
 	if c.LLM.BaseURL != "" && c.LLM.Model == "" {
 		return &ConfigError{Field: "LLM.Model", Reason: "is required with LLM.BaseURL"}
 	}
+	if call := 2 * c.LLM.Timeout; c.LLM.BaseURL != "" && c.Worker.JobTimeout <= call {
+		// One extraction call is up to two model requests (the request and
+		// one correction): the worker refuses a job that cannot hold one,
+		// and so does every command here, before anything starts.
+		return &ConfigError{Field: "Worker.JobTimeout", Value: c.Worker.JobTimeout.String(),
+			Reason: fmt.Sprintf("must be longer than one extractor call, %s (two model requests of LLM.Timeout)", call)}
+	}
 	if c.Embed.BaseURL != "" && (c.Enricher.EmbedTimeout <= 0 || c.Enricher.EmbedTimeout >= c.Enricher.Timeout) {
 		return &ConfigError{Field: "Enricher.EmbedTimeout", Value: c.Enricher.EmbedTimeout.String(), Reason: "must be positive and under Enricher.Timeout"}
 	}

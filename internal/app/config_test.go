@@ -76,6 +76,10 @@ func TestValidateNamesTheField(t *testing.T) {
 		{Config{Enricher: enricher.Config{Timeout: -time.Millisecond}}, "app: Config.Enricher.Timeout -1ms is out of range"},
 		{Config{LLM: llm("")}, "app: Config.LLM.Model is required with LLM.BaseURL"},
 		{Config{LLM: func() extractor.LLMConfig { c := llm("m"); c.MaxTokens = -1; return c }()}, "app: Config.LLM.MaxTokens -1 is out of range"},
+		// Before, the worker refused it at start (exit 1), after the
+		// extractor was logged, and `config print` took it.
+		{Config{LLM: func() extractor.LLMConfig { c := llm("m"); c.Timeout = 5 * time.Second; return c }(), Worker: worker.Config{JobTimeout: 10 * time.Second}},
+			"app: Config.Worker.JobTimeout 10s must be longer than one extractor call, 10s (two model requests of LLM.Timeout)"},
 		{Config{NATS: NATSConfig{InboxPrefix: "_INBOX.*"}}, `app: Config.NATS.InboxPrefix "_INBOX.*" must be`},
 		{Config{Embed: embedding.Config{BaseURL: "localhost:11434"}}, `app: Config.Embed.BaseURL must be an http or https URL`},
 		{Config{Embed: embedding.Config{BaseURL: "http://x/v1", BatchSize: -1}}, `app: Config.Embed.BatchSize must be between 1 and 2048`},
