@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // Process liveness: every worker process has a row in memoryd_processes,
@@ -39,4 +40,14 @@ func (s *Store) EndProcess(ctx context.Context, id string) error {
 		return fmt.Errorf("end process: %w", err)
 	}
 	return nil
+}
+
+// LiveProcesses counts the worker processes whose heartbeat is more recent
+// than within.
+func (s *Store) LiveProcesses(ctx context.Context, within time.Duration) (int, error) {
+	var n int
+	if err := s.db.QueryRow(ctx, `SELECT count(*) FROM memoryd_processes WHERE heartbeat_at > now() - $1::interval`, within).Scan(&n); err != nil {
+		return 0, fmt.Errorf("live processes: %w", err)
+	}
+	return n, nil
 }

@@ -144,5 +144,18 @@ func (a *App) SetDeployment(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// A process is live while its heartbeat is younger than the process
+	// timeout (10 s by default, the least any worker uses).
+	timeout := max(a.cfg.Worker.ProcessTimeout, 10*time.Second)
+	live, err := s.LiveProcesses(ctx, timeout)
+	if err != nil {
+		return err
+	}
+	if live > 0 {
+		// They would go on under the old prefix, and be refused at
+		// their next start.
+		return fmt.Errorf("%d memoryd processes with workers are running on this database (a heartbeat within the last %s): "+
+			"stop every memoryd using it first (serves with --role enrich keep no record: stop them too), then run this again", live, timeout)
+	}
 	return s.SetDeployment(ctx, a.cfg.Prefix, a.cfg.Stream)
 }

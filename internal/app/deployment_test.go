@@ -44,6 +44,11 @@ func TestADatabaseServesOnePrefix(t *testing.T) {
 	if st, err := s.Stats(ctx, "alice"); err != nil || st.TurnsReceived != 1 {
 		t.Fatalf("alice after the refused forget: %+v, %v; want her turn kept", st, err)
 	}
+	// Not while the first prefix's memoryd runs: it would go on under its
+	// prefix (before, the move was made, exit 0, and the serve carried on).
+	if err := b.SetDeployment(ctx); err == nil || !strings.Contains(err.Error(), "1 memoryd processes with workers are running") {
+		t.Fatalf("migrate --set-prefix beside a running serve: %v; want it refused", err)
+	}
 	// Moved on purpose, with the first prefix's memoryd stopped.
 	if err := a.Stop(ctx); err != nil {
 		t.Fatal(err)
