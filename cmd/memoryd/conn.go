@@ -85,7 +85,14 @@ func (o *connOptions) logger(a *cli) (*slog.Logger, error) {
 	}
 	switch format {
 	case "text":
-		return slog.New(newRiverQuiet(tint.NewHandler(a.stderr, &tint.Options{Level: level, TimeFormat: time.TimeOnly, ReplaceAttr: readableDurations}))), nil
+		// Colours and the time of day for a terminal; plain text and the
+		// whole time for a file or journald, where the codes are noise and
+		// the date is needed.
+		opts := &tint.Options{Level: level, TimeFormat: time.TimeOnly, ReplaceAttr: readableDurations}
+		if f, ok := a.stderr.(*os.File); !ok || !isTerminal(f) {
+			opts.NoColor, opts.TimeFormat = true, time.RFC3339Nano
+		}
+		return slog.New(newRiverQuiet(tint.NewHandler(a.stderr, opts))), nil
 	case "json":
 		return slog.New(newRiverQuiet(slog.NewJSONHandler(a.stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: readableDurations}))), nil
 	}

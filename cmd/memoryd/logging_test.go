@@ -53,3 +53,28 @@ func TestRiverRepeatsAreHeldBack(t *testing.T) {
 		t.Fatalf(`"repeated" on the lines let through: %v; want the second to say 39 were held back`, repeated)
 	}
 }
+
+// Text logs written to a file or a pipe (journald, a redirect) carry no
+// colour codes and the whole time, date included; before, they were
+// tint's terminal form: ANSI codes and the time of day alone.
+func TestTextLogsToAFileArePlain(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	o := connOptions{logLevel: "info", logFormat: "text"}
+	logger, err := o.logger(&cli{stdout: &out, stderr: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger.Info("worker started", "workers", 4)
+	line := out.String()
+	if strings.Contains(line, "\x1b[") {
+		t.Errorf("colour codes in a log written to a buffer: %q", line)
+	}
+	stamp, _, _ := strings.Cut(line, " ")
+	if _, err := time.Parse(time.RFC3339Nano, stamp); err != nil {
+		t.Errorf("the line starts with %q, not a whole RFC 3339 time: %q", stamp, line)
+	}
+	if !strings.Contains(line, "worker started") || !strings.Contains(line, "workers=4") {
+		t.Errorf("line %q", line)
+	}
+}
