@@ -470,6 +470,9 @@ func permCheckCLI(t *testing.T, url, aliceInbox, bobInbox string) {
 		{as("alice", aliceInbox), []string{"publish", "--ensure-stream=false", "--user", "alice", "--message", "I live in Lisbon"}, 0, " seq=", "permissions violation"},
 		{as("alice", aliceInbox), []string{"publish", "--user", "alice", "--message", "I live in Lisbon"}, 1, "--ensure-stream=false", "deadline exceeded"},
 		{as("bob", bobInbox), []string{"enrich", "--user", "alice", "where do I live?"}, 1, "the NATS server refused it", "did not reply"},
+		// An operator's command run with a frontend's credential (before:
+		// "context deadline exceeded").
+		{as("alice", aliceInbox), []string{"deadletters"}, 1, "the NATS server refused it", "deadline exceeded"},
 	} {
 		r := runMemoryd(dir, c.env, time.Minute, c.args...)
 		out := r.stderr

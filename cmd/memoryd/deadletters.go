@@ -45,6 +45,11 @@ letter with the event itself, which holds the user's text.`)
 		return nil
 	}
 	if err != nil {
+		if perr := refusedByServer(js.Conn()); perr != nil {
+			// A refused JetStream API request is dropped, not answered:
+			// without this it reads as a timeout.
+			return perr
+		}
 		return err
 	}
 	for _, d := range letters {
