@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -411,5 +414,62 @@ func TestStopCancelsAForgetInProgress(t *testing.T) {
 				t.Fatalf("alice has %d collections after the cancelled forget, want hers kept", docs)
 			}
 		})
+	}
+}
+
+// A Postgres that hangs (packets dropped, not refused) fails the postgres
+// check alone: the consumer check has its own time. Before, both ran one
+// after the other under one deadline, and /readyz blamed the consumer for
+// Postgres's silence (an operator's walk).
+func TestReadinessBlamesOnlyAHangingPostgres(t *testing.T) {
+	t.Parallel()
+	a, ctx := startWithAlice(t)
+	// A server that accepts connections and never answers.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []net.Conn
+	var mu sync.Mutex
+	go func() { // exits when the listener closes
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	pc, err := pgxpool.ParseConfig("postgres://postgres@" + ln.Addr().String() + "/memoryd?sslmode=disable&pool_max_conns=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc) // connects lazily
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	a.mu.Lock()
+	real := a.store
+	a.store = store.New(pool)
+	a.mu.Unlock()
+	t.Cleanup(func() {
+		a.mu.Lock()
+		a.store = real
+		a.mu.Unlock()
+	})
+	checks := a.Health(ctx)
+	if checks["postgres"] == "ok" || checks["consumer"] != "ok" || checks["nats"] != "ok" {
+		t.Fatalf("readiness with Postgres hanging: %v; want only postgres failing", checks)
 	}
 }
