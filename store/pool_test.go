@@ -129,3 +129,23 @@ func TestWarmStatementsPreparesEnrichStatements(t *testing.T) {
 		s.Close()
 	}
 }
+
+// Connections name themselves in pg_stat_activity (and the server's logs):
+// application_name memoryd unless the URL sets its own (the warm test's
+// URL does). Before, they were blank.
+func TestConnectionsNameTheApplication(t *testing.T) {
+	t.Parallel()
+	_, url := storetest.Schema(t)
+	s, err := store.Open(context.Background(), store.Config{URL: url, MaxConns: 1, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var name string
+	if err := s.Pool().QueryRow(context.Background(), `SELECT application_name FROM pg_stat_activity WHERE pid = pg_backend_pid()`).Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	if name != store.ApplicationName {
+		t.Fatalf("application_name = %q, want %q", name, store.ApplicationName)
+	}
+}

@@ -165,6 +165,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.QuietChanges {
 		pcfg.ConnConfig.RuntimeParams["memoryd.change_notify"] = "off"
 	}
+	if pcfg.ConnConfig.RuntimeParams["application_name"] == "" {
+		// So that pg_stat_activity and the server's logs name memoryd's
+		// connections (a URL's application_name wins).
+		pcfg.ConnConfig.RuntimeParams["application_name"] = ApplicationName
+	}
 	if cfg.WarmStatements {
 		pcfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
 			warmStatements(ctx, conn, cfg.Logger)
@@ -201,6 +206,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	return s, nil
 }
+
+// ApplicationName is the application_name of the connections Open makes
+// when the URL sets none.
+const ApplicationName = "memoryd"
 
 // healthCheckPeriod is how often the pool checks its idle connections and
 // opens missing ones.
