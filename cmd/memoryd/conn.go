@@ -26,12 +26,14 @@ type connOptions struct {
 	stream      string
 	logLevel    string
 	logFormat   string
-	// cmd is the command whose flags these are, for usage errors.
-	cmd string
+	// cmd is the command whose flags these are, for usage errors, and
+	// flags the flags, which say where a setting came from.
+	cmd   string
+	flags *flags
 }
 
 func (o *connOptions) register(f *flags) {
-	o.cmd = f.Name()
+	o.cmd, o.flags = f.Name(), f
 	def := app.Defaults()
 	f.String(&o.nats.URL, "nats-url", def.NATS.URL, "NATS server URL(s), comma separated")
 	f.String(&o.nats.User, "nats-user", "", "NATS user name")
@@ -63,6 +65,10 @@ func (o *connOptions) config(name string, logger *slog.Logger) app.Config {
 // --stream is refused before anything connects, naming the flag.
 func (o *connOptions) logger(a *cli) (*slog.Logger, error) {
 	usage := func(format string, args ...any) error {
+		if o.flags != nil {
+			// Names the variable or file a setting came from.
+			return o.flags.usageErr(format, args...)
+		}
 		return &usageError{cmd: o.cmd, err: fmt.Errorf(format, args...)}
 	}
 	// Empty (a variable set to nothing) is the default, as it always was.

@@ -79,6 +79,16 @@ func TestUnknownCommandAndBadEnv(t *testing.T) {
 	if code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, []string{"serve"}); code != 2 || !strings.Contains(errOut.String(), "MEMORYD_WORKERS") {
 		t.Fatalf("bad env: exit %d, stderr %q", code, errOut.String())
 	}
+	// A connection setting is traced to its variable too (before, a bad
+	// prefix from the environment was named as the flag alone).
+	t.Setenv("MEMORYD_WORKERS", "2")
+	t.Setenv("MEMORYD_PREFIX", "a b")
+	for _, args := range [][]string{{"stats", "--user", "x"}, {"serve"}} {
+		errOut.Reset()
+		if code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, args); code != 2 || !strings.Contains(errOut.String(), "(set by MEMORYD_PREFIX)") {
+			t.Errorf("%s with a bad MEMORYD_PREFIX: exit %d, stderr %q", args[0], code, errOut.String())
+		}
+	}
 }
 
 func TestMigrateNamesUnreachablePostgres(t *testing.T) {
