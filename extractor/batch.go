@@ -267,7 +267,7 @@ func shareBudget(lengths []int, total, maxEach int) int {
 // the previous reply was rejected.
 func batchInvalidNote(reason error) string {
 	return fmt.Sprintf("\n\nYour previous reply was rejected: %v. Reply with exactly one JSON object of the form "+
-		`{"facts": [{"turn": 1, "op": "set", "key": "key", "value": "value"}], "context": [{"turn": 1, "q": "...", "a": "..."}]}, `+
+		batchNoteExample+`, `+
 		`where "turn" is a new turn's number, "op" is set, add, remove or delete, and every fact value is a string.`, reason)
 }
 
@@ -279,6 +279,9 @@ func batchInvalidNote(reason error) string {
 func parseBatchOutput(reply string, n int) (BatchResult, error) {
 	var res BatchResult
 	err := scanReply(reply, func(raw json.RawMessage) error {
+		if isNoteExample(raw) {
+			return errNoteExample
+		}
 		factsRaw, contextRaw, err := replyParts(raw)
 		if err != nil {
 			return err

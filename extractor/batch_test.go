@@ -461,6 +461,7 @@ func TestParseBatchOutput(t *testing.T) {
 			reply: "```json\n" + `{"facts": [{"turn": 1, "key": "Home Planet", "value": "Earth"}, {"turn": 2, "key": "languages", "value": ["en", "pt"]},
 				{"turn": 2, "key": "job", "value": null}, {"turn": 2, "key": "", "value": "x"}, {"turn": 1, "key": "email", "value": "N/A"}]}` + "\n```",
 			wantFacts: []map[string]string{{"home_planet": "Earth"}, {"languages": "en, pt"}}, wantQA: [][]QA{nil, nil}},
+		{name: "the note echoed", reply: batchInvalidNote(errors.New("bad")), wantErr: "repeats the example"},
 		{name: "latest turn wins, not the latest item",
 			reply:     `{"facts": [{"turn": 2, "key": "city", "value": "Porto"}, {"turn": 1, "key": "city", "value": "Lisbon"}]}`,
 			wantFacts: []map[string]string{{}, {"location": "Porto"}}, wantQA: [][]QA{nil, nil}},

@@ -44,6 +44,9 @@ var (
 func parseOutput(reply string) (Result, error) {
 	var res Result
 	err := scanReply(reply, func(raw json.RawMessage) error {
+		if isNoteExample(raw) {
+			return errNoteExample
+		}
 		factsRaw, contextRaw, err := replyParts(raw)
 		if err != nil {
 			return err

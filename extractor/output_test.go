@@ -1,6 +1,7 @@
 package extractor
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -32,6 +33,12 @@ func TestParseOutput(t *testing.T) {
 		{name: "think block", reply: "<think>maybe {\"facts\": []}</think>{\"facts\": {\"x\": \"y\"}}",
 			wantFacts: map[string]string{"x": "y"}},
 		{name: "missing context", reply: `{"facts": {"a": "b"}}`, wantFacts: map[string]string{"a": "b"}},
+		// A model echoing the correction note: its example is not memory
+		// (an operator's walk saw key=value and a "..." pair stored).
+		{name: "the note echoed", reply: invalidNote(errors.New("bad")), wantErr: "repeats the example"},
+		{name: "the note echoed, compacted", reply: `{"facts":[{"op":"set","key":"key","value":"value"}],"context":[{"q":"...","a":"..."}]}`, wantErr: "repeats the example"},
+		{name: "the note echoed before a real reply", reply: invalidNote(errors.New("bad")) + "\n" + `{"facts": {"name": "Ana"}}`,
+			wantFacts: map[string]string{"name": "Ana"}},
 		{name: "missing facts", reply: `{"context": []}`, wantFacts: map[string]string{}},
 		{name: "null members", reply: `{"facts": null, "context": null}`, wantFacts: map[string]string{}},
 		{name: "scalars coerced", reply: `{"facts": {"age": 34, "height_m": 1.72, "vegan": true, "smoker": false}}`,

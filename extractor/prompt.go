@@ -3,6 +3,7 @@ package extractor
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -304,9 +305,35 @@ func writeBackground(b *strings.Builder, facts map[string]string, order []string
 // reply.
 func invalidNote(reason error) string {
 	return fmt.Sprintf("\n\nYour previous reply was rejected: %v. Reply with exactly one JSON object of the form "+
-		`{"facts": [{"op": "set", "key": "key", "value": "value"}], "context": [{"q": "...", "a": "..."}]}, `+
+		noteExample+`, `+
 		`where "op" is set, add, remove or delete and every fact value is a string.`, reason)
 }
+
+// noteExample and batchNoteExample show the reply's shape in the
+// correction notes. A reply that is one of them (a model echoing the
+// note) is rejected, not stored: its placeholders are not memory.
+const (
+	noteExample      = `{"facts": [{"op": "set", "key": "key", "value": "value"}], "context": [{"q": "...", "a": "..."}]}`
+	batchNoteExample = `{"facts": [{"turn": 1, "op": "set", "key": "key", "value": "value"}], "context": [{"turn": 1, "q": "...", "a": "..."}]}`
+)
+
+// isNoteExample reports whether raw is one of the notes' examples.
+func isNoteExample(raw json.RawMessage) bool {
+	var got bytes.Buffer
+	if json.Compact(&got, raw) != nil {
+		return false
+	}
+	for _, ex := range []string{noteExample, batchNoteExample} {
+		var want bytes.Buffer
+		if json.Compact(&want, []byte(ex)) == nil && bytes.Equal(got.Bytes(), want.Bytes()) {
+			return true
+		}
+	}
+	return false
+}
+
+// errNoteExample rejects a reply that repeats a correction note's example.
+var errNoteExample = errors.New("reply repeats the example of the instructions, placeholders and all")
 
 func priorForPrompt(prior []Turn) []promptTurn {
 	if len(prior) > promptMaxPriorTurns {
