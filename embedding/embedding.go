@@ -244,6 +244,7 @@ func classify(err error, ex *exchange, timedOut bool, timeout time.Duration) *Er
 		return newError(KindTransient, "request timed out after %s", timeout)
 	case status != 0:
 		e := newError(KindTransient, "status %d", status)
+		e.Status = status
 		delay, hasDelay := parseRetryAfter(ex.retryAfter)
 		switch {
 		case status == http.StatusTooManyRequests || (status == http.StatusServiceUnavailable && hasDelay):

@@ -3,6 +3,7 @@ package embedding
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 )
 
@@ -60,6 +61,24 @@ type Error struct {
 	// Err is an underlying error worth matching (context.Canceled); may be
 	// nil.
 	Err error
+	// Status is the HTTP status the server answered with, 0 when none.
+	Status int
+}
+
+// RefusedInput reports whether err is the server refusing a request's
+// input as such (400, 413 or 422: a text longer than the model's context,
+// a request too large), which another split of the same texts may pass; an
+// authentication failure or an unknown model (401, 403, 404) is not.
+func RefusedInput(err error) bool {
+	var e *Error
+	if !errors.As(err, &e) || e.Kind != KindPermanent {
+		return false
+	}
+	switch e.Status {
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
+		return true
+	}
+	return false
 }
 
 // Error returns the sentinel's text, then the reason.

@@ -256,3 +256,18 @@ func (s *Store) QueueDepth(ctx context.Context, queues ...string) (map[[2]string
 	}
 	return depth, nil
 }
+
+// LiveEmbedJobs counts the River jobs of kinds (embed jobs) that are still
+// to run or running for model (their args' "model"; a job naming no model
+// counts too), plus those of sweepKinds (which enqueue more of them),
+// whatever their arguments.
+func (s *Store) LiveEmbedJobs(ctx context.Context, kinds, sweepKinds []string, model string) (int64, error) {
+	var n int64
+	err := s.db.QueryRow(ctx, `SELECT count(*) FROM river_job
+		WHERE state IN ('available', 'pending', 'retryable', 'running', 'scheduled')
+		  AND ((kind = ANY($1) AND coalesce(args->>'model', '') IN ($3, '')) OR kind = ANY($2))`, kinds, sweepKinds, model).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("live embed jobs: %w", err)
+	}
+	return n, nil
+}

@@ -172,16 +172,15 @@ func (w *Worker) embedChunks(ctx context.Context, args ChunkEmbedArgs) (int, err
 	for i, t := range targets {
 		texts[i] = chunkEmbedText(t)
 	}
-	vs, err := emb.Embed(ctx, texts)
+	vs, err := w.embedTexts(ctx, "document chunks", texts)
 	if err != nil {
 		return 0, err
 	}
-	if len(vs) != len(targets) {
-		return 0, &embedding.Error{Kind: embedding.KindTransient, Reason: fmt.Sprintf("%d vectors for %d texts", len(vs), len(targets))}
-	}
-	writes := make([]store.ChunkEmbeddingWrite, len(targets))
+	writes := make([]store.ChunkEmbeddingWrite, 0, len(targets))
 	for i, t := range targets {
-		writes[i] = store.ChunkEmbeddingWrite{ChunkIndex: t.ChunkIndex, Dims: len(vs[i]), Vector: embedding.Encode(vs[i])}
+		if vs[i] != nil {
+			writes = append(writes, store.ChunkEmbeddingWrite{ChunkIndex: t.ChunkIndex, Dims: len(vs[i]), Vector: embedding.Encode(vs[i])})
+		}
 	}
 	n, err := s.SaveChunkEmbeddings(ctx, model, args.CollectionID, args.DocID, args.Hash, writes)
 	return int(n), err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
@@ -316,19 +317,98 @@ func (w *Worker) embed(ctx context.Context, args EmbedArgs) (int, error) {
 	for i, t := range targets {
 		texts[i] = embedText(t)
 	}
-	vs, err := emb.Embed(ctx, texts)
+	vs, err := w.embedTexts(ctx, "context items", texts)
 	if err != nil {
 		return 0, err
 	}
-	if len(vs) != len(targets) {
-		return 0, &embedding.Error{Kind: embedding.KindTransient, Reason: fmt.Sprintf("%d vectors for %d texts", len(vs), len(targets))}
-	}
-	writes := make([]store.EmbeddingWrite, len(targets))
+	writes := make([]store.EmbeddingWrite, 0, len(targets))
 	for i, t := range targets {
-		writes[i] = store.EmbeddingWrite{ContextID: t.ID, ContentHash: t.ContentHash, Dims: len(vs[i]), Vector: embedding.Encode(vs[i])}
+		if vs[i] != nil {
+			writes = append(writes, store.EmbeddingWrite{ContextID: t.ID, ContentHash: t.ContentHash, Dims: len(vs[i]), Vector: embedding.Encode(vs[i])})
+		}
 	}
 	n, err := s.SaveEmbeddings(ctx, model, writes)
 	return int(n), err
+}
+
+// maxEmbedInputBytes bounds the text of one item or chunk sent to the
+// embeddings server: its start stands for it. 8 KiB is about 2,000
+// tokens, inside the context of common embedding models (OpenAI's 8,191
+// tokens, nomic-embed-text's 8,192); a server that refuses it anyway
+// refuses that text alone (embedTexts). A query is cut at 4 KiB
+// (enricher).
+const maxEmbedInputBytes = 8 << 10
+
+// cutEmbedInput is text cut to maxEmbedInputBytes, at a rune boundary.
+func cutEmbedInput(text string) string {
+	if len(text) <= maxEmbedInputBytes {
+		return text
+	}
+	text = text[:maxEmbedInputBytes]
+	for !utf8.ValidString(text) {
+		text = text[:len(text)-1]
+	}
+	return text
+}
+
+// embedTexts embeds texts (each cut to maxEmbedInputBytes), one vector
+// each, in order. When the server refuses a request's input
+// (embedding.RefusedInput: a text over the model's context), the texts are
+// split in halves, and halves again, until the texts it refuses alone are
+// found: they get no vector (nil) and stay lexical-only, and the others
+// get theirs. Before, one such text cancelled its whole job, 64 items with
+// it, and every sweep rebuilt the same job. Any other failure, and a
+// refusal of every text, is returned.
+func (w *Worker) embedTexts(ctx context.Context, what string, texts []string) ([][]float32, error) {
+	cut := make([]string, len(texts))
+	for i, t := range texts {
+		cut[i] = cutEmbedInput(t)
+	}
+	vs := make([][]float32, len(cut))
+	refused, refusal, err := embedSplitting(ctx, w.cfg.Embedder, cut, vs)
+	if err != nil {
+		return nil, err
+	}
+	if refused == len(texts) {
+		return nil, refusal
+	}
+	if refused > 0 {
+		w.logger.Warn("the embeddings server refused some texts alone; they stay lexical-only (the next sweep tries them again)",
+			"what", what, "refused", refused, "embedded", len(texts)-refused, "error", refusal)
+	}
+	return vs, nil
+}
+
+// embedSplitting embeds texts into out (len(out) == len(texts)), halving
+// a batch the server refuses as input; it returns how many texts were
+// refused alone (their vectors left nil) and the first refusal. Other
+// errors end it.
+func embedSplitting(ctx context.Context, emb Embedder, texts []string, out [][]float32) (refused int, refusal, err error) {
+	vs, err := emb.Embed(ctx, texts)
+	switch {
+	case err == nil && len(vs) != len(texts):
+		return 0, nil, &embedding.Error{Kind: embedding.KindTransient, Reason: fmt.Sprintf("%d vectors for %d texts", len(vs), len(texts))}
+	case err == nil:
+		copy(out, vs)
+		return 0, nil, nil
+	case !embedding.RefusedInput(err):
+		return 0, nil, err
+	case len(texts) == 1:
+		return 1, err, nil
+	}
+	half := len(texts) / 2
+	r1, f1, err := embedSplitting(ctx, emb, texts[:half], out[:half])
+	if err != nil {
+		return 0, nil, err
+	}
+	r2, f2, err := embedSplitting(ctx, emb, texts[half:], out[half:])
+	if err != nil {
+		return 0, nil, err
+	}
+	if f1 == nil {
+		f1 = f2
+	}
+	return r1 + r2, f1, nil
 }
 
 // embedSweepWorker is the River worker for EmbedSweepArgs.

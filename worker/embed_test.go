@@ -402,3 +402,52 @@ func TestRetryWaitingEmbeds(t *testing.T) {
 		t.Errorf("jobs %+v, want %+v", got, want)
 	}
 }
+
+// TestEmbedRefusedTextAloneStaysLexical: a text the embeddings server
+// refuses as input (400: longer than the model's context) costs its own
+// vector only; the items sharing its job get theirs. A text over 8 KiB is
+// sent cut to its start, so a server refusing longer inputs embeds it.
+// Before, the refusal cancelled the whole job (a race hunt: 56 of 121
+// items without a vector after a model change, and every sweep rebuilt
+// the same job), and the 47 KB text was sent whole.
+func TestEmbedRefusedTextAloneStaysLexical(t *testing.T) {
+	e := setup(t)
+	srv := embeddingtest.New(t)
+	srv.RefuseContaining("POISON")
+	srv.RefuseOver(9000)
+	var items []store.ContextWrite
+	for i := range 10 {
+		items = append(items, store.ContextWrite{UserID: "alice", Question: fmt.Sprintf("note %d", i), Answer: fmt.Sprintf("plain answer %d", i), CreatedAt: t0})
+	}
+	items[3].Answer = "a pasted log with POISON in it"
+	items[7].Answer = strings.Repeat("a long pasted log line\n", 2000) // 46 KB
+	if _, err := e.store.InsertContext(e.ctx, items); err != nil {
+		t.Fatal(err)
+	}
+	w, _ := e.startWorker(extractor.NewRules(), withEmbedder(embedder(t, srv, "m1"), -1))
+	if n, err := w.Enqueuer().EnqueueMissingEmbeddings(e.ctx, "alice", "m1", 64, 1); err != nil || n != 10 {
+		t.Fatalf("backfill enqueued %d items (%v), want 10 in one job", n, err)
+	}
+	e.waitFor("the embed job finished", func() (bool, string) {
+		var states []string
+		err := e.store.Pool().QueryRow(e.ctx, `SELECT coalesce(array_agg(state::text), '{}') FROM river_job WHERE kind = $1`, worker.EmbedJobKind).Scan(&states)
+		return err == nil && len(states) == 1 && states[0] == "completed", fmt.Sprintf("%v %v", states, err)
+	})
+	if n, err := e.store.CountEmbeddings(e.ctx, "alice", "m1"); err != nil || n.Embedded != 9 || n.Items != 10 {
+		t.Fatalf("after the job: %+v (%v), want 9 of 10 items embedded, the refused one without", n, err)
+	}
+	vs, err := e.store.UserEmbeddings(e.ctx, "alice", "m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := e.store.RecentContext(e.ctx, "alice", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range all {
+		has := slices.ContainsFunc(vs, func(v store.StoredEmbedding) bool { return v.ContextID == it.ID })
+		if refused := strings.Contains(it.Answer, "POISON"); has == refused {
+			t.Errorf("item %q: vector %v", it.Question, has)
+		}
+	}
+}

@@ -62,3 +62,30 @@ func TestEmbedBackfillCommand(t *testing.T) {
 		}
 	}
 }
+
+// A backfill whose server refuses a text ends, saying how many items are
+// left without a vector, rather than wait for them forever (a race hunt's
+// backfill was still waiting after 90 s, then said the rest would be
+// embedded by a running serve: its job had been cancelled for good).
+func TestEmbedBackfillEndsWhenTheServerRefusesAText(t *testing.T) {
+	t.Parallel()
+	_, dbURL := storetest.Schema(t)
+	s := storetest.Open(t, dbURL)
+	if _, err := s.InsertContext(context.Background(), []store.ContextWrite{
+		{UserID: "alice", Question: "my canine companion", Answer: "Rex"},
+		{UserID: "alice", Question: "a pasted log", Answer: "POISON"},
+		{UserID: "alice", Question: "home town", Answer: "Paris"}}); err != nil {
+		t.Fatal(err)
+	}
+	srv := embeddingtest.New(t)
+	srv.RefuseContaining("POISON")
+	nc := eventstest.Conn(t)
+	prefix, stream := eventstest.Names(t, nc)
+	out, errOut, code := runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--user", "alice", "--embed-base-url", srv.URL, "--embed-model", "m1")
+	if code != 1 || !strings.Contains(errOut, "1 context items and 0 document chunks have no m1 vector and no embed job is left") {
+		t.Fatalf("embed exited %d\nstdout:\n%s\nstderr:\n%s\nwant exit 1 naming the item left without a vector", code, out, errOut)
+	}
+	if n, err := s.CountEmbeddings(context.Background(), "alice", "m1"); err != nil || n != (store.EmbeddingCount{Items: 3, Embedded: 2}) {
+		t.Errorf("alice: %+v (%v), want 2 of 3 embedded", n, err)
+	}
+}

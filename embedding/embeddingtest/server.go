@@ -49,6 +49,25 @@ type Server struct {
 	models     []string
 	aliases    map[string]string
 	garbage    bool
+	refuseOver int    // when > 0, a request with a longer input is refused (400)
+	refuseWith string // when set, a request with an input holding it is refused (400)
+}
+
+// RefuseOver makes the server refuse (400, as OpenAI and vLLM answer an
+// input over the model's context) every later request holding an input
+// longer than n bytes.
+func (s *Server) RefuseOver(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refuseOver = n
+}
+
+// RefuseContaining makes the server refuse (400) every later request
+// holding an input that contains text.
+func (s *Server) RefuseContaining(text string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refuseWith = text
 }
 
 // Alias makes the word from (any case) embed as the word to from now on.
@@ -168,6 +187,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.requests++
 	status, retryAfter, delay, dims, garbage, aliases := s.status, s.retryAfter, s.delay, s.dims, s.garbage, s.aliases
+	refuseOver, refuseWith := s.refuseOver, s.refuseWith
 	if s.failN > 0 {
 		if s.failN--; s.failN == 0 {
 			s.status = 0
@@ -197,6 +217,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusBadRequest)
 		_, _ = w.Write([]byte(`{"error":{"message":"input must be a non-empty list of strings","type":"invalid_request_error"}}`))
 		return
+	}
+	for _, text := range req.Input {
+		if (refuseOver > 0 && len(text) > refuseOver) || (refuseWith != "" && strings.Contains(text, refuseWith)) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"error":{"message":"embeddingtest: this model's maximum context length is exceeded","type":"invalid_request_error"}}`))
+			return
+		}
 	}
 	resp := openai.EmbeddingResponse{Object: "list", Model: openai.EmbeddingModel(req.Model)}
 	for i, text := range req.Input {

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -151,7 +152,9 @@ func (a *App) EmbedBackfill(ctx context.Context, o EmbedOptions) (int, error) {
 // and every chunk of a ready document of the collections user owns (of
 // every collection when empty), has a vector of the configured model,
 // calling progress when the items' count changes. It returns ctx's error
-// when ctx ends first.
+// when ctx ends first, and a *NotEmbeddedError when some still lack one
+// while no embed job of the model is left to run: the server refused
+// them, or their jobs gave up.
 func (a *App) WaitEmbedded(ctx context.Context, user string, progress func(store.EmbeddingCount)) error {
 	if a.cfg.Embed.BaseURL == "" {
 		return ErrEmbeddingOff
@@ -162,6 +165,12 @@ func (a *App) WaitEmbedded(ctx context.Context, user string, progress func(store
 	}
 	last := store.EmbeddingCount{Items: -1}
 	return poll(ctx, 200*time.Millisecond, func() (bool, error) {
+		// Read before the counts: a job that ends between the two reads
+		// has saved its vectors by then.
+		live, err := s.LiveEmbedJobs(ctx, []string{worker.EmbedJobKind, worker.ChunkEmbedJobKind}, []string{worker.EmbedSweepJobKind}, a.cfg.Embed.Model)
+		if err != nil {
+			return false, err
+		}
 		n, err := s.CountEmbeddings(ctx, user, a.cfg.Embed.Model)
 		if err != nil {
 			return false, err
@@ -170,10 +179,30 @@ func (a *App) WaitEmbedded(ctx context.Context, user string, progress func(store
 			progress(n)
 		}
 		last = n
-		if n.Embedded < n.Items {
-			return false, nil
-		}
 		c, err := s.CountChunkEmbeddings(ctx, user, a.cfg.Embed.Model)
-		return err == nil && c.Embedded >= c.Items, err
+		if err != nil {
+			return false, err
+		}
+		switch {
+		case n.Embedded >= n.Items && c.Embedded >= c.Items:
+			return true, nil
+		case live == 0:
+			return false, &NotEmbeddedError{Model: a.cfg.Embed.Model, Items: n.Items - n.Embedded, Chunks: max(c.Items-c.Embedded, 0)}
+		}
+		return false, nil
 	})
+}
+
+// NotEmbeddedError is a wait for vectors that cannot end: items or chunks
+// lack a vector of the model and no embed job of it is left to run.
+type NotEmbeddedError struct {
+	Model         string
+	Items, Chunks int64
+}
+
+func (e *NotEmbeddedError) Error() string {
+	return fmt.Sprintf("%d context items and %d document chunks have no %s vector and no embed job is left for them: "+
+		"the embeddings server refused them (a text it does not take, see the serve's log) or their jobs ran out of attempts; "+
+		"they are searched by their words meanwhile, and the hourly sweep (or memoryd embed --backfill) tries them again",
+		max(e.Items, 0), e.Chunks, e.Model)
 }
