@@ -24,9 +24,12 @@ func readableDurations(_ []string, a slog.Attr) slog.Attr {
 // errors, and the info lines that report a job's failure, keep their level.
 //
 // River's warnings and errors repeat while Postgres is down (each producer
-// fails its fetch every poll: 48 lines in 25 s): a message logged again
-// within repeatWindow goes out at debug, and the next one let through
-// carries "repeated", the number held back.
+// fails its fetch every poll: 48 lines in 25 s), and so do memoryd's lines
+// about one request each (perRequest: an enrich degraded, a store call
+// failed; two lines a request, 60 for 30 requests, in an operator's walk):
+// a message logged again within repeatWindow goes out at debug, and the
+// next one let through carries "repeated", the number held back. Every
+// request is still counted (memoryd_enrich_degraded_total).
 type riverQuiet struct {
 	slog.Handler
 	river   bool
@@ -44,7 +47,7 @@ func (h *riverQuiet) Handle(ctx context.Context, r slog.Record) error {
 		}
 		r.Level = slog.LevelDebug
 	}
-	if h.river && r.Level > slog.LevelInfo {
+	if (h.river || perRequest(r.Message)) && r.Level > slog.LevelInfo {
 		held, ok := h.repeats.let(r.Message)
 		if !ok {
 			if !h.Handler.Enabled(ctx, slog.LevelDebug) {
@@ -95,6 +98,16 @@ func (p *repeats) let(msg string) (held int, ok bool) {
 	}
 	held, r.at, r.held = r.held, now, 0
 	return held, true
+}
+
+// perRequest reports whether msg is one of memoryd's warnings or errors
+// about a single request, which an outage repeats for every request.
+func perRequest(msg string) bool {
+	switch msg {
+	case "enrich degraded", "enrich store failed", "memory store failed", "memory store timed out", "enrich degraded, forwarding unenriched":
+		return true
+	}
+	return false
 }
 
 // riverKeepsInfo reports whether a River info message says something went

@@ -27,6 +27,9 @@ func TestRiverRepeatsAreHeldBack(t *testing.T) {
 		river.Error("producer: Error fetching jobs", "error", fetch)
 		river.Error("producer: Error fetching jobs", "error", fetch)
 		own.Error("ingest: store unavailable", "error", fetch)
+		// Two lines for each request an outage fails (before: all 40 out).
+		own.Error("enrich store failed", "user_id", "alice", "error", fetch)
+		own.Warn("enrich degraded", "user_id", "alice", "reason", "memory store unavailable")
 		clock = clock.Add(500 * time.Millisecond)
 	}
 	river.Warn("elector: Error attempting to elect", "error", fetch)
@@ -46,8 +49,9 @@ func TestRiverRepeatsAreHeldBack(t *testing.T) {
 			repeated = append(repeated, n)
 		}
 	}
-	if counts["producer: Error fetching jobs"] != 2 || counts["ingest: store unavailable"] != 20 || counts["elector: Error attempting to elect"] != 1 {
-		t.Fatalf("lines logged: %v; want River's repeated error twice, memoryd's 20 times, the other River warning once", counts)
+	if counts["producer: Error fetching jobs"] != 2 || counts["ingest: store unavailable"] != 20 || counts["elector: Error attempting to elect"] != 1 ||
+		counts["enrich store failed"] != 1 || counts["enrich degraded"] != 1 {
+		t.Fatalf("lines logged: %v; want River's repeated error twice, memoryd's 20 times, the other River warning once, each per-request line once", counts)
 	}
 	if len(repeated) != 1 || repeated[0] != 39 {
 		t.Fatalf(`"repeated" on the lines let through: %v; want the second to say 39 were held back`, repeated)
