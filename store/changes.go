@@ -146,7 +146,7 @@ func (s *Store) SendChanges(ctx context.Context, userID string, afterSeq int64, 
 func (s *Store) DropChanges(ctx context.Context, before time.Time) (int64, error) {
 	tag, err := s.db.Exec(ctx, `DELETE FROM memory_changes WHERE seq IS NOT NULL AND created_at < $1`, before)
 	if err != nil {
-		return 0, fmt.Errorf("drop changes: %w", err)
+		return 0, fmt.Errorf("delete expired unsent changes: %w", err)
 	}
 	return tag.RowsAffected(), nil
 }
