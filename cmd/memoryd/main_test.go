@@ -403,3 +403,23 @@ func TestWriteFileAtomicNamesThePath(t *testing.T) {
 		t.Fatalf("write into a missing directory: %v", err)
 	}
 }
+
+// migrate on a database a newer memoryd migrated says so, not "schema up
+// to date" (an operator's walk: the warning, then "up to date").
+func TestMigrateOnANewerSchemaSaysSo(t *testing.T) {
+	t.Parallel()
+	_, dbURL := storetest.Schema(t)
+	nc := eventstest.Conn(t)
+	prefix, stream := eventstest.Names(t, nc)
+	if out, errOut, code := runCmd(t, dbURL, prefix, stream, "migrate"); code != 0 || !strings.Contains(out, "schema up to date") {
+		t.Fatalf("migrate: exit %d\n%s\n%s", code, out, errOut)
+	}
+	s := storetest.Open(t, dbURL)
+	if _, err := s.Pool().Exec(context.Background(), `INSERT INTO memoryd_migrations (version, name) VALUES (9999, '9999_from_the_future.sql')`); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runCmd(t, dbURL, prefix, stream, "migrate")
+	if code != 0 || strings.Contains(out, "up to date") || !strings.Contains(out, "migrations [9999], which a newer memoryd applied") {
+		t.Fatalf("migrate on a newer schema: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+}

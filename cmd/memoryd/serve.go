@@ -262,7 +262,16 @@ every memoryd using the database stopped.`)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "migrations applied: %d (schema up to date)\n", len(applied))
+	ahead, err := m.NewerMigrations(ctx)
+	if err != nil {
+		return err
+	}
+	if len(ahead) > 0 {
+		// Not "up to date": this memoryd is older than the schema.
+		fmt.Fprintf(a.stdout, "migrations applied: %d; the database also has migrations %v, which a newer memoryd applied and this one does not know: run that version\n", len(applied), ahead)
+	} else {
+		fmt.Fprintf(a.stdout, "migrations applied: %d (schema up to date)\n", len(applied))
+	}
 	if setPrefix {
 		if err := m.SetDeployment(ctx); err != nil {
 			return err

@@ -688,6 +688,18 @@ var errNotStarted = errors.New("not started")
 // Migrate opens the store (creating the database when Store.CreateDatabase
 // is set) and applies River's and memoryd's migrations; it returns the
 // versions it applied, none when the schema was up to date.
+// NewerMigrations lists the migrations the database has that this memoryd
+// does not know (a newer memoryd applied them), none when it knows all.
+func (a *App) NewerMigrations(ctx context.Context) ([]int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s, err := a.openStore(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	return s.NewerMigrations(ctx, migrations.FS)
+}
+
 func (a *App) Migrate(ctx context.Context) ([]int, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
