@@ -243,7 +243,8 @@ func runConfig(_ context.Context, a *cli, args []string) error {
 Prints the effective serve configuration (flags, then MEMORYD_* variables,
 then the configuration file, then defaults), one "key: value  # source" line
 each, with secrets and URL passwords redacted. The output is a valid
-memoryd.yaml.`)
+memoryd.yaml once the redacted secrets are put back (or their lines left
+out and the secrets set by their variables).`)
 	o.register(f)
 	var role string
 	registerRole(f, &role)
