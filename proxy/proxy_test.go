@@ -714,28 +714,10 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
-// lockedWriter is a log sink the test reads while the proxy may write.
-type lockedWriter struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (w *lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.Write(p)
-}
-
-func (w *lockedWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
-}
-
 // Secrets are never logged: an upstream URL holding a password is logged
 // without it (an operator's walk found "proxy listening" logging it whole).
 func TestUpstreamPasswordIsNotLogged(t *testing.T) {
-	logs := &lockedWriter{}
+	logs := &eventstest.SyncBuffer{}
 	newEnv(t, func(c *proxy.Config) {
 		c.Upstream = strings.Replace(c.Upstream, "http://", "http://user:upsecret@", 1)
 		c.Logger = slog.New(slog.NewTextHandler(logs, nil))

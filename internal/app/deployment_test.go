@@ -71,14 +71,7 @@ func TestADatabaseServesOnePrefix(t *testing.T) {
 func TestANewDatabaseOnAConsumedStreamIsRefused(t *testing.T) {
 	t.Parallel()
 	a, ctx := startWithAlice(t)
-	cfg := a.cfg
-	cfg.Store.URL = storetest.MissingDatabase(t) + "&pool_max_conns=4"
-	cfg.Store.CreateDatabase = true
-	b, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Stop(context.Background()) })
+	b, cfg := onMissingDatabase(t, a)
 	var fresh *NewDatabaseError
 	if err := b.Start(ctx); !errors.As(err, &fresh) || fresh.Acked == 0 || fresh.Stream != cfg.Stream {
 		t.Fatalf("serve on a new database beside a consumed stream: %v; want it refused", err)
@@ -134,6 +127,19 @@ func TestAnExistingEmptyDatabaseOnAConsumedStreamIsServed(t *testing.T) {
 func TestADryRunReplayCreatesNoDatabase(t *testing.T) {
 	t.Parallel()
 	a, ctx := startWithAlice(t)
+	b, cfg := onMissingDatabase(t, a)
+	if _, err := b.Replay(ctx, ReplayOptions{DryRun: true}); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("dry run on a missing database: %v; want it refused, naming the missing database", err)
+	}
+	if missing, err := store.DatabaseMissing(ctx, cfg.Store); err != nil || !missing {
+		t.Fatalf("after a dry run the database is missing: %v, %v; want it not created", missing, err)
+	}
+}
+
+// onMissingDatabase is a second App of a's prefix and stream on a database
+// that does not exist, which it may create.
+func onMissingDatabase(t *testing.T, a *App) (*App, Config) {
+	t.Helper()
 	cfg := a.cfg
 	cfg.Store.URL = storetest.MissingDatabase(t) + "&pool_max_conns=4"
 	cfg.Store.CreateDatabase = true
@@ -142,10 +148,5 @@ func TestADryRunReplayCreatesNoDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Stop(context.Background()) })
-	if _, err := b.Replay(ctx, ReplayOptions{DryRun: true}); err == nil || !strings.Contains(err.Error(), "does not exist") {
-		t.Fatalf("dry run on a missing database: %v; want it refused, naming the missing database", err)
-	}
-	if missing, err := store.DatabaseMissing(ctx, cfg.Store); err != nil || !missing {
-		t.Fatalf("after a dry run the database is missing: %v, %v; want it not created", missing, err)
-	}
+	return b, cfg
 }
