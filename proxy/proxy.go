@@ -10,6 +10,7 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -256,9 +257,22 @@ func (p *Proxy) Handler() http.Handler {
 	if p.cfg.Metrics != nil {
 		mux.Handle("GET /metrics", p.cfg.Metrics)
 	}
+	// Probes, without a key as /metrics: the process is up; it can reach
+	// memoryd (its NATS connection is up). The upstream is not probed: a
+	// probe must not spend the model server's requests.
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if !p.cfg.Conn.IsConnected() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_ = json.NewEncoder(w).Encode(map[string]string{"nats": "not connected: " + p.cfg.Conn.Status().String()})
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]string{"nats": "ok"})
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "invalid_request_error", "not_found",
-			fmt.Sprintf("memoryd proxy serves POST /v1/chat/completions and GET /v1/models, not %s %s", r.Method, r.URL.Path))
+			fmt.Sprintf("memoryd proxy serves POST /v1/chat/completions, GET /v1/models, /healthz and /readyz, not %s %s", r.Method, r.URL.Path))
 	})
 	return mux
 }

@@ -730,3 +730,33 @@ func TestUpstreamPasswordIsNotLogged(t *testing.T) {
 		t.Errorf("the upstream's password is in the log: %q", out)
 	}
 }
+
+// The proxy answers probes without a key, as /metrics: /healthz while the
+// process runs, /readyz while it can reach memoryd (its NATS connection is
+// up), so that `memoryd health` and an orchestrator can probe it (an
+// operator's walk: both were 404).
+func TestProbes(t *testing.T) {
+	t.Parallel()
+	own := eventstest.Conn(t)
+	e := newEnv(t, func(c *proxy.Config) { c.Conn = own })
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get("http://" + e.proxy.Addr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz: %d %s", code, body)
+	}
+	if code, body := get("/readyz"); code != http.StatusOK || !strings.Contains(body, `"nats":"ok"`) {
+		t.Errorf("/readyz: %d %s", code, body)
+	}
+	own.Close()
+	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "not connected") {
+		t.Errorf("/readyz with NATS gone: %d %s, want 503", code, body)
+	}
+}
