@@ -252,7 +252,7 @@ func (a *App) Start(ctx context.Context) (err error) {
 	}
 	a.metrics = newMetrics()
 	llm, _ := ext.(usageReporter) // nil with the offline extractor
-	a.metrics.reg.MustRegister(newServiceCollector(a, llm))
+	a.metrics.reg.MustRegister(newServiceCollector(a, llm), buildInfo(a.cfg.Version, a.cfg.Role))
 	if a.pressure != nil {
 		a.metrics.registerGiveWay(a.pressure)
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -185,6 +186,8 @@ func TestOpsEndpoints(t *testing.T) {
 		`memoryd_queue_jobs{queue="extract",state="available"} 0`,
 		`memoryd_queue_jobs{queue="embed",state="retryable"} 0`,
 		"memoryd_replay_resets_unfinished 0",
+		// Which version each replica runs.
+		fmt.Sprintf(`memoryd_build_info{go_version=%q,role="all",version=%q} 1`, runtime.Version(), svc.cfg.Version),
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q:\n%s", want, body)

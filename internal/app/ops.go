@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -70,6 +71,18 @@ func newMetrics() *metrics {
 	m.registerRedactions()
 	m.registerQueryEmbeddings()
 	return m
+}
+
+// buildInfo is memoryd_build_info, 1 with the process's version, Go
+// version and role as labels: which version each replica runs, during a
+// rolling upgrade for one.
+func buildInfo(version string, role Role) prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "memoryd_build_info", Help: "1, labelled with memoryd's version, the Go version and the process's role.",
+		ConstLabels: prometheus.Labels{"version": version, "go_version": runtime.Version(), "role": string(role)},
+	})
+	g.Set(1)
+	return g
 }
 
 // TurnRejected implements worker.Observer.
