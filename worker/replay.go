@@ -339,7 +339,7 @@ type UnreplayableError struct {
 
 func (e *UnreplayableError) Error() string {
 	return fmt.Sprintf("replay --reset refused: it would delete %d items of memory (%d users) extracted from %d turns whose events stream %s no longer holds "+
-		"(stream sequences %d-%d: its retention limits or a deletion removed them), and no replay can rebuild them. "+
+		"(stream sequences %d-%d, the events that first recorded them: its retention limits or a deletion removed them), and no replay can rebuild them. "+
 		"Replay without --reset to keep that memory while the turns the stream holds are extracted again, or pass --allow-loss to reset anyway",
 		e.Items, e.Users, e.Turns, e.Stream, e.FirstSeq, e.LastSeq)
 }
