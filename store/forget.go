@@ -177,62 +177,6 @@ type Unreplayable struct {
 	FirstSeq, LastSeq uint64
 }
 
-// StreamHeld says which turn-stream sequences a stream holds: from First
-// to Last, but for Deleted. Recorded turns up to Recorded (the highest
-// sequence recorded, read before the stream's state) that are above Last
-// came from an earlier stream of that name (deleted and created again).
-type StreamHeld struct {
-	First, Last, Recorded uint64
-	Deleted               []uint64
-}
-
-// LatestTurnSeq is the highest stream sequence of a recorded turn, 0 when
-// none has one. It reads every turn.
-func (s *Store) LatestTurnSeq(ctx context.Context) (uint64, error) {
-	var n int64
-	if err := s.db.QueryRow(ctx, `SELECT coalesce(max(stream_seq), 0) FROM turns`).Scan(&n); err != nil {
-		return 0, fmt.Errorf("latest turn sequence: %w", err)
-	}
-	return uint64(n), nil
-}
-
-// UnreplayableMemory counts what ResetMemory(userIDs) would delete (every
-// user's when userIDs is empty) that was extracted from recorded turns
-// whose events the stream no longer holds (held). A turn's sequence is
-// that of the event that first recorded it.
-func (s *Store) UnreplayableMemory(ctx context.Context, userIDs []string, held StreamHeld) (Unreplayable, error) {
-	var u Unreplayable
-	all := len(userIDs) == 0
-	lost := make([]int64, len(held.Deleted))
-	for i, d := range held.Deleted {
-		lost[i] = int64(d)
-	}
-	var first, last int64
-	err := s.db.QueryRow(ctx, `
-		WITH lost AS (
-			SELECT user_id, event_id, stream_seq FROM turns
-			WHERE ($1 OR user_id = ANY($2)) AND stream_seq > 0
-				AND (stream_seq < $3 OR (stream_seq > $5 AND stream_seq <= $6) OR stream_seq = ANY($4))
-		), items AS (
-			SELECT x.user_id, x.event_id FROM fact_items x JOIN lost l ON l.user_id = x.user_id AND l.event_id = x.event_id
-			WHERE `+rebuilt(itemContent)+`
-			UNION ALL
-			SELECT x.user_id, x.event_id FROM facts x JOIN lost l ON l.user_id = x.user_id AND l.event_id = x.event_id
-			WHERE `+rebuilt(factContent)+` AND NOT `+listFactKept+`
-			UNION ALL
-			SELECT x.user_id, x.event_id FROM context x JOIN lost l ON l.user_id = x.user_id AND l.event_id = x.event_id
-			WHERE `+rebuilt(contextContent)+`
-		)
-		SELECT count(*), count(DISTINCT (i.user_id, i.event_id)), count(DISTINCT i.user_id), coalesce(min(l.stream_seq), 0), coalesce(max(l.stream_seq), 0)
-		FROM items i JOIN lost l ON l.user_id = i.user_id AND l.event_id = i.event_id`,
-		all, userIDs, int64(held.First), lost, int64(held.Last), int64(held.Recorded)).Scan(&u.Items, &u.Turns, &u.Users, &first, &last)
-	if err != nil {
-		return u, fmt.Errorf("unreplayable memory: %w", err)
-	}
-	u.FirstSeq, u.LastSeq = uint64(first), uint64(last)
-	return u, nil
-}
-
 // rebuilt is the condition, on a row x of facts, fact_items or context
 // whose content fingerprint (as import_sources records it) is content,
 // that a replay rebuilds it: extracted (not a direct write) from a turn

@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -81,6 +83,10 @@ type ReplayConfig struct {
 	Enqueuer *Enqueuer
 	// Logger default slog.Default().
 	Logger *slog.Logger
+
+	// collect, when set, is handed every window of turns a dry run reads
+	// (the reset's check).
+	collect func([]store.Turn) error
 }
 
 // ReplayProgress reports a replay's advance.
@@ -229,58 +235,11 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayProgress, error) {
 			return p, fmt.Errorf("replay: %w", err)
 		}
 	}
-	filters := []string{events.TurnSubjects(cfg.Prefix)}
-	if len(cfg.Users) > 0 {
-		filters = filters[:0]
-		for _, u := range cfg.Users {
-			filters = append(filters, events.TurnSubject(cfg.Prefix, u))
-		}
-	}
-	// What the stream holds now is what the replay reads.
-	end, err := streamEnd(ctx, cfg.JetStream, cfg.Stream)
-	if err != nil {
+	if err := readStream(ctx, cfg, enq, &p, start); err != nil {
+		p.Elapsed = time.Since(start)
 		return p, err
 	}
-	// One ordered consumer per filter: JetStream 2.9 takes a single filter
-	// subject per consumer.
-	var sources []replaySrc
-	for _, f := range filters {
-		// A bounded reset: nats.go otherwise retries recreating the
-		// consumer forever (past Next's deadline) when the stream is gone.
-		occ := jetstream.OrderedConsumerConfig{FilterSubjects: []string{f}, DeliverPolicy: jetstream.DeliverAllPolicy, MaxResetAttempts: orderedResets}
-		switch {
-		case cfg.FromSeq > 0:
-			occ.DeliverPolicy, occ.OptStartSeq = jetstream.DeliverByStartSequencePolicy, cfg.FromSeq
-		case !cfg.Since.IsZero():
-			since := cfg.Since
-			occ.DeliverPolicy, occ.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
-		}
-		cons, pending, err := orderedConsumer(ctx, cfg, occ)
-		if err != nil {
-			return p, err
-		}
-		sources = append(sources, replaySrc{filter: f, occ: occ, cons: cons, pending: pending})
-		p.Total += pending
-	}
-	var incomplete []error
-	for _, src := range sources {
-		err := replaySource(ctx, cfg, enq, src, end, &p, start)
-		var inc *ReplayIncompleteError
-		if errors.As(err, &inc) {
-			// Read the other users' subjects anyway; report it at the end.
-			cfg.Logger.Error("replay could not read part of the stream", "subject", inc.Subject,
-				"first_seq", inc.FirstSeq, "last_seq", inc.LastSeq, "unread", inc.Unread, "error", inc.Err)
-			incomplete = append(incomplete, err)
-			continue
-		}
-		if err != nil {
-			return p, err
-		}
-	}
-	if len(incomplete) > 0 {
-		p.Elapsed = time.Since(start)
-		return p, errors.Join(incomplete...)
-	}
+	var err error
 	if !cfg.DryRun {
 		// Everything is read back and enqueued: the reset is complete, and
 		// so is an earlier one whose users a replay from the start read.
@@ -300,6 +259,63 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayProgress, error) {
 		cfg.Logger.Info("replay enqueued", "read", p.Read, "enqueued", p.Enqueued, "invalid", p.Invalid, "forgotten", p.Forgotten)
 	}
 	return p, nil
+}
+
+// readStream reads what the stream holds for cfg's scope, up to its last
+// sequence now, with ordered consumers (one per user named, else one over
+// every user's subjects), and records it (requeue; counted only with
+// DryRun, and handed to cfg.collect when set). A part it cannot read is a
+// *ReplayIncompleteError, joined with the others, after it read the rest.
+func readStream(ctx context.Context, cfg ReplayConfig, enq *Enqueuer, p *ReplayProgress, start time.Time) error {
+	filters := []string{events.TurnSubjects(cfg.Prefix)}
+	if len(cfg.Users) > 0 {
+		filters = filters[:0]
+		for _, u := range cfg.Users {
+			filters = append(filters, events.TurnSubject(cfg.Prefix, u))
+		}
+	}
+	// What the stream holds now is what the replay reads.
+	end, err := streamEnd(ctx, cfg.JetStream, cfg.Stream)
+	if err != nil {
+		return err
+	}
+	// One ordered consumer per filter: JetStream 2.9 takes a single filter
+	// subject per consumer.
+	var sources []replaySrc
+	for _, f := range filters {
+		// A bounded reset: nats.go otherwise retries recreating the
+		// consumer forever (past Next's deadline) when the stream is gone.
+		occ := jetstream.OrderedConsumerConfig{FilterSubjects: []string{f}, DeliverPolicy: jetstream.DeliverAllPolicy, MaxResetAttempts: orderedResets}
+		switch {
+		case cfg.FromSeq > 0:
+			occ.DeliverPolicy, occ.OptStartSeq = jetstream.DeliverByStartSequencePolicy, cfg.FromSeq
+		case !cfg.Since.IsZero():
+			since := cfg.Since
+			occ.DeliverPolicy, occ.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
+		}
+		cons, pending, err := orderedConsumer(ctx, cfg, occ)
+		if err != nil {
+			return err
+		}
+		sources = append(sources, replaySrc{filter: f, occ: occ, cons: cons, pending: pending})
+		p.Total += pending
+	}
+	var incomplete []error
+	for _, src := range sources {
+		err := replaySource(ctx, cfg, enq, src, end, p, start)
+		var inc *ReplayIncompleteError
+		if errors.As(err, &inc) {
+			// Read the other users' subjects anyway; report it at the end.
+			cfg.Logger.Error("replay could not read part of the stream", "subject", inc.Subject,
+				"first_seq", inc.FirstSeq, "last_seq", inc.LastSeq, "unread", inc.Unread, "error", inc.Err)
+			incomplete = append(incomplete, err)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return errors.Join(incomplete...)
 }
 
 // requeue records a batch of replayed turns and inserts jobs of jobSize turns for
@@ -338,50 +354,50 @@ type UnreplayableError struct {
 }
 
 func (e *UnreplayableError) Error() string {
-	return fmt.Sprintf("replay --reset refused: it would delete %d items of memory (%d users) extracted from %d turns whose events stream %s no longer holds "+
-		"(stream sequences %d-%d, the events that first recorded them: its retention limits or a deletion removed them), and no replay can rebuild them. "+
+	return fmt.Sprintf("replay --reset refused: it would delete %d items of memory (of %d user(s)) extracted from %d recorded turns that stream %s no longer holds "+
+		"(recorded from stream sequences %d-%d: its retention limits or a deletion removed them, or the stream was created again), and no replay can rebuild them. "+
 		"Replay without --reset to keep that memory while the turns the stream holds are extracted again, or pass --allow-loss to reset anyway",
 		e.Items, e.Users, e.Turns, e.Stream, e.FirstSeq, e.LastSeq)
 }
 
-// maxDeletedDetails bounds the deleted sequences a replay --reset asks the
-// stream for (a forget deletes its user's events one by one, so a stream
-// can hold many gaps): beyond it, only the events before the stream's
-// first sequence are checked.
-const maxDeletedDetails = 50000
-
-// unreplayable is what a reset of cfg's users would delete that was
-// extracted from events the stream no longer holds: before its first
-// sequence (retention by age, count or size), or deleted inside it.
+// unreplayable is what a reset of cfg's users would delete that no replay
+// can rebuild: it reads the stream through first (as a dry run), recording
+// the turns it holds (store.RecordSeen), and counts the memory of the
+// recorded turns it did not see: their events are gone (retention, a
+// deletion, a stream deleted and created again) or no longer valid. Turns
+// are matched by user and event id, so a turn whose first event is gone
+// but which was published again is rebuilt from the copy, as the replay
+// will. Turns recorded while it reads (live ingest) are left out. A part
+// of the stream it cannot read refuses the reset: what it would lose
+// cannot be told.
 func unreplayable(ctx context.Context, cfg ReplayConfig) (store.Unreplayable, error) {
-	// Read before the stream's state: a turn recorded later (live ingest)
-	// is at or under the stream's last sequence then.
-	recorded, err := cfg.Store.LatestTurnSeq(ctx)
+	before, err := cfg.Store.DatabaseNow(ctx)
 	if err != nil {
 		return store.Unreplayable{}, fmt.Errorf("replay: %w", err)
 	}
-	st, err := cfg.JetStream.Stream(ctx, cfg.Stream)
-	if err != nil {
-		return store.Unreplayable{}, fmt.Errorf("replay: stream %s: %w", cfg.Stream, err)
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		return store.Unreplayable{}, fmt.Errorf("replay: stream %s: %w", cfg.Stream, err)
-	}
-	var deleted []uint64
-	switch n := info.State.NumDeleted; {
-	case n > maxDeletedDetails:
-		cfg.Logger.Warn("replay --reset checked only the events before the stream's first sequence: it holds too many deleted ones to list",
-			"stream", cfg.Stream, "deleted", n, "first_seq", info.State.FirstSeq)
-	case n > 0:
-		if info, err = st.Info(ctx, jetstream.WithDeletedDetails(true)); err != nil {
-			return store.Unreplayable{}, fmt.Errorf("replay: stream %s: %w", cfg.Stream, err)
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	check := int64(binary.BigEndian.Uint64(id[:]) >> 1)
+	defer func() {
+		if err := cfg.Store.DropSeen(context.WithoutCancel(ctx), check); err != nil {
+			cfg.Logger.Warn("replay --reset could not delete its check's rows; the next check deletes them", "error", err)
 		}
-		deleted = info.State.Deleted
+	}()
+	pre := cfg
+	pre.Reset, pre.DryRun, pre.Progress = false, true, nil
+	pre.collect = func(turns []store.Turn) error {
+		keys := make([]store.TurnKey, len(turns))
+		for i, t := range turns {
+			keys[i] = t.Key()
+		}
+		return cfg.Store.RecordSeen(ctx, check, keys)
 	}
-	held := store.StreamHeld{First: info.State.FirstSeq, Last: info.State.LastSeq, Recorded: recorded, Deleted: deleted}
-	if info.State.Msgs == 0 {
-		held.First = info.State.LastSeq + 1 // an empty stream holds nothing up to its last sequence
+	cfg.Logger.Info("replay --reset: reading the stream through before the reset, to find memory it could not rebuild")
+	var p ReplayProgress
+	start := time.Now()
+	if err := readStream(ctx, pre, nil, &p, start); err != nil {
+		return store.Unreplayable{}, fmt.Errorf("replay --reset refused: reading the stream to check what it can rebuild: %w", err)
 	}
-	return cfg.Store.UnreplayableMemory(ctx, cfg.Users, held)
+	cfg.Logger.Info("replay --reset: stream checked", "read", p.Read, "took", time.Since(start).Round(time.Millisecond))
+	return cfg.Store.UnseenMemory(ctx, check, cfg.Users, before)
 }

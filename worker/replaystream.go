@@ -122,6 +122,11 @@ func replaySource(ctx context.Context, cfg ReplayConfig, enq *Enqueuer, src repl
 				p.Forgotten += forgotten
 			} else {
 				p.Enqueued += len(chunk)
+				if cfg.collect != nil {
+					if err := cfg.collect(chunk); err != nil {
+						return err
+					}
+				}
 			}
 		}
 		clear(turns) // drop the texts' references

@@ -146,7 +146,7 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 		fmt.Fprintf(a.stdout, "dry run: read %d events (%d invalid, %d opted out); %d turns would be extracted again; nothing was written\n",
 			p.Read, p.Invalid, p.OptedOut, p.Enqueued)
 		if u := p.Unreplayable; u.Items > 0 {
-			fmt.Fprintf(a.stdout, "a --reset would delete %d items of memory (%d users) extracted from %d turns whose events the stream no longer holds (sequences %d-%d): it is refused without --allow-loss\n",
+			fmt.Fprintf(a.stdout, "a --reset would delete %d items of memory (of %d user(s)) extracted from %d recorded turns the stream no longer holds (recorded from sequences %d-%d): it is refused without --allow-loss\n",
 				u.Items, u.Users, u.Turns, u.FirstSeq, u.LastSeq)
 		}
 		return nil
@@ -164,7 +164,7 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 	if reset {
 		fmt.Fprintf(a.stdout, "reset removed %d facts and %d context items\n", p.Removed.Facts, p.Removed.Context)
 		if u := p.Unreplayable; u.Items > 0 {
-			fmt.Fprintf(a.stdout, "of what it removed, %d items (%d users) came from %d turns whose events the stream no longer holds: they are gone for good (--allow-loss)\n",
+			fmt.Fprintf(a.stdout, "of what it removed, %d items (of %d user(s)) came from %d recorded turns the stream no longer holds: they are gone for good (--allow-loss)\n",
 				u.Items, u.Users, u.Turns)
 		}
 	}

@@ -130,10 +130,16 @@ func TestReplayResetKeepsWhatOperationsSays(t *testing.T) {
 	if _, err := events.EnsureStream(ctx, js, events.StreamConfig{Prefix: prefix, Stream: stream}); err != nil {
 		t.Fatal(err)
 	}
-	p, err := worker.Replay(ctx, worker.ReplayConfig{JetStream: js, Store: st, Prefix: prefix, Stream: stream, Reset: true,
+	// The turn was recorded here, not published: the stream does not hold
+	// it, so the reset is refused without AllowLoss (its fact and context
+	// item could not be rebuilt).
+	p, err := worker.Replay(ctx, worker.ReplayConfig{JetStream: js, Store: st, Prefix: prefix, Stream: stream, Reset: true, AllowLoss: true,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if p.Unreplayable.Items != 2 || p.Unreplayable.Turns != 1 {
+		t.Errorf("reset of a turn the stream does not hold reported %+v as lost, want its 2 items", p.Unreplayable)
 	}
 	if p.Removed.Facts != 1 || p.Removed.Context != 1 || p.Removed.FactHistory != 0 || p.Removed.Turns != 0 {
 		t.Errorf("reset removed %+v, want the one extracted fact and context item only", p.Removed)
