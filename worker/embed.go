@@ -344,11 +344,12 @@ func cutEmbedInput(text string) string {
 	if len(text) <= maxEmbedInputBytes {
 		return text
 	}
-	text = text[:maxEmbedInputBytes]
-	for !utf8.ValidString(text) {
-		text = text[:len(text)-1]
+	// Back to the start of the rune the cut falls in (at most 3 bytes).
+	n := maxEmbedInputBytes
+	for n > 0 && !utf8.RuneStart(text[n]) {
+		n--
 	}
-	return text
+	return text[:n]
 }
 
 // embedTexts embeds texts (each cut to maxEmbedInputBytes), one vector
@@ -382,8 +383,17 @@ func (w *Worker) embedTexts(ctx context.Context, what string, texts []string) ([
 // embedSplitting embeds texts into out (len(out) == len(texts)), halving
 // a batch the server refuses as input; it returns how many texts were
 // refused alone (their vectors left nil) and the first refusal. Other
-// errors end it.
+// errors end it. When the whole batch is refused, its shortest text is
+// tried alone first: refused too, the refusal is the requests' (a 400 for
+// an unknown model or parameter, or every text too long) and is returned
+// at once, rather than halving down to every text (2n-1 requests).
 func embedSplitting(ctx context.Context, emb Embedder, texts []string, out [][]float32) (refused int, refusal, err error) {
+	return embedHalving(ctx, emb, texts, out, true)
+}
+
+// embedHalving is embedSplitting, probing the shortest text when probe is
+// set (the whole batch; not again for its halves).
+func embedHalving(ctx context.Context, emb Embedder, texts []string, out [][]float32, probe bool) (refused int, refusal, err error) {
 	vs, err := emb.Embed(ctx, texts)
 	switch {
 	case err == nil && len(vs) != len(texts):
@@ -396,12 +406,18 @@ func embedSplitting(ctx context.Context, emb Embedder, texts []string, out [][]f
 	case len(texts) == 1:
 		return 1, err, nil
 	}
+	if probe {
+		shortest := slices.MinFunc(texts, func(a, b string) int { return len(a) - len(b) })
+		if _, perr := emb.Embed(ctx, []string{shortest}); perr != nil {
+			return 0, nil, perr
+		}
+	}
 	half := len(texts) / 2
-	r1, f1, err := embedSplitting(ctx, emb, texts[:half], out[:half])
+	r1, f1, err := embedHalving(ctx, emb, texts[:half], out[:half], false)
 	if err != nil {
 		return 0, nil, err
 	}
-	r2, f2, err := embedSplitting(ctx, emb, texts[half:], out[half:])
+	r2, f2, err := embedHalving(ctx, emb, texts[half:], out[half:], false)
 	if err != nil {
 		return 0, nil, err
 	}

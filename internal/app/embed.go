@@ -164,6 +164,11 @@ func (a *App) WaitEmbedded(ctx context.Context, user string, progress func(store
 		return err
 	}
 	last := store.EmbeddingCount{Items: -1}
+	// Stuck is the shortfall of the last poll that found no job left: it
+	// ends the wait only when the next poll finds the same (a write
+	// inserts its items and their job in one transaction, which can
+	// commit between this poll's two reads).
+	var stuck *NotEmbeddedError
 	return poll(ctx, 200*time.Millisecond, func() (bool, error) {
 		// Read before the counts: a job that ends between the two reads
 		// has saved its vectors by then.
@@ -183,12 +188,18 @@ func (a *App) WaitEmbedded(ctx context.Context, user string, progress func(store
 		if err != nil {
 			return false, err
 		}
-		switch {
-		case n.Embedded >= n.Items && c.Embedded >= c.Items:
+		if n.Embedded >= n.Items && c.Embedded >= c.Items {
 			return true, nil
-		case live == 0:
-			return false, &NotEmbeddedError{Model: a.cfg.Embed.Model, Items: n.Items - n.Embedded, Chunks: max(c.Items-c.Embedded, 0)}
 		}
+		if live > 0 {
+			stuck = nil
+			return false, nil
+		}
+		now := &NotEmbeddedError{Model: a.cfg.Embed.Model, Items: n.Items - n.Embedded, Chunks: max(c.Items-c.Embedded, 0)}
+		if stuck != nil && *stuck == *now {
+			return false, now
+		}
+		stuck = now
 		return false, nil
 	})
 }
@@ -202,7 +213,7 @@ type NotEmbeddedError struct {
 
 func (e *NotEmbeddedError) Error() string {
 	return fmt.Sprintf("%d context items and %d document chunks have no %s vector and no embed job is left for them: "+
-		"the embeddings server refused them (a text it does not take, see the serve's log) or their jobs ran out of attempts; "+
+		"the embeddings server refused them (a text it does not take: see the log of the process that ran the jobs) or their jobs ran out of attempts; "+
 		"they are searched by their words meanwhile, and the hourly sweep (or memoryd embed --backfill) tries them again",
 		max(e.Items, 0), e.Chunks, e.Model)
 }
