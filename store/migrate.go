@@ -177,6 +177,59 @@ func (s *Store) NewerMigrations(ctx context.Context, fsys fs.FS) ([]int, error) 
 	return s.migrationsAbove(ctx, newest)
 }
 
+// Pending is what Migrate would apply: River's migrations (as River's
+// validation describes them) and memoryd's files, by name.
+type Pending struct {
+	River   []string
+	Memoryd []string
+}
+
+// Empty reports whether nothing is pending.
+func (p Pending) Empty() bool { return len(p.River) == 0 && len(p.Memoryd) == 0 }
+
+// PendingMigrations is what Migrate would apply to the database now; it
+// applies nothing.
+func (s *Store) PendingMigrations(ctx context.Context, fsys fs.FS) (Pending, error) {
+	var p Pending
+	migrator, err := rivermigrate.New(riverpgxv5.New(s.pool), &rivermigrate.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return p, fmt.Errorf("pending migrations: %w", err)
+	}
+	res, err := migrator.Validate(ctx, nil)
+	if err != nil {
+		return p, fmt.Errorf("pending migrations: river: %w", err)
+	}
+	if !res.OK {
+		p.River = res.Messages
+	}
+	files, err := migrationFiles(fsys)
+	if err != nil {
+		return p, err
+	}
+	applied := map[int]bool{}
+	rows, err := s.db.Query(ctx, `SELECT version FROM memoryd_migrations`)
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == "42P01": // never migrated
+	case err != nil:
+		return p, fmt.Errorf("pending migrations: %w", err)
+	default:
+		versions, err := pgx.CollectRows(rows, pgx.RowTo[int])
+		if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == "42P01") {
+			return p, fmt.Errorf("pending migrations: %w", err)
+		}
+		for _, v := range versions {
+			applied[v] = true
+		}
+	}
+	for _, f := range files {
+		if !applied[f.version] {
+			p.Memoryd = append(p.Memoryd, f.name)
+		}
+	}
+	return p, nil
+}
+
 // CheckSchema returns a *NewerSchemaError when the database holds
 // migrations above Config.SchemaVersion, an *OlderSchemaError when it
 // lacks some up to it (forget and the other commands that write without

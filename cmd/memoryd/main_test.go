@@ -411,8 +411,17 @@ func TestMigrateOnANewerSchemaSaysSo(t *testing.T) {
 	_, dbURL := storetest.Schema(t)
 	nc := eventstest.Conn(t)
 	prefix, stream := eventstest.Names(t, nc)
+	// --status lists what migrate would apply, and applies nothing.
+	for range 2 {
+		if out, errOut, code := runCmd(t, dbURL, prefix, stream, "migrate", "--status"); code != 0 || !strings.Contains(out, "pending: 001_init.sql") || !strings.Contains(out, "pending (River)") {
+			t.Fatalf("migrate --status on a fresh schema: exit %d\n%s\n%s", code, out, errOut)
+		}
+	}
 	if out, errOut, code := runCmd(t, dbURL, prefix, stream, "migrate"); code != 0 || !strings.Contains(out, "schema up to date") {
 		t.Fatalf("migrate: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if out, errOut, code := runCmd(t, dbURL, prefix, stream, "migrate", "--status"); code != 0 || strings.TrimSpace(out) != "pending migrations: none" {
+		t.Fatalf("migrate --status after migrate: exit %d\n%s\n%s", code, out, errOut)
 	}
 	s := storetest.Open(t, dbURL)
 	if _, err := s.Pool().Exec(context.Background(), `INSERT INTO memoryd_migrations (version, name) VALUES (9999, '9999_from_the_future.sql')`); err != nil {
@@ -421,5 +430,8 @@ func TestMigrateOnANewerSchemaSaysSo(t *testing.T) {
 	out, errOut, code := runCmd(t, dbURL, prefix, stream, "migrate")
 	if code != 0 || strings.Contains(out, "up to date") || !strings.Contains(out, "migrations [9999], which a newer memoryd applied") {
 		t.Fatalf("migrate on a newer schema: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	if out, errOut, code := runCmd(t, dbURL, prefix, stream, "migrate", "--status"); code != 0 || !strings.Contains(out, "migrations [9999], which a newer memoryd applied") {
+		t.Fatalf("migrate --status on a newer schema: exit %d\n%s\n%s", code, out, errOut)
 	}
 }

@@ -26,6 +26,7 @@ type serveOptions struct {
 	maxDocsSize     string
 	turnRetention   time.Duration
 	shutdownTimeout time.Duration
+	migrate         bool
 }
 
 // register defines serve's flags. Each starts at the app's default
@@ -39,6 +40,7 @@ func (o *serveOptions) register(f *flags) {
 	w, l := &o.app.Worker, &o.app.LLM
 	o.conn.register(f)
 	f.Bool(&o.app.Store.CreateDatabase, "create-database", def.Store.CreateDatabase, "create the Postgres database when it does not exist")
+	f.Bool(&o.migrate, "migrate", !def.NoMigrate, "apply the database migrations at start; false: leave the schema alone and refuse to start while a migration is pending (a rolling upgrade whose migrations memoryd migrate applies once)")
 	f.Int(&w.Workers, "workers", def.Worker.Workers, "extraction jobs run at once by this process")
 	f.Duration(&w.FetchCooldown, "fetch-cooldown", def.Worker.FetchCooldown, "shortest time between two fetches of extraction jobs: extraction runs at most --workers × job size turns per cooldown; lower it for a fast model")
 	f.Int(&w.BatchSize, "batch-size", def.Worker.BatchSize, "most turn events recorded in one transaction")
@@ -137,6 +139,7 @@ func (o *serveOptions) config(logger *slog.Logger, name string) app.Config {
 	conn := o.conn.config(name, logger)
 	c.Logger, c.Prefix, c.Stream, c.NATS, c.Version = conn.Logger, conn.Prefix, conn.Stream, conn.NATS, version
 	c.Store.URL = conn.Store.URL
+	c.NoMigrate = !o.migrate
 	c.Worker.MaxDBSize, _ = parseSize(o.maxDBSize)       // checked by check
 	c.Enricher.MaxDocsSize, _ = parseSize(o.maxDocsSize) // checked by check
 	c.Worker.TurnRetention = o.turnRetention
@@ -232,20 +235,26 @@ func parseRole(f *flags, role string) (app.Role, error) {
 
 func runMigrate(ctx context.Context, a *cli, args []string) error {
 	var (
-		o         connOptions
-		setPrefix bool
+		o                 connOptions
+		setPrefix, status bool
 	)
-	f := newFlags("migrate", `Usage: memoryd migrate [flags]
+	f := newFlags("migrate", `Usage: memoryd migrate [--status] [flags]
 
 Creates the database if missing and applies River's and memoryd's migrations.
+--status lists the migrations pending (and those a newer memoryd applied)
+and applies nothing; exit 0 either way.
 A database holds one prefix's memory: the first serve or replay records its
 --prefix, and memoryd of another prefix refuses it. --set-prefix records
 --prefix (and --stream) instead, to move a deployment to another prefix with
 every memoryd using the database stopped.`)
 	o.register(f)
 	f.ArgBool(&setPrefix, "set-prefix", false, "record --prefix and --stream as what this database serves, replacing what is recorded")
+	f.ArgBool(&status, "status", false, "list the migrations pending and apply nothing")
 	if err := f.Parse(args); err != nil {
 		return err
+	}
+	if status && setPrefix {
+		return f.usageErr("--status applies nothing and --set-prefix writes: give one")
 	}
 	logger, err := o.logger(a)
 	if err != nil {
@@ -258,6 +267,9 @@ every memoryd using the database stopped.`)
 		return err
 	}
 	defer m.Stop(context.WithoutCancel(ctx))
+	if status {
+		return migrateStatus(ctx, a, m)
+	}
 	applied, err := m.Migrate(ctx)
 	if err != nil {
 		return err
@@ -277,6 +289,32 @@ every memoryd using the database stopped.`)
 			return err
 		}
 		fmt.Fprintf(a.stdout, "this database now serves prefix %q (stream %s)\n", o.prefix, o.stream)
+	}
+	return nil
+}
+
+// migrateStatus prints what migrate would apply, and the migrations a newer
+// memoryd applied.
+func migrateStatus(ctx context.Context, a *cli, m *app.App) error {
+	pending, err := m.PendingMigrations(ctx)
+	if err != nil {
+		return err
+	}
+	ahead, err := m.NewerMigrations(ctx)
+	if err != nil {
+		return err
+	}
+	if pending.Empty() {
+		fmt.Fprintln(a.stdout, "pending migrations: none")
+	}
+	for _, r := range pending.River {
+		fmt.Fprintf(a.stdout, "pending (River): %s\n", r)
+	}
+	for _, name := range pending.Memoryd {
+		fmt.Fprintf(a.stdout, "pending: %s\n", name)
+	}
+	if len(ahead) > 0 {
+		fmt.Fprintf(a.stdout, "the database also has migrations %v, which a newer memoryd applied and this one does not know\n", ahead)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/migrations"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/worker"
 )
@@ -56,7 +57,7 @@ func (a *App) Replay(ctx context.Context, o ReplayOptions) (worker.ReplayProgres
 	if o.DryRun {
 		// A dry run writes nothing: it neither creates the database nor
 		// migrates it (before, it did both, and said nothing was written).
-		s, err = a.openExisting(ctx, "replay --dry-run")
+		s, err = a.openExisting(ctx, "replay --dry-run", "a dry run does not create it; the replay would, and would extract every turn it reads")
 	} else {
 		s, err = a.openStore(ctx, true)
 	}
@@ -188,17 +189,29 @@ func poll(ctx context.Context, interval time.Duration, check func() (bool, error
 // openExisting opens the store without creating the database or
 // migrating it; a database that does not exist is an error naming cmd.
 // a.mu is held.
-func (a *App) openExisting(ctx context.Context, cmd string) (*store.Store, error) {
+func (a *App) openExisting(ctx context.Context, cmd, missingMeans string) (*store.Store, error) {
 	if a.store == nil {
 		missing, err := store.DatabaseMissing(ctx, a.cfg.Store)
 		if err != nil {
 			return nil, err
 		}
 		if missing {
-			return nil, fmt.Errorf("%s: the database does not exist, and a dry run does not create it: the replay would create it and extract every turn it reads", cmd)
+			return nil, fmt.Errorf("%s: the database does not exist (%s)", cmd, missingMeans)
 		}
 	}
 	return a.openStore(ctx, false)
+}
+
+// PendingMigrations is what migrate (or a serve that migrates) would apply
+// to the database; it creates and applies nothing.
+func (a *App) PendingMigrations(ctx context.Context) (store.Pending, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s, err := a.openExisting(ctx, "migrate --status", "migrate creates it and applies every migration")
+	if err != nil {
+		return store.Pending{}, err
+	}
+	return s.PendingMigrations(ctx, migrations.FS)
 }
 
 // readStore opens the store without migrating.

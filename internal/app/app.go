@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -281,9 +282,18 @@ func (a *App) Start(ctx context.Context) (err error) {
 	if err := a.refuseNewDatabase(ctx, js); err != nil {
 		return err
 	}
-	s, err := a.openStore(ctx, true)
+	s, err := a.openStore(ctx, !a.cfg.NoMigrate)
 	if err != nil {
 		return err
+	}
+	if a.cfg.NoMigrate {
+		pending, err := s.PendingMigrations(ctx, migrations.FS)
+		if err != nil {
+			return err
+		}
+		if !pending.Empty() {
+			return &PendingMigrationsError{Pending: pending}
+		}
 	}
 	if err := a.checkDeployment(ctx, s, js, claimPrefixFresh); err != nil {
 		return err
@@ -713,4 +723,21 @@ func (a *App) Migrate(ctx context.Context) ([]int, error) {
 	}
 	a.migrated = true
 	return applied, nil
+}
+
+// PendingMigrationsError is Start refusing a database with migrations
+// pending when Config.NoMigrate is set.
+type PendingMigrationsError struct {
+	Pending store.Pending
+}
+
+func (e *PendingMigrationsError) Error() string {
+	what := make([]string, 0, 2)
+	if n := len(e.Pending.River); n > 0 {
+		what = append(what, fmt.Sprintf("River's (%s)", strings.Join(e.Pending.River, "; ")))
+	}
+	if n := len(e.Pending.Memoryd); n > 0 {
+		what = append(what, fmt.Sprintf("memoryd's %s", strings.Join(e.Pending.Memoryd, ", ")))
+	}
+	return fmt.Sprintf("the database has migrations pending: %s; run memoryd migrate with this version first (serve was told not to migrate: --migrate=false)", strings.Join(what, " and "))
 }

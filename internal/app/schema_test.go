@@ -218,3 +218,41 @@ func startWithAFact(t *testing.T) (*App, *events.Client) {
 	}
 	return a, client
 }
+
+// A serve told not to migrate (--migrate=false: a rolling upgrade whose
+// migrations an operator applies once) refuses a database with migrations
+// pending, naming them, and applies none; once they are applied it
+// starts. Before, every serve migrated at start, the first new pod of a
+// rolling upgrade running any table rewrite.
+func TestStartWithoutMigratingRefusesPendingMigrations(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg := testConfig(t)
+	cfg.NoMigrate = true
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Stop(context.Background()) })
+	var pending *PendingMigrationsError
+	if err := a.Start(ctx); !errors.As(err, &pending) || len(pending.Pending.Memoryd) == 0 || !strings.Contains(err.Error(), "001_") {
+		t.Fatalf("start without migrating on a fresh schema: %v; want the pending migrations named", err)
+	}
+	if p, err := a.PendingMigrations(ctx); err != nil || len(p.Memoryd) != len(pending.Pending.Memoryd) {
+		t.Fatalf("after the refusal: %+v, %v; want nothing applied", p, err)
+	}
+	if _, err := a.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := a.PendingMigrations(ctx); err != nil || !p.Empty() {
+		t.Fatalf("after migrate: %+v, %v", p, err)
+	}
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop(context.Background()) })
+	if err := b.Start(ctx); err != nil {
+		t.Fatalf("start without migrating on a migrated database: %v", err)
+	}
+}
