@@ -16,6 +16,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -100,31 +101,42 @@ func parse(r io.Reader, name string) ([]entry, error) {
 	var out []entry
 	sc := bufio.NewScanner(r)
 	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
+		e, ok, err := parseLine(sc.Text())
+		if err != nil {
+			return nil, fmt.Errorf("%s line %d: %w", name, n, err)
 		}
-		fields := strings.Fields(line)
-		if len(fields) != 2 {
-			return nil, fmt.Errorf("%s line %d: want %q, got %d fields", name, n, HashPrefix+"<hex> <user_id>", len(fields))
+		if ok {
+			out = append(out, e)
 		}
-		hexHash, ok := strings.CutPrefix(fields[0], HashPrefix)
-		if !ok {
-			return nil, fmt.Errorf("%s line %d: the hash must start with %q (keys are stored hashed, never in plaintext)", name, n, HashPrefix)
-		}
-		raw, err := hex.DecodeString(hexHash)
-		if err != nil || len(raw) != sha256.Size {
-			return nil, fmt.Errorf("%s line %d: the hash is not %d hex digits", name, n, 2*sha256.Size)
-		}
-		var e entry
-		copy(e.hash[:], raw)
-		e.user = fields[1]
-		out = append(out, e)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return out, nil
+}
+
+// parseLine reads one line of a key file: ok is false for a blank line or
+// a comment.
+func parseLine(line string) (e entry, ok bool, err error) {
+	line = strings.TrimSpace(line)
+	if line == "" || strings.HasPrefix(line, "#") {
+		return e, false, nil
+	}
+	fields := strings.Fields(line)
+	if len(fields) != 2 {
+		return e, false, fmt.Errorf("want %q, got %d fields", HashPrefix+"<hex> <user_id>", len(fields))
+	}
+	hexHash, found := strings.CutPrefix(fields[0], HashPrefix)
+	if !found {
+		return e, false, fmt.Errorf("the hash must start with %q (keys are stored hashed, never in plaintext)", HashPrefix)
+	}
+	raw, err := hex.DecodeString(hexHash)
+	if err != nil || len(raw) != sha256.Size {
+		return e, false, fmt.Errorf("the hash is not %d hex digits", 2*sha256.Size)
+	}
+	copy(e.hash[:], raw)
+	e.user = fields[1]
+	return e, true, nil
 }
 
 // Reload re-reads the file when its modification time or size changed since
@@ -272,4 +284,109 @@ func Add(file, userID string) (string, error) {
 		return "", fmt.Errorf("apikeys: write %s: %w", file, err)
 	}
 	return key, nil
+}
+
+// Line is one key of a key file, as List reads it.
+type Line struct {
+	// Number is the line's number in the file, from 1.
+	Number int
+	// Hash is the key's hash as the file holds it ("sha256:<hex>").
+	Hash   string
+	UserID string
+}
+
+// List reads the keys of file, in file order; a bad line is an error
+// naming it.
+func List(file string) ([]Line, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, fmt.Errorf("apikeys: %w", err)
+	}
+	defer f.Close()
+	var out []Line
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		e, ok, err := parseLine(sc.Text())
+		if err != nil {
+			return nil, fmt.Errorf("apikeys: %s line %d: %w", file, n, err)
+		}
+		if ok {
+			out = append(out, Line{Number: n, Hash: HashPrefix + hex.EncodeToString(e.hash[:]), UserID: e.user})
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("apikeys: %s: %w", file, err)
+	}
+	return out, nil
+}
+
+// Revoke deletes from file the lines of keys that match: of userID when it
+// is not empty, whose hash starts with hashPrefix ("sha256:<hex digits>",
+// or the hex digits alone) when that is not empty; at least one must be
+// given. Other lines, comments included, stay as they are. The file is
+// replaced whole (a new file renamed over it, mode 0600), so a proxy
+// reloading it reads either the old keys or the new, and it reloads within
+// its poll interval. It returns the lines deleted; none matching is an
+// error.
+func Revoke(file, userID, hashPrefix string) ([]Line, error) {
+	hashPrefix = strings.TrimPrefix(strings.ToLower(hashPrefix), HashPrefix)
+	if userID == "" && hashPrefix == "" {
+		return nil, errors.New("apikeys: revoke needs a user id or a hash prefix")
+	}
+	keys, err := List(file)
+	if err != nil {
+		return nil, err
+	}
+	drop := map[int]bool{}
+	var gone []Line
+	for _, k := range keys {
+		if (userID == "" || k.UserID == userID) && strings.HasPrefix(strings.TrimPrefix(k.Hash, HashPrefix), hashPrefix) {
+			drop[k.Number] = true
+			gone = append(gone, k)
+		}
+	}
+	if len(gone) == 0 {
+		return nil, fmt.Errorf("apikeys: no key in %s matches (user %q, hash prefix %q)", file, userID, hashPrefix)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("apikeys: %w", err)
+	}
+	var b strings.Builder
+	for i, line := range strings.SplitAfter(string(data), "\n") {
+		if !drop[i+1] {
+			b.WriteString(line)
+		}
+	}
+	if err := replaceFile(file, b.String()); err != nil {
+		return nil, err
+	}
+	return gone, nil
+}
+
+// replaceFile writes data to a new file beside file (mode 0600) and renames
+// it over file.
+func replaceFile(file, data string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(file), ".keys-*")
+	if err != nil {
+		return fmt.Errorf("apikeys: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // after the rename, a no-op
+	err = tmp.Chmod(0o600)
+	if err == nil {
+		_, err = tmp.WriteString(data)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), file)
+	}
+	if err != nil {
+		return fmt.Errorf("apikeys: write %s: %w", file, err)
+	}
+	return nil
 }

@@ -191,3 +191,76 @@ func TestAdd(t *testing.T) {
 		t.Error("user id with a space accepted")
 	}
 }
+
+// Revoke deletes the matching keys' lines and nothing else, and a Set
+// reloading the file stops knowing them (before, the way to revoke was to
+// find the line by hashing the key by hand: an operator's walk).
+func TestRevoke(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, user, hash string
+		wantGone         []string // user of each line deleted
+		wantErr          string
+	}{
+		{name: "every key of a user", user: "alice", wantGone: []string{"alice", "alice"}},
+		{name: "one key by its hash", hash: Hash("k2")[:len(HashPrefix)+12], wantGone: []string{"alice"}},
+		{name: "one key by its hex digits, and the user", user: "alice", hash: strings.TrimPrefix(Hash("k1"), HashPrefix)[:10], wantGone: []string{"alice"}},
+		{name: "another user's hash", user: "bob", hash: Hash("k1"), wantErr: "no key"},
+		{name: "no one", user: "carol", wantErr: "no key"},
+		{name: "nothing named", wantErr: "needs a user id or a hash prefix"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "keys.txt")
+			text := "# keys\n" + Hash("k1") + " alice\n\n" + Hash("k2") + " alice\n" + Hash("k3") + " bob" // no final newline
+			if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			set, err := New(Config{File: file})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gone, err := Revoke(file, tc.user, tc.hash)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Revoke = %v, want an error with %q", err, tc.wantErr)
+				}
+				if data, _ := os.ReadFile(file); string(data) != text {
+					t.Fatalf("a refused revoke changed the file:\n%s", data)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var users []string
+			for _, g := range gone {
+				users = append(users, g.UserID)
+			}
+			if strings.Join(users, ",") != strings.Join(tc.wantGone, ",") {
+				t.Fatalf("revoked %+v, want lines of %v", gone, tc.wantGone)
+			}
+			data, _ := os.ReadFile(file)
+			if !strings.HasPrefix(string(data), "# keys\n") || !strings.HasSuffix(string(data), Hash("k3")+" bob") {
+				t.Errorf("the other lines changed:\n%s", data)
+			}
+			if st, err := os.Stat(file); err != nil || st.Mode().Perm() != 0o600 {
+				t.Errorf("file mode after revoke: %v, %v; want 0600", st.Mode(), err)
+			}
+			if _, err := set.Reload(); err != nil {
+				t.Fatal(err)
+			}
+			for _, g := range gone {
+				for _, k := range []string{"k1", "k2", "k3"} {
+					if Hash(k) == g.Hash {
+						if _, ok := set.Lookup(k); ok {
+							t.Errorf("revoked key %s still found after a reload", k)
+						}
+					}
+				}
+			}
+			if u, ok := set.Lookup("k3"); !ok || u != "bob" {
+				t.Errorf("bob's key after revoking others: %q, %v", u, ok)
+			}
+		})
+	}
+}

@@ -7,25 +7,37 @@ import (
 	"github.com/memoryd/memoryd/apikeys"
 )
 
-// runKeys manages the proxy's API key file.
+// runKeys manages the API key file of the proxy and of mcp.
 func runKeys(ctx context.Context, a *cli, args []string) error {
-	var file, user string
+	var file, user, hash, key string
 	f := newFlags("keys", `Usage: memoryd keys add --file F --user U
+       memoryd keys list --file F
+       memoryd keys revoke --file F [--user U] [--hash PREFIX | --key KEY]
 
-Generates a random API key for user U, appends its SHA-256 hash to the key
-file F (created with mode 0600 when missing) and prints the key once: the
-file never holds it, so it cannot be shown again. A running proxy reloads the
-file on change. To revoke a key, delete its line.`)
-	f.ArgString(&file, "file", "", "key file to append to (required)")
-	f.ArgString(&user, "user", "", "user id the key stands for (required)")
+add generates a random API key for user U, appends its SHA-256 hash to the
+key file F (created with mode 0600 when missing) and prints the key once:
+the file never holds it, so it cannot be shown again.
+list prints each key's line number, user and hash (its first 16 hex digits
+tell the keys of one user apart).
+revoke deletes the keys that match: all of U's, the one whose hash starts
+with PREFIX (as list prints it), or the one KEY is; the file is replaced
+whole, other lines and comments as they were.
+A running proxy or mcp reloads the file on change.`)
+	f.ArgString(&file, "file", "", "key file (required)")
+	f.ArgString(&user, "user", "", "user id the key stands for (add: required)")
+	f.ArgString(&hash, "hash", "", "revoke: the key whose hash starts with this (sha256:<hex> as list prints it, or the hex digits)")
+	f.ArgString(&key, "key", "", "revoke: the key itself (mk-...)")
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		if err := f.Parse(args); err != nil {
 			return err
 		}
-		return f.usageErr("a subcommand is required: add")
+		return f.usageErr("a subcommand is required: add, list or revoke")
 	}
-	if args[0] != "add" {
-		return f.usageErr("unknown subcommand %q (want add)", args[0])
+	sub := args[0]
+	switch sub {
+	case "add", "list", "revoke":
+	default:
+		return f.usageErr("unknown subcommand %q (want add, list or revoke)", sub)
 	}
 	if err := f.Parse(args[1:]); err != nil {
 		return err
@@ -33,8 +45,46 @@ file on change. To revoke a key, delete its line.`)
 	if f.NArg() > 0 {
 		return f.usageErr("unexpected argument %q", f.Arg(0))
 	}
-	if file == "" || user == "" {
+	if file == "" {
+		return f.usageErr("--file is required")
+	}
+	switch sub {
+	case "list":
+		if user != "" || hash != "" || key != "" {
+			return f.usageErr("list takes --file only")
+		}
+		lines, err := apikeys.List(file)
+		if err != nil {
+			return err
+		}
+		for _, l := range lines {
+			fmt.Fprintf(a.stdout, "line %d  %s  %s…\n", l.Number, l.UserID, l.Hash[:len(apikeys.HashPrefix)+16])
+		}
+		return nil
+	case "revoke":
+		if hash != "" && key != "" {
+			return f.usageErr("--hash and --key name a key two ways: give one")
+		}
+		if key != "" {
+			hash = apikeys.Hash(key)
+		}
+		if user == "" && hash == "" {
+			return f.usageErr("revoke needs --user, --hash or --key")
+		}
+		gone, err := apikeys.Revoke(file, user, hash)
+		if err != nil {
+			return err
+		}
+		for _, l := range gone {
+			fmt.Fprintf(a.stdout, "revoked line %d  %s  %s…\n", l.Number, l.UserID, l.Hash[:len(apikeys.HashPrefix)+16])
+		}
+		return nil
+	}
+	if user == "" {
 		return f.usageErr("--file and --user are required")
+	}
+	if hash != "" || key != "" {
+		return f.usageErr("--hash and --key are revoke's")
 	}
 	key, err := apikeys.Add(file, user)
 	if err != nil {

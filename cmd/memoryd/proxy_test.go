@@ -34,10 +34,38 @@ func TestKeysAdd(t *testing.T) {
 	if strings.Contains(string(data), key) {
 		t.Fatal("the key file holds the key itself")
 	}
-	for _, args := range [][]string{{"keys"}, {"keys", "remove"}, {"keys", "add", "--user", "a"}} {
+	for _, args := range [][]string{{"keys"}, {"keys", "remove"}, {"keys", "add", "--user", "a"},
+		{"keys", "revoke", "--file", file}, {"keys", "revoke", "--file", file, "--hash", "ab", "--key", key}, {"keys", "list", "--file", file, "--user", "a"}} {
 		if _, _, code := runArgs(context.Background(), args...); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
+	}
+
+	// list and revoke (before: deleting the line by hand, found by hashing
+	// the key).
+	second, _, code := runArgs(context.Background(), "keys", "add", "--file", file, "--user", "alice")
+	if code != 0 {
+		t.Fatal("second key not added")
+	}
+	out, _, code = runArgs(context.Background(), "keys", "list", "--file", file)
+	if code != 0 || strings.Count(out, "alice  sha256:") != 2 {
+		t.Fatalf("list: exit %d\n%s", code, out)
+	}
+	out, errOut, code = runArgs(context.Background(), "keys", "revoke", "--file", file, "--key", key)
+	if code != 0 || !strings.Contains(out, "revoked line 1  alice") {
+		t.Fatalf("revoke --key: exit %d\n%s%s", code, out, errOut)
+	}
+	if err := func() error { _, err := set.Reload(); return err }(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := set.Lookup(key); ok {
+		t.Error("the revoked key is still found")
+	}
+	if u, ok := set.Lookup(strings.TrimSpace(second)); !ok || u != "alice" {
+		t.Errorf("the other key of alice after revoking one: %q, %v", u, ok)
+	}
+	if _, _, code := runArgs(context.Background(), "keys", "revoke", "--file", file, "--key", key); code != 1 {
+		t.Errorf("revoking a key no longer in the file: exit %d, want 1", code)
 	}
 }
 
