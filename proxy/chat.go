@@ -313,10 +313,10 @@ func (p *Proxy) enrichOutcome(ctx context.Context, user string, rq *request) (st
 	reply, err := p.memory.Enrich(ctx, events.EnrichRequest{UserID: user, Message: lastBytes(rq.text, events.MaxMessageBytes), Format: p.cfg.EnrichFormat})
 	switch {
 	case err != nil:
-		p.log.Warn("enrich failed, forwarding unenriched", "user", user, "error", err)
+		p.log.Warn("enrich failed, forwarding unenriched", "user_id", user, "error", err)
 		return "", "failed"
 	case reply.Degraded:
-		p.log.Warn("enrich degraded, forwarding unenriched", "user", user, "reason", reply.Reason)
+		p.log.Warn("enrich degraded, forwarding unenriched", "user_id", user, "reason", reply.Reason)
 		return "", "degraded"
 	case reply.Injection == "":
 		return "", "empty"
@@ -370,7 +370,7 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request) string {
 	injection := p.enrich(r.Context(), user, rq)
 	if _, has := rq.fields["memory"]; has || injection != "" {
 		if out, err = rq.body(injection); err != nil {
-			p.log.Warn("enriched request not built, forwarding unenriched", "user", user, "error", err)
+			p.log.Warn("enriched request not built, forwarding unenriched", "user_id", user, "error", err)
 			if out, err = rq.body(""); err != nil {
 				writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid_request", err.Error())
 				return OutcomeBadRequest
@@ -402,7 +402,7 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request) string {
 		err = relay(w, resp.Body, nil)
 	}
 	if err != nil {
-		p.log.Warn("reply not relayed whole, turn not published", "user", user, "error", err)
+		p.log.Warn("reply not relayed whole, turn not published", "user_id", user, "error", err)
 		return OutcomeCut
 	}
 	if acc.done() {
@@ -473,9 +473,9 @@ func (p *Proxy) publish(sc trace.SpanContext, user, message string, acc *reply) 
 		}
 		p.obs.TurnPublished(err == nil)
 		if err != nil {
-			p.log.Error("turn not published", "user", user, "event_id", turn.ID, "error", err)
+			p.log.Error("turn not published", "user_id", user, "event_id", turn.ID, "error", err)
 			return
 		}
-		p.log.Debug("turn published", "user", user, "event_id", turn.ID)
+		p.log.Debug("turn published", "user_id", user, "event_id", turn.ID)
 	}()
 }
