@@ -3,6 +3,7 @@ package agenttools_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -338,6 +339,19 @@ func TestHTTPNeedsAKnownBearer(t *testing.T) {
 	}
 	if _, err := connectHTTP(t, url, "mallory-key"); err == nil {
 		t.Error("the SDK client connected with an unknown key")
+	}
+	// The probes need no key (an operator's walk: everything was 401, so
+	// nothing could probe the server).
+	for _, path := range []string{"/healthz", "/readyz"} {
+		resp, err := http.Get(url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || (path == "/readyz" && !strings.Contains(string(body), `"nats":"ok"`)) {
+			t.Errorf("GET %s: %d %s, want 200", path, resp.StatusCode, body)
+		}
 	}
 }
 

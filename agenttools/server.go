@@ -157,7 +157,20 @@ func (s *Server) Handler() (http.Handler, error) {
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
 		&mcp.StreamableHTTPOptions{Logger: s.cfg.Logger})
 	// API keys do not expire; revoking one is removing it from the keys.
-	return auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h), nil
+	mux := http.NewServeMux()
+	mux.Handle("/", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h))
+	// Probes, without a key: the process runs; it can reach memoryd.
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if !s.cfg.Client.Connected() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"nats":"not connected"}` + "\n"))
+			return
+		}
+		_, _ = w.Write([]byte(`{"nats":"ok"}` + "\n"))
+	})
+	return mux, nil
 }
 
 // Start listens on Config.Listen and serves streamable HTTP until Stop.

@@ -50,6 +50,10 @@ type Client struct {
 	prefix string
 }
 
+// Connected reports whether the client's NATS connection is up (a probe
+// of readiness: requests sent now can reach memoryd).
+func (c *Client) Connected() bool { return c.nc.IsConnected() }
+
 // NewClient returns a client sending under prefix (default "memory" when
 // empty).
 func NewClient(nc *nats.Conn, prefix string) *Client {

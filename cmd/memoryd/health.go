@@ -17,8 +17,8 @@ func runHealth(ctx context.Context, a *cli, args []string) error {
 	var url, addr string
 	f := newFlags("health", `Usage: memoryd health [--url URL]
 
-Exits 0 when URL (a running serve's or proxy's /readyz) answers 200, 1
-otherwise.
+Exits 0 when URL (a running serve's, proxy's or mcp's /readyz) answers
+200, 1 otherwise.
 serve has no HTTP endpoint unless started with --http (off by default),
 e.g. memoryd serve --http 127.0.0.1:9090. Without --url it probes the
 address serve's --http setting gives (memoryd.yaml's http, MEMORYD_HTTP).`)
