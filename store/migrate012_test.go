@@ -7,8 +7,6 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/memoryd/memoryd/migrations"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
@@ -20,17 +18,7 @@ import (
 func TestMigration012KeepsTurns(t *testing.T) {
 	ctx := context.Background()
 	_, url := storetest.Schema(t)
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 2
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	s := store.New(pool)
+	s := storetest.Unmigrated(t, url)
 	upTo := func(last string) fs.FS {
 		m := fstest.MapFS{}
 		names, _ := fs.Glob(migrations.FS, "*.sql")
@@ -45,7 +33,7 @@ func TestMigration012KeepsTurns(t *testing.T) {
 	if _, err := s.Migrate(ctx, upTo("011_~"), slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `INSERT INTO turns (event_id, user_id, user_message, turn_at, status, metadata) VALUES
+	if _, err := s.Pool().Exec(ctx, `INSERT INTO turns (event_id, user_id, user_message, turn_at, status, metadata) VALUES
 		('e1', 'alice', 'I live in Paris.', '2026-11-01T10:00:00Z', 'processed', '{"k":1}'),
 		('e2', 'alice', 'I live in Rome.', '2026-11-01T10:01:00Z', 'pending', NULL)`); err != nil {
 		t.Fatal(err)
@@ -71,7 +59,7 @@ func TestMigration012KeepsTurns(t *testing.T) {
 		t.Fatalf("outcomes %v; want alice's a duplicate, bob's inserted", out)
 	}
 	var n int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM turns WHERE content_hash IS NOT NULL`).Scan(&n); err != nil || n != 3 {
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM turns WHERE content_hash IS NOT NULL`).Scan(&n); err != nil || n != 3 {
 		t.Fatalf("turns with a content hash: %d, %v; want 3", n, err)
 	}
 }

@@ -7,10 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/memoryd/memoryd/migrations"
-	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
 )
 
@@ -20,17 +17,7 @@ func TestPendingMigrations(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	_, url := storetest.Schema(t)
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 2
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	s := store.New(pool)
+	s := storetest.Unmigrated(t, url)
 	files, err := fs.Glob(migrations.FS, "*.sql")
 	if err != nil {
 		t.Fatal(err)

@@ -146,22 +146,27 @@ func New(t testing.TB) *store.Store {
 // Open opens and migrates a store at url, closed when the test ends.
 func Open(t testing.TB, url string) *store.Store {
 	t.Helper()
-	ctx := context.Background()
+	s := Unmigrated(t, url)
+	if _, err := s.Migrate(context.Background(), migrations.FS, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatalf("storetest: migrate: %v", fmt.Sprint(err))
+	}
+	return s
+}
+
+// Unmigrated opens a store at url as it is, closed when the test ends.
+func Unmigrated(t testing.TB, url string) *store.Store {
+	t.Helper()
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		t.Fatalf("storetest: %v", err)
 	}
 	cfg.MaxConns = MaxConns
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("storetest: %v", err)
 	}
 	t.Cleanup(pool.Close)
-	s := store.New(pool)
-	if _, err := s.Migrate(ctx, migrations.FS, slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatalf("storetest: migrate: %v", fmt.Sprint(err))
-	}
-	return s
+	return store.New(pool)
 }
 
 var ensured sync.Map // database URL -> struct{}: created or found by this process
