@@ -63,6 +63,7 @@ func (c Config) validate() error {
 type entry struct {
 	hash [sha256.Size]byte
 	user string
+	line int // in its file, from 1
 }
 
 // Set answers which user a key belongs to. It is safe for concurrent use.
@@ -106,6 +107,7 @@ func parse(r io.Reader, name string) ([]entry, error) {
 			return nil, fmt.Errorf("%s line %d: %w", name, n, err)
 		}
 		if ok {
+			e.line = n
 			out = append(out, e)
 		}
 	}
@@ -303,19 +305,13 @@ func List(file string) ([]Line, error) {
 		return nil, fmt.Errorf("apikeys: %w", err)
 	}
 	defer f.Close()
-	var out []Line
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		e, ok, err := parseLine(sc.Text())
-		if err != nil {
-			return nil, fmt.Errorf("apikeys: %s line %d: %w", file, n, err)
-		}
-		if ok {
-			out = append(out, Line{Number: n, Hash: HashPrefix + hex.EncodeToString(e.hash[:]), UserID: e.user})
-		}
+	es, err := parse(f, file)
+	if err != nil {
+		return nil, fmt.Errorf("apikeys: %w", err)
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("apikeys: %s: %w", file, err)
+	out := make([]Line, len(es))
+	for i, e := range es {
+		out[i] = Line{Number: e.line, Hash: HashPrefix + hex.EncodeToString(e.hash[:]), UserID: e.user}
 	}
 	return out, nil
 }
