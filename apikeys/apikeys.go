@@ -16,7 +16,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -268,6 +267,12 @@ func Add(file, userID string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("apikeys: %w", err)
 	}
+	// Revoke rewrites the file under this lock: an append meanwhile would
+	// be overwritten.
+	if err := lockFile(f); err != nil {
+		f.Close()
+		return "", fmt.Errorf("apikeys: lock %s: %w", file, err)
+	}
 	lead := ""
 	if st, err := f.Stat(); err == nil && st.Size() > 0 {
 		last := make([]byte, 1)
@@ -318,35 +323,49 @@ func List(file string) ([]Line, error) {
 
 // Revoke deletes from file the lines of keys that match: of userID when it
 // is not empty, whose hash starts with hashPrefix ("sha256:<hex digits>",
-// or the hex digits alone) when that is not empty; at least one must be
-// given. Other lines, comments included, stay as they are. The file is
-// replaced whole (a new file renamed over it, mode 0600), so a proxy
-// reloading it reads either the old keys or the new, and it reloads within
-// its poll interval. It returns the lines deleted; none matching is an
-// error.
+// or the hex digits alone: at least MinHashPrefix of them) when that is not
+// empty; at least one must be given. Other lines, comments included, stay
+// as they are. The file is rewritten in place (a symlink's target; its
+// owner and mode kept) under an exclusive lock that Add takes too, so a
+// key added meanwhile is not lost; a proxy reloading it while it is
+// written may read it cut, refuses that (keeping the keys it had) and
+// reads it whole at its next check. It returns the lines deleted; none
+// matching is an error.
 func Revoke(file, userID, hashPrefix string) ([]Line, error) {
 	hashPrefix = strings.TrimPrefix(strings.ToLower(hashPrefix), HashPrefix)
-	if userID == "" && hashPrefix == "" {
+	switch {
+	case userID == "" && hashPrefix == "":
 		return nil, errors.New("apikeys: revoke needs a user id or a hash prefix")
+	case hashPrefix != "" && len(hashPrefix) < MinHashPrefix:
+		return nil, fmt.Errorf("apikeys: a hash prefix names one key with at least %d hex digits, not %q", MinHashPrefix, hashPrefix)
 	}
-	keys, err := List(file)
+	f, err := os.OpenFile(file, os.O_RDWR, 0)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("apikeys: %w", err)
+	}
+	defer f.Close()
+	if err := lockFile(f); err != nil {
+		return nil, fmt.Errorf("apikeys: lock %s: %w", file, err)
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("apikeys: read %s: %w", file, err)
+	}
+	es, err := parse(strings.NewReader(string(data)), file)
+	if err != nil {
+		return nil, fmt.Errorf("apikeys: %w", err)
 	}
 	drop := map[int]bool{}
 	var gone []Line
-	for _, k := range keys {
-		if (userID == "" || k.UserID == userID) && strings.HasPrefix(strings.TrimPrefix(k.Hash, HashPrefix), hashPrefix) {
-			drop[k.Number] = true
-			gone = append(gone, k)
+	for _, e := range es {
+		hash := hex.EncodeToString(e.hash[:])
+		if (userID == "" || e.user == userID) && strings.HasPrefix(hash, hashPrefix) {
+			drop[e.line] = true
+			gone = append(gone, Line{Number: e.line, Hash: HashPrefix + hash, UserID: e.user})
 		}
 	}
 	if len(gone) == 0 {
 		return nil, fmt.Errorf("apikeys: no key in %s matches (user %q, hash prefix %q)", file, userID, hashPrefix)
-	}
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return nil, fmt.Errorf("apikeys: %w", err)
 	}
 	var b strings.Builder
 	for i, line := range strings.SplitAfter(string(data), "\n") {
@@ -354,35 +373,19 @@ func Revoke(file, userID, hashPrefix string) ([]Line, error) {
 			b.WriteString(line)
 		}
 	}
-	if err := replaceFile(file, b.String()); err != nil {
-		return nil, err
+	_, err = f.WriteAt([]byte(b.String()), 0)
+	if err == nil {
+		err = f.Truncate(int64(b.Len()))
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("apikeys: write %s: %w", file, err)
 	}
 	return gone, nil
 }
 
-// replaceFile writes data to a new file beside file (mode 0600) and renames
-// it over file.
-func replaceFile(file, data string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(file), ".keys-*")
-	if err != nil {
-		return fmt.Errorf("apikeys: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // after the rename, a no-op
-	err = tmp.Chmod(0o600)
-	if err == nil {
-		_, err = tmp.WriteString(data)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), file)
-	}
-	if err != nil {
-		return fmt.Errorf("apikeys: write %s: %w", file, err)
-	}
-	return nil
-}
+// MinHashPrefix is the fewest hex digits Revoke takes as a hash prefix:
+// enough that a prefix names one key.
+const MinHashPrefix = 8

@@ -1,9 +1,11 @@
 package apikeys
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -262,5 +264,88 @@ func TestRevoke(t *testing.T) {
 				t.Errorf("bob's key after revoking others: %q, %v", u, ok)
 			}
 		})
+	}
+}
+
+// Revoke rewrites the file itself: through a symlink its target, with its
+// mode kept (a proxy running as another user must still read it), and a
+// key added meanwhile is kept. Before (a review): the symlink was replaced
+// by a file of its own and the target kept the revoked key; the file became
+// the revoker's, mode 0600, so a proxy of another user could not reload it
+// and went on accepting the key; 93 of 100 keys added beside revokes
+// survived. A prefix too short to name one key is refused.
+func TestRevokeKeepsTheFileAndConcurrentAdds(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	real, link := filepath.Join(dir, "real.keys"), filepath.Join(dir, "link.keys")
+	if err := os.WriteFile(real, []byte(Hash("old")+" alice\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(real, 0o640); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+	if err := os.Symlink("real.keys", link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Revoke(link, "", "0"); err == nil || !strings.Contains(err.Error(), "at least 8 hex digits") {
+		t.Errorf("a one-digit prefix: %v, want it refused", err)
+	}
+	const adds = 40
+	var wg sync.WaitGroup
+	added := make(chan string, adds)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for range adds {
+			key, err := Add(link, "bob")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			added <- key
+		}
+		close(added)
+	}()
+	go func() {
+		defer wg.Done()
+		for i := range adds {
+			// Revoke a key that is never there, but rewrite the file: add
+			// and revoke one of carol's each round.
+			if _, err := Add(link, fmt.Sprintf("carol%d", i)); err != nil {
+				t.Error(err)
+				return
+			}
+			if _, err := Revoke(link, fmt.Sprintf("carol%d", i), ""); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	if _, err := Revoke(link, "alice", ""); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Lstat(link); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the link after revoke: %v, %v; want it still a symlink", st.Mode(), err)
+	}
+	if st, err := os.Stat(real); err != nil || st.Mode().Perm() != 0o640 {
+		t.Fatalf("the target's mode after revoke: %v, %v; want 0640 kept", st.Mode(), err)
+	}
+	set, err := New(Config{File: real})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := set.Lookup("old"); ok {
+		t.Error("the revoked key is still in the target")
+	}
+	n := 0
+	for key := range added {
+		n++
+		if u, ok := set.Lookup(key); !ok || u != "bob" {
+			t.Errorf("a key added beside the revokes is lost")
+		}
+	}
+	if n != adds || set.Len() != adds {
+		t.Errorf("%d keys added, %d in the file; want %d", n, set.Len(), adds)
 	}
 }

@@ -20,8 +20,11 @@ the file never holds it, so it cannot be shown again.
 list prints each key's line number, user and hash (its first 16 hex digits
 tell the keys of one user apart).
 revoke deletes the keys that match: all of U's, the one whose hash starts
-with PREFIX (as list prints it), or the one KEY is; the file is replaced
-whole, other lines and comments as they were.
+with PREFIX (as list prints it; at least 8 hex digits), or the one KEY is;
+the file is rewritten in place (through a symlink, its target; its owner
+and mode kept), other lines and comments as they were, under a lock that
+add takes too. Keys given inline (--key-hashes, its variable) are not in
+the file: neither listed nor revoked here.
 A running proxy or mcp reloads the file on change.`)
 	f.ArgString(&file, "file", "", "key file (required)")
 	f.ArgString(&user, "user", "", "user id the key stands for (add: required)")
