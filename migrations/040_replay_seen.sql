@@ -3,7 +3,7 @@
 -- so that no id is kept here: the reset is refused when it would delete
 -- memory of recorded turns the stream no longer holds (worker.Replay).
 -- Rows live for one check; a check left behind by a killed replay is
--- deleted by the next one after a day.
+-- deleted by the next one after a week.
 CREATE UNLOGGED TABLE replay_seen (
     check_id bigint      NOT NULL,
     key      bytea       NOT NULL,

@@ -22,7 +22,9 @@ func seenKey(userID, eventID string) []byte {
 	return h.Sum(nil)
 }
 
-const seenKeySQL = `sha256(convert_to(octet_length(t.user_id)::text || ':' || t.user_id || t.event_id, 'UTF8'))`
+// The length is of the id in UTF-8, as Go's, whatever the database's
+// encoding.
+const seenKeySQL = `sha256(convert_to(length(convert_to(t.user_id, 'UTF8'))::text || ':' || t.user_id || t.event_id, 'UTF8'))`
 
 // RecordSeen records turns read from the stream under check.
 func (s *Store) RecordSeen(ctx context.Context, check int64, turns []TurnKey) error {
@@ -36,10 +38,11 @@ func (s *Store) RecordSeen(ctx context.Context, check int64, turns []TurnKey) er
 	return nil
 }
 
-// DropSeen deletes check's rows, and those of checks older than a day (a
-// replay killed during its check).
+// DropSeen deletes check's rows, and those of checks older than a week (a
+// replay killed during its check; a check of a very large stream may take
+// hours).
 func (s *Store) DropSeen(ctx context.Context, check int64) error {
-	if _, err := s.db.Exec(ctx, `DELETE FROM replay_seen WHERE check_id = $1 OR at < now() - interval '1 day'`, check); err != nil {
+	if _, err := s.db.Exec(ctx, `DELETE FROM replay_seen WHERE check_id = $1 OR at < now() - interval '7 days'`, check); err != nil {
 		return fmt.Errorf("drop seen turns: %w", err)
 	}
 	return nil

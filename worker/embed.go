@@ -344,7 +344,8 @@ func cutEmbedInput(text string) string {
 	if len(text) <= maxEmbedInputBytes {
 		return text
 	}
-	// Back to the start of the rune the cut falls in (at most 3 bytes).
+	// Back to the start of the rune the cut falls in (at most 3 bytes in
+	// valid UTF-8, which the texts, read from Postgres, are).
 	n := maxEmbedInputBytes
 	for n > 0 && !utf8.RuneStart(text[n]) {
 		n--
@@ -383,10 +384,11 @@ func (w *Worker) embedTexts(ctx context.Context, what string, texts []string) ([
 // embedSplitting embeds texts into out (len(out) == len(texts)), halving
 // a batch the server refuses as input; it returns how many texts were
 // refused alone (their vectors left nil) and the first refusal. Other
-// errors end it. When the whole batch is refused, its shortest text is
-// tried alone first: refused too, the refusal is the requests' (a 400 for
-// an unknown model or parameter, or every text too long) and is returned
-// at once, rather than halving down to every text (2n-1 requests).
+// errors end it. When the whole batch is refused, its shortest and its
+// longest text are tried alone first: both refused, the refusal is the
+// requests' (a 400 for an unknown model or parameter, or every text too
+// long) and is returned at once, rather than halving down to every text
+// (2n-1 requests).
 func embedSplitting(ctx context.Context, emb Embedder, texts []string, out [][]float32) (refused int, refusal, err error) {
 	return embedHalving(ctx, emb, texts, out, true)
 }
@@ -407,9 +409,18 @@ func embedHalving(ctx context.Context, emb Embedder, texts []string, out [][]flo
 		return 1, err, nil
 	}
 	if probe {
-		shortest := slices.MinFunc(texts, func(a, b string) int { return len(a) - len(b) })
-		if _, perr := emb.Embed(ctx, []string{shortest}); perr != nil {
-			return 0, nil, perr
+		// The shortest text, then the longest: both refused alone, the
+		// refusal is taken for the requests' (or every text's). One alone
+		// could be refused for what it holds, not for its length.
+		byLen := func(a, b string) int { return len(a) - len(b) }
+		_, short := emb.Embed(ctx, []string{slices.MinFunc(texts, byLen)})
+		if short != nil && !embedding.RefusedInput(short) {
+			return 0, nil, short
+		}
+		if short != nil {
+			if _, long := emb.Embed(ctx, []string{slices.MaxFunc(texts, byLen)}); long != nil {
+				return 0, nil, long
+			}
 		}
 	}
 	half := len(texts) / 2

@@ -419,7 +419,10 @@ func TestEmbedRefusedTextAloneStaysLexical(t *testing.T) {
 	for i := range 10 {
 		items = append(items, store.ContextWrite{UserID: "alice", Question: fmt.Sprintf("note %d", i), Answer: fmt.Sprintf("plain answer %d", i), CreatedAt: t0})
 	}
-	items[3].Answer = "a pasted log with POISON in it"
+	// The refused text is the job's shortest: the probe that tells a
+	// refusal of the requests from one of a text must not take it for the
+	// former (a review: all 10 left without a vector).
+	items[3].Question, items[3].Answer = "n", "POISON"
 	items[7].Answer = strings.Repeat("a long pasted log line\n", 2000) // 46 KB
 	if _, err := e.store.InsertContext(e.ctx, items); err != nil {
 		t.Fatal(err)
@@ -476,7 +479,7 @@ func TestEmbedRequestsRefusedAltogetherAreNotHalved(t *testing.T) {
 		err := e.store.Pool().QueryRow(e.ctx, `SELECT state::text FROM river_job WHERE kind = $1`, worker.EmbedJobKind).Scan(&state)
 		return err == nil && (state == "cancelled" || state == "discarded"), fmt.Sprint(state, err)
 	})
-	if n := srv.Requests(); n != 2 {
-		t.Errorf("%d requests for a job of 10 texts the server refuses altogether, want 2 (the batch, then its shortest text)", n)
+	if n := srv.Requests(); n != 3 {
+		t.Errorf("%d requests for a job of 10 texts the server refuses altogether, want 3 (the batch, then its shortest and longest text)", n)
 	}
 }

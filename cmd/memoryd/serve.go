@@ -242,7 +242,8 @@ func runMigrate(ctx context.Context, a *cli, args []string) error {
 
 Creates the database if missing and applies River's and memoryd's migrations.
 --status lists the migrations pending (and those a newer memoryd applied)
-and applies nothing; exit 0 either way.
+and applies nothing: exit 0 whether any is pending or not, 1 when the
+database does not exist.
 A database holds one prefix's memory: the first serve or replay records its
 --prefix, and memoryd of another prefix refuses it. --set-prefix records
 --prefix (and --stream) instead, to move a deployment to another prefix with
