@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -58,17 +59,9 @@ func (s *Store) Migrate(ctx context.Context, fsys fs.FS, logger *slog.Logger) ([
 		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
-	applied := map[int]bool{}
-	rows, err := conn.Query(ctx, `SELECT version FROM memoryd_migrations`)
+	applied, err := appliedMigrations(ctx, conn)
 	if err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)
-	}
-	versions, err := pgx.CollectRows(rows, pgx.RowTo[int])
-	if err != nil {
-		return nil, fmt.Errorf("migrate: %w", err)
-	}
-	for _, v := range versions {
-		applied[v] = true
 	}
 	var done []int
 	for _, f := range files {
@@ -206,21 +199,9 @@ func (s *Store) PendingMigrations(ctx context.Context, fsys fs.FS) (Pending, err
 	if err != nil {
 		return p, err
 	}
-	applied := map[int]bool{}
-	rows, err := s.db.Query(ctx, `SELECT version FROM memoryd_migrations`)
-	var pgErr *pgconn.PgError
-	switch {
-	case errors.As(err, &pgErr) && pgErr.Code == "42P01": // never migrated
-	case err != nil:
+	applied, err := appliedMigrations(ctx, s.db)
+	if err != nil {
 		return p, fmt.Errorf("pending migrations: %w", err)
-	default:
-		versions, err := pgx.CollectRows(rows, pgx.RowTo[int])
-		if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == "42P01") {
-			return p, fmt.Errorf("pending migrations: %w", err)
-		}
-		for _, v := range versions {
-			applied[v] = true
-		}
 	}
 	for _, f := range files {
 		if !applied[f.version] {
@@ -270,20 +251,38 @@ func (s *Store) CheckSchema(ctx context.Context) error {
 
 // migrationsAbove returns the versions in memoryd_migrations above newest.
 func (s *Store) migrationsAbove(ctx context.Context, newest int) ([]int, error) {
-	rows, err := s.db.Query(ctx, `SELECT version FROM memoryd_migrations WHERE version > $1 ORDER BY version`, newest)
+	applied, err := appliedMigrations(ctx, s.db)
+	if err != nil {
+		return nil, fmt.Errorf("newer migrations: %w", err)
+	}
+	var above []int
+	for v := range applied {
+		if v > newest {
+			above = append(above, v)
+		}
+	}
+	slices.Sort(above)
+	return above, nil
+}
+
+// appliedMigrations is the versions memoryd_migrations records; none when
+// the table does not exist (a database never migrated).
+func appliedMigrations(ctx context.Context, db DBTX) (map[int]bool, error) {
+	rows, err := db.Query(ctx, `SELECT version FROM memoryd_migrations`)
+	var versions []int
+	if err == nil {
+		versions, err = pgx.CollectRows(rows, pgx.RowTo[int])
+	}
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table: never migrated
-		return nil, nil
+	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
+		return map[int]bool{}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("newer migrations: %w", err)
+		return nil, err
 	}
-	versions, err := pgx.CollectRows(rows, pgx.RowTo[int])
-	if errors.As(err, &pgErr) && pgErr.Code == "42P01" {
-		return nil, nil
+	applied := make(map[int]bool, len(versions))
+	for _, v := range versions {
+		applied[v] = true
 	}
-	if err != nil {
-		return nil, fmt.Errorf("newer migrations: %w", err)
-	}
-	return versions, nil
+	return applied, nil
 }

@@ -182,8 +182,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	err = pool.Ping(ctx)
 	created := false
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "3D000" && cfg.CreateDatabase {
+	if missingDatabase(err) && cfg.CreateDatabase {
 		pool.Close()
 		if err := createDatabase(ctx, pcfg.ConnConfig, cfg.Logger); err != nil {
 			return nil, err
@@ -284,15 +283,21 @@ func DatabaseMissing(ctx context.Context, cfg Config) (bool, error) {
 	}
 	cc := pc.ConnConfig
 	conn, err := pgx.ConnectConfig(ctx, cc)
-	var pgErr *pgconn.PgError
 	switch {
-	case errors.As(err, &pgErr) && pgErr.Code == "3D000":
+	case missingDatabase(err):
 		return true, nil
 	case err != nil:
 		return false, &ConnectError{Host: cc.Host, Port: cc.Port, Database: cc.Database, Err: err}
 	}
 	_ = conn.Close(ctx)
 	return false, nil
+}
+
+// missingDatabase reports whether err is Postgres saying the database
+// does not exist (3D000 invalid_catalog_name).
+func missingDatabase(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "3D000"
 }
 
 func createDatabase(ctx context.Context, cc *pgx.ConnConfig, logger *slog.Logger) error {
