@@ -151,17 +151,17 @@ func outcome(err error, job *rivertype.JobRow, shutdown bool, b retryBudget) ver
 	// Any permanent error in the tree decides: a joined error of several
 	// turns must not be snoozed or retried for one that cannot succeed.
 	permanent := isPermanent(err)
-	if d, ok := retryAfterOf(err); ok && !permanent && extractor.IsLocalWait(err) {
-		// This process's own model limits were busy: nothing was sent, and
-		// the jobs ahead are being served, so a wait of its own budget.
-		if waits := metaCount(job.Metadata, metaQueueWaits); waits < b.maxQueueWaits {
-			d = b.spread(min(d, extractor.MaxRetryAfter))
-			return verdict{river: river.JobSnooze(d), label: outcomeQueued, count: metaQueueWaits, n: waits + 1}
+	if d, ok := retryAfterOf(err); ok && !permanent {
+		// A wait for this process's own model limits (nothing was sent;
+		// the jobs ahead are being served) has a budget of its own, apart
+		// from the server's rate limits.
+		label, key, budget := outcomeRateLimited, metaRateLimitWaits, b.maxRateLimitWaits
+		if extractor.IsLocalWait(err) {
+			label, key, budget = outcomeQueued, metaQueueWaits, b.maxQueueWaits
 		}
-	} else if d, ok := retryAfterOf(err); ok && !permanent {
-		if waits := metaCount(job.Metadata, metaRateLimitWaits); waits < b.maxRateLimitWaits {
+		if waits := metaCount(job.Metadata, key); waits < budget {
 			d = b.spread(min(d, extractor.MaxRetryAfter, embedding.MaxRetryAfter))
-			return verdict{river: river.JobSnooze(d), label: outcomeRateLimited, count: metaRateLimitWaits, n: waits + 1}
+			return verdict{river: river.JobSnooze(d), label: label, count: key, n: waits + 1}
 		}
 	}
 	if permanent || job.Attempt >= jobAttempts(job.MaxAttempts, job.Metadata, b.maxAttempts) {
