@@ -358,16 +358,16 @@ func cutEmbedInput(text string) string {
 // (embedding.RefusedInput: a text over the model's context), the texts are
 // split in halves, and halves again, until the texts it refuses alone are
 // found: they get no vector (nil) and stay lexical-only, and the others
-// get theirs. Before, one such text cancelled its whole job, 64 items with
-// it, and every sweep rebuilt the same job. Any other failure, and a
-// refusal of every text, is returned.
+// get theirs, rather than one text costing its whole job (which every
+// sweep would rebuild). Any other failure, and a refusal of every text, is
+// returned.
 func (w *Worker) embedTexts(ctx context.Context, what string, texts []string) ([][]float32, error) {
 	cut := make([]string, len(texts))
 	for i, t := range texts {
 		cut[i] = cutEmbedInput(t)
 	}
 	vs := make([][]float32, len(cut))
-	refused, refusal, err := embedSplitting(ctx, w.cfg.Embedder, cut, vs)
+	refused, refusal, err := embedSplitting(ctx, w.cfg.Embedder, cut, vs, true)
 	if err != nil {
 		return nil, err
 	}
@@ -384,18 +384,12 @@ func (w *Worker) embedTexts(ctx context.Context, what string, texts []string) ([
 // embedSplitting embeds texts into out (len(out) == len(texts)), halving
 // a batch the server refuses as input; it returns how many texts were
 // refused alone (their vectors left nil) and the first refusal. Other
-// errors end it. When the whole batch is refused, its shortest and its
-// longest text are tried alone first: both refused, the refusal is the
-// requests' (a 400 for an unknown model or parameter, or every text too
-// long) and is returned at once, rather than halving down to every text
-// (2n-1 requests).
-func embedSplitting(ctx context.Context, emb Embedder, texts []string, out [][]float32) (refused int, refusal, err error) {
-	return embedHalving(ctx, emb, texts, out, true)
-}
-
-// embedHalving is embedSplitting, probing the shortest text when probe is
-// set (the whole batch; not again for its halves).
-func embedHalving(ctx context.Context, emb Embedder, texts []string, out [][]float32, probe bool) (refused int, refusal, err error) {
+// errors end it. With probe (the whole batch, not its halves), a refused
+// batch's shortest and longest text are tried alone first: both refused,
+// the refusal is the requests' (a 400 for an unknown model or parameter,
+// or every text too long) and is returned at once, rather than halving
+// down to every text (2n-1 requests).
+func embedSplitting(ctx context.Context, emb Embedder, texts []string, out [][]float32, probe bool) (refused int, refusal, err error) {
 	vs, err := emb.Embed(ctx, texts)
 	switch {
 	case err == nil && len(vs) != len(texts):
@@ -424,11 +418,11 @@ func embedHalving(ctx context.Context, emb Embedder, texts []string, out [][]flo
 		}
 	}
 	half := len(texts) / 2
-	r1, f1, err := embedHalving(ctx, emb, texts[:half], out[:half], false)
+	r1, f1, err := embedSplitting(ctx, emb, texts[:half], out[:half], false)
 	if err != nil {
 		return 0, nil, err
 	}
-	r2, f2, err := embedHalving(ctx, emb, texts[half:], out[half:], false)
+	r2, f2, err := embedSplitting(ctx, emb, texts[half:], out[half:], false)
 	if err != nil {
 		return 0, nil, err
 	}
