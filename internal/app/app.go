@@ -626,31 +626,35 @@ func (a *App) Health(ctx context.Context) map[string]string {
 	// the consumer check's time and have it blamed too.
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	checks := map[string]string{"postgres": "ok", "nats": "ok", "consumer": "ok"}
-	// A process of role enrich does not consume the stream: whether the
-	// durable consumer exists is the ingest processes' readiness.
-	runWorker, _ := a.cfg.Role.runs()
-	if !runWorker {
-		delete(checks, "consumer")
-	}
 	pg := make(chan string, 1)
-	if s == nil {
-		pg <- errNotStarted.Error()
-	} else {
-		go func() {
-			if err := s.Ping(ctx); err != nil {
-				pg <- err.Error()
-				return
-			}
-			pg <- "ok"
-		}()
+	go func() {
+		err := errNotStarted
+		if s != nil {
+			err = s.Ping(ctx)
+		}
+		if err != nil {
+			pg <- err.Error()
+			return
+		}
+		pg <- "ok"
+	}()
+	checks := a.natsHealth(ctx, nc)
+	checks["postgres"] = <-pg
+	return checks
+}
+
+// natsHealth is Health's NATS checks: the connection, and, in a process
+// that consumes the stream, its durable consumer (a process of role
+// enrich does not: whether it exists is the ingest processes' readiness).
+func (a *App) natsHealth(ctx context.Context, nc *nats.Conn) map[string]string {
+	checks := map[string]string{"nats": "ok"}
+	runWorker, _ := a.cfg.Role.runs()
+	if runWorker {
+		checks["consumer"] = "ok"
 	}
-	defer func() { checks["postgres"] = <-pg }()
 	if nc == nil {
 		for k := range checks {
-			if k != "postgres" {
-				checks[k] = errNotStarted.Error()
-			}
+			checks[k] = errNotStarted.Error()
 		}
 		return checks
 	}
