@@ -65,7 +65,7 @@ func (s *Service) enrichHandler(ep endpoint) micro.Handler {
 			}
 			if r.Degraded {
 				st.degraded.Add(1)
-				s.logger.Warn("enrich degraded", "user_id", p.userID, "reason", r.Reason, "took_ms", r.TookMS)
+				s.logger.Warn(msgDegraded, "user_id", p.userID, "reason", r.Reason, "took_ms", r.TookMS)
 			} else if s.logger.Enabled(context.Background(), slog.LevelDebug) {
 				// Checked first: the arguments would be boxed on every
 				// request even when debug is off.
@@ -109,7 +109,7 @@ func (s *Service) enrichHandler(ep endpoint) micro.Handler {
 				answer(p.degraded(timedOut()))
 				s.warm()
 			default:
-				s.logger.Error("enrich store failed", "user_id", p.userID, "error", err)
+				s.logger.Error(msgStoreFailed, "user_id", p.userID, "error", err)
 				answer(p.degraded("memory store unavailable"))
 				s.warm()
 			}

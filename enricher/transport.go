@@ -81,10 +81,10 @@ func (s *Service) classify(ep endpoint, err error) (int, string) {
 		s.logger.Warn("request cancelled: the service stopped before it was done", "endpoint", ep.name)
 		return 500, "memoryd stopped before this request was done: send it again"
 	case errors.Is(err, context.DeadlineExceeded):
-		s.logger.Error("memory store timed out", "endpoint", ep.name, "error", err)
+		s.logger.Error(msgToolTimedOut, "endpoint", ep.name, "error", err)
 		return 500, fmt.Sprintf("memory store did not answer within %s", s.budget(ep))
 	default:
-		s.logger.Error("memory store failed", "endpoint", ep.name, "error", err)
+		s.logger.Error(msgToolFailed, "endpoint", ep.name, "error", err)
 		return 500, "memory store unavailable"
 	}
 }
@@ -160,3 +160,17 @@ func (s *Service) publishError(reply string, code int, desc string) {
 		s.logger.Warn("reply failed", "error", err)
 	}
 }
+
+// The messages of the warnings and errors logged for a single request,
+// which an outage repeats for every request.
+const (
+	msgDegraded     = "enrich degraded"
+	msgStoreFailed  = "enrich store failed"
+	msgToolTimedOut = "memory store timed out"
+	msgToolFailed   = "memory store failed"
+)
+
+// PerRequestFailures are those messages: a process's log handler may hold
+// back their repeats (memoryd's command does), every request being counted
+// in the metrics all the same.
+var PerRequestFailures = []string{msgDegraded, msgStoreFailed, msgToolTimedOut, msgToolFailed}

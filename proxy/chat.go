@@ -313,10 +313,10 @@ func (p *Proxy) enrichOutcome(ctx context.Context, user string, rq *request) (st
 	reply, err := p.memory.Enrich(ctx, events.EnrichRequest{UserID: user, Message: lastBytes(rq.text, events.MaxMessageBytes), Format: p.cfg.EnrichFormat})
 	switch {
 	case err != nil:
-		p.log.Warn("enrich failed, forwarding unenriched", "user_id", user, "error", err)
+		p.log.Warn(msgEnrichFailed, "user_id", user, "error", err)
 		return "", "failed"
 	case reply.Degraded:
-		p.log.Warn("enrich degraded, forwarding unenriched", "user_id", user, "reason", reply.Reason)
+		p.log.Warn(msgEnrichDegraded, "user_id", user, "reason", reply.Reason)
 		return "", "degraded"
 	case reply.Injection == "":
 		return "", "empty"
@@ -479,3 +479,14 @@ func (p *Proxy) publish(sc trace.SpanContext, user, message string, acc *reply) 
 		p.log.Debug("turn published", "user_id", user, "event_id", turn.ID)
 	}()
 }
+
+// The messages of the warnings logged for a single request that an outage
+// of memoryd repeats for every request.
+const (
+	msgEnrichFailed   = "enrich failed, forwarding unenriched"
+	msgEnrichDegraded = "enrich degraded, forwarding unenriched"
+)
+
+// PerRequestFailures are those messages: a process's log handler may hold
+// back their repeats (memoryd's command does).
+var PerRequestFailures = []string{msgEnrichFailed, msgEnrichDegraded}

@@ -3,9 +3,13 @@ package main
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/memoryd/memoryd/enricher"
+	"github.com/memoryd/memoryd/proxy"
 )
 
 // readableDurations logs durations as Go duration strings ("30s", "1.5ms")
@@ -100,14 +104,11 @@ func (p *repeats) let(msg string) (held int, ok bool) {
 	return held, true
 }
 
-// perRequest reports whether msg is one of memoryd's warnings or errors
-// about a single request, which an outage repeats for every request.
+// perRequest reports whether msg is one of the warnings or errors the
+// enricher and the proxy log about a single request, which an outage
+// repeats for every request.
 func perRequest(msg string) bool {
-	switch msg {
-	case "enrich degraded", "enrich store failed", "memory store failed", "memory store timed out", "enrich degraded, forwarding unenriched":
-		return true
-	}
-	return false
+	return slices.Contains(enricher.PerRequestFailures, msg) || slices.Contains(proxy.PerRequestFailures, msg)
 }
 
 // riverKeepsInfo reports whether a River info message says something went
