@@ -7,6 +7,7 @@ package apikeys
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -316,9 +317,13 @@ func List(file string) ([]Line, error) {
 	}
 	out := make([]Line, len(es))
 	for i, e := range es {
-		out[i] = Line{Number: e.line, Hash: HashPrefix + hex.EncodeToString(e.hash[:]), UserID: e.user}
+		out[i] = e.asLine()
 	}
 	return out, nil
+}
+
+func (e entry) asLine() Line {
+	return Line{Number: e.line, Hash: HashPrefix + hex.EncodeToString(e.hash[:]), UserID: e.user}
 }
 
 // Revoke deletes from file the lines of keys that match: of userID when it
@@ -351,17 +356,16 @@ func Revoke(file, userID, hashPrefix string) ([]Line, error) {
 	if err != nil {
 		return nil, fmt.Errorf("apikeys: read %s: %w", file, err)
 	}
-	es, err := parse(strings.NewReader(string(data)), file)
+	es, err := parse(bytes.NewReader(data), file)
 	if err != nil {
 		return nil, fmt.Errorf("apikeys: %w", err)
 	}
 	drop := map[int]bool{}
 	var gone []Line
 	for _, e := range es {
-		hash := hex.EncodeToString(e.hash[:])
-		if (userID == "" || e.user == userID) && strings.HasPrefix(hash, hashPrefix) {
+		if (userID == "" || e.user == userID) && strings.HasPrefix(hex.EncodeToString(e.hash[:]), hashPrefix) {
 			drop[e.line] = true
-			gone = append(gone, Line{Number: e.line, Hash: HashPrefix + hash, UserID: e.user})
+			gone = append(gone, e.asLine())
 		}
 	}
 	if len(gone) == 0 {

@@ -222,9 +222,10 @@ streams, so that no replay can bring them back. Prints the counts as JSON.`)
 	defer svc.Stop(context.WithoutCancel(ctx))
 	res, err := svc.Forget(ctx, user)
 	if err != nil {
-		if nc, cerr := svc.Conn(); cerr == nil && refusedByServer(nc) != nil {
-			perr := refusedByServer(nc)
-			return fmt.Errorf("%w (the forget's transaction may have committed: run it again with credentials allowed the stream's API)", perr)
+		if nc, cerr := svc.Conn(); cerr == nil {
+			if perr := refusedByServer(nc); perr != nil {
+				return fmt.Errorf("%w (the forget's transaction may have committed: run it again with credentials allowed the stream's API)", perr)
+			}
 		}
 		return err
 	}

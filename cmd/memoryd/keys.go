@@ -61,7 +61,7 @@ A running proxy or mcp reloads the file on change.`)
 			return err
 		}
 		for _, l := range lines {
-			fmt.Fprintf(a.stdout, "line %d  %s  %s…\n", l.Number, l.UserID, l.Hash[:len(apikeys.HashPrefix)+16])
+			fmt.Fprintln(a.stdout, keyLine(l))
 		}
 		return nil
 	case "revoke":
@@ -79,7 +79,7 @@ A running proxy or mcp reloads the file on change.`)
 			return err
 		}
 		for _, l := range gone {
-			fmt.Fprintf(a.stdout, "revoked line %d  %s  %s…\n", l.Number, l.UserID, l.Hash[:len(apikeys.HashPrefix)+16])
+			fmt.Fprintln(a.stdout, "revoked", keyLine(l))
 		}
 		return nil
 	}
@@ -96,4 +96,10 @@ A running proxy or mcp reloads the file on change.`)
 	fmt.Fprintln(a.stdout, key)
 	fmt.Fprintf(a.stderr, "added a key for %s to %s; it is shown only now\n", user, file)
 	return nil
+}
+
+// keyLine shows a key of the file: its line, user and the start of its
+// hash (16 hex digits tell a user's keys apart).
+func keyLine(l apikeys.Line) string {
+	return fmt.Sprintf("line %d  %s  %s…", l.Number, l.UserID, l.Hash[:len(apikeys.HashPrefix)+16])
 }
