@@ -27,7 +27,7 @@ func seenKey(userID, eventID string) []byte {
 const seenKeySQL = `sha256(convert_to(length(convert_to(t.user_id, 'UTF8'))::text || ':' || t.user_id || t.event_id, 'UTF8'))`
 
 // RecordSeen records turns read from the stream under check.
-func (s *Store) RecordSeen(ctx context.Context, check int64, turns []TurnKey) error {
+func (s *Store) RecordSeen(ctx context.Context, check int64, turns []Turn) error {
 	keys := make([][]byte, len(turns))
 	for i, t := range turns {
 		keys[i] = seenKey(t.UserID, t.EventID)

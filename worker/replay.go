@@ -2,11 +2,10 @@ package worker
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -375,9 +374,7 @@ func unreplayable(ctx context.Context, cfg ReplayConfig) (store.Unreplayable, er
 	if err != nil {
 		return store.Unreplayable{}, fmt.Errorf("replay: %w", err)
 	}
-	var id [8]byte
-	_, _ = rand.Read(id[:])
-	check := int64(binary.BigEndian.Uint64(id[:]) >> 1)
+	check := rand.Int64() // an id apart from another replay's check
 	defer func() {
 		if err := cfg.Store.DropSeen(context.WithoutCancel(ctx), check); err != nil {
 			cfg.Logger.Warn("replay --reset could not delete its check's rows; the next check deletes them", "error", err)
@@ -385,13 +382,7 @@ func unreplayable(ctx context.Context, cfg ReplayConfig) (store.Unreplayable, er
 	}()
 	pre := cfg
 	pre.Reset, pre.DryRun, pre.Progress = false, true, nil
-	pre.collect = func(turns []store.Turn) error {
-		keys := make([]store.TurnKey, len(turns))
-		for i, t := range turns {
-			keys[i] = t.Key()
-		}
-		return cfg.Store.RecordSeen(ctx, check, keys)
-	}
+	pre.collect = func(turns []store.Turn) error { return cfg.Store.RecordSeen(ctx, check, turns) }
 	cfg.Logger.Info("replay --reset: reading the stream through before the reset, to find memory it could not rebuild")
 	var p ReplayProgress
 	start := time.Now()
