@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/memoryd/memoryd/events"
@@ -320,17 +322,21 @@ const (
 // isNoteExample reports whether raw is one of the notes' examples.
 func isNoteExample(raw json.RawMessage) bool {
 	var got bytes.Buffer
-	if json.Compact(&got, raw) != nil {
-		return false
-	}
-	for _, ex := range []string{noteExample, batchNoteExample} {
-		var want bytes.Buffer
-		if json.Compact(&want, []byte(ex)) == nil && bytes.Equal(got.Bytes(), want.Bytes()) {
-			return true
-		}
-	}
-	return false
+	return json.Compact(&got, raw) == nil && slices.Contains(compactNoteExamples(), got.String())
 }
+
+// compactNoteExamples are the notes' examples in compact JSON.
+var compactNoteExamples = sync.OnceValue(func() []string {
+	var out []string
+	for _, ex := range []string{noteExample, batchNoteExample} {
+		var b bytes.Buffer
+		if err := json.Compact(&b, []byte(ex)); err != nil {
+			panic("extractor: a note's example is not JSON: " + err.Error())
+		}
+		out = append(out, b.String())
+	}
+	return out
+})
 
 // errNoteExample rejects a reply that repeats a correction note's example.
 var errNoteExample = errors.New("reply repeats the example of the instructions, placeholders and all")
