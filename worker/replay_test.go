@@ -229,25 +229,43 @@ func TestWindowChunks(t *testing.T) {
 func TestReplaySinceReadsNothingStoredBefore(t *testing.T) {
 	e := setup(t)
 	e.publish(events.Turn{ID: "u1-0", UserID: "u1", UserMessage: "I live in Rome.", Timestamp: t0})
-	stream, err := e.js.Stream(e.ctx, e.stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, err := stream.GetMsg(e.ctx, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := e.event(1)
 	since := first.Time.Add(time.Millisecond)
 	for i := range 2 {
 		e.publish(events.Turn{ID: fmt.Sprintf("u2-%d", i), UserID: "u2", UserMessage: "Note.", Timestamp: t0})
 	}
-	for seq := uint64(2); seq <= 3; seq++ {
-		if err := stream.DeleteMsg(e.ctx, seq); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e.deleteEvents(2, 3)
 	p := e.replayOnly(worker.ReplayConfig{Users: []string{"u1"}, Since: since, DryRun: true})
 	if p.Read != 0 || p.Enqueued != 0 {
 		t.Fatalf("replay since %s read %d events and would extract %d, want none (u1's only event was stored at %s)", since, p.Read, p.Enqueued, first.Time)
+	}
+}
+
+// event is the turn stream's message at seq.
+func (e *env) event(seq uint64) *jetstream.RawStreamMsg {
+	e.t.Helper()
+	stream, err := e.js.Stream(e.ctx, e.stream)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	m, err := stream.GetMsg(e.ctx, seq)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return m
+}
+
+// deleteEvents deletes the turn stream's messages at seqs, as retention
+// or an operator would.
+func (e *env) deleteEvents(seqs ...uint64) {
+	e.t.Helper()
+	stream, err := e.js.Stream(e.ctx, e.stream)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, seq := range seqs {
+		if err := stream.DeleteMsg(e.ctx, seq); err != nil {
+			e.t.Fatal(err)
+		}
 	}
 }

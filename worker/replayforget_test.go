@@ -179,25 +179,14 @@ func TestResetRefusesMemoryTheStreamNoLongerHolds(t *testing.T) {
 	// (alice-0), an operator deletes alice-2's first copy, alice-4 and
 	// bob-0 (out of this replay's scope) inside it: alice-0 and alice-4
 	// are lost, alice-2 is rebuilt from its copy.
-	stream, err := e.js.Stream(e.ctx, e.stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	copied, err := stream.GetMsg(e.ctx, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
+	copied := e.event(3)
 	if _, err := e.js.Publish(e.ctx, copied.Subject, copied.Data); err != nil {
 		t.Fatal(err)
 	}
 	e.waitForAcked()
-	for _, seq := range []uint64{1, 3, 5, 11} {
-		if err := stream.DeleteMsg(e.ctx, seq); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e.deleteEvents(1, 3, 5, 11)
 	cfg := worker.ReplayConfig{JetStream: e.js, Store: e.store, Prefix: e.prefix, Stream: e.stream, Users: []string{"alice"}, Reset: true}
-	_, err = worker.Replay(e.ctx, cfg)
+	_, err := worker.Replay(e.ctx, cfg)
 	var lost *worker.UnreplayableError
 	if !errors.As(err, &lost) {
 		t.Fatalf("reset with an event gone from the stream: %v, want an *UnreplayableError", err)
