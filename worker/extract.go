@@ -47,7 +47,7 @@ func (e *extractWorker) Work(ctx context.Context, job *river.Job[ExtractArgs]) e
 	err := e.work(ctx, job)
 	took := time.Since(start)
 	leave()
-	label := "processed"
+	label := outcomeProcessed
 	var end *jobEnd
 	switch {
 	case errors.As(err, &end):

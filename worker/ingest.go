@@ -295,6 +295,13 @@ func (w *Worker) enqueue(ctx context.Context, tx pgx.Tx, inserted []store.Turn) 
 
 // rejectReason labels a rejection for metrics: the invalid field, or the kind
 // of problem; a small, fixed set of values.
+// RejectReasons are the reasons Observer.TurnRejected reports that do not
+// name a field, so that a metrics layer can show them at 0 before they
+// first happen; a field's is "invalid_" and the field's JSON name.
+func RejectReasons() []string {
+	return []string{"token_mismatch", "subject", "conflicting_id", "postgres_refused", "malformed", "other"}
+}
+
 func rejectReason(err error) string {
 	var ve *events.ValidationError
 	switch {

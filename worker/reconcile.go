@@ -112,11 +112,11 @@ func (w *Worker) reconcile(ctx context.Context) (ReconcileReport, error) {
 			rep.Failed += len(ids)
 			w.logger.Error("extraction job discarded after its last attempt; its turns marked failed",
 				"job_id", d.job, "attempts", attempts[d.job], "turns", len(ids))
-			w.cfg.Observer.Extracted(0, len(ids), "discarded")
+			w.cfg.Observer.Extracted(0, len(ids), outcomeDiscarded)
 		}
 		if n := len(orphans) - countIDs(discarded); n > 0 {
 			rep.Requeued += n
-			w.cfg.Observer.Extracted(0, n, "requeued")
+			w.cfg.Observer.Extracted(0, n, outcomeRequeued)
 		}
 		if len(orphans) < reconcileBatch {
 			break

@@ -316,12 +316,12 @@ func (w *Worker) takeOver(ctx context.Context) error {
 		if j.Attempt >= jobAttempts(j.MaxAttempts, j.Metadata, w.cfg.MaxAttempts) {
 			w.logger.Error("extraction job discarded: its process stopped during the last attempt; turns marked failed",
 				"job_id", j.ID, "process", j.Process, "attempt", j.Attempt, "turns", len(args.EventIDs))
-			w.cfg.Observer.Extracted(took, len(args.EventIDs), "discarded")
+			w.cfg.Observer.Extracted(took, len(args.EventIDs), outcomeDiscarded)
 			continue
 		}
 		w.logger.Info("took over the job of a dead process", "job_id", j.ID, "process", j.Process,
 			"attempt", j.Attempt, "turns", len(args.EventIDs))
-		w.cfg.Observer.Extracted(took, len(args.EventIDs), "taken_over")
+		w.cfg.Observer.Extracted(took, len(args.EventIDs), outcomeTakenOver)
 	}
 	return nil
 }

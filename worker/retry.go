@@ -31,15 +31,29 @@ import (
 //     a key of its own and bounded, so that no server or lock can keep a
 //     job forever.
 
-// Observer outcomes of a failed run; see Observer.Extracted.
+// Observer outcomes; see Observer.Extracted.
 const (
+	outcomeProcessed   = "processed"
 	outcomeRetry       = "retry"
 	outcomeFailed      = "failed"
 	outcomeHandedBack  = "handed_back"
 	outcomeLockWait    = "lock_wait"
 	outcomeRateLimited = "rate_limited"
 	outcomeQueued      = "queued"
+	// Recovery's (recover.go, reconcile.go).
+	outcomeTakenOver = "taken_over"
+	outcomeDiscarded = "discarded"
+	outcomeRequeued  = "requeued"
 )
+
+// ExtractOutcomes are every outcome Observer.Extracted reports, so that a
+// metrics layer can show each at 0 before it first happens: an alert on
+// the increase of a series that does not exist yet misses its first
+// increment.
+func ExtractOutcomes() []string {
+	return []string{outcomeProcessed, outcomeRetry, outcomeFailed, outcomeHandedBack, outcomeLockWait,
+		outcomeRateLimited, outcomeQueued, outcomeTakenOver, outcomeDiscarded, outcomeRequeued}
+}
 
 // Job metadata keys counting free snoozes, and the reason of the last one
 // (a snooze records no error in the job row, so it goes there instead).

@@ -64,9 +64,10 @@ type Observer interface {
 	TurnRejected(reason string)
 	// Extracted: a job ran over turns; outcome is "processed", "retry",
 	// "failed", "handed_back" (shutdown), "lock_wait" (snoozed while
-	// another transaction held a lock it needed; see Config.MaxLockWaits)
-	// or "rate_limited" (snoozed for the model server's Retry-After; see
-	// Config.MaxRateLimitWaits).
+	// another transaction held a lock it needed; see Config.MaxLockWaits),
+	// "rate_limited" (snoozed for the model server's Retry-After; see
+	// Config.MaxRateLimitWaits) or "queued" (snoozed waiting for a free
+	// model call in this process). ExtractOutcomes lists them all.
 	// Recovery reports with it too: "taken_over" (the running job of a dead
 	// process was replaced), "discarded" (the turns' job ran out of attempts
 	// without ending them: they were marked failed) and "requeued" (pending

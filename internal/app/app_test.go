@@ -176,6 +176,10 @@ func TestOpsEndpoints(t *testing.T) {
 		"memoryd_turns_recorded_total 1",
 		`memoryd_turns_rejected_total{reason="invalid_id"} 1`,
 		`memoryd_turns_extracted_total{outcome="processed"} 1`,
+		// Outcomes and reasons that have not happened read 0, not no data.
+		`memoryd_turns_extracted_total{outcome="failed"} 0`,
+		`memoryd_turns_extracted_total{outcome="discarded"} 0`,
+		`memoryd_turns_rejected_total{reason="token_mismatch"} 0`,
 		"memoryd_enrich_duration_seconds_count 1",
 		"memoryd_enrich_degraded_total 0",
 		"memoryd_extraction_duration_seconds_bucket",

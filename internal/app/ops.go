@@ -66,6 +66,14 @@ func newMetrics() *metrics {
 			Name: "memoryd_prune_removed_total", Help: "Context items removed by pruning.",
 		}),
 	}
+	// Every known label at 0 from the start: an alert on the increase of a
+	// series that appears with its first event misses that event.
+	for _, r := range worker.RejectReasons() {
+		m.rejected.WithLabelValues(r)
+	}
+	for _, o := range worker.ExtractOutcomes() {
+		m.extracted.WithLabelValues(o)
+	}
 	m.reg.MustRegister(m.rejected, m.extracted, m.extractSeconds, m.enrichSeconds, m.enrichDegraded, m.pruneRuns, m.pruneRemoved,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.registerRedactions()
