@@ -85,6 +85,9 @@ func encodeRequest(req any) ([]byte, error) {
 
 // call sends req to endpoint for userID and decodes the reply into reply.
 func (c *Client) call(ctx context.Context, endpoint, userID string, req, reply any) error {
+	if err := checkText(req); err != nil {
+		return fmt.Errorf("memoryd %s: %w", endpoint, err)
+	}
 	data, err := encodeRequest(req)
 	if err != nil {
 		return fmt.Errorf("memoryd %s: encode request: %w", endpoint, err)

@@ -10,6 +10,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Export and import of a user's memory (issue 16 item 7): memory.export and
@@ -136,6 +137,9 @@ func (c *Client) Import(ctx context.Context, userID string, r io.Reader) (Import
 		}
 		if !json.Valid(line) {
 			return total, &InputError{Line: num, Problem: "not a JSON object"}
+		}
+		if !utf8.Valid(line) {
+			return total, &InputError{Line: num, Problem: "not valid UTF-8"}
 		}
 		// A JSON array holds the lines, one comma apart; with the request's
 		// other bytes well inside the limit's headroom.

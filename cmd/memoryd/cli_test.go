@@ -662,6 +662,43 @@ func TestTextArgumentsMustBeUTF8(t *testing.T) {
 	}
 }
 
+// Text that is not UTF-8 in a positional argument or a file is refused
+// too, before it is sent (here to a NATS server on which no memoryd
+// answers): encoding/json replaced each bad byte with U+FFFD, so the
+// service stored "K\uFFFDln" and the command succeeded.
+func TestTextInArgumentsAndFilesMustBeUTF8(t *testing.T) {
+	t.Parallel()
+	nc := eventstest.Conn(t)
+	prefix, _ := eventstest.Names(t, nc)
+	dir := t.TempDir()
+	latin1 := filepath.Join(dir, "menu.md")
+	if err := os.WriteFile(latin1, []byte("# Caf\xe9 menu\n\nWe serve cr\xe8me br\xfbl\xe9e.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	export := filepath.Join(dir, "alice.jsonl")
+	if err := os.WriteFile(export, []byte(events.ExportHeader+"\n{\"kind\":\"fact\",\"key\":\"city\",\"value\":\"K\xf6ln\"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	conn := []string{"--nats-url", eventstest.URL(), "--prefix", prefix, "--timeout", "5s"}
+	for _, tt := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"memory", "store", "--user", "carol", "Where \xff is it", "here"}, 2, "the request's question is not valid UTF-8"},
+		{[]string{"facts", "set", "--user", "carol", "city", "K\xf6ln"}, 2, "the request's value is not valid UTF-8"},
+		{[]string{"enrich", "--user", "carol", "where is K\xf6ln?"}, 2, "the request's message is not valid UTF-8"},
+		// docs put reports each file and exits 1 when any failed.
+		{[]string{"docs", "put", "--user", "carol", "--collection", "edge", latin1}, 1, "menu.md: failed: the request's content is not valid UTF-8"},
+		{[]string{"import", "--user", "carol", export}, 2, "line 2: not valid UTF-8"},
+	} {
+		out, errOut, code := runArgs(context.Background(), append(tt.args, conn...)...)
+		if code != tt.code || !strings.Contains(out+errOut, tt.want) {
+			t.Errorf("%q: exit %d, output %q; want exit %d saying %q", tt.args, code, out+errOut, tt.code, tt.want)
+		}
+	}
+}
+
 // publish refuses what would wait on a terminal or fail obscurely: an empty
 // --message (it read standard input instead), --user without --message,
 // and, with --ensure-stream=false, a prefix no stream stores (JetStream

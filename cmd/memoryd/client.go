@@ -98,8 +98,9 @@ func (o *clientOptions) client(ctx context.Context, a *cli) (c *events.Client, r
 // run's "memoryd <command>:" would otherwise repeat.
 func (o *clientOptions) callError(err error) error {
 	var (
-		svcErr *events.ServiceError
-		inErr  *events.InputError
+		svcErr  *events.ServiceError
+		inErr   *events.InputError
+		textErr *events.TextError
 	)
 	switch {
 	case err == nil:
@@ -121,6 +122,10 @@ func (o *clientOptions) callError(err error) error {
 		// The input is not an export: a bad argument, as a line the
 		// service refuses is (exit 2).
 		return &usageError{cmd: o.conn.cmd, err: fmt.Errorf("%s", strings.TrimPrefix(inErr.Error(), "memoryd "+o.conn.cmd+": "))}
+	case errors.As(err, &textErr):
+		// An argument or a file's text is not UTF-8: refused before it is
+		// sent, as the service would refuse it (exit 2).
+		return &usageError{cmd: o.conn.cmd, err: fmt.Errorf("the request's %s is not valid UTF-8", textErr.Field)}
 	case errors.As(err, &svcErr) && svcErr.Code == 400:
 		// The request was refused as malformed: an argument is bad (exit 2).
 		return &usageError{cmd: o.conn.cmd, err: fmt.Errorf("the service refused the request (400): %s", svcErr.Description)}

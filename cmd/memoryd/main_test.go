@@ -67,6 +67,15 @@ func TestPublishFromStdinJSON(t *testing.T) {
 	if err := publishStream(strings.NewReader(`{"id":`), func(events.Turn) error { return nil }); err == nil {
 		t.Fatal("malformed stdin accepted")
 	}
+	// Latin-1 bytes in a JSON string: decoding would have published
+	// "K\uFFFDln" as if it had been sent.
+	err = publishStream(strings.NewReader("{\"user_id\":\"alice\",\"user_message\":\"I live in K\xf6ln\"}"), func(turn events.Turn) error {
+		t.Errorf("published %q", turn.UserMessage)
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "stdin turn 1: not valid UTF-8") {
+		t.Fatalf("stdin turn with invalid UTF-8: %v", err)
+	}
 }
 
 func TestUnknownCommandAndBadEnv(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -148,8 +149,8 @@ again (a re-publish of the same event id is a duplicate).`)
 func publishStream(r io.Reader, send func(events.Turn) error) error {
 	dec := json.NewDecoder(bufio.NewReader(r))
 	for n := 1; ; n++ {
-		var t events.Turn
-		err := dec.Decode(&t)
+		var raw json.RawMessage
+		err := dec.Decode(&raw)
 		if errors.Is(err, io.EOF) {
 			if n == 1 {
 				return errors.New("no turns on stdin (give --message, or pipe JSON turns in)")
@@ -157,6 +158,15 @@ func publishStream(r io.Reader, send func(events.Turn) error) error {
 			return nil
 		}
 		if err != nil {
+			return fmt.Errorf("stdin turn %d: %w", n, err)
+		}
+		// Checked before decoding, which would replace each bad byte with
+		// U+FFFD and publish text that was not sent.
+		if !utf8.Valid(raw) {
+			return fmt.Errorf("stdin turn %d: not valid UTF-8", n)
+		}
+		var t events.Turn
+		if err := json.Unmarshal(raw, &t); err != nil {
 			return fmt.Errorf("stdin turn %d: %w", n, err)
 		}
 		if t.ID == "" {
