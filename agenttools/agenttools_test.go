@@ -3,6 +3,7 @@ package agenttools_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -450,5 +451,56 @@ func TestStdioAnswersEveryRequestBeforeItsInputEnds(t *testing.T) {
 				t.Fatalf("request %s was not answered; output:\n%s", id, out.String())
 			}
 		}
+	}
+}
+
+// An agent's tool calls sent in parallel all succeed on an idle server:
+// they wait for one another past memoryd's per-user bound (4 at once)
+// instead of meeting it (before: of 12 pipelined list_facts calls, 4 to 7
+// answered "memoryd is overloaded; retry later").
+func TestParallelToolCallsQueue(t *testing.T) {
+	t.Parallel()
+	srv, err := agenttools.New(agenttools.Config{Client: startEnricher(t), Timeout: 30 * time.Second, User: "alice", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := []string{
+		`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"agent","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+	}
+	const calls = 32
+	for i := range calls {
+		tool := []string{`"list_facts","arguments":{}`, `"search_memory","arguments":{"query":"dog"}`, `"list_memories","arguments":{}`}[i%3]
+		lines = append(lines, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%s}}`, i, tool))
+	}
+	var out eventstest.SyncBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := srv.ServeIO(ctx, strings.NewReader(strings.Join(lines, "\n")+"\n"), &out); err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	answered := 0
+	for line := range strings.Lines(out.String()) {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Error  *struct{ Message string }
+			Result struct {
+				IsError bool `json:"isError"`
+				Content []struct{ Text string }
+			}
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("output line %q: %v", line, err)
+		}
+		if string(m.ID) == `"init"` {
+			continue
+		}
+		answered++
+		if m.Error != nil || m.Result.IsError {
+			t.Errorf("call %s failed: %+v %+v", m.ID, m.Error, m.Result.Content)
+		}
+	}
+	if answered != calls {
+		t.Fatalf("%d of %d calls answered", answered, calls)
 	}
 }

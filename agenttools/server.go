@@ -30,6 +30,10 @@ import (
 // DefaultTimeout bounds one call to memoryd when Config.Timeout is 0.
 const DefaultTimeout = 5 * time.Second
 
+// DefaultMaxUserCalls is Config.MaxUserCalls' default: memoryd's own
+// per-user bound on requests at once (enricher.Config.MaxUserInFlight).
+const DefaultMaxUserCalls = 4
+
 // DefaultVersion is the version the server reports when Config.Version is
 // empty.
 const DefaultVersion = "0.1.0"
@@ -52,8 +56,15 @@ type Config struct {
 	// Keys maps an HTTP request's bearer token to its user. Required by
 	// Start and Handler.
 	Keys KeyLookup
-	// Timeout bounds one call to memoryd. Default DefaultTimeout.
+	// Timeout bounds one call to memoryd, including its wait for a slot
+	// of MaxUserCalls. Default DefaultTimeout.
 	Timeout time.Duration
+	// MaxUserCalls is how many calls of one user this server sends to
+	// memoryd at once; more wait (within Timeout), so that an agent's
+	// parallel tool calls queue instead of meeting memoryd's own per-user
+	// bound (enricher.Config.MaxUserInFlight), which answers the excess
+	// "overloaded" at once. Default DefaultMaxUserCalls, that bound.
+	MaxUserCalls int
 	// Version is reported to clients. Default DefaultVersion.
 	Version string
 	// Logger receives the server's logs. Default slog.Default().
@@ -64,6 +75,9 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
+	}
+	if c.MaxUserCalls == 0 {
+		c.MaxUserCalls = DefaultMaxUserCalls
 	}
 	if c.Version == "" {
 		c.Version = DefaultVersion
@@ -81,6 +95,8 @@ func (c Config) validate() error {
 		return errors.New("agenttools: Config.Client is required")
 	case c.Timeout < 0:
 		return fmt.Errorf("agenttools: Config.Timeout %s is out of range", c.Timeout)
+	case c.MaxUserCalls < 0:
+		return fmt.Errorf("agenttools: Config.MaxUserCalls %d is under 0", c.MaxUserCalls)
 	case c.User != "" && (len(c.User) > events.MaxUserIDBytes || !utf8.ValidString(c.User)):
 		return fmt.Errorf("agenttools: Config.User must be valid UTF-8 of at most %d bytes", events.MaxUserIDBytes)
 	}
@@ -90,6 +106,7 @@ func (c Config) validate() error {
 // Server serves the memory tools over stdio or streamable HTTP.
 type Server struct {
 	cfg  Config
+	gate *userGate // the calls of each user at once
 	http *http.Server
 	addr string     // the address Start listens on
 	done chan error // Start's Serve result
@@ -102,7 +119,7 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Server{cfg: cfg}, nil
+	return &Server{cfg: cfg, gate: newUserGate(cfg.MaxUserCalls)}, nil
 }
 
 // ServeStdio runs one MCP session on stdin and stdout for Config.User, until

@@ -232,6 +232,11 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 			}
 			ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 			defer cancel()
+			release, err := s.gate.enter(ctx, user)
+			if err != nil {
+				return nil, explain(err)
+			}
+			defer release()
 			facts, err := c.ListFacts(ctx, user)
 			if err != nil {
 				return nil, explain(err)
@@ -269,6 +274,11 @@ func wrap[In, Out any](t tools, fn func(ctx context.Context, user string, in In)
 		ctx, cancel := context.WithTimeout(ctx, t.s.cfg.Timeout)
 		defer cancel()
 		start := time.Now()
+		release, err := t.s.gate.enter(ctx, user)
+		if err != nil {
+			return nil, zero, explain(err)
+		}
+		defer release()
 		out, err := fn(ctx, user, in)
 		if err != nil {
 			t.s.cfg.Logger.Debug("mcp tool failed", "tool", req.Params.Name, "user_token", events.UserToken(user), "error", err)

@@ -1,0 +1,60 @@
+package agenttools
+
+import (
+	"context"
+	"sync"
+)
+
+// userGate lets at most n calls of one user reach memoryd at once; more
+// wait their turn. memoryd answers a user's requests past its own per-user
+// bound (enricher.Config.MaxUserInFlight, 4) with 500 "overloaded" at
+// once, and an agent issuing its tool calls in parallel would otherwise
+// see some of them fail on an idle server.
+type userGate struct {
+	n int
+
+	mu    sync.Mutex
+	users map[string]*userSlots
+}
+
+type userSlots struct {
+	slots chan struct{}
+	refs  int // calls holding or waiting for a slot
+}
+
+func newUserGate(n int) *userGate {
+	return &userGate{n: n, users: map[string]*userSlots{}}
+}
+
+// enter waits for one of user's slots until ctx is done; on success the
+// caller must call the returned release once.
+func (g *userGate) enter(ctx context.Context, user string) (release func(), err error) {
+	g.mu.Lock()
+	u := g.users[user]
+	if u == nil {
+		u = &userSlots{slots: make(chan struct{}, g.n)}
+		g.users[user] = u
+	}
+	u.refs++
+	g.mu.Unlock()
+	select {
+	case u.slots <- struct{}{}:
+		return func() {
+			<-u.slots
+			g.done(user, u)
+		}, nil
+	case <-ctx.Done():
+		g.done(user, u)
+		return nil, ctx.Err()
+	}
+}
+
+// done drops a reference to u, and u once nothing holds it, so that the
+// map holds only users with calls.
+func (g *userGate) done(user string, u *userSlots) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if u.refs--; u.refs == 0 {
+		delete(g.users, user)
+	}
+}
