@@ -73,7 +73,19 @@ type pruneWorker struct {
 
 func (p *pruneWorker) Work(ctx context.Context, job *river.Job[PruneArgs]) error {
 	cfg := p.w.cfg
+	// A stop ends the run at once: what it deleted is committed, and the
+	// next period's run (this process's next start, or another's) does the
+	// rest. It took a whole --shutdown-timeout before, and the run was
+	// then retried from the start anyway.
+	ctx, stopped, cancel := p.w.halting(ctx)
+	defer cancel()
 	rep, ran, err := pruneOnce(ctx, cfg.Store, PruneLimits{MaxBytes: cfg.MaxDBSize, MaxContextPerUser: cfg.MaxContextPerUser, TurnRetention: cfg.TurnRetention}, false)
+	if err != nil && stopped() {
+		p.w.logger.Info("prune ended by the stop; the next run goes on", "removed_for_size", rep.RemovedForSize,
+			"removed_for_cap", rep.RemovedForCap, "turn_texts_cleared", rep.TurnTextsCleared)
+		cfg.Observer.Pruned(rep.RemovedForSize + rep.RemovedForCap)
+		return nil
+	}
 	if err != nil {
 		return err
 	}

@@ -163,6 +163,48 @@ func TestPeriodicPruneRunsInWorker(t *testing.T) {
 	})
 }
 
+// A stop ends a running prune at once, keeping what it deleted, and the
+// job ends completed (the next period's run goes on). Before, River left
+// the prune running until the stop's deadline (a VACUUM waiting on a lock,
+// here; under load a run took 50 s), then cancelled it and ran it again
+// from the start.
+func TestStopEndsARunningPrune(t *testing.T) {
+	e := setup(t)
+	seedContext(t, e.store, []string{"alice"}, 30)
+	// The prune's VACUUM of context waits for this lock; its deletes do
+	// not (SHARE UPDATE EXCLUSIVE conflicts with VACUUM, not with rows).
+	tx, err := e.store.Pool().Begin(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(e.ctx) }()
+	if _, err := tx.Exec(e.ctx, `LOCK TABLE context IN SHARE UPDATE EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	w, stop := e.startWorker(extractor.NewRules(), func(c *worker.Config) { c.MaxContextPerUser = 5; c.PruneInterval = time.Hour })
+	defer stop()
+	e.waitFor("the prune's VACUUM waiting for the lock", func() (bool, string) {
+		var waiting int
+		err := e.store.Pool().QueryRow(e.ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'context'::regclass`).Scan(&waiting)
+		return err == nil && waiting == 1, fmt.Sprint(waiting, err)
+	})
+	ctx, cancel := context.WithTimeout(e.ctx, time.Minute)
+	defer cancel()
+	if err := w.Stop(ctx); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the stop waited for its deadline: the prune held it")
+	}
+	var state string
+	if err := e.store.Pool().QueryRow(e.ctx, `SELECT state FROM river_job WHERE kind = 'memoryd_prune'`).Scan(&state); err != nil || state != "completed" {
+		t.Fatalf("prune job state %q, %v; want completed", state, err)
+	}
+	if n, err := e.store.CountContext(e.ctx, "alice"); err != nil || n != 5 {
+		t.Fatalf("alice has %d items (%v); want the deletes before the stop kept: 5", n, err)
+	}
+}
+
 // randomText is n bytes of text that Postgres cannot compress, so that the
 // stored size is what the test wrote.
 func randomText(t *testing.T, n int) string {

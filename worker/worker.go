@@ -613,6 +613,9 @@ type Worker struct {
 	// cancelIngest ends the batch being recorded, when Stop's deadline
 	// passes: its transaction rolls back and its events are redelivered.
 	cancelIngest context.CancelFunc
+	// halt is closed when Stop begins, for the jobs that end at once then
+	// rather than hold the stop (halting).
+	halt chan struct{}
 }
 
 // New validates cfg and builds a Worker; it does not touch the network.
@@ -807,6 +810,9 @@ func (w *Worker) startRiver(ctx context.Context) error {
 	if err := w.startLiveness(ctx); err != nil {
 		return err
 	}
+	w.mu.Lock()
+	w.halt = make(chan struct{})
+	w.mu.Unlock()
 	// River treats cancellation of its start context as a hard stop; Stop
 	// decides how running jobs end, so River must not see ctx's cancellation.
 	if err := w.river.Start(context.WithoutCancel(ctx)); err != nil {
@@ -823,6 +829,9 @@ func (w *Worker) Stop(ctx context.Context) error {
 	w.mu.Lock()
 	started, consume, stop, done, cancelIngest := w.started, w.consume, w.stop, w.done, w.cancelIngest
 	w.started, w.consume = false, nil
+	if started {
+		close(w.halt)
+	}
 	w.mu.Unlock()
 	if !started {
 		return nil
@@ -874,6 +883,27 @@ func (w *Worker) Stop(ctx context.Context) error {
 	w.stopLiveness(ctx)
 	w.logger.Info("worker stopped")
 	return nil
+}
+
+// halting returns ctx cancelled also when Stop begins, for a job whose
+// work may as well end then: River cancels running jobs only once Stop's
+// deadline has passed, and a long job that the next run redoes anyway
+// (a prune: its deletes are committed batch by batch) would otherwise hold
+// every stop for the whole of it. stopped reports whether Stop ended it.
+func (w *Worker) halting(ctx context.Context) (_ context.Context, stopped func() bool, cancel context.CancelFunc) {
+	w.mu.Lock()
+	halt := w.halt
+	w.mu.Unlock()
+	ctx, cancelCause := context.WithCancelCause(ctx)
+	errStopping := errors.New("worker stopping")
+	go func() {
+		select {
+		case <-halt:
+			cancelCause(errStopping)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() bool { return context.Cause(ctx) == errStopping }, func() { cancelCause(context.Canceled) }
 }
 
 // hardStopTimeout bounds Stop's wait for cancelled jobs to return.
