@@ -14,18 +14,19 @@ import (
 // stay as they are: such an error is a bug, not bad input.
 var fieldFlags = map[string]map[string]string{
 	"worker": {
-		"BatchSize":         "--batch-size",
-		"JobSize":           "--job-size",
-		"Workers":           "--workers",
-		"MaxAttempts":       "--max-attempts",
-		"JobTimeout":        "--job-timeout",
-		"AckWait":           "--ack-wait",
-		"ExtractDebounce":   "--extract-debounce",
-		"MaxDBSize":         "--max-db-size",
-		"MaxContextPerUser": "--max-context-per-user",
-		"PruneInterval":     "--prune-interval",
-		"MaxPause":          "--max-pause",
-		"FetchCooldown":     "--fetch-cooldown",
+		"BatchSize":             "--batch-size",
+		"JobSize":               "--job-size",
+		"Workers":               "--workers",
+		"MaxAttempts":           "--max-attempts",
+		"JobTimeout":            "--job-timeout",
+		"AckWait":               "--ack-wait",
+		"ExtractDebounce":       "--extract-debounce",
+		"MaxDBSize":             "--max-db-size",
+		"MaxContextPerUser":     "--max-context-per-user",
+		"PruneInterval":         "--prune-interval",
+		"CompletedJobRetention": "--completed-job-retention",
+		"MaxPause":              "--max-pause",
+		"FetchCooldown":         "--fetch-cooldown",
 
 		// Spend caps (issue 16 item 8).
 		"DailyTokensPerUser": "--llm-daily-tokens-per-user",

@@ -59,6 +59,7 @@ func (o *serveOptions) register(f *flags) {
 	f.String(&o.maxDBSize, "max-db-size", "", "bound on the live size of memoryd's tables: over it the oldest context items are pruned, never more than the excess; a limit below what pruning can reach is refused at start (e.g. 500M or 10G; empty: no limit)")
 	f.Int(&w.MaxContextPerUser, "max-context-per-user", def.Worker.MaxContextPerUser, "keep at most this many context items per user, pruning the oldest (0: no cap)")
 	f.Duration(&w.PruneInterval, "prune-interval", def.Worker.PruneInterval, "how often the size limits and the turn retention are applied")
+	f.Duration(&w.CompletedJobRetention, "completed-job-retention", def.Worker.CompletedJobRetention, "how long River keeps the rows of completed jobs (about one a turn) before deleting them; negative keeps them forever")
 	f.Duration(&o.turnRetention, "turn-retention", def.Worker.TurnRetention, "how long a processed turn keeps its text in Postgres (the stream keeps the event; replay restores it); 0 keeps it forever")
 	f.Duration(&o.app.Changes.MaxAge, "changes-max-age", def.Changes.MaxAge, "how long a memory change waits to be published while NATS is unreachable before it is dropped (subscribers see a gap in seq); negative: never dropped")
 	f.String(&o.app.Ops.Addr, "http", "", "address for /metrics, /healthz and /readyz, e.g. 127.0.0.1:9090 or :9090 (empty: off)")
