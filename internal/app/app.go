@@ -299,6 +299,7 @@ func (a *App) Start(ctx context.Context) (err error) {
 		return err
 	}
 	a.warnUnfinishedResets(ctx, s)
+	a.warnAutovacuumOff(ctx, s)
 	if runWorker {
 		if err = a.startWorkerLocked(ctx, s, nc, ext, false); err != nil {
 			return err
@@ -487,6 +488,21 @@ func (a *App) warnUnfinishedResets(ctx context.Context, s *store.Store) {
 		}
 		a.logger.WarnContext(ctx, "a replay --reset has not read the stream back (it is running, or it stopped): its users have only part of their memory until a replay reads it (memoryd replay with the same --user, or none for every user)",
 			"reset_at", m.StartedAt, "users", users)
+	}
+}
+
+// warnAutovacuumOff says at start when the server runs no autovacuum:
+// docs/operations.md asks for it, and without it the outbox, River's jobs
+// and the turns grow dead rows at the rate of ingest, slowly enough that
+// nothing else would point at the cause.
+func (a *App) warnAutovacuumOff(ctx context.Context, s *store.Store) {
+	off, err := s.AutovacuumOff(ctx)
+	if err != nil {
+		a.logger.WarnContext(ctx, "cannot read the autovacuum setting", "error", err)
+		return
+	}
+	if off {
+		a.logger.WarnContext(ctx, "autovacuum is off on this Postgres server (or track_counts is): memoryd's change outbox, River's jobs and the turns leave dead rows at the rate of ingest, which then grow the tables and slow their reads; turn it on (autovacuum = on, track_counts = on) or vacuum memoryd's tables on a schedule")
 	}
 }
 
