@@ -34,12 +34,33 @@ type TimeExpr struct {
 //   - "this|last week|month|year|weekend": the calendar unit containing at,
 //     or the one before ("last weekend": the Saturday and Sunday before at's
 //     week).
+//   - "the|this past weekend": the last weekend that ended before at's day,
+//     the same as "last weekend" (on a Saturday or a Sunday, the one a week
+//     before; on a Monday, the one that just ended); "over the weekend": the
+//     last weekend that began on or before at's day (on a Saturday or a
+//     Sunday, the current one).
+//   - "earlier this week|month|year": from the unit's start to the start of
+//     at's day (at's day itself when it is the unit's first).
 //   - "N days|weeks|months|years ago": the calendar unit N units before at's
-//     ("two years ago" in 2026 is the year 2024).
+//     ("two years ago" in 2026 is the year 2024); "a few days|weeks|months|
+//     years ago": the units 2 to 7 days, 2 to 4 weeks, 2 to 6 months or 2
+//     to 5 years before at's.
 //   - "the last|past N days|weeks|months|years", "the past week|month|year":
-//     from N units before at's day to the end of at's day.
+//     from N units before at's day to the end of at's day; "the last|past
+//     N hours", "the past hour": from N hours before at to the end of at's
+//     day.
 //   - "on <weekday>": the most recent such day, at's day included; "last
-//     <weekday>": the most recent before at's day.
+//     <weekday>": the most recent before at's day; either followed by
+//     "morning", "afternoon", "evening" (as for yesterday) or "night" (18:00
+//     to 06:00 the next day): that part of it.
+//   - "since <expression>", the expression a day or a unit above (the
+//     preposition of a weekday, a date, a month or a year left out: "since
+//     Monday", "since May", "since last week", "since yesterday"): from its
+//     start to the end of at's day.
+//   - "[on] 2026-11-18", "2026/11/18": that day (year first, 1970 up to
+//     at's year). Dates written with the day and month in numbers only
+//     ("11/18", "18.11.2026") are not read: the order of day and month
+//     differs between countries.
 //   - "in|during <month>", "in|during <month> <year>", "<Month> <year>": the
 //     most recent such month not after at's (or that year's); "last
 //     <month>": the most recent before at's month.
@@ -88,6 +109,7 @@ func ParseTime(message string, at time.Time) (TimeExpr, bool) {
 var startWords = map[string]bool{
 	"the": true, "today": true, "earlier": true, "yesterday": true, "tonight": true, "this": true,
 	"last": true, "past": true, "on": true, "in": true, "during": true, "at": true, "over": true,
+	"since": true,
 }
 
 // mayStart reports whether an expression may start with w.
@@ -106,6 +128,9 @@ type timeTok struct {
 	word       string
 	start, end int
 	capital    bool
+	// before is the byte before the word (0 at the message's start): what
+	// joins the numbers of a date ("2026-11-18").
+	before byte
 }
 
 // timeTokens splits s into words as Keywords does (letters, digits, marks).
@@ -130,7 +155,11 @@ func timeTokens(s string) []timeTok {
 			start = i
 		case !in && start >= 0:
 			first, _ := utf8.DecodeRuneInString(s[start:])
-			out = append(out, timeTok{word: strings.ToLower(s[start:i]), start: start, end: i, capital: unicode.IsUpper(first)})
+			var before byte
+			if start > 0 {
+				before = s[start-1]
+			}
+			out = append(out, timeTok{word: strings.ToLower(s[start:i]), start: start, end: i, capital: unicode.IsUpper(first), before: before})
 			start = -1
 		}
 		if i == len(s) {
@@ -225,8 +254,21 @@ type timeMatcher func(toks []timeTok, at time.Time) (n int, since, until time.Ti
 
 // timeMatchers are tried in order at each word; longer forms come first.
 var timeMatchers = []timeMatcher{
-	matchDayBeforeYesterday, matchDayWords, matchPartOfDay, matchUnitsAgo, matchRolling,
-	matchThisLast, matchWeekday, matchDate, matchMonth, matchYear, matchChristmas,
+	matchSince, matchDayBeforeYesterday, matchEarlierThis, matchDayWords, matchPartOfDay, matchUnitsAgo,
+	matchWeekend, matchRolling, matchThisLast, matchWeekday, matchISODate, matchDate, matchMonth, matchYear,
+	matchChristmas,
+}
+
+// sinceMatchers are the expressions "since" may start, each with the
+// preposition it takes elsewhere and that "since" stands for ("since
+// Monday" is "on Monday"'s day on): a range from their start.
+var sinceMatchers = []struct {
+	prep    string
+	matcher timeMatcher
+}{
+	{"", matchDayBeforeYesterday}, {"", matchDayWords}, {"", matchPartOfDay}, {"", matchUnitsAgo},
+	{"", matchThisLast}, {"", matchWeekday}, {"", matchISODate}, {"", matchDate}, {"", matchMonth},
+	{"", matchChristmas}, {"on", matchWeekday}, {"on", matchDate}, {"in", matchMonth}, {"in", matchYear},
 }
 
 // day is the midnight starting t's day in t's location, shifted by n days.
@@ -345,7 +387,19 @@ func matchPartOfDay(toks []timeTok, at time.Time) (int, time.Time, time.Time, bo
 	return 0, time.Time{}, time.Time{}, false
 }
 
+// fewUnits is how far back "a few" units reach: from 2 units back to this
+// many (a few days: 2..7 days back).
+var fewUnits = map[timeUnit]int{unitDay: 7, unitWeek: 4, unitMonth: 6, unitYear: 5}
+
 func matchUnitsAgo(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) {
+	if wordsAre(toks, "a", "few") && len(toks) >= 4 && toks[3].word == "ago" {
+		u, ok := units[toks[2].word]
+		if !ok || !strings.HasSuffix(toks[2].word, "s") {
+			return 0, time.Time{}, time.Time{}, false
+		}
+		start := unitStart(at, u)
+		return 4, addUnits(start, u, -fewUnits[u]), addUnits(start, u, -1), true
+	}
 	n, used, ok := count(toks)
 	if !ok || len(toks) < used+2 || toks[used+1].word != "ago" {
 		return 0, time.Time{}, time.Time{}, false
@@ -378,12 +432,81 @@ func matchRolling(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool
 	if len(toks) < i+used+1 {
 		return 0, time.Time{}, time.Time{}, false
 	}
+	end := day(at, 1)
+	if w := toks[i+used].word; w == "hour" || w == "hours" {
+		// Hours roll from at itself: "the last 24 hours" at 09:00 reaches
+		// back to yesterday 09:00.
+		return i + used + 1, at.Add(-time.Duration(n) * time.Hour), end, true
+	}
 	u, ok := units[toks[i+used].word]
 	if !ok {
 		return 0, time.Time{}, time.Time{}, false
 	}
-	end := day(at, 1)
 	return i + used + 1, addUnits(day(at, 0), u, -n), end, true
+}
+
+// matchWeekend reads "the|this past weekend" and "over the weekend".
+func matchWeekend(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) {
+	week := unitStart(at, unitWeek)
+	switch {
+	case wordsAre(toks, "the", "past", "weekend"), wordsAre(toks, "this", "past", "weekend"):
+		// The last weekend that ended before at's day: the previous week's,
+		// on a Sunday too (the current one has not ended).
+		sat := day(week, -2)
+		return 3, sat, day(sat, 2), true
+	case wordsAre(toks, "over", "the", "weekend"):
+		// The last weekend begun by at's day: the current one on a Saturday
+		// or a Sunday.
+		sat := day(week, 5)
+		if sat.After(day(at, 0)) {
+			sat = day(sat, -7)
+		}
+		return 3, sat, day(sat, 2), true
+	}
+	return 0, time.Time{}, time.Time{}, false
+}
+
+// matchEarlierThis reads "earlier this week|month|year".
+func matchEarlierThis(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) {
+	if len(toks) < 3 || !wordsAre(toks, "earlier", "this") {
+		return 0, time.Time{}, time.Time{}, false
+	}
+	u, ok := units[toks[2].word]
+	if !ok || u == unitDay || strings.HasSuffix(toks[2].word, "s") {
+		return 0, time.Time{}, time.Time{}, false
+	}
+	since, until := unitStart(at, u), day(at, 0)
+	if !until.After(since) {
+		// The unit's first day: all there is of it so far.
+		until = day(at, 1)
+	}
+	return 3, since, until, true
+}
+
+// matchSince reads "since <expression>": from the expression's start to the
+// end of at's day.
+func matchSince(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) {
+	if len(toks) < 2 || toks[0].word != "since" {
+		return 0, time.Time{}, time.Time{}, false
+	}
+	rest, end := toks[1:], day(at, 1)
+	var withPrep []timeTok
+	for _, sm := range sinceMatchers {
+		sub := rest
+		if sm.prep != "" {
+			// Only after "since": the copy costs nothing elsewhere.
+			withPrep = append(append(withPrep[:0], timeTok{word: sm.prep}), rest...)
+			sub = withPrep
+		}
+		n, since, _, ok := sm.matcher(sub, at)
+		if sm.prep != "" {
+			n--
+		}
+		if ok && n > 0 && since.Before(end) {
+			return 1 + n, since, end, true
+		}
+	}
+	return 0, time.Time{}, time.Time{}, false
 }
 
 func matchThisLast(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) {
@@ -419,7 +542,53 @@ func matchWeekday(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool
 		back = 7
 	}
 	d := day(at, -back)
+	if len(toks) > 2 {
+		if toks[2].word == "night" {
+			return 3, d.Add(18 * time.Hour), day(d, 1).Add(6 * time.Hour), true
+		}
+		if from, to, ok := partOfDay(toks[2].word); ok {
+			return 3, d.Add(from), d.Add(to), true
+		}
+	}
 	return 2, d, day(d, 1), true
+}
+
+// matchISODate reads "[on] 2026-11-18" and "2026/11/18": year, month and
+// day joined by one "-" or "/" each.
+func matchISODate(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) {
+	i := 0
+	if len(toks) > 0 && toks[0].word == "on" {
+		i = 1
+	}
+	if len(toks) < i+3 {
+		return 0, time.Time{}, time.Time{}, false
+	}
+	y, ok := yearAt(toks[i:], at)
+	if !ok {
+		return 0, time.Time{}, time.Time{}, false
+	}
+	sep := toks[i+1].before
+	for k := i + 1; k <= i+2; k++ {
+		if toks[k].before != sep || toks[k].start != toks[k-1].end+1 || len(toks[k].word) > 2 {
+			return 0, time.Time{}, time.Time{}, false
+		}
+	}
+	if sep != '-' && sep != '/' {
+		return 0, time.Time{}, time.Time{}, false
+	}
+	m, ok := digits(toks[i+1].word)
+	if !ok || m < 1 || m > 12 {
+		return 0, time.Time{}, time.Time{}, false
+	}
+	d, ok := digits(toks[i+2].word)
+	if !ok || d < 1 {
+		return 0, time.Time{}, time.Time{}, false
+	}
+	since := time.Date(y, time.Month(m), d, 0, 0, 0, 0, at.Location())
+	if since.Day() != d {
+		return 0, time.Time{}, time.Time{}, false
+	}
+	return i + 3, since, day(since, 1), true
 }
 
 // monthAt reads a month name at toks[0]; a bare one (no preposition before,

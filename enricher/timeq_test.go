@@ -197,3 +197,154 @@ func FuzzParseTime(f *testing.F) {
 		_ = timeKeywords(msg, e)
 	})
 }
+
+// TestParseTimeCommonForms: the weekend, "earlier this", "a few ... ago",
+// hours, "since", year-first dates and a weekday's part, each around the
+// weekend, week and year boundaries and in other offsets than UTC. Ranges
+// are in at's offset.
+func TestParseTimeCommonForms(t *testing.T) {
+	tokyo := time.FixedZone("+09:00", 9*3600)
+	la := time.FixedZone("-08:00", -8*3600)
+	ats := map[string]time.Time{
+		"wed":      time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC),
+		"sat":      time.Date(2026, time.November, 21, 10, 0, 0, 0, time.UTC),
+		"sun":      time.Date(2026, time.November, 22, 10, 0, 0, 0, time.UTC),
+		"mon":      time.Date(2026, time.November, 23, 10, 0, 0, 0, time.UTC),
+		"new-year": time.Date(2027, time.January, 1, 10, 0, 0, 0, time.UTC), // a Friday
+		"mon-2027": time.Date(2027, time.January, 4, 9, 0, 0, 0, time.UTC),
+		// Monday 01:00 in Tokyo is Sunday 16:00 UTC.
+		"mon-tokyo": time.Date(2026, time.November, 23, 1, 0, 0, 0, tokyo),
+		// Saturday 20:00 in Los Angeles is Sunday 04:00 UTC.
+		"sat-la": time.Date(2026, time.November, 21, 20, 0, 0, 0, la),
+	}
+	cases := []struct {
+		at, msg      string
+		since, until string // "" since: no expression
+		expr         string
+	}{
+		// The past weekend is last weekend, whichever day at is.
+		{"wed", "what did I do the past weekend?", "2026-11-14", "2026-11-16", "the past weekend"},
+		{"wed", "this past weekend I fixed a bike", "2026-11-14", "2026-11-16", "this past weekend"},
+		{"sat", "the past weekend", "2026-11-14", "2026-11-16", "the past weekend"},
+		{"sun", "the past weekend", "2026-11-14", "2026-11-16", "the past weekend"},
+		{"mon", "the past weekend", "2026-11-21", "2026-11-23", "the past weekend"},
+		{"mon-2027", "the past weekend", "2027-01-02", "2027-01-04", "the past weekend"},
+		{"new-year", "the past weekend", "2026-12-26", "2026-12-28", "the past weekend"},
+		// Over the weekend: the current one once it has begun.
+		{"wed", "what did I cook over the weekend", "2026-11-14", "2026-11-16", "over the weekend"},
+		{"sat", "over the weekend", "2026-11-21", "2026-11-23", "over the weekend"},
+		{"sun", "over the weekend", "2026-11-21", "2026-11-23", "over the weekend"},
+		{"mon", "over the weekend", "2026-11-21", "2026-11-23", "over the weekend"},
+		{"new-year", "over the weekend", "2026-12-26", "2026-12-28", "over the weekend"},
+		{"mon-tokyo", "over the weekend", "2026-11-21", "2026-11-23", "over the weekend"},
+		{"mon-tokyo", "the past weekend", "2026-11-21", "2026-11-23", "the past weekend"},
+		{"sat-la", "over the weekend", "2026-11-21", "2026-11-23", "over the weekend"},
+		{"sat-la", "the past weekend", "2026-11-14", "2026-11-16", "the past weekend"},
+		// Earlier this week, month, year: before at's day, or at's day on
+		// the unit's first.
+		{"wed", "you said earlier this week", "2026-11-16", "2026-11-18", "earlier this week"},
+		{"sat", "earlier this week", "2026-11-16", "2026-11-21", "earlier this week"},
+		{"mon", "earlier this week", "2026-11-23", "2026-11-24", "earlier this week"},
+		{"wed", "earlier this month", "2026-11-01", "2026-11-18", "earlier this month"},
+		{"wed", "Earlier this year I moved", "2026-01-01", "2026-11-18", "Earlier this year"},
+		{"new-year", "earlier this year", "2027-01-01", "2027-01-02", "earlier this year"},
+		{"new-year", "earlier this week", "2026-12-28", "2027-01-01", "earlier this week"},
+		{"mon-tokyo", "earlier this week", "2026-11-23", "2026-11-24", "earlier this week"},
+		// A few units ago.
+		{"wed", "a few days ago I bought shoes", "2026-11-11", "2026-11-17", "a few days ago"},
+		{"sun", "a few days ago", "2026-11-15", "2026-11-21", "a few days ago"},
+		{"new-year", "a few days ago", "2026-12-25", "2026-12-31", "a few days ago"},
+		{"wed", "a few weeks ago", "2026-10-19", "2026-11-09", "a few weeks ago"},
+		{"wed", "a few months ago", "2026-05-01", "2026-10-01", "a few months ago"},
+		{"new-year", "a few months ago", "2026-07-01", "2026-12-01", "a few months ago"},
+		{"wed", "a few years ago", "2021-01-01", "2025-01-01", "a few years ago"},
+		// Hours roll from at.
+		{"wed", "what did I say in the last 24 hours", "2026-11-17 15:30", "2026-11-19", "the last 24 hours"},
+		{"new-year", "in the last 24 hours", "2026-12-31 10:00", "2027-01-02", "the last 24 hours"},
+		{"wed", "the past hour", "2026-11-18 14:30", "2026-11-19", "the past hour"},
+		{"wed", "over the past three hours", "2026-11-18 12:30", "2026-11-19", "the past three hours"},
+		{"mon-tokyo", "the last 24 hours", "2026-11-22 01:00", "2026-11-24", "the last 24 hours"},
+		// Since: from the expression's start to the end of at's day.
+		{"wed", "what changed since Monday", "2026-11-16", "2026-11-19", "since Monday"},
+		{"wed", "since Wednesday", "2026-11-18", "2026-11-19", "since Wednesday"},
+		{"mon", "since Monday", "2026-11-23", "2026-11-24", "since Monday"},
+		{"mon", "since Sunday", "2026-11-22", "2026-11-24", "since Sunday"},
+		{"wed", "since last Wednesday", "2026-11-11", "2026-11-19", "since last Wednesday"},
+		{"wed", "since yesterday", "2026-11-17", "2026-11-19", "since yesterday"},
+		{"wed", "since last week", "2026-11-09", "2026-11-19", "since last week"},
+		{"wed", "since May", "2026-05-01", "2026-11-19", "since May"},
+		{"new-year", "since December", "2026-12-01", "2027-01-02", "since December"},
+		{"new-year", "since last Friday", "2026-12-25", "2027-01-02", "since last Friday"},
+		{"wed", "since 3 March", "2026-03-03", "2026-11-19", "since 3 March"},
+		{"wed", "since March 3, 2024", "2024-03-03", "2026-11-19", "since March 3, 2024"},
+		{"wed", "since 2024", "2024-01-01", "2026-11-19", "since 2024"},
+		{"wed", "since 2026-11-02", "2026-11-02", "2026-11-19", "since 2026-11-02"},
+		{"mon-tokyo", "since Monday", "2026-11-23", "2026-11-24", "since Monday"},
+		// Year-first dates.
+		{"wed", "what did I say on 2026-11-18?", "2026-11-18", "2026-11-19", "on 2026-11-18"},
+		{"wed", "2026/03/05 notes", "2026-03-05", "2026-03-06", "2026/03/05"},
+		{"wed", "on 2025-2-9", "2025-02-09", "2025-02-10", "on 2025-2-9"},
+		{"wed", "on 2024-02-29", "2024-02-29", "2024-03-01", "on 2024-02-29"},
+		{"new-year", "on 2026-12-31", "2026-12-31", "2027-01-01", "on 2026-12-31"},
+		{"new-year", "on 2027-01-01", "2027-01-01", "2027-01-02", "on 2027-01-01"},
+		{"mon-tokyo", "on 2026-11-22", "2026-11-22", "2026-11-23", "on 2026-11-22"},
+		{"wed", "in 2026-11-18", "2026-11-18", "2026-11-19", "2026-11-18"},
+		// A weekday's part.
+		{"wed", "last Friday morning", "2026-11-13", "2026-11-13 12:00", "last Friday morning"},
+		{"wed", "on Monday evening", "2026-11-16 18:00", "2026-11-17", "on Monday evening"},
+		{"wed", "on Tuesday night", "2026-11-17 18:00", "2026-11-18 06:00", "on Tuesday night"},
+		{"mon", "last Monday night", "2026-11-16 18:00", "2026-11-17 06:00", "last Monday night"},
+		{"new-year", "last Thursday afternoon", "2026-12-31 12:00", "2026-12-31 18:00", "last Thursday afternoon"},
+		// "this past week" is the past week; "this" is a stop word.
+		{"wed", "this past week", "2026-11-11", "2026-11-19", "past week"},
+		// Near misses.
+		{"wed", "on 11/18", "", "", ""},
+		{"wed", "on 18/11/2026", "", "", ""},
+		{"wed", "on 18.11.2026", "", "", ""},
+		{"wed", "on 2026-13-01", "", "", ""},
+		{"wed", "on 2026-02-30", "", "", ""},
+		{"wed", "on 2030-01-01", "", "", ""},
+		{"wed", "2026-11-18-notes", "", "", ""},
+		{"wed", "2026 - 11 - 18", "", "", ""},
+		{"wed", "2026-11/18", "", "", ""},
+		{"wed", "2026-011-18", "", "", ""},
+		{"wed", "the last hour of the party", "", "", ""},
+		{"wed", "a few day ago", "", "", ""},
+		{"wed", "a few ideas ago", "", "", ""},
+		{"wed", "over the weekends", "", "", ""},
+		{"wed", "earlier this weeks", "", "", ""},
+		{"wed", "since then", "", "", ""},
+		{"wed", "since Monday-ish", "", "", ""},
+		{"wed", "I watched This Past Weekend", "", "", ""},
+	}
+	for _, c := range cases {
+		at, ok := ats[c.at]
+		if !ok {
+			t.Fatalf("no at %q", c.at)
+		}
+		d := func(s string) time.Time {
+			v, err := time.ParseInLocation("2006-01-02 15:04", s, at.Location())
+			if err != nil {
+				v, err = time.ParseInLocation("2006-01-02", s, at.Location())
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+		e, ok := ParseTime(c.msg, at)
+		if c.since == "" {
+			if ok {
+				t.Errorf("%s: ParseTime(%q) = [%v, %v) %q, want no expression", c.at, c.msg, e.Since, e.Until, c.msg[e.Start:e.End])
+			}
+			continue
+		}
+		if !ok {
+			t.Errorf("%s: ParseTime(%q) found nothing, want [%s, %s)", c.at, c.msg, c.since, c.until)
+			continue
+		}
+		if !e.Since.Equal(d(c.since)) || !e.Until.Equal(d(c.until)) || c.msg[e.Start:e.End] != c.expr {
+			t.Errorf("%s: ParseTime(%q) = [%v, %v) %q, want [%s, %s) %q", c.at, c.msg, e.Since, e.Until, c.msg[e.Start:e.End], c.since, c.until, c.expr)
+		}
+	}
+}
