@@ -179,10 +179,17 @@ func (p enrichParams) degraded(reason string) events.EnrichReply {
 }
 
 func (s *Service) parseEnrich(token string, data []byte) (enrichParams, error) {
-	var req events.EnrichRequest
-	if err := decode(data, &req); err != nil {
+	// At shadows the embedded field to tell the zero time sent from an
+	// absent at (sentTime): only absent means now.
+	var wire struct {
+		events.EnrichRequest
+		At sentTime `json:"at"`
+	}
+	if err := decode(data, &wire); err != nil {
 		return enrichParams{}, err
 	}
+	req := wire.EnrichRequest
+	req.At = wire.At.t
 	if err := checkUser(token, req.UserID); err != nil {
 		return enrichParams{}, err
 	}
@@ -242,10 +249,8 @@ func (s *Service) parseEnrich(token string, data []byte) (enrichParams, error) {
 			return p, badRequest("docs_threshold %v is not in 0..1", p.docsThreshold)
 		}
 	}
-	if !req.At.IsZero() {
-		if y := req.At.Year(); y < 1970 || y > 9999 {
-			return p, badRequest("at: year %d is out of range", y)
-		}
+	if err = checkTime("at", wire.At); err != nil {
+		return p, err
 	}
 	switch req.Format {
 	case "":

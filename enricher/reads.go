@@ -35,10 +35,18 @@ type memoryReads struct {
 }
 
 func (r memoryReads) search(token string, data []byte) (call, error) {
-	var req events.SearchRequest
-	if err := decode(data, &req); err != nil {
+	// Since and Until shadow the embedded fields to tell a bound sent as
+	// the zero time from an absent one (sentTime).
+	var wire struct {
+		events.SearchRequest
+		Since sentTime `json:"since"`
+		Until sentTime `json:"until"`
+	}
+	if err := decode(data, &wire); err != nil {
 		return nil, err
 	}
+	req := wire.SearchRequest
+	req.Since, req.Until = wire.Since.t, wire.Until.t
 	if err := checkUser(token, req.UserID); err != nil {
 		return nil, err
 	}
@@ -51,7 +59,7 @@ func (r memoryReads) search(token string, data []byte) (call, error) {
 	if err := checkScope(req.Scope); err != nil {
 		return nil, err
 	}
-	if err := checkRange(req.Since, req.Until); err != nil {
+	if err := checkRange(wire.Since, wire.Until); err != nil {
 		return nil, err
 	}
 	limit := events.DefaultSearchResults

@@ -54,7 +54,7 @@ func jsonReason(err error) string {
 	case errors.As(err, &typeErr) && typeErr.Field == "":
 		return "expected a JSON object, not " + typeErr.Value
 	case errors.As(err, &typeErr):
-		return fmt.Sprintf("field %q must be %s, not %s", typeErr.Field, jsonType(typeErr.Type.String()), typeErr.Value)
+		return fmt.Sprintf("field %q must be %s, not %s", wireField(typeErr.Field), jsonType(typeErr.Type.String()), typeErr.Value)
 	case errors.As(err, &timeErr):
 		return "times (at, since, until) must be RFC 3339, e.g. 2026-11-21T10:00:00Z"
 	case errors.As(err, &syntaxErr):
@@ -63,6 +63,21 @@ func jsonReason(err error) string {
 		return "truncated JSON"
 	}
 	return err.Error()
+}
+
+// wireField is the JSON path of a field as a frontend wrote it:
+// encoding/json names an embedded struct by its Go type in the path
+// ("EnrichRequest.user_id" for the request types sentTime wraps), and
+// every JSON name of the protocol is lower case.
+func wireField(path string) string {
+	parts := strings.Split(path, ".")
+	kept := parts[:0]
+	for _, p := range parts {
+		if p == "" || p[0] < 'A' || p[0] > 'Z' {
+			kept = append(kept, p)
+		}
+	}
+	return strings.Join(kept, ".")
 }
 
 // jsonType names a Go type the way a JSON author would.
@@ -83,28 +98,58 @@ func jsonType(goType string) string {
 	return goType
 }
 
-// checkTime refuses a time outside the years 1970..9999 (zero is absent).
-func checkTime(field string, t time.Time) error {
-	if t.IsZero() {
+// sentTime is a request time that remembers whether it was sent.
+// encoding/json leaves a time.Time zero both when its field is absent and
+// when it holds Go's zero time, "0001-01-01T00:00:00Z": what a serialiser
+// without omitzero writes for a time left unset. Absent (or null) means
+// "not given" (now, an open bound); the zero time sent is a year 1 out of
+// range, not silently the same.
+type sentTime struct {
+	t    time.Time
+	sent bool
+}
+
+func (s *sentTime) UnmarshalJSON(data []byte) error {
+	if string(data) == "null" {
 		return nil
 	}
-	if y := t.Year(); y < 1970 || y > 9999 {
+	if err := s.t.UnmarshalJSON(data); err != nil {
+		return err
+	}
+	s.sent = true
+	return nil
+}
+
+// maxOffset bounds a UTC offset: RFC 3339's hours run 00..23, though Go's
+// parser takes "+24:00".
+const maxOffset = 24 * 3600
+
+// checkTime refuses a time sent outside the years 1970..9999 or with an
+// offset of 24 hours or more (absent is not checked).
+func checkTime(field string, t sentTime) error {
+	if !t.sent {
+		return nil
+	}
+	if y := t.t.Year(); y < 1970 || y > 9999 {
 		return badRequest("%s: year %d is out of range", field, y)
+	}
+	if _, off := t.t.Zone(); off <= -maxOffset || off >= maxOffset {
+		return badRequest("%s: UTC offset %s is out of range (RFC 3339 hours are 00..23)", field, t.t.Format("-07:00"))
 	}
 	return nil
 }
 
 // checkRange checks an optional range [since, until): each bound a time
 // checkTime accepts, and since before until when both are set.
-func checkRange(since, until time.Time) error {
+func checkRange(since, until sentTime) error {
 	if err := checkTime("since", since); err != nil {
 		return err
 	}
 	if err := checkTime("until", until); err != nil {
 		return err
 	}
-	if !since.IsZero() && !until.IsZero() && !since.Before(until) {
-		return badRequest("since %s is not before until %s", since.Format(time.RFC3339Nano), until.Format(time.RFC3339Nano))
+	if since.sent && until.sent && !since.t.Before(until.t) {
+		return badRequest("since %s is not before until %s", since.t.Format(time.RFC3339Nano), until.t.Format(time.RFC3339Nano))
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package enricher_test
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -112,11 +113,76 @@ func TestSearchSinceUntil(t *testing.T) {
 		{`{"user_id":"u","query":"x","since":"0001-01-02T00:00:00Z"}`, "since: year 1"},
 		{`{"user_id":"u","query":"x","until":"1969-12-31T00:00:00Z"}`, "until: year 1969"},
 		{`{"user_id":"u","query":"x","until":"last week"}`, "RFC 3339"},
+		// Go's zero time, what a serialiser without omitzero sends for an
+		// unset bound, is year 1, not an open bound.
+		{`{"user_id":"u","query":"x","until":"0001-01-01T00:00:00Z"}`, "until: year 1 is out of range"},
+		{`{"user_id":"u","query":"x","since":"0001-01-01T00:00:00Z"}`, "since: year 1 is out of range"},
+		{`{"user_id":"u","query":"x","since":"0001-01-01T00:00:00Z","until":"2026-11-10T00:00:00Z"}`, "since: year 1 is out of range"},
+		// RFC 3339 offsets' hours are 00..23.
+		{`{"user_id":"u","query":"x","since":"2026-11-10T00:00:00+24:00"}`, "since: UTC offset +24:00 is out of range"},
+		{`{"user_id":"u","query":"x","until":"2026-11-10T00:00:00-24:00"}`, "until: UTC offset -24:00 is out of range"},
 	}
 	for _, b := range bad {
 		code, desc := errorCode(t, h.raw(t, h.prefix+".search.u", []byte(b.body)))
 		if code != 400 || !strings.Contains(desc, b.want) {
 			t.Errorf("search %s: %d %q, want 400 containing %q", b.body, code, desc, b.want)
 		}
+	}
+	// null is absent, an open bound; the largest offsets RFC 3339 allows
+	// are accepted.
+	for _, body := range []string{
+		`{"user_id":"alice","query":"kitchen","since":null,"until":null}`,
+		`{"user_id":"alice","query":"kitchen","since":"2026-11-01T00:00:00+23:59","until":"2026-11-20T00:00:00-23:59"}`,
+	} {
+		msg := h.raw(t, h.prefix+".search."+events.UserToken("alice"), []byte(body))
+		if code, desc := errorCode(t, msg); code != 0 {
+			t.Fatalf("search %s: %d %s", body, code, desc)
+		}
+		var r events.SearchReply
+		if err := json.Unmarshal(msg.Data, &r); err != nil {
+			t.Fatal(err)
+		}
+		if got := eventIDs(r.Results); !slices.Equal(got, []string{"last-week", "two-weeks-ago"}) {
+			t.Errorf("search %s: %q, want both kitchen items", body, got)
+		}
+	}
+}
+
+// TestEnrichZeroAt: an enrich at Go's zero time is refused like any year out
+// of range, as are +24:00 offsets; an absent or null at means now, and the
+// Go client sends none when At is left unset (omitzero).
+func TestEnrichZeroAt(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	subject := h.prefix + ".enrich." + events.UserToken("u")
+	for _, b := range []struct{ body, want string }{
+		{`{"user_id":"u","message":"what did I say today?","at":"0001-01-01T00:00:00Z"}`, "at: year 1 is out of range"},
+		{`{"user_id":"u","message":"x","at":"2026-11-29T12:00:00+24:00"}`, "at: UTC offset +24:00 is out of range"},
+		{`{"user_id":"u","message":"x","at":"2026-11-29T12:00:00-24:30"}`, "at: UTC offset -24:30 is out of range"},
+	} {
+		code, desc := errorCode(t, h.raw(t, subject, []byte(b.body)))
+		if code != 400 || !strings.Contains(desc, b.want) {
+			t.Errorf("enrich %s: %d %q, want 400 containing %q", b.body, code, desc, b.want)
+		}
+	}
+	for _, body := range []string{
+		`{"user_id":"u","message":"x","at":null}`,
+		`{"user_id":"u","message":"x"}`,
+		`{"user_id":"u","message":"x","at":"2026-11-29T12:00:00+14:00"}`,
+	} {
+		if code, desc := errorCode(t, h.raw(t, subject, []byte(body))); code != 0 {
+			t.Errorf("enrich %s: %d %q, want a reply", body, code, desc)
+		}
+	}
+	body, err := json.Marshal(events.EnrichRequest{UserID: "u", Message: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(body), `"at"`) {
+		t.Errorf("an unset At is sent: %s", body)
+	}
+	if r := enrich(t, h, events.EnrichRequest{UserID: "u", Message: "what did I say today?"}); r.Degraded {
+		t.Errorf("enrich without at: degraded: %s", r.Reason)
 	}
 }

@@ -75,7 +75,9 @@ type EnrichRequest struct {
 	Threshold *float64 `json:"threshold,omitempty"`
 	// MaxTokens bounds the injection, 1..100000; nil means 2000.
 	MaxTokens *int `json:"max_tokens,omitempty"`
-	// At is the time recency is measured against; zero means now.
+	// At is the time recency is measured against; zero means now: it is
+	// then omitted (omitzero), since memoryd refuses the zero time sent
+	// ("0001-01-01T00:00:00Z" is year 1, out of range). Years 1970..9999.
 	At time.Time `json:"at,omitzero"`
 	// Format is the injection format: "inline" (default), "system" or
 	// "markdown". Inline cites no dates; system and markdown date each
@@ -198,7 +200,9 @@ type SearchRequest struct {
 	Scope string `json:"scope,omitempty"`
 	// Since and Until, when set, narrow the results to the items created
 	// (the time of the turn they came from) in [Since, Until); either may
-	// be absent (open). Years 1970..9999; Since must be before Until.
+	// be absent (open): a zero bound is omitted (omitzero), and memoryd
+	// refuses the zero time sent. Years 1970..9999; Since must be before
+	// Until.
 	Since time.Time `json:"since,omitzero"`
 	Until time.Time `json:"until,omitzero"`
 }
