@@ -318,9 +318,12 @@ func (s *Service) enrich(ctx context.Context, p enrichParams) (events.EnrichRepl
 // message that asks nothing else ("what did we talk about yesterday?")
 // gets the range's newest items, each with score 1 (they match all it
 // asked; the threshold does not apply). When nothing in the range
-// qualifies, the request is answered as if it had no time expression, from
-// a second read: a frontend never gets less than a message without the
-// time would have found.
+// qualifies, the words that expressed the range are not searched for: they
+// said when, not what ("what did I say today?" must not bring a March item
+// that says "today"). A message that asks something else is answered from
+// a second read, of all the user's items, with those other keywords; one
+// that asks nothing else gets no items (facts still come, from the first
+// read).
 //
 // With Config.Embedder, the message is embedded (within EmbedTimeout, once,
 // and only for a ranked read) and each ranked read is hybrid (hybrid.go):
@@ -354,15 +357,19 @@ func (s *Service) relevant(ctx context.Context, p enrichParams) ([]store.Fact, [
 		if err != nil {
 			return nil, nil, nil, false, err
 		}
-		if len(items) > 0 {
+		if len(items) > 0 || timeOnly {
 			return selectFacts(p.facts, p.keywords, facts), items, p.timeKeywords, defaults, nil
 		}
 	}
-	facts, items, defaults, err := s.ranked(ctx, store.SearchQuery{UserID: p.userID, Keywords: p.keywords, Scope: p.scope}, vector(), p)
+	keywords := p.keywords
+	if p.timed {
+		keywords = p.timeKeywords
+	}
+	facts, items, defaults, err := s.ranked(ctx, store.SearchQuery{UserID: p.userID, Keywords: keywords, Scope: p.scope}, vector(), p)
 	if err != nil {
 		return nil, nil, nil, false, err
 	}
-	return selectFacts(p.facts, p.keywords, facts), items, p.keywords, defaults, nil
+	return selectFacts(p.facts, p.keywords, facts), items, keywords, defaults, nil
 }
 
 // ranked reads q's candidates with the user's facts and ranks them for p:

@@ -52,9 +52,10 @@ func TestEnrichTimeExpressions(t *testing.T) {
 		// Keywords within the range: the older kitchen item is left out.
 		{"keywords in range", "what about the kitchen last week", &zero, []string{"last-week"}, []string{"kitchen"}},
 		// Nothing in the range: the search without the range, with the
-		// message's own keywords (the time words included, as before).
-		{"fallback", "what about the kitchen yesterday", &zero, []string{"last-week", "two-weeks-ago"}, []string{"kitchen", "yesterday"}},
-		{"time only, empty range", "what did I say in May", &zero, []string{}, []string{"what", "did", "i", "say", "in", "may"}},
+		// keywords less the time words (they said when, not what).
+		{"fallback", "what about the kitchen yesterday", &zero, []string{"last-week", "two-weeks-ago"}, []string{"kitchen"}},
+		// A time alone whose range is empty: nothing.
+		{"time only, empty range", "what did I say in May", &zero, []string{}, []string{}},
 		// No expression: as before.
 		{"no time", "what about the kitchen", &zero, []string{"last-week", "two-weeks-ago"}, []string{"kitchen"}},
 	}
@@ -184,5 +185,52 @@ func TestEnrichZeroAt(t *testing.T) {
 	}
 	if r := enrich(t, h, events.EnrichRequest{UserID: "u", Message: "what did I say today?"}); r.Degraded {
 		t.Errorf("enrich without at: degraded: %s", r.Reason)
+	}
+}
+
+// TestEnrichEmptyRangeSkipsTimeWords: when the message's range holds
+// nothing, the words that named the range are not searched for: an item
+// that only says "today" or "this week" at another time is not injected as
+// the answer to a question about today, while the other words of the
+// message still find their match. Facts come whatever the items.
+func TestEnrichEmptyRangeSkipsTimeWords(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	insertContext(t, st,
+		store.ContextWrite{UserID: "carol", Question: "I ran my first half marathon today!", Answer: "Congratulations, that is a big milestone.", CreatedAt: time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC), EventID: "marathon"},
+		store.ContextWrite{UserID: "carol", Question: "I started cello lessons this week.", Answer: "Enjoy the first scales.", CreatedAt: time.Date(2026, 5, 12, 9, 0, 0, 0, time.UTC), EventID: "cello"},
+		store.ContextWrite{UserID: "carol", Question: "Which paint for the kitchen?", Answer: "Pale blue.", CreatedAt: time.Date(2026, 11, 3, 9, 0, 0, 0, time.UTC), EventID: "kitchen"},
+	)
+	upsertFacts(t, st, store.FactWrite{UserID: "carol", Key: "city", Value: "Lyon"})
+	// A Sunday: nothing was said today or this week (from Monday 23).
+	at := time.Date(2026, time.November, 29, 12, 0, 0, 0, time.UTC)
+	zero := 0.0
+	tests := []struct {
+		msg      string
+		want     []string
+		keywords []string
+	}{
+		{"what did I say today?", []string{}, []string{}},
+		{"what did I say this week?", []string{}, []string{}},
+		{"what about the kitchen today?", []string{"kitchen"}, []string{"kitchen"}},
+		{"which cello lessons did I mention the past weekend?", []string{"cello"}, []string{"cello", "lessons"}},
+		// The range holds an item: it is the answer, as before.
+		{"what did I say about paint in November?", []string{"kitchen"}, []string{"paint"}},
+	}
+	for _, tt := range tests {
+		r := enrich(t, h, events.EnrichRequest{UserID: "carol", Message: tt.msg, At: at, Threshold: &zero})
+		if r.Degraded {
+			t.Fatalf("%q: degraded: %s", tt.msg, r.Reason)
+		}
+		if got := eventIDs(r.Context); !slices.Equal(got, tt.want) {
+			t.Errorf("%q found %q, want %q", tt.msg, got, tt.want)
+		}
+		if !slices.Equal(r.Keywords, tt.keywords) {
+			t.Errorf("%q: keywords %q, want %q", tt.msg, r.Keywords, tt.keywords)
+		}
+		if len(r.Facts) != 1 || r.Facts[0].Value != "Lyon" {
+			t.Errorf("%q: facts %+v, want the city", tt.msg, r.Facts)
+		}
 	}
 }

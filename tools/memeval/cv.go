@@ -243,9 +243,11 @@ type cvCache struct {
 
 // cvRead reads every question's candidates from memoryd's store as enrich
 // reads them, and FTS5-BM25's ranks from the baseline. A question with a
-// time expression (enricher.ParseTime) is searched in its range first with
-// the keywords enrich's reply says it used; the whole memory only when
-// the range holds no match, as enrich does.
+// time expression (enricher.ParseTime) is searched with the keywords
+// enrich's reply says it used (the expression's words left out): in its
+// range first, the whole memory only when the range holds no match, as
+// enrich does; one with no keyword left is answered by enrich's newest
+// items of the range, or nothing.
 func cvRead(ctx context.Context, in *instance, sets []dataset, fts ranker) (*cvCache, error) {
 	st, err := in.app.Store(ctx)
 	if err != nil {
@@ -263,23 +265,26 @@ func cvRead(ctx context.Context, in *instance, sets []dataset, fts ranker) (*cvC
 				kws := enricher.Keywords(q.text)
 				var c store.Candidates
 				var newest []string
+				// searched: the candidates are read (or none are to be).
+				searched := false
 				if when, timed := enricher.ParseTime(q.text, q.at); timed {
 					r, err := in.enrich(ctx, h, q, events.FactsRelevant, evalShape(10))
 					if err != nil {
 						return nil, err
 					}
-					if len(r.Keywords) == 0 {
+					if kws = r.Keywords; len(kws) == 0 {
 						for _, it := range r.Context {
 							newest = append(newest, it.EventID)
 						}
-					} else if c, err = st.SearchContext(ctx, store.SearchQuery{UserID: in.userID(h), Keywords: r.Keywords,
+						searched = true
+					} else if c, err = st.SearchContext(ctx, store.SearchQuery{UserID: in.userID(h), Keywords: kws,
 						Since: when.Since, Until: when.Until}); err != nil {
 						return nil, err
-					} else if len(c.Matches) > 0 {
-						kws = r.Keywords
+					} else {
+						searched = len(c.Matches) > 0
 					}
 				}
-				if len(newest) == 0 && len(c.Matches) == 0 {
+				if !searched {
 					if c, err = st.SearchContext(ctx, store.SearchQuery{UserID: in.userID(h), Keywords: kws}); err != nil {
 						return nil, err
 					}
