@@ -3,6 +3,8 @@ package enricher
 import (
 	"strings"
 
+	"golang.org/x/text/unicode/norm"
+
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/store"
 )
@@ -37,7 +39,7 @@ var coreKeys = func() map[string]bool {
 // unchanged. Otherwise it is the core facts (CoreFactKeys) followed by the
 // facts relevant to the message, each part in the given order: a
 // fact is relevant when a word of its key (split as Keywords splits words,
-// so "_" and ":" separate, and CJK runs into bigrams) or of its value matches one of the message's
+// so "_" and ":" separate, and CJK runs into bigrams; in NFC) or of its value matches one of the message's
 // keywords, a trailing plural "s" or "es" aside. Stop words of the fact
 // never match, so a message made only of stop words (whose keywords fall
 // back to all its words) selects no fact through them. The token budget is
@@ -62,12 +64,14 @@ func selectFacts(mode string, keywords []string, facts []store.Fact) []store.Fac
 	return append(core, rel...)
 }
 
-// matches reports whether a word of text, not a stop word, is in want.
+// matches reports whether a word of text, not a stop word, is in want. The
+// text is put in NFC first, as Keywords puts the message, so that a fact
+// stored decomposed matches a message typed composed and the reverse.
 func matches(want map[string]bool, text string) bool {
 	if len(want) == 0 {
 		return false
 	}
-	for w := range words(text) {
+	for w := range words(norm.NFC.String(text)) {
 		if !hasCJK(w) {
 			if !IsStopWord(w) && want[stem(w)] {
 				return true

@@ -6,6 +6,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"golang.org/x/text/unicode/norm"
+
 	"github.com/memoryd/memoryd/store"
 )
 
@@ -58,69 +60,164 @@ var phatic = func() map[string]bool {
 // Keywords extracts the search keywords of a message: words (runs of
 // letters, digits and combining marks; anything else separates words) in
 // lower case, without words of two characters or fewer or stop words,
-// deduplicated in order of first use. A word holding CJK characters is
-// split by CJKTokens first: its CJK bigrams (or single characters) are
-// keywords whatever their length, and its other parts are words like any.
-// When that leaves nothing it falls back to every word of the message. A
-// message that only greets, thanks or acknowledges (every word phatic: "ok,
-// great, thanks!") has none. Invalid UTF-8 separates words like
-// punctuation. At most store.MaxKeywords are returned, and words longer
-// than store.MaxKeywordBytes are skipped; the result is never nil.
+// deduplicated in order of first use. The message is put in Unicode NFC
+// first, as the index is (migrations/041), so that a word typed decomposed
+// ("cafe\u0301", Hangul as Jamo) is the word stored composed. A word
+// holding CJK characters is split by CJKTokens first: its CJK bigrams (or
+// single characters) are keywords whatever their length, except the
+// function pieces (grammar: see cjkstop.go), and its other parts are words
+// like any. When that leaves nothing it falls back to every word of the
+// message. A message that only greets, thanks or acknowledges (every word
+// phatic: "ok, great, thanks!") has none. Invalid UTF-8 separates words
+// like punctuation. Words longer than store.MaxKeywordBytes are skipped;
+// the result is never nil.
+//
+// At most store.MaxKeywords are returned. When a message has more, those
+// of its questions (sentences ending in "?" or "？") are kept first, then
+// the others, in each group the later ones (by last use) first; the kept
+// keywords are returned in order of first use. A chat message puts what it
+// asks in its question or at its end, after any preamble: a long message
+// would otherwise be searched for its preamble alone (a CJK character is
+// one bigram, so 32 keywords are about 33 characters of Japanese).
 func Keywords(message string) []string {
-	// Both lists hold at most store.MaxKeywords words: a scan finds a
-	// repeat sooner than a map would be built (this runs on every enrich).
-	kept, all := make([]string, 0, 8), make([]string, 0, 8)
-	// add reports whether the keywords are complete.
-	add := func(word string) bool {
-		if len(word) > store.MaxKeywordBytes {
-			return false
-		}
-		if len(all) < store.MaxKeywords && !slices.Contains(all, word) {
-			all = append(all, word)
-		}
-		if IsStopWord(word) || slices.Contains(kept, word) {
-			return false
-		}
-		kept = append(kept, word)
-		return len(kept) == store.MaxKeywords
-	}
-words:
-	for word := range words(message) {
-		if !hasCJK(word) {
-			if add(word) {
-				break
-			}
+	message = norm.NFC.String(message) // no copy when it is NFC already
+	c := keywordSet{all: make([]keyword, 0, 16)}
+	for word, q := range questionWords(message) {
+		if len(word) > store.MaxKeywordBytes && !hasCJK(word) {
 			continue
 		}
-		for _, tok := range CJKTokens(word) {
-			if add(tok) {
-				break words
-			}
+		if !hasCJK(word) {
+			c.add(word, IsStopWord(word), q)
+			continue
 		}
+		cjkPieces(word, func(p cjkPiece) bool {
+			if len(p.tok) > store.MaxKeywordBytes {
+				return true
+			}
+			stop := p.stop
+			if !isCJKToken(p.tok) {
+				stop = IsStopWord(p.tok)
+			}
+			c.add(p.tok, stop, q)
+			return true
+		})
 	}
-	if len(all) < store.MaxKeywords && onlyPhatic(all) {
-		return kept[:0]
+	if len(c.all) < store.MaxKeywords && c.onlyPhatic() {
+		return []string{}
 	}
-	if len(kept) == 0 {
-		return all
+	if c.kept == 0 {
+		return c.cap(false)
 	}
-	return kept
+	return c.cap(true)
 }
 
-// onlyPhatic reports whether words greet, thank or acknowledge and say
+// keywordSet collects a message's distinct words in order of first use.
+type keywordSet struct {
+	all  []keyword
+	at   map[string]int // index in all, once all is long enough for a map to pay
+	kept int            // how many are not stop words
+	seq  int
+}
+
+type keyword struct {
+	word     string
+	stop     bool
+	question bool // used in a question at least once
+	last     int  // sequence number of its last use
+}
+
+func (c *keywordSet) add(word string, stop, question bool) {
+	c.seq++
+	i := -1
+	if c.at != nil {
+		if j, ok := c.at[word]; ok {
+			i = j
+		}
+	} else {
+		i = slices.IndexFunc(c.all, func(k keyword) bool { return k.word == word })
+	}
+	if i >= 0 {
+		k := &c.all[i]
+		k.question = k.question || question
+		k.last = c.seq
+		return
+	}
+	c.all = append(c.all, keyword{word: word, stop: stop, question: question, last: c.seq})
+	if !stop {
+		c.kept++
+	}
+	switch {
+	case c.at != nil:
+		c.at[word] = len(c.all) - 1
+	case len(c.all) > 2*store.MaxKeywords:
+		c.at = make(map[string]int, 2*len(c.all))
+		for j, k := range c.all {
+			c.at[k.word] = j
+		}
+	}
+}
+
+// onlyPhatic reports whether the words greet, thank or acknowledge and say
 // nothing else: one phatic word at least, and every other word of two
 // characters or fewer ("ok", "it"; "that's" leaves "s"), none of them CJK.
-func onlyPhatic(words []string) bool {
+func (c *keywordSet) onlyPhatic() bool {
 	greets := false
-	for _, w := range words {
+	for _, k := range c.all {
 		switch {
-		case phatic[w]:
+		case phatic[k.word]:
 			greets = true
-		case utf8.RuneCountInString(w) > 2 || isCJKToken(w):
+		case utf8.RuneCountInString(k.word) > 2 || isCJKToken(k.word):
 			return false
 		}
 	}
 	return greets
+}
+
+// cap returns the words (without the stop words when kept), at most
+// store.MaxKeywords of them, chosen as Keywords says.
+func (c *keywordSet) cap(kept bool) []string {
+	n := len(c.all)
+	if kept {
+		n = c.kept
+	}
+	if n <= store.MaxKeywords {
+		out := make([]string, 0, n)
+		for _, k := range c.all {
+			if !kept || !k.stop {
+				out = append(out, k.word)
+			}
+		}
+		return out
+	}
+	ks := make([]keyword, 0, n)
+	for _, k := range c.all {
+		if !kept || !k.stop {
+			ks = append(ks, k)
+		}
+	}
+	{
+		// Stable: ks is in order of first use, and equal keys keep it.
+		order := slices.Clone(ks)
+		slices.SortStableFunc(order, func(x, y keyword) int {
+			if x.question != y.question {
+				if x.question {
+					return -1
+				}
+				return 1
+			}
+			return y.last - x.last
+		})
+		chosen := make(map[string]bool, store.MaxKeywords)
+		for _, k := range order[:store.MaxKeywords] {
+			chosen[k.word] = true
+		}
+		ks = slices.DeleteFunc(ks, func(k keyword) bool { return !chosen[k.word] })
+	}
+	out := make([]string, len(ks))
+	for i, k := range ks {
+		out[i] = k.word
+	}
+	return out
 }
 
 // Words returns every word of text, lower-cased, in order, with repeats: the
@@ -148,35 +245,95 @@ func IsStopWord(word string) bool {
 // words yields the lower-cased words of s.
 func words(s string) func(yield func(string) bool) {
 	return func(yield func(string) bool) {
-		start := -1
-		for i := 0; i <= len(s); {
-			var inWord bool
-			size := 1
-			switch {
-			case i == len(s):
-			case s[i] < utf8.RuneSelf: // ASCII: no decoding
-				c := s[i] | 0x20
-				inWord = (c >= 'a' && c <= 'z') || (s[i] >= '0' && s[i] <= '9')
-			default:
-				var r rune
-				r, size = utf8.DecodeRuneInString(s[i:])
-				// RuneError with size 1 is invalid UTF-8: a separator. A
-				// literal U+FFFD (size 3) is not a letter either.
-				inWord = r != utf8.RuneError && (unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r))
+		wordSpans(s, func(start, end int) bool { return yield(strings.ToLower(s[start:end])) })
+	}
+}
+
+// questionWords yields the lower-cased words of s, each with whether its
+// sentence is a question: one whose end (the text after its last word)
+// holds "?" or "？". A sentence also ends at "!", "！", "。", "．", a line
+// break, a "." followed by a space, and the end of s. The words of a
+// sentence are yielded once its end is known.
+func questionWords(s string) func(yield func(string, bool) bool) {
+	return func(yield func(string, bool) bool) {
+		sentence := make([]string, 0, 16)
+		flush := func(gap string, last bool) bool {
+			ends, question := sentenceEnd(gap)
+			if !ends && !last {
+				return true
 			}
-			switch {
-			case inWord && start < 0:
-				start = i
-			case !inWord && start >= 0:
-				if !yield(strings.ToLower(s[start:i])) {
-					return
+			for _, w := range sentence {
+				if !yield(w, question) {
+					return false
 				}
-				start = -1
 			}
-			if i == len(s) {
-				break
-			}
-			i += size
+			sentence = sentence[:0]
+			return true
 		}
+		prev := 0
+		ok := true
+		wordSpans(s, func(start, end int) bool {
+			if ok = flush(s[prev:start], false); !ok {
+				return false
+			}
+			sentence = append(sentence, strings.ToLower(s[start:end]))
+			prev = end
+			return true
+		})
+		if ok {
+			flush(s[prev:], true)
+		}
+	}
+}
+
+// sentenceEnd reports whether gap, the text between two words or after
+// the last, ends a sentence, and whether as a question.
+func sentenceEnd(gap string) (ends, question bool) {
+	if gap == "" {
+		return false, false
+	}
+	if strings.ContainsAny(gap, "?？") {
+		return true, true
+	}
+	if strings.ContainsAny(gap, "!！。．\n") {
+		return true, false
+	}
+	i := strings.IndexByte(gap, '.')
+	return i >= 0 && strings.ContainsAny(gap[i:], " \t"), false
+}
+
+// wordSpans calls yield with the byte span of each word of s (runs of
+// letters, digits and combining marks; invalid UTF-8 separates), in order,
+// until it returns false.
+func wordSpans(s string, yield func(start, end int) bool) {
+	start := -1
+	for i := 0; i <= len(s); {
+		var inWord bool
+		size := 1
+		switch {
+		case i == len(s):
+		case s[i] < utf8.RuneSelf: // ASCII: no decoding
+			c := s[i] | 0x20
+			inWord = (c >= 'a' && c <= 'z') || (s[i] >= '0' && s[i] <= '9')
+		default:
+			var r rune
+			r, size = utf8.DecodeRuneInString(s[i:])
+			// RuneError with size 1 is invalid UTF-8: a separator. A
+			// literal U+FFFD (size 3) is not a letter either.
+			inWord = r != utf8.RuneError && (unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r))
+		}
+		switch {
+		case inWord && start < 0:
+			start = i
+		case !inWord && start >= 0:
+			if !yield(start, i) {
+				return
+			}
+			start = -1
+		}
+		if i == len(s) {
+			break
+		}
+		i += size
 	}
 }

@@ -1,0 +1,131 @@
+package store_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/memoryd/memoryd/migrations"
+	"github.com/memoryd/memoryd/store"
+)
+
+// nfcSearch returns the questions of the user's items holding any of
+// keywords, sorted.
+func nfcSearch(t *testing.T, ctx context.Context, s *store.Store, user string, keywords ...string) []string {
+	t.Helper()
+	c, err := s.SearchContext(ctx, store.SearchQuery{UserID: user, Keywords: keywords})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range c.Matches {
+		out = append(out, m.Item.Question)
+	}
+	slices.Sort(out)
+	return out
+}
+
+const (
+	cafeNFC   = "Coffee at the caf\u00e9"
+	kolnNFD   = "Ko\u0308ln: Mu\u0308ller's Cre\u0302pes"
+	seoulJamo = "\u1109\u1165\u110b\u116e\u11af\u110b\u1166 \u1109\u1161\u11af\u110b\u1161\u110b\u116d" // 서울에 살아요, as Jamo
+)
+
+// TestSearchNFC: items are indexed, and keywords parsed, in Unicode NFC
+// (migration 041), so text stored composed is found by a keyword typed
+// decomposed and the reverse, Hangul as conjoining Jamo included; the
+// stored text stays as it was sent.
+func TestSearchNFC(t *testing.T) {
+	ctx, s := setup(t)
+	seedContext(t, s,
+		store.ContextWrite{UserID: "alice", Question: cafeNFC, Answer: "Nice", CreatedAt: t0},
+		store.ContextWrite{UserID: "alice", Question: kolnNFD, Answer: "Yum", CreatedAt: t0},
+		store.ContextWrite{UserID: "alice", Question: seoulJamo, Answer: "", CreatedAt: t0},
+	)
+	for _, tt := range []struct {
+		keyword string
+		want    string
+	}{
+		{"caf\u00e9", cafeNFC},
+		{"cafe\u0301", cafeNFC},
+		{"k\u00f6ln", kolnNFD},
+		{"ko\u0308ln", kolnNFD},
+		{"m\u00fcller", kolnNFD},
+		{"cr\u00eapes", kolnNFD},
+		{"서울", seoulJamo},
+	} {
+		if got := nfcSearch(t, ctx, s, "alice", tt.keyword); !slices.Equal(got, []string{tt.want}) {
+			t.Errorf("search %+q = %+q, want %+q", tt.keyword, got, tt.want)
+		}
+	}
+	var q string
+	if err := s.Pool().QueryRow(ctx, `SELECT question FROM context WHERE user_id = 'alice' AND question LIKE 'Ko%'`).Scan(&q); err != nil || q != kolnNFD {
+		t.Fatalf("stored question = %+q, %v; want it as sent", q, err)
+	}
+	// Chunks are indexed by the same function.
+	var same bool
+	if err := s.Pool().QueryRow(ctx, `SELECT memoryd_tsvector('english', $1) = memoryd_tsvector('english', normalize($1, NFC))`, kolnNFD).Scan(&same); err != nil || !same {
+		t.Fatalf("memoryd_tsvector of NFD = of NFC: %v, %v", same, err)
+	}
+}
+
+// TestMigration041ReindexesNonNFC: the items indexed before migration 041
+// whose text is not NFC get the NFC vector, lengths and term rows when it
+// runs; the others are not touched (no update, no memory change).
+func TestMigration041ReindexesNonNFC(t *testing.T) {
+	ctx, s := setup(t)
+	seedContext(t, s,
+		store.ContextWrite{UserID: "alice", Question: kolnNFD, Answer: "cafe\u0301", CreatedAt: t0},
+		store.ContextWrite{UserID: "alice", Question: cafeNFC, Answer: "Nice", CreatedAt: t0},
+	)
+	// Index the items as before 041: without normalization. The trigger
+	// that recomputes vectors is off while the old ones are written; the
+	// term rows follow them (their own trigger stays on).
+	for _, sql := range []string{
+		`ALTER TABLE context DISABLE TRIGGER context_tsvector_trg`,
+		`UPDATE context SET search = setweight(to_tsvector(ts_config::regconfig, memoryd_cjk(question)), 'A') ||
+			setweight(to_tsvector(ts_config::regconfig, memoryd_cjk(answer)), 'B'),
+			question_len = length(to_tsvector(ts_config::regconfig, memoryd_cjk(question))),
+			answer_len = length(to_tsvector(ts_config::regconfig, memoryd_cjk(answer)))`,
+		`ALTER TABLE context ENABLE TRIGGER context_tsvector_trg`,
+	} {
+		if _, err := s.Pool().Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := nfcSearch(t, ctx, s, "alice", "k\u00f6ln"); got != nil {
+		t.Fatalf("old NFD vector found by NFC: %q (the plant did not work)", got)
+	}
+	var changes0 int
+	var xmin0 string
+	if err := s.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM memory_changes), (SELECT xmin::text FROM context WHERE question = $1)`, cafeNFC).Scan(&changes0, &xmin0); err != nil {
+		t.Fatal(err)
+	}
+	body, err := migrations.FS.ReadFile("041_nfc.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(ctx, string(body)); err != nil {
+		t.Fatalf("run 041 again: %v", err)
+	}
+	if got := nfcSearch(t, ctx, s, "alice", "k\u00f6ln"); !slices.Equal(got, []string{kolnNFD}) {
+		t.Fatalf("after 041, NFC k\u00f6ln found %+q", got)
+	}
+	if got := nfcSearch(t, ctx, s, "alice", "caf\u00e9"); len(got) != 2 {
+		t.Fatalf("after 041, caf\u00e9 found %+q, want both items", got)
+	}
+	if cols, terms := derivedDiffer(t, ctx, s); cols != 0 || terms != 0 {
+		t.Fatalf("after 041: %d items' vectors differ from memoryd_tsvector's, %d term rows", cols, terms)
+	}
+	var changes int
+	var xmin string
+	if err := s.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM memory_changes), (SELECT xmin::text FROM context WHERE question = $1)`, cafeNFC).Scan(&changes, &xmin); err != nil {
+		t.Fatal(err)
+	}
+	if changes != changes0 {
+		t.Fatalf("041 recorded %d memory changes", changes-changes0)
+	}
+	if xmin != xmin0 {
+		t.Fatal("041 updated an item whose text is NFC")
+	}
+}
