@@ -195,24 +195,30 @@ func (c *keywordSet) cap(kept bool) []string {
 			ks = append(ks, k)
 		}
 	}
-	{
-		// Stable: ks is in order of first use, and equal keys keep it.
-		order := slices.Clone(ks)
-		slices.SortStableFunc(order, func(x, y keyword) int {
-			if x.question != y.question {
-				if x.question {
-					return -1
-				}
-				return 1
-			}
-			return y.last - x.last
-		})
-		chosen := make(map[string]bool, store.MaxKeywords)
-		for _, k := range order[:store.MaxKeywords] {
-			chosen[k.word] = true
-		}
-		ks = slices.DeleteFunc(ks, func(k keyword) bool { return !chosen[k.word] })
+	// The words of questions first, then the others, each latest used
+	// first: every word's last use is a distinct sequence number, so one
+	// table by it orders them without a sort (linear in the message).
+	byLast := make([]int32, c.seq+1)
+	for i, k := range ks {
+		byLast[k.last] = int32(i) + 1
 	}
+	chosen := make([]bool, len(ks))
+	picked := 0
+	for _, question := range [2]bool{true, false} {
+		for seq := c.seq; seq > 0 && picked < store.MaxKeywords; seq-- {
+			if i := byLast[seq] - 1; i >= 0 && ks[i].question == question {
+				chosen[i] = true
+				picked++
+			}
+		}
+	}
+	in := ks[:0]
+	for i, k := range ks {
+		if chosen[i] {
+			in = append(in, k)
+		}
+	}
+	ks = in
 	out := make([]string, len(ks))
 	for i, k := range ks {
 		out[i] = k.word

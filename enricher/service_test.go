@@ -408,10 +408,17 @@ func TestHostileMessagesNeverError(t *testing.T) {
 		if err := json.Unmarshal(msg.Data, &r); err != nil || r.Degraded {
 			t.Fatalf("message %q: reply %s, %v", m, msg.Data, err)
 		}
-		// Raw too: the Go client refuses invalid UTF-8 before sending.
 		msg = h.raw(t, h.prefix+".search.u", []byte(`{"user_id":"u","query":"`+jsonEscapeKeepInvalid(m)+`"}`))
 		if code, desc := errorCode(t, msg); code != 0 && !(code == 400 && strings.Contains(desc, "query is required")) {
 			t.Fatalf("search %q: %d %s", m, code, desc)
+		}
+		// And through the Go client, which sends a read's invalid bytes
+		// replaced rather than refusing it.
+		if _, err := h.client.Search(ctxT(t), events.SearchRequest{UserID: "u", Query: m}); err != nil {
+			t.Fatalf("client search %q: %v", m, err)
+		}
+		if r, err := h.client.Enrich(ctxT(t), events.EnrichRequest{UserID: "u", Message: m}); err != nil || r.Degraded {
+			t.Fatalf("client enrich %q: %+v, %v", m, r, err)
 		}
 	}
 }

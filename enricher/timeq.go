@@ -36,9 +36,9 @@ type TimeExpr struct {
 //     week).
 //   - "the|this past weekend": the last weekend that ended before at's day,
 //     the same as "last weekend" (on a Saturday or a Sunday, the one a week
-//     before; on a Monday, the one that just ended); "over the weekend": the
-//     last weekend that began on or before at's day (on a Saturday or a
-//     Sunday, the current one).
+//     before; on a Monday, the one that just ended). Not "over the
+//     weekend": as often a plan or a habit ("what should I do over the
+//     weekend?", "I hike over the weekend") as a past weekend.
 //   - "earlier this week|month|year": from the unit's start to the start of
 //     at's day (at's day itself when it is the unit's first).
 //   - "N days|weeks|months|years ago": the calendar unit N units before at's
@@ -262,14 +262,23 @@ var timeMatchers = []timeMatcher{
 // sinceMatchers are the expressions "since" may start, each with the
 // preposition it takes elsewhere and that "since" stands for ("since
 // Monday" is "on Monday"'s day on): a range from their start.
+// A month read through the "in" that "since" stands for must be written
+// as a name (capitalised) or with its year: "in may" is a month, but
+// "since may I ask" is not (capitalOrYear).
 var sinceMatchers = []struct {
-	prep    string
-	matcher timeMatcher
+	prep          string
+	matcher       timeMatcher
+	capitalOrYear bool
 }{
-	{"", matchDayBeforeYesterday}, {"", matchDayWords}, {"", matchPartOfDay}, {"", matchUnitsAgo},
-	{"", matchThisLast}, {"", matchWeekday}, {"", matchISODate}, {"", matchDate}, {"", matchMonth},
-	{"", matchChristmas}, {"on", matchWeekday}, {"on", matchDate}, {"in", matchMonth}, {"in", matchYear},
+	{"", matchDayBeforeYesterday, false}, {"", matchDayWords, false}, {"", matchPartOfDay, false}, {"", matchUnitsAgo, false},
+	{"", matchThisLast, false}, {"", matchWeekday, false}, {"", matchISODate, false}, {"", matchDate, false}, {"", matchMonth, false},
+	{"", matchChristmas, false}, {"on", matchWeekday, false}, {"on", matchDate, false}, {"in", matchMonth, true}, {"in", matchYear, false},
 }
+
+// sinceReach is the most words after "since" its expressions read
+// ("the day before yesterday" is 4): each try reads a copy of at most
+// these, so a message made of "since" costs linear time.
+const sinceReach = 8
 
 // day is the midnight starting t's day in t's location, shifted by n days.
 func day(t time.Time, n int) time.Time {
@@ -432,6 +441,11 @@ func matchRolling(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool
 	if len(toks) < i+used+1 {
 		return 0, time.Time{}, time.Time{}, false
 	}
+	if len(toks) > i+used+1 && toks[i+used+1].word == "of" {
+		// "the last hour of the party", "the past two weeks of the trip":
+		// part of something, not a time back from now.
+		return 0, time.Time{}, time.Time{}, false
+	}
 	end := day(at, 1)
 	if w := toks[i+used].word; w == "hour" || w == "hours" {
 		// Hours roll from at itself: "the last 24 hours" at 09:00 reaches
@@ -445,7 +459,7 @@ func matchRolling(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool
 	return i + used + 1, addUnits(day(at, 0), u, -n), end, true
 }
 
-// matchWeekend reads "the|this past weekend" and "over the weekend".
+// matchWeekend reads "the|this past weekend".
 func matchWeekend(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) {
 	week := unitStart(at, unitWeek)
 	switch {
@@ -453,14 +467,6 @@ func matchWeekend(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool
 		// The last weekend that ended before at's day: the previous week's,
 		// on a Sunday too (the current one has not ended).
 		sat := day(week, -2)
-		return 3, sat, day(sat, 2), true
-	case wordsAre(toks, "over", "the", "weekend"):
-		// The last weekend begun by at's day: the current one on a Saturday
-		// or a Sunday.
-		sat := day(week, 5)
-		if sat.After(day(at, 0)) {
-			sat = day(sat, -7)
-		}
 		return 3, sat, day(sat, 2), true
 	}
 	return 0, time.Time{}, time.Time{}, false
@@ -489,13 +495,22 @@ func matchSince(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) 
 	if len(toks) < 2 || toks[0].word != "since" {
 		return 0, time.Time{}, time.Time{}, false
 	}
-	rest, end := toks[1:], day(at, 1)
-	var withPrep []timeTok
+	// Only a space between: "since, may I ask" and "since. May ..." are
+	// two sentences' words.
+	if toks[1].start != toks[0].end+1 || !unicode.IsSpace(rune(toks[1].before)) {
+		return 0, time.Time{}, time.Time{}, false
+	}
+	rest, end := toks[1:min(len(toks), 1+sinceReach)], day(at, 1)
+	var buf [1 + sinceReach]timeTok
+	withPrep := append(buf[:0], timeTok{})
+	withPrep = append(withPrep, rest...)
 	for _, sm := range sinceMatchers {
 		sub := rest
+		if sm.capitalOrYear && !rest[0].capital && !(len(rest) > 1 && isYear(rest[1].word)) {
+			continue
+		}
 		if sm.prep != "" {
-			// Only after "since": the copy costs nothing elsewhere.
-			withPrep = append(append(withPrep[:0], timeTok{word: sm.prep}), rest...)
+			withPrep[0] = timeTok{word: sm.prep}
 			sub = withPrep
 		}
 		n, since, _, ok := sm.matcher(sub, at)
@@ -602,6 +617,12 @@ func monthAt(toks []timeTok, prep bool) (time.Month, bool) {
 		return 0, false
 	}
 	return m, true
+}
+
+// isYear reports whether w is four digits.
+func isYear(w string) bool {
+	_, ok := digits(w)
+	return ok && len(w) == 4
 }
 
 // digits reads a short run of ASCII digits (callers bound the length), without

@@ -157,6 +157,10 @@ func BenchmarkParseTime(b *testing.B) {
 	for _, m := range []struct{ name, msg string }{
 		{"short", "what did I say about the dentist last week?"},
 		{"64KiB-none", long},
+		// Every word a try of each "since" expression: linear, not
+		// quadratic (it took 2.5 s and 1.7 GB when each try copied the
+		// rest of the message).
+		{"64KiB-since", strings.Repeat("since you ", 65536/10)},
 	} {
 		b.Run(m.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -230,15 +234,7 @@ func TestParseTimeCommonForms(t *testing.T) {
 		{"mon", "the past weekend", "2026-11-21", "2026-11-23", "the past weekend"},
 		{"mon-2027", "the past weekend", "2027-01-02", "2027-01-04", "the past weekend"},
 		{"new-year", "the past weekend", "2026-12-26", "2026-12-28", "the past weekend"},
-		// Over the weekend: the current one once it has begun.
-		{"wed", "what did I cook over the weekend", "2026-11-14", "2026-11-16", "over the weekend"},
-		{"sat", "over the weekend", "2026-11-21", "2026-11-23", "over the weekend"},
-		{"sun", "over the weekend", "2026-11-21", "2026-11-23", "over the weekend"},
-		{"mon", "over the weekend", "2026-11-21", "2026-11-23", "over the weekend"},
-		{"new-year", "over the weekend", "2026-12-26", "2026-12-28", "over the weekend"},
-		{"mon-tokyo", "over the weekend", "2026-11-21", "2026-11-23", "over the weekend"},
 		{"mon-tokyo", "the past weekend", "2026-11-21", "2026-11-23", "the past weekend"},
-		{"sat-la", "over the weekend", "2026-11-21", "2026-11-23", "over the weekend"},
 		{"sat-la", "the past weekend", "2026-11-14", "2026-11-16", "the past weekend"},
 		// Earlier this week, month, year: before at's day, or at's day on
 		// the unit's first.
@@ -312,6 +308,16 @@ func TestParseTimeCommonForms(t *testing.T) {
 		{"wed", "a few day ago", "", "", ""},
 		{"wed", "a few ideas ago", "", "", ""},
 		{"wed", "over the weekends", "", "", ""},
+		// A plan or a habit, as often as a past weekend: not read.
+		{"wed", "what should I do over the weekend?", "", "", ""},
+		{"wed", "I usually go hiking over the weekend", "", "", ""},
+		// Part of something, not a time back from now.
+		{"wed", "the last hour of the party was loud", "", "", ""},
+		{"wed", "the past two weeks of the trip", "", "", ""},
+		// "since" and a month's name across a sentence's end: not a range.
+		{"wed", "I haven't seen her since, may I ask why?", "", "", ""},
+		{"wed", "I haven't been there since. May I ask where you live now?", "", "", ""},
+		{"wed", "we have not spoken since may I ask", "", "", ""},
 		{"wed", "earlier this weeks", "", "", ""},
 		{"wed", "since then", "", "", ""},
 		{"wed", "since Monday-ish", "", "", ""},

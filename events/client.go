@@ -126,6 +126,7 @@ func (c *Client) call(ctx context.Context, endpoint, userID string, req, reply a
 // call (a few hundred milliseconds): without one the request waits up to
 // DefaultClientTimeout.
 func (c *Client) Enrich(ctx context.Context, req EnrichRequest) (EnrichReply, error) {
+	req.Message = readText(req.Message)
 	var reply EnrichReply
 	if err := c.call(ctx, "enrich", req.UserID, req, &reply); err != nil {
 		return EnrichReply{
@@ -142,6 +143,7 @@ func (c *Client) Enrich(ctx context.Context, req EnrichRequest) (EnrichReply, er
 
 // Search returns the user's context items matching req.Query, best first.
 func (c *Client) Search(ctx context.Context, req SearchRequest) (SearchReply, error) {
+	req.Query = readText(req.Query)
 	var reply SearchReply
 	err := c.call(ctx, "search", req.UserID, req, &reply)
 	return reply, err

@@ -219,6 +219,7 @@ func (c *Client) DocDefaults(ctx context.Context, req DocsDefaultsRequest) (Docs
 
 // SearchDocuments searches chunks (see PutDocument for the subject).
 func (c *Client) SearchDocuments(ctx context.Context, req DocsSearchRequest) (DocsSearchReply, error) {
+	req.Query = readText(req.Query)
 	var reply DocsSearchReply
 	err := c.call(ctx, docsEndpoint("search", req.Shared), req.UserID, req, &reply)
 	return reply, err

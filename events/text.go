@@ -10,11 +10,25 @@ import (
 )
 
 // ErrInvalidText is wrapped by a Client's refusal of a request holding a
-// string (or raw JSON) that is not valid UTF-8. The service refuses such
-// text with a 400, but it never sees it: encoding/json would replace each
-// bad byte with U+FFFD, and the request would succeed with text the caller
-// did not send.
+// string (or raw JSON) that is not valid UTF-8; the text of a read
+// (Enrich's message, a search's query) is sent instead with the bad bytes
+// replaced (readText). The service refuses such text to be stored with a
+// 400, but it never sees it: encoding/json would replace each bad byte
+// with U+FFFD, and the request would succeed with text the caller did not
+// send.
 var ErrInvalidText = errors.New("is not valid UTF-8")
+
+// readText is the text of a read (an enrich message, a search query) with
+// each run of invalid UTF-8 replaced by U+FFFD, as encoding/json would
+// have: the service separates words there, as at the bytes themselves,
+// and a frontend that cut a message inside a character must still get its
+// memory, not an error. Only what would be stored is refused (checkText).
+func readText(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
 
 // checkText returns an error wrapping ErrInvalidText, naming the first
 // field (by its JSON name) of req that holds invalid UTF-8, or nil.
