@@ -2,7 +2,11 @@ package agenttools
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"time"
+
+	"github.com/memoryd/memoryd/events"
 )
 
 // userGate lets at most n calls of one user reach memoryd at once; more
@@ -58,3 +62,31 @@ func (g *userGate) done(user string, u *userSlots) {
 		delete(g.users, user)
 	}
 }
+
+// retryOverloaded runs call, and again while memoryd answers it
+// "overloaded" (which it does without doing anything, so that a store or a
+// delete is not done twice), at most overloadedRetries times, with a
+// growing pause, within ctx. The gate keeps this server's own calls under
+// memoryd's per-user bound, but the bound is also taken by the user's
+// other clients, and memoryd frees a request's place just after its reply.
+func retryOverloaded[Out any](ctx context.Context, call func() (Out, error)) (Out, error) {
+	pause := 10 * time.Millisecond
+	for try := 0; ; try++ {
+		out, err := call()
+		var svc *events.ServiceError
+		if try == overloadedRetries || !errors.As(err, &svc) || !svc.Overloaded() {
+			return out, err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return out, err
+		case <-t.C:
+		}
+		pause = min(2*pause, 200*time.Millisecond)
+	}
+}
+
+// overloadedRetries bounds retryOverloaded: with its pauses, about 0.9 s.
+const overloadedRetries = 8

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"testing"
+
+	"github.com/memoryd/memoryd/events"
 )
 
 // A user's calls past the gate's bound wait for a release, or give up with
@@ -44,5 +46,39 @@ func TestUserGate(t *testing.T) {
 	defer g.mu.Unlock()
 	if len(g.users) != 0 {
 		t.Fatalf("users left in the gate: %v", g.users)
+	}
+}
+
+// retryOverloaded sends a call again only while memoryd answers it
+// "overloaded", and a bounded number of times.
+func TestRetryOverloaded(t *testing.T) {
+	t.Parallel()
+	overloaded := &events.ServiceError{Code: 500, Description: events.OverloadedDescription}
+	for _, tt := range []struct {
+		name  string
+		errs  []error // the answers in turn; nil: success
+		calls int
+		fails bool
+	}{
+		{"succeeds at once", []error{nil}, 1, false},
+		{"overloaded twice", []error{overloaded, overloaded, nil}, 3, false},
+		{"another 500 is not retried", []error{&events.ServiceError{Code: 500, Description: "internal error"}}, 1, true},
+		{"a 400 is not retried", []error{&events.ServiceError{Code: 400, Description: "bad"}}, 1, true},
+		{"overloaded for good", nil, overloadedRetries + 1, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			calls := 0
+			_, err := retryOverloaded(context.Background(), func() (int, error) {
+				calls++
+				if calls <= len(tt.errs) {
+					return 0, tt.errs[calls-1]
+				}
+				return 0, overloaded
+			})
+			if calls != tt.calls || (err != nil) != tt.fails {
+				t.Fatalf("%d calls, err %v; want %d calls, failing %v", calls, err, tt.calls, tt.fails)
+			}
+		})
 	}
 }

@@ -279,7 +279,7 @@ func wrap[In, Out any](t tools, fn func(ctx context.Context, user string, in In)
 			return nil, zero, explain(err)
 		}
 		defer release()
-		out, err := fn(ctx, user, in)
+		out, err := retryOverloaded(ctx, func() (Out, error) { return fn(ctx, user, in) })
 		if err != nil {
 			t.s.cfg.Logger.Debug("mcp tool failed", "tool", req.Params.Name, "user_token", events.UserToken(user), "error", err)
 			return nil, zero, explain(err)

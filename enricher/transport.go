@@ -55,7 +55,7 @@ func (s *Service) handler(ep endpoint) micro.Handler {
 			endSpan(span, 0)
 		}, func() {
 			st.serverErrors.Add(1)
-			s.publishError(reply, 500, "memoryd is overloaded; retry later")
+			s.publishError(reply, 500, events.OverloadedDescription)
 			endSpan(span, 500)
 		})
 	})

@@ -333,6 +333,16 @@ func (e *ServiceError) Error() string {
 	return fmt.Sprintf("memoryd service error %d: %s", e.Code, e.Description)
 }
 
+// OverloadedDescription is the description of the 500 memoryd answers,
+// without doing anything, to a request past its bounds (a user's requests
+// at once, a lane's wait): sending it again later is safe.
+const OverloadedDescription = "memoryd is overloaded; retry later"
+
+// Overloaded reports whether e is that refusal.
+func (e *ServiceError) Overloaded() bool {
+	return e.Code == 500 && e.Description == OverloadedDescription
+}
+
 // ForgetReply counts what memory.forget deleted.
 type ForgetReply struct {
 	Facts        int64  `json:"facts"`

@@ -33,10 +33,12 @@ BEGIN
         RETURN;
     END IF;
 
-    -- Inlined into its callers (a plain SQL expression, immutable).
+    -- Inlined into its callers (a plain SQL expression, immutable; not
+    -- STRICT, which keeps Postgres from inlining a CASE: NULL gives NULL
+    -- through it anyway).
     EXECUTE $f$
     CREATE OR REPLACE FUNCTION memoryd_nfc(t text) RETURNS text
-    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT CASE WHEN octet_length(t) = length(t) OR t IS NFC NORMALIZED THEN t ELSE normalize(t, NFC) END
     $$
     $f$;

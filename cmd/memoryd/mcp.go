@@ -41,7 +41,7 @@ argument names a user. A running 'memoryd serve' answers the calls.`)
 	f.String(&cfg.Listen, "listen", "", "serve streamable HTTP on this address, e.g. 127.0.0.1:8765 (empty: stdio)")
 	f.String(&keysFile, "keys", "", "HTTP: API key file, lines 'sha256:<hex> <user_id>' (memoryd keys add); reloaded on change")
 	f.Secret(&keyHashes, "key-hashes", "HTTP: more key lines in the --keys format, separated by ';'")
-	f.Duration(&cfg.Timeout, "timeout", agenttools.DefaultTimeout, "how long one tool call waits for memoryd's reply")
+	f.Duration(&cfg.Timeout, "timeout", agenttools.DefaultTimeout, "how long one tool call waits for memoryd's reply, its turn among the user's calls in parallel included")
 	f.Duration(&shutdownTimeout, "shutdown-timeout", 30*time.Second, "HTTP: how long requests in flight may take to finish on SIGINT/SIGTERM")
 	if err := f.Parse(args); err != nil {
 		return err
