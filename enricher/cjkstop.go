@@ -46,11 +46,13 @@ import (
 
 // zhFunctionChars are Han characters that are function words on their own
 // in Chinese (particles, pronouns, question words, the copula, common
-// auxiliaries and adverbs), plus the Japanese 何 (what) and 私 僕 (I).
+// auxiliaries and adverbs), in simplified and traditional forms, plus the
+// Japanese 何 (what) and 私 僕 (I).
 var zhFunctionChars = runeSet(`
 	的了吗呢吧啊呀么嘛什怎哪谁几
 	我你您他她它们咱这那是在有没不也都就还很个些里样为给把被着过
 	想要会能该请
+	嗎麼們這個裡沒還會為給過樣該請誰幾
 	何私僕
 `)
 
@@ -59,6 +61,7 @@ var zhFunctionChars = runeSet(`
 var zhFunctionMorphemes = strings.Fields(`
 	知道 记得 告诉 一下 一些 可以 还是 但是 因为 所以 如果 已经 觉得 其实 然后
 	怎样 如何 为何 多少 是否
+	記得 告訴 還是 因為 所以 已經 覺得 其實 然後 怎樣 為何
 `)
 
 // jaFunctionMorphemes are Japanese endings, auxiliaries, particle pairs,
@@ -85,7 +88,7 @@ var jaFunctionMorphemes = strings.Fields(`
 `)
 
 // jaParticles are the Japanese one-character case particles (rule 1).
-var jaParticles = runeSet("はがをにでともの")
+var jaParticles = runeSet("はがをにでとものへ")
 
 // koEndings are Korean particles and verb endings, stripped from a word's
 // end (rule 1); 워요 봐요 ... are the polite ending fused with the stem's

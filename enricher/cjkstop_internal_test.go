@@ -36,6 +36,12 @@ func TestKeywordsCJKFunctionPieces(t *testing.T) {
 		{"zh name", "我的狗叫什么名字？", []string{"的狗", "狗叫", "叫什", "么名", "名字"}},
 		{"zh who", "小白是谁？", []string{"小白", "白是"}},
 		{"zh know", "你知道我喜欢什么吗", []string{"我喜", "喜欢", "欢什"}},
+		// A piece that is grammar in one place and content in another is
+		// kept, whichever comes first.
+		{"ja grammar then content", "猫はなにが好き？はなが好き", []string{"猫は", "はな", "が好", "好き", "なが"}},
+		// Traditional characters are the same grammar.
+		{"zh-hant name", "我的貓叫什麼名字？", []string{"的貓", "貓叫", "叫什", "麼名", "名字"}},
+		{"zh-hant talk", "你們在說什麼嗎？", []string{"在說", "說什"}},
 		// Korean: particles and endings at a word's end, function words.
 		{"ko hobby", "제 취미가 뭐예요?", []string{"취미", "미가"}},
 		{"ko live", "서울에 살아요", []string{"서울", "울에", "살아"}},
@@ -136,11 +142,13 @@ func TestQuestionWords(t *testing.T) {
 		q bool
 	}
 	var got []wq
-	for w, q := range questionWords("Rex is 3.5 years old. Where? 東京です。どこ？ tail") {
+	for w, q := range questionWords("Rex is 3.5 years old. Where? 東京です。どこ？ see example.com/a?id=4 now. ok?") {
 		got = append(got, wq{w, q})
 	}
+	// A "?" inside a link ends no sentence; one at the very end does.
 	want := []wq{{"rex", false}, {"is", false}, {"3", false}, {"5", false}, {"years", false}, {"old", false},
-		{"where", true}, {"東京です", false}, {"どこ", true}, {"tail", false}}
+		{"where", true}, {"東京です", false}, {"どこ", true}, {"see", false}, {"example", false}, {"com", false},
+		{"a", false}, {"id", false}, {"4", false}, {"now", false}, {"ok", true}}
 	if !slices.Equal(got, want) {
 		t.Errorf("questionWords = %v, want %v", got, want)
 	}

@@ -140,6 +140,12 @@ func (c *keywordSet) add(word string, stop, question bool) {
 		k := &c.all[i]
 		k.question = k.question || question
 		k.last = c.seq
+		if k.stop && !stop {
+			// A CJK piece is grammar in one place and content in
+			// another (はな after a kanji, then alone): content wins.
+			k.stop = false
+			c.kept++
+		}
 		return
 	}
 	c.all = append(c.all, keyword{word: word, stop: stop, question: question, last: c.seq})
@@ -264,7 +270,7 @@ func questionWords(s string) func(yield func(string, bool) bool) {
 	return func(yield func(string, bool) bool) {
 		sentence := make([]string, 0, 16)
 		flush := func(gap string, last bool) bool {
-			ends, question := sentenceEnd(gap)
+			ends, question := sentenceEnd(gap, last)
 			if !ends && !last {
 				return true
 			}
@@ -293,12 +299,17 @@ func questionWords(s string) func(yield func(string, bool) bool) {
 }
 
 // sentenceEnd reports whether gap, the text between two words or after
-// the last, ends a sentence, and whether as a question.
-func sentenceEnd(gap string) (ends, question bool) {
+// the last (last), ends a sentence, and whether as a question. An ASCII
+// "?" does only before white space or at the end, as "." does: in
+// "example.com/page?id=42" it is part of a link.
+func sentenceEnd(gap string, last bool) (ends, question bool) {
 	if gap == "" {
 		return false, false
 	}
-	if strings.ContainsAny(gap, "?？") {
+	if strings.Contains(gap, "？") {
+		return true, true
+	}
+	if i := strings.IndexByte(gap, '?'); i >= 0 && (last || strings.ContainsAny(gap[i:], " \t\n")) {
 		return true, true
 	}
 	if strings.ContainsAny(gap, "!！。．\n") {

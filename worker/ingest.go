@@ -293,32 +293,42 @@ func (w *Worker) enqueue(ctx context.Context, tx pgx.Tx, inserted []store.Turn) 
 	return w.enq.enqueueDebounced(ctx, tx, inserted, time.Now().Add(w.cfg.ExtractDebounce))
 }
 
-// rejectReason labels a rejection for metrics: the invalid field, or the kind
-// of problem; a small, fixed set of values.
+// Rejection reasons that name no field; see RejectReasons.
+const (
+	reasonTokenMismatch   = "token_mismatch"
+	reasonSubject         = "subject"
+	reasonConflictingID   = "conflicting_id"
+	reasonPostgresRefused = "postgres_refused"
+	reasonMalformed       = "malformed"
+	reasonOther           = "other"
+)
+
 // RejectReasons are the reasons Observer.TurnRejected reports that do not
 // name a field, so that a metrics layer can show them at 0 before they
 // first happen; a field's is "invalid_" and the field's JSON name.
 func RejectReasons() []string {
-	return []string{"token_mismatch", "subject", "conflicting_id", "postgres_refused", "malformed", "other"}
+	return []string{reasonTokenMismatch, reasonSubject, reasonConflictingID, reasonPostgresRefused, reasonMalformed, reasonOther}
 }
 
+// rejectReason labels a rejection for metrics: the invalid field, or the kind
+// of problem; a small, fixed set of values.
 func rejectReason(err error) string {
 	var ve *events.ValidationError
 	switch {
 	case errors.Is(err, errTokenMismatch):
-		return "token_mismatch"
+		return reasonTokenMismatch
 	case errors.Is(err, errSubjectShape):
-		return "subject"
+		return reasonSubject
 	case errors.Is(err, errConflict):
-		return "conflicting_id"
+		return reasonConflictingID
 	case isDataError(err):
-		return "postgres_refused"
+		return reasonPostgresRefused
 	case errors.As(err, &ve) && ve.Field != "":
 		return "invalid_" + ve.Field
 	case errors.As(err, &ve):
-		return "malformed"
+		return reasonMalformed
 	}
-	return "other"
+	return reasonOther
 }
 
 // isDataError reports whether Postgres rejected the data itself (SQLSTATE
