@@ -133,40 +133,18 @@ type timeTok struct {
 	before byte
 }
 
-// timeTokens splits s into words as Keywords does (letters, digits, marks).
+// timeTokens splits s into words as Keywords does (wordSpans).
 func timeTokens(s string) []timeTok {
 	out := make([]timeTok, 0, len(s)/6+1)
-	start := -1
-	for i := 0; i <= len(s); {
-		var in bool
-		size := 1
-		switch {
-		case i == len(s):
-		case s[i] < utf8.RuneSelf: // ASCII: no decoding
-			c := s[i] | 0x20
-			in = (c >= 'a' && c <= 'z') || (s[i] >= '0' && s[i] <= '9')
-		default:
-			var r rune
-			r, size = utf8.DecodeRuneInString(s[i:])
-			in = r != utf8.RuneError && (unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r))
+	wordSpans(s, func(start, end int) bool {
+		first, _ := utf8.DecodeRuneInString(s[start:])
+		var before byte
+		if start > 0 {
+			before = s[start-1]
 		}
-		switch {
-		case in && start < 0:
-			start = i
-		case !in && start >= 0:
-			first, _ := utf8.DecodeRuneInString(s[start:])
-			var before byte
-			if start > 0 {
-				before = s[start-1]
-			}
-			out = append(out, timeTok{word: strings.ToLower(s[start:i]), start: start, end: i, capital: unicode.IsUpper(first), before: before})
-			start = -1
-		}
-		if i == len(s) {
-			break
-		}
-		i += size
-	}
+		out = append(out, timeTok{word: strings.ToLower(s[start:end]), start: start, end: end, capital: unicode.IsUpper(first), before: before})
+		return true
+	})
 	return out
 }
 

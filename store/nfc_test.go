@@ -1,29 +1,12 @@
 package store_test
 
 import (
-	"context"
 	"slices"
 	"testing"
 
 	"github.com/memoryd/memoryd/migrations"
 	"github.com/memoryd/memoryd/store"
 )
-
-// nfcSearch returns the questions of the user's items holding any of
-// keywords, sorted.
-func nfcSearch(t *testing.T, ctx context.Context, s *store.Store, user string, keywords ...string) []string {
-	t.Helper()
-	c, err := s.SearchContext(ctx, store.SearchQuery{UserID: user, Keywords: keywords})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, m := range c.Matches {
-		out = append(out, m.Item.Question)
-	}
-	slices.Sort(out)
-	return out
-}
 
 const (
 	cafeNFC   = "Coffee at the caf\u00e9"
@@ -54,7 +37,7 @@ func TestSearchNFC(t *testing.T) {
 		{"cr\u00eapes", kolnNFD},
 		{"서울", seoulJamo},
 	} {
-		if got := nfcSearch(t, ctx, s, "alice", tt.keyword); !slices.Equal(got, []string{tt.want}) {
+		if got := matched(t, ctx, s, "alice", tt.keyword); !slices.Equal(got, []string{tt.want}) {
 			t.Errorf("search %+q = %+q, want %+q", tt.keyword, got, tt.want)
 		}
 	}
@@ -93,7 +76,7 @@ func TestMigration041ReindexesNonNFC(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := nfcSearch(t, ctx, s, "alice", "k\u00f6ln"); got != nil {
+	if got := matched(t, ctx, s, "alice", "k\u00f6ln"); got != nil {
 		t.Fatalf("old NFD vector found by NFC: %q (the plant did not work)", got)
 	}
 	var changes0 int
@@ -108,10 +91,10 @@ func TestMigration041ReindexesNonNFC(t *testing.T) {
 	if _, err := s.Pool().Exec(ctx, string(body)); err != nil {
 		t.Fatalf("run 041 again: %v", err)
 	}
-	if got := nfcSearch(t, ctx, s, "alice", "k\u00f6ln"); !slices.Equal(got, []string{kolnNFD}) {
+	if got := matched(t, ctx, s, "alice", "k\u00f6ln"); !slices.Equal(got, []string{kolnNFD}) {
 		t.Fatalf("after 041, NFC k\u00f6ln found %+q", got)
 	}
-	if got := nfcSearch(t, ctx, s, "alice", "caf\u00e9"); len(got) != 2 {
+	if got := matched(t, ctx, s, "alice", "caf\u00e9"); len(got) != 2 {
 		t.Fatalf("after 041, caf\u00e9 found %+q, want both items", got)
 	}
 	if cols, terms := derivedDiffer(t, ctx, s); cols != 0 || terms != 0 {
