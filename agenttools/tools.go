@@ -237,7 +237,7 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 				return nil, explain(err)
 			}
 			defer release()
-			facts, err := c.ListFacts(ctx, user)
+			facts, err := retryOverloaded(ctx, func() ([]events.Fact, error) { return c.ListFacts(ctx, user) })
 			if err != nil {
 				return nil, explain(err)
 			}

@@ -73,7 +73,8 @@ var phatic = func() map[string]bool {
 // the result is never nil.
 //
 // At most store.MaxKeywords are returned. When a message has more, those
-// of its questions (sentences ending in "?" or "？") are kept first, then
+// of its questions (sentences ending in "?" or "？"; a "?" inside a link,
+// right before a letter or digit, ends none) are kept first, then
 // the others, in each group the later ones (by last use) first; the kept
 // keywords are returned in order of first use. A chat message puts what it
 // asks in its question or at its end, after any preamble: a long message
@@ -263,14 +264,15 @@ func words(s string) func(yield func(string) bool) {
 
 // questionWords yields the lower-cased words of s, each with whether its
 // sentence is a question: one whose end (the text after its last word)
-// holds "?" or "？". A sentence also ends at "!", "！", "。", "．", a line
-// break, a "." followed by a space, and the end of s. The words of a
+// holds "？", or "?" not inside a link (sentenceEnd). A sentence also ends
+// at "!", "！", "。", "．", a line break, a "." followed by a space, and
+// the end of s. The words of a
 // sentence are yielded once its end is known.
 func questionWords(s string) func(yield func(string, bool) bool) {
 	return func(yield func(string, bool) bool) {
 		sentence := make([]string, 0, 16)
-		flush := func(gap string, last bool) bool {
-			ends, question := sentenceEnd(gap, last)
+		flush := func(gap string, next byte, last bool) bool {
+			ends, question := sentenceEnd(gap, next)
 			if !ends && !last {
 				return true
 			}
@@ -285,7 +287,7 @@ func questionWords(s string) func(yield func(string, bool) bool) {
 		prev := 0
 		ok := true
 		wordSpans(s, func(start, end int) bool {
-			if ok = flush(s[prev:start], false); !ok {
+			if ok = flush(s[prev:start], s[start], false); !ok {
 				return false
 			}
 			sentence = append(sentence, strings.ToLower(s[start:end]))
@@ -293,23 +295,25 @@ func questionWords(s string) func(yield func(string, bool) bool) {
 			return true
 		})
 		if ok {
-			flush(s[prev:], true)
+			flush(s[prev:], 0, true)
 		}
 	}
 }
 
 // sentenceEnd reports whether gap, the text between two words or after
-// the last (last), ends a sentence, and whether as a question. An ASCII
-// "?" does only before white space or at the end, as "." does: in
-// "example.com/page?id=42" it is part of a link.
-func sentenceEnd(gap string, last bool) (ends, question bool) {
+// the last, ends a sentence, and whether as a question; next is the first
+// byte of the word after gap (0 after the last). An ASCII "?" right before
+// an ASCII letter or digit is part of a link ("example.com/page?id=42"),
+// not a question's end; before white space, at the end or before other
+// text ("你叫什么名字?我忘了") it is one.
+func sentenceEnd(gap string, next byte) (ends, question bool) {
 	if gap == "" {
 		return false, false
 	}
 	if strings.Contains(gap, "？") {
 		return true, true
 	}
-	if i := strings.IndexByte(gap, '?'); i >= 0 && (last || strings.ContainsAny(gap[i:], " \t\n")) {
+	if i := strings.IndexByte(gap, '?'); i >= 0 && !(i == len(gap)-1 && isASCIIAlnum(next)) {
 		return true, true
 	}
 	if strings.ContainsAny(gap, "!！。．\n") {
@@ -353,4 +357,9 @@ func wordSpans(s string, yield func(start, end int) bool) {
 		}
 		i += size
 	}
+}
+
+func isASCIIAlnum(c byte) bool {
+	c2 := c | 0x20
+	return (c2 >= 'a' && c2 <= 'z') || (c >= '0' && c <= '9')
 }

@@ -48,7 +48,7 @@ type TimeExpr struct {
 //   - "the last|past N days|weeks|months|years", "the past week|month|year":
 //     from N units before at's day to the end of at's day; "the last|past
 //     N hours", "the past hour": from N hours before at to the end of at's
-//     day.
+//     day. Not when "of" follows ("the last hour of the party").
 //   - "on <weekday>": the most recent such day, at's day included; "last
 //     <weekday>": the most recent before at's day; either followed by
 //     "morning", "afternoon", "evening" (as for yesterday) or "night" (18:00
@@ -56,7 +56,8 @@ type TimeExpr struct {
 //   - "since <expression>", the expression a day or a unit above (the
 //     preposition of a weekday, a date, a month or a year left out: "since
 //     Monday", "since May", "since last week", "since yesterday"): from its
-//     start to the end of at's day.
+//     start to the end of at's day. Only a space or a tab between ("since,
+//     may I ask" is no range), and "may" capitalised or with its year.
 //   - "[on] 2026-11-18", "2026/11/18": that day (year first, 1970 up to
 //     at's year). Dates written with the day and month in numbers only
 //     ("11/18", "18.11.2026") are not read: the order of day and month
@@ -240,9 +241,9 @@ var timeMatchers = []timeMatcher{
 // sinceMatchers are the expressions "since" may start, each with the
 // preposition it takes elsewhere and that "since" stands for ("since
 // Monday" is "on Monday"'s day on): a range from their start.
-// A month read through the "in" that "since" stands for must be written
-// as a name (capitalised) or with its year: "in may" is a month, but
-// "since may I ask" is not (capitalOrYear).
+// "may" read as a month through the "in" that "since" stands for must be
+// capitalised or have its year: "in may" is a month, but "since may I
+// ask" is not (capitalOrYear); "since march" is March.
 var sinceMatchers = []struct {
 	prep          string
 	matcher       timeMatcher
@@ -473,9 +474,9 @@ func matchSince(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) 
 	if len(toks) < 2 || toks[0].word != "since" {
 		return 0, time.Time{}, time.Time{}, false
 	}
-	// Only a space between: "since, may I ask" and "since. May ..." are
-	// two sentences' words.
-	if toks[1].start != toks[0].end+1 || !unicode.IsSpace(rune(toks[1].before)) {
+	// Only a space between: "since, may I ask", "since. May ..." and a
+	// line break are two sentences' words.
+	if toks[1].start != toks[0].end+1 || (toks[1].before != ' ' && toks[1].before != '\t') {
 		return 0, time.Time{}, time.Time{}, false
 	}
 	rest, end := toks[1:min(len(toks), 1+sinceReach)], day(at, 1)
@@ -484,7 +485,7 @@ func matchSince(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) 
 	withPrep = append(withPrep, rest...)
 	for _, sm := range sinceMatchers {
 		sub := rest
-		if sm.capitalOrYear && !rest[0].capital && !(len(rest) > 1 && isYear(rest[1].word)) {
+		if sm.capitalOrYear && rest[0].word == "may" && !rest[0].capital && !(len(rest) > 1 && isYear(rest[1].word)) {
 			continue
 		}
 		if sm.prep != "" {

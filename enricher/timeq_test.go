@@ -318,6 +318,7 @@ func TestParseTimeCommonForms(t *testing.T) {
 		{"wed", "I haven't seen her since, may I ask why?", "", "", ""},
 		{"wed", "I haven't been there since. May I ask where you live now?", "", "", ""},
 		{"wed", "we have not spoken since may I ask", "", "", ""},
+		{"wed", "I haven't been there since\nMay I ask where you live now?", "", "", ""},
 		{"wed", "earlier this weeks", "", "", ""},
 		{"wed", "since then", "", "", ""},
 		{"wed", "since Monday-ish", "", "", ""},

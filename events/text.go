@@ -19,8 +19,8 @@ import (
 var ErrInvalidText = errors.New("is not valid UTF-8")
 
 // readText is the text of a read (an enrich message, a search query) with
-// each run of invalid UTF-8 replaced by U+FFFD, as encoding/json would
-// have: the service separates words there, as at the bytes themselves,
+// each run of invalid UTF-8 replaced by one U+FFFD (encoding/json replaced
+// each byte): the service separates words there, as at the bytes themselves,
 // and a frontend that cut a message inside a character must still get its
 // memory, not an error. Only what would be stored is refused (checkText).
 func readText(s string) string {
