@@ -334,8 +334,7 @@ func wordSpans(s string, yield func(start, end int) bool) {
 		switch {
 		case i == len(s):
 		case s[i] < utf8.RuneSelf: // ASCII: no decoding
-			c := s[i] | 0x20
-			inWord = (c >= 'a' && c <= 'z') || (s[i] >= '0' && s[i] <= '9')
+			inWord = isASCIIAlnum(s[i])
 		default:
 			var r rune
 			r, size = utf8.DecodeRuneInString(s[i:])
@@ -359,6 +358,8 @@ func wordSpans(s string, yield func(start, end int) bool) {
 	}
 }
 
+// isASCIIAlnum reports whether c is an ASCII letter or digit: the ASCII
+// part of a word (wordSpans).
 func isASCIIAlnum(c byte) bool {
 	c2 := c | 0x20
 	return (c2 >= 'a' && c2 <= 'z') || (c >= '0' && c <= '9')
