@@ -66,6 +66,10 @@ const (
 
 var embedOutcomes = []string{EmbedOK, EmbedTimeout, EmbedRateLimited, EmbedError}
 
+// EmbedOutcomes are every outcome EmbedObserver.QueryEmbedded reports, so
+// that a metric can show each at 0 before its first event.
+func EmbedOutcomes() []string { return slices.Clone(embedOutcomes) }
+
 // DefaultEmbedTimeout is Config.EmbedTimeout's default: 100ms of enrich's
 // default 250ms, which leaves the store read (a few milliseconds) ample
 // room. A local Ollama embeds a short query in 10 to 50ms; a hosted API

@@ -180,6 +180,7 @@ func TestOpsEndpoints(t *testing.T) {
 		`memoryd_turns_extracted_total{outcome="failed"} 0`,
 		`memoryd_turns_extracted_total{outcome="discarded"} 0`,
 		`memoryd_turns_rejected_total{reason="token_mismatch"} 0`,
+		`memoryd_query_embeddings_total{outcome="timeout"} 0`,
 		"memoryd_enrich_duration_seconds_count 1",
 		"memoryd_enrich_degraded_total 0",
 		"memoryd_extraction_duration_seconds_bucket",

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/memoryd/memoryd/embedding"
+	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/worker"
 )
@@ -55,6 +56,9 @@ func (m *metrics) registerQueryEmbeddings() {
 		Name: "memoryd_query_embeddings_total",
 		Help: "Enrich and search queries embedded for hybrid retrieval, by outcome (ok; timeout, rate_limited, error: answered lexically).",
 	}, []string{"outcome"})
+	for _, o := range enricher.EmbedOutcomes() {
+		m.queryEmbeds.WithLabelValues(o)
+	}
 	m.reg.MustRegister(m.queryEmbeds)
 }
 
