@@ -55,7 +55,7 @@ func jsonReason(err error) string {
 		return "expected a JSON object, not " + typeErr.Value
 	case errors.As(err, &typeErr):
 		return fmt.Sprintf("field %q must be %s, not %s", wireField(typeErr.Field), jsonType(typeErr.Type.String()), typeErr.Value)
-	case errors.As(err, &timeErr):
+	case errors.As(err, &timeErr) || errors.Is(err, errNotTime):
 		return "times (at, since, until) must be RFC 3339, e.g. 2026-11-21T10:00:00Z"
 	case errors.As(err, &syntaxErr):
 		return fmt.Sprintf("invalid JSON at byte %d: %s", syntaxErr.Offset, syntaxErr.Error())
@@ -113,12 +113,20 @@ func (s *sentTime) UnmarshalJSON(data []byte) error {
 	if string(data) == "null" {
 		return nil
 	}
+	if len(data) == 0 || data[0] != '"' {
+		// time.Time's own error for a number or an object names Go's
+		// method; the frontend needs the format.
+		return errNotTime
+	}
 	if err := s.t.UnmarshalJSON(data); err != nil {
 		return err
 	}
 	s.sent = true
 	return nil
 }
+
+// errNotTime is a request time sent as another JSON type than a string.
+var errNotTime = errors.New("a time must be a JSON string")
 
 // maxOffset bounds a UTC offset: RFC 3339's hours run 00..23, though Go's
 // parser takes "+24:00".

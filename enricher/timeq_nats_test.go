@@ -161,6 +161,9 @@ func TestEnrichZeroAt(t *testing.T) {
 		{`{"user_id":"u","message":"what did I say today?","at":"0001-01-01T00:00:00Z"}`, "at: year 1 is out of range"},
 		{`{"user_id":"u","message":"x","at":"2026-11-29T12:00:00+24:00"}`, "at: UTC offset +24:00 is out of range"},
 		{`{"user_id":"u","message":"x","at":"2026-11-29T12:00:00-24:30"}`, "at: UTC offset -24:30 is out of range"},
+		// Another JSON type than a string names the format, not Go's method.
+		{`{"user_id":"u","message":"x","at":5}`, "must be RFC 3339"},
+		{`{"user_id":"u","message":"x","at":{"s":1}}`, "must be RFC 3339"},
 	} {
 		code, desc := errorCode(t, h.raw(t, subject, []byte(b.body)))
 		if code != 400 || !strings.Contains(desc, b.want) {
