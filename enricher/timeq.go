@@ -52,7 +52,8 @@ type TimeExpr struct {
 //   - "on <weekday>": the most recent such day, at's day included; "last
 //     <weekday>": the most recent before at's day; either followed by
 //     "morning", "afternoon", "evening" (as for yesterday) or "night" (18:00
-//     to 06:00 the next day): that part of it.
+//     to 06:00 the next day): that part of it, a week earlier when at's day
+//     is that weekday and the part has not begun at at.
 //   - "since <expression>", the expression a day or a unit above (the
 //     preposition of a weekday, a date, a month or a year left out: "since
 //     Monday", "since May", "since last week", "since yesterday"): from its
@@ -535,15 +536,26 @@ func matchWeekday(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool
 	if back == 0 && toks[0].word == "last" {
 		back = 7
 	}
-	d := day(at, -back)
 	if len(toks) > 2 {
-		if toks[2].word == "night" {
-			return 3, d.Add(18 * time.Hour), day(d, 1).Add(6 * time.Hour), true
+		night := toks[2].word == "night"
+		from, to, ok := partOfDay(toks[2].word)
+		if night {
+			from, ok = 18*time.Hour, true
 		}
-		if from, to, ok := partOfDay(toks[2].word); ok {
+		if ok {
+			// The part of at's own day that has not begun yet ("on Monday
+			// evening" asked on Monday morning) is last week's.
+			if back == 0 && day(at, 0).Add(from).After(at) {
+				back = 7
+			}
+			d := day(at, -back)
+			if night {
+				return 3, d.Add(from), day(d, 1).Add(6 * time.Hour), true
+			}
 			return 3, d.Add(from), d.Add(to), true
 		}
 	}
+	d := day(at, -back)
 	return 2, d, day(d, 1), true
 }
 

@@ -291,6 +291,12 @@ func TestParseTimeCommonForms(t *testing.T) {
 		{"wed", "on Tuesday night", "2026-11-17 18:00", "2026-11-18 06:00", "on Tuesday night"},
 		{"mon", "last Monday night", "2026-11-16 18:00", "2026-11-17 06:00", "last Monday night"},
 		{"new-year", "last Thursday afternoon", "2026-12-31 12:00", "2026-12-31 18:00", "last Thursday afternoon"},
+		// at's own weekday: a part that has begun is today's, one that has
+		// not is last week's (asked on Monday at 10:00).
+		{"mon", "on Monday morning", "2026-11-23", "2026-11-23 12:00", "on Monday morning"},
+		{"mon", "on Monday evening", "2026-11-16 18:00", "2026-11-17", "on Monday evening"},
+		{"mon", "on Monday night", "2026-11-16 18:00", "2026-11-17 06:00", "on Monday night"},
+		{"wed", "on Wednesday afternoon", "2026-11-18 12:00", "2026-11-18 18:00", "on Wednesday afternoon"},
 		// "this past week" is the past week; "this" is a stop word.
 		{"wed", "this past week", "2026-11-11", "2026-11-19", "past week"},
 		// Near misses.
