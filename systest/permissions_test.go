@@ -328,11 +328,13 @@ func permCheck(t *testing.T, memorydBlock, frontendBlock string) {
 		{"memory.docs.list.alice", `{"user_id":"alice","collection":"notes"}`, `"doc_id":"a"`},
 		{"memory.docs.search.alice", `{"user_id":"alice","query":"` + marker + `"}`, marker},
 		{"memory.docs.defaults.alice", `{"user_id":"alice","collections":["notes"]}`, `"collections":["notes"]`},
+		{"memory.language.alice", `{"user_id":"alice","language":"en"}`, `"config":"english"`},
 	} {
 		msg, err := alice.Request(r.subject, []byte(r.body), 5*time.Second)
 		if err != nil {
 			if aliceErrs.has("Publish", r.subject) {
-				t.Logf("the block does not grant alice's frontend %s", r.subject)
+				// Every endpoint the docs offer a frontend is in the block.
+				t.Errorf("the block does not grant alice's frontend %s", r.subject)
 				continue
 			}
 			t.Fatalf("alice's request on %s: %v (violations %q)", r.subject, err, aliceErrs.all())
