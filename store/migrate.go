@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -45,6 +46,10 @@ func (s *Store) Migrate(ctx context.Context, fsys fs.FS, logger *slog.Logger) ([
 		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(hashtext('memoryd.migrate.' || current_schema()))`)
 	}()
 
+	if err := refuseRollingFromUnaware(ctx, conn); err != nil {
+		return nil, err
+	}
+
 	migrator, err := rivermigrate.New(riverpgxv5.New(s.pool), &rivermigrate.Config{Logger: logger.With("component", "river")})
 	if err != nil {
 		return nil, fmt.Errorf("migrate river: %w", err)
@@ -68,13 +73,29 @@ func (s *Store) Migrate(ctx context.Context, fsys fs.FS, logger *slog.Logger) ([
 		if applied[f.version] {
 			continue
 		}
-		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, f.sql); err != nil {
+		for attempt := 1; ; attempt++ {
+			err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, f.sql); err != nil {
+					return err
+				}
+				_, err := tx.Exec(ctx, `INSERT INTO memoryd_migrations (version, name) VALUES ($1, $2)`, f.version, f.name)
 				return err
+			})
+			if err == nil || !IsLockWait(err) || attempt == migrateAttempts {
+				break
 			}
-			_, err := tx.Exec(ctx, `INSERT INTO memoryd_migrations (version, name) VALUES ($1, $2)`, f.version, f.name)
-			return err
-		})
+			// A deadlock with the running processes' statements (a rolling
+			// upgrade: a migration that builds an index, then drops one,
+			// against an update of the same table) rolled the migration
+			// back whole, so it is simply run again.
+			logger.Warn("migration met a deadlock with running statements; retrying", "version", f.version, "name", f.name,
+				"attempt", attempt, "max_attempts", migrateAttempts, "error", err)
+			select {
+			case <-ctx.Done():
+				return done, fmt.Errorf("migrate %s: %w", f.name, context.Cause(ctx))
+			case <-time.After(time.Duration(attempt) * migrateRetryBackoff):
+			}
+		}
 		if err != nil {
 			return done, fmt.Errorf("migrate %s: %w", f.name, err)
 		}
@@ -83,6 +104,14 @@ func (s *Store) Migrate(ctx context.Context, fsys fs.FS, logger *slog.Logger) ([
 	}
 	return done, nil
 }
+
+// migrateAttempts bounds how often one migration is run when it fails on a
+// deadlock or a lock timeout (IsLockWait); the waits between grow by
+// migrateRetryBackoff, 9 s in all.
+const (
+	migrateAttempts     = 10
+	migrateRetryBackoff = 200 * time.Millisecond
+)
 
 type migrationFile struct {
 	version int
@@ -126,6 +155,60 @@ func NewestMigration(fsys fs.FS) (int, error) {
 		return 0, err
 	}
 	return files[len(files)-1].version, nil
+}
+
+// schemaAwareSince is the first migration whose release notices a newer
+// schema (it warns, and refuses forget, import and replay --reset: see
+// NewerSchemaError). A release before it, left running while a newer one
+// migrates, goes on writing as if nothing changed: it cannot record turns
+// once 012 is applied (its ingest acks them undelivered when its forget
+// moves the shared consumer), and its forget leaves memory that comes back.
+const schemaAwareSince = 36
+
+// liveProcessWindow is how recent a worker process's heartbeat must be for
+// it to count as running: a few of its default 2s heartbeats, and more
+// than the 10s after which other processes take its jobs over.
+const liveProcessWindow = 30 * time.Second
+
+// RunningOlderReleaseError refuses to migrate a database that a release
+// unaware of newer schemas is still working on: a rolling upgrade from it
+// loses turns, so it must be stopped first.
+type RunningOlderReleaseError struct {
+	// Have is the newest migration applied; Processes how many worker
+	// processes sent a heartbeat within the last 30 seconds.
+	Have, Processes int
+}
+
+func (e *RunningOlderReleaseError) Error() string {
+	return fmt.Sprintf("migrate: %d memoryd worker process(es) of a release before migration %03d (this database is at %03d) sent a heartbeat in the last %s: "+
+		"that release does not notice a newer schema and loses turns beside it, so stop every process of it first, then start this one (a stop-the-world upgrade; docs/operations.md, Rolling upgrades)",
+		e.Processes, schemaAwareSince, e.Have, liveProcessWindow)
+}
+
+// refuseRollingFromUnaware returns a *RunningOlderReleaseError when the
+// database's newest migration is before schemaAwareSince and a worker
+// process is alive on it. A fresh database, or one whose processes have
+// all stopped, migrates.
+func refuseRollingFromUnaware(ctx context.Context, conn DBTX) error {
+	var migrated, processes bool
+	err := conn.QueryRow(ctx, `SELECT to_regclass('memoryd_migrations') IS NOT NULL, to_regclass('memoryd_processes') IS NOT NULL`).Scan(&migrated, &processes)
+	if err != nil {
+		return fmt.Errorf("migrate: read the applied migrations: %w", err)
+	}
+	if !migrated || !processes {
+		return nil
+	}
+	var have, live int
+	err = conn.QueryRow(ctx, `SELECT (SELECT coalesce(max(version), 0) FROM memoryd_migrations),
+		(SELECT count(*) FROM memoryd_processes WHERE heartbeat_at > now() - make_interval(secs => $1))`,
+		liveProcessWindow.Seconds()).Scan(&have, &live)
+	if err != nil {
+		return fmt.Errorf("migrate: read the applied migrations and running processes: %w", err)
+	}
+	if have > 0 && have < schemaAwareSince && live > 0 {
+		return &RunningOlderReleaseError{Have: have, Processes: live}
+	}
+	return nil
 }
 
 // NewerSchemaError says that a newer memoryd migrated the database beyond

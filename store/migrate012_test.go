@@ -2,10 +2,8 @@ package store_test
 
 import (
 	"context"
-	"io/fs"
 	"log/slog"
 	"testing"
-	"testing/fstest"
 
 	"github.com/memoryd/memoryd/migrations"
 	"github.com/memoryd/memoryd/store"
@@ -19,18 +17,7 @@ func TestMigration012KeepsTurns(t *testing.T) {
 	ctx := context.Background()
 	_, url := storetest.Schema(t)
 	s := storetest.Unmigrated(t, url)
-	upTo := func(last string) fs.FS {
-		m := fstest.MapFS{}
-		names, _ := fs.Glob(migrations.FS, "*.sql")
-		for _, n := range names {
-			if n <= last {
-				data, _ := fs.ReadFile(migrations.FS, n)
-				m[n] = &fstest.MapFile{Data: data}
-			}
-		}
-		return m
-	}
-	if _, err := s.Migrate(ctx, upTo("011_~"), slog.New(slog.DiscardHandler)); err != nil {
+	if _, err := s.Migrate(ctx, migrationsUpTo(t, "011_~"), slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Pool().Exec(ctx, `INSERT INTO turns (event_id, user_id, user_message, turn_at, status, metadata) VALUES

@@ -1,0 +1,168 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/memoryd/memoryd/events/eventstest"
+	"github.com/memoryd/memoryd/migrations"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/store/storetest"
+)
+
+// migrationsUpTo is memoryd's migrations whose file names sort up to last.
+func migrationsUpTo(t *testing.T, last string) fs.FS {
+	t.Helper()
+	m := fstest.MapFS{}
+	names, err := fs.Glob(migrations.FS, "*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if n <= last {
+			data, err := fs.ReadFile(migrations.FS, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m[n] = &fstest.MapFile{Data: data}
+		}
+	}
+	return m
+}
+
+// TestMigrateRefusesBesideAnUnawareRelease: a release before migration 036
+// does not notice a newer schema, so a rolling upgrade from it (its worker
+// still beating) is refused before anything is applied; once it has
+// stopped, the upgrade goes on.
+func TestMigrateRefusesBesideAnUnawareRelease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, url := storetest.Schema(t)
+	s := storetest.Unmigrated(t, url)
+	quiet := slog.New(slog.DiscardHandler)
+	if _, err := s.Migrate(ctx, migrationsUpTo(t, "035_~"), quiet); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(ctx, `INSERT INTO memoryd_processes (id) VALUES ('old-release')`); err != nil {
+		t.Fatal(err)
+	}
+	applied, err := s.Migrate(ctx, migrations.FS, quiet)
+	var old *store.RunningOlderReleaseError
+	if !errors.As(err, &old) || old.Have != 35 || old.Processes != 1 || len(applied) != 0 {
+		t.Fatalf("migrate beside a running release at 035: applied %v, %v; want a RunningOlderReleaseError, nothing applied", applied, err)
+	}
+	if !strings.Contains(err.Error(), "stop every process of it first") {
+		t.Errorf("the refusal does not say what to do: %v", err)
+	}
+	var have int
+	if err := s.Pool().QueryRow(ctx, `SELECT max(version) FROM memoryd_migrations`).Scan(&have); err != nil || have != 35 {
+		t.Fatalf("newest migration after the refusal: %d, %v", have, err)
+	}
+	// The old release stopped (its heartbeat is a minute old).
+	if _, err := s.Pool().Exec(ctx, `UPDATE memoryd_processes SET heartbeat_at = now() - interval '1 minute'`); err != nil {
+		t.Fatal(err)
+	}
+	if applied, err := s.Migrate(ctx, migrations.FS, quiet); err != nil || len(applied) == 0 || applied[0] != 36 {
+		t.Fatalf("migrate once the old release stopped: %v, %v", applied, err)
+	}
+	// From 036 on, a live process is a release that notices newer schemas.
+	if _, err := s.Pool().Exec(ctx, `UPDATE memoryd_processes SET heartbeat_at = now()`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Migrate(ctx, migrations.FS, quiet); err != nil {
+		t.Fatalf("migrate beside a release at or after 036: %v", err)
+	}
+}
+
+// TestMigrateRetriesADeadlock: a migration that builds an index and then
+// needs the table to itself, while a running process's transaction has read
+// the table and then updates it (a rolling upgrade), deadlocks; Postgres
+// rolls the migration back, and Migrate runs it again rather than failing
+// the process that started it.
+func TestMigrateRetriesADeadlock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, url := storetest.Schema(t)
+	s := storetest.Unmigrated(t, url)
+	base := fstest.MapFS{"001_t.sql": {Data: []byte(`CREATE TABLE t (id int PRIMARY KEY, x int); INSERT INTO t VALUES (1, 0);`)}}
+	if _, err := s.Migrate(ctx, base, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+
+	// The running process: its transaction has read t (ACCESS SHARE).
+	old, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Rollback(ctx)
+	if _, err := old.Exec(ctx, `SELECT x FROM t WHERE id = 1`); err != nil {
+		t.Fatal(err)
+	}
+	// A gate the migration waits at between its index build and its need
+	// for the table to itself, so that the update below waits first.
+	gate, err := s.Pool().Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gate.Release()
+	if _, err := gate.Exec(ctx, `SELECT pg_advisory_lock(4242)`); err != nil {
+		t.Fatal(err)
+	}
+	next := fstest.MapFS{"001_t.sql": base["001_t.sql"], "002_idx.sql": {Data: []byte(
+		`CREATE INDEX t_x ON t (x); SELECT pg_advisory_xact_lock(4242); LOCK TABLE t IN ACCESS EXCLUSIVE MODE;`)}}
+	var logs bytes.Buffer
+	type result struct {
+		applied []int
+		err     error
+	}
+	done := make(chan result, 1)
+	go func() {
+		applied, err := s.Migrate(ctx, next, slog.New(slog.NewTextHandler(&logs, nil)))
+		done <- result{applied, err}
+	}()
+	waiting := func(what, query string) {
+		eventstest.Poll(30*time.Second, func() (bool, string) {
+			var ok bool
+			err := s.Pool().QueryRow(ctx, `SELECT EXISTS (`+query+`)`).Scan(&ok)
+			return err == nil && ok, what
+		})
+	}
+	waiting("the migration at its gate, its index built", `SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND NOT granted`)
+	// The running transaction updates t: it waits for the index build's
+	// SHARE lock.
+	updated := make(chan error, 1)
+	go func() {
+		_, err := old.Exec(ctx, `UPDATE t SET x = 1 WHERE id = 1`)
+		if err == nil {
+			err = old.Commit(ctx)
+		}
+		updated <- err
+	}()
+	waiting("the update behind the migration", `SELECT 1 FROM pg_locks WHERE relation = 't'::regclass AND mode = 'RowExclusiveLock' AND NOT granted`)
+	// Through the gate, the migration asks for ACCESS EXCLUSIVE, which the
+	// waiting transaction's read holds off: a deadlock, the migration's.
+	if _, err := gate.Exec(ctx, `SELECT pg_advisory_unlock(4242)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-updated; err != nil {
+		t.Fatalf("the running transaction's update: %v", err)
+	}
+	r := <-done
+	if r.err != nil || len(r.applied) != 1 || r.applied[0] != 2 {
+		t.Fatalf("migrate beside a deadlocking update: applied %v, %v", r.applied, r.err)
+	}
+	if !strings.Contains(logs.String(), "deadlock") {
+		t.Errorf("the migration never met the deadlock this test builds (nothing to retry): %s", logs.String())
+	}
+	var idx bool
+	if err := s.Pool().QueryRow(ctx, `SELECT to_regclass('t_x') IS NOT NULL`).Scan(&idx); err != nil || !idx {
+		t.Fatalf("index t_x after the retried migration: %v, %v", idx, err)
+	}
+}
