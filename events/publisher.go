@@ -62,7 +62,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 		}
 		have.Subjects = append(have.Subjects, subject)
 		if s, err = js.UpdateStream(ctx, have); err != nil {
-			return nil, fmt.Errorf("ensure stream %s: add subject %s: %w", cfg.Stream, subject, err)
+			return nil, fmt.Errorf("ensure stream %s: add subject %s: %w", cfg.Stream, subject, overlapping(ctx, js, subject, err))
 		}
 		return s, nil
 	case errors.Is(err, jetstream.ErrStreamNotFound):
@@ -91,7 +91,27 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
 		return nil, fmt.Errorf("ensure stream %s: the NATS server runs without JetStream (start it with -js): %w", cfg.Stream, err)
 	}
-	return nil, fmt.Errorf("ensure stream %s: %w", cfg.Stream, err)
+	return nil, fmt.Errorf("ensure stream %s: %w", cfg.Stream, overlapping(ctx, js, subject, err))
+}
+
+// errCodeSubjectOverlap is the JetStream API's error code for a stream
+// whose subjects another stream holds already (nats-server's
+// JSStreamSubjectOverlapErr; nats.go names no constant for it).
+const errCodeSubjectOverlap = 10065
+
+// overlapping names the stream that holds subject when err says another
+// stream's subjects overlap: the usual cause is a prefix whose stream has
+// another name than the one asked for.
+func overlapping(ctx context.Context, js jetstream.JetStream, subject string, err error) error {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != errCodeSubjectOverlap {
+		return err
+	}
+	name, lerr := js.StreamNameBySubject(ctx, subject)
+	if lerr != nil || name == "" {
+		return err
+	}
+	return fmt.Errorf("the turn subjects %s are in stream %s already: name that stream (memoryd's --stream %s): %w", subject, name, name, err)
 }
 
 // Publisher publishes turns to the turn stream. It is safe for concurrent use.
