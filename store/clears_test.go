@@ -250,3 +250,62 @@ func TestForgetDeletesClears(t *testing.T) {
 		t.Fatalf("clears after forget = %d, want 0", n)
 	}
 }
+
+// TestClearCoversTurnsByStreamPosition: a clear made with the turn stream
+// at sequence 10 covers the writes of turns at sequence 10 and below of
+// that stream, however late they are stamped, and not a turn at 11, nor a
+// turn at 5 of a stream of the same name created again after the clear
+// (its sequences start over), nor a write without a sequence.
+func TestClearCoversTurnsByStreamPosition(t *testing.T) {
+	ctx, s := setup(t)
+	created := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	s.SetTurnStream(func(context.Context) (store.StreamPosition, error) {
+		return store.StreamPosition{Seq: 10, Created: created}, nil
+	})
+	if _, err := s.DeleteFact(ctx, "alice", "city"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DeleteContext(ctx, store.ContextDelete{UserID: "alice", All: true}); err != nil {
+		t.Fatal(err)
+	}
+	ahead := time.Now().UTC().Add(3 * time.Minute) // later than both clears
+	prov := store.Provenance{Extractor: "rules"}
+	for _, c := range []struct {
+		name   string
+		seq    uint64
+		stream time.Time
+		kept   bool
+	}{
+		{"at the clear's sequence", 10, created, false},
+		{"below it", 5, created, false},
+		{"after it", 11, created, true},
+		{"of the stream created again", 5, created.Add(time.Hour), true},
+		{"without a sequence", 0, time.Time{}, true},
+	} {
+		const user = "alice"
+		if _, err := s.UpsertFacts(ctx, []store.FactWrite{{UserID: user, Key: "city", Value: c.name, SourceAt: ahead, EventID: c.name,
+			StreamSeq: c.seq, Stream: c.stream, Provenance: prov}}); err != nil {
+			t.Fatal(err)
+		}
+		ids, err := s.InsertContext(ctx, []store.ContextWrite{{UserID: user, Question: "q " + c.name, Answer: "a", CreatedAt: ahead, EventID: c.name,
+			StreamSeq: c.seq, Stream: c.stream, Provenance: prov}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := s.Fact(ctx, user, "city")
+		factKept := err == nil && f.Value == c.name
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			t.Fatal(err)
+		}
+		if factKept != c.kept || (ids[0] != 0) != c.kept {
+			t.Errorf("turn %s: fact kept %v, context item kept %v; want %v", c.name, factKept, ids[0] != 0, c.kept)
+		}
+		// Back to the clears alone for the next case (a clear would record
+		// the time of what it deleted).
+		for _, table := range []string{"facts", "fact_items", "context"} {
+			if _, err := s.Pool().Exec(ctx, `DELETE FROM `+table+` WHERE user_id = $1`, user); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}

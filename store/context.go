@@ -32,6 +32,12 @@ type ContextWrite struct {
 	CreatedAt      time.Time // the turn's timestamp
 	EventID        string
 	ConversationID string
+	// StreamSeq is the turn's sequence in the turn stream created at
+	// Stream, for an item extracted from a turn (0 and zero otherwise): a
+	// clear that recorded a later position of that stream covers the item
+	// whatever CreatedAt says (see StreamPosition).
+	StreamSeq uint64
+	Stream    time.Time
 	Provenance
 }
 
@@ -101,7 +107,9 @@ func (s *Store) InsertContext(ctx context.Context, items []ContextWrite) ([]int6
 	ats := make([]time.Time, n)
 	hashes, qhashes := make([][]byte, n), make([][]byte, n)
 	ords := make([]int32, n)
+	seqs, streams := make([]int64, n), make([]*time.Time, n)
 	for i, it := range items {
+		seqs[i], streams[i] = int64(it.StreamSeq), StreamPosition{Seq: it.StreamSeq, Created: it.Stream}.createdOrNil()
 		users[i], qs[i], as[i], events[i], convs[i] = it.UserID, it.Question, it.Answer, it.EventID, it.ConversationID
 		extractors[i], models[i], prompts[i] = it.Extractor, it.Model, it.PromptVersion
 		ats[i] = it.CreatedAt
@@ -116,7 +124,7 @@ func (s *Store) InsertContext(ctx context.Context, items []ContextWrite) ([]int6
 		if err := q.lockClears(ctx, users, false); err != nil {
 			return err
 		}
-		if err := q.insertContext(ctx, ids, users, qs, as, ats, events, convs, hashes, extractors, models, prompts, ords, qhashes); err != nil {
+		if err := q.insertContext(ctx, ids, users, qs, as, ats, events, convs, hashes, extractors, models, prompts, ords, qhashes, seqs, streams); err != nil {
 			return err
 		}
 		var refs []ContextRef
@@ -145,13 +153,16 @@ func (s *Store) InsertContext(ctx context.Context, items []ContextWrite) ([]int6
 
 // insertContext runs InsertContext's statement on the columns it built (in
 // the order of the unnest below) and sets ids[o] for each item o inserted.
+// An item is not inserted when a clear covers it: by its turn's time, or by
+// its turn's place in the stream (sq, sc) whatever that time.
 func (s *Store) insertContext(ctx context.Context, ids []int64, args ...any) error {
 	rows, err := s.db.Query(ctx, `
 		WITH w AS (
-			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::bytea[], $8::text[], $9::text[], $10::text[], $11::int[], $12::bytea[])
-				AS w(u, q, a, t, e, c, h, x, m, p, o, qh)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::bytea[], $8::text[], $9::text[], $10::text[], $11::int[], $12::bytea[], $13::bigint[], $14::timestamptz[])
+				AS w(u, q, a, t, e, c, h, x, m, p, o, qh, sq, sc)
 			WHERE NOT EXISTS (SELECT FROM context_clears cl
-				WHERE cl.user_id = w.u AND cl.hash IN ('\x'::bytea, w.h, w.qh) AND cl.cleared_at >= w.t)
+				WHERE cl.user_id = w.u AND cl.hash IN ('\x'::bytea, w.h, w.qh)
+				  AND (cl.cleared_at >= w.t OR `+coveredByPosition("cl", "w.sq", "w.sc")+`))
 		), ins AS (
 			INSERT INTO context AS c (user_id, question, answer, created_at, event_id, conversation_id, content_hash, extractor, model, prompt_version)
 			SELECT DISTINCT ON (u, h) u, q, a, t, e, c, h, x, m, p FROM w ORDER BY u, h, o

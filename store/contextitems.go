@@ -115,8 +115,12 @@ func (e *DuplicateError) Error() string {
 // own pair (a change of case or spacing only) just rewrites its text. A
 // missing item (or another user's) is ErrNotFound.
 func (s *Store) UpdateContext(ctx context.Context, u ContextUpdate) (ContextItem, error) {
+	pos, err := s.turnStream(ctx)
+	if err != nil {
+		return ContextItem{}, fmt.Errorf("update context: %w", err)
+	}
 	var out ContextItem
-	err := s.inTx(ctx, func(q *Store) error {
+	err = s.inTx(ctx, func(q *Store) error {
 		// Exclusive, like a clear: an extraction inserting the old pair
 		// either committed before (and its row is the one updated) or sees
 		// the clear recorded below.
@@ -157,10 +161,10 @@ func (s *Store) UpdateContext(ctx context.Context, u ContextUpdate) (ContextItem
 			return err
 		}
 		if string(hash) != string(oldHash) {
-			if _, err := q.db.Exec(ctx, `INSERT INTO context_clears AS c (user_id, hash, cleared_at)
-				VALUES ($1, $2, greatest($3::timestamptz, $4))
-				ON CONFLICT (user_id, hash) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at)`,
-				u.UserID, oldHash, now(), cur.CreatedAt); err != nil {
+			if _, err := q.db.Exec(ctx, `INSERT INTO context_clears AS c (user_id, hash, cleared_at, stream_seq, stream_created)
+				VALUES ($1, $2, greatest($3::timestamptz, $4), $5, $6)
+				ON CONFLICT (user_id, hash) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at), `+mergeStreamPosition,
+				u.UserID, oldHash, now(), cur.CreatedAt, int64(pos.Seq), pos.createdOrNil()); err != nil {
 				return err
 			}
 			// New text: its vector is stale (readers skip it) until the

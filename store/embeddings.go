@@ -30,6 +30,7 @@ type ContextHook func(ctx context.Context, tx pgx.Tx, items []ContextRef) error
 type hookBox struct {
 	p      atomic.Pointer[ContextHook]
 	chunks atomic.Pointer[ChunkHook]
+	stream atomic.Pointer[TurnStreamFunc]
 }
 
 // SetContextHook sets the hook every Store sharing s's pool calls (nil

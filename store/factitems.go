@@ -96,6 +96,10 @@ func (s *Store) applyFacts(ctx context.Context, writes []FactWrite) (int, error)
 	if err := s.lockClears(ctx, users, false); err != nil {
 		return 0, err
 	}
+	writes, err := s.dropPlacedBeforeClears(ctx, writes)
+	if err != nil || len(writes) == 0 {
+		return 0, err
+	}
 	var (
 		singles []FactWrite
 		items   []FactWrite
@@ -206,6 +210,46 @@ func (s *Store) applyFacts(ctx context.Context, writes []FactWrite) (int, error)
 		return 0, err
 	}
 	return deleted + retracted + set + listed, nil
+}
+
+// dropPlacedBeforeClears returns writes without those from turns that a
+// clear of their key covers by the turn's place in the stream (the turn was
+// in the stream when the clear was made; see StreamPosition): they are
+// before the clear whatever their source time says, so, like a write stated
+// no later than a clear, nothing of them is written, not even the clear a
+// set or delete of theirs would record. The clear locks must be held.
+func (s *Store) dropPlacedBeforeClears(ctx context.Context, writes []FactWrite) ([]FactWrite, error) {
+	if !slices.ContainsFunc(writes, func(w FactWrite) bool { return w.StreamSeq > 0 }) {
+		return writes, nil
+	}
+	n := len(writes)
+	users, keys, seqs, streams := make([]string, n), make([]string, n), make([]int64, n), make([]*time.Time, n)
+	for i, w := range writes {
+		users[i], keys[i], seqs[i] = w.UserID, w.Key, int64(w.StreamSeq)
+		streams[i] = StreamPosition{Seq: w.StreamSeq, Created: w.Stream}.createdOrNil()
+	}
+	rows, err := s.db.Query(ctx, `
+		SELECT n FROM unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[]) WITH ORDINALITY AS w(u, k, sq, sc, n)
+		WHERE EXISTS (SELECT FROM fact_clears c WHERE c.user_id = w.u AND c.key = w.k AND `+coveredByPosition("c", "w.sq", "w.sc")+`)`,
+		users, keys, seqs, streams)
+	if err != nil {
+		return nil, fmt.Errorf("facts cleared after their turn: %w", err)
+	}
+	covered := make([]bool, n)
+	var i int
+	if _, err := pgx.ForEachRow(rows, []any{&i}, func() error {
+		covered[i-1] = true
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("facts cleared after their turn: %w", err)
+	}
+	kept := make([]FactWrite, 0, n)
+	for i, w := range writes {
+		if !covered[i] {
+			kept = append(kept, w)
+		}
+	}
+	return kept, nil
 }
 
 // valueKey names one value (by its identity, itemIdentity) of one fact of

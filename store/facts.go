@@ -78,6 +78,12 @@ type FactWrite struct {
 	// it by the key alone, the same for every write of the key. Without it
 	// FactAdd is a set and FactRemove a delete of its value.
 	List bool
+	// StreamSeq is the turn's sequence in the turn stream created at
+	// Stream, for a write extracted from a turn (0 and zero otherwise): a
+	// clear of the key that recorded a later position of that stream
+	// covers the write whatever SourceAt says (see StreamPosition).
+	StreamSeq uint64
+	Stream    time.Time
 	Provenance
 }
 
@@ -309,10 +315,16 @@ func (s *Store) Fact(ctx context.Context, userID, key string) (Fact, error) {
 // source time when that is later: an extracted value whose source time is
 // not later (for a list key, the newest item's) is never written afterwards, neither by an extraction that was
 // running meanwhile nor by a replay. A later turn, or SetFact, sets the fact
-// again.
+// again. With a turn stream set (SetTurnStream), the clear also records the
+// stream's position: a value from a turn the stream held then is not
+// written either, however late its turn is stamped.
 func (s *Store) DeleteFact(ctx context.Context, userID, key string) (int64, error) {
+	pos, err := s.turnStream(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("delete fact: %w", err)
+	}
 	var n int64
-	err := s.inTx(ctx, func(q *Store) error {
+	err = s.inTx(ctx, func(q *Store) error {
 		if err := q.lockClears(ctx, []string{userID}, true); err != nil {
 			return err
 		}
@@ -324,16 +336,16 @@ func (s *Store) DeleteFact(ctx context.Context, userID, key string) (int64, erro
 			), at AS (
 				SELECT greatest($3, (SELECT max(source_at) FROM gone), (SELECT max(source_at) FROM items)) AS t
 			), clear AS (
-				INSERT INTO fact_clears AS c (user_id, key, cleared_at)
-				SELECT $1, $2, t FROM at
-				ON CONFLICT (user_id, key) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at)
+				INSERT INTO fact_clears AS c (user_id, key, cleared_at, stream_seq, stream_created)
+				SELECT $1, $2, t, $4::bigint, $5::timestamptz FROM at
+				ON CONFLICT (user_id, key) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at), `+mergeStreamPosition+`
 			), direct AS (
 				-- Kept by a reset (ResetMemory), unlike the clears turns made.
-				INSERT INTO fact_direct_clears AS c (user_id, key, cleared_at)
-				SELECT $1, $2, t FROM at
-				ON CONFLICT (user_id, key) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at)
+				INSERT INTO fact_direct_clears AS c (user_id, key, cleared_at, stream_seq, stream_created)
+				SELECT $1, $2, t, $4::bigint, $5::timestamptz FROM at
+				ON CONFLICT (user_id, key) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at), `+mergeStreamPosition+`
 			)
-			SELECT count(*) FROM gone`, userID, key, now()).Scan(&n)
+			SELECT count(*) FROM gone`, userID, key, now(), int64(pos.Seq), pos.createdOrNil()).Scan(&n)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("delete fact: %w", err)

@@ -313,8 +313,10 @@ func (s *Store) resetClears(ctx context.Context, all bool, userIDs []string) err
 	if _, err := s.db.Exec(ctx, `DELETE FROM fact_clears WHERE $1 OR user_id = ANY($2)`, all, userIDs); err != nil {
 		return fmt.Errorf("reset fact_clears: %w", err)
 	}
-	if _, err := s.db.Exec(ctx, `INSERT INTO fact_clears (user_id, key, cleared_at)
-		SELECT user_id, key, cleared_at FROM fact_direct_clears WHERE $1 OR user_id = ANY($2)`, all, userIDs); err != nil {
+	// With their stream positions: a replay does not bring back a turn
+	// that a direct clear covers by its place in the stream either.
+	if _, err := s.db.Exec(ctx, `INSERT INTO fact_clears (user_id, key, cleared_at, stream_seq, stream_created)
+		SELECT user_id, key, cleared_at, stream_seq, stream_created FROM fact_direct_clears WHERE $1 OR user_id = ANY($2)`, all, userIDs); err != nil {
 		return fmt.Errorf("reset fact_clears: %w", err)
 	}
 	return nil

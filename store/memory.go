@@ -84,7 +84,10 @@ var ErrEmptySelection = errors.New("empty selection: set an id, a question or al
 // extraction that was running meanwhile nor by a replay: for All, any item
 // of the user; for a Question, any pair with that question (normalised,
 // even when no item matched yet); for an ID, the pair deleted. A later turn,
-// or StoreContext, stores the pair again.
+// or StoreContext, stores the pair again. With a turn stream set
+// (SetTurnStream), the clear also records the stream's position, read
+// before its transaction: an item from a turn the stream held then is
+// covered too, however late its turn is stamped.
 //
 // Each deleted item is a context.deleted change (see changes.go); a clear
 // of All is one context.cleared change instead, when it deleted any.
@@ -102,8 +105,12 @@ func (s *Store) DeleteContext(ctx context.Context, d ContextDelete) (int64, erro
 	case d.ID == 0:
 		key = questionHash(d.UserID, d.Question)
 	}
+	pos, err := s.turnStream(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("delete context: %w", err)
+	}
 	var n int64
-	err := s.inTx(ctx, func(q *Store) error {
+	err = s.inTx(ctx, func(q *Store) error {
 		if err := q.lockClears(ctx, []string{d.UserID}, true); err != nil {
 			return err
 		}
@@ -128,15 +135,15 @@ func (s *Store) DeleteContext(ctx context.Context, d ContextDelete) (int64, erro
 				  AND ($3::bigint[] IS NULL OR id = ANY($3))
 				RETURNING content_hash, created_at
 			), clear AS (
-				INSERT INTO context_clears AS c (user_id, hash, cleared_at)
-				SELECT $1, k.hash, greatest($5::timestamptz, k.at)
+				INSERT INTO context_clears AS c (user_id, hash, cleared_at, stream_seq, stream_created)
+				SELECT $1, k.hash, greatest($5::timestamptz, k.at), $6::bigint, $7::timestamptz
 				FROM (SELECT $4::bytea AS hash, (SELECT max(created_at) FROM gone) AS at WHERE $4::bytea IS NOT NULL
 				      UNION ALL
 				      SELECT content_hash, max(created_at) FROM gone WHERE $4::bytea IS NULL GROUP BY content_hash) k
-				ON CONFLICT (user_id, hash) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at)
+				ON CONFLICT (user_id, hash) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at), `+mergeStreamPosition+`
 			)
 			SELECT count(*) FROM gone`,
-				d.UserID, d.ID, nilIfNone(question, ids), key, now()).Scan(&n)
+				d.UserID, d.ID, nilIfNone(question, ids), key, now(), int64(pos.Seq), pos.createdOrNil()).Scan(&n)
 		}
 		if !d.All {
 			return del()

@@ -148,3 +148,73 @@ func TestClearThenReplayStaysCleared(t *testing.T) {
 		t.Fatal("bob's memory changed")
 	}
 }
+
+// TestClearCoversTurnsPublishedBeforeItWhateverTheirTime: a frontend whose
+// clock runs 3 minutes ahead (within the allowed skew, so the timestamp is
+// kept) publishes a turn, which is acknowledged, then the user clears the
+// fact and every context item before the turn is extracted. The turn's
+// timestamp is later than the clears, but the turn stream held it when they
+// were made: nothing of it is stored, neither when its extraction ends nor
+// after replays (with and without reset). A turn published after the
+// clears is kept.
+func TestClearCoversTurnsPublishedBeforeItWhateverTheirTime(t *testing.T) {
+	e := setup(t)
+	// What serve sets for the memory tools' clears.
+	e.store.SetTurnStream(worker.TurnStreamPosition(e.js, e.stream))
+	g := &gatedExtractor{Extractor: extractor.NewRules(), entered: make(chan string, 100)}
+	e.start(g, nil)
+	snapshot := func() (string, int64) {
+		t.Helper()
+		f, err := e.store.Fact(e.ctx, "alice", "location")
+		value := f.Value
+		if errors.Is(err, store.ErrNotFound) {
+			value = "<none>"
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		n, err := e.store.CountContext(e.ctx, "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return value, n
+	}
+
+	release := g.hold()
+	ahead := time.Now().UTC().Add(3 * time.Minute)
+	e.publish(events.Turn{ID: "a1", UserID: "alice", UserMessage: "I live in Rome. My secret hobby is falconry.", AssistantResponse: "Noted.", Timestamp: ahead})
+	if id := <-g.entered; id != "a1" {
+		t.Fatalf("extracting %s, want a1", id)
+	}
+	// Nothing stored yet: both clears delete nothing, and still count.
+	if n, err := e.store.DeleteFact(e.ctx, "alice", "location"); err != nil || n != 0 {
+		t.Fatalf("facts.clear = %d, %v; want 0", n, err)
+	}
+	if n, err := e.store.DeleteContext(e.ctx, store.ContextDelete{UserID: "alice", All: true}); err != nil || n != 0 {
+		t.Fatalf("clear all = %d, %v; want 0", n, err)
+	}
+	release()
+	e.waitDone(1)
+	if v, n := snapshot(); v != "<none>" || n != 0 {
+		t.Fatalf("after the turn stamped ahead was extracted: location %s, %d context items; want both cleared", v, n)
+	}
+	for _, reset := range []bool{false, true} {
+		e.replay(worker.ReplayConfig{Users: []string{"alice"}, Reset: reset})
+		if v, n := snapshot(); v != "<none>" || n != 0 {
+			t.Fatalf("after replay --user alice (reset %v): location %s, %d context items; want both cleared", reset, v, n)
+		}
+	}
+
+	// Published after the clears, stamped before the first turn: its
+	// timestamp is later than the clears, and the stream did not hold it.
+	e.publish(events.Turn{ID: "a2", UserID: "alice", UserMessage: "I live in Oslo.", AssistantResponse: "Nice.", Timestamp: ahead.Add(-time.Minute)})
+	e.waitDone(2)
+	if v, n := snapshot(); v != "Oslo" || n != 1 {
+		t.Fatalf("after a turn published after the clears: location %s, %d context items; want Oslo and 1", v, n)
+	}
+	for _, reset := range []bool{false, true} {
+		e.replay(worker.ReplayConfig{Users: []string{"alice"}, Reset: reset})
+		if v, n := snapshot(); v != "Oslo" || n != 1 {
+			t.Fatalf("after replay --user alice (reset %v): location %s, %d context items; want Oslo and 1", reset, v, n)
+		}
+	}
+}

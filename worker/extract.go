@@ -319,6 +319,8 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 		lockTimeout = min(lockTimeout, time.Until(deadline)/2)
 	}
 	ctx, span := e.w.startSaveSpan(ctx, len(done))
+	// Before the transaction: a JetStream request holds no lock.
+	stream := e.w.turnStreamCreated(ctx)
 	var written struct{ facts, items int }
 	err := e.w.cfg.Store.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
 		if err := q.SetLockTimeout(ctx, lockTimeout); err != nil {
@@ -353,7 +355,7 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 				kept = append(kept, d)
 			}
 		}
-		facts, items := memoryWrites(kept, prov)
+		facts, items := memoryWrites(kept, prov, stream)
 		written.facts, written.items = len(facts), len(items)
 		if _, err := q.UpsertFacts(ctx, facts); err != nil {
 			return err
@@ -398,14 +400,17 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 // with its turn's provenance: the one place extraction output becomes
 // writes (save, and the re-extraction after a spend cap's reset). The user
 // id comes from the turn, never from model output, so a hostile turn
-// cannot write another user's memory.
-func memoryWrites(done []extracted, prov store.Provenance) (facts []store.FactWrite, items []store.ContextWrite) {
+// cannot write another user's memory. Each write carries its turn's stream
+// sequence and stream, the turn stream's creation time (see
+// Worker.turnStreamCreated), so that a clear covers the turns the stream
+// held when it was made, however late they are stamped.
+func memoryWrites(done []extracted, prov store.Provenance, stream time.Time) (facts []store.FactWrite, items []store.ContextWrite) {
 	for _, d := range done {
 		t := d.turn
 		write := func(op store.FactOp, key, value string) {
 			_, list := events.CanonicalFactKey(key)
 			facts = append(facts, store.FactWrite{UserID: t.UserID, Key: key, Value: value, SourceAt: t.TurnAt, EventID: t.EventID,
-				ConversationID: t.ConversationID, Op: op, List: list, Provenance: prov})
+				ConversationID: t.ConversationID, Op: op, List: list, StreamSeq: t.StreamSeq, Stream: stream, Provenance: prov})
 		}
 		for k, v := range d.result.Facts {
 			if _, list := events.CanonicalFactKey(k); list {
@@ -430,7 +435,7 @@ func memoryWrites(done []extracted, prov store.Provenance) (facts []store.FactWr
 		}
 		for _, qa := range d.result.Context {
 			items = append(items, store.ContextWrite{UserID: t.UserID, Question: qa.Q, Answer: qa.A, CreatedAt: t.TurnAt,
-				EventID: t.EventID, ConversationID: t.ConversationID, Provenance: prov})
+				EventID: t.EventID, ConversationID: t.ConversationID, StreamSeq: t.StreamSeq, Stream: stream, Provenance: prov})
 		}
 	}
 	return facts, items

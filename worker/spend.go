@@ -132,6 +132,7 @@ func (e *extractWorker) workOverCap(ctx context.Context, job *river.Job[ExtractA
 		done = append(done, extracted{turn: t, result: res})
 		known.apply(res)
 	}
+	stream := w.turnStreamCreated(ctx) // before the transaction, as save reads it
 	return s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
 		if err := q.SetLockTimeout(ctx, w.cfg.LockTimeout); err != nil {
 			return err
@@ -143,7 +144,7 @@ func (e *extractWorker) workOverCap(ctx context.Context, job *river.Job[ExtractA
 		// Redacted and mapped as save does: the model's output is no more
 		// trusted here than there.
 		r := store.Reextraction{UserID: a.UserID, EventIDs: ids, Offline: offline, Provenance: prov}
-		r.Facts, r.Context = memoryWrites(e.redact(done), prov)
+		r.Facts, r.Context = memoryWrites(e.redact(done), prov, stream)
 		_, err = q.ReplaceOffline(ctx, r)
 		return err
 	})

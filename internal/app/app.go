@@ -437,6 +437,10 @@ func (a *App) startEnrichLocked(ctx context.Context, s *store.Store, nc *nats.Co
 	if err != nil {
 		return err
 	}
+	// The clears of the memory tools (clear, facts.clear, context.update)
+	// record the turn stream's position, so that they cover every turn
+	// published before them, however late it is stamped.
+	s.SetTurnStream(worker.TurnStreamPosition(js, a.cfg.Stream))
 	// Stop's deadline ends a forget in progress, even one past its own
 	// deadline (worker.WithStop); the enricher cancels the rest.
 	stopping, stopNow := context.WithCancel(context.Background())
