@@ -16,7 +16,7 @@ type Kind int
 const (
 	// KindTransient: the model server could not be reached, timed out, or
 	// answered 408 or 5xx, or the caller's context ended. A later attempt
-	// may succeed.
+	// may succeed. [Error.Unreachable] tells a server that is down apart.
 	KindTransient Kind = iota + 1
 	// KindRetryAfter: the server asked to slow down (429, or 503 with a
 	// Retry-After header). [Error.RetryAfter] says for how long.
@@ -77,6 +77,13 @@ type Error struct {
 	// token of the rate limit) and no request was sent: the server asked
 	// nothing. See [IsLocalWait].
 	Local bool
+	// Unreachable is set on an error of KindTransient when the model
+	// server itself is down, restarting or loading a model: no response
+	// at all (connection refused or reset, a name that does not resolve)
+	// or a 502, 503 or 504. Every request fails alike until it is back,
+	// so a caller may wait for it rather than spend attempts. See
+	// [IsUnreachable].
+	Unreachable bool
 }
 
 // Error returns the sentinel's text, then the reason.
@@ -92,6 +99,13 @@ func (e *Error) Error() string {
 func IsLocalWait(err error) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Kind == KindRetryAfter && e.Local
+}
+
+// IsUnreachable reports whether err holds an *Error of KindTransient whose
+// server could not be reached (Error.Unreachable).
+func IsUnreachable(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Kind == KindTransient && e.Unreachable
 }
 
 // Unwrap returns the kind's sentinel and, when set, Err.

@@ -41,9 +41,13 @@ const (
 	defaultMaxConcurrency = 4
 	defaultMaxTokens      = 2048
 
-	// maxResponseBytes bounds how much of a response body is read; a longer
-	// body fails to decode and counts as a transient server error.
+	// maxResponseBytes bounds how much of a response body is read. A
+	// successful response over it is a permanent error: the same request
+	// would get the same reply (see errReplyTooLarge).
 	maxResponseBytes = 4 << 20
+	// maxErrorBodyBytes bounds the part of a response body kept to find
+	// the error object a server may send with status 200.
+	maxErrorBodyBytes = 64 << 10
 	// maxDetailBytes bounds the server's error message quoted in errors.
 	maxDetailBytes = 120
 )
@@ -352,10 +356,13 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 	const calls = 2 // the request and one correction
 	for call := 1; ; call++ {
 		reply, cut, err := l.complete(ctx, req, &usage)
-		if err != nil {
+		var failed *Error
+		if errors.As(err, &failed) {
 			return usage, err
 		}
-		err = parse(reply)
+		if err == nil { // else a reply without an answer, rejected like one parse rejects
+			err = parse(reply)
+		}
 		if err == nil {
 			return usage, nil
 		}
@@ -374,7 +381,8 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 
 // complete sends one request and returns the reply's content and whether
 // the server cut it at the token limit, or an *Error saying what the
-// failure means. It adds the tokens of a completed request
+// failure means, or a plain error saying why a reply holds no answer (see
+// replyContent). It adds the tokens of a completed request
 // to usage, and every sent request to l's totals. A 429 (or a 503 with
 // Retry-After) pauses all requests of l for its delay.
 func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, usage *Usage) (string, bool, error) {
@@ -387,8 +395,8 @@ func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, us
 	if err == nil {
 		usage.PromptTokens += promptTokens
 		usage.CompletionTokens += completionTokens
-		content, err := replyContent(resp)
-		cut := err == nil && len(resp.Choices) > 0 && resp.Choices[0].FinishReason == openai.FinishReasonLength
+		content, err := replyContent(resp, ex)
+		cut := len(resp.Choices) > 0 && resp.Choices[0].FinishReason == openai.FinishReasonLength
 		return content, cut, err
 	}
 	var paused *Error
@@ -527,17 +535,97 @@ func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 }
 
 // replyContent returns the text of the first choice. A refusal or a content
-// filter is permanent: the same input would be refused again. An empty reply
-// is returned as is and rejected as invalid output by the caller.
-func replyContent(resp openai.ChatCompletionResponse) (string, error) {
+// filter is permanent: the same input would be refused again. A status 200
+// carrying an error object (some proxies and gateways send one) is the
+// server's error, classified as its code says, else as transient. A reply
+// without an answer (no choices, or only reasoning_content) is a plain error
+// naming why, rejected as invalid output by the caller like an empty reply.
+func replyContent(resp openai.ChatCompletionResponse, ex *exchange) (string, error) {
 	if len(resp.Choices) == 0 {
-		return "", nil
+		if msg, code, ok := errorObject(ex.body); ok {
+			e := statusError(code, msg, "")
+			if code == 0 {
+				e = newError(KindTransient, "status 200 with an error%s", msg)
+			}
+			return "", e
+		}
+		return "", errors.New("reply has no choices")
 	}
 	choice := resp.Choices[0]
 	if choice.Message.Refusal != "" || choice.FinishReason == openai.FinishReasonContentFilter {
 		return "", newError(KindPermanent, "model refused the input (finish reason %q)", choice.FinishReason)
 	}
+	if strings.TrimSpace(choice.Message.Content) == "" && strings.TrimSpace(choice.Message.ReasoningContent) != "" {
+		return "", errors.New("reply holds only reasoning (reasoning_content), no answer")
+	}
 	return choice.Message.Content, nil
+}
+
+// errorObject reads the error object of a status 200 body: its message (as
+// ": message", bounded, or "") and its code when that is an HTTP error
+// status (else 0). It reports false when the body holds none.
+func errorObject(body []byte) (detail string, code int, ok bool) {
+	var top struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(body, &top) != nil || len(top.Error) == 0 || isNull(top.Error) {
+		return "", 0, false
+	}
+	var obj struct {
+		Message string          `json:"message"`
+		Code    json.RawMessage `json:"code"`
+	}
+	if firstByte(top.Error) == '{' && json.Unmarshal(top.Error, &obj) == nil {
+		var n int
+		if json.Unmarshal(obj.Code, &n) == nil && n >= 400 && n <= 599 {
+			code = n
+		}
+		return messageDetail(obj.Message), code, true
+	}
+	var msg string
+	if json.Unmarshal(top.Error, &msg) == nil {
+		return messageDetail(msg), 0, true
+	}
+	return "", 0, true
+}
+
+// serverMessage finds the message of an error body in the formats
+// go-openai does not read: {"error": "text"} (Ollama's native API and
+// others), vLLM's older {"object": "error", "message": "text"}, and
+// FastAPI's {"detail": "text"}. It returns ": message", bounded, or "" when
+// the body is none of them (HTML, plain text: never quoted).
+func serverMessage(body []byte) string {
+	var b struct {
+		Error   json.RawMessage `json:"error"`
+		Message json.RawMessage `json:"message"`
+		Detail  json.RawMessage `json:"detail"`
+	}
+	if json.Unmarshal(body, &b) != nil {
+		return ""
+	}
+	if detail, _, ok := errorObject(body); ok && detail != "" {
+		return detail
+	}
+	for _, raw := range []json.RawMessage{b.Message, b.Detail} {
+		var msg string
+		if json.Unmarshal(raw, &msg) == nil {
+			if d := messageDetail(msg); d != "" {
+				return d
+			}
+		}
+	}
+	return ""
+}
+
+// messageDetail is ": " and a server's message, bounded and redacted, or ""
+// for an empty one.
+func messageDetail(msg string) string {
+	msg = strings.TrimSpace(msg)
+	if msg == "" {
+		return ""
+	}
+	msg, _ = Redact(msg) // a server may echo what it was sent
+	return ": " + boundDetail(msg)
 }
 
 // classify says what a failed request means for a later attempt, with a
@@ -550,13 +638,14 @@ func classify(err error, ex *exchange, timeout time.Duration) *Error {
 		detail string
 	)
 	switch {
+	case errors.As(err, &reqErr):
+		// First: go-openai wraps a half-decoded, empty *APIError in it
+		// when "error" is a string.
+		status = reqErr.HTTPStatusCode
+		detail = serverMessage(reqErr.Body)
 	case errors.As(err, &apiErr):
 		status = apiErr.HTTPStatusCode
-		if msg := strings.TrimSpace(apiErr.Message); msg != "" {
-			detail = ": " + boundDetail(msg)
-		}
-	case errors.As(err, &reqErr):
-		status = reqErr.HTTPStatusCode
+		detail = messageDetail(apiErr.Message)
 	}
 	if status == 0 && ex.status >= 400 {
 		status = ex.status // the error body could not even be read
@@ -565,19 +654,12 @@ func classify(err error, ex *exchange, timeout time.Duration) *Error {
 	switch {
 	case ex.timedOut:
 		return newError(KindTransient, "request timed out after %s", timeout)
+	case ex.tooLarge && status == 0:
+		// Deterministic: the same request gets the same runaway reply, and
+		// a correction would only ask for another.
+		return newError(KindPermanent, "reply over %d bytes (status %d)", maxResponseBytes, ex.status)
 	case status != 0:
-		e := newError(KindTransient, "status %d%s", status, detail)
-		delay, hasDelay := parseRetryAfter(ex.retryAfter, time.Now())
-		switch {
-		case status == http.StatusTooManyRequests || (status == http.StatusServiceUnavailable && hasDelay):
-			e.Kind, e.RetryAfter = KindRetryAfter, defaultRetryAfter
-			if hasDelay {
-				e.RetryAfter = min(delay, MaxRetryAfter)
-			}
-		case status >= 400 && status < 500 && status != http.StatusRequestTimeout:
-			e.Kind = KindPermanent
-		}
-		return e
+		return statusError(status, detail, ex.retryAfter)
 	case !ex.sent:
 		// go-openai refused to build or send the request (unsupported
 		// model or parameters): sending it again cannot help.
@@ -585,8 +667,34 @@ func classify(err error, ex *exchange, timeout time.Duration) *Error {
 	case ex.status != 0:
 		return newError(KindTransient, "malformed response body with status %d: %s", ex.status, boundDetail(err.Error()))
 	default:
-		return newError(KindTransient, "connection error: %s", boundDetail(err.Error()))
+		// No response at all: refused, reset, a name that does not
+		// resolve. The server is down or restarting, not failing this
+		// request.
+		e := newError(KindTransient, "connection error: %s", boundDetail(err.Error()))
+		e.Unreachable = true
+		return e
 	}
+}
+
+// statusError classifies an HTTP error status, detail being ": message" or
+// "" and retryAfter the Retry-After header. A 502, 504, or 503 without
+// Retry-After says that the model server is down, restarting or loading a
+// model (Error.Unreachable).
+func statusError(status int, detail, retryAfter string) *Error {
+	e := newError(KindTransient, "status %d%s", status, detail)
+	delay, hasDelay := parseRetryAfter(retryAfter, time.Now())
+	switch {
+	case status == http.StatusTooManyRequests || (status == http.StatusServiceUnavailable && hasDelay):
+		e.Kind, e.RetryAfter = KindRetryAfter, defaultRetryAfter
+		if hasDelay {
+			e.RetryAfter = min(delay, MaxRetryAfter)
+		}
+	case status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout:
+		e.Unreachable = true
+	case status >= 400 && status < 500 && status != http.StatusRequestTimeout:
+		e.Kind = KindPermanent
+	}
+	return e
 }
 
 // boundDetail keeps quoted server text short and printable.
@@ -635,6 +743,10 @@ type exchange struct {
 	status     int
 	retryAfter string
 	timedOut   bool
+	// tooLarge: the body went on past maxResponseBytes.
+	tooLarge bool
+	// body is the start of the response body, at most maxErrorBodyBytes.
+	body []byte
 }
 
 // recordingDoer is the go-openai HTTP client. It records the exchange of
@@ -659,18 +771,50 @@ func (d recordingDoer) Do(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return resp, err
 	}
-	if ex != nil {
-		ex.status = resp.StatusCode
-		ex.retryAfter = resp.Header.Get("Retry-After")
+	if ex == nil {
+		ex = &exchange{}
 	}
-	resp.Body = limitedBody{Reader: io.LimitReader(resp.Body, maxResponseBytes), Closer: resp.Body}
+	ex.status = resp.StatusCode
+	ex.retryAfter = resp.Header.Get("Retry-After")
+	resp.Body = &limitedBody{body: resp.Body, left: maxResponseBytes, ex: ex}
 	return resp, nil
 }
 
+// errReplyTooLarge ends the read of a body past maxResponseBytes: cut
+// there, it would only fail to decode, as if the server had sent broken
+// JSON.
+var errReplyTooLarge = fmt.Errorf("response body over %d bytes", maxResponseBytes)
+
+// limitedBody reads at most maxResponseBytes of a body, recording in the
+// exchange whether there was more and the start of what was read.
 type limitedBody struct {
-	io.Reader
-	io.Closer
+	body io.ReadCloser
+	left int64
+	ex   *exchange
 }
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// Past the limit: a body that ends exactly there is whole.
+		var probe [1]byte
+		if n, _ := io.ReadFull(b.body, probe[:]); n > 0 {
+			b.ex.tooLarge = true
+			return 0, errReplyTooLarge
+		}
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.body.Read(p)
+	b.left -= int64(n)
+	if keep := min(n, maxErrorBodyBytes-len(b.ex.body)); keep > 0 {
+		b.ex.body = append(b.ex.body, p[:keep]...)
+	}
+	return n, err
+}
+
+func (b *limitedBody) Close() error { return b.body.Close() }
 
 // Ping checks that the model server answers, by listing its models (one
 // request, bounded by ctx and Timeout, not retried). It is for start-up
@@ -679,7 +823,17 @@ func (l *LLM) Ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
 	if _, err := l.client.ListModels(ctx); err != nil {
-		return fmt.Errorf("llm server at %s: %w", l.cfg.BaseURL, err)
+		return fmt.Errorf("llm server at %s: %w", redactURL(l.cfg.BaseURL), err)
 	}
 	return nil
+}
+
+// redactURL is u with any password masked: a base URL may carry
+// credentials, and errors end up in logs.
+func redactURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return p.Redacted()
 }

@@ -26,9 +26,15 @@ const (
 
 var (
 	// thinkRE matches the reasoning block some local models (DeepSeek-R1,
-	// Qwen3) put before their answer; it may contain braces of its own. An
-	// unclosed block swallows the rest, which then has no JSON in it.
-	thinkRE = regexp.MustCompile(`(?is)<think>.*?(?:</think>|$)`)
+	// Qwen3, QwQ) put before their answer, under any of the tag names they
+	// use; it may contain braces of its own. An unclosed block swallows the
+	// rest, which then has no JSON in it. (RE2 has no backreferences, hence
+	// one alternative per name.)
+	thinkRE = regexp.MustCompile(`(?is)<think>.*?(?:</think>|$)|<thinking>.*?(?:</thinking>|$)|<reasoning>.*?(?:</reasoning>|$)`)
+	// closeThinkRE matches a closing reasoning tag. One left after thinkRE
+	// has no opening: the chat template opened the block in the prompt, so
+	// the reply starts inside it.
+	closeThinkRE = regexp.MustCompile(`(?i)</(?:think|thinking|reasoning)>`)
 	// fenceRE matches a Markdown code block, with or without a language tag.
 	fenceRE = regexp.MustCompile("(?s)```[a-zA-Z0-9_-]*[ \t]*\r?\n?(.*?)```")
 )
@@ -74,7 +80,7 @@ func parseOutput(reply string) (Result, error) {
 // on each JSON object found (at most maxCandidates) until try accepts one.
 // It returns the first rejection, or why no object was found.
 func scanReply(reply string, try func(raw json.RawMessage) error) error {
-	reply = thinkRE.ReplaceAllString(reply, "")
+	reply = stripReasoning(reply)
 	if strings.TrimSpace(reply) == "" {
 		return errors.New("reply is empty")
 	}
@@ -113,6 +119,66 @@ func scanReply(reply string, try func(raw json.RawMessage) error) error {
 		firstErr = errors.New("reply contains no JSON object")
 	}
 	return firstErr
+}
+
+// stripReasoning drops a reply's reasoning: every block that opens and
+// closes (or opens and runs to the end), then, when a closing tag is left
+// without its opening, everything up to and including the last such tag:
+// the draft answers a reasoning model writes before it (and corrects) must
+// not be taken for its answer. A closing tag inside a JSON string (a user
+// quoted one, and the answer or the draft repeats it) is not the end of the
+// reasoning; see jsonSpans.
+func stripReasoning(reply string) string {
+	reply = thinkRE.ReplaceAllString(reply, "")
+	tags := closeThinkRE.FindAllStringIndex(reply, -1)
+	if len(tags) == 0 {
+		return reply
+	}
+	spans := jsonSpans(reply)
+	for i := len(tags) - 1; i >= 0; i-- {
+		if !inSpan(spans, tags[i][0]) {
+			return reply[tags[i][1]:]
+		}
+	}
+	return reply
+}
+
+// maxSpanTries bounds the '{' positions jsonSpans decodes from that fail:
+// prose full of braces must not make a reply quadratic to read.
+const maxSpanTries = 256
+
+// jsonSpans returns the byte ranges of the JSON objects in s, found left to
+// right, each starting at a '{' outside the ones before.
+func jsonSpans(s string) [][2]int {
+	var spans [][2]int
+	tries := 0
+	for i := 0; i < len(s) && tries < maxSpanTries; {
+		j := strings.IndexByte(s[i:], '{')
+		if j < 0 {
+			break
+		}
+		i += j
+		raw, ok := decodeFirstValue(s[i:])
+		if !ok {
+			tries++
+			i++
+			continue
+		}
+		// raw is the value as written: its length is the span's.
+		spans = append(spans, [2]int{i, i + len(raw)})
+		i += len(raw)
+	}
+	return spans
+}
+
+// inSpan reports whether position p lies inside one of spans.
+func inSpan(spans [][2]int, p int) bool {
+	for _, sp := range spans {
+		if p > sp[0] && p < sp[1] {
+			return true
+		}
+	}
+	return false
 }
 
 // decodeFirstValue decodes the JSON value at the start of s, ignoring

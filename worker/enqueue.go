@@ -212,8 +212,8 @@ type replacement struct {
 	// replaces is the old job's id; lockWaits and rateLimitWaits its free
 	// snoozes, which the replacement keeps counting (so a takeover does not
 	// restart their bounds).
-	replaces                              int64
-	lockWaits, rateLimitWaits, queueWaits int
+	replaces                                          int64
+	lockWaits, rateLimitWaits, queueWaits, modelWaits int
 }
 
 // enqueueReplacements inserts the replacements of jobs taken over.
@@ -229,6 +229,9 @@ func (e *Enqueuer) enqueueReplacements(ctx context.Context, tx pgx.Tx, reps []re
 		}
 		if r.queueWaits > 0 {
 			meta[metaQueueWaits] = r.queueWaits
+		}
+		if r.modelWaits > 0 {
+			meta[metaModelWaits] = r.modelWaits
 		}
 		metaJSON, err := json.Marshal(meta)
 		if err != nil {

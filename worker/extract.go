@@ -478,7 +478,7 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 			// Not run by River, so the snooze could not be counted: an
 			// uncounted snooze could repeat forever, so decide as if the
 			// budget were spent.
-			b.maxLockWaits, b.maxRateLimitWaits, b.maxQueueWaits = 0, 0, 0
+			b.maxLockWaits, b.maxRateLimitWaits, b.maxQueueWaits, b.maxModelOutage = 0, 0, 0, 0
 			v = outcome(err, job, false, b)
 		}
 	}
@@ -496,6 +496,15 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 	case outcomeRateLimited:
 		e.w.logger.Info("model server rate limited extraction; snoozing", "job_id", job.ID, "rate_limit_waits", v.n,
 			"max_rate_limit_waits", b.maxRateLimitWaits, "turns", len(eventIDs), "retry_in", snoozeOf(v.river).String(), "error", err)
+	case outcomeModelDown:
+		// A warning at a job's first wait, so that an outage shows in the
+		// log once a job, and the rest at info.
+		level := e.w.logger.Info
+		if v.n == 1 {
+			level = e.w.logger.Warn
+		}
+		level("model server unreachable; extraction waiting for it without spending attempts", "job_id", job.ID, "user_id", userID,
+			"model_waits", v.n, "max_model_outage", b.maxModelOutage.String(), "turns", len(eventIDs), "retry_in", snoozeOf(v.river).String(), "error", err)
 	}
 	if v.record {
 		markCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterCancelTimeout)
@@ -507,10 +516,19 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 		if v.final {
 			level = e.w.logger.Error
 		}
-		level("extraction failed", "job_id", job.ID, "attempt", job.Attempt, "max_attempts", maxAttempts,
+		level("extraction failed", "job_id", job.ID, "user_id", userID, "event_ids", logIDs(eventIDs), "attempt", job.Attempt, "max_attempts", maxAttempts,
 			"final", v.final, "kind", extractor.KindOf(err).String(), "turns", len(eventIDs), "error", err)
 	}
 	return &jobEnd{label: v.label, river: v.river, cause: err}
+}
+
+// maxLoggedIDs bounds the event ids a log line lists: a replay job holds
+// up to a hundred turns.
+const maxLoggedIDs = 10
+
+// logIDs is ids, at most maxLoggedIDs of them ("turns" gives the count).
+func logIDs(ids []string) []string {
+	return ids[:min(len(ids), maxLoggedIDs)]
 }
 
 // snoozeOf returns the duration of a snooze error, or 0.

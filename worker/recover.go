@@ -284,7 +284,8 @@ func (w *Worker) takeOver(ctx context.Context) error {
 			}
 			reps = append(reps, replacement{args: args, queue: j.Queue, attemptsLeft: maxAttempts - j.Attempt,
 				replaces: j.ID, lockWaits: metaCount(j.Metadata, metaLockWaits),
-				rateLimitWaits: metaCount(j.Metadata, metaRateLimitWaits), queueWaits: metaCount(j.Metadata, metaQueueWaits)})
+				rateLimitWaits: metaCount(j.Metadata, metaRateLimitWaits), queueWaits: metaCount(j.Metadata, metaQueueWaits),
+				modelWaits: metaCount(j.Metadata, metaModelWaits)})
 		}
 		if err := w.enq.insertSkippingDuplicates(ctx, tx, asIs); err != nil {
 			return err

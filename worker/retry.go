@@ -40,6 +40,7 @@ const (
 	outcomeLockWait    = "lock_wait"
 	outcomeRateLimited = "rate_limited"
 	outcomeQueued      = "queued"
+	outcomeModelDown   = "model_unreachable"
 	// Recovery's (recover.go, reconcile.go).
 	outcomeTakenOver = "taken_over"
 	outcomeDiscarded = "discarded"
@@ -52,7 +53,7 @@ const (
 // increment.
 func ExtractOutcomes() []string {
 	return []string{outcomeProcessed, outcomeRetry, outcomeFailed, outcomeHandedBack, outcomeLockWait,
-		outcomeRateLimited, outcomeQueued, outcomeTakenOver, outcomeDiscarded, outcomeRequeued}
+		outcomeRateLimited, outcomeQueued, outcomeModelDown, outcomeTakenOver, outcomeDiscarded, outcomeRequeued}
 }
 
 // Job metadata keys counting free snoozes, and the reason of the last one
@@ -61,6 +62,7 @@ const (
 	metaLockWaits      = "memoryd_lock_waits"
 	metaRateLimitWaits = "memoryd_rate_limit_waits"
 	metaQueueWaits     = "memoryd_queue_waits"
+	metaModelWaits     = "memoryd_model_waits"
 	metaSnoozeReason   = "memoryd_snooze_reason"
 )
 
@@ -95,6 +97,13 @@ type retryBudget struct {
 	// lockWaitBase is the first lock-wait snooze; it doubles per wait, up
 	// to 30s.
 	lockWaitBase time.Duration
+	// maxModelOutage is Config.MaxModelOutage: how long in all a job's
+	// snoozes for an unreachable model server may last (see modelWait);
+	// negative for none.
+	maxModelOutage time.Duration
+	// modelWaitBase is the first snooze for an unreachable model server;
+	// it doubles per wait, up to maxModelWait.
+	modelWaitBase time.Duration
 	// spread lengthens a snooze by a random part, so that jobs snoozed
 	// together do not all come back at once; identity in tests.
 	spread func(time.Duration) time.Duration
@@ -108,6 +117,8 @@ func (w *Worker) budget() retryBudget {
 		maxRateLimitWaits: w.cfg.MaxRateLimitWaits,
 		maxQueueWaits:     w.cfg.MaxQueueWaits,
 		lockWaitBase:      min(w.cfg.JobRetryBase, time.Second),
+		maxModelOutage:    w.cfg.MaxModelOutage,
+		modelWaitBase:     w.cfg.JobRetryBase,
 		spread:            spread,
 	}
 }
@@ -143,6 +154,13 @@ type verdict struct {
 //     for the server's delay (at most extractor.MaxRetryAfter). Past the
 //     bound it is an ordinary transient failure, which spends attempts, so
 //     a server that always answers 429 ends the job after MaxAttempts.
+//   - an unreachable model server (extractor.IsUnreachable: no response,
+//     or a 502, 503 or 504; and no extractor.KindPermanent anywhere in the
+//     error) while the job's snoozes for it total less than
+//     maxModelOutage: snooze with a doubling delay (modelWait). A server
+//     restarting or loading a model fails every request for minutes;
+//     spending attempts then would fail every turn of the outage. Past the
+//     bound it is an ordinary transient failure.
 //   - extractor.KindPermanent anywhere in the error, or the job's last attempt
 //     (job.Attempt >= jobAttempts(job.MaxAttempts, job.Metadata, maxAttempts)): river.JobCancel,
 //     and the turns are marked failed for good (memoryd failed lists them;
@@ -178,10 +196,40 @@ func outcome(err error, job *rivertype.JobRow, shutdown bool, b retryBudget) ver
 			return verdict{river: river.JobSnooze(d), label: label, count: key, n: waits + 1}
 		}
 	}
+	if waits := metaCount(job.Metadata, metaModelWaits); extractor.IsUnreachable(err) && !permanent {
+		if d, ok := b.modelWait(waits); ok {
+			return verdict{river: river.JobSnooze(b.spread(d)), label: outcomeModelDown, count: metaModelWaits, n: waits + 1}
+		}
+	}
 	if permanent || job.Attempt >= jobAttempts(job.MaxAttempts, job.Metadata, b.maxAttempts) {
 		return verdict{river: river.JobCancel(err), label: outcomeFailed, record: true, final: true}
 	}
 	return verdict{river: fmt.Errorf("extract: %w", err), label: outcomeRetry, record: true}
+}
+
+// maxModelWait caps one snooze for an unreachable model server: a server
+// back up is used again within a minute.
+const maxModelWait = time.Minute
+
+// modelWait returns the snooze after waits earlier ones for an unreachable
+// model server: modelWaitBase doubling per wait up to maxModelWait, and
+// false once the earlier ones total maxModelOutage (the spread added to
+// them is not counted, so the outage covered is at least that).
+func (b retryBudget) modelWait(waits int) (time.Duration, bool) {
+	if b.maxModelOutage <= 0 || b.modelWaitBase <= 0 {
+		return 0, false
+	}
+	var total time.Duration
+	for i := 0; ; i++ {
+		d := min(b.modelWaitBase<<min(i, 30), maxModelWait)
+		if total >= b.maxModelOutage {
+			return 0, false
+		}
+		if i == waits {
+			return d, true
+		}
+		total += d
+	}
 }
 
 // isPermanent reports whether err holds a permanent error of the extractor

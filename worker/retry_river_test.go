@@ -1,14 +1,18 @@
 package worker_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/riverqueue/river/rivertype"
+	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/extractor"
@@ -88,4 +92,94 @@ func TestJobTimeoutMustFitAnExtractorCall(t *testing.T) {
 			t.Errorf("JobTimeout %s: New error = %v, want ok %v (or an error naming Config.JobTimeout)", tt.jobTimeout, err, tt.ok)
 		}
 	}
+}
+
+// TestUnreachableModelWaits: while the model server answers 503 (restarting,
+// loading a model), a job is snoozed without spending attempts, so a turn
+// with a single attempt is extracted once the model is back instead of
+// failing at its first 503; the waits are counted in the job's metadata.
+func TestUnreachableModelWaits(t *testing.T) {
+	e := setup(t)
+	const down = 3 // requests answered 503
+	srv := extractortest.NewServer(t)
+	var mu sync.Mutex
+	served := 0
+	srv.SetHandler(func(openai.ChatCompletionRequest) extractortest.Reply {
+		mu.Lock()
+		defer mu.Unlock()
+		if served++; served <= down {
+			return extractortest.Reply{Status: http.StatusServiceUnavailable, Body: `{"error":"loading model"}`}
+		}
+		return extractortest.Content(`{"facts":[{"op":"set","key":"name","value":"Alice"}],"context":[]}`)
+	})
+	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.start(llm, func(c *worker.Config) { c.MaxAttempts = 1 })
+	e.publish(events.Turn{ID: "t1", UserID: "alice", UserMessage: "My name is Alice."})
+
+	st := e.waitDone(1)
+	if st.TurnsProcessed != 1 {
+		turn, _ := e.store.GetTurn(e.ctx, "alice", "t1")
+		t.Fatalf("turn %+v, want it processed once the model is back", turn)
+	}
+	jobs := e.extractJobs()
+	if len(jobs) != 1 {
+		t.Fatalf("%d jobs, want 1", len(jobs))
+	}
+	var meta struct {
+		Waits int `json:"memoryd_model_waits"`
+	}
+	_ = json.Unmarshal(jobs[0].Metadata, &meta)
+	if meta.Waits != down || len(jobs[0].Errors) != 0 {
+		t.Errorf("job metadata %s, errors %+v; want %d model waits and no error recorded", jobs[0].Metadata, jobs[0].Errors, down)
+	}
+}
+
+// TestFailureLogNamesTheTurns: the "extraction failed" line says whose
+// turns failed (user_id, event_ids), as the docs' log keys promise.
+func TestFailureLogNamesTheTurns(t *testing.T) {
+	e := setup(t)
+	srv := extractortest.NewServer(t, extractortest.Error(http.StatusBadRequest, "bad request"))
+	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs lockedBuffer
+	e.start(llm, func(c *worker.Config) { c.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
+	e.publish(events.Turn{ID: "t1", UserID: "alice", UserMessage: "My name is Alice."})
+	e.waitDone(1)
+
+	var line struct {
+		Msg      string   `json:"msg"`
+		UserID   string   `json:"user_id"`
+		EventIDs []string `json:"event_ids"`
+	}
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if json.Unmarshal([]byte(l), &line) == nil && line.Msg == "extraction failed" {
+			break
+		}
+	}
+	if line.Msg != "extraction failed" || line.UserID != "alice" || len(line.EventIDs) != 1 || line.EventIDs[0] != "t1" {
+		t.Errorf("failure log %+v, want user_id alice and event_ids [t1]", line)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for the logger's goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -56,7 +56,9 @@ func TestOutcome(t *testing.T) {
 		return &extractor.Error{Kind: extractor.KindRetryAfter, RetryAfter: d, Reason: "status 429: slow down"}
 	}
 	queued := &extractor.Error{Kind: extractor.KindRetryAfter, RetryAfter: 3 * time.Second, Local: true, Reason: "all 1 model request slots stayed busy"}
+	down := &extractor.Error{Kind: extractor.KindTransient, Unreachable: true, Reason: "status 503: loading model"}
 	budget := retryBudget{maxAttempts: 5, maxLockWaits: 3, maxRateLimitWaits: 10, maxQueueWaits: 100, lockWaitBase: 100 * time.Millisecond,
+		maxModelOutage: 10 * time.Minute, modelWaitBase: 2 * time.Second,
 		spread: func(d time.Duration) time.Duration { return d }}
 	const (
 		plain  = "error"
@@ -121,6 +123,22 @@ func TestOutcome(t *testing.T) {
 			want: snooze, wantSnooze: 3 * time.Second, wantLabel: outcomeQueued, wantCount: metaQueueWaits, wantN: 42},
 		{name: "queued past its bound", err: queued, attempt: 1, metadata: `{"memoryd_queue_waits": 100}`,
 			want: plain, wantLabel: outcomeRetry, wantRecord: true},
+
+		// An unreachable model server: snoozed, 2s doubling up to 1m,
+		// until the snoozes total the outage bound (2+4+...+32 = 62s,
+		// then 1m each: 10m after 14), then attempts are spent.
+		{name: "model unreachable", err: down, attempt: 1,
+			want: snooze, wantSnooze: 2 * time.Second, wantLabel: outcomeModelDown, wantCount: metaModelWaits, wantN: 1},
+		{name: "model unreachable at the last attempt spends none", err: fmt.Errorf("turn e1: %w", down), attempt: 5, metadata: `{"memoryd_model_waits": 3}`,
+			want: snooze, wantSnooze: 16 * time.Second, wantLabel: outcomeModelDown, wantCount: metaModelWaits, wantN: 4},
+		{name: "model unreachable, capped wait", err: down, attempt: 1, metadata: `{"memoryd_model_waits": 13}`,
+			want: snooze, wantSnooze: time.Minute, wantLabel: outcomeModelDown, wantCount: metaModelWaits, wantN: 14},
+		{name: "model unreachable past the outage bound", err: down, attempt: 1, metadata: `{"memoryd_model_waits": 14}`,
+			want: plain, wantLabel: outcomeRetry, wantRecord: true},
+		{name: "model unreachable past the outage bound, last attempt", err: down, attempt: 5, metadata: `{"memoryd_model_waits": 14}`,
+			want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true},
+		{name: "model unreachable beside a permanent error", err: errors.Join(down, permanent), attempt: 1,
+			want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true},
 
 		{name: "lock wait", err: lockWait, attempt: 1,
 			want: snooze, wantSnooze: 100 * time.Millisecond, wantLabel: outcomeLockWait, wantCount: metaLockWaits, wantN: 1},

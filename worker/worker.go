@@ -66,8 +66,10 @@ type Observer interface {
 	// "failed", "handed_back" (shutdown), "lock_wait" (snoozed while
 	// another transaction held a lock it needed; see Config.MaxLockWaits),
 	// "rate_limited" (snoozed for the model server's Retry-After; see
-	// Config.MaxRateLimitWaits) or "queued" (snoozed waiting for a free
-	// model call in this process). ExtractOutcomes lists them all.
+	// Config.MaxRateLimitWaits), "queued" (snoozed waiting for a free
+	// model call in this process) or "model_unreachable" (snoozed while the
+	// model server is down; see Config.MaxModelOutage). ExtractOutcomes
+	// lists them all.
 	// Recovery reports with it too: "taken_over" (the running job of a dead
 	// process was replaced), "discarded" (the turns' job ran out of attempts
 	// without ending them: they were marked failed) and "requeued" (pending
@@ -179,6 +181,15 @@ type Config struct {
 	// served, so it is a queue, bounded only against a model that never
 	// answers. Default 100.
 	MaxQueueWaits int
+	// MaxModelOutage is how long a job waits for a model server that is
+	// unreachable (no response: connection refused or reset, a name that
+	// does not resolve; or a 502, 503 or 504) without spending attempts:
+	// it is snoozed, JobRetryBase doubling per wait up to 1m, until its
+	// snoozes total this, and then spends attempts as on any transient
+	// failure. A restart or a model load (minutes on vLLM or Ollama) thus
+	// fails no turn. Negative: no waiting, attempts are spent at once.
+	// Default 30m.
+	MaxModelOutage time.Duration
 	// MaxClockSkew is how far a turn's timestamp may be ahead of the time
 	// JetStream stored the event. A later timestamp is clamped to the stored
 	// time (and the sent one kept with the turn, logged and counted in
@@ -367,6 +378,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxRateLimitWaits == 0 {
 		c.MaxRateLimitWaits = 10
 	}
+	if c.MaxModelOutage == 0 {
+		c.MaxModelOutage = DefaultMaxModelOutage
+	}
 	if c.MaxClockSkew == 0 {
 		c.MaxClockSkew = DefaultMaxClockSkew
 	}
@@ -481,6 +495,10 @@ func (nopObserver) Redacted(string, string)              {}
 // DefaultTurnRetention is how long a processed turn keeps its text by
 // default.
 const DefaultTurnRetention = 7 * 24 * time.Hour
+
+// DefaultMaxModelOutage is Config.MaxModelOutage's default: longer than
+// a model server's restart or a large model's load.
+const DefaultMaxModelOutage = 30 * time.Minute
 
 // DefaultMaxClockSkew is Config.MaxClockSkew's default.
 const DefaultMaxClockSkew = 5 * time.Minute

@@ -497,6 +497,7 @@ func TestServeHelpShowsComponentDefaults(t *testing.T) {
 		"llm-concurrency":     strconv.Itoa(l.MaxConcurrency),
 		"llm-response-format": strconv.Quote(l.ResponseFormat),
 		"llm-max-tokens":      strconv.Itoa(l.MaxTokens),
+		"llm-max-outage":      w.MaxModelOutage.String(),
 		"database-url":        strconv.Quote(store.DefaultURL),
 		"prefix":              strconv.Quote(events.DefaultPrefix),
 		"stream":              strconv.Quote(events.DefaultStream),

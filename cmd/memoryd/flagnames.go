@@ -27,6 +27,7 @@ var fieldFlags = map[string]map[string]string{
 		"CompletedJobRetention": "--completed-job-retention",
 		"MaxPause":              "--max-pause",
 		"FetchCooldown":         "--fetch-cooldown",
+		"MaxModelOutage":        "--llm-max-outage",
 
 		// Spend caps (issue 16 item 8).
 		"DailyTokensPerUser": "--llm-daily-tokens-per-user",

@@ -540,10 +540,11 @@ func (a *App) logExtractor(ctx context.Context, ext worker.Extractor) {
 	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := p.Ping(pingCtx); err != nil {
-		// Not fatal: jobs retry with backoff and turns wait in the stream
-		// and the turns table until the model is reachable.
-		a.logger.Warn("the LLM endpoint does not answer; extraction will retry until it does. Check --llm-base-url (it usually ends in /v1) and that the model server runs",
-			"base_url", RedactURL(a.cfg.LLM.BaseURL), "error", err)
+		// Not fatal: turns wait in the stream and the turns table, and a
+		// job whose model server does not answer is snoozed without
+		// spending attempts, up to Worker.MaxModelOutage.
+		a.logger.Warn("the LLM endpoint does not answer; extraction waits for it without spending attempts, up to --llm-max-outage per job, then retries with backoff until its attempts run out. Check --llm-base-url (it usually ends in /v1) and that the model server runs",
+			"base_url", RedactURL(a.cfg.LLM.BaseURL), "max_model_outage", a.cfg.Worker.MaxModelOutage.String(), "error", err)
 	}
 }
 

@@ -46,7 +46,7 @@ func newMetrics() *metrics {
 			Name: "memoryd_turns_rejected_total", Help: "Turn events dead-lettered as invalid, by reason.",
 		}, []string{"reason"}),
 		extracted: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "memoryd_turns_extracted_total", Help: "Turns run through extraction, by outcome (processed, retry, rate_limited, failed, handed_back, lock_wait, taken_over, discarded, requeued).",
+			Name: "memoryd_turns_extracted_total", Help: "Turns run through extraction, by outcome (processed, retry, rate_limited, model_unreachable, failed, handed_back, lock_wait, taken_over, discarded, requeued).",
 		}, []string{"outcome"}),
 		extractSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "memoryd_extraction_duration_seconds", Help: "Duration of extraction jobs, by outcome.",

@@ -1,0 +1,228 @@
+package extractor
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/memoryd/memoryd/extractor/extractortest"
+)
+
+// TestLLMReasoningWithoutOpeningTag: reasoning models served with a chat
+// template that opens the reasoning block in the prompt reply with its
+// closing tag only. The drafts written before it are not the answer.
+func TestLLMReasoningWithoutOpeningTag(t *testing.T) {
+	t.Parallel()
+
+	const (
+		red    = `{"facts":[{"op":"set","key":"favorite_color","value":"red"}]}`
+		blue   = `{"facts":[{"op":"set","key":"favorite_color","value":"blue"}],"context":[]}`
+		empty  = `{"facts":[],"context":[]}`
+		quoted = `{"facts":[{"op":"set","key":"nickname","value":"the </think> guy"}],"context":[]}`
+	)
+	tests := []struct {
+		name, reply, key, want string
+	}{
+		{"closing think only", "The user likes red? Draft " + red + " but then corrected to blue.\n</think>\n\n" + blue, "favorite_color", "blue"},
+		{"closing think only, empty draft", "Nothing yet: " + empty + " wait, blue.</think>" + blue, "favorite_color", "blue"},
+		{"closing thinking only", "draft " + red + "\n</thinking>\n" + blue, "favorite_color", "blue"},
+		{"closing reasoning only", "draft " + red + "\n</REASONING>\n" + blue, "favorite_color", "blue"},
+		{"thinking block", "<thinking>draft " + red + "</thinking>" + blue, "favorite_color", "blue"},
+		{"reasoning block", "<reasoning>draft " + red + "</reasoning>\n" + blue, "favorite_color", "blue"},
+		{"think block", "<think>draft " + red + "</think>" + blue, "favorite_color", "blue"},
+		// The user typed the tag: the answer quotes it in a JSON string.
+		{"answer quotes the tag", quoted, "preferred_name", "the </think> guy"},
+		{"closing tag, then an answer quoting it", "draft " + red + "\n</think>\n" + quoted, "preferred_name", "the </think> guy"},
+		{"draft quoting the tag", `draft {"facts":[{"op":"set","key":"nickname","value":"the </think> kid"}]}` + "\n</think>\n" + quoted, "preferred_name", "the </think> guy"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := extractortest.NewServer(t, extractortest.Content(tt.reply))
+			res, err := newTestLLM(t, srv, nil).Extract(context.Background(), testInput("My favourite colour is blue, call me the </think> guy"))
+			if err != nil {
+				t.Fatalf("Extract: %v", err)
+			}
+			if got := res.Facts[tt.key]; got != tt.want {
+				t.Errorf("facts = %v, want %s %q", res.Facts, tt.key, tt.want)
+			}
+			if got := srv.Requests(); got != 1 {
+				t.Errorf("requests = %d, want 1", got)
+			}
+		})
+	}
+
+	// An unterminated block still swallows the rest, as before.
+	srv := extractortest.NewServer(t, extractortest.Content("<think>draft "+red))
+	if _, err := newTestLLM(t, srv, nil).Extract(context.Background(), testInput("I like red")); KindOf(err) != KindInvalidOutput {
+		t.Errorf("unterminated block: error %v, want KindInvalidOutput", err)
+	}
+}
+
+// TestLLMServerErrorMessage: the server's message is in the error in the
+// error body formats go-openai does not read.
+func TestLLMServerErrorMessage(t *testing.T) {
+	t.Parallel()
+
+	tests := []struct {
+		name     string
+		reply    extractortest.Reply
+		wantKind Kind
+		want     string
+	}{
+		{"ollama string error", extractortest.Reply{Status: http.StatusNotFound, Body: `{"error":"model \"qwen9\" not found, try pulling it first"}`},
+			KindPermanent, `status 404: model "qwen9" not found`},
+		{"vllm older error", extractortest.Reply{Status: http.StatusBadRequest,
+			Body: `{"object":"error","message":"This model's maximum context length is 4096 tokens.","type":"BadRequestError","code":400}`},
+			KindPermanent, "status 400: This model's maximum context length is 4096 tokens."},
+		{"busy", extractortest.Reply{Status: http.StatusServiceUnavailable, Body: `{"error":"server busy"}`}, KindTransient, "status 503: server busy"},
+		{"fastapi detail", extractortest.Reply{Status: http.StatusUnprocessableEntity, Body: `{"detail":"bad field"}`}, KindPermanent, "status 422: bad field"},
+		{"message bounded", extractortest.Reply{Status: http.StatusBadRequest, Body: `{"error":"` + strings.Repeat("long ", 1000) + `"}`},
+			KindPermanent, "status 400: long long"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := extractortest.NewServer(t, tt.reply)
+			_, err := newTestLLM(t, srv, nil).Extract(context.Background(), testInput("I'm Ana"))
+			if KindOf(err) != tt.wantKind || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Extract error = %v (%s), want %s saying %q", err, KindOf(err), tt.wantKind, tt.want)
+			}
+			if len(err.Error()) > 300 {
+				t.Errorf("error is %d bytes, not bounded", len(err.Error()))
+			}
+		})
+	}
+}
+
+// TestLLMReplyWithoutAnswer: each way a reply can lack an answer says
+// which, and an error object sent with status 200 is the server's error.
+func TestLLMReplyWithoutAnswer(t *testing.T) {
+	t.Parallel()
+
+	tests := []struct {
+		name     string
+		body     string
+		wantKind Kind
+		want     string
+		requests int
+	}{
+		{"no choices", `{"id":"x","object":"chat.completion","choices":[]}`, KindInvalidOutput, "reply has no choices (after 2 model calls)", 2},
+		{"error object with status 200", `{"error":{"message":"upstream timeout","type":"proxy_error"}}`, KindTransient, "status 200 with an error: upstream timeout", 1},
+		{"error object with a code", `{"error":{"message":"upstream down","code":502}}`, KindTransient, "status 502: upstream down", 1},
+		{"error string with status 200", `{"error":"gateway busy"}`, KindTransient, "gateway busy", 1},
+		{"only reasoning_content", `{"choices":[{"index":0,"message":{"role":"assistant","content":"","reasoning_content":"The user likes red..."},"finish_reason":"length"}]}`,
+			KindInvalidOutput, "reply holds only reasoning (reasoning_content), no answer", 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := extractortest.NewServer(t, extractortest.Reply{Body: tt.body})
+			_, err := newTestLLM(t, srv, nil).Extract(context.Background(), testInput("I'm Ana"))
+			if KindOf(err) != tt.wantKind || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Extract error = %v (%s), want %s saying %q", err, KindOf(err), tt.wantKind, tt.want)
+			}
+			if strings.Contains(err.Error(), "reply is empty") {
+				t.Errorf("error %q still says the reply is empty", err)
+			}
+			if got := srv.Requests(); got != tt.requests {
+				t.Errorf("requests = %d, want %d", got, tt.requests)
+			}
+		})
+	}
+}
+
+// TestLLMReplyOverSizeLimit: a reply over the body cap is permanent for
+// the turn (the same request gets it again) and says so.
+func TestLLMReplyOverSizeLimit(t *testing.T) {
+	t.Parallel()
+
+	srv := extractortest.NewServer(t, extractortest.Content(strings.Repeat("x", maxResponseBytes)))
+	_, err := newTestLLM(t, srv, nil).Extract(context.Background(), testInput("I'm Ana"))
+	if KindOf(err) != KindPermanent || !strings.Contains(err.Error(), "reply over "+strconv.Itoa(maxResponseBytes)+" bytes") {
+		t.Fatalf("Extract error = %.300v, want KindPermanent saying the reply is over %d bytes", err, maxResponseBytes)
+	}
+	if got := srv.Requests(); got != 1 {
+		t.Errorf("requests = %d, want 1", got)
+	}
+}
+
+// TestLLMUnreachable: a server that is down, restarting or loading a model
+// is told apart from one failing the request.
+func TestLLMUnreachable(t *testing.T) {
+	t.Parallel()
+
+	for _, tt := range []struct {
+		reply extractortest.Reply
+		want  bool
+	}{
+		{extractortest.Error(http.StatusBadGateway, "bad gateway"), true},
+		{extractortest.Reply{Status: http.StatusServiceUnavailable, Body: `{"error":"loading model"}`}, true},
+		{extractortest.Error(http.StatusGatewayTimeout, "gateway timeout"), true},
+		{extractortest.Error(http.StatusInternalServerError, "boom"), false},
+		{extractortest.Error(http.StatusBadRequest, "bad"), false},
+		{extractortest.Reply{Status: http.StatusServiceUnavailable, Body: `{}`, Header: http.Header{"Retry-After": {"3"}}}, false},
+	} {
+		t.Run(strconv.Itoa(tt.reply.Status), func(t *testing.T) {
+			t.Parallel()
+			srv := extractortest.NewServer(t, tt.reply)
+			_, err := newTestLLM(t, srv, nil).Extract(context.Background(), testInput("I'm Ana"))
+			if err == nil || IsUnreachable(err) != tt.want {
+				t.Errorf("Extract error = %v: unreachable %v, want %v", err, IsUnreachable(err), tt.want)
+			}
+		})
+	}
+	t.Run("connection refused", func(t *testing.T) {
+		t.Parallel()
+		l, err := NewLLM(LLMConfig{BaseURL: "http://" + closedAddr(t) + "/v1", Model: "m"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = l.Extract(context.Background(), testInput("I'm Ana"))
+		if !IsUnreachable(err) || KindOf(err) != KindTransient {
+			t.Errorf("Extract error = %v, want an unreachable KindTransient", err)
+		}
+	})
+}
+
+// TestLLMPingHidesPassword: the base URL's password never reaches an error
+// (the start-up warning logs it).
+func TestLLMPingHidesPassword(t *testing.T) {
+	t.Parallel()
+
+	for name, base := range map[string]string{
+		"refused":   "http://alice:pw-SECRET@" + closedAddr(t) + "/v1",
+		"answering": strings.Replace(extractortest.NewServer(t).URL(), "http://", "http://alice:pw-SECRET@", 1),
+	} {
+		l, err := NewLLM(LLMConfig{BaseURL: base, Model: "m"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = l.Ping(context.Background())
+		if err == nil || strings.Contains(err.Error(), "pw-SECRET") {
+			t.Errorf("%s: Ping error %q, want one without the password", name, err)
+		}
+		_, err = l.Extract(context.Background(), testInput("I'm Ana"))
+		if err != nil && strings.Contains(err.Error(), "pw-SECRET") {
+			t.Errorf("%s: Extract error %q holds the password", name, err)
+		}
+	}
+}
+
+// closedAddr is an address whose port was just released: connections are
+// refused.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}

@@ -1,0 +1,46 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/memoryd/memoryd/extractor"
+)
+
+// TestLLMWarningHidesPassword: the start-up warning about a model server
+// that does not answer logs neither in its base_url nor in its error the
+// password of a base URL, and says what extraction does meanwhile.
+func TestLLMWarningHidesPassword(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{LLM: extractor.LLMConfig{BaseURL: "http://alice:pw-SECRET@" + addr + "/v1", Model: "m"}}.withDefaults()
+	llm, err := extractor.NewLLM(cfg.LLM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	a := &App{cfg: cfg, logger: slog.New(slog.NewJSONHandler(&logs, nil))}
+	a.logExtractor(context.Background(), llm)
+
+	out := logs.String()
+	if !strings.Contains(out, "does not answer") {
+		t.Fatalf("no warning logged: %s", out)
+	}
+	if strings.Contains(out, "pw-SECRET") {
+		t.Errorf("the warning logs the password: %s", out)
+	}
+	if !strings.Contains(out, "without spending attempts") || !strings.Contains(out, `"max_model_outage":"30m0s"`) {
+		t.Errorf("the warning does not say extraction waits for the model: %s", out)
+	}
+}
