@@ -248,3 +248,24 @@ func TestCheckPrefixAndStream(t *testing.T) {
 		}
 	}
 }
+
+// TestEnsureStreamNamesTheStreamHoldingThePrefix: a prefix whose turn
+// subjects are in a stream of another name than the one asked for (the
+// operator's --stream left out) is refused naming that stream.
+func TestEnsureStreamNamesTheStreamHoldingThePrefix(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	nc := eventstest.Conn(t)
+	prefix, stream := eventstest.Names(t, nc)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := events.EnsureStream(ctx, js, events.StreamConfig{Prefix: prefix, Stream: stream}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = events.EnsureStream(ctx, js, events.StreamConfig{Prefix: prefix, Stream: stream + "_OTHER"})
+	if err == nil || !strings.Contains(err.Error(), "are in stream "+stream+" already") {
+		t.Fatalf("ensure a second stream for prefix %s: %v; want the error to name %s", prefix, err, stream)
+	}
+}

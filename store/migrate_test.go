@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"strings"
@@ -128,10 +129,10 @@ func TestMigrateRetriesADeadlock(t *testing.T) {
 		done <- result{applied, err}
 	}()
 	waiting := func(what, query string) {
-		eventstest.Poll(30*time.Second, func() (bool, string) {
+		eventstest.Eventually(t, what, 30*time.Second, func() (bool, string) {
 			var ok bool
 			err := s.Pool().QueryRow(ctx, `SELECT EXISTS (`+query+`)`).Scan(&ok)
-			return err == nil && ok, what
+			return err == nil && ok, fmt.Sprint(err)
 		})
 	}
 	waiting("the migration at its gate, its index built", `SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND NOT granted`)
