@@ -2,7 +2,6 @@ package enricher
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -24,21 +23,11 @@ type ContextManager interface {
 type contextItems struct {
 	store  ContextManager
 	writes memoryWrites
-	// maxReplyBytes bounds a list page's encoded items, below the
-	// connection's max payload.
-	maxReplyBytes int
 }
 
 func (s *Service) contextItems() contextItems {
-	limit := maxListBytes
-	if p := int(s.cfg.Conn.MaxPayload()); p > 0 {
-		limit = min(limit, p*3/4) // headroom for the reply's other bytes
-	}
-	return contextItems{store: s.cfg.Store, writes: s.writes, maxReplyBytes: limit}
+	return contextItems{store: s.cfg.Store, writes: s.writes}
 }
-
-// maxListBytes bounds a page when the connection reports no max payload.
-const maxListBytes = 768 << 10
 
 func (c contextItems) list(token string, data []byte) (call, error) {
 	var req events.ContextListRequest
@@ -70,27 +59,8 @@ func (c contextItems) list(token string, data []byte) (call, error) {
 		if err != nil {
 			return nil, err
 		}
-		page := wireItems(items)
-		n := min(len(page), limit)
-		// Cut the page short of the payload limit, keeping at least one
-		// item so that a walk always advances.
-		size := 0
-		for i := range n {
-			b, err := json.Marshal(page[i])
-			if err != nil {
-				return nil, fmt.Errorf("encode context item: %w", err)
-			}
-			if size += len(b) + 1; size > c.maxReplyBytes && i > 0 {
-				n = i
-				break
-			}
-		}
-		reply := events.ContextListReply{Items: page[:n]}
-		if n < len(items) {
-			last := page[n-1]
-			reply.Next = &events.ContextCursor{CreatedAt: last.CreatedAt, ID: last.ID}
-		}
-		return reply, nil
+		// Cut to the payload limit when sent (contextPage).
+		return contextPage{items: wireItems(items), limit: limit}, nil
 	}, nil
 }
 

@@ -288,7 +288,7 @@ func (d docs) list(token string, data []byte) (call, error) {
 			out[i] = events.DocumentInfo{DocID: x.DocID, Source: x.Source, Hash: x.Hash, Metadata: x.Metadata, Size: x.Size,
 				Status: x.Status, Chunks: x.Chunks, CreatedAt: x.CreatedAt, UpdatedAt: x.UpdatedAt}
 		}
-		return events.DocsListReply{Documents: out, Next: next}, nil
+		return docsPage{events.DocsListReply{Documents: out, Next: next}}, nil
 	}, nil
 }
 

@@ -1,6 +1,7 @@
 package enricher
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -42,7 +43,7 @@ func (s *Service) enrichHandler(ep endpoint) micro.Handler {
 			return
 		}
 		if p.optOut {
-			s.publish(req.Reply(), p.reply(received))
+			s.publish(ep.name, req.Reply(), p.reply(received))
 			return
 		}
 		reply := req.Reply()
@@ -57,7 +58,8 @@ func (s *Service) enrichHandler(ep endpoint) micro.Handler {
 				span.SetAttributes(attribute.Bool("memoryd.degraded", r.Degraded), attribute.Int("memoryd.facts", len(r.Facts)),
 					attribute.Int("memoryd.context", len(r.Context)), attribute.Int("memoryd.tokens", r.Tokens))
 			}
-			defer endSpan(span, 0)
+			code := 0
+			defer func() { endSpan(span, code) }()
 			took := time.Since(received)
 			r.TookMS = millis(took)
 			if s.cfg.Observer != nil {
@@ -71,7 +73,7 @@ func (s *Service) enrichHandler(ep endpoint) micro.Handler {
 				// request even when debug is off.
 				s.logger.Debug("enrich", "user_id", p.userID, "facts", len(r.Facts), "context", len(r.Context), "tokens", r.Tokens, "took_ms", r.TookMS)
 			}
-			s.publish(reply, r)
+			code = s.publish(ep.name, reply, r)
 		}
 		timedOut := func() string { return fmt.Sprintf("memory store did not answer within %s", s.cfg.Timeout) }
 		s.dispatch(ep.lane, "", deadline, func() {
@@ -292,14 +294,51 @@ func (s *Service) enrich(ctx context.Context, p enrichParams) (events.EnrichRepl
 			return events.EnrichReply{}, err
 		}
 	}
-	r := p.reply(time.Now())
-	r.Keywords = keywords
-	var docs []events.DocumentChunk
-	r.Facts, r.Context, docs, r.Injection, r.Tokens = injectDocs(p.format, p.maxTokens, wireFacts(facts), wireItems(items), chunks)
-	if r.Documents != nil || len(docs) > 0 {
-		r.Documents = docs
+	build := func(maxTokens int) events.EnrichReply {
+		r := p.reply(time.Now())
+		r.Keywords = keywords
+		var docs []events.DocumentChunk
+		r.Facts, r.Context, docs, r.Injection, r.Tokens = injectDocs(p.format, maxTokens, wireFacts(facts), wireItems(items), chunks)
+		if r.Documents != nil || len(docs) > 0 {
+			r.Documents = docs
+		}
+		return r
+	}
+	r := build(p.maxTokens)
+	// The reply holds the budget's text twice (the injection and the
+	// lists), JSON-escaped: one over the NATS max payload would never be
+	// sent. Such a reply is built again with a lower budget, dropping the
+	// lowest-ranked entries as a smaller max_tokens would: scaled by how
+	// far over it is (a few rounds, each encoding a large reply), then
+	// none. The headroom is for took_ms, set when sent.
+	limit := s.maxReply() - enrichHeadroom
+	budget := p.maxTokens
+	for round := 0; ; round++ {
+		size := replyLen(r)
+		if size <= limit || budget == 0 {
+			break // an empty reply over the limit is publish's 413
+		}
+		next := min(int(float64(min(budget, r.Tokens))*float64(limit)/float64(size)*0.9), budget-1)
+		if round == 4 {
+			next = 0
+		}
+		budget = max(next, 0)
+		r = build(budget)
+		s.logger.Debug("enrich budget lowered to fit the payload limit", "max_tokens", p.maxTokens, "budget", budget, "bytes", size, "max_payload", s.maxReply())
 	}
 	return r, nil
+}
+
+// enrichHeadroom is kept below the max payload for took_ms's digits.
+const enrichHeadroom = 64
+
+// replyLen is how many bytes v takes as a reply.
+func replyLen(v any) int {
+	var buf bytes.Buffer
+	if err := encodeReply(&buf, v); err != nil {
+		return 0 // publish answers the error
+	}
+	return buf.Len()
 }
 
 // relevant is enrich's read of memory: of the user's most recently set

@@ -10,6 +10,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/store"
@@ -26,19 +27,19 @@ type Exporter interface {
 // exports answers memory.export and memory.import.
 type exports struct {
 	store Exporter // nil: not enabled
-	// maxPageBytes bounds a page's lines as JSON text, below the
-	// connection's max payload.
+	// maxPageBytes bounds a page's lines as JSON text: the connection's
+	// max payload less the reply's other bytes.
 	maxPageBytes int
 }
 
 func (s *Service) exports() exports {
-	limit := maxListBytes
-	if p := int(s.cfg.Conn.MaxPayload()); p > 0 {
-		limit = min(limit, p*3/4) // headroom for the reply's other bytes
-	}
 	e, _ := s.cfg.Store.(Exporter)
-	return exports{store: e, maxPageBytes: limit}
+	return exports{store: e, maxPageBytes: s.maxReply() - exportEnvelope}
 }
+
+// exportEnvelope bounds a page's bytes other than its lines:
+// {"lines":"","next":"<line>.<digest>"}.
+const exportEnvelope = 128
 
 func (e exports) enabled() error {
 	if e.store == nil {
@@ -75,10 +76,16 @@ func (e exports) export(token string, data []byte) (call, error) {
 		all := buf.Bytes()
 		sum := sha256.Sum256(all)
 		digest := hex.EncodeToString(sum[:12])
-		start := 0
+		start, offset := 0, 0 // the page starts at lines[start][offset:]
 		if req.Cursor != "" {
-			n, d, ok := strings.Cut(req.Cursor, ".")
+			pos, d, ok := strings.Cut(req.Cursor, ".")
+			// "<line>+<offset>": the rest of a line split across pages.
+			n, off, split := strings.Cut(pos, "+")
 			line, err := strconv.Atoi(n)
+			if split && err == nil {
+				offset, err = strconv.Atoi(off)
+				ok = ok && offset > 0
+			}
 			if !ok || err != nil || line < 1 || d != digest {
 				return nil, &events.ServiceError{Code: 409, Description: "the memory changed since this export began (or the cursor is not one memoryd gave): export again from the start"}
 			}
@@ -88,17 +95,32 @@ func (e exports) export(token string, data []byte) (call, error) {
 		if len(lines) > 0 && len(lines[len(lines)-1]) == 0 {
 			lines = lines[:len(lines)-1]
 		}
-		if start > len(lines) {
+		if start > len(lines) || offset > 0 && (start == len(lines) || offset >= len(lines[start])) {
 			return nil, &events.ServiceError{Code: 409, Description: "the cursor is past the end of the export: export again from the start"}
 		}
 		var page []byte
 		end, size := start, 0
-		for end < len(lines) {
-			if size += escapedLen(lines[end]); size > e.maxPageBytes && end > start {
-				break // at least one line a page, so that a walk advances
+		for ; end < len(lines); end++ {
+			line := lines[end]
+			if end == start {
+				line = line[offset:]
 			}
-			page = append(page, lines[end]...)
-			end++
+			if size += escapedLen(line); size <= e.maxPageBytes {
+				page = append(page, line...)
+				continue
+			}
+			if end > start {
+				break // whole lines a page, at least one
+			}
+			// A line too long for any page alone (text mostly of control
+			// characters, or a low max_payload) is split: the page ends
+			// inside it and the next starts where it ended, so that the
+			// pages concatenated are still the export.
+			cut := fitEscaped(line, e.maxPageBytes)
+			return events.ExportReply{
+				Lines: string(line[:cut]),
+				Next:  strconv.Itoa(start) + "+" + strconv.Itoa(offset+cut) + "." + digest,
+			}, nil
 		}
 		reply := events.ExportReply{Lines: string(page)}
 		if end < len(lines) {
@@ -109,26 +131,49 @@ func (e exports) export(token string, data []byte) (call, error) {
 }
 
 // escapedLen bounds the bytes b takes inside a JSON string as the reply's
-// encoder writes it: quotes, backslashes and the usual control characters
-// take 2, other control characters and HTML's <, > and & take 6, bytes of
+// encoder writes it (without HTML escaping): quotes, backslashes and the
+// usual control characters take 2, other control characters 6, bytes of
 // multi-byte runes at most 2 (U+2028 and U+2029 are escaped: 6 bytes for
 // 3; an export is valid UTF-8, Postgres text), the rest 1. Counting beats
 // encoding each line only to measure it.
 func escapedLen(b []byte) int {
 	n := 0
 	for _, c := range b {
-		switch {
-		case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t':
-			n += 2
-		case c < 0x20 || c == '<' || c == '>' || c == '&':
-			n += 6
-		case c >= 0x80:
-			n += 2
-		default:
-			n++
-		}
+		n += escapedByte(c)
 	}
 	return n
+}
+
+func escapedByte(c byte) int {
+	switch {
+	case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t':
+		return 2
+	case c < 0x20:
+		return 6
+	case c >= 0x80:
+		return 2
+	default:
+		return 1
+	}
+}
+
+// fitEscaped is the length of the longest start of b, ending on a rune
+// boundary, whose escapedLen is at most limit; at least one rune, so that
+// a split line always advances.
+func fitEscaped(b []byte, limit int) int {
+	n, end := 0, 0
+	for i := 0; i < len(b); {
+		_, w := utf8.DecodeRune(b[i:])
+		for _, c := range b[i : i+w] {
+			n += escapedByte(c)
+		}
+		if n > limit && end > 0 {
+			break
+		}
+		i += w
+		end = i
+	}
+	return end
 }
 
 // importLines answers memory.import: the request's lines, the header

@@ -16,13 +16,13 @@ import (
 type MemoryReader interface {
 	SearchContext(ctx context.Context, q store.SearchQuery) (store.Candidates, error)
 	Fact(ctx context.Context, userID, key string) (store.Fact, error)
-	Facts(ctx context.Context, userID string, limit int) ([]store.Fact, error)
+	FactsAfter(ctx context.Context, userID string, afterSourceAt time.Time, afterKey string, limit int) ([]store.Fact, error)
 	KeyHistory(ctx context.Context, q store.KeyHistoryQuery) ([]store.FactChange, int64, error)
 	Stats(ctx context.Context, userID string) (store.UserStats, error)
 }
 
-// maxListFacts bounds a facts.list reply well inside NATS's default 1 MiB
-// max payload.
+// maxListFacts is the most facts a facts.list page holds; fewer when they
+// would be over the NATS payload limit.
 const maxListFacts = 1000
 
 // memoryReads answers the read tools.
@@ -79,13 +79,13 @@ func (r memoryReads) search(token string, data []byte) (call, error) {
 			if err != nil {
 				return nil, err
 			}
-			return events.SearchReply{Results: wireItems(fuse(cands, vec, time.Time{}, 0, limit))}, nil
+			return searchResults{events.SearchReply{Results: wireItems(fuse(cands, vec, time.Time{}, 0, limit))}}, nil
 		}
 		cands, err := r.store.SearchContext(ctx, q)
 		if err != nil {
 			return nil, err
 		}
-		return events.SearchReply{Results: wireItems(Rank(cands, time.Time{}, 0, limit))}, nil
+		return searchResults{events.SearchReply{Results: wireItems(Rank(cands, time.Time{}, 0, limit))}}, nil
 	}, nil
 }
 
@@ -112,16 +112,27 @@ func (r memoryReads) getFact(token string, data []byte) (call, error) {
 }
 
 func (r memoryReads) listFacts(token string, data []byte) (call, error) {
-	req, err := decodeUser(token, data)
-	if err != nil {
+	var req events.FactsListRequest
+	if err := decode(data, &req); err != nil {
 		return nil, err
 	}
+	if err := checkUser(token, req.UserID); err != nil {
+		return nil, err
+	}
+	var after events.FactCursor
+	if req.After != nil {
+		if after = *req.After; after.Key == "" || after.SourceAt.IsZero() {
+			return nil, badRequest(`after must be a previous reply's "next": {"source_at", "key"}`)
+		}
+	}
 	return func(ctx context.Context) (any, error) {
-		facts, err := r.store.Facts(ctx, req.UserID, maxListFacts)
+		// One more than the page, to know whether a next page exists.
+		facts, err := r.store.FactsAfter(ctx, req.UserID, after.SourceAt, after.Key, maxListFacts+1)
 		if err != nil {
 			return nil, err
 		}
-		return events.FactsReply{Facts: wireFacts(facts)}, nil
+		// Cut to the payload limit when sent (factsPage).
+		return factsPage{facts: wireFacts(facts), limit: maxListFacts}, nil
 	}, nil
 }
 
@@ -152,7 +163,7 @@ func (r memoryReads) factHistory(token string, data []byte) (call, error) {
 		if err != nil {
 			return nil, err
 		}
-		return events.FactHistoryReply{Key: key, Changes: wireChanges(changes), NextBefore: next}, nil
+		return historyPage{events.FactHistoryReply{Key: key, Changes: wireChanges(changes), NextBefore: next}}, nil
 	}, nil
 }
 

@@ -47,15 +47,14 @@ func (s *Service) handler(ep endpoint) micro.Handler {
 			if err != nil {
 				st.serverErrors.Add(1)
 				code, desc := s.classify(ep, err)
-				s.publishError(reply, code, desc)
+				s.publishError(ep.name, reply, code, desc)
 				endSpan(span, code)
 				return
 			}
-			s.publish(reply, res)
-			endSpan(span, 0)
+			endSpan(span, s.publish(ep.name, reply, res))
 		}, func() {
 			st.serverErrors.Add(1)
-			s.publishError(reply, 500, events.OverloadedDescription)
+			s.publishError(ep.name, reply, 500, events.OverloadedDescription)
 			endSpan(span, 500)
 		})
 	})
@@ -99,7 +98,7 @@ func (s *Service) replyError(req micro.Request, ep endpoint, err error) {
 	s.logger.Debug("bad request", "endpoint", ep.name, "code", code, "error", desc)
 	detail := micro.WithHeaders(micro.Headers{micro.ErrorHeader: {desc}})
 	if err := req.Error(fmt.Sprint(code), genericError(code), nil, detail); err != nil {
-		s.logger.Warn("reply failed", "endpoint", ep.name, "error", err)
+		s.logger.Warn("reply failed", "endpoint", ep.name, "code", code, "error", err)
 	}
 }
 
@@ -110,6 +109,8 @@ func genericError(code int) string {
 		return "bad request"
 	case 404:
 		return "not found"
+	case 413:
+		return "reply too large"
 	case 501:
 		return "not enabled"
 	default:
@@ -119,27 +120,112 @@ func genericError(code int) string {
 
 // publish and publishError answer from a request goroutine. They publish on
 // the connection rather than through micro.Request, whose bookkeeping is not
-// safe once the delivery goroutine has moved on.
-func (s *Service) publish(reply string, v any) {
+// safe once the delivery goroutine has moved on. A reply over the
+// connection's max payload would never be sent (the client would only time
+// out): a fitter is cut to fit, anything else is answered with a 413. It
+// returns the code answered, 0 for a reply.
+func (s *Service) publish(name, reply string, v any) int {
 	buf := replyBuffers.Get().(*bytes.Buffer)
 	defer func() {
 		if buf.Cap() <= maxPooledReply {
 			replyBuffers.Put(buf)
 		}
 	}()
-	buf.Reset()
-	if err := json.NewEncoder(buf).Encode(v); err != nil {
-		s.publishError(reply, 500, "encode reply: "+err.Error())
-		return
+	if err := encodeReply(buf, v); err != nil {
+		s.publishError(name, reply, 500, "encode reply: "+err.Error())
+		return 500
 	}
 	if reply == "" {
-		return
+		return 0
 	}
-	// Encode ends with a newline json.Marshal would not write; Publish
-	// copies the data, so the buffer can go back to the pool.
-	if err := s.cfg.Conn.Publish(reply, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))); err != nil {
-		s.logger.Warn("reply failed", "error", err)
+	limit := s.maxReply()
+	if size := buf.Len(); size > limit {
+		f, ok := v.(fitter)
+		if !ok || !s.fit(buf, f, limit) {
+			desc := fmt.Sprintf("reply would be %d bytes, over the NATS max_payload of %d bytes", size, limit)
+			if ok {
+				desc += ": " + f.alone()
+			} else if hint := tooLargeHint[name]; hint != "" {
+				desc += ": " + hint
+			}
+			s.logger.Warn("reply too large", "endpoint", name, "bytes", size, "max_payload", limit)
+			s.publishError(name, reply, 413, desc)
+			return 413
+		}
+		s.logger.Debug("reply cut to fit", "endpoint", name, "bytes", size, "sent_bytes", buf.Len(), "max_payload", limit)
 	}
+	// Publish copies the data, so the buffer can go back to the pool.
+	if err := s.cfg.Conn.Publish(reply, buf.Bytes()); err != nil {
+		s.logger.Warn("reply failed", "endpoint", name, "bytes", buf.Len(), "max_payload", limit, "error", err)
+	}
+	return 0
+}
+
+// encodeReply writes v's JSON to buf (reset first), without the newline
+// json.Encoder adds and without escaping <, > and & as \u003c...: that is
+// the same JSON to every parser and up to six times shorter for HTML.
+func encodeReply(buf *bytes.Buffer, v any) error {
+	buf.Reset()
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	buf.Truncate(buf.Len() - 1)
+	return nil
+}
+
+// maxReply is the most bytes a reply may take: the connection's max
+// payload (the server's max_payload), or NATS's default when the
+// connection does not say. A reply without headers may take all of it.
+func (s *Service) maxReply() int {
+	if p := int(s.cfg.Conn.MaxPayload()); p > 0 {
+		return p
+	}
+	return defaultMaxPayload
+}
+
+const defaultMaxPayload = 1 << 20
+
+// A fitter is a reply listing items that can be cut short: a page that
+// then ends earlier (its cursor at the last item kept), or ranked results
+// that then leave out the lowest. keep(n) is the reply with the first n
+// items; n never goes below least() (1 for a page, so that a walk always
+// advances). alone says which item is too large when even least() items
+// do not fit.
+type fitter interface {
+	listed() int
+	least() int
+	keep(n int) any
+	alone() string
+}
+
+// fit encodes into buf the longest cut of f that fits limit, reporting
+// whether there is one. Binary search: a few encodings, only for a reply
+// that did not fit whole.
+func (s *Service) fit(buf *bytes.Buffer, f fitter, limit int) bool {
+	fits := func(n int) bool { return encodeReply(buf, f.keep(n)) == nil && buf.Len() <= limit }
+	lo, hi := f.least(), f.listed()-1 // lo fits once checked; hi+1 does not
+	if lo > hi || !fits(lo) {
+		return false
+	}
+	for lo < hi {
+		if mid := (lo + hi + 1) / 2; fits(mid) {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return fits(lo)
+}
+
+// tooLargeHint says, by endpoint, what to do about a single thing too
+// large for any reply: only text mostly of control characters (which JSON
+// writes as 6 bytes each) or a max_payload lowered below memoryd's text
+// limits can make one.
+var tooLargeHint = map[string]string{
+	"context_get": "read the item from memory.export, which splits a line too long for one page, or raise the NATS server's max_payload",
+	"facts_get":   "read the fact from memory.export, which splits a line too long for one page, or raise the NATS server's max_payload",
 }
 
 // replyBuffers holds reply encoding buffers, so that a reply does not
@@ -149,7 +235,7 @@ var replyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 const maxPooledReply = 64 << 10
 
-func (s *Service) publishError(reply string, code int, desc string) {
+func (s *Service) publishError(name, reply string, code int, desc string) {
 	if reply == "" {
 		return
 	}
@@ -157,7 +243,7 @@ func (s *Service) publishError(reply string, code int, desc string) {
 	msg.Header.Set(micro.ErrorHeader, desc)
 	msg.Header.Set(micro.ErrorCodeHeader, fmt.Sprint(code))
 	if err := s.cfg.Conn.PublishMsg(msg); err != nil {
-		s.logger.Warn("reply failed", "error", err)
+		s.logger.Warn("reply failed", "endpoint", name, "code", code, "error", err)
 	}
 }
 

@@ -195,11 +195,20 @@ func (c *Client) ClearFact(ctx context.Context, userID, key string) (int64, erro
 	return reply.Deleted, err
 }
 
-// ListFacts returns the user's facts, most recently set first.
+// ListFacts returns the user's facts, most recently set first, every page.
 func (c *Client) ListFacts(ctx context.Context, userID string) ([]Fact, error) {
-	var reply FactsReply
-	err := c.call(ctx, "facts.list", userID, UserRequest{UserID: userID}, &reply)
-	return reply.Facts, err
+	req := FactsListRequest{UserID: userID}
+	var facts []Fact
+	for {
+		var reply FactsReply
+		if err := c.call(ctx, "facts.list", userID, req, &reply); err != nil {
+			return facts, err
+		}
+		if facts = append(facts, reply.Facts...); reply.Next == nil {
+			return facts, nil
+		}
+		req.After = reply.Next
+	}
 }
 
 // Stats returns the user's memory counters.

@@ -210,6 +210,9 @@ type SearchRequest struct {
 // SearchReply holds the items found, best first.
 type SearchReply struct {
 	Results []ContextItem `json:"results"`
+	// Truncated is true when lower-ranked results were left out to keep
+	// the reply within the NATS payload limit.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // StoreRequest stores a question/answer pair (a model's store_memory call).
@@ -273,9 +276,24 @@ type UserRequest struct {
 	UserID string `json:"user_id"`
 }
 
-// FactsReply lists facts, most recently set first.
+// FactsListRequest asks for a page of the user's facts (facts.list); After
+// continues a walk: the previous reply's Next.
+type FactsListRequest struct {
+	UserID string      `json:"user_id"`
+	After  *FactCursor `json:"after,omitempty"`
+}
+
+// FactCursor is a position in facts.list's order: the last fact of a page.
+type FactCursor struct {
+	SourceAt time.Time `json:"source_at"`
+	Key      string    `json:"key"`
+}
+
+// FactsReply lists facts, most recently set first; Next is absent on the
+// last page (a page is cut short of the NATS payload limit).
 type FactsReply struct {
-	Facts []Fact `json:"facts"`
+	Facts []Fact      `json:"facts"`
+	Next  *FactCursor `json:"next,omitempty"`
 }
 
 // StatsReply summarises the user's memory.

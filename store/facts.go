@@ -285,6 +285,23 @@ func (s *Store) Facts(ctx context.Context, userID string, limit int) ([]Fact, er
 	return facts, nil
 }
 
+// FactsAfter returns a page of a user's facts in Facts' order: those after
+// the fact stated at afterSourceAt under afterKey (from the first when
+// afterKey is ""), at most limit.
+func (s *Store) FactsAfter(ctx context.Context, userID string, afterSourceAt time.Time, afterKey string, limit int) ([]Fact, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+factColumns+` FROM facts
+		WHERE user_id = $1 AND ($2 = '' OR source_at < $3 OR (source_at = $3 AND key > $2))
+		ORDER BY source_at DESC, key LIMIT $4`, userID, afterKey, afterSourceAt, limit)
+	if err != nil {
+		return nil, fmt.Errorf("facts: %w", err)
+	}
+	facts, err := pgx.CollectRows(rows, scanFact)
+	if err != nil {
+		return nil, fmt.Errorf("facts: %w", err)
+	}
+	return facts, nil
+}
+
 // factColumns are the columns scanFact reads, in its order.
 const factColumns = `user_id, key, value, source_at, event_id, conversation_id, updated_at`
 

@@ -37,7 +37,7 @@ func wireSchemas() map[string]any {
 		"facts_get.reply":     events.Fact{},
 		"facts_clear.request": events.FactRequest{},
 		"facts_clear.reply":   events.DeletedReply{},
-		"facts_list.request":  events.UserRequest{},
+		"facts_list.request":  events.FactsListRequest{},
 		"facts_list.reply":    events.FactsReply{},
 		"stats.request":       events.UserRequest{},
 		"stats.reply":         events.StatsReply{},
@@ -192,9 +192,12 @@ var fieldRules = map[string]map[string]fieldRule{
 	},
 	"facts_get.request":   {"user_id": userIDRule, "key": factKeyRule},
 	"facts_clear.request": {"user_id": userIDRule, "key": factKeyRule},
-	"facts_list.request":  {"user_id": userIDRule},
-	"stats.request":       {"user_id": userIDRule},
-	"forget.request":      {"user_id": userIDRule},
+	"facts_list.request": {
+		"user_id": userIDRule,
+		"after":   {description: "a previous reply's next, to continue after it; absent starts at the most recently set fact"},
+	},
+	"stats.request":  {"user_id": userIDRule},
+	"forget.request": {"user_id": userIDRule},
 	// Issue 16 item 7: context items by id.
 	"context_list.request": {
 		"user_id": userIDRule,

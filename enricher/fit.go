@@ -1,0 +1,126 @@
+package enricher
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/memoryd/memoryd/events"
+)
+
+// The replies that publish may cut to fit the connection's max payload
+// (see fitter): pages end earlier with their cursor at the last item kept,
+// ranked results leave out the lowest.
+
+// contextPage is a context.list reply: items holds up to one more than
+// the page's limit, to know whether a next page exists.
+type contextPage struct {
+	items []events.ContextItem
+	limit int
+}
+
+func (p contextPage) listed() int { return min(len(p.items), p.limit) }
+func (p contextPage) least() int  { return 1 }
+
+func (p contextPage) keep(n int) any {
+	reply := events.ContextListReply{Items: p.items[:n]}
+	if n < len(p.items) {
+		last := p.items[n-1]
+		reply.Next = &events.ContextCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+	return reply
+}
+
+func (p contextPage) alone() string {
+	return fmt.Sprintf("context item %d alone does not fit; read it from memory.export (which splits a line too long for one page), delete it, or raise the NATS server's max_payload", p.items[0].ID)
+}
+
+// MarshalJSON is the whole page, for a reply that fits as it is.
+func (p contextPage) MarshalJSON() ([]byte, error) { return marshalNoHTML(p.keep(p.listed())) }
+
+// historyPage is a facts.history reply.
+type historyPage struct{ events.FactHistoryReply }
+
+func (p historyPage) listed() int { return len(p.Changes) }
+func (p historyPage) least() int  { return 1 }
+
+func (p historyPage) keep(n int) any {
+	r := p.FactHistoryReply
+	if n < len(r.Changes) {
+		r.NextBefore = r.Changes[n-1].ID
+	}
+	r.Changes = r.Changes[:n]
+	return r
+}
+
+func (p historyPage) alone() string {
+	return fmt.Sprintf("change %d of %q alone does not fit; read it from memory.export (which splits a line too long for one page), or raise the NATS server's max_payload", p.Changes[0].ID, p.Key)
+}
+
+// docsPage is a docs.list reply.
+type docsPage struct{ events.DocsListReply }
+
+func (p docsPage) listed() int { return len(p.Documents) }
+func (p docsPage) least() int  { return 1 }
+
+func (p docsPage) keep(n int) any {
+	r := p.DocsListReply
+	if n < len(r.Documents) {
+		r.Next = r.Documents[n-1].DocID
+	}
+	r.Documents = r.Documents[:n]
+	return r
+}
+
+func (p docsPage) alone() string {
+	return fmt.Sprintf("document %q alone does not fit (its metadata); replace it with smaller metadata, or raise the NATS server's max_payload", p.Documents[0].DocID)
+}
+
+// factsPage is a facts.list reply: facts holds up to one more than a
+// page, to know whether a next page exists.
+type factsPage struct {
+	facts []events.Fact
+	limit int
+}
+
+func (p factsPage) listed() int { return min(len(p.facts), p.limit) }
+func (p factsPage) least() int  { return 1 }
+
+func (p factsPage) keep(n int) any {
+	reply := events.FactsReply{Facts: p.facts[:n]}
+	if n < len(p.facts) {
+		last := p.facts[n-1]
+		reply.Next = &events.FactCursor{SourceAt: last.SourceAt, Key: last.Key}
+	}
+	return reply
+}
+
+func (p factsPage) alone() string {
+	return fmt.Sprintf("fact %q alone does not fit; read it from memory.export (which splits a line too long for one page), or raise the NATS server's max_payload", p.facts[0].Key)
+}
+
+func (p factsPage) MarshalJSON() ([]byte, error) { return marshalNoHTML(p.keep(p.listed())) }
+
+// searchResults is a search reply, best first: cut, it leaves out the
+// lowest-ranked results and says so.
+type searchResults struct{ events.SearchReply }
+
+func (r searchResults) listed() int { return len(r.Results) }
+func (r searchResults) least() int  { return 0 }
+
+func (r searchResults) keep(n int) any {
+	return events.SearchReply{Results: r.Results[:n], Truncated: true}
+}
+
+func (r searchResults) alone() string {
+	return "lower max_results"
+}
+
+// marshalNoHTML is the reply encoding of v, for the MarshalJSON of a reply
+// with unexported fields.
+func marshalNoHTML(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := encodeReply(&buf, v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
