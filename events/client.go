@@ -198,7 +198,7 @@ func (c *Client) ClearFact(ctx context.Context, userID, key string) (int64, erro
 // ListFacts returns the user's facts, most recently set first, every page.
 func (c *Client) ListFacts(ctx context.Context, userID string) ([]Fact, error) {
 	req := FactsListRequest{UserID: userID}
-	var facts []Fact
+	facts := []Fact{} // an empty list, as the reply's "facts": []
 	for {
 		var reply FactsReply
 		if err := c.call(ctx, "facts.list", userID, req, &reply); err != nil {
