@@ -45,8 +45,12 @@ func (s *Service) handler(ep endpoint) micro.Handler {
 			st.workCount.Add(1)
 			st.workNanos.Add(int64(time.Since(received)))
 			if err != nil {
-				st.serverErrors.Add(1)
 				code, desc := s.classify(ep, err)
+				if code >= 500 {
+					// A 404 or 409 the work decided is the caller's
+					// answer, not a server error.
+					st.serverErrors.Add(1)
+				}
 				s.publishError(ep.name, reply, code, desc)
 				endSpan(span, code)
 				return
