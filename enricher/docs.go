@@ -215,12 +215,14 @@ const codeDocsCap = 507
 
 // putError makes a put's validation errors (the store checks what it
 // keeps: ids, metadata, text) 400s, and the documents cap's refusal a 507
-// naming the cap.
+// naming the cap and the document's size. Not the total: the cap is shared
+// by every user and shared scope, and the total would tell one tenant how
+// much all the others store.
 func putError(err error) error {
 	if ce, ok := errors.AsType[*store.DocsCapError](err); ok {
 		return &events.ServiceError{Code: codeDocsCap, Description: fmt.Sprintf(
-			"documents cap reached: this %d byte document would bring all the documents to %d bytes, over the documents cap (serve's --max-docs-size) of %d bytes",
-			ce.Size, ce.Total, ce.Cap)}
+			"documents cap reached: this %d byte document does not fit under the documents cap (serve's --max-docs-size) of %d bytes, which all users' documents share",
+			ce.Size, ce.Cap)}
 	}
 	msg := err.Error()
 	for _, bad := range []string{"document id", "metadata", "not UTF-8 text", "chunker:"} {
@@ -246,6 +248,9 @@ func (d docs) delete(token string, data []byte) (call, error) {
 	if strings.TrimSpace(req.DocID) == "" {
 		return nil, badRequest("doc_id is required")
 	}
+	if err := checkText("doc_id", req.DocID, store.MaxDocIDBytes); err != nil {
+		return nil, err
+	}
 	return func(ctx context.Context) (any, error) {
 		var ok bool
 		err := d.inTx(ctx, o, func(_ pgx.Tx, q *store.Store) (err error) {
@@ -269,6 +274,10 @@ func (d docs) list(token string, data []byte) (call, error) {
 		return nil, err
 	}
 	if err := checkCollection(req.Collection); err != nil {
+		return nil, err
+	}
+	// After is a doc id (a page's Next).
+	if err := checkText("after", req.After, store.MaxDocIDBytes); err != nil {
 		return nil, err
 	}
 	limit := req.Limit

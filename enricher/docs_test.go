@@ -264,8 +264,14 @@ func TestDocsCapOverNATS(t *testing.T) {
 	_, err := h.client.PutDocument(ctx, events.DocsPutRequest{UserID: "alice", Collection: "c", DocID: "big", Content: manual})
 	var se *events.ServiceError
 	if !errors.As(err, &se) || se.Code != 507 || !strings.Contains(se.Description, "documents cap") ||
-		!strings.Contains(se.Description, "--max-docs-size") || !strings.Contains(se.Description, fmt.Sprint(len(manual)+5)) {
-		t.Fatalf("put over the cap: %v; want a 507 naming the cap", err)
+		!strings.Contains(se.Description, "--max-docs-size") || !strings.Contains(se.Description, fmt.Sprint(len(manual)+5)) ||
+		!strings.Contains(se.Description, fmt.Sprint(len(manual))) {
+		t.Fatalf("put over the cap: %v; want a 507 naming the cap and the document's size", err)
+	}
+	// Nor what every owner's documents would take together: the cap is
+	// shared, and the total would tell alice what the others store.
+	if total := len("A small note.") + len(manual); strings.Contains(se.Description, fmt.Sprint(total)) {
+		t.Fatalf("put over the cap: %q reveals the documents' total %d", se.Description, total)
 	}
 	l, err := h.client.ListDocuments(ctx, events.DocsListRequest{UserID: "alice", Collection: "c"})
 	if err != nil || len(l.Documents) != 1 || enqueued != 0 {

@@ -107,6 +107,7 @@ func jsonType(goType string) string {
 type sentTime struct {
 	t    time.Time
 	sent bool
+	raw  string // as sent, for its offset (events.CheckTimeOffset)
 }
 
 func (s *sentTime) UnmarshalJSON(data []byte) error {
@@ -121,28 +122,25 @@ func (s *sentTime) UnmarshalJSON(data []byte) error {
 	if err := s.t.UnmarshalJSON(data); err != nil {
 		return err
 	}
-	s.sent = true
+	s.sent, s.raw = true, string(data)
 	return nil
 }
 
 // errNotTime is a request time sent as another JSON type than a string.
 var errNotTime = errors.New("a time must be a JSON string")
 
-// maxOffset bounds a UTC offset: RFC 3339's hours run 00..23, though Go's
-// parser takes "+24:00".
-const maxOffset = 24 * 3600
-
 // checkTime refuses a time sent outside the years 1970..9999 or with an
-// offset of 24 hours or more (absent is not checked).
+// offset out of RFC 3339's range, which Go's parser takes ("+24:00",
+// "+01:60"); absent is not checked.
 func checkTime(field string, t sentTime) error {
 	if !t.sent {
 		return nil
 	}
 	if y := t.t.Year(); y < 1970 || y > 9999 {
-		return badRequest("%s: year %d is out of range", field, y)
+		return badRequest("%s: year %d is out of range (1970..9999)", field, y)
 	}
-	if _, off := t.t.Zone(); off <= -maxOffset || off >= maxOffset {
-		return badRequest("%s: UTC offset %s is out of range (RFC 3339 hours are 00..23)", field, t.t.Format("-07:00"))
+	if err := events.CheckTimeOffset(t.raw); err != nil {
+		return badRequest("%s: %v", field, err)
 	}
 	return nil
 }
@@ -165,12 +163,15 @@ func checkRange(since, until sentTime) error {
 // checkUser refuses a request whose user_id is missing or does not map to
 // the user token of the subject it was sent on: subject permissions are
 // what restricts a frontend's users, so the body must not name another.
+// Every endpoint of a user's subject checks its user here, so this is
+// also where a NUL in user_id is refused: Postgres text cannot hold one,
+// and the request would otherwise fail as "memory store unavailable".
 func checkUser(token, userID string) error {
-	switch {
-	case strings.TrimSpace(userID) == "":
+	if strings.TrimSpace(userID) == "" {
 		return badRequest("user_id is required")
-	case len(userID) > events.MaxUserIDBytes:
-		return badRequest("user_id is %d bytes, over the %d byte limit", len(userID), events.MaxUserIDBytes)
+	}
+	if err := checkText("user_id", userID, events.MaxUserIDBytes); err != nil {
+		return err
 	}
 	if want := events.UserToken(userID); want != token {
 		return badRequest("user_id maps to subject token %q, but the request was sent to token %q", want, token)

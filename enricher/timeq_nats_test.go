@@ -122,6 +122,8 @@ func TestSearchSinceUntil(t *testing.T) {
 		// RFC 3339 offsets' hours are 00..23.
 		{`{"user_id":"u","query":"x","since":"2026-11-10T00:00:00+24:00"}`, "since: UTC offset +24:00 is out of range"},
 		{`{"user_id":"u","query":"x","until":"2026-11-10T00:00:00-24:00"}`, "until: UTC offset -24:00 is out of range"},
+		// And their minutes 00..59.
+		{`{"user_id":"u","query":"x","since":"2026-11-10T00:00:00+01:60"}`, "since: UTC offset +01:60 is out of range (RFC 3339 minutes are 00..59)"},
 	}
 	for _, b := range bad {
 		code, desc := errorCode(t, h.raw(t, h.prefix+".search.u", []byte(b.body)))
@@ -161,6 +163,7 @@ func TestEnrichZeroAt(t *testing.T) {
 		{`{"user_id":"u","message":"what did I say today?","at":"0001-01-01T00:00:00Z"}`, "at: year 1 is out of range"},
 		{`{"user_id":"u","message":"x","at":"2026-11-29T12:00:00+24:00"}`, "at: UTC offset +24:00 is out of range"},
 		{`{"user_id":"u","message":"x","at":"2026-11-29T12:00:00-24:30"}`, "at: UTC offset -24:30 is out of range"},
+		{`{"user_id":"u","message":"x","at":"2026-11-29T12:00:00-05:60"}`, "at: UTC offset -05:60 is out of range"},
 		// Another JSON type than a string names the format, not Go's method.
 		{`{"user_id":"u","message":"x","at":5}`, "must be RFC 3339"},
 		{`{"user_id":"u","message":"x","at":{"s":1}}`, "must be RFC 3339"},

@@ -51,6 +51,9 @@ const (
 	MaxMetadataDepth = 16
 )
 
+// maxOffset bounds a timestamp's UTC offset: RFC 3339's hours run 00..23.
+const maxOffset = 24 * 3600
+
 // Turn is one finished conversation turn, as published by a frontend.
 //
 // ID, UserID, UserMessage and Timestamp are required. Unknown JSON fields are
@@ -122,8 +125,11 @@ func Decode(data []byte) (Turn, error) {
 	if !utf8.Valid(data) {
 		return t, invalid("", "payload is not valid UTF-8")
 	}
+	// The timestamp is decoded on its own (turnJSON), so that its text's
+	// offset can be checked and the zero time sent told from none.
+	var w turnJSON
 	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&t); err != nil {
+	if err := dec.Decode(&w); err != nil {
 		// Well-formed JSON with a field of the wrong type or a bad time
 		// names that field, as any other invalid field does.
 		var (
@@ -135,15 +141,18 @@ func Decode(data []byte) (Turn, error) {
 		// a non-string as a plain error of its own.
 		case errors.As(err, &timeErr) || strings.HasPrefix(err.Error(), "Time.UnmarshalJSON"):
 			return Turn{}, invalid("timestamp", "must be RFC 3339, e.g. 2026-11-21T10:00:00Z")
-		case errors.As(err, &typeErr) && typeErr.Field != "" && !strings.Contains(typeErr.Field, "."):
-			return Turn{}, invalid(typeErr.Field, "must be %s, not %s", typeErr.Type, typeErr.Value)
+		case errors.As(err, &typeErr) && typeErr.Field != "" && !strings.Contains(strings.TrimPrefix(typeErr.Field, "Turn."), "."):
+			// The path names the embedded Turn by its Go type.
+			return Turn{}, invalid(strings.TrimPrefix(typeErr.Field, "Turn."), "must be %s, not %s", typeErr.Type, typeErr.Value)
 		}
 		return Turn{}, invalid("", "malformed JSON: %s", jsonReason(err))
 	}
 	if dec.More() {
 		return Turn{}, invalid("", "trailing data after the JSON object")
 	}
-	if err := t.Validate(); err != nil {
+	t = w.Turn
+	t.Timestamp = w.Timestamp.t
+	if err := t.validate(w.Timestamp); err != nil {
 		return Turn{}, err
 	}
 	if len(t.Metadata) > 0 {
@@ -163,6 +172,54 @@ func Decode(data []byte) (Turn, error) {
 	return t, nil
 }
 
+// turnJSON is how Decode reads a Turn: its timestamp with the text sent.
+// The outer field hides the embedded Turn's, having the same JSON name.
+type turnJSON struct {
+	Turn
+	Timestamp turnTime `json:"timestamp"`
+}
+
+// turnTime is a timestamp as time.Time decodes it, with its text and
+// whether it was sent (null is not).
+type turnTime struct {
+	t    time.Time
+	raw  string
+	sent bool
+}
+
+func (tt *turnTime) UnmarshalJSON(data []byte) error {
+	if err := tt.t.UnmarshalJSON(data); err != nil {
+		return err
+	}
+	tt.raw, tt.sent = string(data), string(data) != "null"
+	return nil
+}
+
+// CheckTimeOffset reports an RFC 3339 time's UTC offset out of range: its
+// hours must be 00..23 and its minutes 00..59, where Go's time parser also
+// takes an hour of 24 and a minute of 60 ("+24:00", "+01:60"). s is the
+// time as sent, JSON quotes allowed; one ending in "Z" (or in no offset)
+// is nil.
+func CheckTimeOffset(s string) error {
+	s = strings.TrimSuffix(s, `"`)
+	if len(s) < 6 {
+		return nil
+	}
+	off := s[len(s)-6:]
+	digits := func(d string) bool { return d[0] >= '0' && d[0] <= '9' && d[1] >= '0' && d[1] <= '9' }
+	if (off[0] != '+' && off[0] != '-') || off[3] != ':' || !digits(off[1:3]) || !digits(off[4:6]) {
+		return nil
+	}
+	// Two digits each: compared as text, as numbers.
+	switch {
+	case off[1:3] >= "24":
+		return fmt.Errorf("UTC offset %s is out of range (RFC 3339 hours are 00..23)", off)
+	case off[4:6] >= "60":
+		return fmt.Errorf("UTC offset %s is out of range (RFC 3339 minutes are 00..59)", off)
+	}
+	return nil
+}
+
 // jsonReason shortens encoding/json errors to what a frontend author needs.
 func jsonReason(err error) string {
 	var typeErr *json.UnmarshalTypeError
@@ -180,8 +237,15 @@ func jsonReason(err error) string {
 	return err.Error()
 }
 
-// Validate checks required fields, encodings and limits.
-func (t *Turn) Validate() error {
+// Validate checks required fields, encodings and limits. A zero Timestamp
+// is taken for one not set: "is required".
+func (t *Turn) Validate() error { return t.validate(turnTime{}) }
+
+// validate is Validate of a decoded turn, sent its timestamp as sent: a
+// zero Timestamp sent as such ("0001-01-01T00:00:00Z", what a serialiser
+// writes for a time left unset) is year 1, out of range, not absent, and
+// the offset is checked in the text, which alone shows a minute of 60.
+func (t *Turn) validate(sent turnTime) error {
 	checks := []struct {
 		field    string
 		value    string
@@ -211,11 +275,19 @@ func (t *Turn) Validate() error {
 			return invalid(c.field, "contains a NUL byte")
 		}
 	}
-	if t.Timestamp.IsZero() {
+	if t.Timestamp.IsZero() && !sent.sent {
 		return invalid("timestamp", "is required (RFC 3339)")
 	}
 	if y := t.Timestamp.Year(); y < 1970 || y > 9999 {
-		return invalid("timestamp", "year %d is out of range", y)
+		return invalid("timestamp", "year %d is out of range (1970..9999)", y)
+	}
+	if sent.sent {
+		if err := CheckTimeOffset(sent.raw); err != nil {
+			return invalid("timestamp", "%v", err)
+		}
+	} else if _, off := t.Timestamp.Zone(); off <= -maxOffset || off >= maxOffset {
+		// A time.Time given such a zone in Go.
+		return invalid("timestamp", "UTC offset %s is out of range (RFC 3339 hours are 00..23)", t.Timestamp.Format("-07:00"))
 	}
 	if len(t.Metadata) > 0 {
 		if len(t.Metadata) > MaxMetadataBytes {

@@ -269,3 +269,42 @@ func TestEnsureStreamNamesTheStreamHoldingThePrefix(t *testing.T) {
 		t.Fatalf("ensure a second stream for prefix %s: %v; want the error to name %s", prefix, err, stream)
 	}
 }
+
+// TestDecodeTimestampRange: a turn's timestamp is held to RFC 3339 and
+// the years 1970..9999, as a request's times are: Go's parser takes an
+// offset hour of 24 and a minute of 60, and the zero time sent is year 1,
+// not a timestamp missing.
+func TestDecodeTimestampRange(t *testing.T) {
+	t.Parallel()
+	turn := func(ts string) string {
+		return `{"id":"e1","user_id":"alice","user_message":"hi","timestamp":` + ts + `}`
+	}
+	for _, tt := range []struct{ ts, want string }{
+		{`"2026-11-21T10:00:00+24:00"`, "timestamp: UTC offset +24:00 is out of range (RFC 3339 hours are 00..23)"},
+		{`"2026-11-21T10:00:00-24:00"`, "timestamp: UTC offset -24:00 is out of range"},
+		{`"2026-11-21T10:00:00+01:60"`, "timestamp: UTC offset +01:60 is out of range (RFC 3339 minutes are 00..59)"},
+		{`"2026-11-21T10:00:00-23:60"`, "timestamp: UTC offset -23:60 is out of range"},
+		{`"0001-01-01T00:00:00Z"`, "timestamp: year 1 is out of range (1970..9999)"},
+		{`"1969-12-31T23:59:59Z"`, "timestamp: year 1969 is out of range"},
+		{`null`, "timestamp: is required"},
+	} {
+		_, err := events.Decode([]byte(turn(tt.ts)))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("timestamp %s: %v, want %q", tt.ts, err, tt.want)
+		}
+	}
+	for _, ts := range []string{`"2026-11-21T10:00:00+23:59"`, `"2026-11-21T10:00:00-23:59"`, `"2026-11-21T10:00:00-00:00"`, `"1970-01-01T00:00:00Z"`} {
+		if _, err := events.Decode([]byte(turn(ts))); err != nil {
+			t.Errorf("timestamp %s: %v", ts, err)
+		}
+	}
+	// A Turn built in Go is held to the same range.
+	tr := events.Turn{ID: "e1", UserID: "alice", UserMessage: "hi", Timestamp: time.Date(2026, 11, 21, 10, 0, 0, 0, time.FixedZone("", 24*3600))}
+	if err := tr.Validate(); err == nil || !strings.Contains(err.Error(), "UTC offset +24:00 is out of range") {
+		t.Errorf("Validate with a +24:00 zone: %v", err)
+	}
+	tr.Timestamp = time.Time{}
+	if err := tr.Validate(); err == nil || !strings.Contains(err.Error(), "timestamp: is required") {
+		t.Errorf("Validate of an unset timestamp: %v", err)
+	}
+}

@@ -213,7 +213,33 @@ func (p *DocumentPut) validate() error {
 	if err := json.Unmarshal(p.Metadata, &obj); err != nil || obj == nil {
 		return errors.New("document metadata must be a JSON object")
 	}
+	if holdsNUL(obj) {
+		// jsonb cannot hold \u0000: the insert would fail as a store error.
+		return errors.New("document metadata contains a NUL character")
+	}
 	return nil
+}
+
+// holdsNUL reports whether a decoded JSON value has a NUL in a string or
+// an object key.
+func holdsNUL(v any) bool {
+	switch v := v.(type) {
+	case string:
+		return strings.IndexByte(v, 0) >= 0
+	case map[string]any:
+		for k, e := range v {
+			if strings.IndexByte(k, 0) >= 0 || holdsNUL(e) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if holdsNUL(e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // collection returns the owner's collection name, creating it with the

@@ -97,9 +97,18 @@ type fieldRule struct {
 	minimum, maximum any
 	// enum lists the accepted values.
 	enum []any
+	// years: a time whose year must be 1970..9999, stated as a pattern
+	// (format date-time leaves the year open).
+	years bool
 	// description says what JSON Schema cannot express.
 	description string
 }
+
+// yearPattern matches an RFC 3339 time of the years 1970..9999.
+const yearPattern = `^(19[7-9][0-9]|[2-9][0-9]{3})-`
+
+// timeText is how the time fields' descriptions start.
+const timeText = "RFC 3339 (offset hours 00..23, minutes 00..59), year 1970 to 9999"
 
 // rootRule is the key of a schema's own description in fieldRules.
 const rootRule = ""
@@ -142,7 +151,7 @@ var fieldRules = map[string]map[string]fieldRule{
 		"conversation_id":    {maxBytes: events.MaxConversationIDBytes},
 		"user_message":       {nonBlank: true, maxBytes: events.MaxUserMessageBytes},
 		"assistant_response": {optional: true, maxBytes: events.MaxAssistantResponseBytes},
-		"timestamp":          {description: "RFC 3339, year 1970 to 9999"},
+		"timestamp":          {years: true, description: timeText},
 		"metadata": {description: fmt.Sprintf("a JSON object of at most %d bytes, nested at most %d levels deep",
 			events.MaxMetadataBytes, events.MaxMetadataDepth)},
 		"scope": {maxBytes: events.MaxScopeBytes, description: "the context items extracted from the turn carry it; absent or empty: no scope"},
@@ -153,7 +162,7 @@ var fieldRules = map[string]map[string]fieldRule{
 		"max_results": maxResultsRule,
 		"threshold":   {minimum: 0, maximum: 1},
 		"max_tokens":  {minimum: 1, maximum: events.MaxMaxTokens},
-		"at":          {description: "RFC 3339, year 1970 to 9999; absent means now"},
+		"at":          {years: true, description: timeText + "; absent means now"},
 		"format": {enum: []any{"", events.FormatInline, events.FormatSystem, events.FormatMarkdown},
 			description: "empty or absent means inline"},
 		// Issue 16 item 5: which facts enrich injects.
@@ -172,8 +181,8 @@ var fieldRules = map[string]map[string]fieldRule{
 		"max_results": maxResultsRule,
 		"scope":       scopeRule,
 		// Issue 17 item 5: a range of the items' creation times.
-		"since": {description: "RFC 3339, year 1970 to 9999: only items created at or after it; absent: no lower bound; must be before until"},
-		"until": {description: "RFC 3339, year 1970 to 9999: only items created before it; absent: no upper bound"},
+		"since": {years: true, description: timeText + ": only items created at or after it; absent: no lower bound; must be before until"},
+		"until": {years: true, description: timeText + ": only items created before it; absent: no upper bound"},
 	},
 	"store.request": {
 		"user_id":  userIDRule,
@@ -244,9 +253,9 @@ var fieldRules = map[string]map[string]fieldRule{
 			description: fmt.Sprintf("used when the put creates the collection: 0 or absent means %d, else %d..%d", chunker.DefaultMaxTokens, chunker.MinMaxTokens, chunker.MaxMaxTokens)},
 		"overlap_tokens": {minimum: 0, description: fmt.Sprintf("used when the put creates the collection: 0 or absent means %d; more than half of chunk_tokens is cut to half", chunker.DefaultOverlap)},
 	},
-	"docs_delete.request": {"user_id": docsUserRule, "collection": collectionRule, "doc_id": {nonBlank: true}},
+	"docs_delete.request": {"user_id": docsUserRule, "collection": collectionRule, "doc_id": {nonBlank: true, maxBytes: store.MaxDocIDBytes}},
 	"docs_list.request": {"user_id": docsUserRule, "collection": collectionRule,
-		"after": {description: "the previous page's next; absent from the start"},
+		"after": {maxBytes: store.MaxDocIDBytes, description: "the previous page's next; absent from the start"},
 		"limit": {minimum: 0, maximum: events.MaxDocsListLimit, description: fmt.Sprintf("0 or absent means %d", events.DefaultDocsListLimit)}},
 	"docs_search.request": {"user_id": docsUserRule,
 		"query":       {nonBlank: true, maxBytes: events.MaxMessageBytes},
@@ -347,6 +356,9 @@ func applyRule(p map[string]any, r fieldRule) {
 	}
 	if r.enum != nil {
 		p["enum"] = slices.Clone(r.enum)
+	}
+	if r.years {
+		p["pattern"] = yearPattern
 	}
 	if desc != "" {
 		p["description"] = desc

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -218,6 +219,23 @@ func schemaProbes(t *testing.T, schema []byte, base map[string]any) []probe {
 			probes = append(probes, probe{what: f + " missing", body: m, field: f})
 		} else if p.is("null") {
 			probes = append(probes, probe{what: f + " null", body: with(f, nil), nullOf: f})
+		}
+		if p.Format == "date-time" {
+			// RFC 3339's offsets (Go's parser also takes an hour of 24
+			// and a minute of 60) and the years the pattern states.
+			for v, ok := range map[string]bool{"2026-11-21T10:00:00+23:59": true, "2026-11-21T10:00:00-00:00": true,
+				"2026-11-21T10:00:00+24:00": false, "2026-11-21T10:00:00-01:60": false} {
+				probes = append(probes, probe{what: f + "=" + v, body: with(f, v), valid: ok, field: f})
+			}
+			if p.Pattern != "" {
+				for v, ok := range map[string]bool{"1970-01-01T00:00:00Z": true, "9999-12-31T23:59:59Z": true,
+					"1969-12-31T23:59:59Z": false, "0001-01-01T00:00:00Z": false} {
+					if re := regexp.MustCompile(p.Pattern); re.MatchString(v) != ok {
+						t.Fatalf("%s: pattern %s on %s: %v, want %v", f, p.Pattern, v, !ok, ok)
+					}
+					probes = append(probes, probe{what: f + "=" + v, body: with(f, v), valid: ok, field: f})
+				}
+			}
 		}
 		if p.Pattern == `\S` {
 			probes = append(probes, probe{what: f + " blank", body: with(f, " \t"), field: f})
