@@ -1,11 +1,14 @@
 package events
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -28,6 +31,11 @@ const (
 	// body has one that can be read, so that forgetting the user finds the
 	// dead letter whatever subject the event came on.
 	HeaderUserToken = "Memoryd-User-Token"
+	// HeaderOptedOut is "true" on the dead letter of an event sent with
+	// memory off: it holds the event's ids, timestamp and the sizes of its
+	// fields (OptedOutCopy), never its text, and the event itself was
+	// erased from the turn stream.
+	HeaderOptedOut = "Memoryd-Opted-Out"
 )
 
 // deadLetterSuffix turns a turn stream's name into its dead-letter stream's.
@@ -64,6 +72,9 @@ type DeadLetter struct {
 	// (HeaderReason, ...); UserToken is empty when the body had no
 	// readable user_id.
 	Reason, OriginalSubject, StreamSeq, UserToken string
+	// OptedOut: the event was sent with memory off, and Data is its
+	// OptedOutCopy, without its text (HeaderOptedOut).
+	OptedOut bool
 	// Data is the event as it was published, when asked for; nil otherwise.
 	Data []byte
 }
@@ -111,7 +122,7 @@ func ReadDeadLetters(ctx context.Context, js jetstream.JetStream, prefix, stream
 		h := m.Headers()
 		d := DeadLetter{Seq: md.Sequence.Stream, Time: md.Timestamp, Subject: m.Subject(),
 			Reason: h.Get(HeaderReason), OriginalSubject: h.Get(HeaderOriginalSubject),
-			StreamSeq: h.Get(HeaderStreamSeq), UserToken: h.Get(HeaderUserToken)}
+			StreamSeq: h.Get(HeaderStreamSeq), UserToken: h.Get(HeaderUserToken), OptedOut: h.Get(HeaderOptedOut) == "true"}
 		if withData {
 			d.Data = slices.Clone(m.Data())
 		}
@@ -131,4 +142,66 @@ func ReadDeadLetters(ctx context.Context, js jetstream.JetStream, prefix, stream
 	}
 	// Oldest first.
 	return append(out[next:], out[:next]...), nil
+}
+
+// OptedOutCopy returns what the dead letter of an invalid event sent with
+// memory off holds in its place, and whether data is such an event: its
+// ids (each cut to its limit), its timestamp as sent, "memory": false, and
+// in "sizes" the encoded size of each of its fields and of the event, but
+// none of its text (user_message, assistant_response, metadata), which
+// the user asked memoryd not to keep.
+//
+// Only the "memory" field is read, leniently: memory is off when data is
+// a JSON object whose "memory" is present and neither true nor null, so a
+// value memoryd cannot take for a boolean ("false", 0) counts as off, the
+// safe reading. A body that is not a JSON object (malformed, truncated)
+// says nothing about memory: it is not one, and is dead-lettered whole.
+func OptedOutCopy(data []byte) ([]byte, bool) {
+	var body map[string]json.RawMessage
+	if json.NewDecoder(bytes.NewReader(data)).Decode(&body) != nil {
+		return nil, false
+	}
+	mem, ok := body["memory"]
+	if !ok {
+		return nil, false
+	}
+	if v := string(bytes.TrimSpace(mem)); v == "true" || v == "null" {
+		return nil, false
+	}
+	out := map[string]any{"memory": false}
+	sizes := map[string]int{"event": len(data)}
+	for _, f := range []string{"id", "user_id", "conversation_id", "scope", "timestamp", "memory", "user_message", "assistant_response", "metadata"} {
+		if raw, ok := body[f]; ok {
+			sizes[f] = len(raw)
+		}
+	}
+	out["sizes"] = sizes
+	for f, limit := range map[string]int{"id": MaxIDBytes, "user_id": MaxUserIDBytes, "conversation_id": MaxConversationIDBytes, "scope": MaxScopeBytes,
+		"timestamp": maxTimestampBytes} {
+		var v string
+		if json.Unmarshal(body[f], &v) == nil && v != "" {
+			out[f] = cutUTF8(v, limit)
+		}
+	}
+	copied, err := json.Marshal(out)
+	if err != nil {
+		return nil, false
+	}
+	return copied, true
+}
+
+// maxTimestampBytes bounds the timestamp an OptedOutCopy keeps: an RFC
+// 3339 time with nanoseconds and an offset is 35 bytes.
+const maxTimestampBytes = 64
+
+// cutUTF8 cuts s to at most limit bytes, at a character boundary.
+func cutUTF8(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	s = s[:limit]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
 }

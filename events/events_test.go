@@ -2,6 +2,7 @@ package events_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -306,5 +307,50 @@ func TestDecodeTimestampRange(t *testing.T) {
 	tr.Timestamp = time.Time{}
 	if err := tr.Validate(); err == nil || !strings.Contains(err.Error(), "timestamp: is required") {
 		t.Errorf("Validate of an unset timestamp: %v", err)
+	}
+}
+
+// TestOptedOutCopy: what the dead letter of an invalid event sent with
+// memory off keeps: ids cut to their limits, sizes, never the text; and
+// which events count as sent with memory off.
+func TestOptedOutCopy(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("é", 200) // 400 bytes
+	data := []byte(`{"id":"e1","user_id":"alice","conversation_id":"` + long + `","user_message":"secret one","assistant_response":"secret two",` +
+		`"metadata":{"k":"secret three"},"timestamp":"2026-11-21T10:00:00Z","memory":false,"extra":"secret four"}`)
+	c, ok := events.OptedOutCopy(data)
+	if !ok || strings.Contains(string(c), "secret") {
+		t.Fatalf("copy %s, %v; want one without the text", c, ok)
+	}
+	var got struct {
+		ID             string         `json:"id"`
+		UserID         string         `json:"user_id"`
+		ConversationID string         `json:"conversation_id"`
+		Timestamp      string         `json:"timestamp"`
+		Memory         *bool          `json:"memory"`
+		Sizes          map[string]int `json:"sizes"`
+	}
+	if err := json.Unmarshal(c, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != "e1" || got.UserID != "alice" || got.ConversationID != strings.Repeat("é", events.MaxConversationIDBytes/2) ||
+		got.Timestamp != "2026-11-21T10:00:00Z" || got.Memory == nil || *got.Memory ||
+		got.Sizes["event"] != len(data) || got.Sizes["conversation_id"] != len(long)+2 || got.Sizes["user_message"] != len(`"secret one"`) {
+		t.Fatalf("copy %s", c)
+	}
+	for body, want := range map[string]bool{
+		`{"memory":false}`:                 true,
+		`{"memory":"false"}`:               true, // not a boolean: the safe reading
+		`{"memory":0}`:                     true,
+		`{"memory":false} trailing`:        true,
+		`{"memory":true,"user_message":1}`: false,
+		`{"memory":null}`:                  false,
+		`{"user_message":"x"}`:             false,
+		`{"memory":false,"user_message":`:  false, // unreadable: says nothing
+		`[{"memory":false}]`:               false,
+	} {
+		if _, ok := events.OptedOutCopy([]byte(body)); ok != want {
+			t.Errorf("OptedOutCopy(%s) opted out %v, want %v", body, ok, want)
+		}
 	}
 }

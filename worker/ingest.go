@@ -372,17 +372,33 @@ func (w *Worker) decode(m jetstream.Msg) (events.Turn, error) {
 // published (see eventTokens) is erased from the stream and terminated
 // without a copy; the copy is
 // published holding the users' locks, so that a concurrent forget finds it.
+// An event sent with memory off (events.OptedOutCopy, which reads that
+// leniently) is opted out however else it is invalid: its copy holds its ids
+// and sizes, not its text, and once the copy is stored the event is erased
+// from the turn stream as a valid opted-out one is (optOut).
 func (w *Worker) reject(ctx context.Context, m jetstream.Msg, reason error) {
 	var seq uint64
 	if md, err := m.Metadata(); err == nil {
 		seq = md.Sequence.Stream
 	}
-	dl := &nats.Msg{Subject: deadLetterSubject(w.cfg.Prefix, m.Subject()), Data: m.Data(), Header: nats.Header{}}
+	data, optedOut := m.Data(), false
+	if c, ok := events.OptedOutCopy(m.Data()); ok {
+		data, optedOut = c, true
+	}
+	dl := &nats.Msg{Subject: deadLetterSubject(w.cfg.Prefix, m.Subject()), Data: data, Header: nats.Header{}}
 	dl.Header.Set(events.HeaderReason, reason.Error())
 	dl.Header.Set(events.HeaderOriginalSubject, m.Subject())
 	dl.Header.Set(events.HeaderStreamSeq, strconv.FormatUint(seq, 10))
 	if t := bodyToken(m.Data()); t != "" {
 		dl.Header.Set(events.HeaderUserToken, t)
+	}
+	if optedOut {
+		dl.Header.Set(events.HeaderOptedOut, "true")
+		if seq != 0 {
+			// Published again when the erase below fails and the event
+			// comes back: stored once within the duplicate window.
+			dl.Header.Set(jetstream.MsgIDHeader, "memoryd-opted-out:"+strconv.FormatUint(seq, 10))
+		}
 	}
 	pubCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -431,8 +447,22 @@ func (w *Worker) reject(ctx context.Context, m jetstream.Msg, reason error) {
 		_ = m.Term()
 		return
 	}
+	if optedOut {
+		// Its text must not stay in the turn stream either; the dead
+		// letter, stored first, holds none.
+		done, err := w.erase(ctx, m)
+		switch {
+		case !done:
+			w.logger.Warn("ingest: cannot erase invalid opted-out event from the stream; will retry", "stream_seq", seq, "error", err)
+			return
+		case err != nil:
+			w.optOutKept.Add(1)
+			w.logger.Error("ingest: cannot erase invalid opted-out event from the stream; its text stays there until forget",
+				"stream_seq", seq, "error", err)
+		}
+	}
 	w.rejected.Add(1)
 	w.cfg.Observer.TurnRejected(rejectReason(reason))
-	w.logger.Warn("rejected invalid turn event", "stream_seq", seq, "subject", m.Subject(), "reason", reason.Error())
+	w.logger.Warn("rejected invalid turn event", "stream_seq", seq, "subject", m.Subject(), "reason", reason.Error(), "opted_out", optedOut)
 	_ = m.Term()
 }

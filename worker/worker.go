@@ -603,8 +603,9 @@ type Stats struct {
 	// OptedOut counts events with memory:false, acknowledged unstored and
 	// erased from the stream.
 	OptedOut int64
-	// OptOutKept counts opted-out events that could not be erased from the
-	// stream (logged as errors); their text stays there until forget.
+	// OptOutKept counts opted-out events, valid or not, that could not be
+	// erased from the stream (logged as errors); their text stays there
+	// until forget.
 	OptOutKept int64
 	// Clamped counts turns whose timestamp was later than the time the
 	// stream stored them plus MaxClockSkew, recorded at the stored time.

@@ -23,7 +23,8 @@ Lists the last turn events memoryd rejected (the dead-letter stream,
 <stream>_DEADLETTER), oldest first: sequence, time, reason, the subject the
 event came on and the user token it names. Without --user every user's;
 with it, those attributed to that user. --json prints one JSON object per
-letter with the event itself, which holds the user's text.`)
+letter with the event itself, which holds the user's text (for an event
+sent with "memory": false, "opted_out": true and only its ids and sizes).`)
 	o.register(f)
 	f.ArgString(&user, "user", "", "only this user's dead letters")
 	f.ArgInt(&limit, "limit", 20, "most dead letters, the last ones")
@@ -56,6 +57,9 @@ letter with the event itself, which holds the user's text.`)
 		if withJSON {
 			line := map[string]any{"seq": d.Seq, "time": d.Time.UTC().Format(time.RFC3339Nano), "subject": d.Subject,
 				"reason": d.Reason, "original_subject": d.OriginalSubject, "stream_seq": d.StreamSeq, "user_token": d.UserToken}
+			if d.OptedOut {
+				line["opted_out"] = true
+			}
 			if json.Valid(d.Data) {
 				line["event"] = json.RawMessage(d.Data)
 			} else {

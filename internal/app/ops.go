@@ -141,7 +141,7 @@ func newServiceCollector(a *App, llm usageReporter) *serviceCollector {
 		recorded:    prometheus.NewDesc("memoryd_turns_recorded_total", "New turns recorded and queued for extraction.", nil, nil),
 		duplicates:  prometheus.NewDesc("memoryd_turns_duplicate_total", "Turn events whose turn was already recorded.", nil, nil),
 		optedOut:    prometheus.NewDesc("memoryd_turns_opted_out_total", "Turn events with memory:false, acknowledged and not stored.", nil, nil),
-		optOutKept:  prometheus.NewDesc("memoryd_turns_opt_out_kept_total", "Opted-out turn events that could not be erased from the stream (their text stays until forget).", nil, nil),
+		optOutKept:  prometheus.NewDesc("memoryd_turns_opt_out_kept_total", "Opted-out turn events, valid or not, that could not be erased from the stream (their text stays until forget).", nil, nil),
 		clamped:     prometheus.NewDesc("memoryd_turns_clamped_total", "Turns stamped later than the stream's receipt time plus the allowed clock skew, recorded at the receipt time.", nil, nil),
 		lockWaits:   prometheus.NewDesc("memoryd_extract_lock_waits_total", "Extraction jobs snoozed after a lock timeout or deadlock, without spending an attempt.", nil, nil),
 		depth:       prometheus.NewDesc("memoryd_queue_jobs", "River jobs not yet finished, by queue and state.", []string{"queue", "state"}, nil),
