@@ -1,7 +1,9 @@
 // Package embedding turns text into vectors with any OpenAI-compatible
-// /v1/embeddings endpoint (Ollama, vLLM, llama.cpp, TEI, OpenAI) through
-// go-openai's CreateEmbeddings, and holds the pure vector code: the stored
-// int8 form (vector.go) and its dot product.
+// /v1/embeddings endpoint (Ollama, vLLM, llama.cpp, TEI, OpenAI), and holds
+// the pure vector code: the stored int8 form (vector.go) and its dot
+// product. It speaks the protocol itself rather than through go-openai, whose
+// []float32 decoding turns a null entry (llama.cpp's NaN) into a silent 0
+// and whose errors drop a message not in OpenAI's form.
 //
 // A Client makes one attempt per request and returns a typed *Error
 // (errors.go); retries are the caller's (memoryd's worker runs embedding as
@@ -11,18 +13,21 @@
 package embedding
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	openai "github.com/sashabaranov/go-openai"
 )
 
 // Defaults of Config.
@@ -101,10 +106,10 @@ func (c Config) Validate() error {
 
 // Client embeds texts. It is safe for concurrent use.
 type Client struct {
-	cfg    Config
-	client *openai.Client
-	sem    chan struct{}
-	dims   atomic.Int64
+	cfg  Config
+	url  string // BaseURL + "/embeddings"
+	sem  chan struct{}
+	dims atomic.Int64
 
 	mu   sync.Mutex
 	next time.Time // earliest start of the next request under RequestsPerSecond
@@ -116,10 +121,7 @@ func New(cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	oc := openai.DefaultConfig(cfg.APIKey)
-	oc.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
-	oc.HTTPClient = recordingDoer{client: cfg.HTTPClient}
-	return &Client{cfg: cfg, client: openai.NewClientWithConfig(oc), sem: make(chan struct{}, cfg.MaxConcurrency)}, nil
+	return &Client{cfg: cfg, url: strings.TrimRight(cfg.BaseURL, "/") + "/embeddings", sem: make(chan struct{}, cfg.MaxConcurrency)}, nil
 }
 
 // Model is the configured model's name.
@@ -140,56 +142,267 @@ func (c *Client) Dims() int { return int(c.dims.Load()) }
 // of one call all have the same dimensions (a reply that changes them
 // midway is KindTransient); a later call may have others, when the model
 // behind the name changed. Every error is an *Error.
+//
+// A vector the server answered for a text that is unusable (a null,
+// non-number or non-finite entry, or all zero) does not end the call: Embed
+// returns the other texts' vectors, nil at those texts, with an *Error of
+// KindPermanent whose Unusable lists them (UnusableOf). A model answers the
+// same text the same way, so the text is not worth retrying at once. When
+// every vector of a request of several texts is unusable, the server is at
+// fault and the call ends with KindTransient.
 func (c *Client) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	out := make([][]float32, 0, len(texts))
+	var unusable []int
+	dims := 0
 	for start := 0; start < len(texts); start += c.cfg.BatchSize {
 		batch := texts[start:min(start+c.cfg.BatchSize, len(texts))]
-		vs, err := c.request(ctx, batch)
+		vs, bad, err := c.request(ctx, batch)
 		if err != nil {
 			return nil, err
 		}
-		if len(out) > 0 && len(vs[0]) != len(out[0]) {
-			return nil, newError(KindTransient, "dimensions changed within one call from %d to %d", len(out[0]), len(vs[0]))
+		for _, v := range vs {
+			if v == nil {
+				continue
+			}
+			if dims != 0 && len(v) != dims {
+				return nil, newError(KindTransient, "dimensions changed within one call from %d to %d", dims, len(v))
+			}
+			dims = len(v)
+		}
+		for _, i := range bad {
+			unusable = append(unusable, start+i)
 		}
 		out = append(out, vs...)
+	}
+	if len(unusable) > 0 {
+		e := newError(KindPermanent, "the server answered %d of %d texts with an unusable vector (null, non-number, non-finite or all zero)", len(unusable), len(texts))
+		e.Unusable = unusable
+		return out, e
 	}
 	return out, nil
 }
 
-// request sends one batch.
-func (c *Client) request(ctx context.Context, batch []string) ([][]float32, error) {
+// request sends one batch. The vectors of texts the server answered with
+// an unusable vector (a null, non-number or non-finite entry, or all zero)
+// are nil, and bad lists their indexes in batch; a reply whose every vector
+// is unusable, of more than one text, is the server's failure, not the
+// texts' (KindTransient).
+func (c *Client) request(ctx context.Context, batch []string) (vs [][]float32, bad []int, err error) {
 	if err := c.acquire(ctx); err != nil {
-		return nil, &Error{Kind: KindTransient, Reason: "waiting to send: " + err.Error(), Err: err}
+		return nil, nil, &Error{Kind: KindTransient, Reason: "waiting to send: " + err.Error(), Err: err}
 	}
 	defer func() { <-c.sem }()
-	ex := &exchange{}
-	rctx, cancel := context.WithTimeout(context.WithValue(ctx, exchangeKey{}, ex), c.cfg.Timeout)
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	resp, err := c.client.CreateEmbeddings(rctx, openai.EmbeddingRequestStrings{Input: batch, Model: openai.EmbeddingModel(c.cfg.Model)})
+	body, err := json.Marshal(embeddingRequest{Input: batch, Model: c.cfg.Model})
 	if err != nil {
+		return nil, nil, newError(KindPermanent, "request rejected before sending: %s", short(err.Error()))
+	}
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, c.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, newError(KindPermanent, "request rejected before sending: %s", short(err.Error()))
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	if c.cfg.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.cfg.APIKey)
+	}
+	resp, err := c.cfg.HTTPClient.Do(req)
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return nil, nil, &Error{Kind: KindTransient, Reason: "request: " + ctx.Err().Error(), Err: ctx.Err()}
+		case rctx.Err() != nil:
+			return nil, nil, newError(KindTransient, "request timed out after %s", c.cfg.Timeout)
+		}
+		return nil, nil, newError(KindTransient, "connection error: %s", short(c.redact(err.Error())))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBodyBytes))
+		return nil, nil, c.statusError(resp.StatusCode, resp.Header.Get("Retry-After"), msg)
+	}
+	var reply embeddingReply
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxResponseBytes)).Decode(&reply); err != nil {
 		if ctx.Err() != nil {
-			return nil, &Error{Kind: KindTransient, Reason: "request: " + ctx.Err().Error(), Err: ctx.Err()}
+			return nil, nil, &Error{Kind: KindTransient, Reason: "request: " + ctx.Err().Error(), Err: ctx.Err()}
 		}
-		return nil, classify(err, ex, rctx.Err() != nil, c.cfg.Timeout)
-	}
-	if len(resp.Data) != len(batch) {
-		return nil, newError(KindTransient, "reply has %d vectors for %d inputs", len(resp.Data), len(batch))
-	}
-	vs := make([][]float32, len(batch))
-	for _, d := range resp.Data {
-		if d.Index < 0 || d.Index >= len(batch) || vs[d.Index] != nil {
-			return nil, newError(KindTransient, "reply has a bad or repeated index %d", d.Index)
+		if rctx.Err() != nil {
+			return nil, nil, newError(KindTransient, "request timed out after %s", c.cfg.Timeout)
 		}
-		vs[d.Index] = d.Embedding
+		return nil, nil, newError(KindTransient, "malformed response with status %d: %s", resp.StatusCode, short(err.Error()))
 	}
-	dims := len(vs[0])
-	for _, v := range vs {
-		if len(v) != dims || dims == 0 {
-			return nil, newError(KindTransient, "reply mixes dimensions %d and %d", dims, len(v))
+	if len(reply.Data) != len(batch) {
+		return nil, nil, newError(KindTransient, "reply has %d vectors for %d inputs", len(reply.Data), len(batch))
+	}
+	vs = make([][]float32, len(batch))
+	seen := make([]bool, len(batch))
+	dims := 0
+	for _, d := range reply.Data {
+		if d.Index < 0 || d.Index >= len(batch) || seen[d.Index] {
+			return nil, nil, newError(KindTransient, "reply has a bad or repeated index %d", d.Index)
+		}
+		seen[d.Index] = true
+		if !d.Embedding.usable() {
+			bad = append(bad, d.Index)
+			continue
+		}
+		if dims != 0 && len(d.Embedding.v) != dims {
+			return nil, nil, newError(KindTransient, "reply mixes dimensions %d and %d", dims, len(d.Embedding.v))
+		}
+		dims = len(d.Embedding.v)
+		vs[d.Index] = d.Embedding.v
+	}
+	if len(bad) == len(batch) && len(batch) > 1 {
+		return nil, nil, newError(KindTransient, "the server answered each of %d texts with an unusable vector (null, non-number, non-finite or all zero)", len(batch))
+	}
+	if dims > 0 {
+		c.dims.Store(int64(dims))
+	}
+	slices.Sort(bad)
+	return vs, bad, nil
+}
+
+// statusError is the error of a reply with a failed status, quoting the
+// server's own message, which says what a status alone does not (a bad
+// key, a model to pull, the input's limit).
+func (c *Client) statusError(status int, retryAfter string, body []byte) *Error {
+	e := newError(KindTransient, "status %d", status)
+	if msg := serverMessage(body); msg != "" {
+		e.Reason += ": " + short(c.redact(msg))
+	}
+	e.Status = status
+	delay, hasDelay := parseRetryAfter(retryAfter)
+	switch {
+	case status == http.StatusTooManyRequests || (status == http.StatusServiceUnavailable && hasDelay):
+		e.Kind, e.RetryAfter = KindRetryAfter, defaultRetryAfter
+		if hasDelay {
+			e.RetryAfter = min(delay, MaxRetryAfter)
+		}
+	case status >= 400 && status < 500 && status != http.StatusRequestTimeout:
+		e.Kind = KindPermanent
+	}
+	return e
+}
+
+// serverMessage is the message of an error reply in the forms servers use:
+// OpenAI's {"error":{"message":...}} (vLLM, LiteLLM, llama.cpp),
+// {"error":"..."} (Ollama, TEI) and {"message":...}; "" for anything else
+// (an HTML page of a proxy is not quoted).
+func serverMessage(body []byte) string {
+	var r struct {
+		Error   json.RawMessage `json:"error"`
+		Message json.RawMessage `json:"message"`
+	}
+	if json.Unmarshal(body, &r) != nil {
+		return ""
+	}
+	text := func(raw json.RawMessage) string {
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			return s
+		}
+		var o struct {
+			Message json.RawMessage `json:"message"`
+		}
+		if json.Unmarshal(raw, &o) == nil && o.Message != nil {
+			if json.Unmarshal(o.Message, &s) == nil {
+				return s
+			}
+			var ss []string // some proxies send a list of messages
+			if json.Unmarshal(o.Message, &ss) == nil {
+				return strings.Join(ss, "; ")
+			}
+		}
+		return ""
+	}
+	if s := text(r.Error); s != "" {
+		return s
+	}
+	return text(r.Message)
+}
+
+// redact takes the API key, and anything shaped like one, out of text
+// quoted from the server: a 401's message may echo the key sent.
+func (c *Client) redact(s string) string {
+	if c.cfg.APIKey != "" {
+		s = strings.ReplaceAll(s, c.cfg.APIKey, "[redacted]")
+	}
+	return keyLike.ReplaceAllString(s, "[redacted]")
+}
+
+// keyLike matches the API keys of OpenAI-style providers (sk-..., and the
+// bearer tokens of a header quoted back).
+var keyLike = regexp.MustCompile(`(?i)\b(sk-[A-Za-z0-9_*.\-]+|bearer\s+\S+)`)
+
+// embeddingRequest is the body of POST /embeddings.
+type embeddingRequest struct {
+	Input []string `json:"input"`
+	Model string   `json:"model"`
+}
+
+// embeddingReply is what is read of its reply.
+type embeddingReply struct {
+	Data []struct {
+		Index     int        `json:"index"`
+		Embedding jsonVector `json:"embedding"`
+	} `json:"data"`
+}
+
+// jsonVector decodes a JSON array of numbers, noting what encoding/json
+// would hide: a null entry (llama.cpp writes NaN as null) becomes 0 in a
+// []float32.
+type jsonVector struct {
+	v   []float32
+	bad bool // an entry that is null, not a number, or out of float32's range
+}
+
+// UnmarshalJSON reads the array; encoding/json has checked its syntax.
+func (j *jsonVector) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if bytes.Equal(b, []byte("null")) {
+		j.bad = true
+		return nil
+	}
+	if len(b) < 2 || b[0] != '[' {
+		return fmt.Errorf("embedding is not an array")
+	}
+	inner := bytes.TrimSpace(b[1 : len(b)-1])
+	if len(inner) == 0 {
+		return nil
+	}
+	j.v = make([]float32, 0, bytes.Count(inner, []byte(","))+1)
+	for len(inner) > 0 {
+		tok := inner
+		if i := bytes.IndexByte(inner, ','); i >= 0 {
+			tok, inner = inner[:i], inner[i+1:]
+		} else {
+			inner = nil
+		}
+		// A string, object or array entry fails ParseFloat too (any comma
+		// inside it only splits it into more such tokens).
+		x, err := strconv.ParseFloat(string(bytes.TrimSpace(tok)), 32)
+		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
+			j.bad = true
+			x = 0
+		}
+		j.v = append(j.v, float32(x))
+	}
+	return nil
+}
+
+// usable reports whether the vector can be stored and compared: not empty,
+// every entry a finite number, and not all zero (which has no direction).
+func (j jsonVector) usable() bool {
+	if j.bad || len(j.v) == 0 {
+		return false
+	}
+	for _, x := range j.v {
+		if x != 0 {
+			return true
 		}
 	}
-	c.dims.Store(int64(dims))
-	return vs, nil
+	return false
 }
 
 // acquire takes a slot of MaxConcurrency, then waits for the rate limit.
@@ -223,48 +436,6 @@ func (c *Client) acquire(ctx context.Context) error {
 	return nil
 }
 
-// classify says what a failed request means for a later attempt.
-func classify(err error, ex *exchange, timedOut bool, timeout time.Duration) *Error {
-	var (
-		apiErr *openai.APIError
-		reqErr *openai.RequestError
-		status int
-	)
-	switch {
-	case errors.As(err, &apiErr):
-		status = apiErr.HTTPStatusCode
-	case errors.As(err, &reqErr):
-		status = reqErr.HTTPStatusCode
-	}
-	if status == 0 && ex.status >= 400 {
-		status = ex.status
-	}
-	switch {
-	case timedOut:
-		return newError(KindTransient, "request timed out after %s", timeout)
-	case status != 0:
-		e := newError(KindTransient, "status %d", status)
-		e.Status = status
-		delay, hasDelay := parseRetryAfter(ex.retryAfter)
-		switch {
-		case status == http.StatusTooManyRequests || (status == http.StatusServiceUnavailable && hasDelay):
-			e.Kind, e.RetryAfter = KindRetryAfter, defaultRetryAfter
-			if hasDelay {
-				e.RetryAfter = min(delay, MaxRetryAfter)
-			}
-		case status >= 400 && status < 500 && status != http.StatusRequestTimeout:
-			e.Kind = KindPermanent
-		}
-		return e
-	case !ex.sent:
-		return newError(KindPermanent, "request rejected before sending: %s", short(err.Error()))
-	case ex.status != 0:
-		return newError(KindTransient, "malformed response with status %d: %s", ex.status, short(err.Error()))
-	default:
-		return newError(KindTransient, "connection error: %s", short(err.Error()))
-	}
-}
-
 // parseRetryAfter reads a Retry-After header of whole seconds or an HTTP
 // date.
 func parseRetryAfter(v string) (time.Duration, bool) {
@@ -290,39 +461,10 @@ func short(s string) string {
 	return s
 }
 
-type exchangeKey struct{}
-
-// exchange records the status and Retry-After of one request: go-openai's
-// errors lack the headers.
-type exchange struct {
-	sent       bool
-	status     int
-	retryAfter string
-}
-
 // maxResponseBytes bounds a reply's body (2048 vectors of 4096 float32 as
-// JSON fit).
-const maxResponseBytes = 256 << 20
-
-// recordingDoer sends each request once and records its exchange.
-type recordingDoer struct{ client *http.Client }
-
-func (d recordingDoer) Do(req *http.Request) (*http.Response, error) {
-	ex, _ := req.Context().Value(exchangeKey{}).(*exchange)
-	if ex != nil {
-		ex.sent = true
-	}
-	resp, err := d.client.Do(req)
-	if err != nil {
-		return resp, err
-	}
-	if ex != nil {
-		ex.status = resp.StatusCode
-		ex.retryAfter = resp.Header.Get("Retry-After")
-	}
-	resp.Body = struct {
-		io.Reader
-		io.Closer
-	}{io.LimitReader(resp.Body, maxResponseBytes), resp.Body}
-	return resp, nil
-}
+// JSON fit); maxErrorBodyBytes an error reply's, of which only the message
+// is quoted.
+const (
+	maxResponseBytes  = 256 << 20
+	maxErrorBodyBytes = 64 << 10
+)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -164,4 +165,86 @@ func splitWords(s string) []string {
 		word = append(word, r)
 	}
 	return append(out, string(word))
+}
+
+// TestEmbedUnusableVectors: a vector with a null entry (llama.cpp's NaN), a
+// null vector and a zero vector are refused, each for its own text, as
+// KindPermanent listing them, and the call's other texts keep their
+// vectors; a request whose every vector is unusable is the server's fault.
+func TestEmbedUnusableVectors(t *testing.T) {
+	srv := embeddingtest.New(t)
+	srv.BreakVector("nan", embeddingtest.NullEntries)
+	srv.BreakVector("null", embeddingtest.NullVector)
+	srv.BreakVector("zero", embeddingtest.ZeroVector)
+	c := newClient(t, srv, embedding.Config{BatchSize: 2})
+	texts := []string{"my dog Rex", "a nan text", "Paris is lovely", "a zero text", "a null text", "tea please"}
+	vs, err := c.Embed(context.Background(), texts)
+	if embedding.KindOf(err) != embedding.KindPermanent || !errors.Is(err, embedding.ErrPermanent) {
+		t.Fatalf("err %v, want permanent", err)
+	}
+	if got := embedding.UnusableOf(err); !slices.Equal(got, []int{1, 3, 4}) {
+		t.Errorf("unusable %v, want [1 3 4]", got)
+	}
+	if len(vs) != len(texts) {
+		t.Fatalf("%d vectors for %d texts", len(vs), len(texts))
+	}
+	for i, text := range texts {
+		switch i {
+		case 1, 3, 4:
+			if vs[i] != nil {
+				t.Errorf("text %d: vector %v, want none", i, vs[i][:4])
+			}
+		default:
+			if !slices.Equal(vs[i], embeddingtest.Vector(text, embeddingtest.DefaultDims)) {
+				t.Errorf("text %d: not its vector", i)
+			}
+		}
+	}
+	if _, err := c.Embed(context.Background(), []string{"a zero text"}); embedding.KindOf(err) != embedding.KindPermanent {
+		t.Errorf("one text answered with a zero vector: %v, want permanent", err)
+	}
+	// Every vector of a request of several texts unusable: transient.
+	if vs, err := c.Embed(context.Background(), []string{"nan one", "null two"}); embedding.KindOf(err) != embedding.KindTransient || vs != nil {
+		t.Errorf("a request answered with unusable vectors only: %v, %d vectors, want transient and none", err, len(vs))
+	}
+	srv.Recover()
+	srv.Garbage()
+	if _, err := c.Embed(context.Background(), []string{"x"}); err == nil {
+		t.Error("zero vectors accepted")
+	}
+}
+
+// TestEmbedErrorQuotesServer: an error reply's message, in OpenAI's form,
+// Ollama's and a bare one, is in the error (an API key it echoes
+// redacted); a body without one (a proxy's HTML page) is not quoted.
+func TestEmbedErrorQuotesServer(t *testing.T) {
+	cases := []struct {
+		status      int
+		body, want  string
+		notContains string
+	}{
+		{http.StatusUnauthorized, `{"error":{"message":"Incorrect API key provided: sk-secret123.","type":"invalid_request_error"}}`,
+			"status 401: Incorrect API key provided: [redacted]", "secret123"},
+		{http.StatusNotFound, `{"error":"model \"nomic\" not found, try pulling it first"}`,
+			`status 404: model "nomic" not found, try pulling it first`, ""},
+		{http.StatusBadRequest, `{"object":"error","message":"input too long","type":"BadRequestError","code":400}`,
+			"status 400: input too long", ""},
+		{http.StatusBadGateway, `<html><body>bad gateway</body></html>`, "status 502", "html"},
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprint(tc.status), func(t *testing.T) {
+			srv := embeddingtest.New(t)
+			srv.Fail(tc.status, "")
+			srv.ErrorBody(tc.body)
+			c := newClient(t, srv, embedding.Config{APIKey: "key-xyz"})
+			_, err := c.Embed(context.Background(), []string{"hello"})
+			var e *embedding.Error
+			if !errors.As(err, &e) || e.Status != tc.status {
+				t.Fatalf("err %v, want an *Error of status %d", err, tc.status)
+			}
+			if !strings.HasSuffix(err.Error(), tc.want) || (tc.notContains != "" && strings.Contains(err.Error(), tc.notContains)) {
+				t.Errorf("err %q, want it to end %q without %q", err, tc.want, tc.notContains)
+			}
+		})
+	}
 }

@@ -23,7 +23,8 @@ const (
 	// Retry-After header). [Error.RetryAfter] says for how long.
 	KindRetryAfter
 	// KindPermanent: a 4xx other than 408 and 429 (authentication, unknown
-	// model, input too long), or a request go-openai would not send.
+	// model, input too long), a request that could not be built, or texts
+	// answered with unusable vectors ([Error.Unusable]).
 	KindPermanent
 )
 
@@ -63,6 +64,21 @@ type Error struct {
 	Err error
 	// Status is the HTTP status the server answered with, 0 when none.
 	Status int
+	// Unusable are the indexes, in the texts of the Embed call, of those
+	// the server answered with an unusable vector (a null, non-number or
+	// non-finite entry, or all zero); Embed returned the others' vectors
+	// with the error. Empty for any other error.
+	Unusable []int
+}
+
+// UnusableOf returns the indexes of the texts answered with an unusable
+// vector, from the first *Error in err's chain ([Error.Unusable]).
+func UnusableOf(err error) []int {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Unusable
+	}
+	return nil
 }
 
 // RefusedInput reports whether err is the server refusing a request's

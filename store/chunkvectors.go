@@ -84,7 +84,7 @@ func (s *Store) ChunkEmbeddingTargets(ctx context.Context, collectionID int64, d
 		WHERE d.collection_id = $1 AND d.doc_id = $2 AND d.content_hash = $3 AND d.status = 'ready'
 		  AND ch.chunk_index >= $4 AND ch.chunk_index < $5
 		  AND NOT EXISTS (SELECT FROM chunk_embeddings e WHERE e.collection_id = ch.collection_id AND e.model = $6
-			AND e.doc_id = ch.doc_id AND e.chunk_index = ch.chunk_index AND e.content_hash = d.content_hash)
+			AND e.doc_id = ch.doc_id AND e.chunk_index = ch.chunk_index AND e.content_hash = d.content_hash`+usableVector("e", "$6")+`)
 		ORDER BY ch.chunk_index`, collectionID, docID, hash, from, to, model)
 	if err != nil {
 		return nil, fmt.Errorf("chunk embedding targets: %w", err)
@@ -165,7 +165,7 @@ func (s *Store) MissingChunkEmbeddings(ctx context.Context, user, model string, 
 		WHERE ($1 = '' OR (c.owner_kind = 'user' AND c.owner = $1)) AND d.status = 'ready' AND d.chunks > 0
 		  AND (d.collection_id, d.doc_id) > ($3, $4)
 		  AND d.chunks > (SELECT count(*) FROM chunk_embeddings e WHERE e.collection_id = d.collection_id
-			AND e.model = $2 AND e.doc_id = d.doc_id AND e.content_hash = d.content_hash)
+			AND e.model = $2 AND e.doc_id = d.doc_id AND e.content_hash = d.content_hash`+usableVector("e", "$2")+`)
 		ORDER BY d.collection_id, d.doc_id LIMIT $5`, user, model, after.CollectionID, after.DocID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("missing chunk embeddings: %w", err)
@@ -188,7 +188,7 @@ func (s *Store) CountChunkEmbeddings(ctx context.Context, user, model string) (E
 	var n EmbeddingCount
 	err := s.db.QueryRow(ctx, `SELECT coalesce(sum(d.chunks), 0)::bigint, coalesce(sum((SELECT count(*) FROM chunk_embeddings e
 			WHERE e.collection_id = d.collection_id AND e.model = $2 AND e.doc_id = d.doc_id
-			  AND e.content_hash = d.content_hash)), 0)::bigint
+			  AND e.content_hash = d.content_hash`+usableVector("e", "$2")+`)), 0)::bigint
 		FROM documents d JOIN collections c ON c.id = d.collection_id
 		WHERE ($1 = '' OR (c.owner_kind = 'user' AND c.owner = $1)) AND d.status = 'ready'`, user, model).Scan(&n.Items, &n.Embedded)
 	if err != nil {

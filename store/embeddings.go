@@ -91,14 +91,52 @@ type StoredEmbedding struct {
 	Vector    []byte
 }
 
+// usableVector is the condition on a vector row e of the model in SQL
+// parameter modelParam that makes it count as the item's (or chunk's)
+// vector, beside being of its current text: of the dimensions recorded for
+// the model (migration 042), and not zero (scale 0: a reply of nulls or
+// zeros stored before the embedding client refused them). Anything else
+// counts as missing, so that the sweep and a backfill redo it. The
+// sub-select is not correlated: Postgres evaluates it once per statement.
+func usableVector(e, modelParam string) string {
+	return fmt.Sprintf(` AND %[1]s.dims = coalesce((SELECT m.dims FROM embedding_models m WHERE m.model = %[2]s), %[1]s.dims)
+			AND substring(%[1]s.vector FROM 1 FOR 4) <> '\x00000000'::bytea`, e, modelParam)
+}
+
+// EmbeddingDims returns the dimensions recorded for model's vectors,
+// recording dims when there are none yet: the first reply's.
+func (s *Store) EmbeddingDims(ctx context.Context, model string, dims int) (int, error) {
+	var got int
+	err := s.db.QueryRow(ctx, `WITH ins AS (
+			INSERT INTO embedding_models (model, dims) VALUES ($1, $2) ON CONFLICT (model) DO NOTHING RETURNING dims)
+		SELECT dims FROM ins UNION ALL SELECT dims FROM embedding_models WHERE model = $1 LIMIT 1`, model, dims).Scan(&got)
+	if err != nil {
+		return 0, fmt.Errorf("embedding dims: %w", err)
+	}
+	return got, nil
+}
+
+// SetEmbeddingDims records dims as model's, replacing what was recorded:
+// the operator says the model behind the name changed, and its vectors of
+// other dimensions are to be embedded anew.
+func (s *Store) SetEmbeddingDims(ctx context.Context, model string, dims int) error {
+	_, err := s.db.Exec(ctx, `INSERT INTO embedding_models (model, dims) VALUES ($1, $2)
+		ON CONFLICT (model) DO UPDATE SET dims = excluded.dims, recorded_at = now()`, model, dims)
+	if err != nil {
+		return fmt.Errorf("set embedding dims: %w", err)
+	}
+	return nil
+}
+
 // EmbeddingTargets returns those of the user's items ids that have no
-// current vector for model (none, or one of text the item no longer holds),
-// in id order. Items gone are left out.
+// usable current vector for model (none, one of text the item no longer
+// holds, or one usableVector refuses), in id order. Items gone are left
+// out.
 func (s *Store) EmbeddingTargets(ctx context.Context, userID string, ids []int64, model string) ([]EmbeddingTarget, error) {
 	rows, err := s.db.Query(ctx, `SELECT c.id, c.user_id, c.question, c.answer, c.content_hash FROM context c
 		WHERE c.user_id = $1 AND c.id = ANY($2)
 		  AND NOT EXISTS (SELECT FROM context_embeddings e
-			WHERE e.context_id = c.id AND e.model = $3 AND e.content_hash = c.content_hash)
+			WHERE e.context_id = c.id AND e.model = $3 AND e.content_hash = c.content_hash`+usableVector("e", "$3")+`)
 		ORDER BY c.id`, userID, ids, model)
 	if err != nil {
 		return nil, fmt.Errorf("embedding targets: %w", err)
@@ -164,14 +202,14 @@ func (s *Store) UserEmbeddings(ctx context.Context, userID, model string) ([]Sto
 	return out, nil
 }
 
-// MissingEmbeddings returns up to limit items without a current vector for
-// model, of userID (of every user when empty), with ids above afterID, in id
+// MissingEmbeddings returns up to limit items without a usable current
+// vector for model (as EmbeddingTargets), of userID (of every user when empty), with ids above afterID, in id
 // order: a backfill pages through them by passing the last id back.
 func (s *Store) MissingEmbeddings(ctx context.Context, userID, model string, afterID int64, limit int) ([]ContextRef, error) {
 	rows, err := s.db.Query(ctx, `SELECT c.user_id, c.id FROM context c
 		WHERE ($1 = '' OR c.user_id = $1) AND c.id > $3
 		  AND NOT EXISTS (SELECT FROM context_embeddings e
-			WHERE e.context_id = c.id AND e.model = $2 AND e.content_hash = c.content_hash)
+			WHERE e.context_id = c.id AND e.model = $2 AND e.content_hash = c.content_hash`+usableVector("e", "$2")+`)
 		ORDER BY c.id LIMIT $4`, userID, model, afterID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("missing embeddings: %w", err)
@@ -194,11 +232,11 @@ type EmbeddingCount struct {
 }
 
 // CountEmbeddings counts userID's items (every user's when empty) and those
-// with a current vector for model.
+// with a usable current vector for model (as EmbeddingTargets).
 func (s *Store) CountEmbeddings(ctx context.Context, userID, model string) (EmbeddingCount, error) {
 	var n EmbeddingCount
 	err := s.db.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE EXISTS (SELECT FROM context_embeddings e
-			WHERE e.context_id = c.id AND e.model = $2 AND e.content_hash = c.content_hash))
+			WHERE e.context_id = c.id AND e.model = $2 AND e.content_hash = c.content_hash`+usableVector("e", "$2")+`))
 		FROM context c WHERE $1 = '' OR c.user_id = $1`, userID, model).Scan(&n.Items, &n.Embedded)
 	if err != nil {
 		return EmbeddingCount{}, fmt.Errorf("count embeddings: %w", err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/memoryd/memoryd/embedding"
 	"github.com/memoryd/memoryd/store"
 )
 
@@ -246,4 +247,76 @@ func TestContextHook(t *testing.T) {
 	if n, err := s.CountEmbeddings(ctx, "carol", "m"); err != nil || n.Items != 0 {
 		t.Errorf("carol has %d items after failed hooks (%v), want 0", n.Items, err)
 	}
+}
+
+// TestUnusableVectorsCountAsMissing: a stored vector of zeros (scale 0: a
+// reply of nulls or zeros saved before the embedding client refused them)
+// and one of other dimensions than the model's recorded ones count as
+// missing for the targets, the backfill and the count, so that a backfill
+// repairs a database holding them. Before, any vector of the model name
+// counted.
+func TestUnusableVectorsCountAsMissing(t *testing.T) {
+	ctx, s := setup(t)
+	var writes []store.ContextWrite
+	for i := range 4 {
+		writes = append(writes, store.ContextWrite{UserID: "alice", Question: fmt.Sprintf("q%d", i), Answer: "a", CreatedAt: t0})
+	}
+	ids, err := s.InsertContext(ctx, writes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(ids)
+	targets, err := s.EmbeddingTargets(ctx, "alice", ids, "m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := embedding.Encode([]float32{1, 2, 3})
+	ws := []store.EmbeddingWrite{
+		{ContextID: targets[0].ID, ContentHash: targets[0].ContentHash, Dims: 3, Vector: good},
+		{ContextID: targets[1].ID, ContentHash: targets[1].ContentHash, Dims: 3, Vector: embedding.Encode([]float32{0, 0, 0})},
+		{ContextID: targets[2].ID, ContentHash: targets[2].ContentHash, Dims: 3, Vector: good},
+		{ContextID: targets[3].ID, ContentHash: targets[3].ContentHash, Dims: 2, Vector: embedding.Encode([]float32{1, 1})},
+	}
+	if _, err := s.SaveEmbeddings(ctx, "m1", ws); err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, want []int64) {
+		t.Helper()
+		missing, err := s.MissingEmbeddings(ctx, "alice", "m1", 0, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []int64
+		for _, r := range missing {
+			got = append(got, r.ID)
+		}
+		tg, err := s.EmbeddingTargets(ctx, "alice", ids, "m1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var gotTargets []int64
+		for _, x := range tg {
+			gotTargets = append(gotTargets, x.ID)
+		}
+		n, err := s.CountEmbeddings(ctx, "alice", "m1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) || !slices.Equal(gotTargets, want) || n.Embedded != int64(4-len(want)) {
+			t.Errorf("%s: missing %v, targets %v, count %+v; want %v missing", what, got, gotTargets, n, want)
+		}
+	}
+	// No dimensions recorded yet: only the zero vector is missing.
+	check("before the model's dimensions are recorded", []int64{ids[1]})
+	if d, err := s.EmbeddingDims(ctx, "m1", 3); err != nil || d != 3 {
+		t.Fatalf("recorded dims %d (%v), want 3", d, err)
+	}
+	if d, err := s.EmbeddingDims(ctx, "m1", 2); err != nil || d != 3 {
+		t.Fatalf("dims after a second reply of 2: %d (%v), want the first's 3", d, err)
+	}
+	check("with 3 dimensions recorded", []int64{ids[1], ids[3]})
+	if err := s.SetEmbeddingDims(ctx, "m1", 2); err != nil {
+		t.Fatal(err)
+	}
+	check("with 2 dimensions set", []int64{ids[0], ids[1], ids[2]})
 }

@@ -153,7 +153,7 @@ func (c *chunkEmbedWorker) Work(ctx context.Context, job *river.Job[ChunkEmbedAr
 	level("chunk embedding failed; the chunks stay lexical-only until it succeeds", "job_id", job.ID, "attempt", job.Attempt,
 		"outcome", v.label, "kind", embedding.KindOf(err).String(), "collection_id", job.Args.CollectionID,
 		"chunks", job.Args.To-job.Args.From, "error", err)
-	return &jobEnd{label: v.label, river: v.river, cause: err}
+	return &jobEnd{op: "embed chunks", label: v.label, river: v.river, cause: err}
 }
 
 // embedChunks embeds args's chunks that lack a current vector of the job's

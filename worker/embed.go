@@ -298,7 +298,7 @@ func (e *embedWorker) Work(ctx context.Context, job *river.Job[EmbedArgs]) error
 	}
 	level("embedding failed; the items stay lexical-only until it succeeds", "job_id", job.ID, "attempt", job.Attempt,
 		"outcome", v.label, "kind", embedding.KindOf(err).String(), "items", len(job.Args.ContextIDs), "error", err)
-	return &jobEnd{label: v.label, river: v.river, cause: err}
+	return &jobEnd{op: "embed", label: v.label, river: v.river, cause: err}
 }
 
 // embed embeds args's items that lack a current vector of the job's model,
@@ -354,13 +354,14 @@ func cutEmbedInput(text string) string {
 }
 
 // embedTexts embeds texts (each cut to maxEmbedInputBytes), one vector
-// each, in order. When the server refuses a request's input
+// each, in order, of the dimensions recorded for the model (checkDims). When the server refuses a request's input
 // (embedding.RefusedInput: a text over the model's context), the texts are
 // split in halves, and halves again, until the texts it refuses alone are
 // found: they get no vector (nil) and stay lexical-only, and the others
 // get theirs, rather than one text costing its whole job (which every
-// sweep would rebuild). Any other failure, and a refusal of every text, is
-// returned.
+// sweep would rebuild). Texts answered with an unusable vector
+// (embedding.UnusableOf) are left out the same way. Any other failure, and
+// a refusal of every text, is returned.
 func (w *Worker) embedTexts(ctx context.Context, what string, texts []string) ([][]float32, error) {
 	cut := make([]string, len(texts))
 	for i, t := range texts {
@@ -375,10 +376,36 @@ func (w *Worker) embedTexts(ctx context.Context, what string, texts []string) ([
 		return nil, refusal
 	}
 	if refused > 0 {
-		w.logger.Warn("the embeddings server refused some texts alone; they stay lexical-only (the next sweep tries them again)",
+		w.logger.Warn("the embeddings server refused some texts alone, or answered them with unusable vectors; they stay lexical-only (the next sweep tries them again)",
 			"what", what, "refused", refused, "embedded", len(texts)-refused, "error", refusal)
 	}
+	if err := w.checkDims(ctx, vs); err != nil {
+		return nil, err
+	}
 	return vs, nil
+}
+
+// checkDims checks vs's dimensions against those recorded for the model
+// (recording them on its first reply): other dimensions under the same
+// name are another model behind it, whose vectors no query of the
+// recorded size can be compared with.
+func (w *Worker) checkDims(ctx context.Context, vs [][]float32) error {
+	i := slices.IndexFunc(vs, func(v []float32) bool { return v != nil })
+	if i < 0 {
+		return nil
+	}
+	model, dims := w.cfg.Embedder.Model(), len(vs[i])
+	want, err := w.cfg.Store.EmbeddingDims(ctx, model, dims)
+	if err != nil {
+		return err
+	}
+	if dims != want {
+		return &embedding.Error{Kind: embedding.KindPermanent, Reason: fmt.Sprintf(
+			"the model behind the name %q changed: it answered with %d dimensions, its stored vectors have %d; "+
+				"to re-embed everything with it, run `memoryd embed --backfill --dims %d`, or name it anew with --embed-model",
+			model, dims, want, dims)}
+	}
+	return nil
 }
 
 // embedSplitting embeds texts into out (len(out) == len(texts)), halving
@@ -392,11 +419,17 @@ func (w *Worker) embedTexts(ctx context.Context, what string, texts []string) ([
 func embedSplitting(ctx context.Context, emb Embedder, texts []string, out [][]float32, probe bool) (refused int, refusal, err error) {
 	vs, err := emb.Embed(ctx, texts)
 	switch {
-	case err == nil && len(vs) != len(texts):
+	case (err == nil || len(embedding.UnusableOf(err)) > 0) && len(vs) != len(texts):
 		return 0, nil, &embedding.Error{Kind: embedding.KindTransient, Reason: fmt.Sprintf("%d vectors for %d texts", len(vs), len(texts))}
 	case err == nil:
 		copy(out, vs)
 		return 0, nil, nil
+	case len(embedding.UnusableOf(err)) > 0:
+		// The server answered some texts with a vector that cannot be used
+		// (null, NaN, zero): they are left out as refused ones are, the
+		// others' vectors kept.
+		copy(out, vs)
+		return len(embedding.UnusableOf(err)), err, nil
 	case !embedding.RefusedInput(err):
 		return 0, nil, err
 	case len(texts) == 1:
@@ -408,11 +441,14 @@ func embedSplitting(ctx context.Context, emb Embedder, texts []string, out [][]f
 		// could be refused for what it holds, not for its length.
 		byLen := func(a, b string) int { return len(a) - len(b) }
 		_, short := emb.Embed(ctx, []string{slices.MinFunc(texts, byLen)})
-		if short != nil && !embedding.RefusedInput(short) {
+		switch {
+		case short == nil || len(embedding.UnusableOf(short)) > 0:
+			// Accepted (an unusable vector is the text's): halve.
+		case !embedding.RefusedInput(short):
 			return 0, nil, short
-		}
-		if short != nil {
-			if _, long := emb.Embed(ctx, []string{slices.MaxFunc(texts, byLen)}); long != nil {
+		default:
+			_, long := emb.Embed(ctx, []string{slices.MaxFunc(texts, byLen)})
+			if long != nil && len(embedding.UnusableOf(long)) == 0 {
 				return 0, nil, long
 			}
 		}

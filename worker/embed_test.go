@@ -483,3 +483,119 @@ func TestEmbedRequestsRefusedAltogetherAreNotHalved(t *testing.T) {
 		t.Errorf("%d requests for a job of 10 texts the server refuses altogether, want 3 (the batch, then its shortest and longest text)", n)
 	}
 }
+
+// embedJobs returns the states of the embed jobs and the last error each
+// recorded, in id order.
+func (e *env) embedJobs() (states, errs []string) {
+	e.t.Helper()
+	rows, err := e.store.Pool().Query(e.ctx, `SELECT state::text, coalesce(errors[array_length(errors, 1)]->>'error', '')
+		FROM river_job WHERE kind = $1 ORDER BY id`, worker.EmbedJobKind)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var s, m string
+		if err := rows.Scan(&s, &m); err != nil {
+			e.t.Fatal(err)
+		}
+		states, errs = append(states, s), append(errs, m)
+	}
+	if err := rows.Err(); err != nil {
+		e.t.Fatal(err)
+	}
+	return states, errs
+}
+
+// TestEmbedUnusableVectorsAreNotStored: texts the server answers with a
+// vector holding nulls (llama.cpp's NaN), a null vector or a zero vector
+// get no vector and stay missing, so that a backfill redoes them; the
+// job's other items get theirs, and the job does not retry for them.
+// Before, the nulls were stored as zeros and the zero vectors with scale
+// 0, the job completed, and a backfill found nothing missing.
+func TestEmbedUnusableVectorsAreNotStored(t *testing.T) {
+	e := setup(t)
+	srv := embeddingtest.New(t)
+	srv.BreakVector("NANTEXT", embeddingtest.NullEntries)
+	srv.BreakVector("NULLTEXT", embeddingtest.NullVector)
+	srv.BreakVector("ZEROTEXT", embeddingtest.ZeroVector)
+	var items []store.ContextWrite
+	for i, a := range []string{"plain", "NANTEXT", "plain", "NULLTEXT", "ZEROTEXT", "plain"} {
+		items = append(items, store.ContextWrite{UserID: "alice", Question: fmt.Sprintf("note %d", i), Answer: a, CreatedAt: t0})
+	}
+	if _, err := e.store.InsertContext(e.ctx, items); err != nil {
+		t.Fatal(err)
+	}
+	logs := new(eventstest.SyncBuffer)
+	w, _ := e.startWorker(extractor.NewRules(), func(c *worker.Config) {
+		withEmbedder(embedder(t, srv, "m1"), -1)(c)
+		c.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	if n, err := w.Enqueuer().EnqueueMissingEmbeddings(e.ctx, "alice", "m1", 64, 5); err != nil || n != 6 {
+		t.Fatalf("backfill enqueued %d items (%v), want 6 in one job", n, err)
+	}
+	e.waitFor("the embed job finished", func() (bool, string) {
+		states, _ := e.embedJobs()
+		return len(states) == 1 && states[0] == "completed", fmt.Sprint(states)
+	})
+	if n, err := e.store.CountEmbeddings(e.ctx, "alice", "m1"); err != nil || n.Embedded != 3 || n.Items != 6 {
+		t.Fatalf("after the job: %+v (%v), want 3 of 6 items embedded", n, err)
+	}
+	if got := logs.String(); !strings.Contains(got, `"refused":3`) || strings.Contains(got, "NANTEXT") {
+		t.Errorf("the log should count the 3 texts without quoting them:\n%s", got)
+	}
+	srv.Recover()
+	if n, err := w.Enqueuer().EnqueueMissingEmbeddings(e.ctx, "alice", "m1", 64, 5); err != nil || n != 3 {
+		t.Fatalf("second backfill found %d items (%v), want the 3 without a usable vector", n, err)
+	}
+	e.waitEmbedded("alice", "m1", 6)
+}
+
+// TestEmbedDimensionsChangeBehindTheName: a reply of other dimensions under
+// the model's name (another model behind an Ollama tag or a LiteLLM alias)
+// is refused, saying how to re-embed, and not stored beside the vectors of
+// the first dimensions; `embed --backfill --dims N` (SetEmbeddingDims)
+// then re-embeds every item. Before, both sizes were stored and a backfill
+// found nothing missing. The job's recorded error says embed, not extract.
+func TestEmbedDimensionsChangeBehindTheName(t *testing.T) {
+	e := setup(t)
+	srv := embeddingtest.New(t)
+	srv.SetDims(16)
+	e.seedItems("alice")
+	w, _ := e.startWorker(extractor.NewRules(), withEmbedder(embedder(t, srv, "m1"), -1))
+	if _, err := w.Enqueuer().EnqueueMissingEmbeddings(e.ctx, "alice", "m1", 64, 5); err != nil {
+		t.Fatal(err)
+	}
+	e.waitEmbedded("alice", "m1", 2)
+	srv.SetDims(8)
+	if _, err := e.store.InsertContext(e.ctx, []store.ContextWrite{{UserID: "alice", Question: "favourite drink", Answer: "tea", CreatedAt: t0}}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := w.Enqueuer().EnqueueMissingEmbeddings(e.ctx, "alice", "m1", 64, 5); err != nil || n != 1 {
+		t.Fatalf("backfill enqueued %d items (%v), want the new one", n, err)
+	}
+	var errs []string
+	// The insert's own job (the worker's context hook) and, unless that
+	// one was still waiting, the backfill's.
+	e.waitFor("the 8-dimension jobs given up", func() (bool, string) {
+		var states []string
+		states, errs = e.embedJobs()
+		return len(states) >= 2 && !slices.ContainsFunc(states[1:], func(s string) bool { return s != "cancelled" }), fmt.Sprint(states, errs)
+	})
+	if want := "embed: embedding: permanent error: the model behind the name \"m1\" changed: it answered with 8 dimensions, its stored vectors have 16"; !strings.HasPrefix(errs[1], want) ||
+		!strings.Contains(errs[1], "memoryd embed --backfill --dims 8") {
+		t.Errorf("job error %q, want it to start %q and name the command", errs[1], want)
+	}
+	if n, _ := e.store.CountEmbeddings(e.ctx, "alice", "m1"); n.Embedded != 2 || n.Items != 3 {
+		t.Errorf("after the refused reply: %+v, want 2 of 3 embedded", n)
+	}
+	// The operator says the model changed: every item is embedded anew.
+	if err := e.store.SetEmbeddingDims(e.ctx, "m1", 8); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := w.Enqueuer().EnqueueMissingEmbeddings(e.ctx, "alice", "m1", 64, 5); err != nil || n != 3 {
+		t.Fatalf("backfill after --dims 8 enqueued %d items (%v), want all 3", n, err)
+	}
+	e.waitEmbedded("alice", "m1", 3)
+	e.checkVectors("alice", "m1", 8)
+}

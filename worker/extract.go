@@ -519,7 +519,7 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 		level("extraction failed", "job_id", job.ID, "user_id", userID, "event_ids", logIDs(eventIDs), "attempt", job.Attempt, "max_attempts", maxAttempts,
 			"final", v.final, "kind", extractor.KindOf(err).String(), "turns", len(eventIDs), "error", err)
 	}
-	return &jobEnd{label: v.label, river: v.river, cause: err}
+	return &jobEnd{op: "extract", label: v.label, river: v.river, cause: err}
 }
 
 // maxLoggedIDs bounds the event ids a log line lists: a replay job holds

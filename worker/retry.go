@@ -3,7 +3,6 @@ package worker
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"time"
 	"unicode/utf8"
@@ -204,7 +203,7 @@ func outcome(err error, job *rivertype.JobRow, shutdown bool, b retryBudget) ver
 	if permanent || job.Attempt >= jobAttempts(job.MaxAttempts, job.Metadata, b.maxAttempts) {
 		return verdict{river: river.JobCancel(err), label: outcomeFailed, record: true, final: true}
 	}
-	return verdict{river: fmt.Errorf("extract: %w", err), label: outcomeRetry, record: true}
+	return verdict{river: err, label: outcomeRetry, record: true}
 }
 
 // maxModelWait caps one snooze for an unreachable model server: a server
@@ -293,13 +292,15 @@ func metaCount(metadata []byte, key string) int {
 
 // jobEnd is a failed run as fail decided it: River sees the verdict's error
 // through Unwrap (a snooze, a cancel, or a plain error), the Observer its
-// label, and the job row's errors its text, which is the cause's.
+// label, and the job row's errors its text, which is the cause's after the
+// job's kind of work (op: "extract", "embed"), so that River's errors and
+// its "Job errored" log lines say which.
 type jobEnd struct {
-	label        string
+	op, label    string
 	river, cause error
 }
 
-func (j *jobEnd) Error() string   { return "extract: " + j.cause.Error() }
+func (j *jobEnd) Error() string   { return j.op + ": " + j.cause.Error() }
 func (j *jobEnd) Unwrap() []error { return []error{j.river, j.cause} }
 
 // spread lengthens d by up to 25%.

@@ -198,7 +198,7 @@ func TestOutcome(t *testing.T) {
 
 			// What River sees through the run's error, and the text its row
 			// records.
-			end := &jobEnd{label: v.label, river: v.river, cause: tt.err}
+			end := &jobEnd{op: "extract", label: v.label, river: v.river, cause: tt.err}
 			if tt.want == snooze && !errors.As(end, &s) || tt.want == cancel && !errors.As(end, &c) {
 				t.Errorf("jobEnd hides the verdict %v from River", v.river)
 			}

@@ -15,8 +15,9 @@ func runEmbed(ctx context.Context, a *cli, args []string) error {
 		o              serveOptions
 		user           string
 		backfill, noWk bool
+		dims           int
 	)
-	f := newFlags("embed", `Usage: memoryd embed --backfill [--user U] [--no-work]
+	f := newFlags("embed", `Usage: memoryd embed --backfill [--user U] [--no-work] [--dims N]
 
 Embeds the context items and the document chunks that have no vector of
 the configured model (--embed-base-url, --embed-model): those stored before
@@ -30,12 +31,20 @@ every item in scope has a vector (--no-work leaves the jobs to running serve
 processes and returns at once). Running it twice is safe: a job already
 waiting for the same items is not enqueued again.
 
+--dims N is for when the model behind the --embed-model name changed (an
+Ollama tag pulled anew, a LiteLLM alias pointed elsewhere): the embed jobs
+then refuse its replies, whose dimensions differ from those of the
+vectors stored under the name, and log the N to use. --dims N records N
+as the model's dimensions, and the backfill embeds every item and chunk
+anew whose vector has others.
+
 Output: progress and logs are log lines on stderr; the summary is printed on
 stdout.`)
 	o.register(f)
 	f.ArgBool(&backfill, "backfill", false, "enqueue embed jobs for every item and document chunk without a vector of the model (required)")
 	f.ArgString(&user, "user", "", "only this user's items and own collections (default: all users and collections)")
 	f.ArgBool(&noWk, "no-work", false, "only enqueue; let running serve processes embed")
+	f.ArgInt(&dims, "dims", 0, "record N as the model's dimensions and re-embed every vector of others (the model behind the name changed)")
 	if err := f.Parse(args); err != nil {
 		return err
 	}
@@ -44,6 +53,9 @@ stdout.`)
 	}
 	if o.app.Embed.BaseURL == "" {
 		return f.usageErr("--embed-base-url is required: embedding is off without it")
+	}
+	if dims < 0 {
+		return f.usageErr("--dims must be positive, not %d", dims)
 	}
 	svc, logger, err := o.newApp(f, a, "memoryd-embed")
 	if err != nil {
@@ -56,7 +68,7 @@ stdout.`)
 	}()
 	start := time.Now()
 	var docs int
-	n, err := svc.EmbedBackfill(ctx, app.EmbedOptions{User: user, Work: !noWk, Documents: &docs})
+	n, err := svc.EmbedBackfill(ctx, app.EmbedOptions{User: user, Work: !noWk, Documents: &docs, Dims: dims})
 	if errors.Is(err, app.ErrEmbeddingOff) {
 		return f.usageErr("--embed-base-url is required: embedding is off without it")
 	}

@@ -22,8 +22,6 @@ import (
 	"testing"
 	"time"
 	"unicode"
-
-	openai "github.com/sashabaranov/go-openai"
 )
 
 // DefaultDims is a new Server's dimensions.
@@ -51,6 +49,43 @@ type Server struct {
 	garbage    bool
 	refuseOver int    // when > 0, a request with a longer input is refused (400)
 	refuseWith string // when set, a request with an input holding it is refused (400)
+	breaks     map[string]Break
+	errorBody  string // when set, the body of failed replies
+}
+
+// Break is how BreakVector spoils a text's vector.
+type Break int
+
+// The ways of BreakVector.
+const (
+	// NullVector sends null for the whole embedding.
+	NullVector Break = iota + 1
+	// NullEntries sends null for some of its entries: llama.cpp's JSON of
+	// a NaN.
+	NullEntries
+	// ZeroVector sends all zeros.
+	ZeroVector
+)
+
+// BreakVector makes later replies spoil, as how says, the vector of every
+// input that contains text, the others' staying good; until Recover.
+func (s *Server) BreakVector(text string, how Break) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := maps.Clone(s.breaks) // replaced, never changed in place: serve reads it unlocked
+	if b == nil {
+		b = map[string]Break{}
+	}
+	b[text] = how
+	s.breaks = b
+}
+
+// ErrorBody makes failed replies (Fail, FailNext) carry body instead of
+// an OpenAI-style error, with its content type guessed from it.
+func (s *Server) ErrorBody(body string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.errorBody = body
 }
 
 // RefuseOver makes the server refuse (400, as OpenAI and vLLM answer an
@@ -139,7 +174,7 @@ func (s *Server) FailNext(n, status int) {
 func (s *Server) Recover() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.status, s.retryAfter, s.failN, s.garbage = 0, "", 0, false
+	s.status, s.retryAfter, s.failN, s.garbage, s.breaks, s.errorBody = 0, "", 0, false, nil, ""
 }
 
 // SetDelay makes every later request wait d (or until the client goes)
@@ -187,7 +222,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.requests++
 	status, retryAfter, delay, dims, garbage, aliases := s.status, s.retryAfter, s.delay, s.dims, s.garbage, s.aliases
-	refuseOver, refuseWith := s.refuseOver, s.refuseWith
+	refuseOver, refuseWith, breaks, errorBody := s.refuseOver, s.refuseWith, s.breaks, s.errorBody
 	if s.failN > 0 {
 		if s.failN--; s.failN == 0 {
 			s.status = 0
@@ -207,9 +242,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		if retryAfter != "" {
 			w.Header().Set("Retry-After", retryAfter)
 		}
-		w.Header().Set("Content-Type", "application/json")
+		body := `{"error":{"message":"embeddingtest: told to fail","type":"server_error"}}`
+		if errorBody != "" {
+			body = errorBody
+		}
+		w.Header().Set("Content-Type", http.DetectContentType([]byte(body)))
 		w.WriteHeader(status)
-		_, _ = w.Write([]byte(`{"error":{"message":"embeddingtest: told to fail","type":"server_error"}}`))
+		_, _ = w.Write([]byte(body))
 		return
 	}
 	if decodeErr != nil || len(req.Input) == 0 {
@@ -226,13 +265,43 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	resp := openai.EmbeddingResponse{Object: "list", Model: openai.EmbeddingModel(req.Model)}
+	// Written by hand: encoding/json cannot write a null entry.
+	type embedding struct {
+		Object    string          `json:"object"`
+		Index     int             `json:"index"`
+		Embedding json.RawMessage `json:"embedding"`
+	}
+	resp := struct {
+		Object string      `json:"object"`
+		Model  string      `json:"model"`
+		Data   []embedding `json:"data"`
+	}{Object: "list", Model: req.Model}
 	for i, text := range req.Input {
 		v := vectorOf(words(text, aliases), dims)
 		if garbage {
 			clear(v)
 		}
-		resp.Data = append(resp.Data, openai.Embedding{Object: "embedding", Index: i, Embedding: v})
+		how := Break(0)
+		for sub, b := range breaks {
+			if strings.Contains(text, sub) {
+				how = b
+			}
+		}
+		if how == ZeroVector {
+			clear(v)
+		}
+		raw, _ := json.Marshal(v)
+		switch how {
+		case NullVector:
+			raw = []byte("null")
+		case NullEntries:
+			parts := strings.Split(strings.Trim(string(raw), "[]"), ",")
+			for j := 0; j < len(parts); j += 3 {
+				parts[j] = "null"
+			}
+			raw = []byte("[" + strings.Join(parts, ",") + "]")
+		}
+		resp.Data = append(resp.Data, embedding{Object: "embedding", Index: i, Embedding: raw})
 	}
 	s.mu.Lock()
 	s.batches = append(s.batches, len(req.Input))

@@ -106,6 +106,10 @@ type EmbedOptions struct {
 	// lacking a vector EmbedBackfill enqueued (of the collections User
 	// owns; of every collection, shared ones included, without User).
 	Documents *int
+	// Dims, when positive, is recorded as the model's dimensions first
+	// (store.SetEmbeddingDims): the model behind its name changed, and
+	// every vector of other dimensions is to be embedded anew.
+	Dims int
 }
 
 // EmbedBackfill enqueues embed jobs for every item (of o.User, or every
@@ -135,6 +139,11 @@ func (a *App) EmbedBackfill(ctx context.Context, o EmbedOptions) (int, error) {
 	a.mu.Unlock()
 	if err != nil {
 		return 0, err
+	}
+	if o.Dims > 0 {
+		if err := s.SetEmbeddingDims(ctx, emb.Model(), o.Dims); err != nil {
+			return 0, err
+		}
 	}
 	// The operator says the server is back: jobs waiting out a backoff
 	// from when it was not run now, rather than keep the backfill waiting.
