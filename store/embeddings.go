@@ -94,7 +94,7 @@ type StoredEmbedding struct {
 // usableVector is the condition on a vector row e of the model in SQL
 // parameter modelParam that makes it count as the item's (or chunk's)
 // vector, beside being of its current text: of the dimensions recorded for
-// the model (migration 042), and not zero (scale 0: a reply of nulls or
+// the model (migration 043), and not zero (scale 0: a reply of nulls or
 // zeros stored before the embedding client refused them). Anything else
 // counts as missing, so that the sweep and a backfill redo it. The
 // sub-select is not correlated: Postgres evaluates it once per statement.
