@@ -25,16 +25,10 @@ const (
 )
 
 var (
-	// thinkRE matches the reasoning block some local models (DeepSeek-R1,
-	// Qwen3, QwQ) put before their answer, under any of the tag names they
-	// use; it may contain braces of its own. An unclosed block swallows the
-	// rest, which then has no JSON in it. (RE2 has no backreferences, hence
-	// one alternative per name.)
-	thinkRE = regexp.MustCompile(`(?is)<think>.*?(?:</think>|$)|<thinking>.*?(?:</thinking>|$)|<reasoning>.*?(?:</reasoning>|$)`)
-	// closeThinkRE matches a closing reasoning tag. One left after thinkRE
-	// has no opening: the chat template opened the block in the prompt, so
-	// the reply starts inside it.
-	closeThinkRE = regexp.MustCompile(`(?i)</(?:think|thinking|reasoning)>`)
+	// reasoningTagRE matches the opening and closing tags of the
+	// reasoning some local models (DeepSeek-R1, Qwen3, QwQ) write before
+	// their answer, under any of the names they use.
+	reasoningTagRE = regexp.MustCompile(`(?i)<(/?)(think|thinking|reasoning)>`)
 	// fenceRE matches a Markdown code block, with or without a language tag.
 	fenceRE = regexp.MustCompile("(?s)```[a-zA-Z0-9_-]*[ \t]*\r?\n?(.*?)```")
 )
@@ -122,25 +116,42 @@ func scanReply(reply string, try func(raw json.RawMessage) error) error {
 }
 
 // stripReasoning drops a reply's reasoning: every block that opens and
-// closes (or opens and runs to the end), then, when a closing tag is left
-// without its opening, everything up to and including the last such tag:
-// the draft answers a reasoning model writes before it (and corrects) must
-// not be taken for its answer. A closing tag inside a JSON string (a user
-// quoted one, and the answer or the draft repeats it) is not the end of the
-// reasoning; see jsonSpans.
+// closes (or opens and runs to the end: an unfinished block has no answer
+// after it), and, when a closing tag has no opening (the chat template
+// opened the block in the prompt, so the reply starts inside it),
+// everything up to and including the last such tag: the draft answers a
+// reasoning model writes (and corrects) must not be taken for its answer.
+// A tag inside a JSON object of the reply (a turn about prompting, quoted
+// in the answer or the draft) is text, not reasoning; see jsonSpans.
 func stripReasoning(reply string) string {
-	reply = thinkRE.ReplaceAllString(reply, "")
-	tags := closeThinkRE.FindAllStringIndex(reply, -1)
+	tags := reasoningTagRE.FindAllStringSubmatchIndex(reply, -1)
 	if len(tags) == 0 {
 		return reply
 	}
 	spans := jsonSpans(reply)
-	for i := len(tags) - 1; i >= 0; i-- {
-		if !inSpan(spans, tags[i][0]) {
-			return reply[tags[i][1]:]
+	var b strings.Builder
+	kept, openName := 0, ""
+	for _, m := range tags {
+		if inSpan(spans, m[0]) {
+			continue
+		}
+		closing, name := m[3] > m[2], strings.ToLower(reply[m[4]:m[5]])
+		switch {
+		case !closing && openName == "":
+			b.WriteString(reply[kept:m[0]])
+			openName = name
+		case closing && openName == name:
+			openName, kept = "", m[1]
+		case closing && openName == "":
+			b.Reset()
+			kept = m[1]
 		}
 	}
-	return reply
+	if openName != "" {
+		return b.String()
+	}
+	b.WriteString(reply[kept:])
+	return b.String()
 }
 
 // maxSpanTries bounds the '{' positions jsonSpans decodes from that fail:

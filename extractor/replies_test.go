@@ -37,6 +37,11 @@ func TestLLMReasoningWithoutOpeningTag(t *testing.T) {
 		{"answer quotes the tag", quoted, "preferred_name", "the </think> guy"},
 		{"closing tag, then an answer quoting it", "draft " + red + "\n</think>\n" + quoted, "preferred_name", "the </think> guy"},
 		{"draft quoting the tag", `draft {"facts":[{"op":"set","key":"nickname","value":"the </think> kid"}]}` + "\n</think>\n" + quoted, "preferred_name", "the </think> guy"},
+		// An opening tag inside the answer's JSON (a turn about prompting)
+		// is text too, and does not swallow the rest of the answer.
+		{"answer quotes an opening tag", `{"facts":[{"op":"set","key":"hobby_tip","value":"wrap reasoning in <thinking> tags"}],"context":[]}`, "hobby_tip", "wrap reasoning in <thinking> tags"},
+		{"answer quotes both tags", `{"facts":[{"op":"set","key":"tip","value":"say </thinking> then <Reasoning> later"}]}`, "tip", "say </thinking> then <Reasoning> later"},
+		{"think block, then an answer quoting an opening tag", "<think>draft " + red + "</think>\n" + `{"facts":[{"op":"set","key":"tip","value":"use <think> tags"}]}`, "tip", "use <think> tags"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
