@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -157,15 +158,24 @@ func ReadDeadLetters(ctx context.Context, js jetstream.JetStream, prefix, stream
 // safe reading. A body that is not a JSON object (malformed, truncated)
 // says nothing about memory: it is not one, and is dead-lettered whole.
 func OptedOutCopy(data []byte) ([]byte, bool) {
-	var body map[string]json.RawMessage
-	if json.NewDecoder(bytes.NewReader(data)).Decode(&body) != nil {
+	var raw map[string]json.RawMessage
+	if json.NewDecoder(bytes.NewReader(data)).Decode(&raw) != nil {
 		return nil, false
 	}
-	mem, ok := body["memory"]
-	if !ok {
-		return nil, false
+	// Field names as Decode reads them: case-insensitively ("Memory" is
+	// memory). Any spelling of memory saying other than true or null is
+	// memory off: when one event holds several, the safe reading.
+	body, optedOut := make(map[string]json.RawMessage, len(raw)), false
+	for k, v := range raw {
+		k = strings.ToLower(k)
+		body[k] = v
+		if k == "memory" {
+			if v := string(bytes.TrimSpace(v)); v != "true" && v != "null" {
+				optedOut = true
+			}
+		}
 	}
-	if v := string(bytes.TrimSpace(mem)); v == "true" || v == "null" {
+	if !optedOut {
 		return nil, false
 	}
 	out := map[string]any{"memory": false}

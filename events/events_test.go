@@ -322,6 +322,9 @@ func TestOptedOutCopy(t *testing.T) {
 	if !ok || strings.Contains(string(c), "secret") {
 		t.Fatalf("copy %s, %v; want one without the text", c, ok)
 	}
+	if c, ok := events.OptedOutCopy([]byte(`{"ID":"e2","User_Message":"secret five","Memory":false}`)); !ok || strings.Contains(string(c), "secret") || !strings.Contains(string(c), `"id":"e2"`) {
+		t.Fatalf("copy of an event with capitalised names: %s, %v", c, ok)
+	}
 	var got struct {
 		ID             string         `json:"id"`
 		UserID         string         `json:"user_id"`
@@ -348,6 +351,10 @@ func TestOptedOutCopy(t *testing.T) {
 		`{"user_message":"x"}`:             false,
 		`{"memory":false,"user_message":`:  false, // unreadable: says nothing
 		`[{"memory":false}]`:               false,
+		// Decode reads field names case-insensitively.
+		`{"Memory":false,"user_message":"x"}`: true,
+		`{"MEMORY":0}`:                        true,
+		`{"memory":true,"Memory":false}`:      true, // either may be the one Decode keeps
 	} {
 		if _, ok := events.OptedOutCopy([]byte(body)); ok != want {
 			t.Errorf("OptedOutCopy(%s) opted out %v, want %v", body, ok, want)

@@ -372,6 +372,17 @@ func (w *Worker) decode(m jetstream.Msg) (events.Turn, error) {
 // published (see eventTokens) is erased from the stream and terminated
 // without a copy; the copy is
 // published holding the users' locks, so that a concurrent forget finds it.
+// deadLetterReason is a dead letter's reason: err's text, but for an event
+// sent with memory off none of its body (a metadata number is quoted in
+// its reason otherwise).
+func deadLetterReason(err error, optedOut bool) string {
+	var ve *events.ValidationError
+	if optedOut && errors.As(err, &ve) && ve.Field == "metadata" && strings.HasPrefix(ve.Reason, "number ") {
+		return (&events.ValidationError{Field: ve.Field, Reason: "a number is out of range"}).Error()
+	}
+	return err.Error()
+}
+
 // An event sent with memory off (events.OptedOutCopy, which reads that
 // leniently) is opted out however else it is invalid: its copy holds its ids
 // and sizes, not its text, and once the copy is stored the event is erased
@@ -386,7 +397,7 @@ func (w *Worker) reject(ctx context.Context, m jetstream.Msg, reason error) {
 		data, optedOut = c, true
 	}
 	dl := &nats.Msg{Subject: deadLetterSubject(w.cfg.Prefix, m.Subject()), Data: data, Header: nats.Header{}}
-	dl.Header.Set(events.HeaderReason, reason.Error())
+	dl.Header.Set(events.HeaderReason, deadLetterReason(reason, optedOut))
 	dl.Header.Set(events.HeaderOriginalSubject, m.Subject())
 	dl.Header.Set(events.HeaderStreamSeq, strconv.FormatUint(seq, 10))
 	if t := bodyToken(m.Data()); t != "" {

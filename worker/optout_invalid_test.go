@@ -31,6 +31,10 @@ func TestInvalidOptedOutEventKeepsNoText(t *testing.T) {
 		// Memory off in a form memoryd cannot read as a boolean: the
 		// safe reading.
 		"memory a string": `{"id":"o5","user_id":"alice","user_message":"` + secret + `","timestamp":"2026-11-21T10:00:00Z","memory":"false","metadata":{"note":"` + secret + `"}}`,
+		// Field names are read case-insensitively, as Decode reads them.
+		"Memory capitalised": `{"id":"o6","user_id":"alice","User_Message":"` + secret + `","timestamp":"2026-11-21T10:00:00+24:00","Memory":false}`,
+		// A metadata number's reason would quote it.
+		"metadata number": `{"id":"o7","user_id":"alice","user_message":"` + secret + `","timestamp":"2026-11-21T10:00:00Z","memory":false,"metadata":{"pin":2222e99999}}`,
 	}
 	const kept = `{"id":"k1","user_id":"alice","user_message":"` + secret + `"}` // memory on: copied whole
 	seqOf := map[string]uint64{}
@@ -63,7 +67,7 @@ func TestInvalidOptedOutEventKeepsNoText(t *testing.T) {
 			t.Errorf("%s: no dead letter", name)
 			continue
 		}
-		if strings.Contains(string(d.Data), "hunter2") || !d.OptedOut || d.Reason == "" || d.UserToken == "" {
+		if strings.Contains(string(d.Data), "hunter2") || strings.Contains(d.Reason, "2222") || !d.OptedOut || d.Reason == "" || d.UserToken == "" {
 			t.Errorf("%s: dead letter reason %q, opted out %v, user token %q, data %.200s; want one without the text, opted out, with reason and user token",
 				name, d.Reason, d.OptedOut, d.UserToken, d.Data)
 		}
