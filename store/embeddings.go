@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -104,16 +105,31 @@ func usableVector(e, modelParam string) string {
 }
 
 // EmbeddingDims returns the dimensions recorded for model's vectors,
-// recording dims when there are none yet: the first reply's.
+// recording dims when there are none yet: the first reply's. Two workers
+// recording a new model at once both get the winner's.
 func (s *Store) EmbeddingDims(ctx context.Context, model string, dims int) (int, error) {
-	var got int
-	err := s.db.QueryRow(ctx, `WITH ins AS (
-			INSERT INTO embedding_models (model, dims) VALUES ($1, $2) ON CONFLICT (model) DO NOTHING RETURNING dims)
-		SELECT dims FROM ins UNION ALL SELECT dims FROM embedding_models WHERE model = $1 LIMIT 1`, model, dims).Scan(&got)
-	if err != nil {
-		return 0, fmt.Errorf("embedding dims: %w", err)
+	// One statement cannot both insert and read a row another transaction
+	// commits meanwhile (its snapshot predates it): read, else insert, else
+	// (that insert lost to a concurrent one) read again, in a new snapshot.
+	for range 2 {
+		var got int
+		err := s.db.QueryRow(ctx, `SELECT dims FROM embedding_models WHERE model = $1`, model).Scan(&got)
+		if err == nil {
+			return got, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return 0, fmt.Errorf("embedding dims: %w", err)
+		}
+		err = s.db.QueryRow(ctx, `INSERT INTO embedding_models (model, dims) VALUES ($1, $2)
+			ON CONFLICT (model) DO NOTHING RETURNING dims`, model, dims).Scan(&got)
+		if err == nil {
+			return got, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return 0, fmt.Errorf("embedding dims: %w", err)
+		}
 	}
-	return got, nil
+	return 0, fmt.Errorf("embedding dims: model %q was recorded and removed while it was read", model)
 }
 
 // SetEmbeddingDims records dims as model's, replacing what was recorded:
