@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -655,9 +656,10 @@ func classify(err error, ex *exchange, timeout time.Duration) *Error {
 	case ex.timedOut:
 		return newError(KindTransient, "request timed out after %s", timeout)
 	case ex.tooLarge && status == 0:
-		// Deterministic: the same request gets the same runaway reply, and
-		// a correction would only ask for another.
-		return newError(KindPermanent, "reply over %d bytes (status %d)", maxResponseBytes, ex.status)
+		// Transient, not permanent: a sampled model that ran away (a
+		// repetition loop) answers normally the next time; the turn's
+		// attempts bound it.
+		return newError(KindTransient, "reply over %d bytes (status %d)", maxResponseBytes, ex.status)
 	case status != 0:
 		return statusError(status, detail, ex.retryAfter)
 	case !ex.sent:
@@ -667,13 +669,25 @@ func classify(err error, ex *exchange, timeout time.Duration) *Error {
 	case ex.status != 0:
 		return newError(KindTransient, "malformed response body with status %d: %s", ex.status, boundDetail(err.Error()))
 	default:
-		// No response at all: refused, reset, a name that does not
-		// resolve. The server is down or restarting, not failing this
-		// request.
+		// No response. Only when no connection could be made (refused, a
+		// name that does not resolve, no route) is the server down or
+		// restarting for everyone; a connection reset or closed after it
+		// was made may be this request's doing (a server that crashes on
+		// one input), which must spend attempts, not wait for an outage.
 		e := newError(KindTransient, "connection error: %s", boundDetail(err.Error()))
-		e.Unreachable = true
+		e.Unreachable = notConnected(err)
 		return e
 	}
+}
+
+// notConnected reports whether err is a failure to make the connection at
+// all: a dial error or a name that does not resolve.
+func notConnected(err error) bool {
+	var (
+		opErr  *net.OpError
+		dnsErr *net.DNSError
+	)
+	return errors.As(err, &dnsErr) || (errors.As(err, &opErr) && opErr.Op == "dial")
 }
 
 // statusError classifies an HTTP error status, detail being ": message" or

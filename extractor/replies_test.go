@@ -147,8 +147,8 @@ func TestLLMReplyOverSizeLimit(t *testing.T) {
 
 	srv := extractortest.NewServer(t, extractortest.Content(strings.Repeat("x", maxResponseBytes)))
 	_, err := newTestLLM(t, srv, nil).Extract(context.Background(), testInput("I'm Ana"))
-	if KindOf(err) != KindPermanent || !strings.Contains(err.Error(), "reply over "+strconv.Itoa(maxResponseBytes)+" bytes") {
-		t.Fatalf("Extract error = %.300v, want KindPermanent saying the reply is over %d bytes", err, maxResponseBytes)
+	if KindOf(err) != KindTransient || !strings.Contains(err.Error(), "reply over "+strconv.Itoa(maxResponseBytes)+" bytes") {
+		t.Fatalf("Extract error = %.300v, want KindTransient saying the reply is over %d bytes", err, maxResponseBytes)
 	}
 	if got := srv.Requests(); got != 1 {
 		t.Errorf("requests = %d, want 1", got)
@@ -189,6 +189,36 @@ func TestLLMUnreachable(t *testing.T) {
 		_, err = l.Extract(context.Background(), testInput("I'm Ana"))
 		if !IsUnreachable(err) || KindOf(err) != KindTransient {
 			t.Errorf("Extract error = %v, want an unreachable KindTransient", err)
+		}
+	})
+	// A server that takes the connection and resets it (one that crashes on
+	// this request) is not down for everyone: the request spends attempts.
+	t.Run("connection reset after it was made", func(t *testing.T) {
+		t.Parallel()
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				if tc, ok := c.(*net.TCPConn); ok {
+					_ = tc.SetLinger(0) // close with a reset
+				}
+				c.Close()
+			}
+		}()
+		l, err := NewLLM(LLMConfig{BaseURL: "http://" + ln.Addr().String() + "/v1", Model: "m"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = l.Extract(context.Background(), testInput("I'm Ana"))
+		if err == nil || IsUnreachable(err) || KindOf(err) != KindTransient {
+			t.Errorf("Extract error = %v, want a transient error that is not unreachable", err)
 		}
 	})
 }

@@ -153,7 +153,7 @@ type verdict struct {
 //     for the server's delay (at most extractor.MaxRetryAfter). Past the
 //     bound it is an ordinary transient failure, which spends attempts, so
 //     a server that always answers 429 ends the job after MaxAttempts.
-//   - an unreachable model server (extractor.IsUnreachable: no response,
+//   - an unreachable model server (extractor.IsUnreachable: no connection,
 //     or a 502, 503 or 504; and no extractor.KindPermanent anywhere in the
 //     error) while the job's snoozes for it total less than
 //     maxModelOutage: snooze with a doubling delay (modelWait). A server
