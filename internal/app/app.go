@@ -440,7 +440,7 @@ func (a *App) startEnrichLocked(ctx context.Context, s *store.Store, nc *nats.Co
 	// The clears of the memory tools (clear, facts.clear, context.update)
 	// record the turn stream's position, so that they cover every turn
 	// published before them, however late it is stamped.
-	s.SetTurnStream(worker.TurnStreamPosition(js, a.cfg.Stream))
+	s.SetTurnStream(clearPosition(worker.TurnStreamPosition(js, a.cfg.Stream), a.cfg.Stream, a.logger))
 	// Stop's deadline ends a forget in progress, even one past its own
 	// deadline (worker.WithStop); the enricher cancels the rest.
 	stopping, stopNow := context.WithCancel(context.Background())
@@ -765,4 +765,26 @@ func (e *PendingMigrationsError) Error() string {
 		what = append(what, fmt.Sprintf("memoryd's %s", strings.Join(e.Pending.Memoryd, ", ")))
 	}
 	return fmt.Sprintf("the database has migrations pending: %s; run memoryd migrate with this version first (serve was told not to migrate: --migrate=false)", strings.Join(what, " and "))
+}
+
+// clearPositionTimeout bounds the read of the turn stream's position a
+// clear makes before its transaction.
+const clearPositionTimeout = 2 * time.Second
+
+// clearPosition reads the turn stream's position for a clear within
+// clearPositionTimeout. When JetStream cannot say, the clear is not
+// refused: it records no position and covers turns by their timestamps
+// alone, as clears did before they recorded positions, and a warning
+// says so.
+func clearPosition(read store.TurnStreamFunc, stream string, logger *slog.Logger) store.TurnStreamFunc {
+	return func(ctx context.Context) (store.StreamPosition, error) {
+		rctx, cancel := context.WithTimeout(ctx, clearPositionTimeout)
+		defer cancel()
+		p, err := read(rctx)
+		if err != nil {
+			logger.Warn("cannot read the turn stream; this clear covers turns by their timestamps only", "stream", stream, "error", err)
+			return store.StreamPosition{}, nil
+		}
+		return p, nil
+	}
 }
