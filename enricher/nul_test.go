@@ -69,6 +69,7 @@ func TestNULInRequestFields(t *testing.T) {
 		{"facts.get", "u", `{"user_id":"u","key":"k\u0000"}`, "key"},
 		{"facts.clear", "u", `{"user_id":"u","key":"k\u0000"}`, "key"},
 		{"facts.history", "u", `{"user_id":"u","key":"k\u0000"}`, "key"},
+		{"facts.list", "u", `{"user_id":"u","after":{"source_at":"2026-01-01T00:00:00Z","key":"a\u0000"}}`, "after"},
 		{"context.list", "u", `{"user_id":"u","scope":"s\u0000"}`, "scope"},
 		{"context.update", "u", `{"user_id":"u","id":1,"question":"q\u0000"}`, "question"},
 		{"export", "u", `{"user_id":"u","cursor":"c\u0000"}`, "-"},

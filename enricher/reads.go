@@ -124,6 +124,9 @@ func (r memoryReads) listFacts(token string, data []byte) (call, error) {
 		if after = *req.After; after.Key == "" || after.SourceAt.IsZero() {
 			return nil, badRequest(`after must be a previous reply's "next": {"source_at", "key"}`)
 		}
+		if err := checkText("after.key", after.Key, events.MaxFactKeyBytes); err != nil {
+			return nil, err
+		}
 	}
 	return func(ctx context.Context) (any, error) {
 		// One more than the page, to know whether a next page exists.

@@ -195,7 +195,10 @@ func (c *Client) ClearFact(ctx context.Context, userID, key string) (int64, erro
 	return reply.Deleted, err
 }
 
-// ListFacts returns the user's facts, most recently set first, every page.
+// ListFacts returns the user's facts, every page, in the reply's order:
+// the latest stated (SourceAt) first, then by key. A page that does not
+// continue after its cursor (a memoryd older than paged facts.list answers
+// the first page again) is an error, not a list holding facts twice.
 func (c *Client) ListFacts(ctx context.Context, userID string) ([]Fact, error) {
 	req := FactsListRequest{UserID: userID}
 	facts := []Fact{} // an empty list, as the reply's "facts": []
@@ -203,6 +206,17 @@ func (c *Client) ListFacts(ctx context.Context, userID string) ([]Fact, error) {
 		var reply FactsReply
 		if err := c.call(ctx, "facts.list", userID, req, &reply); err != nil {
 			return facts, err
+		}
+		if req.After != nil {
+			for _, f := range reply.Facts {
+				if !req.After.before(f.SourceAt, f.Key) {
+					return facts, fmt.Errorf("facts.list: the page after %s %q did not continue after it (fact %q): is an older memoryd answering?",
+						req.After.SourceAt.Format(time.RFC3339Nano), req.After.Key, f.Key)
+				}
+			}
+			if reply.Next != nil && !req.After.before(reply.Next.SourceAt, reply.Next.Key) {
+				return facts, fmt.Errorf("facts.list: the page after %s %q named no later cursor", req.After.SourceAt.Format(time.RFC3339Nano), req.After.Key)
+			}
 		}
 		if facts = append(facts, reply.Facts...); reply.Next == nil {
 			return facts, nil

@@ -289,8 +289,16 @@ type FactCursor struct {
 	Key      string    `json:"key"`
 }
 
-// FactsReply lists facts, most recently set first; Next is absent on the
-// last page (a page is cut short of the NATS payload limit).
+// before reports whether the cursor comes before a fact stated at
+// sourceAt under key, in facts.list's order (SourceAt descending, then
+// key ascending).
+func (c FactCursor) before(sourceAt time.Time, key string) bool {
+	return sourceAt.Before(c.SourceAt) || (sourceAt.Equal(c.SourceAt) && key > c.Key)
+}
+
+// FactsReply lists facts, the latest stated (SourceAt) first, then by key;
+// Next is absent on the last page (a page is cut short of the NATS payload
+// limit).
 type FactsReply struct {
 	Facts []Fact      `json:"facts"`
 	Next  *FactCursor `json:"next,omitempty"`

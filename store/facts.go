@@ -267,31 +267,22 @@ func (s *Store) SetFact(ctx context.Context, userID, key, value string) (Fact, b
 	return f, stored, nil
 }
 
-// Facts returns a user's facts, most recently updated first, at most limit
-// (all when limit <= 0).
+// Facts returns a user's facts, the latest stated (source_at) first, then
+// by key, at most limit (all when limit <= 0).
 func (s *Store) Facts(ctx context.Context, userID string, limit int) ([]Fact, error) {
-	if limit <= 0 {
-		limit = -1
-	}
-	rows, err := s.db.Query(ctx, `SELECT `+factColumns+` FROM facts
-		WHERE user_id = $1 ORDER BY source_at DESC, key LIMIT NULLIF($2, -1)`, userID, limit)
-	if err != nil {
-		return nil, fmt.Errorf("facts: %w", err)
-	}
-	facts, err := pgx.CollectRows(rows, scanFact)
-	if err != nil {
-		return nil, fmt.Errorf("facts: %w", err)
-	}
-	return facts, nil
+	return s.FactsAfter(ctx, userID, time.Time{}, "", limit)
 }
 
 // FactsAfter returns a page of a user's facts in Facts' order: those after
 // the fact stated at afterSourceAt under afterKey (from the first when
-// afterKey is ""), at most limit.
+// afterKey is ""), at most limit (all when limit <= 0).
 func (s *Store) FactsAfter(ctx context.Context, userID string, afterSourceAt time.Time, afterKey string, limit int) ([]Fact, error) {
+	if limit <= 0 {
+		limit = -1
+	}
 	rows, err := s.db.Query(ctx, `SELECT `+factColumns+` FROM facts
 		WHERE user_id = $1 AND ($2 = '' OR source_at < $3 OR (source_at = $3 AND key > $2))
-		ORDER BY source_at DESC, key LIMIT $4`, userID, afterKey, afterSourceAt, limit)
+		ORDER BY source_at DESC, key LIMIT NULLIF($4, -1)`, userID, afterKey, afterSourceAt, limit)
 	if err != nil {
 		return nil, fmt.Errorf("facts: %w", err)
 	}
