@@ -86,7 +86,9 @@ func (e exports) export(token string, data []byte) (call, error) {
 				offset, err = strconv.Atoi(off)
 				ok = ok && offset > 0
 			}
-			if !ok || err != nil || line < 1 || d != digest {
+			// Line 0, the header, is only ever resumed inside (a
+			// max_payload too small for it whole).
+			if !ok || err != nil || line < 0 || (line == 0 && !split) || d != digest {
 				return nil, &events.ServiceError{Code: 409, Description: "the memory changed since this export began (or the cursor is not one memoryd gave): export again from the start"}
 			}
 			start = line
