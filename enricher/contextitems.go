@@ -60,7 +60,7 @@ func (c contextItems) list(token string, data []byte) (call, error) {
 			return nil, err
 		}
 		// Cut to the payload limit when sent (contextPage).
-		return contextPage{items: wireItems(items), limit: limit}, nil
+		return contextPage(wireItems(items), limit), nil
 	}, nil
 }
 

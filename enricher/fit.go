@@ -11,31 +11,48 @@ import (
 // (see fitter): pages end earlier with their cursor at the last item kept,
 // ranked results leave out the lowest.
 
-// contextPage is a context.list reply: items holds up to one more than
-// the page's limit, to know whether a next page exists.
-type contextPage struct {
-	items []events.ContextItem
+// readAhead is a list reply read one item past its page's limit, to know
+// whether a next page exists; cut, its cursor is the last item kept.
+type readAhead[T any] struct {
+	items []T
 	limit int
+	// reply is the page of kept items; last is the last one kept when a
+	// next page follows (nil on the last page).
+	reply func(kept []T, last *T) any
+	// tooLarge says what to do about first, which alone does not fit.
+	tooLarge func(first T) string
 }
 
-func (p contextPage) listed() int { return min(len(p.items), p.limit) }
-func (p contextPage) least() int  { return 1 }
+func (p readAhead[T]) listed() int { return min(len(p.items), p.limit) }
+func (p readAhead[T]) least() int  { return 1 }
 
-func (p contextPage) keep(n int) any {
-	reply := events.ContextListReply{Items: p.items[:n]}
+func (p readAhead[T]) keep(n int) any {
+	var last *T
 	if n < len(p.items) {
-		last := p.items[n-1]
-		reply.Next = &events.ContextCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+		last = &p.items[n-1]
 	}
-	return reply
+	return p.reply(p.items[:n], last)
 }
 
-func (p contextPage) alone() string {
-	return fmt.Sprintf("context item %d alone does not fit; read it from memory.export (which splits a line too long for one page), delete it, or raise the NATS server's max_payload", p.items[0].ID)
-}
+func (p readAhead[T]) alone() string { return p.tooLarge(p.items[0]) }
 
 // MarshalJSON is the whole page, for a reply that fits as it is.
-func (p contextPage) MarshalJSON() ([]byte, error) { return marshalNoHTML(p.keep(p.listed())) }
+func (p readAhead[T]) MarshalJSON() ([]byte, error) { return marshalNoHTML(p.keep(p.listed())) }
+
+// contextPage is a context.list reply of items, read up to one past limit.
+func contextPage(items []events.ContextItem, limit int) readAhead[events.ContextItem] {
+	return readAhead[events.ContextItem]{items: items, limit: limit,
+		reply: func(kept []events.ContextItem, last *events.ContextItem) any {
+			reply := events.ContextListReply{Items: kept}
+			if last != nil {
+				reply.Next = &events.ContextCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+			}
+			return reply
+		},
+		tooLarge: func(first events.ContextItem) string {
+			return fmt.Sprintf("context item %d alone does not fit; read it from memory.export (which splits a line too long for one page), delete it, or raise the NATS server's max_payload", first.ID)
+		}}
+}
 
 // historyPage is a facts.history reply.
 type historyPage struct{ events.FactHistoryReply }
@@ -75,30 +92,20 @@ func (p docsPage) alone() string {
 	return fmt.Sprintf("document %q alone does not fit (its metadata); replace it with smaller metadata, or raise the NATS server's max_payload", p.Documents[0].DocID)
 }
 
-// factsPage is a facts.list reply: facts holds up to one more than a
-// page, to know whether a next page exists.
-type factsPage struct {
-	facts []events.Fact
-	limit int
+// factsPage is a facts.list reply of facts, read up to one past limit.
+func factsPage(facts []events.Fact, limit int) readAhead[events.Fact] {
+	return readAhead[events.Fact]{items: facts, limit: limit,
+		reply: func(kept []events.Fact, last *events.Fact) any {
+			reply := events.FactsReply{Facts: kept}
+			if last != nil {
+				reply.Next = &events.FactCursor{SourceAt: last.SourceAt, Key: last.Key}
+			}
+			return reply
+		},
+		tooLarge: func(first events.Fact) string {
+			return fmt.Sprintf("fact %q alone does not fit; read it from memory.export (which splits a line too long for one page), or raise the NATS server's max_payload", first.Key)
+		}}
 }
-
-func (p factsPage) listed() int { return min(len(p.facts), p.limit) }
-func (p factsPage) least() int  { return 1 }
-
-func (p factsPage) keep(n int) any {
-	reply := events.FactsReply{Facts: p.facts[:n]}
-	if n < len(p.facts) {
-		last := p.facts[n-1]
-		reply.Next = &events.FactCursor{SourceAt: last.SourceAt, Key: last.Key}
-	}
-	return reply
-}
-
-func (p factsPage) alone() string {
-	return fmt.Sprintf("fact %q alone does not fit; read it from memory.export (which splits a line too long for one page), or raise the NATS server's max_payload", p.facts[0].Key)
-}
-
-func (p factsPage) MarshalJSON() ([]byte, error) { return marshalNoHTML(p.keep(p.listed())) }
 
 // searchResults is a search reply, best first: cut, it leaves out the
 // lowest-ranked results and says so.

@@ -135,7 +135,7 @@ func (r memoryReads) listFacts(token string, data []byte) (call, error) {
 			return nil, err
 		}
 		// Cut to the payload limit when sent (factsPage).
-		return factsPage{facts: wireFacts(facts), limit: maxListFacts}, nil
+		return factsPage(wireFacts(facts), maxListFacts), nil
 	}, nil
 }
 

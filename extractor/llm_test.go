@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -324,15 +323,7 @@ func TestLLMUnauthorizedNoRetry(t *testing.T) {
 func TestLLMConnectionError(t *testing.T) {
 	t.Parallel()
 
-	// A port that was just released: connections are refused.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
+	addr := closedAddr(t)
 
 	l, err := NewLLM(LLMConfig{BaseURL: "http://" + addr + "/v1", Model: "m"})
 	if err != nil {

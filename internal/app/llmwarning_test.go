@@ -3,11 +3,12 @@ package app
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"testing"
 
+	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/extractor"
 )
 
@@ -16,14 +17,7 @@ import (
 // password of a base URL, and says what extraction does meanwhile.
 func TestLLMWarningHidesPassword(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
+	addr := fmt.Sprintf("127.0.0.1:%d", eventstest.FreePort(t)) // released: refused
 	cfg := Config{LLM: extractor.LLMConfig{BaseURL: "http://alice:pw-SECRET@" + addr + "/v1", Model: "m"}}.withDefaults()
 	llm, err := extractor.NewLLM(cfg.LLM)
 	if err != nil {
