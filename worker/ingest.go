@@ -372,6 +372,24 @@ func (w *Worker) decode(m jetstream.Msg) (events.Turn, error) {
 // published (see eventTokens) is erased from the stream and terminated
 // without a copy; the copy is
 // published holding the users' locks, so that a concurrent forget finds it.
+// eraseRejected erases a rejected event's text from the turn stream (what
+// names it in the log). retry: the erase could not be made and the event is
+// left unacknowledged, to come back; kept: the erase failed for good and
+// the text stays until a forget.
+func (w *Worker) eraseRejected(ctx context.Context, m jetstream.Msg, seq uint64, what string) (retry, kept bool) {
+	done, err := w.erase(ctx, m)
+	switch {
+	case !done:
+		w.logger.Warn("ingest: cannot erase "+what+" from the stream; will retry", "stream_seq", seq, "error", err)
+		return true, false
+	case err != nil:
+		w.logger.Error("ingest: cannot erase "+what+" from the stream; its text stays there until forget", "stream_seq", seq, "error", err)
+		return false, true
+	}
+	w.logger.Debug("erased "+what, "stream_seq", seq)
+	return false, false
+}
+
 // deadLetterReason is a dead letter's reason: err's text, but for an event
 // sent with memory off none of its body (a metadata number is quoted in
 // its reason otherwise).
@@ -445,31 +463,20 @@ func (w *Worker) reject(ctx context.Context, m jetstream.Msg, reason error) {
 		// The forget's own deletes may have missed it: published on
 		// another user's subject, and with no dead letter yet to lead
 		// them to it. Its text goes now, or the event comes back.
-		done, err := w.erase(ctx, m)
-		switch {
-		case !done:
-			w.logger.Warn("ingest: cannot erase invalid event of a forgotten user; will retry", "stream_seq", seq, "error", err)
-			return
-		case err != nil:
-			w.logger.Error("ingest: cannot erase invalid event of a forgotten user; its text stays in the stream", "stream_seq", seq, "error", err)
-		default:
-			w.logger.Debug("erased invalid event of a forgotten user", "stream_seq", seq)
+		if retry, _ := w.eraseRejected(ctx, m, seq, "invalid event of a forgotten user"); !retry {
+			_ = m.Term()
 		}
-		_ = m.Term()
 		return
 	}
 	if optedOut {
 		// Its text must not stay in the turn stream either; the dead
 		// letter, stored first, holds none.
-		done, err := w.erase(ctx, m)
-		switch {
-		case !done:
-			w.logger.Warn("ingest: cannot erase invalid opted-out event from the stream; will retry", "stream_seq", seq, "error", err)
+		retry, kept := w.eraseRejected(ctx, m, seq, "invalid opted-out event")
+		if retry {
 			return
-		case err != nil:
+		}
+		if kept {
 			w.optOutKept.Add(1)
-			w.logger.Error("ingest: cannot erase invalid opted-out event from the stream; its text stays there until forget",
-				"stream_seq", seq, "error", err)
 		}
 	}
 	w.rejected.Add(1)
