@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -681,13 +682,22 @@ func classify(err error, ex *exchange, timeout time.Duration) *Error {
 }
 
 // notConnected reports whether err is a failure to make the connection at
-// all: a dial error or a name that does not resolve.
+// all: refused, no route, a connect that timed out, or a name that does
+// not resolve. A reset, even one that ends the connect, came from a
+// server that took the connection.
 func notConnected(err error) bool {
 	var (
 		opErr  *net.OpError
 		dnsErr *net.DNSError
 	)
-	return errors.As(err, &dnsErr) || (errors.As(err, &opErr) && opErr.Op == "dial")
+	if errors.As(err, &dnsErr) {
+		return true
+	}
+	if !errors.As(err, &opErr) || opErr.Op != "dial" {
+		return false
+	}
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) ||
+		errors.Is(err, syscall.ENETUNREACH) || opErr.Timeout()
 }
 
 // statusError classifies an HTTP error status, detail being ": message" or
