@@ -175,38 +175,57 @@ const liveProcessWindow = 30 * time.Second
 // loses turns, so it must be stopped first.
 type RunningOlderReleaseError struct {
 	// Have is the newest migration applied; Processes how many worker
-	// processes sent a heartbeat within the last 30 seconds.
+	// processes sent a heartbeat within the last 30 seconds (at least 1
+	// when River has a live leader).
 	Have, Processes int
 }
 
 func (e *RunningOlderReleaseError) Error() string {
-	return fmt.Sprintf("migrate: %d memoryd worker process(es) of a release before migration %03d (this database is at %03d) sent a heartbeat in the last %s: "+
-		"that release does not notice a newer schema and loses turns beside it, so stop every process of it first, then start this one (a stop-the-world upgrade; docs/operations.md, Rolling upgrades)",
-		e.Processes, schemaAwareSince, e.Have, liveProcessWindow)
+	return fmt.Sprintf("migrate: %d memoryd worker process(es) of a release before migration %03d (this database is at %03d) are running (a heartbeat in the last %s, or River's leader lease): "+
+		"that release does not notice a newer schema and loses turns beside it, so stop every process of it first, then start this one (a stop-the-world upgrade; docs/operations.md, Rolling upgrades; a process stopped just now counts until its lease ends, %s at most)",
+		e.Processes, schemaAwareSince, e.Have, liveProcessWindow, liveProcessWindow)
 }
 
 // refuseRollingFromUnaware returns a *RunningOlderReleaseError when the
-// database's newest migration is before schemaAwareSince and a worker
-// process is alive on it. A fresh database, or one whose processes have
-// all stopped, migrates.
+// database's newest migration is before schemaAwareSince and a process of
+// that release is alive on it: a worker whose heartbeat in
+// memoryd_processes is recent, or River's elected leader whose lease has
+// not expired (a release before migration 008 registers no processes, but
+// every release runs River, whose clients elect a leader). It runs before
+// this process starts River, so a leader is another process's. A fresh
+// database, or one whose processes have all stopped, migrates.
 func refuseRollingFromUnaware(ctx context.Context, conn DBTX) error {
-	var migrated, processes bool
-	err := conn.QueryRow(ctx, `SELECT to_regclass('memoryd_migrations') IS NOT NULL, to_regclass('memoryd_processes') IS NOT NULL`).Scan(&migrated, &processes)
+	var migrated, processes, leader bool
+	err := conn.QueryRow(ctx, `SELECT to_regclass('memoryd_migrations') IS NOT NULL, to_regclass('memoryd_processes') IS NOT NULL,
+		to_regclass('river_leader') IS NOT NULL`).Scan(&migrated, &processes, &leader)
 	if err != nil {
 		return fmt.Errorf("migrate: read the applied migrations: %w", err)
 	}
-	if !migrated || !processes {
+	if !migrated {
 		return nil
 	}
-	var have, live int
-	err = conn.QueryRow(ctx, `SELECT (SELECT coalesce(max(version), 0) FROM memoryd_migrations),
-		(SELECT count(*) FROM memoryd_processes WHERE heartbeat_at > now() - make_interval(secs => $1))`,
-		liveProcessWindow.Seconds()).Scan(&have, &live)
-	if err != nil {
-		return fmt.Errorf("migrate: read the applied migrations and running processes: %w", err)
+	var have int
+	if err := conn.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM memoryd_migrations`).Scan(&have); err != nil {
+		return fmt.Errorf("migrate: read the applied migrations: %w", err)
 	}
-	if have > 0 && have < schemaAwareSince && live > 0 {
-		return &RunningOlderReleaseError{Have: have, Processes: live}
+	if have == 0 || have >= schemaAwareSince {
+		return nil
+	}
+	var live, leaders int
+	if processes {
+		err := conn.QueryRow(ctx, `SELECT count(*) FROM memoryd_processes WHERE heartbeat_at > now() - make_interval(secs => $1)`,
+			liveProcessWindow.Seconds()).Scan(&live)
+		if err != nil {
+			return fmt.Errorf("migrate: read the running processes: %w", err)
+		}
+	}
+	if leader {
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM river_leader WHERE expires_at > now()`).Scan(&leaders); err != nil {
+			return fmt.Errorf("migrate: read River's leader: %w", err)
+		}
+	}
+	if live > 0 || leaders > 0 {
+		return &RunningOlderReleaseError{Have: have, Processes: max(live, leaders)}
 	}
 	return nil
 }

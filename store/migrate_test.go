@@ -167,3 +167,32 @@ func TestMigrateRetriesADeadlock(t *testing.T) {
 		t.Fatalf("index t_x after the retried migration: %v, %v", idx, err)
 	}
 }
+
+// TestMigrateRefusesBesideAReleaseBeforeProcesses: a release before
+// migration 008 registers no processes, but its River clients elect a
+// leader; a live lease refuses the migration as a heartbeat does.
+func TestMigrateRefusesBesideAReleaseBeforeProcesses(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, url := storetest.Schema(t)
+	s := storetest.Unmigrated(t, url)
+	quiet := slog.New(slog.DiscardHandler)
+	if _, err := s.Migrate(ctx, migrationsUpTo(t, "007_~"), quiet); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(ctx, `INSERT INTO river_leader (elected_at, expires_at, leader_id) VALUES (now(), now() + interval '10 seconds', 'old-release')`); err != nil {
+		t.Fatal(err)
+	}
+	applied, err := s.Migrate(ctx, migrations.FS, quiet)
+	var old *store.RunningOlderReleaseError
+	if !errors.As(err, &old) || old.Have != 7 || len(applied) != 0 {
+		t.Fatalf("migrate beside a running release at 007: applied %v, %v; want a RunningOlderReleaseError, nothing applied", applied, err)
+	}
+	// Its lease ended (the process stopped).
+	if _, err := s.Pool().Exec(ctx, `UPDATE river_leader SET expires_at = now() - interval '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+	if applied, err := s.Migrate(ctx, migrations.FS, quiet); err != nil || len(applied) == 0 || applied[0] != 8 {
+		t.Fatalf("migrate once the old release stopped: %v, %v", applied, err)
+	}
+}
