@@ -312,6 +312,9 @@ func (s *Service) enrich(ctx context.Context, p enrichParams) (events.EnrichRepl
 	// far over it is (a few rounds, each encoding a large reply), then
 	// none. The headroom is for took_ms, set when sent.
 	limit := s.maxReply() - enrichHeadroom
+	if enrichBound(r) <= limit {
+		return r, nil // nearly every reply: no encoding to measure it
+	}
 	budget := p.maxTokens
 	for round := 0; ; round++ {
 		size := replyLen(r)
@@ -328,6 +331,37 @@ func (s *Service) enrich(ctx context.Context, p enrichParams) (events.EnrichRepl
 	}
 	return r, nil
 }
+
+// enrichBound is at least the bytes r takes as a reply, counted without
+// encoding it: each string as escapedLen counts it, and a generous bound
+// for every entry's field names, numbers and times (enrichEntryBytes).
+// enrich encodes a reply to measure it only when this bound is over the
+// limit.
+func enrichBound(r events.EnrichReply) int {
+	n := enrichEntryBytes + escapedLen(r.UserID) + escapedLen(r.Injection) + escapedLen(r.Reason)
+	for _, k := range r.Keywords {
+		n += 3 + escapedLen(k)
+	}
+	for _, f := range r.Facts {
+		n += enrichEntryBytes + escapedLen(f.Key) + escapedLen(f.Value) + escapedLen(f.EventID) + escapedLen(f.ConversationID)
+	}
+	for _, c := range r.Context {
+		n += enrichEntryBytes + escapedLen(c.Question) + escapedLen(c.Answer) + escapedLen(c.EventID) + escapedLen(c.ConversationID)
+	}
+	for _, d := range r.Documents {
+		n += enrichEntryBytes + escapedLen(d.Collection) + escapedLen(d.DocumentID) + escapedLen(d.Source) + escapedLen(d.Text)
+		for _, h := range d.HeadingPath {
+			n += 3 + escapedLen(h)
+		}
+	}
+	return n
+}
+
+// enrichEntryBytes bounds what an enrich reply's entry (a fact, a context
+// item, a document chunk, the reply's own fields) takes besides its
+// strings: field names, quotes, numbers and times, about 150 bytes for the
+// longest.
+const enrichEntryBytes = 320
 
 // enrichHeadroom is kept below the max payload for took_ms's digits.
 const enrichHeadroom = 64

@@ -138,10 +138,10 @@ func (e exports) export(token string, data []byte) (call, error) {
 // multi-byte runes at most 2 (U+2028 and U+2029 are escaped: 6 bytes for
 // 3; an export is valid UTF-8, Postgres text), the rest 1. Counting beats
 // encoding each line only to measure it.
-func escapedLen(b []byte) int {
+func escapedLen[T string | []byte](b T) int {
 	n := 0
-	for _, c := range b {
-		n += escapedByte(c)
+	for i := 0; i < len(b); i++ {
+		n += escapedByte(b[i])
 	}
 	return n
 }

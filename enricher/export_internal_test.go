@@ -2,9 +2,13 @@ package enricher
 
 import (
 	"bytes"
+	"math"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
+
+	"github.com/memoryd/memoryd/events"
 )
 
 // TestEscapedLenBoundsTheReply: escapedLen is never under what the reply's
@@ -44,6 +48,31 @@ func TestFitEscapedCutsOnARune(t *testing.T) {
 		n := fitEscaped(line, limit)
 		if n == 0 || !utf8.Valid(line[:n]) || n > 1 && escapedLen(line[:n]) > limit {
 			t.Errorf("fitEscaped(limit %d) = %d: escaped %d, valid %v", limit, n, escapedLen(line[:n]), utf8.Valid(line[:n]))
+		}
+	}
+}
+
+// TestEnrichBoundIsAtLeastTheReply: enrich measures a reply by encoding it
+// only when enrichBound says it may be over the limit, so the bound must
+// never be under the encoded size, whatever the text holds.
+func TestEnrichBoundIsAtLeastTheReply(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 29, 23, 59, 59, 999999999, time.FixedZone("", -(9*3600+30*60)))
+	for _, text := range []string{"", "plain words", "<html> & \"quotes\" \\ \n\t", "\x01\x02\x1f control", "ünïcödé 日本語 🙂 \u2028\u2029", strings.Repeat("\x01", 300)} {
+		r := events.EnrichReply{UserID: "~" + text, Keywords: []string{text, "k"}, Injection: text + text, Reason: text, Tokens: 1 << 30, Degraded: true, TookMS: 123456.789}
+		for i := range 3 {
+			r.Facts = append(r.Facts, events.Fact{Key: text + "k", Value: text, UpdatedAt: at, SourceAt: at, EventID: text, ConversationID: text})
+			r.Context = append(r.Context, events.ContextItem{ID: math.MaxInt64 - int64(i), Question: text, Answer: text, Score: 0.123456789012345678,
+				CreatedAt: at, EventID: text, ConversationID: text})
+			r.Documents = append(r.Documents, events.DocumentChunk{Citation: math.MaxInt32, Collection: text, DocumentID: text, Source: text,
+				HeadingPath: []string{text, ""}, ChunkIndex: math.MaxInt32, Text: text, Score: 1e-300})
+		}
+		var buf bytes.Buffer
+		if err := encodeReply(&buf, r); err != nil {
+			t.Fatal(err)
+		}
+		if b := enrichBound(r); b < buf.Len() {
+			t.Errorf("text %q: bound %d under the encoded %d bytes", text, b, buf.Len())
 		}
 	}
 }
