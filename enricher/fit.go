@@ -7,6 +7,12 @@ import (
 	"github.com/memoryd/memoryd/events"
 )
 
+// What to do about one thing too large for any reply.
+const (
+	fromExport   = "read it from memory.export (which splits a line too long for one page)"
+	raisePayload = "raise the NATS server's max_payload"
+)
+
 // The replies that publish may cut to fit the connection's max payload
 // (see fitter): pages end earlier with their cursor at the last item kept,
 // ranked results leave out the lowest.
@@ -50,7 +56,7 @@ func contextPage(items []events.ContextItem, limit int) readAhead[events.Context
 			return reply
 		},
 		tooLarge: func(first events.ContextItem) string {
-			return fmt.Sprintf("context item %d alone does not fit; read it from memory.export (which splits a line too long for one page), delete it, or raise the NATS server's max_payload", first.ID)
+			return fmt.Sprintf("context item %d alone does not fit; %s, delete it, or %s", first.ID, fromExport, raisePayload)
 		}}
 }
 
@@ -70,7 +76,7 @@ func (p historyPage) keep(n int) any {
 }
 
 func (p historyPage) alone() string {
-	return fmt.Sprintf("change %d of %q alone does not fit; read it from memory.export (which splits a line too long for one page), or raise the NATS server's max_payload", p.Changes[0].ID, p.Key)
+	return fmt.Sprintf("change %d of %q alone does not fit; %s, or %s", p.Changes[0].ID, p.Key, fromExport, raisePayload)
 }
 
 // docsPage is a docs.list reply.
@@ -89,7 +95,7 @@ func (p docsPage) keep(n int) any {
 }
 
 func (p docsPage) alone() string {
-	return fmt.Sprintf("document %q alone does not fit (its metadata); replace it with smaller metadata, or raise the NATS server's max_payload", p.Documents[0].DocID)
+	return fmt.Sprintf("document %q alone does not fit (its metadata); replace it with smaller metadata, or %s", p.Documents[0].DocID, raisePayload)
 }
 
 // factsPage is a facts.list reply of facts, read up to one past limit.
@@ -103,7 +109,7 @@ func factsPage(facts []events.Fact, limit int) readAhead[events.Fact] {
 			return reply
 		},
 		tooLarge: func(first events.Fact) string {
-			return fmt.Sprintf("fact %q alone does not fit; read it from memory.export (which splits a line too long for one page), or raise the NATS server's max_payload", first.Key)
+			return fmt.Sprintf("fact %q alone does not fit; %s, or %s", first.Key, fromExport, raisePayload)
 		}}
 }
 

@@ -228,8 +228,8 @@ func (s *Service) fit(buf *bytes.Buffer, f fitter, limit int) bool {
 // writes as 6 bytes each) or a max_payload lowered below memoryd's text
 // limits can make one.
 var tooLargeHint = map[string]string{
-	"context_get": "read the item from memory.export, which splits a line too long for one page, or raise the NATS server's max_payload",
-	"facts_get":   "read the fact from memory.export, which splits a line too long for one page, or raise the NATS server's max_payload",
+	"context_get": fromExport + ", or " + raisePayload,
+	"facts_get":   fromExport + ", or " + raisePayload,
 }
 
 // replyBuffers holds reply encoding buffers, so that a reply does not
