@@ -28,6 +28,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/memoryd/memoryd/internal/modelerr"
 )
 
 // Defaults of Config.
@@ -268,11 +270,11 @@ func (c *Client) request(ctx context.Context, batch []string) (vs [][]float32, b
 // key, a model to pull, the input's limit).
 func (c *Client) statusError(status int, retryAfter string, body []byte) *Error {
 	e := newError(KindTransient, "status %d", status)
-	if msg := serverMessage(body); msg != "" {
+	if msg := modelerr.Message(body); msg != "" {
 		e.Reason += ": " + short(c.redact(msg))
 	}
 	e.Status = status
-	delay, hasDelay := parseRetryAfter(retryAfter)
+	delay, hasDelay := modelerr.RetryAfter(retryAfter, time.Now())
 	switch {
 	case status == http.StatusTooManyRequests || (status == http.StatusServiceUnavailable && hasDelay):
 		e.Kind, e.RetryAfter = KindRetryAfter, defaultRetryAfter
@@ -283,43 +285,6 @@ func (c *Client) statusError(status int, retryAfter string, body []byte) *Error 
 		e.Kind = KindPermanent
 	}
 	return e
-}
-
-// serverMessage is the message of an error reply in the forms servers use:
-// OpenAI's {"error":{"message":...}} (vLLM, LiteLLM, llama.cpp),
-// {"error":"..."} (Ollama, TEI) and {"message":...}; "" for anything else
-// (an HTML page of a proxy is not quoted).
-func serverMessage(body []byte) string {
-	var r struct {
-		Error   json.RawMessage `json:"error"`
-		Message json.RawMessage `json:"message"`
-	}
-	if json.Unmarshal(body, &r) != nil {
-		return ""
-	}
-	text := func(raw json.RawMessage) string {
-		var s string
-		if json.Unmarshal(raw, &s) == nil {
-			return s
-		}
-		var o struct {
-			Message json.RawMessage `json:"message"`
-		}
-		if json.Unmarshal(raw, &o) == nil && o.Message != nil {
-			if json.Unmarshal(o.Message, &s) == nil {
-				return s
-			}
-			var ss []string // some proxies send a list of messages
-			if json.Unmarshal(o.Message, &ss) == nil {
-				return strings.Join(ss, "; ")
-			}
-		}
-		return ""
-	}
-	if s := text(r.Error); s != "" {
-		return s
-	}
-	return text(r.Message)
 }
 
 // redact takes the API key, and anything shaped like one, out of text
@@ -434,22 +399,6 @@ func (c *Client) acquire(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// parseRetryAfter reads a Retry-After header of whole seconds or an HTTP
-// date.
-func parseRetryAfter(v string) (time.Duration, bool) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, false
-	}
-	if secs, err := strconv.ParseInt(v, 10, 32); err == nil && secs >= 0 {
-		return time.Duration(secs) * time.Second, true
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(time.Until(t), 0), true
-	}
-	return 0, false
 }
 
 // short bounds quoted error text.

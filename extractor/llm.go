@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,6 +22,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/memoryd/memoryd/internal/modelerr"
 )
 
 // Response formats for LLMConfig.ResponseFormat.
@@ -514,28 +515,6 @@ func (l *LLM) queueError(ctx context.Context, what string) error {
 		Reason: what + " until too close to the call's deadline"}
 }
 
-// parseRetryAfter parses a Retry-After header: delay in seconds or an HTTP
-// date. A date in the past means no delay.
-func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, false
-	}
-	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if secs < 0 {
-			return 0, false
-		}
-		if secs > int64(math.MaxInt64/time.Second) {
-			return time.Duration(math.MaxInt64), true
-		}
-		return time.Duration(secs) * time.Second, true
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(t.Sub(now), 0), true
-	}
-	return 0, false
-}
-
 // replyContent returns the text of the first choice. A refusal or a content
 // filter is permanent: the same input would be refused again. A status 200
 // carrying an error object (some proxies and gateways send one) is the
@@ -591,33 +570,9 @@ func errorObject(body []byte) (detail string, code int, ok bool) {
 	return "", 0, true
 }
 
-// serverMessage finds the message of an error body in the formats
-// go-openai does not read: {"error": "text"} (Ollama's native API and
-// others), vLLM's older {"object": "error", "message": "text"}, and
-// FastAPI's {"detail": "text"}. It returns ": message", bounded, or "" when
-// the body is none of them (HTML, plain text: never quoted).
-func serverMessage(body []byte) string {
-	var b struct {
-		Error   json.RawMessage `json:"error"`
-		Message json.RawMessage `json:"message"`
-		Detail  json.RawMessage `json:"detail"`
-	}
-	if json.Unmarshal(body, &b) != nil {
-		return ""
-	}
-	if detail, _, ok := errorObject(body); ok && detail != "" {
-		return detail
-	}
-	for _, raw := range []json.RawMessage{b.Message, b.Detail} {
-		var msg string
-		if json.Unmarshal(raw, &msg) == nil {
-			if d := messageDetail(msg); d != "" {
-				return d
-			}
-		}
-	}
-	return ""
-}
+// serverMessage is ": " and the message of an error body in the forms
+// servers use (modelerr.Message), bounded and redacted, or "".
+func serverMessage(body []byte) string { return messageDetail(modelerr.Message(body)) }
 
 // messageDetail is ": " and a server's message, bounded and redacted, or ""
 // for an empty one.
@@ -706,7 +661,7 @@ func notConnected(err error) bool {
 // model (Error.Unreachable).
 func statusError(status int, detail, retryAfter string) *Error {
 	e := newError(KindTransient, "status %d%s", status, detail)
-	delay, hasDelay := parseRetryAfter(retryAfter, time.Now())
+	delay, hasDelay := modelerr.RetryAfter(retryAfter, time.Now())
 	switch {
 	case status == http.StatusTooManyRequests || (status == http.StatusServiceUnavailable && hasDelay):
 		e.Kind, e.RetryAfter = KindRetryAfter, defaultRetryAfter

@@ -722,33 +722,6 @@ func TestLLMConfigDefaults(t *testing.T) {
 	}
 }
 
-func TestParseRetryAfter(t *testing.T) {
-	t.Parallel()
-
-	now := time.Date(2024, 3, 15, 12, 0, 0, 0, time.UTC)
-	tests := []struct {
-		in     string
-		want   time.Duration
-		wantOK bool
-	}{
-		{in: "", wantOK: false},
-		{in: "0", want: 0, wantOK: true},
-		{in: " 7 ", want: 7 * time.Second, wantOK: true},
-		{in: "-3", wantOK: false},
-		{in: "1.5", wantOK: false},
-		{in: "soon", wantOK: false},
-		{in: "99999999999999999", want: time.Duration(1<<63 - 1), wantOK: true},
-		{in: "Fri, 15 Mar 2024 12:00:30 GMT", want: 30 * time.Second, wantOK: true},
-		{in: "Fri, 15 Mar 2024 11:00:00 GMT", want: 0, wantOK: true},
-	}
-	for _, tt := range tests {
-		got, ok := parseRetryAfter(tt.in, now)
-		if ok != tt.wantOK || got != tt.want {
-			t.Errorf("parseRetryAfter(%q) = %v, %v; want %v, %v", tt.in, got, ok, tt.want, tt.wantOK)
-		}
-	}
-}
-
 // A call queued behind busy slots stops waiting while a request would
 // still have its Timeout before the call's deadline, and says to try later
 // (KindRetryAfter: the worker snoozes the job without spending an attempt)

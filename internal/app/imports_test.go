@@ -12,8 +12,9 @@ import (
 // extractor; worker uses extractor, embedding and store; enricher uses store,
 // ranking and embedding (the stored vector form and its search, for hybrid
 // retrieval; issue 17); both use chunker to cut knowledge base documents
-// (issue 19); store, ranking, chunker, embedding and the wire contract (events)
-// import no sibling. Test files
+// (issue 19); extractor and embedding read model servers' error replies
+// with internal/modelerr; store, ranking, chunker and the wire contract
+// (events) import no sibling. Test files
 // are not counted: a test may assemble what it checks.
 func TestImportGraph(t *testing.T) {
 	const mod = "github.com/memoryd/memoryd/"
@@ -22,19 +23,22 @@ func TestImportGraph(t *testing.T) {
 		t.Fatalf("go list: %v", err)
 	}
 	allowed := map[string][]string{
-		"events":       {},
-		"ranking":      {},
-		"migrations":   {},
-		"embedding":    {},
-		"chunker":      {},
-		"apikeys":      {},
-		"proxy":        {"events"},
-		"agenttools":   {"events"},
-		"store":        {"migrations"},
-		"extractor":    {"events"},
-		"worker":       {"chunker", "embedding", "events", "extractor", "store"},
-		"enricher":     {"chunker", "embedding", "events", "ranking", "store"},
-		"internal/app": {"embedding", "enricher", "events", "extractor", "migrations", "store", "worker"},
+		"events":     {},
+		"ranking":    {},
+		"migrations": {},
+		"embedding":  {"internal/modelerr"},
+		"chunker":    {},
+		"apikeys":    {},
+		// What model servers say when they fail, read alike by the LLM
+		// and the embeddings clients.
+		"internal/modelerr": {},
+		"proxy":             {"events"},
+		"agenttools":        {"events"},
+		"store":             {"migrations"},
+		"extractor":         {"events", "internal/modelerr"},
+		"worker":            {"chunker", "embedding", "events", "extractor", "store"},
+		"enricher":          {"chunker", "embedding", "events", "ranking", "store"},
+		"internal/app":      {"embedding", "enricher", "events", "extractor", "migrations", "store", "worker"},
 	}
 	seen := 0
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {

@@ -1,0 +1,84 @@
+// Package modelerr reads what an OpenAI-compatible model server says when
+// it fails: the message of its error body, in the forms servers use, and
+// its Retry-After header. The LLM client (extractor) and the embeddings
+// client (embedding) both quote and honour them; each bounds and redacts
+// the message its own way.
+package modelerr
+
+import (
+	"encoding/json"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Message is the message of an error body: OpenAI's {"error":{"message":
+// ...}} (vLLM, LiteLLM, llama.cpp), {"error": "..."} (Ollama, TEI), vLLM's
+// older {"object": "error", "message": ...}, and FastAPI's {"detail":
+// ...}; a message may be a list of strings (some proxies), joined with
+// "; ". It is "" for anything else: an HTML page or plain text is never
+// quoted.
+func Message(body []byte) string {
+	var b struct {
+		Error   json.RawMessage `json:"error"`
+		Message json.RawMessage `json:"message"`
+		Detail  json.RawMessage `json:"detail"`
+	}
+	if json.Unmarshal(body, &b) != nil {
+		return ""
+	}
+	if len(b.Error) > 0 && b.Error[0] == '{' {
+		var o struct {
+			Message json.RawMessage `json:"message"`
+		}
+		if json.Unmarshal(b.Error, &o) == nil {
+			if s := text(o.Message); s != "" {
+				return s
+			}
+		}
+	}
+	for _, raw := range []json.RawMessage{b.Error, b.Message, b.Detail} {
+		if s := text(raw); s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// text is raw as a string, or a list of strings joined; "" otherwise.
+func text(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return strings.TrimSpace(s)
+	}
+	var ss []string
+	if json.Unmarshal(raw, &ss) == nil {
+		return strings.TrimSpace(strings.Join(ss, "; "))
+	}
+	return ""
+}
+
+// RetryAfter reads a Retry-After header at now: whole seconds or an HTTP
+// date (one past is no delay). It reports false when there is none or it
+// cannot be read.
+func RetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs < 0 {
+			return 0, false
+		}
+		if secs > int64(math.MaxInt64/time.Second) {
+			return time.Duration(math.MaxInt64), true
+		}
+		return time.Duration(secs) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
+}

@@ -1,0 +1,55 @@
+package modelerr_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/internal/modelerr"
+)
+
+func TestRetryAfter(t *testing.T) {
+	t.Parallel()
+
+	now := time.Date(2024, 3, 15, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		in     string
+		want   time.Duration
+		wantOK bool
+	}{
+		{in: "", wantOK: false},
+		{in: "0", want: 0, wantOK: true},
+		{in: " 7 ", want: 7 * time.Second, wantOK: true},
+		{in: "-3", wantOK: false},
+		{in: "1.5", wantOK: false},
+		{in: "soon", wantOK: false},
+		{in: "99999999999999999", want: time.Duration(1<<63 - 1), wantOK: true},
+		{in: "Fri, 15 Mar 2024 12:00:30 GMT", want: 30 * time.Second, wantOK: true},
+		{in: "Fri, 15 Mar 2024 11:00:00 GMT", want: 0, wantOK: true},
+	}
+	for _, tt := range tests {
+		got, ok := modelerr.RetryAfter(tt.in, now)
+		if ok != tt.wantOK || got != tt.want {
+			t.Errorf("RetryAfter(%q) = %v, %v; want %v, %v", tt.in, got, ok, tt.want, tt.wantOK)
+		}
+	}
+}
+
+// TestMessage: the message of an error body in each form servers use, and
+// nothing of a body that is none of them.
+func TestMessage(t *testing.T) {
+	t.Parallel()
+	for body, want := range map[string]string{
+		`{"error":{"message":"Invalid API key","type":"auth"}}`:         "Invalid API key",
+		`{"error":"model \"qwen9\" not found, try pulling it first"}`:   `model "qwen9" not found, try pulling it first`,
+		`{"object":"error","message":"maximum context length is 8192"}`: "maximum context length is 8192",
+		`{"detail":"Not Found"}`:                                        "Not Found",
+		`{"error":{"message":["a","b"]}}`:                               "a; b",
+		`{"error":{"code":500}}`:                                        "",
+		`<html>502 Bad Gateway</html>`:                                  "",
+		`upstream connect error`:                                        "",
+	} {
+		if got := modelerr.Message([]byte(body)); got != want {
+			t.Errorf("Message(%s) = %q, want %q", body, got, want)
+		}
+	}
+}
