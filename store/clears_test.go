@@ -284,11 +284,11 @@ func TestClearCoversTurnsByStreamPosition(t *testing.T) {
 	} {
 		const user = "alice"
 		if _, err := s.UpsertFacts(ctx, []store.FactWrite{{UserID: user, Key: "city", Value: c.name, SourceAt: ahead, EventID: c.name,
-			StreamSeq: c.seq, Stream: c.stream, Provenance: prov}}); err != nil {
+			Placed: store.StreamPosition{Seq: c.seq, Created: c.stream}, Provenance: prov}}); err != nil {
 			t.Fatal(err)
 		}
 		ids, err := s.InsertContext(ctx, []store.ContextWrite{{UserID: user, Question: "q " + c.name, Answer: "a", CreatedAt: ahead, EventID: c.name,
-			StreamSeq: c.seq, Stream: c.stream, Provenance: prov}})
+			Placed: store.StreamPosition{Seq: c.seq, Created: c.stream}, Provenance: prov}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -32,12 +32,11 @@ type ContextWrite struct {
 	CreatedAt      time.Time // the turn's timestamp
 	EventID        string
 	ConversationID string
-	// StreamSeq is the turn's sequence in the turn stream created at
-	// Stream, for an item extracted from a turn (0 and zero otherwise): a
-	// clear that recorded a later position of that stream covers the item
-	// whatever CreatedAt says (see StreamPosition).
-	StreamSeq uint64
-	Stream    time.Time
+	// Placed is the turn's place in the turn stream, for an item
+	// extracted from a turn (zero otherwise): a clear that recorded a
+	// later position of that stream covers the item whatever CreatedAt
+	// says (see StreamPosition).
+	Placed StreamPosition
 	Provenance
 }
 
@@ -109,7 +108,7 @@ func (s *Store) InsertContext(ctx context.Context, items []ContextWrite) ([]int6
 	ords := make([]int32, n)
 	seqs, streams := make([]int64, n), make([]*time.Time, n)
 	for i, it := range items {
-		seqs[i], streams[i] = int64(it.StreamSeq), StreamPosition{Seq: it.StreamSeq, Created: it.Stream}.createdOrNil()
+		seqs[i], streams[i] = int64(it.Placed.Seq), it.Placed.createdOrNil()
 		users[i], qs[i], as[i], events[i], convs[i] = it.UserID, it.Question, it.Answer, it.EventID, it.ConversationID
 		extractors[i], models[i], prompts[i] = it.Extractor, it.Model, it.PromptVersion
 		ats[i] = it.CreatedAt

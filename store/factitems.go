@@ -219,14 +219,13 @@ func (s *Store) applyFacts(ctx context.Context, writes []FactWrite) (int, error)
 // no later than a clear, nothing of them is written, not even the clear a
 // set or delete of theirs would record. The clear locks must be held.
 func (s *Store) dropPlacedBeforeClears(ctx context.Context, writes []FactWrite) ([]FactWrite, error) {
-	if !slices.ContainsFunc(writes, func(w FactWrite) bool { return w.StreamSeq > 0 }) {
+	if !slices.ContainsFunc(writes, func(w FactWrite) bool { return w.Placed.Seq > 0 }) {
 		return writes, nil
 	}
 	n := len(writes)
 	users, keys, seqs, streams := make([]string, n), make([]string, n), make([]int64, n), make([]*time.Time, n)
 	for i, w := range writes {
-		users[i], keys[i], seqs[i] = w.UserID, w.Key, int64(w.StreamSeq)
-		streams[i] = StreamPosition{Seq: w.StreamSeq, Created: w.Stream}.createdOrNil()
+		users[i], keys[i], seqs[i], streams[i] = w.UserID, w.Key, int64(w.Placed.Seq), w.Placed.createdOrNil()
 	}
 	rows, err := s.db.Query(ctx, `
 		SELECT n FROM unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[]) WITH ORDINALITY AS w(u, k, sq, sc, n)

@@ -78,12 +78,11 @@ type FactWrite struct {
 	// it by the key alone, the same for every write of the key. Without it
 	// FactAdd is a set and FactRemove a delete of its value.
 	List bool
-	// StreamSeq is the turn's sequence in the turn stream created at
-	// Stream, for a write extracted from a turn (0 and zero otherwise): a
-	// clear of the key that recorded a later position of that stream
-	// covers the write whatever SourceAt says (see StreamPosition).
-	StreamSeq uint64
-	Stream    time.Time
+	// Placed is the turn's place in the turn stream, for a write
+	// extracted from a turn (zero otherwise): a clear of the key that
+	// recorded a later position of that stream covers the write whatever
+	// SourceAt says (see StreamPosition).
+	Placed StreamPosition
 	Provenance
 }
 

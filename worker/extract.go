@@ -410,7 +410,7 @@ func memoryWrites(done []extracted, prov store.Provenance, stream time.Time) (fa
 		write := func(op store.FactOp, key, value string) {
 			_, list := events.CanonicalFactKey(key)
 			facts = append(facts, store.FactWrite{UserID: t.UserID, Key: key, Value: value, SourceAt: t.TurnAt, EventID: t.EventID,
-				ConversationID: t.ConversationID, Op: op, List: list, StreamSeq: t.StreamSeq, Stream: stream, Provenance: prov})
+				ConversationID: t.ConversationID, Op: op, List: list, Placed: store.StreamPosition{Seq: t.StreamSeq, Created: stream}, Provenance: prov})
 		}
 		for k, v := range d.result.Facts {
 			if _, list := events.CanonicalFactKey(k); list {
@@ -435,7 +435,7 @@ func memoryWrites(done []extracted, prov store.Provenance, stream time.Time) (fa
 		}
 		for _, qa := range d.result.Context {
 			items = append(items, store.ContextWrite{UserID: t.UserID, Question: qa.Q, Answer: qa.A, CreatedAt: t.TurnAt,
-				EventID: t.EventID, ConversationID: t.ConversationID, StreamSeq: t.StreamSeq, Stream: stream, Provenance: prov})
+				EventID: t.EventID, ConversationID: t.ConversationID, Placed: store.StreamPosition{Seq: t.StreamSeq, Created: stream}, Provenance: prov})
 		}
 	}
 	return facts, items
