@@ -107,7 +107,7 @@ func jsonType(goType string) string {
 type sentTime struct {
 	t    time.Time
 	sent bool
-	raw  string // as sent, for its offset (events.CheckTimeOffset)
+	raw  string // as sent, for its offset (events.CheckTime)
 }
 
 func (s *sentTime) UnmarshalJSON(data []byte) error {
@@ -136,10 +136,7 @@ func checkTime(field string, t sentTime) error {
 	if !t.sent {
 		return nil
 	}
-	if y := t.t.Year(); y < 1970 || y > 9999 {
-		return badRequest("%s: year %d is out of range (1970..9999)", field, y)
-	}
-	if err := events.CheckTimeOffset(t.raw); err != nil {
+	if err := events.CheckTime(t.t, t.raw); err != nil {
 		return badRequest("%s: %v", field, err)
 	}
 	return nil

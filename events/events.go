@@ -195,6 +195,23 @@ func (tt *turnTime) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
+// CheckTime reports a time out of the range the protocol takes: a year
+// outside 1970..9999, or a UTC offset outside RFC 3339's. raw is the time
+// as sent (see CheckTimeOffset), which alone shows a minute of 60; "" for
+// a time made in Go, whose zone is checked instead.
+func CheckTime(t time.Time, raw string) error {
+	if y := t.Year(); y < 1970 || y > 9999 {
+		return fmt.Errorf("year %d is out of range (1970..9999)", y)
+	}
+	if raw != "" {
+		return CheckTimeOffset(raw)
+	}
+	if _, off := t.Zone(); off <= -maxOffset || off >= maxOffset {
+		return fmt.Errorf("UTC offset %s is out of range (RFC 3339 hours are 00..23)", t.Format("-07:00"))
+	}
+	return nil
+}
+
 // CheckTimeOffset reports an RFC 3339 time's UTC offset out of range: its
 // hours must be 00..23 and its minutes 00..59, where Go's time parser also
 // takes an hour of 24 and a minute of 60 ("+24:00", "+01:60"). s is the
@@ -278,16 +295,8 @@ func (t *Turn) validate(sent turnTime) error {
 	if t.Timestamp.IsZero() && !sent.sent {
 		return invalid("timestamp", "is required (RFC 3339)")
 	}
-	if y := t.Timestamp.Year(); y < 1970 || y > 9999 {
-		return invalid("timestamp", "year %d is out of range (1970..9999)", y)
-	}
-	if sent.sent {
-		if err := CheckTimeOffset(sent.raw); err != nil {
-			return invalid("timestamp", "%v", err)
-		}
-	} else if _, off := t.Timestamp.Zone(); off <= -maxOffset || off >= maxOffset {
-		// A time.Time given such a zone in Go.
-		return invalid("timestamp", "UTC offset %s is out of range (RFC 3339 hours are 00..23)", t.Timestamp.Format("-07:00"))
+	if err := CheckTime(t.Timestamp, sent.raw); err != nil {
+		return invalid("timestamp", "%v", err)
 	}
 	if len(t.Metadata) > 0 {
 		if len(t.Metadata) > MaxMetadataBytes {
