@@ -121,7 +121,7 @@ func TestImportOverNATS(t *testing.T) {
 	bigMemory(t, st, "alice")
 	ctx := slowCtx(t)
 	file := storeExport(t, st, "alice")
-	if _, _, err := st.ForgetUser(ctx, "alice", "alice", 0, store.RiverJobs{}); err != nil {
+	if _, _, err := st.ForgetUser(ctx, "alice", "alice", store.StreamPosition{}, store.RiverJobs{}); err != nil {
 		t.Fatal(err)
 	}
 	reply, err := h.client.Import(ctx, "alice", bytes.NewReader(file))

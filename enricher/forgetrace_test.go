@@ -36,7 +36,7 @@ func TestDirectWriteWaitsForAForgetInProgress(t *testing.T) {
 	}
 	forgot := make(chan error, 1)
 	go func() {
-		_, _, err := st.ForgetUser(context.Background(), "alice", events.UserToken("alice"), 0, store.RiverJobs{})
+		_, _, err := st.ForgetUser(context.Background(), "alice", events.UserToken("alice"), store.StreamPosition{}, store.RiverJobs{})
 		forgot <- err
 	}()
 	waiting := func(locktype string) bool {

@@ -406,7 +406,7 @@ func TestForgetLeavesOnlyItsChange(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, _, err := s.ForgetUser(ctx, "alice", "alice", 0); err != nil {
+	if _, _, err := s.ForgetUser(ctx, "alice", "alice", store.StreamPosition{}); err != nil {
 		t.Fatal(err)
 	}
 	got := drain(ctx, t, s, "alice")
@@ -440,7 +440,7 @@ func TestSendDeletesOnlyWhatItSent(t *testing.T) {
 		if len(cs) != 1 {
 			return fmt.Errorf("batch = %+v, want the fact", cs)
 		}
-		_, _, err := s.ForgetUser(ctx, "alice", "alice", 0)
+		_, _, err := s.ForgetUser(ctx, "alice", "alice", store.StreamPosition{})
 		return err
 	})
 	if err != nil || n != 1 {

@@ -243,7 +243,7 @@ func TestForgetDeletesClears(t *testing.T) {
 	if n := count(); n != 3 {
 		t.Fatalf("clears after a reset = %d, want 3 (a replay must honour them)", n)
 	}
-	if _, _, err := s.ForgetUser(ctx, "alice", "alice", 0, store.RiverJobs{}); err != nil {
+	if _, _, err := s.ForgetUser(ctx, "alice", "alice", store.StreamPosition{}, store.RiverJobs{}); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(); n != 0 {
@@ -252,15 +252,17 @@ func TestForgetDeletesClears(t *testing.T) {
 }
 
 // TestClearCoversTurnsByStreamPosition: a clear made with the turn stream
-// at sequence 10 covers the writes of turns at sequence 10 and below of
-// that stream, however late they are stamped, and not a turn at 11, nor a
-// turn at 5 of a stream of the same name created again after the clear
-// (its sequences start over), nor a write without a sequence.
+// at sequence 10 (its last event, stored at last) covers the writes of
+// turns at sequence 10 and below stored no later, however late they are
+// stamped, and every turn stored before (a stream deleted before it was
+// created again), and not a turn at 11, nor a turn at 5 of a stream of the
+// same name created again after the clear (its sequences start over, its
+// events stored later), nor a write without a sequence or a stored time.
 func TestClearCoversTurnsByStreamPosition(t *testing.T) {
 	ctx, s := setup(t)
-	created := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	last := time.Date(2026, 1, 2, 3, 4, 5, 678901234, time.UTC) // nanoseconds, as JetStream reports
 	s.SetTurnStream(func(context.Context) (store.StreamPosition, error) {
-		return store.StreamPosition{Seq: 10, Created: created}, nil
+		return store.StreamPosition{Seq: 10, Stored: last}, nil
 	})
 	if _, err := s.DeleteFact(ctx, "alice", "city"); err != nil {
 		t.Fatal(err)
@@ -273,22 +275,28 @@ func TestClearCoversTurnsByStreamPosition(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		seq    uint64
-		stream time.Time
+		stored time.Time
 		kept   bool
 	}{
-		{"at the clear's sequence", 10, created, false},
-		{"below it", 5, created, false},
-		{"after it", 11, created, true},
-		{"of the stream created again", 5, created.Add(time.Hour), true},
+		{"at the clear's sequence", 10, last, false},
+		{"below it", 5, last.Add(-time.Second), false},
+		{"stored in the same microsecond, below it", 9, last.Add(100), false},
+		{"after it", 11, last.Add(time.Millisecond), true},
+		{"after it, in the same microsecond", 11, last.Add(1), true},
+		{"of the stream created again", 5, last.Add(time.Hour), true},
+		// A stream deleted before the clear's was created: every turn of
+		// it was published before the clear, whatever its sequence.
+		{"of a stream deleted before", 500, last.Add(-time.Hour), false},
+		{"of an earlier release (no stored time)", 5, time.Time{}, true},
 		{"without a sequence", 0, time.Time{}, true},
 	} {
 		const user = "alice"
 		if _, err := s.UpsertFacts(ctx, []store.FactWrite{{UserID: user, Key: "city", Value: c.name, SourceAt: ahead, EventID: c.name,
-			Placed: store.StreamPosition{Seq: c.seq, Created: c.stream}, Provenance: prov}}); err != nil {
+			Placed: store.StreamPosition{Seq: c.seq, Stored: c.stored}, Provenance: prov}}); err != nil {
 			t.Fatal(err)
 		}
 		ids, err := s.InsertContext(ctx, []store.ContextWrite{{UserID: user, Question: "q " + c.name, Answer: "a", CreatedAt: ahead, EventID: c.name,
-			Placed: store.StreamPosition{Seq: c.seq, Created: c.stream}, Provenance: prov}})
+			Placed: store.StreamPosition{Seq: c.seq, Stored: c.stored}, Provenance: prov}})
 		if err != nil {
 			t.Fatal(err)
 		}

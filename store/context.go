@@ -108,7 +108,7 @@ func (s *Store) InsertContext(ctx context.Context, items []ContextWrite) ([]int6
 	ords := make([]int32, n)
 	seqs, streams := make([]int64, n), make([]*time.Time, n)
 	for i, it := range items {
-		seqs[i], streams[i] = int64(it.Placed.Seq), it.Placed.createdOrNil()
+		seqs[i], streams[i] = int64(it.Placed.Seq), it.Placed.storedOrNil()
 		users[i], qs[i], as[i], events[i], convs[i] = it.UserID, it.Question, it.Answer, it.EventID, it.ConversationID
 		extractors[i], models[i], prompts[i] = it.Extractor, it.Model, it.PromptVersion
 		ats[i] = it.CreatedAt

@@ -172,7 +172,7 @@ func TestEmbeddingsCascade(t *testing.T) {
 			}
 		}
 	}
-	if _, _, err := s.ForgetUser(ctx, "alice", "alice", 0, store.RiverJobs{}); err != nil {
+	if _, _, err := s.ForgetUser(ctx, "alice", "alice", store.StreamPosition{}, store.RiverJobs{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.DeleteContext(ctx, store.ContextDelete{UserID: "bob", All: true}); err != nil {

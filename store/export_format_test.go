@@ -115,7 +115,7 @@ func TestExportForgetImportIsByteIdentical(t *testing.T) {
 		t.Errorf("%d context clears, want 2 (by id, by question)", n)
 	}
 
-	if _, _, err := s.ForgetUser(ctx, "alice", "alice", 0, store.RiverJobs{}); err != nil {
+	if _, _, err := s.ForgetUser(ctx, "alice", "alice", store.StreamPosition{}, store.RiverJobs{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := export(t, ctx, s, "alice"); string(got) != header {
@@ -165,7 +165,7 @@ func TestImportIsIdempotentAndOwnUser(t *testing.T) {
 		files[u] = export(t, ctx, s, u)
 	}
 	for _, u := range users {
-		if _, _, err := s.ForgetUser(ctx, u, u, 0, store.RiverJobs{}); err != nil {
+		if _, _, err := s.ForgetUser(ctx, u, u, store.StreamPosition{}, store.RiverJobs{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -307,7 +307,7 @@ func TestForgetWaitsForImport(t *testing.T) {
 	ctx, s := setup(t)
 	remember(t, ctx, s, "alice", "a")
 	file := export(t, ctx, s, "alice")
-	if _, _, err := s.ForgetUser(ctx, "alice", "alice", 0, store.RiverJobs{}); err != nil {
+	if _, _, err := s.ForgetUser(ctx, "alice", "alice", store.StreamPosition{}, store.RiverJobs{}); err != nil {
 		t.Fatal(err)
 	}
 	halfway, resume := make(chan struct{}), make(chan struct{})
@@ -329,7 +329,7 @@ func TestForgetWaitsForImport(t *testing.T) {
 	}
 	forgot := make(chan error, 1)
 	go func() {
-		_, _, err := s.ForgetUser(ctx, "alice", "alice", 0, store.RiverJobs{})
+		_, _, err := s.ForgetUser(ctx, "alice", "alice", store.StreamPosition{}, store.RiverJobs{})
 		forgot <- err
 	}()
 	eventstest.Eventually(t, "the forget to wait for the import's user lock", 30*time.Second, func() (bool, string) {
@@ -462,7 +462,7 @@ func TestImportCallsTheContextHook(t *testing.T) {
 	if len(held) == 0 {
 		t.Fatal("remember stored no context item")
 	}
-	if _, _, err := s.ForgetUser(ctx, "alice", "alice", 0, store.RiverJobs{}); err != nil {
+	if _, _, err := s.ForgetUser(ctx, "alice", "alice", store.StreamPosition{}, store.RiverJobs{}); err != nil {
 		t.Fatal(err)
 	}
 	var seen []store.ContextRef

@@ -225,7 +225,7 @@ func (s *Store) dropPlacedBeforeClears(ctx context.Context, writes []FactWrite) 
 	n := len(writes)
 	users, keys, seqs, streams := make([]string, n), make([]string, n), make([]int64, n), make([]*time.Time, n)
 	for i, w := range writes {
-		users[i], keys[i], seqs[i], streams[i] = w.UserID, w.Key, int64(w.Placed.Seq), w.Placed.createdOrNil()
+		users[i], keys[i], seqs[i], streams[i] = w.UserID, w.Key, int64(w.Placed.Seq), w.Placed.storedOrNil()
 	}
 	rows, err := s.db.Query(ctx, `
 		SELECT n FROM unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[]) WITH ORDINALITY AS w(u, k, sq, sc, n)

@@ -549,7 +549,7 @@ func TestForgetAndResetCoverListItems(t *testing.T) {
 		t.Fatalf("after a reset: %d items, want the direct one", n)
 	}
 	bobBefore := factRows(t, ctx, s, "bob")
-	if _, _, err := s.ForgetUser(ctx, "alice", "alice", 0, store.RiverJobs{}); err != nil {
+	if _, _, err := s.ForgetUser(ctx, "alice", "alice", store.StreamPosition{}, store.RiverJobs{}); err != nil {
 		t.Fatal(err)
 	}
 	if n := countItems("alice"); n != 0 {
@@ -758,7 +758,7 @@ func TestForgetAndResetCoverValueDeletes(t *testing.T) {
 	if got := values(t, ctx, s, "alice")["city"]; got != "Berlin" {
 		t.Fatalf("after a reset: city = %q, want Berlin", got)
 	}
-	if _, _, err := s.ForgetUser(ctx, "bob", "bob", 0, store.RiverJobs{}); err != nil {
+	if _, _, err := s.ForgetUser(ctx, "bob", "bob", store.StreamPosition{}, store.RiverJobs{}); err != nil {
 		t.Fatal(err)
 	}
 	if b, c := count("bob"), count("carol"); b != 0 || c != 1 {

@@ -343,16 +343,16 @@ func (s *Store) DeleteFact(ctx context.Context, userID, key string) (int64, erro
 			), at AS (
 				SELECT greatest($3, (SELECT max(source_at) FROM gone), (SELECT max(source_at) FROM items)) AS t
 			), clear AS (
-				INSERT INTO fact_clears AS c (user_id, key, cleared_at, stream_seq, stream_created)
+				INSERT INTO fact_clears AS c (user_id, key, cleared_at, stream_seq, stream_stored_at)
 				SELECT $1, $2, t, $4::bigint, $5::timestamptz FROM at
 				ON CONFLICT (user_id, key) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at), `+mergeStreamPosition+`
 			), direct AS (
 				-- Kept by a reset (ResetMemory), unlike the clears turns made.
-				INSERT INTO fact_direct_clears AS c (user_id, key, cleared_at, stream_seq, stream_created)
+				INSERT INTO fact_direct_clears AS c (user_id, key, cleared_at, stream_seq, stream_stored_at)
 				SELECT $1, $2, t, $4::bigint, $5::timestamptz FROM at
 				ON CONFLICT (user_id, key) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at), `+mergeStreamPosition+`
 			)
-			SELECT count(*) FROM gone`, userID, key, now(), int64(pos.Seq), pos.createdOrNil()).Scan(&n)
+			SELECT count(*) FROM gone`, userID, key, now(), int64(pos.Seq), pos.storedOrNil()).Scan(&n)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("delete fact: %w", err)

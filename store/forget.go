@@ -22,9 +22,11 @@ type Removed struct {
 // clears, turns, the user's language, the River jobs of each of
 // riverJobs's shapes that name the user or the user's turns (see
 // deleteUserJobs) and token usage, and
-// leaves a tombstone for the user's token, all in one transaction. The tombstone covers the turn stream up to
-// throughSeq (the stream's last sequence when the forget began) and every
-// turn of the user recorded so far, and only grows; it returns it, so the
+// leaves a tombstone for the user's token, all in one transaction. The
+// tombstone covers the turn stream up to through (where the stream stood
+// when the forget began: its last sequence and creation time), every turn
+// of the user recorded so far, and every turn of a stream created before
+// through's (see Tombstone.Covers); it only grows. It returns it, so the
 // caller purges the stream up to its sequence.
 //
 // It first takes the user's lock exclusively (see LockUsers): writes for the
@@ -36,7 +38,7 @@ type Removed struct {
 // forget is one memory.forgotten change, numbered after the user's earlier
 // changes (see changes.go). It refuses a schema a newer memoryd migrated
 // (Config.SchemaVersion), deleting nothing.
-func (s *Store) ForgetUser(ctx context.Context, userID, token string, throughSeq uint64, riverJobs ...RiverJobs) (Removed, Tombstone, error) {
+func (s *Store) ForgetUser(ctx context.Context, userID, token string, through StreamPosition, riverJobs ...RiverJobs) (Removed, Tombstone, error) {
 	var (
 		r    Removed
 		tomb = Tombstone{UserToken: token}
@@ -48,17 +50,18 @@ func (s *Store) ForgetUser(ctx context.Context, userID, token string, throughSeq
 		if err := q.CheckSchema(ctx); err != nil {
 			return fmt.Errorf("forget: %w", err)
 		}
-		var seq int64
-		err := q.db.QueryRow(ctx, `
-			INSERT INTO tombstones AS t (user_token, stream_seq)
-			SELECT $1, greatest($2::bigint, (SELECT max(stream_seq) FROM turns WHERE user_id = $3))
+		var err error
+		if tomb.Through, err = q.tombstoneThrough(ctx, userID, token, through); err != nil {
+			return err
+		}
+		if err := q.db.QueryRow(ctx, `
+			INSERT INTO tombstones AS t (user_token, stream_seq, stream_stored_at) VALUES ($1, $2, $3)
 			ON CONFLICT (user_token) DO UPDATE
-			SET stream_seq = greatest(t.stream_seq, excluded.stream_seq), forgotten_at = now()
-			RETURNING stream_seq, forgotten_at`, token, int64(throughSeq), userID).Scan(&seq, &tomb.ForgottenAt)
-		if err != nil {
+			SET stream_seq = excluded.stream_seq, stream_stored_at = excluded.stream_stored_at, forgotten_at = now()
+			RETURNING forgotten_at`,
+			token, int64(tomb.Through.Seq), tomb.Through.storedOrNil()).Scan(&tomb.ForgottenAt); err != nil {
 			return fmt.Errorf("forget: tombstone: %w", err)
 		}
-		tomb.StreamSeq = uint64(seq)
 		// Jobs before turns, which name them (see deleteUserJobs).
 		var jobs int64
 		for _, rj := range riverJobs {
@@ -315,8 +318,8 @@ func (s *Store) resetClears(ctx context.Context, all bool, userIDs []string) err
 	}
 	// With their stream positions: a replay does not bring back a turn
 	// that a direct clear covers by its place in the stream either.
-	if _, err := s.db.Exec(ctx, `INSERT INTO fact_clears (user_id, key, cleared_at, stream_seq, stream_created)
-		SELECT user_id, key, cleared_at, stream_seq, stream_created FROM fact_direct_clears WHERE $1 OR user_id = ANY($2)`, all, userIDs); err != nil {
+	if _, err := s.db.Exec(ctx, `INSERT INTO fact_clears (user_id, key, cleared_at, stream_seq, stream_created, stream_stored_at)
+		SELECT user_id, key, cleared_at, stream_seq, stream_created, stream_stored_at FROM fact_direct_clears WHERE $1 OR user_id = ANY($2)`, all, userIDs); err != nil {
 		return fmt.Errorf("reset fact_clears: %w", err)
 	}
 	return nil

@@ -81,7 +81,7 @@ func TestForgetLeavesNoRowOfTheUser(t *testing.T) {
 		t.Fatal("alice has no rows (or no import sources) before the forget: the test writes nothing")
 	}
 	history := count("fact_history", "alice")
-	removed, _, err := s.ForgetUser(ctx, "alice", "alice", 0)
+	removed, _, err := s.ForgetUser(ctx, "alice", "alice", store.StreamPosition{})
 	if err != nil {
 		t.Fatal(err)
 	}

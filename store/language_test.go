@@ -200,7 +200,7 @@ func TestSetLanguage(t *testing.T) {
 	if _, err := s.SetLanguage(ctx, "hans", "ja", "simple"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.ForgetUser(ctx, "hans", "hans", 0); err != nil {
+	if _, _, err := s.ForgetUser(ctx, "hans", "hans", store.StreamPosition{}); err != nil {
 		t.Fatal(err)
 	}
 	if l, err := s.UserLanguage(ctx, "hans"); err != nil || l.Language != "" || l.Config != store.DefaultTSConfig {

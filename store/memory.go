@@ -135,7 +135,7 @@ func (s *Store) DeleteContext(ctx context.Context, d ContextDelete) (int64, erro
 				  AND ($3::bigint[] IS NULL OR id = ANY($3))
 				RETURNING content_hash, created_at
 			), clear AS (
-				INSERT INTO context_clears AS c (user_id, hash, cleared_at, stream_seq, stream_created)
+				INSERT INTO context_clears AS c (user_id, hash, cleared_at, stream_seq, stream_stored_at)
 				SELECT $1, k.hash, greatest($5::timestamptz, k.at), $6::bigint, $7::timestamptz
 				FROM (SELECT $4::bytea AS hash, (SELECT max(created_at) FROM gone) AS at WHERE $4::bytea IS NOT NULL
 				      UNION ALL
@@ -143,7 +143,7 @@ func (s *Store) DeleteContext(ctx context.Context, d ContextDelete) (int64, erro
 				ON CONFLICT (user_id, hash) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at), `+mergeStreamPosition+`
 			)
 			SELECT count(*) FROM gone`,
-				d.UserID, d.ID, nilIfNone(question, ids), key, now(), int64(pos.Seq), pos.createdOrNil()).Scan(&n)
+				d.UserID, d.ID, nilIfNone(question, ids), key, now(), int64(pos.Seq), pos.storedOrNil()).Scan(&n)
 		}
 		if !d.All {
 			return del()

@@ -115,7 +115,7 @@ func TestForgetTakesTheUserOutOfResetMarks(t *testing.T) {
 	all := reset(t, ctx, s)
 	alone := reset(t, ctx, s, "alice")
 	pair := reset(t, ctx, s, "alice", "bob")
-	if _, _, err := s.ForgetUser(ctx, "alice", "alice", 0); err != nil {
+	if _, _, err := s.ForgetUser(ctx, "alice", "alice", store.StreamPosition{}); err != nil {
 		t.Fatal(err)
 	}
 	marks, err := s.UnfinishedResets(ctx)

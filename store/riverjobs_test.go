@@ -52,7 +52,7 @@ func TestForgetDeletesTheJobsNamingTheUser(t *testing.T) {
 	insert("bob", "test_extract", "available", `{"owner": "bob", "turn_ids": ["a1"]}`)
 	insert("other kind", "test_other", "available", `{"owner": "alice", "turn_ids": ["a1"]}`)
 
-	removed, _, err := s.ForgetUser(ctx, "alice", "alice-token", 0, testJobs)
+	removed, _, err := s.ForgetUser(ctx, "alice", "alice-token", store.StreamPosition{}, testJobs)
 	if err != nil {
 		t.Fatal(err)
 	}

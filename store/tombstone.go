@@ -9,18 +9,75 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Tombstone is what a forget leaves of a user: the user token, the last
-// turn-stream sequence the forget covers, and when it happened.
+// Tombstone is what a forget leaves of a user: the user token, where the
+// turn stream stood when the forget began (its last event, or the user's
+// latest turn recorded if later; see StreamPosition), and when it
+// happened.
 type Tombstone struct {
 	UserToken   string
-	StreamSeq   uint64
+	Through     StreamPosition
 	ForgottenAt time.Time
 }
 
-// Covers reports whether the event at stream sequence seq was published
-// before the forget, so that nothing of it may be written any more. An event
-// without a sequence (0) is covered.
-func (t Tombstone) Covers(seq uint64) bool { return seq <= t.StreamSeq }
+// Covers reports whether the event at stream position p was published
+// before the forget, so that nothing of it may be written any more: p is
+// not after the tombstone's position (StreamPosition.Compare). So every
+// event of a stream deleted before the forget is covered, and none of a
+// stream created after it, whatever its sequence. An event without a
+// sequence (0) is covered; when either stored time is unknown (a tombstone
+// or a turn of an earlier release) the sequences alone decide.
+func (t Tombstone) Covers(p StreamPosition) bool {
+	return p.Seq == 0 || p.Compare(t.Through) <= 0
+}
+
+// tombstoneThrough is the position a forget's tombstone covers, in the
+// forget's transaction, the user's lock held: the later of through (where
+// the stream stood when the forget began), the user's tombstone (a forget
+// before) and the user's latest turn recorded (published after through was
+// read); and at least the sequence of every turn recorded without a stored
+// time (by an earlier release), which is compared by sequence alone.
+func (s *Store) tombstoneThrough(ctx context.Context, userID, token string, through StreamPosition) (StreamPosition, error) {
+	var (
+		tombSeq, turnSeq, oldSeq *int64
+		tombStored, turnStored   *time.Time
+	)
+	err := s.db.QueryRow(ctx, `
+		SELECT t.stream_seq, t.stream_stored_at, u.stream_seq, u.stream_stored_at,
+			(SELECT max(stream_seq) FROM turns WHERE user_id = $2 AND stream_stored_at IS NULL)
+		FROM (SELECT) one
+		LEFT JOIN tombstones t ON t.user_token = $1
+		LEFT JOIN LATERAL (SELECT stream_seq, stream_stored_at FROM turns
+			WHERE user_id = $2 AND stream_seq > 0 AND stream_stored_at IS NOT NULL
+			ORDER BY stream_stored_at DESC, stream_seq DESC LIMIT 1) u ON true`, token, userID).
+		Scan(&tombSeq, &tombStored, &turnSeq, &turnStored, &oldSeq)
+	if err != nil {
+		return StreamPosition{}, fmt.Errorf("forget: tombstone: %w", err)
+	}
+	seqOf := func(seq *int64) uint64 {
+		if seq == nil {
+			return 0
+		}
+		return uint64(max(*seq, 0))
+	}
+	if through.Stored.IsZero() {
+		// When the stream's last event was stored is not known, by
+		// sequence alone, as an earlier release did.
+		return StreamPosition{Seq: max(through.Seq, seqOf(tombSeq), seqOf(turnSeq), seqOf(oldSeq))}, nil
+	}
+	// through's stored time is the latest of all the stream held: a
+	// tombstone or a turn of an earlier release (no stored time) adds its
+	// sequence to it (Later), for the turns compared by sequence alone.
+	p := through
+	if tombSeq != nil {
+		p = p.Later(streamPosition(*tombSeq, tombStored))
+	}
+	if turnSeq != nil {
+		p = p.Later(streamPosition(*turnSeq, turnStored))
+	}
+	p.Seq = max(p.Seq, seqOf(oldSeq))
+	p.Stored = p.stored() // as it is recorded
+	return p, nil
+}
 
 // userLock is the advisory lock key of a user token, per schema so that
 // memoryd instances in other schemas of the database do not contend.
@@ -94,17 +151,18 @@ func lockOrder(tokens []string) []string {
 }
 
 func (s *Store) tombstones(ctx context.Context, tokens []string) (map[string]Tombstone, error) {
-	rows, err := s.db.Query(ctx, `SELECT user_token, stream_seq, forgotten_at FROM tombstones WHERE user_token = ANY($1)`, tokens)
+	rows, err := s.db.Query(ctx, `SELECT user_token, stream_seq, stream_stored_at, forgotten_at FROM tombstones WHERE user_token = ANY($1)`, tokens)
 	if err != nil {
 		return nil, fmt.Errorf("tombstones: %w", err)
 	}
 	out := map[string]Tombstone{}
 	var (
-		t   Tombstone
-		seq int64
+		t      Tombstone
+		seq    int64
+		stored *time.Time
 	)
-	if _, err := pgx.ForEachRow(rows, []any{&t.UserToken, &seq, &t.ForgottenAt}, func() error {
-		t.StreamSeq = uint64(seq)
+	if _, err := pgx.ForEachRow(rows, []any{&t.UserToken, &seq, &stored, &t.ForgottenAt}, func() error {
+		t.Through = streamPosition(seq, stored)
 		out[t.UserToken] = t
 		return nil
 	}); err != nil {
@@ -115,17 +173,17 @@ func (s *Store) tombstones(ctx context.Context, tokens []string) (map[string]Tom
 
 // AddTurnUsage adds tokens spent extracting a user's turns, as AddUsage
 // does, unless a forget of the user (token) covers the turns (the newest of
-// them is at stream sequence seq): a model call that was in flight while the
-// user was forgotten leaves no usage behind. The tokens count towards the
-// spend of day (see SpendOn). It reports whether it added.
-func (s *Store) AddTurnUsage(ctx context.Context, token string, seq uint64, userID, model string, day time.Time, u TokenUsage) (bool, error) {
+// them is at stream position at): a model call that was in flight while
+// the user was forgotten leaves no usage behind. The tokens count towards
+// the spend of day (see SpendOn). It reports whether it added.
+func (s *Store) AddTurnUsage(ctx context.Context, token string, at StreamPosition, userID, model string, day time.Time, u TokenUsage) (bool, error) {
 	added := false
 	err := s.InTx(ctx, func(_ pgx.Tx, q *Store) error {
 		tombs, err := q.LockUsers(ctx, []string{token})
 		if err != nil {
 			return err
 		}
-		if t, ok := tombs[token]; ok && t.Covers(seq) {
+		if t, ok := tombs[token]; ok && t.Covers(at) {
 			return nil
 		}
 		added = true

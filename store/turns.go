@@ -35,8 +35,12 @@ type Turn struct {
 	// Scope is the turn's scope ("" none): the context items extracted from
 	// it inherit it (migration 018). It is not part of the turn's content
 	// hash: a re-publish differing only in scope is a duplicate.
-	Scope       string
-	StreamSeq   uint64
+	Scope string
+	// Placed is where the turn's event is in the turn stream: its sequence
+	// and the creation time of the stream that numbered it (see
+	// StreamPosition; zero parts when not known: metadata that could not
+	// be read, or a turn recorded by an earlier release).
+	Placed      StreamPosition
 	Status      string
 	Attempts    int
 	LastError   string
@@ -88,13 +92,14 @@ func (s *Store) InsertTurns(ctx context.Context, turns []Turn) ([]TurnOutcome, e
 		clamped                        = make([]*time.Time, n)
 		metas                          = make([]*string, n)
 		seqs                           = make([]int64, n)
+		streams                        = make([]*time.Time, n)
 		scopes                         = make([]string, n)
 	)
 	for i, t := range turns {
 		idx[i] = int32(i)
 		ids[i], users[i], convs[i], msgs[i], resps[i] = t.EventID, t.UserID, t.ConversationID, t.UserMessage, t.AssistantResponse
 		ats[i], clamped[i] = t.TurnAt, t.ClampedFrom
-		seqs[i] = int64(t.StreamSeq)
+		seqs[i], streams[i] = int64(t.Placed.Seq), t.Placed.storedOrNil()
 		scopes[i] = t.Scope
 		metas[i] = metadataParam(t.Metadata)
 	}
@@ -102,12 +107,12 @@ func (s *Store) InsertTurns(ctx context.Context, turns []Turn) ([]TurnOutcome, e
 	// every other one is then compared with what the table holds, in a
 	// second statement, which also sees a row a concurrent transaction
 	// committed while the insert waited on it.
-	const input = `unnest($1::int[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[], $8::jsonb[], $9::bigint[], $10::timestamptz[], $11::text[])
-		AS x(i, e, u, c, m, r, a, md, q, cf, sc)`
-	args := []any{idx, ids, users, convs, msgs, resps, ats, metas, seqs, clamped, scopes}
+	const input = `unnest($1::int[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[], $8::jsonb[], $9::bigint[], $10::timestamptz[], $11::text[], $12::timestamptz[])
+		AS x(i, e, u, c, m, r, a, md, q, cf, sc, qc)`
+	args := []any{idx, ids, users, convs, msgs, resps, ats, metas, seqs, clamped, scopes, streams}
 	rows, err := s.db.Query(ctx, `
-		INSERT INTO turns (event_id, user_id, conversation_id, user_message, assistant_response, turn_at, metadata, stream_seq, clamped_from, content_hash, scope)
-		SELECT e, u, c, m, r, a, md, q, cf, memoryd_turn_hash(c, m, r, coalesce(cf, a), md), sc
+		INSERT INTO turns (event_id, user_id, conversation_id, user_message, assistant_response, turn_at, metadata, stream_seq, stream_stored_at, clamped_from, content_hash, scope)
+		SELECT e, u, c, m, r, a, md, q, qc, cf, memoryd_turn_hash(c, m, r, coalesce(cf, a), md), sc
 		FROM (SELECT DISTINCT ON (u, e) * FROM `+input+` ORDER BY u, e, i) x
 		ORDER BY i
 		ON CONFLICT (user_id, event_id) DO NOTHING
@@ -139,7 +144,7 @@ func (s *Store) InsertTurns(ctx context.Context, turns []Turn) ([]TurnOutcome, e
 		SELECT x.i, t.content_hash IS NULL OR t.content_hash IN (`+turnHashes("x.c", "x.m", "x.r", "coalesce(x.cf, x.a)", "x.md")+`)
 		FROM `+input+`
 		LEFT JOIN turns t ON t.user_id = x.u AND t.event_id = x.e
-		WHERE x.i = ANY($12)`, append(args, check)...)
+		WHERE x.i = ANY($13)`, append(args, check)...)
 	if err != nil {
 		return nil, fmt.Errorf("insert turns: compare duplicates: %w", err)
 	}
@@ -160,16 +165,17 @@ func (s *Store) InsertTurns(ctx context.Context, turns []Turn) ([]TurnOutcome, e
 }
 
 const turnColumns = `event_id, user_id, conversation_id, user_message, assistant_response, turn_at, clamped_from,
-	metadata, coalesce(stream_seq, 0), status, attempts, coalesce(last_error, ''), received_at, processed_at, scope`
+	metadata, coalesce(stream_seq, 0), stream_stored_at, status, attempts, coalesce(last_error, ''), received_at, processed_at, scope`
 
 func scanTurn(row pgx.CollectableRow) (Turn, error) {
 	var (
-		t   Turn
-		seq int64
+		t       Turn
+		seq     int64
+		created *time.Time
 	)
 	err := row.Scan(&t.EventID, &t.UserID, &t.ConversationID, &t.UserMessage, &t.AssistantResponse, &t.TurnAt, &t.ClampedFrom,
-		&t.Metadata, &seq, &t.Status, &t.Attempts, &t.LastError, &t.ReceivedAt, &t.ProcessedAt, &t.Scope)
-	t.StreamSeq = uint64(seq)
+		&t.Metadata, &seq, &created, &t.Status, &t.Attempts, &t.LastError, &t.ReceivedAt, &t.ProcessedAt, &t.Scope)
+	t.Placed = streamPosition(seq, created)
 	return t, err
 }
 

@@ -94,7 +94,7 @@ func TestEmbeddingGeneration(t *testing.T) {
 	}
 	saveAll(t, ctx, s, "alice", "m1", more)
 	changed("vector after none", g)
-	if _, _, err := s.ForgetUser(ctx, "alice", "alice", 0, store.RiverJobs{}); err != nil {
+	if _, _, err := s.ForgetUser(ctx, "alice", "alice", store.StreamPosition{}, store.RiverJobs{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := generation(t, ctx, s, "alice"); got != 0 {

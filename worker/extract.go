@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -232,7 +231,7 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 	// Counted on the newest turn: a forget covers the call only if it
 	// covers every turn of the burst.
 	usage := &jobUsage{model: info.Model}
-	usage.add(slices.MaxFunc(burst, func(a, b store.Turn) int { return cmp.Compare(a.StreamSeq, b.StreamSeq) }), res.Usage)
+	usage.add(slices.MaxFunc(burst, func(a, b store.Turn) int { return a.Placed.Compare(b.Placed) }), res.Usage)
 	defer e.flushUsage(ctx, usage)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -268,9 +267,9 @@ func (e *extractWorker) release(ctx context.Context, job *rivertype.JobRow, user
 }
 
 // recordUsage adds the tokens an extraction spent (also a failed one) on
-// turns up to stream sequence seq to the user's usage, unless the user was
+// turns up to stream position at to the user's usage, unless the user was
 // forgotten meanwhile. Losing a count is better than failing the job over it.
-func (e *extractWorker) recordUsage(ctx context.Context, userID string, seq uint64, model string, u extractor.Usage) {
+func (e *extractWorker) recordUsage(ctx context.Context, userID string, at store.StreamPosition, model string, u extractor.Usage) {
 	if u.PromptTokens == 0 && u.CompletionTokens == 0 {
 		return
 	}
@@ -279,7 +278,7 @@ func (e *extractWorker) recordUsage(ctx context.Context, userID string, seq uint
 	// job past its timeout or its process's lease.
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterCancelTimeout)
 	defer cancel()
-	_, err := e.w.cfg.Store.AddTurnUsage(uctx, events.UserToken(userID), seq, userID, model, e.w.spendDay(), storeUsage(u))
+	_, err := e.w.cfg.Store.AddTurnUsage(uctx, events.UserToken(userID), at, userID, model, e.w.spendDay(), storeUsage(u))
 	if err != nil {
 		e.w.logger.Warn("cannot record token usage", "user_id", userID, "error", err)
 	}
@@ -319,8 +318,6 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 		lockTimeout = min(lockTimeout, time.Until(deadline)/2)
 	}
 	ctx, span := e.w.startSaveSpan(ctx, len(done))
-	// Before the transaction: a JetStream request holds no lock.
-	stream := e.w.turnStreamCreated(ctx)
 	var written struct{ facts, items int }
 	err := e.w.cfg.Store.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
 		if err := q.SetLockTimeout(ctx, lockTimeout); err != nil {
@@ -355,7 +352,7 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 				kept = append(kept, d)
 			}
 		}
-		facts, items := memoryWrites(kept, prov, stream)
+		facts, items := memoryWrites(kept, prov)
 		written.facts, written.items = len(facts), len(items)
 		if _, err := q.UpsertFacts(ctx, facts); err != nil {
 			return err
@@ -400,17 +397,16 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 // with its turn's provenance: the one place extraction output becomes
 // writes (save, and the re-extraction after a spend cap's reset). The user
 // id comes from the turn, never from model output, so a hostile turn
-// cannot write another user's memory. Each write carries its turn's stream
-// sequence and stream, the turn stream's creation time (see
-// Worker.turnStreamCreated), so that a clear covers the turns the stream
-// held when it was made, however late they are stamped.
-func memoryWrites(done []extracted, prov store.Provenance, stream time.Time) (facts []store.FactWrite, items []store.ContextWrite) {
+// cannot write another user's memory. Each write carries its turn's place
+// in the stream (placed), so that a clear covers the turns the stream held
+// when it was made, however late they are stamped.
+func memoryWrites(done []extracted, prov store.Provenance) (facts []store.FactWrite, items []store.ContextWrite) {
 	for _, d := range done {
 		t := d.turn
 		write := func(op store.FactOp, key, value string) {
 			_, list := events.CanonicalFactKey(key)
 			facts = append(facts, store.FactWrite{UserID: t.UserID, Key: key, Value: value, SourceAt: t.TurnAt, EventID: t.EventID,
-				ConversationID: t.ConversationID, Op: op, List: list, Placed: store.StreamPosition{Seq: t.StreamSeq, Created: stream}, Provenance: prov})
+				ConversationID: t.ConversationID, Op: op, List: list, Placed: t.Placed, Provenance: prov})
 		}
 		for k, v := range d.result.Facts {
 			if _, list := events.CanonicalFactKey(k); list {
@@ -435,7 +431,7 @@ func memoryWrites(done []extracted, prov store.Provenance, stream time.Time) (fa
 		}
 		for _, qa := range d.result.Context {
 			items = append(items, store.ContextWrite{UserID: t.UserID, Question: qa.Q, Answer: qa.A, CreatedAt: t.TurnAt,
-				EventID: t.EventID, ConversationID: t.ConversationID, Placed: store.StreamPosition{Seq: t.StreamSeq, Created: stream}, Provenance: prov})
+				EventID: t.EventID, ConversationID: t.ConversationID, Placed: t.Placed, Provenance: prov})
 		}
 	}
 	return facts, items

@@ -107,7 +107,7 @@ func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 	}
 	var tomb store.Tombstone
 	for attempt := 1; ; attempt++ {
-		r.Removed, tomb, err = s.ForgetUser(ctx, userID, token, info.State.LastSeq, extractJobs, embedJobs)
+		r.Removed, tomb, err = s.ForgetUser(ctx, userID, token, streamPosition(info), extractJobs, embedJobs)
 		if err == nil || !store.IsLockWait(err) || attempt == forgetAttempts {
 			break
 		}
@@ -129,11 +129,11 @@ func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 	if err != nil {
 		return r, &IncompleteError{What: "documents", Err: err}
 	}
-	if r.StreamEvents, err = purgeTurns(sctx, turns, userSubjects(prefix, token), tomb.StreamSeq, info.State.Msgs); err != nil {
+	if r.StreamEvents, err = purgeTurns(sctx, turns, userSubjects(prefix, token), tomb.Through.Seq, info.State.Msgs); err != nil {
 		return r, streamSideError(err)
 	}
 	var moved uint64
-	r.DeadLetters, moved, err = purgeDeadLetters(sctx, js, turns, deadLetters, prefix, token, tomb.StreamSeq)
+	r.DeadLetters, moved, err = purgeDeadLetters(sctx, js, turns, deadLetters, prefix, token, tomb.Through)
 	r.StreamEvents += moved
 	if err != nil {
 		return r, streamSideError(err)
@@ -294,8 +294,10 @@ func deleteMsgs(ctx context.Context, st jetstream.Stream, seqs []uint64) (uint64
 }
 
 // purgeDeadLetters deletes the dead letters attributed to the user (see
-// eventTokens) of events up to sequence through, wherever the event was
-// published, and the rejected events themselves from the turn stream. The
+// eventTokens) of events up to through's sequence, wherever the event was
+// published, and the rejected events themselves from the turn stream; and
+// those stored before through's event, whatever the sequence they name: a
+// stream deleted and created again numbers from 1 anew. The
 // dead-letter stream holds rejects only, and one may be of the user
 // whatever its subject, so it is read whole, with an ordered consumer
 // (within purgeTimeout plus deadLetterReadPerMsg for each dead letter it
@@ -303,7 +305,7 @@ func deleteMsgs(ctx context.Context, st jetstream.Stream, seqs []uint64) (uint64
 // 220,000), and nothing is deleted before the read ends (the deletes within
 // purgeTimeout plus purgePerEvent each). It returns the dead letters
 // deleted and the turn-stream events deleted.
-func purgeDeadLetters(ctx context.Context, js jetstream.JetStream, turns jetstream.Stream, name, prefix, token string, through uint64) (dead, moved uint64, err error) {
+func purgeDeadLetters(ctx context.Context, js jetstream.JetStream, turns jetstream.Stream, name, prefix, token string, through store.StreamPosition) (dead, moved uint64, err error) {
 	dl, err := js.Stream(ctx, name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return 0, 0, nil
@@ -327,7 +329,8 @@ func purgeDeadLetters(ctx context.Context, js jetstream.JetStream, turns jetstre
 	err = events.ReadThrough(rctx, dl, events.DeadLetterSubjects(prefix), info.State.LastSeq, true, forgetReadStall, func(m jetstream.Msg, md *jetstream.MsgMetadata) bool {
 		h := m.Headers()
 		orig := h.Get(events.HeaderOriginalSubject)
-		if slices.Contains(eventTokens(prefix, orig, h, m.Data()), token) && originalSeq(h) <= through {
+		before := originalSeq(h) <= through.Seq || md.Timestamp.Before(through.Stored)
+		if before && slices.Contains(eventTokens(prefix, orig, h, m.Data()), token) {
 			doomed = append(doomed, deadLetter{seq: md.Sequence.Stream, header: h, data: slices.Clone(m.Data()), subject: orig})
 		}
 		return true
@@ -453,7 +456,7 @@ func uncovered(turns []store.Turn, tokenOf map[string]string, tombs map[string]s
 		if busy[t.UserID] {
 			continue
 		}
-		if tomb, ok := tombs[tokenOf[t.UserID]]; ok && tomb.Covers(t.StreamSeq) {
+		if tomb, ok := tombs[tokenOf[t.UserID]]; ok && tomb.Covers(t.Placed) {
 			continue
 		}
 		keep = append(keep, t)
@@ -539,13 +542,4 @@ func keepRemembered(ctx context.Context, q *store.Store, done []extracted, usage
 		}
 	}
 	return out, ids, spent, nil
-}
-
-// newestSeq is the highest stream sequence among turns.
-func newestSeq(turns []store.Turn) uint64 {
-	var seq uint64
-	for _, t := range turns {
-		seq = max(seq, t.StreamSeq)
-	}
-	return seq
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/extractor"
 	"github.com/memoryd/memoryd/extractor/extractortest"
+	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/worker"
 )
 
@@ -267,8 +268,8 @@ func TestForgetRerunCompletesHalfDoneForget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	removed, tomb, err := e.store.ForgetUser(e.ctx, "dave", events.UserToken("dave"), info.State.LastSeq, worker.ExtractJobs)
-	if err != nil || removed.Turns != 10 || tomb.StreamSeq != info.State.LastSeq {
+	removed, tomb, err := e.store.ForgetUser(e.ctx, "dave", events.UserToken("dave"), store.StreamPosition{Seq: info.State.LastSeq, Stored: info.State.LastTime}, worker.ExtractJobs)
+	if err != nil || removed.Turns != 10 || tomb.Through.Seq != info.State.LastSeq {
 		t.Fatalf("database side of the forget = %+v, %+v, %v", removed, tomb, err)
 	}
 	// Half done: the events are still in the stream, and a replay reads them.

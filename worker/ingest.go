@@ -175,8 +175,8 @@ func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) (err error) 
 		key store.TurnKey
 	}
 	msgOf := func(t store.Turn) msgKey {
-		if t.StreamSeq != 0 {
-			return msgKey{seq: t.StreamSeq}
+		if t.Placed.Seq != 0 {
+			return msgKey{seq: t.Placed.Seq}
 		}
 		return msgKey{key: t.Key()}
 	}
@@ -275,7 +275,7 @@ func (w *Worker) erase(ctx context.Context, m jetstream.Msg) (done bool, err err
 	if err == nil {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		err = deleteEvent(ctx, w.turnStream, md.Sequence.Stream, true)
+		err = deleteEvent(ctx, w.ingestStream(), md.Sequence.Stream, true)
 	}
 	if err != nil && md != nil && md.NumDelivered < maxOptOutDeliveries {
 		_ = m.NakWithDelay(w.cfg.RetryBackoff)
@@ -406,9 +406,13 @@ func deadLetterReason(err error, optedOut bool) string {
 // and sizes, not its text, and once the copy is stored the event is erased
 // from the turn stream as a valid opted-out one is (optOut).
 func (w *Worker) reject(ctx context.Context, m jetstream.Msg, reason error) {
-	var seq uint64
+	var (
+		seq    uint64
+		placed store.StreamPosition
+	)
 	if md, err := m.Metadata(); err == nil {
 		seq = md.Sequence.Stream
+		placed = store.StreamPosition{Seq: seq, Stored: md.Timestamp}
 	}
 	data, optedOut := m.Data(), false
 	if c, ok := events.OptedOutCopy(m.Data()); ok {
@@ -446,7 +450,7 @@ func (w *Worker) reject(ctx context.Context, m jetstream.Msg, reason error) {
 				return err
 			}
 			for _, t := range tombs {
-				forgotten = forgotten || t.Covers(seq)
+				forgotten = forgotten || t.Covers(placed)
 			}
 			if forgotten {
 				return nil

@@ -48,7 +48,7 @@ func storeTurn(turn events.Turn, m jetstream.Msg, skew time.Duration) (t store.T
 		TurnAt:            turn.Timestamp,
 		Metadata:          turn.Metadata,
 		Scope:             turn.Scope,
-		StreamSeq:         seq,
+		Placed:            store.StreamPosition{Seq: seq, Stored: storedAt},
 	}
 	if !storedAt.IsZero() && turn.Timestamp.After(storedAt.Add(skew)) {
 		sent := turn.Timestamp

@@ -125,14 +125,13 @@ func (e *extractWorker) workOverCap(ctx context.Context, job *river.Job[ExtractA
 	for i, t := range turns {
 		facts, order := known.input()
 		res, err := w.cfg.Extractor.Extract(ctx, extractor.Input{UserID: t.UserID, Turn: extractorTurn(t), Prior: prior[i], Facts: facts, FactKeys: order})
-		e.recordUsage(ctx, t.UserID, t.StreamSeq, info.Model, res.Usage)
+		e.recordUsage(ctx, t.UserID, t.Placed, info.Model, res.Usage)
 		if err != nil {
 			return fmt.Errorf("extract again with the model: %w", err)
 		}
 		done = append(done, extracted{turn: t, result: res})
 		known.apply(res)
 	}
-	stream := w.turnStreamCreated(ctx) // before the transaction, as save reads it
 	return s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
 		if err := q.SetLockTimeout(ctx, w.cfg.LockTimeout); err != nil {
 			return err
@@ -144,7 +143,7 @@ func (e *extractWorker) workOverCap(ctx context.Context, job *river.Job[ExtractA
 		// Redacted and mapped as save does: the model's output is no more
 		// trusted here than there.
 		r := store.Reextraction{UserID: a.UserID, EventIDs: ids, Offline: offline, Provenance: prov}
-		r.Facts, r.Context = memoryWrites(e.redact(done), prov, stream)
+		r.Facts, r.Context = memoryWrites(e.redact(done), prov)
 		_, err = q.ReplaceOffline(ctx, r)
 		return err
 	})

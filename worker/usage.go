@@ -64,7 +64,7 @@ func (e *extractWorker) flushUsage(ctx context.Context, usage *jobUsage) {
 		// Bounded: a wait behind a forget or a dead connection must not
 		// hold the job past its timeout or its process's lease.
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterCancelTimeout)
-		_, err := e.w.cfg.Store.AddTurnUsage(uctx, events.UserToken(t.UserID), t.StreamSeq, t.UserID, usage.model, e.w.spendDay(), usage.used[i])
+		_, err := e.w.cfg.Store.AddTurnUsage(uctx, events.UserToken(t.UserID), t.Placed, t.UserID, usage.model, e.w.spendDay(), usage.used[i])
 		cancel()
 		if err != nil {
 			e.w.logger.Warn("cannot record token usage", "user_id", t.UserID, "error", err)

@@ -629,7 +629,9 @@ type Worker struct {
 	pace   *pace        // holds ingest and extraction back under the Pacer's pressure
 	tracer trace.Tracer // nil when Config.TracerProvider is
 
-	turnStream jetstream.Stream // set by Start, before ingestion starts
+	// turnStream is the stream ingest reads (set by Start, and again when
+	// ingest binds its consumer anew: see keepConsuming); under mu.
+	turnStream jetstream.Stream
 
 	received, recorded, duplicates, optedOut, rejected atomic.Int64
 	optOutKept, clamped, lockWaits                     atomic.Int64
@@ -647,6 +649,9 @@ type Worker struct {
 	// halt is closed when Stop begins, for the jobs that end at once then
 	// rather than hold the stop (halting).
 	halt chan struct{}
+	// endRebind ends keepConsuming, which closes rebound when it returns.
+	endRebind context.CancelFunc
+	rebound   chan struct{}
 }
 
 // New validates cfg and builds a Worker; it does not touch the network.
@@ -770,42 +775,9 @@ func (w *Worker) Start(ctx context.Context) error {
 		w.logger.Info("worker started (extraction only)", "extractor", cfg.Extractor.Info().Name, "workers", cfg.Workers)
 		return nil
 	}
-	// Before the stream gains this prefix's subject: the durable consumer
-	// is shared by name, so updating another prefix's would move every
-	// process of that prefix onto this one's subjects, and the events it
-	// then passed over would never be recorded.
-	if err := CheckConsumerPrefix(ctx, w.js, cfg.Stream, cfg.Durable, cfg.Prefix); err != nil {
+	cons, turnStream, err := w.bind(ctx)
+	if err != nil {
 		return err
-	}
-	turnStream, err := events.EnsureStream(ctx, w.js, events.StreamConfig{Prefix: cfg.Prefix, Stream: cfg.Stream})
-	if err != nil {
-		return fmt.Errorf("worker: %w", err)
-	}
-	// Created when missing; an existing one keeps its operator's settings.
-	if _, err := w.js.Stream(ctx, cfg.DeadLetterStream); errors.Is(err, jetstream.ErrStreamNotFound) {
-		_, err = w.js.CreateStream(ctx, jetstream.StreamConfig{
-			Name:        cfg.DeadLetterStream,
-			Description: "memoryd rejected turn events, with the reason in the Memoryd-Reason header",
-			Subjects:    []string{events.DeadLetterSubjects(cfg.Prefix)},
-			Storage:     jetstream.FileStorage,
-		})
-		if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			return fmt.Errorf("worker: create dead-letter stream: %w", err)
-		}
-	} else if err != nil {
-		return fmt.Errorf("worker: dead-letter stream: %w", err)
-	}
-	cons, err := w.js.CreateOrUpdateConsumer(ctx, cfg.Stream, jetstream.ConsumerConfig{
-		Durable:       cfg.Durable,
-		Description:   "memoryd ingest: records turns and enqueues extraction",
-		FilterSubject: events.TurnSubjects(cfg.Prefix),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       cfg.AckWait,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		MaxAckPending: cfg.BatchSize * 20,
-	})
-	if err != nil {
-		return fmt.Errorf("worker: ensure consumer %s: %w", cfg.Durable, err)
 	}
 	if err := w.startRiver(ctx); err != nil {
 		return err
@@ -818,23 +790,153 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.msgs = make(chan jetstream.Msg, cfg.BatchSize*2)
 	w.stop = make(chan struct{})
 	w.done = make(chan struct{})
-	msgs := w.msgs
-	w.consume, err = cons.Consume(func(m jetstream.Msg) { msgs <- m },
-		jetstream.PullMaxMessages(cfg.BatchSize*2),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			w.logger.Warn("ingest consumer", "error", err)
-		}))
-	if err != nil {
+	if w.consume, err = w.consumeFrom(cons); err != nil {
 		_ = w.river.Stop(ctx)
 		w.stopLiveness(ctx)
-		return fmt.Errorf("worker: consume: %w", err)
+		return err
 	}
+	rebindCtx, endRebind := context.WithCancel(context.WithoutCancel(ctx))
+	w.endRebind, w.rebound = endRebind, make(chan struct{})
+	go w.keepConsuming(rebindCtx, w.consume.Closed(), w.rebound)
 	ingestCtx, cancelIngest := context.WithCancel(context.WithoutCancel(ctx))
 	w.cancelIngest = cancelIngest
 	go w.ingestLoop(ingestCtx)
 	w.logger.Info("worker started", "stream", cfg.Stream, "consumer", cfg.Durable,
 		"extractor", w.cfg.Extractor.Info().Name, "model", w.cfg.Extractor.Info().Model, "workers", cfg.Workers)
 	return nil
+}
+
+// bind makes sure the streams and the durable ingest consumer exist (the
+// turn stream gaining the prefix's subject when it lacks it, the
+// dead-letter stream created when missing) and returns the consumer and the
+// turn stream: what Start does before consuming, and keepConsuming when the
+// consumer is gone.
+func (w *Worker) bind(ctx context.Context) (jetstream.Consumer, jetstream.Stream, error) {
+	cfg := w.cfg
+	// Before the stream gains this prefix's subject: the durable consumer
+	// is shared by name, so updating another prefix's would move every
+	// process of that prefix onto this one's subjects, and the events it
+	// then passed over would never be recorded.
+	if err := CheckConsumerPrefix(ctx, w.js, cfg.Stream, cfg.Durable, cfg.Prefix); err != nil {
+		return nil, nil, err
+	}
+	turnStream, err := events.EnsureStream(ctx, w.js, events.StreamConfig{Prefix: cfg.Prefix, Stream: cfg.Stream})
+	if err != nil {
+		return nil, nil, fmt.Errorf("worker: %w", err)
+	}
+	// Created when missing; an existing one keeps its operator's settings.
+	if _, err := w.js.Stream(ctx, cfg.DeadLetterStream); errors.Is(err, jetstream.ErrStreamNotFound) {
+		_, err = w.js.CreateStream(ctx, jetstream.StreamConfig{
+			Name:        cfg.DeadLetterStream,
+			Description: "memoryd rejected turn events, with the reason in the Memoryd-Reason header",
+			Subjects:    []string{events.DeadLetterSubjects(cfg.Prefix)},
+			Storage:     jetstream.FileStorage,
+		})
+		if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return nil, nil, fmt.Errorf("worker: create dead-letter stream: %w", err)
+		}
+	} else if err != nil {
+		return nil, nil, fmt.Errorf("worker: dead-letter stream: %w", err)
+	}
+	cons, err := w.js.CreateOrUpdateConsumer(ctx, cfg.Stream, jetstream.ConsumerConfig{
+		Durable:       cfg.Durable,
+		Description:   "memoryd ingest: records turns and enqueues extraction",
+		FilterSubject: events.TurnSubjects(cfg.Prefix),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       cfg.AckWait,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		MaxAckPending: cfg.BatchSize * 20,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("worker: ensure consumer %s: %w", cfg.Durable, err)
+	}
+	return cons, turnStream, nil
+}
+
+// consumeFrom starts pulling cons's messages into w.msgs, which the ingest
+// loop records.
+func (w *Worker) consumeFrom(cons jetstream.Consumer) (jetstream.ConsumeContext, error) {
+	msgs := w.msgs
+	cc, err := cons.Consume(func(m jetstream.Msg) { msgs <- m },
+		jetstream.PullMaxMessages(w.cfg.BatchSize*2),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			w.logger.Warn("ingest consumer", "error", err)
+		}))
+	if err != nil {
+		return nil, fmt.Errorf("worker: consume: %w", err)
+	}
+	return cc, nil
+}
+
+// keepConsuming binds ingest again when its consume ends (closed) before
+// Stop: nats.go ends it when the durable consumer is deleted, with its
+// stream or alone (an operator's `nats stream rm`, a stream created again),
+// and ingest would otherwise read nothing more until a restart. It does
+// what Start does (bind: the stream created again when missing, the
+// consumer, which starts from the stream's first event not acknowledged)
+// and consumes again; an attempt that fails is tried again after a wait
+// doubling from RetryBackoff up to 30 times it, as a NATS outage is ridden
+// out, until it succeeds or ctx ends (Stop). It closes rebound when it
+// returns.
+func (w *Worker) keepConsuming(ctx context.Context, closed <-chan struct{}, rebound chan<- struct{}) {
+	defer close(rebound)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-closed:
+		}
+		if ctx.Err() != nil {
+			return // Stop ended it
+		}
+		w.logger.Warn("ingest consumer gone; creating it again", "stream", w.cfg.Stream, "consumer", w.cfg.Durable)
+		var backoff time.Duration
+		for {
+			cc, err := w.rebind(ctx)
+			if err == nil {
+				closed = cc.Closed()
+				w.logger.Info("ingest consuming again", "stream", w.cfg.Stream, "consumer", w.cfg.Durable)
+				break
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			backoff = min(max(backoff*2, w.cfg.RetryBackoff), 30*w.cfg.RetryBackoff)
+			w.logger.Error("ingest: cannot create the consumer again; will retry", "error", err, "retry_in", backoff)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+		}
+	}
+}
+
+// rebind binds and consumes again, and makes the new consume the one Stop
+// drains; when Stop has begun meanwhile, it stops it and says so.
+func (w *Worker) rebind(ctx context.Context) (jetstream.ConsumeContext, error) {
+	cons, turnStream, err := w.bind(ctx)
+	if err != nil {
+		return nil, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.started {
+		return nil, errors.New("worker: stopping")
+	}
+	cc, err := w.consumeFrom(cons)
+	if err != nil {
+		return nil, err
+	}
+	w.consume, w.turnStream = cc, turnStream
+	return cc, nil
+}
+
+// ingestStream is the turn stream ingest reads now.
+func (w *Worker) ingestStream() jetstream.Stream {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.turnStream
 }
 
 // startRiver registers the process's liveness, then starts River's workers.
@@ -860,6 +962,7 @@ func (w *Worker) startRiver(ctx context.Context) error {
 func (w *Worker) Stop(ctx context.Context) error {
 	w.mu.Lock()
 	started, consume, stop, done, cancelIngest := w.started, w.consume, w.stop, w.done, w.cancelIngest
+	endRebind, rebound := w.endRebind, w.rebound
 	w.started, w.consume = false, nil
 	if started {
 		close(w.halt)
@@ -867,6 +970,12 @@ func (w *Worker) Stop(ctx context.Context) error {
 	w.mu.Unlock()
 	if !started {
 		return nil
+	}
+	if endRebind != nil {
+		// No consume starts after this (rebind checks started): the one
+		// read above is the last.
+		endRebind()
+		<-rebound
 	}
 	if consume != nil {
 		// Drain: stop pulling, but hand the messages the client already

@@ -173,7 +173,7 @@ func TestPipelineStoresFactsAndContext(t *testing.T) {
 		t.Fatalf("alice context = %+v, %v", items, err)
 	}
 	turn, err := e.store.GetTurn(e.ctx, "alice", "a1")
-	if err != nil || turn.Status != store.StatusProcessed || turn.StreamSeq == 0 {
+	if err != nil || turn.Status != store.StatusProcessed || turn.Placed.Seq == 0 || turn.Placed.Stored.IsZero() {
 		t.Fatalf("turn = %+v, %v", turn, err)
 	}
 }

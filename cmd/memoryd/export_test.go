@@ -68,7 +68,7 @@ func TestExportImportCommands(t *testing.T) {
 		t.Fatalf("export -o wrote %q, %v", got, err)
 	}
 
-	if _, _, err := st.ForgetUser(ctx, "alice", "alice", 0, store.RiverJobs{}); err != nil {
+	if _, _, err := st.ForgetUser(ctx, "alice", "alice", store.StreamPosition{}, store.RiverJobs{}); err != nil {
 		t.Fatal(err)
 	}
 	if out, _ := cmd(0, "import", file); !strings.Contains(out, "fact 1,") || !strings.Contains(out, "context 1,") {

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -133,41 +134,84 @@ func FreePort(t testing.TB) int {
 // The server's output is in the failure message when it does not start.
 func PrivateServer(t testing.TB, argsFor func(port int) []string) string {
 	t.Helper()
+	return StartServer(t, argsFor).URL
+}
+
+// Server is a private nats-server a test runs (StartServer).
+type Server struct {
+	URL    string
+	bin    string
+	args   []string
+	addr   string
+	srv    *exec.Cmd
+	exited chan struct{}
+	logs   *SyncBuffer
+}
+
+// StartServer is PrivateServer returning the server, which the test can
+// restart.
+func StartServer(t testing.TB, argsFor func(port int) []string) *Server {
+	t.Helper()
 	bin := ServerBin()
 	if bin == "" {
 		t.Skip("nats-server binary not installed")
 	}
 	port := FreePort(t)
-	args := argsFor(port)
-	srv := exec.Command(bin, args...)
-	logs := new(SyncBuffer)
-	srv.Stdout, srv.Stderr = logs, logs
-	if err := srv.Start(); err != nil {
+	s := &Server{bin: bin, args: argsFor(port), addr: fmt.Sprintf("127.0.0.1:%d", port), logs: new(SyncBuffer)}
+	s.URL = "nats://" + s.addr
+	t.Cleanup(func() {
+		if s.srv != nil && s.srv.Process != nil && s.exited != nil {
+			_ = s.srv.Process.Kill()
+			<-s.exited
+		}
+	})
+	s.start(t)
+	return s
+}
+
+// Restart stops the server as an operator's restart does (SIGTERM, its
+// state flushed), waits until it has exited, and starts it again with the
+// same arguments: the same port and store directory.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	_ = s.srv.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("nats-server %q did not stop within 30s: %s", s.args, s.logs.String())
+	}
+	s.start(t)
+}
+
+func (s *Server) start(t testing.TB) {
+	t.Helper()
+	s.srv = exec.Command(s.bin, s.args...)
+	s.srv.Stdout, s.srv.Stderr = s.logs, s.logs
+	if err := s.srv.Start(); err != nil {
+		s.srv = nil
 		t.Fatal(err)
 	}
 	exited := make(chan struct{})
-	go func() { _ = srv.Wait(); close(exited) }()
-	t.Cleanup(func() { _ = srv.Process.Kill(); <-exited })
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	s.exited = exited
+	go func(srv *exec.Cmd) { _ = srv.Wait(); close(exited) }(s.srv)
 	var gone bool
-	Eventually(t, fmt.Sprintf("a private nats-server %q to accept connections on %s", args, addr), 30*time.Second, func() (bool, string) {
+	Eventually(t, fmt.Sprintf("a private nats-server %q to accept connections on %s", s.args, s.addr), 30*time.Second, func() (bool, string) {
 		select {
 		case <-exited:
 			gone = true
 			return true, ""
 		default:
 		}
-		c, err := net.Dial("tcp", addr)
+		c, err := net.Dial("tcp", s.addr)
 		if err != nil {
-			return false, err.Error() + "; server output: " + logs.String()
+			return false, err.Error() + "; server output: " + s.logs.String()
 		}
 		c.Close()
 		return true, ""
 	})
 	if gone {
-		t.Fatalf("private nats-server %q exited: %s", args, logs.String())
+		t.Fatalf("private nats-server %q exited: %s", s.args, s.logs.String())
 	}
-	return "nats://" + addr
 }
 
 // pollInterval is how often Poll asks its condition again: often enough that

@@ -29,7 +29,7 @@ func TestClearPositionFallsBackToTime(t *testing.T) {
 	if !strings.Contains(logs.String(), "by their timestamps only") {
 		t.Errorf("no warning: %s", logs.String())
 	}
-	want := store.StreamPosition{Seq: 41, Created: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)}
+	want := store.StreamPosition{Seq: 41, Stored: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)}
 	working := clearPosition(func(ctx context.Context) (store.StreamPosition, error) {
 		if _, ok := ctx.Deadline(); !ok {
 			return store.StreamPosition{}, errors.New("the read has no deadline")

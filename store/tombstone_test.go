@@ -1,0 +1,91 @@
+package store_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/store"
+)
+
+func TestTombstoneCovers(t *testing.T) {
+	last := time.Date(2026, 1, 2, 3, 4, 5, 678901234, time.UTC) // nanoseconds, as JetStream reports
+	at := func(seq uint64, stored time.Time) store.StreamPosition {
+		return store.StreamPosition{Seq: seq, Stored: stored}
+	}
+	tomb := store.Tombstone{Through: at(90, last)}
+	legacy := store.Tombstone{Through: at(90, time.Time{})}
+	for _, c := range []struct {
+		name string
+		tomb store.Tombstone
+		p    store.StreamPosition
+		want bool
+	}{
+		{"its own event", tomb, at(90, last), true},
+		{"read back in microseconds", tomb, at(90, last.Truncate(time.Microsecond)), true},
+		{"in another time zone", tomb, at(90, last.In(time.FixedZone("x", 3600))), true},
+		{"before it", tomb, at(1, last.Add(-time.Minute)), true},
+		{"after it", tomb, at(91, last.Add(time.Millisecond)), false},
+		{"after it, in the same microsecond", tomb, at(91, last.Add(1)), false},
+		{"a stream deleted before the forget's", tomb, at(5000, last.Add(-time.Hour)), true},
+		{"a stream created after the forget", tomb, at(1, last.Add(time.Hour)), false},
+		{"a turn of an earlier release", tomb, at(90, time.Time{}), true},
+		{"a turn of an earlier release, after", tomb, at(91, time.Time{}), false},
+		{"a tombstone of an earlier release", legacy, at(90, last.Add(time.Hour)), true},
+		{"a tombstone of an earlier release, after", legacy, at(91, last.Add(-time.Hour)), false},
+		{"no sequence", tomb, at(0, last.Add(time.Hour)), true},
+	} {
+		if got := c.tomb.Covers(c.p); got != c.want {
+			t.Errorf("%s: Covers(%+v) = %v, want %v", c.name, c.p, got, c.want)
+		}
+	}
+}
+
+// A forget's tombstone is the latest of where the stream stood, the
+// user's tombstone and the user's latest turn recorded; a turn recorded
+// by an earlier release (no stored time) adds its sequence.
+func TestForgetTombstoneAcrossStreams(t *testing.T) {
+	ctx, s := setup(t)
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 678901234, time.UTC)
+	at := func(seq uint64, stored time.Time) store.StreamPosition {
+		return store.StreamPosition{Seq: seq, Stored: stored}
+	}
+	record := func(id string, p store.StreamPosition) {
+		t.Helper()
+		if _, err := s.InsertTurns(ctx, []store.Turn{{EventID: id, UserID: "alice", UserMessage: id, TurnAt: t0, Placed: p}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	forget := func(through store.StreamPosition) store.StreamPosition {
+		t.Helper()
+		_, tomb, err := s.ForgetUser(ctx, "alice", "alice", through, store.RiverJobs{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tomb.Through
+	}
+	same := func(got, want store.StreamPosition) bool {
+		return got.Seq == want.Seq && got.Stored.Equal(want.Stored.Truncate(time.Microsecond))
+	}
+	for _, c := range []struct {
+		name    string
+		turns   []store.StreamPosition
+		through store.StreamPosition
+		want    store.StreamPosition
+	}{
+		{"a turn recorded past where the stream stood", []store.StreamPosition{at(120, t0.Add(time.Second))}, at(100, t0), at(120, t0.Add(time.Second))},
+		{"a second forget, earlier in the stream, keeps it", nil, at(110, t0.Add(time.Millisecond)), at(120, t0.Add(time.Second))},
+		// The stream is created again: a turn of the old one is still
+		// recorded, with a sequence past the new stream's.
+		{"the stream created again", []store.StreamPosition{at(500, t0.Add(2*time.Second))}, at(3, t0.Add(time.Hour)), at(3, t0.Add(time.Hour))},
+		{"a turn of an earlier release adds its sequence", []store.StreamPosition{at(700, time.Time{})}, at(4, t0.Add(2*time.Hour)), at(700, t0.Add(2*time.Hour))},
+		{"an empty stream: its creation time", nil, at(0, t0.Add(3*time.Hour)), at(0, t0.Add(3*time.Hour))},
+		{"where the stream stood not known in time: by sequence", []store.StreamPosition{at(9, t0.Add(4*time.Hour))}, at(5, time.Time{}), at(9, time.Time{})},
+	} {
+		for i, p := range c.turns {
+			record(c.name+string(rune('a'+i)), p)
+		}
+		if got := forget(c.through); !same(got, c.want) {
+			t.Errorf("%s: tombstone = %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
