@@ -250,33 +250,53 @@ func (s *Store) collection(ctx context.Context, o Owner, name string, create boo
 	if err != nil {
 		return Collection{}, err
 	}
-	if create {
-		if tokens == 0 {
-			tokens = 200
-		}
-		if overlap == 0 {
-			overlap = min(30, tokens/2)
-		}
-		if _, err := s.db.Exec(ctx, `
-			INSERT INTO collections (owner_kind, owner, name, chunk_tokens, overlap_tokens, ts_config)
-			VALUES ($1, $2, $3, $4, $5, CASE WHEN $1 = 'user'
-				THEN coalesce((SELECT ts_config FROM user_languages WHERE user_id = $2), 'english') ELSE 'english' END)
-			ON CONFLICT (owner_kind, owner, name) DO NOTHING`, kind, owner, name, tokens, max(overlap, 0)); err != nil {
-			return Collection{}, fmt.Errorf("create collection: %w", err)
-		}
+	if tokens == 0 {
+		tokens = 200
+	}
+	if overlap == 0 {
+		overlap = min(30, tokens/2)
 	}
 	c := Collection{Owner: o, Name: name}
-	err = s.db.QueryRow(ctx, `SELECT id, chunk_tokens, overlap_tokens, ts_config FROM collections
-		WHERE owner_kind = $1 AND owner = $2 AND name = $3`, kind, owner, name).
-		Scan(&c.ID, &c.ChunkTokens, &c.OverlapTokens, &c.TSConfig)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Collection{}, fmt.Errorf("collection %q: %w", name, ErrNoCollection)
+	// When creating (a put), the row is locked until the transaction ends
+	// (FOR KEY SHARE, as the documents' foreign key takes it), so that a
+	// deletion of the collection (a forget's, DeleteCollections) waits for
+	// the put and deletes its document too, or has committed and the
+	// collection is created anew: a deletion committed between the read
+	// and the document's insert failed the put on the foreign key. A
+	// second deletion in between is not looked for: collectionAttempts.
+	lock := ""
+	if create {
+		lock = " FOR KEY SHARE"
 	}
-	if err != nil {
-		return Collection{}, fmt.Errorf("read collection: %w", err)
+	for attempt := 1; ; attempt++ {
+		if create {
+			if _, err := s.db.Exec(ctx, `
+				INSERT INTO collections (owner_kind, owner, name, chunk_tokens, overlap_tokens, ts_config)
+				VALUES ($1, $2, $3, $4, $5, CASE WHEN $1 = 'user'
+					THEN coalesce((SELECT ts_config FROM user_languages WHERE user_id = $2), 'english') ELSE 'english' END)
+				ON CONFLICT (owner_kind, owner, name) DO NOTHING`, kind, owner, name, tokens, max(overlap, 0)); err != nil {
+				return Collection{}, fmt.Errorf("create collection: %w", err)
+			}
+		}
+		err = s.db.QueryRow(ctx, `SELECT id, chunk_tokens, overlap_tokens, ts_config FROM collections
+			WHERE owner_kind = $1 AND owner = $2 AND name = $3`+lock, kind, owner, name).
+			Scan(&c.ID, &c.ChunkTokens, &c.OverlapTokens, &c.TSConfig)
+		if errors.Is(err, pgx.ErrNoRows) && create && attempt < collectionAttempts {
+			continue // deleted since the insert found it
+		}
+		if errors.Is(err, pgx.ErrNoRows) {
+			return Collection{}, fmt.Errorf("collection %q: %w", name, ErrNoCollection)
+		}
+		if err != nil {
+			return Collection{}, fmt.Errorf("read collection: %w", err)
+		}
+		return c, nil
 	}
-	return c, nil
 }
+
+// collectionAttempts bounds how often a put creates its collection again
+// when it is deleted between the insert and the read (collection).
+const collectionAttempts = 3
 
 // PutDocument stores a document, creating its collection when missing. The
 // same content as stored (by hash) is a no-op (PutResult.Unchanged), but

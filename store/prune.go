@@ -47,11 +47,14 @@ type SizeReport struct {
 	// there was.
 	TurnTextBytes     int64 `json:"turn_text_bytes"`
 	TurnTextHighWater int64 `json:"turn_text_high_water"`
-	// DocumentBytes is the real size of the knowledge bases (collections,
+	// DocumentBytes is the live size of the knowledge bases (collections,
 	// documents, their chunks, chunk terms and chunk vectors, read grants,
-	// default collections; indexes and TOAST included).
-	// Pruning never deletes documents: they count in RealBytes, LiveBytes
-	// and FloorBytes.
+	// default collections; indexes and TOAST included): the documents,
+	// chunks, terms and vectors tables each count their real size scaled
+	// by their live rows over the most row versions they have held (see
+	// migration 045), so documents deleted count for nothing.
+	// Pruning never deletes documents: they count in LiveBytes and
+	// FloorBytes (and at their real size in RealBytes).
 	DocumentBytes int64 `json:"document_bytes"`
 	// LiveBytes estimates the size in use, the figure compared with the
 	// size limit.
@@ -82,7 +85,11 @@ func (r SizeReport) ContextLiveBytes() int64 {
 // reads every turn that still holds its text (the row, not its TOAST), so it
 // costs a scan of the turns table.
 func (s *Store) MeasureSize(ctx context.Context) (SizeReport, error) {
-	var r SizeReport
+	var (
+		r                            SizeReport
+		docsFixed, termsSize         int64
+		colls, docs, chunks, vectors tableSize
+	)
 	err := s.db.QueryRow(ctx, `
 		WITH sz AS (
 			SELECT pg_total_relation_size('turns'::regclass) AS turns,
@@ -90,23 +97,46 @@ func (s *Store) MeasureSize(ctx context.Context) (SizeReport, error) {
 			         + pg_total_relation_size('fact_clears'::regclass) + pg_total_relation_size('fact_value_clears'::regclass)
 			         + pg_total_relation_size('fact_direct_clears'::regclass) + pg_total_relation_size('context_clears'::regclass) AS other,
 			       pg_total_relation_size('context'::regclass) + pg_total_relation_size('context_terms'::regclass) + pg_total_relation_size('context_embeddings'::regclass) AS ctx,
-			       pg_total_relation_size('collections'::regclass) + pg_total_relation_size('documents'::regclass)
-			         + pg_total_relation_size('doc_chunks'::regclass) + pg_total_relation_size('chunk_terms'::regclass) + pg_total_relation_size('collection_readers'::regclass) + pg_total_relation_size('doc_defaults'::regclass)
-			         + pg_total_relation_size('chunk_embeddings'::regclass) + pg_total_relation_size('chunk_embedding_generations'::regclass) AS docs,
+			       pg_total_relation_size('collection_readers'::regclass)
+			         + pg_total_relation_size('doc_defaults'::regclass) + pg_total_relation_size('chunk_embedding_generations'::regclass) AS docs_fixed,
 			       (SELECT count(*) FROM context) AS rows,
 			       pg_stat_get_dead_tuples('context'::regclass) AS dead,
 			       (SELECT coalesce(sum(`+turnTextSize+`), 0) FROM turns WHERE text_cleared_at IS NULL) AS text
+		), dt AS (
+			SELECT pg_total_relation_size('collections'::regclass) AS l_size, (SELECT count(*) FROM collections) AS l_rows,
+			       pg_stat_get_dead_tuples('collections'::regclass) AS l_dead,
+			       pg_total_relation_size('documents'::regclass) AS d_size, (SELECT count(*) FROM documents) AS d_rows,
+			       pg_stat_get_dead_tuples('documents'::regclass) AS d_dead,
+			       pg_total_relation_size('doc_chunks'::regclass) AS c_size, (SELECT count(*) FROM doc_chunks) AS c_rows,
+			       pg_stat_get_dead_tuples('doc_chunks'::regclass) AS c_dead,
+			       pg_total_relation_size('chunk_embeddings'::regclass) AS e_size, (SELECT count(*) FROM chunk_embeddings) AS e_rows,
+			       pg_stat_get_dead_tuples('chunk_embeddings'::regclass) AS e_dead,
+			       pg_total_relation_size('chunk_terms'::regclass) AS t_size
 		), hw AS (
 			UPDATE prune_state SET context_high_water = greatest(context_high_water, (SELECT rows + dead FROM sz)),
-			                       turn_text_high_water = greatest(turn_text_high_water, (SELECT text FROM sz))
-			RETURNING context_high_water, turn_text_high_water
+			                       turn_text_high_water = greatest(turn_text_high_water, (SELECT text FROM sz)),
+			                       collections_high_water = greatest(collections_high_water, (SELECT l_rows + l_dead FROM dt)),
+			                       documents_high_water = greatest(documents_high_water, (SELECT d_rows + d_dead FROM dt)),
+			                       doc_chunks_high_water = greatest(doc_chunks_high_water, (SELECT c_rows + c_dead FROM dt)),
+			                       chunk_embeddings_high_water = greatest(chunk_embeddings_high_water, (SELECT e_rows + e_dead FROM dt))
+			RETURNING context_high_water, turn_text_high_water, collections_high_water, documents_high_water, doc_chunks_high_water, chunk_embeddings_high_water
 		)
-		SELECT turns + other + ctx + docs, ctx, rows, dead, hw.context_high_water, turns, text, hw.turn_text_high_water, docs FROM sz, hw`).
-		Scan(&r.RealBytes, &r.ContextBytes, &r.ContextRows, &r.ContextDead, &r.HighWater, &r.TurnsBytes, &r.TurnTextBytes, &r.TurnTextHighWater, &r.DocumentBytes)
+		SELECT turns + other + ctx + docs_fixed + l_size + d_size + c_size + e_size + t_size, ctx, rows, dead, hw.context_high_water, turns, text, hw.turn_text_high_water,
+		       docs_fixed, l_size, l_rows, hw.collections_high_water, d_size, d_rows, hw.documents_high_water, c_size, c_rows, hw.doc_chunks_high_water, e_size, e_rows, hw.chunk_embeddings_high_water, t_size
+		FROM sz, dt, hw`).
+		Scan(&r.RealBytes, &r.ContextBytes, &r.ContextRows, &r.ContextDead, &r.HighWater, &r.TurnsBytes, &r.TurnTextBytes, &r.TurnTextHighWater,
+			&docsFixed, &colls.size, &colls.rows, &colls.hw, &docs.size, &docs.rows, &docs.hw, &chunks.size, &chunks.rows, &chunks.hw, &vectors.size, &vectors.rows, &vectors.hw, &termsSize)
 	if err != nil {
 		return r, fmt.Errorf("measure size: %w", err)
 	}
-	other := r.RealBytes - r.ContextBytes - r.TurnsBytes
+	// The documents count at their live size, not at the real size of
+	// their files: each table's real size scaled by its rows over the most
+	// it held, the chunk terms by the chunks'.
+	r.DocumentBytes = docsFixed + colls.live() + docs.live() + chunks.live() + vectors.live() + int64(math.Round(float64(termsSize)*chunks.fraction()))
+	docsReal := docsFixed + colls.size + docs.size + chunks.size + vectors.size + termsSize
+	// The documents count at their live size (DocumentBytes), not at the
+	// real size of their files.
+	other := r.RealBytes - r.ContextBytes - r.TurnsBytes - docsReal + r.DocumentBytes
 	// Text cleared since the high water left that much reusable space in
 	// the turns table; the text still held is in use whatever the files say.
 	turnsLive := max(r.TurnsBytes-(r.TurnTextHighWater-r.TurnTextBytes), r.TurnTextBytes)
@@ -114,6 +144,21 @@ func (s *Store) MeasureSize(ctx context.Context) (SizeReport, error) {
 	r.FloorBytes = other + turnsLive - r.TurnTextBytes
 	return r, nil
 }
+
+// tableSize is a table's real size, its rows and the most row versions it
+// has held (its high water).
+type tableSize struct{ size, rows, hw int64 }
+
+// fraction is the share of the table's files its rows use.
+func (t tableSize) fraction() float64 {
+	if t.rows <= 0 {
+		return 0
+	}
+	return float64(t.rows) / float64(max(t.hw, t.rows))
+}
+
+// live is the size the table's rows use.
+func (t tableSize) live() int64 { return int64(math.Round(float64(t.size) * t.fraction())) }
 
 // SampleContextHighWater raises the context table's high-water mark (see
 // SizeReport) to the row versions, live and dead, that Postgres's
@@ -260,6 +305,27 @@ func (s *Store) VacuumContext(ctx context.Context) error {
 		return fmt.Errorf("vacuum context: %w", err)
 	}
 	return nil
+}
+
+// VacuumDocuments makes the space of deleted documents, chunks, terms and
+// chunk vectors reusable when their tables hold dead rows (Postgres's
+// statistics), and reports whether it ran: the size limit counts those
+// tables at their live size (MeasureSize), which holds only if their
+// space is reused, also where autovacuum is off. Plain VACUUM blocks no
+// read or write.
+func (s *Store) VacuumDocuments(ctx context.Context) (bool, error) {
+	var dead int64
+	if err := s.db.QueryRow(ctx, `SELECT sum(pg_stat_get_dead_tuples(t::regclass))::bigint
+		FROM unnest(ARRAY['collections', 'documents', 'doc_chunks', 'chunk_terms', 'chunk_embeddings']) AS t`).Scan(&dead); err != nil {
+		return false, fmt.Errorf("vacuum documents: %w", err)
+	}
+	if dead == 0 {
+		return false, nil
+	}
+	if _, err := s.pool.Exec(ctx, `VACUUM (ANALYZE) collections, documents, doc_chunks, chunk_terms, chunk_embeddings`); err != nil {
+		return false, fmt.Errorf("vacuum documents: %w", err)
+	}
+	return true, nil
 }
 
 // RecordPrune notes a prune run.

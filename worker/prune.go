@@ -161,6 +161,11 @@ func prune(ctx context.Context, s *store.Store, l PruneLimits) (PruneReport, err
 	var rep PruneReport
 	var err error
 	if l.MaxBytes > 0 {
+		// Deleted documents count for nothing in the size, so their space
+		// must be reusable (autovacuum may be off).
+		if _, err := s.VacuumDocuments(ctx); err != nil {
+			return rep, fmt.Errorf("prune: %w", err)
+		}
 		if rep.Before, err = s.MeasureSize(ctx); err != nil {
 			return rep, fmt.Errorf("prune: %w", err)
 		}
