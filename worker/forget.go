@@ -98,6 +98,9 @@ func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 	}
 	token := events.UserToken(userID)
 	turns, err := js.Stream(ctx, stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return r, &NoTurnStreamError{Stream: stream}
+	}
 	if err != nil {
 		return r, fmt.Errorf("forget: stream %s: %w", stream, err)
 	}
@@ -172,6 +175,15 @@ type stopKey struct{}
 // otherwise leaves that part to run to its end under bounds of its own.
 func WithStop(ctx, stop context.Context) context.Context {
 	return context.WithValue(ctx, stopKey{}, stop)
+}
+
+// NoTurnStreamError is a forget refused, nothing deleted, because the turn
+// stream does not exist (deleted: a serve creates it again, see
+// Worker.keepConsuming): where it stands is what the tombstone records.
+type NoTurnStreamError struct{ Stream string }
+
+func (e *NoTurnStreamError) Error() string {
+	return fmt.Sprintf("forget: the turn stream %s does not exist, so nothing was deleted: a running serve creates it again within seconds (or start one); then send the forget again", e.Stream)
 }
 
 // IncompleteError is a forget that failed after the database side

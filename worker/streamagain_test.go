@@ -2,8 +2,10 @@ package worker_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -213,5 +215,27 @@ func TestIngestGoesOnAfterItsConsumerIsDeleted(t *testing.T) {
 	e.waitDone(15)
 	if st := e.userStats("alice"); st.TurnsProcessed != 15 || st.TurnsReceived != 15 {
 		t.Fatalf("alice = %+v, want her 15 turns recorded once and processed", st)
+	}
+}
+
+// A forget while the turn stream does not exist deletes nothing and says
+// why and what to do (before: "stream not found" wrapped, which the forget
+// endpoint answered as "500 memory store unavailable").
+func TestForgetWithoutTheTurnStreamSaysSo(t *testing.T) {
+	e := setup(t)
+	stop := e.start(extractor.NewRules(), nil)
+	e.publish(events.Turn{ID: "alice-1", UserID: "alice", UserMessage: "I live in Lima.", AssistantResponse: "ok"})
+	e.waitDone(1)
+	stop()
+	if err := e.js.DeleteStream(e.ctx, e.stream); err != nil {
+		t.Fatal(err)
+	}
+	_, err := worker.Forget(e.ctx, e.js, e.store, e.prefix, e.stream, "alice")
+	var ns *worker.NoTurnStreamError
+	if !errors.As(err, &ns) || !strings.Contains(err.Error(), "nothing was deleted") || !strings.Contains(err.Error(), "send the forget again") {
+		t.Fatalf("forget without the turn stream: %v; want a *worker.NoTurnStreamError saying nothing was deleted", err)
+	}
+	if st := e.userStats("alice"); st.TurnsProcessed != 1 {
+		t.Fatalf("alice after the refused forget: %+v; want her turn kept", st)
 	}
 }

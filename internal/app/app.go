@@ -447,11 +447,18 @@ func (a *App) startEnrichLocked(ctx context.Context, s *store.Store, nc *nats.Co
 	a.stopForgets = stopNow
 	ec.Forget = func(ctx context.Context, userID string) (events.ForgetReply, error) {
 		r, err := a.forget(worker.WithStop(ctx, stopping), w, js, s, userID)
-		var ie *worker.IncompleteError
-		if errors.As(err, &ie) {
+		var (
+			ie *worker.IncompleteError
+			ns *worker.NoTurnStreamError
+		)
+		switch {
+		case errors.As(err, &ie):
 			// What happened and what to do, for the requester.
 			a.logger.ErrorContext(ctx, "forget did not finish after the memory was deleted", "left", ie.What, "error", ie.Err)
 			err = &events.ServiceError{Code: 500, Description: ie.Error()}
+		case errors.As(err, &ns):
+			a.logger.WarnContext(ctx, "forget refused: no turn stream", "stream", ns.Stream)
+			err = &events.ServiceError{Code: 500, Description: ns.Error()}
 		}
 		return r, err
 	}
