@@ -132,7 +132,7 @@ func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 	if err != nil {
 		return r, &IncompleteError{What: "documents", Err: err}
 	}
-	if r.StreamEvents, err = purgeTurns(sctx, turns, userSubjects(prefix, token), tomb.Through.Seq, info.State.Msgs); err != nil {
+	if r.StreamEvents, err = purgeTurns(sctx, turns, userSubjects(prefix, token), tomb, info.State.Msgs); err != nil {
 		return r, streamSideError(err)
 	}
 	var moved uint64
@@ -218,9 +218,12 @@ func userSubjects(prefix, token string) []string {
 	return []string{subject, subject + ".>"}
 }
 
-// purgeTurns deletes the events on subjects up to sequence through, one
-// message at a time, each overwritten (as an opted-out event is). Events
-// published after the forget stay. It returns how many it deleted.
+// purgeTurns deletes the events on subjects that tomb covers (up to its
+// sequence, stored no later than its event), one message at a time, each
+// overwritten (as an opted-out event is). Events published after the
+// forget stay, also those under the tombstone's sequence in a stream
+// created again (a tombstone's sequence may come from the user's turns of
+// the stream before). It returns how many it deleted.
 //
 // Not a subject-filtered stream purge: nats-server before 2.10.11 (Debian
 // 12 ships 2.9.10) moves every consumer whose filter is wider than the
@@ -232,13 +235,13 @@ func userSubjects(prefix, token string) []string {
 // the streamMsgs the stream holds (the server scans the blocks that hold
 // the user's messages, which can be all of them), the deletes by
 // purgeTimeout plus purgePerEvent for each event read.
-func purgeTurns(ctx context.Context, st jetstream.Stream, subjects []string, through, streamMsgs uint64) (uint64, error) {
+func purgeTurns(ctx context.Context, st jetstream.Stream, subjects []string, tomb store.Tombstone, streamMsgs uint64) (uint64, error) {
 	rctx, cancel := context.WithTimeout(ctx, purgeTimeout+time.Duration(streamMsgs)*readPerStreamMsg)
 	defer cancel()
 	var seqs []uint64
 	for _, subj := range subjects {
 		var err error
-		if seqs, err = appendSeqs(rctx, st, subj, through, seqs); err != nil {
+		if seqs, err = appendSeqs(rctx, st, subj, tomb.Through.Seq, tomb.Covers, seqs); err != nil {
 			return 0, fmt.Errorf("forget: read %s: %w", subj, err)
 		}
 	}
@@ -247,15 +250,18 @@ func purgeTurns(ctx context.Context, st jetstream.Stream, subjects []string, thr
 	return deleteMsgs(dctx, st, seqs)
 }
 
-// appendSeqs appends to seqs the sequences of subj's messages up to through,
-// read with an ordered consumer that delivers headers only. The read ends
+// appendSeqs appends to seqs the sequences of subj's messages up to through
+// (those at a position keep accepts, when keep is not nil), read with an
+// ordered consumer that delivers headers only. The read ends
 // on the last one (or on through), or when it stalls and the stream holds
 // no message on subj after the last one read: a delete by someone else
 // during the read (another forget of the user, an opted-out event erased)
 // leaves the consumer's pending count too high to tell the end.
-func appendSeqs(ctx context.Context, st jetstream.Stream, subj string, through uint64, seqs []uint64) ([]uint64, error) {
+func appendSeqs(ctx context.Context, st jetstream.Stream, subj string, through uint64, keep func(store.StreamPosition) bool, seqs []uint64) ([]uint64, error) {
 	err := events.ReadThrough(ctx, st, subj, through, false, forgetReadStall, func(_ jetstream.Msg, md *jetstream.MsgMetadata) bool {
-		seqs = append(seqs, md.Sequence.Stream)
+		if keep == nil || keep(store.StreamPosition{Seq: md.Sequence.Stream, Stored: md.Timestamp}) {
+			seqs = append(seqs, md.Sequence.Stream)
+		}
 		return true
 	})
 	return seqs, err

@@ -16,6 +16,7 @@ import (
 
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/events/eventstest"
+	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
 )
 
@@ -120,7 +121,7 @@ func TestAppendSeqsUnderConcurrentDeletes(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(e.ctx, time.Minute) // a bound, not a measure: the read ends a stall (5 s) after the last message
 	defer cancel()
-	seqs, err := appendSeqs(ctx, e.st, subj, through, nil)
+	seqs, err := appendSeqs(ctx, e.st, subj, through, nil, nil)
 	if err != nil {
 		t.Fatalf("appendSeqs: %v after reading %d sequences up to %d; the subject holds %d", err, len(seqs), through, e.count(t, subj))
 	}
@@ -156,7 +157,7 @@ func TestAppendSeqsEndsWhenTheEventsAreGone(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(e.ctx, time.Minute)
 	defer cancel()
-	read, err := appendSeqs(ctx, e.st, subjects[0], seqs[len(seqs)-1], nil)
+	read, err := appendSeqs(ctx, e.st, subjects[0], seqs[len(seqs)-1], nil, nil)
 	if err != nil || len(read) != 0 {
 		t.Fatalf("appendSeqs = %v, %v; want nothing read and no error", read, err)
 	}
@@ -207,5 +208,26 @@ func TestForgetReadsASubjectTheStreamMiscounts(t *testing.T) {
 	}
 	if left := e.count(t, events.TurnSubject(e.prefix, "erin")); left != 300 {
 		t.Fatalf("forget of dave left %d of erin's 300 events", left)
+	}
+}
+
+// A tombstone's sequence can be past where the stream stands (the user's
+// turns recorded by an earlier release, of a stream since created again,
+// count by sequence): the purge deletes the events the tombstone covers,
+// not those published after the forget under that sequence.
+func TestPurgeTurnsKeepsEventsAfterTheTombstone(t *testing.T) {
+	e := raceSetup(t)
+	seqs := e.publishN(t, "alice", 3)
+	second, err := e.st.GetMsg(e.ctx, seqs[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	tomb := store.Tombstone{Through: store.StreamPosition{Seq: 900, Stored: second.Time}}
+	n, err := purgeTurns(e.ctx, e.st, userSubjects(e.prefix, events.UserToken("alice")), tomb, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.GetMsg(e.ctx, seqs[2]); n != 2 || err != nil {
+		t.Fatalf("purge deleted %d events, the one after the tombstone's: %v; want the 2 it covers deleted, the third kept", n, err)
 	}
 }
