@@ -18,14 +18,20 @@
 -- passed 90,000.
 --
 -- NULL: not known (rows written before this migration, or by a process of
--- an earlier release). A tombstone or a turn without it is compared by
+-- an earlier release). A tombstone's stream_stored_seq is the sequence its
+-- stored time goes with: a forget by a process of an earlier release raises
+-- stream_seq alone, and the tombstone is then compared by sequence alone
+-- (its stored time would leave out the turns published between the two
+-- forgets). A clear needs no such guard: an earlier release's clear changes
+-- stream_seq alone too, which can only narrow what the stored time covers,
+-- and those turns are judged by time. A tombstone or a turn without it is compared by
 -- sequence alone, as before; a clear without it covers turns by their
 -- timestamps alone (its stream_created of migration 042 is no longer read).
 --
 -- Cost on an existing database: no table rewrite (nullable columns without
 -- a default only change the catalog), a brief exclusive lock on each table.
 ALTER TABLE turns ADD COLUMN stream_stored_at timestamptz;
-ALTER TABLE tombstones ADD COLUMN stream_stored_at timestamptz;
+ALTER TABLE tombstones ADD COLUMN stream_stored_at timestamptz, ADD COLUMN stream_stored_seq bigint;
 ALTER TABLE context_clears ADD COLUMN stream_stored_at timestamptz;
 ALTER TABLE fact_clears ADD COLUMN stream_stored_at timestamptz;
 ALTER TABLE fact_direct_clears ADD COLUMN stream_stored_at timestamptz;

@@ -42,7 +42,7 @@ func (s *Store) tombstoneThrough(ctx context.Context, userID, token string, thro
 		tombStored, turnStored   *time.Time
 	)
 	err := s.db.QueryRow(ctx, `
-		SELECT t.stream_seq, t.stream_stored_at, u.stream_seq, u.stream_stored_at,
+		SELECT t.stream_seq, `+tombStoredAt+`, u.stream_seq, u.stream_stored_at,
 			(SELECT max(stream_seq) FROM turns WHERE user_id = $2 AND stream_stored_at IS NULL)
 		FROM (SELECT) one
 		LEFT JOIN tombstones t ON t.user_token = $1
@@ -78,6 +78,11 @@ func (s *Store) tombstoneThrough(ctx context.Context, userID, token string, thro
 	p.Stored = p.stored() // as it is recorded
 	return p, nil
 }
+
+// tombStoredAt is a tombstone's (aliased t) stored time, NULL (not known)
+// when a forget of an earlier release raised its sequence since (see
+// migration 044).
+const tombStoredAt = `CASE WHEN t.stream_stored_seq = t.stream_seq THEN t.stream_stored_at END`
 
 // userLock is the advisory lock key of a user token, per schema so that
 // memoryd instances in other schemas of the database do not contend.
@@ -151,7 +156,7 @@ func lockOrder(tokens []string) []string {
 }
 
 func (s *Store) tombstones(ctx context.Context, tokens []string) (map[string]Tombstone, error) {
-	rows, err := s.db.Query(ctx, `SELECT user_token, stream_seq, stream_stored_at, forgotten_at FROM tombstones WHERE user_token = ANY($1)`, tokens)
+	rows, err := s.db.Query(ctx, `SELECT user_token, stream_seq, `+tombStoredAt+`, forgotten_at FROM tombstones t WHERE user_token = ANY($1)`, tokens)
 	if err != nil {
 		return nil, fmt.Errorf("tombstones: %w", err)
 	}

@@ -89,3 +89,35 @@ func TestForgetTombstoneAcrossStreams(t *testing.T) {
 		}
 	}
 }
+
+// A forget by a process of the earlier release (rolling upgrade) raises a
+// tombstone's sequence alone: its stored time no longer goes with it, and
+// the tombstone covers by sequence, as that release's own checks do.
+// Otherwise the turns published between the two forgets (stored after the
+// first one's time) would not be covered.
+func TestTombstoneRaisedByAnEarlierRelease(t *testing.T) {
+	ctx, s := setup(t)
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	if _, _, err := s.ForgetUser(ctx, "alice", "alice", store.StreamPosition{Seq: 10, Stored: t0}, store.RiverJobs{}); err != nil {
+		t.Fatal(err)
+	}
+	// The earlier release's forget, as it writes the tombstone.
+	if _, err := s.Pool().Exec(ctx, `INSERT INTO tombstones AS t (user_token, stream_seq) VALUES ('alice', 50)
+		ON CONFLICT (user_token) DO UPDATE SET stream_seq = greatest(t.stream_seq, excluded.stream_seq), forgotten_at = now()`); err != nil {
+		t.Fatal(err)
+	}
+	tombs, err := s.LockUsers(ctx, []string{"alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	between := store.StreamPosition{Seq: 30, Stored: t0.Add(time.Minute)} // published between the two forgets
+	if tomb := tombs["alice"]; !tomb.Covers(between) || tomb.Covers(store.StreamPosition{Seq: 51, Stored: t0.Add(2 * time.Minute)}) {
+		t.Fatalf("tombstone %+v: covers %+v: %v, want true; and not a turn at 51", tomb, between, tomb.Covers(between))
+	}
+	// A forget of this release records a time that goes with its sequence
+	// again.
+	_, tomb, err := s.ForgetUser(ctx, "alice", "alice", store.StreamPosition{Seq: 60, Stored: t0.Add(3 * time.Minute)}, store.RiverJobs{})
+	if err != nil || tomb.Through.Seq != 60 || tomb.Through.Stored.IsZero() {
+		t.Fatalf("tombstone after a forget of this release: %+v, %v; want 60 with its stored time", tomb, err)
+	}
+}
