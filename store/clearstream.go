@@ -9,17 +9,39 @@ import (
 
 // StreamPosition is a place in the turn stream: a sequence, and when
 // JetStream stored the event there (for where the stream stands: its last
-// event, or the stream's creation time while it has held none). Positions
-// are ordered by stored time, then by sequence (Compare): a stream deleted
-// and created again numbers from 1 anew, but stores its events after every
-// event of the old one. (A stream's creation time cannot tell the two
-// apart: nats-server 2.9.10 reports a later one after a configuration
-// update and a restart.) The order is the NATS server's clock, as
-// JetStream's own MaxAge and start-time consumers are. The zero value is no
-// position known; a zero Stored, a position of an earlier release.
+// event, or the stream's creation time while it has held none). The zero
+// value is no position known; a zero Stored, a position of an earlier
+// release, compared by sequence alone.
+//
+// An event is at or before a position (Before) when it is stored more than
+// StoredSkew before it, or at or below its sequence and stored no more
+// than StoredSkew after it. Within one stream the sequence decides: stored
+// times follow the storing server's clock (a cluster's leader of the
+// moment, a clock stepped back), which StoredSkew allows for. The stored
+// time tells streams apart: a stream deleted and created again numbers
+// from 1 anew, but stores its events after every event of the old one.
+// (A stream's creation time cannot: nats-server 2.9.10 reports a later one
+// after a configuration update and a restart.)
 type StreamPosition struct {
 	Seq    uint64
 	Stored time.Time
+}
+
+// StoredSkew is how far apart stored times may be without saying which
+// event came first (see StreamPosition): far more than the clocks of a
+// JetStream cluster's servers drift apart under NTP, far less than an
+// operator takes to delete a stream, create it again and have it fill.
+const StoredSkew = 5 * time.Second
+
+// Before reports whether the event at p was published no later than the
+// event at q (see StreamPosition); by sequence alone when either stored
+// time is not known.
+func (p StreamPosition) Before(q StreamPosition) bool {
+	if p.Stored.IsZero() || q.Stored.IsZero() {
+		return p.Seq <= q.Seq
+	}
+	pt, qt := p.stored(), q.stored()
+	return pt.Before(qt.Add(-StoredSkew)) || (p.Seq <= q.Seq && !pt.After(qt.Add(StoredSkew)))
 }
 
 // TurnStreamFunc reads the turn stream's position now.
@@ -53,8 +75,9 @@ func (s *Store) turnStream(ctx context.Context) (StreamPosition, error) {
 	return p, nil
 }
 
-// Compare orders positions as their events were stored: by stored time,
-// then by sequence; by sequence alone when either stored time is not known.
+// Compare orders positions by stored time, then by sequence; by sequence
+// alone when either stored time is not known. Clocks make it a guess
+// (StreamPosition): for what does not need to be exact.
 func (p StreamPosition) Compare(q StreamPosition) int {
 	if !p.Stored.IsZero() && !q.Stored.IsZero() {
 		if c := p.stored().Compare(q.stored()); c != 0 {
@@ -62,24 +85,6 @@ func (p StreamPosition) Compare(q StreamPosition) int {
 		}
 	}
 	return cmp.Compare(p.Seq, q.Seq)
-}
-
-// Later is the later of p and q (Compare). When only one stored time is
-// known, it is that time with the greater sequence, for the positions
-// compared by sequence alone: use it only when the known time is where the
-// stream stands now, later than every event stored before.
-func (p StreamPosition) Later(q StreamPosition) StreamPosition {
-	if p.Stored.IsZero() != q.Stored.IsZero() {
-		known := p.Stored
-		if known.IsZero() {
-			known = q.Stored
-		}
-		return StreamPosition{Seq: max(p.Seq, q.Seq), Stored: known}
-	}
-	if p.Compare(q) >= 0 {
-		return p
-	}
-	return q
 }
 
 // storedOrNil is p's stored time, or nil (NULL) when it is not known.
@@ -111,28 +116,34 @@ func streamPosition(seq int64, stored *time.Time) StreamPosition {
 	return p
 }
 
-// laterPosition is the SQL condition under which the position of the
-// clear being recorded (excluded) is later than the recorded one (c): a
-// clear without a position (no stored time) never is; one is later than a
-// row without a position, or of an earlier release (no stored time).
-const laterPosition = `(excluded.stream_stored_at IS NOT NULL AND (c.stream_stored_at IS NULL OR
-	(excluded.stream_stored_at, excluded.stream_seq) > (c.stream_stored_at, c.stream_seq)))`
+// skewSQL is StoredSkew as an SQL interval.
+var skewSQL = fmt.Sprintf("interval '%d milliseconds'", StoredSkew.Milliseconds())
 
 // mergeStreamPosition is the ON CONFLICT assignment of a clear table's
-// position (the row aliased c): the later of the two (laterPosition), which
-// covers every turn the earlier one covers. Migration 042's
-// stream_created, which this release no longer reads, is cleared with a
-// position it no longer matches (an earlier release judges the clear by
-// time). The expressions read the row as it was.
-const mergeStreamPosition = `stream_seq = CASE WHEN ` + laterPosition + ` THEN excluded.stream_seq ELSE c.stream_seq END,
-	stream_stored_at = CASE WHEN ` + laterPosition + ` THEN excluded.stream_stored_at ELSE c.stream_stored_at END,
-	stream_created = CASE WHEN ` + laterPosition + ` THEN NULL ELSE c.stream_created END`
+// position (the row aliased c), so that it covers what either clear covers
+// (see StreamPosition): the later stored time, with the greater sequence
+// when the two are within twice StoredSkew of each other (or the recorded
+// one has no stored time), else the later one's. A clear without a position
+// keeps the recorded one. Migration 042's stream_created, which this
+// release no longer reads, is cleared with a position it no longer matches
+// (an earlier release then judges the clear by time). The expressions read
+// the row as it was.
+var mergeStreamPosition = `stream_seq = CASE
+		WHEN excluded.stream_stored_at IS NULL THEN c.stream_seq
+		WHEN c.stream_stored_at IS NULL THEN greatest(c.stream_seq, excluded.stream_seq)
+		WHEN c.stream_stored_at < excluded.stream_stored_at - 2 * ` + skewSQL + ` THEN excluded.stream_seq
+		WHEN excluded.stream_stored_at < c.stream_stored_at - 2 * ` + skewSQL + ` THEN c.stream_seq
+		ELSE greatest(c.stream_seq, excluded.stream_seq) END,
+	stream_stored_at = greatest(c.stream_stored_at, excluded.stream_stored_at),
+	stream_created = CASE WHEN excluded.stream_stored_at IS NULL THEN c.stream_created END`
 
 // coveredByPosition is the SQL condition under which a turn at stream
 // sequence seq, stored at stored, was published before the clear aliased
-// cl was made: its position is not after the clear's (see StreamPosition).
-// A sequence of 0 (none known) or a NULL stored time, on either side,
-// never matches: such turns are judged by time alone.
+// cl was made (StreamPosition.Before). A sequence of 0 (none known) or a
+// NULL stored time, on either side, never matches: such turns are judged
+// by time alone.
 func coveredByPosition(cl, seq, stored string) string {
-	return `(` + seq + ` > 0 AND (` + stored + `, ` + seq + `) <= (` + cl + `.stream_stored_at, ` + cl + `.stream_seq))`
+	at := cl + `.stream_stored_at`
+	return `(` + seq + ` > 0 AND ` + stored + ` IS NOT NULL AND ` + at + ` IS NOT NULL AND (` +
+		stored + ` < ` + at + ` - ` + skewSQL + ` OR (` + seq + ` <= ` + cl + `.stream_seq AND ` + stored + ` <= ` + at + ` + ` + skewSQL + `)))`
 }

@@ -281,8 +281,12 @@ func (s *Store) collection(ctx context.Context, o Owner, name string, create boo
 		err = s.db.QueryRow(ctx, `SELECT id, chunk_tokens, overlap_tokens, ts_config FROM collections
 			WHERE owner_kind = $1 AND owner = $2 AND name = $3`+lock, kind, owner, name).
 			Scan(&c.ID, &c.ChunkTokens, &c.OverlapTokens, &c.TSConfig)
-		if errors.Is(err, pgx.ErrNoRows) && create && attempt < collectionAttempts {
-			continue // deleted since the insert found it
+		if errors.Is(err, pgx.ErrNoRows) && create {
+			if attempt < collectionAttempts {
+				continue // deleted since the insert found it
+			}
+			// Not ErrNoCollection, which callers answer as not found.
+			return Collection{}, fmt.Errorf("collection %q deleted %d times while this put created it: send it again", name, attempt)
 		}
 		if errors.Is(err, pgx.ErrNoRows) {
 			return Collection{}, fmt.Errorf("collection %q: %w", name, ErrNoCollection)
@@ -396,6 +400,9 @@ const headingSep = "\x1f"
 
 // writeChunks replaces a document's chunks by cut (none: deleted only).
 func (s *Store) writeChunks(ctx context.Context, c Collection, docID string, cut []ChunkText) error {
+	if err := s.sampleDocHighWater(ctx); err != nil { // the space the deletion frees: see MeasureSize
+		return err
+	}
 	if _, err := s.db.Exec(ctx, `DELETE FROM doc_chunks WHERE collection_id = $1 AND doc_id = $2`, c.ID, docID); err != nil {
 		return fmt.Errorf("delete chunks: %w", err)
 	}
@@ -492,6 +499,9 @@ func (s *Store) DeleteDocument(ctx context.Context, o Owner, collection, docID s
 	if err != nil {
 		return false, fmt.Errorf("delete document: %w", err)
 	}
+	if err := s.sampleDocHighWater(ctx); err != nil { // the space the deletion frees: see MeasureSize
+		return false, fmt.Errorf("delete document: %w", err)
+	}
 	tag, err := s.db.Exec(ctx, `DELETE FROM documents WHERE collection_id = $1 AND doc_id = $2`, c.ID, docID)
 	if err != nil {
 		return false, fmt.Errorf("delete document: %w", err)
@@ -562,6 +572,9 @@ func (s *Store) DeleteCollections(ctx context.Context, o Owner, jobs ...RiverJob
 	err = s.inTx(ctx, func(q *Store) error {
 		if err := q.db.QueryRow(ctx, `SELECT count(*) FROM documents d JOIN collections c ON c.id = d.collection_id
 			WHERE c.owner_kind = $1 AND c.owner = $2`, kind, owner).Scan(&n); err != nil {
+			return err
+		}
+		if err := q.sampleDocHighWater(ctx); err != nil { // the space the deletion frees: see MeasureSize
 			return err
 		}
 		rows, err := q.db.Query(ctx, `DELETE FROM collections WHERE owner_kind = $1 AND owner = $2 RETURNING id`, kind, owner)

@@ -656,3 +656,41 @@ func TestPutDocumentBesideADeletionOfItsCollection(t *testing.T) {
 		t.Fatalf("documents after = %+v, %v; want none: the deletion waited for the put and deleted its document", docs, err)
 	}
 }
+
+// Documents deleted while others stay count for their share of the files
+// only, also once a VACUUM has made their space reusable (autovacuum's, or
+// the prune's), which leaves no dead row to tell.
+func TestDeletedDocumentsCountForNothingAfterAVacuum(t *testing.T) {
+	ctx, s := setup(t)
+	base, err := s.MeasureSize(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for i := range 600 {
+		fmt.Fprintf(&b, "Paragraph %d says something about the archive in words of its own, %x.\n\n", i, i*7919)
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "c", DocID: id, Content: id + "\n\n" + b.String()})
+	}
+	full, err := s.MeasureSize(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "b"} {
+		if ok, err := s.DeleteDocument(ctx, alice, "c", id); err != nil || !ok {
+			t.Fatalf("delete %s: %v, %v", id, ok, err)
+		}
+	}
+	if _, err := s.Pool().Exec(ctx, `VACUUM collections, documents, doc_chunks, chunk_terms, chunk_embeddings`); err != nil {
+		t.Fatal(err)
+	}
+	one, err := s.MeasureSize(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	three := full.DocumentBytes - base.DocumentBytes
+	if left := one.DocumentBytes - base.DocumentBytes; left > three/2 || left <= 0 {
+		t.Fatalf("documents: %d bytes for three, %d for the one left after deleting two and a VACUUM; want about a third", three, left)
+	}
+}

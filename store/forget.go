@@ -55,10 +55,10 @@ func (s *Store) ForgetUser(ctx context.Context, userID, token string, through St
 			return err
 		}
 		if err := q.db.QueryRow(ctx, `
-			INSERT INTO tombstones AS t (user_token, stream_seq, stream_stored_at, stream_stored_seq) VALUES ($1, $2, $3, $2)
+			INSERT INTO tombstones AS t (user_token, stream_seq, stream_stored_at, stream_stored_for, forgotten_at) VALUES ($1, $2, $3, now(), now())
 			ON CONFLICT (user_token) DO UPDATE
 			SET stream_seq = excluded.stream_seq, stream_stored_at = excluded.stream_stored_at,
-				stream_stored_seq = excluded.stream_stored_seq, forgotten_at = now()
+				stream_stored_for = now(), forgotten_at = now()
 			RETURNING forgotten_at`,
 			token, int64(tomb.Through.Seq), tomb.Through.storedOrNil()).Scan(&tomb.ForgottenAt); err != nil {
 			return fmt.Errorf("forget: tombstone: %w", err)

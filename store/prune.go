@@ -172,7 +172,30 @@ func (s *Store) SampleContextHighWater(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("sample context high water: %w", err)
 	}
+	return s.sampleDocHighWater(ctx)
+}
+
+// sampleDocHighWater raises the knowledge-base tables' high-water marks
+// (migration 045) to the row versions Postgres's statistics count in them
+// now, without reading a row: before a deletion of documents or chunks
+// (whose space a VACUUM, autovacuum's, may make reusable before the next
+// MeasureSize), and with SampleContextHighWater.
+func (s *Store) sampleDocHighWater(ctx context.Context) error {
+	_, err := s.db.Exec(ctx, `UPDATE prune_state SET
+		collections_high_water = greatest(collections_high_water, `+statVersions("collections")+`),
+		documents_high_water = greatest(documents_high_water, `+statVersions("documents")+`),
+		doc_chunks_high_water = greatest(doc_chunks_high_water, `+statVersions("doc_chunks")+`),
+		chunk_embeddings_high_water = greatest(chunk_embeddings_high_water, `+statVersions("chunk_embeddings")+`)`)
+	if err != nil {
+		return fmt.Errorf("sample documents high water: %w", err)
+	}
 	return nil
+}
+
+// statVersions is the row versions, live and dead, Postgres's statistics
+// count in table.
+func statVersions(table string) string {
+	return `pg_stat_get_live_tuples('` + table + `'::regclass) + pg_stat_get_dead_tuples('` + table + `'::regclass)`
 }
 
 // turnTextSize is the stored size (after compression, TOAST included) of a

@@ -20,36 +20,38 @@ type Tombstone struct {
 }
 
 // Covers reports whether the event at stream position p was published
-// before the forget, so that nothing of it may be written any more: p is
-// not after the tombstone's position (StreamPosition.Compare). So every
-// event of a stream deleted before the forget is covered, and none of a
-// stream created after it, whatever its sequence. An event without a
-// sequence (0) is covered; when either stored time is unknown (a tombstone
-// or a turn of an earlier release) the sequences alone decide.
+// before the forget, so that nothing of it may be written any more
+// (StreamPosition.Before): so every event of a stream deleted before the
+// forget is covered, and none of a stream created after it, whatever its
+// sequence. An event without a sequence (0) is covered; when either stored
+// time is unknown (a tombstone or a turn of an earlier release) the
+// sequences alone decide.
 func (t Tombstone) Covers(p StreamPosition) bool {
-	return p.Seq == 0 || p.Compare(t.Through) <= 0
+	return p.Seq == 0 || p.Before(t.Through)
 }
 
 // tombstoneThrough is the position a forget's tombstone covers, in the
-// forget's transaction, the user's lock held: the later of through (where
-// the stream stood when the forget began), the user's tombstone (a forget
-// before) and the user's latest turn recorded (published after through was
-// read); and at least the sequence of every turn recorded without a stored
-// time (by an earlier release), which is compared by sequence alone.
+// forget's transaction, the user's lock held: where the stream stood when
+// the forget began (through), raised to cover the user's tombstone (a
+// forget before) and every turn of the user recorded (published after
+// through was read, or of a stream before): the latest stored time of
+// them, and the greatest sequence of those stored no more than twice
+// StoredSkew before through (the others are covered by their time) or
+// without a stored time (compared by sequence alone).
 func (s *Store) tombstoneThrough(ctx context.Context, userID, token string, through StreamPosition) (StreamPosition, error) {
 	var (
-		tombSeq, turnSeq, oldSeq *int64
-		tombStored, turnStored   *time.Time
+		tombSeq, recentSeq, oldSeq *int64
+		tombStored, turnStored     *time.Time
 	)
+	since := through.stored().Add(-2 * StoredSkew)
 	err := s.db.QueryRow(ctx, `
-		SELECT t.stream_seq, `+tombStoredAt+`, u.stream_seq, u.stream_stored_at,
+		SELECT t.stream_seq, `+tombStoredAt+`,
+			(SELECT max(stream_seq) FROM turns WHERE user_id = $2 AND stream_stored_at >= $3),
+			(SELECT max(stream_stored_at) FROM turns WHERE user_id = $2 AND stream_seq > 0),
 			(SELECT max(stream_seq) FROM turns WHERE user_id = $2 AND stream_stored_at IS NULL)
 		FROM (SELECT) one
-		LEFT JOIN tombstones t ON t.user_token = $1
-		LEFT JOIN LATERAL (SELECT stream_seq, stream_stored_at FROM turns
-			WHERE user_id = $2 AND stream_seq > 0 AND stream_stored_at IS NOT NULL
-			ORDER BY stream_stored_at DESC, stream_seq DESC LIMIT 1) u ON true`, token, userID).
-		Scan(&tombSeq, &tombStored, &turnSeq, &turnStored, &oldSeq)
+		LEFT JOIN tombstones t ON t.user_token = $1`, token, userID, since).
+		Scan(&tombSeq, &tombStored, &recentSeq, &turnStored, &oldSeq)
 	if err != nil {
 		return StreamPosition{}, fmt.Errorf("forget: tombstone: %w", err)
 	}
@@ -62,27 +64,38 @@ func (s *Store) tombstoneThrough(ctx context.Context, userID, token string, thro
 	if through.Stored.IsZero() {
 		// When the stream's last event was stored is not known, by
 		// sequence alone, as an earlier release did.
-		return StreamPosition{Seq: max(through.Seq, seqOf(tombSeq), seqOf(turnSeq), seqOf(oldSeq))}, nil
+		var all *int64
+		if err := s.db.QueryRow(ctx, `SELECT max(stream_seq) FROM turns WHERE user_id = $1`, userID).Scan(&all); err != nil {
+			return StreamPosition{}, fmt.Errorf("forget: tombstone: %w", err)
+		}
+		return StreamPosition{Seq: max(through.Seq, seqOf(tombSeq), seqOf(all))}, nil
 	}
-	// through's stored time is the latest of all the stream held: a
-	// tombstone or a turn of an earlier release (no stored time) adds its
-	// sequence to it (Later), for the turns compared by sequence alone.
-	p := through
+	p := StreamPosition{Seq: max(through.Seq, seqOf(recentSeq), seqOf(oldSeq)), Stored: through.stored()}
+	if turnStored != nil && turnStored.After(p.Stored) {
+		p.Stored = turnStored.UTC()
+	}
 	if tombSeq != nil {
-		p = p.Later(streamPosition(*tombSeq, tombStored))
+		switch {
+		case tombStored == nil:
+			p.Seq = max(p.Seq, seqOf(tombSeq)) // compared by sequence alone
+		case !tombStored.Before(since):
+			p.Seq, p.Stored = max(p.Seq, seqOf(tombSeq)), maxTime(p.Stored, tombStored.UTC())
+		}
 	}
-	if turnSeq != nil {
-		p = p.Later(streamPosition(*turnSeq, turnStored))
-	}
-	p.Seq = max(p.Seq, seqOf(oldSeq))
-	p.Stored = p.stored() // as it is recorded
 	return p, nil
 }
 
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
 // tombStoredAt is a tombstone's (aliased t) stored time, NULL (not known)
-// when a forget of an earlier release raised its sequence since (see
-// migration 044).
-const tombStoredAt = `CASE WHEN t.stream_stored_seq = t.stream_seq THEN t.stream_stored_at END`
+// when a forget of an earlier release changed the tombstone since (see
+// migration 044): that release sets forgotten_at alone.
+const tombStoredAt = `CASE WHEN t.stream_stored_for = t.forgotten_at THEN t.stream_stored_at END`
 
 // userLock is the advisory lock key of a user token, per schema so that
 // memoryd instances in other schemas of the database do not contend.

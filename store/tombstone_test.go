@@ -33,6 +33,13 @@ func TestTombstoneCovers(t *testing.T) {
 		{"a tombstone of an earlier release", legacy, at(90, last.Add(time.Hour)), true},
 		{"a tombstone of an earlier release, after", legacy, at(91, last.Add(-time.Hour)), false},
 		{"no sequence", tomb, at(0, last.Add(time.Hour)), true},
+		// Within one stream the sequence decides: stored times follow the
+		// storing server's clock (a cluster's new leader 20 ms behind the
+		// old one, a clock stepped back).
+		{"before it, stored later by a clock 20 ms ahead", tomb, at(89, last.Add(20*time.Millisecond)), true},
+		{"before it, stored 4 s later by a clock stepped back", tomb, at(80, last.Add(4*time.Second)), true},
+		{"after it, stored earlier by a clock stepped back", tomb, at(91, last.Add(-2*time.Second)), false},
+		{"a stream created again, within the skew", tomb, at(3, last.Add(3*time.Second)), true},
 	} {
 		if got := c.tomb.Covers(c.p); got != c.want {
 			t.Errorf("%s: Covers(%+v) = %v, want %v", c.name, c.p, got, c.want)
@@ -113,6 +120,22 @@ func TestTombstoneRaisedByAnEarlierRelease(t *testing.T) {
 	between := store.StreamPosition{Seq: 30, Stored: t0.Add(time.Minute)} // published between the two forgets
 	if tomb := tombs["alice"]; !tomb.Covers(between) || tomb.Covers(store.StreamPosition{Seq: 51, Stored: t0.Add(2 * time.Minute)}) {
 		t.Fatalf("tombstone %+v: covers %+v: %v, want true; and not a turn at 51", tomb, between, tomb.Covers(between))
+	}
+	// The same when the earlier release's forget leaves the sequence as it
+	// was (a stream created again since: its sequence is lower).
+	if _, _, err := s.ForgetUser(ctx, "bob", "bob", store.StreamPosition{Seq: 100, Stored: t0}, store.RiverJobs{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(ctx, `INSERT INTO tombstones AS t (user_token, stream_seq) VALUES ('bob', 20)
+		ON CONFLICT (user_token) DO UPDATE SET stream_seq = greatest(t.stream_seq, excluded.stream_seq), forgotten_at = now()`); err != nil {
+		t.Fatal(err)
+	}
+	if tombs, err = s.LockUsers(ctx, []string{"bob"}); err != nil {
+		t.Fatal(err)
+	}
+	newStream := store.StreamPosition{Seq: 15, Stored: t0.Add(time.Hour)} // published before the second forget
+	if tomb := tombs["bob"]; !tomb.Covers(newStream) {
+		t.Fatalf("tombstone %+v does not cover %+v, published before the earlier release's forget", tomb, newStream)
 	}
 	// A forget of this release records a time that goes with its sequence
 	// again.

@@ -178,12 +178,12 @@ func WithStop(ctx, stop context.Context) context.Context {
 }
 
 // NoTurnStreamError is a forget refused, nothing deleted, because the turn
-// stream does not exist (deleted: a serve creates it again, see
-// Worker.keepConsuming): where it stands is what the tombstone records.
+// stream does not exist (deleted: a serve start or a publish creates it
+// again): where it stands is what the tombstone records.
 type NoTurnStreamError struct{ Stream string }
 
 func (e *NoTurnStreamError) Error() string {
-	return fmt.Sprintf("forget: the turn stream %s does not exist, so nothing was deleted: a running serve creates it again within seconds (or start one); then send the forget again", e.Stream)
+	return fmt.Sprintf("forget: the turn stream %s does not exist, so nothing was deleted: create it again (a serve start or a publish does), then send the forget again", e.Stream)
 }
 
 // IncompleteError is a forget that failed after the database side

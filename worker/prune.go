@@ -161,12 +161,14 @@ func prune(ctx context.Context, s *store.Store, l PruneLimits) (PruneReport, err
 	var rep PruneReport
 	var err error
 	if l.MaxBytes > 0 {
+		// Measured first: the measure raises the high-water marks with
+		// the dead rows the vacuum then makes reusable.
+		if rep.Before, err = s.MeasureSize(ctx); err != nil {
+			return rep, fmt.Errorf("prune: %w", err)
+		}
 		// Deleted documents count for nothing in the size, so their space
 		// must be reusable (autovacuum may be off).
 		if _, err := s.VacuumDocuments(ctx); err != nil {
-			return rep, fmt.Errorf("prune: %w", err)
-		}
-		if rep.Before, err = s.MeasureSize(ctx); err != nil {
 			return rep, fmt.Errorf("prune: %w", err)
 		}
 	}

@@ -174,8 +174,9 @@ func TestClearHoldsAcrossRestartsOfTheStreamsServer(t *testing.T) {
 
 // Ingest goes on when its durable consumer is deleted, alone or with its
 // stream (an operator's `nats consumer rm` or `nats stream rm`): the worker
-// creates them again, as a restart would, and records what is published
-// after. (Before, nats.go ended the consume on "consumer deleted", and
+// binds the consumer again, once the stream exists again (it does not
+// create the stream itself: the operator may be creating it with settings
+// of their own), and records what is published after. (Before, nats.go ended the consume on "consumer deleted", and
 // serve read nothing more until it was restarted: an operator's walk had
 // 240 turns wait in the new stream.)
 func TestIngestGoesOnAfterItsConsumerIsDeleted(t *testing.T) {
@@ -207,7 +208,11 @@ func TestIngestGoesOnAfterItsConsumerIsDeleted(t *testing.T) {
 	if err := e.js.DeleteStream(e.ctx, e.stream); err != nil {
 		t.Fatal(err)
 	}
-	e.waitFor("the stream and consumer created again", func() (bool, string) {
+	// The operator creates it again (a publish or a serve start would).
+	if _, err := events.EnsureStream(e.ctx, e.js, events.StreamConfig{Prefix: e.prefix, Stream: e.stream}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("the consumer created again on the new stream", func() (bool, string) {
 		_, err := e.js.Consumer(e.ctx, e.stream, "memoryd-ingest")
 		return err == nil, fmt.Sprint(err)
 	})

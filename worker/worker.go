@@ -870,16 +870,30 @@ func (w *Worker) consumeFrom(cons jetstream.Consumer) (jetstream.ConsumeContext,
 
 // keepConsuming binds ingest again when its consume ends (closed) before
 // Stop: nats.go ends it when the durable consumer is deleted, with its
-// stream or alone (an operator's `nats stream rm`, a stream created again),
-// and ingest would otherwise read nothing more until a restart. It does
-// what Start does (bind: the stream created again when missing, the
-// consumer, which starts from the stream's first event not acknowledged)
-// and consumes again; an attempt that fails is tried again after a wait
-// doubling from RetryBackoff up to 30 times it, as a NATS outage is ridden
-// out, until it succeeds or ctx ends (Stop). It closes rebound when it
-// returns.
+// stream or alone (an operator's `nats consumer rm` or `nats stream rm`),
+// and ingest would otherwise read nothing more until a restart. Once the
+// stream exists (it is not created here: an operator may be creating it
+// with settings of their own; a serve start or a publish creates it with
+// memoryd's), it does what Start does (bind) and consumes again. An
+// attempt that fails is tried again after a wait doubling from
+// RetryBackoff up to 30 times it, as a NATS outage is ridden out, until it
+// succeeds or ctx ends (Stop); so is a consume that ends again within
+// rebindSettle of the last bind. It closes rebound when it returns.
 func (w *Worker) keepConsuming(ctx context.Context, closed <-chan struct{}, rebound chan<- struct{}) {
 	defer close(rebound)
+	var (
+		backoff time.Duration
+		bound   = time.Now()
+	)
+	wait := func() bool {
+		backoff = min(max(backoff*2, w.cfg.RetryBackoff), 30*w.cfg.RetryBackoff)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(backoff):
+			return true
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -889,32 +903,48 @@ func (w *Worker) keepConsuming(ctx context.Context, closed <-chan struct{}, rebo
 		if ctx.Err() != nil {
 			return // Stop ended it
 		}
-		w.logger.Warn("ingest consumer gone; creating it again", "stream", w.cfg.Stream, "consumer", w.cfg.Durable)
-		var backoff time.Duration
+		w.logger.Warn("ingest consumer gone; binding it again", "stream", w.cfg.Stream, "consumer", w.cfg.Durable)
+		if time.Since(bound) < rebindSettle {
+			if !wait() {
+				return
+			}
+		} else {
+			backoff = 0
+		}
 		for {
 			cc, err := w.rebind(ctx)
 			if err == nil {
-				closed = cc.Closed()
+				closed, bound = cc.Closed(), time.Now()
 				w.logger.Info("ingest consuming again", "stream", w.cfg.Stream, "consumer", w.cfg.Durable)
 				break
 			}
 			if ctx.Err() != nil {
 				return
 			}
-			backoff = min(max(backoff*2, w.cfg.RetryBackoff), 30*w.cfg.RetryBackoff)
-			w.logger.Error("ingest: cannot create the consumer again; will retry", "error", err, "retry_in", backoff)
-			select {
-			case <-ctx.Done():
+			w.logger.Error("ingest: cannot bind the consumer again; will retry", "error", err)
+			if !wait() {
 				return
-			case <-time.After(backoff):
 			}
 		}
 	}
 }
 
-// rebind binds and consumes again, and makes the new consume the one Stop
-// drains; when Stop has begun meanwhile, it stops it and says so.
+// rebindSettle is how long a consume bound again must last for the next
+// rebind to start at once rather than after a wait.
+const rebindSettle = time.Minute
+
+// errNoTurnStream is a rebind waiting for the turn stream to exist.
+var errNoTurnStream = errors.New("the turn stream does not exist; waiting for it (a serve start or a publish creates it)")
+
+// rebind binds and consumes again, once the turn stream exists, and makes
+// the new consume the one Stop drains; when Stop has begun meanwhile, it
+// stops it and says so.
 func (w *Worker) rebind(ctx context.Context) (jetstream.ConsumeContext, error) {
+	if _, err := w.js.Stream(ctx, w.cfg.Stream); errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("worker: %s: %w", w.cfg.Stream, errNoTurnStream)
+	} else if err != nil {
+		return nil, fmt.Errorf("worker: stream %s: %w", w.cfg.Stream, err)
+	}
 	cons, turnStream, err := w.bind(ctx)
 	if err != nil {
 		return nil, err
