@@ -31,7 +31,7 @@ type StreamPosition struct {
 // event came first (see StreamPosition): far more than the clocks of a
 // JetStream cluster's servers drift apart under NTP, far less than an
 // operator takes to delete a stream, create it again and have it fill.
-const StoredSkew = 5 * time.Second
+const StoredSkew = 2 * time.Second
 
 // Before reports whether the event at p was published no later than the
 // event at q (see StreamPosition); by sequence alone when either stored

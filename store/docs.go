@@ -400,9 +400,6 @@ const headingSep = "\x1f"
 
 // writeChunks replaces a document's chunks by cut (none: deleted only).
 func (s *Store) writeChunks(ctx context.Context, c Collection, docID string, cut []ChunkText) error {
-	if err := s.sampleDocHighWater(ctx); err != nil { // the space the deletion frees: see MeasureSize
-		return err
-	}
 	if _, err := s.db.Exec(ctx, `DELETE FROM doc_chunks WHERE collection_id = $1 AND doc_id = $2`, c.ID, docID); err != nil {
 		return fmt.Errorf("delete chunks: %w", err)
 	}
@@ -499,9 +496,6 @@ func (s *Store) DeleteDocument(ctx context.Context, o Owner, collection, docID s
 	if err != nil {
 		return false, fmt.Errorf("delete document: %w", err)
 	}
-	if err := s.sampleDocHighWater(ctx); err != nil { // the space the deletion frees: see MeasureSize
-		return false, fmt.Errorf("delete document: %w", err)
-	}
 	tag, err := s.db.Exec(ctx, `DELETE FROM documents WHERE collection_id = $1 AND doc_id = $2`, c.ID, docID)
 	if err != nil {
 		return false, fmt.Errorf("delete document: %w", err)
@@ -572,9 +566,6 @@ func (s *Store) DeleteCollections(ctx context.Context, o Owner, jobs ...RiverJob
 	err = s.inTx(ctx, func(q *Store) error {
 		if err := q.db.QueryRow(ctx, `SELECT count(*) FROM documents d JOIN collections c ON c.id = d.collection_id
 			WHERE c.owner_kind = $1 AND c.owner = $2`, kind, owner).Scan(&n); err != nil {
-			return err
-		}
-		if err := q.sampleDocHighWater(ctx); err != nil { // the space the deletion frees: see MeasureSize
 			return err
 		}
 		rows, err := q.db.Query(ctx, `DELETE FROM collections WHERE owner_kind = $1 AND owner = $2 RETURNING id`, kind, owner)

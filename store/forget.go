@@ -50,19 +50,22 @@ func (s *Store) ForgetUser(ctx context.Context, userID, token string, through St
 		if err := q.CheckSchema(ctx); err != nil {
 			return fmt.Errorf("forget: %w", err)
 		}
-		var err error
-		if tomb.Through, err = q.tombstoneThrough(ctx, userID, token, through); err != nil {
+		next, err := q.tombstoneThrough(ctx, userID, token, through)
+		if err != nil {
 			return err
 		}
+		// stream_seq is what earlier releases compare every turn with.
 		if err := q.db.QueryRow(ctx, `
-			INSERT INTO tombstones AS t (user_token, stream_seq, stream_stored_at, stream_stored_for, forgotten_at) VALUES ($1, $2, $3, now(), now())
+			INSERT INTO tombstones AS t (user_token, stream_seq, stream_stored_seq, stream_stored_at, stream_stored_for, forgotten_at)
+			VALUES ($1, $2, $3, $4, now(), now())
 			ON CONFLICT (user_token) DO UPDATE
-			SET stream_seq = excluded.stream_seq, stream_stored_at = excluded.stream_stored_at,
+			SET stream_seq = excluded.stream_seq, stream_stored_seq = excluded.stream_stored_seq, stream_stored_at = excluded.stream_stored_at,
 				stream_stored_for = now(), forgotten_at = now()
 			RETURNING forgotten_at`,
-			token, int64(tomb.Through.Seq), tomb.Through.storedOrNil()).Scan(&tomb.ForgottenAt); err != nil {
+			token, int64(next.SeqAlone), int64(next.Through.Seq), next.Through.storedOrNil()).Scan(&next.ForgottenAt); err != nil {
 			return fmt.Errorf("forget: tombstone: %w", err)
 		}
+		tomb = next
 		// Jobs before turns, which name them (see deleteUserJobs).
 		var jobs int64
 		for _, rj := range riverJobs {

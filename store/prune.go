@@ -177,9 +177,12 @@ func (s *Store) SampleContextHighWater(ctx context.Context) error {
 
 // sampleDocHighWater raises the knowledge-base tables' high-water marks
 // (migration 045) to the row versions Postgres's statistics count in them
-// now, without reading a row: before a deletion of documents or chunks
-// (whose space a VACUUM, autovacuum's, may make reusable before the next
-// MeasureSize), and with SampleContextHighWater.
+// now, without reading a row, as SampleContextHighWater does for context's
+// (which calls it): the dead rows of deleted documents and chunks are
+// reusable space once a VACUUM (autovacuum's) reclaims them, and a
+// MeasureSize that comes after it no longer sees them. Not in the
+// deleting transaction: prune_state is one row, which every deletion
+// would then wait on.
 func (s *Store) sampleDocHighWater(ctx context.Context) error {
 	_, err := s.db.Exec(ctx, `UPDATE prune_state SET
 		collections_high_water = greatest(collections_high_water, `+statVersions("collections")+`),

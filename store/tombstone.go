@@ -11,11 +11,18 @@ import (
 
 // Tombstone is what a forget leaves of a user: the user token, where the
 // turn stream stood when the forget began (its last event, or the user's
-// latest turn recorded if later; see StreamPosition), and when it
-// happened.
+// latest turn recorded if later; see StreamPosition), the greatest sequence
+// of the user's turns known by sequence alone, and when it happened.
 type Tombstone struct {
-	UserToken   string
-	Through     StreamPosition
+	UserToken string
+	Through   StreamPosition
+	// SeqAlone is what a turn without a stored time (recorded by an
+	// earlier release) is compared with: at least Through.Seq, and every
+	// such turn of the user recorded before the forget. Apart from
+	// Through.Seq: such turns may be of a stream since created again, and
+	// their sequences would otherwise cover the new stream's turns
+	// published just after the forget.
+	SeqAlone    uint64
 	ForgottenAt time.Time
 }
 
@@ -25,35 +32,41 @@ type Tombstone struct {
 // forget is covered, and none of a stream created after it, whatever its
 // sequence. An event without a sequence (0) is covered; when either stored
 // time is unknown (a tombstone or a turn of an earlier release) the
-// sequences alone decide.
+// sequences alone decide (SeqAlone).
 func (t Tombstone) Covers(p StreamPosition) bool {
-	return p.Seq == 0 || p.Before(t.Through)
+	if p.Seq == 0 {
+		return true
+	}
+	if p.Stored.IsZero() || t.Through.Stored.IsZero() {
+		return p.Seq <= max(t.SeqAlone, t.Through.Seq)
+	}
+	return p.Before(t.Through)
 }
 
-// tombstoneThrough is the position a forget's tombstone covers, in the
-// forget's transaction, the user's lock held: where the stream stood when
-// the forget began (through), raised to cover the user's tombstone (a
-// forget before) and every turn of the user recorded (published after
-// through was read, or of a stream before): the latest stored time of
-// them, and the greatest sequence of those stored no more than twice
-// StoredSkew before through (the others are covered by their time) or
-// without a stored time (compared by sequence alone).
-func (s *Store) tombstoneThrough(ctx context.Context, userID, token string, through StreamPosition) (StreamPosition, error) {
+// tombstoneThrough is what a forget's tombstone covers, in the forget's
+// transaction, the user's lock held: where the stream stood when the
+// forget began (through), raised to cover the user's tombstone (a forget
+// before) and every turn of the user recorded (published after through was
+// read, or of a stream before): the latest stored time of them, and the
+// greatest sequence of those stored no more than twice StoredSkew before
+// through (the others are covered by their time); and, for the turns
+// without a stored time, the greatest sequence of all (SeqAlone).
+func (s *Store) tombstoneThrough(ctx context.Context, userID, token string, through StreamPosition) (Tombstone, error) {
 	var (
-		tombSeq, recentSeq, oldSeq *int64
-		tombStored, turnStored     *time.Time
+		tombAlone, tombSeq, recentSeq, oldSeq *int64
+		tombStored, turnStored                *time.Time
 	)
 	since := through.stored().Add(-2 * StoredSkew)
 	err := s.db.QueryRow(ctx, `
-		SELECT t.stream_seq, `+tombStoredAt+`,
+		SELECT t.stream_seq, `+tombStoredSeq+`, `+tombStoredAt+`,
 			(SELECT max(stream_seq) FROM turns WHERE user_id = $2 AND stream_stored_at >= $3),
 			(SELECT max(stream_stored_at) FROM turns WHERE user_id = $2 AND stream_seq > 0),
 			(SELECT max(stream_seq) FROM turns WHERE user_id = $2 AND stream_stored_at IS NULL)
 		FROM (SELECT) one
 		LEFT JOIN tombstones t ON t.user_token = $1`, token, userID, since).
-		Scan(&tombSeq, &tombStored, &recentSeq, &turnStored, &oldSeq)
+		Scan(&tombAlone, &tombSeq, &tombStored, &recentSeq, &turnStored, &oldSeq)
 	if err != nil {
-		return StreamPosition{}, fmt.Errorf("forget: tombstone: %w", err)
+		return Tombstone{}, fmt.Errorf("forget: tombstone: %w", err)
 	}
 	seqOf := func(seq *int64) uint64 {
 		if seq == nil {
@@ -61,28 +74,25 @@ func (s *Store) tombstoneThrough(ctx context.Context, userID, token string, thro
 		}
 		return uint64(max(*seq, 0))
 	}
+	alone := max(through.Seq, seqOf(tombAlone), seqOf(oldSeq))
 	if through.Stored.IsZero() {
 		// When the stream's last event was stored is not known, by
 		// sequence alone, as an earlier release did.
 		var all *int64
 		if err := s.db.QueryRow(ctx, `SELECT max(stream_seq) FROM turns WHERE user_id = $1`, userID).Scan(&all); err != nil {
-			return StreamPosition{}, fmt.Errorf("forget: tombstone: %w", err)
+			return Tombstone{}, fmt.Errorf("forget: tombstone: %w", err)
 		}
-		return StreamPosition{Seq: max(through.Seq, seqOf(tombSeq), seqOf(all))}, nil
+		seq := max(alone, seqOf(all))
+		return Tombstone{UserToken: token, Through: StreamPosition{Seq: seq}, SeqAlone: seq}, nil
 	}
-	p := StreamPosition{Seq: max(through.Seq, seqOf(recentSeq), seqOf(oldSeq)), Stored: through.stored()}
+	p := StreamPosition{Seq: max(through.Seq, seqOf(recentSeq)), Stored: through.stored()}
 	if turnStored != nil && turnStored.After(p.Stored) {
 		p.Stored = turnStored.UTC()
 	}
-	if tombSeq != nil {
-		switch {
-		case tombStored == nil:
-			p.Seq = max(p.Seq, seqOf(tombSeq)) // compared by sequence alone
-		case !tombStored.Before(since):
-			p.Seq, p.Stored = max(p.Seq, seqOf(tombSeq)), maxTime(p.Stored, tombStored.UTC())
-		}
+	if tombStored != nil && !tombStored.Before(since) {
+		p.Seq, p.Stored = max(p.Seq, seqOf(tombSeq)), maxTime(p.Stored, tombStored.UTC())
 	}
-	return p, nil
+	return Tombstone{UserToken: token, Through: p, SeqAlone: max(alone, p.Seq)}, nil
 }
 
 func maxTime(a, b time.Time) time.Time {
@@ -92,10 +102,14 @@ func maxTime(a, b time.Time) time.Time {
 	return a
 }
 
-// tombStoredAt is a tombstone's (aliased t) stored time, NULL (not known)
-// when a forget of an earlier release changed the tombstone since (see
-// migration 044): that release sets forgotten_at alone.
-const tombStoredAt = `CASE WHEN t.stream_stored_for = t.forgotten_at THEN t.stream_stored_at END`
+// tombStoredAt and tombStoredSeq are a tombstone's (aliased t) stored time
+// and the sequence that goes with it, NULL (not known) when a forget of an
+// earlier release changed the tombstone since (see migration 044): that
+// release sets forgotten_at and stream_seq alone.
+const (
+	tombStoredAt  = `CASE WHEN t.stream_stored_for = t.forgotten_at THEN t.stream_stored_at END`
+	tombStoredSeq = `CASE WHEN t.stream_stored_for = t.forgotten_at THEN t.stream_stored_seq END`
+)
 
 // userLock is the advisory lock key of a user token, per schema so that
 // memoryd instances in other schemas of the database do not contend.
@@ -169,18 +183,19 @@ func lockOrder(tokens []string) []string {
 }
 
 func (s *Store) tombstones(ctx context.Context, tokens []string) (map[string]Tombstone, error) {
-	rows, err := s.db.Query(ctx, `SELECT user_token, stream_seq, `+tombStoredAt+`, forgotten_at FROM tombstones t WHERE user_token = ANY($1)`, tokens)
+	rows, err := s.db.Query(ctx, `SELECT user_token, stream_seq, coalesce(`+tombStoredSeq+`, stream_seq), `+tombStoredAt+`, forgotten_at
+		FROM tombstones t WHERE user_token = ANY($1)`, tokens)
 	if err != nil {
 		return nil, fmt.Errorf("tombstones: %w", err)
 	}
 	out := map[string]Tombstone{}
 	var (
-		t      Tombstone
-		seq    int64
-		stored *time.Time
+		t                Tombstone
+		alone, storedSeq int64
+		stored           *time.Time
 	)
-	if _, err := pgx.ForEachRow(rows, []any{&t.UserToken, &seq, &stored, &t.ForgottenAt}, func() error {
-		t.Through = streamPosition(seq, stored)
+	if _, err := pgx.ForEachRow(rows, []any{&t.UserToken, &alone, &storedSeq, &stored, &t.ForgottenAt}, func() error {
+		t.Through, t.SeqAlone = streamPosition(storedSeq, stored), uint64(max(alone, 0))
 		out[t.UserToken] = t
 		return nil
 	}); err != nil {

@@ -241,7 +241,7 @@ func purgeTurns(ctx context.Context, st jetstream.Stream, subjects []string, tom
 	var seqs []uint64
 	for _, subj := range subjects {
 		var err error
-		if seqs, err = appendSeqs(rctx, st, subj, tomb.Through.Seq, tomb.Covers, seqs); err != nil {
+		if seqs, err = appendSeqs(rctx, st, subj, max(tomb.SeqAlone, tomb.Through.Seq), tomb.Covers, seqs); err != nil {
 			return 0, fmt.Errorf("forget: read %s: %w", subj, err)
 		}
 	}

@@ -76,6 +76,14 @@ func TestForgetAcrossAStreamCreatedAgain(t *testing.T) {
 		t.Fatalf("dead-letter stream holds %d messages after erin's forget, want none", got)
 	}
 
+	// Stored times within store.StoredSkew of a forget's last event say
+	// nothing of which came first (servers' clocks): a user returns, as
+	// in life, later than that.
+	forgotAt := time.Now()
+	e.waitFor("the stored-time skew to pass since the forgets", func() (bool, string) {
+		return time.Since(forgotAt) > store.StoredSkew, ""
+	})
+
 	// dave comes back: new stream sequences 1-3, below the old forget's.
 	for i := range 3 {
 		e.publish(events.Turn{ID: fmt.Sprintf("dave-new-%d", i), UserID: "dave", UserMessage: fmt.Sprintf("I live in Oslo. New note %d.", i), AssistantResponse: "ok"})
