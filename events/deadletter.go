@@ -28,6 +28,10 @@ const (
 	HeaderOriginalSubject = "Memoryd-Original-Subject"
 	// HeaderStreamSeq is the event's sequence in the turn stream.
 	HeaderStreamSeq = "Memoryd-Stream-Seq"
+	// HeaderStreamStored is when the turn stream stored the event (RFC
+	// 3339, nanoseconds): with HeaderStreamSeq, the event's place in the
+	// stream, which a forget compares with its tombstone's.
+	HeaderStreamStored = "Memoryd-Stream-Stored"
 	// HeaderUserToken is the user token of the event's user_id, when the
 	// body has one that can be read, so that forgetting the user finds the
 	// dead letter whatever subject the event came on.

@@ -104,12 +104,16 @@ func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 	if err != nil {
 		return r, fmt.Errorf("forget: stream %s: %w", stream, err)
 	}
-	info, err := turns.Info(ctx)
-	if err != nil {
-		return r, fmt.Errorf("forget: stream %s: %w", stream, err)
-	}
-	var tomb store.Tombstone
+	var (
+		info *jetstream.StreamInfo
+		tomb store.Tombstone
+	)
 	for attempt := 1; ; attempt++ {
+		// Read again at each attempt: the turns published while the
+		// last one waited on a lock are before this one.
+		if info, err = turns.Info(ctx); err != nil {
+			return r, fmt.Errorf("forget: stream %s: %w", stream, err)
+		}
 		r.Removed, tomb, err = s.ForgetUser(ctx, userID, token, streamPosition(info), extractJobs, embedJobs)
 		if err == nil || !store.IsLockWait(err) || attempt == forgetAttempts {
 			break
@@ -136,7 +140,7 @@ func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 		return r, streamSideError(err)
 	}
 	var moved uint64
-	r.DeadLetters, moved, err = purgeDeadLetters(sctx, js, turns, deadLetters, prefix, token, tomb.Through)
+	r.DeadLetters, moved, err = purgeDeadLetters(sctx, js, turns, deadLetters, prefix, token, tomb)
 	r.StreamEvents += moved
 	if err != nil {
 		return r, streamSideError(err)
@@ -312,10 +316,9 @@ func deleteMsgs(ctx context.Context, st jetstream.Stream, seqs []uint64) (uint64
 }
 
 // purgeDeadLetters deletes the dead letters attributed to the user (see
-// eventTokens) of events up to through's sequence, wherever the event was
-// published, and the rejected events themselves from the turn stream; and
-// those stored before through's event, whatever the sequence they name: a
-// stream deleted and created again numbers from 1 anew. The
+// eventTokens) of events tomb covers (deadLetterCovered), wherever the
+// event was published, and the rejected events themselves from the turn
+// stream. The
 // dead-letter stream holds rejects only, and one may be of the user
 // whatever its subject, so it is read whole, with an ordered consumer
 // (within purgeTimeout plus deadLetterReadPerMsg for each dead letter it
@@ -323,7 +326,7 @@ func deleteMsgs(ctx context.Context, st jetstream.Stream, seqs []uint64) (uint64
 // 220,000), and nothing is deleted before the read ends (the deletes within
 // purgeTimeout plus purgePerEvent each). It returns the dead letters
 // deleted and the turn-stream events deleted.
-func purgeDeadLetters(ctx context.Context, js jetstream.JetStream, turns jetstream.Stream, name, prefix, token string, through store.StreamPosition) (dead, moved uint64, err error) {
+func purgeDeadLetters(ctx context.Context, js jetstream.JetStream, turns jetstream.Stream, name, prefix, token string, tomb store.Tombstone) (dead, moved uint64, err error) {
 	dl, err := js.Stream(ctx, name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return 0, 0, nil
@@ -347,7 +350,7 @@ func purgeDeadLetters(ctx context.Context, js jetstream.JetStream, turns jetstre
 	err = events.ReadThrough(rctx, dl, events.DeadLetterSubjects(prefix), info.State.LastSeq, true, forgetReadStall, func(m jetstream.Msg, md *jetstream.MsgMetadata) bool {
 		h := m.Headers()
 		orig := h.Get(events.HeaderOriginalSubject)
-		before := originalSeq(h) <= through.Seq || md.Timestamp.Before(through.Stored)
+		before := deadLetterCovered(tomb, h, md)
 		if before && slices.Contains(eventTokens(prefix, orig, h, m.Data()), token) {
 			doomed = append(doomed, deadLetter{seq: md.Sequence.Stream, header: h, data: slices.Clone(m.Data()), subject: orig})
 		}
@@ -412,6 +415,23 @@ func deleteEvent(ctx context.Context, st jetstream.Stream, seq uint64, secure bo
 		return nil
 	}
 	return err
+}
+
+// deadLetterCovered reports whether tomb covers the event of the dead
+// letter with header h, stored in the dead-letter stream as md says: by the
+// event's place in the turn stream (Tombstone.Covers) when the dead letter
+// records it (HeaderStreamStored), by its sequence, or because the dead
+// letter itself was stored before the tombstone's event (so was its event,
+// whatever the sequence it names: a stream deleted and created again
+// numbers from 1 anew). Any of them will do: a dead letter holds the
+// event's text, and one of an event published after the forget that goes
+// too is less harm than one of before that stays.
+func deadLetterCovered(tomb store.Tombstone, h nats.Header, md *jetstream.MsgMetadata) bool {
+	if stored, err := time.Parse(time.RFC3339Nano, h.Get(events.HeaderStreamStored)); err == nil &&
+		tomb.Covers(store.StreamPosition{Seq: originalSeq(h), Stored: stored}) {
+		return true
+	}
+	return originalSeq(h) <= max(tomb.SeqAlone, tomb.Through.Seq) || md.Timestamp.Before(tomb.Through.Stored)
 }
 
 // originalSeq is the turn-stream sequence a dead letter records, 0 when it

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/memoryd/memoryd/events"
@@ -230,5 +231,40 @@ func TestPurgeTurnsKeepsEventsAfterTheTombstone(t *testing.T) {
 	}
 	if _, err := e.st.GetMsg(e.ctx, seqs[2]); n != 2 || err != nil {
 		t.Fatalf("purge deleted %d events, the one after the tombstone's: %v; want the 2 it covers deleted, the third kept", n, err)
+	}
+}
+
+// A dead letter is the forget's when the tombstone covers its event's place
+// in the stream (Memoryd-Stream-Stored), also when the dead letter itself
+// was stored after the forget read the stream (a rejection in flight) and
+// its sequence is of a stream since created again.
+func TestDeadLetterCovered(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	tomb := store.Tombstone{Through: store.StreamPosition{Seq: 20, Stored: t0}, SeqAlone: 20}
+	letter := func(seq uint64, eventStored time.Time) nats.Header {
+		h := nats.Header{}
+		h.Set(events.HeaderStreamSeq, fmt.Sprint(seq))
+		if !eventStored.IsZero() {
+			h.Set(events.HeaderStreamStored, eventStored.Format(time.RFC3339Nano))
+		}
+		return h
+	}
+	after := &jetstream.MsgMetadata{Timestamp: t0.Add(time.Second)}   // the dead letter stored after the forget's read
+	before := &jetstream.MsgMetadata{Timestamp: t0.Add(-time.Minute)} // and before it
+	for _, c := range []struct {
+		name string
+		h    nats.Header
+		md   *jetstream.MsgMetadata
+		want bool
+	}{
+		{"an event of the deleted stream, rejected in flight", letter(5000, t0.Add(-10*time.Second)), after, true},
+		{"an event of the stream, at or below the sequence", letter(20, t0), after, true},
+		{"an event published after the forget", letter(21, t0.Add(500*time.Millisecond)), after, false},
+		{"a dead letter of an earlier release, after", letter(21, time.Time{}), after, false},
+		{"a dead letter of an earlier release, stored before", letter(5000, time.Time{}), before, true},
+	} {
+		if got := deadLetterCovered(tomb, c.h, c.md); got != c.want {
+			t.Errorf("%s: covered = %v, want %v", c.name, got, c.want)
+		}
 	}
 }

@@ -422,6 +422,9 @@ func (w *Worker) reject(ctx context.Context, m jetstream.Msg, reason error) {
 	dl.Header.Set(events.HeaderReason, deadLetterReason(reason, optedOut))
 	dl.Header.Set(events.HeaderOriginalSubject, m.Subject())
 	dl.Header.Set(events.HeaderStreamSeq, strconv.FormatUint(seq, 10))
+	if !placed.Stored.IsZero() {
+		dl.Header.Set(events.HeaderStreamStored, placed.Stored.UTC().Format(time.RFC3339Nano))
+	}
 	if t := bodyToken(m.Data()); t != "" {
 		dl.Header.Set(events.HeaderUserToken, t)
 	}
