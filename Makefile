@@ -13,10 +13,12 @@ demo: services
 ## the real servers, printing each package as it finishes (scripts/testprogress);
 ## exit status is go test's
 test: services testdeps vet tools
+	$(GO) run ./scripts/testdb
 	$(GO) run ./scripts/testprogress -race -count=1 -timeout 8m $(PKGS)
 
 ## systest: only the system tests (real memoryd processes, fault injection, the documented commands)
 systest: services testdeps
+	$(GO) run ./scripts/testdb
 	$(GO) run ./scripts/testprogress -race -count=1 -timeout 8m ./systest/
 
 ## serve: run the service on the defaults
