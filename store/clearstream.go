@@ -1,7 +1,6 @@
 package store
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -73,18 +72,6 @@ func (s *Store) turnStream(ctx context.Context) (StreamPosition, error) {
 	}
 	p.Stored = p.stored()
 	return p, nil
-}
-
-// Compare orders positions by stored time, then by sequence; by sequence
-// alone when either stored time is not known. Clocks make it a guess
-// (StreamPosition): for what does not need to be exact.
-func (p StreamPosition) Compare(q StreamPosition) int {
-	if !p.Stored.IsZero() && !q.Stored.IsZero() {
-		if c := p.stored().Compare(q.stored()); c != 0 {
-			return c
-		}
-	}
-	return cmp.Compare(p.Seq, q.Seq)
 }
 
 // storedOrNil is p's stored time, or nil (NULL) when it is not known.

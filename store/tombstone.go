@@ -53,18 +53,19 @@ func (t Tombstone) Covers(p StreamPosition) bool {
 // without a stored time, the greatest sequence of all (SeqAlone).
 func (s *Store) tombstoneThrough(ctx context.Context, userID, token string, through StreamPosition) (Tombstone, error) {
 	var (
-		tombAlone, tombSeq, recentSeq, oldSeq *int64
-		tombStored, turnStored                *time.Time
+		tombAlone, tombSeq, recentSeq, oldSeq, allSeq *int64
+		tombStored, turnStored                        *time.Time
 	)
 	since := through.stored().Add(-2 * StoredSkew)
 	err := s.db.QueryRow(ctx, `
 		SELECT t.stream_seq, `+tombStoredSeq+`, `+tombStoredAt+`,
 			(SELECT max(stream_seq) FROM turns WHERE user_id = $2 AND stream_stored_at >= $3),
 			(SELECT max(stream_stored_at) FROM turns WHERE user_id = $2 AND stream_seq > 0),
-			(SELECT max(stream_seq) FROM turns WHERE user_id = $2 AND stream_stored_at IS NULL)
+			(SELECT max(stream_seq) FROM turns WHERE user_id = $2 AND stream_stored_at IS NULL),
+			(SELECT max(stream_seq) FROM turns WHERE user_id = $2)
 		FROM (SELECT) one
 		LEFT JOIN tombstones t ON t.user_token = $1`, token, userID, since).
-		Scan(&tombAlone, &tombSeq, &tombStored, &recentSeq, &turnStored, &oldSeq)
+		Scan(&tombAlone, &tombSeq, &tombStored, &recentSeq, &turnStored, &oldSeq, &allSeq)
 	if err != nil {
 		return Tombstone{}, fmt.Errorf("forget: tombstone: %w", err)
 	}
@@ -78,11 +79,7 @@ func (s *Store) tombstoneThrough(ctx context.Context, userID, token string, thro
 	if through.Stored.IsZero() {
 		// When the stream's last event was stored is not known, by
 		// sequence alone, as an earlier release did.
-		var all *int64
-		if err := s.db.QueryRow(ctx, `SELECT max(stream_seq) FROM turns WHERE user_id = $1`, userID).Scan(&all); err != nil {
-			return Tombstone{}, fmt.Errorf("forget: tombstone: %w", err)
-		}
-		seq := max(alone, seqOf(all))
+		seq := max(alone, seqOf(allSeq))
 		return Tombstone{UserToken: token, Through: StreamPosition{Seq: seq}, SeqAlone: seq}, nil
 	}
 	p := StreamPosition{Seq: max(through.Seq, seqOf(recentSeq)), Stored: through.stored()}

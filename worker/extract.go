@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -228,10 +229,11 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 	}
 	res, err := batcher.ExtractBatch(ctx, in)
 	// Stored with the burst's results, or on its own if they are not.
-	// Counted on the newest turn: a forget covers the call only if it
+	// Counted on the newest turn (the highest sequence: a burst's turns
+	// were read from one stream): a forget covers the call only if it
 	// covers every turn of the burst.
 	usage := &jobUsage{model: info.Model}
-	usage.add(slices.MaxFunc(burst, func(a, b store.Turn) int { return a.Placed.Compare(b.Placed) }), res.Usage)
+	usage.add(slices.MaxFunc(burst, func(a, b store.Turn) int { return cmp.Compare(a.Placed.Seq, b.Placed.Seq) }), res.Usage)
 	defer e.flushUsage(ctx, usage)
 	if err != nil {
 		if ctx.Err() != nil {

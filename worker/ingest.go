@@ -406,14 +406,11 @@ func deadLetterReason(err error, optedOut bool) string {
 // and sizes, not its text, and once the copy is stored the event is erased
 // from the turn stream as a valid opted-out one is (optOut).
 func (w *Worker) reject(ctx context.Context, m jetstream.Msg, reason error) {
-	var (
-		seq    uint64
-		placed store.StreamPosition
-	)
+	var placed store.StreamPosition // zero when the metadata cannot be read
 	if md, err := m.Metadata(); err == nil {
-		seq = md.Sequence.Stream
-		placed = store.StreamPosition{Seq: seq, Stored: md.Timestamp}
+		placed = store.StreamPosition{Seq: md.Sequence.Stream, Stored: md.Timestamp}
 	}
+	seq := placed.Seq
 	data, optedOut := m.Data(), false
 	if c, ok := events.OptedOutCopy(m.Data()); ok {
 		data, optedOut = c, true
