@@ -1,6 +1,11 @@
 # memoryd: the two commands a fresh machine needs are `make demo` and `make test`.
 GO ?= go
 PKGS ?= ./...
+# TESTPKGS puts the system tests (the longest package, about 3.5 of the
+# run's 6 minutes) first when every package runs: go test starts packages
+# in the order given, so they share the cores with the others from the
+# start instead of running alone at the end.
+TESTPKGS = $(if $(filter ./...,$(PKGS)),./systest/ ./...,$(PKGS))
 FUZZTIME ?= 30s
 
 .PHONY: demo test systest build services testdeps vet tools fuzz serve
@@ -14,7 +19,7 @@ demo: services
 ## exit status is go test's
 test: services testdeps vet tools
 	$(GO) run ./scripts/testdb
-	$(GO) run ./scripts/testprogress -race -count=1 -timeout 8m $(PKGS)
+	$(GO) run ./scripts/testprogress -race -count=1 -timeout 8m $(TESTPKGS)
 
 ## systest: only the system tests (real memoryd processes, fault injection, the documented commands)
 systest: services testdeps
