@@ -180,11 +180,22 @@ func (s *Store) SaveEmbeddings(ctx context.Context, model string, ws []Embedding
 	for i, w := range ws {
 		ids[i], hashes[i], dims[i], vecs[i] = w.ContextID, w.ContentHash, int32(w.Dims), w.Vector
 	}
+	// The items are locked (KEY SHARE, which only a delete waits on)
+	// before the insert: an item whose delete (prune, clear, forget) is
+	// in flight is waited for and, once it commits, left out. Joined
+	// without the lock, the statement saw the item in its snapshot, and
+	// the foreign key check then failed the whole batch.
 	tag, err := s.db.Exec(ctx, `
+		WITH w AS (
+			SELECT * FROM unnest($2::bigint[], $3::bytea[], $4::int[], $5::bytea[]) AS w(id, h, d, v)
+		), live AS (
+			SELECT c.id, c.user_id, c.content_hash FROM context c JOIN w ON c.id = w.id AND c.content_hash = w.h
+			ORDER BY c.id
+			FOR KEY SHARE OF c
+		)
 		INSERT INTO context_embeddings AS e (context_id, model, user_id, content_hash, dims, vector)
-		SELECT c.id, $1, c.user_id, c.content_hash, w.d, w.v
-		FROM unnest($2::bigint[], $3::bytea[], $4::int[], $5::bytea[]) AS w(id, h, d, v)
-		JOIN context c ON c.id = w.id AND c.content_hash = w.h
+		SELECT live.id, $1, live.user_id, live.content_hash, w.d, w.v
+		FROM live JOIN w ON w.id = live.id AND w.h = live.content_hash
 		ON CONFLICT (context_id, model) DO UPDATE
 			SET content_hash = excluded.content_hash, dims = excluded.dims, vector = excluded.vector, created_at = now()`,
 		model, ids, hashes, dims, vecs)

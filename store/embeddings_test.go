@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -319,4 +320,76 @@ func TestUnusableVectorsCountAsMissing(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("with 2 dimensions set", []int64{ids[0], ids[1], ids[2]})
+}
+
+// TestSaveEmbeddingsBesideADeleteOfOneItem: a batch of vectors saved while
+// one of its items is being deleted (prune, clear, forget; the delete not
+// yet committed) waits for the delete and saves the others. The statement
+// had seen the item in its snapshot and the foreign key check then failed
+// the whole batch (a race review: "violates foreign key constraint", the
+// job retried, its items embedded again).
+func TestSaveEmbeddingsBesideADeleteOfOneItem(t *testing.T) {
+	ctx, s := setup(t)
+	var writes []store.ContextWrite
+	for i := range 3 {
+		writes = append(writes, store.ContextWrite{UserID: "alice", Question: fmt.Sprintf("q%d", i), Answer: "a", CreatedAt: t0})
+	}
+	ids, err := s.InsertContext(ctx, writes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets, err := s.EmbeddingTargets(ctx, "alice", ids, "m")
+	if err != nil || len(targets) != 3 {
+		t.Fatal(len(targets), err)
+	}
+	var ws []store.EmbeddingWrite
+	for _, tg := range targets {
+		ws = append(ws, store.EmbeddingWrite{ContextID: tg.ID, ContentHash: tg.ContentHash, Dims: 3, Vector: vec(tg.ID, "m")})
+	}
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `DELETE FROM context WHERE id = $1`, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		n   int64
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := s.SaveEmbeddings(ctx, "m", ws)
+		done <- result{n, err}
+	}()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var waiting int
+		if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO context_embeddings%'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		select {
+		case res := <-done:
+			t.Fatalf("the save did not wait for the delete: %d saved, %v", res.n, res.err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the save never waited on the delete's lock")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if res := <-done; res.err != nil || res.n != 2 {
+		t.Fatalf("save beside a delete of one of 3 items: %d saved, %v; want the other 2 saved", res.n, res.err)
+	}
+	if got := embeddedIDs(t, ctx, s, "alice", "m"); !slices.Equal(got, []int64{ids[0], ids[2]}) {
+		t.Fatalf("vectors of items %v; want %v", got, []int64{ids[0], ids[2]})
+	}
 }

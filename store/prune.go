@@ -13,12 +13,14 @@ import (
 //
 // Postgres does not shrink a table's files when rows are deleted or values
 // emptied; VACUUM makes the space reusable. So the live size is estimated:
-// the context table with its items' terms and vectors (context_terms,
-// context_embeddings, deleted with their items) at its real size scaled by
-// rows over its high-water row count, the most row versions the table held
-// (live rows plus the dead ones Postgres's statistics count: a reset that
-// deletes every item and extracts them again doubles the files without
-// ever holding more live rows, and that space is reusable too), the turns
+// the context table with its items' terms (context_terms, deleted with
+// their items) at its real size scaled by rows over its high-water row
+// count, the most row versions the table held (live rows plus the dead ones
+// Postgres's statistics count: a reset that deletes every item and extracts
+// them again doubles the files without ever holding more live rows, and
+// that space is reusable too), the items' vectors (context_embeddings) the
+// same way by their own rows and high water (a re-embed replaces vectors
+// without adding items, migration 046), the turns
 // table at its real size less the turn text it no longer holds (text high
 // water minus current text), facts, list items, fact history and the
 // clears (fact and context tombstones) at their real size.
@@ -32,8 +34,15 @@ type SizeReport struct {
 	// the knowledge bases) including indexes and TOAST.
 	RealBytes int64 `json:"real_bytes"`
 	// ContextBytes is the real size of the context table and of its items'
-	// vectors, indexes and TOAST included.
+	// terms, indexes and TOAST included.
 	ContextBytes int64 `json:"context_bytes"`
+	// VectorBytes is the live size of the context items' vectors
+	// (context_embeddings, every model's): the table's real size scaled by
+	// its rows over the most row versions it has held. Deleting an item
+	// deletes its vectors, so they count in ContextLiveBytes.
+	VectorBytes int64 `json:"vector_bytes"`
+	// VectorRows counts the items' vectors, every model's.
+	VectorRows int64 `json:"vector_rows"`
 	// ContextRows counts context items; ContextDead is the dead row
 	// versions the table holds (Postgres's statistics, until VACUUM);
 	// HighWater is the most row versions, live and dead, there were.
@@ -66,19 +75,27 @@ type SizeReport struct {
 	FloorBytes int64 `json:"floor_bytes"`
 }
 
-// BytesPerContextRow is the context table's real size per row version at
-// its high water mark: what deleting one row frees for reuse.
+// BytesPerContextRow is what deleting one context item frees for reuse:
+// the context table's real size per row version at its high water mark,
+// and the item's share of the live vectors.
 func (r SizeReport) BytesPerContextRow() float64 {
 	if r.HighWater == 0 {
 		return 0
 	}
-	return float64(r.ContextBytes) / float64(r.HighWater)
+	b := float64(r.ContextBytes) / float64(r.HighWater)
+	if r.ContextRows > 0 {
+		b += float64(r.VectorBytes) / float64(r.ContextRows)
+	}
+	return b
 }
 
-// ContextLiveBytes is the live size of the context table: what deleting
-// every context item would free.
+// ContextLiveBytes is the live size of the context items with their terms
+// and vectors: what deleting every context item would free.
 func (r SizeReport) ContextLiveBytes() int64 {
-	return int64(math.Round(float64(r.ContextRows) * r.BytesPerContextRow()))
+	if r.HighWater == 0 {
+		return r.VectorBytes
+	}
+	return int64(math.Round(float64(r.ContextRows)*float64(r.ContextBytes)/float64(r.HighWater))) + r.VectorBytes
 }
 
 // MeasureSize measures memoryd's tables and raises the high water marks. It
@@ -89,6 +106,7 @@ func (s *Store) MeasureSize(ctx context.Context) (SizeReport, error) {
 		r                            SizeReport
 		docsFixed, termsSize         int64
 		colls, docs, chunks, vectors tableSize
+		itemVectors                  tableSize
 	)
 	err := s.db.QueryRow(ctx, `
 		WITH sz AS (
@@ -96,7 +114,9 @@ func (s *Store) MeasureSize(ctx context.Context) (SizeReport, error) {
 			       pg_total_relation_size('facts'::regclass) + pg_total_relation_size('fact_items'::regclass) + pg_total_relation_size('fact_history'::regclass)
 			         + pg_total_relation_size('fact_clears'::regclass) + pg_total_relation_size('fact_value_clears'::regclass)
 			         + pg_total_relation_size('fact_direct_clears'::regclass) + pg_total_relation_size('context_clears'::regclass) AS other,
-			       pg_total_relation_size('context'::regclass) + pg_total_relation_size('context_terms'::regclass) + pg_total_relation_size('context_embeddings'::regclass) AS ctx,
+			       pg_total_relation_size('context'::regclass) + pg_total_relation_size('context_terms'::regclass) AS ctx,
+			       pg_total_relation_size('context_embeddings'::regclass) AS v_size, (SELECT count(*) FROM context_embeddings) AS v_rows,
+			       pg_stat_get_dead_tuples('context_embeddings'::regclass) AS v_dead,
 			       pg_total_relation_size('collection_readers'::regclass)
 			         + pg_total_relation_size('doc_defaults'::regclass) + pg_total_relation_size('chunk_embedding_generations'::regclass) AS docs_fixed,
 			       (SELECT count(*) FROM context) AS rows,
@@ -118,14 +138,18 @@ func (s *Store) MeasureSize(ctx context.Context) (SizeReport, error) {
 			                       collections_high_water = greatest(collections_high_water, (SELECT l_rows + l_dead FROM dt)),
 			                       documents_high_water = greatest(documents_high_water, (SELECT d_rows + d_dead FROM dt)),
 			                       doc_chunks_high_water = greatest(doc_chunks_high_water, (SELECT c_rows + c_dead FROM dt)),
-			                       chunk_embeddings_high_water = greatest(chunk_embeddings_high_water, (SELECT e_rows + e_dead FROM dt))
-			RETURNING context_high_water, turn_text_high_water, collections_high_water, documents_high_water, doc_chunks_high_water, chunk_embeddings_high_water
+			                       chunk_embeddings_high_water = greatest(chunk_embeddings_high_water, (SELECT e_rows + e_dead FROM dt)),
+			                       context_embeddings_high_water = greatest(context_embeddings_high_water, (SELECT v_rows + v_dead FROM sz))
+			RETURNING context_high_water, turn_text_high_water, collections_high_water, documents_high_water, doc_chunks_high_water, chunk_embeddings_high_water,
+			          context_embeddings_high_water
 		)
-		SELECT turns + other + ctx + docs_fixed + l_size + d_size + c_size + e_size + t_size, ctx, rows, dead, hw.context_high_water, turns, text, hw.turn_text_high_water,
-		       docs_fixed, l_size, l_rows, hw.collections_high_water, d_size, d_rows, hw.documents_high_water, c_size, c_rows, hw.doc_chunks_high_water, e_size, e_rows, hw.chunk_embeddings_high_water, t_size
+		SELECT turns + other + ctx + v_size + docs_fixed + l_size + d_size + c_size + e_size + t_size, ctx, rows, dead, hw.context_high_water, turns, text, hw.turn_text_high_water,
+		       docs_fixed, l_size, l_rows, hw.collections_high_water, d_size, d_rows, hw.documents_high_water, c_size, c_rows, hw.doc_chunks_high_water, e_size, e_rows, hw.chunk_embeddings_high_water, t_size,
+		       v_size, v_rows, hw.context_embeddings_high_water
 		FROM sz, dt, hw`).
 		Scan(&r.RealBytes, &r.ContextBytes, &r.ContextRows, &r.ContextDead, &r.HighWater, &r.TurnsBytes, &r.TurnTextBytes, &r.TurnTextHighWater,
-			&docsFixed, &colls.size, &colls.rows, &colls.hw, &docs.size, &docs.rows, &docs.hw, &chunks.size, &chunks.rows, &chunks.hw, &vectors.size, &vectors.rows, &vectors.hw, &termsSize)
+			&docsFixed, &colls.size, &colls.rows, &colls.hw, &docs.size, &docs.rows, &docs.hw, &chunks.size, &chunks.rows, &chunks.hw, &vectors.size, &vectors.rows, &vectors.hw, &termsSize,
+			&itemVectors.size, &itemVectors.rows, &itemVectors.hw)
 	if err != nil {
 		return r, fmt.Errorf("measure size: %w", err)
 	}
@@ -136,7 +160,8 @@ func (s *Store) MeasureSize(ctx context.Context) (SizeReport, error) {
 	docsReal := docsFixed + colls.size + docs.size + chunks.size + vectors.size + termsSize
 	// The documents count at their live size (DocumentBytes), not at the
 	// real size of their files.
-	other := r.RealBytes - r.ContextBytes - r.TurnsBytes - docsReal + r.DocumentBytes
+	r.VectorBytes, r.VectorRows = itemVectors.live(), itemVectors.rows
+	other := r.RealBytes - r.ContextBytes - itemVectors.size - r.TurnsBytes - docsReal + r.DocumentBytes
 	// Text cleared since the high water left that much reusable space in
 	// the turns table; the text still held is in use whatever the files say.
 	turnsLive := max(r.TurnsBytes-(r.TurnTextHighWater-r.TurnTextBytes), r.TurnTextBytes)
@@ -176,7 +201,7 @@ func (s *Store) SampleContextHighWater(ctx context.Context) error {
 }
 
 // sampleDocHighWater raises the knowledge-base tables' high-water marks
-// (migration 045) to the row versions Postgres's statistics count in them
+// (migration 045) and the context items' vectors' (046) to the row versions Postgres's statistics count in them
 // now, without reading a row, as SampleContextHighWater does for context's
 // (which calls it): the dead rows of deleted documents and chunks are
 // reusable space once a VACUUM (autovacuum's) reclaims them, and a
@@ -187,6 +212,7 @@ func (s *Store) sampleDocHighWater(ctx context.Context) error {
 	_, err := s.db.Exec(ctx, `UPDATE prune_state SET
 		collections_high_water = greatest(collections_high_water, `+statVersions("collections")+`),
 		documents_high_water = greatest(documents_high_water, `+statVersions("documents")+`),
+		context_embeddings_high_water = greatest(context_embeddings_high_water, `+statVersions("context_embeddings")+`),
 		doc_chunks_high_water = greatest(doc_chunks_high_water, `+statVersions("doc_chunks")+`),
 		chunk_embeddings_high_water = greatest(chunk_embeddings_high_water, `+statVersions("chunk_embeddings")+`)`)
 	if err != nil {
@@ -324,10 +350,62 @@ func (s *Store) VacuumTurns(ctx context.Context) error {
 	return nil
 }
 
+// DeleteOtherModelVectors deletes the vectors, of context items and of
+// document chunks, made by any other model than model: after a model
+// change they serve no query of a process embedding with model (a query
+// vector is compared only with its own model's), yet hold their space
+// until their items are deleted. Each statement deletes at most batch
+// vectors (context items', in item id order) or one collection's (chunks'),
+// so that no statement runs long; it returns how many of each it deleted.
+// A vector saved meanwhile by a process of the other model (a rolling
+// change of model) may be left, or deleted and embedded again by that
+// process's sweep.
+func (s *Store) DeleteOtherModelVectors(ctx context.Context, model string, batch int) (items, chunks int64, err error) {
+	if model == "" || batch < 1 {
+		return 0, 0, fmt.Errorf("delete other models' vectors: model %q, batch %d", model, batch)
+	}
+	for after := int64(0); ; {
+		var n, last int64
+		err := s.db.QueryRow(ctx, `
+			WITH v AS (
+				SELECT context_id, model FROM context_embeddings
+				WHERE context_id > $2 AND model <> $1 ORDER BY context_id LIMIT $3
+			), d AS (
+				DELETE FROM context_embeddings e USING v WHERE e.context_id = v.context_id AND e.model = v.model
+				RETURNING 1
+			)
+			SELECT (SELECT count(*) FROM d), (SELECT coalesce(max(context_id), 0) FROM v)`, model, after, batch).Scan(&n, &last)
+		if err != nil {
+			return items, chunks, fmt.Errorf("delete other models' vectors: %w", err)
+		}
+		items += n
+		if last == 0 {
+			break
+		}
+		after = last
+	}
+	rows, err := s.db.Query(ctx, `SELECT DISTINCT collection_id FROM chunk_embeddings WHERE model <> $1 ORDER BY 1`, model)
+	if err != nil {
+		return items, chunks, fmt.Errorf("delete other models' chunk vectors: %w", err)
+	}
+	colls, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return items, chunks, fmt.Errorf("delete other models' chunk vectors: %w", err)
+	}
+	for _, c := range colls {
+		tag, err := s.db.Exec(ctx, `DELETE FROM chunk_embeddings WHERE collection_id = $1 AND model <> $2`, c, model)
+		if err != nil {
+			return items, chunks, fmt.Errorf("delete other models' chunk vectors: %w", err)
+		}
+		chunks += tag.RowsAffected()
+	}
+	return items, chunks, nil
+}
+
 // VacuumContext makes the space of deleted context rows reusable. Plain
 // VACUUM takes no lock that blocks reads or writes, so enrich goes on.
 func (s *Store) VacuumContext(ctx context.Context) error {
-	if _, err := s.pool.Exec(ctx, `VACUUM (ANALYZE) context`); err != nil {
+	if _, err := s.pool.Exec(ctx, `VACUUM (ANALYZE) context, context_embeddings`); err != nil {
 		return fmt.Errorf("vacuum context: %w", err)
 	}
 	return nil

@@ -39,6 +39,11 @@ type PruneLimits struct {
 	MaxContextPerUser int
 	// TurnRetention is how long a processed turn keeps its text.
 	TurnRetention time.Duration
+	// EmbedModel is the embedding model whose vectors serve this
+	// deployment's queries (empty: embedding is off here, and no vector is
+	// deleted for size). Over MaxBytes, the vectors of every other model
+	// (left by a model change) are deleted before any context item.
+	EmbedModel string
 }
 
 // PruneReport is what one prune run found and removed; it is logged and kept
@@ -51,7 +56,12 @@ type PruneReport struct {
 	TurnTextsCleared int64 `json:"turn_texts_cleared"`
 	TurnTextBytes    int64 `json:"turn_text_bytes"`
 	RemovedForSize   int64 `json:"removed_for_size"`
-	RemovedForCap    int64 `json:"removed_for_cap"`
+	// VectorsRemoved and ChunkVectorsRemoved count the vectors of other
+	// models than PruneLimits.EmbedModel deleted for size, of context items
+	// and of document chunks.
+	VectorsRemoved      int64 `json:"vectors_removed,omitempty"`
+	ChunkVectorsRemoved int64 `json:"chunk_vectors_removed,omitempty"`
+	RemovedForCap       int64 `json:"removed_for_cap"`
 	// ContextSpared is set when the size without any context item is over
 	// the limit (see store.SizeReport.FloorBytes and the turn text still
 	// within its retention): deleting context could not meet the limit, so
@@ -79,7 +89,11 @@ func (p *pruneWorker) Work(ctx context.Context, job *river.Job[PruneArgs]) error
 	// then retried from the start anyway.
 	ctx, stopped, cancel := p.w.halting(ctx)
 	defer cancel()
-	rep, ran, err := pruneOnce(ctx, cfg.Store, PruneLimits{MaxBytes: cfg.MaxDBSize, MaxContextPerUser: cfg.MaxContextPerUser, TurnRetention: cfg.TurnRetention}, false)
+	limits := PruneLimits{MaxBytes: cfg.MaxDBSize, MaxContextPerUser: cfg.MaxContextPerUser, TurnRetention: cfg.TurnRetention}
+	if cfg.Embedder != nil {
+		limits.EmbedModel = cfg.Embedder.Model()
+	}
+	rep, ran, err := pruneOnce(ctx, cfg.Store, limits, false)
 	if err != nil && stopped() {
 		p.w.logger.Info("prune ended by the stop; the next run goes on", "removed_for_size", rep.RemovedForSize,
 			"removed_for_cap", rep.RemovedForCap, "turn_texts_cleared", rep.TurnTextsCleared)
@@ -98,6 +112,9 @@ func (p *pruneWorker) Work(ctx context.Context, job *river.Job[PruneArgs]) error
 	cfg.Observer.Pruned(rep.RemovedForSize + rep.RemovedForCap)
 	attrs := []any{"removed_for_size", rep.RemovedForSize, "removed_for_cap", rep.RemovedForCap,
 		"turn_texts_cleared", rep.TurnTextsCleared, "turn_text_bytes_cleared", rep.TurnTextBytes}
+	if rep.VectorsRemoved+rep.ChunkVectorsRemoved > 0 {
+		attrs = append(attrs, "other_model_vectors_removed", rep.VectorsRemoved, "other_model_chunk_vectors_removed", rep.ChunkVectorsRemoved)
+	}
 	if cfg.MaxDBSize > 0 {
 		attrs = append(attrs, "live_bytes_before", rep.Before.LiveBytes, "live_bytes_after", rep.After.LiveBytes,
 			"floor_bytes", rep.After.FloorBytes, "max_db_size", cfg.MaxDBSize)
@@ -208,7 +225,7 @@ func prune(ctx context.Context, s *store.Store, l PruneLimits) (PruneReport, err
 		}
 	}
 	if l.MaxBytes > 0 {
-		if err := pruneToSize(ctx, s, l.MaxBytes, &rep); err != nil {
+		if err := pruneToSize(ctx, s, l.MaxBytes, l.EmbedModel, &rep); err != nil {
 			return rep, fmt.Errorf("prune: %w", err)
 		}
 	}
@@ -226,16 +243,37 @@ func prune(ctx context.Context, s *store.Store, l PruneLimits) (PruneReport, err
 
 // pruneToSize deletes the oldest context items until the live size is at
 // most maxBytes, never more than the excess, and none when the size without
-// any context item is over maxBytes.
-func pruneToSize(ctx context.Context, s *store.Store, maxBytes int64, rep *PruneReport) error {
+// any context item is over maxBytes. Vectors of other models than
+// embedModel (when set) go first: they serve no query here.
+func pruneToSize(ctx context.Context, s *store.Store, maxBytes int64, embedModel string, rep *PruneReport) error {
 	// Measuring again after each round corrects for what VACUUM and index
 	// pages do to the estimate; a few rounds always suffice.
+	vectorsChecked := embedModel == ""
 	for round := 0; round < 5; round++ {
 		size, err := s.MeasureSize(ctx)
 		if err != nil {
 			return err
 		}
 		excess := size.LiveBytes - maxBytes
+		if excess > 0 && !vectorsChecked {
+			vectorsChecked = true
+			items, chunks, err := s.DeleteOtherModelVectors(ctx, embedModel, pruneBatch)
+			rep.VectorsRemoved += items
+			rep.ChunkVectorsRemoved += chunks
+			if err != nil {
+				return err
+			}
+			if items+chunks > 0 {
+				if err := s.VacuumContext(ctx); err != nil {
+					return err
+				}
+				if _, err := s.VacuumDocuments(ctx); err != nil {
+					return err
+				}
+				round-- // measure again; this round deleted no memory
+				continue
+			}
+		}
 		if excess <= 0 || size.BytesPerContextRow() <= 0 {
 			return nil
 		}
@@ -243,7 +281,9 @@ func pruneToSize(ctx context.Context, s *store.Store, maxBytes int64, rep *Prune
 			rep.ContextSpared = true
 			return nil
 		}
-		want := int64(math.Ceil(float64(excess) / size.BytesPerContextRow()))
+		// Less a hair: an excess of exactly k rows' bytes must not read as
+		// k and a rounding error.
+		want := int64(math.Ceil(float64(excess)/size.BytesPerContextRow() - 1e-6))
 		var removed int64
 		for removed < want {
 			n, err := s.DeleteOldestContext(ctx, int(min(want-removed, pruneBatch)))

@@ -293,9 +293,13 @@ func (a *App) Prune(ctx context.Context) (worker.PruneReport, error) {
 	if err != nil {
 		return worker.PruneReport{}, err
 	}
-	return worker.Prune(ctx, s, worker.PruneLimits{
+	limits := worker.PruneLimits{
 		MaxBytes: a.cfg.Worker.MaxDBSize, MaxContextPerUser: a.cfg.Worker.MaxContextPerUser, TurnRetention: a.cfg.Worker.TurnRetention,
-	})
+	}
+	if a.cfg.Embed.BaseURL != "" {
+		limits.EmbedModel = a.cfg.Embed.Model
+	}
+	return worker.Prune(ctx, s, limits)
 }
 
 // GrantReader lets user read the shared scope's knowledge base collections
