@@ -6,7 +6,9 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/memoryd/memoryd/embedding"
 	"github.com/memoryd/memoryd/store"
@@ -65,12 +67,28 @@ func (s *Service) queryVector(ctx context.Context, p enrichParams) []float32 {
 	}
 	if !q.done {
 		start := time.Now()
-		q.v, q.done = s.hybrid.embedEnrich(ctx, p.userID, p.message), true
+		q.v, q.done = s.hybrid.embedEnrich(ctx, p.userID, queryText(p)), true
 		if p.embedNanos != nil {
 			p.embedNanos.Store(int64(time.Since(start)))
 		}
 	}
 	return q.v
+}
+
+// queryText is the text of p's message that is embedded: all of it, but
+// for the words of its time expression (ParseTime), which said when, not
+// what, and are not searched for lexically either ("the dog last week"
+// must not find by meaning an item of that week that says "this week").
+func queryText(p enrichParams) string {
+	if !p.timed {
+		return p.message
+	}
+	before := strings.TrimRightFunc(p.message[:p.when.Start], unicode.IsSpace)
+	after := strings.TrimLeftFunc(p.message[p.when.End:], unicode.IsSpace)
+	if before == "" || after == "" {
+		return before + after
+	}
+	return before + " " + after
 }
 
 // searchChunks runs a chunk search of q ranked for threshold and limit:

@@ -435,3 +435,43 @@ func TestHybridConfig(t *testing.T) {
 		t.Errorf("defaults: %v %v", c.EmbedTimeout, c.VectorCacheBytes)
 	}
 }
+
+// TestHybridEmbedsTheMessageWithoutItsTimeWords: the words of a message's
+// time expression say when, not what (protocol.md, "Time in the message"),
+// so the vector side does not search for them either: "anything about the
+// dog last week?" embedded whole found, by "week" alone, an item of that
+// week about the piano (a newcomer's walk: 0.318 against the threshold's
+// 0.3, and with "canine companion last week" the piano alone).
+func TestHybridEmbedsTheMessageWithoutItsTimeWords(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	srv, emb := fakeEmbeddings(t)
+	at := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC) // a Monday: last week is 23-29 November
+	var ws []store.ContextWrite
+	for i, f := range fillers {
+		ws = append(ws, store.ContextWrite{UserID: "alice", Question: f[0], Answer: f[1], CreatedAt: t0.Add(time.Duration(i) * time.Minute)})
+	}
+	ws = append(ws,
+		store.ContextWrite{UserID: "alice", Question: "I started learning to play the piano this week.", Answer: "Great! Practise scales every day.", CreatedAt: at.AddDate(0, 0, -5)},
+		store.ContextWrite{UserID: "alice", Question: "What is my dog called?", Answer: "My dog is called Rex.", CreatedAt: at.AddDate(0, 0, -1)})
+	ids := insertContext(t, st, ws...)
+	piano, dog := ids[len(ids)-2], ids[len(ids)-1]
+	embedAll(t, st, emb, "alice")
+	h := startHybrid(t, st, emb, nil)
+	for _, c := range []struct{ msg, embedded string }{
+		{"anything about the canine companion last week?", "anything about the canine companion ?"},
+		{"Last week, what did I say about my canine companion?", ", what did I say about my canine companion?"},
+		{canineQuestion, canineQuestion},
+	} {
+		seen := len(srv.Inputs())
+		r := enrich(t, h, events.EnrichRequest{UserID: "alice", Message: c.msg, At: at})
+		inputs := srv.Inputs()[seen:]
+		if !slices.Equal(inputs, []string{c.embedded}) {
+			t.Errorf("enrich %q embedded %q; want %q", c.msg, inputs, c.embedded)
+		}
+		got := contextIDs(r.Context)
+		if !slices.Contains(got, dog) || slices.Contains(got, piano) || r.Degraded {
+			t.Errorf("enrich %q: items %v (degraded %v); want the dog %d and not the piano %d", c.msg, got, r.Degraded, dog, piano)
+		}
+	}
+}

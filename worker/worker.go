@@ -772,7 +772,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		w.mu.Lock()
 		w.started = true
 		w.mu.Unlock()
-		w.logger.Info("worker started (extraction only)", "extractor", cfg.Extractor.Info().Name, "workers", cfg.Workers)
+		w.logger.Info("worker started (jobs only, no ingest)", "extractor", cfg.Extractor.Info().Name, "workers", cfg.Workers)
 		return nil
 	}
 	cons, turnStream, err := w.bind(ctx)

@@ -76,8 +76,8 @@ stdout.`)
 		return err
 	}
 	model := svc.Config().Embed.Model
-	fmt.Fprintf(a.stdout, "%d items without a %s vector enqueued for embedding\n", n, model)
-	fmt.Fprintf(a.stdout, "%d documents with chunks without a %s vector enqueued for embedding\n", docs, model)
+	fmt.Fprintf(a.stdout, "%s without a %s vector enqueued for embedding\n", plural(n, "item", "items"), model)
+	fmt.Fprintf(a.stdout, "%s with chunks without a %s vector enqueued for embedding\n", plural(docs, "document", "documents"), model)
 	if noWk || n+docs == 0 {
 		return nil
 	}
@@ -97,4 +97,12 @@ stdout.`)
 	}
 	fmt.Fprintf(a.stdout, "embedding done in %s\n", time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// plural is n with the noun's singular or plural form.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

@@ -44,6 +44,7 @@ type Server struct {
 	delay      time.Duration
 	requests   int
 	batches    []int
+	inputs     []string
 	models     []string
 	aliases    map[string]string
 	garbage    bool
@@ -200,6 +201,14 @@ func (s *Server) Batches() []int {
 	return append([]int(nil), s.batches...)
 }
 
+// Inputs is every text embedded by a request answered with vectors, in
+// order.
+func (s *Server) Inputs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.inputs...)
+}
+
 // Models is the model named by every request answered with vectors.
 func (s *Server) Models() []string {
 	s.mu.Lock()
@@ -305,6 +314,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	s.batches = append(s.batches, len(req.Input))
+	s.inputs = append(s.inputs, req.Input...)
 	s.models = append(s.models, req.Model)
 	s.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")

@@ -251,6 +251,7 @@ func (a *App) Start(ctx context.Context) (err error) {
 	} else {
 		a.logger.InfoContext(ctx, "role enrich: no ingest or extraction in this process (processes of role all or ingest work the turn stream and the jobs)")
 	}
+	a.logEmbeddings(ctx)
 	a.metrics = newMetrics()
 	llm, _ := ext.(usageReporter) // nil with the offline extractor
 	a.metrics.reg.MustRegister(newServiceCollector(a, llm), buildInfo(a.cfg.Version, a.cfg.Role))
@@ -553,6 +554,17 @@ func (a *App) logExtractor(ctx context.Context, ext worker.Extractor) {
 		a.logger.Warn("the LLM endpoint does not answer; extraction waits for it without spending attempts, up to --llm-max-outage per job, then retries with backoff until its attempts run out. Check --llm-base-url (it usually ends in /v1) and that the model server runs",
 			"base_url", RedactURL(a.cfg.LLM.BaseURL), "max_model_outage", a.cfg.Worker.MaxModelOutage.String(), "error", err)
 	}
+}
+
+// logEmbeddings says at start whether memory is embedded and searched by
+// meaning, and with which model: nothing else would tell until a sweep
+// logs, or an enrich finds by meaning.
+func (a *App) logEmbeddings(ctx context.Context) {
+	if a.cfg.Embed.BaseURL == "" {
+		a.logger.InfoContext(ctx, "embeddings: off (retrieval by keywords only); set --embed-base-url to search by meaning too")
+		return
+	}
+	a.logger.InfoContext(ctx, "embeddings: on", "model", a.cfg.Embed.Model, "base_url", RedactURL(a.cfg.Embed.BaseURL))
 }
 
 // Stop shuts down in dependency order: stop answering and pulling first,
