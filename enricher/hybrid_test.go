@@ -475,3 +475,53 @@ func TestHybridEmbedsTheMessageWithoutItsTimeWords(t *testing.T) {
 		}
 	}
 }
+
+// TestHybridReadsAUsersVectorsOnceForABurst: requests of one user that miss
+// the vector cache at once share one read of the user's vectors. Each read
+// and indexed all of them (a race review: 64 requests at once, 64 reads
+// and 138 MB for a user of 2,000 items), and each turn saved changes the
+// generation, so a chatting user's next burst missed again. The fake
+// embeddings server's delay holds the requests at the query's embedding,
+// so that they reach the cache together.
+func TestHybridReadsAUsersVectorsOnceForABurst(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	srv, _ := fakeEmbeddings(t)
+	emb, err := embedding.New(embedding.Config{BaseURL: srv.URL, Model: "fake", MaxConcurrency: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seedDogs(t, st, "alice")
+	embedAll(t, st, emb, "alice")
+	h := startHybrid(t, st, emb, nil)
+	srv.SetDelay(300 * time.Millisecond)
+	before := enrichStats(t, h)
+	const n = 16
+	replies := make(chan events.EnrichReply, n)
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			r, err := h.client.Enrich(ctxT(t), events.EnrichRequest{UserID: "alice", Message: canineQuestion})
+			replies <- r
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+		if r := <-replies; r.Degraded || len(r.Context) == 0 {
+			t.Fatalf("a reply of the burst: degraded %v, %d items", r.Degraded, len(r.Context))
+		}
+	}
+	after := enrichStats(t, h)
+	if got := after["query_embeddings_ok"] - before["query_embeddings_ok"]; got != n {
+		t.Fatalf("%v of %d queries embedded: the burst was not hybrid", got, n)
+	}
+	if got := after["vector_cache_reloads"] - before["vector_cache_reloads"]; got != 1 {
+		t.Fatalf("%d requests at once read the user's vectors %v times; want once", n, got)
+	}
+	if hits, misses := after["vector_cache_hits"]-before["vector_cache_hits"], after["vector_cache_misses"]-before["vector_cache_misses"]; hits+misses != n {
+		t.Fatalf("cache hits %v + misses %v; want one of the two per request, %d", hits, misses, n)
+	}
+}

@@ -111,16 +111,31 @@ func (c *vectorCache) get(user, model string, dims int) *userVectors {
 }
 
 func (c *vectorCache) getKey(k cacheKey, dims int) *userVectors {
+	e := c.lookup(k, dims)
+	c.count(e != nil)
+	return e
+}
+
+// lookup is getKey without counting a hit or a miss: for a caller that
+// counts once it knows whether the entry is current (hybrid.recall).
+func (c *vectorCache) lookup(k cacheKey, dims int) *userVectors {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el := c.byKey[k]
 	if el == nil || el.Value.(*userVectors).dims != dims {
-		c.misses.Add(1)
 		return nil
 	}
-	c.hits.Add(1)
 	c.order.MoveToFront(el)
 	return el.Value.(*userVectors)
+}
+
+// count counts a hit or a miss.
+func (c *vectorCache) count(hit bool) {
+	if hit {
+		c.hits.Add(1)
+	} else {
+		c.misses.Add(1)
+	}
 }
 
 // put stores e, replacing the user's earlier entry, and evicts the least
