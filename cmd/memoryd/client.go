@@ -328,9 +328,12 @@ func runMemory(ctx context.Context, a *cli, args []string) (err error) {
 		id         int
 		question   string
 		all        bool
+		scope      string
+		since      string
+		until      string
 	)
 	defer func() { err = o.callError(err) }()
-	f := newFlags("memory", `Usage: memoryd memory search --user U [--max-results N] QUERY
+	f := newFlags("memory", `Usage: memoryd memory search --user U [--max-results N] [--scope S] [--since T] [--until T] QUERY
        memoryd memory store --user U QUESTION ANSWER
        memoryd memory clear --user U (--id N | --question Q | --all)
        memoryd memory list --user U [--limit N] [--after CREATED_AT,ID | --all]
@@ -347,11 +350,29 @@ pairs through the running memoryd.`)
 	f.ArgInt(&id, "id", 0, "clear, get, update, delete: the context item id")
 	f.ArgString(&question, "question", "", "clear: forget items with this question (case and spacing ignored); update: the new question")
 	f.ArgBool(&all, "all", false, "clear: forget every context item of the user; list: every page")
+	f.ArgString(&scope, "scope", "", "search: only items of this scope (and of none)")
+	f.ArgString(&since, "since", "", "search: only items created at or after this RFC 3339 time")
+	f.ArgString(&until, "until", "", "search: only items created before this RFC 3339 time")
 	pos, err := o.parse(f, args)
 	if err != nil {
 		return err
 	}
 	action, pos := shift(pos)
+	var sinceT, untilT time.Time
+	if action != "search" && (scope != "" || since != "" || until != "") {
+		return f.usageErr("--scope, --since and --until are for memory search")
+	}
+	for _, t := range []struct {
+		name, value string
+		to          *time.Time
+	}{{"since", since, &sinceT}, {"until", until, &untilT}} {
+		if t.value == "" {
+			continue
+		}
+		if *t.to, err = time.Parse(time.RFC3339Nano, t.value); err != nil {
+			return f.usageErr("--%s %q is not RFC 3339 (e.g. 2026-11-23T00:00:00Z)", t.name, t.value)
+		}
+	}
 	switch {
 	case isItemAction(action):
 		if err := checkItemAction(f, action, pos, id); err != nil {
@@ -378,7 +399,8 @@ pairs through the running memoryd.`)
 	}
 	switch action {
 	case "search":
-		reply, err := c.Search(reqCtx, events.SearchRequest{UserID: o.user, Query: strings.Join(pos, " "), MaxResults: &maxResults})
+		req := events.SearchRequest{UserID: o.user, Query: strings.Join(pos, " "), MaxResults: &maxResults, Scope: scope, Since: sinceT, Until: untilT}
+		reply, err := c.Search(reqCtx, req)
 		if err != nil {
 			return err
 		}

@@ -78,3 +78,53 @@ func TestMemoryItemCommands(t *testing.T) {
 		t.Errorf("get without --id: exit %d, %q", code, errOut)
 	}
 }
+
+// TestMemorySearchInARangeAndScope: `memory search --since/--until/--scope`
+// sends the range and scope the search endpoint takes (a newcomer found
+// them reachable only by a raw NATS request), and a malformed time is a
+// usage error before any request.
+func TestMemorySearchInARangeAndScope(t *testing.T) {
+	t.Parallel()
+	_, prefix, st := startTestEnricher(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
+	if _, err := st.InsertTurns(ctx, []store.Turn{
+		{EventID: "w1", UserID: "alice", UserMessage: "x", TurnAt: t0, Scope: "work"},
+		{EventID: "h1", UserID: "alice", UserMessage: "x", TurnAt: t0, Scope: "home"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.InsertContext(ctx, []store.ContextWrite{
+		{UserID: "alice", Question: "Which dog walker?", Answer: "Ana, on Mondays.", CreatedAt: t0, EventID: "w1"},
+		{UserID: "alice", Question: "Which dog food?", Answer: "The salmon one.", CreatedAt: t0.AddDate(0, 0, 7), EventID: "h1"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	search := func(args ...string) (string, string, int) {
+		t.Helper()
+		return runArgs(ctx, append(append([]string{"memory", "search", "dog"}, args...),
+			"--user", "alice", "--nats-url", eventstest.URL(), "--prefix", prefix, "--log-format", "json")...)
+	}
+	for _, c := range []struct {
+		args            []string
+		walker, dogFood bool
+	}{
+		{nil, true, true},
+		{[]string{"--since", "2026-11-05T00:00:00Z"}, false, true},
+		{[]string{"--until", "2026-11-05T00:00:00Z"}, true, false},
+		{[]string{"--since", "2026-11-01T10:00:00Z", "--until", "2026-11-01T10:00:01Z"}, true, false},
+		{[]string{"--scope", "work"}, true, false},
+		{[]string{"--scope", "home", "--until", "2026-11-05T00:00:00Z"}, false, false},
+	} {
+		out, errOut, code := search(c.args...)
+		if code != 0 || strings.Contains(out, "Ana, on Mondays") != c.walker || strings.Contains(out, "The salmon one") != c.dogFood {
+			t.Errorf("memory search dog %v: exit %d\n%s%s\nwant the walker %v, the dog food %v", c.args, code, out, errOut, c.walker, c.dogFood)
+		}
+	}
+	if _, errOut, code := search("--since", "last week"); code != 2 || !strings.Contains(errOut, `--since "last week" is not RFC 3339`) {
+		t.Errorf("--since 'last week': exit %d, %q", code, errOut)
+	}
+	if _, errOut, code := runArgs(ctx, "memory", "list", "--user", "alice", "--since", "2026-11-05T00:00:00Z"); code != 2 || !strings.Contains(errOut, "are for memory search") {
+		t.Errorf("memory list --since: exit %d, %q", code, errOut)
+	}
+}
