@@ -185,12 +185,19 @@ func (s *Store) MissingChunkEmbeddings(ctx context.Context, user, model string, 
 // collections user owns; of every collection when empty) and those with a
 // current vector for model.
 func (s *Store) CountChunkEmbeddings(ctx context.Context, user, model string) (EmbeddingCount, error) {
+	return s.CountChunkEmbeddingsAt(ctx, user, model, EmbeddingMark{})
+}
+
+// CountChunkEmbeddingsAt is CountChunkEmbeddings of the documents created
+// before mark.
+func (s *Store) CountChunkEmbeddingsAt(ctx context.Context, user, model string, mark EmbeddingMark) (EmbeddingCount, error) {
 	var n EmbeddingCount
 	err := s.db.QueryRow(ctx, `SELECT coalesce(sum(d.chunks), 0)::bigint, coalesce(sum((SELECT count(*) FROM chunk_embeddings e
 			WHERE e.collection_id = d.collection_id AND e.model = $2 AND e.doc_id = d.doc_id
 			  AND e.content_hash = d.content_hash`+usableVector("e", "$2")+`)), 0)::bigint
 		FROM documents d JOIN collections c ON c.id = d.collection_id
-		WHERE ($1 = '' OR (c.owner_kind = 'user' AND c.owner = $1)) AND d.status = 'ready'`, user, model).Scan(&n.Items, &n.Embedded)
+		WHERE ($1 = '' OR (c.owner_kind = 'user' AND c.owner = $1)) AND d.status = 'ready'
+		  AND (NOT $3 OR d.created_at < $4)`, user, model, mark.set, mark.docsBefore).Scan(&n.Items, &n.Embedded)
 	if err != nil {
 		return EmbeddingCount{}, fmt.Errorf("count chunk embeddings: %w", err)
 	}

@@ -261,10 +261,33 @@ type EmbeddingCount struct {
 // CountEmbeddings counts userID's items (every user's when empty) and those
 // with a usable current vector for model (as EmbeddingTargets).
 func (s *Store) CountEmbeddings(ctx context.Context, userID, model string) (EmbeddingCount, error) {
+	return s.CountEmbeddingsAt(ctx, userID, model, EmbeddingMark{})
+}
+
+// EmbeddingMark bounds a count of vectors to the items and documents that
+// existed at one moment (MarkEmbeddings): a wait for them ends even while
+// new ones keep arriving. The zero mark bounds nothing.
+type EmbeddingMark struct {
+	set        bool
+	contextID  int64     // the highest item id then
+	docsBefore time.Time // the database's time then
+}
+
+// MarkEmbeddings returns the mark of now.
+func (s *Store) MarkEmbeddings(ctx context.Context) (EmbeddingMark, error) {
+	m := EmbeddingMark{set: true}
+	if err := s.db.QueryRow(ctx, `SELECT coalesce(max(id), 0), now() FROM context`).Scan(&m.contextID, &m.docsBefore); err != nil {
+		return EmbeddingMark{}, fmt.Errorf("mark embeddings: %w", err)
+	}
+	return m, nil
+}
+
+// CountEmbeddingsAt is CountEmbeddings of the items up to mark.
+func (s *Store) CountEmbeddingsAt(ctx context.Context, userID, model string, mark EmbeddingMark) (EmbeddingCount, error) {
 	var n EmbeddingCount
 	err := s.db.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE EXISTS (SELECT FROM context_embeddings e
 			WHERE e.context_id = c.id AND e.model = $2 AND e.content_hash = c.content_hash`+usableVector("e", "$2")+`))
-		FROM context c WHERE $1 = '' OR c.user_id = $1`, userID, model).Scan(&n.Items, &n.Embedded)
+		FROM context c WHERE ($1 = '' OR c.user_id = $1) AND (NOT $3 OR c.id <= $4)`, userID, model, mark.set, mark.contextID).Scan(&n.Items, &n.Embedded)
 	if err != nil {
 		return EmbeddingCount{}, fmt.Errorf("count embeddings: %w", err)
 	}

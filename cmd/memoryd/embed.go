@@ -67,6 +67,13 @@ stdout.`)
 		_ = svc.Stop(stopCtx)
 	}()
 	start := time.Now()
+	// What exists now is what this backfill waits for: beside a serve
+	// that ingests, new items arrive all the time, and their own jobs
+	// embed them.
+	mark, err := svc.MarkEmbeddings(ctx)
+	if err != nil {
+		return err
+	}
 	var docs int
 	n, err := svc.EmbedBackfill(ctx, app.EmbedOptions{User: user, Work: !noWk, Documents: &docs, Dims: dims})
 	if errors.Is(err, app.ErrEmbeddingOff) {
@@ -82,7 +89,7 @@ stdout.`)
 		return nil
 	}
 	var lastLog time.Time
-	err = svc.WaitEmbedded(ctx, user, func(c store.EmbeddingCount) {
+	err = svc.WaitEmbedded(ctx, user, mark, func(c store.EmbeddingCount) {
 		if time.Since(lastLog) >= progressEvery {
 			logger.Info("embedding", "model", model, "embedded", c.Embedded, "items", c.Items)
 			lastLog = time.Now()

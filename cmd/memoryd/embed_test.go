@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -87,5 +88,55 @@ func TestEmbedBackfillEndsWhenTheServerRefusesAText(t *testing.T) {
 	}
 	if n, err := s.CountEmbeddings(context.Background(), "alice", "m1"); err != nil || n != (store.EmbeddingCount{Items: 3, Embedded: 2}) {
 		t.Errorf("alice: %+v (%v), want 2 of 3 embedded", n, err)
+	}
+}
+
+// A backfill beside a serve that ingests ends once what existed when it
+// started has its vectors: new items keep arriving, and their own jobs
+// embed them. It waited for every item of the user, so it never ended
+// while memory kept coming (a race review's suspicion, confirmed here:
+// items added every few milliseconds, without jobs of their own in this
+// test, kept the command waiting until they stopped, and it then failed).
+func TestEmbedBackfillEndsWhileMemoryKeepsArriving(t *testing.T) {
+	t.Parallel()
+	_, dbURL := storetest.Schema(t)
+	s := storetest.Open(t, dbURL)
+	ctx := context.Background()
+	if _, err := s.InsertContext(ctx, []store.ContextWrite{
+		{UserID: "alice", Question: "my canine companion", Answer: "Rex"},
+		{UserID: "alice", Question: "home town", Answer: "Paris"}}); err != nil {
+		t.Fatal(err)
+	}
+	srv := embeddingtest.New(t)
+	nc := eventstest.Conn(t)
+	prefix, stream := eventstest.Names(t, nc)
+	stop, stopped := make(chan struct{}), make(chan int)
+	go func() {
+		n := 0
+		defer func() { stopped <- n }()
+		for ; n < 20000; n++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := s.InsertContext(ctx, []store.ContextWrite{{UserID: "alice", Question: fmt.Sprintf("new %d", n), Answer: "x"}}); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	out, errOut, code := runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--user", "alice", "--embed-base-url", srv.URL, "--embed-model", "m1")
+	close(stop)
+	added := <-stopped
+	if code != 0 || !strings.Contains(out, "embedding done") {
+		t.Fatalf("embed exited %d after %d items arrived\nstdout:\n%s\nstderr:\n%s\nwant it done", code, added, out, errOut)
+	}
+	if added == 20000 {
+		t.Fatalf("the backfill outlasted the %d items added: the test's premise (items arriving while it runs) does not hold", added)
+	}
+	es, err := s.UserEmbeddings(ctx, "alice", "m1")
+	if err != nil || len(es) < 2 {
+		t.Fatalf("alice's vectors: %d, %v; want at least the 2 items there before", len(es), err)
 	}
 }

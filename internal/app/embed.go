@@ -161,14 +161,27 @@ func (a *App) EmbedBackfill(ctx context.Context, o EmbedOptions) (int, error) {
 	return n, err
 }
 
+// MarkEmbeddings marks what exists now, for WaitEmbedded to wait for
+// that alone.
+func (a *App) MarkEmbeddings(ctx context.Context) (store.EmbeddingMark, error) {
+	s, err := a.readStore(ctx)
+	if err != nil {
+		return store.EmbeddingMark{}, err
+	}
+	return s.MarkEmbeddings(ctx)
+}
+
 // WaitEmbedded waits until every item of user (every user's when empty),
 // and every chunk of a ready document of the collections user owns (of
-// every collection when empty), has a vector of the configured model,
-// calling progress when the items' count changes. It returns ctx's error
-// when ctx ends first, and a *NotEmbeddedError when some still lack one
-// while no embed job of the model is left to run: the server refused
+// every collection when empty), that existed at mark (MarkEmbeddings; the
+// zero mark: whenever they came) has a vector of the configured model,
+// calling progress when the items' count changes. Bounded by a mark, the
+// wait ends while new memory keeps arriving (a backfill beside a serve
+// that ingests: the new items' own jobs embed them). It returns ctx's
+// error when ctx ends first, and a *NotEmbeddedError when some still lack
+// one while no embed job of the model is left to run: the server refused
 // them, or their jobs gave up.
-func (a *App) WaitEmbedded(ctx context.Context, user string, progress func(store.EmbeddingCount)) error {
+func (a *App) WaitEmbedded(ctx context.Context, user string, mark store.EmbeddingMark, progress func(store.EmbeddingCount)) error {
 	if a.cfg.Embed.BaseURL == "" {
 		return ErrEmbeddingOff
 	}
@@ -189,7 +202,7 @@ func (a *App) WaitEmbedded(ctx context.Context, user string, progress func(store
 		if err != nil {
 			return false, err
 		}
-		n, err := s.CountEmbeddings(ctx, user, a.cfg.Embed.Model)
+		n, err := s.CountEmbeddingsAt(ctx, user, a.cfg.Embed.Model, mark)
 		if err != nil {
 			return false, err
 		}
@@ -197,7 +210,7 @@ func (a *App) WaitEmbedded(ctx context.Context, user string, progress func(store
 			progress(n)
 		}
 		last = n
-		c, err := s.CountChunkEmbeddings(ctx, user, a.cfg.Embed.Model)
+		c, err := s.CountChunkEmbeddingsAt(ctx, user, a.cfg.Embed.Model, mark)
 		if err != nil {
 			return false, err
 		}

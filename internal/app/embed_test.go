@@ -29,7 +29,7 @@ func TestEmbedWiring(t *testing.T) {
 	if _, err := client.Store(ctx, events.StoreRequest{UserID: "alice", Question: "favourite colour", Answer: "green"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.WaitEmbedded(ctx, "alice", nil); err != nil {
+	if err := a.WaitEmbedded(ctx, "alice", store.EmbeddingMark{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	s, err := a.Store(ctx)
@@ -58,7 +58,7 @@ func TestEmbedWiring(t *testing.T) {
 		t.Fatalf("backfill enqueued %d (%v), want 2", n, err)
 	}
 	var seen []store.EmbeddingCount
-	if err := b.WaitEmbedded(ctx, "alice", func(c store.EmbeddingCount) { seen = append(seen, c) }); err != nil {
+	if err := b.WaitEmbedded(ctx, "alice", store.EmbeddingMark{}, func(c store.EmbeddingCount) { seen = append(seen, c) }); err != nil {
 		t.Fatal(err)
 	}
 	if len(seen) == 0 || seen[len(seen)-1] != (store.EmbeddingCount{Items: 2, Embedded: 2}) {
@@ -97,7 +97,7 @@ func TestHybridEnrichWiring(t *testing.T) {
 		events.Turn{ID: "h2", UserID: "alice", UserMessage: "I work at the bakery.", AssistantResponse: "Nice.", Timestamp: now},
 		events.Turn{ID: "h3", UserID: "alice", UserMessage: "I live in Lisbon.", AssistantResponse: "Lovely city.", Timestamp: now},
 		events.Turn{ID: "h4", UserID: "alice", UserMessage: "I play the cello.", AssistantResponse: "Great.", Timestamp: now})
-	if err := a.WaitEmbedded(ctx, "alice", nil); err != nil {
+	if err := a.WaitEmbedded(ctx, "alice", store.EmbeddingMark{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	zero := 0.0

@@ -240,7 +240,7 @@ func docsCheck(ctx context.Context, in *instance, docs []docText, qs []docQuesti
 		if _, err := in.app.EmbedBackfill(ctx, app.EmbedOptions{Work: true}); err != nil {
 			return nil, 0, fmt.Errorf("embedding chunks: %w", err)
 		}
-		if err := in.app.WaitEmbedded(ctx, "", nil); err != nil {
+		if err := in.app.WaitEmbedded(ctx, "", store.EmbeddingMark{}, nil); err != nil {
 			return nil, 0, fmt.Errorf("embedding chunks: %w", err)
 		}
 		if lexClient, err = in.startLexical(ctx, in.logger); err != nil {

@@ -44,6 +44,7 @@ import (
 	"github.com/memoryd/memoryd/embedding"
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/internal/app"
+	"github.com/memoryd/memoryd/store"
 )
 
 type options struct {
@@ -219,7 +220,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	rankers := []ranker{mem, fts, setCosine{}}
 	if in.emb != nil {
 		progress("waiting for every item's vector\n")
-		if err := in.app.WaitEmbedded(ctx, "", nil); err != nil {
+		if err := in.app.WaitEmbedded(ctx, "", store.EmbeddingMark{}, nil); err != nil {
 			return fmt.Errorf("embedding items: %w", err)
 		}
 		lex, err := in.startLexical(ctx, logger)
