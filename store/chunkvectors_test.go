@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/memoryd/memoryd/store"
 )
@@ -152,36 +151,10 @@ func TestSaveChunkEmbeddingsOvertakenByARePut(t *testing.T) {
 	if _, err := tx.Exec(ctx, `DELETE FROM doc_chunks WHERE collection_id = $1 AND doc_id = $2`, r.Collection.ID, r.DocID); err != nil {
 		t.Fatal(err)
 	}
-	type result struct {
-		n   int64
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		n, err := s.SaveChunkEmbeddings(ctx, "m", r.Collection.ID, r.DocID, r.Hash, ws)
-		done <- result{n, err}
-	}()
 	// The save waits on the deleted rows' locks for its foreign key check.
-	deadline := time.Now().Add(time.Minute)
-	for {
-		var waiting int
-		if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO chunk_embeddings%'`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting > 0 {
-			break
-		}
-		select {
-		case res := <-done:
-			t.Fatalf("the save did not wait for the re-put: %d saved, %v", res.n, res.err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the save never waited on the re-put's locks")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	done := saveWaitingOnALock(t, s, "INSERT INTO chunk_embeddings", func() (int64, error) {
+		return s.SaveChunkEmbeddings(ctx, "m", r.Collection.ID, r.DocID, r.Hash, ws)
+	})
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -354,35 +354,7 @@ func TestSaveEmbeddingsBesideADeleteOfOneItem(t *testing.T) {
 	if _, err := tx.Exec(ctx, `DELETE FROM context WHERE id = $1`, ids[1]); err != nil {
 		t.Fatal(err)
 	}
-	type result struct {
-		n   int64
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		n, err := s.SaveEmbeddings(ctx, "m", ws)
-		done <- result{n, err}
-	}()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		var waiting int
-		if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO context_embeddings%'`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting > 0 {
-			break
-		}
-		select {
-		case res := <-done:
-			t.Fatalf("the save did not wait for the delete: %d saved, %v", res.n, res.err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the save never waited on the delete's lock")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	done := saveWaitingOnALock(t, s, "INSERT INTO context_embeddings", func() (int64, error) { return s.SaveEmbeddings(ctx, "m", ws) })
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -391,5 +363,43 @@ func TestSaveEmbeddingsBesideADeleteOfOneItem(t *testing.T) {
 	}
 	if got := embeddedIDs(t, ctx, s, "alice", "m"); !slices.Equal(got, []int64{ids[0], ids[2]}) {
 		t.Fatalf("vectors of items %v; want %v", got, []int64{ids[0], ids[2]})
+	}
+}
+
+// saveResult is what a save returned.
+type saveResult struct {
+	n   int64
+	err error
+}
+
+// saveWaitingOnALock runs save in a goroutine and returns once a statement
+// holding query waits on a lock (polled, for at most a minute), failing
+// the test when the save ends first; the channel gets what it returns.
+func saveWaitingOnALock(t *testing.T, s *store.Store, query string, save func() (int64, error)) <-chan saveResult {
+	t.Helper()
+	done := make(chan saveResult, 1)
+	go func() {
+		n, err := save()
+		done <- saveResult{n, err}
+	}()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var waiting int
+		if err := s.Pool().QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%'`, query).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			return done
+		}
+		select {
+		case res := <-done:
+			t.Fatalf("the save did not wait on a lock: %d saved, %v", res.n, res.err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q waited on a lock within a minute", query)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
