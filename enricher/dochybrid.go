@@ -66,8 +66,14 @@ func (s *Service) queryVector(ctx context.Context, p enrichParams) []float32 {
 		q = &queryVector{}
 	}
 	if !q.done {
+		text := queryText(p)
+		if p.timed && strings.IndexFunc(text, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsNumber(r) }) < 0 {
+			// Nothing but a time ("Yesterday?"): nothing to embed.
+			q.done = true
+			return nil
+		}
 		start := time.Now()
-		q.v, q.done = s.hybrid.embedEnrich(ctx, p.userID, queryText(p)), true
+		q.v, q.done = s.hybrid.embedEnrich(ctx, p.userID, text), true
 		if p.embedNanos != nil {
 			p.embedNanos.Store(int64(time.Since(start)))
 		}

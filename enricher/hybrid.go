@@ -318,8 +318,14 @@ func (h *hybrid) recall(ctx context.Context, q store.SearchQuery, qv []float32, 
 // (the vectors read may be newer), and cached; false when the request is
 // to be answered lexically (not read in ctx's time, unreadable,
 // unindexable). The read runs for the first request to ask, within its
-// time, whichever of the requests waiting for it stop waiting.
+// time, whichever of the requests waiting for it stop waiting; one that
+// waited and has time left when that time ran out reads once more.
 func (h *hybrid) load(ctx context.Context, user string, dims int, generation int64) (*userVectors, bool) {
+	return h.loadOnce(ctx, user, dims, generation, false)
+}
+
+// loadOnce is load; retried says it is the second try.
+func (h *hybrid) loadOnce(ctx context.Context, user string, dims int, generation int64, retried bool) (*userVectors, bool) {
 	key := user + "\x00" + strconv.Itoa(dims) + "\x00" + strconv.FormatInt(generation, 10)
 	ch := h.loads.DoChan(key, func() (any, error) {
 		// Run for this request (the first to ask), within its time but
@@ -332,7 +338,9 @@ func (h *hybrid) load(ctx context.Context, user string, dims int, generation int
 		defer cancel()
 		// A request that missed just as another's load ended finds its
 		// vectors here rather than reading them again.
-		if e := h.cache.lookup(cacheKey{user: user, model: h.model}, dims); e != nil && e.generation >= generation {
+		// Equal, not newer: a forget deletes the user's generation, so
+		// theirs starts again from 0 and an older entry is not newer.
+		if e := h.cache.lookup(cacheKey{user: user, model: h.model}, dims); e != nil && e.generation == generation {
 			return e, nil
 		}
 		h.reloads.Add(1)
@@ -364,10 +372,15 @@ func (h *hybrid) load(ctx context.Context, user string, dims int, generation int
 	})
 	select {
 	case r := <-ch:
-		if r.Err != nil {
-			return nil, false
+		if r.Err == nil {
+			return r.Val.(*userVectors), true
 		}
-		return r.Val.(*userVectors), true
+		if errors.Is(r.Err, context.DeadlineExceeded) && ctx.Err() == nil && !retried {
+			// The read ran out of another request's time, and this one
+			// has time left: once more, within it.
+			return h.loadOnce(ctx, user, dims, generation, true)
+		}
+		return nil, false
 	case <-ctx.Done():
 		return nil, false
 	}

@@ -474,6 +474,55 @@ func TestHybridEmbedsTheMessageWithoutItsTimeWords(t *testing.T) {
 			t.Errorf("enrich %q: items %v (degraded %v); want the dog %d and not the piano %d", c.msg, got, r.Degraded, dog, piano)
 		}
 	}
+	// A message that is only a time leaves nothing to embed: its document
+	// search (which embeds whatever the context items did not) is lexical,
+	// rather than sending an empty input the server refuses.
+	putDoc(t, st, store.Owner{User: "alice"}, "notes", "walks.md", "The dog walks at seven.")
+	seen := len(srv.Inputs())
+	r := enrich(t, h, events.EnrichRequest{UserID: "alice", Message: "Yesterday?", At: at, Collections: []string{"notes"}})
+	if inputs := srv.Inputs()[seen:]; len(inputs) != 0 || r.Degraded {
+		t.Errorf("enrich %q embedded %q (degraded %v); want nothing embedded", "Yesterday?", inputs, r.Degraded)
+	}
+	if st := enrichStats(t, h); st["query_embeddings_error"] != 0 {
+		t.Errorf("query embeddings failed: %v", st["query_embeddings_error"])
+	}
+}
+
+// TestHybridCacheAfterAForget: a forget deletes the user's embedding
+// generation, so the user's next items count from generation 0 again; the
+// vector cache's copy of the user from before is older, not newer, and is
+// replaced once. Taken as current, it was never replaced: every request of
+// the user until their next vector missed the cache and read the
+// candidates twice (a review: 3 requests, 3 misses, 0 reloads, 3 stale).
+func TestHybridCacheAfterAForget(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	_, emb := fakeEmbeddings(t)
+	seedDogs(t, st, "alice")
+	embedAll(t, st, emb, "alice")
+	h := startHybrid(t, st, emb, nil)
+	enrich(t, h, events.EnrichRequest{UserID: "alice", Message: canineQuestion})
+	ctx := ctxT(t)
+	// What store.ForgetUser does to the items and the generation.
+	if _, err := st.Pool().Exec(ctx, `DELETE FROM context WHERE user_id = 'alice'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Pool().Exec(ctx, `DELETE FROM embedding_generations WHERE user_id = 'alice'`); err != nil {
+		t.Fatal(err)
+	}
+	insertContext(t, st, store.ContextWrite{UserID: "alice", Question: "What is my dog called?", Answer: "Bruno.", CreatedAt: t0})
+	before := enrichStats(t, h)
+	for range 3 {
+		if r := enrich(t, h, events.EnrichRequest{UserID: "alice", Message: canineQuestion}); r.Degraded {
+			t.Fatal("degraded")
+		}
+	}
+	after := enrichStats(t, h)
+	d := func(k string) float64 { return after[k] - before[k] }
+	if d("vector_cache_reloads") != 1 || d("vector_cache_stale") != 0 || d("vector_cache_hits") != 2 {
+		t.Fatalf("3 requests after a forget: reloads %v, stale %v, hits %v, misses %v; want 1 reload, then 2 hits",
+			d("vector_cache_reloads"), d("vector_cache_stale"), d("vector_cache_hits"), d("vector_cache_misses"))
+	}
 }
 
 // TestHybridReadsAUsersVectorsOnceForABurst: requests of one user that miss

@@ -152,7 +152,7 @@ func TestSaveChunkEmbeddingsOvertakenByARePut(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The save waits on the deleted rows' locks for its foreign key check.
-	done := saveWaitingOnALock(t, s, "INSERT INTO chunk_embeddings", func() (int64, error) {
+	done := saveWaitingOnALock(t, s, tx, "INSERT INTO chunk_embeddings", func() (int64, error) {
 		return s.SaveChunkEmbeddings(ctx, "m", r.Collection.ID, r.DocID, r.Hash, ws)
 	})
 	if err := tx.Commit(ctx); err != nil {

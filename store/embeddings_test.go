@@ -354,7 +354,7 @@ func TestSaveEmbeddingsBesideADeleteOfOneItem(t *testing.T) {
 	if _, err := tx.Exec(ctx, `DELETE FROM context WHERE id = $1`, ids[1]); err != nil {
 		t.Fatal(err)
 	}
-	done := saveWaitingOnALock(t, s, "INSERT INTO context_embeddings", func() (int64, error) { return s.SaveEmbeddings(ctx, "m", ws) })
+	done := saveWaitingOnALock(t, s, tx, "INSERT INTO context_embeddings", func() (int64, error) { return s.SaveEmbeddings(ctx, "m", ws) })
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -373,10 +373,16 @@ type saveResult struct {
 }
 
 // saveWaitingOnALock runs save in a goroutine and returns once a statement
-// holding query waits on a lock (polled, for at most a minute), failing
-// the test when the save ends first; the channel gets what it returns.
-func saveWaitingOnALock(t *testing.T, s *store.Store, query string, save func() (int64, error)) <-chan saveResult {
+// holding query waits on a lock of the transaction tx (polled, for at most
+// a minute: only that transaction's waiters count, not another test's in
+// the shared database), failing the test when the save ends first; the
+// channel gets what it returns.
+func saveWaitingOnALock(t *testing.T, s *store.Store, tx pgx.Tx, query string, save func() (int64, error)) <-chan saveResult {
 	t.Helper()
+	var holder int
+	if err := tx.QueryRow(context.Background(), `SELECT pg_backend_pid()`).Scan(&holder); err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan saveResult, 1)
 	go func() {
 		n, err := save()
@@ -386,7 +392,7 @@ func saveWaitingOnALock(t *testing.T, s *store.Store, query string, save func() 
 	for {
 		var waiting int
 		if err := s.Pool().QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%'`, query).Scan(&waiting); err != nil {
+			WHERE $2 = ANY(pg_blocking_pids(pid)) AND query LIKE '%' || $1 || '%'`, query, holder).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
 		if waiting > 0 {
@@ -401,5 +407,42 @@ func saveWaitingOnALock(t *testing.T, s *store.Store, query string, save func() 
 			t.Fatalf("no %q waited on a lock within a minute", query)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestDeleteOtherModelVectors: every vector of another model goes, items'
+// and chunks', the model's own stay, whatever the batch: an item holding
+// vectors of two other models, split by a batch, kept the second when the
+// pages went by item alone (a review: 3 of 6 left with a batch of 1).
+func TestDeleteOtherModelVectors(t *testing.T) {
+	ctx, s := setup(t)
+	var writes []store.ContextWrite
+	for i := range 3 {
+		writes = append(writes, store.ContextWrite{UserID: "alice", Question: fmt.Sprintf("q%d", i), Answer: "a", CreatedAt: t0})
+	}
+	ids, err := s.InsertContext(ctx, writes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{"a", "b", "c"} {
+		saveAll(t, ctx, s, "alice", m, ids)
+	}
+	for _, batch := range []int{1, 2, 1000} {
+		items, chunks, err := s.DeleteOtherModelVectors(ctx, "c", batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[int]int64{1: 6}[batch] // the first run deletes all six, the others nothing
+		if items != want || chunks != 0 {
+			t.Fatalf("batch %d: deleted %d item and %d chunk vectors; want %d and 0", batch, items, chunks, want)
+		}
+		for _, m := range []string{"a", "b"} {
+			if got := embeddedIDs(t, ctx, s, "alice", m); len(got) != 0 {
+				t.Fatalf("batch %d: vectors of model %s left for items %v", batch, m, got)
+			}
+		}
+		if got, want := embeddedIDs(t, ctx, s, "alice", "c"), slices.Sorted(slices.Values(ids)); !slices.Equal(got, want) {
+			t.Fatalf("batch %d: the model's own vectors %v; want %v", batch, got, want)
+		}
 	}
 }

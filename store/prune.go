@@ -158,8 +158,9 @@ func (s *Store) MeasureSize(ctx context.Context) (SizeReport, error) {
 	// it held, the chunk terms by the chunks'.
 	r.DocumentBytes = docsFixed + colls.live() + docs.live() + chunks.live() + vectors.live() + int64(math.Round(float64(termsSize)*chunks.fraction()))
 	docsReal := docsFixed + colls.size + docs.size + chunks.size + vectors.size + termsSize
-	// The documents count at their live size (DocumentBytes), not at the
-	// real size of their files.
+	// The items' vectors count with the items (ContextLiveBytes), at their
+	// live size; the documents at theirs (DocumentBytes), not at the real
+	// size of their files.
 	r.VectorBytes, r.VectorRows = itemVectors.live(), itemVectors.rows
 	other := r.RealBytes - r.ContextBytes - itemVectors.size - r.TurnsBytes - docsReal + r.DocumentBytes
 	// Text cleared since the high water left that much reusable space in
@@ -201,7 +202,8 @@ func (s *Store) SampleContextHighWater(ctx context.Context) error {
 }
 
 // sampleDocHighWater raises the knowledge-base tables' high-water marks
-// (migration 045) and the context items' vectors' (046) to the row versions Postgres's statistics count in them
+// (migration 045) and the context items' vectors' (046) to the row
+// versions Postgres's statistics count in them
 // now, without reading a row, as SampleContextHighWater does for context's
 // (which calls it): the dead rows of deleted documents and chunks are
 // reusable space once a VACUUM (autovacuum's) reclaims them, and a
@@ -364,25 +366,33 @@ func (s *Store) DeleteOtherModelVectors(ctx context.Context, model string, batch
 	if model == "" || batch < 1 {
 		return 0, 0, fmt.Errorf("delete other models' vectors: model %q, batch %d", model, batch)
 	}
-	for after := int64(0); ; {
-		var n, last int64
+	// Paged on the primary key, (item, model): an item may hold vectors
+	// of several other models, which a page may split.
+	for afterID, afterModel := int64(0), ""; ; {
+		var (
+			n, lastID int64
+			lastModel string
+		)
 		err := s.db.QueryRow(ctx, `
 			WITH v AS (
 				SELECT context_id, model FROM context_embeddings
-				WHERE context_id > $2 AND model <> $1 ORDER BY context_id LIMIT $3
+				WHERE (context_id, model) > ($2, $3) AND model <> $1 ORDER BY context_id, model LIMIT $4
 			), d AS (
 				DELETE FROM context_embeddings e USING v WHERE e.context_id = v.context_id AND e.model = v.model
 				RETURNING 1
+			), last AS (
+				SELECT context_id, model FROM v ORDER BY context_id DESC, model DESC LIMIT 1
 			)
-			SELECT (SELECT count(*) FROM d), (SELECT coalesce(max(context_id), 0) FROM v)`, model, after, batch).Scan(&n, &last)
+			SELECT (SELECT count(*) FROM d), coalesce((SELECT context_id FROM last), 0), coalesce((SELECT model FROM last), '')`,
+			model, afterID, afterModel, batch).Scan(&n, &lastID, &lastModel)
 		if err != nil {
 			return items, chunks, fmt.Errorf("delete other models' vectors: %w", err)
 		}
 		items += n
-		if last == 0 {
+		if lastID == 0 {
 			break
 		}
-		after = last
+		afterID, afterModel = lastID, lastModel
 	}
 	rows, err := s.db.Query(ctx, `SELECT DISTINCT collection_id FROM chunk_embeddings WHERE model <> $1 ORDER BY 1`, model)
 	if err != nil {

@@ -96,7 +96,8 @@ func (p *pruneWorker) Work(ctx context.Context, job *river.Job[PruneArgs]) error
 	rep, ran, err := pruneOnce(ctx, cfg.Store, limits, false)
 	if err != nil && stopped() {
 		p.w.logger.Info("prune ended by the stop; the next run goes on", "removed_for_size", rep.RemovedForSize,
-			"removed_for_cap", rep.RemovedForCap, "turn_texts_cleared", rep.TurnTextsCleared)
+			"removed_for_cap", rep.RemovedForCap, "turn_texts_cleared", rep.TurnTextsCleared,
+			"vectors_removed", rep.VectorsRemoved, "chunk_vectors_removed", rep.ChunkVectorsRemoved)
 		cfg.Observer.Pruned(rep.RemovedForSize + rep.RemovedForCap)
 		return nil
 	}
@@ -113,7 +114,7 @@ func (p *pruneWorker) Work(ctx context.Context, job *river.Job[PruneArgs]) error
 	attrs := []any{"removed_for_size", rep.RemovedForSize, "removed_for_cap", rep.RemovedForCap,
 		"turn_texts_cleared", rep.TurnTextsCleared, "turn_text_bytes_cleared", rep.TurnTextBytes}
 	if rep.VectorsRemoved+rep.ChunkVectorsRemoved > 0 {
-		attrs = append(attrs, "other_model_vectors_removed", rep.VectorsRemoved, "other_model_chunk_vectors_removed", rep.ChunkVectorsRemoved)
+		attrs = append(attrs, "vectors_removed", rep.VectorsRemoved, "chunk_vectors_removed", rep.ChunkVectorsRemoved)
 	}
 	if cfg.MaxDBSize > 0 {
 		attrs = append(attrs, "live_bytes_before", rep.Before.LiveBytes, "live_bytes_after", rep.After.LiveBytes,

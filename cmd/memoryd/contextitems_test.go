@@ -97,6 +97,7 @@ func TestMemorySearchInARangeAndScope(t *testing.T) {
 	if _, err := st.InsertContext(ctx, []store.ContextWrite{
 		{UserID: "alice", Question: "Which dog walker?", Answer: "Ana, on Mondays.", CreatedAt: t0, EventID: "w1"},
 		{UserID: "alice", Question: "Which dog food?", Answer: "The salmon one.", CreatedAt: t0.AddDate(0, 0, 7), EventID: "h1"},
+		{UserID: "alice", Question: "Which dog bed?", Answer: "The round grey one.", CreatedAt: t0.AddDate(0, 0, 14)},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -106,19 +107,20 @@ func TestMemorySearchInARangeAndScope(t *testing.T) {
 			"--user", "alice", "--nats-url", eventstest.URL(), "--prefix", prefix, "--log-format", "json")...)
 	}
 	for _, c := range []struct {
-		args            []string
-		walker, dogFood bool
+		args                 []string
+		walker, dogFood, bed bool // work scope, home scope, no scope
 	}{
-		{nil, true, true},
-		{[]string{"--since", "2026-11-05T00:00:00Z"}, false, true},
-		{[]string{"--until", "2026-11-05T00:00:00Z"}, true, false},
-		{[]string{"--since", "2026-11-01T10:00:00Z", "--until", "2026-11-01T10:00:01Z"}, true, false},
-		{[]string{"--scope", "work"}, true, false},
-		{[]string{"--scope", "home", "--until", "2026-11-05T00:00:00Z"}, false, false},
+		{nil, true, true, true},
+		{[]string{"--since", "2026-11-05T00:00:00Z"}, false, true, true},
+		{[]string{"--until", "2026-11-05T00:00:00Z"}, true, false, false},
+		{[]string{"--since", "2026-11-01T10:00:00Z", "--until", "2026-11-01T10:00:01Z"}, true, false, false},
+		{[]string{"--scope", "work"}, true, false, false},
+		{[]string{"--scope", "home", "--until", "2026-11-05T00:00:00Z"}, false, false, false},
 	} {
 		out, errOut, code := search(c.args...)
-		if code != 0 || strings.Contains(out, "Ana, on Mondays") != c.walker || strings.Contains(out, "The salmon one") != c.dogFood {
-			t.Errorf("memory search dog %v: exit %d\n%s%s\nwant the walker %v, the dog food %v", c.args, code, out, errOut, c.walker, c.dogFood)
+		if code != 0 || strings.Contains(out, "Ana, on Mondays") != c.walker || strings.Contains(out, "The salmon one") != c.dogFood ||
+			strings.Contains(out, "The round grey one") != c.bed {
+			t.Errorf("memory search dog %v: exit %d\n%s%s\nwant the walker %v, the dog food %v, the bed %v", c.args, code, out, errOut, c.walker, c.dogFood, c.bed)
 		}
 	}
 	if _, errOut, code := search("--since", "last week"); code != 2 || !strings.Contains(errOut, `--since "last week" is not RFC 3339`) {

@@ -22,12 +22,14 @@ func runEmbed(ctx context.Context, a *cli, args []string) error {
 Embeds the context items and the document chunks that have no vector of
 the configured model (--embed-base-url, --embed-model): those stored before
 embedding was turned on, those whose jobs gave up while the server was
-down, and all of them after a model change (the old model's vectors stay
-in the table but do not serve: until then those items are found lexically). With --user, the user's items and the chunks of the user's own
+down, and all of them after a model change (the old model's vectors do
+not serve: until then those items are found lexically; a prune over
+--max-db-size deletes them before any memory). With --user, the user's items and the chunks of the user's own
 collections; without, every user's and every collection's, shared ones
 included. It enqueues the
 embed jobs, then, by default, runs workers in this process and waits until
-every item in scope has a vector (--no-work leaves the jobs to running serve
+every item in scope that existed when it started has a vector (what
+arrives meanwhile is embedded by its own jobs; --no-work leaves the jobs to running serve
 processes and returns at once). Running it twice is safe: a job already
 waiting for the same items is not enqueued again.
 
