@@ -16,6 +16,9 @@ const (
 	B = 0.5
 	// AnswerWeight is the weight of an answer word against a question word.
 	AnswerWeight = 0.6
+	// RecalledAnswerWeight is the answer weight for a query that asks what
+	// the reply said (Query.AsksReply; see Params): as AnswerWeight, off.
+	RecalledAnswerWeight = AnswerWeight
 	// VerboseReplyPower is how fast the answer weight falls as the user's
 	// answers grow longer than their questions (0: not at all; see Params).
 	VerboseReplyPower = 0.0
@@ -99,6 +102,11 @@ type Query struct {
 	At time.Time
 	// Threshold drops items scoring under it (0..1).
 	Threshold float64
+	// AsksReply says the query asks what the other side of the
+	// conversation said (a user asking the assistant about its earlier
+	// words): the answer half weighs Params.RecalledAnswerWeight. Enrich
+	// does not set it (measured in tools/memeval -cv, not kept).
+	AsksReply bool
 	// Limit caps the number of hits; under 1 gives none.
 	Limit int
 }
@@ -121,6 +129,10 @@ type Params struct {
 	BQuestion, BAnswer float64
 	// AnswerWeight is the weight of an answer word against a question word.
 	AnswerWeight float64
+	// RecalledAnswerWeight replaces AnswerWeight for a query that asks what
+	// the other side said (Query.AsksReply: "you recommended a trail, which
+	// one?"): the words sought are then the reply's.
+	RecalledAnswerWeight float64
 	// VerboseReplyPower lowers the answer weight for a user whose answers
 	// are longer than their questions: the weight used is AnswerWeight ·
 	// r^−VerboseReplyPower, r = AvgAnswerLen/AvgQuestionLen (at least 1).
@@ -174,7 +186,7 @@ type Params struct {
 // DefaultParams returns the constants Rank uses.
 func DefaultParams() Params {
 	return Params{
-		K1: K1, BQuestion: B, BAnswer: B, AnswerWeight: AnswerWeight, VerboseReplyPower: VerboseReplyPower, IDFPrior: IDFPrior,
+		K1: K1, BQuestion: B, BAnswer: B, AnswerWeight: AnswerWeight, RecalledAnswerWeight: RecalledAnswerWeight, VerboseReplyPower: VerboseReplyPower, IDFPrior: IDFPrior,
 		RelevanceHalf: RelevanceHalf, RecencyWeight: RecencyWeight, RecencyDays: RecencyDays, StemWeight: StemWeight,
 		NeighbourPenalty: NeighbourPenalty, NeighbourWindow: NeighbourWindow, CoveragePower: CoveragePower,
 		SessionWeight: SessionWeight, SessionWindow: SessionWindow, LaterPenalty: LaterPenalty,
@@ -201,6 +213,9 @@ func (p Params) Rank(coll Collection, docs []Doc, q Query) []Hit {
 	// frequency.
 	var hits [][]hit
 	aw := p.AnswerWeight
+	if q.AsksReply {
+		aw = p.RecalledAnswerWeight
+	}
 	if p.VerboseReplyPower != 0 && coll.AvgAnswerLen > coll.AvgQuestionLen {
 		aw *= math.Pow(coll.AvgAnswerLen/coll.AvgQuestionLen, -p.VerboseReplyPower)
 	}

@@ -58,6 +58,8 @@ type cvQuestion struct {
 	// whatever the constants.
 	newest     bool
 	newestRank int
+	// asksReply is asksReply of the question (ranking.Query.AsksReply).
+	asksReply bool
 }
 
 // cvVariant is one change measured by cross-validation: the constants it
@@ -133,6 +135,7 @@ func cvVariants() []cvVariant {
 	adjacent := cvGrid(def, func(p *ranking.Params, v float64) { p.AdjacentWeight = v }, 0, 0.25, 0.5, 1, 2)
 	answer := cvGrid(cvGrid(def, aw, 0.6, 0.4, 0.8, 1.0), ba, 0.5, 0.25, 0.75, 0.9)
 	bm25f := cvGrid(cvGrid(answer, bq, 0.5, 0.25, 0.75), k1, 1.2, 0.9, 1.6, 2.0)
+	recalled := cvGrid(def, func(p *ranking.Params, v float64) { p.RecalledAnswerWeight = v }, 0.6, 0.8, 1.0, 1.25, 1.5, 2, 3)
 	coverage := cvGrid(def, func(p *ranking.Params, v float64) { p.CoveragePower = v }, 0, 0.25, 0.5, 1, 2)
 	session := append(append([]ranking.Params(nil), def...), cvGrid(cvGrid(def,
 		func(p *ranking.Params, v float64) { p.SessionWindow = time.Duration(v * float64(time.Minute)) }, 10, 30, 120),
@@ -173,6 +176,7 @@ func cvVariants() []cvVariant {
 		{name: "session's best turn: SessionWeight × SessionWindow", grid: session, forms: stemNone},
 		{name: "first mention: LaterPenalty × window", grid: later, forms: stemNone},
 		{name: "fusion with a single-field BM25: K × W", grid: fused, fusions: fusions, forms: stemNone},
+		{name: "questions about the reply: RecalledAnswerWeight", grid: recalled, forms: stemNone},
 	}
 	// The same grids again, choosing only what no set finds worse on the
 	// training folds.
@@ -378,7 +382,7 @@ func cvQuestions(c *cvCache) []cvQuestion {
 	for i, ci := range c.Inputs {
 		forms := [2][][]string{queryForms(ci.Terms, ci.Keywords, c.Lexemes, false), queryForms(ci.Terms, ci.Keywords, c.Lexemes, true)}
 		cq := cvQuestion{set: ci.Set, folds: folds[i], coll: ci.Coll, at: ci.At, evidence: ci.Evidence, fts: firstHit(ci.FTS, ci.Evidence),
-			newest: len(ci.Newest) > 0, newestRank: firstHit(ci.Newest, ci.Evidence)}
+			newest: len(ci.Newest) > 0, newestRank: firstHit(ci.Newest, ci.Evidence), asksReply: asksReply(ci.Question)}
 		for _, m := range ci.Matches {
 			d := ranking.Doc{ID: m.ID, CreatedAt: m.CreatedAt, QuestionLen: m.QuestionLen, AnswerLen: m.AnswerLen, Terms: m.Counts,
 				Adjacent: adjacentCount(ci.Terms, forms[stemAll], m.Question) + adjacentCount(ci.Terms, forms[stemAll], m.Answer)}
@@ -407,7 +411,7 @@ func cvRanks(qs []cvQuestion, p ranking.Params, forms int) []int8 {
 		if forms != stemNone {
 			docs = q.inflected[forms]
 		}
-		for r, h := range p.Rank(q.coll, docs, ranking.Query{At: q.at, Limit: 10}) {
+		for r, h := range p.Rank(q.coll, docs, ranking.Query{At: q.at, Limit: 10, AsksReply: q.asksReply}) {
 			if q.evidence[q.events[h.Doc]] {
 				out[i] = int8(r + 1)
 				break
@@ -425,7 +429,7 @@ func cvFusedRanks(qs []cvQuestion, p ranking.Params, fu cvFusion) []int8 {
 			out[i] = int8(q.newestRank)
 			continue
 		}
-		query := ranking.Query{At: q.at, Limit: cvFusionDepth}
+		query := ranking.Query{At: q.at, Limit: cvFusionDepth, AsksReply: q.asksReply}
 		score := map[int]float64{}
 		for r, h := range p.Rank(q.coll, q.docs, query) {
 			score[h.Doc] += 1 / (fu.K + float64(r+1))
@@ -620,6 +624,7 @@ func paramsDiff(p ranking.Params) string {
 	add("BQ", p.BQuestion, d.BQuestion)
 	add("BA", p.BAnswer, d.BAnswer)
 	add("AW", p.AnswerWeight, d.AnswerWeight)
+	add("recalled AW", p.RecalledAnswerWeight, d.RecalledAnswerWeight)
 	add("verbose", p.VerboseReplyPower, d.VerboseReplyPower)
 	add("stem", p.StemWeight, d.StemWeight)
 	add("adjacent", p.AdjacentWeight, d.AdjacentWeight)
