@@ -414,6 +414,8 @@ func saveWaitingOnALock(t *testing.T, s *store.Store, tx pgx.Tx, query string, s
 // and chunks', the model's own stay, whatever the batch: an item holding
 // vectors of two other models, split by a batch, kept the second when the
 // pages went by item alone (a review: 3 of 6 left with a batch of 1).
+// The models of running worker processes stay too (a rolling change of
+// model), and go once their processes have stopped.
 func TestDeleteOtherModelVectors(t *testing.T) {
 	ctx, s := setup(t)
 	var writes []store.ContextWrite
@@ -424,15 +426,39 @@ func TestDeleteOtherModelVectors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range []string{"a", "b", "c"} {
+	for _, m := range []string{"a", "b", "c", "d"} {
 		saveAll(t, ctx, s, "alice", m, ids)
 	}
+	// A live process of model b, a dead one of model a, one without.
+	for id, m := range map[string]string{"pb": "b", "pa": "a", "pnone": ""} {
+		if err := s.RegisterProcess(ctx, id, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.EndProcess(ctx, "pa"); err != nil {
+		t.Fatal(err)
+	}
+	items, chunks, err := s.DeleteOtherModelVectors(ctx, "c", time.Minute, 1)
+	if err != nil || items != 6 || chunks != 0 {
+		t.Fatalf("with a live process of model b: deleted %d item and %d chunk vectors (%v); want models a's and d's 6", items, chunks, err)
+	}
+	for _, m := range []string{"a", "d"} {
+		if got := embeddedIDs(t, ctx, s, "alice", m); len(got) != 0 {
+			t.Fatalf("vectors of model %s left for items %v", m, got)
+		}
+	}
+	if got := embeddedIDs(t, ctx, s, "alice", "b"); len(got) != 3 {
+		t.Fatalf("the live process's model b keeps vectors of items %v; want all 3", got)
+	}
+	if err := s.EndProcess(ctx, "pb"); err != nil {
+		t.Fatal(err)
+	}
 	for _, batch := range []int{1, 2, 1000} {
-		items, chunks, err := s.DeleteOtherModelVectors(ctx, "c", batch)
+		items, chunks, err := s.DeleteOtherModelVectors(ctx, "c", time.Minute, batch)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := map[int]int64{1: 6}[batch] // the first run deletes all six, the others nothing
+		want := map[int]int64{1: 3}[batch] // the first run deletes model b's three, the others nothing
 		if items != want || chunks != 0 {
 			t.Fatalf("batch %d: deleted %d item and %d chunk vectors; want %d and 0", batch, items, chunks, want)
 		}

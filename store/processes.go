@@ -10,10 +10,11 @@ import (
 // keyed by its River client id, and renews it while it runs (see
 // worker/recover.go for the protocol).
 
-// RegisterProcess records a worker process as alive, or alive again.
-func (s *Store) RegisterProcess(ctx context.Context, id string) error {
-	_, err := s.db.Exec(ctx, `INSERT INTO memoryd_processes (id) VALUES ($1)
-		ON CONFLICT (id) DO UPDATE SET started_at = now(), heartbeat_at = now()`, id)
+// RegisterProcess records a worker process as alive, or alive again, with
+// the embedding model it uses ("": none).
+func (s *Store) RegisterProcess(ctx context.Context, id, embedModel string) error {
+	_, err := s.db.Exec(ctx, `INSERT INTO memoryd_processes (id, embed_model) VALUES ($1, nullif($2, ''))
+		ON CONFLICT (id) DO UPDATE SET started_at = now(), heartbeat_at = now(), embed_model = excluded.embed_model`, id, embedModel)
 	if err != nil {
 		return fmt.Errorf("register process: %w", err)
 	}

@@ -353,19 +353,29 @@ func (s *Store) VacuumTurns(ctx context.Context) error {
 }
 
 // DeleteOtherModelVectors deletes the vectors, of context items and of
-// document chunks, made by any other model than model: after a model
-// change they serve no query of a process embedding with model (a query
-// vector is compared only with its own model's), yet hold their space
-// until their items are deleted. Each statement deletes at most batch
-// vectors (context items', in item id order) or one collection's (chunks'),
-// so that no statement runs long; it returns how many of each it deleted.
-// A vector saved meanwhile by a process of the other model (a rolling
-// change of model) may be left, or deleted and embedded again by that
-// process's sweep.
-func (s *Store) DeleteOtherModelVectors(ctx context.Context, model string, batch int) (items, chunks int64, err error) {
+// document chunks, made by any model that neither model is nor a worker
+// process whose heartbeat is within live uses (RegisterProcess): after a
+// model change they serve no query (a query vector is compared only with
+// its own model's), yet hold their space until their items are deleted.
+// The models of the processes still running are kept, so that during a
+// rolling change of model neither side deletes the other's. Each statement
+// deletes at most batch vectors (context items', in item id order) or one
+// collection's (chunks'), so that no statement runs long; it returns how
+// many of each it deleted.
+func (s *Store) DeleteOtherModelVectors(ctx context.Context, model string, live time.Duration, batch int) (items, chunks int64, err error) {
 	if model == "" || batch < 1 {
 		return 0, 0, fmt.Errorf("delete other models' vectors: model %q, batch %d", model, batch)
 	}
+	rows, err := s.db.Query(ctx, `SELECT DISTINCT embed_model FROM memoryd_processes
+		WHERE embed_model IS NOT NULL AND heartbeat_at > now() - $1::interval`, live)
+	if err != nil {
+		return 0, 0, fmt.Errorf("delete other models' vectors: %w", err)
+	}
+	keep, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, 0, fmt.Errorf("delete other models' vectors: %w", err)
+	}
+	keep = append(keep, model)
 	// Paged on the primary key, (item, model): an item may hold vectors
 	// of several other models, which a page may split.
 	for afterID, afterModel := int64(0), ""; ; {
@@ -376,7 +386,7 @@ func (s *Store) DeleteOtherModelVectors(ctx context.Context, model string, batch
 		err := s.db.QueryRow(ctx, `
 			WITH v AS (
 				SELECT context_id, model FROM context_embeddings
-				WHERE (context_id, model) > ($2, $3) AND model <> $1 ORDER BY context_id, model LIMIT $4
+				WHERE (context_id, model) > ($2, $3) AND model <> ALL($1) ORDER BY context_id, model LIMIT $4
 			), d AS (
 				DELETE FROM context_embeddings e USING v WHERE e.context_id = v.context_id AND e.model = v.model
 				RETURNING 1
@@ -384,7 +394,7 @@ func (s *Store) DeleteOtherModelVectors(ctx context.Context, model string, batch
 				SELECT context_id, model FROM v ORDER BY context_id DESC, model DESC LIMIT 1
 			)
 			SELECT (SELECT count(*) FROM d), coalesce((SELECT context_id FROM last), 0), coalesce((SELECT model FROM last), '')`,
-			model, afterID, afterModel, batch).Scan(&n, &lastID, &lastModel)
+			keep, afterID, afterModel, batch).Scan(&n, &lastID, &lastModel)
 		if err != nil {
 			return items, chunks, fmt.Errorf("delete other models' vectors: %w", err)
 		}
@@ -394,7 +404,7 @@ func (s *Store) DeleteOtherModelVectors(ctx context.Context, model string, batch
 		}
 		afterID, afterModel = lastID, lastModel
 	}
-	rows, err := s.db.Query(ctx, `SELECT DISTINCT collection_id FROM chunk_embeddings WHERE model <> $1 ORDER BY 1`, model)
+	rows, err = s.db.Query(ctx, `SELECT DISTINCT collection_id FROM chunk_embeddings WHERE model <> ALL($1) ORDER BY 1`, keep)
 	if err != nil {
 		return items, chunks, fmt.Errorf("delete other models' chunk vectors: %w", err)
 	}
@@ -403,7 +413,7 @@ func (s *Store) DeleteOtherModelVectors(ctx context.Context, model string, batch
 		return items, chunks, fmt.Errorf("delete other models' chunk vectors: %w", err)
 	}
 	for _, c := range colls {
-		tag, err := s.db.Exec(ctx, `DELETE FROM chunk_embeddings WHERE collection_id = $1 AND model <> $2`, c, model)
+		tag, err := s.db.Exec(ctx, `DELETE FROM chunk_embeddings WHERE collection_id = $1 AND model <> ALL($2)`, c, keep)
 		if err != nil {
 			return items, chunks, fmt.Errorf("delete other models' chunk vectors: %w", err)
 		}
@@ -415,7 +425,7 @@ func (s *Store) DeleteOtherModelVectors(ctx context.Context, model string, batch
 // VacuumContext makes the space of deleted context rows reusable. Plain
 // VACUUM takes no lock that blocks reads or writes, so enrich goes on.
 func (s *Store) VacuumContext(ctx context.Context) error {
-	if _, err := s.pool.Exec(ctx, `VACUUM (ANALYZE) context, context_embeddings`); err != nil {
+	if _, err := s.pool.Exec(ctx, `VACUUM (ANALYZE) context, context_terms, context_embeddings`); err != nil {
 		return fmt.Errorf("vacuum context: %w", err)
 	}
 	return nil

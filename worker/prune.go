@@ -42,8 +42,13 @@ type PruneLimits struct {
 	// EmbedModel is the embedding model whose vectors serve this
 	// deployment's queries (empty: embedding is off here, and no vector is
 	// deleted for size). Over MaxBytes, the vectors of every other model
-	// (left by a model change) are deleted before any context item.
+	// that no running worker process uses (left by a model change) are
+	// deleted before any context item.
 	EmbedModel string
+	// ProcessTimeout is how recent a worker process's heartbeat must be
+	// for it to count as running, its model's vectors kept
+	// (Config.ProcessTimeout). Default (0) one minute.
+	ProcessTimeout time.Duration
 }
 
 // PruneReport is what one prune run found and removed; it is logged and kept
@@ -89,10 +94,8 @@ func (p *pruneWorker) Work(ctx context.Context, job *river.Job[PruneArgs]) error
 	// then retried from the start anyway.
 	ctx, stopped, cancel := p.w.halting(ctx)
 	defer cancel()
-	limits := PruneLimits{MaxBytes: cfg.MaxDBSize, MaxContextPerUser: cfg.MaxContextPerUser, TurnRetention: cfg.TurnRetention}
-	if cfg.Embedder != nil {
-		limits.EmbedModel = cfg.Embedder.Model()
-	}
+	limits := PruneLimits{MaxBytes: cfg.MaxDBSize, MaxContextPerUser: cfg.MaxContextPerUser, TurnRetention: cfg.TurnRetention,
+		EmbedModel: p.w.embedModel(), ProcessTimeout: cfg.ProcessTimeout}
 	rep, ran, err := pruneOnce(ctx, cfg.Store, limits, false)
 	if err != nil && stopped() {
 		p.w.logger.Info("prune ended by the stop; the next run goes on", "removed_for_size", rep.RemovedForSize,
@@ -226,7 +229,11 @@ func prune(ctx context.Context, s *store.Store, l PruneLimits) (PruneReport, err
 		}
 	}
 	if l.MaxBytes > 0 {
-		if err := pruneToSize(ctx, s, l.MaxBytes, l.EmbedModel, &rep); err != nil {
+		live := l.ProcessTimeout
+		if live <= 0 {
+			live = time.Minute
+		}
+		if err := pruneToSize(ctx, s, l.MaxBytes, l.EmbedModel, live, &rep); err != nil {
 			return rep, fmt.Errorf("prune: %w", err)
 		}
 	}
@@ -245,8 +252,9 @@ func prune(ctx context.Context, s *store.Store, l PruneLimits) (PruneReport, err
 // pruneToSize deletes the oldest context items until the live size is at
 // most maxBytes, never more than the excess, and none when the size without
 // any context item is over maxBytes. Vectors of other models than
-// embedModel (when set) go first: they serve no query here.
-func pruneToSize(ctx context.Context, s *store.Store, maxBytes int64, embedModel string, rep *PruneReport) error {
+// embedModel (when set) that no running process uses go first: they serve
+// no query.
+func pruneToSize(ctx context.Context, s *store.Store, maxBytes int64, embedModel string, processTimeout time.Duration, rep *PruneReport) error {
 	// Measuring again after each round corrects for what VACUUM and index
 	// pages do to the estimate; a few rounds always suffice.
 	vectorsChecked := embedModel == ""
@@ -258,7 +266,7 @@ func pruneToSize(ctx context.Context, s *store.Store, maxBytes int64, embedModel
 		excess := size.LiveBytes - maxBytes
 		if excess > 0 && !vectorsChecked {
 			vectorsChecked = true
-			items, chunks, err := s.DeleteOtherModelVectors(ctx, embedModel, pruneBatch)
+			items, chunks, err := s.DeleteOtherModelVectors(ctx, embedModel, processTimeout, pruneBatch)
 			rep.VectorsRemoved += items
 			rep.ChunkVectorsRemoved += chunks
 			if err != nil {
@@ -355,4 +363,13 @@ func formatSize(n int64) string {
 		unit++
 	}
 	return strconv.FormatFloat(math.Ceil(v*10)/10, 'f', -1, 64) + string("KMGT"[unit])
+}
+
+// embedModel is the model this process embeds with, "" when embedding is
+// off.
+func (w *Worker) embedModel() string {
+	if w.cfg.Embedder == nil {
+		return ""
+	}
+	return w.cfg.Embedder.Model()
 }

@@ -56,9 +56,11 @@ func TestPruneKeepsMemoryOverVectorsThatServeNothing(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		embedAgain string // the model embedding every item again
+		oldRuns    bool   // a worker process of m1 still runs (a rolling change)
 	}{
-		{"a new model", "m2"},
-		{"the same model again", "m1"},
+		{"a new model", "m2", false},
+		{"the same model again", "m1", false},
+		{"a new model while the old one still runs", "m2", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -81,12 +83,29 @@ func TestPruneKeepsMemoryOverVectorsThatServeNothing(t *testing.T) {
 			if tc.embedAgain == "m1" {
 				waitStat(t, s, "900 dead vector rows", `SELECT pg_stat_get_dead_tuples('context_embeddings'::regclass) >= 900`)
 			}
+			if tc.oldRuns {
+				if err := s.RegisterProcess(ctx, "old-release", "m1"); err != nil {
+					t.Fatal(err)
+				}
+			}
 			rep, err := worker.Prune(ctx, s, worker.PruneLimits{MaxBytes: limit, EmbedModel: tc.embedAgain})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if rep.Before.RealBytes < before.RealBytes+before.VectorBytes/2 {
 				t.Fatalf("the files grew from %d to %d bytes only: the test's premise (a second vector of every item) does not hold", before.RealBytes, rep.Before.RealBytes)
+			}
+			if tc.oldRuns {
+				// Its vectors serve its queries: kept, and the memory
+				// pays for them as for any live data.
+				var m1 int
+				if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM context_embeddings WHERE model = 'm1'`).Scan(&m1); err != nil {
+					t.Fatal(err)
+				}
+				if rep.VectorsRemoved != 0 || int64(m1) != 900-rep.RemovedForSize || rep.RemovedForSize == 0 {
+					t.Fatalf("with a process of m1 running: %d vectors removed (%d m1 left) and %d items; want no vector but those of the items removed, and some items", rep.VectorsRemoved, m1, rep.RemovedForSize)
+				}
+				return
 			}
 			if rep.RemovedForSize != 0 {
 				t.Fatalf("removed %d of 900 items for a limit of %d the same memory fit under (live %d before; now real %d, estimated live %d, vectors %d live in %d rows)",

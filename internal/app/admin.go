@@ -295,6 +295,7 @@ func (a *App) Prune(ctx context.Context) (worker.PruneReport, error) {
 	}
 	limits := worker.PruneLimits{
 		MaxBytes: a.cfg.Worker.MaxDBSize, MaxContextPerUser: a.cfg.Worker.MaxContextPerUser, TurnRetention: a.cfg.Worker.TurnRetention,
+		ProcessTimeout: a.cfg.Worker.ProcessTimeout,
 	}
 	if a.cfg.Embed.BaseURL != "" {
 		limits.EmbedModel = a.cfg.Embed.Model
