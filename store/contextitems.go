@@ -106,7 +106,11 @@ func (e *DuplicateError) Error() string {
 // and returns the item as updated. It keeps the item's id, time and source
 // (event and conversation): it is the same memory, corrected. The content
 // hash is recomputed, so dedup compares against the new text, and the search
-// vector and lengths are generated columns that follow the text.
+// vector and lengths are generated columns that follow the text. A new
+// text is the user's own write (extractor "direct", no model): a reset
+// before a replay keeps it as it keeps the memory tools' other writes,
+// since the replay cannot bring the correction back (it extracts the old
+// pair, which the update cleared).
 //
 // The replaced pair is cleared as DeleteContext clears a pair deleted by id:
 // a replay of the turn it came from does not bring the old text back beside
@@ -156,7 +160,10 @@ func (s *Store) UpdateContext(ctx context.Context, u ContextUpdate) (ContextItem
 		case !errors.Is(err, pgx.ErrNoRows):
 			return err
 		}
-		if _, err := q.db.Exec(ctx, `UPDATE context SET question = $3, answer = $4, content_hash = $5
+		if _, err := q.db.Exec(ctx, `UPDATE context SET question = $3, answer = $4, content_hash = $5,
+				extractor = CASE WHEN content_hash = $5 THEN extractor ELSE 'direct' END,
+				model = CASE WHEN content_hash = $5 THEN model ELSE '' END,
+				prompt_version = CASE WHEN content_hash = $5 THEN prompt_version ELSE '' END
 			WHERE user_id = $1 AND id = $2`, u.UserID, u.ID, cur.Question, cur.Answer, hash); err != nil {
 			return err
 		}

@@ -107,3 +107,45 @@ func TestResetKeepsAListWhoseItemsItKeeps(t *testing.T) {
 		t.Errorf("dave's likes after a reset: %+v, %v; want %q", f, err, before.Value)
 	}
 }
+
+// A context item corrected by context.update is the user's own write: a
+// reset keeps it. It had kept its extractor and event, so the reset
+// deleted it as rebuildable, and the replay could not bring it back: the
+// update had cleared the old pair, which is all the turn says (a race
+// hunt: after replay --reset the user had neither text). A rewrite of
+// case or spacing only is no correction and changes nothing of its source.
+func TestResetKeepsACorrectedItem(t *testing.T) {
+	ctx, s := setup(t)
+	if _, err := s.InsertTurns(ctx, []store.Turn{{EventID: "e1", UserID: "alice", UserMessage: "My violin teacher is Anna", TurnAt: t0},
+		{EventID: "e2", UserID: "alice", UserMessage: "I play on Tuesdays", TurnAt: t0}}); err != nil {
+		t.Fatal(err)
+	}
+	rules := store.Provenance{Extractor: "rules"}
+	ids := make([]int64, 2)
+	for i, w := range []store.ContextWrite{
+		{UserID: "alice", Question: "My violin teacher is Anna", Answer: "Noted", EventID: "e1", CreatedAt: t0, Provenance: rules},
+		{UserID: "alice", Question: "I play on Tuesdays", Answer: "Noted", EventID: "e2", CreatedAt: t0, Provenance: rules},
+	} {
+		id, _, err := s.StoreContext(ctx, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = id
+	}
+	maria, tuesdays := "My violin teacher is Maria", "i PLAY on   tuesdays"
+	if _, err := s.UpdateContext(ctx, store.ContextUpdate{UserID: "alice", ID: ids[0], Question: &maria}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpdateContext(ctx, store.ContextUpdate{UserID: "alice", ID: ids[1], Question: &tuesdays}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.ResetMemory(ctx, []string{"alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if it, err := s.ContextByID(ctx, "alice", ids[0]); err != nil || it.Question != maria || it.EventID != "e1" {
+		t.Fatalf("the corrected item after a reset: %+v, %v; want it kept, with its source", it, err)
+	}
+	if _, err := s.ContextByID(ctx, "alice", ids[1]); err == nil {
+		t.Fatal("the item rewritten in case and spacing only survived the reset; want it rebuilt by the replay like any extracted item")
+	}
+}
