@@ -401,3 +401,17 @@ func (s *Store) ExistingContext(ctx context.Context, refs []ContextRef) ([]Conte
 	}
 	return out, nil
 }
+
+// EmbeddingModels returns the models whose vectors the database has held
+// (embedding_models), the most recently recorded first.
+func (s *Store) EmbeddingModels(ctx context.Context) ([]string, error) {
+	rows, err := s.db.Query(ctx, `SELECT model FROM embedding_models ORDER BY recorded_at DESC, model`)
+	if err != nil {
+		return nil, fmt.Errorf("embedding models: %w", err)
+	}
+	models, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("embedding models: %w", err)
+	}
+	return models, nil
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/memoryd/memoryd/embedding/embeddingtest"
 	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/events/eventstest"
@@ -765,6 +766,39 @@ func TestClientSettingErrorsNameTheirSource(t *testing.T) {
 		_, errOut, code := runArgs(context.Background(), "enrich", "--config", path, "--user", "u", "where do I live?", "--nats-url", "nats://127.0.0.1:1")
 		if code != 2 || !strings.Contains(errOut, tt.want) {
 			t.Errorf("file %q: exit %d, stderr %q; want 2 saying %q", tt.file, code, errOut, tt.want)
+		}
+	}
+}
+
+// TestReplayWarnsWithoutTheEmbeddingEndpoint: a replay that extracts in
+// its own process without --embed-base-url, in a database holding
+// vectors, says that its items get no embed jobs (a race hunt found 29 to
+// 276 items of a replayed user found by keywords only until the hourly
+// sweep, and nothing said so); with the endpoint, or with --no-work, it
+// says nothing of the kind.
+func TestReplayWarnsWithoutTheEmbeddingEndpoint(t *testing.T) {
+	t.Parallel()
+	common, _, _ := replaySetup(t, 2)
+	dbURL := common[1]
+	s := storetest.Open(t, dbURL)
+	if _, err := s.Pool().Exec(context.Background(), `INSERT INTO embedding_models (model, dims) VALUES ('nomic-embed-text', 768)`); err != nil {
+		t.Fatal(err)
+	}
+	const warning = "extracts without --embed-base-url, but the database holds vectors"
+	for _, c := range []struct {
+		args []string
+		warn bool
+	}{
+		{nil, true},
+		{[]string{"--no-work"}, false},
+		{[]string{"--embed-base-url", embeddingtest.New(t).URL}, false},
+	} {
+		out, errOut, code := runArgs(context.Background(), append(append([]string{"replay"}, c.args...), common...)...)
+		if code != 0 {
+			t.Fatalf("replay %v: exit %d\n%s%s", c.args, code, out, errOut)
+		}
+		if strings.Contains(errOut, warning) != c.warn {
+			t.Errorf("replay %v: warned %v, want %v\n%s", c.args, !c.warn, c.warn, errOut)
 		}
 	}
 }

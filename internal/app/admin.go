@@ -81,6 +81,7 @@ func (a *App) Replay(ctx context.Context, o ReplayOptions) (worker.ReplayProgres
 	}
 	js, err := a.jetStream()
 	if err == nil && o.Work && !o.DryRun && a.worker == nil {
+		a.warnUnembedded(ctx, s)
 		err = a.startExtractionLocked(ctx, s)
 	}
 	// Jobs run by this process's workers carry their attempts; otherwise
@@ -100,6 +101,23 @@ func (a *App) Replay(ctx context.Context, o ReplayOptions) (worker.ReplayProgres
 		BatchSize: ReplayBatchSize, JobSize: a.ReplayJobSize(), MaxClockSkew: a.cfg.Worker.MaxClockSkew,
 		Progress: o.Progress, Logger: a.logger,
 	})
+}
+
+// warnUnembedded warns when this process is to extract without an
+// embeddings endpoint in a database that holds vectors: the items it
+// writes get no embed jobs (those are inserted with the items, for the
+// writer's model), so they are found by keywords only until a serve's
+// hourly sweep, or a backfill, embeds them.
+func (a *App) warnUnembedded(ctx context.Context, s *store.Store) {
+	if a.cfg.Embed.BaseURL != "" {
+		return
+	}
+	models, err := s.EmbeddingModels(ctx)
+	if err != nil || len(models) == 0 {
+		return
+	}
+	a.logger.WarnContext(ctx, "this process extracts without --embed-base-url, but the database holds vectors: the items it extracts get no embed jobs and are found by keywords only until a serve's hourly embed sweep; give it the serve's --embed-base-url and --embed-model, or use --no-work to leave extraction to the running serves, or run embed --backfill afterwards",
+		"embed_model", models[0])
 }
 
 // startExtractionLocked runs extraction workers without the ingest
