@@ -136,7 +136,7 @@ func TestParamsRank(t *testing.T) {
 func TestDefaultParamsAreRank(t *testing.T) {
 	t.Parallel()
 	p := ranking.DefaultParams()
-	want := ranking.Params{K1: ranking.K1, BQuestion: ranking.B, BAnswer: ranking.B, AnswerWeight: ranking.AnswerWeight,
+	want := ranking.Params{K1: ranking.K1, BQuestion: ranking.B, BAnswer: ranking.B, AnswerWeight: ranking.AnswerWeight, RecalledAnswerWeight: ranking.AnswerWeight,
 		IDFPrior: ranking.IDFPrior, RelevanceHalf: ranking.RelevanceHalf, RecencyWeight: ranking.RecencyWeight,
 		RecencyDays: ranking.RecencyDays, VerboseReplyPower: 0, StemWeight: 1, AdjacentWeight: 0, NeighbourPenalty: 0, NeighbourWindow: ranking.NeighbourWindow,
 		CoveragePower: 0, SessionWeight: 0, SessionWindow: ranking.SessionWindow, LaterPenalty: 0}
@@ -248,5 +248,30 @@ func TestParamsRankSessions(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestParamsRecalledAnswerWeight: a query asking what the reply said
+// weighs the answer half by RecalledAnswerWeight, only then; by default
+// the two weights are equal, so it changes nothing.
+func TestParamsRecalledAnswerWeight(t *testing.T) {
+	t.Parallel()
+	coll := ranking.Collection{Items: 10, AvgQuestionLen: 3, AvgAnswerLen: 5}
+	docs := []ranking.Doc{{ID: 1, CreatedAt: at, QuestionLen: 3, AnswerLen: 5, Terms: []ranking.TermCount{{Present: true, Answer: 1}}}}
+	score := func(p ranking.Params, asks bool) float64 {
+		hits := p.Rank(coll, docs, ranking.Query{At: at, Limit: 1, AsksReply: asks})
+		if len(hits) != 1 {
+			t.Fatalf("%d hits", len(hits))
+		}
+		return hits[0].Score
+	}
+	def := ranking.DefaultParams()
+	if a, b := score(def, false), score(def, true); a != b {
+		t.Fatalf("defaults: %v without AsksReply, %v with; want equal", a, b)
+	}
+	up := def
+	up.RecalledAnswerWeight = 1.2
+	if a, b, c := score(up, false), score(up, true), score(def, false); a != c || !(b > a) {
+		t.Fatalf("RecalledAnswerWeight 1.2: %v without AsksReply (defaults %v), %v with; want the defaults' without and more with", a, c, b)
 	}
 }
