@@ -43,6 +43,7 @@ func commands() []command {
 		{"deadletters", "list the turn events memoryd rejected, with the reason", runDeadLetters},
 		{"retry-failed", "re-run extraction for failed turns", runRetryFailed},
 		{"replay", "rebuild memory from the turn stream", runReplay},
+		{"prune", "apply the size limits and the turn text retention once, as serve does periodically", runPrune},
 		{"embed", "embed context items that have no vector of the model (--backfill)", runEmbed},
 		{"forget", "delete everything memoryd keeps about a user", runForget},
 		{"mcp", "serve a user's memory to agents as MCP tools (stdio, or streamable HTTP with API keys)", runMCP},

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/events/eventstest"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/store/storetest"
+	"github.com/memoryd/memoryd/worker"
+)
+
+// TestPruneCommand: `memoryd prune` applies the limits it is given once
+// and says what it removed (an operator looked for a way to run a prune
+// other than restarting serve); --json prints the prune job's report.
+func TestPruneCommand(t *testing.T) {
+	t.Parallel()
+	_, dbURL := storetest.Schema(t)
+	s := storetest.Open(t, dbURL)
+	t0 := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
+	var ws []store.ContextWrite
+	for i := range 5 {
+		ws = append(ws, store.ContextWrite{UserID: "alice", Question: fmt.Sprintf("q%d", i), Answer: "a", CreatedAt: t0.Add(time.Duration(i) * time.Minute)})
+	}
+	if _, err := s.InsertContext(context.Background(), ws); err != nil {
+		t.Fatal(err)
+	}
+	nc := eventstest.Conn(t)
+	prefix, stream := eventstest.Names(t, nc)
+	out, errOut, code := runCmd(t, dbURL, prefix, stream, "prune", "--max-context-per-user", "3")
+	if code != 0 || !strings.Contains(out, "removed 0 context items for size and 2 over the per-user cap") {
+		t.Fatalf("prune --max-context-per-user 3: exit %d\n%s%s", code, out, errOut)
+	}
+	if st, err := s.Stats(context.Background(), "alice"); err != nil || st.ContextItems != 3 {
+		t.Fatalf("alice after the prune: %+v, %v; want 3 items", st, err)
+	}
+	out, errOut, code = runCmd(t, dbURL, prefix, stream, "prune", "--max-context-per-user", "1", "--max-db-size", "1G", "--json")
+	var rep worker.PruneReport
+	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil || rep.RemovedForCap != 2 || rep.After.LiveBytes <= 0 {
+		t.Fatalf("prune --json: exit %d, %v\n%s%s", code, err, out, errOut)
+	}
+}
