@@ -43,4 +43,15 @@ func TestPruneCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil || rep.RemovedForCap != 2 || rep.After.LiveBytes <= 0 {
 		t.Fatalf("prune --json: exit %d, %v\n%s%s", code, err, out, errOut)
 	}
+	// A database that does not exist is not created to be pruned.
+	missing := "postgres://postgres@127.0.0.1:5432/memoryd_prune_missing_" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "_")) + "?sslmode=disable"
+	out, errOut, code = runCmd(t, missing, prefix, stream, "prune", "--max-context-per-user", "1")
+	if code != 1 || !strings.Contains(errOut, "the database does not exist") {
+		t.Fatalf("prune of a missing database: exit %d\n%s%s", code, out, errOut)
+	}
+	var exists bool
+	if err := s.Pool().QueryRow(context.Background(), `SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)`,
+		"memoryd_prune_missing_"+strings.ToLower(t.Name())).Scan(&exists); err != nil || exists {
+		t.Fatalf("the missing database exists after the prune: %v, %v", exists, err)
+	}
 }

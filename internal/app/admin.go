@@ -306,10 +306,22 @@ func (a *App) RetryFailed(ctx context.Context, userID string, limit int) (int, e
 
 // Prune applies the configured size limits and turn retention once
 // (worker.Prune), as the service does every Worker.PruneInterval.
+// A missing database, or one not migrated to this release, is refused
+// before anything is done (a prune neither creates nor migrates one).
 func (a *App) Prune(ctx context.Context) (worker.PruneReport, error) {
-	s, err := a.readStore(ctx)
+	a.mu.Lock()
+	s, err := a.openExisting(ctx, "prune", "there is nothing to prune; serve or migrate creates it")
+	var pending store.Pending
+	if err == nil {
+		pending, err = s.PendingMigrations(ctx, migrations.FS)
+	}
+	a.mu.Unlock()
 	if err != nil {
 		return worker.PruneReport{}, err
+	}
+	if !pending.Empty() {
+		return worker.PruneReport{}, fmt.Errorf("prune: the database is not migrated to this release (%d migrations pending): run memoryd migrate, or start serve, first",
+			len(pending.River)+len(pending.Memoryd))
 	}
 	limits := worker.PruneLimits{
 		MaxBytes: a.cfg.Worker.MaxDBSize, MaxContextPerUser: a.cfg.Worker.MaxContextPerUser, TurnRetention: a.cfg.Worker.TurnRetention,
