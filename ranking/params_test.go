@@ -136,7 +136,7 @@ func TestParamsRank(t *testing.T) {
 func TestDefaultParamsAreRank(t *testing.T) {
 	t.Parallel()
 	p := ranking.DefaultParams()
-	want := ranking.Params{K1: ranking.K1, BQuestion: ranking.B, BAnswer: ranking.B, AnswerWeight: ranking.AnswerWeight, RecalledAnswerWeight: ranking.AnswerWeight,
+	want := ranking.Params{K1: ranking.K1, BQuestion: ranking.B, BAnswer: ranking.B, AnswerWeight: ranking.AnswerWeight,
 		IDFPrior: ranking.IDFPrior, RelevanceHalf: ranking.RelevanceHalf, RecencyWeight: ranking.RecencyWeight,
 		RecencyDays: ranking.RecencyDays, VerboseReplyPower: 0, StemWeight: 1, AdjacentWeight: 0, NeighbourPenalty: 0, NeighbourWindow: ranking.NeighbourWindow,
 		CoveragePower: 0, SessionWeight: 0, SessionWindow: ranking.SessionWindow, LaterPenalty: 0}

@@ -17,8 +17,8 @@ const (
 	// AnswerWeight is the weight of an answer word against a question word.
 	AnswerWeight = 0.6
 	// RecalledAnswerWeight is the answer weight for a query that asks what
-	// the reply said (Query.AsksReply; see Params): as AnswerWeight, off.
-	RecalledAnswerWeight = AnswerWeight
+	// the reply said (Query.AsksReply; see Params): 0, AnswerWeight's.
+	RecalledAnswerWeight = 0.0
 	// VerboseReplyPower is how fast the answer weight falls as the user's
 	// answers grow longer than their questions (0: not at all; see Params).
 	VerboseReplyPower = 0.0
@@ -129,9 +129,10 @@ type Params struct {
 	BQuestion, BAnswer float64
 	// AnswerWeight is the weight of an answer word against a question word.
 	AnswerWeight float64
-	// RecalledAnswerWeight replaces AnswerWeight for a query that asks what
-	// the other side said (Query.AsksReply: "you recommended a trail, which
-	// one?"): the words sought are then the reply's.
+	// RecalledAnswerWeight, when above 0, replaces AnswerWeight for a
+	// query that asks what the other side said (Query.AsksReply: "you
+	// recommended a trail, which one?"): the words sought are then the
+	// reply's. 0 turns it off (AnswerWeight applies, whatever its value).
 	RecalledAnswerWeight float64
 	// VerboseReplyPower lowers the answer weight for a user whose answers
 	// are longer than their questions: the weight used is AnswerWeight ·
@@ -213,7 +214,7 @@ func (p Params) Rank(coll Collection, docs []Doc, q Query) []Hit {
 	// frequency.
 	var hits [][]hit
 	aw := p.AnswerWeight
-	if q.AsksReply {
+	if q.AsksReply && p.RecalledAnswerWeight > 0 {
 		aw = p.RecalledAnswerWeight
 	}
 	if p.VerboseReplyPower != 0 && coll.AvgAnswerLen > coll.AvgQuestionLen {

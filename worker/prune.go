@@ -47,7 +47,7 @@ type PruneLimits struct {
 	EmbedModel string
 	// ProcessTimeout is how recent a worker process's heartbeat must be
 	// for it to count as running, its model's vectors kept
-	// (Config.ProcessTimeout). Default (0) one minute.
+	// (Config.ProcessTimeout). Default (0) Config.ProcessTimeout's, 10s.
 	ProcessTimeout time.Duration
 }
 
@@ -231,7 +231,7 @@ func prune(ctx context.Context, s *store.Store, l PruneLimits) (PruneReport, err
 	if l.MaxBytes > 0 {
 		live := l.ProcessTimeout
 		if live <= 0 {
-			live = time.Minute
+			live = defaultProcessTimeout
 		}
 		if err := pruneToSize(ctx, s, l.MaxBytes, l.EmbedModel, live, &rep); err != nil {
 			return rep, fmt.Errorf("prune: %w", err)
@@ -373,3 +373,7 @@ func (w *Worker) embedModel() string {
 	}
 	return w.cfg.Embedder.Model()
 }
+
+// defaultProcessTimeout is Config.ProcessTimeout's default, at the default
+// HeartbeatInterval.
+const defaultProcessTimeout = 10 * time.Second

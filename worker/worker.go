@@ -361,7 +361,7 @@ func (c Config) withDefaults() Config {
 		c.HeartbeatInterval = 2 * time.Second
 	}
 	if c.ProcessTimeout == 0 {
-		c.ProcessTimeout = max(10*time.Second, 2*c.HeartbeatInterval)
+		c.ProcessTimeout = max(defaultProcessTimeout, 2*c.HeartbeatInterval)
 	}
 	if c.ReconcileInterval == 0 {
 		c.ReconcileInterval = time.Minute

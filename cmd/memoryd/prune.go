@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/memoryd/memoryd/worker"
@@ -18,10 +19,12 @@ Applies the size limits and the turn text retention once, as a serve does
 at start and every --prune-interval (give it the serve's settings: the
 same flags), and prints what it removed. Over --max-db-size, the vectors
 of embedding models that neither --embed-model (with --embed-base-url) nor
-a running serve uses go first, then the oldest context items, never more
-than the excess. One prune runs at a time on a database: this one waits
-for a serve's to end. --json prints the whole report (the prune job's
-recorded output).`)
+a running serve's workers use go first (a serve of --role enrich records
+no model), then the oldest context items, never more than the excess. A
+limit below what pruning can reach is refused, and a prune that could not
+reach its limit exits 1. One prune runs at a time on a database: this one
+waits for a serve's to end. It neither creates nor migrates the database.
+--json prints the whole report (the prune job's recorded output).`)
 	o.register(f)
 	f.ArgBool(&asJSON, "json", false, "print the report as JSON")
 	if err := f.Parse(args); err != nil {
@@ -37,9 +40,18 @@ recorded output).`)
 		return startErr(err)
 	}
 	if asJSON {
-		return printJSON(a.stdout, rep)
+		if err := printJSON(a.stdout, rep); err != nil {
+			return err
+		}
+	} else {
+		printPrune(a, rep)
 	}
-	printPrune(a, rep)
+	if limit := svc.Config().Worker.MaxDBSize; limit > 0 && rep.After.FloorBytes > limit {
+		return errors.New((&worker.SizeFloorError{Limit: limit, Floor: rep.After.FloorBytes}).Describe("--max-db-size"))
+	}
+	if rep.OverLimit {
+		return errors.New("still over --max-db-size: deleting every context item would not reach it, so none was deleted for size; raise the limit or shorten --turn-retention")
+	}
 	return nil
 }
 
@@ -52,8 +64,5 @@ func printPrune(a *cli, rep worker.PruneReport) {
 	}
 	if rep.After.RealBytes > 0 {
 		fmt.Fprintf(a.stdout, "live size %d bytes before, %d after (the floor pruning cannot go under: %d)\n", rep.Before.LiveBytes, rep.After.LiveBytes, rep.After.FloorBytes)
-	}
-	if rep.OverLimit {
-		fmt.Fprintln(a.stderr, "still over --max-db-size: pruning spares context when deleting all of it would not be enough; raise the limit or shorten --turn-retention")
 	}
 }

@@ -135,7 +135,7 @@ func cvVariants() []cvVariant {
 	adjacent := cvGrid(def, func(p *ranking.Params, v float64) { p.AdjacentWeight = v }, 0, 0.25, 0.5, 1, 2)
 	answer := cvGrid(cvGrid(def, aw, 0.6, 0.4, 0.8, 1.0), ba, 0.5, 0.25, 0.75, 0.9)
 	bm25f := cvGrid(cvGrid(answer, bq, 0.5, 0.25, 0.75), k1, 1.2, 0.9, 1.6, 2.0)
-	recalled := cvGrid(def, func(p *ranking.Params, v float64) { p.RecalledAnswerWeight = v }, 0.6, 0.8, 1.0, 1.25, 1.5, 2, 3)
+	recalled := cvGrid(def, func(p *ranking.Params, v float64) { p.RecalledAnswerWeight = v }, 0, 0.8, 1.0, 1.25, 1.5, 2, 3)
 	coverage := cvGrid(def, func(p *ranking.Params, v float64) { p.CoveragePower = v }, 0, 0.25, 0.5, 1, 2)
 	session := append(append([]ranking.Params(nil), def...), cvGrid(cvGrid(def,
 		func(p *ranking.Params, v float64) { p.SessionWindow = time.Duration(v * float64(time.Minute)) }, 10, 30, 120),
