@@ -258,14 +258,7 @@ func TestContextHook(t *testing.T) {
 // counted.
 func TestUnusableVectorsCountAsMissing(t *testing.T) {
 	ctx, s := setup(t)
-	var writes []store.ContextWrite
-	for i := range 4 {
-		writes = append(writes, store.ContextWrite{UserID: "alice", Question: fmt.Sprintf("q%d", i), Answer: "a", CreatedAt: t0})
-	}
-	ids, err := s.InsertContext(ctx, writes)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ids := aliceItems(t, ctx, s, 4)
 	slices.Sort(ids)
 	targets, err := s.EmbeddingTargets(ctx, "alice", ids, "m1")
 	if err != nil {
@@ -330,14 +323,7 @@ func TestUnusableVectorsCountAsMissing(t *testing.T) {
 // job retried, its items embedded again).
 func TestSaveEmbeddingsBesideADeleteOfOneItem(t *testing.T) {
 	ctx, s := setup(t)
-	var writes []store.ContextWrite
-	for i := range 3 {
-		writes = append(writes, store.ContextWrite{UserID: "alice", Question: fmt.Sprintf("q%d", i), Answer: "a", CreatedAt: t0})
-	}
-	ids, err := s.InsertContext(ctx, writes)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ids := aliceItems(t, ctx, s, 3)
 	targets, err := s.EmbeddingTargets(ctx, "alice", ids, "m")
 	if err != nil || len(targets) != 3 {
 		t.Fatal(len(targets), err)
@@ -418,14 +404,7 @@ func saveWaitingOnALock(t *testing.T, s *store.Store, tx pgx.Tx, query string, s
 // model), and go once their processes have stopped.
 func TestDeleteOtherModelVectors(t *testing.T) {
 	ctx, s := setup(t)
-	var writes []store.ContextWrite
-	for i := range 3 {
-		writes = append(writes, store.ContextWrite{UserID: "alice", Question: fmt.Sprintf("q%d", i), Answer: "a", CreatedAt: t0})
-	}
-	ids, err := s.InsertContext(ctx, writes)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ids := aliceItems(t, ctx, s, 3)
 	for _, m := range []string{"a", "b", "c", "d"} {
 		saveAll(t, ctx, s, "alice", m, ids)
 	}
@@ -471,4 +450,19 @@ func TestDeleteOtherModelVectors(t *testing.T) {
 			t.Fatalf("batch %d: the model's own vectors %v; want %v", batch, got, want)
 		}
 	}
+}
+
+// aliceItems stores n items for alice, questions q0, q1, ..., and returns
+// their ids in input order.
+func aliceItems(t *testing.T, ctx context.Context, s *store.Store, n int) []int64 {
+	t.Helper()
+	var writes []store.ContextWrite
+	for i := range n {
+		writes = append(writes, store.ContextWrite{UserID: "alice", Question: fmt.Sprintf("q%d", i), Answer: "a", CreatedAt: t0})
+	}
+	ids, err := s.InsertContext(ctx, writes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
 }
