@@ -123,6 +123,9 @@ type hybrid struct {
 	// reloads counts reads of a user's vectors; stale the requests answered
 	// lexically because the vectors changed twice while they were read.
 	reloads, stale atomic.Int64
+	// otherDims counts the requests answered lexically because the user's
+	// vectors all have other dimensions than the query's (otherDimsWarn).
+	otherDims atomic.Int64
 	// docFallbacks counts the document searches answered lexically because
 	// their hybrid search failed (dochybrid.go).
 	docFallbacks atomic.Int64
@@ -162,6 +165,7 @@ func (h *hybrid) stats() map[string]any {
 	out["vector_cache_users"], out["vector_cache_bytes"] = users, bytes
 	out["vector_cache_hits"], out["vector_cache_misses"] = h.cache.hits.Load(), h.cache.misses.Load()
 	out["vector_cache_reloads"], out["vector_cache_stale"] = h.reloads.Load(), h.stale.Load()
+	out["query_vectors_other_dims"] = h.otherDims.Load()
 	out["doc_vector_fallbacks"] = h.docFallbacks.Load()
 	return out
 }
@@ -280,6 +284,7 @@ func (h *hybrid) recall(ctx context.Context, q store.SearchQuery, qv []float32, 
 	// A hit is an entry still current when the candidates were read.
 	h.cache.count(e != nil && cands.Generation == e.generation)
 	if e != nil && cands.Generation == e.generation {
+		h.checkDims(ctx, q.UserID, e, len(qv))
 		return facts, cands, vec, nil
 	}
 	if cands.Generation != 0 && h.cache.skipped(q.UserID, h.model, cands.Generation) {
@@ -294,6 +299,7 @@ func (h *hybrid) recall(ctx context.Context, q store.SearchQuery, qv []float32, 
 	if !ok {
 		return facts, cands, nil, nil
 	}
+	h.checkDims(ctx, q.UserID, e, len(qv))
 	ids, vec := e.pick(qv, q, limit)
 	if e.generation == cands.Generation && containsAll(cands, ids) {
 		return facts, cands, vec, nil
@@ -384,6 +390,23 @@ func (h *hybrid) loadOnce(ctx context.Context, user string, dims int, generation
 	case <-ctx.Done():
 		return nil, false
 	}
+}
+
+// checkDims counts, and says at warn at most every warnEvery, a request
+// whose user's vectors all have other dimensions than its query's: the
+// model behind --embed-model changed (an Ollama tag pulled anew), and the
+// request is answered lexically until the items are embedded again.
+func (h *hybrid) checkDims(ctx context.Context, user string, e *userVectors, dims int) {
+	if e.index != nil || e.otherDims == 0 {
+		return
+	}
+	h.otherDims.Add(1)
+	level := slog.LevelDebug
+	if last := h.lastWarn.Load(); time.Since(time.Unix(0, last)) >= warnEvery && h.lastWarn.CompareAndSwap(last, time.Now().UnixNano()) {
+		level = slog.LevelWarn
+	}
+	h.logger.Log(ctx, level, "the query's vector has other dimensions than the user's vectors: the model behind the name changed? answering lexically; run embed --backfill --dims N with the new model's dimensions",
+		"user_id", user, "model", h.model, "query_dims", dims, "vectors", e.otherDims)
 }
 
 // loadTimeout bounds a load for a request without a deadline.

@@ -574,3 +574,33 @@ func TestHybridReadsAUsersVectorsOnceForABurst(t *testing.T) {
 		t.Fatalf("cache hits %v + misses %v; want one of the two per request, %d", hits, misses, n)
 	}
 }
+
+// TestHybridQueryOfOtherDimensions: when the model behind the name changed
+// (its query vectors have other dimensions than the stored ones), enrich
+// answers lexically, as before, and now counts it in the stats
+// (query_vectors_other_dims) and says so in the log: query embeddings
+// were counted ok and nothing told an operator (an operator's walk).
+func TestHybridQueryOfOtherDimensions(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	srv, emb := fakeEmbeddings(t)
+	seedDogs(t, st, "alice")
+	embedAll(t, st, emb, "alice")
+	h := startHybrid(t, st, emb, nil)
+	if r := enrich(t, h, events.EnrichRequest{UserID: "alice", Message: canineQuestion}); r.Degraded {
+		t.Fatal("degraded")
+	}
+	if n := enrichStats(t, h)["query_vectors_other_dims"]; n != 0 {
+		t.Fatalf("query_vectors_other_dims %v before the change; want 0", n)
+	}
+	srv.SetDims(128)
+	for range 2 {
+		r := enrich(t, h, events.EnrichRequest{UserID: "alice", Message: canineQuestion})
+		if r.Degraded {
+			t.Fatal("degraded")
+		}
+	}
+	if n := enrichStats(t, h)["query_vectors_other_dims"]; n != 2 {
+		t.Fatalf("query_vectors_other_dims %v after 2 requests of other dimensions; want 2", n)
+	}
+}

@@ -72,6 +72,9 @@ type userVectors struct {
 	docs   []string
 	chunks []int32
 	bytes  int64
+	// otherDims counts the user's vectors left out for having other
+	// dimensions than dims: the model behind the name changed.
+	otherDims int
 }
 
 func newVectorCache(maxBytes int64) *vectorCache {
@@ -181,6 +184,7 @@ func newUserVectors(user, model string, dims int, uv store.UserVectors) (*userVe
 	interned := map[string]string{}
 	for _, v := range uv.Vectors {
 		if v.Dims != dims {
+			e.otherDims++
 			continue
 		}
 		stored = append(stored, v.Vector)
