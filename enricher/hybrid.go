@@ -235,11 +235,7 @@ func (h *hybrid) embed(ctx context.Context, userID, text string, reserve time.Du
 		// Warn, at most every warnEvery: the operator should know, but an
 		// endpoint that is down fails every request. The error never holds
 		// the text.
-		level := slog.LevelDebug
-		if last := h.lastWarn.Load(); time.Since(time.Unix(0, last)) >= warnEvery && h.lastWarn.CompareAndSwap(last, time.Now().UnixNano()) {
-			level = slog.LevelWarn
-		}
-		h.logger.Log(ctx, level, "query embedding failed; answering lexically", "user_id", userID, "outcome", outcome,
+		h.logger.Log(ctx, h.warnLevel(), "query embedding failed; answering lexically", "user_id", userID, "outcome", outcome,
 			"took_ms", millis(took), "error", err)
 		return nil
 	}
@@ -401,12 +397,18 @@ func (h *hybrid) checkDims(ctx context.Context, user string, e *userVectors, dim
 		return
 	}
 	h.otherDims.Add(1)
-	level := slog.LevelDebug
-	if last := h.lastWarn.Load(); time.Since(time.Unix(0, last)) >= warnEvery && h.lastWarn.CompareAndSwap(last, time.Now().UnixNano()) {
-		level = slog.LevelWarn
-	}
-	h.logger.Log(ctx, level, "the query's vector has other dimensions than the user's vectors: the model behind the name changed? answering lexically; run embed --backfill --dims N with the new model's dimensions",
+	h.logger.Log(ctx, h.warnLevel(), "the query's vector has other dimensions than the user's vectors: the model behind the name changed? answering lexically; run embed --backfill --dims N with the new model's dimensions",
 		"user_id", user, "model", h.model, "query_dims", dims, "vectors", e.otherDims)
+}
+
+// warnLevel is warn at most every warnEvery, debug otherwise: what fails
+// every request while it lasts (an endpoint down, a model changed) is
+// said, not repeated per request.
+func (h *hybrid) warnLevel() slog.Level {
+	if last := h.lastWarn.Load(); time.Since(time.Unix(0, last)) >= warnEvery && h.lastWarn.CompareAndSwap(last, time.Now().UnixNano()) {
+		return slog.LevelWarn
+	}
+	return slog.LevelDebug
 }
 
 // loadTimeout bounds a load for a request without a deadline.

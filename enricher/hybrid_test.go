@@ -132,6 +132,16 @@ func seedDogs(t *testing.T, st *store.Store, user string) (dogName, dogFood int6
 	return ids[len(ids)-2], ids[len(ids)-1]
 }
 
+// startDogs seeds alice's dogs (seedDogs) in a store of its own, embeds
+// them with emb, and serves them hybrid.
+func startDogs(t *testing.T, emb *embedding.Client) (*store.Store, *harness) {
+	t.Helper()
+	st := storetest.New(t)
+	seedDogs(t, st, "alice")
+	embedAll(t, st, emb, "alice")
+	return st, startHybrid(t, st, emb, nil)
+}
+
 func contextIDs(items []events.ContextItem) []int64 {
 	out := []int64{}
 	for _, c := range items {
@@ -496,11 +506,8 @@ func TestHybridEmbedsTheMessageWithoutItsTimeWords(t *testing.T) {
 // candidates twice (a review: 3 requests, 3 misses, 0 reloads, 3 stale).
 func TestHybridCacheAfterAForget(t *testing.T) {
 	t.Parallel()
-	st := storetest.New(t)
 	_, emb := fakeEmbeddings(t)
-	seedDogs(t, st, "alice")
-	embedAll(t, st, emb, "alice")
-	h := startHybrid(t, st, emb, nil)
+	st, h := startDogs(t, emb)
 	enrich(t, h, events.EnrichRequest{UserID: "alice", Message: canineQuestion})
 	ctx := ctxT(t)
 	// What store.ForgetUser does to the items and the generation.
@@ -534,15 +541,12 @@ func TestHybridCacheAfterAForget(t *testing.T) {
 // so that they reach the cache together.
 func TestHybridReadsAUsersVectorsOnceForABurst(t *testing.T) {
 	t.Parallel()
-	st := storetest.New(t)
 	srv, _ := fakeEmbeddings(t)
 	emb, err := embedding.New(embedding.Config{BaseURL: srv.URL, Model: "fake", MaxConcurrency: 16})
 	if err != nil {
 		t.Fatal(err)
 	}
-	seedDogs(t, st, "alice")
-	embedAll(t, st, emb, "alice")
-	h := startHybrid(t, st, emb, nil)
+	_, h := startDogs(t, emb)
 	srv.SetDelay(300 * time.Millisecond)
 	before := enrichStats(t, h)
 	const n = 16
@@ -582,11 +586,8 @@ func TestHybridReadsAUsersVectorsOnceForABurst(t *testing.T) {
 // were counted ok and nothing told an operator (an operator's walk).
 func TestHybridQueryOfOtherDimensions(t *testing.T) {
 	t.Parallel()
-	st := storetest.New(t)
 	srv, emb := fakeEmbeddings(t)
-	seedDogs(t, st, "alice")
-	embedAll(t, st, emb, "alice")
-	h := startHybrid(t, st, emb, nil)
+	_, h := startDogs(t, emb)
 	if r := enrich(t, h, events.EnrichRequest{UserID: "alice", Message: canineQuestion}); r.Degraded {
 		t.Fatal("degraded")
 	}

@@ -186,39 +186,25 @@ func (t tableSize) fraction() float64 {
 // live is the size the table's rows use.
 func (t tableSize) live() int64 { return int64(math.Round(float64(t.size) * t.fraction())) }
 
-// SampleContextHighWater raises the context table's high-water mark (see
-// SizeReport) to the row versions, live and dead, that Postgres's
-// statistics count in it now. It reads no row, so it can run often: the
-// dead rows of a reset are reusable space once a VACUUM (autovacuum's)
-// reclaims them, but the files keep their size, and a MeasureSize that
-// comes after the VACUUM no longer sees them.
+// SampleContextHighWater raises the high-water marks (see SizeReport) of
+// the context table, of its items' vectors (migration 046) and of the
+// knowledge-base tables (045) to the row versions, live and dead, that
+// Postgres's statistics count in them now. It reads no row, so it can run
+// often: the dead rows of a reset, or of deleted documents, are reusable
+// space once a VACUUM (autovacuum's) reclaims them, but the files keep
+// their size, and a MeasureSize that comes after the VACUUM no longer sees
+// them. Not in a deleting transaction: prune_state is one row, which every
+// deletion would then wait on.
 func (s *Store) SampleContextHighWater(ctx context.Context) error {
-	_, err := s.db.Exec(ctx, `UPDATE prune_state SET context_high_water = greatest(context_high_water,
-		pg_stat_get_live_tuples('context'::regclass) + pg_stat_get_dead_tuples('context'::regclass))`)
-	if err != nil {
-		return fmt.Errorf("sample context high water: %w", err)
-	}
-	return s.sampleDocHighWater(ctx)
-}
-
-// sampleDocHighWater raises the knowledge-base tables' high-water marks
-// (migration 045) and the context items' vectors' (046) to the row
-// versions Postgres's statistics count in them
-// now, without reading a row, as SampleContextHighWater does for context's
-// (which calls it): the dead rows of deleted documents and chunks are
-// reusable space once a VACUUM (autovacuum's) reclaims them, and a
-// MeasureSize that comes after it no longer sees them. Not in the
-// deleting transaction: prune_state is one row, which every deletion
-// would then wait on.
-func (s *Store) sampleDocHighWater(ctx context.Context) error {
 	_, err := s.db.Exec(ctx, `UPDATE prune_state SET
+		context_high_water = greatest(context_high_water, `+statVersions("context")+`),
+		context_embeddings_high_water = greatest(context_embeddings_high_water, `+statVersions("context_embeddings")+`),
 		collections_high_water = greatest(collections_high_water, `+statVersions("collections")+`),
 		documents_high_water = greatest(documents_high_water, `+statVersions("documents")+`),
-		context_embeddings_high_water = greatest(context_embeddings_high_water, `+statVersions("context_embeddings")+`),
 		doc_chunks_high_water = greatest(doc_chunks_high_water, `+statVersions("doc_chunks")+`),
 		chunk_embeddings_high_water = greatest(chunk_embeddings_high_water, `+statVersions("chunk_embeddings")+`)`)
 	if err != nil {
-		return fmt.Errorf("sample documents high water: %w", err)
+		return fmt.Errorf("sample high water: %w", err)
 	}
 	return nil
 }

@@ -266,19 +266,9 @@ func pruneToSize(ctx context.Context, s *store.Store, maxBytes int64, embedModel
 		excess := size.LiveBytes - maxBytes
 		if excess > 0 && !vectorsChecked {
 			vectorsChecked = true
-			items, chunks, err := s.DeleteOtherModelVectors(ctx, embedModel, processTimeout, pruneBatch)
-			rep.VectorsRemoved += items
-			rep.ChunkVectorsRemoved += chunks
-			if err != nil {
+			if freed, err := dropUnusedVectors(ctx, s, embedModel, processTimeout, rep); err != nil {
 				return err
-			}
-			if items+chunks > 0 {
-				if err := s.VacuumContext(ctx); err != nil {
-					return err
-				}
-				if _, err := s.VacuumDocuments(ctx); err != nil {
-					return err
-				}
+			} else if freed {
 				round-- // measure again; this round deleted no memory
 				continue
 			}
@@ -313,6 +303,26 @@ func pruneToSize(ctx context.Context, s *store.Store, maxBytes int64, embedModel
 		}
 	}
 	return nil
+}
+
+// dropUnusedVectors deletes the vectors of the models that neither
+// embedModel is nor a running process uses (store.DeleteOtherModelVectors),
+// counts them in rep and, when it deleted any, makes their space reusable;
+// it reports whether it did.
+func dropUnusedVectors(ctx context.Context, s *store.Store, embedModel string, processTimeout time.Duration, rep *PruneReport) (bool, error) {
+	items, chunks, err := s.DeleteOtherModelVectors(ctx, embedModel, processTimeout, pruneBatch)
+	rep.VectorsRemoved += items
+	rep.ChunkVectorsRemoved += chunks
+	if err != nil || items+chunks == 0 {
+		return false, err
+	}
+	if err := s.VacuumContext(ctx); err != nil {
+		return false, err
+	}
+	if _, err := s.VacuumDocuments(ctx); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // SizeFloorError is returned by Worker.Start when the size limit is below
