@@ -420,7 +420,8 @@ func sentenceEnd(w string, first bool) bool {
 }
 
 // fit cuts sp, if it is over max tokens, at word starts (any CJK character
-// starts a word), and a word over max tokens at character boundaries.
+// or South-East Asian letter starts a word), and a word over max tokens at
+// character boundaries.
 func fit(src string, sp span, max int) []span {
 	if Tokens(src[sp.s:sp.e]) <= max {
 		return []span{sp}
@@ -500,17 +501,25 @@ func (c tokenCounter) minus(d tokenCounter) tokenCounter {
 func (c tokenCounter) tokens() int { return c.cjk + (c.other+3)/4 }
 
 // wordStart reports whether a word starts at byte i of src: a non-space
-// after a space, or a CJK character.
+// after a space, a CJK character, or a letter of a South-East Asian script
+// written without spaces (Thai, Lao, Khmer, Myanmar), so that a long run
+// of those is cut between letters, never between a letter and its marks.
 func wordStart(src string, i int) bool {
 	r, _ := utf8.DecodeRuneInString(src[i:])
 	if unicode.IsSpace(r) {
 		return false
 	}
-	if isCJK(r) {
+	if isCJK(r) || isSEALetter(r) {
 		return true
 	}
 	p, _ := utf8.DecodeLastRuneInString(src[:i])
 	return unicode.IsSpace(p) || isCJK(p)
+}
+
+// isSEALetter reports whether r is a letter of Thai, Lao, Khmer or Myanmar
+// (their combining marks belong to the letter before them).
+func isSEALetter(r rune) bool {
+	return r >= 0x0e01 && unicode.IsLetter(r) && unicode.In(r, unicode.Thai, unicode.Lao, unicode.Khmer, unicode.Myanmar)
 }
 
 // trim narrows sp to exclude surrounding white space.

@@ -405,3 +405,29 @@ func BenchmarkSplit(b *testing.B) {
 		})
 	}
 }
+
+// TestSplitSouthEastAsianKeepsMarks: a run of Thai, Lao, Khmer or Myanmar
+// over the limit (written without spaces) is cut between letters, never
+// between a letter and the marks after it, and loses nothing.
+func TestSplitSouthEastAsianKeepsMarks(t *testing.T) {
+	t.Parallel()
+	for _, word := range []string{"ข้าวผัดกุ้ง", "ເຂົ້າໜຽວ", "ធ្វើការនៅធនាគារ", "မန္တလေးကိုသွားမယ်"} {
+		src := strings.Repeat(word, 20)
+		for max := MinMaxTokens; max < MinMaxTokens+12; max++ {
+			cs, err := Split(src, Config{MaxTokens: max, Overlap: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var joined strings.Builder
+			for _, c := range cs {
+				if r, _ := utf8.DecodeRuneInString(c.Text); unicode.In(r, unicode.M) {
+					t.Errorf("max %d: chunk %q starts with a mark", max, c.Text)
+				}
+				joined.WriteString(c.Text)
+			}
+			if len(cs) < 2 || joined.String() != src {
+				t.Errorf("max %d: %d chunks joined to %q, want the source in several", max, len(cs), joined.String())
+			}
+		}
+	}
+}

@@ -6,12 +6,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
 )
 
-func TestCJKTokens(t *testing.T) {
+func TestBigramTokens(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name, text string
@@ -38,10 +40,22 @@ func TestCJKTokens(t *testing.T) {
 		{"supplementary ideograph", "𠮷野家", []string{"𠮷野", "野家"}},
 		{"ideographic zero is not cjk", "〇〇", []string{"〇〇"}},
 		{"invalid utf-8", "東\xff京", []string{"東", "\xff", "京"}},
+		// South-East Asian scripts: a unit is a letter and its marks.
+		{"thai", "ฉันชอบข้าวผัด", []string{"ฉัน", "นช", "ชอ", "อบ", "บข้", "ข้า", "าว", "วผั", "ผัด"}},
+		{"thai words spaced", "ข้าว ผัด", []string{"ข้า", "าว", " ", "ผัด"}},
+		{"thai one letter with marks", "ที่", []string{"ที่"}},
+		{"thai digits and punctuation separate", "ปี๒๕๖๘ฯลฯ", []string{"ปี", "๒๕๖๘", "ฯล", "ลฯ"}},
+		{"lao", "ຂ້ອຍມັກ", []string{"ຂ້ອ", "ອຍ", "ຍມັ", "ມັກ"}},
+		{"khmer coeng", "ខ្ញុំចូល", []string{"ខ្ញុំ", "ញុំចូ", "ចូល"}},
+		{"myanmar", "ကျွန်တော်", []string{"ကျွန်", "န်တော်"}},
+		{"stray mark opens a run", "a\u0e48ขา", []string{"a", "\u0e48ข", "ขา"}},
+		{"stray mark alone", "x\u0e48y", []string{"x", "\u0e48", "y"}},
+		{"thai beside cjk", "東京ไป", []string{"東京", "ไป"}},
+		{"thai in latin", "pad ผัดไทย please", []string{"pad ", "ผัด", "ดไ", "ไท", "ทย", " please"}},
 	}
 	for _, tt := range tests {
-		if got := CJKTokens(tt.text); !slices.Equal(got, tt.want) {
-			t.Errorf("%s: CJKTokens(%q) = %q, want %q", tt.name, tt.text, got, tt.want)
+		if got := BigramTokens(tt.text); !slices.Equal(got, tt.want) {
+			t.Errorf("%s: BigramTokens(%q) = %q, want %q", tt.name, tt.text, got, tt.want)
 		}
 	}
 }
@@ -78,12 +92,12 @@ func TestKeywordsCJK(t *testing.T) {
 	}
 }
 
-// sqlForm is what memoryd_cjk makes of text by CJKTokens: CJK tokens
-// between spaces, the rest as it is.
+// sqlForm is what memoryd_cjk makes of text by BigramTokens: bigram
+// tokens between spaces, the rest as it is.
 func sqlForm(text string) string {
 	var b strings.Builder
-	for _, tok := range CJKTokens(text) {
-		if isCJKToken(tok) {
+	for _, tok := range BigramTokens(text) {
+		if isBigramToken(tok) {
 			b.WriteString(" " + tok + " ")
 		} else {
 			b.WriteString(tok)
@@ -92,11 +106,14 @@ func sqlForm(text string) string {
 	return b.String()
 }
 
-// TestCJKTokensMatchPostgres: the query side (CJKTokens, isCJK) and the
-// index side (the SQL function memoryd_cjk) split text identically, on
-// the table's texts and on every edge of every range isCJK lists (each
-// edge character, and its neighbours, in runs of one, two and three).
-func TestCJKTokensMatchPostgres(t *testing.T) {
+// TestBigramTokensMatchPostgres: the query side (BigramTokens, isCJK,
+// isSEA, isSEAMark) and the index side (the SQL function memoryd_cjk)
+// split text identically: on the table's texts, on every edge of every
+// range isCJK lists (each edge character, and its neighbours, in runs of
+// one, two and three), and on every code point of the Thai, Lao, Myanmar
+// and Khmer blocks (and Myanmar's extensions), alone, after a letter,
+// before one, and in a run.
+func TestBigramTokensMatchPostgres(t *testing.T) {
 	t.Parallel()
 	s := storetest.New(t)
 	ctx := context.Background()
@@ -104,6 +121,8 @@ func TestCJKTokensMatchPostgres(t *testing.T) {
 		"", "Hello world", "東京の天気はどうですか", "今天的天气很好", "서울 날씨가 좋아요", "東京でReactを勉強",
 		"東京、大阪。「京都」・奈良", "か゛き", "か\u3099き", "🐕東京🐕", "𠮷野家", "〇〇", "人々", "ｺｰﾋｰ", "2024年",
 		"It's 'quoted' \\ text & | !", "a猫b犬",
+		"ฉันชอบกินข้าวผัดมาก", "ข้าว ผัด", "ปี๒๕๖๘ฯลฯ", "ຂ້ອຍມັກກິນເຂົ້າ", "ខ្ញុំចូលចិត្តញ៉ាំបាយ",
+		"ကျွန်တော်ထမင်းစားချင်တယ်", "a\u0e48ขา", "x\u0e48y", "\u0e48\u0e49", "東京ไป", "ไป東京", "pad ผัดไทย please",
 	}
 	edges := []rune{0x1100, 0x11ff, 0x3005, 0x3006, 0x3041, 0x309a, 0x309d, 0x309f, 0x30a1, 0x30fa, 0x30fc, 0x30ff,
 		0x3131, 0x318e, 0x31f0, 0x31ff, 0x3400, 0x4dbf, 0x4e00, 0x9fff, 0xa960, 0xa97f, 0xac00, 0xd7ff, 0xf900, 0xfaff,
@@ -117,13 +136,23 @@ func TestCJKTokensMatchPostgres(t *testing.T) {
 			texts = append(texts, "x"+c+"y"+c+c+"z"+c+c+c)
 		}
 	}
-	for _, text := range texts {
-		var got string
-		if err := s.Pool().QueryRow(ctx, `SELECT memoryd_cjk($1)`, text).Scan(&got); err != nil {
-			t.Fatal(err)
+	for _, block := range [][2]rune{{0x0e00, 0x0eff}, {0x1000, 0x109f}, {0x1780, 0x17ff}, {0xa9e0, 0xa9ff}, {0xaa60, 0xaa7f}} {
+		for r := block[0]; r <= block[1]; r++ {
+			c := string(r)
+			texts = append(texts, "x"+c+"y ก"+c+" "+c+"ก "+c+c+" กข"+c+"ค"+c+c+"ง")
 		}
-		if want := sqlForm(text); got != want {
-			t.Errorf("memoryd_cjk(%q) = %q, CJKTokens gives %q", text, got, want)
+	}
+	got := make([]string, len(texts))
+	batch := &pgx.Batch{}
+	for i, text := range texts {
+		batch.Queue(`SELECT memoryd_cjk($1)`, text).QueryRow(func(row pgx.Row) error { return row.Scan(&got[i]) })
+	}
+	if err := s.Pool().SendBatch(ctx, batch).Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i, text := range texts {
+		if want := sqlForm(text); got[i] != want {
+			t.Errorf("memoryd_cjk(%q) = %q, BigramTokens gives %q", text, got[i], want)
 		}
 	}
 }

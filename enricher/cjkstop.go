@@ -7,7 +7,7 @@ import (
 
 // CJK function pieces: the query side's equivalent of English stop words.
 //
-// A CJK run is searched as its character bigrams (see CJKTokens), and the
+// A CJK run is searched as its character bigrams (see BigramTokens), and the
 // bigrams of grammar (Japanese です ます ている, Korean 예요 습니다, Chinese
 // 的 了 什么) occur in almost every item, so a question whose only overlap
 // with an item was its grammar scored like a real match. Keywords therefore
@@ -185,58 +185,37 @@ type cjkPiece struct {
 	stop bool
 }
 
-// cjkPieces splits a word as CJKTokens does and says which of its CJK
-// tokens are function pieces (see the top of this file); non-CJK parts are
-// never function pieces here (Keywords applies the stop words to them).
+// cjkPieces splits a word as BigramTokens does and says which of its CJK
+// tokens are function pieces (see the top of this file); other parts,
+// South-East Asian bigrams included, are never function pieces here
+// (Keywords applies the stop words to spaced text).
 func cjkPieces(word string, yield func(cjkPiece) bool) bool {
 	var run []rune
-	runStart := -1 // byte offset of the current run
-	flush := func(end int) bool {
-		if len(run) == 0 {
-			return true
-		}
-		mask := cjkFunctionMask(run, runStart > 0, end < len(word))
-		ok := true
-		switch len(run) {
-		case 1:
-			ok = yield(cjkPiece{string(run), mask[0]})
-		default:
-			for i := 0; i+1 < len(run) && ok; i++ {
-				ok = yield(cjkPiece{string(run[i : i+2]), mask[i] && mask[i+1]})
-			}
-		}
-		run, runStart = run[:0], -1
-		return ok
-	}
-	start := -1 // start of the current non-CJK stretch
-	for i, r := range word {
-		if isCJK(r) {
-			if start >= 0 {
-				if !yield(cjkPiece{word[start:i], false}) {
+	return segments(word, func(s segment) bool {
+		if s.kind != cjkRun {
+			for _, tok := range appendBigrams(nil, s) {
+				if !yield(cjkPiece{tok, false}) {
 					return false
 				}
-				start = -1
 			}
-			if runStart < 0 {
-				runStart = i
-			}
+			return true
+		}
+		run = run[:0]
+		for _, u := range s.units {
+			r, _ := utf8.DecodeRuneInString(u)
 			run = append(run, r)
-			continue
 		}
-		if !flush(i) {
-			return false
+		mask := cjkFunctionMask(run, s.start > 0, s.end < len(word))
+		if len(run) == 1 {
+			return yield(cjkPiece{string(run), mask[0]})
 		}
-		if start < 0 {
-			start = i
+		for i := 0; i+1 < len(run); i++ {
+			if !yield(cjkPiece{string(run[i : i+2]), mask[i] && mask[i+1]}) {
+				return false
+			}
 		}
-	}
-	if !flush(len(word)) {
-		return false
-	}
-	if start >= 0 {
-		return yield(cjkPiece{word[start:], false})
-	}
-	return true
+		return true
+	})
 }
 
 // cjkFunctionMask marks the function characters of a CJK run (rule 1 at

@@ -39,7 +39,7 @@ var coreKeys = func() map[string]bool {
 // unchanged. Otherwise it is the core facts (CoreFactKeys) followed by the
 // facts relevant to the message, each part in the given order: a
 // fact is relevant when a word of its key (split as Keywords splits words,
-// so "_" and ":" separate, and CJK runs into bigrams; in NFC) or of its value matches one of the message's
+// so "_" and ":" separate, and CJK and South-East Asian runs into bigrams; in NFC) or of its value matches one of the message's
 // keywords, a trailing plural "s" or "es" aside. Stop words of the fact
 // never match, so a message made only of stop words (whose keywords fall
 // back to all its words) selects no fact through them. The token budget is
@@ -72,15 +72,15 @@ func matches(want map[string]bool, text string) bool {
 		return false
 	}
 	for w := range words(norm.NFC.String(text)) {
-		if !hasCJK(w) {
+		if !hasUnspaced(w) {
 			if !IsStopWord(w) && want[stem(w)] {
 				return true
 			}
 			continue
 		}
-		// Split as Keywords splits the message (CJK bigrams), so that a
+		// Split as Keywords splits the message (bigrams of runs), so that a
 		// fact "東京" matches a message about "東京の天気".
-		for _, t := range CJKTokens(w) {
+		for _, t := range BigramTokens(w) {
 			if !IsStopWord(t) && want[stem(t)] {
 				return true
 			}

@@ -63,9 +63,9 @@ var phatic = func() map[string]bool {
 // deduplicated in order of first use. The message is put in Unicode NFC
 // first, as the index is (migrations/041), so that a word typed decomposed
 // ("cafe\u0301", Hangul as Jamo) is the word stored composed. A word
-// holding CJK characters is split by CJKTokens first: its CJK bigrams (or
-// single characters) are keywords whatever their length, except the
-// function pieces (grammar: see cjkstop.go), and its other parts are words
+// holding CJK, Thai, Lao, Khmer or Myanmar text is split by BigramTokens
+// first: its bigrams (or single units) are keywords whatever their length,
+// except CJK function pieces (grammar: see cjkstop.go), and its other parts are words
 // like any. When that leaves nothing it falls back to every word of the
 // message. A message that only greets, thanks or acknowledges (every word
 // phatic: "ok, great, thanks!") has none. Invalid UTF-8 separates words
@@ -84,10 +84,10 @@ func Keywords(message string) []string {
 	message = norm.NFC.String(message) // no copy when it is NFC already
 	c := keywordSet{all: make([]keyword, 0, 16)}
 	for word, q := range questionWords(message) {
-		if len(word) > store.MaxKeywordBytes && !hasCJK(word) {
+		if len(word) > store.MaxKeywordBytes && !hasUnspaced(word) {
 			continue
 		}
-		if !hasCJK(word) {
+		if !hasUnspaced(word) {
 			c.add(word, IsStopWord(word), q)
 			continue
 		}
@@ -96,7 +96,7 @@ func Keywords(message string) []string {
 				return true
 			}
 			stop := p.stop
-			if !isCJKToken(p.tok) {
+			if !isBigramToken(p.tok) {
 				stop = IsStopWord(p.tok)
 			}
 			c.add(p.tok, stop, q)
@@ -173,7 +173,7 @@ func (c *keywordSet) onlyPhatic() bool {
 		switch {
 		case phatic[k.word]:
 			greets = true
-		case utf8.RuneCountInString(k.word) > 2 || isCJKToken(k.word):
+		case utf8.RuneCountInString(k.word) > 2 || isBigramToken(k.word):
 			return false
 		}
 	}
@@ -247,10 +247,10 @@ func Words(text string) []string {
 
 // IsStopWord reports whether Keywords drops word (already lower-cased): a
 // word of two characters or fewer, or a conversational stop word; never a
-// CJK token (a bigram or single character of CJKTokens).
+// bigram token (a bigram or single unit of BigramTokens).
 func IsStopWord(word string) bool {
-	if isCJKToken(word) {
-		return false // a CJK bigram or single character (see CJKTokens)
+	if isBigramToken(word) {
+		return false // a bigram or single unit of a run (see BigramTokens)
 	}
 	return utf8.RuneCountInString(word) <= 2 || stopWords[word]
 }

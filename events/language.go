@@ -35,6 +35,7 @@ var unstemmed = map[string]string{
 	"pl": "polish", "cs": "czech", "sk": "slovak", "uk": "ukrainian", "bg": "bulgarian",
 	"hr": "croatian", "sl": "slovenian", "et": "estonian", "lv": "latvian",
 	"he": "hebrew", "fa": "persian", "vi": "vietnamese", "ms": "malay",
+	"th": "thai", "lo": "lao", "km": "khmer", "my": "burmese",
 }
 
 // SimpleConfig is the configuration of the languages Postgres does not stem.

@@ -51,3 +51,61 @@ func TestLanguagesEndToEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestSouthEastAsianScriptsEndToEnd: Thai, Lao, Khmer and Burmese, written
+// without spaces between words, published on the stream and found by
+// enrich through a word inside a sentence, both for a user who never set a
+// language (English) and for one who set Thai.
+func TestSouthEastAsianScriptsEndToEnd(t *testing.T) {
+	t.Parallel()
+	a := startTestApp(t, nil)
+	nc, err := a.Conn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := events.NewClient(nc, a.cfg.Prefix)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	at := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	if r, err := client.SetLanguage(ctx, "malee", "th"); err != nil || r.Config != "simple" || r.Language != "th" {
+		t.Fatalf("set th = %+v, %v", r, err)
+	}
+	turns := []events.Turn{
+		// "I like shrimp fried rice from the shop near my house." "Sounds delicious."
+		{UserMessage: "ฉันชอบกินข้าวผัดกุ้งที่ร้านใกล้บ้าน", AssistantResponse: "ฟังดูอร่อยมาก"},
+		// "Tomorrow I'm going to Chiang Mai with my mother." "Have a safe trip."
+		{UserMessage: "พรุ่งนี้ฉันจะไปเชียงใหม่กับแม่", AssistantResponse: "เดินทางปลอดภัยนะ"},
+		// "My cat is called Som-O." "What a cute name."
+		{UserMessage: "แมวของฉันชื่อส้มโอ", AssistantResponse: "ชื่อน่ารักมาก"},
+		// Lao: "I like to eat sticky rice with grilled chicken."
+		{UserMessage: "ຂ້ອຍມັກກິນເຂົ້າໜຽວກັບໄກ່ປີ້ງ", AssistantResponse: "ແຊບຫຼາຍ"},
+		// Khmer: "I work at a bank in Phnom Penh."
+		{UserMessage: "ខ្ញុំធ្វើការនៅធនាគារក្នុងភ្នំពេញ", AssistantResponse: "ល្អណាស់"},
+		// Burmese: "Next month I will go to Mandalay."
+		{UserMessage: "နောက်လကျွန်တော်မန္တလေးကိုသွားမယ်", AssistantResponse: "ခရီးသွားတာပျော်ပါစေ"},
+	}
+	for _, user := range []string{"somchai", "malee"} {
+		var ts []events.Turn
+		for i, tr := range turns {
+			tr.ID, tr.UserID, tr.Timestamp = user+"-"+string(rune('a'+i)), user, at.Add(time.Duration(i)*time.Minute)
+			ts = append(ts, tr)
+		}
+		publishAndWait(t, a, user, ts...)
+	}
+	for _, user := range []string{"somchai", "malee"} {
+		for _, tt := range []struct{ message, want string }{
+			{"ฉันชอบกินอะไร", turns[0].UserMessage},             // "What do I like to eat?"
+			{"ข้าวผัดร้านไหนอร่อย", turns[0].UserMessage},       // "Which shop's fried rice is good?"
+			{"แมวของฉันชื่ออะไรนะ", turns[2].UserMessage},       // "What is my cat called again?"
+			{"ฉันจะไปเชียงใหม่เมื่อไหร่", turns[1].UserMessage}, // "When am I going to Chiang Mai?"
+			{"ເຂົ້າໜຽວ", turns[3].UserMessage},                  // "sticky rice"
+			{"ធនាគារ", turns[4].UserMessage},                    // "bank"
+			{"မန္တလေး", turns[5].UserMessage},                   // "Mandalay"
+		} {
+			e, err := client.Enrich(ctx, events.EnrichRequest{UserID: user, Message: tt.message})
+			if err != nil || e.Degraded || len(e.Context) == 0 || e.Context[0].Question != tt.want {
+				t.Errorf("enrich %s %q = %+v, %v; want %q first", user, tt.message, e.Context, err, tt.want)
+			}
+		}
+	}
+}

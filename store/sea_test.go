@@ -1,0 +1,124 @@
+package store_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/memoryd/memoryd/migrations"
+	"github.com/memoryd/memoryd/store"
+)
+
+const (
+	thaiRice = "ฉันชอบกินข้าวผัดกุ้ง"       // "I like shrimp fried rice"
+	laoRice  = "ຂ້ອຍມັກກິນເຂົ້າໜຽວ"         // "I like sticky rice"
+	khmerJob = "ខ្ញុំធ្វើការនៅធនាគារ"       // "I work at a bank"
+	burmese  = "ကျွန်တော်မန္တလေးကိုသွားမယ်" // "I will go to Mandalay"
+)
+
+// TestSearchSouthEastAsian: Thai, Lao, Khmer and Myanmar runs are indexed
+// as bigrams of letters with their marks (migration 048), so a word inside
+// a sentence finds it, as a phrase of its bigrams; a word that is not in
+// the sentence in that order does not.
+func TestSearchSouthEastAsian(t *testing.T) {
+	ctx, s := setup(t)
+	seedContext(t, s,
+		store.ContextWrite{UserID: "alice", Question: thaiRice, Answer: "อร่อย", CreatedAt: t0},
+		store.ContextWrite{UserID: "alice", Question: laoRice, Answer: "", CreatedAt: t0},
+		store.ContextWrite{UserID: "alice", Question: khmerJob, Answer: "", CreatedAt: t0},
+		store.ContextWrite{UserID: "alice", Question: burmese, Answer: "", CreatedAt: t0},
+	)
+	for _, tt := range []struct {
+		keyword string
+		want    []string
+	}{
+		{"ข้าวผัด", []string{thaiRice}},     // fried rice
+		{"กุ้ง", []string{thaiRice}},        // shrimp: two units, one bigram
+		{"ผัดข้าว", nil},                    // the same units in another order
+		{"อร่อย", []string{thaiRice}},       // the answer half
+		{"ເຂົ້າໜຽວ", []string{laoRice}},     // sticky rice
+		{"ធនាគារ", []string{khmerJob}},      // bank
+		{"မန္တလေး", []string{burmese}},      // Mandalay
+		{"ข้าวผัดกุ้ง", []string{thaiRice}}, // a longer phrase
+	} {
+		if got := matched(t, ctx, s, "alice", tt.keyword); !slices.Equal(got, tt.want) {
+			t.Errorf("search %q = %q, want %q", tt.keyword, got, tt.want)
+		}
+	}
+}
+
+// TestMigration048ReindexesSouthEastAsian: items and chunks indexed before
+// migration 048 (a Thai sentence one lexeme) get their bigram vectors,
+// lengths and term rows when it runs; other items are not touched (no
+// update, no memory change).
+func TestMigration048ReindexesSouthEastAsian(t *testing.T) {
+	ctx, s := setup(t)
+	const other = "東京でReactを勉強 and a latin café"
+	seedContext(t, s,
+		store.ContextWrite{UserID: "alice", Question: thaiRice, Answer: "อร่อย", CreatedAt: t0},
+		store.ContextWrite{UserID: "alice", Question: other, Answer: "Nice", CreatedAt: t0},
+	)
+	put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "c", DocID: "d", Content: "# เมนู\n\nร้านนี้มีข้าวผัดกุ้งอร่อยที่สุด\n"})
+	// Index as before 048: the Thai text unsplit (the old memoryd_cjk left
+	// text without CJK as it was). The vector trigger is off while the old
+	// ones are written; the term rows follow them (their trigger stays on).
+	for _, sql := range []string{
+		`ALTER TABLE context DISABLE TRIGGER context_tsvector_trg`,
+		`UPDATE context SET search = setweight(to_tsvector(ts_config::regconfig, question), 'A') ||
+			setweight(to_tsvector(ts_config::regconfig, answer), 'B'),
+			question_len = length(to_tsvector(ts_config::regconfig, question)),
+			answer_len = length(to_tsvector(ts_config::regconfig, answer))
+			WHERE question = '` + thaiRice + `'`,
+		`ALTER TABLE context ENABLE TRIGGER context_tsvector_trg`,
+		`UPDATE doc_chunks SET search = setweight(to_tsvector(ts_config::regconfig, heading), 'A') || setweight(to_tsvector(ts_config::regconfig, text), 'B'),
+			heading_len = length(to_tsvector(ts_config::regconfig, heading)), text_len = length(to_tsvector(ts_config::regconfig, text))`,
+	} {
+		if _, err := s.Pool().Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := matched(t, ctx, s, "alice", "ข้าวผัด"); got != nil {
+		t.Fatalf("old vector found by a word inside it: %q (the plant did not work)", got)
+	}
+	if got := chunkHits(t, ctx, s, "ข้าวผัด"); got != 0 {
+		t.Fatalf("old chunk vector found by a word inside it: %d hits (the plant did not work)", got)
+	}
+	var changes0 int
+	var xmin0 string
+	if err := s.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM memory_changes), (SELECT xmin::text FROM context WHERE question = $1)`, other).Scan(&changes0, &xmin0); err != nil {
+		t.Fatal(err)
+	}
+	body, err := migrations.FS.ReadFile("048_sea_scripts.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(ctx, string(body)); err != nil {
+		t.Fatalf("run 048 again: %v", err)
+	}
+	if got := matched(t, ctx, s, "alice", "ข้าวผัด"); !slices.Equal(got, []string{thaiRice}) {
+		t.Fatalf("after 048, ข้าวผัด found %q", got)
+	}
+	if got := chunkHits(t, ctx, s, "ข้าวผัด"); got != 1 {
+		t.Fatalf("after 048, ข้าวผัด found %d chunks, want 1", got)
+	}
+	if cols, terms := derivedDiffer(t, ctx, s); cols != 0 || terms != 0 {
+		t.Fatalf("after 048: %d items' vectors differ from memoryd_tsvector's, %d term rows", cols, terms)
+	}
+	var changes int
+	var xmin string
+	if err := s.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM memory_changes), (SELECT xmin::text FROM context WHERE question = $1)`, other).Scan(&changes, &xmin); err != nil {
+		t.Fatal(err)
+	}
+	if changes != changes0 {
+		t.Fatalf("048 recorded %d memory changes", changes-changes0)
+	}
+	if xmin != xmin0 {
+		t.Fatal("048 updated an item without those scripts")
+	}
+}
+
+// chunkHits counts alice's chunks a keyword finds.
+func chunkHits(t *testing.T, ctx context.Context, s *store.Store, keyword string) int {
+	t.Helper()
+	return len(search(t, ctx, s, store.ChunkQuery{Reader: alice, Keywords: []string{keyword}}).Matches)
+}
