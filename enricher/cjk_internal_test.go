@@ -73,6 +73,11 @@ func TestKeywordsCJK(t *testing.T) {
 		// した たい: function pieces.
 		{"東京でReactを勉強したい", []string{"東京", "京で", "react", "を勉", "勉強", "強し"}},
 		{"What about 東京?", []string{"東京"}},
+		// った たの のい: past tense and what follows it (cjkstop.go).
+		{"IKEAに行ったのいつ？", []string{"ikea", "に行", "行っ"}},
+		// Full width and half width in their ordinary forms (NFKC).
+		{"ＩＫＥＡで２つ買った", []string{"ikea", "つ買", "買っ"}},
+		{"ｽﾀｰﾊﾞｯｸｽ", []string{"スタ", "ター", "ーバ", "バッ", "ック", "クス"}},
 		{"猫", []string{"猫"}},
 		{"東京 東京 京都", []string{"東京", "京都"}}, // deduplicated
 		{"서울 날씨", []string{"서울", "날씨"}},

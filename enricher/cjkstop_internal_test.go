@@ -104,6 +104,8 @@ func TestKeywordsCapKeepsQuestion(t *testing.T) {
 		{"question last", preamble + "What is my dog's name?", []string{"dog", "name"}, []string{"word"}},
 		{"question first", "What is my dog's name? " + preamble, []string{"dog", "name"}, []string{pre[0]}},
 		{"no question: the end", preamble + "My dog Rex.", []string{"dog", "rex"}, []string{"word"}},
+		// Arabic's question mark ends a question ("When is my trip to Dubai?").
+		{"arabic question first", "متى موعد سفري إلى دبي؟ " + preamble, []string{"دبي", "سفري"}, []string{pre[0]}},
 		// One sentence past the cap: its end, where the question is.
 		{"japanese", "最近は毎日仕事と家事と買い物と料理と掃除と洗濯と子供の送り迎えで疲れ切っているのだけれど、犬たちの名前を覚えていますか？",
 			[]string{"犬た", "名前"}, []string{"最近"}},
@@ -131,6 +133,33 @@ func TestKeywordsCapKeepsQuestion(t *testing.T) {
 				t.Errorf("%s: %q out of message order in %q", tt.name, w, got)
 			}
 			pos = i
+		}
+	}
+}
+
+// TestQuestionWordsOtherScripts: the full stops and question marks of
+// other scripts end sentences, so only a question's own words are its.
+func TestQuestionWordsOtherScripts(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		message   string
+		statement string // a word of the sentence before the question
+		question  string // a word of the question
+	}{
+		{"मेरा घर नोएडा में है। दफ़्तर कहाँ है?", "नोएडा", "कहाँ"},                            // Hindi: danda
+		{"میرا گھر لاہور میں ہے۔ دفتر کہاں ہے؟", "لاہور", "دفتر"},                             // Urdu: full stop, question mark
+		{"ខ្ញុំរស់នៅភ្នំពេញ។ ធនាគារនៅឯណា?", "ខ្ញុំរស់នៅភ្នំពេញ", "ធនាគារនៅឯណា"},               // Khmer
+		{"ကျွန်တော်မန္တလေးမှာနေတယ်။ ဘဏ်ဘယ်မှာလဲ?", "ကျွန်တော်မန္တလေးမှာနေတယ်", "ဘဏ်ဘယ်မှာလဲ"}, // Myanmar
+	} {
+		got := map[string]bool{}
+		for w, q := range questionWords(tt.message) {
+			got[w] = q
+		}
+		if q, ok := got[tt.statement]; !ok || q {
+			t.Errorf("%q: %q question = %v (present %v), want a statement's word", tt.message, tt.statement, q, ok)
+		}
+		if q, ok := got[tt.question]; !ok || !q {
+			t.Errorf("%q: %q question = %v (present %v), want the question's", tt.message, tt.question, q, ok)
 		}
 	}
 }

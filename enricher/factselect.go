@@ -39,7 +39,7 @@ var coreKeys = func() map[string]bool {
 // unchanged. Otherwise it is the core facts (CoreFactKeys) followed by the
 // facts relevant to the message, each part in the given order: a
 // fact is relevant when a word of its key (split as Keywords splits words,
-// so "_" and ":" separate, and CJK and South-East Asian runs into bigrams; in NFC) or of its value matches one of the message's
+// so "_" and ":" separate, and CJK and South-East Asian runs into bigrams; in NFKC) or of its value matches one of the message's
 // keywords, a trailing plural "s" or "es" aside. Stop words of the fact
 // never match, so a message made only of stop words (whose keywords fall
 // back to all its words) selects no fact through them. The token budget is
@@ -65,13 +65,14 @@ func selectFacts(mode string, keywords []string, facts []store.Fact) []store.Fac
 }
 
 // matches reports whether a word of text, not a stop word, is in want. The
-// text is put in NFC first, as Keywords puts the message, so that a fact
-// stored decomposed matches a message typed composed and the reverse.
+// text is put in NFKC first, as Keywords puts the message, so that a fact
+// stored decomposed or full width matches a message typed composed or in
+// ordinary width, and the reverse.
 func matches(want map[string]bool, text string) bool {
 	if len(want) == 0 {
 		return false
 	}
-	for w := range words(norm.NFC.String(text)) {
+	for w := range words(norm.NFKC.String(text)) {
 		if !hasUnspaced(w) {
 			if !IsStopWord(w) && want[stem(w)] {
 				return true

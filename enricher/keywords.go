@@ -60,9 +60,11 @@ var phatic = func() map[string]bool {
 // Keywords extracts the search keywords of a message: words (runs of
 // letters, digits and combining marks; anything else separates words) in
 // lower case, without words of two characters or fewer or stop words,
-// deduplicated in order of first use. The message is put in Unicode NFC
-// first, as the index is (migrations/041), so that a word typed decomposed
-// ("cafe\u0301", Hangul as Jamo) is the word stored composed. A word
+// deduplicated in order of first use. The message is put in Unicode NFKC
+// first, as the index is (migrations/041, 049), so that a word typed
+// decomposed ("cafe\u0301", Hangul as Jamo) is the word stored composed,
+// and one typed full width ("ＩＫＥＡ") or half width ("ｽﾀｰ") the word in
+// its ordinary form. A word
 // holding CJK, Thai, Lao, Khmer or Myanmar text is split by BigramTokens
 // first: its bigrams (or single units) are keywords whatever their length,
 // except CJK function pieces (grammar: see cjkstop.go), and its other parts are words
@@ -81,7 +83,7 @@ var phatic = func() map[string]bool {
 // would otherwise be searched for its preamble alone (a CJK character is
 // one bigram, so 32 keywords are about 33 characters of Japanese).
 func Keywords(message string) []string {
-	message = norm.NFC.String(message) // no copy when it is NFC already
+	message = norm.NFKC.String(message) // no copy when it is NFKC already
 	c := keywordSet{all: make([]keyword, 0, 16)}
 	for word, q := range questionWords(message) {
 		if len(word) > store.MaxKeywordBytes && !hasUnspaced(word) {
@@ -305,18 +307,21 @@ func questionWords(s string) func(yield func(string, bool) bool) {
 // byte of the word after gap (0 after the last). An ASCII "?" right before
 // an ASCII letter or digit is part of a link ("example.com/page?id=42"),
 // not a question's end; before white space, at the end or before other
-// text ("你叫什么名字?我忘了") it is one.
+// text ("你叫什么名字?我忘了") it is one. The question marks of other
+// scripts (full-width ？, Arabic ؟ as in Persian and Urdu, Ethiopic ፧)
+// end a question, and their full stops (Devanagari ।, Urdu ۔, Ethiopic ።,
+// Myanmar ။, Khmer ។, CJK 。) a sentence.
 func sentenceEnd(gap string, next byte) (ends, question bool) {
 	if gap == "" {
 		return false, false
 	}
-	if strings.Contains(gap, "？") {
+	if strings.ContainsAny(gap, "？؟፧") {
 		return true, true
 	}
 	if i := strings.IndexByte(gap, '?'); i >= 0 && !(i == len(gap)-1 && isASCIIAlnum(next)) {
 		return true, true
 	}
-	if strings.ContainsAny(gap, "!！。．\n") {
+	if strings.ContainsAny(gap, "!！。．\n।॥۔።။។") {
 		return true, false
 	}
 	i := strings.IndexByte(gap, '.')

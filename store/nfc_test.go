@@ -112,3 +112,89 @@ func TestMigration041ReindexesNonNFC(t *testing.T) {
 		t.Fatal("041 updated an item whose text is NFC")
 	}
 }
+
+const (
+	ikeaWide  = "ＩＫＥＡ港北で本棚を２つ買いました"           // full-width Latin letters and digit
+	starbucks = "ｽﾀｰﾊﾞｯｸｽの新作がおいしかった"          // half-width katakana
+	ligature  = "The \ufb01le is on the desk" // "ﬁle"
+	plainIKEA = "Bought a shelf at IKEA"
+)
+
+// TestSearchNFKC: items are indexed, and keywords parsed, in Unicode NFKC
+// (migration 049), so full-width Latin letters, half-width katakana and
+// ligatures are found by their ordinary forms and the reverse.
+func TestSearchNFKC(t *testing.T) {
+	ctx, s := setup(t)
+	seedContext(t, s,
+		store.ContextWrite{UserID: "alice", Question: ikeaWide, Answer: "", CreatedAt: t0},
+		store.ContextWrite{UserID: "alice", Question: starbucks, Answer: "", CreatedAt: t0},
+		store.ContextWrite{UserID: "alice", Question: ligature, Answer: "", CreatedAt: t0},
+		store.ContextWrite{UserID: "alice", Question: plainIKEA, Answer: "", CreatedAt: t0},
+	)
+	for _, tt := range []struct {
+		keyword string
+		want    []string
+	}{
+		{"ikea", []string{plainIKEA, ikeaWide}},
+		{"ＩＫＥＡ", []string{plainIKEA, ikeaWide}},
+		{"スターバックス", []string{starbucks}},
+		{"ｽﾀｰﾊﾞｯｸｽ", []string{starbucks}},
+		{"file", []string{ligature}},
+		{"本棚", []string{ikeaWide}},
+	} {
+		if got := matched(t, ctx, s, "alice", tt.keyword); !slices.Equal(got, tt.want) {
+			t.Errorf("search %+q = %+q, want %+q", tt.keyword, got, tt.want)
+		}
+	}
+}
+
+// TestMigration049ReindexesNFKC: the items indexed before migration 049
+// whose NFKC form differs from their NFC form get the NFKC vector, lengths
+// and term rows when it runs; the others are not touched.
+func TestMigration049ReindexesNFKC(t *testing.T) {
+	ctx, s := setup(t)
+	seedContext(t, s,
+		store.ContextWrite{UserID: "alice", Question: ikeaWide, Answer: "", CreatedAt: t0},
+		store.ContextWrite{UserID: "alice", Question: cafeNFC, Answer: "Nice", CreatedAt: t0},
+	)
+	// Index the items as before 049: NFC (041).
+	for _, sql := range []string{
+		`ALTER TABLE context DISABLE TRIGGER context_tsvector_trg`,
+		`UPDATE context SET search = setweight(to_tsvector(ts_config::regconfig, memoryd_cjk(memoryd_nfc(question))), 'A') ||
+			setweight(to_tsvector(ts_config::regconfig, memoryd_cjk(memoryd_nfc(answer))), 'B'),
+			question_len = length(to_tsvector(ts_config::regconfig, memoryd_cjk(memoryd_nfc(question)))),
+			answer_len = length(to_tsvector(ts_config::regconfig, memoryd_cjk(memoryd_nfc(answer))))`,
+		`ALTER TABLE context ENABLE TRIGGER context_tsvector_trg`,
+	} {
+		if _, err := s.Pool().Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := matched(t, ctx, s, "alice", "ikea"); got != nil {
+		t.Fatalf("old NFC vector found by ikea: %q (the plant did not work)", got)
+	}
+	var xmin0 string
+	if err := s.Pool().QueryRow(ctx, `SELECT xmin::text FROM context WHERE question = $1`, cafeNFC).Scan(&xmin0); err != nil {
+		t.Fatal(err)
+	}
+	body, err := migrations.FS.ReadFile("049_nfkc.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(ctx, string(body)); err != nil {
+		t.Fatalf("run 049 again: %v", err)
+	}
+	if got := matched(t, ctx, s, "alice", "ikea"); !slices.Equal(got, []string{ikeaWide}) {
+		t.Fatalf("after 049, ikea found %+q", got)
+	}
+	if cols, terms := derivedDiffer(t, ctx, s); cols != 0 || terms != 0 {
+		t.Fatalf("after 049: %d items' vectors differ from memoryd_tsvector's, %d term rows", cols, terms)
+	}
+	var xmin string
+	if err := s.Pool().QueryRow(ctx, `SELECT xmin::text FROM context WHERE question = $1`, cafeNFC).Scan(&xmin); err != nil {
+		t.Fatal(err)
+	}
+	if xmin != xmin0 {
+		t.Fatal("049 updated an item whose NFKC form is its NFC form")
+	}
+}
