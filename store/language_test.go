@@ -64,7 +64,7 @@ func TestSearchCJK(t *testing.T) {
 		{[]string{"東"}, nil},                            // a lone character finds only a lone one
 		{[]string{"大阪"}, nil},                           // absent
 		{[]string{"天気は", "react"}, []string{ja, mixed}}, // mixed keywords
-		{[]string{"ＲＥＡＣＴ"}, nil},                        // full-width Latin is not folded
+		{[]string{"ＲＥＡＣＴ"}, []string{mixed}},            // full-width Latin is its ordinary form (NFKC, migration 049)
 		{[]string{"東京の天気はどうですか"}, []string{ja}},         // the whole sentence
 		{[]string{"です。"}, []string{ja}},                 // CJK punctuation separates
 		{[]string{"🐕", "東京"}, []string{ja, mixed}},      // emoji is not a word
