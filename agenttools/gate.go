@@ -10,10 +10,12 @@ import (
 )
 
 // userGate lets at most n calls of one user reach memoryd at once; more
-// wait their turn. memoryd answers a user's requests past its own per-user
-// bound (enricher.Config.MaxUserInFlight, 4) with 500 "overloaded" at
-// once, and an agent issuing its tool calls in parallel would otherwise
-// see some of them fail on an idle server.
+// wait their turn here. memoryd works on at most its per-user bound
+// (enricher.Config.MaxUserInFlight, 4) of a user's requests at once and
+// lets 16 more wait, answering the rest 500 "overloaded" at once (as did
+// releases before it for any past the bound): an agent issuing many tool
+// calls in parallel would otherwise see some of them fail on an idle
+// server.
 type userGate struct {
 	n int
 

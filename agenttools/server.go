@@ -61,9 +61,10 @@ type Config struct {
 	Timeout time.Duration
 	// MaxUserCalls is how many calls of one user this server sends to
 	// memoryd at once; more wait (within Timeout), so that an agent's
-	// parallel tool calls queue instead of meeting memoryd's own per-user
-	// bound (enricher.Config.MaxUserInFlight), which answers the excess
-	// "overloaded" at once. Default DefaultMaxUserCalls, that bound.
+	// parallel tool calls queue here instead of meeting memoryd's own
+	// per-user bound (enricher.Config.MaxUserInFlight, with four times as
+	// many waiting), which answers the excess "overloaded" at once.
+	// Default DefaultMaxUserCalls, that bound.
 	MaxUserCalls int
 	// Version is reported to clients. Default DefaultVersion.
 	Version string

@@ -102,9 +102,12 @@ type Config struct {
 	MaxSearchInFlight int
 	MaxToolInFlight   int
 	// MaxUserInFlight caps one user's search requests, and separately
-	// their tool requests, worked on or waiting at once; more are answered
-	// 500 "overloaded" at once, so that one user (or a tenant flooding in
-	// one user's name) cannot take every slot. Default 4.
+	// their tool requests, worked on at once, so that one user (or a
+	// tenant flooding in one user's name) cannot take every slot. Up to
+	// four times as many of the user's wait for their turn (within
+	// WriteTimeout of their arrival), so that a frontend's burst for one
+	// user is served in turn; more are answered 500 "overloaded" at once.
+	// Default 4.
 	MaxUserInFlight int
 	// Logger receives service events; message bodies are logged at debug
 	// level only. Default slog.Default().

@@ -18,9 +18,9 @@
 // search and the other endpoints each have their own limit of requests
 // worked on at once (Config.MaxInFlight, MaxSearchInFlight, MaxToolInFlight)
 // and of requests waiting for a turn, search and the tools also one per user
-// (MaxUserInFlight), so enrich never waits behind search or the tools, and a
-// request past a limit is answered (degraded, or 500 overloaded) rather than
-// queued. Server-side errors and degraded replies are therefore counted in
+// (MaxUserInFlight, with four times as many of the user waiting), so enrich
+// never waits behind search or the tools, and a request past a limit is
+// answered (degraded, or 500 overloaded) rather than queued. Server-side errors and degraded replies are therefore counted in
 // each endpoint's stats "data", not in micro's num_errors.
 //
 // Degradation: enrich never fails because memory is unavailable. If Postgres

@@ -8,7 +8,8 @@ import (
 
 // lane bounds one kind of request: at most cap(slots) are worked on at once,
 // at most maxWaiting wait for a slot, and with perUser > 0 at most perUser of
-// one user are worked on or waiting.
+// one user are worked on at once and at most userWaiting more of that user
+// wait for their turn.
 type lane struct {
 	slots      chan struct{}
 	maxWaiting int64
@@ -16,34 +17,55 @@ type lane struct {
 	perUser    int
 
 	mu    sync.Mutex
-	users map[string]int // requests in the lane by user token
+	users map[string]*userGate // requests in the lane by user token
 }
+
+// userGate is one user's share of a lane: turn holds a value per request of
+// the user being worked on, n counts the user's requests in the lane
+// (worked on or waiting).
+type userGate struct {
+	turn chan struct{}
+	n    int
+}
+
+// userWaiting is how many requests of one user, beyond those worked on,
+// wait for their turn: a frontend that loads a user's page with a burst of
+// requests is served in turn, while one user flooding the lane is refused
+// past it.
+func userWaiting(perUser int) int { return 4 * perUser }
 
 func newLane(limit, perUser int) *lane {
-	return &lane{slots: make(chan struct{}, limit), maxWaiting: 4 * int64(limit), perUser: perUser, users: map[string]int{}}
+	return &lane{slots: make(chan struct{}, limit), maxWaiting: 4 * int64(limit), perUser: perUser, users: map[string]*userGate{}}
 }
 
-// enter counts a request of user; false when the user is at the bound.
-func (l *lane) enter(user string) bool {
+// enter counts a request of user and returns the user's gate (nil without a
+// per-user bound); ok is false when the user already has perUser requests
+// worked on and userWaiting waiting.
+func (l *lane) enter(user string) (g *userGate, ok bool) {
 	if l.perUser == 0 {
-		return true
+		return nil, true
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.users[user] >= l.perUser {
-		return false
+	g = l.users[user]
+	if g == nil {
+		g = &userGate{turn: make(chan struct{}, l.perUser)}
+		l.users[user] = g
 	}
-	l.users[user]++
-	return true
+	if g.n >= l.perUser+userWaiting(l.perUser) {
+		return nil, false
+	}
+	g.n++
+	return g, true
 }
 
-func (l *lane) leave(user string) {
-	if l.perUser == 0 {
+func (l *lane) leave(user string, g *userGate) {
+	if g == nil {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.users[user]--; l.users[user] <= 0 {
+	if g.n--; g.n <= 0 {
 		delete(l.users, user)
 	}
 }
@@ -57,48 +79,84 @@ func (l *lane) queue() bool {
 	return true
 }
 
-// acquire waits for a slot until deadline, for a request queue counted.
-func (l *lane) acquire(deadline time.Time) bool {
+// acquire waits until deadline for the user's turn (g not nil, turn not
+// taken yet) and then for a slot, for a request queue counted; it reports
+// whether it has both. A request waits for its user's turn first, so that
+// it never holds a slot other users' requests could use while it waits.
+func (l *lane) acquire(g *userGate, turn bool, deadline time.Time) (gotTurn, ok bool) {
 	defer l.waiting.Add(-1)
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
+	if g != nil && !turn {
+		select {
+		case g.turn <- struct{}{}:
+		case <-t.C:
+			return false, false
+		}
+	}
 	select {
 	case l.slots <- struct{}{}:
-		return true
+		return true, true
 	case <-t.C:
-		return false
+		return true, false
 	}
 }
 
-// dispatch runs fn on a request goroutine once a slot of lane l is free,
-// and calls overloaded instead when user is at the lane's per-user bound,
-// the lane's wait is full, or no slot frees up before deadline. It never
-// blocks the delivery goroutine, so a request is answered (in its budget)
-// however many wait behind a busy lane. While the service stops, the work
-// runs inline, so requests drained from the subscription are still answered.
+// dispatch runs fn on a request goroutine once it is the user's turn and a
+// slot of lane l is free, and calls overloaded instead when the user has
+// the lane's per-user bound worked on and waiting, the lane's wait is full,
+// or no turn or slot frees up before deadline. It never blocks the delivery
+// goroutine, so a request is answered (in its budget) however many wait
+// behind a busy lane. While the service stops, the work runs inline, so
+// requests drained from the subscription are still answered.
 func (s *Service) dispatch(l *lane, user string, deadline time.Time, fn, overloaded func()) {
-	if !l.enter(user) {
+	g, ok := l.enter(user)
+	if !ok {
 		overloaded()
 		return
 	}
-	slot := false
-	select {
-	case l.slots <- struct{}{}:
-		slot = true
-	default:
-		if !l.queue() {
-			l.leave(user)
-			overloaded()
-			return
+	turn, slot := g == nil, false
+	if !turn {
+		select {
+		case g.turn <- struct{}{}:
+			turn = true
+		default:
 		}
 	}
-	work := func() {
-		defer l.leave(user)
-		if !slot && !l.acquire(deadline) {
-			overloaded()
-			return
+	if turn {
+		select {
+		case l.slots <- struct{}{}:
+			slot = true
+		default:
 		}
-		defer func() { <-l.slots }()
+	}
+	if !slot && !l.queue() {
+		if turn && g != nil {
+			<-g.turn
+		}
+		l.leave(user, g)
+		overloaded()
+		return
+	}
+	work := func() {
+		defer l.leave(user, g)
+		if !slot {
+			gotTurn, ok := l.acquire(g, turn, deadline)
+			turn = turn || gotTurn
+			if !ok {
+				if turn && g != nil {
+					<-g.turn
+				}
+				overloaded()
+				return
+			}
+		}
+		defer func() {
+			<-l.slots
+			if g != nil {
+				<-g.turn
+			}
+		}()
 		fn()
 	}
 	s.mu.Lock()

@@ -2,6 +2,7 @@ package enricher_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -9,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
@@ -276,4 +279,89 @@ func TestToolsDoNotWaitBehindSearch(t *testing.T) {
 		t.Fatalf("%d searches held after the tool requests, want %d: the test lost its flood", held, slots)
 	}
 	searching.end(t, releaseOnce)
+}
+
+// endpointRequests is how many requests the service's endpoint name has
+// received (micro's stats: counted before the handler dispatches them).
+func endpointRequests(t *testing.T, h *harness, name string) int {
+	t.Helper()
+	var stats micro.Stats
+	if err := json.Unmarshal(h.raw(t, "$SRV.STATS.memoryd."+h.svc.ID(), nil).Data, &stats); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range stats.Endpoints {
+		if e.Name == name {
+			return e.NumRequests
+		}
+	}
+	t.Fatalf("no endpoint %s in the stats", name)
+	return 0
+}
+
+// TestOneUsersBurstIsServedInTurn: a frontend sends a burst of requests
+// for one user (a memory page loading its lists at once). The service
+// works on MaxUserInFlight (4) of them at once and the others wait for
+// their turn, so every one is answered with its result (before, the fifth
+// and later were answered 500 "overloaded" at once); past 4 worked on and
+// 16 waiting, the rest are refused at once.
+func TestOneUsersBurstIsServedInTurn(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		burst      int
+		overloaded int
+	}{
+		{"a burst within the bound", 12, 0},
+		{"past the bound", 25, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st := &heldSearchStore{Store: storetest.New(t), release: make(chan struct{})}
+			insertContext(t, st.Store, store.ContextWrite{UserID: "alice", Question: "What is my dog called?", Answer: "Rex", CreatedAt: time.Now()})
+			h := start(t, st, func(c *enricher.Config) { c.WriteTimeout = 20 * time.Second })
+			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+			defer cancel()
+			errs := make([]error, tc.burst)
+			var refused atomic.Int64
+			var wg sync.WaitGroup
+			for i := range tc.burst {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r, err := h.client.Search(ctx, events.SearchRequest{UserID: "alice", Query: "dog"})
+					var se *events.ServiceError
+					switch {
+					case errors.As(err, &se) && se.Overloaded():
+						refused.Add(1)
+					case err == nil && (len(r.Results) != 1 || r.Results[0].Answer != "Rex"):
+						err = fmt.Errorf("results %+v", r.Results)
+					}
+					errs[i] = err
+				}()
+			}
+			released := false
+			defer func() {
+				if !released {
+					close(st.release)
+				}
+			}()
+			eventstest.Eventually(t, "the burst to arrive while 4 searches are held", 20*time.Second, func() (bool, string) {
+				n, held, ref := endpointRequests(t, h, "search"), st.held.Load(), refused.Load()
+				return n == tc.burst && held == 4 && ref == int64(tc.overloaded),
+					fmt.Sprintf("%d received, %d held, %d refused", n, held, ref)
+			})
+			close(st.release)
+			released = true
+			wg.Wait()
+			served := 0
+			for _, err := range errs {
+				if err == nil {
+					served++
+				}
+			}
+			if served != tc.burst-tc.overloaded || refused.Load() != int64(tc.overloaded) {
+				t.Fatalf("%d of %d served, %d refused overloaded; want %d refused (errors %v)", served, tc.burst, refused.Load(), tc.overloaded, errs)
+			}
+		})
+	}
 }
