@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
+	"reflect"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -24,14 +27,99 @@ func decode(data []byte, dst any) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return badRequest("empty request: expected a JSON object")
 	}
+	err := decodeOnce(data, dst)
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) && isIntType(typeErr.Type) {
+		// A whole number written as a float ("3.0", "1e1", as some
+		// serialisers write every number) is the integer JSON Schema takes
+		// it for; the request is decoded again with those written plainly.
+		// Only on this error, so the common request pays nothing.
+		if plain, ok := plainWholeNumbers(data); ok && decodeOnce(plain, dst) == nil {
+			return nil
+		}
+	}
+	if err != nil {
+		var svc *events.ServiceError
+		if errors.As(err, &svc) {
+			return err
+		}
+		return badRequest("malformed request: %s", jsonReason(err))
+	}
+	return nil
+}
+
+// decodeOnce decodes data into dst; trailing data is a 400.
+func decodeOnce(data []byte, dst any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(dst); err != nil {
-		return badRequest("malformed request: %s", jsonReason(err))
+		return err
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return badRequest("malformed request: trailing data after the JSON object")
 	}
 	return nil
+}
+
+func isIntType(t reflect.Type) bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	}
+	return false
+}
+
+// plainWholeNumbers rewrites the JSON numbers of data that have a fraction
+// or an exponent but an integer value within int64 ("3.0", "1e1", "-2.50e1")
+// as plain integers; ok is false when data is not one JSON value or has no
+// such number. Other numbers are kept as written, so a fraction (2.5) is
+// still refused by the integer field.
+func plainWholeNumbers(data []byte) ([]byte, bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, false
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, false
+	}
+	changed := false
+	var walk func(any) any
+	walk = func(v any) any {
+		switch x := v.(type) {
+		case json.Number:
+			if !strings.ContainsAny(string(x), ".eE") {
+				return x
+			}
+			f, _, err := big.ParseFloat(string(x), 10, 128, big.ToNearestEven)
+			if err != nil || !f.IsInt() {
+				return x
+			}
+			if i, acc := f.Int64(); acc == big.Exact {
+				changed = true
+				return json.Number(strconv.FormatInt(i, 10))
+			}
+		case map[string]any:
+			for k, e := range x {
+				x[k] = walk(e)
+			}
+		case []any:
+			for i, e := range x {
+				x[i] = walk(e)
+			}
+		}
+		return v
+	}
+	v = walk(v)
+	if !changed {
+		return nil, false
+	}
+	out, err := json.Marshal(v)
+	return out, err == nil
 }
 
 // decodeWrite is decode for requests whose text is stored: invalid UTF-8 is

@@ -149,6 +149,36 @@ func TestUserIDMustMatchSubjectToken(t *testing.T) {
 	}
 }
 
+// TestWholeNumbersWrittenAsFloats: an integer field written with a
+// fraction or an exponent of integer value (3.0, 1e1: JSON Schema's
+// integers, as some serialisers write every number) is taken as that
+// integer, here and in nested fields.
+func TestWholeNumbersWrittenAsFloats(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	for i := range 3 {
+		insertContext(t, st, store.ContextWrite{UserID: "u", Question: fmt.Sprintf("dog %d?", i), Answer: "Rex", CreatedAt: t0})
+	}
+	for _, body := range []string{
+		`{"user_id":"u","message":"dog","max_results":2.0,"threshold":0}`,
+		`{"user_id":"u","message":"dog","max_results":0.2e1,"threshold":0}`,
+		`{"user_id":"u","message":"dog","max_results":2.000,"threshold":0.0,"max_tokens":2E3}`,
+	} {
+		msg := h.raw(t, h.prefix+".enrich.u", []byte(body))
+		if code, desc := errorCode(t, msg); code != 0 {
+			t.Fatalf("%s: %d %s", body, code, desc)
+		}
+		var r events.EnrichReply
+		if err := json.Unmarshal(msg.Data, &r); err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Context) != 2 {
+			t.Errorf("%s: %d items, want max_results 2", body, len(r.Context))
+		}
+	}
+}
+
 func TestBadRequests(t *testing.T) {
 	t.Parallel()
 	h := start(t, storetest.New(t), nil)
@@ -165,6 +195,10 @@ func TestBadRequests(t *testing.T) {
 		{"enrich", `{"user_id":42,"message":"hi"}`, `"user_id" must be a string`},
 		{"enrich", `{"user_id":"u","message":"hi","max_results":"3"}`, `"max_results" must be a whole number`},
 		{"enrich", `{"user_id":"u","message":"hi","max_results":2.5}`, `"max_results" must be a whole number`},
+		{"enrich", `{"user_id":"u","message":"hi","max_results":2.000001}`, `"max_results" must be a whole number`},
+		{"enrich", `{"user_id":"u","message":"hi","max_results":1e400}`, `"max_results" must be a whole number`},
+		{"enrich", `{"user_id":"u","message":"hi","max_results":51.0}`, "max_results 51"}, // whole, then checked
+		{"enrich", `{"user_id":"u","message":"hi","max_results":3.0} {}`, `"max_results"`},
 		{"enrich", `{"user_id":"u","message":"hi","max_results":0}`, "max_results 0 is not in 1..50"},
 		{"enrich", `{"user_id":"u","message":"hi","max_results":51}`, "max_results 51"},
 		{"enrich", `{"user_id":"u","message":"hi","threshold":1.5}`, "threshold 1.5 is not in 0..1"},
