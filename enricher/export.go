@@ -178,11 +178,18 @@ func fitEscaped(b []byte, limit int) int {
 	return end
 }
 
+// importEnvelopeBytes is what an import request may hold beyond its lines'
+// bound (events.MaxImportRequestBytes).
+const importEnvelopeBytes = 64 << 10
+
 // importLines answers memory.import: the request's lines, the header
 // first, merged into the user's memory in one transaction (store.Import).
 func (e exports) importLines(token string, data []byte) (call, error) {
-	if len(data) > events.MaxImportRequestBytes+64<<10 {
-		return nil, badRequest("request is %d bytes, over the %d byte limit of an import's lines: send the export in several requests, each starting with the header", len(data), events.MaxImportRequestBytes)
+	// The lines' bound, and room for the request's other fields and the
+	// array around the lines.
+	if limit := events.MaxImportRequestBytes + importEnvelopeBytes; len(data) > limit {
+		return nil, badRequest("request is %d bytes, over the %d byte limit of an import request (%d bytes of lines and the rest): send the export in several requests, each starting with the header",
+			len(data), limit, events.MaxImportRequestBytes)
 	}
 	var req events.ImportRequest
 	if err := decodeWrite(data, &req); err != nil {

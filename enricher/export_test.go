@@ -155,6 +155,21 @@ func TestImportOverNATS(t *testing.T) {
 	if n, err := st.CountContext(ctx, "dave"); err != nil || n == 0 || n >= 5 {
 		t.Errorf("dave has %d context items, %v; want those of the first request only", n, err)
 	}
+	// Over the request limit: refused, naming the limit that holds (the
+	// lines' bound and the room for the rest); at the limit, the size is no
+	// reason (the request's lines are then judged).
+	limit := events.MaxImportRequestBytes + 64<<10
+	pad := func(n int) []byte {
+		b := []byte(`{"user_id":"carol","pad":"`)
+		b = append(b, bytes.Repeat([]byte("x"), n-len(b)-2)...)
+		return append(b, `"}`...)
+	}
+	if code, desc := errorCode(t, h.raw(t, h.client.Subject("import", "carol"), pad(limit+1))); code != 400 || !strings.Contains(desc, fmt.Sprintf("over the %d byte limit", limit)) {
+		t.Errorf("request of %d bytes: %d %s; want a 400 naming the %d byte limit", limit+1, code, desc, limit)
+	}
+	if code, desc := errorCode(t, h.raw(t, h.client.Subject("import", "carol"), pad(limit))); code != 400 || !strings.Contains(desc, "lines is required") {
+		t.Errorf("request of %d bytes: %d %s; want it judged by its lines", limit, code, desc)
+	}
 	// A request without lines, or without the header first.
 	for _, body := range []string{`{"user_id":"carol"}`, `{"user_id":"carol","lines":[{"type":"fact_clear","key":"k","cleared_at":"2026-11-01T10:00:00Z"}]}`} {
 		if code, desc := errorCode(t, h.raw(t, h.client.Subject("import", "carol"), []byte(body))); code != 400 {

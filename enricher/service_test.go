@@ -161,6 +161,9 @@ func TestWholeNumbersWrittenAsFloats(t *testing.T) {
 		insertContext(t, st, store.ContextWrite{UserID: "u", Question: fmt.Sprintf("dog %d?", i), Answer: "Rex", CreatedAt: t0})
 	}
 	for _, body := range []string{
+		// "" and null are the defaults of format and facts (docs/protocol.md).
+		`{"user_id":"u","message":"dog","max_results":2,"threshold":0,"format":"","facts":""}`,
+		`{"user_id":"u","message":"dog","max_results":2,"threshold":0,"format":null,"facts":null}`,
 		`{"user_id":"u","message":"dog","max_results":2.0,"threshold":0}`,
 		`{"user_id":"u","message":"dog","max_results":0.2e1,"threshold":0}`,
 		`{"user_id":"u","message":"dog","max_results":2.000,"threshold":0.0,"max_tokens":2E3}`,

@@ -14,8 +14,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// The dead-letter side of the turn contract (docs/protocol.md, "Turn
-// events"): memoryd copies an event it rejects to
+// The dead-letter side of the turn contract (docs/protocol.md, "Publishing
+// turns"): memoryd copies an event it rejects to
 // "<prefix>.deadletter.<user-token>" in the stream "<turn stream>_DEADLETTER",
 // with these headers, and terminates it. Operators read dead letters with
 // these names; forgetting a user finds that user's dead letters by them.

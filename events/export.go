@@ -14,8 +14,8 @@ import (
 )
 
 // Export and import of a user's memory (issue 16 item 7): memory.export and
-// memory.import. The format is JSON lines (docs/protocol.md, "Export and
-// import"): a header line ExportHeader, then one line per fact, history
+// memory.import. The format is JSON lines (docs/protocol.md, "export" and
+// "import"): a header line ExportHeader, then one line per fact, history
 // entry, clear and context item, deterministic, so that the same memory
 // always exports to the same bytes.
 

@@ -349,7 +349,7 @@ type TokenUsage struct {
 // export cursor of a memory that changed since, 501 for an endpoint a
 // service embedded as a library did not enable (forget, export, import),
 // 507 for a document put over the documents cap, 500 otherwise
-// (docs/protocol.md, "Errors"). Check with errors.As.
+// (docs/protocol.md, "Requests, replies and errors"). Check with errors.As.
 type ServiceError struct {
 	Code        int
 	Description string

@@ -28,7 +28,7 @@ type Pacer interface {
 // runs at full speed. Pauses in proportion to the work (the first design)
 // kept twenty jobs running, a quarter of the time each: enrich still
 // queued behind several of them, and ingest kept a quarter of its speed
-// (docs/performance.md, "Enrich under ingest").
+// (docs/performance.md, "Enrich isolated from ingest").
 type pace struct {
 	pacer    Pacer // nil: never held back
 	maxPause time.Duration

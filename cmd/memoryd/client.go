@@ -149,7 +149,7 @@ func refusedByServer(nc *nats.Conn) error {
 		return nil
 	}
 	if err := nc.LastError(); errors.Is(err, nats.ErrPermissionViolation) {
-		return fmt.Errorf("the NATS server refused it (%v): this NATS user is not allowed that subject; a frontend's credential covers only its user's subjects and its own inbox prefix (--inbox-prefix): see docs/protocol.md, \"Permissions\"", err)
+		return fmt.Errorf("the NATS server refused it (%v): this NATS user is not allowed that subject; a frontend's credential covers only its user's subjects and its own inbox prefix (--inbox-prefix): see docs/protocol.md, \"Reply subjects\"", err)
 	}
 	return nil
 }
