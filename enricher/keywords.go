@@ -14,7 +14,8 @@ import (
 // stopWords are conversational words that say nothing about what to recall:
 // articles, pronouns, prepositions, conjunctions, auxiliaries and modals,
 // question words, contraction stems and fillers. Words of two characters or
-// fewer are dropped before this list is consulted, so it holds none.
+// fewer are dropped before this list is consulted, so it holds none (but
+// see shortStopWords).
 var stopWords = func() map[string]bool {
 	m := map[string]bool{}
 	for _, w := range strings.Fields(`
@@ -168,14 +169,15 @@ func (c *keywordSet) add(word string, stop, question bool) {
 
 // onlyPhatic reports whether the words greet, thank or acknowledge and say
 // nothing else: one phatic word at least, and every other word of two
-// characters or fewer ("ok", "it"; "that's" leaves "s"), none of them CJK.
+// characters or fewer ("ok", "it"; "that's" leaves "s"), none of them a
+// bigram or a short word keepsShort keeps.
 func (c *keywordSet) onlyPhatic() bool {
 	greets := false
 	for _, k := range c.all {
 		switch {
 		case phatic[k.word]:
 			greets = true
-		case utf8.RuneCountInString(k.word) > 2 || isBigramToken(k.word):
+		case utf8.RuneCountInString(k.word) > 2 || isBigramToken(k.word) || keepsShort(k.word):
 			return false
 		}
 	}
@@ -248,14 +250,57 @@ func Words(text string) []string {
 }
 
 // IsStopWord reports whether Keywords drops word (already lower-cased): a
-// word of two characters or fewer, or a conversational stop word; never a
-// bigram token (a bigram or single unit of BigramTokens).
+// word of two characters or fewer (but see keepsShort), or a
+// conversational stop word; never a bigram token (a bigram or single unit
+// of BigramTokens).
 func IsStopWord(word string) bool {
 	if isBigramToken(word) {
 		return false // a bigram or single unit of a run (see BigramTokens)
 	}
-	return utf8.RuneCountInString(word) <= 2 || stopWords[word]
+	n := utf8.RuneCountInString(word)
+	if n == 2 && keepsShort(word) {
+		return shortStopWords[word]
+	}
+	return n <= 2 || stopWords[word]
 }
+
+// keepsShort reports whether a word of two characters is a word to search
+// rather than a function word by its length: in the abjads (Arabic,
+// Hebrew, Syriac, Thaana), which write few vowels, and the abugidas of
+// India and Ethiopia and Tibetan, whose characters are syllables or vowel
+// signs, a noun is often two characters (घर home, גר lives, حي
+// neighbourhood); and in Vietnamese, whose words are syllables (bố dad, mẹ
+// mum, vợ wife), told by its own letters (ă â đ ê ô ơ ư and the tone-marked
+// vowels of Latin Extended Additional). Their common function words are
+// shortStopWords.
+func keepsShort(word string) bool {
+	r, _ := utf8.DecodeRuneInString(word)
+	if unicode.In(r, unicode.Arabic, unicode.Hebrew, unicode.Syriac, unicode.Thaana,
+		unicode.Devanagari, unicode.Bengali, unicode.Gurmukhi, unicode.Gujarati, unicode.Oriya,
+		unicode.Tamil, unicode.Telugu, unicode.Kannada, unicode.Malayalam, unicode.Sinhala,
+		unicode.Ethiopic, unicode.Tibetan) {
+		return true
+	}
+	return strings.ContainsFunc(word, func(r rune) bool {
+		return strings.ContainsRune("ăâđêôơư", r) || (r >= 0x1ea0 && r <= 0x1ef9)
+	})
+}
+
+// shortStopWords are the two-character function words of the words
+// keepsShort keeps (prepositions, pronouns, conjunctions, the copula and
+// particles): Arabic, Hebrew, Hindi and Vietnamese.
+var shortStopWords = func() map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(`
+		في من عن لا ما هو هي أن إن أو يا قد لم لن ثم كل بل مع أي إذ
+		לא כי זה זו גם אם על עם יש מה אל או רק כן הם הן אז פה
+		है का की के को से ने पर और या तो भी ही जो वह यह कि हम ये वे
+		đã để sẽ bị họ tớ đó ạ
+	`) {
+		m[norm.NFC.String(w)] = true
+	}
+	return m
+}()
 
 // words yields the lower-cased words of s.
 func words(s string) func(yield func(string) bool) {

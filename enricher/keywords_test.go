@@ -51,6 +51,14 @@ func TestKeywords(t *testing.T) {
 		{"a\u0301bc", []string{"\u00e1bc"}}, // combining mark stays in the word, composed (NFC)
 		{"x:* & y | z", []string{"x", "y", "z"}},
 		{"2026 budget", []string{"2026", "budget"}},
+		// Two-character words of scripts where they are nouns are kept
+		// (their function words are not): "Where do my dad and mum live?"
+		{"Bố mẹ tôi sống ở đâu?", []string{"bố", "mẹ", "tôi", "sống", "đâu"}},
+		{"Vợ tôi đã đi đâu?", []string{"vợ", "tôi", "đi", "đâu"}},
+		{"घर कहाँ है", []string{"घर", "कहाँ"}},         // "where is home"
+		{"איפה אני גר", []string{"איפה", "אני", "גר"}}, // "where do I live"
+		{"في أي حي أسكن", []string{"حي", "أسكن"}},      // "which neighbourhood do I live in"
+		{"xe buýt", []string{"buýt"}},                  // ASCII: by length, as before
 	}
 	for _, tt := range tests {
 		if got := enricher.Keywords(tt.message); !slices.Equal(got, tt.want) || got == nil {
