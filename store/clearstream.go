@@ -134,3 +134,15 @@ func coveredByPosition(cl, seq, stored string) string {
 	return `(` + seq + ` > 0 AND ` + stored + ` IS NOT NULL AND ` + at + ` IS NOT NULL AND (` +
 		stored + ` < ` + at + ` - ` + skewSQL + ` OR (` + seq + ` <= ` + cl + `.stream_seq AND ` + stored + ` <= ` + at + ` + ` + skewSQL + `)))`
 }
+
+// clearedTime is the SQL time against which the clear of context aliased cl
+// judges a turn at stream sequence seq, stored at stored, by its timestamp:
+// the clear's own time (own_at) when both have a stream position (the
+// position covers every turn published before the clear, however it is
+// stamped), else cleared_at, the clear's time or the newest item it
+// deleted when that is later (a clear of an earlier release, or made while
+// the stream could not be read, and an import, which has no position).
+func clearedTime(cl, seq, stored string) string {
+	return `(CASE WHEN ` + seq + ` > 0 AND ` + stored + ` IS NOT NULL AND ` + cl + `.stream_stored_at IS NOT NULL AND ` + cl + `.own_at IS NOT NULL
+		THEN ` + cl + `.own_at ELSE ` + cl + `.cleared_at END)`
+}

@@ -161,7 +161,7 @@ func (s *Store) insertContext(ctx context.Context, ids []int64, args ...any) err
 				AS w(u, q, a, t, e, c, h, x, m, p, o, qh, sq, sc)
 			WHERE NOT EXISTS (SELECT FROM context_clears cl
 				WHERE cl.user_id = w.u AND cl.hash IN ('\x'::bytea, w.h, w.qh)
-				  AND (cl.cleared_at >= w.t OR `+coveredByPosition("cl", "w.sq", "w.sc")+`))
+				  AND (`+clearedTime("cl", "w.sq", "w.sc")+` >= w.t OR `+coveredByPosition("cl", "w.sq", "w.sc")+`))
 		), ins AS (
 			INSERT INTO context AS c (user_id, question, answer, created_at, event_id, conversation_id, content_hash, extractor, model, prompt_version)
 			SELECT DISTINCT ON (u, h) u, q, a, t, e, c, h, x, m, p FROM w ORDER BY u, h, o

@@ -318,19 +318,13 @@ func (s *Store) Fact(ctx context.Context, userID, key string) (Fact, error) {
 // DeleteFact clears one fact and returns how many rows went (0 or 1). A
 // list key's items go with it.
 //
-// The clear is recorded (fact_clears) with its time: an extracted value
-// whose source time is not later is never written afterwards, neither by an
-// extraction that was running meanwhile nor by a replay. A later turn, or
-// SetFact, sets the fact again. With a turn stream set (SetTurnStream), the
-// clear also records the stream's position: a value from a turn the stream
-// held then is not written either, however late its turn is stamped.
-// Without one (no position known), the clear's time is the cleared value's
-// source time when that is later (for a list key, the newest item's), so
-// that a replay of a turn stamped ahead of the clock does not bring it
-// back; with one, the position covers that turn, and a turn published
-// after the clear with a right clock is not held back by a value stamped
-// ahead (a clear made after a device 4 minutes fast had every new value
-// dropped for 4 minutes).
+// The clear is recorded (fact_clears) with its time, or the cleared value's
+// source time when that is later: an extracted value whose source time is
+// not later (for a list key, the newest item's) is never written afterwards, neither by an extraction that was
+// running meanwhile nor by a replay. A later turn, or SetFact, sets the fact
+// again. With a turn stream set (SetTurnStream), the clear also records the
+// stream's position: a value from a turn the stream held then is not
+// written either, however late its turn is stamped.
 func (s *Store) DeleteFact(ctx context.Context, userID, key string) (int64, error) {
 	pos, err := s.turnStream(ctx)
 	if err != nil {
@@ -347,9 +341,7 @@ func (s *Store) DeleteFact(ctx context.Context, userID, key string) (int64, erro
 			), items AS (
 				DELETE FROM fact_items WHERE user_id = $1 AND key = $2 RETURNING source_at
 			), at AS (
-				SELECT CASE WHEN $5::timestamptz IS NULL
-					THEN greatest($3, (SELECT max(source_at) FROM gone), (SELECT max(source_at) FROM items))
-					ELSE $3 END AS t
+				SELECT greatest($3, (SELECT max(source_at) FROM gone), (SELECT max(source_at) FROM items)) AS t
 			), clear AS (
 				INSERT INTO fact_clears AS c (user_id, key, cleared_at, stream_seq, stream_stored_at)
 				SELECT $1, $2, t, $4::bigint, $5::timestamptz FROM at

@@ -78,19 +78,20 @@ var ErrEmptySelection = errors.New("empty selection: set an id, a question or al
 // DeleteContext deletes the user's context items that d selects and returns
 // how many went.
 //
-// The clear is recorded (context_clears) with its time, so that an item it
-// covers and whose turn is not later is never inserted afterwards, neither
-// by an extraction that was running meanwhile nor by a replay: for All, any
-// item of the user; for a Question, any pair with that question
+// The clear is recorded (context_clears) with its time, or the newest
+// deleted item's time when that is later, so that an item it covers and
+// whose turn is not later is never inserted afterwards, neither by an
+// extraction that was running meanwhile nor by a replay nor an import: for
+// All, any item of the user; for a Question, any pair with that question
 // (normalised, even when no item matched yet); for an ID, the pair deleted.
 // A later turn, or StoreContext, stores the pair again. With a turn stream
 // set (SetTurnStream), the clear also records the stream's position, read
-// before its transaction: an item from a turn the stream held then is
-// covered too, however late its turn is stamped. Without one, the clear's
-// time is the newest deleted item's when that is later (a turn stamped
-// ahead of the clock, replayed, stays cleared); with one the position
-// covers that turn, and new turns stamped right are not held back by it
-// (see DeleteFact).
+// before its transaction, and its own time (own_at, migration 050): an item
+// from a turn the stream held then is covered, however late its turn is
+// stamped, and an item from a turn published after it is judged by the
+// clear's own time, so that a deleted item stamped ahead of the clock (a
+// device's clock running fast) does not hold back the turns that follow
+// the clear.
 //
 // Each deleted item is a context.deleted change (see changes.go); a clear
 // of All is one context.cleared change instead, when it deleted any.
@@ -138,13 +139,13 @@ func (s *Store) DeleteContext(ctx context.Context, d ContextDelete) (int64, erro
 				  AND ($3::bigint[] IS NULL OR id = ANY($3))
 				RETURNING content_hash, created_at
 			), clear AS (
-				INSERT INTO context_clears AS c (user_id, hash, cleared_at, stream_seq, stream_stored_at)
-				SELECT $1, k.hash, CASE WHEN $7::timestamptz IS NULL THEN greatest($5::timestamptz, k.at) ELSE $5::timestamptz END,
-					$6::bigint, $7::timestamptz
+				INSERT INTO context_clears AS c (user_id, hash, cleared_at, own_at, stream_seq, stream_stored_at)
+				SELECT $1, k.hash, greatest($5::timestamptz, k.at), $5::timestamptz, $6::bigint, $7::timestamptz
 				FROM (SELECT $4::bytea AS hash, (SELECT max(created_at) FROM gone) AS at WHERE $4::bytea IS NOT NULL
 				      UNION ALL
 				      SELECT content_hash, max(created_at) FROM gone WHERE $4::bytea IS NULL GROUP BY content_hash) k
-				ON CONFLICT (user_id, hash) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at), `+mergeStreamPosition+`
+				ON CONFLICT (user_id, hash) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at),
+					own_at = greatest(c.own_at, excluded.own_at), `+mergeStreamPosition+`
 			)
 			SELECT count(*) FROM gone`,
 				d.UserID, d.ID, nilIfNone(question, ids), key, now(), int64(pos.Seq), pos.storedOrNil()).Scan(&n)

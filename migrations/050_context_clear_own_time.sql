@@ -1,0 +1,12 @@
+-- A context clear's own time, beside cleared_at. cleared_at is the clear's
+-- time or the newest item it deleted when that is later: an item stamped
+-- ahead of the clock (a frontend whose clock runs fast, up to the allowed
+-- skew) stays cleared when its turn is replayed or its export imported.
+-- But turns published after the clear were judged by cleared_at too, so
+-- after such an item a clear dropped every new turn stamped before it, up
+-- to 5 minutes of a user's memory from devices with a right clock. A turn
+-- with a stream position is now judged by own_at when the clear has a
+-- position too (which covers every turn published before the clear,
+-- however stamped); the rest by cleared_at as before. NULL for the clears
+-- made before this migration: they are judged by cleared_at.
+ALTER TABLE context_clears ADD COLUMN own_at timestamptz;
