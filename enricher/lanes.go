@@ -9,12 +9,16 @@ import (
 // lane bounds one kind of request: at most cap(slots) are worked on at once,
 // at most maxWaiting wait for a slot, and with perUser > 0 at most perUser of
 // one user are worked on at once and at most userWaiting more of that user
-// wait for their turn.
+// wait for their turn, at most maxWaiting of all users. The two waits are
+// counted apart, so that users flooding the lane fill only the turn wait,
+// and a request of another user, whose turn is free, still finds room to
+// wait for a slot.
 type lane struct {
-	slots      chan struct{}
-	maxWaiting int64
-	waiting    atomic.Int64
-	perUser    int
+	slots       chan struct{}
+	maxWaiting  int64
+	waiting     atomic.Int64 // requests holding their turn, waiting for a slot
+	turnWaiting atomic.Int64 // requests waiting for their user's turn
+	perUser     int
 
 	mu    sync.Mutex
 	users map[string]*userGate // requests in the lane by user token
@@ -70,30 +74,45 @@ func (l *lane) leave(user string, g *userGate) {
 	}
 }
 
-// queue counts a request that waits for a slot; false when the wait is full.
-func (l *lane) queue() bool {
-	if l.waiting.Add(1) > l.maxWaiting {
-		l.waiting.Add(-1)
+// queue counts a request in wait w (l.waiting or l.turnWaiting); false
+// when it is full.
+func (l *lane) queue(w *atomic.Int64) bool {
+	if w.Add(1) > l.maxWaiting {
+		w.Add(-1)
 		return false
 	}
 	return true
 }
 
 // acquire waits until deadline for the user's turn (g not nil, turn not
-// taken yet) and then for a slot, for a request queue counted; it reports
-// whether it has both. A request waits for its user's turn first, so that
-// it never holds a slot other users' requests could use while it waits.
-func (l *lane) acquire(g *userGate, turn bool, deadline time.Time) (gotTurn, ok bool) {
-	defer l.waiting.Add(-1)
+// taken yet: the request is counted in the turn wait) and then for a slot
+// (counted in the slot wait once it has its turn: queued tells whether it
+// is already); it reports whether it has the turn, and whether the slot
+// too. A request waits for its user's turn first, so that it never holds a
+// slot other users' requests could use while it waits.
+func (l *lane) acquire(g *userGate, turn, queued bool, deadline time.Time) (gotTurn, ok bool) {
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	if g != nil && !turn {
 		select {
 		case g.turn <- struct{}{}:
+			l.turnWaiting.Add(-1)
 		case <-t.C:
+			l.turnWaiting.Add(-1)
 			return false, false
 		}
+		select {
+		case l.slots <- struct{}{}:
+			return true, true
+		default:
+		}
+		if !l.queue(&l.waiting) {
+			return true, false
+		}
+	} else if !queued && !l.queue(&l.waiting) {
+		return true, false
 	}
+	defer l.waiting.Add(-1)
 	select {
 	case l.slots <- struct{}{}:
 		return true, true
@@ -130,7 +149,13 @@ func (s *Service) dispatch(l *lane, user string, deadline time.Time, fn, overloa
 		default:
 		}
 	}
-	if !slot && !l.queue() {
+	// Count the request in the wait it starts in: for its turn, or (with
+	// its turn) for a slot.
+	wait := &l.waiting
+	if !turn {
+		wait = &l.turnWaiting
+	}
+	if !slot && !l.queue(wait) {
 		if turn && g != nil {
 			<-g.turn
 		}
@@ -141,7 +166,7 @@ func (s *Service) dispatch(l *lane, user string, deadline time.Time, fn, overloa
 	work := func() {
 		defer l.leave(user, g)
 		if !slot {
-			gotTurn, ok := l.acquire(g, turn, deadline)
+			gotTurn, ok := l.acquire(g, turn, turn, deadline)
 			turn = turn || gotTurn
 			if !ok {
 				if turn && g != nil {
