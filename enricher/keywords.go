@@ -61,11 +61,11 @@ var phatic = func() map[string]bool {
 // Keywords extracts the search keywords of a message: words (runs of
 // letters, digits and combining marks; anything else separates words) in
 // lower case, without words of two characters or fewer or stop words,
-// deduplicated in order of first use. The message is put in Unicode NFKC
-// first, as the index is (migrations/041, 049), so that a word typed
-// decomposed ("cafe\u0301", Hangul as Jamo) is the word stored composed,
-// and one typed full width ("ＩＫＥＡ") or half width ("ｽﾀｰ") the word in
-// its ordinary form. A word
+// deduplicated in order of first use. Each word is put in Unicode NFKC, as
+// the index is (migrations/041, 049), so that a word typed decomposed
+// ("cafe\u0301", Hangul as Jamo) is the word stored composed, and one
+// typed full width ("ＩＫＥＡ") or half width ("ｽﾀｰ") the word in its
+// ordinary form. A word
 // holding CJK, Thai, Lao, Khmer or Myanmar text is split by BigramTokens
 // first: its bigrams (or single units) are keywords whatever their length,
 // except CJK function pieces (grammar: see cjkstop.go), and its other parts are words
@@ -84,9 +84,15 @@ var phatic = func() map[string]bool {
 // would otherwise be searched for its preamble alone (a CJK character is
 // one bigram, so 32 keywords are about 33 characters of Japanese).
 func Keywords(message string) []string {
-	message = norm.NFKC.String(message) // no copy when it is NFKC already
+	// Sentences are told apart in NFC (no copy when the message is NFC
+	// already), where full-width "？" and "．" are still themselves: NFKC
+	// would make "？２" a link's "?2". Each word is then put in NFKC.
+	message = norm.NFC.String(message)
 	c := keywordSet{all: make([]keyword, 0, 16)}
 	for word, q := range questionWords(message) {
+		if !norm.NFKC.IsNormalString(word) {
+			word = strings.ToLower(norm.NFKC.String(word))
+		}
 		if len(word) > store.MaxKeywordBytes && !hasUnspaced(word) {
 			continue
 		}
