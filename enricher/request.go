@@ -28,15 +28,23 @@ func decode(data []byte, dst any) error {
 		return badRequest("empty request: expected a JSON object")
 	}
 	err := decodeOnce(data, dst)
-	var typeErr *json.UnmarshalTypeError
-	if errors.As(err, &typeErr) && isIntType(typeErr.Type) {
-		// A whole number written as a float ("3.0", "1e1", as some
-		// serialisers write every number) is the integer JSON Schema takes
-		// it for; the request is decoded again with those written plainly.
-		// Only on this error, so the common request pays nothing.
-		if plain, ok := plainWholeNumbers(data); ok && decodeOnce(plain, dst) == nil {
-			return nil
+	// A whole number written with a fraction or an exponent ("3.0", "1e1",
+	// as some serialisers write every number) is the integer JSON Schema
+	// takes it for: the literal of the integer field the error names is
+	// written plainly and the request decoded again, once per such field.
+	// Only on this error, so the common request pays nothing; the other
+	// bytes stay as sent (a document's metadata is kept as given).
+	for range maxWholeNumberFields {
+		var typeErr *json.UnmarshalTypeError
+		if !errors.As(err, &typeErr) || !isIntType(typeErr.Type) {
+			break
 		}
+		plain, ok := plainWholeNumbers(data, wireField(typeErr.Field))
+		if !ok {
+			break
+		}
+		data = plain
+		err = decodeOnce(data, dst)
 	}
 	if err != nil {
 		var svc *events.ServiceError
@@ -47,6 +55,10 @@ func decode(data []byte, dst any) error {
 	}
 	return nil
 }
+
+// maxWholeNumberFields bounds decode's retries: more integer fields than
+// any request has.
+const maxWholeNumberFields = 16
 
 // decodeOnce decodes data into dst; trailing data is a 400.
 func decodeOnce(data []byte, dst any) error {
@@ -72,54 +84,96 @@ func isIntType(t reflect.Type) bool {
 	return false
 }
 
-// plainWholeNumbers rewrites the JSON numbers of data that have a fraction
-// or an exponent but an integer value within int64 ("3.0", "1e1", "-2.50e1")
-// as plain integers; ok is false when data is not one JSON value or has no
-// such number. Other numbers are kept as written, so a fraction (2.5) is
-// still refused by the integer field.
-func plainWholeNumbers(data []byte) ([]byte, bool) {
+// plainWholeNumbers rewrites, in data, the numbers at path (object keys
+// joined by ".", array indices left out, as encoding/json names a field)
+// that have a fraction or an exponent but an integer value within int64
+// ("3.0", "1e1", "-2.50e1") as plain integers, leaving every other byte as
+// it is; ok is false when there is none. A fraction (2.5) is kept, and
+// still refused by the integer field; so is an exponent of more than two
+// digits (1e400, 1e-999999999), never a value an integer field takes.
+func plainWholeNumbers(data []byte, path string) ([]byte, bool) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, false
+	type frame struct {
+		object bool
+		key    string // the current key, in an object
+		atKey  bool   // in an object, the next string is a key
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, false
-	}
-	changed := false
-	var walk func(any) any
-	walk = func(v any) any {
-		switch x := v.(type) {
-		case json.Number:
-			if !strings.ContainsAny(string(x), ".eE") {
-				return x
-			}
-			f, _, err := big.ParseFloat(string(x), 10, 128, big.ToNearestEven)
-			if err != nil || !f.IsInt() {
-				return x
-			}
-			if i, acc := f.Int64(); acc == big.Exact {
-				changed = true
-				return json.Number(strconv.FormatInt(i, 10))
-			}
-		case map[string]any:
-			for k, e := range x {
-				x[k] = walk(e)
-			}
-		case []any:
-			for i, e := range x {
-				x[i] = walk(e)
+	var stack []frame
+	var out []byte
+	last := 0 // bytes of data already copied to out
+	here := func() string {
+		var keys []string
+		for _, f := range stack {
+			if f.object {
+				keys = append(keys, f.key)
 			}
 		}
-		return v
+		return strings.Join(keys, ".")
 	}
-	v = walk(v)
-	if !changed {
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, false
+		}
+		top := len(stack) - 1
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{', '[':
+				if top >= 0 && stack[top].object {
+					stack[top].atKey = true // the value is this container
+				}
+				stack = append(stack, frame{object: t == '{', atKey: t == '{'})
+			default:
+				stack = stack[:top]
+			}
+			continue
+		case string:
+			if top >= 0 && stack[top].object && stack[top].atKey {
+				stack[top].key, stack[top].atKey = t, false
+				continue
+			}
+		case json.Number:
+			if here() == path {
+				if plain, ok := wholeNumber(string(t)); ok {
+					end := int(dec.InputOffset())
+					start := end - len(t)
+					out = append(append(out, data[last:start]...), plain...)
+					last = end
+				}
+			}
+		}
+		if top >= 0 && stack[top].object {
+			stack[top].atKey = true
+		}
+	}
+	if last == 0 {
 		return nil, false
 	}
-	out, err := json.Marshal(v)
-	return out, err == nil
+	return append(out, data[last:]...), true
+}
+
+// wholeNumber returns a JSON number literal with a fraction or an exponent
+// as a plain integer, when its value is one within int64.
+func wholeNumber(lit string) (string, bool) {
+	if !strings.ContainsAny(lit, ".eE") {
+		return "", false
+	}
+	if i := strings.IndexAny(lit, "eE"); i >= 0 {
+		exp := strings.TrimLeft(lit[i+1:], "+-")
+		if len(exp) > 2 {
+			return "", false
+		}
+	}
+	r, ok := new(big.Rat).SetString(lit)
+	if !ok || !r.IsInt() || !r.Num().IsInt64() {
+		return "", false
+	}
+	return strconv.FormatInt(r.Num().Int64(), 10), true
 }
 
 // decodeWrite is decode for requests whose text is stored: invalid UTF-8 is

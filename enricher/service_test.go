@@ -201,7 +201,10 @@ func TestBadRequests(t *testing.T) {
 		{"enrich", `{"user_id":"u","message":"hi","max_results":2.000001}`, `"max_results" must be a whole number`},
 		{"enrich", `{"user_id":"u","message":"hi","max_results":1e400}`, `"max_results" must be a whole number`},
 		{"enrich", `{"user_id":"u","message":"hi","max_results":51.0}`, "max_results 51"}, // whole, then checked
-		{"enrich", `{"user_id":"u","message":"hi","max_results":3.0} {}`, `"max_results"`},
+		{"enrich", `{"user_id":"u","message":"hi","max_results":3.0} {}`, "trailing"},
+		// The field still wrong is named, not the one written 2.0.
+		{"enrich", `{"user_id":"u","message":"hi","max_results":2.0,"max_tokens":2.5}`, `"max_tokens" must be a whole number`},
+		{"enrich", `{"user_id":"u","message":"hi","max_results":1e-999999999}`, `"max_results" must be a whole number`},
 		{"enrich", `{"user_id":"u","message":"hi","max_results":0}`, "max_results 0 is not in 1..50"},
 		{"enrich", `{"user_id":"u","message":"hi","max_results":51}`, "max_results 51"},
 		{"enrich", `{"user_id":"u","message":"hi","threshold":1.5}`, "threshold 1.5 is not in 0..1"},
