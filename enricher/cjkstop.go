@@ -186,13 +186,17 @@ type cjkPiece struct {
 	stop bool
 }
 
-// cjkPieces splits a word as BigramTokens does and says which of its CJK
-// tokens are function pieces (see the top of this file); other parts,
-// South-East Asian bigrams included, are never function pieces here
-// (Keywords applies the stop words to spaced text).
+// cjkPieces splits a word as Keywords searches it and says which pieces
+// are function pieces: CJK runs as BigramTokens does (see the top of this
+// file), South-East Asian runs by seaPieces (seastop.go); other parts are
+// never function pieces here (Keywords applies the stop words to spaced
+// text).
 func cjkPieces(word string, yield func(cjkPiece) bool) bool {
 	var run []rune
 	return segments(word, func(s segment) bool {
+		if s.kind == seaRun {
+			return seaPieces(s.units, yield)
+		}
 		if s.kind != cjkRun {
 			for _, tok := range appendBigrams(nil, s) {
 				if !yield(cjkPiece{tok, false}) {

@@ -151,8 +151,8 @@ func plainWholeNumbers(data []byte, path string) ([]byte, bool) {
 			stack[top].atKey = true
 		}
 	}
-	if last == 0 {
-		return nil, false
+	if last == 0 || len(stack) > 0 {
+		return nil, false // nothing to rewrite, or data is cut short
 	}
 	return append(out, data[last:]...), true
 }
