@@ -78,6 +78,15 @@ func TestKeywordsCJK(t *testing.T) {
 		// Full width and half width in their ordinary forms (NFKC).
 		{"ＩＫＥＡで２つ買った", []string{"ikea", "つ買", "買っ"}},
 		{"ｽﾀｰﾊﾞｯｸｽ", []string{"スタ", "ター", "ーバ", "バッ", "ック", "クス"}},
+		// South-East Asian runs: trigrams of units (a letter and its
+		// marks), those of function words (ผม, อะไร, ครับ) dropped.
+		{"แมว ชื่อ อะไร", []string{"แมว", "ชื่อ"}},
+		{"ผมแพ้อะไร", []string{"ผมแ", "มแพ้", "แพ้อ", "พ้อะ"}},
+		{"ขอบคุณครับ", []string{}}, // thanks: nothing to recall
+		{"ok ครับ", []string{}},
+		{"thanks \u0e48", []string{}},          // a stray mark is no word
+		{"ធនាគារ", []string{"ធនាគា", "នាគារ"}}, // Khmer: units ធ នា គា រ
+		{"ကျေးဇူးတင်ပါတယ်", []string{}},        // Burmese thanks
 		{"猫", []string{"猫"}},
 		{"東京 東京 京都", []string{"東京", "京都"}}, // deduplicated
 		{"서울 날씨", []string{"서울", "날씨"}},

@@ -79,12 +79,19 @@ func matches(want map[string]bool, text string) bool {
 			}
 			continue
 		}
-		// Split as Keywords splits the message (bigrams of runs), so that a
-		// fact "東京" matches a message about "東京の天気".
-		for _, t := range BigramTokens(w) {
-			if !IsStopWord(t) && want[stem(t)] {
-				return true
+		// Split as Keywords splits the message (bigrams of CJK runs,
+		// trigrams of South-East Asian ones), so that a fact "東京" matches
+		// a message about "東京の天気".
+		found := false
+		cjkPieces(w, func(p cjkPiece) bool {
+			if !p.stop && !IsStopWord(p.tok) && want[stem(p.tok)] {
+				found = true
+				return false
 			}
+			return true
+		})
+		if found {
+			return true
 		}
 	}
 	return false

@@ -88,6 +88,7 @@ func Keywords(message string) []string {
 	// already), where full-width "？" and "．" are still themselves: NFKC
 	// would make "？２" a link's "?2". Each word is then put in NFKC.
 	message = norm.NFC.String(message)
+	vietnamese := strings.ContainsFunc(message, isVietnameseLetter)
 	c := keywordSet{all: make([]keyword, 0, 16)}
 	for word, q := range questionWords(message) {
 		if !norm.NFKC.IsNormalString(word) {
@@ -97,7 +98,13 @@ func Keywords(message string) []string {
 			continue
 		}
 		if !hasUnspaced(word) {
-			c.add(word, IsStopWord(word), q)
+			stop := IsStopWord(word)
+			if stop && vietnamese && utf8.RuneCountInString(word) == 2 && !isASCII(word) && !shortStopWords[word] {
+				// A Vietnamese message's syllable with Latin-1 accents
+				// (má mum, bà grandma, cá fish): see keepsShort.
+				stop = false
+			}
+			c.add(word, stop, q)
 			continue
 		}
 		cjkPieces(word, func(p cjkPiece) bool {
@@ -107,12 +114,19 @@ func Keywords(message string) []string {
 			stop := p.stop
 			if !isBigramToken(p.tok) {
 				stop = IsStopWord(p.tok)
+			} else if stop && kindOf([]rune(p.tok)[0]) == seaRun {
+				c.seaFunction = true
 			}
 			c.add(p.tok, stop, q)
 			return true
 		})
 	}
 	if len(c.all) < store.MaxKeywords && c.onlyPhatic() {
+		return []string{}
+	}
+	if c.kept == 0 && c.seaFunction {
+		// Only South-East Asian function material and stop words
+		// ("ขอบคุณครับ", "ok ครับ"): nothing to recall (seastop.go, rule 3).
 		return []string{}
 	}
 	if c.kept == 0 {
@@ -127,6 +141,8 @@ type keywordSet struct {
 	at   map[string]int // index in all, once all is long enough for a map to pay
 	kept int            // how many are not stop words
 	seq  int
+	// seaFunction: a South-East Asian function piece was seen.
+	seaFunction bool
 }
 
 type keyword struct {
@@ -287,9 +303,25 @@ func keepsShort(word string) bool {
 		unicode.Ethiopic, unicode.Tibetan) {
 		return true
 	}
-	return strings.ContainsFunc(word, func(r rune) bool {
-		return strings.ContainsRune("ăâđêôơư", r) || (r >= 0x1ea0 && r <= 0x1ef9)
-	})
+	return strings.ContainsFunc(word, isVietnameseLetter)
+}
+
+// isVietnameseLetter reports whether r is a letter only Vietnamese writes
+// (among the languages of Latin script): ă â đ ê ô ơ ư and the tone-marked
+// vowels of Latin Extended Additional, lower case. Keywords keeps the
+// two-character words with accents of a message holding one (má, bà, cá,
+// whose accents French and Spanish write too).
+func isVietnameseLetter(r rune) bool {
+	return strings.ContainsRune("ăâđêôơưĂÂĐÊÔƠƯ", r) || (r >= 0x1ea0 && r <= 0x1ef9)
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // shortStopWords are the two-character function words of the words
@@ -298,10 +330,10 @@ func keepsShort(word string) bool {
 var shortStopWords = func() map[string]bool {
 	m := map[string]bool{}
 	for _, w := range strings.Fields(`
-		في من عن لا ما هو هي أن إن أو يا قد لم لن ثم كل بل مع أي إذ
-		לא כי זה זו גם אם על עם יש מה אל או רק כן הם הן אז פה
-		है का की के को से ने पर और या तो भी ही जो वह यह कि हम ये वे
-		đã để sẽ bị họ tớ đó ạ
+		في من عن لا ما هو هي أن إن أو يا قد لم لن ثم كل بل مع أي إذ هل لي لك له ان او
+		לא כי זה זו גם אם על עם יש מה אל או רק כן הם הן אז פה לי לך לו לה את
+		है का की के को से ने पर और या तो भी ही जो वह यह कि हम ये वे सा सी से था थी थे ना
+		đã để sẽ bị họ tớ đó ạ ơi ấy dạ về từ và là có mà nó vì
 	`) {
 		m[norm.NFC.String(w)] = true
 	}

@@ -59,6 +59,11 @@ func TestKeywords(t *testing.T) {
 		{"איפה אני גר", []string{"איפה", "אני", "גר"}}, // "where do I live"
 		{"في أي حي أسكن", []string{"حي", "أسكن"}},      // "which neighbourhood do I live in"
 		{"xe buýt", []string{"buýt"}},                  // ASCII: by length, as before
+		// In a Vietnamese message, Latin-1 accented syllables too ("Where is
+		// my mum?", "grandma and I"); its function words not.
+		{"Má tôi ở đâu?", []string{"má", "tôi", "đâu"}},
+		{"Bà và tôi là bạn", []string{"bà", "tôi", "bạn"}},
+		{"Où est le café?", []string{"est", "café"}}, // French: "où" stays a short word
 	}
 	for _, tt := range tests {
 		if got := enricher.Keywords(tt.message); !slices.Equal(got, tt.want) || got == nil {
