@@ -197,7 +197,7 @@ func render(format string, facts []cleanFact, items []cleanItem) string {
 
 // renderDocs is render with document chunks, each cited by its number
 // (the first chunk is [1]) in the format's own style: see
-// docs/protocol.md, "Knowledge Base Context". Without chunks it is render,
+// docs/protocol.md, "Injection formats". Without chunks it is render,
 // byte for byte.
 func renderDocs(format string, facts []cleanFact, items []cleanItem, chunks []cleanChunk) string {
 	if len(facts) == 0 && len(items) == 0 && len(chunks) == 0 {
