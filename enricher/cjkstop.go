@@ -184,6 +184,9 @@ func isHan(r rune) bool { return isCJK(r) && !isHiragana(r) && !isKatakana(r) &&
 type cjkPiece struct {
 	tok  string
 	stop bool
+	// question: the piece is of a South-East Asian run holding a question
+	// word (seastop.go), which writes no "?".
+	question bool
 }
 
 // cjkPieces splits a word as Keywords searches it and says which pieces
@@ -199,7 +202,7 @@ func cjkPieces(word string, yield func(cjkPiece) bool) bool {
 		}
 		if s.kind != cjkRun {
 			for _, tok := range appendBigrams(nil, s) {
-				if !yield(cjkPiece{tok, false}) {
+				if !yield(cjkPiece{tok: tok}) {
 					return false
 				}
 			}
@@ -212,10 +215,10 @@ func cjkPieces(word string, yield func(cjkPiece) bool) bool {
 		}
 		mask := cjkFunctionMask(run, s.start > 0, s.end < len(word))
 		if len(run) == 1 {
-			return yield(cjkPiece{string(run), mask[0]})
+			return yield(cjkPiece{tok: string(run), stop: mask[0]})
 		}
 		for i := 0; i+1 < len(run); i++ {
-			if !yield(cjkPiece{string(run[i : i+2]), mask[i] && mask[i+1]}) {
+			if !yield(cjkPiece{tok: string(run[i : i+2]), stop: mask[i] && mask[i+1]}) {
 				return false
 			}
 		}

@@ -109,6 +109,11 @@ func TestKeywordsCapKeepsQuestion(t *testing.T) {
 		// One sentence past the cap: its end, where the question is.
 		{"japanese", "最近は毎日仕事と家事と買い物と料理と掃除と洗濯と子供の送り迎えで疲れ切っているのだけれど、犬たちの名前を覚えていますか？",
 			[]string{"犬た", "名前"}, []string{"最近"}},
+		// A Thai question, written without "?" (a question word says it),
+		// before a long explanation: "what am I allergic to? tonight I eat
+		// out with colleagues near Silom, a new Japanese place ..."
+		{"thai question first", "ผมแพ้อาหารอะไรบ้าง พอดีคืนนี้จะไปกินข้าวนอกบ้านกับเพื่อนที่ทำงานแถวสีลมตอนหกโมงเย็น ร้านอาหารญี่ปุ่นที่เพิ่งเปิดใหม่ใกล้สถานีรถไฟฟ้า ช่วยเตือนหน่อยนะครับ",
+			[]string{"แพ้อ", "อาห"}, []string{"ข้าว"}},
 		// A full-width question mark before a full-width digit still ends
 		// the question (NFKC would make it a link's "?2").
 		{"full-width question first", "犬の名前は？２匹目の話です。最近は毎日仕事と家事と買い物と料理と掃除と洗濯と子供の送り迎えで疲れ切っているのだけれど。",

@@ -117,7 +117,7 @@ func Keywords(message string) []string {
 			} else if stop && kindOf([]rune(p.tok)[0]) == seaRun {
 				c.seaFunction = true
 			}
-			c.add(p.tok, stop, q)
+			c.add(p.tok, stop, q || p.question)
 			return true
 		})
 	}

@@ -1,6 +1,9 @@
 package enricher
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // The query side of the South-East Asian scripts (Thai, Lao, Khmer,
 // Myanmar): how Keywords searches a run of them.
@@ -46,9 +49,13 @@ var seaFunctionWords = strings.Fields(`
 
 // seaFunctionTable indexes the function words by their first unit, as
 // lists of units, longest first.
-var seaFunctionTable = func() map[string][][]string {
+var seaFunctionTable = unitTable(seaFunctionWords)
+
+// unitTable indexes words by their first unit, as lists of units (a word
+// split as a run is), longest first.
+func unitTable(words []string) map[string][][]string {
 	t := map[string][][]string{}
-	for _, w := range seaFunctionWords {
+	for _, w := range words {
 		var units []string
 		segments(w, func(s segment) bool {
 			if s.kind == seaRun {
@@ -63,22 +70,22 @@ var seaFunctionTable = func() map[string][][]string {
 	}
 	for _, l := range t {
 		// Longest first, so that ครับผม is marked whole before ครับ.
-		for i := 1; i < len(l); i++ {
-			for j := i; j > 0 && len(l[j]) > len(l[j-1]); j-- {
-				l[j], l[j-1] = l[j-1], l[j]
-			}
-		}
+		slices.SortStableFunc(l, func(a, b []string) int { return len(b) - len(a) })
 	}
 	return t
-}()
+}
 
 // seaFunctionMask marks the units of a run covered by an occurrence of a
 // function word aligned with the units.
-func seaFunctionMask(units []string) []bool {
+func seaFunctionMask(units []string) []bool { return markUnits(units, seaFunctionTable) }
+
+// markUnits marks the units of a run covered by an occurrence of a word of
+// table aligned with the units.
+func markUnits(units []string, table map[string][][]string) []bool {
 	mask := make([]bool, len(units))
 	for i := range units {
-		for _, w := range seaFunctionTable[units[i]] {
-			if i+len(w) > len(units) || !equalUnits(units[i:i+len(w)], w) {
+		for _, w := range table[units[i]] {
+			if i+len(w) > len(units) || !slices.Equal(units[i:i+len(w)], w) {
 				continue
 			}
 			for j := i; j < i+len(w); j++ {
@@ -90,19 +97,25 @@ func seaFunctionMask(units []string) []bool {
 	return mask
 }
 
-func equalUnits(a, b []string) bool {
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
+// seaQuestionWords are the question words and particles of the four
+// languages: a run holding one is a question, as a sentence ending in "?"
+// is (these languages rarely write one), so that its pieces are kept first
+// when a long message has more than store.MaxKeywords.
+var seaQuestionWords = strings.Fields(`
+	ไหม มั้ย อะไร ที่ไหน ไหน เมื่อไหร่ เมื่อไร ยังไง อย่างไร ทำไม กี่ ใคร หรือเปล่า รึเปล่า เท่าไหร่ เท่าไร บ้าง
+	ບໍ ຫຍັງ ໃສ ໃຜ ແນວໃດ ເປັນຫຍັງ ເທົ່າໃດ
+	អ្វី ណា នរណា ប៉ុន្មាន ហេតុអ្វី
+	လား လဲ ဘာ ဘယ် ဘယ်လောက်
+`)
+
+var seaQuestionTable = unitTable(seaQuestionWords)
 
 // seaPieces yields a South-East Asian run's query pieces (rule 1 at the top
-// of this file) and whether each is a function piece (rule 2).
+// of this file), whether each is a function piece (rule 2), and whether the
+// run asks (seaQuestionWords).
 func seaPieces(units []string, yield func(cjkPiece) bool) bool {
 	mask := seaFunctionMask(units)
+	question := slices.Contains(markUnits(units, seaQuestionTable), true)
 	n := min(3, len(units))
 	for i := 0; i+n <= len(units); i++ {
 		stop := true
@@ -112,7 +125,7 @@ func seaPieces(units []string, yield func(cjkPiece) bool) bool {
 		// A unit of marks alone (a stray mark) is no word: Postgres'
 		// parser drops it, so it would search nothing.
 		stop = stop || (n == 1 && isSEAMark([]rune(units[i])[0]))
-		if !yield(cjkPiece{strings.Join(units[i:i+n], ""), stop}) {
+		if !yield(cjkPiece{tok: strings.Join(units[i:i+n], ""), stop: stop, question: question}) {
 			return false
 		}
 	}
