@@ -15,14 +15,7 @@ import (
 // Latin and its CJK part.
 func TestLanguagesEndToEnd(t *testing.T) {
 	t.Parallel()
-	a := startTestApp(t, nil)
-	nc, err := a.Conn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := events.NewClient(nc, a.cfg.Prefix)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	a, client, ctx := startLanguageApp(t)
 	at := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 
 	publishAndWait(t, a, "yuki",
@@ -58,14 +51,7 @@ func TestLanguagesEndToEnd(t *testing.T) {
 // language (English) and for one who set Thai.
 func TestSouthEastAsianScriptsEndToEnd(t *testing.T) {
 	t.Parallel()
-	a := startTestApp(t, nil)
-	nc, err := a.Conn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := events.NewClient(nc, a.cfg.Prefix)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	a, client, ctx := startLanguageApp(t)
 	at := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	if r, err := client.SetLanguage(ctx, "malee", "th"); err != nil || r.Config != "simple" || r.Language != "th" {
 		t.Fatalf("set th = %+v, %v", r, err)
@@ -108,4 +94,18 @@ func TestSouthEastAsianScriptsEndToEnd(t *testing.T) {
 			}
 		}
 	}
+}
+
+// startLanguageApp starts an app and returns it with a client of its
+// NATS connection and a context of a minute.
+func startLanguageApp(t *testing.T) (*App, *events.Client, context.Context) {
+	t.Helper()
+	a := startTestApp(t, nil)
+	nc, err := a.Conn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return a, events.NewClient(nc, a.cfg.Prefix), ctx
 }
