@@ -84,6 +84,8 @@ func TestKeywordsCJK(t *testing.T) {
 		{"ผมแพ้อะไร", []string{"ผมแ", "มแพ้", "แพ้อ", "พ้อะ"}},
 		{"ขอบคุณครับ", []string{}}, // thanks: nothing to recall
 		{"ok ครับ", []string{}},
+		// Only grammar around a short word: the word, not the grammar.
+		{"AIについて教えて", []string{"ai"}},
 		{"thanks \u0e48", []string{}},          // a stray mark is no word
 		{"ធនាគារ", []string{"ធនាគា", "នាគារ"}}, // Khmer: units ធ នា គា រ
 		{"ကျေးဇူးတင်ပါတယ်", []string{}},        // Burmese thanks

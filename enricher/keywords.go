@@ -114,8 +114,9 @@ func Keywords(message string) []string {
 			stop := p.stop
 			if !isBigramToken(p.tok) {
 				stop = IsStopWord(p.tok)
-			} else if stop && kindOf([]rune(p.tok)[0]) == seaRun {
-				c.seaFunction = true
+			} else if stop {
+				c.functionPiece = true
+				c.seaFunction = c.seaFunction || kindOf([]rune(p.tok)[0]) == seaRun
 			}
 			c.add(p.tok, stop, q || p.question)
 			return true
@@ -124,10 +125,22 @@ func Keywords(message string) []string {
 	if len(c.all) < store.MaxKeywords && c.onlyPhatic() {
 		return []string{}
 	}
-	if c.kept == 0 && c.seaFunction {
-		// Only South-East Asian function material and stop words
-		// ("ขอบคุณครับ", "ok ครับ"): nothing to recall (seastop.go, rule 3).
-		return []string{}
+	if c.kept == 0 && c.functionPiece {
+		// Only function pieces of CJK or South-East Asian runs and stop
+		// words: the words between spaces, but those that greet or thank,
+		// if any ("AIについて教えて" searches "ai", not its grammar); else
+		// nothing for South-East Asian grammar ("ขอบคุณครับ", "ok ครับ";
+		// seastop.go, rule 3), and every piece for CJK's, as English falls
+		// back to every word.
+		out := []string{}
+		for _, k := range c.all {
+			if !isBigramToken(k.word) && !phatic[k.word] && len(out) < store.MaxKeywords {
+				out = append(out, k.word)
+			}
+		}
+		if len(out) > 0 || c.seaFunction {
+			return out
+		}
 	}
 	if c.kept == 0 {
 		return c.cap(false)
@@ -141,8 +154,9 @@ type keywordSet struct {
 	at   map[string]int // index in all, once all is long enough for a map to pay
 	kept int            // how many are not stop words
 	seq  int
-	// seaFunction: a South-East Asian function piece was seen.
-	seaFunction bool
+	// functionPiece: a CJK or South-East Asian function piece was seen;
+	// seaFunction: a South-East Asian one.
+	functionPiece, seaFunction bool
 }
 
 type keyword struct {
