@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -382,4 +384,71 @@ func TestClearAfterATurnStampedAhead(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestClearOwnTimeMerges: a clear's own time (by which positioned turns
+// after it are judged) merges with another clear of the same key without
+// losing what either covers: a clear made without a stream position (the
+// stream could not be read) merged into one with a position still covers
+// the replay of a turn stamped ahead that it deleted, and an imported
+// clear (no position) merged into a local one raises the own time to its
+// time, so the replay of a turn it deleted stays out.
+func TestClearOwnTimeMerges(t *testing.T) {
+	prov := store.Provenance{Extractor: "rules"}
+	last := time.Now().UTC().Add(-time.Second)
+	after := store.StreamPosition{Seq: 11, Stored: last.Add(time.Second)} // published after the first clear
+	setupPositioned := func(t *testing.T) (context.Context, *store.Store, *atomic.Bool) {
+		ctx, s := setup(t)
+		var unreadable atomic.Bool
+		s.SetTurnStream(func(context.Context) (store.StreamPosition, error) {
+			if unreadable.Load() {
+				return store.StreamPosition{}, nil // as serve does when JetStream does not answer
+			}
+			return store.StreamPosition{Seq: 10, Stored: last}, nil
+		})
+		if _, err := s.DeleteContext(ctx, store.ContextDelete{UserID: "alice", All: true}); err != nil {
+			t.Fatal(err)
+		}
+		return ctx, s, &unreadable
+	}
+	insert := func(t *testing.T, ctx context.Context, s *store.Store, at time.Time) int64 {
+		t.Helper()
+		ids, err := s.InsertContext(ctx, []store.ContextWrite{{UserID: "alice", Question: "Favourite mountain?", Answer: "Etna",
+			CreatedAt: at, EventID: "e", Placed: after, Provenance: prov}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids[0]
+	}
+	t.Run("a clear without a position merged into one with", func(t *testing.T) {
+		ctx, s, unreadable := setupPositioned(t)
+		ahead := time.Now().UTC().Add(4 * time.Minute)
+		if insert(t, ctx, s, ahead) == 0 {
+			t.Fatal("the turn after the first clear was not stored")
+		}
+		unreadable.Store(true)
+		if n, err := s.DeleteContext(ctx, store.ContextDelete{UserID: "alice", All: true}); err != nil || n != 1 {
+			t.Fatalf("second clear = %d, %v", n, err)
+		}
+		if insert(t, ctx, s, ahead) != 0 {
+			t.Fatal("the replay of the turn stamped ahead came back after a clear without a position")
+		}
+	})
+	t.Run("an imported clear merged into a local one", func(t *testing.T) {
+		ctx, s, _ := setupPositioned(t)
+		at := time.Now().UTC().Add(time.Second)
+		if insert(t, ctx, s, at) == 0 {
+			t.Fatal("the turn after the local clear was not stored")
+		}
+		line := header + `{"type":"context_clear","hash":"","cleared_at":"` + at.Add(time.Second).Format(time.RFC3339Nano) + `"}` + "\n"
+		if _, err := s.Import(ctx, "alice", "alice", strings.NewReader(line)); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.CountContext(ctx, "alice"); err != nil || n != 0 {
+			t.Fatalf("after the import: %d items, %v; want its clear to delete the item", n, err)
+		}
+		if insert(t, ctx, s, at) != 0 {
+			t.Fatal("the replay of a turn the imported clear deleted came back")
+		}
+	})
 }

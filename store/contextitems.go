@@ -169,7 +169,7 @@ func (s *Store) UpdateContext(ctx context.Context, u ContextUpdate) (ContextItem
 		}
 		if string(hash) != string(oldHash) {
 			if _, err := q.db.Exec(ctx, `INSERT INTO context_clears AS c (user_id, hash, cleared_at, own_at, stream_seq, stream_stored_at)
-				VALUES ($1, $2, greatest($3::timestamptz, $4), $3::timestamptz, $5, $6)
+				VALUES ($1, $2, greatest($3::timestamptz, $4), CASE WHEN $6::timestamptz IS NULL THEN greatest($3::timestamptz, $4) ELSE $3::timestamptz END, $5, $6)
 				ON CONFLICT (user_id, hash) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at),
 					own_at = greatest(c.own_at, excluded.own_at), `+mergeStreamPosition,
 				u.UserID, oldHash, now(), cur.CreatedAt, int64(pos.Seq), pos.storedOrNil()); err != nil {

@@ -1193,8 +1193,12 @@ func applyContextClears(ctx context.Context, q *Store, userID string, lines []an
 	tag, err := q.db.Exec(ctx, `
 		INSERT INTO context_clears AS c (user_id, hash, cleared_at)
 		SELECT $1, h, a FROM unnest($2::bytea[], $3::timestamptz[]) AS w(h, a)
-		ON CONFLICT (user_id, hash) DO UPDATE SET cleared_at = excluded.cleared_at
-		WHERE c.cleared_at < excluded.cleared_at`, userID, hashes, ats)
+		ON CONFLICT (user_id, hash) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at),
+			-- An imported clear has no stream position: the turns it covers
+			-- are judged by its time, so the local clear's own time, by
+			-- which positioned turns are judged, rises to it too.
+			own_at = CASE WHEN c.own_at IS NOT NULL THEN greatest(c.own_at, excluded.cleared_at) END
+		WHERE c.cleared_at < excluded.cleared_at OR c.own_at < excluded.cleared_at`, userID, hashes, ats)
 	if err != nil {
 		return 0, err
 	}

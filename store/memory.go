@@ -140,7 +140,11 @@ func (s *Store) DeleteContext(ctx context.Context, d ContextDelete) (int64, erro
 				RETURNING content_hash, created_at
 			), clear AS (
 				INSERT INTO context_clears AS c (user_id, hash, cleared_at, own_at, stream_seq, stream_stored_at)
-				SELECT $1, k.hash, greatest($5::timestamptz, k.at), $5::timestamptz, $6::bigint, $7::timestamptz
+				-- own_at: without a position the clear judges every turn by
+				-- cleared_at, and keeps doing so merged into a row that has one.
+				SELECT $1, k.hash, greatest($5::timestamptz, k.at),
+					CASE WHEN $7::timestamptz IS NULL THEN greatest($5::timestamptz, k.at) ELSE $5::timestamptz END,
+					$6::bigint, $7::timestamptz
 				FROM (SELECT $4::bytea AS hash, (SELECT max(created_at) FROM gone) AS at WHERE $4::bytea IS NOT NULL
 				      UNION ALL
 				      SELECT content_hash, max(created_at) FROM gone WHERE $4::bytea IS NULL GROUP BY content_hash) k
