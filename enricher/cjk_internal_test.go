@@ -82,7 +82,9 @@ func TestKeywordsCJK(t *testing.T) {
 		// marks), those of function words (ผม, อะไร, ครับ) dropped.
 		{"แมว ชื่อ อะไร", []string{"แมว", "ชื่อ"}},
 		{"ผมแพ้อะไร", []string{"ผมแ", "มแพ้", "แพ้อ", "พ้อะ"}},
-		{"ขอบคุณครับ", []string{}}, // thanks: nothing to recall
+		{"ขอบคุณครับ", []string{}},                                       // thanks: nothing to recall
+		{"ทำไมครับ", []string{}},                                         // "why?": ทำ (NFKC ทํา) in the lists as typed
+		{"ผมอยู่ที่ไหน", []string{"ผมอ", "มอยู่", "อยู่ที่", "ยู่ที่ไ"}}, // "where do I live?": อยู่ is asked
 		{"ok ครับ", []string{}},
 		// Only grammar around a short word: the word, not the grammar.
 		{"AIについて教えて", []string{"ai"}},
@@ -211,5 +213,38 @@ func TestSelectFactsCJK(t *testing.T) {
 	}
 	if !slices.Equal(got, []string{"school"}) {
 		t.Errorf("facts for 東京の天気は = %q, want [school]", got)
+	}
+}
+
+// TestSelectFactsThai: a Thai fact is relevant to a message sharing a
+// bigram of units with it outside function words, though the message is
+// searched by pieces of three units: a fact shorter than a piece ("กุ้ง"),
+// or sharing only part of one ("แพ้กุ้ง" for "what am I allergic to?").
+func TestSelectFactsThai(t *testing.T) {
+	t.Parallel()
+	facts := []store.Fact{
+		{Key: "allergy", Value: "แพ้กุ้ง"},       // allergic to shrimp
+		{Key: "favourite_food", Value: "กุ้ง"},   // shrimp
+		{Key: "pet", Value: "แมว"},               // cat
+		{Key: "pet_name", Value: "ส้มโอ"},        // Som-O
+		{Key: "employer", Value: "บริษัทของฉัน"}, // my company: ของ ฉัน are function words
+	}
+	for _, tt := range []struct {
+		message string
+		want    []string
+	}{
+		{"ฉันแพ้อะไรบ้าง", []string{"allergy"}},               // what am I allergic to?
+		{"กุ้งแพงไหม", []string{"allergy", "favourite_food"}}, // is shrimp expensive?
+		{"แมวของฉันชื่ออะไร", []string{"pet"}},                // what is my cat's name?
+		{"ส้มโอกินอะไร", []string{"pet_name"}},                // what does Som-O eat?
+		{"ของฉันอยู่ไหน", nil},                                // "where is mine": function words only
+	} {
+		var got []string
+		for _, f := range selectFacts(events.FactsRelevant, Keywords(tt.message), facts) {
+			got = append(got, f.Key)
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("facts for %s = %q, want %q (keywords %q)", tt.message, got, tt.want, Keywords(tt.message))
+		}
 	}
 }

@@ -81,7 +81,7 @@ func TestKeywordsNFC(t *testing.T) {
 		}
 	}
 	want := map[string]bool{"caf\u00e9": true}
-	if !matches(want, "Cafe\u0301 au lait") {
+	if !matches(want, nil, "Cafe\u0301 au lait") {
 		t.Error("a fact in NFD does not match the NFC keyword")
 	}
 }
@@ -155,7 +155,8 @@ func TestQuestionWordsOtherScripts(t *testing.T) {
 		statement string // a word of the sentence before the question
 		question  string // a word of the question
 	}{
-		{"मेरा घर नोएडा में है। दफ़्तर कहाँ है?", "नोएडा", "कहाँ"},                            // Hindi: danda
+		{"मेरा घर नोएडा में है। दफ़्तर कहाँ है?", "नोएडा", "कहाँ"},
+		{"The car is blue. Where is the bicycle﹖ Anyway", "blue", "bicycle"},                  // small question mark                            // Hindi: danda
 		{"میرا گھر لاہور میں ہے۔ دفتر کہاں ہے؟", "لاہور", "دفتر"},                             // Urdu: full stop, question mark
 		{"ខ្ញុំរស់នៅភ្នំពេញ។ ធនាគារនៅឯណា?", "ខ្ញុំរស់នៅភ្នំពេញ", "ធនាគារនៅឯណា"},               // Khmer
 		{"ကျွန်တော်မန္တလေးမှာနေတယ်။ ဘဏ်ဘယ်မှာလဲ?", "ကျွန်တော်မန္တလေးမှာနေတယ်", "ဘဏ်ဘယ်မှာလဲ"}, // Myanmar

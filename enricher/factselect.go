@@ -52,12 +52,13 @@ func selectFacts(mode string, keywords []string, facts []store.Fact) []store.Fac
 	for _, k := range keywords {
 		want[stem(k)] = true
 	}
+	sea := seaBigrams(keywords)
 	var core, rel []store.Fact
 	for _, f := range facts {
 		switch {
 		case coreKeys[f.Key]:
 			core = append(core, f)
-		case matches(want, f.Key) || matches(want, f.Value):
+		case matches(want, sea, f.Key) || matches(want, sea, f.Value):
 			rel = append(rel, f)
 		}
 	}
@@ -68,10 +69,17 @@ func selectFacts(mode string, keywords []string, facts []store.Fact) []store.Fac
 // text is put in NFKC first, as Keywords puts the message, so that a fact
 // stored decomposed or full width matches a message typed composed or in
 // ordinary width, and the reverse.
-func matches(want map[string]bool, text string) bool {
+//
+// A South-East Asian run of the fact matches by the bigrams of units of the
+// message's pieces (sea, from seaBigrams), not the pieces themselves: a
+// fact is a few words, often shorter than a message's three-unit piece
+// around them ("กุ้ง" in "กุ้งแพงไหม", "แพ้กุ้ง" for "ฉันแพ้อะไรบ้าง"), and
+// selecting a fact costs little; bigrams wholly of function words aside.
+func matches(want, sea map[string]bool, text string) bool {
 	if len(want) == 0 {
 		return false
 	}
+	found := false
 	for w := range words(norm.NFKC.String(text)) {
 		if !hasUnspaced(w) {
 			if !IsStopWord(w) && want[stem(w)] {
@@ -79,22 +87,53 @@ func matches(want map[string]bool, text string) bool {
 			}
 			continue
 		}
-		// Split as Keywords splits the message (bigrams of CJK runs,
-		// trigrams of South-East Asian ones), so that a fact "東京" matches
-		// a message about "東京の天気".
-		found := false
+		// Split as Keywords splits the message (bigrams of CJK runs), so
+		// that a fact "東京" matches a message about "東京の天気".
 		cjkPieces(w, func(p cjkPiece) bool {
-			if !p.stop && !IsStopWord(p.tok) && want[stem(p.tok)] {
+			if kindOf([]rune(p.tok)[0]) != seaRun && !p.stop && !IsStopWord(p.tok) && want[stem(p.tok)] {
 				found = true
-				return false
 			}
-			return true
+			return !found
+		})
+		segments(w, func(s segment) bool {
+			if s.kind != seaRun || len(sea) == 0 {
+				return !found
+			}
+			mask := seaFunctionMask(s.units)
+			for i := range max(1, len(s.units)-1) {
+				j := min(i+1, len(s.units)-1)
+				if !(mask[i] && mask[j]) && sea[strings.Join(s.units[i:j+1], "")] {
+					found = true
+				}
+			}
+			return !found
 		})
 		if found {
 			return true
 		}
 	}
 	return false
+}
+
+// seaBigrams returns the bigrams of units (or the unit of a one-unit
+// piece) of the South-East Asian pieces among keywords.
+func seaBigrams(keywords []string) map[string]bool {
+	var m map[string]bool
+	for _, k := range keywords {
+		segments(k, func(s segment) bool {
+			if s.kind != seaRun {
+				return true
+			}
+			if m == nil {
+				m = map[string]bool{}
+			}
+			for i := range max(1, len(s.units)-1) {
+				m[strings.Join(s.units[i:min(i+2, len(s.units))], "")] = true
+			}
+			return true
+		})
+	}
+	return m
 }
 
 // stem drops an English plural ending so that "dogs" matches "dog" and

@@ -13,9 +13,10 @@ import (
 
 // stopWords are conversational words that say nothing about what to recall:
 // articles, pronouns, prepositions, conjunctions, auxiliaries and modals,
-// question words, contraction stems and fillers. Words of two characters or
-// fewer are dropped before this list is consulted, so it holds none (but
-// see shortStopWords).
+// question words, contraction stems and fillers, in English, and the
+// commonest of Vietnamese (tôi, của, không, ...). Words of two characters
+// or fewer are dropped before this list is consulted, so it holds none
+// (but see shortStopWords).
 var stopWords = func() map[string]bool {
 	m := map[string]bool{}
 	for _, w := range strings.Fields(`
@@ -37,6 +38,7 @@ var stopWords = func() map[string]bool {
 		much more most again still now here there only own same such each few other
 		both every either neither one ones something anyway basically literally
 		hmm umm uhm lol want wanted
+		tôi của với không này những được một các cũng nhưng rồi thì nào đâu
 	`) {
 		m[w] = true
 	}
@@ -347,7 +349,7 @@ var shortStopWords = func() map[string]bool {
 		في من عن لا ما هو هي أن إن أو يا قد لم لن ثم كل بل مع أي إذ هل لي لك له ان او
 		לא כי זה זו גם אם על עם יש מה אל או רק כן הם הן אז פה לי לך לו לה את
 		है का की के को से ने पर और या तो भी ही जो वह यह कि हम ये वे सा सी से था थी थे ना
-		đã để sẽ bị họ tớ đó ạ ơi ấy dạ về từ và là có mà nó vì
+		đã để sẽ bị họ tớ đó ạ ơi ấy dạ về từ và là có mà nó vì gì nè
 	`) {
 		m[norm.NFC.String(w)] = true
 	}
@@ -412,13 +414,13 @@ func sentenceEnd(gap string, next byte) (ends, question bool) {
 	if gap == "" {
 		return false, false
 	}
-	if strings.ContainsAny(gap, "？؟፧") {
+	if strings.ContainsAny(gap, "？؟፧﹖⁇⁈⁉") {
 		return true, true
 	}
 	if i := strings.IndexByte(gap, '?'); i >= 0 && !(i == len(gap)-1 && isASCIIAlnum(next)) {
 		return true, true
 	}
-	if strings.ContainsAny(gap, "!！。．\n।॥۔።။។") {
+	if strings.ContainsAny(gap, "!！。．｡﹒﹗‼\n।॥۔።။។") {
 		return true, false
 	}
 	i := strings.IndexByte(gap, '.')

@@ -138,7 +138,7 @@ func plainWholeNumbers(data []byte, path string) ([]byte, bool) {
 				continue
 			}
 		case json.Number:
-			if here() == path {
+			if strings.EqualFold(here(), path) { // as encoding/json matches keys
 				if plain, ok := wholeNumber(string(t)); ok {
 					end := int(dec.InputOffset())
 					start := end - len(t)

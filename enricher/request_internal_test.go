@@ -16,6 +16,7 @@ func TestPlainWholeNumbers(t *testing.T) {
 		{"nested", `{"after":{"created_at":"2026-01-01T00:00:00Z","id":7.0}}`, "after.id", `{"after":{"created_at":"2026-01-01T00:00:00Z","id":7}}`},
 		{"in an array", `{"ids":[1.0,2,3e0]}`, "ids", `{"ids":[1,2,3]}`},
 		{"a key that looks like the path elsewhere", `{"a":{"id":1.0},"id":2.0}`, "id", `{"a":{"id":1.0},"id":2}`},
+		{"a key in another case, as encoding/json matches it", `{"Max_Results":3.0}`, "max_results", `{"Max_Results":3}`},
 		{"a fraction", `{"max_results":2.5}`, "max_results", ""},
 		{"a fraction beyond float precision", `{"max_results":2.0000000000000000000000000000000000000001}`, "max_results", ""},
 		{"a large exponent", `{"max_results":1e400}`, "max_results", ""},

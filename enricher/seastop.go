@@ -3,6 +3,8 @@ package enricher
 import (
 	"slices"
 	"strings"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // The query side of the South-East Asian scripts (Thai, Lao, Khmer,
@@ -32,16 +34,17 @@ import (
 //     pieces.
 
 // seaFunctionWords are listed per language; a word is split into units as
-// a run is.
+// a run is. Verbs a question is about (อยู่ live, ไป go, มา come) are not
+// listed, as English lists "have" and "be" but not "live" or "go".
 var seaFunctionWords = strings.Fields(`
 	ครับ ครับผม คับ ค่ะ คะ ค่า จ้ะ จ้า นะ น่ะ นะคะ นะครับ ไหม มั้ย หรือ หรอ เหรอ หรือเปล่า รึเปล่า
-	บ้าง หน่อย ด้วย เลย แล้ว ก็ จะ ได้ ไม่ ที่ ของ และ กับ ใน จาก ให้ ไป มา อยู่ มี เป็น คือ ว่า
+	บ้าง หน่อย ด้วย เลย แล้ว ก็ จะ ได้ ไม่ ที่ ของ และ กับ ใน จาก ให้ มี เป็น คือ ว่า
 	นี้ นั้น นี่ นั่น ผม ฉัน ดิฉัน เรา คุณ เขา เธอ มัน พวก อะไร ใคร ที่ไหน ไหน เมื่อไหร่ เมื่อไร
 	ยังไง อย่างไร ทำไม กี่ เท่าไหร่ เท่าไร ช่วย ขอ ยัง เคย กำลัง แต่ เพราะ ถ้า เพื่อ โดย ตอนนี้
 	บอก จำ รู้ ขอบคุณ ขอบใจ โอเค สวัสดี มาก ๆ ต้อง ควร อยาก คง อาจ จึง ถึง แค่ กัน
-	ຂ້ອຍ ເຈົ້າ ແມ່ນ ບໍ່ ບໍ ໃຫ້ ແລະ ກັບ ໃນ ຈາກ ມີ ເປັນ ຢູ່ ໄປ ມາ ໄດ້ ຈະ ແລ້ວ ນີ້ ນັ້ນ ຫຍັງ ໃຜ
+	ຂ້ອຍ ເຈົ້າ ແມ່ນ ບໍ່ ບໍ ໃຫ້ ແລະ ກັບ ໃນ ຈາກ ມີ ເປັນ ໄດ້ ຈະ ແລ້ວ ນີ້ ນັ້ນ ຫຍັງ ໃຜ
 	ເດີ ເນາະ ແດ່ ຂອບໃຈ ສະບາຍດີ ຫຼາຍ ໆ ຕ້ອງ ຢາກ
-	ខ្ញុំ អ្នក គាត់ យើង បាទ ចាស ទេ ហើយ និង ជាមួយ នៅ ក្នុង ពី មាន ជា គឺ ទៅ មក បាន នឹង នេះ នោះ
+	ខ្ញុំ អ្នក គាត់ យើង បាទ ចាស ទេ ហើយ និង ជាមួយ ក្នុង ពី មាន ជា គឺ បាន នឹង នេះ នោះ
 	អ្វី អរគុណ សួស្តី ត្រូវ ចង់
 	ကျွန်တော် ကျွန်မ ငါ သူ ခင်ဗျား ရှင် ပါ တယ် မယ် သလဲ လဲ လား နဲ့ မှာ ကို ရဲ့ ပြီး ဘာ ဘယ်
 	ကျေးဇူးတင်ပါတယ် ကျေးဇူး မင်္ဂလာပါ ချင် ရမယ်
@@ -56,6 +59,8 @@ var seaFunctionTable = unitTable(seaFunctionWords)
 func unitTable(words []string) map[string][][]string {
 	t := map[string][][]string{}
 	for _, w := range words {
+		// In NFKC, as Keywords splits the message: Thai ำ is ํ + า there.
+		w = norm.NFKC.String(w)
 		var units []string
 		segments(w, func(s segment) bool {
 			if s.kind == seaRun {
