@@ -2,7 +2,9 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/memoryd/memoryd/migrations"
@@ -62,21 +64,8 @@ func TestMigration041ReindexesNonNFC(t *testing.T) {
 		store.ContextWrite{UserID: "alice", Question: kolnNFD, Answer: "cafe\u0301", CreatedAt: t0},
 		store.ContextWrite{UserID: "alice", Question: cafeNFC, Answer: "Nice", CreatedAt: t0},
 	)
-	// Index the items as before 041: without normalization. The trigger
-	// that recomputes vectors is off while the old ones are written; the
-	// term rows follow them (their own trigger stays on).
-	for _, sql := range []string{
-		`ALTER TABLE context DISABLE TRIGGER context_tsvector_trg`,
-		`UPDATE context SET search = setweight(to_tsvector(ts_config::regconfig, memoryd_cjk(question)), 'A') ||
-			setweight(to_tsvector(ts_config::regconfig, memoryd_cjk(answer)), 'B'),
-			question_len = length(to_tsvector(ts_config::regconfig, memoryd_cjk(question))),
-			answer_len = length(to_tsvector(ts_config::regconfig, memoryd_cjk(answer)))`,
-		`ALTER TABLE context ENABLE TRIGGER context_tsvector_trg`,
-	} {
-		if _, err := s.Pool().Exec(ctx, sql); err != nil {
-			t.Fatal(err)
-		}
-	}
+	// Index the items as before 041: without normalization.
+	plantVectors(t, ctx, s, "memoryd_cjk(%s)", "")
 	if got := matched(t, ctx, s, "alice", "k\u00f6ln"); got != nil {
 		t.Fatalf("old NFD vector found by NFC: %q (the plant did not work)", got)
 	}
@@ -134,18 +123,8 @@ func TestMigration049ReindexesNFKC(t *testing.T) {
 		store.ContextWrite{UserID: "alice", Question: cafeNFC, Answer: "Nice", CreatedAt: t0},
 	)
 	// Index the items as before 049: NFC (041).
-	for _, sql := range []string{
-		`ALTER TABLE context DISABLE TRIGGER context_tsvector_trg`,
-		`UPDATE context SET search = setweight(to_tsvector(ts_config::regconfig, memoryd_cjk(memoryd_nfc(question))), 'A') ||
-			setweight(to_tsvector(ts_config::regconfig, memoryd_cjk(memoryd_nfc(answer))), 'B'),
-			question_len = length(to_tsvector(ts_config::regconfig, memoryd_cjk(memoryd_nfc(question)))),
-			answer_len = length(to_tsvector(ts_config::regconfig, memoryd_cjk(memoryd_nfc(answer))))`,
-		`ALTER TABLE context ENABLE TRIGGER context_tsvector_trg`,
-	} {
-		if _, err := s.Pool().Exec(ctx, sql); err != nil {
-			t.Fatal(err)
-		}
-	}
+	plantVectors(t, ctx, s, "memoryd_cjk(memoryd_nfc(%s))", "")
+
 	if got := matched(t, ctx, s, "alice", "ikea"); got != nil {
 		t.Fatalf("old NFC vector found by ikea: %q (the plant did not work)", got)
 	}
@@ -187,5 +166,32 @@ func reindexAgain(t *testing.T, ctx context.Context, s *store.Store, file, untou
 	}
 	if xmin != xmin0 {
 		t.Fatalf("%s updated the item %q, which it does not change", file, untouched)
+	}
+}
+
+// plantVectors writes the items' search vectors and lengths as an earlier
+// release indexed them, norm being its expression of a text (%s) before
+// to_tsvector, for the items whose question is only (or all, ""): the
+// vector trigger is off while they are written; the term rows follow them
+// (their own trigger stays on).
+func plantVectors(t *testing.T, ctx context.Context, s *store.Store, norm, only string) {
+	t.Helper()
+	v := func(field string) string {
+		return "to_tsvector(ts_config::regconfig, " + fmt.Sprintf(norm, field) + ")"
+	}
+	for _, sql := range []string{
+		`ALTER TABLE context DISABLE TRIGGER context_tsvector_trg`,
+		`UPDATE context SET search = setweight(` + v("question") + `, 'A') || setweight(` + v("answer") + `, 'B'),
+			question_len = length(` + v("question") + `), answer_len = length(` + v("answer") + `)
+			WHERE $1 = '' OR question = $1`,
+		`ALTER TABLE context ENABLE TRIGGER context_tsvector_trg`,
+	} {
+		args := []any{}
+		if strings.Contains(sql, "$1") {
+			args = append(args, only)
+		}
+		if _, err := s.Pool().Exec(ctx, sql, args...); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

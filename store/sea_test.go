@@ -59,23 +59,14 @@ func TestMigration048ReindexesSouthEastAsian(t *testing.T) {
 	)
 	put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "c", DocID: "d", Content: "# เมนู\n\nร้านนี้มีข้าวผัดกุ้งอร่อยที่สุด\n"})
 	// Index as before 048: the Thai text unsplit (the old memoryd_cjk left
-	// text without CJK as it was). The vector trigger is off while the old
-	// ones are written; the term rows follow them (their trigger stays on).
-	for _, sql := range []string{
-		`ALTER TABLE context DISABLE TRIGGER context_tsvector_trg`,
-		`UPDATE context SET search = setweight(to_tsvector(ts_config::regconfig, question), 'A') ||
-			setweight(to_tsvector(ts_config::regconfig, answer), 'B'),
-			question_len = length(to_tsvector(ts_config::regconfig, question)),
-			answer_len = length(to_tsvector(ts_config::regconfig, answer))
-			WHERE question = '` + thaiRice + `'`,
-		`ALTER TABLE context ENABLE TRIGGER context_tsvector_trg`,
-		`UPDATE doc_chunks SET search = setweight(to_tsvector(ts_config::regconfig, heading), 'A') || setweight(to_tsvector(ts_config::regconfig, text), 'B'),
-			heading_len = length(to_tsvector(ts_config::regconfig, heading)), text_len = length(to_tsvector(ts_config::regconfig, text))`,
-	} {
-		if _, err := s.Pool().Exec(ctx, sql); err != nil {
-			t.Fatal(err)
-		}
+	// text without CJK as it was), the item's and the chunk's.
+	plantVectors(t, ctx, s, "%s", thaiRice)
+	if _, err := s.Pool().Exec(ctx, `UPDATE doc_chunks SET
+		search = setweight(to_tsvector(ts_config::regconfig, heading), 'A') || setweight(to_tsvector(ts_config::regconfig, text), 'B'),
+		heading_len = length(to_tsvector(ts_config::regconfig, heading)), text_len = length(to_tsvector(ts_config::regconfig, text))`); err != nil {
+		t.Fatal(err)
 	}
+
 	if got := matched(t, ctx, s, "alice", "ข้าวผัด"); got != nil {
 		t.Fatalf("old vector found by a word inside it: %q (the plant did not work)", got)
 	}
