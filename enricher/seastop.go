@@ -31,7 +31,15 @@ import (
 //  3. A message whose runs hold only function material and which has no
 //     other keyword ("ขอบคุณครับ", "thank you"; "โอเคครับ") has no keywords,
 //     as an English thanks has none, rather than falling back to all its
-//     pieces.
+//     pieces; when it also has words between spaces that only their length
+//     or the stop words left out (not greetings or thanks), those are
+//     searched (Keywords).
+//  4. A run holding a question word (seaQuestionWords) is a question, for
+//     the keywords a long message keeps, as a sentence ending in "?" is.
+//
+// Measured in TestThaiQuestions; what this costs (a two-unit word inside
+// a longer run is found only with a unit beside it) is in
+// docs/protocol.md, "Languages".
 
 // seaFunctionWords are listed per language; a word is split into units as
 // a run is. Verbs a question is about (อยู่ live, ไป go, มา come) are not
