@@ -350,8 +350,8 @@ func (s *Store) VacuumTurns(ctx context.Context) error {
 // many of each it deleted. The running processes are read once, at the
 // start: a process of another model that starts meanwhile may lose the
 // vectors it saves during the deletion (its sweep makes them again).
-// Serves of role enrich run no worker and record nothing: their model
-// counts only if a worker process uses it too.
+// Serves of role enrich with embeddings on record their model too
+// (worker.Presence).
 func (s *Store) DeleteOtherModelVectors(ctx context.Context, model string, live time.Duration, batch int) (items, chunks int64, err error) {
 	if model == "" || batch < 1 {
 		return 0, 0, fmt.Errorf("delete other models' vectors: model %q, batch %d", model, batch)

@@ -59,6 +59,9 @@ type App struct {
 	// enqueuer inserts the document jobs of a process that runs no worker
 	// (Role enrich), while started.
 	enqueuer *worker.Enqueuer
+	// presence records a process that runs no worker, with embeddings on,
+	// as a reader of its model's vectors (Role enrich), while started.
+	presence *worker.Presence
 	changes  *worker.Changes // publishes memory changes (changes.go)
 	// publishing: the store was opened by Start, whose change publisher
 	// is woken after the store's commits (changeCommitted) instead of by
@@ -310,6 +313,20 @@ func (a *App) Start(ctx context.Context) (err error) {
 		// other processes: the job is inserted in the put's transaction.
 		if a.enqueuer, err = worker.NewEnqueuer(worker.EnqueuerConfig{Store: s, MaxAttempts: a.cfg.Worker.MaxAttempts, Logger: a.logger}); err != nil {
 			return err
+		}
+		// It searches the vectors of its embedding model: recorded as a
+		// process, so that the workers' prune over the size limit keeps
+		// them during a change of model (store.DeleteOtherModelVectors).
+		if a.cfg.Embed.BaseURL != "" {
+			p, err := worker.NewPresence(worker.PresenceConfig{Store: s, EmbedModel: a.cfg.Embed.Model,
+				HeartbeatInterval: a.cfg.Worker.HeartbeatInterval, Logger: a.logger})
+			if err != nil {
+				return err
+			}
+			if err := p.Start(ctx); err != nil {
+				return err
+			}
+			a.presence = p
 		}
 	}
 	if err = a.startChangesLocked(ctx, s, nc); err != nil {
@@ -610,6 +627,10 @@ func (a *App) stopLocked(ctx context.Context) error {
 		a.worker = nil
 	}
 	a.enqueuer = nil
+	if a.presence != nil {
+		errs = append(errs, a.presence.Stop(ctx))
+		a.presence = nil
+	}
 	if a.changes != nil {
 		errs = append(errs, a.changes.Stop(ctx))
 		a.changes = nil

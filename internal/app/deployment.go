@@ -155,7 +155,7 @@ func (a *App) SetDeployment(ctx context.Context) error {
 		// They would go on under the old prefix, and be refused at
 		// their next start.
 		return fmt.Errorf("%d memoryd processes with workers are running on this database (a heartbeat within the last %s): "+
-			"stop every memoryd using it first (serves with --role enrich keep no record: stop them too), then run this again", live, timeout)
+			"stop every memoryd using it first (serves with --role enrich and no embeddings keep no record: stop them too), then run this again", live, timeout)
 	}
 	return s.SetDeployment(ctx, a.cfg.Prefix, a.cfg.Stream)
 }

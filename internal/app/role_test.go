@@ -10,7 +10,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/memoryd/memoryd/embedding"
+	"github.com/memoryd/memoryd/embedding/embeddingtest"
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store"
 )
 
 // TestRolesSplitEnrichFromIngest: a process of role enrich answers the
@@ -107,5 +110,62 @@ func TestRoleValidated(t *testing.T) {
 	var cerr *ConfigError
 	if _, err := New(cfg); !errors.As(err, &cerr) || cerr.Field != "Role" {
 		t.Fatalf("New with Role %q: %v, want a ConfigError on Role", cfg.Role, err)
+	}
+}
+
+// TestEnrichRoleKeepsItsModelsVectors: a serve of role enrich with
+// embeddings on records itself with its model, so that a worker's prune
+// over the size limit, of another model, keeps the vectors it searches
+// (before, it recorded nothing, and a worker of a new model deleted them
+// all during a rolling change); once it stops, they go.
+func TestEnrichRoleKeepsItsModelsVectors(t *testing.T) {
+	t.Parallel()
+	srv := embeddingtest.New(t)
+	cfg := testConfig(t)
+	cfg.Role = RoleEnrich
+	cfg.Embed.BaseURL, cfg.Embed.Model = srv.URL, "old-model"
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := a.store
+	ids, err := s.InsertContext(ctx, []store.ContextWrite{{UserID: "alice", Question: "q", Answer: "a", CreatedAt: time.Now()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	item, err := s.ContextByID(ctx, "alice", ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SaveEmbeddings(ctx, "old-model", []store.EmbeddingWrite{{ContextID: ids[0], ContentHash: store.ContentHash("alice", item.Question, item.Answer), Dims: 2, Vector: embedding.Encode([]float32{1, 0})}}); err != nil {
+		t.Fatal(err)
+	}
+	deleted := func() int64 {
+		t.Helper()
+		n, _, err := s.DeleteOtherModelVectors(ctx, "new-model", 10*time.Second, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := deleted(); n != 0 {
+		t.Fatalf("a worker of the new model deleted %d vectors of the model a running enrich serve searches", n)
+	}
+	if err := a.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := store.Open(ctx, store.Config{URL: cfg.Store.URL, MaxConns: 2, MinConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	s = s2
+	if n := deleted(); n != 1 {
+		t.Fatalf("after the enrich serve stopped, %d vectors of its model deleted, want 1", n)
 	}
 }
