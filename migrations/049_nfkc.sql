@@ -74,5 +74,23 @@ BEGIN
         text_len = length(memoryd_tsvector(ts_config, text))
     WHERE memoryd_nfkc(heading) IS DISTINCT FROM memoryd_nfc(heading)
        OR memoryd_nfkc(text) IS DISTINCT FROM memoryd_nfc(text);
+
+    -- What a process of the previous release wrote while this ran, with
+    -- the old functions, after the re-index above read the tables: writers
+    -- wait from here to the commit, and those rows are indexed again (as
+    -- in 048).
+    LOCK TABLE context, doc_chunks IN SHARE MODE;
+    UPDATE context SET ts_config = ts_config
+    WHERE inserted_at >= now() - interval '10 minutes'
+      AND (memoryd_nfkc(question) IS DISTINCT FROM memoryd_nfc(question)
+        OR memoryd_nfkc(answer) IS DISTINCT FROM memoryd_nfc(answer))
+      AND search IS DISTINCT FROM setweight(memoryd_tsvector(ts_config, question), 'A') || setweight(memoryd_tsvector(ts_config, answer), 'B');
+    UPDATE doc_chunks SET
+        search = setweight(memoryd_tsvector(ts_config, heading), 'A') || setweight(memoryd_tsvector(ts_config, text), 'B'),
+        heading_len = length(memoryd_tsvector(ts_config, heading)),
+        text_len = length(memoryd_tsvector(ts_config, text))
+    WHERE (memoryd_nfkc(heading) IS DISTINCT FROM memoryd_nfc(heading)
+        OR memoryd_nfkc(text) IS DISTINCT FROM memoryd_nfc(text))
+      AND search IS DISTINCT FROM setweight(memoryd_tsvector(ts_config, heading), 'A') || setweight(memoryd_tsvector(ts_config, text), 'B');
 END
 $migration$;

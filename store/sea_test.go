@@ -3,8 +3,12 @@ package store_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/memoryd/memoryd/events/eventstest"
+	"github.com/memoryd/memoryd/migrations"
 	"github.com/memoryd/memoryd/store"
 )
 
@@ -86,4 +90,69 @@ func TestMigration048ReindexesSouthEastAsian(t *testing.T) {
 func chunkHits(t *testing.T, ctx context.Context, s *store.Store, keyword string) int {
 	t.Helper()
 	return len(search(t, ctx, s, store.ChunkQuery{Reader: alice, Keywords: []string{keyword}}).Matches)
+}
+
+// TestMigration048CatchesWritesDuringIt: a process of the previous release
+// inserts a Thai item while migration 048 runs, after its re-index read
+// the table: the insert uses the old function (the new one is not visible
+// before the migration commits), and the migration, which then waits for
+// it, indexes that item again; an insert after that point waits for the
+// commit and uses the new function. Before, such items stayed unsearchable
+// (an upgrade walk: 12 to 31 of them).
+func TestMigration048CatchesWritesDuringIt(t *testing.T) {
+	ctx, s := setup(t)
+	body, err := migrations.FS.ReadFile("048_sea_scripts.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock := strings.Index(string(body), "LOCK TABLE")
+	if lock < 0 {
+		t.Fatal("048 takes no lock")
+	}
+	// Back to the function before 048, as the database was.
+	if _, err := s.Pool().Exec(ctx, `CREATE OR REPLACE FUNCTION memoryd_cjk(t text) RETURNS text
+		LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$ SELECT t $$`); err != nil {
+		t.Fatal(err)
+	}
+	migration, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer migration.Rollback(ctx)
+	if _, err := migration.Exec(ctx, string(body[:lock])); err != nil {
+		t.Fatal(err)
+	}
+	// The old process's insert, in flight when the migration reaches its lock.
+	old, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Rollback(ctx)
+	if _, err := s.WithTx(old).InsertContext(ctx, []store.ContextWrite{{UserID: "alice", Question: thaiRice, Answer: "", CreatedAt: t0}}); err != nil {
+		t.Fatal(err)
+	}
+	rest := make(chan error, 1)
+	go func() {
+		_, err := migration.Exec(ctx, string(body[lock:]))
+		rest <- err
+	}()
+	eventstest.Eventually(t, "the migration to wait for the insert in flight", 30*time.Second, func() (bool, string) {
+		var n int
+		if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE relation = 'context'::regclass AND mode = 'ShareLock' AND NOT granted`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n > 0, "no share lock waiting"
+	})
+	if err := old.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-rest; err != nil {
+		t.Fatal(err)
+	}
+	if err := migration.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := matched(t, ctx, s, "alice", "ข้าวผัด"); !slices.Equal(got, []string{thaiRice}) {
+		t.Fatalf("the item an old process inserted during 048: ข้าวผัด found %q", got)
+	}
 }
