@@ -2,6 +2,7 @@ package enricher
 
 import (
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
 
@@ -90,7 +91,7 @@ func matches(want, sea map[string]bool, text string) bool {
 		// Split as Keywords splits the message (bigrams of CJK runs), so
 		// that a fact "東京" matches a message about "東京の天気".
 		cjkPieces(w, func(p cjkPiece) bool {
-			if kindOf([]rune(p.tok)[0]) != seaRun && !p.stop && !IsStopWord(p.tok) && want[stem(p.tok)] {
+			if r, _ := utf8.DecodeRuneInString(p.tok); kindOf(r) != seaRun && !p.stop && !IsStopWord(p.tok) && want[stem(p.tok)] {
 				found = true
 			}
 			return !found

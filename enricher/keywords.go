@@ -96,17 +96,10 @@ func Keywords(message string) []string {
 		if !norm.NFKC.IsNormalString(word) {
 			word = strings.ToLower(norm.NFKC.String(word))
 		}
-		if len(word) > store.MaxKeywordBytes && !hasUnspaced(word) {
-			continue
-		}
 		if !hasUnspaced(word) {
-			stop := IsStopWord(word)
-			if stop && vietnamese && utf8.RuneCountInString(word) == 2 && !isASCII(word) && !shortStopWords[word] {
-				// A Vietnamese message's syllable with Latin-1 accents
-				// (má mum, bà grandma, cá fish): see keepsShort.
-				stop = false
+			if len(word) <= store.MaxKeywordBytes {
+				c.add(word, stopWord(word, vietnamese), q)
 			}
-			c.add(word, stop, q)
 			continue
 		}
 		cjkPieces(word, func(p cjkPiece) bool {
@@ -118,7 +111,8 @@ func Keywords(message string) []string {
 				stop = IsStopWord(p.tok)
 			} else if stop {
 				c.functionPiece = true
-				c.seaFunction = c.seaFunction || kindOf([]rune(p.tok)[0]) == seaRun
+				r, _ := utf8.DecodeRuneInString(p.tok)
+				c.seaFunction = c.seaFunction || kindOf(r) == seaRun
 			}
 			c.add(p.tok, stop, q || p.question)
 			return true
@@ -291,12 +285,18 @@ func Words(text string) []string {
 // word of two characters or fewer (but see keepsShort), or a
 // conversational stop word; never a bigram token (a bigram or single unit
 // of BigramTokens).
-func IsStopWord(word string) bool {
+func IsStopWord(word string) bool { return stopWord(word, false) }
+
+// stopWord is IsStopWord for a word of a message that is Vietnamese or not
+// (it holds one of isVietnameseLetter's letters): in a Vietnamese message
+// a two-character word with any accent is kept too (má mum, bà grandma,
+// cá fish), its function words aside.
+func stopWord(word string, vietnamese bool) bool {
 	if isBigramToken(word) {
 		return false // a bigram or single unit of a run (see BigramTokens)
 	}
 	n := utf8.RuneCountInString(word)
-	if n == 2 && keepsShort(word) {
+	if n == 2 && (keepsShort(word) || (vietnamese && !isASCII(word))) {
 		return shortStopWords[word]
 	}
 	return n <= 2 || stopWords[word]

@@ -3,6 +3,7 @@ package enricher
 import (
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
 )
@@ -137,7 +138,10 @@ func seaPieces(units []string, yield func(cjkPiece) bool) bool {
 		}
 		// A unit of marks alone (a stray mark) is no word: Postgres'
 		// parser drops it, so it would search nothing.
-		stop = stop || (n == 1 && isSEAMark([]rune(units[i])[0]))
+		if n == 1 {
+			r, _ := utf8.DecodeRuneInString(units[i])
+			stop = stop || isSEAMark(r)
+		}
 		if !yield(cjkPiece{tok: strings.Join(units[i:i+n], ""), stop: stop, question: question}) {
 			return false
 		}
