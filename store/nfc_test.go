@@ -28,22 +28,15 @@ func TestSearchNFC(t *testing.T) {
 		store.ContextWrite{UserID: "alice", Question: kolnNFD, Answer: "Yum", CreatedAt: t0},
 		store.ContextWrite{UserID: "alice", Question: seoulJamo, Answer: "", CreatedAt: t0},
 	)
-	for _, tt := range []struct {
-		keyword string
-		want    string
-	}{
-		{"caf\u00e9", cafeNFC},
-		{"cafe\u0301", cafeNFC},
-		{"k\u00f6ln", kolnNFD},
-		{"ko\u0308ln", kolnNFD},
-		{"m\u00fcller", kolnNFD},
-		{"cr\u00eapes", kolnNFD},
-		{"서울", seoulJamo},
-	} {
-		if got := matched(t, ctx, s, "alice", tt.keyword); !slices.Equal(got, []string{tt.want}) {
-			t.Errorf("search %+q = %+q, want %+q", tt.keyword, got, tt.want)
-		}
-	}
+	checkSearches(t, ctx, s, "alice", []searchCase{
+		{"caf\u00e9", []string{cafeNFC}},
+		{"cafe\u0301", []string{cafeNFC}},
+		{"k\u00f6ln", []string{kolnNFD}},
+		{"ko\u0308ln", []string{kolnNFD}},
+		{"m\u00fcller", []string{kolnNFD}},
+		{"cr\u00eapes", []string{kolnNFD}},
+		{"서울", []string{seoulJamo}},
+	})
 	var q string
 	if err := s.Pool().QueryRow(ctx, `SELECT question FROM context WHERE user_id = 'alice' AND question LIKE 'Ko%'`).Scan(&q); err != nil || q != kolnNFD {
 		t.Fatalf("stored question = %+q, %v; want it as sent", q, err)
@@ -96,21 +89,14 @@ func TestSearchNFKC(t *testing.T) {
 		store.ContextWrite{UserID: "alice", Question: ligature, Answer: "", CreatedAt: t0},
 		store.ContextWrite{UserID: "alice", Question: plainIKEA, Answer: "", CreatedAt: t0},
 	)
-	for _, tt := range []struct {
-		keyword string
-		want    []string
-	}{
+	checkSearches(t, ctx, s, "alice", []searchCase{
 		{"ikea", []string{plainIKEA, ikeaWide}},
 		{"ＩＫＥＡ", []string{plainIKEA, ikeaWide}},
 		{"スターバックス", []string{starbucks}},
 		{"ｽﾀｰﾊﾞｯｸｽ", []string{starbucks}},
 		{"file", []string{ligature}},
 		{"本棚", []string{ikeaWide}},
-	} {
-		if got := matched(t, ctx, s, "alice", tt.keyword); !slices.Equal(got, tt.want) {
-			t.Errorf("search %+q = %+q, want %+q", tt.keyword, got, tt.want)
-		}
-	}
+	})
 }
 
 // TestMigration049ReindexesNFKC: the items indexed before migration 049
@@ -192,6 +178,23 @@ func plantVectors(t *testing.T, ctx context.Context, s *store.Store, norm, only 
 		}
 		if _, err := s.Pool().Exec(ctx, sql, args...); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// searchCase is a keyword and the questions of the items a search for it
+// finds, sorted.
+type searchCase struct {
+	keyword string
+	want    []string
+}
+
+// checkSearches searches user's items for each case's keyword.
+func checkSearches(t *testing.T, ctx context.Context, s *store.Store, user string, cases []searchCase) {
+	t.Helper()
+	for _, c := range cases {
+		if got := matched(t, ctx, s, user, c.keyword); !slices.Equal(got, c.want) {
+			t.Errorf("search %+q = %+q, want %+q", c.keyword, got, c.want)
 		}
 	}
 }

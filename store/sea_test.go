@@ -31,10 +31,7 @@ func TestSearchSouthEastAsian(t *testing.T) {
 		store.ContextWrite{UserID: "alice", Question: khmerJob, Answer: "", CreatedAt: t0},
 		store.ContextWrite{UserID: "alice", Question: burmese, Answer: "", CreatedAt: t0},
 	)
-	for _, tt := range []struct {
-		keyword string
-		want    []string
-	}{
+	checkSearches(t, ctx, s, "alice", []searchCase{
 		{"ข้าวผัด", []string{thaiRice}},     // fried rice
 		{"กุ้ง", []string{thaiRice}},        // shrimp: two units, one bigram
 		{"ผัดข้าว", nil},                    // the same units in another order
@@ -43,11 +40,7 @@ func TestSearchSouthEastAsian(t *testing.T) {
 		{"ធនាគារ", []string{khmerJob}},      // bank
 		{"မန္တလေး", []string{burmese}},      // Mandalay
 		{"ข้าวผัดกุ้ง", []string{thaiRice}}, // a longer phrase
-	} {
-		if got := matched(t, ctx, s, "alice", tt.keyword); !slices.Equal(got, tt.want) {
-			t.Errorf("search %q = %q, want %q", tt.keyword, got, tt.want)
-		}
-	}
+	})
 }
 
 // TestMigration048ReindexesSouthEastAsian: items and chunks indexed before
