@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Process liveness: every worker process has a row in memoryd_processes,
@@ -51,4 +53,28 @@ func (s *Store) LiveProcesses(ctx context.Context, within time.Duration) (int, e
 		return 0, fmt.Errorf("live processes: %w", err)
 	}
 	return n, nil
+}
+
+// EnrichProcessPrefix begins the id of every process recorded by a serve
+// that runs no worker (worker.Presence): it searches its model's vectors
+// but runs no embed job.
+const EnrichProcessPrefix = "enrich-"
+
+// LiveEmbedModels returns the embedding models of the worker processes
+// whose heartbeat is more recent than within, the model of the most
+// recently started process first: the models whose embed jobs some running
+// process works. Processes that run no worker (EnrichProcessPrefix) are
+// left out.
+func (s *Store) LiveEmbedModels(ctx context.Context, within time.Duration) ([]string, error) {
+	rows, err := s.db.Query(ctx, `SELECT embed_model FROM memoryd_processes
+		WHERE embed_model IS NOT NULL AND heartbeat_at > now() - $1::interval AND NOT starts_with(id, $2)
+		GROUP BY embed_model ORDER BY max(started_at) DESC, embed_model`, within, EnrichProcessPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("live embedding models: %w", err)
+	}
+	models, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("live embedding models: %w", err)
+	}
+	return models, nil
 }

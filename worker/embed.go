@@ -31,11 +31,14 @@ import (
 //     Retry-After snoozes it, a transient error (server down, slow) is
 //     retried with River's backoff, a permanent one cancels it. Meanwhile the
 //     items are searchable lexically; nothing else waits.
-//   - The embed sweep (EmbedSweepArgs, periodic, and once at start) enqueues
-//     jobs for every item without a vector of the current model: after a
-//     model change it re-embeds everything in the background while the old
-//     model's vectors stay in place, and it picks up items whose jobs ran
-//     out of attempts. `memoryd embed --backfill` does the same on demand
+//   - A process that embeds nothing itself (a replay or a worker without
+//     --embed-base-url) gives its items jobs of the model the running
+//     workers embed with (EmbedFollower, follow.go).
+//   - The embed sweep (EmbedSweepArgs, periodic, and once at start on the
+//     leader) enqueues jobs for every item without a vector of each model a
+//     running worker embeds with: after a model change it re-embeds
+//     everything in the background while the old model's vectors stay in
+//     place, and it picks up items whose jobs ran out of attempts. `memoryd embed --backfill` does the same on demand
 //     (Enqueuer.EnqueueMissingEmbeddings). Both do the same for document
 //     chunks (chunkembed.go).
 
@@ -474,22 +477,34 @@ type embedSweepWorker struct {
 	w *Worker
 }
 
-// Work enqueues embed jobs for every item lacking a vector of the model.
+// Work enqueues embed jobs for every item and chunk lacking a vector of a
+// model that a running worker process embeds with: whichever process runs
+// the sweep (the leader inserts it, and may embed with another model or
+// none), every model being worked gets its missing vectors.
 func (e *embedSweepWorker) Work(ctx context.Context, _ *river.Job[EmbedSweepArgs]) error {
 	cfg := e.w.cfg
-	n, err := e.w.enq.EnqueueMissingEmbeddings(ctx, "", cfg.Embedder.Model(), cfg.EmbedJobSize, cfg.EmbedMaxAttempts)
+	models, err := cfg.Store.LiveEmbedModels(ctx, cfg.ProcessTimeout)
 	if err != nil {
 		return err
 	}
-	if n > 0 {
-		e.w.logger.Info("embed sweep enqueued items without a vector", "model", cfg.Embedder.Model(), "items", n)
+	if own := e.w.embedModel(); own != "" && !slices.Contains(models, own) {
+		models = append(models, own)
 	}
-	d, err := e.w.enq.EnqueueMissingChunkEmbeddings(ctx, "", cfg.Embedder.Model(), cfg.EmbedJobSize, cfg.EmbedMaxAttempts)
-	if err != nil {
-		return err
-	}
-	if d > 0 {
-		e.w.logger.Info("embed sweep enqueued documents with chunks without a vector", "model", cfg.Embedder.Model(), "documents", d)
+	for _, model := range models {
+		n, err := e.w.embedEnq.EnqueueMissingEmbeddings(ctx, "", model, cfg.EmbedJobSize, cfg.EmbedMaxAttempts)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			e.w.logger.Info("embed sweep enqueued items without a vector", "model", model, "items", n)
+		}
+		d, err := e.w.embedEnq.EnqueueMissingChunkEmbeddings(ctx, "", model, cfg.EmbedJobSize, cfg.EmbedMaxAttempts)
+		if err != nil {
+			return err
+		}
+		if d > 0 {
+			e.w.logger.Info("embed sweep enqueued documents with chunks without a vector", "model", model, "documents", d)
+		}
 	}
 	return nil
 }

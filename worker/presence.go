@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/memoryd/memoryd/store"
 )
 
 // PresenceStore is what a Presence records itself in (store.Store).
@@ -83,7 +85,7 @@ func NewPresence(cfg PresenceConfig) (*Presence, error) {
 	if _, err := rand.Read(b); err != nil {
 		return nil, fmt.Errorf("worker: presence id: %w", err)
 	}
-	return &Presence{cfg: cfg, id: "enrich-" + hex.EncodeToString(b)}, nil
+	return &Presence{cfg: cfg, id: store.EnrichProcessPrefix + hex.EncodeToString(b)}, nil
 }
 
 // ID is the process's id in memoryd_processes.

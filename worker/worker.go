@@ -301,10 +301,12 @@ type Config struct {
 	// JobRetryBase (2s, doubling) 10 attempts keep a job trying for about
 	// 17 minutes. Default 10.
 	EmbedMaxAttempts int
-	// EmbedSweepInterval is how often the leader enqueues embed jobs for
-	// every item without a vector of the current model (also once at
-	// start): after a model change, and for items whose jobs gave up.
-	// Negative: no sweep (`memoryd embed --backfill` only). Default 1h.
+	// EmbedSweepInterval is how often River's leader enqueues embed jobs
+	// for every item without a vector of a model that a running worker
+	// process embeds with (this one's and the others', whether or not this
+	// one embeds; also once when it becomes the leader): after a model
+	// change, and for items whose jobs gave up. Negative: no sweep from
+	// this process (`memoryd embed --backfill` only). Default 1h.
 	EmbedSweepInterval time.Duration
 }
 
@@ -624,10 +626,14 @@ type Worker struct {
 	logger *slog.Logger
 	js     jetstream.JetStream
 	river  *river.Client[pgx.Tx]
-	enq    *Enqueuer    // on river
-	live   *liveness    // set by Start, before River starts
-	pace   *pace        // holds ingest and extraction back under the Pacer's pressure
-	tracer trace.Tracer // nil when Config.TracerProvider is
+	enq    *Enqueuer      // on river
+	live   *liveness      // set by Start, before River starts
+	follow *EmbedFollower // nil when the worker embeds itself
+	// embedEnq inserts embed jobs: enq, or, when this process works none,
+	// an Enqueuer that only inserts.
+	embedEnq *Enqueuer
+	pace     *pace        // holds ingest and extraction back under the Pacer's pressure
+	tracer   trace.Tracer // nil when Config.TracerProvider is
 
 	// turnStream is the stream ingest reads (set by Start, and again when
 	// ingest binds its consumer anew: see keepConsuming); under mu.
@@ -686,13 +692,16 @@ func New(cfg Config) (*Worker, error) {
 			&river.PeriodicJobOpts{RunOnStart: true}))
 	}
 	queues := map[string]river.QueueConfig{QueueExtract: {MaxWorkers: cfg.Workers}, QueueMaintenance: {MaxWorkers: 1}}
+	// Every process sweeps, for every model a running worker embeds with
+	// (embedSweepWorker): River's leader alone inserts periodic jobs, and
+	// it may embed nothing, or with the other model of a rolling change.
+	river.AddWorker(workers, &embedSweepWorker{w: w})
 	if cfg.Embedder != nil {
 		river.AddWorker(workers, &embedWorker{w: w})
-		river.AddWorker(workers, &embedSweepWorker{w: w})
 		river.AddWorker(workers, &chunkEmbedWorker{w: w})
 		queues[QueueEmbed] = river.QueueConfig{MaxWorkers: cfg.EmbedWorkers}
 	}
-	if cfg.Embedder != nil && cfg.EmbedSweepInterval > 0 {
+	if cfg.EmbedSweepInterval > 0 {
 		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(cfg.EmbedSweepInterval),
 			func() (river.JobArgs, *river.InsertOpts) {
 				return EmbedSweepArgs{}, &river.InsertOpts{Queue: QueueMaintenance, MaxAttempts: 3}
@@ -734,6 +743,21 @@ func New(cfg Config) (*Worker, error) {
 			return nil, fmt.Errorf("worker: %w", err)
 		}
 		cfg.Store.SetChunkHook(chunkHook)
+		w.embedEnq = w.enq
+	} else {
+		// River refuses to insert a job of a kind its client has no worker
+		// for: embed jobs, which this process does not work, are inserted
+		// by a client that only inserts.
+		if w.embedEnq, err = NewEnqueuer(EnqueuerConfig{Store: cfg.Store, Logger: w.logger}); err != nil {
+			return nil, err
+		}
+		// Its items get embed jobs of the model the running workers
+		// embed with, if any (follow.go).
+		w.follow, err = NewEmbedFollower(EmbedFollowerConfig{Store: cfg.Store, Enqueuer: w.embedEnq, Live: cfg.ProcessTimeout,
+			JobSize: cfg.EmbedJobSize, MaxAttempts: cfg.EmbedMaxAttempts, Logger: w.logger})
+		if err != nil {
+			return nil, fmt.Errorf("worker: %w", err)
+		}
 	}
 	return w, nil
 }
@@ -971,7 +995,14 @@ func (w *Worker) ingestStream() jetstream.Stream {
 
 // startRiver registers the process's liveness, then starts River's workers.
 func (w *Worker) startRiver(ctx context.Context) error {
+	if w.follow != nil {
+		// Before any job can write an item.
+		if err := w.follow.Start(ctx); err != nil {
+			return err
+		}
+	}
 	if err := w.startLiveness(ctx); err != nil {
+		w.stopFollowing(ctx)
 		return err
 	}
 	w.mu.Lock()
@@ -981,9 +1012,17 @@ func (w *Worker) startRiver(ctx context.Context) error {
 	// decides how running jobs end, so River must not see ctx's cancellation.
 	if err := w.river.Start(context.WithoutCancel(ctx)); err != nil {
 		w.stopLiveness(ctx)
+		w.stopFollowing(ctx)
 		return fmt.Errorf("worker: start river: %w", err)
 	}
 	return nil
+}
+
+// stopFollowing stops the embed follower, if any.
+func (w *Worker) stopFollowing(ctx context.Context) {
+	if w.follow != nil {
+		_ = w.follow.Stop(ctx)
+	}
 }
 
 // Stop stops pulling events, finishes the batch being recorded, hands back
@@ -1052,6 +1091,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 		return fmt.Errorf("worker: stop river: %w", err)
 	}
 	w.stopLiveness(ctx)
+	w.stopFollowing(ctx)
 	w.logger.Info("worker stopped")
 	return nil
 }

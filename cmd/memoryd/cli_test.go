@@ -772,9 +772,11 @@ func TestClientSettingErrorsNameTheirSource(t *testing.T) {
 
 // TestReplayWarnsWithoutTheEmbeddingEndpoint: a replay that extracts in
 // its own process without --embed-base-url, in a database holding
-// vectors, says that its items get no embed jobs (a race hunt found 29 to
-// 276 items of a replayed user found by keywords only until the hourly
-// sweep, and nothing said so); with the endpoint, or with --no-work, it
+// vectors, while no running worker embeds, says that its items get no
+// embed jobs (a race hunt found 29 to 276 items of a replayed user found
+// by keywords only until the hourly sweep, and nothing said so); with the
+// endpoint, with --no-work, or beside a running worker that embeds (its
+// items then get that worker's model's jobs: worker.EmbedFollower), it
 // says nothing of the kind.
 func TestReplayWarnsWithoutTheEmbeddingEndpoint(t *testing.T) {
 	t.Parallel()
@@ -784,15 +786,25 @@ func TestReplayWarnsWithoutTheEmbeddingEndpoint(t *testing.T) {
 	if _, err := s.Pool().Exec(context.Background(), `INSERT INTO embedding_models (model, dims) VALUES ('nomic-embed-text', 768)`); err != nil {
 		t.Fatal(err)
 	}
-	const warning = "extracts without --embed-base-url, but the database holds vectors"
+	const warning = "extracts without --embed-base-url, no running worker embeds, and the database holds vectors"
 	for _, c := range []struct {
 		args []string
 		warn bool
+		// live records a running worker that embeds with nomic-embed-text
+		// first.
+		live bool
 	}{
-		{nil, true},
-		{[]string{"--no-work"}, false},
-		{[]string{"--embed-base-url", embeddingtest.New(t).URL}, false},
+		{nil, true, false},
+		{[]string{"--no-work"}, false, false},
+		{[]string{"--embed-base-url", embeddingtest.New(t).URL}, false, false},
+		{nil, false, true},
 	} {
+		if c.live {
+			if _, err := s.Pool().Exec(context.Background(), `INSERT INTO memoryd_processes (id, embed_model, heartbeat_at)
+				VALUES ('serve-embedding', 'nomic-embed-text', now() + interval '1 hour')`); err != nil {
+				t.Fatal(err)
+			}
+		}
 		out, errOut, code := runArgs(context.Background(), append(append([]string{"replay"}, c.args...), common...)...)
 		if code != 0 {
 			t.Fatalf("replay %v: exit %d\n%s%s", c.args, code, out, errOut)

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -104,10 +105,10 @@ func (a *App) Replay(ctx context.Context, o ReplayOptions) (worker.ReplayProgres
 }
 
 // warnUnembedded warns when this process is to extract without an
-// embeddings endpoint in a database that holds vectors: the items it
-// writes get no embed jobs (those are inserted with the items, for the
-// writer's model), so they are found by keywords only until a serve's
-// hourly sweep, or a backfill, embeds them.
+// embeddings endpoint in a database that holds vectors while no running
+// worker embeds: the items it writes then get no embed jobs (with one
+// running, they get jobs of its model: worker.EmbedFollower), so they are
+// found by keywords only until a serve's sweep, or a backfill, embeds them.
 func (a *App) warnUnembedded(ctx context.Context, s *store.Store) {
 	if a.cfg.Embed.BaseURL != "" {
 		return
@@ -116,7 +117,11 @@ func (a *App) warnUnembedded(ctx context.Context, s *store.Store) {
 	if err != nil || len(models) == 0 {
 		return
 	}
-	a.logger.WarnContext(ctx, "this process extracts without --embed-base-url, but the database holds vectors: the items it extracts get no embed jobs and are found by keywords only until a serve's hourly embed sweep; give it the serve's --embed-base-url and --embed-model, or use --no-work to leave extraction to the running serves, or run embed --backfill afterwards",
+	live, err := s.LiveEmbedModels(ctx, cmp.Or(a.cfg.Worker.ProcessTimeout, 10*time.Second))
+	if err != nil || len(live) > 0 {
+		return
+	}
+	a.logger.WarnContext(ctx, "this process extracts without --embed-base-url, no running worker embeds, and the database holds vectors: the items it extracts get no embed jobs and are found by keywords only until a serve's embed sweep (hourly, and when it starts); give it the serve's --embed-base-url and --embed-model, or run embed --backfill afterwards",
 		"embed_model", models[0])
 }
 

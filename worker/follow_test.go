@@ -1,0 +1,152 @@
+package worker_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/memoryd/memoryd/embedding/embeddingtest"
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/worker"
+)
+
+// liveProcess records a running worker process that embeds with model,
+// its heartbeat an hour ahead so that it stays live for the whole test
+// without a loop renewing it.
+func (e *env) liveProcess(id, model string) {
+	e.t.Helper()
+	if err := e.store.RegisterProcess(e.ctx, id, model); err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.store.Pool().Exec(e.ctx, `UPDATE memoryd_processes SET heartbeat_at = now() + interval '1 hour' WHERE id = $1`, id); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// embedJob is an embed job's model, user and items, and what enqueued it.
+type embedJob struct {
+	Model, User, Items, Source string
+}
+
+// embedJobArgs lists the embed jobs.
+func (e *env) embedJobArgs() []embedJob {
+	e.t.Helper()
+	rows, err := e.store.Pool().Query(e.ctx, `SELECT args->>'model', args->>'user_id', (args->'context_ids')::text, metadata->>'memoryd_source'
+		FROM river_job WHERE kind = $1 ORDER BY id`, worker.EmbedJobKind)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	jobs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[embedJob])
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return jobs
+}
+
+// TestWorkerWithoutEmbedderEnqueuesTheRunningModel: a worker started
+// without an embedder (a replay's, or a serve's without --embed-base-url)
+// beside workers that embed gives the items it extracts embed jobs of
+// their model, and a worker of that model embeds them. Before, the items
+// got no job, and were found by keywords only until the next hourly sweep
+// (a race hunt: 29 to 276 items of a replayed user). An enrich serve's
+// record (worker.Presence) runs no embed job, so its model is not taken.
+func TestWorkerWithoutEmbedderEnqueuesTheRunningModel(t *testing.T) {
+	e := setup(t)
+	e.liveProcess("serve-1", "m1")
+	e.liveProcess("enrich-0123456789abcdef", "m-enrich") // started later, yet runs no job
+	e.start(extractor.NewRules(), func(c *worker.Config) { c.EmbedSweepInterval = -1 })
+	e.publish(events.Turn{ID: "a1", UserID: "alice", UserMessage: "My dog is named Rex.", AssistantResponse: "Rex is a fine name."})
+	e.publish(events.Turn{ID: "a2", UserID: "alice", UserMessage: "I live in Paris.", AssistantResponse: "Lovely city."})
+	e.waitDone(2)
+	items, err := e.store.RecentContext(e.ctx, "alice", 10)
+	if err != nil || len(items) != 2 {
+		t.Fatalf("alice's items: %d (%v), want 2", len(items), err)
+	}
+	var ids []string
+	for _, it := range items {
+		ids = append(ids, fmt.Sprint(it.ID))
+	}
+	slices.Sort(ids)
+	// One job a turn, written in the extraction's transaction.
+	jobs := e.embedJobArgs()
+	var named []string
+	for _, j := range jobs {
+		if j.Model != "m1" || j.User != "alice" || j.Source != "embed_write" {
+			t.Errorf("job %+v: want model m1, user alice, enqueued by the write", j)
+		}
+		named = append(named, j.Items)
+	}
+	slices.Sort(named)
+	if len(jobs) != 2 || !slices.Equal(named, []string{"[" + ids[0] + "]", "[" + ids[1] + "]"}) {
+		t.Fatalf("embed jobs %+v; want one of m1 for each of alice's items %v", jobs, ids)
+	}
+	// A worker of m1 takes them.
+	srv := embeddingtest.New(t)
+	e.start(extractor.NewRules(), func(c *worker.Config) {
+		withEmbedder(embedder(t, srv, "m1"), -1)(c)
+		c.DisableIngest = true
+	})
+	e.waitEmbedded("alice", "m1", 2)
+	e.checkVectors("alice", "m1", embeddingtest.DefaultDims)
+}
+
+// TestWorkerWithoutEmbedderAndNoneRunning: with no running worker that
+// embeds, a worker without an embedder enqueues no embed job (nothing
+// would take it; the sweep of the first that starts finds the items).
+func TestWorkerWithoutEmbedderAndNoneRunning(t *testing.T) {
+	e := setup(t)
+	e.liveProcess("enrich-0123456789abcdef", "m1") // an enrich serve only
+	if err := e.store.RegisterProcess(e.ctx, "gone", "m2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.EndProcess(e.ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	e.start(extractor.NewRules(), func(c *worker.Config) { c.EmbedSweepInterval = -1 })
+	e.publish(events.Turn{ID: "a1", UserID: "alice", UserMessage: "My dog is named Rex.", AssistantResponse: "Rex is a fine name."})
+	e.waitDone(1)
+	if jobs := e.embedJobArgs(); len(jobs) != 0 {
+		t.Fatalf("embed jobs %v, want none", jobs)
+	}
+}
+
+// TestEmbedSweepOnAWorkerWithoutEmbedder: the sweep runs on River's
+// leader, whatever it embeds with: a leader without an embedder (or with
+// the other model of a rolling change) enqueues the missing vectors of
+// every model a running worker embeds with. Before, only an embedding
+// process had the sweep, for its own model, so a leader without one swept
+// nothing.
+func TestEmbedSweepOnAWorkerWithoutEmbedder(t *testing.T) {
+	e := setup(t)
+	e.seedItems("alice")
+	e.liveProcess("serve-1", "m1")
+	e.liveProcess("serve-2", "m2")
+	e.start(extractor.NewRules(), nil) // the sweep's default: hourly and at start
+	e.waitFor("the sweep's jobs", func() (bool, string) {
+		jobs := e.embedJobArgs()
+		return len(jobs) == 2, fmt.Sprint(jobs)
+	})
+	models := map[string]int{}
+	for _, j := range e.embedJobArgs() {
+		if j.User != "alice" || j.Source != "embed_sweep" || j.Items != ids(t, e, "alice") {
+			t.Errorf("job %+v: want alice's two items, enqueued by the sweep", j)
+		}
+		models[j.Model]++
+	}
+	if models["m1"] != 1 || models["m2"] != 1 {
+		t.Errorf("sweep jobs by model %v, want one of m1 and one of m2", models)
+	}
+}
+
+// ids is user's items' ids, as a JSON list.
+func ids(t *testing.T, e *env, user string) string {
+	t.Helper()
+	var list string
+	if err := e.store.Pool().QueryRow(e.ctx, `SELECT jsonb_agg(id ORDER BY id)::text FROM context WHERE user_id = $1`, user).Scan(&list); err != nil {
+		t.Fatal(err)
+	}
+	return list
+}
