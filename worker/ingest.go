@@ -432,6 +432,10 @@ func (w *Worker) reject(ctx context.Context, m jetstream.Msg, reason error) {
 			// comes back: stored once within the duplicate window.
 			dl.Header.Set(jetstream.MsgIDHeader, "memoryd-opted-out:"+strconv.FormatUint(seq, 10))
 		}
+	} else if seq != 0 {
+		// A publish whose acknowledgement was lost (NATS restarting) is
+		// redelivered and published again: store it once.
+		dl.Header.Set(jetstream.MsgIDHeader, "memoryd-dead-letter:"+strconv.FormatUint(seq, 10)+":"+placed.Stored.UTC().Format(time.RFC3339Nano))
 	}
 	pubCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
