@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -52,11 +53,11 @@ func (p *Proxy) user(r *http.Request) (string, bool) {
 		return "", false
 	}
 	auth := r.Header.Get("Authorization")
-	key, ok := strings.CutPrefix(auth, "Bearer ")
-	if !ok {
+	// The scheme is case-insensitive (RFC 9110).
+	if len(auth) < len("Bearer ") || !strings.EqualFold(auth[:len("Bearer ")], "Bearer ") {
 		return "", false
 	}
-	return p.cfg.Keys.Lookup(strings.TrimSpace(key))
+	return p.cfg.Keys.Lookup(strings.TrimSpace(auth[len("Bearer "):]))
 }
 
 func (p *Proxy) unauthorized(w http.ResponseWriter) {
@@ -66,7 +67,18 @@ func (p *Proxy) unauthorized(w http.ResponseWriter) {
 
 // models passes GET /v1/models (and /v1/models/{id}) through.
 func (p *Proxy) models(w http.ResponseWriter, r *http.Request) {
-	p.obs.Request("models", p.serveModels(w, r))
+	outcome := p.serveModels(w, r)
+	p.obs.Request("models", outcome)
+	abortIfCut(r, outcome)
+}
+
+// abortIfCut aborts the client's response when the upstream's body broke
+// off after its status was relayed: ending the response normally would
+// hand the client a truncated reply (a stream without its end) as whole.
+func abortIfCut(r *http.Request, outcome string) {
+	if outcome == OutcomeCut && r.Context().Err() == nil {
+		panic(http.ErrAbortHandler)
+	}
 }
 
 // serveModels serves models and returns the request's outcome.
@@ -75,7 +87,21 @@ func (p *Proxy) serveModels(w http.ResponseWriter, r *http.Request) string {
 		p.unauthorized(w)
 		return OutcomeUnauthorized
 	}
-	path := strings.TrimPrefix(r.URL.Path, "/v1")
+	// The model id goes upstream as one path of plain segments: a "." or
+	// ".." (sent as such or as %2E, %2F) would let the upstream's path
+	// normalisation reach any of its GET endpoints with the upstream key.
+	path := "/models"
+	if id := r.PathValue("model"); id != "" {
+		segs := strings.Split(id, "/")
+		for i, s := range segs {
+			if s == "" || s == "." || s == ".." {
+				writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid_model", fmt.Sprintf("%q is not a model id", id))
+				return OutcomeBadRequest
+			}
+			segs[i] = url.PathEscape(s)
+		}
+		path += "/" + strings.Join(segs, "/")
+	}
 	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, p.upstream+path, nil)
 	if err != nil {
 		writeError(w, http.StatusBadGateway, "upstream_error", "upstream_unreachable", err.Error())
@@ -102,6 +128,11 @@ var hopHeaders = map[string]bool{
 	"Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
 	"Content-Length": true, "Content-Encoding": true, "Accept-Encoding": true,
 	"Authorization": true, MemoryHeader: true,
+	// Other credentials and account selectors a client may send: the
+	// upstream is reached with the operator's key, so a user must not
+	// choose which of its organisations or projects pays (nor pass on
+	// its own cookies or keys).
+	"Cookie": true, "Api-Key": true, "X-Api-Key": true, "Openai-Organization": true, "Openai-Project": true,
 }
 
 func copyHeaders(dst, src http.Header) {
@@ -147,6 +178,17 @@ func (p *Proxy) forward(w http.ResponseWriter, in *http.Request, req *http.Reque
 		return nil, OutcomeUpstreamUnreachable
 	}
 	p.obs.Upstream(time.Since(start), fmt.Sprintf("%dxx", resp.StatusCode/100))
+	if resp.StatusCode == http.StatusUnauthorized && p.cfg.UpstreamKey != "" {
+		// The proxy's own key was refused, not the client's: relayed, the
+		// 401 would have the chat app blame its user's memoryd key, and
+		// its message (OpenAI quotes the key's start) reach every user.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+		p.log.Error("the upstream refused --upstream-key (HTTP 401): check the proxy's upstream key")
+		writeError(w, http.StatusBadGateway, "upstream_error", "upstream_auth_failed",
+			"the upstream model server refused the proxy's own key; your memoryd key was accepted (the operator must fix the proxy's upstream key)")
+		return nil, OutcomeUpstreamStatus
+	}
 	if resp.StatusCode/100 != 2 {
 		return resp, OutcomeUpstreamStatus
 	}
@@ -338,9 +380,24 @@ func lastBytes(s string, n int) string {
 	return s[cut:]
 }
 
+// firstBytes returns the start of s in at most n bytes, ending on a rune
+// boundary.
+func firstBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}
+
 // chat serves POST /v1/chat/completions.
 func (p *Proxy) chat(w http.ResponseWriter, r *http.Request) {
-	p.obs.Request("chat", p.serveChat(w, r))
+	outcome := p.serveChat(w, r)
+	p.obs.Request("chat", outcome)
+	abortIfCut(r, outcome)
 }
 
 // serveChat serves chat and returns the request's outcome.
@@ -452,10 +509,14 @@ func (p *Proxy) publish(sc trace.SpanContext, user, message string, acc *reply) 
 	_, _ = rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
 	turn := events.Turn{
-		ID:                "proxy-" + id,
-		UserID:            user,
-		UserMessage:       message,
-		AssistantResponse: acc.text.String(),
+		ID:     "proxy-" + id,
+		UserID: user,
+		// Fitted to the turn's limits, or the publish would refuse the
+		// turn and nothing of it be remembered: a message by its end, the
+		// part enrich searched with (a pasted text before the question), a
+		// reply by its start.
+		UserMessage:       lastBytes(message, events.MaxUserMessageBytes),
+		AssistantResponse: firstBytes(acc.text.String(), events.MaxAssistantResponseBytes),
 		Timestamp:         time.Now().UTC(),
 	}
 	p.publishes.Add(1)

@@ -45,3 +45,33 @@ func TestLastBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstBytes: the start of a text within n bytes, cut on a rune
+// boundary, losing less than one rune to it.
+func TestFirstBytes(t *testing.T) {
+	for _, c := range []struct {
+		name, s string
+		n       int
+		want    string
+	}{
+		{"short", "héllo", 10, "héllo"},
+		{"exact", "héllo", 6, "héllo"},
+		{"ascii", "hello world", 5, "hello"},
+		{"cut in a 2-byte rune", "aéé", 2, "a"},
+		{"on a 2-byte boundary", "aéé", 3, "aé"},
+		{"cut in a 3-byte rune", "日本語", 5, "日"},
+		{"cut in a 4-byte rune", "🙂🙂x", 7, "🙂"},
+		{"nothing fits", "🙂", 3, ""},
+	} {
+		if got := firstBytes(c.s, c.n); got != c.want {
+			t.Errorf("%s: firstBytes(%q, %d) = %q, want %q", c.name, c.s, c.n, got, c.want)
+		}
+	}
+	long := strings.Repeat("aé日🙂", 50)
+	for n := 0; n <= len(long); n++ {
+		got := firstBytes(long, n)
+		if !utf8.ValidString(got) || !strings.HasPrefix(long, got) || len(got) > n || n-len(got) >= utf8.UTFMax {
+			t.Fatalf("firstBytes(long, %d) = %d bytes, valid %v", n, len(got), utf8.ValidString(got))
+		}
+	}
+}

@@ -236,11 +236,15 @@ func New(cfg Config) (*Proxy, error) {
 	p := &Proxy{
 		cfg:      cfg,
 		upstream: strings.TrimSuffix(cfg.Upstream, "/"),
-		client:   &http.Client{Transport: tr},
-		memory:   events.NewClient(cfg.Conn, cfg.Prefix),
-		pub:      events.NewPublisher(js, cfg.Prefix),
-		log:      cfg.Logger,
-		obs:      cfg.Observer,
+		// Redirects are the client's to follow, not the proxy's: following
+		// one would resend the upstream key to wherever it points.
+		client: &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		}},
+		memory: events.NewClient(cfg.Conn, cfg.Prefix),
+		pub:    events.NewPublisher(js, cfg.Prefix),
+		log:    cfg.Logger,
+		obs:    cfg.Observer,
 	}
 	if cfg.TracerProvider != nil {
 		p.tracer = cfg.TracerProvider.Tracer("github.com/memoryd/memoryd/proxy")

@@ -36,13 +36,15 @@ const (
 // and answers with replyText, streamed in chunks when asked to.
 type upstream struct {
 	srv *httptest.Server
-	// mode: "" answers, "500" fails, "hang" never answers.
+	// mode: "" answers, "500" fails, "401" refuses the key, "hang" never
+	// answers, "cut" breaks a stream off.
 	mu       sync.Mutex
 	mode     string
 	requests [][]byte
 	auth     []string
 	gateway  []string // X-Gateway-User as received
 	parents  []string // traceparent as received
+	headers  []http.Header
 	// sent is the last streamed body, byte for byte.
 	sent []byte
 }
@@ -76,6 +78,16 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	u.mu.Lock()
 	mode := u.mode
 	u.mu.Unlock()
+	if r.URL.Path != "/v1/models" && r.URL.Path != "/v1/chat/completions" && !strings.HasPrefix(r.URL.Path, "/v1/models/") || strings.Contains(r.URL.Path, "..") {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"reached":%q,"auth":%q}`, r.URL.Path, r.Header.Get("Authorization"))
+		return
+	}
+	if strings.HasPrefix(r.URL.Path, "/v1/models/") {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":%q,"object":"model"}`, strings.TrimPrefix(r.URL.Path, "/v1/models/"))
+		return
+	}
 	if r.URL.Path == "/v1/models" {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"object":"list","data":[{"id":"fake-model","object":"model","created":1,"owned_by":"test"}]}`)
@@ -87,8 +99,14 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	u.auth = append(u.auth, r.Header.Get("Authorization"))
 	u.gateway = append(u.gateway, r.Header.Get("X-Gateway-User"))
 	u.parents = append(u.parents, r.Header.Get("traceparent"))
+	u.headers = append(u.headers, r.Header.Clone())
 	u.mu.Unlock()
 	switch mode {
+	case "401":
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprint(w, `{"error":{"message":"Incorrect API key provided: upstr***cret.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`)
+		return
 	case "500":
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusInternalServerError)
@@ -97,6 +115,13 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	case "hang":
 		<-r.Context().Done()
 		return
+	case "cut":
+		// A streamed reply that breaks off: no finish reason, no [DONE],
+		// no end of the chunked body.
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"half\"},\"finish_reason\":null}]}\n\n")
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
 	}
 	var req struct {
 		Stream bool `json:"stream"`
@@ -758,5 +783,144 @@ func TestProbes(t *testing.T) {
 	own.Close()
 	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "not connected") {
 		t.Errorf("/readyz with NATS gone: %d %s, want 503", code, body)
+	}
+}
+
+// TestUpstreamCutReachesTheClient: a reply the upstream breaks off must not
+// reach the client as a whole one.
+func TestUpstreamCutReachesTheClient(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	e.up.setMode("cut")
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/chat/completions", strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Authorization", "Bearer "+e.keys["alice"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil {
+		t.Fatalf("a cut upstream stream reached the client as a complete response: %q", b)
+	}
+}
+
+// TestModelsPathStaysUnderModels: GET /v1/models/{id} cannot reach another
+// upstream endpoint with the upstream key.
+func TestModelsPathStaysUnderModels(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	for _, p := range []string{"/v1/models/..%2Ffiles", "/v1/models/%2e%2e/files", "/v1/models/x%2F..%2F..%2Ffiles", "/v1/models/a/./b"} {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+e.proxy.Addr()+p, nil)
+		req.URL.RawPath, req.URL.Opaque = "", p
+		req.Header.Set("Authorization", "Bearer "+e.keys["alice"])
+		resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(b), "reached") {
+			t.Errorf("%s reached the upstream outside /models: %s %s", p, resp.Status, b)
+		}
+	}
+	for _, id := range []string{"fake-model", "org/model-name", "ft:gpt-4o:org:x"} {
+		req, _ := http.NewRequest(http.MethodGet, e.url+"/models/"+id, nil)
+		req.Header.Set("Authorization", "Bearer "+e.keys["alice"])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), id) {
+			t.Errorf("model %s: %s %s", id, resp.Status, b)
+		}
+	}
+}
+
+// TestLongMessageIsRemembered: a user message over the turn's 64 KiB (a
+// pasted text before the question) is remembered by its end, the part
+// enrich searched with. Before, the publish refused the turn (logged as an
+// error) and nothing of it was remembered.
+func TestLongMessageIsRemembered(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	msg := strings.Repeat("some pasted log line of no interest\n", 3000) + "By the way, my boat is named Aurora."
+	body, err := json.Marshal(map[string]any{"model": "m", "messages": []map[string]string{{"role": "user", "content": msg}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.chat(t, string(body), nil)
+	eventstest.Eventually(t, "the turn published", time.Minute, func() (bool, string) {
+		n := e.turnsPublished(t, "alice")
+		return n == 1, fmt.Sprintf("%d turns", n)
+	})
+	e.waitProcessed(t, "alice", 1)
+	reply, err := e.memory.Search(context.Background(), events.SearchRequest{UserID: "alice", Query: "what is my boat named?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reply.Results) == 0 || !strings.Contains(reply.Results[0].Question, "Aurora") || len(reply.Results[0].Question) > events.MaxUserMessageBytes {
+		t.Fatalf("search for the boat: %d results", len(reply.Results))
+	}
+}
+
+// TestClientCredentialsStayHere: a client's other credentials and account
+// selectors (cookies, Azure's api-key, OpenAI-Organization and -Project)
+// are not forwarded with the operator's key, so a user cannot choose which
+// organisation or project pays; the bearer scheme is accepted in any case.
+func TestClientCredentialsStayHere(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	h := http.Header{}
+	for _, k := range []string{"Cookie", "Api-Key", "X-Api-Key", "OpenAI-Organization", "OpenAI-Project"} {
+		h.Set(k, "client-"+k)
+	}
+	h.Set("X-Custom", "kept")
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+	req.Header = h
+	req.Header.Set("Authorization", "bearer "+e.keys["alice"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("lower-case bearer: %s", resp.Status)
+	}
+	e.up.mu.Lock()
+	got := e.up.headers[len(e.up.headers)-1]
+	e.up.mu.Unlock()
+	for k, v := range got {
+		if strings.HasPrefix(strings.Join(v, ","), "client-") {
+			t.Errorf("%s reached the upstream: %v", k, v)
+		}
+	}
+	if got.Get("X-Custom") != "kept" || got.Get("Authorization") != "Bearer "+upstreamKey {
+		t.Errorf("upstream headers %v", got)
+	}
+}
+
+// TestUpstreamRefusesItsKey: the upstream refusing the proxy's own key is
+// a 502 naming that, not a relayed 401 quoting the operator's key that
+// the chat app would blame on its user's key.
+func TestUpstreamRefusesItsKey(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	e.up.setMode("401")
+	for _, path := range []string{"/chat/completions"} {
+		req, _ := http.NewRequest(http.MethodPost, e.url+path, strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Authorization", "Bearer "+e.keys["alice"])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(b), "upstream_auth_failed") || strings.Contains(string(b), "upstr") && strings.Contains(string(b), "***") {
+			t.Errorf("%s with the upstream refusing its key: %s %s", path, resp.Status, b)
+		}
 	}
 }

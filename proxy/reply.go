@@ -77,7 +77,11 @@ func (a *reply) line(l []byte) {
 			continue
 		}
 		a.text.WriteString(c.Delta.Content)
-		if c.FinishReason != nil && *c.FinishReason != "" {
+		// A reply that ends in tool calls is not the turn's answer: the
+		// client sends the tool results and the answer comes in the next
+		// request, remembered then (as the JSON reply's null content is
+		// not).
+		if c.FinishReason != nil && *c.FinishReason != "" && (*c.FinishReason != "tool_calls" || strings.TrimSpace(a.text.String()) != "") {
 			a.finished = true
 		}
 	}

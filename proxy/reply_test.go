@@ -96,3 +96,14 @@ func TestRequestBody(t *testing.T) {
 		}
 	}
 }
+
+func TestToolCallStreamIsNotATurn(t *testing.T) {
+	var a reply
+	a.streamed = true
+	a.feed([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]},\"finish_reason\":null}]}\n\n"))
+	a.feed([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n"))
+	a.end()
+	if a.done() {
+		t.Fatalf("a reply of tool calls alone counts as a finished turn (text %q)", a.text.String())
+	}
+}
