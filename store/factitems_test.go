@@ -771,3 +771,43 @@ func TestForgetAndResetCoverValueDeletes(t *testing.T) {
 		t.Fatalf("after a reset of all: %d value deletes of carol, want 0", c)
 	}
 }
+
+// TestSetAfterClearOfAValueStampedAhead: a facts.set after the user's own
+// facts.clear of a value from a turn stamped ahead of the clock (within the
+// allowed skew) is stored, for a single-valued key and a list key alike;
+// a turn's later delete still refuses it. Before, the clear took the value's
+// time and refused every set of the key until the clock passed it (a race
+// hunt: "location" set again right after its clear, refused for 4 minutes,
+// with a reason naming a turn that never said so).
+func TestSetAfterClearOfAValueStampedAhead(t *testing.T) {
+	ctx, s := setup(t)
+	ahead := time.Now().Add(4 * time.Minute)
+	city, allergy := set("location", "Lisbon", 0, "e1"), add("allergies", "peanuts", 0, "e1")
+	city.SourceAt, allergy.SourceAt = ahead, ahead
+	if _, err := s.UpsertFacts(ctx, []store.FactWrite{city, allergy}); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"location", "allergies"} {
+		if n, err := s.DeleteFact(ctx, "alice", key); err != nil || n != 1 {
+			t.Fatalf("clear %s = %d, %v", key, n, err)
+		}
+	}
+	f, stored, err := s.SetFact(ctx, "alice", "location", "Porto")
+	if err != nil || !stored || f.Value != "Porto" {
+		t.Fatalf("set location after its clear = %+v, %v, %v; want Porto stored", f, stored, err)
+	}
+	f, stored, err = s.SetFactValues(ctx, "alice", "allergies", []string{"eggs"})
+	if err != nil || !stored || f.Value != "eggs" {
+		t.Fatalf("set allergies after their clear = %+v, %v, %v; want eggs stored", f, stored, err)
+	}
+	// A turn stamped later still than the set deletes the key: a set now
+	// is refused, as before.
+	gone := del("location", false, 0, "e2")
+	gone.SourceAt = ahead.Add(time.Minute)
+	if _, err := s.UpsertFacts(ctx, []store.FactWrite{gone}); err != nil {
+		t.Fatal(err)
+	}
+	if _, stored, err := s.SetFact(ctx, "alice", "location", "Faro"); err != nil || stored {
+		t.Fatalf("set under a later turn's delete: stored %v, %v; want refused", stored, err)
+	}
+}

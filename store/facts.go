@@ -145,10 +145,10 @@ func (s *Store) UpsertFacts(ctx context.Context, facts []FactWrite) (int, error)
 // current after the write and whether every value is an item of it; with no
 // item present at all the Fact holds only the user and key.
 func (s *Store) SetFactValues(ctx context.Context, userID, key string, values []string) (Fact, bool, error) {
-	at := now()
 	writes := make([]FactWrite, 0, len(values))
 	for _, v := range values {
-		writes = append(writes, FactWrite{UserID: userID, Key: key, Value: v, SourceAt: at, Op: FactSet, List: true,
+		// Stamped in the transaction (directWriteTime).
+		writes = append(writes, FactWrite{UserID: userID, Key: key, Value: v, SourceAt: now(), Op: FactSet, List: true,
 			Provenance: Provenance{Extractor: "direct"}})
 	}
 	writes, err := normaliseWrites(writes)
@@ -168,6 +168,13 @@ func (s *Store) SetFactValues(ctx context.Context, userID, key string, values []
 		stored bool
 	)
 	err = s.inTx(ctx, func(q *Store) error {
+		at, err := q.directWriteTime(ctx, userID, key)
+		if err != nil {
+			return err
+		}
+		for i := range writes {
+			writes[i].SourceAt = at
+		}
 		if _, err := q.applyFacts(ctx, writes); err != nil {
 			return err
 		}
@@ -179,7 +186,6 @@ func (s *Store) SetFactValues(ctx context.Context, userID, key string, values []
 			return err
 		}
 		stored = n == len(ids)
-		var err error
 		f, err = q.Fact(ctx, userID, key)
 		if errors.Is(err, ErrNotFound) {
 			f, err = Fact{UserID: userID, Key: key}, nil
@@ -190,6 +196,26 @@ func (s *Store) SetFactValues(ctx context.Context, userID, key string, values []
 		return Fact{}, false, fmt.Errorf("set fact values: %w", err)
 	}
 	return f, stored, nil
+}
+
+// directWriteTime is the time a direct write of key (facts.set) states its
+// value: now, or, when the user's own last clear of the key (facts.clear,
+// which takes the time of the value it deleted when that is later) is not
+// earlier, just after that clear. A value from a turn stamped ahead of the
+// clock (within the skew the worker allows) would otherwise have its clear
+// refuse every facts.set of the key until the clock passed it, though the
+// user set it after clearing it.
+func (s *Store) directWriteTime(ctx context.Context, userID, key string) (time.Time, error) {
+	at := now()
+	var cleared *time.Time
+	if err := s.db.QueryRow(ctx, `SELECT max(cleared_at) FROM fact_direct_clears WHERE user_id = $1 AND key = $2`,
+		userID, key).Scan(&cleared); err != nil {
+		return time.Time{}, err
+	}
+	if cleared != nil && !cleared.Before(at) {
+		at = cleared.Add(time.Microsecond)
+	}
+	return at, nil
 }
 
 // SetFact writes one fact directly (a model's set_fact tool call). It is a
@@ -215,7 +241,10 @@ func (s *Store) SetFact(ctx context.Context, userID, key, value string) (Fact, b
 		if err := q.lockFactKeys(ctx, []userKey{{userID, key}}); err != nil {
 			return err
 		}
-		at := now()
+		at, err := q.directWriteTime(ctx, userID, key)
+		if err != nil {
+			return err
+		}
 		var retracted bool
 		if err := q.db.QueryRow(ctx, `SELECT EXISTS (SELECT FROM fact_value_clears
 			WHERE user_id = $1 AND key = $2 AND item = $3 AND cleared_at >= $4)`, userID, key, itemIdentity(value), at).Scan(&retracted); err != nil {
