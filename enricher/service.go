@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -224,6 +225,7 @@ func (s *Service) Start(ctx context.Context) error {
 		} else {
 			h = s.handler(ep)
 		}
+		h = s.guardReply(h)
 		err := svc.AddEndpoint(ep.name, h,
 			micro.WithEndpointSubject(s.cfg.Prefix+"."+ep.subject+".*"),
 			micro.WithEndpointMetadata(map[string]string{
@@ -355,3 +357,34 @@ func (s *Service) warm() {
 // maxWarmTries bounds one round of warming: about a minute at one try a
 // second once the backoff has grown.
 const maxWarmTries = 60
+
+// guardReply drops a request whose reply subject is not a requester's inbox:
+// a JetStream or system API subject ($JS.API.STREAM.DELETE..., $SYS...) or
+// one of memoryd's own subjects (memory.turns.*, memory.changes.*,
+// memory.deadletter.*). memoryd's credential may publish on those, so
+// replying there would let any frontend delete or purge the turn stream,
+// or forge another user's turns, dead letters and memory changes, with
+// memoryd's permissions (a confused deputy).
+func (s *Service) guardReply(h micro.Handler) micro.Handler {
+	return micro.HandlerFunc(func(req micro.Request) {
+		if r := req.Reply(); !SafeReplySubject(r, s.cfg.Prefix) {
+			s.logger.Warn("request dropped: its reply subject is not an inbox", "subject", req.Subject(), "reply", r)
+			return
+		}
+		h.Handle(req)
+	})
+}
+
+// SafeReplySubject reports whether memoryd may publish a reply on reply:
+// not on a system or JetStream subject (any beginning with "$") nor on one
+// of memoryd's own (prefix, or below it). An empty reply (a publish that
+// asks for none) is safe: nothing is sent.
+func SafeReplySubject(reply, prefix string) bool {
+	if reply == "" {
+		return true
+	}
+	if strings.HasPrefix(reply, "$") {
+		return false
+	}
+	return reply != prefix && !strings.HasPrefix(reply, prefix+".")
+}

@@ -446,6 +446,7 @@ func permCheck(t *testing.T, memorydBlock, frontendBlock string) {
 	}
 	permCheckDocs(t, ctx, st, alice, bob, marker)
 	permCheckCLI(t, url, aliceInbox, bobInbox)
+	permCheckReplySubjects(t, ctx, md, alice, bob)
 	if v := mdErrs.all(); len(v) > 0 {
 		t.Errorf("memoryd's documented permissions refused some of its work: %q", v)
 	}
@@ -578,4 +579,70 @@ func permStartNATS(t *testing.T, dir, conf string) string {
 	return eventstest.PrivateServer(t, func(port int) []string {
 		return []string{"-c", path, "-a", "127.0.0.1", "-p", strconv.Itoa(port)}
 	})
+}
+
+// permCheckReplySubjects: a frontend's request on its own subject that
+// names, as its reply subject, a JetStream API subject or one of memoryd's
+// own gets no reply there. memoryd publishes replies with its credential,
+// which allows the JetStream API, dead letters and memory changes: an
+// operators' walk purged and deleted the turn stream, deleted the ingest
+// consumer, and forged alice's dead letters and memory changes from bob's
+// frontend this way.
+func permCheckReplySubjects(t *testing.T, ctx context.Context, md, alice, bob *nats.Conn) {
+	t.Helper()
+	js, err := jetstream.New(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := func() string {
+		var parts []string
+		for _, name := range []string{events.DefaultStream, events.DefaultDeadLetterStream} {
+			st, err := js.Stream(ctx, name)
+			if err != nil {
+				parts = append(parts, name+": "+err.Error())
+				continue
+			}
+			info, err := st.Info(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			parts = append(parts, fmt.Sprintf("%s: %d messages", name, info.State.Msgs))
+		}
+		if _, err := js.Consumer(ctx, events.DefaultStream, worker.DefaultDurable); err != nil {
+			parts = append(parts, "consumer: "+err.Error())
+		}
+		return strings.Join(parts, "; ")
+	}
+	before := state()
+	changes, err := alice.SubscribeSync("memory.changes.alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := alice.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for _, reply := range []string{
+		"$JS.API.STREAM.PURGE." + events.DefaultStream,
+		"$JS.API.CONSUMER.DELETE." + events.DefaultStream + "." + worker.DefaultDurable,
+		"$JS.API.STREAM.DELETE." + events.DefaultStream,
+		"memory.turns.alice", "memory.deadletter.alice", "memory.changes.alice",
+	} {
+		// A bad body too: an error reply has an empty body, which the
+		// JetStream API reads as a request.
+		for _, body := range []string{`{"user_id":"bob"}`, `x`} {
+			if err := bob.PublishRequest("memory.stats.bob", reply, []byte(body)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// bob's own request after them, answered: the endpoint has had them.
+	if _, err := events.NewClient(bob, "").Stats(ctx, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	if after := state(); after != before {
+		t.Errorf("requests naming memoryd's subjects as their reply changed the streams: %s, was %s", after, before)
+	}
+	if m, err := changes.NextMsg(100 * time.Millisecond); err == nil {
+		t.Errorf("alice's memory changes received a reply to bob's request: %q", m.Data)
+	}
 }
