@@ -308,7 +308,13 @@ stated the value and when.`)
 		if o.json {
 			return printJSON(a.stdout, reply)
 		}
-		fmt.Fprintf(a.stdout, "set %s\n", pos[0])
+		if k := reply.Fact.Key; k != "" && k != pos[0] {
+			// An alias is stored under its canonical key (protocol.md,
+			// "Fact keys"): say which, or the key read back differs.
+			fmt.Fprintf(a.stdout, "set %s (%s is an alias of it)\n", k, pos[0])
+		} else {
+			fmt.Fprintf(a.stdout, "set %s\n", pos[0])
+		}
 	case "clear":
 		n, err := c.ClearFact(reqCtx, o.user, pos[0])
 		if err != nil {

@@ -85,3 +85,21 @@ func TestFactsHistoryCommand(t *testing.T) {
 		t.Fatalf("--max-results 0: exit %d, %q", code, errOut)
 	}
 }
+
+// TestFactsSetNamesTheCanonicalKey: `memoryd facts set pet Rex` stores the
+// value under the canonical key "pets" and says so; it printed "set pet",
+// so the key the user then read back was not the one it named.
+func TestFactsSetNamesTheCanonicalKey(t *testing.T) {
+	t.Parallel()
+	_, prefix, _ := startTestEnricher(t)
+	ctx := context.Background()
+	for _, c := range []struct{ key, want string }{
+		{"pet", "set pets (pet is an alias of it)\n"},
+		{"city", "set city\n"},
+	} {
+		out, errOut, code := runArgs(ctx, "facts", "set", "--user", "alice", c.key, "Rex", "--nats-url", eventstest.URL(), "--prefix", prefix, "--log-format", "json")
+		if code != 0 || out != c.want {
+			t.Errorf("facts set %s: exit %d, stdout %q (want %q), stderr %q", c.key, code, out, c.want, errOut)
+		}
+	}
+}
