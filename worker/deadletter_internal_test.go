@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/memoryd/memoryd/events"
-	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/extractor"
 	"github.com/memoryd/memoryd/store/storetest"
 )
@@ -21,20 +20,10 @@ import (
 // once. Before, a soak found one event listed twice after a restart of
 // nats-server (only opted-out events' letters were deduplicated).
 func TestRejectedEventRedeliveredIsDeadLetteredOnce(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	nc := eventstest.Conn(t)
-	prefix, stream := eventstest.Names(t, nc)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := events.EnsureStream(ctx, js, events.StreamConfig{Prefix: prefix, Stream: stream})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := New(Config{Conn: nc, Store: storetest.New(t), Extractor: extractor.NewRules(), Logger: slog.New(slog.DiscardHandler),
-		Prefix: prefix, Stream: stream})
+	e := raceSetup(t)
+	ctx, js, st, prefix := e.ctx, e.js, e.st, e.prefix
+	w, err := New(Config{Conn: js.Conn(), Store: storetest.New(t), Extractor: extractor.NewRules(), Logger: slog.New(slog.DiscardHandler),
+		Prefix: prefix, Stream: e.stream})
 	if err != nil {
 		t.Fatal(err)
 	}
