@@ -57,8 +57,13 @@ func (s *Store) LiveProcesses(ctx context.Context, within time.Duration) (int, e
 
 // EnrichProcessPrefix begins the id of every process recorded by a serve
 // that runs no worker (worker.Presence): it searches its model's vectors
-// but runs no embed job.
+// but runs no embed job. Such an id is the prefix and 16 hex digits
+// (enrichProcessID), which a worker's id (River's, of its host name and a
+// timestamp) never is, even on a host whose name begins "enrich-".
 const EnrichProcessPrefix = "enrich-"
+
+// enrichProcessID matches the ids of EnrichProcessPrefix.
+const enrichProcessID = "^" + EnrichProcessPrefix + "[0-9a-f]{16}$"
 
 // LiveEmbedModels returns the embedding models of the worker processes
 // whose heartbeat is more recent than within, the model of the most
@@ -67,8 +72,8 @@ const EnrichProcessPrefix = "enrich-"
 // left out.
 func (s *Store) LiveEmbedModels(ctx context.Context, within time.Duration) ([]string, error) {
 	rows, err := s.db.Query(ctx, `SELECT embed_model FROM memoryd_processes
-		WHERE embed_model IS NOT NULL AND heartbeat_at > now() - $1::interval AND NOT starts_with(id, $2)
-		GROUP BY embed_model ORDER BY max(started_at) DESC, embed_model`, within, EnrichProcessPrefix)
+		WHERE embed_model IS NOT NULL AND heartbeat_at > now() - $1::interval AND id !~ $2
+		GROUP BY embed_model ORDER BY max(started_at) DESC, embed_model`, within, enrichProcessID)
 	if err != nil {
 		return nil, fmt.Errorf("live embedding models: %w", err)
 	}

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
 
 	"github.com/memoryd/memoryd/store"
 )
@@ -82,17 +84,18 @@ func (c EmbedFollowerConfig) validate() error {
 
 // EmbedFollower gives the items and document chunks written by a process
 // that embeds nothing itself (a replay, a worker or an enrich serve started
-// without --embed-base-url) embed jobs for the model of the most recently
-// started running worker process that embeds (store.LiveEmbedModels), in
-// the writing transaction, as that process's own writes get them. Without
-// it such items were found by keywords only until the next hourly sweep.
-// The jobs go to the embed queue, which only processes that embed work,
-// and one of the model takes them (EmbedArgs.Model). The model is read at
-// Start and every Interval; when no worker embeds, nothing is enqueued (a
-// sweep of the first one that starts enqueues what is missing).
+// without --embed-base-url) embed jobs for each model a running worker
+// process embeds with (store.LiveEmbedModels), in the writing transaction,
+// as those processes' own writes get theirs. Without it such items were
+// found by keywords only until the next hourly sweep. The jobs go to the
+// embed queue, which only processes that embed work, and one of the model
+// takes them (EmbedArgs.Model): during a change of model (or a backfill of
+// a new one beside the serves) both models' serves get the item's vector.
+// The models are read at Start and every Interval; when no worker embeds,
+// nothing is enqueued (a sweep enqueues what is missing once one runs).
 type EmbedFollower struct {
-	cfg   EmbedFollowerConfig
-	model atomic.Pointer[string]
+	cfg    EmbedFollowerConfig
+	models atomic.Pointer[[]string]
 
 	mu   sync.Mutex
 	stop chan struct{}
@@ -108,12 +111,13 @@ func NewEmbedFollower(cfg EmbedFollowerConfig) (*EmbedFollower, error) {
 	return &EmbedFollower{cfg: cfg}, nil
 }
 
-// Model is the model whose embed jobs the follower inserts now ("": none).
-func (f *EmbedFollower) Model() string {
-	if m := f.model.Load(); m != nil {
+// Models are the models whose embed jobs the follower inserts now, the
+// most recently started worker's first.
+func (f *EmbedFollower) Models() []string {
+	if m := f.models.Load(); m != nil {
 		return *m
 	}
-	return ""
+	return nil
 }
 
 // Start reads the running models, installs the store's hooks and keeps
@@ -132,21 +136,27 @@ func (f *EmbedFollower) Start(ctx context.Context) error {
 		return err
 	}
 	f.cfg.Store.SetContextHook(func(ctx context.Context, tx pgx.Tx, refs []store.ContextRef) error {
-		m := f.Model()
-		if m == "" {
+		var params []river.InsertManyParams
+		for _, m := range f.Models() {
+			params = append(params, embedParams(refs, m, f.cfg.JobSize, items)...)
+		}
+		if len(params) == 0 {
 			return nil
 		}
-		if _, err := f.cfg.Enqueuer.client.InsertManyFastTx(ctx, tx, embedParams(refs, m, f.cfg.JobSize, items)); err != nil {
+		if _, err := f.cfg.Enqueuer.client.InsertManyFastTx(ctx, tx, params); err != nil {
 			return fmt.Errorf("enqueue embedding: %w", err)
 		}
 		return nil
 	})
 	f.cfg.Store.SetChunkHook(func(ctx context.Context, tx pgx.Tx, docs []store.DocChunksRef) error {
-		m := f.Model()
-		if m == "" {
+		var params []river.InsertManyParams
+		for _, m := range f.Models() {
+			params = append(params, chunkEmbedParams(docs, m, f.cfg.JobSize, items)...)
+		}
+		if len(params) == 0 {
 			return nil
 		}
-		if _, err := f.cfg.Enqueuer.client.InsertManyFastTx(ctx, tx, chunkEmbedParams(docs, m, f.cfg.JobSize, items)); err != nil {
+		if _, err := f.cfg.Enqueuer.client.InsertManyFastTx(ctx, tx, params); err != nil {
 			return fmt.Errorf("enqueue chunk embedding: %w", err)
 		}
 		return nil
@@ -176,29 +186,26 @@ func (f *EmbedFollower) loop(stop, done chan struct{}) {
 	}
 }
 
-// refresh reads the model of the most recently started running worker
-// that embeds, and logs a change.
+// refresh reads the models of the running workers that embed, and logs a
+// change.
 func (f *EmbedFollower) refresh(ctx context.Context) error {
 	models, err := f.cfg.Store.LiveEmbedModels(ctx, f.cfg.Live)
 	if err != nil {
 		return err
 	}
-	m := ""
-	if len(models) > 0 {
-		m = models[0]
-	}
-	if old := f.model.Swap(&m); old == nil && m == "" || old != nil && *old == m {
+	old := f.models.Swap(&models)
+	if old == nil && len(models) == 0 || old != nil && slices.Equal(*old, models) {
 		return nil
 	}
-	if m == "" {
+	if len(models) == 0 {
 		f.cfg.Logger.Info("no running worker embeds: the items this process writes get no embed jobs until one starts (its sweep enqueues them)")
 	} else {
-		f.cfg.Logger.Info("this process embeds nothing itself: the items it writes get embed jobs for the running workers' model", "embed_model", m)
+		f.cfg.Logger.Info("this process embeds nothing itself: the items it writes get embed jobs for the running workers' models", "embed_models", models)
 	}
 	return nil
 }
 
-// Stop stops following; the model last read stays in use by the hooks.
+// Stop stops following; the models last read stay in use by the hooks.
 func (f *EmbedFollower) Stop(ctx context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -817,6 +817,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	if w.consume, err = w.consumeFrom(cons); err != nil {
 		_ = w.river.Stop(ctx)
 		w.stopLiveness(ctx)
+		w.stopFollowing(ctx)
 		return err
 	}
 	rebindCtx, endRebind := context.WithCancel(context.WithoutCancel(ctx))
@@ -1088,6 +1089,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 		// keep it, so that other processes take them over only once this
 		// process's lease has lapsed (which cancels them), not at once.
 		w.abandonLiveness()
+		w.stopFollowing(ctx)
 		return fmt.Errorf("worker: stop river: %w", err)
 	}
 	w.stopLiveness(ctx)

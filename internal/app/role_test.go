@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +15,10 @@ import (
 	"github.com/memoryd/memoryd/embedding"
 	"github.com/memoryd/memoryd/embedding/embeddingtest"
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/store/storetest"
+	"github.com/memoryd/memoryd/worker"
 )
 
 // TestRolesSplitEnrichFromIngest: a process of role enrich answers the
@@ -167,5 +172,48 @@ func TestEnrichRoleKeepsItsModelsVectors(t *testing.T) {
 	s = s2
 	if n := deleted(); n != 1 {
 		t.Fatalf("after the enrich serve stopped, %d vectors of its model deleted, want 1", n)
+	}
+}
+
+// TestEnrichRoleWithoutEmbeddingsFollowsTheWorkers: a serve of role enrich
+// with embeddings off, beside a running worker that embeds, gives what its
+// requests write (memory.store's item, docs.put's chunks) embed jobs of
+// that worker's model, in the write's transaction. Before, they got none and
+// stayed lexical-only until the worker's hourly sweep.
+func TestEnrichRoleWithoutEmbeddingsFollowsTheWorkers(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.Role = RoleEnrich
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := storetest.Open(t, cfg.Store.URL)
+	if _, err := s.Pool().Exec(ctx, `INSERT INTO memoryd_processes (id, embed_model, heartbeat_at)
+		VALUES ('serve-embedding', 'm1', now() + interval '1 hour')`); err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Stop(context.Background()) })
+	c := events.NewClient(eventstest.Conn(t), cfg.Prefix)
+	eventstest.Eventually(t, "memory.store answered", time.Minute, func() (bool, string) {
+		_, err := c.Store(ctx, events.StoreRequest{UserID: "alice", Question: "my dog's name?", Answer: "Rex"})
+		return err == nil, fmt.Sprint(err)
+	})
+	if _, err := c.PutDocument(ctx, events.DocsPutRequest{UserID: "alice", Collection: "notes", DocID: "d", Content: "The zebra notes."}); err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{worker.EmbedJobKind, worker.ChunkEmbedJobKind} {
+		var models []string
+		if err := s.Pool().QueryRow(ctx, `SELECT coalesce(array_agg(DISTINCT args->>'model'), '{}') FROM river_job WHERE kind = $1`, kind).Scan(&models); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(models, []string{"m1"}) {
+			t.Errorf("%s jobs of models %q, want the running worker's m1", kind, models)
+		}
 	}
 }
