@@ -168,6 +168,12 @@ func (s *Store) SetFactValues(ctx context.Context, userID, key string, values []
 		stored bool
 	)
 	err = s.inTx(ctx, func(q *Store) error {
+		// The user's clears first (applyFacts takes the same lock again),
+		// so that a facts.clear committing meanwhile is either seen by
+		// directWriteTime or waits for this write.
+		if err := q.lockClears(ctx, []string{userID}, false); err != nil {
+			return err
+		}
 		at, err := q.directWriteTime(ctx, userID, key)
 		if err != nil {
 			return err

@@ -121,7 +121,7 @@ func (a *App) warnUnembedded(ctx context.Context, s *store.Store) {
 	if err != nil || len(live) > 0 {
 		return
 	}
-	a.logger.WarnContext(ctx, "this process extracts without --embed-base-url, no running worker embeds, and the database holds vectors: the items it extracts get no embed jobs and are found by keywords only until a serve's embed sweep (hourly, and when it starts); give it the serve's --embed-base-url and --embed-model, or run embed --backfill afterwards",
+	a.logger.WarnContext(ctx, "this process extracts without --embed-base-url, no running worker embeds, and the database holds vectors: the items it extracts get no embed jobs and are found by keywords only until a serve's embed sweep (hourly, and when a process becomes River's leader); give it the serve's --embed-base-url and --embed-model, or run embed --backfill afterwards",
 		"embed_model", models[0])
 }
 

@@ -621,6 +621,10 @@ func (a *App) Stop(ctx context.Context) error {
 	}
 }
 
+// enrichStopReserve is the part of Stop's time, at most a quarter of it,
+// kept from the worker's wait for the enrich service's requests.
+const enrichStopReserve = 5 * time.Second
+
 // stopLocked stops everything but the endpoint; a.mu is held.
 func (a *App) stopLocked(ctx context.Context) error {
 	var errs []error
@@ -641,7 +645,16 @@ func (a *App) stopLocked(ctx context.Context) error {
 	// 25-31 s, 90-98 failed requests a restart). A forget meanwhile needs
 	// the worker's stream and store only, not River.
 	if a.worker != nil {
-		errs = append(errs, a.worker.Stop(ctx))
+		// The worker's wait ends before the deadline by a reserve, so that
+		// enrich can still answer, or be waited for, the requests it took
+		// meanwhile: a deadline spent by the jobs alone is no failure.
+		wctx := ctx
+		if d, ok := ctx.Deadline(); ok && a.enrich != nil {
+			var cancel context.CancelFunc
+			wctx, cancel = context.WithDeadline(ctx, d.Add(-min(enrichStopReserve, time.Until(d)/4)))
+			defer cancel()
+		}
+		errs = append(errs, a.worker.Stop(wctx))
 		a.worker = nil
 	}
 	if a.enrich != nil {

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -337,6 +338,10 @@ func (c Config) validate() error {
 	}
 	if p := c.NATS.InboxPrefix; strings.ContainsAny(p, "*> \t") || strings.HasPrefix(p, ".") || strings.HasSuffix(p, ".") {
 		return &ConfigError{Field: "NATS.InboxPrefix", Value: fmt.Sprintf("%q", p), Reason: "must be a subject without wildcards or spaces, not starting or ending with '.'"}
+	}
+	if p := c.NATS.InboxPrefix; p != "" && !enricher.SafeReplySubject(p+".x", cmp.Or(c.Prefix, events.DefaultPrefix)) {
+		// memoryd would drop every request (protocol.md, "Reply subjects").
+		return &ConfigError{Field: "NATS.InboxPrefix", Value: fmt.Sprintf("%q", p), Reason: "must not begin with '$' or memoryd's prefix: memoryd answers no request whose reply subject does"}
 	}
 	return nil
 }

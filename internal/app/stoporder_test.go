@@ -94,3 +94,39 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
+
+// TestStopWhoseDeadlineTheJobsSpendSucceeds: a stop whose deadline a running
+// job's held model call uses up returns nil (serve exits 0, as documented):
+// the worker's wait ends a reserve before the deadline, which the enrich
+// service's stop then has. A review found it returned "requests still in
+// progress were cancelled" once the worker stopped first and spent it all.
+func TestStopWhoseDeadlineTheJobsSpendSucceeds(t *testing.T) {
+	t.Parallel()
+	llm := extractortest.NewServer(t)
+	asked, release := make(chan struct{}, 1), make(chan struct{})
+	llm.SetHandler(func(openai.ChatCompletionRequest) extractortest.Reply {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		<-release
+		return extractortest.Content(`{"facts":{},"context":[]}`)
+	})
+	a := startTestApp(t, func(c *Config) { c.LLM.BaseURL, c.LLM.Model = llm.URL(), "fake-model" })
+	t.Cleanup(func() { close(release) })
+	js, err := jetstream.New(eventstest.Conn(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := events.NewPublisher(js, a.cfg.Prefix).Publish(ctx, events.Turn{ID: "t1", UserID: "alice",
+		UserMessage: "I live in Oslo", AssistantResponse: "ok", Timestamp: time.Now().UTC()}); err != nil {
+		t.Fatal(err)
+	}
+	<-asked
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := a.Stop(sctx); err != nil {
+		t.Fatalf("a stop whose deadline the running job spent: %v, want nil", err)
+	}
+}
