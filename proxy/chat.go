@@ -178,10 +178,11 @@ func (p *Proxy) forward(w http.ResponseWriter, in *http.Request, req *http.Reque
 		return nil, OutcomeUpstreamUnreachable
 	}
 	p.obs.Upstream(time.Since(start), fmt.Sprintf("%dxx", resp.StatusCode/100))
-	if resp.StatusCode == http.StatusUnauthorized && p.cfg.UpstreamKey != "" {
-		// The proxy's own key was refused, not the client's: relayed, the
-		// 401 would have the chat app blame its user's memoryd key, and
-		// its message (OpenAI quotes the key's start) reach every user.
+	if resp.StatusCode == http.StatusUnauthorized {
+		// The proxy's own key (or its lack: --upstream-key unset) was
+		// refused, never the client's, which is not forwarded: relayed,
+		// the 401 would have the chat app blame its user's memoryd key,
+		// and its message (OpenAI quotes the key's start) reach every user.
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
 		p.log.Error("the upstream refused --upstream-key (HTTP 401): check the proxy's upstream key")
@@ -380,6 +381,31 @@ func lastBytes(s string, n int) string {
 	return s[cut:]
 }
 
+// fitEvent shortens turn, the reply first and then the message, until it
+// encodes within events.MaxEventBytes: within their own limits, text that
+// JSON escapes (<, >, & and control characters take 6 bytes each) can
+// still make the event too large, and the publish would refuse it. Each
+// byte cut removes at least one encoded byte, so a cut by the excess fits
+// at once, unless a cut ends inside a rune (a few bytes more: the loop's
+// next round).
+func fitEvent(turn *events.Turn) {
+	for range 8 {
+		data, err := json.Marshal(turn)
+		if err != nil {
+			return
+		}
+		over := len(data) - events.MaxEventBytes
+		if over <= 0 {
+			return
+		}
+		if n := len(turn.AssistantResponse); n > 0 {
+			turn.AssistantResponse = firstBytes(turn.AssistantResponse, max(n-over, 0))
+		} else {
+			turn.UserMessage = lastBytes(turn.UserMessage, max(len(turn.UserMessage)-over, 1))
+		}
+	}
+}
+
 // firstBytes returns the start of s in at most n bytes, ending on a rune
 // boundary.
 func firstBytes(s string, n int) string {
@@ -519,6 +545,7 @@ func (p *Proxy) publish(sc trace.SpanContext, user, message string, acc *reply) 
 		AssistantResponse: firstBytes(acc.text.String(), events.MaxAssistantResponseBytes),
 		Timestamp:         time.Now().UTC(),
 	}
+	fitEvent(&turn)
 	p.publishes.Add(1)
 	go func() {
 		defer p.publishes.Done()

@@ -1,9 +1,13 @@
 package proxy
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
+
+	"github.com/memoryd/memoryd/events"
 )
 
 // TestLastBytes: a message over the limit keeps its end, at most n bytes,
@@ -72,6 +76,39 @@ func TestFirstBytes(t *testing.T) {
 		got := firstBytes(long, n)
 		if !utf8.ValidString(got) || !strings.HasPrefix(long, got) || len(got) > n || n-len(got) >= utf8.UTFMax {
 			t.Fatalf("firstBytes(long, %d) = %d bytes, valid %v", n, len(got), utf8.ValidString(got))
+		}
+	}
+}
+
+// TestFitEvent: a turn within its fields' limits whose text JSON escapes
+// (HTML in a reply) is shortened, reply first, until its encoded event fits
+// the publish limit, and stays valid; one that fits is left alone. A review
+// found a 64 KiB message with a 200 KiB HTML reply encoded to 552,488
+// bytes, refused, and nothing remembered.
+func TestFitEvent(t *testing.T) {
+	at := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name, msg, reply string
+		cut              bool
+	}{
+		{"plain", "where do I live?", "Lisbon.", false},
+		{"HTML reply", strings.Repeat("q", events.MaxUserMessageBytes), strings.Repeat("<b>x</b>&amp;", 200<<10/13), true},
+		{"escapes in both", strings.Repeat("<&>", events.MaxUserMessageBytes/3), strings.Repeat("é<", events.MaxAssistantResponseBytes/3), true},
+	} {
+		turn := events.Turn{ID: "proxy-1", UserID: "alice", UserMessage: c.msg, AssistantResponse: c.reply, Timestamp: at}
+		fitEvent(&turn)
+		data, err := json.Marshal(turn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(data) > events.MaxEventBytes || turn.Validate() != nil {
+			t.Errorf("%s: %d bytes (limit %d), valid: %v", c.name, len(data), events.MaxEventBytes, turn.Validate())
+		}
+		if cut := turn.AssistantResponse != c.reply || turn.UserMessage != c.msg; cut != c.cut {
+			t.Errorf("%s: shortened %v, want %v", c.name, cut, c.cut)
+		}
+		if !strings.HasPrefix(c.reply, turn.AssistantResponse) || !strings.HasSuffix(c.msg, turn.UserMessage) || turn.UserMessage == "" {
+			t.Errorf("%s: not the reply's start and the message's end", c.name)
 		}
 	}
 }

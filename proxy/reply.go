@@ -77,11 +77,7 @@ func (a *reply) line(l []byte) {
 			continue
 		}
 		a.text.WriteString(c.Delta.Content)
-		// A reply that ends in tool calls is not the turn's answer: the
-		// client sends the tool results and the answer comes in the next
-		// request, remembered then (as the JSON reply's null content is
-		// not).
-		if c.FinishReason != nil && *c.FinishReason != "" && (*c.FinishReason != "tool_calls" || strings.TrimSpace(a.text.String()) != "") {
+		if c.FinishReason != nil && *c.FinishReason != "" && !callsTools(*c.FinishReason) {
 			a.finished = true
 		}
 	}
@@ -115,11 +111,21 @@ func (a *reply) end() {
 	a.pending = nil
 	a.id = resp.ID
 	for _, c := range resp.Choices {
-		if c.Index == 0 && c.Message.Content != nil {
+		if c.Index == 0 && c.Message.Content != nil && !callsTools(c.FinishReason) {
 			a.text.WriteString(*c.Message.Content)
 			a.finished = true
 		}
 	}
+}
+
+// callsTools reports whether a reply ending for reason is a round of tool
+// (or legacy function) calls: not the turn's answer, even with some text
+// before the calls ("Let me check."). The client sends the results and the
+// answer comes with the next request, which carries the same user message
+// and is remembered then; remembered now too, the turn would be stored
+// twice, once with a partial or empty answer.
+func callsTools(reason string) bool {
+	return reason == "tool_calls" || reason == "function_call"
 }
 
 // done reports whether a whole reply was read: a finish reason seen in the

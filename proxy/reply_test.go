@@ -97,13 +97,35 @@ func TestRequestBody(t *testing.T) {
 	}
 }
 
-func TestToolCallStreamIsNotATurn(t *testing.T) {
-	var a reply
-	a.streamed = true
-	a.feed([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]},\"finish_reason\":null}]}\n\n"))
-	a.feed([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n"))
-	a.end()
-	if a.done() {
-		t.Fatalf("a reply of tool calls alone counts as a finished turn (text %q)", a.text.String())
+// TestToolCallRoundsAreNotTurns: a reply that ends in tool (or legacy
+// function) calls is not remembered, streamed or not, with or without text
+// before the calls; a reply that ends otherwise is. Before, a streamed round
+// was remembered with an empty answer (a proxy walk), and a review found a
+// JSON round with "content": "", a stream with "Let me check." before its
+// calls, and function_call remembered too.
+func TestToolCallRoundsAreNotTurns(t *testing.T) {
+	const call = `"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]`
+	for _, c := range []struct {
+		name     string
+		streamed bool
+		body     string
+		done     bool
+	}{
+		{"stream of calls alone", true, `data: {"choices":[{"index":0,"delta":{` + call + `},"finish_reason":null}]}` + "\n\n" +
+			`data: {"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}` + "\n\ndata: [DONE]\n\n", false},
+		{"stream with text before the calls", true, `data: {"choices":[{"index":0,"delta":{"content":"Let me check."},"finish_reason":null}]}` + "\n\n" +
+			`data: {"choices":[{"index":0,"delta":{` + call + `},"finish_reason":"tool_calls"}]}` + "\n\ndata: [DONE]\n\n", false},
+		{"stream of a legacy function call", true, `data: {"choices":[{"index":0,"delta":{"function_call":{"name":"f","arguments":"{}"}},"finish_reason":"function_call"}]}` + "\n\n", false},
+		{"stream of an answer", true, `data: {"choices":[{"index":0,"delta":{"content":"Lisbon."},"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n", true},
+		{"JSON calls, content null", false, `{"choices":[{"index":0,"message":{"role":"assistant","content":null,` + call + `},"finish_reason":"tool_calls"}]}`, false},
+		{"JSON calls, content empty", false, `{"choices":[{"index":0,"message":{"role":"assistant","content":"",` + call + `},"finish_reason":"tool_calls"}]}`, false},
+		{"JSON answer", false, `{"choices":[{"index":0,"message":{"role":"assistant","content":"Lisbon."},"finish_reason":"stop"}]}`, true},
+	} {
+		a := reply{streamed: c.streamed}
+		a.feed([]byte(c.body))
+		a.end()
+		if a.done() != c.done {
+			t.Errorf("%s: done %v (text %q), want %v", c.name, a.done(), a.text.String(), c.done)
+		}
 	}
 }
