@@ -22,23 +22,7 @@ import (
 // failed requests a restart, model calls being slow).
 func TestEnrichAnswersWhileTheWorkerStops(t *testing.T) {
 	t.Parallel()
-	llm := extractortest.NewServer(t)
-	asked, release := make(chan struct{}, 1), make(chan struct{})
-	llm.SetHandler(func(openai.ChatCompletionRequest) extractortest.Reply {
-		select {
-		case asked <- struct{}{}:
-		default:
-		}
-		<-release
-		return extractortest.Content(`{"facts":{},"context":[]}`)
-	})
-	var once sync.Once
-	free := func() { once.Do(func() { close(release) }) }
-	a := startTestApp(t, func(c *Config) {
-		c.LLM.BaseURL, c.LLM.Model = llm.URL(), "fake-model"
-		c.Ops.Addr = "127.0.0.1:0"
-	})
-	t.Cleanup(free) // before the app's and the server's cleanups
+	a, free := startWithAHeldJob(t, func(c *Config) { c.Ops.Addr = "127.0.0.1:0" })
 	health := "http://" + a.OpsAddr() + "/healthz"
 	client := events.NewClient(eventstest.Conn(t), a.cfg.Prefix)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -51,15 +35,6 @@ func TestEnrichAnswersWhileTheWorkerStops(t *testing.T) {
 		err := ask()
 		return err == nil, "enrich: " + errString(err)
 	})
-	js, err := jetstream.New(eventstest.Conn(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := events.NewPublisher(js, a.cfg.Prefix).Publish(ctx, events.Turn{ID: "t1", UserID: "alice",
-		UserMessage: "I live in Oslo", AssistantResponse: "ok", Timestamp: time.Now().UTC()}); err != nil {
-		t.Fatal(err)
-	}
-	<-asked // the job's model call is held
 
 	stopped := make(chan error, 1)
 	go func() { stopped <- a.Stop(ctx) }()
@@ -102,6 +77,21 @@ func errString(err error) string {
 // progress were cancelled" once the worker stopped first and spent it all.
 func TestStopWhoseDeadlineTheJobsSpendSucceeds(t *testing.T) {
 	t.Parallel()
+	a, _ := startWithAHeldJob(t, nil)
+	ctx := context.Background()
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := a.Stop(sctx); err != nil {
+		t.Fatalf("a stop whose deadline the running job spent: %v, want nil", err)
+	}
+}
+
+// startWithAHeldJob starts an App (changed by mod) whose model holds every
+// call until the returned free is called (also at the test's end, before
+// the app's and the server's cleanups), publishes one turn of alice's and
+// returns once its extraction job is waiting on the model.
+func startWithAHeldJob(t *testing.T, mod func(*Config)) (a *App, free func()) {
+	t.Helper()
 	llm := extractortest.NewServer(t)
 	asked, release := make(chan struct{}, 1), make(chan struct{})
 	llm.SetHandler(func(openai.ChatCompletionRequest) extractortest.Reply {
@@ -112,21 +102,23 @@ func TestStopWhoseDeadlineTheJobsSpendSucceeds(t *testing.T) {
 		<-release
 		return extractortest.Content(`{"facts":{},"context":[]}`)
 	})
-	a := startTestApp(t, func(c *Config) { c.LLM.BaseURL, c.LLM.Model = llm.URL(), "fake-model" })
-	t.Cleanup(func() { close(release) })
+	var once sync.Once
+	free = func() { once.Do(func() { close(release) }) }
+	a = startTestApp(t, func(c *Config) {
+		c.LLM.BaseURL, c.LLM.Model = llm.URL(), "fake-model"
+		if mod != nil {
+			mod(c)
+		}
+	})
+	t.Cleanup(free)
 	js, err := jetstream.New(eventstest.Conn(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	if _, err := events.NewPublisher(js, a.cfg.Prefix).Publish(ctx, events.Turn{ID: "t1", UserID: "alice",
+	if _, err := events.NewPublisher(js, a.cfg.Prefix).Publish(context.Background(), events.Turn{ID: "t1", UserID: "alice",
 		UserMessage: "I live in Oslo", AssistantResponse: "ok", Timestamp: time.Now().UTC()}); err != nil {
 		t.Fatal(err)
 	}
 	<-asked
-	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	if err := a.Stop(sctx); err != nil {
-		t.Fatalf("a stop whose deadline the running job spent: %v, want nil", err)
-	}
+	return a, free
 }
