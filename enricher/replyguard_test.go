@@ -1,9 +1,14 @@
 package enricher_test
 
 import (
+	"log/slog"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/memoryd/memoryd/enricher"
+	"github.com/memoryd/memoryd/events/eventstest"
+	"github.com/memoryd/memoryd/store/storetest"
 )
 
 func TestSafeReplySubject(t *testing.T) {
@@ -31,5 +36,37 @@ func TestSafeReplySubject(t *testing.T) {
 		if got := enricher.SafeReplySubject(c.reply, c.prefix); got != c.safe {
 			t.Errorf("SafeReplySubject(%q, %q) = %v, want %v", c.reply, c.prefix, got, c.safe)
 		}
+	}
+}
+
+// TestUnsafeReplyDroppedQuietly: requests naming memoryd's subjects as
+// their reply get no reply there and are logged once, not once each (a
+// frontend sending them in a loop must not flood the log); a request with
+// an inbox is answered as ever.
+func TestUnsafeReplyDroppedQuietly(t *testing.T) {
+	t.Parallel()
+	var logs eventstest.SyncBuffer
+	h := start(t, storetest.New(t), func(c *enricher.Config) {
+		c.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	sub, err := h.nc.SubscribeSync(h.prefix + ".changes.alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		if err := h.nc.PublishRequest(h.prefix+".stats.bob", h.prefix+".changes.alice", []byte(`{"user_id":"bob"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The endpoint handles its requests in order: once bob's own request
+	// is answered, the 50 before it have been handled.
+	if _, err := h.client.Stats(ctxT(t), "bob"); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := sub.NextMsg(100 * time.Millisecond); err == nil {
+		t.Errorf("a reply reached %s: %q", m.Subject, m.Data)
+	}
+	if n := strings.Count(logs.String(), "request dropped: its reply subject is not an inbox"); n != 1 {
+		t.Errorf("%d warnings for 50 dropped requests, want 1:\n%s", n, logs.String())
 	}
 }

@@ -56,6 +56,10 @@ type Service struct {
 	halted  context.Context
 	halt    context.CancelFunc
 	warming atomic.Bool // a warmer goroutine runs
+
+	// unsafeReplies counts the requests guardReply dropped; unsafeWarned
+	// is the count at its last warning, logged at unsafeLogged (unix ns).
+	unsafeReplies, unsafeWarned, unsafeLogged atomic.Int64
 }
 
 // warmer is a Store that can re-open its pool's connections ahead of use
@@ -365,10 +369,19 @@ const maxWarmTries = 60
 // replying there would let any frontend delete or purge the turn stream,
 // or forge another user's turns, dead letters and memory changes, with
 // memoryd's permissions (a confused deputy).
+//
+// The warning is logged for the first such request and then at most once a
+// minute, with how many were dropped since: a frontend sending them in a
+// loop must not flood the log.
 func (s *Service) guardReply(h micro.Handler) micro.Handler {
 	return micro.HandlerFunc(func(req micro.Request) {
 		if r := req.Reply(); !SafeReplySubject(r, s.cfg.Prefix) {
-			s.logger.Warn("request dropped: its reply subject is not an inbox", "subject", req.Subject(), "reply", r)
+			dropped := s.unsafeReplies.Add(1)
+			now := time.Now().UnixNano()
+			if last := s.unsafeLogged.Load(); (last == 0 || now-last >= int64(time.Minute)) && s.unsafeLogged.CompareAndSwap(last, now) {
+				s.logger.Warn("request dropped: its reply subject is not an inbox", "subject", req.Subject(), "reply", r,
+					"dropped_since_last_warning", dropped-s.unsafeWarned.Swap(dropped))
+			}
 			return
 		}
 		h.Handle(req)

@@ -121,7 +121,7 @@ func (f *EmbedFollower) Models() []string {
 }
 
 // Start reads the running models, installs the store's hooks and keeps
-// the model current until Stop.
+// the models current until Stop.
 func (f *EmbedFollower) Start(ctx context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
