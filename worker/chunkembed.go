@@ -71,12 +71,25 @@ func chunkEmbedParams(docs []store.DocChunksRef, model string, jobSize int, opts
 // jobs for model: at most jobSize chunks per job, each job running
 // maxAttempts times (0: River's default).
 func (e *Enqueuer) ChunkEmbedHook(model string, jobSize, maxAttempts int) (store.ChunkHook, error) {
+	return e.chunkEmbedHook(func() []string { return []string{model} }, jobSize, maxAttempts)
+}
+
+// chunkEmbedHook is ChunkEmbedHook for each of the models models returns
+// at the write (none: no job).
+func (e *Enqueuer) chunkEmbedHook(models func() []string, jobSize, maxAttempts int) (store.ChunkHook, error) {
 	opts, err := e.embedOpts(sourceEmbedWrite, maxAttempts, false)
 	if err != nil {
 		return nil, err
 	}
 	return func(ctx context.Context, tx pgx.Tx, docs []store.DocChunksRef) error {
-		if _, err := e.client.InsertManyFastTx(ctx, tx, chunkEmbedParams(docs, model, jobSize, opts)); err != nil {
+		var params []river.InsertManyParams
+		for _, m := range models() {
+			params = append(params, chunkEmbedParams(docs, m, jobSize, opts)...)
+		}
+		if len(params) == 0 {
+			return nil
+		}
+		if _, err := e.client.InsertManyFastTx(ctx, tx, params); err != nil {
 			return fmt.Errorf("enqueue chunk embedding: %w", err)
 		}
 		return nil

@@ -148,12 +148,25 @@ func embedParams(refs []store.ContextRef, model string, jobSize int, opts *river
 // written: at most jobSize items per job, each job running maxAttempts
 // times (0: River's default).
 func (e *Enqueuer) EmbedHook(model string, jobSize, maxAttempts int) (store.ContextHook, error) {
+	return e.embedHook(func() []string { return []string{model} }, jobSize, maxAttempts)
+}
+
+// embedHook is EmbedHook for each of the models models returns at the
+// write (none: no job).
+func (e *Enqueuer) embedHook(models func() []string, jobSize, maxAttempts int) (store.ContextHook, error) {
 	opts, err := e.embedOpts(sourceEmbedWrite, maxAttempts, false)
 	if err != nil {
 		return nil, err
 	}
 	return func(ctx context.Context, tx pgx.Tx, items []store.ContextRef) error {
-		if _, err := e.client.InsertManyFastTx(ctx, tx, embedParams(items, model, jobSize, opts)); err != nil {
+		var params []river.InsertManyParams
+		for _, m := range models() {
+			params = append(params, embedParams(items, m, jobSize, opts)...)
+		}
+		if len(params) == 0 {
+			return nil
+		}
+		if _, err := e.client.InsertManyFastTx(ctx, tx, params); err != nil {
 			return fmt.Errorf("enqueue embedding: %w", err)
 		}
 		return nil

@@ -10,9 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
-
 	"github.com/memoryd/memoryd/store"
 )
 
@@ -97,9 +94,8 @@ type EmbedFollower struct {
 	cfg    EmbedFollowerConfig
 	models atomic.Pointer[[]string]
 
-	mu   sync.Mutex
-	stop chan struct{}
-	done chan struct{}
+	mu    sync.Mutex
+	ticks *ticker // refreshing, between Start and Stop
 }
 
 // NewEmbedFollower returns an EmbedFollower; it does nothing until Start.
@@ -125,65 +121,30 @@ func (f *EmbedFollower) Models() []string {
 func (f *EmbedFollower) Start(ctx context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.stop != nil {
+	if f.ticks != nil {
 		return errors.New("worker: embed follower already started")
 	}
 	if err := f.refresh(ctx); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
-	items, err := f.cfg.Enqueuer.embedOpts(sourceEmbedWrite, f.cfg.MaxAttempts, false)
+	items, err := f.cfg.Enqueuer.embedHook(f.Models, f.cfg.JobSize, f.cfg.MaxAttempts)
 	if err != nil {
 		return err
 	}
-	f.cfg.Store.SetContextHook(func(ctx context.Context, tx pgx.Tx, refs []store.ContextRef) error {
-		var params []river.InsertManyParams
-		for _, m := range f.Models() {
-			params = append(params, embedParams(refs, m, f.cfg.JobSize, items)...)
-		}
-		if len(params) == 0 {
-			return nil
-		}
-		if _, err := f.cfg.Enqueuer.client.InsertManyFastTx(ctx, tx, params); err != nil {
-			return fmt.Errorf("enqueue embedding: %w", err)
-		}
-		return nil
-	})
-	f.cfg.Store.SetChunkHook(func(ctx context.Context, tx pgx.Tx, docs []store.DocChunksRef) error {
-		var params []river.InsertManyParams
-		for _, m := range f.Models() {
-			params = append(params, chunkEmbedParams(docs, m, f.cfg.JobSize, items)...)
-		}
-		if len(params) == 0 {
-			return nil
-		}
-		if _, err := f.cfg.Enqueuer.client.InsertManyFastTx(ctx, tx, params); err != nil {
-			return fmt.Errorf("enqueue chunk embedding: %w", err)
-		}
-		return nil
-	})
-	f.stop, f.done = make(chan struct{}), make(chan struct{})
-	go f.loop(f.stop, f.done)
-	return nil
-}
-
-func (f *EmbedFollower) loop(stop, done chan struct{}) {
-	defer close(done)
-	tick := time.NewTicker(f.cfg.Interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-tick.C:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), f.cfg.Interval)
+	chunks, err := f.cfg.Enqueuer.chunkEmbedHook(f.Models, f.cfg.JobSize, f.cfg.MaxAttempts)
+	if err != nil {
+		return err
+	}
+	f.cfg.Store.SetContextHook(items)
+	f.cfg.Store.SetChunkHook(chunks)
+	f.ticks = every(f.cfg.Interval, func(ctx context.Context) {
 		if err := f.refresh(ctx); err != nil {
-			// The model read before stays: a moment without Postgres
-			// changes no model.
+			// The models read before stay: a moment without Postgres
+			// changes none.
 			f.cfg.Logger.Debug("embed follower", "error", err)
 		}
-		cancel()
-	}
+	})
+	return nil
 }
 
 // refresh reads the models of the running workers that embed, and logs a
@@ -209,15 +170,45 @@ func (f *EmbedFollower) refresh(ctx context.Context) error {
 func (f *EmbedFollower) Stop(ctx context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.stop == nil {
+	if f.ticks == nil {
 		return nil
 	}
-	close(f.stop)
-	select {
-	case <-f.done:
-	case <-ctx.Done():
-		// The loop's read is bounded by Interval; it ends on its own.
-	}
-	f.stop = nil
+	f.ticks.stop()
+	f.ticks = nil
 	return nil
+}
+
+// ticker calls a function every interval, on a goroutine of its own, until
+// stop: the loop of a Presence's heartbeat and an EmbedFollower's refresh.
+type ticker struct {
+	halt chan struct{}
+	done chan struct{}
+}
+
+// every starts calling fn every interval, each call with a context bounded
+// by interval, so that a call cannot outlast the next tick by much.
+func every(interval time.Duration, fn func(ctx context.Context)) *ticker {
+	t := &ticker{halt: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(t.done)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-t.halt:
+				return
+			case <-tick.C:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), interval)
+			fn(ctx)
+			cancel()
+		}
+	}()
+	return t
+}
+
+// stop ends the calls, waiting for one in progress (at most its interval).
+func (t *ticker) stop() {
+	close(t.halt)
+	<-t.done
 }

@@ -70,9 +70,8 @@ type Presence struct {
 	cfg PresenceConfig
 	id  string
 
-	mu   sync.Mutex
-	stop chan struct{}
-	done chan struct{}
+	mu    sync.Mutex
+	ticks *ticker // renewing, between Start and Stop
 }
 
 // NewPresence returns a Presence; it records nothing until Start.
@@ -95,37 +94,22 @@ func (p *Presence) ID() string { return p.id }
 func (p *Presence) Start(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.stop != nil {
+	if p.ticks != nil {
 		return errors.New("worker: presence already started")
 	}
 	if err := p.cfg.Store.RegisterProcess(ctx, p.id, p.cfg.EmbedModel); err != nil {
 		return fmt.Errorf("worker: presence: %w", err)
 	}
-	p.stop, p.done = make(chan struct{}), make(chan struct{})
-	go p.loop(p.stop, p.done)
-	return nil
-}
-
-func (p *Presence) loop(stop, done chan struct{}) {
-	defer close(done)
-	tick := time.NewTicker(p.cfg.HeartbeatInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-tick.C:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.HeartbeatInterval)
+	p.ticks = every(p.cfg.HeartbeatInterval, func(ctx context.Context) {
 		alive, err := p.cfg.Store.Heartbeat(ctx, p.id)
 		if err == nil && !alive {
 			err = p.cfg.Store.RegisterProcess(ctx, p.id, p.cfg.EmbedModel)
 		}
-		cancel()
 		if err != nil {
 			p.cfg.Logger.Debug("presence heartbeat", "process", p.id, "error", err)
 		}
-	}
+	})
+	return nil
 }
 
 // Stop stops renewing the record and marks the process ended, so that its
@@ -134,12 +118,11 @@ func (p *Presence) loop(stop, done chan struct{}) {
 func (p *Presence) Stop(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.stop == nil {
+	if p.ticks == nil {
 		return nil
 	}
-	close(p.stop)
-	<-p.done
-	p.stop = nil
+	p.ticks.stop()
+	p.ticks = nil
 	if err := p.cfg.Store.EndProcess(ctx, p.id); err != nil {
 		return fmt.Errorf("worker: presence: %w", err)
 	}
