@@ -389,6 +389,11 @@ func lastBytes(s string, n int) string {
 // at once, unless a cut ends inside a rune (a few bytes more: the loop's
 // next round).
 func fitEvent(turn *events.Turn) {
+	// No escape takes more than 6 bytes: most turns fit without encoding
+	// them here (the publish encodes them once).
+	if 6*(len(turn.UserMessage)+len(turn.AssistantResponse))+(4<<10) <= events.MaxEventBytes {
+		return
+	}
 	for range 8 {
 		data, err := json.Marshal(turn)
 		if err != nil {
