@@ -9,6 +9,7 @@ import (
 	"unicode"
 
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/text/unicode/norm"
 )
 
 // ContextItem is one remembered question/answer pair.
@@ -45,18 +46,39 @@ type ContextWrite struct {
 // Postgres text, so the fields cannot run into each other, and including the
 // user id keeps one user's memory from ever blocking another's.
 func ContentHash(userID, question, answer string) []byte {
+	return pairHash(userID, normalize(question), normalize(answer))
+}
+
+func pairHash(userID, question, answer string) []byte {
 	h := sha256.New()
 	h.Write([]byte(userID))
 	h.Write([]byte{0})
-	h.Write([]byte(normalize(question)))
+	h.Write([]byte(question))
 	h.Write([]byte{0})
-	h.Write([]byte(normalize(answer)))
+	h.Write([]byte(answer))
 	return h.Sum(nil)
 }
 
-// normalize lowercases and collapses white space, so that pairs differing
-// only in case or spacing count as the same memory.
+// normalize puts s in Unicode NFKC, lowercases it and collapses white
+// space, so that pairs differing only in case, spacing or Unicode form
+// count as the same memory: a composed or decomposed accent ("café" typed,
+// "café" pasted from a macOS file name), full-width Latin letters and
+// digits as Japanese input methods type them ("ＩＫＥＡ"), ligatures ("ﬁ").
+// Search folds the same forms (migration 049).
 func normalize(s string) string {
+	return fold(norm.NFKC.String(s))
+}
+
+// legacyNormalize is normalize as it was before migration 051, without
+// NFKC. Hashes recorded then and never re-derived from text (the clears in
+// context_clears, and what an older export carries) are matched by it too
+// (see clearKeys).
+func legacyNormalize(s string) string {
+	return fold(s)
+}
+
+// fold lowercases s and collapses its white space, rune for rune.
+func fold(s string) string {
 	var b strings.Builder
 	b.Grow(len(s))
 	space := false
@@ -78,11 +100,33 @@ func normalize(s string) string {
 // and the normalised question, NUL-separated. It cannot equal a ContentHash,
 // whose input has one NUL more (no field holds NUL).
 func questionHash(userID, question string) []byte {
+	return questionKey(userID, normalize(question))
+}
+
+func questionKey(userID, question string) []byte {
 	h := sha256.New()
 	h.Write([]byte(userID))
 	h.Write([]byte{0})
-	h.Write([]byte(normalize(question)))
+	h.Write([]byte(question))
 	return h.Sum(nil)
+}
+
+// clearKeys are the keys of context_clears that cover a pair: its content
+// hash and its question's, under normalize and, since a clear recorded
+// before migration 051 holds a hash of legacyNormalize, under that too.
+// The legacy keys are the current ones unless NFKC changes the text.
+type clearKeys struct {
+	hash, question, legacyHash, legacyQuestion []byte
+}
+
+func keysOf(userID, question, answer string) clearKeys {
+	k := clearKeys{hash: ContentHash(userID, question, answer), question: questionHash(userID, question)}
+	k.legacyHash, k.legacyQuestion = k.hash, k.question
+	if !norm.NFKC.IsNormalString(question) || !norm.NFKC.IsNormalString(answer) {
+		lq := legacyNormalize(question)
+		k.legacyHash, k.legacyQuestion = pairHash(userID, lq, legacyNormalize(answer)), questionKey(userID, lq)
+	}
+	return k
 }
 
 // InsertContext inserts context items, skipping any whose content hash the
@@ -104,7 +148,7 @@ func (s *Store) InsertContext(ctx context.Context, items []ContextWrite) ([]int6
 	n := len(items)
 	users, qs, as, events, convs, extractors, models, prompts := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	ats := make([]time.Time, n)
-	hashes, qhashes := make([][]byte, n), make([][]byte, n)
+	hashes, qhashes, lhashes, lqhashes := make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n)
 	ords := make([]int32, n)
 	seqs, streams := make([]int64, n), make([]*time.Time, n)
 	for i, it := range items {
@@ -112,8 +156,8 @@ func (s *Store) InsertContext(ctx context.Context, items []ContextWrite) ([]int6
 		users[i], qs[i], as[i], events[i], convs[i] = it.UserID, it.Question, it.Answer, it.EventID, it.ConversationID
 		extractors[i], models[i], prompts[i] = it.Extractor, it.Model, it.PromptVersion
 		ats[i] = it.CreatedAt
-		hashes[i] = ContentHash(it.UserID, it.Question, it.Answer)
-		qhashes[i] = questionHash(it.UserID, it.Question)
+		k := keysOf(it.UserID, it.Question, it.Answer)
+		hashes[i], qhashes[i], lhashes[i], lqhashes[i] = k.hash, k.question, k.legacyHash, k.legacyQuestion
 		ords[i] = int32(i)
 	}
 	ids := make([]int64, n)
@@ -123,7 +167,7 @@ func (s *Store) InsertContext(ctx context.Context, items []ContextWrite) ([]int6
 		if err := q.lockClears(ctx, users, false); err != nil {
 			return err
 		}
-		if err := q.insertContext(ctx, ids, users, qs, as, ats, events, convs, hashes, extractors, models, prompts, ords, qhashes, seqs, streams); err != nil {
+		if err := q.insertContext(ctx, ids, users, qs, as, ats, events, convs, hashes, extractors, models, prompts, ords, qhashes, seqs, streams, lhashes, lqhashes); err != nil {
 			return err
 		}
 		var refs []ContextRef
@@ -157,10 +201,10 @@ func (s *Store) InsertContext(ctx context.Context, items []ContextWrite) ([]int6
 func (s *Store) insertContext(ctx context.Context, ids []int64, args ...any) error {
 	rows, err := s.db.Query(ctx, `
 		WITH w AS (
-			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::bytea[], $8::text[], $9::text[], $10::text[], $11::int[], $12::bytea[], $13::bigint[], $14::timestamptz[])
-				AS w(u, q, a, t, e, c, h, x, m, p, o, qh, sq, sc)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::bytea[], $8::text[], $9::text[], $10::text[], $11::int[], $12::bytea[], $13::bigint[], $14::timestamptz[], $15::bytea[], $16::bytea[])
+				AS w(u, q, a, t, e, c, h, x, m, p, o, qh, sq, sc, lh, lqh)
 			WHERE NOT EXISTS (SELECT FROM context_clears cl
-				WHERE cl.user_id = w.u AND cl.hash IN ('\x'::bytea, w.h, w.qh)
+				WHERE cl.user_id = w.u AND cl.hash IN ('\x'::bytea, w.h, w.qh, w.lh, w.lqh)
 				  AND (`+clearedTime("cl", "w.sq", "w.sc")+` >= w.t OR `+coveredByPosition("cl", "w.sq", "w.sc")+`))
 		), ins AS (
 			INSERT INTO context AS c (user_id, question, answer, created_at, event_id, conversation_id, content_hash, extractor, model, prompt_version)

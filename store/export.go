@@ -1066,13 +1066,14 @@ func applyContext(ctx context.Context, q *Store, userID string, lines []any) (in
 	var (
 		qs, as, events, convs, scopes, xs, ms, ps []string
 		ats                                       []time.Time
-		hashes, qhashes                           [][]byte
+		hashes, qhashes, lhashes, lqhashes        [][]byte
 	)
 	// One line per content hash, the latest (ON CONFLICT cannot touch a row
 	// twice in one statement).
 	at := map[string]int{}
 	for _, l := range ls {
-		h := ContentHash(userID, l.Question, l.Answer)
+		k := keysOf(userID, l.Question, l.Answer)
+		h := k.hash
 		if i, ok := at[string(h)]; ok {
 			if l.createdAt.After(ats[i]) {
 				ats[i] = l.createdAt
@@ -1082,21 +1083,22 @@ func applyContext(ctx context.Context, q *Store, userID string, lines []any) (in
 		at[string(h)] = len(qs)
 		qs, as, events, convs, scopes = append(qs, l.Question), append(as, l.Answer), append(events, l.EventID), append(convs, l.ConversationID), append(scopes, l.Scope)
 		xs, ms, ps = append(xs, l.Extractor), append(ms, l.Model), append(ps, l.PromptVersion)
-		ats, hashes, qhashes = append(ats, l.createdAt), append(hashes, h), append(qhashes, questionHash(userID, l.Question))
+		ats, hashes, qhashes = append(ats, l.createdAt), append(hashes, h), append(qhashes, k.question)
+		lhashes, lqhashes = append(lhashes, k.legacyHash), append(lqhashes, k.legacyQuestion)
 	}
 	// As InsertContext: an item a clear covers is not inserted, one held
 	// already takes the later time.
 	rows, err := q.db.Query(ctx, `
 		INSERT INTO context AS c (user_id, question, answer, created_at, event_id, conversation_id, scope, content_hash, extractor, model, prompt_version)
 		SELECT $1, qu, a, t, e, cv, sc, h, x, m, p
-		FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::bytea[], $9::text[], $10::text[], $11::text[], $12::bytea[])
-			AS w(qu, a, t, e, cv, sc, h, x, m, p, qh)
+		FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::bytea[], $9::text[], $10::text[], $11::text[], $12::bytea[], $13::bytea[], $14::bytea[])
+			AS w(qu, a, t, e, cv, sc, h, x, m, p, qh, lh, lqh)
 		WHERE NOT EXISTS (SELECT FROM context_clears cl
-			WHERE cl.user_id = $1 AND cl.hash IN ('\x'::bytea, w.h, w.qh) AND cl.cleared_at >= w.t)
+			WHERE cl.user_id = $1 AND cl.hash IN ('\x'::bytea, w.h, w.qh, w.lh, w.lqh) AND cl.cleared_at >= w.t)
 		ON CONFLICT (user_id, content_hash) DO UPDATE SET created_at = excluded.created_at
 		WHERE c.created_at < excluded.created_at
 		RETURNING c.id, c.xmax = 0`,
-		userID, qs, as, ats, events, convs, scopes, hashes, xs, ms, ps, qhashes)
+		userID, qs, as, ats, events, convs, scopes, hashes, xs, ms, ps, qhashes, lhashes, lqhashes)
 	if err != nil {
 		return 0, err
 	}
@@ -1205,20 +1207,20 @@ func applyContextClears(ctx context.Context, q *Store, userID string, lines []an
 	// The clears apply to the items already there: those they cover (all,
 	// the pair, or the question, as in DeleteContext) and not later go.
 	// Matching a question needs normalize, so it is done here in Go.
-	rows, err := q.db.Query(ctx, `SELECT id, question, content_hash, created_at FROM context WHERE user_id = $1`, userID)
+	rows, err := q.db.Query(ctx, `SELECT id, question, answer, created_at FROM context WHERE user_id = $1`, userID)
 	if err != nil {
 		return 0, err
 	}
 	var (
-		gone     []int64
-		id       int64
-		question string
-		h        []byte
-		at       time.Time
+		gone             []int64
+		id               int64
+		question, answer string
+		at               time.Time
 	)
-	if _, err := pgx.ForEachRow(rows, []any{&id, &question, &h, &at}, func() error {
-		for _, key := range []string{"", string(h), string(questionHash(userID, question))} {
-			if t, ok := latest[key]; ok && !t.Before(at) {
+	if _, err := pgx.ForEachRow(rows, []any{&id, &question, &answer, &at}, func() error {
+		k := keysOf(userID, question, answer)
+		for _, key := range [][]byte{{}, k.hash, k.question, k.legacyHash, k.legacyQuestion} {
+			if t, ok := latest[string(key)]; ok && !t.Before(at) {
 				gone = append(gone, id)
 				break
 			}

@@ -65,7 +65,8 @@ type ContextDelete struct {
 	// ID deletes the item with this id, if it is the user's.
 	ID int64
 	// Question deletes items whose question equals it, compared like
-	// ContentHash does: case-insensitive, white space collapsed.
+	// ContentHash does: case-insensitive, white space collapsed, in
+	// Unicode NFKC.
 	Question string
 	// All deletes every context item of the user.
 	All bool
@@ -214,12 +215,14 @@ func (s *Store) inTx(ctx context.Context, fn func(q *Store) error) error {
 
 // questionMatches returns the ids of the user's context items (of id, when
 // set) whose normalised question is question. SQL only narrows the
-// candidates to questions with as many non-space characters, which
-// normalize keeps (it maps the others rune for rune).
+// candidates: an ASCII question must have as many non-space characters,
+// which normalize keeps for ASCII (it maps them rune for rune); any other
+// is read, since NFKC may change its length ("ﬁ" is "fi", a decomposed
+// accent two runes where the composed one is one).
 func (s *Store) questionMatches(ctx context.Context, userID string, id int64, question string) ([]int64, error) {
 	rows, err := s.db.Query(ctx, `SELECT id, question FROM context
 		WHERE user_id = $1 AND ($2::bigint = 0 OR id = $2)
-		  AND char_length(regexp_replace(question, $3, '', 'g')) = $4`,
+		  AND (question !~ '^[\x01-\x7f]*$' OR char_length(regexp_replace(question, $3, '', 'g')) = $4)`,
 		userID, id, spaceClass(), utf8.RuneCountInString(strings.ReplaceAll(question, " ", "")))
 	if err != nil {
 		return nil, err

@@ -78,6 +78,11 @@ func (s *Store) Migrate(ctx context.Context, fsys fs.FS, logger *slog.Logger) ([
 				if _, err := tx.Exec(ctx, f.sql); err != nil {
 					return err
 				}
+				if step := goSteps[f.version]; step != nil {
+					if err := step(ctx, &Store{pool: s.pool, db: tx, hooks: &hookBox{}, schemaVersion: s.schemaVersion}); err != nil {
+						return err
+					}
+				}
 				_, err := tx.Exec(ctx, `INSERT INTO memoryd_migrations (version, name) VALUES ($1, $2)`, f.version, f.name)
 				return err
 			})

@@ -1,0 +1,25 @@
+-- Dedup and clears by question in Unicode NFKC, as search is (049). A
+-- context item's content hash (001) is SHA-256 over its normalised
+-- question and answer, and normalize now puts text in NFKC before it
+-- lowercases and collapses white space: "Café" typed with a composed
+-- accent and pasted with a decomposed one, "ＩＫＥＡ" as Japanese input
+-- methods type it and "IKEA", "ﬁle" and "file" are each one memory, and a
+-- clear of one question forgets its other forms.
+--
+-- The hashes are computed in Go (store.ContentHash), so this migration's
+-- data step is Go too: store/rehash.go, rehashContext, run in this file's
+-- transaction after its SQL. It re-hashes the items whose text NFKC
+-- changes, merges the twins that then share a hash (the oldest row stays,
+-- with the group's latest time; each other row is a context.deleted
+-- change), and moves their vectors and import records to the new hash.
+--
+-- Cost on an existing database: one read of the items with text outside
+-- ASCII that Postgres does not find in NFKC already (on a UTF8 database;
+-- on another, of every item with text outside ASCII), and an update of
+-- those whose hash changes, typically none or a handful. Writers wait for
+-- the step (SHARE ROW EXCLUSIVE on context); readers do not.
+--
+-- Clears recorded before (context_clears) keep their one-way hashes: new
+-- items are matched against the old normalization's hashes too, so a
+-- clear still covers the form it named (and only that form).
+SELECT 1;

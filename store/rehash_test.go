@@ -1,0 +1,185 @@
+package store_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/migrations"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/store/storetest"
+)
+
+// legacyHash is the content hash (or, with no answer, the question hash)
+// as releases before migration 051 computed it: lowercased, white space
+// collapsed, no Unicode normalization.
+func legacyHash(user, question string, answer ...string) []byte {
+	fold := func(s string) string { return strings.Join(strings.Fields(strings.ToLower(s)), " ") }
+	h := sha256.New()
+	h.Write([]byte(user + "\x00" + fold(question)))
+	for _, a := range answer {
+		h.Write([]byte("\x00" + fold(a)))
+	}
+	return h.Sum(nil)
+}
+
+func TestContentHashUnicodeForms(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		a, b string
+		same bool
+	}{
+		{"composed and decomposed accent", "Where is the caf\u00e9?", "Where is the cafe\u0301?", true},
+		{"full-width and ASCII", "ＩＫＥＡ opening hours", "IKEA opening hours", true},
+		{"ligature", "the \ufb01le I sent", "the file I sent", true},
+		{"half-width katakana", "ｽﾀｰﾊﾞｯｸｽ", "スターバックス", true},
+		{"no-break space", "new\u00a0york", "New York", true},
+		{"other accent", "caf\u00e9", "cafe", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			same := string(store.ContentHash("u", tt.a, "x")) == string(store.ContentHash("u", tt.b, "x"))
+			if same != tt.same {
+				t.Fatalf("ContentHash(%q) == ContentHash(%q): %v, want %v", tt.a, tt.b, same, tt.same)
+			}
+		})
+	}
+}
+
+// TestMigration051MergesUnicodeTwins: items stored before migration 051
+// under the old hash are re-hashed by it; twins that differ only in Unicode
+// form become one item (the oldest row, with the latest time, its vector
+// and import record following it), each merged row a context.deleted
+// change; another user's same text is untouched; and afterwards a new form
+// of the text is a duplicate, a clear by question takes every form, and a
+// clear recorded before the migration under an old hash still covers its
+// form.
+func TestMigration051MergesUnicodeTwins(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, url := storetest.Schema(t)
+	s := storetest.Unmigrated(t, url)
+	quiet := slog.New(slog.DiscardHandler)
+	if _, err := s.Migrate(ctx, migrationsUpTo(t, "050_~"), quiet); err != nil {
+		t.Fatal(err)
+	}
+	db := s.Pool()
+	const (
+		nfd = "Where do I buy Ko\u0308lsch?"
+		nfc = "Where do I buy K\u00f6lsch?"
+		ans = "At the Brauhaus"
+	)
+	insert := func(user, q, a string, at time.Time) int64 {
+		t.Helper()
+		var id int64
+		if err := db.QueryRow(ctx, `INSERT INTO context (user_id, question, answer, created_at, content_hash, event_id)
+			VALUES ($1, $2, $3, $4, $5, 'ev-' || $1 || md5($2)) RETURNING id`, user, q, a, at, legacyHash(user, q, a)).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	keep := insert("alice", nfd, ans, t0)                                  // oldest: stays
+	twin := insert("alice", nfc, ans, t0.Add(time.Hour))                   // merged into keep
+	wide := insert("alice", "ＩＫＥＡ hours?", "Ten to nine", t0)              // moves alone
+	bobs := insert("bob", nfd, ans, t0)                                    // another user's
+	bobsTwin := insert("bob", "Where do I buy Kölsch?", "At the café", t0) // the same question, another answer
+	if _, err := db.Exec(ctx, `INSERT INTO context_embeddings (context_id, model, user_id, content_hash, dims, vector)
+		SELECT id, 'm', user_id, content_hash, 1, '\x0000803f' FROM context WHERE id = $1`, keep); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, `INSERT INTO import_sources (user_id, event_id, content) VALUES ('alice', 'imp-1', 'c:' || encode($1::bytea, 'hex'))`,
+		legacyHash("alice", nfd, ans)); err != nil {
+		t.Fatal(err)
+	}
+	// A clear by question recorded by the old release, of a decomposed form.
+	const clearedNFD = "what is my cafe\u0301 order?"
+	if _, err := db.Exec(ctx, `INSERT INTO context_clears (user_id, hash, cleared_at, own_at) VALUES ('alice', $1, $2, $2)`,
+		legacyHash("alice", clearedNFD), t0.Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	var changesBefore int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM memory_changes WHERE payload->>'type' = 'context.deleted'`).Scan(&changesBefore); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := s.Migrate(ctx, migrations.FS, quiet); err != nil {
+		t.Fatal(err)
+	}
+
+	type row struct {
+		hash []byte
+		at   time.Time
+	}
+	rows := map[int64]row{}
+	r, err := db.Query(ctx, `SELECT id, content_hash, created_at FROM context`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r.Next() {
+		var id int64
+		var x row
+		if err := r.Scan(&id, &x.hash, &x.at); err != nil {
+			t.Fatal(err)
+		}
+		rows[id] = x
+	}
+	if err := r.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := rows[twin]; ok || len(rows) != 4 {
+		t.Fatalf("after 051: rows %v; want the twin %d merged, 4 left", rows, twin)
+	}
+	want := map[int64][]byte{
+		keep: store.ContentHash("alice", nfc, ans), wide: store.ContentHash("alice", "IKEA hours?", "Ten to nine"),
+		bobs: store.ContentHash("bob", nfc, ans), bobsTwin: store.ContentHash("bob", "Where do I buy Kölsch?", "At the café"),
+	}
+	for id, h := range want {
+		if string(rows[id].hash) != string(h) {
+			t.Errorf("item %d: hash %x, want %x", id, rows[id].hash, h)
+		}
+	}
+	if !rows[keep].at.Equal(t0.Add(time.Hour)) {
+		t.Errorf("kept item's time %v, want the twin's later %v", rows[keep].at, t0.Add(time.Hour))
+	}
+	var fresh bool
+	if err := db.QueryRow(ctx, `SELECT e.content_hash = c.content_hash FROM context_embeddings e JOIN context c ON c.id = e.context_id WHERE c.id = $1`, keep).Scan(&fresh); err != nil || !fresh {
+		t.Errorf("kept item's vector follows its hash: %v, %v", fresh, err)
+	}
+	var source string
+	if err := db.QueryRow(ctx, `SELECT content FROM import_sources WHERE user_id = 'alice' AND event_id = 'imp-1'`).Scan(&source); err != nil || source != "c:"+hex.EncodeToString(rows[keep].hash) {
+		t.Errorf("import record %q (%v), want c:%x", source, err, rows[keep].hash)
+	}
+	var deleted []int64
+	if err := db.QueryRow(ctx, `SELECT coalesce(array_agg((payload->>'id')::bigint), '{}') FROM memory_changes WHERE payload->>'type' = 'context.deleted'`).Scan(&deleted); err != nil {
+		t.Fatal(err)
+	}
+	if changesBefore != 0 || len(deleted) != 1 || deleted[0] != twin {
+		t.Errorf("context.deleted changes %v (before %d), want one of %d", deleted, changesBefore, twin)
+	}
+
+	// The forms are one item now, and a clear by question takes every form.
+	ids, err := s.InsertContext(ctx, []store.ContextWrite{{UserID: "alice", Question: "where do i buy ko\u0308lsch?", Answer: "AT THE BRAUHAUS", CreatedAt: t0.Add(3 * time.Hour)}})
+	if err != nil || ids[0] != 0 {
+		t.Fatalf("a third form after 051: ids %v, %v; want a duplicate (0)", ids, err)
+	}
+	n, err := s.DeleteContext(ctx, store.ContextDelete{UserID: "bob", Question: nfc})
+	if err != nil || n != 2 {
+		t.Fatalf("bob's clear of %q deleted %d (%v), want both forms' items (2)", nfc, n, err)
+	}
+	if n, err := s.DeleteContext(ctx, store.ContextDelete{UserID: "alice", Question: "ikea HOURS?"}); err != nil || n != 1 {
+		t.Fatalf("alice's clear of the ASCII form of a full-width question deleted %d (%v), want 1", n, err)
+	}
+	// The old release's clear of the decomposed question still covers it.
+	ids, err = s.InsertContext(ctx, []store.ContextWrite{
+		{UserID: "alice", Question: clearedNFD, Answer: "flat white", CreatedAt: t0.Add(time.Hour)},
+		{UserID: "alice", Question: clearedNFD, Answer: "oat latte", CreatedAt: t0.Add(3 * time.Hour)},
+	})
+	if err != nil || ids[0] != 0 || ids[1] == 0 {
+		t.Fatalf("items of a question cleared before 051: ids %v, %v; want the earlier cleared (0), the later stored", ids, err)
+	}
+}
