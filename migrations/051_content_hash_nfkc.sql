@@ -1,5 +1,5 @@
--- Dedup and clears by question in Unicode NFKC, as search is (049). A
--- context item's content hash (001) is SHA-256 over its normalised
+-- Dedup, clears by question and list item identities in Unicode NFKC, as
+-- search is (049). A context item's content hash (001) is SHA-256 over its normalised
 -- question and answer, and normalize now puts text in NFKC before it
 -- lowercases and collapses white space: "Café" typed with a composed
 -- accent and pasted with a decomposed one, "ＩＫＥＡ" as Japanese input
@@ -12,6 +12,10 @@
 -- changes, merges the twins that then share a hash (the oldest row stays,
 -- with the group's latest time; each other row is a context.deleted
 -- change), and moves their vectors and import records to the new hash.
+-- Then reidentifyItems does the same for list items (fact_items) and value
+-- deletes (fact_value_clears), whose identity is the value normalised the
+-- same way: twins of one key merge into the latest operation, and the
+-- key's facts row is materialised again.
 --
 -- Cost on an existing database: one read of the items with text outside
 -- ASCII that Postgres does not find in NFKC already (on a UTF8 database;

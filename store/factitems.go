@@ -28,10 +28,12 @@ import (
 // before it goes. It is Postgres's timestamp resolution.
 const listSetGap = time.Microsecond
 
-// itemIdentity is a list item's identity: its value lowercased, white space
-// collapsed and trimmed. "Peanuts" and " peanuts " are the same item.
+// itemIdentity is a list item's identity: its value in Unicode NFKC,
+// lowercased, white space collapsed and trimmed (normalize, as a context
+// item's pair is compared). "Peanuts", " peanuts " and "ｐｅａｎｕｔｓ" are the
+// same item. Before migration 051 it was without NFKC (legacyNormalize).
 func itemIdentity(v string) string {
-	return strings.Join(strings.Fields(strings.ToLower(v)), " ")
+	return normalize(v)
 }
 
 // userKey names one fact of one user.

@@ -47,7 +47,7 @@ const (
 	// earlier are gone.
 	FactSet FactOp = "set"
 	// FactAdd adds Value to a list key's items (items are identified by
-	// their value lowercased, white space collapsed).
+	// their value in Unicode NFKC, lowercased, white space collapsed).
 	FactAdd FactOp = "add"
 	// FactRemove removes Value from a list key's items.
 	FactRemove FactOp = "remove"

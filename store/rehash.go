@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -15,7 +16,32 @@ import (
 // They are for data derived by Go functions (normalize, the content hash),
 // which SQL cannot reproduce exactly.
 var goSteps = map[int]func(ctx context.Context, q *Store) error{
-	51: rehashContext,
+	51: func(ctx context.Context, q *Store) error {
+		if err := rehashContext(ctx, q); err != nil {
+			return err
+		}
+		return reidentifyItems(ctx, q)
+	},
+}
+
+// notNFKC is a condition on the text columns cols under which their
+// normalize may differ from legacyNormalize: text outside ASCII that, on a
+// UTF8 database, Postgres does not find in NFKC already.
+func notNFKC(ctx context.Context, q *Store, cols ...string) (string, error) {
+	var utf8 bool
+	if err := q.db.QueryRow(ctx, `SELECT current_setting('server_encoding') = 'UTF8'`).Scan(&utf8); err != nil {
+		return "", err
+	}
+	var any, all []string
+	for _, c := range cols {
+		any = append(any, c+` !~ '^[\x01-\x7f]*$'`)
+		all = append(all, c+` IS NFKC NORMALIZED`)
+	}
+	where := "(" + strings.Join(any, " OR ") + ")"
+	if utf8 {
+		where += " AND NOT (" + strings.Join(all, " AND ") + ")"
+	}
+	return where, nil
 }
 
 // rehashContext moves the context items stored before migration 051 to the
@@ -42,13 +68,9 @@ func rehashContext(ctx context.Context, q *Store) error {
 	if _, err := q.db.Exec(ctx, `LOCK TABLE context IN SHARE ROW EXCLUSIVE MODE`); err != nil {
 		return fmt.Errorf("lock context: %w", err)
 	}
-	var utf8 bool
-	if err := q.db.QueryRow(ctx, `SELECT current_setting('server_encoding') = 'UTF8'`).Scan(&utf8); err != nil {
+	where, err := notNFKC(ctx, q, "question", "answer")
+	if err != nil {
 		return err
-	}
-	where := `(question !~ '^[\x01-\x7f]*$' OR answer !~ '^[\x01-\x7f]*$')`
-	if utf8 {
-		where += ` AND NOT (question IS NFKC NORMALIZED AND answer IS NFKC NORMALIZED)`
 	}
 	type item struct {
 		id        int64
@@ -162,6 +184,110 @@ func rehashContext(ctx context.Context, q *Store) error {
 		INSERT INTO import_sources (user_id, event_id, content) SELECT user_id, event_id, new FROM moved ON CONFLICT DO NOTHING`,
 		srcUsers, srcOld, srcHash); err != nil {
 		return fmt.Errorf("rehash import sources: %w", err)
+	}
+	return nil
+}
+
+// reidentifyItems moves list items (fact_items) and value deletes
+// (fact_value_clears) to today's itemIdentity, which puts values in NFKC,
+// as rehashContext does context items. Items of one key whose identities
+// meet become one, the latest operation by fact_items's order; a value
+// delete keeps the latest time. The keys whose items merged are
+// materialised again, so their facts row lists each item once (a
+// fact.set change when the value changed).
+func reidentifyItems(ctx context.Context, q *Store) error {
+	if _, err := q.db.Exec(ctx, `LOCK TABLE fact_items, fact_value_clears IN SHARE ROW EXCLUSIVE MODE`); err != nil {
+		return fmt.Errorf("lock fact items: %w", err)
+	}
+	where, err := notNFKC(ctx, q, "value")
+	if err != nil {
+		return err
+	}
+	rows, err := q.db.Query(ctx, `SELECT user_id, key, item, value FROM fact_items WHERE `+where)
+	if err != nil {
+		return err
+	}
+	var users, keys, olds, news []string
+	var u, k, item, value string
+	if _, err := pgx.ForEachRow(rows, []any{&u, &k, &item, &value}, func() error {
+		if id := itemIdentity(value); id != item {
+			users, keys, olds, news = append(users, u), append(keys, k), append(olds, item), append(news, id)
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("read list items: %w", err)
+	}
+	if len(users) > 0 {
+		// Each moved item with the rows already at its new identity: the
+		// latest operation (fact_items's order, as writeItems keeps it)
+		// stays, under the new identity.
+		if _, err := q.db.Exec(ctx, `
+			WITH n AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS n(u, k, old, new)),
+			members AS (
+				DELETE FROM fact_items i USING n
+				WHERE i.user_id = n.u AND i.key = n.k AND (i.item = n.old OR i.item = n.new)
+				RETURNING i.*, n.new AS identity
+			)
+			INSERT INTO fact_items (user_id, key, item, value, present, source_at, event_id, conversation_id, extractor, model, prompt_version)
+			SELECT DISTINCT ON (user_id, key, identity) user_id, key, identity, value, present, source_at, event_id, conversation_id, extractor, model, prompt_version
+			FROM members
+			ORDER BY user_id, key, identity, source_at DESC, extractor = 'direct' DESC, event_id DESC, present DESC, value DESC`,
+			users, keys, olds, news); err != nil {
+			return fmt.Errorf("merge list items: %w", err)
+		}
+		if _, err := q.db.Exec(ctx, `
+			WITH n AS (SELECT DISTINCT u, 'i:' || k || ':' || old AS old, 'i:' || k || ':' || new AS new
+				FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS n(u, k, old, new)),
+			moved AS (DELETE FROM import_sources i USING n WHERE i.user_id = n.u AND i.content = n.old RETURNING i.user_id, i.event_id, n.new)
+			INSERT INTO import_sources (user_id, event_id, content) SELECT user_id, event_id, new FROM moved ON CONFLICT DO NOTHING`,
+			users, keys, olds, news); err != nil {
+			return fmt.Errorf("re-identify import sources: %w", err)
+		}
+		changed := map[userKey]bool{}
+		for i := range users {
+			changed[userKey{users[i], keys[i]}] = true
+		}
+		sorted := sortedKeys(changed)
+		if err := q.lockFactKeys(ctx, sorted); err != nil {
+			return err
+		}
+		if _, err := q.materialise(ctx, sorted, nil); err != nil {
+			return fmt.Errorf("materialise merged lists: %w", err)
+		}
+	}
+
+	// Value deletes hold the identity alone.
+	where, err = notNFKC(ctx, q, "item")
+	if err != nil {
+		return err
+	}
+	rows, err = q.db.Query(ctx, `SELECT user_id, key, item FROM fact_value_clears WHERE `+where)
+	if err != nil {
+		return err
+	}
+	users, keys, olds, news = nil, nil, nil, nil
+	if _, err := pgx.ForEachRow(rows, []any{&u, &k, &item}, func() error {
+		if id := itemIdentity(item); id != item {
+			users, keys, olds, news = append(users, u), append(keys, k), append(olds, item), append(news, id)
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("read value deletes: %w", err)
+	}
+	if len(users) == 0 {
+		return nil
+	}
+	if _, err := q.db.Exec(ctx, `
+		WITH n AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS n(u, k, old, new)),
+		members AS (
+			DELETE FROM fact_value_clears c USING n
+			WHERE c.user_id = n.u AND c.key = n.k AND (c.item = n.old OR c.item = n.new)
+			RETURNING c.user_id, c.key, n.new AS identity, c.cleared_at
+		)
+		INSERT INTO fact_value_clears (user_id, key, item, cleared_at)
+		SELECT user_id, key, identity, max(cleared_at) FROM members GROUP BY user_id, key, identity`,
+		users, keys, olds, news); err != nil {
+		return fmt.Errorf("merge value deletes: %w", err)
 	}
 	return nil
 }

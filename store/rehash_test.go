@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -102,6 +104,25 @@ func TestMigration051MergesUnicodeTwins(t *testing.T) {
 		legacyHash("alice", clearedNFD), t0.Add(2*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
+	// A list whose item was stated in two forms (two items before 051), and
+	// a value delete of a full-width value beside one of its ASCII form.
+	at, later := t0, t0.Add(time.Hour)
+	for _, st := range []struct {
+		sql  string
+		args []any
+	}{
+		{`INSERT INTO fact_items (user_id, key, item, value, present, source_at, event_id) VALUES
+			('alice', 'allergies', 'peanuts', 'Peanuts', true, $1, 'e1'),
+			('alice', 'allergies', 'ｐｅａｎｕｔｓ', 'ｐｅａｎｕｔｓ', true, $2, 'e2'),
+			('alice', 'allergies', 'shellfish', 'shellfish', true, $1, 'e1')`, []any{at, later}},
+		{`INSERT INTO facts (user_id, key, value, source_at, event_id) VALUES ('alice', 'allergies', 'Peanuts, shellfish, ｐｅａｎｕｔｓ', $1, 'e2')`, []any{later}},
+		{`INSERT INTO fact_value_clears (user_id, key, item, cleared_at) VALUES ('alice', 'city', 'ｂｅｒｌｉｎ', $2), ('alice', 'city', 'berlin', $1)`, []any{at, later}},
+		{`INSERT INTO import_sources (user_id, event_id, content) VALUES ('alice', 'e2', 'i:allergies:ｐｅａｎｕｔｓ')`, nil},
+	} {
+		if _, err := db.Exec(ctx, st.sql, st.args...); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var changesBefore int
 	if err := db.QueryRow(ctx, `SELECT count(*) FROM memory_changes WHERE payload->>'type' = 'context.deleted'`).Scan(&changesBefore); err != nil {
 		t.Fatal(err)
@@ -162,6 +183,34 @@ func TestMigration051MergesUnicodeTwins(t *testing.T) {
 		t.Errorf("context.deleted changes %v (before %d), want one of %d", deleted, changesBefore, twin)
 	}
 
+	var items []string
+	if err := db.QueryRow(ctx, `SELECT array_agg(item || '=' || value || '@' || event_id ORDER BY item) FROM fact_items WHERE user_id = 'alice'`).Scan(&items); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"peanuts=ｐｅａｎｕｔｓ@e2", "shellfish=shellfish@e1"}; !slices.Equal(items, want) {
+		t.Errorf("list items after 051: %q, want %q (the later statement of the two forms)", items, want)
+	}
+	facts, err := s.Facts(ctx, "alice", 10)
+	if err != nil || len(facts) != 1 || facts[0].Value != "ｐｅａｎｕｔｓ, shellfish" {
+		t.Errorf("alice's facts after 051: %+v (%v), want allergies listing each item once", facts, err)
+	}
+	var clears []string
+	if err := db.QueryRow(ctx, `SELECT array_agg(item || '@' || to_char(cleared_at AT TIME ZONE 'UTC', 'HH24:MI') ORDER BY item) FROM fact_value_clears WHERE user_id = 'alice'`).Scan(&clears); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"berlin@11:00"}; !slices.Equal(clears, want) {
+		t.Errorf("value deletes after 051: %q, want %q (the later of the two forms)", clears, want)
+	}
+	if err := db.QueryRow(ctx, `SELECT content FROM import_sources WHERE user_id = 'alice' AND event_id = 'e2'`).Scan(&source); err != nil || source != "i:allergies:peanuts" {
+		t.Errorf("import record of the list item %q (%v), want i:allergies:peanuts", source, err)
+	}
+	if _, err := s.UpsertFacts(ctx, []store.FactWrite{{UserID: "alice", Key: "allergies", Value: "PEANUTS", Op: store.FactRemove, List: true, SourceAt: t0.Add(2 * time.Hour), EventID: "e3"}}); err != nil {
+		t.Fatal(err)
+	}
+	if facts, err := s.Facts(ctx, "alice", 10); err != nil || len(facts) != 1 || facts[0].Value != "shellfish" {
+		t.Errorf("alice's allergies after removing PEANUTS: %+v (%v), want shellfish", facts, err)
+	}
+
 	// The forms are one item now, and a clear by question takes every form.
 	ids, err := s.InsertContext(ctx, []store.ContextWrite{{UserID: "alice", Question: "where do i buy ko\u0308lsch?", Answer: "AT THE BRAUHAUS", CreatedAt: t0.Add(3 * time.Hour)}})
 	if err != nil || ids[0] != 0 {
@@ -181,5 +230,36 @@ func TestMigration051MergesUnicodeTwins(t *testing.T) {
 	})
 	if err != nil || ids[0] != 0 || ids[1] == 0 {
 		t.Fatalf("items of a question cleared before 051: ids %v, %v; want the earlier cleared (0), the later stored", ids, err)
+	}
+}
+
+// TestImportOfAnExportBefore051: an export written before migration 051
+// holds value deletes by identities without NFKC and clears by hashes of
+// text without NFKC; imported now, they still cover the values and items
+// they named.
+func TestImportOfAnExportBefore051(t *testing.T) {
+	ctx, s := setup(t)
+	const cafe = "Which cafe\u0301 do I like?"
+	if _, err := s.UpsertFacts(ctx, []store.FactWrite{{UserID: "alice", Key: "home", Value: "ＢＥＲＬＩＮ", SourceAt: t0, EventID: "n1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.InsertContext(ctx, []store.ContextWrite{{UserID: "alice", Question: cafe, Answer: "Blue Bottle", CreatedAt: t0}}); err != nil {
+		t.Fatal(err)
+	}
+	in := header +
+		`{"type":"fact_value_clear","key":"home","item":"ｂｅｒｌｉｎ","cleared_at":"2026-11-01T10:05:00.000000Z"}` + "\n" +
+		`{"type":"context_clear","hash":"` + hex.EncodeToString(legacyHash("alice", cafe)) + `","cleared_at":"2026-11-01T10:05:00.000000Z"}` + "\n"
+	if _, err := s.Import(ctx, "alice", "alice", strings.NewReader(in)); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := s.Fact(ctx, "alice", "home"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("home after an imported delete of its full-width value: %+v, %v; want not found", f, err)
+	}
+	if n, err := s.CountContext(ctx, "alice"); err != nil || n != 0 {
+		t.Errorf("%d context items (%v) after an imported clear of their question's old hash, want 0", n, err)
+	}
+	ids, err := s.InsertContext(ctx, []store.ContextWrite{{UserID: "alice", Question: cafe, Answer: "Ritual", CreatedAt: t0}})
+	if err != nil || ids[0] != 0 {
+		t.Errorf("an item of the cleared question stated before the clear: ids %v, %v; want it not stored", ids, err)
 	}
 }
