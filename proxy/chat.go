@@ -76,9 +76,64 @@ func (p *Proxy) models(w http.ResponseWriter, r *http.Request) {
 // off after its status was relayed: ending the response normally would
 // hand the client a truncated reply (a stream without its end) as whole.
 func abortIfCut(r *http.Request, outcome string) {
-	if outcome == OutcomeCut && r.Context().Err() == nil {
+	if (outcome == OutcomeCut || outcome == OutcomeUpstreamStalled) && r.Context().Err() == nil {
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// errStalled is the cause of an upstream request cancelled because its
+// body sent nothing for Config.UpstreamIdle.
+var errStalled = errors.New("the upstream sent nothing within the idle limit (--upstream-idle)")
+
+// idleWatch bounds the waits for an upstream's response body: a request
+// made with its ctx is cancelled (cause errStalled) when the body, once
+// watched, goes UpstreamIdle without a byte.
+type idleWatch struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	idle   time.Duration
+	timer  *time.Timer
+}
+
+func (p *Proxy) watchIdle(r *http.Request) *idleWatch {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	return &idleWatch{ctx: ctx, cancel: cancel, idle: p.cfg.UpstreamIdle}
+}
+
+// body returns b, read under the idle limit from now on.
+func (w *idleWatch) body(b io.Reader) io.Reader {
+	w.timer = time.AfterFunc(w.idle, func() { w.cancel(errStalled) })
+	return &idleReader{r: b, w: w}
+}
+
+// stop ends the watch and the upstream request's context.
+func (w *idleWatch) stop() {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	w.cancel(nil)
+}
+
+// outcome is OutcomeUpstreamStalled when the limit cut the body, else
+// outcome.
+func (w *idleWatch) outcome(outcome string) string {
+	if errors.Is(context.Cause(w.ctx), errStalled) {
+		return OutcomeUpstreamStalled
+	}
+	return outcome
+}
+
+type idleReader struct {
+	r io.Reader
+	w *idleWatch
+}
+
+func (r *idleReader) Read(b []byte) (int, error) {
+	n, err := r.r.Read(b)
+	if n > 0 {
+		r.w.timer.Reset(r.w.idle)
+	}
+	return n, err
 }
 
 // serveModels serves models and returns the request's outcome.
@@ -102,7 +157,9 @@ func (p *Proxy) serveModels(w http.ResponseWriter, r *http.Request) string {
 		}
 		path += "/" + strings.Join(segs, "/")
 	}
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, p.upstream+path, nil)
+	watch := p.watchIdle(r)
+	defer watch.stop()
+	req, err := http.NewRequestWithContext(watch.ctx, http.MethodGet, p.upstream+path, nil)
 	if err != nil {
 		writeError(w, http.StatusBadGateway, "upstream_error", "upstream_unreachable", err.Error())
 		return OutcomeUpstreamUnreachable
@@ -114,8 +171,8 @@ func (p *Proxy) serveModels(w http.ResponseWriter, r *http.Request) string {
 	defer resp.Body.Close()
 	copyHeaders(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
-	if _, err := io.Copy(w, resp.Body); err != nil {
-		return OutcomeCut
+	if _, err := io.Copy(w, watch.body(resp.Body)); err != nil {
+		return watch.outcome(OutcomeCut)
 	}
 	return outcome
 }
@@ -465,7 +522,9 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request) string {
 			}
 		}
 	}
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, p.upstream+"/chat/completions", bytes.NewReader(out))
+	watch := p.watchIdle(r)
+	defer watch.stop()
+	req, err := http.NewRequestWithContext(watch.ctx, http.MethodPost, p.upstream+"/chat/completions", bytes.NewReader(out))
 	if err != nil {
 		writeError(w, http.StatusBadGateway, "upstream_error", "upstream_unreachable", err.Error())
 		return OutcomeUpstreamUnreachable
@@ -481,17 +540,22 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request) string {
 		span.SetAttributes(attribute.Int("http.response.status_code", resp.StatusCode), attribute.Bool("memoryd.enriched", injection != ""))
 	}
 	var acc reply
+	upstreamBody := watch.body(resp.Body)
 	if resp.StatusCode == http.StatusOK && rq.memory && rq.text != "" {
 		if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 			acc.streamed = true
 		}
-		err = relay(w, resp.Body, &acc)
+		err = relay(w, upstreamBody, &acc)
 	} else {
-		err = relay(w, resp.Body, nil)
+		err = relay(w, upstreamBody, nil)
 	}
 	if err != nil {
+		outcome := watch.outcome(OutcomeCut)
+		if outcome == OutcomeUpstreamStalled {
+			err = errStalled
+		}
 		p.log.Warn("reply not relayed whole, turn not published", "user_id", user, "error", err)
-		return OutcomeCut
+		return outcome
 	}
 	if acc.done() {
 		p.publish(span.SpanContext(), user, rq.text, &acc)

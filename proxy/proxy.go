@@ -33,6 +33,7 @@ const (
 	DefaultListen          = "127.0.0.1:8080"
 	DefaultEnrichBudget    = 300 * time.Millisecond
 	DefaultUpstreamTimeout = 2 * time.Minute
+	DefaultUpstreamIdle    = 5 * time.Minute
 	DefaultMaxBodyBytes    = 8 << 20
 	DefaultPublishAttempts = 3
 	DefaultPublishTimeout  = 5 * time.Second
@@ -78,6 +79,7 @@ const (
 	OutcomeUnauthorized        = "unauthorized"         // 401: no or unknown key
 	OutcomeBadRequest          = "bad_request"          // 400 or 413: refused before forwarding
 	OutcomeCut                 = "cut"                  // the client went away, or the upstream's body broke off
+	OutcomeUpstreamStalled     = "upstream_stalled"     // the upstream's body sent nothing for UpstreamIdle: cut
 )
 
 // Config configures a Proxy.
@@ -112,6 +114,13 @@ type Config struct {
 	// UpstreamTimeout bounds the wait for the upstream's response headers
 	// (not the streaming of the body). Default DefaultUpstreamTimeout.
 	UpstreamTimeout time.Duration
+	// UpstreamIdle bounds each wait for more of the upstream's response
+	// body once its headers came (a stream's next chunk, the rest of a
+	// reply). Past it the upstream request is cancelled and the client's
+	// response is cut as for a body that broke off (the status was sent
+	// already); no turn is published. Generous, since a reasoning model may
+	// think for minutes between chunks. Default DefaultUpstreamIdle.
+	UpstreamIdle time.Duration
 	// MaxBodyBytes bounds a request body. Default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// PublishAttempts and PublishTimeout bound publishing a turn.
@@ -154,6 +163,9 @@ func (c Config) withDefaults() Config {
 	if c.UpstreamTimeout == 0 {
 		c.UpstreamTimeout = DefaultUpstreamTimeout
 	}
+	if c.UpstreamIdle == 0 {
+		c.UpstreamIdle = DefaultUpstreamIdle
+	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -192,8 +204,8 @@ func (c Config) validate() error {
 		return errors.New("proxy: Conn is required")
 	case c.EnrichFormat != events.FormatInline && c.EnrichFormat != events.FormatSystem && c.EnrichFormat != events.FormatMarkdown:
 		return fmt.Errorf("proxy: EnrichFormat %q is not inline, system or markdown", c.EnrichFormat)
-	case c.EnrichBudget < 0 || c.UpstreamTimeout < 0 || c.MaxBodyBytes < 0 || c.PublishAttempts < 0 || c.PublishTimeout < 0:
-		return errors.New("proxy: EnrichBudget, UpstreamTimeout, MaxBodyBytes, PublishAttempts and PublishTimeout must not be negative")
+	case c.EnrichBudget < 0 || c.UpstreamTimeout < 0 || c.UpstreamIdle < 0 || c.MaxBodyBytes < 0 || c.PublishAttempts < 0 || c.PublishTimeout < 0:
+		return errors.New("proxy: EnrichBudget, UpstreamTimeout, UpstreamIdle, MaxBodyBytes, PublishAttempts and PublishTimeout must not be negative")
 	}
 	return nil
 }

@@ -37,7 +37,8 @@ const (
 type upstream struct {
 	srv *httptest.Server
 	// mode: "" answers, "500" fails, "401" refuses the key, "hang" never
-	// answers, "cut" breaks a stream off.
+	// answers, "cut" breaks a stream off, "stall" stops sending after a
+	// stream's first chunk.
 	mu       sync.Mutex
 	mode     string
 	requests [][]byte
@@ -47,6 +48,8 @@ type upstream struct {
 	headers  []http.Header
 	// sent is the last streamed body, byte for byte.
 	sent []byte
+	// stallEnded counts the "stall" requests that ended (cancelled).
+	stallEnded int
 }
 
 func newUpstream(t testing.TB) *upstream {
@@ -114,6 +117,17 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	case "hang":
 		<-r.Context().Done()
+		return
+	case "stall":
+		// A stream that sends its first chunk, then nothing, holding the
+		// connection open until the request is cancelled.
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"half\"},\"finish_reason\":null}]}\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+		u.mu.Lock()
+		u.stallEnded++
+		u.mu.Unlock()
 		return
 	case "cut":
 		// A streamed reply that breaks off: no finish reason, no [DONE],
@@ -803,6 +817,64 @@ func TestUpstreamCutReachesTheClient(t *testing.T) {
 	if err == nil {
 		t.Fatalf("a cut upstream stream reached the client as a complete response: %q", b)
 	}
+}
+
+// TestStalledUpstreamIsCut: an upstream stream that stops sending after its
+// first chunk is cancelled after UpstreamIdle: the client's response is
+// cut (not ended as whole), the upstream request ends, the outcome is
+// upstream_stalled, and nothing is remembered.
+func TestStalledUpstreamIsCut(t *testing.T) {
+	t.Parallel()
+	obs := &outcomes{}
+	e := newEnv(t, func(c *proxy.Config) { c.UpstreamIdle, c.Observer = 300*time.Millisecond, obs })
+	e.up.setMode("stall")
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/chat/completions", strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"I live in Oslo"}]}`))
+	req.Header.Set("Authorization", "Bearer "+e.keys["alice"])
+	// The client's own bound only keeps a regression from hanging the
+	// suite: it ends the read too, but not with the outcome checked below.
+	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if b, err := io.ReadAll(resp.Body); err == nil {
+		t.Fatalf("a stalled upstream stream reached the client as a complete response: %q", b)
+	}
+	if n := obs.count("chat", proxy.OutcomeUpstreamStalled); n != 1 {
+		t.Errorf("%d requests counted upstream_stalled, want 1", n)
+	}
+	eventstest.Eventually(t, "the upstream's stalled request to be cancelled", 10*time.Second, func() (bool, string) {
+		e.up.mu.Lock()
+		defer e.up.mu.Unlock()
+		return e.up.stallEnded == 1, fmt.Sprintf("ended %d times", e.up.stallEnded)
+	})
+	e.stop()
+	if n := e.turnsPublished(t, "alice"); n != 0 {
+		t.Fatalf("%d turns published for a stalled reply, want 0", n)
+	}
+}
+
+// outcomes is a proxy.Observer counting request outcomes.
+type outcomes struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (o *outcomes) Request(endpoint, outcome string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.n == nil {
+		o.n = map[string]int{}
+	}
+	o.n[endpoint+" "+outcome]++
+}
+func (o *outcomes) Enriched(string, time.Duration) {}
+func (o *outcomes) Upstream(time.Duration, string) {}
+func (o *outcomes) TurnPublished(bool)             {}
+func (o *outcomes) count(endpoint, outcome string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.n[endpoint+" "+outcome]
 }
 
 // TestModelsPathStaysUnderModels: GET /v1/models/{id} cannot reach another

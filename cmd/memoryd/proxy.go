@@ -47,6 +47,7 @@ stores the turns.`)
 	f.String(&cfg.EnrichFormat, "enrich-format", "inline", "injection format appended to the last user message: inline, system or markdown")
 	f.Duration(&cfg.EnrichBudget, "enrich-budget", proxy.DefaultEnrichBudget, "bound on enrich; past it the request is forwarded unenriched")
 	f.Duration(&cfg.UpstreamTimeout, "upstream-timeout", proxy.DefaultUpstreamTimeout, "bound on the wait for the upstream's response headers (a stream may then run longer); past it the client gets 504")
+	f.Duration(&cfg.UpstreamIdle, "upstream-idle", proxy.DefaultUpstreamIdle, "bound on each wait for more of the upstream's response body once its headers came (a stream's next chunk); past it the client's response is cut and nothing is remembered")
 	f.Duration(&shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long requests in flight may take to finish on SIGINT/SIGTERM")
 
 	// Prometheus metrics on the proxy's listener (issue 20).
