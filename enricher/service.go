@@ -389,14 +389,20 @@ func (s *Service) guardReply(h micro.Handler) micro.Handler {
 }
 
 // SafeReplySubject reports whether memoryd may publish a reply on reply:
-// not on a system or JetStream subject (any beginning with "$") nor on one
-// of memoryd's own (prefix, or below it). An empty reply (a publish that
-// asks for none) is safe: nothing is sent.
+// an inbox, "_INBOX." or "_INBOX_<frontend>." and below (protocol.md,
+// "Reply subjects"), or "_R_.", the reply subject nats-server gives a
+// request that came through a service import from another account; and
+// not one of memoryd's own subjects (prefix, or below it). Any other subject is refused: memoryd's credential may publish
+// on the JetStream API, dead letters and memory changes, and
+// allow_responses lets it answer on any subject a request names, so a
+// reply there would act with its rights (purge the turn stream) or reach
+// another service as a request of its own (another memoryd's forget). An
+// empty reply (a publish that asks for none) is safe: nothing is sent.
 func SafeReplySubject(reply, prefix string) bool {
 	if reply == "" {
 		return true
 	}
-	if strings.HasPrefix(reply, "$") {
+	if !strings.HasPrefix(reply, "_INBOX.") && !strings.HasPrefix(reply, "_INBOX_") && !strings.HasPrefix(reply, "_R_.") {
 		return false
 	}
 	return reply != prefix && !strings.HasPrefix(reply, prefix+".")

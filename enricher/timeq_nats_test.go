@@ -116,9 +116,9 @@ func TestSearchSinceUntil(t *testing.T) {
 		{`{"user_id":"u","query":"x","until":"last week"}`, "RFC 3339"},
 		// Go's zero time, what a serialiser without omitzero sends for an
 		// unset bound, is year 1, not an open bound.
-		{`{"user_id":"u","query":"x","until":"0001-01-01T00:00:00Z"}`, "until: year 1 is out of range"},
-		{`{"user_id":"u","query":"x","since":"0001-01-01T00:00:00Z"}`, "since: year 1 is out of range"},
-		{`{"user_id":"u","query":"x","since":"0001-01-01T00:00:00Z","until":"2026-11-10T00:00:00Z"}`, "since: year 1 is out of range"},
+		{`{"user_id":"u","query":"x","until":"0001-01-01T00:00:00Z"}`, "until: year 1 (UTC) is out of range"},
+		{`{"user_id":"u","query":"x","since":"0001-01-01T00:00:00Z"}`, "since: year 1 (UTC) is out of range"},
+		{`{"user_id":"u","query":"x","since":"0001-01-01T00:00:00Z","until":"2026-11-10T00:00:00Z"}`, "since: year 1 (UTC) is out of range"},
 		// RFC 3339 offsets' hours are 00..23.
 		{`{"user_id":"u","query":"x","since":"2026-11-10T00:00:00+24:00"}`, "since: UTC offset +24:00 is out of range"},
 		{`{"user_id":"u","query":"x","until":"2026-11-10T00:00:00-24:00"}`, "until: UTC offset -24:00 is out of range"},

@@ -19,9 +19,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -147,8 +150,12 @@ func Decode(data []byte) (Turn, error) {
 		}
 		return Turn{}, invalid("", "malformed JSON: %s", jsonReason(err))
 	}
-	if dec.More() {
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		// Not dec.More, which is false at a stray "}" or "]".
 		return Turn{}, invalid("", "trailing data after the JSON object")
+	}
+	if err := repeatedField(data); err != nil {
+		return Turn{}, err
 	}
 	t = w.Turn
 	t.Timestamp = w.Timestamp.t
@@ -170,6 +177,52 @@ func Decode(data []byte) (Turn, error) {
 		t.Metadata = canon
 	}
 	return t, nil
+}
+
+// turnFields are the JSON names of Turn's fields.
+var turnFields = sync.OnceValue(func() []string {
+	var names []string
+	typ := reflect.TypeFor[Turn]()
+	for i := range typ.NumField() {
+		if name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+			names = append(names, name)
+		}
+	}
+	return names
+})
+
+// repeatedField refuses an event naming one of Turn's fields twice, in
+// any case: encoding/json matches keys case-insensitively and takes the
+// last, where most parsers read keys exactly, so {"memory":false,
+// "Memory":true} was remembered by memoryd and read as opted out by
+// everyone else (and an id sent as "id" and "ID" was recorded under
+// another id than its Nats-Msg-Id). data is a JSON object Decode read.
+func repeatedField(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if _, err := dec.Token(); err != nil { // {
+		return nil
+	}
+	seen := map[string]string{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		key, _ := tok.(string)
+		for _, name := range turnFields() {
+			if strings.EqualFold(key, name) { // as encoding/json folds
+				if first, ok := seen[name]; ok {
+					return invalid(name, "is given twice (as %q and %q): keys that differ only in case name the same field", first, key)
+				}
+				seen[name] = key
+			}
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil
+		}
+	}
+	return nil
 }
 
 // turnJSON is how Decode reads a Turn: its timestamp with the text sent.
@@ -196,12 +249,14 @@ func (tt *turnTime) UnmarshalJSON(data []byte) error {
 }
 
 // CheckTime reports a time out of the range the protocol takes: a year
-// outside 1970..9999, or a UTC offset outside RFC 3339's. raw is the time
-// as sent (see CheckTimeOffset), which alone shows a minute of 60; "" for
-// a time made in Go, whose zone is checked instead.
+// outside 1970..9999 in UTC, or a UTC offset outside RFC 3339's. raw is
+// the time as sent (see CheckTimeOffset), which alone shows a minute of
+// 60; "" for a time made in Go, whose zone is checked instead. The year is
+// UTC's since times are stored and exported in UTC:
+// "1970-01-01T00:00:00+01:00" is 1969 there, which an import refused.
 func CheckTime(t time.Time, raw string) error {
-	if y := t.Year(); y < 1970 || y > 9999 {
-		return fmt.Errorf("year %d is out of range (1970..9999)", y)
+	if y := t.UTC().Year(); y < 1970 || y > 9999 {
+		return fmt.Errorf("year %d (UTC) is out of range (1970..9999)", y)
 	}
 	if raw != "" {
 		return CheckTimeOffset(raw)

@@ -105,6 +105,14 @@ func TestDecode(t *testing.T) {
 		{"huge message", `{"id":"e1","user_id":"alice","user_message":"` + strings.Repeat("x", 1<<20) + `","timestamp":"2026-11-21T10:00:00Z"}`, "", true},
 		{"long user id", `{"id":"e1","user_id":"` + strings.Repeat("u", 300) + `","user_message":"hi","timestamp":"2026-11-21T10:00:00Z"}`, "user_id", true},
 		{"trailing data", `{` + ok + `}{}`, "", true},
+		{"trailing brackets", `{` + ok + `}}}]]`, "", true},
+		// A field twice, in any case: encoding/json would keep the last,
+		// most other parsers the exact spelling.
+		{"memory twice in two cases", `{` + ok + `,"memory":false,"Memory":true}`, "memory", true},
+		{"memory twice", `{` + ok + `,"memory":false,"memory":true}`, "memory", true},
+		{"id twice in two cases", `{` + ok + `,"ID":"c2"}`, "id", true},
+		{"scope with a long s", `{` + ok + `,"scope":"a","ſcope":"b"}`, "scope", true},
+		{"unknown field twice", `{` + ok + `,"extra":1,"Extra":2}`, "", false},
 		{"array", `[{` + ok + `}]`, "", true},
 		{"string", `"hi"`, "", true},
 	}
@@ -316,8 +324,12 @@ func TestDecodeTimestampRange(t *testing.T) {
 		{`"2026-11-21T10:00:00-24:00"`, "timestamp: UTC offset -24:00 is out of range"},
 		{`"2026-11-21T10:00:00+01:60"`, "timestamp: UTC offset +01:60 is out of range (RFC 3339 minutes are 00..59)"},
 		{`"2026-11-21T10:00:00-23:60"`, "timestamp: UTC offset -23:60 is out of range"},
-		{`"0001-01-01T00:00:00Z"`, "timestamp: year 1 is out of range (1970..9999)"},
-		{`"1969-12-31T23:59:59Z"`, "timestamp: year 1969 is out of range"},
+		{`"0001-01-01T00:00:00Z"`, "timestamp: year 1 (UTC) is out of range (1970..9999)"},
+		{`"1969-12-31T23:59:59Z"`, "timestamp: year 1969 (UTC) is out of range"},
+		// 1970 in the offset as sent, 1969 in UTC, where it is stored and
+		// exported (an export holding it did not import).
+		{`"1970-01-01T00:00:00+01:00"`, "timestamp: year 1969 (UTC) is out of range"},
+		{`"9999-12-31T23:00:00-02:00"`, "timestamp: year 10000 (UTC) is out of range"},
 		{`null`, "timestamp: is required"},
 	} {
 		_, err := events.Decode([]byte(turn(tt.ts)))

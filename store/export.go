@@ -393,6 +393,9 @@ func text(field, s string, limit int, required bool) error {
 	return nil
 }
 
+// legacyEarliest is the earliest time an import takes (see parseTime).
+var legacyEarliest = time.Date(1969, time.December, 31, 0, 0, 0, 0, time.UTC)
+
 // parseTime reads a required RFC 3339 time.
 func parseTime(field, s string) (time.Time, error) {
 	if s == "" {
@@ -402,7 +405,11 @@ func parseTime(field, s string) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, fmt.Errorf("%s %q is not an RFC 3339 time", field, s)
 	}
-	if y := t.Year(); y < 1970 || y > 9999 {
+	// Years 1970..9999 in UTC, as ingest and the requests take them; and
+	// the last day of 1969, which releases that checked the year in the
+	// offset as sent stored ("1970-01-01T00:00:00+01:00"), so that their
+	// exports import.
+	if y := t.UTC().Year(); (y < 1970 && t.Before(legacyEarliest)) || y > 9999 {
 		return time.Time{}, fmt.Errorf("%s: year %d is out of range", field, y)
 	}
 	// No write dates memory in the future (turns are clamped to the time

@@ -95,7 +95,7 @@ func (s *Store) KeyHistory(ctx context.Context, q KeyHistoryQuery) ([]FactChange
 	}
 	// One more than asked tells whether another page exists.
 	rows, err := s.db.Query(ctx, `SELECT `+historyColumns+` FROM fact_history
-		WHERE user_id = $1 AND key = $2 AND ($3 <= 0 OR id < $3)
+		WHERE user_id = $1 AND key = $2 AND ($3::bigint <= 0 OR id < $3::bigint)
 		ORDER BY id DESC LIMIT $4`, q.UserID, q.Key, q.Before, q.Limit+1)
 	if err != nil {
 		return nil, 0, fmt.Errorf("key history: %w", err)

@@ -341,7 +341,7 @@ func (c Config) validate() error {
 	}
 	if p := c.NATS.InboxPrefix; p != "" && !enricher.SafeReplySubject(p+".x", cmp.Or(c.Prefix, events.DefaultPrefix)) {
 		// memoryd would drop every request (protocol.md, "Reply subjects").
-		return &ConfigError{Field: "NATS.InboxPrefix", Value: fmt.Sprintf("%q", p), Reason: "must not begin with '$' or memoryd's prefix: memoryd answers no request whose reply subject does"}
+		return &ConfigError{Field: "NATS.InboxPrefix", Value: fmt.Sprintf("%q", p), Reason: "must be _INBOX or begin with _INBOX_ (e.g. _INBOX_alice_frontend), and not be memoryd's prefix: memoryd answers only requests whose reply subject is such an inbox"}
 	}
 	return nil
 }

@@ -81,8 +81,9 @@ func TestValidateNamesTheField(t *testing.T) {
 		{Config{LLM: func() extractor.LLMConfig { c := llm("m"); c.Timeout = 5 * time.Second; return c }(), Worker: worker.Config{JobTimeout: 10 * time.Second}},
 			"app: Config.Worker.JobTimeout 10s must be longer than one extractor call, 10s (two model requests of LLM.Timeout)"},
 		{Config{NATS: NATSConfig{InboxPrefix: "_INBOX.*"}}, `app: Config.NATS.InboxPrefix "_INBOX.*" must be`},
-		{Config{NATS: NATSConfig{InboxPrefix: "$JS.API"}}, `app: Config.NATS.InboxPrefix "$JS.API" must not begin with '$' or memoryd's prefix`},
-		{Config{NATS: NATSConfig{InboxPrefix: "memory.inbox"}}, `app: Config.NATS.InboxPrefix "memory.inbox" must not begin with '$' or memoryd's prefix`},
+		{Config{NATS: NATSConfig{InboxPrefix: "$JS.API"}}, `app: Config.NATS.InboxPrefix "$JS.API" must be _INBOX or begin with _INBOX_`},
+		{Config{NATS: NATSConfig{InboxPrefix: "memory.inbox"}}, `app: Config.NATS.InboxPrefix "memory.inbox" must be _INBOX or begin with _INBOX_`},
+		{Config{NATS: NATSConfig{InboxPrefix: "replies_alice"}}, `app: Config.NATS.InboxPrefix "replies_alice" must be _INBOX or begin with _INBOX_`},
 		{Config{Embed: embedding.Config{BaseURL: "localhost:11434"}}, `app: Config.Embed.BaseURL must be an http or https URL`},
 		{Config{Embed: embedding.Config{BaseURL: "http://x/v1", BatchSize: -1}}, `app: Config.Embed.BatchSize must be between 1 and 2048`},
 
