@@ -62,6 +62,17 @@ type Change struct {
 	Truncated bool `json:"truncated,omitempty"`
 }
 
+// IsChangeOf reports whether ch, as decoded from a message on userID's
+// changes subject, is one of memoryd's changes of userID: it names the
+// user and has a type, a seq and a time. Other messages can reach the
+// subject: a frontend that may publish turns can name any subject as a
+// turn's reply, and JetStream then publishes its acknowledgement there,
+// {"stream":"MEMORY_TURNS","seq":977}, whose seq taken as the user's would
+// make a subscriber drop the real changes up to it.
+func (ch Change) IsChangeOf(userID string) bool {
+	return ch.UserID == userID && ch.Type != "" && ch.Seq > 0 && !ch.At.IsZero()
+}
+
 // ChangesSubject is the subject userID's changes are published on:
 // "<prefix>.changes.<token>" (prefix DefaultPrefix when empty).
 func ChangesSubject(prefix, userID string) string {
@@ -73,13 +84,18 @@ func ChangesSubject(prefix, userID string) string {
 
 // Changes subscribes to userID's changes and calls fn with each, in the
 // order they arrive (NATS keeps one publisher's order). A message that is
-// not a Change is passed to fn as an error, with a zero Change. Unsubscribe
-// the returned subscription when done.
+// not a change of userID (see IsChangeOf) is passed to fn as an error, with
+// a zero Change: the subscriber must not apply it, nor take its seq.
+// Unsubscribe the returned subscription when done.
 func (c *Client) Changes(userID string, fn func(Change, error)) (*nats.Subscription, error) {
 	sub, err := c.nc.Subscribe(ChangesSubject(c.prefix, userID), func(m *nats.Msg) {
 		var ch Change
 		if err := json.Unmarshal(m.Data, &ch); err != nil {
 			fn(Change{}, fmt.Errorf("decode change on %s: %w", m.Subject, err))
+			return
+		}
+		if !ch.IsChangeOf(userID) {
+			fn(Change{}, fmt.Errorf("message on %s is not a change of %q (no user_id of the user, type, seq or at): ignored", m.Subject, userID))
 			return
 		}
 		fn(ch, nil)
