@@ -160,7 +160,7 @@ func TestEnrichZeroAt(t *testing.T) {
 	h := start(t, st, nil)
 	subject := h.prefix + ".enrich." + events.UserToken("u")
 	for _, b := range []struct{ body, want string }{
-		{`{"user_id":"u","message":"what did I say today?","at":"0001-01-01T00:00:00Z"}`, "at: year 1 is out of range"},
+		{`{"user_id":"u","message":"what did I say today?","at":"0001-01-01T00:00:00Z"}`, "at: year 1 (UTC) is out of range"},
 		{`{"user_id":"u","message":"x","at":"2026-11-29T12:00:00+24:00"}`, "at: UTC offset +24:00 is out of range"},
 		{`{"user_id":"u","message":"x","at":"2026-11-29T12:00:00-24:30"}`, "at: UTC offset -24:30 is out of range"},
 		{`{"user_id":"u","message":"x","at":"2026-11-29T12:00:00-05:60"}`, "at: UTC offset -05:60 is out of range"},

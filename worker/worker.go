@@ -259,6 +259,12 @@ type Config struct {
 	// DisableIngest runs only the extraction workers, without consuming the
 	// stream (e.g. to work off a replay). Default false.
 	DisableIngest bool
+	// EmbedOnly, with DisableIngest, works the embed queue alone (the
+	// embed command's backfill): no extraction, document indexing or
+	// maintenance job, whose results depend on the extractor and settings
+	// of the serves that run them, nor periodic jobs. Requires Embedder.
+	// Default false.
+	EmbedOnly bool
 
 	// Spend caps (spend.go).
 
@@ -438,6 +444,8 @@ func (c Config) validate() error {
 		return errors.New("worker: Config.Store is required")
 	case c.Extractor == nil:
 		return errors.New("worker: Config.Extractor is required")
+	case c.EmbedOnly && (c.Embedder == nil || !c.DisableIngest):
+		return errors.New("worker: Config.EmbedOnly needs Embedder and DisableIngest")
 	case c.BatchSize < 1 || c.BatchSize > 10_000:
 		return fmt.Errorf("worker: Config.BatchSize must be between 1 and 10000, not %d", c.BatchSize)
 	case c.JobSize < 1 || c.JobSize > c.BatchSize:
@@ -692,6 +700,9 @@ func New(cfg Config) (*Worker, error) {
 			&river.PeriodicJobOpts{RunOnStart: true}))
 	}
 	queues := map[string]river.QueueConfig{QueueExtract: {MaxWorkers: cfg.Workers}, QueueMaintenance: {MaxWorkers: 1}}
+	if cfg.EmbedOnly {
+		queues, periodic = map[string]river.QueueConfig{}, nil
+	}
 	// Every process sweeps, for every model a running worker embeds with
 	// (embedSweepWorker): River's leader alone inserts periodic jobs, and
 	// it may embed nothing, or with the other model of a rolling change.
@@ -701,7 +712,7 @@ func New(cfg Config) (*Worker, error) {
 		river.AddWorker(workers, &chunkEmbedWorker{w: w})
 		queues[QueueEmbed] = river.QueueConfig{MaxWorkers: cfg.EmbedWorkers}
 	}
-	if cfg.EmbedSweepInterval > 0 {
+	if cfg.EmbedSweepInterval > 0 && !cfg.EmbedOnly {
 		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(cfg.EmbedSweepInterval),
 			func() (river.JobArgs, *river.InsertOpts) {
 				return EmbedSweepArgs{}, &river.InsertOpts{Queue: QueueMaintenance, MaxAttempts: 3}

@@ -27,7 +27,9 @@ not serve: until then those items are found lexically; a prune over
 --max-db-size deletes them before any memory). With --user, the user's items and the chunks of the user's own
 collections; without, every user's and every collection's, shared ones
 included. It enqueues the
-embed jobs, then, by default, runs workers in this process and waits until
+embed jobs, then, by default, runs embed workers in this process (embed
+jobs only: extraction jobs are the serves', whose extractor they need) and
+waits until
 every item in scope that existed when it started has a vector (what
 arrives meanwhile is embedded by its own jobs; --no-work leaves the jobs to running serve
 processes and returns at once). Running it twice is safe: a job already

@@ -125,6 +125,20 @@ func (a *App) warnUnembedded(ctx context.Context, s *store.Store) {
 		"embed_model", models[0])
 }
 
+// startEmbeddingLocked runs embed workers alone (worker.Config.EmbedOnly);
+// a.mu is held.
+func (a *App) startEmbeddingLocked(ctx context.Context, s *store.Store) error {
+	ext, err := a.extractor()
+	if err != nil {
+		return err
+	}
+	nc, err := a.connect()
+	if err != nil {
+		return err
+	}
+	return a.startWorkerWithLocked(ctx, s, nc, ext, func(c *worker.Config) { c.DisableIngest, c.EmbedOnly = true, true })
+}
+
 // startExtractionLocked runs extraction workers without the ingest
 // consumer; a.mu is held.
 func (a *App) startExtractionLocked(ctx context.Context, s *store.Store) error {

@@ -373,8 +373,14 @@ const startCleanupTimeout = 30 * time.Second
 // startWorkerLocked starts the worker on s and nc; without ingest it runs
 // extraction only (replay --work). a.mu is held.
 func (a *App) startWorkerLocked(ctx context.Context, s *store.Store, nc *nats.Conn, ext worker.Extractor, withoutIngest bool) error {
+	return a.startWorkerWithLocked(ctx, s, nc, ext, func(c *worker.Config) { c.DisableIngest = withoutIngest })
+}
+
+// startWorkerWithLocked is startWorkerLocked with mod applied to the
+// worker's Config last.
+func (a *App) startWorkerWithLocked(ctx context.Context, s *store.Store, nc *nats.Conn, ext worker.Extractor, mod func(*worker.Config)) error {
 	wc := a.cfg.Worker
-	wc.Conn, wc.Store, wc.Extractor, wc.DisableIngest = nc, s, ext, withoutIngest
+	wc.Conn, wc.Store, wc.Extractor = nc, s, ext
 	wc.ChunkDocument = enricher.ChunkDocument
 	emb, err := a.embedder()
 	if err != nil {
@@ -392,6 +398,7 @@ func (a *App) startWorkerLocked(ctx context.Context, s *store.Store, nc *nats.Co
 	if wc.TracerProvider, err = a.tracerLocked(); err != nil {
 		return err
 	}
+	mod(&wc)
 	w, err := worker.New(wc)
 	if err != nil {
 		return err

@@ -128,7 +128,10 @@ func (a *App) EmbedBackfill(ctx context.Context, o EmbedOptions) (int, error) {
 		s, err = a.openStore(ctx, true)
 	}
 	if err == nil && o.Work && a.worker == nil {
-		err = a.startExtractionLocked(ctx, s)
+		// Embed jobs alone: an extraction job run here would use this
+		// command's extractor (the offline rules, without --llm-base-url),
+		// not the serves'.
+		err = a.startEmbeddingLocked(ctx, s)
 	}
 	enq := (*worker.Enqueuer)(nil)
 	if err == nil && a.worker != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/memoryd/memoryd/embedding/embeddingtest"
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/worker"
 )
 
 // TestEmbedWiring: with Embed.BaseURL set, the service embeds what a turn
@@ -53,6 +54,18 @@ func TestEmbedWiring(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Stop(context.Background()) })
+	// An extraction job waiting for the serves: the backfill's workers,
+	// with this App's extractor (the offline rules), must leave it.
+	bs, err := b.Store(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var extractJob int64
+	if err := bs.Pool().QueryRow(ctx, `INSERT INTO river_job (kind, args, queue, max_attempts, state)
+		VALUES ($1, '{"user_id":"alice","event_ids":["a1"]}', $2, 5, 'available') RETURNING id`,
+		worker.ExtractJobKind, worker.QueueExtract).Scan(&extractJob); err != nil {
+		t.Fatal(err)
+	}
 	n, err := b.EmbedBackfill(ctx, EmbedOptions{User: "alice", Work: true})
 	if err != nil || n != 2 {
 		t.Fatalf("backfill enqueued %d (%v), want 2", n, err)
@@ -63,6 +76,11 @@ func TestEmbedWiring(t *testing.T) {
 	}
 	if len(seen) == 0 || seen[len(seen)-1] != (store.EmbeddingCount{Items: 2, Embedded: 2}) {
 		t.Errorf("progress %v, want it to end at 2 of 2", seen)
+	}
+	var state string
+	var attempts int
+	if err := bs.Pool().QueryRow(ctx, `SELECT state, attempt FROM river_job WHERE id = $1`, extractJob).Scan(&state, &attempts); err != nil || state != "available" || attempts != 0 {
+		t.Errorf("the extraction job after the backfill: %s, attempt %d (%v); want it left available, never attempted", state, attempts, err)
 	}
 
 	off, err := New(testConfig(t))
