@@ -279,37 +279,6 @@ func TestEnsureStreamNamesTheStreamHoldingThePrefix(t *testing.T) {
 	}
 }
 
-// TestEnsureStreamDeniesPurges: the turn stream denies purges, created so
-// or, existing without, updated (events.EnsureDenyPurge says why); its
-// operator's other settings stay.
-func TestEnsureStreamDeniesPurges(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	nc := eventstest.Conn(t)
-	prefix, stream := eventstest.Names(t, nc)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{events.TurnSubjects(prefix)}, MaxMsgs: 12345}); err != nil {
-		t.Fatal(err)
-	}
-	s, err := events.EnsureStream(ctx, js, events.StreamConfig{Prefix: prefix, Stream: stream})
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !info.Config.DenyPurge || info.Config.MaxMsgs != 12345 {
-		t.Fatalf("existing stream after EnsureStream: deny_purge %v, max_msgs %d; want true, the operator's 12345", info.Config.DenyPurge, info.Config.MaxMsgs)
-	}
-	if err := s.Purge(ctx); err == nil {
-		t.Fatal("the turn stream was purged")
-	}
-}
-
 // TestDecodeTimestampRange: a turn's timestamp is held to RFC 3339 and
 // the years 1970..9999, as a request's times are: Go's parser takes an
 // offset hour of 24 and a minute of 60, and the zero time sent is year 1,

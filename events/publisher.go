@@ -48,8 +48,8 @@ func (c StreamConfig) withDefaults() StreamConfig {
 
 // EnsureStream creates the turn stream when it is missing. An existing stream
 // is kept as its operator configured it (replicas, limits, placement); only
-// a missing turn subject is added, and purges are denied (DenyPurge). It is
-// idempotent and safe to call from every process at start-up.
+// a missing turn subject is added. It is idempotent and safe to call from
+// every process at start-up.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) (jetstream.Stream, error) {
 	cfg = cfg.withDefaults()
 	subject := TurnSubjects(cfg.Prefix)
@@ -57,15 +57,12 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 	switch {
 	case err == nil:
 		have := s.CachedInfo().Config
-		if slices.Contains(have.Subjects, subject) && have.DenyPurge {
+		if slices.Contains(have.Subjects, subject) {
 			return s, nil
 		}
-		if !slices.Contains(have.Subjects, subject) {
-			have.Subjects = append(have.Subjects, subject)
-		}
-		have.DenyPurge = true
+		have.Subjects = append(have.Subjects, subject)
 		if s, err = js.UpdateStream(ctx, have); err != nil {
-			return nil, fmt.Errorf("ensure stream %s: add subject %s, deny purges: %w", cfg.Stream, subject, overlapping(ctx, js, subject, err))
+			return nil, fmt.Errorf("ensure stream %s: add subject %s: %w", cfg.Stream, subject, overlapping(ctx, js, subject, err))
 		}
 		return s, nil
 	case errors.Is(err, jetstream.ErrStreamNotFound):
@@ -79,7 +76,6 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 			Replicas:    cfg.Replicas,
 			MaxAge:      cfg.MaxAge,
 			MaxMsgSize:  MaxEventBytes,
-			DenyPurge:   true,
 		})
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			return js.Stream(ctx, cfg.Stream) // created concurrently
@@ -96,29 +92,6 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 		return nil, fmt.Errorf("ensure stream %s: the NATS server runs without JetStream (start it with -js): %w", cfg.Stream, err)
 	}
 	return nil, fmt.Errorf("ensure stream %s: %w", cfg.Stream, overlapping(ctx, js, subject, err))
-}
-
-// EnsureDenyPurge sets DenyPurge on an existing stream that lacks it.
-// memoryd's streams (the turn stream, by EnsureStream, and the dead-letter
-// stream) deny purges because nats-server 2.9 sends a
-// publish's acknowledgement to whatever reply subject the publisher named,
-// with the server's own rights: a frontend allowed only to publish its
-// user's turns could name "$JS.API.STREAM.PURGE.<stream>" as the reply,
-// and the acknowledgement ({"stream":...,"seq":N}) purged every event
-// below its own sequence, every user's turns not yet recorded included.
-// memoryd never purges (forget deletes events one by one, which DenyPurge
-// allows); an operator who must purge one unsets DenyPurge first, and the
-// next memoryd to start sets it again.
-func EnsureDenyPurge(ctx context.Context, js jetstream.JetStream, s jetstream.Stream) error {
-	have := s.CachedInfo().Config
-	if have.DenyPurge {
-		return nil
-	}
-	have.DenyPurge = true
-	if _, err := js.UpdateStream(ctx, have); err != nil {
-		return fmt.Errorf("deny purges of stream %s: %w", have.Name, err)
-	}
-	return nil
 }
 
 // errCodeSubjectOverlap is the JetStream API's error code for a stream

@@ -645,45 +645,4 @@ func permCheckReplySubjects(t *testing.T, ctx context.Context, md, alice, bob *n
 	if m, err := changes.NextMsg(100 * time.Millisecond); err == nil {
 		t.Errorf("alice's memory changes received a reply to bob's request: %q", m.Data)
 	}
-
-	// A turn published with a JetStream API subject as its reply: the
-	// stream's acknowledgement ({"stream":..,"seq":N}) goes there with
-	// the server's rights, and on nats-server 2.9 a purge request reads it
-	// as "purge below N". memoryd's streams deny purges.
-	firstSeqs := func() string {
-		var parts []string
-		for _, name := range []string{events.DefaultStream, events.DefaultDeadLetterStream} {
-			st, err := js.Stream(ctx, name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			info, err := st.Info(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !info.Config.DenyPurge {
-				t.Errorf("stream %s allows purges", name)
-			}
-			parts = append(parts, fmt.Sprintf("%s first %d", name, info.State.FirstSeq))
-		}
-		return strings.Join(parts, "; ")
-	}
-	before = firstSeqs()
-	for i, stream := range []string{events.DefaultStream, events.DefaultDeadLetterStream} {
-		turn := fmt.Sprintf(`{"id":"purge-%d","user_id":"bob","user_message":"hello","timestamp":%q}`, i, time.Now().UTC().Format(time.RFC3339))
-		if err := bob.PublishRequest("memory.turns.bob", "$JS.API.STREAM.PURGE."+stream, []byte(turn)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// bob's own turn after them, acknowledged: the stream has stored them.
-	bjs, err := jetstream.New(bob)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := events.NewPublisher(bjs, "").Publish(ctx, events.Turn{ID: "purge-after", UserID: "bob", UserMessage: "hello", Timestamp: time.Now()}); err != nil {
-		t.Fatal(err)
-	}
-	if after := firstSeqs(); after != before {
-		t.Errorf("turns naming a purge of memoryd's streams as their reply purged them: %s, was %s", after, before)
-	}
 }

@@ -860,23 +860,19 @@ func (w *Worker) bind(ctx context.Context) (jetstream.Consumer, jetstream.Stream
 	if err != nil {
 		return nil, nil, fmt.Errorf("worker: %w", err)
 	}
-	// Created when missing; an existing one keeps its operator's settings
-	// but purges, which are denied (events.EnsureDenyPurge says why).
-	if dl, err := w.js.Stream(ctx, cfg.DeadLetterStream); errors.Is(err, jetstream.ErrStreamNotFound) {
+	// Created when missing; an existing one keeps its operator's settings.
+	if _, err := w.js.Stream(ctx, cfg.DeadLetterStream); errors.Is(err, jetstream.ErrStreamNotFound) {
 		_, err = w.js.CreateStream(ctx, jetstream.StreamConfig{
 			Name:        cfg.DeadLetterStream,
 			Description: "memoryd rejected turn events, with the reason in the Memoryd-Reason header",
 			Subjects:    []string{events.DeadLetterSubjects(cfg.Prefix)},
 			Storage:     jetstream.FileStorage,
-			DenyPurge:   true,
 		})
 		if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			return nil, nil, fmt.Errorf("worker: create dead-letter stream: %w", err)
 		}
 	} else if err != nil {
 		return nil, nil, fmt.Errorf("worker: dead-letter stream: %w", err)
-	} else if err := events.EnsureDenyPurge(ctx, w.js, dl); err != nil {
-		return nil, nil, fmt.Errorf("worker: %w", err)
 	}
 	cons, err := w.js.CreateOrUpdateConsumer(ctx, cfg.Stream, jetstream.ConsumerConfig{
 		Durable:       cfg.Durable,
