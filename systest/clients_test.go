@@ -68,7 +68,7 @@ func TestNonGoClientsFromProtocolDoc(t *testing.T) {
 	frontendBlock = strings.Replace(frontendBlock, turnsGrant, turnsGrant+` "memory.forget.alice",`, 1)
 
 	dir := t.TempDir()
-	conf := permConf(dir, memorydBlock, permUser{"alice_frontend", "alice-pw", frontendBlock})
+	conf := permConf(t, dir, memorydBlock, permUser{"alice_frontend", "alice-pw", frontendBlock})
 	url := permStartNATS(t, dir, conf)
 
 	_, dbURL := storetest.Schema(t)

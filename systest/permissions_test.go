@@ -30,8 +30,10 @@ import (
 // permMarker introduces a NATS permissions block in the docs: the fenced
 // code block right after a line "<!-- nats-permissions: frontend -->" (the
 // permissions of a frontend serving alice, NATS user alice_frontend) or
-// "<!-- nats-permissions: memoryd -->" (memoryd's own).
-var permMarker = regexp.MustCompile(`^<!--\s*nats-permissions:\s*(frontend|memoryd)\s*-->\s*$`)
+// "<!-- nats-permissions: memoryd -->" (memoryd's own); or, after
+// "<!-- nats-accounts -->", the accounts of a nats-server configuration
+// with placeholders for those users (permAccounts).
+var permMarker = regexp.MustCompile(`^<!--\s*nats-(?:permissions:\s*(frontend|memoryd)|(accounts))\s*-->\s*$`)
 
 // permBlockLike finds text that looks like a permissions block, so that no
 // unmarked, untested one can appear in the docs.
@@ -40,7 +42,7 @@ var permBlockLike = regexp.MustCompile(`permissions\s*:\s*\{`)
 type permBlock struct {
 	file string // relative to the repository root
 	line int    // of the opening fence
-	kind string // "frontend" or "memoryd"
+	kind string // "frontend", "memoryd" or "accounts"
 	text string // the block's content, exactly as written
 }
 
@@ -65,7 +67,7 @@ func permDocBlocks(t *testing.T) []permBlock {
 		kind := ""
 		for i := 0; i < len(lines); i++ {
 			if m := permMarker.FindStringSubmatch(lines[i]); m != nil {
-				kind = m[1]
+				kind = m[1] + m[2]
 				continue
 			}
 			if !strings.HasPrefix(lines[i], "```") {
@@ -206,7 +208,7 @@ func permCheck(t *testing.T, memorydBlock, frontendBlock string) {
 	}
 
 	dir := t.TempDir()
-	conf := permConf(dir, memorydBlock, permUser{"alice_frontend", "alice-pw", frontendBlock}, permUser{"bob_frontend", "bob-pw", bobBlock})
+	conf := permConf(t, dir, memorydBlock, permUser{"alice_frontend", "alice-pw", frontendBlock}, permUser{"bob_frontend", "bob-pw", bobBlock})
 	url := permStartNATS(t, dir, conf)
 
 	// memoryd: the worker (ingest, dead letters, extraction) and the service.
@@ -557,17 +559,42 @@ func permJSON(t *testing.T, v any) string {
 // block.
 type permUser struct{ name, password, block string }
 
+// permAccountsMemoryd and permAccountsFrontend are the lines of the
+// documented accounts block that stand for memoryd's user and a
+// frontend's, with their permissions blocks.
+const (
+	permAccountsMemoryd  = `{ user: memoryd, password: "...", <memoryd's permissions below> }`
+	permAccountsFrontend = `{ user: alice_frontend, password: "...", <the frontend's permissions below> }`
+)
+
 // permConf is a nats-server configuration with JetStream storing in dir and
-// one account: memoryd (password "memoryd-pw", permissions memorydBlock)
-// and the given users.
-func permConf(dir, memorydBlock string, users ...permUser) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "jetstream { store_dir: %q }\naccounts {\n  MEMORY {\n    jetstream: enabled\n    users = [\n", filepath.Join(dir, "js"))
-	for _, u := range append([]permUser{{"memoryd", "memoryd-pw", memorydBlock}}, users...) {
-		fmt.Fprintf(&b, "      { user: %s, password: %q,\n%s\n      }\n", u.name, u.password, u.block)
+// the accounts of docs/operations.md's accounts block as written: memoryd
+// (password "memoryd-pw", permissions memorydBlock) in place of its line,
+// and the given users in place of the frontend's.
+func permConf(t *testing.T, dir, memorydBlock string, users ...permUser) string {
+	t.Helper()
+	var tmpl string
+	for _, b := range permDocBlocks(t) {
+		if b.kind == "accounts" {
+			if tmpl != "" {
+				t.Fatalf("%s:%d: a second accounts block; the docs show one layout", b.file, b.line)
+			}
+			tmpl = b.text
+		}
 	}
-	b.WriteString("    ]\n  }\n}\n")
-	return b.String()
+	if tmpl == "" || !strings.Contains(tmpl, permAccountsMemoryd) || !strings.Contains(tmpl, permAccountsFrontend) {
+		t.Fatalf("docs/operations.md has no marked accounts block with the lines\n%s\n%s\n%s", permAccountsMemoryd, permAccountsFrontend, tmpl)
+	}
+	user := func(u permUser) string {
+		return fmt.Sprintf("{ user: %s, password: %q,\n%s\n}", u.name, u.password, u.block)
+	}
+	var fe []string
+	for _, u := range users {
+		fe = append(fe, user(u))
+	}
+	conf := strings.Replace(tmpl, permAccountsMemoryd, user(permUser{"memoryd", "memoryd-pw", memorydBlock}), 1)
+	conf = strings.Replace(conf, permAccountsFrontend, strings.Join(fe, "\n"), 1)
+	return fmt.Sprintf("jetstream { store_dir: %q }\n", filepath.Join(dir, "js")) + conf
 }
 
 func permStartNATS(t *testing.T, dir, conf string) string {
@@ -642,7 +669,99 @@ func permCheckReplySubjects(t *testing.T, ctx context.Context, md, alice, bob *n
 	if after := state(); after != before {
 		t.Errorf("requests naming memoryd's subjects as their reply changed the streams: %s, was %s", after, before)
 	}
-	if m, err := changes.NextMsg(100 * time.Millisecond); err == nil {
-		t.Errorf("alice's memory changes received a reply to bob's request: %q", m.Data)
+	// Through the frontends' account's imports memoryd sees a reply
+	// subject under _R_. and answers it: bob's reply may reach alice's
+	// change subscription, but is no change of alice's (protocol.md,
+	// "Memory changes": subscribers check each message).
+	permNoChangeOf(t, changes, "alice")
+
+	// Turns published with JetStream API subjects as their reply: the
+	// stream's acknowledgement ({"stream":..,"seq":N}) goes there with the
+	// server's rights; in one account with memoryd, nats-server 2.9 read
+	// it as a purge below N, a purge of every stream of the account, or
+	// the delete of the message N, which a duplicate Nats-Msg-Id makes
+	// another user's. Through the imports it goes back to the frontends'
+	// account, which has no JetStream.
+	mdJS, err := jetstream.New(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aliceJS, err := jetstream.New(alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aliceTurn, err := aliceJS.Publish(ctx, "memory.turns.alice", []byte(`{"id":"a-target","user_id":"alice","user_message":"hello","timestamp":"`+time.Now().UTC().Format(time.RFC3339)+`"}`),
+		jetstream.WithMsgID(events.MsgID("alice", "a-target")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	streams := func() string {
+		var parts []string
+		for _, name := range []string{events.DefaultStream, events.DefaultDeadLetterStream} {
+			st, err := mdJS.Stream(ctx, name)
+			if err != nil {
+				parts = append(parts, name+": "+err.Error())
+				continue
+			}
+			info, err := st.Info(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			parts = append(parts, fmt.Sprintf("%s first %d", name, info.State.FirstSeq))
+		}
+		if _, err := mdJS.Stream(ctx, events.DefaultStream); err == nil {
+			st, _ := mdJS.Stream(ctx, events.DefaultStream)
+			if _, err := st.GetMsg(ctx, aliceTurn.Sequence); err != nil {
+				parts = append(parts, fmt.Sprintf("alice's turn %d: %v", aliceTurn.Sequence, err))
+			}
+		}
+		return strings.Join(parts, "; ")
+	}
+	before = streams()
+	bobJS, err := jetstream.New(bob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range []struct{ reply, msgID string }{
+		{"$JS.API.STREAM.PURGE." + events.DefaultStream, ""},
+		{"$JS.API.STREAM.PURGE." + events.DefaultDeadLetterStream, ""},
+		{"$JS.API.STREAM.MSG.DELETE." + events.DefaultStream, events.MsgID("alice", "a-target")},
+		{"$JS.API.STREAM.MSG.DELETE." + events.DefaultDeadLetterStream, ""},
+		{"$JS.API.ACCOUNT.PURGE.MEMORY", ""},
+		{"$JS.API.STREAM.DELETE." + events.DefaultStream, ""},
+	} {
+		m := nats.NewMsg("memory.turns.bob")
+		m.Reply = r.reply
+		m.Data = []byte(fmt.Sprintf(`{"id":"b-ack-%d","user_id":"bob","user_message":"hello","timestamp":%q}`, i, time.Now().UTC().Format(time.RFC3339)))
+		if r.msgID != "" {
+			m.Header.Set(nats.MsgIdHdr, r.msgID)
+		}
+		if err := bob.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// bob's own turn after them, acknowledged: the stream has stored them
+	// and sent their acknowledgements.
+	if _, err := events.NewPublisher(bobJS, "").Publish(ctx, events.Turn{ID: "b-ack-after", UserID: "bob", UserMessage: "hello", Timestamp: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if after := streams(); after != before {
+		t.Errorf("turns naming the JetStream API as their reply changed the streams: %s, was %s", after, before)
+	}
+}
+
+// permNoChangeOf drains sub (a subscription to user's memory changes) of
+// what arrived and fails on any message that is a change of user.
+func permNoChangeOf(t *testing.T, sub *nats.Subscription, user string) {
+	t.Helper()
+	for {
+		m, err := sub.NextMsg(100 * time.Millisecond)
+		if err != nil {
+			return
+		}
+		var ch events.Change
+		if json.Unmarshal(m.Data, &ch) == nil && ch.IsChangeOf(user) {
+			t.Errorf("%s's memory changes received a change of %s from another frontend's request: %q", user, user, m.Data)
+		}
 	}
 }
