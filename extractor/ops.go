@@ -3,6 +3,8 @@ package extractor
 import (
 	"strings"
 
+	"golang.org/x/text/unicode/norm"
+
 	"github.com/memoryd/memoryd/events"
 )
 
@@ -170,9 +172,10 @@ func resolveOps(items []factItem) (map[string]string, []FactChange) {
 }
 
 // ItemIdentity is what makes two items of a list the same item: the value
-// lowercased, with runs of white space collapsed to one space.
+// in Unicode NFKC, lowercased, with runs of white space collapsed to one
+// space, as the store identifies them ("ｐｅａｎｕｔｓ" is "peanuts").
 func ItemIdentity(value string) string {
-	return strings.Join(strings.Fields(strings.ToLower(value)), " ")
+	return strings.Join(strings.Fields(strings.ToLower(norm.NFKC.String(value))), " ")
 }
 
 // SplitItems splits a list value into its items at commas and semicolons,

@@ -30,6 +30,9 @@ func TestResolveOps(t *testing.T) {
 			[]FactChange{{OpAdd, "allergies", "shellfish"}, {OpRemove, "allergies", "Peanuts"}}},
 		{"last op on an item wins", []factItem{add("allergies", "Peanuts"), rm("allergies", "peanuts")}, map[string]string{},
 			[]FactChange{{OpRemove, "allergies", "peanuts"}}},
+		// Items are identified as the store does, in Unicode NFKC.
+		{"last op on an item wins in another width", []factItem{add("allergies", "Peanuts"), rm("allergies", "ｐｅａｎｕｔｓ")}, map[string]string{},
+			[]FactChange{{OpRemove, "allergies", "ｐｅａｎｕｔｓ"}}},
 		{"set items accumulate", []factItem{set("allergies", "peanuts"), set("allergies", "shellfish"), add("allergies", "Peanuts")},
 			map[string]string{"allergies": "Peanuts, shellfish"}, nil},
 		{"delete then add starts a new list", []factItem{del("allergies", ""), add("allergies", "soy")},

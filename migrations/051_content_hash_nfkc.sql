@@ -25,5 +25,6 @@
 --
 -- Clears recorded before (context_clears) keep their one-way hashes: new
 -- items are matched against the old normalization's hashes too, so a
--- clear still covers the form it named (and only that form).
+-- clear still covers the form it named; one of a form already in NFKC
+-- covers every form of it from now on.
 SELECT 1;

@@ -100,9 +100,12 @@ func (p *Proxy) watchIdle(r *http.Request) *idleWatch {
 	return &idleWatch{ctx: ctx, cancel: cancel, idle: p.cfg.UpstreamIdle}
 }
 
-// body returns b, read under the idle limit from now on.
+// body returns b, each of whose reads may wait at most the idle limit.
+// Only the reads count: the time the relay spends writing to a slow client
+// between them is not the upstream's.
 func (w *idleWatch) body(b io.Reader) io.Reader {
 	w.timer = time.AfterFunc(w.idle, func() { w.cancel(errStalled) })
+	w.timer.Stop()
 	return &idleReader{r: b, w: w}
 }
 
@@ -129,10 +132,9 @@ type idleReader struct {
 }
 
 func (r *idleReader) Read(b []byte) (int, error) {
+	r.w.timer.Reset(r.w.idle)
 	n, err := r.r.Read(b)
-	if n > 0 {
-		r.w.timer.Reset(r.w.idle)
-	}
+	r.w.timer.Stop()
 	return n, err
 }
 

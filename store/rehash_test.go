@@ -263,3 +263,20 @@ func TestImportOfAnExportBefore051(t *testing.T) {
 		t.Errorf("an item of the cleared question stated before the clear: ids %v, %v; want it not stored", ids, err)
 	}
 }
+
+// TestImportTakesWhatAnEarlierIngestStored: a turn stamped
+// "1970-01-01T00:00:00+01:00" was taken before years were checked in UTC
+// and stored as 1969-12-31T23:00Z; an export holding it imports. A day
+// earlier is out of range.
+func TestImportTakesWhatAnEarlierIngestStored(t *testing.T) {
+	ctx, s := setup(t)
+	line := func(at string) string {
+		return header + `{"type":"context","question":"Q","answer":"A","created_at":"` + at + `","event_id":"","conversation_id":"","scope":"","extractor":"","model":"","prompt_version":""}` + "\n"
+	}
+	if _, err := s.Import(ctx, "alice", "alice", strings.NewReader(line("1969-12-31T23:00:00Z"))); err != nil {
+		t.Fatalf("import of an item an earlier release stored at 1969-12-31T23:00Z: %v", err)
+	}
+	if _, err := s.Import(ctx, "alice", "alice", strings.NewReader(line("1969-12-30T23:00:00Z"))); err == nil || !strings.Contains(err.Error(), "year 1969 is out of range") {
+		t.Fatalf("import of 1969-12-30: %v, want year 1969 out of range", err)
+	}
+}

@@ -339,7 +339,8 @@ func (c Config) validate() error {
 	if p := c.NATS.InboxPrefix; strings.ContainsAny(p, "*> \t") || strings.HasPrefix(p, ".") || strings.HasSuffix(p, ".") {
 		return &ConfigError{Field: "NATS.InboxPrefix", Value: fmt.Sprintf("%q", p), Reason: "must be a subject without wildcards or spaces, not starting or ending with '.'"}
 	}
-	if p := c.NATS.InboxPrefix; p != "" && !enricher.SafeReplySubject(p+".x", cmp.Or(c.Prefix, events.DefaultPrefix)) {
+	if p := c.NATS.InboxPrefix; p != "" && (strings.HasPrefix(p, "_R_") || !enricher.SafeReplySubject(p+".x", cmp.Or(c.Prefix, events.DefaultPrefix))) {
+		// _R_ is nats-server's own, for the replies of service imports.
 		// memoryd would drop every request (protocol.md, "Reply subjects").
 		return &ConfigError{Field: "NATS.InboxPrefix", Value: fmt.Sprintf("%q", p), Reason: "must be _INBOX or begin with _INBOX_ (e.g. _INBOX_alice_frontend), and not be memoryd's prefix: memoryd answers only requests whose reply subject is such an inbox"}
 	}

@@ -84,6 +84,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{Config{NATS: NATSConfig{InboxPrefix: "$JS.API"}}, `app: Config.NATS.InboxPrefix "$JS.API" must be _INBOX or begin with _INBOX_`},
 		{Config{NATS: NATSConfig{InboxPrefix: "memory.inbox"}}, `app: Config.NATS.InboxPrefix "memory.inbox" must be _INBOX or begin with _INBOX_`},
 		{Config{NATS: NATSConfig{InboxPrefix: "replies_alice"}}, `app: Config.NATS.InboxPrefix "replies_alice" must be _INBOX or begin with _INBOX_`},
+		{Config{NATS: NATSConfig{InboxPrefix: "_R_"}}, `app: Config.NATS.InboxPrefix "_R_" must be _INBOX or begin with _INBOX_`},
 		{Config{Embed: embedding.Config{BaseURL: "localhost:11434"}}, `app: Config.Embed.BaseURL must be an http or https URL`},
 		{Config{Embed: embedding.Config{BaseURL: "http://x/v1", BatchSize: -1}}, `app: Config.Embed.BatchSize must be between 1 and 2048`},
 
