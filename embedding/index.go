@@ -52,7 +52,11 @@ func NewIndex(dims int, stored [][]byte) (*Index, error) {
 		}
 		s := math.Float32frombits(binary.LittleEndian.Uint32(b))
 		if math.IsNaN(float64(s)) || math.IsInf(float64(s), 0) {
-			return nil, fmt.Errorf("%w: vector %d has scale %v", ErrBadVector, i, s)
+			// One bad vector (an earlier Normalize overflowed on tiny
+			// components) must not cost the user every other: it is
+			// indexed as a zero vector, matching nothing, and the store
+			// counts it as missing, so the backfill embeds it anew.
+			continue
 		}
 		x.scales[i] = s
 		row := x.vals[i*dims : (i+1)*dims]

@@ -24,7 +24,8 @@ import (
 var ErrBadVector = errors.New("embedding: malformed stored vector")
 
 // Normalize scales v to unit length in place and returns it; a zero vector
-// stays zero.
+// stays zero. The factor stays float64: for a vector of tiny components
+// (1e-40 each) it is beyond float32's range, and the vector became +Inf.
 func Normalize(v []float32) []float32 {
 	var sum float64
 	for _, x := range v {
@@ -33,9 +34,9 @@ func Normalize(v []float32) []float32 {
 	if sum == 0 {
 		return v
 	}
-	inv := float32(1 / math.Sqrt(sum))
+	inv := 1 / math.Sqrt(sum)
 	for i := range v {
-		v[i] *= inv
+		v[i] = float32(float64(v[i]) * inv)
 	}
 	return v
 }

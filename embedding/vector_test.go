@@ -20,6 +20,9 @@ func TestEncodeRoundTrip(t *testing.T) {
 		{"not unit", []float32{3, 4}},
 		{"negative", []float32{-0.2, 0.5, -0.9, 0.1}},
 		{"zero", []float32{0, 0, 0}},
+		// Normalize's factor here is beyond float32 (an embeddings server
+		// answering 1e-40 everywhere): the vector became +Inf.
+		{"tiny", []float32{1e-40, 1e-40, -1e-40, 1e-40}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -42,6 +45,20 @@ func TestEncodeRoundTrip(t *testing.T) {
 				t.Errorf("cosine with itself %g, want 1", self)
 			}
 		})
+	}
+	if s := embedding.Encode([]float32{1e-40, 1e-40})[:4]; math.IsInf(float64(math.Float32frombits(uint32(s[0])|uint32(s[1])<<8|uint32(s[2])<<16|uint32(s[3])<<24)), 0) {
+		t.Error("Encode of a tiny vector stored an infinite scale")
+	}
+	// A stored vector of infinite scale (an earlier Encode's) is indexed as
+	// matching nothing; the others of the set still serve.
+	inf := embedding.Encode([]float32{1, 0})
+	inf[0], inf[1], inf[2], inf[3] = 0, 0, 0x80, 0x7f
+	x, err := embedding.NewIndex(2, [][]byte{embedding.Encode([]float32{1, 0}), inf, embedding.Encode([]float32{0, 1})})
+	if err != nil {
+		t.Fatalf("an index holding one vector of infinite scale: %v", err)
+	}
+	if d0, d1 := x.Dot(0, []float32{1, 0}), x.Dot(1, []float32{1, 0}); d0 < 0.99 || d1 != 0 {
+		t.Errorf("cosines %g (a good vector), %g (the bad one); want 1 and 0", d0, d1)
 	}
 	if _, err := embedding.Decode([]byte{1, 2, 3}, 4); err == nil {
 		t.Error("Decode accepted a short vector")

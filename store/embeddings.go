@@ -96,12 +96,18 @@ type StoredEmbedding struct {
 // parameter modelParam that makes it count as the item's (or chunk's)
 // vector, beside being of its current text: of the dimensions recorded for
 // the model (migration 043), and not zero (scale 0: a reply of nulls or
-// zeros stored before the embedding client refused them). Anything else
+// zeros stored before the embedding client refused them) nor of a scale
+// that is not finite (a reply of tiny components, which Normalize made
+// infinite before it computed in float64). Anything else
 // counts as missing, so that the sweep and a backfill redo it. The
 // sub-select is not correlated: Postgres evaluates it once per statement.
 func usableVector(e, modelParam string) string {
+	// The scale (the first 4 bytes, a little-endian float32) neither 0 nor
+	// infinite or NaN (exponent bits all set: the high 7 bits of byte 3
+	// and the high bit of byte 2), which an earlier release could store.
 	return fmt.Sprintf(` AND %[1]s.dims = coalesce((SELECT m.dims FROM embedding_models m WHERE m.model = %[2]s), %[1]s.dims)
-			AND substring(%[1]s.vector FROM 1 FOR 4) <> '\x00000000'::bytea`, e, modelParam)
+			AND substring(%[1]s.vector FROM 1 FOR 4) <> '\x00000000'::bytea
+			AND NOT (get_byte(%[1]s.vector, 3) & 127 = 127 AND get_byte(%[1]s.vector, 2) & 128 = 128)`, e, modelParam)
 }
 
 // EmbeddingDims returns the dimensions recorded for model's vectors,

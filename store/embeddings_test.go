@@ -251,8 +251,9 @@ func TestContextHook(t *testing.T) {
 }
 
 // TestUnusableVectorsCountAsMissing: a stored vector of zeros (scale 0: a
-// reply of nulls or zeros saved before the embedding client refused them)
-// and one of other dimensions than the model's recorded ones count as
+// reply of nulls or zeros saved before the embedding client refused them),
+// one of infinite scale (tiny components, before Normalize computed in
+// float64) and one of other dimensions than the model's recorded ones count as
 // missing for the targets, the backfill and the count, so that a backfill
 // repairs a database holding them. Before, any vector of the model name
 // counted.
@@ -265,10 +266,14 @@ func TestUnusableVectorsCountAsMissing(t *testing.T) {
 		t.Fatal(err)
 	}
 	good := embedding.Encode([]float32{1, 2, 3})
+	// Scale +Inf, as Encode stored a vector of tiny components before it
+	// normalised in float64.
+	inf := slices.Clone(good)
+	inf[0], inf[1], inf[2], inf[3] = 0, 0, 0x80, 0x7f
 	ws := []store.EmbeddingWrite{
 		{ContextID: targets[0].ID, ContentHash: targets[0].ContentHash, Dims: 3, Vector: good},
 		{ContextID: targets[1].ID, ContentHash: targets[1].ContentHash, Dims: 3, Vector: embedding.Encode([]float32{0, 0, 0})},
-		{ContextID: targets[2].ID, ContentHash: targets[2].ContentHash, Dims: 3, Vector: good},
+		{ContextID: targets[2].ID, ContentHash: targets[2].ContentHash, Dims: 3, Vector: inf},
 		{ContextID: targets[3].ID, ContentHash: targets[3].ContentHash, Dims: 2, Vector: embedding.Encode([]float32{1, 1})},
 	}
 	if _, err := s.SaveEmbeddings(ctx, "m1", ws); err != nil {
@@ -300,15 +305,16 @@ func TestUnusableVectorsCountAsMissing(t *testing.T) {
 			t.Errorf("%s: missing %v, targets %v, count %+v; want %v missing", what, got, gotTargets, n, want)
 		}
 	}
-	// No dimensions recorded yet: only the zero vector is missing.
-	check("before the model's dimensions are recorded", []int64{ids[1]})
+	// No dimensions recorded yet: only the zero and infinite vectors are
+	// missing.
+	check("before the model's dimensions are recorded", []int64{ids[1], ids[2]})
 	if d, err := s.EmbeddingDims(ctx, "m1", 3); err != nil || d != 3 {
 		t.Fatalf("recorded dims %d (%v), want 3", d, err)
 	}
 	if d, err := s.EmbeddingDims(ctx, "m1", 2); err != nil || d != 3 {
 		t.Fatalf("dims after a second reply of 2: %d (%v), want the first's 3", d, err)
 	}
-	check("with 3 dimensions recorded", []int64{ids[1], ids[3]})
+	check("with 3 dimensions recorded", []int64{ids[1], ids[2], ids[3]})
 	if err := s.SetEmbeddingDims(ctx, "m1", 2); err != nil {
 		t.Fatal(err)
 	}
