@@ -25,6 +25,9 @@ type FollowerStore interface {
 type EmbedFollowerConfig struct {
 	// Store is read for the running models and gets the hooks. Required.
 	Store FollowerStore
+	// Own is the model this process embeds with itself, "" for none: its
+	// jobs are inserted whatever runs, before the other running models'.
+	Own string
 	// Enqueuer inserts the embed jobs. Required.
 	Enqueuer *Enqueuer
 	// Live is how recent a worker process's heartbeat must be for its model
@@ -79,12 +82,15 @@ func (c EmbedFollowerConfig) validate() error {
 	return nil
 }
 
-// EmbedFollower gives the items and document chunks written by a process
-// that embeds nothing itself (a replay, a worker or an enrich serve started
-// without --embed-base-url) embed jobs for each model a running worker
-// process embeds with (store.LiveEmbedModels), in the writing transaction,
-// as those processes' own writes get theirs. Without it such items were
-// found by keywords only until the next hourly sweep. The jobs go to the
+// EmbedFollower gives the items and document chunks a process writes embed
+// jobs for each model a running worker process embeds with
+// (store.LiveEmbedModels), in the writing transaction, besides the model
+// the process embeds with itself (Own), if any. Without it the items of a
+// process that embeds nothing itself (a replay, a worker or an enrich serve
+// started without --embed-base-url) were found by keywords only until the
+// next hourly sweep, and in a fleet of two models (a model change rolling
+// out) each item had only its writer's model's vector until then, so the
+// other model's serves answered without it. The jobs go to the
 // embed queue, which only processes that embed work, and one of the model
 // takes them (EmbedArgs.Model): during a change of model (or a backfill of
 // a new one beside the serves) both models' serves get the item's vector.
@@ -107,13 +113,24 @@ func NewEmbedFollower(cfg EmbedFollowerConfig) (*EmbedFollower, error) {
 	return &EmbedFollower{cfg: cfg}, nil
 }
 
-// Models are the models whose embed jobs the follower inserts now, the
-// most recently started worker's first.
+// Models are the models whose embed jobs the follower inserts now: Own
+// first, then the running workers', the most recently started first.
 func (f *EmbedFollower) Models() []string {
+	var live []string
 	if m := f.models.Load(); m != nil {
-		return *m
+		live = *m
 	}
-	return nil
+	if f.cfg.Own == "" {
+		return live
+	}
+	out := make([]string, 1, len(live)+1)
+	out[0] = f.cfg.Own
+	for _, m := range live {
+		if m != f.cfg.Own {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // Start reads the running models, installs the store's hooks and keeps
@@ -156,6 +173,12 @@ func (f *EmbedFollower) refresh(ctx context.Context) error {
 	}
 	old := f.models.Swap(&models)
 	if old == nil && len(models) == 0 || old != nil && slices.Equal(*old, models) {
+		return nil
+	}
+	if f.cfg.Own != "" {
+		if others := f.Models()[1:]; len(others) > 0 {
+			f.cfg.Logger.Info("other running workers embed with other models: the items this process writes get embed jobs for theirs too", "embed_model", f.cfg.Own, "other_models", others)
+		}
 		return nil
 	}
 	if len(models) == 0 {

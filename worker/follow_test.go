@@ -93,6 +93,43 @@ func TestWorkerWithoutEmbedderEnqueuesTheRunningModel(t *testing.T) {
 	e.checkVectors("alice", "m1", embeddingtest.DefaultDims)
 }
 
+// TestWorkerOfOneModelEnqueuesTheOtherRunningModel: in a fleet of two
+// models (a model change rolling out), the items a worker of one model
+// writes get embed jobs of the other running model too, so that its serves
+// find them by meaning as well. Before, each item got only its writer's
+// model's job, and the other model's serves answered without its vector
+// until the hourly sweep (a walk: 492 items without one after 2.5 minutes,
+// and the same request answered differently by the two serves).
+func TestWorkerOfOneModelEnqueuesTheOtherRunningModel(t *testing.T) {
+	e := setup(t)
+	e.liveProcess("serve-m3", "m3")
+	srv := embeddingtest.New(t)
+	e.start(extractor.NewRules(), withEmbedder(embedder(t, srv, "m1"), -1))
+	e.publish(events.Turn{ID: "a1", UserID: "alice", UserMessage: "My dog is named Rex.", AssistantResponse: "Rex is a fine name."})
+	e.publish(events.Turn{ID: "a2", UserID: "alice", UserMessage: "I live in Paris.", AssistantResponse: "Lovely city."})
+	e.waitDone(2)
+	e.waitEmbedded("alice", "m1", 2)
+	items, err := e.store.RecentContext(e.ctx, "alice", 10)
+	if err != nil || len(items) != 2 {
+		t.Fatalf("alice's items: %d (%v), want 2", len(items), err)
+	}
+	perModel := map[string][]string{}
+	for _, j := range e.embedJobArgs() {
+		perModel[j.Model] = append(perModel[j.Model], j.Items)
+	}
+	var ids []string
+	for _, it := range items {
+		ids = append(ids, fmt.Sprintf("[%d]", it.ID))
+	}
+	slices.Sort(ids)
+	for _, m := range []string{"m1", "m3"} {
+		slices.Sort(perModel[m])
+		if !slices.Equal(perModel[m], ids) {
+			t.Errorf("embed jobs of %s name %v, want one for each of alice's items %v", m, perModel[m], ids)
+		}
+	}
+}
+
 // TestWorkerWithoutEmbedderAndNoneRunning: with no running worker that
 // embeds, a worker without an embedder enqueues no embed job (nothing
 // would take it; the sweep of the first that starts finds the items).

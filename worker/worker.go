@@ -636,7 +636,7 @@ type Worker struct {
 	river  *river.Client[pgx.Tx]
 	enq    *Enqueuer      // on river
 	live   *liveness      // set by Start, before River starts
-	follow *EmbedFollower // nil when the worker embeds itself
+	follow *EmbedFollower // the models whose embed jobs its writes insert
 	// embedEnq inserts embed jobs: enq, or, when this process works none,
 	// an Enqueuer that only inserts.
 	embedEnq *Enqueuer
@@ -741,15 +741,23 @@ func New(cfg Config) (*Worker, error) {
 	}
 	w.enq = &Enqueuer{store: cfg.Store, client: w.river, maxAttempts: cfg.MaxAttempts}
 	if cfg.Embedder != nil {
-		hook, err := w.enq.EmbedHook(cfg.Embedder.Model(), cfg.EmbedJobSize, cfg.EmbedMaxAttempts)
+		// Its own model's jobs, and those of the other models running
+		// workers embed with (a model change rolling out), follow.go.
+		w.follow, err = NewEmbedFollower(EmbedFollowerConfig{Store: cfg.Store, Enqueuer: w.enq, Own: cfg.Embedder.Model(),
+			Live: cfg.ProcessTimeout, JobSize: cfg.EmbedJobSize, MaxAttempts: cfg.EmbedMaxAttempts, Logger: w.logger})
+		if err != nil {
+			return nil, fmt.Errorf("worker: %w", err)
+		}
+		hook, err := w.enq.embedHook(w.follow.Models, cfg.EmbedJobSize, cfg.EmbedMaxAttempts)
 		if err != nil {
 			return nil, fmt.Errorf("worker: %w", err)
 		}
 		// Every write of context items through this store, the enricher's
-		// included, now inserts their embed jobs in its transaction.
+		// included, now inserts their embed jobs in its transaction (from
+		// here on, before Start: the follower's Start installs the same).
 		cfg.Store.SetContextHook(hook)
 		// And every write of document chunks their chunk embed jobs.
-		chunkHook, err := w.enq.ChunkEmbedHook(cfg.Embedder.Model(), cfg.EmbedJobSize, cfg.EmbedMaxAttempts)
+		chunkHook, err := w.enq.chunkEmbedHook(w.follow.Models, cfg.EmbedJobSize, cfg.EmbedMaxAttempts)
 		if err != nil {
 			return nil, fmt.Errorf("worker: %w", err)
 		}
@@ -1026,6 +1034,15 @@ func (w *Worker) startRiver(ctx context.Context) error {
 		w.stopLiveness(ctx)
 		w.stopFollowing(ctx)
 		return fmt.Errorf("worker: start river: %w", err)
+	}
+	// A process that embeds sweeps for what it missed while it was away:
+	// River's leader alone runs the periodic sweep at start, and items
+	// written meanwhile by the processes of another model got no job of
+	// this one's.
+	if w.cfg.Embedder != nil && w.cfg.EmbedSweepInterval > 0 && !w.cfg.EmbedOnly {
+		if _, err := w.river.Insert(ctx, EmbedSweepArgs{}, &river.InsertOpts{Queue: QueueMaintenance, MaxAttempts: 3}); err != nil {
+			w.logger.Warn("embed sweep at start not enqueued; the leader's periodic one will do it", "error", err)
+		}
 	}
 	return nil
 }
