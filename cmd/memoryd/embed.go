@@ -38,9 +38,11 @@ waiting for the same items is not enqueued again.
 --dims N is for when the model behind the --embed-model name changed (an
 Ollama tag pulled anew, a LiteLLM alias pointed elsewhere): the embed jobs
 then refuse its replies, whose dimensions differ from those of the
-vectors stored under the name, and log the N to use. --dims N records N
-as the model's dimensions, and the backfill embeds every item and chunk
-anew whose vector has others.
+vectors stored under the name, and log the N to use. --dims N first
+embeds one text to check that the server's vectors have N dimensions
+(refused otherwise, nothing recorded), records N as the model's
+dimensions (for every user: --user limits only what this run enqueues),
+and the backfill embeds every item and chunk anew whose vector has others.
 
 Output: progress and logs are log lines on stderr; the summary is printed on
 stdout.`)

@@ -112,6 +112,27 @@ type EmbedOptions struct {
 	Dims int
 }
 
+// checkDims embeds one text to check that the server's vectors have dims
+// dimensions: --dims records them for the model, every user's vectors of
+// others then count as missing, and a wrong N made every vector missing
+// and every new item's job give up.
+func checkDims(ctx context.Context, emb interface {
+	Embed(ctx context.Context, texts []string) ([][]float32, error)
+}, dims int) error {
+	v, err := emb.Embed(ctx, []string{"memoryd: the dimensions of this model's vectors"})
+	if err != nil {
+		return fmt.Errorf("--dims %d not checked against the embeddings server, so not recorded: %w", dims, err)
+	}
+	if len(v) != 1 || len(v[0]) != dims {
+		got := 0
+		if len(v) == 1 {
+			got = len(v[0])
+		}
+		return fmt.Errorf("--dims %d: the embeddings server's vectors have %d dimensions; nothing recorded (run with --dims %d)", dims, got, got)
+	}
+	return nil
+}
+
 // EmbedBackfill enqueues embed jobs for every item (of o.User, or every
 // user's) without a vector of the configured model, and for every chunk of
 // a document without one (see EmbedOptions.Documents), and, with o.Work, runs
@@ -122,6 +143,9 @@ func (a *App) EmbedBackfill(ctx context.Context, o EmbedOptions) (int, error) {
 	emb, err := a.embedder()
 	if err == nil && emb == nil {
 		err = ErrEmbeddingOff
+	}
+	if err == nil && o.Dims > 0 {
+		err = checkDims(ctx, emb, o.Dims)
 	}
 	var s *store.Store
 	if err == nil {

@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,6 +83,16 @@ func TestEmbedWiring(t *testing.T) {
 	var attempts int
 	if err := bs.Pool().QueryRow(ctx, `SELECT state, attempt FROM river_job WHERE id = $1`, extractJob).Scan(&state, &attempts); err != nil || state != "available" || attempts != 0 {
 		t.Errorf("the extraction job after the backfill: %s, attempt %d (%v); want it left available, never attempted", state, attempts, err)
+	}
+
+	// --dims of other dimensions than the server's is refused before it is
+	// recorded (before, every vector of the model then counted as missing).
+	wrong := embeddingtest.DefaultDims + 1
+	if _, err := b.EmbedBackfill(ctx, EmbedOptions{Dims: wrong}); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("vectors have %d dimensions", embeddingtest.DefaultDims)) {
+		t.Errorf("backfill with --dims %d: %v, want the server's %d named", wrong, err, embeddingtest.DefaultDims)
+	}
+	if n, err := bs.CountEmbeddings(ctx, "alice", "m2"); err != nil || n.Embedded != 2 {
+		t.Errorf("alice's vectors after a refused --dims: %+v (%v), want 2 still counted", n, err)
 	}
 
 	off, err := New(testConfig(t))
