@@ -416,7 +416,7 @@ func TestDeleteOtherModelVectors(t *testing.T) {
 	}
 	// A live process of model b, a dead one of model a, one without.
 	for id, m := range map[string]string{"pb": "b", "pa": "a", "pnone": ""} {
-		if err := s.RegisterProcess(ctx, id, m); err != nil {
+		if err := s.RegisterProcess(ctx, id, store.ProcessRecord{EmbedModel: m}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -13,14 +13,25 @@ import (
 // worker/recover.go for the protocol).
 
 // RegisterProcess records a worker process as alive, or alive again, with
-// the embedding model it uses ("": none).
-func (s *Store) RegisterProcess(ctx context.Context, id, embedModel string) error {
-	_, err := s.db.Exec(ctx, `INSERT INTO memoryd_processes (id, embed_model) VALUES ($1, nullif($2, ''))
-		ON CONFLICT (id) DO UPDATE SET started_at = now(), heartbeat_at = now(), embed_model = excluded.embed_model`, id, embedModel)
+// what it embeds and extracts with (p).
+func (s *Store) RegisterProcess(ctx context.Context, id string, p ProcessRecord) error {
+	_, err := s.db.Exec(ctx, `INSERT INTO memoryd_processes (id, embed_model, extractor) VALUES ($1, nullif($2, ''), nullif($3, ''))
+		ON CONFLICT (id) DO UPDATE SET started_at = now(), heartbeat_at = now(), embed_model = excluded.embed_model, extractor = excluded.extractor`,
+		id, p.EmbedModel, p.Extractor)
 	if err != nil {
 		return fmt.Errorf("register process: %w", err)
 	}
 	return nil
+}
+
+// ProcessRecord is what a process records of itself beside its liveness.
+type ProcessRecord struct {
+	// EmbedModel is the embedding model it embeds and searches with, ""
+	// for none.
+	EmbedModel string
+	// Extractor names what it extracts with ("rules", "llm <model>"), ""
+	// when it runs no extraction job.
+	Extractor string
 }
 
 // Heartbeat renews a process's liveness. It returns false when the row is
@@ -43,6 +54,21 @@ func (s *Store) EndProcess(ctx context.Context, id string) error {
 		return fmt.Errorf("end process: %w", err)
 	}
 	return nil
+}
+
+// LiveExtractors returns the extractors of the worker processes whose
+// heartbeat is more recent than within, each once.
+func (s *Store) LiveExtractors(ctx context.Context, within time.Duration) ([]string, error) {
+	rows, err := s.db.Query(ctx, `SELECT DISTINCT extractor FROM memoryd_processes
+		WHERE extractor IS NOT NULL AND heartbeat_at > now() - $1::interval ORDER BY extractor`, within)
+	if err != nil {
+		return nil, fmt.Errorf("live extractors: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("live extractors: %w", err)
+	}
+	return out, nil
 }
 
 // LiveProcesses counts the worker processes whose heartbeat is more recent

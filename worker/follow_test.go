@@ -10,6 +10,7 @@ import (
 	"github.com/memoryd/memoryd/embedding/embeddingtest"
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/worker"
 )
 
@@ -18,7 +19,7 @@ import (
 // without a loop renewing it.
 func (e *env) liveProcess(id, model string) {
 	e.t.Helper()
-	if err := e.store.RegisterProcess(e.ctx, id, model); err != nil {
+	if err := e.store.RegisterProcess(e.ctx, id, store.ProcessRecord{EmbedModel: model}); err != nil {
 		e.t.Fatal(err)
 	}
 	if _, err := e.store.Pool().Exec(e.ctx, `UPDATE memoryd_processes SET heartbeat_at = now() + interval '1 hour' WHERE id = $1`, id); err != nil {
@@ -136,7 +137,7 @@ func TestWorkerOfOneModelEnqueuesTheOtherRunningModel(t *testing.T) {
 func TestWorkerWithoutEmbedderAndNoneRunning(t *testing.T) {
 	e := setup(t)
 	e.liveProcess("enrich-0123456789abcdef", "m1") // an enrich serve only
-	if err := e.store.RegisterProcess(e.ctx, "gone", "m2"); err != nil {
+	if err := e.store.RegisterProcess(e.ctx, "gone", store.ProcessRecord{EmbedModel: "m2"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.store.EndProcess(e.ctx, "gone"); err != nil {

@@ -15,7 +15,7 @@ import (
 
 // PresenceStore is what a Presence records itself in (store.Store).
 type PresenceStore interface {
-	RegisterProcess(ctx context.Context, id, embedModel string) error
+	RegisterProcess(ctx context.Context, id string, p store.ProcessRecord) error
 	Heartbeat(ctx context.Context, id string) (bool, error)
 	EndProcess(ctx context.Context, id string) error
 }
@@ -97,13 +97,13 @@ func (p *Presence) Start(ctx context.Context) error {
 	if p.ticks != nil {
 		return errors.New("worker: presence already started")
 	}
-	if err := p.cfg.Store.RegisterProcess(ctx, p.id, p.cfg.EmbedModel); err != nil {
+	if err := p.cfg.Store.RegisterProcess(ctx, p.id, store.ProcessRecord{EmbedModel: p.cfg.EmbedModel}); err != nil {
 		return fmt.Errorf("worker: presence: %w", err)
 	}
 	p.ticks = every(p.cfg.HeartbeatInterval, func(ctx context.Context) {
 		alive, err := p.cfg.Store.Heartbeat(ctx, p.id)
 		if err == nil && !alive {
-			err = p.cfg.Store.RegisterProcess(ctx, p.id, p.cfg.EmbedModel)
+			err = p.cfg.Store.RegisterProcess(ctx, p.id, store.ProcessRecord{EmbedModel: p.cfg.EmbedModel})
 		}
 		if err != nil {
 			p.cfg.Logger.Debug("presence heartbeat", "process", p.id, "error", err)

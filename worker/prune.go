@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/memoryd/memoryd/extractor"
 	"github.com/memoryd/memoryd/store"
 )
 
@@ -377,6 +379,22 @@ func formatSize(n int64) string {
 
 // embedModel is the model this process embeds with, "" when embedding is
 // off.
+// processRecord is what the process records of itself (memoryd_processes).
+func (w *Worker) processRecord() store.ProcessRecord {
+	r := store.ProcessRecord{EmbedModel: w.embedModel()}
+	if !w.cfg.EmbedOnly {
+		r.Extractor = ExtractorID(w.cfg.Extractor.Info())
+	}
+	return r
+}
+
+// ExtractorID names an extractor for memoryd_processes: "rules", or "llm"
+// and the model. The prompt version is left out: two releases of a rolling
+// upgrade extract alike enough.
+func ExtractorID(info extractor.Info) string {
+	return strings.TrimSpace(info.Name + " " + info.Model)
+}
+
 func (w *Worker) embedModel() string {
 	if w.cfg.Embedder == nil {
 		return ""

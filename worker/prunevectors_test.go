@@ -84,7 +84,7 @@ func TestPruneKeepsMemoryOverVectorsThatServeNothing(t *testing.T) {
 				waitStat(t, s, "900 dead vector rows", `SELECT pg_stat_get_dead_tuples('context_embeddings'::regclass) >= 900`)
 			}
 			if tc.oldRuns {
-				if err := s.RegisterProcess(ctx, "old-release", "m1"); err != nil {
+				if err := s.RegisterProcess(ctx, "old-release", store.ProcessRecord{EmbedModel: "m1"}); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -81,7 +81,7 @@ func (w *Worker) startLiveness(ctx context.Context) error {
 	l := &liveness{w: w, id: w.river.ID(), fenceAfter: w.cfg.ProcessTimeout * 2 / 3,
 		stop: make(chan struct{}), done: make(chan struct{})}
 	sent := time.Now()
-	if err := w.cfg.Store.RegisterProcess(ctx, l.id, w.embedModel()); err != nil {
+	if err := w.cfg.Store.RegisterProcess(ctx, l.id, w.processRecord()); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
 	l.lease, l.cancel = context.WithCancelCause(context.Background())
@@ -177,7 +177,7 @@ func (l *liveness) beat() {
 		// come back as a live process.
 		l.lapse(errDeclaredDead)
 		sent = time.Now()
-		if err := w.cfg.Store.RegisterProcess(ctx, l.id, w.embedModel()); err != nil {
+		if err := w.cfg.Store.RegisterProcess(ctx, l.id, w.processRecord()); err != nil {
 			w.logger.Debug("register process", "process", l.id, "error", err)
 			return
 		}

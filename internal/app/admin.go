@@ -125,6 +125,30 @@ func (a *App) warnUnembedded(ctx context.Context, s *store.Store) {
 		"embed_model", models[0])
 }
 
+// ErrOtherExtractor is returned when a command would run extraction jobs
+// with another extractor than the running workers'.
+var ErrOtherExtractor = errors.New("this process would extract with another extractor than the running workers")
+
+// sameExtractor refuses to run extraction workers with ext while worker
+// processes of another extractor run: the jobs these would take, the
+// replayed turns' and any live turn's alike, would get memory of another
+// extractor (the offline rules where the serves ask a model: a replay
+// run without the serves' --llm-base-url). With none running, ext is the
+// operator's choice.
+func (a *App) sameExtractor(ctx context.Context, s *store.Store, ext worker.Extractor) error {
+	live, err := s.LiveExtractors(ctx, cmp.Or(a.cfg.Worker.ProcessTimeout, 10*time.Second))
+	if err != nil {
+		return err
+	}
+	own := worker.ExtractorID(ext.Info())
+	for _, other := range live {
+		if other != own {
+			return fmt.Errorf("%w: it would extract with %q, the running workers with %q; give it the serves' --llm-base-url and --llm-model, or run it with --no-work to leave the extraction to them", ErrOtherExtractor, own, other)
+		}
+	}
+	return nil
+}
+
 // startEmbeddingLocked runs embed workers alone (worker.Config.EmbedOnly);
 // a.mu is held.
 func (a *App) startEmbeddingLocked(ctx context.Context, s *store.Store) error {
@@ -144,6 +168,9 @@ func (a *App) startEmbeddingLocked(ctx context.Context, s *store.Store) error {
 func (a *App) startExtractionLocked(ctx context.Context, s *store.Store) error {
 	ext, err := a.extractor()
 	if err != nil {
+		return err
+	}
+	if err := a.sameExtractor(ctx, s, ext); err != nil {
 		return err
 	}
 	nc, err := a.connect()

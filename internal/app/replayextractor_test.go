@@ -1,0 +1,51 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/extractor/extractortest"
+)
+
+// TestReplayRefusesAnotherExtractorThanTheServes: a replay run by hand
+// without the serves' model flags (the offline rules, where the serves ask
+// a model) is refused before it runs any extraction job, its own or a
+// live turn's; with the same flags, or without workers of its own
+// (--no-work), it runs. Before, its workers extracted with the rules
+// whatever jobs they took (an embedding walk found a backfill, which ran
+// the same workers, extracting 28 of 55 live turns that way).
+func TestReplayRefusesAnotherExtractorThanTheServes(t *testing.T) {
+	t.Parallel()
+	llm := extractortest.NewServer(t, extractortest.Content(`{"facts":{"location":"Oslo"},"context":[{"q":"Where do I live?","a":"Oslo"}]}`))
+	withLLM := func(c *Config) { c.LLM.BaseURL, c.LLM.Model = llm.URL(), "fake-model" }
+	serve := startTestApp(t, withLLM)
+	publishAndWait(t, serve, "alice", events.Turn{ID: "a1", UserID: "alice", UserMessage: "I live in Oslo", Timestamp: time.Now().UTC()})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	replay := func(mod func(*Config), work bool) error {
+		cfg := serve.cfg
+		cfg.LLM.BaseURL, cfg.LLM.Model = "", ""
+		if mod != nil {
+			mod(&cfg)
+		}
+		r, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Stop(context.Background())
+		_, err = r.Replay(ctx, ReplayOptions{Work: work})
+		return err
+	}
+	if err := replay(nil, true); !errors.Is(err, ErrOtherExtractor) {
+		t.Errorf("replay with the rules beside serves asking a model: %v, want ErrOtherExtractor", err)
+	}
+	if err := replay(withLLM, true); err != nil {
+		t.Errorf("replay with the serves' model: %v", err)
+	}
+	if err := replay(nil, false); err != nil {
+		t.Errorf("replay with the rules and no workers of its own: %v", err)
+	}
+}
