@@ -108,7 +108,7 @@ type fieldRule struct {
 const yearPattern = `^(19[7-9][0-9]|[2-9][0-9]{3})-`
 
 // timeText is how the time fields' descriptions start.
-const timeText = "RFC 3339 (offset hours 00..23, minutes 00..59), year 1970 to 9999"
+const timeText = "RFC 3339 (offset hours 00..23, minutes 00..59), year 1970 to 9999 in UTC"
 
 // rootRule is the key of a schema's own description in fieldRules.
 const rootRule = ""
