@@ -49,18 +49,22 @@ type ChunkEmbedArgs struct {
 // Kind is River's job kind.
 func (ChunkEmbedArgs) Kind() string { return ChunkEmbedJobKind }
 
-// InsertOpts puts chunk embed jobs on the embed queue.
-func (ChunkEmbedArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{Queue: QueueEmbed} }
+// InsertOpts puts chunk embed jobs on their model's queue.
+func (a ChunkEmbedArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueEmbedFor(a.Model)}
+}
 
 // chunkEmbedParams cuts each document's chunks into jobs of at most jobSize
 // chunks.
 func chunkEmbedParams(docs []store.DocChunksRef, model string, jobSize int, opts *river.InsertOpts) []river.InsertManyParams {
 	jobSize = max(jobSize, 1)
+	onQueue := *opts
+	onQueue.Queue = QueueEmbedFor(model)
 	var params []river.InsertManyParams
 	for _, d := range docs {
 		for from := 0; from < d.Chunks; from += jobSize {
 			params = append(params, river.InsertManyParams{Args: ChunkEmbedArgs{CollectionID: d.CollectionID, DocID: d.DocID,
-				Hash: d.Hash, From: from, To: min(from+jobSize, d.Chunks), Model: model}, InsertOpts: opts})
+				Hash: d.Hash, From: from, To: min(from+jobSize, d.Chunks), Model: model}, InsertOpts: &onQueue})
 		}
 	}
 	return params

@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -55,10 +57,24 @@ type Embedder interface {
 const (
 	EmbedJobKind      = "memoryd_embed"
 	EmbedSweepJobKind = "memoryd_embed_sweep"
-	// QueueEmbed runs embed jobs, apart from extraction so that a backlog
-	// of either never delays the other.
+	// QueueEmbed is the embed queue of jobs inserted before each model had
+	// its own (QueueEmbedFor), and by processes of such a release: every
+	// embedding process works it, one job at a time.
 	QueueEmbed = "embed"
 )
+
+// QueueEmbedFor is the queue of model's embed jobs, apart from extraction
+// so that a backlog of either never delays the other, and apart from other
+// models' so that only workers of the model fetch them: in one queue, a
+// job fetched by a worker of another model (both models' serves run during
+// a change of model, and every item gets both models' jobs) failed and
+// used up an attempt each time, and was given up before one of its model
+// took it. "embed_" and the first 12 hex digits of the model name's
+// SHA-256: River's queue names are short and plain.
+func QueueEmbedFor(model string) string {
+	sum := sha256.Sum256([]byte(model))
+	return "embed_" + hex.EncodeToString(sum[:6])
+}
 
 // embedJobs is EmbedArgs's shape for a forget, which deletes the user's
 // embed jobs (they name the user and item ids, no text) with the rest.
@@ -78,18 +94,21 @@ const (
 type EmbedArgs struct {
 	UserID     string  `json:"user_id"`
 	ContextIDs []int64 `json:"context_ids"`
-	// Model is the model the job embeds with. A worker configured with
-	// another model (processes of a rolling model change) does not run it:
-	// the run fails, is retried with River's backoff, and a worker of the
-	// model takes it; when none is left the job gives up, harmlessly.
+	// Model is the model the job embeds with; the job is on the model's
+	// queue (QueueEmbedFor). A worker configured with another model (one
+	// that took a job of the old shared queue) does not run it: the run
+	// fails, is retried with River's backoff, and a worker of the model
+	// takes it; when none is left the job gives up, harmlessly.
 	Model string `json:"model"`
 }
 
 // Kind is River's job kind.
 func (EmbedArgs) Kind() string { return EmbedJobKind }
 
-// InsertOpts puts embed jobs on their queue.
-func (EmbedArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{Queue: QueueEmbed} }
+// InsertOpts puts embed jobs on their model's queue.
+func (a EmbedArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueEmbedFor(a.Model)}
+}
 
 // EmbedSweepArgs is the periodic job that enqueues embed jobs for every
 // item without a vector of the current model.
@@ -116,7 +135,7 @@ func (e *Enqueuer) embedOpts(source string, maxAttempts int, unique bool) (*rive
 	if err != nil {
 		return nil, fmt.Errorf("enqueue embedding: %w", err)
 	}
-	o := &river.InsertOpts{Queue: QueueEmbed, MaxAttempts: maxAttempts, Metadata: meta}
+	o := &river.InsertOpts{MaxAttempts: maxAttempts, Metadata: meta} // the queue is the model's (embedParams)
 	if unique {
 		o.UniqueOpts = river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{rivertype.JobStateAvailable,
 			rivertype.JobStatePending, rivertype.JobStateRetryable, rivertype.JobStateRunning, rivertype.JobStateScheduled}}
@@ -134,10 +153,12 @@ func embedParams(refs []store.ContextRef, model string, jobSize int, opts *river
 		}
 		idsOf[r.UserID] = append(idsOf[r.UserID], r.ID)
 	}
+	onQueue := *opts
+	onQueue.Queue = QueueEmbedFor(model)
 	var params []river.InsertManyParams
 	for _, u := range users {
 		for chunk := range slices.Chunk(idsOf[u], max(jobSize, 1)) {
-			params = append(params, river.InsertManyParams{Args: EmbedArgs{UserID: u, ContextIDs: slices.Clone(chunk), Model: model}, InsertOpts: opts})
+			params = append(params, river.InsertManyParams{Args: EmbedArgs{UserID: u, ContextIDs: slices.Clone(chunk), Model: model}, InsertOpts: &onQueue})
 		}
 	}
 	return params

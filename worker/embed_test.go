@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/memoryd/memoryd/embedding"
 	"github.com/memoryd/memoryd/embedding/embeddingtest"
@@ -173,12 +175,22 @@ func TestEmbedModelChange(t *testing.T) {
 	e.checkVectors("alice", "m1", embeddingtest.DefaultDims)
 }
 
-// TestEmbedJobOfAnotherModel: a job enqueued for another model is not run
-// by this worker (it retries, for a worker of that model), and the items
-// get no vector of either model from it.
+// TestEmbedJobOfAnotherModel: a job enqueued for another model is on that
+// model's queue, which this worker does not fetch: it waits, unattempted,
+// for a worker of its model (before, in one shared queue, every worker
+// fetched it and each run of another model's used up an attempt, so it was
+// often given up before one of its model took it). A job of the queue all
+// models shared before is still fetched, not run by a worker of another
+// model, and given up without a warning; the items get no vector of either
+// model from it.
 func TestEmbedJobOfAnotherModel(t *testing.T) {
 	e := setup(t)
-	if _, err := e.store.InsertContext(e.ctx, []store.ContextWrite{{UserID: "alice", Question: "home town", Answer: "Paris", CreatedAt: t0}}); err != nil {
+	ids, err := e.store.InsertContext(e.ctx, []store.ContextWrite{
+		{UserID: "alice", Question: "home town", Answer: "Paris", CreatedAt: t0},
+		{UserID: "alice", Question: "pet", Answer: "a dog", CreatedAt: t0},
+		{UserID: "alice", Question: "job", Answer: "baker", CreatedAt: t0},
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	srv := embeddingtest.New(t)
@@ -187,21 +199,38 @@ func TestEmbedJobOfAnotherModel(t *testing.T) {
 		withEmbedder(embedder(t, srv, "m1"), -1)(c)
 		c.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	})
-	if n, err := w.Enqueuer().EnqueueMissingEmbeddings(e.ctx, "alice", "m2", 1, 2); err != nil || n != 1 {
-		t.Fatalf("enqueued %d (%v), want 1", n, err)
+	client, err := river.NewClient[pgx.Tx](riverpgxv5.New(e.store.Pool()), &river.Config{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	e.waitFor("the m2 job given up", func() (bool, string) {
+	m2 := func(id int64, queue string) int64 {
+		t.Helper()
+		res, err := client.Insert(e.ctx, worker.EmbedArgs{UserID: "alice", ContextIDs: []int64{id}, Model: "m2"}, &river.InsertOpts{Queue: queue, MaxAttempts: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Job.ID
+	}
+	onItsQueue := m2(ids[0], worker.QueueEmbedFor("m2"))
+	legacy := m2(ids[1], worker.QueueEmbed)
+	// An m1 job after them: once it is done, the worker has fetched from
+	// its queues since the m2 jobs were there.
+	if _, err := w.Enqueuer().EnqueueMissingEmbeddings(e.ctx, "alice", "m1", 64, 2); err != nil {
+		t.Fatal(err)
+	}
+	e.waitEmbedded("alice", "m1", 3)
+	e.waitFor("the m2 job of the old shared queue given up", func() (bool, string) {
 		var state string
-		err := e.store.Pool().QueryRow(e.ctx, `SELECT state FROM river_job WHERE kind = $1`, worker.EmbedJobKind).Scan(&state)
+		err := e.store.Pool().QueryRow(e.ctx, `SELECT state FROM river_job WHERE id = $1`, legacy).Scan(&state)
 		return state == "cancelled" || state == "discarded", fmt.Sprintf("%s %v", state, err)
 	})
-	for _, m := range []string{"m1", "m2"} {
-		if n, _ := e.store.CountEmbeddings(e.ctx, "alice", m); n.Embedded != 0 {
-			t.Errorf("vectors of %s: %+v, want none", m, n)
-		}
+	var state string
+	var attempt int
+	if err := e.store.Pool().QueryRow(e.ctx, `SELECT state, attempt FROM river_job WHERE id = $1`, onItsQueue).Scan(&state, &attempt); err != nil || state != "available" || attempt != 0 {
+		t.Errorf("the m2 job on its model's queue: %s, attempt %d (%v); want available, never attempted", state, attempt, err)
 	}
-	if srv.Requests() != 0 {
-		t.Errorf("%d requests to the server, want none", srv.Requests())
+	if n, _ := e.store.CountEmbeddings(e.ctx, "alice", "m2"); n.Embedded != 0 {
+		t.Errorf("vectors of m2: %+v, want none", n)
 	}
 	// Not a failure of the embedding: no warning or error says the items
 	// stay lexical-only (they have, or will have, the worker's model's).

@@ -103,8 +103,12 @@ func TestWorkerWithoutEmbedderEnqueuesTheRunningModel(t *testing.T) {
 // and the same request answered differently by the two serves).
 func TestWorkerOfOneModelEnqueuesTheOtherRunningModel(t *testing.T) {
 	e := setup(t)
-	e.liveProcess("serve-m3", "m3")
 	srv := embeddingtest.New(t)
+	// A worker of m3 (jobs only), then one of m1 that ingests.
+	e.start(extractor.NewRules(), func(c *worker.Config) {
+		withEmbedder(embedder(t, srv, "m3"), -1)(c)
+		c.DisableIngest = true
+	})
 	e.start(extractor.NewRules(), withEmbedder(embedder(t, srv, "m1"), -1))
 	e.publish(events.Turn{ID: "a1", UserID: "alice", UserMessage: "My dog is named Rex.", AssistantResponse: "Rex is a fine name."})
 	e.publish(events.Turn{ID: "a2", UserID: "alice", UserMessage: "I live in Paris.", AssistantResponse: "Lovely city."})
@@ -128,6 +132,13 @@ func TestWorkerOfOneModelEnqueuesTheOtherRunningModel(t *testing.T) {
 		if !slices.Equal(perModel[m], ids) {
 			t.Errorf("embed jobs of %s name %v, want one for each of alice's items %v", m, perModel[m], ids)
 		}
+	}
+	// Each model's worker embeds its model's, none attempted by the other
+	// (each model has its queue).
+	e.waitEmbedded("alice", "m3", 2)
+	var wasted int
+	if err := e.store.Pool().QueryRow(e.ctx, `SELECT count(*) FROM river_job WHERE kind = $1 AND (attempt > 1 OR state IN ('retryable', 'discarded', 'cancelled'))`, worker.EmbedJobKind).Scan(&wasted); err != nil || wasted != 0 {
+		t.Errorf("%d embed jobs retried or given up (%v), want 0", wasted, err)
 	}
 }
 

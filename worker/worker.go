@@ -710,7 +710,10 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Embedder != nil {
 		river.AddWorker(workers, &embedWorker{w: w})
 		river.AddWorker(workers, &chunkEmbedWorker{w: w})
-		queues[QueueEmbed] = river.QueueConfig{MaxWorkers: cfg.EmbedWorkers}
+		queues[QueueEmbedFor(cfg.Embedder.Model())] = river.QueueConfig{MaxWorkers: cfg.EmbedWorkers}
+		// Jobs on the queue all models shared before, inserted before the
+		// upgrade or by a process of the previous release.
+		queues[QueueEmbed] = river.QueueConfig{MaxWorkers: 1}
 	}
 	if cfg.EmbedSweepInterval > 0 && !cfg.EmbedOnly {
 		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(cfg.EmbedSweepInterval),
