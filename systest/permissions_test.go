@@ -478,6 +478,11 @@ func permCheckCLI(t *testing.T, url, aliceInbox, bobInbox string) {
 		// An operator's command run with a frontend's credential (before:
 		// "context deadline exceeded").
 		{as("alice", aliceInbox), []string{"deadletters"}, 1, "the NATS server refused it", "deadline exceeded"},
+		// Without its inbox prefix only the reply's subscription is
+		// refused: the request went out and was done (before: "the NATS
+		// server refused it", and an operator sent a turn twice).
+		{as("alice", ""), []string{"facts", "set", "--user", "alice", "hobby", "chess"}, 1, "memoryd may have carried it out", "deadline exceeded"},
+		{as("alice", ""), []string{"publish", "--ensure-stream=false", "--user", "alice", "--id", "no-inbox-1", "--message", "I play chess"}, 1, "send it again with --id no-inbox-1", "deadline exceeded"},
 	} {
 		r := runMemoryd(dir, c.env, time.Minute, c.args...)
 		out := r.stderr

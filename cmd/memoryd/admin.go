@@ -224,7 +224,11 @@ streams, so that no replay can bring them back. Prints the counts as JSON.`)
 	if err != nil {
 		if nc, cerr := svc.Conn(); cerr == nil {
 			if perr := refusedByServer(nc); perr != nil {
-				return fmt.Errorf("%w (the forget's transaction may have committed: run it again with credentials allowed the stream's API)", perr)
+				// Refused before the transaction (reading the stream's
+				// state) nothing is deleted; after it, the memory is gone
+				// and the stream's events are left: either way a forget
+				// run again completes it.
+				return fmt.Errorf("%w (refused before its database transaction, the forget deleted nothing; after it, the memory is gone but the user's events are still in the stream: either way run it again with memoryd's credential, which is allowed the stream's API)", perr)
 			}
 		}
 		return err

@@ -148,10 +148,16 @@ func refusedByServer(nc *nats.Conn) error {
 	if nc == nil {
 		return nil
 	}
-	if err := nc.LastError(); errors.Is(err, nats.ErrPermissionViolation) {
-		return fmt.Errorf("the NATS server refused it (%v): this NATS user is not allowed that subject; a frontend's credential covers only its user's subjects and its own inbox prefix (--inbox-prefix): see docs/protocol.md, \"Reply subjects\"", err)
+	err := nc.LastError()
+	if !errors.Is(err, nats.ErrPermissionViolation) {
+		return nil
 	}
-	return nil
+	// Only the reply's subscription refused: the request went out, and
+	// memoryd may have done it (a publish stored, a fact set).
+	if strings.Contains(err.Error(), "Subscription to") && strings.Contains(err.Error(), "_INBOX") {
+		return fmt.Errorf("the request was sent, and memoryd may have carried it out, but the NATS server refused this credential the reply's inbox (%v): give the frontend's inbox prefix with --inbox-prefix (e.g. _INBOX_alice_frontend) before sending it again; see docs/protocol.md, \"Reply subjects\"", err)
+	}
+	return fmt.Errorf("the NATS server refused it (%v): this NATS user is not allowed that subject; a frontend's credential covers only its user's subjects and its own inbox prefix (--inbox-prefix): see docs/protocol.md, \"Reply subjects\"", err)
 }
 
 // relabeled is err with another message.

@@ -111,7 +111,10 @@ again (a re-publish of the same event id is a duplicate).`)
 		}
 		ack, err := pub.Publish(ctx, t)
 		if perr := refusedByServer(js.Conn()); err != nil && perr != nil {
-			return perr
+			// The turn may be stored (its acknowledgement's inbox was
+			// refused): sent again under the same id, it is dropped as a
+			// duplicate rather than stored twice.
+			return fmt.Errorf("turn %s of user %s: %w (send it again with --id %s)", t.ID, t.UserID, perr, t.ID)
 		}
 		if errors.Is(err, jetstream.ErrNoStreamResponse) {
 			// JetStream would only say "no response from stream".
