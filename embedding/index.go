@@ -46,6 +46,7 @@ func NewIndex(dims int, stored [][]byte) (*Index, error) {
 	n := len(stored)
 	x := &Index{dims: dims, words: (dims + 63) / 64, vals: make([]int8, n*dims), scales: make([]float32, n)}
 	mean := make([]float64, dims)
+	used := 0
 	for i, b := range stored {
 		if len(b) != 4+dims {
 			return nil, fmt.Errorf("%w: vector %d has %d bytes for %d dimensions", ErrBadVector, i, len(b), dims)
@@ -53,21 +54,25 @@ func NewIndex(dims int, stored [][]byte) (*Index, error) {
 		s := math.Float32frombits(binary.LittleEndian.Uint32(b))
 		if math.IsNaN(float64(s)) || math.IsInf(float64(s), 0) {
 			// One bad vector (an earlier Normalize overflowed on tiny
-			// components) must not cost the user every other: it is
-			// indexed as a zero vector, matching nothing, and the store
-			// counts it as missing, so the backfill embeds it anew.
+			// components) must not cost the user every other: it gets
+			// scale 0, so searches leave it out, and the store counts it
+			// as missing, so the backfill embeds it anew.
 			continue
 		}
 		x.scales[i] = s
+		if s == 0 {
+			continue // no direction: absent from every search
+		}
+		used++
 		row := x.vals[i*dims : (i+1)*dims]
 		for j := range row {
 			row[j] = int8(b[4+j])
 			mean[j] += float64(row[j]) * float64(s)
 		}
 	}
-	if n > 0 {
+	if used > 0 {
 		for j := range mean {
-			mean[j] /= float64(n)
+			mean[j] /= float64(used)
 		}
 	}
 	x.signs = make([]uint64, n*x.words)
@@ -145,9 +150,11 @@ func (x *Index) Search(q []float32, keep func(i int) bool, p SearchParams) Resul
 	if len(q) != x.dims || x.Len() == 0 || p.K < 1 {
 		return Result{}
 	}
+	// A vector of scale 0 (all zeros, or one NewIndex could not use) has
+	// no direction: it is neither a candidate nor of the population.
 	idx := make([]int32, 0, x.Len())
 	for i := range x.Len() {
-		if keep == nil || keep(i) {
+		if x.scales[i] != 0 && (keep == nil || keep(i)) {
 			idx = append(idx, int32(i))
 		}
 	}
@@ -156,7 +163,7 @@ func (x *Index) Search(q []float32, keep func(i int) bool, p SearchParams) Resul
 	if p.Population != nil || keep != nil {
 		pop = make([]int32, 0, x.Len())
 		for i := range x.Len() {
-			if p.Population == nil || p.Population(i) {
+			if x.scales[i] != 0 && (p.Population == nil || p.Population(i)) {
 				pop = append(pop, int32(i))
 			}
 		}

@@ -60,6 +60,9 @@ func TestEncodeRoundTrip(t *testing.T) {
 	if d0, d1 := x.Dot(0, []float32{1, 0}), x.Dot(1, []float32{1, 0}); d0 < 0.99 || d1 != 0 {
 		t.Errorf("cosines %g (a good vector), %g (the bad one); want 1 and 0", d0, d1)
 	}
+	if r := x.Search([]float32{1, 0}, nil, embedding.SearchParams{K: 3}); r.N != 2 || r.Population != 2 || len(r.Hits) != 2 || r.Hits[1].I != 2 {
+		t.Errorf("search %+v; want the two good vectors only", r)
+	}
 	if _, err := embedding.Decode([]byte{1, 2, 3}, 4); err == nil {
 		t.Error("Decode accepted a short vector")
 	}

@@ -377,8 +377,6 @@ func formatSize(n int64) string {
 	return strconv.FormatFloat(math.Ceil(v*10)/10, 'f', -1, 64) + string("KMGT"[unit])
 }
 
-// embedModel is the model this process embeds with, "" when embedding is
-// off.
 // processRecord is what the process records of itself (memoryd_processes).
 func (w *Worker) processRecord() store.ProcessRecord {
 	r := store.ProcessRecord{EmbedModel: w.embedModel()}
@@ -395,6 +393,8 @@ func ExtractorID(info extractor.Info) string {
 	return strings.TrimSpace(info.Name + " " + info.Model)
 }
 
+// embedModel is the model this process embeds with, "" when embedding is
+// off.
 func (w *Worker) embedModel() string {
 	if w.cfg.Embedder == nil {
 		return ""

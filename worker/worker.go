@@ -259,11 +259,11 @@ type Config struct {
 	// DisableIngest runs only the extraction workers, without consuming the
 	// stream (e.g. to work off a replay). Default false.
 	DisableIngest bool
-	// EmbedOnly, with DisableIngest, works the embed queue alone (the
+	// EmbedOnly, with DisableIngest, works the embed queues alone (the
 	// embed command's backfill): no extraction, document indexing or
 	// maintenance job, whose results depend on the extractor and settings
-	// of the serves that run them, nor periodic jobs. Requires Embedder.
-	// Default false.
+	// of the serves that run them (as River's leader it still inserts the
+	// periodic jobs, for them). Requires Embedder. Default false.
 	EmbedOnly bool
 
 	// Spend caps (spend.go).
@@ -701,7 +701,9 @@ func New(cfg Config) (*Worker, error) {
 	}
 	queues := map[string]river.QueueConfig{QueueExtract: {MaxWorkers: cfg.Workers}, QueueMaintenance: {MaxWorkers: 1}}
 	if cfg.EmbedOnly {
-		queues, periodic = map[string]river.QueueConfig{}, nil
+		// Its periodic jobs stay: should it be River's leader while it
+		// runs, it inserts them for the serves, which work those queues.
+		queues = map[string]river.QueueConfig{}
 	}
 	// Every process sweeps, for every model a running worker embeds with
 	// (embedSweepWorker): River's leader alone inserts periodic jobs, and
@@ -715,7 +717,7 @@ func New(cfg Config) (*Worker, error) {
 		// upgrade or by a process of the previous release.
 		queues[QueueEmbed] = river.QueueConfig{MaxWorkers: 1}
 	}
-	if cfg.EmbedSweepInterval > 0 && !cfg.EmbedOnly {
+	if cfg.EmbedSweepInterval > 0 {
 		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(cfg.EmbedSweepInterval),
 			func() (river.JobArgs, *river.InsertOpts) {
 				return EmbedSweepArgs{}, &river.InsertOpts{Queue: QueueMaintenance, MaxAttempts: 3}
@@ -1043,7 +1045,10 @@ func (w *Worker) startRiver(ctx context.Context) error {
 	// written meanwhile by the processes of another model got no job of
 	// this one's.
 	if w.cfg.Embedder != nil && w.cfg.EmbedSweepInterval > 0 && !w.cfg.EmbedOnly {
-		if _, err := w.river.Insert(ctx, EmbedSweepArgs{}, &river.InsertOpts{Queue: QueueMaintenance, MaxAttempts: 3}); err != nil {
+		// One waiting sweep is enough for a fleet starting together.
+		if _, err := w.river.Insert(ctx, EmbedSweepArgs{}, &river.InsertOpts{Queue: QueueMaintenance, MaxAttempts: 3,
+			UniqueOpts: river.UniqueOpts{ByState: []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending,
+				rivertype.JobStateScheduled, rivertype.JobStateRetryable}}}); err != nil {
 			w.logger.Warn("embed sweep at start not enqueued; the leader's periodic one will do it", "error", err)
 		}
 	}

@@ -82,8 +82,9 @@ func (a *App) Replay(ctx context.Context, o ReplayOptions) (worker.ReplayProgres
 	}
 	js, err := a.jetStream()
 	if err == nil && o.Work && !o.DryRun && a.worker == nil {
-		a.warnUnembedded(ctx, s)
-		err = a.startExtractionLocked(ctx, s)
+		if err = a.startExtractionLocked(ctx, s); err == nil {
+			a.warnUnembedded(ctx, s)
+		}
 	}
 	// Jobs run by this process's workers carry their attempts; otherwise
 	// the serving workers apply theirs (worker.jobAttempts).

@@ -123,12 +123,11 @@ func checkDims(ctx context.Context, emb interface {
 	if err != nil {
 		return fmt.Errorf("--dims %d not checked against the embeddings server, so not recorded: %w", dims, err)
 	}
-	if len(v) != 1 || len(v[0]) != dims {
-		got := 0
-		if len(v) == 1 {
-			got = len(v[0])
-		}
-		return fmt.Errorf("--dims %d: the embeddings server's vectors have %d dimensions; nothing recorded (run with --dims %d)", dims, got, got)
+	if len(v) != 1 {
+		return fmt.Errorf("--dims %d not checked: the embeddings server returned %d vectors for 1 text; nothing recorded", dims, len(v))
+	}
+	if len(v[0]) != dims {
+		return fmt.Errorf("--dims %d: the embeddings server's vectors have %d dimensions; nothing recorded (run with --dims %d)", dims, len(v[0]), len(v[0]))
 	}
 	return nil
 }
