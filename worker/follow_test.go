@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -198,4 +199,29 @@ func ids(t *testing.T, e *env, user string) string {
 		t.Fatal(err)
 	}
 	return list
+}
+
+// TestEmbeddingWorkerSweepsAtStartWhenNotLeader: a worker that embeds and
+// starts beside River's leader (which alone runs the periodic sweep at
+// start) sweeps for its model once itself, so that items written while no
+// worker of its model ran (by another model's, or none) get its jobs now
+// rather than at the leader's next hourly sweep.
+func TestEmbeddingWorkerSweepsAtStartWhenNotLeader(t *testing.T) {
+	e := setup(t)
+	e.seedItems("alice")
+	e.start(extractor.NewRules(), nil)
+	// It leads, and its sweep at start has run (finding no worker that
+	// embeds, it enqueued nothing).
+	e.waitFor("the first worker to lead and sweep", func() (bool, string) {
+		var leads, swept bool
+		err := e.store.Pool().QueryRow(e.ctx, `SELECT EXISTS (SELECT FROM river_leader l JOIN memoryd_processes p ON p.id = l.leader_id),
+			EXISTS (SELECT FROM river_job WHERE kind = $1 AND state = 'completed')`, worker.EmbedSweepJobKind).Scan(&leads, &swept)
+		return err == nil && leads && swept, fmt.Sprint(leads, swept, err)
+	})
+	srv := embeddingtest.New(t)
+	e.start(extractor.NewRules(), func(c *worker.Config) {
+		withEmbedder(embedder(t, srv, "m1"), time.Hour)(c)
+		c.DisableIngest = true
+	})
+	e.waitEmbedded("alice", "m1", 2)
 }

@@ -1045,10 +1045,11 @@ func (w *Worker) startRiver(ctx context.Context) error {
 	// written meanwhile by the processes of another model got no job of
 	// this one's.
 	if w.cfg.Embedder != nil && w.cfg.EmbedSweepInterval > 0 && !w.cfg.EmbedOnly {
-		// One waiting sweep is enough for a fleet starting together.
+		// One waiting sweep is enough for a fleet starting together. (River
+		// requires the running state among a unique job's states.)
 		if _, err := w.river.Insert(ctx, EmbedSweepArgs{}, &river.InsertOpts{Queue: QueueMaintenance, MaxAttempts: 3,
 			UniqueOpts: river.UniqueOpts{ByState: []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending,
-				rivertype.JobStateScheduled, rivertype.JobStateRetryable}}}); err != nil {
+				rivertype.JobStateRunning, rivertype.JobStateScheduled, rivertype.JobStateRetryable}}}); err != nil {
 			w.logger.Warn("embed sweep at start not enqueued; the leader's periodic one will do it", "error", err)
 		}
 	}
