@@ -483,6 +483,10 @@ func permCheckCLI(t *testing.T, url, aliceInbox, bobInbox string) {
 		// server refused it", and an operator sent a turn twice).
 		{as("alice", ""), []string{"facts", "set", "--user", "alice", "hobby", "chess"}, 1, "memoryd may have carried it out", "deadline exceeded"},
 		{as("alice", ""), []string{"publish", "--ensure-stream=false", "--user", "alice", "--id", "no-inbox-1", "--message", "I play chess"}, 1, "send it again with --id no-inbox-1", "deadline exceeded"},
+		// A proxy whose credential may not receive its replies does not
+		// start (before: it served, enrich timed out, and turns it had
+		// published were counted failed).
+		{as("alice", ""), []string{"proxy", "--upstream", "http://127.0.0.1:9/v1", "--trusted-user-header", "X-User", "--listen", "127.0.0.1:0"}, 1, "may not receive replies on its inbox", "deadline exceeded"},
 	} {
 		r := runMemoryd(dir, c.env, time.Minute, c.args...)
 		out := r.stderr

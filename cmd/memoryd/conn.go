@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -133,6 +134,28 @@ func (o *connOptions) connectNATS(name string, logger *slog.Logger) (*nats.Conn,
 	n := o.nats
 	n.Name = name
 	return n.Connect(logger)
+}
+
+// checkInbox makes sure nc's credential may receive replies on its inbox
+// prefix, for a command that serves others (proxy, mcp): refused, every
+// request it sent would go out and be done, and the command would wait
+// out its timeout, report memoryd as not answering and count a published
+// turn as failed. The server answers a refused subscription before the
+// flush's PONG, so the flush tells.
+func checkInbox(nc *nats.Conn) error {
+	inbox := nc.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return fmt.Errorf("subscribe to the reply inbox: %w", err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.FlushTimeout(10 * time.Second); err != nil {
+		return fmt.Errorf("check the reply inbox: %w", err)
+	}
+	if err := nc.LastError(); errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), inbox) {
+		return fmt.Errorf("this NATS credential may not receive replies on its inbox %s (%v): set --inbox-prefix (MEMORYD_INBOX_PREFIX) to the one its permissions allow, e.g. _INBOX_proxy; see docs/operations.md, \"Confining a frontend to its users\"", inbox, err)
+	}
+	return nil
 }
 
 // newApp assembles a command's app on the connection settings; the caller

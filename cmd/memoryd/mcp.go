@@ -78,6 +78,9 @@ argument names a user. A running 'memoryd serve' answers the calls.`)
 		return err
 	}
 	defer nc.Close()
+	if err := checkInbox(nc); err != nil {
+		return err
+	}
 	cfg.Client, cfg.Logger, cfg.Version = events.NewClient(nc, conn.prefix), logger, version
 	srv, err := agenttools.New(cfg)
 	if err != nil {

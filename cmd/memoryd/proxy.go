@@ -90,6 +90,9 @@ stores the turns.`)
 		return err
 	}
 	defer nc.Close()
+	if err := checkInbox(nc); err != nil {
+		return err
+	}
 	cfg.Conn, cfg.Prefix, cfg.Logger = nc, conn.prefix, logger
 	if metrics {
 		m := app.NewProxyMetrics()
