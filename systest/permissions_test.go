@@ -474,14 +474,16 @@ func permCheckCLI(t *testing.T, url, aliceInbox, bobInbox string) {
 	}{
 		{as("alice", aliceInbox), []string{"publish", "--ensure-stream=false", "--user", "alice", "--message", "I live in Lisbon"}, 0, " seq=", "permissions violation"},
 		{as("alice", aliceInbox), []string{"publish", "--user", "alice", "--message", "I live in Lisbon"}, 1, "--ensure-stream=false", "deadline exceeded"},
-		{as("bob", bobInbox), []string{"enrich", "--user", "alice", "where do I live?"}, 1, "the NATS server refused it", "did not reply"},
+		// --timeout beyond runMemoryd's minute: the refusal must end the
+		// request (before, it waited out its timeout).
+		{as("bob", bobInbox), []string{"enrich", "--timeout", "10m", "--user", "alice", "where do I live?"}, 1, "the NATS server refused it", "did not reply"},
 		// An operator's command run with a frontend's credential (before:
 		// "context deadline exceeded").
 		{as("alice", aliceInbox), []string{"deadletters"}, 1, "the NATS server refused it", "deadline exceeded"},
 		// Without its inbox prefix only the reply's subscription is
 		// refused: the request went out and was done (before: "the NATS
 		// server refused it", and an operator sent a turn twice).
-		{as("alice", ""), []string{"facts", "set", "--user", "alice", "hobby", "chess"}, 1, "memoryd may have carried it out", "deadline exceeded"},
+		{as("alice", ""), []string{"facts", "set", "--timeout", "10m", "--user", "alice", "hobby", "chess"}, 1, "memoryd may have carried it out", "deadline exceeded"},
 		{as("alice", ""), []string{"publish", "--ensure-stream=false", "--user", "alice", "--id", "no-inbox-1", "--message", "I play chess"}, 1, "send it again with --id no-inbox-1", "deadline exceeded"},
 		// A proxy whose credential may not receive its replies does not
 		// start (before: it served, enrich timed out, and turns it had

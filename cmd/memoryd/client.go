@@ -90,6 +90,14 @@ func (o *clientOptions) client(ctx context.Context, a *cli) (c *events.Client, r
 	}
 	o.nc = nc
 	reqCtx, cancel := context.WithTimeout(ctx, o.timeout)
+	// The server refuses a request (or its reply's inbox) at once, but the
+	// request would wait out --timeout: a permissions violation ends it
+	// now, and callError says what was refused.
+	nc.SetErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if errors.Is(err, nats.ErrPermissionViolation) {
+			cancel()
+		}
+	})
 	return events.NewClient(nc, o.conn.prefix), reqCtx, func() { cancel(); nc.Close() }, nil
 }
 
@@ -113,6 +121,9 @@ func (o *clientOptions) callError(err error) error {
 			limit = fmt.Sprintf("its max_payload of %d bytes", o.nc.MaxPayload())
 		}
 		return fmt.Errorf("the request is larger than the NATS server takes (%s): split it, or raise max_payload in the server's configuration (memoryd's own limits are in docs/protocol.md)", limit)
+	case errors.Is(err, context.Canceled) && refusedByServer(o.nc) != nil:
+		// Ended by the permissions violation (client's error handler).
+		return refusedByServer(o.nc)
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
 		if perr := refusedByServer(o.nc); perr != nil {
 			return perr
