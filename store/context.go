@@ -120,7 +120,8 @@ type clearKeys struct {
 }
 
 func keysOf(userID, question, answer string) clearKeys {
-	k := clearKeys{hash: ContentHash(userID, question, answer), question: questionHash(userID, question)}
+	nq := normalize(question) // once for both hashes: this runs for every item written
+	k := clearKeys{hash: pairHash(userID, nq, normalize(answer)), question: questionKey(userID, nq)}
 	k.legacyHash, k.legacyQuestion = k.hash, k.question
 	if !norm.NFKC.IsNormalString(question) || !norm.NFKC.IsNormalString(answer) {
 		lq := legacyNormalize(question)

@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"context"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -185,15 +186,11 @@ func rehashContext(ctx context.Context, q *Store) error {
 	}
 	// What an import recorded of a moved item names its content hash
 	// (migration 036), for a replay's reset to keep it.
-	if _, err := q.db.Exec(ctx, `
-		WITH n AS (SELECT DISTINCT u, 'c:' || encode(old, 'hex') AS old, 'c:' || encode(h, 'hex') AS new
-			FROM unnest($1::text[], $2::bytea[], $3::bytea[]) AS n(u, old, h)),
-		moved AS (DELETE FROM import_sources i USING n WHERE i.user_id = n.u AND i.content = n.old RETURNING i.user_id, i.event_id, n.new)
-		INSERT INTO import_sources (user_id, event_id, content) SELECT user_id, event_id, new FROM moved ON CONFLICT DO NOTHING`,
-		srcUsers, srcOld, srcHash); err != nil {
-		return fmt.Errorf("rehash import sources: %w", err)
+	olds, news := make([]string, len(srcOld)), make([]string, len(srcOld))
+	for i := range srcOld {
+		olds[i], news[i] = "c:"+hex.EncodeToString(srcOld[i]), "c:"+hex.EncodeToString(srcHash[i])
 	}
-	return nil
+	return moveImportSources(ctx, q, srcUsers, olds, news)
 }
 
 // reidentifyItems moves list items (fact_items) and value deletes
@@ -240,13 +237,12 @@ func reidentifyItems(ctx context.Context, q *Store) error {
 			users, keys, olds, news); err != nil {
 			return fmt.Errorf("merge list items: %w", err)
 		}
-		if _, err := q.db.Exec(ctx, `
-			WITH n AS (SELECT DISTINCT u, 'i:' || k || ':' || old AS old, 'i:' || k || ':' || new AS new
-				FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS n(u, k, old, new)),
-			moved AS (DELETE FROM import_sources i USING n WHERE i.user_id = n.u AND i.content = n.old RETURNING i.user_id, i.event_id, n.new)
-			INSERT INTO import_sources (user_id, event_id, content) SELECT user_id, event_id, new FROM moved ON CONFLICT DO NOTHING`,
-			users, keys, olds, news); err != nil {
-			return fmt.Errorf("re-identify import sources: %w", err)
+		contents, moved := make([]string, len(users)), make([]string, len(users))
+		for i := range users {
+			contents[i], moved[i] = "i:"+keys[i]+":"+olds[i], "i:"+keys[i]+":"+news[i]
+		}
+		if err := moveImportSources(ctx, q, users, contents, moved); err != nil {
+			return err
 		}
 		changed := map[userKey]bool{}
 		for i := range users {
@@ -293,6 +289,20 @@ func reidentifyItems(ctx context.Context, q *Store) error {
 		SELECT user_id, key, identity, max(cleared_at) FROM members GROUP BY user_id, key, identity`,
 		users, keys, olds, news); err != nil {
 		return fmt.Errorf("merge value deletes: %w", err)
+	}
+	return nil
+}
+
+// moveImportSources renames what imports recorded (import_sources, migration
+// 036) of each users[i] from olds[i] to news[i]: a content fingerprint that
+// a migration changed, so that a replay's reset still keeps the row.
+func moveImportSources(ctx context.Context, q *Store, users, olds, news []string) error {
+	if _, err := q.db.Exec(ctx, `
+		WITH n AS (SELECT DISTINCT u, old, new FROM unnest($1::text[], $2::text[], $3::text[]) AS n(u, old, new)),
+		moved AS (DELETE FROM import_sources i USING n WHERE i.user_id = n.u AND i.content = n.old RETURNING i.user_id, i.event_id, n.new)
+		INSERT INTO import_sources (user_id, event_id, content) SELECT user_id, event_id, new FROM moved ON CONFLICT DO NOTHING`,
+		users, olds, news); err != nil {
+		return fmt.Errorf("move import sources: %w", err)
 	}
 	return nil
 }

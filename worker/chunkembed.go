@@ -15,11 +15,11 @@ import (
 
 // Chunk embedding (issue 19 with issue 17): every chunk of a knowledge base
 // document gets a vector of the configured model, as context items do and
-// on the same queue.
+// on the same queue (the model's).
 //
 //   - The transaction that writes a document's chunks (a put chunked
 //     inline, the document's index job) inserts their ChunkEmbedArgs jobs
-//     through the store's chunk hook (ChunkEmbedHook): chunks never exist
+//     through the store's chunk hook (chunkEmbedHook): chunks never exist
 //     without their jobs. An unchanged re-put writes no chunks and so
 //     enqueues nothing.
 //   - A job embeds a range of one document's chunks, of the content it was
@@ -58,28 +58,21 @@ func (a ChunkEmbedArgs) InsertOpts() river.InsertOpts {
 // chunks.
 func chunkEmbedParams(docs []store.DocChunksRef, model string, jobSize int, opts *river.InsertOpts) []river.InsertManyParams {
 	jobSize = max(jobSize, 1)
-	onQueue := *opts
-	onQueue.Queue = QueueEmbedFor(model)
 	var params []river.InsertManyParams
 	for _, d := range docs {
 		for from := 0; from < d.Chunks; from += jobSize {
 			params = append(params, river.InsertManyParams{Args: ChunkEmbedArgs{CollectionID: d.CollectionID, DocID: d.DocID,
-				Hash: d.Hash, From: from, To: min(from+jobSize, d.Chunks), Model: model}, InsertOpts: &onQueue})
+				Hash: d.Hash, From: from, To: min(from+jobSize, d.Chunks), Model: model}, InsertOpts: opts})
 		}
 	}
 	return params
 }
 
-// ChunkEmbedHook returns the store.ChunkHook (Store.SetChunkHook) that
+// chunkEmbedHook returns the store.ChunkHook (Store.SetChunkHook) that
 // inserts, in the transaction that wrote a document's chunks, their embed
-// jobs for model: at most jobSize chunks per job, each job running
-// maxAttempts times (0: River's default).
-func (e *Enqueuer) ChunkEmbedHook(model string, jobSize, maxAttempts int) (store.ChunkHook, error) {
-	return e.chunkEmbedHook(func() []string { return []string{model} }, jobSize, maxAttempts)
-}
-
-// chunkEmbedHook is ChunkEmbedHook for each of the models models returns
-// at the write (none: no job).
+// jobs for each of the models models returns at the write (none: no job):
+// at most jobSize chunks per job, each job running maxAttempts times (0:
+// River's default).
 func (e *Enqueuer) chunkEmbedHook(models func() []string, jobSize, maxAttempts int) (store.ChunkHook, error) {
 	opts, err := e.embedOpts(sourceEmbedWrite, maxAttempts, false)
 	if err != nil {

@@ -25,7 +25,7 @@ import (
 //
 //   - The transaction that writes context items (extraction's save, the
 //     enricher's memory.store, a context edit) inserts their EmbedArgs jobs,
-//     through the store's context hook (EmbedHook): an item never exists
+//     through the store's context hook (embedHook, installed by the EmbedFollower): an item never exists
 //     without a job, and a write never waits for the model server.
 //   - An embed job reads its items still lacking a current vector, embeds
 //     them in requests of the client's BatchSize and saves the vectors. Its
@@ -135,7 +135,8 @@ func (e *Enqueuer) embedOpts(source string, maxAttempts int, unique bool) (*rive
 	if err != nil {
 		return nil, fmt.Errorf("enqueue embedding: %w", err)
 	}
-	o := &river.InsertOpts{MaxAttempts: maxAttempts, Metadata: meta} // the queue is the model's (embedParams)
+	// No queue: River takes the args' (EmbedArgs.InsertOpts), the model's.
+	o := &river.InsertOpts{MaxAttempts: maxAttempts, Metadata: meta}
 	if unique {
 		o.UniqueOpts = river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{rivertype.JobStateAvailable,
 			rivertype.JobStatePending, rivertype.JobStateRetryable, rivertype.JobStateRunning, rivertype.JobStateScheduled}}
@@ -153,27 +154,20 @@ func embedParams(refs []store.ContextRef, model string, jobSize int, opts *river
 		}
 		idsOf[r.UserID] = append(idsOf[r.UserID], r.ID)
 	}
-	onQueue := *opts
-	onQueue.Queue = QueueEmbedFor(model)
 	var params []river.InsertManyParams
 	for _, u := range users {
 		for chunk := range slices.Chunk(idsOf[u], max(jobSize, 1)) {
-			params = append(params, river.InsertManyParams{Args: EmbedArgs{UserID: u, ContextIDs: slices.Clone(chunk), Model: model}, InsertOpts: &onQueue})
+			params = append(params, river.InsertManyParams{Args: EmbedArgs{UserID: u, ContextIDs: slices.Clone(chunk), Model: model}, InsertOpts: opts})
 		}
 	}
 	return params
 }
 
-// EmbedHook returns the store.ContextHook (Store.SetContextHook) that
-// inserts, in the writing transaction, embed jobs for model of the items
-// written: at most jobSize items per job, each job running maxAttempts
-// times (0: River's default).
-func (e *Enqueuer) EmbedHook(model string, jobSize, maxAttempts int) (store.ContextHook, error) {
-	return e.embedHook(func() []string { return []string{model} }, jobSize, maxAttempts)
-}
-
-// embedHook is EmbedHook for each of the models models returns at the
-// write (none: no job).
+// embedHook returns the store.ContextHook (Store.SetContextHook) that
+// inserts, in the writing transaction, embed jobs of the items written for
+// each of the models models returns at the write (none: no job): at most
+// jobSize items per job, each job running maxAttempts times (0: River's
+// default).
 func (e *Enqueuer) embedHook(models func() []string, jobSize, maxAttempts int) (store.ContextHook, error) {
 	opts, err := e.embedOpts(sourceEmbedWrite, maxAttempts, false)
 	if err != nil {

@@ -441,7 +441,7 @@ func (a *App) StartEnrich(ctx context.Context) (err error) {
 // the running worker when there is one (so that it waits for the user's
 // running jobs), else straight to the store and stream. a.mu is held.
 func (a *App) startEnrichLocked(ctx context.Context, s *store.Store, nc *nats.Conn) error {
-	if err := a.setEmbedHookLocked(s); err != nil {
+	if err := a.setEmbedHookLocked(ctx, s); err != nil {
 		return err
 	}
 	// Enrich reads from a pool of its own, its statements prepared on

@@ -69,27 +69,27 @@ func (m *metrics) QueryEmbedded(outcome string, _ time.Duration) {
 
 // setEmbedHookLocked makes writes through s insert embed jobs when
 // embedding is on and no worker of this process does it already (an
-// enrich-only process: its memory.store items get their jobs too). a.mu is
-// held.
-func (a *App) setEmbedHookLocked(s *store.Store) error {
+// enrich-only process: its memory.store items get their jobs too): of its
+// own model and of every model running workers embed with, as a worker's
+// writes (worker.EmbedFollower with Own). a.mu is held.
+func (a *App) setEmbedHookLocked(ctx context.Context, s *store.Store) error {
 	emb, err := a.embedder()
-	if err != nil || emb == nil || a.worker != nil {
+	if err != nil || emb == nil || a.worker != nil || a.follower != nil {
 		return err
 	}
 	enq, err := worker.NewEnqueuer(worker.EnqueuerConfig{Store: s, Logger: a.logger})
 	if err != nil {
 		return err
 	}
-	hook, err := enq.EmbedHook(emb.Model(), a.cfg.Worker.EmbedJobSize, a.cfg.Worker.EmbedMaxAttempts)
+	f, err := worker.NewEmbedFollower(worker.EmbedFollowerConfig{Store: s, Enqueuer: enq, Own: emb.Model(),
+		Live: a.cfg.Worker.ProcessTimeout, JobSize: a.cfg.Worker.EmbedJobSize, MaxAttempts: a.cfg.Worker.EmbedMaxAttempts, Logger: a.logger})
 	if err != nil {
 		return err
 	}
-	s.SetContextHook(hook)
-	chunkHook, err := enq.ChunkEmbedHook(emb.Model(), a.cfg.Worker.EmbedJobSize, a.cfg.Worker.EmbedMaxAttempts)
-	if err != nil {
+	if err := f.Start(ctx); err != nil {
 		return err
 	}
-	s.SetChunkHook(chunkHook)
+	a.follower = f
 	return nil
 }
 
