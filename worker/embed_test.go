@@ -22,7 +22,7 @@ import (
 	"github.com/memoryd/memoryd/worker"
 )
 
-func embedder(t *testing.T, srv *embeddingtest.Server, model string) *embedding.Client {
+func embedder(t testing.TB, srv *embeddingtest.Server, model string) *embedding.Client {
 	t.Helper()
 	c, err := embedding.New(embedding.Config{BaseURL: srv.URL, Model: model, Timeout: 5 * time.Second})
 	if err != nil {
@@ -627,4 +627,177 @@ func TestEmbedDimensionsChangeBehindTheName(t *testing.T) {
 	}
 	e.waitEmbedded("alice", "m1", 3)
 	e.checkVectors("alice", "m1", 8)
+}
+
+// publishBacklog holds the embeddings server, publishes turns of users
+// users (per each, every text naming its user) and waits until they are
+// extracted and the first embed requests wait at the server: the other
+// jobs then wait in River, a backlog as live ingest faster than the
+// server builds. It returns the gate's release.
+func (e *env) publishBacklog(srv *embeddingtest.Server, users, per int, text func(u, i int) string) (release func()) {
+	e.t.Helper()
+	release = srv.Hold()
+	e.t.Cleanup(release)
+	for i := range per {
+		for u := range users {
+			e.publish(events.Turn{ID: fmt.Sprintf("u%d-%d", u, i), UserID: fmt.Sprintf("user%d", u), UserMessage: text(u, i), AssistantResponse: "noted"})
+		}
+	}
+	e.waitDone(int64(users * per))
+	e.waitFor("an embed request held", func() (bool, string) { return srv.Held() > 0, fmt.Sprint(srv.Held()) })
+	return release
+}
+
+// TestEmbedJobsShareRequests: under live ingest every write inserts an
+// embed job of an item or two; a job also embeds the items other jobs of
+// its model wait with, in the same request, and each item's vector is its
+// own text's. Before, each job sent its own request: 240 requests for 240
+// items, and a backlog drained at the server's round trips.
+func TestEmbedJobsShareRequests(t *testing.T) {
+	e := setup(t)
+	srv := embeddingtest.New(t)
+	e.start(extractor.NewRules(), withEmbedder(embedder(t, srv, "m1"), -1))
+	const users, per = 30, 8
+	release := e.publishBacklog(srv, users, per, func(u, i int) string {
+		return fmt.Sprintf("user%d writes about subject%d and thing%d", u, i, u*per+i)
+	})
+	release()
+	for u := range users {
+		e.waitEmbedded(fmt.Sprintf("user%d", u), "m1", per)
+		// Each vector is its own item's: texts of several users share a
+		// request, their vectors never cross.
+		e.checkVectors(fmt.Sprintf("user%d", u), "m1", embeddingtest.DefaultDims)
+	}
+	batches := srv.Batches()
+	texts := 0
+	for _, b := range batches {
+		texts += b
+	}
+	t.Logf("%d items embedded in %d requests (%d texts)", users*per, len(batches), texts)
+	if len(batches) > users*per/8 {
+		t.Errorf("%d requests for %d items waiting together (sizes %v), want them to share requests", len(batches), users*per, batches)
+	}
+	// The jobs whose items others took find nothing left, and end.
+	e.waitFor("every embed job completed", func() (bool, string) {
+		states, _ := e.embedJobs()
+		return !slices.ContainsFunc(states, func(s string) bool { return s != "completed" }), fmt.Sprint(len(states), " jobs")
+	})
+	if n := len(srv.Batches()); n != len(batches) {
+		t.Errorf("%d requests after the items were embedded, want none", n-len(batches))
+	}
+}
+
+// TestEmbedFailingTextCostsOthersOneAttempt: a text on which the server
+// fails the whole request (a 500, not a refusal of the text) fails the
+// jobs that took it from its waiting job once at most: a job takes others'
+// items on its first attempt only and never from a job that failed. Every
+// other item gets its vector; the failing one stays lexical-only.
+func TestEmbedFailingTextCostsOthersOneAttempt(t *testing.T) {
+	e := setup(t)
+	srv := embeddingtest.New(t)
+	srv.FailContaining("POISON", http.StatusInternalServerError)
+	e.start(extractor.NewRules(), func(c *worker.Config) {
+		withEmbedder(embedder(t, srv, "m1"), -1)(c)
+		// Failed jobs come back while others still wait, so that a job
+		// taking the failing text again would fail again.
+		c.JobRetryBase = 300 * time.Millisecond
+		c.EmbedWorkers = 1
+	})
+	// One turn a user: the failing item's job holds it alone (a job of
+	// several items would fail them all, as it always has).
+	const users, per = 60, 1
+	release := e.publishBacklog(srv, users, per, func(u, i int) string {
+		if u == 23 {
+			return "POISON pill"
+		}
+		return fmt.Sprintf("user%d note %d", u, i)
+	})
+	release()
+	e.waitFor("every item but the failing one embedded", func() (bool, string) {
+		n, err := e.store.CountEmbeddings(e.ctx, "", "m1")
+		return err == nil && n.Items == users*per && n.Embedded == users*per-1, fmt.Sprintf("%+v %v", n, err)
+	})
+	rows, err := e.store.Pool().Query(e.ctx, `SELECT id, state::text, attempt, args->'context_ids' FROM river_job WHERE kind = $1 ORDER BY id`, worker.EmbedJobKind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	poison, err := e.store.Pool().Query(e.ctx, `SELECT id FROM context WHERE question LIKE 'POISON%'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	poisonIDs, err := pgx.CollectRows(poison, pgx.RowTo[int64])
+	if err != nil || len(poisonIDs) != 1 {
+		t.Fatalf("failing item: %v %v", poisonIDs, err)
+	}
+	for rows.Next() {
+		var (
+			id, attempt int64
+			state       string
+			ids         []int64
+		)
+		if err := rows.Scan(&id, &state, &attempt, &ids); err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(ids, poisonIDs[0]) {
+			continue // its own job keeps failing
+		}
+		// A job still waiting after the items were embedded is fine: it
+		// will find nothing to do.
+		if attempt > 2 {
+			t.Errorf("embed job %d of items %v (%s) ran %d times, want at most 2: the failing text was added to it again", id, ids, state, attempt)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestForgetOfAUserWhoseItemsAnotherJobEmbeds: a job that took bob's
+// waiting items into its request saves no vector of them once bob is
+// forgotten meanwhile, and alice's get theirs.
+func TestForgetOfAUserWhoseItemsAnotherJobEmbeds(t *testing.T) {
+	e := setup(t)
+	srv := embeddingtest.New(t)
+	w, _ := e.startWorker(extractor.NewRules(), func(c *worker.Config) {
+		withEmbedder(embedder(t, srv, "m1"), -1)(c)
+		c.EmbedWorkers = 1
+	})
+	// A first job waits at the server; alice's and bob's jobs wait behind.
+	release1 := srv.Hold()
+	t.Cleanup(release1)
+	e.publish(events.Turn{ID: "c1", UserID: "carol", UserMessage: "carol's first", AssistantResponse: "ok"})
+	e.waitFor("carol's request held", func() (bool, string) { return srv.Held() == 1, fmt.Sprint(srv.Held()) })
+	for i := range 3 {
+		e.publish(events.Turn{ID: fmt.Sprintf("a%d", i), UserID: "alice", UserMessage: fmt.Sprintf("alice note %d", i), AssistantResponse: "ok"})
+		e.publish(events.Turn{ID: fmt.Sprintf("b%d", i), UserID: "bob", UserMessage: fmt.Sprintf("bob secret %d", i), AssistantResponse: "ok"})
+	}
+	e.waitDone(7)
+	// The next job (alice's, the oldest) takes bob's items too, and waits.
+	release2 := srv.Hold()
+	t.Cleanup(release2)
+	release1()
+	e.waitFor("the shared request held", func() (bool, string) {
+		return srv.Held() == 1 && srv.Requests() == 2, fmt.Sprint(srv.Held(), srv.Requests())
+	})
+	if _, err := w.Forget(e.ctx, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	release2()
+	e.waitEmbedded("alice", "m1", 3)
+	e.waitFor("every embed job done", func() (bool, string) {
+		states, _ := e.embedJobs()
+		return !slices.ContainsFunc(states, func(s string) bool { return s != "completed" }), fmt.Sprint(states)
+	})
+	var rows int
+	if err := e.store.Pool().QueryRow(e.ctx, `SELECT (SELECT count(*) FROM context_embeddings WHERE user_id = 'bob') + (SELECT count(*) FROM context WHERE user_id = 'bob')`).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 0 {
+		t.Errorf("%d rows of bob's items or vectors after his forget", rows)
+	}
+	// The shared request did carry bob's texts: the test saw the race.
+	if in := srv.Inputs(); !slices.ContainsFunc(in, func(s string) bool { return strings.Contains(s, "bob secret") }) {
+		t.Errorf("no request held bob's texts (%q): the race was not exercised", in)
+	}
 }

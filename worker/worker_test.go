@@ -29,7 +29,7 @@ import (
 )
 
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	ctx    context.Context
 	nc     *nats.Conn
 	js     jetstream.JetStream
@@ -39,9 +39,11 @@ type env struct {
 	pub    *events.Publisher
 }
 
-func setup(t *testing.T) *env {
+func setup(t testing.TB) *env {
 	t.Helper()
-	t.Parallel()
+	if t, ok := t.(*testing.T); ok {
+		t.Parallel()
+	}
 	nc := eventstest.Conn(t)
 	prefix, stream := eventstest.Names(t, nc)
 	js, err := jetstream.New(nc)
