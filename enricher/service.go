@@ -142,7 +142,7 @@ func (s *Service) endpoints() []endpoint {
 		{name: "enrich", subject: "enrich", description: "memory relevant to a message, with the text to inject", lane: s.enrichLane},
 		{name: "search", subject: "search", description: "full-text search over the user's remembered context", lane: s.searchLane, handle: s.reads.search},
 		{name: "store", subject: "store", description: "remember a question/answer pair (store_memory tool)", lane: s.toolLane, handle: s.writes.storeContext},
-		{name: "clear", subject: "clear", description: "forget context items (clear_memory tool)", lane: s.toolLane, handle: s.writes.clearContext},
+		{name: "clear", subject: "clear", description: "forget context items by id, by question, or all of them", lane: s.toolLane, handle: s.writes.clearContext},
 		{name: "facts_set", subject: "facts.set", description: "set a fact (set_fact tool)", lane: s.toolLane, handle: s.writes.setFact},
 		{name: "facts_get", subject: "facts.get", description: "read one fact", lane: s.toolLane, handle: s.reads.getFact},
 		{name: "facts_clear", subject: "facts.clear", description: "delete a fact", lane: s.toolLane, handle: s.writes.clearFact},

@@ -274,7 +274,9 @@ func parseRequest(body []byte) (*request, error) {
 	if err := json.Unmarshal(body, &rq.fields); err != nil {
 		return nil, fmt.Errorf("the body is not a JSON object: %w", err)
 	}
-	if raw, ok := rq.fields["memory"]; ok {
+	// null is absent, as everywhere in the protocol: it left on false,
+	// and the request was neither enriched nor remembered.
+	if raw, ok := rq.fields["memory"]; ok && string(bytes.TrimSpace(raw)) != "null" {
 		var on bool
 		if err := json.Unmarshal(raw, &on); err != nil {
 			return nil, errors.New(`"memory" must be true or false`)
@@ -409,6 +411,23 @@ func (p *Proxy) enrichOutcome(ctx context.Context, user string, rq *request) (st
 	if !rq.memory || strings.TrimSpace(rq.text) == "" {
 		return "", "skipped"
 	}
+	// A request continuing its last user message (a tool-call loop's next
+	// round) gets what that message got (injections.go).
+	if rq.last < len(rq.messages)-1 {
+		if injection, ok := p.sent.get(user, rq.last, rq.text, time.Now()); ok {
+			return injection, "reused"
+		}
+	}
+	injection, outcome := p.enrichMessage(ctx, user, rq)
+	if outcome == "enriched" || outcome == "empty" {
+		// Not after a failure: the next round asks again.
+		p.sent.put(user, rq.last, rq.text, injection, time.Now())
+	}
+	return injection, outcome
+}
+
+// enrichMessage asks memoryd for the injection of rq's last user message.
+func (p *Proxy) enrichMessage(ctx context.Context, user string, rq *request) (string, string) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.EnrichBudget)
 	defer cancel()
 	// The end of a long message is the question.
@@ -543,7 +562,9 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request) string {
 	}
 	var acc reply
 	upstreamBody := watch.body(resp.Body)
-	if resp.StatusCode == http.StatusOK && rq.memory && rq.text != "" {
+	// A message of white space only is no turn (the publish would refuse
+	// it, counted as a failed publish, the alert operators watch).
+	if resp.StatusCode == http.StatusOK && rq.memory && strings.TrimSpace(rq.text) != "" {
 		if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 			acc.streamed = true
 		}

@@ -551,7 +551,8 @@ func TestBodyUserIsNotIdentity(t *testing.T) {
 // out of enrich and of remembering; a request without them is remembered.
 func TestMemoryOff(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, nil)
+	obs := &outcomes{}
+	e := newEnv(t, func(c *proxy.Config) { c.Observer = obs })
 	e.setFact(t, "alice", "location", "Rome")
 	send := func(body string, header bool) map[string]json.RawMessage {
 		t.Helper()
@@ -578,13 +579,30 @@ func TestMemoryOff(t *testing.T) {
 			t.Errorf("%s (header %v): enriched although memory is off: %s", tc.body, tc.header, last["content"])
 		}
 	}
-	up := send(`{"model":"m","messages":[{"role":"user","content":"where do I live?"}]}`, false)
-	if _, last := lastMessage(t, up); !strings.Contains(string(last["content"]), "Rome") {
-		t.Fatalf("with memory on the request was not enriched: %s", last["content"])
+	// memory null is memory absent, on (before: off).
+	for _, body := range []string{
+		`{"model":"m","messages":[{"role":"user","content":"where do I live?"}]}`,
+		`{"model":"m","memory":null,"messages":[{"role":"user","content":"where do I live?"}]}`,
+	} {
+		up := send(body, false)
+		if _, last := lastMessage(t, up); !strings.Contains(string(last["content"]), "Rome") {
+			t.Fatalf("%s: with memory on the request was not enriched: %s", body, last["content"])
+		}
+		if _, ok := up["memory"]; ok {
+			t.Errorf(`%s: "memory" was forwarded`, body)
+		}
 	}
+	// A message of white space only is no turn.
+	send(`{"model":"m","messages":[{"role":"user","content":" \n\t "}]}`, false)
+	send(`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":" "}]}]}`, false)
 	e.stop()
-	if n := e.turnsPublished(t, "alice"); n != 1 {
-		t.Fatalf("%d turns published, want 1 (only the request with memory on)", n)
+	if n := e.turnsPublished(t, "alice"); n != 2 {
+		t.Fatalf("%d turns published, want 2 (the requests with memory on and a message)", n)
+	}
+	// Before, the blank message was published, refused, and counted a
+	// failed publish: the alert of turns memoryd will not remember.
+	if n := obs.count("publish", "failed"); n != 0 {
+		t.Errorf("%d publishes counted failed, want 0", n)
 	}
 }
 
@@ -854,6 +872,63 @@ func TestStalledUpstreamIsCut(t *testing.T) {
 	}
 }
 
+// TestToolLoopKeepsItsInjection: a tool-call loop's later round (its last
+// user message followed by the calls and results) gets the injection the
+// message got in the first round, though memory changed meanwhile, so the
+// model server's prefix cache holds; a new question asks memory again, and
+// another user's same message is not given alice's injection. Before,
+// each round was enriched anew (Rome, then Paris).
+func TestToolLoopKeepsItsInjection(t *testing.T) {
+	t.Parallel()
+	obs := &outcomes{}
+	e := newEnv(t, func(c *proxy.Config) { c.Observer = obs })
+	e.setFact(t, "alice", "location", "Rome")
+	const question = `{"role":"user","content":"where do I live?"}`
+	const round = `,{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"weather","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"sunny"}`
+	// The last user message as the upstream got it.
+	userContent := func(user, body string) string {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, e.url+"/chat/completions", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+e.keys[user])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		var msgs []map[string]json.RawMessage
+		if err := json.Unmarshal(e.up.last(t)["messages"], &msgs); err != nil {
+			t.Fatal(err)
+		}
+		for i := len(msgs) - 1; i >= 0; i-- {
+			if string(msgs[i]["role"]) == `"user"` {
+				return string(msgs[i]["content"])
+			}
+		}
+		t.Fatal("no user message forwarded")
+		return ""
+	}
+	first := userContent("alice", `{"model":"m","messages":[`+question+`]}`)
+	if !strings.Contains(first, "Rome") {
+		t.Fatalf("first round not enriched: %s", first)
+	}
+	e.setFact(t, "alice", "location", "Paris")
+	for i := range 2 {
+		if got := userContent("alice", `{"model":"m","messages":[`+question+strings.Repeat(round, i+1)+`]}`); got != first {
+			t.Errorf("round %d sent the question as\n%s\nthe first round as\n%s", i+2, got, first)
+		}
+	}
+	if n := obs.count("enrich", "reused"); n != 2 {
+		t.Errorf("%d rounds reused the injection, want 2", n)
+	}
+	if got := userContent("alice", `{"model":"m","messages":[`+question+round+`,{"role":"assistant","content":"Rome."},`+question+`]}`); !strings.Contains(got, "Paris") {
+		t.Errorf("a new question was not enriched anew: %s", got)
+	}
+	if got := userContent("bob", `{"model":"m","messages":[`+question+round+`]}`); strings.Contains(got, "Rome") || strings.Contains(got, "Paris") {
+		t.Errorf("bob's round was given alice's memory: %s", got)
+	}
+}
+
 // outcomes is a proxy.Observer counting request outcomes.
 type outcomes struct {
 	mu sync.Mutex
@@ -868,9 +943,11 @@ func (o *outcomes) Request(endpoint, outcome string) {
 	}
 	o.n[endpoint+" "+outcome]++
 }
-func (o *outcomes) Enriched(string, time.Duration) {}
-func (o *outcomes) Upstream(time.Duration, string) {}
-func (o *outcomes) TurnPublished(bool)             {}
+func (o *outcomes) Enriched(outcome string, _ time.Duration) { o.Request("enrich", outcome) }
+func (o *outcomes) Upstream(time.Duration, string)           {}
+func (o *outcomes) TurnPublished(ok bool) {
+	o.Request("publish", map[bool]string{true: "published", false: "failed"}[ok])
+}
 func (o *outcomes) count(endpoint, outcome string) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
