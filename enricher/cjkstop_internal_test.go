@@ -31,6 +31,13 @@ func TestKeywordsCJKFunctionPieces(t *testing.T) {
 		{"ja hiragana kani", "かにを食べた", []string{"かに", "にを", "を食", "食べ", "べた"}},
 		{"ja hiragana momo", "これはもも", []string{"はも", "もも"}},
 		{"ja particle after latin", "Reactを", []string{"react"}},
+		// The plain past した and the polite pasts of ある いる are grammar
+		// as ました is; "あした" keeps its content piece.
+		{"ja plain past", "昨日何をした？", []string{"昨日", "日何"}},
+		{"ja plain past after noun", "料理をした", []string{"料理", "理を"}},
+		{"ja arimashita", "会議がありました", []string{"会議", "議が"}},
+		{"ja imashita", "東京にいました", []string{"東京", "京に"}},
+		{"ja ashita", "あしたは何？", []string{"あし"}},
 		// Chinese: 的 了 是 什么 哪里 我的 are grammar.
 		{"zh where", "我住在哪里？", []string{"我住", "住在"}},
 		{"zh name", "我的狗叫什么名字？", []string{"的狗", "狗叫", "叫什", "么名", "名字"}},

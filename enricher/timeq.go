@@ -22,8 +22,8 @@ type TimeExpr struct {
 // on Monday), months and years are those of at's location (its offset, for
 // a request's RFC 3339 time). Words are matched case-insensitively, as whole
 // words. The English expressions understood, N being a number in digits
-// (1..999) or words ("a", "an", "a couple of", "one" to "twenty", "thirty",
-// "forty", "fifty"):
+// (1..999) or words ("a", "an", "[a] couple [of]", "one" to "twenty", the
+// tens to "ninety", and tens and a unit: "twenty one", "twenty-one"):
 //
 //   - "today", "earlier today": at's day; "yesterday", "the day before
 //     yesterday": the day(s) before; "yesterday morning|afternoon|evening":
@@ -54,11 +54,12 @@ type TimeExpr struct {
 //     "morning", "afternoon", "evening" (as for yesterday) or "night" (18:00
 //     to 06:00 the next day): that part of it, a week earlier when at's day
 //     is that weekday and the part has not begun at at.
-//   - "since <expression>", the expression a day or a unit above (the
-//     preposition of a weekday, a date, a month or a year left out: "since
-//     Monday", "since May", "since last week", "since yesterday"): from its
-//     start to the end of at's day. Only a space or a tab between ("since,
-//     may I ask" is no range), and "may" capitalised or with its year.
+//   - "since <expression>", the expression any other here (the preposition
+//     of a weekday, a date, a month, a year or Christmas left out: "since
+//     Monday", "since May", "since last week", "since yesterday", "since
+//     Christmas"): from its start to the end of at's day. Only a space or a
+//     tab between ("since, may I ask" is no range), and "may" capitalised or
+//     with its year.
 //   - "[on] 2026-11-18", "2026/11/18": that day (year first, 1970 up to
 //     at's year). Dates written with the day and month in numbers only
 //     ("11/18", "18.11.2026") are not read: the order of day and month
@@ -72,22 +73,35 @@ type TimeExpr struct {
 //   - "in|during <year>": that year, 1970 up to at's year.
 //   - "last Christmas" (before at's day), "at|on|over Christmas" (at's day
 //     included), "Christmas Eve" after the same words: that day.
+//   - The year of a month, a date or Christmas is a year 1970 up to at's or
+//     "[of] last|this year" after a space or ", " ("in March last year",
+//     "at Christmas 2024"). One out of that range, or "next year", makes
+//     the expression no range rather than another year's.
 //
 // Near misses are refused: a month name alone needs a preposition before it
 // or a capital letter and a number after it ("may I ask", "March on!"); an
 // expression joined by a hyphen to a word ("a week-long trip") is not one;
 // and neither is one whose common words are capitalised in the middle of a
 // sentence, which names a title ("I watched Last Week Tonight"), unless the
-// message has no lower-case letter at all. It reports false when message
-// holds no expression.
+// message has no lower-case letter at all; a month or a weekday with 's
+// names someone or something ("in May's garden"), and so does a word
+// joined by a dot ("Monday.com"); a number word or digits that continue a
+// number ("a hundred and one", "1,500", "1.5") are not its own number. An
+// expression right after "before", "after", "until", "till", "til", "by",
+// "between", "prior to", "up to" or "ahead of" means another range and is
+// not read (after "between", nor is any other: the next is the range's
+// other end), nor one after "since" that "since" does not read, nor one
+// after "later" that reaches past at ("later this week", "later today":
+// still to come). It reports false when message holds no expression.
 func ParseTime(message string, at time.Time) (TimeExpr, bool) {
 	if at.IsZero() {
 		at = time.Now().UTC()
 	}
 	toks := timeTokens(message)
 	anyLower := strings.IndexFunc(message, unicode.IsLower) >= 0
+	next := 0 // the first word past an expression refused for the word before it
 	for i := range toks {
-		if !mayStart(toks[i].word) {
+		if i < next || !mayStart(toks[i].word) || midNumber(toks, i) {
 			continue
 		}
 		for _, m := range timeMatchers {
@@ -99,10 +113,86 @@ func ParseTime(message string, at time.Time) (TimeExpr, bool) {
 			if !acceptable(message, toks[i:i+n], e, anyLower) {
 				continue
 			}
+			if w := turnedBy(toks, i); w != "" && (w != "later" || until.After(at)) {
+				if w == "between" {
+					// "between May 3rd and May 10th": the next
+					// expression is the range's other end.
+					return TimeExpr{}, false
+				}
+				// Not its words either: "before the last 3 days" is
+				// not "last 3 days".
+				next = i + n
+				break
+			}
 			return e, true
 		}
 	}
 	return TimeExpr{}, false
+}
+
+// turnWords change the meaning of the expression right after them: "before
+// May 3rd" and "after May 3rd" are not May 3rd, and "later this week" is
+// the part of the week still to come. ParseTime does not read such an
+// expression, a wrong range being worse than none; "since" reads its own
+// (matchSince), and one it cannot read ("since this weekend", not begun)
+// is not read alone either. "later" refuses only an expression reaching past at ("later
+// last week" is last week).
+var turnWords = map[string]bool{
+	"before": true, "after": true, "until": true, "till": true, "til": true, "by": true, "between": true,
+	"later": true, "since": true,
+}
+
+// turnedBy is the turn word (or "prior to", "up to", "ahead of") right
+// before toks[i], with only spaces or tabs between, or "".
+func turnedBy(toks []timeTok, i int) string {
+	if i == 0 || !blank(toks[i].gap) {
+		return ""
+	}
+	w := toks[i-1].word
+	if turnWords[w] {
+		return w
+	}
+	if i >= 2 && blank(toks[i-1].gap) {
+		switch pw := toks[i-2].word; {
+		case w == "to" && (pw == "prior" || pw == "up"), w == "of" && pw == "ahead":
+			return pw + " " + w
+		}
+	}
+	return ""
+}
+
+// blank reports whether s is one or more spaces or tabs.
+func blank(s string) bool {
+	return s != "" && strings.Trim(s, " \t") == ""
+}
+
+// bigNumbers are the number words that only start a number ParseTime does
+// not read ("a hundred and one").
+var bigNumbers = map[string]bool{"hundred": true, "thousand": true, "million": true}
+
+// midNumber reports whether toks[i] is a number that continues the one
+// before it: "one" in "a hundred and one days ago" or "twenty one" (when
+// count could not read it), "500" in "1,500 days": read alone, it would be
+// another number.
+func midNumber(toks []timeTok, i int) bool {
+	if i == 0 {
+		return false
+	}
+	w, p, gap := toks[i].word, toks[i-1].word, toks[i].gap
+	if _, ok := digits(w); ok {
+		_, prevDigits := digits(p)
+		return prevDigits && gap == ","
+	}
+	if !numberWord(w) || (!blank(gap) && gap != "-") {
+		return false
+	}
+	return numberWord(p) || bigNumbers[p] || (p == "and" && i >= 2 && bigNumbers[toks[i-2].word])
+}
+
+// numberWord reports whether w is a number's word other than "a" and "an".
+func numberWord(w string) bool {
+	_, ok := numberWords[w]
+	return ok && w != "a" && w != "an"
 }
 
 // startWords are the words other than numbers, months and weekdays an
@@ -111,7 +201,7 @@ func ParseTime(message string, at time.Time) (TimeExpr, bool) {
 var startWords = map[string]bool{
 	"the": true, "today": true, "earlier": true, "yesterday": true, "tonight": true, "this": true,
 	"last": true, "past": true, "on": true, "in": true, "during": true, "at": true, "over": true,
-	"since": true,
+	"since": true, "couple": true,
 }
 
 // mayStart reports whether an expression may start with w.
@@ -133,18 +223,27 @@ type timeTok struct {
 	// before is the byte before the word (0 at the message's start): what
 	// joins the numbers of a date ("2026-11-18").
 	before byte
+	// gap is the text between the word before and this one ("" for the
+	// first).
+	gap string
 }
 
 // timeTokens splits s into words as Keywords does (wordSpans).
 func timeTokens(s string) []timeTok {
 	out := make([]timeTok, 0, len(s)/6+1)
+	prevEnd := 0
 	wordSpans(s, func(start, end int) bool {
 		first, _ := utf8.DecodeRuneInString(s[start:])
 		var before byte
 		if start > 0 {
 			before = s[start-1]
 		}
-		out = append(out, timeTok{word: strings.ToLower(s[start:end]), start: start, end: end, capital: unicode.IsUpper(first), before: before})
+		var gap string
+		if len(out) > 0 {
+			gap = s[prevEnd:start]
+		}
+		out = append(out, timeTok{word: strings.ToLower(s[start:end]), start: start, end: end, capital: unicode.IsUpper(first), before: before, gap: gap})
+		prevEnd = end
 		return true
 	})
 	return out
@@ -154,6 +253,19 @@ func timeTokens(s string) []timeTok {
 func acceptable(message string, toks []timeTok, e TimeExpr, anyLower bool) bool {
 	if (e.Start > 0 && message[e.Start-1] == '-') || (e.End < len(message) && message[e.End] == '-') {
 		return false
+	}
+	// A dot between words joins a name or a number: "Monday.com",
+	// "today.txt", "1.5 years ago".
+	if (e.Start > 1 && message[e.Start-1] == '.' && wordBefore(message[:e.Start-1])) ||
+		(e.End+1 < len(message) && message[e.End] == '.' && wordAfter(message[e.End+1:])) {
+		return false
+	}
+	// A month or a weekday with 's is someone's or something's name: "in
+	// May's garden", "June's notebook".
+	if last := toks[len(toks)-1].word; properTimeWord(last) && last != "christmas" && last != "eve" {
+		if rest := message[e.End:]; strings.HasPrefix(rest, "'s") || strings.HasPrefix(rest, "\u2019s") {
+			return false
+		}
 	}
 	if !anyLower {
 		return true
@@ -168,6 +280,18 @@ func acceptable(message string, toks []timeTok, e TimeExpr, anyLower bool) bool 
 		return false
 	}
 	return true
+}
+
+// wordBefore and wordAfter report whether a letter or a digit ends or
+// starts s.
+func wordBefore(s string) bool {
+	r, _ := utf8.DecodeLastRuneInString(s)
+	return unicode.IsLetter(r) || unicode.IsDigit(r)
+}
+
+func wordAfter(s string) bool {
+	r, _ := utf8.DecodeRuneInString(s)
+	return unicode.IsLetter(r) || unicode.IsDigit(r)
 }
 
 // sentenceStart reports whether the word at offset begins a sentence: only
@@ -211,6 +335,7 @@ var numberWords = map[string]int{
 	"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
 	"nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
 	"sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50,
+	"sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90,
 }
 
 // timeUnit is a calendar unit of relative expressions.
@@ -252,7 +377,8 @@ var sinceMatchers = []struct {
 }{
 	{"", matchDayBeforeYesterday, false}, {"", matchDayWords, false}, {"", matchPartOfDay, false}, {"", matchUnitsAgo, false},
 	{"", matchThisLast, false}, {"", matchWeekday, false}, {"", matchISODate, false}, {"", matchDate, false}, {"", matchMonth, false},
-	{"", matchChristmas, false}, {"on", matchWeekday, false}, {"on", matchDate, false}, {"in", matchMonth, true}, {"in", matchYear, false},
+	{"", matchChristmas, false}, {"", matchWeekend, false}, {"", matchEarlierThis, false}, {"", matchRolling, false},
+	{"on", matchWeekday, false}, {"on", matchDate, false}, {"in", matchMonth, true}, {"in", matchYear, false}, {"at", matchChristmas, false},
 }
 
 // sinceReach is the most words after "since" its expressions read
@@ -279,14 +405,25 @@ func wordsAre(toks []timeTok, ws ...string) bool {
 }
 
 // count reads a number at the start of toks: the number and words used.
+// Tens and a unit are one number, joined by a space or a hyphen ("twenty
+// one", "twenty-one"); "couple" may go without "a" or "of" ("the last
+// couple of weeks", "a couple days ago").
 func count(toks []timeTok) (int, int, bool) {
-	if wordsAre(toks, "a", "couple", "of") {
-		return 2, 3, true
-	}
 	if len(toks) == 0 {
 		return 0, 0, false
 	}
+	if i := len(toks) - len(skipWord(toks, "a")); len(toks) > i && toks[i].word == "couple" {
+		if len(toks) > i+1 && toks[i+1].word == "of" {
+			return 2, i + 2, true
+		}
+		return 2, i + 1, true
+	}
 	if n, ok := numberWords[toks[0].word]; ok {
+		if n >= 20 && n%10 == 0 && len(toks) > 1 && toks[1].start == toks[0].end+1 && (toks[1].before == ' ' || toks[1].before == '-') {
+			if u := numberWords[toks[1].word]; u <= 9 && numberWord(toks[1].word) {
+				return n + u, 2, true
+			}
+		}
 		return n, 1, true
 	}
 	if len(toks[0].word) <= 3 {
@@ -295,6 +432,14 @@ func count(toks []timeTok) (int, int, bool) {
 		}
 	}
 	return 0, 0, false
+}
+
+// skipWord is toks without its first word when that is w.
+func skipWord(toks []timeTok, w string) []timeTok {
+	if len(toks) > 0 && toks[0].word == w {
+		return toks[1:]
+	}
+	return toks
 }
 
 // unitStart is the start of the calendar unit containing t.
@@ -651,8 +796,37 @@ func yearAt(toks []timeTok, at time.Time) (int, bool) {
 	return y, ok && y >= 1970 && y <= at.Year()
 }
 
-// matchDate reads "[on] [the] 3[rd] [of] March [2024]" and "[on] March
-// [the] 3[rd] [2024]".
+// yearAfter reads the year that may follow a month, a date or Christmas at
+// the start of toks: a year from 1970 up to at's ("May 2024", "March 3,
+// 2024"), or "[of] last|this year" after a space or ", " ("in March last
+// year", "on 3 May of this year"; not "in March. Last year ..."). n is the
+// words it used, 0 when none follows; ok is false when it cannot be read: a
+// four-digit number out of that range or "next year", which would
+// otherwise leave the expression read as another year's.
+func yearAfter(toks []timeTok, at time.Time) (y, n int, ok bool) {
+	if len(toks) > 0 && isYear(toks[0].word) {
+		y, ok := yearAt(toks, at)
+		return y, 1, ok
+	}
+	rest := skipWord(toks, "of")
+	i := len(toks) - len(rest)
+	if len(rest) < 2 || rest[1].word != "year" || (!blank(toks[0].gap) && toks[0].gap != ", ") ||
+		(i > 0 && !blank(rest[0].gap)) || !blank(rest[1].gap) {
+		return 0, 0, true
+	}
+	switch rest[0].word {
+	case "last":
+		return at.Year() - 1, i + 2, true
+	case "this":
+		return at.Year(), i + 2, true
+	case "next":
+		return 0, 0, false
+	}
+	return 0, 0, true
+}
+
+// matchDate reads "[on] [the] 3[rd] [of] March [year]" and "[on] March
+// [the] 3[rd] [year]", the year as yearAfter reads it.
 func matchDate(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) {
 	i, prep := 0, false
 	if len(toks) > 0 && toks[0].word == "on" {
@@ -696,12 +870,16 @@ func matchDate(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) {
 	if !ok {
 		return 0, time.Time{}, time.Time{}, false
 	}
-	if y, ok := yearAt(toks[j:], at); ok {
+	y, n, ok := yearAfter(toks[j:], at)
+	if !ok {
+		return 0, time.Time{}, time.Time{}, false
+	}
+	if n > 0 {
 		since := time.Date(y, m, d, 0, 0, 0, 0, at.Location())
 		if since.Day() != d {
 			return 0, time.Time{}, time.Time{}, false
 		}
-		return j + 1, since, day(since, 1), true
+		return j + n, since, day(since, 1), true
 	}
 	today := day(at, 0)
 	for y := at.Year(); y > at.Year()-8; y-- {
@@ -713,8 +891,8 @@ func matchDate(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) {
 	return 0, time.Time{}, time.Time{}, false
 }
 
-// matchMonth reads "in|during <month> [year]", "last <month>" and
-// "<Month> <year>".
+// matchMonth reads "in|during|last <month> [year]" and "<Month> <year>",
+// the year as yearAfter reads it.
 func matchMonth(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) {
 	if len(toks) < 2 {
 		return 0, time.Time{}, time.Time{}, false
@@ -725,11 +903,15 @@ func matchMonth(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) 
 		if !ok {
 			return 0, time.Time{}, time.Time{}, false
 		}
-		if y, ok := yearAt(toks[2:], at); ok && first != "last" {
-			since := time.Date(y, m, 1, 0, 0, 0, 0, at.Location())
-			return 3, since, since.AddDate(0, 1, 0), true
+		y, n, ok := yearAfter(toks[2:], at)
+		if !ok {
+			return 0, time.Time{}, time.Time{}, false
 		}
-		y := at.Year()
+		if n > 0 {
+			since := time.Date(y, m, 1, 0, 0, 0, 0, at.Location())
+			return 2 + n, since, since.AddDate(0, 1, 0), true
+		}
+		y = at.Year()
 		if m > at.Month() || (first == "last" && m == at.Month()) {
 			y--
 		}
@@ -740,12 +922,12 @@ func matchMonth(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) 
 	if !ok {
 		return 0, time.Time{}, time.Time{}, false
 	}
-	y, ok := yearAt(toks[1:], at)
-	if !ok {
+	y, n, ok := yearAfter(toks[1:], at)
+	if !ok || n == 0 {
 		return 0, time.Time{}, time.Time{}, false
 	}
 	since := time.Date(y, m, 1, 0, 0, 0, 0, at.Location())
-	return 2, since, since.AddDate(0, 1, 0), true
+	return 1 + n, since, since.AddDate(0, 1, 0), true
 }
 
 func matchYear(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) {
@@ -775,6 +957,14 @@ func matchChristmas(toks []timeTok, at time.Time) (int, time.Time, time.Time, bo
 	n, d := 2, 25
 	if len(toks) > 2 && toks[2].word == "eve" {
 		n, d = 3, 24
+	}
+	y, used, ok := yearAfter(toks[n:], at)
+	if !ok {
+		return 0, time.Time{}, time.Time{}, false
+	}
+	if used > 0 {
+		since := time.Date(y, time.December, d, 0, 0, 0, 0, at.Location())
+		return n + used, since, day(since, 1), true
 	}
 	today := day(at, 0)
 	since := time.Date(at.Year(), time.December, d, 0, 0, 0, 0, at.Location())

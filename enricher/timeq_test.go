@@ -74,6 +74,32 @@ func TestParseTime(t *testing.T) {
 		{"at Christmas Eve", "2025-12-24", "2025-12-25", "at Christmas Eve"},
 		{"WHAT DID I SAY LAST WEEK", "2026-11-09", "2026-11-16", "LAST WEEK"},
 		{"I watched Last Week Tonight last week", "2026-11-09", "2026-11-16", "last week"},
+		// Tens and a unit are one number; "couple" goes without "a" or
+		// "of" too.
+		{"what did I say twenty one days ago?", "2026-10-28", "2026-10-29", "twenty one days ago"},
+		{"twenty-five days ago", "2026-10-24", "2026-10-25", "twenty-five days ago"},
+		{"thirty two days ago", "2026-10-17", "2026-10-18", "thirty two days ago"},
+		{"the last twenty one days", "2026-10-28", "2026-11-19", "the last twenty one days"},
+		{"ninety days ago", "2026-08-20", "2026-08-21", "ninety days ago"},
+		{"over the last couple of weeks", "2026-11-04", "2026-11-19", "the last couple of weeks"},
+		{"the past couple of weeks", "2026-11-04", "2026-11-19", "the past couple of weeks"},
+		{"in the past couple of days", "2026-11-16", "2026-11-19", "the past couple of days"},
+		{"a couple days ago", "2026-11-16", "2026-11-17", "a couple days ago"},
+		// A year after a month, a date or Christmas is theirs.
+		{"what did I say at Christmas 2024?", "2024-12-25", "2024-12-26", "at Christmas 2024"},
+		{"at Christmas Eve last year", "2025-12-24", "2025-12-25", "at Christmas Eve last year"},
+		{"what trip did I take in March last year?", "2025-03-01", "2025-04-01", "in March last year"},
+		{"in March of this year", "2026-03-01", "2026-04-01", "in March of this year"},
+		{"in December, last year", "2025-12-01", "2026-01-01", "in December, last year"},
+		{"March last year", "2025-03-01", "2025-04-01", "March last year"},
+		{"last May 2024", "2024-05-01", "2024-06-01", "last May 2024"},
+		{"May 2024", "2024-05-01", "2024-06-01", "May 2024"},
+		{"May 3rd 2024", "2024-05-03", "2024-05-04", "May 3rd 2024"},
+		{"on 3 May of last year", "2025-05-03", "2025-05-04", "on 3 May of last year"},
+		{"in May. Last year I moved", "2026-05-01", "2026-06-01", "in May"},
+		// "later" before a past expression: a later part of it.
+		{"I called her later last week", "2026-11-09", "2026-11-16", "last week"},
+		{"what did I say last week, before May 3rd?", "2026-11-09", "2026-11-16", "last week"},
 		// Near misses.
 		{"I watched Last Week Tonight", "", "", ""},
 		{"a week-long trip", "", "", ""},
@@ -94,6 +120,36 @@ func TestParseTime(t *testing.T) {
 		{"in the yesterdays", "", "", ""},
 		{"the Christmas tree", "", "", ""},
 		{"", "", "", ""},
+		// Part of a larger number, not read as a smaller one.
+		{"a hundred and one days ago", "", "", ""},
+		{"one hundred and twenty days ago", "", "", ""},
+		{"1,500 days ago", "", "", ""},
+		{"1.5 years ago", "", "", ""},
+		// A year that cannot be read leaves the expression unread, not
+		// read as at's year's.
+		{"in May 2030", "", "", ""},
+		{"March 3, 2030", "", "", ""},
+		{"at Christmas 2030", "", "", ""},
+		{"in March next year", "", "", ""},
+		// A word before that turns the expression.
+		{"after May 3rd", "", "", ""},
+		{"before May 3rd", "", "", ""},
+		{"until May 3rd", "", "", ""},
+		{"what did I say before last week?", "", "", ""},
+		{"after last week", "", "", ""},
+		{"prior to last week", "", "", ""},
+		{"day before yesterday", "", "", ""},
+		{"between May 3rd and May 10th", "", "", ""},
+		{"before the last 3 days", "", "", ""},
+		// Still to come.
+		{"later this week", "", "", ""},
+		{"later today", "", "", ""},
+		// Names: a month or a weekday with 's, a word joined by a dot.
+		{"what's in May's garden?", "", "", ""},
+		{"in June’s notebook", "", "", ""},
+		{"on Monday's call", "", "", ""},
+		{"which board did I set up on Monday.com?", "", "", ""},
+		{"what's in today.txt", "", "", ""},
 	}
 	for _, c := range cases {
 		e, ok := ParseTime(c.msg, at)
@@ -276,6 +332,12 @@ func TestParseTimeCommonForms(t *testing.T) {
 		{"wed", "since 2024", "2024-01-01", "2026-11-19", "since 2024"},
 		{"wed", "since 2026-11-02", "2026-11-02", "2026-11-19", "since 2026-11-02"},
 		{"mon-tokyo", "since Monday", "2026-11-23", "2026-11-24", "since Monday"},
+		{"wed", "since Christmas", "2025-12-25", "2026-11-19", "since Christmas"},
+		{"wed", "since Christmas 2024", "2024-12-25", "2026-11-19", "since Christmas 2024"},
+		{"wed", "since the past weekend", "2026-11-14", "2026-11-19", "since the past weekend"},
+		{"wed", "since earlier this week", "2026-11-16", "2026-11-19", "since earlier this week"},
+		{"wed", "since March last year", "2025-03-01", "2026-11-19", "since March last year"},
+		{"wed", "since the last 3 days", "2026-11-15", "2026-11-19", "since the last 3 days"},
 		// Year-first dates.
 		{"wed", "what did I say on 2026-11-18?", "2026-11-18", "2026-11-19", "on 2026-11-18"},
 		{"wed", "2026/03/05 notes", "2026-03-05", "2026-03-06", "2026/03/05"},
@@ -328,6 +390,11 @@ func TestParseTimeCommonForms(t *testing.T) {
 		{"wed", "earlier this weeks", "", "", ""},
 		{"wed", "since then", "", "", ""},
 		{"wed", "since Monday-ish", "", "", ""},
+		// What "since" cannot read is not read alone either.
+		{"wed", "since this weekend", "", "", ""},
+		{"wed", "since, the last 3 days", "2026-11-15", "2026-11-19", "the last 3 days"},
+		// "later this week" asked on Sunday: the rest of it is still to come.
+		{"sun", "later this week", "", "", ""},
 		{"wed", "I watched This Past Weekend", "", "", ""},
 	}
 	for _, c := range cases {

@@ -204,6 +204,11 @@ type LLM struct {
 	// the warning is logged once, not per request.
 	badUsage atomic.Bool
 
+	// serverErrors counts the requests answered with a server error (500
+	// and the other 5xx that do not already say unreachable) since one was
+	// last answered otherwise: see serverErrorsOutage.
+	serverErrors atomic.Int64
+
 	// pausedUntil is when requests may be sent again after a 429.
 	pauseMu     sync.Mutex
 	pausedUntil time.Time
@@ -396,6 +401,7 @@ func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, us
 		l.usage.record(req.Model, promptTokens, completionTokens, err == nil, rateLimited)
 	}
 	if err == nil {
+		l.serverErrors.Store(0)
 		usage.PromptTokens += promptTokens
 		usage.CompletionTokens += completionTokens
 		content, err := replyContent(resp, ex)
@@ -410,12 +416,39 @@ func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, us
 		return "", false, ctxError("model request", ctxErr)
 	}
 	e := classify(err, ex, l.cfg.Timeout)
+	l.noteServerError(e, ex.status)
 	if e.Kind == KindRetryAfter {
 		// Pause everyone: the server is telling this client, not this
 		// call, to slow down.
 		l.pauseUntil(time.Now().Add(e.RetryAfter))
 	}
 	return "", false, e
+}
+
+// serverErrorsOutage is how many requests in a row, of any jobs, answered
+// with a server error make the next ones count as the server being down
+// (Error.Unreachable): a model server or the gateway before it answering
+// 500 while it restarts fails every request alike, as a 503 does, and
+// with attempts spent on it every turn of a 30-second outage failed (a
+// lifecycle probe: 96 turns failed in a 60-second one). One request that
+// makes the server fail alone, among others answered, spends its
+// attempts as before.
+const serverErrorsOutage = 3
+
+// noteServerError counts e, the error of a request answered with status,
+// when it is a server error not already taken for an outage, and marks it
+// Unreachable once serverErrorsOutage have come in a row; any other
+// answer ends the row.
+func (l *LLM) noteServerError(e *Error, status int) {
+	switch {
+	case e.Unreachable:
+	case status >= 500 && e.Kind == KindTransient:
+		if l.serverErrors.Add(1) >= serverErrorsOutage {
+			e.Unreachable = true
+		}
+	case status != 0:
+		l.serverErrors.Store(0)
+	}
 }
 
 // tokens returns the token counts of a reply's usage block. A negative count

@@ -2,6 +2,7 @@ package extractor
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"strconv"
@@ -221,6 +222,34 @@ func TestLLMUnreachable(t *testing.T) {
 			t.Errorf("Extract error = %v, want a transient error that is not unreachable", err)
 		}
 	})
+}
+
+// TestLLMServerErrorsInARowAreAnOutage: a 500 is the request's own failure
+// until three requests in a row (of any turns) got one: then the server is
+// taken for down, as with a 503, so that an outage of a server or gateway
+// that answers 500 while it restarts does not spend every turn's attempts.
+// An answer in between ends the row.
+func TestLLMServerErrorsInARowAreAnOutage(t *testing.T) {
+	t.Parallel()
+	boom := extractortest.Error(http.StatusInternalServerError, "boom")
+	srv := extractortest.NewServer(t, boom, boom, boom, boom, extractortest.Content(`{"facts": [], "context": []}`), boom, boom, extractortest.Error(http.StatusBadRequest, "bad"), boom, boom, boom)
+	l := newTestLLM(t, srv, nil)
+	for i, want := range []string{"500", "500", "outage", "outage", "ok", "500", "500", "400", "500", "500", "outage"} {
+		_, err := l.Extract(context.Background(), testInput(fmt.Sprintf("I'm Ana %d", i)))
+		got := "ok"
+		switch {
+		case err == nil:
+		case IsUnreachable(err) && KindOf(err) == KindTransient:
+			got = "outage"
+		case KindOf(err) == KindTransient:
+			got = "500"
+		case KindOf(err) == KindPermanent:
+			got = "400"
+		}
+		if got != want {
+			t.Errorf("request %d: %s (%v), want %s", i+1, got, err, want)
+		}
+	}
 }
 
 // TestLLMPingHidesPassword: the base URL's password never reaches an error

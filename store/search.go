@@ -549,9 +549,17 @@ func dedupVectorIDs(ms []Candidate, ids []int64) []Candidate {
 }
 
 // bound is a range's end for Postgres: t, or inf when t is zero (open).
+// Postgres keeps microseconds, and pgx truncates a finer t: an until 1 ns
+// after an item came down to the item's time and left it out of [since,
+// until), a since 400 ns after one down to it and let it in. Rounded up to
+// the microsecond, both ends hold exactly the items inside them (an
+// item's time has microseconds only).
 func bound(t time.Time, inf pgtype.InfinityModifier) pgtype.Timestamptz {
 	if t.IsZero() {
 		return pgtype.Timestamptz{InfinityModifier: inf, Valid: true}
+	}
+	if u := t.Truncate(time.Microsecond); u.Before(t) {
+		t = u.Add(time.Microsecond)
 	}
 	return pgtype.Timestamptz{Time: t, Valid: true}
 }

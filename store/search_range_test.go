@@ -41,6 +41,10 @@ func TestSearchRange(t *testing.T) {
 		{"until is excluded", store.SearchQuery{Keywords: []string{"dentist"}, Since: day(1), Until: day(7)}, nil, false},
 		{"since is included", store.SearchQuery{Keywords: []string{"dentist"}, Since: day(14)}, []string{"e14"}, false},
 		{"open since", store.SearchQuery{Keywords: []string{"dentist"}, Until: day(7).Add(time.Nanosecond * 1000)}, []string{"e0", "e7"}, false},
+		// Bounds finer than Postgres's microseconds: before, pgx cut them
+		// down, the first to e7's time (left out), the second too (let in).
+		{"until a nanosecond after", store.SearchQuery{Keywords: []string{"dentist"}, Since: day(6), Until: day(7).Add(time.Nanosecond)}, []string{"e7"}, false},
+		{"since a fraction after", store.SearchQuery{Keywords: []string{"dentist"}, Since: day(7).Add(400 * time.Nanosecond), Until: day(8)}, nil, false},
 		{"no keyword, no latest", store.SearchQuery{Since: day(7), Until: day(8)}, nil, false},
 		{"latest", store.SearchQuery{Since: day(7), Until: day(8), Latest: 5}, []string{"l7", "e7"}, true},
 		{"latest caps", store.SearchQuery{Since: day(0), Latest: 2}, []string{"e14", "l7"}, true},

@@ -137,6 +137,38 @@ func TestUnreachableModelWaits(t *testing.T) {
 	}
 }
 
+// TestModelAnswering500sWaits: a model server answering 500 to every
+// request (one restarting behind a gateway) fails no turn: from the third
+// 500 in a row the jobs wait for it as for a 503. Before, each turn spent
+// its 5 attempts in about 30 s and failed (a lifecycle probe: 96 turns of
+// a 60-second outage). Here 6 turns with 3 attempts each meet 30 500s.
+func TestModelAnswering500sWaits(t *testing.T) {
+	e := setup(t)
+	const down = 30 // requests answered 500
+	srv := extractortest.NewServer(t)
+	var mu sync.Mutex
+	served := 0
+	srv.SetHandler(func(openai.ChatCompletionRequest) extractortest.Reply {
+		mu.Lock()
+		defer mu.Unlock()
+		if served++; served <= down {
+			return extractortest.Error(http.StatusInternalServerError, "model runner restarting")
+		}
+		return extractortest.Content(`{"facts":[{"op":"set","key":"name","value":"Alice"}],"context":[]}`)
+	})
+	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.start(llm, func(c *worker.Config) { c.MaxAttempts = 3 })
+	for i := range 6 {
+		e.publish(events.Turn{ID: fmt.Sprintf("t%d", i), UserID: fmt.Sprintf("user%d", i), UserMessage: "My name is Alice."})
+	}
+	if st := e.waitDone(6); st.TurnsProcessed != 6 {
+		t.Fatalf("stats %+v after a model outage of %d 500s, want 6 turns processed and none failed", st, down)
+	}
+}
+
 // TestFailureLogNamesTheTurns: the "extraction failed" line says whose
 // turns failed (user_id, event_ids), as the docs' log keys promise.
 func TestFailureLogNamesTheTurns(t *testing.T) {
