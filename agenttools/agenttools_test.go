@@ -3,6 +3,7 @@ package agenttools_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/memoryd/memoryd/agenttools"
@@ -318,6 +320,32 @@ func TestToolsOverHTTP(t *testing.T) {
 
 // TestHTTPNeedsAKnownBearer: no Authorization header or an unknown key is
 // 401 before any MCP message is read, and the SDK client cannot connect.
+// TestFactsResourceWithMemorydDown: reading the facts resource while no
+// memoryd answers is a JSON-RPC internal error (-32603) saying memory is
+// unavailable; before, its code was 0.
+func TestFactsResourceWithMemorydDown(t *testing.T) {
+	t.Parallel()
+	nc := eventstest.Conn(t)
+	prefix, _ := eventstest.Names(t, nc)
+	srv, err := agenttools.New(agenttools.Config{Client: events.NewClient(nc, prefix), Timeout: 10 * time.Second,
+		Keys: keys{"alice-key": "alice"}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := srv.Handler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(h)
+	t.Cleanup(hs.Close)
+	s := mustConnect(t, hs.URL, "alice-key")
+	_, err = s.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: agenttools.FactsURI})
+	var wire *jsonrpc.Error
+	if !errors.As(err, &wire) || wire.Code != jsonrpc.CodeInternalError || !strings.Contains(wire.Message, "memory is unavailable") {
+		t.Fatalf("read %s with memoryd down: %#v, want a JSON-RPC error %d saying memory is unavailable", agenttools.FactsURI, err, jsonrpc.CodeInternalError)
+	}
+}
+
 func TestHTTPNeedsAKnownBearer(t *testing.T) {
 	t.Parallel()
 	url := startHTTP(t)

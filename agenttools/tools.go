@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 
@@ -234,12 +235,12 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 			defer cancel()
 			release, err := s.gate.enter(ctx, user)
 			if err != nil {
-				return nil, explain(err)
+				return nil, resourceError(err)
 			}
 			defer release()
 			facts, err := retryOverloaded(ctx, func() ([]events.Fact, error) { return c.ListFacts(ctx, user) })
 			if err != nil {
-				return nil, explain(err)
+				return nil, resourceError(err)
 			}
 			out := factsOut{Facts: []fact{}}
 			for _, f := range facts {
@@ -308,6 +309,14 @@ func explain(err error) error {
 		return errors.New("memory is unavailable: memoryd did not reply in time")
 	}
 	return err
+}
+
+// resourceError is err for a resource read, which has no tool result to
+// carry it: a JSON-RPC internal error (-32603) with explain's message.
+// Returned plain, the SDK sent it with code 0, which clients take for no
+// code at all.
+func resourceError(err error) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: explain(err).Error()}
 }
 
 // bounds are the inclusive [min, max] of integer arguments.
