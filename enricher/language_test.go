@@ -2,10 +2,13 @@ package enricher_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
@@ -113,5 +116,29 @@ func TestEnrichJapaneseAndChinese(t *testing.T) {
 		if e.Degraded || len(e.Context) == 0 || e.Context[0].Question != tt.want {
 			t.Errorf("enrich %s %q = %+v, want %q first", tt.user, tt.message, e.Context, tt.want)
 		}
+	}
+}
+
+// TestLanguageChangeHasItsOwnBudget: a language change, which re-indexes
+// every item of the user, is bounded by a minute of its own, not by the
+// write timeout of the other tool requests: under load a user with 6,076
+// items could not change language within the 5 s default (a user probe).
+// Here the write timeout is too short for any write.
+func TestLanguageChangeHasItsOwnBudget(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, func(c *enricher.Config) { c.WriteTimeout = time.Microsecond })
+	var items []store.ContextWrite
+	for i := range 300 {
+		items = append(items, store.ContextWrite{UserID: "hans", Question: fmt.Sprintf("Haus Nummer %d am See", i), Answer: "Schön", CreatedAt: t0})
+	}
+	insertContext(t, st, items...)
+	// The write timeout is in force: a store does not fit in it.
+	if _, err := h.client.Store(ctxT(t), events.StoreRequest{UserID: "hans", Question: "q", Answer: "a"}); err == nil {
+		t.Fatal("a store within a write timeout of 1µs succeeded; the test needs a budget no write meets")
+	}
+	r, err := h.client.SetLanguage(ctxT(t), "hans", "de")
+	if err != nil || r.Reindexed != 300 {
+		t.Fatalf("set de for 300 items with a write timeout of 1µs = %+v, %v; want all re-indexed", r, err)
 	}
 }

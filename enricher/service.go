@@ -161,7 +161,8 @@ func (s *Service) endpoints() []endpoint {
 		{name: "export", subject: "export", description: "the user's memory as JSON lines, a page at a time", lane: s.toolLane, handle: s.exports().export},
 		{name: "import", subject: "import", description: "merge JSON lines of an export into the user's memory, atomically per request", lane: s.toolLane, handle: s.exports().importLines},
 		// Languages (issue 17 item 6, language.go).
-		{name: "language", subject: "language", description: "read or set the user's language, which chooses how their context is indexed and searched", lane: s.toolLane, handle: s.writes.language},
+		{name: "language", subject: "language", description: "read or set the user's language, which chooses how their context is indexed and searched", lane: s.toolLane, handle: s.writes.language,
+			timeout: languageTimeout},
 	}
 	return append(eps, s.docsEndpoints()...)
 }

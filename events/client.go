@@ -23,11 +23,20 @@ const DefaultClientTimeout = 5 * time.Second
 // DefaultClientTimeout (docs/protocol.md, "forget").
 const DefaultForgetTimeout = 2 * time.Minute
 
+// DefaultLanguageTimeout bounds a language request without a deadline of
+// its own: a change re-indexes every item of the user, which memoryd
+// allows a minute (about a second for 5,000 items on a quiet server, and
+// several times that under load).
+const DefaultLanguageTimeout = 2 * time.Minute
+
 // defaultTimeout is how long a request to endpoint waits when its context
 // has no deadline.
 func defaultTimeout(endpoint string) time.Duration {
-	if endpoint == "forget" {
+	switch endpoint {
+	case "forget":
 		return DefaultForgetTimeout
+	case "language":
+		return DefaultLanguageTimeout
 	}
 	return DefaultClientTimeout
 }

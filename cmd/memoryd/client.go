@@ -43,11 +43,15 @@ type clientOptions struct {
 	nc *nats.Conn
 }
 
-func (o *clientOptions) register(f *flags) {
+func (o *clientOptions) register(f *flags) { o.registerTimeout(f, 5*time.Second) }
+
+// registerTimeout is register with another default --timeout, for a
+// request memoryd may take longer over.
+func (o *clientOptions) registerTimeout(f *flags, timeout time.Duration) {
 	o.conn.register(f)
 	f.ArgString(&o.user, "user", "", "user id (required)")
 	f.ArgBool(&o.json, "json", false, "print the whole JSON reply")
-	f.Duration(&o.timeout, "timeout", 5*time.Second, "how long to wait for memoryd's reply")
+	f.Duration(&o.timeout, "timeout", timeout, "how long to wait for memoryd's reply")
 }
 
 // parse parses flags placed anywhere among the arguments (so that

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+
+	"github.com/memoryd/memoryd/events"
 )
 
 // runLanguage reads or sets a user's language (memory.language).
@@ -12,7 +14,8 @@ func runLanguage(ctx context.Context, a *cli, args []string) (err error) {
 	f := newFlags("language", "Usage: memoryd language --user U [LANGUAGE]\n\n"+
 		"Shows a user's language, or sets it to LANGUAGE (an ISO 639-1 code or English name, e.g. de or german;\n"+
 		"docs/protocol.md lists them) and re-indexes their context items. It chooses how their memory is searched.")
-	o.register(f)
+	// A change re-indexes every item of the user (seconds for thousands).
+	o.registerTimeout(f, events.DefaultLanguageTimeout)
 	pos, err := o.parse(f, args)
 	if err != nil {
 		return err
