@@ -11,6 +11,8 @@ import (
 // [Since, Until) of creation times it means, and where it is in the message.
 type TimeExpr struct {
 	// Since is the range's first instant, Until the first instant after it.
+	// Since is zero for a range open at its start ("before May 3rd"), as
+	// store.SearchQuery reads it.
 	Since, Until time.Time
 	// Start and End are the byte offsets of the expression's words in the
 	// message ([Start, End)).
@@ -86,13 +88,18 @@ type TimeExpr struct {
 // message has no lower-case letter at all; a month or a weekday with 's
 // names someone or something ("in May's garden"), and so does a word
 // joined by a dot ("Monday.com"); a number word or digits that continue a
-// number ("a hundred and one", "1,500", "1.5") are not its own number. An
-// expression right after "before", "after", "until", "till", "til", "by",
-// "between", "prior to", "up to" or "ahead of" means another range and is
-// not read (after "between", nor is any other: the next is the range's
-// other end), nor one after "since" that "since" does not read, nor one
-// after "later" that reaches past at ("later this week", "later today":
-// still to come). It reports false when message holds no expression.
+// number ("a hundred and one", "1,500", "1.5") are not its own number.
+//
+// An expression X right after "before", "after", "until", "till", "til",
+// "by", "prior to", "up to" or "between", and after "from" when "to Y"
+// follows, is the range directed reads, never X's own: "before May 3rd"
+// is everything to the end of May 3rd, "the week before August 3" the
+// week to the end of August 3, "between May 3rd and May 10th" both ends.
+// One the direction cannot read is no range: not X after "ahead of", nor
+// any other after "between" (the next is the range's other end); nor one
+// after "since" that "since" does not read, nor one after "later" that
+// reaches past at ("later this week", "later today": still to come). It
+// reports false when message holds no expression.
 func ParseTime(message string, at time.Time) (TimeExpr, bool) {
 	if at.IsZero() {
 		at = time.Now().UTC()
@@ -101,33 +108,243 @@ func ParseTime(message string, at time.Time) (TimeExpr, bool) {
 	anyLower := strings.IndexFunc(message, unicode.IsLower) >= 0
 	next := 0 // the first word past an expression refused for the word before it
 	for i := range toks {
-		if i < next || !mayStart(toks[i].word) || midNumber(toks, i) {
+		if i < next {
 			continue
 		}
-		for _, m := range timeMatchers {
-			n, since, until, ok := m(toks[i:], at)
-			if !ok || !until.After(since) {
-				continue
-			}
-			e := TimeExpr{Since: since, Until: until, Start: toks[i].start, End: toks[i+n-1].end}
-			if !acceptable(message, toks[i:i+n], e, anyLower) {
-				continue
-			}
-			if w := turnedBy(toks, i); w != "" && (w != "later" || until.After(at)) {
-				if w == "between" {
-					// "between May 3rd and May 10th": the next
-					// expression is the range's other end.
-					return TimeExpr{}, false
-				}
-				// Not its words either: "before the last 3 days" is
-				// not "last 3 days".
-				next = i + n
-				break
-			}
-			return e, true
+		e, n, ok := exprAt(message, toks, i, at, anyLower)
+		if !ok {
+			continue
 		}
+		if w, wi := turnedBy(toks, i); w != "" && (w != "later" || e.Until.After(at)) {
+			if r, ok := directed(message, toks, w, wi, i, n, e, at, anyLower); ok {
+				return r, true
+			}
+			if w == "between" {
+				// "between May 3rd and May 10th" whose other end is not
+				// read, or comes first: no range rather than one end's.
+				return TimeExpr{}, false
+			}
+			// Not its words either: "before the last 3 days" is
+			// not "last 3 days".
+			next = i + n
+			continue
+		}
+		if i > 0 && toks[i-1].word == "from" && blank(toks[i].gap) {
+			// "from May 3rd to May 10th": both ends; the first alone when
+			// no second end is read ("from May 3rd to Anna").
+			if r, ok, read := span(message, toks, i-1, i, n, e, at, anyLower, fromEnds); read {
+				return r, ok
+			}
+		}
+		return e, true
 	}
 	return TimeExpr{}, false
+}
+
+// exprAt reads the expression starting at toks[i], if any: the first
+// matcher's that is not a near miss, and the words it used.
+func exprAt(message string, toks []timeTok, i int, at time.Time, anyLower bool) (TimeExpr, int, bool) {
+	if i >= len(toks) || !mayStart(toks[i].word) || midNumber(toks, i) {
+		return TimeExpr{}, 0, false
+	}
+	for _, m := range timeMatchers {
+		n, since, until, ok := m(toks[i:], at)
+		if !ok || !until.After(since) {
+			continue
+		}
+		e := TimeExpr{Since: since, Until: until, Start: toks[i].start, End: toks[i+n-1].end}
+		if !acceptable(message, toks[i:i+n], e, anyLower) {
+			continue
+		}
+		return e, n, true
+	}
+	return TimeExpr{}, 0, false
+}
+
+// directed is the range of the expression e (toks[i:i+n]) turned by the
+// word w (toks[wi:i]; see turnedBy), and the words before w that measure
+// from it ("two weeks before", "the Sunday before"). People ask about what
+// happened before a day on which they talked about it ("what did John do
+// the week before August 3?", told on August 3), so a range before X
+// includes X:
+//
+//   - "before|prior to|by|until|till|til|up to X": open at the start, to
+//     the end of X; not when X reaches at's day (it would keep everything).
+//   - "N units before X", "the <unit> before X" (also "prior to"): from N
+//     units before X's start to X's end; "the <weekday> before X": from
+//     the last such day before X to X's end.
+//   - "after X": from X's start to the end of at's day, as "since";
+//     "N units after X", "the <unit> after X": from X's start to N units
+//     after its end; "the <weekday> after X": to the end of the first such
+//     day after X.
+//   - "between X and Y": from X's start to Y's end (span).
+//
+// It reports false for the others ("ahead of", "since", "later"), for a
+// unit whose number is not read ("a few days before X", "day before
+// yesterday"), and for a range that is not after its start.
+func directed(message string, toks []timeTok, w string, wi, i, n int, e TimeExpr, at time.Time, anyLower bool) (TimeExpr, bool) {
+	if w == "between" {
+		r, ok, _ := span(message, toks, wi, i, n, e, at, anyLower, betweenEnds)
+		return r, ok
+	}
+	before := w == "before" || w == "prior to"
+	switch {
+	case before, w == "by", w == "until", w == "till", w == "til", w == "up to":
+	case w == "after":
+	default:
+		return TimeExpr{}, false
+	}
+	r := TimeExpr{Until: e.Until, Start: toks[wi].start, End: e.End}
+	if w == "after" {
+		r.Since, r.Until = e.Since, day(at, 1)
+	}
+	if before || w == "after" {
+		first, measured, ok := measure(toks, wi, e, !before)
+		if !ok {
+			return TimeExpr{}, false
+		}
+		if first < wi {
+			r.Start = toks[first].start
+			if before {
+				r.Since = measured
+			} else {
+				r.Until = measured
+			}
+		}
+	}
+	if r.Since.IsZero() && r.Until.After(day(at, 0)) {
+		// "before today", "until next Christmas": all there is.
+		return TimeExpr{}, false
+	}
+	if !r.Until.After(r.Since) || !acceptable(message, toks[firstTok(toks, r.Start):i+n], r, anyLower) {
+		return TimeExpr{}, false
+	}
+	return r, true
+}
+
+// firstTok is the index of the word starting at offset start.
+func firstTok(toks []timeTok, start int) int {
+	for k, t := range toks {
+		if t.start == start {
+			return k
+		}
+	}
+	return 0
+}
+
+// measure reads the measure before the direction word toks[wi]: "N units"
+// or "the <unit>" (N units before e's start, or after its end when after),
+// or "the <weekday>" (the last such day before e, or the end of the first
+// after it). first is the measure's first word (wi when there is none); ok
+// is false when a unit comes without a number that can be read ("a few
+// days before", "day before yesterday"): no range rather than another.
+func measure(toks []timeTok, wi int, e TimeExpr, after bool) (first int, t time.Time, ok bool) {
+	if wi == 0 || !blank(toks[wi].gap) {
+		return wi, time.Time{}, true
+	}
+	w := toks[wi-1].word
+	if wd, isDay := weekdays[w]; isDay {
+		if wi < 2 || toks[wi-2].word != "the" || !blank(toks[wi-1].gap) {
+			return wi, time.Time{}, false
+		}
+		if after {
+			last := day(e.Until.Add(-time.Nanosecond), 0)
+			return wi - 2, day(last, 1+(int(wd)-int(last.Weekday())+6)%7+1), true
+		}
+		return wi - 2, day(e.Since, -(1 + (int(e.Since.Weekday())-int(wd)+6)%7)), true
+	}
+	u, isUnit := units[w]
+	if !isUnit {
+		return wi, time.Time{}, true
+	}
+	k := -1
+	num := 0
+	if wi >= 2 && toks[wi-2].word == "the" && !strings.HasSuffix(w, "s") && blank(toks[wi-1].gap) {
+		k, num = wi-2, 1
+	} else {
+		// The longest number that ends right before the unit: "two", "a
+		// couple of", "twenty one".
+		for j := max(0, wi-4); j <= wi-2; j++ {
+			if c, used, ok := count(toks[j : wi-1]); ok && used == wi-1-j && !midNumber(toks, j) && blank(toks[wi-1].gap) {
+				k, num = j, c
+				break
+			}
+		}
+	}
+	if k < 0 {
+		return wi, time.Time{}, false
+	}
+	if after {
+		return k, addUnitsClamped(e.Until, u, num), true
+	}
+	return k, addUnitsClamped(e.Since, u, -num), true
+}
+
+// addUnitsClamped is t moved by n units, a month's day kept in the month
+// (a month before March 31 is February's last day, not March 3).
+func addUnitsClamped(t time.Time, u timeUnit, n int) time.Time {
+	r := addUnits(t, u, n)
+	if (u == unitMonth || u == unitYear) && r.Day() != t.Day() {
+		r = day(r, -r.Day())
+	}
+	return r
+}
+
+// betweenEnds and fromEnds are the words between the two ends of a range:
+// "between X and Y", "from X to|until|till|til|through Y".
+var (
+	betweenEnds = map[string]bool{"and": true}
+	fromEnds    = map[string]bool{"to": true, "until": true, "till": true, "til": true, "through": true}
+)
+
+// span reads the range "between X and Y" or "from X to Y" whose first end
+// X is e (toks[i:i+n]) and whose first word is toks[wi]: from X's start to
+// Y's end. A month or a date X without a year is the most recent not after
+// Y, in Y's year or, for a later month, the year before ("between August 11
+// and August 15 2023" is 2023's August 11). read is false when no joining
+// word and second end follow; ok is false when Y comes before X.
+func span(message string, toks []timeTok, wi, i, n int, e TimeExpr, at time.Time, anyLower bool, ends map[string]bool) (r TimeExpr, ok, read bool) {
+	j := i + n
+	if j+1 >= len(toks) || !ends[toks[j].word] || !blank(toks[j].gap) || !blank(toks[j+1].gap) {
+		return TimeExpr{}, false, false
+	}
+	y, _, ok := exprAt(message, toks, j+1, at, anyLower)
+	if !ok {
+		return TimeExpr{}, false, false
+	}
+	if !hasYear(toks[i:i+n]) && hasMonth(toks[i:i+n]) {
+		// In Y's year, or the year before when the range crosses a new
+		// year ("between December 20 and January 5, 2025"); not a year
+		// before a Y of the same month ("between May 10th and May 3rd").
+		x, xn, ok := exprAt(message, toks, i, y.Until.Add(-time.Nanosecond), anyLower)
+		if ok && xn == n && (x.Since.Year() == y.Since.Year() || x.Since.Month() > y.Since.Month()) {
+			e = x
+		}
+	}
+	if y.Since.Before(e.Since) {
+		return TimeExpr{}, false, true
+	}
+	return TimeExpr{Since: e.Since, Until: y.Until, Start: toks[wi].start, End: y.End}, true, true
+}
+
+// hasYear reports whether toks say a year ("2024", "last year");
+// hasMonth whether they name a month.
+func hasYear(toks []timeTok) bool {
+	for _, t := range toks {
+		if isYear(t.word) || t.word == "year" {
+			return true
+		}
+	}
+	return false
+}
+
+func hasMonth(toks []timeTok) bool {
+	for _, t := range toks {
+		if _, ok := months[t.word]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // turnWords change the meaning of the expression right after them: "before
@@ -143,22 +360,23 @@ var turnWords = map[string]bool{
 }
 
 // turnedBy is the turn word (or "prior to", "up to", "ahead of") right
-// before toks[i], with only spaces or tabs between, or "".
-func turnedBy(toks []timeTok, i int) string {
+// before toks[i], with only spaces or tabs between, or "", and the index of
+// its first word.
+func turnedBy(toks []timeTok, i int) (string, int) {
 	if i == 0 || !blank(toks[i].gap) {
-		return ""
+		return "", i
 	}
 	w := toks[i-1].word
 	if turnWords[w] {
-		return w
+		return w, i - 1
 	}
 	if i >= 2 && blank(toks[i-1].gap) {
 		switch pw := toks[i-2].word; {
 		case w == "to" && (pw == "prior" || pw == "up"), w == "of" && pw == "ahead":
-			return pw + " " + w
+			return pw + " " + w, i - 2
 		}
 	}
-	return ""
+	return "", i
 }
 
 // blank reports whether s is one or more spaces or tabs.

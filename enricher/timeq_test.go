@@ -131,16 +131,11 @@ func TestParseTime(t *testing.T) {
 		{"March 3, 2030", "", "", ""},
 		{"at Christmas 2030", "", "", ""},
 		{"in March next year", "", "", ""},
-		// A word before that turns the expression.
-		{"after May 3rd", "", "", ""},
-		{"before May 3rd", "", "", ""},
-		{"until May 3rd", "", "", ""},
-		{"what did I say before last week?", "", "", ""},
-		{"after last week", "", "", ""},
-		{"prior to last week", "", "", ""},
+		// A word before that turns the expression into another range
+		// (TestParseTimeDirection), or into none.
 		{"day before yesterday", "", "", ""},
-		{"between May 3rd and May 10th", "", "", ""},
 		{"before the last 3 days", "", "", ""},
+		{"ahead of May 3rd", "", "", ""},
 		// Still to come.
 		{"later this week", "", "", ""},
 		{"later today", "", "", ""},
@@ -150,6 +145,105 @@ func TestParseTime(t *testing.T) {
 		{"on Monday's call", "", "", ""},
 		{"which board did I set up on Monday.com?", "", "", ""},
 		{"what's in today.txt", "", "", ""},
+	}
+	for _, c := range cases {
+		e, ok := ParseTime(c.msg, at)
+		if c.since == "" {
+			if ok {
+				t.Errorf("ParseTime(%q) = %v..%v %q, want no expression", c.msg, e.Since, e.Until, c.msg[e.Start:e.End])
+			}
+			continue
+		}
+		if !ok {
+			t.Errorf("ParseTime(%q) found nothing, want %s..%s", c.msg, c.since, c.until)
+			continue
+		}
+		if !e.Since.Equal(d(c.since)) || !e.Until.Equal(d(c.until)) || c.msg[e.Start:e.End] != c.expr {
+			t.Errorf("ParseTime(%q) = [%v, %v) %q, want [%s, %s) %q", c.msg, e.Since, e.Until, c.msg[e.Start:e.End], c.since, c.until, c.expr)
+		}
+	}
+}
+
+// TestParseTimeDirection: an expression X after a direction word. A range
+// before X includes X's day (what happened before X is often told on X);
+// one after X starts at X's start; what is ambiguous is no range.
+func TestParseTimeDirection(t *testing.T) {
+	// A Wednesday afternoon; the week started on Monday 16 November.
+	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC)
+	d := func(s string) time.Time {
+		if s == "open" {
+			return time.Time{}
+		}
+		v, err := time.Parse("2006-01-02", s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	cases := []struct {
+		msg          string
+		since, until string // "open": no start; "" since: no expression
+		expr         string
+	}{
+		// Before, by, until ...: open at the start, to X's end.
+		{"what did I say before May 3rd?", "open", "2026-05-04", "before May 3rd"},
+		{"How many tournaments has Nate won by July 10, 2022?", "open", "2022-07-11", "by July 10, 2022"},
+		{"until May 3rd", "open", "2026-05-04", "until May 3rd"},
+		{"till May 3rd", "open", "2026-05-04", "till May 3rd"},
+		{"til May 3rd", "open", "2026-05-04", "til May 3rd"},
+		{"prior to last week", "open", "2026-11-16", "prior to last week"},
+		{"up to last week", "open", "2026-11-16", "up to last week"},
+		{"what did I say before last week?", "open", "2026-11-16", "before last week"},
+		{"before yesterday", "open", "2026-11-18", "before yesterday"},
+		{"before in May 2024", "open", "2024-06-01", "before in May 2024"},
+		// N units, the unit, the weekday before X: from that far before
+		// X's start to X's end.
+		{"What did John do the week before August 3, 2023 involving his kids?", "2023-07-27", "2023-08-04", "the week before August 3, 2023"},
+		{"the puppy she got two weeks before August 11, 2023", "2023-07-28", "2023-08-12", "two weeks before August 11, 2023"},
+		{"a month before March 31, 2026", "2026-02-28", "2026-04-01", "a month before March 31, 2026"},
+		{"three days before yesterday", "2026-11-14", "2026-11-18", "three days before yesterday"},
+		{"twenty one days prior to May 22nd", "2026-05-01", "2026-05-23", "twenty one days prior to May 22nd"},
+		{"a couple of days before May 3rd", "2026-05-01", "2026-05-04", "a couple of days before May 3rd"},
+		{"the year before March 2024", "2023-03-01", "2024-04-01", "the year before March 2024"},
+		{"Where was Tim in the week before 16 November 2023?", "2023-11-09", "2023-11-17", "the week before 16 November 2023"},
+		{"on the Sunday before October 25, 2022", "2022-10-23", "2022-10-26", "the Sunday before October 25, 2022"},
+		{"the Tuesday before October 25, 2022", "2022-10-18", "2022-10-26", "the Tuesday before October 25, 2022"},
+		// After X: from X's start to the end of at's day, as since; N
+		// units or the weekday after X: to that far after X's end.
+		{"what did I do after May 3rd?", "2026-05-03", "2026-11-19", "after May 3rd"},
+		{"after last week", "2026-11-09", "2026-11-19", "after last week"},
+		{"two weeks after May 3rd", "2026-05-03", "2026-05-18", "two weeks after May 3rd"},
+		{"the day after May 3rd", "2026-05-03", "2026-05-05", "the day after May 3rd"},
+		{"the Friday after October 25, 2022", "2022-10-25", "2022-10-29", "the Friday after October 25, 2022"},
+		{"the Tuesday after October 25, 2022", "2022-10-25", "2022-11-02", "the Tuesday after October 25, 2022"},
+		// Between X and Y, from X to Y: X's start to Y's end; X without a
+		// year is the most recent not after Y.
+		{"between May 3rd and May 10th", "2026-05-03", "2026-05-11", "between May 3rd and May 10th"},
+		{"Where was John between August 11 and August 15 2023?", "2023-08-11", "2023-08-16", "between August 11 and August 15 2023"},
+		{"between December 20 and January 5, 2025", "2024-12-20", "2025-01-06", "between December 20 and January 5, 2025"},
+		{"between last week and yesterday", "2026-11-09", "2026-11-18", "between last week and yesterday"},
+		{"from May 3rd to May 10th", "2026-05-03", "2026-05-11", "from May 3rd to May 10th"},
+		{"from May 3rd until May 10th", "2026-05-03", "2026-05-11", "from May 3rd until May 10th"},
+		{"the photos from May 3rd to Anna", "2026-05-03", "2026-05-04", "May 3rd"},
+		// Ambiguous or turned to nothing: no range.
+		{"between May 10th and May 3rd", "", "", ""},
+		{"from yesterday to last week", "", "", ""},
+		{"between May 3rd and the party", "", "", ""},
+		{"a few days before May 3rd", "", "", ""},
+		{"days before May 3rd", "", "", ""},
+		{"Sunday before May 3rd", "", "", ""},
+		{"before today", "", "", ""},
+		{"until tonight", "", "", ""},
+		{"after next year", "", "", ""},
+		{"ahead of last week", "", "", ""},
+		{"named after May", "", "", ""},
+		{"named after May's garden", "", "", ""},
+		{"before I forget, what is my name?", "", "", ""},
+		{"by the way, what did I eat?", "", "", ""},
+		{"Before May 3rd", "open", "2026-05-04", "Before May 3rd"},
+		{"I read The Week Before May 3rd", "", "", ""},
+		{"after December 3, 2026", "", "", ""},
+		{"before December 3, 2026", "", "", ""},
 	}
 	for _, c := range cases {
 		e, ok := ParseTime(c.msg, at)
@@ -192,6 +286,9 @@ func TestTimeKeywords(t *testing.T) {
 		{"what did I say about the dentist last week", []string{"dentist"}},
 		{"which week-long trip did I mention last week", []string{"week", "long", "trip"}},
 		{"my sister's wedding two years ago", []string{"sister", "wedding"}},
+		// A direction's words said when too.
+		{"what did John do the week before August 3, 2023 involving his kids?", []string{"john", "involving", "kids"}},
+		{"where was John between August 11 and August 15 2023?", []string{"john"}},
 	}
 	for _, c := range cases {
 		e, ok := ParseTime(c.msg, at)
