@@ -54,7 +54,17 @@ func (s *Store) Migrate(ctx context.Context, fsys fs.FS, logger *slog.Logger) ([
 	if err != nil {
 		return nil, fmt.Errorf("migrate river: %w", err)
 	}
-	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+	for attempt := 1; ; attempt++ {
+		_, err = migrator.Migrate(ctx, rivermigrate.DirectionUp, nil)
+		if err == nil || !lockTableFull(err) || attempt == migrateAttempts {
+			break
+		}
+		logger.Warn("River's migration found Postgres's lock table full; retrying", "attempt", attempt, "max_attempts", migrateAttempts, "error", err)
+		if err := sleepCtx(ctx, time.Duration(attempt)*migrateRetryBackoff); err != nil {
+			return nil, fmt.Errorf("migrate river: %w", err)
+		}
+	}
+	if err != nil {
 		return nil, fmt.Errorf("migrate river: %w", err)
 	}
 
@@ -86,19 +96,18 @@ func (s *Store) Migrate(ctx context.Context, fsys fs.FS, logger *slog.Logger) ([
 				_, err := tx.Exec(ctx, `INSERT INTO memoryd_migrations (version, name) VALUES ($1, $2)`, f.version, f.name)
 				return err
 			})
-			if err == nil || !IsLockWait(err) || attempt == migrateAttempts {
+			if err == nil || !(IsLockWait(err) || lockTableFull(err)) || attempt == migrateAttempts {
 				break
 			}
 			// A deadlock with the running processes' statements (a rolling
 			// upgrade: a migration that builds an index, then drops one,
-			// against an update of the same table) rolled the migration
-			// back whole, so it is simply run again.
-			logger.Warn("migration met a deadlock with running statements; retrying", "version", f.version, "name", f.name,
+			// against an update of the same table), or a lock table other
+			// sessions filled, rolled the migration back whole, so it is
+			// simply run again.
+			logger.Warn("migration met a deadlock with running statements, or a full lock table; retrying", "version", f.version, "name", f.name,
 				"attempt", attempt, "max_attempts", migrateAttempts, "error", err)
-			select {
-			case <-ctx.Done():
-				return done, fmt.Errorf("migrate %s: %w", f.name, context.Cause(ctx))
-			case <-time.After(time.Duration(attempt) * migrateRetryBackoff):
+			if err := sleepCtx(ctx, time.Duration(attempt)*migrateRetryBackoff); err != nil {
+				return done, fmt.Errorf("migrate %s: %w", f.name, err)
 			}
 		}
 		if err != nil {
@@ -110,9 +119,33 @@ func (s *Store) Migrate(ctx context.Context, fsys fs.FS, logger *slog.Logger) ([
 	return done, nil
 }
 
+// lockTableFull reports whether err is Postgres's "out of shared memory"
+// (53200): its lock table, shared by every session
+// (max_locks_per_transaction × max_connections), was full. A migration
+// takes a lock per object it creates, and so does a DROP SCHEMA of a
+// schema's tables in another session: several at once on one server (a
+// test suite beside other work) filled it. Transient: the others commit.
+func lockTableFull(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "53200"
+}
+
+// sleepCtx waits d, or until ctx ends (its cause returned).
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}
+
 // migrateAttempts bounds how often one migration is run when it fails on a
-// deadlock or a lock timeout (IsLockWait); the waits between grow by
-// migrateRetryBackoff, 9 s in all.
+// deadlock or a lock timeout (IsLockWait) or a full lock table
+// (lockTableFull); the waits between grow by migrateRetryBackoff, 9 s in
+// all.
 const (
 	migrateAttempts     = 10
 	migrateRetryBackoff = 200 * time.Millisecond
