@@ -22,7 +22,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -271,64 +270,4 @@ func (s *Store) LiveEmbedJobs(ctx context.Context, kinds, sweepKinds []string, m
 		return 0, fmt.Errorf("live embed jobs: %w", err)
 	}
 	return n, nil
-}
-
-// WaitingEmbedJobs names the embed jobs whose items another job of their
-// model may embed with its own (WaitingEmbedTargets): their kind and
-// queue, the fields of their arguments holding the user id, the array of
-// item ids and the model, and the model.
-type WaitingEmbedJobs struct {
-	Kind, Queue                     string
-	UserField, IDsField, ModelField string
-	Model                           string
-}
-
-// WaitingEmbedTargets returns up to limit items that available jobs of
-// jobs name and that have no usable current vector for its model, from
-// the first 1,000 such jobs in the order River runs them (the items' own
-// order is not kept: the query stops at limit), each item only when it is
-// its job's user's; jobs that have failed before are left out, and so are
-// the items of skip (being embedded already). Reading the jobs' arguments
-// in the query skips the items that earlier readers embedded while their
-// jobs still wait, which JobList cannot.
-func (s *Store) WaitingEmbedTargets(ctx context.Context, jobs WaitingEmbedJobs, skip []int64, limit int) ([]EmbeddingTarget, error) {
-	// The items are looked up by id within their job's user (an index
-	// scan per job); a join on the ids unnested drew a scan of the user's
-	// items instead. 1.7 ms for 64 items from single-item jobs, 12 ms when
-	// the first 1,000 jobs are all embedded already (EXPLAIN ANALYZE, 5,000
-	// jobs waiting).
-	rows, err := s.db.Query(ctx, `SELECT c.id, c.user_id, c.question, c.answer, c.content_hash
-		FROM (
-			SELECT j.args
-			FROM river_job j
-			WHERE j.state = 'available' AND j.queue = $2 AND j.kind = $1 AND j.scheduled_at <= now()
-			  AND j.errors IS NULL AND j.args->>$5 = $6
-			ORDER BY j.priority, j.scheduled_at, j.id
-			LIMIT 1000
-		) w
-		JOIN context c ON c.user_id = w.args->>$3 AND c.id = ANY(ARRAY(SELECT jsonb_array_elements_text(w.args->$4)::bigint))
-		WHERE c.id <> ALL(coalesce($7::bigint[], '{}'))
-		  AND NOT EXISTS (SELECT FROM context_embeddings v
-			WHERE v.context_id = c.id AND v.model = $6 AND v.content_hash = c.content_hash`+usableVector("v", "$6")+`)
-		LIMIT $8`, jobs.Kind, jobs.Queue, jobs.UserField, jobs.IDsField, jobs.ModelField, jobs.Model, skip, limit)
-	if err != nil {
-		return nil, fmt.Errorf("waiting embed targets: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (EmbeddingTarget, error) {
-		var t EmbeddingTarget
-		err := r.Scan(&t.ID, &t.UserID, &t.Question, &t.Answer, &t.ContentHash)
-		return t, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("waiting embed targets: %w", err)
-	}
-	// An item named by two jobs comes once.
-	seen := map[int64]bool{}
-	return slices.DeleteFunc(out, func(t EmbeddingTarget) bool {
-		if seen[t.ID] {
-			return true
-		}
-		seen[t.ID] = true
-		return false
-	}), nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
-	"slices"
 	"testing"
 	"time"
 
@@ -142,81 +141,5 @@ func TestOrphanedTurnsLocksWhatItReturns(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-}
-
-// TestWaitingEmbedTargets: the items other embed jobs wait with are those
-// of available jobs of the queue, kind and model, that have not failed,
-// each only as its job's user's item, without a current vector, and not
-// in skip; a job naming another user's item brings nothing.
-func TestWaitingEmbedTargets(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s := storetest.New(t)
-	at := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
-	ids, err := s.InsertContext(ctx, []store.ContextWrite{
-		{UserID: "alice", Question: "a1", CreatedAt: at}, {UserID: "alice", Question: "a2", CreatedAt: at},
-		{UserID: "alice", Question: "a3", CreatedAt: at}, {UserID: "bob", Question: "b1", CreatedAt: at},
-		{UserID: "bob", Question: "b2", CreatedAt: at},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a1, a2, a3, b1, b2 := ids[0], ids[1], ids[2], ids[3], ids[4]
-	insert := func(kind, queue, state string, failed bool, scheduled time.Duration, args string) {
-		t.Helper()
-		_, err := s.Pool().Exec(ctx, `INSERT INTO river_job (kind, args, queue, state, max_attempts, priority, scheduled_at, errors)
-			VALUES ($1, $2, $3, $4::river_job_state, 5, 1, now() + $5::interval,
-			        CASE WHEN $6 THEN ARRAY['{"error": "boom"}'::jsonb] END)`, kind, args, queue, state, scheduled.String(), failed)
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	job := func(user string, model string, items ...int64) string {
-		b, _ := json.Marshal(map[string]any{"owner": user, "items": items, "model": model})
-		return string(b)
-	}
-	insert("test_embed", "q", "available", false, -time.Minute, job("alice", "m1", a1, a2))
-	insert("test_embed", "q", "available", false, -time.Minute, job("bob", "m1", b1))
-	insert("test_embed", "q", "available", true, -time.Minute, job("alice", "m1", a3))    // failed before
-	insert("test_embed", "q", "available", false, -time.Minute, job("alice", "m1", b2))   // not alice's item
-	insert("test_embed", "q", "available", false, -time.Minute, job("bob", "other", b2))  // another model
-	insert("test_embed", "other", "available", false, -time.Minute, job("bob", "m1", b2)) // another queue
-	insert("test_other", "q", "available", false, -time.Minute, job("bob", "m1", b2))     // another kind
-	insert("test_embed", "q", "running", false, -time.Minute, job("bob", "m1", b2))       // being run
-	insert("test_embed", "q", "available", false, time.Hour, job("bob", "m1", b2))        // not due
-	saveAll(t, ctx, s, "alice", "m1", []int64{a2})
-	jobs := store.WaitingEmbedJobs{Kind: "test_embed", Queue: "q", UserField: "owner", IDsField: "items", ModelField: "model", Model: "m1"}
-	for _, c := range []struct {
-		skip  []int64
-		limit int
-		want  []int64
-	}{
-		{nil, 10, []int64{a1, b1}},
-		{[]int64{b1}, 10, []int64{a1}},
-		{[]int64{a1, b1}, 10, nil},
-		{nil, 1, nil}, // one of the two
-	} {
-		got, err := s.WaitingEmbedTargets(ctx, jobs, c.skip, c.limit)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var gotIDs []int64
-		for _, g := range got {
-			gotIDs = append(gotIDs, g.ID)
-			if want := map[int64]string{a1: "alice", b1: "bob"}[g.ID]; g.UserID != want || g.Question == "" || len(g.ContentHash) == 0 {
-				t.Errorf("target %+v, want %s's item with its text and hash", g, want)
-			}
-		}
-		slices.Sort(gotIDs)
-		if c.limit == 1 {
-			if len(gotIDs) != 1 || (gotIDs[0] != a1 && gotIDs[0] != b1) {
-				t.Errorf("limit 1: %v, want a1 or b1", gotIDs)
-			}
-			continue
-		}
-		if !slices.Equal(gotIDs, c.want) {
-			t.Errorf("skip %v: targets %v, want %v (a1 %d, a2 %d, a3 %d, b1 %d, b2 %d)", c.skip, gotIDs, c.want, a1, a2, a3, b1, b2)
-		}
 	}
 }

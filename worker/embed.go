@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -28,11 +27,8 @@ import (
 //     enricher's memory.store, a context edit) inserts their EmbedArgs jobs,
 //     through the store's context hook (embedHook, installed by the EmbedFollower): an item never exists
 //     without a job, and a write never waits for the model server.
-//   - An embed job reads its items still lacking a current vector, adds on
-//     its first attempt those of other waiting jobs of its model up to
-//     EmbedJobSize (waitingEmbedTargets: one request instead of one per
-//     write under live ingest), embeds them in requests of the client's
-//     BatchSize and saves the vectors. Its
+//   - An embed job reads its items still lacking a current vector, embeds
+//     them in requests of the client's BatchSize and saves the vectors. Its
 //     failures go through outcome (retry.go) like extraction's: a
 //     Retry-After snoozes it, a transient error (server down, slow) is
 //     retried with River's backoff, a permanent one cancels it. Meanwhile the
@@ -309,7 +305,7 @@ type embedWorker struct {
 // Work embeds the job's items that still lack a current vector and saves
 // the vectors; a failure is decided by outcome.
 func (e *embedWorker) Work(ctx context.Context, job *river.Job[EmbedArgs]) error {
-	n, err := e.w.embed(ctx, job)
+	n, err := e.w.embed(ctx, job.Args)
 	if err == nil {
 		e.w.logger.Debug("embedded context items", "job_id", job.ID, "items", n)
 		return nil
@@ -336,47 +332,17 @@ func (e *embedWorker) Work(ctx context.Context, job *river.Job[EmbedArgs]) error
 	return &jobEnd{op: "embed", label: v.label, river: v.river, cause: err}
 }
 
-// embed embeds the job's items that lack a current vector of its model,
-// which must be the worker's, with the items of other waiting jobs in the
-// room left (waitingEmbedTargets), and returns how many it saved.
-func (w *Worker) embed(ctx context.Context, job *river.Job[EmbedArgs]) (int, error) {
-	s, emb, args := w.cfg.Store, w.cfg.Embedder, job.Args
+// embed embeds args's items that lack a current vector of the job's model,
+// which must be the worker's, and returns how many it saved.
+func (w *Worker) embed(ctx context.Context, args EmbedArgs) (int, error) {
+	s, emb := w.cfg.Store, w.cfg.Embedder
 	model := emb.Model()
 	if args.Model != "" && args.Model != model {
 		return 0, &otherModelError{job: args.Model, worker: model}
 	}
 	targets, err := s.EmbeddingTargets(ctx, args.UserID, args.ContextIDs, model)
-	if err != nil {
+	if err != nil || len(targets) == 0 {
 		return 0, err
-	}
-	// Items another job of this process is embedding (it took them from
-	// this waiting job): wait for that request, then embed what it left.
-	if waited, err := w.embedding.wait(ctx, targets); err != nil {
-		return 0, err
-	} else if waited {
-		if targets, err = s.EmbeddingTargets(ctx, args.UserID, args.ContextIDs, model); err != nil {
-			return 0, err
-		}
-	}
-	// The job's own items are embedded even when another job took them
-	// meanwhile (that request might fail); only the items it takes from
-	// waiting jobs must be in flight nowhere else in this process.
-	w.embedding.pick.Lock()
-	claimed, skip := w.embedding.claim(targets, nil)
-	if room := w.cfg.EmbedJobSize - len(targets); room > 0 && job.Attempt == 1 {
-		more, err := w.waitingEmbedTargets(ctx, job, skip, room)
-		if err != nil {
-			// Only a lost chance to share the request: their jobs embed them.
-			w.logger.Warn("could not read waiting embed jobs; embedding this job's items alone", "job_id", job.ID, "error", err)
-		}
-		more, _ = w.embedding.claim(more, nil)
-		claimed = append(claimed, more...)
-		targets = append(targets, more...)
-	}
-	w.embedding.pick.Unlock()
-	defer w.embedding.release(claimed)
-	if len(targets) == 0 {
-		return 0, nil
 	}
 	texts := make([]string, len(targets))
 	for i, t := range targets {
@@ -394,96 +360,6 @@ func (w *Worker) embed(ctx context.Context, job *river.Job[EmbedArgs]) (int, err
 	}
 	n, err := s.SaveEmbeddings(ctx, model, writes)
 	return int(n), err
-}
-
-// waitingEmbedTargets returns up to room items, of any user, that other
-// embed jobs of the job's model are waiting to embed (available, oldest
-// first) and that still lack a vector: under live ingest every write
-// inserts a job of an item or two, and without this each went to the
-// embeddings server in a request of its own, the backlog draining at the
-// server's round trips (BenchmarkEmbedUnderIngest: 600 requests and the
-// last vector 18 s after extraction, where now 31 and 0.1 s). Those jobs
-// then find their items embedded and end without a request. Every item is
-// read with the user its job names (store.WaitingEmbedTargets), and a
-// vector is saved only to its item: users' vectors never mix, though
-// their texts share a request.
-//
-// A job takes others' items on its first attempt only, and only from jobs
-// that have not failed: a text that fails the whole request (a server
-// error rather than a refusal of the text, which embedTexts isolates)
-// costs the jobs it was added to one attempt each, never more, and its
-// own job meets it alone after that.
-func (w *Worker) waitingEmbedTargets(ctx context.Context, job *river.Job[EmbedArgs], skip []int64, room int) ([]store.EmbeddingTarget, error) {
-	model := job.Args.Model
-	if model == "" {
-		model = w.cfg.Embedder.Model()
-	}
-	return w.cfg.Store.WaitingEmbedTargets(ctx, store.WaitingEmbedJobs{Kind: EmbedJobKind, Queue: QueueEmbedFor(model),
-		UserField: "user_id", IDsField: "context_ids", ModelField: "model", Model: model}, skip, room)
-}
-
-// inFlight is the set of items this process's embed jobs are embedding:
-// another of its jobs neither takes them as well (waitingEmbedTargets)
-// nor embeds them again as its own before that request ends.
-type inFlight struct {
-	// pick is held from reading a job's items until they are marked, so
-	// that two jobs starting together do not take the same waiting items.
-	pick sync.Mutex
-	mu   sync.Mutex
-	// ids maps each item in flight to a channel closed when it lands.
-	ids map[int64]chan struct{}
-}
-
-// wait waits until none of ts is in flight, and reports whether any was.
-func (f *inFlight) wait(ctx context.Context, ts []store.EmbeddingTarget) (bool, error) {
-	waited := false
-	for _, t := range ts {
-		f.mu.Lock()
-		ch := f.ids[t.ID]
-		f.mu.Unlock()
-		if ch == nil {
-			continue
-		}
-		waited = true
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return waited, ctx.Err()
-		}
-	}
-	return waited, nil
-}
-
-// claim marks those of ts not in flight yet and returns them (for
-// release), and appends every item in flight to skip.
-func (f *inFlight) claim(ts []store.EmbeddingTarget, skip []int64) (mine []store.EmbeddingTarget, _ []int64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.ids == nil {
-		f.ids = map[int64]chan struct{}{}
-	}
-	for _, t := range ts {
-		if f.ids[t.ID] == nil {
-			f.ids[t.ID] = make(chan struct{})
-			mine = append(mine, t)
-		}
-	}
-	for id := range f.ids {
-		skip = append(skip, id)
-	}
-	return mine, skip
-}
-
-// release ends what claim marked.
-func (f *inFlight) release(ts []store.EmbeddingTarget) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, t := range ts {
-		if ch := f.ids[t.ID]; ch != nil {
-			close(ch)
-			delete(f.ids, t.ID)
-		}
-	}
 }
 
 // maxEmbedInputBytes bounds the text of one item or chunk sent to the

@@ -640,10 +640,8 @@ type Worker struct {
 	// embedEnq inserts embed jobs: enq, or, when this process works none,
 	// an Enqueuer that only inserts.
 	embedEnq *Enqueuer
-	// embedding holds the items its embed jobs are embedding.
-	embedding inFlight
-	pace      *pace        // holds ingest and extraction back under the Pacer's pressure
-	tracer    trace.Tracer // nil when Config.TracerProvider is
+	pace     *pace        // holds ingest and extraction back under the Pacer's pressure
+	tracer   trace.Tracer // nil when Config.TracerProvider is
 
 	// turnStream is the stream ingest reads (set by Start, and again when
 	// ingest binds its consumer anew: see keepConsuming); under mu.

@@ -17,7 +17,6 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -37,26 +36,22 @@ type Server struct {
 	// closed ends the waits of slow replies when the test ends.
 	closed chan struct{}
 
-	mu             sync.Mutex
-	dims           int
-	status         int    // when not 0, every request fails with it
-	retryAfter     string // sent with status
-	failN          int    // when > 0, the next failN requests fail with status
-	delay          time.Duration
-	requests       int
-	batches        []int
-	inputs         []string
-	models         []string
-	aliases        map[string]string
-	garbage        bool
-	refuseOver     int    // when > 0, a request with a longer input is refused (400)
-	refuseWith     string // when set, a request with an input holding it is refused (400)
-	breaks         map[string]Break
-	errorBody      string // when set, the body of failed replies
-	failWith       string // when set, a request with an input holding it fails with failWithStatus
-	failWithStatus int
-	gate           chan struct{} // when set, requests wait until it is closed (Hold)
-	held           int           // requests waiting at the gate
+	mu         sync.Mutex
+	dims       int
+	status     int    // when not 0, every request fails with it
+	retryAfter string // sent with status
+	failN      int    // when > 0, the next failN requests fail with status
+	delay      time.Duration
+	requests   int
+	batches    []int
+	inputs     []string
+	models     []string
+	aliases    map[string]string
+	garbage    bool
+	refuseOver int    // when > 0, a request with a longer input is refused (400)
+	refuseWith string // when set, a request with an input holding it is refused (400)
+	breaks     map[string]Break
+	errorBody  string // when set, the body of failed replies
 }
 
 // Break is how BreakVector spoils a text's vector.
@@ -109,43 +104,6 @@ func (s *Server) RefuseContaining(text string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.refuseWith = text
-}
-
-// FailContaining makes every later request holding an input that
-// contains text fail with status, as a server that errs on one text (not
-// a refusal of it) fails the whole request; until Recover.
-func (s *Server) FailContaining(text string, status int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.failWith, s.failWithStatus = text, status
-}
-
-// Hold makes later requests wait, once their body is read, until release
-// is called (Held counts them): a test builds a backlog while the first
-// requests are in flight.
-func (s *Server) Hold() (release func()) {
-	gate := make(chan struct{})
-	s.mu.Lock()
-	s.gate = gate
-	s.mu.Unlock()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			s.mu.Lock()
-			if s.gate == gate {
-				s.gate = nil
-			}
-			s.mu.Unlock()
-			close(gate)
-		})
-	}
-}
-
-// Held is how many requests wait at Hold's gate.
-func (s *Server) Held() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.held
 }
 
 // Alias makes the word from (any case) embed as the word to from now on.
@@ -218,7 +176,6 @@ func (s *Server) Recover() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.status, s.retryAfter, s.failN, s.garbage, s.breaks, s.errorBody = 0, "", 0, false, nil, ""
-	s.failWith = ""
 }
 
 // SetDelay makes every later request wait d (or until the client goes)
@@ -280,29 +237,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			s.status = 0
 		}
 	}
-	if s.failWith != "" && status == 0 && slices.ContainsFunc(req.Input, func(in string) bool { return strings.Contains(in, s.failWith) }) {
-		status = s.failWithStatus
-	}
-	gate := s.gate
-	if gate != nil {
-		s.held++
-	}
 	s.mu.Unlock()
-	if gate != nil {
-		closed := false
-		select {
-		case <-gate:
-		case <-r.Context().Done():
-		case <-s.closed:
-			closed = true
-		}
-		s.mu.Lock()
-		s.held--
-		s.mu.Unlock()
-		if closed || r.Context().Err() != nil {
-			return
-		}
-	}
 	if delay > 0 {
 		select {
 		case <-time.After(delay):
