@@ -420,8 +420,11 @@ func (p *Proxy) enrichOutcome(ctx context.Context, user string, rq *request) (st
 	}
 	injection, outcome := p.enrichMessage(ctx, user, rq)
 	if outcome == "enriched" || outcome == "empty" {
-		// Not after a failure: the next round asks again.
 		p.sent.put(user, rq.last, rq.text, injection, time.Now())
+	} else {
+		// Sent without memory: the next round asks again, rather than
+		// take what the same message got in another conversation.
+		p.sent.forget(user, rq.last, rq.text)
 	}
 	return injection, outcome
 }

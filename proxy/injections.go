@@ -21,9 +21,10 @@ const (
 	// continue its message: a tool loop's rounds follow each other within
 	// seconds to minutes.
 	injectionTTL = 10 * time.Minute
-	// maxInjections bounds the injections kept (an injection is a few KB:
-	// some MB at most); past it the oldest go first.
-	maxInjections = 4096
+	// maxInjections bounds the injections kept (an injection is up to
+	// about 8 KB, enrich's default token budget: 8 MB at most); past it
+	// the oldest go first.
+	maxInjections = 1024
 )
 
 // injections holds the injections sent with recent last user messages,
@@ -61,6 +62,15 @@ func (c *injections) get(user string, index int, text string, now time.Time) (st
 		return "", false
 	}
 	return e.text, true
+}
+
+// forget drops what was recorded for the user's message at index: a
+// request that sent it without its injection (enrich failed) must not
+// have its next round given an older one.
+func (c *injections) forget(user string, index int, text string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.byKey, injectionKeyOf(user, index, text))
 }
 
 // put records the injection sent with the user's message at index.

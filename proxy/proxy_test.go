@@ -927,6 +927,18 @@ func TestToolLoopKeepsItsInjection(t *testing.T) {
 	if got := userContent("bob", `{"model":"m","messages":[`+question+round+`]}`); strings.Contains(got, "Rome") || strings.Contains(got, "Paris") {
 		t.Errorf("bob's round was given alice's memory: %s", got)
 	}
+	// A first round sent without memory (memoryd down) is not followed by
+	// rounds given what the same question got in an earlier conversation
+	// (a review: round 1 bare, round 2 with Rome).
+	if err := e.app.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := userContent("alice", `{"model":"m","messages":[`+question+`]}`); got != `"where do I live?"` {
+		t.Fatalf("with memoryd down the question went as %s, want it bare", got)
+	}
+	if got := userContent("alice", `{"model":"m","messages":[`+question+round+`]}`); got != `"where do I live?"` {
+		t.Errorf("the next round after a bare first round went as %s, want it bare too", got)
+	}
 }
 
 // outcomes is a proxy.Observer counting request outcomes.
