@@ -54,9 +54,14 @@ func startEnricher(t *testing.T) *events.Client {
 // front of it with two keys: "alice-key" and "bob-key".
 func startHTTP(t *testing.T) string {
 	t.Helper()
-	client := startEnricher(t)
-	srv, err := agenttools.New(agenttools.Config{Client: client, Timeout: 10 * time.Second,
-		Keys: keys{"alice-key": "alice", "bob-key": "bob"}, Logger: slog.New(slog.DiscardHandler)})
+	return serveHTTP(t, startEnricher(t), keys{"alice-key": "alice", "bob-key": "bob"})
+}
+
+// serveHTTP runs the MCP server's HTTP handler for client with ks and
+// returns its URL.
+func serveHTTP(t *testing.T, client *events.Client, ks keys) string {
+	t.Helper()
+	srv, err := agenttools.New(agenttools.Config{Client: client, Timeout: 10 * time.Second, Keys: ks, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,19 +332,8 @@ func TestFactsResourceWithMemorydDown(t *testing.T) {
 	t.Parallel()
 	nc := eventstest.Conn(t)
 	prefix, _ := eventstest.Names(t, nc)
-	srv, err := agenttools.New(agenttools.Config{Client: events.NewClient(nc, prefix), Timeout: 10 * time.Second,
-		Keys: keys{"alice-key": "alice"}, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := srv.Handler()
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(h)
-	t.Cleanup(hs.Close)
-	s := mustConnect(t, hs.URL, "alice-key")
-	_, err = s.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: agenttools.FactsURI})
+	s := mustConnect(t, serveHTTP(t, events.NewClient(nc, prefix), keys{"alice-key": "alice"}), "alice-key")
+	_, err := s.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: agenttools.FactsURI})
 	var wire *jsonrpc.Error
 	if !errors.As(err, &wire) || wire.Code != jsonrpc.CodeInternalError || !strings.Contains(wire.Message, "memory is unavailable") {
 		t.Fatalf("read %s with memoryd down: %#v, want a JSON-RPC error %d saying memory is unavailable", agenttools.FactsURI, err, jsonrpc.CodeInternalError)

@@ -7,10 +7,22 @@ import (
 	"time"
 )
 
-func TestParseTime(t *testing.T) {
-	// A Wednesday afternoon; the week started on Monday 16 November.
-	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC)
+// parseCase is a message and the range ParseTime should read in it:
+// times "2006-01-02" or "2006-01-02 15:04", "open" for no start, and ""
+// since for no expression; expr is the words read.
+type parseCase struct {
+	msg          string
+	since, until string
+	expr         string
+}
+
+// checkParseTime runs ParseTime on each case at at.
+func checkParseTime(t *testing.T, at time.Time, cases []parseCase) {
+	t.Helper()
 	d := func(s string) time.Time {
+		if s == "open" {
+			return time.Time{}
+		}
 		v, err := time.Parse("2006-01-02 15:04", s)
 		if err != nil {
 			v, err = time.Parse("2006-01-02", s)
@@ -20,11 +32,28 @@ func TestParseTime(t *testing.T) {
 		}
 		return v
 	}
-	cases := []struct {
-		msg          string
-		since, until string // "" since: no expression
-		expr         string // the words found
-	}{
+	for _, c := range cases {
+		e, ok := ParseTime(c.msg, at)
+		if c.since == "" {
+			if ok {
+				t.Errorf("ParseTime(%q) = %v..%v %q, want no expression", c.msg, e.Since, e.Until, c.msg[e.Start:e.End])
+			}
+			continue
+		}
+		if !ok {
+			t.Errorf("ParseTime(%q) found nothing, want %s..%s", c.msg, c.since, c.until)
+			continue
+		}
+		if !e.Since.Equal(d(c.since)) || !e.Until.Equal(d(c.until)) || c.msg[e.Start:e.End] != c.expr {
+			t.Errorf("ParseTime(%q) = [%v, %v) %q, want [%s, %s) %q", c.msg, e.Since, e.Until, c.msg[e.Start:e.End], c.since, c.until, c.expr)
+		}
+	}
+}
+
+func TestParseTime(t *testing.T) {
+	// A Wednesday afternoon; the week started on Monday 16 November.
+	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC)
+	cases := []parseCase{
 		{"what did I say yesterday?", "2026-11-17", "2026-11-18", "yesterday"},
 		{"Yesterday I said something", "2026-11-17", "2026-11-18", "Yesterday"},
 		{"what did we talk about today", "2026-11-18", "2026-11-19", "today"},
@@ -146,22 +175,7 @@ func TestParseTime(t *testing.T) {
 		{"which board did I set up on Monday.com?", "", "", ""},
 		{"what's in today.txt", "", "", ""},
 	}
-	for _, c := range cases {
-		e, ok := ParseTime(c.msg, at)
-		if c.since == "" {
-			if ok {
-				t.Errorf("ParseTime(%q) = %v..%v %q, want no expression", c.msg, e.Since, e.Until, c.msg[e.Start:e.End])
-			}
-			continue
-		}
-		if !ok {
-			t.Errorf("ParseTime(%q) found nothing, want %s..%s", c.msg, c.since, c.until)
-			continue
-		}
-		if !e.Since.Equal(d(c.since)) || !e.Until.Equal(d(c.until)) || c.msg[e.Start:e.End] != c.expr {
-			t.Errorf("ParseTime(%q) = [%v, %v) %q, want [%s, %s) %q", c.msg, e.Since, e.Until, c.msg[e.Start:e.End], c.since, c.until, c.expr)
-		}
-	}
+	checkParseTime(t, at, cases)
 }
 
 // TestParseTimeDirection: an expression X after a direction word. A range
@@ -170,21 +184,7 @@ func TestParseTime(t *testing.T) {
 func TestParseTimeDirection(t *testing.T) {
 	// A Wednesday afternoon; the week started on Monday 16 November.
 	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC)
-	d := func(s string) time.Time {
-		if s == "open" {
-			return time.Time{}
-		}
-		v, err := time.Parse("2006-01-02", s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-	cases := []struct {
-		msg          string
-		since, until string // "open": no start; "" since: no expression
-		expr         string
-	}{
+	cases := []parseCase{
 		// Before, by, until ...: open at the start, to X's end.
 		{"what did I say before May 3rd?", "open", "2026-05-04", "before May 3rd"},
 		{"How many tournaments has Nate won by July 10, 2022?", "open", "2022-07-11", "by July 10, 2022"},
@@ -245,22 +245,7 @@ func TestParseTimeDirection(t *testing.T) {
 		{"after December 3, 2026", "", "", ""},
 		{"before December 3, 2026", "", "", ""},
 	}
-	for _, c := range cases {
-		e, ok := ParseTime(c.msg, at)
-		if c.since == "" {
-			if ok {
-				t.Errorf("ParseTime(%q) = %v..%v %q, want no expression", c.msg, e.Since, e.Until, c.msg[e.Start:e.End])
-			}
-			continue
-		}
-		if !ok {
-			t.Errorf("ParseTime(%q) found nothing, want %s..%s", c.msg, c.since, c.until)
-			continue
-		}
-		if !e.Since.Equal(d(c.since)) || !e.Until.Equal(d(c.until)) || c.msg[e.Start:e.End] != c.expr {
-			t.Errorf("ParseTime(%q) = [%v, %v) %q, want [%s, %s) %q", c.msg, e.Since, e.Until, c.msg[e.Start:e.End], c.since, c.until, c.expr)
-		}
-	}
+	checkParseTime(t, at, cases)
 }
 
 // TestParseTimeZone: days are those of at's offset, not UTC's.

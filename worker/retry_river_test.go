@@ -94,13 +94,10 @@ func TestJobTimeoutMustFitAnExtractorCall(t *testing.T) {
 	}
 }
 
-// TestUnreachableModelWaits: while the model server answers 503 (restarting,
-// loading a model), a job is snoozed without spending attempts, so a turn
-// with a single attempt is extracted once the model is back instead of
-// failing at its first 503; the waits are counted in the job's metadata.
-func TestUnreachableModelWaits(t *testing.T) {
-	e := setup(t)
-	const down = 3 // requests answered 503
+// modelDownFor is an LLM whose server answers its first down requests
+// with failure, and then a fact of the name Alice.
+func modelDownFor(t *testing.T, down int, failure extractortest.Reply) *extractor.LLM {
+	t.Helper()
 	srv := extractortest.NewServer(t)
 	var mu sync.Mutex
 	served := 0
@@ -108,7 +105,7 @@ func TestUnreachableModelWaits(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		if served++; served <= down {
-			return extractortest.Reply{Status: http.StatusServiceUnavailable, Body: `{"error":"loading model"}`}
+			return failure
 		}
 		return extractortest.Content(`{"facts":[{"op":"set","key":"name","value":"Alice"}],"context":[]}`)
 	})
@@ -116,6 +113,17 @@ func TestUnreachableModelWaits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return llm
+}
+
+// TestUnreachableModelWaits: while the model server answers 503 (restarting,
+// loading a model), a job is snoozed without spending attempts, so a turn
+// with a single attempt is extracted once the model is back instead of
+// failing at its first 503; the waits are counted in the job's metadata.
+func TestUnreachableModelWaits(t *testing.T) {
+	e := setup(t)
+	const down = 3 // requests answered 503
+	llm := modelDownFor(t, down, extractortest.Reply{Status: http.StatusServiceUnavailable, Body: `{"error":"loading model"}`})
 	e.start(llm, func(c *worker.Config) { c.MaxAttempts = 1 })
 	e.publish(events.Turn{ID: "t1", UserID: "alice", UserMessage: "My name is Alice."})
 
@@ -145,21 +153,7 @@ func TestUnreachableModelWaits(t *testing.T) {
 func TestModelAnswering500sWaits(t *testing.T) {
 	e := setup(t)
 	const down = 30 // requests answered 500
-	srv := extractortest.NewServer(t)
-	var mu sync.Mutex
-	served := 0
-	srv.SetHandler(func(openai.ChatCompletionRequest) extractortest.Reply {
-		mu.Lock()
-		defer mu.Unlock()
-		if served++; served <= down {
-			return extractortest.Error(http.StatusInternalServerError, "model runner restarting")
-		}
-		return extractortest.Content(`{"facts":[{"op":"set","key":"name","value":"Alice"}],"context":[]}`)
-	})
-	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	llm := modelDownFor(t, down, extractortest.Error(http.StatusInternalServerError, "model runner restarting"))
 	e.start(llm, func(c *worker.Config) { c.MaxAttempts = 3 })
 	for i := range 6 {
 		e.publish(events.Turn{ID: fmt.Sprintf("t%d", i), UserID: fmt.Sprintf("user%d", i), UserMessage: "My name is Alice."})
