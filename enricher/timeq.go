@@ -91,7 +91,7 @@ type TimeExpr struct {
 // number ("a hundred and one", "1,500", "1.5") are not its own number.
 //
 // An expression X right after "before", "after", "until", "till", "til",
-// "by", "prior to", "up to" or "between", and after "from" when "to Y"
+// "prior to" or "between", and after "from" when "to Y"
 // follows, is the range directed reads, never X's own: "before May 3rd"
 // is everything to the end of May 3rd, "the week before August 3" the
 // week to the end of August 3, "between May 3rd and May 10th" both ends.
@@ -168,12 +168,16 @@ func exprAt(message string, toks []timeTok, i int, at time.Time, anyLower bool) 
 // the week before August 3?", told on August 3), so a range before X
 // includes X:
 //
-//   - "before|prior to|by|until|till|til|up to X": open at the start, to
-//     the end of X; not when X reaches at's day (it would keep everything).
+//   - "before|prior to|until|till|til X": open at the start, to the end
+//     of X; not when X reaches at's day (it would keep everything), nor
+//     when X is a month or a date without a year whose day this year is
+//     still to come ("until May 10th" asked on May 5th: this year's, not
+//     last year's).
 //   - "N units before X", "the <unit> before X" (also "prior to"): from N
 //     units before X's start to X's end; "the <weekday> before X": from
 //     the last such day before X to X's end.
-//   - "after X": from X's start to the end of at's day, as "since";
+//   - "after X": from X's start to the end of at's day, as "since", when
+//     X ended before at's day (not "after today", "after this week");
 //     "N units after X", "the <unit> after X": from X's start to N units
 //     after its end; "the <weekday> after X": to the end of the first such
 //     day after X.
@@ -189,21 +193,32 @@ func directed(message string, toks []timeTok, w string, wi, i, n int, e TimeExpr
 	}
 	before := w == "before" || w == "prior to"
 	switch {
-	case before, w == "by", w == "until", w == "till", w == "til", w == "up to":
+	case before, w == "until", w == "till", w == "til":
 	case w == "after":
 	default:
 		return TimeExpr{}, false
 	}
+	if yetToCome(toks[i:i+n], e, at) {
+		// "until May 10th", "after June" asked in May: this year's is
+		// meant, still to come, not last year's the matcher read.
+		return TimeExpr{}, false
+	}
 	r := TimeExpr{Until: e.Until, Start: toks[wi].start, End: e.End}
 	if w == "after" {
+		if e.Until.After(day(at, 0)) {
+			// "after today", "after this week": still to come.
+			return TimeExpr{}, false
+		}
 		r.Since, r.Until = e.Since, day(at, 1)
 	}
+	startTok := wi
 	if before || w == "after" {
 		first, measured, ok := measure(toks, wi, e, !before)
 		if !ok {
 			return TimeExpr{}, false
 		}
 		if first < wi {
+			startTok = first
 			r.Start = toks[first].start
 			if before {
 				r.Since = measured
@@ -216,20 +231,22 @@ func directed(message string, toks []timeTok, w string, wi, i, n int, e TimeExpr
 		// "before today", "until next Christmas": all there is.
 		return TimeExpr{}, false
 	}
-	if !r.Until.After(r.Since) || !acceptable(message, toks[firstTok(toks, r.Start):i+n], r, anyLower) {
+	if !r.Until.After(r.Since) || !acceptable(message, toks[startTok:i+n], r, anyLower) {
 		return TimeExpr{}, false
 	}
 	return r, true
 }
 
-// firstTok is the index of the word starting at offset start.
-func firstTok(toks []timeTok, start int) int {
-	for k, t := range toks {
-		if t.start == start {
-			return k
-		}
+// yetToCome reports whether e, read from toks, is a month or a date
+// without a year whose occurrence in at's year is after at: the matchers
+// read the most recent one not after at (last year's), right for "in
+// June" but not for the end of a range ("until June", "between May 3rd
+// and June 5th" asked in May).
+func yetToCome(toks []timeTok, e TimeExpr, at time.Time) bool {
+	if hasYear(toks) || !hasMonth(toks) || e.Since.Year() == at.Year() {
+		return false
 	}
-	return 0
+	return e.Since.AddDate(1, 0, 0).After(at)
 }
 
 // measure reads the measure before the direction word toks[wi]: "N units"
@@ -255,6 +272,11 @@ func measure(toks []timeTok, wi int, e TimeExpr, after bool) (first int, t time.
 	}
 	u, isUnit := units[w]
 	if !isUnit {
+		if periodWords[w] || numberWord(w) || (wi >= 2 && toks[wi-2].word == "the" && blank(toks[wi-1].gap)) {
+			// "the weekend before", "the night before", "a day or two
+			// before": a measure not read; no range rather than X's.
+			return wi, time.Time{}, false
+		}
 		return wi, time.Time{}, true
 	}
 	k := -1
@@ -278,6 +300,16 @@ func measure(toks []timeTok, wi int, e TimeExpr, after bool) (first int, t time.
 		return k, addUnitsClamped(e.Until, u, num), true
 	}
 	return k, addUnitsClamped(e.Since, u, -num), true
+}
+
+// periodWords are spans of time measure does not read: before a direction
+// word they measure from X ("the weekend after May 3rd"), so X's range
+// alone would be another.
+var periodWords = map[string]bool{
+	"weekend": true, "weekends": true, "night": true, "nights": true, "evening": true, "morning": true,
+	"afternoon": true, "hour": true, "hours": true, "minute": true, "minutes": true, "fortnight": true,
+	"season": true, "summer": true, "winter": true, "spring": true, "autumn": true, "fall": true,
+	"while": true, "moment": true, "decade": true, "decades": true,
 }
 
 // addUnitsClamped is t moved by n units, a month's day kept in the month
@@ -308,20 +340,30 @@ func span(message string, toks []timeTok, wi, i, n int, e TimeExpr, at time.Time
 	if j+1 >= len(toks) || !ends[toks[j].word] || !blank(toks[j].gap) || !blank(toks[j+1].gap) {
 		return TimeExpr{}, false, false
 	}
-	y, _, ok := exprAt(message, toks, j+1, at, anyLower)
+	y, yn, ok := exprAt(message, toks, j+1, at, anyLower)
 	if !ok {
 		return TimeExpr{}, false, false
 	}
-	if !hasYear(toks[i:i+n]) && hasMonth(toks[i:i+n]) {
+	xYearless := !hasYear(toks[i:i+n]) && hasMonth(toks[i:i+n])
+	yYearless := !hasYear(toks[j+1:j+1+yn]) && hasMonth(toks[j+1:j+1+yn])
+	switch {
+	case xYearless && !yYearless:
 		// In Y's year, or the year before when the range crosses a new
-		// year ("between December 20 and January 5, 2025"); not a year
-		// before a Y of the same month ("between May 10th and May 3rd").
-		x, xn, ok := exprAt(message, toks, i, y.Until.Add(-time.Nanosecond), anyLower)
-		if ok && xn == n && (x.Since.Year() == y.Since.Year() || x.Since.Month() > y.Since.Month()) {
+		// year ("between December 20 and January 5, 2025").
+		if x, xn, ok := exprAt(message, toks, i, y.Until.Add(-time.Nanosecond), anyLower); ok && xn == n {
 			e = x
 		}
+	case yYearless:
+		// The first Y from X on: "between May 3rd and May 10th" asked on
+		// May 5th is this May's, "between December 20 and January 5" the
+		// January after X's December.
+		if y2, n2, ok := exprAt(message, toks, j+1, e.Since.AddDate(1, 0, -1), anyLower); ok && n2 == yn {
+			y = y2
+		}
 	}
-	if y.Since.Before(e.Since) {
+	if y.Since.Before(e.Since) || (xYearless && yYearless && y.Until.Sub(e.Since) > 183*24*time.Hour) {
+		// Y before X, or two ends without a year read as most of a year
+		// apart ("between May 10th and May 3rd"): no range.
 		return TimeExpr{}, false, true
 	}
 	return TimeExpr{Since: e.Since, Until: y.Until, Start: toks[wi].start, End: y.End}, true, true
@@ -354,12 +396,16 @@ func hasMonth(toks []timeTok) bool {
 // (matchSince), and one it cannot read ("since this weekend", not begun)
 // is not read alone either. "later" refuses only an expression reaching past at ("later
 // last week" is last week).
+//
+// Not "by" nor "up to": far more often a verb's ("she came by yesterday",
+// "what was I up to last week?") than a bound, and read as one they gave
+// those questions everything before them (a review).
 var turnWords = map[string]bool{
-	"before": true, "after": true, "until": true, "till": true, "til": true, "by": true, "between": true,
+	"before": true, "after": true, "until": true, "till": true, "til": true, "between": true,
 	"later": true, "since": true,
 }
 
-// turnedBy is the turn word (or "prior to", "up to", "ahead of") right
+// turnedBy is the turn word (or "prior to", "ahead of") right
 // before toks[i], with only spaces or tabs between, or "", and the index of
 // its first word.
 func turnedBy(toks []timeTok, i int) (string, int) {
@@ -372,7 +418,7 @@ func turnedBy(toks []timeTok, i int) (string, int) {
 	}
 	if i >= 2 && blank(toks[i-1].gap) {
 		switch pw := toks[i-2].word; {
-		case w == "to" && (pw == "prior" || pw == "up"), w == "of" && pw == "ahead":
+		case w == "to" && pw == "prior", w == "of" && pw == "ahead":
 			return pw + " " + w, i - 2
 		}
 	}
@@ -1025,6 +1071,11 @@ func yearAfter(toks []timeTok, at time.Time) (y, n int, ok bool) {
 	if len(toks) > 0 && isYear(toks[0].word) {
 		y, ok := yearAt(toks, at)
 		return y, 1, ok
+	}
+	if len(toks) > 1 && toks[0].word == "of" && isYear(toks[1].word) && blank(toks[0].gap) && blank(toks[1].gap) {
+		// "in May of 2024", "on May 3rd of 2024".
+		y, ok := yearAt(toks[1:], at)
+		return y, 2, ok
 	}
 	rest := skipWord(toks, "of")
 	i := len(toks) - len(rest)

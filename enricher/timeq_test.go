@@ -187,12 +187,17 @@ func TestParseTimeDirection(t *testing.T) {
 	cases := []parseCase{
 		// Before, by, until ...: open at the start, to X's end.
 		{"what did I say before May 3rd?", "open", "2026-05-04", "before May 3rd"},
-		{"How many tournaments has Nate won by July 10, 2022?", "open", "2022-07-11", "by July 10, 2022"},
+		// "by" and "up to" are not bounds: mostly verbs' (a review).
+		{"How many tournaments has Nate won by July 10, 2022?", "2022-07-10", "2022-07-11", "July 10, 2022"},
+		{"what was I up to yesterday?", "2026-11-17", "2026-11-18", "yesterday"},
+		{"what have I been up to this week?", "2026-11-16", "2026-11-23", "this week"},
+		{"she came by yesterday", "2026-11-17", "2026-11-18", "yesterday"},
+		{"he stopped by last Friday", "2026-11-13", "2026-11-14", "last Friday"},
 		{"until May 3rd", "open", "2026-05-04", "until May 3rd"},
 		{"till May 3rd", "open", "2026-05-04", "till May 3rd"},
 		{"til May 3rd", "open", "2026-05-04", "til May 3rd"},
 		{"prior to last week", "open", "2026-11-16", "prior to last week"},
-		{"up to last week", "open", "2026-11-16", "up to last week"},
+		{"up to last week", "2026-11-09", "2026-11-16", "last week"},
 		{"what did I say before last week?", "open", "2026-11-16", "before last week"},
 		{"before yesterday", "open", "2026-11-18", "before yesterday"},
 		{"before in May 2024", "open", "2024-06-01", "before in May 2024"},
@@ -244,6 +249,23 @@ func TestParseTimeDirection(t *testing.T) {
 		{"I read The Week Before May 3rd", "", "", ""},
 		{"after December 3, 2026", "", "", ""},
 		{"before December 3, 2026", "", "", ""},
+		// A review: after X still to come or reaching at's day.
+		{"what are my plans after this week?", "", "", ""},
+		{"after today", "", "", ""},
+		{"after this month I'll be free", "", "", ""},
+		{"what did I do after yesterday's meeting?", "2026-11-17", "2026-11-19", "after yesterday"},
+		// A yearless X whose day this year is still to come: not last
+		// year's (at is 18 November).
+		{"until December 10th", "", "", ""},
+		{"what happened before December 3rd?", "", "", ""},
+		// A measure not read: no range rather than X's.
+		{"the weekend after May 3rd", "", "", ""},
+		{"the weekend before May 3rd", "", "", ""},
+		{"the night before May 3rd", "", "", ""},
+		{"a day or two before May 3rd", "", "", ""},
+		// A year after "of".
+		{"in May of 2024", "2024-05-01", "2024-06-01", "in May of 2024"},
+		{"on May 3rd of 2024", "2024-05-03", "2024-05-04", "on May 3rd of 2024"},
 	}
 	checkParseTime(t, at, cases)
 }
@@ -509,4 +531,31 @@ func TestParseTimeCommonForms(t *testing.T) {
 			t.Errorf("%s: ParseTime(%q) = [%v, %v) %q, want [%s, %s) %q", c.at, c.msg, e.Since, e.Until, c.msg[e.Start:e.End], c.since, c.until, c.expr)
 		}
 	}
+}
+
+// TestParseTimeSpans: both ends of "between X and Y" and "from X to Y"
+// read as a pair: a Y without a year is the first from X on, and two ends
+// without a year most of a year apart, or Y before X, are no range (a
+// review found "between May 3rd and May 10th" asked on May 5th read as
+// last year's, and "between May 10th and May 3rd" as almost a year).
+func TestParseTimeSpans(t *testing.T) {
+	may5 := time.Date(2026, time.May, 5, 12, 0, 0, 0, time.UTC)
+	checkParseTime(t, may5, []parseCase{
+		{"what happened between May 3rd and May 10th?", "2026-05-03", "2026-05-11", "between May 3rd and May 10th"},
+		{"from May 3rd to May 10th", "2026-05-03", "2026-05-11", "from May 3rd to May 10th"},
+		{"what happened between May 10th and May 3rd?", "", "", ""},
+		{"between in March and in June", "2026-03-01", "2026-07-01", "between in March and in June"},
+		{"between 3 May 2024 and 10 May", "2024-05-03", "2024-05-11", "between 3 May 2024 and 10 May"},
+		{"from now until May 10th", "", "", ""},
+		{"until May 10th", "", "", ""},
+		{"after June", "", "", ""},
+		{"before May 3rd", "open", "2026-05-04", "before May 3rd"},
+	})
+	checkParseTime(t, time.Date(2026, time.January, 2, 12, 0, 0, 0, time.UTC), []parseCase{
+		{"between December 20 and January 5", "2025-12-20", "2026-01-06", "between December 20 and January 5"},
+	})
+	checkParseTime(t, time.Date(2026, time.December, 25, 20, 0, 0, 0, time.UTC), []parseCase{
+		{"between December 20 and January 5", "2026-12-20", "2027-01-06", "between December 20 and January 5"},
+		{"between August 11 and August 15 2023", "2023-08-11", "2023-08-16", "between August 11 and August 15 2023"},
+	})
 }
