@@ -2,6 +2,7 @@ package extractor
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -204,10 +205,10 @@ type LLM struct {
 	// the warning is logged once, not per request.
 	badUsage atomic.Bool
 
-	// serverErrors counts the requests answered with a server error (500
-	// and the other 5xx that do not already say unreachable) since one was
-	// last answered otherwise: see serverErrorsOutage.
-	serverErrors atomic.Int64
+	// serverErrors is the row of requests answered with a server error
+	// (500 and the other 5xx that do not already say unreachable) since
+	// one was last answered otherwise: see serverErrorsOutage.
+	serverErrors serverErrorRow
 
 	// pausedUntil is when requests may be sent again after a 429.
 	pauseMu     sync.Mutex
@@ -401,7 +402,7 @@ func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, us
 		l.usage.record(req.Model, promptTokens, completionTokens, err == nil, rateLimited)
 	}
 	if err == nil {
-		l.serverErrors.Store(0)
+		l.serverErrors.end()
 		usage.PromptTokens += promptTokens
 		usage.CompletionTokens += completionTokens
 		content, err := replyContent(resp, ex)
@@ -416,7 +417,7 @@ func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, us
 		return "", false, ctxError("model request", ctxErr)
 	}
 	e := classify(err, ex, l.cfg.Timeout)
-	l.noteServerError(e, ex.status)
+	l.noteServerError(e, ex.status, req.Messages)
 	if e.Kind == KindRetryAfter {
 		// Pause everyone: the server is telling this client, not this
 		// call, to slow down.
@@ -425,29 +426,74 @@ func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, us
 	return "", false, e
 }
 
-// serverErrorsOutage is how many requests in a row, of any jobs, answered
-// with a server error make the next ones count as the server being down
-// (Error.Unreachable): a model server or the gateway before it answering
-// 500 while it restarts fails every request alike, as a 503 does, and
-// with attempts spent on it every turn of a 30-second outage failed (a
-// lifecycle probe: 96 turns failed in a 60-second one). One request that
-// makes the server fail alone, among others answered, spends its
-// attempts as before.
-const serverErrorsOutage = 3
+// serverErrorsOutage is how many different requests in a row, of any
+// jobs, answered with a server error make the next ones count as the
+// server being down (Error.Unreachable): a model server or the gateway
+// before it answering 500 while it restarts fails every request alike, as
+// a 503 does, and with attempts spent on it every turn of a 30-second
+// outage failed (a lifecycle probe: 96 turns failed in a 60-second one).
+// Different: one turn's request that makes the server fail, sent again
+// and again with nothing else in between (a quiet system), is that turn's
+// failure and spends its attempts (a review: counted as an outage, it
+// waited --llm-max-outage, 30 minutes, instead of failing in 30 s). A
+// row older than serverErrorsWindow starts again.
+const (
+	serverErrorsOutage = 3
+	serverErrorsWindow = 5 * time.Minute
+)
 
-// noteServerError counts e, the error of a request answered with status,
-// when it is a server error not already taken for an outage, and marks it
-// Unreachable once serverErrorsOutage have come in a row; any other
+// serverErrorRow is the current row of server errors: the different
+// requests in it and when the last came. Safe for concurrent use.
+type serverErrorRow struct {
+	mu       sync.Mutex
+	requests map[[32]byte]bool
+	last     time.Time
+}
+
+// fail adds a request answered with a server error to the row, and
+// reports whether the row now counts as an outage.
+func (r *serverErrorRow) fail(msgs []openai.ChatCompletionMessage, now time.Time) bool {
+	h := sha256.New()
+	for _, m := range msgs {
+		h.Write([]byte(m.Role))
+		h.Write([]byte{0})
+		h.Write([]byte(m.Content))
+		h.Write([]byte{0})
+	}
+	var key [32]byte
+	h.Sum(key[:0])
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.requests == nil || now.Sub(r.last) > serverErrorsWindow {
+		r.requests = map[[32]byte]bool{}
+	}
+	r.last = now
+	if len(r.requests) < serverErrorsOutage {
+		r.requests[key] = true
+	}
+	return len(r.requests) >= serverErrorsOutage
+}
+
+// end ends the row: a request was answered otherwise.
+func (r *serverErrorRow) end() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.requests = nil
+}
+
+// noteServerError adds e, the error of a request of msgs answered with
+// status, to the row when it is a server error not already taken for an
+// outage, and marks it Unreachable once the row is an outage; any other
 // answer ends the row.
-func (l *LLM) noteServerError(e *Error, status int) {
+func (l *LLM) noteServerError(e *Error, status int, msgs []openai.ChatCompletionMessage) {
 	switch {
 	case e.Unreachable:
 	case status >= 500 && e.Kind == KindTransient:
-		if l.serverErrors.Add(1) >= serverErrorsOutage {
+		if l.serverErrors.fail(msgs, time.Now()) {
 			e.Unreachable = true
 		}
 	case status != 0:
-		l.serverErrors.Store(0)
+		l.serverErrors.end()
 	}
 }
 

@@ -225,7 +225,7 @@ func TestLLMUnreachable(t *testing.T) {
 }
 
 // TestLLMServerErrorsInARowAreAnOutage: a 500 is the request's own failure
-// until three requests in a row (of any turns) got one: then the server is
+// until three different requests in a row (of any turns) got one: then the server is
 // taken for down, as with a 503, so that an outage of a server or gateway
 // that answers 500 while it restarts does not spend every turn's attempts.
 // An answer in between ends the row.
@@ -248,6 +248,15 @@ func TestLLMServerErrorsInARowAreAnOutage(t *testing.T) {
 		}
 		if got != want {
 			t.Errorf("request %d: %s (%v), want %s", i+1, got, err, want)
+		}
+	}
+	// One turn's request failing again and again, with nothing else in
+	// between (a quiet system), is that turn's failure: it spends its
+	// attempts rather than wait out --llm-max-outage (a review).
+	l = newTestLLM(t, extractortest.NewServer(t, boom), nil)
+	for i := range 6 {
+		if _, err := l.Extract(context.Background(), testInput("the same turn")); IsUnreachable(err) || KindOf(err) != KindTransient {
+			t.Fatalf("the same request's %d. 500: %v (unreachable %v), want a transient failure, not an outage", i+1, err, IsUnreachable(err))
 		}
 	}
 }

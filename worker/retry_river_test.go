@@ -156,10 +156,24 @@ func TestModelAnswering500sWaits(t *testing.T) {
 	llm := modelDownFor(t, down, extractortest.Error(http.StatusInternalServerError, "model runner restarting"))
 	e.start(llm, func(c *worker.Config) { c.MaxAttempts = 3 })
 	for i := range 6 {
-		e.publish(events.Turn{ID: fmt.Sprintf("t%d", i), UserID: fmt.Sprintf("user%d", i), UserMessage: "My name is Alice."})
+		e.publish(events.Turn{ID: fmt.Sprintf("t%d", i), UserID: fmt.Sprintf("user%d", i), UserMessage: fmt.Sprintf("My name is Alice and I have %d cats.", i)})
 	}
 	if st := e.waitDone(6); st.TurnsProcessed != 6 {
 		t.Fatalf("stats %+v after a model outage of %d 500s, want 6 turns processed and none failed", st, down)
+	}
+}
+
+// TestTurnAnswered500AloneFails: one turn whose request the server always
+// answers 500, on a quiet system, spends its attempts and fails (listed by
+// `memoryd failed`), rather than wait out --llm-max-outage as an outage: a
+// review found it pending, "model server unreachable", for 30 minutes.
+func TestTurnAnswered500AloneFails(t *testing.T) {
+	e := setup(t)
+	llm := modelDownFor(t, 1<<30, extractortest.Error(http.StatusInternalServerError, "template error for this input"))
+	e.start(llm, func(c *worker.Config) { c.MaxAttempts = 4 })
+	e.publish(events.Turn{ID: "t1", UserID: "alice", UserMessage: "My name is Alice."})
+	if st := e.waitDone(1); st.TurnsFailed != 1 {
+		t.Fatalf("stats %+v, want the turn failed after its attempts", st)
 	}
 }
 
