@@ -411,26 +411,11 @@ func (p *Proxy) enrichOutcome(ctx context.Context, user string, rq *request) (st
 	if !rq.memory || strings.TrimSpace(rq.text) == "" {
 		return "", "skipped"
 	}
-	// A request continuing its last user message (a tool-call loop's next
-	// round) gets what that message got (injections.go).
-	if rq.last < len(rq.messages)-1 {
-		if injection, ok := p.sent.get(user, rq.last, rq.text, time.Now()); ok {
-			return injection, "reused"
-		}
-	}
-	injection, outcome := p.enrichMessage(ctx, user, rq)
-	if outcome == "enriched" || outcome == "empty" {
-		p.sent.put(user, rq.last, rq.text, injection, time.Now())
-	} else {
-		// Sent without memory: the next round asks again, rather than
-		// take what the same message got in another conversation.
-		p.sent.forget(user, rq.last, rq.text)
-	}
-	return injection, outcome
-}
-
-// enrichMessage asks memoryd for the injection of rq's last user message.
-func (p *Proxy) enrichMessage(ctx context.Context, user string, rq *request) (string, string) {
+	// Every round of a tool-call loop is enriched anew, though the same
+	// message then changes under the model when memory changed between
+	// rounds (the model server's prefix cache misses): a forget or a
+	// clear between rounds must reach the next one (a review found a kept
+	// injection re-sending forgotten memory).
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.EnrichBudget)
 	defer cancel()
 	// The end of a long message is the question.
@@ -636,8 +621,8 @@ func (p *Proxy) publish(sc trace.SpanContext, user, message string, acc *reply) 
 		// turn and nothing of it be remembered: a message by its end, the
 		// part enrich searched with (a pasted text before the question), a
 		// reply by its start.
-		UserMessage:       lastBytes(message, events.MaxUserMessageBytes),
-		AssistantResponse: firstBytes(acc.text.String(), events.MaxAssistantResponseBytes),
+		UserMessage:       lastBytes(noNUL(message), events.MaxUserMessageBytes),
+		AssistantResponse: firstBytes(noNUL(acc.text.String()), events.MaxAssistantResponseBytes),
 		Timestamp:         time.Now().UTC(),
 	}
 	fitEvent(&turn)
@@ -662,6 +647,11 @@ func (p *Proxy) publish(sc trace.SpanContext, user, message string, acc *reply) 
 		p.log.Debug("turn published", "user_id", user, "event_id", turn.ID)
 	}()
 }
+
+// noNUL is s with each NUL a space: a turn may hold none (the publish
+// refused it, counted a failed publish), and enrich reads a NUL as a word
+// break, as the space does.
+func noNUL(s string) string { return strings.ReplaceAll(s, "\x00", " ") }
 
 // The messages of the warnings logged for a single request that an outage
 // of memoryd repeats for every request.

@@ -59,9 +59,7 @@ type Observer interface {
 	// Enriched is a chat request's memory step and how long it took:
 	// "enriched" (an injection was added), "empty" (memory had nothing),
 	// "degraded" (memoryd answered degraded), "failed" (no answer within
-	// the budget, or an error), "skipped" (memory off, or no user text),
-	// or "reused" (a tool-call loop's later round: the injection its
-	// message got in the first round, or none as then).
+	// the budget, or an error), or "skipped" (memory off, or no user text).
 	Enriched(outcome string, took time.Duration)
 	// Upstream is how long the upstream took to answer with its response
 	// headers (the stream that follows is not counted), and the status
@@ -226,9 +224,6 @@ type Proxy struct {
 
 	// publishes tracks the turns being published, so that Stop waits for them.
 	publishes sync.WaitGroup
-	// sent holds the injections sent, for the rounds of a tool-call loop
-	// (injections.go).
-	sent injections
 
 	srv *http.Server
 	ln  net.Listener

@@ -592,12 +592,14 @@ func TestMemoryOff(t *testing.T) {
 			t.Errorf(`%s: "memory" was forwarded`, body)
 		}
 	}
-	// A message of white space only is no turn.
+	// A message of white space only is no turn; a NUL in one is a space
+	// in its turn (before, the publish refused the turn).
 	send(`{"model":"m","messages":[{"role":"user","content":" \n\t "}]}`, false)
 	send(`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":" "}]}]}`, false)
+	send(`{"model":"m","messages":[{"role":"user","content":"my id is a\u0000b"}]}`, false)
 	e.stop()
-	if n := e.turnsPublished(t, "alice"); n != 2 {
-		t.Fatalf("%d turns published, want 2 (the requests with memory on and a message)", n)
+	if n := e.turnsPublished(t, "alice"); n != 3 {
+		t.Fatalf("%d turns published, want 3 (the requests with memory on and a message)", n)
 	}
 	// Before, the blank message was published, refused, and counted a
 	// failed publish: the alert of turns memoryd will not remember.
@@ -872,30 +874,21 @@ func TestStalledUpstreamIsCut(t *testing.T) {
 	}
 }
 
-// TestToolLoopKeepsItsInjection: a tool-call loop's later round (its last
-// user message followed by the calls and results) gets the injection the
-// message got in the first round, though memory changed meanwhile, so the
-// model server's prefix cache holds; a new question asks memory again, and
-// another user's same message is not given alice's injection. Before,
-// each round was enriched anew (Rome, then Paris).
-func TestToolLoopKeepsItsInjection(t *testing.T) {
+// TestToolLoopRoundAfterAForget: a tool-call loop's later round (its last
+// user message followed by the calls and results) is enriched anew, so a
+// clear or a forget between rounds reaches it. A version that kept the
+// first round's injection for the later rounds (for the model server's
+// prefix cache) sent the forgotten fact again (a review).
+func TestToolLoopRoundAfterAForget(t *testing.T) {
 	t.Parallel()
-	obs := &outcomes{}
-	e := newEnv(t, func(c *proxy.Config) { c.Observer = obs })
+	e := newEnv(t, nil)
 	e.setFact(t, "alice", "location", "Rome")
-	const question = `{"role":"user","content":"where do I live?"}`
-	const round = `,{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"weather","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"sunny"}`
+	const question = `{"role":"user","content":"forget where I live"}`
+	const round = `,{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"delete_memory","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"done"}`
 	// The last user message as the upstream got it.
-	userContent := func(user, body string) string {
+	userContent := func(body string) string {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, e.url+"/chat/completions", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+e.keys[user])
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+		e.chat(t, body, nil)
 		var msgs []map[string]json.RawMessage
 		if err := json.Unmarshal(e.up.last(t)["messages"], &msgs); err != nil {
 			t.Fatal(err)
@@ -908,36 +901,14 @@ func TestToolLoopKeepsItsInjection(t *testing.T) {
 		t.Fatal("no user message forwarded")
 		return ""
 	}
-	first := userContent("alice", `{"model":"m","messages":[`+question+`]}`)
-	if !strings.Contains(first, "Rome") {
-		t.Fatalf("first round not enriched: %s", first)
+	if got := userContent(`{"model":"m","messages":[` + question + `]}`); !strings.Contains(got, "Rome") {
+		t.Fatalf("first round not enriched: %s", got)
 	}
-	e.setFact(t, "alice", "location", "Paris")
-	for i := range 2 {
-		if got := userContent("alice", `{"model":"m","messages":[`+question+strings.Repeat(round, i+1)+`]}`); got != first {
-			t.Errorf("round %d sent the question as\n%s\nthe first round as\n%s", i+2, got, first)
-		}
-	}
-	if n := obs.count("enrich", "reused"); n != 2 {
-		t.Errorf("%d rounds reused the injection, want 2", n)
-	}
-	if got := userContent("alice", `{"model":"m","messages":[`+question+round+`,{"role":"assistant","content":"Rome."},`+question+`]}`); !strings.Contains(got, "Paris") {
-		t.Errorf("a new question was not enriched anew: %s", got)
-	}
-	if got := userContent("bob", `{"model":"m","messages":[`+question+round+`]}`); strings.Contains(got, "Rome") || strings.Contains(got, "Paris") {
-		t.Errorf("bob's round was given alice's memory: %s", got)
-	}
-	// A first round sent without memory (memoryd down) is not followed by
-	// rounds given what the same question got in an earlier conversation
-	// (a review: round 1 bare, round 2 with Rome).
-	if err := e.app.Stop(context.Background()); err != nil {
+	if _, err := e.memory.ClearFact(context.Background(), "alice", "location"); err != nil {
 		t.Fatal(err)
 	}
-	if got := userContent("alice", `{"model":"m","messages":[`+question+`]}`); got != `"where do I live?"` {
-		t.Fatalf("with memoryd down the question went as %s, want it bare", got)
-	}
-	if got := userContent("alice", `{"model":"m","messages":[`+question+round+`]}`); got != `"where do I live?"` {
-		t.Errorf("the next round after a bare first round went as %s, want it bare too", got)
+	if got := userContent(`{"model":"m","messages":[` + question + round + `]}`); strings.Contains(got, "Rome") {
+		t.Errorf("the round after the fact was cleared still injected it: %s", got)
 	}
 }
 

@@ -31,7 +31,7 @@ func NewProxyMetrics() *ProxyMetrics {
 		}, []string{"endpoint", "outcome"}),
 		enrich: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "memoryd_proxy_enrich_duration_seconds",
-			Help:    "Time chat requests spent on memory before forwarding, by outcome (enriched, empty, degraded, failed, skipped, reused); the _count series count the requests.",
+			Help:    "Time chat requests spent on memory before forwarding, by outcome (enriched, empty, degraded, failed, skipped); the _count series count the requests.",
 			Buckets: enrichBuckets,
 		}, []string{"outcome"}),
 		upstream: prometheus.NewHistogramVec(prometheus.HistogramOpts{
