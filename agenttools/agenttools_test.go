@@ -323,8 +323,6 @@ func TestToolsOverHTTP(t *testing.T) {
 	}
 }
 
-// TestHTTPNeedsAKnownBearer: no Authorization header or an unknown key is
-// 401 before any MCP message is read, and the SDK client cannot connect.
 // TestFactsResourceWithMemorydDown: reading the facts resource while no
 // memoryd answers is a JSON-RPC internal error (-32603) saying memory is
 // unavailable; before, its code was 0.
@@ -340,6 +338,8 @@ func TestFactsResourceWithMemorydDown(t *testing.T) {
 	}
 }
 
+// TestHTTPNeedsAKnownBearer: no Authorization header or an unknown key is
+// 401 before any MCP message is read, and the SDK client cannot connect.
 func TestHTTPNeedsAKnownBearer(t *testing.T) {
 	t.Parallel()
 	url := startHTTP(t)
