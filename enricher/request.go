@@ -51,6 +51,13 @@ func decode(data []byte, dst any) error {
 		if errors.As(err, &svc) {
 			return err
 		}
+		var timeErr *time.ParseError
+		if errors.As(err, &timeErr) || errors.Is(err, errNotTime) {
+			// encoding/json does not say which field held the bad time.
+			if f := badTimeField(data); f != "" {
+				return badRequest("malformed request: %s: must be RFC 3339, e.g. 2026-11-21T10:00:00Z", f)
+			}
+		}
 		return badRequest("malformed request: %s", jsonReason(err))
 	}
 	return nil
@@ -266,6 +273,24 @@ func (s *sentTime) UnmarshalJSON(data []byte) error {
 	}
 	s.sent, s.raw = true, string(data)
 	return nil
+}
+
+// badTimeField names the request's first time field (at, since, until;
+// matched in any case, as encoding/json does) that sentTime refuses, or "".
+func badTimeField(data []byte) string {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(data, &fields) != nil {
+		return ""
+	}
+	for _, name := range []string{"at", "since", "until"} {
+		for k, v := range fields {
+			var t sentTime
+			if strings.EqualFold(k, name) && t.UnmarshalJSON(v) != nil {
+				return name
+			}
+		}
+	}
+	return ""
 }
 
 // errNotTime is a request time sent as another JSON type than a string.

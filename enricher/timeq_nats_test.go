@@ -113,7 +113,9 @@ func TestSearchSinceUntil(t *testing.T) {
 		{`{"user_id":"u","query":"x","since":"2026-11-10T00:00:00Z","until":"2026-11-10T00:00:00Z"}`, "is not before until"},
 		{`{"user_id":"u","query":"x","since":"0001-01-02T00:00:00Z"}`, "since: year 1"},
 		{`{"user_id":"u","query":"x","until":"1969-12-31T00:00:00Z"}`, "until: year 1969"},
-		{`{"user_id":"u","query":"x","until":"last week"}`, "RFC 3339"},
+		{`{"user_id":"u","query":"x","until":"last week"}`, "until: must be RFC 3339"},
+		{`{"user_id":"u","query":"x","since":"2026-02-30T00:00:00Z"}`, "since: must be RFC 3339"},
+		{`{"user_id":"u","query":"x","since":"2026-11-10T00:00:00Z","Until":"2026-11-11"}`, "until: must be RFC 3339"},
 		// Go's zero time, what a serialiser without omitzero sends for an
 		// unset bound, is year 1, not an open bound.
 		{`{"user_id":"u","query":"x","until":"0001-01-01T00:00:00Z"}`, "until: year 1 (UTC) is out of range"},
@@ -165,8 +167,11 @@ func TestEnrichZeroAt(t *testing.T) {
 		{`{"user_id":"u","message":"x","at":"2026-11-29T12:00:00-24:30"}`, "at: UTC offset -24:30 is out of range"},
 		{`{"user_id":"u","message":"x","at":"2026-11-29T12:00:00-05:60"}`, "at: UTC offset -05:60 is out of range"},
 		// Another JSON type than a string names the format, not Go's method.
-		{`{"user_id":"u","message":"x","at":5}`, "must be RFC 3339"},
-		{`{"user_id":"u","message":"x","at":{"s":1}}`, "must be RFC 3339"},
+		{`{"user_id":"u","message":"x","at":5}`, "at: must be RFC 3339"},
+		{`{"user_id":"u","message":"x","at":{"s":1}}`, "at: must be RFC 3339"},
+		// The bad field is named (before: "times (at, since, until) must be").
+		{`{"user_id":"u","message":"x","at":"yesterday"}`, "at: must be RFC 3339"},
+		{`{"user_id":"u","message":"x","at":""}`, "at: must be RFC 3339"},
 	} {
 		code, desc := errorCode(t, h.raw(t, subject, []byte(b.body)))
 		if code != 400 || !strings.Contains(desc, b.want) {
