@@ -321,6 +321,29 @@ func readStream(ctx context.Context, cfg ReplayConfig, enq *Enqueuer, p *ReplayP
 // those that need extraction, in one transaction. It returns how many turns
 // it enqueued and how many it skipped because a forget covers them.
 func requeue(ctx context.Context, s *store.Store, enq *Enqueuer, turns []store.Turn, jobSize int) (n, forgotten int, err error) {
+	for attempt := 1; ; attempt++ {
+		n, forgotten, err = requeueOnce(ctx, s, enq, turns, jobSize)
+		if err == nil || !store.IsLockWait(err) || attempt == requeueAttempts {
+			return n, forgotten, err
+		}
+		// A deadlock with live ingest or extraction (the insert of a new
+		// turn ingest records at the same time, in another order) rolled
+		// the batch back whole: it is run again. Before, the replay
+		// exited 1 (seen once in the chaos test).
+		select {
+		case <-ctx.Done():
+			return 0, 0, fmt.Errorf("replay: %w", context.Cause(ctx))
+		case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
+		}
+	}
+}
+
+// requeueAttempts bounds how often a replay batch is run when it fails on
+// a deadlock or a lock timeout.
+const requeueAttempts = 5
+
+// requeueOnce is one attempt of requeue.
+func requeueOnce(ctx context.Context, s *store.Store, enq *Enqueuer, turns []store.Turn, jobSize int) (n, forgotten int, err error) {
 	err = s.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
 		read := len(turns)
 		turns, err := dropForgotten(ctx, q, turns)
