@@ -185,7 +185,7 @@ func TestParseTimeDirection(t *testing.T) {
 	// A Wednesday afternoon; the week started on Monday 16 November.
 	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC)
 	cases := []parseCase{
-		// Before, by, until ...: open at the start, to X's end.
+		// Before, until ...: open at the start, to X's end.
 		{"what did I say before May 3rd?", "open", "2026-05-04", "before May 3rd"},
 		// "by" and "up to" are not bounds: mostly verbs' (a review).
 		{"How many tournaments has Nate won by July 10, 2022?", "2022-07-10", "2022-07-11", "July 10, 2022"},

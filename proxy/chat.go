@@ -311,6 +311,11 @@ func parseRequest(body []byte) (*request, error) {
 	return rq, nil
 }
 
+// hasText reports whether the last user message holds more than white
+// space: one that does not is neither enriched nor a turn (the publish
+// would refuse it, counted a failed publish, the alert operators watch).
+func (rq *request) hasText() bool { return strings.TrimSpace(rq.text) != "" }
+
 // contentText is the text of a message's content: the string, or the text
 // parts of an array of parts joined by newlines.
 func contentText(raw json.RawMessage) string {
@@ -408,7 +413,7 @@ func (p *Proxy) enrich(ctx context.Context, user string, rq *request) string {
 
 // enrichOutcome is enrich's injection and its outcome for the Observer.
 func (p *Proxy) enrichOutcome(ctx context.Context, user string, rq *request) (string, string) {
-	if !rq.memory || strings.TrimSpace(rq.text) == "" {
+	if !rq.memory || !rq.hasText() {
 		return "", "skipped"
 	}
 	// Every round of a tool-call loop is enriched anew, though the same
@@ -550,9 +555,7 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request) string {
 	}
 	var acc reply
 	upstreamBody := watch.body(resp.Body)
-	// A message of white space only is no turn (the publish would refuse
-	// it, counted as a failed publish, the alert operators watch).
-	if resp.StatusCode == http.StatusOK && rq.memory && strings.TrimSpace(rq.text) != "" {
+	if resp.StatusCode == http.StatusOK && rq.memory && rq.hasText() {
 		if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 			acc.streamed = true
 		}

@@ -330,10 +330,8 @@ func requeue(ctx context.Context, s *store.Store, enq *Enqueuer, turns []store.T
 		// turn ingest records at the same time, in another order) rolled
 		// the batch back whole: it is run again. Before, the replay
 		// exited 1 (seen once in the chaos test).
-		select {
-		case <-ctx.Done():
+		if sleep(ctx, time.Duration(attempt)*100*time.Millisecond); ctx.Err() != nil {
 			return 0, 0, fmt.Errorf("replay: %w", context.Cause(ctx))
-		case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
 		}
 	}
 }

@@ -183,35 +183,7 @@ func TestEnrichRoleKeepsItsModelsVectors(t *testing.T) {
 func TestEnrichRoleWithoutEmbeddingsFollowsTheWorkers(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
-	cfg.Role = RoleEnrich
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s := storetest.Open(t, cfg.Store.URL)
-	if _, err := s.Pool().Exec(ctx, `INSERT INTO memoryd_processes (id, embed_model, heartbeat_at)
-		VALUES ('serve-embedding', 'm1', now() + interval '1 hour')`); err != nil {
-		t.Fatal(err)
-	}
-	a, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = a.Stop(context.Background()) })
-	c := events.NewClient(eventstest.Conn(t), cfg.Prefix)
-	eventstest.Eventually(t, "memory.store answered", time.Minute, func() (bool, string) {
-		_, err := c.Store(ctx, events.StoreRequest{UserID: "alice", Question: "my dog's name?", Answer: "Rex"})
-		return err == nil, fmt.Sprint(err)
-	})
-	if _, err := c.PutDocument(ctx, events.DocsPutRequest{UserID: "alice", Collection: "notes", DocID: "d", Content: "The zebra notes."}); err != nil {
-		t.Fatal(err)
-	}
-	for _, kind := range []string{worker.EmbedJobKind, worker.ChunkEmbedJobKind} {
-		var models []string
-		if err := s.Pool().QueryRow(ctx, `SELECT coalesce(array_agg(DISTINCT args->>'model'), '{}') FROM river_job WHERE kind = $1`, kind).Scan(&models); err != nil {
-			t.Fatal(err)
-		}
+	for kind, models := range enrichRoleEmbedJobModels(t, cfg) {
 		if !slices.Equal(models, []string{"m1"}) {
 			t.Errorf("%s jobs of models %q, want the running worker's m1", kind, models)
 		}
@@ -226,8 +198,21 @@ func TestEnrichRoleWithEmbeddingsFollowsTheOtherModels(t *testing.T) {
 	t.Parallel()
 	srv := embeddingtest.New(t)
 	cfg := testConfig(t)
-	cfg.Role = RoleEnrich
 	cfg.Embed.BaseURL, cfg.Embed.Model = srv.URL, "m2"
+	for kind, models := range enrichRoleEmbedJobModels(t, cfg) {
+		if !slices.Equal(models, []string{"m1", "m2"}) {
+			t.Errorf("%s jobs of models %q, want its own m2 and the running worker's m1", kind, models)
+		}
+	}
+}
+
+// enrichRoleEmbedJobModels runs an enrich-role App of cfg beside a
+// recorded worker process embedding with m1, writes an item
+// (memory.store) and a document (docs.put) through it, and returns the
+// models of the embed and chunk embed jobs those writes inserted, sorted.
+func enrichRoleEmbedJobModels(t *testing.T, cfg Config) map[string][]string {
+	t.Helper()
+	cfg.Role = RoleEnrich
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s := storetest.Open(t, cfg.Store.URL)
@@ -251,13 +236,13 @@ func TestEnrichRoleWithEmbeddingsFollowsTheOtherModels(t *testing.T) {
 	if _, err := c.PutDocument(ctx, events.DocsPutRequest{UserID: "alice", Collection: "notes", DocID: "d", Content: "The zebra notes."}); err != nil {
 		t.Fatal(err)
 	}
+	out := map[string][]string{}
 	for _, kind := range []string{worker.EmbedJobKind, worker.ChunkEmbedJobKind} {
 		var models []string
 		if err := s.Pool().QueryRow(ctx, `SELECT coalesce(array_agg(DISTINCT args->>'model' ORDER BY args->>'model'), '{}') FROM river_job WHERE kind = $1`, kind).Scan(&models); err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(models, []string{"m1", "m2"}) {
-			t.Errorf("%s jobs of models %q, want its own m2 and the running worker's m1", kind, models)
-		}
+		out[kind] = models
 	}
+	return out
 }
