@@ -1,7 +1,10 @@
 // Command testprogress runs `go test -json` with the given arguments and
 // prints one line per package as it finishes ("ok", "FAIL" or "?" with its
 // time), the full output of every failed test, and, when nothing finished
-// for a minute, which packages are still running. It exits with go test's
+// for a minute, which packages are still running. A package whose test
+// binary panicked (a -timeout expiry) gets its dump in full and, next to
+// the closing line, one line naming the panic and the tests that were
+// running. It exits with go test's
 // status. `make test` uses it so that a long run is never minutes of
 // silence:
 //
@@ -39,6 +42,14 @@ type pkgState struct {
 	output []string            // package-level output (build errors, panics, the final FAIL line)
 	tests  map[string][]string // output per test, dropped when the test passes
 	failed []string            // failed tests, in order
+
+	// panic is the package's "panic: ..." line once the test binary
+	// panicked (a -timeout expiry is one), and running the tests its
+	// dump names as running. test2json files the dump under whichever
+	// test printed last, often one that then passes and whose output is
+	// dropped: from the panic on, output is the package's.
+	panic   string
+	running []string
 }
 
 func main() {
@@ -82,6 +93,7 @@ type report struct {
 	last     time.Time           // when a line was last printed
 	passed   int                 // packages
 	failures []string            // packages
+	panics   []string            // one line per package whose test binary panicked
 
 	// Top-level tests by outcome, for the closing line. Subtests are not
 	// counted: their parent passes or fails with them.
@@ -134,6 +146,12 @@ func (r *report) handle(e event) bool {
 	}
 	p := r.state(e.Package)
 	switch {
+	case e.Action == "output" && p.panic == "" && strings.HasPrefix(e.Output, "panic: "):
+		p.panic = strings.TrimSpace(e.Output)
+		p.output = append(p.output, e.Output)
+	case e.Action == "output" && p.panic != "":
+		p.output = append(p.output, e.Output)
+		p.noteRunning(e.Output)
 	case e.Action == "output" && e.Test != "":
 		p.tests[e.Test] = append(p.tests[e.Test], e.Output)
 	case e.Action == "output":
@@ -150,6 +168,19 @@ func (r *report) handle(e event) bool {
 		return e.Action == "fail"
 	}
 	return false
+}
+
+// noteRunning records a test named in a panic's "running tests:" list: the
+// lines right after it that are indented by two tabs ("\t\tTestX (8m0s)").
+func (p *pkgState) noteRunning(line string) {
+	n := len(p.output)
+	if n < 2 {
+		return
+	}
+	inList := strings.TrimSpace(p.output[n-2]) == "running tests:" || (len(p.running) > 0 && strings.HasPrefix(p.output[n-2], "\t\t"))
+	if inList && strings.HasPrefix(line, "\t\t") {
+		p.running = append(p.running, strings.TrimSpace(line))
+	}
 }
 
 // count tallies a top-level test's outcome.
@@ -180,6 +211,9 @@ func (r *report) finish(e event, p *pkgState) {
 		r.printLocked(fmt.Sprintf("?   \t%s\t[no test files]\n", e.Package))
 	case "fail":
 		r.failures = append(r.failures, e.Package)
+		if p.panic != "" {
+			r.panics = append(r.panics, panicLine(e.Package, p))
+		}
 		var b strings.Builder
 		fmt.Fprintf(&b, "FAIL\t%s\t%s\n", e.Package, took)
 		if e.FailedBuild != "" {
@@ -248,7 +282,22 @@ func (r *report) summary() {
 	} else {
 		fmt.Fprintf(r.w, "%d packages passed, %d failed in %s: %s\n", r.passed, len(r.failures), took, strings.Join(r.failures, " "))
 	}
+	// Repeated here, next to the closing line, because a log's tail is
+	// often all that is kept and a timeout fails no test by name.
+	for _, line := range r.panics {
+		fmt.Fprintln(r.w, line)
+	}
 	fmt.Fprintln(r.w, closingLine(r.testsPassed, r.testsFailed, r.testsSkipped))
+}
+
+// panicLine names a package whose test binary panicked, the panic and the
+// tests that were running.
+func panicLine(pkg string, p *pkgState) string {
+	line := pkg + ": " + p.panic
+	if len(p.running) > 0 {
+		line += "; running: " + strings.Join(p.running, ", ")
+	}
+	return line
 }
 
 // closingLine is the run's last line, in the plain form test runners of

@@ -1,6 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -42,5 +46,62 @@ func TestReportCountsTopLevelTestsInTheClosingLine(t *testing.T) {
 	}
 	if got := lines[len(lines)-2]; !strings.HasPrefix(got, "1 packages passed, 1 failed in ") {
 		t.Errorf("package totals = %q", got)
+	}
+}
+
+// A test binary that times out fails no test by name, and test2json files
+// its dump under whichever test printed last, often one that then passes.
+// The report must still say the package panicked and which tests were
+// running, next to the closing line. The stream is go test's own, from a
+// package with a test that never ends.
+func TestReportNamesTheTestsRunningWhenATimeoutHits(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"go.mod": "module hang\n\ngo 1.22\n",
+		"hang_test.go": `package hang
+
+import (
+	"testing"
+	"time"
+)
+
+func TestQuick(t *testing.T) { t.Parallel() }
+
+func TestStuck(t *testing.T) {
+	t.Parallel()
+	t.Log("waiting")
+	time.Sleep(time.Hour)
+}
+`,
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command("go", "test", "-json", "-timeout", "3s", ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK=off")
+	stream, err := cmd.Output()
+	if err == nil {
+		t.Fatalf("go test of a hanging test succeeded:\n%s", stream)
+	}
+
+	var out strings.Builder
+	r := newReport(&out)
+	if failed := r.read(bytes.NewReader(stream)); !failed {
+		t.Error("read reported no failure for a package that timed out")
+	}
+	r.summary()
+	lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+	if len(lines) < 3 {
+		t.Fatalf("report too short:\n%s", out.String())
+	}
+	got := lines[len(lines)-2]
+	if !strings.HasPrefix(got, "hang: panic: test timed out after 3s; running: TestStuck (") {
+		t.Errorf("line before the closing line = %q, want the timeout and TestStuck\nreport:\n%s", got, out.String())
+	}
+	if !strings.Contains(out.String(), "goroutine ") {
+		t.Errorf("report lacks the goroutine dump:\n%s", out.String())
 	}
 }
