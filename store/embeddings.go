@@ -155,11 +155,27 @@ func (s *Store) SetEmbeddingDims(ctx context.Context, model string, dims int) er
 // holds, or one usableVector refuses), in id order. Items gone are left
 // out.
 func (s *Store) EmbeddingTargets(ctx context.Context, userID string, ids []int64, model string) ([]EmbeddingTarget, error) {
-	rows, err := s.db.Query(ctx, `SELECT c.id, c.user_id, c.question, c.answer, c.content_hash FROM context c
-		WHERE c.user_id = $1 AND c.id = ANY($2)
-		  AND NOT EXISTS (SELECT FROM context_embeddings e
+	refs := make([]ContextRef, len(ids))
+	for i, id := range ids {
+		refs[i] = ContextRef{UserID: userID, ID: id}
+	}
+	return s.EmbeddingTargetsOf(ctx, refs, model)
+}
+
+// EmbeddingTargetsOf is EmbeddingTargets for items of several users, in
+// one query: an item is a target only under its own user (a ref naming
+// another user's item id finds nothing), in (user, id) order.
+func (s *Store) EmbeddingTargetsOf(ctx context.Context, refs []ContextRef, model string) ([]EmbeddingTarget, error) {
+	users, ids := make([]string, len(refs)), make([]int64, len(refs))
+	for i, r := range refs {
+		users[i], ids[i] = r.UserID, r.ID
+	}
+	rows, err := s.db.Query(ctx, `SELECT c.id, c.user_id, c.question, c.answer, c.content_hash
+		FROM (SELECT DISTINCT u, i FROM unnest($1::text[], $2::bigint[]) AS r(u, i)) r
+		JOIN context c ON c.user_id = r.u AND c.id = r.i
+		WHERE NOT EXISTS (SELECT FROM context_embeddings e
 			WHERE e.context_id = c.id AND e.model = $3 AND e.content_hash = c.content_hash`+usableVector("e", "$3")+`)
-		ORDER BY c.id`, userID, ids, model)
+		ORDER BY c.user_id, c.id`, users, ids, model)
 	if err != nil {
 		return nil, fmt.Errorf("embedding targets: %w", err)
 	}

@@ -157,6 +157,13 @@ func (s *Store) TakeOverJobs(ctx context.Context, deadAfter time.Duration) ([]Ta
 	if _, err := s.db.Exec(ctx, `UPDATE turns SET claimed_until = NULL, claimed_by = NULL WHERE claimed_by = ANY($1)`, ids); err != nil {
 		return nil, fmt.Errorf("take over jobs: release claims: %w", err)
 	}
+	// Likewise the jobs they claimed (ClaimJobs) go back to River now
+	// rather than when their lease ends, each to run alone.
+	if _, err := s.db.Exec(ctx, `UPDATE river_job SET state = 'available', scheduled_at = now(),
+			metadata = (metadata - $2::text) || jsonb_build_object($3::text, true)
+		WHERE state = 'scheduled' AND metadata ? $2::text AND metadata->>$2::text = ANY($1::bigint[]::text[])`, ids, ClaimedByKey, UnclaimableKey); err != nil {
+		return nil, fmt.Errorf("take over jobs: release claimed jobs: %w", err)
+	}
 	return jobs, nil
 }
 
@@ -270,4 +277,108 @@ func (s *Store) LiveEmbedJobs(ctx context.Context, kinds, sweepKinds []string, m
 		return 0, fmt.Errorf("live embed jobs: %w", err)
 	}
 	return n, nil
+}
+
+// JobClaim asks ClaimJobs for waiting jobs that a running job (Claimer)
+// will do together with its own work, so that many small jobs (one per
+// write, under live ingest) become one request to a slow server.
+type JobClaim struct {
+	// Claimer is the running job's id, recorded in each claimed job's
+	// metadata (ClaimedByKey).
+	Claimer int64
+	// Kind and Queue select the jobs.
+	Kind, Queue string
+	// ItemsField names the JSON array in the jobs' arguments whose length
+	// is a job's size; MaxItems bounds the claimed jobs' total.
+	ItemsField string
+	MaxItems   int
+	// Lease is how long the claimed jobs stay away from River: when the
+	// claimer neither finishes nor releases them by then (its process
+	// died), River's scheduler makes them available again.
+	Lease time.Duration
+}
+
+// ClaimedJob is a job ClaimJobs took: its id and arguments.
+type ClaimedJob struct {
+	ID   int64
+	Args []byte
+}
+
+// Metadata keys of claimed jobs. ClaimedByKey holds the claimer's job id
+// while the job is claimed and after the claimer finished it;
+// UnclaimableKey marks a job released after its claimer failed, which runs
+// on its own from then on, so that one bad item fails one batch at most.
+const (
+	ClaimedByKey   = "memoryd_claimed_by"
+	UnclaimableKey = "memoryd_unclaimable"
+)
+
+// ClaimJobs takes jobs of c.Kind waiting in c.Queue that never ran
+// (available now, attempt 0, not marked unclaimable), oldest first in
+// River's own fetch order, whose item arrays add up to at most c.MaxItems,
+// and sets them aside for c.Claimer: state scheduled until the lease ends,
+// the claimer in their metadata. Rows River or another claimer holds are
+// skipped, so a job is claimed or fetched once. The claimer then ends them
+// with FinishClaimed or ReleaseClaimed; a forget deletes claimed jobs of its
+// user like any other.
+func (s *Store) ClaimJobs(ctx context.Context, c JobClaim) ([]ClaimedJob, error) {
+	if c.MaxItems < 1 {
+		return nil, nil
+	}
+	// One statement: the candidates are locked (each holds one item at
+	// least, so MaxItems rows are enough), the oldest that fit are
+	// claimed, and the rest are unlocked when it ends.
+	rows, err := s.db.Query(ctx, `
+		WITH cand AS MATERIALIZED (
+			SELECT id, priority, scheduled_at, coalesce(jsonb_array_length(args->$3::text), 0) AS n FROM river_job
+			WHERE state = 'available' AND queue = $1 AND kind = $2 AND attempt = 0 AND scheduled_at <= now()
+			  AND NOT metadata ? $5::text
+			ORDER BY priority, scheduled_at, id
+			LIMIT $4
+			FOR UPDATE SKIP LOCKED
+		), picked AS (
+			SELECT id FROM (SELECT id, sum(n) OVER (ORDER BY priority, scheduled_at, id) AS total FROM cand) r WHERE total <= $4
+		)
+		UPDATE river_job j SET state = 'scheduled', scheduled_at = now() + $6::interval,
+			metadata = j.metadata || jsonb_build_object($7::text, $8::bigint)
+		FROM picked WHERE j.id = picked.id
+		RETURNING j.id, j.args`, c.Queue, c.Kind, c.ItemsField, c.MaxItems, UnclaimableKey, c.Lease, ClaimedByKey, c.Claimer)
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
+	claimed, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ClaimedJob, error) {
+		var j ClaimedJob
+		err := r.Scan(&j.ID, &j.Args)
+		return j, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
+	return claimed, nil
+}
+
+// FinishClaimed completes the jobs of ids that claimer still holds (a
+// forget may have deleted some, an expired lease returned others to
+// River), and returns how many it completed.
+func (s *Store) FinishClaimed(ctx context.Context, claimer int64, ids []int64) (int64, error) {
+	tag, err := s.db.Exec(ctx, `UPDATE river_job SET state = 'completed', finalized_at = now()
+		WHERE id = ANY($1) AND state = 'scheduled' AND metadata->>$3::text = $2::bigint::text`, ids, claimer, ClaimedByKey)
+	if err != nil {
+		return 0, fmt.Errorf("finish claimed jobs: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// ReleaseClaimed gives the jobs of ids that claimer still holds back to
+// River, available at once and marked unclaimable (UnclaimableKey): after
+// a failed batch each runs alone, with its own attempts, and returns how
+// many it released.
+func (s *Store) ReleaseClaimed(ctx context.Context, claimer int64, ids []int64) (int64, error) {
+	tag, err := s.db.Exec(ctx, `UPDATE river_job SET state = 'available', scheduled_at = now(),
+			metadata = (metadata - $3::text) || jsonb_build_object($4::text, true)
+		WHERE id = ANY($1) AND state = 'scheduled' AND metadata->>$3::text = $2::bigint::text`, ids, claimer, ClaimedByKey, UnclaimableKey)
+	if err != nil {
+		return 0, fmt.Errorf("release claimed jobs: %w", err)
+	}
+	return tag.RowsAffected(), nil
 }

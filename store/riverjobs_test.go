@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -141,5 +142,122 @@ func TestOrphanedTurnsLocksWhatItReturns(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// ClaimJobs takes waiting jobs of the kind and queue that never ran and
+// are not marked unclaimable, oldest first, up to the items asked for; the
+// claimer alone finishes or releases them; a released job is never claimed
+// again; a takeover of the claimer's process gives its claims back.
+func TestClaimJobs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	ids := map[string]int64{}
+	insert := func(name, kind, queue, state string, items, attempt int, metadata string, wait time.Duration) {
+		t.Helper()
+		list := make([]int, items)
+		args, _ := json.Marshal(map[string]any{"items": list})
+		var id int64
+		err := s.Pool().QueryRow(ctx, `INSERT INTO river_job (kind, args, queue, state, max_attempts, metadata, attempt, attempted_at, scheduled_at)
+			VALUES ($1, $2, $3, $4::river_job_state, 5, $5::jsonb || jsonb_build_object('name', $6::text), $7::smallint,
+			        CASE WHEN $7::smallint > 0 THEN now() END, now() + $8::interval)
+			RETURNING id`, kind, args, queue, state, metadata, name, attempt, wait).Scan(&id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[name] = id
+	}
+	insert("a", "k", "q", "available", 1, 0, `{}`, -time.Minute)
+	insert("b", "k", "q", "available", 2, 0, `{}`, -time.Second)
+	insert("unclaimable", "k", "q", "available", 1, 0, `{"memoryd_unclaimable": true}`, -time.Minute)
+	insert("ran before", "k", "q", "available", 1, 1, `{}`, -time.Minute)
+	insert("other queue", "k", "q2", "available", 1, 0, `{}`, -time.Minute)
+	insert("other kind", "k2", "q", "available", 1, 0, `{}`, -time.Minute)
+	insert("later", "k", "q", "scheduled", 1, 0, `{}`, time.Hour)
+	insert("running", "k", "q", "running", 1, 1, `{}`, -time.Minute)
+	insert("big", "k", "q", "available", 5, 0, `{}`, 0)
+
+	claim := func(claimer int64, max int) []string {
+		t.Helper()
+		jobs, err := s.ClaimJobs(ctx, store.JobClaim{Claimer: claimer, Kind: "k", Queue: "q", ItemsField: "items", MaxItems: max, Lease: 10 * time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, j := range jobs {
+			for n, id := range ids {
+				if id == j.ID {
+					names = append(names, n)
+				}
+			}
+		}
+		slices.Sort(names)
+		return names
+	}
+	type row struct {
+		state, claimedBy string
+		unclaimable      bool
+		leased           bool
+	}
+	get := func(name string) row {
+		t.Helper()
+		var r row
+		if err := s.Pool().QueryRow(ctx, `SELECT state::text, coalesce(metadata->>'memoryd_claimed_by', ''), metadata ? 'memoryd_unclaimable',
+				scheduled_at > now() + interval '9 minutes' FROM river_job WHERE id = $1`, ids[name]).Scan(&r.state, &r.claimedBy, &r.unclaimable, &r.leased); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+
+	// 4 items: a and b (3 in all); "big" does not fit after them.
+	if got := claim(99, 4); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("claimer 99 took %v, want [a b]", got)
+	}
+	if r := get("a"); r != (row{state: "scheduled", claimedBy: "99", leased: true}) {
+		t.Errorf("a claimed: %+v", r)
+	}
+	if got := claim(100, 10); !slices.Equal(got, []string{"big"}) {
+		t.Fatalf("claimer 100 took %v, want [big]", got)
+	}
+	if n, err := s.FinishClaimed(ctx, 99, []int64{ids["a"], ids["b"], ids["big"]}); err != nil || n != 2 {
+		t.Fatalf("claimer 99 finished %d (%v), want its 2", n, err)
+	}
+	if r := get("b"); r.state != "completed" || r.claimedBy != "99" {
+		t.Errorf("b finished: %+v", r)
+	}
+	if n, err := s.ReleaseClaimed(ctx, 100, []int64{ids["big"], ids["a"]}); err != nil || n != 1 {
+		t.Fatalf("claimer 100 released %d (%v), want its 1", n, err)
+	}
+	if r := get("big"); r != (row{state: "available", unclaimable: true}) {
+		t.Errorf("big released: %+v", r)
+	}
+	if n, err := s.FinishClaimed(ctx, 100, []int64{ids["big"]}); err != nil || n != 0 {
+		t.Errorf("claimer 100 finished %d (%v) after releasing, want 0", n, err)
+	}
+	if got := claim(101, 10); len(got) != 0 {
+		t.Errorf("claimer 101 took %v, want nothing (released, ran before, other queue or kind, later, running)", got)
+	}
+
+	// A claimer's process dies: its takeover gives the claimed jobs back.
+	insert("claimer", "k", "q", "running", 1, 1, `{}`, -time.Minute)
+	if _, err := s.Pool().Exec(ctx, `UPDATE river_job SET attempted_by = ARRAY['dead-proc'] WHERE id = $1`, ids["claimer"]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(ctx, `INSERT INTO memoryd_processes (id, started_at, heartbeat_at) VALUES ('dead-proc', now() - interval '1 hour', now() - interval '1 hour')`); err != nil {
+		t.Fatal(err)
+	}
+	insert("c", "k", "q", "available", 1, 0, `{}`, -time.Minute)
+	if got := claim(ids["claimer"], 10); !slices.Equal(got, []string{"c"}) {
+		t.Fatalf("the dying claimer took %v, want [c]", got)
+	}
+	if err := s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
+		_, err := q.TakeOverJobs(ctx, time.Minute)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if r := get("c"); r != (row{state: "available", unclaimable: true}) {
+		t.Errorf("c after its claimer's takeover: %+v", r)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -28,7 +29,11 @@ import (
 //     through the store's context hook (embedHook, installed by the EmbedFollower): an item never exists
 //     without a job, and a write never waits for the model server.
 //   - An embed job reads its items still lacking a current vector, embeds
-//     them in requests of the client's BatchSize and saves the vectors. Its
+//     them in requests of the client's BatchSize and saves the vectors. On
+//     its first run it takes the items of waiting jobs along, up to
+//     EmbedJobSize in all (claimEmbeds): under live ingest each write's
+//     job holds an item or two, and one request each drained a backlog at
+//     a text per round trip. Its
 //     failures go through outcome (retry.go) like extraction's: a
 //     Retry-After snoozes it, a transient error (server down, slow) is
 //     retried with River's backoff, a permanent one cancels it. Meanwhile the
@@ -302,12 +307,17 @@ type embedWorker struct {
 	w *Worker
 }
 
-// Work embeds the job's items that still lack a current vector and saves
-// the vectors; a failure is decided by outcome.
+// Work embeds the job's items that still lack a current vector, with
+// those of the waiting jobs it claims (claimEmbeds), and saves the vectors;
+// a failure is decided by outcome, for the job itself.
 func (e *embedWorker) Work(ctx context.Context, job *river.Job[EmbedArgs]) error {
-	n, err := e.w.embed(ctx, job.Args)
+	claimed := e.w.claimEmbeds(ctx, job)
+	n, err := e.w.embed(ctx, job.Args, claimed)
+	if len(claimed) > 0 {
+		e.w.endClaims(ctx, job.ID, claimed, err == nil)
+	}
 	if err == nil {
-		e.w.logger.Debug("embedded context items", "job_id", job.ID, "items", n)
+		e.w.logger.Debug("embedded context items", "job_id", job.ID, "items", n, "claimed_jobs", len(claimed))
 		return nil
 	}
 	b := e.w.budget()
@@ -328,19 +338,118 @@ func (e *embedWorker) Work(ctx context.Context, job *river.Job[EmbedArgs]) error
 		level = e.w.logger.Error
 	}
 	level("embedding failed; the items stay lexical-only until it succeeds", "job_id", job.ID, "attempt", job.Attempt,
-		"outcome", v.label, "kind", embedding.KindOf(err).String(), "items", len(job.Args.ContextIDs), "error", err)
+		"outcome", v.label, "kind", embedding.KindOf(err).String(), "items", len(job.Args.ContextIDs), "claimed_jobs", len(claimed), "error", err)
 	return &jobEnd{op: "embed", label: v.label, river: v.river, cause: err}
 }
 
-// embed embeds args's items that lack a current vector of the job's model,
-// which must be the worker's, and returns how many it saved.
-func (w *Worker) embed(ctx context.Context, args EmbedArgs) (int, error) {
+// claimedEmbed is a waiting embed job an embed job claimed.
+type claimedEmbed struct {
+	id   int64
+	args EmbedArgs
+}
+
+// claimLeaseMargin is how long claimed jobs outlast their claimer's
+// deadline before River takes them back (the claimer's process died
+// without a takeover, e.g. the last one).
+const claimLeaseMargin = time.Minute
+
+// claimEmbeds claims, for job, waiting embed jobs of its model (store.ClaimJobs)
+// up to EmbedJobSize items in all, so that a backlog of small jobs (one per
+// write under live ingest) is embedded in requests of many texts instead
+// of one request each. Only a job's first run claims, and not one released
+// from a failed batch (store.UnclaimableKey): a job that failed does not
+// take others down with it. Claiming saves requests and nothing else: when
+// it fails, the job runs alone.
+func (w *Worker) claimEmbeds(ctx context.Context, job *river.Job[EmbedArgs]) []claimedEmbed {
+	model := w.cfg.Embedder.Model()
+	room := w.cfg.EmbedJobSize - len(job.Args.ContextIDs)
+	if job.Attempt != 1 || room < 1 || job.Args.Model != model || job.Queue != QueueEmbedFor(model) || unclaimable(job.Metadata) {
+		return nil
+	}
+	lease := w.cfg.JobTimeout
+	if d, ok := ctx.Deadline(); ok {
+		lease = time.Until(d)
+	}
+	jobs, err := w.cfg.Store.ClaimJobs(ctx, store.JobClaim{Claimer: job.ID, Kind: EmbedJobKind, Queue: job.Queue,
+		ItemsField: "context_ids", MaxItems: room, Lease: lease + claimLeaseMargin})
+	if err != nil {
+		w.logger.Warn("claiming waiting embed jobs failed; this one runs alone", "job_id", job.ID, "error", err)
+		return nil
+	}
+	claimed := make([]claimedEmbed, 0, len(jobs))
+	var strays []int64
+	for _, j := range jobs {
+		var args EmbedArgs
+		if err := json.Unmarshal(j.Args, &args); err != nil || args.Model != model {
+			strays = append(strays, j.ID) // not this model's after all: left to run alone
+			continue
+		}
+		claimed = append(claimed, claimedEmbed{id: j.ID, args: args})
+	}
+	if len(strays) > 0 {
+		w.releaseClaims(ctx, job.ID, strays)
+	}
+	return claimed
+}
+
+// unclaimable reports whether a job's metadata marks it released from a
+// failed batch.
+func unclaimable(metadata []byte) bool {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(metadata, &m); err != nil {
+		return false
+	}
+	_, ok := m[store.UnclaimableKey]
+	return ok
+}
+
+// endClaims completes the claimed jobs once their items are saved (ok), or
+// gives them back to River to run alone. Either is bounded and outlives the
+// job's context (a shutdown cancels it): left undone, the jobs wait for
+// their lease, and then run and find their items embedded, or run alone.
+func (w *Worker) endClaims(ctx context.Context, claimer int64, claimed []claimedEmbed, ok bool) {
+	ids := make([]int64, len(claimed))
+	for i, c := range claimed {
+		ids[i] = c.id
+	}
+	if !ok {
+		w.releaseClaims(ctx, claimer, ids)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if _, err := w.cfg.Store.FinishClaimed(ctx, claimer, ids); err != nil {
+		w.logger.Warn("completing claimed embed jobs failed; they run when their lease ends and find their items embedded",
+			"job_id", claimer, "claimed_jobs", len(ids), "error", err)
+	}
+}
+
+// releaseClaims gives claimed jobs back to River, each to run alone.
+func (w *Worker) releaseClaims(ctx context.Context, claimer int64, ids []int64) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if _, err := w.cfg.Store.ReleaseClaimed(ctx, claimer, ids); err != nil {
+		w.logger.Warn("releasing claimed embed jobs failed; they run alone when their lease ends",
+			"job_id", claimer, "claimed_jobs", len(ids), "error", err)
+	}
+}
+
+// embed embeds the items of args and of the claimed jobs that lack a
+// current vector of the job's model, which must be the worker's, and
+// returns how many it saved.
+func (w *Worker) embed(ctx context.Context, args EmbedArgs, claimed []claimedEmbed) (int, error) {
 	s, emb := w.cfg.Store, w.cfg.Embedder
 	model := emb.Model()
 	if args.Model != "" && args.Model != model {
 		return 0, &otherModelError{job: args.Model, worker: model}
 	}
-	targets, err := s.EmbeddingTargets(ctx, args.UserID, args.ContextIDs, model)
+	refs := make([]store.ContextRef, 0, len(args.ContextIDs))
+	for _, a := range append([]EmbedArgs{args}, argsOf(claimed)...) {
+		for _, id := range a.ContextIDs {
+			refs = append(refs, store.ContextRef{UserID: a.UserID, ID: id})
+		}
+	}
+	targets, err := s.EmbeddingTargetsOf(ctx, refs, model)
 	if err != nil || len(targets) == 0 {
 		return 0, err
 	}
@@ -360,6 +469,14 @@ func (w *Worker) embed(ctx context.Context, args EmbedArgs) (int, error) {
 	}
 	n, err := s.SaveEmbeddings(ctx, model, writes)
 	return int(n), err
+}
+
+func argsOf(claimed []claimedEmbed) []EmbedArgs {
+	out := make([]EmbedArgs, len(claimed))
+	for i, c := range claimed {
+		out[i] = c.args
+	}
+	return out
 }
 
 // maxEmbedInputBytes bounds the text of one item or chunk sent to the

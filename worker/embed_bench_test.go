@@ -14,9 +14,10 @@ import (
 // 100 ms apart, as live frontends do, against an embeddings server that
 // answers each request in 50 ms (a hosted API's round trip). Reports the
 // seconds from the last turn extracted until every item had its vector,
-// the requests and the mean texts a request. Each write's embed job sends
-// its own request, so under live ingest a backlog drains at one text per
-// round trip (docs/operations.md, "Embeddings (issue 17)").
+// the requests and the mean texts a request. Each write's embed job holds
+// an item or two; a running job claims the waiting ones, so the backlog
+// goes in requests of many texts (docs/operations.md, "Embeddings (issue
+// 17)").
 //
 //	go test -run '^$' -bench EmbedUnderIngest -benchtime 1x ./worker/
 func BenchmarkEmbedUnderIngest(b *testing.B) {

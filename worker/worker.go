@@ -296,7 +296,8 @@ type Config struct {
 	// Embedder embeds context items (an *embedding.Client). Default nil:
 	// embedding is off, no embed job is inserted or run.
 	Embedder Embedder
-	// EmbedJobSize is the most items one embed job embeds. Default 64.
+	// EmbedJobSize is the most items one embed job holds, and embeds with
+	// those of the waiting jobs it claims. Default 64.
 	EmbedJobSize int
 	// EmbedWorkers is the number of embed jobs run at once by this process
 	// (the client's MaxConcurrency and RequestsPerSecond bound its

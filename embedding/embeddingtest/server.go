@@ -17,6 +17,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -36,22 +37,25 @@ type Server struct {
 	// closed ends the waits of slow replies when the test ends.
 	closed chan struct{}
 
-	mu         sync.Mutex
-	dims       int
-	status     int    // when not 0, every request fails with it
-	retryAfter string // sent with status
-	failN      int    // when > 0, the next failN requests fail with status
-	delay      time.Duration
-	requests   int
-	batches    []int
-	inputs     []string
-	models     []string
-	aliases    map[string]string
-	garbage    bool
-	refuseOver int    // when > 0, a request with a longer input is refused (400)
-	refuseWith string // when set, a request with an input holding it is refused (400)
-	breaks     map[string]Break
-	errorBody  string // when set, the body of failed replies
+	mu             sync.Mutex
+	dims           int
+	status         int    // when not 0, every request fails with it
+	retryAfter     string // sent with status
+	failN          int    // when > 0, the next failN requests fail with status
+	delay          time.Duration
+	requests       int
+	batches        []int
+	inputs         []string
+	models         []string
+	aliases        map[string]string
+	garbage        bool
+	refuseOver     int    // when > 0, a request with a longer input is refused (400)
+	refuseWith     string // when set, a request with an input holding it is refused (400)
+	failWith       string // when set, a request with an input holding it fails with failWithStatus
+	failWithStatus int
+	sent           [][]string // every request's inputs, failed ones included
+	breaks         map[string]Break
+	errorBody      string // when set, the body of failed replies
 }
 
 // Break is how BreakVector spoils a text's vector.
@@ -104,6 +108,24 @@ func (s *Server) RefuseContaining(text string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.refuseWith = text
+}
+
+// FailContaining makes every later request holding an input that contains
+// text fail with status (a server error, not a refusal of the input: the
+// whole request fails, as when one text crashes the model runner), until
+// Recover.
+func (s *Server) FailContaining(text string, status int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failWith, s.failWithStatus = text, status
+}
+
+// Sent is the inputs of every request that reached the server, failed ones
+// included, in order.
+func (s *Server) Sent() [][]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.sent)
 }
 
 // Alias makes the word from (any case) embed as the word to from now on.
@@ -176,6 +198,7 @@ func (s *Server) Recover() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.status, s.retryAfter, s.failN, s.garbage, s.breaks, s.errorBody = 0, "", 0, false, nil, ""
+	s.failWith, s.failWithStatus = "", 0
 }
 
 // SetDelay makes every later request wait d (or until the client goes)
@@ -230,6 +253,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	decodeErr := json.NewDecoder(r.Body).Decode(&req)
 	s.mu.Lock()
 	s.requests++
+	s.sent = append(s.sent, slices.Clone(req.Input))
+	if s.failWith != "" && slices.ContainsFunc(req.Input, func(in string) bool { return strings.Contains(in, s.failWith) }) {
+		defer s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(s.failWithStatus)
+		_, _ = w.Write([]byte(`{"error":{"message":"embeddingtest: told to fail on this input","type":"server_error"}}`))
+		return
+	}
 	status, retryAfter, delay, dims, garbage, aliases := s.status, s.retryAfter, s.delay, s.dims, s.garbage, s.aliases
 	refuseOver, refuseWith, breaks, errorBody := s.refuseOver, s.refuseWith, s.breaks, s.errorBody
 	if s.failN > 0 {

@@ -1,0 +1,187 @@
+package worker_test
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/memoryd/memoryd/embedding/embeddingtest"
+	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/worker"
+)
+
+// enqueueSmallEmbedJobs stores two items for each user and enqueues one
+// embed job of model per item, as live ingest leaves them: a backlog of
+// small jobs, waiting before any worker runs.
+func (e *env) enqueueSmallEmbedJobs(model string, users ...string) {
+	e.t.Helper()
+	e.seedItems(users...)
+	enq, err := worker.NewEnqueuer(worker.EnqueuerConfig{Store: e.store})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if n, err := enq.EnqueueMissingEmbeddings(e.ctx, "", model, 1, 5); err != nil || n != 2*len(users) {
+		e.t.Fatalf("enqueued %d items (%v), want %d", n, err, 2*len(users))
+	}
+}
+
+// embedJobRow is an embed job's state, errors and claimer.
+type embedJobRow struct {
+	id        int64
+	state     string
+	errors    int
+	claimedBy string
+	text      string // its items' question and answer
+}
+
+func (e *env) embedJobRows() []embedJobRow {
+	e.t.Helper()
+	rows, err := e.store.Pool().Query(e.ctx, `SELECT j.id, j.state::text, coalesce(array_length(j.errors, 1), 0), coalesce(j.metadata->>$2, ''),
+			coalesce((SELECT string_agg(c.question || E'\n' || c.answer, ' ') FROM context c WHERE c.id IN (SELECT jsonb_array_elements_text(j.args->'context_ids')::bigint)), '')
+		FROM river_job j WHERE j.kind = $1 ORDER BY j.id`, worker.EmbedJobKind, store.ClaimedByKey)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []embedJobRow
+	for rows.Next() {
+		var r embedJobRow
+		if err := rows.Scan(&r.id, &r.state, &r.errors, &r.claimedBy, &r.text); err != nil {
+			e.t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+// A backlog of one-item embed jobs (one per write, as live ingest leaves
+// them) is embedded in a few requests of many texts: a running job claims
+// waiting ones up to its size and completes them with its own. Every text
+// is sent once, every job ends completed, and each user's vectors are of
+// the user's own texts, with two worker processes at work. Before, each job
+// sent its own request.
+func TestEmbedJobsClaimWaitingJobs(t *testing.T) {
+	e := setup(t)
+	var users []string
+	for i := range 30 {
+		users = append(users, fmt.Sprintf("u%02d", i))
+	}
+	e.enqueueSmallEmbedJobs("m1", users...)
+	srv := embeddingtest.New(t)
+	// Two worker processes, so that claims race River's fetches and each
+	// other's.
+	for range 2 {
+		e.start(extractor.NewRules(), func(c *worker.Config) {
+			withEmbedder(embedder(t, srv, "m1"), -1)(c)
+			c.EmbedJobSize = 32
+		})
+	}
+	for _, u := range users {
+		e.waitEmbedded(u, "m1", 2)
+	}
+	e.waitFor("every embed job completed", func() (bool, string) {
+		rows := e.embedJobRows()
+		return !slices.ContainsFunc(rows, func(r embedJobRow) bool { return r.state != "completed" }), fmt.Sprintf("%+v", rows)
+	})
+	sent := srv.Sent()
+	var texts []string
+	for _, in := range sent {
+		texts = append(texts, in...)
+		if len(in) > 32 {
+			t.Errorf("a request of %d texts, over the job size 32", len(in))
+		}
+	}
+	if len(texts) != 60 || len(slices.Compact(slices.Sorted(slices.Values(texts)))) != 2 {
+		// seedItems gives every user the same two texts.
+		t.Errorf("%d texts sent, want each of the 60 items once", len(texts))
+	}
+	// 60 items, 32 a job: two requests when each fetched job claims a full
+	// batch; a few more when the processes' River fetched several jobs at
+	// once.
+	if len(sent) > 8 {
+		t.Errorf("%d requests for 60 items in one-item jobs, want a few batches", len(sent))
+	}
+	claimed := 0
+	for _, r := range e.embedJobRows() {
+		if r.claimedBy != "" {
+			claimed++
+		}
+	}
+	if claimed < 40 {
+		t.Errorf("%d of 60 jobs were claimed by another, want most", claimed)
+	}
+	for _, u := range users {
+		e.checkVectors(u, "m1", embeddingtest.DefaultDims)
+	}
+}
+
+// A text that makes the server fail a whole request (not a refusal of the
+// input, which embedTexts isolates by halving) fails one batch at most:
+// the jobs its claimer took are given back to run alone and get their
+// vectors, and the failing job neither claims again nor is claimed; it
+// alone keeps failing.
+func TestEmbedFailedBatchRunsClaimedJobsAlone(t *testing.T) {
+	e := setup(t)
+	var users []string
+	for i := range 12 {
+		users = append(users, fmt.Sprintf("u%02d", i))
+	}
+	e.enqueueSmallEmbedJobs("m1", users...)
+	// One more user whose items' texts make the server fail.
+	if _, err := e.store.InsertContext(e.ctx, []store.ContextWrite{{UserID: "zed", Question: "poison pill", Answer: "boom", CreatedAt: t0}}); err != nil {
+		t.Fatal(err)
+	}
+	enq, err := worker.NewEnqueuer(worker.EnqueuerConfig{Store: e.store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := enq.EnqueueMissingEmbeddings(e.ctx, "zed", "m1", 1, 5); err != nil {
+		t.Fatal(err)
+	}
+	srv := embeddingtest.New(t)
+	srv.FailContaining("poison", http.StatusInternalServerError)
+	e.start(extractor.NewRules(), func(c *worker.Config) {
+		withEmbedder(embedder(t, srv, "m1"), -1)(c)
+		c.EmbedMaxAttempts = 5
+	})
+	for _, u := range users {
+		e.waitEmbedded(u, "m1", 2)
+	}
+	e.waitFor("the failing job retried alone", func() (bool, string) {
+		for _, r := range e.embedJobRows() {
+			if strings.Contains(r.text, "poison") {
+				return r.errors >= 2, fmt.Sprintf("%+v", r)
+			}
+		}
+		return false, "no job of the poison item"
+	})
+	var batchesWithPoison int
+	for _, in := range srv.Sent() {
+		if len(in) > 1 && slices.ContainsFunc(in, func(s string) bool { return strings.Contains(s, "poison") }) {
+			batchesWithPoison++
+		}
+	}
+	if batchesWithPoison > 1 {
+		t.Errorf("the failing text was in %d requests of several texts, want 1 at most", batchesWithPoison)
+	}
+	for _, r := range e.embedJobRows() {
+		switch {
+		case strings.Contains(r.text, "poison"):
+			if r.state == "completed" {
+				t.Errorf("the failing item's job completed: %+v", r)
+			}
+		case r.state != "completed" || r.errors > 1:
+			// Its claimer's failure is one error at most.
+			t.Errorf("job %d: state %s, %d errors: want completed, after one failed batch at most", r.id, r.state, r.errors)
+		}
+	}
+	if n, _ := e.store.CountEmbeddings(e.ctx, "zed", "m1"); n.Embedded != 0 {
+		t.Errorf("the failing item has a vector: %+v", n)
+	}
+}
