@@ -266,13 +266,17 @@ func (s *Store) QueueDepth(ctx context.Context, queues ...string) (map[[2]string
 
 // LiveEmbedJobs counts the River jobs of kinds (embed jobs) that are still
 // to run or running for model (their args' "model"; a job naming no model
-// counts too), plus those of sweepKinds (which enqueue more of them),
-// whatever their arguments.
+// counts too), plus the running ones of sweepKinds (which enqueue more of
+// them), whatever their arguments. A sweep still waiting to run is not
+// counted: it waits on the maintenance queue, which only a serve works,
+// and without one it waits forever (the embed command's own River client,
+// elected leader, inserts the periodic sweep there), so a wait counting it
+// never ended.
 func (s *Store) LiveEmbedJobs(ctx context.Context, kinds, sweepKinds []string, model string) (int64, error) {
 	var n int64
 	err := s.db.QueryRow(ctx, `SELECT count(*) FROM river_job
 		WHERE state IN ('available', 'pending', 'retryable', 'running', 'scheduled')
-		  AND ((kind = ANY($1) AND coalesce(args->>'model', '') IN ($3, '')) OR kind = ANY($2))`, kinds, sweepKinds, model).Scan(&n)
+		  AND ((kind = ANY($1) AND coalesce(args->>'model', '') IN ($3, '')) OR (kind = ANY($2) AND state = 'running'))`, kinds, sweepKinds, model).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("live embed jobs: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/memoryd/memoryd/embedding/embeddingtest"
 	"github.com/memoryd/memoryd/events/eventstest"
@@ -88,6 +89,41 @@ func TestEmbedBackfillEndsWhenTheServerRefusesAText(t *testing.T) {
 	}
 	if n, err := s.CountEmbeddings(context.Background(), "alice", "m1"); err != nil || n != (store.EmbeddingCount{Items: 3, Embedded: 2}) {
 		t.Errorf("alice: %+v (%v), want 2 of 3 embedded", n, err)
+	}
+}
+
+// The same backfill when its embed job outlasts River's start: the
+// command's own River client, elected leader, inserts the periodic jobs
+// (an embed sweep among them) on the maintenance queue, which an embed-only
+// process does not work. With no serve running they stay available, and
+// the wait counted the sweep as an embed job left to run: it never ended
+// (a hang hunt caught the test above waiting until the package's timeout
+// under load, where the job ended after the sweep's insert; the delay
+// makes that certain).
+func TestEmbedBackfillEndsWhenTheServerRefusesATextWithoutAServe(t *testing.T) {
+	t.Parallel()
+	_, dbURL := storetest.Schema(t)
+	s := storetest.Open(t, dbURL)
+	if _, err := s.InsertContext(context.Background(), []store.ContextWrite{
+		{UserID: "alice", Question: "my canine companion", Answer: "Rex"},
+		{UserID: "alice", Question: "a pasted log", Answer: "POISON"}}); err != nil {
+		t.Fatal(err)
+	}
+	srv := embeddingtest.New(t)
+	srv.RefuseContaining("POISON")
+	srv.SetDelay(time.Second) // the job ends after River's periodic jobs are in
+	nc := eventstest.Conn(t)
+	prefix, stream := eventstest.Names(t, nc)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	code := run(ctx, &cli{stdout: &out, stderr: &errOut}, []string{"embed", "--backfill", "--user", "alice", "--embed-base-url", srv.URL, "--embed-model", "m1",
+		"--database-url", dbURL + fmt.Sprintf("&pool_max_conns=%d", storetest.MaxConns), "--nats-url", eventstest.URL(), "--prefix", prefix, "--stream", stream, "--log-format", "json"})
+	if ctx.Err() != nil {
+		t.Fatalf("embed --backfill still waiting after a minute (exit %d)\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+	if code != 1 || !strings.Contains(errOut.String(), "1 context items and 0 document chunks have no m1 vector and no embed job is left") {
+		t.Fatalf("embed exited %d\nstdout:\n%s\nstderr:\n%s\nwant exit 1 naming the item left without a vector", code, out.String(), errOut.String())
 	}
 }
 
