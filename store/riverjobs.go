@@ -159,9 +159,14 @@ func (s *Store) TakeOverJobs(ctx context.Context, deadAfter time.Duration) ([]Ta
 	}
 	// Likewise the jobs they claimed (ClaimJobs) go back to River now
 	// rather than when their lease ends, each to run alone.
-	if _, err := s.db.Exec(ctx, `UPDATE river_job SET state = 'available', scheduled_at = now(),
-			metadata = (metadata - $2::text) || jsonb_build_object($3::text, true)
-		WHERE state = 'scheduled' AND metadata ? $2::text AND metadata->>$2::text = ANY($1::bigint[]::text[])`, ids, ClaimedByKey, UnclaimableKey); err != nil {
+	// So do those of a claimer whose row is gone (its user's forget
+	// deleted it while it ran): whether or not its process is the dead
+	// one, no takeover would find it, and they would wait for their lease.
+	if _, err := s.db.Exec(ctx, `UPDATE river_job j SET state = 'available', scheduled_at = now(),
+			metadata = (j.metadata - $2::text) || jsonb_build_object($3::text, true)
+		WHERE j.state = 'scheduled' AND j.metadata ? $2::text
+		  AND (j.metadata->>$2::text = ANY($1::bigint[]::text[])
+		       OR NOT EXISTS (SELECT FROM river_job c WHERE c.id = (j.metadata->>$2::text)::bigint))`, ids, ClaimedByKey, UnclaimableKey); err != nil {
 		return nil, fmt.Errorf("take over jobs: release claimed jobs: %w", err)
 	}
 	return jobs, nil
@@ -364,23 +369,39 @@ func (s *Store) ClaimJobs(ctx context.Context, c JobClaim) ([]ClaimedJob, error)
 // FinishClaimed completes the jobs of ids that claimer still holds (a
 // forget may have deleted some, an expired lease returned others to
 // River), and returns how many it completed.
+//
+// Rows another transaction holds are skipped rather than waited for (a
+// forget deleting them: a wait held the claimer, and a Stop past its
+// deadline, for as long as the forget took): a skipped job still there
+// later runs when its lease ends and finds its items embedded.
 func (s *Store) FinishClaimed(ctx context.Context, claimer int64, ids []int64) (int64, error) {
-	tag, err := s.db.Exec(ctx, `UPDATE river_job SET state = 'completed', finalized_at = now()
-		WHERE id = ANY($1) AND state = 'scheduled' AND metadata->>$3::text = $2::bigint::text`, ids, claimer, ClaimedByKey)
+	tag, err := s.db.Exec(ctx, `UPDATE river_job j SET state = 'completed', finalized_at = now()
+		FROM (SELECT id FROM river_job WHERE id = ANY($1) AND state = 'scheduled' AND metadata->>$3::text = $2::bigint::text
+		      ORDER BY id FOR UPDATE SKIP LOCKED) l
+		WHERE j.id = l.id`, ids, claimer, ClaimedByKey)
 	if err != nil {
 		return 0, fmt.Errorf("finish claimed jobs: %w", err)
 	}
 	return tag.RowsAffected(), nil
 }
 
-// ReleaseClaimed gives the jobs of ids that claimer still holds back to
-// River, available at once and marked unclaimable (UnclaimableKey): after
-// a failed batch each runs alone, with its own attempts, and returns how
-// many it released.
-func (s *Store) ReleaseClaimed(ctx context.Context, claimer int64, ids []int64) (int64, error) {
-	tag, err := s.db.Exec(ctx, `UPDATE river_job SET state = 'available', scheduled_at = now(),
-			metadata = (metadata - $3::text) || jsonb_build_object($4::text, true)
-		WHERE id = ANY($1) AND state = 'scheduled' AND metadata->>$3::text = $2::bigint::text`, ids, claimer, ClaimedByKey, UnclaimableKey)
+// ReleaseClaimed gives the jobs of ids (every job, when ids is nil) that
+// claimer still holds back to River, available after the delay after (at
+// once when 0), and returns how many it released. With unclaimable (the
+// failed batch may have failed for one of their texts) they are marked
+// (UnclaimableKey) and each runs alone, with its own attempts, from then
+// on; without (the server was overloaded or down, the claimer stopped)
+// they may be claimed again. Rows another transaction holds are skipped,
+// as by FinishClaimed: a forget deleting them, or they go back to River
+// when their lease ends.
+func (s *Store) ReleaseClaimed(ctx context.Context, claimer int64, ids []int64, unclaimable bool, after time.Duration) (int64, error) {
+	tag, err := s.db.Exec(ctx, `UPDATE river_job j SET
+			state = CASE WHEN $6::interval > interval '0' THEN 'scheduled' ELSE 'available' END::river_job_state,
+			scheduled_at = now() + $6::interval,
+			metadata = (j.metadata - $3::text) || CASE WHEN $5 THEN jsonb_build_object($4::text, true) ELSE '{}'::jsonb END
+		FROM (SELECT id FROM river_job WHERE ($1::bigint[] IS NULL OR id = ANY($1)) AND state = 'scheduled' AND metadata->>$3::text = $2::bigint::text
+		      ORDER BY id FOR UPDATE SKIP LOCKED) l
+		WHERE j.id = l.id`, ids, claimer, ClaimedByKey, UnclaimableKey, unclaimable, after)
 	if err != nil {
 		return 0, fmt.Errorf("release claimed jobs: %w", err)
 	}

@@ -226,7 +226,7 @@ func TestClaimJobs(t *testing.T) {
 	if r := get("b"); r.state != "completed" || r.claimedBy != "99" {
 		t.Errorf("b finished: %+v", r)
 	}
-	if n, err := s.ReleaseClaimed(ctx, 100, []int64{ids["big"], ids["a"]}); err != nil || n != 1 {
+	if n, err := s.ReleaseClaimed(ctx, 100, []int64{ids["big"], ids["a"]}, true, 0); err != nil || n != 1 {
 		t.Fatalf("claimer 100 released %d (%v), want its 1", n, err)
 	}
 	if r := get("big"); r != (row{state: "available", unclaimable: true}) {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -312,10 +313,16 @@ type embedWorker struct {
 // a failure is decided by outcome, for the job itself.
 func (e *embedWorker) Work(ctx context.Context, job *river.Job[EmbedArgs]) error {
 	claimed := e.w.claimEmbeds(ctx, job)
+	ended := errEmbedPanicked
+	defer func() {
+		// Deferred so that a panic (River recovers it and fails the job)
+		// gives the claims back too, rather than after their lease.
+		if len(claimed) > 0 {
+			e.w.endClaims(ctx, job.ID, claimed, ended)
+		}
+	}()
 	n, err := e.w.embed(ctx, job.Args, claimed)
-	if len(claimed) > 0 {
-		e.w.endClaims(ctx, job.ID, claimed, err == nil)
-	}
+	ended = err
 	if err == nil {
 		e.w.logger.Debug("embedded context items", "job_id", job.ID, "items", n, "claimed_jobs", len(claimed))
 		return nil
@@ -373,7 +380,10 @@ func (w *Worker) claimEmbeds(ctx context.Context, job *river.Job[EmbedArgs]) []c
 	jobs, err := w.cfg.Store.ClaimJobs(ctx, store.JobClaim{Claimer: job.ID, Kind: EmbedJobKind, Queue: job.Queue,
 		ItemsField: "context_ids", MaxItems: room, Lease: lease + claimLeaseMargin})
 	if err != nil {
+		// The claim may have committed all the same (the context ended as
+		// the reply came): whatever this job holds goes back.
 		w.logger.Warn("claiming waiting embed jobs failed; this one runs alone", "job_id", job.ID, "error", err)
+		w.releaseClaims(ctx, job.ID, nil, false, 0)
 		return nil
 	}
 	claimed := make([]claimedEmbed, 0, len(jobs))
@@ -387,7 +397,7 @@ func (w *Worker) claimEmbeds(ctx context.Context, job *river.Job[EmbedArgs]) []c
 		claimed = append(claimed, claimedEmbed{id: j.ID, args: args})
 	}
 	if len(strays) > 0 {
-		w.releaseClaims(ctx, job.ID, strays)
+		w.releaseClaims(ctx, job.ID, strays, true, 0)
 	}
 	return claimed
 }
@@ -403,17 +413,23 @@ func unclaimable(metadata []byte) bool {
 	return ok
 }
 
-// endClaims completes the claimed jobs once their items are saved (ok), or
-// gives them back to River to run alone. Either is bounded and outlives the
-// job's context (a shutdown cancels it): left undone, the jobs wait for
-// their lease, and then run and find their items embedded, or run alone.
-func (w *Worker) endClaims(ctx context.Context, claimer int64, claimed []claimedEmbed, ok bool) {
+// endClaims completes the claimed jobs once their items are saved (err
+// nil), or gives them back to River: to run alone when the failure may be
+// one of their texts' (claimBlamesTexts), else to be claimed again, after
+// the server's Retry-After. Either is bounded and outlives the job's
+// context (a shutdown cancels it): left undone, the jobs wait for their
+// lease, and then run and find their items embedded, or run alone.
+func (w *Worker) endClaims(ctx context.Context, claimer int64, claimed []claimedEmbed, err error) {
 	ids := make([]int64, len(claimed))
 	for i, c := range claimed {
 		ids[i] = c.id
 	}
-	if !ok {
-		w.releaseClaims(ctx, claimer, ids)
+	if err != nil {
+		var after time.Duration
+		if e := (*embedding.Error)(nil); errors.As(err, &e) && e.Kind == embedding.KindRetryAfter {
+			after = min(e.RetryAfter, embedding.MaxRetryAfter)
+		}
+		w.releaseClaims(ctx, claimer, ids, claimBlamesTexts(err), after)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -424,12 +440,45 @@ func (w *Worker) endClaims(ctx context.Context, claimer int64, claimed []claimed
 	}
 }
 
-// releaseClaims gives claimed jobs back to River, each to run alone.
-func (w *Worker) releaseClaims(ctx context.Context, claimer int64, ids []int64) {
+// errEmbedPanicked is how endClaims learns that the batch's embed
+// panicked.
+var errEmbedPanicked = errors.New("embed panicked")
+
+// claimBlamesTexts reports whether a failed batch may have failed for one
+// of its texts (a 500, a timeout, a dropped connection, a reply it could
+// not use), so that the jobs it claimed run alone from then on. A server
+// asking to slow down (429, 503 with Retry-After), one overloaded or
+// behind a proxy that has no upstream (502, 503, 504), the job's context
+// ending (a shutdown, a cancel) and a database error are no text's: marked
+// unclaimable for those, a blip of the server under a backlog turned every
+// job claimed at the time into one request each, for good.
+func claimBlamesTexts(err error) bool {
+	switch {
+	case errors.Is(err, errEmbedPanicked):
+		return true
+	case errors.Is(err, context.Canceled):
+		return false
+	}
+	var e *embedding.Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch {
+	case e.Kind == embedding.KindRetryAfter:
+		return false
+	case e.Status == http.StatusBadGateway, e.Status == http.StatusServiceUnavailable, e.Status == http.StatusGatewayTimeout:
+		return false
+	}
+	return true
+}
+
+// releaseClaims gives claimed jobs (every one claimer holds, when ids is
+// nil) back to River (store.ReleaseClaimed).
+func (w *Worker) releaseClaims(ctx context.Context, claimer int64, ids []int64, unclaimable bool, after time.Duration) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if _, err := w.cfg.Store.ReleaseClaimed(ctx, claimer, ids); err != nil {
-		w.logger.Warn("releasing claimed embed jobs failed; they run alone when their lease ends",
+	if _, err := w.cfg.Store.ReleaseClaimed(ctx, claimer, ids, unclaimable, after); err != nil {
+		w.logger.Warn("releasing claimed embed jobs failed; they go back to River when their lease ends",
 			"job_id", claimer, "claimed_jobs", len(ids), "error", err)
 	}
 }

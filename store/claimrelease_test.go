@@ -1,0 +1,114 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/store/storetest"
+)
+
+// ReleaseClaimed gives back, marked or not, at once or after a delay,
+// the listed jobs or every one the claimer holds, and skips a row another
+// transaction holds; a takeover gives back the claims of a claimer whose
+// row a forget deleted.
+func TestReleaseClaimedAndForgottenClaimers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	insert := func(user, state string, attemptedBy string) int64 {
+		t.Helper()
+		var id int64
+		if err := s.Pool().QueryRow(ctx, `INSERT INTO river_job (kind, args, queue, state, max_attempts, attempt, attempted_at, attempted_by)
+			VALUES ('k', jsonb_build_object('user_id', $1::text, 'context_ids', '[1]'::jsonb), 'q', $2::river_job_state, 5,
+			        CASE WHEN $3 <> '' THEN 1 ELSE 0 END, CASE WHEN $3 <> '' THEN now() END, CASE WHEN $3 <> '' THEN ARRAY[$3] END)
+			RETURNING id`, user, state, attemptedBy).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	claim := func(claimer int64) []int64 {
+		t.Helper()
+		jobs, err := s.ClaimJobs(ctx, store.JobClaim{Claimer: claimer, Kind: "k", Queue: "q", ItemsField: "context_ids", MaxItems: 10, Lease: 11 * time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []int64
+		for _, j := range jobs {
+			ids = append(ids, j.ID)
+		}
+		return ids
+	}
+	type row struct {
+		state       string
+		claimed     bool
+		unclaimable bool
+		later       bool
+	}
+	get := func(id int64) row {
+		t.Helper()
+		var r row
+		if err := s.Pool().QueryRow(ctx, `SELECT state::text, metadata ? $2, metadata ? $3, scheduled_at > now() + interval '5 seconds'
+			FROM river_job WHERE id = $1`, id, store.ClaimedByKey, store.UnclaimableKey).Scan(&r.state, &r.claimed, &r.unclaimable, &r.later); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+
+	a, b, c := insert("a", "available", ""), insert("b", "available", ""), insert("c", "available", "")
+	if got := claim(1000); len(got) != 3 {
+		t.Fatalf("claimed %v", got)
+	}
+	// c's row is held by a forget in flight: skipped, not waited for.
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM river_job WHERE id = $1`, c); err != nil {
+		t.Fatal(err)
+	}
+	// Were the held row waited for, the releases would still be waiting
+	// when the deadline ends them (the forget commits below, after them).
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if n, err := s.ReleaseClaimed(rctx, 1000, []int64{a}, false, 0); err != nil || n != 1 {
+		t.Fatalf("released %d (%v), want a", n, err)
+	}
+	if n, err := s.ReleaseClaimed(rctx, 1000, nil, false, time.Minute); err != nil || n != 1 {
+		t.Fatalf("released %d (%v), want b (c is held)", n, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := get(a); r != (row{state: "available"}) {
+		t.Errorf("a released at once, claimable again: %+v", r)
+	}
+	if r := get(b); r != (row{state: "scheduled", later: true}) {
+		t.Errorf("b released after a minute: %+v", r)
+	}
+
+	// A claimer in a dead process whose row its user's forget deleted.
+	claimer := insert("alice", "running", "dead-proc")
+	d := insert("d", "available", "")
+	if got := claim(claimer); len(got) != 2 { // a and d
+		t.Fatalf("claimed %v", got)
+	}
+	if _, err := s.Pool().Exec(ctx, `DELETE FROM river_job WHERE id = $1`, claimer); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(ctx, `INSERT INTO memoryd_processes (id, started_at, heartbeat_at) VALUES ('dead-proc', now() - interval '1 hour', now() - interval '1 hour')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
+		_, err := q.TakeOverJobs(ctx, time.Minute)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if r := get(d); r != (row{state: "available", unclaimable: true}) {
+		t.Errorf("d after the takeover, its claimer's row gone: %+v", r)
+	}
+}
