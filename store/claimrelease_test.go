@@ -2,11 +2,14 @@ package store_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
 )
@@ -77,8 +80,8 @@ func TestReleaseClaimedAndForgottenClaimers(t *testing.T) {
 	if n, err := s.ReleaseClaimed(rctx, 1000, []int64{a}, false, 0); err != nil || n != 1 {
 		t.Fatalf("released %d (%v), want a", n, err)
 	}
-	if n, err := s.ReleaseClaimed(rctx, 1000, nil, false, time.Minute); err != nil || n != 1 {
-		t.Fatalf("released %d (%v), want b (c is held)", n, err)
+	if n, err := s.ReleaseClaimed(rctx, 1000, nil, false, time.Minute); err == nil || !strings.Contains(err.Error(), "1 held by another transaction") || n != 1 {
+		t.Fatalf("released %d (%v), want b, and an error naming c, held", n, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
@@ -110,5 +113,58 @@ func TestReleaseClaimedAndForgottenClaimers(t *testing.T) {
 	}
 	if r := get(d); r != (row{state: "available", unclaimable: true}) {
 		t.Errorf("d after the takeover, its claimer's row gone: %+v", r)
+	}
+}
+
+// A claimed row held for a moment (River's fetch, or another claim, that
+// read it as available before the claim and locked it to recheck) is
+// released once the moment ends: the release passes again. Done once, it
+// left the job claimed until its lease ended (the worker's outage test
+// caught 14 jobs claimed for 9 more minutes).
+func TestReleaseClaimedPassesAgainOverARowHeldForAMoment(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	var ids []int64
+	for _, u := range []string{"a", "b"} {
+		var id int64
+		if err := s.Pool().QueryRow(ctx, `INSERT INTO river_job (kind, args, queue, state, max_attempts)
+			VALUES ('k', jsonb_build_object('user_id', $1::text, 'context_ids', '[1]'::jsonb), 'q', 'available', 5) RETURNING id`, u).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if jobs, err := s.ClaimJobs(ctx, store.JobClaim{Claimer: 7, Kind: "k", Queue: "q", ItemsField: "context_ids", MaxItems: 10, Lease: 10 * time.Minute}); err != nil || len(jobs) != 2 {
+		t.Fatalf("claimed %d (%v), want 2", len(jobs), err)
+	}
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT FROM river_job WHERE id = $1 FOR UPDATE`, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		n   int64
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := s.ReleaseClaimed(ctx, 7, nil, false, 0)
+		done <- result{n, err}
+	}()
+	// The first pass released the free row; then the moment ends.
+	eventstest.Eventually(t, "the free row released", time.Minute, func() (bool, string) {
+		var st string
+		err := s.Pool().QueryRow(ctx, `SELECT state::text FROM river_job WHERE id = $1`, ids[0]).Scan(&st)
+		return err == nil && st == "available", fmt.Sprint(st, err)
+	})
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil || r.n != 2 {
+		t.Fatalf("released %d (%v), want both", r.n, r.err)
 	}
 }

@@ -315,15 +315,16 @@ type ClaimedJob struct {
 
 // Metadata keys of claimed jobs. ClaimedByKey holds the claimer's job id
 // while the job is claimed and after the claimer finished it;
-// UnclaimableKey marks a job released after its claimer failed, which runs
-// on its own from then on, so that one bad item fails one batch at most.
+// UnclaimableKey marks a job that failed, or was released by a claimer
+// that failed, in a way one of its texts may have caused: it runs on its
+// own from then on, so that one bad item fails one batch at most.
 const (
 	ClaimedByKey   = "memoryd_claimed_by"
 	UnclaimableKey = "memoryd_unclaimable"
 )
 
-// ClaimJobs takes jobs of c.Kind waiting in c.Queue that never ran
-// (available now, attempt 0, not marked unclaimable), oldest first in
+// ClaimJobs takes jobs of c.Kind waiting in c.Queue (available now, not
+// marked unclaimable; retries included), oldest first in
 // River's own fetch order, whose item arrays add up to at most c.MaxItems,
 // and sets them aside for c.Claimer: state scheduled until the lease ends,
 // the claimer in their metadata. Rows River or another claimer holds are
@@ -340,7 +341,7 @@ func (s *Store) ClaimJobs(ctx context.Context, c JobClaim) ([]ClaimedJob, error)
 	rows, err := s.db.Query(ctx, `
 		WITH cand AS MATERIALIZED (
 			SELECT id, priority, scheduled_at, coalesce(jsonb_array_length(args->$3::text), 0) AS n FROM river_job
-			WHERE state = 'available' AND queue = $1 AND kind = $2 AND attempt = 0 AND scheduled_at <= now()
+			WHERE state = 'available' AND queue = $1 AND kind = $2 AND scheduled_at <= now()
 			  AND NOT metadata ? $5::text
 			ORDER BY priority, scheduled_at, id
 			LIMIT $4
@@ -368,42 +369,71 @@ func (s *Store) ClaimJobs(ctx context.Context, c JobClaim) ([]ClaimedJob, error)
 
 // FinishClaimed completes the jobs of ids that claimer still holds (a
 // forget may have deleted some, an expired lease returned others to
-// River), and returns how many it completed.
-//
-// Rows another transaction holds are skipped rather than waited for (a
-// forget deleting them: a wait held the claimer, and a Stop past its
-// deadline, for as long as the forget took): a skipped job still there
-// later runs when its lease ends and finds its items embedded.
+// River), and returns how many it completed (updateClaimed).
 func (s *Store) FinishClaimed(ctx context.Context, claimer int64, ids []int64) (int64, error) {
-	tag, err := s.db.Exec(ctx, `UPDATE river_job j SET state = 'completed', finalized_at = now()
-		FROM (SELECT id FROM river_job WHERE id = ANY($1) AND state = 'scheduled' AND metadata->>$3::text = $2::bigint::text
+	return s.updateClaimed(ctx, "finish claimed jobs", `UPDATE river_job j SET state = 'completed', finalized_at = now()
+		FROM (SELECT id FROM river_job WHERE ($1::bigint[] IS NULL OR id = ANY($1)) AND state = 'scheduled' AND metadata->>$3::text = $2::bigint::text
 		      ORDER BY id FOR UPDATE SKIP LOCKED) l
 		WHERE j.id = l.id`, ids, claimer, ClaimedByKey)
-	if err != nil {
-		return 0, fmt.Errorf("finish claimed jobs: %w", err)
-	}
-	return tag.RowsAffected(), nil
 }
 
 // ReleaseClaimed gives the jobs of ids (every job, when ids is nil) that
 // claimer still holds back to River, available after the delay after (at
-// once when 0), and returns how many it released. With unclaimable (the
-// failed batch may have failed for one of their texts) they are marked
-// (UnclaimableKey) and each runs alone, with its own attempts, from then
-// on; without (the server was overloaded or down, the claimer stopped)
-// they may be claimed again. Rows another transaction holds are skipped,
-// as by FinishClaimed: a forget deleting them, or they go back to River
-// when their lease ends.
+// once when 0), and returns how many it released (updateClaimed). With
+// unclaimable (the failed batch may have failed for one of their texts)
+// they are marked (UnclaimableKey) and each runs alone, with its own
+// attempts, from then on; without (the server was overloaded or down, the
+// claimer stopped) they may be claimed again.
 func (s *Store) ReleaseClaimed(ctx context.Context, claimer int64, ids []int64, unclaimable bool, after time.Duration) (int64, error) {
-	tag, err := s.db.Exec(ctx, `UPDATE river_job j SET
+	return s.updateClaimed(ctx, "release claimed jobs", `UPDATE river_job j SET
 			state = CASE WHEN $6::interval > interval '0' THEN 'scheduled' ELSE 'available' END::river_job_state,
 			scheduled_at = now() + $6::interval,
 			metadata = (j.metadata - $3::text) || CASE WHEN $5 THEN jsonb_build_object($4::text, true) ELSE '{}'::jsonb END
 		FROM (SELECT id FROM river_job WHERE ($1::bigint[] IS NULL OR id = ANY($1)) AND state = 'scheduled' AND metadata->>$3::text = $2::bigint::text
 		      ORDER BY id FOR UPDATE SKIP LOCKED) l
 		WHERE j.id = l.id`, ids, claimer, ClaimedByKey, UnclaimableKey, unclaimable, after)
-	if err != nil {
-		return 0, fmt.Errorf("release claimed jobs: %w", err)
+}
+
+// Passes of updateClaimed, and the pause between them: 2 s in all.
+const (
+	claimedUpdatePasses = 40
+	claimedUpdatePause  = 50 * time.Millisecond
+)
+
+// updateClaimed runs update, an UPDATE of the jobs of ids ($1, every one
+// when nil) that claimer ($2) holds, which skips rows another transaction
+// has locked, again until none of them is left or claimedUpdatePasses
+// passes, and returns how many rows it updated. Skipped rather than waited
+// for, so that a forget deleting one of them (which may take seconds) holds
+// neither the claimer nor a Stop past its deadline; passed again, because
+// a row is also held for a moment by statements that merely looked at it:
+// River's fetch or another claim that read it as available before the
+// claim and locked it to recheck. Done once, such a moment left the job
+// claimed until its lease ended, minutes later. Jobs still held after the
+// last pass are an error saying so: they go back to River when their lease
+// ends.
+func (s *Store) updateClaimed(ctx context.Context, what, update string, args ...any) (int64, error) {
+	var n int64
+	for pass := 1; ; pass++ {
+		tag, err := s.db.Exec(ctx, update, args...)
+		if err != nil {
+			return n, fmt.Errorf("%s: %w", what, err)
+		}
+		n += tag.RowsAffected()
+		var left int64
+		if err := s.db.QueryRow(ctx, `SELECT count(*) FROM river_job
+			WHERE ($1::bigint[] IS NULL OR id = ANY($1)) AND state = 'scheduled' AND metadata->>$3::text = $2::bigint::text`,
+			args[0], args[1], ClaimedByKey).Scan(&left); err != nil {
+			return n, fmt.Errorf("%s: %w", what, err)
+		}
+		if left == 0 {
+			return n, nil
+		}
+		if pass == claimedUpdatePasses {
+			return n, fmt.Errorf("%s: %d held by another transaction after %d passes", what, left, pass)
+		}
+		if err := sleepCtx(ctx, claimedUpdatePause); err != nil {
+			return n, fmt.Errorf("%s: %w", what, err)
+		}
 	}
-	return tag.RowsAffected(), nil
 }

@@ -30,8 +30,8 @@ import (
 //     through the store's context hook (embedHook, installed by the EmbedFollower): an item never exists
 //     without a job, and a write never waits for the model server.
 //   - An embed job reads its items still lacking a current vector, embeds
-//     them in requests of the client's BatchSize and saves the vectors. On
-//     its first run it takes the items of waiting jobs along, up to
+//     them in requests of the client's BatchSize and saves the vectors. It
+//     takes the items of waiting jobs along, up to
 //     EmbedJobSize in all (claimEmbeds): under live ingest each write's
 //     job holds an item or two, and one request each drained a backlog at
 //     a text per round trip. Its
@@ -335,6 +335,13 @@ func (e *embedWorker) Work(ctx context.Context, job *river.Job[EmbedArgs]) error
 			v = outcome(err, job.JobRow, false, b)
 		}
 	}
+	if claimBlamesTexts(err) {
+		// One of its texts may be the cause: from now on it runs alone,
+		// neither claiming nor claimed, like the jobs it had claimed.
+		// Unmarked (the server was down or overloaded), it batches again
+		// once the server is back, its retries and those of the backlog.
+		_ = river.MetadataSet(ctx, store.UnclaimableKey, true)
+	}
 	level := e.w.logger.Warn
 	switch {
 	case errors.As(err, new(*otherModelError)):
@@ -363,14 +370,14 @@ const claimLeaseMargin = time.Minute
 // claimEmbeds claims, for job, waiting embed jobs of its model (store.ClaimJobs)
 // up to EmbedJobSize items in all, so that a backlog of small jobs (one per
 // write under live ingest) is embedded in requests of many texts instead
-// of one request each. Only a job's first run claims, and not one released
-// from a failed batch (store.UnclaimableKey): a job that failed does not
-// take others down with it. Claiming saves requests and nothing else: when
-// it fails, the job runs alone.
+// of one request each. A job marked unclaimable (store.UnclaimableKey: it
+// failed, or was in a batch that failed, in a way one of its texts may have
+// caused) does not claim: it does not take others down with it. Claiming
+// saves requests and nothing else: when it fails, the job runs alone.
 func (w *Worker) claimEmbeds(ctx context.Context, job *river.Job[EmbedArgs]) []claimedEmbed {
 	model := w.cfg.Embedder.Model()
 	room := w.cfg.EmbedJobSize - len(job.Args.ContextIDs)
-	if job.Attempt != 1 || room < 1 || job.Args.Model != model || job.Queue != QueueEmbedFor(model) || unclaimable(job.Metadata) {
+	if room < 1 || job.Args.Model != model || job.Queue != QueueEmbedFor(model) || unclaimable(job.Metadata) {
 		return nil
 	}
 	lease := w.cfg.JobTimeout

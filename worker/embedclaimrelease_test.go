@@ -58,3 +58,47 @@ func TestEmbedOverloadedServerKeepsBatching(t *testing.T) {
 		})
 	}
 }
+
+// After an outage, the backlog of jobs that failed on their own (a 503 is
+// no text's fault) still goes in batches: a retried job claims, and is
+// claimed, like a new one. Before, only a job's first run claimed and only
+// jobs that never ran were claimed, so every job the outage had failed
+// sent its own request once the server was back.
+func TestEmbedBacklogAfterAnOutageGoesInBatches(t *testing.T) {
+	e := setup(t)
+	var users []string
+	for i := range 30 {
+		users = append(users, fmt.Sprintf("u%02d", i))
+	}
+	e.seedItems(users...)
+	enq, err := worker.NewEnqueuer(worker.EnqueuerConfig{Store: e.store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := enq.EnqueueMissingEmbeddings(e.ctx, "", "m1", 1, 25); err != nil || n != 60 {
+		t.Fatalf("enqueued %d items (%v), want 60", n, err)
+	}
+	srv := embeddingtest.New(t)
+	srv.Fail(http.StatusServiceUnavailable, "")
+	e.start(extractor.NewRules(), func(c *worker.Config) {
+		withEmbedder(embedder(t, srv, "m1"), -1)(c)
+		c.EmbedJobSize = 32
+	})
+	e.waitFor("most jobs failed once", func() (bool, string) {
+		var failed int
+		err := e.store.Pool().QueryRow(e.ctx, `SELECT count(*) FROM river_job WHERE kind = $1 AND attempt > 0`, worker.EmbedJobKind).Scan(&failed)
+		return err == nil && failed >= 24, fmt.Sprint(failed, err)
+	})
+	srv.Recover()
+	for _, u := range users {
+		e.waitEmbedded(u, "m1", 2)
+	}
+	var unclaimable int
+	if err := e.store.Pool().QueryRow(e.ctx, `SELECT count(*) FROM river_job WHERE kind = $1 AND metadata ? $2`,
+		worker.EmbedJobKind, store.UnclaimableKey).Scan(&unclaimable); err != nil || unclaimable != 0 {
+		t.Errorf("%d jobs marked unclaimable (%v) after an outage of 503s", unclaimable, err)
+	}
+	if n := len(srv.Batches()); n > 16 {
+		t.Errorf("%d requests answered with vectors for 60 one-item jobs after the outage, want a few batches", n)
+	}
+}
