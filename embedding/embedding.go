@@ -214,6 +214,10 @@ func (c *Client) request(ctx context.Context, batch []string) (vs [][]float32, b
 		switch {
 		case ctx.Err() != nil:
 			return nil, nil, &Error{Kind: KindTransient, Reason: "request: " + ctx.Err().Error(), Err: ctx.Err()}
+		case modelerr.NotConnected(err):
+			e := newError(KindTransient, "connection error: %s", short(c.redact(err.Error())))
+			e.NotSent = true
+			return nil, nil, e
 		case rctx.Err() != nil:
 			return nil, nil, newError(KindTransient, "request timed out after %s", c.cfg.Timeout)
 		}

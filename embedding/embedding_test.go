@@ -105,15 +105,16 @@ func TestEmbedUnreachableAndTimeout(t *testing.T) {
 	srv := embeddingtest.New(t)
 	srv.SetDelay(time.Minute)
 	c := newClient(t, srv, embedding.Config{Timeout: 50 * time.Millisecond})
-	if _, err := c.Embed(context.Background(), []string{"x"}); embedding.KindOf(err) != embedding.KindTransient {
-		t.Errorf("slow server: %v, want transient", err)
+	var e *embedding.Error
+	if _, err := c.Embed(context.Background(), []string{"x"}); embedding.KindOf(err) != embedding.KindTransient || !errors.As(err, &e) || e.NotSent {
+		t.Errorf("slow server: %v, want transient, sent", err)
 	}
 	down, err := embedding.New(embedding.Config{BaseURL: "http://127.0.0.1:1/v1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := down.Embed(context.Background(), []string{"x"}); embedding.KindOf(err) != embedding.KindTransient {
-		t.Errorf("unreachable server: %v, want transient", err)
+	if _, err := down.Embed(context.Background(), []string{"x"}); embedding.KindOf(err) != embedding.KindTransient || !errors.As(err, &e) || !e.NotSent {
+		t.Errorf("unreachable server: %v, want transient, not sent", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -64,6 +64,11 @@ type Error struct {
 	Err error
 	// Status is the HTTP status the server answered with, 0 when none.
 	Status int
+	// NotSent is set on an error of KindTransient when no connection to
+	// the server could be made (refused, no route, DNS, a dial that timed
+	// out): the request never reached it, so none of its texts can be the
+	// cause.
+	NotSent bool
 	// Unusable are the indexes, in the texts of the Embed call, of those
 	// the server answered with an unusable vector (a null, non-number or
 	// non-finite entry, or all zero); Embed returned the others' vectors

@@ -9,13 +9,11 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -710,28 +708,9 @@ func classify(err error, ex *exchange, timeout time.Duration) *Error {
 		// was made may be this request's doing (a server that crashes on
 		// one input), which must spend attempts, not wait for an outage.
 		e := newError(KindTransient, "connection error: %s", boundDetail(err.Error()))
-		e.Unreachable = notConnected(err)
+		e.Unreachable = modelerr.NotConnected(err)
 		return e
 	}
-}
-
-// notConnected reports whether err is a failure to make the connection at
-// all: refused, no route, a connect that timed out, or a name that does
-// not resolve. A reset, even one that ends the connect, came from a
-// server that took the connection.
-func notConnected(err error) bool {
-	var (
-		opErr  *net.OpError
-		dnsErr *net.DNSError
-	)
-	if errors.As(err, &dnsErr) {
-		return true
-	}
-	if !errors.As(err, &opErr) || opErr.Op != "dial" {
-		return false
-	}
-	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) ||
-		errors.Is(err, syscall.ENETUNREACH) || opErr.Timeout()
 }
 
 // statusError classifies an HTTP error status, detail being ": message" or

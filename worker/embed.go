@@ -316,7 +316,11 @@ func (e *embedWorker) Work(ctx context.Context, job *river.Job[EmbedArgs]) error
 	ended := errEmbedPanicked
 	defer func() {
 		// Deferred so that a panic (River recovers it and fails the job)
-		// gives the claims back too, rather than after their lease.
+		// gives the claims back too, rather than after their lease, and
+		// marks the job as a failure for a text would.
+		if errors.Is(ended, errEmbedPanicked) {
+			_ = river.MetadataSet(ctx, store.UnclaimableKey, true)
+		}
 		if len(claimed) > 0 {
 			e.w.endClaims(ctx, job.ID, claimed, ended)
 		}
@@ -341,6 +345,15 @@ func (e *embedWorker) Work(ctx context.Context, job *river.Job[EmbedArgs]) error
 		// Unmarked (the server was down or overloaded), it batches again
 		// once the server is back, its retries and those of the backlog.
 		_ = river.MetadataSet(ctx, store.UnclaimableKey, true)
+		if len(claimed) > 0 {
+			// The batch held other jobs' texts: like them, it runs alone
+			// next without spending an attempt (it can no longer claim,
+			// so this happens once), and only a failure of its own texts
+			// spends its attempts or gives it up. Charged here, a job on
+			// its last attempt, or one whose batch the server refused
+			// (embedSplitting's probe), was given up for another's text.
+			v = verdict{river: river.JobSnooze(b.spread(b.modelWaitBase)), label: outcomeHandedBack}
+		}
 	}
 	level := e.w.logger.Warn
 	switch {
@@ -455,7 +468,8 @@ var errEmbedPanicked = errors.New("embed panicked")
 // of its texts (a 500, a timeout, a dropped connection, a reply it could
 // not use), so that the jobs it claimed run alone from then on. A server
 // asking to slow down (429, 503 with Retry-After), one overloaded or
-// behind a proxy that has no upstream (502, 503, 504), the job's context
+// behind a proxy that has no upstream (502, 503, 504), one that could not
+// be connected to (down: nothing was sent), the job's context
 // ending (a shutdown, a cancel) and a database error are no text's: marked
 // unclaimable for those, a blip of the server under a backlog turned every
 // job claimed at the time into one request each, for good.
@@ -471,7 +485,8 @@ func claimBlamesTexts(err error) bool {
 		return false
 	}
 	switch {
-	case e.Kind == embedding.KindRetryAfter:
+	case e.Kind == embedding.KindRetryAfter, e.NotSent:
+		// Asked to slow down, or never sent (the server is down).
 		return false
 	case e.Status == http.StatusBadGateway, e.Status == http.StatusServiceUnavailable, e.Status == http.StatusGatewayTimeout:
 		return false

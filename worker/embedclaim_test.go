@@ -13,6 +13,15 @@ import (
 	"github.com/memoryd/memoryd/worker"
 )
 
+// userIDs is n user ids, u00 on.
+func userIDs(n int) []string {
+	users := make([]string, n)
+	for i := range users {
+		users[i] = fmt.Sprintf("u%02d", i)
+	}
+	return users
+}
+
 // enqueueSmallEmbedJobs stores two items for each user and enqueues one
 // embed job of model per item, as live ingest leaves them: a backlog of
 // small jobs, waiting before any worker runs.
@@ -68,10 +77,7 @@ func (e *env) embedJobRows() []embedJobRow {
 // sent its own request.
 func TestEmbedJobsClaimWaitingJobs(t *testing.T) {
 	e := setup(t)
-	var users []string
-	for i := range 30 {
-		users = append(users, fmt.Sprintf("u%02d", i))
-	}
+	users := userIDs(30)
 	e.enqueueSmallEmbedJobs("m1", users...)
 	srv := embeddingtest.New(t)
 	// Two worker processes, so that claims race River's fetches and each
@@ -128,10 +134,7 @@ func TestEmbedJobsClaimWaitingJobs(t *testing.T) {
 // alone keeps failing.
 func TestEmbedFailedBatchRunsClaimedJobsAlone(t *testing.T) {
 	e := setup(t)
-	var users []string
-	for i := range 12 {
-		users = append(users, fmt.Sprintf("u%02d", i))
-	}
+	users := userIDs(12)
 	e.enqueueSmallEmbedJobs("m1", users...)
 	// One more user whose items' texts make the server fail.
 	if _, err := e.store.InsertContext(e.ctx, []store.ContextWrite{{UserID: "zed", Question: "poison pill", Answer: "boom", CreatedAt: t0}}); err != nil {
@@ -170,6 +173,16 @@ func TestEmbedFailedBatchRunsClaimedJobsAlone(t *testing.T) {
 	if batchesWithPoison > 1 {
 		t.Errorf("the failing text was in %d requests of several texts, want 1 at most", batchesWithPoison)
 	}
+	// River completes a job after its run returns, apart from the vectors
+	// the run saved.
+	e.waitFor("the other jobs ended", func() (bool, string) {
+		for _, r := range e.embedJobRows() {
+			if !strings.Contains(r.text, "poison") && slices.Contains([]string{"available", "running", "retryable", "scheduled"}, r.state) {
+				return false, fmt.Sprintf("%+v", r)
+			}
+		}
+		return true, ""
+	})
 	for _, r := range e.embedJobRows() {
 		switch {
 		case strings.Contains(r.text, "poison"):

@@ -30,10 +30,7 @@ func TestEmbedOverloadedServerKeepsBatching(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := setup(t)
-			var users []string
-			for i := range 60 {
-				users = append(users, fmt.Sprintf("u%02d", i))
-			}
+			users := userIDs(60)
 			e.enqueueSmallEmbedJobs("m1", users...)
 			srv := embeddingtest.New(t)
 			c.fail(srv)
@@ -66,10 +63,7 @@ func TestEmbedOverloadedServerKeepsBatching(t *testing.T) {
 // sent its own request once the server was back.
 func TestEmbedBacklogAfterAnOutageGoesInBatches(t *testing.T) {
 	e := setup(t)
-	var users []string
-	for i := range 30 {
-		users = append(users, fmt.Sprintf("u%02d", i))
-	}
+	users := userIDs(30)
 	e.seedItems(users...)
 	enq, err := worker.NewEnqueuer(worker.EnqueuerConfig{Store: e.store})
 	if err != nil {

@@ -7,10 +7,13 @@ package modelerr
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -81,4 +84,23 @@ func RetryAfter(v string, now time.Time) (time.Duration, bool) {
 		return max(t.Sub(now), 0), true
 	}
 	return 0, false
+}
+
+// NotConnected reports whether err is a failure to make the connection at
+// all: refused, no route, a connect that timed out, or a name that does
+// not resolve; nothing was sent. A reset, even one that ends the connect,
+// came from a server that took the connection.
+func NotConnected(err error) bool {
+	var (
+		opErr  *net.OpError
+		dnsErr *net.DNSError
+	)
+	if errors.As(err, &dnsErr) {
+		return true
+	}
+	if !errors.As(err, &opErr) || opErr.Op != "dial" {
+		return false
+	}
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) ||
+		errors.Is(err, syscall.ENETUNREACH) || opErr.Timeout()
 }

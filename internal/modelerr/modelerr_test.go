@@ -1,6 +1,10 @@
 package modelerr_test
 
 import (
+	"errors"
+	"fmt"
+	"net"
+	"syscall"
 	"testing"
 	"time"
 
@@ -50,6 +54,26 @@ func TestMessage(t *testing.T) {
 	} {
 		if got := modelerr.Message([]byte(body)); got != want {
 			t.Errorf("Message(%s) = %q, want %q", body, got, want)
+		}
+	}
+}
+
+func TestNotConnected(t *testing.T) {
+	t.Parallel()
+	_, refused := net.Dial("tcp", "127.0.0.1:1")
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"refused", refused, true},
+		{"wrapped refused", fmt.Errorf("post: %w", refused), true},
+		{"name not resolved", &net.DNSError{Err: "no such host", Name: "nowhere.invalid"}, true},
+		{"reset while reading", &net.OpError{Op: "read", Err: syscall.ECONNRESET}, false},
+		{"other", errors.New("unexpected EOF"), false},
+	} {
+		if got := modelerr.NotConnected(c.err); got != c.want {
+			t.Errorf("%s (%v): %v, want %v", c.name, c.err, got, c.want)
 		}
 	}
 }
