@@ -37,6 +37,41 @@ func (e *env) enqueueSmallEmbedJobs(model string, users ...string) {
 	}
 }
 
+// enqueueEmbedJobsOf enqueues an embed job of model for each of user's
+// items that lack a vector, one item a job, five attempts each.
+func (e *env) enqueueEmbedJobsOf(user, model string) {
+	e.t.Helper()
+	enq, err := worker.NewEnqueuer(worker.EnqueuerConfig{Store: e.store})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := enq.EnqueueMissingEmbeddings(e.ctx, user, model, 1, 5); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// unclaimableJobs counts the embed jobs marked unclaimable.
+func (e *env) unclaimableJobs() int {
+	e.t.Helper()
+	var n int
+	if err := e.store.Pool().QueryRow(e.ctx, `SELECT count(*) FROM river_job WHERE kind = $1 AND metadata ? $2`,
+		worker.EmbedJobKind, store.UnclaimableKey).Scan(&n); err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
+// waitFailedOnce waits until at least n embed jobs have run (and, the
+// server failing, failed) once.
+func (e *env) waitFailedOnce(n int) {
+	e.t.Helper()
+	e.waitFor(fmt.Sprintf("%d jobs failed once", n), func() (bool, string) {
+		var failed int
+		err := e.store.Pool().QueryRow(e.ctx, `SELECT count(*) FROM river_job WHERE kind = $1 AND attempt > 0`, worker.EmbedJobKind).Scan(&failed)
+		return err == nil && failed >= n, fmt.Sprint(failed, err)
+	})
+}
+
 // embedJobRow is an embed job's state, errors and claimer.
 type embedJobRow struct {
 	id        int64
@@ -140,13 +175,7 @@ func TestEmbedFailedBatchRunsClaimedJobsAlone(t *testing.T) {
 	if _, err := e.store.InsertContext(e.ctx, []store.ContextWrite{{UserID: "zed", Question: "poison pill", Answer: "boom", CreatedAt: t0}}); err != nil {
 		t.Fatal(err)
 	}
-	enq, err := worker.NewEnqueuer(worker.EnqueuerConfig{Store: e.store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := enq.EnqueueMissingEmbeddings(e.ctx, "zed", "m1", 1, 5); err != nil {
-		t.Fatal(err)
-	}
+	e.enqueueEmbedJobsOf("zed", "m1")
 	srv := embeddingtest.New(t)
 	srv.FailContaining("poison", http.StatusInternalServerError)
 	e.start(extractor.NewRules(), func(c *worker.Config) {

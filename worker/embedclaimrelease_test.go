@@ -1,14 +1,12 @@
 package worker_test
 
 import (
-	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/memoryd/memoryd/embedding/embeddingtest"
 	"github.com/memoryd/memoryd/extractor"
-	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/worker"
 )
 
@@ -41,12 +39,7 @@ func TestEmbedOverloadedServerKeepsBatching(t *testing.T) {
 			for _, u := range users {
 				e.waitEmbedded(u, "m1", 2)
 			}
-			var unclaimable int
-			if err := e.store.Pool().QueryRow(e.ctx, `SELECT count(*) FROM river_job WHERE kind = $1 AND metadata ? $2`,
-				worker.EmbedJobKind, store.UnclaimableKey).Scan(&unclaimable); err != nil {
-				t.Fatal(err)
-			}
-			if unclaimable > 0 {
+			if unclaimable := e.unclaimableJobs(); unclaimable > 0 {
 				t.Errorf("%d jobs marked unclaimable after a failure that was no text's", unclaimable)
 			}
 			if n := len(srv.Batches()); n > 16 {
@@ -78,19 +71,13 @@ func TestEmbedBacklogAfterAnOutageGoesInBatches(t *testing.T) {
 		withEmbedder(embedder(t, srv, "m1"), -1)(c)
 		c.EmbedJobSize = 32
 	})
-	e.waitFor("most jobs failed once", func() (bool, string) {
-		var failed int
-		err := e.store.Pool().QueryRow(e.ctx, `SELECT count(*) FROM river_job WHERE kind = $1 AND attempt > 0`, worker.EmbedJobKind).Scan(&failed)
-		return err == nil && failed >= 24, fmt.Sprint(failed, err)
-	})
+	e.waitFailedOnce(24)
 	srv.Recover()
 	for _, u := range users {
 		e.waitEmbedded(u, "m1", 2)
 	}
-	var unclaimable int
-	if err := e.store.Pool().QueryRow(e.ctx, `SELECT count(*) FROM river_job WHERE kind = $1 AND metadata ? $2`,
-		worker.EmbedJobKind, store.UnclaimableKey).Scan(&unclaimable); err != nil || unclaimable != 0 {
-		t.Errorf("%d jobs marked unclaimable (%v) after an outage of 503s", unclaimable, err)
+	if unclaimable := e.unclaimableJobs(); unclaimable != 0 {
+		t.Errorf("%d jobs marked unclaimable after an outage of 503s", unclaimable)
 	}
 	if n := len(srv.Batches()); n > 16 {
 		t.Errorf("%d requests answered with vectors for 60 one-item jobs after the outage, want a few batches", n)

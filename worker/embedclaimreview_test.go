@@ -53,19 +53,13 @@ func TestEmbedBacklogAfterServerDownGoesInBatches(t *testing.T) {
 		c.EmbedJobSize = 32
 		c.EmbedMaxAttempts = 25
 	})
-	e.waitFor("most jobs failed once", func() (bool, string) {
-		var failed int
-		err := e.store.Pool().QueryRow(e.ctx, `SELECT count(*) FROM river_job WHERE kind = $1 AND attempt > 0`, worker.EmbedJobKind).Scan(&failed)
-		return err == nil && failed >= 24, fmt.Sprint(failed, err)
-	})
+	e.waitFailedOnce(24)
 	down.Store(false)
 	for _, u := range users {
 		e.waitEmbedded(u, "m1", 2)
 	}
-	var unclaimable int
-	if err := e.store.Pool().QueryRow(e.ctx, `SELECT count(*) FROM river_job WHERE kind = $1 AND metadata ? $2`,
-		worker.EmbedJobKind, store.UnclaimableKey).Scan(&unclaimable); err != nil || unclaimable != 0 {
-		t.Errorf("%d jobs marked unclaimable (%v) after the server was down", unclaimable, err)
+	if unclaimable := e.unclaimableJobs(); unclaimable != 0 {
+		t.Errorf("%d jobs marked unclaimable after the server was down", unclaimable)
 	}
 	if n := len(srv.Batches()); n > 16 {
 		t.Errorf("%d requests answered with vectors for 60 one-item jobs after the outage, want a few batches", n)
@@ -82,13 +76,7 @@ func TestEmbedLastAttemptNotSpentOnAClaimedText(t *testing.T) {
 	if _, err := e.store.InsertContext(e.ctx, []store.ContextWrite{{UserID: "zed", Question: "poison pill", Answer: "boom", CreatedAt: t0}}); err != nil {
 		t.Fatal(err)
 	}
-	enq, err := worker.NewEnqueuer(worker.EnqueuerConfig{Store: e.store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := enq.EnqueueMissingEmbeddings(e.ctx, "zed", "m1", 1, 5); err != nil {
-		t.Fatal(err)
-	}
+	e.enqueueEmbedJobsOf("zed", "m1")
 	// The oldest job has spent all its attempts but one (e.g. on an outage
 	// of 503s, which leaves it claimable).
 	var first int64
@@ -132,13 +120,7 @@ func TestEmbedClaimerNotCancelledForClaimedRefusals(t *testing.T) {
 		{UserID: "zed", Question: "zz " + strings.Repeat("lorem ipsum ", 300), CreatedAt: t0}}); err != nil {
 		t.Fatal(err)
 	}
-	enq, err := worker.NewEnqueuer(worker.EnqueuerConfig{Store: e.store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := enq.EnqueueMissingEmbeddings(e.ctx, "zed", "m1", 1, 5); err != nil {
-		t.Fatal(err)
-	}
+	e.enqueueEmbedJobsOf("zed", "m1")
 	var first int64
 	if err := e.store.Pool().QueryRow(e.ctx, `SELECT min(id) FROM river_job WHERE kind = $1`, worker.EmbedJobKind).Scan(&first); err != nil {
 		t.Fatal(err)
