@@ -27,6 +27,7 @@ func userIDs(n int) []string {
 // small jobs, waiting before any worker runs.
 func (e *env) enqueueSmallEmbedJobs(model string, users ...string) {
 	e.t.Helper()
+	e.logEmbedJobsOnFailure()
 	e.seedItems(users...)
 	enq, err := worker.NewEnqueuer(worker.EnqueuerConfig{Store: e.store})
 	if err != nil {
@@ -69,6 +70,22 @@ func (e *env) waitFailedOnce(n int) {
 		var failed int
 		err := e.store.Pool().QueryRow(e.ctx, `SELECT count(*) FROM river_job WHERE kind = $1 AND attempt > 0`, worker.EmbedJobKind).Scan(&failed)
 		return err == nil && failed >= n, fmt.Sprint(failed, err)
+	})
+}
+
+// logEmbedJobsOnFailure logs, when the test fails, the embed jobs that
+// did not complete: where a batch stopped (claimed, released, retrying)
+// is what a failure under load needs.
+func (e *env) logEmbedJobsOnFailure() {
+	e.t.Cleanup(func() {
+		if !e.t.Failed() {
+			return
+		}
+		for _, r := range e.embedJobRows() {
+			if r.state != "completed" {
+				e.t.Logf("embed job %d: %s, %d errors, claimed by %q, items %q", r.id, r.state, r.errors, r.claimedBy, r.text)
+			}
+		}
 	})
 }
 
