@@ -339,11 +339,12 @@ func (e *embedWorker) Work(ctx context.Context, job *river.Job[EmbedArgs]) error
 			v = outcome(err, job.JobRow, false, b)
 		}
 	}
+	// A failure no text caused (the server down or overloaded) leaves the
+	// job unmarked: it batches again once the server is back, its retries
+	// and those of the backlog.
 	if claimBlamesTexts(err) {
 		// One of its texts may be the cause: from now on it runs alone,
 		// neither claiming nor claimed, like the jobs it had claimed.
-		// Unmarked (the server was down or overloaded), it batches again
-		// once the server is back, its retries and those of the backlog.
 		_ = river.MetadataSet(ctx, store.UnclaimableKey, true)
 		if len(claimed) > 0 {
 			// The batch held other jobs' texts: like them, it runs alone
