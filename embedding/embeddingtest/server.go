@@ -254,19 +254,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.requests++
 	s.sent = append(s.sent, slices.Clone(req.Input))
-	if s.failWith != "" && slices.ContainsFunc(req.Input, func(in string) bool { return strings.Contains(in, s.failWith) }) {
-		defer s.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(s.failWithStatus)
-		_, _ = w.Write([]byte(`{"error":{"message":"embeddingtest: told to fail on this input","type":"server_error"}}`))
-		return
-	}
 	status, retryAfter, delay, dims, garbage, aliases := s.status, s.retryAfter, s.delay, s.dims, s.garbage, s.aliases
 	refuseOver, refuseWith, breaks, errorBody := s.refuseOver, s.refuseWith, s.breaks, s.errorBody
 	if s.failN > 0 {
 		if s.failN--; s.failN == 0 {
 			s.status = 0
 		}
+	}
+	if s.failWith != "" && status == 0 && slices.ContainsFunc(req.Input, func(in string) bool { return strings.Contains(in, s.failWith) }) {
+		status = s.failWithStatus // answered as Fail's failures are
 	}
 	s.mu.Unlock()
 	if delay > 0 {
