@@ -446,10 +446,7 @@ func (w *Worker) endClaims(ctx context.Context, claimer int64, claimed []claimed
 		ids[i] = c.id
 	}
 	if err != nil {
-		var after time.Duration
-		if e := (*embedding.Error)(nil); errors.As(err, &e) && e.Kind == embedding.KindRetryAfter {
-			after = min(e.RetryAfter, embedding.MaxRetryAfter)
-		}
+		after, _ := embedding.RetryAfterOf(err) // at most embedding.MaxRetryAfter
 		w.releaseClaims(ctx, claimer, ids, claimBlamesTexts(err), after)
 		return
 	}

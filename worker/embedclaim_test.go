@@ -89,6 +89,18 @@ func (e *env) logEmbedJobsOnFailure() {
 	})
 }
 
+// waitJobEnded waits until job id is completed, cancelled or discarded,
+// and returns which.
+func (e *env) waitJobEnded(id int64) string {
+	e.t.Helper()
+	var state string
+	e.waitFor(fmt.Sprintf("job %d ended", id), func() (bool, string) {
+		err := e.store.Pool().QueryRow(e.ctx, `SELECT state::text FROM river_job WHERE id = $1`, id).Scan(&state)
+		return err == nil && slices.Contains([]string{"completed", "cancelled", "discarded"}, state), fmt.Sprint(state, err)
+	})
+	return state
+}
+
 // embedJobRow is an embed job's state, errors and claimer.
 type embedJobRow struct {
 	id        int64

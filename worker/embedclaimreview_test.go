@@ -2,7 +2,6 @@ package worker_test
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"net/http"
 	"slices"
@@ -90,11 +89,7 @@ func TestEmbedLastAttemptNotSpentOnAClaimedText(t *testing.T) {
 		withEmbedder(embedder(t, srv, "m1"), -1)(c)
 		c.EmbedWorkers = 1
 	})
-	var state string
-	e.waitFor("the oldest job ended", func() (bool, string) {
-		err := e.store.Pool().QueryRow(e.ctx, `SELECT state::text FROM river_job WHERE id = $1`, first).Scan(&state)
-		return err == nil && slices.Contains([]string{"completed", "cancelled", "discarded"}, state), fmt.Sprint(state, err)
-	})
+	state := e.waitJobEnded(first)
 	var batchWithPoison bool
 	for _, in := range srv.Sent() {
 		if len(in) > 1 && slices.ContainsFunc(in, func(s string) bool { return strings.Contains(s, "poison") }) {
@@ -131,11 +126,7 @@ func TestEmbedClaimerNotCancelledForClaimedRefusals(t *testing.T) {
 		withEmbedder(embedder(t, srv, "m1"), -1)(c)
 		c.EmbedWorkers = 1
 	})
-	var state string
-	e.waitFor("the oldest job ended", func() (bool, string) {
-		err := e.store.Pool().QueryRow(e.ctx, `SELECT state::text FROM river_job WHERE id = $1`, first).Scan(&state)
-		return err == nil && slices.Contains([]string{"completed", "cancelled", "discarded"}, state), fmt.Sprint(state, err)
-	})
+	state := e.waitJobEnded(first)
 	if state != "completed" {
 		t.Errorf("job %d ended %s on its first attempt, for texts of the jobs it claimed; requests: %d", first, state, len(srv.Sent()))
 	}
