@@ -22,6 +22,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -96,6 +97,9 @@ type TakenJob struct {
 	MaxAttempts int
 	Metadata    json.RawMessage
 	AttemptedAt time.Time
+	// Claimed tells that it held jobs it had claimed (ClaimJobs), which
+	// went back to River marked unclaimable.
+	Claimed bool
 }
 
 // TakeOverJobs declares dead every process whose heartbeat is older than
@@ -162,12 +166,23 @@ func (s *Store) TakeOverJobs(ctx context.Context, deadAfter time.Duration) ([]Ta
 	// So do those of a claimer whose row is gone (its user's forget
 	// deleted it while it ran): whether or not its process is the dead
 	// one, no takeover would find it, and they would wait for their lease.
-	if _, err := s.db.Exec(ctx, `UPDATE river_job j SET state = 'available', scheduled_at = now(),
+	rows, err = s.db.Query(ctx, `UPDATE river_job j SET state = 'available', scheduled_at = now(),
 			metadata = (j.metadata - $2::text) || jsonb_build_object($3::text, true)
-		WHERE j.state = 'scheduled' AND j.metadata ? $2::text
-		  AND (j.metadata->>$2::text = ANY($1::bigint[]::text[])
-		       OR NOT EXISTS (SELECT FROM river_job c WHERE c.id = (j.metadata->>$2::text)::bigint))`, ids, ClaimedByKey, UnclaimableKey); err != nil {
+		FROM (SELECT id, (metadata->>$2::text)::bigint AS claimer FROM river_job c
+		      WHERE c.state = 'scheduled' AND c.metadata->>$2::text IS NOT NULL
+		        AND (c.metadata->>$2::text = ANY($1::bigint[]::text[])
+		             OR NOT EXISTS (SELECT FROM river_job r WHERE r.id = (c.metadata->>$2::text)::bigint))) old
+		WHERE j.id = old.id
+		RETURNING old.claimer`, ids, ClaimedByKey, UnclaimableKey)
+	if err != nil {
 		return nil, fmt.Errorf("take over jobs: release claimed jobs: %w", err)
+	}
+	claimers, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("take over jobs: release claimed jobs: %w", err)
+	}
+	for i := range jobs {
+		jobs[i].Claimed = slices.Contains(claimers, jobs[i].ID)
 	}
 	return jobs, nil
 }
@@ -236,17 +251,27 @@ func (s *Store) OrphanedTurns(ctx context.Context, jobs RiverJobs, limit int) ([
 	return turns, nil
 }
 
-// UnfinishedJobStates are the River job states QueueDepth counts.
-var UnfinishedJobStates = []string{"available", "scheduled", "retryable", "running", "pending"}
+// UnfinishedJobStates are the states QueueDepth counts: River's job
+// states of jobs not finished, and ClaimedState.
+var UnfinishedJobStates = []string{"available", "scheduled", "retryable", "running", "pending", ClaimedState}
+
+// unfinishedRiverStates are River's states of jobs not finished.
+var unfinishedRiverStates = []string{"available", "scheduled", "retryable", "running", "pending"}
+
+// ClaimedState is the state QueueDepth gives a job a running job claimed
+// (ClaimJobs): River's state for it is scheduled, which would read as
+// work waiting for its time when it is being done.
+const ClaimedState = "claimed"
 
 // QueueDepth counts River jobs that are not finished, by queue and state
 // (UnfinishedJobStates). Each of queues has every state, 0 when it has no
 // such job, so that a gauge reads 0 rather than no data; other queues
 // appear when they hold jobs.
 func (s *Store) QueueDepth(ctx context.Context, queues ...string) (map[[2]string]int64, error) {
-	rows, err := s.db.Query(ctx, `SELECT queue, state::text, count(*) FROM river_job
+	rows, err := s.db.Query(ctx, `SELECT queue, CASE WHEN state = 'scheduled' AND metadata->>$2::text IS NOT NULL THEN $3 ELSE state::text END, count(*)
+		FROM river_job
 		WHERE state = ANY($1::text[]::river_job_state[])
-		GROUP BY queue, state`, UnfinishedJobStates)
+		GROUP BY 1, 2`, unfinishedRiverStates, ClaimedByKey, ClaimedState)
 	if err != nil {
 		return nil, fmt.Errorf("queue depth: %w", err)
 	}
@@ -314,7 +339,8 @@ type ClaimedJob struct {
 }
 
 // Metadata keys of claimed jobs. ClaimedByKey holds the claimer's job id
-// while the job is claimed and after the claimer finished it;
+// while the job is claimed and after the claimer finished it (a job River
+// runs after its lease ended sets it to null: the claim is over);
 // UnclaimableKey marks a job that failed, or was released by a claimer
 // that failed, in a way one of its texts may have caused: it runs on its
 // own from then on, so that one bad item fails one batch at most.

@@ -221,6 +221,15 @@ func TestClaimJobs(t *testing.T) {
 	if got := claim(100, 10); !slices.Equal(got, []string{"big"}) {
 		t.Fatalf("claimer 100 took %v, want [big]", got)
 	}
+	// The queue-depth gauge tells claimed jobs (being done) from
+	// scheduled ones (waiting for their time).
+	depth, err := s.QueueDepth(ctx, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, sc, av := depth[[2]string{"q", store.ClaimedState}], depth[[2]string{"q", "scheduled"}], depth[[2]string{"q", "available"}]; c != 4 || sc != 1 || av != 2 {
+		t.Errorf("queue depth of q: %d claimed, %d scheduled, %d available; want 4 (a b retried big), 1 (later), 2 (unclaimable other-kind)", c, sc, av)
+	}
 	if n, err := s.FinishClaimed(ctx, 99, []int64{ids["a"], ids["b"], ids["big"]}); err != nil || n != 2 {
 		t.Fatalf("claimer 99 finished %d (%v), want its 2", n, err)
 	}
@@ -252,11 +261,18 @@ func TestClaimJobs(t *testing.T) {
 	if got := claim(ids["claimer"], 10); !slices.Equal(got, []string{"c"}) {
 		t.Fatalf("the dying claimer took %v, want [c]", got)
 	}
+	var taken []store.TakenJob
 	if err := s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
-		_, err := q.TakeOverJobs(ctx, time.Minute)
+		var err error
+		taken, err = q.TakeOverJobs(ctx, time.Minute)
 		return err
 	}); err != nil {
 		t.Fatal(err)
+	}
+	// The caller learns that the claimer held claims: its replacement
+	// runs alone, like them.
+	if len(taken) != 1 || taken[0].ID != ids["claimer"] || !taken[0].Claimed {
+		t.Errorf("taken over %+v, want the claimer, with Claimed", taken)
 	}
 	if r := get("c"); r != (row{state: "available", unclaimable: true}) {
 		t.Errorf("c after its claimer's takeover: %+v", r)

@@ -312,6 +312,13 @@ type embedWorker struct {
 // those of the waiting jobs it claims (claimEmbeds), and saves the vectors;
 // a failure is decided by outcome, for the job itself.
 func (e *embedWorker) Work(ctx context.Context, job *river.Job[EmbedArgs]) error {
+	if metaHas(job.Metadata, store.ClaimedByKey) {
+		// Claimed once, its lease ended (the claimer stalled or died
+		// unseen) and River runs it: the claim is over. Cleared with
+		// this run's end, so that a snoozed job neither reads as claimed
+		// nor can be completed by the old claimer's late finish.
+		_ = river.MetadataSet(ctx, store.ClaimedByKey, nil)
+	}
 	claimed := e.w.claimEmbeds(ctx, job)
 	ended := errEmbedPanicked
 	defer func() {
@@ -426,12 +433,18 @@ func (w *Worker) claimEmbeds(ctx context.Context, job *river.Job[EmbedArgs]) []c
 // unclaimable reports whether a job's metadata marks it released from a
 // failed batch.
 func unclaimable(metadata []byte) bool {
+	return metaHas(metadata, store.UnclaimableKey)
+}
+
+// metaHas reports whether a job's metadata holds key with a value other
+// than null.
+func metaHas(metadata []byte, key string) bool {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(metadata, &m); err != nil {
 		return false
 	}
-	_, ok := m[store.UnclaimableKey]
-	return ok
+	v, ok := m[key]
+	return ok && string(v) != "null"
 }
 
 // endClaims completes the claimed jobs once their items are saved (err

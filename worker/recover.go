@@ -364,7 +364,13 @@ func asIsReplacement(j store.TakenJob) (*river.InsertManyParams, error) {
 	if j.Attempt >= j.MaxAttempts {
 		return nil, nil
 	}
-	meta, err := json.Marshal(map[string]any{metaSource: sourceTakeOver, metaReplaces: j.ID})
+	m := map[string]any{metaSource: sourceTakeOver, metaReplaces: j.ID}
+	if j.Claimed || unclaimable(j.Metadata) {
+		// Its texts, or those it had claimed (now marked), may be what
+		// stopped the process: like them, it runs alone.
+		m[store.UnclaimableKey] = true
+	}
+	meta, err := json.Marshal(m)
 	if err != nil {
 		return nil, err
 	}
