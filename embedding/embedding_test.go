@@ -64,18 +64,22 @@ func TestEmbedErrorsClassified(t *testing.T) {
 		retryAfter string
 		kind       embedding.Kind
 		delay      time.Duration
+		// inputMayBeCause: a batch failing so may have failed for one
+		// of its texts.
+		inputMayBeCause bool
 	}{
-		{http.StatusInternalServerError, "", embedding.KindTransient, 0},
-		{http.StatusBadGateway, "", embedding.KindTransient, 0},
-		{http.StatusRequestTimeout, "", embedding.KindTransient, 0},
-		{http.StatusServiceUnavailable, "", embedding.KindTransient, 0},
-		{http.StatusServiceUnavailable, "7", embedding.KindRetryAfter, 7 * time.Second},
-		{http.StatusTooManyRequests, "", embedding.KindRetryAfter, time.Second},
-		{http.StatusTooManyRequests, "3", embedding.KindRetryAfter, 3 * time.Second},
-		{http.StatusTooManyRequests, "99999", embedding.KindRetryAfter, embedding.MaxRetryAfter},
-		{http.StatusUnauthorized, "", embedding.KindPermanent, 0},
-		{http.StatusNotFound, "", embedding.KindPermanent, 0},
-		{http.StatusBadRequest, "", embedding.KindPermanent, 0},
+		{http.StatusInternalServerError, "", embedding.KindTransient, 0, true},
+		{http.StatusBadGateway, "", embedding.KindTransient, 0, false},
+		{http.StatusRequestTimeout, "", embedding.KindTransient, 0, true},
+		{http.StatusServiceUnavailable, "", embedding.KindTransient, 0, false},
+		{http.StatusGatewayTimeout, "", embedding.KindTransient, 0, false},
+		{http.StatusServiceUnavailable, "7", embedding.KindRetryAfter, 7 * time.Second, false},
+		{http.StatusTooManyRequests, "", embedding.KindRetryAfter, time.Second, false},
+		{http.StatusTooManyRequests, "3", embedding.KindRetryAfter, 3 * time.Second, false},
+		{http.StatusTooManyRequests, "99999", embedding.KindRetryAfter, embedding.MaxRetryAfter, false},
+		{http.StatusUnauthorized, "", embedding.KindPermanent, 0, true},
+		{http.StatusNotFound, "", embedding.KindPermanent, 0, true},
+		{http.StatusBadRequest, "", embedding.KindPermanent, 0, true},
 	}
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("%d_%s", tc.status, tc.retryAfter), func(t *testing.T) {
@@ -85,6 +89,9 @@ func TestEmbedErrorsClassified(t *testing.T) {
 			_, err := c.Embed(context.Background(), []string{"hello"})
 			if got := embedding.KindOf(err); got != tc.kind {
 				t.Fatalf("kind %v, want %v (err %v)", got, tc.kind, err)
+			}
+			if got := embedding.InputMayBeCause(err); got != tc.inputMayBeCause {
+				t.Errorf("InputMayBeCause = %v, want %v", got, tc.inputMayBeCause)
 			}
 			d, ok := embedding.RetryAfterOf(err)
 			if ok != (tc.kind == embedding.KindRetryAfter) || d != tc.delay {
@@ -108,6 +115,8 @@ func TestEmbedUnreachableAndTimeout(t *testing.T) {
 	var e *embedding.Error
 	if _, err := c.Embed(context.Background(), []string{"x"}); embedding.KindOf(err) != embedding.KindTransient || !errors.As(err, &e) || e.NotSent {
 		t.Errorf("slow server: %v, want transient, sent", err)
+	} else if !embedding.InputMayBeCause(err) {
+		t.Errorf("slow server: a text may be the cause of a timeout")
 	}
 	down, err := embedding.New(embedding.Config{BaseURL: "http://127.0.0.1:1/v1"})
 	if err != nil {
@@ -115,11 +124,18 @@ func TestEmbedUnreachableAndTimeout(t *testing.T) {
 	}
 	if _, err := down.Embed(context.Background(), []string{"x"}); embedding.KindOf(err) != embedding.KindTransient || !errors.As(err, &e) || !e.NotSent {
 		t.Errorf("unreachable server: %v, want transient, not sent", err)
+	} else if embedding.InputMayBeCause(err) {
+		t.Errorf("unreachable server: no text can be the cause of a request never sent")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := c.Embed(ctx, []string{"x"}); !errors.Is(err, context.Canceled) || embedding.KindOf(err) != embedding.KindTransient {
 		t.Errorf("cancelled: %v, want transient matching context.Canceled", err)
+	} else if embedding.InputMayBeCause(err) {
+		t.Errorf("cancelled: no text is the cause of a cancel")
+	}
+	if embedding.InputMayBeCause(errors.New("database down")) {
+		t.Errorf("an error that is no server's answer blames a text")
 	}
 }
 

@@ -1,6 +1,7 @@
 package embedding
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -100,6 +101,28 @@ func RefusedInput(err error) bool {
 		return true
 	}
 	return false
+}
+
+// InputMayBeCause reports whether the texts of the request that failed
+// with err may be what failed it, so that a caller batching many callers'
+// texts runs them apart next. Not when the server asked to slow down
+// (KindRetryAfter), was never reached (NotSent), answered 502, 503 or 504
+// (no capacity, or a proxy without an upstream), or the caller's context
+// was cancelled; nor when err holds no *Error (it is not the server's
+// answer). Else (a 500, a timeout, a dropped connection, a refusal, an
+// unusable vector) it may be.
+func InputMayBeCause(err error) bool {
+	var e *Error
+	if !errors.As(err, &e) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	switch {
+	case e.Kind == KindRetryAfter, e.NotSent:
+		return false
+	case e.Status == http.StatusBadGateway, e.Status == http.StatusServiceUnavailable, e.Status == http.StatusGatewayTimeout:
+		return false
+	}
+	return true
 }
 
 // Error returns the sentinel's text, then the reason.

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -476,33 +475,13 @@ func (w *Worker) endClaims(ctx context.Context, claimer int64, claimed []claimed
 var errEmbedPanicked = errors.New("embed panicked")
 
 // claimBlamesTexts reports whether a failed batch may have failed for one
-// of its texts (a 500, a timeout, a dropped connection, a reply it could
-// not use), so that the jobs it claimed run alone from then on. A server
-// asking to slow down (429, 503 with Retry-After), one overloaded or
-// behind a proxy that has no upstream (502, 503, 504), one that could not
-// be connected to (down: nothing was sent), the job's context
-// ending (a shutdown, a cancel) and a database error are no text's: marked
+// of its texts (embedding.InputMayBeCause, or a panic), so that the jobs
+// it claimed run alone from then on. A server asking to slow down, down or
+// overloaded, a shutdown and a database error are no text's: marked
 // unclaimable for those, a blip of the server under a backlog turned every
 // job claimed at the time into one request each, for good.
 func claimBlamesTexts(err error) bool {
-	switch {
-	case errors.Is(err, errEmbedPanicked):
-		return true
-	case errors.Is(err, context.Canceled):
-		return false
-	}
-	var e *embedding.Error
-	if !errors.As(err, &e) {
-		return false
-	}
-	switch {
-	case e.Kind == embedding.KindRetryAfter, e.NotSent:
-		// Asked to slow down, or never sent (the server is down).
-		return false
-	case e.Status == http.StatusBadGateway, e.Status == http.StatusServiceUnavailable, e.Status == http.StatusGatewayTimeout:
-		return false
-	}
-	return true
+	return errors.Is(err, errEmbedPanicked) || embedding.InputMayBeCause(err)
 }
 
 // releaseClaims gives claimed jobs (every one claimer holds, when ids is
