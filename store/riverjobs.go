@@ -166,7 +166,7 @@ func (s *Store) TakeOverJobs(ctx context.Context, deadAfter time.Duration) ([]Ta
 	// So do those of a claimer whose row is gone (its user's forget
 	// deleted it while it ran): whether or not its process is the dead
 	// one, no takeover would find it, and they would wait for their lease.
-	rows, err = s.db.Query(ctx, `UPDATE river_job j SET state = 'available', scheduled_at = now(),
+	rows, err = s.db.Query(ctx, `UPDATE river_job j SET state = 'available', scheduled_at = least(j.created_at, now()),
 			metadata = (j.metadata - $2::text) || jsonb_build_object($3::text, true)
 		FROM (SELECT id, (metadata->>$2::text)::bigint AS claimer FROM river_job c
 		      WHERE c.state = 'scheduled' AND c.metadata->>$2::text IS NOT NULL
@@ -405,7 +405,9 @@ func (s *Store) FinishClaimed(ctx context.Context, claimer int64, ids []int64) (
 
 // ReleaseClaimed gives the jobs of ids (every job, when ids is nil) that
 // claimer still holds back to River, available after the delay after (at
-// once when 0), and returns how many it released (updateClaimed). With
+// once when 0, in the place their age gives them in River's fetch order,
+// not behind the jobs that came after them), and returns how many it
+// released (updateClaimed). With
 // unclaimable (the failed batch may have failed for one of their texts)
 // they are marked (UnclaimableKey) and each runs alone, with its own
 // attempts, from then on; without (the server was overloaded or down, the
@@ -413,7 +415,7 @@ func (s *Store) FinishClaimed(ctx context.Context, claimer int64, ids []int64) (
 func (s *Store) ReleaseClaimed(ctx context.Context, claimer int64, ids []int64, unclaimable bool, after time.Duration) (int64, error) {
 	return s.updateClaimed(ctx, "release claimed jobs", `UPDATE river_job j SET
 			state = CASE WHEN $6::interval > interval '0' THEN 'scheduled' ELSE 'available' END::river_job_state,
-			scheduled_at = now() + $6::interval,
+			scheduled_at = CASE WHEN $6::interval > interval '0' THEN now() + $6::interval ELSE least(j.created_at, now()) END,
 			metadata = (j.metadata - $3::text) || CASE WHEN $5 THEN jsonb_build_object($4::text, true) ELSE '{}'::jsonb END
 		FROM (SELECT id FROM river_job WHERE ($1::bigint[] IS NULL OR id = ANY($1)) AND state = 'scheduled' AND metadata->>$3::text = $2::bigint::text
 		      ORDER BY id FOR UPDATE SKIP LOCKED) l

@@ -236,8 +236,19 @@ func TestClaimJobs(t *testing.T) {
 	if r := get("b"); r.state != "completed" || r.claimedBy != "99" {
 		t.Errorf("b finished: %+v", r)
 	}
+	// A job that arrives while big is claimed (on a queue of its own, out
+	// of the claims below).
+	insert("newer", "k", "q3", "available", 1, 0, `{}`, 0)
 	if n, err := s.ReleaseClaimed(ctx, 100, []int64{ids["big"], ids["a"]}, true, 0); err != nil || n != 1 {
 		t.Fatalf("claimer 100 released %d (%v), want its 1", n, err)
+	}
+	// Released, big keeps its place in River's fetch order (priority,
+	// scheduled_at, id) ahead of the newer job, rather than going behind
+	// every job that came while it was claimed.
+	var ahead bool
+	if err := s.Pool().QueryRow(ctx, `SELECT (SELECT scheduled_at FROM river_job WHERE id = $1) < (SELECT scheduled_at FROM river_job WHERE id = $2)`,
+		ids["big"], ids["newer"]).Scan(&ahead); err != nil || !ahead {
+		t.Errorf("released big is behind a job that came while it was claimed (%v)", err)
 	}
 	if r := get("big"); r != (row{state: "available", unclaimable: true}) {
 		t.Errorf("big released: %+v", r)
