@@ -8,8 +8,10 @@ import (
 	"io"
 	"math/big"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -60,7 +62,55 @@ func decode(data []byte, dst any) error {
 		}
 		return badRequest("malformed request: %s", jsonReason(err))
 	}
+	if name, first, second := events.RepeatedKey(data, jsonFields(reflect.TypeOf(dst))); name != "" {
+		// encoding/json keeps the last where other parsers read the
+		// first or the exact spelling: {"memory":false,"Memory":true}
+		// was read with memory, where a gateway saw the opt-out.
+		return badRequest("malformed request: %s is given twice (as %q and %q): keys that differ only in case name the same field", name, first, second)
+	}
 	return nil
+}
+
+// requestFields caches jsonFields by type.
+var requestFields sync.Map // reflect.Type -> []string
+
+// jsonFields returns the JSON names of the fields encoding/json decodes
+// into t (a struct or a pointer to one), those of embedded structs
+// included.
+func jsonFields(t reflect.Type) []string {
+	if v, ok := requestFields.Load(t); ok {
+		return v.([]string)
+	}
+	var names []string
+	var walk func(reflect.Type)
+	walk = func(t reflect.Type) {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct {
+			return
+		}
+		for i := range t.NumField() {
+			f := t.Field(i)
+			tag := f.Tag.Get("json")
+			name, _, _ := strings.Cut(tag, ",")
+			switch {
+			case name == "-":
+			case f.Anonymous && name == "":
+				walk(f.Type)
+			case !f.IsExported():
+			case name != "":
+				names = append(names, name)
+			default:
+				names = append(names, f.Name)
+			}
+		}
+	}
+	walk(t)
+	slices.Sort(names)
+	names = slices.Compact(names)
+	requestFields.Store(t, names)
+	return names
 }
 
 // maxWholeNumberFields bounds decode's retries: more integer fields than

@@ -233,6 +233,15 @@ func TestBadRequests(t *testing.T) {
 		{"facts.clear", `{"user_id":"u","key":7}`, `"key" must be a string`},
 		{"facts.list", `{}`, "user_id is required"},
 		{"stats", `"u"`, "JSON object"},
+		// A field named twice, in any case: encoding/json keeps the last
+		// where another parser (a gateway checking the opt-out) reads
+		// the first or the exact spelling.
+		{"enrich", `{"user_id":"u","message":"hi","memory":false,"Memory":true}`, `memory is given twice (as "memory" and "Memory")`},
+		{"enrich", `{"user_id":"u","message":"hi","memory":false,"memory":true}`, "memory is given twice"},
+		{"enrich", `{"user_id":"u","message":"hi","at":"2026-01-01T00:00:00Z","AT":"2026-02-01T00:00:00Z"}`, "at is given twice"},
+		{"search", `{"user_id":"u","query":"x","since":"2026-01-01T00:00:00Z","Since":"2025-01-01T00:00:00Z"}`, "since is given twice"},
+		{"store", `{"user_id":"u","question":"q","answer":"a","ANSWER":"b"}`, "answer is given twice"},
+		{"facts.set", `{"user_id":"u","key":"k","value":"v","Key":"k2"}`, "key is given twice"},
 	}
 	for _, tt := range tests {
 		msg := h.raw(t, h.prefix+"."+tt.endpoint+".u", []byte(tt.body))

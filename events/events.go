@@ -198,31 +198,127 @@ var turnFields = sync.OnceValue(func() []string {
 // everyone else (and an id sent as "id" and "ID" was recorded under
 // another id than its Nats-Msg-Id). data is a JSON object Decode read.
 func repeatedField(data []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if _, err := dec.Token(); err != nil { // {
-		return nil
+	if name, first, second := RepeatedKey(data, turnFields()); name != "" {
+		return invalid(name, "is given twice (as %q and %q): keys that differ only in case name the same field", first, second)
 	}
-	seen := map[string]string{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil
+	return nil
+}
+
+// RepeatedKey finds, among the keys of the JSON object data (its top
+// level), two that name one of fields, compared as encoding/json compares
+// them (case-insensitively, escapes decoded), and returns the field and
+// the two keys as sent; "" when none is named twice or data is no JSON
+// object. Requests and turns are refused on it, since encoding/json keeps
+// the last of the two where other parsers read the first, or the exact
+// spelling alone. data is expected to be valid JSON (decoded already): it
+// is scanned, not validated, at a fraction of a decode's cost.
+func RepeatedKey(data []byte, fields []string) (field, first, second string) {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return "", "", ""
+	}
+	i++
+	var seen map[string]string
+	for {
+		i = skipSpace(data, i)
+		if i >= len(data) || data[i] != '"' {
+			return "", "", "" // '}' or not JSON
 		}
-		key, _ := tok.(string)
-		for _, name := range turnFields() {
+		end := stringEnd(data, i)
+		if end < 0 {
+			return "", "", ""
+		}
+		raw := data[i:end]
+		key := string(raw[1 : len(raw)-1])
+		if bytes.IndexByte(raw, '\\') >= 0 {
+			if json.Unmarshal(raw, &key) != nil {
+				return "", "", ""
+			}
+		}
+		for _, name := range fields {
 			if strings.EqualFold(key, name) { // as encoding/json folds
-				if first, ok := seen[name]; ok {
-					return invalid(name, "is given twice (as %q and %q): keys that differ only in case name the same field", first, key)
+				if f, ok := seen[name]; ok {
+					return name, f, key
+				}
+				if seen == nil {
+					seen = map[string]string{}
 				}
 				seen[name] = key
 			}
 		}
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return nil
+		i = skipSpace(data, end)
+		if i >= len(data) || data[i] != ':' {
+			return "", "", ""
 		}
+		if i = valueEnd(data, skipSpace(data, i+1)); i < 0 {
+			return "", "", ""
+		}
+		i = skipSpace(data, i)
+		if i >= len(data) || data[i] != ',' {
+			return "", "", ""
+		}
+		i++
 	}
-	return nil
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the index after the JSON string starting at data[i]
+// (a '"'), or -1.
+func stringEnd(data []byte, i int) int {
+	for j := i + 1; j < len(data); {
+		k := bytes.IndexAny(data[j:], `"\\`)
+		if k < 0 {
+			return -1
+		}
+		j += k
+		if data[j] == '"' {
+			return j + 1
+		}
+		j += 2 // an escape: its next byte is never the closing quote
+	}
+	return -1
+}
+
+// valueEnd returns the index after the JSON value starting at data[i], or
+// -1.
+func valueEnd(data []byte, i int) int {
+	if i >= len(data) {
+		return -1
+	}
+	switch data[i] {
+	case '"':
+		return stringEnd(data, i)
+	case '{', '[':
+		depth := 0
+		for i < len(data) {
+			switch data[i] {
+			case '"':
+				if i = stringEnd(data, i); i < 0 {
+					return -1
+				}
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return -1
+	}
+	for i < len(data) && !strings.ContainsRune(",}] \t\n\r", rune(data[i])) {
+		i++
+	}
+	return i
 }
 
 // turnJSON is how Decode reads a Turn: its timestamp with the text sent.

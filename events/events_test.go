@@ -51,6 +51,16 @@ func TestUserToken(t *testing.T) {
 			t.Errorf("UserToken(%q) is not deterministic", tt.id)
 		}
 	}
+	// The examples in protocol.md "The user token", which clients in
+	// other languages check themselves against.
+	for id, want := range map[string]string{
+		"alice@example.com": "~76gzqgp4byjl6djerexelgd6esncrxhig2ufzlla4khkvkgg3f3a",
+		"田中@example.jp":     "~u2ztravtxb57q6yhmbrd4skr6fsnscpg5lhpwwtrcwkn3e6u5m5a",
+	} {
+		if got := events.UserToken(id); got != want {
+			t.Errorf("UserToken(%q) = %q, want the documented %q", id, got, want)
+		}
+	}
 	// A hashed token can never be claimed by a plain id.
 	hashed := events.UserToken("bob@example.com")
 	if events.UserToken(hashed) == hashed {
@@ -371,5 +381,35 @@ func TestOptedOutCopy(t *testing.T) {
 		if _, ok := events.OptedOutCopy([]byte(body)); ok != want {
 			t.Errorf("OptedOutCopy(%s) opted out %v, want %v", body, ok, want)
 		}
+	}
+}
+
+// RepeatedKey reads the top level of an object as encoding/json would:
+// keys folded and unescaped, values of any kind skipped whole, nested
+// objects' keys not counted.
+func TestRepeatedKey(t *testing.T) {
+	fields := []string{"memory", "user_id", "scope"}
+	tests := []struct {
+		name, data, field, first, second string
+	}{
+		{"none", `{"memory":false,"user_id":"a"}`, "", "", ""},
+		{"empty object", `{ }`, "", "", ""},
+		{"twice", `{"memory":false,"memory":true}`, "memory", "memory", "memory"},
+		{"two cases", `{"memory":false, "Memory" : true}`, "memory", "memory", "Memory"},
+		{"escaped key", `{"memory":false,"\u004demory":true}`, "memory", "memory", "Memory"},
+		{"long s folds to s", `{"scope":"a","ſcope":"b"}`, "scope", "scope", "ſcope"},
+		{"nested keys do not count", `{"memory":false,"metadata":{"memory":true,"x":[{"Memory":1}]}}`, "", "", ""},
+		{"strings holding quotes and brackets", `{"user_id":"a\"}{[,\\","x":"\"memory\":","Memory":true,"memory":false}`, "memory", "Memory", "memory"},
+		{"after an array and numbers", "{\"a\":[1,2,{\"b\":\"]\"}],\"n\":-1.5e3,\"t\":true,\"z\":null,\n\"user_id\":\"a\",\"USER_ID\":\"b\"}", "user_id", "user_id", "USER_ID"},
+		{"unknown field twice", `{"extra":1,"Extra":2}`, "", "", ""},
+		{"not an object", `["memory","memory"]`, "", "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, a, b := events.RepeatedKey([]byte(tt.data), fields)
+			if f != tt.field || a != tt.first || b != tt.second {
+				t.Errorf("RepeatedKey = %q (%q, %q), want %q (%q, %q)", f, a, b, tt.field, tt.first, tt.second)
+			}
+		})
 	}
 }

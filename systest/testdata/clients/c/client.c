@@ -291,6 +291,8 @@ int main(void)
         char t[80];
         user_token("alice@example.com", t, sizeof(t));
         if (strcmp(t, "~76gzqgp4byjl6djerexelgd6esncrxhig2ufzlla4khkvkgg3f3a") != 0) fail("user token of alice@example.com is %s", t);
+        user_token("\xe7\x94\xb0\xe4\xb8\xad@example.jp", t, sizeof(t)); /* 田中@example.jp */
+        if (strcmp(t, "~u2ztravtxb57q6yhmbrd4skr6fsnscpg5lhpwwtrcwkn3e6u5m5a") != 0) fail("user token of the non-ASCII example is %s", t);
     }
     user_token(user, token, sizeof(token));
 
