@@ -72,6 +72,10 @@ type TimeExpr struct {
 //   - "on 3 March", "3rd of March", "March 3", "on the 3rd of March", with
 //     an optional year ("March 3, 2024"): that day, the most recent not
 //     after at's day when no year is given.
+//   - "[the] first|second|third|fourth|last week of <month>", "early|mid|
+//     late <month>", "mid-<month>", with a year as for a month: that part of
+//     the month (matchPartOfMonth). "last week|month of" anything else is
+//     no range ("the last week of the trip"), not at's last week.
 //   - "in|during <year>": that year, 1970 up to at's year.
 //   - "last Christmas" (before at's day), "at|on|over Christmas" (at's day
 //     included), "Christmas Eve" after the same words: that day.
@@ -465,7 +469,8 @@ func numberWord(w string) bool {
 var startWords = map[string]bool{
 	"the": true, "today": true, "earlier": true, "yesterday": true, "tonight": true, "this": true,
 	"last": true, "past": true, "on": true, "in": true, "during": true, "at": true, "over": true,
-	"since": true, "couple": true,
+	"since": true, "couple": true, "first": true, "second": true, "third": true, "fourth": true,
+	"early": true, "mid": true, "late": true,
 }
 
 // mayStart reports whether an expression may start with w.
@@ -624,7 +629,7 @@ type timeMatcher func(toks []timeTok, at time.Time) (n int, since, until time.Ti
 // timeMatchers are tried in order at each word; longer forms come first.
 var timeMatchers = []timeMatcher{
 	matchSince, matchDayBeforeYesterday, matchEarlierThis, matchDayWords, matchPartOfDay, matchUnitsAgo,
-	matchWeekend, matchRolling, matchThisLast, matchWeekday, matchISODate, matchDate, matchMonth, matchYear,
+	matchWeekend, matchPartOfMonth, matchRolling, matchThisLast, matchWeekday, matchISODate, matchDate, matchMonth, matchYear,
 	matchChristmas,
 }
 
@@ -929,8 +934,88 @@ func matchThisLast(toks []timeTok, at time.Time) (int, time.Time, time.Time, boo
 	if !ok || u == unitDay || strings.HasSuffix(toks[1].word, "s") {
 		return 0, time.Time{}, time.Time{}, false
 	}
+	if len(toks) > 2 && toks[2].word == "of" {
+		// "the last week of April" (matchPartOfMonth), "the last month
+		// of the trip": part of something else, not at's week or month.
+		return 0, time.Time{}, time.Time{}, false
+	}
 	since := addUnits(unitStart(at, u), u, back)
 	return 2, since, addUnits(since, u, 1), true
+}
+
+// weekOrdinals are the weeks of a month matchPartOfMonth reads (-1: the
+// last seven days).
+var weekOrdinals = map[string]int{"first": 1, "second": 2, "third": 3, "fourth": 4, "last": -1}
+
+// matchPartOfMonth reads part of a named month: "[the] first|second|third|
+// fourth|last week of <month>" (its days 1-7, 8-14, 15-21, 22-28, or its
+// last seven), "early|mid|late <month>" and "mid-<month>" (days 1-10,
+// 11-20, 21 to the end), each with an optional year after the month as
+// for a month ("late March 2025", "the last week of April last year").
+// Without a year it is the most recent such part that has begun by at.
+func matchPartOfMonth(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) {
+	i := 0
+	if wordsAre(toks, "the") {
+		i = 1
+	}
+	var first, last int // days of the month; last 0: its end
+	var week int
+	switch {
+	case len(toks) >= i+4 && toks[i+1].word == "week" && toks[i+2].word == "of" && weekOrdinals[toks[i].word] != 0:
+		week = weekOrdinals[toks[i].word]
+		if week > 0 {
+			first, last = 7*(week-1)+1, 7*week
+		}
+		i += 3
+	case i == 0 && len(toks) >= 2 && (toks[0].word == "early" || toks[0].word == "mid" || toks[0].word == "late"):
+		if toks[0].word == "mid" && toks[1].gap != "-" && !blank(toks[1].gap) {
+			return 0, time.Time{}, time.Time{}, false
+		}
+		switch toks[0].word {
+		case "early":
+			first, last = 1, 10
+		case "mid":
+			first, last = 11, 20
+		default:
+			first = 21
+		}
+		i = 1
+	default:
+		return 0, time.Time{}, time.Time{}, false
+	}
+	m, ok := monthAt(toks[i:], true)
+	if !ok {
+		return 0, time.Time{}, time.Time{}, false
+	}
+	if len(toks) > i+1 && blank(toks[i+1].gap) {
+		if _, day := dayOfMonth(toks[i+1]); day && !isYear(toks[i+1].word) {
+			// "I was late May 3rd": a date follows, not part of May.
+			return 0, time.Time{}, time.Time{}, false
+		}
+	}
+	y, n, ok := yearAfter(toks[i+1:], at)
+	if !ok {
+		return 0, time.Time{}, time.Time{}, false
+	}
+	part := func(y int) (time.Time, time.Time) {
+		start := time.Date(y, m, 1, 0, 0, 0, 0, at.Location())
+		end := start.AddDate(0, 1, 0)
+		switch {
+		case week < 0:
+			return end.AddDate(0, 0, -7), end
+		case last > 0:
+			return start.AddDate(0, 0, first-1), start.AddDate(0, 0, last)
+		}
+		return start.AddDate(0, 0, first-1), end
+	}
+	if n == 0 {
+		y = at.Year()
+		if since, _ := part(y); since.After(at) {
+			y--
+		}
+	}
+	since, until := part(y)
+	return i + 1 + n, since, until, true
 }
 
 func matchWeekday(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) {

@@ -66,6 +66,24 @@ func TestParseTime(t *testing.T) {
 		{"plans for tonight", "2026-11-18 18:00", "2026-11-19", "tonight"},
 		{"what did I dream last night", "2026-11-17 18:00", "2026-11-18 06:00", "last night"},
 		{"What did I say last week?", "2026-11-09", "2026-11-16", "last week"},
+		// Part of a named month, not at's week: "the last week of April"
+		// was last week.
+		{"what did I do the last week of April?", "2026-04-24", "2026-05-01", "the last week of April"},
+		{"plans for the first week of May", "2026-05-01", "2026-05-08", "the first week of May"},
+		{"in the second week of March 2025", "2025-03-08", "2025-03-15", "the second week of March 2025"},
+		{"fourth week of June last year", "2025-06-22", "2025-06-29", "fourth week of June last year"},
+		{"the first week of November", "2026-11-01", "2026-11-08", "the first week of November"},
+		{"the last week of November", "2025-11-24", "2025-12-01", "the last week of November"}, // not begun by at: last year's
+		{"the last week of february 2024", "2024-02-23", "2024-03-01", "the last week of february 2024"},
+		{"we met in early March", "2026-03-01", "2026-03-11", "early March"},
+		{"a trip in mid-October", "2026-10-11", "2026-10-21", "mid-October"},
+		{"mid October", "2026-10-11", "2026-10-21", "mid October"},
+		{"late December", "2025-12-21", "2026-01-01", "late December"},
+		{"late November", "2025-11-21", "2025-12-01", "late November"}, // not begun by at
+		{"early November", "2026-11-01", "2026-11-11", "early November"},
+		{"I was late May 3rd", "2026-05-03", "2026-05-04", "May 3rd"},
+		{"the last week of the trip", "", "", ""},
+		{"what did I do the last month of school?", "", "", ""},
 		{"this week's plans", "2026-11-16", "2026-11-23", "this week"},
 		{"last month", "2026-10-01", "2026-11-01", "last month"},
 		{"this month", "2026-11-01", "2026-12-01", "this month"},
