@@ -182,7 +182,7 @@ func (w *Worker) embedChunks(ctx context.Context, args ChunkEmbedArgs) (int, err
 	for i, t := range targets {
 		texts[i] = chunkEmbedText(t)
 	}
-	vs, err := w.embedTexts(ctx, "document chunks", texts)
+	vs, err := w.embedTexts(ctx, "document chunks", texts, false)
 	if err != nil {
 		return 0, err
 	}

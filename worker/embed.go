@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -331,7 +332,11 @@ func (e *embedWorker) Work(ctx context.Context, job *river.Job[EmbedArgs]) error
 			e.w.endClaims(ctx, job.ID, claimed, ended)
 		}
 	}()
-	n, err := e.w.embed(ctx, job.Args, claimed)
+	// A job already suspected (marked unclaimable: it, or a batch it was
+	// in, failed in a way one of its texts may have caused) finds the
+	// text the server fails on, so that its other items get their
+	// vectors (embedTexts).
+	n, err := e.w.embed(ctx, job.Args, claimed, unclaimable(job.Metadata))
 	ended = err
 	if err == nil {
 		e.w.logger.Debug("embedded context items", "job_id", job.ID, "items", n, "claimed_jobs", len(claimed))
@@ -497,8 +502,9 @@ func (w *Worker) releaseClaims(ctx context.Context, claimer int64, ids []int64, 
 
 // embed embeds the items of args and of the claimed jobs that lack a
 // current vector of the job's model, which must be the worker's, and
-// returns how many it saved.
-func (w *Worker) embed(ctx context.Context, args EmbedArgs, claimed []claimedEmbed) (int, error) {
+// returns how many it saved. With isolate, a text the server fails on
+// is found and left out, as a refused one is (embedTexts).
+func (w *Worker) embed(ctx context.Context, args EmbedArgs, claimed []claimedEmbed, isolate bool) (int, error) {
 	s, emb := w.cfg.Store, w.cfg.Embedder
 	model := emb.Model()
 	if args.Model != "" && args.Model != model {
@@ -518,7 +524,7 @@ func (w *Worker) embed(ctx context.Context, args EmbedArgs, claimed []claimedEmb
 	for i, t := range targets {
 		texts[i] = embedText(t)
 	}
-	vs, err := w.embedTexts(ctx, "context items", texts)
+	vs, err := w.embedTexts(ctx, "context items", texts, isolate)
 	if err != nil {
 		return 0, err
 	}
@@ -569,15 +575,21 @@ func cutEmbedInput(text string) string {
 // found: they get no vector (nil) and stay lexical-only, and the others
 // get theirs, rather than one text costing its whole job (which every
 // sweep would rebuild). Texts answered with an unusable vector
-// (embedding.UnusableOf) are left out the same way. Any other failure, and
-// a refusal of every text, is returned.
-func (w *Worker) embedTexts(ctx context.Context, what string, texts []string) ([][]float32, error) {
+// (embedding.UnusableOf) are left out the same way. With isolate, so are
+// texts the server fails on (failedOnInput: a 500), found the same way:
+// without it, one text that makes the server fail kept every other item
+// of its job (up to EmbedJobSize, a sweep's or a backfill's) from ever
+// getting a vector. Not on a first failure: a server failing every
+// request (overloaded, as some answer with a 500) would get three
+// requests for one. Any other failure, and a refusal of every text, is
+// returned.
+func (w *Worker) embedTexts(ctx context.Context, what string, texts []string, isolate bool) ([][]float32, error) {
 	cut := make([]string, len(texts))
 	for i, t := range texts {
 		cut[i] = cutEmbedInput(t)
 	}
 	vs := make([][]float32, len(cut))
-	refused, refusal, err := embedSplitting(ctx, w.cfg.Embedder, cut, vs, true)
+	refused, refusal, err := embedSplitting(ctx, w.cfg.Embedder, cut, vs, true, isolate)
 	if err != nil {
 		return nil, err
 	}
@@ -585,7 +597,7 @@ func (w *Worker) embedTexts(ctx context.Context, what string, texts []string) ([
 		return nil, refusal
 	}
 	if refused > 0 {
-		w.logger.Warn("the embeddings server refused some texts alone, or answered them with unusable vectors; they stay lexical-only (the next sweep tries them again)",
+		w.logger.Warn("the embeddings server refused some texts alone, failed on them alone, or answered them with unusable vectors; they stay lexical-only (the next sweep tries them again)",
 			"what", what, "refused", refused, "embedded", len(texts)-refused, "error", refusal)
 	}
 	if err := w.checkDims(ctx, vs); err != nil {
@@ -618,14 +630,16 @@ func (w *Worker) checkDims(ctx context.Context, vs [][]float32) error {
 }
 
 // embedSplitting embeds texts into out (len(out) == len(texts)), halving
-// a batch the server refuses as input; it returns how many texts were
-// refused alone (their vectors left nil) and the first refusal. Other
-// errors end it. With probe (the whole batch, not its halves), a refused
-// batch's shortest and longest text are tried alone first: both refused,
-// the refusal is the requests' (a 400 for an unknown model or parameter,
-// or every text too long) and is returned at once, rather than halving
-// down to every text (2n-1 requests).
-func embedSplitting(ctx context.Context, emb Embedder, texts []string, out [][]float32, probe bool) (refused int, refusal, err error) {
+// a batch the server refuses as input (and, with isolate, one it fails
+// on: failedOnInput); it returns how many texts were refused alone (their
+// vectors left nil) and the first refusal. Other errors end it. With
+// probe (the whole batch, not its halves), a refused batch's shortest and
+// longest text are tried alone first: both refused, the refusal is the
+// requests' (a 400 for an unknown model or parameter, every text too
+// long, a server failing every request) and is returned at once, rather
+// than halving down to every text (2n-1 requests).
+func embedSplitting(ctx context.Context, emb Embedder, texts []string, out [][]float32, probe, isolate bool) (refused int, refusal, err error) {
+	textual := func(err error) bool { return embedding.RefusedInput(err) || (isolate && failedOnInput(err)) }
 	vs, err := emb.Embed(ctx, texts)
 	switch {
 	case (err == nil || len(embedding.UnusableOf(err)) > 0) && len(vs) != len(texts):
@@ -639,7 +653,7 @@ func embedSplitting(ctx context.Context, emb Embedder, texts []string, out [][]f
 		// others' vectors kept.
 		copy(out, vs)
 		return len(embedding.UnusableOf(err)), err, nil
-	case !embedding.RefusedInput(err):
+	case !textual(err):
 		return 0, nil, err
 	case len(texts) == 1:
 		return 1, err, nil
@@ -653,7 +667,7 @@ func embedSplitting(ctx context.Context, emb Embedder, texts []string, out [][]f
 		switch {
 		case short == nil || len(embedding.UnusableOf(short)) > 0:
 			// Accepted (an unusable vector is the text's): halve.
-		case !embedding.RefusedInput(short):
+		case !textual(short):
 			return 0, nil, short
 		default:
 			_, long := emb.Embed(ctx, []string{slices.MaxFunc(texts, byLen)})
@@ -663,11 +677,11 @@ func embedSplitting(ctx context.Context, emb Embedder, texts []string, out [][]f
 		}
 	}
 	half := len(texts) / 2
-	r1, f1, err := embedSplitting(ctx, emb, texts[:half], out[:half], false)
+	r1, f1, err := embedSplitting(ctx, emb, texts[:half], out[:half], false, isolate)
 	if err != nil {
 		return 0, nil, err
 	}
-	r2, f2, err := embedSplitting(ctx, emb, texts[half:], out[half:], false)
+	r2, f2, err := embedSplitting(ctx, emb, texts[half:], out[half:], false, isolate)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -675,6 +689,16 @@ func embedSplitting(ctx context.Context, emb Embedder, texts []string, out [][]f
 		f1 = f2
 	}
 	return r1 + r2, f1, nil
+}
+
+// failedOnInput reports whether the server answered a request with an
+// error one of its texts may have caused (a 500; not a 502, 503 or 504:
+// embedding.InputMayBeCause), where a timeout or a dropped connection
+// tells nothing about which text: halving on those would wait out a
+// timeout per half.
+func failedOnInput(err error) bool {
+	var e *embedding.Error
+	return errors.As(err, &e) && e.Status >= http.StatusInternalServerError && embedding.InputMayBeCause(err)
 }
 
 // embedSweepWorker is the River worker for EmbedSweepArgs.

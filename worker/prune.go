@@ -126,7 +126,13 @@ func (p *pruneWorker) Work(ctx context.Context, job *river.Job[PruneArgs]) error
 			"floor_bytes", rep.After.FloorBytes, "max_db_size", cfg.MaxDBSize)
 	}
 	p.w.logger.Info("pruned", attrs...)
-	if rep.OverLimit {
+	switch {
+	case rep.OverLimit && !rep.ContextSpared:
+		// Context was deleted, but memory written while it pruned left it
+		// over: the next run goes on, nothing for the operator to do.
+		p.w.logger.Info("memory is still over its size limit after this prune (written while it ran); the next prune goes on",
+			"removed_for_size", rep.RemovedForSize, "live_bytes", rep.After.LiveBytes, "max_db_size", cfg.MaxDBSize)
+	case rep.OverLimit:
 		// Said on every run until it holds: the operator must act.
 		p.w.logger.Warn("memory is over its size limit and pruning cannot reach it: it spares context when deleting all of it would not be enough; raise the limit or shorten the turn retention",
 			"live_bytes", rep.After.LiveBytes, "max_db_size", cfg.MaxDBSize, "floor_bytes", rep.After.FloorBytes,

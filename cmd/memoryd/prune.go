@@ -46,11 +46,25 @@ waits for a serve's to end. It neither creates nor migrates the database.
 	} else {
 		printPrune(a, rep)
 	}
-	if limit := svc.Config().Worker.MaxDBSize; limit > 0 && rep.After.FloorBytes > limit {
+	return pruneError(rep, svc.Config().Worker.MaxDBSize)
+}
+
+// pruneError is what a prune's report makes the command fail with, if
+// anything: a limit under the floor, or the size still over the limit,
+// told apart by why.
+func pruneError(rep worker.PruneReport, limit int64) error {
+	if limit > 0 && rep.After.FloorBytes > limit {
 		return errors.New((&worker.SizeFloorError{Limit: limit, Floor: rep.After.FloorBytes}).Describe("--max-db-size"))
 	}
-	if rep.OverLimit {
+	switch {
+	case rep.OverLimit && rep.ContextSpared:
 		return errors.New("still over --max-db-size: deleting every context item would not reach it, so none was deleted for size; raise the limit or shorten --turn-retention")
+	case rep.OverLimit:
+		// Context was deleted (or was held by writes), but memory written
+		// while it pruned left it over: not the floor; the next prune
+		// goes on. Said as the floor, an operator raised a limit that
+		// was fine.
+		return fmt.Errorf("still over --max-db-size after deleting %d context items for size (memory was written, or items held, while it pruned); run it again", rep.RemovedForSize)
 	}
 	return nil
 }

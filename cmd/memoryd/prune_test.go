@@ -60,3 +60,32 @@ func TestPruneCommand(t *testing.T) {
 		t.Fatalf("the missing database exists after the prune: %v, %v", exists, err)
 	}
 }
+
+// The command's failure says why the size is still over the limit: the
+// floor (context spared: raise the limit) only when that is the reason.
+// Before, a prune that deleted context and was left over by writes while
+// it ran said none was deleted and to raise the limit.
+func TestPruneErrorSaysWhy(t *testing.T) {
+	const limit = 1000
+	tests := []struct {
+		name string
+		rep  worker.PruneReport
+		want string // "" for no error
+	}{
+		{"under the limit", worker.PruneReport{After: store.SizeReport{LiveBytes: 900, FloorBytes: 100}}, ""},
+		{"floor over the limit", worker.PruneReport{OverLimit: true, ContextSpared: true, After: store.SizeReport{LiveBytes: 1500, FloorBytes: 1200}}, "cannot go under"},
+		{"context spared", worker.PruneReport{OverLimit: true, ContextSpared: true, After: store.SizeReport{LiveBytes: 1500, FloorBytes: 900}}, "none was deleted for size"},
+		{"written while it pruned", worker.PruneReport{OverLimit: true, RemovedForSize: 89, After: store.SizeReport{LiveBytes: 1100, FloorBytes: 100}}, "after deleting 89 context items"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := pruneError(tt.rep, limit)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("error %v, want none", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("error %v, want one saying %q", err, tt.want)
+			}
+		})
+	}
+}
