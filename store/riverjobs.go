@@ -313,6 +313,28 @@ func (s *Store) LiveEmbedJobs(ctx context.Context, kinds, sweepKinds []string, m
 	return n, nil
 }
 
+// DeleteOrphanedEmbedJobs deletes the waiting jobs of kinds (embed jobs,
+// their model in args' "model") of a model no process has recorded
+// (memoryd_processes.embed_model) with a heartbeat within idle, and
+// created more than idle ago, and returns how many. After a model change
+// they waited forever on their model's queue, which no process works; the
+// embed sweep enqueues what a model's items lack when a process of it runs
+// again. Whether a process of the model lives is read in the statement
+// itself, so one that registers as it runs keeps the jobs it inserts
+// (made after it registered, they are not in the statement's snapshot).
+func (s *Store) DeleteOrphanedEmbedJobs(ctx context.Context, kinds []string, idle time.Duration) (int64, error) {
+	tag, err := s.db.Exec(ctx, `DELETE FROM river_job j
+		WHERE j.kind = ANY($1) AND j.state IN ('available', 'pending', 'retryable', 'scheduled')
+		  AND j.created_at < now() - $2::interval
+		  AND coalesce(j.args->>'model', '') <> ''
+		  AND NOT EXISTS (SELECT FROM memoryd_processes p
+		                  WHERE p.embed_model = j.args->>'model' AND p.heartbeat_at > now() - $2::interval)`, kinds, idle)
+	if err != nil {
+		return 0, fmt.Errorf("delete orphaned embed jobs: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
 // JobClaim asks ClaimJobs for waiting jobs that a running job (Claimer)
 // will do together with its own work, so that many small jobs (one per
 // write, under live ingest) become one request to a slow server.

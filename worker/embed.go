@@ -736,5 +736,14 @@ func (e *embedSweepWorker) Work(ctx context.Context, _ *river.Job[EmbedSweepArgs
 			e.w.logger.Info("embed sweep enqueued documents with chunks without a vector", "model", model, "documents", d)
 		}
 	}
+	// The jobs of a model no process embeds with any more (a model
+	// change) would wait on its queue forever, in the queue gauge too.
+	n, err := cfg.Store.DeleteOrphanedEmbedJobs(ctx, []string{EmbedJobKind, ChunkEmbedJobKind}, cfg.ProcessTimeout)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		e.w.logger.Info("embed sweep deleted waiting embed jobs of models no running process embeds with", "jobs", n)
+	}
 	return nil
 }

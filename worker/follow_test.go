@@ -225,3 +225,49 @@ func TestEmbeddingWorkerSweepsAtStartWhenNotLeader(t *testing.T) {
 	})
 	e.waitEmbedded("alice", "m1", 2)
 }
+
+// After a model change, the jobs of a model no process embeds with any
+// more are deleted by the embed sweep: before, they waited forever on
+// their model's queue, which no process works (found by an outside-in
+// audit: 22 jobs of m1 and 3 of m2 left "available" after m1 → m2 → m3,
+// in the queue gauge for good). A model a live process records keeps its
+// jobs, and so does a job younger than the process timeout (its process
+// may be registering).
+func TestEmbedSweepDeletesJobsOfModelsNoProcessUses(t *testing.T) {
+	e := setup(t)
+	e.seedItems("alice")
+	e.liveProcess("serve-m1", "m1")
+	ids := map[string]int64{}
+	for _, j := range []struct {
+		name, model, age string
+	}{
+		{"gone", "gone", "1 day"},
+		{"gone, just inserted", "gone", "-1 hour"},
+		{"live model", "m1", "1 day"},
+	} {
+		var id int64
+		if err := e.store.Pool().QueryRow(e.ctx, `INSERT INTO river_job (kind, args, queue, state, max_attempts, created_at, scheduled_at)
+			VALUES ($1, jsonb_build_object('user_id', 'alice', 'context_ids', '[]'::jsonb, 'model', $2::text), $3, 'available', 5,
+			        now() - $4::interval, now() + interval '1 hour') RETURNING id`,
+			worker.EmbedJobKind, j.model, worker.QueueEmbedFor(j.model), j.age).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids[j.name] = id
+	}
+	e.start(extractor.NewRules(), nil) // the sweep runs at start
+	exists := func(id int64) bool {
+		var ok bool
+		if err := e.store.Pool().QueryRow(e.ctx, `SELECT EXISTS (SELECT FROM river_job WHERE id = $1)`, id).Scan(&ok); err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	e.waitFor("the gone model's old job deleted", func() (bool, string) {
+		return !exists(ids["gone"]), ""
+	})
+	for _, name := range []string{"gone, just inserted", "live model"} {
+		if !exists(ids[name]) {
+			t.Errorf("job %q was deleted", name)
+		}
+	}
+}
