@@ -86,6 +86,13 @@ func QueueEmbedFor(model string) string {
 // embed jobs (they name the user and item ids, no text) with the rest.
 var embedJobs = store.RiverJobs{Kind: EmbedJobKind, UserField: "user_id"}
 
+// embedItemJobs is EmbedArgs's shape for the sweep, which leaves out the
+// items a live job already holds.
+func embedItemJobs(model string) store.ItemJobs {
+	return store.ItemJobs{Kind: EmbedJobKind, Queues: []string{QueueEmbedFor(model), QueueEmbed},
+		UserField: "user_id", ModelField: "model", ItemsField: "context_ids"}
+}
+
 // DefaultEmbedJobSize is Config.EmbedJobSize's default.
 const DefaultEmbedJobSize = 64
 
@@ -238,6 +245,12 @@ func (e *Enqueuer) EnqueueMissingEmbeddings(ctx context.Context, userID, model s
 				return err
 			}
 			if refs, err = q.ExistingContext(ctx, page1); err != nil || len(refs) == 0 {
+				return err
+			}
+			// An item a waiting or running job already holds (a write's,
+			// after a restart; a sweep's, beside a backfill) would have
+			// its text sent twice.
+			if refs, err = q.NotQueued(ctx, embedItemJobs(model), model, refs); err != nil || len(refs) == 0 {
 				return err
 			}
 			_, err = e.client.InsertManyTx(ctx, tx, embedParams(refs, model, jobSize, opts))
