@@ -644,7 +644,7 @@ var sinceMatchers = []struct {
 	matcher       timeMatcher
 	capitalOrYear bool
 }{
-	{"", matchDayBeforeYesterday, false}, {"", matchDayWords, false}, {"", matchPartOfDay, false}, {"", matchUnitsAgo, false},
+	{"", matchDayBeforeYesterday, false}, {"", matchPartOfMonth, false}, {"", matchDayWords, false}, {"", matchPartOfDay, false}, {"", matchUnitsAgo, false},
 	{"", matchThisLast, false}, {"", matchWeekday, false}, {"", matchISODate, false}, {"", matchDate, false}, {"", matchMonth, false},
 	{"", matchChristmas, false}, {"", matchWeekend, false}, {"", matchEarlierThis, false}, {"", matchRolling, false},
 	{"on", matchWeekday, false}, {"on", matchDate, false}, {"in", matchMonth, true}, {"in", matchYear, false}, {"at", matchChristmas, false},
@@ -951,7 +951,8 @@ var weekOrdinals = map[string]int{"first": 1, "second": 2, "third": 3, "fourth":
 // fourth|last week of <month>" (its days 1-7, 8-14, 15-21, 22-28, or its
 // last seven), "early|mid|late <month>" and "mid-<month>" (days 1-10,
 // 11-20, 21 to the end), each with an optional year after the month as
-// for a month ("late March 2025", "the last week of April last year").
+// for a month ("late March 2025", "the last week of April last year");
+// after "early", "mid" or "late" the month is capitalised or has its year.
 // Without a year it is the most recent such part that has begun by at.
 func matchPartOfMonth(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) {
 	i := 0
@@ -983,13 +984,21 @@ func matchPartOfMonth(toks []timeTok, at time.Time) (int, time.Time, time.Time, 
 	default:
 		return 0, time.Time{}, time.Time{}, false
 	}
-	m, ok := monthAt(toks[i:], true)
+	// After "week of" a month name is one ("the first week of may");
+	// after "early", "mid" or "late" only capitalised or with its year
+	// ("I'll be late, may I leave?"), and not before a pronoun ("late May
+	// I ask").
+	m, ok := monthAt(toks[i:], week != 0 || (len(toks) > i+1 && isYear(toks[i+1].word)))
 	if !ok {
 		return 0, time.Time{}, time.Time{}, false
 	}
 	if len(toks) > i+1 && blank(toks[i+1].gap) {
 		if _, day := dayOfMonth(toks[i+1]); day && !isYear(toks[i+1].word) {
 			// "I was late May 3rd": a date follows, not part of May.
+			return 0, time.Time{}, time.Time{}, false
+		}
+		switch toks[i+1].word {
+		case "i", "we", "you", "he", "she", "they":
 			return 0, time.Time{}, time.Time{}, false
 		}
 	}
