@@ -72,6 +72,8 @@ type TimeExpr struct {
 //   - "on 3 March", "3rd of March", "March 3", "on the 3rd of March", with
 //     an optional year ("March 3, 2024"): that day, the most recent not
 //     after at's day when no year is given.
+//   - "[the] week|month|year|weekend before last": the unit two before
+//     at's (matchBeforeLast).
 //   - "[the] first|second|third|fourth|last week of <month>", "early|mid|
 //     late <month>", "mid-<month>", with a year as for a month: that part of
 //     the month (matchPartOfMonth). "last week|month of" anything else is
@@ -470,7 +472,7 @@ var startWords = map[string]bool{
 	"the": true, "today": true, "earlier": true, "yesterday": true, "tonight": true, "this": true,
 	"last": true, "past": true, "on": true, "in": true, "during": true, "at": true, "over": true,
 	"since": true, "couple": true, "first": true, "second": true, "third": true, "fourth": true,
-	"early": true, "mid": true, "late": true,
+	"early": true, "mid": true, "late": true, "week": true, "month": true, "year": true, "weekend": true,
 }
 
 // mayStart reports whether an expression may start with w.
@@ -629,7 +631,7 @@ type timeMatcher func(toks []timeTok, at time.Time) (n int, since, until time.Ti
 // timeMatchers are tried in order at each word; longer forms come first.
 var timeMatchers = []timeMatcher{
 	matchSince, matchDayBeforeYesterday, matchEarlierThis, matchDayWords, matchPartOfDay, matchUnitsAgo,
-	matchWeekend, matchPartOfMonth, matchRolling, matchThisLast, matchWeekday, matchISODate, matchDate, matchMonth, matchYear,
+	matchWeekend, matchBeforeLast, matchPartOfMonth, matchRolling, matchThisLast, matchWeekday, matchISODate, matchDate, matchMonth, matchYear,
 	matchChristmas,
 }
 
@@ -644,7 +646,7 @@ var sinceMatchers = []struct {
 	matcher       timeMatcher
 	capitalOrYear bool
 }{
-	{"", matchDayBeforeYesterday, false}, {"", matchPartOfMonth, false}, {"", matchDayWords, false}, {"", matchPartOfDay, false}, {"", matchUnitsAgo, false},
+	{"", matchDayBeforeYesterday, false}, {"", matchBeforeLast, false}, {"", matchPartOfMonth, false}, {"", matchDayWords, false}, {"", matchPartOfDay, false}, {"", matchUnitsAgo, false},
 	{"", matchThisLast, false}, {"", matchWeekday, false}, {"", matchISODate, false}, {"", matchDate, false}, {"", matchMonth, false},
 	{"", matchChristmas, false}, {"", matchWeekend, false}, {"", matchEarlierThis, false}, {"", matchRolling, false},
 	{"on", matchWeekday, false}, {"on", matchDate, false}, {"in", matchMonth, true}, {"in", matchYear, false}, {"at", matchChristmas, false},
@@ -941,6 +943,37 @@ func matchThisLast(toks []timeTok, at time.Time) (int, time.Time, time.Time, boo
 	}
 	since := addUnits(unitStart(at, u), u, back)
 	return 2, since, addUnits(since, u, 1), true
+}
+
+// matchBeforeLast reads "[the] week|month|year|weekend before last": the
+// calendar unit two before at's (the weekend before last weekend). Not
+// when a word of a time follows "last" ("the week before last Monday":
+// the week before that Monday, which directed reads).
+func matchBeforeLast(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) {
+	i := 0
+	if wordsAre(toks, "the") {
+		i = 1
+	}
+	if len(toks) < i+3 || toks[i+1].word != "before" || toks[i+2].word != "last" {
+		return 0, time.Time{}, time.Time{}, false
+	}
+	if len(toks) > i+3 && blank(toks[i+3].gap) {
+		w := toks[i+3].word
+		if _, unit := units[w]; unit || properTimeWord(w) || w == "weekend" || w == "night" || w == "christmas" {
+			return 0, time.Time{}, time.Time{}, false
+		}
+	}
+	n := i + 3
+	if toks[i].word == "weekend" {
+		sat := day(unitStart(at, unitWeek), 5-14)
+		return n, sat, day(sat, 2), true
+	}
+	u, ok := units[toks[i].word]
+	if !ok || u == unitDay || strings.HasSuffix(toks[i].word, "s") {
+		return 0, time.Time{}, time.Time{}, false
+	}
+	since := addUnits(unitStart(at, u), u, -2)
+	return n, since, addUnits(since, u, 1), true
 }
 
 // weekOrdinals are the weeks of a month matchPartOfMonth reads (-1: the

@@ -82,6 +82,12 @@ func TestParseTime(t *testing.T) {
 		{"late November", "2025-11-21", "2025-12-01", "late November"}, // not begun by at
 		{"early November", "2026-11-01", "2026-11-11", "early November"},
 		{"I was late May 3rd", "2026-05-03", "2026-05-04", "May 3rd"},
+		{"what did we discuss the week before last?", "2026-11-02", "2026-11-09", "the week before last"},
+		{"month before last", "2026-09-01", "2026-10-01", "month before last"},
+		{"the weekend before last", "2026-11-07", "2026-11-09", "the weekend before last"},
+		{"the year before last", "2024-01-01", "2025-01-01", "the year before last"},
+		{"since the week before last", "2026-11-02", "2026-11-19", "since the week before last"},
+		{"the week before last Monday", "2026-11-09", "2026-11-17", "the week before last Monday"}, // directed, as before,
 		{"I was late, may I leave?", "", "", ""},
 		{"late may", "", "", ""},
 		{"was I late May I ask", "", "", ""},
