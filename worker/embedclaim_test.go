@@ -83,7 +83,7 @@ func (e *env) logEmbedJobsOnFailure() {
 		}
 		for _, r := range e.embedJobRows() {
 			if r.state != "completed" {
-				e.t.Logf("embed job %d: %s, %d errors, claimed by %q, items %q", r.id, r.state, r.errors, r.claimedBy, r.text)
+				e.t.Logf("embed job %d: %s, %d errors (last %q), claimed by %q, items %q", r.id, r.state, r.errors, r.lastError, r.claimedBy, r.text)
 			}
 		}
 	})
@@ -108,12 +108,14 @@ type embedJobRow struct {
 	errors    int
 	claimedBy string
 	text      string // its items' question and answer
+	lastError string
 }
 
 func (e *env) embedJobRows() []embedJobRow {
 	e.t.Helper()
 	rows, err := e.store.Pool().Query(e.ctx, `SELECT j.id, j.state::text, coalesce(array_length(j.errors, 1), 0), coalesce(j.metadata->>$2, ''),
-			coalesce((SELECT string_agg(c.question || E'\n' || c.answer, ' ') FROM context c WHERE c.id IN (SELECT jsonb_array_elements_text(j.args->'context_ids')::bigint)), '')
+			coalesce((SELECT string_agg(c.question || E'\n' || c.answer, ' ') FROM context c WHERE c.id IN (SELECT jsonb_array_elements_text(j.args->'context_ids')::bigint)), ''),
+			coalesce(j.errors[array_upper(j.errors, 1)]->>'error', '')
 		FROM river_job j WHERE j.kind = $1 ORDER BY j.id`, worker.EmbedJobKind, store.ClaimedByKey)
 	if err != nil {
 		e.t.Fatal(err)
@@ -122,7 +124,7 @@ func (e *env) embedJobRows() []embedJobRow {
 	var out []embedJobRow
 	for rows.Next() {
 		var r embedJobRow
-		if err := rows.Scan(&r.id, &r.state, &r.errors, &r.claimedBy, &r.text); err != nil {
+		if err := rows.Scan(&r.id, &r.state, &r.errors, &r.claimedBy, &r.text, &r.lastError); err != nil {
 			e.t.Fatal(err)
 		}
 		out = append(out, r)

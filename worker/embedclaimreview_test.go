@@ -43,14 +43,25 @@ func downEmbedder(t *testing.T, srv *embeddingtest.Server, model string, down *a
 func TestEmbedBacklogAfterServerDownGoesInBatches(t *testing.T) {
 	e := setup(t)
 	users := userIDs(30)
-	e.enqueueSmallEmbedJobs("m1", users...)
+	// 25 attempts each: a refused connection spends one (the hourly sweep
+	// enqueues what a job that gave up leaves, none runs here), and the
+	// outage lasts until 24 jobs have failed once, which under load let
+	// the first job spend 5.
+	e.logEmbedJobsOnFailure()
+	e.seedItems(users...)
+	enq, err := worker.NewEnqueuer(worker.EnqueuerConfig{Store: e.store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := enq.EnqueueMissingEmbeddings(e.ctx, "", "m1", 1, 25); err != nil || n != 60 {
+		t.Fatalf("enqueued %d items (%v), want 60", n, err)
+	}
 	srv := embeddingtest.New(t)
 	var down atomic.Bool
 	down.Store(true)
 	e.start(extractor.NewRules(), func(c *worker.Config) {
 		withEmbedder(downEmbedder(t, srv, "m1", &down), -1)(c)
 		c.EmbedJobSize = 32
-		c.EmbedMaxAttempts = 25
 	})
 	e.waitFailedOnce(24)
 	down.Store(false)
