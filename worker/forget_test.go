@@ -67,9 +67,35 @@ type blocker struct {
 	pid int
 }
 
+// conn opens a connection of the test's own, outside the store's pool
+// (storetest.MaxConns, 4): a transaction the test holds open, and the
+// queries that watch who waits for it, must neither take a slot the
+// system under test needs nor wait for one. In the pool, a prune started
+// late under load (its advisory lock's connection, and its turn update
+// waiting on the blocked row) with a replay and a forget waiting as
+// planned held all four, and the test's next poll waited for a
+// connection until go test's timeout.
+func (e *env) conn() *pgx.Conn {
+	e.t.Helper()
+	c, err := pgx.ConnectConfig(e.ctx, e.store.Pool().Config().ConnConfig.Copy())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
+}
+
+// watcher is the connection of e's polls of pg_stat_activity (conn).
+func (e *env) watcher() *pgx.Conn {
+	if e.watch == nil {
+		e.watch = e.conn()
+	}
+	return e.watch
+}
+
 func (e *env) block(sql string, args ...any) *blocker {
 	e.t.Helper()
-	tx, err := e.store.Pool().Begin(e.ctx)
+	tx, err := e.conn().Begin(e.ctx)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -90,7 +116,7 @@ func (e *env) waitBlocked(what string, pid int) int {
 	e.t.Helper()
 	var waiter int
 	e.waitFor(what, func() (bool, string) {
-		err := e.store.Pool().QueryRow(e.ctx, `SELECT pid FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid)) LIMIT 1`, pid).Scan(&waiter)
+		err := e.watcher().QueryRow(e.ctx, `SELECT pid FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid)) LIMIT 1`, pid).Scan(&waiter)
 		return err == nil, fmt.Sprint(err)
 	})
 	return waiter
@@ -107,7 +133,7 @@ func (e *env) waitDoneOrBlocked(what string, done <-chan struct{}, pid int) {
 		default:
 		}
 		var n int
-		err := e.store.Pool().QueryRow(e.ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))`, pid).Scan(&n)
+		err := e.watcher().QueryRow(e.ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))`, pid).Scan(&n)
 		return err == nil && n > 0, fmt.Sprint(n, err)
 	})
 }

@@ -347,7 +347,7 @@ func (e *SizeFloorError) Error() string { return "worker: " + e.Describe("Config
 // Describe states the error in one sentence, naming the setting as the
 // caller knows it (a flag, a field).
 func (e *SizeFloorError) Describe(setting string) string {
-	return fmt.Sprintf("%s %s is below %s, the size that pruning cannot go under (facts, fact history, clears, turn records without their text, and indexes)",
+	return fmt.Sprintf("%s %s is below %s, the size that pruning cannot go under (facts, fact history, clears, turn records without their text, knowledge base documents with their chunks and vectors, and indexes)",
 		setting, formatSize(e.Limit), formatSize(e.Floor))
 }
 

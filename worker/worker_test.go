@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/riverqueue/river/rivertype"
@@ -37,6 +38,7 @@ type env struct {
 	prefix string
 	stream string
 	pub    *events.Publisher
+	watch  *pgx.Conn // see watcher
 }
 
 func setup(t testing.TB) *env {
