@@ -2,10 +2,14 @@ package enricher_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
@@ -190,5 +194,51 @@ func TestEnrichDefaultCollections(t *testing.T) {
 	}
 	if r := enrich(t, h, events.EnrichRequest{UserID: "alice", Message: msg}); r.Documents != nil {
 		t.Fatalf("defaults cleared, yet documents %+v", r.Documents)
+	}
+}
+
+// A document search that does not answer in time (its tables locked, as
+// by the VACUUM FULL operations.md describes for reclaiming documents'
+// space) leaves the documents out of the reply, which keeps the facts and
+// memories already read, degraded and saying why. Before, the whole reply
+// was degraded and empty: every user with default collections got no
+// memory while the tables were locked.
+func TestEnrichKeepsMemoriesWhenDocumentsTimeOut(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	putDoc(t, st, store.Owner{User: "alice"}, "kb", "handbook.md", handbook)
+	upsertFacts(t, st, store.FactWrite{UserID: "alice", Key: "name", Value: "Alice", SourceAt: t0})
+	if _, err := st.InsertContext(ctxT(t), []store.ContextWrite{{UserID: "alice", Question: "which certificate do I use for TLS?", Answer: "the company CA", CreatedAt: t0}}); err != nil {
+		t.Fatal(err)
+	}
+	h := start(t, st, func(c *enricher.Config) { c.Timeout = 2 * time.Second })
+	req := events.EnrichRequest{UserID: "alice", Message: "which certificate authority file do TLS connections use?", Collections: []string{"kb"}}
+
+	// A connection of the test's own, outside the store's small pool.
+	conn, err := pgx.ConnectConfig(ctxT(t), st.Pool().Config().ConnConfig.Copy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	tx, err := conn.Begin(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctxT(t), `LOCK TABLE doc_chunks IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	r := enrich(t, h, req)
+	if !r.Degraded || !strings.Contains(r.Reason, "document search") || len(r.Facts) != 1 || len(r.Context) != 1 || len(r.Documents) != 0 {
+		t.Errorf("with the documents' table locked: degraded %v (%q), %d facts, %d memories, %d documents; want the facts and the memory, no documents, degraded saying why",
+			r.Degraded, r.Reason, len(r.Facts), len(r.Context), len(r.Documents))
+	}
+	if !strings.Contains(r.Injection, "Alice") || !strings.Contains(r.Injection, "company CA") {
+		t.Errorf("injection lacks the fact or the memory:\n%s", r.Injection)
+	}
+	if err := tx.Rollback(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if r := enrich(t, h, req); r.Degraded || len(r.Documents) == 0 {
+		t.Errorf("after the lock: degraded %v (%q), %d documents", r.Degraded, r.Reason, len(r.Documents))
 	}
 }

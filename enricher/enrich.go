@@ -286,16 +286,36 @@ func (s *Service) enrich(ctx context.Context, p enrichParams) (events.EnrichRepl
 		return events.EnrichReply{}, err
 	}
 	chunks := []events.DocumentChunk{}
+	var docsLost string // why the documents are left out of a reply that keeps the rest
 	// A request naming no collections searches the user's defaults; the
 	// recall said whether there are any, so most users (none) pay no
 	// round trip for documents.
 	if len(p.collections) > 0 || (p.defaultDocs && docDefaults) {
-		if chunks, err = s.documents(ctx, p); err != nil {
+		// The document search gets what is left of the budget but a
+		// reserve, so that when it is slow or fails (tables locked by a
+		// VACUUM FULL, an index being rebuilt) the facts and memories
+		// already read still go out: before, such a reply was degraded
+		// and empty.
+		dctx, cancel := withReserve(ctx, s.cfg.Timeout/docsReserveShare)
+		chunks, err = s.documents(dctx, p)
+		cancel()
+		var bad *events.ServiceError
+		switch {
+		case err == nil:
+		case errors.As(err, &bad):
 			return events.EnrichReply{}, err
+		case dctx.Err() != nil:
+			chunks, docsLost = []events.DocumentChunk{}, fmt.Sprintf("document search did not answer within %s; facts and memories only", s.cfg.Timeout)
+		default:
+			s.logger.Error(msgStoreFailed, "user_id", p.userID, "what", "documents", "error", err)
+			chunks, docsLost = []events.DocumentChunk{}, "document search unavailable; facts and memories only"
 		}
 	}
 	build := func(maxTokens int) events.EnrichReply {
 		r := p.reply(time.Now())
+		if docsLost != "" {
+			r.Degraded, r.Reason = true, docsLost
+		}
 		r.Keywords = keywords
 		var docs []events.DocumentChunk
 		r.Facts, r.Context, docs, r.Injection, r.Tokens = injectDocs(p.format, maxTokens, wireFacts(facts), wireItems(items), chunks)
@@ -330,6 +350,21 @@ func (s *Service) enrich(ctx context.Context, p enrichParams) (events.EnrichRepl
 		s.logger.Debug("enrich budget lowered to fit the payload limit", "max_tokens", p.maxTokens, "budget", budget, "bytes", size, "max_payload", s.maxReply())
 	}
 	return r, nil
+}
+
+// docsReserveShare: the document search leaves 1/docsReserveShare of the
+// enrich timeout (25 ms of the default 250) to build and send the reply
+// without documents when it runs out of time.
+const docsReserveShare = 10
+
+// withReserve is ctx with a deadline reserve earlier than ctx's own (none
+// when ctx has none).
+func withReserve(ctx context.Context, reserve time.Duration) (context.Context, context.CancelFunc) {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, d.Add(-reserve))
 }
 
 // enrichBound is at least the bytes r takes as a reply, counted without
