@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store"
 )
 
 // DefaultVersion is the service version used when none is configured.
@@ -146,6 +147,10 @@ type Config struct {
 	// in the put's transaction; without it every document is chunked in
 	// its put's request.
 	DocIndexer DocIndexer
+	// DocJobs are the shapes of the River jobs that name a document
+	// (worker.DocumentJobs): a docs.delete deletes them with it, since
+	// their arguments hold its id and its content's hash. Default none.
+	DocJobs []store.RiverJobs
 	// MaxDocumentBytes is the largest document content memory.docs.put
 	// accepts. Default events.DefaultMaxDocumentBytes (8 MiB).
 	MaxDocumentBytes int

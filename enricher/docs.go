@@ -17,7 +17,7 @@ import (
 
 // DocStore is what the documents endpoints (memory.docs.*) read and write.
 type DocStore interface {
-	DeleteDocument(ctx context.Context, o store.Owner, collection, docID string) (bool, error)
+	DeleteDocument(ctx context.Context, o store.Owner, collection, docID string, jobs ...store.RiverJobs) (bool, error)
 	ListDocuments(ctx context.Context, o store.Owner, collection, after string, limit int) ([]store.DocumentInfo, string, error)
 	SearchChunks(ctx context.Context, q store.ChunkQuery, rank store.ChunkRanker) ([]store.ChunkHit, error)
 	SetDefaultCollections(ctx context.Context, user string, names []string) ([]string, error)
@@ -83,7 +83,8 @@ func ChunkRanker(threshold float64, limit int) store.ChunkRanker {
 // memory.shared.docs.* on a shared scope's.
 type docs struct {
 	store       DocStore
-	index       DocIndexer // nil: every document is chunked inline
+	index       DocIndexer        // nil: every document is chunked inline
+	jobs        []store.RiverJobs // Config.DocJobs
 	maxBytes    int
 	maxTotal    int64 // Config.MaxDocsSize
 	inlineBytes int
@@ -254,7 +255,7 @@ func (d docs) delete(token string, data []byte) (call, error) {
 	return func(ctx context.Context) (any, error) {
 		var ok bool
 		err := d.inTx(ctx, o, func(_ pgx.Tx, q *store.Store) (err error) {
-			ok, err = q.DeleteDocument(ctx, o, req.Collection, req.DocID)
+			ok, err = q.DeleteDocument(ctx, o, req.Collection, req.DocID, d.jobs...)
 			return err
 		})
 		if err != nil {
@@ -389,7 +390,7 @@ func (d docs) defaults(token string, data []byte) (call, error) {
 func (s *Service) docsEndpoints() []endpoint {
 	var eps []endpoint
 	for _, shared := range []bool{false, true} {
-		d := docs{store: s.cfg.Store, index: s.cfg.DocIndexer, maxBytes: s.cfg.MaxDocumentBytes, maxTotal: s.cfg.MaxDocsSize,
+		d := docs{store: s.cfg.Store, index: s.cfg.DocIndexer, jobs: s.cfg.DocJobs, maxBytes: s.cfg.MaxDocumentBytes, maxTotal: s.cfg.MaxDocsSize,
 			inlineBytes: s.cfg.InlineChunkBytes, shared: shared, hybrid: s.hybrid}
 		name, subject, whose := "docs_", "docs.", "the user's"
 		if shared {

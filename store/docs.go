@@ -486,9 +486,10 @@ func (s *Store) IndexDocument(ctx context.Context, collectionID int64, docID, ha
 	return done, nil
 }
 
-// DeleteDocument deletes a document and its chunks; false when there was
-// none.
-func (s *Store) DeleteDocument(ctx context.Context, o Owner, collection, docID string) (bool, error) {
+// DeleteDocument deletes a document and its chunks, and the River jobs of
+// jobs's shapes with a CollectionField and a DocField that name it (in any
+// state); false when there was no such document.
+func (s *Store) DeleteDocument(ctx context.Context, o Owner, collection, docID string, jobs ...RiverJobs) (bool, error) {
 	c, err := s.collection(ctx, o, collection, false, 0, 0)
 	if errors.Is(err, ErrNoCollection) {
 		return false, nil
@@ -499,6 +500,19 @@ func (s *Store) DeleteDocument(ctx context.Context, o Owner, collection, docID s
 	tag, err := s.db.Exec(ctx, `DELETE FROM documents WHERE collection_id = $1 AND doc_id = $2`, c.ID, docID)
 	if err != nil {
 		return false, fmt.Errorf("delete document: %w", err)
+	}
+	// After the document: deleting it waited for a transaction holding it
+	// (a put, a chunking job) to commit, and the jobs that one inserted go
+	// too. Their arguments hold the document's id and its content's hash,
+	// which outlived the document for the jobs' retention.
+	for _, j := range jobs {
+		if j.Kind == "" || j.CollectionField == "" || j.DocField == "" {
+			continue
+		}
+		if _, err := s.db.Exec(ctx, `DELETE FROM river_job WHERE kind = $1 AND args->$2::text = to_jsonb($3::bigint) AND args->>$4::text = $5`,
+			j.Kind, j.CollectionField, c.ID, j.DocField, docID); err != nil {
+			return false, fmt.Errorf("delete document: jobs: %w", err)
+		}
 	}
 	return tag.RowsAffected() > 0, nil
 }

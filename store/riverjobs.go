@@ -37,8 +37,9 @@ type RiverJobs struct {
 	Kind, UserField, EventIDsField string
 	// CollectionField names the argument holding a collection id (a
 	// document job's); such jobs go with their collection
-	// (DeleteCollections), not by user.
-	CollectionField string
+	// (DeleteCollections), not by user. DocField names the one holding the
+	// document's id: they also go with their document (DeleteDocument).
+	CollectionField, DocField string
 }
 
 // deleteUserJobs deletes, inside ForgetUser's transaction (after the user's

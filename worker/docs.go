@@ -30,11 +30,19 @@ type IndexDocumentArgs struct {
 func (IndexDocumentArgs) Kind() string { return IndexDocumentJobKind }
 
 // indexDocumentJobs and chunkEmbedJobs are the document jobs' shapes for a
-// forget, which deletes those of the user's own collections.
+// forget, which deletes those of the user's own collections, and for a
+// document's deletion (DocumentJobs).
 var (
-	indexDocumentJobs = store.RiverJobs{Kind: IndexDocumentJobKind, CollectionField: "collection_id"}
-	chunkEmbedJobs    = store.RiverJobs{Kind: ChunkEmbedJobKind, CollectionField: "collection_id"}
+	indexDocumentJobs = store.RiverJobs{Kind: IndexDocumentJobKind, CollectionField: "collection_id", DocField: "doc_id"}
+	chunkEmbedJobs    = store.RiverJobs{Kind: ChunkEmbedJobKind, CollectionField: "collection_id", DocField: "doc_id"}
 )
+
+// DocumentJobs are the shapes of the River jobs that name a document,
+// for whoever deletes one (the docs.delete endpoint: enricher.Config.DocJobs)
+// to delete them with it.
+func DocumentJobs() []store.RiverJobs {
+	return []store.RiverJobs{indexDocumentJobs, chunkEmbedJobs}
+}
 
 // InsertOpts puts the job on the extraction queue, once per document and
 // content while one waits or runs: a client putting a pending document

@@ -509,6 +509,7 @@ func (a *App) startEnrichLocked(ctx context.Context, s *store.Store, nc *nats.Co
 	case a.enqueuer != nil:
 		ec.DocIndexer = a.enqueuer.EnqueueIndexDocument
 	}
+	ec.DocJobs = worker.DocumentJobs()
 	if ec.TracerProvider, err = a.tracerLocked(); err != nil {
 		return err
 	}

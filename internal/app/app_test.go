@@ -25,6 +25,7 @@ import (
 	"github.com/memoryd/memoryd/extractor/extractortest"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
+	"github.com/memoryd/memoryd/worker"
 )
 
 // testConfig is the app's defaults with test overrides: an isolated schema,
@@ -479,5 +480,37 @@ func TestReadinessBlamesOnlyAHangingPostgres(t *testing.T) {
 	checks := a.Health(ctx)
 	if checks["postgres"] == "ok" || checks["consumer"] != "ok" || checks["nats"] != "ok" {
 		t.Fatalf("readiness with Postgres hanging: %v; want only postgres failing", checks)
+	}
+}
+
+// TestDocsDeleteDeletesTheDocumentsJobs: memory.docs.delete, as served,
+// deletes the River jobs naming the document (wired from the worker's job
+// shapes): their arguments hold its id and its content's hash.
+func TestDocsDeleteDeletesTheDocumentsJobs(t *testing.T) {
+	t.Parallel()
+	a, ctx := startWithAlice(t)
+	s, err := a.Store(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put, err := s.PutDocument(ctx, store.DocumentPut{Owner: store.Owner{User: "alice"}, Collection: "kb", DocID: "d", Content: "The zebra notes."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(ctx, `INSERT INTO river_job (kind, args, state, max_attempts, queue, priority, scheduled_at, finalized_at)
+		VALUES ($1, jsonb_build_object('collection_id', $2::bigint, 'doc_id', 'd', 'hash', 'abc'), 'completed', 5, 'q', 1, now(), now())`,
+		worker.ChunkEmbedJobKind, put.Collection.ID); err != nil {
+		t.Fatal(err)
+	}
+	r, err := events.NewClient(a.nc, a.cfg.Prefix).DeleteDocument(ctx, events.DocsDeleteRequest{UserID: "alice", Collection: "kb", DocID: "d"})
+	if err != nil || !r.Deleted {
+		t.Fatalf("docs.delete = %+v, %v", r, err)
+	}
+	var n int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM river_job WHERE args->>'doc_id' = 'd'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("%d jobs still name the deleted document", n)
 	}
 }
