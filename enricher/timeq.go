@@ -995,14 +995,17 @@ func matchPartOfMonth(toks []timeTok, at time.Time) (int, time.Time, time.Time, 
 	var first, last int // days of the month; last 0: its end
 	var week int
 	switch {
-	case len(toks) >= i+4 && toks[i+1].word == "week" && toks[i+2].word == "of" && weekOrdinals[toks[i].word] != 0:
+	case len(toks) >= i+4 && toks[i+1].word == "week" && toks[i+2].word == "of" && weekOrdinals[toks[i].word] != 0 &&
+		blank(toks[i+1].gap) && blank(toks[i+2].gap) && blank(toks[i+3].gap):
 		week = weekOrdinals[toks[i].word]
 		if week > 0 {
 			first, last = 7*(week-1)+1, 7*week
 		}
 		i += 3
 	case i == 0 && len(toks) >= 2 && (toks[0].word == "early" || toks[0].word == "mid" || toks[0].word == "late"):
-		if toks[0].word == "mid" && toks[1].gap != "-" && !blank(toks[1].gap) {
+		// Only a space between (a hyphen after "mid"): "I'm late, May."
+		// and "I got there early. May said" are a name after a clause.
+		if !blank(toks[1].gap) && (toks[0].word != "mid" || toks[1].gap != "-") {
 			return 0, time.Time{}, time.Time{}, false
 		}
 		switch toks[0].word {

@@ -91,6 +91,14 @@ func TestParseTime(t *testing.T) {
 		{"I was late, may I leave?", "", "", ""},
 		{"late may", "", "", ""},
 		{"was I late May I ask", "", "", ""},
+		// Not across punctuation: a name starting the next clause (a
+		// review).
+		{"Sorry I'm late, May. What did I say about the budget?", "", "", ""},
+		{"I was late. May said it was fine", "", "", ""},
+		{"I got there early. May told me about her new job", "", "", ""},
+		{"we stayed up late; June was tired", "", "", ""},
+		{"the first week of: May", "", "", ""},
+		{"late May it happened", "2026-05-21", "2026-06-01", "late May"},
 		{"late may 2025", "2025-05-21", "2025-06-01", "late may 2025"},
 		{"the last week of may", "2026-05-25", "2026-06-01", "the last week of may"},
 		{"what happened since mid-March?", "2026-03-11", "2026-11-19", "since mid-March"},

@@ -203,9 +203,11 @@ func (e *Enqueuer) embedHook(models func() []string, jobSize, maxAttempts int) (
 
 // EnqueueMissingEmbeddings inserts embed jobs for model for every item of
 // userID (every user's when empty) without a current vector of it, at most
-// jobSize items per job, and returns how many items it found. A job with the
-// same items that is waiting, retrying or running already is not inserted
-// again.
+// jobSize items per job, and returns how many items it found. An item a
+// job of the model still to run or running already holds is not enqueued
+// again (store.NotQueued), but is counted: a backfill run again waits for
+// it (returning 0, it ended at once, its items waiting on jobs of a run
+// with --no-work that nothing may work).
 func (e *Enqueuer) EnqueueMissingEmbeddings(ctx context.Context, userID, model string, jobSize, maxAttempts int) (int, error) {
 	opts, err := e.embedOpts(sourceSweep, maxAttempts, true)
 	if err != nil {
@@ -221,6 +223,7 @@ func (e *Enqueuer) EnqueueMissingEmbeddings(ctx context.Context, userID, model s
 		// unique insert can wait on a job row a forget is deleting, and
 		// that forget would wait on them.
 		var page1, refs []store.ContextRef
+		var found int
 		err := e.store.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
 			var err error
 			if page1, err = q.MissingEmbeddings(ctx, userID, model, after, page); err != nil || len(page1) == 0 {
@@ -247,6 +250,7 @@ func (e *Enqueuer) EnqueueMissingEmbeddings(ctx context.Context, userID, model s
 			if refs, err = q.ExistingContext(ctx, page1); err != nil || len(refs) == 0 {
 				return err
 			}
+			found = len(refs)
 			// An item a waiting or running job already holds (a write's,
 			// after a restart; a sweep's, beside a backfill) would have
 			// its text sent twice.
@@ -263,7 +267,7 @@ func (e *Enqueuer) EnqueueMissingEmbeddings(ctx context.Context, userID, model s
 			return n, nil
 		}
 		after = page1[len(page1)-1].ID
-		n += len(refs)
+		n += found
 	}
 }
 

@@ -307,8 +307,10 @@ func TestEmbedSweepLeavesOutItemsAlreadyQueued(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := enq.EnqueueMissingEmbeddings(e.ctx, "", "m1", 64, 5); err != nil || n != 4 {
-		t.Fatalf("the sweep enqueued %d items (%v), want bob's 2 and cid's 2", n, err)
+	// Every item lacking a vector is found (a backfill waits for them
+	// all), alice's left to her jobs.
+	if n, err := enq.EnqueueMissingEmbeddings(e.ctx, "", "m1", 64, 5); err != nil || n != 6 {
+		t.Fatalf("the sweep found %d items (%v), want the 6", n, err)
 	}
 	var aliceJobs int
 	if err := e.store.Pool().QueryRow(e.ctx, `SELECT count(*) FROM river_job WHERE kind = $1 AND args->>'user_id' = 'alice'`, worker.EmbedJobKind).Scan(&aliceJobs); err != nil {
@@ -316,5 +318,13 @@ func TestEmbedSweepLeavesOutItemsAlreadyQueued(t *testing.T) {
 	}
 	if aliceJobs != 2 {
 		t.Errorf("alice has %d embed jobs, want her writes' 2 alone", aliceJobs)
+	}
+	var others int
+	if err := e.store.Pool().QueryRow(e.ctx, `SELECT count(*) FROM river_job WHERE kind = $1 AND args->>'model' = 'm1' AND args->>'user_id' IN ('bob', 'cid')
+		AND state = 'available'`, worker.EmbedJobKind).Scan(&others); err != nil {
+		t.Fatal(err)
+	}
+	if others != 2 {
+		t.Errorf("bob and cid have %d new m1 jobs, want one each", others)
 	}
 }
