@@ -542,7 +542,8 @@ func (w *Worker) embed(ctx context.Context, args EmbedArgs, claimed []claimedEmb
 		texts[i] = embedText(t)
 	}
 	vs, err := w.embedTexts(ctx, "context items", texts, isolate)
-	if err != nil {
+	lost, partial := errors.AsType[*lostTexts](err)
+	if err != nil && !partial {
 		return 0, err
 	}
 	writes := make([]store.EmbeddingWrite, 0, len(targets))
@@ -552,6 +553,9 @@ func (w *Worker) embed(ctx context.Context, args EmbedArgs, claimed []claimedEmb
 		}
 	}
 	n, err := s.SaveEmbeddings(ctx, model, writes)
+	if err == nil && partial {
+		err = lost // saved the others; the job retries for these
+	}
 	return int(n), err
 }
 
@@ -606,7 +610,8 @@ func (w *Worker) embedTexts(ctx context.Context, what string, texts []string, is
 		cut[i] = cutEmbedInput(t)
 	}
 	vs := make([][]float32, len(cut))
-	refused, refusal, err := embedSplitting(ctx, w.cfg.Embedder, cut, vs, true, isolate)
+	lost := &lostTexts{}
+	refused, refusal, err := embedSplitting(ctx, w.cfg.Embedder, cut, vs, true, isolate, lost)
 	if err != nil {
 		return nil, err
 	}
@@ -614,14 +619,32 @@ func (w *Worker) embedTexts(ctx context.Context, what string, texts []string, is
 		return nil, refusal
 	}
 	if refused > 0 {
-		w.logger.Warn("the embeddings server refused some texts alone, failed on them alone, or answered them with unusable vectors; they stay lexical-only (the next sweep tries them again)",
-			"what", what, "refused", refused, "embedded", len(texts)-refused, "error", refusal)
+		w.logger.Warn("the embeddings server refused some texts alone, or answered them with unusable vectors; they stay lexical-only (the next sweep tries them again)",
+			"what", what, "refused", refused, "embedded", len(texts)-refused-lost.n, "error", refusal)
 	}
 	if err := w.checkDims(ctx, vs); err != nil {
 		return nil, err
 	}
+	if lost.n > 0 {
+		// The others' vectors are kept; the job is retried for these
+		// (a 500 may be the server's passing trouble, not the text's).
+		return vs, lost
+	}
 	return vs, nil
 }
+
+// lostTexts is embedTexts' error when, isolating, it found texts the
+// server failed on alone (a 500): it returns the others' vectors with it,
+// for the caller to save before the job is retried for those texts.
+type lostTexts struct {
+	n   int
+	err error // the first such failure
+}
+
+func (e *lostTexts) Error() string {
+	return fmt.Sprintf("the embeddings server failed on %d texts alone: %v", e.n, e.err)
+}
+func (e *lostTexts) Unwrap() error { return e.err }
 
 // checkDims checks vs's dimensions against those recorded for the model
 // (recording them on its first reply): other dimensions under the same
@@ -655,7 +678,7 @@ func (w *Worker) checkDims(ctx context.Context, vs [][]float32) error {
 // requests' (a 400 for an unknown model or parameter, every text too
 // long, a server failing every request) and is returned at once, rather
 // than halving down to every text (2n-1 requests).
-func embedSplitting(ctx context.Context, emb Embedder, texts []string, out [][]float32, probe, isolate bool) (refused int, refusal, err error) {
+func embedSplitting(ctx context.Context, emb Embedder, texts []string, out [][]float32, probe, isolate bool, lost *lostTexts) (refused int, refusal, err error) {
 	textual := func(err error) bool { return embedding.RefusedInput(err) || (isolate && failedOnInput(err)) }
 	vs, err := emb.Embed(ctx, texts)
 	switch {
@@ -672,6 +695,13 @@ func embedSplitting(ctx context.Context, emb Embedder, texts []string, out [][]f
 		return len(embedding.UnusableOf(err)), err, nil
 	case !textual(err):
 		return 0, nil, err
+	case len(texts) == 1 && !embedding.RefusedInput(err):
+		// Failed alone (isolating): not a refusal, which another attempt
+		// gets again, but maybe the server's passing trouble.
+		if lost.n++; lost.err == nil {
+			lost.err = err
+		}
+		return 0, nil, nil
 	case len(texts) == 1:
 		return 1, err, nil
 	}
@@ -694,11 +724,11 @@ func embedSplitting(ctx context.Context, emb Embedder, texts []string, out [][]f
 		}
 	}
 	half := len(texts) / 2
-	r1, f1, err := embedSplitting(ctx, emb, texts[:half], out[:half], false, isolate)
+	r1, f1, err := embedSplitting(ctx, emb, texts[:half], out[:half], false, isolate, lost)
 	if err != nil {
 		return 0, nil, err
 	}
-	r2, f2, err := embedSplitting(ctx, emb, texts[half:], out[half:], false, isolate)
+	r2, f2, err := embedSplitting(ctx, emb, texts[half:], out[half:], false, isolate, lost)
 	if err != nil {
 		return 0, nil, err
 	}
