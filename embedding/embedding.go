@@ -191,7 +191,8 @@ func (c *Client) Embed(ctx context.Context, texts []string) ([][]float32, error)
 // texts' (KindTransient).
 func (c *Client) request(ctx context.Context, batch []string) (vs [][]float32, bad []int, err error) {
 	if err := c.acquire(ctx); err != nil {
-		return nil, nil, &Error{Kind: KindTransient, Reason: "waiting to send: " + err.Error(), Err: err}
+		// Nothing was sent: no text can be the cause.
+		return nil, nil, &Error{Kind: KindTransient, Reason: "waiting to send: " + err.Error(), Err: err, NotSent: true}
 	}
 	defer func() { <-c.sem }()
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/memoryd/memoryd/embedding"
 	"github.com/memoryd/memoryd/embedding/embeddingtest"
+	"github.com/memoryd/memoryd/events/eventstest"
 )
 
 func newClient(t *testing.T, srv *embeddingtest.Server, cfg embedding.Config) *embedding.Client {
@@ -263,5 +264,34 @@ func TestEmbedErrorQuotesServer(t *testing.T) {
 				t.Errorf("err %q, want it to end %q without %q", err, tc.want, tc.notContains)
 			}
 		})
+	}
+}
+
+// A call whose context ends while it waits for the client's concurrency
+// (the slot held by a slow request) sent nothing: its error says so, and
+// no text of it can be the cause. Before, it read as a failure a text may
+// have caused, and a claiming embed job marked every job it had claimed
+// to run alone (a review).
+func TestEmbedWaitingToSendIsNotSent(t *testing.T) {
+	srv := embeddingtest.New(t)
+	srv.SetDelay(time.Minute)
+	c := newClient(t, srv, embedding.Config{MaxConcurrency: 1, Timeout: 2 * time.Minute})
+	slow, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = c.Embed(slow, []string{"slow"})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	eventstest.Eventually(t, "the slow request sent", 30*time.Second, func() (bool, string) {
+		return srv.Requests() > 0, ""
+	})
+	ctx, stop := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer stop()
+	_, err := c.Embed(ctx, []string{"waits"})
+	var e *embedding.Error
+	if !errors.As(err, &e) || !e.NotSent || embedding.InputMayBeCause(err) {
+		t.Errorf("waiting for a slot until the deadline: %v (NotSent %v, InputMayBeCause %v), want not sent, no text to blame",
+			err, e != nil && e.NotSent, embedding.InputMayBeCause(err))
 	}
 }

@@ -65,10 +65,11 @@ type Error struct {
 	Err error
 	// Status is the HTTP status the server answered with, 0 when none.
 	Status int
-	// NotSent is set on an error of KindTransient when no connection to
-	// the server could be made (refused, no route, DNS, a dial that timed
-	// out): the request never reached it, so none of its texts can be the
-	// cause.
+	// NotSent is set on an error of KindTransient when the request was
+	// never sent: no connection to the server could be made (refused, no
+	// route, DNS, a dial that timed out), or the caller's context ended
+	// while it waited for the client's concurrency or rate limit. None of
+	// its texts can be the cause.
 	NotSent bool
 	// Unusable are the indexes, in the texts of the Embed call, of those
 	// the server answered with an unusable vector (a null, non-number or
