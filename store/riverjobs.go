@@ -370,8 +370,9 @@ func (s *Store) NotQueued(ctx context.Context, jobs ItemJobs, model string, refs
 }
 
 // DeleteOrphanedEmbedJobs deletes the waiting jobs of kinds (embed jobs,
-// their model in args' "model") of a model no process has recorded
-// (memoryd_processes.embed_model) with a heartbeat within idle, and
+// their model in args' "model") of a model no process that works jobs
+// (an enrich-only process records its model too: LiveEmbedModels) has
+// recorded (memoryd_processes.embed_model) with a heartbeat within idle, and
 // created more than idle ago, and returns how many. After a model change
 // they waited forever on their model's queue, which no process works; the
 // embed sweep enqueues what a model's items lack when a process of it runs
@@ -384,7 +385,7 @@ func (s *Store) DeleteOrphanedEmbedJobs(ctx context.Context, kinds []string, idl
 		  AND j.created_at < now() - $2::interval
 		  AND coalesce(j.args->>'model', '') <> ''
 		  AND NOT EXISTS (SELECT FROM memoryd_processes p
-		                  WHERE p.embed_model = j.args->>'model' AND p.heartbeat_at > now() - $2::interval)`, kinds, idle)
+		                  WHERE p.embed_model = j.args->>'model' AND p.heartbeat_at > now() - $2::interval AND p.id !~ $3)`, kinds, idle, enrichProcessID)
 	if err != nil {
 		return 0, fmt.Errorf("delete orphaned embed jobs: %w", err)
 	}
