@@ -27,13 +27,20 @@ func userIDs(n int) []string {
 // small jobs, waiting before any worker runs.
 func (e *env) enqueueSmallEmbedJobs(model string, users ...string) {
 	e.t.Helper()
+	e.enqueueSmallEmbedJobsWith(5, model, users...)
+}
+
+// enqueueSmallEmbedJobsWith is enqueueSmallEmbedJobs with attempts
+// attempts a job.
+func (e *env) enqueueSmallEmbedJobsWith(attempts int, model string, users ...string) {
+	e.t.Helper()
 	e.logEmbedJobsOnFailure()
 	e.seedItems(users...)
 	enq, err := worker.NewEnqueuer(worker.EnqueuerConfig{Store: e.store})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if n, err := enq.EnqueueMissingEmbeddings(e.ctx, "", model, 1, 5); err != nil || n != 2*len(users) {
+	if n, err := enq.EnqueueMissingEmbeddings(e.ctx, "", model, 1, attempts); err != nil || n != 2*len(users) {
 		e.t.Fatalf("enqueued %d items (%v), want %d", n, err, 2*len(users))
 	}
 }

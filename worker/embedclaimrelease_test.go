@@ -57,14 +57,7 @@ func TestEmbedOverloadedServerKeepsBatching(t *testing.T) {
 func TestEmbedBacklogAfterAnOutageGoesInBatches(t *testing.T) {
 	e := setup(t)
 	users := userIDs(30)
-	e.seedItems(users...)
-	enq, err := worker.NewEnqueuer(worker.EnqueuerConfig{Store: e.store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n, err := enq.EnqueueMissingEmbeddings(e.ctx, "", "m1", 1, 25); err != nil || n != 60 {
-		t.Fatalf("enqueued %d items (%v), want 60", n, err)
-	}
+	e.enqueueSmallEmbedJobsWith(25, "m1", users...)
 	srv := embeddingtest.New(t)
 	srv.Fail(http.StatusServiceUnavailable, "")
 	e.start(extractor.NewRules(), func(c *worker.Config) {

@@ -47,15 +47,7 @@ func TestEmbedBacklogAfterServerDownGoesInBatches(t *testing.T) {
 	// enqueues what a job that gave up leaves, none runs here), and the
 	// outage lasts until 24 jobs have failed once, which under load let
 	// the first job spend 5.
-	e.logEmbedJobsOnFailure()
-	e.seedItems(users...)
-	enq, err := worker.NewEnqueuer(worker.EnqueuerConfig{Store: e.store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n, err := enq.EnqueueMissingEmbeddings(e.ctx, "", "m1", 1, 25); err != nil || n != 60 {
-		t.Fatalf("enqueued %d items (%v), want 60", n, err)
-	}
+	e.enqueueSmallEmbedJobsWith(25, "m1", users...)
 	srv := embeddingtest.New(t)
 	var down atomic.Bool
 	down.Store(true)
