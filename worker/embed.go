@@ -394,7 +394,7 @@ func (e *embedWorker) Work(ctx context.Context, job *river.Job[EmbedArgs]) error
 		level = e.w.logger.Error
 	}
 	level("embedding failed; the items stay lexical-only until it succeeds", "job_id", job.ID, "attempt", job.Attempt,
-		"outcome", v.label, "kind", embedding.KindOf(err).String(), "items", len(job.Args.ContextIDs), "claimed_jobs", len(claimed), "error", err)
+		"outcome", v.label, "kind", embedding.KindOf(err).String(), "items", len(job.Args.ContextIDs), "saved", n, "claimed_jobs", len(claimed), "error", err)
 	return &jobEnd{op: "embed", label: v.label, river: v.river, cause: err}
 }
 
@@ -773,7 +773,7 @@ func (e *embedSweepWorker) Work(ctx context.Context, _ *river.Job[EmbedSweepArgs
 			return err
 		}
 		if n > 0 {
-			e.w.logger.Info("embed sweep enqueued items without a vector", "model", model, "items", n)
+			e.w.logger.Info("embed sweep found items without a vector; each has a job now (its own, or one that held it already)", "model", model, "items", n)
 		}
 		d, err := e.w.embedEnq.EnqueueMissingChunkEmbeddings(ctx, "", model, cfg.EmbedJobSize, cfg.EmbedMaxAttempts)
 		if err != nil {
