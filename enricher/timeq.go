@@ -1003,9 +1003,10 @@ func matchPartOfMonth(toks []timeTok, at time.Time) (int, time.Time, time.Time, 
 		}
 		i += 3
 	case i == 0 && len(toks) >= 2 && (toks[0].word == "early" || toks[0].word == "mid" || toks[0].word == "late"):
-		// Only a space between (a hyphen after "mid"): "I'm late, May."
-		// and "I got there early. May said" are a name after a clause.
-		if !blank(toks[1].gap) && (toks[0].word != "mid" || toks[1].gap != "-") {
+		// Only a space or a hyphen between ("mid-May", "a late-May
+		// trip"): "I'm late, May." and "I got there early. May said" are
+		// a name after a clause.
+		if !blank(toks[1].gap) && toks[1].gap != "-" {
 			return 0, time.Time{}, time.Time{}, false
 		}
 		switch toks[0].word {

@@ -99,6 +99,7 @@ func TestParseTime(t *testing.T) {
 		{"we stayed up late; June was tired", "", "", ""},
 		{"the first week of: May", "", "", ""},
 		{"late May it happened", "2026-05-21", "2026-06-01", "late May"},
+		{"a late-May trip", "2026-05-21", "2026-06-01", "late-May"},
 		{"late may 2025", "2025-05-21", "2025-06-01", "late may 2025"},
 		{"the last week of may", "2026-05-25", "2026-06-01", "the last week of may"},
 		{"what happened since mid-March?", "2026-03-11", "2026-11-19", "since mid-March"},
