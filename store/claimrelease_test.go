@@ -77,10 +77,10 @@ func TestReleaseClaimedAndForgottenClaimers(t *testing.T) {
 	// when the deadline ends them (the forget commits below, after them).
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if n, err := s.ReleaseClaimed(rctx, 1000, []int64{a}, false, 0); err != nil || n != 1 {
+	if n, err := s.ReleaseClaimed(rctx, 1000, []int64{a}, "", 0); err != nil || n != 1 {
 		t.Fatalf("released %d (%v), want a", n, err)
 	}
-	if n, err := s.ReleaseClaimed(rctx, 1000, nil, false, time.Minute); err == nil || !strings.Contains(err.Error(), "1 held by another transaction") || n != 1 {
+	if n, err := s.ReleaseClaimed(rctx, 1000, nil, "", time.Minute); err == nil || !strings.Contains(err.Error(), "1 held by another transaction") || n != 1 {
 		t.Fatalf("released %d (%v), want b, and an error naming c, held", n, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -151,7 +151,7 @@ func TestReleaseClaimedPassesAgainOverARowHeldForAMoment(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		n, err := s.ReleaseClaimed(ctx, 7, nil, false, 0)
+		n, err := s.ReleaseClaimed(ctx, 7, nil, "", 0)
 		done <- result{n, err}
 	}()
 	// The first pass released the free row; then the moment ends.

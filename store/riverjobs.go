@@ -411,10 +411,11 @@ type JobClaim struct {
 	Lease time.Duration
 }
 
-// ClaimedJob is a job ClaimJobs took: its id and arguments.
+// ClaimedJob is a job ClaimJobs took: its id, arguments and metadata.
 type ClaimedJob struct {
-	ID   int64
-	Args []byte
+	ID       int64
+	Args     []byte
+	Metadata []byte
 }
 
 // Metadata keys of claimed jobs. ClaimedByKey holds the claimer's job id
@@ -457,13 +458,13 @@ func (s *Store) ClaimJobs(ctx context.Context, c JobClaim) ([]ClaimedJob, error)
 		UPDATE river_job j SET state = 'scheduled', scheduled_at = now() + $6::interval,
 			metadata = j.metadata || jsonb_build_object($7::text, $8::bigint)
 		FROM picked WHERE j.id = picked.id
-		RETURNING j.id, j.args`, c.Queue, c.Kind, c.ItemsField, c.MaxItems, UnclaimableKey, c.Lease, ClaimedByKey, c.Claimer)
+		RETURNING j.id, j.args, j.metadata`, c.Queue, c.Kind, c.ItemsField, c.MaxItems, UnclaimableKey, c.Lease, ClaimedByKey, c.Claimer)
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
 	claimed, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ClaimedJob, error) {
 		var j ClaimedJob
-		err := r.Scan(&j.ID, &j.Args)
+		err := r.Scan(&j.ID, &j.Args, &j.Metadata)
 		return j, err
 	})
 	if err != nil {
@@ -486,19 +487,19 @@ func (s *Store) FinishClaimed(ctx context.Context, claimer int64, ids []int64) (
 // claimer still holds back to River, available after the delay after (at
 // once when 0, in the place their age gives them in River's fetch order,
 // not behind the jobs that came after them), and returns how many it
-// released (updateClaimed). With
-// unclaimable (the failed batch may have failed for one of their texts)
-// they are marked (UnclaimableKey) and each runs alone, with its own
-// attempts, from then on; without (the server was overloaded or down, the
-// claimer stopped) they may be claimed again.
-func (s *Store) ReleaseClaimed(ctx context.Context, claimer int64, ids []int64, unclaimable bool, after time.Duration) (int64, error) {
+// released (updateClaimed). With a mark, the metadata key mark is set
+// to true in each: UnclaimableKey (the failed batch may have failed for
+// one of their texts) makes each run alone, with its own attempts, from
+// then on; without it (the server was overloaded or down, the claimer
+// stopped) they may be claimed again.
+func (s *Store) ReleaseClaimed(ctx context.Context, claimer int64, ids []int64, mark string, after time.Duration) (int64, error) {
 	return s.updateClaimed(ctx, "release claimed jobs", `UPDATE river_job j SET
-			state = CASE WHEN $6::interval > interval '0' THEN 'scheduled' ELSE 'available' END::river_job_state,
-			scheduled_at = CASE WHEN $6::interval > interval '0' THEN now() + $6::interval ELSE least(j.created_at, now()) END,
-			metadata = (j.metadata - $3::text) || CASE WHEN $5 THEN jsonb_build_object($4::text, true) ELSE '{}'::jsonb END
+			state = CASE WHEN $5::interval > interval '0' THEN 'scheduled' ELSE 'available' END::river_job_state,
+			scheduled_at = CASE WHEN $5::interval > interval '0' THEN now() + $5::interval ELSE least(j.created_at, now()) END,
+			metadata = (j.metadata - $3::text) || CASE WHEN $4 <> '' THEN jsonb_build_object($4::text, true) ELSE '{}'::jsonb END
 		FROM (SELECT id FROM river_job WHERE ($1::bigint[] IS NULL OR id = ANY($1)) AND state = 'scheduled' AND metadata->>$3::text = $2::bigint::text
 		      ORDER BY id FOR UPDATE SKIP LOCKED) l
-		WHERE j.id = l.id`, ids, claimer, ClaimedByKey, UnclaimableKey, unclaimable, after)
+		WHERE j.id = l.id`, ids, claimer, ClaimedByKey, mark, after)
 }
 
 // Passes of updateClaimed, and the pause between them: 2 s in all.

@@ -239,7 +239,7 @@ func TestClaimJobs(t *testing.T) {
 	// A job that arrives while big is claimed (on a queue of its own, out
 	// of the claims below).
 	insert("newer", "k", "q3", "available", 1, 0, `{}`, 0)
-	if n, err := s.ReleaseClaimed(ctx, 100, []int64{ids["big"], ids["a"]}, true, 0); err != nil || n != 1 {
+	if n, err := s.ReleaseClaimed(ctx, 100, []int64{ids["big"], ids["a"]}, store.UnclaimableKey, 0); err != nil || n != 1 {
 		t.Fatalf("claimer 100 released %d (%v), want its 1", n, err)
 	}
 	// Released, big keeps its place in River's fetch order (priority,

@@ -337,7 +337,7 @@ func (e *embedWorker) Work(ctx context.Context, job *river.Job[EmbedArgs]) error
 		_ = river.MetadataSet(ctx, store.ClaimedByKey, nil)
 	}
 	claimed := e.w.claimEmbeds(ctx, job)
-	ended := errEmbedPanicked
+	ended, blame := errEmbedPanicked, blamed
 	defer func() {
 		// Deferred so that a panic (River recovers it and fails the job)
 		// gives the claims back too, rather than after their lease, and
@@ -346,7 +346,7 @@ func (e *embedWorker) Work(ctx context.Context, job *river.Job[EmbedArgs]) error
 			_ = river.MetadataSet(ctx, store.UnclaimableKey, true)
 		}
 		if len(claimed) > 0 {
-			e.w.endClaims(ctx, job.ID, claimed, ended)
+			e.w.endClaims(ctx, job.ID, claimed, ended, blame)
 		}
 	}()
 	// A job already suspected (marked unclaimable: it, or a batch it was
@@ -354,7 +354,7 @@ func (e *embedWorker) Work(ctx context.Context, job *river.Job[EmbedArgs]) error
 	// text the server fails on, so that its other items get their
 	// vectors (embedTexts).
 	n, err := e.w.embed(ctx, job.Args, claimed, unclaimable(job.Metadata))
-	ended = err
+	ended, blame = err, blameOf(err, job.Metadata, claimed)
 	if err == nil {
 		e.w.logger.Debug("embedded context items", "job_id", job.ID, "items", n, "claimed_jobs", len(claimed))
 		return nil
@@ -367,10 +367,13 @@ func (e *embedWorker) Work(ctx context.Context, job *river.Job[EmbedArgs]) error
 			v = outcome(err, job.JobRow, false, b)
 		}
 	}
-	// A failure no text caused (the server down or overloaded) leaves the
-	// job unmarked: it batches again once the server is back, its retries
-	// and those of the backlog.
-	if claimBlamesTexts(err) {
+	// A failure no text caused (the server down or overloaded), or one
+	// excused (blameOf), leaves the job claimable: it batches again once
+	// the server is back, its retries and those of the backlog.
+	if blame == excused {
+		_ = river.MetadataSet(ctx, metaServerSilent, true)
+	}
+	if blame == blamed {
 		// One of its texts may be the cause: from now on it runs alone,
 		// neither claiming nor claimed, like the jobs it had claimed.
 		_ = river.MetadataSet(ctx, store.UnclaimableKey, true)
@@ -402,6 +405,8 @@ func (e *embedWorker) Work(ctx context.Context, job *river.Job[EmbedArgs]) error
 type claimedEmbed struct {
 	id   int64
 	args EmbedArgs
+	// silent: its metadata has metaServerSilent (blameOf).
+	silent bool
 }
 
 // claimLeaseMargin is how long claimed jobs outlast their claimer's
@@ -432,7 +437,7 @@ func (w *Worker) claimEmbeds(ctx context.Context, job *river.Job[EmbedArgs]) []c
 		// The claim may have committed all the same (the context ended as
 		// the reply came): whatever this job holds goes back.
 		w.logger.Warn("claiming waiting embed jobs failed; this one runs alone", "job_id", job.ID, "error", err)
-		w.releaseClaims(ctx, job.ID, nil, false, 0)
+		w.releaseClaims(ctx, job.ID, nil, "", 0)
 		return nil
 	}
 	claimed := make([]claimedEmbed, 0, len(jobs))
@@ -443,10 +448,10 @@ func (w *Worker) claimEmbeds(ctx context.Context, job *river.Job[EmbedArgs]) []c
 			strays = append(strays, j.ID) // not this model's after all: left to run alone
 			continue
 		}
-		claimed = append(claimed, claimedEmbed{id: j.ID, args: args})
+		claimed = append(claimed, claimedEmbed{id: j.ID, args: args, silent: metaHas(j.Metadata, metaServerSilent)})
 	}
 	if len(strays) > 0 {
-		w.releaseClaims(ctx, job.ID, strays, true, 0)
+		w.releaseClaims(ctx, job.ID, strays, store.UnclaimableKey, 0)
 	}
 	return claimed
 }
@@ -469,19 +474,27 @@ func metaHas(metadata []byte, key string) bool {
 }
 
 // endClaims completes the claimed jobs once their items are saved (err
-// nil), or gives them back to River: to run alone when the failure may be
-// one of their texts' (claimBlamesTexts), else to be claimed again, after
-// the server's Retry-After. Either is bounded and outlives the job's
-// context (a shutdown cancels it): left undone, the jobs wait for their
-// lease, and then run and find their items embedded, or run alone.
-func (w *Worker) endClaims(ctx context.Context, claimer int64, claimed []claimedEmbed, err error) {
+// nil), or gives them back to River: to run alone when the failure is
+// blamed on the batch's texts (blameOf), else to be claimed again, after
+// the server's Retry-After (marked when excused). Either is bounded and
+// outlives the job's context (a shutdown cancels it): left undone, the
+// jobs wait for their lease, and then run and find their items embedded,
+// or run alone.
+func (w *Worker) endClaims(ctx context.Context, claimer int64, claimed []claimedEmbed, err error, blame textBlame) {
 	ids := make([]int64, len(claimed))
 	for i, c := range claimed {
 		ids[i] = c.id
 	}
 	if err != nil {
 		after, _ := embedding.RetryAfterOf(err) // at most embedding.MaxRetryAfter
-		w.releaseClaims(ctx, claimer, ids, claimBlamesTexts(err), after)
+		mark := map[textBlame]string{blamed: store.UnclaimableKey, excused: metaServerSilent}[blame]
+		if blame == excused {
+			// Run again when the claimer retries, rather than at once:
+			// meanwhile a server that is restarting comes back (else the
+			// next failure blames them).
+			after = max(after, spread(w.cfg.JobRetryBase))
+		}
+		w.releaseClaims(ctx, claimer, ids, mark, after)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -496,22 +509,71 @@ func (w *Worker) endClaims(ctx context.Context, claimer int64, claimed []claimed
 // panicked.
 var errEmbedPanicked = errors.New("embed panicked")
 
-// claimBlamesTexts reports whether a failed batch may have failed for one
-// of its texts (embedding.InputMayBeCause, or a panic), so that the jobs
-// it claimed run alone from then on. A server asking to slow down, down or
-// overloaded, a shutdown and a database error are no text's: marked
-// unclaimable for those, a blip of the server under a backlog turned every
-// job claimed at the time into one request each, for good.
-func claimBlamesTexts(err error) bool {
-	return errors.Is(err, errEmbedPanicked) || embedding.InputMayBeCause(err)
+// metaServerSilent marks an embed job that was in a batch whose failure
+// one of its texts may have caused, while the server then answered no
+// request of controlText either (serverFault, not answered), and that was
+// excused for it (blameOf).
+const metaServerSilent = "memoryd_embed_server_silent"
+
+// textBlame is what a failed embed run holds the batch's texts to
+// (blameOf).
+type textBlame int
+
+const (
+	// notBlamed: the failure is no text's; the jobs may batch again.
+	notBlamed textBlame = iota
+	// excused: a text may have brought the server down, or it went down
+	// on its own; the batch's jobs are marked (metaServerSilent) and may
+	// batch again, once.
+	excused
+	// blamed: the job and those it claimed run alone from then on (and a
+	// job running alone finds the failing text: embedTexts' isolate).
+	blamed
+)
+
+// blameOf decides, once a run, for the job (with metadata) and the jobs it
+// claimed alike, whether the run's failure err is blamed on the batch's
+// texts:
+//
+//   - a panic is blamed;
+//   - a failure no text can cause is not (embedding.InputMayBeCause: the
+//     server asking to slow down, unreachable, a 502/503/504; a shutdown,
+//     a database error);
+//   - a failure some text may have caused is not blamed when the server
+//     failed a request of controlText alone as well, with an error status
+//     (serverFault: overloaded, answering 500 to everything, a bad key): a
+//     blip of 500s under a backlog turned every job claimed at the time
+//     into one request each, for good (45 of 123 jobs in an audit);
+//   - when the server answered neither (a timeout or a dropped connection,
+//     then no answer to the control: it may be down, or a text crashed it
+//     and it is restarting), the batch is excused once: blamed when one
+//     of its jobs was excused before, so that a text that brings the
+//     server down fails two batches at most before it runs alone.
+func blameOf(err error, metadata []byte, claimed []claimedEmbed) textBlame {
+	switch f, ok := errors.AsType[*serverFault](err); {
+	case err == nil:
+		return notBlamed
+	case errors.Is(err, errEmbedPanicked):
+		return blamed
+	case ok && f.answered:
+		return notBlamed
+	case ok && (metaHas(metadata, metaServerSilent) || slices.ContainsFunc(claimed, func(c claimedEmbed) bool { return c.silent })):
+		return blamed
+	case ok:
+		return excused
+	case embedding.InputMayBeCause(err):
+		return blamed
+	}
+	return notBlamed
 }
 
 // releaseClaims gives claimed jobs (every one claimer holds, when ids is
-// nil) back to River (store.ReleaseClaimed).
-func (w *Worker) releaseClaims(ctx context.Context, claimer int64, ids []int64, unclaimable bool, after time.Duration) {
+// nil) back to River, marked with the metadata key mark unless it is ""
+// (store.ReleaseClaimed).
+func (w *Worker) releaseClaims(ctx context.Context, claimer int64, ids []int64, mark string, after time.Duration) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if _, err := w.cfg.Store.ReleaseClaimed(ctx, claimer, ids, unclaimable, after); err != nil {
+	if _, err := w.cfg.Store.ReleaseClaimed(ctx, claimer, ids, mark, after); err != nil {
 		w.logger.Warn("releasing claimed embed jobs failed; they go back to River when their lease ends",
 			"job_id", claimer, "claimed_jobs", len(ids), "error", err)
 	}
@@ -612,6 +674,9 @@ func (w *Worker) embedTexts(ctx context.Context, what string, texts []string, is
 	vs := make([][]float32, len(cut))
 	lost := &lostTexts{}
 	refused, refusal, err := embedSplitting(ctx, w.cfg.Embedder, cut, vs, true, isolate, lost)
+	if err != nil && !isolate && embedding.InputMayBeCause(err) && !embedding.RefusedInput(err) {
+		refused, refusal, err = w.againAfterControl(ctx, cut, vs, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -632,6 +697,64 @@ func (w *Worker) embedTexts(ctx context.Context, what string, texts []string, is
 	}
 	return vs, nil
 }
+
+// controlText is the text embedTexts sends alone after a batch failed in
+// a way one of its texts may have caused: any model embeds it, so a server
+// that fails it is failing every request, not the batch's texts.
+const controlText = "memory"
+
+// controlTimeout bounds the control request, whose reply a server that
+// works takes milliseconds to send.
+const controlTimeout = 10 * time.Second
+
+// againAfterControl follows a batch's failure (failed) that one of its texts
+// may have caused (not a refusal: embedSplitting halves those) with a
+// request of controlText alone. When the server fails that too, the
+// failure is the server's: a *serverFault (blameOf). When it embeds
+// it, the server works: a batch it answered with an error status (a 500)
+// is sent once more, so that a passing failure costs no job its place in
+// batches, and its second failure, like a timeout or a dropped connection
+// (sent again, it would cost a second wait), is the batch's.
+func (w *Worker) againAfterControl(ctx context.Context, texts []string, out [][]float32, failed error) (refused int, refusal, err error) {
+	// Apart from the job's deadline, which a batch that timed out may have
+	// spent (a shutdown cancels no such failure: InputMayBeCause).
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), controlTimeout)
+	_, cerr := w.cfg.Embedder.Embed(cctx, []string{controlText})
+	cancel()
+	if cerr != nil && len(embedding.UnusableOf(cerr)) == 0 {
+		return 0, nil, &serverFault{err: failed, control: cerr, answered: answered(cerr)}
+	}
+	if !answered(failed) {
+		return 0, nil, failed
+	}
+	return embedSplitting(ctx, w.cfg.Embedder, texts, out, true, false, &lostTexts{})
+}
+
+// answered reports whether err is the embeddings server's reply with an
+// error status, rather than a timeout, a dropped connection, a request
+// never sent or a reply that could not be read.
+func answered(err error) bool {
+	var e *embedding.Error
+	return errors.As(err, &e) && e.Status != 0
+}
+
+// serverFault is embedTexts' error when a batch failed in a way one of its
+// texts may have caused and the server then failed a request of
+// controlText alone as well (againAfterControl): the failure is taken for
+// the server's, not the texts' (blameOf). It unwraps to the batch's
+// error, which decides the job's retry (outcome).
+type serverFault struct {
+	err, control error
+	// answered: the server answered the control with an error status;
+	// else it did not answer it (a timeout, a dropped or refused
+	// connection).
+	answered bool
+}
+
+func (e *serverFault) Error() string {
+	return fmt.Sprintf("%v (a request of one short text failed too, so the server is failing, not a text: %v)", e.err, e.control)
+}
+func (e *serverFault) Unwrap() error { return e.err }
 
 // lostTexts is embedTexts' error when, isolating, it found texts the
 // server failed on alone (a 500): it returns the others' vectors with it,

@@ -56,6 +56,9 @@ type Server struct {
 	sent           [][]string // every request's inputs, failed ones included
 	breaks         map[string]Break
 	errorBody      string // when set, the body of failed replies
+	dropN          int    // when > 0, the next dropN requests are cut off
+	crashOn        string // when set, a request with an input holding it is cut off, and so are the crashDown that follow
+	crashDown      int
 }
 
 // Break is how BreakVector spoils a text's vector.
@@ -118,6 +121,26 @@ func (s *Server) FailContaining(text string, status int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.failWith, s.failWithStatus = text, status
+}
+
+// Drop makes the next n requests (every request until Recover, when n is
+// negative) end without a reply: the server closes their connection once
+// it has read them (a server that crashed, or was restarted,
+// mid-request).
+func (s *Server) Drop(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropN = n
+}
+
+// CrashOn makes every later request holding an input that contains text
+// end without a reply, as Drop's do, and the down requests that follow it
+// too, whatever they hold (a model runner that a text crashes, and that
+// takes a while to come back), until Recover.
+func (s *Server) CrashOn(text string, down int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.crashOn, s.crashDown = text, down
 }
 
 // Sent is the inputs of every request that reached the server, failed ones
@@ -193,12 +216,14 @@ func (s *Server) FailNext(n, status int) {
 	s.status, s.retryAfter, s.failN = status, "", n
 }
 
-// Recover ends Fail and FailNext.
+// Recover ends every failure the server was told to give (Fail, FailNext,
+// FailContaining, Drop, CrashOn, Garbage, BreakVector, ErrorBody).
 func (s *Server) Recover() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.status, s.retryAfter, s.failN, s.garbage, s.breaks, s.errorBody = 0, "", 0, false, nil, ""
 	s.failWith, s.failWithStatus = "", 0
+	s.dropN, s.crashOn, s.crashDown = 0, "", 0
 }
 
 // SetDelay makes every later request wait d (or until the client goes)
@@ -264,7 +289,21 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if s.failWith != "" && status == 0 && slices.ContainsFunc(req.Input, func(in string) bool { return strings.Contains(in, s.failWith) }) {
 		status = s.failWithStatus // answered as Fail's failures are
 	}
+	drop := s.dropN != 0
+	if s.dropN > 0 {
+		s.dropN--
+	}
+	if s.crashOn != "" && slices.ContainsFunc(req.Input, func(in string) bool { return strings.Contains(in, s.crashOn) }) {
+		drop, s.dropN = true, s.crashDown
+	}
 	s.mu.Unlock()
+	if drop {
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			_ = conn.Close()
+			return
+		}
+		panic(http.ErrAbortHandler) // not hijackable (HTTP/2): the server resets the stream
+	}
 	if delay > 0 {
 		select {
 		case <-time.After(delay):

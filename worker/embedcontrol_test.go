@@ -1,0 +1,166 @@
+package worker_test
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/embedding/embeddingtest"
+	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/worker"
+)
+
+// A server failing every request with a 500 for a while (overloaded or
+// broken: Ollama and vLLM answer 500 for more than a bad text) fails a
+// request of one short control text too, so no batch's texts are blamed:
+// the backlog still goes in batches once it is back. Before, every batch
+// that failed marked its jobs to run alone (an audit: 45 of 123 jobs, 47
+// requests instead of 2-3, after a few seconds of 500s).
+func TestEmbedServerFailingForAWhileKeepsBatching(t *testing.T) {
+	e := setup(t)
+	users := userIDs(30)
+	e.enqueueSmallEmbedJobsWith(25, "m1", users...)
+	srv := embeddingtest.New(t)
+	srv.Fail(http.StatusInternalServerError, "")
+	e.start(extractor.NewRules(), func(c *worker.Config) {
+		withEmbedder(embedder(t, srv, "m1"), -1)(c)
+		c.EmbedJobSize = 32
+	})
+	e.waitFailedOnce(12)
+	srv.Recover()
+	for _, u := range users {
+		e.waitEmbedded(u, "m1", 2)
+	}
+	if n := e.unclaimableJobs(); n != 0 {
+		t.Errorf("%d jobs marked to run alone after 500s that the server answered every request with", n)
+	}
+	if n := len(srv.Batches()); n > 16 {
+		t.Errorf("%d requests answered with vectors for 60 one-item jobs after the 500s, want a few batches", n)
+	}
+}
+
+// One 500 (the server's passing trouble) costs nothing: the server embeds
+// the control text, the batch is sent once more and succeeds, and no job
+// fails or is marked. Before, the claimer and every job it had claimed
+// ran alone from then on.
+func TestEmbedOne500IsSentAgain(t *testing.T) {
+	e := setup(t)
+	users := userIDs(30)
+	e.enqueueSmallEmbedJobs("m1", users...)
+	srv := embeddingtest.New(t)
+	srv.FailNext(1, http.StatusInternalServerError)
+	e.start(extractor.NewRules(), func(c *worker.Config) {
+		withEmbedder(embedder(t, srv, "m1"), -1)(c)
+		c.EmbedJobSize = 64
+	})
+	for _, u := range users {
+		e.waitEmbedded(u, "m1", 2)
+	}
+	if n := e.unclaimableJobs(); n != 0 {
+		t.Errorf("%d jobs marked to run alone after one 500", n)
+	}
+	for _, r := range e.embedJobRows() {
+		if r.errors > 0 {
+			t.Errorf("job %d failed %d times (last %q) for one 500 the batch was sent again for", r.id, r.errors, r.lastError)
+		}
+	}
+	// The first request failed; then one control text, and that batch
+	// again (jobs running beside it may send theirs in between).
+	sent := srv.Sent()
+	controls := slices.IndexFunc(sent, func(in []string) bool { return slices.Equal(in, []string{"memory"}) })
+	again := slices.IndexFunc(sent[1:], func(in []string) bool { return slices.Equal(in, sent[0]) })
+	if controls < 1 || again+1 <= controls || len(sent) != len(srv.Batches())+1 {
+		t.Errorf("requests %q: want the failed batch, a control text, the batch again, and no other request failed", sent)
+	}
+}
+
+// A batch whose connection the server drops, and that then answers no
+// control request either (it is restarting), is not blamed on its texts
+// the first time: its jobs still batch when the server is back.
+func TestEmbedServerRestartingKeepsBatching(t *testing.T) {
+	e := setup(t)
+	users := userIDs(30)
+	e.enqueueSmallEmbedJobsWith(25, "m1", users...)
+	srv := embeddingtest.New(t)
+	srv.Drop(-1)
+	e.start(extractor.NewRules(), func(c *worker.Config) {
+		withEmbedder(embedder(t, srv, "m1"), -1)(c)
+		c.EmbedJobSize = 64
+		// A first retry well after the server is back: a second failure
+		// while it is down would be blamed (TestEmbedTextCrashingTheServer).
+		c.JobRetryBase = 3 * time.Second
+	})
+	e.waitFailedOnce(1)
+	srv.Recover()
+	for _, u := range users {
+		e.waitEmbedded(u, "m1", 2)
+	}
+	if n := e.unclaimableJobs(); n != 0 {
+		t.Errorf("%d jobs marked to run alone after a dropped connection the server answered no control request after", n)
+	}
+	if n := len(srv.Batches()); n > 8 {
+		t.Errorf("%d requests answered with vectors for 60 one-item jobs, want a few batches", n)
+	}
+}
+
+// A text that crashes the server (its connection dropped, and the next
+// request too, while the runner restarts) looks like a server down to the
+// control request, so its batch is excused once, and its jobs marked: the
+// next batch holding one of them that fails so is blamed on its texts,
+// and its jobs run alone. The other jobs get their vectors within their
+// attempts, rather than each claimer that takes the crashing text
+// spending one on it.
+func TestEmbedTextCrashingTheServer(t *testing.T) {
+	e := setup(t)
+	users := userIDs(12)
+	e.enqueueSmallEmbedJobsWith(8, "m1", users...)
+	poison := e.seedOneJob("zed", 3, "poison pill")
+	// First in River's order, so that claimers take it.
+	e.exec(`UPDATE river_job SET scheduled_at = scheduled_at - interval '1 hour' WHERE id = $1`, poison)
+	srv := embeddingtest.New(t)
+	srv.CrashOn("poison", 1)
+	e.start(extractor.NewRules(), func(c *worker.Config) {
+		withEmbedder(embedder(t, srv, "m1"), -1)(c)
+		c.EmbedJobSize = 32
+	})
+	for _, u := range users {
+		e.waitEmbedded(u, "m1", 2)
+	}
+	e.waitFor("the other jobs ended", func() (bool, string) {
+		for _, r := range e.embedJobRows() {
+			if !strings.Contains(r.text, "poison") && slices.Contains([]string{"available", "running", "retryable", "scheduled"}, r.state) {
+				return false, fmt.Sprintf("%+v", r)
+			}
+		}
+		return true, ""
+	})
+	for _, r := range e.embedJobRows() {
+		if !strings.Contains(r.text, "poison") && r.state != "completed" {
+			t.Errorf("job %d: %s after %d errors (last %q), want completed", r.id, r.state, r.errors, r.lastError)
+		}
+	}
+	var batchesWithPoison int
+	for _, in := range srv.Sent() {
+		if len(in) > 1 && slices.ContainsFunc(in, func(s string) bool { return strings.Contains(s, "poison") }) {
+			batchesWithPoison++
+		}
+	}
+	// Its first batch is excused and marks it; the next batch holding it
+	// is blamed, and it runs alone from then on.
+	if batchesWithPoison > 2 {
+		t.Errorf("the crashing text was in %d requests of several texts", batchesWithPoison)
+	}
+	if n, _ := e.store.CountEmbeddings(e.ctx, "zed", "m1"); n.Embedded != 0 {
+		t.Errorf("the crashing item has a vector: %+v", n)
+	}
+	// Its second failure was blamed on it: it ran alone from then on.
+	e.waitJobEnded(poison)
+	var alone bool
+	if err := e.store.Pool().QueryRow(e.ctx, `SELECT metadata ? $2 FROM river_job WHERE id = $1`, poison, store.UnclaimableKey).Scan(&alone); err != nil || !alone {
+		t.Errorf("the crashing text's job ended without being blamed (%v): every batch that took it was excused", err)
+	}
+}
