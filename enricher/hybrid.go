@@ -16,6 +16,7 @@ import (
 
 	"github.com/memoryd/memoryd/embedding"
 	"github.com/memoryd/memoryd/ranking"
+	"github.com/memoryd/memoryd/redact"
 	"github.com/memoryd/memoryd/store"
 )
 
@@ -186,6 +187,10 @@ func (h *hybrid) embed(ctx context.Context, userID, text string, reserve time.Du
 	if h == nil {
 		return nil
 	}
+	// The message as a turn would be recorded: a secret it holds is not
+	// sent to the embeddings server (maybe a third party's API), as none
+	// of a turn's is (docs/operations.md, "Sensitive data").
+	text, _ = redact.Text(text)
 	if len(text) > maxQueryBytes {
 		text = text[:maxQueryBytes]
 		for !utf8.ValidString(text) {

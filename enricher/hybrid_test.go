@@ -605,3 +605,27 @@ func TestHybridQueryOfOtherDimensions(t *testing.T) {
 		t.Fatalf("query_vectors_other_dims %v after 2 requests of other dimensions; want 2", n)
 	}
 }
+
+// The message is embedded redacted, as a turn holding it is recorded: a
+// secret in it does not reach the embeddings server (maybe a third
+// party's API), by enrich or by a document search. Found by an audit:
+// both sent the message as it was.
+func TestHybridEmbedsTheMessageRedacted(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	srv, emb := fakeEmbeddings(t)
+	insertContext(t, st, store.ContextWrite{UserID: "alice", Question: "What is my dog called?", Answer: "My dog is called Rex.", CreatedAt: t0})
+	embedAll(t, st, emb, "alice")
+	putDoc(t, st, store.Owner{User: "alice"}, "notes", "walks.md", "The dog walks at seven.")
+	h := startHybrid(t, st, emb, nil)
+	const msg = "my new password is Hunter2Rex and my card is 4111 1111 1111 1111, is the dog fed?"
+	const want = "my new password is [redacted:password] and my card is [redacted:card], is the dog fed?"
+	seen := len(srv.Inputs())
+	if r := enrich(t, h, events.EnrichRequest{UserID: "alice", Message: msg}); r.Degraded {
+		t.Errorf("enrich degraded: %+v", r)
+	}
+	docsFound(t, h, events.DocsSearchRequest{UserID: "alice", Query: msg})
+	if inputs := srv.Inputs()[seen:]; len(inputs) == 0 || slices.ContainsFunc(inputs, func(in string) bool { return in != want }) {
+		t.Errorf("embedded %q; want only %q", inputs, want)
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/memoryd/memoryd/internal/modelerr"
+	"github.com/memoryd/memoryd/redact"
 )
 
 // Response formats for LLMConfig.ResponseFormat.
@@ -658,7 +659,7 @@ func messageDetail(msg string) string {
 	if msg == "" {
 		return ""
 	}
-	msg, _ = Redact(msg) // a server may echo what it was sent
+	msg, _ = redact.Text(msg) // a server may echo what it was sent
 	return ": " + boundDetail(msg)
 }
 

@@ -56,8 +56,19 @@ func TestFactsForPrompt(t *testing.T) {
 		})
 	}
 
+	var shown []shownFact
+	// Secrets in facts a frontend wrote (stored as sent) are not shown to
+	// the model: redacted as a model's own output is, and a fact that
+	// names a secret left out. Found by an audit: the prompt held an
+	// api_token set with facts.set on every later turn.
+	shown, _ = factsForPrompt(map[string]string{"api_token": "sk-proj-ABCDEFGHIJKLMNOPQRSTUVWX0123", "wifi_password": "hunter2",
+		"note": "locker code: my pin is 4477, card 4111 1111 1111 1111"}, nil, "", promptFactsBytes)
+	if len(shown) != 1 || shown[0].key != "note" || shown[0].value != "locker code: my pin is [redacted:password], card [redacted:card]" {
+		t.Errorf("facts with secrets shown as %q", shown)
+	}
+
 	// A long value is cut and marked.
-	shown, _ := factsForPrompt(map[string]string{"bio": long}, nil, "", promptFactsBytes)
+	shown, _ = factsForPrompt(map[string]string{"bio": long}, nil, "", promptFactsBytes)
 	if len(shown) != 1 || !strings.HasSuffix(shown[0].value, truncatedMark) || len(shown[0].value) > promptMaxFactValueBytes+len(truncatedMark) {
 		t.Errorf("long value shown as %q", shown)
 	}

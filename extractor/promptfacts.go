@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+
+	"github.com/memoryd/memoryd/redact"
 )
 
 // Bounds on the current facts a prompt shows. promptFactsBytes is about 600
@@ -45,6 +47,14 @@ func factsForPrompt(facts map[string]string, order []string, text string, budget
 	for k, v := range facts {
 		v = strings.TrimSpace(v)
 		if k == "" || v == "" {
+			continue
+		}
+		// Redacted like what a model returns: facts a frontend wrote
+		// (facts.set, an import) are stored as sent, and the prompt is no
+		// place for a secret they hold (docs/operations.md, "Sensitive
+		// data"). A fact left with nothing but markers says nothing.
+		var ok bool
+		if v, _, ok = redact.Fact(k, v); !ok {
 			continue
 		}
 		c := candidate{shownFact: shownFact{key: k, value: boundText(sanitize(v), promptMaxFactValueBytes)}, rank: len(order)}

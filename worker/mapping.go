@@ -7,6 +7,7 @@ import (
 
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/redact"
 	"github.com/memoryd/memoryd/store"
 )
 
@@ -22,13 +23,13 @@ import (
 // the future, where it would outrank every later turn and facts.set. The
 // stored time is part of the event, so a replay clamps the same way.
 //
-// The texts are recorded redacted (extractor.Redact; redacted lists the
+// The texts are recorded redacted (redact.Text; redacted lists the
 // kinds of the spans replaced): Postgres never holds a turn's secrets, and
 // no extractor, model server included, is shown them. The stream keeps the
 // event as published, under its own retention (docs/operations.md,
 // "Sensitive data"); redaction is deterministic, so a replay records the
 // same text.
-func storeTurn(turn events.Turn, m jetstream.Msg, skew time.Duration) (t store.Turn, clamped bool, redacted []extractor.Sensitive) {
+func storeTurn(turn events.Turn, m jetstream.Msg, skew time.Duration) (t store.Turn, clamped bool, redacted []redact.Kind) {
 	var (
 		seq      uint64
 		storedAt time.Time
@@ -36,8 +37,8 @@ func storeTurn(turn events.Turn, m jetstream.Msg, skew time.Duration) (t store.T
 	if md, err := m.Metadata(); err == nil {
 		seq, storedAt = md.Sequence.Stream, md.Timestamp
 	}
-	userMessage, ku := extractor.Redact(turn.UserMessage)
-	response, kr := extractor.Redact(turn.AssistantResponse)
+	userMessage, ku := redact.Text(turn.UserMessage)
+	response, kr := redact.Text(turn.AssistantResponse)
 	redacted = append(ku, kr...)
 	t = store.Turn{
 		EventID:           turn.ID,

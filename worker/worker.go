@@ -78,7 +78,7 @@ type Observer interface {
 	Extracted(took time.Duration, turns int, outcome string)
 	// Pruned: a prune run removed this many context items.
 	Pruned(removed int64)
-	// Redacted: one span of sensitive data of kind (extractor.Sensitive)
+	// Redacted: one span of sensitive data of kind (redact.Kind)
 	// was replaced by its marker; where is RedactedInTurn (a turn's text at
 	// ingest, redeliveries included) or RedactedInMemory (a fact or context
 	// pair an extractor returned).

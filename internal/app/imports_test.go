@@ -13,7 +13,8 @@ import (
 // ranking and embedding (the stored vector form and its search, for hybrid
 // retrieval; issue 17); both use chunker to cut knowledge base documents
 // (issue 19); extractor and embedding read model servers' error replies
-// with internal/modelerr; store, ranking, chunker and the wire contract
+// with internal/modelerr; worker, extractor and enricher redact secrets
+// with redact; store, ranking, chunker, redact and the wire contract
 // (events) import no sibling. Test files
 // are not counted: a test may assemble what it checks.
 func TestImportGraph(t *testing.T) {
@@ -29,15 +30,16 @@ func TestImportGraph(t *testing.T) {
 		"embedding":  {"internal/modelerr"},
 		"chunker":    {},
 		"apikeys":    {},
+		"redact":     {},
 		// What model servers say when they fail, read alike by the LLM
 		// and the embeddings clients.
 		"internal/modelerr": {},
 		"proxy":             {"events"},
 		"agenttools":        {"events"},
 		"store":             {"migrations"},
-		"extractor":         {"events", "internal/modelerr"},
-		"worker":            {"chunker", "embedding", "events", "extractor", "store"},
-		"enricher":          {"chunker", "embedding", "events", "ranking", "store"},
+		"extractor":         {"events", "internal/modelerr", "redact"},
+		"worker":            {"chunker", "embedding", "events", "extractor", "redact", "store"},
+		"enricher":          {"chunker", "embedding", "events", "ranking", "redact", "store"},
 		"internal/app":      {"embedding", "enricher", "events", "extractor", "migrations", "store", "worker"},
 	}
 	seen := 0
