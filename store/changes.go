@@ -141,10 +141,14 @@ func (s *Store) SendChanges(ctx context.Context, userID string, afterSeq int64, 
 
 // DropChanges deletes committed changes older than before that were never
 // sent (NATS unreachable that long), so that the outbox cannot grow without
-// bound; a subscriber sees the gap in seq and re-reads the memory. It
-// returns how many went.
+// bound, but for each user's newest: published when it can be, it shows a
+// subscriber the gap in seq, and the subscriber re-reads the memory. Were
+// it dropped too, a user whose last changes went (a forget's
+// memory.forgotten among them) would never show one, and a cache would
+// keep what memoryd no longer has. It returns how many went.
 func (s *Store) DropChanges(ctx context.Context, before time.Time) (int64, error) {
-	tag, err := s.db.Exec(ctx, `DELETE FROM memory_changes WHERE seq IS NOT NULL AND created_at < $1`, before)
+	tag, err := s.db.Exec(ctx, `DELETE FROM memory_changes c WHERE c.seq IS NOT NULL AND c.created_at < $1
+		AND c.seq < (SELECT max(m.seq) FROM memory_changes m WHERE m.user_id = c.user_id)`, before)
 	if err != nil {
 		return 0, fmt.Errorf("delete expired unsent changes: %w", err)
 	}
