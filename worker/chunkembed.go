@@ -183,7 +183,7 @@ func (w *Worker) embedChunks(ctx context.Context, args ChunkEmbedArgs) (int, err
 		texts[i] = chunkEmbedText(t)
 	}
 	vs, err := w.embedTexts(ctx, "document chunks", texts, false)
-	if err != nil {
+	if vs == nil {
 		return 0, err
 	}
 	writes := make([]store.ChunkEmbeddingWrite, 0, len(targets))
@@ -192,6 +192,9 @@ func (w *Worker) embedChunks(ctx context.Context, args ChunkEmbedArgs) (int, err
 			writes = append(writes, store.ChunkEmbeddingWrite{ChunkIndex: t.ChunkIndex, Dims: len(vs[i]), Vector: embedding.Encode(vs[i])})
 		}
 	}
-	n, err := s.SaveChunkEmbeddings(ctx, model, args.CollectionID, args.DocID, args.Hash, writes)
-	return int(n), err
+	n, serr := s.SaveChunkEmbeddings(ctx, model, args.CollectionID, args.DocID, args.Hash, writes)
+	if serr != nil {
+		return int(n), serr
+	}
+	return int(n), err // nil, or the failure after some halves were embedded: retried for the rest
 }

@@ -604,8 +604,7 @@ func (w *Worker) embed(ctx context.Context, args EmbedArgs, claimed []claimedEmb
 		texts[i] = embedText(t)
 	}
 	vs, err := w.embedTexts(ctx, "context items", texts, isolate)
-	lost, partial := errors.AsType[*lostTexts](err)
-	if err != nil && !partial {
+	if vs == nil {
 		return 0, err
 	}
 	writes := make([]store.EmbeddingWrite, 0, len(targets))
@@ -614,10 +613,12 @@ func (w *Worker) embed(ctx context.Context, args EmbedArgs, claimed []claimedEmb
 			writes = append(writes, store.EmbeddingWrite{ContextID: t.ID, ContentHash: t.ContentHash, Dims: len(vs[i]), Vector: embedding.Encode(vs[i])})
 		}
 	}
-	n, err := s.SaveEmbeddings(ctx, model, writes)
-	if err == nil && partial {
-		err = lost // saved the others; the job retries for these
+	n, serr := s.SaveEmbeddings(ctx, model, writes)
+	if serr != nil {
+		return int(n), serr
 	}
+	// Saved what came; err (a *lostTexts, or a failure after some halves
+	// were embedded) has the job retried for the rest.
 	return int(n), err
 }
 
@@ -665,7 +666,10 @@ func cutEmbedInput(text string) string {
 // getting a vector. Not on a first failure: a server failing every
 // request (overloaded, as some answer with a 500) would get three
 // requests for one. Any other failure, and a refusal of every text, is
-// returned.
+// returned: with the vectors of the halves embedded before it, when there
+// are any (the caller saves them), else with none. A failure some text may
+// have caused, before any vector came, is followed by a control request
+// (againAfterControl).
 func (w *Worker) embedTexts(ctx context.Context, what string, texts []string, isolate bool) ([][]float32, error) {
 	cut := make([]string, len(texts))
 	for i, t := range texts {
@@ -674,11 +678,21 @@ func (w *Worker) embedTexts(ctx context.Context, what string, texts []string, is
 	vs := make([][]float32, len(cut))
 	lost := &lostTexts{}
 	refused, refusal, err := embedSplitting(ctx, w.cfg.Embedder, cut, vs, true, isolate, lost)
-	if err != nil && !isolate && embedding.InputMayBeCause(err) && !embedding.RefusedInput(err) {
+	someVectors := slices.ContainsFunc(vs, func(v []float32) bool { return v != nil })
+	if err != nil && !isolate && !someVectors && embedding.InputMayBeCause(err) && !embedding.RefusedInput(err) {
 		refused, refusal, err = w.againAfterControl(ctx, cut, vs, err)
 	}
 	if err != nil {
-		return nil, err
+		if !someVectors {
+			return nil, err
+		}
+		// Halving a refused batch, some halves were embedded before the
+		// failure: their vectors are returned with it, to be saved
+		// rather than sent (and billed) again by the retry.
+		if derr := w.checkDims(ctx, vs); derr != nil {
+			return nil, derr
+		}
+		return vs, err
 	}
 	if refused == len(texts) {
 		return nil, refusal

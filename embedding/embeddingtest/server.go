@@ -56,6 +56,8 @@ type Server struct {
 	sent           [][]string // every request's inputs, failed ones included
 	breaks         map[string]Break
 	errorBody      string // when set, the body of failed replies
+	failFrom       int    // when > 0, the failFrom-th request from now and every later one fail with failFromStatus
+	failFromStatus int
 	dropN          int    // when > 0, the next dropN requests are cut off
 	crashOn        string // when set, a request with an input holding it is cut off, and so are the crashDown that follow
 	crashDown      int
@@ -121,6 +123,15 @@ func (s *Server) FailContaining(text string, status int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.failWith, s.failWithStatus = text, status
+}
+
+// FailFrom makes the n-th request from now (1: the next) and every later
+// one fail with status, until Recover: a server that goes down in the
+// middle of a job's requests.
+func (s *Server) FailFrom(n, status int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failFrom, s.failFromStatus = n, status
 }
 
 // Drop makes the next n requests (every request until Recover, when n is
@@ -217,13 +228,15 @@ func (s *Server) FailNext(n, status int) {
 }
 
 // Recover ends every failure the server was told to give (Fail, FailNext,
-// FailContaining, Drop, CrashOn, Garbage, BreakVector, ErrorBody).
+// FailFrom, FailContaining, Drop, CrashOn, Garbage, BreakVector,
+// ErrorBody).
 func (s *Server) Recover() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.status, s.retryAfter, s.failN, s.garbage, s.breaks, s.errorBody = 0, "", 0, false, nil, ""
 	s.failWith, s.failWithStatus = "", 0
 	s.dropN, s.crashOn, s.crashDown = 0, "", 0
+	s.failFrom, s.failFromStatus = 0, 0
 }
 
 // SetDelay makes every later request wait d (or until the client goes)
@@ -288,6 +301,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.failWith != "" && status == 0 && slices.ContainsFunc(req.Input, func(in string) bool { return strings.Contains(in, s.failWith) }) {
 		status = s.failWithStatus // answered as Fail's failures are
+	}
+	if s.failFrom > 0 {
+		if s.failFrom--; s.failFrom == 0 {
+			s.status = s.failFromStatus // from this request on, as Fail's
+			status = s.status
+		}
 	}
 	drop := s.dropN != 0
 	if s.dropN > 0 {
