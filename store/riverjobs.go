@@ -487,16 +487,17 @@ func (s *Store) FinishClaimed(ctx context.Context, claimer int64, ids []int64) (
 // claimer still holds back to River, available after the delay after (at
 // once when 0, in the place their age gives them in River's fetch order,
 // not behind the jobs that came after them), and returns how many it
-// released (updateClaimed). With a mark, the metadata key mark is set
-// to true in each: UnclaimableKey (the failed batch may have failed for
-// one of their texts) makes each run alone, with its own attempts, from
-// then on; without it (the server was overloaded or down, the claimer
-// stopped) they may be claimed again.
+// released (updateClaimed). With a mark, the metadata key mark counts in
+// each the releases so marked (1 the first time): UnclaimableKey (the
+// failed batch may have failed for one of their texts) makes each run
+// alone, with its own attempts, from then on; without it (the server was
+// overloaded or down, the claimer stopped) they may be claimed again.
 func (s *Store) ReleaseClaimed(ctx context.Context, claimer int64, ids []int64, mark string, after time.Duration) (int64, error) {
 	return s.updateClaimed(ctx, "release claimed jobs", `UPDATE river_job j SET
 			state = CASE WHEN $5::interval > interval '0' THEN 'scheduled' ELSE 'available' END::river_job_state,
 			scheduled_at = CASE WHEN $5::interval > interval '0' THEN now() + $5::interval ELSE least(j.created_at, now()) END,
-			metadata = (j.metadata - $3::text) || CASE WHEN $4 <> '' THEN jsonb_build_object($4::text, true) ELSE '{}'::jsonb END
+			metadata = (j.metadata - $3::text) || CASE WHEN $4 <> '' THEN jsonb_build_object($4::text,
+				CASE WHEN jsonb_typeof(j.metadata->$4::text) = 'number' THEN (j.metadata->>$4::text)::numeric + 1 ELSE 1 END) ELSE '{}'::jsonb END
 		FROM (SELECT id FROM river_job WHERE ($1::bigint[] IS NULL OR id = ANY($1)) AND state = 'scheduled' AND metadata->>$3::text = $2::bigint::text
 		      ORDER BY id FOR UPDATE SKIP LOCKED) l
 		WHERE j.id = l.id`, ids, claimer, ClaimedByKey, mark, after)

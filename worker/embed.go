@@ -371,7 +371,15 @@ func (e *embedWorker) Work(ctx context.Context, job *river.Job[EmbedArgs]) error
 	// excused (blameOf), leaves the job claimable: it batches again once
 	// the server is back, its retries and those of the backlog.
 	if blame == excused {
-		_ = river.MetadataSet(ctx, metaServerSilent, true)
+		n := excusesOf(job.Metadata) + 1
+		_ = river.MetadataSet(ctx, metaExcused, n)
+		if len(claimed) > 0 {
+			// As for a blamed batch (below): the text that brought the
+			// server down may be a claimed job's, and a claimer on its
+			// last attempt was given up for it. Bounded: counted, its
+			// failures are blamed past blameOf's limit.
+			v = verdict{river: river.JobSnooze(excusedWait(b.modelWaitBase, n)), label: outcomeHandedBack}
+		}
 	}
 	if blame == blamed {
 		// One of its texts may be the cause: from now on it runs alone,
@@ -405,8 +413,8 @@ func (e *embedWorker) Work(ctx context.Context, job *river.Job[EmbedArgs]) error
 type claimedEmbed struct {
 	id   int64
 	args EmbedArgs
-	// silent: its metadata has metaServerSilent (blameOf).
-	silent bool
+	// excused is the count in its metadata's metaExcused (blameOf).
+	excused int
 }
 
 // claimLeaseMargin is how long claimed jobs outlast their claimer's
@@ -448,7 +456,7 @@ func (w *Worker) claimEmbeds(ctx context.Context, job *river.Job[EmbedArgs]) []c
 			strays = append(strays, j.ID) // not this model's after all: left to run alone
 			continue
 		}
-		claimed = append(claimed, claimedEmbed{id: j.ID, args: args, silent: metaHas(j.Metadata, metaServerSilent)})
+		claimed = append(claimed, claimedEmbed{id: j.ID, args: args, excused: excusesOf(j.Metadata)})
 	}
 	if len(strays) > 0 {
 		w.releaseClaims(ctx, job.ID, strays, store.UnclaimableKey, 0)
@@ -476,7 +484,7 @@ func metaHas(metadata []byte, key string) bool {
 // endClaims completes the claimed jobs once their items are saved (err
 // nil), or gives them back to River: to run alone when the failure is
 // blamed on the batch's texts (blameOf), else to be claimed again, after
-// the server's Retry-After (marked when excused). Either is bounded and
+// the server's Retry-After (counted and later when excused). Either is bounded and
 // outlives the job's context (a shutdown cancels it): left undone, the
 // jobs wait for their lease, and then run and find their items embedded,
 // or run alone.
@@ -487,12 +495,22 @@ func (w *Worker) endClaims(ctx context.Context, claimer int64, claimed []claimed
 	}
 	if err != nil {
 		after, _ := embedding.RetryAfterOf(err) // at most embedding.MaxRetryAfter
-		mark := map[textBlame]string{blamed: store.UnclaimableKey, excused: metaServerSilent}[blame]
+		if f, ok := errors.AsType[*serverFault](err); ok {
+			// The control's own Retry-After (a 503 while the model loads).
+			if d, ok := embedding.RetryAfterOf(f.control); ok {
+				after = max(after, d)
+			}
+		}
+		mark := map[textBlame]string{blamed: store.UnclaimableKey, excused: metaExcused}[blame]
 		if blame == excused {
-			// Run again when the claimer retries, rather than at once:
+			// Run again when the claimer does, rather than at once:
 			// meanwhile a server that is restarting comes back (else the
-			// next failure blames them).
-			after = max(after, spread(w.cfg.JobRetryBase))
+			// next failures use up their excuses at once).
+			n := 0
+			for _, c := range claimed {
+				n = max(n, c.excused)
+			}
+			after = max(after, excusedWait(w.cfg.JobRetryBase, n+1))
 		}
 		w.releaseClaims(ctx, claimer, ids, mark, after)
 		return
@@ -509,11 +527,42 @@ func (w *Worker) endClaims(ctx context.Context, claimer int64, claimed []claimed
 // panicked.
 var errEmbedPanicked = errors.New("embed panicked")
 
-// metaServerSilent marks an embed job that was in a batch whose failure
-// one of its texts may have caused, while the server then answered no
-// request of controlText either (serverFault, not answered), and that was
-// excused for it (blameOf).
-const metaServerSilent = "memoryd_embed_server_silent"
+// metaExcused counts the failed batches an embed job was in that one of
+// their texts may have caused, but that blameOf excused (the server then
+// failed a request of controlText alone too).
+const metaExcused = "memoryd_embed_excused"
+
+// Excuses before a batch's failure is blamed on its texts, by what the
+// server did (blameOf): answered neither the batch nor the control (down,
+// or crashed by a text and restarting), or answered both with an error
+// status (overloaded, broken, or a proxy answering for a backend a text
+// crashed). With excusedWait's doubling delays from the 2 s retry base,
+// three excuses cover about 14 s of a server answering every request with
+// a 500.
+const (
+	maxSilentExcuses   = 1
+	maxAnsweredExcuses = 3
+)
+
+// excusesOf is the count of metaExcused in a job's metadata.
+func excusesOf(metadata []byte) int {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(metadata, &m) != nil {
+		return 0
+	}
+	var n int
+	if json.Unmarshal(m[metaExcused], &n) != nil {
+		return 0
+	}
+	return n
+}
+
+// excusedWait is how long the jobs of a batch excused for the n-th time
+// wait before they run again: base doubling per excuse, up to a minute,
+// spread.
+func excusedWait(base time.Duration, n int) time.Duration {
+	return spread(min(base<<min(max(n-1, 0), 10), time.Minute))
+}
 
 // textBlame is what a failed embed run holds the batch's texts to
 // (blameOf).
@@ -522,9 +571,8 @@ type textBlame int
 const (
 	// notBlamed: the failure is no text's; the jobs may batch again.
 	notBlamed textBlame = iota
-	// excused: a text may have brought the server down, or it went down
-	// on its own; the batch's jobs are marked (metaServerSilent) and may
-	// batch again, once.
+	// excused: a text may be the cause, or the server's own trouble; the
+	// batch's jobs count it (metaExcused), wait, and may batch again.
 	excused
 	// blamed: the job and those it claimed run alone from then on (and a
 	// job running alone finds the failing text: embedTexts' isolate).
@@ -539,27 +587,38 @@ const (
 //   - a failure no text can cause is not (embedding.InputMayBeCause: the
 //     server asking to slow down, unreachable, a 502/503/504; a shutdown,
 //     a database error);
-//   - a failure some text may have caused is not blamed when the server
-//     failed a request of controlText alone as well, with an error status
-//     (serverFault: overloaded, answering 500 to everything, a bad key): a
-//     blip of 500s under a backlog turned every job claimed at the time
-//     into one request each, for good (45 of 123 jobs in an audit);
-//   - when the server answered neither (a timeout or a dropped connection,
-//     then no answer to the control: it may be down, or a text crashed it
-//     and it is restarting), the batch is excused once: blamed when one
-//     of its jobs was excused before, so that a text that brings the
-//     server down fails two batches at most before it runs alone.
+//   - a failure some text may have caused is excused when the server
+//     failed a request of controlText alone as well (serverFault): a blip
+//     of 500s under a backlog turned every job claimed at the time into
+//     one request each, for good (45 of 123 jobs in an audit). Excuses
+//     are counted per job, and a batch holding a job that has had its
+//     share is blamed: a text that crashes the server, which then answers
+//     the control with a 503 while it restarts, or not at all, or a proxy
+//     before it a 500, would otherwise fail every batch that took it and
+//     use up the attempts of the jobs that claimed it (170 batches, 13 of
+//     24 jobs given up, in a review's test). The share is one excuse when
+//     the server answered neither the batch nor the control, or only the
+//     control (a crash looks so), and three when it answered both;
+//   - any other failure a text may have caused is blamed.
 func blameOf(err error, metadata []byte, claimed []claimedEmbed) textBlame {
-	switch f, ok := errors.AsType[*serverFault](err); {
+	f, ok := errors.AsType[*serverFault](err)
+	switch {
 	case err == nil:
 		return notBlamed
 	case errors.Is(err, errEmbedPanicked):
 		return blamed
-	case ok && f.answered:
-		return notBlamed
-	case ok && (metaHas(metadata, metaServerSilent) || slices.ContainsFunc(claimed, func(c claimedEmbed) bool { return c.silent })):
-		return blamed
 	case ok:
+		n := excusesOf(metadata)
+		for _, c := range claimed {
+			n = max(n, c.excused)
+		}
+		limit := maxSilentExcuses
+		if f.answered {
+			limit = maxAnsweredExcuses
+		}
+		if n >= limit {
+			return blamed
+		}
 		return excused
 	case embedding.InputMayBeCause(err):
 		return blamed
@@ -736,7 +795,14 @@ func (w *Worker) againAfterControl(ctx context.Context, texts []string, out [][]
 	_, cerr := w.cfg.Embedder.Embed(cctx, []string{controlText})
 	cancel()
 	if cerr != nil && len(embedding.UnusableOf(cerr)) == 0 {
-		return 0, nil, &serverFault{err: failed, control: cerr, answered: answered(cerr)}
+		// Taken for the server's failure only when it answered both: a
+		// batch it dropped (or timed out on) and a control it then
+		// answered with an error status is a server that went down and
+		// answers while it comes back (a 503 while the model loads, a
+		// proxy's 502 or 500), as when a text crashed it: excused once
+		// (blameOf), never for good, else such a text failed every batch
+		// that took it (170 batches, 13 of 24 jobs given up, in a test).
+		return 0, nil, &serverFault{err: failed, control: cerr, answered: answered(cerr) && answered(failed)}
 	}
 	if !answered(failed) {
 		return 0, nil, failed

@@ -29,8 +29,14 @@ func TestEmbedServerFailingForAWhileKeepsBatching(t *testing.T) {
 	e.start(extractor.NewRules(), func(c *worker.Config) {
 		withEmbedder(embedder(t, srv, "m1"), -1)(c)
 		c.EmbedJobSize = 32
+		// Excused batches wait from the retry base, doubling: the 500s
+		// end within their excuses (blameOf).
+		c.JobRetryBase = 3 * time.Second
 	})
-	e.waitFailedOnce(12)
+	e.waitFor("two batches and their control requests failed", func() (bool, string) {
+		failed := srv.Requests() - len(srv.Batches())
+		return failed >= 4, fmt.Sprint(failed)
+	})
 	srv.Recover()
 	for _, u := range users {
 		e.waitEmbedded(u, "m1", 2)
@@ -90,11 +96,24 @@ func TestEmbedServerRestartingKeepsBatching(t *testing.T) {
 	e.start(extractor.NewRules(), func(c *worker.Config) {
 		withEmbedder(embedder(t, srv, "m1"), -1)(c)
 		c.EmbedJobSize = 64
+		// One batch at a time: a second claimer's batch dropped just
+		// before the recovery, its control embedded after it, would be
+		// blamed (a dropped batch on a working server).
+		c.EmbedWorkers = 1
 		// A first retry well after the server is back: a second failure
 		// while it is down would be blamed (TestEmbedTextCrashingTheServer).
 		c.JobRetryBase = 3 * time.Second
 	})
-	e.waitFailedOnce(1)
+	// Recovered once a batch was excused (its jobs marked), not once a job
+	// was fetched (attempt > 0, waitFailedOnce): recovered before the first
+	// batch, the test passed without a drop; recovered between the batch
+	// and its control request, the control was embedded and the batch
+	// blamed (59 jobs marked, 1 run in 6).
+	e.waitFor("a batch excused", func() (bool, string) {
+		var n int
+		err := e.store.Pool().QueryRow(e.ctx, `SELECT count(*) FROM river_job WHERE kind = $1 AND metadata ? 'memoryd_embed_excused'`, worker.EmbedJobKind).Scan(&n)
+		return err == nil && n > 0, fmt.Sprint(n, err)
+	})
 	srv.Recover()
 	for _, u := range users {
 		e.waitEmbedded(u, "m1", 2)

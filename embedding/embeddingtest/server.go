@@ -61,6 +61,10 @@ type Server struct {
 	dropN          int    // when > 0, the next dropN requests are cut off
 	crashOn        string // when set, a request with an input holding it is cut off, and so are the crashDown that follow
 	crashDown      int
+	crashStatus    int    // when set, the crashDown requests after a crash are answered with it rather than cut off
+	crashRetry     string // their Retry-After, when set
+	answerN        int    // requests still to answer with crashStatus
+	crashAnswered  bool   // the crashing request itself is answered with crashStatus, not cut off
 }
 
 // Break is how BreakVector spoils a text's vector.
@@ -151,7 +155,27 @@ func (s *Server) Drop(n int) {
 func (s *Server) CrashOn(text string, down int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.crashOn, s.crashDown = text, down
+	s.crashOn, s.crashDown, s.crashStatus, s.crashAnswered = text, down, 0, false
+}
+
+// CrashOnAnswering is CrashOn, but the down requests that follow a crash
+// are answered with status (and a Retry-After header when retryAfter is
+// set) rather than cut off: a server that answers 503 while it loads the
+// model again, or a proxy in front of it that answers while it is down.
+func (s *Server) CrashOnAnswering(text string, down, status int, retryAfter string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.crashOn, s.crashDown, s.crashStatus, s.crashRetry, s.crashAnswered = text, down, status, retryAfter, false
+}
+
+// CrashOnBehindProxy is CrashOnAnswering as a proxy in front of the
+// crashing server answers it (LiteLLM before vLLM, say): the request
+// holding text is answered with status too, and so are the down requests
+// that follow it, until Recover.
+func (s *Server) CrashOnBehindProxy(text string, down, status int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.crashOn, s.crashDown, s.crashStatus, s.crashRetry, s.crashAnswered = text, down, status, "", true
 }
 
 // Sent is the inputs of every request that reached the server, failed ones
@@ -235,7 +259,7 @@ func (s *Server) Recover() {
 	defer s.mu.Unlock()
 	s.status, s.retryAfter, s.failN, s.garbage, s.breaks, s.errorBody = 0, "", 0, false, nil, ""
 	s.failWith, s.failWithStatus = "", 0
-	s.dropN, s.crashOn, s.crashDown = 0, "", 0
+	s.dropN, s.crashOn, s.crashDown, s.crashStatus, s.answerN, s.crashAnswered = 0, "", 0, 0, 0, false
 	s.failFrom, s.failFromStatus = 0, 0
 }
 
@@ -312,8 +336,19 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if s.dropN > 0 {
 		s.dropN--
 	}
+	if s.answerN > 0 {
+		s.answerN--
+		status, retryAfter = s.crashStatus, s.crashRetry
+	}
 	if s.crashOn != "" && slices.ContainsFunc(req.Input, func(in string) bool { return strings.Contains(in, s.crashOn) }) {
-		drop, s.dropN = true, s.crashDown
+		switch {
+		case s.crashAnswered:
+			status, retryAfter, s.answerN = s.crashStatus, s.crashRetry, s.crashDown
+		case s.crashStatus != 0:
+			drop, s.answerN = true, s.crashDown
+		default:
+			drop, s.dropN = true, s.crashDown
+		}
 	}
 	s.mu.Unlock()
 	if drop {
