@@ -121,6 +121,12 @@ func ParseTime(message string, at time.Time) (TimeExpr, bool) {
 		if !ok {
 			continue
 		}
+		if notOwnTime(toks, i) {
+			// "my last week at the old job", "half a year ago", "three or
+			// four days ago": another span than the words read.
+			next = i + n
+			continue
+		}
 		if w, wi := turnedBy(toks, i); w != "" && (w != "later" || e.Until.After(at)) {
 			if r, ok := directed(message, toks, w, wi, i, n, e, at, anyLower); ok {
 				return r, true
@@ -142,9 +148,155 @@ func ParseTime(message string, at time.Time) (TimeExpr, bool) {
 				return r, ok
 			}
 		}
+		if named(toks[i:i+n]) && futureTalk(toks) {
+			// "what am I doing on Friday?", "what should I pack in May?":
+			// the one to come, not the last one, which is what a named
+			// day or month without a year reads.
+			return TimeExpr{}, false
+		}
+		if relative(toks[i:i+n]) && datedLater(message, toks, i+n, at, anyLower) {
+			// "last weekend, before April 10, 2023": the words measure
+			// from that date, not from at.
+			return TimeExpr{}, false
+		}
+		if i >= 2 && toks[i-1].word == "of" && toks[i-2].word == "week" && day(e.Since, 1).Equal(e.Until) && blank(toks[i].gap) && blank(toks[i-1].gap) {
+			// "the week of March 2nd": that day's week.
+			first := i - 2
+			if first > 0 && toks[first-1].word == "the" && blank(toks[first].gap) {
+				first--
+			}
+			since := unitStart(e.Since, unitWeek)
+			return TimeExpr{Since: since, Until: day(since, 7), Start: toks[first].start, End: e.End}, true
+		}
 		return e, true
 	}
 	return TimeExpr{}, false
+}
+
+// possessives before "last" make it someone's last span, not the one
+// before at's: "my last week at the old job", "our last weekend in Paris".
+var possessives = map[string]bool{"my": true, "your": true, "our": true, "his": true, "her": true, "their": true, "its": true}
+
+// notOwnTime reports whether the expression at toks[i] is part of a span
+// it does not read: after a possessive ("my last week at the old job"),
+// after "half" ("half a year ago" is not a year ago), or the second number
+// of a span of numbers ("three or four days ago", "two to three weeks
+// ago": one end alone would leave out the other).
+func notOwnTime(toks []timeTok, i int) bool {
+	if i == 0 || !blank(toks[i].gap) {
+		return false
+	}
+	prev := toks[i-1].word
+	switch {
+	case possessives[prev] && toks[i].word == "last":
+		return true
+	case prev == "the" && toks[i].word == "last" && i+1 < len(toks) && isUnit(toks[i+1].word):
+		// What "the last week" reads starts at "the" (matchRolling,
+		// matchPartOfMonth); refused there ("the last week before the
+		// launch"), "last week" alone is not it either.
+		return true
+	case prev == "half":
+		return true
+	case (prev == "or" || prev == "to") && i >= 2 && blank(toks[i-1].gap) && numeral(toks[i-2].word) && numeral(toks[i].word):
+		return true
+	}
+	return false
+}
+
+// isUnit reports whether w is a unit of time ParseTime reads.
+func isUnit(w string) bool {
+	_, ok := units[w]
+	return ok
+}
+
+// numeral reports whether w is a number, in words or digits.
+func numeral(w string) bool {
+	_, ok := digits(w)
+	return ok || numberWord(w)
+}
+
+// named reports whether an expression's words name a weekday or a month
+// without a year or a word that says which one ("on Friday", "in May",
+// "mid May", "the first week of April"): the last such day or month is
+// read, which a question about plans does not mean.
+func named(toks []timeTok) bool {
+	if hasYear(toks) {
+		return false
+	}
+	nameIt := false
+	for _, t := range toks {
+		switch t.word {
+		case "last", "this", "past", "ago", "before", "after", "since", "previous":
+			return false
+		}
+		if _, ok := months[t.word]; ok {
+			nameIt = true
+		}
+		if _, ok := weekdays[t.word]; ok {
+			nameIt = true
+		}
+	}
+	return nameIt
+}
+
+// futureWords mark a message about what is to come.
+var futureWords = map[string]bool{"will": true, "shall": true, "gonna": true, "upcoming": true,
+	"plan": true, "plans": true, "planning": true, "next": true, "tomorrow": true}
+
+// futureTalk reports whether a message speaks of what is to come: "will",
+// "'ll", "won't", "going to", "plan", "next", "should I", or "am I / are
+// we / are you" and a verb in -ing ("what am I doing on Friday?"). A message about the past
+// that holds one loses its range, which is safe; the reverse would filter
+// out what it asks for.
+func futureTalk(toks []timeTok) bool {
+	for i, t := range toks {
+		w := t.word
+		switch {
+		case futureWords[w]:
+			return true
+		case (w == "ll" || w == "t") && i > 0 && (t.gap == "'" || t.gap == "\u2019") && (w == "ll" || toks[i-1].word == "won"):
+			// "I'll", "we'll", "won't": split at the apostrophe.
+			return true
+		case w == "should" && i+1 < len(toks) && (toks[i+1].word == "i" || toks[i+1].word == "we"):
+			return true
+		case w == "going" && i+1 < len(toks) && toks[i+1].word == "to":
+			return true
+		case (w == "am" || w == "are") && i+2 < len(toks) && (toks[i+1].word == "i" || toks[i+1].word == "we" || toks[i+1].word == "you") &&
+			strings.HasSuffix(toks[i+2].word, "ing"):
+			return true
+		}
+	}
+	return false
+}
+
+// relative reports whether an expression's words measure from at alone:
+// no month and no year of its own ("last weekend", "two days ago").
+func relative(toks []timeTok) bool {
+	if hasMonth(toks) {
+		return false
+	}
+	for _, t := range toks {
+		if isYear(t.word) {
+			return false
+		}
+	}
+	return true
+}
+
+// datedLater reports whether the message holds, after toks[from:], an
+// expression with a month or a year ("as mentioned on November 6, 2023"):
+// a relative expression before it measures from that date, which at is
+// not.
+func datedLater(message string, toks []timeTok, from int, at time.Time, anyLower bool) bool {
+	for j := from; j < len(toks); j++ {
+		if _, n, ok := exprAt(message, toks, j, at, anyLower); ok {
+			if !relative(toks[j : j+n]) {
+				return true
+			}
+			j += n - 1
+		}
+	}
+	return false
 }
 
 // exprAt reads the expression starting at toks[i], if any: the first
@@ -827,14 +979,22 @@ func matchRolling(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool
 	}
 	i++
 	n, used, ok := count(toks[i:])
+	theLast := false
 	if !ok {
-		// "the past week": one unit back, rolling; "last week" is calendar.
-		if toks[i-1].word != "past" {
+		// "the past week", "in the last week": one unit back, rolling;
+		// "last week" is calendar.
+		theLast = i == 2 && toks[1].word == "last"
+		if toks[i-1].word != "past" && !theLast {
 			return 0, time.Time{}, time.Time{}, false
 		}
 		n, used = 1, 0
 	}
 	if len(toks) < i+used+1 {
+		return 0, time.Time{}, time.Time{}, false
+	}
+	if theLast && len(toks) > i+1 && lastOfWords[toks[i+1].word] {
+		// "the last week before the launch", "the last month in Spain":
+		// the end of something else.
 		return 0, time.Time{}, time.Time{}, false
 	}
 	if len(toks) > i+used+1 && toks[i+used+1].word == "of" {
@@ -854,6 +1014,10 @@ func matchRolling(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool
 	}
 	return i + used + 1, addUnits(day(at, 0), u, -n), end, true
 }
+
+// lastOfWords after "the last <unit>" make it the end of something else
+// ("the last week before the launch"), not a span back from at.
+var lastOfWords = map[string]bool{"before": true, "after": true, "in": true, "at": true, "on": true, "of": true}
 
 // matchWeekend reads "the|this past weekend".
 func matchWeekend(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) {
@@ -929,6 +1093,10 @@ func matchThisLast(toks []timeTok, at time.Time) (int, time.Time, time.Time, boo
 		back = -1
 	}
 	if toks[1].word == "weekend" {
+		if back == 0 && at.Weekday() == time.Monday {
+			// "this weekend" on a Monday is the one just ended.
+			back = -1
+		}
 		sat := day(unitStart(at, unitWeek), 5+7*back)
 		return 2, sat, day(sat, 2), true
 	}

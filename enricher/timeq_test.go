@@ -69,7 +69,7 @@ func TestParseTime(t *testing.T) {
 		// Part of a named month, not at's week: "the last week of April"
 		// was last week.
 		{"what did I do the last week of April?", "2026-04-24", "2026-05-01", "the last week of April"},
-		{"plans for the first week of May", "2026-05-01", "2026-05-08", "the first week of May"},
+		{"what happened the first week of May", "2026-05-01", "2026-05-08", "the first week of May"},
 		{"in the second week of March 2025", "2025-03-08", "2025-03-15", "the second week of March 2025"},
 		{"fourth week of June last year", "2025-06-22", "2025-06-29", "fourth week of June last year"},
 		{"the first week of November", "2026-11-01", "2026-11-08", "the first week of November"},
@@ -169,7 +169,39 @@ func TestParseTime(t *testing.T) {
 		{"in May. Last year I moved", "2026-05-01", "2026-06-01", "in May"},
 		// "later" before a past expression: a later part of it.
 		{"I called her later last week", "2026-11-09", "2026-11-16", "last week"},
-		{"what did I say last week, before May 3rd?", "2026-11-09", "2026-11-16", "last week"},
+		// A later date anchors the relative words, not at: no range (an
+		// audit's LoCoMo questions: "last weekend before April 10, 2023"
+		// read as at's last weekend, months off the evidence).
+		{"what did I say last week, before May 3rd?", "", "", ""},
+		{"What did Maria do last weekend before April 10, 2023?", "", "", ""},
+		{"What was Tim's writing issue last week, as mentioned on November 6, 2023?", "", "", ""},
+		// "The last week" rolls like "the past week"; "last week" is the
+		// calendar week (an audit: "over the last week" left out today
+		// and yesterday).
+		{"what did I tell you over the last week?", "2026-11-11", "2026-11-19", "the last week"},
+		{"in the last month", "2026-10-18", "2026-11-19", "the last month"},
+		{"during the last year", "2025-11-18", "2026-11-19", "the last year"},
+		// Someone's last span, or the end of something: no range.
+		{"what we decided in the last week before the launch", "", "", ""},
+		{"how was my last week at the old job?", "", "", ""},
+		{"on our last weekend in London", "", "", ""},
+		// Half a unit, or a span of numbers: not the number read.
+		{"half a year ago", "", "", ""},
+		{"three or four days ago", "", "", ""},
+		{"two to three weeks ago", "", "", ""},
+		{"2-3 weeks ago", "", "", ""},
+		// Plans: a named day or month is the one to come, which the
+		// matchers do not read (the last one would filter it out).
+		{"what am I doing on Friday?", "", "", ""},
+		{"I'll be away the first week of December; what did I book?", "", "", ""},
+		{"what should I pack in May?", "", "", ""},
+		{"plans for the first week of May", "", "", ""},
+		{"we won't travel in June, right?", "", "", ""},
+		{"what did I do in June?", "2026-06-01", "2026-07-01", "in June"},
+		{"what did I do last Friday?", "2026-11-13", "2026-11-14", "last Friday"},
+		// "The week of" a day: that day's week.
+		{"the week of March 2nd", "2026-03-02", "2026-03-09", "the week of March 2nd"},
+		{"in the week of 4 March 2025", "2025-03-03", "2025-03-10", "the week of 4 March 2025"},
 		// Near misses.
 		{"I watched Last Week Tonight", "", "", ""},
 		{"a week-long trip", "", "", ""},
@@ -600,3 +632,16 @@ func TestParseTimeSpans(t *testing.T) {
 		{"between August 11 and August 15 2023", "2023-08-11", "2023-08-16", "between August 11 and August 15 2023"},
 	})
 }
+
+// "This weekend" asked on a Monday is the one just ended; on other days,
+// as before, the current week's.
+func TestParseTimeThisWeekendOnMonday(t *testing.T) {
+	checkParseTime(t, time.Date(2026, time.November, 16, 9, 0, 0, 0, time.UTC), []parseCase{
+		{"what did I do this weekend?", "2026-11-14", "2026-11-16", "this weekend"},
+		{"last weekend", "2026-11-14", "2026-11-16", "last weekend"}, // as "this weekend" now
+	})
+	checkParseTime(t, time.Date(2026, time.November, 18, 9, 0, 0, 0, time.UTC), []parseCase{
+		{"this weekend", "2026-11-21", "2026-11-23", "this weekend"},
+	})
+}
+
