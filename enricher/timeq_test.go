@@ -644,4 +644,3 @@ func TestParseTimeThisWeekendOnMonday(t *testing.T) {
 		{"this weekend", "2026-11-21", "2026-11-23", "this weekend"},
 	})
 }
-
