@@ -26,6 +26,9 @@ import (
 type Recaller interface {
 	Recall(ctx context.Context, q store.RecallQuery) ([]store.Fact, store.Candidates, error)
 	ContextTexts(ctx context.Context, userID string, items []store.ContextItem) ([]store.ContextItem, error)
+	// StopWords is asked only for a message whose keywords the cap cut
+	// (languageKeywords).
+	StopWords(ctx context.Context, userID string, words []string) (map[string]bool, error)
 }
 
 // enrichHandler answers enrich requests. Whatever Postgres does, exactly one
@@ -148,6 +151,9 @@ type enrichParams struct {
 	when         TimeExpr
 	timed        bool
 	timeKeywords []string
+	// over and timeOver are the sets keywords and timeKeywords were capped
+	// from, when the cap cut them (languageKeywords); else nil.
+	over, timeOver *keywordSet
 	// collections are the document collections to include chunks of
 	// (none: no documents, and no documents field in the reply), at most
 	// docsMaxResults chunks scoring docsThreshold or more.
@@ -269,9 +275,9 @@ func (s *Service) parseEnrich(token string, data []byte) (enrichParams, error) {
 		return p, badRequest("facts %q is not relevant or all", req.Facts)
 	}
 	if !p.optOut {
-		p.keywords = Keywords(req.Message)
+		p.keywords, p.over = keywords(req.Message)
 		if p.when, p.timed = ParseTime(req.Message, p.at); p.timed {
-			p.timeKeywords = timeKeywords(req.Message, p.when)
+			p.timeKeywords, p.timeOver = timeKeywordsOf(req.Message, p.when)
 		}
 	}
 	return p, nil
@@ -442,6 +448,7 @@ func (s *Service) relevant(ctx context.Context, p enrichParams) ([]store.Fact, [
 	if p.qvec == nil {
 		p.qvec = &queryVector{}
 	}
+	p = s.languageKeywords(ctx, p)
 	vector := func() []float32 { return s.queryVector(ctx, p) }
 	if p.timed {
 		q := store.SearchQuery{UserID: p.userID, Keywords: p.timeKeywords, Scope: p.scope, Since: p.when.Since, Until: p.when.Until}
@@ -478,6 +485,42 @@ func (s *Service) relevant(ctx context.Context, p enrichParams) ([]store.Fact, [
 		return nil, nil, nil, false, err
 	}
 	return selectFacts(p.facts, p.keywords, facts), items, keywords, defaults, nil
+}
+
+// languageKeywords caps again, without the stop words of the user's
+// language (store.StopWords), the keywords of a message the first cap cut
+// (more than store.MaxKeywords words that are not English stop words): a
+// German or Spanish message's grammar words took the places of its
+// subject ("Meine Mutter hat Diabetes. ..." lost "mutter" and "diabetes"
+// to "ich", "und", "nicht", ... in a multilingual audit). One read, for
+// such messages only; when it fails, the first cap stands.
+func (s *Service) languageKeywords(ctx context.Context, p enrichParams) enrichParams {
+	if p.over == nil && p.timeOver == nil {
+		return p
+	}
+	var words []string
+	for _, set := range []*keywordSet{p.over, p.timeOver} {
+		if set != nil {
+			words = append(words, set.candidates()...)
+		}
+	}
+	stops, err := s.recall.StopWords(ctx, p.userID, words)
+	if err != nil {
+		s.logger.Warn("reading the stop words of the user's language failed; the keywords stay as capped", "error", err)
+		return p
+	}
+	if p.over != nil {
+		if k := p.over.recap(stops); k != nil {
+			p.keywords = k
+		}
+	}
+	if p.timeOver != nil {
+		if k := p.timeOver.recap(stops); k != nil {
+			p.timeKeywords = askedWords(k)
+		}
+	}
+	p.over, p.timeOver = nil, nil
+	return p
 }
 
 // ranked reads q's candidates with the user's facts and ranks them for p:

@@ -86,6 +86,16 @@ var phatic = func() map[string]bool {
 // would otherwise be searched for its preamble alone (a CJK character is
 // one bigram, so 32 keywords are about 33 characters of Japanese).
 func Keywords(message string) []string {
+	out, _ := keywords(message)
+	return out
+}
+
+// keywords is Keywords, and, when the cap left some of the message's
+// words out, the set it chose from (else nil): the caller may leave out
+// the words the user's language does not search (store.StopWords: the
+// stop words of German, Spanish, ...; this list is English) and cap again
+// (recap), so that a long message in another language keeps its subject.
+func keywords(message string) ([]string, *keywordSet) {
 	// Sentences are told apart in NFC (no copy when the message is NFC
 	// already), where full-width "？" and "．" are still themselves: NFKC
 	// would make "？２" a link's "?2". Each word is then put in NFKC.
@@ -119,7 +129,7 @@ func Keywords(message string) []string {
 		})
 	}
 	if len(c.all) < store.MaxKeywords && c.onlyPhatic() {
-		return []string{}
+		return []string{}, nil
 	}
 	if c.kept == 0 && c.functionPiece {
 		// Only function pieces of CJK or South-East Asian runs and stop
@@ -135,12 +145,45 @@ func Keywords(message string) []string {
 			}
 		}
 		if len(out) > 0 || c.seaFunction {
-			return out
+			return out, nil
 		}
 	}
 	if c.kept == 0 {
-		return c.cap(false)
+		return c.cap(false), nil
 	}
+	if c.kept > store.MaxKeywords {
+		return c.cap(true), &c
+	}
+	return c.cap(true), nil
+}
+
+// candidates are the words the cap chooses from: those that are not stop
+// words.
+func (c *keywordSet) candidates() []string {
+	out := make([]string, 0, c.kept)
+	for _, k := range c.all {
+		if !k.stop {
+			out = append(out, k.word)
+		}
+	}
+	return out
+}
+
+// recap caps the set again with the words of stops taken for stop words,
+// as Keywords chooses; nil when nothing would be left (the caller keeps
+// the first cap). It changes the set.
+func (c *keywordSet) recap(stops map[string]bool) []string {
+	kept := c.kept
+	for i := range c.all {
+		if k := &c.all[i]; !k.stop && stops[k.word] {
+			k.stop = true
+			kept--
+		}
+	}
+	if kept == 0 {
+		return nil
+	}
+	c.kept = kept
 	return c.cap(true)
 }
 

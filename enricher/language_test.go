@@ -142,3 +142,40 @@ func TestLanguageChangeHasItsOwnBudget(t *testing.T) {
 		t.Fatalf("set de for 300 items with a write timeout of 1µs = %+v, %v; want all re-indexed", r, err)
 	}
 }
+
+// A long message of a user whose language is not English keeps its
+// subject: the cap of 32 keywords is applied again without the stop words
+// of the user's language, which the English list does not hold. Found by
+// a multilingual audit: "Meine Mutter hat Diabetes. ..." with a long day
+// told after it searched "ich", "und", "nicht", ... and lost "mutter" and
+// "diabetes", and the item about the mother's diabetes was not found.
+func TestEnrichLongMessageKeepsItsSubjectInTheUsersLanguage(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	if _, err := h.client.SetLanguage(ctxT(t), "hans", "de"); err != nil {
+		t.Fatal(err)
+	}
+	ids := insertContext(t, st,
+		store.ContextWrite{UserID: "hans", Question: "Meine Mutter hat Diabetes und muss jetzt Insulin spritzen.", Answer: "Das ist viel auf einmal.", CreatedAt: t0},
+		store.ContextWrite{UserID: "hans", Question: "Wir waren im Sommer in Lissabon und haben Fisch gegessen.", Answer: "Klingt schön.", CreatedAt: t0.Add(time.Minute)},
+		store.ContextWrite{UserID: "hans", Question: "Lena hatte ihren ersten Schultag und war sehr aufgeregt.", Answer: "Wie süß!", CreatedAt: t0.Add(2 * time.Minute)})
+	msg := "Meine Mutter hat Diabetes. Ich war heute den ganzen Tag bei der Arbeit und es war wirklich sehr anstrengend, " +
+		"weil wir wieder zu wenig Leute auf der Station hatten und alles doppelt so lange gedauert hat als sonst, " +
+		"und danach musste ich noch einkaufen gehen und habe fast nichts bekommen, weil der Laden schon leer war. " +
+		"Was meinst du, wie soll ich ihr jetzt am besten helfen, wenn sie das nicht alleine schafft und ich nicht immer da sein kann?"
+	r := enrich(t, h, events.EnrichRequest{UserID: "hans", Message: msg})
+	if !slices.Contains(contextIDs(r.Context), ids[0]) {
+		t.Errorf("the item about the mother's diabetes is not in %v (keywords %q)", contextIDs(r.Context), r.Keywords)
+	}
+	for _, stop := range []string{"und", "ich", "nicht", "wie", "das"} {
+		if slices.Contains(r.Keywords, stop) {
+			t.Errorf("keywords %q hold %q, a German stop word", r.Keywords, stop)
+		}
+	}
+	// An English user's same message is capped as before: German words
+	// are not English stop words.
+	if r := enrich(t, h, events.EnrichRequest{UserID: "anna", Message: msg}); !slices.Contains(r.Keywords, "und") {
+		t.Errorf("an English user's keywords %q lost German words", r.Keywords)
+	}
+}

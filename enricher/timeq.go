@@ -1557,9 +1557,22 @@ var talkWords = map[string]bool{
 // talkWords. It is empty (never nil) when nothing else is asked: the
 // message is about a time only.
 func timeKeywords(message string, e TimeExpr) []string {
+	out, _ := timeKeywordsOf(message, e)
+	return out
+}
+
+// timeKeywordsOf is timeKeywords, and the set it capped when the cap cut
+// it (keywords).
+func timeKeywordsOf(message string, e TimeExpr) ([]string, *keywordSet) {
 	rest := message[:e.Start] + " " + message[e.End:]
+	ks, over := keywords(rest)
+	return askedWords(ks), over
+}
+
+// askedWords are ks without stop words and talkWords (never nil).
+func askedWords(ks []string) []string {
 	out := []string{}
-	for _, k := range Keywords(rest) {
+	for _, k := range ks {
 		if !IsStopWord(k) && !talkWords[k] {
 			out = append(out, k)
 		}

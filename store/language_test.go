@@ -263,3 +263,37 @@ func TestSetLanguageWaitsForInserts(t *testing.T) {
 		t.Fatalf("german Häuser found %q: the item inserted during the change kept english", got)
 	}
 }
+
+// TestStopWords: the words a user's text search configuration searches
+// for nothing, English when none is set; simple has none.
+func TestStopWords(t *testing.T) {
+	ctx, s := setup(t)
+	if _, err := s.SetLanguage(ctx, "hans", "de", "german"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetLanguage(ctx, "yuki", "ja", "simple"); err != nil {
+		t.Fatal(err)
+	}
+	words := []string{"und", "ich", "mutter", "diabetes", "the", "about", "東京"}
+	for _, c := range []struct {
+		user string
+		want []string
+	}{
+		{"anna", []string{"about", "the"}},
+		{"hans", []string{"ich", "und"}},
+		{"yuki", nil},
+	} {
+		stops, err := s.StopWords(ctx, c.user, words)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for w := range stops {
+			got = append(got, w)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("StopWords(%s) = %q, want %q", c.user, got, c.want)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -651,4 +652,30 @@ func (cr *candidateReader) decode(userID string) []Candidate {
 		kept = append(kept, m)
 	}
 	return kept
+}
+
+// StopWords returns those of words that the user's text search
+// configuration (SetLanguage; English when none is set) searches for
+// nothing: its stop words ("und", "que", "что" for a German, Spanish or
+// Russian user), which Postgres drops when it parses a query. One read,
+// of no table but user_languages. The caller leaves them out before it
+// caps a long message's keywords (enricher.Keywords), so that the user's
+// grammar does not take the places of the message's subject.
+func (s *Store) StopWords(ctx context.Context, userID string, words []string) (map[string]bool, error) {
+	rows, err := s.db.Query(ctx, `
+		SELECT w FROM unnest($2::text[]) AS w,
+			(SELECT coalesce((SELECT ts_config FROM user_languages WHERE user_id = $1), 'english') AS c) cfg
+		WHERE cardinality(memoryd_query_terms(cfg.c, w)) = 0`, userID, words)
+	if err != nil {
+		return nil, fmt.Errorf("stop words: %w", err)
+	}
+	stops, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("stop words: %w", err)
+	}
+	out := make(map[string]bool, len(stops))
+	for _, w := range stops {
+		out[w] = true
+	}
+	return out, nil
 }

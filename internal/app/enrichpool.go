@@ -126,6 +126,12 @@ func (e enrichStore) ContextTexts(ctx context.Context, userID string, items []st
 	return e.recall.ContextTexts(ctx, userID, items)
 }
 
+// StopWords implements enricher.Recaller on enrich's pool: a long
+// message's keywords are capped again with it, before its Recall.
+func (e enrichStore) StopWords(ctx context.Context, userID string, words []string) (map[string]bool, error) {
+	return e.recall.StopWords(ctx, userID, words)
+}
+
 // UserVectors implements enricher.VectorReader on enrich's pool: the
 // vector cache's reloads are part of an enrich request.
 func (e enrichStore) UserVectors(ctx context.Context, userID, model string) (store.UserVectors, error) {
