@@ -108,6 +108,51 @@ func (e *env) waitJobEnded(id int64) string {
 	return state
 }
 
+// waitEmbedJobsEnded waits until every embed job has ended (completed,
+// cancelled or discarded) but those whose items' text holds skip (none
+// when skip is ""): River ends a job after its run returns, apart from
+// the vectors the run saved.
+func (e *env) waitEmbedJobsEnded(skip string) {
+	e.t.Helper()
+	e.waitFor("the embed jobs ended", func() (bool, string) {
+		for _, r := range e.embedJobRows() {
+			if (skip == "" || !strings.Contains(r.text, skip)) && slices.Contains([]string{"available", "running", "retryable", "scheduled"}, r.state) {
+				return false, fmt.Sprintf("%+v", r)
+			}
+		}
+		return true, ""
+	})
+}
+
+// checkStillBatching waits until each of users has its two items
+// embedded, then checks that no embed job was marked to run alone and
+// that the server answered at most max requests with vectors: the
+// backlog went in batches after a failure (after says which).
+func (e *env) checkStillBatching(srv *embeddingtest.Server, users []string, max int, after string) {
+	e.t.Helper()
+	for _, u := range users {
+		e.waitEmbedded(u, "m1", 2)
+	}
+	if n := e.unclaimableJobs(); n != 0 {
+		e.t.Errorf("%d jobs marked to run alone %s", n, after)
+	}
+	if n := len(srv.Batches()); n > max {
+		e.t.Errorf("%d requests answered with vectors for %d one-item jobs %s, want a few batches", n, 2*len(users), after)
+	}
+}
+
+// batchesHolding counts the requests of several texts the server got
+// that held text.
+func batchesHolding(srv *embeddingtest.Server, text string) int {
+	n := 0
+	for _, in := range srv.Sent() {
+		if len(in) > 1 && slices.ContainsFunc(in, func(s string) bool { return strings.Contains(s, text) }) {
+			n++
+		}
+	}
+	return n
+}
+
 // embedJobRow is an embed job's state, errors and claimer.
 type embedJobRow struct {
 	id        int64
@@ -232,12 +277,7 @@ func TestEmbedFailedBatchRunsClaimedJobsAlone(t *testing.T) {
 		}
 		return false, "no job of the poison item"
 	})
-	var batchesWithPoison int
-	for _, in := range srv.Sent() {
-		if len(in) > 1 && slices.ContainsFunc(in, func(s string) bool { return strings.Contains(s, "poison") }) {
-			batchesWithPoison++
-		}
-	}
+	batchesWithPoison := batchesHolding(srv, "poison")
 	// The batch, and the same batch once more after the server embedded a
 	// control text.
 	if batchesWithPoison > 2 {
@@ -245,14 +285,7 @@ func TestEmbedFailedBatchRunsClaimedJobsAlone(t *testing.T) {
 	}
 	// River completes a job after its run returns, apart from the vectors
 	// the run saved.
-	e.waitFor("the other jobs ended", func() (bool, string) {
-		for _, r := range e.embedJobRows() {
-			if !strings.Contains(r.text, "poison") && slices.Contains([]string{"available", "running", "retryable", "scheduled"}, r.state) {
-				return false, fmt.Sprintf("%+v", r)
-			}
-		}
-		return true, ""
-	})
+	e.waitEmbedJobsEnded("poison")
 	for _, r := range e.embedJobRows() {
 		switch {
 		case strings.Contains(r.text, "poison"):

@@ -36,15 +36,7 @@ func TestEmbedOverloadedServerKeepsBatching(t *testing.T) {
 				withEmbedder(embedder(t, srv, "m1"), -1)(c)
 				c.EmbedJobSize = 32
 			})
-			for _, u := range users {
-				e.waitEmbedded(u, "m1", 2)
-			}
-			if unclaimable := e.unclaimableJobs(); unclaimable > 0 {
-				t.Errorf("%d jobs marked unclaimable after a failure that was no text's", unclaimable)
-			}
-			if n := len(srv.Batches()); n > 16 {
-				t.Errorf("%d requests answered with vectors for 120 one-item jobs, want a few batches", n)
-			}
+			e.checkStillBatching(srv, users, 16, "after a failure that was no text's")
 		})
 	}
 }
@@ -66,13 +58,5 @@ func TestEmbedBacklogAfterAnOutageGoesInBatches(t *testing.T) {
 	})
 	e.waitFailedOnce(24)
 	srv.Recover()
-	for _, u := range users {
-		e.waitEmbedded(u, "m1", 2)
-	}
-	if unclaimable := e.unclaimableJobs(); unclaimable != 0 {
-		t.Errorf("%d jobs marked unclaimable after an outage of 503s", unclaimable)
-	}
-	if n := len(srv.Batches()); n > 16 {
-		t.Errorf("%d requests answered with vectors for 60 one-item jobs after the outage, want a few batches", n)
-	}
+	e.checkStillBatching(srv, users, 16, "after an outage of 503s")
 }

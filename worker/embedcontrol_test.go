@@ -38,15 +38,7 @@ func TestEmbedServerFailingForAWhileKeepsBatching(t *testing.T) {
 		return failed >= 4, fmt.Sprint(failed)
 	})
 	srv.Recover()
-	for _, u := range users {
-		e.waitEmbedded(u, "m1", 2)
-	}
-	if n := e.unclaimableJobs(); n != 0 {
-		t.Errorf("%d jobs marked to run alone after 500s that the server answered every request with", n)
-	}
-	if n := len(srv.Batches()); n > 16 {
-		t.Errorf("%d requests answered with vectors for 60 one-item jobs after the 500s, want a few batches", n)
-	}
+	e.checkStillBatching(srv, users, 16, "after 500s that the server answered every request with")
 }
 
 // One 500 (the server's passing trouble) costs nothing: the server embeds
@@ -115,15 +107,7 @@ func TestEmbedServerRestartingKeepsBatching(t *testing.T) {
 		return err == nil && n > 0, fmt.Sprint(n, err)
 	})
 	srv.Recover()
-	for _, u := range users {
-		e.waitEmbedded(u, "m1", 2)
-	}
-	if n := e.unclaimableJobs(); n != 0 {
-		t.Errorf("%d jobs marked to run alone after a dropped connection the server answered no control request after", n)
-	}
-	if n := len(srv.Batches()); n > 8 {
-		t.Errorf("%d requests answered with vectors for 60 one-item jobs, want a few batches", n)
-	}
+	e.checkStillBatching(srv, users, 8, "after a dropped connection the server answered no control request after")
 }
 
 // A text that crashes the server (its connection dropped, and the next
@@ -149,25 +133,13 @@ func TestEmbedTextCrashingTheServer(t *testing.T) {
 	for _, u := range users {
 		e.waitEmbedded(u, "m1", 2)
 	}
-	e.waitFor("the other jobs ended", func() (bool, string) {
-		for _, r := range e.embedJobRows() {
-			if !strings.Contains(r.text, "poison") && slices.Contains([]string{"available", "running", "retryable", "scheduled"}, r.state) {
-				return false, fmt.Sprintf("%+v", r)
-			}
-		}
-		return true, ""
-	})
+	e.waitEmbedJobsEnded("poison")
 	for _, r := range e.embedJobRows() {
 		if !strings.Contains(r.text, "poison") && r.state != "completed" {
 			t.Errorf("job %d: %s after %d errors (last %q), want completed", r.id, r.state, r.errors, r.lastError)
 		}
 	}
-	var batchesWithPoison int
-	for _, in := range srv.Sent() {
-		if len(in) > 1 && slices.ContainsFunc(in, func(s string) bool { return strings.Contains(s, "poison") }) {
-			batchesWithPoison++
-		}
-	}
+	batchesWithPoison := batchesHolding(srv, "poison")
 	// Its first batch is excused and marks it; the next batch holding it
 	// is blamed, and it runs alone from then on.
 	if batchesWithPoison > 2 {
