@@ -287,6 +287,9 @@ func (s *Service) parseEnrich(token string, data []byte) (enrichParams, error) {
 // fitted to its token budget and formatted for injection.
 func (s *Service) enrich(ctx context.Context, p enrichParams) (events.EnrichReply, error) {
 	p.qvec = &queryVector{}
+	// Here, not in relevant: the documents' search reads p.keywords too,
+	// and the reply's keywords are the ones searched (a review).
+	p = s.languageKeywords(ctx, p)
 	facts, items, keywords, docDefaults, err := s.relevant(ctx, p)
 	if err != nil {
 		return events.EnrichReply{}, err
@@ -448,7 +451,6 @@ func (s *Service) relevant(ctx context.Context, p enrichParams) ([]store.Fact, [
 	if p.qvec == nil {
 		p.qvec = &queryVector{}
 	}
-	p = s.languageKeywords(ctx, p)
 	vector := func() []float32 { return s.queryVector(ctx, p) }
 	if p.timed {
 		q := store.SearchQuery{UserID: p.userID, Keywords: p.timeKeywords, Scope: p.scope, Since: p.when.Since, Until: p.when.Until}

@@ -179,3 +179,31 @@ func TestEnrichLongMessageKeepsItsSubjectInTheUsersLanguage(t *testing.T) {
 		t.Errorf("an English user's keywords %q lost German words", r.Keywords)
 	}
 }
+
+// A long German message's documents are searched with the keywords the
+// reply reports (capped again without the German stop words), not with
+// the first cap, which lost the message's subject to "ich", "und", ...
+func TestEnrichLongMessageDocumentsUseTheLanguageKeywords(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	if _, err := h.client.SetLanguage(ctxT(t), "hans", "de"); err != nil {
+		t.Fatal(err)
+	}
+	putDoc(t, st, store.Owner{User: "hans"}, "kb", "ratgeber.md", "# Ratgeber\n\n## Diabetes\n\nDiabetes: Insulin richtig spritzen.\n")
+	msg := "Meine Mutter hat Diabetes. Ich war heute den ganzen Tag bei der Arbeit und es war wirklich sehr anstrengend, " +
+		"weil wir wieder zu wenig Leute auf der Station hatten und alles doppelt so lange gedauert hat als sonst, " +
+		"und danach musste ich noch einkaufen gehen und habe fast nichts bekommen, weil der Laden schon leer war. " +
+		"Was meinst du, wie soll ich ihr jetzt am besten helfen, wenn sie das nicht alleine schafft und ich nicht immer da sein kann?"
+	r := enrich(t, h, events.EnrichRequest{UserID: "hans", Message: msg, Collections: []string{"kb"}})
+	if !slices.Contains(r.Keywords, "diabetes") {
+		t.Fatalf("keywords %q lack diabetes", r.Keywords)
+	}
+	found := false
+	for _, d := range r.Documents {
+		found = found || strings.Contains(d.Text, "Insulin")
+	}
+	if !found {
+		t.Errorf("reply keywords %q hold diabetes, but the documents %+v lack the chunk about it", r.Keywords, r.Documents)
+	}
+}

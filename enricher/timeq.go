@@ -1,6 +1,7 @@
 package enricher
 
 import (
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -148,7 +149,7 @@ func ParseTime(message string, at time.Time) (TimeExpr, bool) {
 				return r, ok
 			}
 		}
-		if named(toks[i:i+n]) && futureTalk(toks) {
+		if named(toks[i:i+n]) && futureTalk(clause(toks, i, n)) {
 			// "what am I doing on Friday?", "what should I pack in May?":
 			// the one to come, not the last one, which is what a named
 			// day or month without a year reads.
@@ -165,6 +166,13 @@ func ParseTime(message string, at time.Time) (TimeExpr, bool) {
 			if first > 0 && toks[first-1].word == "the" && blank(toks[first].gap) {
 				first--
 			}
+			if w, _ := turnedBy(toks, first); w != "" || (first > 0 && toks[first-1].word == "from") ||
+				(i+n < len(toks) && spanEnds[toks[i+n].word]) {
+				// "since the week of March 2nd", "the week of March 2nd
+				// to March 10th": a direction or a span this does not
+				// read (a review: the week alone).
+				return TimeExpr{}, false
+			}
 			since := unitStart(e.Since, unitWeek)
 			return TimeExpr{Since: since, Until: day(since, 7), Start: toks[first].start, End: e.End}, true
 		}
@@ -175,7 +183,8 @@ func ParseTime(message string, at time.Time) (TimeExpr, bool) {
 
 // possessives before "last" make it someone's last span, not the one
 // before at's: "my last week at the old job", "our last weekend in Paris".
-var possessives = map[string]bool{"my": true, "your": true, "our": true, "his": true, "her": true, "their": true, "its": true}
+// Not "her", as often an object ("what did I tell her last week?").
+var possessives = map[string]bool{"my": true, "your": true, "our": true, "his": true, "their": true, "its": true}
 
 // notOwnTime reports whether the expression at toks[i] is part of a span
 // it does not read: after a possessive ("my last week at the old job"),
@@ -197,7 +206,7 @@ func notOwnTime(toks []timeTok, i int) bool {
 		return true
 	case prev == "half":
 		return true
-	case (prev == "or" || prev == "to") && i >= 2 && blank(toks[i-1].gap) && numeral(toks[i-2].word) && numeral(toks[i].word):
+	case (prev == "or" || prev == "to" || prev == "and") && i >= 2 && blank(toks[i-1].gap) && numeral(toks[i-2].word) && numeral(toks[i].word):
 		return true
 	}
 	return false
@@ -239,34 +248,70 @@ func named(toks []timeTok) bool {
 	return nameIt
 }
 
-// futureWords mark a message about what is to come.
-var futureWords = map[string]bool{"will": true, "shall": true, "gonna": true, "upcoming": true,
-	"plan": true, "plans": true, "planning": true, "next": true, "tomorrow": true}
+// futureWords mark a clause about what is to come; pastWords one about
+// what was, which wins ("what did you plan in May?", "what did I say in
+// May about going to Spain?").
+var (
+	futureWords = map[string]bool{"will": true, "shall": true, "gonna": true, "upcoming": true,
+		"plan": true, "plans": true, "planning": true, "tomorrow": true}
+	pastWords = map[string]bool{"did": true, "was": true, "were": true, "had": true, "said": true, "told": true,
+		"went": true, "got": true, "made": true, "saw": true, "ate": true, "bought": true, "met": true, "took": true,
+		"came": true, "gave": true, "thought": true, "wrote": true, "spent": true, "left": true, "felt": true, "paid": true}
+	// determiners before "will" make it the noun ("my will").
+	determiners = map[string]bool{"my": true, "your": true, "his": true, "her": true, "their": true, "our": true, "the": true, "a": true}
+)
 
-// futureTalk reports whether a message speaks of what is to come: "will",
-// "'ll", "won't", "going to", "plan", "next", "should I", or "am I / are
-// we / are you" and a verb in -ing ("what am I doing on Friday?"). A message about the past
-// that holds one loses its range, which is safe; the reverse would filter
-// out what it asks for.
+// spanEnds after an expression join it to a second end.
+var spanEnds = map[string]bool{"to": true, "until": true, "till": true, "through": true, "and": true}
+
+// clause is the words of the clause holding toks[i:i+n]: from after the
+// last sentence mark (. ? ! ;) before it to the first after it.
+func clause(toks []timeTok, i, n int) []timeTok {
+	ends := func(gap string) bool { return strings.ContainsAny(gap, ".?!;") }
+	from := i
+	for from > 0 && !ends(toks[from].gap) {
+		from--
+	}
+	to := i + n
+	for to < len(toks) && !ends(toks[to].gap) {
+		to++
+	}
+	return toks[from:to]
+}
+
+// futureTalk reports whether a clause speaks of what is to come: "will"
+// (not a name or the noun), "'ll", "won't", "going to" (not a place),
+// "plan", "tomorrow", "should I", or "am I / are we / are you" and a verb
+// in -ing ("what am I doing on Friday?"), and no word of the past
+// ("did", "was", "said", ...). A question about the past that holds one
+// loses its range, which is safe; the reverse would filter out what it
+// asks for.
 func futureTalk(toks []timeTok) bool {
+	future := false
 	for i, t := range toks {
 		w := t.word
 		switch {
+		case pastWords[w] || (strings.HasSuffix(w, "ed") && len(w) > 4):
+			return false
+		case w == "will" && (t.capital || (i > 0 && determiners[toks[i-1].word])):
+			// "Will" (a name), "my will".
+		case w == "going" && i+2 < len(toks) && toks[i+1].word == "to" && (toks[i+2].capital || toks[i+2].word == "the"):
+			// "going to Spain", "going to the dentist": a place.
 		case futureWords[w]:
-			return true
+			future = true
 		case (w == "ll" || w == "t") && i > 0 && (t.gap == "'" || t.gap == "\u2019") && (w == "ll" || toks[i-1].word == "won"):
 			// "I'll", "we'll", "won't": split at the apostrophe.
-			return true
+			future = true
 		case w == "should" && i+1 < len(toks) && (toks[i+1].word == "i" || toks[i+1].word == "we"):
-			return true
+			future = true
 		case w == "going" && i+1 < len(toks) && toks[i+1].word == "to":
-			return true
+			future = true
 		case (w == "am" || w == "are") && i+2 < len(toks) && (toks[i+1].word == "i" || toks[i+1].word == "we" || toks[i+1].word == "you") &&
 			strings.HasSuffix(toks[i+2].word, "ing"):
-			return true
+			future = true
 		}
 	}
-	return false
+	return future
 }
 
 // relative reports whether an expression's words measure from at alone:
@@ -284,13 +329,14 @@ func relative(toks []timeTok) bool {
 }
 
 // datedLater reports whether the message holds, after toks[from:], an
-// expression with a month or a year ("as mentioned on November 6, 2023"):
+// expression with a year in digits ("as mentioned on November 6, 2023"):
 // a relative expression before it measures from that date, which at is
-// not.
+// not. Not one without a year ("yesterday, about my trip in May": a
+// review), which names what was talked about as often.
 func datedLater(message string, toks []timeTok, from int, at time.Time, anyLower bool) bool {
 	for j := from; j < len(toks); j++ {
 		if _, n, ok := exprAt(message, toks, j, at, anyLower); ok {
-			if !relative(toks[j : j+n]) {
+			if slices.ContainsFunc(toks[j:j+n], func(t timeTok) bool { return isYear(t.word) }) {
 				return true
 			}
 			j += n - 1
@@ -992,7 +1038,7 @@ func matchRolling(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool
 	if len(toks) < i+used+1 {
 		return 0, time.Time{}, time.Time{}, false
 	}
-	if theLast && len(toks) > i+1 && lastOfWords[toks[i+1].word] {
+	if theLast && len(toks) > i+1 && lastOfWords[toks[i+1].word] && blank(toks[i+1].gap) {
 		// "the last week before the launch", "the last month in Spain":
 		// the end of something else.
 		return 0, time.Time{}, time.Time{}, false
@@ -1093,10 +1139,6 @@ func matchThisLast(toks []timeTok, at time.Time) (int, time.Time, time.Time, boo
 		back = -1
 	}
 	if toks[1].word == "weekend" {
-		if back == 0 && at.Weekday() == time.Monday {
-			// "this weekend" on a Monday is the one just ended.
-			back = -1
-		}
 		sat := day(unitStart(at, unitWeek), 5+7*back)
 		return 2, sat, day(sat, 2), true
 	}

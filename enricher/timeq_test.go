@@ -169,10 +169,13 @@ func TestParseTime(t *testing.T) {
 		{"in May. Last year I moved", "2026-05-01", "2026-06-01", "in May"},
 		// "later" before a past expression: a later part of it.
 		{"I called her later last week", "2026-11-09", "2026-11-16", "last week"},
-		// A later date anchors the relative words, not at: no range (an
-		// audit's LoCoMo questions: "last weekend before April 10, 2023"
-		// read as at's last weekend, months off the evidence).
-		{"what did I say last week, before May 3rd?", "", "", ""},
+		// A later date with its year anchors the relative words, not at:
+		// no range (an audit's LoCoMo questions: "last weekend before
+		// April 10, 2023" read as at's last weekend, months off the
+		// evidence). One without a year is as often what was talked
+		// about (a review: "yesterday, about my trip in May").
+		{"what did I say last week, before May 3rd?", "2026-11-09", "2026-11-16", "last week"},
+		{"what did I say yesterday about the meeting on March 3rd?", "2026-11-17", "2026-11-18", "yesterday"},
 		{"What did Maria do last weekend before April 10, 2023?", "", "", ""},
 		{"What was Tim's writing issue last week, as mentioned on November 6, 2023?", "", "", ""},
 		// "The last week" rolls like "the past week"; "last week" is the
@@ -197,6 +200,14 @@ func TestParseTime(t *testing.T) {
 		{"what should I pack in May?", "", "", ""},
 		{"plans for the first week of May", "", "", ""},
 		{"we won't travel in June, right?", "", "", ""},
+		// A word of the past wins in the clause ("what did you plan in
+		// May?"); a name, a noun, a place and "next to" are not plans (a
+		// review); another clause's plans are not this one's.
+		{"what did you plan in May?", "2026-05-01", "2026-06-01", "in May"},
+		{"what did the lawyer say about my will in March?", "2026-03-01", "2026-04-01", "in March"},
+		{"what did I say on Friday? I'll ask again tomorrow", "2026-11-13", "2026-11-14", "on Friday"},
+		{"what did I say in May, and what will I do in June", "2026-05-01", "2026-06-01", "in May"},
+		{"what did I tell her last night?", "2026-11-17 18:00", "2026-11-18 06:00", "last night"},
 		{"what did I do in June?", "2026-06-01", "2026-07-01", "in June"},
 		{"what did I do last Friday?", "2026-11-13", "2026-11-14", "last Friday"},
 		// "The week of" a day: that day's week.
@@ -633,14 +644,38 @@ func TestParseTimeSpans(t *testing.T) {
 	})
 }
 
-// "This weekend" asked on a Monday is the one just ended; on other days,
-// as before, the current week's.
-func TestParseTimeThisWeekendOnMonday(t *testing.T) {
-	checkParseTime(t, time.Date(2026, time.November, 16, 9, 0, 0, 0, time.UTC), []parseCase{
-		{"what did I do this weekend?", "2026-11-14", "2026-11-16", "this weekend"},
-		{"last weekend", "2026-11-14", "2026-11-16", "last weekend"}, // as "this weekend" now
+// Ordinary past questions a first version of the refusals (no range for
+// a possessive's span, talk of plans, spans of numbers) took their range
+// from, or gave a wrong one (a review).
+func TestParseTimeRefusalsKeepPastQuestions(t *testing.T) {
+	at := time.Date(2026, time.November, 18, 9, 0, 0, 0, time.UTC)
+	checkParseTime(t, at, []parseCase{
+		// "her" is an object pronoun as often as a possessive.
+		{"what did I tell her last week?", "2026-11-09", "2026-11-16", "last week"},
+		{"I called her last Friday, what did she say?", "2026-11-13", "2026-11-14", "last Friday"},
+		// futureWords taken out of their sense: "next to", "next steps",
+		// a name, "going to" a place.
+		{"what did I do next to the lake in May?", "2026-05-01", "2026-06-01", "in May"},
+		{"what were the next steps we agreed on Monday?", "2026-11-16", "2026-11-17", "on Monday"},
+		{"what did Will say on Friday?", "2026-11-13", "2026-11-14", "on Friday"},
+		{"what did I say in May about going to Spain?", "2026-05-01", "2026-06-01", "in May"},
+		// A comma ends "the last week": what follows is not its end.
+		{"in the last week, at home, what did I cook?", "2026-11-11", "2026-11-19", "the last week"},
+		// A span of numbers after "between": one end is not the span.
+		{"between 2 and 3 weeks ago", "", "", ""},
 	})
-	checkParseTime(t, time.Date(2026, time.November, 18, 9, 0, 0, 0, time.UTC), []parseCase{
-		{"this weekend", "2026-11-21", "2026-11-23", "this weekend"},
-	})
+}
+
+// "The week of X" ignores the direction before it: "since the week of
+// March 2nd" is that week only, "the week of March 2nd to March 10th"
+// leaves out March 9 and 10.
+func TestParseTimeWeekOfDirected(t *testing.T) {
+	at := time.Date(2026, time.November, 18, 9, 0, 0, 0, time.UTC)
+	weekOnly := time.Date(2026, time.March, 9, 0, 0, 0, 0, time.UTC)
+	for _, m := range []string{"since the week of March 2nd", "before the week of March 2nd", "after the week of March 2nd",
+		"until the week of March 2nd", "the week of March 2nd to March 10th"} {
+		if e, ok := ParseTime(m, at); ok && e.Until.Equal(weekOnly) {
+			t.Errorf("ParseTime(%q) = [%v, %v) %q: the week alone, without the direction", m, e.Since, e.Until, m[e.Start:e.End])
+		}
+	}
 }
