@@ -500,29 +500,50 @@ func (s *Service) languageKeywords(ctx context.Context, p enrichParams) enrichPa
 	if p.over == nil && p.timeOver == nil {
 		return p
 	}
-	var words []string
-	for _, set := range []*keywordSet{p.over, p.timeOver} {
-		if set != nil {
-			words = append(words, set.candidates()...)
-		}
-	}
-	stops, err := s.recall.StopWords(ctx, p.userID, words)
+	capped, err := languageRecap(ctx, s.recall, p.userID, p.over, p.timeOver)
 	if err != nil {
 		s.logger.Warn("reading the stop words of the user's language failed; the keywords stay as capped", "error", err)
 		return p
 	}
-	if p.over != nil {
-		if k := p.over.recap(stops); k != nil {
-			p.keywords = k
-		}
+	if capped[0] != nil {
+		p.keywords = capped[0]
 	}
-	if p.timeOver != nil {
-		if k := p.timeOver.recap(stops); k != nil {
-			p.timeKeywords = askedWords(k)
-		}
+	if capped[1] != nil {
+		p.timeKeywords = askedWords(capped[1])
 	}
 	p.over, p.timeOver = nil, nil
 	return p
+}
+
+// stopWordReader is what languageRecap reads (*store.Store has it).
+type stopWordReader interface {
+	StopWords(ctx context.Context, userID string, words []string) (map[string]bool, error)
+}
+
+// languageRecap caps each of sets (nil ones skipped) again without the
+// stop words of the user's language, in one read of them; a nil result is
+// a set left as its first cap had it.
+func languageRecap(ctx context.Context, r stopWordReader, userID string, sets ...*keywordSet) ([][]string, error) {
+	var words []string
+	for _, set := range sets {
+		if set != nil {
+			words = append(words, set.candidates()...)
+		}
+	}
+	out := make([][]string, len(sets))
+	if len(words) == 0 {
+		return out, nil
+	}
+	stops, err := r.StopWords(ctx, userID, words)
+	if err != nil {
+		return nil, err
+	}
+	for i, set := range sets {
+		if set != nil {
+			out[i] = set.recap(stops)
+		}
+	}
+	return out, nil
 }
 
 // ranked reads q's candidates with the user's facts and ranks them for p:

@@ -173,6 +173,10 @@ func TestEnrichLongMessageKeepsItsSubjectInTheUsersLanguage(t *testing.T) {
 			t.Errorf("keywords %q hold %q, a German stop word", r.Keywords, stop)
 		}
 	}
+	// The search endpoint caps a long query the same way.
+	if got := searchQuestions(t, h, "hans", msg); !slices.Contains(got, "Meine Mutter hat Diabetes und muss jetzt Insulin spritzen.") {
+		t.Errorf("search found %q, not the item about the mother's diabetes", got)
+	}
 	// An English user's same message is capped as before: German words
 	// are not English stop words.
 	if r := enrich(t, h, events.EnrichRequest{UserID: "anna", Message: msg}); !slices.Contains(r.Keywords, "und") {

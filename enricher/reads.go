@@ -15,6 +15,8 @@ import (
 // facts.history, stats): explicit reads of one user's memory and counters.
 type MemoryReader interface {
 	SearchContext(ctx context.Context, q store.SearchQuery) (store.Candidates, error)
+	// StopWords caps a long query's keywords again (languageRecap).
+	StopWords(ctx context.Context, userID string, words []string) (map[string]bool, error)
 	Fact(ctx context.Context, userID, key string) (store.Fact, error)
 	FactsAfter(ctx context.Context, userID string, afterSourceAt time.Time, afterKey string, limit int) ([]store.Fact, error)
 	KeyHistory(ctx context.Context, q store.KeyHistoryQuery) ([]store.FactChange, int64, error)
@@ -69,7 +71,19 @@ func (r memoryReads) search(token string, data []byte) (call, error) {
 		}
 	}
 	return func(ctx context.Context) (any, error) {
-		q := store.SearchQuery{UserID: req.UserID, Keywords: Keywords(req.Query), Scope: req.Scope, Since: req.Since, Until: req.Until}
+		kws, over := keywords(req.Query)
+		if over != nil {
+			// A long query in another language than English keeps its
+			// subject, as enrich's does (languageKeywords).
+			capped, err := languageRecap(ctx, r.store, req.UserID, over)
+			if err != nil {
+				return nil, err
+			}
+			if capped[0] != nil {
+				kws = capped[0]
+			}
+		}
+		q := store.SearchQuery{UserID: req.UserID, Keywords: kws, Scope: req.Scope, Since: req.Since, Until: req.Until}
 		// Search's budget (WriteTimeout) leaves the store ample time.
 		if qv := r.hybrid.embed(ctx, req.UserID, req.Query, 0); qv != nil {
 			_, cands, vec, err := r.hybrid.recall(ctx, q, qv, limit, func(ctx context.Context, q store.SearchQuery) ([]store.Fact, store.Candidates, error) {
