@@ -149,7 +149,7 @@ func ParseTime(message string, at time.Time) (TimeExpr, bool) {
 				return r, ok
 			}
 		}
-		if named(toks[i:i+n]) && futureTalk(clause(toks, i, n)) {
+		if cl, at := clause(toks, i, n); named(toks[i:i+n]) && futureTalk(cl, at, n, anyLower) {
 			// "what am I doing on Friday?", "what should I pack in May?":
 			// the one to come, not the last one, which is what a named
 			// day or month without a year reads.
@@ -166,8 +166,7 @@ func ParseTime(message string, at time.Time) (TimeExpr, bool) {
 			if first > 0 && toks[first-1].word == "the" && blank(toks[first].gap) {
 				first--
 			}
-			if w, _ := turnedBy(toks, first); w != "" || (first > 0 && toks[first-1].word == "from") ||
-				(i+n < len(toks) && spanEnds[toks[i+n].word]) {
+			if w, _ := turnedBy(toks, first); w != "" || (first > 0 && toks[first-1].word == "from") || spanFollows(message, toks, i+n, at, anyLower) {
 				// "since the week of March 2nd", "the week of March 2nd
 				// to March 10th": a direction or a span this does not
 				// read (a review: the week alone).
@@ -248,70 +247,113 @@ func named(toks []timeTok) bool {
 	return nameIt
 }
 
-// futureWords mark a clause about what is to come; pastWords one about
-// what was, which wins ("what did you plan in May?", "what did I say in
-// May about going to Spain?").
+// Words that tell a clause's time (futureTalk): pastWords one about what
+// was; weakFutureWords one about what is to come, unless a word of the
+// past governs them ("what did you plan in May?").
 var (
-	futureWords = map[string]bool{"will": true, "shall": true, "gonna": true, "upcoming": true,
-		"plan": true, "plans": true, "planning": true, "tomorrow": true}
 	pastWords = map[string]bool{"did": true, "was": true, "were": true, "had": true, "said": true, "told": true,
-		"went": true, "got": true, "made": true, "saw": true, "ate": true, "bought": true, "met": true, "took": true,
-		"came": true, "gave": true, "thought": true, "wrote": true, "spent": true, "left": true, "felt": true, "paid": true}
+		"went": true, "saw": true, "met": true, "ate": true, "bought": true, "took": true, "came": true,
+		"gave": true, "thought": true, "wrote": true, "spent": true}
+	weakFutureWords = map[string]bool{"plan": true, "plans": true, "planning": true, "upcoming": true, "tomorrow": true}
 	// determiners before "will" make it the noun ("my will").
 	determiners = map[string]bool{"my": true, "your": true, "his": true, "her": true, "their": true, "our": true, "the": true, "a": true}
+	// notNext after "next" make it a place or an order, not a time to come.
+	notNext = map[string]bool{"to": true, "step": true, "steps": true, "day": true, "door": true}
+	// abbreviations whose dot ends no clause ("Dr. Jones").
+	abbreviations = map[string]bool{"mr": true, "mrs": true, "ms": true, "dr": true, "st": true, "prof": true,
+		"jr": true, "sr": true, "vs": true, "etc": true, "e": true, "g": true}
 )
 
 // spanEnds after an expression join it to a second end.
 var spanEnds = map[string]bool{"to": true, "until": true, "till": true, "through": true, "and": true}
 
-// clause is the words of the clause holding toks[i:i+n]: from after the
-// last sentence mark (. ? ! ;) before it to the first after it.
-func clause(toks []timeTok, i, n int) []timeTok {
-	ends := func(gap string) bool { return strings.ContainsAny(gap, ".?!;") }
+// spanFollows reports whether toks[j] joins a second expression to the
+// one before it ("the week of March 2nd to March 10th"): a span word, then
+// an expression.
+func spanFollows(message string, toks []timeTok, j int, at time.Time, anyLower bool) bool {
+	if j+1 >= len(toks) || !spanEnds[toks[j].word] {
+		return false
+	}
+	_, _, ok := exprAt(message, toks, j+1, at, anyLower)
+	return ok
+}
+
+// clause is the words of the clause holding toks[i:i+n] (from after the
+// last sentence mark, . ? ! or ;, before it to the first after it; not
+// the dot of an abbreviation), and the expression's index in it.
+func clause(toks []timeTok, i, n int) ([]timeTok, int) {
+	ends := func(j int) bool {
+		return strings.ContainsAny(toks[j].gap, "?!;") ||
+			(strings.Contains(toks[j].gap, ".") && !abbreviations[toks[j-1].word])
+	}
 	from := i
-	for from > 0 && !ends(toks[from].gap) {
+	for from > 0 && !ends(from) {
 		from--
 	}
 	to := i + n
-	for to < len(toks) && !ends(toks[to].gap) {
+	for to < len(toks) && !ends(to) {
 		to++
 	}
-	return toks[from:to]
+	return toks[from:to], i - from
 }
 
-// futureTalk reports whether a clause speaks of what is to come: "will"
-// (not a name or the noun), "'ll", "won't", "going to" (not a place),
-// "plan", "tomorrow", "should I", or "am I / are we / are you" and a verb
-// in -ing ("what am I doing on Friday?"), and no word of the past
-// ("did", "was", "said", ...). A question about the past that holds one
-// loses its range, which is safe; the reverse would filter out what it
-// asks for.
-func futureTalk(toks []timeTok) bool {
-	future := false
-	for i, t := range toks {
-		w := t.word
-		switch {
-		case pastWords[w] || (strings.HasSuffix(w, "ed") && len(w) > 4):
-			return false
-		case w == "will" && (t.capital || (i > 0 && determiners[toks[i-1].word])):
-			// "Will" (a name), "my will".
-		case w == "going" && i+2 < len(toks) && toks[i+1].word == "to" && (toks[i+2].capital || toks[i+2].word == "the"):
-			// "going to Spain", "going to the dentist": a place.
-		case futureWords[w]:
-			future = true
-		case (w == "ll" || w == "t") && i > 0 && (t.gap == "'" || t.gap == "\u2019") && (w == "ll" || toks[i-1].word == "won"):
-			// "I'll", "we'll", "won't": split at the apostrophe.
-			future = true
-		case w == "should" && i+1 < len(toks) && (toks[i+1].word == "i" || toks[i+1].word == "we"):
-			future = true
-		case w == "going" && i+1 < len(toks) && toks[i+1].word == "to":
-			future = true
-		case (w == "am" || w == "are") && i+2 < len(toks) && (toks[i+1].word == "i" || toks[i+1].word == "we" || toks[i+1].word == "you") &&
-			strings.HasSuffix(toks[i+2].word, "ing"):
-			future = true
+// futureTalk reports whether a clause (cl, its expression at cl[at:at+n])
+// speaks of what is to come. The nearest word that tells, before the
+// expression, else after it, decides: a word of the past ("did", "was",
+// "said", ...), or a future ("will", not capitalised inside a clause of a
+// message with lower case, a name, nor after "my", "the", ...; "'ll",
+// "won't", "shall", "gonna", "going to", "should I / we", "am I / are we /
+// are you" and a verb in -ing). With neither, "plan", "upcoming",
+// "tomorrow" or "next" (not "next to", "next step", ...) anywhere in the
+// clause do. A question about the past taken for one about what is to
+// come loses its range, which is safe; the reverse would filter out what
+// it asks for.
+func futureTalk(cl []timeTok, at, n int, anyLower bool) bool {
+	tells := func(j int) int { // 1 future, -1 past, 0 neither
+		t := cl[j]
+		next := func(k int) string {
+			if j+k < len(cl) {
+				return cl[j+k].word
+			}
+			return ""
+		}
+		switch w := t.word; {
+		case pastWords[w]:
+			return -1
+		case w == "will":
+			if (j > 0 && determiners[cl[j-1].word]) || (t.capital && j > 0 && anyLower) {
+				return 0 // "my will", "Will" (someone)
+			}
+			return 1
+		case w == "shall", w == "gonna":
+			return 1
+		case (w == "ll" || (w == "t" && j > 0 && cl[j-1].word == "won")) && (t.gap == "'" || t.gap == "\u2019"):
+			return 1 // "I'll", "won't": split at the apostrophe
+		case w == "going" && next(1) == "to":
+			return 1
+		case w == "should" && (next(1) == "i" || next(1) == "we"):
+			return 1
+		case (w == "am" || w == "are") && (next(1) == "i" || next(1) == "we" || next(1) == "you") && strings.HasSuffix(next(2), "ing"):
+			return 1
+		}
+		return 0
+	}
+	for j := at - 1; j >= 0; j-- {
+		if k := tells(j); k != 0 {
+			return k > 0
 		}
 	}
-	return future
+	for j := at + n; j < len(cl); j++ {
+		if k := tells(j); k != 0 {
+			return k > 0
+		}
+	}
+	for j, t := range cl {
+		if weakFutureWords[t.word] || (t.word == "next" && (j+1 >= len(cl) || !notNext[cl[j+1].word])) {
+			return true
+		}
+	}
+	return false
 }
 
 // relative reports whether an expression's words measure from at alone:
