@@ -525,9 +525,15 @@ type stopWordReader interface {
 // a set left as its first cap had it.
 func languageRecap(ctx context.Context, r stopWordReader, userID string, sets ...*keywordSet) ([][]string, error) {
 	var words []string
+	seen := map[string]bool{}
 	for _, set := range sets {
 		if set != nil {
-			words = append(words, set.candidates()...)
+			for _, w := range set.candidates() {
+				if !seen[w] {
+					seen[w] = true
+					words = append(words, w)
+				}
+			}
 		}
 	}
 	out := make([][]string, len(sets))

@@ -15,6 +15,20 @@ import (
 func TestParseTimePastAndToCome(t *testing.T) {
 	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC)
 	checkParseTime(t, at, []parseCase{
+		// "her" is an object pronoun as often as a possessive.
+		{"what did I tell her last week?", "2026-11-09", "2026-11-16", "last week"},
+		{"I called her last Friday, what did she say?", "2026-11-13", "2026-11-14", "last Friday"},
+		// Not plans: "next to", "next steps", a name; a word of the past
+		// nearer than "going to".
+		{"what did I do next to the lake in May?", "2026-05-01", "2026-06-01", "in May"},
+		{"what were the next steps we agreed on Monday?", "2026-11-16", "2026-11-17", "on Monday"},
+		{"what did Will say on Friday?", "2026-11-13", "2026-11-14", "on Friday"},
+		{"what did I say in May about going to Spain?", "2026-05-01", "2026-06-01", "in May"},
+		// A comma ends "the last week": what follows is not its end.
+		{"in the last week, at home, what did I cook?", "2026-11-11", "2026-11-19", "the last week"},
+		// A span of numbers after "between": one end is not the span.
+		{"between 2 and 3 weeks ago", "", "", ""},
+
 		// The past: ranges kept.
 		{"what did I tell her last week?", "2026-11-09", "2026-11-16", "last week"},
 		{"What did we talk about on Monday?", "2026-11-16", "2026-11-17", "on Monday"},

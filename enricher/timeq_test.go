@@ -644,28 +644,6 @@ func TestParseTimeSpans(t *testing.T) {
 	})
 }
 
-// Ordinary past questions a first version of the refusals (no range for
-// a possessive's span, talk of plans, spans of numbers) took their range
-// from, or gave a wrong one (a review).
-func TestParseTimeRefusalsKeepPastQuestions(t *testing.T) {
-	at := time.Date(2026, time.November, 18, 9, 0, 0, 0, time.UTC)
-	checkParseTime(t, at, []parseCase{
-		// "her" is an object pronoun as often as a possessive.
-		{"what did I tell her last week?", "2026-11-09", "2026-11-16", "last week"},
-		{"I called her last Friday, what did she say?", "2026-11-13", "2026-11-14", "last Friday"},
-		// futureWords taken out of their sense: "next to", "next steps",
-		// a name, "going to" a place.
-		{"what did I do next to the lake in May?", "2026-05-01", "2026-06-01", "in May"},
-		{"what were the next steps we agreed on Monday?", "2026-11-16", "2026-11-17", "on Monday"},
-		{"what did Will say on Friday?", "2026-11-13", "2026-11-14", "on Friday"},
-		{"what did I say in May about going to Spain?", "2026-05-01", "2026-06-01", "in May"},
-		// A comma ends "the last week": what follows is not its end.
-		{"in the last week, at home, what did I cook?", "2026-11-11", "2026-11-19", "the last week"},
-		// A span of numbers after "between": one end is not the span.
-		{"between 2 and 3 weeks ago", "", "", ""},
-	})
-}
-
 // "The week of X" ignores the direction before it: "since the week of
 // March 2nd" is that week only, "the week of March 2nd to March 10th"
 // leaves out March 9 and 10.

@@ -337,7 +337,7 @@ func (e *embedWorker) Work(ctx context.Context, job *river.Job[EmbedArgs]) error
 		_ = river.MetadataSet(ctx, store.ClaimedByKey, nil)
 	}
 	claimed := e.w.claimEmbeds(ctx, job)
-	ended, blame := errEmbedPanicked, blamed
+	ended, blame, wait := errEmbedPanicked, blamed, time.Duration(0)
 	defer func() {
 		// Deferred so that a panic (River recovers it and fails the job)
 		// gives the claims back too, rather than after their lease, and
@@ -346,7 +346,7 @@ func (e *embedWorker) Work(ctx context.Context, job *river.Job[EmbedArgs]) error
 			_ = river.MetadataSet(ctx, store.UnclaimableKey, true)
 		}
 		if len(claimed) > 0 {
-			e.w.endClaims(ctx, job.ID, claimed, ended, blame)
+			e.w.endClaims(ctx, job.ID, claimed, ended, blame, wait)
 		}
 	}()
 	// A job already suspected (marked unclaimable: it, or a batch it was
@@ -354,7 +354,8 @@ func (e *embedWorker) Work(ctx context.Context, job *river.Job[EmbedArgs]) error
 	// text the server fails on, so that its other items get their
 	// vectors (embedTexts).
 	n, err := e.w.embed(ctx, job.Args, claimed, unclaimable(job.Metadata))
-	ended, blame = err, blameOf(err, job.Metadata, claimed)
+	blame, excuses := blameOf(err, job.Metadata, claimed)
+	ended = err
 	if err == nil {
 		e.w.logger.Debug("embedded context items", "job_id", job.ID, "items", n, "claimed_jobs", len(claimed))
 		return nil
@@ -371,14 +372,16 @@ func (e *embedWorker) Work(ctx context.Context, job *river.Job[EmbedArgs]) error
 	// excused (blameOf), leaves the job claimable: it batches again once
 	// the server is back, its retries and those of the backlog.
 	if blame == excused {
-		n := excusesOf(job.Metadata) + 1
-		_ = river.MetadataSet(ctx, metaExcused, n)
+		// The claimer and its claims wait alike (endClaims), for the
+		// batch's excuses so far.
+		wait = excusedWait(e.w.cfg.JobRetryBase, excuses+1)
+		_ = river.MetadataSet(ctx, metaExcused, excusesOf(job.Metadata)+1)
 		if len(claimed) > 0 {
 			// As for a blamed batch (below): the text that brought the
 			// server down may be a claimed job's, and a claimer on its
 			// last attempt was given up for it. Bounded: counted, its
 			// failures are blamed past blameOf's limit.
-			v = verdict{river: river.JobSnooze(excusedWait(b.modelWaitBase, n)), label: outcomeHandedBack}
+			v = verdict{river: river.JobSnooze(wait), label: outcomeHandedBack}
 		}
 	}
 	if blame == blamed {
@@ -484,11 +487,11 @@ func metaHas(metadata []byte, key string) bool {
 // endClaims completes the claimed jobs once their items are saved (err
 // nil), or gives them back to River: to run alone when the failure is
 // blamed on the batch's texts (blameOf), else to be claimed again, after
-// the server's Retry-After (counted and later when excused). Either is bounded and
-// outlives the job's context (a shutdown cancels it): left undone, the
-// jobs wait for their lease, and then run and find their items embedded,
-// or run alone.
-func (w *Worker) endClaims(ctx context.Context, claimer int64, claimed []claimedEmbed, err error, blame textBlame) {
+// the server's Retry-After (counted, and after wait, when excused). Either
+// is bounded and outlives the job's context (a shutdown cancels it): left
+// undone, the jobs wait for their lease, and then run and find their
+// items embedded, or run alone.
+func (w *Worker) endClaims(ctx context.Context, claimer int64, claimed []claimedEmbed, err error, blame textBlame, wait time.Duration) {
 	ids := make([]int64, len(claimed))
 	for i, c := range claimed {
 		ids[i] = c.id
@@ -506,11 +509,7 @@ func (w *Worker) endClaims(ctx context.Context, claimer int64, claimed []claimed
 			// Run again when the claimer does, rather than at once:
 			// meanwhile a server that is restarting comes back (else the
 			// next failures use up their excuses at once).
-			n := 0
-			for _, c := range claimed {
-				n = max(n, c.excused)
-			}
-			after = max(after, excusedWait(w.cfg.JobRetryBase, n+1))
+			after = max(after, wait)
 		}
 		w.releaseClaims(ctx, claimer, ids, mark, after)
 		return
@@ -600,13 +599,15 @@ const (
 //     the server answered neither the batch nor the control, or only the
 //     control (a crash looks so), and three when it answered both;
 //   - any other failure a text may have caused is blamed.
-func blameOf(err error, metadata []byte, claimed []claimedEmbed) textBlame {
+//
+// It also returns the most excuses a job of the batch has had.
+func blameOf(err error, metadata []byte, claimed []claimedEmbed) (textBlame, int) {
 	f, ok := errors.AsType[*serverFault](err)
 	switch {
 	case err == nil:
-		return notBlamed
+		return notBlamed, 0
 	case errors.Is(err, errEmbedPanicked):
-		return blamed
+		return blamed, 0
 	case ok:
 		n := excusesOf(metadata)
 		for _, c := range claimed {
@@ -617,13 +618,13 @@ func blameOf(err error, metadata []byte, claimed []claimedEmbed) textBlame {
 			limit = maxAnsweredExcuses
 		}
 		if n >= limit {
-			return blamed
+			return blamed, n
 		}
-		return excused
+		return excused, n
 	case embedding.InputMayBeCause(err):
-		return blamed
+		return blamed, 0
 	}
-	return notBlamed
+	return notBlamed, 0
 }
 
 // releaseClaims gives claimed jobs (every one claimer holds, when ids is
