@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
 )
@@ -107,6 +109,26 @@ func (h *harness) raw(t *testing.T, subject string, payload []byte) *nats.Msg {
 		t.Fatalf("request %s: %v", subject, err)
 	}
 	return msg
+}
+
+// settledStats reads $SRV.STATS once micro has counted at least requests
+// requests over all endpoints. micro counts a request, and its error, after
+// the handler returns, which can be after the reply has reached the test.
+func settledStats(t *testing.T, h *harness, requests int) micro.Stats {
+	t.Helper()
+	var stats micro.Stats
+	eventstest.Eventually(t, "micro to count the requests", 10*time.Second, func() (bool, string) {
+		stats = micro.Stats{}
+		if err := json.Unmarshal(h.raw(t, "$SRV.STATS.memoryd."+h.svc.ID(), nil).Data, &stats); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range stats.Endpoints {
+			n += e.NumRequests
+		}
+		return n >= requests, fmt.Sprintf("%d of %d requests counted", n, requests)
+	})
+	return stats
 }
 
 // errorCode returns the micro error code of a reply, 0 when it is no error.

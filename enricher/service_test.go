@@ -661,10 +661,7 @@ func TestMicroDiscovery(t *testing.T) {
 	if err := json.Unmarshal(h.raw(t, "$SRV.PING.memoryd."+h.svc.ID(), nil).Data, &ping); err != nil || ping.ID != h.svc.ID() {
 		t.Fatalf("ping = %+v, %v", ping, err)
 	}
-	var stats micro.Stats
-	if err := json.Unmarshal(h.raw(t, "$SRV.STATS.memoryd."+h.svc.ID(), nil).Data, &stats); err != nil {
-		t.Fatal(err)
-	}
+	stats := settledStats(t, h, 2)
 	for _, e := range stats.Endpoints {
 		if e.Name != "enrich" {
 			continue
@@ -768,10 +765,7 @@ func TestStatsLastErrorNamesNoUser(t *testing.T) {
 			t.Fatalf("%s: code %d %q; want a 400 telling the requester about its token", endpoint, code, desc)
 		}
 	}
-	var stats micro.Stats
-	if err := json.Unmarshal(h.raw(t, "$SRV.STATS.memoryd."+h.svc.ID(), nil).Data, &stats); err != nil {
-		t.Fatal(err)
-	}
+	stats := settledStats(t, h, len(bodies))
 	if len(stats.Endpoints) != len(bodies) {
 		t.Fatalf("stats of %d endpoints, want %d", len(stats.Endpoints), len(bodies))
 	}
