@@ -48,6 +48,10 @@ type TimeExpr struct {
 //     ("two years ago" in 2026 is the year 2024); "a few days|weeks|months|
 //     years ago": the units 2 to 7 days, 2 to 4 weeks, 2 to 6 months or 2
 //     to 5 years before at's.
+//   - "N hours|minutes ago", "a few hours|minutes ago" (2 to 7): back from
+//     at itself, from twice the number to half of it ("two hours ago" is 4
+//     to 1 hours back, "an hour ago" 2 hours to 30 minutes): a round
+//     figure, and a turn's time is when it ended.
 //   - "the last|past N days|weeks|months|years", "the past week|month|year":
 //     from N units before at's day to the end of at's day; "the last|past
 //     N hours", "the past hour": from N hours before at to the end of at's
@@ -1036,8 +1040,26 @@ func matchPartOfDay(toks []timeTok, at time.Time) (int, time.Time, time.Time, bo
 // many (a few days: 2..7 days back).
 var fewUnits = map[timeUnit]int{unitDay: 7, unitWeek: 4, unitMonth: 6, unitYear: 5}
 
+// clockUnits are the units "ago" reads back from at itself, not from a
+// calendar unit's start: "two hours ago", "ten minutes ago".
+var clockUnits = map[string]time.Duration{"hour": time.Hour, "hours": time.Hour, "minute": time.Minute, "minutes": time.Minute}
+
+// clockAgo is the range of lo to hi clock units ago (one number: lo ==
+// hi): from twice hi to half lo back from at. A time told in hours or
+// minutes is a round figure ("two hours ago" for one 80 minutes or 3
+// hours back), and the turn's time is when it ended, a little after it
+// was said.
+func clockAgo(at time.Time, unit time.Duration, lo, hi int) (time.Time, time.Time) {
+	return at.Add(-2 * time.Duration(hi) * unit), at.Add(-time.Duration(lo) * unit / 2)
+}
+
 func matchUnitsAgo(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) {
 	if wordsAre(toks, "a", "few") && len(toks) >= 4 && toks[3].word == "ago" {
+		if unit, ok := clockUnits[toks[2].word]; ok && strings.HasSuffix(toks[2].word, "s") {
+			// "a few hours ago": 2 to 7 of them, as a few days.
+			since, until := clockAgo(at, unit, 2, fewUnits[unitDay])
+			return 4, since, until, true
+		}
 		u, ok := units[toks[2].word]
 		if !ok || !strings.HasSuffix(toks[2].word, "s") {
 			return 0, time.Time{}, time.Time{}, false
@@ -1048,6 +1070,10 @@ func matchUnitsAgo(toks []timeTok, at time.Time) (int, time.Time, time.Time, boo
 	n, used, ok := count(toks)
 	if !ok || len(toks) < used+2 || toks[used+1].word != "ago" {
 		return 0, time.Time{}, time.Time{}, false
+	}
+	if unit, ok := clockUnits[toks[used].word]; ok {
+		since, until := clockAgo(at, unit, n, n)
+		return used + 2, since, until, true
 	}
 	u, ok := units[toks[used].word]
 	if !ok {

@@ -81,6 +81,17 @@ func TestEnrichTimeExpressions(t *testing.T) {
 			t.Errorf("time-only item %s scored %v, want 1", c.EventID, c.Score)
 		}
 	}
+	// Hours ago, back from at itself: bob's turn of 13:40 is "two hours
+	// ago" at 15:30, the one of 15:20 and this morning's are not.
+	insertContext(t, st,
+		store.ContextWrite{UserID: "bob", Question: "A quick soup?", Answer: "Miso.", CreatedAt: timeAt.Add(-110 * time.Minute), EventID: "two-hours-ago"},
+		store.ContextWrite{UserID: "bob", Question: "And a bread?", Answer: "Focaccia.", CreatedAt: timeAt.Add(-10 * time.Minute), EventID: "just-now"},
+		store.ContextWrite{UserID: "bob", Question: "Coffee?", Answer: "Black.", CreatedAt: timeAt.Add(-8 * time.Hour), EventID: "this-morning"},
+	)
+	r = enrich(t, h, events.EnrichRequest{UserID: "bob", Message: "what did I ask two hours ago?", At: timeAt})
+	if got := eventIDs(r.Context); !slices.Equal(got, []string{"two-hours-ago"}) || len(r.Keywords) != 0 {
+		t.Errorf("two hours ago: %q (keywords %q), want the turn of 13:40 alone", got, r.Keywords)
+	}
 }
 
 func TestSearchSinceUntil(t *testing.T) {

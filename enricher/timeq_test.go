@@ -490,6 +490,20 @@ func TestParseTimeCommonForms(t *testing.T) {
 		{"new-year", "earlier this year", "2027-01-01", "2027-01-02", "earlier this year"},
 		{"new-year", "earlier this week", "2026-12-28", "2027-01-01", "earlier this week"},
 		{"mon-tokyo", "earlier this week", "2026-11-23", "2026-11-24", "earlier this week"},
+		// Hours and minutes ago: back from at itself, from twice the
+		// number to half of it.
+		{"wed", "what did I say two hours ago?", "2026-11-18 11:30", "2026-11-18 14:30", "two hours ago"},
+		{"wed", "An hour ago you told me a recipe", "2026-11-18 13:30", "2026-11-18 15:00", "An hour ago"},
+		{"wed", "10 minutes ago", "2026-11-18 15:10", "2026-11-18 15:25", "10 minutes ago"},
+		{"wed", "24 hours ago", "2026-11-16 15:30", "2026-11-18 03:30", "24 hours ago"},
+		{"wed", "a few hours ago", "2026-11-18 01:30", "2026-11-18 14:30", "a few hours ago"},
+		{"wed", "a few minutes ago", "2026-11-18 15:16", "2026-11-18 15:29", "a few minutes ago"},
+		{"mon-tokyo", "an hour ago", "2026-11-22 23:00", "2026-11-23 00:30", "an hour ago"},
+		{"wed", "since two hours ago", "2026-11-18 11:30", "2026-11-19", "since two hours ago"},
+		{"wed", "half an hour ago", "", "", ""},
+		{"wed", "two or three hours ago", "", "", ""},
+		{"wed", "a few hour ago", "", "", ""},
+		{"wed", "the hours ago", "", "", ""},
 		// A few units ago.
 		{"wed", "a few days ago I bought shoes", "2026-11-11", "2026-11-17", "a few days ago"},
 		{"sun", "a few days ago", "2026-11-15", "2026-11-21", "a few days ago"},
