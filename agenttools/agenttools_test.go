@@ -526,3 +526,56 @@ func TestParallelToolCallsQueue(t *testing.T) {
 		t.Fatalf("%d of %d calls answered", answered, calls)
 	}
 }
+
+// TestFactsResourceIsPrivate: memoryd://facts holds one user's facts, so
+// its read must not be marked cacheable by any client or intermediary
+// (cacheScope "public", the protocol's default when a server sets none):
+// over HTTP one URI serves every key's user, and a shared cache keyed by
+// the URI would hand alice's facts to bob.
+func TestFactsResourceIsPrivate(t *testing.T) {
+	t.Parallel()
+	url := startHTTP(t)
+	s := mustConnect(t, url, "alice-key")
+	var f fact
+	call(t, s, "set_fact", map[string]any{"key": "location", "value": "Lisbon"}, &f)
+	rr, err := s.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: agenttools.FactsURI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rr.CacheScope != "private" {
+		t.Errorf("read %s: cacheScope %q (ttlMs %d), want \"private\": the facts are the key's user's alone", agenttools.FactsURI, rr.CacheScope, rr.TTLMs)
+	}
+}
+
+// TestToolErrorsNameTheToolsFields: a bad store_memory or set_fact is
+// refused in the tool's own words (an audit found "question is required"
+// for a blank note, and "use facts.clear", a NATS endpoint, for an empty
+// value).
+func TestToolErrorsNameTheToolsFields(t *testing.T) {
+	t.Parallel()
+	url := startHTTP(t)
+	s := mustConnect(t, url, "alice-key")
+	for _, tc := range []struct {
+		tool string
+		args map[string]any
+		want string
+	}{
+		{"store_memory", map[string]any{"note": "   "}, "note is blank"},
+		{"store_memory", map[string]any{"note": strings.Repeat("n", events.MaxQuestionBytes+1)}, fmt.Sprintf("note is %d bytes", events.MaxQuestionBytes+1)},
+		{"store_memory", map[string]any{"answer": "a"}, "give question (with an answer or not), or note"},
+		{"store_memory", map[string]any{"note": "n", "question": "q"}, "give either note, or question (with an answer or not), not both"},
+		{"set_fact", map[string]any{"key": "location", "value": " "}, "use clear_fact to delete a fact"},
+	} {
+		if got := toolError(t, s, tc.tool, tc.args); !strings.Contains(got, tc.want) {
+			t.Errorf("%s %v: %q, want %q", tc.tool, tc.args, got, tc.want)
+		}
+	}
+	// A question alone is a memory, as the error says.
+	var out struct {
+		ID int64 `json:"id"`
+	}
+	call(t, s, "store_memory", map[string]any{"question": "I prefer window seats"}, &out)
+	if out.ID == 0 {
+		t.Fatal("a question without an answer was not stored")
+	}
+}

@@ -134,13 +134,19 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 		nil,
 		wrap(t, func(ctx context.Context, user string, in storeIn) (storeOut, error) {
 			req := events.StoreRequest{UserID: user, Question: in.Question, Answer: in.Answer}
+			// The errors name the tool's fields, not the service's (a note is
+			// stored as a question without an answer).
 			switch {
 			case in.Note != "" && (in.Question != "" || in.Answer != ""):
-				return storeOut{}, errors.New("give either note, or question and answer, not both")
+				return storeOut{}, errors.New("give either note, or question (with an answer or not), not both")
+			case in.Note != "" && strings.TrimSpace(in.Note) == "":
+				return storeOut{}, errors.New("note is blank")
+			case len(in.Note) > events.MaxQuestionBytes:
+				return storeOut{}, fmt.Errorf("note is %d bytes, over the %d a memory may hold", len(in.Note), events.MaxQuestionBytes)
 			case in.Note != "":
 				req.Question = in.Note
 			case strings.TrimSpace(in.Question) == "":
-				return storeOut{}, errors.New("give question and answer, or note")
+				return storeOut{}, errors.New("give question (with an answer or not), or note")
 			}
 			reply, err := c.Store(ctx, req)
 			return storeOut(reply), err
@@ -161,6 +167,10 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 			"fact. Returns the fact as now stored."},
 		nil,
 		wrap(t, func(ctx context.Context, user string, in setFactIn) (fact, error) {
+			if strings.TrimSpace(in.Value) == "" {
+				// Not the service's "use facts.clear": the tool is clear_fact.
+				return fact{}, errors.New("value is required (use clear_fact to delete a fact)")
+			}
 			reply, err := c.SetFact(ctx, user, in.Key, in.Value)
 			return wireFact(reply.Fact), err
 		}))
@@ -250,7 +260,10 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 			if err != nil {
 				return nil, err
 			}
-			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: FactsURI, MIMEType: "application/json", Text: string(data)}}}, nil
+			// One user's facts: cacheable by that user's client alone, never
+			// by an intermediary (the SDK's default scope is "public").
+			return &mcp.ReadResourceResult{Cacheable: mcp.Cacheable{CacheScope: "private"},
+				Contents: []*mcp.ResourceContents{{URI: FactsURI, MIMEType: "application/json", Text: string(data)}}}, nil
 		})
 	return srv
 }

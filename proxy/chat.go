@@ -194,9 +194,23 @@ var hopHeaders = map[string]bool{
 	"Cookie": true, "Api-Key": true, "X-Api-Key": true, "Openai-Organization": true, "Openai-Project": true,
 }
 
+// copyHeaders adds src's headers to dst but for hopHeaders and those src's
+// Connection header names (they are its connection's alone: RFC 9110,
+// 7.6.1).
 func copyHeaders(dst, src http.Header) {
+	var named map[string]bool
+	for _, v := range src.Values("Connection") {
+		for name := range strings.SplitSeq(v, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				if named == nil {
+					named = map[string]bool{}
+				}
+				named[http.CanonicalHeaderKey(name)] = true
+			}
+		}
+	}
 	for k, vs := range src {
-		if hopHeaders[http.CanonicalHeaderKey(k)] {
+		if ck := http.CanonicalHeaderKey(k); hopHeaders[ck] || named[ck] {
 			continue
 		}
 		for _, v := range vs {

@@ -1000,7 +1000,8 @@ func TestLongMessageIsRemembered(t *testing.T) {
 
 // TestClientCredentialsStayHere: a client's other credentials and account
 // selectors (cookies, Azure's api-key, OpenAI-Organization and -Project)
-// are not forwarded with the operator's key, so a user cannot choose which
+// and the headers its Connection header names are not forwarded with the
+// operator's key, so a user cannot choose which
 // organisation or project pays; the bearer scheme is accepted in any case.
 func TestClientCredentialsStayHere(t *testing.T) {
 	t.Parallel()
@@ -1010,6 +1011,10 @@ func TestClientCredentialsStayHere(t *testing.T) {
 		h.Set(k, "client-"+k)
 	}
 	h.Set("X-Custom", "kept")
+	// A header the client names in Connection is its connection's alone
+	// (RFC 9110, 7.6.1).
+	h.Set("Connection", "keep-alive, X-Hop-Only")
+	h.Set("X-Hop-Only", "client-hop")
 	req, _ := http.NewRequest(http.MethodPost, e.url+"/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
 	req.Header = h
 	req.Header.Set("Authorization", "bearer "+e.keys["alice"])

@@ -7,8 +7,11 @@ import (
 )
 
 // maxReplyBytes bounds what the proxy keeps of a reply to read the
-// assistant's text from (the client gets every byte regardless); a longer
-// reply is not remembered.
+// assistant's text from (the client gets every byte regardless): one line
+// of a stream, the members a non-streamed reply is read for (its logprobs
+// and other members are not kept), and the text itself, of which a turn
+// keeps the first 256 KiB. A reply whose kept part is longer is not
+// remembered.
 const maxReplyBytes = 4 << 20
 
 // reply accumulates the assistant's text of the first choice from the bytes
@@ -20,20 +23,29 @@ type reply struct {
 	text     strings.Builder
 	finished bool
 	overflow bool
-	// pending is an incomplete line (streamed) or the body so far (not).
+	// pending is an incomplete line (streamed); body reads a non-streamed
+	// reply's members.
 	pending []byte
+	body    *picker
 }
 
 func (a *reply) feed(b []byte) {
 	if a.overflow {
 		return
 	}
-	a.pending = append(a.pending, b...)
-	if len(a.pending)+a.text.Len() > maxReplyBytes {
-		a.overflow, a.pending = true, nil
+	if !a.streamed {
+		if a.body == nil {
+			a.body = newPicker("id", "choices", "index", "message", "content", "finish_reason")
+		}
+		a.body.feed(b)
+		if len(a.body.out) > maxReplyBytes {
+			a.overflow, a.body = true, nil
+		}
 		return
 	}
-	if !a.streamed {
+	a.pending = append(a.pending, b...)
+	if len(a.pending) > maxReplyBytes {
+		a.overflow, a.pending = true, nil
 		return
 	}
 	for {
@@ -76,7 +88,10 @@ func (a *reply) line(l []byte) {
 		if c.Index != 0 {
 			continue
 		}
-		a.text.WriteString(c.Delta.Content)
+		if a.text.Len() < maxReplyBytes {
+			// Past it, the turn would not keep more.
+			a.text.WriteString(c.Delta.Content)
+		}
 		if c.FinishReason != nil && *c.FinishReason != "" && !callsTools(*c.FinishReason) {
 			a.finished = true
 		}
@@ -105,10 +120,10 @@ func (a *reply) end() {
 			FinishReason string `json:"finish_reason"`
 		} `json:"choices"`
 	}
-	if json.Unmarshal(a.pending, &resp) != nil {
+	if a.body == nil || json.Unmarshal(a.body.out, &resp) != nil {
 		return
 	}
-	a.pending = nil
+	a.body = nil
 	a.id = resp.ID
 	for _, c := range resp.Choices {
 		if c.Index == 0 && c.Message.Content != nil && !callsTools(c.FinishReason) {

@@ -129,3 +129,32 @@ func TestToolCallRoundsAreNotTurns(t *testing.T) {
 		}
 	}
 }
+
+// TestReplyJSONWithLargeLogprobs: a whole non-streamed reply whose JSON is
+// over maxReplyBytes only because of its logprobs (top_logprobs: 20 on a
+// few thousand tokens) is still a complete reply with a short answer:
+// operations.md promises its turn is published ("a choice in the JSON"),
+// the reply cut to 256 KiB at most. It was silently not remembered.
+func TestReplyJSONWithLargeLogprobs(t *testing.T) {
+	top := strings.Repeat(`{"token":"tok","logprob":-1.2345678,"bytes":[116,111,107]},`, 20)
+	tok := `{"token":"tok","logprob":-0.1234567,"bytes":[116,111,107],"top_logprobs":[` + strings.TrimSuffix(top, ",") + `]},`
+	var lp strings.Builder
+	for lp.Len() <= maxReplyBytes {
+		lp.WriteString(tok)
+	}
+	body := `{"id":"c3","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Your boat is Aurora."},` +
+		`"logprobs":{"content":[` + strings.TrimSuffix(lp.String(), ",") + `]},"finish_reason":"stop"}]}`
+	if !json.Valid([]byte(body)) {
+		t.Fatal("test body is not JSON")
+	}
+	a := reply{}
+	for b := []byte(body); len(b) > 0; {
+		n := min(len(b), 32<<10) // as relay reads
+		a.feed(b[:n])
+		b = b[n:]
+	}
+	a.end()
+	if !a.done() || a.text.String() != "Your boat is Aurora." {
+		t.Fatalf("a complete %d-byte reply: done %v, text %q; want its answer remembered", len(body), a.done(), a.text.String())
+	}
+}

@@ -443,5 +443,5 @@ var commandSettings = []string{
 	"role",          // serve
 	// proxy and mcp
 	"listen", "keys", "key-hashes", "upstream", "upstream-key", "upstream-timeout", "upstream-idle", "enrich-budget",
-	"enrich-format", "metrics", "trusted-user-header",
+	"enrich-format", "metrics", "trusted-user-header", "max-request-bytes",
 }

@@ -48,6 +48,7 @@ stores the turns.`)
 	f.Duration(&cfg.EnrichBudget, "enrich-budget", proxy.DefaultEnrichBudget, "bound on enrich; past it the request is forwarded unenriched")
 	f.Duration(&cfg.UpstreamTimeout, "upstream-timeout", proxy.DefaultUpstreamTimeout, "bound on the wait for the upstream's response headers (a stream may then run longer); past it the client gets 504")
 	f.Duration(&cfg.UpstreamIdle, "upstream-idle", proxy.DefaultUpstreamIdle, "bound on each wait for more of the upstream's response body once its headers came (a stream's next chunk); past it the client's response is cut and nothing is remembered")
+	f.Int64(&cfg.MaxBodyBytes, "max-request-bytes", proxy.DefaultMaxBodyBytes, "largest request body accepted (a chat with images sent inline needs more); a larger one gets 413")
 	f.Duration(&shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long requests in flight may take to finish on SIGINT/SIGTERM")
 
 	// Prometheus metrics on the proxy's listener (issue 20).
@@ -60,6 +61,9 @@ stores the turns.`)
 	}
 	if f.NArg() > 0 {
 		return f.usageErr("unexpected argument %q", f.Arg(0))
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		return f.usageErr("--max-request-bytes %d is not a positive size", cfg.MaxBodyBytes)
 	}
 	if cfg.Upstream == "" {
 		return f.usageErr("--upstream is required")

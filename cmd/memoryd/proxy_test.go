@@ -87,6 +87,7 @@ func TestProxyCommand(t *testing.T) {
 		{[]string{"proxy", "--upstream", "http://127.0.0.1:1/v1"}, 2, "--keys"},
 		{[]string{"proxy", "--upstream", "http://127.0.0.1:1/v1", "--keys", bad}, 1, "line 2"},
 		{[]string{"proxy", "--upstream", "ftp://x", "--trusted-user-header", "X-U"}, 2, "is not an http or https URL"},
+		{[]string{"proxy", "--upstream", "http://127.0.0.1:1/v1", "--max-request-bytes", "0"}, 2, "--max-request-bytes 0 is not a positive size"},
 	} {
 		_, errOut, code := runArgs(context.Background(), append(tc.args, "--nats-url", eventstest.URL())...)
 		if code != tc.code || !strings.Contains(errOut, tc.want) {
@@ -95,16 +96,18 @@ func TestProxyCommand(t *testing.T) {
 	}
 
 	keys := filepath.Join(dir, "keys")
-	if _, errOut, code := runArgs(context.Background(), "keys", "add", "--file", keys, "--user", "alice"); code != 0 {
+	out, errOut, code := runArgs(context.Background(), "keys", "add", "--file", keys, "--user", "alice")
+	if code != 0 {
 		t.Fatal(errOut)
 	}
+	key := strings.TrimSpace(out)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var stderr eventstest.SyncBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, &cli{stdout: &stderr, stderr: &stderr}, []string{"proxy", "--upstream", "http://127.0.0.1:1/v1",
-			"--keys", keys, "--listen", "127.0.0.1:0", "--nats-url", eventstest.URL(), "--log-format", "json"})
+			"--keys", keys, "--listen", "127.0.0.1:0", "--nats-url", eventstest.URL(), "--log-format", "json", "--max-request-bytes", "1000"})
 	}()
 	addr := regexp.MustCompile(`listening on (http://\S+/v1)`)
 	var base string
@@ -122,6 +125,22 @@ func TestProxyCommand(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("GET /v1/models without a key: %s", resp.Status)
+	}
+	// --max-request-bytes bounds the body: 1,001 bytes are refused.
+	body := `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 1001-len(`{"model":"m","messages":[{"role":"user","content":""}]}`)) + `"}]}`
+	req, err := http.NewRequest(http.MethodPost, base+"/chat/completions", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if len(body) != 1001 || resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a %d-byte chat request over --max-request-bytes 1000: %s, want 413", len(body), resp.Status)
 	}
 	cancel()
 	if code := <-done; code != 0 {
