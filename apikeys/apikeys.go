@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 )
 
 // HashPrefix starts every hash in a key file.
@@ -254,11 +255,20 @@ func Generate() (string, error) {
 	return "mk-" + hex.EncodeToString(b[:]), nil
 }
 
+// ErrInvalid is wrapped by the errors of arguments Add and Revoke refuse
+// before they touch the file (a user id or a hash prefix), so that a
+// command can tell them from a file that could not be read or written.
+var ErrInvalid = errors.New("invalid argument")
+
 // Add generates a key for userID, appends its hash to file (created with
 // mode 0600 when missing) and returns the key, which is stored nowhere else.
 func Add(file, userID string) (string, error) {
-	if userID == "" || strings.ContainsAny(userID, " \t\r\n#") {
-		return "", fmt.Errorf("apikeys: user id %q must be non-empty without spaces or '#'", userID)
+	// Any Unicode space, not only ASCII's: the reader splits and trims
+	// lines at all of them (strings.Fields), so a no-break space or a
+	// vertical tab at an id's end would make the key another user's, and
+	// one inside would make a line the reader refuses.
+	if userID == "" || strings.ContainsRune(userID, '#') || strings.IndexFunc(userID, unicode.IsSpace) >= 0 {
+		return "", fmt.Errorf("apikeys: user id %q must be non-empty without spaces (of any kind) or '#': %w", userID, ErrInvalid)
 	}
 	key, err := Generate()
 	if err != nil {
@@ -340,9 +350,9 @@ func Revoke(file, userID, hashPrefix string) ([]Line, error) {
 	hashPrefix = strings.TrimPrefix(strings.ToLower(hashPrefix), HashPrefix)
 	switch {
 	case userID == "" && hashPrefix == "":
-		return nil, errors.New("apikeys: revoke needs a user id or a hash prefix")
-	case hashPrefix != "" && len(hashPrefix) < MinHashPrefix:
-		return nil, fmt.Errorf("apikeys: a hash prefix names one key with at least %d hex digits, not %q", MinHashPrefix, hashPrefix)
+		return nil, fmt.Errorf("apikeys: revoke needs a user id or a hash prefix: %w", ErrInvalid)
+	case hashPrefix != "" && (len(hashPrefix) < MinHashPrefix || strings.Trim(hashPrefix, "0123456789abcdef") != ""):
+		return nil, fmt.Errorf("apikeys: a hash prefix names one key with at least %d hex digits, not %q: %w", MinHashPrefix, hashPrefix, ErrInvalid)
 	}
 	f, err := os.OpenFile(file, os.O_RDWR, 0)
 	if err != nil {

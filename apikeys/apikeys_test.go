@@ -349,3 +349,37 @@ func TestRevokeKeepsTheFileAndConcurrentAdds(t *testing.T) {
 		t.Errorf("%d keys added, %d in the file; want %d", n, set.Len(), adds)
 	}
 }
+
+// TestAddUserIDReadBackExactly: a key Add creates stands for exactly the
+// user id it was added for, or Add refuses the id. Found by an outside-in
+// isolation audit: Add refused only ' ', tab, CR, LF and '#', while the
+// file's reader splits and trims at every Unicode space (strings.Fields,
+// strings.TrimSpace), so `memoryd keys add --user $'alice\u00a0'` (a user
+// id of its own, as protocol.md says ids are their bytes) printed a key
+// that the proxy and the MCP server took for alice: a user whose id a
+// signup form let end in a no-break space, a vertical tab or a form feed
+// read and wrote alice's memory. An id with such a space inside
+// ("carol\u00a0dave") made a line of three fields, so the file no longer
+// loaded: running servers kept their old keys and every later revoke was
+// refused until the line was removed by hand.
+func TestAddUserIDReadBackExactly(t *testing.T) {
+	for _, id := range []string{"alice\u00a0", "alice\v", "alice\f", "alice\u0085", "alice\u2003", "\u00a0alice", "carol\u00a0dave"} {
+		t.Run(fmt.Sprintf("%q", id), func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "keys")
+			if _, err := Add(file, "alice"); err != nil {
+				t.Fatal(err)
+			}
+			key, err := Add(file, id)
+			if err != nil {
+				return // refused: nothing written that could stand for someone else
+			}
+			s, err := New(Config{File: file})
+			if err != nil {
+				t.Fatalf("Add(%q) accepted the id, and the key file no longer loads: %v", id, err)
+			}
+			if u, ok := s.Lookup(key); !ok || u != id {
+				t.Errorf("the key Add(%q) printed stands for %q (%v): another user", id, u, ok)
+			}
+		})
+	}
+}

@@ -94,6 +94,13 @@ type Config struct {
 	// degraded. Enrich never waits behind the other endpoints, which have
 	// limits of their own. Default 64.
 	MaxInFlight int
+	// MaxUserEnrichInFlight caps one user's enrich requests worked on at
+	// once (four times as many of the user wait for their turn, within
+	// Timeout), so that one user's flood (a frontend confined to that
+	// user's subjects) cannot take every enrich slot and the whole wait
+	// and leave the other users' enrich degraded. Default a quarter of
+	// MaxInFlight, at least 1.
+	MaxUserEnrichInFlight int
 	// MaxSearchInFlight caps the search requests worked on at once, and
 	// MaxToolInFlight those of every other endpoint (store, clear, facts,
 	// stats, forget), so that neither kind can take the slots or the store
@@ -187,6 +194,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxInFlight == 0 {
 		c.MaxInFlight = 64
 	}
+	if c.MaxUserEnrichInFlight == 0 {
+		c.MaxUserEnrichInFlight = max(1, c.MaxInFlight/4)
+	}
 	if c.MaxSearchInFlight == 0 {
 		c.MaxSearchInFlight = 8
 	}
@@ -245,6 +255,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("enricher: Config.InlineChunkBytes %d is under 1", c.InlineChunkBytes)
 	case c.MaxInFlight < 1:
 		return fmt.Errorf("enricher: Config.MaxInFlight %d is under 1", c.MaxInFlight)
+	case c.MaxUserEnrichInFlight < 1:
+		return fmt.Errorf("enricher: Config.MaxUserEnrichInFlight %d is under 1", c.MaxUserEnrichInFlight)
 	case c.MaxSearchInFlight < 1:
 		return fmt.Errorf("enricher: Config.MaxSearchInFlight %d is under 1", c.MaxSearchInFlight)
 	case c.MaxToolInFlight < 1:

@@ -79,7 +79,7 @@ func (s *Service) enrichHandler(ep endpoint) micro.Handler {
 			code = s.publish(ep.name, reply, r)
 		}
 		timedOut := func() string { return fmt.Sprintf("memory store did not answer within %s", s.cfg.Timeout) }
-		s.dispatch(ep.lane, "", deadline, func() {
+		s.dispatch(ep.lane, subjectToken(req.Subject()), deadline, func() {
 			if s.working != nil {
 				s.working.EnrichWorking(true)
 				defer s.working.EnrichWorking(false)

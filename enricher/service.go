@@ -88,7 +88,7 @@ func New(cfg Config) (*Service, error) {
 		stats:  map[string]*endpointStats{},
 		quit:   make(chan struct{}),
 
-		enrichLane: newLane(cfg.MaxInFlight, 0),
+		enrichLane: newLane(cfg.MaxInFlight, cfg.MaxUserEnrichInFlight),
 		searchLane: newLane(cfg.MaxSearchInFlight, cfg.MaxUserInFlight),
 		toolLane:   newLane(cfg.MaxToolInFlight, cfg.MaxUserInFlight),
 

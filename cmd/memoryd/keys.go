@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/memoryd/memoryd/apikeys"
@@ -75,6 +76,9 @@ A running proxy or mcp reloads the file on change.`)
 			return f.usageErr("revoke needs --user, --hash or --key")
 		}
 		gone, err := apikeys.Revoke(file, user, hash)
+		if errors.Is(err, apikeys.ErrInvalid) {
+			return f.usageErr("%v", err)
+		}
 		if err != nil {
 			return err
 		}
@@ -90,6 +94,9 @@ A running proxy or mcp reloads the file on change.`)
 		return f.usageErr("--hash and --key are revoke's")
 	}
 	key, err := apikeys.Add(file, user)
+	if errors.Is(err, apikeys.ErrInvalid) {
+		return f.usageErr("%v", err)
+	}
 	if err != nil {
 		return err
 	}

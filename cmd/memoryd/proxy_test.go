@@ -35,7 +35,10 @@ func TestKeysAdd(t *testing.T) {
 		t.Fatal("the key file holds the key itself")
 	}
 	for _, args := range [][]string{{"keys"}, {"keys", "remove"}, {"keys", "add", "--user", "a"},
-		{"keys", "revoke", "--file", file}, {"keys", "revoke", "--file", file, "--hash", "ab", "--key", key}, {"keys", "list", "--file", file, "--user", "a"}} {
+		{"keys", "revoke", "--file", file}, {"keys", "revoke", "--file", file, "--hash", "ab", "--key", key}, {"keys", "list", "--file", file, "--user", "a"},
+		// Arguments apikeys refuses are usage errors too.
+		{"keys", "revoke", "--file", file, "--hash", "54f4a5"}, {"keys", "revoke", "--file", file, "--hash", "not-hex-digits"},
+		{"keys", "add", "--file", file, "--user", "Alice Smith"}, {"keys", "add", "--file", file, "--user", "alice "}} {
 		if _, _, code := runArgs(context.Background(), args...); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
