@@ -200,8 +200,13 @@ func (p *DocumentPut) validate() error {
 			return fmt.Errorf("document id and source must be valid UTF-8 without NUL, at most %d bytes", MaxDocIDBytes)
 		}
 	}
-	if !utf8.ValidString(p.Content) || strings.IndexByte(p.Content, 0) >= 0 {
+	if !utf8.ValidString(p.Content) {
 		return errors.New("document content is not UTF-8 text")
+	}
+	if i := strings.IndexByte(p.Content, 0); i >= 0 {
+		// Valid UTF-8, but Postgres text cannot hold it (and a binary file
+		// is the usual cause): said so, not "not UTF-8".
+		return fmt.Errorf("document content holds a NUL byte (at byte %d): not text Postgres can store", i)
 	}
 	if len(p.Metadata) > MaxMetadataBytes {
 		return fmt.Errorf("document metadata is %d bytes, over %d", len(p.Metadata), MaxMetadataBytes)
@@ -509,8 +514,9 @@ func (s *Store) DeleteDocument(ctx context.Context, o Owner, collection, docID s
 		if j.Kind == "" || j.CollectionField == "" || j.DocField == "" {
 			continue
 		}
-		if _, err := s.db.Exec(ctx, `DELETE FROM river_job WHERE kind = $1 AND args->$2::text = to_jsonb($3::bigint) AND args->>$4::text = $5`,
-			j.Kind, j.CollectionField, c.ID, j.DocField, docID); err != nil {
+		if _, err := s.db.Exec(ctx, `DELETE FROM river_job WHERE kind = $1 AND args->$2::text = to_jsonb($3::bigint) AND args->>$4::text = $5
+				AND ($6 = '' OR NOT args ? $6)`,
+			j.Kind, j.CollectionField, c.ID, j.DocField, docID, j.MoreField); err != nil {
 			return false, fmt.Errorf("delete document: jobs: %w", err)
 		}
 	}

@@ -227,6 +227,13 @@ func TestPutDocumentRejectsBadInput(t *testing.T) {
 			t.Errorf("%s: put succeeded", name)
 		}
 	}
+	// Each refusal names the fault: a NUL is valid UTF-8 (an audit was
+	// told "not UTF-8 text").
+	for content, want := range map[string]string{"a\x00b": "holds a NUL byte (at byte 1)", "a\xffb": "is not UTF-8 text"} {
+		if _, err := s.PutDocument(ctx, store.DocumentPut{Owner: alice, Collection: "c", DocID: "d", Content: content}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("put of %q: %v, want an error saying it %s", content, err, want)
+		}
+	}
 	if docs, err := s.Collections(ctx, alice); err != nil || len(docs) != 0 {
 		t.Fatalf("a rejected put left collections %+v (%v)", docs, err)
 	}
@@ -483,7 +490,7 @@ func TestDefaultCollectionsForgotten(t *testing.T) {
 
 var docJobs = []store.RiverJobs{
 	{Kind: "index_document", CollectionField: "collection_id", DocField: "doc_id"},
-	{Kind: "memoryd_chunk_embed", CollectionField: "collection_id", DocField: "doc_id"},
+	{Kind: "memoryd_chunk_embed", CollectionField: "collection_id", DocField: "doc_id", MoreField: "more"},
 }
 
 // insertDocJob inserts a River job of kind naming collection coll in state.
@@ -700,7 +707,8 @@ func TestDeletedDocumentsCountForNothingAfterAVacuum(t *testing.T) {
 // hash, which outlived it for River's retention (found by an audit: 2
 // chunking and 18 chunk embed jobs of a deleted document). The jobs of
 // another document of the collection, or of the same id in another
-// collection, stay.
+// collection, stay; so does a job that holds other documents too (packed:
+// it finds the deleted one gone and embeds the others).
 func TestDeleteDocumentDeletesItsJobs(t *testing.T) {
 	ctx, s := setup(t)
 	mine := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "guide.md", Content: guide})
@@ -709,18 +717,22 @@ func TestDeleteDocumentDeletesItsJobs(t *testing.T) {
 		kind, doc string
 		coll      int64
 		state     string
-	}{{"index_document", "guide.md", mine.Collection.ID, "completed"}, {"memoryd_chunk_embed", "guide.md", mine.Collection.ID, "available"},
-		{"memoryd_chunk_embed", "other.md", mine.Collection.ID, "available"}, {"memoryd_chunk_embed", "guide.md", other.Collection.ID, "available"}} {
+		packed    bool
+	}{{"index_document", "guide.md", mine.Collection.ID, "completed", false}, {"memoryd_chunk_embed", "guide.md", mine.Collection.ID, "available", false},
+		{"memoryd_chunk_embed", "other.md", mine.Collection.ID, "available", false}, {"memoryd_chunk_embed", "guide.md", other.Collection.ID, "available", false},
+		{"memoryd_chunk_embed", "guide.md", mine.Collection.ID, "available", true}} {
 		if _, err := s.Pool().Exec(ctx, `INSERT INTO river_job (kind, args, state, max_attempts, queue, priority, scheduled_at, finalized_at)
-			VALUES ($1, jsonb_build_object('collection_id', $2::bigint, 'doc_id', $3::text), $4::river_job_state, 5, 'q', 1, now(),
-			CASE WHEN $4::text = 'completed' THEN now() END)`, j.kind, j.coll, j.doc, j.state); err != nil {
+			VALUES ($1, jsonb_build_object('collection_id', $2::bigint, 'doc_id', $3::text)
+				|| CASE WHEN $5 THEN jsonb_build_object('more', jsonb_build_array(jsonb_build_object('collection_id', $2::bigint, 'doc_id', 'other.md'))) ELSE '{}' END,
+			$4::river_job_state, 5, 'q', 1, now(), CASE WHEN $4::text = 'completed' THEN now() END)`, j.kind, j.coll, j.doc, j.state, j.packed); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if ok, err := s.DeleteDocument(ctx, alice, "kb", "guide.md", docJobs...); err != nil || !ok {
 		t.Fatalf("deleted %v, %v", ok, err)
 	}
-	rows, err := s.Pool().Query(ctx, `SELECT kind || ':' || (args->>'collection_id') || ':' || (args->>'doc_id') FROM river_job ORDER BY 1`)
+	rows, err := s.Pool().Query(ctx, `SELECT kind || ':' || (args->>'collection_id') || ':' || (args->>'doc_id') || CASE WHEN args ? 'more' THEN ':packed' ELSE '' END
+		FROM river_job ORDER BY 1`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -728,7 +740,8 @@ func TestDeleteDocumentDeletesItsJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{fmt.Sprintf("memoryd_chunk_embed:%d:guide.md", other.Collection.ID), fmt.Sprintf("memoryd_chunk_embed:%d:other.md", mine.Collection.ID)}
+	want := []string{fmt.Sprintf("memoryd_chunk_embed:%d:guide.md", other.Collection.ID), fmt.Sprintf("memoryd_chunk_embed:%d:other.md", mine.Collection.ID),
+		fmt.Sprintf("memoryd_chunk_embed:%d:guide.md:packed", mine.Collection.ID)}
 	slices.Sort(want)
 	if !slices.Equal(left, want) {
 		t.Errorf("jobs left %q, want %q", left, want)

@@ -40,6 +40,11 @@ type RiverJobs struct {
 	// (DeleteCollections), not by user. DocField names the one holding the
 	// document's id: they also go with their document (DeleteDocument).
 	CollectionField, DocField string
+	// MoreField names the argument holding other documents of the same
+	// collection that a job works on too: such a job is left when one of
+	// its documents is deleted (it finds that one gone and works on the
+	// others), and goes with its collection.
+	MoreField string
 }
 
 // deleteUserJobs deletes, inside ForgetUser's transaction (after the user's

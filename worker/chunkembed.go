@@ -28,22 +28,55 @@ import (
 //     outcome like the context items' embed jobs.
 //   - The embed sweep and `memoryd embed --backfill` enqueue jobs for every
 //     ready document with a chunk lacking a vector of the current model
-//     (EnqueueMissingChunkEmbeddings): after a model change, the old
-//     vectors keep serving until the new ones are saved.
+//     (EnqueueMissingChunkEmbeddings): after a model change, a chunk is
+//     searched lexically until its vector of the new model is saved (the
+//     old model's vectors stay stored but do not serve: a query embedded by
+//     the new model cannot be compared with them).
 
 // ChunkEmbedJobKind is River's kind of chunk embed jobs.
 const ChunkEmbedJobKind = "memoryd_chunk_embed"
 
 // ChunkEmbedArgs is the River job that embeds chunks From..To-1 of one
-// document's content (by hash). It holds no text.
+// document's content (by hash), and the ranges of More, in one request. It
+// holds no text.
 type ChunkEmbedArgs struct {
 	CollectionID int64  `json:"collection_id"`
 	DocID        string `json:"doc_id"`
 	Hash         string `json:"hash"`
 	From         int    `json:"from"`
 	To           int    `json:"to"`
+	// More are other documents' ranges, of the same collection: a job
+	// holds up to its job size of chunks, so that small documents (a
+	// knowledge base of one-paragraph entries) are embedded many to a
+	// request. Absent in jobs enqueued before it, and in a job of one
+	// document (DeleteDocument deletes those with their document).
+	More []ChunkRange `json:"more,omitempty"`
 	// Model is the model the job embeds with, as EmbedArgs.Model.
 	Model string `json:"model"`
+}
+
+// ChunkRange is chunks From..To-1 of one document's content (by hash).
+type ChunkRange struct {
+	CollectionID int64  `json:"collection_id"`
+	DocID        string `json:"doc_id"`
+	Hash         string `json:"hash"`
+	From         int    `json:"from"`
+	To           int    `json:"to"`
+}
+
+// ranges are the chunk ranges a job embeds.
+func (a ChunkEmbedArgs) ranges() []ChunkRange {
+	first := ChunkRange{CollectionID: a.CollectionID, DocID: a.DocID, Hash: a.Hash, From: a.From, To: a.To}
+	return append([]ChunkRange{first}, a.More...)
+}
+
+// chunks is how many chunks a job embeds at most.
+func (a ChunkEmbedArgs) chunks() int {
+	n := 0
+	for _, r := range a.ranges() {
+		n += r.To - r.From
+	}
+	return n
 }
 
 // Kind is River's job kind.
@@ -54,17 +87,45 @@ func (a ChunkEmbedArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: QueueEmbedFor(a.Model)}
 }
 
-// chunkEmbedParams cuts each document's chunks into jobs of at most jobSize
-// chunks.
+// chunkEmbedParams packs the documents' chunks, in order, into jobs of
+// jobSize chunks (the last fewer): a large document's are cut into several
+// jobs, small documents' of one collection share one. Never two
+// collections': a job goes with its collection (a forget deletes the
+// user's collections' jobs by their collection_id).
 func chunkEmbedParams(docs []store.DocChunksRef, model string, jobSize int, opts *river.InsertOpts) []river.InsertManyParams {
 	jobSize = max(jobSize, 1)
-	var params []river.InsertManyParams
+	var (
+		params []river.InsertManyParams
+		job    []ChunkRange
+		n      int
+	)
+	flush := func() {
+		if len(job) == 0 {
+			return
+		}
+		a := ChunkEmbedArgs{CollectionID: job[0].CollectionID, DocID: job[0].DocID, Hash: job[0].Hash, From: job[0].From, To: job[0].To,
+			More: job[1:], Model: model}
+		if len(a.More) == 0 {
+			a.More = nil
+		}
+		params = append(params, river.InsertManyParams{Args: a, InsertOpts: opts})
+		job, n = nil, 0
+	}
 	for _, d := range docs {
-		for from := 0; from < d.Chunks; from += jobSize {
-			params = append(params, river.InsertManyParams{Args: ChunkEmbedArgs{CollectionID: d.CollectionID, DocID: d.DocID,
-				Hash: d.Hash, From: from, To: min(from+jobSize, d.Chunks), Model: model}, InsertOpts: opts})
+		if len(job) > 0 && job[0].CollectionID != d.CollectionID {
+			flush()
+		}
+		for from := 0; from < d.Chunks; {
+			to := min(from+jobSize-n, d.Chunks)
+			job = append(job, ChunkRange{CollectionID: d.CollectionID, DocID: d.DocID, Hash: d.Hash, From: from, To: to})
+			n += to - from
+			from = to
+			if n == jobSize {
+				flush()
+			}
 		}
 	}
+	flush()
 	return params
 }
 
@@ -162,39 +223,57 @@ func (c *chunkEmbedWorker) Work(ctx context.Context, job *river.Job[ChunkEmbedAr
 	}
 	level("chunk embedding failed; the chunks stay lexical-only until it succeeds", "job_id", job.ID, "attempt", job.Attempt,
 		"outcome", v.label, "kind", embedding.KindOf(err).String(), "collection_id", job.Args.CollectionID,
-		"chunks", job.Args.To-job.Args.From, "error", err)
+		"chunks", job.Args.chunks(), "error", err)
 	return &jobEnd{op: "embed chunks", label: v.label, river: v.river, cause: err}
 }
 
 // embedChunks embeds args's chunks that lack a current vector of the job's
-// model, which must be the worker's, and returns how many it saved.
+// model, which must be the worker's, in one request (embedTexts splits
+// it as it must), and returns how many it saved. A range whose document
+// changed or went meanwhile has no targets.
 func (w *Worker) embedChunks(ctx context.Context, args ChunkEmbedArgs) (int, error) {
 	s, emb := w.cfg.Store, w.cfg.Embedder
 	model := emb.Model()
 	if args.Model != "" && args.Model != model {
 		return 0, &otherModelError{job: args.Model, worker: model}
 	}
-	targets, err := s.ChunkEmbeddingTargets(ctx, args.CollectionID, args.DocID, args.Hash, args.From, args.To, model)
-	if err != nil || len(targets) == 0 {
-		return 0, err
+	ranges := args.ranges()
+	targets := make([][]store.ChunkEmbeddingTarget, len(ranges))
+	var texts []string
+	for i, r := range ranges {
+		ts, err := s.ChunkEmbeddingTargets(ctx, r.CollectionID, r.DocID, r.Hash, r.From, r.To, model)
+		if err != nil {
+			return 0, err
+		}
+		targets[i] = ts
+		for _, t := range ts {
+			texts = append(texts, chunkEmbedText(t))
+		}
 	}
-	texts := make([]string, len(targets))
-	for i, t := range targets {
-		texts[i] = chunkEmbedText(t)
+	if len(texts) == 0 {
+		return 0, nil
 	}
 	vs, err := w.embedTexts(ctx, "document chunks", texts, false)
 	if vs == nil {
 		return 0, err
 	}
-	writes := make([]store.ChunkEmbeddingWrite, 0, len(targets))
-	for i, t := range targets {
-		if vs[i] != nil {
-			writes = append(writes, store.ChunkEmbeddingWrite{ChunkIndex: t.ChunkIndex, Dims: len(vs[i]), Vector: embedding.Encode(vs[i])})
+	saved := 0
+	for i, r := range ranges {
+		writes := make([]store.ChunkEmbeddingWrite, 0, len(targets[i]))
+		for _, t := range targets[i] {
+			if v := vs[0]; v != nil {
+				writes = append(writes, store.ChunkEmbeddingWrite{ChunkIndex: t.ChunkIndex, Dims: len(v), Vector: embedding.Encode(v)})
+			}
+			vs = vs[1:]
+		}
+		if len(writes) == 0 {
+			continue
+		}
+		n, serr := s.SaveChunkEmbeddings(ctx, model, r.CollectionID, r.DocID, r.Hash, writes)
+		saved += int(n)
+		if serr != nil {
+			return saved, serr
 		}
 	}
-	n, serr := s.SaveChunkEmbeddings(ctx, model, args.CollectionID, args.DocID, args.Hash, writes)
-	if serr != nil {
-		return int(n), serr
-	}
-	return int(n), err // nil, or the failure after some halves were embedded: retried for the rest
+	return saved, err // nil, or the failure after some halves were embedded: retried for the rest
 }

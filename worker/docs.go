@@ -34,7 +34,7 @@ func (IndexDocumentArgs) Kind() string { return IndexDocumentJobKind }
 // document's deletion (DocumentJobs).
 var (
 	indexDocumentJobs = store.RiverJobs{Kind: IndexDocumentJobKind, CollectionField: "collection_id", DocField: "doc_id"}
-	chunkEmbedJobs    = store.RiverJobs{Kind: ChunkEmbedJobKind, CollectionField: "collection_id", DocField: "doc_id"}
+	chunkEmbedJobs    = store.RiverJobs{Kind: ChunkEmbedJobKind, CollectionField: "collection_id", DocField: "doc_id", MoreField: "more"}
 )
 
 // DocumentJobs are the shapes of the River jobs that name a document,

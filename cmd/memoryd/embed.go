@@ -95,9 +95,9 @@ stdout.`)
 		return nil
 	}
 	var lastLog time.Time
-	err = svc.WaitEmbedded(ctx, user, mark, func(c store.EmbeddingCount) {
+	err = svc.WaitEmbedded(ctx, user, mark, func(c, ch store.EmbeddingCount) {
 		if time.Since(lastLog) >= progressEvery {
-			logger.Info("embedding", "model", model, "embedded", c.Embedded, "items", c.Items)
+			logger.Info("embedding", "model", model, "embedded", c.Embedded, "items", c.Items, "chunks_embedded", ch.Embedded, "chunks", ch.Items)
 			lastLog = time.Now()
 		}
 	})

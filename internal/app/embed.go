@@ -201,13 +201,13 @@ func (a *App) MarkEmbeddings(ctx context.Context) (store.EmbeddingMark, error) {
 // and every chunk of a ready document of the collections user owns (of
 // every collection when empty), that existed at mark (MarkEmbeddings; the
 // zero mark: whenever they came) has a vector of the configured model,
-// calling progress when the items' count changes. Bounded by a mark, the
+// calling progress when the items' or the chunks' count changes. Bounded by a mark, the
 // wait ends while new memory keeps arriving (a backfill beside a serve
 // that ingests: the new items' own jobs embed them). It returns ctx's
 // error when ctx ends first, and a *NotEmbeddedError when some still lack
 // one while no embed job of the model is left to run: the server refused
 // them, or their jobs gave up.
-func (a *App) WaitEmbedded(ctx context.Context, user string, mark store.EmbeddingMark, progress func(store.EmbeddingCount)) error {
+func (a *App) WaitEmbedded(ctx context.Context, user string, mark store.EmbeddingMark, progress func(items, chunks store.EmbeddingCount)) error {
 	if a.cfg.Embed.BaseURL == "" {
 		return ErrEmbeddingOff
 	}
@@ -215,7 +215,7 @@ func (a *App) WaitEmbedded(ctx context.Context, user string, mark store.Embeddin
 	if err != nil {
 		return err
 	}
-	last := store.EmbeddingCount{Items: -1}
+	last, lastChunks := store.EmbeddingCount{Items: -1}, store.EmbeddingCount{Items: -1}
 	// Stuck is the shortfall of the last poll that found no job left: it
 	// ends the wait only when the next poll finds the same (a write
 	// inserts its items and their job in one transaction, which can
@@ -232,14 +232,14 @@ func (a *App) WaitEmbedded(ctx context.Context, user string, mark store.Embeddin
 		if err != nil {
 			return false, err
 		}
-		if n != last && progress != nil {
-			progress(n)
-		}
-		last = n
 		c, err := s.CountChunkEmbeddingsAt(ctx, user, a.cfg.Embed.Model, mark)
 		if err != nil {
 			return false, err
 		}
+		if (n != last || c != lastChunks) && progress != nil {
+			progress(n, c)
+		}
+		last, lastChunks = n, c
 		if n.Embedded >= n.Items && c.Embedded >= c.Items {
 			return true, nil
 		}

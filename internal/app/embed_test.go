@@ -73,7 +73,7 @@ func TestEmbedWiring(t *testing.T) {
 		t.Fatalf("backfill enqueued %d (%v), want 2", n, err)
 	}
 	var seen []store.EmbeddingCount
-	if err := b.WaitEmbedded(ctx, "alice", store.EmbeddingMark{}, func(c store.EmbeddingCount) { seen = append(seen, c) }); err != nil {
+	if err := b.WaitEmbedded(ctx, "alice", store.EmbeddingMark{}, func(c, _ store.EmbeddingCount) { seen = append(seen, c) }); err != nil {
 		t.Fatal(err)
 	}
 	if len(seen) == 0 || seen[len(seen)-1] != (store.EmbeddingCount{Items: 2, Embedded: 2}) {
