@@ -565,6 +565,9 @@ func TestToolErrorsNameTheToolsFields(t *testing.T) {
 		{"store_memory", map[string]any{"answer": "a"}, "give question (with an answer or not), or note"},
 		{"store_memory", map[string]any{"note": "n", "question": "q"}, "give either note, or question (with an answer or not), not both"},
 		{"set_fact", map[string]any{"key": "location", "value": " "}, "use clear_fact to delete a fact"},
+		// A list key's value of separators alone: the service says "value
+		// holds no item (use facts.clear ...)", its NATS endpoint.
+		{"set_fact", map[string]any{"key": "languages", "value": ", ;"}, "use clear_fact to delete a fact"},
 	} {
 		if got := toolError(t, s, tc.tool, tc.args); !strings.Contains(got, tc.want) {
 			t.Errorf("%s %v: %q, want %q", tc.tool, tc.args, got, tc.want)

@@ -171,6 +171,11 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 				// Not the service's "use facts.clear": the tool is clear_fact.
 				return fact{}, errors.New("value is required (use clear_fact to delete a fact)")
 			}
+			if _, list := events.CanonicalFactKey(in.Key); list && strings.TrimSpace(strings.NewReplacer(",", "", ";", "").Replace(in.Value)) == "" {
+				// A list key's value of separators alone (the service's
+				// "value holds no item (use facts.clear ...)").
+				return fact{}, errors.New("value holds no item (use clear_fact to delete a fact)")
+			}
 			reply, err := c.SetFact(ctx, user, in.Key, in.Value)
 			return wireFact(reply.Fact), err
 		}))

@@ -195,6 +195,9 @@ var possessives = map[string]bool{"my": true, "your": true, "our": true, "his": 
 // of a span of numbers ("three or four days ago", "two to three weeks
 // ago": one end alone would leave out the other).
 func notOwnTime(toks []timeTok, i int) bool {
+	if durationTail(toks, i) {
+		return true
+	}
 	if i == 0 || !blank(toks[i].gap) {
 		return false
 	}
@@ -213,6 +216,27 @@ func notOwnTime(toks []timeTok, i int) bool {
 		return true
 	}
 	return false
+}
+
+// durationTail reports whether toks[i] continues a duration of several
+// units: "30 minutes ago" in "an hour and 30 minutes ago" (or "an hour, 30
+// minutes ago", "2 hours 30 minutes ago"), "2 hours ago" in "3 days and 2
+// hours ago": read alone, the last unit is another time (minutes back for
+// 90 minutes, today for three days back).
+func durationTail(toks []timeTok, i int) bool {
+	if i == 0 || !(numeral(toks[i].word) || toks[i].word == "a" || toks[i].word == "an") {
+		// "I slept 8 hours, yesterday ...": not a number of units.
+		return false
+	}
+	j, gap := i-1, strings.TrimSpace(toks[i].gap)
+	if toks[j].word == "and" && gap == "" && j > 0 {
+		j, gap = j-1, strings.TrimSpace(toks[j].gap)
+	}
+	if gap != "" && gap != "," {
+		return false
+	}
+	_, clock := clockUnits[toks[j].word]
+	return isUnit(toks[j].word) || clock
 }
 
 // isUnit reports whether w is a unit of time ParseTime reads.

@@ -671,3 +671,22 @@ func TestParseTimeWeekOfDirected(t *testing.T) {
 		}
 	}
 }
+
+// TestParseTimeDurationOfUnits: a duration of several units ("an hour and
+// 30 minutes ago") is no range, not its last unit's ("30 minutes ago": 60
+// to 15 minutes back, leaving out the turn 90 minutes back it asks for).
+// reliability.md: "A time expression is never read as another time".
+func TestParseTimeDurationOfUnits(t *testing.T) {
+	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC)
+	for _, m := range []string{"what did I say an hour and 30 minutes ago?", "1 hour and 20 minutes ago", "2 hours 30 minutes ago",
+		"one hour, 30 minutes ago", "3 days and 2 hours ago", "48 hours and 5 minutes ago", "a week and 2 days ago"} {
+		if e, ok := ParseTime(m, at); ok {
+			t.Errorf("%q: [%s, %s) from %q, want no range", m, e.Since, e.Until, m[e.Start:e.End])
+		}
+	}
+	for m, want := range map[string]string{"I slept 8 hours, yesterday was long": "yesterday", "two hours ago": "two hours ago"} {
+		if e, ok := ParseTime(m, at); !ok || m[e.Start:e.End] != want {
+			t.Errorf("%q: %v %q, want %q", m, ok, m[e.Start:min(e.End, len(m))], want)
+		}
+	}
+}

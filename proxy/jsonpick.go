@@ -1,27 +1,41 @@
 package proxy
 
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+)
+
 // picker reads a JSON text fed in pieces and keeps only the object members
 // whose key is in keep, at any depth, their values picked the same way:
 // of a non-streamed chat completion, the id, choices, index, message,
 // content and finish_reason, without the logprobs, usage or extensions,
 // whose size no client bounds (top_logprobs of 20 on a few thousand
 // tokens is megabytes for an answer of a line). What it keeps is JSON
-// again (without white space) when the input is; it does not validate, and
-// a malformed input gives an output json.Unmarshal refuses.
+// again (without white space) when the input is. It does not validate the
+// dropped values' tokens: a malformed input gives an output json.Unmarshal
+// refuses, or sets bad (a closer that closes nothing or not its opener, a
+// member name without a value) or tooDeep, except for a malformed scalar,
+// string or separator inside a dropped member ("usage":x).
 type picker struct {
 	keep map[string]bool
 	out  []byte
 	// frames are the containers the reader is in, innermost last.
 	frames []pickFrame
-	// skip > 0: inside a dropped value, this many containers deep;
-	// skipNext: the next value is a dropped member's.
-	skip     int
+	// skipped: the openers of the dropped containers the reader is in
+	// (none: not inside a dropped value); skipNext: the next value is a
+	// dropped member's.
+	skipped  []byte
 	skipNext bool
 	// The token being read: a string (escaped: after a backslash) or a
 	// number or literal; key is a member name read so far, up to
 	// maxKeyBytes (longer names are not in keep).
 	inString, escaped, inScalar, isKey, dropToken bool
 	key                                           []byte
+	// tooDeep: nested past maxPickDepth; bad: a closer that closes
+	// nothing, or not what it should, or a member name without a value.
+	// What is kept then is not read (encoding/json refuses the text too).
+	tooDeep, bad bool
 }
 
 type pickFrame struct {
@@ -30,8 +44,14 @@ type pickFrame struct {
 	members   int
 }
 
-// maxKeyBytes bounds the member name a picker buffers.
-const maxKeyBytes = 64
+// maxKeyBytes bounds the member name a picker buffers: room for a kept
+// name written with \u escapes (6 bytes a letter), as encoding/json reads.
+const maxKeyBytes = 128
+
+// maxPickDepth bounds the containers a picker is in: encoding/json refuses
+// a text nested deeper (its maxNestingDepth), and a frame per byte of the
+// text would otherwise hold many times maxReplyBytes.
+const maxPickDepth = 10000
 
 func newPicker(keep ...string) *picker {
 	p := &picker{keep: map[string]bool{}}
@@ -74,41 +94,52 @@ func (p *picker) byte(c byte) {
 	switch c {
 	case ' ', '\t', '\n', '\r', ':':
 	case ',':
-		if f := p.top(); f != nil && f.object && p.skip == 0 {
+		if f := p.top(); f != nil && f.object && len(p.skipped) == 0 {
 			f.expectKey = true
 		}
 	case '{', '[':
-		if p.skip > 0 {
-			p.skip++
+		if len(p.frames)+len(p.skipped) >= maxPickDepth {
+			p.tooDeep = true
 			return
 		}
-		if p.startValue() {
-			p.skip = 1
+		if len(p.skipped) > 0 || p.startValue() {
+			p.skipped = append(p.skipped, c)
 			return
 		}
 		p.out = append(p.out, c)
 		p.frames = append(p.frames, pickFrame{object: c == '{', expectKey: c == '{'})
 	case '}', ']':
-		if p.skip > 0 {
-			p.skip--
+		opener := byte('[')
+		if c == '}' {
+			opener = '{'
+		}
+		if n := len(p.skipped); n > 0 {
+			if p.skipped[n-1] != opener {
+				p.bad = true
+			}
+			p.skipped = p.skipped[:n-1]
 			return
 		}
-		if len(p.frames) > 0 {
+		f := p.top()
+		if f == nil || f.object != (c == '}') || p.skipNext {
+			p.bad = true
+		}
+		if f != nil {
 			p.frames = p.frames[:len(p.frames)-1]
 			p.out = append(p.out, c)
 		}
 	case '"':
 		p.inString = true
-		if f := p.top(); p.skip == 0 && f != nil && f.object && f.expectKey {
+		if f := p.top(); len(p.skipped) == 0 && f != nil && f.object && f.expectKey {
 			p.isKey, p.dropToken, p.key = true, true, p.key[:0]
 			return
 		}
 		p.isKey = false
-		p.dropToken = p.skip > 0 || p.startValue()
+		p.dropToken = len(p.skipped) > 0 || p.startValue()
 		p.tokenByte(c)
 	default:
 		p.inScalar, p.isKey = true, false
-		p.dropToken = p.skip > 0 || p.startValue()
+		p.dropToken = len(p.skipped) > 0 || p.startValue()
 		p.tokenByte(c)
 	}
 }
@@ -131,7 +162,7 @@ func (p *picker) member() {
 	f := p.top()
 	f.expectKey = false
 	name := p.key[:len(p.key)-1]
-	if len(p.key) > maxKeyBytes || !p.keep[string(name)] {
+	if len(p.key) > maxKeyBytes || !p.kept(name) {
 		p.skipNext = true
 		return
 	}
@@ -142,6 +173,28 @@ func (p *picker) member() {
 	p.out = append(p.out, '"')
 	p.out = append(p.out, name...)
 	p.out = append(p.out, '"', ':')
+}
+
+// kept reports whether a member name (as written, without its quotes) is
+// one of keep as encoding/json matches a struct field's name: its escapes
+// read, and case-insensitively ("Content" and "\u0063ontent" fill Content
+// too; the last of the duplicates wins).
+func (p *picker) kept(name []byte) bool {
+	s := string(name)
+	if bytes.IndexByte(name, '\\') >= 0 {
+		if json.Unmarshal(append(append([]byte{'"'}, name...), '"'), &s) != nil {
+			return false
+		}
+	}
+	if p.keep[s] {
+		return true
+	}
+	for k := range p.keep {
+		if strings.EqualFold(k, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // startValue begins a value outside a dropped one: it reports whether the

@@ -38,7 +38,7 @@ func (a *reply) feed(b []byte) {
 			a.body = newPicker("id", "choices", "index", "message", "content", "finish_reason")
 		}
 		a.body.feed(b)
-		if len(a.body.out) > maxReplyBytes {
+		if len(a.body.out) > maxReplyBytes || a.body.tooDeep {
 			a.overflow, a.body = true, nil
 		}
 		return
@@ -120,7 +120,7 @@ func (a *reply) end() {
 			FinishReason string `json:"finish_reason"`
 		} `json:"choices"`
 	}
-	if a.body == nil || json.Unmarshal(a.body.out, &resp) != nil {
+	if a.body == nil || a.body.bad || json.Unmarshal(a.body.out, &resp) != nil {
 		return
 	}
 	a.body = nil
