@@ -68,7 +68,7 @@ func (b *bench) hybridPhase(ctx context.Context, url, prefix string, clients []*
 		return fmt.Errorf("backfill: %w", err)
 	}
 	last := time.Now()
-	err = bf.WaitEmbedded(ctx, "", store.EmbeddingMark{}, func(n store.EmbeddingCount) {
+	err = bf.WaitEmbedded(ctx, "", store.EmbeddingMark{}, func(n, _ store.EmbeddingCount) {
 		h.items = n.Items
 		if time.Since(last) > 10*time.Second {
 			logf("  %d of %d items embedded", n.Embedded, n.Items)
