@@ -226,7 +226,7 @@ func putError(err error) error {
 			ce.Size, ce.Cap)}
 	}
 	msg := err.Error()
-	for _, bad := range []string{"document id", "metadata", "not UTF-8 text", "chunker:"} {
+	for _, bad := range []string{"document id", "metadata", "not UTF-8 text", "NUL byte", "chunker:"} {
 		if strings.Contains(msg, bad) {
 			return badRequest("%s", strings.TrimPrefix(msg, "put document: "))
 		}
