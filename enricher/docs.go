@@ -38,7 +38,8 @@ const DefaultInlineChunkBytes = 256 << 10
 func ChunkDocument(c store.Collection, content string) ([]store.ChunkText, error) {
 	cs, err := chunker.Split(content, chunker.Config{MaxTokens: c.ChunkTokens, Overlap: c.OverlapTokens})
 	if err != nil {
-		return nil, err
+		// The text, or the collection's chunk settings, refused.
+		return nil, store.InvalidDocument(err)
 	}
 	out := make([]store.ChunkText, len(cs))
 	for i, ch := range cs {
@@ -225,11 +226,8 @@ func putError(err error) error {
 			"documents cap reached: this %d byte document does not fit under the documents cap (serve's --max-docs-size) of %d bytes, which all users' documents share",
 			ce.Size, ce.Cap)}
 	}
-	msg := err.Error()
-	for _, bad := range []string{"document id", "metadata", "not UTF-8 text", "NUL byte", "chunker:"} {
-		if strings.Contains(msg, bad) {
-			return badRequest("%s", strings.TrimPrefix(msg, "put document: "))
-		}
+	if errors.Is(err, store.ErrInvalidDocument) {
+		return badRequest("%s", strings.TrimPrefix(err.Error(), "put document: "))
 	}
 	return err
 }

@@ -179,6 +179,20 @@ func DocumentHash(content string) string {
 	return hex.EncodeToString(h[:])
 }
 
+// ErrInvalidDocument is matched (errors.Is) by the errors of a put whose
+// document is at fault (its id, content, metadata, or a chunker's refusal
+// of its text): the caller's to mend, not the store's.
+var ErrInvalidDocument = errors.New("invalid document")
+
+// InvalidDocument marks err, a refusal of a document (its message
+// unchanged), as matching ErrInvalidDocument.
+func InvalidDocument(err error) error { return invalidDocument{err} }
+
+type invalidDocument struct{ error }
+
+func (e invalidDocument) Unwrap() error        { return e.error }
+func (e invalidDocument) Is(target error) bool { return target == ErrInvalidDocument }
+
 func (p *DocumentPut) validate() error {
 	if _, _, err := p.Owner.kind(); err != nil {
 		return err
@@ -316,7 +330,7 @@ const collectionAttempts = 3
 // IndexDocument runs.
 func (s *Store) PutDocument(ctx context.Context, p DocumentPut) (PutResult, error) {
 	if err := p.validate(); err != nil {
-		return PutResult{}, fmt.Errorf("put document: %w", err)
+		return PutResult{}, fmt.Errorf("put document: %w", InvalidDocument(err))
 	}
 	r := PutResult{DocID: p.DocID, Hash: DocumentHash(p.Content)}
 	err := s.inTx(ctx, func(q *Store) error {
