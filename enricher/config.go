@@ -257,6 +257,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("enricher: Config.MaxInFlight %d is under 1", c.MaxInFlight)
 	case c.MaxUserEnrichInFlight < 1:
 		return fmt.Errorf("enricher: Config.MaxUserEnrichInFlight %d is under 1", c.MaxUserEnrichInFlight)
+	case c.MaxUserEnrichInFlight > c.MaxInFlight:
+		return fmt.Errorf("enricher: Config.MaxUserEnrichInFlight %d is above Config.MaxInFlight %d", c.MaxUserEnrichInFlight, c.MaxInFlight)
 	case c.MaxSearchInFlight < 1:
 		return fmt.Errorf("enricher: Config.MaxSearchInFlight %d is under 1", c.MaxSearchInFlight)
 	case c.MaxToolInFlight < 1:

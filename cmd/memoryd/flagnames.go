@@ -48,8 +48,10 @@ var fieldFlags = map[string]map[string]string{
 		"Model":   "--embed-model",
 	},
 	"enricher": {
-		"Timeout": "--enrich-timeout",
-		"Prefix":  "--prefix",
+		"Timeout":               "--enrich-timeout",
+		"Prefix":                "--prefix",
+		"MaxInFlight":           "--enrich-max-in-flight",
+		"MaxUserEnrichInFlight": "--enrich-max-user-in-flight",
 
 		// Hybrid retrieval (issue 17).
 		"EmbedTimeout":     "--embed-query-timeout",

@@ -50,6 +50,8 @@ func (o *serveOptions) register(f *flags) {
 	f.Duration(&w.AckWait, "ack-wait", def.Worker.AckWait, "how long JetStream waits for an ingest ack before redelivering (to another process)")
 	f.Duration(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long running jobs may take to finish on SIGINT/SIGTERM before they are handed back")
 	f.Duration(&o.app.Enricher.Timeout, "enrich-timeout", def.Enricher.Timeout, "bound on an enrich reply; past it the reply is empty and marked degraded")
+	f.Int(&o.app.Enricher.MaxInFlight, "enrich-max-in-flight", def.Enricher.MaxInFlight, "enrich requests worked on at once (four times as many wait for their turn within --enrich-timeout; past that the reply is degraded, \"memoryd is overloaded\")")
+	f.Int(&o.app.Enricher.MaxUserEnrichInFlight, "enrich-max-user-in-flight", 0, "enrich requests of one user worked on at once, so that one user's flood leaves the others served (four times as many of the user wait; 0: a quarter of --enrich-max-in-flight; raise it for many people behind one user id)")
 	f.Int(&o.app.EnrichPool.MaxConns, "enrich-max-conns", def.EnrichPool.MaxConns, "Postgres connections enrich reads from: a pool of its own, which ingest and extraction cannot take (at most the --database-url's pool_max_conns when it sets one)")
 	f.Int(&o.app.EnrichPool.MinConns, "enrich-min-conns", def.EnrichPool.MinConns, "enrich connections opened, with enrich's statements prepared on each, before the service answers")
 	f.Duration(&o.app.BackPressure.Latency, "backpressure-latency", def.BackPressure.Latency, "enrich reply time (the slowest tenth over the last second) above which ingest and extraction are held back, the longest pauses at twice it; negative: never held back")

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"log/slog"
+	"strings"
 	"testing"
 )
 
@@ -26,5 +28,35 @@ func TestSpendCapFlags(t *testing.T) {
 		if c.Worker.DailyTokensPerUser != tc.perUser || c.Worker.DailyTokens != tc.global {
 			t.Errorf("%v: per user %d, global %d; want %d, %d", tc.args, c.Worker.DailyTokensPerUser, c.Worker.DailyTokens, tc.perUser, tc.global)
 		}
+	}
+}
+
+// TestEnrichLimitFlags: the enrich limits reach the enricher's Config; the
+// per-user one, unset, follows --enrich-max-in-flight (the enricher's
+// default: a quarter), so raising the total alone raises it too.
+func TestEnrichLimitFlags(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args           []string
+		total, perUser int
+	}{
+		{nil, 64, 0},
+		{[]string{"--enrich-max-in-flight", "256"}, 256, 0},
+		{[]string{"--enrich-max-user-in-flight", "64"}, 64, 64},
+	} {
+		var o serveOptions
+		f := newFlags("serve", "")
+		o.register(f)
+		if err := f.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		c := o.config(slog.New(slog.DiscardHandler), "memoryd")
+		if c.Enricher.MaxInFlight != tc.total || c.Enricher.MaxUserEnrichInFlight != tc.perUser {
+			t.Errorf("%v: total %d, per user %d; want %d, %d", tc.args, c.Enricher.MaxInFlight, c.Enricher.MaxUserEnrichInFlight, tc.total, tc.perUser)
+		}
+	}
+	_, errOut, code := runArgs(context.Background(), "serve", "--enrich-max-user-in-flight", "100", "--nats-url", "nats://127.0.0.1:1")
+	if code != 2 || !strings.HasPrefix(errOut, "memoryd serve: --enrich-max-user-in-flight 100 is above --enrich-max-in-flight (64)\n") {
+		t.Errorf("serve --enrich-max-user-in-flight 100: exit %d, stderr %q", code, errOut)
 	}
 }

@@ -285,6 +285,8 @@ func (c Config) validate() error {
 		{"Changes.FlushTimeout", c.Changes.FlushTimeout, c.Changes.FlushTimeout <= 0},
 		{"Enricher.Timeout", c.Enricher.Timeout, c.Enricher.Timeout <= 0},
 		{"Enricher.MaxDocsSize", c.Enricher.MaxDocsSize, c.Enricher.MaxDocsSize < 0},
+		{"Enricher.MaxInFlight", c.Enricher.MaxInFlight, c.Enricher.MaxInFlight < 1},
+		{"Enricher.MaxUserEnrichInFlight", c.Enricher.MaxUserEnrichInFlight, c.Enricher.MaxUserEnrichInFlight < 1},
 		{"EnrichPool.MaxConns", c.EnrichPool.MaxConns, c.EnrichPool.MaxConns < 1},
 		{"EnrichPool.MinConns", c.EnrichPool.MinConns, c.EnrichPool.MinConns < 0 || c.EnrichPool.MinConns > c.EnrichPool.MaxConns},
 		{"LLM.Timeout", c.LLM.Timeout, c.LLM.BaseURL != "" && c.LLM.Timeout <= 0},
@@ -319,6 +321,10 @@ func (c Config) validate() error {
 	}
 	if c.Embed.BaseURL != "" && (c.Enricher.EmbedTimeout <= 0 || c.Enricher.EmbedTimeout >= c.Enricher.Timeout) {
 		return &ConfigError{Field: "Enricher.EmbedTimeout", Value: c.Enricher.EmbedTimeout.String(), Reason: "must be positive and under Enricher.Timeout"}
+	}
+	if c.Enricher.MaxUserEnrichInFlight > c.Enricher.MaxInFlight {
+		return &ConfigError{Field: "Enricher.MaxUserEnrichInFlight", Value: fmt.Sprint(c.Enricher.MaxUserEnrichInFlight),
+			Reason: fmt.Sprintf("is above Enricher.MaxInFlight (%d)", c.Enricher.MaxInFlight)}
 	}
 	if c.Enricher.VectorCacheBytes < 0 {
 		return &ConfigError{Field: "Enricher.VectorCacheBytes", Value: fmt.Sprint(c.Enricher.VectorCacheBytes), Reason: "is out of range"}

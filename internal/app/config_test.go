@@ -30,6 +30,11 @@ func TestDefaults(t *testing.T) {
 		{"enricher defaults", Config{}, func(c Config) bool {
 			return c.Enricher.Timeout == enricher.Config{}.WithDefaults().Timeout && c.Version == enricher.DefaultVersion
 		}},
+		// The per-user share follows the total unless set.
+		{"enrich per-user share", Config{Enricher: enricher.Config{MaxInFlight: 200}}, func(c Config) bool { return c.Enricher.MaxUserEnrichInFlight == 50 }},
+		{"enrich per-user set", Config{Enricher: enricher.Config{MaxUserEnrichInFlight: 64}}, func(c Config) bool {
+			return c.Enricher.MaxUserEnrichInFlight == 64 && c.Enricher.MaxInFlight == 64
+		}},
 		{"store defaults", Config{}, func(c Config) bool { return c.Store.URL == store.DefaultURL && !c.Store.CreateDatabase }},
 		{"shared names", Config{}, func(c Config) bool {
 			return c.Prefix == events.DefaultPrefix && c.Worker.Prefix == c.Prefix && c.Enricher.Prefix == c.Prefix &&
@@ -74,6 +79,9 @@ func TestValidateNamesTheField(t *testing.T) {
 		{Config{Worker: worker.Config{AckWait: -time.Second}}, "app: Config.Worker.AckWait -1s is out of range"},
 		{Config{Worker: worker.Config{MaxDBSize: -1}}, "app: Config.Worker.MaxDBSize -1 is out of range"},
 		{Config{Enricher: enricher.Config{Timeout: -time.Millisecond}}, "app: Config.Enricher.Timeout -1ms is out of range"},
+		{Config{Enricher: enricher.Config{MaxInFlight: -1}}, "app: Config.Enricher.MaxInFlight -1 is out of range"},
+		{Config{Enricher: enricher.Config{MaxUserEnrichInFlight: -2}}, "app: Config.Enricher.MaxUserEnrichInFlight -2 is out of range"},
+		{Config{Enricher: enricher.Config{MaxUserEnrichInFlight: 65}}, "app: Config.Enricher.MaxUserEnrichInFlight 65 is above Enricher.MaxInFlight (64)"},
 		{Config{LLM: llm("")}, "app: Config.LLM.Model is required with LLM.BaseURL"},
 		{Config{LLM: func() extractor.LLMConfig { c := llm("m"); c.MaxTokens = -1; return c }()}, "app: Config.LLM.MaxTokens -1 is out of range"},
 		// Before, the worker refused it at start (exit 1), after the
