@@ -113,7 +113,12 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 	defer func() {
 		stopCtx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
 		defer cancel()
-		_ = svc.Stop(stopCtx)
+		// The replay's outcome is its own error; a stop past
+		// --shutdown-timeout hands running jobs back to River (a serve
+		// runs them), which the operator should still hear of.
+		if err := svc.Stop(stopCtx); err != nil {
+			logger.Warn("replay: stopping its workers", "err", err, "shutdown_timeout", o.shutdownTimeout)
+		}
 	}()
 	// Progress goes to the log (stderr), the summary to stdout, so that a
 	// progress line is never drawn into the middle of a log line.

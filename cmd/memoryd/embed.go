@@ -102,7 +102,8 @@ stdout.`)
 		}
 	})
 	if err != nil && ctx.Err() != nil {
-		fmt.Fprintln(a.stdout, "interrupted: the rest is enqueued and will be embedded by any running serve; re-running the backfill is safe")
+		// Only a serve embedding with this model runs these jobs.
+		fmt.Fprintf(a.stdout, "interrupted: the rest is enqueued for a serve running with --embed-model %s to embed; re-running the backfill is safe\n", model)
 		return nil
 	}
 	if err != nil {
