@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/memoryd/memoryd/internal/app"
 )
 
 // TestSpendCapFlags: the cap flags reach the worker's Config (and, through
@@ -18,13 +20,7 @@ func TestSpendCapFlags(t *testing.T) {
 		{nil, 0, 0},
 		{[]string{"--llm-daily-tokens-per-user", "20000", "--llm-daily-tokens", "5000000"}, 20000, 5000000},
 	} {
-		var o serveOptions
-		f := newFlags("serve", "")
-		o.register(f)
-		if err := f.Parse(tc.args); err != nil {
-			t.Fatal(err)
-		}
-		c := o.config(slog.New(slog.DiscardHandler), "memoryd")
+		c := serveConfig(t, tc.args)
 		if c.Worker.DailyTokensPerUser != tc.perUser || c.Worker.DailyTokens != tc.global {
 			t.Errorf("%v: per user %d, global %d; want %d, %d", tc.args, c.Worker.DailyTokensPerUser, c.Worker.DailyTokens, tc.perUser, tc.global)
 		}
@@ -44,13 +40,7 @@ func TestEnrichLimitFlags(t *testing.T) {
 		{[]string{"--enrich-max-in-flight", "256"}, 256, 0},
 		{[]string{"--enrich-max-user-in-flight", "64"}, 64, 64},
 	} {
-		var o serveOptions
-		f := newFlags("serve", "")
-		o.register(f)
-		if err := f.Parse(tc.args); err != nil {
-			t.Fatal(err)
-		}
-		c := o.config(slog.New(slog.DiscardHandler), "memoryd")
+		c := serveConfig(t, tc.args)
 		if c.Enricher.MaxInFlight != tc.total || c.Enricher.MaxUserEnrichInFlight != tc.perUser {
 			t.Errorf("%v: total %d, per user %d; want %d, %d", tc.args, c.Enricher.MaxInFlight, c.Enricher.MaxUserEnrichInFlight, tc.total, tc.perUser)
 		}
@@ -59,4 +49,16 @@ func TestEnrichLimitFlags(t *testing.T) {
 	if code != 2 || !strings.HasPrefix(errOut, "memoryd serve: --enrich-max-user-in-flight 100 is above --enrich-max-in-flight (64)\n") {
 		t.Errorf("serve --enrich-max-user-in-flight 100: exit %d, stderr %q", code, errOut)
 	}
+}
+
+// serveConfig is the app's Config serve's flags give for args.
+func serveConfig(t *testing.T, args []string) app.Config {
+	t.Helper()
+	var o serveOptions
+	f := newFlags("serve", "")
+	o.register(f)
+	if err := f.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return o.config(slog.New(slog.DiscardHandler), "memoryd")
 }
