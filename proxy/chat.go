@@ -37,7 +37,9 @@ func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
 	e.Error.Message, e.Error.Type, e.Error.Code = msg, typ, code
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(e)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // the messages name `<key>`, read by people
+	_ = enc.Encode(e)
 }
 
 // user returns who the request is from: the trusted header when configured

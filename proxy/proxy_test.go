@@ -495,10 +495,15 @@ func TestAuth(t *testing.T) {
 			var body struct {
 				Error struct{ Message, Type, Code string }
 			}
-			err = json.NewDecoder(resp.Body).Decode(&body)
+			raw, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
+			err = json.Unmarshal(raw, &body)
 			if resp.StatusCode != http.StatusUnauthorized || err != nil || body.Error.Code != "invalid_api_key" || body.Error.Message == "" {
 				t.Errorf("key %q %s: %s %+v %v", key, path, resp.Status, body, err)
+			}
+			// Read by people with curl: `<key>`, not `\u003ckey\u003e`.
+			if !bytes.Contains(raw, []byte("Bearer <key>")) {
+				t.Errorf("key %q %s: body %s does not show 'Bearer <key>' as written", key, path, raw)
 			}
 		}
 	}

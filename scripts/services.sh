@@ -1,45 +1,111 @@
 #!/usr/bin/env bash
-# Makes sure the two servers memoryd needs answer on this machine: PostgreSQL
-# on 127.0.0.1:5432 and NATS with JetStream on 127.0.0.1:4222. A server that is
-# installed but stopped is started; one that is missing is reported in one
-# sentence with the fix. Point MEMORYD_DATABASE_URL / MEMORYD_NATS_URL
-# elsewhere and set MEMORYD_SKIP_SERVICES=1 to manage them yourself.
+# Makes sure the two servers memoryd needs answer: PostgreSQL and NATS with
+# JetStream, where MEMORYD_DATABASE_URL / MEMORYD_NATS_URL (and, for the
+# tests, MEMORYD_TEST_DATABASE_URL / MEMORYD_TEST_NATS_URL) point, by default
+# 127.0.0.1:5432 and 127.0.0.1:4222. A local server on its default port that
+# is installed but stopped is started; any other address is only checked,
+# since this machine cannot start it. What is missing is reported in one
+# sentence with the fix. MEMORYD_SKIP_SERVICES=1 skips every check.
 set -u
 [ "${MEMORYD_SKIP_SERVICES:-}" = 1 ] && exit 0
 
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# hostport URL DEFAULT_PORT prints "host port" of a URL such as
+# postgres://user:pw@host:5433/db?x=y or nats://host:4222; nothing when the
+# URL names no TCP host (a Unix socket, a key=value connection string).
+hostport() {
+  local rest=${1#*://} host port
+  [ "$rest" = "$1" ] && return 0
+  rest=${rest%%[/?]*}
+  rest=${rest##*@}
+  rest=${rest%%,*} # nats://a:4222,b:4222: the first
+  case $rest in
+    \[*\]:*) host=${rest%]:*}; host=${host#[}; port=${rest##*]:} ;;
+    \[*\]) host=${rest#[}; host=${host%]}; port=$2 ;;
+    *:*) host=${rest%%:*}; port=${rest##*:} ;;
+    *) host=$rest; port=$2 ;;
+  esac
+  [ -n "$host" ] || return 0
+  echo "$host $port"
+}
+
+port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 
 wait_port() {
-  for _ in $(seq 1 50); do port_open "$1" && return 0; sleep 0.2; done
+  for _ in $(seq 1 50); do port_open "$1" "$2" && return 0; sleep 0.2; done
   return 1
 }
 
-if ! port_open 5432; then
+is_local_default() { # host port default_port
+  case $1 in 127.0.0.1 | localhost) [ "$2" = "$3" ] ;; *) return 1 ;; esac
+}
+
+# The addresses to check: each URL that is set, else the default.
+targets() { # default_port url...
+  local def=$1 u hp any=
+  shift
+  for u in "$@"; do
+    [ -n "$u" ] || continue
+    any=1
+    hp=$(hostport "$u" "$def")
+    [ -n "$hp" ] && echo "$hp"
+  done
+  [ -n "$any" ] || echo "127.0.0.1 $def"
+}
+
+start_postgres() {
   if command -v pg_ctlcluster >/dev/null 2>&1 && [ -d /etc/postgresql ]; then
     for v in $(ls /etc/postgresql); do
       pg_ctlcluster --skip-systemctl-redirect "$v" main start >/dev/null 2>&1 || true
     done
   fi
-  if ! wait_port 5432; then
-    echo "PostgreSQL is not running on 127.0.0.1:5432 and could not be started: install it (apt-get install postgresql) or run 'docker compose up -d postgres'." >&2
-    exit 1
-  fi
-fi
+}
 
-if ! port_open 4222; then
+# start_nats starts a local nats-server on 4222 with JetStream, its store in
+# /var/lib/nats-server when it can write there (root), else in the user's
+# state directory.
+start_nats() {
+  local bin dir log
   bin=$(command -v nats-server || echo /usr/sbin/nats-server)
-  if [ -x "$bin" ]; then
-    mkdir -p /var/lib/nats-server 2>/dev/null || true
-    if command -v start-stop-daemon >/dev/null 2>&1; then
-      start-stop-daemon --start --oknodo --background --exec "$bin" -- \
-        -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log >/dev/null 2>&1 || true
+  [ -x "$bin" ] || return 0
+  dir=/var/lib/nats-server
+  if ! { mkdir -p "$dir" && [ -w "$dir" ]; } 2>/dev/null; then
+    dir=${XDG_STATE_HOME:-$HOME/.local/state}/memoryd/nats-server
+    mkdir -p "$dir" || return 0
+  fi
+  log=$dir/nats-server.log
+  if command -v start-stop-daemon >/dev/null 2>&1; then
+    start-stop-daemon --start --oknodo --background --exec "$bin" -- \
+      -a 127.0.0.1 -p 4222 -js -sd "$dir" -l "$log" >/dev/null 2>&1 || true
+  else
+    nohup "$bin" -a 127.0.0.1 -p 4222 -js -sd "$dir" -l "$log" >/dev/null 2>&1 &
+  fi
+}
+
+while read -r host port; do
+  port_open "$host" "$port" && continue
+  if is_local_default "$host" "$port" 5432; then
+    start_postgres
+    wait_port "$host" "$port" && continue
+    echo "PostgreSQL is not running on 127.0.0.1:5432 and could not be started: install it (apt-get install postgresql) or run 'docker compose up -d postgres'." >&2
+  else
+    echo "PostgreSQL does not answer at $host:$port (from MEMORYD_DATABASE_URL or MEMORYD_TEST_DATABASE_URL): start it there, or point the variable at a running server." >&2
+  fi
+  exit 1
+done < <(targets 5432 "${MEMORYD_DATABASE_URL:-}" "${MEMORYD_TEST_DATABASE_URL:-}")
+
+while read -r host port; do
+  port_open "$host" "$port" && continue
+  if is_local_default "$host" "$port" 4222; then
+    start_nats
+    wait_port "$host" "$port" && continue
+    if command -v nats-server >/dev/null 2>&1 || [ -x /usr/sbin/nats-server ]; then
+      echo "NATS is not running on 127.0.0.1:4222 and nats-server, though installed, did not start: run it yourself with -js (nats-server -a 127.0.0.1 -p 4222 -js -sd DIR) or run 'docker compose up -d nats'." >&2
     else
-      nohup "$bin" -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server >/dev/null 2>&1 &
+      echo "NATS is not running on 127.0.0.1:4222 and could not be started: install it (apt-get install nats-server) and run it with -js, or run 'docker compose up -d nats'." >&2
     fi
+  else
+    echo "NATS does not answer at $host:$port (from MEMORYD_NATS_URL or MEMORYD_TEST_NATS_URL): start nats-server with -js there, or point the variable at a running server." >&2
   fi
-  if ! wait_port 4222; then
-    echo "NATS is not running on 127.0.0.1:4222 and could not be started: install it (apt-get install nats-server) and run it with -js, or run 'docker compose up -d nats'." >&2
-    exit 1
-  fi
-fi
+  exit 1
+done < <(targets 4222 "${MEMORYD_NATS_URL:-}" "${MEMORYD_TEST_NATS_URL:-}")
 exit 0

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -67,9 +68,18 @@ func TestSameEventIDOfTwoUsersKeepsBoth(t *testing.T) {
 	if ack := e.rawPublish(events.Turn{ID: "old", UserID: "bob", UserMessage: "I like rock."}, "old"); !ack.Duplicate {
 		t.Fatalf("bare id reused inside the window: ack %+v, want duplicate", ack)
 	}
-	e.start(extractor.NewRules(), nil)
+	var logs lockedBuffer
+	w, _ := e.startWorker(extractor.NewRules(), func(c *worker.Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
 	e.waitDone(5)
 	e.waitForAcked()
+	// The three bare ids it saw are counted, the publisher's two are not;
+	// the warning comes once a minute, not once an event.
+	if n := w.Stats().MsgIDMismatch; n != 3 {
+		t.Errorf("Nats-Msg-Id mismatches counted: %d, want 3", n)
+	}
+	if n := strings.Count(logs.String(), "Nats-Msg-Id other than"); n != 1 {
+		t.Errorf("%d warnings of a Nats-Msg-Id mismatch, want 1:\n%s", n, logs.String())
+	}
 	for user, want := range map[string]int64{"alice": 3, "bob": 2} {
 		if st := e.userStats(user); st.TurnsReceived != want || st.TurnsProcessed != want || st.ContextItems != want {
 			t.Fatalf("%s stats = %+v; want %d turns processed, with context", user, st, want)

@@ -120,6 +120,7 @@ func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) (err error) 
 			w.optOut(ctx, m, turn)
 			continue
 		}
+		w.checkMsgID(m, turn)
 		st, clamped, redacted := storeTurn(turn, m, w.cfg.MaxClockSkew)
 		for _, k := range redacted {
 			w.cfg.Observer.Redacted(string(k), RedactedInTurn)
@@ -219,6 +220,35 @@ func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) (err error) 
 	w.logger.Debug("ingested turns", "events", len(batch), "recorded", recorded, "conflicts", len(conflict), "forgotten", len(turns)-len(keep)-held,
 		"held_for_a_forget", held)
 	return nil
+}
+
+// msgIDWarnEvery is the least time between two warnings of checkMsgID:
+// a frontend with the mistake makes it on every event.
+const msgIDWarnEvery = time.Minute
+
+// checkMsgID counts, and warns of at most once a msgIDWarnEvery, an event
+// whose Nats-Msg-Id is set but not to events.MsgID(user, id). The event is
+// recorded as any other: the header is the stream's business. But the
+// duplicate window is one for the whole stream and event ids are unique
+// per user only, so such a frontend's event of one user is dropped as a
+// duplicate of another user's with the same id (a counter, say): the
+// stream acknowledges it with "duplicate":true and memoryd never sees it.
+// This is the only place the mistake can be seen from memoryd's side.
+func (w *Worker) checkMsgID(m jetstream.Msg, turn events.Turn) {
+	got := m.Headers().Get(jetstream.MsgIDHeader)
+	if got == "" || got == events.MsgID(turn.UserID, turn.ID) {
+		return
+	}
+	w.msgIDMismatch.Add(1)
+	now := time.Now().UnixNano()
+	last := w.msgIDWarned.Load()
+	if now-last < int64(msgIDWarnEvery) || !w.msgIDWarned.CompareAndSwap(last, now) {
+		return
+	}
+	w.logger.Warn("turn published with a Nats-Msg-Id other than <user-token>:<id>: events of two users with the same id "+
+		"within the stream's duplicate window lose the later one (see docs/protocol.md, Publishing turns); recorded",
+		"subject", m.Subject(), "event_id", turn.ID, "msg_id", got, "want_msg_id", events.MsgID(turn.UserID, turn.ID),
+		"mismatched_total", w.msgIDMismatch.Load())
 }
 
 // errConflict rejects an event whose (user, id) is recorded with different

@@ -621,6 +621,12 @@ type Stats struct {
 	// Clamped counts turns whose timestamp was later than the time the
 	// stream stored them plus MaxClockSkew, recorded at the stored time.
 	Clamped int64
+	// MsgIDMismatch counts events whose Nats-Msg-Id header is set but is
+	// not events.MsgID of their user and id (a frontend setting the bare
+	// event id): they are recorded, but such a frontend's events of two
+	// users with the same id collide in JetStream's duplicate window, and
+	// the later one is dropped by the stream, unseen by memoryd.
+	MsgIDMismatch int64
 	// LockWaits counts extraction jobs snoozed because of a lock timeout or
 	// a deadlock (see Config.MaxLockWaits).
 	LockWaits int64
@@ -650,6 +656,8 @@ type Worker struct {
 
 	received, recorded, duplicates, optedOut, rejected atomic.Int64
 	optOutKept, clamped, lockWaits                     atomic.Int64
+	msgIDMismatch                                      atomic.Int64
+	msgIDWarned                                        atomic.Int64 // unix nanoseconds of the last warning
 	overCapTurns                                       atomic.Int64 // turns extracted offline over a spend cap
 
 	mu      sync.Mutex
@@ -802,6 +810,8 @@ func (w *Worker) Stats() Stats {
 		Rejected:   w.rejected.Load(),
 		Clamped:    w.clamped.Load(),
 		LockWaits:  w.lockWaits.Load(),
+
+		MsgIDMismatch: w.msgIDMismatch.Load(),
 	}
 }
 

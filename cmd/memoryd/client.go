@@ -49,6 +49,9 @@ func (o *clientOptions) register(f *flags) { o.registerTimeout(f, 5*time.Second)
 // request memoryd may take longer over.
 func (o *clientOptions) registerTimeout(f *flags, timeout time.Duration) {
 	o.conn.register(f)
+	// Kept, so that one memoryd.yaml, set of variables or command line
+	// serves every command, but said to be idle.
+	f.Lookup("database-url").Usage = "not used: this command talks to memoryd over NATS only"
 	f.ArgString(&o.user, "user", "", "user id (required)")
 	f.ArgBool(&o.json, "json", false, "print the whole JSON reply")
 	f.Duration(&o.timeout, "timeout", timeout, "how long to wait for memoryd's reply")

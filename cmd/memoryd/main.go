@@ -51,7 +51,7 @@ func commands() []command {
 		{"config", "print the effective configuration (config print), secrets redacted", runConfig},
 		{"schemas", "write the JSON Schemas of the wire contract", runSchemas},
 		{"proxy", "serve an OpenAI-compatible endpoint with memory in front of an upstream model server", runProxy},
-		{"keys", "add an API key for the proxy (keys add --file F --user U); prints the key once", runKeys},
+		{"keys", "API keys for the proxy and mcp: keys add --file F --user U (prints the key once), keys list, keys revoke", runKeys},
 		{"health", "probe a running serve's /readyz (for container healthchecks)", runHealth},
 		{"version", "print memoryd's version, commit and Go version", runVersion},
 	}

@@ -37,6 +37,7 @@ a time: an invalid event stops it there (exit 1, naming the event), after
 the ones before it were published; fix it and run again from it, or all
 again (a re-publish of the same event id is a duplicate).`)
 	o.register(f)
+	f.Lookup("database-url").Usage = "not used: this command talks to NATS only"
 	f.ArgString(&user, "user", "", "user id (with --message)")
 	f.ArgString(&conv, "conversation", "", "conversation id")
 	f.ArgString(&message, "message", "", "the user's message; without it, turns are read from stdin")

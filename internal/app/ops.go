@@ -127,7 +127,7 @@ type serviceCollector struct {
 	app *App
 	llm usageReporter // nil with the offline extractor
 
-	received, recorded, duplicates, optedOut, optOutKept, clamped, lockWaits, depth, resets, llmRequests, llmTokens *prometheus.Desc
+	received, recorded, duplicates, optedOut, optOutKept, clamped, msgIDMismatch, lockWaits, depth, resets, llmRequests, llmTokens *prometheus.Desc
 
 	// Spend caps (issue 16 item 8).
 	tokensToday, dailyCap, overCapTurns *prometheus.Desc
@@ -135,19 +135,20 @@ type serviceCollector struct {
 
 func newServiceCollector(a *App, llm usageReporter) *serviceCollector {
 	return &serviceCollector{
-		app:         a,
-		llm:         llm,
-		received:    prometheus.NewDesc("memoryd_turns_received_total", "Turn events read from the stream, redeliveries included.", nil, nil),
-		recorded:    prometheus.NewDesc("memoryd_turns_recorded_total", "New turns recorded and queued for extraction.", nil, nil),
-		duplicates:  prometheus.NewDesc("memoryd_turns_duplicate_total", "Turn events whose turn was already recorded.", nil, nil),
-		optedOut:    prometheus.NewDesc("memoryd_turns_opted_out_total", "Turn events with memory:false, acknowledged and not stored.", nil, nil),
-		optOutKept:  prometheus.NewDesc("memoryd_turns_opt_out_kept_total", "Opted-out turn events, valid or not, that could not be erased from the stream (their text stays until forget).", nil, nil),
-		clamped:     prometheus.NewDesc("memoryd_turns_clamped_total", "Turns stamped later than the stream's receipt time plus the allowed clock skew, recorded at the receipt time.", nil, nil),
-		lockWaits:   prometheus.NewDesc("memoryd_extract_lock_waits_total", "Extraction jobs snoozed after a lock timeout or deadlock, without spending an attempt.", nil, nil),
-		depth:       prometheus.NewDesc("memoryd_queue_jobs", "River jobs not yet finished, by queue and state.", []string{"queue", "state"}, nil),
-		resets:      prometheus.NewDesc("memoryd_replay_resets_unfinished", "replay --reset runs that have not read the turn stream back (running, or stopped): their users have only part of their memory.", nil, nil),
-		llmRequests: prometheus.NewDesc("memoryd_llm_requests_total", "LLM requests, by model and outcome.", []string{"model", "outcome"}, nil),
-		llmTokens:   prometheus.NewDesc("memoryd_llm_tokens_total", "LLM tokens, by model and kind (prompt, completion).", []string{"model", "kind"}, nil),
+		app:           a,
+		llm:           llm,
+		received:      prometheus.NewDesc("memoryd_turns_received_total", "Turn events read from the stream, redeliveries included.", nil, nil),
+		recorded:      prometheus.NewDesc("memoryd_turns_recorded_total", "New turns recorded and queued for extraction.", nil, nil),
+		duplicates:    prometheus.NewDesc("memoryd_turns_duplicate_total", "Turn events whose turn was already recorded.", nil, nil),
+		optedOut:      prometheus.NewDesc("memoryd_turns_opted_out_total", "Turn events with memory:false, acknowledged and not stored.", nil, nil),
+		optOutKept:    prometheus.NewDesc("memoryd_turns_opt_out_kept_total", "Opted-out turn events, valid or not, that could not be erased from the stream (their text stays until forget).", nil, nil),
+		clamped:       prometheus.NewDesc("memoryd_turns_clamped_total", "Turns stamped later than the stream's receipt time plus the allowed clock skew, recorded at the receipt time.", nil, nil),
+		msgIDMismatch: prometheus.NewDesc("memoryd_turns_msg_id_mismatch_total", "Turns published with a Nats-Msg-Id other than <user-token>:<id> (recorded; but such a frontend's events of two users with the same id lose the later one to JetStream's duplicate window).", nil, nil),
+		lockWaits:     prometheus.NewDesc("memoryd_extract_lock_waits_total", "Extraction jobs snoozed after a lock timeout or deadlock, without spending an attempt.", nil, nil),
+		depth:         prometheus.NewDesc("memoryd_queue_jobs", "River jobs not yet finished, by queue and state.", []string{"queue", "state"}, nil),
+		resets:        prometheus.NewDesc("memoryd_replay_resets_unfinished", "replay --reset runs that have not read the turn stream back (running, or stopped): their users have only part of their memory.", nil, nil),
+		llmRequests:   prometheus.NewDesc("memoryd_llm_requests_total", "LLM requests, by model and outcome.", []string{"model", "outcome"}, nil),
+		llmTokens:     prometheus.NewDesc("memoryd_llm_tokens_total", "LLM tokens, by model and kind (prompt, completion).", []string{"model", "kind"}, nil),
 
 		tokensToday:  prometheus.NewDesc("memoryd_llm_tokens_today", "Model tokens all users' turns spent today (UTC day), against memoryd_llm_daily_token_cap.", nil, nil),
 		dailyCap:     prometheus.NewDesc("memoryd_llm_daily_token_cap", "Daily model token cap, by scope (global, per_user); 0 is none.", []string{"scope"}, nil),
@@ -156,7 +157,7 @@ func newServiceCollector(a *App, llm usageReporter) *serviceCollector {
 }
 
 func (c *serviceCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.received, c.recorded, c.duplicates, c.optedOut, c.optOutKept, c.clamped, c.lockWaits, c.depth, c.resets, c.llmRequests, c.llmTokens,
+	for _, d := range []*prometheus.Desc{c.received, c.recorded, c.duplicates, c.optedOut, c.optOutKept, c.clamped, c.msgIDMismatch, c.lockWaits, c.depth, c.resets, c.llmRequests, c.llmTokens,
 		c.tokensToday, c.dailyCap, c.overCapTurns} {
 		ch <- d
 	}
@@ -174,6 +175,7 @@ func (c *serviceCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.optedOut, prometheus.CounterValue, float64(st.OptedOut))
 		ch <- prometheus.MustNewConstMetric(c.optOutKept, prometheus.CounterValue, float64(st.OptOutKept))
 		ch <- prometheus.MustNewConstMetric(c.clamped, prometheus.CounterValue, float64(st.Clamped))
+		ch <- prometheus.MustNewConstMetric(c.msgIDMismatch, prometheus.CounterValue, float64(st.MsgIDMismatch))
 		ch <- prometheus.MustNewConstMetric(c.lockWaits, prometheus.CounterValue, float64(st.LockWaits))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
