@@ -97,15 +97,15 @@ func (c *Client) Export(ctx context.Context, userID string, w io.Writer) error {
 // of at most MaxImportRequestBytes, each starting with the header and each
 // atomic, and returns the counts summed. On an error, the requests before
 // it are imported (importing the whole again is safe: it imports once); a
-// line refused is named by its line number in r.
+// line refused is named by its line number in r. CheckImport first, on an
+// input that can be read twice (a file), refuses a truncated or garbled one
+// before any request is sent.
 func (c *Client) Import(ctx context.Context, userID string, r io.Reader) (ImportReply, error) {
 	total := ImportReply{Imported: map[string]int64{}}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(nil, MaxImportRequestBytes)
 	var (
-		lines      []json.RawMessage
-		size       int
-		first, num int // the file line of lines[1], and the current one
+		lines []json.RawMessage
+		size  int
+		first int // the file line of lines[1]
 	)
 	send := func() error {
 		if len(lines) <= 1 {
@@ -122,45 +122,26 @@ func (c *Client) Import(ctx context.Context, userID string, r io.Reader) (Import
 		lines, size = lines[:1], len(ExportHeader)
 		return nil
 	}
-	for sc.Scan() {
-		num++
-		line := bytes.TrimSpace(sc.Bytes())
+	err := scanImport(r, func(num int, line []byte) error {
 		if num == 1 {
-			if !json.Valid(line) {
-				return total, &InputError{Line: 1, Problem: "not a memoryd export: the first line must be " + ExportHeader}
-			}
 			lines, size = []json.RawMessage{bytes.Clone(line)}, len(line)
-			continue
-		}
-		if len(line) == 0 {
-			continue
-		}
-		if !json.Valid(line) {
-			return total, &InputError{Line: num, Problem: "not a JSON object"}
-		}
-		if !utf8.Valid(line) {
-			return total, &InputError{Line: num, Problem: "not valid UTF-8"}
+			return nil
 		}
 		// A JSON array holds the lines, one comma apart; with the request's
 		// other bytes well inside the limit's headroom.
 		if size+len(line)+1 > MaxImportRequestBytes-1024 {
 			if err := send(); err != nil {
-				return total, err
+				return err
 			}
 		}
 		if len(lines) == 1 {
 			first = num
 		}
 		lines, size = append(lines, bytes.Clone(line)), size+len(line)+1
-	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return total, &InputError{Line: num + 1, Problem: fmt.Sprintf("over %d bytes", MaxImportRequestBytes)}
-		}
-		return total, fmt.Errorf("memoryd import: read: %w", err)
-	}
-	if num == 0 {
-		return total, &InputError{Problem: "empty input: expected " + ExportHeader + " first"}
+		return nil
+	})
+	if err != nil {
+		return total, err
 	}
 	if len(lines) == 1 {
 		// The header alone: an empty memory; sent so that the header is
@@ -173,6 +154,61 @@ func (c *Client) Import(ctx context.Context, userID string, r io.Reader) (Import
 		return total, err
 	}
 	return total, send()
+}
+
+// CheckImport reads an export through and makes the checks Import makes
+// before sending a line (the header is JSON, every line is JSON and UTF-8
+// and fits a request, the input is not empty), sending nothing: an
+// *InputError names the first line that fails. A file cut short in the
+// middle of a line (a copy interrupted) fails here, where Import would have
+// committed the requests before the cut. It cannot tell a file cut at a
+// line's end: the format has no trailer.
+func CheckImport(r io.Reader) error {
+	return scanImport(r, func(int, []byte) error { return nil })
+}
+
+// scanImport calls line for each non-empty line of an export (the header
+// as line 1, trimmed), after the local checks; it stops at the first error,
+// its own (*InputError) or line's.
+func scanImport(r io.Reader, line func(num int, b []byte) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(nil, MaxImportRequestBytes)
+	num := 0
+	for sc.Scan() {
+		num++
+		b := bytes.TrimSpace(sc.Bytes())
+		if num == 1 {
+			if !json.Valid(b) {
+				return &InputError{Line: 1, Problem: "not a memoryd export: the first line must be " + ExportHeader}
+			}
+			if err := line(num, b); err != nil {
+				return err
+			}
+			continue
+		}
+		if len(b) == 0 {
+			continue
+		}
+		if !json.Valid(b) {
+			return &InputError{Line: num, Problem: "not a JSON object"}
+		}
+		if !utf8.Valid(b) {
+			return &InputError{Line: num, Problem: "not valid UTF-8"}
+		}
+		if err := line(num, b); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return &InputError{Line: num + 1, Problem: fmt.Sprintf("over %d bytes", MaxImportRequestBytes)}
+		}
+		return fmt.Errorf("memoryd import: read: %w", err)
+	}
+	if num == 0 {
+		return &InputError{Problem: "empty input: expected " + ExportHeader + " first"}
+	}
+	return nil
 }
 
 // InputError is Import refusing its input before sending the part of it

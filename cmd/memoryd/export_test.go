@@ -163,3 +163,44 @@ func TestExportStartsAgainWhenTheMemoryChanged(t *testing.T) {
 		t.Errorf("another error: %d calls, %v; want it at once", calls, err)
 	}
 }
+
+// TestImportFileCutShortWritesNothing: an export file cut short in the
+// middle of its last line (an interrupted copy) spans two requests; the
+// command refuses it naming the line before sending any, so nothing of it
+// is written (it committed the first request's rows, then failed on the
+// cut line). Importing it whole afterwards imports everything.
+func TestImportFileCutShortWritesNothing(t *testing.T) {
+	t.Parallel()
+	_, prefix, st := startTestEnricher(t)
+	ctx := context.Background()
+	conn := []string{"--user", "bob", "--nats-url", eventstest.URL(), "--prefix", prefix, "--log-format", "json", "--timeout", "1m"}
+	var whole strings.Builder
+	whole.WriteString(events.ExportHeader + "\n")
+	for i := range 1000 { // about 1 MiB: two requests
+		fmt.Fprintf(&whole, `{"type":"context","question":"Tomato number %d? %s","answer":"Red","created_at":"2026-11-01T10:00:00.000000Z","event_id":"e%d","conversation_id":"","scope":"","extractor":"direct","model":"","prompt_version":""}`+"\n",
+			i, strings.Repeat("t", 800), i)
+	}
+	dir := t.TempDir()
+	cut := filepath.Join(dir, "cut.jsonl")
+	if err := os.WriteFile(cut, []byte(whole.String()[:whole.Len()-40]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := runArgs(ctx, append([]string{"import", cut}, conn...)...)
+	if code != 2 || !strings.Contains(errOut, "line 1001: not a JSON object") || strings.Contains(errOut, "requests before the failure") {
+		t.Errorf("a file cut short: exit %d, stderr %q; want 2 naming line 1001 and nothing imported", code, errOut)
+	}
+	var got bytes.Buffer
+	if err := st.Export(ctx, "bob", &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != events.ExportHeader+"\n" {
+		t.Fatalf("a refused file wrote %d bytes of memory", got.Len()-len(events.ExportHeader)-1)
+	}
+	full := filepath.Join(dir, "full.jsonl")
+	if err := os.WriteFile(full, []byte(whole.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := runArgs(ctx, append([]string{"import", full}, conn...)...); code != 0 || !strings.Contains(out, "context 1000,") {
+		t.Errorf("the whole file: exit %d, %q %q", code, out, errOut)
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -27,8 +28,11 @@ or absent, into the user's memory: a fact is kept when it is the latest
 stated, clears are kept, context items and history entries already held are
 not duplicated, so importing twice imports once. The lines go in requests
 of at most 768 KiB, each atomic; a bad line is reported with its line
-number and nothing of its request is written. --timeout bounds the whole
-import.`)
+number and nothing of its request is written. A FILE is first read through
+and refused, with nothing written, when a line is not JSON (a file cut
+short mid-line); stdin is sent as it is read. A file cut at a line's end
+cannot be told from a whole one: check its line count against what export
+printed. --timeout bounds the whole import.`)
 	o.register(f)
 	pos, err := o.parse(f, args)
 	if err != nil {
@@ -44,6 +48,18 @@ import.`)
 			return err
 		}
 		defer file.Close()
+		// Check a whole regular file before the first request: one cut short
+		// mid-line (an interrupted copy) is refused with nothing written,
+		// where the requests before the cut would have been committed. A
+		// pipe or stdin is read once, as it comes.
+		if fi, err := file.Stat(); err == nil && fi.Mode().IsRegular() {
+			if err := events.CheckImport(bufio.NewReader(file)); err != nil {
+				return err
+			}
+			if _, err := file.Seek(0, io.SeekStart); err != nil {
+				return err
+			}
+		}
 		in = file
 	}
 	c, reqCtx, done, err := o.client(ctx, a)
