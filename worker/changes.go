@@ -17,6 +17,15 @@ import (
 	"github.com/memoryd/memoryd/store"
 )
 
+// msgListenFailed is logged each time listening for committed changes
+// fails, every few seconds while Postgres is down.
+const msgListenFailed = "changes: listen"
+
+// OutageRepeats are the warnings the worker logs again and again while a
+// dependency is down (the ingest and job errors back off; these do not): a
+// process's log handler may hold back repeats of them.
+var OutageRepeats = []string{msgListenFailed}
+
 // ChangesConfig configures a Changes publisher.
 type ChangesConfig struct {
 	// Conn publishes the changes. Required.
@@ -256,7 +265,7 @@ func (c *Changes) run(ctx context.Context, done chan struct{}) {
 	// fails; it ends with ctx, before run returns.
 	l, err := c.cfg.Store.ListenChanges(ctx)
 	if err != nil && ctx.Err() == nil {
-		c.cfg.Logger.Warn("changes: listen", "error", err)
+		c.cfg.Logger.Warn(msgListenFailed, "error", err)
 	}
 	listening := make(chan struct{})
 	go c.listen(ctx, l, listening)
@@ -311,7 +320,7 @@ func (c *Changes) listen(ctx context.Context, l *store.ChangeListener, done chan
 			var err error
 			if l, err = c.cfg.Store.ListenChanges(ctx); err != nil {
 				if ctx.Err() == nil {
-					c.cfg.Logger.Warn("changes: listen", "error", err)
+					c.cfg.Logger.Warn(msgListenFailed, "error", err)
 				}
 				continue
 			}
@@ -326,7 +335,7 @@ func (c *Changes) listen(ctx context.Context, l *store.ChangeListener, done chan
 		case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
 		default:
 			// The listening connection failed: listen again.
-			c.cfg.Logger.Warn("changes: listen", "error", err)
+			c.cfg.Logger.Warn(msgListenFailed, "error", err)
 			l.Close()
 			l = nil
 		}

@@ -515,9 +515,18 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 			level = e.w.logger.Error
 		}
 		level("extraction failed", "job_id", job.ID, "user_id", userID, "event_ids", logIDs(eventIDs), "attempt", job.Attempt, "max_attempts", maxAttempts,
-			"final", v.final, "kind", extractor.KindOf(err).String(), "turns", len(eventIDs), "error", err)
+			"final", v.final, "kind", kindName(err), "turns", len(eventIDs), "error", err)
 	}
 	return &jobEnd{op: "extract", label: v.label, river: v.river, cause: err}
+}
+
+// kindName is the extractor's kind of err for the log, "other" when the
+// extractor did not fail (the store did, or the job's context ended).
+func kindName(err error) string {
+	if k := extractor.KindOf(err); k != 0 {
+		return k.String()
+	}
+	return "other"
 }
 
 // maxLoggedIDs bounds the event ids a log line lists: a replay job holds

@@ -472,6 +472,19 @@ func (w *Worker) reject(ctx context.Context, m jetstream.Msg, reason error) {
 	forgotten := false
 	publish := func() error {
 		_, err := w.js.PublishMsg(pubCtx, dl)
+		if errors.Is(err, jetstream.ErrNoStreamResponse) {
+			// No stream takes the dead-letter subject: deleted while
+			// serve ran. Created again as a start would, or the event
+			// comes back until the next restart.
+			created, cerr := w.ensureDeadLetterStream(pubCtx)
+			if cerr != nil {
+				return errors.Join(err, cerr)
+			}
+			if created {
+				w.logger.Warn("dead-letter stream gone; created it again", "stream", w.cfg.DeadLetterStream)
+			}
+			_, err = w.js.PublishMsg(pubCtx, dl)
+		}
 		return err
 	}
 	var err error
@@ -493,8 +506,15 @@ func (w *Worker) reject(ctx context.Context, m jetstream.Msg, reason error) {
 		})
 	}
 	if err != nil {
-		w.logger.Error("ingest: cannot dead-letter invalid event; will redeliver", "stream_seq", seq, "error", err)
-		_ = m.NakWithDelay(w.cfg.RetryBackoff)
+		// Later each time, up to 30 backoffs, as a batch that cannot be
+		// recorded: a dead-letter stream that stays full (its store's
+		// limit) costs a line every 30 s, not every second.
+		delay := w.cfg.RetryBackoff
+		if md, err := m.Metadata(); err == nil {
+			delay *= time.Duration(min(max(md.NumDelivered, 1), 30))
+		}
+		w.logger.Error("ingest: cannot dead-letter invalid event; will redeliver", "stream_seq", seq, "stream", w.cfg.DeadLetterStream, "retry_in", delay, "error", err)
+		_ = m.NakWithDelay(delay)
 		return
 	}
 	if forgotten {

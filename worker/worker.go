@@ -866,6 +866,30 @@ func (w *Worker) Start(ctx context.Context) error {
 	return nil
 }
 
+// ensureDeadLetterStream creates the dead-letter stream when it is missing
+// (an existing one keeps its operator's settings) and says whether it did:
+// at bind, and when a dead letter finds no stream to take it (an operator
+// deleted it while serve ran), so that rejected events are not redelivered
+// until the next restart.
+func (w *Worker) ensureDeadLetterStream(ctx context.Context) (created bool, err error) {
+	cfg := w.cfg
+	if _, err := w.js.Stream(ctx, cfg.DeadLetterStream); errors.Is(err, jetstream.ErrStreamNotFound) {
+		_, err = w.js.CreateStream(ctx, jetstream.StreamConfig{
+			Name:        cfg.DeadLetterStream,
+			Description: "memoryd rejected turn events, with the reason in the Memoryd-Reason header",
+			Subjects:    []string{events.DeadLetterSubjects(cfg.Prefix)},
+			Storage:     jetstream.FileStorage,
+		})
+		if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return false, fmt.Errorf("create dead-letter stream: %w", err)
+		}
+		return err == nil, nil
+	} else if err != nil {
+		return false, fmt.Errorf("dead-letter stream: %w", err)
+	}
+	return false, nil
+}
+
 // bind makes sure the streams and the durable ingest consumer exist (the
 // turn stream gaining the prefix's subject when it lacks it, the
 // dead-letter stream created when missing) and returns the consumer and the
@@ -884,19 +908,8 @@ func (w *Worker) bind(ctx context.Context) (jetstream.Consumer, jetstream.Stream
 	if err != nil {
 		return nil, nil, fmt.Errorf("worker: %w", err)
 	}
-	// Created when missing; an existing one keeps its operator's settings.
-	if _, err := w.js.Stream(ctx, cfg.DeadLetterStream); errors.Is(err, jetstream.ErrStreamNotFound) {
-		_, err = w.js.CreateStream(ctx, jetstream.StreamConfig{
-			Name:        cfg.DeadLetterStream,
-			Description: "memoryd rejected turn events, with the reason in the Memoryd-Reason header",
-			Subjects:    []string{events.DeadLetterSubjects(cfg.Prefix)},
-			Storage:     jetstream.FileStorage,
-		})
-		if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			return nil, nil, fmt.Errorf("worker: create dead-letter stream: %w", err)
-		}
-	} else if err != nil {
-		return nil, nil, fmt.Errorf("worker: dead-letter stream: %w", err)
+	if _, err := w.ensureDeadLetterStream(ctx); err != nil {
+		return nil, nil, fmt.Errorf("worker: %w", err)
 	}
 	cons, err := w.js.CreateOrUpdateConsumer(ctx, cfg.Stream, jetstream.ConsumerConfig{
 		Durable:       cfg.Durable,

@@ -538,3 +538,23 @@ func TestEventPostgresWouldRefuseDoesNotBlockOthers(t *testing.T) {
 		t.Fatalf("odd turn = %+v, %v", turn, err)
 	}
 }
+
+// A dead-letter stream an operator deleted while the worker runs is created
+// again by the first rejected event, as a start would, rather than that
+// event being redelivered until the next restart (before: "nats: no
+// response from stream" every second, the event never acknowledged).
+func TestDeadLetterStreamDeletedWhileRunningIsCreatedAgain(t *testing.T) {
+	e := setup(t)
+	e.start(extractor.NewRules(), nil)
+	if err := e.js.DeleteStream(e.ctx, events.DeadLetterStream(e.stream)); err != nil {
+		t.Fatal(err)
+	}
+	dl := e.rejectAll(events.TurnSubject(e.prefix, "alice"), []byte(`{"id":`))
+	info, err := dl.Info(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 1 {
+		t.Fatalf("dead-letter stream has %d messages, want 1", info.State.Msgs)
+	}
+}

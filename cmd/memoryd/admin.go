@@ -193,6 +193,9 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 		return nil
 	}
 	if err != nil {
+		// Everything is read back and enqueued (the reset's mark is
+		// cleared): only the wait failed.
+		fmt.Fprintln(a.stderr, "stopped waiting for the extraction: every event is read back and the rest is enqueued; a running serve extracts it (memoryd stats shows turns_pending); re-running replay is safe")
 		return err
 	}
 	fmt.Fprintf(a.stdout, "replay done in %s\n", (p.Elapsed + time.Since(start)).Round(time.Millisecond))

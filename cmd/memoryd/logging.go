@@ -10,6 +10,7 @@ import (
 
 	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/proxy"
+	"github.com/memoryd/memoryd/worker"
 )
 
 // readableDurations logs durations as Go duration strings ("30s", "1.5ms")
@@ -106,9 +107,11 @@ func (p *repeats) let(msg string) (held int, ok bool) {
 
 // perRequest reports whether msg is one of the warnings or errors the
 // enricher and the proxy log about a single request, which an outage
-// repeats for every request.
+// repeats for every request, or one the worker repeats every few seconds
+// while a dependency is down.
 func perRequest(msg string) bool {
-	return slices.Contains(enricher.PerRequestFailures, msg) || slices.Contains(proxy.PerRequestFailures, msg)
+	return slices.Contains(enricher.PerRequestFailures, msg) || slices.Contains(proxy.PerRequestFailures, msg) ||
+		slices.Contains(worker.OutageRepeats, msg)
 }
 
 // riverKeepsInfo reports whether a River info message says something went

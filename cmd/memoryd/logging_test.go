@@ -30,6 +30,8 @@ func TestRiverRepeatsAreHeldBack(t *testing.T) {
 		// Two lines for each request an outage fails (before: all 40 out).
 		own.Error("enrich store failed", "user_id", "alice", "error", fetch)
 		own.Warn("enrich degraded", "user_id", "alice", "reason", "memory store unavailable")
+		// The changes publisher listening again every few seconds.
+		own.Warn("changes: listen", "error", fetch)
 		clock = clock.Add(500 * time.Millisecond)
 	}
 	river.Warn("elector: Error attempting to elect", "error", fetch)
@@ -50,7 +52,7 @@ func TestRiverRepeatsAreHeldBack(t *testing.T) {
 		}
 	}
 	if counts["producer: Error fetching jobs"] != 2 || counts["ingest: store unavailable"] != 20 || counts["elector: Error attempting to elect"] != 1 ||
-		counts["enrich store failed"] != 1 || counts["enrich degraded"] != 1 {
+		counts["enrich store failed"] != 1 || counts["enrich degraded"] != 1 || counts["changes: listen"] != 1 {
 		t.Fatalf("lines logged: %v; want River's repeated error twice, memoryd's 20 times, the other River warning once, each per-request line once", counts)
 	}
 	if len(repeated) != 1 || repeated[0] != 39 {

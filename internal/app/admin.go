@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -190,7 +191,7 @@ func (a *App) WaitExtracted(ctx context.Context, users []string, progress func(p
 		return err
 	}
 	last := int64(-1)
-	return poll(ctx, 200*time.Millisecond, func() (bool, error) {
+	check := func() (bool, error) {
 		n, err := s.PendingTurns(ctx, users)
 		if err != nil {
 			return false, err
@@ -200,7 +201,38 @@ func (a *App) WaitExtracted(ctx context.Context, users []string, progress func(p
 		}
 		last = n
 		return n == 0, nil
-	})
+	}
+	return poll(ctx, 200*time.Millisecond, throughOutage(ctx, check, waitOutage, time.Now, a.logger))
+}
+
+// waitOutage is how long WaitExtracted polls through a database that does
+// not answer (restarted, failed over) before it gives up: the extraction
+// workers of the process wait it out too, and a replay that had read
+// everything back should not end on a blip.
+const waitOutage = 2 * time.Minute
+
+// throughOutage is check, its errors taken for "not yet" until they have
+// lasted bound without a success in between (then the last one is
+// returned, saying how long); the first error of a run is logged.
+func throughOutage(ctx context.Context, check func() (bool, error), bound time.Duration, now func() time.Time, logger *slog.Logger) func() (bool, error) {
+	var failingSince time.Time
+	return func() (bool, error) {
+		done, err := check()
+		switch {
+		case err == nil:
+			failingSince = time.Time{}
+			return done, nil
+		case ctx.Err() != nil:
+			return false, err
+		case failingSince.IsZero():
+			failingSince = now()
+			logger.Warn("database does not answer; waiting for it", "error", err, "up_to", bound)
+			return false, nil
+		case now().Sub(failingSince) < bound:
+			return false, nil
+		}
+		return false, fmt.Errorf("database did not answer for %s: %w", bound, err)
+	}
 }
 
 // WaitProcessed waits until want of the user's turns are done (processed
