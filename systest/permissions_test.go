@@ -2,6 +2,8 @@ package systest
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -232,6 +234,24 @@ func permCheck(t *testing.T, memorydBlock, frontendBlock string) {
 	st, err := svc.Store(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A forget with memoryd's credential is recorded in NATS, where a serve
+	// on a restored database finds it (before the permission: a warning
+	// at each forget, the record missing).
+	mdjs, err := jetstream.New(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := worker.Forget(ctx, mdjs, st, "", "", "zed"); err != nil {
+		t.Fatal(err)
+	}
+	if kv, err := mdjs.KeyValue(ctx, worker.ForgetsBucket(events.DefaultStream)); err != nil {
+		t.Errorf("the forgets bucket with memoryd's documented permissions: %v (violations %q)", err, mdErrs.all())
+	} else {
+		sum := sha256.Sum256([]byte("zed"))
+		if _, err := kv.Get(ctx, hex.EncodeToString(sum[:])); err != nil {
+			t.Errorf("a forget with memoryd's documented permissions is not recorded: %v (violations %q)", err, mdErrs.all())
+		}
 	}
 
 	// bob's frontend listens wherever it can before alice does anything.

@@ -23,3 +23,7 @@ var WindowChunks = windowChunks
 
 // PruneLock is the lock a prune holds.
 const PruneLock = pruneLock
+
+// RecordForget is recordForget: a test leaves in NATS what a forget made on
+// another copy of the database (before a restore) left there.
+var RecordForget = recordForget

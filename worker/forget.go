@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,13 +57,13 @@ func Forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 	if stream == "" {
 		stream = events.DefaultStream
 	}
-	return forget(ctx, js, s, prefix, stream, events.DeadLetterStream(stream), userID)
+	return forget(ctx, js, s, prefix, stream, events.DeadLetterStream(stream), userID, nil, slog.Default())
 }
 
 // Forget deletes a user as the package-level Forget does, with the worker's
 // stream settings. It lets the enrich service's forget endpoint use it.
 func (w *Worker) Forget(ctx context.Context, userID string) (ForgetResult, error) {
-	return forget(ctx, w.js, w.cfg.Store, w.cfg.Prefix, w.cfg.Stream, w.cfg.DeadLetterStream, userID)
+	return forget(ctx, w.js, w.cfg.Store, w.cfg.Prefix, w.cfg.Stream, w.cfg.DeadLetterStream, userID, nil, w.logger)
 }
 
 // forgetAttempts bounds how often the database side is tried when it meets
@@ -85,7 +86,11 @@ const (
 // gigabytes.
 const forgetDocsTimeout = 10 * time.Minute
 
-func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix, stream, deadLetters, userID string) (ForgetResult, error) {
+// forget is Forget. through, when not nil, is the stream position the
+// forget covers (a forget recorded in NATS applied again: see
+// reapplyForgets), instead of the stream's last message now.
+func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix, stream, deadLetters, userID string,
+	through *store.StreamPosition, logger *slog.Logger) (ForgetResult, error) {
 	var r ForgetResult
 	if userID == "" {
 		return r, errors.New("forget: user id is required")
@@ -114,7 +119,11 @@ func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 		if info, err = turns.Info(ctx); err != nil {
 			return r, fmt.Errorf("forget: stream %s: %w", stream, err)
 		}
-		r.Removed, tomb, err = s.ForgetUser(ctx, userID, token, streamPosition(info), extractJobs, embedJobs)
+		pos := streamPosition(info)
+		if through != nil {
+			pos = *through
+		}
+		r.Removed, tomb, err = s.ForgetUser(ctx, userID, token, pos, extractJobs, embedJobs)
 		if err == nil || !store.IsLockWait(err) || attempt == forgetAttempts {
 			break
 		}
@@ -144,6 +153,12 @@ func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 	r.StreamEvents += moved
 	if err != nil {
 		return r, streamSideError(err)
+	}
+	// Last, the record that outlives a restore of the database from before
+	// this forget. Best effort: the forget itself is done.
+	if err := recordForget(sctx, js, stream, tomb); err != nil {
+		logger.Warn("forget: done, but not recorded in NATS: a restore of a database backup from before it would bring the user's memory back unnoticed",
+			"bucket", ForgetsBucket(stream), "error", err)
 	}
 	return r, nil
 }

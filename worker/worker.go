@@ -838,6 +838,9 @@ func (w *Worker) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Before the first turn is taken: forgets the database does not know
+	// (restored from before them) are applied to what it holds of then.
+	w.reapplyForgets(ctx)
 	if err := w.startRiver(ctx); err != nil {
 		return err
 	}

@@ -1,0 +1,194 @@
+package worker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store"
+)
+
+// A forget's tombstone lives in Postgres, so a database restored from a
+// backup taken before the forget has the user's memory back and no
+// tombstone, and the user's events, deleted from the stream, cannot tell
+// anything. So each forget is also recorded in a JetStream key-value bucket
+// beside the turn stream (ForgetsBucket), and a worker starting with
+// ingest applies again every recorded forget its database does not know
+// (reapplyForgets).
+
+// ForgetsBucket is the name of the key-value bucket recording the forgets
+// of the turn stream's users: one key a user, the latest forget.
+func ForgetsBucket(stream string) string { return stream + "_FORGETS" }
+
+// forgetRecord is a forget as the bucket keeps it: the user's token (no
+// user id: a hashed token is as much as the tombstone keeps), when, and the
+// stream position it covered.
+type forgetRecord struct {
+	Token       string    `json:"token"`
+	ForgottenAt time.Time `json:"forgotten_at"`
+	Seq         uint64    `json:"seq"`
+	Stored      time.Time `json:"stored,omitzero"`
+	SeqAlone    uint64    `json:"seq_alone,omitempty"`
+}
+
+// forgetKey is a token's key in the bucket: key names allow fewer
+// characters than subject tokens.
+func forgetKey(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// recordForget writes tomb's forget to the bucket, creating it when
+// missing.
+func recordForget(ctx context.Context, js jetstream.JetStream, stream string, tomb store.Tombstone) error {
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      ForgetsBucket(stream),
+		Description: "memoryd: the forgets of " + stream + "'s users, applied again to a database restored from before them",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+	})
+	if err != nil {
+		return fmt.Errorf("forgets bucket: %w", err)
+	}
+	data, err := json.Marshal(forgetRecord{Token: tomb.UserToken, ForgottenAt: tomb.ForgottenAt, Seq: tomb.Through.Seq,
+		Stored: tomb.Through.Stored, SeqAlone: tomb.SeqAlone})
+	if err != nil {
+		return err
+	}
+	if _, err := kv.Put(ctx, forgetKey(tomb.UserToken), data); err != nil {
+		return fmt.Errorf("forgets bucket: put: %w", err)
+	}
+	return nil
+}
+
+// readForgets returns every forget the bucket records (none when it does
+// not exist).
+func readForgets(ctx context.Context, js jetstream.JetStream, stream string) ([]forgetRecord, error) {
+	kv, err := js.KeyValue(ctx, ForgetsBucket(stream))
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("forgets bucket: %w", err)
+	}
+	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("forgets bucket: %w", err)
+	}
+	defer func() { _ = w.Stop() }()
+	var out []forgetRecord
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("forgets bucket: %w", ctx.Err())
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, errors.New("forgets bucket: watcher closed")
+			}
+			if e == nil { // every current entry delivered
+				return out, nil
+			}
+			var r forgetRecord
+			if err := json.Unmarshal(e.Value(), &r); err != nil || r.Token == "" {
+				continue // not a record of ours: nothing to apply
+			}
+			out = append(out, r)
+		}
+	}
+}
+
+// reapplyTimeout bounds reapplyForgets at start.
+const reapplyTimeout = 5 * time.Minute
+
+// reapplyForgets applies again each forget the bucket records that the
+// database does not know (no tombstone of the user, or an older one): the
+// database was restored from a backup taken before it, or is new beside an
+// old stream. A user with nothing in the database needs nothing. A user
+// the database holds memory of is forgotten again, covering the stream
+// position the forget covered (events published since are the user's new
+// memory), unless something of the user was written since the forget (a
+// turn published after it and replayed into the restored database: the
+// forgotten memory and the new are then mixed, and only the operator can
+// tell them apart): that is logged as an error to act on. It returns how
+// many forgets it applied; its errors are logged, never fatal: the
+// service runs, as it did before.
+func (w *Worker) reapplyForgets(ctx context.Context) int {
+	ctx, cancel := context.WithTimeout(ctx, reapplyTimeout)
+	defer cancel()
+	recs, err := readForgets(ctx, w.js, w.cfg.Stream)
+	if err != nil {
+		w.logger.Warn("cannot read the forgets recorded in NATS: a forget made after this database's backup would not be applied again", "error", err)
+		return 0
+	}
+	if len(recs) == 0 {
+		return 0
+	}
+	tokens := make([]string, len(recs))
+	for i, r := range recs {
+		tokens[i] = r.Token
+	}
+	known, err := w.cfg.Store.Tombstones(ctx, tokens)
+	if err != nil {
+		w.logger.Warn("cannot compare the forgets recorded in NATS with the database's", "error", err)
+		return 0
+	}
+	missing := map[string]forgetRecord{}
+	var plain []string
+	hashed := false
+	for _, r := range recs {
+		if t, ok := known[r.Token]; ok && !t.ForgottenAt.Before(r.ForgottenAt) {
+			continue
+		}
+		missing[r.Token] = r
+		if r.Token[0] == '~' {
+			hashed = true
+		} else {
+			plain = append(plain, r.Token)
+		}
+	}
+	if len(missing) == 0 {
+		return 0
+	}
+	ids, err := w.cfg.Store.UserIDsHolding(ctx, plain, hashed)
+	if err != nil {
+		w.logger.Warn("cannot find the users of forgets this database does not know", "forgets", len(missing), "error", err)
+		return 0
+	}
+	applied := 0
+	for _, id := range ids {
+		r, ok := missing[events.UserToken(id)]
+		if !ok {
+			continue
+		}
+		since, err := w.cfg.Store.UserWrittenSince(ctx, id, r.ForgottenAt)
+		if err != nil {
+			w.logger.Warn("cannot apply a recorded forget again", "user_token", r.Token, "error", err)
+			continue
+		}
+		if since {
+			w.logger.Error("the database holds memory of a user forgotten at a time it does not know of (restored from a backup taken before the forget), "+
+				"and memory of that user written since: not forgotten again, since the new memory would go too; delete what predates the forget, or forget the user",
+				"user_token", r.Token, "forgotten_at", r.ForgottenAt)
+			continue
+		}
+		through := store.StreamPosition{Seq: r.Seq, Stored: r.Stored}
+		res, err := forget(ctx, w.js, w.cfg.Store, w.cfg.Prefix, w.cfg.Stream, w.cfg.DeadLetterStream, id, &through, w.logger)
+		if err != nil {
+			w.logger.Error("cannot apply a recorded forget again: the user's memory from before it is still here; run memoryd forget for the user",
+				"user_token", r.Token, "forgotten_at", r.ForgottenAt, "error", err)
+			continue
+		}
+		applied++
+		w.logger.Warn("applied a forget again: the database did not know it (restored from a backup taken before it)",
+			"user_token", r.Token, "forgotten_at", r.ForgottenAt, "facts", res.Facts, "context", res.Context, "turns", res.Turns,
+			"documents", res.Documents)
+	}
+	return applied
+}

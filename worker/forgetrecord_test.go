@@ -1,0 +1,118 @@
+package worker_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/worker"
+)
+
+// A forget is recorded in NATS, beside the turn stream, as its tombstone
+// is in the database.
+func TestForgetIsRecordedInNATS(t *testing.T) {
+	e := setup(t)
+	e.start(extractor.NewRules(), nil)
+	e.publish(events.Turn{ID: "a1", UserID: "alice", UserMessage: "I live in Paris."})
+	e.waitDone(1)
+	if _, err := worker.Forget(e.ctx, e.js, e.store, e.prefix, e.stream, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	tombs, err := e.store.Tombstones(e.ctx, []string{"alice"})
+	if err != nil || tombs["alice"].ForgottenAt.IsZero() {
+		t.Fatalf("tombstone = %+v, %v", tombs, err)
+	}
+	kv, err := e.js.KeyValue(e.ctx, worker.ForgetsBucket(e.stream))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte("alice"))
+	entry, err := kv.Get(e.ctx, hex.EncodeToString(sum[:]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		Token       string    `json:"token"`
+		ForgottenAt time.Time `json:"forgotten_at"`
+		Seq         uint64    `json:"seq"`
+	}
+	if err := json.Unmarshal(entry.Value(), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Token != "alice" || !rec.ForgottenAt.Equal(tombs["alice"].ForgottenAt) || rec.Seq != tombs["alice"].Through.Seq {
+		t.Fatalf("recorded %+v; want the tombstone %+v", rec, tombs["alice"])
+	}
+}
+
+// A database restored from a backup taken before a forget holds the user's
+// memory again and no tombstone. A worker starting on it applies the forget
+// recorded in NATS again: the user's memory goes, the other users' stays,
+// and the user's events published after the forget are recorded. A user
+// with memory written since the recorded forget is left, and logged.
+func TestRestoredDatabaseForgetsAgain(t *testing.T) {
+	e := setup(t)
+	stop := e.start(extractor.NewRules(), nil)
+	beforeCarol := time.Now()
+	hashedUser := "dana@example.com" // not its own token
+	for _, u := range []string{"alice", "bob", "carol", hashedUser} {
+		e.publish(events.Turn{ID: u + "-1", UserID: u, UserMessage: "I live in Paris.", AssistantResponse: "Nice."})
+		e.publish(events.Turn{ID: u + "-2", UserID: u, UserMessage: "My dog is called Rex.", AssistantResponse: "Good dog."})
+	}
+	e.waitDone(8)
+	stop()
+
+	// What forgets of alice, dana and carol made on the database before
+	// it was restored left in NATS: carol's "before" her memory was written.
+	stream, err := e.js.Stream(e.ctx, e.stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := stream.Info(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := store.StreamPosition{Seq: info.State.LastSeq, Stored: info.State.LastTime}
+	for _, rec := range []struct {
+		user string
+		at   time.Time
+	}{{"alice", time.Now()}, {hashedUser, time.Now()}, {"carol", beforeCarol}} {
+		tomb := store.Tombstone{UserToken: events.UserToken(rec.user), Through: at, ForgottenAt: rec.at}
+		if err := worker.RecordForget(e.ctx, e.js, e.stream, tomb); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var logs lockedBuffer
+	e.start(extractor.NewRules(), func(c *worker.Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	for user, want := range map[string]int64{"alice": 0, hashedUser: 0, "bob": 2, "carol": 2} {
+		if st := e.userStats(user); st.TurnsReceived != want || st.ContextItems != want {
+			t.Errorf("%s after the start: %+v; want %d turns and items", user, st, want)
+		}
+	}
+	tombs, err := e.store.Tombstones(e.ctx, []string{"alice", events.UserToken(hashedUser), "bob", "carol"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tombs["alice"]; !ok || tombs["alice"].Through.Seq != at.Seq || len(tombs) != 2 {
+		t.Errorf("tombstones after the start: %+v; want alice's and dana's, covering sequence %d", tombs, at.Seq)
+	}
+	out := logs.String()
+	if strings.Count(out, "applied a forget again") != 2 || !strings.Contains(out, "memory of that user written since") {
+		t.Errorf("log:\n%s", out)
+	}
+	// alice comes back: her new turn is recorded (the forget covers only
+	// what was published before it).
+	e.publish(events.Turn{ID: "alice-3", UserID: "alice", UserMessage: "I live in Rome."})
+	e.waitFor("alice's new turn", func() (bool, string) {
+		st := e.userStats("alice")
+		return st.TurnsProcessed == 1, fmt.Sprintf("alice %+v", st)
+	})
+}
