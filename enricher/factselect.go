@@ -59,11 +59,60 @@ func selectFacts(mode string, keywords []string, facts []store.Fact) []store.Fac
 		switch {
 		case coreKeys[f.Key]:
 			core = append(core, f)
-		case matches(want, sea, f.Key) || matches(want, sea, f.Value):
+		case matchesKey(want, sea, f.Key) || matches(want, sea, f.Value):
 			rel = append(rel, f)
 		}
 	}
 	return append(core, rel...)
+}
+
+// keyNames maps each key of the fact vocabulary (events.FactKeys) and
+// each of its aliases to all of them: the words people ask about a fact
+// with are often its aliases' ("am I allergic", allergic_to, for
+// allergies; "my kids", "my wife", "college"), not the key's.
+var keyNames = func() map[string][]string {
+	m := map[string][]string{}
+	for _, k := range events.FactKeys() {
+		names := append([]string{k.Key}, k.Aliases...)
+		for _, n := range names {
+			m[n] = names
+		}
+	}
+	return m
+}()
+
+// matchesKey reports whether a word of key matches want (see matches), or
+// every word of another name of its vocabulary key (the key and its
+// aliases) does: all of them, so that an alias of several words does not
+// select its fact by a common one ("first" of first_language, "year" of
+// year_of_birth, "time" of time_zone), while "allergic" (allergic_to, "to"
+// being a stop word), "kids" or "wife" alone do.
+func matchesKey(want, sea map[string]bool, key string) bool {
+	if matches(want, sea, key) {
+		return true
+	}
+	for _, n := range keyNames[key] {
+		if n != key && matchesAll(want, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// matchesAll reports whether name (a vocabulary alias: ASCII words) has a
+// word other than stop words, and all of those are in want.
+func matchesAll(want map[string]bool, name string) bool {
+	any := false
+	for w := range words(name) {
+		if IsStopWord(w) {
+			continue
+		}
+		if !want[stem(w)] {
+			return false
+		}
+		any = true
+	}
+	return any
 }
 
 // matches reports whether a word of text, not a stop word, is in want. The

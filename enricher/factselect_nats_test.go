@@ -59,6 +59,8 @@ func TestEnrichInjectsCoreAndRelevantFacts(t *testing.T) {
 	}{
 		{"Any tips for walking my dog in the rain?", []string{"dog_name"}},
 		{"Which snacks are safe with my peanut allergy?", []string{"allergy"}},
+		// "allergic" is a word of allergic_to, another name of the key.
+		{"Am I allergic to anything?", []string{"allergy"}},
 		{"How should I train for the marathon?", []string{"sport:running"}},
 		{"Recommend a new board game for Friday", []string{"board_game"}},
 		{"What should I pack for the Azores?", []string{"vacation_plan"}},

@@ -51,6 +51,13 @@ func TestSelectFacts(t *testing.T) {
 			[]string{"occupation", "location", "name", "native_language", "allergy"}},
 		{"relevant keep recall order", events.FactsRelevant, []string{"food", "guitar", "dog"},
 			[]string{"occupation", "location", "name", "native_language", "dog_name", "favorite_food", "hobby"}},
+		// Asked about by another name of the vocabulary key: allergic_to
+		// (allergies, stored as its alias allergy here), kids (children),
+		// wife (partner), college (education), interests (hobbies).
+		{"alias word of the key", events.FactsRelevant, []string{"allergic"},
+			[]string{"occupation", "location", "name", "native_language", "allergy"}},
+		{"alias of a pet key", events.FactsRelevant, []string{"pets"},
+			[]string{"occupation", "location", "name", "native_language", "dog_name"}},
 		{"stop word in a value never matches", events.FactsRelevant, []string{"the"},
 			[]string{"occupation", "location", "name", "native_language"}},
 		{"no prefix matching", events.FactsRelevant, []string{"do", "car"},
@@ -76,6 +83,38 @@ func TestSelectFacts(t *testing.T) {
 	}
 	if got := selectFacts(events.FactsRelevant, []string{"unrelated"}, append(core, store.Fact{Key: "pet", Value: "cat"})); len(got) != len(CoreFactKeys) {
 		t.Errorf("core keys: got %d facts, want the %d core ones", len(got), len(CoreFactKeys))
+	}
+	vocab := []store.Fact{{Key: "children", Value: "Mia (daughter)"}, {Key: "partner", Value: "Maria"},
+		{Key: "education", Value: "MIT"}, {Key: "hobbies", Value: "climbing"}, {Key: "allergies", Value: "peanuts"}}
+	for _, tt := range []struct {
+		keywords []string
+		want     string
+	}{{[]string{"old", "kids"}, "children"}, {[]string{"wife", "called"}, "partner"},
+		{[]string{"college"}, "education"}, {[]string{"interests"}, "hobbies"}, {[]string{"allergic"}, "allergies"},
+		{[]string{"food", "allergies"}, "allergies"}} {
+		var got []string
+		for _, f := range selectFacts(events.FactsRelevant, tt.keywords, vocab) {
+			got = append(got, f.Key)
+		}
+		if !slices.Equal(got, []string{tt.want}) {
+			t.Errorf("selectFacts(%q) = %q, want %q", tt.keywords, got, tt.want)
+		}
+	}
+	// An alias of several words needs them all: a common one alone ("first"
+	// of first_language, "time" of time_zone, "food" of food_allergy)
+	// selects nothing.
+	more := []store.Fact{{Key: "native_language", Value: "Portuguese"},
+		{Key: "timezone", Value: "Europe/Lisbon"}, {Key: "allergies", Value: "peanuts"}}
+	for _, kw := range [][]string{{"first"}, {"time"}, {"food"}} {
+		var got []string
+		for _, f := range selectFacts(events.FactsRelevant, kw, more) {
+			if !slices.Contains(CoreFactKeys, f.Key) {
+				got = append(got, f.Key)
+			}
+		}
+		if len(got) != 0 {
+			t.Errorf("selectFacts(%q) = %q, want no fact beyond the core ones", kw, got)
+		}
 	}
 	if got := selectFacts(events.FactsRelevant, []string{"x"}, nil); len(got) != 0 {
 		t.Errorf("no facts: got %v", got)
