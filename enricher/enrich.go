@@ -276,8 +276,20 @@ func (s *Service) parseEnrich(token string, data []byte) (enrichParams, error) {
 	}
 	if !p.optOut {
 		p.keywords, p.over = keywords(req.Message)
+		if !slices.ContainsFunc(p.keywords, func(k string) bool { return !IsStopWord(k) }) {
+			// Stop words alone ("and what about the other one?"): search
+			// falls back to them, enrich does not, since they would bring
+			// whatever turns said "other" or "one" into the prompt.
+			p.keywords = []string{}
+		}
 		if p.when, p.timed = ParseTime(req.Message, p.at); p.timed {
-			p.timeKeywords, p.timeOver = timeKeywordsOf(req.Message, p.when)
+			var smallTalk bool
+			p.timeKeywords, p.timeOver, smallTalk = timeRest(req.Message, p.when)
+			if smallTalk {
+				// The rest only greets or thanks: "good morning, how are
+				// you today?" is not a question about today.
+				p.timed, p.keywords, p.timeKeywords, p.timeOver = false, []string{}, nil, nil
+			}
 		}
 	}
 	return p, nil

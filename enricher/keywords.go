@@ -54,6 +54,8 @@ var phatic = func() map[string]bool {
 		thanks thank thx ty you very much so lot hi hey hello there bye goodbye see later
 		ok okay yeah yep yup nope sure cool great awesome perfect cheers
 		lol haha got it that welcome np
+		helpful appreciate appreciated sense makes please yes noted understood
+		alright glad good wonderful amazing
 	`) {
 		m[w] = true
 	}
@@ -243,21 +245,36 @@ func (c *keywordSet) add(word string, stop, question bool) {
 }
 
 // onlyPhatic reports whether the words greet, thank or acknowledge and say
-// nothing else: one phatic word at least, and every other word of two
-// characters or fewer ("ok", "it"; "that's" leaves "s"), none of them a
-// bigram or a short word keepsShort keeps.
+// nothing else: one phatic word at least, and every other word a stop word
+// ("thank you so much, this was really helpful!", "thanks, and what about
+// the other one?") or of two characters or fewer ("ok", "it"; "that's"
+// leaves "s"), none of them a bigram or a short word keepsShort keeps.
 func (c *keywordSet) onlyPhatic() bool {
-	greets := false
+	greets, good := false, false
+	for _, k := range c.all {
+		good = good || k.word == "good"
+	}
 	for _, k := range c.all {
 		switch {
-		case phatic[k.word]:
-			greets = true
-		case utf8.RuneCountInString(k.word) > 2 || isBigramToken(k.word) || keepsShort(k.word):
+		case phatic[k.word] || (good && partsOfDay[k.word]): // "good morning"
+			greets = greets || !weakPhatic[k.word]
+		case isBigramToken(k.word) || keepsShort(k.word):
+			return false
+		case utf8.RuneCountInString(k.word) > 2 && !k.stop:
 			return false
 		}
 	}
 	return greets
 }
+
+// weakPhatic are phatic words that, beside stop words alone, do not make
+// a message small talk ("can you tell me?", "so that one?"): one of the
+// others must be there.
+var weakPhatic = map[string]bool{"you": true, "very": true, "much": true, "so": true, "lot": true, "there": true,
+	"see": true, "later": true, "got": true, "it": true, "that": true, "good": true, "makes": true}
+
+// partsOfDay greet after "good".
+var partsOfDay = map[string]bool{"morning": true, "afternoon": true, "evening": true, "night": true, "day": true}
 
 // cap returns the words (without the stop words when kept), at most
 // store.MaxKeywords of them, chosen as Keywords says.

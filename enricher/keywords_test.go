@@ -39,6 +39,13 @@ func TestKeywords(t *testing.T) {
 		{"Thanks so much!", []string{}},      // thanks only
 		{"ok, great, thank you", []string{}}, // acknowledges only
 		{"That's great, thanks!", []string{}},
+		// Small talk with stop words around its phatic words (before: their
+		// other words searched, 1,300-1,500 tokens of unrelated turns).
+		{"Thank you so much, this was really helpful!", []string{}},
+		{"I see, makes sense", []string{}},
+		{"Good morning! How are you?", []string{}},
+		{"thanks, and what about the other one?", []string{}},
+		{"Good food here?", []string{"good", "food"}}, // "good" alone greets nothing
 		{"Morning or evening?", []string{"morning", "evening"}},
 		{"Is it nice there?", []string{"nice"}},
 		{"AI?", []string{"ai"}},                                    // short words only: raw words

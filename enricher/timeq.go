@@ -1698,9 +1698,19 @@ func timeKeywords(message string, e TimeExpr) []string {
 // timeKeywordsOf is timeKeywords, and the set it capped when the cap cut
 // it (keywords).
 func timeKeywordsOf(message string, e TimeExpr) ([]string, *keywordSet) {
+	ks, over, _ := timeRest(message, e)
+	return ks, over
+}
+
+// timeRest is timeKeywordsOf, and whether the rest only greets, thanks or
+// acknowledges (no keywords at all: "good morning, how are you today?"),
+// which makes the time small talk, not a question about it.
+func timeRest(message string, e TimeExpr) (asked []string, over *keywordSet, smallTalk bool) {
 	rest := message[:e.Start] + " " + message[e.End:]
 	ks, over := keywords(rest)
-	return askedWords(ks), over
+	// No keywords from words ("Yesterday?" leaves none at all): only
+	// greeting words were there.
+	return askedWords(ks), over, len(ks) == 0 && strings.ContainsFunc(rest, unicode.IsLetter)
 }
 
 // askedWords are ks without stop words and talkWords (never nil).

@@ -58,6 +58,11 @@ func TestEnrichTimeExpressions(t *testing.T) {
 		{"time only, empty range", "what did I say in May", &zero, []string{}, []string{}},
 		// No expression: as before.
 		{"no time", "what about the kitchen", &zero, []string{"last-week", "two-weeks-ago"}, []string{"kitchen"}},
+		// Small talk, with or without a time word: nothing searched
+		// (before: yesterday's items for "good", "evening", or the items
+		// holding "other" and "one").
+		{"greeting with a time", "Good evening! How was your day yesterday?", &zero, []string{}, []string{}},
+		{"stop words only", "and what about the other one?", &zero, []string{}, []string{}},
 	}
 	for _, tt := range tests {
 		r := enrich(t, h, events.EnrichRequest{UserID: "alice", Message: tt.msg, At: timeAt, Threshold: tt.threshold})
