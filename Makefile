@@ -8,7 +8,7 @@ PKGS ?= ./...
 TESTPKGS = $(if $(filter ./...,$(PKGS)),./systest/ ./...,$(PKGS))
 FUZZTIME ?= 30s
 
-.PHONY: demo test systest build services testdeps vet tools fuzz serve
+.PHONY: demo test systest build services testservices testdeps vet tools fuzz serve
 
 ## demo: start the local servers if needed, then run memoryd end to end on the defaults
 demo: services
@@ -17,12 +17,12 @@ demo: services
 ## test: vet, build the tools, and run every test with the race detector against
 ## the real servers, printing each package as it finishes (scripts/testprogress);
 ## exit status is go test's
-test: services testdeps vet tools
+test: testservices testdeps vet tools
 	$(GO) run ./scripts/testdb
 	$(GO) run ./scripts/testprogress -race -count=1 -timeout 8m $(TESTPKGS)
 
 ## systest: only the system tests (real memoryd processes, fault injection, the documented commands)
-systest: services testdeps
+systest: testservices testdeps
 	$(GO) run ./scripts/testdb
 	$(GO) run ./scripts/testprogress -race -count=1 -timeout 8m ./systest/
 
@@ -47,6 +47,10 @@ build:
 
 services:
 	@./scripts/services.sh
+
+## testservices: the same for the servers the tests use (MEMORYD_TEST_DATABASE_URL, MEMORYD_TEST_NATS_URL)
+testservices:
+	@./scripts/services.sh test
 
 ## testdeps: Node.js/npm and libnats-dev, for the tests' Node.js and C clients (scripts/testdeps.sh)
 testdeps:

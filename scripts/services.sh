@@ -1,20 +1,35 @@
 #!/usr/bin/env bash
-# Makes sure the two servers memoryd needs answer: PostgreSQL and NATS with
-# JetStream, where MEMORYD_DATABASE_URL / MEMORYD_NATS_URL (and, for the
-# tests, MEMORYD_TEST_DATABASE_URL / MEMORYD_TEST_NATS_URL) point, by default
-# 127.0.0.1:5432 and 127.0.0.1:4222. A local server on its default port that
-# is installed but stopped is started; any other address is only checked,
-# since this machine cannot start it. What is missing is reported in one
-# sentence with the fix. MEMORYD_SKIP_SERVICES=1 skips every check.
+# services.sh [test]: makes sure the two servers memoryd needs answer:
+# PostgreSQL and NATS with JetStream, where MEMORYD_DATABASE_URL /
+# MEMORYD_NATS_URL point (make demo, make serve), or, given "test" (make test,
+# make systest), where MEMORYD_TEST_DATABASE_URL / MEMORYD_TEST_NATS_URL point;
+# each unset, 127.0.0.1:5432 and 127.0.0.1:4222. A local server on its default
+# port that is installed but stopped is started; any other address is only
+# checked, since this machine cannot start it. What is missing is reported in
+# one sentence with the fix. MEMORYD_SKIP_SERVICES=1 skips every check.
 set -u
 [ "${MEMORYD_SKIP_SERVICES:-}" = 1 ] && exit 0
 
 # hostport URL DEFAULT_PORT prints "host port" of a URL such as
-# postgres://user:pw@host:5433/db?x=y or nats://host:4222; nothing when the
-# URL names no TCP host (a Unix socket, a key=value connection string).
+# postgres://user:pw@host:5433/db?x=y, nats://host:4222 or host:4222 (NATS
+# takes it without a scheme), or of a key=value connection string
+# (host=H port=P); nothing when it names no TCP host (a Unix socket).
 hostport() {
   local rest=${1#*://} host port
-  [ "$rest" = "$1" ] && return 0
+  if [ "$rest" = "$1" ]; then
+    case $1 in
+      *=*) kvhostport "$1" "$2"; return 0 ;;
+      */* | '') return 0 ;;
+    esac
+  fi
+  # A query's host= and port= override the URL's (libpq, pgx):
+  # postgres://localhost/db?host=/var/run/postgresql is a socket.
+  local q=${1#*\?} kv kvs=() qhost= qport=
+  [ "$q" = "$1" ] || IFS='&' read -ra kvs <<<"$q"
+  for kv in "${kvs[@]}"; do
+    case $kv in host=*) qhost=${kv#host=} ;; port=*) qport=${kv#port=} ;; esac
+  done
+  case $qhost in /* | %2[Ff]*) return 0 ;; esac
   rest=${rest%%[/?]*}
   rest=${rest##*@}
   rest=${rest%%,*} # nats://a:4222,b:4222: the first
@@ -24,8 +39,26 @@ hostport() {
     *:*) host=${rest%%:*}; port=${rest##*:} ;;
     *) host=$rest; port=$2 ;;
   esac
+  host=${qhost:-$host} port=${qport:-$port}
   [ -n "$host" ] || return 0
   echo "$host $port"
+}
+
+# kvhostport DSN DEFAULT_PORT: hostport of a key=value connection string;
+# the first of several hosts; nothing for none or a socket directory.
+kvhostport() {
+  local host= port=$2 w words
+  read -ra words <<<"$1"
+  for w in "${words[@]}"; do
+    case $w in
+      host=*) host=${w#host=} ;;
+      port=*) port=${w#port=} ;;
+    esac
+  done
+  host=${host//\'/} port=${port//\'/}
+  host=${host%%,*} port=${port%%,*}
+  case $host in '' | /* | @*) return 0 ;; esac
+  echo "$host ${port:-$2}"
 }
 
 port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
@@ -35,22 +68,24 @@ wait_port() {
   return 1
 }
 
+# addr HOST PORT prints host:port, an IPv6 host in brackets.
+addr() { case $1 in *:*) echo "[$1]:$2" ;; *) echo "$1:$2" ;; esac; }
+
 is_local_default() { # host port default_port
   case $1 in 127.0.0.1 | localhost) [ "$2" = "$3" ] ;; *) return 1 ;; esac
 }
 
-# The addresses to check: each URL that is set, else the default.
-targets() { # default_port url...
-  local def=$1 u hp any=
-  shift
-  for u in "$@"; do
-    [ -n "$u" ] || continue
-    any=1
-    hp=$(hostport "$u" "$def")
-    [ -n "$hp" ] && echo "$hp"
-  done
-  [ -n "$any" ] || echo "127.0.0.1 $def"
+# target DEFAULT_PORT URL prints the address to check: the URL's, else
+# (unset) the local default; nothing for a URL naming no TCP host.
+target() {
+  if [ -n "$2" ]; then hostport "$2" "$1"; else echo "127.0.0.1 $1"; fi
 }
+
+if [ "${1:-}" = test ]; then
+  dbvar=MEMORYD_TEST_DATABASE_URL natsvar=MEMORYD_TEST_NATS_URL
+else
+  dbvar=MEMORYD_DATABASE_URL natsvar=MEMORYD_NATS_URL
+fi
 
 start_postgres() {
   if command -v pg_ctlcluster >/dev/null 2>&1 && [ -d /etc/postgresql ]; then
@@ -74,7 +109,9 @@ start_nats() {
   fi
   log=$dir/nats-server.log
   if command -v start-stop-daemon >/dev/null 2>&1; then
-    start-stop-daemon --start --oknodo --background --exec "$bin" -- \
+    # By its pidfile: matched by --exec alone, any nats-server running (a
+    # test's private one on another port) counts as "already running".
+    start-stop-daemon --start --oknodo --background --make-pidfile --pidfile "$dir/nats-server.pid" --exec "$bin" -- \
       -a 127.0.0.1 -p 4222 -js -sd "$dir" -l "$log" >/dev/null 2>&1 || true
   else
     nohup "$bin" -a 127.0.0.1 -p 4222 -js -sd "$dir" -l "$log" >/dev/null 2>&1 &
@@ -88,10 +125,10 @@ while read -r host port; do
     wait_port "$host" "$port" && continue
     echo "PostgreSQL is not running on 127.0.0.1:5432 and could not be started: install it (apt-get install postgresql) or run 'docker compose up -d postgres'." >&2
   else
-    echo "PostgreSQL does not answer at $host:$port (from MEMORYD_DATABASE_URL or MEMORYD_TEST_DATABASE_URL): start it there, or point the variable at a running server." >&2
+    echo "PostgreSQL does not answer at $(addr "$host" "$port") (from $dbvar): start it there, or point the variable at a running server." >&2
   fi
   exit 1
-done < <(targets 5432 "${MEMORYD_DATABASE_URL:-}" "${MEMORYD_TEST_DATABASE_URL:-}")
+done < <(target 5432 "${!dbvar:-}")
 
 while read -r host port; do
   port_open "$host" "$port" && continue
@@ -104,8 +141,8 @@ while read -r host port; do
       echo "NATS is not running on 127.0.0.1:4222 and could not be started: install it (apt-get install nats-server) and run it with -js, or run 'docker compose up -d nats'." >&2
     fi
   else
-    echo "NATS does not answer at $host:$port (from MEMORYD_NATS_URL or MEMORYD_TEST_NATS_URL): start nats-server with -js there, or point the variable at a running server." >&2
+    echo "NATS does not answer at $(addr "$host" "$port") (from $natsvar): start nats-server with -js there, or point the variable at a running server." >&2
   fi
   exit 1
-done < <(targets 4222 "${MEMORYD_NATS_URL:-}" "${MEMORYD_TEST_NATS_URL:-}")
+done < <(target 4222 "${!natsvar:-}")
 exit 0

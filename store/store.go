@@ -364,6 +364,21 @@ func IsLockWait(err error) bool {
 	return errors.As(err, &pgErr) && (pgErr.Code == "55P03" || pgErr.Code == "40P01")
 }
 
+// IsUnavailable reports whether err may pass once the database answers
+// again: any error that is not Postgres refusing the statement itself (a
+// failed connection, a timeout), or one of the classes that say the
+// server is going away or is short of resources (08 connection exception,
+// 57P admin shutdown or cannot connect now, 53 insufficient resources). A
+// missing table or a bad statement is not: waiting cannot mend it.
+func IsUnavailable(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return true
+	}
+	c := pgErr.Code
+	return strings.HasPrefix(c, "08") || strings.HasPrefix(c, "57P") || strings.HasPrefix(c, "53")
+}
+
 // SetLockTimeout bounds how long each statement of the current transaction
 // waits for a lock; past it the statement fails with SQLSTATE 55P03 (see
 // IsLockWait). Call it first on the Store InTx hands out; d is rounded up to

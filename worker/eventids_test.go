@@ -225,3 +225,26 @@ func TestLegacyJobMarksOnlyItsOwnTurns(t *testing.T) {
 		t.Fatalf("bob's turn with the same id = %+v, %v; want it left pending", tu, err)
 	}
 }
+
+// TestMsgIDMismatchCountedOnce: a turn with a bare Nats-Msg-Id whose batch
+// cannot be recorded at first (a table locked: the transaction times out,
+// the batch is handed back) is counted once, when it is recorded, not once
+// a delivery (before: once each time ingest read it).
+func TestMsgIDMismatchCountedOnce(t *testing.T) {
+	e := setup(t)
+	b := e.block(`LOCK TABLE turns IN SHARE MODE`)
+	e.rawPublish(events.Turn{ID: "bare", UserID: "alice", UserMessage: "I like jazz."}, "bare")
+	w, _ := e.startWorker(extractor.NewRules(), func(c *worker.Config) { c.AckWait = time.Second })
+	e.waitFor("the event read three times", func() (bool, string) {
+		st := w.Stats()
+		return st.Received >= 3, fmt.Sprintf("%+v", st)
+	})
+	if err := b.tx.Rollback(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.waitDone(1)
+	e.waitForAcked()
+	if st := w.Stats(); st.MsgIDMismatch != 1 || st.Recorded != 1 {
+		t.Errorf("stats %+v: want the one turn recorded and its Nats-Msg-Id counted once", st)
+	}
+}

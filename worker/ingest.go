@@ -110,6 +110,7 @@ func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) (err error) 
 	w.received.Add(int64(len(batch)))
 	turns := make([]store.Turn, 0, len(batch))
 	valid := make([]jetstream.Msg, 0, len(batch))
+	var badMsgID []int // indexes in turns of events with a Nats-Msg-Id other than MsgID
 	for _, m := range batch {
 		turn, err := w.decode(m)
 		if err != nil {
@@ -120,7 +121,9 @@ func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) (err error) 
 			w.optOut(ctx, m, turn)
 			continue
 		}
-		w.checkMsgID(m, turn)
+		if msgIDMismatch(m, turn) {
+			badMsgID = append(badMsgID, len(turns))
+		}
 		st, clamped, redacted := storeTurn(turn, m, w.cfg.MaxClockSkew)
 		for _, k := range redacted {
 			w.cfg.Observer.Redacted(string(k), RedactedInTurn)
@@ -216,6 +219,19 @@ func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) (err error) 
 		span.SetAttributes(attribute.Int("memoryd.turns.recorded", recorded), attribute.Int("memoryd.turns.conflicts", len(conflict)))
 	}
 	w.recorded.Add(int64(recorded))
+	// Counted once a turn, when it is recorded: a batch handed back (an
+	// outage) or tried again event by event comes back through here.
+	recordedMsg := make(map[msgKey]bool, recorded)
+	for i, t := range keep {
+		if outcomes[i] == store.TurnInserted {
+			recordedMsg[msgOf(t)] = true
+		}
+	}
+	for _, i := range badMsgID {
+		if recordedMsg[msgOf(turns[i])] {
+			w.warnMsgID(valid[i], turns[i])
+		}
+	}
 	w.duplicates.Add(int64(len(keep) - recorded - len(conflict)))
 	w.logger.Debug("ingested turns", "events", len(batch), "recorded", recorded, "conflicts", len(conflict), "forgotten", len(turns)-len(keep)-held,
 		"held_for_a_forget", held)
@@ -226,19 +242,23 @@ func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) (err error) 
 // a frontend with the mistake makes it on every event.
 const msgIDWarnEvery = time.Minute
 
-// checkMsgID counts, and warns of at most once a msgIDWarnEvery, an event
-// whose Nats-Msg-Id is set but not to events.MsgID(user, id). The event is
-// recorded as any other: the header is the stream's business. But the
+// msgIDMismatch reports whether m's Nats-Msg-Id is set but not to
+// events.MsgID(user, id). The event is recorded as any other: the header
+// is the stream's business. But the
 // duplicate window is one for the whole stream and event ids are unique
 // per user only, so such a frontend's event of one user is dropped as a
 // duplicate of another user's with the same id (a counter, say): the
 // stream acknowledges it with "duplicate":true and memoryd never sees it.
 // This is the only place the mistake can be seen from memoryd's side.
-func (w *Worker) checkMsgID(m jetstream.Msg, turn events.Turn) {
+func msgIDMismatch(m jetstream.Msg, turn events.Turn) bool {
 	got := m.Headers().Get(jetstream.MsgIDHeader)
-	if got == "" || got == events.MsgID(turn.UserID, turn.ID) {
-		return
-	}
+	return got != "" && got != events.MsgID(turn.UserID, turn.ID)
+}
+
+// warnMsgID counts a turn recorded with a mismatched Nats-Msg-Id
+// (msgIDMismatch) and warns of it at most once a msgIDWarnEvery.
+func (w *Worker) warnMsgID(m jetstream.Msg, st store.Turn) {
+	got := m.Headers().Get(jetstream.MsgIDHeader)
 	w.msgIDMismatch.Add(1)
 	now := time.Now().UnixNano()
 	last := w.msgIDWarned.Load()
@@ -247,7 +267,7 @@ func (w *Worker) checkMsgID(m jetstream.Msg, turn events.Turn) {
 	}
 	w.logger.Warn("turn published with a Nats-Msg-Id other than <user-token>:<id>: events of two users with the same id "+
 		"within the stream's duplicate window lose the later one (see docs/protocol.md, Publishing turns); recorded",
-		"subject", m.Subject(), "event_id", turn.ID, "msg_id", got, "want_msg_id", events.MsgID(turn.UserID, turn.ID),
+		"subject", m.Subject(), "event_id", st.EventID, "msg_id", got, "want_msg_id", events.MsgID(st.UserID, st.EventID),
 		"mismatched_total", w.msgIDMismatch.Load())
 }
 

@@ -621,9 +621,10 @@ type Stats struct {
 	// Clamped counts turns whose timestamp was later than the time the
 	// stream stored them plus MaxClockSkew, recorded at the stored time.
 	Clamped int64
-	// MsgIDMismatch counts events whose Nats-Msg-Id header is set but is
-	// not events.MsgID of their user and id (a frontend setting the bare
-	// event id): they are recorded, but such a frontend's events of two
+	// MsgIDMismatch counts turns recorded from an event whose
+	// Nats-Msg-Id header is set but is not events.MsgID of its user and id
+	// (a frontend setting the bare event id), once a turn however often
+	// it was delivered: they are recorded, but such a frontend's events of two
 	// users with the same id collide in JetStream's duplicate window, and
 	// the later one is dropped by the stream, unseen by memoryd.
 	MsgIDMismatch int64

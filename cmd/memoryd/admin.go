@@ -117,7 +117,7 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 		// --shutdown-timeout hands running jobs back to River (a serve
 		// runs them), which the operator should still hear of.
 		if err := svc.Stop(stopCtx); err != nil {
-			logger.Warn("replay: stopping its workers", "err", err, "shutdown_timeout", o.shutdownTimeout)
+			logger.Warn("replay: stopping its workers", "error", err, "shutdown_timeout", o.shutdownTimeout)
 		}
 	}()
 	// Progress goes to the log (stderr), the summary to stdout, so that a
@@ -195,7 +195,7 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 	if err != nil {
 		// Everything is read back and enqueued (the reset's mark is
 		// cleared): only the wait failed.
-		fmt.Fprintln(a.stderr, "stopped waiting for the extraction: every event is read back and the rest is enqueued; a running serve extracts it (memoryd stats shows turns_pending); re-running replay is safe")
+		fmt.Fprintln(a.stderr, "stopped waiting for the extraction: every event is read back and the rest is enqueued; a running serve extracts it (memoryd stats --user U shows a user's turns_pending); re-running replay is safe")
 		return err
 	}
 	fmt.Fprintf(a.stdout, "replay done in %s\n", (p.Elapsed + time.Since(start)).Round(time.Millisecond))

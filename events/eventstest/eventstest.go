@@ -35,7 +35,7 @@ func Conn(t testing.TB) *nats.Conn {
 	t.Helper()
 	nc, err := nats.Connect(URL(), nats.Name(t.Name()), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
-		t.Fatalf("eventstest: connect to %s (is nats-server -js running? `make services` starts it): %v", URL(), err)
+		t.Fatalf("eventstest: connect to %s (is nats-server -js running? `make testservices` starts it): %v", URL(), err)
 	}
 	t.Cleanup(nc.Close)
 	return nc

@@ -192,7 +192,12 @@ func (a *App) WaitExtracted(ctx context.Context, users []string, progress func(p
 	}
 	last := int64(-1)
 	check := func() (bool, error) {
-		n, err := s.PendingTurns(ctx, users)
+		// Bounded: a database that stops answering without closing the
+		// connection (a failover, a partition) would hold one check, and
+		// the wait, past waitOutage.
+		cctx, cancel := context.WithTimeout(ctx, waitCheckTimeout)
+		defer cancel()
+		n, err := s.PendingTurns(cctx, users)
 		if err != nil {
 			return false, err
 		}
@@ -209,7 +214,9 @@ func (a *App) WaitExtracted(ctx context.Context, users []string, progress func(p
 // not answer (restarted, failed over) before it gives up: the extraction
 // workers of the process wait it out too, and a replay that had read
 // everything back should not end on a blip.
-const waitOutage = 2 * time.Minute
+//
+// waitCheckTimeout bounds each of its checks. Variables for the tests.
+var waitOutage, waitCheckTimeout = 2 * time.Minute, 15 * time.Second
 
 // throughOutage is check, its errors taken for "not yet" until they have
 // lasted bound without a success in between (then the last one is
@@ -222,7 +229,8 @@ func throughOutage(ctx context.Context, check func() (bool, error), bound time.D
 		case err == nil:
 			failingSince = time.Time{}
 			return done, nil
-		case ctx.Err() != nil:
+		case ctx.Err() != nil || !store.IsUnavailable(err):
+			// Cancelled, or refused for good (a missing table): no outage.
 			return false, err
 		case failingSince.IsZero():
 			failingSince = now()

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // TestThroughOutage: a wait's check that fails is "not yet" until its
@@ -30,6 +32,9 @@ func TestThroughOutage(t *testing.T) {
 		{"down past the bound", []step{{0, false, down}, {time.Minute, false, down}, {2 * time.Minute, false, down}}, "database did not answer for 2m0s: FATAL", false},
 		{"up between two outages", []step{{0, false, down}, {90 * time.Second, false, nil}, {100 * time.Second, false, down}, {3 * time.Minute, false, down}}, "", false},
 		{"within the bound", []step{{0, false, down}, {119 * time.Second, false, down}}, "", false},
+		// Postgres refusing the statement itself: no outage to wait out.
+		{"a missing table", []step{{0, false, &pgconn.PgError{Code: "42P01", Message: `relation "turns" does not exist`}}}, "turns", false},
+		{"shutting down", []step{{0, false, &pgconn.PgError{Code: "57P01"}}, {time.Second, true, nil}}, "", true},
 	} {
 		var clock time.Duration
 		i := 0

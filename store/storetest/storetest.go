@@ -49,11 +49,11 @@ func Schema(t testing.TB) (name, url string) {
 	_, _ = rand.Read(b[:])
 	name = "t_" + hex.EncodeToString(b[:])
 	if err := EnsureDatabase(ctx, BaseURL()); err != nil {
-		t.Fatalf("storetest: %v (is Postgres running? `make services` starts it)", err)
+		t.Fatalf("storetest: %v (is Postgres running? `make testservices` starts it)", err)
 	}
 	conn, err := pgx.Connect(ctx, BaseURL())
 	if err != nil {
-		t.Fatalf("storetest: connect to %s (is Postgres running? `make services` starts it): %v", BaseURL(), err)
+		t.Fatalf("storetest: connect to %s (is Postgres running? `make testservices` starts it): %v", BaseURL(), err)
 	}
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
@@ -163,7 +163,7 @@ func missingDatabase(t testing.TB) (string, func()) {
 	return u.String(), func() {
 		t.Helper()
 		if err := exec("CREATE DATABASE " + name); err != nil {
-			t.Fatalf("storetest: create database (is Postgres running? `make services` starts it): %v", err)
+			t.Fatalf("storetest: create database (is Postgres running? `make testservices` starts it): %v", err)
 		}
 	}
 }
