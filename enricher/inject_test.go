@@ -37,7 +37,9 @@ func TestNeutralize(t *testing.T) {
 
 func TestEstimateTokens(t *testing.T) {
 	t.Parallel()
-	for s, want := range map[string]int{"": 0, "a": 1, "abcd": 1, "abcde": 2, "日本語だ": 1, strings.Repeat("x", 4000): 1000} {
+	// A CJK character is a token of its own; the rest four to a token.
+	for s, want := range map[string]int{"": 0, "a": 1, "abcd": 1, "abcde": 2, "日本語だ": 4, "東京 is big": 2 + 2, "서울": 2,
+		strings.Repeat("x", 4000): 1000} {
 		if got := estimateTokens(s); got != want {
 			t.Errorf("estimateTokens(%q) = %d, want %d", s, got, want)
 		}
