@@ -69,13 +69,16 @@ var controlTokens = strings.NewReplacer(
 	"<|", "< |", "|>", "| >",
 	"<s>", "< s>", "</s>", "< /s>",
 	"<start_of_turn>", "< start_of_turn>", "<end_of_turn>", "< end_of_turn>",
+	// DeepSeek's (V3, R1) write their bars full width: "<｜User｜>",
+	// "<｜end▁of▁sentence｜>".
+	"<｜", "< ｜", "｜>", "｜ >",
 )
 
 // breakControlTokens puts a space into each control token s holds (see
 // controlTokens), so that no tokenizer reads it as one; the rest of s is
 // kept as it is (HTML and code keep their other tags).
 func breakControlTokens(s string) string {
-	if !strings.Contains(s, "<") && !strings.Contains(s, "|>") {
+	if !strings.Contains(s, "<") && !strings.Contains(s, "|>") && !strings.Contains(s, "｜>") {
 		return s
 	}
 	return controlTokens.Replace(s)

@@ -1710,7 +1710,27 @@ func timeRest(message string, e TimeExpr) (asked []string, over *keywordSet, sma
 	ks, over := keywords(rest)
 	// No keywords from words ("Yesterday?" leaves none at all): only
 	// greeting words were there.
-	return askedWords(ks), over, len(ks) == 0 && strings.ContainsFunc(rest, unicode.IsLetter)
+	return askedWords(ks), over, len(ks) == 0 && strings.ContainsFunc(rest, unicode.IsLetter) && !asksOfTheUser(rest)
+}
+
+// askingWords ask about the user's past rather than greet: a question word
+// other than "how" ("how are you?", "how was your day?"), the first person,
+// "about". "Great, what did I do yesterday?" or "thanks! what about last
+// week?" ask about the time, though the rest's words are all stop words
+// beside an acknowledgement.
+var askingWords = map[string]bool{"what": true, "what's": true, "whats": true, "which": true, "where": true, "who": true,
+	"whom": true, "whose": true, "when": true, "why": true, "i": true, "me": true, "my": true, "mine": true, "we": true,
+	"us": true, "our": true, "about": true, "remind": true, "remember": true}
+
+// asksOfTheUser reports whether the rest of a timed message holds one of
+// the askingWords.
+func asksOfTheUser(rest string) bool {
+	for _, w := range strings.FieldsFunc(strings.ToLower(rest), func(r rune) bool { return !unicode.IsLetter(r) && r != '\'' }) {
+		if askingWords[strings.Trim(w, "'")] {
+			return true
+		}
+	}
+	return false
 }
 
 // askedWords are ks without stop words and talkWords (never nil).

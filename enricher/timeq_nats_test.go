@@ -63,6 +63,10 @@ func TestEnrichTimeExpressions(t *testing.T) {
 		// holding "other" and "one").
 		{"greeting with a time", "Good evening! How was your day yesterday?", &zero, []string{}, []string{}},
 		{"stop words only", "and what about the other one?", &zero, []string{}, []string{}},
+		// An acknowledgement before a question about a time: the time is
+		// read (before: nothing, the rest's words being stop words).
+		{"thanks, then a time question", "Great, what did I do yesterday?", nil, []string{"yesterday"}, []string{}},
+		{"thanks, what about a time", "thanks! what about yesterday?", nil, []string{"yesterday"}, []string{}},
 	}
 	for _, tt := range tests {
 		r := enrich(t, h, events.EnrichRequest{UserID: "alice", Message: tt.msg, At: timeAt, Threshold: tt.threshold})

@@ -2,9 +2,11 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -39,6 +41,30 @@ type Removed struct {
 // changes (see changes.go). It refuses a schema a newer memoryd migrated
 // (Config.SchemaVersion), deleting nothing.
 func (s *Store) ForgetUser(ctx context.Context, userID, token string, through StreamPosition, riverJobs ...RiverJobs) (Removed, Tombstone, error) {
+	return s.forgetUser(ctx, userID, token, through, time.Time{}, riverJobs)
+}
+
+// ErrForgetKnown is ReapplyForget finding that the database knows the
+// forget already: the user's tombstone is from then or later (another
+// process applied it again first). Nothing was deleted.
+var ErrForgetKnown = errors.New("forget: the database knows this forget already")
+
+// ErrWrittenSince is ReapplyForget finding memory of the user written
+// after the recorded forget, which a forget now would delete with the
+// rest. Nothing was deleted.
+var ErrWrittenSince = errors.New("forget: the user has memory written after the recorded forget")
+
+// ReapplyForget is ForgetUser for a forget recorded at recordedAt that
+// this database does not know (restored from a backup taken before it),
+// covering through, the stream position it covered. Under the user's lock
+// it first checks, and deletes nothing when, the user's tombstone is from
+// recordedAt or later (ErrForgetKnown) or anything of the user was written
+// since recordedAt (ErrWrittenSince, see UserWrittenSince).
+func (s *Store) ReapplyForget(ctx context.Context, userID, token string, through StreamPosition, recordedAt time.Time, riverJobs ...RiverJobs) (Removed, Tombstone, error) {
+	return s.forgetUser(ctx, userID, token, through, recordedAt, riverJobs)
+}
+
+func (s *Store) forgetUser(ctx context.Context, userID, token string, through StreamPosition, recordedAt time.Time, riverJobs []RiverJobs) (Removed, Tombstone, error) {
 	var (
 		r    Removed
 		tomb = Tombstone{UserToken: token}
@@ -49,6 +75,22 @@ func (s *Store) ForgetUser(ctx context.Context, userID, token string, through St
 		}
 		if err := q.CheckSchema(ctx); err != nil {
 			return fmt.Errorf("forget: %w", err)
+		}
+		if !recordedAt.IsZero() {
+			known, err := q.tombstones(ctx, []string{token})
+			if err != nil {
+				return err
+			}
+			if t, ok := known[token]; ok && !t.ForgottenAt.Before(recordedAt) {
+				return ErrForgetKnown
+			}
+			since, err := q.UserWrittenSince(ctx, userID, recordedAt)
+			if err != nil {
+				return err
+			}
+			if since {
+				return ErrWrittenSince
+			}
 		}
 		next, err := q.tombstoneThrough(ctx, userID, token, through)
 		if err != nil {

@@ -86,11 +86,19 @@ const (
 // gigabytes.
 const forgetDocsTimeout = 10 * time.Minute
 
-// forget is Forget. through, when not nil, is the stream position the
-// forget covers (a forget recorded in NATS applied again: see
-// reapplyForgets), instead of the stream's last message now.
+// reapplied is a forget recorded in NATS being applied again (see
+// reapplyForgets): the stream position it covered, and when it was made.
+type reapplied struct {
+	through store.StreamPosition
+	at      time.Time
+}
+
+// forget is Forget, or, with again, a recorded forget applied again: it
+// covers again.through instead of the stream's last message now, and
+// deletes nothing when the database knows it by now or the user has memory
+// written since (store.ReapplyForget).
 func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix, stream, deadLetters, userID string,
-	through *store.StreamPosition, logger *slog.Logger) (ForgetResult, error) {
+	again *reapplied, logger *slog.Logger) (ForgetResult, error) {
 	var r ForgetResult
 	if userID == "" {
 		return r, errors.New("forget: user id is required")
@@ -119,11 +127,11 @@ func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 		if info, err = turns.Info(ctx); err != nil {
 			return r, fmt.Errorf("forget: stream %s: %w", stream, err)
 		}
-		pos := streamPosition(info)
-		if through != nil {
-			pos = *through
+		if again != nil {
+			r.Removed, tomb, err = s.ReapplyForget(ctx, userID, token, again.through, again.at, extractJobs, embedJobs)
+		} else {
+			r.Removed, tomb, err = s.ForgetUser(ctx, userID, token, streamPosition(info), extractJobs, embedJobs)
 		}
-		r.Removed, tomb, err = s.ForgetUser(ctx, userID, token, pos, extractJobs, embedJobs)
 		if err == nil || !store.IsLockWait(err) || attempt == forgetAttempts {
 			break
 		}
@@ -155,7 +163,14 @@ func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 		return r, streamSideError(err)
 	}
 	// Last, the record that outlives a restore of the database from before
-	// this forget. Best effort: the forget itself is done.
+	// this forget. Best effort: the forget itself is done. A recorded
+	// forget applied again (through) keeps its record as it is: rewritten
+	// with this forget's time, it would stand for a forget later than the
+	// user's memory written after the first one, and a backup taken in
+	// between (which knows the first forget) would lose that memory.
+	if again != nil {
+		return r, nil
+	}
 	if err := recordForget(sctx, js, stream, tomb); err != nil {
 		logger.Warn("forget: done, but not recorded in NATS: a restore of a database backup from before it would bring the user's memory back unnoticed",
 			"bucket", ForgetsBucket(stream), "error", err)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -45,15 +46,29 @@ func forgetKey(token string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// recordTimeout bounds recordForget: a credential without the bucket's
+// permission gets no answer at all (NATS reports the violation apart), and
+// the forget's reply should not wait the client's default 5 s for it.
+const recordTimeout = 2 * time.Second
+
 // recordForget writes tomb's forget to the bucket, creating it when
-// missing.
+// missing (an existing one keeps its operator's settings: replicas,
+// placement).
 func recordForget(ctx context.Context, js jetstream.JetStream, stream string, tomb store.Tombstone) error {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      ForgetsBucket(stream),
-		Description: "memoryd: the forgets of " + stream + "'s users, applied again to a database restored from before them",
-		History:     1,
-		Storage:     jetstream.FileStorage,
-	})
+	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, ForgetsBucket(stream))
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      ForgetsBucket(stream),
+			Description: "memoryd: the forgets of " + stream + "'s users, applied again to a database restored from before them",
+			History:     1,
+			Storage:     jetstream.FileStorage,
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = js.KeyValue(ctx, ForgetsBucket(stream)) // created meanwhile
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("forgets bucket: %w", err)
 	}
@@ -120,11 +135,25 @@ const reapplyTimeout = 5 * time.Minute
 // many forgets it applied; its errors are logged, never fatal: the
 // service runs, as it did before.
 func (w *Worker) reapplyForgets(ctx context.Context) int {
+	return reapplyForgets(ctx, w.js, w.cfg.Store, w.cfg.Prefix, w.cfg.Stream, w.cfg.DeadLetterStream, w.logger)
+}
+
+// ReapplyForgets applies again the forgets recorded in NATS that the
+// database does not know, as a worker does when it starts with ingest
+// (see Worker.Start); replay runs it before it reads the stream, so that
+// the turns it writes back are not taken for memory written after such a
+// forget. The dead-letter stream is events.DeadLetterStream(stream). It
+// returns how many forgets it applied; its errors are logged.
+func ReapplyForgets(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix, stream string, logger *slog.Logger) int {
+	return reapplyForgets(ctx, js, s, prefix, stream, events.DeadLetterStream(stream), logger)
+}
+
+func reapplyForgets(ctx context.Context, js jetstream.JetStream, st *store.Store, prefix, stream, deadLetters string, logger *slog.Logger) int {
 	ctx, cancel := context.WithTimeout(ctx, reapplyTimeout)
 	defer cancel()
-	recs, err := readForgets(ctx, w.js, w.cfg.Stream)
+	recs, err := readForgets(ctx, js, stream)
 	if err != nil {
-		w.logger.Warn("cannot read the forgets recorded in NATS: a forget made after this database's backup would not be applied again", "error", err)
+		logger.Warn("cannot read the forgets recorded in NATS: a forget made after this database's backup would not be applied again", "error", err)
 		return 0
 	}
 	if len(recs) == 0 {
@@ -134,9 +163,9 @@ func (w *Worker) reapplyForgets(ctx context.Context) int {
 	for i, r := range recs {
 		tokens[i] = r.Token
 	}
-	known, err := w.cfg.Store.Tombstones(ctx, tokens)
+	known, err := st.Tombstones(ctx, tokens)
 	if err != nil {
-		w.logger.Warn("cannot compare the forgets recorded in NATS with the database's", "error", err)
+		logger.Warn("cannot compare the forgets recorded in NATS with the database's", "error", err)
 		return 0
 	}
 	missing := map[string]forgetRecord{}
@@ -156,9 +185,9 @@ func (w *Worker) reapplyForgets(ctx context.Context) int {
 	if len(missing) == 0 {
 		return 0
 	}
-	ids, err := w.cfg.Store.UserIDsHolding(ctx, plain, hashed)
+	ids, err := st.UserIDsHolding(ctx, plain, hashed)
 	if err != nil {
-		w.logger.Warn("cannot find the users of forgets this database does not know", "forgets", len(missing), "error", err)
+		logger.Warn("cannot find the users of forgets this database does not know", "forgets", len(missing), "error", err)
 		return 0
 	}
 	applied := 0
@@ -167,26 +196,24 @@ func (w *Worker) reapplyForgets(ctx context.Context) int {
 		if !ok {
 			continue
 		}
-		since, err := w.cfg.Store.UserWrittenSince(ctx, id, r.ForgottenAt)
-		if err != nil {
-			w.logger.Warn("cannot apply a recorded forget again", "user_token", r.Token, "error", err)
-			continue
-		}
-		if since {
-			w.logger.Error("the database holds memory of a user forgotten at a time it does not know of (restored from a backup taken before the forget), "+
+		again := &reapplied{through: store.StreamPosition{Seq: r.Seq, Stored: r.Stored}, at: r.ForgottenAt}
+		res, err := forget(ctx, js, st, prefix, stream, deadLetters, id, again, logger)
+		switch {
+		case errors.Is(err, store.ErrForgetKnown):
+			continue // another process applied it meanwhile
+		case errors.Is(err, store.ErrWrittenSince):
+			logger.Error("the database holds memory of a user forgotten at a time it does not know of (restored from a backup taken before the forget), "+
 				"and memory of that user written since: not forgotten again, since the new memory would go too; delete what predates the forget, or forget the user",
 				"user_token", r.Token, "forgotten_at", r.ForgottenAt)
 			continue
 		}
-		through := store.StreamPosition{Seq: r.Seq, Stored: r.Stored}
-		res, err := forget(ctx, w.js, w.cfg.Store, w.cfg.Prefix, w.cfg.Stream, w.cfg.DeadLetterStream, id, &through, w.logger)
 		if err != nil {
-			w.logger.Error("cannot apply a recorded forget again: the user's memory from before it is still here; run memoryd forget for the user",
+			logger.Error("cannot apply a recorded forget again: the user's memory from before it is still here; run memoryd forget for the user",
 				"user_token", r.Token, "forgotten_at", r.ForgottenAt, "error", err)
 			continue
 		}
 		applied++
-		w.logger.Warn("applied a forget again: the database did not know it (restored from a backup taken before it)",
+		logger.Warn("applied a forget again: the database did not know it (restored from a backup taken before it)",
 			"user_token", r.Token, "forgotten_at", r.ForgottenAt, "facts", res.Facts, "context", res.Context, "turns", res.Turns,
 			"documents", res.Documents)
 	}

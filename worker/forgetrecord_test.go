@@ -116,3 +116,96 @@ func TestRestoredDatabaseForgetsAgain(t *testing.T) {
 		return st.TurnsProcessed == 1, fmt.Sprintf("alice %+v", st)
 	})
 }
+
+// A recorded forget applied again keeps its record: rewritten with the
+// time it was applied again, a later restore of a backup that knew the
+// first forget (and holds what the user wrote after it) would take that
+// memory for older than the forget and delete it.
+func TestReappliedForgetKeepsItsRecord(t *testing.T) {
+	e := setup(t)
+	stop := e.start(extractor.NewRules(), nil)
+	e.publish(events.Turn{ID: "a1", UserID: "alice", UserMessage: "I live in Paris."})
+	e.waitDone(1)
+	stop()
+	stream, err := e.js.Stream(e.ctx, e.stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := stream.Info(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forgotten := time.Now().UTC().Truncate(time.Microsecond) // after alice's memory, before the start
+	tomb := store.Tombstone{UserToken: "alice", Through: store.StreamPosition{Seq: info.State.LastSeq, Stored: info.State.LastTime},
+		ForgottenAt: forgotten}
+	if err := worker.RecordForget(e.ctx, e.js, e.stream, tomb); err != nil {
+		t.Fatal(err)
+	}
+	e.start(extractor.NewRules(), nil)
+	if st := e.userStats("alice"); st.TurnsReceived != 0 {
+		t.Fatalf("alice after the start: %+v; want her forgotten again", st)
+	}
+	kv, err := e.js.KeyValue(e.ctx, worker.ForgetsBucket(e.stream))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte("alice"))
+	entry, err := kv.Get(e.ctx, hex.EncodeToString(sum[:]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		ForgottenAt time.Time `json:"forgotten_at"`
+	}
+	if err := json.Unmarshal(entry.Value(), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if !rec.ForgottenAt.Equal(forgotten) {
+		t.Fatalf("record after the forget was applied again: forgotten_at %s; want the first forget's %s", rec.ForgottenAt, forgotten)
+	}
+}
+
+// A replay on a database restored from before a forget applies the
+// recorded forget first: the turns the user published after the forget,
+// which it reads back, are the user's only memory (before: the replayed
+// turns were "memory written since", and the forgotten memory stayed
+// beside them for good).
+func TestReplayOnARestoredDatabaseForgetsFirst(t *testing.T) {
+	e := setup(t)
+	stop := e.start(extractor.NewRules(), nil)
+	e.publish(events.Turn{ID: "old", UserID: "alice", UserMessage: "My dog is called Rex.", AssistantResponse: "Good dog."})
+	e.waitDone(1)
+	stop()
+	// The forget made on the database before the restore left its record
+	// (and purged the old event: here the tombstone it writes covers it).
+	stream, err := e.js.Stream(e.ctx, e.stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := stream.Info(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := store.StreamPosition{Seq: info.State.LastSeq, Stored: info.State.LastTime}
+	if err := worker.RecordForget(e.ctx, e.js, e.stream, store.Tombstone{UserToken: "alice", Through: at, ForgottenAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	// alice came back after the forget.
+	e.publish(events.Turn{ID: "new", UserID: "alice", UserMessage: "I live in Rome.", AssistantResponse: "Lovely."})
+
+	if n := worker.ReapplyForgets(e.ctx, e.js, e.store, e.prefix, e.stream, slog.New(slog.DiscardHandler)); n != 1 {
+		t.Fatalf("forgets applied again: %d, want 1", n)
+	}
+	e.replayOnly(worker.ReplayConfig{})
+	e.start(extractor.NewRules(), nil)
+	e.waitFor("alice's new turn", func() (bool, string) {
+		st := e.userStats("alice")
+		return st.TurnsProcessed == 1 && st.TurnsPending == 0, fmt.Sprintf("alice %+v", st)
+	})
+	if _, err := e.store.GetTurn(e.ctx, "alice", "old"); err == nil {
+		t.Errorf("the forgotten turn is back")
+	}
+	if st := e.userStats("alice"); st.TurnsReceived != 1 || st.ContextItems != 1 {
+		t.Errorf("alice after the replay: %+v; want the new turn alone", st)
+	}
+}

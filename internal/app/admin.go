@@ -97,6 +97,12 @@ func (a *App) Replay(ctx context.Context, o ReplayOptions) (worker.ReplayProgres
 	if err != nil {
 		return worker.ReplayProgress{}, err
 	}
+	if !o.DryRun {
+		// A database restored from before a forget: the forget first, or
+		// the turns the user published after it, read back now, would
+		// leave the forgotten memory beside them for good.
+		worker.ReapplyForgets(ctx, js, s, a.cfg.Prefix, a.cfg.Stream, a.logger)
+	}
 	return worker.Replay(ctx, worker.ReplayConfig{
 		Enqueuer:  enq,
 		JetStream: js, Store: s, Prefix: a.cfg.Prefix, Stream: a.cfg.Stream,
