@@ -1710,7 +1710,35 @@ func timeRest(message string, e TimeExpr) (asked []string, over *keywordSet, sma
 	ks, over := keywords(rest)
 	// No keywords from words ("Yesterday?" leaves none at all): only
 	// greeting words were there.
-	return askedWords(ks), over, len(ks) == 0 && strings.ContainsFunc(rest, unicode.IsLetter) && !asksOfTheUser(rest)
+	return withoutGreeting(askedWords(ks)), over, len(ks) == 0 && strings.ContainsFunc(rest, unicode.IsLetter) && !asksOfTheUser(rest)
+}
+
+// greetWords greet, thank or acknowledge and say nothing else, unlike
+// the other phatic words ("great", "perfect", "sense"), which a question
+// may be about.
+var greetWords = map[string]bool{"hi": true, "hey": true, "hello": true, "thanks": true, "thank": true, "thx": true,
+	"cheers": true, "bye": true, "goodbye": true, "okay": true, "yeah": true, "yep": true, "yup": true}
+
+// withoutGreeting is ks without the words that greet or thank ("good
+// morning! what did we talk about yesterday?" asks about yesterday, not
+// about mornings; greetWords, and "good" before a part of the day): the rest of a timed message is searched within the
+// time's range, where a greeting's words would only narrow it.
+func withoutGreeting(ks []string) []string {
+	good := false
+	for i, k := range ks {
+		// "good morning", not "a good morning run".
+		good = good || (k == "good" && i+1 < len(ks) && partsOfDay[ks[i+1]])
+	}
+	out := ks[:0:0]
+	for _, k := range ks {
+		if !greetWords[k] && !(good && (k == "good" || partsOfDay[k])) {
+			out = append(out, k)
+		}
+	}
+	if out == nil {
+		out = []string{}
+	}
+	return out
 }
 
 // askingWords ask about the user's past rather than greet: a question word

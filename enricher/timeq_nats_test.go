@@ -67,6 +67,9 @@ func TestEnrichTimeExpressions(t *testing.T) {
 		// read (before: nothing, the rest's words being stop words).
 		{"thanks, then a time question", "Great, what did I do yesterday?", nil, []string{"yesterday"}, []string{}},
 		{"thanks, what about a time", "thanks! what about yesterday?", nil, []string{"yesterday"}, []string{}},
+		// A greeting before it: its words are not searched within the day
+		// (before: "good", "morning" found nothing of yesterday).
+		{"greeting, then a time question", "good morning! what did we talk about yesterday?", nil, []string{"yesterday"}, []string{}},
 	}
 	for _, tt := range tests {
 		r := enrich(t, h, events.EnrichRequest{UserID: "alice", Message: tt.msg, At: timeAt, Threshold: tt.threshold})
