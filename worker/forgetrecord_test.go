@@ -71,15 +71,7 @@ func TestRestoredDatabaseForgetsAgain(t *testing.T) {
 
 	// What forgets of alice, dana and carol made on the database before
 	// it was restored left in NATS: carol's "before" her memory was written.
-	stream, err := e.js.Stream(e.ctx, e.stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := stream.Info(e.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := store.StreamPosition{Seq: info.State.LastSeq, Stored: info.State.LastTime}
+	at := e.streamEnd()
 	for _, rec := range []struct {
 		user string
 		at   time.Time
@@ -127,17 +119,8 @@ func TestReappliedForgetKeepsItsRecord(t *testing.T) {
 	e.publish(events.Turn{ID: "a1", UserID: "alice", UserMessage: "I live in Paris."})
 	e.waitDone(1)
 	stop()
-	stream, err := e.js.Stream(e.ctx, e.stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := stream.Info(e.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	forgotten := time.Now().UTC().Truncate(time.Microsecond) // after alice's memory, before the start
-	tomb := store.Tombstone{UserToken: "alice", Through: store.StreamPosition{Seq: info.State.LastSeq, Stored: info.State.LastTime},
-		ForgottenAt: forgotten}
+	tomb := store.Tombstone{UserToken: "alice", Through: e.streamEnd(), ForgottenAt: forgotten}
 	if err := worker.RecordForget(e.ctx, e.js, e.stream, tomb); err != nil {
 		t.Fatal(err)
 	}
@@ -178,15 +161,7 @@ func TestReplayOnARestoredDatabaseForgetsFirst(t *testing.T) {
 	stop()
 	// The forget made on the database before the restore left its record
 	// (and purged the old event: here the tombstone it writes covers it).
-	stream, err := e.js.Stream(e.ctx, e.stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := stream.Info(e.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := store.StreamPosition{Seq: info.State.LastSeq, Stored: info.State.LastTime}
+	at := e.streamEnd()
 	if err := worker.RecordForget(e.ctx, e.js, e.stream, store.Tombstone{UserToken: "alice", Through: at, ForgottenAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
@@ -208,4 +183,19 @@ func TestReplayOnARestoredDatabaseForgetsFirst(t *testing.T) {
 	if st := e.userStats("alice"); st.TurnsReceived != 1 || st.ContextItems != 1 {
 		t.Errorf("alice after the replay: %+v; want the new turn alone", st)
 	}
+}
+
+// streamEnd is where the turn stream stands now: the position a forget
+// made now covers.
+func (e *env) streamEnd() store.StreamPosition {
+	e.t.Helper()
+	stream, err := e.js.Stream(e.ctx, e.stream)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	info, err := stream.Info(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return store.StreamPosition{Seq: info.State.LastSeq, Stored: info.State.LastTime}
 }
