@@ -27,3 +27,6 @@ const PruneLock = pruneLock
 // RecordForget is recordForget: a test leaves in NATS what a forget made on
 // another copy of the database (before a restore) left there.
 var RecordForget = recordForget
+
+// ForgetKey is forgetKey: a user token's key in the forgets bucket.
+var ForgetKey = forgetKey

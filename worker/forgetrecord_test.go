@@ -1,8 +1,6 @@
 package worker_test
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -30,23 +28,7 @@ func TestForgetIsRecordedInNATS(t *testing.T) {
 	if err != nil || tombs["alice"].ForgottenAt.IsZero() {
 		t.Fatalf("tombstone = %+v, %v", tombs, err)
 	}
-	kv, err := e.js.KeyValue(e.ctx, worker.ForgetsBucket(e.stream))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256([]byte("alice"))
-	entry, err := kv.Get(e.ctx, hex.EncodeToString(sum[:]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rec struct {
-		Token       string    `json:"token"`
-		ForgottenAt time.Time `json:"forgotten_at"`
-		Seq         uint64    `json:"seq"`
-	}
-	if err := json.Unmarshal(entry.Value(), &rec); err != nil {
-		t.Fatal(err)
-	}
+	rec := e.forgetRecord("alice")
 	if rec.Token != "alice" || !rec.ForgottenAt.Equal(tombs["alice"].ForgottenAt) || rec.Seq != tombs["alice"].Through.Seq {
 		t.Fatalf("recorded %+v; want the tombstone %+v", rec, tombs["alice"])
 	}
@@ -128,21 +110,7 @@ func TestReappliedForgetKeepsItsRecord(t *testing.T) {
 	if st := e.userStats("alice"); st.TurnsReceived != 0 {
 		t.Fatalf("alice after the start: %+v; want her forgotten again", st)
 	}
-	kv, err := e.js.KeyValue(e.ctx, worker.ForgetsBucket(e.stream))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256([]byte("alice"))
-	entry, err := kv.Get(e.ctx, hex.EncodeToString(sum[:]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rec struct {
-		ForgottenAt time.Time `json:"forgotten_at"`
-	}
-	if err := json.Unmarshal(entry.Value(), &rec); err != nil {
-		t.Fatal(err)
-	}
+	rec := e.forgetRecord("alice")
 	if !rec.ForgottenAt.Equal(forgotten) {
 		t.Fatalf("record after the forget was applied again: forgotten_at %s; want the first forget's %s", rec.ForgottenAt, forgotten)
 	}
@@ -198,4 +166,29 @@ func (e *env) streamEnd() store.StreamPosition {
 		e.t.Fatal(err)
 	}
 	return store.StreamPosition{Seq: info.State.LastSeq, Stored: info.State.LastTime}
+}
+
+// recordJSON is a forget record as the bucket holds it.
+type recordJSON struct {
+	Token       string    `json:"token"`
+	ForgottenAt time.Time `json:"forgotten_at"`
+	Seq         uint64    `json:"seq"`
+}
+
+// forgetRecord reads the bucket's record of token's forget.
+func (e *env) forgetRecord(token string) recordJSON {
+	e.t.Helper()
+	kv, err := e.js.KeyValue(e.ctx, worker.ForgetsBucket(e.stream))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	entry, err := kv.Get(e.ctx, worker.ForgetKey(token))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var rec recordJSON
+	if err := json.Unmarshal(entry.Value(), &rec); err != nil {
+		e.t.Fatal(err)
+	}
+	return rec
 }
