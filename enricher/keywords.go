@@ -250,10 +250,8 @@ func (c *keywordSet) add(word string, stop, question bool) {
 // the other one?") or of two characters or fewer ("ok", "it"; "that's"
 // leaves "s"), none of them a bigram or a short word keepsShort keeps.
 func (c *keywordSet) onlyPhatic() bool {
-	greets, good := false, false
-	for _, k := range c.all {
-		good = good || k.word == "good"
-	}
+	greets := false
+	good := goodPartOfDay(len(c.all), func(i int) string { return c.all[i].word })
 	for _, k := range c.all {
 		switch {
 		case phatic[k.word] || (good && partsOfDay[k.word]): // "good morning"
@@ -275,6 +273,18 @@ var weakPhatic = map[string]bool{"you": true, "very": true, "much": true, "so": 
 
 // partsOfDay greet after "good".
 var partsOfDay = map[string]bool{"morning": true, "afternoon": true, "evening": true, "night": true, "day": true}
+
+// goodPartOfDay reports whether the n words (word(i) the i-th) hold
+// "good" right before a part of the day, a greeting ("good morning"), so
+// that "good" elsewhere ("good food, this morning?") greets nobody.
+func goodPartOfDay(n int, word func(int) string) bool {
+	for i := range n - 1 {
+		if word(i) == "good" && partsOfDay[word(i+1)] {
+			return true
+		}
+	}
+	return false
+}
 
 // cap returns the words (without the stop words when kept), at most
 // store.MaxKeywords of them, chosen as Keywords says.

@@ -1724,11 +1724,7 @@ var greetWords = map[string]bool{"hi": true, "hey": true, "hello": true, "thanks
 // about mornings; greetWords, and "good" before a part of the day): the rest of a timed message is searched within the
 // time's range, where a greeting's words would only narrow it.
 func withoutGreeting(ks []string) []string {
-	good := false
-	for i, k := range ks {
-		// "good morning", not "a good morning run".
-		good = good || (k == "good" && i+1 < len(ks) && partsOfDay[ks[i+1]])
-	}
+	good := goodPartOfDay(len(ks), func(i int) string { return ks[i] })
 	out := ks[:0:0]
 	for _, k := range ks {
 		if !greetWords[k] && !(good && (k == "good" || partsOfDay[k])) {

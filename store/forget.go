@@ -59,7 +59,7 @@ var ErrWrittenSince = errors.New("forget: the user has memory written after the 
 // covering through, the stream position it covered. Under the user's lock
 // it first checks, and deletes nothing when, the user's tombstone is from
 // recordedAt or later (ErrForgetKnown) or anything of the user was written
-// since recordedAt (ErrWrittenSince, see UserWrittenSince).
+// since recordedAt (ErrWrittenSince, see userWrittenSince).
 func (s *Store) ReapplyForget(ctx context.Context, userID, token string, through StreamPosition, recordedAt time.Time, riverJobs ...RiverJobs) (Removed, Tombstone, error) {
 	return s.forgetUser(ctx, userID, token, through, recordedAt, riverJobs)
 }
@@ -84,7 +84,7 @@ func (s *Store) forgetUser(ctx context.Context, userID, token string, through St
 			if t, ok := known[token]; ok && !t.ForgottenAt.Before(recordedAt) {
 				return ErrForgetKnown
 			}
-			since, err := q.UserWrittenSince(ctx, userID, recordedAt)
+			since, err := q.userWrittenSince(ctx, userID, recordedAt)
 			if err != nil {
 				return err
 			}

@@ -49,10 +49,10 @@ func (s *Store) UserIDsHolding(ctx context.Context, ids []string, hashed bool) (
 	return out, nil
 }
 
-// UserWrittenSince reports whether anything of the user was written at or
+// userWrittenSince reports whether anything of the user was written at or
 // after t (a turn received, a context item inserted, a fact changed, a
 // document of the user's own collections put), by this database's clock.
-func (s *Store) UserWrittenSince(ctx context.Context, userID string, t time.Time) (bool, error) {
+func (s *Store) userWrittenSince(ctx context.Context, userID string, t time.Time) (bool, error) {
 	var since bool
 	err := s.db.QueryRow(ctx, `SELECT
 		EXISTS (SELECT 1 FROM turns WHERE user_id = $1 AND received_at >= $2)
