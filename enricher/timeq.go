@@ -1710,7 +1710,42 @@ func timeRest(message string, e TimeExpr) (asked []string, over *keywordSet, sma
 	ks, over := keywords(rest)
 	// No keywords from words ("Yesterday?" leaves none at all): only
 	// greeting words were there.
-	return withoutGreeting(askedWords(ks)), over, len(ks) == 0 && strings.ContainsFunc(rest, unicode.IsLetter) && !asksOfTheUser(rest)
+	return withoutGreeting(askedWords(ks)), over, len(ks) == 0 && strings.ContainsFunc(rest, unicode.IsLetter) &&
+		!asksOfTheUser(rest) && !asksTheTime(message, e)
+}
+
+// followWords may join a time asked about alone ("ok, and yesterday?",
+// "thanks. then last week?").
+var followWords = map[string]bool{"and": true, "or": true, "also": true, "then": true, "so": true, "but": true,
+	"what": true}
+
+// asksTheTime reports whether the clause holding e (from the last comma,
+// sentence end or line break before it to the next after it) ends in a
+// question mark and holds nothing but e and followWords: "ok, and
+// yesterday?" asks about yesterday, though an acknowledgement is the rest
+// of the message, while in "how are you today?" the time is part of a
+// greeting.
+func asksTheTime(message string, e TimeExpr) bool {
+	isEnd := func(r rune) bool { return strings.ContainsRune(",.;:!?\n，。！？；：", r) }
+	before := message[:e.Start]
+	if i := strings.LastIndexFunc(before, isEnd); i >= 0 {
+		_, n := utf8.DecodeRuneInString(before[i:])
+		before = before[i+n:]
+	}
+	after := message[e.End:]
+	end := strings.IndexFunc(after, isEnd)
+	if end < 0 {
+		return false
+	}
+	if r, _ := utf8.DecodeRuneInString(after[end:]); r != '?' && r != '？' {
+		return false
+	}
+	for _, w := range strings.FieldsFunc(strings.ToLower(before+" "+after[:end]), func(r rune) bool { return !unicode.IsLetter(r) }) {
+		if !followWords[w] {
+			return false
+		}
+	}
+	return true
 }
 
 // greetWords greet, thank or acknowledge and say nothing else, unlike

@@ -67,6 +67,11 @@ func TestEnrichTimeExpressions(t *testing.T) {
 		// read (before: nothing, the rest's words being stop words).
 		{"thanks, then a time question", "Great, what did I do yesterday?", nil, []string{"yesterday"}, []string{}},
 		{"thanks, what about a time", "thanks! what about yesterday?", nil, []string{"yesterday"}, []string{}},
+		// A time asked about alone after an acknowledgement (before: small
+		// talk, nothing).
+		{"ok, and a time", "ok, and yesterday?", nil, []string{"yesterday"}, []string{}},
+		{"thanks, a time", "Thanks! Last week?", nil, []string{"last-week"}, []string{}},
+		{"a time in a greeting's question", "thanks, and you today?", &zero, []string{}, []string{}},
 		// A greeting before it: its words are not searched within the day
 		// (before: "good", "morning" found nothing of yesterday).
 		{"greeting, then a time question", "good morning! what did we talk about yesterday?", nil, []string{"yesterday"}, []string{}},
