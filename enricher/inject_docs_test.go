@@ -32,11 +32,11 @@ func TestRenderDocs(t *testing.T) {
 		{"inline with facts and items", events.FormatInline, facts, items, testChunks[:1],
 			"[facts: city=Paris]\n[context: User: q1\nAssistant: a1 | [1] nats.go/README.md › Basic Usage › TLS, chunk 3: Use nats.Secure() with a CA.]"},
 		{"system chunks only", events.FormatSystem, nil, nil, testChunks,
-			systemPreamble + "\n\nRetrieved documents:\n" +
+			events.SystemPreamble + "\n\nRetrieved documents:\n" +
 				"1. Use nats.Secure() with a CA. (source: [1] nats.go/README.md › Basic Usage › TLS, chunk 3)\n" +
 				"2. a|b\\: *c* _d_ (x) (source: [2] notes.txt, chunk 0)"},
 		{"system numbering continues", events.FormatSystem, facts, items, testChunks[:1],
-			systemPreamble + "\n\nFacts about the user:\n1. city: Paris (source: turn e1, 2026-11-01)\n" +
+			events.SystemPreamble + "\n\nFacts about the user:\n1. city: Paris (source: turn e1, 2026-11-01)\n" +
 				"\nRetrieved memories:\n2. User: q1 Assistant: a1 (source: turn e2, 2026-11-01)\n" +
 				"\nRetrieved documents:\n3. Use nats.Secure() with a CA. (source: [1] nats.go/README.md › Basic Usage › TLS, chunk 3)"},
 		{"markdown chunks only", events.FormatMarkdown, nil, nil, testChunks,

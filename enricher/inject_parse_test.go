@@ -112,7 +112,7 @@ func parseSystem(text string) (parsed, error) {
 		return out, nil
 	}
 	lines := strings.Split(text, "\n")
-	if lines[0] != systemPreamble {
+	if lines[0] != events.SystemPreamble {
 		return out, fmt.Errorf("no preamble")
 	}
 	section, n := "", 0

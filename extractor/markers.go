@@ -23,7 +23,8 @@ func markerName(marker string) string {
 const maxStripPasses = 4
 
 // StripMarkers removes memory blocks that memoryd injected into a
-// conversation earlier, "[facts: ...]" and "[context: ...]", and trims the
+// conversation earlier, "[facts: ...]" and "[context: ...]", and the
+// system and markdown formats' injections (stripFormatted), and trims the
 // result.
 //
 // The marker is matched case-insensitively and a block may span lines and
@@ -33,6 +34,7 @@ const maxStripPasses = 4
 // spaces around a removed inline block into one), so valid UTF-8 stays valid.
 // StripMarkers is linear in len(s) and safe on any input.
 func StripMarkers(s string) string {
+	s = stripFormatted(s)
 	for range maxStripPasses {
 		var removed bool
 		if s, removed = stripOnce(s); !removed {
@@ -86,3 +88,47 @@ func blockEnd(s string, open int) int {
 func endsWithBlank(s string) bool {
 	return s != "" && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t')
 }
+
+// Line shapes of the system and markdown injections (enricher's
+// renderDocs): stored text never holds a line break (neutralize), so each
+// fact, item, source and citation is one line of its shape, and the
+// block ends at the first line of none. Leading spaces are not required:
+// a frontend or a model may have reformatted the indentation.
+var (
+	systemLineRE   = regexp.MustCompile(`^(?:|Facts about the user:|Retrieved memories:|Retrieved documents:|\d+\. .*\(source: .*\))$`)
+	markdownLineRE = regexp.MustCompile(`^(?:|### (?:Facts|Relevant memories|Documents|Citations)|- \*\*.*\*\*: .*_\(source: .*\)_|\d+\. \*\*User:\*\* .*|\*\*Assistant:\*\* .*|_Relevance \d+\.\d+(?:; source: .*)?_|\d+\. .* \[\d+\]|- \[\d+\] .*)$`)
+)
+
+// stripFormatted removes the system and markdown injections s holds
+// (events.SystemPreamble, events.MarkdownHeading): from the line that
+// opens one through the last line after it of the format's shapes, blank
+// lines included. The lines around it are kept as they are. It is linear
+// in len(s).
+func stripFormatted(s string) string {
+	if !strings.Contains(s, events.MarkdownHeading) && !strings.Contains(s, systemLead) {
+		return s
+	}
+	lines := strings.Split(s, "\n")
+	out := lines[:0]
+	for i := 0; i < len(lines); i++ {
+		var shape *regexp.Regexp
+		switch line := strings.TrimSpace(lines[i]); {
+		case line == events.MarkdownHeading:
+			shape = markdownLineRE
+		case strings.HasPrefix(line, systemLead):
+			shape = systemLineRE
+		default:
+			out = append(out, lines[i])
+			continue
+		}
+		for i+1 < len(lines) && shape.MatchString(strings.TrimSpace(lines[i+1])) {
+			i++
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// systemLead is the first sentence of events.SystemPreamble, which opens
+// a system injection's line (an older memoryd's preamble had only the
+// first two sentences).
+var systemLead = events.SystemPreamble[:strings.Index(events.SystemPreamble, ".")+1]

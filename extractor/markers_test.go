@@ -42,6 +42,15 @@ func TestStripMarkers(t *testing.T) {
 		{name: "marker formed by removal", in: "[fac[facts: x]ts: y] z", want: "z"},
 		{name: "invalid utf-8 inside removed", in: "[context: \xc3\x28 ] fine", want: "fine"},
 		{name: "the contract's markers", in: events.FactsMarker + " a=b]\n" + events.ContextMarker + " User: q] hi", want: "hi"},
+		// The system and markdown injections: from their first line
+		// through the last of their shapes.
+		{name: "markdown before", in: events.MarkdownHeading + "\n\n### Facts\n- **city**: Paris _(source: set directly, 2026-11-01)_\n\nhi", want: "hi"},
+		{name: "markdown after", in: "hi\n" + events.MarkdownHeading + "\n### Relevant memories\n1. **User:** q\n **Assistant:** a\n _Relevance 0.90; source: turn e2, 2026-11-01_", want: "hi"},
+		{name: "markdown ends at a line of no shape", in: events.MarkdownHeading + "\n### Documents\n1. text [1]\n_Relevance 0.50_\nmy list:\n1. eggs", want: "my list:\n1. eggs"},
+		{name: "system", in: events.SystemPreamble + "\n\nFacts about the user:\n1. city: Paris (source: set directly, 2026-11-01)\nwhat now?", want: "what now?"},
+		{name: "an older system preamble", in: "Use the following retrieved context when relevant. If the context is insufficient, say what is missing.\n\nRetrieved memories:\n1. User: q (source: stored directly, 2026-11-01)\n\nok", want: "ok"},
+		{name: "heading inside a line kept", in: "I wrote " + events.MarkdownHeading + " at the top", want: "I wrote " + events.MarkdownHeading + " at the top"},
+		{name: "heading alone", in: "a\n" + events.MarkdownHeading + "\nb", want: "a\nb"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,7 +96,8 @@ func FuzzStripMarkers(f *testing.F) {
 		if len(got) > len(in) {
 			t.Fatalf("StripMarkers(%q) = %q: output longer than input", in, got)
 		}
-		if !markerOpenRE.MatchString(in) && got != strings.TrimSpace(in) {
+		formatted := strings.Contains(in, events.MarkdownHeading) || strings.Contains(in, systemLead)
+		if !markerOpenRE.MatchString(in) && !formatted && got != strings.TrimSpace(in) {
 			t.Fatalf("StripMarkers(%q) = %q: changed text without markers", in, got)
 		}
 		if got != strings.TrimSpace(got) {

@@ -1,0 +1,54 @@
+package enricher
+
+import (
+	"testing"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/extractor"
+)
+
+// TestEchoedInjectionIsStripped: an injection of any format that a
+// frontend put before or after the user's message (and published the turn
+// so) is removed by the extractors' StripMarkers, whatever its stored text,
+// and the message is kept as it was. Before, only the inline format's
+// blocks were: a markdown or system injection was stored again as the
+// turn's context and read again for facts.
+func TestEchoedInjectionIsStripped(t *testing.T) {
+	t.Parallel()
+	facts := []events.Fact{
+		{Key: "city", Value: "Paris", UpdatedAt: day0, SourceAt: day0, EventID: "e1"},
+		{Key: "note", Value: "## Knowledge Base Context\n### Facts\n(source: x)", UpdatedAt: day0, SourceAt: day0},
+	}
+	items := []events.ContextItem{
+		{Question: "Where do I live?", Answer: "In Paris.\n\n1. **User:** fake", Score: 0.9, CreatedAt: day0, EventID: "e2", ConversationID: "c1"},
+		{Question: "only a question [3]", Score: 0.41, CreatedAt: day0},
+	}
+	messages := []string{
+		"What's my dog's name?",
+		"Plan my week:\n- gym\n- groceries\n\nThanks!",
+		"## My notes\nsome text",
+	}
+	for _, format := range []string{events.FormatInline, events.FormatSystem, events.FormatMarkdown} {
+		for _, tc := range []struct {
+			name   string
+			facts  []events.Fact
+			items  []events.ContextItem
+			chunks []events.DocumentChunk
+		}{
+			{"facts", facts, nil, nil},
+			{"items", nil, items, nil},
+			{"chunks", nil, nil, testChunks},
+			{"all", facts, items, testChunks},
+		} {
+			inj := renderDocs(format, cleanFacts(tc.facts), cleanItems(tc.items), cleanChunks(tc.chunks))
+			for _, msg := range messages {
+				for _, turn := range []string{inj + "\n\n" + msg, msg + "\n\n" + inj, inj + "\n" + msg, "\n" + msg + "\r\n\r\n" + inj + "\n"} {
+					got := extractor.StripMarkers(turn)
+					if got != msg {
+						t.Errorf("%s, %s: StripMarkers(%q)\n = %q\nwant %q", format, tc.name, turn, got, msg)
+					}
+				}
+			}
+		}
+	}
+}
