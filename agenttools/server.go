@@ -34,6 +34,10 @@ const DefaultTimeout = 5 * time.Second
 // per-user bound on requests at once (enricher.Config.MaxUserInFlight).
 const DefaultMaxUserCalls = 4
 
+// DefaultSessionTimeout closes an HTTP session idle this long when
+// Config.SessionTimeout is 0.
+const DefaultSessionTimeout = 30 * time.Minute
+
 // DefaultVersion is the version the server reports when Config.Version is
 // empty.
 const DefaultVersion = "0.1.0"
@@ -66,6 +70,12 @@ type Config struct {
 	// many waiting), which answers the excess "overloaded" at once.
 	// Default DefaultMaxUserCalls, that bound.
 	MaxUserCalls int
+	// SessionTimeout closes an HTTP session that has had no request for
+	// this long (its client then gets 404 and opens a new one): without it
+	// every session a client opened and did not DELETE (a crashed agent, a
+	// script) kept its goroutine and memory until the process ended.
+	// Default DefaultSessionTimeout.
+	SessionTimeout time.Duration
 	// Version is reported to clients. Default DefaultVersion.
 	Version string
 	// Logger receives the server's logs. Default slog.Default().
@@ -79,6 +89,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxUserCalls == 0 {
 		c.MaxUserCalls = DefaultMaxUserCalls
+	}
+	if c.SessionTimeout == 0 {
+		c.SessionTimeout = DefaultSessionTimeout
 	}
 	if c.Version == "" {
 		c.Version = DefaultVersion
@@ -96,6 +109,8 @@ func (c Config) validate() error {
 		return errors.New("agenttools: Config.Client is required")
 	case c.Timeout < 0:
 		return fmt.Errorf("agenttools: Config.Timeout %s is out of range", c.Timeout)
+	case c.SessionTimeout < 0:
+		return fmt.Errorf("agenttools: Config.SessionTimeout %s is out of range", c.SessionTimeout)
 	case c.MaxUserCalls < 0:
 		return fmt.Errorf("agenttools: Config.MaxUserCalls %d is under 0", c.MaxUserCalls)
 	case c.User != "" && (len(c.User) > events.MaxUserIDBytes || !utf8.ValidString(c.User)):
@@ -173,7 +188,7 @@ func (s *Server) Handler() (http.Handler, error) {
 		return &auth.TokenInfo{UserID: user}, nil
 	}
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
-		&mcp.StreamableHTTPOptions{Logger: s.cfg.Logger})
+		&mcp.StreamableHTTPOptions{Logger: s.cfg.Logger, SessionTimeout: s.cfg.SessionTimeout})
 	// API keys do not expire; revoking one is removing it from the keys.
 	mux := http.NewServeMux()
 	mux.Handle("/", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h))

@@ -43,7 +43,8 @@ type memory struct {
 }
 
 type searchOut struct {
-	Results []memory `json:"results" jsonschema:"the matching memories, best first (empty when none matches)"`
+	Results   []memory `json:"results" jsonschema:"the matching memories, best first (empty when none matches)"`
+	Truncated bool     `json:"truncated,omitempty" jsonschema:"true when lower-ranked matches were left out to keep the reply within memoryd's size limit: ask again with a lower limit"`
 }
 
 type storeIn struct {
@@ -123,7 +124,7 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 				req.MaxResults = &in.Limit
 			}
 			reply, err := c.Search(ctx, req)
-			return searchOut{Results: memories(reply.Results)}, err
+			return searchOut{Results: memories(reply.Results), Truncated: reply.Truncated}, err
 		}))
 
 	addTool(srv, &mcp.Tool{Name: "store_memory", Title: "Store a memory",
