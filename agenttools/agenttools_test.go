@@ -180,8 +180,22 @@ func TestToolsHaveSchemasAndNoUser(t *testing.T) {
 	var got []string
 	required := map[string][]string{"search_memory": {"query"}, "get_fact": {"key"}, "set_fact": {"key", "value"},
 		"clear_fact": {"key"}, "delete_memory": {"id"}}
+	// What each tool does to memory, for the client deciding whether to ask
+	// the user first: without annotations a tool is taken to be destructive.
+	readOnly := map[string]bool{"search_memory": true, "get_fact": true, "list_facts": true, "list_memories": true}
+	destructive := map[string]bool{"set_fact": true, "clear_fact": true, "delete_memory": true}
 	for _, tool := range res.Tools {
 		got = append(got, tool.Name)
+		switch a := tool.Annotations; {
+		case a == nil:
+			t.Errorf("%s: no annotations (taken to be destructive)", tool.Name)
+		case a.ReadOnlyHint != readOnly[tool.Name]:
+			t.Errorf("%s: readOnlyHint %v", tool.Name, a.ReadOnlyHint)
+		case !a.ReadOnlyHint && (a.DestructiveHint == nil || *a.DestructiveHint != destructive[tool.Name] || !a.IdempotentHint):
+			t.Errorf("%s: destructiveHint %v, idempotentHint %v", tool.Name, a.DestructiveHint, a.IdempotentHint)
+		case a.OpenWorldHint == nil || *a.OpenWorldHint:
+			t.Errorf("%s: open world (it works on memoryd's memory alone)", tool.Name)
+		}
 		if len(tool.Description) < 60 {
 			t.Errorf("%s: description %q is too short to tell a model when to use it", tool.Name, tool.Description)
 		}
@@ -568,6 +582,11 @@ func TestToolErrorsNameTheToolsFields(t *testing.T) {
 		// A list key's value of separators alone: the service says "value
 		// holds no item (use facts.clear ...)", its NATS endpoint.
 		{"set_fact", map[string]any{"key": "languages", "value": ", ;"}, "use clear_fact to delete a fact"},
+		// Over the NATS server's max payload (1 MiB): refused by the NATS
+		// client before memoryd could name the field (before: "memoryd
+		// search: nats: maximum payload exceeded").
+		{"search_memory", map[string]any{"query": strings.Repeat("q", 2<<20)}, "invalid arguments: too large to send to memoryd"},
+		{"set_fact", map[string]any{"key": "location", "value": strings.Repeat("v", 2<<20)}, "a fact value 8 KiB"},
 	} {
 		if got := toolError(t, s, tc.tool, tc.args); !strings.Contains(got, tc.want) {
 			t.Errorf("%s %v: %q, want %q", tc.tool, tc.args, got, tc.want)

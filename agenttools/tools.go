@@ -100,6 +100,14 @@ type deleteOut struct {
 	Deleted bool `json:"deleted" jsonschema:"true: the memory is gone"`
 }
 
+// readOnly annotates a tool that only reads the user's memory, so that a
+// client need not ask the user before each call (a tool without annotations
+// is taken to be destructive). Every tool works on memoryd's memory alone:
+// no open world.
+func readOnly() *mcp.ToolAnnotations {
+	return &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: ptr(false)}
+}
+
 // newMCPServer returns an MCP server whose tools act for the user who
 // returns.
 func (s *Server) newMCPServer(who identity) *mcp.Server {
@@ -116,7 +124,8 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 		Description: "Search the user's long-term memory (question/answer pairs and notes remembered from earlier " +
 			"conversations) for what is relevant to a query. Use it before answering a question that may depend on " +
 			"something the user said before. Returns the best matches first, each with its id, question, answer, " +
-			"score and date; facts (key/value) are not searched here: use list_facts or get_fact."},
+			"score and date; facts (key/value) are not searched here: use list_facts or get_fact.",
+		Annotations: readOnly()},
 		bounds{"limit": {1, events.MaxMaxResults}},
 		wrap(t, func(ctx context.Context, user string, in searchIn) (searchOut, error) {
 			req := events.SearchRequest{UserID: user, Query: in.Query, Scope: in.Scope}
@@ -131,7 +140,8 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 		Description: "Remember something for later conversations with this user: either a question/answer pair " +
 			"(question and answer) or a free-form note (note). Use it for things worth recalling that are not a " +
 			"single key/value fact (use set_fact for those). Storing the same pair twice keeps one copy. Returns " +
-			"the memory's id."},
+			"the memory's id.",
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(false), IdempotentHint: true, OpenWorldHint: ptr(false)}},
 		nil,
 		wrap(t, func(ctx context.Context, user string, in storeIn) (storeOut, error) {
 			req := events.StoreRequest{UserID: user, Question: in.Question, Answer: in.Answer}
@@ -155,7 +165,8 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 
 	addTool(srv, &mcp.Tool{Name: "get_fact", Title: "Get a fact",
 		Description: "Get one fact about the user by its key (e.g. name, location). Returns the key, value and when " +
-			"it was set; an error says when the user has no such fact (list_facts shows the keys there are)."},
+			"it was set; an error says when the user has no such fact (list_facts shows the keys there are).",
+		Annotations: readOnly()},
 		nil,
 		wrap(t, func(ctx context.Context, user string, in factKeyIn) (fact, error) {
 			f, err := c.GetFact(ctx, user, in.Key)
@@ -165,7 +176,8 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 	addTool(srv, &mcp.Tool{Name: "set_fact", Title: "Set a fact",
 		Description: "Remember a durable fact about the user as a key/value pair (their name, where they live, a " +
 			"preference), replacing the key's previous value. Use it when the user states or corrects such a " +
-			"fact. Returns the fact as now stored."},
+			"fact. Returns the fact as now stored.",
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(false)}},
 		nil,
 		wrap(t, func(ctx context.Context, user string, in setFactIn) (fact, error) {
 			if strings.TrimSpace(in.Value) == "" {
@@ -183,7 +195,8 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 
 	addTool(srv, &mcp.Tool{Name: "list_facts", Title: "List facts",
 		Description: "List every fact known about the user (key/value pairs such as name and location), most " +
-			"recently set first. Use it to get an overview of who the user is."},
+			"recently set first. Use it to get an overview of who the user is.",
+		Annotations: readOnly()},
 		nil,
 		wrap(t, func(ctx context.Context, user string, _ struct{}) (factsOut, error) {
 			facts, err := c.ListFacts(ctx, user)
@@ -197,7 +210,7 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 	addTool(srv, &mcp.Tool{Name: "clear_fact", Title: "Delete a fact",
 		Description: "Delete one fact about the user by its key, e.g. when the user asks you to forget it or it is " +
 			"no longer true. Returns whether a fact was deleted.",
-		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true)}},
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(false)}},
 		nil,
 		wrap(t, func(ctx context.Context, user string, in factKeyIn) (clearFactOut, error) {
 			n, err := c.ClearFact(ctx, user, in.Key)
@@ -207,7 +220,8 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 	addTool(srv, &mcp.Tool{Name: "list_memories", Title: "List memories",
 		Description: "List the user's remembered question/answer pairs and notes, newest first, one page at a " +
 			"time; pass the returned next_cursor as cursor for the next page. Use it to review or clean up what " +
-			"is remembered (search_memory finds what is relevant to a query)."},
+			"is remembered (search_memory finds what is relevant to a query).",
+		Annotations: readOnly()},
 		bounds{"limit": {1, events.MaxContextPage}},
 		wrap(t, func(ctx context.Context, user string, in listIn) (listOut, error) {
 			req := events.ContextListRequest{UserID: user, Scope: in.Scope}
@@ -233,7 +247,7 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 		Description: "Delete one remembered question/answer pair or note by its id (from search_memory or " +
 			"list_memories), e.g. when the user asks you to forget it or it is wrong. An error says when there " +
 			"is no memory with that id.",
-		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true)}},
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(false)}},
 		nil,
 		wrap(t, func(ctx context.Context, user string, in deleteIn) (deleteOut, error) {
 			err := c.DeleteContext(ctx, user, in.ID)
@@ -322,6 +336,12 @@ func explain(err error) error {
 		return fmt.Errorf("memoryd failed (%d): %s", svc.Code, svc.Description)
 	case errors.Is(err, events.ErrFactNotSet):
 		return fmt.Errorf("not set: %w", err)
+	case errors.Is(err, nats.ErrMaxPayload):
+		// Refused by the NATS client before memoryd could name the field
+		// over its limit.
+		return fmt.Errorf("invalid arguments: too large to send to memoryd (over the NATS server's max payload); "+
+			"a query, question or note may hold %d KiB, an answer %d KiB, a fact value %d KiB",
+			events.MaxMessageBytes>>10, events.MaxAnswerBytes>>10, events.MaxFactValueBytes>>10)
 	case errors.Is(err, nats.ErrNoResponders):
 		return errors.New("memory is unavailable: no memoryd service is running")
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):

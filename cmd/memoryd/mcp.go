@@ -33,6 +33,7 @@ request needs 'Authorization: Bearer <key>' with a key of --keys ('memoryd
 keys add' creates keys) and acts for that key's user; others get 401. No tool
 argument names a user. A running 'memoryd serve' answers the calls.`)
 	conn.register(f)
+	f.Lookup("database-url").Usage = "not used: this command talks to memoryd over NATS only"
 	f.ArgString(&cfg.User, "user", "", "stdio: the user every call acts for")
 	// mcp's own variables, apart from the proxy's.
 	f.CommandEnv("listen", "MEMORYD_MCP_LISTEN")

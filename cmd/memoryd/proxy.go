@@ -33,6 +33,7 @@ A request with the header 'X-Memory: off' or the body field "memory": false
 is forwarded without either. A running 'memoryd serve' answers enrich and
 stores the turns.`)
 	conn.register(f)
+	f.Lookup("database-url").Usage = "not used: this command talks to memoryd over NATS only"
 	f.String(&cfg.Upstream, "upstream", "", "OpenAI-compatible base URL to forward to, e.g. http://127.0.0.1:11434/v1 (required)")
 	f.Secret(&cfg.UpstreamKey, "upstream-key", "API key sent to the upstream (never the client's memoryd key)")
 	// The proxy's own variables, apart from mcp's; the shared names the
