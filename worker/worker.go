@@ -915,6 +915,7 @@ func (w *Worker) bind(ctx context.Context) (jetstream.Consumer, jetstream.Stream
 	if _, err := w.ensureDeadLetterStream(ctx); err != nil {
 		return nil, nil, fmt.Errorf("worker: %w", err)
 	}
+	w.warnSharedSettings(ctx)
 	cons, err := w.js.CreateOrUpdateConsumer(ctx, cfg.Stream, jetstream.ConsumerConfig{
 		Durable:       cfg.Durable,
 		Description:   "memoryd ingest: records turns and enqueues extraction",
@@ -928,6 +929,28 @@ func (w *Worker) bind(ctx context.Context) (jetstream.Consumer, jetstream.Stream
 		return nil, nil, fmt.Errorf("worker: ensure consumer %s: %w", cfg.Durable, err)
 	}
 	return cons, turnStream, nil
+}
+
+// warnSharedSettings warns when the durable consumer, which every ingest
+// process shares, has another ack wait or max ack pending than this
+// process's AckWait and BatchSize give: bind sets them for every process,
+// so the last to start wins, and a process whose AckWait is longer than
+// the consumer's has its turns redelivered while it still records them.
+// A consumer not there yet (or unreadable: bind says why) is no warning.
+func (w *Worker) warnSharedSettings(ctx context.Context) {
+	cons, err := w.js.Consumer(ctx, w.cfg.Stream, w.cfg.Durable)
+	if err != nil {
+		return
+	}
+	info := cons.CachedInfo()
+	if info == nil {
+		return
+	}
+	if was := info.Config; was.AckWait != w.cfg.AckWait || was.MaxAckPending != w.cfg.BatchSize*20 {
+		w.logger.Warn("ingest consumer settings changed for every ingest process: give them all the same --ack-wait and --batch-size",
+			"consumer", w.cfg.Durable, "ack_wait", w.cfg.AckWait, "ack_wait_was", was.AckWait,
+			"max_ack_pending", w.cfg.BatchSize*20, "max_ack_pending_was", was.MaxAckPending)
+	}
 }
 
 // consumeFrom starts pulling cons's messages into w.msgs, which the ingest
