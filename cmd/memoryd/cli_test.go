@@ -252,7 +252,7 @@ func TestClientWithoutServiceSaysSoOnce(t *testing.T) {
 		{"stats", "--user", "alice"},
 	} {
 		_, errOut, code := runArgs(context.Background(), append(args, "--nats-url", eventstest.URL(), "--prefix", prefix, "--log-format", "json")...)
-		want := fmt.Sprintf("memoryd %s: no memoryd service answers on %s under prefix %q: start 'memoryd serve' with the same --nats-url and --prefix\n",
+		want := fmt.Sprintf("memoryd %s: no memoryd service answers on %s under prefix %q: start 'memoryd serve' (the default role, or --role enrich: a serve of --role ingest answers none) with the same --nats-url and --prefix\n",
 			args[0], eventstest.URL(), prefix)
 		if code != 1 || errOut != want {
 			t.Errorf("%v: exit %d, stderr %q; want %q", args, code, errOut, want)

@@ -121,7 +121,7 @@ func (o *clientOptions) callError(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, nats.ErrNoResponders):
-		return fmt.Errorf("no memoryd service answers on %s under prefix %q: start 'memoryd serve' with the same --nats-url and --prefix", app.RedactURL(o.conn.nats.URL), o.conn.prefix)
+		return fmt.Errorf("no memoryd service answers on %s under prefix %q: start 'memoryd serve' (the default role, or --role enrich: a serve of --role ingest answers none) with the same --nats-url and --prefix", app.RedactURL(o.conn.nats.URL), o.conn.prefix)
 	case errors.Is(err, nats.ErrMaxPayload):
 		limit := "its max_payload"
 		if o.nc != nil {

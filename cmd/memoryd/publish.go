@@ -210,7 +210,7 @@ func (w *processedWaiter) before(ctx context.Context, user string) error {
 	defer cancel()
 	st, err := w.c.Stats(sctx, user)
 	if err != nil {
-		return fmt.Errorf("--wait reads the user's stats from a running memoryd serve: %w", err)
+		return fmt.Errorf("--wait reads the user's stats from a running memoryd serve (not --role ingest): %w", err)
 	}
 	w.seen[user] = st
 	return nil

@@ -55,7 +55,7 @@ func TestPublishWaitsUntilProcessed(t *testing.T) {
 	// Without a memoryd answering, --wait says what it needs.
 	_, errOut, code := runArgs(context.Background(), "publish", "--user", "bob", "--message", "hi", "--wait", "1m",
 		"--nats-url", eventstest.URL(), "--prefix", conn[3]+"none", "--stream", conn[5]+"_NONE")
-	if code != 1 || !strings.Contains(errOut, "--wait reads the user's stats from a running memoryd serve") {
+	if code != 1 || !strings.Contains(errOut, "--wait reads the user's stats from a running memoryd serve (not --role ingest)") {
 		t.Fatalf("publish --wait without a memoryd: exit %d, stderr %q", code, errOut)
 	}
 }
