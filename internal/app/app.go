@@ -8,6 +8,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -309,6 +310,9 @@ func (a *App) Start(ctx context.Context) (err error) {
 	a.warnUnfinishedResets(ctx, s)
 	a.warnAutovacuumOff(ctx, s)
 	if runWorker {
+		a.warnOtherExtractors(ctx, s, ext)
+	}
+	if runWorker {
 		if err = a.startWorkerLocked(ctx, s, nc, ext, false); err != nil {
 			return err
 		}
@@ -541,6 +545,26 @@ func (a *App) warnUnfinishedResets(ctx context.Context, s *store.Store) {
 		}
 		a.logger.WarnContext(ctx, "a replay --reset has not read the stream back (it is running, or it stopped): its users have only part of their memory until a replay reads it (memoryd replay with the same --user, or none for every user)",
 			"reset_at", m.StartedAt, "users", users)
+	}
+}
+
+// warnOtherExtractors says at start when live processes extract with
+// another extractor than ext (the offline rules beside a model, another
+// model): River gives a turn's job to any of them, and one that takes
+// over a dead process's jobs extracts them with its own, so the turns'
+// memory is of either; and replay refuses to run beside them.
+func (a *App) warnOtherExtractors(ctx context.Context, s *store.Store, ext worker.Extractor) {
+	live, err := s.LiveExtractors(ctx, cmp.Or(a.cfg.Worker.ProcessTimeout, 10*time.Second))
+	if err != nil {
+		a.logger.WarnContext(ctx, "cannot list the running processes' extractors", "error", err)
+		return
+	}
+	own := worker.ExtractorID(ext.Info())
+	for _, other := range live {
+		if other != own {
+			a.logger.WarnContext(ctx, "other running processes extract with another extractor: each turn's memory is extracted by whichever process takes its job; give every process the same --llm-base-url and --llm-model",
+				"extractor", own, "other_extractor", other)
+		}
 	}
 }
 
