@@ -34,6 +34,11 @@ const DefaultTimeout = 5 * time.Second
 // per-user bound on requests at once (enricher.Config.MaxUserInFlight).
 const DefaultMaxUserCalls = 4
 
+// DefaultMaxResultBytes bounds the memories' text in one search_memory or
+// list_memories result when Config.MaxResultBytes is 0: about 16,000
+// tokens, a share of an agent's context a tool result may take.
+const DefaultMaxResultBytes = 64 << 10
+
 // DefaultSessionTimeout closes an HTTP session idle this long when
 // Config.SessionTimeout is 0.
 const DefaultSessionTimeout = 30 * time.Minute
@@ -76,6 +81,14 @@ type Config struct {
 	// script) kept its goroutine and memory until the process ended.
 	// Default DefaultSessionTimeout.
 	SessionTimeout time.Duration
+	// MaxResultBytes bounds the text (questions and answers) of the
+	// memories one search_memory or list_memories result holds: the
+	// lower-ranked (or older) ones past it are left out, the first always
+	// kept, and the result says so (truncated; a list's next_cursor then
+	// goes on after the last kept). Without it an agent asking for 200
+	// memories of real chats got 776 KB in one result. Default
+	// DefaultMaxResultBytes.
+	MaxResultBytes int
 	// Version is reported to clients. Default DefaultVersion.
 	Version string
 	// Logger receives the server's logs. Default slog.Default().
@@ -93,6 +106,9 @@ func (c Config) withDefaults() Config {
 	if c.SessionTimeout == 0 {
 		c.SessionTimeout = DefaultSessionTimeout
 	}
+	if c.MaxResultBytes == 0 {
+		c.MaxResultBytes = DefaultMaxResultBytes
+	}
 	if c.Version == "" {
 		c.Version = DefaultVersion
 	}
@@ -109,6 +125,8 @@ func (c Config) validate() error {
 		return errors.New("agenttools: Config.Client is required")
 	case c.Timeout < 0:
 		return fmt.Errorf("agenttools: Config.Timeout %s is out of range", c.Timeout)
+	case c.MaxResultBytes < 0:
+		return fmt.Errorf("agenttools: Config.MaxResultBytes %d is under 0", c.MaxResultBytes)
 	case c.SessionTimeout < 0:
 		return fmt.Errorf("agenttools: Config.SessionTimeout %s is out of range", c.SessionTimeout)
 	case c.MaxUserCalls < 0:

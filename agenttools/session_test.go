@@ -85,3 +85,96 @@ func TestSearchSaysWhenTruncated(t *testing.T) {
 		t.Fatalf("search of 12 items of ~200 KB: %d results, truncated %v; want fewer than 12 and truncated", len(out.Results), out.Truncated)
 	}
 }
+
+// TestResultsStayWithinTheirBudget: search_memory and list_memories hold
+// at most MaxResultBytes of memories' text (an audit's list of 200 real
+// chat turns was 776 KB, about 190,000 tokens, in one tool result); the
+// search says truncated, the list's next_cursor goes on after the last
+// memory it kept, so paging still lists every memory once.
+func TestResultsStayWithinTheirBudget(t *testing.T) {
+	t.Parallel()
+	s := mustConnect(t, startHTTP(t), "alice-key")
+	const n, size = 30, 5000
+	for i := range n {
+		var out struct{ Stored bool }
+		call(t, s, "store_memory", map[string]any{"question": fmt.Sprintf("garden plan part %d", i),
+			"answer": strings.Repeat(fmt.Sprintf("tomatoes beans %03d ", i), size/19)}, &out)
+	}
+	var found struct {
+		Results []struct {
+			Question, Answer string
+		}
+		Truncated bool
+	}
+	call(t, s, "search_memory", map[string]any{"query": "garden plan", "limit": n}, &found)
+	text := 0
+	for _, r := range found.Results {
+		text += len(r.Question) + len(r.Answer)
+	}
+	if text > agenttools.DefaultMaxResultBytes || len(found.Results) == 0 || !found.Truncated {
+		t.Errorf("search of %d memories of %d bytes: %d results, %d bytes, truncated %v; want at most %d bytes and truncated",
+			n, size, len(found.Results), text, found.Truncated, agenttools.DefaultMaxResultBytes)
+	}
+	seen := map[string]int{}
+	cursor, pages := "", 0
+	for {
+		var page struct {
+			Memories []struct {
+				Question, Answer string
+			}
+			NextCursor string `json:"next_cursor"`
+		}
+		args := map[string]any{"limit": n}
+		if cursor != "" {
+			args["cursor"] = cursor
+		}
+		call(t, s, "list_memories", args, &page)
+		pages++
+		text := 0
+		for _, m := range page.Memories {
+			seen[m.Question]++
+			text += len(m.Question) + len(m.Answer)
+		}
+		if text > agenttools.DefaultMaxResultBytes {
+			t.Errorf("page %d holds %d bytes", pages, text)
+		}
+		if cursor = page.NextCursor; cursor == "" || pages > n {
+			break
+		}
+	}
+	if len(seen) != n || pages < 2 {
+		t.Errorf("paging listed %d of %d memories in %d pages", len(seen), n, pages)
+	}
+	for q, k := range seen {
+		if k != 1 {
+			t.Errorf("%q listed %d times", q, k)
+		}
+	}
+}
+
+// TestSearchMemorySinceUntil: search_memory narrows to a time range, as the
+// service's search does; a time that is not RFC 3339 is named.
+func TestSearchMemorySinceUntil(t *testing.T) {
+	t.Parallel()
+	s := mustConnect(t, startHTTP(t), "alice-key")
+	var stored struct{ Stored bool }
+	call(t, s, "store_memory", map[string]any{"question": "which bulbs for the tulips?", "answer": "Darwin hybrids"}, &stored)
+	for _, tc := range []struct {
+		args map[string]any
+		want int
+	}{
+		{map[string]any{"query": "tulips"}, 1},
+		{map[string]any{"query": "tulips", "since": "2020-01-01T00:00:00Z"}, 1},
+		{map[string]any{"query": "tulips", "until": "2020-01-01T00:00:00Z"}, 0},
+		{map[string]any{"query": "tulips", "since": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}, 0},
+	} {
+		var out struct{ Results []struct{ ID int64 } }
+		call(t, s, "search_memory", tc.args, &out)
+		if len(out.Results) != tc.want {
+			t.Errorf("search_memory %v: %d results, want %d", tc.args, len(out.Results), tc.want)
+		}
+	}
+	if msg := toolError(t, s, "search_memory", map[string]any{"query": "tulips", "since": "last week"}); !strings.Contains(msg, `since "last week" is not an RFC 3339 time`) {
+		t.Errorf("since of words: %q", msg)
+	}
+}

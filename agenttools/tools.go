@@ -32,6 +32,8 @@ type searchIn struct {
 	Query string `json:"query" jsonschema:"what to look for, in the user's words or yours (keywords or a question)"`
 	Limit int    `json:"limit,omitempty" jsonschema:"most memories to return, 1 to 50 (default 5)"`
 	Scope string `json:"scope,omitempty" jsonschema:"only memories of this scope (e.g. a project name the frontend tags turns with); omit to search all"`
+	Since string `json:"since,omitempty" jsonschema:"only memories created at or after this time (RFC 3339, e.g. 2026-11-01T00:00:00Z); for questions about a time such as last week"`
+	Until string `json:"until,omitempty" jsonschema:"only memories created before this time (RFC 3339)"`
 }
 
 type memory struct {
@@ -44,7 +46,7 @@ type memory struct {
 
 type searchOut struct {
 	Results   []memory `json:"results" jsonschema:"the matching memories, best first (empty when none matches)"`
-	Truncated bool     `json:"truncated,omitempty" jsonschema:"true when lower-ranked matches were left out to keep the reply within memoryd's size limit: ask again with a lower limit"`
+	Truncated bool     `json:"truncated,omitempty" jsonschema:"true when lower-ranked matches were left out to keep the result within its size limit: ask again with a narrower query or a lower limit for fewer, or delete what is no longer needed"`
 }
 
 type storeIn struct {
@@ -89,7 +91,7 @@ type listIn struct {
 
 type listOut struct {
 	Memories   []memory `json:"memories" jsonschema:"one page of memories, newest first"`
-	NextCursor string   `json:"next_cursor,omitempty" jsonschema:"pass as cursor for the next page; absent on the last page"`
+	NextCursor string   `json:"next_cursor,omitempty" jsonschema:"pass as cursor for the next page; absent on the last page (a page may hold fewer than limit memories when they are long)"`
 }
 
 type deleteIn struct {
@@ -132,8 +134,16 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 			if in.Limit != 0 {
 				req.MaxResults = &in.Limit
 			}
+			var err error
+			if req.Since, err = parseTime("since", in.Since); err != nil {
+				return searchOut{}, err
+			}
+			if req.Until, err = parseTime("until", in.Until); err != nil {
+				return searchOut{}, err
+			}
 			reply, err := c.Search(ctx, req)
-			return searchOut{Results: memories(reply.Results), Truncated: reply.Truncated}, err
+			kept := withinBytes(reply.Results, s.cfg.MaxResultBytes)
+			return searchOut{Results: memories(kept), Truncated: reply.Truncated || len(kept) < len(reply.Results)}, err
 		}))
 
 	addTool(srv, &mcp.Tool{Name: "store_memory", Title: "Store a memory",
@@ -236,8 +246,13 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 				req.After = &cur
 			}
 			reply, err := c.ListContext(ctx, req)
-			out := listOut{Memories: memories(reply.Items)}
-			if reply.Next != nil {
+			kept := withinBytes(reply.Items, s.cfg.MaxResultBytes)
+			out := listOut{Memories: memories(kept)}
+			switch {
+			case len(kept) < len(reply.Items):
+				last := kept[len(kept)-1] // withinBytes keeps one at least
+				out.NextCursor = formatCursor(events.ContextCursor{CreatedAt: last.CreatedAt, ID: last.ID})
+			case reply.Next != nil:
 				out.NextCursor = formatCursor(*reply.Next)
 			}
 			return out, err
@@ -378,6 +393,32 @@ func addTool[In, Out any](srv *mcp.Server, tool *mcp.Tool, b bounds, h mcp.ToolH
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// withinBytes is items up to the one whose question and answer would take
+// their text over max bytes, the first always (a result of nothing would
+// say nothing of why).
+func withinBytes(items []events.ContextItem, max int) []events.ContextItem {
+	n := 0
+	for i, it := range items {
+		n += len(it.Question) + len(it.Answer)
+		if n > max && i > 0 {
+			return items[:i]
+		}
+	}
+	return items
+}
+
+// parseTime reads an RFC 3339 time argument; "" is none (the zero time).
+func parseTime(field, s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%s %q is not an RFC 3339 time such as 2026-11-01T00:00:00Z", field, s)
+	}
+	return t, nil
+}
 
 func memories(items []events.ContextItem) []memory {
 	out := make([]memory, 0, len(items))
