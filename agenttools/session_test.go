@@ -2,6 +2,7 @@ package agenttools_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -176,5 +177,57 @@ func TestSearchMemorySinceUntil(t *testing.T) {
 	}
 	if msg := toolError(t, s, "search_memory", map[string]any{"query": "tulips", "since": "last week"}); !strings.Contains(msg, `since "last week" is not an RFC 3339 time`) {
 		t.Errorf("since of words: %q", msg)
+	}
+}
+
+// TestFactToolsNameTheKnownKeys: an agent's spelling of a key is the key
+// extraction keeps current: "City" is location and "Favorite Color"
+// favorite_color, in set_fact, get_fact and clear_fact (an audit's
+// set_fact city=Porto stood beside the extracted location=Lisbon, and
+// enrich injected both); a fact an earlier memoryd stored as written is
+// still found and cleared by that spelling.
+func TestFactToolsNameTheKnownKeys(t *testing.T) {
+	t.Parallel()
+	client := startEnricher(t)
+	s := mustConnect(t, serveHTTP(t, client, keys{"alice-key": "alice"}), "alice-key")
+	var f struct{ Key, Value string }
+	call(t, s, "set_fact", map[string]any{"key": "City", "value": "Porto"}, &f)
+	if f.Key != "location" {
+		t.Errorf("set_fact City stored %q, want location", f.Key)
+	}
+	call(t, s, "set_fact", map[string]any{"key": " Favorite  Color ", "value": "green"}, &f)
+	call(t, s, "get_fact", map[string]any{"key": "favorite_color"}, &f)
+	if f.Value != "green" {
+		t.Errorf("get_fact favorite_color: %+v", f)
+	}
+	call(t, s, "get_fact", map[string]any{"key": "current city"}, &f)
+	if f.Key != "location" || f.Value != "Porto" {
+		t.Errorf("get_fact 'current city': %+v, want location=Porto", f)
+	}
+	var facts struct{ Facts []struct{ Key string } }
+	call(t, s, "list_facts", map[string]any{}, &facts)
+	if len(facts.Facts) != 2 {
+		t.Errorf("facts %+v, want location and favorite_color", facts.Facts)
+	}
+	// Set as written, as an earlier memoryd's set_fact did.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := client.SetFact(ctx, "alice", "Shoe Size", "42"); err != nil {
+		t.Fatal(err)
+	}
+	call(t, s, "get_fact", map[string]any{"key": "Shoe Size"}, &f)
+	if f.Value != "42" {
+		t.Errorf("get_fact of a key stored as written: %+v", f)
+	}
+	var cleared struct{ Deleted bool }
+	for _, key := range []string{"CITY", "Shoe Size"} {
+		call(t, s, "clear_fact", map[string]any{"key": key}, &cleared)
+		if !cleared.Deleted {
+			t.Errorf("clear_fact %q deleted nothing", key)
+		}
+	}
+	call(t, s, "list_facts", map[string]any{}, &facts)
+	if len(facts.Facts) != 1 || facts.Facts[0].Key != "favorite_color" {
+		t.Errorf("after clearing CITY and Shoe Size: %+v", facts.Facts)
 	}
 }

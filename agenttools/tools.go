@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -61,11 +62,11 @@ type storeOut struct {
 }
 
 type factKeyIn struct {
-	Key string `json:"key" jsonschema:"the fact's key, e.g. name, location, preferred_language"`
+	Key string `json:"key" jsonschema:"the fact's key, e.g. name, location, occupation (another spelling of a known key, such as city or job, names it)"`
 }
 
 type setFactIn struct {
-	Key   string `json:"key" jsonschema:"the fact's key, lowercase with underscores, e.g. name, location, employer"`
+	Key   string `json:"key" jsonschema:"the fact's key in snake_case: one of the known keys where it fits (see the tool's description); other spellings of a known key (city, job) are stored under it, and any key is put in lower case with underscores"`
 	Value string `json:"value" jsonschema:"the fact's value, e.g. Lisbon"`
 }
 
@@ -179,14 +180,22 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 		Annotations: readOnly()},
 		nil,
 		wrap(t, func(ctx context.Context, user string, in factKeyIn) (fact, error) {
-			f, err := c.GetFact(ctx, user, in.Key)
+			key := factKey(in.Key)
+			f, err := c.GetFact(ctx, user, key)
+			var svc *events.ServiceError
+			if (errors.Is(err, events.ErrFactNotSet) || errors.As(err, &svc) && svc.Code == 404) && key != strings.TrimSpace(in.Key) {
+				// A fact set as written by an earlier memoryd.
+				f, err = c.GetFact(ctx, user, in.Key)
+			}
 			return wireFact(f), err
 		}))
 
 	addTool(srv, &mcp.Tool{Name: "set_fact", Title: "Set a fact",
 		Description: "Remember a durable fact about the user as a key/value pair (their name, where they live, a " +
 			"preference), replacing the key's previous value. Use it when the user states or corrects such a " +
-			"fact. Returns the fact as now stored.",
+			"fact. Returns the fact as now stored. Known keys, which memoryd also extracts from conversations " +
+			"(use them, so that a later statement replaces the value): " + knownKeys + ". List keys hold " +
+			"several items separated by commas, and the value given replaces the whole list.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(false)}},
 		nil,
 		wrap(t, func(ctx context.Context, user string, in setFactIn) (fact, error) {
@@ -194,12 +203,13 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 				// Not the service's "use facts.clear": the tool is clear_fact.
 				return fact{}, errors.New("value is required (use clear_fact to delete a fact)")
 			}
-			if _, list := events.CanonicalFactKey(in.Key); list && strings.TrimSpace(strings.NewReplacer(",", "", ";", "").Replace(in.Value)) == "" {
+			key := factKey(in.Key)
+			if _, list := events.CanonicalFactKey(key); list && strings.TrimSpace(strings.NewReplacer(",", "", ";", "").Replace(in.Value)) == "" {
 				// A list key's value of separators alone (the service's
 				// "value holds no item (use facts.clear ...)").
 				return fact{}, errors.New("value holds no item (use clear_fact to delete a fact)")
 			}
-			reply, err := c.SetFact(ctx, user, in.Key, in.Value)
+			reply, err := c.SetFact(ctx, user, key, in.Value)
 			return wireFact(reply.Fact), err
 		}))
 
@@ -223,7 +233,11 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(false)}},
 		nil,
 		wrap(t, func(ctx context.Context, user string, in factKeyIn) (clearFactOut, error) {
-			n, err := c.ClearFact(ctx, user, in.Key)
+			key := factKey(in.Key)
+			n, err := c.ClearFact(ctx, user, key)
+			if err == nil && n == 0 && key != strings.TrimSpace(in.Key) {
+				n, err = c.ClearFact(ctx, user, in.Key) // set as written by an earlier memoryd
+			}
 			return clearFactOut{Deleted: n > 0}, err
 		}))
 
@@ -393,6 +407,35 @@ func addTool[In, Out any](srv *mcp.Server, tool *mcp.Tool, b bounds, h mcp.ToolH
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// factKey is the key a fact tool's key names: trimmed, in lower case,
+// runs of spaces and hyphens an underscore ("Favorite Color" is
+// favorite_color, as the extractors write keys), and an alias of the
+// vocabulary its canonical key (city is location), so that an agent's
+// spelling and the key extraction keeps current are one fact.
+func factKey(key string) string {
+	k := strings.ToLower(strings.TrimSpace(key))
+	k = strings.Join(strings.FieldsFunc(k, func(r rune) bool { return r == '-' || unicode.IsSpace(r) }), "_")
+	if k == "" {
+		return key // the service names the missing key
+	}
+	canonical, _ := events.CanonicalFactKey(k)
+	return canonical
+}
+
+// knownKeys lists the vocabulary's keys for set_fact's description, list
+// keys marked.
+var knownKeys = func() string {
+	var keys []string
+	for _, k := range events.FactKeys() {
+		if k.List {
+			keys = append(keys, k.Key+" (list)")
+		} else {
+			keys = append(keys, k.Key)
+		}
+	}
+	return strings.Join(keys, ", ")
+}()
 
 // withinBytes is items up to the one whose question and answer would take
 // their text over max bytes, the first always (a result of nothing would
