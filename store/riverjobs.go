@@ -148,6 +148,62 @@ func (s *Store) TakeOverJobs(ctx context.Context, deadAfter time.Duration) ([]Ta
 	if err != nil {
 		return nil, fmt.Errorf("take over jobs: %w", err)
 	}
+	jobs, err := collectTaken(rows)
+	if err != nil {
+		return nil, err
+	}
+	return s.endClaims(ctx, jobs)
+}
+
+// RunningJobsOf returns the ids of the jobs River marks running in
+// process that it fetched over after ago, by Postgres's clock: the
+// candidates of TakeOverLostJobs, which the process checks against the
+// jobs it runs.
+func (s *Store) RunningJobsOf(ctx context.Context, process string, after time.Duration) ([]int64, error) {
+	rows, err := s.db.Query(ctx, `SELECT id FROM river_job
+		WHERE state = 'running' AND attempted_by[array_upper(attempted_by, 1)] = $1::text AND attempted_at < now() - $2::interval`,
+		process, after)
+	if err != nil {
+		return nil, fmt.Errorf("running jobs: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("running jobs: %w", err)
+	}
+	return ids, nil
+}
+
+// TakeOverLostJobs ends the jobs ids, which River marks running in the
+// live process process but which it does not run: their fetch committed
+// but its rows never reached the process (a Postgres connection cut in
+// between leaves them running with no one to run them, until River's
+// rescuer finds them 2 × JobTimeout later, 20 minutes by default). Each
+// still running there is set to cancelled, with an error saying why, and
+// returned as TakeOverJobs returns them, so that the caller inserts a
+// replacement in the same transaction. Call it inside InTx.
+func (s *Store) TakeOverLostJobs(ctx context.Context, process string, ids []int64) ([]TakenJob, error) {
+	rows, err := s.db.Query(ctx, `
+		UPDATE river_job SET
+			state = 'cancelled',
+			finalized_at = now(),
+			errors = array_append(errors, jsonb_build_object(
+				'at', now(), 'attempt', attempt, 'trace', '',
+				'error', 'memoryd: process ' || $1::text || ' never received this job from its fetch (a lost connection); a new job took it over'))
+		WHERE id = ANY($2::bigint[]) AND state = 'running' AND attempted_by[array_upper(attempted_by, 1)] = $1::text
+		RETURNING id, kind, attempted_by[array_upper(attempted_by, 1)], args, queue, attempt, max_attempts, metadata, coalesce(attempted_at, now())`,
+		process, ids)
+	if err != nil {
+		return nil, fmt.Errorf("take over lost jobs: %w", err)
+	}
+	jobs, err := collectTaken(rows)
+	if err != nil || len(jobs) == 0 {
+		return nil, err
+	}
+	return s.endClaims(ctx, jobs)
+}
+
+// collectTaken reads the jobs a takeover's UPDATE returned.
+func collectTaken(rows pgx.Rows) ([]TakenJob, error) {
 	jobs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (TakenJob, error) {
 		var j TakenJob
 		err := r.Scan(&j.ID, &j.Kind, &j.Process, &j.Args, &j.Queue, &j.Attempt, &j.MaxAttempts, &j.Metadata, &j.AttemptedAt)
@@ -156,6 +212,11 @@ func (s *Store) TakeOverJobs(ctx context.Context, deadAfter time.Duration) ([]Ta
 	if err != nil {
 		return nil, fmt.Errorf("take over jobs: %w", err)
 	}
+	return jobs, nil
+}
+
+// endClaims ends the claims of the jobs a takeover ended.
+func (s *Store) endClaims(ctx context.Context, jobs []TakenJob) ([]TakenJob, error) {
 	// A debounced burst job holds a claim on its conversation's turns; its
 	// replacement is a new job that cannot take that claim back, so the
 	// claims of the jobs taken over end here (else the burst would wait for
@@ -172,7 +233,7 @@ func (s *Store) TakeOverJobs(ctx context.Context, deadAfter time.Duration) ([]Ta
 	// So do those of a claimer whose row is gone (its user's forget
 	// deleted it while it ran): whether or not its process is the dead
 	// one, no takeover would find it, and they would wait for their lease.
-	rows, err = s.db.Query(ctx, `UPDATE river_job j SET state = 'available', scheduled_at = least(j.created_at, now()),
+	rows, err := s.db.Query(ctx, `UPDATE river_job j SET state = 'available', scheduled_at = least(j.created_at, now()),
 			metadata = (j.metadata - $2::text) || jsonb_build_object($3::text, true)
 		FROM (SELECT id, (metadata->>$2::text)::bigint AS claimer FROM river_job c
 		      WHERE c.state = 'scheduled' AND c.metadata->>$2::text IS NOT NULL

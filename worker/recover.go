@@ -47,6 +47,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/memoryd/memoryd/store"
 )
@@ -186,6 +187,9 @@ func (l *liveness) beat() {
 	if err := w.takeOver(ctx); err != nil {
 		w.logger.Warn("take over jobs of dead processes", "error", err)
 	}
+	if err := w.takeOverLost(ctx, l.id); err != nil {
+		w.logger.Warn("take over jobs whose fetch was lost", "error", err)
+	}
 }
 
 // renewed extends the lease to fenceAfter past sent, the time the renewal
@@ -244,12 +248,108 @@ const metaReplaces = "memoryd_replaces"
 // their replacements, or fails their turns when no attempt is left, in one
 // transaction.
 func (w *Worker) takeOver(ctx context.Context) error {
+	return w.takeOverWith(ctx, false, func(q *store.Store) ([]store.TakenJob, error) {
+		return q.TakeOverJobs(ctx, w.cfg.ProcessTimeout)
+	})
+}
+
+// lostAfter is how long after its fetch a job River marks running in this
+// process, and that the process does not run, counts as lost: River's
+// executor starts a job as soon as its fetch returns, so a minute is far
+// beyond any start.
+const lostAfter = time.Minute
+
+// takeOverLost ends the jobs River marks running in this process whose
+// fetch never reached it (store.TakeOverLostJobs) and inserts their
+// replacements, the attempt the fetch counted given back (the job never
+// ran). Without it they waited for River's rescuer, 2 × JobTimeout (20
+// minutes by default) after a Postgres cut.
+func (w *Worker) takeOverLost(ctx context.Context, process string) error {
+	return w.takeOverWith(ctx, true, func(q *store.Store) ([]store.TakenJob, error) {
+		ids, err := q.RunningJobsOf(ctx, process, lostAfter)
+		if err != nil || len(ids) == 0 {
+			return nil, err
+		}
+		lost := w.jobs.notHeld(ids)
+		if len(lost) == 0 {
+			return nil, nil
+		}
+		return q.TakeOverLostJobs(ctx, process, lost)
+	})
+}
+
+// endedKept is how long the tracker remembers a job that ended: River's
+// completer records a job's end in batches, retried while Postgres is
+// away, and until then the job is still running in the table.
+const endedKept = 5 * time.Minute
+
+// jobsInProcess tracks the jobs this process runs, and those that ended
+// within endedKept, by River job id: what takeOverLost must not end.
+type jobsInProcess struct {
+	river.MiddlewareDefaults
+
+	mu      sync.Mutex
+	running map[int64]int
+	ended   map[int64]time.Time
+}
+
+func newJobsInProcess() *jobsInProcess {
+	return &jobsInProcess{running: map[int64]int{}, ended: map[int64]time.Time{}}
+}
+
+// Work records job as running around its work.
+func (t *jobsInProcess) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
+	t.mu.Lock()
+	t.running[job.ID]++
+	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		if t.running[job.ID]--; t.running[job.ID] <= 0 {
+			delete(t.running, job.ID)
+		}
+		t.ended[job.ID] = time.Now()
+		t.mu.Unlock()
+	}()
+	return doInner(ctx)
+}
+
+// notHeld returns the ids that are neither running nor ended within
+// endedKept, and forgets the jobs that ended before that.
+func (t *jobsInProcess) notHeld(ids []int64) []int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for id, at := range t.ended {
+		if time.Since(at) > endedKept {
+			delete(t.ended, id)
+		}
+	}
+	var out []int64
+	for _, id := range ids {
+		if _, ok := t.running[id]; ok {
+			continue
+		}
+		if _, ok := t.ended[id]; ok {
+			continue
+		}
+		out = append(out, id)
+	}
+	return out
+}
+
+// takeOverWith is takeOver of the jobs find ends; lost tells jobs that
+// never ran (their attempt is given back) from those of a dead process.
+func (w *Worker) takeOverWith(ctx context.Context, lost bool, find func(q *store.Store) ([]store.TakenJob, error)) error {
 	var taken []store.TakenJob
 	err := w.cfg.Store.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
 		var err error
-		taken, err = q.TakeOverJobs(ctx, w.cfg.ProcessTimeout)
+		taken, err = find(q)
 		if err != nil || len(taken) == 0 {
 			return err
+		}
+		if lost {
+			for i := range taken {
+				taken[i].Attempt = max(0, taken[i].Attempt-1)
+			}
 		}
 		var reps []replacement
 		var asIs []river.InsertManyParams
@@ -295,11 +395,15 @@ func (w *Worker) takeOver(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("take over: %w", err)
 	}
+	whose := "took over the job of a dead process"
+	if lost {
+		whose = "took over a job its fetch lost (a cut connection); its attempt given back"
+	}
 	for _, j := range taken {
 		if replacedAsIs(j.Kind) {
 			switch {
 			case j.Attempt < j.MaxAttempts:
-				w.logger.Info("took over the job of a dead process", "job_id", j.ID, "kind", j.Kind, "process", j.Process, "attempt", j.Attempt)
+				w.logger.Info(whose, "job_id", j.ID, "kind", j.Kind, "process", j.Process, "attempt", j.Attempt)
 			case j.Kind == IndexDocumentJobKind:
 				w.logger.Error("ended the document chunking job of a dead process on its last attempt; the document stays pending until it is put again", "job_id", j.ID, "process", j.Process)
 			default:
@@ -320,7 +424,7 @@ func (w *Worker) takeOver(ctx context.Context) error {
 			w.cfg.Observer.Extracted(took, len(args.EventIDs), outcomeDiscarded)
 			continue
 		}
-		w.logger.Info("took over the job of a dead process", "job_id", j.ID, "process", j.Process,
+		w.logger.Info(whose, "job_id", j.ID, "process", j.Process,
 			"attempt", j.Attempt, "turns", len(args.EventIDs))
 		w.cfg.Observer.Extracted(took, len(args.EventIDs), outcomeTakenOver)
 	}

@@ -440,3 +440,52 @@ func TestStopPastItsDeadlineLeavesTheTakeoverToOthers(t *testing.T) {
 		return s == store.StatusProcessed, s
 	})
 }
+
+// TestJobsWhoseFetchWasLostTakenOver: a job River marks running in a live
+// process that never received it (a Postgres connection cut after the
+// fetch committed: "producer: Error fetching jobs ... unexpected EOF") is
+// worked again within a heartbeat once it is lostAfter old, with the
+// attempt the fetch counted given back; before, it waited for River's
+// rescuer, 2 × JobTimeout (20 minutes by default), and spent an attempt.
+// A job the process does run, however long, is left alone.
+func TestJobsWhoseFetchWasLostTakenOver(t *testing.T) {
+	e := setup(t)
+	jobs := e.recordTurns(recoverTurn("lost-1", "ann"), recoverTurn("slow-1", "bea"))
+	// Out of reach of the worker's fetch until staged.
+	e.exec(`UPDATE river_job SET state = 'scheduled', scheduled_at = now() + interval '1 hour' WHERE id = $1`, jobs["lost-1"])
+	ext := &blockingExtractor{Rules: extractor.NewRules(), entered: make(chan struct{}), ended: make(chan error, 1)}
+	e.start(ext, nil) // default JobTimeout (10m): the rescuer would take 20 minutes
+	<-ext.entered     // slow-1's job runs, blocked
+	var process string
+	if err := e.store.Pool().QueryRow(e.ctx, `SELECT id FROM memoryd_processes`).Scan(&process); err != nil {
+		t.Fatal(err)
+	}
+	// Both fetched two minutes ago by this process: slow-1's it runs,
+	// lost-1's it never received.
+	e.exec(`UPDATE river_job SET attempted_at = now() - interval '2 minutes' WHERE id = $1`, jobs["slow-1"])
+	e.exec(`UPDATE river_job SET state = 'running', attempt = 2, max_attempts = 2, attempted_at = now() - interval '2 minutes',
+		attempted_by = ARRAY[$2::text] WHERE id = $1`, jobs["lost-1"], process)
+	e.waitFor("the lost job's turn processed", func() (bool, string) {
+		s := e.turnStatus("lost-1").Status
+		return s == store.StatusProcessed, s
+	})
+	if s := e.jobState(jobs["lost-1"]); s != "cancelled" {
+		t.Errorf("lost job is %s, want cancelled (ended, replaced by a new job)", s)
+	}
+	// Fetched on its last attempt, never run: its replacement had that
+	// attempt (a job on its last attempt would have failed its turn).
+	var maxAttempts int
+	if err := e.store.Pool().QueryRow(e.ctx, `SELECT max_attempts FROM river_job WHERE (metadata->>'memoryd_replaces')::bigint = $1`,
+		jobs["lost-1"]).Scan(&maxAttempts); err != nil || maxAttempts != 1 {
+		t.Errorf("replacement's max_attempts = %d, %v; want 1 (the attempt the lost fetch counted)", maxAttempts, err)
+	}
+	// The same pass saw slow-1's job, which this process runs.
+	if s := e.jobState(jobs["slow-1"]); s != "running" {
+		t.Errorf("the job the process runs is %s, want running (untouched)", s)
+	}
+	select {
+	case err := <-ext.ended:
+		t.Errorf("the running job's extraction was ended: %v", err)
+	default:
+	}
+}

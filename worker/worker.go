@@ -644,6 +644,7 @@ type Worker struct {
 	river  *river.Client[pgx.Tx]
 	enq    *Enqueuer      // on river
 	live   *liveness      // set by Start, before River starts
+	jobs   *jobsInProcess // the jobs it runs, for takeOverLost
 	follow *EmbedFollower // the models whose embed jobs its writes insert
 	// embedEnq inserts embed jobs: enq, or, when this process works none,
 	// an Enqueuer that only inserts.
@@ -689,7 +690,8 @@ func New(cfg Config) (*Worker, error) {
 		return nil, fmt.Errorf("worker: jetstream: %w", err)
 	}
 	w := &Worker{cfg: cfg, logger: cfg.Logger, js: js, pace: newPace(cfg.Pacer, cfg.MaxPause, cfg.Workers+1)}
-	var middleware []rivertype.Middleware
+	w.jobs = newJobsInProcess()
+	middleware := []rivertype.Middleware{w.jobs}
 	if cfg.TracerProvider != nil {
 		w.tracer = cfg.TracerProvider.Tracer(tracerName)
 		middleware = append(middleware, &jobTracing{tracer: w.tracer})
