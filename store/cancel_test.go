@@ -1,0 +1,49 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/store/storetest"
+)
+
+// TestCancelledQueryKeepsItsConnection: a statement whose context ends
+// (enrich's reply deadline passed) is cancelled on the server and its
+// connection goes back to the pool. Before, pgx's default closed the
+// connection, so each timed-out enrich cost the enrich pool a connection,
+// whose replacement ran the warm-up statements: an audit saw enrich under
+// a many-user ingest fall into every reply degraded, reconnecting (439 new
+// sessions in 2 minutes) faster than it answered.
+func TestCancelledQueryKeepsItsConnection(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, url := storetest.Schema(t)
+	s, err := store.Open(ctx, store.Config{URL: url, MaxConns: 1, MinConns: 1, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	pid := func() int {
+		t.Helper()
+		var p int
+		if err := s.Pool().QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	before, conns := pid(), s.Pool().Stat().NewConnsCount()
+	qctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	_, err = s.Pool().Exec(qctx, `SELECT pg_sleep(30)`)
+	cancel()
+	if err == nil || !errors.Is(qctx.Err(), context.DeadlineExceeded) {
+		t.Fatalf("a 30 s statement under a 50 ms deadline: %v", err)
+	}
+	if after := pid(); after != before || s.Pool().Stat().NewConnsCount() != conns {
+		t.Errorf("after a cancelled statement the pool's connection is backend %d (was %d), %d connections opened (was %d): the connection was closed",
+			after, before, s.Pool().Stat().NewConnsCount(), conns)
+	}
+}
