@@ -61,7 +61,13 @@ func startHTTP(t *testing.T) string {
 // returns its URL.
 func serveHTTP(t *testing.T, client *events.Client, ks keys) string {
 	t.Helper()
-	srv, err := agenttools.New(agenttools.Config{Client: client, Timeout: 10 * time.Second, Keys: ks, Logger: slog.New(slog.DiscardHandler)})
+	return serveHTTPConfig(t, agenttools.Config{Client: client, Timeout: 10 * time.Second, Keys: ks, Logger: slog.New(slog.DiscardHandler)})
+}
+
+// serveHTTPConfig is serveHTTP of a server of cfg.
+func serveHTTPConfig(t *testing.T, cfg agenttools.Config) string {
+	t.Helper()
+	srv, err := agenttools.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

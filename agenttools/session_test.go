@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -20,20 +19,11 @@ import (
 // the process ends; its id is then 404.
 func TestIdleHTTPSessionsEnd(t *testing.T) {
 	t.Parallel()
-	srv, err := agenttools.New(agenttools.Config{Client: startEnricher(t), Keys: keys{"alice-key": "alice"},
+	url := serveHTTPConfig(t, agenttools.Config{Client: startEnricher(t), Keys: keys{"alice-key": "alice"},
 		SessionTimeout: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := srv.Handler()
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(h)
-	t.Cleanup(hs.Close)
 	post := func(sid, body string) *http.Response {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, hs.URL, strings.NewReader(body))
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer alice-key")
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
