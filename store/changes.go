@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 )
 
 // The summary changes (events.Change's types), written by the operations
@@ -178,12 +176,6 @@ type ChangeListener struct {
 func (s *Store) ListenChanges(ctx context.Context) (*ChangeListener, error) {
 	cc := s.pool.Config().ConnConfig.Copy()
 	cc.Tracer = nil // the pool's hooks are for its statements (Config.GiveWay, Committed)
-	// Waiting for a notification is no statement to cancel on the server:
-	// an ended wait closes the connection at once (pgx's default), where
-	// the pool's handler would read on for closeDelay.
-	cc.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
-		return &pgconn.DeadlineContextWatcherHandler{Conn: pc.Conn()}
-	}
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
 		return nil, fmt.Errorf("listen changes: %w", err)

@@ -44,6 +44,19 @@ type Config struct {
 	// request rather than inside its budget (see warmStatements). For the
 	// pool enrich reads from. Default false.
 	WarmStatements bool
+	// CancelOnServer makes a statement whose context ends be cancelled on
+	// the server (a cancel request after cancelDelay) and its connection
+	// kept, where pgx's default closes the connection: for enrich's pool,
+	// where each request past its reply deadline otherwise cost a
+	// connection and its replacement's setup and warm-up, which, on a busy
+	// machine, took longer than the deadline and kept enrich degraded (an
+	// audit: 439 new sessions in 2 minutes of a many-user ingest). A
+	// server that neither answers nor cancels within closeDelay has the
+	// connection closed, as before. The error of a statement cancelled so
+	// is the server's query_canceled (SQLSTATE 57014), not ctx's: a caller
+	// that tells a timeout by its error wraps it with ctx.Err(). Default
+	// false.
+	CancelOnServer bool
 	// GiveWay, when set, is called before every statement, batch and COPY
 	// the pool's connections send (not commits and rollbacks), on the
 	// goroutine sending it, with the statement's context. It may block,
@@ -174,16 +187,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.QuietChanges {
 		pcfg.ConnConfig.RuntimeParams["memoryd.change_notify"] = "off"
 	}
-	// A statement whose context ends is cancelled on the server and its
-	// connection kept: pgx's default closes the connection, so each enrich
-	// past its reply deadline cost the enrich pool a connection and its
-	// replacement's setup and warm-up, which, on a busy machine, took
-	// longer than the deadline and kept enrich degraded (an audit: 439 new
-	// sessions in 2 minutes of a many-user ingest). A statement that ends
-	// within cancelDelay needs no cancel; a server that neither answers nor
-	// cancels within closeDelay has the connection closed, as before.
-	pcfg.ConnConfig.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
-		return &pgconn.CancelRequestContextWatcherHandler{Conn: pc, CancelRequestDelay: cancelDelay, DeadlineDelay: closeDelay}
+	if cfg.CancelOnServer {
+		pcfg.ConnConfig.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
+			return &pgconn.CancelRequestContextWatcherHandler{Conn: pc, CancelRequestDelay: cancelDelay, DeadlineDelay: closeDelay}
+		}
 	}
 	if pcfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		// So that pg_stat_activity and the server's logs name memoryd's

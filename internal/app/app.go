@@ -454,7 +454,7 @@ func (a *App) startEnrichLocked(ctx context.Context, s *store.Store, nc *nats.Co
 	// connection setup or statement preparation.
 	if a.enrichDB == nil {
 		es, err := store.Open(ctx, store.Config{URL: a.cfg.Store.URL, MaxConns: int32(a.cfg.EnrichPool.MaxConns),
-			MinConns: int32(a.cfg.EnrichPool.MinConns), WarmStatements: true, Logger: a.logger})
+			MinConns: int32(a.cfg.EnrichPool.MinConns), WarmStatements: true, CancelOnServer: true, Logger: a.logger})
 		if err != nil {
 			return fmt.Errorf("enrich pool: %w", err)
 		}

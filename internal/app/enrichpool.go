@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -110,6 +112,11 @@ func (c BackPressureConfig) withDefaults() BackPressureConfig {
 // (Recall and ContextTexts, and the vector cache's UserVectors) go to enrich's own pool, every other endpoint (the tools'
 // reads and writes, which pass the store's context hook) to the shared
 // store.
+// enrichStore's reads go to enrich's pool, which cancels a statement past
+// its context on the server and keeps the connection
+// (store.Config.CancelOnServer); their errors are wrapped with ctx's
+// (ctxError), so that a timeout reads as one, as it did when the
+// connection was closed.
 type enrichStore struct {
 	*store.Store              // the shared pool
 	recall       *store.Store // enrich's own pool
@@ -117,41 +124,48 @@ type enrichStore struct {
 
 // Recall implements enricher.Recaller on enrich's pool.
 func (e enrichStore) Recall(ctx context.Context, q store.RecallQuery) ([]store.Fact, store.Candidates, error) {
-	return e.recall.Recall(ctx, q)
+	f, c, err := e.recall.Recall(ctx, q)
+	return f, c, ctxError(ctx, err)
 }
 
 // ContextTexts implements enricher.Recaller on enrich's pool: the texts of
 // the items a ranked enrich keeps are its second read.
 func (e enrichStore) ContextTexts(ctx context.Context, userID string, items []store.ContextItem) ([]store.ContextItem, error) {
-	return e.recall.ContextTexts(ctx, userID, items)
+	out, err := e.recall.ContextTexts(ctx, userID, items)
+	return out, ctxError(ctx, err)
 }
 
 // StopWords implements enricher.Recaller on enrich's pool: a long
 // message's keywords are capped again with it, before its Recall.
 func (e enrichStore) StopWords(ctx context.Context, userID string, words []string) (map[string]bool, error) {
-	return e.recall.StopWords(ctx, userID, words)
+	out, err := e.recall.StopWords(ctx, userID, words)
+	return out, ctxError(ctx, err)
 }
 
 // UserVectors implements enricher.VectorReader on enrich's pool: the
 // vector cache's reloads are part of an enrich request.
 func (e enrichStore) UserVectors(ctx context.Context, userID, model string) (store.UserVectors, error) {
-	return e.recall.UserVectors(ctx, userID, model)
+	out, err := e.recall.UserVectors(ctx, userID, model)
+	return out, ctxError(ctx, err)
 }
 
 // SearchChunks implements enricher.ChunkSearcher on enrich's pool: every
 // enrich without collections reads the user's default collections.
 func (e enrichStore) SearchChunks(ctx context.Context, q store.ChunkQuery, rank store.ChunkRanker) ([]store.ChunkHit, error) {
-	return e.recall.SearchChunks(ctx, q, rank)
+	out, err := e.recall.SearchChunks(ctx, q, rank)
+	return out, ctxError(ctx, err)
 }
 
 // SearchChunksHybrid and CollectionVectors keep enrich's hybrid document
 // reads on enrich's pool too, out of ingest's way.
 func (e enrichStore) SearchChunksHybrid(ctx context.Context, q store.ChunkQuery, pick store.ChunkPicker, rank store.HybridChunkRanker) ([]store.ChunkHit, error) {
-	return e.recall.SearchChunksHybrid(ctx, q, pick, rank)
+	out, err := e.recall.SearchChunksHybrid(ctx, q, pick, rank)
+	return out, ctxError(ctx, err)
 }
 
 func (e enrichStore) CollectionVectors(ctx context.Context, collectionID int64, model string) (store.CollectionVectors, error) {
-	return e.recall.CollectionVectors(ctx, collectionID, model)
+	out, err := e.recall.CollectionVectors(ctx, collectionID, model)
+	return out, ctxError(ctx, err)
 }
 
 // Warm re-opens enrich's connections (the enricher calls it at start and
@@ -322,4 +336,14 @@ func (m *metrics) registerGiveWay(p *pressure) {
 			Help: "Time statements of ingest, extraction and other background work waited for enrich's work in progress.",
 		}, func() float64 { return time.Duration(p.waited.Load()).Seconds() }),
 	)
+}
+
+// ctxError is err wrapped with ctx's error when ctx has ended: a statement
+// cancelled on the server for it fails with the server's query_canceled,
+// which says nothing of the deadline or the stop that ended it.
+func ctxError(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil || errors.Is(err, ctx.Err()) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ctx.Err(), err)
 }
