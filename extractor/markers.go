@@ -95,15 +95,18 @@ func endsWithBlank(s string) bool {
 // block ends at the first line of none. Leading spaces are not required:
 // a frontend or a model may have reformatted the indentation.
 var (
-	systemLineRE   = regexp.MustCompile(`^(?:|Facts about the user:|Retrieved memories:|Retrieved documents:|\d+\. .*\(source: .*\))$`)
-	markdownLineRE = regexp.MustCompile(`^(?:|### (?:Facts|Relevant memories|Documents|Citations)|- \*\*.*\*\*: .*_\(source: .*\)_|\d+\. \*\*User:\*\* .*|\*\*Assistant:\*\* .*|_Relevance \d+\.\d+(?:; source: .*)?_|\d+\. .* \[\d+\]|- \[\d+\] .*)$`)
+	systemLineRE     = regexp.MustCompile(`^(?:|Facts about the user:|Retrieved memories:|Retrieved documents:|\d+\. .*\(source: .*\))$`)
+	systemHeaderRE   = regexp.MustCompile(`^(?:Facts about the user:|Retrieved memories:|Retrieved documents:)$`)
+	markdownHeaderRE = regexp.MustCompile(`^### (?:Facts|Relevant memories|Documents|Citations)$`)
+	markdownLineRE   = regexp.MustCompile(`^(?:|### (?:Facts|Relevant memories|Documents|Citations)|- \*\*.*\*\*: .*_\(source: .*\)_|\d+\. \*\*User:\*\* .*|\*\*Assistant:\*\* .*|_Relevance \d+\.\d+(?:; source: .*)?_|\d+\. .* \[\d+\]|- \[\d+\] .*)$`)
 )
 
 // stripFormatted removes the system and markdown injections s holds
 // (events.SystemPreamble, events.MarkdownHeading): from the line that
-// opens one through the last line after it of the format's shapes, blank
-// lines included. The lines around it are kept as they are. It is linear
-// in len(s).
+// opens one (the heading, or the preamble alone on its line) through the
+// last line after it of the format's shapes, blank lines included, where
+// a blank run goes on only to a section's header. The lines around it are
+// kept as they are. It is linear in len(s).
 func stripFormatted(s string) string {
 	if !strings.Contains(s, events.MarkdownHeading) && !strings.Contains(s, systemLead) {
 		return s
@@ -111,18 +114,39 @@ func stripFormatted(s string) string {
 	lines := strings.Split(s, "\n")
 	out := lines[:0]
 	for i := 0; i < len(lines); i++ {
-		var shape *regexp.Regexp
+		var shape, header *regexp.Regexp
 		switch line := strings.TrimSpace(lines[i]); {
 		case line == events.MarkdownHeading:
-			shape = markdownLineRE
-		case strings.HasPrefix(line, systemLead):
-			shape = systemLineRE
+			shape, header = markdownLineRE, markdownHeaderRE
+		// The preamble alone on its line (or its older, shorter form): a
+		// line that goes on past it is a user's and kept.
+		case strings.HasPrefix(line, systemLead) && strings.HasPrefix(events.SystemPreamble, line):
+			shape, header = systemLineRE, systemHeaderRE
 		default:
 			out = append(out, lines[i])
 			continue
 		}
-		for i+1 < len(lines) && shape.MatchString(strings.TrimSpace(lines[i+1])) {
-			i++
+		for i+1 < len(lines) {
+			next := strings.TrimSpace(lines[i+1])
+			if next != "" {
+				if !shape.MatchString(next) {
+					break
+				}
+				i++
+				continue
+			}
+			// The formats write blank lines only before a section's
+			// header: a blank run is the injection's (and removed) but
+			// what follows it is the injection's only when it is such a
+			// header, not a user's list or heading of the item shapes.
+			j := i + 1
+			for j < len(lines) && strings.TrimSpace(lines[j]) == "" {
+				j++
+			}
+			i = j - 1
+			if j == len(lines) || !header.MatchString(strings.TrimSpace(lines[j])) {
+				break
+			}
 		}
 	}
 	return strings.Join(out, "\n")

@@ -51,6 +51,14 @@ func TestStripMarkers(t *testing.T) {
 		{name: "an older system preamble", in: "Use the following retrieved context when relevant. If the context is insufficient, say what is missing.\n\nRetrieved memories:\n1. User: q (source: stored directly, 2026-11-01)\n\nok", want: "ok"},
 		{name: "heading inside a line kept", in: "I wrote " + events.MarkdownHeading + " at the top", want: "I wrote " + events.MarkdownHeading + " at the top"},
 		{name: "heading alone", in: "a\n" + events.MarkdownHeading + "\nb", want: "a\nb"},
+		// The user's own text is kept: on the preamble's line (a frontend
+		// that joined the injection and the message with a space, a turn
+		// of "\r" line ends), and a list of the shapes after a blank line
+		// (the formats write blank lines only before a section's header).
+		{name: "message on the preamble's line", in: events.SystemPreamble + " Facts about the user: 1. city: Paris (source: set directly, 2026-11-01) My cat is Tom.", want: events.SystemPreamble + " Facts about the user: 1. city: Paris (source: set directly, 2026-11-01) My cat is Tom."},
+		{name: "a user's sentence after the preamble's first", in: "Use the following retrieved context when relevant. Is that a good prompt? My name is Erin.", want: "Use the following retrieved context when relevant. Is that a good prompt? My name is Erin."},
+		{name: "a user's list after a blank line", in: events.MarkdownHeading + "\n\n### Documents\n1. text [1]\n_Relevance 0.50_\n\n### Citations\n- [1] notes.txt, chunk 0\n\n1. Smith 2020 [3]\n2. Jones 2019 [4]\nsummarise these", want: "1. Smith 2020 [3]\n2. Jones 2019 [4]\nsummarise these"},
+		{name: "a user's system-shaped list after a blank line", in: events.SystemPreamble + "\n\nFacts about the user:\n1. city: Paris (source: set directly, 2026-11-01)\n\n1. Buy milk (source: my list)\nok?", want: "1. Buy milk (source: my list)\nok?"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
