@@ -194,11 +194,37 @@ func TestFactToolsNameTheKnownKeys(t *testing.T) {
 	if f.Key != "location" || f.Value != "Porto" {
 		t.Errorf("get_fact 'current city': %+v, want location=Porto", f)
 	}
+	// The extractors' spelling of a key (review: "dateOfBirth" was stored
+	// as dateofbirth, beside the extracted birthday).
+	call(t, s, "set_fact", map[string]any{"key": "dateOfBirth", "value": "1990-04-02"}, &f)
+	if f.Key != "birthday" {
+		t.Errorf("set_fact dateOfBirth stored %q, want birthday", f.Key)
+	}
+	call(t, s, "get_fact", map[string]any{"key": "favorite.color"}, &f)
+	if f.Value != "green" {
+		t.Errorf("get_fact favorite.color: %+v", f)
+	}
 	var facts struct{ Facts []struct{ Key string } }
 	call(t, s, "list_facts", map[string]any{}, &facts)
-	if len(facts.Facts) != 2 {
-		t.Errorf("facts %+v, want location and favorite_color", facts.Facts)
+	if len(facts.Facts) != 3 {
+		t.Errorf("facts %+v, want location, favorite_color and birthday", facts.Facts)
 	}
+	// An alias of a list key names the whole list: refused, so that
+	// clear_fact "Cat" does not delete the dog too (review).
+	call(t, s, "set_fact", map[string]any{"key": "pets", "value": "Rex (dog), Tom (cat)"}, &f)
+	if msg := toolError(t, s, "clear_fact", map[string]any{"key": "Cat"}); !strings.Contains(msg, `"Cat" names the list pets`) {
+		t.Errorf("clear_fact Cat: %q", msg)
+	}
+	if msg := toolError(t, s, "set_fact", map[string]any{"key": "daughter", "value": "Mia"}); !strings.Contains(msg, `"daughter" names the list children`) {
+		t.Errorf("set_fact daughter: %q", msg)
+	}
+	call(t, s, "get_fact", map[string]any{"key": "pets"}, &f)
+	if f.Value != "Rex (dog), Tom (cat)" {
+		t.Errorf("pets after refused calls: %+v", f)
+	}
+	var cleared0 struct{ Deleted bool }
+	call(t, s, "clear_fact", map[string]any{"key": "pets"}, &cleared0)
+	call(t, s, "clear_fact", map[string]any{"key": "dateOfBirth"}, &cleared0)
 	// Set as written, as an earlier memoryd's set_fact did.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -180,7 +181,7 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 		Annotations: readOnly()},
 		nil,
 		wrap(t, func(ctx context.Context, user string, in factKeyIn) (fact, error) {
-			key := factKey(in.Key)
+			key, _ := factKey(in.Key)
 			f, err := c.GetFact(ctx, user, key)
 			var svc *events.ServiceError
 			if (errors.Is(err, events.ErrFactNotSet) || errors.As(err, &svc) && svc.Code == 404) && key != strings.TrimSpace(in.Key) {
@@ -203,7 +204,10 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 				// Not the service's "use facts.clear": the tool is clear_fact.
 				return fact{}, errors.New("value is required (use clear_fact to delete a fact)")
 			}
-			key := factKey(in.Key)
+			key, listOf := factKey(in.Key)
+			if listOf != "" {
+				return fact{}, fmt.Errorf("%q names the list %s, which set_fact replaces whole: set_fact %s with every item, separated by commas (list_facts shows the items there are)", in.Key, listOf, listOf)
+			}
 			if _, list := events.CanonicalFactKey(key); list && strings.TrimSpace(strings.NewReplacer(",", "", ";", "").Replace(in.Value)) == "" {
 				// A list key's value of separators alone (the service's
 				// "value holds no item (use facts.clear ...)").
@@ -233,7 +237,10 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(false)}},
 		nil,
 		wrap(t, func(ctx context.Context, user string, in factKeyIn) (clearFactOut, error) {
-			key := factKey(in.Key)
+			key, listOf := factKey(in.Key)
+			if listOf != "" {
+				return clearFactOut{}, fmt.Errorf("%q names the list %s, which clear_fact deletes whole: to remove one item, set_fact %s with the items to keep; clear_fact %s deletes them all", in.Key, listOf, listOf, listOf)
+			}
 			n, err := c.ClearFact(ctx, user, key)
 			if err == nil && n == 0 && key != strings.TrimSpace(in.Key) {
 				n, err = c.ClearFact(ctx, user, in.Key) // set as written by an earlier memoryd
@@ -408,19 +415,39 @@ func addTool[In, Out any](srv *mcp.Server, tool *mcp.Tool, b bounds, h mcp.ToolH
 
 func ptr[T any](v T) *T { return &v }
 
-// factKey is the key a fact tool's key names: trimmed, in lower case,
-// runs of spaces and hyphens an underscore ("Favorite Color" is
-// favorite_color, as the extractors write keys), and an alias of the
-// vocabulary its canonical key (city is location), so that an agent's
-// spelling and the key extraction keeps current are one fact.
-func factKey(key string) string {
-	k := strings.ToLower(strings.TrimSpace(key))
-	k = strings.Join(strings.FieldsFunc(k, func(r rune) bool { return r == '-' || unicode.IsSpace(r) }), "_")
-	if k == "" {
-		return key // the service names the missing key
+// factKey is the key a fact tool's key names: an ASCII key put in
+// snake_case as the extractors put a model's keys (events.SnakeKey:
+// "Favorite Color", "favoriteColor" and "favorite.color" are
+// favorite_color), another trimmed, in lower case, runs of spaces and
+// hyphens an underscore; and an alias of the vocabulary its canonical key
+// (city is location), so that an agent's spelling and the key extraction
+// keeps current are one fact. listOf is the list key an alias names
+// ("cat" names pets), "" for any other key: set_fact and clear_fact of
+// such an alias would replace or delete the whole list, not an item.
+func factKey(key string) (k, listOf string) {
+	t := strings.TrimSpace(key)
+	if isASCII(t) {
+		k = events.SnakeKey(t)
+	} else {
+		k = strings.Join(strings.FieldsFunc(strings.ToLower(t), func(r rune) bool { return r == '-' || unicode.IsSpace(r) }), "_")
 	}
-	canonical, _ := events.CanonicalFactKey(k)
-	return canonical
+	if k == "" {
+		return key, "" // the service names the missing or unusable key
+	}
+	canonical, list := events.CanonicalFactKey(k)
+	if list && canonical != k {
+		listOf = canonical
+	}
+	return canonical, listOf
+}
+
+func isASCII(s string) bool {
+	for i := range len(s) {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // knownKeys lists the vocabulary's keys for set_fact's description, list

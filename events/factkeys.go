@@ -1,5 +1,7 @@
 package events
 
+import "strings"
+
 // FactKeyInfo describes one key of the canonical fact vocabulary, which the
 // rules extractor and the model prompt share (docs/protocol.md, "Fact
 // keys"). Keys outside it are allowed and single-valued.
@@ -123,4 +125,46 @@ func CanonicalFactKey(key string) (canonical string, list bool) {
 		return factKeys[i].Key, factKeys[i].List
 	}
 	return key, false
+}
+
+// MaxSnakeKeyBytes bounds a key SnakeKey returns.
+const MaxSnakeKeyBytes = 64
+
+// SnakeKey normalises a fact key to snake_case ASCII: lowercase letters,
+// digits and single underscores, camelCase split into words, anything else a
+// separator, at most MaxSnakeKeyBytes bytes. It returns "" when nothing is left.
+// The extractors put the keys a model writes so, and the MCP fact tools
+// the keys an agent gives, so that both name one fact.
+func SnakeKey(s string) string {
+	var b strings.Builder
+	pendingSep := false
+	var prev rune
+	for _, r := range s {
+		orig := r
+		switch {
+		case r >= 'A' && r <= 'Z':
+			if (prev >= 'a' && prev <= 'z') || (prev >= '0' && prev <= '9') {
+				pendingSep = true
+			}
+			r += 'a' - 'A'
+			fallthrough
+		case (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9'):
+			if pendingSep && b.Len() > 0 {
+				b.WriteByte('_')
+			}
+			pendingSep = false
+			b.WriteRune(r)
+		default:
+			pendingSep = true
+		}
+		prev = orig
+		if b.Len() >= MaxSnakeKeyBytes {
+			break
+		}
+	}
+	key := b.String()
+	if len(key) > MaxSnakeKeyBytes {
+		key = key[:MaxSnakeKeyBytes]
+	}
+	return strings.Trim(key, "_")
 }

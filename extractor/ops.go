@@ -56,7 +56,7 @@ func resolveOps(items []factItem) (map[string]string, []FactChange) {
 	singles := map[string]*single{}
 	lists := map[string]*listState{}
 	for _, it := range items {
-		key, list := events.CanonicalFactKey(snakeKey(it.Key))
+		key, list := events.CanonicalFactKey(events.SnakeKey(it.Key))
 		value := strings.TrimSpace(it.Value)
 		if key == "" {
 			continue

@@ -475,39 +475,3 @@ func jsonKind(v json.RawMessage) string {
 	}
 }
 
-// snakeKey normalises a fact key to snake_case ASCII: lowercase letters,
-// digits and single underscores, camelCase split into words, anything else a
-// separator, at most maxKeyBytes bytes. It returns "" when nothing is left.
-func snakeKey(s string) string {
-	var b strings.Builder
-	pendingSep := false
-	var prev rune
-	for _, r := range s {
-		orig := r
-		switch {
-		case r >= 'A' && r <= 'Z':
-			if (prev >= 'a' && prev <= 'z') || (prev >= '0' && prev <= '9') {
-				pendingSep = true
-			}
-			r += 'a' - 'A'
-			fallthrough
-		case (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9'):
-			if pendingSep && b.Len() > 0 {
-				b.WriteByte('_')
-			}
-			pendingSep = false
-			b.WriteRune(r)
-		default:
-			pendingSep = true
-		}
-		prev = orig
-		if b.Len() >= maxKeyBytes {
-			break
-		}
-	}
-	key := b.String()
-	if len(key) > maxKeyBytes {
-		key = key[:maxKeyBytes]
-	}
-	return strings.Trim(key, "_")
-}

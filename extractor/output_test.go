@@ -143,28 +143,6 @@ func TestParseOutputBounds(t *testing.T) {
 	}
 }
 
-func TestSnakeKey(t *testing.T) {
-	t.Parallel()
-
-	tests := []struct{ in, want string }{
-		{"name", "name"},
-		{"Favorite Color", "favorite_color"},
-		{"favoriteColor", "favorite_color"},
-		{"HTTPServer", "httpserver"},
-		{"  --wife's  name-- ", "wife_s_name"},
-		{"dog2Name", "dog2_name"},
-		{"café", "caf"},
-		{"日本", ""},
-		{"___", ""},
-		{strings.Repeat("ab_", 40), strings.TrimSuffix(strings.Repeat("ab_", 40)[:maxKeyBytes], "_")},
-	}
-	for _, tt := range tests {
-		if got := snakeKey(tt.in); got != tt.want {
-			t.Errorf("snakeKey(%q) = %q, want %q", tt.in, got, tt.want)
-		}
-	}
-}
-
 func FuzzParseOutput(f *testing.F) {
 	for _, s := range []string{
 		`{"facts": {"name": "Ana"}, "context": [{"q": "a", "a": "b"}]}`,

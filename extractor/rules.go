@@ -359,7 +359,7 @@ func newRuleTable() []rule {
 			re:   re(`\bmy\s+(?:all[- ]time\s+)?favou?rite\s+([a-z][a-z -]{0,40}?)\s+(?:is|are)\s+`),
 			kind: kindPlain,
 			keyFromGroup: func(g string) string {
-				if k := snakeKey(g); k != "" && strings.Count(k, "_") < 4 {
+				if k := events.SnakeKey(g); k != "" && strings.Count(k, "_") < 4 {
 					return "favorite_" + k
 				}
 				return ""

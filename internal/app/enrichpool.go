@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -112,11 +113,12 @@ func (c BackPressureConfig) withDefaults() BackPressureConfig {
 // (Recall and ContextTexts, and the vector cache's UserVectors) go to enrich's own pool, every other endpoint (the tools'
 // reads and writes, which pass the store's context hook) to the shared
 // store.
-// enrichStore's reads go to enrich's pool, which cancels a statement past
-// its context on the server and keeps the connection
-// (store.Config.CancelOnServer); their errors are wrapped with ctx's
-// (ctxError), so that a timeout reads as one, as it did when the
-// connection was closed.
+//
+// Enrich's pool cancels a statement past its context on the server and
+// keeps the connection (store.Config.CancelOnServer), so its reads go
+// through read: a timeout's error is wrapped with ctx's, and a read that a
+// cancel sent for an earlier statement of its connection reached is sent
+// once more.
 type enrichStore struct {
 	*store.Store              // the shared pool
 	recall       *store.Store // enrich's own pool
@@ -124,48 +126,45 @@ type enrichStore struct {
 
 // Recall implements enricher.Recaller on enrich's pool.
 func (e enrichStore) Recall(ctx context.Context, q store.RecallQuery) ([]store.Fact, store.Candidates, error) {
-	f, c, err := e.recall.Recall(ctx, q)
-	return f, c, ctxError(ctx, err)
+	r, err := read(ctx, func() (recalled, error) {
+		f, c, err := e.recall.Recall(ctx, q)
+		return recalled{f, c}, err
+	})
+	return r.facts, r.candidates, err
 }
 
 // ContextTexts implements enricher.Recaller on enrich's pool: the texts of
 // the items a ranked enrich keeps are its second read.
 func (e enrichStore) ContextTexts(ctx context.Context, userID string, items []store.ContextItem) ([]store.ContextItem, error) {
-	out, err := e.recall.ContextTexts(ctx, userID, items)
-	return out, ctxError(ctx, err)
+	return read(ctx, func() ([]store.ContextItem, error) { return e.recall.ContextTexts(ctx, userID, items) })
 }
 
 // StopWords implements enricher.Recaller on enrich's pool: a long
 // message's keywords are capped again with it, before its Recall.
 func (e enrichStore) StopWords(ctx context.Context, userID string, words []string) (map[string]bool, error) {
-	out, err := e.recall.StopWords(ctx, userID, words)
-	return out, ctxError(ctx, err)
+	return read(ctx, func() (map[string]bool, error) { return e.recall.StopWords(ctx, userID, words) })
 }
 
 // UserVectors implements enricher.VectorReader on enrich's pool: the
 // vector cache's reloads are part of an enrich request.
 func (e enrichStore) UserVectors(ctx context.Context, userID, model string) (store.UserVectors, error) {
-	out, err := e.recall.UserVectors(ctx, userID, model)
-	return out, ctxError(ctx, err)
+	return read(ctx, func() (store.UserVectors, error) { return e.recall.UserVectors(ctx, userID, model) })
 }
 
 // SearchChunks implements enricher.ChunkSearcher on enrich's pool: every
 // enrich without collections reads the user's default collections.
 func (e enrichStore) SearchChunks(ctx context.Context, q store.ChunkQuery, rank store.ChunkRanker) ([]store.ChunkHit, error) {
-	out, err := e.recall.SearchChunks(ctx, q, rank)
-	return out, ctxError(ctx, err)
+	return read(ctx, func() ([]store.ChunkHit, error) { return e.recall.SearchChunks(ctx, q, rank) })
 }
 
 // SearchChunksHybrid and CollectionVectors keep enrich's hybrid document
 // reads on enrich's pool too, out of ingest's way.
 func (e enrichStore) SearchChunksHybrid(ctx context.Context, q store.ChunkQuery, pick store.ChunkPicker, rank store.HybridChunkRanker) ([]store.ChunkHit, error) {
-	out, err := e.recall.SearchChunksHybrid(ctx, q, pick, rank)
-	return out, ctxError(ctx, err)
+	return read(ctx, func() ([]store.ChunkHit, error) { return e.recall.SearchChunksHybrid(ctx, q, pick, rank) })
 }
 
 func (e enrichStore) CollectionVectors(ctx context.Context, collectionID int64, model string) (store.CollectionVectors, error) {
-	out, err := e.recall.CollectionVectors(ctx, collectionID, model)
-	return out, ctxError(ctx, err)
+	return read(ctx, func() (store.CollectionVectors, error) { return e.recall.CollectionVectors(ctx, collectionID, model) })
 }
 
 // Warm re-opens enrich's connections (the enricher calls it at start and
@@ -336,6 +335,35 @@ func (m *metrics) registerGiveWay(p *pressure) {
 			Help: "Time statements of ingest, extraction and other background work waited for enrich's work in progress.",
 		}, func() float64 { return time.Duration(p.waited.Load()).Seconds() }),
 	)
+}
+
+// recalled is a Recall's facts and candidates, as read returns them.
+type recalled struct {
+	facts      []store.Fact
+	candidates store.Candidates
+}
+
+// read runs f, a read on enrich's pool under ctx, once more when it failed
+// with query_canceled while ctx is live: pgx sends a statement's cancel
+// request once its context has ended, and may reuse the connection 100 ms
+// after that statement returned on its own, before a busy server has acted
+// on the request, which then cancels the next statement (an A/B run at a
+// load average of 14-19: 8 and 40 replies "memory store unavailable"
+// within their deadline). A cancel request cancels one statement, so the
+// second is not hit by it. Its error is wrapped with ctx's (ctxError).
+func read[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	v, err := f()
+	if strayCancel(ctx, err) {
+		v, err = f()
+	}
+	return v, ctxError(ctx, err)
+}
+
+// strayCancel reports whether err is a statement's query_canceled that
+// ctx did not cause.
+func strayCancel(ctx context.Context, err error) bool {
+	var pgErr *pgconn.PgError
+	return err != nil && ctx.Err() == nil && errors.As(err, &pgErr) && pgErr.Code == "57014" // query_canceled
 }
 
 // ctxError is err wrapped with ctx's error when ctx has ended: a statement

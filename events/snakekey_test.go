@@ -1,0 +1,34 @@
+package events_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/memoryd/memoryd/events"
+)
+
+func TestSnakeKey(t *testing.T) {
+	t.Parallel()
+
+	tests := []struct{ in, want string }{
+		{"name", "name"},
+		{"Favorite Color", "favorite_color"},
+		{"favoriteColor", "favorite_color"},
+		{"HTTPServer", "httpserver"},
+		{"  --wife's  name-- ", "wife_s_name"},
+		{"dog2Name", "dog2_name"},
+		{"dateOfBirth", "date_of_birth"},
+		{"favorite.color", "favorite_color"},
+		{"favorite__color", "favorite_color"},
+		{"café", "caf"},
+		{"日本", ""},
+		{"___", ""},
+		{strings.Repeat("ab_", 40), strings.TrimSuffix(strings.Repeat("ab_", 40)[:events.MaxSnakeKeyBytes], "_")},
+	}
+	for _, tt := range tests {
+		if got := events.SnakeKey(tt.in); got != tt.want {
+			t.Errorf("events.SnakeKey(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
