@@ -31,4 +31,3 @@ func TestSnakeKey(t *testing.T) {
 		}
 	}
 }
-

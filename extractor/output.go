@@ -474,4 +474,3 @@ func jsonKind(v json.RawMessage) string {
 		return "a number"
 	}
 }
-
