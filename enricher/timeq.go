@@ -1726,7 +1726,7 @@ var followWords = map[string]bool{"and": true, "or": true, "also": true, "then":
 // of the message, while in "how are you today?" the time is part of a
 // greeting.
 func asksTheTime(message string, e TimeExpr) bool {
-	isEnd := func(r rune) bool { return strings.ContainsRune(",.;:!?\n，。！？；：", r) }
+	isEnd := func(r rune) bool { return strings.ContainsRune(",.;:!?\n，。！？；：—–", r) }
 	before := message[:e.Start]
 	if i := strings.LastIndexFunc(before, isEnd); i >= 0 {
 		_, n := utf8.DecodeRuneInString(before[i:])
@@ -1737,7 +1737,13 @@ func asksTheTime(message string, e TimeExpr) bool {
 	if end < 0 {
 		return false
 	}
-	if r, _ := utf8.DecodeRuneInString(after[end:]); r != '?' && r != '？' {
+	// The run of punctuation that ends it holds a question mark ("?",
+	// "!?", "?!").
+	run := after[end:]
+	if i := strings.IndexFunc(run, func(r rune) bool { return !strings.ContainsRune("?!？！.", r) }); i >= 0 {
+		run = run[:i]
+	}
+	if !strings.ContainsAny(run, "?？") {
 		return false
 	}
 	for _, w := range strings.FieldsFunc(strings.ToLower(before+" "+after[:end]), func(r rune) bool { return !unicode.IsLetter(r) }) {

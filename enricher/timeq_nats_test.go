@@ -71,6 +71,8 @@ func TestEnrichTimeExpressions(t *testing.T) {
 		// talk, nothing).
 		{"ok, and a time", "ok, and yesterday?", nil, []string{"yesterday"}, []string{}},
 		{"thanks, a time", "Thanks! Last week?", nil, []string{"last-week"}, []string{}},
+		{"a dash, then a time", "thanks — and yesterday?", nil, []string{"yesterday"}, []string{}},
+		{"a time, then ?!", "ok, and yesterday!?", nil, []string{"yesterday"}, []string{}},
 		{"a time in a greeting's question", "thanks, and you today?", &zero, []string{}, []string{}},
 		// A greeting before it: its words are not searched within the day
 		// (before: "good", "morning" found nothing of yesterday).

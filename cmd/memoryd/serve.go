@@ -211,6 +211,13 @@ extraction can run in separate processes and on separate machines.`)
 		return err
 	}
 	if err := svc.Start(ctx); err != nil {
+		if ctx.Err() != nil {
+			// SIGINT/SIGTERM while starting: what failed is the start the
+			// signal ended (a connect reads as "Postgres is not
+			// reachable"), not a fault; Start stopped what it had started.
+			logger.Info("stopped before it was ready")
+			return nil
+		}
 		return startErr(err)
 	}
 	<-ctx.Done()

@@ -562,7 +562,7 @@ func (a *App) warnOtherExtractors(ctx context.Context, s *store.Store, ext worke
 	own := worker.ExtractorID(ext.Info())
 	for _, other := range live {
 		if other != own {
-			a.logger.WarnContext(ctx, "other running processes extract with another extractor: each turn's memory is extracted by whichever process takes its job; give every process the same --llm-base-url and --llm-model",
+			a.logger.WarnContext(ctx, "other running processes extract with another extractor (or one did until it stopped in the last few seconds): each turn's memory is extracted by whichever process takes its job; give every process the same --llm-base-url and --llm-model",
 				"extractor", own, "other_extractor", other)
 		}
 	}
