@@ -75,8 +75,9 @@ type Config struct {
 	// many waiting), which answers the excess "overloaded" at once.
 	// Default DefaultMaxUserCalls, that bound.
 	MaxUserCalls int
-	// SessionTimeout closes an HTTP session that has had no request for
-	// this long (its client then gets 404 and opens a new one): without it
+	// SessionTimeout closes an HTTP session that has had no POST for this
+	// long (its client then gets 404 and opens a new one; a client that
+	// only holds a GET stream open counts as idle): without it
 	// every session a client opened and did not DELETE (a crashed agent, a
 	// script) kept its goroutine and memory until the process ended.
 	// Default DefaultSessionTimeout.

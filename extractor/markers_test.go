@@ -93,6 +93,8 @@ func FuzzStripMarkers(f *testing.F) {
 		"[FACTS: unclosed",
 		"a [facts: x] b [context: y] c",
 		"\xff[facts:\xfe]\x00",
+		events.MarkdownHeading + "\n### Facts\n- **a**: b _(source: x)_\n\nhi",
+		events.SystemPreamble + " then the user's own words",
 	} {
 		f.Add(s)
 	}
@@ -104,7 +106,14 @@ func FuzzStripMarkers(f *testing.F) {
 		if len(got) > len(in) {
 			t.Fatalf("StripMarkers(%q) = %q: output longer than input", in, got)
 		}
-		formatted := strings.Contains(in, events.MarkdownHeading) || strings.Contains(in, systemLead)
+		// Text is kept as it is unless a line of it opens an injection
+		// (the heading, or the preamble alone on its line).
+		formatted := false
+		for _, line := range strings.Split(in, "\n") {
+			line = strings.TrimSpace(line)
+			formatted = formatted || line == events.MarkdownHeading ||
+				strings.HasPrefix(line, systemLead) && strings.HasPrefix(events.SystemPreamble, line)
+		}
 		if !markerOpenRE.MatchString(in) && !formatted && got != strings.TrimSpace(in) {
 			t.Fatalf("StripMarkers(%q) = %q: changed text without markers", in, got)
 		}
