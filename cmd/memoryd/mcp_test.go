@@ -174,9 +174,9 @@ func TestMCPOverHTTPCommand(t *testing.T) {
 		t.Fatalf("connect with the key: %v\n%s", err, stderr.String())
 	}
 	var f struct{ Key, Value string }
-	mcpCall(t, s, "set_fact", map[string]any{"key": "pet", "value": "a hamster"}, &f)
-	if got, err := events.NewClient(nc, prefix).GetFact(ctx, "carol", "pet"); err != nil || got.Value != "a hamster" {
-		t.Fatalf("carol's pet after set_fact with carol's key: %+v, %v", got, err)
+	mcpCall(t, s, "set_fact", map[string]any{"key": "favorite_animal", "value": "a hamster"}, &f)
+	if got, err := events.NewClient(nc, prefix).GetFact(ctx, "carol", "favorite_animal"); err != nil || got.Value != "a hamster" {
+		t.Fatalf("carol's favorite_animal after set_fact with carol's key: %+v, %v", got, err)
 	}
 	_ = s.Close()
 	cancel()
