@@ -265,15 +265,17 @@ const lostAfter = time.Minute
 // ran). Without it they waited for River's rescuer, 2 × JobTimeout (20
 // minutes by default) after a Postgres cut.
 func (w *Worker) takeOverLost(ctx context.Context, process string) error {
+	// Read first, outside a transaction: on nearly every heartbeat there is
+	// nothing to take over.
+	ids, err := w.cfg.Store.RunningJobsOf(ctx, process, lostAfter)
+	if err != nil {
+		return fmt.Errorf("take over: %w", err)
+	}
+	lost := w.jobs.notHeld(ids)
+	if len(lost) == 0 {
+		return nil
+	}
 	return w.takeOverWith(ctx, true, func(q *store.Store) ([]store.TakenJob, error) {
-		ids, err := q.RunningJobsOf(ctx, process, lostAfter)
-		if err != nil || len(ids) == 0 {
-			return nil, err
-		}
-		lost := w.jobs.notHeld(ids)
-		if len(lost) == 0 {
-			return nil, nil
-		}
 		return q.TakeOverLostJobs(ctx, process, lost)
 	})
 }
