@@ -135,24 +135,33 @@ func (s *Store) TakeOverJobs(ctx context.Context, deadAfter time.Duration) ([]Ta
 		}
 		return nil, err
 	}
-	rows, err = s.db.Query(ctx, `
+	jobs, err := s.endRunning(ctx, `attempted_by[array_upper(attempted_by, 1)] = ANY($1)`,
+		`' stopped while running this job; a new job took it over'`, dead)
+	if err != nil {
+		return nil, err
+	}
+	return s.endClaims(ctx, jobs)
+}
+
+// endRunning sets the running jobs of the last process that took them
+// (the last of attempted_by) that where (SQL, of args) selects to
+// cancelled, with the error "memoryd: process <id>" followed by why (an
+// SQL string literal), and returns them.
+func (s *Store) endRunning(ctx context.Context, where, why string, args ...any) ([]TakenJob, error) {
+	rows, err := s.db.Query(ctx, `
 		UPDATE river_job SET
 			state = 'cancelled',
 			finalized_at = now(),
 			errors = array_append(errors, jsonb_build_object(
 				'at', now(), 'attempt', attempt, 'trace', '',
-				'error', 'memoryd: process ' || attempted_by[array_upper(attempted_by, 1)] || ' stopped while running this job; a new job took it over'))
-		WHERE state = 'running' AND attempted_by[array_upper(attempted_by, 1)] = ANY($1)
+				'error', 'memoryd: process ' || attempted_by[array_upper(attempted_by, 1)] || `+why+`))
+		WHERE state = 'running' AND `+where+`
 		RETURNING id, kind, attempted_by[array_upper(attempted_by, 1)], args, queue, attempt, max_attempts, metadata, coalesce(attempted_at, now())`,
-		dead)
+		args...)
 	if err != nil {
 		return nil, fmt.Errorf("take over jobs: %w", err)
 	}
-	jobs, err := collectTaken(rows)
-	if err != nil {
-		return nil, err
-	}
-	return s.endClaims(ctx, jobs)
+	return collectTaken(rows)
 }
 
 // RunningJobsOf returns the ids of the jobs River marks running in
@@ -182,20 +191,8 @@ func (s *Store) RunningJobsOf(ctx context.Context, process string, after time.Du
 // returned as TakeOverJobs returns them, so that the caller inserts a
 // replacement in the same transaction. Call it inside InTx.
 func (s *Store) TakeOverLostJobs(ctx context.Context, process string, ids []int64) ([]TakenJob, error) {
-	rows, err := s.db.Query(ctx, `
-		UPDATE river_job SET
-			state = 'cancelled',
-			finalized_at = now(),
-			errors = array_append(errors, jsonb_build_object(
-				'at', now(), 'attempt', attempt, 'trace', '',
-				'error', 'memoryd: process ' || $1::text || ' never received this job from its fetch (a lost connection); a new job took it over'))
-		WHERE id = ANY($2::bigint[]) AND state = 'running' AND attempted_by[array_upper(attempted_by, 1)] = $1::text
-		RETURNING id, kind, attempted_by[array_upper(attempted_by, 1)], args, queue, attempt, max_attempts, metadata, coalesce(attempted_at, now())`,
-		process, ids)
-	if err != nil {
-		return nil, fmt.Errorf("take over lost jobs: %w", err)
-	}
-	jobs, err := collectTaken(rows)
+	jobs, err := s.endRunning(ctx, `id = ANY($2::bigint[]) AND attempted_by[array_upper(attempted_by, 1)] = $1::text`,
+		`' never received this job from its fetch (a lost connection); a new job took it over'`, process, ids)
 	if err != nil || len(jobs) == 0 {
 		return nil, err
 	}
