@@ -2,6 +2,7 @@ package enricher
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -29,7 +30,11 @@ type Service struct {
 	cfg    Config
 	logger *slog.Logger
 	tracer trace.Tracer // nil when Config.TracerProvider is: no tracing
-	stats  map[string]*endpointStats
+	// traceKey keys the user hash of spans (userHash): random per
+	// process, so that a span's hash cannot be reversed by hashing
+	// guessed user ids.
+	traceKey []byte
+	stats    map[string]*endpointStats
 	// One lane per endpoint kind, so that no kind waits behind another.
 	enrichLane, searchLane, toolLane *lane
 
@@ -100,6 +105,8 @@ func New(cfg Config) (*Service, error) {
 	s.working, _ = cfg.Observer.(WorkObserver)
 	if cfg.TracerProvider != nil {
 		s.tracer = cfg.TracerProvider.Tracer("github.com/memoryd/memoryd/enricher")
+		s.traceKey = make([]byte, 32)
+		_, _ = rand.Read(s.traceKey) // never fails (crypto/rand)
 	}
 	s.hybrid = newHybrid(cfg, s.logger)
 	s.reads = memoryReads{store: cfg.Store, dailyCap: cfg.DailyTokensPerUser, hybrid: s.hybrid}

@@ -53,6 +53,10 @@ func (w *Worker) startIngestSpan(ctx context.Context, batch []jetstream.Msg) (co
 	for _, m := range batch {
 		sc := trace.SpanContextFromContext(events.ExtractTrace(context.Background(), m.Headers()))
 		if !sc.IsValid() {
+			// A message of no trace (another frontend's, another user's)
+			// does not join the others' trace: its job would be shown
+			// in a trace it has nothing to do with.
+			shared = false
 			continue
 		}
 		links = append(links, trace.Link{SpanContext: sc})

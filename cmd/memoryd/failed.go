@@ -44,6 +44,13 @@ func runFailed(ctx context.Context, a *cli, args []string) error {
 			for _, t := range turns {
 				fmt.Fprintf(a.stdout, "%s\tuser=%s\tattempts=%d\t%s\n", t.EventID, t.UserID, t.Attempts, t.LastError)
 			}
+			if len(turns) == limit {
+				// As many as the limit: the total may be larger, and an
+				// operator reading "100 failed turn(s)" would take it
+				// for the total.
+				fmt.Fprintf(a.stdout, "%d failed turn(s) listed, the --limit: there may be more\n", len(turns))
+				return nil
+			}
 			fmt.Fprintf(a.stdout, "%d failed turn(s)\n", len(turns))
 			return nil
 		})

@@ -104,6 +104,7 @@ stores the turns.`)
 		cfg.Observer, cfg.Metrics = m, m.Handler()
 	}
 	tracing.ServiceName = "memoryd-proxy"
+	routeOTelErrors(logger, tracing.OTLPEndpoint)
 	tracer, err := app.StartTracing(tracing, version)
 	if err != nil {
 		return err

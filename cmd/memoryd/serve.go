@@ -210,6 +210,7 @@ extraction can run in separate processes and on separate machines.`)
 	if err != nil {
 		return err
 	}
+	routeOTelErrors(logger, o.app.Tracing.OTLPEndpoint)
 	if err := svc.Start(ctx); err != nil {
 		if ctx.Err() != nil {
 			// SIGINT/SIGTERM while starting: what failed is the start the
