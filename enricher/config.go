@@ -41,8 +41,29 @@ type Observer interface {
 	// Enriched is told a reply's time from the request's arrival, and how
 	// much of it the query's embedding took (0 without embeddings): the
 	// rest is what this process and Postgres spent, which ingest competes
-	// for and an embeddings endpoint does not.
-	Enriched(took, embedding time.Duration, degraded bool)
+	// for and an embeddings endpoint does not. degraded is "" for a full
+	// reply, else why it was degraded: one of the Degraded constants.
+	Enriched(took, embedding time.Duration, degraded string)
+}
+
+// Why an enrich reply was degraded, as an Observer is told (a small fixed
+// set, fit for a metric's label; the reply's reason is the text).
+const (
+	// DegradedTimeout: the store did not answer within Config.Timeout.
+	DegradedTimeout = "timeout"
+	// DegradedStoreUnavailable: the store failed (unreachable, an error).
+	DegradedStoreUnavailable = "store_unavailable"
+	// DegradedOverloaded: the request waited past its deadline for its
+	// turn (Config's concurrency limits), and was not run.
+	DegradedOverloaded = "overloaded"
+	// DegradedDocuments: facts and memories came, the document search did
+	// not (timed out or failed).
+	DegradedDocuments = "documents"
+)
+
+// DegradedReasons lists the Degraded constants.
+func DegradedReasons() []string {
+	return []string{DegradedTimeout, DegradedStoreUnavailable, DegradedOverloaded, DegradedDocuments}
 }
 
 // WorkObserver is an Observer also told when the service starts and ends

@@ -2,6 +2,8 @@ package enricher_test
 
 import (
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +19,33 @@ import (
 const testTimeout = 100 * time.Millisecond
 
 func withTimeout(c *enricher.Config) { c.Timeout = testTimeout }
+
+// reasons records what the service tells its Observer of each reply: ""
+// or why it was degraded. The reply is published after the Observer is
+// told, so a test that got its reply reads its reason here.
+type reasons struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (r *reasons) Enriched(_, _ time.Duration, degraded string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, degraded)
+}
+
+// observed sets c's Observer to r, with withTimeout.
+func (r *reasons) observed(c *enricher.Config) { withTimeout(c); c.Observer = r }
+
+// want fails the test unless the replies so far were degraded for want.
+func (r *reasons) want(t *testing.T, want ...string) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !slices.Equal(r.got, want) {
+		t.Fatalf("observer told %q, want %q", r.got, want)
+	}
+}
 
 // enrichDegraded sends one enrich request and checks it is answered with an
 // empty, degraded reply. The promise tested is that a reply comes although
@@ -35,11 +64,13 @@ func TestDegradedWhenPostgresIsUnreachable(t *testing.T) {
 	t.Parallel()
 	_, url := storetest.Schema(t)
 	st := storeAt(t, url, "127.0.0.1:1") // nothing listens on port 1
-	h := start(t, st, withTimeout)
+	var obs reasons
+	h := start(t, st, obs.observed)
 	r := enrichDegraded(t, h, "u")
 	if r.Reason != "memory store unavailable" {
 		t.Fatalf("reason %q", r.Reason)
 	}
+	obs.want(t, enricher.DegradedStoreUnavailable)
 	// Other endpoints fail plainly, with a 500, not a hang.
 	_, err := h.client.Search(ctxT(t), events.SearchRequest{UserID: "u", Query: "dog"})
 	if se, ok := err.(*events.ServiceError); !ok || se.Code != 500 {
@@ -58,12 +89,14 @@ func TestDegradedWhenPostgresHangs(t *testing.T) {
 	p := newProxy(t)
 	p.Close()
 	p.Open(true) // accepts, never answers
-	h := start(t, storeAt(t, url, p.addr), withTimeout)
+	var obs reasons
+	h := start(t, storeAt(t, url, p.addr), obs.observed)
 	r := enrichDegraded(t, h, "u")
 	if r.Reason != "memory store did not answer within 100ms" {
 		t.Fatalf("reason %q", r.Reason)
 	}
 	enrichDegraded(t, h, "u") // and again, with the first connect still stuck
+	obs.want(t, enricher.DegradedTimeout, enricher.DegradedTimeout)
 }
 
 func TestDegradedWhenStoreIgnoresItsContext(t *testing.T) {
@@ -77,13 +110,15 @@ func TestDegradedWhenStoreIgnoresItsContext(t *testing.T) {
 func TestDegradedWhenSaturated(t *testing.T) {
 	t.Parallel()
 	bs := blockingStore{release: make(chan struct{})}
-	h := start(t, bs, func(c *enricher.Config) { withTimeout(c); c.MaxInFlight = 1 })
+	var obs reasons
+	h := start(t, bs, func(c *enricher.Config) { obs.observed(c); c.MaxInFlight = 1 })
 	t.Cleanup(func() { close(bs.release) })
 	enrichDegraded(t, h, "u") // holds the only slot
 	r := enrichDegraded(t, h, "u")
 	if r.Reason != "memoryd is overloaded" {
 		t.Fatalf("reason %q", r.Reason)
 	}
+	obs.want(t, enricher.DegradedTimeout, enricher.DegradedOverloaded)
 }
 
 func TestRecoversWhenPostgresReturns(t *testing.T) {

@@ -53,7 +53,10 @@ func (s *Service) enrichHandler(ep endpoint) micro.Handler {
 		p.embedNanos = new(atomic.Int64)
 		spanCtx, span := s.startSpan(req, ep.name, subjectToken(req.Subject()))
 		var replied atomic.Bool
-		answer := func(r events.EnrichReply) {
+		// answer sends r, degraded for why (a Degraded constant, "" when
+		// the store answered; a reply that lost only its documents says so
+		// itself).
+		answer := func(r events.EnrichReply, why string) {
 			if !replied.CompareAndSwap(false, true) {
 				return
 			}
@@ -65,8 +68,11 @@ func (s *Service) enrichHandler(ep endpoint) micro.Handler {
 			defer func() { endSpan(span, code) }()
 			took := time.Since(received)
 			r.TookMS = millis(took)
+			if r.Degraded && why == "" {
+				why = DegradedDocuments
+			}
 			if s.cfg.Observer != nil {
-				s.cfg.Observer.Enriched(took, time.Duration(p.embedNanos.Load()), r.Degraded)
+				s.cfg.Observer.Enriched(took, time.Duration(p.embedNanos.Load()), why)
 			}
 			if r.Degraded {
 				st.degraded.Add(1)
@@ -90,7 +96,7 @@ func (s *Service) enrichHandler(ep endpoint) micro.Handler {
 			// not return; it shares the context's timer.
 			guard := context.AfterFunc(ctx, func() {
 				if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-					answer(p.degraded(timedOut()))
+					answer(p.degraded(timedOut()), DegradedTimeout)
 				}
 			})
 			defer guard()
@@ -100,7 +106,7 @@ func (s *Service) enrichHandler(ep endpoint) micro.Handler {
 			var bad *events.ServiceError
 			switch {
 			case err == nil:
-				answer(r)
+				answer(r, "")
 			case errors.As(err, &bad):
 				// A request only the store can find bad (a collection the
 				// user may not read) is the sender's to fix: an error, not a
@@ -111,15 +117,15 @@ func (s *Service) enrichHandler(ep endpoint) micro.Handler {
 				}
 			case errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil:
 				s.logger.Debug("enrich store timeout", "user_id", p.userID, "error", err)
-				answer(p.degraded(timedOut()))
+				answer(p.degraded(timedOut()), DegradedTimeout)
 				s.warm()
 			default:
 				s.logger.Error(msgStoreFailed, "user_id", p.userID, "error", err)
-				answer(p.degraded("memory store unavailable"))
+				answer(p.degraded("memory store unavailable"), DegradedStoreUnavailable)
 				s.warm()
 			}
 		}, func() {
-			answer(p.degraded("memoryd is overloaded"))
+			answer(p.degraded("memoryd is overloaded"), DegradedOverloaded)
 		})
 	})
 }

@@ -818,6 +818,28 @@ func (w *Worker) Stats() Stats {
 	}
 }
 
+// Backlog is the turn stream's ingest backlog, as the durable consumer
+// (shared by every ingesting process) reports it.
+type Backlog struct {
+	// Unread counts the turns no process has been handed yet.
+	Unread uint64
+	// Unacked counts the turns handed to a process and not yet
+	// acknowledged (being recorded, or held by a process that stopped,
+	// until --ack-wait hands them out again).
+	Unacked int
+}
+
+// Backlog reads the durable consumer's backlog from JetStream (one
+// request). A deployment's processes all report the same figures.
+func (w *Worker) Backlog(ctx context.Context) (Backlog, error) {
+	c, err := w.js.Consumer(ctx, w.cfg.Stream, w.cfg.Durable)
+	if err != nil {
+		return Backlog{}, fmt.Errorf("worker: read consumer %s: %w", w.cfg.Durable, err)
+	}
+	info := c.CachedInfo() // read by Consumer just now
+	return Backlog{Unread: info.NumPending, Unacked: info.NumAckPending}, nil
+}
+
 // Start ensures the streams and the durable consumer exist, starts River's
 // workers and starts consuming. It returns once everything runs; the work
 // goes on until Stop. With MaxDBSize set it first measures the tables and

@@ -183,7 +183,8 @@ func TestOpsEndpoints(t *testing.T) {
 		`memoryd_turns_rejected_total{reason="token_mismatch"} 0`,
 		`memoryd_query_embeddings_total{outcome="timeout"} 0`,
 		"memoryd_enrich_duration_seconds_count 1",
-		"memoryd_enrich_degraded_total 0",
+		`memoryd_enrich_degraded_total{reason="timeout"} 0`,
+		`memoryd_enrich_degraded_total{reason="overloaded"} 0`,
 		"memoryd_extraction_duration_seconds_bucket",
 		"process_resident_memory_bytes",
 		"memoryd_giveway_waits_total",
@@ -192,6 +193,15 @@ func TestOpsEndpoints(t *testing.T) {
 		`memoryd_queue_jobs{queue="extract",state="available"} 0`,
 		`memoryd_queue_jobs{queue="embed",state="retryable"} 0`,
 		"memoryd_replay_resets_unfinished 0",
+		// The stream's ingest backlog, once the turns are recorded.
+		`memoryd_ingest_backlog_turns{state="unread"} 0`,
+		`memoryd_ingest_backlog_turns{state="unacked"} 0`,
+		// Both pools, enrich's own too.
+		`memoryd_db_pool_max_connections{pool="shared"}`,
+		`memoryd_db_pool_max_connections{pool="enrich"}`,
+		`memoryd_db_pool_connections{pool="enrich",state="idle"}`,
+		`memoryd_db_pool_new_connections_total{pool="shared"}`,
+		`memoryd_db_pool_acquire_waits_total{pool="enrich"}`,
 		// Which version each replica runs.
 		fmt.Sprintf(`memoryd_build_info{go_version=%q,role="all",version=%q} 1`, runtime.Version(), svc.cfg.Version),
 	} {

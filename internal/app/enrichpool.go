@@ -259,9 +259,9 @@ func (p *pressure) GiveWay(ctx context.Context) {
 // Enriched implements enricher.Observer. The query's embedding is left
 // out: ingest does not compete with the embeddings endpoint, so holding it
 // back would not make that part faster.
-func (p *pressure) Enriched(took, embedding time.Duration, degraded bool) {
+func (p *pressure) Enriched(took, embedding time.Duration, degraded string) {
 	took -= min(embedding, took)
-	if degraded {
+	if degraded != "" {
 		took = max(took, 2*p.target+1) // a degraded reply is as slow as it gets
 	}
 	now := p.now()
@@ -296,7 +296,7 @@ func (p *pressure) Pressure() float64 {
 // enrichObservers tells every observer of enrich replies.
 type enrichObservers []enricher.Observer
 
-func (o enrichObservers) Enriched(took, embedding time.Duration, degraded bool) {
+func (o enrichObservers) Enriched(took, embedding time.Duration, degraded string) {
 	for _, ob := range o {
 		ob.Enriched(took, embedding, degraded)
 	}

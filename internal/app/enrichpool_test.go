@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/worker"
@@ -104,7 +105,7 @@ func TestPressureFollowsEnrichLatency(t *testing.T) {
 		t.Fatalf("no replies: pressure %v, want 0", got)
 	}
 	for range 20 {
-		p.Enriched(2*time.Millisecond, 0, false)
+		p.Enriched(2*time.Millisecond, 0, "")
 	}
 	if got := p.Pressure(); got != 0 {
 		t.Fatalf("fast replies: pressure %v, want 0", got)
@@ -112,13 +113,13 @@ func TestPressureFollowsEnrichLatency(t *testing.T) {
 	// Three slow replies in 23: more than a tenth, so the slowest tenth is
 	// at 30 ms, half way from the target to twice it.
 	for range 3 {
-		p.Enriched(30*time.Millisecond, 0, false)
+		p.Enriched(30*time.Millisecond, 0, "")
 	}
 	if got := p.Pressure(); got < 0.49 || got > 0.51 {
 		t.Fatalf("a tenth at 30 ms: pressure %v, want 0.5", got)
 	}
 	for range 3 {
-		p.Enriched(time.Millisecond, 0, true) // degraded: store unavailable, answered at once
+		p.Enriched(time.Millisecond, 0, enricher.DegradedStoreUnavailable) // degraded: store unavailable, answered at once
 	}
 	if got := p.Pressure(); got != 1 {
 		t.Fatalf("degraded replies: pressure %v, want 1", got)
@@ -127,14 +128,14 @@ func TestPressureFollowsEnrichLatency(t *testing.T) {
 	if got := p.Pressure(); got != 0 {
 		t.Fatalf("a window later: pressure %v, want 0", got)
 	}
-	p.Enriched(3*time.Millisecond, 0, false)
+	p.Enriched(3*time.Millisecond, 0, "")
 	if got := p.Pressure(); got != 0 {
 		t.Fatalf("one fast reply after the slow ones aged out: pressure %v, want 0", got)
 	}
 	// A reply slow only because of its query's embedding (an endpoint
 	// ingest does not compete for) puts no pressure on ingest.
 	for range 10 {
-		p.Enriched(90*time.Millisecond, 85*time.Millisecond, false)
+		p.Enriched(90*time.Millisecond, 85*time.Millisecond, "")
 	}
 	if got := p.Pressure(); got != 0 {
 		t.Fatalf("replies slow by their embedding only: pressure %v, want 0", got)

@@ -11,11 +11,14 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/worker"
 )
 
@@ -28,7 +31,7 @@ type metrics struct {
 	extracted      *prometheus.CounterVec
 	extractSeconds *prometheus.HistogramVec
 	enrichSeconds  prometheus.Histogram
-	enrichDegraded prometheus.Counter
+	enrichDegraded *prometheus.CounterVec
 	pruneRuns      prometheus.Counter
 	pruneRemoved   prometheus.Counter
 	redactions     *prometheus.CounterVec // issue 16 item 4 (redaction)
@@ -56,9 +59,9 @@ func newMetrics() *metrics {
 			Name: "memoryd_enrich_duration_seconds", Help: "Enrich latency from request arrival to reply.",
 			Buckets: enrichBuckets,
 		}),
-		enrichDegraded: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "memoryd_enrich_degraded_total", Help: "Enrich replies sent degraded (memory unavailable or slow).",
-		}),
+		enrichDegraded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "memoryd_enrich_degraded_total", Help: "Enrich replies sent degraded, by reason (timeout, store_unavailable, overloaded, documents).",
+		}, []string{"reason"}),
 		pruneRuns: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "memoryd_prune_runs_total", Help: "Prune runs.",
 		}),
@@ -73,6 +76,9 @@ func newMetrics() *metrics {
 	}
 	for _, o := range worker.ExtractOutcomes() {
 		m.extracted.WithLabelValues(o)
+	}
+	for _, r := range enricher.DegradedReasons() {
+		m.enrichDegraded.WithLabelValues(r)
 	}
 	m.reg.MustRegister(m.rejected, m.extracted, m.extractSeconds, m.enrichSeconds, m.enrichDegraded, m.pruneRuns, m.pruneRemoved,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -109,10 +115,10 @@ func (m *metrics) Pruned(removed int64) {
 }
 
 // Enriched implements enricher.Observer.
-func (m *metrics) Enriched(took, _ time.Duration, degraded bool) {
+func (m *metrics) Enriched(took, _ time.Duration, degraded string) {
 	m.enrichSeconds.Observe(took.Seconds())
-	if degraded {
-		m.enrichDegraded.Inc()
+	if degraded != "" {
+		m.enrichDegraded.WithLabelValues(degraded).Inc()
 	}
 }
 
@@ -131,6 +137,12 @@ type serviceCollector struct {
 
 	// Spend caps (issue 16 item 8).
 	tokensToday, dailyCap, overCapTurns *prometheus.Desc
+
+	// The ingest consumer's backlog, by state (unread, unacked).
+	backlog *prometheus.Desc
+
+	// Postgres pools, by pool: shared, and enrich's own (EnrichPool).
+	poolConns, poolMax, poolWaits, poolWaitSeconds, poolNewConns *prometheus.Desc
 }
 
 func newServiceCollector(a *App, llm usageReporter) *serviceCollector {
@@ -153,20 +165,35 @@ func newServiceCollector(a *App, llm usageReporter) *serviceCollector {
 		tokensToday:  prometheus.NewDesc("memoryd_llm_tokens_today", "Model tokens all users' turns spent today (UTC day), against memoryd_llm_daily_token_cap.", nil, nil),
 		dailyCap:     prometheus.NewDesc("memoryd_llm_daily_token_cap", "Daily model token cap, by scope (global, per_user); 0 is none.", []string{"scope"}, nil),
 		overCapTurns: prometheus.NewDesc("memoryd_llm_over_cap_turns_total", "Turns extracted offline because a daily token cap was reached (the model extracts them again the next UTC day).", nil, nil),
+
+		backlog:         prometheus.NewDesc("memoryd_ingest_backlog_turns", "Turns of the stream's ingest consumer, by state: unread (no process was handed them yet: the ingest lag) and unacked (handed, not yet recorded). Read from NATS, the same figure from every replica.", []string{"state"}, nil),
+		poolConns:       prometheus.NewDesc("memoryd_db_pool_connections", "Postgres connections of a pool (shared; enrich, enrich's own), by state (acquired, idle, constructing).", []string{"pool", "state"}, nil),
+		poolMax:         prometheus.NewDesc("memoryd_db_pool_max_connections", "The most connections a pool opens.", []string{"pool"}, nil),
+		poolWaits:       prometheus.NewDesc("memoryd_db_pool_acquire_waits_total", "Acquires that found no idle connection and waited for one (a pool at its cap, or opening a connection).", []string{"pool"}, nil),
+		poolWaitSeconds: prometheus.NewDesc("memoryd_db_pool_acquire_wait_seconds_total", "Time acquires spent waiting for a connection.", []string{"pool"}, nil),
+		poolNewConns:    prometheus.NewDesc("memoryd_db_pool_new_connections_total", "Connections a pool opened: steady once warm; a rising rate is connections lost and replaced.", []string{"pool"}, nil),
 	}
 }
 
 func (c *serviceCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.received, c.recorded, c.duplicates, c.optedOut, c.optOutKept, c.clamped, c.msgIDMismatch, c.lockWaits, c.depth, c.resets, c.llmRequests, c.llmTokens,
-		c.tokensToday, c.dailyCap, c.overCapTurns} {
+		c.tokensToday, c.dailyCap, c.overCapTurns, c.backlog, c.poolConns, c.poolMax, c.poolWaits, c.poolWaitSeconds, c.poolNewConns} {
 		ch <- d
 	}
 }
 
 func (c *serviceCollector) Collect(ch chan<- prometheus.Metric) {
 	c.app.mu.Lock()
-	w, s := c.app.worker, c.app.store
+	w, s, es := c.app.worker, c.app.store, c.app.enrichDB
 	c.app.mu.Unlock()
+	for _, p := range []struct {
+		name string
+		s    *store.Store
+	}{{"shared", s}, {"enrich", es}} {
+		if p.s != nil {
+			c.collectPool(ch, p.name, p.s.Pool().Stat())
+		}
+	}
 	if w != nil {
 		st := w.Stats()
 		ch <- prometheus.MustNewConstMetric(c.received, prometheus.CounterValue, float64(st.Received))
@@ -200,6 +227,10 @@ func (c *serviceCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	if w != nil {
+		if b, err := w.Backlog(ctx); err == nil {
+			ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(b.Unread), "unread")
+			ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(b.Unacked), "unacked")
+		}
 		if sp, err := w.Spend(ctx); err == nil {
 			ch <- prometheus.MustNewConstMetric(c.tokensToday, prometheus.GaugeValue, float64(sp.Tokens))
 			ch <- prometheus.MustNewConstMetric(c.dailyCap, prometheus.GaugeValue, float64(sp.DailyTokens), "global")
@@ -207,6 +238,17 @@ func (c *serviceCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.overCapTurns, prometheus.CounterValue, float64(sp.OverCapTurns))
 		}
 	}
+}
+
+// collectPool sends one pool's statistics.
+func (c *serviceCollector) collectPool(ch chan<- prometheus.Metric, name string, st *pgxpool.Stat) {
+	ch <- prometheus.MustNewConstMetric(c.poolConns, prometheus.GaugeValue, float64(st.AcquiredConns()), name, "acquired")
+	ch <- prometheus.MustNewConstMetric(c.poolConns, prometheus.GaugeValue, float64(st.IdleConns()), name, "idle")
+	ch <- prometheus.MustNewConstMetric(c.poolConns, prometheus.GaugeValue, float64(st.ConstructingConns()), name, "constructing")
+	ch <- prometheus.MustNewConstMetric(c.poolMax, prometheus.GaugeValue, float64(st.MaxConns()), name)
+	ch <- prometheus.MustNewConstMetric(c.poolWaits, prometheus.CounterValue, float64(st.EmptyAcquireCount()), name)
+	ch <- prometheus.MustNewConstMetric(c.poolWaitSeconds, prometheus.CounterValue, st.EmptyAcquireWaitTime().Seconds(), name)
+	ch <- prometheus.MustNewConstMetric(c.poolNewConns, prometheus.CounterValue, float64(st.NewConnsCount()), name)
 }
 
 // opsServer serves /metrics, /healthz, /readyz and, when asked, pprof and
