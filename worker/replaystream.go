@@ -128,10 +128,12 @@ func replaySource(ctx context.Context, cfg ReplayConfig, enq *Enqueuer, src repl
 					}
 				}
 			}
+			// Recording a window beside live work can take tens of
+			// seconds: report each transaction, not only the window.
+			progress()
 		}
 		clear(turns) // drop the texts' references
 		turns, bytes = turns[:0], 0
-		progress()
 		return nil
 	}
 	incomplete := func(err error) error {

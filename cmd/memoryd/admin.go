@@ -122,13 +122,23 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 	}()
 	// Progress goes to the log (stderr), the summary to stdout, so that a
 	// progress line is never drawn into the middle of a log line.
-	var lastProgress time.Time
+	// Reports come after each batch read and each transaction recorded (a
+	// window's recording beside live work can take tens of seconds, read
+	// already at total): one every progressEvery, and the first and last
+	// of the recording after the last event read.
+	var (
+		lastProgress time.Time
+		readAll      bool
+	)
 	ro.Progress = func(p worker.ReplayProgress) {
-		if time.Since(lastProgress) < progressEvery && p.Read < p.Total {
+		last := p.Read >= p.Total && p.Enqueued+p.Invalid+p.OptedOut+p.Forgotten >= int(p.Total)
+		first := p.Read >= p.Total && !readAll
+		if time.Since(lastProgress) < progressEvery && !first && !last {
 			return
 		}
+		readAll = readAll || p.Read >= p.Total
 		lastProgress = time.Now()
-		logger.Info("replay progress", "read", p.Read, "total", p.Total, "events_per_second", int(p.Rate()), "eta", p.ETA().Round(time.Second))
+		logger.Info("replay progress", "read", p.Read, "total", p.Total, "enqueued", p.Enqueued, "events_per_second", int(p.Rate()), "eta", p.ETA().Round(time.Second))
 	}
 	p, err := svc.Replay(ctx, ro)
 	var inc *worker.ReplayIncompleteError

@@ -1,8 +1,12 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,8 +29,11 @@ func TestReplayRefusesAnotherExtractorThanTheServes(t *testing.T) {
 	publishAndWait(t, serve, "alice", events.Turn{ID: "a1", UserID: "alice", UserMessage: "I live in Oslo", Timestamp: time.Now().UTC()})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	var logs lockedBuffer // the replays' logs, from their goroutines too
 	replay := func(mod func(*Config), work bool) error {
+		logs.reset()
 		cfg := serve.cfg
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 		cfg.LLM.BaseURL, cfg.LLM.Model = "", ""
 		if mod != nil {
 			mod(&cfg)
@@ -42,10 +49,44 @@ func TestReplayRefusesAnotherExtractorThanTheServes(t *testing.T) {
 	if err := replay(nil, true); !errors.Is(err, ErrOtherExtractor) {
 		t.Errorf("replay with the rules beside serves asking a model: %v, want ErrOtherExtractor", err)
 	}
+	// Beside serves, its own workers run unpaced by their enrich: it
+	// says so, and what to do (an audit: 10.8 % of enrich replies
+	// degraded, none with --no-work).
+	const unpaced = "compete with their enrich unpaced"
 	if err := replay(withLLM, true); err != nil {
 		t.Errorf("replay with the serves' model: %v", err)
+	}
+	if !strings.Contains(logs.String(), unpaced) || !strings.Contains(logs.String(), "--no-work") {
+		t.Errorf("a replay working beside a serve did not warn that its workers are unpaced:\n%s", logs.String())
 	}
 	if err := replay(nil, false); err != nil {
 		t.Errorf("replay with the rules and no workers of its own: %v", err)
 	}
+	if strings.Contains(logs.String(), unpaced) {
+		t.Errorf("a replay with --no-work warned of its workers:\n%s", logs.String())
+	}
+}
+
+// lockedBuffer is a bytes.Buffer that goroutines may write at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func (l *lockedBuffer) reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.Reset()
 }
