@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -197,11 +198,15 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		// connections (a URL's application_name wins).
 		pcfg.ConnConfig.RuntimeParams["application_name"] = ApplicationName
 	}
-	if cfg.WarmStatements {
-		pcfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
-			warmStatements(ctx, conn, cfg.Logger)
-			return nil
+	_, checkSet := pcfg.ConnConfig.RuntimeParams["client_connection_check_interval"]
+	pcfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		if !checkSet {
+			checkClientConnection(ctx, conn, cfg.Logger)
 		}
+		if cfg.WarmStatements {
+			warmStatements(ctx, conn, cfg.Logger)
+		}
+		return nil
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
@@ -231,6 +236,31 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, &ConnectError{Host: pcfg.ConnConfig.Host, Port: pcfg.ConnConfig.Port, Database: pcfg.ConnConfig.Database, Err: err}
 	}
 	return s, nil
+}
+
+// clientCheckInterval is how often Postgres checks, while a statement of
+// memoryd's runs, that its client is still connected
+// (client_connection_check_interval, Postgres 14 and later). Without it, a
+// process killed during a long statement (a replay's reset, a forget, a
+// prune) leaves the statement running, with its locks, until it ends: an
+// audit saw a killed replay's reset DELETE go on for ~30 s, blocking the
+// next replay's reset and live extraction.
+const clientCheckInterval = "2s"
+
+// checkClientConnection sets clientCheckInterval on a new connection when
+// the server has the setting (Postgres 14 and later); a URL setting it
+// (?client_connection_check_interval=0 turns it off) wins. A failure is
+// logged and leaves the connection as it is: the setting only frees a dead
+// client's locks sooner.
+func checkClientConnection(ctx context.Context, conn *pgx.Conn, logger *slog.Logger) {
+	v := conn.PgConn().ParameterStatus("server_version")
+	major, _, _ := strings.Cut(v, ".")
+	if n, err := strconv.Atoi(major); err != nil || n < 14 {
+		return
+	}
+	if _, err := conn.Exec(ctx, "SET client_connection_check_interval = '"+clientCheckInterval+"'"); err != nil && logger != nil {
+		logger.Debug("setting client_connection_check_interval failed", "error", err)
+	}
 }
 
 // ApplicationName is the application_name of the connections Open makes

@@ -1,0 +1,121 @@
+package store_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/memoryd/memoryd/events/eventstest"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/store/storetest"
+)
+
+// deadClientURL, set in a child test process's environment, makes
+// TestStatementOfADeadClientEnds the child: it runs a long statement there
+// until it is killed.
+const deadClientURL = "MEMORYD_TEST_DEAD_CLIENT_URL"
+
+// TestStatementOfADeadClientEnds: Postgres ends a statement of memoryd's
+// once its process is killed (client_connection_check_interval), with its
+// transaction and locks. Before, a replay killed during its reset left the
+// reset's DELETE running for ~30 s, blocking the next replay's reset and
+// live extraction; here, a 10-minute statement held its lock for 10
+// minutes. The client is another process killed with SIGKILL: closing a
+// connection in-process is not the same, since pgx then sends a cancel
+// request of its own.
+func TestStatementOfADeadClientEnds(t *testing.T) {
+	if url := os.Getenv(deadClientURL); url != "" {
+		runDeadClient(url)
+		return
+	}
+	t.Parallel()
+	ctx := context.Background()
+	_, url := storetest.Schema(t)
+	child := exec.Command(os.Args[0], "-test.run=^TestStatementOfADeadClientEnds$")
+	child.Env = append(os.Environ(), deadClientURL+"="+url)
+	child.Stderr = os.Stderr
+	out, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killed := false
+	defer func() {
+		if !killed {
+			_ = child.Process.Kill()
+			_ = child.Wait()
+		}
+	}()
+	// The child prints its backend's pid, then runs the statement.
+	var pid int
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if p, ok := strings.CutPrefix(sc.Text(), "backend "); ok {
+			pid, _ = strconv.Atoi(p)
+			break
+		}
+	}
+	if pid == 0 {
+		t.Fatalf("the child printed no backend pid (%v)", sc.Err())
+	}
+	admin, err := pgx.Connect(ctx, storetest.BaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	running := func() string {
+		var q string
+		err := admin.QueryRow(ctx, `SELECT query FROM pg_stat_activity WHERE pid = $1 AND state = 'active'`, pid).Scan(&q)
+		if err == pgx.ErrNoRows {
+			return ""
+		}
+		if err != nil {
+			return err.Error()
+		}
+		return q
+	}
+	eventstest.Eventually(t, "the child's statement running", 30*time.Second, func() (bool, string) {
+		q := running()
+		return strings.Contains(q, "pg_sleep"), q
+	})
+	if err := child.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = child.Wait()
+	killed = true
+	eventstest.Eventually(t, "the killed client's statement ended by the server", time.Minute, func() (bool, string) {
+		q := running()
+		return q == "", fmt.Sprintf("backend %d still runs %q", pid, q)
+	})
+}
+
+// runDeadClient is the child: a statement on a store's connection that
+// holds a lock for 10 minutes, unless the process dies first.
+func runDeadClient(url string) {
+	ctx := context.Background()
+	s, err := store.Open(ctx, store.Config{URL: url, MaxConns: 1, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	conn, err := s.Pool().Acquire(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Printf("backend %d\n", conn.Conn().PgConn().PID())
+	_, err = conn.Exec(ctx, "BEGIN; SELECT pg_advisory_xact_lock(7171); SELECT pg_sleep(600); COMMIT")
+	fmt.Fprintln(os.Stderr, "the statement ended:", err)
+	os.Exit(1)
+}
