@@ -53,8 +53,9 @@ const (
 	DegradedTimeout = "timeout"
 	// DegradedStoreUnavailable: the store failed (unreachable, an error).
 	DegradedStoreUnavailable = "store_unavailable"
-	// DegradedOverloaded: the request waited past its deadline for its
-	// turn (Config's concurrency limits), and was not run.
+	// DegradedOverloaded: the request was not run for Config's
+	// concurrency limits: refused at once (its user's or the lane's wait
+	// full), or it waited past its deadline for its turn.
 	DegradedOverloaded = "overloaded"
 	// DegradedDocuments: facts and memories came, the document search did
 	// not (timed out or failed).

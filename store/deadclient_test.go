@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/exec"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/store"
@@ -118,4 +120,66 @@ func runDeadClient(url string) {
 	_, err = conn.Exec(ctx, "BEGIN; SELECT pg_advisory_xact_lock(7171); SELECT pg_sleep(600); COMMIT")
 	fmt.Fprintln(os.Stderr, "the statement ended:", err)
 	os.Exit(1)
+}
+
+// TestClientCheckIntervalSetUnlessSetBefore: a store's connections check
+// their client every 2 s, unless the setting was made before they set it
+// (here the URL's options=-c; ALTER ROLE or DATABASE ... SET, PGOPTIONS and
+// postgresql.conf are seen the same way, by pg_settings' source): an
+// operator's value, or 0 to turn it off, wins. Before, only a URL parameter of the setting's own name was
+// seen, and any other was overwritten with 2 s.
+func TestClientCheckIntervalSetUnlessSetBefore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, base := storetest.Schema(t)
+	var version int
+	admin, err := pgx.Connect(ctx, storetest.BaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = admin.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version)
+	admin.Close(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if version < 140000 {
+		t.Skipf("Postgres %d has no client_connection_check_interval", version)
+	}
+	options := func(o string) string { return "&options=" + strings.ReplaceAll(url.QueryEscape(o), "+", "%20") }
+	for _, tc := range []struct{ extra, want string }{
+		{"", "2s"},
+		{options("-c client_connection_check_interval=5s"), "5s"},
+		{options("-c client_connection_check_interval=0"), "0"},
+		{"&client_connection_check_interval=7s", "7s"},
+	} {
+		s, err := store.Open(ctx, store.Config{URL: base + tc.extra, MaxConns: 2, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Two connections held at once: the pool's first, which asks
+		// the server, and another, which does as the first found.
+		var (
+			got   []string
+			conns []*pgxpool.Conn
+		)
+		for range 2 {
+			c, err := s.Pool().Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conns = append(conns, c)
+			var v string
+			if err := c.QueryRow(ctx, "SHOW client_connection_check_interval").Scan(&v); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, v)
+		}
+		for _, c := range conns {
+			c.Release()
+		}
+		s.Close()
+		if got[0] != tc.want || got[1] != tc.want {
+			t.Errorf("URL ...%s: client_connection_check_interval %v, want %s on both connections", tc.extra, got, tc.want)
+		}
+	}
 }

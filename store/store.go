@@ -12,8 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -198,11 +198,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		// connections (a URL's application_name wins).
 		pcfg.ConnConfig.RuntimeParams["application_name"] = ApplicationName
 	}
-	_, checkSet := pcfg.ConnConfig.RuntimeParams["client_connection_check_interval"]
+	check := &clientCheck{logger: cfg.Logger}
 	pcfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
-		if !checkSet {
-			checkClientConnection(ctx, conn, cfg.Logger)
-		}
+		check.apply(ctx, conn)
 		if cfg.WarmStatements {
 			warmStatements(ctx, conn, cfg.Logger)
 		}
@@ -247,19 +245,51 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 // next replay's reset and live extraction.
 const clientCheckInterval = "2s"
 
-// checkClientConnection sets clientCheckInterval on a new connection when
-// the server has the setting (Postgres 14 and later); a URL setting it
-// (?client_connection_check_interval=0 turns it off) wins. A failure is
-// logged and leaves the connection as it is: the setting only frees a dead
-// client's locks sooner.
-func checkClientConnection(ctx context.Context, conn *pgx.Conn, logger *slog.Logger) {
-	v := conn.PgConn().ParameterStatus("server_version")
-	major, _, _ := strings.Cut(v, ".")
-	if n, err := strconv.Atoi(major); err != nil || n < 14 {
+// clientCheck sets clientCheckInterval on a pool's new connections when
+// the server has the setting (Postgres 14 and later) and nothing set it:
+// the URL (its own parameter, or options=-c), PGOPTIONS, ALTER ROLE or
+// DATABASE ... SET, or the server's configuration win, and
+// client_connection_check_interval=0 there turns it off. The first
+// connection asks pg_settings (about 2 ms on a new backend), the others of
+// the pool, alike, only set it (0.2 ms) or not. It goes through the
+// connection's protocol, not pgx.Conn, so that the shared pool's tracer
+// (giving way to enrich, a commit's change notification) does not take it
+// for a statement of memoryd's. A failure (a platform without the check)
+// is logged and leaves the connections as they are: the setting only
+// frees a dead client's locks sooner.
+type clientCheck struct {
+	logger *slog.Logger
+	state  atomic.Int32 // clientCheckUnknown, clientCheckSet or clientCheckLeave
+}
+
+const (
+	clientCheckUnknown = iota
+	clientCheckSet
+	clientCheckLeave
+)
+
+func (c *clientCheck) apply(ctx context.Context, conn *pgx.Conn) {
+	sql := "SET client_connection_check_interval = '" + clientCheckInterval + "'"
+	switch c.state.Load() {
+	case clientCheckLeave:
 		return
+	case clientCheckUnknown:
+		sql = "SELECT set_config(name, '" + clientCheckInterval + "', false) FROM pg_settings " +
+			"WHERE name = 'client_connection_check_interval' AND source = 'default'"
 	}
-	if _, err := conn.Exec(ctx, "SET client_connection_check_interval = '"+clientCheckInterval+"'"); err != nil && logger != nil {
-		logger.Debug("setting client_connection_check_interval failed", "error", err)
+	res, err := conn.PgConn().Exec(ctx, sql).ReadAll()
+	switch {
+	case err != nil:
+		c.state.Store(clientCheckLeave)
+		if c.logger != nil {
+			c.logger.Debug("setting client_connection_check_interval failed", "error", err)
+		}
+	case len(res) == 1 && res[0].CommandTag.Select():
+		if len(res[0].Rows) == 1 {
+			c.state.Store(clientCheckSet)
+		} else {
+			c.state.Store(clientCheckLeave)
+		}
 	}
 }
 

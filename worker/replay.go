@@ -72,7 +72,8 @@ type ReplayConfig struct {
 	// subject) and reads on from a new one. Default 5s.
 	StallTimeout time.Duration
 	// Progress, when set, is called every BatchSize events read and after
-	// every window recorded, on the goroutine that reads the stream.
+	// every transaction of a window recorded, on the goroutine that reads
+	// the stream.
 	Progress func(ReplayProgress)
 	// Enqueuer inserts the extraction jobs: the process's Worker's
 	// (Worker.Enqueuer) when it runs one, else one from NewEnqueuer with
@@ -97,6 +98,11 @@ type ReplayProgress struct {
 	// a window is recorded, by up to Window turns at once, so it lags Read
 	// by up to a window.
 	Enqueued int
+	// Recorded counts the valid turns read whose window was recorded,
+	// enqueued or not (already pending, skipped as forgotten): with
+	// Invalid and OptedOut it reaches Read once everything read is
+	// recorded, where Enqueued may stay short of it.
+	Recorded int
 	// Invalid counts events skipped as invalid; OptedOut those with
 	// memory:false.
 	Invalid, OptedOut int

@@ -289,8 +289,8 @@ func TestReplayReportsProgressWhileRecordingAWindow(t *testing.T) {
 			}
 		},
 	})
-	if p.Enqueued != 40 {
-		t.Fatalf("enqueued %d, want 40", p.Enqueued)
+	if p.Enqueued != 40 || p.Recorded != 40 {
+		t.Fatalf("enqueued %d, recorded %d, want 40", p.Enqueued, p.Recorded)
 	}
 	var partial int
 	for _, n := range enqueued {

@@ -128,6 +128,7 @@ func replaySource(ctx context.Context, cfg ReplayConfig, enq *Enqueuer, src repl
 					}
 				}
 			}
+			p.Recorded += len(chunk)
 			// Recording a window beside live work can take tens of
 			// seconds: report each transaction, not only the window.
 			progress()

@@ -829,9 +829,18 @@ type Backlog struct {
 	Unacked int
 }
 
+// ErrNATSNotConnected is Backlog's error while the NATS connection is down
+// or reconnecting.
+var ErrNATSNotConnected = errors.New("worker: NATS is not connected")
+
 // Backlog reads the durable consumer's backlog from JetStream (one
-// request). A deployment's processes all report the same figures.
+// request). A deployment's processes all report the same figures. While
+// NATS is not connected it fails at once: a request sent then would wait in
+// the reconnect buffer for ctx's whole time (a /metrics scrape's).
 func (w *Worker) Backlog(ctx context.Context) (Backlog, error) {
+	if !w.js.Conn().IsConnected() {
+		return Backlog{}, ErrNATSNotConnected
+	}
 	c, err := w.js.Consumer(ctx, w.cfg.Stream, w.cfg.Durable)
 	if err != nil {
 		return Backlog{}, fmt.Errorf("worker: read consumer %s: %w", w.cfg.Durable, err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"sort"
 	"strings"
@@ -126,20 +127,7 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 	// window's recording beside live work can take tens of seconds, read
 	// already at total): one every progressEvery, and the first and last
 	// of the recording after the last event read.
-	var (
-		lastProgress time.Time
-		readAll      bool
-	)
-	ro.Progress = func(p worker.ReplayProgress) {
-		last := p.Read >= p.Total && p.Enqueued+p.Invalid+p.OptedOut+p.Forgotten >= int(p.Total)
-		first := p.Read >= p.Total && !readAll
-		if time.Since(lastProgress) < progressEvery && !first && !last {
-			return
-		}
-		readAll = readAll || p.Read >= p.Total
-		lastProgress = time.Now()
-		logger.Info("replay progress", "read", p.Read, "total", p.Total, "enqueued", p.Enqueued, "events_per_second", int(p.Rate()), "eta", p.ETA().Round(time.Second))
-	}
+	ro.Progress = (&replayProgress{logger: logger, now: time.Now}).report
 	p, err := svc.Replay(ctx, ro)
 	var inc *worker.ReplayIncompleteError
 	if errors.As(err, &inc) {
@@ -214,6 +202,33 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 
 // progressEvery spaces replay's progress log lines.
 const progressEvery = 2 * time.Second
+
+// replayProgress logs a replay's progress reports: one every
+// progressEvery, and the first and last of the recording after the last
+// event read.
+type replayProgress struct {
+	logger       *slog.Logger
+	now          func() time.Time
+	lastProgress time.Time
+	readAll      bool
+	recordedAll  bool
+}
+
+func (r *replayProgress) report(p worker.ReplayProgress) {
+	readAll := p.Read >= p.Total
+	// Everything read is recorded: Recorded, not Enqueued, which leaves
+	// out the turns already pending extraction (a backlog, a replay run
+	// again), so the last report was never forced with any.
+	last := readAll && !r.recordedAll && p.Recorded+p.Invalid+p.OptedOut >= int(p.Read)
+	first := readAll && !r.readAll
+	if r.now().Sub(r.lastProgress) < progressEvery && !first && !last {
+		return
+	}
+	r.readAll = r.readAll || readAll
+	r.recordedAll = r.recordedAll || last
+	r.lastProgress = r.now()
+	r.logger.Info("replay progress", "read", p.Read, "total", p.Total, "enqueued", p.Enqueued, "events_per_second", int(p.Rate()), "eta", p.ETA().Round(time.Second))
+}
 
 func runForget(ctx context.Context, a *cli, args []string) error {
 	var (

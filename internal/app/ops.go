@@ -227,15 +227,20 @@ func (c *serviceCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	if w != nil {
-		if b, err := w.Backlog(ctx); err == nil {
-			ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(b.Unread), "unread")
-			ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(b.Unacked), "unacked")
-		}
 		if sp, err := w.Spend(ctx); err == nil {
 			ch <- prometheus.MustNewConstMetric(c.tokensToday, prometheus.GaugeValue, float64(sp.Tokens))
 			ch <- prometheus.MustNewConstMetric(c.dailyCap, prometheus.GaugeValue, float64(sp.DailyTokens), "global")
 			ch <- prometheus.MustNewConstMetric(c.dailyCap, prometheus.GaugeValue, float64(sp.DailyTokensPerUser), "per_user")
 			ch <- prometheus.MustNewConstMetric(c.overCapTurns, prometheus.CounterValue, float64(sp.OverCapTurns))
+		}
+		// Last, on a budget of its own: a JetStream that is slow to answer
+		// (a leader election) must not take the database reads' time, and
+		// their figures off the scrape.
+		bctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		if b, err := w.Backlog(bctx); err == nil {
+			ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(b.Unread), "unread")
+			ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(b.Unacked), "unacked")
 		}
 	}
 }
