@@ -159,7 +159,7 @@ func (a *App) sameExtractor(ctx context.Context, s *store.Store, ext worker.Extr
 		}
 	}
 	if len(live) > 0 {
-		a.logger.WarnContext(ctx, "serve processes with workers are running: this process's extraction workers compete with their enrich unpaced (back-pressure is each process's own); with serves running, --no-work leaves the extraction to them, paced beside enrich")
+		a.logger.WarnContext(ctx, "other processes' extraction workers are running: this process's workers run beside them unpaced by any serve's enrich latency (back-pressure is each process's own); while serves answer enrich, --no-work leaves the extraction to them, paced beside it")
 	}
 	return nil
 }

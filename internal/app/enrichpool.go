@@ -27,8 +27,10 @@ import (
 type EnrichPoolConfig struct {
 	// MaxConns caps the pool. Enrich requests beyond it wait for a
 	// connection within their budget (Enricher.Timeout). Default
-	// DefaultEnrichMaxConns, at most the Store URL's pool_max_conns when
-	// it has one (a cap the operator set for each of memoryd's pools).
+	// DefaultEnrichMaxConns. Set or not, it is at most the Store URL's
+	// pool_max_conns when the URL has one (a cap the operator set for each
+	// of memoryd's pools): the flag's default comes filled in, so a cap
+	// applied to the default alone was never applied.
 	MaxConns int
 	// MinConns connections are opened, with enrich's statements prepared
 	// on each, before the service answers, and kept open and idle. Default
@@ -47,10 +49,12 @@ const (
 func (c EnrichPoolConfig) withDefaults(url string) EnrichPoolConfig {
 	if c.MaxConns == 0 {
 		c.MaxConns = DefaultEnrichMaxConns
-		if strings.Contains(url, "pool_max_conns=") {
-			if pc, err := pgxpool.ParseConfig(url); err == nil {
-				c.MaxConns = min(c.MaxConns, int(pc.MaxConns))
-			}
+	}
+	if c.MaxConns > 0 && strings.Contains(url, "pool_max_conns=") {
+		if pc, err := pgxpool.ParseConfig(url); err == nil && int(pc.MaxConns) < c.MaxConns {
+			c.MaxConns = int(pc.MaxConns)
+			// The minimum follows the cap down, as the default's does.
+			c.MinConns = min(c.MinConns, c.MaxConns)
 		}
 	}
 	if c.MinConns == 0 {

@@ -29,6 +29,18 @@ func TestEnrichPoolDefaults(t *testing.T) {
 	if c.EnrichPool.MaxConns != 1 || c.EnrichPool.MinConns != 1 {
 		t.Errorf("with pool_max_conns=1 in the URL: %+v, want 1 and 1", c.EnrichPool)
 	}
+	// As serve gives it: the flags' defaults filled in (Defaults). The
+	// URL's cap still holds; before, the enrich pool opened 8 under
+	// pool_max_conns=4.
+	d := Defaults()
+	d.Store.URL = store.DefaultURL + "&pool_max_conns=4"
+	if c = d.withDefaults(); c.EnrichPool.MaxConns != 4 || c.EnrichPool.MinConns != DefaultEnrichMinConns {
+		t.Errorf("Defaults() with pool_max_conns=4 in the URL: %+v, want 4 and %d", c.EnrichPool, DefaultEnrichMinConns)
+	}
+	d.Store.URL, d.EnrichPool = store.DefaultURL+"&pool_max_conns=6", EnrichPoolConfig{MaxConns: 3, MinConns: 3}
+	if c = d.withDefaults(); c.EnrichPool.MaxConns != 3 || c.EnrichPool.MinConns != 3 {
+		t.Errorf("--enrich-max-conns 3 under pool_max_conns=6: %+v, want 3 and 3", c.EnrichPool)
+	}
 	if d := Defaults(); d.EnrichPool.MaxConns != DefaultEnrichMaxConns || d.BackPressure.Latency != DefaultBackPressureLatency {
 		t.Errorf("Defaults(): %+v, %+v", d.EnrichPool, d.BackPressure)
 	}

@@ -52,7 +52,7 @@ func TestReplayRefusesAnotherExtractorThanTheServes(t *testing.T) {
 	// Beside serves, its own workers run unpaced by their enrich: it
 	// says so, and what to do (an audit: 10.8 % of enrich replies
 	// degraded, none with --no-work).
-	const unpaced = "compete with their enrich unpaced"
+	const unpaced = "unpaced by any serve's enrich latency"
 	if err := replay(withLLM, true); err != nil {
 		t.Errorf("replay with the serves' model: %v", err)
 	}
