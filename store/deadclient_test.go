@@ -41,6 +41,7 @@ func TestStatementOfADeadClientEnds(t *testing.T) {
 	}
 	t.Parallel()
 	ctx := context.Background()
+	skipBefore14(t)
 	_, url := storetest.Schema(t)
 	child := exec.Command(os.Args[0], "-test.run=^TestStatementOfADeadClientEnds$")
 	child.Env = append(os.Environ(), deadClientURL+"="+url)
@@ -131,20 +132,8 @@ func runDeadClient(url string) {
 func TestClientCheckIntervalSetUnlessSetBefore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
+	skipBefore14(t)
 	_, base := storetest.Schema(t)
-	var version int
-	admin, err := pgx.Connect(ctx, storetest.BaseURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = admin.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version)
-	admin.Close(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if version < 140000 {
-		t.Skipf("Postgres %d has no client_connection_check_interval", version)
-	}
 	options := func(o string) string { return "&options=" + strings.ReplaceAll(url.QueryEscape(o), "+", "%20") }
 	for _, tc := range []struct{ extra, want string }{
 		{"", "2s"},
@@ -181,5 +170,24 @@ func TestClientCheckIntervalSetUnlessSetBefore(t *testing.T) {
 		if got[0] != tc.want || got[1] != tc.want {
 			t.Errorf("URL ...%s: client_connection_check_interval %v, want %s on both connections", tc.extra, got, tc.want)
 		}
+	}
+}
+
+// skipBefore14 skips a test of client_connection_check_interval on a
+// server older than Postgres 14, which has no such setting.
+func skipBefore14(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, storetest.BaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	var version int
+	if err := admin.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if version < 140000 {
+		t.Skipf("Postgres %d has no client_connection_check_interval", version)
 	}
 }
