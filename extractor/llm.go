@@ -663,6 +663,24 @@ func messageDetail(msg string) string {
 	return ": " + boundDetail(msg)
 }
 
+// HTTPStatus is the HTTP status a model server answered a request of this
+// package's client with, as err reports it; 0 when it did not answer (no
+// connection, a timeout) or err is not such an error.
+func HTTPStatus(err error) int {
+	var (
+		apiErr *openai.APIError
+		reqErr *openai.RequestError
+	)
+	switch {
+	case errors.As(err, &reqErr):
+		// First: go-openai wraps an empty *APIError in it (see classify).
+		return reqErr.HTTPStatusCode
+	case errors.As(err, &apiErr):
+		return apiErr.HTTPStatusCode
+	}
+	return 0
+}
+
 // classify says what a failed request means for a later attempt, with a
 // short lowercase reason without the response body.
 func classify(err error, ex *exchange, timeout time.Duration) *Error {

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -612,7 +613,22 @@ func (a *App) logExtractor(ctx context.Context, ext worker.Extractor) {
 	}
 	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := p.Ping(pingCtx); err != nil {
+	err := p.Ping(pingCtx)
+	status := extractor.HTTPStatus(err)
+	switch {
+	case err == nil:
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		a.logger.Warn("the LLM endpoint refused the API key: extraction fails until --llm-api-key (MEMORYD_LLM_API_KEY) is one it takes",
+			"base_url", RedactURL(a.cfg.LLM.BaseURL), "status", status)
+	case status == http.StatusNotFound || status == http.StatusMethodNotAllowed:
+		// Servers that serve chat completions without a model list:
+		// reachable, which is all the check asks.
+		a.logger.Info("the LLM endpoint answers (it lists no models: the first extraction tells whether the model is there)",
+			"base_url", RedactURL(a.cfg.LLM.BaseURL), "status", status)
+	case status != 0:
+		a.logger.Warn("the LLM endpoint answered the model list with an error; extraction may fail",
+			"base_url", RedactURL(a.cfg.LLM.BaseURL), "status", status, "error", err)
+	default:
 		// Not fatal: turns wait in the stream and the turns table, and a
 		// job whose model server does not answer is snoozed without
 		// spending attempts, up to Worker.MaxModelOutage.

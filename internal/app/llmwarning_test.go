@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -36,5 +38,41 @@ func TestLLMWarningHidesPassword(t *testing.T) {
 	}
 	if !strings.Contains(out, "without spending attempts") || !strings.Contains(out, `"max_model_outage":"30m0s"`) {
 		t.Errorf("the warning does not say extraction waits for the model: %s", out)
+	}
+}
+
+// TestLLMStartCheckSaysWhatTheServerAnswered: the start-up check of the
+// model server tells a server that answered from one that did not. Before,
+// a server without a model list (404) or refusing the key (401) was logged
+// as "does not answer", sending the operator to check that it runs.
+func TestLLMStartCheckSaysWhatTheServerAnswered(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		status      int
+		level, want string
+	}{
+		{http.StatusNotFound, "INFO", "lists no models"},
+		{http.StatusUnauthorized, "WARN", "refused the API key"},
+		{http.StatusForbidden, "WARN", "refused the API key"},
+		{http.StatusInternalServerError, "WARN", "answered the model list with an error"},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(tt.status)
+			_, _ = w.Write([]byte(`{"error":{"message":"no","type":"x"}}`))
+		}))
+		cfg := Config{LLM: extractor.LLMConfig{BaseURL: srv.URL + "/v1", Model: "m"}}.withDefaults()
+		llm, err := extractor.NewLLM(cfg.LLM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var logs bytes.Buffer
+		a := &App{cfg: cfg, logger: slog.New(slog.NewJSONHandler(&logs, nil))}
+		a.logExtractor(context.Background(), llm)
+		srv.Close()
+		out := logs.String()
+		if !strings.Contains(out, tt.want) || !strings.Contains(out, `"level":"`+tt.level+`"`) || strings.Contains(out, "does not answer") {
+			t.Errorf("HTTP %d: want %s %q, got %s", tt.status, tt.level, tt.want, out)
+		}
 	}
 }

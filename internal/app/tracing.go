@@ -41,8 +41,15 @@ func (c TracingConfig) validate() error {
 	if c.OTLPEndpoint == "" {
 		return nil
 	}
-	if u, err := url.Parse(c.OTLPEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return &ConfigError{Field: "Tracing.OTLPEndpoint", Value: fmt.Sprintf("%q", c.OTLPEndpoint), Reason: "is not an http(s) URL (e.g. http://127.0.0.1:4318)"}
+	u, err := url.Parse(c.OTLPEndpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return &ConfigError{Field: "Tracing.OTLPEndpoint", Value: fmt.Sprintf("%q", RedactURL(c.OTLPEndpoint)), Reason: "is not an http(s) URL (e.g. http://127.0.0.1:4318)"}
+	}
+	if u.User != nil {
+		// The exporter sends only the host and path: the collector would
+		// see no credentials, with nothing said.
+		return &ConfigError{Field: "Tracing.OTLPEndpoint", Value: fmt.Sprintf("%q", RedactURL(c.OTLPEndpoint)),
+			Reason: "carries credentials, which the OTLP exporter does not send; give them as a header instead: OTEL_EXPORTER_OTLP_HEADERS=Authorization=Basic%20<base64 of user:password>"}
 	}
 	return nil
 }
@@ -98,6 +105,10 @@ func (a *App) tracerLocked() (trace.TracerProvider, error) {
 		t, err := StartTracing(a.cfg.Tracing, a.cfg.Version)
 		if err != nil {
 			return nil, err
+		}
+		if t.sdk != nil {
+			// Nothing else tells until an export fails.
+			a.logger.Info("tracing: on, spans exported over OTLP/HTTP in the background", "otlp_endpoint", RedactURL(a.cfg.Tracing.OTLPEndpoint))
 		}
 		a.tracer = t
 	}

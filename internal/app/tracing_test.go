@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -250,5 +251,32 @@ func TestStopWithCollectorRefusing(t *testing.T) {
 	case <-refused:
 	default:
 		t.Fatal("no span was sent to the collector: the test did not test a refused export")
+	}
+}
+
+// TestTracingEndpointChecked: an OTLP endpoint that is not an http(s) URL,
+// or that carries credentials (which the exporter would drop without a
+// word, the collector then refusing every export), is refused naming the
+// field, and the refusal does not print the password.
+func TestTracingEndpointChecked(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ endpoint, want string }{
+		{"127.0.0.1:4318", "is not an http(s) URL"},
+		{"https://alice:pw-SECRET@collector:4318", "carries credentials"},
+		{"http://collector:4318", ""},
+	} {
+		tr, err := StartTracing(TracingConfig{OTLPEndpoint: tt.endpoint}, "test")
+		if err == nil {
+			_ = tr.Shutdown(context.Background()) // nothing buffered: no export
+		}
+		var cerr *ConfigError
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s: %v", tt.endpoint, err)
+		case tt.want != "" && (!errors.As(err, &cerr) || cerr.Field != "Tracing.OTLPEndpoint" || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%s: %v, want a ConfigError of Tracing.OTLPEndpoint saying %q", tt.endpoint, err, tt.want)
+		case err != nil && strings.Contains(err.Error(), "pw-SECRET"):
+			t.Errorf("%s: the error prints the password: %v", tt.endpoint, err)
+		}
 	}
 }
