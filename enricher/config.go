@@ -78,6 +78,14 @@ type WorkObserver interface {
 	EnrichWorking(working bool)
 }
 
+// ErrorObserver is an Observer also told of every error reply, of any
+// endpoint: its name (enrich, search, facts.set, ...) and the code sent
+// (400 for a bad request, 404, 413, 429, 500, ...). A degraded enrich
+// reply is a reply, told to Enriched, not here.
+type ErrorObserver interface {
+	RequestFailed(endpoint string, code int)
+}
+
 // DefaultForgetTimeout is Config.ForgetTimeout's default.
 const DefaultForgetTimeout = time.Minute
 

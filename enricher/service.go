@@ -47,6 +47,7 @@ type Service struct {
 	docs ChunkSearcher
 	// working is Config.Observer when it is a WorkObserver, else nil.
 	working WorkObserver
+	failed  ErrorObserver // nil unless Config.Observer is one
 	reads   memoryReads
 	writes  memoryWrites
 	admin   adminOps
@@ -103,6 +104,7 @@ func New(cfg Config) (*Service, error) {
 	s.docs = cfg.Store
 	s.halted, s.halt = context.WithCancel(context.Background())
 	s.working, _ = cfg.Observer.(WorkObserver)
+	s.failed, _ = cfg.Observer.(ErrorObserver)
 	if cfg.TracerProvider != nil {
 		s.tracer = cfg.TracerProvider.Tracer("github.com/memoryd/memoryd/enricher")
 		s.traceKey = make([]byte, 32)

@@ -100,6 +100,9 @@ func (s *Service) classify(ep endpoint, err error) (int, string) {
 func (s *Service) replyError(req micro.Request, ep endpoint, err error) {
 	code, desc := s.classify(ep, err)
 	s.logger.Debug("bad request", "endpoint", ep.name, "code", code, "error", desc)
+	if s.failed != nil {
+		s.failed.RequestFailed(ep.name, code)
+	}
 	detail := micro.WithHeaders(micro.Headers{micro.ErrorHeader: {desc}})
 	if err := req.Error(fmt.Sprint(code), genericError(code), nil, detail); err != nil {
 		s.logger.Warn("reply failed", "endpoint", ep.name, "code", code, "error", err)
@@ -240,6 +243,9 @@ var replyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 const maxPooledReply = 64 << 10
 
 func (s *Service) publishError(name, reply string, code int, desc string) {
+	if s.failed != nil {
+		s.failed.RequestFailed(name, code)
+	}
 	if reply == "" {
 		return
 	}

@@ -167,6 +167,12 @@ func TestOpsEndpoints(t *testing.T) {
 	if _, err := events.NewClient(svc.nc, svc.cfg.Prefix).Enrich(context.Background(), events.EnrichRequest{UserID: "alice", Message: "where do I live"}); err != nil {
 		t.Fatal(err)
 	}
+	// A bad request (no message) is answered
+	// with a 400, and counted; the reply comes after the count.
+	var se *events.ServiceError
+	if _, err := events.NewClient(svc.nc, svc.cfg.Prefix).Enrich(context.Background(), events.EnrichRequest{UserID: "alice", Message: ""}); !errors.As(err, &se) || se.Code != 400 {
+		t.Fatalf("enrich without a message: %v, want a 400", err)
+	}
 	var body string
 	eventstest.Poll(30*time.Second, func() (bool, string) {
 		_, body = get("/metrics")
@@ -183,6 +189,7 @@ func TestOpsEndpoints(t *testing.T) {
 		`memoryd_turns_rejected_total{reason="token_mismatch"} 0`,
 		`memoryd_query_embeddings_total{outcome="timeout"} 0`,
 		"memoryd_enrich_duration_seconds_count 1",
+		`memoryd_request_errors_total{code="400",endpoint="enrich"} 1`,
 		`memoryd_enrich_degraded_total{reason="timeout"} 0`,
 		`memoryd_enrich_degraded_total{reason="overloaded"} 0`,
 		"memoryd_extraction_duration_seconds_bucket",

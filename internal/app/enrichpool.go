@@ -316,6 +316,16 @@ func (o enrichObservers) EnrichWorking(working bool) {
 	}
 }
 
+// RequestFailed implements enricher.ErrorObserver for the observers that
+// do (the metrics).
+func (o enrichObservers) RequestFailed(endpoint string, code int) {
+	for _, ob := range o {
+		if eo, ok := ob.(enricher.ErrorObserver); ok {
+			eo.RequestFailed(endpoint, code)
+		}
+	}
+}
+
 // QueryEmbedded implements enricher.EmbedObserver for the observers that
 // do (the metrics): a list of observers must hide no interface of theirs.
 func (o enrichObservers) QueryEmbedded(outcome string, took time.Duration) {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"runtime"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -32,6 +33,7 @@ type metrics struct {
 	extractSeconds *prometheus.HistogramVec
 	enrichSeconds  prometheus.Histogram
 	enrichDegraded *prometheus.CounterVec
+	requestErrors  *prometheus.CounterVec
 	pruneRuns      prometheus.Counter
 	pruneRemoved   prometheus.Counter
 	redactions     *prometheus.CounterVec // issue 16 item 4 (redaction)
@@ -62,6 +64,9 @@ func newMetrics() *metrics {
 		enrichDegraded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "memoryd_enrich_degraded_total", Help: "Enrich replies sent degraded, by reason (timeout, store_unavailable, overloaded, documents).",
 		}, []string{"reason"}),
+		requestErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "memoryd_request_errors_total", Help: "Requests to memoryd's NATS service answered with an error, by endpoint (enrich, search, facts.set, ...) and code (400 bad request, 404, 413, 429, 500, ...).",
+		}, []string{"endpoint", "code"}),
 		pruneRuns: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "memoryd_prune_runs_total", Help: "Prune runs.",
 		}),
@@ -80,7 +85,7 @@ func newMetrics() *metrics {
 	for _, r := range enricher.DegradedReasons() {
 		m.enrichDegraded.WithLabelValues(r)
 	}
-	m.reg.MustRegister(m.rejected, m.extracted, m.extractSeconds, m.enrichSeconds, m.enrichDegraded, m.pruneRuns, m.pruneRemoved,
+	m.reg.MustRegister(m.rejected, m.extracted, m.extractSeconds, m.enrichSeconds, m.enrichDegraded, m.requestErrors, m.pruneRuns, m.pruneRemoved,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.registerRedactions()
 	m.registerQueryEmbeddings()
@@ -120,6 +125,11 @@ func (m *metrics) Enriched(took, _ time.Duration, degraded string) {
 	if degraded != "" {
 		m.enrichDegraded.WithLabelValues(degraded).Inc()
 	}
+}
+
+// RequestFailed implements enricher.ErrorObserver.
+func (m *metrics) RequestFailed(endpoint string, code int) {
+	m.requestErrors.WithLabelValues(endpoint, strconv.Itoa(code)).Inc()
 }
 
 // usageReporter is what the LLM extractor offers for metrics.
