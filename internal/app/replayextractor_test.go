@@ -1,16 +1,15 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/extractor/extractortest"
 )
 
@@ -29,11 +28,11 @@ func TestReplayRefusesAnotherExtractorThanTheServes(t *testing.T) {
 	publishAndWait(t, serve, "alice", events.Turn{ID: "a1", UserID: "alice", UserMessage: "I live in Oslo", Timestamp: time.Now().UTC()})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var logs lockedBuffer // the replays' logs, from their goroutines too
+	var logs *eventstest.SyncBuffer // the last replay's logs, from its goroutines too
 	replay := func(mod func(*Config), work bool) error {
-		logs.reset()
+		logs = &eventstest.SyncBuffer{}
 		cfg := serve.cfg
-		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 		cfg.LLM.BaseURL, cfg.LLM.Model = "", ""
 		if mod != nil {
 			mod(&cfg)
@@ -65,28 +64,4 @@ func TestReplayRefusesAnotherExtractorThanTheServes(t *testing.T) {
 	if strings.Contains(logs.String(), unpaced) {
 		t.Errorf("a replay with --no-work warned of its workers:\n%s", logs.String())
 	}
-}
-
-// lockedBuffer is a bytes.Buffer that goroutines may write at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *lockedBuffer) reset() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.b.Reset()
 }
