@@ -77,6 +77,9 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 		return f.usageErr("--reset rebuilds all of the users' memory and cannot be combined with --since or --from-seq")
 	case allowLoss && !reset:
 		return f.usageErr("--allow-loss only applies to --reset")
+	case o.app.Worker.JobSize > app.ReplayBatchSize:
+		// Before, it was cut to the most without a word.
+		return f.usageErr("--job-size %d is above %d, the most turns replay records in one transaction (a job's turns are recorded together)", o.app.Worker.JobSize, app.ReplayBatchSize)
 	}
 	ro := app.ReplayOptions{Reset: reset, AllowLoss: allowLoss, DryRun: dryRun, FromSeq: uint64(fromSeq), Work: !noWork}
 	if users != "" {
@@ -89,7 +92,8 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 	if usersFile != "" {
 		data, err := os.ReadFile(usersFile)
 		if err != nil {
-			return fmt.Errorf("--users-file: %w", err)
+			// A bad argument, as a misspelt flag: exit status 2.
+			return f.usageErr("--users-file: %v", err)
 		}
 		for _, u := range strings.Split(string(data), "\n") {
 			if u = strings.TrimSuffix(u, "\r"); u != "" {

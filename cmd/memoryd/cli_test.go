@@ -420,6 +420,17 @@ func TestReplayUsersFile(t *testing.T) {
 	if !strings.Contains(out, "read 3 events") {
 		t.Errorf("replay --users-file of \"Smith, Bob\" and alice: stdout %q, want 3 events read (2 of Smith, Bob, 1 of alice)", out)
 	}
+	// Bad arguments: exit status 2, naming the flag. Before, a missing
+	// file exited 1 and a job size over the most was cut without a word.
+	for _, args := range [][]string{
+		{"--users-file", filepath.Join(t.TempDir(), "missing")},
+		{"--job-size", "501"},
+	} {
+		_, errOut, code := runArgs(context.Background(), append(append([]string{"replay", "--dry-run"}, args...), common...)...)
+		if code != 2 || !strings.Contains(errOut, args[0]) {
+			t.Errorf("replay %v: exit %d, %q; want 2 naming %s", args, code, errOut, args[0])
+		}
+	}
 }
 
 // TestReplayJobSizesMatchHelp: replay splits the turns into jobs of the size
