@@ -48,20 +48,22 @@ func TestLLMWarningHidesPassword(t *testing.T) {
 func TestLLMStartCheckSaysWhatTheServerAnswered(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
-		status      int
-		level, want string
+		status            int
+		path, level, want string
 	}{
-		{http.StatusNotFound, "INFO", "lists no models"},
-		{http.StatusUnauthorized, "WARN", "refused the API key"},
-		{http.StatusForbidden, "WARN", "refused the API key"},
-		{http.StatusInternalServerError, "WARN", "answered the model list with an error"},
+		{http.StatusNotFound, "/v1", "INFO", "lists no models"},
+		// A base URL without /v1: the usual mistake, said as such.
+		{http.StatusNotFound, "", "WARN", "usually ends in /v1"},
+		{http.StatusUnauthorized, "/v1", "WARN", "refused the API key"},
+		{http.StatusForbidden, "/v1", "WARN", "refused the API key"},
+		{http.StatusInternalServerError, "/v1", "WARN", "answered the model list with an error"},
 	} {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(tt.status)
 			_, _ = w.Write([]byte(`{"error":{"message":"no","type":"x"}}`))
 		}))
-		cfg := Config{LLM: extractor.LLMConfig{BaseURL: srv.URL + "/v1", Model: "m"}}.withDefaults()
+		cfg := Config{LLM: extractor.LLMConfig{BaseURL: srv.URL + tt.path, Model: "m"}}.withDefaults()
 		llm, err := extractor.NewLLM(cfg.LLM)
 		if err != nil {
 			t.Fatal(err)
@@ -72,7 +74,7 @@ func TestLLMStartCheckSaysWhatTheServerAnswered(t *testing.T) {
 		srv.Close()
 		out := logs.String()
 		if !strings.Contains(out, tt.want) || !strings.Contains(out, `"level":"`+tt.level+`"`) || strings.Contains(out, "does not answer") {
-			t.Errorf("HTTP %d: want %s %q, got %s", tt.status, tt.level, tt.want, out)
+			t.Errorf("HTTP %d at %q: want %s %q, got %s", tt.status, tt.path, tt.level, tt.want, out)
 		}
 	}
 }
