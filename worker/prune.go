@@ -62,7 +62,13 @@ type PruneReport struct {
 	// the retention period; TurnTextBytes is the stored size it took.
 	TurnTextsCleared int64 `json:"turn_texts_cleared"`
 	TurnTextBytes    int64 `json:"turn_text_bytes"`
-	RemovedForSize   int64 `json:"removed_for_size"`
+	// TurnTextsClearedForSize counts processed turns whose text was
+	// cleared over the size limit, within their retention, before any
+	// context item was deleted for size; TurnTextBytesForSize the stored
+	// size it took.
+	TurnTextsClearedForSize int64 `json:"turn_texts_cleared_for_size"`
+	TurnTextBytesForSize    int64 `json:"turn_text_bytes_for_size"`
+	RemovedForSize          int64 `json:"removed_for_size"`
 	// VectorsRemoved and ChunkVectorsRemoved count the vectors of other
 	// models than PruneLimits.EmbedModel deleted for size, of context items
 	// and of document chunks.
@@ -70,8 +76,8 @@ type PruneReport struct {
 	ChunkVectorsRemoved int64 `json:"chunk_vectors_removed,omitempty"`
 	RemovedForCap       int64 `json:"removed_for_cap"`
 	// ContextSpared is set when the size without any context item is over
-	// the limit (see store.SizeReport.FloorBytes and the turn text still
-	// within its retention): deleting context could not meet the limit, so
+	// the limit (see store.SizeReport.FloorBytes, and the text of pending
+	// and failed turns): deleting context could not meet the limit, so
 	// none was deleted for size.
 	ContextSpared bool `json:"context_spared"`
 	// OverLimit is set when the size is still over the limit afterwards.
@@ -118,6 +124,9 @@ func (p *pruneWorker) Work(ctx context.Context, job *river.Job[PruneArgs]) error
 	cfg.Observer.Pruned(rep.RemovedForSize + rep.RemovedForCap)
 	attrs := []any{"removed_for_size", rep.RemovedForSize, "removed_for_cap", rep.RemovedForCap,
 		"turn_texts_cleared", rep.TurnTextsCleared, "turn_text_bytes_cleared", rep.TurnTextBytes}
+	if rep.TurnTextsClearedForSize > 0 {
+		attrs = append(attrs, "turn_texts_cleared_for_size", rep.TurnTextsClearedForSize, "turn_text_bytes_cleared_for_size", rep.TurnTextBytesForSize)
+	}
 	if rep.VectorsRemoved+rep.ChunkVectorsRemoved > 0 {
 		attrs = append(attrs, "vectors_removed", rep.VectorsRemoved, "chunk_vectors_removed", rep.ChunkVectorsRemoved)
 	}
@@ -134,9 +143,9 @@ func (p *pruneWorker) Work(ctx context.Context, job *river.Job[PruneArgs]) error
 			"removed_for_size", rep.RemovedForSize, "live_bytes", rep.After.LiveBytes, "max_db_size", cfg.MaxDBSize)
 	case rep.OverLimit:
 		// Said on every run until it holds: the operator must act.
-		p.w.logger.Warn("memory is over its size limit and pruning cannot reach it: it spares context when deleting all of it would not be enough; raise the limit or shorten the turn retention",
+		p.w.logger.Warn("memory is over its size limit and pruning cannot reach it: it spares context when deleting all of it would not be enough (facts, fact history, documents and the text of turns pending or failed extraction stay); raise the limit",
 			"live_bytes", rep.After.LiveBytes, "max_db_size", cfg.MaxDBSize, "floor_bytes", rep.After.FloorBytes,
-			"retained_turn_text_bytes", rep.After.TurnTextBytes, "context_spared", rep.ContextSpared, "turn_retention", cfg.TurnRetention.String())
+			"retained_turn_text_bytes", rep.After.TurnTextBytes, "context_spared", rep.ContextSpared)
 	}
 	return river.RecordOutput(ctx, rep)
 }
@@ -149,13 +158,19 @@ func (p *pruneWorker) Work(ctx context.Context, job *river.Job[PruneArgs]) error
 // (the stream keeps the events; a replay writes the text back); pending and
 // failed turns keep theirs. These two do not depend on size.
 //
-// The size limit deletes the oldest context items over all users in batches,
-// as many as the excess needs and no more. Oldest first over all users
+// The size limit first clears the text of processed turns still within
+// their retention, oldest first, as much as the excess needs: the stream
+// keeps it and a replay writes it back, and enrich never reads it, where a
+// context item deleted is memory users lose (an audit under an 8M limit saw
+// 17 of 18 users left with no context, to make room for turn text the
+// retention cleared three minutes later). Then it deletes the oldest
+// context items over all users in batches, as many as the excess needs and
+// no more. Oldest first over all users
 // because age is the one criterion that treats every user alike; the per-user
 // cap is what bounds one user's share. When the size without any context item
 // is already over the limit (facts, fact history, turn records, turn text
-// within its retention), deleting context cannot meet it, so none is deleted
-// for size and the report says so. Facts are never pruned.
+// of pending and failed turns), deleting context cannot meet it, so none is
+// deleted for size and the report says so. Facts are never pruned.
 //
 // Size is measured from Postgres, see store.SizeReport; after deleting or
 // clearing, a plain VACUUM makes the space reusable without blocking reads or
@@ -265,7 +280,7 @@ func prune(ctx context.Context, s *store.Store, l PruneLimits) (PruneReport, err
 func pruneToSize(ctx context.Context, s *store.Store, maxBytes int64, embedModel string, processTimeout time.Duration, rep *PruneReport) error {
 	// Measuring again after each round corrects for what VACUUM and index
 	// pages do to the estimate; a few rounds always suffice.
-	vectorsChecked := embedModel == ""
+	vectorsChecked, textChecked := embedModel == "", false
 	for round := 0; round < 5; round++ {
 		size, err := s.MeasureSize(ctx)
 		if err != nil {
@@ -275,6 +290,15 @@ func pruneToSize(ctx context.Context, s *store.Store, maxBytes int64, embedModel
 		if excess > 0 && !vectorsChecked {
 			vectorsChecked = true
 			if freed, err := dropUnusedVectors(ctx, s, embedModel, processTimeout, rep); err != nil {
+				return err
+			} else if freed {
+				round-- // measure again; this round deleted no memory
+				continue
+			}
+		}
+		if excess > 0 && !textChecked {
+			textChecked = true
+			if freed, err := clearTextForSize(ctx, s, excess, rep); err != nil {
 				return err
 			} else if freed {
 				round-- // measure again; this round deleted no memory
@@ -311,6 +335,40 @@ func pruneToSize(ctx context.Context, s *store.Store, maxBytes int64, embedModel
 		}
 	}
 	return nil
+}
+
+// textBatch bounds one UPDATE of clearTextForSize: a turn's text is ~2 KB
+// on real conversations, so a batch clears not much more than the excess.
+const textBatch = 100
+
+// clearTextForSize clears the text of processed turns, oldest first,
+// whatever their retention, until the stored bytes cleared reach excess or
+// none is left (pending and failed turns keep theirs), counts them in rep
+// and, when it cleared any, makes their space reusable; it reports whether
+// it did.
+func clearTextForSize(ctx context.Context, s *store.Store, excess int64, rep *PruneReport) (bool, error) {
+	var turns, bytes int64
+	for bytes < excess {
+		n, b, err := s.ClearTurnText(ctx, 0, textBatch)
+		turns, bytes = turns+n, bytes+b
+		if err != nil {
+			rep.TurnTextsClearedForSize += turns
+			rep.TurnTextBytesForSize += bytes
+			return false, err
+		}
+		if n < textBatch {
+			break
+		}
+	}
+	rep.TurnTextsClearedForSize += turns
+	rep.TurnTextBytesForSize += bytes
+	if turns == 0 {
+		return false, nil
+	}
+	if err := s.VacuumTurns(ctx); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // dropUnusedVectors deletes the vectors of the models that neither

@@ -274,9 +274,12 @@ func textState(t *testing.T, s *store.Store, ids []string) (kept, cleared int) {
 // TestPruneDoesNotWipeContextForOneUsersTurns: one user's large turns make
 // the turns table alone exceed the limit. Pruning clears the text of the
 // turns past their retention (not the others) and gets under the limit
-// without touching any user's context; when the text within its retention
-// still keeps the size over the limit, pruning spares the context (deleting
-// all of it would not help) and says so.
+// without touching any user's context. When the text of processed turns
+// within their retention keeps the size over the limit, that text is
+// cleared before any context item (the stream keeps it; before, users'
+// memory was deleted to keep it); when the text of pending and failed
+// turns does, pruning spares the context (deleting all of it would not
+// help) and says so.
 func TestPruneDoesNotWipeContextForOneUsersTurns(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -341,18 +344,43 @@ func TestPruneDoesNotWipeContextForOneUsersTurns(t *testing.T) {
 		t.Fatalf("redelivered turn inserted again: %v, %v", out, err)
 	}
 
-	// Now a limit that only the text within its retention keeps out of
-	// reach: above the floor, below the size without any context.
-	limit = rep.After.FloorBytes + rep.After.TurnTextBytes/2
-	if limit >= rep.After.LiveBytes-rep.After.ContextLiveBytes() || limit < rep.After.FloorBytes {
-		t.Fatalf("setup: limit %d not between floor %d and size without context %d", limit, rep.After.FloorBytes, rep.After.LiveBytes-rep.After.ContextLiveBytes())
+	// Now a limit that the text of the recent processed turns, within
+	// their retention, keeps out of reach (30 of the 40 turns holding
+	// text; a quarter of the text is over): it goes, not the context.
+	limit = rep.After.LiveBytes - rep.After.TurnTextBytes/4
+	rep, err = worker.Prune(ctx, s, worker.PruneLimits{MaxBytes: limit, TurnRetention: 7 * 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
 	}
+	if rep.RemovedForSize != 0 || rep.ContextSpared || rep.OverLimit || rep.TurnTextsClearedForSize == 0 || rep.TurnTextsCleared != 0 {
+		t.Fatalf("report %+v: want recent turns' text cleared for size, no context removed, under the limit", rep)
+	}
+	if kept, _ := textState(t, s, append(append([]string{}, pending...), failed...)); kept != len(pending)+len(failed) {
+		t.Fatalf("pending and failed turns: %d kept their text; want all %d", kept, len(pending)+len(failed))
+	}
+	for _, u := range []string{"alice", "bob"} {
+		if n, err := s.CountContext(ctx, u); err != nil || n != 40 {
+			t.Fatalf("%s has %d context items (%v), want all 40", u, n, err)
+		}
+	}
+
+	// Last, a limit that only pending and failed turns' text keeps out of
+	// reach: above the floor, below the size without any context and
+	// without processed turns' text. Every processed turn's text goes,
+	// the context is spared.
+	limit = rep.After.FloorBytes + 1
 	rep, err = worker.Prune(ctx, s, worker.PruneLimits{MaxBytes: limit, TurnRetention: 7 * 24 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rep.RemovedForSize != 0 || !rep.ContextSpared || !rep.OverLimit {
 		t.Fatalf("report %+v: want no context removed, context spared and the size reported over the limit", rep)
+	}
+	if _, cleared := textState(t, s, recent); cleared != len(recent) {
+		t.Fatalf("recent processed turns: %d cleared; want all %d", cleared, len(recent))
+	}
+	if kept, _ := textState(t, s, append(append([]string{}, pending...), failed...)); kept != len(pending)+len(failed) {
+		t.Fatalf("pending and failed turns: %d kept their text; want all %d", kept, len(pending)+len(failed))
 	}
 	for _, u := range []string{"alice", "bob"} {
 		if n, err := s.CountContext(ctx, u); err != nil || n != 40 {

@@ -58,7 +58,7 @@ func pruneError(rep worker.PruneReport, limit int64) error {
 	}
 	switch {
 	case rep.OverLimit && rep.ContextSpared:
-		return errors.New("still over --max-db-size: deleting every context item would not reach it, so none was deleted for size; raise the limit or shorten --turn-retention")
+		return errors.New("still over --max-db-size: deleting every context item would not reach it, so none was deleted for size (the text of turns pending or failed extraction stays, with facts, fact history and documents); raise the limit")
 	case rep.OverLimit:
 		// Context was deleted (or was held by writes), but memory written
 		// while it pruned left it over: not the floor; the next prune
@@ -73,6 +73,10 @@ func pruneError(rep worker.PruneReport, limit int64) error {
 func printPrune(a *cli, rep worker.PruneReport) {
 	fmt.Fprintf(a.stdout, "removed %d context items for size and %d over the per-user cap; cleared the text of %d turns (%d bytes)\n",
 		rep.RemovedForSize, rep.RemovedForCap, rep.TurnTextsCleared, rep.TurnTextBytes)
+	if rep.TurnTextsClearedForSize > 0 {
+		fmt.Fprintf(a.stdout, "cleared the text of %d more turns (%d bytes) for size, before any context item: the stream keeps it, a replay writes it back\n",
+			rep.TurnTextsClearedForSize, rep.TurnTextBytesForSize)
+	}
 	if rep.VectorsRemoved+rep.ChunkVectorsRemoved > 0 {
 		fmt.Fprintf(a.stdout, "deleted %d item vectors and %d chunk vectors of embedding models no running process uses\n", rep.VectorsRemoved, rep.ChunkVectorsRemoved)
 	}

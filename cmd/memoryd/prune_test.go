@@ -43,10 +43,18 @@ func TestPruneCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil || rep.RemovedForCap != 2 || rep.After.LiveBytes <= 0 {
 		t.Fatalf("prune --json: exit %d, %v\n%s%s", code, err, out, errOut)
 	}
-	// A limit below what pruning can reach is refused, as serve refuses it.
-	out, errOut, code = runCmd(t, dbURL, prefix, stream, "prune", "--max-db-size", "10K")
+	// A limit below what pruning can reach is refused, as serve refuses
+	// it, before anything is pruned: the cap given with it deletes nothing.
+	out, errOut, code = runCmd(t, dbURL, prefix, stream, "prune", "--max-db-size", "10K", "--max-context-per-user", "0")
 	if code != 1 || !strings.Contains(errOut, "--max-db-size 10K is below") {
 		t.Fatalf("prune --max-db-size 10K: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, err := s.InsertContext(context.Background(), ws[:3]); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = runCmd(t, dbURL, prefix, stream, "prune", "--max-db-size", "10K", "--max-context-per-user", "1")
+	if st, err := s.Stats(context.Background(), "alice"); code != 1 || err != nil || st.ContextItems < 2 {
+		t.Fatalf("prune --max-db-size 10K --max-context-per-user 1: exit %d, alice %+v, %v; want exit 1 and no item pruned\n%s%s", code, st, err, out, errOut)
 	}
 	// A database that does not exist is not created to be pruned.
 	missing := "postgres://postgres@127.0.0.1:5432/memoryd_prune_missing_" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "_")) + "?sslmode=disable"
