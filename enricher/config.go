@@ -79,8 +79,8 @@ type WorkObserver interface {
 }
 
 // ErrorObserver is an Observer also told of every error reply, of any
-// endpoint: its name (enrich, search, facts.set, ...) and the code sent
-// (400 for a bad request, 404, 413, 429, 500, ...). A degraded enrich
+// endpoint: its name (enrich, search, facts_set, ...) and the code sent
+// (400 for a bad request, 404, 409, 413, 501, 507, 500). A degraded enrich
 // reply is a reply, told to Enriched, not here.
 type ErrorObserver interface {
 	RequestFailed(endpoint string, code int)

@@ -825,3 +825,17 @@ func TestReplayWarnsWithoutTheEmbeddingEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// TestEnrichPoolCapSaid: the --database-url's pool_max_conns caps the
+// enrich pool; a size the operator set above it is lowered with a warning
+// naming the flag, the default's silently.
+func TestEnrichPoolCapSaid(t *testing.T) {
+	url := "--database-url=postgres://u@db:5432/m?pool_max_conns=4"
+	_, errOut, code := runArgs(context.Background(), "config", "print", url, "--enrich-max-conns", "16")
+	if code != 0 || !strings.Contains(errOut, "--enrich-max-conns 16 is lowered to 4") {
+		t.Errorf("--enrich-max-conns 16 under pool_max_conns=4: exit %d, stderr %q; want a warning naming it", code, errOut)
+	}
+	if _, errOut, code = runArgs(context.Background(), "config", "print", url); code != 0 || strings.Contains(errOut, "lowered") {
+		t.Errorf("the default under pool_max_conns=4: exit %d, stderr %q; want no warning", code, errOut)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"time"
@@ -79,6 +80,22 @@ stores the turns.`)
 	for _, d := range f.deprecatedEnv {
 		logger.Warn(d)
 	}
+	// Before connecting: a bad --otlp-endpoint is a bad flag (exit 2,
+	// named as serve names it), whether NATS is up or not.
+	tracing.ServiceName = "memoryd-proxy"
+	routeOTelErrors(logger, tracing.OTLPEndpoint)
+	tracer, err := app.StartTracing(tracing, version)
+	if cerr := (*app.ConfigError)(nil); errors.As(err, &cerr) {
+		return f.usageErr("%s", configErrorFlags(cerr))
+	} else if err != nil {
+		return err
+	}
+	defer func() {
+		// The last spans are sent, within shutdownTimeout.
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		_ = tracer.Shutdown(sctx)
+	}()
 	if keysFile != "" || keyHashes != "" {
 		keys, err := apikeys.New(apikeys.Config{File: keysFile, Text: keyHashes, Logger: logger})
 		if err != nil {
@@ -103,18 +120,6 @@ stores the turns.`)
 		m := app.NewProxyMetrics()
 		cfg.Observer, cfg.Metrics = m, m.Handler()
 	}
-	tracing.ServiceName = "memoryd-proxy"
-	routeOTelErrors(logger, tracing.OTLPEndpoint)
-	tracer, err := app.StartTracing(tracing, version)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		// The last spans are sent, within shutdownTimeout.
-		sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-		defer cancel()
-		_ = tracer.Shutdown(sctx)
-	}()
 	cfg.TracerProvider = tracer.Provider
 	p, err := proxy.New(cfg)
 	if err != nil {

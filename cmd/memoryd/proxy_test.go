@@ -198,3 +198,15 @@ func TestProxyAndMCPEnvAreTheirOwn(t *testing.T) {
 		})
 	}
 }
+
+// TestProxyRefusesOTLPEndpointAsAFlag: a bad --otlp-endpoint (here one
+// with credentials, which the exporter would drop) is a bad flag, as in
+// serve: exit 2 naming --otlp-endpoint, without the password, and before
+// connecting, so a NATS that is not there does not hide it.
+func TestProxyRefusesOTLPEndpointAsAFlag(t *testing.T) {
+	_, errOut, code := runArgs(context.Background(), "proxy", "--upstream", "http://127.0.0.1:1/v1", "--trusted-user-header", "X-User",
+		"--listen", "127.0.0.1:0", "--nats-url", "nats://127.0.0.1:1", "--otlp-endpoint", "https://alice:pw-SECRET@collector:4318")
+	if code != 2 || !strings.Contains(errOut, "--otlp-endpoint") || !strings.Contains(errOut, "carries credentials") || strings.Contains(errOut, "pw-SECRET") {
+		t.Errorf("exit %d, stderr %q; want 2 naming --otlp-endpoint, without the password", code, errOut)
+	}
+}

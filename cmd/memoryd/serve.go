@@ -168,6 +168,19 @@ func (o *serveOptions) newApp(f *flags, a *cli, name string) (*app.App, *slog.Lo
 	if errors.As(err, &cerr) {
 		return nil, nil, f.usageErr("%s", configErrorFlags(cerr))
 	}
+	if err == nil && name == "memoryd" && o.app.Role != app.RoleIngest { // serve and config print
+		// The URL's pool_max_conns caps enrich's pool: said when it lowers
+		// a size the operator set (the default's is lowered silently).
+		ep := svc.Config().EnrichPool
+		for _, s := range []struct {
+			flag      string
+			set, used int
+		}{{"enrich-max-conns", o.app.EnrichPool.MaxConns, ep.MaxConns}, {"enrich-min-conns", o.app.EnrichPool.MinConns, ep.MinConns}} {
+			if f.source[s.flag] != "default" && s.used < s.set {
+				logger.Warn(fmt.Sprintf("--%s %d is lowered to %d, the pool_max_conns of --database-url", s.flag, s.set, s.used), "source", f.source[s.flag])
+			}
+		}
+	}
 	return svc, logger, err
 }
 

@@ -630,6 +630,12 @@ func (a *App) logExtractor(ctx context.Context, ext worker.Extractor) {
 		// reachable, which is all the check asks.
 		a.logger.Info("the LLM endpoint answers (it lists no models: the first extraction tells whether the model is there)",
 			"base_url", RedactURL(a.cfg.LLM.BaseURL), "status", status)
+	case status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout:
+		// A proxy in front of a model server that is down, or one loading
+		// its model: extraction treats these as an outage (waits without
+		// spending attempts), and so does this check.
+		a.logger.Warn("the LLM endpoint is down or loading its model (a gateway before it said so); extraction waits for it without spending attempts, up to --llm-max-outage per job",
+			"base_url", RedactURL(a.cfg.LLM.BaseURL), "status", status, "max_model_outage", a.cfg.Worker.MaxModelOutage.String())
 	case status != 0:
 		a.logger.Warn("the LLM endpoint answered the model list with an error; extraction may fail",
 			"base_url", RedactURL(a.cfg.LLM.BaseURL), "status", status, "error", err)

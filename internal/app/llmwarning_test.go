@@ -57,6 +57,9 @@ func TestLLMStartCheckSaysWhatTheServerAnswered(t *testing.T) {
 		{http.StatusUnauthorized, "/v1", "WARN", "refused the API key"},
 		{http.StatusForbidden, "/v1", "WARN", "refused the API key"},
 		{http.StatusInternalServerError, "/v1", "WARN", "answered the model list with an error"},
+		// A gateway before a model server that is down: an outage, as
+		// extraction treats it.
+		{http.StatusBadGateway, "/v1", "WARN", "without spending attempts"},
 	} {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")

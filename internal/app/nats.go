@@ -78,12 +78,24 @@ func (e *NATSConnectError) Error() string {
 }
 func (e *NATSConnectError) Unwrap() error { return e.Err }
 
-// RedactURL hides passwords in a (comma-separated list of) URL(s).
+// RedactURL hides passwords in a (comma-separated list of) URL(s). A part
+// that does not parse as a URL with an authority (a password holding '/'
+// or a bad %-escape, a URL without its scheme) but holds an '@' has all
+// before it masked: such a part is shown in the very errors that say it
+// is not a URL.
 func RedactURL(u string) string {
 	parts := strings.Split(u, ",")
 	for i, p := range parts {
-		if pu, err := url.Parse(strings.TrimSpace(p)); err == nil {
+		pu, err := url.Parse(strings.TrimSpace(p))
+		switch {
+		case err == nil && pu.Opaque == "":
 			parts[i] = pu.Redacted()
+		case strings.Contains(p, "@"):
+			pre, rest := "", p
+			if j := strings.Index(p, "://"); j >= 0 {
+				pre, rest = p[:j+3], p[j+3:]
+			}
+			parts[i] = pre + "xxxxx" + rest[strings.LastIndex(rest, "@"):]
 		}
 	}
 	return strings.Join(parts, ",")

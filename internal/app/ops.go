@@ -65,7 +65,7 @@ func newMetrics() *metrics {
 			Name: "memoryd_enrich_degraded_total", Help: "Enrich replies sent degraded, by reason (timeout, store_unavailable, overloaded, documents).",
 		}, []string{"reason"}),
 		requestErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "memoryd_request_errors_total", Help: "Requests to memoryd's NATS service answered with an error, by endpoint (enrich, search, facts.set, ...) and code (400 bad request, 404, 413, 429, 500, ...).",
+			Name: "memoryd_request_errors_total", Help: "Requests to memoryd's NATS service answered with an error, by endpoint (enrich, search, facts_set, ...) and code (400 bad request, 404, 409, 413, 501, 507, 500).",
 		}, []string{"endpoint", "code"}),
 		pruneRuns: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "memoryd_prune_runs_total", Help: "Prune runs.",

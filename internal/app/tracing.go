@@ -47,8 +47,10 @@ func (c TracingConfig) validate() error {
 	}
 	if u.User != nil {
 		// The exporter sends only the host and path: the collector would
-		// see no credentials, with nothing said.
-		return &ConfigError{Field: "Tracing.OTLPEndpoint", Value: fmt.Sprintf("%q", RedactURL(c.OTLPEndpoint)),
+		// see no credentials, with nothing said. A user alone may be a
+		// token, so the whole user info is masked.
+		u.User = url.User("xxxxx")
+		return &ConfigError{Field: "Tracing.OTLPEndpoint", Value: fmt.Sprintf("%q", u.String()),
 			Reason: "carries credentials, which the OTLP exporter does not send; give them as a header instead: OTEL_EXPORTER_OTLP_HEADERS=Authorization=Basic%20<base64 of user:password>"}
 	}
 	return nil
