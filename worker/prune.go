@@ -122,6 +122,9 @@ func (p *pruneWorker) Work(ctx context.Context, job *river.Job[PruneArgs]) error
 		return nil
 	}
 	cfg.Observer.Pruned(rep.RemovedForSize + rep.RemovedForCap)
+	if so, ok := cfg.Observer.(SizeObserver); ok && cfg.MaxDBSize > 0 {
+		so.Sized(rep.After.LiveBytes, rep.After.FloorBytes, rep.OverLimit)
+	}
 	attrs := []any{"removed_for_size", rep.RemovedForSize, "removed_for_cap", rep.RemovedForCap,
 		"turn_texts_cleared", rep.TurnTextsCleared, "turn_text_bytes_cleared", rep.TurnTextBytes}
 	if rep.TurnTextsClearedForSize > 0 {

@@ -85,6 +85,14 @@ type Observer interface {
 	Redacted(kind, where string)
 }
 
+// SizeObserver is an Observer also told, after each prune run of this
+// process with a size limit, what it measured last: the live size, the
+// floor pruning cannot go under (store.SizeReport), and whether the size
+// is still over the limit.
+type SizeObserver interface {
+	Sized(liveBytes, floorBytes int64, overLimit bool)
+}
+
 // Where a redaction happened; see Observer.Redacted.
 const (
 	RedactedInTurn   = "turn"

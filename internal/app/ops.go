@@ -10,6 +10,7 @@ import (
 	"net/http/pprof"
 	"runtime"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -35,9 +36,12 @@ type metrics struct {
 	enrichDegraded *prometheus.CounterVec
 	requestErrors  *prometheus.CounterVec
 	pruneRuns      prometheus.Counter
-	pruneRemoved   prometheus.Counter
-	redactions     *prometheus.CounterVec // issue 16 item 4 (redaction)
-	queryEmbeds    *prometheus.CounterVec // issue 17 (hybrid retrieval, embed.go)
+	// The last prune's measure with a size limit (worker.SizeObserver).
+	liveBytes, floorBytes, overLimit prometheus.Gauge
+	sizedOnce                        sync.Once
+	pruneRemoved                     prometheus.Counter
+	redactions                       *prometheus.CounterVec // issue 16 item 4 (redaction)
+	queryEmbeds                      *prometheus.CounterVec // issue 17 (hybrid retrieval, embed.go)
 }
 
 // enrichBuckets are the buckets of enrich latencies, served (serve) and
@@ -85,6 +89,12 @@ func newMetrics() *metrics {
 	for _, r := range enricher.DegradedReasons() {
 		m.enrichDegraded.WithLabelValues(r)
 	}
+	m.liveBytes = prometheus.NewGauge(prometheus.GaugeOpts{Name: "memoryd_db_live_bytes",
+		Help: "Live size of memoryd's tables (the figure --max-db-size bounds) after this process's last prune run with a size limit; absent before one."})
+	m.floorBytes = prometheus.NewGauge(prometheus.GaugeOpts{Name: "memoryd_db_floor_bytes",
+		Help: "The size pruning cannot go under (facts, fact history, turn records without their text, documents, indexes), at this process's last prune run with a size limit."})
+	m.overLimit = prometheus.NewGauge(prometheus.GaugeOpts{Name: "memoryd_db_over_limit",
+		Help: "1 when this process's last prune run with a size limit left the size over --max-db-size, else 0."})
 	m.reg.MustRegister(m.rejected, m.extracted, m.extractSeconds, m.enrichSeconds, m.enrichDegraded, m.requestErrors, m.pruneRuns, m.pruneRemoved,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.registerRedactions()
@@ -117,6 +127,20 @@ func (m *metrics) Extracted(took time.Duration, turns int, outcome string) {
 func (m *metrics) Pruned(removed int64) {
 	m.pruneRuns.Inc()
 	m.pruneRemoved.Add(float64(removed))
+}
+
+// Sized implements worker.SizeObserver. The gauges are registered at the
+// first report: before a prune with a size limit there is no figure, and
+// a 0 would read as an empty database.
+func (m *metrics) Sized(liveBytes, floorBytes int64, overLimit bool) {
+	m.sizedOnce.Do(func() { m.reg.MustRegister(m.liveBytes, m.floorBytes, m.overLimit) })
+	m.liveBytes.Set(float64(liveBytes))
+	m.floorBytes.Set(float64(floorBytes))
+	over := 0.0
+	if overLimit {
+		over = 1
+	}
+	m.overLimit.Set(over)
 }
 
 // Enriched implements enricher.Observer.
