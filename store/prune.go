@@ -165,7 +165,7 @@ func (s *Store) MeasureSize(ctx context.Context) (SizeReport, error) {
 	other := r.RealBytes - r.ContextBytes - itemVectors.size - r.TurnsBytes - docsReal + r.DocumentBytes
 	// Text cleared since the high water left that much reusable space in
 	// the turns table; the text still held is in use whatever the files say.
-	turnsLive := max(r.TurnsBytes-(r.TurnTextHighWater-r.TurnTextBytes), r.TurnTextBytes)
+	turnsLive := max(r.TurnsBytes-max(r.TurnTextHighWater-r.TurnTextBytes, 0), r.TurnTextBytes)
 	r.LiveBytes = other + turnsLive + r.ContextLiveBytes()
 	r.FloorBytes = other + turnsLive - r.TurnTextBytes
 	return r, nil
@@ -227,18 +227,39 @@ const turnTextSize = `pg_column_size(user_message) + pg_column_size(assistant_re
 // replay or extraction are skipped. It returns how many turns it cleared and
 // the stored bytes their text took.
 func (s *Store) ClearTurnText(ctx context.Context, retention time.Duration, n int) (turns, bytes int64, err error) {
+	return s.clearTurnText(ctx, retention, n, RiverJobs{}, "{}")
+}
+
+// ClearTurnTextForSize is ClearTurnText for the size limit: of the turns
+// processed more than minAge ago, whatever the retention, sparing the
+// processed turns that a live job of jobs (available, pending, retryable,
+// running or scheduled) whose arguments contain waiting (a JSON object)
+// names: turns the spend caps sent to the offline extractor wait,
+// processed, for the job that extracts them again with the model at the
+// next midnight, which reads their text (OfflineTurns).
+func (s *Store) ClearTurnTextForSize(ctx context.Context, minAge time.Duration, jobs RiverJobs, waiting string, n int) (turns, bytes int64, err error) {
+	return s.clearTurnText(ctx, minAge, n, jobs, waiting)
+}
+
+func (s *Store) clearTurnText(ctx context.Context, retention time.Duration, n int, jobs RiverJobs, waiting string) (turns, bytes int64, err error) {
 	err = s.db.QueryRow(ctx, `
-		WITH expired AS (
-			SELECT user_id, event_id, `+turnTextSize+` AS size FROM turns
-			WHERE status = 'processed' AND text_cleared_at IS NULL AND processed_at < now() - $1::interval
-			ORDER BY processed_at LIMIT $2
-			FOR UPDATE SKIP LOCKED
+		WITH waiting AS MATERIALIZED (
+			SELECT DISTINCT coalesce(j.args->>$4::text, '') AS user_id, e.event_id
+			FROM river_job j, jsonb_array_elements_text(j.args->$5::text) AS e(event_id)
+			WHERE $3::text <> '' AND j.kind = $3 AND j.state IN ('available', 'pending', 'retryable', 'running', 'scheduled')
+			  AND j.args @> $6::jsonb
+		), expired AS (
+			SELECT t.user_id, t.event_id, `+turnTextSize+` AS size FROM turns t
+			WHERE t.status = 'processed' AND t.text_cleared_at IS NULL AND t.processed_at < now() - $1::interval
+			  AND NOT EXISTS (SELECT 1 FROM waiting w WHERE w.event_id = t.event_id AND w.user_id IN (t.user_id, ''))
+			ORDER BY t.processed_at LIMIT $2
+			FOR UPDATE OF t SKIP LOCKED
 		), cleared AS (
 			UPDATE turns t SET user_message = '', assistant_response = '', metadata = NULL, text_cleared_at = now()
 			FROM expired WHERE t.user_id = expired.user_id AND t.event_id = expired.event_id
 			RETURNING expired.size
 		)
-		SELECT count(*), coalesce(sum(size), 0) FROM cleared`, retention, n).Scan(&turns, &bytes)
+		SELECT count(*), coalesce(sum(size), 0) FROM cleared`, retention, n, jobs.Kind, jobs.UserField, jobs.EventIDsField, waiting).Scan(&turns, &bytes)
 	if err != nil {
 		return 0, 0, fmt.Errorf("clear turn text: %w", err)
 	}
@@ -331,9 +352,32 @@ type pruneChosenKey struct{}
 
 // VacuumTurns makes the space of cleared turn text reusable, without
 // blocking reads or writes.
+//
+// VACUUM also gives the empty pages at the end of the table (and of its
+// TOAST) back to the system, which is where the newest turns' text lies:
+// that space is no longer in the files, so the turn text high water (whose
+// excess over the text held is the files' reusable space, MeasureSize) is
+// lowered by what the files shrank. Without it, clearing recent text (the
+// size limit's) made the turn rows count for nothing until new text passed
+// the old high water: a review measured a live size of 453 KB where the
+// files held 1.2 MB.
 func (s *Store) VacuumTurns(ctx context.Context) error {
+	var before, after int64
+	if err := s.pool.QueryRow(ctx, `SELECT pg_total_relation_size('turns'::regclass)`).Scan(&before); err != nil {
+		return fmt.Errorf("vacuum turns: %w", err)
+	}
 	if _, err := s.pool.Exec(ctx, `VACUUM (ANALYZE) turns`); err != nil {
 		return fmt.Errorf("vacuum turns: %w", err)
+	}
+	if err := s.pool.QueryRow(ctx, `SELECT pg_total_relation_size('turns'::regclass)`).Scan(&after); err != nil {
+		return fmt.Errorf("vacuum turns: %w", err)
+	}
+	if after < before {
+		// Turns written meanwhile only make the shrink look smaller: the
+		// high water is lowered by less, never by too much.
+		if _, err := s.pool.Exec(ctx, `UPDATE prune_state SET turn_text_high_water = greatest(turn_text_high_water - $1, 0)`, before-after); err != nil {
+			return fmt.Errorf("vacuum turns: %w", err)
+		}
 	}
 	return nil
 }

@@ -344,15 +344,28 @@ func pruneToSize(ctx context.Context, s *store.Store, maxBytes int64, embedModel
 // on real conversations, so a batch clears not much more than the excess.
 const textBatch = 100
 
+// textForSizeMinAge spares, from clearTextForSize, the turns processed in
+// the last hour: a conversation's next extraction reads its latest turns
+// as context for the model (store.PriorConversationTurns), and a
+// conversation under way is one of the last hour. A conversation resumed
+// later is extracted without them, which is what the limit costs; before,
+// it cost users' memory instead.
+const textForSizeMinAge = time.Hour
+
+// overCapArgs matches the arguments of the jobs that extract again with the
+// model the turns a spend cap sent offline (workOverCap reads their text).
+const overCapArgs = `{"over_cap": true}`
+
 // clearTextForSize clears the text of processed turns, oldest first,
-// whatever their retention, until the stored bytes cleared reach excess or
+// whatever their retention (but not of those an over-cap job waits to
+// extract again with the model), until the stored bytes cleared reach excess or
 // none is left (pending and failed turns keep theirs), counts them in rep
 // and, when it cleared any, makes their space reusable; it reports whether
 // it did.
 func clearTextForSize(ctx context.Context, s *store.Store, excess int64, rep *PruneReport) (bool, error) {
 	var turns, bytes int64
 	for bytes < excess {
-		n, b, err := s.ClearTurnText(ctx, 0, textBatch)
+		n, b, err := s.ClearTurnTextForSize(ctx, textForSizeMinAge, extractJobs, overCapArgs, textBatch)
 		turns, bytes = turns+n, bytes+b
 		if err != nil {
 			rep.TurnTextsClearedForSize += turns

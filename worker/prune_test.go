@@ -364,10 +364,13 @@ func TestPruneDoesNotWipeContextForOneUsersTurns(t *testing.T) {
 		}
 	}
 
-	// Last, a limit that only pending and failed turns' text keeps out of
-	// reach: above the floor, below the size without any context and
-	// without processed turns' text. Every processed turn's text goes,
-	// the context is spared.
+	// Last, a limit that only pending and failed turns' text, and the
+	// text of turns processed in the last hour (a conversation under way:
+	// its next extraction reads them), keep out of reach: above the floor,
+	// below the size without any context and without older processed
+	// turns' text. Every older processed turn's text goes, the context is
+	// spared.
+	justNow := seedTurns(t, s, "mallory", "now", 3, true, 0)
 	limit = rep.After.FloorBytes + 1
 	rep, err = worker.Prune(ctx, s, worker.PruneLimits{MaxBytes: limit, TurnRetention: 7 * 24 * time.Hour})
 	if err != nil {
@@ -379,6 +382,9 @@ func TestPruneDoesNotWipeContextForOneUsersTurns(t *testing.T) {
 	if _, cleared := textState(t, s, recent); cleared != len(recent) {
 		t.Fatalf("recent processed turns: %d cleared; want all %d", cleared, len(recent))
 	}
+	if kept, _ := textState(t, s, justNow); kept != len(justNow) {
+		t.Fatalf("turns processed in the last hour: %d kept their text; want all %d", kept, len(justNow))
+	}
 	if kept, _ := textState(t, s, append(append([]string{}, pending...), failed...)); kept != len(pending)+len(failed) {
 		t.Fatalf("pending and failed turns: %d kept their text; want all %d", kept, len(pending)+len(failed))
 	}
@@ -386,6 +392,49 @@ func TestPruneDoesNotWipeContextForOneUsersTurns(t *testing.T) {
 		if n, err := s.CountContext(ctx, u); err != nil || n != 40 {
 			t.Fatalf("%s has %d context items (%v), want all 40", u, n, err)
 		}
+	}
+}
+
+// TestPruneForSizeKeepsTheTextOverCapTurnsWaitFor: turns a spend cap sent
+// to the offline extractor are processed, and wait for the job that
+// extracts them again with the model at the next midnight, which reads
+// their text (store.OfflineTurns). Clearing text for size spares them:
+// cleared, the job found nothing to do and the turns kept their rules
+// memory for good.
+func TestPruneForSizeKeepsTheTextOverCapTurnsWaitFor(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	seedContext(t, s, []string{"alice", "bob"}, 40)
+	ids := seedTurns(t, s, "carol", "c", 20, true, time.Hour)
+	waiting, done := ids[:10], ids[10:]
+	if _, err := s.Pool().Exec(ctx, `INSERT INTO river_job (kind, args, queue, state, max_attempts, scheduled_at)
+		VALUES ($1, jsonb_build_object('user_id', 'carol', 'event_ids', $2::text[], 'over_cap', true), 'extraction', 'scheduled', 5, now() + interval '10 hours')`,
+		worker.ExtractJobKind, waiting); err != nil {
+		t.Fatal(err)
+	}
+	// A completed over-cap job holds nothing back.
+	if _, err := s.Pool().Exec(ctx, `INSERT INTO river_job (kind, args, queue, state, max_attempts, scheduled_at, finalized_at)
+		VALUES ($1, jsonb_build_object('user_id', 'carol', 'event_ids', $2::text[], 'over_cap', true), 'extraction', 'completed', 5, now(), now())`,
+		worker.ExtractJobKind, done); err != nil {
+		t.Fatal(err)
+	}
+	size, err := s.MeasureSize(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := worker.Prune(ctx, s, worker.PruneLimits{MaxBytes: size.FloorBytes + 1, TurnRetention: 7 * 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.TurnTextsClearedForSize != int64(len(done)) {
+		t.Fatalf("report %+v: want the text of the %d turns no job waits for cleared for size", rep, len(done))
+	}
+	if kept, _ := textState(t, s, waiting); kept != len(waiting) {
+		t.Fatalf("turns an over-cap job waits for: %d kept their text; want all %d", kept, len(waiting))
+	}
+	if turns, err := s.OfflineTurns(ctx, "carol", waiting, "rules"); err != nil || len(turns) != len(waiting) {
+		t.Fatalf("offline turns left for the model: %d (%v); want %d", len(turns), err, len(waiting))
 	}
 }
 
@@ -699,4 +748,36 @@ func TestCompletedJobsAreDeletedAfterTheirRetention(t *testing.T) {
 		err := e.store.Pool().QueryRow(e.ctx, `SELECT count(*) FROM river_job WHERE kind = $1`, worker.ExtractJobKind).Scan(&n)
 		return err == nil && n == 0, fmt.Sprint(n, err)
 	})
+}
+
+// TestTurnRowsCountAfterTheirTextIsCleared: clearing the newest turns'
+// text lets VACUUM give the end of the turns table back to the system; the
+// space so returned is no longer reusable space of the table, so the turn
+// rows still count in the size. Before, the text's high water stayed, and
+// the rows counted for nothing: a review measured a live size of 453 KB
+// where the files held 1.2 MB.
+func TestTurnRowsCountAfterTheirTextIsCleared(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// A database of its own: VACUUM removes no row another test's
+	// transaction in the shared database may still see.
+	s := storetest.Open(t, storetest.Database(t))
+	seedContext(t, s, []string{"alice"}, 10)
+	seedTurns(t, s, "mallory", "t", 60, true, 2*time.Hour)
+	before, err := s.MeasureSize(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Only the floor: every processed turn's text goes for size.
+	rep, err := worker.Prune(ctx, s, worker.PruneLimits{MaxBytes: before.FloorBytes + 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := rep.After
+	if rep.TurnTextsClearedForSize != 60 || a.TurnTextBytes != 0 {
+		t.Fatalf("report %+v: want the 60 turns' text cleared for size", rep)
+	}
+	if reusable := a.TurnTextHighWater - a.TurnTextBytes; reusable >= a.TurnsBytes {
+		t.Fatalf("after the prune the turns table holds %d bytes, and %d count as reusable: the turn rows count for nothing (size %+v)", a.TurnsBytes, reusable, a)
+	}
 }

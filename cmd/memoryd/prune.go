@@ -20,9 +20,12 @@ at start and every --prune-interval (give it the serve's settings: the
 same flags), and prints what it removed. Over --max-db-size, the vectors
 of embedding models that neither --embed-model (with --embed-base-url) nor
 a running serve's workers use go first (a serve of --role enrich records
-no model), then the oldest context items, never more than the excess. A
-limit below what pruning can reach is refused, and a prune that could not
-reach its limit exits 1. One prune runs at a time on a database: this one
+no model), then the text of processed turns within their retention (the
+stream keeps it; turns processed in the last hour and those waiting for
+the model after a spend cap keep theirs), then the oldest context items,
+never more than the excess. A limit below what pruning can reach is
+refused before anything is pruned, and a prune that could not reach its
+limit exits 1. One prune runs at a time on a database: this one
 waits for a serve's to end. It neither creates nor migrates the database.
 --json prints the whole report (the prune job's recorded output).`)
 	o.register(f)
