@@ -247,11 +247,16 @@ func (s *Store) clearTurnText(ctx context.Context, retention time.Duration, n in
 			SELECT DISTINCT coalesce(j.args->>$4::text, '') AS user_id, e.event_id
 			FROM river_job j, jsonb_array_elements_text(j.args->$5::text) AS e(event_id)
 			WHERE $3::text <> '' AND j.kind = $3 AND j.state IN ('available', 'pending', 'retryable', 'running', 'scheduled')
-			  AND j.args @> $6::jsonb
+			  AND j.args @> $6::jsonb AND e.event_id IS NOT NULL
 		), expired AS (
+			-- NOT IN over the CTE is a hashed subplan whatever the planner
+			-- estimates: a NOT EXISTS was planned as a nested loop that
+			-- read every waiting turn for each turn (1.6 s a batch with
+			-- 50,000 turns waiting, 0.1 s so).
 			SELECT t.user_id, t.event_id, `+turnTextSize+` AS size FROM turns t
 			WHERE t.status = 'processed' AND t.text_cleared_at IS NULL AND t.processed_at < now() - $1::interval
-			  AND NOT EXISTS (SELECT 1 FROM waiting w WHERE w.event_id = t.event_id AND w.user_id IN (t.user_id, ''))
+			  AND (t.user_id, t.event_id) NOT IN (SELECT w.user_id, w.event_id FROM waiting w)
+			  AND t.event_id NOT IN (SELECT w.event_id FROM waiting w WHERE w.user_id = '')
 			ORDER BY t.processed_at LIMIT $2
 			FOR UPDATE OF t SKIP LOCKED
 		), cleared AS (

@@ -37,11 +37,11 @@ type metrics struct {
 	requestErrors  *prometheus.CounterVec
 	pruneRuns      prometheus.Counter
 	// The last prune's measure with a size limit (worker.SizeObserver).
-	liveBytes, floorBytes, overLimit prometheus.Gauge
-	sizedOnce                        sync.Once
-	pruneRemoved                     prometheus.Counter
-	redactions                       *prometheus.CounterVec // issue 16 item 4 (redaction)
-	queryEmbeds                      *prometheus.CounterVec // issue 17 (hybrid retrieval, embed.go)
+	liveBytes, floorBytes, overLimit, sizedAt prometheus.Gauge
+	sizedOnce                                 sync.Once
+	pruneRemoved                              prometheus.Counter
+	redactions                                *prometheus.CounterVec // issue 16 item 4 (redaction)
+	queryEmbeds                               *prometheus.CounterVec // issue 17 (hybrid retrieval, embed.go)
 }
 
 // enrichBuckets are the buckets of enrich latencies, served (serve) and
@@ -95,6 +95,10 @@ func newMetrics() *metrics {
 		Help: "The size pruning cannot go under (facts, fact history, turn records without their text, documents, indexes), at this process's last prune run with a size limit."})
 	m.overLimit = prometheus.NewGauge(prometheus.GaugeOpts{Name: "memoryd_db_over_limit",
 		Help: "1 when this process's last prune run with a size limit left the size over --max-db-size, else 0."})
+	// Any replica may run a prune job: the others keep the figures of
+	// their own last one, so an alert needs to know which is the newest.
+	m.sizedAt = prometheus.NewGauge(prometheus.GaugeOpts{Name: "memoryd_db_size_measured_timestamp_seconds",
+		Help: "When this process's last prune run with a size limit measured memoryd_db_live_bytes, _floor_bytes and _over_limit (Unix time)."})
 	m.reg.MustRegister(m.rejected, m.extracted, m.extractSeconds, m.enrichSeconds, m.enrichDegraded, m.requestErrors, m.pruneRuns, m.pruneRemoved,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.registerRedactions()
@@ -133,7 +137,8 @@ func (m *metrics) Pruned(removed int64) {
 // first report: before a prune with a size limit there is no figure, and
 // a 0 would read as an empty database.
 func (m *metrics) Sized(liveBytes, floorBytes int64, overLimit bool) {
-	m.sizedOnce.Do(func() { m.reg.MustRegister(m.liveBytes, m.floorBytes, m.overLimit) })
+	m.sizedOnce.Do(func() { m.reg.MustRegister(m.liveBytes, m.floorBytes, m.overLimit, m.sizedAt) })
+	m.sizedAt.SetToCurrentTime()
 	m.liveBytes.Set(float64(liveBytes))
 	m.floorBytes.Set(float64(floorBytes))
 	over := 0.0

@@ -41,6 +41,11 @@ func TestSizeMetricsAfterAPrune(t *testing.T) {
 		t.Fatalf("no memoryd_db_floor_bytes:\n%s", body)
 	}
 	f, _ := strconv.ParseFloat(m[1], 64)
+	// Every replica that ran a prune keeps its own last figures: the
+	// time of the measure says which is the newest.
+	if !regexp.MustCompile(`(?m)^memoryd_db_size_measured_timestamp_seconds [1-9]`).MatchString(body) {
+		t.Fatalf("no memoryd_db_size_measured_timestamp_seconds after a prune:\n%s", body)
+	}
 	if l <= 0 || f <= 0 || f > l || !regexp.MustCompile(`(?m)^memoryd_db_over_limit 0$`).MatchString(body) {
 		t.Fatalf("live %v, floor %v, over_limit line missing or not 0; want 0 < floor <= live under a 1G limit:\n%s", l, f, body)
 	}
