@@ -140,6 +140,9 @@ func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) (err error) 
 	if len(turns) == 0 {
 		return nil
 	}
+	if w.tracer != nil {
+		ctx = withTurnTraces(ctx, batchTurnTraces(turns, valid))
+	}
 	var (
 		outcomes []store.TurnOutcome
 		keep     []store.Turn

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store"
 )
 
 // Tracing (Config.TracerProvider). A turn's trace runs from the frontend's
@@ -30,8 +31,74 @@ import (
 const tracerName = "github.com/memoryd/memoryd/worker"
 
 // metaTrace is the job metadata key holding the trace context (traceparent,
-// tracestate) of the span that inserted the job.
+// tracestate) of the job's parent: the span that inserted the job, or the
+// trace its turns were published in (turnTraces).
 const metaTrace = "memoryd_trace"
+
+// metaTraceLink is the job metadata key holding the trace context of the
+// span that inserted the job when metaTrace is its turns' trace instead:
+// the job's span links to it.
+const metaTraceLink = "memoryd_trace_link"
+
+// turnTraces maps the turns of an ingest batch that were published in a
+// trace (their traceparent) to its span context, for jobTracing: a job
+// whose turns all belong to one trace joins it, whatever the rest of the
+// batch, so that a frontend's trace shows its turn's extraction even when
+// the batch held other users' turns.
+type turnTraces map[store.TurnKey]trace.SpanContext
+
+type turnTracesKey struct{}
+
+// withTurnTraces returns ctx carrying the batch's turn traces (none: ctx).
+func withTurnTraces(ctx context.Context, tt turnTraces) context.Context {
+	if len(tt) == 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, turnTracesKey{}, tt)
+}
+
+// batchTurnTraces maps each of turns (recorded from msgs, in order) that
+// was published in a trace to its span context.
+func batchTurnTraces(turns []store.Turn, msgs []jetstream.Msg) turnTraces {
+	var tt turnTraces
+	for i, m := range msgs {
+		sc := trace.SpanContextFromContext(events.ExtractTrace(context.Background(), m.Headers()))
+		if !sc.IsValid() {
+			continue
+		}
+		if tt == nil {
+			tt = turnTraces{}
+		}
+		tt[turns[i].Key()] = sc
+	}
+	return tt
+}
+
+// jobTurnsTrace is the one trace every turn of an extraction job (its
+// encoded ExtractArgs) was published in, if there is one.
+func jobTurnsTrace(tt turnTraces, kind string, encodedArgs []byte) (trace.SpanContext, bool) {
+	if kind != ExtractJobKind {
+		return trace.SpanContext{}, false
+	}
+	var args struct {
+		UserID   string   `json:"user_id"`
+		EventIDs []string `json:"event_ids"`
+	}
+	if json.Unmarshal(encodedArgs, &args) != nil || len(args.EventIDs) == 0 {
+		return trace.SpanContext{}, false
+	}
+	var sc trace.SpanContext
+	for _, id := range args.EventIDs {
+		t, ok := tt[store.TurnKey{UserID: args.UserID, EventID: id}]
+		if !ok || (sc.IsValid() && t.TraceID() != sc.TraceID()) {
+			return trace.SpanContext{}, false
+		}
+		if !sc.IsValid() {
+			sc = t
+		}
+	}
+	return sc, true
+}
 
 // noSpan stands for a span when tracing is off: ending it does nothing.
 var noSpan trace.Span = noop.Span{}
@@ -109,8 +176,19 @@ func (m *jobTracing) InsertMany(ctx context.Context, params []*rivertype.JobInse
 	}
 	carrier := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(ctx, carrier)
+	tt, _ := ctx.Value(turnTracesKey{}).(turnTraces)
 	for _, p := range params {
-		md, err := withMeta(p.Metadata, metaTrace, carrier)
+		parent, link := carrier, propagation.MapCarrier(nil)
+		if sc, ok := jobTurnsTrace(tt, p.Kind, p.EncodedArgs); ok && sc.TraceID() != trace.SpanContextFromContext(ctx).TraceID() {
+			// Its turns' own trace, linked to the batch that recorded
+			// them.
+			parent, link = propagation.MapCarrier{}, carrier
+			propagation.TraceContext{}.Inject(trace.ContextWithRemoteSpanContext(context.Background(), sc), parent)
+		}
+		md, err := withMeta(p.Metadata, metaTrace, parent)
+		if err == nil && link != nil {
+			md, err = withMeta(md, metaTraceLink, link)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -122,11 +200,18 @@ func (m *jobTracing) InsertMany(ctx context.Context, params []*rivertype.JobInse
 func (m *jobTracing) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
 	var meta struct {
 		Trace propagation.MapCarrier `json:"memoryd_trace"`
+		Link  propagation.MapCarrier `json:"memoryd_trace_link"`
 	}
+	var links []trace.Link
 	if json.Unmarshal(job.Metadata, &meta) == nil && meta.Trace != nil {
 		ctx = propagation.TraceContext{}.Extract(ctx, meta.Trace)
+		if meta.Link != nil {
+			if sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), meta.Link)); sc.IsValid() {
+				links = append(links, trace.Link{SpanContext: sc})
+			}
+		}
 	}
-	ctx, span := m.tracer.Start(ctx, "memoryd.job "+job.Kind, trace.WithSpanKind(trace.SpanKindConsumer),
+	ctx, span := m.tracer.Start(ctx, "memoryd.job "+job.Kind, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithLinks(links...),
 		trace.WithAttributes(attribute.String("river.job.kind", job.Kind), attribute.Int64("river.job.id", job.ID),
 			attribute.String("river.job.queue", job.Queue), attribute.Int("river.job.attempt", job.Attempt)))
 	err := doInner(ctx)
