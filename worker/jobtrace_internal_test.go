@@ -62,3 +62,45 @@ func TestTracedTurnsJobJoinsItsTraceInAMixedBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestJobTurnsTraceWithoutTurnTracesDecodesNothing: with tracing on, every
+// insert of extraction jobs passes through jobTurnsTrace; one with no turn
+// traces (a batch of untraced turns, replay, reconcile) must not decode
+// each job's arguments for nothing.
+func TestJobTurnsTraceWithoutTurnTracesDecodesNothing(t *testing.T) {
+	args := []byte(`{"user_id":"alice","event_ids":["a1","a2","a3"]}`)
+	if n := testing.AllocsPerRun(100, func() { jobTurnsTrace(nil, ExtractJobKind, args) }); n != 0 {
+		t.Fatalf("%v allocations a job without turn traces, want 0", n)
+	}
+}
+
+// TestUnsampledTurnsJobStaysUnsampled: a turn published in a trace its
+// frontend did not sample (traceparent flags 00), in a batch that has a
+// trace of its own, has its extraction job in that trace and unsampled,
+// as in a batch of one, not recorded in the batch's trace.
+func TestUnsampledTurnsJobStaysUnsampled(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	m := &jobTracing{tracer: tp.Tracer(tracerName)}
+	const frontend = "4bf92f3577b34da6a3ce929d0e0e4736"
+	tt := batchTurnTraces([]store.Turn{{UserID: "alice", EventID: "a1"}, {UserID: "bob", EventID: "b1"}}, []jetstream.Msg{
+		headerMsg{h: nats.Header{"traceparent": []string{"00-" + frontend + "-00f067aa0ba902b7-00"}}},
+		headerMsg{h: nats.Header{}},
+	})
+	ctx, ingest := tp.Tracer(tracerName).Start(withTurnTraces(context.Background(), tt), "memoryd.ingest")
+	defer ingest.End()
+	params := []*rivertype.JobInsertParams{{Kind: ExtractJobKind, EncodedArgs: []byte(`{"user_id":"alice","event_ids":["a1"]}`)}}
+	if _, err := m.InsertMany(ctx, params, func(context.Context) ([]*rivertype.JobInsertResult, error) { return nil, nil }); err != nil {
+		t.Fatal(err)
+	}
+	var span trace.Span
+	if err := m.Work(context.Background(), &rivertype.JobRow{Kind: ExtractJobKind, Metadata: params[0].Metadata}, func(ctx context.Context) error {
+		span = trace.SpanFromContext(ctx)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if sc := span.SpanContext(); sc.TraceID().String() != frontend || sc.IsSampled() || span.IsRecording() {
+		t.Fatalf("job span in trace %s, sampled %v, recording %v; want %s, unsampled; metadata %s", sc.TraceID(), sc.IsSampled(), span.IsRecording(), frontend, params[0].Metadata)
+	}
+}

@@ -76,8 +76,10 @@ func batchTurnTraces(turns []store.Turn, msgs []jetstream.Msg) turnTraces {
 
 // jobTurnsTrace is the one trace every turn of an extraction job (its
 // encoded ExtractArgs) was published in, if there is one.
+// Without turn traces (a batch of untraced turns, or an insert outside
+// ingest: replay, reconcile, takeover, a spend cap's) it decodes nothing.
 func jobTurnsTrace(tt turnTraces, kind string, encodedArgs []byte) (trace.SpanContext, bool) {
-	if kind != ExtractJobKind {
+	if len(tt) == 0 || kind != ExtractJobKind {
 		return trace.SpanContext{}, false
 	}
 	var args struct {
