@@ -127,14 +127,26 @@ type ReplayProgress struct {
 	Unfinished []store.ResetMark
 	// Elapsed since the replay started.
 	Elapsed time.Duration
+	// Reading is the part of Elapsed since it began to read the stream
+	// for the replay (after a reset's check and delete): what Rate and ETA
+	// measure. Zero before.
+	Reading time.Duration
+
+	readFrom time.Time // when Reading began
 }
 
 // Rate is events read per second.
 func (p ReplayProgress) Rate() float64 {
-	if p.Elapsed <= 0 {
+	// Over the reading alone: a reset's check and delete, tens of seconds
+	// on a large stream, made the ETA read 23 minutes with 30 s left.
+	d := p.Reading
+	if d <= 0 {
+		d = p.Elapsed
+	}
+	if d <= 0 {
 		return 0
 	}
-	return float64(p.Read) / p.Elapsed.Seconds()
+	return float64(p.Read) / d.Seconds()
 }
 
 // ETA estimates the time left.
@@ -240,6 +252,7 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayProgress, error) {
 			return p, fmt.Errorf("replay: %w", err)
 		}
 	}
+	p.readFrom = time.Now()
 	if err := readStream(ctx, cfg, enq, &p, start); err != nil {
 		p.Elapsed = time.Since(start)
 		return p, err

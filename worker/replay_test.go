@@ -280,15 +280,22 @@ func TestReplayReportsProgressWhileRecordingAWindow(t *testing.T) {
 	e := setup(t)
 	users := []string{"alice", "bob", "carol", "dave"}
 	e.publishInterleaved(users, 10)
-	var enqueued []int
+	var (
+		enqueued []int
+		timed    = true // every report's Reading within its Elapsed
+	)
 	p := e.replayOnly(worker.ReplayConfig{
 		BatchSize: 10, Window: 1000, // one window, four transactions of one user
 		Progress: func(p worker.ReplayProgress) {
 			if p.Read == p.Total {
 				enqueued = append(enqueued, p.Enqueued)
 			}
+			timed = timed && p.Reading > 0 && p.Reading <= p.Elapsed
 		},
 	})
+	if !timed {
+		t.Error("a progress report had no Reading, or one over its Elapsed: the rate would count the time before reading")
+	}
 	if p.Enqueued != 40 || p.Recorded != 40 {
 		t.Fatalf("enqueued %d, recorded %d, want 40", p.Enqueued, p.Recorded)
 	}

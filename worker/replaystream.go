@@ -100,6 +100,9 @@ func replaySource(ctx context.Context, cfg ReplayConfig, enq *Enqueuer, src repl
 	progress := func() {
 		inBatch = 0
 		p.Elapsed = time.Since(start)
+		if !p.readFrom.IsZero() {
+			p.Reading = time.Since(p.readFrom)
+		}
 		if cfg.Progress != nil {
 			cfg.Progress(*p)
 		}

@@ -620,10 +620,10 @@ func (a *App) logExtractor(ctx context.Context, ext worker.Extractor) {
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		a.logger.Warn("the LLM endpoint refused the API key: extraction fails until --llm-api-key (MEMORYD_LLM_API_KEY) is one it takes",
 			"base_url", RedactURL(a.cfg.LLM.BaseURL), "status", status)
-	case status == http.StatusNotFound && !strings.HasSuffix(strings.TrimRight(a.cfg.LLM.BaseURL, "/"), "/v1"):
+	case (status == http.StatusNotFound || status == http.StatusMethodNotAllowed) && !strings.HasSuffix(strings.TrimRight(a.cfg.LLM.BaseURL, "/"), "/v1"):
 		// The usual mistake: a base URL without its /v1 (Ollama's
 		// http://localhost:11434), where chat completions 404 too.
-		a.logger.Warn("the LLM endpoint answered 404 to the model list: check --llm-base-url, which usually ends in /v1 (e.g. http://localhost:11434/v1); extraction fails until it is right",
+		a.logger.Warn("the LLM endpoint has no model list there: check --llm-base-url, which usually ends in /v1 (e.g. http://localhost:11434/v1); extraction fails until it is right",
 			"base_url", RedactURL(a.cfg.LLM.BaseURL), "status", status)
 	case status == http.StatusNotFound || status == http.StatusMethodNotAllowed:
 		// Servers that serve chat completions without a model list:

@@ -54,6 +54,7 @@ func TestLLMStartCheckSaysWhatTheServerAnswered(t *testing.T) {
 		{http.StatusNotFound, "/v1", "INFO", "lists no models"},
 		// A base URL without /v1: the usual mistake, said as such.
 		{http.StatusNotFound, "", "WARN", "usually ends in /v1"},
+		{http.StatusMethodNotAllowed, "", "WARN", "usually ends in /v1"},
 		{http.StatusUnauthorized, "/v1", "WARN", "refused the API key"},
 		{http.StatusForbidden, "/v1", "WARN", "refused the API key"},
 		{http.StatusInternalServerError, "/v1", "WARN", "answered the model list with an error"},
