@@ -3,11 +3,9 @@ package store_test
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/memoryd/memoryd/store/storetest"
 )
@@ -38,34 +36,11 @@ func TestChangeNumberingReadsOnlyItsRange(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var plans []string
-	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
-		mu.Lock()
-		plans = append(plans, n.Message)
-		mu.Unlock()
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	for _, q := range []string{
-		"LOAD 'auto_explain'",
-		"SET auto_explain.log_min_duration = 0",
+	conn, plans := explainConn(t, url,
 		"SET auto_explain.log_nested_statements = on",
-		"SET auto_explain.log_level = notice",
 		"SET plan_cache_mode = force_generic_plan",
 		"SET jit_above_cost = 0", // JIT for every statement that does not turn it off
-	} {
-		if _, err := conn.Exec(ctx, q); err != nil {
-			t.Skipf("auto_explain is not available on this server (%s: %v)", q, err)
-		}
-	}
+	)
 	for i := range 3 {
 		if err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			_, err := tx.Exec(ctx, `INSERT INTO memory_changes (user_id, payload) VALUES ($1, '{"type":"fact.set"}')`, []string{"alice", "bob", "carol"}[i])
@@ -74,10 +49,9 @@ func TestChangeNumberingReadsOnlyItsRange(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	numbering := 0
-	for _, p := range plans {
+	noticed := plans()
+	for _, p := range noticed {
 		if !strings.Contains(p, "GROUP BY user_id") {
 			continue
 		}
@@ -90,7 +64,7 @@ func TestChangeNumberingReadsOnlyItsRange(t *testing.T) {
 		}
 	}
 	if numbering == 0 {
-		t.Fatalf("no plan of the numbering statement among %d notices", len(plans))
+		t.Fatalf("no plan of the numbering statement among %d notices", len(noticed))
 	}
 	var unnumbered int
 	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM memory_changes WHERE seq IS NULL`).Scan(&unnumbered); err != nil || unnumbered != 0 {

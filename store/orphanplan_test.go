@@ -6,12 +6,10 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
@@ -66,33 +64,7 @@ func TestOrphanedTurnsMatchesJobsByUserAndID(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var plans []string
-	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
-		mu.Lock()
-		plans = append(plans, n.Message)
-		mu.Unlock()
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	for _, q := range []string{
-		"LOAD 'auto_explain'",
-		"SET auto_explain.log_min_duration = 0",
-		"SET auto_explain.log_analyze = on",
-		"SET auto_explain.log_timing = off",
-		"SET auto_explain.log_level = notice",
-	} {
-		if _, err := conn.Exec(ctx, q); err != nil {
-			t.Skipf("auto_explain is not available on this server (%s: %v)", q, err)
-		}
-	}
+	conn, plans := explainConn(t, url, "SET auto_explain.log_analyze = on", "SET auto_explain.log_timing = off")
 	var orphans []store.OrphanedTurn
 	if err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		var err error
@@ -105,11 +77,10 @@ func TestOrphanedTurnsMatchesJobsByUserAndID(t *testing.T) {
 		t.Errorf("orphans %+v; want u000's evt-4 alone", orphans)
 	}
 
-	mu.Lock()
-	defer mu.Unlock()
 	removed := regexp.MustCompile(`Rows Removed by (?:Join )?Filter: (\d+)`)
 	found := false
-	for _, p := range plans {
+	noticed := plans()
+	for _, p := range noticed {
 		if !strings.Contains(p, "orphan") {
 			continue
 		}
@@ -127,6 +98,6 @@ func TestOrphanedTurnsMatchesJobsByUserAndID(t *testing.T) {
 		}
 	}
 	if !found {
-		t.Fatalf("no plan of OrphanedTurns among %d notices", len(plans))
+		t.Fatalf("no plan of OrphanedTurns among %d notices", len(noticed))
 	}
 }
