@@ -182,7 +182,17 @@ func (p *pruneWorker) Work(ctx context.Context, job *river.Job[PruneArgs]) error
 // One prune runs at a time on a database, whatever the processes: each
 // measures the excess and deletes all of it, so two at once deleted it
 // twice. Prune waits for a prune running elsewhere to end, then measures.
+//
+// A size limit under the floor is refused (*SizeFloorError) before
+// anything is pruned, as a Worker refuses it at Start; the periodic job,
+// whose limit Start checked, prunes what it can when the floor has grown
+// past it since, and reports the context spared.
 func Prune(ctx context.Context, s *store.Store, l PruneLimits) (PruneReport, error) {
+	if l.MaxBytes > 0 {
+		if _, err := sizeOverFloor(ctx, s, l.MaxBytes); err != nil {
+			return PruneReport{}, err
+		}
+	}
 	rep, _, err := pruneOnce(ctx, s, l, true)
 	return rep, err
 }
@@ -431,16 +441,26 @@ func (w *Worker) checkSizeFloor(ctx context.Context) error {
 	if w.cfg.MaxDBSize <= 0 {
 		return nil
 	}
-	size, err := w.cfg.Store.MeasureSize(ctx)
+	size, err := sizeOverFloor(ctx, w.cfg.Store, w.cfg.MaxDBSize)
 	if err != nil {
-		return fmt.Errorf("worker: %w", err)
-	}
-	if w.cfg.MaxDBSize < size.FloorBytes {
-		return &SizeFloorError{Limit: w.cfg.MaxDBSize, Floor: size.FloorBytes}
+		return err
 	}
 	w.logger.Info("size limit", "max_db_size", w.cfg.MaxDBSize, "live_bytes", size.LiveBytes, "floor_bytes", size.FloorBytes,
 		"turn_text_bytes", size.TurnTextBytes, "context_bytes", size.ContextLiveBytes())
 	return nil
+}
+
+// sizeOverFloor measures s and returns a *SizeFloorError when maxBytes is
+// under the floor pruning cannot go under.
+func sizeOverFloor(ctx context.Context, s *store.Store, maxBytes int64) (store.SizeReport, error) {
+	size, err := s.MeasureSize(ctx)
+	if err != nil {
+		return size, fmt.Errorf("worker: %w", err)
+	}
+	if maxBytes < size.FloorBytes {
+		return size, &SizeFloorError{Limit: maxBytes, Floor: size.FloorBytes}
+	}
+	return size, nil
 }
 
 // formatSize writes n bytes in the units --max-db-size takes (K = 1024),

@@ -371,7 +371,12 @@ func TestPruneDoesNotWipeContextForOneUsersTurns(t *testing.T) {
 	// turns' text. Every older processed turn's text goes, the context is
 	// spared.
 	justNow := seedTurns(t, s, "mallory", "now", 3, true, 0)
-	limit = rep.After.FloorBytes + 1
+	// Measured after the seed: a limit under the floor is refused.
+	size, err := s.MeasureSize(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit = size.FloorBytes + 1
 	rep, err = worker.Prune(ctx, s, worker.PruneLimits{MaxBytes: limit, TurnRetention: 7 * 24 * time.Hour})
 	if err != nil {
 		t.Fatal(err)

@@ -430,18 +430,6 @@ func (a *App) Prune(ctx context.Context) (worker.PruneReport, error) {
 	if a.cfg.Embed.BaseURL != "" {
 		limits.EmbedModel = a.cfg.Embed.Model
 	}
-	if limits.MaxBytes > 0 {
-		// Refused before anything is pruned, as serve refuses it at
-		// start: before, the per-user cap and the retention ran first,
-		// and only then did the command fail on the floor.
-		size, err := s.MeasureSize(ctx)
-		if err != nil {
-			return worker.PruneReport{}, fmt.Errorf("prune: %w", err)
-		}
-		if limits.MaxBytes < size.FloorBytes {
-			return worker.PruneReport{}, &worker.SizeFloorError{Limit: limits.MaxBytes, Floor: size.FloorBytes}
-		}
-	}
 	return worker.Prune(ctx, s, limits)
 }
 
