@@ -20,16 +20,7 @@ import (
 func TestLLMWarningHidesPassword(t *testing.T) {
 	t.Parallel()
 	addr := fmt.Sprintf("127.0.0.1:%d", eventstest.FreePort(t)) // released: refused
-	cfg := Config{LLM: extractor.LLMConfig{BaseURL: "http://alice:pw-SECRET@" + addr + "/v1", Model: "m"}}.withDefaults()
-	llm, err := extractor.NewLLM(cfg.LLM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var logs bytes.Buffer
-	a := &App{cfg: cfg, logger: slog.New(slog.NewJSONHandler(&logs, nil))}
-	a.logExtractor(context.Background(), llm)
-
-	out := logs.String()
+	out := startCheckLogs(t, "http://alice:pw-SECRET@"+addr+"/v1")
 	if !strings.Contains(out, "does not answer") {
 		t.Fatalf("no warning logged: %s", out)
 	}
@@ -67,18 +58,25 @@ func TestLLMStartCheckSaysWhatTheServerAnswered(t *testing.T) {
 			w.WriteHeader(tt.status)
 			_, _ = w.Write([]byte(`{"error":{"message":"no","type":"x"}}`))
 		}))
-		cfg := Config{LLM: extractor.LLMConfig{BaseURL: srv.URL + tt.path, Model: "m"}}.withDefaults()
-		llm, err := extractor.NewLLM(cfg.LLM)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var logs bytes.Buffer
-		a := &App{cfg: cfg, logger: slog.New(slog.NewJSONHandler(&logs, nil))}
-		a.logExtractor(context.Background(), llm)
+		out := startCheckLogs(t, srv.URL+tt.path)
 		srv.Close()
-		out := logs.String()
 		if !strings.Contains(out, tt.want) || !strings.Contains(out, `"level":"`+tt.level+`"`) || strings.Contains(out, "does not answer") {
 			t.Errorf("HTTP %d at %q: want %s %q, got %s", tt.status, tt.path, tt.level, tt.want, out)
 		}
 	}
+}
+
+// startCheckLogs runs the start-up check of the LLM extractor at baseURL
+// and returns what it logged, as JSON lines.
+func startCheckLogs(t *testing.T, baseURL string) string {
+	t.Helper()
+	cfg := Config{LLM: extractor.LLMConfig{BaseURL: baseURL, Model: "m"}}.withDefaults()
+	llm, err := extractor.NewLLM(cfg.LLM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	a := &App{cfg: cfg, logger: slog.New(slog.NewJSONHandler(&logs, nil))}
+	a.logExtractor(context.Background(), llm)
+	return logs.String()
 }
