@@ -187,12 +187,12 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 		}
 	})
 	if err != nil && ctx.Err() != nil {
+		// Not done, so not exit 0: a script running replay under a
+		// timeout would take it for done.
 		if reset {
-			fmt.Fprintln(a.stdout, "interrupted: every event is read back and the rest is enqueued; until a running serve has extracted it, the users in scope have only part of their memory; re-running replay is safe")
-			return nil
+			return errors.New("interrupted: every event is read back and the rest is enqueued; until a running serve has extracted it, the users in scope have only part of their memory; re-running replay is safe")
 		}
-		fmt.Fprintln(a.stdout, "interrupted: the rest is enqueued and will be extracted by any running serve; re-running replay is safe")
-		return nil
+		return errors.New("interrupted: the rest is enqueued and will be extracted by any running serve; re-running replay is safe")
 	}
 	if err != nil {
 		// Everything is read back and enqueued (the reset's mark is

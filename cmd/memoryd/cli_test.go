@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -19,12 +20,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/memoryd/memoryd/embedding/embeddingtest"
 	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/extractor/extractortest"
 	"github.com/memoryd/memoryd/internal/app"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
@@ -639,6 +642,34 @@ func (c *cancelOn) String() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.buf.String()
+}
+
+// A replay stopped while it waits for the extraction (Ctrl-C, or a
+// `timeout` in a script) exits 1, saying the rest is enqueued: it exited 0,
+// which says "done", while the users' turns were not extracted.
+func TestReplayInterruptedWaitingIsNotDone(t *testing.T) {
+	t.Parallel()
+	common, _, _ := replaySetup(t, 5)
+	llm := extractortest.NewServer(t)
+	// The model is down: the replay's workers retry, and the wait goes on.
+	llm.SetHandler(func(openai.ChatCompletionRequest) extractortest.Reply {
+		return extractortest.Error(http.StatusServiceUnavailable, "down for the test")
+	})
+	rctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &cancelOn{match: "turns enqueued for extraction", cancel: cancel}
+	var errOut bytes.Buffer
+	args := append([]string{"replay", "--llm-base-url", llm.URL(), "--llm-model", "m"}, common...)
+	code := run(rctx, &cli{stdout: out, stderr: &errOut}, args)
+	if !strings.Contains(out.String(), "5 turns enqueued") {
+		t.Fatalf("replay: exit %d, stdout %q, stderr %q: it did not enqueue the turns", code, out.String(), errOut.String())
+	}
+	if code != 1 || !strings.Contains(errOut.String(), "interrupted") || !strings.Contains(errOut.String(), "re-running replay is safe") {
+		t.Errorf("replay interrupted while waiting for the extraction: exit %d, stderr %q; want exit 1 saying the rest is enqueued and replay can be re-run", code, errOut.String())
+	}
+	if strings.Contains(out.String(), "replay done") {
+		t.Errorf("replay interrupted while waiting said it was done: %q", out.String())
+	}
 }
 
 // countRows counts the rows of table in the database at url.

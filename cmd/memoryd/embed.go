@@ -103,8 +103,7 @@ stdout.`)
 	})
 	if err != nil && ctx.Err() != nil {
 		// Only a serve embedding with this model runs these jobs.
-		fmt.Fprintf(a.stdout, "interrupted: the rest is enqueued for a serve running with --embed-model %s to embed; re-running the backfill is safe\n", model)
-		return nil
+		return fmt.Errorf("interrupted: the rest is enqueued for a serve running with --embed-model %s to embed; re-running the backfill is safe", model)
 	}
 	if err != nil {
 		return err

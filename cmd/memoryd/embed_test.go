@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -62,6 +63,35 @@ func TestEmbedBackfillCommand(t *testing.T) {
 		if n, err := s.CountEmbeddings(context.Background(), user, "m1"); err != nil || n != want {
 			t.Errorf("%s: %+v (%v), want %+v", user, n, err, want)
 		}
+	}
+}
+
+// A backfill interrupted while it waits for its jobs (the server is down,
+// so they are retried) exits 1, saying the rest is enqueued: it exited 0,
+// the status of "done".
+func TestEmbedBackfillInterruptedIsNotDone(t *testing.T) {
+	t.Parallel()
+	_, dbURL := storetest.Schema(t)
+	s := storetest.Open(t, dbURL)
+	if _, err := s.InsertContext(context.Background(), []store.ContextWrite{
+		{UserID: "alice", Question: "my canine companion", Answer: "Rex"}}); err != nil {
+		t.Fatal(err)
+	}
+	srv := embeddingtest.New(t)
+	srv.Fail(http.StatusServiceUnavailable, "")
+	nc := eventstest.Conn(t)
+	prefix, stream := eventstest.Names(t, nc)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &cancelOn{match: "with chunks without a m1 vector enqueued", cancel: cancel}
+	var errOut bytes.Buffer
+	code := run(ctx, &cli{stdout: out, stderr: &errOut}, []string{"embed", "--backfill", "--user", "alice", "--embed-base-url", srv.URL, "--embed-model", "m1",
+		"--database-url", dbURL + fmt.Sprintf("&pool_max_conns=%d", storetest.MaxConns), "--nats-url", eventstest.URL(), "--prefix", prefix, "--stream", stream, "--log-format", "json"})
+	if !strings.Contains(out.String(), "1 item without a m1 vector enqueued") {
+		t.Fatalf("embed exited %d before it enqueued the item\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+	if code != 1 || !strings.Contains(errOut.String(), "interrupted: the rest is enqueued") || strings.Contains(out.String(), "embedding done") {
+		t.Errorf("embed --backfill interrupted while waiting: exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit 1 saying the rest is enqueued", code, out.String(), errOut.String())
 	}
 }
 
