@@ -127,10 +127,19 @@ type Config struct {
 	// MaxUserEnrichInFlight caps one user's enrich requests worked on at
 	// once (four times as many of the user wait for their turn, within
 	// Timeout), so that one user's flood (a frontend confined to that
-	// user's subjects) cannot take every enrich slot and the whole wait
-	// and leave the other users' enrich degraded. Default a quarter of
-	// MaxInFlight, at least 1.
+	// user's subjects) cannot take every enrich slot, the whole wait or
+	// every store connection, and leave the other users' enrich degraded.
+	// Default a quarter of MaxInFlight, and at most half of StoreConns
+	// when that is set; at least 1.
 	MaxUserEnrichInFlight int
+	// StoreConns is how many Postgres connections the Store that enrich
+	// reads from has (its pool's size); 0 when unknown. Each enrich
+	// request being worked on holds one while it reads, so a user's
+	// requests may take at most half of them by default
+	// (MaxUserEnrichInFlight): with 16 of one user at once over 8
+	// connections, another user's request waited for a connection behind
+	// the flood's reads and was answered degraded.
+	StoreConns int
 	// MaxSearchInFlight caps the search requests worked on at once, and
 	// MaxToolInFlight those of every other endpoint (store, clear, facts,
 	// stats, forget), so that neither kind can take the slots or the store
@@ -225,7 +234,11 @@ func (c Config) withDefaults() Config {
 		c.MaxInFlight = 64
 	}
 	if c.MaxUserEnrichInFlight == 0 {
-		c.MaxUserEnrichInFlight = max(1, c.MaxInFlight/4)
+		c.MaxUserEnrichInFlight = c.MaxInFlight / 4
+		if c.StoreConns > 0 {
+			c.MaxUserEnrichInFlight = min(c.MaxUserEnrichInFlight, c.StoreConns/2)
+		}
+		c.MaxUserEnrichInFlight = max(1, c.MaxUserEnrichInFlight)
 	}
 	if c.MaxSearchInFlight == 0 {
 		c.MaxSearchInFlight = 8
@@ -285,6 +298,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("enricher: Config.InlineChunkBytes %d is under 1", c.InlineChunkBytes)
 	case c.MaxInFlight < 1:
 		return fmt.Errorf("enricher: Config.MaxInFlight %d is under 1", c.MaxInFlight)
+	case c.StoreConns < 0:
+		return fmt.Errorf("enricher: Config.StoreConns %d is negative", c.StoreConns)
 	case c.MaxUserEnrichInFlight < 1:
 		return fmt.Errorf("enricher: Config.MaxUserEnrichInFlight %d is under 1", c.MaxUserEnrichInFlight)
 	case c.MaxUserEnrichInFlight > c.MaxInFlight:

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/events/eventstest"
@@ -89,5 +91,84 @@ func TestOneUsersEnrichFloodLeavesOtherUsersServed(t *testing.T) {
 	}
 	if r.Degraded || len(r.Context) != 1 || r.Context[0].Answer != "Lisbon" {
 		t.Errorf("alice's enrich during mallory's burst of %d (%d held in the store): degraded=%v reason=%q context=%+v; want her memory, as for search and the tools", burst, held, r.Degraded, r.Reason, r.Context)
+	}
+}
+
+// connHoldingStore is a real store whose enrich reads of one user hold one
+// of its pool's connections until the test releases them (or the request's
+// deadline passes), as a slow recall statement does.
+type connHoldingStore struct {
+	*store.Store
+	user    string
+	held    atomic.Int64
+	release chan struct{}
+}
+
+func (s *connHoldingStore) Recall(ctx context.Context, q store.RecallQuery) ([]store.Fact, store.Candidates, error) {
+	if q.UserID == s.user {
+		err := s.Store.InTx(ctx, func(pgx.Tx, *store.Store) error {
+			s.held.Add(1)
+			defer s.held.Add(-1)
+			select {
+			case <-s.release:
+			case <-ctx.Done():
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, store.Candidates{}, err
+		}
+	}
+	return s.Store.Recall(ctx, q)
+}
+
+// TestOneUsersEnrichFloodLeavesStoreConnections: each enrich worked on
+// holds a store connection while it reads, so one user's requests may hold
+// at most half of the store's connections by default (Config.StoreConns).
+// Found by measuring a heavy user (7,246 items) flooding enrich with 24
+// requests at once beside a light user at 10/s: with 16 of one user worked
+// on over enrich's 8 connections, 279 of the light user's 300 replies were
+// degraded, waiting for a connection behind the heavy user's reads; with
+// at most 4, 4 of 300.
+func TestOneUsersEnrichFloodLeavesStoreConnections(t *testing.T) {
+	t.Parallel()
+	st := &connHoldingStore{Store: storetest.New(t), user: "mallory", release: make(chan struct{})}
+	insertContext(t, st.Store, store.ContextWrite{UserID: "alice", Question: "Where do I live?", Answer: "Lisbon", CreatedAt: time.Now()})
+	h := start(t, st, func(c *enricher.Config) {
+		c.StoreConns = storetest.MaxConns // the pool storetest.New opens
+	})
+	var once sync.Once
+	releaseAll := func() { once.Do(func() { close(st.release) }) }
+	t.Cleanup(releaseAll)
+
+	const burst = 20
+	var wg sync.WaitGroup
+	for range burst {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = h.client.Enrich(ctxT(t), events.EnrichRequest{UserID: "mallory", Message: "where do I live?"})
+		}()
+	}
+	half := int64(storetest.MaxConns / 2)
+	eventstest.Eventually(t, "mallory's burst to reach the service and hold connections", 10*time.Second, func() (bool, string) {
+		n := endpointRequests(t, h, "enrich")
+		return n >= burst && st.held.Load() >= half, fmt.Sprintf("%d received, %d holding a connection", n, st.held.Load())
+	})
+
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
+	r, err := h.client.Enrich(ctx, events.EnrichRequest{UserID: "alice", Message: "where do I live?"})
+	held := st.held.Load()
+	releaseAll()
+	wg.Wait()
+	if held > half {
+		t.Errorf("mallory's enrich requests held %d of the store's %d connections; want at most half", held, storetest.MaxConns)
+	}
+	if err != nil {
+		t.Fatalf("alice's enrich during mallory's burst: %v", err)
+	}
+	if r.Degraded || len(r.Context) != 1 || r.Context[0].Answer != "Lisbon" {
+		t.Errorf("alice's enrich while mallory's requests held %d of %d store connections: degraded=%v reason=%q context=%+v; want her memory", held, storetest.MaxConns, r.Degraded, r.Reason, r.Context)
 	}
 }

@@ -181,6 +181,9 @@ func Defaults() Config {
 	c.Worker.DeadLetterStream, c.Worker.ProcessTimeout = "", 0
 	c.Worker.OverCapExtractor, c.Worker.Now = nil, nil
 	c.Enricher.Logger, c.Enricher.Prefix, c.Enricher.Version = nil, "", ""
+	// Derived when the App is made, from EnrichPool and MaxInFlight as
+	// they are then: a caller changing those is not held to these.
+	c.Enricher.StoreConns, c.Enricher.MaxUserEnrichInFlight = 0, 0
 	c.Changes.Logger, c.Changes.Prefix = nil, ""
 	// Shown by the flags; embedding stays off without a BaseURL.
 	c.Embed = c.Embed.WithDefaults()
@@ -224,6 +227,9 @@ func (c Config) withDefaults() Config {
 
 	c.Enricher.Logger, c.Enricher.Prefix = c.Logger, c.Prefix
 	c.Enricher.DailyTokensPerUser = c.Worker.DailyTokensPerUser // the cap stats show is the one the worker applies
+	if c.Enricher.StoreConns == 0 {
+		c.Enricher.StoreConns = c.EnrichPool.MaxConns // enrich reads from its own pool
+	}
 	if c.Version != "" {
 		c.Enricher.Version = c.Version
 	}

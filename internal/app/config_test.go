@@ -30,8 +30,23 @@ func TestDefaults(t *testing.T) {
 		{"enricher defaults", Config{}, func(c Config) bool {
 			return c.Enricher.Timeout == enricher.Config{}.WithDefaults().Timeout && c.Version == enricher.DefaultVersion
 		}},
-		// The per-user share follows the total unless set.
-		{"enrich per-user share", Config{Enricher: enricher.Config{MaxInFlight: 200}}, func(c Config) bool { return c.Enricher.MaxUserEnrichInFlight == 50 }},
+		// The per-user share follows the total unless set, and takes at
+		// most half of enrich's connections.
+		{"enrich per-user share", Config{Enricher: enricher.Config{MaxInFlight: 200}, EnrichPool: EnrichPoolConfig{MaxConns: 200}}, func(c Config) bool {
+			return c.Enricher.MaxUserEnrichInFlight == 50
+		}},
+		{"enrich per-user within half the pool", Config{}, func(c Config) bool {
+			return c.Enricher.StoreConns == DefaultEnrichMaxConns && c.Enricher.MaxUserEnrichInFlight == DefaultEnrichMaxConns/2
+		}},
+		{"enrich per-user follows --enrich-max-conns", Config{EnrichPool: EnrichPoolConfig{MaxConns: 20}}, func(c Config) bool {
+			return c.Enricher.StoreConns == 20 && c.Enricher.MaxUserEnrichInFlight == 10
+		}},
+		{"enrich per-user under the URL's pool cap", Config{Store: store.Config{URL: store.DefaultURL + "&pool_max_conns=3"}}, func(c Config) bool {
+			return c.Enricher.StoreConns == 3 && c.Enricher.MaxUserEnrichInFlight == 1
+		}},
+		{"enrich per-user from Defaults with another pool", func() Config { d := Defaults(); d.EnrichPool.MaxConns = 40; return d }(), func(c Config) bool {
+			return c.Enricher.StoreConns == 40 && c.Enricher.MaxUserEnrichInFlight == 16
+		}},
 		{"enrich per-user set", Config{Enricher: enricher.Config{MaxUserEnrichInFlight: 64}}, func(c Config) bool {
 			return c.Enricher.MaxUserEnrichInFlight == 64 && c.Enricher.MaxInFlight == 64
 		}},

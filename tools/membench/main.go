@@ -66,6 +66,10 @@ type options struct {
 	embedLatency  time.Duration // the fake's answer time for query embeddings
 	hybridProfile string        // CPU profile of the paired hybrid run
 
+	flood        bool   // run the flood measurement alone (flood.go)
+	floodClients string // numbers of the flooding user's clients
+	floodLimits  string // --enrich-max-user-in-flight values (0: serve's default)
+
 	// sizes, set from quick
 	users, items, facts         int
 	singleRequests              int
@@ -141,6 +145,9 @@ func main() {
 	flag.IntVar(&o.embedDims, "embed-dims", 768, "dimensions of the fake embeddings server's vectors (--embed fake)")
 	flag.DurationVar(&o.embedLatency, "embed-latency", 0, "answer time of the fake embeddings server for query embeddings (--embed fake; the backfill runs without it)")
 	flag.StringVar(&o.hybridProfile, "hybrid-cpuprofile", "", "write a CPU profile of the paired hybrid run here (--embed fake; the hybrid service labelled side=hybrid)")
+	flag.BoolVar(&o.flood, "flood", false, "measure only one user's enrich flood beside another user's enrich, against memoryd serve, for each --flood-clients and --flood-limits")
+	flag.StringVar(&o.floodClients, "flood-clients", "8,24", "--flood: closed-loop enrich clients of the flooding user, a comma-separated list")
+	flag.StringVar(&o.floodLimits, "flood-limits", "16,0", "--flood: serve's --enrich-max-user-in-flight for each run, a comma-separated list (0: serve's default)")
 	flag.Parse()
 	o.sizes()
 	o.llmConcurrency = extractor.LLMConfig{}.WithDefaults().MaxConcurrency
@@ -209,6 +216,10 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	defer b.env.cleanup()
+	if o.flood {
+		logf("membench --flood: load average %s", loadAvg())
+		return b.floodPhase(ctx)
+	}
 	logf("membench %s: corpus %s; ingest %d turns over %d users; GOMAXPROCS=%d; load average %s",
 		map[bool]string{true: "quick", false: "full"}[o.quick], o.corpus, o.ingestTurns, o.ingestUsers, runtime.GOMAXPROCS(0), loadAvg())
 
