@@ -57,6 +57,21 @@ func defaultTimeout(endpoint string) time.Duration {
 type Client struct {
 	nc     *nats.Conn
 	prefix string
+	// timeout, when set, replaces the endpoints' default timeouts
+	// (WithRequestTimeout).
+	timeout time.Duration
+}
+
+// WithRequestTimeout returns a client whose requests each wait at most d
+// when their context has no deadline, instead of the endpoint's default.
+// It is for the calls made of several requests (Export, Import), whose
+// size grows with the user's memory: a deadline on their context bounds
+// them whole, where this bounds each request (a page of the export, a part
+// of the import) and lets a large memory take as many as it needs.
+func (c *Client) WithRequestTimeout(d time.Duration) *Client {
+	cc := *c
+	cc.timeout = d
+	return &cc
 }
 
 // Connected reports whether the client's NATS connection is up (a probe
@@ -102,8 +117,12 @@ func (c *Client) call(ctx context.Context, endpoint, userID string, req, reply a
 		return fmt.Errorf("memoryd %s: encode request: %w", endpoint, err)
 	}
 	if _, ok := ctx.Deadline(); !ok {
+		d := defaultTimeout(endpoint)
+		if c.timeout > 0 {
+			d = c.timeout
+		}
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, defaultTimeout(endpoint))
+		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
 	out := &nats.Msg{Subject: c.Subject(endpoint, userID), Data: data}

@@ -38,6 +38,9 @@ type clientOptions struct {
 	user    string
 	json    bool
 	timeout time.Duration
+	// perRequest makes --timeout bound each request rather than the
+	// command (export and import: as many requests as the memory needs).
+	perRequest bool
 	// nc is the connection client made, for callError to ask what the
 	// server refused.
 	nc *nats.Conn
@@ -85,7 +88,8 @@ func (o *clientOptions) parse(f *flags, args []string) ([]string, error) {
 }
 
 // client connects to NATS and returns a client and a context bounded by
-// --timeout; call done when finished.
+// --timeout (with perRequest, a client whose every request is); call done
+// when finished.
 func (o *clientOptions) client(ctx context.Context, a *cli) (c *events.Client, reqCtx context.Context, done func(), err error) {
 	logger, err := o.conn.logger(a)
 	if err != nil {
@@ -97,6 +101,10 @@ func (o *clientOptions) client(ctx context.Context, a *cli) (c *events.Client, r
 	}
 	o.nc = nc
 	reqCtx, cancel := context.WithTimeout(ctx, o.timeout)
+	if o.perRequest {
+		// --timeout bounds each request, which the client applies.
+		reqCtx, cancel = context.WithCancel(ctx)
+	}
 	// The server refuses a request (or its reply's inbox) at once, but the
 	// request would wait out --timeout: a permissions violation ends it
 	// now, and callError says what was refused.
@@ -105,7 +113,11 @@ func (o *clientOptions) client(ctx context.Context, a *cli) (c *events.Client, r
 			cancel()
 		}
 	})
-	return events.NewClient(nc, o.conn.prefix), reqCtx, func() { cancel(); nc.Close() }, nil
+	c = events.NewClient(nc, o.conn.prefix)
+	if o.perRequest {
+		c = c.WithRequestTimeout(o.timeout)
+	}
+	return c, reqCtx, func() { cancel(); nc.Close() }, nil
 }
 
 // callError rewrites the errors of a request to the service into one

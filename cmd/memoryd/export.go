@@ -26,10 +26,12 @@ func runExport(ctx context.Context, a *cli, args []string) (err error) {
 Writes the user's memory (facts, their history, clears and context items,
 with scopes) as JSON lines, to stdout or FILE: the same memory always gives
 the same bytes, and 'memoryd import' reads it back. Turns and token usage
-are not exported (the turn stream is their source). --timeout bounds the
-whole export. FILE is written only when the export is complete. An export
+are not exported (the turn stream is their source). --timeout bounds each
+page's request, not the whole export, which takes as many pages as the
+memory needs. FILE is written only when the export is complete. An export
 that the memory changed under starts again, up to 3 times.`)
 	o.register(f)
+	o.perRequest = true
 	f.ArgString(&out, "o", "", "write to this file instead of stdout (\"-\": stdout, as import reads \"-\" from stdin)")
 	pos, err := o.parse(f, args)
 	if err != nil {

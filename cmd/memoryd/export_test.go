@@ -3,14 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/events/eventstest"
@@ -202,5 +206,74 @@ func TestImportFileCutShortWritesNothing(t *testing.T) {
 	}
 	if out, errOut, code := runArgs(ctx, append([]string{"import", full}, conn...)...); code != 0 || !strings.Contains(out, "context 1000,") {
 		t.Errorf("the whole file: exit %d, %q %q", code, out, errOut)
+	}
+}
+
+// slowService answers prefix's endpoint for every user as a memoryd whose
+// every request takes delay would (a large memory, a busy database):
+// reply(n) is the n-th request's reply (from 0).
+func slowService(t *testing.T, nc *nats.Conn, prefix, endpoint string, delay time.Duration, reply func(n int) any) {
+	t.Helper()
+	var n atomic.Int64
+	sub, err := nc.Subscribe(prefix+"."+endpoint+".*", func(m *nats.Msg) {
+		time.Sleep(delay) // the service's own time, not a synchronisation
+		data, _ := json.Marshal(reply(int(n.Add(1) - 1)))
+		_ = m.Respond(data)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+}
+
+// Export and import of a large memory take as many requests as it needs,
+// each within --timeout: a heavy user's export (9,164 items, 7.8 s) and
+// import (29 s) failed at the default 5 s, which bounded the whole command,
+// and the import was left half done.
+func TestExportAndImportTimeoutBoundsEachRequest(t *testing.T) {
+	t.Parallel()
+	nc := eventstest.Conn(t)
+	prefix, _ := eventstest.Names(t, nc)
+	const (
+		pages   = 6
+		delay   = 300 * time.Millisecond
+		timeout = "1200ms" // a request's 300 ms four times over; the whole's 1.8 s not
+	)
+	slowService(t, nc, prefix, "export", delay, func(n int) any {
+		r := events.ExportReply{Lines: fmt.Sprintf(`{"type":"context","question":"q%d","answer":"a"}`+"\n", n)}
+		if n == 0 {
+			r.Lines = events.ExportHeader + "\n" + r.Lines
+		}
+		if n < pages-1 {
+			r.Next = fmt.Sprint(n + 1)
+		}
+		return r
+	})
+	var imports atomic.Int64
+	slowService(t, nc, prefix, "import", delay, func(int) any {
+		imports.Add(1)
+		return events.ImportReply{Imported: map[string]int64{"context": 1}}
+	})
+	common := []string{"--user", "alice", "--timeout", timeout, "--nats-url", eventstest.URL(), "--prefix", prefix}
+
+	out, errOut, code := runArgs(context.Background(), append([]string{"export"}, common...)...)
+	if code != 0 || strings.Count(out, "\n") != pages+1 {
+		t.Errorf("export of %d pages of %s each, --timeout %s: exit %d, %d lines, stderr %q; want every page", pages, delay, timeout, code, strings.Count(out, "\n"), errOut)
+	}
+
+	// An import of several requests (each at most 768 KiB).
+	var file strings.Builder
+	file.WriteString(events.ExportHeader + "\n")
+	answer := strings.Repeat("x", 100_000)
+	for i := 0; file.Len() < (pages-1)*events.MaxImportRequestBytes; i++ {
+		fmt.Fprintf(&file, `{"type":"context","question":"q%d","answer":"%s"}`+"\n", i, answer)
+	}
+	path := filepath.Join(t.TempDir(), "big.jsonl")
+	if err := os.WriteFile(path, []byte(file.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = runArgs(context.Background(), append([]string{"import", path}, common...)...)
+	if code != 0 || imports.Load() < pages {
+		t.Errorf("import of %d requests of %s each, --timeout %s: exit %d, stdout %q, stderr %q; want every request sent", imports.Load(), delay, timeout, code, out, errOut)
 	}
 }

@@ -32,8 +32,10 @@ number and nothing of its request is written. A FILE is first read through
 and refused, with nothing written, when a line is not JSON (a file cut
 short mid-line); stdin is sent as it is read. A file cut at a line's end
 cannot be told from a whole one: check its line count against what export
-printed. --timeout bounds the whole import.`)
+printed. --timeout bounds each request, not the whole import, which takes
+as many as the file needs.`)
 	o.register(f)
+	o.perRequest = true
 	pos, err := o.parse(f, args)
 	if err != nil {
 		return err
