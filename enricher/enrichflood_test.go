@@ -18,23 +18,54 @@ import (
 )
 
 // heldRecallStore is a real store whose enrich reads (Recall) of one user
-// are held until the test releases them: that user's enrich requests
-// occupy whatever the service lets them occupy for as long as the test
-// needs.
+// are held until the test releases them (or, with holdConn, the request's
+// deadline passes): that user's enrich requests occupy whatever the service
+// lets them occupy for as long as the test needs. With holdConn each held
+// read holds one of the store's pool connections, as a slow recall
+// statement does.
 type heldRecallStore struct {
 	*store.Store
-	user    string
-	held    atomic.Int64
-	release chan struct{}
+	user     string
+	holdConn bool
+	held     atomic.Int64
+	release  chan struct{}
 }
 
 func (s *heldRecallStore) Recall(ctx context.Context, q store.RecallQuery) ([]store.Fact, store.Candidates, error) {
-	if q.UserID == s.user {
+	if q.UserID == s.user && !s.holdConn {
 		s.held.Add(1)
 		defer s.held.Add(-1)
 		<-s.release
 	}
+	if q.UserID == s.user && s.holdConn {
+		err := s.Store.InTx(ctx, func(pgx.Tx, *store.Store) error {
+			s.held.Add(1)
+			defer s.held.Add(-1)
+			select {
+			case <-s.release:
+			case <-ctx.Done():
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, store.Candidates{}, err
+		}
+	}
 	return s.Store.Recall(ctx, q)
+}
+
+// enrichBurst sends n enrich requests of user at once; wait on the group
+// for their replies.
+func enrichBurst(t *testing.T, h *harness, user string, n int) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = h.client.Enrich(ctxT(t), events.EnrichRequest{UserID: user, Message: "where do I live?"})
+		}()
+	}
+	return &wg
 }
 
 // TestOneUsersEnrichFloodLeavesOtherUsersServed: one user's frontend
@@ -69,14 +100,7 @@ func TestOneUsersEnrichFloodLeavesOtherUsersServed(t *testing.T) {
 
 	// More than the lane holds worked on and waiting: 5 × 8 = 40.
 	const burst = 5 * slots
-	var wg sync.WaitGroup
-	for range burst {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, _ = h.client.Enrich(ctxT(t), events.EnrichRequest{UserID: "mallory", Message: "where do I live?"})
-		}()
-	}
+	wg := enrichBurst(t, h, "mallory", burst)
 	eventstest.Eventually(t, "mallory's burst to reach the service and the store", 10*time.Second, func() (bool, string) {
 		n := endpointRequests(t, h, "enrich")
 		return n >= burst && st.held.Load() > 0, fmt.Sprintf("%d received, %d held in the store", n, st.held.Load())
@@ -94,34 +118,6 @@ func TestOneUsersEnrichFloodLeavesOtherUsersServed(t *testing.T) {
 	}
 }
 
-// connHoldingStore is a real store whose enrich reads of one user hold one
-// of its pool's connections until the test releases them (or the request's
-// deadline passes), as a slow recall statement does.
-type connHoldingStore struct {
-	*store.Store
-	user    string
-	held    atomic.Int64
-	release chan struct{}
-}
-
-func (s *connHoldingStore) Recall(ctx context.Context, q store.RecallQuery) ([]store.Fact, store.Candidates, error) {
-	if q.UserID == s.user {
-		err := s.Store.InTx(ctx, func(pgx.Tx, *store.Store) error {
-			s.held.Add(1)
-			defer s.held.Add(-1)
-			select {
-			case <-s.release:
-			case <-ctx.Done():
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, store.Candidates{}, err
-		}
-	}
-	return s.Store.Recall(ctx, q)
-}
-
 // TestOneUsersEnrichFloodLeavesStoreConnections: each enrich worked on
 // holds a store connection while it reads, so one user's requests may hold
 // at most half of the store's connections by default (Config.StoreConns).
@@ -132,7 +128,7 @@ func (s *connHoldingStore) Recall(ctx context.Context, q store.RecallQuery) ([]s
 // at most 4, 4 of 300.
 func TestOneUsersEnrichFloodLeavesStoreConnections(t *testing.T) {
 	t.Parallel()
-	st := &connHoldingStore{Store: storetest.New(t), user: "mallory", release: make(chan struct{})}
+	st := &heldRecallStore{Store: storetest.New(t), user: "mallory", holdConn: true, release: make(chan struct{})}
 	insertContext(t, st.Store, store.ContextWrite{UserID: "alice", Question: "Where do I live?", Answer: "Lisbon", CreatedAt: time.Now()})
 	h := start(t, st, func(c *enricher.Config) {
 		c.StoreConns = storetest.MaxConns // the pool storetest.New opens
@@ -142,14 +138,7 @@ func TestOneUsersEnrichFloodLeavesStoreConnections(t *testing.T) {
 	t.Cleanup(releaseAll)
 
 	const burst = 20
-	var wg sync.WaitGroup
-	for range burst {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, _ = h.client.Enrich(ctxT(t), events.EnrichRequest{UserID: "mallory", Message: "where do I live?"})
-		}()
-	}
+	wg := enrichBurst(t, h, "mallory", burst)
 	half := int64(storetest.MaxConns / 2)
 	eventstest.Eventually(t, "mallory's burst to reach the service and hold connections", 10*time.Second, func() (bool, string) {
 		n := endpointRequests(t, h, "enrich")
