@@ -121,11 +121,11 @@ func TestOneUsersEnrichFloodLeavesOtherUsersServed(t *testing.T) {
 // TestOneUsersEnrichFloodLeavesStoreConnections: each enrich worked on
 // holds a store connection while it reads, so one user's requests may hold
 // at most half of the store's connections by default (Config.StoreConns).
-// Found by measuring a heavy user (7,246 items) flooding enrich with 24
-// requests at once beside a light user at 10/s: with 16 of one user worked
-// on over enrich's 8 connections, 279 of the light user's 300 replies were
-// degraded, waiting for a connection behind the heavy user's reads; with
-// at most 4, 4 of 300.
+// Found by measuring a heavy user (7,000 items) with 8 enrich requests at
+// once beside a light user at 10/s (membench --flood, docs/performance.md):
+// with 16 of one user worked on over enrich's 8 connections, 24 and 115 of
+// the light user's replies (of 300 and 299) were degraded, waiting for a
+// connection behind the heavy user's reads; with at most 4, 0 and 4 of 300.
 func TestOneUsersEnrichFloodLeavesStoreConnections(t *testing.T) {
 	t.Parallel()
 	st := &heldRecallStore{Store: storetest.New(t), user: "mallory", holdConn: true, release: make(chan struct{})}

@@ -256,7 +256,8 @@ func (s *Service) Start(ctx context.Context) error {
 	if !warmed {
 		go s.warm() // it takes s.mu, held here
 	}
-	s.logger.Info("enrich service started", "prefix", s.cfg.Prefix, "version", s.cfg.Version, "id", svc.Info().ID)
+	s.logger.Info("enrich service started", "prefix", s.cfg.Prefix, "version", s.cfg.Version, "id", svc.Info().ID,
+		"max_in_flight", s.cfg.MaxInFlight, "max_user_in_flight", s.cfg.MaxUserEnrichInFlight)
 	return nil
 }
 

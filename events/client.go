@@ -41,6 +41,18 @@ func defaultTimeout(endpoint string) time.Duration {
 	return DefaultClientTimeout
 }
 
+// requestTimeout is how long a request to endpoint waits when its context
+// has no deadline: WithRequestTimeout's, else the endpoint's default.
+// Forget and language keep their own: they take minutes on a large memory
+// whatever the caller's usual bound.
+func (c *Client) requestTimeout(endpoint string) time.Duration {
+	d := defaultTimeout(endpoint)
+	if c.timeout > 0 && d == DefaultClientTimeout {
+		return c.timeout
+	}
+	return d
+}
+
 // Client calls a memoryd service over NATS request-reply. It is safe for
 // concurrent use. Errors the service replies with are *ServiceError; others
 // are transport errors (no service running, timeout, connection closed).
@@ -63,11 +75,12 @@ type Client struct {
 }
 
 // WithRequestTimeout returns a client whose requests each wait at most d
-// when their context has no deadline, instead of the endpoint's default.
-// It is for the calls made of several requests (Export, Import), whose
-// size grows with the user's memory: a deadline on their context bounds
-// them whole, where this bounds each request (a page of the export, a part
-// of the import) and lets a large memory take as many as it needs.
+// when their context has no deadline, instead of DefaultClientTimeout
+// (forget and language keep their own, longer defaults). It is for the
+// calls made of several requests (Export, Import, ListFacts), whose number
+// grows with the user's memory: a deadline on their context bounds them
+// whole, where this bounds each request (a page, a part of the import) and
+// lets a large memory take as many as it needs.
 func (c *Client) WithRequestTimeout(d time.Duration) *Client {
 	cc := *c
 	cc.timeout = d
@@ -117,12 +130,8 @@ func (c *Client) call(ctx context.Context, endpoint, userID string, req, reply a
 		return fmt.Errorf("memoryd %s: encode request: %w", endpoint, err)
 	}
 	if _, ok := ctx.Deadline(); !ok {
-		d := defaultTimeout(endpoint)
-		if c.timeout > 0 {
-			d = c.timeout
-		}
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, d)
+		ctx, cancel = context.WithTimeout(ctx, c.requestTimeout(endpoint))
 		defer cancel()
 	}
 	out := &nats.Msg{Subject: c.Subject(endpoint, userID), Data: data}

@@ -69,5 +69,14 @@ func TestDefaultTimeout(t *testing.T) {
 		if got := defaultTimeout(tt.endpoint); got != tt.want {
 			t.Errorf("defaultTimeout(%q) = %s, want %s", tt.endpoint, got, tt.want)
 		}
+		// WithRequestTimeout replaces the short default only: a client
+		// made for a long export must not cut a forget short.
+		want := tt.want
+		if want == DefaultClientTimeout {
+			want = time.Second
+		}
+		if got := (&Client{}).WithRequestTimeout(time.Second).requestTimeout(tt.endpoint); got != want {
+			t.Errorf("WithRequestTimeout(1s): %q waits %s, want %s", tt.endpoint, got, want)
+		}
 	}
 }

@@ -291,6 +291,7 @@ Reads and writes a user's facts through the running memoryd. history shows
 one fact's changes, newest first, each with the turn and conversation that
 stated the value and when.`)
 	o.register(f)
+	o.perRequest = true // list pages
 	hist.register(f)
 	pos, err := o.parse(f, args)
 	if err != nil {
@@ -386,6 +387,7 @@ func runMemory(ctx context.Context, a *cli, args []string) (err error) {
 Searches, lists, stores, edits and forgets a user's remembered question/answer
 pairs through the running memoryd.`)
 	o.register(f)
+	o.perRequest = true // list pages
 	var items itemFlags
 	items.register(f)
 	f.ArgInt(&maxResults, "max-results", events.DefaultSearchResults, "most results of a search (1..50)")

@@ -47,6 +47,7 @@ request names none), or with collections C... (or --clear) sets them.
 grant lets --user read --scope's collections (--revoke takes it back): it
 writes to the database (--database-url), never over NATS.`)
 	o.register(f)
+	o.perRequest = true // list pages; put bounds each file itself
 	f.Lookup("database-url").Usage = "Postgres connection string (grant only: the other docs commands talk to memoryd over NATS)"
 	f.ArgString(&scope, "scope", "", "a shared scope instead of --user (put, list, delete, search); the scope read (grant)")
 	f.ArgString(&collection, "collection", "", "the collection (put, list, delete)")

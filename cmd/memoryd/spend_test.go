@@ -28,21 +28,31 @@ func TestSpendCapFlags(t *testing.T) {
 }
 
 // TestEnrichLimitFlags: the enrich limits reach the enricher's Config; the
-// per-user one, unset, follows --enrich-max-in-flight (the enricher's
-// default: a quarter), so raising the total alone raises it too.
+// per-user one, unset, is derived when the App is made (a quarter of
+// --enrich-max-in-flight and at most half of --enrich-max-conns), so
+// raising the total alone raises it only up to half the connections.
 func TestEnrichLimitFlags(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		args           []string
-		total, perUser int
+		args                  []string
+		total, perUser, inApp int
 	}{
-		{nil, 64, 0},
-		{[]string{"--enrich-max-in-flight", "256"}, 256, 0},
-		{[]string{"--enrich-max-user-in-flight", "64"}, 64, 64},
+		{nil, 64, 0, 4},
+		{[]string{"--enrich-max-in-flight", "256"}, 256, 0, 4},
+		{[]string{"--enrich-max-in-flight", "256", "--enrich-max-conns", "40"}, 256, 0, 20},
+		{[]string{"--enrich-max-in-flight", "16", "--enrich-max-conns", "40"}, 16, 0, 4},
+		{[]string{"--enrich-max-user-in-flight", "64"}, 64, 64, 64},
 	} {
 		c := serveConfig(t, tc.args)
 		if c.Enricher.MaxInFlight != tc.total || c.Enricher.MaxUserEnrichInFlight != tc.perUser {
 			t.Errorf("%v: total %d, per user %d; want %d, %d", tc.args, c.Enricher.MaxInFlight, c.Enricher.MaxUserEnrichInFlight, tc.total, tc.perUser)
+		}
+		a, err := app.New(c)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if got := a.Config().Enricher.MaxUserEnrichInFlight; got != tc.inApp {
+			t.Errorf("%v: the App works on %d enrich requests of one user at once, want %d", tc.args, got, tc.inApp)
 		}
 	}
 	_, errOut, code := runArgs(context.Background(), "serve", "--enrich-max-user-in-flight", "100", "--nats-url", "nats://127.0.0.1:1")

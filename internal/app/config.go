@@ -170,8 +170,8 @@ func (c NATSConfig) withDefaults() NATSConfig {
 // memoryd service creates its database when it is missing, so Defaults sets
 // it (store.Open alone does not). Worker.JobSize stays 0, chosen by New from
 // the extractor, and the fields New derives from others (the components'
-// names, logger and version, the dead-letter stream, the process timeout)
-// stay zero, so that a Config started from Defaults may change what they
+// names, logger and version, the dead-letter stream, the process timeout,
+// Enricher.StoreConns and Enricher.MaxUserEnrichInFlight) stay zero, so that a Config started from Defaults may change what they
 // derive from.
 func Defaults() Config {
 	c := Config{Store: store.Config{CreateDatabase: true}}.withDefaults()
@@ -227,9 +227,7 @@ func (c Config) withDefaults() Config {
 
 	c.Enricher.Logger, c.Enricher.Prefix = c.Logger, c.Prefix
 	c.Enricher.DailyTokensPerUser = c.Worker.DailyTokensPerUser // the cap stats show is the one the worker applies
-	if c.Enricher.StoreConns == 0 {
-		c.Enricher.StoreConns = c.EnrichPool.MaxConns // enrich reads from its own pool
-	}
+	c.Enricher.StoreConns = c.EnrichPool.MaxConns               // enrich reads from the pool the App opens for it
 	if c.Version != "" {
 		c.Enricher.Version = c.Version
 	}
