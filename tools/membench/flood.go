@@ -119,6 +119,9 @@ func (b *bench) floodPhase(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if o.keep {
+		e.keep = schema
+	}
 	logf("seeding %s into schema %s", c.describe(), schema)
 	if err := seed(ctx, url, c); err != nil {
 		return err
