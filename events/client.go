@@ -56,6 +56,11 @@ func (c *Client) requestTimeout(endpoint string) time.Duration {
 // Client calls a memoryd service over NATS request-reply. It is safe for
 // concurrent use. Errors the service replies with are *ServiceError; others
 // are transport errors (no service running, timeout, connection closed).
+// A request the NATS server refuses this connection (its subject, or the
+// reply's inbox) is dropped, so it times out; when the server has reported
+// the violation by then, the error wraps nats.ErrPermissionViolation too
+// (errors.Is), telling it from a memoryd that is down: sending it again
+// with this credential fails again.
 //
 // Replies arrive on the connection's inbox. A frontend whose NATS user is
 // confined to its own reply subjects (docs/protocol.md) connects with
@@ -140,6 +145,12 @@ func (c *Client) call(ctx context.Context, endpoint, userID string, req, reply a
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) {
 			return fmt.Errorf("memoryd %s: no memoryd service is running on %s.%s: %w", endpoint, c.prefix, endpoint, err)
+		}
+		if perr := refused(c.nc, out.Subject); perr != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
+			// Not memoryd being slow or down: the server dropped the
+			// request (or its reply's subscription). Sending it again
+			// with this credential times out again.
+			return fmt.Errorf("memoryd %s: the NATS server refused this connection the request or its reply (%w): %w", endpoint, perr, err)
 		}
 		return fmt.Errorf("memoryd %s: %w", endpoint, err)
 	}

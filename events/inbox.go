@@ -1,7 +1,9 @@
 package events
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 )
@@ -27,4 +29,30 @@ func FrontendInbox(frontend string) nats.Option {
 		}
 	}
 	return nats.CustomInboxPrefix(InboxPrefix(frontend))
+}
+
+// refused returns the permissions violation the NATS server last reported
+// on nc when it names subject (a request or publish to it, refused) or the
+// connection's inbox (the reply's subscription, refused), or nil. A refused
+// request is dropped, not answered, so the requester only times out; the
+// connection's last error is what tells it from a memoryd that is down.
+// A violation of another subject, or an older one replaced since, is not
+// this request's.
+func refused(nc *nats.Conn, subject string) error {
+	if nc == nil {
+		return nil
+	}
+	err := nc.LastError()
+	if !errors.Is(err, nats.ErrPermissionViolation) {
+		return nil
+	}
+	msg := err.Error()
+	inbox := nc.Opts.InboxPrefix
+	if inbox == "" {
+		inbox = nats.InboxPrefix
+	}
+	if strings.Contains(msg, `"`+subject+`"`) || strings.Contains(msg, "Subscription to") && strings.Contains(msg, `"`+strings.TrimSuffix(inbox, ".")+".") {
+		return err
+	}
+	return nil
 }

@@ -125,8 +125,10 @@ type Publisher struct {
 }
 
 // NewPublisher returns a publisher that sends turns under prefix (default
-// "memory" when empty). It does not create the stream; call EnsureStream once
-// if the frontend may start before memoryd.
+// "memory" when empty). It does not create the stream: memoryd does when it
+// starts. EnsureStream creates it too, but needs the JetStream API, which
+// the frontend credential docs/protocol.md describes is not granted (with
+// it, EnsureStream times out): call it only with a credential that has it.
 func NewPublisher(js jetstream.JetStream, prefix string) *Publisher {
 	if prefix == "" {
 		prefix = DefaultPrefix
@@ -148,7 +150,11 @@ func MsgID(userID, id string) string { return UserToken(userID) + ":" + id }
 // Errors: ErrInvalid (errors.Is) is final: fix the turn. An API error
 // 10054 (message size exceeds maximum allowed) is final too. A timeout
 // (ctx's deadline, nats.ErrTimeout) may have reached the stream: publish
-// the same turn again, same id, which is then a duplicate if it had.
+// the same turn again, same id, which is then a duplicate if it had; but
+// a timeout whose cause the NATS server reported as a permissions
+// violation of the turn's subject or of the connection's inbox wraps
+// nats.ErrPermissionViolation too (errors.Is), and is final for this
+// credential.
 // jetstream.ErrNoStreamResponse means no stream captures the subject: the
 // prefix is not memoryd's, or the stream is not created yet (EnsureStream);
 // with a short deadline it shows as a timeout, so a publish that keeps
@@ -173,6 +179,12 @@ func (p *Publisher) Publish(ctx context.Context, turn Turn) (*jetstream.PubAck, 
 	InjectTrace(ctx, msg)
 	ack, err := p.js.PublishMsg(ctx, msg)
 	if err != nil {
+		if perr := refused(p.js.Conn(), msg.Subject); perr != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
+			// Final for this credential: publishing it again times out
+			// again. (A refused acknowledgement inbox means the turn may
+			// be stored: fix the inbox prefix, then publish it again.)
+			return nil, fmt.Errorf("publish turn %s: the NATS server refused this connection the turn's subject or its acknowledgement (%w): %w", turn.ID, perr, err)
+		}
 		return nil, fmt.Errorf("publish turn %s: %w", turn.ID, err)
 	}
 	return ack, nil

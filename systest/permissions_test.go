@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -770,6 +771,23 @@ func permCheckReplySubjects(t *testing.T, ctx context.Context, md, alice, bob *n
 	}
 	if after := streams(); after != before {
 		t.Errorf("turns naming the JetStream API as their reply changed the streams: %s, was %s", after, before)
+	}
+
+	// Through the Go client, a request or turn the server refuses says so
+	// (nats.ErrPermissionViolation), not only that it timed out: a
+	// frontend following Publish's advice for a timeout would send it
+	// again for ever (found by an audit of a Go frontend).
+	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	_, err = events.NewClient(bob, "").Stats(rctx, "alice")
+	cancel()
+	if !errors.Is(err, nats.ErrPermissionViolation) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("bob's Go client asking alice's stats: %v; want the permissions violation and the timeout", err)
+	}
+	rctx, cancel = context.WithTimeout(ctx, 3*time.Second)
+	_, err = events.NewPublisher(bobJS, "").Publish(rctx, events.Turn{ID: "b-as-alice", UserID: "alice", UserMessage: "hello", Timestamp: time.Now()})
+	cancel()
+	if !errors.Is(err, nats.ErrPermissionViolation) {
+		t.Errorf("bob's Go publisher publishing alice's turn: %v; want the permissions violation", err)
 	}
 }
 
