@@ -257,6 +257,7 @@ func (a *App) Start(ctx context.Context) (err error) {
 			return err
 		}
 		a.logExtractor(ctx, ext)
+		a.logJobSize(ctx)
 	} else {
 		a.logger.InfoContext(ctx, "role enrich: no ingest or extraction in this process (processes of role all or ingest work the turn stream and the jobs)")
 	}
@@ -598,6 +599,17 @@ func (e *OpsListenError) Unwrap() error { return e.Err }
 func forgetReply(r worker.ForgetResult) events.ForgetReply {
 	return events.ForgetReply{Facts: r.Facts, FactHistory: r.FactHistory, Context: r.Context, Turns: r.Turns,
 		Jobs: r.Jobs, StreamEvents: r.StreamEvents, DeadLetters: r.DeadLetters}
+}
+
+// logJobSize warns when the job size asked for is over what a job can
+// hold: ingest makes a job of the turns of one batch, so a job size set
+// above the batch size (a memoryd.yaml shared with replay, whose
+// transactions are larger) gives jobs of the batch size.
+func (a *App) logJobSize(ctx context.Context) {
+	if a.jobSize > a.cfg.Worker.JobSize {
+		a.logger.WarnContext(ctx, "job size is over the ingest batch size: ingest's jobs hold the turns of one batch, so they hold at most the batch size (--batch-size)",
+			"job_size", a.jobSize, "batch_size", a.cfg.Worker.BatchSize)
+	}
 }
 
 func (a *App) logExtractor(ctx context.Context, ext worker.Extractor) {

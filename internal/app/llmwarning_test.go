@@ -12,6 +12,7 @@ import (
 
 	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/worker"
 )
 
 // TestLLMWarningHidesPassword: the start-up warning about a model server
@@ -79,4 +80,31 @@ func startCheckLogs(t *testing.T, baseURL string) string {
 	a := &App{cfg: cfg, logger: slog.New(slog.NewJSONHandler(&logs, nil))}
 	a.logExtractor(context.Background(), llm)
 	return logs.String()
+}
+
+// A job size over the batch size (a memoryd.yaml shared with replay) is
+// cut to the batch size, and serve says so at start: it was cut silently.
+func TestJobSizeOverTheBatchIsSaid(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		jobSize, batch int
+		warned         bool
+	}{
+		{1000, 100, true},
+		{100, 100, false},
+		{0, 100, false},
+		{20, 100, false},
+	} {
+		a, err := New(Config{Worker: worker.Config{JobSize: tc.jobSize, BatchSize: tc.batch}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var logs bytes.Buffer
+		a.logger = slog.New(slog.NewJSONHandler(&logs, nil))
+		a.logJobSize(context.Background())
+		warned := strings.Contains(logs.String(), `"job_size":1000,"batch_size":100`)
+		if warned != tc.warned || a.cfg.Worker.JobSize > tc.batch {
+			t.Errorf("job size %d, batch %d: job size used %d, logs %q; want at most the batch, warned %v", tc.jobSize, tc.batch, a.cfg.Worker.JobSize, logs.String(), tc.warned)
+		}
+	}
 }
