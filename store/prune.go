@@ -227,7 +227,7 @@ const turnTextSize = `pg_column_size(user_message) + pg_column_size(assistant_re
 // replay or extraction are skipped. It returns how many turns it cleared and
 // the stored bytes their text took.
 func (s *Store) ClearTurnText(ctx context.Context, retention time.Duration, n int) (turns, bytes int64, err error) {
-	return s.clearTurnText(ctx, retention, n, RiverJobs{}, "{}")
+	return s.clearTurnText(ctx, retention, n, RiverJobs{}, "{}", 0)
 }
 
 // ClearTurnTextForSize is ClearTurnText for the size limit: of the turns
@@ -236,12 +236,20 @@ func (s *Store) ClearTurnText(ctx context.Context, retention time.Duration, n in
 // running or scheduled) whose arguments contain waiting (a JSON object)
 // names: turns the spend caps sent to the offline extractor wait,
 // processed, for the job that extracts them again with the model at the
-// next midnight, which reads their text (OfflineTurns).
-func (s *Store) ClearTurnTextForSize(ctx context.Context, minAge time.Duration, jobs RiverJobs, waiting string, n int) (turns, bytes int64, err error) {
-	return s.clearTurnText(ctx, minAge, n, jobs, waiting)
+// next midnight, which reads their text (OfflineTurns). It stops once the
+// turns it cleared hold maxBytes (the one that reaches it included), so
+// that the last batch of a prune clears what the excess needs, not up to n
+// turns more.
+func (s *Store) ClearTurnTextForSize(ctx context.Context, minAge time.Duration, jobs RiverJobs, waiting string, n int, maxBytes int64) (turns, bytes int64, err error) {
+	if maxBytes <= 0 {
+		return 0, 0, nil
+	}
+	return s.clearTurnText(ctx, minAge, n, jobs, waiting, maxBytes)
 }
 
-func (s *Store) clearTurnText(ctx context.Context, retention time.Duration, n int, jobs RiverJobs, waiting string) (turns, bytes int64, err error) {
+// clearTurnText clears up to n turns' text, and with maxBytes > 0 no more
+// turns than reach maxBytes stored bytes, oldest first.
+func (s *Store) clearTurnText(ctx context.Context, retention time.Duration, n int, jobs RiverJobs, waiting string, maxBytes int64) (turns, bytes int64, err error) {
 	err = s.db.QueryRow(ctx, `
 		WITH waiting AS MATERIALIZED (
 			SELECT DISTINCT coalesce(j.args->>$4::text, '') AS user_id, e.event_id
@@ -253,18 +261,26 @@ func (s *Store) clearTurnText(ctx context.Context, retention time.Duration, n in
 			-- estimates: a NOT EXISTS was planned as a nested loop that
 			-- read every waiting turn for each turn (1.6 s a batch with
 			-- 50,000 turns waiting, 0.1 s so).
-			SELECT t.user_id, t.event_id, `+turnTextSize+` AS size FROM turns t
+			SELECT t.user_id, t.event_id, t.processed_at, `+turnTextSize+` AS size FROM turns t
 			WHERE t.status = 'processed' AND t.text_cleared_at IS NULL AND t.processed_at < now() - $1::interval
 			  AND (t.user_id, t.event_id) NOT IN (SELECT w.user_id, w.event_id FROM waiting w)
 			  AND t.event_id NOT IN (SELECT w.event_id FROM waiting w WHERE w.user_id = '')
 			ORDER BY t.processed_at LIMIT $2
 			FOR UPDATE OF t SKIP LOCKED
+		), enough AS (
+			-- The running sum is apart from the locking read, which takes
+			-- no window function: the rows locked past the bound are only
+			-- locked, until the statement ends.
+			SELECT user_id, event_id, size FROM (
+				SELECT e.*, sum(e.size) OVER (ORDER BY e.processed_at, e.user_id, e.event_id ROWS UNBOUNDED PRECEDING) - e.size AS before
+				FROM expired e) x
+			WHERE $7::int8 <= 0 OR x.before < $7
 		), cleared AS (
 			UPDATE turns t SET user_message = '', assistant_response = '', metadata = NULL, text_cleared_at = now()
-			FROM expired WHERE t.user_id = expired.user_id AND t.event_id = expired.event_id
-			RETURNING expired.size
+			FROM enough WHERE t.user_id = enough.user_id AND t.event_id = enough.event_id
+			RETURNING enough.size
 		)
-		SELECT count(*), coalesce(sum(size), 0) FROM cleared`, retention, n, jobs.Kind, jobs.UserField, jobs.EventIDsField, waiting).Scan(&turns, &bytes)
+		SELECT count(*), coalesce(sum(size), 0) FROM cleared`, retention, n, jobs.Kind, jobs.UserField, jobs.EventIDsField, waiting, maxBytes).Scan(&turns, &bytes)
 	if err != nil {
 		return 0, 0, fmt.Errorf("clear turn text: %w", err)
 	}

@@ -293,7 +293,7 @@ func prune(ctx context.Context, s *store.Store, l PruneLimits) (PruneReport, err
 func pruneToSize(ctx context.Context, s *store.Store, maxBytes int64, embedModel string, processTimeout time.Duration, rep *PruneReport) error {
 	// Measuring again after each round corrects for what VACUUM and index
 	// pages do to the estimate; a few rounds always suffice.
-	vectorsChecked, textChecked := embedModel == "", false
+	vectorsChecked, textRounds := embedModel == "", 0
 	for round := 0; round < 5; round++ {
 		size, err := s.MeasureSize(ctx)
 		if err != nil {
@@ -309,8 +309,12 @@ func pruneToSize(ctx context.Context, s *store.Store, maxBytes int64, embedModel
 				continue
 			}
 		}
-		if excess > 0 && !textChecked {
-			textChecked = true
+		// Text is cleared for the excess measured, no more: the clearing's
+		// new row versions and VACUUM move the estimate by a few KB, so
+		// what is left over is cleared in a round or two more before any
+		// context item goes.
+		if excess > 0 && textRounds < textForSizeRounds {
+			textRounds++
 			if freed, err := clearTextForSize(ctx, s, excess, rep); err != nil {
 				return err
 			} else if freed {
@@ -350,8 +354,11 @@ func pruneToSize(ctx context.Context, s *store.Store, maxBytes int64, embedModel
 	return nil
 }
 
-// textBatch bounds one UPDATE of clearTextForSize: a turn's text is ~2 KB
-// on real conversations, so a batch clears not much more than the excess.
+// textForSizeRounds bounds the rounds of pruneToSize that clear turn text.
+const textForSizeRounds = 3
+
+// textBatch bounds one UPDATE of clearTextForSize, which also stops at the
+// turn whose text covers the excess.
 const textBatch = 100
 
 // textForSizeMinAge spares, from clearTextForSize, the turns processed in
@@ -375,7 +382,7 @@ const overCapArgs = `{"over_cap": true}`
 func clearTextForSize(ctx context.Context, s *store.Store, excess int64, rep *PruneReport) (bool, error) {
 	var turns, bytes int64
 	for bytes < excess {
-		n, b, err := s.ClearTurnTextForSize(ctx, textForSizeMinAge, extractJobs, overCapArgs, textBatch)
+		n, b, err := s.ClearTurnTextForSize(ctx, textForSizeMinAge, extractJobs, overCapArgs, textBatch, excess-bytes)
 		turns, bytes = turns+n, bytes+b
 		if err != nil {
 			rep.TurnTextsClearedForSize += turns

@@ -786,3 +786,37 @@ func TestTurnRowsCountAfterTheirTextIsCleared(t *testing.T) {
 		t.Fatalf("after the prune the turns table holds %d bytes, and %d count as reusable: the turn rows count for nothing (size %+v)", a.TurnsBytes, reusable, a)
 	}
 }
+
+// Over the size limit, clearing turn text stops once what it cleared
+// covers the excess: it cleared whole batches of 100 turns, so an excess of
+// a few turns' text cost up to 99 more (tens of MB with long replies).
+func TestPruneForSizeClearsWhatTheExcessNeeds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	seedContext(t, s, []string{"alice", "bob"}, 40)
+	ids := seedTurns(t, s, "mallory", "old", 150, true, 2*time.Hour)
+	size, err := s.MeasureSize(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perTurn := size.TurnTextBytes / int64(len(ids))
+	limit := size.LiveBytes - perTurn*5/2 // two turns and a half over
+	if limit < size.FloorBytes {
+		t.Fatalf("setup: limit %d under the floor %d", limit, size.FloorBytes)
+	}
+	rep, err := worker.Prune(ctx, s, worker.PruneLimits{MaxBytes: limit, TurnRetention: 7 * 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.RemovedForSize != 0 || rep.OverLimit {
+		t.Fatalf("report %+v: want no context removed and the size under the limit", rep)
+	}
+	if rep.TurnTextsClearedForSize < 3 || rep.TurnTextsClearedForSize > 5 {
+		t.Errorf("cleared the text of %d turns (%d bytes) for an excess of %d bytes, %d a turn: want the 3 or so that cover it",
+			rep.TurnTextsClearedForSize, rep.TurnTextBytesForSize, size.LiveBytes-limit, perTurn)
+	}
+	if _, cleared := textState(t, s, ids); int64(cleared) != rep.TurnTextsClearedForSize {
+		t.Errorf("%d turns without their text, report says %d", cleared, rep.TurnTextsClearedForSize)
+	}
+}
