@@ -58,9 +58,9 @@ func (c *Client) requestTimeout(endpoint string) time.Duration {
 // are transport errors (no service running, timeout, connection closed).
 // A request the NATS server refuses this connection (its subject, or the
 // reply's inbox) is dropped, so it times out; when the server has reported
-// the violation by then, the error wraps nats.ErrPermissionViolation too
-// (errors.Is), telling it from a memoryd that is down: sending it again
-// with this credential fails again.
+// the violation by then, the error wraps ErrRequestRefused or
+// ErrReplyRefused too (errors.Is; both wrap nats.ErrPermissionViolation),
+// telling it from a memoryd that is down.
 //
 // Replies arrive on the connection's inbox. A frontend whose NATS user is
 // confined to its own reply subjects (docs/protocol.md) connects with
@@ -141,16 +141,16 @@ func (c *Client) call(ctx context.Context, endpoint, userID string, req, reply a
 	}
 	out := &nats.Msg{Subject: c.Subject(endpoint, userID), Data: data}
 	InjectTrace(ctx, out) // memoryd's span for the request joins ctx's trace
+	before := c.nc.LastError()
 	msg, err := c.nc.RequestMsgWithContext(ctx, out)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) {
 			return fmt.Errorf("memoryd %s: no memoryd service is running on %s.%s: %w", endpoint, c.prefix, endpoint, err)
 		}
-		if perr := refused(c.nc, out.Subject); perr != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
+		if kind, violation := refused(c.nc, out.Subject, before); kind != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
 			// Not memoryd being slow or down: the server dropped the
-			// request (or its reply's subscription). Sending it again
-			// with this credential times out again.
-			return fmt.Errorf("memoryd %s: the NATS server refused this connection the request or its reply (%w): %w", endpoint, perr, err)
+			// request, or its reply's subscription.
+			return fmt.Errorf("memoryd %s: %w (%s): %w", endpoint, kind, violation, err)
 		}
 		return fmt.Errorf("memoryd %s: %w", endpoint, err)
 	}

@@ -31,28 +31,51 @@ func FrontendInbox(frontend string) nats.Option {
 	return nats.CustomInboxPrefix(InboxPrefix(frontend))
 }
 
-// refused returns the permissions violation the NATS server last reported
-// on nc when it names subject (a request or publish to it, refused) or the
-// connection's inbox (the reply's subscription, refused), or nil. A refused
-// request is dropped, not answered, so the requester only times out; the
-// connection's last error is what tells it from a memoryd that is down.
-// A violation of another subject, or an older one replaced since, is not
-// this request's.
-func refused(nc *nats.Conn, subject string) error {
+// Errors of a request or publish the NATS server refused this connection.
+// Both wrap nats.ErrPermissionViolation. The server drops what it refuses,
+// so the caller only times out; these tell that apart from a memoryd or a
+// stream that is down.
+var (
+	// ErrRequestRefused: the request's or turn's subject is not this
+	// credential's. Nothing was sent on: sending it again with this
+	// credential fails again.
+	ErrRequestRefused = fmt.Errorf("the NATS server refused this connection the subject: %w", nats.ErrPermissionViolation)
+	// ErrReplyRefused: the reply's inbox is not this credential's (connect
+	// with FrontendInbox). The request went out and may have been carried
+	// out (a turn stored, a fact set): fix the inbox, then send it again,
+	// a turn with the same id.
+	ErrReplyRefused = fmt.Errorf("the NATS server refused this connection the reply's inbox, so the request may have been carried out: %w", nats.ErrPermissionViolation)
+)
+
+// refused says why a request to subject on nc that timed out was dropped,
+// with the server's words: ErrRequestRefused when the server reported,
+// after before (nc's last error when the request was sent), that it
+// refused a publish to subject; ErrReplyRefused when it has refused the
+// subscription of nc's reply inbox (made once a connection, so reported
+// once, and cleared by a reconnect, which subscribes again); else nil. A
+// violation of another subject, or one reported before the request, is
+// not this request's. Only the last violation is kept by nats.go, so an
+// inbox refused and then another subject hides the inbox's.
+func refused(nc *nats.Conn, subject string, before error) (kind error, violation string) {
 	if nc == nil {
-		return nil
+		return nil, ""
 	}
 	err := nc.LastError()
 	if !errors.Is(err, nats.ErrPermissionViolation) {
-		return nil
+		return nil, ""
 	}
 	msg := err.Error()
+	// The server's words, without nats.go's prefix that kind repeats.
+	violation = strings.TrimPrefix(msg, nats.ErrPermissionViolation.Error()+": ")
+	if err != before && strings.HasSuffix(msg, `Publish to "`+subject+`"`) {
+		return ErrRequestRefused, violation
+	}
 	inbox := nc.Opts.InboxPrefix
 	if inbox == "" {
 		inbox = nats.InboxPrefix
 	}
-	if strings.Contains(msg, `"`+subject+`"`) || strings.Contains(msg, "Subscription to") && strings.Contains(msg, `"`+strings.TrimSuffix(inbox, ".")+".") {
-		return err
+	if strings.Contains(msg, `Subscription to "`+strings.TrimSuffix(inbox, ".")+".") {
+		return ErrReplyRefused, violation
 	}
-	return nil
+	return nil, ""
 }

@@ -152,9 +152,10 @@ func MsgID(userID, id string) string { return UserToken(userID) + ":" + id }
 // (ctx's deadline, nats.ErrTimeout) may have reached the stream: publish
 // the same turn again, same id, which is then a duplicate if it had; but
 // a timeout whose cause the NATS server reported as a permissions
-// violation of the turn's subject or of the connection's inbox wraps
-// nats.ErrPermissionViolation too (errors.Is), and is final for this
-// credential.
+// violation wraps ErrRequestRefused (the turn's subject is not this
+// credential's: final) or ErrReplyRefused (the acknowledgement's inbox is
+// not: the turn may be stored; connect with FrontendInbox, then publish it
+// again) too.
 // jetstream.ErrNoStreamResponse means no stream captures the subject: the
 // prefix is not memoryd's, or the stream is not created yet (EnsureStream);
 // with a short deadline it shows as a timeout, so a publish that keeps
@@ -177,13 +178,11 @@ func (p *Publisher) Publish(ctx context.Context, turn Turn) (*jetstream.PubAck, 
 	}
 	msg.Header.Set(jetstream.MsgIDHeader, MsgID(turn.UserID, turn.ID))
 	InjectTrace(ctx, msg)
+	before := p.js.Conn().LastError()
 	ack, err := p.js.PublishMsg(ctx, msg)
 	if err != nil {
-		if perr := refused(p.js.Conn(), msg.Subject); perr != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
-			// Final for this credential: publishing it again times out
-			// again. (A refused acknowledgement inbox means the turn may
-			// be stored: fix the inbox prefix, then publish it again.)
-			return nil, fmt.Errorf("publish turn %s: the NATS server refused this connection the turn's subject or its acknowledgement (%w): %w", turn.ID, perr, err)
+		if kind, violation := refused(p.js.Conn(), msg.Subject, before); kind != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
+			return nil, fmt.Errorf("publish turn %s: %w (%s): %w", turn.ID, kind, violation, err)
 		}
 		return nil, fmt.Errorf("publish turn %s: %w", turn.ID, err)
 	}

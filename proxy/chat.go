@@ -653,8 +653,8 @@ func (p *Proxy) publish(sc trace.SpanContext, user, message string, acc *reply) 
 			ctx, cancel := context.WithTimeout(trace.ContextWithSpanContext(context.Background(), sc), p.cfg.PublishTimeout)
 			_, err = p.pub.Publish(ctx, turn)
 			cancel()
-			if err == nil || errors.Is(err, events.ErrInvalid) {
-				break
+			if err == nil || errors.Is(err, events.ErrInvalid) || errors.Is(err, events.ErrRequestRefused) {
+				break // done, or final: the turn, or this credential's subject, refused
 			}
 			time.Sleep(time.Duration(attempt) * 100 * time.Millisecond) // back off between attempts
 		}

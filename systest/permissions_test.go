@@ -780,14 +780,44 @@ func permCheckReplySubjects(t *testing.T, ctx context.Context, md, alice, bob *n
 	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	_, err = events.NewClient(bob, "").Stats(rctx, "alice")
 	cancel()
-	if !errors.Is(err, nats.ErrPermissionViolation) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("bob's Go client asking alice's stats: %v; want the permissions violation and the timeout", err)
+	if !errors.Is(err, events.ErrRequestRefused) || !errors.Is(err, nats.ErrPermissionViolation) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("bob's Go client asking alice's stats: %v; want the request refused and the timeout", err)
 	}
 	rctx, cancel = context.WithTimeout(ctx, 3*time.Second)
 	_, err = events.NewPublisher(bobJS, "").Publish(rctx, events.Turn{ID: "b-as-alice", UserID: "alice", UserMessage: "hello", Timestamp: time.Now()})
 	cancel()
-	if !errors.Is(err, nats.ErrPermissionViolation) {
-		t.Errorf("bob's Go publisher publishing alice's turn: %v; want the permissions violation", err)
+	if !errors.Is(err, events.ErrRequestRefused) {
+		t.Errorf("bob's Go publisher publishing alice's turn: %v; want the request refused", err)
+	}
+	// A violation reported before a request is not that request's: a
+	// refused subscription, then bob's own request timing out, is a
+	// timeout (a review saw it called refused, which Publish's doc calls
+	// final: a frontend following it would drop a turn never refused).
+	if _, err := bob.SubscribeSync("memory.stats.bob"); err != nil {
+		t.Fatal(err)
+	}
+	permWait(t, "the server to refuse bob's subscription", func() bool {
+		err := bob.LastError()
+		return err != nil && strings.Contains(err.Error(), `Subscription to "memory.stats.bob"`)
+	})
+	rctx, cancel = context.WithDeadline(ctx, time.Now()) // times out at once
+	_, err = events.NewClient(bob, "").Stats(rctx, "bob")
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrPermissionViolation) {
+		t.Errorf("bob's own request timing out after an unrelated violation: %v; want a plain timeout", err)
+	}
+	// The reply's inbox refused: bob's credential without its inbox
+	// prefix. The request went out, so it is told apart.
+	wrong, err := nats.Connect(bob.ConnectedUrl(), nats.UserInfo("bob_frontend", "bob-pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wrong.Close()
+	rctx, cancel = context.WithTimeout(ctx, 3*time.Second)
+	_, err = events.NewClient(wrong, "").Stats(rctx, "bob")
+	cancel()
+	if !errors.Is(err, events.ErrReplyRefused) || errors.Is(err, events.ErrRequestRefused) {
+		t.Errorf("bob's Go client without its inbox prefix: %v; want the reply refused", err)
 	}
 }
 

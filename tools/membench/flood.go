@@ -114,25 +114,31 @@ func (b *bench) floodPhase(ctx context.Context) error {
 	if o.quick {
 		c.heavyItems, d = 2000, 5*time.Second
 	}
-	schema := "bench_" + b.id + "_flood"
-	url, err := e.newSchema(ctx, schema)
-	if err != nil {
-		return err
+	schema, url := o.schema, ""
+	if schema == "" {
+		schema = "bench_" + b.id + "_flood"
+		if url, err = e.newSchema(ctx, schema); err != nil {
+			return err
+		}
+		logf("seeding %s into schema %s", c.describe(), schema)
+		if err := seed(ctx, url, c); err != nil {
+			return err
+		}
+	} else {
+		url = e.schemaURL(schema) // one --flood --keep seeded
+		logf("reusing seeded schema %s", schema)
 	}
 	if o.keep {
 		e.keep = schema
-	}
-	logf("seeding %s into schema %s", c.describe(), schema)
-	if err := seed(ctx, url, c); err != nil {
-		return err
 	}
 	nc, err := nats.Connect(o.natsURL, nats.Name("membench-flood"))
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	// One prefix for every run: a database serves one.
-	prefix := "bench_" + b.id + "_flood"
+	// One prefix for every run, the schema's: a database serves one, and a
+	// reused schema keeps the prefix it was first served under.
+	prefix := schema
 	stream := strings.ToUpper(prefix)
 	e.addStream(stream)
 	var runs []floodRun

@@ -163,7 +163,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "membench: --embed-dims must be positive and --embed-latency not negative")
 		os.Exit(2)
 	}
-	if o.schema != "" && o.corpus == "both" {
+	if o.schema != "" && o.corpus == "both" && !o.flood {
 		fmt.Fprintln(os.Stderr, "membench: --schema reuses one corpus's schema: name it with --corpus")
 		os.Exit(2)
 	}
