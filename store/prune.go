@@ -239,7 +239,7 @@ func (s *Store) ClearTurnText(ctx context.Context, retention time.Duration, n in
 // next midnight, which reads their text (OfflineTurns). It stops once the
 // turns it cleared hold maxBytes (the one that reaches it included), so
 // that the last batch of a prune clears what the excess needs, not up to n
-// turns more.
+// turns more; maxBytes 0 or less clears nothing.
 func (s *Store) ClearTurnTextForSize(ctx context.Context, minAge time.Duration, jobs RiverJobs, waiting string, n int, maxBytes int64) (turns, bytes int64, err error) {
 	if maxBytes <= 0 {
 		return 0, 0, nil

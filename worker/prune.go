@@ -309,10 +309,11 @@ func pruneToSize(ctx context.Context, s *store.Store, maxBytes int64, embedModel
 				continue
 			}
 		}
-		// Text is cleared for the excess measured, no more: the clearing's
-		// new row versions and VACUUM move the estimate by a few KB, so
-		// what is left over is cleared in a round or two more before any
-		// context item goes.
+		// Text is cleared for the excess measured, no more; the VACUUM
+		// after it can grow the estimate by a few pages (its first run
+		// creates the free-space and visibility maps of turns, its TOAST
+		// table and indexes, up to ~24 KB each), so what is left over is
+		// cleared in a round or two more before any context item goes.
 		if excess > 0 && textRounds < textForSizeRounds {
 			textRounds++
 			if freed, err := clearTextForSize(ctx, s, excess, rep); err != nil {
