@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"net/http"
 	"sync"
 	"time"
 )
@@ -158,6 +159,11 @@ type UsageTotals struct {
 	Errors int64
 	// RateLimited counts the Errors that were 429 Too Many Requests.
 	RateLimited int64
+	// Refused counts the Errors answered with another 4xx status: the
+	// server refused the request (a key refused, a model unknown, a prompt
+	// too long), which sending it again does not change; the other Errors
+	// are the server's own (5xx) or no answer.
+	Refused int64
 }
 
 // usageTracker accumulates UsageTotals by model. It is safe for concurrent
@@ -168,7 +174,7 @@ type usageTracker struct {
 }
 
 // record counts one sent request to model.
-func (u *usageTracker) record(model string, promptTokens, completionTokens int, ok, rateLimited bool) {
+func (u *usageTracker) record(model string, promptTokens, completionTokens int, ok bool, status int) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.totals == nil {
@@ -183,8 +189,12 @@ func (u *usageTracker) record(model string, promptTokens, completionTokens int, 
 	} else {
 		t.Errors++
 	}
-	if rateLimited {
+	switch {
+	case ok:
+	case status == http.StatusTooManyRequests:
 		t.RateLimited++
+	case status >= 400 && status < 500:
+		t.Refused++
 	}
 	u.totals[model] = t
 }

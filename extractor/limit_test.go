@@ -317,6 +317,28 @@ func TestLLMUsageTotals(t *testing.T) {
 		}
 	})
 
+	// A 4xx other than 429 is the server refusing the request (a key, a
+	// model, a prompt): counted apart from its own failures, so that a
+	// dashboard tells a wrong key from an outage.
+	t.Run("refused apart from errors", func(t *testing.T) {
+		t.Parallel()
+		srv := extractortest.NewServer(t,
+			extractortest.Error(http.StatusUnauthorized, "bad key"),
+			extractortest.Error(http.StatusNotFound, "no such model"),
+			extractortest.Error(http.StatusBadGateway, "upstream down"),
+		)
+		l := newTestLLM(t, srv, nil)
+		for range 3 {
+			if _, err := l.Extract(context.Background(), testInput("I'm Ana")); err == nil {
+				t.Fatal("Extract succeeded against an error status")
+			}
+		}
+		want := UsageTotals{Requests: 3, Errors: 3, Refused: 2}
+		if got := l.Usage()["test-model"]; got != want {
+			t.Errorf("usage = %+v, want %+v", got, want)
+		}
+	})
+
 	t.Run("concurrent calls", func(t *testing.T) {
 		t.Parallel()
 		const calls = 8

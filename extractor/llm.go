@@ -395,10 +395,9 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 // Retry-After) pauses all requests of l for its delay.
 func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, usage *Usage) (string, bool, error) {
 	resp, ex, err := l.send(ctx, req)
-	rateLimited := ex.status == http.StatusTooManyRequests
 	promptTokens, completionTokens := l.tokens(req.Model, resp.Usage)
 	if ex.sent {
-		l.usage.record(req.Model, promptTokens, completionTokens, err == nil, rateLimited)
+		l.usage.record(req.Model, promptTokens, completionTokens, err == nil, ex.status)
 	}
 	if err == nil {
 		l.serverErrors.end()
