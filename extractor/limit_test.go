@@ -326,14 +326,15 @@ func TestLLMUsageTotals(t *testing.T) {
 			extractortest.Error(http.StatusUnauthorized, "bad key"),
 			extractortest.Error(http.StatusNotFound, "no such model"),
 			extractortest.Error(http.StatusBadGateway, "upstream down"),
+			extractortest.Error(http.StatusRequestTimeout, "too slow"), // the server's timeout, not a refusal
 		)
 		l := newTestLLM(t, srv, nil)
-		for range 3 {
+		for range 4 {
 			if _, err := l.Extract(context.Background(), testInput("I'm Ana")); err == nil {
 				t.Fatal("Extract succeeded against an error status")
 			}
 		}
-		want := UsageTotals{Requests: 3, Errors: 3, Refused: 2}
+		want := UsageTotals{Requests: 4, Errors: 4, Refused: 2}
 		if got := l.Usage()["test-model"]; got != want {
 			t.Errorf("usage = %+v, want %+v", got, want)
 		}

@@ -198,7 +198,7 @@ func newServiceCollector(a *App, llm usageReporter) *serviceCollector {
 		lockWaits:     prometheus.NewDesc("memoryd_extract_lock_waits_total", "Extraction jobs snoozed after a lock timeout or deadlock, without spending an attempt.", nil, nil),
 		depth:         prometheus.NewDesc("memoryd_queue_jobs", "River jobs not yet finished, by queue and state.", []string{"queue", "state"}, nil),
 		resets:        prometheus.NewDesc("memoryd_replay_resets_unfinished", "replay --reset runs that have not read the turn stream back (running, or stopped): their users have only part of their memory.", nil, nil),
-		llmRequests:   prometheus.NewDesc("memoryd_llm_requests_total", "LLM requests, by model and outcome (ok; rate_limited: 429; refused: another 4xx, such as a key refused or a model unknown; error: a 5xx, a timeout or no answer).", []string{"model", "outcome"}, nil),
+		llmRequests:   prometheus.NewDesc("memoryd_llm_requests_total", "LLM requests, by model and outcome (ok; rate_limited: 429; refused: another 4xx, such as a key refused or a model unknown; error: a 5xx, a timeout, no answer or an unreadable reply).", []string{"model", "outcome"}, nil),
 		llmTokens:     prometheus.NewDesc("memoryd_llm_tokens_total", "LLM tokens, by model and kind (prompt, completion).", []string{"model", "kind"}, nil),
 
 		tokensToday:  prometheus.NewDesc("memoryd_llm_tokens_today", "Model tokens all users' turns spent today (UTC day), against memoryd_llm_daily_token_cap.", nil, nil),
