@@ -193,8 +193,8 @@ func (u *usageTracker) record(model string, promptTokens, completionTokens int, 
 	case ok:
 	case status == http.StatusTooManyRequests:
 		t.RateLimited++
-	case status >= 400 && status < 500 && status != http.StatusRequestTimeout:
-		t.Refused++ // a 408 is the server's timeout, retried as one
+	case statusError(status, "", "").Kind == KindPermanent:
+		t.Refused++ // as the request's error is classified: a 4xx but 408
 	}
 	u.totals[model] = t
 }
