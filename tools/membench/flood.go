@@ -31,7 +31,6 @@ import (
 type floodCorpus struct {
 	lme                    *longMemEval
 	heavyItems, lightItems int
-	split                  int // the first session of user 1
 }
 
 func (c *floodCorpus) name() string { return "flood" }
@@ -41,25 +40,25 @@ func (c *floodCorpus) describe() string {
 func (c *floodCorpus) users() int { return 2 }
 func (c *floodCorpus) facts() int { return 5 }
 
+// items takes user u's pairs from the sessions in order: user 0's from the
+// first, user 1's from the session after the last that user 0 took from.
 func (c *floodCorpus) items(u int) []seedItem {
-	want, from := c.heavyItems, 0
-	if u == 1 {
-		want, from = c.lightItems, c.split
-	}
-	var out []seedItem
-	for si := from; si < len(c.lme.sessions) && len(out) < want; si++ {
-		s := c.lme.sessions[si]
-		for k, p := range s.pairs {
-			if len(out) == want {
-				break
+	take := func(from, want int) (out []seedItem, next int) {
+		si := from
+		for ; si < len(c.lme.sessions) && len(out) < want; si++ {
+			s := c.lme.sessions[si]
+			for k, p := range s.pairs[:min(len(s.pairs), want-len(out))] {
+				out = append(out, seedItem{question: p[0], answer: p[1], at: s.date.Add(time.Duration(k) * time.Minute), conversation: fmt.Sprintf("s-%d", si)})
 			}
-			out = append(out, seedItem{question: p[0], answer: p[1], at: s.date.Add(time.Duration(k) * time.Minute), conversation: fmt.Sprintf("s-%d", si)})
 		}
-		if u == 0 {
-			c.split = si + 1
-		}
+		return out, si
 	}
-	return out
+	heavy, next := take(0, c.heavyItems)
+	if u == 0 {
+		return heavy
+	}
+	light, _ := take(next, c.lightItems)
+	return light
 }
 
 func (c *floodCorpus) workload(n int, seed uint64) []request {
