@@ -361,3 +361,33 @@ func TestLLMUsageTotals(t *testing.T) {
 		}
 	})
 }
+
+// TestLLMRateLimitInA200Pauses: a gateway's 429 sent as an error object
+// with status 200 is a 429: the call fails with KindRetryAfter of the
+// reply's Retry-After, the next call waits for the pause rather than
+// sending, and the request is counted as rate limited, not answered.
+func TestLLMRateLimitInA200Pauses(t *testing.T) {
+	t.Parallel()
+
+	srv := extractortest.NewServer(t,
+		extractortest.Reply{Body: `{"error":{"code":429,"message":"slow down"}}`, Header: http.Header{"Retry-After": {"3600"}}},
+		extractortest.Content(validReply),
+	)
+	l := newTestLLM(t, srv, nil)
+	_, err := l.Extract(t.Context(), testInput("I'm Ana"))
+	if d, ok := RetryAfterOf(err); !ok || d != MaxRetryAfter {
+		t.Fatalf("Extract error = %v, want KindRetryAfter with the capped delay %v", err, MaxRetryAfter)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if _, err := l.Extract(ctx, testInput("I'm Bea")); KindOf(err) != KindRetryAfter {
+		t.Errorf("Extract after the 429 error = %v, want KindRetryAfter without sending", err)
+	}
+	if got := srv.Requests(); got != 1 {
+		t.Errorf("requests = %d, want 1: the second call must wait for the pause", got)
+	}
+	want := UsageTotals{Requests: 1, Errors: 1, RateLimited: 1}
+	if got := l.Usage()["test-model"]; got != want {
+		t.Errorf("usage = %+v, want %+v", got, want)
+	}
+}

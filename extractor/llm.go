@@ -396,26 +396,35 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, usage *Usage) (string, bool, error) {
 	resp, ex, err := l.send(ctx, req)
 	promptTokens, completionTokens := l.tokens(req.Model, resp.Usage)
-	if ex.sent {
-		l.usage.record(req.Model, promptTokens, completionTokens, err == nil, ex.status)
+	var e *Error
+	status := ex.status
+	if err == nil && len(resp.Choices) == 0 {
+		// A status 200 carrying an error object is the server's error, the
+		// status its code says: counted, paused for and told as one.
+		e, status = bodyError(ex)
 	}
-	if err == nil {
+	if ex.sent {
+		l.usage.record(req.Model, promptTokens, completionTokens, err == nil && e == nil, status)
+	}
+	if err == nil && e == nil {
 		l.serverErrors.end()
 		usage.PromptTokens += promptTokens
 		usage.CompletionTokens += completionTokens
-		content, err := replyContent(resp, ex)
+		content, err := replyContent(resp)
 		cut := len(resp.Choices) > 0 && resp.Choices[0].FinishReason == openai.FinishReasonLength
 		return content, cut, err
 	}
-	var paused *Error
-	if errors.As(err, &paused) {
-		return "", false, paused // not sent: the LLM is paused past the call's deadline
+	if e == nil {
+		var paused *Error
+		if errors.As(err, &paused) {
+			return "", false, paused // not sent: the LLM is paused past the call's deadline
+		}
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return "", false, ctxError("model request", ctxErr)
+		}
+		e = classify(err, ex, l.cfg.Timeout)
 	}
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		return "", false, ctxError("model request", ctxErr)
-	}
-	e := classify(err, ex, l.cfg.Timeout)
-	l.noteServerError(e, ex.status, req.Messages)
+	l.noteServerError(e, status, req.Messages)
 	if e.Kind == KindRetryAfter {
 		// Pause everyone: the server is telling this client, not this
 		// call, to slow down.
@@ -593,20 +602,11 @@ func (l *LLM) queueError(ctx context.Context, what string) error {
 }
 
 // replyContent returns the text of the first choice. A refusal or a content
-// filter is permanent: the same input would be refused again. A status 200
-// carrying an error object (some proxies and gateways send one) is the
-// server's error, classified as its code says, else as transient. A reply
+// filter is permanent: the same input would be refused again. A reply
 // without an answer (no choices, or only reasoning_content) is a plain error
 // naming why, rejected as invalid output by the caller like an empty reply.
-func replyContent(resp openai.ChatCompletionResponse, ex *exchange) (string, error) {
+func replyContent(resp openai.ChatCompletionResponse) (string, error) {
 	if len(resp.Choices) == 0 {
-		if msg, code, ok := errorObject(ex.body); ok {
-			e := statusError(code, msg, "")
-			if code == 0 {
-				e = newError(KindTransient, "status 200 with an error%s", msg)
-			}
-			return "", e
-		}
 		return "", errors.New("reply has no choices")
 	}
 	choice := resp.Choices[0]
@@ -617,6 +617,22 @@ func replyContent(resp openai.ChatCompletionResponse, ex *exchange) (string, err
 		return "", errors.New("reply holds only reasoning (reasoning_content), no answer")
 	}
 	return choice.Message.Content, nil
+}
+
+// bodyError returns the error of a status 200 reply whose body carries an
+// error object (some proxies and gateways send one), classified as its code
+// says (a 429 pauses like one, with the reply's Retry-After), else as
+// transient, and the status it stands for (its code, else 200); nil when
+// the body holds none.
+func bodyError(ex *exchange) (*Error, int) {
+	msg, code, ok := errorObject(ex.body)
+	if !ok {
+		return nil, ex.status
+	}
+	if code == 0 {
+		return newError(KindTransient, "status 200 with an error%s", msg), ex.status
+	}
+	return statusError(code, msg, ex.retryAfter), code
 }
 
 // errorObject reads the error object of a status 200 body: its message (as

@@ -23,12 +23,17 @@ func TestLLMRequestOutcomes(t *testing.T) {
 		extractortest.Error(http.StatusBadGateway, "upstream down"),
 		extractortest.Reply{Status: http.StatusTooManyRequests, Body: `{}`, Header: http.Header{"Retry-After": {"0"}}},
 		extractortest.Error(http.StatusNotFound, "no such model"),
+		// Gateways that answer 200 with an error object: counted as the
+		// code they carry, not as answered.
+		extractortest.Reply{Body: `{"error":{"code":401,"message":"invalid api key"}}`},
+		extractortest.Reply{Body: `{"error":{"code":429,"message":"slow down"}}`, Header: http.Header{"Retry-After": {"0"}}},
+		extractortest.Reply{Body: `{"error":{"message":"upstream timeout"}}`},
 	)
 	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "m"}.WithDefaults())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 4 {
+	for range 7 {
 		_, _ = llm.Extract(context.Background(), extractor.Input{UserID: "u", Turn: extractor.Turn{EventID: "e1", UserMessage: "I'm Ana", Timestamp: time.Now()}})
 	}
 	reg := prometheus.NewPedanticRegistry()
@@ -50,7 +55,7 @@ func TestLLMRequestOutcomes(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]float64{"ok": 0, "refused": 2, "error": 1, "rate_limited": 1}
+	want := map[string]float64{"ok": 0, "refused": 3, "error": 2, "rate_limited": 2}
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("memoryd_llm_requests_total by outcome = %v, want %v", got, want)
