@@ -109,6 +109,13 @@ type Query struct {
 	AsksReply bool
 	// Limit caps the number of hits; under 1 gives none.
 	Limit int
+	// DF, when not nil, is the document frequency of each query lexeme
+	// (in the order of Doc.Terms) among the collection's items: the items
+	// holding it, all of them, whether docs lists them or not. A pruned
+	// read (see Params.MaxScore) passes it, since its docs leave out items
+	// holding only common lexemes; nil counts each lexeme's docs, which
+	// must then be every item holding one.
+	DF []int
 }
 
 // Hit is a ranked candidate: its index in the docs Rank was given, and its
@@ -243,9 +250,12 @@ func (p Params) Rank(coll Collection, docs []Doc, q Query) []Hit {
 	sums := make([]float64, len(docs))
 	matched := make([]bool, len(docs))
 	n := float64(coll.Items)
-	for _, hs := range hits {
+	for t, hs := range hits {
 		df := float64(len(hs))
-		idf := math.Log(1 + (n+p.IDFPrior-df+0.5)/(df+0.5))
+		if t < len(q.DF) {
+			df = float64(q.DF[t])
+		}
+		idf := p.idf(n, df)
 		for _, h := range hs {
 			sums[h.doc] += idf * h.f * (p.K1 + 1) / (h.f + p.K1)
 			matched[h.doc] = true
@@ -299,6 +309,37 @@ func (p Params) Rank(coll Collection, docs []Doc, q Query) []Hit {
 		return cmp.Compare(b.ID, a.ID)
 	})
 	return kept[:max(min(len(kept), q.Limit), 0)]
+}
+
+// idf is the inverse document frequency of a lexeme df of the n items
+// hold.
+func (p Params) idf(n, df float64) float64 {
+	return math.Log(1 + (n+p.IDFPrior-df+0.5)/(df+0.5))
+}
+
+// MaxScore bounds the score of an item that holds, of the query's lexemes,
+// only those marked in only (in the order of df, each lexeme's document
+// frequency among coll's items, as in Query.DF): it scores less than the
+// bound, whatever its counts, lengths and age, since a lexeme adds less
+// than idf·(K1+1) to the BM25 sum and recency is at most 1. This is what
+// makes a pruned read exact (MaxScore pruning): when the items holding a
+// lexeme not marked, ranked with DF, give Limit hits scoring more than
+// the bound (or the bound is under the threshold), no item holding only
+// marked lexemes can be among the hits, and the hits are those of the
+// full read. It reports false when p's constants make a hit's score
+// depend on the other candidates (NeighbourPenalty, LaterPenalty,
+// SessionWeight, CoveragePower): then no pruned read is exact.
+func (p Params) MaxScore(coll Collection, df []int, only []bool) (float64, bool) {
+	if p.NeighbourPenalty != 0 || p.LaterPenalty != 0 || p.SessionWeight != 0 || p.CoveragePower != 0 {
+		return 0, false
+	}
+	s := 2 * max(p.AdjacentWeight, 0) // Doc.Adjacent adds at most two
+	for t, n := range df {
+		if t < len(only) && only[t] && n > 0 {
+			s += p.idf(float64(coll.Items), float64(n)) * (p.K1 + 1)
+		}
+	}
+	return s / (s + p.RelevanceHalf), true
 }
 
 // crowd multiplies by 1 − NeighbourPenalty the score of every hit that has a

@@ -59,6 +59,33 @@ type SearchQuery struct {
 	// Ignored with Latest.
 	Hybrid    bool
 	VectorIDs []int64
+	// Prune, when its Share is above 0, lets a search that is an OR of
+	// lexemes over all the user's items (no Scope, no range, not Hybrid)
+	// leave out the items that hold only common lexemes: see Prune.
+	// Ignored otherwise.
+	Prune Prune
+}
+
+// Prune is how a search may leave common lexemes' items out of its
+// candidates (MaxScore pruning: the ranking, which store does not know,
+// decides whether what was read is enough; see Candidates.Skipped). For a
+// user of at least MinItems items, a lexeme held by more than Share of them
+// is skipped: its items are candidates only if they hold another lexeme
+// (the rarest lexeme is never skipped). The candidates still carry the
+// counts of every lexeme, and Candidates.DF every lexeme's document
+// frequency, so that those read rank as in a full read.
+type Prune struct {
+	// Share is the share of the user's items above which a lexeme is
+	// skipped (0 < Share < 1; 0: no pruning).
+	Share float64
+	// MinItems is the fewest items a user has for any lexeme to be
+	// skipped.
+	MinItems int
+}
+
+// pruned reports whether q's candidates may be pruned.
+func (q SearchQuery) pruned() bool {
+	return q.Prune.Share > 0 && q.Scope == "" && !q.ranged() && !q.Hybrid
 }
 
 // ranged reports whether q has a range.
@@ -199,7 +226,7 @@ const latestCandidatesSQL = `
 		FROM context WHERE user_id = $1{range} ORDER BY created_at DESC, id DESC LIMIT {latest}) c`
 
 // recallShape is what decides a recall's statement.
-type recallShape struct{ scoped, ranged, latest, hybrid bool }
+type recallShape struct{ scoped, ranged, latest, hybrid, pruned bool }
 
 // generationSQL is a hybrid recall's row of kind 3: the user's embedding
 // generation (migrations/021), read in the candidates' snapshot so that a
@@ -263,12 +290,51 @@ var recallStatements = func() map[recallShape]string {
 		sql = strings.ReplaceAll(sql, "{conds}", scope+conds)
 		sql = strings.ReplaceAll(sql, "{few}", strconv.Itoa(fewCandidates))
 		m[sh] = sql
+		if sh == (recallShape{}) {
+			m[recallShape{pruned: true}] = prunedSQL(sql)
+		}
 		if !sh.latest {
 			m[recallShape{scoped: sh.scoped, ranged: sh.ranged, hybrid: true}] = hybridSQL(sql, scope+conds, n+1)
 		}
 	}
 	return m
 }()
+
+// prunedSQL makes the plain recall statement sql a pruned one (Prune, $5
+// the share and $6 the fewest items): st reads the statistics once, for
+// the stats row and for keep; df counts each lexeme's items from
+// context_terms (index-only, as cand reads them); keep is the lexemes not
+// skipped, and whole says none was; cand then aggregates only the items
+// holding a kept lexeme (a hashed semi-join, not evaluated when whole).
+// The stats row's counts column carries each term's document frequency in
+// the order of terms, negated for a skipped lexeme (NULL for a phrase
+// query, whose candidates are not pruned).
+func prunedSQL(sql string) string {
+	replace := func(old, new string) {
+		if !strings.Contains(sql, old) {
+			panic("store: recallSQL has no " + old)
+		}
+		sql = strings.Replace(sql, old, new, 1)
+	}
+	replace("\tcand AS MATERIALIZED (", `	st AS MATERIALIZED (SELECT count(*)::float8 AS n, greatest(avg(question_len), 1)::float8 AS avgq,
+		greatest(avg(answer_len), 1)::float8 AS avga FROM context WHERE user_id = $1),
+	df AS MATERIALIZED (SELECT lexeme, count(*)::int8 AS n FROM context_terms
+		WHERE user_id = $1 AND lexeme = ANY((SELECT t FROM tm)::text[]) AND $2 <> '' AND NOT (SELECT phrase FROM kw) GROUP BY lexeme),
+	keep AS MATERIALIZED (SELECT coalesce(array_agg(lexeme), '{}') AS k, count(*) = (SELECT count(*) FROM df) AS whole FROM df
+		WHERE (SELECT n FROM st) < $6 OR n <= $5 * (SELECT n FROM st) OR lexeme = (SELECT lexeme FROM df ORDER BY n, lexeme LIMIT 1)),
+	cand AS MATERIALIZED (`)
+	replace("AND NOT (SELECT phrase FROM kw)\n\t\tGROUP BY item_id)", `AND NOT (SELECT phrase FROM kw)
+			AND ((SELECT whole FROM keep) OR item_id IN (SELECT item_id FROM context_terms
+				WHERE user_id = $1 AND lexeme = ANY((SELECT k FROM keep)::text[])))
+		GROUP BY item_id)`)
+	replace(`count(*)::float8 AS n, greatest(avg(question_len), 1)::float8 AS avgq,
+		greatest(avg(answer_len), 1)::float8 AS avga,`, `(SELECT n FROM st) AS n, (SELECT avgq FROM st) AS avgq, (SELECT avga FROM st) AS avga,`)
+	replace("NULL::int8[] AS counts\n\tFROM context WHERE user_id = $1\n", `CASE WHEN $2 <> '' AND NOT (SELECT phrase FROM kw) THEN
+			(SELECT array_agg(CASE WHEN d.lexeme IS NULL THEN 0 WHEN d.lexeme = ANY((SELECT k FROM keep)::text[]) THEN d.n ELSE -d.n END ORDER BY u.o)
+			FROM unnest((SELECT t FROM tm)::text[]) WITH ORDINALITY u(l, o) LEFT JOIN df d ON d.lexeme = u.l) END AS counts
+`)
+	return sql
+}
 
 // fewCandidates is the most candidates whose texts recallSQL returns with
 // them (Candidates.Texts): for so few, the texts cost less than the second
@@ -306,6 +372,15 @@ type Candidates struct {
 	// or a query of few candidates: see fewCandidates), so ContextTexts
 	// need not be called.
 	Texts bool
+	// DF is, from a pruned search (SearchQuery.Prune), each of Terms'
+	// document frequency among the user's items (the items holding it,
+	// read or not); nil from any other search, whose Matches are every item
+	// holding a term, so that they give it.
+	DF []int
+	// Skipped, when not nil, marks the Terms a pruned search skipped:
+	// Matches are then only the items holding a term not skipped, each with
+	// the counts of all Terms. Nil when none was skipped.
+	Skipped []bool
 	// DocDefaults says the user has default document collections
 	// (SetDefaultCollections), read in the same snapshot: when false, an
 	// enrich naming no collections has no documents to search and skips
@@ -421,6 +496,12 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 	sh := recallShape{scoped: q.Scope != "", ranged: q.ranged()}
 	sh.latest = sh.ranged && tsq == "" && q.Latest > 0
 	sh.hybrid = q.Hybrid && !sh.latest
+	if q.pruned() {
+		if !(q.Prune.Share < 1) || q.Prune.MinItems < 0 {
+			return nil, Candidates{}, fmt.Errorf("prune share %v is not under 1 or its fewest items %d is negative", q.Prune.Share, q.Prune.MinItems)
+		}
+		sh.pruned = true
+	}
 	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Since.Before(q.Until) {
 		return nil, Candidates{}, fmt.Errorf("since %s is not before until %s", q.Since.Format(time.RFC3339Nano), q.Until.Format(time.RFC3339Nano))
 	}
@@ -439,6 +520,9 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 	}
 	if sh.latest {
 		args = append(args, q.Latest)
+	}
+	if sh.pruned {
+		args = append(args, q.Prune.Share, q.Prune.MinItems)
 	}
 	if sh.hybrid {
 		ids := q.VectorIDs
@@ -467,9 +551,10 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 		n                   float64
 		defaults            int64
 		sawStats            bool
+		df                  []int64 // a pruned search's, negated when skipped
 	)
 	// Each kind of row scans its own columns; nil skips the others.
-	statsDest := []any{nil, &n, &out.Stats.AvgQuestionLen, &out.Stats.AvgAnswerLen, &out.Terms, &defaults, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
+	statsDest := []any{nil, &n, &out.Stats.AvgQuestionLen, &out.Stats.AvgAnswerLen, &out.Terms, &defaults, nil, nil, nil, nil, nil, nil, nil, nil, nil, &df}
 	factDest := []any{nil, nil, nil, nil, nil, nil, &f.Key, &f.Value, &f.SourceAt, &f.UpdatedAt, &f.EventID, &f.ConversationID, nil, nil, nil, nil}
 	candDest := []any{nil, &withTexts, nil, nil, nil, &c.Item.ID, &q1, &a1, &c.Item.CreatedAt, nil, &ev, &conv, &qlen, &alen, &v, nil}
 	kindDest := make([]any, len(candDest))
@@ -515,6 +600,21 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 	}
 	if !sawStats {
 		return nil, Candidates{}, errors.New("recall read no statistics row")
+	}
+	if df != nil {
+		if len(df) != len(out.Terms) {
+			return nil, Candidates{}, fmt.Errorf("recall read %d document frequencies for %d terms", len(df), len(out.Terms))
+		}
+		out.DF = make([]int, len(df))
+		for t, d := range df {
+			out.DF[t] = int(max(d, -d))
+			if d < 0 {
+				if out.Skipped == nil {
+					out.Skipped = make([]bool, len(df))
+				}
+				out.Skipped[t] = true
+			}
+		}
 	}
 	// Facts come in the statement's order; a stable sort on the time alone
 	// keeps it (ties by key, in the database's collation) and guarantees

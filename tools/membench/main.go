@@ -70,6 +70,9 @@ type options struct {
 	floodClients string // numbers of the flooding user's clients
 	floodLimits  string // --enrich-max-user-in-flight values (0: serve's default)
 
+	heavy       bool   // run the heavy-user read measurement alone (heavy.go)
+	heavyShares string // the pruning shares it compares
+
 	// sizes, set from quick
 	users, items, facts         int
 	singleRequests              int
@@ -148,6 +151,8 @@ func main() {
 	flag.BoolVar(&o.flood, "flood", false, "measure only one user's enrich flood beside another user's enrich, against memoryd serve, for each --flood-clients and --flood-limits")
 	flag.StringVar(&o.floodClients, "flood-clients", "8,24", "--flood: closed-loop enrich clients of the flooding user, a comma-separated list")
 	flag.StringVar(&o.floodLimits, "flood-limits", "16,0", "--flood: serve's --enrich-max-user-in-flight for each run, a comma-separated list (0: serve's default)")
+	flag.BoolVar(&o.heavy, "heavy", false, "measure only enrich's keyword read of one user of ~13,000 LongMemEval items, in process: full and pruned, for each --heavy-shares")
+	flag.StringVar(&o.heavyShares, "heavy-shares", "0.1,0.15,0.2,0.25,0.3", "--heavy: the shares of the user's items above which a lexeme is skipped, a comma-separated list")
 	flag.Parse()
 	o.sizes()
 	o.llmConcurrency = extractor.LLMConfig{}.WithDefaults().MaxConcurrency
@@ -163,7 +168,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "membench: --embed-dims must be positive and --embed-latency not negative")
 		os.Exit(2)
 	}
-	if o.schema != "" && o.corpus == "both" && !o.flood {
+	if o.schema != "" && o.corpus == "both" && !o.flood && !o.heavy {
 		fmt.Fprintln(os.Stderr, "membench: --schema reuses one corpus's schema: name it with --corpus")
 		os.Exit(2)
 	}
@@ -216,6 +221,10 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	defer b.env.cleanup()
+	if o.heavy {
+		logf("membench --heavy: load average %s", loadAvg())
+		return b.heavyPhase(ctx)
+	}
 	if o.flood {
 		logf("membench --flood: load average %s", loadAvg())
 		return b.floodPhase(ctx)

@@ -1,0 +1,119 @@
+package enricher_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/store/storetest"
+)
+
+// pruneStore is a real store that records what each of enrich's reads
+// asked and skipped. It lets a pruned read prune any user (the test's are
+// far under enrich's fewest items for it), and with full it strips the
+// pruning: the reads whose replies a pruned enrich must give.
+type pruneStore struct {
+	*store.Store
+	full  bool
+	mu    sync.Mutex
+	reads []string // "pruned", "pruned, skipped" or "full", in order
+}
+
+func (s *pruneStore) Recall(ctx context.Context, q store.RecallQuery) ([]store.Fact, store.Candidates, error) {
+	kind := "full"
+	if q.Prune.Share > 0 {
+		q.Prune.MinItems = 0
+		kind = "pruned"
+	}
+	if s.full {
+		q.Prune, kind = store.Prune{}, "full"
+	}
+	facts, c, err := s.Store.Recall(ctx, q)
+	if c.Skipped != nil {
+		kind += ", skipped"
+	}
+	s.mu.Lock()
+	s.reads = append(s.reads, kind)
+	s.mu.Unlock()
+	return facts, c, err
+}
+
+func (s *pruneStore) take() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.reads
+	s.reads = nil
+	return r
+}
+
+// TestEnrichPrunedReadIsExact: enrich's keyword read skips the items that
+// hold only words common in the user's memory, and its reply is the reply
+// of a read of every candidate: at once when no skipped item can rank, and
+// after a full read when one may (the items holding three common words
+// outrank the one rare match).
+func TestEnrichPrunedReadIsExact(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	var items []store.ContextWrite
+	add := func(user, q, a string) {
+		items = append(items, store.ContextWrite{UserID: user, Question: q, Answer: a,
+			CreatedAt: at.Add(-time.Duration(len(items)+1) * time.Hour), EventID: fmt.Sprint("e", len(items))})
+	}
+	for i := range 40 {
+		// "coffee" in 41 of u's 42 items (a saxophone item holds it too);
+		// "garden", "tomato" and "watering" in 18 each, all three in the
+		// first 9.
+		q := fmt.Sprintf("entry %d about coffee", i)
+		if i < 18 {
+			q += " garden"
+		}
+		if i < 9 || (i >= 18 && i < 27) {
+			q += " tomato"
+		}
+		if i < 9 || (i >= 27 && i < 36) {
+			q += " watering"
+		}
+		add("u", q, "noted")
+	}
+	add("u", "my saxophone lessons, then coffee", "on Tuesdays")
+	add("u", "a long evening", "we spoke of jazz, a saxophone solo, records and much else besides that evening")
+	// Another user's matches change nothing of u's.
+	add("v", "coffee saxophone garden tomato watering", "v's")
+	insertContext(t, st, items...)
+
+	pruned := &pruneStore{Store: st}
+	full := &pruneStore{Store: st, full: true}
+	hp, hf := start(t, pruned, nil), start(t, full, nil)
+	for _, tt := range []struct {
+		name, message string
+		reads         []string
+	}{
+		{"exact by the bound", "Where do I take saxophone lessons, with coffee?", []string{"pruned, skipped"}},
+		{"full read when a skipped item may rank", "How is the garden, the tomato and the watering? My saxophone?", []string{"pruned, skipped", "full"}},
+		{"nothing skipped", "saxophone lessons", []string{"pruned"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req := events.EnrichRequest{UserID: "u", Message: tt.message, At: at}
+			got := enrich(t, hp, req)
+			want := enrich(t, hf, req)
+			if reads := pruned.take(); !slices.Equal(reads, tt.reads) {
+				t.Errorf("reads %q, want %q", reads, tt.reads)
+			}
+			full.take()
+			if got.Degraded || want.Degraded || len(want.Context) == 0 {
+				t.Fatalf("replies degraded %v/%v, full read's context %+v", got.Degraded, want.Degraded, want.Context)
+			}
+			if !slices.EqualFunc(got.Context, want.Context, func(a, b events.ContextItem) bool {
+				return a.ID == b.ID && a.Score == b.Score
+			}) || got.Injection != want.Injection {
+				t.Fatalf("pruned reply's context\n%+v\nwant the full read's\n%+v", got.Context, want.Context)
+			}
+		})
+	}
+}
