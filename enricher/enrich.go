@@ -586,18 +586,10 @@ func (s *Service) ranked(ctx context.Context, q store.SearchQuery, qv []float32,
 		err   error
 	)
 	if qv == nil {
-		pq := q
-		pq.Prune = ReadPrune()
-		if facts, cands, err = read(ctx, pq); err != nil {
+		facts, cands, items, _, err = PrunedRead(ctx, s.recall, store.RecallQuery{SearchQuery: q, MaxFacts: s.cfg.MaxFacts},
+			ReadPrune(), p.at, p.threshold, p.maxResults)
+		if err != nil {
 			return nil, nil, false, err
-		}
-		items = Rank(cands, p.at, p.threshold, p.maxResults)
-		if !ExactRead(cands, items, p.threshold, p.maxResults) {
-			// An item holding only common words may rank: read them all.
-			if facts, cands, err = read(ctx, q); err != nil {
-				return nil, nil, false, err
-			}
-			items = Rank(cands, p.at, p.threshold, p.maxResults)
 		}
 	} else {
 		var vec map[int64]float64

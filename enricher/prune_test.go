@@ -21,12 +21,15 @@ type pruneStore struct {
 	*store.Store
 	full  bool
 	mu    sync.Mutex
-	reads []string // "pruned", "pruned, skipped" or "full", in order
+	reads []string // "pruned", "pruned, skipped", "rest" or "full", in order
 }
 
 func (s *pruneStore) Recall(ctx context.Context, q store.RecallQuery) ([]store.Fact, store.Candidates, error) {
 	kind := "full"
-	if q.Prune.Share > 0 {
+	switch {
+	case len(q.Prune.Except) > 0:
+		kind = "rest"
+	case q.Prune.Share > 0:
 		q.Prune.MinItems = 0
 		kind = "pruned"
 	}
@@ -54,8 +57,8 @@ func (s *pruneStore) take() []string {
 // TestEnrichPrunedReadIsExact: enrich's keyword read skips the items that
 // hold only words common in the user's memory, and its reply is the reply
 // of a read of every candidate: at once when no skipped item can rank, and
-// after a full read when one may (the items holding three common words
-// outrank the one rare match).
+// after reading the rest of the candidates when one may (the items holding
+// three common words outrank the one rare match).
 func TestEnrichPrunedReadIsExact(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
@@ -95,7 +98,7 @@ func TestEnrichPrunedReadIsExact(t *testing.T) {
 		reads         []string
 	}{
 		{"exact by the bound", "Where do I take saxophone lessons, with coffee?", []string{"pruned, skipped"}},
-		{"full read when a skipped item may rank", "How is the garden, the tomato and the watering? My saxophone?", []string{"pruned, skipped", "full"}},
+		{"the rest read when a skipped item may rank", "How is the garden, the tomato and the watering? My saxophone?", []string{"pruned, skipped", "rest"}},
 		{"nothing skipped", "saxophone lessons", []string{"pruned"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,6 +1,8 @@
 package enricher
 
 import (
+	"context"
+	"slices"
 	"time"
 
 	"github.com/memoryd/memoryd/ranking"
@@ -38,11 +40,12 @@ func Rank(c store.Candidates, at time.Time, threshold float64, limit int) []stor
 // for a user of at least pruneMinItems. On real conversations most of a
 // heavy user's candidates hold only such words ("like", "make", "time" are
 // in a third to half of a LongMemEval user's items), and every candidate
-// costs its aggregation, its join, its row and its ranking; the hits are
-// those of the full read whenever exactRead says so, else the full read
-// is made (docs/performance.md, "A heavy user's candidates, pruned").
+// costs its aggregation, its join, its row and its ranking. The hits are
+// always those of a full read: when the items read cannot tell (ExactRead),
+// the rest are read (docs/performance.md, "A heavy user's candidates,
+// pruned", where the share was chosen).
 const (
-	pruneShare    = 0.20
+	pruneShare    = 0.15
 	pruneMinItems = 2000
 )
 
@@ -52,8 +55,7 @@ func ReadPrune() store.Prune { return store.Prune{Share: pruneShare, MinItems: p
 // ExactRead reports whether items, Rank's hits of c for threshold and
 // limit, are those of a full read: c skipped no lexeme, or no item holding
 // only skipped lexemes can score as much as a hit (ranking.MaxScore): its
-// bound is under the threshold, or limit hits score more than it. When it
-// reports false, enrich reads every candidate (no Prune) and ranks again.
+// bound is under the threshold, or limit hits score more than it.
 func ExactRead(c store.Candidates, items []store.ContextItem, threshold float64, limit int) bool {
 	if c.Skipped == nil {
 		return true
@@ -63,4 +65,58 @@ func ExactRead(c store.Candidates, items []store.ContextItem, threshold float64,
 		return false
 	}
 	return bound < threshold || (limit > 0 && len(items) == limit && items[limit-1].Score > bound)
+}
+
+// PrunedRead reads q's facts and candidates with p and ranks them as Rank
+// does (at, threshold, limit). When the read skipped lexemes and ExactRead
+// cannot tell its hits are the full read's, it reads the rest of the
+// candidates (store.Prune.Except: the items holding none of the lexemes
+// kept) and ranks all of them, returning the second read's facts and the
+// candidates of both (rest true). Either way the hits are those of a read of
+// every candidate. The two reads are two snapshots: an item written or
+// deleted between them may be missed or kept, as if the request had come a
+// moment earlier or later.
+func PrunedRead(ctx context.Context, r Recaller, q store.RecallQuery, p store.Prune, at time.Time, threshold float64, limit int) (
+	facts []store.Fact, c store.Candidates, items []store.ContextItem, rest bool, err error) {
+	q.Prune = p
+	if facts, c, err = r.Recall(ctx, q); err != nil {
+		return nil, store.Candidates{}, nil, false, err
+	}
+	items = Rank(c, at, threshold, limit)
+	if ExactRead(c, items, threshold, limit) {
+		return facts, c, items, false, nil
+	}
+	var kept []string
+	for t, skipped := range c.Skipped {
+		if !skipped {
+			kept = append(kept, c.Terms[t])
+		}
+	}
+	q.Prune = store.Prune{Except: kept}
+	facts, more, err := r.Recall(ctx, q)
+	if err != nil {
+		return nil, store.Candidates{}, nil, true, err
+	}
+	if !slices.Equal(more.Terms, c.Terms) {
+		// The user's language changed in between: its lexemes are not the
+		// first read's, so read them all.
+		q.Prune = store.Prune{}
+		if facts, c, err = r.Recall(ctx, q); err != nil {
+			return nil, store.Candidates{}, nil, true, err
+		}
+		return facts, c, Rank(c, at, threshold, limit), true, nil
+	}
+	// Every candidate, counted by Rank: the second read's statistics, and
+	// an item in both reads (its words changed in between) once, as now.
+	seen := make(map[int64]bool, len(more.Matches))
+	for _, m := range more.Matches {
+		seen[m.Item.ID] = true
+	}
+	for _, m := range c.Matches {
+		if !seen[m.Item.ID] {
+			more.Matches = append(more.Matches, m)
+		}
+	}
+	more.Texts = more.Texts && c.Texts
+	return facts, more, Rank(more, at, threshold, limit), true, nil
 }

@@ -12,7 +12,8 @@ import (
 // TestRecallPruned: a pruned recall skips the lexemes more than the share
 // of the user's items hold (never the rarest), reads only the items holding
 // another one, with the counts of every lexeme, and gives every lexeme's
-// document frequency, the same as a full read's; and it is a full read
+// document frequency, the same as a full read's; the rest of it (Except)
+// reads the other candidates; and it is a full read
 // when the user is under MinItems, the query is a phrase, or it has a
 // scope, a range or a vector side.
 func TestRecallPruned(t *testing.T) {
@@ -83,6 +84,21 @@ func TestRecallPruned(t *testing.T) {
 			if !slices.Equal(m.Terms, byID[m.Item.ID]) {
 				t.Errorf("%s counts %v, want %v", m.Item.EventID, m.Terms, byID[m.Item.ID])
 			}
+		}
+	})
+	t.Run("the rest", func(t *testing.T) {
+		c := recall(t, store.SearchQuery{UserID: "u", Keywords: kw, Prune: store.Prune{Except: []string{"piano", "saxophon"}}})
+		if c.DF != nil || c.Skipped != nil {
+			t.Fatalf("DF %v, skipped %v; want neither", c.DF, c.Skipped)
+		}
+		got := events(c)
+		if len(got) != 16 || slices.Contains(got, "e3") || slices.Contains(got, "e17") || slices.Contains(got, "e18") {
+			t.Fatalf("rest matches %v, want the 16 items holding neither piano nor saxophone", got)
+		}
+		got = append(got, "e17", "e18", "e3")
+		slices.Sort(got)
+		if want := events(full); !slices.Equal(got, want) {
+			t.Fatalf("the rest and the pruned read's matches are %v, want the full read's %v", got, want)
 		}
 	})
 	t.Run("never skips the rarest", func(t *testing.T) {

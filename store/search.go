@@ -74,6 +74,10 @@ type SearchQuery struct {
 // (the rarest lexeme is never skipped). The candidates still carry the
 // counts of every lexeme, and Candidates.DF every lexeme's document
 // frequency, so that those read rank as in a full read.
+//
+// Except asks for the rest of a pruned read instead: the items holding
+// a query lexeme but none of Except (the lexemes the pruned read kept), so
+// that the two reads' Matches are together every candidate.
 type Prune struct {
 	// Share is the share of the user's items above which a lexeme is
 	// skipped (0 < Share < 1; 0: no pruning).
@@ -81,11 +85,16 @@ type Prune struct {
 	// MinItems is the fewest items a user has for any lexeme to be
 	// skipped.
 	MinItems int
+	// Except, when not empty, makes the search the rest of a pruned one
+	// (Share and MinItems unused): its Matches are the items holding none
+	// of these lexemes, and it gives no DF.
+	Except []string
 }
 
-// pruned reports whether q's candidates may be pruned.
+// pruned reports whether q's candidates may be pruned (or are the rest of
+// a pruned read).
 func (q SearchQuery) pruned() bool {
-	return q.Prune.Share > 0 && q.Scope == "" && !q.ranged() && !q.Hybrid
+	return (q.Prune.Share > 0 || len(q.Prune.Except) > 0) && q.Scope == "" && !q.ranged() && !q.Hybrid
 }
 
 // ranged reports whether q has a range.
@@ -226,7 +235,7 @@ const latestCandidatesSQL = `
 		FROM context WHERE user_id = $1{range} ORDER BY created_at DESC, id DESC LIMIT {latest}) c`
 
 // recallShape is what decides a recall's statement.
-type recallShape struct{ scoped, ranged, latest, hybrid, pruned bool }
+type recallShape struct{ scoped, ranged, latest, hybrid, pruned, rest bool }
 
 // generationSQL is a hybrid recall's row of kind 3: the user's embedding
 // generation (migrations/021), read in the candidates' snapshot so that a
@@ -292,6 +301,7 @@ var recallStatements = func() map[recallShape]string {
 		m[sh] = sql
 		if sh == (recallShape{}) {
 			m[recallShape{pruned: true}] = prunedSQL(sql)
+			m[recallShape{rest: true}] = restSQL(sql)
 		}
 		if !sh.latest {
 			m[recallShape{scoped: sh.scoped, ranged: sh.ranged, hybrid: true}] = hybridSQL(sql, scope+conds, n+1)
@@ -334,6 +344,19 @@ func prunedSQL(sql string) string {
 			FROM unnest((SELECT t FROM tm)::text[]) WITH ORDINALITY u(l, o) LEFT JOIN df d ON d.lexeme = u.l) END AS counts
 `)
 	return sql
+}
+
+// restSQL makes the plain recall statement sql the rest of a pruned one
+// (Prune.Except, $5): its candidates are the items holding none of $5's
+// lexemes (a hashed anti-join).
+func restSQL(sql string) string {
+	const old = "AND NOT (SELECT phrase FROM kw)\n\t\tGROUP BY item_id)"
+	if !strings.Contains(sql, old) {
+		panic("store: recallSQL has no " + old)
+	}
+	return strings.Replace(sql, old, `AND NOT (SELECT phrase FROM kw)
+			AND item_id NOT IN (SELECT item_id FROM context_terms WHERE user_id = $1 AND lexeme = ANY($5::text[]))
+		GROUP BY item_id)`, 1)
 }
 
 // fewCandidates is the most candidates whose texts recallSQL returns with
@@ -500,7 +523,7 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 		if !(q.Prune.Share < 1) || q.Prune.MinItems < 0 {
 			return nil, Candidates{}, fmt.Errorf("prune share %v is not under 1 or its fewest items %d is negative", q.Prune.Share, q.Prune.MinItems)
 		}
-		sh.pruned = true
+		sh.pruned, sh.rest = len(q.Prune.Except) == 0, len(q.Prune.Except) > 0
 	}
 	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Since.Before(q.Until) {
 		return nil, Candidates{}, fmt.Errorf("since %s is not before until %s", q.Since.Format(time.RFC3339Nano), q.Until.Format(time.RFC3339Nano))
@@ -523,6 +546,9 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 	}
 	if sh.pruned {
 		args = append(args, q.Prune.Share, q.Prune.MinItems)
+	}
+	if sh.rest {
+		args = append(args, q.Prune.Except)
 	}
 	if sh.hybrid {
 		ids := q.VectorIDs

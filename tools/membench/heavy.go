@@ -16,13 +16,14 @@ import (
 // haystack sessions (nine in ten of them, about 13,000 real turn pairs,
 // written through the store as extraction writes them), and the cost of
 // enrich's keyword read of that user: the recall statement and the ranking,
-// in process, with no NATS in between. Each query is read twice in turn,
-// in full and pruned (store.Prune, for each --heavy-shares, with the
-// fewest items enrich uses) with enrich's fallback to a full read when the
-// pruned one may miss a hit (enricher.ExactRead); the hits of the two must
-// be the same, and a difference is counted (it would be a bug). Queries are
-// the dataset's questions and user messages of the sessions not seeded (a
-// frontend's new messages: longer, and with more common words).
+// in process, with no NATS in between. Each query is read twice in turn:
+// in full, and as enrich reads it (enricher.PrunedRead: pruned with
+// store.Prune, for each --heavy-shares and enrich's fewest items, then the
+// rest of the candidates when the pruned read cannot tell). The hits of the
+// two must be the same; a difference is counted (it would be a bug).
+// Queries are the dataset's questions and user messages of the sessions
+// not seeded (a frontend's new messages: longer, and with more common
+// words).
 
 // heavyQueries is a set of messages the heavy user's enrich is asked.
 type heavyQueries struct {
@@ -152,20 +153,15 @@ func heavyRound(ctx context.Context, s *store.Store, messages []string, at time.
 			return err
 		}
 		t1 := time.Now()
-		pq := q
-		pq.Prune = store.Prune{Share: row.share, MinItems: minItems}
-		cp, hp, err := read(pq)
+		_, cp, hp, rest, err := enricher.PrunedRead(ctx, s, store.RecallQuery{SearchQuery: q, MaxFacts: 20},
+			store.Prune{Share: row.share, MinItems: minItems}, at, row.threshold, row.limit)
 		if err != nil {
 			return err
 		}
-		rows := len(cp.Matches)
-		if !enricher.ExactRead(cp, hp, row.threshold, row.limit) {
+		if rest {
 			row.fallbacks++
-			if cp, hp, err = read(q); err != nil {
-				return err
-			}
-			rows += len(cp.Matches)
 		}
+		rows := len(cp.Matches)
 		t2 := time.Now()
 		row.full = append(row.full, t1.Sub(t0))
 		row.pruned = append(row.pruned, t2.Sub(t1))
@@ -186,7 +182,7 @@ func heavyTable(rows []heavyRow, enrich store.Prune) string {
 		fmt.Fprintf(&b, "One user of %d LongMemEval items; enrich's keyword read (recall + ranking, in process), top %d at threshold %.1f; second of two rounds; load average %s\n\n",
 			rows[0].items, rows[0].limit, rows[0].threshold, loadAvg())
 	}
-	b.WriteString("| queries | share | full p50 / p90 / p99 | pruned p50 / p90 / p99 | candidates read, p50 full / pruned | rows read, pruned / full | full reads after a pruned one | hits differing |\n|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| queries | share | full p50 / p90 / p99 | pruned p50 / p90 / p99 | candidates read, p50 full / pruned | rows read, pruned / full | rest read after a pruned one | hits differing |\n|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		share := strconv.FormatFloat(r.share, 'f', 2, 64)
 		if r.share == enrich.Share {
