@@ -60,7 +60,9 @@ func (c *Client) requestTimeout(endpoint string) time.Duration {
 // reply's inbox) is dropped, so it times out; when the server has reported
 // the violation by then, the error wraps ErrRequestRefused or
 // ErrReplyRefused too (errors.Is; both wrap nats.ErrPermissionViolation),
-// telling it from a memoryd that is down.
+// telling it from a memoryd that is down. Every refused request is told on
+// a connection made with TrackViolations (FrontendInbox includes it); on
+// another, of several refused at once only the last is.
 //
 // Replies arrive on the connection's inbox. A frontend whose NATS user is
 // confined to its own reply subjects (docs/protocol.md) connects with
@@ -141,7 +143,8 @@ func (c *Client) call(ctx context.Context, endpoint, userID string, req, reply a
 	}
 	out := &nats.Msg{Subject: c.Subject(endpoint, userID), Data: data}
 	InjectTrace(ctx, out) // memoryd's span for the request joins ctx's trace
-	before := c.nc.LastError()
+	before := markViolations(c.nc)
+	defer before.done()
 	msg, err := c.nc.RequestMsgWithContext(ctx, out)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) {

@@ -22,13 +22,28 @@ func InboxPrefix(frontend string) string { return "_INBOX_" + frontend }
 // JetStream publishes of Publisher, wait for their replies under
 // InboxPrefix(frontend). frontend must match ^[A-Za-z0-9_-]{1,64}$ (one
 // subject token); otherwise nats.Connect fails with an error naming it.
+//
+// It is nats.CustomInboxPrefix(InboxPrefix(frontend)) and TrackViolations,
+// so that every request and turn the server refuses the connection is told
+// (ErrRequestRefused, ErrReplyRefused): pass nats.ErrorHandler, if any,
+// before it, e.g.
+//
+//	nats.Connect(url, nats.ErrorHandler(h), FrontendInbox("alice_frontend"))
+//
+// A handler passed after it replaces TrackViolations's (see there).
 func FrontendInbox(frontend string) nats.Option {
 	if !plainToken.MatchString(frontend) {
 		return func(*nats.Options) error {
 			return fmt.Errorf("events: frontend name %q for the inbox prefix must match ^[A-Za-z0-9_-]{1,64}$", frontend)
 		}
 	}
-	return nats.CustomInboxPrefix(InboxPrefix(frontend))
+	inbox, track := nats.CustomInboxPrefix(InboxPrefix(frontend)), TrackViolations()
+	return func(o *nats.Options) error {
+		if err := inbox(o); err != nil {
+			return err
+		}
+		return track(o)
+	}
 }
 
 // Errors of a request or publish the NATS server refused this connection.
@@ -49,32 +64,52 @@ var (
 
 // refused says why a request to subject on nc that timed out was dropped,
 // with the server's words: ErrRequestRefused when the server reported,
-// after before (nc's last error when the request was sent), that it
+// after before (markViolations when the request was sent), that it
 // refused a publish to subject; ErrReplyRefused when it has refused the
 // subscription of nc's reply inbox (made once a connection, so reported
 // once, and cleared by a reconnect, which subscribes again); else nil. A
 // violation of another subject, or one reported before the request, is
-// not this request's. Only the last violation is kept by nats.go, so an
-// inbox refused and then another subject hides the inbox's.
-func refused(nc *nats.Conn, subject string, before error) (kind error, violation string) {
+// not this request's. With TrackViolations every violation reported on nc
+// while the request waited is looked at; without it only nc's last error,
+// as nats.go keeps no other, so an inbox refused and then another subject
+// hides the inbox's, and of several requests refused at once only the
+// last is told.
+func refused(nc *nats.Conn, subject string, before violationMark) (kind error, violation string) {
 	if nc == nil {
 		return nil, ""
 	}
+	lastKind, lastViolation := refusedLast(nc, subject, before.last)
+	l := before.log
+	if l == nil {
+		return lastKind, lastViolation
+	}
+	if v, ok := l.publishAfter(subject, before.seq); ok {
+		return ErrRequestRefused, v
+	}
+	if lastKind == ErrRequestRefused {
+		// Reported, but not yet passed to the error handler.
+		return lastKind, lastViolation
+	}
+	if v, ok := l.inboxRefused(nc.Stats().Reconnects); ok {
+		return ErrReplyRefused, v
+	}
+	return lastKind, lastViolation
+}
+
+// refusedLast is refused by nc's last error alone, before being it when
+// the request was sent.
+func refusedLast(nc *nats.Conn, subject string, before error) (kind error, violation string) {
 	err := nc.LastError()
 	if !errors.Is(err, nats.ErrPermissionViolation) {
 		return nil, ""
 	}
 	msg := err.Error()
 	// The server's words, without nats.go's prefix that kind repeats.
-	violation = strings.TrimPrefix(msg, nats.ErrPermissionViolation.Error()+": ")
+	violation = violationWords(err)
 	if err != before && strings.HasSuffix(msg, `Publish to "`+subject+`"`) {
 		return ErrRequestRefused, violation
 	}
-	inbox := nc.Opts.InboxPrefix
-	if inbox == "" {
-		inbox = nats.InboxPrefix
-	}
-	if strings.Contains(msg, `Subscription to "`+strings.TrimSuffix(inbox, ".")+".") {
+	if strings.Contains(msg, inboxSubscription(nc)) {
 		return ErrReplyRefused, violation
 	}
 	return nil, ""

@@ -28,6 +28,8 @@ func TestFrontendInbox(t *testing.T) {
 			t.Errorf("FrontendInbox(%q) accepted, prefix %q", tc.frontend, o.InboxPrefix)
 		case tc.want != "" && (err != nil || o.InboxPrefix != tc.want):
 			t.Errorf("FrontendInbox(%q) = %q, %v; want %q", tc.frontend, o.InboxPrefix, err, tc.want)
+		case tc.want != "" && o.AsyncErrorCB == nil:
+			t.Errorf("FrontendInbox(%q) keeps no violations (TrackViolations)", tc.frontend)
 		}
 	}
 }

@@ -155,7 +155,9 @@ func MsgID(userID, id string) string { return UserToken(userID) + ":" + id }
 // violation wraps ErrRequestRefused (the turn's subject is not this
 // credential's: final) or ErrReplyRefused (the acknowledgement's inbox is
 // not: the turn may be stored; connect with FrontendInbox, then publish it
-// again) too.
+// again) too. On a connection made without TrackViolations (which
+// FrontendInbox includes) only the last of several turns refused at once
+// is told so.
 // jetstream.ErrNoStreamResponse means no stream captures the subject: the
 // prefix is not memoryd's, or the stream is not created yet (EnsureStream);
 // with a short deadline it shows as a timeout, so a publish that keeps
@@ -178,7 +180,8 @@ func (p *Publisher) Publish(ctx context.Context, turn Turn) (*jetstream.PubAck, 
 	}
 	msg.Header.Set(jetstream.MsgIDHeader, MsgID(turn.UserID, turn.ID))
 	InjectTrace(ctx, msg)
-	before := p.js.Conn().LastError()
+	before := markViolations(p.js.Conn())
+	defer before.done()
 	ack, err := p.js.PublishMsg(ctx, msg)
 	if err != nil {
 		if kind, violation := refused(p.js.Conn(), msg.Subject, before); kind != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {

@@ -287,7 +287,9 @@ func permCheck(t *testing.T, memorydBlock, frontendBlock string) {
 	if name, ok := strings.CutPrefix(aliceInbox, "_INBOX_"); ok {
 		inboxOpt = events.FrontendInbox(name)
 	}
-	alice, err := nats.Connect(url, nats.UserInfo("alice_frontend", "alice-pw"), inboxOpt, nats.ErrorHandler(aliceErrs.handler))
+	// The handler before the inbox option, as FrontendInbox's doc says, so
+	// that its violations are kept (TrackViolations) and passed on.
+	alice, err := nats.Connect(url, nats.UserInfo("alice_frontend", "alice-pw"), nats.ErrorHandler(aliceErrs.handler), inboxOpt)
 	if err != nil {
 		t.Fatal(err)
 	}

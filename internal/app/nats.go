@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/memoryd/memoryd/events"
 )
 
 // Connect connects with the configured credentials. The connection
@@ -29,6 +31,9 @@ func (c NATSConfig) Connect(logger *slog.Logger) (*nats.Conn, error) {
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { logger.Info("nats reconnected", "url", nc.ConnectedUrlRedacted()) }),
+		// Every request or turn the server refuses is told, not only the
+		// last of those at once (the proxy's publishes, many users').
+		events.TrackViolations(),
 	}
 	if c.InboxPrefix != "" {
 		// A frontend may subscribe only to its own inbox (docs/protocol.md).
