@@ -83,7 +83,7 @@ type Prune struct {
 	// skipped (0 < Share < 1; 0: no pruning).
 	Share float64
 	// MinItems is the fewest items a user has for any lexeme to be
-	// skipped.
+	// skipped; under it the read is a full one (and gives no DF).
 	MinItems int
 	// Except, when not empty, makes the search the rest of a pruned one
 	// (Share and MinItems unused): its Matches are the items holding none
@@ -318,7 +318,8 @@ var recallStatements = func() map[recallShape]string {
 // holding a kept lexeme (a hashed semi-join, not evaluated when whole).
 // The stats row's counts column carries each term's document frequency in
 // the order of terms, negated for a skipped lexeme (NULL for a phrase
-// query, whose candidates are not pruned).
+// query, whose candidates are not pruned, and for a user under the fewest
+// items, whose read is then the plain one's: df reads nothing).
 func prunedSQL(sql string) string {
 	replace := func(old, new string) {
 		if !strings.Contains(sql, old) {
@@ -329,9 +330,10 @@ func prunedSQL(sql string) string {
 	replace("\tcand AS MATERIALIZED (", `	st AS MATERIALIZED (SELECT count(*)::float8 AS n, greatest(avg(question_len), 1)::float8 AS avgq,
 		greatest(avg(answer_len), 1)::float8 AS avga FROM context WHERE user_id = $1),
 	df AS MATERIALIZED (SELECT lexeme, count(*)::int8 AS n FROM context_terms
-		WHERE user_id = $1 AND lexeme = ANY((SELECT t FROM tm)::text[]) AND $2 <> '' AND NOT (SELECT phrase FROM kw) GROUP BY lexeme),
+		WHERE user_id = $1 AND lexeme = ANY((SELECT t FROM tm)::text[]) AND $2 <> '' AND NOT (SELECT phrase FROM kw)
+			AND (SELECT n FROM st) >= $6 GROUP BY lexeme),
 	keep AS MATERIALIZED (SELECT coalesce(array_agg(lexeme), '{}') AS k, count(*) = (SELECT count(*) FROM df) AS whole FROM df
-		WHERE (SELECT n FROM st) < $6 OR n <= $5 * (SELECT n FROM st) OR lexeme = (SELECT lexeme FROM df ORDER BY n, lexeme LIMIT 1)),
+		WHERE n <= $5 * (SELECT n FROM st) OR lexeme = (SELECT lexeme FROM df ORDER BY n, lexeme LIMIT 1)),
 	cand AS MATERIALIZED (`)
 	replace("AND NOT (SELECT phrase FROM kw)\n\t\tGROUP BY item_id)", `AND NOT (SELECT phrase FROM kw)
 			AND ((SELECT whole FROM keep) OR item_id IN (SELECT item_id FROM context_terms
@@ -339,7 +341,7 @@ func prunedSQL(sql string) string {
 		GROUP BY item_id)`)
 	replace(`count(*)::float8 AS n, greatest(avg(question_len), 1)::float8 AS avgq,
 		greatest(avg(answer_len), 1)::float8 AS avga,`, `(SELECT n FROM st) AS n, (SELECT avgq FROM st) AS avgq, (SELECT avga FROM st) AS avga,`)
-	replace("NULL::int8[] AS counts\n\tFROM context WHERE user_id = $1\n", `CASE WHEN $2 <> '' AND NOT (SELECT phrase FROM kw) THEN
+	replace("NULL::int8[] AS counts\n\tFROM context WHERE user_id = $1\n", `CASE WHEN $2 <> '' AND NOT (SELECT phrase FROM kw) AND (SELECT n FROM st) >= $6 THEN
 			(SELECT array_agg(CASE WHEN d.lexeme IS NULL THEN 0 WHEN d.lexeme = ANY((SELECT k FROM keep)::text[]) THEN d.n ELSE -d.n END ORDER BY u.o)
 			FROM unnest((SELECT t FROM tm)::text[]) WITH ORDINALITY u(l, o) LEFT JOIN df d ON d.lexeme = u.l) END AS counts
 `)
@@ -395,10 +397,11 @@ type Candidates struct {
 	// or a query of few candidates: see fewCandidates), so ContextTexts
 	// need not be called.
 	Texts bool
-	// DF is, from a pruned search (SearchQuery.Prune), each of Terms'
-	// document frequency among the user's items (the items holding it,
-	// read or not); nil from any other search, whose Matches are every item
-	// holding a term, so that they give it.
+	// DF is, from a pruned search (SearchQuery.Prune) of a user of at
+	// least Prune.MinItems, each of Terms' document frequency among the
+	// user's items (the items holding it, read or not); nil from any other
+	// search, whose Matches are every item holding a term, so that they
+	// give it.
 	DF []int
 	// Skipped, when not nil, marks the Terms a pruned search skipped:
 	// Matches are then only the items holding a term not skipped, each with
