@@ -54,8 +54,9 @@ func (s *pruneStore) take() []string {
 	return r
 }
 
-// TestEnrichPrunedReadIsExact: enrich's keyword read skips the items that
-// hold only words common in the user's memory, and its reply is the reply
+// TestEnrichPrunedReadIsExact: enrich's keyword read (and search's) skips
+// the items that hold only words common in the user's memory, and its
+// reply is the reply
 // of a read of every candidate: at once when no skipped item can rank, and
 // after reading the rest of the candidates when one may (the items holding
 // three common words outrank the one rare match).
@@ -116,6 +117,32 @@ func TestEnrichPrunedReadIsExact(t *testing.T) {
 				return a.ID == b.ID && a.Score == b.Score
 			}) || got.Injection != want.Injection {
 				t.Fatalf("pruned reply's context\n%+v\nwant the full read's\n%+v", got.Context, want.Context)
+			}
+
+			// search reads as enrich does: the candidates without texts,
+			// pruned, then the hits' texts.
+			sreq := events.SearchRequest{UserID: "u", Query: tt.message}
+			gotS, err := hp.client.Search(ctxT(t), sreq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantS, err := hf.client.Search(ctxT(t), sreq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if reads := pruned.take(); len(reads) == 0 || reads[0] == "full" {
+				t.Errorf("search's reads %q, want a pruned one first", reads)
+			}
+			full.take()
+			if len(wantS.Results) == 0 || !slices.EqualFunc(gotS.Results, wantS.Results, func(a, b events.ContextItem) bool {
+				return a.ID == b.ID && a.Answer == b.Answer && a.Question == b.Question
+			}) {
+				t.Fatalf("pruned search's results\n%+v\nwant the full read's\n%+v", gotS.Results, wantS.Results)
+			}
+			for _, r := range gotS.Results {
+				if r.Question == "" || r.Answer == "" || r.EventID == "" {
+					t.Fatalf("search result %+v came without its texts", r)
+				}
 			}
 		})
 	}

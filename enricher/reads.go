@@ -30,6 +30,9 @@ const maxListFacts = 1000
 // memoryReads answers the read tools.
 type memoryReads struct {
 	store MemoryReader
+	// recall is what a lexical search reads with, as enrich reads: the
+	// candidates without their texts, ranked, then the texts of the hits.
+	recall Recaller
 	// dailyCap is Config.DailyTokensPerUser, shown in stats.
 	dailyCap int64
 	// hybrid makes search hybrid (hybrid.go); nil: lexical.
@@ -95,11 +98,19 @@ func (r memoryReads) search(token string, data []byte) (call, error) {
 			}
 			return searchResults{events.SearchReply{Results: wireItems(fuse(cands, vec, time.Time{}, 0, limit))}}, nil
 		}
-		cands, err := r.store.SearchContext(ctx, q)
+		// Rank first, then read the hits' texts: a heavy user's search
+		// matched thousands of items of ~2 KB, all read to keep a few
+		// (docs/performance.md, "A heavy user's candidates, pruned").
+		_, cands, items, _, err := PrunedRead(ctx, r.recall, store.RecallQuery{SearchQuery: q, MaxFacts: 1}, ReadPrune(), time.Time{}, 0, limit)
 		if err != nil {
 			return nil, err
 		}
-		return searchResults{events.SearchReply{Results: wireItems(Rank(cands, time.Time{}, 0, limit))}}, nil
+		if !cands.Texts {
+			if items, err = r.recall.ContextTexts(ctx, req.UserID, items); err != nil {
+				return nil, err
+			}
+		}
+		return searchResults{events.SearchReply{Results: wireItems(items)}}, nil
 	}, nil
 }
 
