@@ -586,8 +586,7 @@ func (s *Service) ranked(ctx context.Context, q store.SearchQuery, qv []float32,
 		err   error
 	)
 	if qv == nil {
-		facts, cands, items, _, err = PrunedRead(ctx, s.recall, store.RecallQuery{SearchQuery: q, MaxFacts: s.cfg.MaxFacts},
-			ReadPrune(), p.at, p.threshold, p.maxResults)
+		facts, cands, items, _, err = PrunedRead(ctx, read, q, ReadPrune(), p.at, p.threshold, p.maxResults)
 		if err != nil {
 			return nil, nil, false, err
 		}

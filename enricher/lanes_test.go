@@ -25,14 +25,14 @@ import (
 // occupy every search slot for as long as the test needs.
 type heldSearchStore struct {
 	*store.Store
-	held    atomic.Int64 // searches inside SearchContext now
+	held    atomic.Int64 // searches inside SearchCandidates now
 	release chan struct{}
 	// entered, if not nil, gets a value for each search that enters
-	// SearchContext while it has room.
+	// SearchCandidates while it has room.
 	entered chan struct{}
 }
 
-func (s *heldSearchStore) SearchContext(ctx context.Context, q store.SearchQuery) (store.Candidates, error) {
+func (s *heldSearchStore) SearchCandidates(ctx context.Context, q store.SearchQuery) (store.Candidates, error) {
 	s.held.Add(1)
 	defer s.held.Add(-1)
 	select {
@@ -40,7 +40,7 @@ func (s *heldSearchStore) SearchContext(ctx context.Context, q store.SearchQuery
 	default:
 	}
 	<-s.release
-	return s.Store.SearchContext(ctx, q)
+	return s.Store.SearchCandidates(ctx, q)
 }
 
 // searchFlood is n goroutines each sending searches, one after another,

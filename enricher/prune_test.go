@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/ranking"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
 )
@@ -25,6 +27,21 @@ type pruneStore struct {
 }
 
 func (s *pruneStore) Recall(ctx context.Context, q store.RecallQuery) ([]store.Fact, store.Candidates, error) {
+	var facts []store.Fact
+	c, err := s.read(q.SearchQuery, func(sq store.SearchQuery) (c store.Candidates, err error) {
+		q.SearchQuery = sq
+		facts, c, err = s.Store.Recall(ctx, q)
+		return c, err
+	})
+	return facts, c, err
+}
+
+func (s *pruneStore) SearchCandidates(ctx context.Context, q store.SearchQuery) (store.Candidates, error) {
+	return s.read(q, func(q store.SearchQuery) (store.Candidates, error) { return s.Store.SearchCandidates(ctx, q) })
+}
+
+// read records and makes one read of q.
+func (s *pruneStore) read(q store.SearchQuery, do func(store.SearchQuery) (store.Candidates, error)) (store.Candidates, error) {
 	kind := "full"
 	switch {
 	case len(q.Prune.Except) > 0:
@@ -36,14 +53,14 @@ func (s *pruneStore) Recall(ctx context.Context, q store.RecallQuery) ([]store.F
 	if s.full {
 		q.Prune, kind = store.Prune{}, "full"
 	}
-	facts, c, err := s.Store.Recall(ctx, q)
+	c, err := do(q)
 	if c.Skipped != nil {
 		kind += ", skipped"
 	}
 	s.mu.Lock()
 	s.reads = append(s.reads, kind)
 	s.mu.Unlock()
-	return facts, c, err
+	return c, err
 }
 
 func (s *pruneStore) take() []string {
@@ -145,5 +162,49 @@ func TestEnrichPrunedReadIsExact(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestExactReadNeedsLimitHitsOverTheBound: a pruned read's hits are the
+// full read's only when the bound is under the threshold or limit hits
+// score more than it: fewer hits, or a last hit scoring the bound itself
+// (a skipped item may tie it, and win on its time), cannot tell.
+func TestExactReadNeedsLimitHitsOverTheBound(t *testing.T) {
+	t.Parallel()
+	c := store.Candidates{Stats: store.ItemStats{Items: 5000, AvgQuestionLen: 10, AvgAnswerLen: 10},
+		Terms: []string{"rare", "common"}, DF: []int{3, 2000}, Skipped: []bool{false, true}}
+	bound, ok := ranking.DefaultParams().MaxScore(ranking.Collection(c.Stats), c.DF, c.Skipped)
+	if !ok || !(bound > 0.05 && bound < 0.95) {
+		t.Fatalf("MaxScore = %v, %v", bound, ok)
+	}
+	over := func(scores ...float64) []store.ContextItem {
+		var items []store.ContextItem
+		for i, s := range scores {
+			items = append(items, store.ContextItem{ID: int64(i + 1), Score: s})
+		}
+		return items
+	}
+	for _, tt := range []struct {
+		name      string
+		items     []store.ContextItem
+		threshold float64
+		limit     int
+		exact     bool
+	}{
+		{"limit hits over the bound", over(0.99, 0.98, bound+0.01), 0, 3, true},
+		{"fewer hits than limit", over(0.99, 0.98), 0, 3, false},
+		{"the last hit at the bound", over(0.99, 0.98, bound), 0, 3, false},
+		{"the last hit under the bound", over(0.99, 0.98, bound-0.01), 0, 3, false},
+		{"the bound under the threshold", over(0.99), bound + 0.01, 3, true},
+		{"the bound at the threshold", over(0.99), bound, 3, false},
+		{"nothing skipped", nil, 0, 3, true},
+	} {
+		c := c
+		if tt.name == "nothing skipped" {
+			c.Skipped = nil
+		}
+		if got := enricher.ExactRead(c, tt.items, tt.threshold, tt.limit); got != tt.exact {
+			t.Errorf("%s: ExactRead = %v, want %v", tt.name, got, tt.exact)
+		}
 	}
 }

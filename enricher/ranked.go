@@ -67,19 +67,24 @@ func ExactRead(c store.Candidates, items []store.ContextItem, threshold float64,
 	return bound < threshold || (limit > 0 && len(items) == limit && items[limit-1].Score > bound)
 }
 
-// PrunedRead reads q's facts and candidates with p and ranks them as Rank
-// does (at, threshold, limit). When the read skipped lexemes and ExactRead
-// cannot tell its hits are the full read's, it reads the rest of the
-// candidates (store.Prune.Except: the items holding none of the lexemes
-// kept) and ranks all of them, returning the second read's facts and the
-// candidates of both (rest true). Either way the hits are those of a read of
-// every candidate. The two reads are two snapshots: an item written or
-// deleted between them may be missed or kept, as if the request had come a
-// moment earlier or later.
-func PrunedRead(ctx context.Context, r Recaller, q store.RecallQuery, p store.Prune, at time.Time, threshold float64, limit int) (
+// ReadFunc reads a search's candidates, and for enrich the user's facts
+// (store.Store's Recall, or SearchCandidates for a search).
+type ReadFunc func(ctx context.Context, q store.SearchQuery) ([]store.Fact, store.Candidates, error)
+
+// PrunedRead reads q's candidates (and facts) with read, pruned with p, and
+// ranks them as Rank does (at, threshold, limit). When the read skipped
+// lexemes and ExactRead cannot tell its hits are the full read's, it reads
+// the rest of the candidates (store.Prune.Except: the items holding none
+// of the lexemes kept) and ranks all of them, returning the second read's
+// facts and the candidates of both (rest true). Either way the hits are
+// those of a read of every candidate. The two reads are two snapshots: an
+// item written or deleted between them may be missed or kept, as if the
+// request had come a moment earlier or later; and an item that an edit
+// (context.update) gives a kept lexeme between them is in neither read.
+func PrunedRead(ctx context.Context, read ReadFunc, q store.SearchQuery, p store.Prune, at time.Time, threshold float64, limit int) (
 	facts []store.Fact, c store.Candidates, items []store.ContextItem, rest bool, err error) {
 	q.Prune = p
-	if facts, c, err = r.Recall(ctx, q); err != nil {
+	if facts, c, err = read(ctx, q); err != nil {
 		return nil, store.Candidates{}, nil, false, err
 	}
 	items = Rank(c, at, threshold, limit)
@@ -93,7 +98,7 @@ func PrunedRead(ctx context.Context, r Recaller, q store.RecallQuery, p store.Pr
 		}
 	}
 	q.Prune = store.Prune{Except: kept}
-	facts, more, err := r.Recall(ctx, q)
+	facts, more, err := read(ctx, q)
 	if err != nil {
 		return nil, store.Candidates{}, nil, true, err
 	}
@@ -101,7 +106,7 @@ func PrunedRead(ctx context.Context, r Recaller, q store.RecallQuery, p store.Pr
 		// The user's language changed in between: its lexemes are not the
 		// first read's, so read them all.
 		q.Prune = store.Prune{}
-		if facts, c, err = r.Recall(ctx, q); err != nil {
+		if facts, c, err = read(ctx, q); err != nil {
 			return nil, store.Candidates{}, nil, true, err
 		}
 		return facts, c, Rank(c, at, threshold, limit), true, nil

@@ -15,6 +15,10 @@ import (
 // facts.history, stats): explicit reads of one user's memory and counters.
 type MemoryReader interface {
 	SearchContext(ctx context.Context, q store.SearchQuery) (store.Candidates, error)
+	// SearchCandidates and ContextTexts are a lexical search's reads:
+	// ranking first, then the hits' texts.
+	SearchCandidates(ctx context.Context, q store.SearchQuery) (store.Candidates, error)
+	ContextTexts(ctx context.Context, userID string, items []store.ContextItem) ([]store.ContextItem, error)
 	// StopWords caps a long query's keywords again (languageRecap).
 	StopWords(ctx context.Context, userID string, words []string) (map[string]bool, error)
 	Fact(ctx context.Context, userID, key string) (store.Fact, error)
@@ -30,9 +34,6 @@ const maxListFacts = 1000
 // memoryReads answers the read tools.
 type memoryReads struct {
 	store MemoryReader
-	// recall is what a lexical search reads with, as enrich reads: the
-	// candidates without their texts, ranked, then the texts of the hits.
-	recall Recaller
 	// dailyCap is Config.DailyTokensPerUser, shown in stats.
 	dailyCap int64
 	// hybrid makes search hybrid (hybrid.go); nil: lexical.
@@ -101,12 +102,16 @@ func (r memoryReads) search(token string, data []byte) (call, error) {
 		// Rank first, then read the hits' texts: a heavy user's search
 		// matched thousands of items of ~2 KB, all read to keep a few
 		// (docs/performance.md, "A heavy user's candidates, pruned").
-		_, cands, items, _, err := PrunedRead(ctx, r.recall, store.RecallQuery{SearchQuery: q, MaxFacts: 1}, ReadPrune(), time.Time{}, 0, limit)
+		read := func(ctx context.Context, q store.SearchQuery) ([]store.Fact, store.Candidates, error) {
+			c, err := r.store.SearchCandidates(ctx, q)
+			return nil, c, err
+		}
+		_, cands, items, _, err := PrunedRead(ctx, read, q, ReadPrune(), time.Time{}, 0, limit)
 		if err != nil {
 			return nil, err
 		}
 		if !cands.Texts {
-			if items, err = r.recall.ContextTexts(ctx, req.UserID, items); err != nil {
+			if items, err = r.store.ContextTexts(ctx, req.UserID, items); err != nil {
 				return nil, err
 			}
 		}

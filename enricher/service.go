@@ -111,7 +111,7 @@ func New(cfg Config) (*Service, error) {
 		_, _ = rand.Read(s.traceKey) // never fails (crypto/rand)
 	}
 	s.hybrid = newHybrid(cfg, s.logger)
-	s.reads = memoryReads{store: cfg.Store, recall: cfg.Store, dailyCap: cfg.DailyTokensPerUser, hybrid: s.hybrid}
+	s.reads = memoryReads{store: cfg.Store, dailyCap: cfg.DailyTokensPerUser, hybrid: s.hybrid}
 	s.admin = adminOps{forget: cfg.Forget, logger: s.logger}
 	for _, ep := range s.endpoints() {
 		s.stats[ep.name] = &endpointStats{}

@@ -328,9 +328,16 @@ func (p Params) idf(n, df float64) float64 {
 // marked lexemes can be among the hits, and the hits are those of the
 // full read. It reports false when p's constants make a hit's score
 // depend on the other candidates (NeighbourPenalty, LaterPenalty,
-// SessionWeight, CoveragePower): then no pruned read is exact.
+// SessionWeight, CoveragePower), or let a lexeme's weighted count be
+// negative (a negative answer or stem weight, a length normalisation
+// over 1) or recency raise a score (RecencyWeight outside 0..1), which
+// the bound does not hold for: then no pruned read is exact.
 func (p Params) MaxScore(coll Collection, df []int, only []bool) (float64, bool) {
 	if p.NeighbourPenalty != 0 || p.LaterPenalty != 0 || p.SessionWeight != 0 || p.CoveragePower != 0 {
+		return 0, false
+	}
+	if !(p.K1 > 0 && p.RelevanceHalf > 0 && p.AnswerWeight >= 0 && p.RecalledAnswerWeight >= 0 && p.StemWeight >= 0 &&
+		p.BQuestion >= 0 && p.BQuestion <= 1 && p.BAnswer >= 0 && p.BAnswer <= 1 && p.RecencyWeight >= 0 && p.RecencyWeight <= 1) {
 		return 0, false
 	}
 	s := 2 * max(p.AdjacentWeight, 0) // Doc.Adjacent adds at most two

@@ -500,6 +500,19 @@ func (s *Store) SearchContext(ctx context.Context, q SearchQuery) (Candidates, e
 	return c, nil
 }
 
+// SearchCandidates returns what SearchContext does but the texts (unless
+// the candidates are few: Candidates.Texts), from one statement: a caller
+// that ranks first reads the texts of the items it keeps (ContextTexts),
+// as enrich does, rather than every candidate's. Prune applies as in
+// Recall.
+func (s *Store) SearchCandidates(ctx context.Context, q SearchQuery) (Candidates, error) {
+	_, c, err := s.recall(ctx, q, 0)
+	if err != nil {
+		return Candidates{}, fmt.Errorf("search candidates: %w", err)
+	}
+	return c, nil
+}
+
 // Recall returns the user's facts (most recently set first, at most
 // q.MaxFacts) and the candidates SearchContext would return, without their
 // texts, from one statement: one round trip to Postgres and one snapshot, so

@@ -153,8 +153,10 @@ func heavyRound(ctx context.Context, s *store.Store, messages []string, at time.
 			return err
 		}
 		t1 := time.Now()
-		_, cp, hp, rest, err := enricher.PrunedRead(ctx, s, store.RecallQuery{SearchQuery: q, MaxFacts: 20},
-			store.Prune{Share: row.share, MinItems: minItems}, at, row.threshold, row.limit)
+		recall := func(ctx context.Context, q store.SearchQuery) ([]store.Fact, store.Candidates, error) {
+			return s.Recall(ctx, store.RecallQuery{SearchQuery: q, MaxFacts: 20})
+		}
+		_, cp, hp, rest, err := enricher.PrunedRead(ctx, recall, q, store.Prune{Share: row.share, MinItems: minItems}, at, row.threshold, row.limit)
 		if err != nil {
 			return err
 		}
