@@ -138,8 +138,11 @@ func (b *bench) heavyPhase(ctx context.Context) error {
 // heavyRound reads every message in full and pruned, in turn, and counts.
 func heavyRound(ctx context.Context, s *store.Store, messages []string, at time.Time, row *heavyRow) error {
 	minItems := enricher.ReadPrune().MinItems
+	recall := func(ctx context.Context, q store.SearchQuery) ([]store.Fact, store.Candidates, error) {
+		return s.Recall(ctx, store.RecallQuery{SearchQuery: q, MaxFacts: 20})
+	}
 	read := func(q store.SearchQuery) (store.Candidates, []store.ContextItem, error) {
-		_, c, err := s.Recall(ctx, store.RecallQuery{SearchQuery: q, MaxFacts: 20})
+		_, c, err := recall(ctx, q)
 		if err != nil {
 			return store.Candidates{}, nil, err
 		}
@@ -153,9 +156,6 @@ func heavyRound(ctx context.Context, s *store.Store, messages []string, at time.
 			return err
 		}
 		t1 := time.Now()
-		recall := func(ctx context.Context, q store.SearchQuery) ([]store.Fact, store.Candidates, error) {
-			return s.Recall(ctx, store.RecallQuery{SearchQuery: q, MaxFacts: 20})
-		}
 		_, cp, hp, rest, err := enricher.PrunedRead(ctx, recall, q, store.Prune{Share: row.share, MinItems: minItems}, at, row.threshold, row.limit)
 		if err != nil {
 			return err
