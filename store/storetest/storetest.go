@@ -168,10 +168,14 @@ func missingDatabase(t testing.TB) (string, func()) {
 	}
 }
 
-// New returns a Store on a fresh, migrated schema. The pool is closed when the
-// test ends.
+// New returns a Store on a migrated schema of its own, as new: a schema of
+// an earlier test, emptied (see pool.go), or a fresh one. The pool is closed
+// when the test ends.
 func New(t testing.TB) *store.Store {
 	t.Helper()
+	if s, ok := newPooled(t); ok {
+		return s
+	}
 	_, url := Schema(t)
 	return Open(t, url)
 }

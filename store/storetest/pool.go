@@ -1,0 +1,586 @@
+package storetest
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/memoryd/memoryd/migrations"
+	"github.com/memoryd/memoryd/store"
+)
+
+// Migrated schemas are reused (New). Creating and migrating a schema costs
+// Postgres about 0.7 s of CPU (some 120 tables, indexes and functions, and
+// River's tables), dropping it more; a run of the suite made 561 of them,
+// about a third of its CPU on 2 cores. Emptying the tables a test wrote
+// costs a few hundredths of that.
+//
+// A schema is idle ("pi_<fp>_<random>", fp naming the migrations it holds)
+// or in use ("pu_<pid>_<random>", pid the test process's). Idle schemas are
+// shared by every test process of the database: one is claimed by renaming
+// it to an in-use name (a rename two processes cannot both win), and given
+// back, emptied and renamed to a new idle name, when its test ends. The
+// rename cuts off any connection the test left behind: its search_path
+// names a schema that no longer exists.
+//
+// A schema goes back only as new, which is checked rather than assumed:
+//   - DDL: event triggers log every DDL command on an in-use schema (and a
+//     GRANT or REVOKE, which names no schema, against all of them) in
+//     storetest_ddl; a schema with DDL since it was claimed is dropped;
+//   - rows: every table whose size differs from the schema's size when
+//     claimed is truncated (a table never shrinks without a truncate, so a
+//     test that inserted rows and deleted them is caught too), and a table
+//     holding rows when claimed (the migrations' tables, prune_state) gets
+//     them back when their content changed;
+//   - planner statistics (ANALYZE, the pruning's VACUUM ANALYZE) are
+//     deleted, sequences restarted;
+//   - a failed test's schema is dropped, for the same reasons as before.
+//
+// Installing the event triggers needs a superuser (the tests' default,
+// postgres); without one, every test gets a fresh schema as before.
+// MEMORYD_TEST_FRESH_SCHEMAS=1 turns reuse off.
+const (
+	idlePrefix  = "pi_"
+	usePrefix   = "pu_"
+	maxIdle     = 16  // idle schemas kept; more are dropped
+	poolVersion = "1" // bump when the emptying changes
+	ddlLogTable = "public.storetest_ddl"
+)
+
+// poolSetup is the process's one-time preparation (event triggers, the
+// migrations' fingerprint, the sweep of what dead processes left).
+var poolSetup struct {
+	once sync.Once
+	fp   string // "" when reuse is off
+	why  string // why it is off
+}
+
+// pooledOn prepares reuse once per process and reports whether it is on.
+func pooledOn(ctx context.Context) bool {
+	poolSetup.once.Do(func() {
+		poolSetup.fp, poolSetup.why = preparePool(ctx)
+	})
+	return poolSetup.fp != ""
+}
+
+// newPooled returns a Store on a migrated schema of the pool, claimed or,
+// when none is idle, made; either way given back when the test ends. ok is
+// false when reuse is off.
+func newPooled(t testing.TB) (s *store.Store, ok bool) {
+	t.Helper()
+	ctx := context.Background()
+	if !pooledOn(ctx) {
+		return nil, false
+	}
+	conn, err := pgx.Connect(ctx, BaseURL())
+	if err != nil {
+		t.Fatalf("storetest: connect to %s (is Postgres running? `make testservices` starts it): %v", BaseURL(), err)
+	}
+	defer conn.Close(ctx)
+	c, ok := claim(ctx, conn, poolSetup.fp)
+	if !ok {
+		c = &claimed{name: usePrefix + strconv.Itoa(os.Getpid()) + "_" + randomHex(5)}
+		if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{c.name}.Sanitize()); err != nil {
+			t.Fatalf("storetest: create schema: %v", err)
+		}
+	}
+	// Registered before the pool's: it runs after the pool is closed.
+	t.Cleanup(func() { giveBack(t, c) })
+	if ok {
+		return Unmigrated(t, schemaURL(c.name)), true // migrated as the fingerprint says
+	}
+	s = Open(t, schemaURL(c.name))
+	{
+		// What the migrations made is what it must hold when given back.
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `DELETE FROM `+ddlLogTable+` WHERE schema_name = $1`, c.name); err != nil {
+				return err
+			}
+			return tx.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM `+ddlLogTable).Scan(&c.mark)
+		})
+		if err == nil {
+			c.sizes, c.rows, err = contents(ctx, conn, c.name)
+		}
+		if err != nil {
+			c.sizes = nil // dropped when given back
+			t.Logf("storetest: schema %s will not be reused: %v", c.name, err)
+		}
+	}
+	return s, true
+}
+
+// claimed is an in-use schema and what it held, as migrated, when claimed.
+type claimed struct {
+	name  string
+	mark  int64            // the DDL log's last id when claimed
+	sizes map[string]int64 // table -> pg_total_relation_size; nil: drop it
+	rows  map[string]string
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func schemaURL(name string) string {
+	sep := "?"
+	if strings.Contains(BaseURL(), "?") {
+		sep = "&"
+	}
+	return BaseURL() + sep + "search_path=" + name
+}
+
+// fingerprint names the schema the migrations make: memoryd's files and
+// River's version.
+func fingerprint() string {
+	h := sha256.New()
+	h.Write([]byte(poolVersion))
+	_ = fs.WalkDir(migrations.FS, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := fs.ReadFile(migrations.FS, path)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s %d\n", path, len(data))
+		h.Write(data)
+		return nil
+	})
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, m := range info.Deps {
+			if m.Path == "github.com/riverqueue/river" || m.Path == "github.com/riverqueue/river/riverdriver/riverpgxv5" {
+				fmt.Fprintf(h, "%s %s\n", m.Path, m.Version)
+			}
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))[:10]
+}
+
+// ddlLogSQL installs the DDL log: a table and two event triggers, whose
+// functions never fail a command (a logging error is swallowed; the
+// schema's check then finds no log and the table missing, and drops it).
+const ddlLogSQL = `
+CREATE TABLE IF NOT EXISTS ` + ddlLogTable + ` (
+	id          bigserial   PRIMARY KEY,
+	schema_name text        NOT NULL,
+	at          timestamptz NOT NULL DEFAULT now());
+CREATE OR REPLACE FUNCTION public.storetest_ddl_end() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$
+BEGIN
+	INSERT INTO ` + ddlLogTable + ` (schema_name)
+	SELECT DISTINCT coalesce(schema_name, CASE WHEN object_type = 'schema' THEN object_identity END, '*')
+	FROM pg_event_trigger_ddl_commands()
+	WHERE coalesce(schema_name, CASE WHEN object_type = 'schema' THEN object_identity END, '*') LIKE 'pu\_%'
+	   OR (schema_name IS NULL AND object_identity IS NULL);
+EXCEPTION WHEN OTHERS THEN NULL;
+END $$;
+CREATE OR REPLACE FUNCTION public.storetest_ddl_drop() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$
+BEGIN
+	INSERT INTO ` + ddlLogTable + ` (schema_name)
+	SELECT DISTINCT schema_name FROM pg_event_trigger_dropped_objects() WHERE schema_name LIKE 'pu\_%';
+EXCEPTION WHEN OTHERS THEN NULL;
+END $$;
+DO $$
+BEGIN
+	IF NOT EXISTS (SELECT 1 FROM pg_event_trigger WHERE evtname = 'storetest_ddl_end') THEN
+		CREATE EVENT TRIGGER storetest_ddl_end ON ddl_command_end EXECUTE FUNCTION public.storetest_ddl_end();
+	END IF;
+	IF NOT EXISTS (SELECT 1 FROM pg_event_trigger WHERE evtname = 'storetest_ddl_drop') THEN
+		CREATE EVENT TRIGGER storetest_ddl_drop ON sql_drop EXECUTE FUNCTION public.storetest_ddl_drop();
+	END IF;
+END $$;`
+
+// preparePool installs the DDL log and sweeps: in-use schemas of processes
+// that no longer run (killed mid-test), idle ones of other migrations, and
+// old GRANT marks. It returns the fingerprint, or "" and why reuse is off.
+func preparePool(ctx context.Context) (fp, why string) {
+	if os.Getenv("MEMORYD_TEST_FRESH_SCHEMAS") == "1" {
+		return "", "MEMORYD_TEST_FRESH_SCHEMAS=1"
+	}
+	if err := EnsureDatabase(ctx, BaseURL()); err != nil {
+		return "", err.Error()
+	}
+	conn, err := pgx.Connect(ctx, BaseURL())
+	if err != nil {
+		return "", err.Error()
+	}
+	defer conn.Close(ctx)
+	var super bool
+	if err := conn.QueryRow(ctx, `SELECT rolsuper FROM pg_roles WHERE rolname = current_user`).Scan(&super); err != nil || !super {
+		return "", fmt.Sprintf("not a superuser (%v)", err)
+	}
+	// Installed by every process, so that a database keeps no older
+	// version of the functions.
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('memoryd.storetest.pool'))`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, ddlLogSQL)
+		return err
+	})
+	if err != nil {
+		return "", fmt.Sprintf("install the DDL log: %v", err)
+	}
+	fp = fingerprint()
+	sweep(ctx, conn, fp)
+	return fp, ""
+}
+
+// sweep drops what no process will give back or claim. Best effort: a
+// schema another process drops or claims meanwhile is skipped.
+func sweep(ctx context.Context, conn *pgx.Conn, fp string) {
+	rows, err := conn.Query(ctx, `SELECT nspname FROM pg_namespace WHERE nspname LIKE 'pu\_%' OR (nspname LIKE 'pi\_%' AND nspname NOT LIKE $1)`,
+		idlePrefix+fp+`\_%`)
+	if err != nil {
+		return
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return
+	}
+	local := localServer()
+	for _, name := range names {
+		if strings.HasPrefix(name, usePrefix) {
+			pid, err := strconv.Atoi(strings.Split(strings.TrimPrefix(name, usePrefix), "_")[0])
+			// Only a local server's in-use schemas are known dead: their
+			// pids are this machine's.
+			if err != nil || !local || processRuns(pid) {
+				continue
+			}
+		}
+		_ = dropSchema(ctx, conn, name)
+	}
+	_, _ = conn.Exec(ctx, `DELETE FROM `+ddlLogTable+` WHERE schema_name = '*' AND at < now() - interval '1 day'`)
+}
+
+func localServer() bool {
+	u, err := url.Parse(BaseURL())
+	if err != nil {
+		return false
+	}
+	switch h := u.Hostname(); h {
+	case "", "localhost", "127.0.0.1", "::1":
+		return true
+	default:
+		return strings.HasPrefix(h, "/")
+	}
+}
+
+func processRuns(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// dropSchema drops a schema and its log rows, bounded by a lock timeout.
+func dropSchema(ctx context.Context, conn *pgx.Conn, name string) error {
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '1min'"); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE"); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `DELETE FROM `+ddlLogTable+` WHERE schema_name = $1`, name)
+		return err
+	})
+}
+
+// claim renames an idle schema to an in-use name and notes what it holds.
+func claim(ctx context.Context, conn *pgx.Conn, fp string) (*claimed, bool) {
+	rows, err := conn.Query(ctx, `SELECT nspname FROM pg_namespace WHERE nspname LIKE $1 ORDER BY random() LIMIT 4`, idlePrefix+fp+`\_%`)
+	if err != nil {
+		return nil, false
+	}
+	idle, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, false
+	}
+	for _, from := range idle {
+		c := &claimed{name: usePrefix + strconv.Itoa(os.Getpid()) + "_" + randomHex(5)}
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			// Another process claiming the same schema holds it until it
+			// commits; then this rename finds no such schema.
+			if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '2s'"); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, "ALTER SCHEMA "+pgx.Identifier{from}.Sanitize()+" RENAME TO "+pgx.Identifier{c.name}.Sanitize()); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `DELETE FROM `+ddlLogTable+` WHERE schema_name = $1`, c.name); err != nil {
+				return err
+			}
+			return tx.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM `+ddlLogTable).Scan(&c.mark)
+		})
+		if err != nil {
+			continue
+		}
+		if c.sizes, c.rows, err = contents(ctx, conn, c.name); err != nil {
+			_ = dropSchema(ctx, conn, c.name)
+			continue
+		}
+		return c, true
+	}
+	return nil, false
+}
+
+// contents reads each table's heap size, from its file (pg_relation_size
+// would open every relation, building a new connection's cache entries for
+// some 110 of them: 100 ms), and a digest of the rows of those holding any.
+// A row written makes the heap at least a page, which only a truncate
+// takes back, so a size as before means no row was written, or all of them
+// to a table truncated since.
+func contents(ctx context.Context, q querier, schema string) (sizes map[string]int64, digests map[string]string, err error) {
+	tables, _, err := relations(ctx, q, schema)
+	if err != nil {
+		return nil, nil, err
+	}
+	// By name, through pg_class's index on (relname, relnamespace): a scan
+	// of pg_class by namespace reads all of a catalog that a run's schemas
+	// bloat (100 ms in, 2 ms out of the bloat).
+	rows, err := q.Query(ctx, `SELECT c.relname, coalesce((pg_stat_file(pg_relation_filepath(c.oid), true)).size, -1)
+		FROM pg_class c WHERE c.relname = ANY($2) AND c.relnamespace = to_regnamespace($1) AND c.relkind = 'r'`, schema, tables)
+	if err != nil {
+		return nil, nil, err
+	}
+	sizes = map[string]int64{}
+	var (
+		name string
+		size int64
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&name, &size}, func() error {
+		sizes[name] = size
+		return nil
+	}); err != nil {
+		return nil, nil, err
+	}
+	if len(sizes) != len(tables) {
+		return nil, nil, fmt.Errorf("schema %s holds %d of the %d tables migrated", schema, len(sizes), len(tables))
+	}
+	digests = map[string]string{}
+	for table, size := range sizes {
+		if size == 0 {
+			continue
+		}
+		var d string
+		qualified := pgx.Identifier{schema, table}.Sanitize()
+		if err := queryRow(ctx, q, `SELECT coalesce(jsonb_agg(to_jsonb(t) ORDER BY to_jsonb(t)::text)::text, '[]') FROM `+qualified+` t`, &d); err != nil {
+			return nil, nil, err
+		}
+		digests[table] = d
+	}
+	return sizes, digests, nil
+}
+
+type querier interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}
+
+// relNames are the tables and sequences a migrated schema holds: the same
+// for every schema of a fingerprint, so read once per process.
+var relNames struct {
+	sync.Mutex
+	tables, sequences []string
+}
+
+// relations returns relNames, reading them from schema the first time.
+func relations(ctx context.Context, q querier, schema string) (tables, sequences []string, err error) {
+	relNames.Lock()
+	defer relNames.Unlock()
+	if relNames.tables != nil {
+		return relNames.tables, relNames.sequences, nil
+	}
+	rows, err := q.Query(ctx, `SELECT relname, relkind = 'S' FROM pg_class WHERE relnamespace = to_regnamespace($1) AND relkind IN ('r', 'S', 'p', 'm', 'f')`, schema)
+	if err != nil {
+		return nil, nil, err
+	}
+	var (
+		name string
+		seq  bool
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&name, &seq}, func() error {
+		if seq {
+			sequences = append(sequences, name)
+		} else {
+			tables = append(tables, name)
+		}
+		return nil
+	}); err != nil {
+		return nil, nil, err
+	}
+	if len(tables) == 0 {
+		return nil, nil, fmt.Errorf("schema %s holds no table", schema)
+	}
+	relNames.tables, relNames.sequences = tables, sequences
+	return tables, sequences, nil
+}
+
+func queryRow(ctx context.Context, q querier, sql string, dest *string) error {
+	rows, err := q.Query(ctx, sql)
+	if err != nil {
+		return err
+	}
+	v, err := pgx.CollectExactlyOneRow(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	*dest = v
+	return nil
+}
+
+// giveBack empties c and makes it idle again, or drops it when its test
+// failed, changed its DDL, or emptying it failed; or when enough are idle.
+func giveBack(t testing.TB, c *claimed) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, BaseURL())
+	if err != nil {
+		t.Logf("storetest: give back schema %s: %v", c.name, err)
+		return
+	}
+	defer conn.Close(ctx)
+	reason, idle := "its test failed", ""
+	if !t.Failed() {
+		if idle, reason, err = empty(ctx, conn, c); err != nil {
+			reason = err.Error()
+		}
+	}
+	if reason != "" {
+		idle = ""
+	}
+	gaveBack(c.name, idle, reason)
+	if reason == "" {
+		return
+	}
+	if err := dropSchema(ctx, conn, c.name); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) {
+			t.Logf("storetest: drop schema %s (%s): %v; sessions idle in a transaction: %s", c.name, reason, err, idleInTransaction(conn))
+		} else {
+			t.Logf("storetest: drop schema %s (%s): %v", c.name, reason, err)
+		}
+	}
+}
+
+// empty makes c idle again, as new, in one transaction. It returns why
+// not, when the schema must be dropped instead.
+func empty(ctx context.Context, conn *pgx.Conn, c *claimed) (idle, reason string, err error) {
+	idle = idlePrefix + poolSetup.fp + "_" + randomHex(5)
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '1min'"); err != nil {
+			return err
+		}
+		var dirty bool
+		var nIdle int
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+ddlLogTable+` WHERE schema_name = $1 OR (schema_name = '*' AND id > $2)),
+			(SELECT count(*) FROM pg_namespace WHERE nspname LIKE $3)`, c.name, c.mark, idlePrefix+poolSetup.fp+`\_%`).Scan(&dirty, &nIdle); err != nil {
+			return err
+		}
+		switch {
+		case dirty:
+			reason = "its DDL changed"
+			return nil
+		case nIdle >= maxIdle:
+			reason = "enough are idle"
+			return nil
+		}
+		if c.sizes == nil {
+			reason = "its contents as migrated are unknown"
+			return nil
+		}
+		// Renamed first: a connection the test left behind now finds no
+		// schema, instead of writing into the next test's.
+		if _, err := tx.Exec(ctx, "ALTER SCHEMA "+pgx.Identifier{c.name}.Sanitize()+" RENAME TO "+pgx.Identifier{idle}.Sanitize()); err != nil {
+			return err
+		}
+		sizes, digests, err := contents(ctx, tx, idle)
+		if err != nil {
+			return err
+		}
+		var truncate []string
+		for table, size := range sizes {
+			before, ok := c.sizes[table]
+			if !ok {
+				reason = "its tables changed"
+				return nil
+			}
+			if size != before || digests[table] != c.rows[table] {
+				truncate = append(truncate, pgx.Identifier{idle, table}.Sanitize())
+			}
+		}
+		if len(sizes) != len(c.sizes) {
+			reason = "its tables changed"
+			return nil
+		}
+		// No trigger fires (the change log's among them), and no
+		// foreign key is checked, while the tables are emptied.
+		if _, err := tx.Exec(ctx, "SET LOCAL session_replication_role = replica"); err != nil {
+			return err
+		}
+		if len(truncate) > 0 {
+			if _, err := tx.Exec(ctx, "TRUNCATE "+strings.Join(truncate, ", ")+" CASCADE"); err != nil {
+				return err
+			}
+		}
+		for table, d := range c.rows {
+			if digests[table] == d {
+				continue
+			}
+			qualified := pgx.Identifier{idle, table}.Sanitize()
+			if _, err := tx.Exec(ctx, `INSERT INTO `+qualified+` OVERRIDING SYSTEM VALUE SELECT * FROM jsonb_populate_recordset(NULL::`+qualified+`, $1::jsonb)`, d); err != nil {
+				return fmt.Errorf("restore %s: %w", table, err)
+			}
+		}
+		tables, sequences, err := relations(ctx, tx, idle)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `WITH t AS (SELECT oid FROM pg_class WHERE relname = ANY($2) AND relnamespace = to_regnamespace($1))
+			DELETE FROM pg_catalog.pg_statistic WHERE starelid IN (SELECT oid FROM t UNION ALL SELECT indexrelid FROM pg_index WHERE indrelid IN (SELECT oid FROM t))`,
+			idle, tables); err != nil {
+			return err
+		}
+		// Materialized: pg_sequence_last_value must see only this schema's
+		// sequences, not one of a schema another test is dropping.
+		if _, err := tx.Exec(ctx, `WITH s AS MATERIALIZED (SELECT s.seqrelid, s.seqstart FROM pg_class c JOIN pg_sequence s ON s.seqrelid = c.oid
+				WHERE c.relname = ANY($2) AND c.relnamespace = to_regnamespace($1))
+			SELECT setval(seqrelid, seqstart, false) FROM s WHERE pg_sequence_last_value(seqrelid) IS NOT NULL`, idle, sequences); err != nil {
+			return fmt.Errorf("restart sequences: %w", err)
+		}
+		// The check, as the next test will find it.
+		after, afterRows, err := contents(ctx, tx, idle)
+		if err != nil {
+			return err
+		}
+		for table, size := range after {
+			if size != c.sizes[table] || afterRows[table] != c.rows[table] {
+				return fmt.Errorf("table %s is not as claimed after emptying: %d bytes, want %d", table, size, c.sizes[table])
+			}
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM `+ddlLogTable+` WHERE schema_name IN ($1, $2)`, c.name, idle)
+		return err
+	})
+	return idle, reason, err
+}
+
+// gaveBack is told each schema's end: its idle name, or why it was dropped
+// instead. Set by this package's tests.
+var gaveBack = func(name, idle, reason string) {}

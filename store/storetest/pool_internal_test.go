@@ -1,0 +1,232 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/memoryd/memoryd/store"
+)
+
+// poolReport is one gaveBack call.
+type poolReport struct{ name, idle, reason string }
+
+// setupPool fails unless schemas are reused here (reuse off by the
+// environment skips), and returns the reports of the schemas given back
+// while the test runs, by name.
+func setupPool(t *testing.T) func(name string) poolReport {
+	t.Helper()
+	if !pooledOn(context.Background()) {
+		if os.Getenv("MEMORYD_TEST_FRESH_SCHEMAS") == "1" {
+			t.Skip("schema reuse is off: MEMORYD_TEST_FRESH_SCHEMAS=1")
+		}
+		t.Fatalf("schema reuse is off: %s", poolSetup.why)
+	}
+	var mu sync.Mutex
+	reports := map[string]poolReport{}
+	prev := gaveBack
+	gaveBack = func(name, idle, reason string) {
+		mu.Lock()
+		defer mu.Unlock()
+		reports[name] = poolReport{name, idle, reason}
+	}
+	t.Cleanup(func() { gaveBack = prev })
+	return func(name string) poolReport {
+		mu.Lock()
+		defer mu.Unlock()
+		r, ok := reports[name]
+		if !ok {
+			t.Fatalf("schema %s was not given back", name)
+		}
+		return r
+	}
+}
+
+func connect(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+func currentSchema(t *testing.T, s *store.Store) string {
+	t.Helper()
+	var name string
+	if err := s.Pool().QueryRow(context.Background(), `SELECT current_schema()`).Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// state is what a test can see of a schema: each table's rows (less the
+// times a migration wrote) and heap size, sequences, planner statistics.
+func state(t *testing.T, conn *pgx.Conn, schema string) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	tables, sequences, err := relations(ctx, conn, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, table := range tables {
+		var rows string
+		var size int64
+		q := pgx.Identifier{schema, table}.Sanitize()
+		if err := conn.QueryRow(ctx, `SELECT coalesce(jsonb_agg(to_jsonb(t) - 'applied_at' - 'created_at' ORDER BY to_jsonb(t)::text)::text, '[]'),
+			(pg_stat_file(pg_relation_filepath($1::regclass))).size FROM `+q+` t`, q).Scan(&rows, &size); err != nil {
+			t.Fatal(err)
+		}
+		out["table "+table] = fmt.Sprintf("%d bytes: %s", size, rows)
+	}
+	for _, seq := range sequences {
+		var last *int64
+		if err := conn.QueryRow(ctx, `SELECT pg_sequence_last_value($1::regclass)`, pgx.Identifier{schema, seq}.Sanitize()).Scan(&last); err != nil {
+			t.Fatal(err)
+		}
+		out["sequence "+seq] = fmt.Sprint(last)
+	}
+	var stats int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_statistic s JOIN pg_class c ON c.oid = s.starelid WHERE c.relnamespace = to_regnamespace($1)`,
+		schema).Scan(&stats); err != nil {
+		t.Fatal(err)
+	}
+	out["statistics"] = strconv.Itoa(stats)
+	return out
+}
+
+// TestReusedSchemaIsAsNew: a schema a test wrote to in every way a test
+// does (rows through the store, rows inserted and deleted, an updated
+// seeded row, sequences, ANALYZE) is given back holding what a freshly
+// migrated schema holds, and a connection the test left open can no longer
+// reach it.
+func TestReusedSchemaIsAsNew(t *testing.T) {
+	report := setupPool(t)
+	ctx := context.Background()
+	var name string
+	var left *pgx.Conn
+	t.Run("writer", func(t *testing.T) {
+		s := New(t)
+		name = currentSchema(t, s)
+		at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+		if _, err := s.InsertTurns(ctx, []store.Turn{{EventID: "e1", UserID: "ann", UserMessage: "I live in Paris", TurnAt: at}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.UpsertFacts(ctx, []store.FactWrite{{UserID: "ann", Key: "location", Value: "Paris", SourceAt: at, EventID: "e1",
+			Provenance: store.Provenance{Extractor: "rules"}}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.StoreContext(ctx, store.ContextWrite{UserID: "ann", Question: "I live in Paris", Answer: "ok", EventID: "e1", CreatedAt: at,
+			Provenance: store.Provenance{Extractor: "rules"}}); err != nil {
+			t.Fatal(err)
+		}
+		for _, sql := range []string{
+			`INSERT INTO tombstones (user_token, stream_seq) VALUES ('bob', 1)`, // written and deleted: no row, a larger table
+			`DELETE FROM tombstones`,
+			`UPDATE prune_state SET context_high_water = 42, last_run_at = now()`,
+			`ANALYZE turns, context, facts`,
+		} {
+			if _, err := s.Pool().Exec(ctx, sql); err != nil {
+				t.Fatalf("%s: %v", sql, err)
+			}
+		}
+		// Left open past the test, as a leaked connection would be.
+		var err error
+		if left, err = pgx.Connect(ctx, schemaURL(name)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	defer left.Close(ctx)
+	r := report(name)
+	if r.reason != "" || r.idle == "" {
+		t.Fatalf("schema %s given back as %+v, want idle", name, r)
+	}
+	conn := connect(t, BaseURL())
+	_, freshURL := Schema(t)
+	fresh := Open(t, freshURL)
+	want := state(t, conn, currentSchema(t, fresh))
+	got := state(t, conn, r.idle)
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s: reused %s, fresh %s", k, got[k], w)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("reused schema has %d tables and sequences, fresh %d", len(got), len(want))
+	}
+	if _, err := left.Exec(ctx, `INSERT INTO tombstones (user_token, stream_seq) VALUES ('late', 2)`); err == nil {
+		t.Error("a connection left open by the test still writes to its schema after it was given back")
+	}
+}
+
+// TestChangedSchemaIsDropped: a schema whose DDL its test changed is
+// dropped, not reused.
+func TestChangedSchemaIsDropped(t *testing.T) {
+	report := setupPool(t)
+	conn := connect(t, BaseURL())
+	for _, ddl := range []string{
+		`ALTER TABLE turns ADD COLUMN extra int`,
+		`CREATE INDEX ON context (created_at)`,
+		`ALTER TABLE context DISABLE TRIGGER ALL`,
+		`COMMENT ON TABLE facts IS 'changed'`,
+		`CREATE INDEX briefly ON context (created_at); DROP INDEX briefly`, // the same tables after, yet DDL
+		`GRANT SELECT ON turns TO PUBLIC`, // names no schema in the log
+	} {
+		var name string
+		t.Run(ddl, func(t *testing.T) {
+			s := New(t)
+			name = currentSchema(t, s)
+			if _, err := s.Pool().Exec(context.Background(), ddl); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if r := report(name); r.reason != "its DDL changed" {
+			t.Errorf("%s: given back as %+v, want dropped for its DDL", ddl, r)
+		}
+		var exists bool
+		if err := conn.QueryRow(context.Background(), `SELECT to_regnamespace($1) IS NOT NULL`, name).Scan(&exists); err != nil || exists {
+			t.Errorf("%s: schema %s exists: %v, %v", ddl, name, exists, err)
+		}
+	}
+}
+
+// TestSweepDropsWhatDeadProcessesLeft: an in-use schema of a process that
+// no longer runs (killed mid-test) and an idle one of other migrations are
+// dropped; a running process's is not.
+func TestSweepDropsWhatDeadProcessesLeft(t *testing.T) {
+	setupPool(t)
+	ctx := context.Background()
+	conn := connect(t, BaseURL())
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead := usePrefix + strconv.Itoa(cmd.Process.Pid) + "_" + randomHex(5)
+	live := usePrefix + strconv.Itoa(os.Getpid()) + "_" + randomHex(5)
+	stale := idlePrefix + "0000000000_" + randomHex(5)
+	for _, name := range []string{dead, live, stale} {
+		if _, err := conn.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = dropSchema(ctx, conn, name) })
+	}
+	sweep(ctx, conn, poolSetup.fp)
+	for name, want := range map[string]bool{dead: false, live: true, stale: false} {
+		var exists bool
+		if err := conn.QueryRow(ctx, `SELECT to_regnamespace($1) IS NOT NULL`, name).Scan(&exists); err != nil {
+			t.Fatal(err)
+		}
+		if exists != want {
+			t.Errorf("schema %s exists %v after the sweep, want %v", name, exists, want)
+		}
+	}
+}
