@@ -179,7 +179,7 @@ func TestChangedSchemaIsDropped(t *testing.T) {
 		`ALTER TABLE context DISABLE TRIGGER ALL`,
 		`COMMENT ON TABLE facts IS 'changed'`,
 		`CREATE INDEX briefly ON context (created_at); DROP INDEX briefly`, // the same tables after, yet DDL
-		`GRANT SELECT ON turns TO PUBLIC`, // names no schema in the log
+		`GRANT SELECT ON turns TO PUBLIC`,                                  // names no schema in the log
 	} {
 		var name string
 		t.Run(ddl, func(t *testing.T) {
