@@ -62,8 +62,8 @@ type relEnv struct {
 func newRelEnv(t *testing.T, natsURL string) *relEnv {
 	t.Helper()
 	e := &relEnv{t: t, ctx: context.Background(), natsURL: natsURL}
-	_, e.dbURL = storetest.Schema(t)
-	e.store = storetest.Open(t, e.dbURL) // migrated before serve starts
+	e.dbURL = storetest.Migrated(t) // migrated before serve starts
+	e.store = storetest.Unmigrated(t, e.dbURL)
 	if natsURL == "" {
 		e.natsURL = eventstest.URL()
 		e.nc = eventstest.Conn(t)

@@ -32,8 +32,7 @@ import (
 // subject prefix and stream, fewer workers and generous timeouts.
 func testConfig(t *testing.T) Config {
 	t.Helper()
-	_, dbURL := storetest.Schema(t)
-	dbURL += fmt.Sprintf("&pool_max_conns=%d", storetest.MaxConns) // the suite shares one Postgres
+	dbURL := storetest.Migrated(t) + poolCap // a migrated schema: see unmigrated
 	nc := eventstest.Conn(t)
 	prefix, stream := eventstest.Names(t, nc)
 	cfg := Defaults()
@@ -43,6 +42,17 @@ func testConfig(t *testing.T) Config {
 	cfg.Worker.JobTimeout, cfg.Enricher.Timeout = time.Minute, time.Second
 	cfg.LLM.Timeout, cfg.LLM.MaxConcurrency = 10*time.Second, 2
 	return cfg
+}
+
+// poolCap caps the app's pool: the suite shares one Postgres.
+var poolCap = fmt.Sprintf("&pool_max_conns=%d", storetest.MaxConns)
+
+// unmigrated gives cfg an empty schema instead of testConfig's migrated one,
+// for a test of what the app does before or instead of migrating.
+func unmigrated(t *testing.T, cfg *Config) {
+	t.Helper()
+	_, url := storetest.Schema(t)
+	cfg.Store.URL = url + poolCap
 }
 
 // startTestApp runs the whole service in-process on testConfig changed by

@@ -118,6 +118,7 @@ func TestStartRefusesAnotherPrefixBeforeMigrating(t *testing.T) {
 	ctx := context.Background()
 	first := startTestApp(t, nil)
 	cfg := testConfig(t)
+	unmigrated(t, &cfg)
 	cfg.Stream = first.cfg.Stream // the same stream, another prefix and database
 	a, err := New(cfg)
 	if err != nil {
@@ -228,6 +229,7 @@ func TestStartWithoutMigratingRefusesPendingMigrations(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	cfg := testConfig(t)
+	unmigrated(t, &cfg)
 	cfg.NoMigrate = true
 	a, err := New(cfg)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/url"
 	"os"
 	"runtime/debug"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/memoryd/memoryd/migrations"
 	"github.com/memoryd/memoryd/store"
@@ -79,50 +81,65 @@ func pooledOn(ctx context.Context) bool {
 	return poolSetup.fp != ""
 }
 
-// newPooled returns a Store on a migrated schema of the pool, claimed or,
-// when none is idle, made; either way given back when the test ends. ok is
+// pooledURL returns the URL of a migrated schema of the pool, claimed or,
+// when none is idle, made; either way given back when the test ends, after
+// the cleanups registered later (the pools and processes using it). ok is
 // false when reuse is off.
-func newPooled(t testing.TB) (s *store.Store, ok bool) {
+func pooledURL(t testing.TB) (url string, ok bool) {
 	t.Helper()
 	ctx := context.Background()
 	if !pooledOn(ctx) {
-		return nil, false
+		return "", false
 	}
 	conn, err := pgx.Connect(ctx, BaseURL())
 	if err != nil {
 		t.Fatalf("storetest: connect to %s (is Postgres running? `make testservices` starts it): %v", BaseURL(), err)
 	}
 	defer conn.Close(ctx)
-	c, ok := claim(ctx, conn, poolSetup.fp)
-	if !ok {
-		c = &claimed{name: usePrefix + strconv.Itoa(os.Getpid()) + "_" + randomHex(5)}
-		if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{c.name}.Sanitize()); err != nil {
-			t.Fatalf("storetest: create schema: %v", err)
-		}
+	if c, ok := claim(ctx, conn, poolSetup.fp); ok {
+		t.Cleanup(func() { giveBack(t, c) })
+		return schemaURL(c.name), true
 	}
-	// Registered before the pool's: it runs after the pool is closed.
+	c := &claimed{name: usePrefix + strconv.Itoa(os.Getpid()) + "_" + randomHex(5)}
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{c.name}.Sanitize()); err != nil {
+		t.Fatalf("storetest: create schema: %v", err)
+	}
 	t.Cleanup(func() { giveBack(t, c) })
-	if ok {
-		return Unmigrated(t, schemaURL(c.name)), true // migrated as the fingerprint says
+	if err := migrate(ctx, schemaURL(c.name)); err != nil {
+		t.Fatalf("storetest: migrate: %v", err)
 	}
-	s = Open(t, schemaURL(c.name))
-	{
-		// What the migrations made is what it must hold when given back.
-		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `DELETE FROM `+ddlLogTable+` WHERE schema_name = $1`, c.name); err != nil {
-				return err
-			}
-			return tx.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM `+ddlLogTable).Scan(&c.mark)
-		})
-		if err == nil {
-			c.sizes, c.rows, err = contents(ctx, conn, c.name)
+	// What the migrations made is what it must hold when given back.
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `DELETE FROM `+ddlLogTable+` WHERE schema_name = $1`, c.name); err != nil {
+			return err
 		}
-		if err != nil {
-			c.sizes = nil // dropped when given back
-			t.Logf("storetest: schema %s will not be reused: %v", c.name, err)
-		}
+		return tx.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM `+ddlLogTable).Scan(&c.mark)
+	})
+	if err == nil {
+		c.sizes, c.rows, err = contents(ctx, conn, c.name)
 	}
-	return s, true
+	if err != nil {
+		c.sizes = nil // dropped when given back
+		t.Logf("storetest: schema %s will not be reused: %v", c.name, err)
+	}
+	return schemaURL(c.name), true
+}
+
+// migrate migrates the schema at url through a pool of its own, closed
+// before it returns.
+func migrate(ctx context.Context, url string) error {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return err
+	}
+	cfg.MaxConns = MaxConns
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	_, err = store.New(pool).Migrate(ctx, migrations.FS, slog.New(slog.DiscardHandler))
+	return err
 }
 
 // claimed is an in-use schema and what it held, as migrated, when claimed.

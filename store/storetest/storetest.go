@@ -173,11 +173,29 @@ func missingDatabase(t testing.TB) (string, func()) {
 // when the test ends.
 func New(t testing.TB) *store.Store {
 	t.Helper()
-	if s, ok := newPooled(t); ok {
-		return s
+	if url, ok := pooledURL(t); ok {
+		return Unmigrated(t, url) // migrated
 	}
 	_, url := Schema(t)
 	return Open(t, url)
+}
+
+// Migrated returns the connection string of a migrated schema of the test's
+// own, as new, as New's: for a test whose program under test opens the
+// store itself (and migrates it, finding nothing to do). The program must
+// be stopped by a cleanup registered after this call, as one registered by
+// the test after it is. Use Schema for a program that should meet an
+// empty schema.
+func Migrated(t testing.TB) string {
+	t.Helper()
+	if url, ok := pooledURL(t); ok {
+		return url
+	}
+	_, url := Schema(t)
+	if err := migrate(context.Background(), url); err != nil {
+		t.Fatalf("storetest: migrate: %v", err)
+	}
+	return url
 }
 
 // Open opens and migrates a store at url, closed when the test ends.
