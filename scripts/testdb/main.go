@@ -1,7 +1,8 @@
 // Command testdb prepares the tests' Postgres database before `make test`
 // runs the suite: it creates it when missing, and vacuums its system
-// catalogs when they hold many dead rows. Every test creates a schema of
-// some fifty tables and drops it; where autovacuum is off (as on the
+// catalogs when they hold many dead rows. A test that needs an empty schema
+// creates one of some fifty tables and drops it (the others reuse migrated
+// ones: store/storetest/pool.go); where autovacuum is off (as on the
 // project's machines) the catalogs never shed those rows, and every catalog
 // lookup slowed down from run to run: one session's CI found pg_attribute
 // at 955 MB with 4.6 million dead rows and the suite taking 11 minutes,

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +21,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/memoryd/memoryd/migrations"
 	"github.com/memoryd/memoryd/store"
@@ -116,10 +117,16 @@ func pooledURL(t testing.TB) (url string, ok bool) {
 		return tx.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM `+ddlLogTable).Scan(&c.mark)
 	})
 	if err == nil {
-		c.sizes, c.rows, err = contents(ctx, conn, c.name)
+		c.state, c.rows, err = contents(ctx, conn, c.name, nil)
+	}
+	if err == nil {
+		var tables []string
+		if tables, _, err = relations(ctx, conn, c.name); err == nil {
+			c.stats, err = readPlanner(ctx, conn, c.name, tables)
+		}
 	}
 	if err != nil {
-		c.sizes = nil // dropped when given back
+		c.state = nil // dropped when given back
 		t.Logf("storetest: schema %s will not be reused: %v", c.name, err)
 	}
 	return schemaURL(c.name), true
@@ -145,9 +152,10 @@ func migrate(ctx context.Context, url string) error {
 // claimed is an in-use schema and what it held, as migrated, when claimed.
 type claimed struct {
 	name  string
-	mark  int64            // the DDL log's last id when claimed
-	sizes map[string]int64 // table -> pg_total_relation_size; nil: drop it
-	rows  map[string]string
+	mark  int64                 // the DDL log's last id when claimed
+	state map[string]tableState // nil: drop it when given back
+	rows  map[string]string     // digests of the tables holding rows
+	stats planner               // the planner's figures of its relations
 }
 
 func randomHex(n int) string {
@@ -161,7 +169,9 @@ func schemaURL(name string) string {
 	if strings.Contains(BaseURL(), "?") {
 		sep = "&"
 	}
-	return BaseURL() + sep + "search_path=" + name
+	// application_name names the schema's sessions, ended when it is
+	// given back (a test's leaked or still running ones among them).
+	return BaseURL() + sep + "search_path=" + name + "&application_name=" + name
 }
 
 // fingerprint names the schema the migrations make: memoryd's files and
@@ -181,12 +191,14 @@ func fingerprint() string {
 		h.Write(data)
 		return nil
 	})
-	if info, ok := debug.ReadBuildInfo(); ok {
-		for _, m := range info.Deps {
-			if m.Path == "github.com/riverqueue/river" || m.Path == "github.com/riverqueue/river/riverdriver/riverpgxv5" {
-				fmt.Fprintf(h, "%s %s\n", m.Path, m.Version)
-			}
+	// River's own migrations (a test binary records no module versions).
+	if m, err := rivermigrate.New(riverpgxv5.New(nil), nil); err == nil {
+		for _, v := range m.AllVersions() {
+			fmt.Fprintf(h, "river %d %d\n", v.Version, len(v.SQLUp))
+			h.Write([]byte(v.SQLUp))
 		}
+	} else {
+		h.Write([]byte(err.Error()))
 	}
 	return hex.EncodeToString(h.Sum(nil))[:10]
 }
@@ -224,6 +236,9 @@ BEGIN
 	IF NOT EXISTS (SELECT 1 FROM pg_event_trigger WHERE evtname = 'storetest_ddl_drop') THEN
 		CREATE EVENT TRIGGER storetest_ddl_drop ON sql_drop EXECUTE FUNCTION public.storetest_ddl_drop();
 	END IF;
+	-- Also in a session replicating (session_replication_role = replica).
+	ALTER EVENT TRIGGER storetest_ddl_end ENABLE ALWAYS;
+	ALTER EVENT TRIGGER storetest_ddl_drop ENABLE ALWAYS;
 END $$;`
 
 // preparePool installs the DDL log and sweeps: in-use schemas of processes
@@ -350,7 +365,19 @@ func claim(ctx context.Context, conn *pgx.Conn, fp string) (*claimed, bool) {
 		if err != nil {
 			continue
 		}
-		if c.sizes, c.rows, err = contents(ctx, conn, c.name); err != nil {
+		tables, _, err := relations(ctx, conn, c.name)
+		if err == nil {
+			// Again, now that the last sessions of its previous test have
+			// surely flushed theirs.
+			err = resetCounters(ctx, conn, c.name, tables)
+		}
+		if err == nil {
+			c.state, c.rows, err = contents(ctx, conn, c.name, nil)
+		}
+		if err == nil {
+			c.stats, err = readPlanner(ctx, conn, c.name, tables)
+		}
+		if err != nil {
 			_ = dropSchema(ctx, conn, c.name)
 			continue
 		}
@@ -359,42 +386,67 @@ func claim(ctx context.Context, conn *pgx.Conn, fp string) (*claimed, bool) {
 	return nil, false
 }
 
-// contents reads each table's heap size, from its file (pg_relation_size
-// would open every relation, building a new connection's cache entries for
-// some 110 of them: 100 ms), and a digest of the rows of those holding any.
-// A row written makes the heap at least a page, which only a truncate
-// takes back, so a size as before means no row was written, or all of them
-// to a table truncated since.
-func contents(ctx context.Context, q querier, schema string) (sizes map[string]int64, digests map[string]string, err error) {
+// tableState is what a table holds besides its rows: the size of every
+// file (heap, free space map, visibility map, indexes, TOAST) and the
+// planner's figures for it and its indexes.
+type tableState struct {
+	heap    int64 // the heap's main fork
+	files   int64
+	planner string
+}
+
+// contents reads each table's state from its files (pg_relation_size would
+// open every relation, building a new connection's cache entries for some
+// 110 of them) and, for the tables digest names (nil: those with a heap),
+// a digest of their rows. A row written grows the heap by a page, which
+// only a truncate, or a VACUUM that found the rows gone, takes back; the
+// indexes and free space map keep what the vacuum's rows made of them.
+func contents(ctx context.Context, q querier, schema string, digest map[string]string) (state map[string]tableState, digests map[string]string, err error) {
 	tables, _, err := relations(ctx, q, schema)
 	if err != nil {
 		return nil, nil, err
 	}
-	// By name, through pg_class's index on (relname, relnamespace): a scan
+	// By name and oid, through pg_class's and pg_index's indexes: a scan
 	// of pg_class by namespace reads all of a catalog that a run's schemas
 	// bloat (100 ms in, 2 ms out of the bloat).
-	rows, err := q.Query(ctx, `SELECT c.relname, coalesce((pg_stat_file(pg_relation_filepath(c.oid), true)).size, -1)
-		FROM pg_class c WHERE c.relname = ANY($2) AND c.relnamespace = to_regnamespace($1) AND c.relkind = 'r'`, schema, tables)
+	rows, err := q.Query(ctx, `WITH t AS (
+			SELECT c.oid, c.relname, c.reltoastrelid FROM pg_class c
+			WHERE c.relname = ANY($2) AND c.relnamespace = to_regnamespace($1) AND c.relkind = 'r'),
+		r AS (
+			SELECT t.relname, t.oid AS rel, true AS heap FROM t
+			UNION ALL SELECT t.relname, i.indexrelid, false FROM t JOIN pg_index i ON i.indrelid = t.oid
+			UNION ALL SELECT t.relname, t.reltoastrelid, false FROM t WHERE t.reltoastrelid <> 0
+			UNION ALL SELECT t.relname, i.indexrelid, false FROM t JOIN pg_index i ON i.indrelid = t.reltoastrelid WHERE t.reltoastrelid <> 0)
+		SELECT r.relname,
+			sum(CASE WHEN r.heap THEN coalesce((pg_stat_file(f.path, true)).size, -1) ELSE 0 END)::bigint,
+			sum(coalesce((pg_stat_file(f.path, true)).size, -1) + coalesce((pg_stat_file(f.path || '_fsm', true)).size, 0)
+				+ coalesce((pg_stat_file(f.path || '_vm', true)).size, 0))::bigint,
+			string_agg(c.reltuples || '/' || c.relpages || '/' || c.relallvisible, ' ' ORDER BY c.oid)
+		FROM r JOIN pg_class c ON c.oid = r.rel, LATERAL (SELECT pg_relation_filepath(r.rel) AS path) f
+		GROUP BY r.relname`, schema, tables)
 	if err != nil {
 		return nil, nil, err
 	}
-	sizes = map[string]int64{}
+	state = map[string]tableState{}
 	var (
 		name string
-		size int64
+		ts   tableState
 	)
-	if _, err := pgx.ForEachRow(rows, []any{&name, &size}, func() error {
-		sizes[name] = size
+	if _, err := pgx.ForEachRow(rows, []any{&name, &ts.heap, &ts.files, &ts.planner}, func() error {
+		state[name] = ts
 		return nil
 	}); err != nil {
 		return nil, nil, err
 	}
-	if len(sizes) != len(tables) {
-		return nil, nil, fmt.Errorf("schema %s holds %d of the %d tables migrated", schema, len(sizes), len(tables))
+	if len(state) != len(tables) {
+		return nil, nil, fmt.Errorf("schema %s holds %d of the %d tables migrated", schema, len(state), len(tables))
 	}
 	digests = map[string]string{}
-	for table, size := range sizes {
-		if size == 0 {
+	for table, ts := range state {
+		if digest == nil && ts.heap == 0 {
+			continue
+		}
+		if _, ok := digest[table]; digest != nil && !ok {
 			continue
 		}
 		var d string
@@ -404,7 +456,59 @@ func contents(ctx context.Context, q querier, schema string) (sizes map[string]i
 		}
 		digests[table] = d
 	}
-	return sizes, digests, nil
+	return state, digests, nil
+}
+
+// resetCounters zeroes the activity statistics (rows inserted, live and
+// dead, scans) of schema's tables and their indexes: the schema's last
+// sessions flush theirs when they exit.
+func resetCounters(ctx context.Context, q querier, schema string, tables []string) error {
+	rows, err := q.Query(ctx, `SELECT count(pg_stat_reset_single_table_counters(r)) FROM (`+relationsSQL+`) x`, schema, tables)
+	if err != nil {
+		return err
+	}
+	rows.Close()
+	return rows.Err()
+}
+
+// planner is the planner's figures (pg_class's reltuples, relpages,
+// relallvisible) of a schema's tables, their indexes and TOAST tables. A
+// truncate leaves an index as none is made (-1 tuples, no page counted);
+// a migration builds it (0 tuples, 1 page).
+type planner struct {
+	oids              []uint32
+	tuples            []float32
+	pages, allVisible []int32
+}
+
+const relationsSQL = `WITH t AS (SELECT oid, reltoastrelid FROM pg_class WHERE relname = ANY($2) AND relnamespace = to_regnamespace($1))
+	SELECT oid AS r FROM t UNION ALL SELECT reltoastrelid FROM t WHERE reltoastrelid <> 0
+	UNION ALL SELECT indexrelid FROM pg_index WHERE indrelid IN (SELECT oid FROM t UNION ALL SELECT reltoastrelid FROM t)`
+
+func readPlanner(ctx context.Context, q querier, schema string, tables []string) (p planner, err error) {
+	rows, err := q.Query(ctx, `SELECT c.oid, c.reltuples, c.relpages, c.relallvisible FROM (`+relationsSQL+`) x JOIN pg_class c ON c.oid = x.r`, schema, tables)
+	if err != nil {
+		return p, err
+	}
+	var (
+		oid        uint32
+		tuples     float32
+		pages, vis int32
+	)
+	_, err = pgx.ForEachRow(rows, []any{&oid, &tuples, &pages, &vis}, func() error {
+		p.oids, p.tuples, p.pages, p.allVisible = append(p.oids, oid), append(p.tuples, tuples), append(p.pages, pages), append(p.allVisible, vis)
+		return nil
+	})
+	return p, err
+}
+
+// restorePlanner sets the figures back (a superuser may update pg_class).
+func restorePlanner(ctx context.Context, tx pgx.Tx, p planner) error {
+	_, err := tx.Exec(ctx, `UPDATE pg_class c SET reltuples = v.tuples, relpages = v.pages, relallvisible = v.vis
+		FROM unnest($1::oid[], $2::real[], $3::int[], $4::int[]) v(oid, tuples, pages, vis)
+		WHERE c.oid = v.oid AND (c.reltuples, c.relpages, c.relallvisible) IS DISTINCT FROM (v.tuples, v.pages, v.vis)`,
+		p.oids, p.tuples, p.pages, p.allVisible)
+	return err
 }
 
 type querier interface {
@@ -474,6 +578,13 @@ func giveBack(t testing.TB, c *claimed) {
 		return
 	}
 	defer conn.Close(ctx)
+	// The schema's sessions end first (waited for, up to 10 s each): one
+	// still writing could commit after the emptying, and each flushes its
+	// activity statistics as it exits.
+	if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity
+		WHERE application_name = $1 AND pid <> pg_backend_pid()`, c.name); err != nil {
+		t.Logf("storetest: end the sessions of schema %s: %v", c.name, err)
+	}
 	reason, idle := "its test failed", ""
 	if !t.Failed() {
 		if idle, reason, err = empty(ctx, conn, c); err != nil {
@@ -519,7 +630,7 @@ func empty(ctx context.Context, conn *pgx.Conn, c *claimed) (idle, reason string
 			reason = "enough are idle"
 			return nil
 		}
-		if c.sizes == nil {
+		if c.state == nil {
 			reason = "its contents as migrated are unknown"
 			return nil
 		}
@@ -528,24 +639,22 @@ func empty(ctx context.Context, conn *pgx.Conn, c *claimed) (idle, reason string
 		if _, err := tx.Exec(ctx, "ALTER SCHEMA "+pgx.Identifier{c.name}.Sanitize()+" RENAME TO "+pgx.Identifier{idle}.Sanitize()); err != nil {
 			return err
 		}
-		sizes, digests, err := contents(ctx, tx, idle)
+		state, digests, err := contents(ctx, tx, idle, c.rows)
 		if err != nil {
 			return err
 		}
+		if len(state) != len(c.state) {
+			return fmt.Errorf("schema %s holds %d tables, %d when claimed", c.name, len(state), len(c.state))
+		}
 		var truncate []string
-		for table, size := range sizes {
-			before, ok := c.sizes[table]
+		for table, ts := range state {
+			before, ok := c.state[table]
 			if !ok {
-				reason = "its tables changed"
-				return nil
+				return fmt.Errorf("schema %s holds table %s, not there when claimed", c.name, table)
 			}
-			if size != before || digests[table] != c.rows[table] {
+			if ts != before || digests[table] != c.rows[table] {
 				truncate = append(truncate, pgx.Identifier{idle, table}.Sanitize())
 			}
-		}
-		if len(sizes) != len(c.sizes) {
-			reason = "its tables changed"
-			return nil
 		}
 		// No trigger fires (the change log's among them), and no
 		// foreign key is checked, while the tables are emptied.
@@ -582,14 +691,20 @@ func empty(ctx context.Context, conn *pgx.Conn, c *claimed) (idle, reason string
 			SELECT setval(seqrelid, seqstart, false) FROM s WHERE pg_sequence_last_value(seqrelid) IS NOT NULL`, idle, sequences); err != nil {
 			return fmt.Errorf("restart sequences: %w", err)
 		}
+		if err := restorePlanner(ctx, tx, c.stats); err != nil {
+			return fmt.Errorf("restore the planner's figures: %w", err)
+		}
+		if err := resetCounters(ctx, tx, idle, tables); err != nil {
+			return fmt.Errorf("reset activity statistics: %w", err)
+		}
 		// The check, as the next test will find it.
-		after, afterRows, err := contents(ctx, tx, idle)
+		after, afterRows, err := contents(ctx, tx, idle, c.rows)
 		if err != nil {
 			return err
 		}
-		for table, size := range after {
-			if size != c.sizes[table] || afterRows[table] != c.rows[table] {
-				return fmt.Errorf("table %s is not as claimed after emptying: %d bytes, want %d", table, size, c.sizes[table])
+		for table, ts := range after {
+			if ts != c.state[table] || afterRows[table] != c.rows[table] {
+				return fmt.Errorf("table %s is not as claimed after emptying: %+v, want %+v", table, ts, c.state[table])
 			}
 		}
 		_, err = tx.Exec(ctx, `DELETE FROM `+ddlLogTable+` WHERE schema_name IN ($1, $2)`, c.name, idle)
