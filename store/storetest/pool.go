@@ -71,13 +71,26 @@ const (
 var poolSetup struct {
 	once sync.Once
 	fp   string // "" when reuse is off
-	why  string // why it is off
+	// admin claims and gives back schemas: a connection costs Postgres
+	// about 45 ms of CPU here, two a test without it.
+	admin *pgxpool.Pool
+	why   string // why it is off
 }
 
 // pooledOn prepares reuse once per process and reports whether it is on.
 func pooledOn(ctx context.Context) bool {
 	poolSetup.once.Do(func() {
 		poolSetup.fp, poolSetup.why = preparePool(ctx)
+		if poolSetup.fp != "" {
+			cfg, err := pgxpool.ParseConfig(BaseURL())
+			if err == nil {
+				cfg.MaxConns = 2
+				poolSetup.admin, err = pgxpool.NewWithConfig(ctx, cfg)
+			}
+			if err != nil {
+				poolSetup.fp, poolSetup.why = "", err.Error()
+			}
+		}
 	})
 	return poolSetup.fp != ""
 }
@@ -92,11 +105,7 @@ func pooledURL(t testing.TB) (url string, ok bool) {
 	if !pooledOn(ctx) {
 		return "", false
 	}
-	conn, err := pgx.Connect(ctx, BaseURL())
-	if err != nil {
-		t.Fatalf("storetest: connect to %s (is Postgres running? `make testservices` starts it): %v", BaseURL(), err)
-	}
-	defer conn.Close(ctx)
+	conn := poolSetup.admin
 	if c, ok := claim(ctx, conn, poolSetup.fp); ok {
 		t.Cleanup(func() { giveBack(t, c) })
 		return schemaURL(c.name), true
@@ -110,7 +119,7 @@ func pooledURL(t testing.TB) (url string, ok bool) {
 		t.Fatalf("storetest: migrate: %v", err)
 	}
 	// What the migrations made is what it must hold when given back.
-	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM `+ddlLogTable+` WHERE schema_name = $1`, c.name); err != nil {
 			return err
 		}
@@ -279,7 +288,7 @@ func preparePool(ctx context.Context) (fp, why string) {
 
 // sweep drops what no process will give back or claim. Best effort: a
 // schema another process drops or claims meanwhile is skipped.
-func sweep(ctx context.Context, conn *pgx.Conn, fp string) {
+func sweep(ctx context.Context, conn adminDB, fp string) {
 	rows, err := conn.Query(ctx, `SELECT nspname FROM pg_namespace WHERE nspname LIKE 'pu\_%' OR (nspname LIKE 'pi\_%' AND nspname NOT LIKE $1)`,
 		idlePrefix+fp+`\_%`)
 	if err != nil {
@@ -323,7 +332,7 @@ func processRuns(pid int) bool {
 }
 
 // dropSchema drops a schema and its log rows, bounded by a lock timeout.
-func dropSchema(ctx context.Context, conn *pgx.Conn, name string) error {
+func dropSchema(ctx context.Context, conn adminDB, name string) error {
 	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '1min'"); err != nil {
 			return err
@@ -337,7 +346,7 @@ func dropSchema(ctx context.Context, conn *pgx.Conn, name string) error {
 }
 
 // claim renames an idle schema to an in-use name and notes what it holds.
-func claim(ctx context.Context, conn *pgx.Conn, fp string) (*claimed, bool) {
+func claim(ctx context.Context, conn adminDB, fp string) (*claimed, bool) {
 	rows, err := conn.Query(ctx, `SELECT nspname FROM pg_namespace WHERE nspname LIKE $1 ORDER BY random() LIMIT 4`, idlePrefix+fp+`\_%`)
 	if err != nil {
 		return nil, false
@@ -515,6 +524,13 @@ type querier interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
 }
 
+// adminDB is a connection or a pool.
+type adminDB interface {
+	querier
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+	Begin(context.Context) (pgx.Tx, error)
+}
+
 // relNames are the tables and sequences a migrated schema holds: the same
 // for every schema of a fingerprint, so read once per process.
 var relNames struct {
@@ -572,12 +588,7 @@ func queryRow(ctx context.Context, q querier, sql string, dest *string) error {
 func giveBack(t testing.TB, c *claimed) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, BaseURL())
-	if err != nil {
-		t.Logf("storetest: give back schema %s: %v", c.name, err)
-		return
-	}
-	defer conn.Close(ctx)
+	conn := poolSetup.admin
 	// The schema's sessions end first (waited for, up to 10 s each): one
 	// still writing could commit after the emptying, and each flushes its
 	// activity statistics as it exits.
@@ -587,6 +598,7 @@ func giveBack(t testing.TB, c *claimed) {
 	}
 	reason, idle := "its test failed", ""
 	if !t.Failed() {
+		var err error
 		if idle, reason, err = empty(ctx, conn, c); err != nil {
 			reason = err.Error()
 		}
@@ -610,7 +622,7 @@ func giveBack(t testing.TB, c *claimed) {
 
 // empty makes c idle again, as new, in one transaction. It returns why
 // not, when the schema must be dropped instead.
-func empty(ctx context.Context, conn *pgx.Conn, c *claimed) (idle, reason string, err error) {
+func empty(ctx context.Context, conn adminDB, c *claimed) (idle, reason string, err error) {
 	idle = idlePrefix + poolSetup.fp + "_" + randomHex(5)
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '1min'"); err != nil {

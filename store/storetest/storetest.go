@@ -87,7 +87,7 @@ func Schema(t testing.TB) (name, url string) {
 
 // idleInTransaction lists the sessions idle in a transaction, with their
 // last statement, for a cleanup that could not take its locks.
-func idleInTransaction(conn *pgx.Conn) string {
+func idleInTransaction(conn querier) string {
 	rows, err := conn.Query(context.Background(), `SELECT pid, left(query, 200) FROM pg_stat_activity
 		WHERE state LIKE 'idle in transaction%' AND datname = current_database()`)
 	if err != nil {
