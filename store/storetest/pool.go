@@ -34,9 +34,10 @@ import (
 // about a third of its CPU on 2 cores. Emptying the tables a test wrote
 // costs a few hundredths of that.
 //
-// A schema is idle ("pi_<fp>_<random>", fp naming the migrations it holds)
-// or in use ("pu_<pid>_<random>", pid the test process's). Idle schemas are
-// shared by every test process of the database: one is claimed by renaming
+// A schema is idle ("pi_<fp>_<unix seconds>_<random>", fp naming the
+// migrations it holds) or in use ("pu_<pid>_<random>", pid the test
+// process's). Idle schemas are shared by every test process of the
+// database: one is claimed by renaming
 // it to an in-use name (a rename two processes cannot both win), and given
 // back, emptied and renamed to a new idle name, when its test ends. The
 // rename cuts off any connection the test left behind: its search_path
@@ -61,8 +62,9 @@ import (
 const (
 	idlePrefix  = "pi_"
 	usePrefix   = "pu_"
-	maxIdle     = 16  // idle schemas kept; more are dropped
-	poolVersion = "1" // bump when the emptying changes
+	staleAfter  = time.Hour // an idle schema of other migrations is dropped after
+	maxIdle     = 16        // idle schemas kept; more are dropped
+	poolVersion = "1"       // bump when the emptying changes
 	ddlLogTable = "public.storetest_ddl"
 )
 
@@ -85,6 +87,8 @@ func pooledOn(ctx context.Context) bool {
 			cfg, err := pgxpool.ParseConfig(BaseURL())
 			if err == nil {
 				cfg.MaxConns = 2
+				// Most of its statements name a schema: not worth keeping.
+				cfg.ConnConfig.StatementCacheCapacity = 32
 				poolSetup.admin, err = pgxpool.NewWithConfig(ctx, cfg)
 			}
 			if err != nil {
@@ -105,7 +109,12 @@ func pooledURL(t testing.TB) (url string, ok bool) {
 	if !pooledOn(ctx) {
 		return "", false
 	}
-	conn := poolSetup.admin
+	// One connection throughout: see settle.
+	conn, err := poolSetup.admin.Acquire(ctx)
+	if err != nil {
+		t.Fatalf("storetest: connect to %s (is Postgres running? `make testservices` starts it): %v", BaseURL(), err)
+	}
+	defer conn.Release()
 	if c, ok := claim(ctx, conn, poolSetup.fp); ok {
 		t.Cleanup(func() { giveBack(t, c) })
 		return schemaURL(c.name), true
@@ -119,7 +128,7 @@ func pooledURL(t testing.TB) (url string, ok bool) {
 		t.Fatalf("storetest: migrate: %v", err)
 	}
 	// What the migrations made is what it must hold when given back.
-	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM `+ddlLogTable+` WHERE schema_name = $1`, c.name); err != nil {
 			return err
 		}
@@ -132,6 +141,9 @@ func pooledURL(t testing.TB) (url string, ok bool) {
 		var tables []string
 		if tables, _, err = relations(ctx, conn, c.name); err == nil {
 			c.stats, err = readPlanner(ctx, conn, c.name, tables)
+		}
+		if err == nil {
+			err = settle(ctx, conn, c.name, tables)
 		}
 	}
 	if err != nil {
@@ -308,9 +320,29 @@ func sweep(ctx context.Context, conn adminDB, fp string) {
 				continue
 			}
 		}
+		if strings.HasPrefix(name, idlePrefix) && !staleIdle(name, time.Now()) {
+			continue
+		}
 		_ = dropSchema(ctx, conn, name)
 	}
 	_, _ = conn.Exec(ctx, `DELETE FROM `+ddlLogTable+` WHERE schema_name = '*' AND at < now() - interval '1 day'`)
+}
+
+// idleName names an idle schema of fingerprint fp, made now.
+func idleName(fp string) string {
+	return idlePrefix + fp + "_" + strconv.FormatInt(time.Now().Unix(), 10) + "_" + randomHex(5)
+}
+
+// staleIdle reports whether an idle schema of another fingerprint is old
+// enough to drop: another checkout's (other migrations) may still be using
+// the pool, and its idle schemas only wait for it a while.
+func staleIdle(name string, now time.Time) bool {
+	parts := strings.Split(strings.TrimPrefix(name, idlePrefix), "_")
+	if len(parts) != 3 {
+		return true
+	}
+	made, err := strconv.ParseInt(parts[1], 10, 64)
+	return err != nil || now.Sub(time.Unix(made, 0)) > staleAfter
 }
 
 func localServer() bool {
@@ -376,15 +408,15 @@ func claim(ctx context.Context, conn adminDB, fp string) (*claimed, bool) {
 		}
 		tables, _, err := relations(ctx, conn, c.name)
 		if err == nil {
-			// Again, now that the last sessions of its previous test have
-			// surely flushed theirs.
-			err = resetCounters(ctx, conn, c.name, tables)
-		}
-		if err == nil {
 			c.state, c.rows, err = contents(ctx, conn, c.name, nil)
 		}
 		if err == nil {
 			c.stats, err = readPlanner(ctx, conn, c.name, tables)
+		}
+		if err == nil {
+			// Again, now that the last sessions of its previous test have
+			// surely flushed theirs, and after this one's reads.
+			err = settle(ctx, conn, c.name, tables)
 		}
 		if err != nil {
 			_ = dropSchema(ctx, conn, c.name)
@@ -478,6 +510,20 @@ func resetCounters(ctx context.Context, q querier, schema string, tables []strin
 	}
 	rows.Close()
 	return rows.Err()
+}
+
+// settle sends conn's pending activity statistics (its reads, its
+// truncates), then zeroes the schema's. A session sends them when idle, at
+// most once a second, and may hold them for seconds: sent after the next
+// test's, a truncate's would zero that test's counts of live and dead rows,
+// which the pruning reads. conn must be the one connection that did the
+// work, idle (not in a transaction).
+func settle(ctx context.Context, conn adminDB, schema string, tables []string) error {
+	// Flushed as the statement ends, before the next is read.
+	if _, err := conn.Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
+		return err
+	}
+	return resetCounters(ctx, conn, schema, tables)
 }
 
 // planner is the planner's figures (pg_class's reltuples, relpages,
@@ -588,7 +634,13 @@ func queryRow(ctx context.Context, q querier, sql string, dest *string) error {
 func giveBack(t testing.TB, c *claimed) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	conn := poolSetup.admin
+	// One connection throughout: see settle.
+	conn, err := poolSetup.admin.Acquire(ctx)
+	if err != nil {
+		t.Logf("storetest: give back schema %s: %v", c.name, err)
+		return
+	}
+	defer conn.Release()
 	// The schema's sessions end first (waited for, up to 10 s each): one
 	// still writing could commit after the emptying, and each flushes its
 	// activity statistics as it exits.
@@ -598,7 +650,6 @@ func giveBack(t testing.TB, c *claimed) {
 	}
 	reason, idle := "its test failed", ""
 	if !t.Failed() {
-		var err error
 		if idle, reason, err = empty(ctx, conn, c); err != nil {
 			reason = err.Error()
 		}
@@ -623,7 +674,7 @@ func giveBack(t testing.TB, c *claimed) {
 // empty makes c idle again, as new, in one transaction. It returns why
 // not, when the schema must be dropped instead.
 func empty(ctx context.Context, conn adminDB, c *claimed) (idle, reason string, err error) {
-	idle = idlePrefix + poolSetup.fp + "_" + randomHex(5)
+	idle = idleName(poolSetup.fp)
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '1min'"); err != nil {
 			return err
@@ -706,9 +757,6 @@ func empty(ctx context.Context, conn adminDB, c *claimed) (idle, reason string, 
 		if err := restorePlanner(ctx, tx, c.stats); err != nil {
 			return fmt.Errorf("restore the planner's figures: %w", err)
 		}
-		if err := resetCounters(ctx, tx, idle, tables); err != nil {
-			return fmt.Errorf("reset activity statistics: %w", err)
-		}
 		// The check, as the next test will find it.
 		after, afterRows, err := contents(ctx, tx, idle, c.rows)
 		if err != nil {
@@ -722,7 +770,15 @@ func empty(ctx context.Context, conn adminDB, c *claimed) (idle, reason string, 
 		_, err = tx.Exec(ctx, `DELETE FROM `+ddlLogTable+` WHERE schema_name IN ($1, $2)`, c.name, idle)
 		return err
 	})
-	return idle, reason, err
+	if err != nil || reason != "" {
+		return idle, reason, err
+	}
+	// Idle now, emptied: its counters go as claim finds them. A failure
+	// leaves them to the next claim's settle.
+	if tables, _, err := relations(ctx, conn, idle); err == nil {
+		_ = settle(ctx, conn, idle, tables)
+	}
+	return idle, "", nil
 }
 
 // gaveBack is told each schema's end: its idle name, or why it was dropped

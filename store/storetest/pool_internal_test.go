@@ -128,6 +128,11 @@ func state(t *testing.T, conn *pgx.Conn, schema string) map[string]string {
 func TestReusedSchemaIsAsNew(t *testing.T) {
 	report := setupPool(t)
 	ctx := context.Background()
+	// A fingerprint of this test's own: no other test process claims the
+	// schema given back before it is inspected.
+	fp := poolSetup.fp
+	poolSetup.fp = "own" + randomHex(4)
+	t.Cleanup(func() { poolSetup.fp = fp })
 	var name string
 	var left *pgx.Conn
 	t.Run("writer", func(t *testing.T) {
@@ -171,6 +176,7 @@ func TestReusedSchemaIsAsNew(t *testing.T) {
 		t.Fatalf("schema %s given back as %+v, want idle", name, r)
 	}
 	conn := connect(t, BaseURL())
+	t.Cleanup(func() { _ = dropSchema(ctx, conn, r.idle) }) // of its own fingerprint: no test claims it
 	_, freshURL := Schema(t)
 	fresh := Open(t, freshURL)
 	want := state(t, conn, currentSchema(t, fresh))
@@ -220,8 +226,9 @@ func TestChangedSchemaIsDropped(t *testing.T) {
 }
 
 // TestSweepDropsWhatDeadProcessesLeft: an in-use schema of a process that
-// no longer runs (killed mid-test) and an idle one of other migrations are
-// dropped; a running process's is not.
+// no longer runs (killed mid-test) and an old idle one of other migrations
+// are dropped; a running process's, and a recent idle one of other
+// migrations (another checkout's), are not.
 func TestSweepDropsWhatDeadProcessesLeft(t *testing.T) {
 	setupPool(t)
 	ctx := context.Background()
@@ -232,15 +239,16 @@ func TestSweepDropsWhatDeadProcessesLeft(t *testing.T) {
 	}
 	dead := usePrefix + strconv.Itoa(cmd.Process.Pid) + "_" + randomHex(5)
 	live := usePrefix + strconv.Itoa(os.Getpid()) + "_" + randomHex(5)
-	stale := idlePrefix + "0000000000_" + randomHex(5)
-	for _, name := range []string{dead, live, stale} {
+	stale := idlePrefix + "0000000000_1764000000_" + randomHex(5) // November 2025
+	recent := idleName("0000000000")                              // another checkout's, still in use
+	for _, name := range []string{dead, live, stale, recent} {
 		if _, err := conn.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = dropSchema(ctx, conn, name) })
 	}
 	sweep(ctx, conn, poolSetup.fp)
-	for name, want := range map[string]bool{dead: false, live: true, stale: false} {
+	for name, want := range map[string]bool{dead: false, live: true, stale: false, recent: true} {
 		var exists bool
 		if err := conn.QueryRow(ctx, `SELECT to_regnamespace($1) IS NOT NULL`, name).Scan(&exists); err != nil {
 			t.Fatal(err)
