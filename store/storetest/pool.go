@@ -186,13 +186,18 @@ func randomHex(n int) string {
 }
 
 func schemaURL(name string) string {
+	// application_name names the schema's sessions, ended when it is
+	// given back (a test's leaked or still running ones among them).
+	return withSearchPath(name) + "&application_name=" + name
+}
+
+// withSearchPath is the test database's URL selecting schema name.
+func withSearchPath(name string) string {
 	sep := "?"
 	if strings.Contains(BaseURL(), "?") {
 		sep = "&"
 	}
-	// application_name names the schema's sessions, ended when it is
-	// given back (a test's leaked or still running ones among them).
-	return BaseURL() + sep + "search_path=" + name + "&application_name=" + name
+	return BaseURL() + sep + "search_path=" + name
 }
 
 // fingerprint names the schema the migrations make: memoryd's files and
@@ -492,7 +497,7 @@ func contents(ctx context.Context, q querier, schema string, digest map[string]s
 		}
 		var d string
 		qualified := pgx.Identifier{schema, table}.Sanitize()
-		if err := queryRow(ctx, q, `SELECT coalesce(jsonb_agg(to_jsonb(t) ORDER BY to_jsonb(t)::text)::text, '[]') FROM `+qualified+` t`, &d); err != nil {
+		if err := q.QueryRow(ctx, `SELECT coalesce(jsonb_agg(to_jsonb(t) ORDER BY to_jsonb(t)::text)::text, '[]') FROM `+qualified+` t`).Scan(&d); err != nil {
 			return nil, nil, err
 		}
 		digests[table] = d
@@ -568,6 +573,7 @@ func restorePlanner(ctx context.Context, tx pgx.Tx, p planner) error {
 
 type querier interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
+	QueryRow(context.Context, string, ...any) pgx.Row
 }
 
 // adminDB is a connection or a pool.
@@ -614,19 +620,6 @@ func relations(ctx context.Context, q querier, schema string) (tables, sequences
 	}
 	relNames.tables, relNames.sequences = tables, sequences
 	return tables, sequences, nil
-}
-
-func queryRow(ctx context.Context, q querier, sql string, dest *string) error {
-	rows, err := q.Query(ctx, sql)
-	if err != nil {
-		return err
-	}
-	v, err := pgx.CollectExactlyOneRow(rows, pgx.RowTo[string])
-	if err != nil {
-		return err
-	}
-	*dest = v
-	return nil
 }
 
 // giveBack empties c and makes it idle again, or drops it when its test

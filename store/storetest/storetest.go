@@ -4,8 +4,6 @@ package storetest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -45,9 +43,7 @@ func BaseURL() string {
 func Schema(t testing.TB) (name, url string) {
 	t.Helper()
 	ctx := context.Background()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name = "t_" + hex.EncodeToString(b[:])
+	name = "t_" + randomHex(6)
 	if err := EnsureDatabase(ctx, BaseURL()); err != nil {
 		t.Fatalf("storetest: %v (is Postgres running? `make testservices` starts it)", err)
 	}
@@ -78,11 +74,7 @@ func Schema(t testing.TB) (name, url string) {
 			t.Logf("storetest: drop schema %s: %v; sessions idle in a transaction: %s", name, err, idleInTransaction(conn))
 		}
 	})
-	sep := "?"
-	if strings.Contains(BaseURL(), "?") {
-		sep = "&"
-	}
-	return name, BaseURL() + sep + "search_path=" + name
+	return name, withSearchPath(name)
 }
 
 // idleInTransaction lists the sessions idle in a transaction, with their
@@ -136,9 +128,7 @@ func MissingDatabase(t testing.TB) string {
 func missingDatabase(t testing.TB) (string, func()) {
 	t.Helper()
 	ctx := context.Background()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "t_" + hex.EncodeToString(b[:])
+	name := "t_" + randomHex(6)
 	u, err := url.Parse(BaseURL())
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		t.Fatalf("storetest: %s is not a postgres:// URL (%v)", BaseURL(), err)
