@@ -73,7 +73,7 @@ func BenchmarkEnrichDocumentsHybrid(b *testing.B) {
 	for _, sections := range []int{1000, 5000} {
 		b.Run(fmt.Sprintf("sections=%d", sections), func(b *testing.B) {
 			st := storetest.New(b)
-			qv := seedBench(b, st, "alice", 1000)
+			qv := seedBench(b, st, "alice", 1000, 0)
 			ctx := context.Background()
 			doc := benchHandbook(sections)
 			put, err := st.PutDocument(ctx, store.DocumentPut{Owner: store.Owner{User: "alice"}, Collection: "kb", Source: "handbook.md",

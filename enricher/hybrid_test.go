@@ -1,10 +1,13 @@
 package enricher_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -207,6 +210,80 @@ func TestHybridFindsByMeaning(t *testing.T) {
 	}
 	if st := enrichStats(t, h); st["query_embeddings_ok"] != 2 || st["vector_cache_users"] != 1 || st["vector_cache_hits"] != 1 {
 		t.Errorf("stats %v: want 2 embeddings ok, one user cached, the search a cache hit", st)
+	}
+}
+
+// textsStore is a real store that counts the items whose texts a search
+// asks for, and which reads every candidate's text (SearchContext).
+type textsStore struct {
+	*store.Store
+	mu        sync.Mutex
+	texts     []int // ContextTexts' items, per call
+	everyText int   // SearchContext calls
+}
+
+func (s *textsStore) ContextTexts(ctx context.Context, userID string, items []store.ContextItem) ([]store.ContextItem, error) {
+	s.mu.Lock()
+	s.texts = append(s.texts, len(items))
+	s.mu.Unlock()
+	return s.Store.ContextTexts(ctx, userID, items)
+}
+
+func (s *textsStore) SearchContext(ctx context.Context, q store.SearchQuery) (store.Candidates, error) {
+	s.mu.Lock()
+	s.everyText++
+	s.mu.Unlock()
+	return s.Store.SearchContext(ctx, q)
+}
+
+// TestHybridSearchReadsOnlyItsHitsTexts: a hybrid search ranks the
+// candidates first and reads the texts of its hits alone, as a lexical
+// one does (a heavy user's candidates are thousands of ~2 KB texts), and
+// its results are the first of a longer search's, with their texts.
+func TestHybridSearchReadsOnlyItsHitsTexts(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	_, emb := fakeEmbeddings(t)
+	seedDogs(t, st, "alice")
+	// More candidates than a read returns with their texts (a heavy
+	// user's case): each of these holds a word of the query.
+	var more []store.ContextWrite
+	for i := range 40 {
+		more = append(more, store.ContextWrite{UserID: "alice", Question: fmt.Sprintf("Note %d about my teeth", i),
+			Answer: "Brush twice a day.", CreatedAt: t0.Add(time.Duration(i) * time.Second)})
+	}
+	insertContext(t, st, more...)
+	embedAll(t, st, emb, "alice")
+	ts := &textsStore{Store: st}
+	h := start(t, ts, func(c *enricher.Config) { c.Embedder, c.EmbedTimeout = emb, c.Timeout/2 })
+	search := func(limit int) []events.ContextItem {
+		t.Helper()
+		s, err := h.client.Search(ctxT(t), events.SearchRequest{UserID: "alice", Query: "What do I play, and which dentist do I see about my teeth?", MaxResults: &limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range s.Results {
+			if r.Question == "" || r.Answer == "" {
+				t.Fatalf("result %+v came without its texts", r)
+			}
+		}
+		return s.Results
+	}
+	long := search(10)
+	ts.mu.Lock()
+	ts.texts = nil
+	ts.mu.Unlock()
+	short := search(2)
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.everyText != 0 || len(ts.texts) != 1 || ts.texts[0] > 2 {
+		t.Fatalf("the 2-result search read every candidate's text %d times and the texts of %v items; want one read of at most its 2 hits", ts.everyText, ts.texts)
+	}
+	if len(long) < 3 || !slices.Equal(contextIDs(short), contextIDs(long[:2])) {
+		t.Fatalf("2 results %v, want the first two of 10's %v", contextIDs(short), contextIDs(long))
+	}
+	if st := enrichStats(t, h); st["query_embeddings_ok"] != 2 {
+		t.Fatalf("stats %v: want both searches hybrid", st)
 	}
 }
 

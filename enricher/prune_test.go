@@ -81,33 +81,7 @@ func TestEnrichPrunedReadIsExact(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	var items []store.ContextWrite
-	add := func(user, q, a string) {
-		items = append(items, store.ContextWrite{UserID: user, Question: q, Answer: a,
-			CreatedAt: at.Add(-time.Duration(len(items)+1) * time.Hour), EventID: fmt.Sprint("e", len(items))})
-	}
-	for i := range 40 {
-		// "coffee" in 41 of u's 42 items (a saxophone item holds it too);
-		// "garden", "tomato" and "watering" in 18 each, all three in the
-		// first 9.
-		q := fmt.Sprintf("entry %d about coffee", i)
-		if i < 18 {
-			q += " garden"
-		}
-		if i < 9 || (i >= 18 && i < 27) {
-			q += " tomato"
-		}
-		if i < 9 || (i >= 27 && i < 36) {
-			q += " watering"
-		}
-		add("u", q, "noted")
-	}
-	add("u", "my saxophone lessons, then coffee", "on Tuesdays")
-	add("u", "a long evening", "we spoke of jazz, a saxophone solo, records and much else besides that evening")
-	// Another user's matches change nothing of u's.
-	add("v", "coffee saxophone garden tomato watering", "v's")
-	insertContext(t, st, items...)
-
+	seedPruneUser(t, st, at)
 	pruned := &pruneStore{Store: st}
 	full := &pruneStore{Store: st, full: true}
 	hp, hf := start(t, pruned, nil), start(t, full, nil)
@@ -165,6 +139,63 @@ func TestEnrichPrunedReadIsExact(t *testing.T) {
 	}
 }
 
+// TestPrunedReadSeesAnEditBetweenItsReads: an edit landing between a
+// pruned read and its rest read that gives an item a kept word (it held
+// only skipped ones) would leave the item out of both, the first read
+// having missed it and the second excluding it; the reads see the user's
+// generation move and read every candidate again, so the hits are a full
+// read's after the edit.
+func TestPrunedReadSeesAnEditBetweenItsReads(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	ids := seedPruneUser(t, st, at)
+	edited := ids[30] // "entry 30 about coffee watering": skipped words only
+	question := "saxophone, garden, tomato and watering, all of it"
+
+	var reads []string
+	read := func(ctx context.Context, q store.SearchQuery) ([]store.Fact, store.Candidates, error) {
+		kind := "full"
+		switch {
+		case len(q.Prune.Except) > 0:
+			kind = "rest"
+		case q.Prune.Share > 0:
+			q.Prune.MinItems, kind = 0, "pruned" // the test's user is small
+		}
+		reads = append(reads, kind)
+		c, err := st.SearchCandidates(ctx, q)
+		if err == nil && len(reads) == 1 {
+			if slices.ContainsFunc(c.Matches, func(m store.Candidate) bool { return m.Item.ID == edited }) {
+				t.Fatalf("the pruned read holds item %d, which has only skipped words", edited)
+			}
+			if _, err := st.UpdateContext(ctx, store.ContextUpdate{UserID: "u", ID: edited, Question: &question}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return nil, c, err
+	}
+	q := store.SearchQuery{UserID: "u", Keywords: enricher.Keywords("How is the garden, the tomato and the watering? My saxophone?")}
+	_, _, got, rest, err := enricher.PrunedRead(ctxT(t), read, q, enricher.ReadPrune(), at, 0, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rest || len(reads) < 2 || reads[0] != "pruned" || reads[1] != "rest" {
+		t.Fatalf("reads %q (rest %v), want a pruned read and its rest", reads, rest)
+	}
+
+	full, err := st.SearchCandidates(ctxT(t), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := enricher.Rank(full, at, 0, 5)
+	if len(want) == 0 || want[0].ID != edited {
+		t.Fatalf("a full read's hits %+v, want the edited item %d first", want, edited)
+	}
+	if !slices.EqualFunc(got, want, func(a, b store.ContextItem) bool { return a.ID == b.ID && a.Score == b.Score }) {
+		t.Fatalf("hits %+v (reads %q), want a full read's after the edit %+v", got, reads, want)
+	}
+}
+
 // TestExactReadNeedsLimitHitsOverTheBound: a pruned read's hits are the
 // full read's only when the bound is under the threshold or limit hits
 // score more than it: fewer hits, or a last hit scoring the bound itself
@@ -207,4 +238,39 @@ func TestExactReadNeedsLimitHitsOverTheBound(t *testing.T) {
 			t.Errorf("%s: ExactRead = %v, want %v", tt.name, got, tt.exact)
 		}
 	}
+}
+
+// seedPruneUser gives user u 42 items in which "coffee" is in 41 and
+// "garden", "tomato" and "watering" in 18 each, all three in the first 9
+// (common: a pruned read skips them), "saxophone" in 2 (rare: kept), and
+// user v one item of all those words. It returns the items' ids in that
+// order: item i is "entry i about coffee …" for i < 40.
+func seedPruneUser(t *testing.T, st *store.Store, at time.Time) []int64 {
+	t.Helper()
+	var items []store.ContextWrite
+	add := func(user, q, a string) {
+		items = append(items, store.ContextWrite{UserID: user, Question: q, Answer: a,
+			CreatedAt: at.Add(-time.Duration(len(items)+1) * time.Hour), EventID: fmt.Sprint("e", len(items))})
+	}
+	for i := range 40 {
+		// "coffee" in 41 of u's 42 items (a saxophone item holds it too);
+		// "garden", "tomato" and "watering" in 18 each, all three in the
+		// first 9.
+		q := fmt.Sprintf("entry %d about coffee", i)
+		if i < 18 {
+			q += " garden"
+		}
+		if i < 9 || (i >= 18 && i < 27) {
+			q += " tomato"
+		}
+		if i < 9 || (i >= 27 && i < 36) {
+			q += " watering"
+		}
+		add("u", q, "noted")
+	}
+	add("u", "my saxophone lessons, then coffee", "on Tuesdays")
+	add("u", "a long evening", "we spoke of jazz, a saxophone solo, records and much else besides that evening")
+	// Another user's matches change nothing of u's.
+	add("v", "coffee saxophone garden tomato watering", "v's")
+	return insertContext(t, st, items...)
 }

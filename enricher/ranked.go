@@ -79,8 +79,11 @@ type ReadFunc func(ctx context.Context, q store.SearchQuery) ([]store.Fact, stor
 // facts and the candidates of both (rest true). Either way the hits are
 // those of a read of every candidate. The two reads are two snapshots: an
 // item written or deleted between them may be missed or kept, as if the
-// request had come a moment earlier or later; and an item that an edit
-// (context.update) gives a kept lexeme between them is in neither read.
+// request had come a moment earlier or later. An item edited between them
+// (context.update) could move from the rest's candidates to the first
+// read's and be in neither; the user's generation (store.Candidates),
+// which every edit moves, tells, and then every candidate is read again in
+// one snapshot.
 func PrunedRead(ctx context.Context, read ReadFunc, q store.SearchQuery, p store.Prune, at time.Time, threshold float64, limit int) (
 	facts []store.Fact, c store.Candidates, items []store.ContextItem, rest bool, err error) {
 	q.Prune = p
@@ -102,9 +105,9 @@ func PrunedRead(ctx context.Context, read ReadFunc, q store.SearchQuery, p store
 	if err != nil {
 		return nil, store.Candidates{}, nil, true, err
 	}
-	if !slices.Equal(more.Terms, c.Terms) {
-		// The user's language changed in between: its lexemes are not the
-		// first read's, so read them all.
+	if !slices.Equal(more.Terms, c.Terms) || more.Generation != c.Generation {
+		// The user's language changed in between (its lexemes are not the
+		// first read's), or an item did: read them all.
 		q.Prune = store.Prune{}
 		if facts, c, err = read(ctx, q); err != nil {
 			return nil, store.Candidates{}, nil, true, err

@@ -14,9 +14,8 @@ import (
 // MemoryReader is what the read tools need (search, facts.get, facts.list,
 // facts.history, stats): explicit reads of one user's memory and counters.
 type MemoryReader interface {
-	SearchContext(ctx context.Context, q store.SearchQuery) (store.Candidates, error)
-	// SearchCandidates and ContextTexts are a lexical search's reads:
-	// ranking first, then the hits' texts.
+	// SearchCandidates and ContextTexts are a search's reads: ranking
+	// first (lexical or hybrid), then the hits' texts.
 	SearchCandidates(ctx context.Context, q store.SearchQuery) (store.Candidates, error)
 	ContextTexts(ctx context.Context, userID string, items []store.ContextItem) ([]store.ContextItem, error)
 	// StopWords caps a long query's keywords again (languageRecap).
@@ -88,17 +87,6 @@ func (r memoryReads) search(token string, data []byte) (call, error) {
 			}
 		}
 		q := store.SearchQuery{UserID: req.UserID, Keywords: kws, Scope: req.Scope, Since: req.Since, Until: req.Until}
-		// Search's budget (WriteTimeout) leaves the store ample time.
-		if qv := r.hybrid.embed(ctx, req.UserID, req.Query, 0); qv != nil {
-			_, cands, vec, err := r.hybrid.recall(ctx, q, qv, limit, func(ctx context.Context, q store.SearchQuery) ([]store.Fact, store.Candidates, error) {
-				c, err := r.store.SearchContext(ctx, q)
-				return nil, c, err
-			})
-			if err != nil {
-				return nil, err
-			}
-			return searchResults{events.SearchReply{Results: wireItems(fuse(cands, vec, time.Time{}, 0, limit))}}, nil
-		}
 		// Rank first, then read the hits' texts: a heavy user's search
 		// matched thousands of items of ~2 KB, all read to keep a few
 		// (docs/performance.md, "A heavy user's candidates, pruned").
@@ -106,8 +94,19 @@ func (r memoryReads) search(token string, data []byte) (call, error) {
 			c, err := r.store.SearchCandidates(ctx, q)
 			return nil, c, err
 		}
-		_, cands, items, _, err := PrunedRead(ctx, read, q, ReadPrune(), time.Time{}, 0, limit)
-		if err != nil {
+		var (
+			cands store.Candidates
+			items []store.ContextItem
+			err   error
+		)
+		// Search's budget (WriteTimeout) leaves the store ample time.
+		if qv := r.hybrid.embed(ctx, req.UserID, req.Query, 0); qv != nil {
+			var vec map[int64]float64
+			if _, cands, vec, err = r.hybrid.recall(ctx, q, qv, limit, read); err != nil {
+				return nil, err
+			}
+			items = fuse(cands, vec, time.Time{}, 0, limit)
+		} else if _, cands, items, _, err = PrunedRead(ctx, read, q, ReadPrune(), time.Time{}, 0, limit); err != nil {
 			return nil, err
 		}
 		if !cands.Texts {

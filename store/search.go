@@ -300,8 +300,11 @@ var recallStatements = func() map[recallShape]string {
 		sql = strings.ReplaceAll(sql, "{few}", strconv.Itoa(fewCandidates))
 		m[sh] = sql
 		if sh == (recallShape{}) {
-			m[recallShape{pruned: true}] = prunedSQL(sql)
-			m[recallShape{rest: true}] = restSQL(sql)
+			// The generation row tells PrunedRead's two reads whether an
+			// item changed between them (an edit may move it from one
+			// read's candidates to the other's, and out of both).
+			m[recallShape{pruned: true}] = prunedSQL(sql) + generationSQL
+			m[recallShape{rest: true}] = restSQL(sql) + generationSQL
 		}
 		if !sh.latest {
 			m[recallShape{scoped: sh.scoped, ranged: sh.ranged, hybrid: true}] = hybridSQL(sql, scope+conds, n+1)
@@ -390,8 +393,11 @@ type Candidates struct {
 	// texts are empty unless Texts: ContextTexts reads those of the items
 	// ranking keeps. SearchContext returns them with their texts.
 	Matches []Candidate
-	// Generation is the user's embedding generation when the search was
-	// hybrid (see UserVectors), 0 when the user has no vectors.
+	// Generation is the user's embedding generation (see UserVectors) when
+	// the search was hybrid or pruned (SearchQuery.Prune), read in the
+	// candidates' snapshot; 0 when the user has no row. It moves whenever
+	// a vector of the user's is written or deleted, and whenever an item's
+	// text, scope or time changes.
 	Generation int64
 	// Texts says every one of Matches carries its texts (a Latest search,
 	// or a query of few candidates: see fewCandidates), so ContextTexts
