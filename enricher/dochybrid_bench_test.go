@@ -3,7 +3,6 @@ package enricher
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -82,16 +81,7 @@ func BenchmarkEnrichDocumentsHybrid(b *testing.B) {
 				b.Fatal(err)
 			}
 			seedChunkVectors(b, st, put)
-			cfg := Config{Conn: nc, Store: st, Logger: slog.New(slog.DiscardHandler), Timeout: 10 * time.Second}
-			lexical, err := New(cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			cfg.Embedder = fixedEmbedder{qv}
-			hybrid, err := New(cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
+			lexical, hybrid := benchServices(b, nc, st, qv)
 			p := benchParams()
 			p.collections, p.docsMaxResults, p.docsThreshold, p.maxTokens = []string{"kb"}, 3, 0, 2000
 			for _, s := range []*Service{lexical, hybrid} { // warms the pool and the cache

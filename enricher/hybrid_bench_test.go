@@ -122,16 +122,7 @@ func BenchmarkHybridEnrich(b *testing.B) {
 		b.Run(fmt.Sprintf("items=%d", n), func(b *testing.B) {
 			st := storetest.New(b)
 			qv := seedBench(b, st, "alice", n, 0)
-			cfg := Config{Conn: nc, Store: st, Logger: slog.New(slog.DiscardHandler), Timeout: 10 * time.Second}
-			lexical, err := New(cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			cfg.Embedder = fixedEmbedder{qv}
-			hybrid, err := New(cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
+			lexical, hybrid := benchServices(b, nc, st, qv)
 			p := benchParams()
 			ctx := context.Background()
 			for _, s := range []*Service{lexical, hybrid} { // warms the pool and the cache
@@ -217,16 +208,7 @@ func BenchmarkSearch(b *testing.B) {
 	defer nc.Close()
 	st := storetest.New(b)
 	qv := seedBench(b, st, "alice", 5000, 300)
-	cfg := Config{Conn: nc, Store: st, Logger: slog.New(slog.DiscardHandler), Timeout: 10 * time.Second}
-	lexical, err := New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg.Embedder = fixedEmbedder{qv}
-	hybrid, err := New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	lexical, hybrid := benchServices(b, nc, st, qv)
 	ctx := context.Background()
 	req := []byte(`{"user_id":"alice","query":"what did I say about the garden party"}`)
 	search := func(s *Service) {
@@ -260,6 +242,21 @@ func BenchmarkSearch(b *testing.B) {
 	if hybrid.hybrid.cache.hits.Load() == 0 {
 		b.Fatal("hybrid: no cache hits")
 	}
+}
+
+// benchServices returns two services of st, lexical and hybrid (every
+// query embedded as qv, in process).
+func benchServices(b *testing.B, nc *nats.Conn, st *store.Store, qv []float32) (lexical, hybrid *Service) {
+	cfg := Config{Conn: nc, Store: st, Logger: slog.New(slog.DiscardHandler), Timeout: 10 * time.Second}
+	lexical, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.Embedder = fixedEmbedder{qv}
+	if hybrid, err = New(cfg); err != nil {
+		b.Fatal(err)
+	}
+	return lexical, hybrid
 }
 
 func benchParams() enrichParams {
