@@ -274,3 +274,91 @@ func seedPruneUser(t *testing.T, st *store.Store, at time.Time) []int64 {
 	add("v", "coffee saxophone garden tomato watering", "v's")
 	return insertContext(t, st, items...)
 }
+
+// TestPrunedReadSeesALanguageChangeBetweenItsReads: a change of the
+// user's language (store.SetLanguage) re-indexes every item; when the
+// query's words have the same lexemes under both configurations (so the
+// Terms check cannot tell), an item that the new configuration gives a kept
+// lexeme ("gardens" is "gardens" under simple, "garden" under english)
+// would be in neither read: the pruned read, under simple, saw it hold only
+// the skipped "tomato"; the rest read, under english, excludes it for
+// holding "garden". It is a candidate before the change and after it, so a
+// reply without it is no read's. The generation must move (or the Terms
+// check be joined by something that sees a re-index).
+func TestPrunedReadSeesALanguageChangeBetweenItsReads(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	ctx := ctxT(t)
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	if _, err := st.SetLanguage(ctx, "u", "simple", "simple"); err != nil {
+		t.Fatal(err)
+	}
+	var items []store.ContextWrite
+	add := func(q, a string) {
+		items = append(items, store.ContextWrite{UserID: "u", Question: q, Answer: a,
+			CreatedAt: at.Add(-time.Duration(len(items)+1) * time.Hour), EventID: fmt.Sprint("e", len(items))})
+	}
+	for i := range 20 {
+		add(fmt.Sprintf("entry %d tomato", i), "noted") // "tomato": common, skipped
+	}
+	add("my garden", "noted") // "garden": rare, kept
+	add("gardens and a tomato", "noted")
+	ids := insertContext(t, st, items...)
+	moved := ids[len(ids)-1]
+
+	q := store.SearchQuery{UserID: "u", Keywords: []string{"garden", "tomato"}}
+	var reads []string
+	read := func(ctx context.Context, q store.SearchQuery) ([]store.Fact, store.Candidates, error) {
+		kind := "full"
+		switch {
+		case len(q.Prune.Except) > 0:
+			kind = "rest"
+		case q.Prune.Share > 0:
+			q.Prune.MinItems, kind = 0, "pruned" // the test's user is small
+		}
+		reads = append(reads, kind)
+		c, err := st.SearchCandidates(ctx, q)
+		if err == nil && len(reads) == 1 {
+			if c.Skipped == nil {
+				t.Fatalf("the pruned read skipped nothing (terms %q, df %v)", c.Terms, c.DF)
+			}
+			if slices.ContainsFunc(c.Matches, func(m store.Candidate) bool { return m.Item.ID == moved }) {
+				t.Fatalf("the pruned read holds item %d, which has only skipped words under simple", moved)
+			}
+			if n, err := st.SetLanguage(ctx, "u", "en", "english"); err != nil || n == 0 {
+				t.Fatalf("set language: %d items re-indexed, %v", n, err)
+			}
+		}
+		return nil, c, err
+	}
+	_, _, got, rest, err := enricher.PrunedRead(ctx, read, q, enricher.ReadPrune(), at, 0, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rest || len(reads) < 2 || reads[0] != "pruned" || reads[1] != "rest" {
+		t.Fatalf("reads %q (rest %v), want a pruned read and its rest", reads, rest)
+	}
+	full, err := st.SearchCandidates(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := enricher.Rank(full, at, 0, 50)
+	if len(want) == 0 || want[0].ID != moved {
+		t.Fatalf("a full read's hits %+v, want the re-indexed item %d first", want, moved)
+	}
+	if !slices.ContainsFunc(got, func(it store.ContextItem) bool { return it.ID == moved }) {
+		t.Fatalf("hits %v (reads %q) leave out item %d, a candidate before the change of language and after it; a full read's: %v",
+			hitIDs(got), reads, moved, hitIDs(want))
+	}
+	if !slices.EqualFunc(got, want, func(a, b store.ContextItem) bool { return a.ID == b.ID && a.Score == b.Score }) {
+		t.Fatalf("hits %v (reads %q), want a full read's after the change %v", hitIDs(got), reads, hitIDs(want))
+	}
+}
+
+func hitIDs(items []store.ContextItem) []int64 {
+	out := make([]int64, len(items))
+	for i, it := range items {
+		out[i] = it.ID
+	}
+	return out
+}

@@ -79,11 +79,13 @@ type ReadFunc func(ctx context.Context, q store.SearchQuery) ([]store.Fact, stor
 // facts and the candidates of both (rest true). Either way the hits are
 // those of a read of every candidate. The two reads are two snapshots: an
 // item written or deleted between them may be missed or kept, as if the
-// request had come a moment earlier or later. An item edited between them
-// (context.update) could move from the rest's candidates to the first
-// read's and be in neither; the user's generation (store.Candidates),
-// which every edit moves, tells, and then every candidate is read again in
-// one snapshot.
+// request had come a moment earlier or later. An item whose lexemes
+// change between them (an edit, context.update, or a re-index: a change
+// of the user's language when the query's lexemes are the same under both)
+// could move from the rest's candidates to the first read's and be in
+// neither; the user's generation (store.Candidates), which every such
+// change moves, tells, and then every candidate is read again in one
+// snapshot.
 func PrunedRead(ctx context.Context, read ReadFunc, q store.SearchQuery, p store.Prune, at time.Time, threshold float64, limit int) (
 	facts []store.Fact, c store.Candidates, items []store.ContextItem, rest bool, err error) {
 	q.Prune = p

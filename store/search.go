@@ -396,8 +396,9 @@ type Candidates struct {
 	// Generation is the user's embedding generation (see UserVectors) when
 	// the search was hybrid or pruned (SearchQuery.Prune), read in the
 	// candidates' snapshot; 0 when the user has no row. It moves whenever
-	// a vector of the user's is written or deleted, and whenever an item's
-	// text, scope or time changes.
+	// a vector of the user's is written or deleted, whenever an item's
+	// text, scope or time changes, and whenever an item's lexemes change
+	// (a re-index: SetLanguage, a migration; migrations/054).
 	Generation int64
 	// Texts says every one of Matches carries its texts (a Latest search,
 	// or a query of few candidates: see fewCandidates), so ContextTexts
