@@ -22,9 +22,10 @@ import (
 const msgListenFailed = "changes: listen"
 
 // OutageRepeats are the warnings the worker logs again and again while a
-// dependency is down (the ingest and job errors back off; these do not): a
+// dependency is down (the ingest and job errors back off; these do not, or
+// are logged once per job, and every turn is a job with a model): a
 // process's log handler may hold back repeats of them.
-var OutageRepeats = []string{msgListenFailed}
+var OutageRepeats = []string{msgListenFailed, msgModelUnreachable}
 
 // ChangesConfig configures a Changes publisher.
 type ChangesConfig struct {

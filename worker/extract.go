@@ -496,12 +496,16 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 			"max_rate_limit_waits", b.maxRateLimitWaits, "turns", len(eventIDs), "retry_in", snoozeOf(v.river).String(), "error", err)
 	case outcomeModelDown:
 		// A warning at a job's first wait, so that an outage shows in the
-		// log once a job, and the rest at info.
-		level := e.w.logger.Info
+		// log, and the job's later waits at debug: with a model every turn
+		// is a job, so an outage of a minute at 3 turns a second logged
+		// 178 warnings and 532 info lines of this (each job waits again
+		// every few seconds). The warnings are in OutageRepeats, which the
+		// process's log handler holds back to one every 30 s.
+		level := e.w.logger.Debug
 		if v.n == 1 {
 			level = e.w.logger.Warn
 		}
-		level("model server unreachable; extraction waiting for it without spending attempts", "job_id", job.ID, "user_id", userID,
+		level(msgModelUnreachable, "job_id", job.ID, "user_id", userID,
 			"model_waits", v.n, "max_model_outage", b.maxModelOutage.String(), "turns", len(eventIDs), "retry_in", snoozeOf(v.river).String(), "error", err)
 	}
 	if v.record {
@@ -519,6 +523,10 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 	}
 	return &jobEnd{op: "extract", label: v.label, river: v.river, cause: err}
 }
+
+// msgModelUnreachable is logged when an extraction job waits for a model
+// server that does not answer (outcomeModelDown).
+const msgModelUnreachable = "model server unreachable; extraction waiting for it without spending attempts"
 
 // kindName is the extractor's kind of err for the log, "other" when the
 // extractor did not fail (the store did, or the job's context ended).

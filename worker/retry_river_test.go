@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -160,6 +161,48 @@ func TestModelAnswering500sWaits(t *testing.T) {
 	}
 	if st := e.waitDone(6); st.TurnsProcessed != 6 {
 		t.Fatalf("stats %+v after a model outage of %d 500s, want 6 turns processed and none failed", st, down)
+	}
+}
+
+// TestModelOutageLogsOnceAJob: while the model server is down every job
+// waits again and again (every turn is a job with a model); only a job's
+// first wait is logged at info level or above (a warning, which the
+// process's handler holds back to one every 30 s: OutageRepeats), the
+// later ones at debug. Before, each later wait was an info line: an
+// operator's outage of 500s for a minute at 3 turns a second logged 532
+// of them beside 178 warnings.
+func TestModelOutageLogsOnceAJob(t *testing.T) {
+	e := setup(t)
+	const turns, down = 4, 20 // more 503s than jobs: some job waits twice
+	llm := modelDownFor(t, down, extractortest.Reply{Status: http.StatusServiceUnavailable, Body: `{"error":"loading model"}`})
+	var logs lockedBuffer
+	e.start(llm, func(c *worker.Config) { c.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
+	for i := range turns {
+		e.publish(events.Turn{ID: fmt.Sprintf("t%d", i), UserID: fmt.Sprintf("user%d", i), UserMessage: "My name is Alice."})
+	}
+	if st := e.waitDone(turns); st.TurnsProcessed != turns {
+		t.Fatalf("stats %+v, want %d turns processed once the model is back", st, turns)
+	}
+	waits := 0
+	for _, j := range e.extractJobs() {
+		var meta struct {
+			Waits int `json:"memoryd_model_waits"`
+		}
+		_ = json.Unmarshal(j.Metadata, &meta)
+		waits += meta.Waits
+	}
+	levels := map[string]int{}
+	for l := range strings.Lines(logs.String()) {
+		var line struct{ Level, Msg string }
+		if json.Unmarshal([]byte(l), &line) == nil && strings.HasPrefix(line.Msg, "model server unreachable") {
+			levels[line.Level]++
+		}
+	}
+	if waits <= turns {
+		t.Fatalf("%d model waits for %d jobs, want some job to wait more than once", waits, turns)
+	}
+	if levels["INFO"] != 0 || levels["WARN"] == 0 || levels["WARN"] > turns || !slices.Contains(worker.OutageRepeats, "model server unreachable; extraction waiting for it without spending attempts") {
+		t.Fatalf("%d waits logged at %v, held back by the handler: %v; want a warning at each job's first wait, held back, and none at info", waits, levels, worker.OutageRepeats)
 	}
 }
 

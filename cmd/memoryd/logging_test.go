@@ -32,6 +32,10 @@ func TestRiverRepeatsAreHeldBack(t *testing.T) {
 		own.Warn("enrich degraded", "user_id", "alice", "reason", "memory store unavailable")
 		// The changes publisher listening again every few seconds.
 		own.Warn("changes: listen", "error", fetch)
+		// Each extraction job's first wait for a model server that is
+		// down: with a model every turn is a job (178 in a minute's
+		// outage of an operator's probe).
+		own.Warn("model server unreachable; extraction waiting for it without spending attempts", "job_id", 1, "model_waits", 1)
 		clock = clock.Add(500 * time.Millisecond)
 	}
 	river.Warn("elector: Error attempting to elect", "error", fetch)
@@ -52,7 +56,8 @@ func TestRiverRepeatsAreHeldBack(t *testing.T) {
 		}
 	}
 	if counts["producer: Error fetching jobs"] != 2 || counts["ingest: store unavailable"] != 20 || counts["elector: Error attempting to elect"] != 1 ||
-		counts["enrich store failed"] != 1 || counts["enrich degraded"] != 1 || counts["changes: listen"] != 1 {
+		counts["enrich store failed"] != 1 || counts["enrich degraded"] != 1 || counts["changes: listen"] != 1 ||
+		counts["model server unreachable; extraction waiting for it without spending attempts"] != 1 {
 		t.Fatalf("lines logged: %v; want River's repeated error twice, memoryd's 20 times, the other River warning once, each per-request line once", counts)
 	}
 	if len(repeated) != 1 || repeated[0] != 39 {
