@@ -191,9 +191,11 @@ func (s *Service) dispatch(l *lane, user string, deadline time.Time, fn, overloa
 		return
 	}
 	s.work.Add(1)
+	s.active.Add(1)
 	s.mu.Unlock()
 	go func() {
 		defer s.work.Done()
+		defer s.active.Add(-1)
 		work()
 	}()
 }

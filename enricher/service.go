@@ -56,6 +56,7 @@ type Service struct {
 	svc      micro.Service
 	stopping bool
 	work     sync.WaitGroup // request goroutines and the warmer; Stop waits for them
+	active   atomic.Int64   // the request goroutines of work (not the warmer): Stop tells whether it cancelled any
 	quit     chan struct{}  // closed by Stop
 	// halted ends every request's work: Stop cancels it when its deadline
 	// passes with requests still in progress.
@@ -299,12 +300,18 @@ func (s *Service) Stop(ctx context.Context) error {
 	select {
 	case <-done:
 	case <-ctx.Done():
+		// The deadline may have passed before this stop began (another
+		// component's stop overran it): only requests still running make
+		// it a failure. Counted before the halt, which ends them.
+		running := s.active.Load()
 		s.halt()
 		select {
 		case <-done:
 		case <-time.After(haltWait):
 		}
-		return fmt.Errorf("enricher: stop: requests still in progress were cancelled: %w", ctx.Err())
+		if running > 0 {
+			return fmt.Errorf("enricher: stop: %d requests still in progress were cancelled: %w", running, ctx.Err())
+		}
 	}
 	s.halt()
 	if err != nil {

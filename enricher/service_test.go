@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -865,4 +866,49 @@ func TestForgetGetsItsOwnBudget(t *testing.T) {
 	if !errors.As(err, &se) || !strings.Contains(se.Description, "within 1h0m0s") {
 		t.Errorf("a forget that ran out of time: %v; want a 500 naming its 1h budget", err)
 	}
+}
+
+// enteredStore's Recall says it was entered, then waits for its context.
+type enteredStore struct {
+	enricher.Store
+	entered chan struct{}
+	once    sync.Once
+}
+
+func (s *enteredStore) Recall(ctx context.Context, _ store.RecallQuery) ([]store.Fact, store.Candidates, error) {
+	s.once.Do(func() { close(s.entered) })
+	<-ctx.Done()
+	return nil, store.Candidates{}, ctx.Err()
+}
+
+// TestStopPastItsDeadline: a stop whose deadline has already passed (the
+// worker's stop before it overran the process's) is a failure only when it
+// cancels requests still in progress, and it says how many. Before, it
+// said requests were cancelled whenever the deadline had passed: an
+// operator's serve stopped while Postgres hung blamed the enrich service,
+// which had none.
+func TestStopPastItsDeadline(t *testing.T) {
+	t.Parallel()
+	expired, cancel := context.WithCancel(context.Background())
+	cancel()
+
+	idle := start(t, storetest.New(t), nil)
+	enrich(t, idle, events.EnrichRequest{UserID: "u", Message: "dog"})
+	if err := idle.svc.Stop(expired); err != nil {
+		t.Fatalf("stop with nothing in progress: %v", err)
+	}
+
+	es := &enteredStore{Store: storetest.New(t), entered: make(chan struct{})}
+	busy := start(t, es, nil)
+	replied := make(chan error, 1)
+	go func() {
+		_, err := busy.client.Enrich(context.Background(), events.EnrichRequest{UserID: "u", Message: "dog"})
+		replied <- err
+	}()
+	<-es.entered
+	err := busy.svc.Stop(expired)
+	if err == nil || !strings.Contains(err.Error(), "1 requests still in progress were cancelled") {
+		t.Fatalf("stop with a request in progress: %v, want it to say one was cancelled", err)
+	}
+	<-replied
 }

@@ -80,8 +80,8 @@ type Error struct {
 	// Unreachable is set on an error of KindTransient when the model
 	// server itself is down, restarting or loading a model: no connection
 	// at all (refused, a name that does not resolve, no route) or a 502,
-	// 503 or 504, or a server error (500, ...) to the third different
-	// request in a row of the client's, whatever their turns. A connection reset after it
+	// 503 or 504, or a server error (500, ...) or a timeout to the third
+	// different request in a row of the client's, whatever their turns. A connection reset after it
 	// was made is not: it may be this request's doing. Every request fails alike until it is back,
 	// so a caller may wait for it rather than spend attempts. See
 	// [IsUnreachable].

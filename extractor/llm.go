@@ -424,7 +424,7 @@ func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, us
 		}
 		e = classify(err, ex, l.cfg.Timeout)
 	}
-	l.noteServerError(e, status, req.Messages)
+	l.noteServerError(e, status, ex.timedOut, req.Messages)
 	if e.Kind == KindRetryAfter {
 		// Pause everyone: the server is telling this client, not this
 		// call, to slow down.
@@ -434,7 +434,8 @@ func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, us
 }
 
 // serverErrorsOutage is how many different requests in a row, of any
-// jobs, answered with a server error make the next ones count as the
+// jobs, answered with a server error (or timed out: noteServerError)
+// make the next ones count as the
 // server being down (Error.Unreachable): a model server or the gateway
 // before it answering 500 while it restarts fails every request alike, as
 // a 503 does, and with attempts spent on it every turn of a 30-second
@@ -489,13 +490,18 @@ func (r *serverErrorRow) end() {
 }
 
 // noteServerError adds e, the error of a request of msgs answered with
-// status, to the row when it is a server error not already taken for an
-// outage, and marks it Unreachable once the row is an outage; any other
-// answer ends the row.
-func (l *LLM) noteServerError(e *Error, status int, msgs []openai.ChatCompletionMessage) {
+// status (or timed out), to the row when it is a server error or a
+// timeout not already taken for an outage, and marks it Unreachable once
+// the row is an outage; any other answer ends the row. A timeout is
+// counted as a server error: a server that hangs (a stuck process, a
+// gateway holding connections to a dead backend) answers no request, and
+// with attempts spent on each timeout a hang of a few minutes failed
+// every turn it met (an operator's probe: attempt 4 of 5 after 90 s with
+// --llm-timeout 3s).
+func (l *LLM) noteServerError(e *Error, status int, timedOut bool, msgs []openai.ChatCompletionMessage) {
 	switch {
 	case e.Unreachable:
-	case status >= 500 && e.Kind == KindTransient:
+	case (status >= 500 || timedOut) && e.Kind == KindTransient:
 		if l.serverErrors.fail(msgs, time.Now()) {
 			e.Unreachable = true
 		}

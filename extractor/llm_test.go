@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -335,6 +336,59 @@ func TestLLMConnectionError(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "connection error") {
 		t.Errorf("error %q should say it is a connection error", err)
+	}
+}
+
+// TestLLMTimeoutsInARowAreAnOutage: a timeout is the request's own failure
+// (a long prompt on a slow model) until three different requests in a row
+// timed out: then the server is taken for down (hung), as after three
+// 500s, so that a hang does not spend every turn's attempts. One turn's
+// request timing out again and again, with nothing else in between, stays
+// that turn's failure; an answer ends the row.
+func TestLLMTimeoutsInARowAreAnOutage(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var hang atomic.Bool
+	hang.Store(true)
+	srv := extractortest.NewServer(t)
+	srv.SetHandler(func(openai.ChatCompletionRequest) extractortest.Reply {
+		if hang.Load() {
+			<-release
+		}
+		return extractortest.Content(validReply)
+	})
+	defer close(release) // before the server's cleanup, which waits for handlers
+	l := newTestLLM(t, srv, func(c *LLMConfig) { c.Timeout = 20 * time.Millisecond })
+	outcome := func(input string) string {
+		_, err := l.Extract(context.Background(), testInput(input))
+		switch {
+		case err == nil:
+			return "ok"
+		case IsUnreachable(err) && KindOf(err) == KindTransient:
+			return "outage"
+		case KindOf(err) == KindTransient && strings.Contains(err.Error(), "timed out"):
+			return "timeout"
+		}
+		return err.Error()
+	}
+	for i := range 4 {
+		if got := outcome("the same turn"); got != "timeout" {
+			t.Fatalf("the same request's %d. timeout: %s, want a timeout that is not an outage", i+1, got)
+		}
+	}
+	for i, want := range []string{"timeout", "outage", "outage"} {
+		// The same turn's request above began the row.
+		if got := outcome(fmt.Sprintf("I'm Ana %d", i)); got != want {
+			t.Errorf("request %d after it: %s, want %s", i+1, got, want)
+		}
+	}
+	hang.Store(false)
+	if got := outcome("I'm Ana, answered"); got != "ok" {
+		t.Fatalf("answered request: %s", got)
+	}
+	hang.Store(true)
+	if got := outcome("I'm Ana again"); got != "timeout" {
+		t.Errorf("the first timeout after an answer: %s, want a timeout that is not an outage (the answer ended the row)", got)
 	}
 }
 

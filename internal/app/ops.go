@@ -210,7 +210,7 @@ func newServiceCollector(a *App, llm usageReporter) *serviceCollector {
 		poolMax:         prometheus.NewDesc("memoryd_db_pool_max_connections", "The most connections a pool opens.", []string{"pool"}, nil),
 		poolWaits:       prometheus.NewDesc("memoryd_db_pool_acquire_waits_total", "Acquires that found no idle connection and waited for one (a pool at its cap, or opening a connection).", []string{"pool"}, nil),
 		poolWaitSeconds: prometheus.NewDesc("memoryd_db_pool_acquire_wait_seconds_total", "Time acquires spent waiting for a connection.", []string{"pool"}, nil),
-		poolNewConns:    prometheus.NewDesc("memoryd_db_pool_new_connections_total", "Connections a pool opened: steady once warm; a rising rate is connections lost and replaced.", []string{"pool"}, nil),
+		poolNewConns:    prometheus.NewDesc("memoryd_db_pool_new_connections_total", "Connections a pool set out to open, counted before each attempt (an attempt that fails, Postgres down, counts too): steady once warm; a rising rate is connections lost and replaced, or Postgres unreachable.", []string{"pool"}, nil),
 	}
 }
 
