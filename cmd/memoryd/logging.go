@@ -128,11 +128,12 @@ func riverKeepsInfo(msg string) bool {
 
 // cancelledByStop reports whether a River warning or error only says that
 // its context was cancelled: a maintenance service interrupted by shutdown
-// ("Error starting transaction: context canceled"), not a failure.
+// ("Error starting transaction: context canceled"), not a failure. River
+// names the error "error" in some lines and "err" in others.
 func cancelledByStop(r slog.Record) bool {
 	cancelled := false
 	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "error" && strings.HasSuffix(a.Value.String(), context.Canceled.Error()) {
+		if (a.Key == "error" || a.Key == "err") && strings.HasSuffix(a.Value.String(), context.Canceled.Error()) {
 			cancelled = true
 			return false
 		}

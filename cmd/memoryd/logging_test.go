@@ -89,3 +89,34 @@ func TestTextLogsToAFileArePlain(t *testing.T) {
 		t.Errorf("line %q", line)
 	}
 }
+
+// TestRiverCancelledByStopIsDebug: a River warning or error whose error is
+// only its context cancelled (a service interrupted by shutdown) goes out
+// at debug, whichever key River names the error with ("error" in some of
+// its lines, "err" in others); a real error, and memoryd's own lines, stay.
+func TestRiverCancelledByStopIsDebug(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		river bool
+		key   string
+		err   string
+		level string
+	}{
+		{"river error key", true, "error", "Error starting transaction: context canceled", "DEBUG"},
+		{"river err key", true, "err", "Error fetching initial queue settings: context canceled", "DEBUG"},
+		{"river real error", true, "err", "dial tcp 127.0.0.1:5432: connect: connection refused", "ERROR"},
+		{"memoryd's own", false, "error", "context canceled", "ERROR"},
+	} {
+		var out bytes.Buffer
+		base := newRiverQuiet(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		logger := slog.New(base)
+		if tt.river {
+			logger = logger.With("component", "river")
+		}
+		logger.Error("producer: Error fetching jobs", tt.key, tt.err)
+		var line struct{ Level string }
+		if err := json.Unmarshal(out.Bytes(), &line); err != nil || line.Level != tt.level {
+			t.Errorf("%s: logged %q (%v), want level %s", tt.name, out.String(), err, tt.level)
+		}
+	}
+}
