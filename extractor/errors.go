@@ -79,10 +79,12 @@ type Error struct {
 	Local bool
 	// Unreachable is set on an error of KindTransient when the model
 	// server itself is down, restarting or loading a model: no connection
-	// at all (refused, a name that does not resolve, no route) or a 502,
-	// 503 or 504, or a server error (500, ...) or a timeout to the third
-	// different request in a row of the client's, whatever their turns. A connection reset after it
-	// was made is not: it may be this request's doing. Every request fails alike until it is back,
+	// at all (refused, a name that does not resolve, no route) or a 502 or
+	// 503, or a server error (500, 504, ...) or a timeout to the third
+	// different request in a row of the client's, whatever their turns,
+	// none of them a timeout while another request was answered. A
+	// connection reset after it was made is not: it may be this request's
+	// doing. Every request fails alike until it is back,
 	// so a caller may wait for it rather than spend attempts. See
 	// [IsUnreachable].
 	Unreachable bool

@@ -407,7 +407,7 @@ func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, us
 		l.usage.record(req.Model, promptTokens, completionTokens, err == nil && e == nil, status)
 	}
 	if err == nil && e == nil {
-		l.serverErrors.end()
+		l.serverErrors.end(time.Now())
 		usage.PromptTokens += promptTokens
 		usage.CompletionTokens += completionTokens
 		content, err := replyContent(resp)
@@ -424,7 +424,7 @@ func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, us
 		}
 		e = classify(err, ex, l.cfg.Timeout)
 	}
-	l.noteServerError(e, status, ex.timedOut, req.Messages)
+	l.noteServerError(e, status, ex, req.Messages)
 	if e.Kind == KindRetryAfter {
 		// Pause everyone: the server is telling this client, not this
 		// call, to slow down.
@@ -456,6 +456,8 @@ type serverErrorRow struct {
 	mu       sync.Mutex
 	requests map[[32]byte]bool
 	last     time.Time
+	// answered is when a request was last answered otherwise (end).
+	answered time.Time
 }
 
 // fail adds a request answered with a server error to the row, and
@@ -482,11 +484,19 @@ func (r *serverErrorRow) fail(msgs []openai.ChatCompletionMessage, now time.Time
 	return len(r.requests) >= serverErrorsOutage
 }
 
-// end ends the row: a request was answered otherwise.
-func (r *serverErrorRow) end() {
+// end ends the row: a request was answered otherwise, at now.
+func (r *serverErrorRow) end(now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.requests = nil
+	r.answered = now
+}
+
+// answeredSince reports whether a request was answered otherwise after t.
+func (r *serverErrorRow) answeredSince(t time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.answered.After(t)
 }
 
 // noteServerError adds e, the error of a request of msgs answered with
@@ -498,15 +508,23 @@ func (r *serverErrorRow) end() {
 // with attempts spent on each timeout a hang of a few minutes failed
 // every turn it met (an operator's probe: attempt 4 of 5 after 90 s with
 // --llm-timeout 3s).
-func (l *LLM) noteServerError(e *Error, status int, timedOut bool, msgs []openai.ChatCompletionMessage) {
+//
+// A timeout while another request was answered (an answer after this one
+// was sent, before it timed out) is not counted: the server is not hung but
+// slow on this request (a long prompt on a model on CPU answers the short
+// ones beside it), which is this request's failure. A gateway's 504 is a
+// timeout too: its own (nginx's default proxy_read_timeout is 60 s, as
+// --llm-timeout), on the model behind it.
+func (l *LLM) noteServerError(e *Error, status int, ex *exchange, msgs []openai.ChatCompletionMessage) {
 	switch {
 	case e.Unreachable:
-	case (status >= 500 || timedOut) && e.Kind == KindTransient:
+	case timedOut(status, ex) && l.serverErrors.answeredSince(ex.started):
+	case (status >= 500 || ex.timedOut) && e.Kind == KindTransient:
 		if l.serverErrors.fail(msgs, time.Now()) {
 			e.Unreachable = true
 		}
 	case status != 0:
-		l.serverErrors.end()
+		l.serverErrors.end(time.Now())
 	}
 }
 
@@ -553,6 +571,7 @@ func (l *LLM) send(ctx context.Context, req openai.ChatCompletionRequest) (opena
 		}
 	}
 
+	ex.started = time.Now()
 	reqCtx, cancel := context.WithTimeout(context.WithValue(ctx, exchangeKey{}, ex), l.cfg.Timeout)
 	defer cancel()
 	resp, err := l.client.CreateChatCompletion(reqCtx, req)
@@ -753,10 +772,19 @@ func classify(err error, ex *exchange, timeout time.Duration) *Error {
 	}
 }
 
+// timedOut reports whether a request that got status (0: no answer) timed
+// out: this client's timeout, or a gateway's (504).
+func timedOut(status int, ex *exchange) bool {
+	return status == http.StatusGatewayTimeout || (status == 0 && ex.timedOut)
+}
+
 // statusError classifies an HTTP error status, detail being ": message" or
-// "" and retryAfter the Retry-After header. A 502, 504, or 503 without
-// Retry-After says that the model server is down, restarting or loading a
-// model (Error.Unreachable).
+// "" and retryAfter the Retry-After header. A 502, or a 503 without
+// Retry-After, says that the model server is down, restarting or loading a
+// model (Error.Unreachable). A 504 is a gateway's timeout, which may be the
+// request's doing (a long prompt on a slow model): like this client's own
+// timeouts it counts as the server down only as the third of different
+// requests in a row (noteServerError).
 func statusError(status int, detail, retryAfter string) *Error {
 	e := newError(KindTransient, "status %d%s", status, detail)
 	delay, hasDelay := modelerr.RetryAfter(retryAfter, time.Now())
@@ -766,7 +794,7 @@ func statusError(status int, detail, retryAfter string) *Error {
 		if hasDelay {
 			e.RetryAfter = min(delay, MaxRetryAfter)
 		}
-	case status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout:
+	case status == http.StatusBadGateway || status == http.StatusServiceUnavailable:
 		e.Unreachable = true
 	case status >= 400 && status < 500 && status != http.StatusRequestTimeout:
 		e.Kind = KindPermanent
@@ -820,6 +848,8 @@ type exchange struct {
 	status     int
 	retryAfter string
 	timedOut   bool
+	// started is when the request was sent (its Timeout began).
+	started time.Time
 	// tooLarge: the body went on past maxResponseBytes.
 	tooLarge bool
 	// body is the start of the response body, at most maxErrorBodyBytes.

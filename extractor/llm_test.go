@@ -822,3 +822,54 @@ func TestLLMQueuedCallGivesWayBeforeItsDeadline(t *testing.T) {
 		t.Errorf("requests = %d, want 1: the queued call sends none", got)
 	}
 }
+
+// TestLLMTimeoutAnsweredMeanwhileIsNotAnOutage: requests that time out
+// while the server answered another request are not a hung server: a model
+// that is slow on long prompts (Ollama on CPU) answers the short ones
+// beside them. Three long prompts in flight together that time out after a
+// short one was answered are each their own turn's failure and spend
+// attempts; they must not mark the server down (Unreachable), which would
+// hold their turns for --llm-max-outage, re-sending each long prompt every
+// wait.
+func TestLLMTimeoutAnsweredMeanwhileIsNotAnOutage(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	entered := make(chan struct{}, 8)
+	srv := extractortest.NewServer(t)
+	srv.SetHandler(func(req openai.ChatCompletionRequest) extractortest.Reply {
+		if strings.Contains(req.Messages[len(req.Messages)-1].Content, "long prompt") {
+			entered <- struct{}{}
+			<-release
+		}
+		return extractortest.Content(validReply)
+	})
+	defer close(release) // before the server's cleanup, which waits for handlers
+	// A timeout long enough for the short request to be answered first.
+	l := newTestLLM(t, srv, func(c *LLMConfig) { c.Timeout = 3 * time.Second; c.MaxConcurrency = 4 })
+	const long = 3
+	errs := make(chan error, long)
+	for i := range long {
+		go func() {
+			_, err := l.Extract(context.Background(), testInput(fmt.Sprintf("I'm Ana, long prompt %d", i)))
+			errs <- err
+		}()
+	}
+	for range long {
+		<-entered
+	}
+	if _, err := l.Extract(context.Background(), testInput("I'm Ana, short")); err != nil {
+		t.Fatalf("short request beside them: %v", err)
+	}
+	if len(errs) > 0 {
+		t.Skip("a long request timed out before the short one was answered (machine too slow for this test)")
+	}
+	for range long {
+		err := <-errs
+		if err == nil || KindOf(err) != KindTransient || !strings.Contains(err.Error(), "timed out") {
+			t.Fatalf("long request: %v, want a timeout", err)
+		}
+		if IsUnreachable(err) {
+			t.Errorf("long request that timed out while the server answered another: %v marked Unreachable (an outage), want its own failure", err)
+		}
+	}
+}

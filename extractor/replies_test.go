@@ -167,7 +167,10 @@ func TestLLMUnreachable(t *testing.T) {
 	}{
 		{extractortest.Error(http.StatusBadGateway, "bad gateway"), true},
 		{extractortest.Reply{Status: http.StatusServiceUnavailable, Body: `{"error":"loading model"}`}, true},
-		{extractortest.Error(http.StatusGatewayTimeout, "gateway timeout"), true},
+		// A gateway's timeout may be the request's doing (a long prompt):
+		// an outage only as the third of different requests in a row
+		// (TestLLMGatewayTimeoutsInARowAreAnOutage).
+		{extractortest.Error(http.StatusGatewayTimeout, "gateway timeout"), false},
 		{extractortest.Error(http.StatusInternalServerError, "boom"), false},
 		{extractortest.Error(http.StatusBadRequest, "bad"), false},
 		{extractortest.Reply{Status: http.StatusServiceUnavailable, Body: `{}`, Header: http.Header{"Retry-After": {"3"}}}, false},
@@ -257,6 +260,28 @@ func TestLLMServerErrorsInARowAreAnOutage(t *testing.T) {
 	for i := range 6 {
 		if _, err := l.Extract(context.Background(), testInput("the same turn")); IsUnreachable(err) || KindOf(err) != KindTransient {
 			t.Fatalf("the same request's %d. 500: %v (unreachable %v), want a transient failure, not an outage", i+1, err, IsUnreachable(err))
+		}
+	}
+}
+
+// TestLLMGatewayTimeoutsInARowAreAnOutage: a gateway's 504 (its own
+// timeout on the model behind it) is counted as this client's timeouts
+// are: the request's failure until three different requests in a row got
+// one, then the server is taken for down; one turn's request answered 504
+// again and again stays that turn's failure.
+func TestLLMGatewayTimeoutsInARowAreAnOutage(t *testing.T) {
+	t.Parallel()
+	gw := extractortest.Error(http.StatusGatewayTimeout, "upstream timed out")
+	l := newTestLLM(t, extractortest.NewServer(t, gw), nil)
+	for i := range 4 {
+		if _, err := l.Extract(context.Background(), testInput("the same turn")); err == nil || IsUnreachable(err) || KindOf(err) != KindTransient {
+			t.Fatalf("the same request's %d. 504: %v, want a transient failure, not an outage", i+1, err)
+		}
+	}
+	for i, want := range []bool{false, true, true} {
+		_, err := l.Extract(context.Background(), testInput(fmt.Sprintf("I'm Ana %d", i)))
+		if err == nil || IsUnreachable(err) != want || KindOf(err) != KindTransient {
+			t.Errorf("request %d after it: %v (unreachable %v), want unreachable %v", i+1, err, IsUnreachable(err), want)
 		}
 	}
 }
