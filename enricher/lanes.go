@@ -186,7 +186,12 @@ func (s *Service) dispatch(l *lane, user string, deadline time.Time, fn, overloa
 	}
 	s.mu.Lock()
 	if s.stopping {
+		// Handed over by the subscription's drain: run here, not waited
+		// for, but counted, so that a stop past its deadline says it
+		// cancelled them.
+		s.active.Add(1)
 		s.mu.Unlock()
+		defer s.active.Add(-1)
 		work()
 		return
 	}
