@@ -154,26 +154,14 @@ func TestPrunedReadSeesAnEditBetweenItsReads(t *testing.T) {
 	question := "saxophone, garden, tomato and watering, all of it"
 
 	var reads []string
-	read := func(ctx context.Context, q store.SearchQuery) ([]store.Fact, store.Candidates, error) {
-		kind := "full"
-		switch {
-		case len(q.Prune.Except) > 0:
-			kind = "rest"
-		case q.Prune.Share > 0:
-			q.Prune.MinItems, kind = 0, "pruned" // the test's user is small
+	read := readsBetween(st, &reads, func(ctx context.Context, c store.Candidates) {
+		if slices.ContainsFunc(c.Matches, func(m store.Candidate) bool { return m.Item.ID == edited }) {
+			t.Fatalf("the pruned read holds item %d, which has only skipped words", edited)
 		}
-		reads = append(reads, kind)
-		c, err := st.SearchCandidates(ctx, q)
-		if err == nil && len(reads) == 1 {
-			if slices.ContainsFunc(c.Matches, func(m store.Candidate) bool { return m.Item.ID == edited }) {
-				t.Fatalf("the pruned read holds item %d, which has only skipped words", edited)
-			}
-			if _, err := st.UpdateContext(ctx, store.ContextUpdate{UserID: "u", ID: edited, Question: &question}); err != nil {
-				t.Fatal(err)
-			}
+		if _, err := st.UpdateContext(ctx, store.ContextUpdate{UserID: "u", ID: edited, Question: &question}); err != nil {
+			t.Fatal(err)
 		}
-		return nil, c, err
-	}
+	})
 	q := store.SearchQuery{UserID: "u", Keywords: enricher.Keywords("How is the garden, the tomato and the watering? My saxophone?")}
 	_, _, got, rest, err := enricher.PrunedRead(ctxT(t), read, q, enricher.ReadPrune(), at, 0, 5)
 	if err != nil {
@@ -308,29 +296,17 @@ func TestPrunedReadSeesALanguageChangeBetweenItsReads(t *testing.T) {
 
 	q := store.SearchQuery{UserID: "u", Keywords: []string{"garden", "tomato"}}
 	var reads []string
-	read := func(ctx context.Context, q store.SearchQuery) ([]store.Fact, store.Candidates, error) {
-		kind := "full"
-		switch {
-		case len(q.Prune.Except) > 0:
-			kind = "rest"
-		case q.Prune.Share > 0:
-			q.Prune.MinItems, kind = 0, "pruned" // the test's user is small
+	read := readsBetween(st, &reads, func(ctx context.Context, c store.Candidates) {
+		if c.Skipped == nil {
+			t.Fatalf("the pruned read skipped nothing (terms %q, df %v)", c.Terms, c.DF)
 		}
-		reads = append(reads, kind)
-		c, err := st.SearchCandidates(ctx, q)
-		if err == nil && len(reads) == 1 {
-			if c.Skipped == nil {
-				t.Fatalf("the pruned read skipped nothing (terms %q, df %v)", c.Terms, c.DF)
-			}
-			if slices.ContainsFunc(c.Matches, func(m store.Candidate) bool { return m.Item.ID == moved }) {
-				t.Fatalf("the pruned read holds item %d, which has only skipped words under simple", moved)
-			}
-			if n, err := st.SetLanguage(ctx, "u", "en", "english"); err != nil || n == 0 {
-				t.Fatalf("set language: %d items re-indexed, %v", n, err)
-			}
+		if slices.ContainsFunc(c.Matches, func(m store.Candidate) bool { return m.Item.ID == moved }) {
+			t.Fatalf("the pruned read holds item %d, which has only skipped words under simple", moved)
 		}
-		return nil, c, err
-	}
+		if n, err := st.SetLanguage(ctx, "u", "en", "english"); err != nil || n == 0 {
+			t.Fatalf("set language: %d items re-indexed, %v", n, err)
+		}
+	})
 	_, _, got, rest, err := enricher.PrunedRead(ctx, read, q, enricher.ReadPrune(), at, 0, 50)
 	if err != nil {
 		t.Fatal(err)
@@ -361,4 +337,26 @@ func hitIDs(items []store.ContextItem) []int64 {
 		out[i] = it.ID
 	}
 	return out
+}
+
+// readsBetween is a PrunedRead read function over st that records each
+// read's kind in reads ("pruned", letting the test's small user be pruned;
+// "rest"; "full") and calls between after the first read: the change a
+// test makes between a pruned read and its rest.
+func readsBetween(st *store.Store, reads *[]string, between func(context.Context, store.Candidates)) enricher.ReadFunc {
+	return func(ctx context.Context, q store.SearchQuery) ([]store.Fact, store.Candidates, error) {
+		kind := "full"
+		switch {
+		case len(q.Prune.Except) > 0:
+			kind = "rest"
+		case q.Prune.Share > 0:
+			q.Prune.MinItems, kind = 0, "pruned"
+		}
+		*reads = append(*reads, kind)
+		c, err := st.SearchCandidates(ctx, q)
+		if err == nil && len(*reads) == 1 {
+			between(ctx, c)
+		}
+		return nil, c, err
+	}
 }
