@@ -32,6 +32,10 @@ func (w *Worker) ingestLoop(ctx context.Context) {
 	}()
 	batch := make([]jetstream.Msg, 0, w.cfg.BatchSize)
 	backoff := time.Duration(0)
+	var (
+		failingSince time.Time // the first failed batch of the current outage
+		failed       int       // batches failed since
+	)
 	for {
 		batch = batch[:0]
 		select {
@@ -86,6 +90,10 @@ func (w *Worker) ingestLoop(ctx context.Context) {
 			// up to 30× RetryBackoff, so an outage costs a few log lines, not
 			// a hot loop.
 			backoff = min(max(backoff*2, w.cfg.RetryBackoff), 30*w.cfg.RetryBackoff)
+			if failed == 0 {
+				failingSince = time.Now()
+			}
+			failed++
 			w.logger.Error("ingest: cannot record turns; will redeliver", "error", err, "events", len(batch), "retry_in", backoff)
 			for _, m := range batch {
 				_ = m.NakWithDelay(backoff)
@@ -96,6 +104,14 @@ func (w *Worker) ingestLoop(ctx context.Context) {
 			case <-time.After(backoff):
 			}
 			continue
+		}
+		if failed > 0 {
+			// Said once, so that an operator reading the log after an
+			// outage sees where it ended (the errors above only say
+			// that it went on).
+			w.logger.Info("ingest: recording turns again", "failed_batches", failed,
+				"failed_for", time.Since(failingSince).Round(time.Millisecond).String())
+			failed = 0
 		}
 		backoff = 0
 	}

@@ -1,0 +1,51 @@
+package worker_test
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/worker"
+)
+
+// TestIngestSaysWhenItRecordsAgain: while turns cannot be recorded the
+// ingest logs an error a batch (backing off); when they can again it says
+// so once, with how long and how many batches failed, so that an operator
+// reading the log after an outage sees where it ended. The outage here is
+// the turns table gone (renamed) and back.
+func TestIngestSaysWhenItRecordsAgain(t *testing.T) {
+	e := setup(t)
+	var logs lockedBuffer
+	e.start(extractor.NewRules(), func(c *worker.Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	e.publish(events.Turn{ID: "t1", UserID: "alice", UserMessage: "I live in Oslo"})
+	e.waitDone(1)
+
+	if _, err := e.store.Pool().Exec(e.ctx, `ALTER TABLE turns RENAME TO turns_gone`); err != nil {
+		t.Fatal(err)
+	}
+	e.publish(events.Turn{ID: "t2", UserID: "alice", UserMessage: "I work at a bakery"})
+	e.waitFor("the ingest to fail", func() (bool, string) {
+		return strings.Contains(logs.String(), "ingest: cannot record turns"), ""
+	})
+	if strings.Contains(logs.String(), "recording turns again") {
+		t.Fatalf("said it records again before it did:\n%s", logs.String())
+	}
+	if _, err := e.store.Pool().Exec(e.ctx, `ALTER TABLE turns_gone RENAME TO turns`); err != nil {
+		t.Fatal(err)
+	}
+	e.waitDone(2)
+	e.waitFor("the ingest to say it records again", func() (bool, string) {
+		return strings.Contains(logs.String(), "ingest: recording turns again"), ""
+	})
+	var again []string
+	for l := range strings.Lines(logs.String()) {
+		if strings.Contains(l, "recording turns again") {
+			again = append(again, l)
+		}
+	}
+	if len(again) != 1 || !strings.Contains(again[0], "failed_batches=") || !strings.Contains(again[0], "failed_for=") {
+		t.Fatalf("lines saying it records again: %q, want one with failed_batches and failed_for", again)
+	}
+}
