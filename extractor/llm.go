@@ -407,7 +407,7 @@ func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, us
 		l.usage.record(req.Model, promptTokens, completionTokens, err == nil && e == nil, status)
 	}
 	if err == nil && e == nil {
-		l.serverErrors.end(time.Now())
+		l.answered()
 		usage.PromptTokens += promptTokens
 		usage.CompletionTokens += completionTokens
 		content, err := replyContent(resp)
@@ -458,6 +458,17 @@ type serverErrorRow struct {
 	last     time.Time
 	// answered is when a request was last answered otherwise (end).
 	answered time.Time
+	// down is set while the server is taken for down (an error marked
+	// Unreachable since the last answer), so that the first answer after
+	// it can say the outage ended.
+	down bool
+}
+
+// markDown records that a request found the server down.
+func (r *serverErrorRow) markDown() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.down = true
 }
 
 // fail adds a request answered with a server error to the row, and
@@ -484,12 +495,15 @@ func (r *serverErrorRow) fail(msgs []openai.ChatCompletionMessage, now time.Time
 	return len(r.requests) >= serverErrorsOutage
 }
 
-// end ends the row: a request was answered otherwise, at now.
-func (r *serverErrorRow) end(now time.Time) {
+// end ends the row: a request was answered otherwise, at now. It reports
+// whether the server had been taken for down, once per outage.
+func (r *serverErrorRow) end(now time.Time) (wasDown bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.requests = nil
 	r.answered = now
+	wasDown, r.down = r.down, false
+	return wasDown
 }
 
 // answeredSince reports whether a request was answered otherwise after t.
@@ -524,7 +538,20 @@ func (l *LLM) noteServerError(e *Error, status int, ex *exchange, msgs []openai.
 			e.Unreachable = true
 		}
 	case status != 0:
-		l.serverErrors.end(time.Now())
+		l.answered()
+	}
+	if e.Unreachable {
+		l.serverErrors.markDown()
+	}
+}
+
+// answered ends the row of server errors: a request was answered. The
+// first answer after the server was taken for down says so, once: the
+// waits' warnings are held back and then at debug (worker), and without
+// it an operator reading the log after an outage does not see it end.
+func (l *LLM) answered() {
+	if l.serverErrors.end(time.Now()) {
+		l.cfg.Logger.Info("model server answering again", "base_url", redactURL(l.cfg.BaseURL))
 	}
 }
 

@@ -1,10 +1,13 @@
 package extractor
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -323,4 +326,29 @@ func closedAddr(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return addr
+}
+
+// TestLLMSaysOnceWhenTheServerAnswersAgain: the first answer after the
+// server was taken for down (a 503, or the third 500 in a row) is logged
+// once, at info: the end of an outage, which the held-back warnings of the
+// waits do not show. Answers without an outage before them log nothing.
+func TestLLMSaysOnceWhenTheServerAnswersAgain(t *testing.T) {
+	t.Parallel()
+	ok := extractortest.Content(`{"facts": [], "context": []}`)
+	down := extractortest.Reply{Status: http.StatusServiceUnavailable, Body: `{"error":"loading model"}`}
+	boom := extractortest.Error(http.StatusInternalServerError, "boom")
+	srv := extractortest.NewServer(t, ok, boom, ok, down, down, ok, ok, boom, boom, boom, ok, ok)
+	var logs bytes.Buffer
+	l := newTestLLM(t, srv, func(c *LLMConfig) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	var after []int // the requests after which the line was logged
+	for i := range 12 {
+		before := strings.Count(logs.String(), "model server answering again")
+		_, _ = l.Extract(context.Background(), testInput(fmt.Sprintf("I'm Ana %d", i)))
+		if strings.Count(logs.String(), "model server answering again") > before {
+			after = append(after, i+1)
+		}
+	}
+	if !slices.Equal(after, []int{6, 11}) {
+		t.Fatalf("logged the server answering again after requests %v, want 6 (after two 503s) and 11 (after three 500s in a row), not after a lone 500; log:\n%s", after, logs.String())
+	}
 }
