@@ -407,7 +407,7 @@ func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, us
 		l.usage.record(req.Model, promptTokens, completionTokens, err == nil && e == nil, status)
 	}
 	if err == nil && e == nil {
-		l.answered()
+		l.answered(true)
 		usage.PromptTokens += promptTokens
 		usage.CompletionTokens += completionTokens
 		content, err := replyContent(resp)
@@ -451,77 +451,85 @@ const (
 )
 
 // serverErrorRow is the current row of server errors: the different
-// requests in it and when the last came. Safe for concurrent use.
+// requests in it and when the last came, and whether the server is taken
+// for down. Safe for concurrent use: each method decides under one lock.
 type serverErrorRow struct {
 	mu       sync.Mutex
 	requests map[[32]byte]bool
 	last     time.Time
-	// answered is when a request was last answered otherwise (end).
+	// answered is when a request was last answered otherwise (answer).
 	answered time.Time
-	// down is set while the server is taken for down (an error marked
-	// Unreachable since the last answer), so that the first answer after
-	// it can say the outage ended.
-	down bool
+	// downSince is when the server was taken for down (an error marked
+	// Unreachable), zero while it is not: the first reply after it says
+	// the outage ended (answer).
+	downSince time.Time
 }
 
-// markDown records that a request found the server down.
-func (r *serverErrorRow) markDown() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.down = true
-}
-
-// fail adds a request answered with a server error to the row, and
-// reports whether the row now counts as an outage.
-func (r *serverErrorRow) fail(msgs []openai.ChatCompletionMessage, now time.Time) bool {
-	h := sha256.New()
-	for _, m := range msgs {
-		h.Write([]byte(m.Role))
-		h.Write([]byte{0})
-		h.Write([]byte(m.Content))
-		h.Write([]byte{0})
-	}
+// failed records a request of msgs, sent at started, that failed at now:
+// unreachable when it found the server down by itself (no connection, a
+// 502, a 503), else with a server error, or timed out (timeout). It
+// reports whether the server now counts as down. A timeout while another
+// request was answered (after this one was sent) is not counted.
+func (r *serverErrorRow) failed(msgs []openai.ChatCompletionMessage, started, now time.Time, timeout, unreachable bool) bool {
 	var key [32]byte
-	h.Sum(key[:0])
+	if !unreachable {
+		h := sha256.New()
+		for _, m := range msgs {
+			h.Write([]byte(m.Role))
+			h.Write([]byte{0})
+			h.Write([]byte(m.Content))
+			h.Write([]byte{0})
+		}
+		h.Sum(key[:0])
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.requests == nil || now.Sub(r.last) > serverErrorsWindow {
-		r.requests = map[[32]byte]bool{}
+	if !unreachable {
+		if timeout && r.answered.After(started) {
+			return false
+		}
+		if r.requests == nil || now.Sub(r.last) > serverErrorsWindow {
+			r.requests = map[[32]byte]bool{}
+		}
+		r.last = now
+		if len(r.requests) < serverErrorsOutage {
+			r.requests[key] = true
+		}
+		if len(r.requests) < serverErrorsOutage {
+			return false
+		}
 	}
-	r.last = now
-	if len(r.requests) < serverErrorsOutage {
-		r.requests[key] = true
+	if r.downSince.IsZero() {
+		r.downSince = now
 	}
-	return len(r.requests) >= serverErrorsOutage
+	return true
 }
 
-// end ends the row: a request was answered otherwise, at now. It reports
-// whether the server had been taken for down, once per outage.
-func (r *serverErrorRow) end(now time.Time) (wasDown bool) {
+// answer ends the row: a request was answered otherwise, at now. A reply
+// (replied: a completion, or a refusal of the request itself, not a 429
+// or a 503 asking to wait) also ends the server's being down: it returns
+// for how long it was, once, 0 when it was not.
+func (r *serverErrorRow) answer(now time.Time, replied bool) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.requests = nil
 	r.answered = now
-	wasDown, r.down = r.down, false
-	return wasDown
+	if !replied || r.downSince.IsZero() {
+		return 0
+	}
+	down := max(now.Sub(r.downSince), time.Nanosecond)
+	r.downSince = time.Time{}
+	return down
 }
 
-// answeredSince reports whether a request was answered otherwise after t.
-func (r *serverErrorRow) answeredSince(t time.Time) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.answered.After(t)
-}
-
-// noteServerError adds e, the error of a request of msgs answered with
-// status (or timed out), to the row when it is a server error or a
-// timeout not already taken for an outage, and marks it Unreachable once
-// the row is an outage; any other answer ends the row. A timeout is
-// counted as a server error: a server that hangs (a stuck process, a
-// gateway holding connections to a dead backend) answers no request, and
-// with attempts spent on each timeout a hang of a few minutes failed
-// every turn it met (an operator's probe: attempt 4 of 5 after 90 s with
-// --llm-timeout 3s).
+// noteServerError records e, the error of a request of msgs answered with
+// status (or timed out: ex), in the row when it is a server error or a
+// timeout, and marks it Unreachable once the row is an outage; any other
+// answer ends the row. A timeout is counted as a server error: a server
+// that hangs (a stuck process, a gateway holding connections to a dead
+// backend) answers no request, and with attempts spent on each timeout a
+// hang of a few minutes failed every turn it met (an operator's probe:
+// attempt 4 of 5 after 90 s with --llm-timeout 3s).
 //
 // A timeout while another request was answered (an answer after this one
 // was sent, before it timed out) is not counted: the server is not hung but
@@ -532,28 +540,38 @@ func (r *serverErrorRow) answeredSince(t time.Time) bool {
 func (l *LLM) noteServerError(e *Error, status int, ex *exchange, msgs []openai.ChatCompletionMessage) {
 	switch {
 	case e.Unreachable:
-	case timedOut(status, ex) && l.serverErrors.answeredSince(ex.started):
+		l.serverErrors.failed(msgs, ex.started, time.Now(), false, true)
 	case (status >= 500 || ex.timedOut) && e.Kind == KindTransient:
-		if l.serverErrors.fail(msgs, time.Now()) {
-			e.Unreachable = true
-		}
+		e.Unreachable = l.serverErrors.failed(msgs, ex.started, time.Now(), timedOut(status, ex), false)
 	case status != 0:
-		l.answered()
-	}
-	if e.Unreachable {
-		l.serverErrors.markDown()
+		l.answered(e.Kind != KindRetryAfter)
 	}
 }
 
-// answered ends the row of server errors: a request was answered. The
-// first answer after the server was taken for down says so, once: the
-// waits' warnings are held back and then at debug (worker), and without
-// it an operator reading the log after an outage does not see it end.
-func (l *LLM) answered() {
-	if l.serverErrors.end(time.Now()) {
-		l.cfg.Logger.Info("model server answering again", "base_url", redactURL(l.cfg.BaseURL))
+// answered ends the row of server errors: a request was answered (replied:
+// see serverErrorRow.answer). The first reply after the server was taken
+// for down says so, once: the waits' warnings are held back and then at
+// debug (worker), and without it an operator reading the log after an
+// outage does not see it end. At info after an outage of at least
+// outageTold; a shorter one (a lone 502 from a gateway under load, a few
+// 500s in a row) at debug, since such blips can come every few seconds.
+func (l *LLM) answered(replied bool) {
+	down := l.serverErrors.answer(time.Now(), replied)
+	if down == 0 {
+		return
 	}
+	level := slog.LevelDebug
+	if down >= outageTold {
+		level = slog.LevelInfo
+	}
+	l.cfg.Logger.Log(context.Background(), level, "model server answering again", "base_url", redactURL(l.cfg.BaseURL),
+		"down_for", down.Round(time.Millisecond).String())
 }
+
+// outageTold is the shortest outage whose end is logged at info: the
+// worker holds back its warnings of a model server that is down to one
+// every 30 s (worker.OutageRepeats).
+const outageTold = 30 * time.Second
 
 // tokens returns the token counts of a reply's usage block. A negative count
 // is not a count (a server bug): it is taken as unknown, 0, so that it can
@@ -799,10 +817,12 @@ func classify(err error, ex *exchange, timeout time.Duration) *Error {
 	}
 }
 
-// timedOut reports whether a request that got status (0: no answer) timed
-// out: this client's timeout, or a gateway's (504).
+// timedOut reports whether a request that got status timed out: this
+// client's timeout (also after the headers came: a server or gateway that
+// sends them at once, then the body when the reply is done), or a
+// gateway's (504).
 func timedOut(status int, ex *exchange) bool {
-	return status == http.StatusGatewayTimeout || (status == 0 && ex.timedOut)
+	return status == http.StatusGatewayTimeout || ex.timedOut
 }
 
 // statusError classifies an HTTP error status, detail being ": message" or

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -830,46 +831,68 @@ func TestLLMQueuedCallGivesWayBeforeItsDeadline(t *testing.T) {
 // short one was answered are each their own turn's failure and spend
 // attempts; they must not mark the server down (Unreachable), which would
 // hold their turns for --llm-max-outage, re-sending each long prompt every
-// wait.
+// wait. Also when the server (or a gateway before it: OpenRouter, a proxy
+// keeping the connection alive) sends its 200 headers at once and the body
+// when the reply is done.
 func TestLLMTimeoutAnsweredMeanwhileIsNotAnOutage(t *testing.T) {
 	t.Parallel()
-	release := make(chan struct{})
-	entered := make(chan struct{}, 8)
-	srv := extractortest.NewServer(t)
-	srv.SetHandler(func(req openai.ChatCompletionRequest) extractortest.Reply {
-		if strings.Contains(req.Messages[len(req.Messages)-1].Content, "long prompt") {
-			entered <- struct{}{}
-			<-release
-		}
-		return extractortest.Content(validReply)
-	})
-	defer close(release) // before the server's cleanup, which waits for handlers
-	// A timeout long enough for the short request to be answered first.
-	l := newTestLLM(t, srv, func(c *LLMConfig) { c.Timeout = 3 * time.Second; c.MaxConcurrency = 4 })
-	const long = 3
-	errs := make(chan error, long)
-	for i := range long {
-		go func() {
-			_, err := l.Extract(context.Background(), testInput(fmt.Sprintf("I'm Ana, long prompt %d", i)))
-			errs <- err
-		}()
-	}
-	for range long {
-		<-entered
-	}
-	if _, err := l.Extract(context.Background(), testInput("I'm Ana, short")); err != nil {
-		t.Fatalf("short request beside them: %v", err)
-	}
-	if len(errs) > 0 {
-		t.Skip("a long request timed out before the short one was answered (machine too slow for this test)")
-	}
-	for range long {
-		err := <-errs
-		if err == nil || KindOf(err) != KindTransient || !strings.Contains(err.Error(), "timed out") {
-			t.Fatalf("long request: %v, want a timeout", err)
-		}
-		if IsUnreachable(err) {
-			t.Errorf("long request that timed out while the server answered another: %v marked Unreachable (an outage), want its own failure", err)
-		}
+	for _, headersFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("headers first %v", headersFirst), func(t *testing.T) {
+			t.Parallel()
+			release := make(chan struct{})
+			entered := make(chan struct{}, 8)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				var req openai.ChatCompletionRequest
+				_ = json.NewDecoder(r.Body).Decode(&req)
+				w.Header().Set("Content-Type", "application/json")
+				if strings.Contains(req.Messages[len(req.Messages)-1].Content, "long prompt") {
+					if headersFirst {
+						w.WriteHeader(http.StatusOK)
+						w.(http.Flusher).Flush()
+					}
+					entered <- struct{}{}
+					select {
+					case <-release:
+					case <-r.Context().Done():
+					}
+					return
+				}
+				_ = json.NewEncoder(w).Encode(openai.ChatCompletionResponse{Model: "test-model", Choices: []openai.ChatCompletionChoice{{
+					Message: openai.ChatCompletionMessage{Role: "assistant", Content: validReply}, FinishReason: "stop"}}})
+			}))
+			defer srv.Close()
+			defer close(release) // before the server's Close, which waits for handlers
+			// A timeout long enough for the short request to be answered first.
+			l, err := NewLLM(LLMConfig{BaseURL: srv.URL + "/v1", Model: "test-model", Timeout: 3 * time.Second, MaxConcurrency: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			const long = 3
+			errs := make(chan error, long)
+			for i := range long {
+				go func() {
+					_, err := l.Extract(context.Background(), testInput(fmt.Sprintf("I'm Ana, long prompt %d", i)))
+					errs <- err
+				}()
+			}
+			for range long {
+				<-entered
+			}
+			if _, err := l.Extract(context.Background(), testInput("I'm Ana, short")); err != nil {
+				t.Fatalf("short request beside them: %v", err)
+			}
+			if len(errs) > 0 {
+				t.Skip("a long request timed out before the short one was answered (machine too slow for this test)")
+			}
+			for range long {
+				err := <-errs
+				if err == nil || KindOf(err) != KindTransient || !strings.Contains(err.Error(), "timed out") {
+					t.Fatalf("long request: %v, want a timeout", err)
+				}
+				if IsUnreachable(err) {
+					t.Errorf("long request that timed out while the server answered another: %v marked Unreachable (an outage), want its own failure", err)
+				}
+			}
+		})
 	}
 }

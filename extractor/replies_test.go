@@ -3,6 +3,7 @@ package extractor
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
@@ -10,7 +11,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/memoryd/memoryd/extractor/extractortest"
 )
@@ -328,27 +331,76 @@ func closedAddr(t *testing.T) string {
 	return addr
 }
 
-// TestLLMSaysOnceWhenTheServerAnswersAgain: the first answer after the
+// TestLLMSaysOnceWhenTheServerAnswersAgain: the first reply after the
 // server was taken for down (a 503, or the third 500 in a row) is logged
-// once, at info: the end of an outage, which the held-back warnings of the
-// waits do not show. Answers without an outage before them log nothing.
+// once, with how long it was down: the end of an outage, which the
+// held-back warnings of the waits do not show. A 503 asking to wait
+// (Retry-After) is no reply. An outage shorter than outageTold (a blip,
+// which can come every few seconds under load) is told at debug, a longer
+// one at info. Replies without an outage before them log nothing.
 func TestLLMSaysOnceWhenTheServerAnswersAgain(t *testing.T) {
 	t.Parallel()
 	ok := extractortest.Content(`{"facts": [], "context": []}`)
 	down := extractortest.Reply{Status: http.StatusServiceUnavailable, Body: `{"error":"loading model"}`}
+	wait := extractortest.Reply{Status: http.StatusServiceUnavailable, Body: `{}`, Header: http.Header{"Retry-After": {"0"}}}
 	boom := extractortest.Error(http.StatusInternalServerError, "boom")
-	srv := extractortest.NewServer(t, ok, boom, ok, down, down, ok, ok, boom, boom, boom, ok, ok)
-	var logs bytes.Buffer
-	l := newTestLLM(t, srv, func(c *LLMConfig) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
-	var after []int // the requests after which the line was logged
-	for i := range 12 {
-		before := strings.Count(logs.String(), "model server answering again")
+	srv := extractortest.NewServer(t, ok, boom, ok, down, wait, ok, ok, boom, boom, boom, ok, ok, down, ok)
+	var logs lockedLog
+	l := newTestLLM(t, srv, func(c *LLMConfig) {
+		c.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	var told []string // "<request>:<level>" of each line
+	for i := range 14 {
+		if i == 12 {
+			// The next outage has lasted a minute when its reply comes.
+			l.serverErrors.mu.Lock()
+			l.serverErrors.downSince = time.Now().Add(-time.Minute)
+			l.serverErrors.mu.Unlock()
+		}
+		before := len(logs.lines("model server answering again"))
 		_, _ = l.Extract(context.Background(), testInput(fmt.Sprintf("I'm Ana %d", i)))
-		if strings.Count(logs.String(), "model server answering again") > before {
-			after = append(after, i+1)
+		if lines := logs.lines("model server answering again"); len(lines) > before {
+			for _, line := range lines[before:] {
+				told = append(told, fmt.Sprintf("%d:%s", i+1, line.Level))
+				if line.DownFor == "" {
+					t.Errorf("line %+v without down_for", line)
+				}
+			}
 		}
 	}
-	if !slices.Equal(after, []int{6, 11}) {
-		t.Fatalf("logged the server answering again after requests %v, want 6 (after two 503s) and 11 (after three 500s in a row), not after a lone 500; log:\n%s", after, logs.String())
+	if want := []string{"6:DEBUG", "11:DEBUG", "14:INFO"}; !slices.Equal(told, want) {
+		t.Fatalf("told the server answering again at %v, want %v: after a 503 and a 503 asking to wait, after three 500s in a row, and at info after a minute's outage; not after a lone 500", told, want)
 	}
+}
+
+// lockedLog is a log sink whose JSON lines a test can read while requests
+// write.
+type lockedLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedLog) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+type logLine struct {
+	Level, Msg string
+	DownFor    string `json:"down_for"`
+}
+
+// lines returns the lines whose message is msg.
+func (b *lockedLog) lines(msg string) []logLine {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []logLine
+	for l := range strings.Lines(b.buf.String()) {
+		var line logLine
+		if json.Unmarshal([]byte(l), &line) == nil && line.Msg == msg {
+			out = append(out, line)
+		}
+	}
+	return out
 }

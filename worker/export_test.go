@@ -9,7 +9,8 @@ import (
 // IngestBatch records msgs as one ingest batch, as the ingest loop does, so
 // that a test can choose what shares a batch.
 func IngestBatch(ctx context.Context, w *Worker, msgs []jetstream.Msg) error {
-	return w.ingest(ctx, msgs)
+	_, err := w.ingest(ctx, msgs)
+	return err
 }
 
 // ExtractJobs is the shape of extraction jobs the worker passes to the store.

@@ -57,14 +57,17 @@ func (w *Worker) ingestLoop(ctx context.Context) {
 				break fill
 			}
 		}
-		err := w.ingest(ctx, batch)
+		stored, err := w.ingest(ctx, batch)
 		leave()
 		if isDataError(err) {
 			// Postgres refused an event's content (something validation let
 			// through). Record the events one by one so the bad one is
 			// dead-lettered and the others are not held back with it.
 			for _, m := range batch {
-				if err = w.ingest(ctx, []jetstream.Msg{m}); isDataError(err) {
+				var one bool
+				one, err = w.ingest(ctx, []jetstream.Msg{m})
+				stored = stored || one
+				if isDataError(err) {
 					w.reject(ctx, m, fmt.Errorf("invalid turn event: postgres refused it: %w", err))
 					err = nil
 				}
@@ -105,6 +108,13 @@ func (w *Worker) ingestLoop(ctx context.Context) {
 			}
 			continue
 		}
+		if !stored {
+			// Nothing reached the turns table (events dead-lettered or
+			// opted out): it says nothing about whether turns can be
+			// recorded again, so the outage, its count and its backoff go
+			// on.
+			continue
+		}
 		if failed > 0 {
 			// Said once, so that an operator reading the log after an
 			// outage sees where it ended (the errors above only say
@@ -119,8 +129,9 @@ func (w *Worker) ingestLoop(ctx context.Context) {
 
 // ingest records one batch. It returns an error only when the batch could not
 // be stored and must be redelivered; invalid events are dead-lettered and
-// terminated here, valid ones acknowledged after the commit.
-func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) (err error) {
+// terminated here, valid ones acknowledged after the commit. stored reports
+// whether the batch's turns were committed (false when it held none).
+func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) (stored bool, err error) {
 	ctx, span := w.startIngestSpan(ctx, batch)
 	defer func() { endSpan(span, err, "store_unavailable") }()
 	w.received.Add(int64(len(batch)))
@@ -154,7 +165,7 @@ func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) (err error) 
 		valid = append(valid, m)
 	}
 	if len(turns) == 0 {
-		return nil
+		return false, nil
 	}
 	if w.tracer != nil {
 		ctx = withTurnTraces(ctx, batchTurnTraces(turns, valid))
@@ -185,7 +196,7 @@ func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) (err error) 
 		return w.enqueue(txCtx, tx, inserted(keep, outcomes))
 	})
 	if err != nil {
-		return err
+		return false, err
 	}
 	// A conflicting duplicate (the user's event id recorded with other
 	// content) is dead-lettered, never taken for the recorded turn; the
@@ -254,7 +265,7 @@ func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) (err error) 
 	w.duplicates.Add(int64(len(keep) - recorded - len(conflict)))
 	w.logger.Debug("ingested turns", "events", len(batch), "recorded", recorded, "conflicts", len(conflict), "forgotten", len(turns)-len(keep)-held,
 		"held_for_a_forget", held)
-	return nil
+	return true, nil
 }
 
 // msgIDWarnEvery is the least time between two warnings of checkMsgID:

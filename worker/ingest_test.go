@@ -1,9 +1,11 @@
 package worker_test
 
 import (
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/extractor"
@@ -48,4 +50,39 @@ func TestIngestSaysWhenItRecordsAgain(t *testing.T) {
 	if len(again) != 1 || !strings.Contains(again[0], "failed_batches=") || !strings.Contains(again[0], "failed_for=") {
 		t.Fatalf("lines saying it records again: %q, want one with failed_batches and failed_for", again)
 	}
+}
+
+// TestIngestSaysRecordingAgainOnlyWhenItDoes: a batch holding no turn to
+// record (events dead-lettered at decode, or opted out) never reaches the
+// turns table, so it says nothing about whether turns can be recorded: it
+// must not end the outage in the log. Here the turns table is gone the
+// whole time while invalid events arrive beside the failing turn.
+func TestIngestSaysRecordingAgainOnlyWhenItDoes(t *testing.T) {
+	e := setup(t)
+	var logs lockedBuffer
+	e.start(extractor.NewRules(), func(c *worker.Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	e.publish(events.Turn{ID: "t1", UserID: "alice", UserMessage: "I live in Oslo"})
+	e.waitDone(1)
+
+	if _, err := e.store.Pool().Exec(e.ctx, `ALTER TABLE turns RENAME TO turns_gone`); err != nil {
+		t.Fatal(err)
+	}
+	e.publish(events.Turn{ID: "t2", UserID: "alice", UserMessage: "I work at a bakery"})
+	e.waitFor("the ingest to fail", func() (bool, string) {
+		return strings.Contains(logs.String(), "ingest: cannot record turns"), ""
+	})
+	bob := events.TurnSubject(e.prefix, "bob")
+	for i := range 40 {
+		if _, err := e.js.Publish(e.ctx, bob, fmt.Appendf(nil, `{"id":"bad-%d","user_id":"bob"}`, i)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(75 * time.Millisecond)
+	}
+	if n := strings.Count(logs.String(), "recording turns again"); n > 0 {
+		t.Errorf("said %d times that it records turns again while the turns table was gone:\n%s", n, logs.String())
+	}
+	if _, err := e.store.Pool().Exec(e.ctx, `ALTER TABLE turns_gone RENAME TO turns`); err != nil {
+		t.Fatal(err)
+	}
+	e.waitDone(2)
 }
