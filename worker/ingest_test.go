@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/extractor"
@@ -71,12 +70,24 @@ func TestIngestSaysRecordingAgainOnlyWhenItDoes(t *testing.T) {
 	e.waitFor("the ingest to fail", func() (bool, string) {
 		return strings.Contains(logs.String(), "ingest: cannot record turns"), ""
 	})
+	// Each invalid event its own batch among the failing turn's retries:
+	// the next is published once the last is dead-lettered.
 	bob := events.TurnSubject(e.prefix, "bob")
-	for i := range 40 {
+	for i := range 5 {
 		if _, err := e.js.Publish(e.ctx, bob, fmt.Appendf(nil, `{"id":"bad-%d","user_id":"bob"}`, i)); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(75 * time.Millisecond)
+		e.waitFor(fmt.Sprintf("invalid event %d dead-lettered", i), func() (bool, string) {
+			dl, err := e.js.Stream(e.ctx, events.DeadLetterStream(e.stream))
+			if err != nil {
+				return false, err.Error()
+			}
+			info, err := dl.Info(e.ctx)
+			if err != nil {
+				return false, err.Error()
+			}
+			return info.State.Msgs >= uint64(i+1), fmt.Sprint(info.State.Msgs, " dead letters")
+		})
 	}
 	if n := strings.Count(logs.String(), "recording turns again"); n > 0 {
 		t.Errorf("said %d times that it records turns again while the turns table was gone:\n%s", n, logs.String())
