@@ -224,6 +224,11 @@ func slowService(t *testing.T, nc *nats.Conn, prefix, endpoint string, delay tim
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	// The server has the subscription before the command's request: sent
+	// unflushed, the request could find no responder (a CI run did).
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Export and import of a large memory take as many requests as it needs,
