@@ -1,7 +1,6 @@
 package extractor
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,10 +10,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/extractor/extractortest"
 )
 
@@ -345,7 +344,7 @@ func TestLLMSaysOnceWhenTheServerAnswersAgain(t *testing.T) {
 	wait := extractortest.Reply{Status: http.StatusServiceUnavailable, Body: `{}`, Header: http.Header{"Retry-After": {"0"}}}
 	boom := extractortest.Error(http.StatusInternalServerError, "boom")
 	srv := extractortest.NewServer(t, ok, boom, ok, down, wait, ok, ok, boom, boom, boom, ok, ok, down, ok)
-	var logs lockedLog
+	var logs eventstest.SyncBuffer
 	l := newTestLLM(t, srv, func(c *LLMConfig) {
 		c.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
@@ -357,9 +356,9 @@ func TestLLMSaysOnceWhenTheServerAnswersAgain(t *testing.T) {
 			l.serverErrors.downSince = time.Now().Add(-time.Minute)
 			l.serverErrors.mu.Unlock()
 		}
-		before := len(logs.lines("model server answering again"))
+		before := len(logLines(&logs, "model server answering again"))
 		_, _ = l.Extract(context.Background(), testInput(fmt.Sprintf("I'm Ana %d", i)))
-		if lines := logs.lines("model server answering again"); len(lines) > before {
+		if lines := logLines(&logs, "model server answering again"); len(lines) > before {
 			for _, line := range lines[before:] {
 				told = append(told, fmt.Sprintf("%d:%s", i+1, line.Level))
 				if line.DownFor == "" {
@@ -373,30 +372,15 @@ func TestLLMSaysOnceWhenTheServerAnswersAgain(t *testing.T) {
 	}
 }
 
-// lockedLog is a log sink whose JSON lines a test can read while requests
-// write.
-type lockedLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedLog) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
 type logLine struct {
 	Level, Msg string
 	DownFor    string `json:"down_for"`
 }
 
-// lines returns the lines whose message is msg.
-func (b *lockedLog) lines(msg string) []logLine {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+// logLines returns the JSON lines of logs whose message is msg.
+func logLines(logs *eventstest.SyncBuffer, msg string) []logLine {
 	var out []logLine
-	for l := range strings.Lines(b.buf.String()) {
+	for l := range strings.Lines(logs.String()) {
 		var line logLine
 		if json.Unmarshal([]byte(l), &line) == nil && line.Msg == msg {
 			out = append(out, line)

@@ -24,12 +24,11 @@ BEGIN
     WHERE n.search IS DISTINCT FROM o.search OR n.user_id <> o.user_id;
     INSERT INTO embedding_generations AS g (user_id, generation)
     SELECT u, nextval('embedding_generation_seq')
-    FROM (SELECT DISTINCT u FROM (
-            SELECT n.user_id AS u FROM new_items n JOIN old_items o ON o.id = n.id
+    FROM (SELECT n.user_id AS u FROM new_items n JOIN old_items o ON o.id = n.id
             WHERE n.search IS DISTINCT FROM o.search OR n.user_id <> o.user_id
-            UNION
-            SELECT o.user_id FROM new_items n JOIN old_items o ON o.id = n.id
-            WHERE n.user_id <> o.user_id) c
+        UNION -- distinct: one bump a user
+        SELECT o.user_id FROM new_items n JOIN old_items o ON o.id = n.id
+            WHERE n.user_id <> o.user_id
         ORDER BY 1) x
     ON CONFLICT (user_id) DO UPDATE SET generation = excluded.generation;
     RETURN NULL;

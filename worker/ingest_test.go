@@ -17,19 +17,7 @@ import (
 // reading the log after an outage sees where it ended. The outage here is
 // the turns table gone (renamed) and back.
 func TestIngestSaysWhenItRecordsAgain(t *testing.T) {
-	e := setup(t)
-	var logs lockedBuffer
-	e.start(extractor.NewRules(), func(c *worker.Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
-	e.publish(events.Turn{ID: "t1", UserID: "alice", UserMessage: "I live in Oslo"})
-	e.waitDone(1)
-
-	if _, err := e.store.Pool().Exec(e.ctx, `ALTER TABLE turns RENAME TO turns_gone`); err != nil {
-		t.Fatal(err)
-	}
-	e.publish(events.Turn{ID: "t2", UserID: "alice", UserMessage: "I work at a bakery"})
-	e.waitFor("the ingest to fail", func() (bool, string) {
-		return strings.Contains(logs.String(), "ingest: cannot record turns"), ""
-	})
+	e, logs := ingestFailing(t)
 	if strings.Contains(logs.String(), "recording turns again") {
 		t.Fatalf("said it records again before it did:\n%s", logs.String())
 	}
@@ -57,19 +45,7 @@ func TestIngestSaysWhenItRecordsAgain(t *testing.T) {
 // must not end the outage in the log. Here the turns table is gone the
 // whole time while invalid events arrive beside the failing turn.
 func TestIngestSaysRecordingAgainOnlyWhenItDoes(t *testing.T) {
-	e := setup(t)
-	var logs lockedBuffer
-	e.start(extractor.NewRules(), func(c *worker.Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
-	e.publish(events.Turn{ID: "t1", UserID: "alice", UserMessage: "I live in Oslo"})
-	e.waitDone(1)
-
-	if _, err := e.store.Pool().Exec(e.ctx, `ALTER TABLE turns RENAME TO turns_gone`); err != nil {
-		t.Fatal(err)
-	}
-	e.publish(events.Turn{ID: "t2", UserID: "alice", UserMessage: "I work at a bakery"})
-	e.waitFor("the ingest to fail", func() (bool, string) {
-		return strings.Contains(logs.String(), "ingest: cannot record turns"), ""
-	})
+	e, logs := ingestFailing(t)
 	// Each invalid event its own batch among the failing turn's retries:
 	// the next is published once the last is dead-lettered.
 	bob := events.TurnSubject(e.prefix, "bob")
@@ -96,4 +72,24 @@ func TestIngestSaysRecordingAgainOnlyWhenItDoes(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitDone(2)
+}
+
+// ingestFailing starts a worker logging to the returned buffer, records
+// one turn, then takes the turns table away (renamed turns_gone) and
+// publishes a second turn, returning once its ingest has failed.
+func ingestFailing(t *testing.T) (*env, *lockedBuffer) {
+	t.Helper()
+	e := setup(t)
+	logs := &lockedBuffer{}
+	e.start(extractor.NewRules(), func(c *worker.Config) { c.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
+	e.publish(events.Turn{ID: "t1", UserID: "alice", UserMessage: "I live in Oslo"})
+	e.waitDone(1)
+	if _, err := e.store.Pool().Exec(e.ctx, `ALTER TABLE turns RENAME TO turns_gone`); err != nil {
+		t.Fatal(err)
+	}
+	e.publish(events.Turn{ID: "t2", UserID: "alice", UserMessage: "I work at a bakery"})
+	e.waitFor("the ingest to fail", func() (bool, string) {
+		return strings.Contains(logs.String(), "ingest: cannot record turns"), ""
+	})
+	return e, logs
 }
