@@ -545,8 +545,9 @@ func applyFacts(ctx context.Context, q *Store, userID string, lines []any) (int6
 		ON CONFLICT (user_id, key) DO UPDATE
 		SET value = excluded.value, source_at = excluded.source_at, event_id = excluded.event_id,
 		    conversation_id = excluded.conversation_id, extractor = excluded.extractor, model = excluded.model,
-		    prompt_version = excluded.prompt_version, updated_at = excluded.updated_at
-		WHERE (f.source_at, f.extractor = 'direct', f.event_id, f.value) < (excluded.source_at, excluded.extractor = 'direct', excluded.event_id, excluded.value)`,
+		    prompt_version = excluded.prompt_version, source_seq = excluded.source_seq, updated_at = excluded.updated_at
+		WHERE (f.source_at, f.extractor = 'direct', f.source_seq, f.event_id, f.value)
+		    < (excluded.source_at, excluded.extractor = 'direct', excluded.source_seq, excluded.event_id, excluded.value)`,
 		userID, keys, values, ats, events, convs, xs, ms, ps, ups)
 	if err != nil {
 		return 0, err

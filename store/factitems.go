@@ -15,8 +15,9 @@ import (
 // List keys (FactWrite.List) hold a set of items in fact_items, one row per
 // item identity (itemIdentity) with the item's latest operation: an add
 // makes it present, a remove leaves a tombstone. Operations are ordered by
-// the total order (source time, direct write, event id, add over remove,
-// value), the last one wins, so any arrival order converges. A clear of the
+// the total order (source time, direct write, stream sequence, event id,
+// add over remove, value), the last one wins, so any arrival order
+// converges. A clear of the
 // key (fact_clears: a delete, a set, facts.clear) hides every item stated no
 // later than it; such rows are deleted, being dominated by the clear. The
 // key's facts row is materialised from the present items after every
@@ -260,10 +261,14 @@ type valueKey struct {
 	item string
 }
 
-// later reports whether a is later than b by source time, then event id.
+// later reports whether a is later than b by source time, then stream
+// sequence (the turn published later: see migrations/055), then event id.
 func later(a, b FactWrite) bool {
 	if !a.SourceAt.Equal(b.SourceAt) {
 		return a.SourceAt.After(b.SourceAt)
+	}
+	if a.Placed.Seq != b.Placed.Seq {
+		return a.Placed.Seq > b.Placed.Seq
 	}
 	return a.EventID > b.EventID
 }
@@ -315,7 +320,7 @@ func (s *Store) adoptListRows(ctx context.Context, keys []userKey) ([]FactWrite,
 	}
 	users, names := splitKeys(keys)
 	rows, err := s.db.Query(ctx, `
-		SELECT f.user_id, f.key, f.value, f.source_at, f.event_id, f.conversation_id, f.extractor, f.model, f.prompt_version
+		SELECT f.user_id, f.key, f.value, f.source_at, f.source_seq, f.event_id, f.conversation_id, f.extractor, f.model, f.prompt_version
 		FROM facts f JOIN unnest($1::text[], $2::text[]) AS t(u, k) ON f.user_id = t.u AND f.key = t.k
 		WHERE NOT EXISTS (SELECT FROM fact_items i WHERE i.user_id = f.user_id AND i.key = f.key)`, users, names)
 	if err != nil {
@@ -324,8 +329,11 @@ func (s *Store) adoptListRows(ctx context.Context, keys []userKey) ([]FactWrite,
 	var (
 		adds []FactWrite
 		f    FactWrite
+		seq  int64
 	)
-	if _, err := pgx.ForEachRow(rows, []any{&f.UserID, &f.Key, &f.Value, &f.SourceAt, &f.EventID, &f.ConversationID, &f.Extractor, &f.Model, &f.PromptVersion}, func() error {
+	if _, err := pgx.ForEachRow(rows, []any{&f.UserID, &f.Key, &f.Value, &f.SourceAt, &seq, &f.EventID, &f.ConversationID, &f.Extractor, &f.Model, &f.PromptVersion}, func() error {
+		// Ordered as the row's value was; its stored time is not kept.
+		f.Placed = StreamPosition{Seq: uint64(seq)}
 		for _, it := range strings.FieldsFunc(f.Value, func(r rune) bool { return r == ',' || r == ';' }) {
 			if it = strings.TrimSpace(it); itemIdentity(it) != "" {
 				a := f
@@ -496,7 +504,7 @@ func (s *Store) deleteSingles(ctx context.Context, deletes map[userKey]FactWrite
 }
 
 // upsertSingles writes single-valued sets: for each key the value latest by
-// (source time, direct write, event id, value) wins, whatever the order
+// (source time, direct write, stream sequence, event id, value) wins, whatever the order
 // writes arrive in. A value stated no later than the key's clear is not
 // written.
 func (s *Store) upsertSingles(ctx context.Context, facts []FactWrite) (int, error) {
@@ -507,18 +515,19 @@ func (s *Store) upsertSingles(ctx context.Context, facts []FactWrite) (int, erro
 	// DISTINCT ON keeps one row per key within the batch (the latest),
 	// since ON CONFLICT cannot touch the same row twice in one statement.
 	tag, err := s.db.Exec(ctx, `
-		INSERT INTO facts AS f (user_id, key, value, source_at, event_id, extractor, model, prompt_version, conversation_id)
-		SELECT DISTINCT ON (u, k) u, k, v, a, e, x, m, p, cv
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
-			AS w(u, k, v, a, e, x, m, p, cv)
+		INSERT INTO facts AS f (user_id, key, value, source_at, event_id, extractor, model, prompt_version, conversation_id, source_seq)
+		SELECT DISTINCT ON (u, k) u, k, v, a, e, x, m, p, cv, sq
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[])
+			AS w(u, k, v, a, e, x, m, p, cv, sq)
 		WHERE NOT EXISTS (SELECT FROM fact_clears c WHERE c.user_id = w.u AND c.key = w.k AND c.cleared_at >= w.a)
-		ORDER BY u, k, a DESC, x = 'direct' DESC, e DESC, v DESC
+		ORDER BY u, k, a DESC, x = 'direct' DESC, sq DESC, e DESC, v DESC
 		ON CONFLICT (user_id, key) DO UPDATE
 		SET value = excluded.value, source_at = excluded.source_at, event_id = excluded.event_id,
 		    conversation_id = excluded.conversation_id, extractor = excluded.extractor, model = excluded.model, prompt_version = excluded.prompt_version,
-		    updated_at = now()
-		WHERE (f.source_at, f.extractor = 'direct', f.event_id, f.value) < (excluded.source_at, excluded.extractor = 'direct', excluded.event_id, excluded.value)`,
-		c.users, c.keys, c.values, c.ats, c.events, c.extractors, c.models, c.prompts, c.convs)
+		    source_seq = excluded.source_seq, updated_at = now()
+		WHERE (f.source_at, f.extractor = 'direct', f.source_seq, f.event_id, f.value)
+		    < (excluded.source_at, excluded.extractor = 'direct', excluded.source_seq, excluded.event_id, excluded.value)`,
+		c.users, c.keys, c.values, c.ats, c.events, c.extractors, c.models, c.prompts, c.convs, c.seqs)
 	if err != nil {
 		return 0, fmt.Errorf("upsert facts: %w", err)
 	}
@@ -549,18 +558,19 @@ func (s *Store) writeItems(ctx context.Context, keys []userKey, items []FactWrit
 	// Same ordering as fact_items's comment says; DISTINCT ON for the same
 	// reason as upsertSingles.
 	tag, err := s.db.Exec(ctx, `
-		INSERT INTO fact_items AS i (user_id, key, item, value, present, source_at, event_id, conversation_id, extractor, model, prompt_version)
-		SELECT DISTINCT ON (u, k, it) u, k, it, v, pr, a, e, cv, x, m, p
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::boolean[], $6::timestamptz[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[])
-			AS w(u, k, it, v, pr, a, e, cv, x, m, p)
+		INSERT INTO fact_items AS i (user_id, key, item, value, present, source_at, event_id, conversation_id, extractor, model, prompt_version, source_seq)
+		SELECT DISTINCT ON (u, k, it) u, k, it, v, pr, a, e, cv, x, m, p, sq
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::boolean[], $6::timestamptz[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::bigint[])
+			AS w(u, k, it, v, pr, a, e, cv, x, m, p, sq)
 		WHERE NOT EXISTS (SELECT FROM fact_clears c WHERE c.user_id = w.u AND c.key = w.k AND c.cleared_at >= w.a)
-		ORDER BY u, k, it, a DESC, x = 'direct' DESC, e DESC, pr DESC, v DESC
+		ORDER BY u, k, it, a DESC, x = 'direct' DESC, sq DESC, e DESC, pr DESC, v DESC
 		ON CONFLICT (user_id, key, item) DO UPDATE
 		SET value = excluded.value, present = excluded.present, source_at = excluded.source_at, event_id = excluded.event_id,
-		    conversation_id = excluded.conversation_id, extractor = excluded.extractor, model = excluded.model, prompt_version = excluded.prompt_version
-		WHERE (i.source_at, i.extractor = 'direct', i.event_id, i.present, i.value)
-		    < (excluded.source_at, excluded.extractor = 'direct', excluded.event_id, excluded.present, excluded.value)`,
-		c.users, c.keys, ids, c.values, present, c.ats, c.events, c.convs, c.extractors, c.models, c.prompts)
+		    conversation_id = excluded.conversation_id, extractor = excluded.extractor, model = excluded.model, prompt_version = excluded.prompt_version,
+		    source_seq = excluded.source_seq
+		WHERE (i.source_at, i.extractor = 'direct', i.source_seq, i.event_id, i.present, i.value)
+		    < (excluded.source_at, excluded.extractor = 'direct', excluded.source_seq, excluded.event_id, excluded.present, excluded.value)`,
+		c.users, c.keys, ids, c.values, present, c.ats, c.events, c.convs, c.extractors, c.models, c.prompts, c.seqs)
 	if err != nil {
 		return 0, fmt.Errorf("write items: %w", err)
 	}
@@ -571,6 +581,7 @@ func (s *Store) writeItems(ctx context.Context, keys []userKey, items []FactWrit
 type factColumnsOf struct {
 	users, keys, values, events, convs, extractors, models, prompts []string
 	ats                                                             []time.Time
+	seqs                                                            []int64
 }
 
 func columnsOf(facts []FactWrite) factColumnsOf {
@@ -578,10 +589,11 @@ func columnsOf(facts []FactWrite) factColumnsOf {
 	c := factColumnsOf{
 		users: make([]string, n), keys: make([]string, n), values: make([]string, n), events: make([]string, n), convs: make([]string, n),
 		extractors: make([]string, n), models: make([]string, n), prompts: make([]string, n), ats: make([]time.Time, n),
+		seqs: make([]int64, n),
 	}
 	for i, f := range facts {
 		c.users[i], c.keys[i], c.values[i], c.events[i], c.convs[i] = f.UserID, f.Key, f.Value, f.EventID, f.ConversationID
-		c.extractors[i], c.models[i], c.prompts[i], c.ats[i] = f.Extractor, f.Model, f.PromptVersion, f.SourceAt
+		c.extractors[i], c.models[i], c.prompts[i], c.ats[i], c.seqs[i] = f.Extractor, f.Model, f.PromptVersion, f.SourceAt, int64(f.Placed.Seq)
 	}
 	return c
 }
@@ -590,6 +602,7 @@ func columnsOf(facts []FactWrite) factColumnsOf {
 type listRow struct {
 	value, event, conv string
 	at                 time.Time
+	seq                int64
 	Provenance
 }
 
@@ -610,6 +623,7 @@ const (
 type shownItem struct {
 	value, event string
 	at           time.Time
+	seq          int64
 }
 
 // listValue joins a list's present items (in identity order) into its
@@ -623,7 +637,7 @@ func listValue(items []shownItem) string {
 		byAge[i] = i
 	}
 	slices.SortStableFunc(byAge, func(a, b int) int {
-		return cmp.Or(items[b].at.Compare(items[a].at), strings.Compare(items[b].event, items[a].event))
+		return cmp.Or(items[b].at.Compare(items[a].at), cmp.Compare(items[b].seq, items[a].seq), strings.Compare(items[b].event, items[a].event))
 	})
 	size, n := 0, 0
 	for _, i := range byAge {
@@ -663,9 +677,9 @@ func (s *Store) materialise(ctx context.Context, keys []userKey, causes map[user
 	}
 	users, names := splitKeys(keys)
 	rows, err := s.db.Query(ctx, `
-		SELECT i.user_id, i.key, i.value, i.source_at, i.event_id, i.conversation_id, i.extractor, i.model, i.prompt_version,
+		SELECT i.user_id, i.key, i.value, i.source_at, i.source_seq, i.event_id, i.conversation_id, i.extractor, i.model, i.prompt_version,
 		       row_number() OVER (PARTITION BY i.user_id, i.key
-		                          ORDER BY i.source_at DESC, i.extractor = 'direct' DESC, i.event_id DESC, i.item DESC) = 1
+		                          ORDER BY i.source_at DESC, i.extractor = 'direct' DESC, i.source_seq DESC, i.event_id DESC, i.item DESC) = 1
 		FROM fact_items i
 		JOIN unnest($1::text[], $2::text[]) AS t(u, k) ON i.user_id = t.u AND i.key = t.k
 		LEFT JOIN fact_clears c ON c.user_id = i.user_id AND c.key = i.key
@@ -681,8 +695,8 @@ func (s *Store) materialise(ctx context.Context, keys []userKey, causes map[user
 		newest     bool
 		valueParts = map[userKey][]shownItem{}
 	)
-	if _, err := pgx.ForEachRow(rows, []any{&k.user, &k.key, &it.value, &it.at, &it.event, &it.conv, &it.Extractor, &it.Model, &it.PromptVersion, &newest}, func() error {
-		valueParts[k] = append(valueParts[k], shownItem{value: it.value, at: it.at, event: it.event})
+	if _, err := pgx.ForEachRow(rows, []any{&k.user, &k.key, &it.value, &it.at, &it.seq, &it.event, &it.conv, &it.Extractor, &it.Model, &it.PromptVersion, &newest}, func() error {
+		valueParts[k] = append(valueParts[k], shownItem{value: it.value, at: it.at, seq: it.seq, event: it.event})
 		if newest {
 			r := it
 			want[k] = &r
@@ -695,13 +709,13 @@ func (s *Store) materialise(ctx context.Context, keys []userKey, causes map[user
 		r.value = listValue(valueParts[k])
 	}
 	rows, err = s.db.Query(ctx, `
-		SELECT f.user_id, f.key, f.value, f.source_at, f.event_id, f.conversation_id, f.extractor, f.model, f.prompt_version
+		SELECT f.user_id, f.key, f.value, f.source_at, f.source_seq, f.event_id, f.conversation_id, f.extractor, f.model, f.prompt_version
 		FROM facts f JOIN unnest($1::text[], $2::text[]) AS t(u, k) ON f.user_id = t.u AND f.key = t.k`, users, names)
 	if err != nil {
 		return 0, fmt.Errorf("materialise list facts: %w", err)
 	}
 	have := map[userKey]listRow{}
-	if _, err := pgx.ForEachRow(rows, []any{&k.user, &k.key, &it.value, &it.at, &it.event, &it.conv, &it.Extractor, &it.Model, &it.PromptVersion}, func() error {
+	if _, err := pgx.ForEachRow(rows, []any{&k.user, &k.key, &it.value, &it.at, &it.seq, &it.event, &it.conv, &it.Extractor, &it.Model, &it.PromptVersion}, func() error {
 		have[k] = it
 		return nil
 	}); err != nil {
@@ -724,13 +738,13 @@ func (s *Store) materialise(ctx context.Context, keys []userKey, causes map[user
 			}
 			b.change(changeOf(causes[k], oldValue, &w.value))
 			b.dml(`
-				INSERT INTO facts AS f (user_id, key, value, source_at, event_id, conversation_id, extractor, model, prompt_version)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+				INSERT INTO facts AS f (user_id, key, value, source_at, event_id, conversation_id, extractor, model, prompt_version, source_seq)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 				ON CONFLICT (user_id, key) DO UPDATE
 				SET value = excluded.value, source_at = excluded.source_at, event_id = excluded.event_id,
 				    conversation_id = excluded.conversation_id, extractor = excluded.extractor, model = excluded.model,
-				    prompt_version = excluded.prompt_version, updated_at = now()`,
-				k.user, k.key, w.value, w.at, w.event, w.conv, w.Extractor, w.Model, w.PromptVersion)
+				    prompt_version = excluded.prompt_version, source_seq = excluded.source_seq, updated_at = now()`,
+				k.user, k.key, w.value, w.at, w.event, w.conv, w.Extractor, w.Model, w.PromptVersion, w.seq)
 		}
 		b.change("", FactWrite{})
 	}
@@ -738,7 +752,7 @@ func (s *Store) materialise(ctx context.Context, keys []userKey, causes map[user
 }
 
 func (r listRow) same(o listRow) bool {
-	return r.value == o.value && r.at.Equal(o.at) && r.event == o.event && r.conv == o.conv && r.Provenance == o.Provenance
+	return r.value == o.value && r.at.Equal(o.at) && r.seq == o.seq && r.event == o.event && r.conv == o.conv && r.Provenance == o.Provenance
 }
 
 // changeOf names the operation and source a history entry records for a

@@ -811,3 +811,78 @@ func TestSetAfterClearOfAValueStampedAhead(t *testing.T) {
 		t.Fatalf("set under a later turn's delete: stored %v, %v; want refused", stored, err)
 	}
 }
+
+// placed gives w its turn's place in the turn stream.
+func placed(w store.FactWrite, seq uint64) store.FactWrite {
+	w.Placed = store.StreamPosition{Seq: seq}
+	return w
+}
+
+// TestSameTimeStatementsFollowTheStream: two statements of one fact
+// stamped with the same time (second-precision timestamps, a correction
+// within the second) are ordered by their turns' places in the stream,
+// the later published winning, in either order of arrival, in one call or
+// two. Event ids that sort the other way ("evt-9" after "evt-10") do not
+// decide it.
+func TestSameTimeStatementsFollowTheStream(t *testing.T) {
+	ctx, s := setup(t)
+	cases := []struct {
+		name   string
+		writes []store.FactWrite // in publication order
+		want   map[string]string
+	}{
+		{"a correction of a single value", []store.FactWrite{
+			placed(set("color", "red", 0, "evt-9"), 9), placed(set("color", "blue", 0, "evt-10"), 10)},
+			map[string]string{"color": "blue"}},
+		{"an item removed after it was added", []store.FactWrite{
+			placed(add("likes", "jazz", 0, "evt-9"), 9), placed(remove("likes", "jazz", 0, "evt-10"), 10)},
+			map[string]string{}},
+		{"an item added again after it was removed", []store.FactWrite{
+			placed(add("likes", "jazz", 0, "evt-8"), 8), placed(remove("likes", "jazz", 0, "evt-9"), 9),
+			placed(add("likes", "Jazz", 0, "evt-10"), 10)},
+			map[string]string{"likes": "Jazz"}},
+	}
+	for i, c := range cases {
+		orders := map[string][][]store.FactWrite{"published": nil, "reversed": nil, "one call": {c.writes}}
+		for _, w := range c.writes {
+			orders["published"] = append(orders["published"], []store.FactWrite{w})
+			orders["reversed"] = append([][]store.FactWrite{{w}}, orders["reversed"]...)
+		}
+		for name, calls := range orders {
+			user := fmt.Sprintf("u%d-%s", i, strings.ReplaceAll(name, " ", "-"))
+			for _, call := range calls {
+				if _, err := s.UpsertFacts(ctx, forUser(user, call)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := values(t, ctx, s, user); !maps.Equal(got, c.want) {
+				t.Errorf("%s, %s: facts = %q, want %q", c.name, name, got, c.want)
+			}
+		}
+	}
+}
+
+// TestClearAfterARemovalStampedAhead: clearing a list key whose only item
+// was removed by a turn stamped ahead (a device's clock minutes fast)
+// deletes nothing, and a later statement of an item is stored: the
+// removal's time is not a value's, so it does not push the clear past it.
+func TestClearAfterARemovalStampedAhead(t *testing.T) {
+	ctx, s := setup(t)
+	now := time.Now()
+	added, removed := add("likes", "jazz", 0, "e1"), remove("likes", "jazz", 0, "e2")
+	added.SourceAt, removed.SourceAt = now.Add(-time.Minute), now.Add(3*time.Minute)
+	if _, err := s.UpsertFacts(ctx, []store.FactWrite{added, removed}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.DeleteFact(ctx, "alice", "likes"); err != nil || n != 0 {
+		t.Fatalf("clear likes = %d, %v; want 0 deleted", n, err)
+	}
+	opera := add("likes", "opera", 0, "e3")
+	opera.SourceAt = time.Now().Add(time.Second)
+	if _, err := s.UpsertFacts(ctx, []store.FactWrite{opera}); err != nil {
+		t.Fatal(err)
+	}
+	if got := values(t, ctx, s, "alice"); got["likes"] != "opera" {
+		t.Fatalf("likes after the clear = %q, want opera", got["likes"])
+	}
+}

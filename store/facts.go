@@ -61,8 +61,9 @@ const (
 
 // FactWrite is a fact to upsert. SourceAt orders writes: the write with the
 // latest SourceAt wins whatever order writes arrive in (ties broken by
-// EventID), so replays and out-of-order jobs converge on the same facts. A
-// direct write (SetFact) wins a tie with an extracted value.
+// Placed.Seq, the turn published later, then EventID), so replays and
+// out-of-order jobs converge on the same facts. A direct write (SetFact)
+// wins a tie with an extracted value.
 type FactWrite struct {
 	UserID   string
 	Key      string
@@ -92,8 +93,10 @@ type FactWrite struct {
 // their order, within a call or across calls:
 //
 //   - A single-valued key keeps the value latest by (source time, direct
-//     write, event id, value): a later source time wins, a direct write wins
-//     a tie, then the larger event id.
+//     write, stream sequence, event id, value): a later source time wins, a
+//     direct write wins a tie, then the turn published later
+//     (FactWrite.Placed.Seq; 0, none known, loses), then the larger event
+//     id.
 //   - A delete at T without a value removes a value (every item of a list key) stated no
 //     later than T and is recorded as a clear of the key at T (fact_clears,
 //     only ever raised), so that a value stated no later than T arriving
@@ -275,7 +278,7 @@ func (s *Store) SetFact(ctx context.Context, userID, key, value string) (Fact, b
 			SELECT $1, $2, $3, $4, '', 'direct'
 			WHERE NOT EXISTS (SELECT FROM fact_clears c WHERE c.user_id = $1 AND c.key = $2 AND c.cleared_at >= $4)
 			ON CONFLICT (user_id, key) DO UPDATE
-			SET value = excluded.value, source_at = greatest(f.source_at, excluded.source_at), event_id = '',
+			SET value = excluded.value, source_at = greatest(f.source_at, excluded.source_at), event_id = '', source_seq = 0,
 			    conversation_id = '', extractor = 'direct', model = '', prompt_version = '', updated_at = now()
 			WHERE f.source_at <= excluded.source_at OR f.extractor = 'direct'
 			RETURNING `+factColumns, userID, key, value, at)
@@ -355,7 +358,8 @@ func (s *Store) Fact(ctx context.Context, userID, key string) (Fact, error) {
 //
 // The clear is recorded (fact_clears) with its time, or the cleared value's
 // source time when that is later: an extracted value whose source time is
-// not later (for a list key, the newest item's) is never written afterwards, neither by an extraction that was
+// not later (for a list key, the newest present item's: a removed item's
+// time does not count) is never written afterwards, neither by an extraction that was
 // running meanwhile nor by a replay. A later turn, or SetFact, sets the fact
 // again. With a turn stream set (SetTurnStream), the clear also records the
 // stream's position: a value from a turn the stream held then is not
@@ -374,7 +378,10 @@ func (s *Store) DeleteFact(ctx context.Context, userID, key string) (int64, erro
 			WITH gone AS (
 				DELETE FROM facts WHERE user_id = $1 AND key = $2 RETURNING source_at
 			), items AS (
-				DELETE FROM fact_items WHERE user_id = $1 AND key = $2 RETURNING source_at
+				-- A removed item's tombstone is not a value the clear
+				-- deletes: its time (a device's clock ahead) must not
+				-- push the clear past the adds that follow it.
+				DELETE FROM fact_items WHERE user_id = $1 AND key = $2 RETURNING CASE WHEN present THEN source_at END AS source_at
 			), at AS (
 				SELECT greatest($3, (SELECT max(source_at) FROM gone), (SELECT max(source_at) FROM items)) AS t
 			), clear AS (

@@ -26,6 +26,12 @@ var goSteps = map[int]func(ctx context.Context, q *Store) error{
 		if _, err := q.db.Exec(ctx, `LOCK TABLE context, fact_items, fact_value_clears IN SHARE ROW EXCLUSIVE MODE`); err != nil {
 			return fmt.Errorf("lock memory tables: %w", err)
 		}
+		// The code below is today's, which reads and writes the columns
+		// migration 055 adds (it adds them only if missing).
+		if _, err := q.db.Exec(ctx, `ALTER TABLE facts ADD COLUMN IF NOT EXISTS source_seq bigint NOT NULL DEFAULT 0;
+			ALTER TABLE fact_items ADD COLUMN IF NOT EXISTS source_seq bigint NOT NULL DEFAULT 0`); err != nil {
+			return fmt.Errorf("add the columns of migration 055: %w", err)
+		}
 		if err := rehashContext(ctx, q); err != nil {
 			return err
 		}
@@ -230,10 +236,10 @@ func reidentifyItems(ctx context.Context, q *Store) error {
 				WHERE i.user_id = n.u AND i.key = n.k AND (i.item = n.old OR i.item = n.new)
 				RETURNING i.*, n.new AS identity
 			)
-			INSERT INTO fact_items (user_id, key, item, value, present, source_at, event_id, conversation_id, extractor, model, prompt_version)
-			SELECT DISTINCT ON (user_id, key, identity) user_id, key, identity, value, present, source_at, event_id, conversation_id, extractor, model, prompt_version
+			INSERT INTO fact_items (user_id, key, item, value, present, source_at, event_id, conversation_id, extractor, model, prompt_version, source_seq)
+			SELECT DISTINCT ON (user_id, key, identity) user_id, key, identity, value, present, source_at, event_id, conversation_id, extractor, model, prompt_version, source_seq
 			FROM members
-			ORDER BY user_id, key, identity, source_at DESC, extractor = 'direct' DESC, event_id DESC, present DESC, value DESC`,
+			ORDER BY user_id, key, identity, source_at DESC, extractor = 'direct' DESC, source_seq DESC, event_id DESC, present DESC, value DESC`,
 			users, keys, olds, news); err != nil {
 			return fmt.Errorf("merge list items: %w", err)
 		}
