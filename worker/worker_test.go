@@ -182,6 +182,21 @@ func TestPipelineStoresFactsAndContext(t *testing.T) {
 	}
 }
 
+// TestSameSecondCorrectionWins: a correction published right after the
+// value it corrects, both stamped with the same second, is the fact, though
+// its event id sorts first as text.
+func TestSameSecondCorrectionWins(t *testing.T) {
+	e := setup(t)
+	e.start(extractor.NewRules(), nil)
+	e.publish(events.Turn{ID: "evt-9", UserID: "alice", UserMessage: "I live in Porto.", AssistantResponse: "Nice."})
+	e.publish(events.Turn{ID: "evt-10", UserID: "alice", UserMessage: "Sorry, I live in Lisbon.", AssistantResponse: "Noted."})
+	e.waitDone(2)
+	loc, err := e.store.Fact(e.ctx, "alice", "location")
+	if err != nil || loc.Value != "Lisbon" || loc.EventID != "evt-10" {
+		t.Fatalf("location = %+v, %v; want Lisbon from evt-10", loc, err)
+	}
+}
+
 func TestRedeliveredEventStoredOnce(t *testing.T) {
 	e := setup(t)
 	turn := events.Turn{ID: "dup-1", UserID: "alice", UserMessage: "I prefer tea.", AssistantResponse: "Noted.", Timestamp: t0}
