@@ -315,8 +315,8 @@ out and the secrets set by their variables).`)
 		switch {
 		case f.secrets[name] && v != "":
 			v = "xxxxx"
-		case strings.Contains(v, "://"):
-			v = app.RedactURL(v)
+		case strings.Contains(v, "://"), strings.Contains(v, "="):
+			v = app.RedactURL(v) // a URL, or a keyword/value connection string
 		}
 		fmt.Fprintf(a.stdout, "%s: %q  # %s\n", strings.ReplaceAll(name, "-", "_"), v, f.source[name])
 	}

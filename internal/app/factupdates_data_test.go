@@ -200,7 +200,9 @@ func turnWrites(t fuTurn) []refWrite {
 
 // refResolve is the fact model of issue 16 (common brief), written
 // independently of the store: it resolves writes, in any order, into the
-// final facts.
+// final facts. The event id breaks a tie of source times where memoryd
+// takes the turn published later: the set's tie pairs are in id order and
+// every run publishes them in file order (fuKeepTieOrder).
 //
 //   - Single-valued key (an add is a set, a remove a delete): the latest
 //     set by (source time, event id) wins, unless a delete at or after its

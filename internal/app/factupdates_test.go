@@ -287,24 +287,36 @@ func fuPublishInOrder(t *testing.T, ctx context.Context, a *App, users []fuUser)
 }
 
 // fuPublishShuffled publishes all turns of all users in one seeded
-// shuffle, split round-robin over publishers goroutines, then waits until
-// every user's turns are processed.
+// shuffle, each user's on one of publishers goroutines (users dealt
+// round-robin), then waits until every user's turns are processed. Turns
+// of one user stamped with the same time keep their file order: a tie is
+// decided by the order a frontend published them in (as a frontend does,
+// the statement made later published later), which the shuffle must not
+// invert; every other turn arrives out of order.
 func fuPublishShuffled(t *testing.T, ctx context.Context, a *App, users []fuUser, seed uint64, publishers int) {
 	t.Helper()
-	var turns []events.Turn
-	for _, u := range users {
+	var (
+		turns []events.Turn
+		owner = map[string]int{} // user → publisher
+	)
+	for i, u := range users {
+		owner[u.User] = i % publishers
 		for _, tr := range u.Turns {
 			turns = append(turns, u.turnEvent(tr))
 		}
 	}
 	rng := rand.New(rand.NewPCG(seed, seed))
 	rng.Shuffle(len(turns), func(i, j int) { turns[i], turns[j] = turns[j], turns[i] })
+	fuKeepTieOrder(turns, users)
 	pub := fuPublisher(t, a)
 	errs := make(chan error, publishers)
 	var wg sync.WaitGroup
 	for p := range publishers {
 		wg.Go(func() {
-			for i := p; i < len(turns); i += publishers {
+			for i := range turns {
+				if owner[turns[i].UserID] != p {
+					continue
+				}
 				if _, err := pub.Publish(ctx, turns[i]); err != nil {
 					errs <- fmt.Errorf("publish %s: %w", turns[i].ID, err)
 					return
@@ -320,6 +332,36 @@ func fuPublishShuffled(t *testing.T, ctx context.Context, a *App, users []fuUser
 	for _, u := range users {
 		if err := a.WaitProcessed(ctx, u.User, len(u.Turns), nil); err != nil {
 			t.Fatalf("%s: %v", u.User, err)
+		}
+	}
+}
+
+// fuKeepTieOrder puts the turns of each user stamped with the same time
+// back in their file order, in the places the shuffle gave them.
+func fuKeepTieOrder(turns []events.Turn, users []fuUser) {
+	type group struct {
+		user string
+		at   time.Time
+	}
+	rank := map[string]int{} // event id → place in its user's file
+	for _, u := range users {
+		for i, tr := range u.Turns {
+			rank[u.turnEvent(tr).ID] = i
+		}
+	}
+	places := map[group][]int{}
+	for i, tr := range turns {
+		g := group{tr.UserID, tr.Timestamp.UTC()}
+		places[g] = append(places[g], i)
+	}
+	for _, at := range places {
+		members := make([]events.Turn, len(at))
+		for j, i := range at {
+			members[j] = turns[i]
+		}
+		slices.SortFunc(members, func(a, b events.Turn) int { return rank[a.ID] - rank[b.ID] })
+		for j, i := range at {
+			turns[i] = members[j]
 		}
 	}
 }

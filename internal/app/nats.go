@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -83,14 +84,20 @@ func (e *NATSConnectError) Error() string {
 }
 func (e *NATSConnectError) Unwrap() error { return e.Err }
 
-// RedactURL hides passwords in a (comma-separated list of) URL(s). A part
-// that does not parse as a URL with an authority (a password holding '/'
-// or a bad %-escape, a URL without its scheme) but holds an '@' has all
-// before it masked: such a part is shown in the very errors that say it
-// is not a URL.
+// RedactURL hides passwords in a (comma-separated list of) URL(s) or a
+// keyword/value connection string (Postgres's "host=h password=p"). A
+// part that does not parse as a URL with an authority (a password holding
+// '/' or a bad %-escape, a URL without its scheme) but holds an '@' has
+// all before it masked: such a part is shown in the very errors that say
+// it is not a URL. The value of a secret-named parameter (a URL's
+// ?password= or ?api_key=, a keyword's password=) is masked too.
 func RedactURL(u string) string {
 	parts := strings.Split(u, ",")
 	for i, p := range parts {
+		if !strings.Contains(p, "://") && !strings.Contains(p, "@") {
+			parts[i] = redactParams(p) // a keyword/value string, or no URL
+			continue
+		}
 		pu, err := url.Parse(strings.TrimSpace(p))
 		switch {
 		case err == nil && pu.Opaque == "":
@@ -102,6 +109,15 @@ func RedactURL(u string) string {
 			}
 			parts[i] = pre + "xxxxx" + rest[strings.LastIndex(rest, "@"):]
 		}
+		parts[i] = redactParams(parts[i])
 	}
 	return strings.Join(parts, ",")
+}
+
+// secretParam matches a parameter whose value is a secret, in a URL's
+// query or a keyword/value string (quoted as libpq quotes it, or not).
+var secretParam = regexp.MustCompile(`(?i)(^|[\s?&;])((?:ssl)?password|passwd|pwd|api[_-]?key|key|token|access[_-]?token|auth[_-]?token|secret|client[_-]?secret|sig|signature)(\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&;]*)`)
+
+func redactParams(s string) string {
+	return secretParam.ReplaceAllString(s, "${1}${2}${3}xxxxx")
 }
