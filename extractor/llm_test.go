@@ -896,3 +896,58 @@ func TestLLMTimeoutAnsweredMeanwhileIsNotAnOutage(t *testing.T) {
 		})
 	}
 }
+
+// TestLLMErrorHidesAnEchoOfTheTurn: a server whose error message repeats
+// the request (some do) gets the turn's text replaced in the error, which
+// the worker logs and `memoryd failed` shows; the rest of its message stays.
+func TestLLMErrorHidesAnEchoOfTheTurn(t *testing.T) {
+	t.Parallel()
+	const turn = "I am pregnant and we have not told anyone yet"
+	for _, status := range []int{http.StatusBadRequest, http.StatusInternalServerError} {
+		srv := extractortest.NewServer(t)
+		srv.SetHandler(func(req openai.ChatCompletionRequest) extractortest.Reply {
+			var user string
+			for _, m := range req.Messages {
+				if m.Role == openai.ChatMessageRoleUser {
+					user = m.Content
+				}
+			}
+			i := strings.Index(user, "pregnant")
+			if i < 0 {
+				t.Errorf("the request does not hold the turn: %q", user)
+				return extractortest.Error(status, "cannot process input")
+			}
+			return extractortest.Error(status, "cannot process input: "+user[i:min(len(user), i+40)])
+		})
+		_, err := newTestLLM(t, srv, nil).Extract(context.Background(), testInput(turn))
+		if err == nil {
+			t.Fatalf("status %d: no error", status)
+		}
+		msg := err.Error()
+		for _, word := range []string{"pregnant", "told anyone"} {
+			if strings.Contains(msg, word) {
+				t.Errorf("status %d: error %q quotes the turn (%q)", status, msg, word)
+			}
+		}
+		if !strings.Contains(msg, "cannot process input") || !strings.Contains(msg, echoMark) {
+			t.Errorf("status %d: error %q should keep the server's own words and mark the echo", status, msg)
+		}
+	}
+}
+
+func TestHideEcho(t *testing.T) {
+	msgs := []openai.ChatCompletionMessage{
+		{Role: openai.ChatMessageRoleSystem, Content: "You extract facts. Reply with JSON."},
+		{Role: openai.ChatMessageRoleUser, Content: `{"user_message":"my sister Maria lives in Porto now"}`},
+	}
+	for _, c := range []struct{ in, want string }{
+		{"status 500: boom", "status 500: boom"},
+		{"status 500: bad input: my sister Maria lives in Porto", "status 500: bad input: " + echoMark},
+		{"status 400: You extract facts. Reply with JSON.", "status 400: You extract facts. Reply with JSON."},
+		{`status 400: at "lives in Porto now"}`, `status 400: at "` + echoMark},
+	} {
+		if got := hideEcho(c.in, msgs); got != c.want {
+			t.Errorf("hideEcho(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
