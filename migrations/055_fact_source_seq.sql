@@ -12,7 +12,7 @@
 --
 -- Cost on an existing database: no table rewrite (a constant default only
 -- changes the catalog), a brief exclusive lock on each table. Processes of
--- the previous release go on writing 0. IF NOT EXISTS: migration 051's Go
--- step, which runs today's code, adds them first on a database it migrates.
+-- the previous release go on writing 0. IF NOT EXISTS: memoryd migrate adds
+-- them first, before migration 051's Go step (which runs today's code).
 ALTER TABLE facts ADD COLUMN IF NOT EXISTS source_seq bigint NOT NULL DEFAULT 0;
 ALTER TABLE fact_items ADD COLUMN IF NOT EXISTS source_seq bigint NOT NULL DEFAULT 0;

@@ -84,18 +84,26 @@ func (s *Store) Migrate(ctx context.Context, fsys fs.FS, logger *slog.Logger) ([
 			continue
 		}
 		for attempt := 1; ; attempt++ {
-			err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-				if _, err := tx.Exec(ctx, f.sql); err != nil {
-					return err
+			err = nil
+			if pre := preSteps[f.version]; pre != "" {
+				if _, err = conn.Exec(ctx, pre); err != nil {
+					err = fmt.Errorf("before it: %w", err)
 				}
-				if step := goSteps[f.version]; step != nil {
-					if err := step(ctx, &Store{pool: s.pool, db: tx, hooks: &hookBox{}, schemaVersion: s.schemaVersion}); err != nil {
+			}
+			if err == nil {
+				err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+					if _, err := tx.Exec(ctx, f.sql); err != nil {
 						return err
 					}
-				}
-				_, err := tx.Exec(ctx, `INSERT INTO memoryd_migrations (version, name) VALUES ($1, $2)`, f.version, f.name)
-				return err
-			})
+					if step := goSteps[f.version]; step != nil {
+						if err := step(ctx, &Store{pool: s.pool, db: tx, hooks: &hookBox{}, schemaVersion: s.schemaVersion}); err != nil {
+							return err
+						}
+					}
+					_, err := tx.Exec(ctx, `INSERT INTO memoryd_migrations (version, name) VALUES ($1, $2)`, f.version, f.name)
+					return err
+				})
+			}
 			if err == nil || !(IsLockWait(err) || lockTableFull(err)) || attempt == migrateAttempts {
 				break
 			}

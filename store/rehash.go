@@ -27,16 +27,25 @@ var goSteps = map[int]func(ctx context.Context, q *Store) error{
 			return fmt.Errorf("lock memory tables: %w", err)
 		}
 		// The code below is today's, which reads and writes the columns
-		// migration 055 adds (it adds them only if missing).
-		if _, err := q.db.Exec(ctx, `ALTER TABLE facts ADD COLUMN IF NOT EXISTS source_seq bigint NOT NULL DEFAULT 0;
-			ALTER TABLE fact_items ADD COLUMN IF NOT EXISTS source_seq bigint NOT NULL DEFAULT 0`); err != nil {
-			return fmt.Errorf("add the columns of migration 055: %w", err)
-		}
+		// migration 055 adds: preSteps added them, before this
+		// transaction.
 		if err := rehashContext(ctx, q); err != nil {
 			return err
 		}
 		return reidentifyItems(ctx, q)
 	},
+}
+
+// preSteps are statements run before the migration of their version, in a
+// short transaction of their own: the schema today's code in a goStep
+// needs. An ALTER TABLE holds its table's exclusive lock to the end of its
+// transaction, so one inside the step's transaction would keep every read
+// of the table waiting for the whole step.
+var preSteps = map[int]string{
+	// Migration 055's columns (it adds them only if missing), which
+	// 051's step reads and writes (materialise, reidentifyItems).
+	51: `ALTER TABLE facts ADD COLUMN IF NOT EXISTS source_seq bigint NOT NULL DEFAULT 0;
+		ALTER TABLE fact_items ADD COLUMN IF NOT EXISTS source_seq bigint NOT NULL DEFAULT 0`,
 }
 
 // notNFKC is a condition on the text columns cols under which their
