@@ -101,10 +101,8 @@ func (w *Worker) ingestLoop(ctx context.Context) {
 			for _, m := range batch {
 				_ = m.NakWithDelay(backoff)
 			}
-			select {
-			case <-w.stop:
+			if w.waitOutage(ctx, err, backoff) {
 				return
-			case <-time.After(backoff):
 			}
 			continue
 		}
@@ -125,6 +123,53 @@ func (w *Worker) ingestLoop(ctx context.Context) {
 		}
 		backoff = 0
 	}
+}
+
+// waitOutage waits d after a batch failed with err, or until Stop (then
+// it reports true). When err says the database could not be reached (no
+// answer, a connection refused or cut, the server shutting down), it ends
+// the wait as soon as the database answers a ping, tried every
+// RetryBackoff (at most every second): the backoff bounds how often a
+// failing batch is retried and logged, and turns published meanwhile need
+// not wait out its last 30 s once Postgres is back. The failed batch itself
+// comes back when its delay ends. Any other error (a lock timeout, a disk
+// full) waits d: a ping answers while writes still fail.
+func (w *Worker) waitOutage(ctx context.Context, err error, d time.Duration) (stopped bool) {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	var probe <-chan time.Time
+	if unreachable(err) {
+		t := time.NewTicker(min(w.cfg.RetryBackoff, time.Second))
+		defer t.Stop()
+		probe = t.C
+	}
+	for {
+		select {
+		case <-w.stop:
+			return true
+		case <-deadline.C:
+			return false
+		case <-probe:
+			pctx, cancel := context.WithTimeout(ctx, time.Second)
+			err := w.cfg.Store.Ping(pctx)
+			cancel()
+			if err == nil {
+				return false
+			}
+		}
+	}
+}
+
+// unreachable reports whether err says the database did not answer (no
+// Postgres error: a connection refused or cut, a timeout) or is going away
+// (SQLSTATE class 08 connection exception, 57P admin shutdown or cannot
+// connect now).
+func unreachable(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return true
+	}
+	return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P")
 }
 
 // ingest records one batch. It returns an error only when the batch could not

@@ -2,12 +2,21 @@ package worker_test
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	neturl "net/url"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/store/storetest"
 	"github.com/memoryd/memoryd/worker"
 )
 
@@ -92,4 +101,134 @@ func ingestFailing(t *testing.T) (*env, *lockedBuffer) {
 		return strings.Contains(logs.String(), "ingest: cannot record turns"), ""
 	})
 	return e, logs
+}
+
+// pgRelay forwards TCP connections to Postgres until cut: then it closes
+// every connection it carries and refuses new ones (accepts and closes
+// them), as a database that went down does, until restored. The shared
+// server stays up for the other tests.
+type pgRelay struct {
+	target string // host:port, or a Unix socket path
+	ln     net.Listener
+	mu     sync.Mutex
+	down   bool
+	conns  map[net.Conn]bool
+}
+
+func newPGRelay(t *testing.T, url string) (*pgRelay, string) {
+	t.Helper()
+	cfg, err := pgconn.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &pgRelay{target: net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))), conns: map[net.Conn]bool{}}
+	network := "tcp"
+	if strings.HasPrefix(cfg.Host, "/") {
+		network, r.target = "unix", fmt.Sprintf("%s/.s.PGSQL.%d", cfg.Host, cfg.Port)
+	}
+	if r.ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		r.ln.Close()
+		r.cut()
+	})
+	go func() {
+		for {
+			c, err := r.ln.Accept()
+			if err != nil {
+				return
+			}
+			go r.serve(network, c)
+		}
+	}()
+	u, err := neturl.Parse(url)
+	if err != nil || u.Host == "" {
+		t.Skipf("the test database URL %q is not a URL with a host to relay", url)
+	}
+	q := u.Query()
+	q.Del("host")
+	q.Del("port")
+	u.Host, u.RawQuery = r.ln.Addr().String(), q.Encode()
+	return r, u.String()
+}
+
+func (r *pgRelay) serve(network string, c net.Conn) {
+	r.mu.Lock()
+	if r.down {
+		r.mu.Unlock()
+		c.Close()
+		return
+	}
+	r.conns[c] = true
+	r.mu.Unlock()
+	up, err := net.Dial(network, r.target)
+	if err != nil {
+		c.Close()
+		return
+	}
+	r.mu.Lock()
+	if r.down {
+		r.mu.Unlock()
+		c.Close()
+		up.Close()
+		return
+	}
+	r.conns[up] = true
+	r.mu.Unlock()
+	go func() {
+		_, _ = io.Copy(up, c)
+		up.Close()
+	}()
+	_, _ = io.Copy(c, up)
+	c.Close()
+}
+
+func (r *pgRelay) cut() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.down = true
+	for c := range r.conns {
+		c.Close()
+	}
+	clear(r.conns)
+}
+
+func (r *pgRelay) restore() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.down = false
+}
+
+// TestIngestResumesWhenPostgresAnswersAgain: after a batch failed because
+// Postgres could not be reached, the ingest records turns again as soon as
+// Postgres answers, not when its backoff ends (here 10 minutes: before,
+// turns published after the outage waited out the backoff, up to 30 s
+// with the defaults, while /readyz said ready). The failed batch comes
+// back when its redelivery delay ends, which the test does not wait for.
+func TestIngestResumesWhenPostgresAnswersAgain(t *testing.T) {
+	e := setup(t)
+	relay, url := newPGRelay(t, storetest.Migrated(t))
+	e.store = storetest.Unmigrated(t, url)
+	logs := &lockedBuffer{}
+	e.start(extractor.NewRules(), func(c *worker.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+		c.RetryBackoff = 10 * time.Minute
+	})
+	e.publish(events.Turn{ID: "before", UserID: "alice", UserMessage: "I live in Oslo"})
+	e.waitDone(1)
+	relay.cut()
+	e.publish(events.Turn{ID: "during", UserID: "alice", UserMessage: "I work at a bakery"})
+	e.waitFor("the ingest to fail", func() (bool, string) {
+		return strings.Contains(logs.String(), "ingest: cannot record turns"), ""
+	})
+	relay.restore()
+	e.publish(events.Turn{ID: "after", UserID: "alice", UserMessage: "I have a dog"})
+	e.waitFor("the turn published after the outage recorded", func() (bool, string) {
+		_, err := e.store.GetTurn(e.ctx, "alice", "after")
+		return err == nil, fmt.Sprint(err)
+	})
+	if !strings.Contains(logs.String(), "ingest: recording turns again") {
+		t.Errorf("recorded a turn again without saying so:\n%s", logs.String())
+	}
 }
