@@ -227,7 +227,7 @@ func (c *Client) request(ctx context.Context, batch []string) (vs [][]float32, b
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBodyBytes))
-		return nil, nil, c.statusError(resp.StatusCode, resp.Header.Get("Retry-After"), msg)
+		return nil, nil, c.statusError(resp.StatusCode, resp.Header.Get("Retry-After"), msg, batch)
 	}
 	var reply embeddingReply
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxResponseBytes)).Decode(&reply); err != nil {
@@ -272,11 +272,12 @@ func (c *Client) request(ctx context.Context, batch []string) (vs [][]float32, b
 
 // statusError is the error of a reply with a failed status, quoting the
 // server's own message, which says what a status alone does not (a bad
-// key, a model to pull, the input's limit).
-func (c *Client) statusError(status int, retryAfter string, body []byte) *Error {
+// key, a model to pull, the input's limit), without the batch's texts it
+// may repeat (modelerr.HideEcho).
+func (c *Client) statusError(status int, retryAfter string, body []byte, batch []string) *Error {
 	e := newError(KindTransient, "status %d", status)
 	if msg := modelerr.Message(body); msg != "" {
-		e.Reason += ": " + short(c.redact(msg))
+		e.Reason += ": " + modelerr.HideEcho(short(c.redact(msg)), batch)
 	}
 	e.Status = status
 	delay, hasDelay := modelerr.RetryAfter(retryAfter, time.Now())

@@ -13,6 +13,7 @@ import (
 	"github.com/memoryd/memoryd/embedding"
 	"github.com/memoryd/memoryd/embedding/embeddingtest"
 	"github.com/memoryd/memoryd/events/eventstest"
+	"github.com/memoryd/memoryd/internal/modelerr"
 )
 
 func newClient(t *testing.T, srv *embeddingtest.Server, cfg embedding.Config) *embedding.Client {
@@ -293,5 +294,23 @@ func TestEmbedWaitingToSendIsNotSent(t *testing.T) {
 	if !errors.As(err, &e) || !e.NotSent || embedding.InputMayBeCause(err) {
 		t.Errorf("waiting for a slot until the deadline: %v (NotSent %v, InputMayBeCause %v), want not sent, no text to blame",
 			err, e != nil && e.NotSent, embedding.InputMayBeCause(err))
+	}
+}
+
+// TestErrorHidesAnEchoOfTheTexts: an embeddings server whose error message
+// repeats the input (some do) gets the texts replaced in the error, which
+// the worker logs; the rest of its message stays.
+func TestErrorHidesAnEchoOfTheTexts(t *testing.T) {
+	srv := embeddingtest.New(t)
+	const text = "my sister Maria is pregnant with twins"
+	srv.ErrorBody(`{"error":{"message":"input rejected: my sister Maria is pregnant with twins"}}`)
+	srv.Fail(http.StatusBadRequest, "")
+	_, err := newClient(t, srv, embedding.Config{}).Embed(context.Background(), []string{text})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "pregnant") || !strings.Contains(msg, "input rejected") || !strings.Contains(msg, modelerr.EchoMark) {
+		t.Errorf("error %q should keep the server's words and hide the text it repeated", msg)
 	}
 }

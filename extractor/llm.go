@@ -850,26 +850,11 @@ func statusError(status int, detail, retryAfter string) *Error {
 	return e
 }
 
-// echoWindow is the shortest run of a request's text that hideEcho takes
-// for an echo of it: long enough that a server's own words rarely match
-// the turn by chance, short enough that what is left of an echo cut by
-// JSON escapes is a few words at most.
-const echoWindow = 12
-
-// echoMark stands for a request's text in an error's reason.
-const echoMark = "[request text]"
-
-// hideEcho replaces in reason (an error quoting a server's message) every
-// run of at least echoWindow bytes that the request's messages other than
-// the system prompt hold: some servers repeat what they were sent in their
-// error messages, and a turn's text must not reach the log or `memoryd
-// failed` through them. Runs a few bytes long that the server's own words
-// share with the turn may be hidden too, which costs a word of the
-// message, never a secret.
+// hideEcho replaces in reason (an error quoting a server's message) the
+// runs of the request's text that the server repeated
+// (modelerr.HideEcho), looking in its messages other than the system
+// prompt, which hold the turns.
 func hideEcho(reason string, msgs []openai.ChatCompletionMessage) string {
-	if len(reason) < echoWindow {
-		return reason
-	}
 	var texts []string
 	for _, m := range msgs {
 		if m.Role == openai.ChatMessageRoleSystem {
@@ -880,34 +865,7 @@ func hideEcho(reason string, msgs []openai.ChatCompletionMessage) string {
 			texts = append(texts, part.Text)
 		}
 	}
-	hidden := make([]bool, len(reason))
-	found := false
-	for i := 0; i+echoWindow <= len(reason); i++ {
-		w := reason[i : i+echoWindow]
-		for _, t := range texts {
-			if strings.Contains(t, w) {
-				for j := i; j < i+echoWindow; j++ {
-					hidden[j] = true
-				}
-				found = true
-				break
-			}
-		}
-	}
-	if !found {
-		return reason
-	}
-	var b strings.Builder
-	for i := 0; i < len(reason); i++ {
-		if !hidden[i] {
-			b.WriteByte(reason[i])
-			continue
-		}
-		if i == 0 || !hidden[i-1] {
-			b.WriteString(echoMark)
-		}
-	}
-	return strings.ToValidUTF8(b.String(), "")
+	return modelerr.HideEcho(reason, texts)
 }
 
 // boundDetail keeps quoted server text short and printable.

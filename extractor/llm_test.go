@@ -19,6 +19,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/memoryd/memoryd/extractor/extractortest"
+	"github.com/memoryd/memoryd/internal/modelerr"
 )
 
 // testDeadline only turns a hang into a failure; no test waits for it.
@@ -929,25 +930,8 @@ func TestLLMErrorHidesAnEchoOfTheTurn(t *testing.T) {
 				t.Errorf("status %d: error %q quotes the turn (%q)", status, msg, word)
 			}
 		}
-		if !strings.Contains(msg, "cannot process input") || !strings.Contains(msg, echoMark) {
+		if !strings.Contains(msg, "cannot process input") || !strings.Contains(msg, modelerr.EchoMark) {
 			t.Errorf("status %d: error %q should keep the server's own words and mark the echo", status, msg)
-		}
-	}
-}
-
-func TestHideEcho(t *testing.T) {
-	msgs := []openai.ChatCompletionMessage{
-		{Role: openai.ChatMessageRoleSystem, Content: "You extract facts. Reply with JSON."},
-		{Role: openai.ChatMessageRoleUser, Content: `{"user_message":"my sister Maria lives in Porto now"}`},
-	}
-	for _, c := range []struct{ in, want string }{
-		{"status 500: boom", "status 500: boom"},
-		{"status 500: bad input: my sister Maria lives in Porto", "status 500: bad input: " + echoMark},
-		{"status 400: You extract facts. Reply with JSON.", "status 400: You extract facts. Reply with JSON."},
-		{`status 400: at "lives in Porto now"}`, `status 400: at "` + echoMark},
-	} {
-		if got := hideEcho(c.in, msgs); got != c.want {
-			t.Errorf("hideEcho(%q) = %q, want %q", c.in, got, c.want)
 		}
 	}
 }

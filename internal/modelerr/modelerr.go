@@ -104,3 +104,53 @@ func NotConnected(err error) bool {
 	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) ||
 		errors.Is(err, syscall.ENETUNREACH) || opErr.Timeout()
 }
+
+// EchoWindow is the shortest run of a request's text that HideEcho takes
+// for an echo of it: long enough that a server's own words rarely match
+// the request by chance, short enough that what is left of an echo cut by
+// JSON escapes is a few words at most.
+const EchoWindow = 12
+
+// EchoMark stands for a request's text in an error's reason.
+const EchoMark = "[request text]"
+
+// HideEcho replaces in reason (an error quoting a server's message) every
+// run of at least EchoWindow bytes that one of texts (what the request
+// sent: turns, texts to embed) holds, with EchoMark: some servers repeat
+// what they were sent in their error messages, and users' text must not
+// reach a log or a stored failure through them. Runs a few bytes long
+// that the server's own words share with the texts may be hidden too,
+// which costs a word of the message, never a user's text.
+func HideEcho(reason string, texts []string) string {
+	if len(reason) < EchoWindow || len(texts) == 0 {
+		return reason
+	}
+	hidden := make([]bool, len(reason))
+	found := false
+	for i := 0; i+EchoWindow <= len(reason); i++ {
+		w := reason[i : i+EchoWindow]
+		for _, t := range texts {
+			if strings.Contains(t, w) {
+				for j := i; j < i+EchoWindow; j++ {
+					hidden[j] = true
+				}
+				found = true
+				break
+			}
+		}
+	}
+	if !found {
+		return reason
+	}
+	var b strings.Builder
+	for i := 0; i < len(reason); i++ {
+		if !hidden[i] {
+			b.WriteByte(reason[i])
+			continue
+		}
+		if i == 0 || !hidden[i-1] {
+			b.WriteString(EchoMark)
+		}
+	}
+	return strings.ToValidUTF8(b.String(), "")
+}

@@ -77,3 +77,22 @@ func TestNotConnected(t *testing.T) {
 		}
 	}
 }
+
+func TestHideEcho(t *testing.T) {
+	texts := []string{`{"user_message":"my sister Maria lives in Porto now"}`, "Ich wohne in München seit Mai"}
+	for _, c := range []struct{ in, want string }{
+		{"status 500: boom", "status 500: boom"},
+		{"status 500: bad input: my sister Maria lives in Porto", "status 500: bad input: " + modelerr.EchoMark},
+		{"status 400: You extract facts. Reply with JSON.", "status 400: You extract facts. Reply with JSON."},
+		{`status 400: at "lives in Porto now"}`, `status 400: at "` + modelerr.EchoMark},
+		{"status 400: input 'Ich wohne in München' too long", "status 400: input '" + modelerr.EchoMark + "' too long"},
+		{"status 400: in Porto", "status 400: in Porto"}, // shorter than a window
+	} {
+		if got := modelerr.HideEcho(c.in, texts); got != c.want {
+			t.Errorf("HideEcho(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+	if got := modelerr.HideEcho("status 500: my sister Maria lives in Porto", nil); got != "status 500: my sister Maria lives in Porto" {
+		t.Errorf("HideEcho without texts changed the reason: %q", got)
+	}
+}
