@@ -137,8 +137,11 @@ func TestDuplicateIDsInOneDebouncedBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// An ephemeral consumer idle for InactiveThreshold (5 s by default) is
+	// deleted by the server: the extraction below may take longer than
+	// that on a busy machine (a CI run found it gone).
 	cons, err := e.js.CreateConsumer(e.ctx, e.stream, jetstream.ConsumerConfig{AckPolicy: jetstream.AckExplicitPolicy,
-		FilterSubject: events.TurnSubjects(e.prefix)})
+		FilterSubject: events.TurnSubjects(e.prefix), InactiveThreshold: 10 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

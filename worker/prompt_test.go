@@ -144,8 +144,9 @@ func TestLaterTurnsOfAJobSeeEarlierOnes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Kept while the test runs: an idle ephemeral consumer goes after 5 s.
 	cons, err := e.js.CreateConsumer(e.ctx, e.stream, jetstream.ConsumerConfig{AckPolicy: jetstream.AckExplicitPolicy,
-		FilterSubject: events.TurnSubjects(e.prefix)})
+		FilterSubject: events.TurnSubjects(e.prefix), InactiveThreshold: 10 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
