@@ -360,7 +360,9 @@ func TestLLMTimeoutsInARowAreAnOutage(t *testing.T) {
 		return extractortest.Content(validReply)
 	})
 	defer close(release) // before the server's cleanup, which waits for handlers
-	l := newTestLLM(t, srv, func(c *LLMConfig) { c.Timeout = 20 * time.Millisecond })
+	// Long enough that the answered request below is answered within it
+	// on a loaded machine (20 ms was not: a CI run's answer timed out).
+	l := newTestLLM(t, srv, func(c *LLMConfig) { c.Timeout = 500 * time.Millisecond })
 	outcome := func(input string) string {
 		_, err := l.Extract(context.Background(), testInput(input))
 		switch {
