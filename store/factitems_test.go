@@ -321,25 +321,7 @@ func permutationWrites() []store.FactWrite {
 // orders, split at random into calls, give byte-identical facts rows.
 func TestFactWritesConvergeInAnyOrder(t *testing.T) {
 	ctx, s := setup(t)
-	writes := permutationWrites()
-	apply := func(prefix string, calls [][]store.FactWrite) string {
-		t.Helper()
-		for _, call := range calls {
-			renamed := slices.Clone(call)
-			for i := range renamed {
-				renamed[i].UserID = prefix + renamed[i].UserID
-			}
-			if _, err := s.UpsertFacts(ctx, renamed); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return factRows(t, ctx, s, prefix+"alice") + "bob:\n" + factRows(t, ctx, s, prefix+"bob")
-	}
-	one := make([][]store.FactWrite, len(writes))
-	for i, w := range writes {
-		one[i] = []store.FactWrite{w}
-	}
-	want := apply("ref/", one)
+	checkConvergence(t, ctx, s, permutationWrites(), rand.New(rand.NewPCG(16, 1)), 40)
 	// What the writes mean, so that a rule broken the same way in every
 	// order still fails.
 	wantValues := map[string]string{"allergies": "Eggs, milk, Peanuts", "pets": "Luna, Max", "languages": "English, french, Portuguese",
@@ -350,8 +332,29 @@ func TestFactWritesConvergeInAnyOrder(t *testing.T) {
 	if got := values(t, ctx, s, "ref/bob"); !maps.Equal(got, map[string]string{"allergies": "dust", "city": "Oslo"}) {
 		t.Fatalf("bob's facts = %q", got)
 	}
-	rng := rand.New(rand.NewPCG(16, 1))
-	for round := range 40 {
+}
+
+// checkConvergence applies writes one call each, in their order, to users
+// prefixed "ref/", then in rounds random orders split at random into calls
+// (each round its own prefix), and fails unless every round leaves facts
+// rows byte-identical to the reference's.
+func checkConvergence(t *testing.T, ctx context.Context, s *store.Store, writes []store.FactWrite, rng *rand.Rand, rounds int) {
+	t.Helper()
+	apply := func(prefix string, calls [][]store.FactWrite) string {
+		t.Helper()
+		for _, call := range calls {
+			if _, err := s.UpsertFacts(ctx, forUserPrefix(prefix, call)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return factRows(t, ctx, s, prefix+"alice") + "bob:\n" + factRows(t, ctx, s, prefix+"bob")
+	}
+	one := make([][]store.FactWrite, len(writes))
+	for i, w := range writes {
+		one[i] = []store.FactWrite{w}
+	}
+	want := apply("ref/", one)
+	for round := range rounds {
 		perm := slices.Clone(writes)
 		rng.Shuffle(len(perm), func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
 		var calls [][]store.FactWrite
@@ -363,6 +366,15 @@ func TestFactWritesConvergeInAnyOrder(t *testing.T) {
 			t.Fatalf("round %d (%d calls): facts\n%s\nwant\n%s", round, len(calls), got, want)
 		}
 	}
+}
+
+// forUserPrefix returns writes with prefix before each write's user.
+func forUserPrefix(prefix string, writes []store.FactWrite) []store.FactWrite {
+	out := slices.Clone(writes)
+	for i := range out {
+		out[i].UserID = prefix + out[i].UserID
+	}
+	return out
 }
 
 // TestListHistoryRecordsOperations: a list key's history says add, remove,

@@ -1,7 +1,6 @@
 package store_test
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -28,35 +27,5 @@ func TestFactWritesWithSeqsConvergeInAnyOrder(t *testing.T) {
 			writes[i].Placed = store.StreamPosition{Seq: uint64(1 + slices.Index(events, writes[i].EventID))}
 		}
 	}
-	apply := func(prefix string, calls [][]store.FactWrite) string {
-		t.Helper()
-		for _, call := range calls {
-			renamed := slices.Clone(call)
-			for i := range renamed {
-				renamed[i].UserID = prefix + renamed[i].UserID
-			}
-			if _, err := s.UpsertFacts(ctx, renamed); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return factRows(t, ctx, s, prefix+"alice") + "bob:\n" + factRows(t, ctx, s, prefix+"bob")
-	}
-	one := make([][]store.FactWrite, len(writes))
-	for i, w := range writes {
-		one[i] = []store.FactWrite{w}
-	}
-	want := apply("ref/", one)
-	rng := rand.New(rand.NewPCG(7, 3))
-	for round := range 60 {
-		perm := slices.Clone(writes)
-		rng.Shuffle(len(perm), func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
-		var calls [][]store.FactWrite
-		for len(perm) > 0 {
-			n := 1 + rng.IntN(min(len(perm), 8))
-			calls, perm = append(calls, perm[:n]), perm[n:]
-		}
-		if got := apply(fmt.Sprintf("p%d/", round), calls); got != want {
-			t.Fatalf("round %d (%d calls): facts\n%s\nwant\n%s", round, len(calls), got, want)
-		}
-	}
+	checkConvergence(t, ctx, s, writes, rand.New(rand.NewPCG(7, 3)), 60)
 }
