@@ -2,13 +2,11 @@ package store_test
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/memoryd/memoryd/migrations"
-	"github.com/memoryd/memoryd/store/storetest"
 )
 
 // TestMigration051StepLeavesFactsReadable: migration 051's Go step runs
@@ -19,12 +17,7 @@ import (
 func TestMigration051StepLeavesFactsReadable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	_, url := storetest.Schema(t)
-	s := storetest.Unmigrated(t, url)
-	quiet := slog.New(slog.DiscardHandler)
-	if _, err := s.Migrate(ctx, migrationsUpTo(t, "050_~"), quiet); err != nil {
-		t.Fatal(err)
-	}
+	s, url, quiet := storeAt050(t)
 	var id int64
 	q := "Where do I buy Ko\u0308lsch?"
 	if err := s.Pool().QueryRow(ctx, `INSERT INTO context (user_id, question, answer, created_at, content_hash, event_id)

@@ -53,6 +53,20 @@ func TestContentHashUnicodeForms(t *testing.T) {
 	}
 }
 
+// storeAt050 returns a store on a schema of the test's own migrated up to
+// 050, the version before the Unicode re-hash, its connection string, and
+// a quiet logger for the migrations that follow.
+func storeAt050(t *testing.T) (*store.Store, string, *slog.Logger) {
+	t.Helper()
+	_, url := storetest.Schema(t)
+	s := storetest.Unmigrated(t, url)
+	quiet := slog.New(slog.DiscardHandler)
+	if _, err := s.Migrate(context.Background(), migrationsUpTo(t, "050_~"), quiet); err != nil {
+		t.Fatal(err)
+	}
+	return s, url, quiet
+}
+
 // TestMigration051MergesUnicodeTwins: items stored before migration 051
 // under the old hash are re-hashed by it; twins that differ only in Unicode
 // form become one item (the oldest row, with the latest time, its vector
@@ -64,12 +78,7 @@ func TestContentHashUnicodeForms(t *testing.T) {
 func TestMigration051MergesUnicodeTwins(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	_, url := storetest.Schema(t)
-	s := storetest.Unmigrated(t, url)
-	quiet := slog.New(slog.DiscardHandler)
-	if _, err := s.Migrate(ctx, migrationsUpTo(t, "050_~"), quiet); err != nil {
-		t.Fatal(err)
-	}
+	s, _, quiet := storeAt050(t)
 	db := s.Pool()
 	const (
 		nfd = "Where do I buy Ko\u0308lsch?"
