@@ -421,10 +421,13 @@ func TestStopCancelsAForgetInProgress(t *testing.T) {
 				_, err := events.NewClient(nc, a.cfg.Prefix).Forget(ctx, "alice")
 				errc <- err
 			}()
-			for n := 0; n == 0; {
+			for n, deadline := 0, time.Now().Add(2*time.Minute); n == 0; {
 				if err := other.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid)) AND query LIKE $2`,
 					pid, tc.waiting).Scan(&n); err != nil {
 					t.Fatal(err)
+				}
+				if n == 0 && time.Now().After(deadline) {
+					t.Fatalf("the forget never waited on the block (%s)", tc.waiting)
 				}
 			}
 			stopCtx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
