@@ -126,14 +126,15 @@ func (w *Worker) ingestLoop(ctx context.Context) {
 }
 
 // waitOutage waits d after a batch failed with err, or until Stop (then
-// it reports true). When err says the database could not be reached (no
-// answer, a connection refused or cut, the server shutting down), it ends
+// it reports true). When err says the database could not be reached (a
+// connection refused or cut, the server shutting down), it ends
 // the wait as soon as the database answers a ping, tried every
 // RetryBackoff (at most every second): the backoff bounds how often a
 // failing batch is retried and logged, and turns published meanwhile need
 // not wait out its last 30 s once Postgres is back. The failed batch itself
-// comes back when its delay ends. Any other error (a lock timeout, a disk
-// full) waits d: a ping answers while writes still fail.
+// comes back when its delay ends. Any other error (a lock timeout, a batch
+// out of time, a disk full) waits d: a ping answers while writes still
+// fail.
 func (w *Worker) waitOutage(ctx context.Context, err error, d time.Duration) (stopped bool) {
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
@@ -160,14 +161,17 @@ func (w *Worker) waitOutage(ctx context.Context, err error, d time.Duration) (st
 	}
 }
 
-// unreachable reports whether err says the database did not answer (no
-// Postgres error: a connection refused or cut, a timeout) or is going away
+// unreachable reports whether err says the database could not be reached
+// (no Postgres error: a connection refused or cut) or is going away
 // (SQLSTATE class 08 connection exception, 57P admin shutdown or cannot
-// connect now).
+// connect now). A batch that ran out of time (its AckWait/2) is not: it
+// may have waited on a lock of a database that answers pings (an
+// operator's ALTER TABLE or VACUUM FULL of turns): it waits its backoff,
+// as it did before pings ended waits.
 func unreachable(err error) bool {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
-		return true
+		return !pgconn.Timeout(err) && !errors.Is(err, context.DeadlineExceeded)
 	}
 	return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P")
 }

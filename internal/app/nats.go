@@ -90,17 +90,43 @@ func (e *NATSConnectError) Unwrap() error { return e.Err }
 // '/' or a bad %-escape, a URL without its scheme) but holds an '@' has
 // all before it masked: such a part is shown in the very errors that say
 // it is not a URL. The value of a secret-named parameter (a URL's
-// ?password= or ?api_key=, a keyword's password=) is masked too.
+// ?password= or ?api_key=, a keyword's password=) is masked too, and a
+// NATS URL's user without a password, which nats.go sends as the token.
+//
+// A list is split only before a part with a scheme: a comma may be in a
+// URL's password (pgx accepts "postgres://u:a,b@h/db") or be its hosts'
+// separator. A keyword/value string is read as libpq reads it: a value
+// ends at unquoted whitespace, so a password may hold ',', ';' or '&',
+// a quoted one spaces, and either a backslash-escaped character.
 func RedactURL(u string) string {
-	parts := strings.Split(u, ",")
-	for i, p := range parts {
-		if !strings.Contains(p, "://") && !strings.Contains(p, "@") {
-			parts[i] = redactParams(p) // a keyword/value string, or no URL
-			continue
+	if !hasScheme.MatchString(u) {
+		if strings.Contains(u, "@") && !strings.Contains(u, "=") {
+			parts := strings.Split(u, ",")
+			for i, p := range parts {
+				if j := strings.LastIndex(p, "@"); j >= 0 {
+					parts[i] = "xxxxx" + p[j:]
+				}
+			}
+			return strings.Join(parts, ",")
 		}
+		return secretKeyword.ReplaceAllString(u, "${1}${2}${3}xxxxx")
+	}
+	var parts []string
+	from := 0
+	for _, loc := range nextURL.FindAllStringIndex(u, -1) {
+		parts = append(parts, u[from:loc[0]])
+		from = loc[0] + 1 // after the comma
+	}
+	parts = append(parts, u[from:])
+	for i, p := range parts {
 		pu, err := url.Parse(strings.TrimSpace(p))
 		switch {
 		case err == nil && pu.Opaque == "":
+			if pu.User != nil && natsSchemes[strings.ToLower(pu.Scheme)] {
+				if _, ok := pu.User.Password(); !ok && pu.User.Username() != "" {
+					pu.User = url.User("xxxxx") // nats.go's token
+				}
+			}
 			parts[i] = pu.Redacted()
 		case strings.Contains(p, "@"):
 			pre, rest := "", p
@@ -109,15 +135,27 @@ func RedactURL(u string) string {
 			}
 			parts[i] = pre + "xxxxx" + rest[strings.LastIndex(rest, "@"):]
 		}
-		parts[i] = redactParams(parts[i])
+		parts[i] = secretParam.ReplaceAllString(parts[i], "${1}${2}${3}xxxxx")
 	}
 	return strings.Join(parts, ",")
 }
 
-// secretParam matches a parameter whose value is a secret, in a URL's
-// query or a keyword/value string (quoted as libpq quotes it, or not).
-var secretParam = regexp.MustCompile(`(?i)(^|[\s?&;])((?:ssl)?password|passwd|pwd|api[_-]?key|key|token|access[_-]?token|auth[_-]?token|secret|client[_-]?secret|sig|signature)(\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&;]*)`)
+var (
+	// hasScheme matches a string that starts as a URL does.
+	hasScheme = regexp.MustCompile(`^\s*[A-Za-z][A-Za-z0-9+.-]*://`)
+	// nextURL matches the comma before the next URL of a list.
+	nextURL = regexp.MustCompile(`,\s*[A-Za-z][A-Za-z0-9+.-]*://`)
+	// natsSchemes are nats.go's URL schemes.
+	natsSchemes = map[string]bool{"nats": true, "tls": true, "ws": true, "wss": true}
+)
 
-func redactParams(s string) string {
-	return secretParam.ReplaceAllString(s, "${1}${2}${3}xxxxx")
-}
+// secretNames are the parameters whose value is a secret.
+const secretNames = `(?:ssl)?password|passwd|pwd|api[_-]?key|key|token|access[_-]?token|auth[_-]?token|secret|client[_-]?secret|sig|signature`
+
+// secretParam matches a secret parameter of a URL's query; secretKeyword
+// one of a keyword/value string, its value quoted as libpq quotes it (an
+// unterminated quote runs to the end), or not.
+var (
+	secretParam   = regexp.MustCompile(`(?i)(^|[\s?&;])(` + secretNames + `)(\s*=\s*)([^\s&;#]*)`)
+	secretKeyword = regexp.MustCompile(`(?i)(^|[\s;&])(` + secretNames + `)(\s*=\s*)('(?:[^'\\]|\\.)*'?|(?:\\.|[^\s\\])*\\?)`)
+)

@@ -121,10 +121,16 @@ const EchoMark = "[request text]"
 // reach a log or a stored failure through them. Runs a few bytes long
 // that the server's own words share with the texts may be hidden too,
 // which costs a word of the message, never a user's text.
+//
+// The callers bound a reason with its whitespace runs made single spaces,
+// and a server may quote a text as a JSON or Python string (a newline as
+// \n, a quote as \"): each text is also looked for in those forms, so
+// that an echo of a text with line breaks is not left whole.
 func HideEcho(reason string, texts []string) string {
 	if len(reason) < EchoWindow || len(texts) == 0 {
 		return reason
 	}
+	texts = echoForms(texts)
 	hidden := make([]bool, len(reason))
 	found := false
 	for i := 0; i+EchoWindow <= len(reason); i++ {
@@ -153,4 +159,27 @@ func HideEcho(reason string, texts []string) string {
 		}
 	}
 	return strings.ToValidUTF8(b.String(), "")
+}
+
+// echoForms returns texts with, for each text, its whitespace runs made
+// single spaces and its JSON string form (without the quotes), where they
+// are not the text or a part of it (each form costs a scan of its bytes
+// per window of the reason).
+func echoForms(texts []string) []string {
+	out := make([]string, 0, len(texts))
+	for _, t := range texts {
+		out = append(out, t)
+		if f := strings.Join(strings.Fields(t), " "); !strings.Contains(t, f) {
+			out = append(out, f)
+		}
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if enc.Encode(t) == nil {
+			if j := strings.TrimSuffix(b.String(), "\n"); len(j) >= 2 && j[1:len(j)-1] != t {
+				out = append(out, j[1:len(j)-1])
+			}
+		}
+	}
+	return out
 }

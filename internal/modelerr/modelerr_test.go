@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -94,5 +95,29 @@ func TestHideEcho(t *testing.T) {
 	}
 	if got := modelerr.HideEcho("status 500: my sister Maria lives in Porto", nil); got != "status 500: my sister Maria lives in Porto" {
 		t.Errorf("HideEcho without texts changed the reason: %q", got)
+	}
+}
+
+// TestHideEchoAcrossLineBreaks: the callers bound a reason with its
+// whitespace made single spaces, and a server quoting a text as a JSON or
+// Python string writes its line breaks as \n: an echo of a text with short
+// lines must not be left whole because no run of a window matches the
+// text as it was sent.
+func TestHideEchoAcrossLineBreaks(t *testing.T) {
+	text := "Maria\nis pregnant\nwith twins,  due \"in May\""
+	for _, reason := range []string{
+		"status 400: bad input: " + strings.Join(strings.Fields(text), " "),
+		`status 400: bad input: Maria\nis pregnant\nwith twins,  due \"in May\"`,
+		`status 400: [{'type': 'string_too_long', 'input': 'Maria\nis pregnant\nwith twins'}]`,
+	} {
+		got := modelerr.HideEcho(reason, []string{text})
+		for _, word := range []string{"Maria", "pregnant", "twins", "May"} {
+			if strings.Contains(got, word) {
+				t.Errorf("HideEcho(%q) = %q: holds %q", reason, got, word)
+			}
+		}
+		if !strings.Contains(got, "status 400") || !strings.Contains(got, modelerr.EchoMark) {
+			t.Errorf("HideEcho(%q) = %q: lost the server's words or hid nothing", reason, got)
+		}
 	}
 }
