@@ -134,11 +134,11 @@ func (m *metrics) Pruned(removed int64) {
 }
 
 // Sized implements worker.SizeObserver. The gauges are registered at the
-// first report: before a prune with a size limit there is no figure, and
-// a 0 would read as an empty database.
+// first report, after their values are set: before a prune with a size
+// limit there is no figure, and a 0 would read as an empty database (a
+// scrape between registering and setting saw zeros: a CI run). The time
+// is set last, so that a newer time never stands beside older figures.
 func (m *metrics) Sized(liveBytes, floorBytes int64, overLimit bool) {
-	m.sizedOnce.Do(func() { m.reg.MustRegister(m.liveBytes, m.floorBytes, m.overLimit, m.sizedAt) })
-	m.sizedAt.SetToCurrentTime()
 	m.liveBytes.Set(float64(liveBytes))
 	m.floorBytes.Set(float64(floorBytes))
 	over := 0.0
@@ -146,6 +146,8 @@ func (m *metrics) Sized(liveBytes, floorBytes int64, overLimit bool) {
 		over = 1
 	}
 	m.overLimit.Set(over)
+	m.sizedAt.SetToCurrentTime()
+	m.sizedOnce.Do(func() { m.reg.MustRegister(m.liveBytes, m.floorBytes, m.overLimit, m.sizedAt) })
 }
 
 // Enriched implements enricher.Observer.
