@@ -424,7 +424,11 @@ func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, us
 		}
 		e = classify(err, ex, l.cfg.Timeout)
 	}
-	e.Reason = hideEcho(e.Reason, req.Messages)
+	if status != 0 {
+		// Only a server that answered quotes a message; a timeout or a
+		// connection error (every request of an outage) holds none.
+		e.Reason = hideEcho(e.Reason, req.Messages)
+	}
 	l.noteServerError(e, status, ex, req.Messages)
 	if e.Kind == KindRetryAfter {
 		// Pause everyone: the server is telling this client, not this
