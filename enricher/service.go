@@ -321,6 +321,13 @@ func (s *Service) Stop(ctx context.Context) error {
 	return nil
 }
 
+// Halted is done when Stop ends the requests in progress: at its deadline
+// if requests were still running then (they are counted first, so Stop's
+// error reports them), or as Stop returns. Work a request carries on past
+// its own deadline (a forget's deletions after its transaction) ends with
+// it, and so is reported as one of the requests Stop cancelled.
+func (s *Service) Halted() context.Context { return s.halted }
+
 // haltWait bounds how long Stop waits, past its deadline, for the requests
 // it cancelled to answer. A cancelled query returns at once; this is
 // for a store that does not answer at all.

@@ -77,9 +77,6 @@ type App struct {
 	// connections call without a.mu.
 	publisher atomic.Pointer[worker.Changes]
 	enrich    *enricher.Service
-	// stopForgets ends the forgets of the enrich service's endpoint: Stop
-	// calls it at its deadline (see startEnrichLocked).
-	stopForgets context.CancelFunc
 	// enrichDB is enrich's own pool (EnrichPool), open while enrich runs.
 	enrichDB *store.Store
 	// pressure feeds enrich's reply times to the worker's Pacer; nil when
@@ -488,12 +485,13 @@ func (a *App) startEnrichLocked(ctx context.Context, s *store.Store, nc *nats.Co
 	// record the turn stream's position, so that they cover every turn
 	// published before them, however late it is stamped.
 	s.SetTurnStream(clearPosition(worker.TurnStreamPosition(js, a.cfg.Stream), a.cfg.Stream, a.logger))
-	// Stop's deadline ends a forget in progress, even one past its own
-	// deadline (worker.WithStop); the enricher cancels the rest.
-	stopping, stopNow := context.WithCancel(context.Background())
-	a.stopForgets = stopNow
+	// The enrich service's stop ends a forget in progress, even one past
+	// its own deadline (worker.WithStop), with its other requests: after
+	// counting them, so that a forget it cancels fails the stop (a cancel
+	// of its own at the deadline raced that count: a CI run).
+	var svc *enricher.Service // set before Start, so before any request
 	ec.Forget = func(ctx context.Context, userID string) (events.ForgetReply, error) {
-		r, err := a.forget(worker.WithStop(ctx, stopping), w, js, s, userID)
+		r, err := a.forget(worker.WithStop(ctx, svc.Halted()), w, js, s, userID)
 		var (
 			ie *worker.IncompleteError
 			ns *worker.NoTurnStreamError
@@ -519,8 +517,7 @@ func (a *App) startEnrichLocked(ctx context.Context, s *store.Store, nc *nats.Co
 	if ec.TracerProvider, err = a.tracerLocked(); err != nil {
 		return err
 	}
-	svc, err := enricher.New(ec)
-	if err != nil {
+	if svc, err = enricher.New(ec); err != nil {
 		return err
 	}
 	if err := svc.Start(ctx); err != nil {
@@ -699,16 +696,6 @@ const enrichStopReserve = 5 * time.Second
 // stopLocked stops everything but the endpoint; a.mu is held.
 func (a *App) stopLocked(ctx context.Context) error {
 	var errs []error
-	if a.stopForgets != nil {
-		// At the deadline, with the enricher's own requests (see
-		// startEnrichLocked); at the end in any case.
-		unhook := context.AfterFunc(ctx, a.stopForgets)
-		defer func(cancel context.CancelFunc) {
-			unhook()
-			cancel()
-		}(a.stopForgets)
-		a.stopForgets = nil
-	}
 	// The worker before the enrich service: its stop waits (up to ctx) for
 	// running extraction jobs, whose model calls can take their whole
 	// timeout, and enrich keeps answering meanwhile. Stopped first, a
