@@ -167,6 +167,10 @@ type blockingExtractor struct {
 	once    sync.Once
 	entered chan struct{}
 	ended   chan error
+	// release, closed, ends the block with the rules' result (a nil
+	// release blocks until ctx ends): a test closes it before the worker's
+	// stop, which would otherwise wait out its deadline for the job.
+	release chan struct{}
 }
 
 func (b *blockingExtractor) Extract(ctx context.Context, in extractor.Input) (extractor.Result, error) {
@@ -176,7 +180,11 @@ func (b *blockingExtractor) Extract(ctx context.Context, in extractor.Input) (ex
 		return b.Rules.Extract(ctx, in)
 	}
 	close(b.entered)
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-b.release:
+		return b.Rules.Extract(ctx, in)
+	}
 	b.ended <- context.Cause(ctx)
 	return extractor.Result{}, ctx.Err()
 }
@@ -453,8 +461,9 @@ func TestJobsWhoseFetchWasLostTakenOver(t *testing.T) {
 	jobs := e.recordTurns(recoverTurn("lost-1", "ann"), recoverTurn("slow-1", "bea"))
 	// Out of reach of the worker's fetch until staged.
 	e.exec(`UPDATE river_job SET state = 'scheduled', scheduled_at = now() + interval '1 hour' WHERE id = $1`, jobs["lost-1"])
-	ext := &blockingExtractor{Rules: extractor.NewRules(), entered: make(chan struct{}), ended: make(chan error, 1)}
+	ext := &blockingExtractor{Rules: extractor.NewRules(), entered: make(chan struct{}), ended: make(chan error, 1), release: make(chan struct{})}
 	e.start(ext, nil) // default JobTimeout (10m): the rescuer would take 20 minutes
+	t.Cleanup(func() { close(ext.release) }) // before the worker's stop (cleanups run last first)
 	<-ext.entered     // slow-1's job runs, blocked
 	var process string
 	if err := e.store.Pool().QueryRow(e.ctx, `SELECT id FROM memoryd_processes`).Scan(&process); err != nil {
