@@ -462,9 +462,9 @@ func TestJobsWhoseFetchWasLostTakenOver(t *testing.T) {
 	// Out of reach of the worker's fetch until staged.
 	e.exec(`UPDATE river_job SET state = 'scheduled', scheduled_at = now() + interval '1 hour' WHERE id = $1`, jobs["lost-1"])
 	ext := &blockingExtractor{Rules: extractor.NewRules(), entered: make(chan struct{}), ended: make(chan error, 1), release: make(chan struct{})}
-	e.start(ext, nil) // default JobTimeout (10m): the rescuer would take 20 minutes
+	e.start(ext, nil)                        // default JobTimeout (10m): the rescuer would take 20 minutes
 	t.Cleanup(func() { close(ext.release) }) // before the worker's stop (cleanups run last first)
-	<-ext.entered     // slow-1's job runs, blocked
+	<-ext.entered                            // slow-1's job runs, blocked
 	var process string
 	if err := e.store.Pool().QueryRow(e.ctx, `SELECT id FROM memoryd_processes`).Scan(&process); err != nil {
 		t.Fatal(err)
