@@ -208,7 +208,7 @@ func TestOpsEndpoints(t *testing.T) {
 		"memoryd_giveway_seconds_total",
 		// An empty queue's states read 0, not no data.
 		`memoryd_queue_jobs{queue="extract",state="available"} 0`,
-		`memoryd_queue_jobs{queue="embed",state="retryable"} 0`,
+		`memoryd_queue_jobs{queue="maintenance",state="retryable"} 0`,
 		"memoryd_replay_resets_unfinished 0",
 		// The stream's ingest backlog, once the turns are recorded.
 		`memoryd_ingest_backlog_turns{state="unread"} 0`,

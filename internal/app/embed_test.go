@@ -155,4 +155,31 @@ func TestHybridEnrichWiring(t *testing.T) {
 	if ok != 1 {
 		t.Errorf("memoryd_query_embeddings_total{outcome=\"ok\"} = %v, want 1", ok)
 	}
+	// The queue gauge has every state of the model's own embed queue,
+	// empty or not, and nothing of the pre-model "embed" queue, which holds
+	// no job (before: that queue's zeros, and the model's queue only while
+	// it held jobs).
+	states := map[string]bool{}
+	for _, f := range families {
+		if f.GetName() != "memoryd_queue_jobs" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			switch labels["queue"] {
+			case worker.QueueEmbedFor("m1"):
+				states[labels["state"]] = true
+			case worker.QueueEmbed:
+				t.Errorf("memoryd_queue_jobs has the unused queue %q: %v", worker.QueueEmbed, labels)
+			}
+		}
+	}
+	for _, st := range store.UnfinishedJobStates {
+		if !states[st] {
+			t.Errorf("memoryd_queue_jobs lacks queue %q state %q (has %v)", worker.QueueEmbedFor("m1"), st, states)
+		}
+	}
 }

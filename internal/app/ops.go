@@ -249,7 +249,15 @@ func (c *serviceCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if s != nil {
-		if depth, err := s.QueueDepth(ctx, worker.QueueExtract, worker.QueueMaintenance, worker.QueueEmbed); err == nil {
+		// The queues read 0 when empty: those this process works. The
+		// embed queue is its model's (worker.QueueEmbedFor); the shared
+		// "embed" queue of jobs from before per-model queues, and other
+		// models' queues, show only while they hold jobs.
+		queues := []string{worker.QueueExtract, worker.QueueMaintenance}
+		if c.app.cfg.Embed.BaseURL != "" {
+			queues = append(queues, worker.QueueEmbedFor(c.app.cfg.Embed.Model))
+		}
+		if depth, err := s.QueueDepth(ctx, queues...); err == nil {
 			for k, n := range depth {
 				ch <- prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(n), k[0], k[1])
 			}
