@@ -571,13 +571,19 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request) string {
 	}
 	var acc reply
 	upstreamBody := watch.body(resp.Body)
-	if resp.StatusCode == http.StatusOK && rq.memory && rq.hasText() {
-		if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-			acc.streamed = true
-		}
+	remember := resp.StatusCode == http.StatusOK && rq.memory && rq.hasText()
+	if resp.StatusCode == http.StatusOK && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		// A stream is read for its end with memory off too: one that
+		// breaks off is cut to the client whether or not it is remembered.
+		acc.streamed = true
+		err = relay(w, upstreamBody, &acc)
+	} else if remember {
 		err = relay(w, upstreamBody, &acc)
 	} else {
 		err = relay(w, upstreamBody, nil)
+	}
+	if err == nil && acc.brokeOff() {
+		err = errors.New("the upstream's stream ended without a finish reason or [DONE]")
 	}
 	if err != nil {
 		outcome := watch.outcome(OutcomeCut)
@@ -587,7 +593,7 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request) string {
 		p.log.Warn("reply not relayed whole, turn not published", "user_id", user, "error", err)
 		return outcome
 	}
-	if acc.done() {
+	if remember && acc.done() {
 		p.publish(span.SpanContext(), user, rq.text, &acc)
 	}
 	return outcome

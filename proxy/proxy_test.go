@@ -136,6 +136,14 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"half\"},\"finish_reason\":null}]}\n\n")
 		w.(http.Flusher).Flush()
 		panic(http.ErrAbortHandler)
+	case "endearly":
+		// A streamed reply whose body ends cleanly after its first chunk,
+		// with no finish reason and no [DONE]: what a close-delimited
+		// (HTTP/1.0-style) body cut by a dropped connection looks like, or
+		// a server that gives up mid-generation and just ends the response.
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"half\"},\"finish_reason\":null}]}\n\n")
+		return
 	}
 	var req struct {
 		Stream bool `json:"stream"`
@@ -841,6 +849,41 @@ func TestUpstreamCutReachesTheClient(t *testing.T) {
 	b, err := io.ReadAll(resp.Body)
 	if err == nil {
 		t.Fatalf("a cut upstream stream reached the client as a complete response: %q", b)
+	}
+}
+
+// TestUpstreamStreamEndingEarlyReachesTheClientCut: an upstream stream
+// whose body ends without a finish reason or [DONE] (a close-delimited body
+// cut by a dropped connection reads as a clean end) is a stream without its
+// end: the client's response is cut, not ended as whole, with memory on or
+// off, the outcome is cut, and nothing is remembered.
+func TestUpstreamStreamEndingEarlyReachesTheClientCut(t *testing.T) {
+	t.Parallel()
+	obs := &outcomes{}
+	e := newEnv(t, func(c *proxy.Config) { c.Observer = obs })
+	e.up.setMode("endearly")
+	for _, memory := range []string{"", "off"} {
+		req, _ := http.NewRequest(http.MethodPost, e.url+"/chat/completions", strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"I live in Oslo"}]}`))
+		req.Header.Set("Authorization", "Bearer "+e.keys["alice"])
+		if memory != "" {
+			req.Header.Set(proxy.MemoryHeader, memory)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil {
+			t.Fatalf("memory %q: a stream ended without a finish reason or [DONE] reached the client as a complete response: %q", memory, b)
+		}
+	}
+	if n := obs.count("chat", proxy.OutcomeCut); n != 2 {
+		t.Errorf("%d requests counted cut, want 2", n)
+	}
+	e.stop()
+	if n := e.turnsPublished(t, "alice"); n != 0 {
+		t.Fatalf("%d turns published for a stream without its end, want 0", n)
 	}
 }
 

@@ -22,6 +22,11 @@ type reply struct {
 	id       string
 	text     strings.Builder
 	finished bool
+	// ended is a streamed reply's end seen: [DONE] or a finish reason of
+	// any choice, tool calls' included. A stream whose body ends without
+	// either broke off, however cleanly its body ended (a close-delimited
+	// body cut by a dropped connection reads as a clean end).
+	ended    bool
 	overflow bool
 	// pending is an incomplete line (streamed); body reads a non-streamed
 	// reply's members.
@@ -66,6 +71,7 @@ func (a *reply) line(l []byte) {
 	}
 	data = bytes.TrimSpace(data)
 	if string(data) == "[DONE]" {
+		a.ended = true
 		return
 	}
 	var chunk struct {
@@ -85,6 +91,9 @@ func (a *reply) line(l []byte) {
 		a.id = chunk.ID
 	}
 	for _, c := range chunk.Choices {
+		if c.FinishReason != nil && *c.FinishReason != "" {
+			a.ended = true
+		}
 		if c.Index != 0 {
 			continue
 		}
@@ -142,6 +151,10 @@ func (a *reply) end() {
 func callsTools(reason string) bool {
 	return reason == "tool_calls" || reason == "function_call"
 }
+
+// brokeOff reports whether a streamed reply's body ended without its end:
+// no [DONE] and no finish reason. Unknown (false) past the bytes kept.
+func (a *reply) brokeOff() bool { return a.streamed && !a.overflow && !a.ended }
 
 // done reports whether a whole reply was read: a finish reason seen in the
 // stream, or a choice in the JSON reply.
