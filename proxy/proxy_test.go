@@ -701,6 +701,13 @@ func TestTrustedUserHeader(t *testing.T) {
 	if _, last := lastMessage(t, e.up.last(t)); !strings.Contains(string(last["content"]), "Quito") {
 		t.Fatalf("carol's request was not enriched with carol's memory: %s", last["content"])
 	}
+	// A user id memoryd would refuse is a 400 before the upstream is asked
+	// (before: a chat without memory, and a turn that failed to publish).
+	for _, bad := range []string{strings.Repeat("z", events.MaxUserIDBytes+1), "caf\xe9"} {
+		if code := post(bad); code != http.StatusBadRequest {
+			t.Errorf("header user id %q: %d, want 400", bad, code)
+		}
+	}
 	e.up.mu.Lock()
 	defer e.up.mu.Unlock()
 	if len(e.up.auth) != 1 || e.up.auth[0] != "Bearer "+upstreamKey || e.up.gateway[0] != "" {
