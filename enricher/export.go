@@ -28,13 +28,14 @@ type Exporter interface {
 type exports struct {
 	store Exporter // nil: not enabled
 	// maxPageBytes bounds a page's lines as JSON text: the connection's
-	// max payload less the reply's other bytes.
-	maxPageBytes int
+	// max payload less the reply's other bytes. A function, read at each
+	// page: the server's max_payload may change on a reconnect.
+	maxPageBytes func() int
 }
 
 func (s *Service) exports() exports {
 	e, _ := s.cfg.Store.(Exporter)
-	return exports{store: e, maxPageBytes: s.maxReply() - exportEnvelope}
+	return exports{store: e, maxPageBytes: func() int { return s.maxReply() - exportEnvelope }}
 }
 
 // exportEnvelope bounds a page's bytes other than its lines:
@@ -101,13 +102,14 @@ func (e exports) export(token string, data []byte) (call, error) {
 			return nil, &events.ServiceError{Code: 409, Description: "the cursor is past the end of the export: export again from the start"}
 		}
 		var page []byte
+		maxPage := e.maxPageBytes()
 		end, size := start, 0
 		for ; end < len(lines); end++ {
 			line := lines[end]
 			if end == start {
 				line = line[offset:]
 			}
-			if size += escapedLen(line); size <= e.maxPageBytes {
+			if size += escapedLen(line); size <= maxPage {
 				page = append(page, line...)
 				continue
 			}
@@ -118,7 +120,7 @@ func (e exports) export(token string, data []byte) (call, error) {
 			// characters, or a low max_payload) is split: the page ends
 			// inside it and the next starts where it ended, so that the
 			// pages concatenated are still the export.
-			cut := fitEscaped(line, e.maxPageBytes)
+			cut := fitEscaped(line, maxPage)
 			return events.ExportReply{
 				Lines: string(line[:cut]),
 				Next:  strconv.Itoa(start) + "+" + strconv.Itoa(offset+cut) + "." + digest,

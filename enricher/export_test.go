@@ -4,12 +4,19 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
 )
@@ -106,6 +113,66 @@ func TestExportOverNATS(t *testing.T) {
 		if serviceCode(err) != 409 {
 			t.Errorf("cursor %q: %v, want a 409", cursor, err)
 		}
+	}
+}
+
+// TestExportPagesFollowMaxPayloadAfterARestart: the pages are sized by the
+// server's max_payload as it is now. Before, the limit read at the
+// service's start was kept: after a NATS restart with a lower max_payload
+// every export page over it was a 413 until memoryd restarted (a restore
+// walk).
+func TestExportPagesFollowMaxPayloadAfterARestart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "nats.conf")
+	setLimit := func(n int) {
+		if err := os.WriteFile(conf, []byte(fmt.Sprintf("max_payload: %d\n", n)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setLimit(1 << 20)
+	srv := eventstest.StartServer(t, func(port int) []string {
+		return []string{"-c", conf, "-a", "127.0.0.1", "-p", strconv.Itoa(port)}
+	})
+	nc, err := nats.Connect(srv.URL, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	st := storetest.New(t)
+	prefix := randomPrefix()
+	svc, err := enricher.New(enricher.Config{Conn: nc, Store: st, Prefix: prefix, Logger: slog.New(slog.DiscardHandler), Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop(context.Background()) })
+	// About 60 KB: a few pages at the lower limit, one at the first.
+	var items []store.ContextWrite
+	for i := range 3 {
+		items = append(items, store.ContextWrite{UserID: "alice", Question: fmt.Sprintf("question %d", i),
+			Answer: strings.Repeat("a long answer ", 1500), CreatedAt: t0.Add(time.Duration(i) * time.Minute)})
+	}
+	insertContext(t, st, items...)
+	const limit = 16 << 10
+	setLimit(limit)
+	srv.Restart(t)
+	eventstest.Eventually(t, "the service's connection to have the new max_payload", time.Minute, func() (bool, string) {
+		return nc.MaxPayload() == limit && nc.IsConnected(), fmt.Sprint(nc.MaxPayload(), nc.Status())
+	})
+	client, err := nats.Connect(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	var got bytes.Buffer
+	if err := events.NewClient(client, prefix).Export(slowCtx(t), "alice", &got); err != nil {
+		t.Fatalf("export after max_payload went down to %d: %v", limit, err)
+	}
+	if want := storeExport(t, st, "alice"); !bytes.Equal(got.Bytes(), want) {
+		t.Errorf("the pages differ from the store's export (%d and %d bytes)", got.Len(), len(want))
 	}
 }
 
