@@ -3,6 +3,7 @@ package enricher_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -117,7 +118,7 @@ func TestExportOverNATS(t *testing.T) {
 }
 
 // TestExportPagesFollowMaxPayloadAfterARestart: the pages are sized by the
-// server's max_payload as it is now. Before, the limit read at the
+// server's max_payload as it is now, and an import's requests too. Before, the limit read at the
 // service's start was kept: after a NATS restart with a lower max_payload
 // every export page over it was a 413 until memoryd restarted (a restore
 // walk).
@@ -151,9 +152,9 @@ func TestExportPagesFollowMaxPayloadAfterARestart(t *testing.T) {
 	t.Cleanup(func() { _ = svc.Stop(context.Background()) })
 	// About 60 KB: a few pages at the lower limit, one at the first.
 	var items []store.ContextWrite
-	for i := range 3 {
+	for i := range 12 {
 		items = append(items, store.ContextWrite{UserID: "alice", Question: fmt.Sprintf("question %d", i),
-			Answer: strings.Repeat("a long answer ", 1500), CreatedAt: t0.Add(time.Duration(i) * time.Minute)})
+			Answer: strings.Repeat("a long answer ", 350), CreatedAt: t0.Add(time.Duration(i) * time.Minute)})
 	}
 	insertContext(t, st, items...)
 	const limit = 16 << 10
@@ -173,6 +174,21 @@ func TestExportPagesFollowMaxPayloadAfterARestart(t *testing.T) {
 	}
 	if want := storeExport(t, st, "alice"); !bytes.Equal(got.Bytes(), want) {
 		t.Errorf("the pages differ from the store's export (%d and %d bytes)", got.Len(), len(want))
+	}
+	// Client.Import splits by the lower limit too (before: it sent
+	// requests of up to events.MaxImportRequestBytes, and the server
+	// refused every one).
+	if _, err := events.NewClient(client, prefix).Import(slowCtx(t), "bob", bytes.NewReader(got.Bytes())); err != nil {
+		t.Fatalf("import of %d bytes with max_payload %d: %v", got.Len(), limit, err)
+	}
+	if n, err := st.CountContext(context.Background(), "bob"); err != nil || n != 12 {
+		t.Errorf("bob has %d context items after the import, %v; want 12", n, err)
+	}
+	// A line no request under the limit can hold is named.
+	huge := append(bytes.Clone(got.Bytes()), []byte(`{"type":"context","q":"`+strings.Repeat("x", limit)+`"}`+"\n")...)
+	var ie *events.InputError
+	if _, err := events.NewClient(client, prefix).Import(slowCtx(t), "carol", bytes.NewReader(huge)); !errors.As(err, &ie) || ie.Line != 14 || !strings.Contains(err.Error(), "max_payload") {
+		t.Errorf("import of a line over max_payload: %v; want line 14 named, and max_payload", err)
 	}
 }
 

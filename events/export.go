@@ -94,7 +94,8 @@ func (c *Client) Export(ctx context.Context, userID string, w io.Writer) error {
 }
 
 // Import merges an export read from r into the user's memory, in requests
-// of at most MaxImportRequestBytes, each starting with the header and each
+// of at most MaxImportRequestBytes (less when the connection's max_payload,
+// read before each line, is lower), each starting with the header and each
 // atomic, and returns the counts summed. On an error, the requests before
 // it are imported (importing the whole again is safe: it imports once); a
 // line refused is named by its line number in r. CheckImport first, on an
@@ -129,7 +130,11 @@ func (c *Client) Import(ctx context.Context, userID string, r io.Reader) (Import
 		}
 		// A JSON array holds the lines, one comma apart; with the request's
 		// other bytes well inside the limit's headroom.
-		if size+len(line)+1 > MaxImportRequestBytes-1024 {
+		limit := c.importRequestBytes() - 1024
+		if len(lines[0])+len(line)+1 > limit {
+			return &InputError{Line: num, Problem: fmt.Sprintf("%d bytes: no request under the NATS server's max_payload of %d bytes can hold it (raise max_payload)", len(line), c.nc.MaxPayload())}
+		}
+		if size+len(line)+1 > limit {
 			if err := send(); err != nil {
 				return err
 			}
@@ -154,6 +159,16 @@ func (c *Client) Import(ctx context.Context, userID string, r io.Reader) (Import
 		return total, err
 	}
 	return total, send()
+}
+
+// importRequestBytes bounds an import request: MaxImportRequestBytes, or
+// the server's max_payload when lower (a server set to 64 KB refused every
+// request of a 100 KB export; a restore walk).
+func (c *Client) importRequestBytes() int {
+	if p := int(c.nc.MaxPayload()); p > 0 && p < MaxImportRequestBytes {
+		return p
+	}
+	return MaxImportRequestBytes
 }
 
 // CheckImport reads an export through and makes the checks Import makes
