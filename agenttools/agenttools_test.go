@@ -567,6 +567,8 @@ func TestFactsResourceIsPrivate(t *testing.T) {
 	}
 }
 
+const longKey = "preferred_seat_when_travelling_by_long_distance_train_for_business_trips"
+
 // TestToolErrorsNameTheToolsFields: a bad store_memory or set_fact is
 // refused in the tool's own words (an audit found "question is required"
 // for a blank note, and "use facts.clear", a NATS endpoint, for an empty
@@ -593,6 +595,12 @@ func TestToolErrorsNameTheToolsFields(t *testing.T) {
 		// search: nats: maximum payload exceeded").
 		{"search_memory", map[string]any{"query": strings.Repeat("q", 2<<20)}, "invalid arguments: too large to send to memoryd"},
 		{"set_fact", map[string]any{"key": "location", "value": strings.Repeat("v", 2<<20)}, "a fact value 8 KiB"},
+		// A key whose snake_case form is over 64 bytes: cut, it was the
+		// fact of any other long key with the same start (a walk: two
+		// train-seat preferences were one fact).
+		{"set_fact", map[string]any{"key": longKey, "value": "aisle"}, "use a shorter key"},
+		{"get_fact", map[string]any{"key": longKey}, "use a shorter key"},
+		{"clear_fact", map[string]any{"key": "Preferred Seat When Travelling By Long Distance Train For Business Trips"}, "use a shorter key"},
 	} {
 		if got := toolError(t, s, tc.tool, tc.args); !strings.Contains(got, tc.want) {
 			t.Errorf("%s %v: %q, want %q", tc.tool, tc.args, got, tc.want)

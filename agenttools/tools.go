@@ -181,7 +181,10 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 		Annotations: readOnly()},
 		nil,
 		wrap(t, func(ctx context.Context, user string, in factKeyIn) (fact, error) {
-			key, _ := factKey(in.Key)
+			key, _, err := factKey(in.Key)
+			if err != nil {
+				return fact{}, err
+			}
 			f, err := c.GetFact(ctx, user, key)
 			var svc *events.ServiceError
 			if (errors.Is(err, events.ErrFactNotSet) || errors.As(err, &svc) && svc.Code == 404) && key != strings.TrimSpace(in.Key) {
@@ -204,7 +207,10 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 				// Not the service's "use facts.clear": the tool is clear_fact.
 				return fact{}, errors.New("value is required (use clear_fact to delete a fact)")
 			}
-			key, listOf := factKey(in.Key)
+			key, listOf, err := factKey(in.Key)
+			if err != nil {
+				return fact{}, err
+			}
 			if listOf != "" {
 				return fact{}, fmt.Errorf("%q names the list %s, which set_fact replaces whole: set_fact %s with every item, separated by commas (list_facts shows the items there are)", in.Key, listOf, listOf)
 			}
@@ -237,7 +243,10 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(false)}},
 		nil,
 		wrap(t, func(ctx context.Context, user string, in factKeyIn) (clearFactOut, error) {
-			key, listOf := factKey(in.Key)
+			key, listOf, err := factKey(in.Key)
+			if err != nil {
+				return clearFactOut{}, err
+			}
 			if listOf != "" {
 				return clearFactOut{}, fmt.Errorf("%q names the list %s, which clear_fact deletes whole: to remove one item, set_fact %s with the items to keep; clear_fact %s deletes them all", in.Key, listOf, listOf, listOf)
 			}
@@ -424,21 +433,26 @@ func ptr[T any](v T) *T { return &v }
 // keeps current are one fact. listOf is the list key an alias names
 // ("cat" names pets), "" for any other key: set_fact and clear_fact of
 // such an alias would replace or delete the whole list, not an item.
-func factKey(key string) (k, listOf string) {
+func factKey(key string) (k, listOf string, err error) {
 	t := strings.TrimSpace(key)
 	if isASCII(t) {
+		if events.SnakeKeyTooLong(t) {
+			// Cut to its first 64 bytes it would be another key's fact
+			// (two long keys alike in their start were one).
+			return "", "", fmt.Errorf("key %q is over %d characters in snake_case: use a shorter key", key, events.MaxSnakeKeyBytes)
+		}
 		k = events.SnakeKey(t)
 	} else {
 		k = strings.Join(strings.FieldsFunc(strings.ToLower(t), func(r rune) bool { return r == '-' || unicode.IsSpace(r) }), "_")
 	}
 	if k == "" {
-		return key, "" // the service names the missing or unusable key
+		return key, "", nil // the service names the missing or unusable key
 	}
 	canonical, list := events.CanonicalFactKey(k)
 	if list && canonical != k {
 		listOf = canonical
 	}
-	return canonical, listOf
+	return canonical, listOf, nil
 }
 
 func isASCII(s string) bool {

@@ -135,7 +135,15 @@ const MaxSnakeKeyBytes = 64
 // separator, at most MaxSnakeKeyBytes bytes. It returns "" when nothing is left.
 // The extractors put the keys a model writes so, and the MCP fact tools
 // the keys an agent gives, so that both name one fact.
-func SnakeKey(s string) string {
+func SnakeKey(s string) string { return snakeKey(s, MaxSnakeKeyBytes) }
+
+// SnakeKeyTooLong reports whether s's snake_case form is over
+// MaxSnakeKeyBytes, so that SnakeKey cuts it: two keys alike in their first
+// 64 bytes are then one key. A caller naming a fact by such a key (an
+// agent's tool call) is refused, not given another fact.
+func SnakeKeyTooLong(s string) bool { return len(snakeKey(s, 2*len(s)+1)) > MaxSnakeKeyBytes }
+
+func snakeKey(s string, limit int) string {
 	var b strings.Builder
 	pendingSep := false
 	var prev rune
@@ -158,13 +166,13 @@ func SnakeKey(s string) string {
 			pendingSep = true
 		}
 		prev = orig
-		if b.Len() >= MaxSnakeKeyBytes {
+		if b.Len() >= limit {
 			break
 		}
 	}
 	key := b.String()
-	if len(key) > MaxSnakeKeyBytes {
-		key = key[:MaxSnakeKeyBytes]
+	if len(key) > limit {
+		key = key[:limit]
 	}
 	return strings.Trim(key, "_")
 }

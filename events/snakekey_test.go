@@ -31,3 +31,25 @@ func TestSnakeKey(t *testing.T) {
 		}
 	}
 }
+
+func TestSnakeKeyTooLong(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		in   string
+		want bool
+	}{
+		{"name", false},
+		{strings.Repeat("a", events.MaxSnakeKeyBytes), false},
+		{strings.Repeat("a", events.MaxSnakeKeyBytes+1), true},
+		// Separators collapse: the snake form is what counts.
+		{strings.Repeat("a", events.MaxSnakeKeyBytes) + "___", false},
+		{"  " + strings.Repeat("a", events.MaxSnakeKeyBytes) + "  ", false},
+		// camelCase gains underscores: 44 letters, 66 in snake_case.
+		{strings.Repeat("aB", 22), true},
+		{"preferred_seat_when_travelling_by_long_distance_train_for_business_trips", true},
+	} {
+		if got := events.SnakeKeyTooLong(tt.in); got != tt.want {
+			t.Errorf("events.SnakeKeyTooLong(%q) = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}
