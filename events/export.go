@@ -130,11 +130,14 @@ func (c *Client) Import(ctx context.Context, userID string, r io.Reader) (Import
 		}
 		// A JSON array holds the lines, one comma apart; with the request's
 		// other bytes well inside the limit's headroom.
-		limit := c.importRequestBytes() - 1024
-		if len(lines[0])+len(line)+1 > limit {
-			return &InputError{Line: num, Problem: fmt.Sprintf("%d bytes: no request under the NATS server's max_payload of %d bytes can hold it (raise max_payload)", len(line), c.nc.MaxPayload())}
+		// A line no request under the server's max_payload can hold,
+		// with the header and the request's other bytes: named, not sent
+		// (the NATS client would refuse it unnamed). Lines over
+		// MaxImportRequestBytes never reach here (scanImport).
+		if p := int(c.nc.MaxPayload()); p > 0 && len(lines[0])+len(line)+1+1024 > p {
+			return &InputError{Line: num, Problem: fmt.Sprintf("%d bytes: no request under the NATS server's max_payload of %d bytes can hold it (raise max_payload)", len(line), p)}
 		}
-		if size+len(line)+1 > limit {
+		if size+len(line)+1 > c.importRequestBytes()-1024 {
 			if err := send(); err != nil {
 				return err
 			}

@@ -873,7 +873,13 @@ func (w *Worker) Start(ctx context.Context) error {
 		w.mu.Lock()
 		w.started = true
 		w.mu.Unlock()
-		w.logger.Info("worker started (jobs only, no ingest)", "extractor", cfg.Extractor.Info().Name, "workers", cfg.Workers)
+		if cfg.EmbedOnly {
+			// No extraction job runs here: its worker count would mislead
+			// (an embeddings walk read "workers":20 in a backfill).
+			w.logger.Info("worker started (embed jobs only)", "embed_workers", cfg.EmbedWorkers)
+		} else {
+			w.logger.Info("worker started (jobs only, no ingest)", "extractor", cfg.Extractor.Info().Name, "workers", cfg.Workers)
+		}
 		return nil
 	}
 	cons, turnStream, err := w.bind(ctx)

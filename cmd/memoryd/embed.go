@@ -89,8 +89,10 @@ stdout.`)
 		return err
 	}
 	model := svc.Config().Embed.Model
-	fmt.Fprintf(a.stdout, "%s without a %s vector enqueued for embedding\n", plural(n, "item", "items"), model)
-	fmt.Fprintf(a.stdout, "%s with chunks without a %s vector enqueued for embedding\n", plural(docs, "document", "documents"), model)
+	// Enqueued, or their jobs already waiting (a retry's backoff) made to
+	// run now: none is sent twice.
+	fmt.Fprintf(a.stdout, "%s without a %s vector to embed (enqueued, or their waiting jobs run now)\n", plural(n, "item", "items"), model)
+	fmt.Fprintf(a.stdout, "%s with chunks without a %s vector to embed (enqueued, or their waiting jobs run now)\n", plural(docs, "document", "documents"), model)
 	if noWk || n+docs == 0 {
 		return nil
 	}

@@ -54,7 +54,7 @@ func TestEmbedBackfillCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("embed exited %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
-	for _, want := range []string{"2 items without a m1 vector enqueued", "embedding done"} {
+	for _, want := range []string{"2 items without a m1 vector to embed", "embedding done"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -83,11 +83,11 @@ func TestEmbedBackfillInterruptedIsNotDone(t *testing.T) {
 	prefix, stream := eventstest.Names(t, nc)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &cancelOn{match: "with chunks without a m1 vector enqueued", cancel: cancel}
+	out := &cancelOn{match: "with chunks without a m1 vector to embed", cancel: cancel}
 	var errOut bytes.Buffer
 	code := run(ctx, &cli{stdout: out, stderr: &errOut}, []string{"embed", "--backfill", "--user", "alice", "--embed-base-url", srv.URL, "--embed-model", "m1",
 		"--database-url", dbURL + fmt.Sprintf("&pool_max_conns=%d", storetest.MaxConns), "--nats-url", eventstest.URL(), "--prefix", prefix, "--stream", stream, "--log-format", "json"})
-	if !strings.Contains(out.String(), "1 item without a m1 vector enqueued") {
+	if !strings.Contains(out.String(), "1 item without a m1 vector to embed") {
 		t.Fatalf("embed exited %d before it enqueued the item\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
 	}
 	if code != 1 || !strings.Contains(errOut.String(), "interrupted: the rest is enqueued") || strings.Contains(out.String(), "embedding done") {

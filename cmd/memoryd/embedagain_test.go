@@ -38,7 +38,7 @@ func TestEmbedBackfillAgainAfterNoWorkEmbeds(t *testing.T) {
 	nc := eventstest.Conn(t)
 	prefix, stream := eventstest.Names(t, nc)
 	out, errOut, code := runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--no-work", "--user", "alice", "--embed-base-url", srv.URL, "--embed-model", "m1")
-	if code != 0 || !strings.Contains(out, "256 items without a m1 vector enqueued") {
+	if code != 0 || !strings.Contains(out, "256 items without a m1 vector to embed") {
 		t.Fatalf("first embed exited %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 	t.Logf("first: %s", out)

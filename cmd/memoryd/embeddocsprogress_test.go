@@ -45,7 +45,7 @@ func TestEmbedBackfillReportsDocumentProgress(t *testing.T) {
 	nc := eventstest.Conn(t)
 	prefix, stream := eventstest.Names(t, nc)
 	out, errOut, code := runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--user", "alice", "--embed-base-url", srv.URL, "--embed-model", "m1")
-	if code != 0 || !strings.Contains(out, "1 document with chunks without a m1 vector enqueued") {
+	if code != 0 || !strings.Contains(out, "1 document with chunks without a m1 vector to embed") {
 		t.Fatalf("embed exited %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 	if n, err := s.CountChunkEmbeddings(ctx, "alice", "m1"); err != nil || n.Embedded != chunks.Items {

@@ -1,0 +1,91 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/events/eventstest"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/store/storetest"
+)
+
+// TestStopCancelsAForgetPastItsDeadline: a forget whose transaction
+// committed and whose document deletion runs on past the request's own
+// deadline (ForgetTimeout) still ends at Stop's deadline, through the
+// enrich service's Halted context (worker.WithStop): the request's context,
+// past its deadline, no longer carries a cancel. Without that wiring the
+// forget holds its connection for forgetDocsTimeout (10 minutes) and Stop
+// blocks closing the pool. TestStopCancelsAForgetInProgress cancels forgets
+// before their deadline only, where the request's cancel alone ends them.
+func TestStopCancelsAForgetPastItsDeadline(t *testing.T) {
+	t.Parallel()
+	const forgetTimeout = 2 * time.Second
+	a := startTestApp(t, func(c *Config) { c.Enricher.ForgetTimeout = forgetTimeout })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	publishAndWait(t, a, "alice", events.Turn{ID: "t1", UserID: "alice", UserMessage: "my dog is Rex", AssistantResponse: "ok", Timestamp: time.Now().UTC()})
+	s, err := a.Store(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutDocument(ctx, store.DocumentPut{Owner: store.Owner{User: "alice"}, Collection: "kb", DocID: "d", Content: "The zebra notes."}); err != nil {
+		t.Fatal(err)
+	}
+	other := storetest.Open(t, a.cfg.Store.URL)
+	tx, err := other.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	var pid int
+	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM collections WHERE owner_kind = 'user' AND owner = 'alice' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(eventstest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	errc := make(chan error, 1)
+	sent := time.Now()
+	go func() {
+		_, err := events.NewClient(nc, a.cfg.Prefix).Forget(ctx, "alice")
+		errc <- err
+	}()
+	for n := 0; n == 0; {
+		if err := other.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid)) AND query LIKE 'DELETE FROM collections%'`, pid).Scan(&n); err != nil {
+			t.Fatal(err) // ctx's minute bounds the wait
+		}
+	}
+	// The condition under test is the request's own deadline having
+	// passed: wait it out.
+	<-time.After(time.Until(sent.Add(forgetTimeout + 500*time.Millisecond)))
+	stopCtx, stopCancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer stopCancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- a.Stop(stopCtx) }()
+	select {
+	case err := <-stopped:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("stop during a forget past its deadline: %v, want its deadline passed", err)
+		}
+	case <-ctx.Done():
+		// Release the forget so that the test's cleanups can end.
+		_ = tx.Rollback(context.Background())
+		t.Fatal("Stop did not return: the forget past its own deadline was not ended at Stop's deadline")
+	}
+	err = <-errc
+	var se *events.ServiceError
+	if !errors.As(err, &se) || se.Code != 500 || !strings.Contains(se.Description, "deleting their documents did not finish") {
+		t.Fatalf("forget cancelled by stop past its deadline: %v; want a 500 saying its documents were left", err)
+	}
+}
