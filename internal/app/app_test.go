@@ -388,25 +388,7 @@ func TestStopCancelsAForgetInProgress(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			a, ctx := startWithAlice(t)
-			s, err := a.Store(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := s.PutDocument(ctx, store.DocumentPut{Owner: store.Owner{User: "alice"}, Collection: "kb", DocID: "d", Content: "The zebra notes."}); err != nil {
-				t.Fatal(err)
-			}
-			// The blocker and the checks use a pool of their own: Stop
-			// closes the app's.
-			other := storetest.Open(t, a.cfg.Store.URL)
-			tx, err := other.Pool().Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tx.Rollback(context.Background())
-			var pid int
-			if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-				t.Fatal(err)
-			}
+			other, tx, pid := blockerWithADocument(t, ctx, a)
 			if err := tc.block(ctx, tx, other.WithTx(tx)); err != nil {
 				t.Fatal(err)
 			}
@@ -459,6 +441,30 @@ func TestStopCancelsAForgetInProgress(t *testing.T) {
 			}
 		})
 	}
+}
+
+// blockerWithADocument gives alice a document, then opens a transaction,
+// for the test to take locks a forget will wait on, on a pool of its own
+// (Stop closes the app's), which the test's checks use too; pid is the
+// transaction's backend. The transaction is rolled back at the test's end.
+func blockerWithADocument(t *testing.T, ctx context.Context, a *App) (other *store.Store, tx pgx.Tx, pid int) {
+	t.Helper()
+	s, err := a.Store(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutDocument(ctx, store.DocumentPut{Owner: store.Owner{User: "alice"}, Collection: "kb", DocID: "d", Content: "The zebra notes."}); err != nil {
+		t.Fatal(err)
+	}
+	other = storetest.Open(t, a.cfg.Store.URL)
+	if tx, err = other.Pool().Begin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	return other, tx, pid
 }
 
 // A Postgres that hangs (packets dropped, not refused) fails the postgres

@@ -11,8 +11,6 @@ import (
 
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/events/eventstest"
-	"github.com/memoryd/memoryd/store"
-	"github.com/memoryd/memoryd/store/storetest"
 )
 
 // TestStopCancelsAForgetPastItsDeadline: a forget whose transaction
@@ -30,23 +28,7 @@ func TestStopCancelsAForgetPastItsDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	publishAndWait(t, a, "alice", events.Turn{ID: "t1", UserID: "alice", UserMessage: "my dog is Rex", AssistantResponse: "ok", Timestamp: time.Now().UTC()})
-	s, err := a.Store(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.PutDocument(ctx, store.DocumentPut{Owner: store.Owner{User: "alice"}, Collection: "kb", DocID: "d", Content: "The zebra notes."}); err != nil {
-		t.Fatal(err)
-	}
-	other := storetest.Open(t, a.cfg.Store.URL)
-	tx, err := other.Pool().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(context.Background())
-	var pid int
-	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-		t.Fatal(err)
-	}
+	other, tx, pid := blockerWithADocument(t, ctx, a)
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM collections WHERE owner_kind = 'user' AND owner = 'alice' FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
