@@ -136,7 +136,9 @@ func (m *metrics) Pruned(removed int64) {
 // Sized implements worker.SizeObserver. The gauges are registered at the
 // first report, after their values are set: before a prune with a size
 // limit there is no figure, and a 0 would read as an empty database (a
-// scrape between registering and setting saw zeros: a CI run). The time
+// scrape between registering and setting saw zeros: a CI run). They are
+// registered as one collector, so that a scrape sees all four or none (a
+// scrape between the registrations of four saw two: a CI run). The time
 // is set last, so that a newer time never stands beside older figures.
 func (m *metrics) Sized(liveBytes, floorBytes int64, overLimit bool) {
 	m.liveBytes.Set(float64(liveBytes))
@@ -147,7 +149,24 @@ func (m *metrics) Sized(liveBytes, floorBytes int64, overLimit bool) {
 	}
 	m.overLimit.Set(over)
 	m.sizedAt.SetToCurrentTime()
-	m.sizedOnce.Do(func() { m.reg.MustRegister(m.liveBytes, m.floorBytes, m.overLimit, m.sizedAt) })
+	m.sizedOnce.Do(func() {
+		m.reg.MustRegister(sizeGauges{m.liveBytes, m.floorBytes, m.overLimit, m.sizedAt})
+	})
+}
+
+// sizeGauges is the size gauges, registered as one collector.
+type sizeGauges []prometheus.Collector
+
+func (cs sizeGauges) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range cs {
+		c.Describe(ch)
+	}
+}
+
+func (cs sizeGauges) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range cs {
+		c.Collect(ch)
+	}
 }
 
 // Enriched implements enricher.Observer.
