@@ -37,6 +37,13 @@ func TestRequeueRetriesADeadlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Rollback(ctx)
+	// Postgres checks for a deadlock after deadlock_timeout (1 s) of
+	// waiting, and the first to check is the victim. The replay starts
+	// waiting first, but on a loaded machine this side could still check
+	// first (a CI run): it waits far longer before it checks.
+	if _, err := other.Exec(ctx, `SET LOCAL deadlock_timeout = '30s'`); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := other.Exec(ctx, `SELECT 1 FROM turns WHERE user_id = 'u' AND event_id = 'b' FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
@@ -52,8 +59,8 @@ func TestRequeueRetriesADeadlock(t *testing.T) {
 			WHERE NOT w.granted AND w.locktype = 'transactionid' AND r.locktype = 'tuple' AND r.relation = 'turns'::regclass`).Scan(&n)
 		return err == nil && n > 0, fmt.Sprint(n, err)
 	})
-	// Waiting longer than the replay, this side is the one that finds the
-	// cycle after the replay has: the replay is the victim.
+	// The replay finds the cycle (this side would only look after 30 s):
+	// it is the victim.
 	if _, err := other.Exec(ctx, `SELECT 1 FROM turns WHERE user_id = 'u' AND event_id = 'a' FOR UPDATE`); err != nil {
 		t.Fatalf("the other transaction was the deadlock's victim, not the replay (the test needs the replay's): %v", err)
 	}
