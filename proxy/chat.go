@@ -597,7 +597,7 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request) string {
 	if resp.StatusCode == http.StatusOK && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		// A stream is read for its end with memory off too: one that
 		// breaks off is cut to the client whether or not it is remembered.
-		acc.streamed = true
+		acc.streamed, acc.discard = true, !remember
 		err = relay(w, upstreamBody, &acc)
 	} else if remember {
 		err = relay(w, upstreamBody, &acc)

@@ -26,7 +26,10 @@ type reply struct {
 	// any choice, tool calls' included. A stream whose body ends without
 	// either broke off, however cleanly its body ended (a close-delimited
 	// body cut by a dropped connection reads as a clean end).
-	ended    bool
+	ended bool
+	// discard is the text not kept: a stream read only for its end
+	// (memory off), which would otherwise hold up to maxReplyBytes.
+	discard  bool
 	overflow bool
 	// pending is an incomplete line (streamed); body reads a non-streamed
 	// reply's members.
@@ -97,7 +100,7 @@ func (a *reply) line(l []byte) {
 		if c.Index != 0 {
 			continue
 		}
-		if a.text.Len() < maxReplyBytes {
+		if !a.discard && a.text.Len() < maxReplyBytes {
 			// Past it, the turn would not keep more.
 			a.text.WriteString(c.Delta.Content)
 		}

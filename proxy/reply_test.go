@@ -32,6 +32,17 @@ func TestReplyStream(t *testing.T) {
 	if a.done() {
 		t.Fatal("a stream cut before its finish reason counts as done")
 	}
+	if !a.brokeOff() {
+		t.Fatal("a stream cut before its finish reason and [DONE] did not break off")
+	}
+	// Read only for its end (memory off): its end is seen, its text not
+	// kept.
+	a = reply{streamed: true, discard: true}
+	a.feed([]byte(body))
+	a.end()
+	if a.brokeOff() || a.text.Len() != 0 {
+		t.Fatalf("a whole stream read for its end: broke off %v, kept %d bytes of text; want its end seen and no text", a.brokeOff(), a.text.Len())
+	}
 }
 
 func TestReplyJSON(t *testing.T) {
