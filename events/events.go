@@ -409,6 +409,32 @@ func jsonReason(err error) string {
 // is taken for one not set: "is required".
 func (t *Turn) Validate() error { return t.validate(turnTime{}) }
 
+// CheckUserID applies a turn's user_id rules to a user id given elsewhere
+// (a proxy's trusted header): present, at most MaxUserIDBytes, UTF-8, no
+// NUL. The error is a *ValidationError naming the field.
+func CheckUserID(userID string) error {
+	return checkField("user_id", userID, MaxUserIDBytes, true)
+}
+
+// checkField is a turn's rules for one text field.
+func checkField(field, value string, max int, required bool) error {
+	if required && strings.TrimSpace(value) == "" {
+		return invalid(field, "is required")
+	}
+	if len(value) > max {
+		return invalid(field, "is %d bytes, over the %d byte limit", len(value), max)
+	}
+	if !utf8.ValidString(value) {
+		return invalid(field, "is not valid UTF-8")
+	}
+	if strings.IndexByte(value, 0) >= 0 {
+		// Postgres text cannot hold NUL; rejecting here keeps ingestion
+		// from failing half way.
+		return invalid(field, "contains a NUL byte")
+	}
+	return nil
+}
+
 // validate is Validate of a decoded turn, sent its timestamp as sent: a
 // zero Timestamp sent as such ("0001-01-01T00:00:00Z", what a serialiser
 // writes for a time left unset) is year 1, out of range, not absent, and
@@ -428,19 +454,8 @@ func (t *Turn) validate(sent turnTime) error {
 		{"assistant_response", t.AssistantResponse, MaxAssistantResponseBytes, false},
 	}
 	for _, c := range checks {
-		if c.required && strings.TrimSpace(c.value) == "" {
-			return invalid(c.field, "is required")
-		}
-		if len(c.value) > c.max {
-			return invalid(c.field, "is %d bytes, over the %d byte limit", len(c.value), c.max)
-		}
-		if !utf8.ValidString(c.value) {
-			return invalid(c.field, "is not valid UTF-8")
-		}
-		if strings.IndexByte(c.value, 0) >= 0 {
-			// Postgres text cannot hold NUL; rejecting here keeps ingestion
-			// from failing half way.
-			return invalid(c.field, "contains a NUL byte")
+		if err := checkField(c.field, c.value, c.max, c.required); err != nil {
+			return err
 		}
 	}
 	if t.Timestamp.IsZero() && !sent.sent {

@@ -62,21 +62,6 @@ func (p *Proxy) user(r *http.Request) (string, bool) {
 	return p.cfg.Keys.Lookup(strings.TrimSpace(auth[len("Bearer "):]))
 }
 
-// checkUserID applies the turn's user_id rules (events.Turn.Validate) to
-// a user id the proxy is given: a trusted header's value, which a key's
-// user id (checked when the key is made) cannot break.
-func checkUserID(u string) error {
-	switch {
-	case len(u) > events.MaxUserIDBytes:
-		return fmt.Errorf("is %d bytes, over the %d byte limit", len(u), events.MaxUserIDBytes)
-	case !utf8.ValidString(u):
-		return errors.New("is not valid UTF-8")
-	case strings.IndexByte(u, 0) >= 0:
-		return errors.New("contains a NUL byte")
-	}
-	return nil
-}
-
 func (p *Proxy) unauthorized(w http.ResponseWriter) {
 	writeError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
 		"Incorrect or missing API key: send a memoryd proxy key as 'Authorization: Bearer <key>' (memoryd keys add creates one).")
@@ -542,11 +527,13 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request) string {
 		p.unauthorized(w)
 		return OutcomeUnauthorized
 	}
-	if err := checkUserID(user); err != nil {
-		// A gateway's header memoryd would refuse: said now, not found
-		// later as a chat without memory and a turn that fails to publish.
+	var bad *events.ValidationError
+	if err := events.CheckUserID(user); errors.As(err, &bad) {
+		// A gateway's header memoryd would refuse (a key's user id is
+		// checked when the key is made): said now, not found later as a
+		// chat without memory and a turn that fails to publish.
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid_user",
-			fmt.Sprintf("the user id in %s %v", p.cfg.TrustedUserHeader, err))
+			fmt.Sprintf("the user id in %s %s", p.cfg.TrustedUserHeader, bad.Reason))
 		return OutcomeBadRequest
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.cfg.MaxBodyBytes))
