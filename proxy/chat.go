@@ -581,16 +581,15 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request) string {
 	var acc reply
 	upstreamBody := watch.body(resp.Body)
 	remember := resp.StatusCode == http.StatusOK && rq.memory && rq.hasText()
-	if resp.StatusCode == http.StatusOK && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+	streamed := resp.StatusCode == http.StatusOK && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+	var into *reply
+	if remember || streamed {
 		// A stream is read for its end with memory off too: one that
 		// breaks off is cut to the client whether or not it is remembered.
-		acc.streamed, acc.discard = true, !remember
-		err = relay(w, upstreamBody, &acc)
-	} else if remember {
-		err = relay(w, upstreamBody, &acc)
-	} else {
-		err = relay(w, upstreamBody, nil)
+		acc.streamed, acc.discard = streamed, !remember
+		into = &acc
 	}
+	err = relay(w, upstreamBody, into)
 	if err == nil && acc.brokeOff() {
 		err = errors.New("the upstream's stream ended without a finish reason or [DONE]")
 	}
