@@ -392,32 +392,13 @@ func TestStopCancelsAForgetInProgress(t *testing.T) {
 			if err := tc.block(ctx, tx, other.WithTx(tx)); err != nil {
 				t.Fatal(err)
 			}
-			// The requester has its own connection, which Stop does not drain.
-			nc, err := nats.Connect(eventstest.URL())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer nc.Close()
-			errc := make(chan error, 1)
-			go func() {
-				_, err := events.NewClient(nc, a.cfg.Prefix).Forget(ctx, "alice")
-				errc <- err
-			}()
-			for n, deadline := 0, time.Now().Add(2*time.Minute); n == 0; {
-				if err := other.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid)) AND query LIKE $2`,
-					pid, tc.waiting).Scan(&n); err != nil {
-					t.Fatal(err)
-				}
-				if n == 0 && time.Now().After(deadline) {
-					t.Fatalf("the forget never waited on the block (%s)", tc.waiting)
-				}
-			}
+			errc := forgetWaitingOn(t, ctx, a, other, pid, tc.waiting)
 			stopCtx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 			defer cancel()
 			if err := a.Stop(stopCtx); !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("stop during a forget: %v, want its deadline passed", err)
 			}
-			err = <-errc
+			err := <-errc
 			var se *events.ServiceError
 			if !errors.As(err, &se) || se.Code != 500 || !strings.Contains(se.Description, tc.want) || !strings.Contains(se.Description, "again") {
 				t.Fatalf("forget cancelled by stop: %v; want a 500 saying %q and to send it again", err, tc.want)
@@ -465,6 +446,34 @@ func blockerWithADocument(t *testing.T, ctx context.Context, a *App) (other *sto
 		t.Fatal(err)
 	}
 	return other, tx, pid
+}
+
+// forgetWaitingOn sends a forget of alice's on a connection of its own
+// (Stop does not drain it) and returns once the forget's statement
+// matching waiting (a LIKE pattern: other work may wait on the same lock
+// first) waits on the backend pid; the channel has the forget's result.
+func forgetWaitingOn(t *testing.T, ctx context.Context, a *App, other *store.Store, pid int, waiting string) <-chan error {
+	t.Helper()
+	nc, err := nats.Connect(eventstest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := events.NewClient(nc, a.cfg.Prefix).Forget(ctx, "alice")
+		errc <- err
+	}()
+	for n, deadline := 0, time.Now().Add(2*time.Minute); n == 0; {
+		if err := other.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid)) AND query LIKE $2`,
+			pid, waiting).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 && time.Now().After(deadline) {
+			t.Fatalf("the forget never waited on the block (%s)", waiting)
+		}
+	}
+	return errc
 }
 
 // A Postgres that hangs (packets dropped, not refused) fails the postgres

@@ -7,10 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/memoryd/memoryd/events"
-	"github.com/memoryd/memoryd/events/eventstest"
 )
 
 // TestStopCancelsAForgetPastItsDeadline: a forget whose transaction
@@ -32,22 +29,8 @@ func TestStopCancelsAForgetPastItsDeadline(t *testing.T) {
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM collections WHERE owner_kind = 'user' AND owner = 'alice' FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(eventstest.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	errc := make(chan error, 1)
 	sent := time.Now()
-	go func() {
-		_, err := events.NewClient(nc, a.cfg.Prefix).Forget(ctx, "alice")
-		errc <- err
-	}()
-	for n := 0; n == 0; {
-		if err := other.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid)) AND query LIKE 'DELETE FROM collections%'`, pid).Scan(&n); err != nil {
-			t.Fatal(err) // ctx's minute bounds the wait
-		}
-	}
+	errc := forgetWaitingOn(t, ctx, a, other, pid, "DELETE FROM collections%")
 	// The condition under test is the request's own deadline having
 	// passed: wait it out.
 	<-time.After(time.Until(sent.Add(forgetTimeout + 500*time.Millisecond)))
@@ -65,7 +48,7 @@ func TestStopCancelsAForgetPastItsDeadline(t *testing.T) {
 		_ = tx.Rollback(context.Background())
 		t.Fatal("Stop did not return: the forget past its own deadline was not ended at Stop's deadline")
 	}
-	err = <-errc
+	err := <-errc
 	var se *events.ServiceError
 	if !errors.As(err, &se) || se.Code != 500 || !strings.Contains(se.Description, "deleting their documents did not finish") {
 		t.Fatalf("forget cancelled by stop past its deadline: %v; want a 500 saying its documents were left", err)
