@@ -113,6 +113,9 @@ func (d docs) owner(token, userID string) (store.Owner, error) {
 }
 
 func checkCollection(name string) error {
+	if name == "" {
+		return badRequest("collection is required: the name of one of the user's collections")
+	}
 	if err := store.ValidName(name); err != nil {
 		return badRequest("collection: %v", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -93,8 +94,8 @@ func TestEnrichDocumentsAccess(t *testing.T) {
 	msg := "certificate authority for TLS?"
 	for _, c := range []string{"kb", "nope"} {
 		body := mustJSON(t, events.EnrichRequest{UserID: "bob", Message: msg, Collections: []string{c}})
-		if code, desc := errorCode(t, h.raw(t, h.client.Subject("enrich", "bob"), body)); code != 400 || !strings.Contains(desc, "no such collection") {
-			t.Errorf("bob reading %q: code %d %q, want 400", c, code, desc)
+		if code, desc := errorCode(t, h.raw(t, h.client.Subject("enrich", "bob"), body)); code != 400 || desc != fmt.Sprintf("collections: no collection %q (or not readable by this user)", c) {
+			t.Errorf("bob reading %q: code %d %q, want 400 naming the collection and nothing else", c, code, desc)
 		}
 	}
 	for _, u := range []string{"alice", "bob"} {

@@ -61,8 +61,8 @@ func (s *Service) documents(ctx context.Context, p enrichParams) ([]events.Docum
 		Keywords:    p.keywords,
 		Defaults:    p.defaultDocs,
 	}, qv, p.docsThreshold, p.docsMaxResults)
-	if errors.Is(err, store.ErrNoCollection) {
-		return nil, badRequest("collections: %v (or not readable by this user)", err)
+	if nc := (*store.NoCollectionError)(nil); errors.As(err, &nc) {
+		return nil, badRequest("collections: no collection %q (or not readable by this user)", nc.Name)
 	}
 	if err != nil {
 		return nil, err

@@ -184,6 +184,14 @@ func fitEscaped(b []byte, limit int) int {
 // bound (events.MaxImportRequestBytes).
 const importEnvelopeBytes = 64 << 10
 
+// linesAsText reports whether an import request's lines field is a string.
+func linesAsText(data []byte) bool {
+	var probe struct {
+		Lines json.RawMessage `json:"lines"`
+	}
+	return json.Unmarshal(data, &probe) == nil && len(probe.Lines) > 0 && probe.Lines[0] == '"'
+}
+
 // importLines answers memory.import: the request's lines, the header
 // first, merged into the user's memory in one transaction (store.Import).
 func (e exports) importLines(token string, data []byte) (call, error) {
@@ -195,6 +203,11 @@ func (e exports) importLines(token string, data []byte) (call, error) {
 	}
 	var req events.ImportRequest
 	if err := decodeWrite(data, &req); err != nil {
+		if linesAsText(data) {
+			// The likely mistake: export's "lines" (one string) sent back
+			// as it came.
+			return nil, badRequest("malformed request: lines must be an array of the export's lines, each parsed as a JSON object, not one string: split the export's lines at each newline and parse each")
+		}
 		return nil, err
 	}
 	if err := checkUser(token, req.UserID); err != nil {

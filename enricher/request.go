@@ -253,7 +253,7 @@ func jsonReason(err error) string {
 	case errors.As(err, &typeErr) && typeErr.Field == "":
 		return "expected a JSON object, not " + typeErr.Value
 	case errors.As(err, &typeErr):
-		return fmt.Sprintf("field %q must be %s, not %s", wireField(typeErr.Field), jsonType(typeErr.Type.String()), typeErr.Value)
+		return fmt.Sprintf("field %q must be %s, not %s", wireField(typeErr.Field), jsonType(typeErr.Type), typeErr.Value)
 	case errors.As(err, &timeErr) || errors.Is(err, errNotTime):
 		return "times (at, since, until) must be RFC 3339, e.g. 2026-11-21T10:00:00Z"
 	case errors.As(err, &syntaxErr):
@@ -279,22 +279,32 @@ func wireField(path string) string {
 	return strings.Join(kept, ".")
 }
 
-// jsonType names a Go type the way a JSON author would.
-func jsonType(goType string) string {
-	goType = strings.TrimPrefix(goType, "*")
-	switch {
-	case goType == "string":
-		return "a string"
-	case goType == "bool":
-		return "true or false"
-	case strings.HasPrefix(goType, "int") || strings.HasPrefix(goType, "uint"):
-		return "a whole number"
-	case strings.HasPrefix(goType, "float"):
-		return "a number"
-	case goType == "time.Time":
+// jsonType names a Go type the way a JSON author would: by its JSON
+// shape, never by its Go name ("[]json.RawMessage", "events.ContextCursor"
+// mean nothing to a frontend written in another language).
+func jsonType(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == reflect.TypeFor[time.Time]() {
 		return "an RFC 3339 time string"
 	}
-	return goType
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "a JSON object"
+	}
+	return "a JSON value of another type"
 }
 
 // sentTime is a request time that remembers whether it was sent.

@@ -233,6 +233,12 @@ func TestBadRequests(t *testing.T) {
 		{"facts.get", `{"user_id":"u"}`, "key is required"},
 		{"facts.clear", `{"user_id":"u","key":7}`, `"key" must be a string`},
 		{"facts.list", `{}`, "user_id is required"},
+		{"docs.list", `{"user_id":"u"}`, "collection is required"},
+		{"docs.delete", `{"user_id":"u","doc_id":"d"}`, "collection is required"},
+		// Shapes are named as JSON, not by their Go types.
+		{"context.list", `{"user_id":"u","after":"abc"}`, `"after" must be a JSON object, not string`},
+		{"import", `{"user_id":"u","lines":{}}`, `"lines" must be an array, not object`},
+		{"import", `{"user_id":"u","lines":"{\"type\":\"memoryd.export\"}\n"}`, "lines must be an array of the export's lines, each parsed as a JSON object, not one string"},
 		{"stats", `"u"`, "JSON object"},
 		// A field named twice, in any case: encoding/json keeps the last
 		// where another parser (a gateway checking the opt-out) reads

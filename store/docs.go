@@ -43,6 +43,16 @@ const (
 // learns nothing of collections it may not read).
 var ErrNoCollection = errors.New("no such collection")
 
+// NoCollectionError is ErrNoCollection for a collection named in a request,
+// naming it (errors.Is(err, ErrNoCollection) holds).
+type NoCollectionError struct{ Name string }
+
+func (e *NoCollectionError) Error() string {
+	return fmt.Sprintf("collection %q: %v", e.Name, ErrNoCollection)
+}
+
+func (e *NoCollectionError) Unwrap() error { return ErrNoCollection }
+
 // DocsCapError is a put refused because the documents would go over their
 // cap (DocumentPut.MaxTotalBytes): nothing was written.
 type DocsCapError struct {
@@ -308,7 +318,7 @@ func (s *Store) collection(ctx context.Context, o Owner, name string, create boo
 			return Collection{}, fmt.Errorf("collection %q deleted %d times while this put created it: send it again", name, attempt)
 		}
 		if errors.Is(err, pgx.ErrNoRows) {
-			return Collection{}, fmt.Errorf("collection %q: %w", name, ErrNoCollection)
+			return Collection{}, &NoCollectionError{Name: name}
 		}
 		if err != nil {
 			return Collection{}, fmt.Errorf("read collection: %w", err)

@@ -115,7 +115,7 @@ func (s *Store) readable(ctx context.Context, q ChunkQuery) ([]Collection, error
 	for _, name := range q.Collections {
 		i := slices.IndexFunc(all, func(c Collection) bool { return c.Ref(q.Reader) == name })
 		if i < 0 {
-			return nil, fmt.Errorf("collection %q: %w", name, ErrNoCollection)
+			return nil, &NoCollectionError{Name: name}
 		}
 		if !slices.ContainsFunc(out, func(c Collection) bool { return c.ID == all[i].ID }) {
 			out = append(out, all[i])
