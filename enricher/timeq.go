@@ -1,6 +1,7 @@
 package enricher
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -132,6 +133,7 @@ func ParseTime(message string, at time.Time) (TimeExpr, bool) {
 			next = i + n
 			continue
 		}
+		e, n = qualified(message, toks, i, n, e, at, anyLower)
 		if w, wi := turnedBy(toks, i); w != "" && (w != "later" || e.Until.After(at)) {
 			if r, ok := directed(message, toks, w, wi, i, n, e, at, anyLower); ok {
 				return r, true
@@ -182,6 +184,49 @@ func ParseTime(message string, at time.Time) (TimeExpr, bool) {
 		return e, true
 	}
 	return TimeExpr{}, false
+}
+
+// qualified is the expression toks[i:i+n] (e), a day or month named
+// without a year (read as the last one), with the week or year that
+// follows it saying which: "on Monday last week", "on Tuesday of last
+// week", "on Monday two weeks ago" (that week's Monday), "in May two years
+// ago", "on Christmas two years ago" (that year's). Read alone, the name
+// was the last one and the qualifier's words were searched for. It
+// returns e and n as they are when no such qualifier follows.
+func qualified(message string, toks []timeTok, i, n int, e TimeExpr, at time.Time, anyLower bool) (TimeExpr, int) {
+	expr := toks[i : i+n]
+	if !named(expr) && !(slices.ContainsFunc(expr, func(t timeTok) bool { return t.word == "christmas" }) && !hasYear(expr)) {
+		return e, n
+	}
+	j := i + n
+	if j < len(toks) && toks[j].word == "of" && blank(toks[j].gap) {
+		j++
+	}
+	if j >= len(toks) || !blank(toks[j].gap) {
+		return e, n
+	}
+	q, m, ok := exprAt(message, toks, j, at, anyLower)
+	if !ok || !relative(toks[j:j+m]) {
+		return e, n
+	}
+	shift := func(years, days int) (TimeExpr, int) {
+		return TimeExpr{Since: e.Since.AddDate(years, 0, days), Until: e.Until.AddDate(years, 0, days), Start: e.Start, End: q.End}, j + m - i
+	}
+	isWeek := q.Since.Equal(unitStart(q.Since, unitWeek)) && q.Until.Equal(q.Since.AddDate(0, 0, 7))
+	isYear := q.Since.Equal(unitStart(q.Since, unitYear)) && q.Until.Equal(q.Since.AddDate(1, 0, 0))
+	switch {
+	case isWeek && e.Until.Sub(e.Since) <= 24*time.Hour:
+		// The same weekday in q's week (weeks start on Monday).
+		d0 := day(e.Since, 0)
+		target := day(q.Since, (int(d0.Weekday())+6)%7)
+		return shift(0, int(math.Round(target.Sub(d0).Hours()/24)))
+	case isYear && e.Since.Year() == e.Until.Add(-time.Nanosecond).Year():
+		if r, m := shift(q.Since.Year()-e.Since.Year(), 0); r.Since.Day() == e.Since.Day() {
+			return r, m
+		}
+		// February 29th in a year without one: as it was read.
+	}
+	return e, n
 }
 
 // possessives before "last" make it someone's last span, not the one
@@ -806,7 +851,7 @@ func acceptable(message string, toks []timeTok, e TimeExpr, anyLower bool) bool 
 			return false
 		}
 	}
-	if !anyLower {
+	if !anyLower || shouted(message, toks) {
 		return true
 	}
 	for i, t := range toks {
@@ -817,6 +862,34 @@ func acceptable(message string, toks []timeTok, e TimeExpr, anyLower bool) bool 
 			continue
 		}
 		return false
+	}
+	return true
+}
+
+// shouted reports whether an expression's words are written in capitals
+// for emphasis ("what did we talk about YESTERDAY?"), not as a title: no
+// word in lower case, and no capitalised word right before or after it
+// ("I watched LAST WEEK TONIGHT").
+func shouted(message string, toks []timeTok) bool {
+	letters := false
+	for _, t := range toks {
+		w := message[t.start:t.end]
+		if strings.IndexFunc(w, unicode.IsLower) >= 0 {
+			return false
+		}
+		letters = letters || strings.IndexFunc(w, unicode.IsLetter) >= 0
+	}
+	if !letters {
+		return false
+	}
+	around := timeTokens(message)
+	for i, t := range around {
+		if t.start == toks[0].start && i > 0 && around[i-1].capital && blank(t.gap) && !sentenceStart(message, around[i-1].start) {
+			return false
+		}
+		if t.end == toks[len(toks)-1].end && i+1 < len(around) && around[i+1].capital && blank(around[i+1].gap) {
+			return false
+		}
 	}
 	return true
 }
@@ -1150,7 +1223,9 @@ func matchRolling(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool
 	if !ok {
 		return 0, time.Time{}, time.Time{}, false
 	}
-	return i + used + 1, addUnits(day(at, 0), u, -n), end, true
+	// Clamped: "the past month" on March 31 reaches back to February's
+	// last day, not to March 3 (AddDate's overflow of February 31).
+	return i + used + 1, addUnitsClamped(day(at, 0), u, -n), end, true
 }
 
 // lastOfWords after "the last <unit>" make it the end of something else
@@ -1684,6 +1759,14 @@ var talkWords = map[string]bool{
 	"chat": true, "chatted": true, "chatting": true, "mention": true, "mentioned": true, "speak": true,
 	"spoke": true, "spoken": true, "write": true, "wrote": true, "written": true, "happen": true,
 	"happened": true, "talks": true, "conversation": true, "conversations": true,
+	// Asking for a recollection ("remind me what I said yesterday", "give
+	// me a recap of last week", "what topics came up?"): a walk found each
+	// searched for, matching nothing in the range, and the fallback to all
+	// time then bringing back an item that said "remind" months before.
+	"remind": true, "reminded": true, "recap": true, "recaps": true, "summarize": true, "summarise": true,
+	"summarized": true, "summarised": true, "summary": true, "share": true, "shared": true, "give": true,
+	"topic": true, "topics": true, "came": true, "else": true, "important": true, "mind": true,
+	"discussion": true, "discussions": true, "anything": true, "something": true,
 }
 
 // timeKeywords are the search keywords of a message once its time
@@ -1785,7 +1868,8 @@ func withoutGreeting(ks []string) []string {
 // beside an acknowledgement.
 var askingWords = map[string]bool{"what": true, "what's": true, "whats": true, "which": true, "where": true, "who": true,
 	"whom": true, "whose": true, "when": true, "why": true, "i": true, "me": true, "my": true, "mine": true, "we": true,
-	"us": true, "our": true, "about": true, "remind": true, "remember": true}
+	"us": true, "our": true, "about": true, "remind": true, "remember": true, "anything": true, "something": true,
+	"recap": true, "summary": true, "summarize": true, "summarise": true, "else": true}
 
 // asksOfTheUser reports whether the rest of a timed message holds one of
 // the askingWords.

@@ -380,6 +380,14 @@ func TestTimeKeywords(t *testing.T) {
 		// A direction's words said when too.
 		{"what did John do the week before August 3, 2023 involving his kids?", []string{"john", "involving", "kids"}},
 		{"where was John between August 11 and August 15 2023?", []string{"john"}},
+		// Asking for a recollection: nothing to search for but the time.
+		{"remind me what I said yesterday", []string{}},
+		{"can you summarize what we discussed last week?", []string{}},
+		{"give me a recap of yesterday", []string{}},
+		{"what topics came up last week?", []string{}},
+		{"anything important from last week?", []string{}},
+		{"what did I say on Monday last week", []string{}},
+		{"what did I eat in May two years ago", []string{"eat"}},
 	}
 	for _, c := range cases {
 		e, ok := ParseTime(c.msg, at)
@@ -687,6 +695,47 @@ func TestParseTimeDurationOfUnits(t *testing.T) {
 	for m, want := range map[string]string{"I slept 8 hours, yesterday was long": "yesterday", "two hours ago": "two hours ago"} {
 		if e, ok := ParseTime(m, at); !ok || m[e.Start:e.End] != want {
 			t.Errorf("%q: %v %q, want %q", m, ok, m[e.Start:min(e.End, len(m))], want)
+		}
+	}
+}
+
+// TestParseTimeRollingMonthEnd: a rolling span back from a month's last
+// day keeps to the shorter month's last day (AddDate would overflow
+// "February 31" into March 3 and leave out February 28 to March 2).
+func TestParseTimeRollingMonthEnd(t *testing.T) {
+	checkParseTime(t, time.Date(2026, time.March, 31, 10, 0, 0, 0, time.UTC), []parseCase{
+		{"what did I say over the past month?", "2026-02-28", "2026-04-01", "the past month"},
+		{"what did I say in the last month?", "2026-02-28", "2026-04-01", "the last month"},
+	})
+	checkParseTime(t, time.Date(2026, time.May, 31, 10, 0, 0, 0, time.UTC), []parseCase{
+		{"what did I say in the past 3 months?", "2026-02-28", "2026-06-01", "the past 3 months"},
+	})
+	checkParseTime(t, time.Date(2024, time.February, 29, 10, 0, 0, 0, time.UTC), []parseCase{
+		{"what did I say over the past year?", "2023-02-28", "2024-03-01", "the past year"},
+	})
+}
+
+// TestParseTimeQualified: a weekday or month named without a year, then the
+// week or year that says which (a walk found the name read as the last one
+// and the qualifier's words searched for).
+func TestParseTimeQualified(t *testing.T) {
+	checkParseTime(t, time.Date(2026, time.January, 14, 15, 30, 0, 0, time.UTC), []parseCase{ // a Wednesday
+		{"what did I say on Monday last week?", "2026-01-05", "2026-01-06", "on Monday last week"},
+		{"what did I say on Tuesday of last week?", "2026-01-06", "2026-01-07", "on Tuesday of last week"},
+		{"what did I say on Sunday last week?", "2026-01-11", "2026-01-12", "on Sunday last week"},
+		{"what did I say on Friday two weeks ago?", "2026-01-02", "2026-01-03", "on Friday two weeks ago"},
+		{"what did I say on Monday this week?", "2026-01-12", "2026-01-13", "on Monday this week"},
+		{"what did I eat in May two years ago?", "2024-05-01", "2024-06-01", "in May two years ago"},
+		{"what did I get on Christmas two years ago?", "2024-12-25", "2024-12-26", "on Christmas two years ago"},
+		// Not a qualifier: another clause.
+		{"I saw her on Monday, last week was busy", "2026-01-12", "2026-01-13", "on Monday"},
+		// Capitals for emphasis, not a title.
+		{"What did we talk about YESTERDAY?", "2026-01-13", "2026-01-14", "YESTERDAY"},
+	})
+	at := time.Date(2026, time.January, 14, 15, 30, 0, 0, time.UTC)
+	for _, m := range []string{"I watched LAST WEEK TONIGHT", "Last Week Tonight was great"} {
+		if e, ok := ParseTime(m, at); ok {
+			t.Errorf("ParseTime(%q) = %q, want no range (a title)", m, m[e.Start:e.End])
 		}
 	}
 }
