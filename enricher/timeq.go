@@ -786,6 +786,7 @@ var startWords = map[string]bool{
 	"last": true, "past": true, "on": true, "in": true, "during": true, "at": true, "over": true,
 	"since": true, "couple": true, "first": true, "second": true, "third": true, "fourth": true,
 	"early": true, "mid": true, "late": true, "week": true, "month": true, "year": true, "weekend": true,
+	"several": true,
 }
 
 // mayStart reports whether an expression may start with w.
@@ -1151,6 +1152,13 @@ func clockAgo(at time.Time, unit time.Duration, lo, hi int) (time.Time, time.Tim
 }
 
 func matchUnitsAgo(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) {
+	if wordsAre(toks, "several") {
+		// "several days ago": as "a few days ago".
+		if n, since, until, ok := matchUnitsAgo(append([]timeTok{{word: "a"}, {word: "few"}}, toks[1:]...), at); ok {
+			return n - 1, since, until, true
+		}
+		return 0, time.Time{}, time.Time{}, false
+	}
 	if wordsAre(toks, "a", "few") && len(toks) >= 4 && toks[3].word == "ago" {
 		if unit, ok := clockUnits[toks[2].word]; ok && strings.HasSuffix(toks[2].word, "s") {
 			// "a few hours ago": 2 to 7 of them, as a few days.
@@ -1190,6 +1198,13 @@ func matchRolling(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool
 	}
 	i++
 	n, used, ok := count(toks[i:])
+	if (toks[i].word == "few" || toks[i].word == "several") && len(toks) > i+1 && strings.HasSuffix(toks[i+1].word, "s") {
+		// "the past few days", "the last several weeks": as many units
+		// back as "a few days ago" reaches.
+		if u, isUnit := units[toks[i+1].word]; isUnit {
+			n, used, ok = fewUnits[u], 1, true
+		}
+	}
 	theLast := false
 	if !ok {
 		// "the past week", "in the last week": one unit back, rolling;

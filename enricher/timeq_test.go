@@ -739,3 +739,17 @@ func TestParseTimeQualified(t *testing.T) {
 		}
 	}
 }
+
+// TestParseTimeFewAndSeveral: "several" reads as "a few", and "the past few
+// days" rolls back as far as "a few days ago" reaches.
+func TestParseTimeFewAndSeveral(t *testing.T) {
+	checkParseTime(t, time.Date(2026, time.January, 14, 15, 30, 0, 0, time.UTC), []parseCase{
+		{"what did I say over the past few days?", "2026-01-07", "2026-01-15", "the past few days"},
+		{"what came up in the last several weeks?", "2025-12-17", "2026-01-15", "the last several weeks"},
+		{"what did I say several days ago?", "2026-01-07", "2026-01-13", "several days ago"},
+		{"what did I say a few days ago?", "2026-01-07", "2026-01-13", "a few days ago"},
+		{"the last few weeks of the trip", "", "", ""},
+		{"several of my friends came", "", "", ""},
+		{"several times a day", "", "", ""},
+	})
+}
