@@ -134,6 +134,9 @@ func ParseTime(message string, at time.Time) (TimeExpr, bool) {
 			continue
 		}
 		e, n = qualified(message, toks, i, n, e, at, anyLower)
+		if _, isDay := weekdays[toks[i].word]; isDay && !bareWeekday(message, toks, i, n) {
+			continue
+		}
 		if w, wi := turnedBy(toks, i); w != "" && (w != "later" || e.Until.After(at)) {
 			if r, ok := directed(message, toks, w, wi, i, n, e, at, anyLower); ok {
 				return r, true
@@ -184,6 +187,39 @@ func ParseTime(message string, at time.Time) (TimeExpr, bool) {
 		return e, true
 	}
 	return TimeExpr{}, false
+}
+
+// notBeforeBare are words after which a weekday without "on" or "last" is
+// not the last such day: a determiner or a quantifier ("the Monday
+// meeting", "every Friday"), a direction or a span ("before Monday", "from
+// Monday"; a weekday there is read with "on"), or a preposition that makes
+// it a thing ("of Monday", "for Friday", "thinking about Friday").
+var notBeforeBare = map[string]bool{"the": true, "a": true, "an": true, "my": true, "your": true, "his": true,
+	"her": true, "our": true, "their": true, "its": true, "every": true, "each": true, "next": true, "this": true,
+	"coming": true, "before": true, "after": true, "until": true, "till": true, "til": true, "from": true,
+	"between": true, "and": true, "or": true, "to": true, "through": true, "of": true, "by": true, "for": true,
+	"since": true, "than": true, "prior": true, "about": true}
+
+// bareWeekday reports whether a weekday written without "on" or "last"
+// (toks[i:i+n], read as "on <weekday>") is a time asked about: it ends its
+// clause (or a comma, or its part of day does), a word of the past comes
+// before it in the clause ("what did I say Monday?", "we met Friday"), and
+// the word before it is neither one of notBeforeBare nor a capitalised
+// name ("Black Friday", "Cyber Monday"). Otherwise it names a thing ("the
+// Monday standup") or a habit or a plan ("see you Monday").
+func bareWeekday(message string, toks []timeTok, i, n int) bool {
+	if i == 0 {
+		return false
+	}
+	prev := toks[i-1]
+	if notBeforeBare[prev.word] || (prev.capital && !sentenceStart(message, prev.start) && prev.word != "i") {
+		return false
+	}
+	if j := i + n; j < len(toks) && !strings.ContainsAny(toks[j].gap, ",.;:!?\n") {
+		return false
+	}
+	cl, at := clause(toks, i, n)
+	return slices.ContainsFunc(cl[:at], func(t timeTok) bool { return pastWords[t.word] })
 }
 
 // qualified is the expression toks[i:i+n] (e), a day or month named
@@ -796,7 +832,8 @@ func mayStart(w string) bool {
 	}
 	_, n := numberWords[w]
 	_, m := months[w]
-	return n || m
+	_, d := weekdays[w]
+	return n || m || d
 }
 
 // timeTok is one word of a message: lower-cased, with its byte offsets and
@@ -1457,6 +1494,17 @@ func matchPartOfMonth(toks []timeTok, at time.Time) (int, time.Time, time.Time, 
 }
 
 func matchWeekday(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) {
+	if len(toks) == 0 {
+		return 0, time.Time{}, time.Time{}, false
+	}
+	if _, bare := weekdays[toks[0].word]; bare {
+		// "what did I say Monday?": as "on Monday", where ParseTime
+		// takes it for one (bareWeekday).
+		on := make([]timeTok, 0, 3)
+		on = append(append(on, timeTok{word: "on"}), toks[:min(len(toks), 2)]...)
+		n, since, until, ok := matchWeekday(on, at)
+		return n - 1, since, until, ok
+	}
 	if len(toks) < 2 || (toks[0].word != "on" && toks[0].word != "last") {
 		return 0, time.Time{}, time.Time{}, false
 	}

@@ -753,3 +753,22 @@ func TestParseTimeFewAndSeveral(t *testing.T) {
 		{"several times a day", "", "", ""},
 	})
 }
+
+// TestParseTimeBareWeekday: a weekday without "on" is read in a clause
+// about the past that it ends, and not as a name, a habit or a plan.
+func TestParseTimeBareWeekday(t *testing.T) {
+	checkParseTime(t, time.Date(2026, time.January, 14, 15, 30, 0, 0, time.UTC), []parseCase{ // a Wednesday
+		{"what did I say Monday?", "2026-01-12", "2026-01-13", "Monday"},
+		{"we met Friday.", "2026-01-09", "2026-01-10", "Friday"},
+		{"what did I say Monday morning?", "2026-01-12", "2026-01-12 12:00", "Monday morning"},
+		{"what did I say Monday last week?", "2026-01-05", "2026-01-06", "Monday last week"},
+		{"what did I say in the Monday standup?", "", "", ""},
+		{"see you Monday!", "", "", ""},
+		{"what did I buy Black Friday?", "", "", ""},
+		{"what did I do before Monday?", "", "", ""},
+		{"I went every Friday", "", "", ""},
+		{"what will I do Friday?", "", "", ""},
+		{"I was thinking about Friday", "", "", ""},
+		{"Monday was rough", "", "", ""},
+	})
+}
