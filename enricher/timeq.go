@@ -137,6 +137,11 @@ func ParseTime(message string, at time.Time) (TimeExpr, bool) {
 		if _, isDay := weekdays[toks[i].word]; isDay && !bareWeekday(message, toks, i, n) {
 			continue
 		}
+		if n == 2 && wordsAre(toks[i:], "this", "weekend") && e.Since.After(at) && pastClause(toks, i, n) {
+			// "what did we do this weekend?" asked on a Monday: the one
+			// just past, not the one to come.
+			e.Since, e.Until = e.Since.AddDate(0, 0, -7), e.Until.AddDate(0, 0, -7)
+		}
 		if w, wi := turnedBy(toks, i); w != "" && (w != "later" || e.Until.After(at)) {
 			if r, ok := directed(message, toks, w, wi, i, n, e, at, anyLower); ok {
 				return r, true
@@ -218,6 +223,12 @@ func bareWeekday(message string, toks []timeTok, i, n int) bool {
 	if j := i + n; j < len(toks) && !strings.ContainsAny(toks[j].gap, ",.;:!?\n") {
 		return false
 	}
+	return pastClause(toks, i, n)
+}
+
+// pastClause reports whether a word of the past comes before toks[i:i+n]
+// in its clause.
+func pastClause(toks []timeTok, i, n int) bool {
 	cl, at := clause(toks, i, n)
 	return slices.ContainsFunc(cl[:at], func(t timeTok) bool { return pastWords[t.word] })
 }

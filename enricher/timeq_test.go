@@ -772,3 +772,15 @@ func TestParseTimeBareWeekday(t *testing.T) {
 		{"Monday was rough", "", "", ""},
 	})
 }
+
+// TestParseTimeThisWeekendPast: "this weekend" in a question about the past
+// asked before Saturday is the weekend just past.
+func TestParseTimeThisWeekendPast(t *testing.T) {
+	checkParseTime(t, time.Date(2026, time.January, 12, 9, 0, 0, 0, time.UTC), []parseCase{ // a Monday
+		{"what did I tell you this weekend?", "2026-01-10", "2026-01-12", "this weekend"},
+		{"what are my plans for this weekend?", "2026-01-17", "2026-01-19", "this weekend"},
+	})
+	checkParseTime(t, time.Date(2026, time.January, 17, 20, 0, 0, 0, time.UTC), []parseCase{ // a Saturday
+		{"what did I say this weekend?", "2026-01-17", "2026-01-19", "this weekend"},
+	})
+}
