@@ -46,9 +46,9 @@ type TimeExpr struct {
 //   - "earlier this week|month|year": from the unit's start to the start of
 //     at's day (at's day itself when it is the unit's first).
 //   - "N days|weeks|months|years ago": the calendar unit N units before at's
-//     ("two years ago" in 2026 is the year 2024); "a few days|weeks|months|
-//     years ago": the units 2 to 7 days, 2 to 4 weeks, 2 to 6 months or 2
-//     to 5 years before at's.
+//     ("two years ago" in 2026 is the year 2024); "a few|several days|
+//     weeks|months|years ago": the units 2 to 7 days, 2 to 4 weeks, 2 to 6
+//     months or 2 to 5 years before at's.
 //   - "N hours|minutes ago", "a few hours|minutes ago" (2 to 7): back from
 //     at itself, from twice the number to half of it ("two hours ago" is 4
 //     to 1 hours back, "an hour ago" 2 hours to 30 minutes): a round
@@ -56,7 +56,10 @@ type TimeExpr struct {
 //   - "the last|past N days|weeks|months|years", "the past week|month|year":
 //     from N units before at's day to the end of at's day; "the last|past
 //     N hours", "the past hour": from N hours before at to the end of at's
-//     day. Not when "of" follows ("the last hour of the party").
+//     day; "the past|last few|several days|...": as far back as "a few
+//     ... ago" reaches. Not when "of" follows ("the last hour of the
+//     party"), nor "the last week" or "[the] last few weeks" before
+//     "before", "after", "in", "at" or "on" (the end of something else).
 //   - "on <weekday>": the most recent such day, at's day included; "last
 //     <weekday>": the most recent before at's day; either followed by
 //     "morning", "afternoon", "evening" (as for yesterday) or "night" (18:00
@@ -87,6 +90,10 @@ type TimeExpr struct {
 //   - "in|during <year>": that year, 1970 up to at's year.
 //   - "last Christmas" (before at's day), "at|on|over Christmas" (at's day
 //     included), "Christmas Eve" after the same words: that day.
+//   - A weekday followed by the week that says which ("on Monday last
+//     week", "on Tuesday of last week", "on Friday two weeks ago"): that
+//     week's day; a month, a date or Christmas followed by the year ("in
+//     May two years ago"): that year's (qualified).
 //   - The year of a month, a date or Christmas is a year 1970 up to at's or
 //     "[of] last|this year" after a space or ", " ("in March last year",
 //     "at Christmas 2024"). One out of that range, or "next year", makes
@@ -133,10 +140,15 @@ func ParseTime(message string, at time.Time) (TimeExpr, bool) {
 			next = i + n
 			continue
 		}
-		e, n = qualified(message, toks, i, n, e, at, anyLower)
-		if _, isDay := weekdays[toks[i].word]; isDay && !bareWeekday(message, toks, i, n) {
+		q, qn, ok := qualified(message, toks, i, n, e, at, anyLower)
+		if _, isDay := weekdays[toks[i].word]; isDay && !bareWeekday(message, toks, i, qn) {
 			continue
 		}
+		if !ok {
+			// "on Friday this week" asked on Wednesday: still to come.
+			return TimeExpr{}, false
+		}
+		e, n = q, qn
 		if n == 2 && wordsAre(toks[i:], "this", "weekend") && e.Since.After(at) && pastClause(toks, i, n) {
 			// "what did we do this weekend?" asked on a Monday: the one
 			// just past, not the one to come.
@@ -239,42 +251,71 @@ func pastClause(toks []timeTok, i, n int) bool {
 // week", "on Monday two weeks ago" (that week's Monday), "in May two years
 // ago", "on Christmas two years ago" (that year's). Read alone, the name
 // was the last one and the qualifier's words were searched for. It
-// returns e and n as they are when no such qualifier follows.
-func qualified(message string, toks []timeTok, i, n int, e TimeExpr, at time.Time, anyLower bool) (TimeExpr, int) {
+// returns e and n as they are when no such qualifier follows, and ok
+// false when the qualified day has not begun at at ("on Friday this
+// week" asked on Wednesday: a plan, which the last Friday is not either).
+//
+// A week says which weekday, not which date or Christmas ("on Christmas
+// last week" asked on January 5th is not New Year's Day); a year says
+// which month, date or Christmas, and of a weekday only the year ("on
+// Friday a year ago": that year, not last Friday's date a year before,
+// another weekday). A qualifier followed by a verb is the subject of
+// another clause ("I saw her on Monday last week was busy").
+func qualified(message string, toks []timeTok, i, n int, e TimeExpr, at time.Time, anyLower bool) (TimeExpr, int, bool) {
 	expr := toks[i : i+n]
-	if !named(expr) && !(slices.ContainsFunc(expr, func(t timeTok) bool { return t.word == "christmas" }) && !hasYear(expr)) {
-		return e, n
+	christmas := slices.ContainsFunc(expr, func(t timeTok) bool { return t.word == "christmas" })
+	if !named(expr) && !(christmas && !hasYear(expr)) {
+		return e, n, true
 	}
 	j := i + n
 	if j < len(toks) && toks[j].word == "of" && blank(toks[j].gap) {
 		j++
 	}
 	if j >= len(toks) || !blank(toks[j].gap) {
-		return e, n
+		return e, n, true
 	}
 	q, m, ok := exprAt(message, toks, j, at, anyLower)
 	if !ok || !relative(toks[j:j+m]) {
-		return e, n
+		return e, n, true
 	}
-	shift := func(years, days int) (TimeExpr, int) {
-		return TimeExpr{Since: e.Since.AddDate(years, 0, days), Until: e.Until.AddDate(years, 0, days), Start: e.Start, End: q.End}, j + m - i
+	if k := j + m; k < len(toks) && blank(toks[k].gap) && clauseVerbs[toks[k].word] {
+		return e, n, true
+	}
+	weekday := !christmas && !hasMonth(expr) && slices.ContainsFunc(expr, func(t timeTok) bool { _, ok := weekdays[t.word]; return ok })
+	shift := func(years, days int) (TimeExpr, int, bool) {
+		r := TimeExpr{Since: e.Since.AddDate(years, 0, days), Until: e.Until.AddDate(years, 0, days), Start: e.Start, End: q.End}
+		return r, j + m - i, !r.Since.After(at)
 	}
 	isWeek := q.Since.Equal(unitStart(q.Since, unitWeek)) && q.Until.Equal(q.Since.AddDate(0, 0, 7))
 	isYear := q.Since.Equal(unitStart(q.Since, unitYear)) && q.Until.Equal(q.Since.AddDate(1, 0, 0))
 	switch {
-	case isWeek && e.Until.Sub(e.Since) <= 24*time.Hour:
+	case isWeek && weekday:
 		// The same weekday in q's week (weeks start on Monday).
 		d0 := day(e.Since, 0)
 		target := day(q.Since, (int(d0.Weekday())+6)%7)
 		return shift(0, int(math.Round(target.Sub(d0).Hours()/24)))
+	case isWeek && !christmas && !hasMonth(expr):
+	case isWeek:
+		// A date or Christmas says the day; the week around it is loose
+		// talk ("what did I get on Christmas last week?" asked on January
+		// 5th): the day, the week's words not searched for.
+		return TimeExpr{Since: e.Since, Until: e.Until, Start: e.Start, End: q.End}, j + m - i, true
+	case isYear && weekday:
+		// Which of that year's weekdays is not said: the year.
+		return TimeExpr{Since: q.Since, Until: q.Until, Start: e.Start, End: q.End}, j + m - i, true
 	case isYear && e.Since.Year() == e.Until.Add(-time.Nanosecond).Year():
-		if r, m := shift(q.Since.Year()-e.Since.Year(), 0); r.Since.Day() == e.Since.Day() {
-			return r, m
+		if r, m, ok := shift(q.Since.Year()-e.Since.Year(), 0); r.Since.Day() == e.Since.Day() {
+			return r, m, ok
 		}
 		// February 29th in a year without one: as it was read.
 	}
-	return e, n
+	return e, n, true
 }
+
+// clauseVerbs after a week or year make it the subject of another clause,
+// not a name's qualifier: "on Monday last week was busy".
+var clauseVerbs = map[string]bool{"was": true, "were": true, "is": true, "has": true, "had": true,
+	"will": true, "would": true, "felt": true, "seemed": true, "went": true, "got": true}
 
 // possessives before "last" make it someone's last span, not the one
 // before at's: "my last week at the old job", "our last weekend in Paris".
@@ -519,7 +560,7 @@ func exprAt(message string, toks []timeTok, i int, at time.Time, anyLower bool) 
 			continue
 		}
 		e := TimeExpr{Since: since, Until: until, Start: toks[i].start, End: toks[i+n-1].end}
-		if !acceptable(message, toks[i:i+n], e, anyLower) {
+		if !acceptable(message, toks, i, i+n, e, anyLower) {
 			continue
 		}
 		return e, n, true
@@ -597,7 +638,7 @@ func directed(message string, toks []timeTok, w string, wi, i, n int, e TimeExpr
 		// "before today", "until next Christmas": all there is.
 		return TimeExpr{}, false
 	}
-	if !r.Until.After(r.Since) || !acceptable(message, toks[startTok:i+n], r, anyLower) {
+	if !r.Until.After(r.Since) || !acceptable(message, toks, startTok, i+n, r, anyLower) {
 		return TimeExpr{}, false
 	}
 	return r, true
@@ -882,8 +923,10 @@ func timeTokens(s string) []timeTok {
 	return out
 }
 
-// acceptable refuses the near misses ParseTime documents.
-func acceptable(message string, toks []timeTok, e TimeExpr, anyLower bool) bool {
+// acceptable refuses the near misses ParseTime documents: e is read from
+// all[from:to], the message's words.
+func acceptable(message string, all []timeTok, from, to int, e TimeExpr, anyLower bool) bool {
+	toks := all[from:to]
 	if (e.Start > 0 && message[e.Start-1] == '-') || (e.End < len(message) && message[e.End] == '-') {
 		return false
 	}
@@ -900,7 +943,7 @@ func acceptable(message string, toks []timeTok, e TimeExpr, anyLower bool) bool 
 			return false
 		}
 	}
-	if !anyLower || shouted(message, toks) {
+	if !anyLower || shouted(message, all, from, to) {
 		return true
 	}
 	for i, t := range toks {
@@ -915,13 +958,16 @@ func acceptable(message string, toks []timeTok, e TimeExpr, anyLower bool) bool 
 	return true
 }
 
-// shouted reports whether an expression's words are written in capitals
-// for emphasis ("what did we talk about YESTERDAY?"), not as a title: no
-// word in lower case, and no capitalised word right before or after it
-// ("I watched LAST WEEK TONIGHT").
-func shouted(message string, toks []timeTok) bool {
+// shouted reports whether an expression's words, all[from:to], are
+// written in capitals for emphasis ("what did we talk about YESTERDAY?"),
+// not as a title: no word in lower case, and no capitalised word right
+// before or after it ("I watched LAST WEEK TONIGHT"), but "I" ("what did
+// we say LAST WEEK I forgot"). The words around are the message's, not
+// read again: every expression tried would read the whole message (a
+// 64 KiB message of "TODAY TODAY ..." took 13 s).
+func shouted(message string, all []timeTok, from, to int) bool {
 	letters := false
-	for _, t := range toks {
+	for _, t := range all[from:to] {
 		w := message[t.start:t.end]
 		if strings.IndexFunc(w, unicode.IsLower) >= 0 {
 			return false
@@ -931,14 +977,12 @@ func shouted(message string, toks []timeTok) bool {
 	if !letters {
 		return false
 	}
-	around := timeTokens(message)
-	for i, t := range around {
-		if t.start == toks[0].start && i > 0 && around[i-1].capital && blank(t.gap) && !sentenceStart(message, around[i-1].start) {
-			return false
-		}
-		if t.end == toks[len(toks)-1].end && i+1 < len(around) && around[i+1].capital && blank(around[i+1].gap) {
-			return false
-		}
+	title := func(t timeTok) bool { return t.capital && t.word != "i" }
+	if from > 0 && title(all[from-1]) && blank(all[from].gap) && !sentenceStart(message, all[from-1].start) {
+		return false
+	}
+	if to < len(all) && title(all[to]) && blank(all[to].gap) {
+		return false
 	}
 	return true
 }
@@ -1202,7 +1246,7 @@ func clockAgo(at time.Time, unit time.Duration, lo, hi int) (time.Time, time.Tim
 func matchUnitsAgo(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) {
 	if wordsAre(toks, "several") {
 		// "several days ago": as "a few days ago".
-		if n, since, until, ok := matchUnitsAgo(append([]timeTok{{word: "a"}, {word: "few"}}, toks[1:]...), at); ok {
+		if n, since, until, ok := matchUnitsAgo(append([]timeTok{{word: "a"}, {word: "few"}}, toks[1:min(len(toks), 4)]...), at); ok {
 			return n - 1, since, until, true
 		}
 		return 0, time.Time{}, time.Time{}, false
@@ -1246,14 +1290,20 @@ func matchRolling(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool
 	}
 	i++
 	n, used, ok := count(toks[i:])
+	theLast := false
 	if (toks[i].word == "few" || toks[i].word == "several") && len(toks) > i+1 && strings.HasSuffix(toks[i+1].word, "s") {
 		// "the past few days", "the last several weeks": as many units
 		// back as "a few days ago" reaches.
 		if u, isUnit := units[toks[i+1].word]; isUnit {
 			n, used, ok = fewUnits[u], 1, true
+			// "the last few days before the move", "the last few weeks
+			// at my old job": the end of something else, as "the last
+			// week" before them.
+			if toks[i-1].word == "last" && len(toks) > i+2 && lastOfWords[toks[i+2].word] && blank(toks[i+2].gap) {
+				return 0, time.Time{}, time.Time{}, false
+			}
 		}
 	}
-	theLast := false
 	if !ok {
 		// "the past week", "in the last week": one unit back, rolling;
 		// "last week" is calendar.
@@ -1867,7 +1917,10 @@ func timeRest(message string, e TimeExpr) (asked []string, over *keywordSet, sma
 	ks, over := keywords(rest)
 	// No keywords from words ("Yesterday?" leaves none at all): only
 	// greeting words were there.
-	return withoutGreeting(askedWords(ks)), over, len(ks) == 0 && strings.ContainsFunc(rest, unicode.IsLetter) &&
+	asked = withoutGreeting(askedWords(ks))
+	// Words of a question about a time alone ("else", "recap") make no
+	// question of it: "thanks, nothing else for today!" closes.
+	return asked, over, len(asked) == 0 && strings.ContainsFunc(rest, unicode.IsLetter) &&
 		!asksOfTheUser(rest) && !asksTheTime(message, e)
 }
 
@@ -1943,7 +1996,7 @@ func withoutGreeting(ks []string) []string {
 var askingWords = map[string]bool{"what": true, "what's": true, "whats": true, "which": true, "where": true, "who": true,
 	"whom": true, "whose": true, "when": true, "why": true, "i": true, "me": true, "my": true, "mine": true, "we": true,
 	"us": true, "our": true, "about": true, "remind": true, "remember": true, "anything": true, "something": true,
-	"recap": true, "summary": true, "summarize": true, "summarise": true, "else": true}
+	"recap": true, "summary": true, "summarize": true, "summarise": true}
 
 // asksOfTheUser reports whether the rest of a timed message holds one of
 // the askingWords.

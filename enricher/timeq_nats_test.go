@@ -77,6 +77,14 @@ func TestEnrichTimeExpressions(t *testing.T) {
 		// A greeting before it: its words are not searched within the day
 		// (before: "good", "morning" found nothing of yesterday).
 		{"greeting, then a time question", "good morning! what did we talk about yesterday?", nil, []string{"yesterday"}, []string{}},
+		// Asking for a recollection: the range's items (before: "remind",
+		// "recap", "anything" searched, nothing in the range, and the
+		// fallback brought back any item saying them).
+		{"remind me", "remind me what I said yesterday", nil, []string{"yesterday"}, []string{}},
+		{"a recap", "give me a recap of last week", nil, []string{"last-week"}, []string{}},
+		{"greeting, then anything", "good morning! anything from yesterday?", nil, []string{"yesterday"}, []string{}},
+		// A closing that names a time asks nothing.
+		{"a closing", "thanks, nothing else from yesterday!", &zero, []string{}, []string{}},
 	}
 	for _, tt := range tests {
 		r := enrich(t, h, events.EnrichRequest{UserID: "alice", Message: tt.msg, At: timeAt, Threshold: tt.threshold})

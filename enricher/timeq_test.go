@@ -1,6 +1,7 @@
 package enricher
 
 import (
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -428,7 +429,9 @@ func BenchmarkParseTime(b *testing.B) {
 // message; removing them never panics.
 func FuzzParseTime(f *testing.F) {
 	for _, s := range []string{"what did I say last week?", "on the 3rd of March, 2024", "a couple of days ago",
-		"the last 999 years", "in May 1970", "\xff last \xfe week", "Last Week Tonight", "on 31 February", "3"} {
+		"the last 999 years", "in May 1970", "\xff last \xfe week", "Last Week Tonight", "on 31 February", "3",
+		"on Monday evening of last week", "in May 999 years ago", "on Feb 29 a year ago", "the last several days before",
+		"what did we say LAST WEEK I forgot"} {
 		f.Add(s, int64(1795016000))
 	}
 	f.Fuzz(func(t *testing.T, msg string, unix int64) {
@@ -783,4 +786,68 @@ func TestParseTimeThisWeekendPast(t *testing.T) {
 	checkParseTime(t, time.Date(2026, time.January, 17, 20, 0, 0, 0, time.UTC), []parseCase{ // a Saturday
 		{"what did I say this weekend?", "2026-01-17", "2026-01-19", "this weekend"},
 	})
+}
+
+// TestParseTimeQualifiedReview: which qualifier says what of which name. A
+// week says which weekday (not which Christmas or date: the day, the
+// week's words not searched), a year which month, date or Christmas, and
+// of a weekday only the year; a day still to come this week is a plan, no
+// range; a qualifier followed by a verb is another clause's subject; a
+// day of 25 hours (a named location's DST end) is a day.
+func TestParseTimeQualifiedReview(t *testing.T) {
+	checkParseTime(t, time.Date(2026, time.January, 5, 10, 0, 0, 0, time.UTC), []parseCase{ // a Monday
+		{"what did I get on Christmas last week?", "2025-12-25", "2025-12-26", "on Christmas last week"},
+	})
+	checkParseTime(t, time.Date(2026, time.January, 14, 15, 30, 0, 0, time.UTC), []parseCase{ // a Wednesday
+		{"what did I do on Friday a year ago?", "2025-01-01", "2026-01-01", "on Friday a year ago"},
+		{"what did I do on Monday last year?", "2025-01-01", "2026-01-01", "on Monday last year"},
+		{"what did I do on Friday this week?", "", "", ""},
+		{"what am I doing on Friday this week?", "", "", ""},
+		{"what did I do on Wednesday evening this week?", "", "", ""},
+		{"what did I do on Wednesday this week?", "2026-01-14", "2026-01-15", "on Wednesday this week"},
+		{"I saw her on Monday last week was busy", "2026-01-12", "2026-01-13", "on Monday"},
+	})
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Skip(err)
+	}
+	at := time.Date(2026, time.November, 4, 12, 0, 0, 0, ny) // a Wednesday; November 1st has 25 hours
+	e, ok := ParseTime("what did I do on Sunday two weeks ago?", at)
+	if want := time.Date(2026, time.October, 25, 0, 0, 0, 0, ny); !ok || !e.Since.Equal(want) {
+		t.Errorf("on Sunday two weeks ago (DST) = %v %v, want from %v", e.Since, ok, want)
+	}
+}
+
+// TestParseTimeLastFewOf: "the last few <units>" before "before", "after",
+// "in", "at" or "on" is the end of something else, as "the last week".
+func TestParseTimeLastFewOf(t *testing.T) {
+	checkParseTime(t, time.Date(2026, time.January, 14, 15, 30, 0, 0, time.UTC), []parseCase{
+		{"what did I do the last few days before the move?", "", "", ""},
+		{"tell me about the last few weeks at my old job", "", "", ""},
+		{"during the last several months before my wedding", "", "", ""},
+		{"what did I say in the last few days?", "2026-01-07", "2026-01-15", "the last few days"},
+		{"what did I say over the past few days in Paris?", "2026-01-07", "2026-01-15", "the past few days"},
+	})
+}
+
+// TestParseTimeShoutedNeighbours: "I" next to an expression in capitals is
+// no title's word; and the words around are not read again for each
+// expression tried (a 64 KiB message of "TODAY TODAY ..." took 13 s).
+func TestParseTimeShoutedNeighbours(t *testing.T) {
+	checkParseTime(t, time.Date(2026, time.January, 14, 15, 30, 0, 0, time.UTC), []parseCase{
+		{"what did we say LAST WEEK I forgot", "2026-01-05", "2026-01-12", "LAST WEEK"},
+		{"I watched LAST WEEK TONIGHT", "", "", ""},
+	})
+	at := time.Date(2026, time.January, 14, 15, 30, 0, 0, time.UTC)
+	for _, w := range []string{"TODAY ", "several ", "Monday "} {
+		msg := "x " + strings.Repeat(w, 2000)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		a := testing.AllocsPerRun(1, func() { ParseTime(msg, at) })
+		runtime.ReadMemStats(&after)
+		// AllocsPerRun runs it twice (a warm-up, then the count).
+		if bytes := (after.TotalAlloc - before.TotalAlloc) / 2; a > 50000 || bytes > 32<<20 {
+			t.Errorf("ParseTime of %d words %q: %.0f allocations, %d bytes: quadratic", 2000, w, a, bytes)
+		}
+	}
 }
