@@ -140,8 +140,12 @@ func ParseTime(message string, at time.Time) (TimeExpr, bool) {
 			next = i + n
 			continue
 		}
+		if dateFollows(message, toks, i, n, at, anyLower) {
+			// "on Tuesday, November 3rd": November 3rd.
+			continue
+		}
 		q, qn, ok := qualified(message, toks, i, n, e, at, anyLower)
-		if _, isDay := weekdays[toks[i].word]; isDay && !bareWeekday(message, toks, i, qn) {
+		if _, isDay := weekdays[toks[i].word]; isDay && !bareWeekday(message, toks, i, qn, at, anyLower) {
 			continue
 		}
 		if !ok {
@@ -149,7 +153,7 @@ func ParseTime(message string, at time.Time) (TimeExpr, bool) {
 			return TimeExpr{}, false
 		}
 		e, n = q, qn
-		if n == 2 && wordsAre(toks[i:], "this", "weekend") && e.Since.After(at) && pastClause(toks, i, n) {
+		if w, _ := turnedBy(toks, i); w == "" && n == 2 && wordsAre(toks[i:], "this", "weekend") && e.Since.After(at) && pastClause(toks, i, n) && !planned(toks, i, n) {
 			// "what did we do this weekend?" asked on a Monday: the one
 			// just past, not the one to come.
 			e.Since, e.Until = e.Since.AddDate(0, 0, -7), e.Until.AddDate(0, 0, -7)
@@ -215,7 +219,42 @@ var notBeforeBare = map[string]bool{"the": true, "a": true, "an": true, "my": tr
 	"her": true, "our": true, "their": true, "its": true, "every": true, "each": true, "next": true, "this": true,
 	"coming": true, "before": true, "after": true, "until": true, "till": true, "til": true, "from": true,
 	"between": true, "and": true, "or": true, "to": true, "through": true, "of": true, "by": true, "for": true,
-	"since": true, "than": true, "prior": true, "about": true}
+	"since": true, "than": true, "prior": true, "about": true,
+	// "that Friday", "one Monday", "the same Sunday": a day told of
+	// elsewhere, not the last one; "on", "last": their expression was
+	// refused, the weekday alone is not read either; "vs": a comparison.
+	"that": true, "which": true, "one": true, "same": true, "another": true, "any": true, "some": true,
+	"on": true, "last": true, "vs": true}
+
+// dayNames before a weekday make it a holiday's or a place's name, in
+// lower case too ("what did I buy black friday?", "lunch at ruby
+// tuesday"): bareWeekday's capital test does not see them there.
+var dayNames = map[string]bool{"black": true, "cyber": true, "good": true, "easter": true, "palm": true,
+	"ash": true, "fat": true, "holy": true, "maundy": true, "shrove": true, "super": true, "giving": true,
+	"ruby": true, "travel": true, "blue": true, "manic": true, "whit": true}
+
+// plannedWords between the word of the past and a bare weekday (or "this
+// weekend") make the day a plan told of in the past, not the day it was
+// told ("what did I say I'd do Friday?", "I told him I'd call Friday", "I
+// was thinking of organizing my closet this weekend"): "'d" is the word
+// "d" after an apostrophe.
+var plannedWords = map[string]bool{"would": true, "could": true, "should": true, "might": true, "will": true,
+	"can": true, "ll": true, "d": true, "to": true, "going": true, "gonna": true, "plan": true, "plans": true,
+	"planned": true, "planning": true, "due": true, "want": true, "wanted": true, "decide": true, "decided": true,
+	"supposed": true, "scheduled": true, "thinking": true, "hoping": true, "hope": true, "for": true,
+	"about": true, "later": true, "upcoming": true, "next": true, "tomorrow": true}
+
+// planned reports whether one of plannedWords comes between the last word
+// of the past before toks[i] in its clause and toks[i].
+func planned(toks []timeTok, i, n int) bool {
+	cl, at := clause(toks, i, n)
+	for j := at - 1; j >= 0 && !pastWords[cl[j].word]; j-- {
+		if plannedWords[cl[j].word] {
+			return true
+		}
+	}
+	return false
+}
 
 // bareWeekday reports whether a weekday written without "on" or "last"
 // (toks[i:i+n], read as "on <weekday>") is a time asked about: it ends its
@@ -224,18 +263,44 @@ var notBeforeBare = map[string]bool{"the": true, "a": true, "an": true, "my": tr
 // the word before it is neither one of notBeforeBare nor a capitalised
 // name ("Black Friday", "Cyber Monday"). Otherwise it names a thing ("the
 // Monday standup") or a habit or a plan ("see you Monday").
-func bareWeekday(message string, toks []timeTok, i, n int) bool {
+func bareWeekday(message string, toks []timeTok, i, n int, at time.Time, anyLower bool) bool {
 	if i == 0 {
 		return false
 	}
 	prev := toks[i-1]
-	if notBeforeBare[prev.word] || (prev.capital && !sentenceStart(message, prev.start) && prev.word != "i") {
+	if notBeforeBare[prev.word] || dayNames[prev.word] || (prev.capital && !sentenceStart(message, prev.start) && prev.word != "i") {
 		return false
 	}
-	if j := i + n; j < len(toks) && !strings.ContainsAny(toks[j].gap, ",.;:!?\n") {
+	if j := i + n; j < len(toks) {
+		if !strings.ContainsAny(toks[j].gap, ",.;:!?\n") {
+			return false
+		}
+		if strings.TrimSpace(toks[j].gap) == "," {
+			// "what did I eat Tuesday, November 3rd?", "Sunday, last
+			// week": the weekday names the day the expression after it
+			// says, not the last one.
+			if _, _, ok := exprAt(message, toks, j, at, anyLower); ok {
+				return false
+			}
+		}
+	}
+	return pastClause(toks, i, n) && !planned(toks, i, n)
+}
+
+// dateFollows reports whether the weekday expression toks[i:i+n] ("on
+// Tuesday", "last Tuesday") is followed by ", " and a date or a month
+// ("on Tuesday, November 3rd"): the weekday is that date's, and the date
+// is read, not the last such weekday.
+func dateFollows(message string, toks []timeTok, i, n int, at time.Time, anyLower bool) bool {
+	if slices.ContainsFunc(toks[i:i+n], func(t timeTok) bool { _, ok := weekdays[t.word]; return !ok && t.word != "on" && t.word != "last" }) {
 		return false
 	}
-	return pastClause(toks, i, n)
+	j := i + n
+	if j >= len(toks) || strings.TrimSpace(toks[j].gap) != "," {
+		return false
+	}
+	_, m, ok := exprAt(message, toks, j, at, anyLower)
+	return ok && (hasMonth(toks[j:j+m]) || strings.ContainsAny(message[toks[j].start:toks[j+m-1].end], "-/"))
 }
 
 // pastClause reports whether a word of the past comes before toks[i:i+n]
@@ -1918,9 +1983,13 @@ func timeRest(message string, e TimeExpr) (asked []string, over *keywordSet, sma
 	// No keywords from words ("Yesterday?" leaves none at all): only
 	// greeting words were there.
 	asked = withoutGreeting(askedWords(ks))
-	// Words of a question about a time alone ("else", "recap") make no
-	// question of it: "thanks, nothing else for today!" closes.
-	return asked, over, len(asked) == 0 && strings.ContainsFunc(rest, unicode.IsLetter) &&
+	// A closing's "else" asks nothing ("thanks, nothing else for today!"),
+	// but the other talkWords do: "topics discussed last week?", "came up
+	// yesterday?" ask about the time in few words, as "what did we
+	// discuss ...?" does. They are not searched for (asked), but they
+	// make a question of the message.
+	said := withoutGreeting(slices.DeleteFunc(slices.Clone(ks), func(k string) bool { return IsStopWord(k) || k == "else" }))
+	return asked, over, len(said) == 0 && strings.ContainsFunc(rest, unicode.IsLetter) &&
 		!asksOfTheUser(rest) && !asksTheTime(message, e)
 }
 

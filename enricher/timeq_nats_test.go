@@ -85,6 +85,9 @@ func TestEnrichTimeExpressions(t *testing.T) {
 		{"greeting, then anything", "good morning! anything from yesterday?", nil, []string{"yesterday"}, []string{}},
 		// A closing that names a time asks nothing.
 		{"a closing", "thanks, nothing else from yesterday!", &zero, []string{}, []string{}},
+		// Few words, all of talk: a question still ("topics discussed
+		// ...?" was taken for small talk, and got nothing).
+		{"talk words alone", "topics discussed yesterday?", nil, []string{"yesterday"}, []string{}},
 	}
 	for _, tt := range tests {
 		r := enrich(t, h, events.EnrichRequest{UserID: "alice", Message: tt.msg, At: timeAt, Threshold: tt.threshold})

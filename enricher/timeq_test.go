@@ -851,3 +851,74 @@ func TestParseTimeShoutedNeighbours(t *testing.T) {
 		}
 	}
 }
+
+// TestParseTimeBareWeekdayReview: a bare weekday is not the last such day
+// where a date or another expression follows it after a comma (it names
+// that date's weekday: "Tuesday, January 6th"), after a holiday's or a
+// place's word in lower case ("black friday"), after "that" or "one", nor
+// where a plan is told of in the past ("what did I say I'd do Friday?").
+// "on Tuesday, January 6th" is January 6th too, not the last Tuesday.
+func TestParseTimeBareWeekdayReview(t *testing.T) {
+	checkParseTime(t, time.Date(2026, time.January, 14, 15, 30, 0, 0, time.UTC), []parseCase{ // a Wednesday
+		{"what did I eat Tuesday, January 6th?", "2026-01-06", "2026-01-07", "January 6th"},
+		{"what did I eat on Tuesday, January 6th?", "2026-01-06", "2026-01-07", "January 6th"},
+		{"we met last Tuesday, January 6th, at the cafe", "2026-01-06", "2026-01-07", "January 6th"},
+		{"what did I eat Tuesday, January 6th, 2026?", "2026-01-06", "2026-01-07", "January 6th, 2026"},
+		{"what did I eat Tuesday, 2026-01-06?", "2026-01-06", "2026-01-07", "2026-01-06"},
+		{"what did I do Sunday, last week?", "2026-01-05", "2026-01-12", "last week"},
+		{"what did I do on Monday, last week was busy", "2026-01-12", "2026-01-13", "on Monday"},
+		{"what did I buy black friday?", "", "", ""},
+		{"what did I buy on cyber monday?", "", "", ""},
+		{"what did we eat at ruby tuesday?", "", "", ""},
+		{"what did we do that Friday?", "", "", ""},
+		{"what did I say I'd do Friday?", "", "", ""},
+		{"I told him I'd call Friday.", "", "", ""},
+		{"what did we decide to do Saturday?", "", "", ""},
+		{"what did I say was due Friday?", "", "", ""},
+		{"what did I say Monday?", "2026-01-12", "2026-01-13", "Monday"},
+		{"what did I say Monday, before the meeting?", "2026-01-12", "2026-01-13", "Monday"},
+	})
+}
+
+// TestParseTimeThisWeekendPlanned: "this weekend" told of as a plan, or
+// after a direction, stays the weekend to come (a walk on LongMemEval: "I
+// was thinking of organizing my closet this weekend" asked on a Wednesday
+// read the weekend before).
+func TestParseTimeThisWeekendPlanned(t *testing.T) {
+	checkParseTime(t, time.Date(2026, time.January, 14, 9, 0, 0, 0, time.UTC), []parseCase{ // a Wednesday
+		{"I was thinking of organizing my closet this weekend.", "2026-01-17", "2026-01-19", "this weekend"},
+		{"what did I say I'd do this weekend?", "2026-01-17", "2026-01-19", "this weekend"},
+		{"what were my plans for this weekend?", "2026-01-17", "2026-01-19", "this weekend"},
+		{"did you say it would rain this weekend?", "2026-01-17", "2026-01-19", "this weekend"},
+		{"what did I do before this weekend?", "", "", ""},
+		{"what did I say I'd do later this weekend?", "", "", ""},
+		{"what did I do this weekend?", "2026-01-10", "2026-01-12", "this weekend"},
+	})
+}
+
+// TestTimeRestSmallTalk: a closing's "else" asks nothing, but the words
+// of a question about talk do, however few ("topics discussed last
+// week?"): they are not searched for, and the message is no small talk.
+func TestTimeRestSmallTalk(t *testing.T) {
+	at := time.Date(2026, time.January, 14, 9, 0, 0, 0, time.UTC)
+	for msg, want := range map[string]bool{
+		"thanks, nothing else for today!":    true,
+		"good morning, how are you today?":   true,
+		"topics discussed last week?":        false,
+		"discussed it yesterday":             false,
+		"came up yesterday?":                 false,
+		"yesterday's topics?":                false,
+		"conversation from yesterday please": false,
+		"remind me what I said yesterday":    false,
+	} {
+		e, ok := ParseTime(msg, at)
+		if !ok {
+			t.Errorf("ParseTime(%q) found nothing", msg)
+			continue
+		}
+		asked, _, small := timeRest(msg, e)
+		if small != want || len(asked) != 0 {
+			t.Errorf("timeRest(%q) = %q, small talk %v; want none, %v", msg, asked, small, want)
+		}
+	}
+}
