@@ -147,6 +147,22 @@ func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 	// the memory (megabytes of chunks and their terms).
 	sctx, release := pastDeadline(ctx)
 	defer release()
+	recorded := false
+	if again == nil {
+		// Recorded unfinished first: a process stopped from here on (killed
+		// by its supervisor, or a failure below nobody retries) leaves it
+		// so, and the next worker start purges the streams
+		// (finishForget). Not cancelled by a shutdown (bounded by
+		// recordTimeout): a stop that ends the rest is what it is for.
+		// Best effort: the forget goes on without it.
+		if err := putForget(context.WithoutCancel(ctx), js, stream, tomb, true); err != nil {
+			logger.Warn("forget: not recorded in NATS: a restore of a database backup from before it would bring the user's memory back unnoticed, "+
+				"and if this process stops before the forget is done, no restart finishes it",
+				"bucket", ForgetsBucket(stream), "error", err)
+		} else {
+			recorded = true
+		}
+	}
 	dctx, cancel := context.WithTimeout(sctx, forgetDocsTimeout)
 	r.Documents, err = s.DeleteCollections(dctx, store.Owner{User: userID}, indexDocumentJobs, chunkEmbedJobs)
 	cancel()
@@ -163,16 +179,19 @@ func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 		return r, streamSideError(err)
 	}
 	// Last, the record that outlives a restore of the database from before
-	// this forget. Best effort: the forget itself is done. A recorded
+	// this forget, now finished. Best effort: the forget itself is done. A recorded
 	// forget applied again (through) keeps its record as it is: rewritten
 	// with this forget's time, it would stand for a forget later than the
 	// user's memory written after the first one, and a backup taken in
 	// between (which knows the first forget) would lose that memory.
-	if again != nil {
+	if !recorded {
+		// Applied again (its record stays as it is), or the bucket did not
+		// answer before (a credential without its permission gets no
+		// answer: asking again would only make the reply wait).
 		return r, nil
 	}
 	if err := recordForget(sctx, js, stream, tomb); err != nil {
-		logger.Warn("forget: done, but not recorded in NATS: a restore of a database backup from before it would bring the user's memory back unnoticed",
+		logger.Warn("forget: done, but still recorded in NATS as unfinished: the next start reads the streams for it again",
 			"bucket", ForgetsBucket(stream), "error", err)
 	}
 	return r, nil

@@ -37,6 +37,14 @@ type forgetRecord struct {
 	Seq         uint64    `json:"seq"`
 	Stored      time.Time `json:"stored,omitzero"`
 	SeqAlone    uint64    `json:"seq_alone,omitempty"`
+	// Unfinished marks a forget whose memory is deleted but whose documents
+	// or stream events may not be: written when the memory's transaction
+	// commits, cleared when the forget is done. A forget cut short (the
+	// process killed, or a failure nobody retried) is finished by the next
+	// worker start (finishForgets).
+	Unfinished bool `json:"unfinished,omitempty"`
+
+	revision uint64 // the entry's, as read
 }
 
 // forgetKey is a token's key in the bucket: key names allow fewer
@@ -55,6 +63,11 @@ const recordTimeout = 2 * time.Second
 // missing (an existing one keeps its operator's settings: replicas,
 // placement).
 func recordForget(ctx context.Context, js jetstream.JetStream, stream string, tomb store.Tombstone) error {
+	return putForget(ctx, js, stream, tomb, false)
+}
+
+// putForget writes tomb's forget to the bucket, marked unfinished or not.
+func putForget(ctx context.Context, js jetstream.JetStream, stream string, tomb store.Tombstone, unfinished bool) error {
 	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
 	defer cancel()
 	kv, err := js.KeyValue(ctx, ForgetsBucket(stream))
@@ -73,7 +86,7 @@ func recordForget(ctx context.Context, js jetstream.JetStream, stream string, to
 		return fmt.Errorf("forgets bucket: %w", err)
 	}
 	data, err := json.Marshal(forgetRecord{Token: tomb.UserToken, ForgottenAt: tomb.ForgottenAt, Seq: tomb.Through.Seq,
-		Stored: tomb.Through.Stored, SeqAlone: tomb.SeqAlone})
+		Stored: tomb.Through.Stored, SeqAlone: tomb.SeqAlone, Unfinished: unfinished})
 	if err != nil {
 		return err
 	}
@@ -114,6 +127,7 @@ func readForgets(ctx context.Context, js jetstream.JetStream, stream string) ([]
 			if err := json.Unmarshal(e.Value(), &r); err != nil || r.Token == "" {
 				continue // not a record of ours: nothing to apply
 			}
+			r.revision = e.Revision()
 			out = append(out, r)
 		}
 	}
@@ -173,6 +187,9 @@ func reapplyForgets(ctx context.Context, js jetstream.JetStream, st *store.Store
 	hashed := false
 	for _, r := range recs {
 		if t, ok := known[r.Token]; ok && !t.ForgottenAt.Before(r.ForgottenAt) {
+			if r.Unfinished {
+				finishForget(ctx, js, stream, deadLetters, prefix, r, t, logger)
+			}
 			continue
 		}
 		missing[r.Token] = r
@@ -218,4 +235,55 @@ func reapplyForgets(ctx context.Context, js jetstream.JetStream, st *store.Store
 			"documents", res.Documents)
 	}
 	return applied
+}
+
+// finishForget finishes the stream side of a forget the bucket records as
+// unfinished (its process stopped, or its stream side failed, after the
+// memory's transaction committed: the user's events were still in the
+// turn and dead-letter streams, and no restart looked at them), with the
+// database's tombstone tomb, which covers at least as much, and marks the
+// record finished unless it changed meanwhile. Documents are not deleted
+// here: which of a user's collections predate the forget is not told; the
+// log says to run the forget again when the user holds some.
+func finishForget(ctx context.Context, js jetstream.JetStream, stream, deadLetters, prefix string, r forgetRecord,
+	tomb store.Tombstone, logger *slog.Logger) {
+	fail := func(err error) {
+		logger.Error("cannot finish a forget cut short: the user's events are still in the streams; run memoryd forget for the user",
+			"user_token", r.Token, "forgotten_at", r.ForgottenAt, "error", err)
+	}
+	turns, err := js.Stream(ctx, stream)
+	if err != nil {
+		fail(err)
+		return
+	}
+	info, err := turns.Info(ctx)
+	if err != nil {
+		fail(err)
+		return
+	}
+	n, err := purgeTurns(ctx, turns, userSubjects(prefix, r.Token), tomb, info.State.Msgs)
+	if err != nil {
+		fail(err)
+		return
+	}
+	dead, moved, err := purgeDeadLetters(ctx, js, turns, deadLetters, prefix, r.Token, tomb)
+	if err != nil {
+		fail(err)
+		return
+	}
+	r.Unfinished = false
+	data, err := json.Marshal(r)
+	if err == nil {
+		var kv jetstream.KeyValue
+		if kv, err = js.KeyValue(ctx, ForgetsBucket(stream)); err == nil {
+			// Not over a forget recorded meanwhile.
+			_, err = kv.Update(ctx, forgetKey(r.Token), data, r.revision)
+		}
+	}
+	if err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		logger.Warn("finished a forget cut short, but could not mark it finished: the next start reads the streams for it again",
+			"user_token", r.Token, "error", err)
+	}
+	logger.Warn("finished a forget cut short: its memory was deleted, its events were still in the streams",
+		"user_token", r.Token, "forgotten_at", r.ForgottenAt, "stream_events", n+moved, "dead_letters", dead)
 }

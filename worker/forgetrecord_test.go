@@ -1,7 +1,9 @@
 package worker_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -173,6 +175,7 @@ type recordJSON struct {
 	Token       string    `json:"token"`
 	ForgottenAt time.Time `json:"forgotten_at"`
 	Seq         uint64    `json:"seq"`
+	Unfinished  bool      `json:"unfinished"`
 }
 
 // forgetRecord reads the bucket's record of token's forget.
@@ -191,4 +194,51 @@ func (e *env) forgetRecord(token string) recordJSON {
 		e.t.Fatal(err)
 	}
 	return rec
+}
+
+// A forget whose memory's transaction committed but whose stream side did
+// not finish (its process stopped: here its shutdown, at once) is recorded
+// as unfinished, and the next worker start purges the user's events from
+// the stream, and only the user's (a walk: a serve killed during a forget
+// left 16,521 of a user's events in the stream, and no restart looked).
+func TestForgetCutShortIsFinishedAtStart(t *testing.T) {
+	e := setup(t)
+	stop := e.start(extractor.NewRules(), nil)
+	for _, u := range []string{"alice", "bob"} {
+		e.publish(events.Turn{ID: u + "-1", UserID: u, UserMessage: "I live in Paris."})
+		e.publish(events.Turn{ID: u + "-2", UserID: u, UserMessage: "My dog is called Rex."})
+	}
+	e.waitDone(4)
+	stop()
+	stopped, cancel := context.WithCancel(e.ctx)
+	cancel()
+	_, err := worker.Forget(worker.WithStop(e.ctx, stopped), e.js, e.store, e.prefix, e.stream, "alice")
+	var inc *worker.IncompleteError
+	if !errors.As(err, &inc) {
+		t.Fatalf("forget with its process stopping: %v; want an *IncompleteError", err)
+	}
+	if n := e.subjectMsgs(e.stream, e.prefix+".turns.alice"); n != 2 {
+		t.Fatalf("alice's events after the cut forget: %d; want her 2 still there (else this test shows nothing)", n)
+	}
+	if !e.forgetRecord("alice").Unfinished {
+		t.Fatal("the cut forget is not recorded as unfinished")
+	}
+
+	var logs lockedBuffer
+	e.start(extractor.NewRules(), func(c *worker.Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	if n := e.subjectMsgs(e.stream, e.prefix+".turns.alice"); n != 0 {
+		t.Errorf("alice's events after a start: %d; want none", n)
+	}
+	if n := e.subjectMsgs(e.stream, e.prefix+".turns.bob"); n != 2 {
+		t.Errorf("bob's events after a start: %d; want his 2", n)
+	}
+	if e.forgetRecord("alice").Unfinished {
+		t.Error("the finished forget is still recorded as unfinished")
+	}
+	if !strings.Contains(logs.String(), "finished a forget cut short") {
+		t.Errorf("log:\n%s", logs.String())
+	}
+	if st := e.userStats("bob"); st.ContextItems != 2 {
+		t.Errorf("bob after the start: %+v", st)
+	}
 }
