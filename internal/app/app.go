@@ -239,12 +239,15 @@ func (a *App) Start(ctx context.Context) (err error) {
 	// On error what started is stopped, within startCleanupTimeout.
 	defer func() {
 		if err != nil {
-			if ln != nil && a.ops == nil {
-				_ = ln.Close()
-			}
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startCleanupTimeout)
 			defer cancel()
 			_ = a.stopLocked(cctx)
+			if a.ops != nil {
+				_ = a.ops.stop(cctx)
+				a.ops = nil
+			} else if ln != nil {
+				_ = ln.Close()
+			}
 		}
 	}()
 	runWorker, runEnrich := a.cfg.Role.runs()
@@ -264,6 +267,11 @@ func (a *App) Start(ctx context.Context) (err error) {
 	a.metrics.reg.MustRegister(newServiceCollector(a, llm), buildInfo(a.cfg.Version, a.cfg.Role))
 	if a.pressure != nil {
 		a.metrics.registerGiveWay(a.pressure)
+	}
+	if ln != nil {
+		// Served from here on, before connecting and migrating, which can
+		// take minutes: /healthz answers, /readyz says it is starting.
+		a.ops = startOps(ln, a.cfg.Ops, a, a.metrics, a.logger)
 	}
 	if a.store == nil {
 		a.publishing = true // Start runs the change publisher
@@ -356,14 +364,14 @@ func (a *App) Start(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	if ln != nil {
+	if a.ops != nil {
 		var ui *riverUI
 		if a.cfg.RiverUI.Enabled {
 			if ui, err = startRiverUI(ctx, a.cfg.RiverUI, s.Pool(), a.logger); err != nil {
 				return err
 			}
 		}
-		a.ops = startOps(ln, a.cfg.Ops, a, a.metrics, ui, a.logger)
+		a.ops.started(ui)
 	}
 	return nil
 }

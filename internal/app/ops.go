@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -330,17 +331,35 @@ func (c *serviceCollector) collectPool(ch chan<- prometheus.Metric, name string,
 type opsServer struct {
 	srv *http.Server
 	ln  net.Listener
-	ui  *riverUI // nil when River's UI is off
+	mux *http.ServeMux
+	ui  *riverUI // nil when River's UI is off; set once by started
+	// up is set when the App's Start has finished: until then /readyz
+	// answers 503 without asking the App, whose Start holds its lock.
+	up atomic.Bool
 }
 
-// startOps serves the operators' endpoint on ln until stop; ui, when not
-// nil, under its path, and stop stops it.
-func startOps(ln net.Listener, cfg OpsConfig, a *App, m *metrics, ui *riverUI, logger *slog.Logger) *opsServer {
+// startOps serves the operators' endpoint on ln until stop, from the
+// moment the App's Start begins: /healthz answers at once (a liveness
+// probe must not kill a process waiting for migrations or another
+// process's migration lock), /readyz 503 until started.
+func startOps(ln net.Listener, cfg OpsConfig, a *App, m *metrics, logger *slog.Logger) *opsServer {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	ops := &opsServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln, mux: mux}
+	metricsHandler := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+		if !ops.up.Load() {
+			// Its collectors read the App, whose Start holds its lock.
+			http.Error(w, "memoryd is starting", http.StatusServiceUnavailable)
+			return
+		}
+		metricsHandler.ServeHTTP(w, r)
+	})
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		checks := a.Health(r.Context())
+		checks := map[string]string{"start": "in progress (connecting, migrating or waiting for another process's migrations)"}
+		if ops.up.Load() {
+			checks = a.Health(r.Context())
+		}
 		code := http.StatusOK
 		for _, v := range checks {
 			if v != "ok" {
@@ -358,10 +377,6 @@ func startOps(ln net.Listener, cfg OpsConfig, a *App, m *metrics, ui *riverUI, l
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	if ui != nil {
-		mux.Handle(ui.cfg.Path, ui)
-	}
-	ops := &opsServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln, ui: ui}
 	go func() {
 		if err := ops.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			logger.Error("http server", "error", err)
@@ -369,6 +384,16 @@ func startOps(ln net.Listener, cfg OpsConfig, a *App, m *metrics, ui *riverUI, l
 	}()
 	logger.Info("http listening", "addr", ln.Addr().String(), "pprof", cfg.Pprof)
 	return ops
+}
+
+// started marks the App's Start done: /readyz asks the App from now on,
+// and ui, when not nil, is served under its path.
+func (ops *opsServer) started(ui *riverUI) {
+	if ui != nil {
+		ops.ui = ui
+		ops.mux.Handle(ui.cfg.Path, ui) // ServeMux is safe beside serving
+	}
+	ops.up.Store(true)
 }
 
 // stop shuts the server down, then River's UI's background services.
