@@ -159,6 +159,25 @@ const (
 	closeDelay  = 3 * time.Second
 )
 
+// DefaultConnectTimeout bounds each new Postgres connection, TLS and start-up
+// included, when the URL sets no connect_timeout.
+const DefaultConnectTimeout = 10 * time.Second
+
+// parseURL parses a connection URL, with DefaultConnectTimeout when it sets
+// no connect_timeout: a server that accepts connections and never answers
+// (hung, or packets dropped past a proxy) held serve's start, and every new
+// connection, forever and silently.
+func parseURL(url string) (*pgxpool.Config, error) {
+	pcfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("store: parse url: %w", err)
+	}
+	if pcfg.ConnConfig.ConnectTimeout == 0 {
+		pcfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
+	return pcfg, nil
+}
+
 // Open connects to Postgres as cfg says, creating the database first when
 // cfg.CreateDatabase is set and it is missing. Close the returned store's pool
 // with Close.
@@ -173,9 +192,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	pcfg, err := pgxpool.ParseConfig(cfg.URL)
+	pcfg, err := parseURL(cfg.URL)
 	if err != nil {
-		return nil, fmt.Errorf("store: parse url: %w", err)
+		return nil, err
 	}
 	pcfg.MaxConns = cfg.MaxConns
 	pcfg.MinConns, pcfg.MinIdleConns = cfg.MinConns, cfg.MinConns
@@ -364,9 +383,9 @@ func (e *ConnectError) Unwrap() error { return e.Err }
 // to connect is returned as the *ConnectError Open would return.
 func DatabaseMissing(ctx context.Context, cfg Config) (bool, error) {
 	cfg = cfg.withDefaults()
-	pc, err := pgxpool.ParseConfig(cfg.URL) // takes the pool_ parameters out
+	pc, err := parseURL(cfg.URL) // takes the pool_ parameters out
 	if err != nil {
-		return false, fmt.Errorf("store: parse url: %w", err)
+		return false, err
 	}
 	cc := pc.ConnConfig
 	conn, err := pgx.ConnectConfig(ctx, cc)
