@@ -61,7 +61,9 @@ func commands() []command {
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGHUP too: a terminal hang-up, or a config tool's "reload", stops it
+	// cleanly rather than killing it mid-job (memoryd reloads nothing).
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	code := run(ctx, &cli{stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:])
 	stop()
 	os.Exit(code)
