@@ -162,15 +162,11 @@ func (c LLMConfig) validate() error {
 	case c.MaxTokens <= 0:
 		return errors.New("extractor: LLMConfig.MaxTokens must be positive")
 	}
-	u, err := url.Parse(c.BaseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return errors.New("extractor: LLMConfig.BaseURL must be an absolute http or https URL")
+	if err := CheckBaseURL(c.BaseURL); err != nil {
+		return fmt.Errorf("extractor: LLMConfig.BaseURL %w", err)
 	}
-	switch c.ResponseFormat {
-	case ResponseFormatJSONSchema, ResponseFormatJSONObject, ResponseFormatNone:
-	default:
-		return fmt.Errorf("extractor: LLMConfig.ResponseFormat must be %q, %q or %q",
-			ResponseFormatJSONSchema, ResponseFormatJSONObject, ResponseFormatNone)
+	if err := CheckResponseFormat(c.ResponseFormat); err != nil {
+		return fmt.Errorf("extractor: LLMConfig.ResponseFormat %w", err)
 	}
 	if c.Temperature != 0 {
 		// Fail at startup, not on every job, when go-openai would refuse
@@ -181,6 +177,25 @@ func (c LLMConfig) validate() error {
 		}
 	}
 	return nil
+}
+
+// CheckBaseURL says what is wrong with a model server's base URL (also an
+// embeddings server's), or nil: it must be an absolute http or https URL.
+func CheckBaseURL(base string) error {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("must be an absolute http or https URL, e.g. http://localhost:11434/v1")
+	}
+	return nil
+}
+
+// CheckResponseFormat says what is wrong with a response format, or nil.
+func CheckResponseFormat(f string) error {
+	switch f {
+	case ResponseFormatJSONSchema, ResponseFormatJSONObject, ResponseFormatNone:
+		return nil
+	}
+	return fmt.Errorf("must be %q, %q or %q", ResponseFormatJSONSchema, ResponseFormatJSONObject, ResponseFormatNone)
 }
 
 // LLM extracts memory with a model behind an OpenAI-compatible

@@ -870,3 +870,18 @@ func TestEnrichPoolCapSaid(t *testing.T) {
 		t.Errorf("the default under pool_max_conns=4: exit %d, stderr %q; want no warning", code, errOut)
 	}
 }
+
+// A configuration file naming one setting twice, in its two spellings
+// (nats-url and nats_url are the same key), is refused: which value won
+// depended on the order Go iterates a map (a walk saw nats_url win).
+func TestConfigFileRefusesOneKeyTwice(t *testing.T) {
+	t.Parallel()
+	path := t.TempDir() + "/memoryd.yaml"
+	if err := os.WriteFile(path, []byte("nats-url: nats://127.0.0.1:1\nnats_url: nats://127.0.0.1:2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := runArgs(context.Background(), "config", "print", "--config", path)
+	if code != 2 || !strings.Contains(errOut, "nats-url and nats_url are the same key") {
+		t.Errorf("config print with nats-url and nats_url: exit %d, stderr %q; want exit 2 naming both", code, errOut)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -403,11 +404,19 @@ func readConfigFile(path string, optional bool) (map[string]string, error) {
 		return nil, fmt.Errorf("config file %s: %w", path, err)
 	}
 	values := make(map[string]string, len(raw))
-	for k, v := range raw {
+	spelled := make(map[string]string, len(raw)) // key as a flag name: as written
+	for _, k := range slices.Sorted(maps.Keys(raw)) {
+		v := raw[k]
 		switch v.(type) {
 		case map[string]any, []any:
 			return nil, fmt.Errorf("config file %s: %s must be a single value", path, k)
 		}
+		name := strings.ReplaceAll(k, "_", "-")
+		if other, ok := spelled[name]; ok {
+			// Which one won depended on map order.
+			return nil, fmt.Errorf("config file %s: %s and %s are the same key: keep one", path, other, k)
+		}
+		spelled[name] = k
 		values[k] = fmt.Sprint(v)
 	}
 	return values, nil

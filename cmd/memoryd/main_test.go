@@ -343,6 +343,9 @@ func TestServeRefusesBadValuesBeforeConnecting(t *testing.T) {
 		{[]string{"--llm-base-url", "http://127.0.0.1:1/v1", "--llm-model", "m", "--llm-timeout", "5s", "--job-timeout", "10s"},
 			"--job-timeout 10s must be longer than one extractor call, 10s (two model requests of --llm-timeout)"},
 		{[]string{"--embed-base-url", "localhost:11434"}, "--embed-base-url must be an http or https URL"},
+		// Checked by the extractor only once connected, before (exit 1).
+		{[]string{"--llm-base-url", "ftp://127.0.0.1/v1", "--llm-model", "m"}, "must be an absolute http or https URL"},
+		{[]string{"--llm-base-url", "http://127.0.0.1:2/v1", "--llm-model", "m", "--llm-response-format", "xml"}, `--llm-response-format "xml" must be "json_schema", "json_object" or "none"`},
 		{[]string{"--role", "reader"}, `--role "reader" is not all, enrich or ingest`},
 		{[]string{"--http", "notanaddr"}, `--http "notanaddr" is not an address`},
 	} {

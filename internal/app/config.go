@@ -316,6 +316,19 @@ func (c Config) validate() error {
 	if c.LLM.BaseURL != "" && c.LLM.Model == "" {
 		return &ConfigError{Field: "LLM.Model", Reason: "is required with LLM.BaseURL"}
 	}
+	if c.LLM.BaseURL != "" {
+		// The extractor checks these too, but only once serve has connected
+		// to Postgres and NATS (exit 1, no source named); here config print
+		// and every command refuse them first, naming the flag (exit 2).
+		if err := extractor.CheckBaseURL(c.LLM.BaseURL); err != nil {
+			return &ConfigError{Field: "LLM.BaseURL", Value: fmt.Sprintf("%q", RedactURL(c.LLM.BaseURL)), Reason: err.Error()}
+		}
+		if c.LLM.ResponseFormat != "" {
+			if err := extractor.CheckResponseFormat(c.LLM.ResponseFormat); err != nil {
+				return &ConfigError{Field: "LLM.ResponseFormat", Value: fmt.Sprintf("%q", c.LLM.ResponseFormat), Reason: err.Error()}
+			}
+		}
+	}
 	if call := 2 * c.LLM.Timeout; c.LLM.BaseURL != "" && c.Worker.JobTimeout <= call {
 		// One extraction call is up to two model requests (the request and
 		// one correction): the worker refuses a job that cannot hold one,
