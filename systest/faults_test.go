@@ -886,8 +886,10 @@ func TestLLMFaultsAtTheWorker(t *testing.T) {
 	// used up its attempts. The probe's bound is generous for the same
 	// reason: it asks whether serve answers, not how fast.
 	httpc := &http.Client{Timeout: 30 * time.Second}
-	waitFor(t, "serve's /healthz", time.Minute, func() (bool, string) {
-		resp, err := httpc.Get("http://" + httpAddr + "/healthz")
+	// Ready, not only up: /healthz answers from the start of serve, before
+	// enrich is registered.
+	waitFor(t, "serve's /readyz", time.Minute, func() (bool, string) {
+		resp, err := httpc.Get("http://" + httpAddr + "/readyz")
 		if err != nil {
 			return false, err.Error()
 		}
