@@ -17,6 +17,9 @@ func TestParseURLBoundsConnecting(t *testing.T) {
 		{"postgres://u@127.0.0.1:5432/db?sslmode=disable", DefaultConnectTimeout},
 		{"postgres://u@127.0.0.1:5432/db?sslmode=disable&connect_timeout=3", 3 * time.Second},
 		{"host=127.0.0.1 user=u dbname=db", DefaultConnectTimeout},
+		// 0 is no bound, as in libpq: asked for, not overridden.
+		{"postgres://u@127.0.0.1:5432/db?sslmode=disable&connect_timeout=0", 0},
+		{"host=127.0.0.1 user=u dbname=db connect_timeout=0", 0},
 	} {
 		pc, err := parseURL(tc.url)
 		if err != nil {

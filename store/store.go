@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	neturl "net/url"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -172,10 +174,25 @@ func parseURL(url string) (*pgxpool.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: parse url: %w", err)
 	}
-	if pcfg.ConnConfig.ConnectTimeout == 0 {
+	if pcfg.ConnConfig.ConnectTimeout == 0 && !connectTimeoutSet(url) {
 		pcfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 	}
 	return pcfg, nil
+}
+
+// dsnConnectTimeout finds connect_timeout in a keyword/value connection
+// string.
+var dsnConnectTimeout = regexp.MustCompile(`(^|\s)connect_timeout\s*=`)
+
+// connectTimeoutSet reports whether the connection string sets
+// connect_timeout, 0 included: as in libpq, 0 is no bound, which the URL's
+// owner asked for. (PGCONNECT_TIMEOUT, which pgx reads, is honoured unless
+// it is 0: environment variables are cmd's.)
+func connectTimeoutSet(connString string) bool {
+	if u, err := neturl.Parse(connString); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		return u.Query().Has("connect_timeout")
+	}
+	return dsnConnectTimeout.MatchString(connString)
 }
 
 // Open connects to Postgres as cfg says, creating the database first when

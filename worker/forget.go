@@ -147,7 +147,7 @@ func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 	// the memory (megabytes of chunks and their terms).
 	sctx, release := pastDeadline(ctx)
 	defer release()
-	recorded := false
+	var recorded uint64 // the unfinished record's revision
 	if again == nil {
 		// Recorded unfinished first: a process stopped from here on (killed
 		// by its supervisor, or a failure below nobody retries) leaves it
@@ -155,12 +155,9 @@ func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 		// (finishForget). Not cancelled by a shutdown (bounded by
 		// recordTimeout): a stop that ends the rest is what it is for.
 		// Best effort: the forget goes on without it.
-		if err := putForget(context.WithoutCancel(ctx), js, stream, tomb, true); err != nil {
-			logger.Warn("forget: not recorded in NATS: a restore of a database backup from before it would bring the user's memory back unnoticed, "+
-				"and if this process stops before the forget is done, no restart finishes it",
+		if recorded, err = putForget(context.WithoutCancel(ctx), js, stream, tomb, true, 0); err != nil {
+			logger.Warn("forget: not recorded in NATS before the rest: if this process stops before the forget is done, no restart finishes it (tried again at the end)",
 				"bucket", ForgetsBucket(stream), "error", err)
-		} else {
-			recorded = true
 		}
 	}
 	dctx, cancel := context.WithTimeout(sctx, forgetDocsTimeout)
@@ -184,13 +181,24 @@ func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 	// with this forget's time, it would stand for a forget later than the
 	// user's memory written after the first one, and a backup taken in
 	// between (which knows the first forget) would lose that memory.
-	if !recorded {
-		// Applied again (its record stays as it is), or the bucket did not
-		// answer before (a credential without its permission gets no
-		// answer: asking again would only make the reply wait).
+	if again != nil {
 		return r, nil
 	}
-	if err := recordForget(sctx, js, stream, tomb); err != nil {
+	if recorded == 0 {
+		// The bucket did not answer before: once more, now that the
+		// streams did (a blip at the commit must not lose the record a
+		// restore needs; a credential without the bucket's permission
+		// waits recordTimeout twice).
+		if err := recordForget(sctx, js, stream, tomb); err != nil {
+			logger.Warn("forget: done, but not recorded in NATS: a restore of a database backup from before it would bring the user's memory back unnoticed",
+				"bucket", ForgetsBucket(stream), "error", err)
+		}
+		return r, nil
+	}
+	// Only over its own unfinished record: a later forget of the user
+	// recorded meanwhile (a retry of the request, while this one's stream
+	// side ran) stays, unfinished as it may be.
+	if _, err := putForget(sctx, js, stream, tomb, false, recorded); err != nil {
 		logger.Warn("forget: done, but still recorded in NATS as unfinished: the next start reads the streams for it again",
 			"bucket", ForgetsBucket(stream), "error", err)
 	}

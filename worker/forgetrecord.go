@@ -63,11 +63,16 @@ const recordTimeout = 2 * time.Second
 // missing (an existing one keeps its operator's settings: replicas,
 // placement).
 func recordForget(ctx context.Context, js jetstream.JetStream, stream string, tomb store.Tombstone) error {
-	return putForget(ctx, js, stream, tomb, false)
+	_, err := putForget(ctx, js, stream, tomb, false, 0)
+	return err
 }
 
-// putForget writes tomb's forget to the bucket, marked unfinished or not.
-func putForget(ctx context.Context, js jetstream.JetStream, stream string, tomb store.Tombstone, unfinished bool) error {
+// putForget writes tomb's forget to the bucket, marked unfinished or not,
+// and returns the entry's revision. With over not 0, it writes only over
+// that revision (the forget's own unfinished record): a record written
+// since (a later forget of the user, recorded unfinished while this one's
+// stream side ran) is left as it is, not replaced by this older one.
+func putForget(ctx context.Context, js jetstream.JetStream, stream string, tomb store.Tombstone, unfinished bool, over uint64) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
 	defer cancel()
 	kv, err := js.KeyValue(ctx, ForgetsBucket(stream))
@@ -83,17 +88,26 @@ func putForget(ctx context.Context, js jetstream.JetStream, stream string, tomb 
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("forgets bucket: %w", err)
+		return 0, fmt.Errorf("forgets bucket: %w", err)
 	}
 	data, err := json.Marshal(forgetRecord{Token: tomb.UserToken, ForgottenAt: tomb.ForgottenAt, Seq: tomb.Through.Seq,
 		Stored: tomb.Through.Stored, SeqAlone: tomb.SeqAlone, Unfinished: unfinished})
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if _, err := kv.Put(ctx, forgetKey(tomb.UserToken), data); err != nil {
-		return fmt.Errorf("forgets bucket: put: %w", err)
+	var rev uint64
+	if over != 0 {
+		rev, err = kv.Update(ctx, forgetKey(tomb.UserToken), data, over)
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return 0, nil // recorded since: a later forget, or this one marked finished by a start
+		}
+	} else {
+		rev, err = kv.Put(ctx, forgetKey(tomb.UserToken), data)
 	}
-	return nil
+	if err != nil {
+		return 0, fmt.Errorf("forgets bucket: put: %w", err)
+	}
+	return rev, nil
 }
 
 // readForgets returns every forget the bucket records (none when it does
@@ -185,10 +199,15 @@ func reapplyForgets(ctx context.Context, js jetstream.JetStream, st *store.Store
 	missing := map[string]forgetRecord{}
 	var plain []string
 	hashed := false
+	// The forgets cut short are finished last: the forgets a restored
+	// database does not know bring memory back, and come first within
+	// reapplyTimeout.
+	var unfinished []cutShort
+	defer func() { finishForgets(ctx, js, stream, deadLetters, prefix, unfinished, logger) }()
 	for _, r := range recs {
 		if t, ok := known[r.Token]; ok && !t.ForgottenAt.Before(r.ForgottenAt) {
 			if r.Unfinished {
-				finishForget(ctx, js, stream, deadLetters, prefix, r, t, logger)
+				unfinished = append(unfinished, cutShort{r, t})
 			}
 			continue
 		}
@@ -208,6 +227,19 @@ func reapplyForgets(ctx context.Context, js jetstream.JetStream, st *store.Store
 		return 0
 	}
 	applied := 0
+	held := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		held[events.UserToken(id)] = true
+	}
+	for token, r := range missing {
+		if !held[token] && r.Unfinished {
+			// Nothing of the user here (a database restored from before
+			// the user's first turn, or a new one to replay the stream
+			// into): the events the forget covered are still in the
+			// streams, and a replay would bring the memory back.
+			unfinished = append(unfinished, cutShort{r, recordTombstone(r)})
+		}
+	}
 	for _, id := range ids {
 		r, ok := missing[events.UserToken(id)]
 		if !ok {
@@ -230,6 +262,13 @@ func reapplyForgets(ctx context.Context, js jetstream.JetStream, st *store.Store
 			continue
 		}
 		applied++
+		if r.Unfinished {
+			// Its streams are purged now: not again at the next start.
+			if err := markFinished(ctx, js, stream, r); err != nil {
+				logger.Warn("applied a forget again, but could not mark it finished: the next start reads the streams for it again",
+					"user_token", r.Token, "error", err)
+			}
+		}
 		logger.Warn("applied a forget again: the database did not know it (restored from a backup taken before it)",
 			"user_token", r.Token, "forgotten_at", r.ForgottenAt, "facts", res.Facts, "context", res.Context, "turns", res.Turns,
 			"documents", res.Documents)
@@ -243,8 +282,9 @@ func reapplyForgets(ctx context.Context, js jetstream.JetStream, st *store.Store
 // turn and dead-letter streams, and no restart looked at them), with the
 // database's tombstone tomb, which covers at least as much, and marks the
 // record finished unless it changed meanwhile. Documents are not deleted
-// here: which of a user's collections predate the forget is not told; the
-// log says to run the forget again when the user holds some.
+// here: which of a user's collections predate the forget is not told (the
+// docs say to send the forget again when it got no answer or its error
+// named documents).
 func finishForget(ctx context.Context, js jetstream.JetStream, stream, deadLetters, prefix string, r forgetRecord,
 	tomb store.Tombstone, logger *slog.Logger) {
 	fail := func(err error) {
@@ -271,19 +311,56 @@ func finishForget(ctx context.Context, js jetstream.JetStream, stream, deadLette
 		fail(err)
 		return
 	}
-	r.Unfinished = false
-	data, err := json.Marshal(r)
-	if err == nil {
-		var kv jetstream.KeyValue
-		if kv, err = js.KeyValue(ctx, ForgetsBucket(stream)); err == nil {
-			// Not over a forget recorded meanwhile.
-			_, err = kv.Update(ctx, forgetKey(r.Token), data, r.revision)
-		}
-	}
-	if err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+	if err := markFinished(ctx, js, stream, r); err != nil {
 		logger.Warn("finished a forget cut short, but could not mark it finished: the next start reads the streams for it again",
 			"user_token", r.Token, "error", err)
 	}
 	logger.Warn("finished a forget cut short: its memory was deleted, its events were still in the streams",
 		"user_token", r.Token, "forgotten_at", r.ForgottenAt, "stream_events", n+moved, "dead_letters", dead)
+}
+
+// cutShort is a forget the bucket records as unfinished, and the
+// tombstone its stream side is finished with.
+type cutShort struct {
+	r    forgetRecord
+	tomb store.Tombstone
+}
+
+// finishForgets finishes the forgets cut short, until ctx ends: then the
+// next start finishes the rest.
+func finishForgets(ctx context.Context, js jetstream.JetStream, stream, deadLetters, prefix string, list []cutShort, logger *slog.Logger) {
+	for i, c := range list {
+		if ctx.Err() != nil {
+			logger.Warn("forgets cut short not finished at this start: the next start finishes them",
+				"forgets", len(list)-i, "error", ctx.Err())
+			return
+		}
+		finishForget(ctx, js, stream, deadLetters, prefix, c.r, c.tomb, logger)
+	}
+}
+
+// recordTombstone is the tombstone a record stands for: what its forget
+// covered.
+func recordTombstone(r forgetRecord) store.Tombstone {
+	return store.Tombstone{UserToken: r.Token, Through: store.StreamPosition{Seq: r.Seq, Stored: r.Stored},
+		SeqAlone: r.SeqAlone, ForgottenAt: r.ForgottenAt}
+}
+
+// markFinished rewrites r's record finished, unless the record changed
+// since it was read (a forget of the user recorded meanwhile, or another
+// process finished it).
+func markFinished(ctx context.Context, js jetstream.JetStream, stream string, r forgetRecord) error {
+	r.Unfinished = false
+	data, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	kv, err := js.KeyValue(ctx, ForgetsBucket(stream))
+	if err != nil {
+		return err
+	}
+	if _, err := kv.Update(ctx, forgetKey(r.Token), data, r.revision); err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return err
+	}
+	return nil
 }

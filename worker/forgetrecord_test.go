@@ -242,3 +242,46 @@ func TestForgetCutShortIsFinishedAtStart(t *testing.T) {
 		t.Errorf("bob after the start: %+v", st)
 	}
 }
+
+// A forget cut short, and then a database that does not know it and holds
+// nothing of the user (restored from before the user's first turn, or a
+// new one that a replay of the stream is to fill): the events the forget
+// covered are purged at start all the same. Before, only a forget the
+// database knew was finished, and the replay that follows such a start
+// brought the forgotten user's memory back from the events left.
+func TestForgetCutShortIsFinishedForADatabaseThatDoesNotKnowIt(t *testing.T) {
+	e := setup(t)
+	stop := e.start(extractor.NewRules(), nil)
+	for _, u := range []string{"alice", "bob"} {
+		e.publish(events.Turn{ID: u + "-1", UserID: u, UserMessage: "I live in Paris."})
+		e.publish(events.Turn{ID: u + "-2", UserID: u, UserMessage: "My dog is called Rex."})
+	}
+	e.waitDone(4)
+	stop()
+	stopped, cancel := context.WithCancel(e.ctx)
+	cancel()
+	_, err := worker.Forget(worker.WithStop(e.ctx, stopped), e.js, e.store, e.prefix, e.stream, "alice")
+	var inc *worker.IncompleteError
+	if !errors.As(err, &inc) {
+		t.Fatalf("forget with its process stopping: %v; want an *IncompleteError", err)
+	}
+	if !e.forgetRecord("alice").Unfinished {
+		t.Fatal("the cut forget is not recorded as unfinished")
+	}
+	// The database does not know the forget: as one restored from before
+	// alice's first turn.
+	if _, err := e.store.Pool().Exec(e.ctx, `DELETE FROM tombstones`); err != nil {
+		t.Fatal(err)
+	}
+	var logs lockedBuffer
+	e.start(extractor.NewRules(), func(c *worker.Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	if n := e.subjectMsgs(e.stream, e.prefix+".turns.alice"); n != 0 {
+		t.Errorf("alice's events after a start: %d; want none (a replay would bring her memory back)", n)
+	}
+	if n := e.subjectMsgs(e.stream, e.prefix+".turns.bob"); n != 2 {
+		t.Errorf("bob's events after a start: %d; want his 2", n)
+	}
+	if e.forgetRecord("alice").Unfinished {
+		t.Error("the finished forget is still recorded as unfinished")
+	}
+}

@@ -885,3 +885,17 @@ func TestConfigFileRefusesOneKeyTwice(t *testing.T) {
 		t.Errorf("config print with nats-url and nats_url: exit %d, stderr %q; want exit 2 naming both", code, errOut)
 	}
 }
+
+// A key written without a value ("llm-base-url:", "key: ~") is not set: it
+// was the text "<nil>", a base URL refused as such.
+func TestConfigFileKeyWithoutValueIsUnset(t *testing.T) {
+	t.Parallel()
+	path := t.TempDir() + "/memoryd.yaml"
+	if err := os.WriteFile(path, []byte("llm-base-url:\nllm-model: ~\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runArgs(context.Background(), "config", "print", "--config", path)
+	if code != 0 || strings.Contains(out, "<nil>") {
+		t.Errorf("config print with empty keys: exit %d, stderr %q, stdout %q; want them unset", code, errOut, out)
+	}
+}

@@ -407,6 +407,10 @@ func readConfigFile(path string, optional bool) (map[string]string, error) {
 	spelled := make(map[string]string, len(raw)) // key as a flag name: as written
 	for _, k := range slices.Sorted(maps.Keys(raw)) {
 		v := raw[k]
+		if v == nil {
+			// "key:" or "key: ~": not set (fmt.Sprint made it "<nil>").
+			continue
+		}
 		switch v.(type) {
 		case map[string]any, []any:
 			return nil, fmt.Errorf("config file %s: %s must be a single value", path, k)

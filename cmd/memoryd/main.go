@@ -61,12 +61,24 @@ func commands() []command {
 }
 
 func main() {
-	// SIGHUP too: a terminal hang-up, or a config tool's "reload", stops it
-	// cleanly rather than killing it mid-job (memoryd reloads nothing).
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals(signal.Ignored)...)
 	code := run(ctx, &cli{stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:])
 	stop()
 	os.Exit(code)
+}
+
+// stopSignals are the signals that stop memoryd cleanly: SIGINT, SIGTERM
+// and SIGHUP (a terminal hang-up, or a config tool's "reload", stops it
+// cleanly rather than killing it mid-job: memoryd reloads nothing), except
+// SIGHUP when it was ignored when memoryd started (nohup, a supervisor
+// that ignores it): asking for it would undo that, and a nohup'd serve
+// would stop when its terminal closed.
+func stopSignals(ignored func(os.Signal) bool) []os.Signal {
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	return sigs
 }
 
 func run(ctx context.Context, a *cli, args []string) int {

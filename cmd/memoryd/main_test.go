@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -462,5 +464,19 @@ func TestServeStoppedWhileStarting(t *testing.T) {
 		[]string{"serve", "--nats-url", eventstest.URL(), "--database-url", dbURL, "--log-format", "json"})
 	if code != 0 || strings.Contains(errOut.String(), "not reachable") || !strings.Contains(errOut.String(), "stopped before it was ready") {
 		t.Fatalf("exit %d, stderr %q; want exit 0 and 'stopped before it was ready'", code, errOut.String())
+	}
+}
+
+// SIGHUP stops memoryd, unless it was started with SIGHUP ignored (nohup):
+// signal.Notify for an ignored SIGHUP installs a handler, so that a nohup'd
+// serve stopped when its terminal closed (before SIGHUP was handled, it
+// ran on, as nohup is for).
+func TestStopSignalsLeaveAnIgnoredSIGHUPIgnored(t *testing.T) {
+	has := func(sigs []os.Signal, s os.Signal) bool { return slices.Contains(sigs, s) }
+	if sigs := stopSignals(func(os.Signal) bool { return false }); !has(sigs, syscall.SIGHUP) || !has(sigs, syscall.SIGTERM) || !has(sigs, os.Interrupt) {
+		t.Errorf("stop signals: %v; want SIGINT, SIGTERM and SIGHUP", sigs)
+	}
+	if sigs := stopSignals(func(s os.Signal) bool { return s == syscall.SIGHUP }); has(sigs, syscall.SIGHUP) || !has(sigs, syscall.SIGTERM) {
+		t.Errorf("stop signals with SIGHUP ignored (nohup): %v; want SIGINT and SIGTERM only", sigs)
 	}
 }
