@@ -202,21 +202,7 @@ func (e *env) forgetRecord(token string) recordJSON {
 // the stream, and only the user's (a walk: a serve killed during a forget
 // left 16,521 of a user's events in the stream, and no restart looked).
 func TestForgetCutShortIsFinishedAtStart(t *testing.T) {
-	e := setup(t)
-	stop := e.start(extractor.NewRules(), nil)
-	for _, u := range []string{"alice", "bob"} {
-		e.publish(events.Turn{ID: u + "-1", UserID: u, UserMessage: "I live in Paris."})
-		e.publish(events.Turn{ID: u + "-2", UserID: u, UserMessage: "My dog is called Rex."})
-	}
-	e.waitDone(4)
-	stop()
-	stopped, cancel := context.WithCancel(e.ctx)
-	cancel()
-	_, err := worker.Forget(worker.WithStop(e.ctx, stopped), e.js, e.store, e.prefix, e.stream, "alice")
-	var inc *worker.IncompleteError
-	if !errors.As(err, &inc) {
-		t.Fatalf("forget with its process stopping: %v; want an *IncompleteError", err)
-	}
+	e := forgetCutShort(t)
 	if n := e.subjectMsgs(e.stream, e.prefix+".turns.alice"); n != 2 {
 		t.Fatalf("alice's events after the cut forget: %d; want her 2 still there (else this test shows nothing)", n)
 	}
@@ -229,12 +215,7 @@ func TestForgetCutShortIsFinishedAtStart(t *testing.T) {
 	if n := e.subjectMsgs(e.stream, e.prefix+".turns.alice"); n != 0 {
 		t.Errorf("alice's events after a start: %d; want none", n)
 	}
-	if n := e.subjectMsgs(e.stream, e.prefix+".turns.bob"); n != 2 {
-		t.Errorf("bob's events after a start: %d; want his 2", n)
-	}
-	if e.forgetRecord("alice").Unfinished {
-		t.Error("the finished forget is still recorded as unfinished")
-	}
+	e.checkOnlyAlicePurged()
 	if !strings.Contains(logs.String(), "finished a forget cut short") {
 		t.Errorf("log:\n%s", logs.String())
 	}
@@ -250,6 +231,27 @@ func TestForgetCutShortIsFinishedAtStart(t *testing.T) {
 // database knew was finished, and the replay that follows such a start
 // brought the forgotten user's memory back from the events left.
 func TestForgetCutShortIsFinishedForADatabaseThatDoesNotKnowIt(t *testing.T) {
+	e := forgetCutShort(t)
+	if !e.forgetRecord("alice").Unfinished {
+		t.Fatal("the cut forget is not recorded as unfinished")
+	}
+	// The database does not know the forget: as one restored from before
+	// alice's first turn.
+	if _, err := e.store.Pool().Exec(e.ctx, `DELETE FROM tombstones`); err != nil {
+		t.Fatal(err)
+	}
+	var logs lockedBuffer
+	e.start(extractor.NewRules(), func(c *worker.Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	if n := e.subjectMsgs(e.stream, e.prefix+".turns.alice"); n != 0 {
+		t.Errorf("alice's events after a start: %d; want none (a replay would bring her memory back)", n)
+	}
+	e.checkOnlyAlicePurged()
+}
+
+// forgetCutShort publishes two turns each of alice and bob, and forgets
+// alice with her process stopping (its stop already ended): the memory's
+// transaction commits, the rest does not run.
+func forgetCutShort(t *testing.T) *env {
 	e := setup(t)
 	stop := e.start(extractor.NewRules(), nil)
 	for _, u := range []string{"alice", "bob"} {
@@ -265,23 +267,17 @@ func TestForgetCutShortIsFinishedForADatabaseThatDoesNotKnowIt(t *testing.T) {
 	if !errors.As(err, &inc) {
 		t.Fatalf("forget with its process stopping: %v; want an *IncompleteError", err)
 	}
-	if !e.forgetRecord("alice").Unfinished {
-		t.Fatal("the cut forget is not recorded as unfinished")
-	}
-	// The database does not know the forget: as one restored from before
-	// alice's first turn.
-	if _, err := e.store.Pool().Exec(e.ctx, `DELETE FROM tombstones`); err != nil {
-		t.Fatal(err)
-	}
-	var logs lockedBuffer
-	e.start(extractor.NewRules(), func(c *worker.Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
-	if n := e.subjectMsgs(e.stream, e.prefix+".turns.alice"); n != 0 {
-		t.Errorf("alice's events after a start: %d; want none (a replay would bring her memory back)", n)
-	}
+	return e
+}
+
+// checkOnlyAlicePurged checks, after a start finished alice's forget, that
+// bob's events stayed and alice's record is marked finished.
+func (e *env) checkOnlyAlicePurged() {
+	e.t.Helper()
 	if n := e.subjectMsgs(e.stream, e.prefix+".turns.bob"); n != 2 {
-		t.Errorf("bob's events after a start: %d; want his 2", n)
+		e.t.Errorf("bob's events after a start: %d; want his 2", n)
 	}
 	if e.forgetRecord("alice").Unfinished {
-		t.Error("the finished forget is still recorded as unfinished")
+		e.t.Error("the finished forget is still recorded as unfinished")
 	}
 }
