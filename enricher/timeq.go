@@ -153,7 +153,7 @@ func ParseTime(message string, at time.Time) (TimeExpr, bool) {
 			return TimeExpr{}, false
 		}
 		e, n = q, qn
-		if w, _ := turnedBy(toks, i); w == "" && n == 2 && wordsAre(toks[i:], "this", "weekend") && e.Since.After(at) && pastClause(toks, i, n) && !planned(toks, i, n) {
+		if w, _ := turnedBy(toks, i); w == "" && n == 2 && wordsAre(toks[i:], "this", "weekend") && e.Since.After(at) && toldAsPast(toks, i, n) {
 			// "what did we do this weekend?" asked on a Monday: the one
 			// just past, not the one to come.
 			e.Since, e.Until = e.Since.AddDate(0, 0, -7), e.Until.AddDate(0, 0, -7)
@@ -244,13 +244,17 @@ var plannedWords = map[string]bool{"would": true, "could": true, "should": true,
 	"supposed": true, "scheduled": true, "thinking": true, "hoping": true, "hope": true, "for": true,
 	"about": true, "later": true, "upcoming": true, "next": true, "tomorrow": true}
 
-// planned reports whether one of plannedWords comes between the last word
-// of the past before toks[i] in its clause and toks[i].
-func planned(toks []timeTok, i, n int) bool {
+// toldAsPast reports whether a word of the past comes before toks[i:i+n]
+// in its clause, with none of plannedWords between them (which would make
+// the time a plan told of in the past).
+func toldAsPast(toks []timeTok, i, n int) bool {
 	cl, at := clause(toks, i, n)
-	for j := at - 1; j >= 0 && !pastWords[cl[j].word]; j-- {
-		if plannedWords[cl[j].word] {
+	for j := at - 1; j >= 0; j-- {
+		switch w := cl[j].word; {
+		case pastWords[w]:
 			return true
+		case plannedWords[w]:
+			return false
 		}
 	}
 	return false
@@ -284,7 +288,7 @@ func bareWeekday(message string, toks []timeTok, i, n int, at time.Time, anyLowe
 			}
 		}
 	}
-	return pastClause(toks, i, n) && !planned(toks, i, n)
+	return toldAsPast(toks, i, n)
 }
 
 // dateFollows reports whether the weekday expression toks[i:i+n] ("on
@@ -301,13 +305,6 @@ func dateFollows(message string, toks []timeTok, i, n int, at time.Time, anyLowe
 	}
 	_, m, ok := exprAt(message, toks, j, at, anyLower)
 	return ok && (hasMonth(toks[j:j+m]) || strings.ContainsAny(message[toks[j].start:toks[j+m-1].end], "-/"))
-}
-
-// pastClause reports whether a word of the past comes before toks[i:i+n]
-// in its clause.
-func pastClause(toks []timeTok, i, n int) bool {
-	cl, at := clause(toks, i, n)
-	return slices.ContainsFunc(cl[:at], func(t timeTok) bool { return pastWords[t.word] })
 }
 
 // qualified is the expression toks[i:i+n] (e), a day or month named
@@ -359,7 +356,6 @@ func qualified(message string, toks []timeTok, i, n int, e TimeExpr, at time.Tim
 		d0 := day(e.Since, 0)
 		target := day(q.Since, (int(d0.Weekday())+6)%7)
 		return shift(0, int(math.Round(target.Sub(d0).Hours()/24)))
-	case isWeek && !christmas && !hasMonth(expr):
 	case isWeek:
 		// A date or Christmas says the day; the week around it is loose
 		// talk ("what did I get on Christmas last week?" asked on January
@@ -1309,25 +1305,29 @@ func clockAgo(at time.Time, unit time.Duration, lo, hi int) (time.Time, time.Tim
 }
 
 func matchUnitsAgo(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) {
-	if wordsAre(toks, "several") {
-		// "several days ago": as "a few days ago".
-		if n, since, until, ok := matchUnitsAgo(append([]timeTok{{word: "a"}, {word: "few"}}, toks[1:min(len(toks), 4)]...), at); ok {
-			return n - 1, since, until, true
-		}
-		return 0, time.Time{}, time.Time{}, false
+	// "a few days ago", "several days ago": few is the unit's index.
+	few := 0
+	switch {
+	case wordsAre(toks, "a", "few"):
+		few = 2
+	case wordsAre(toks, "several"):
+		few = 1
 	}
-	if wordsAre(toks, "a", "few") && len(toks) >= 4 && toks[3].word == "ago" {
-		if unit, ok := clockUnits[toks[2].word]; ok && strings.HasSuffix(toks[2].word, "s") {
+	if few > 0 {
+		if len(toks) < few+2 || toks[few+1].word != "ago" || !strings.HasSuffix(toks[few].word, "s") {
+			return 0, time.Time{}, time.Time{}, false
+		}
+		if unit, ok := clockUnits[toks[few].word]; ok {
 			// "a few hours ago": 2 to 7 of them, as a few days.
 			since, until := clockAgo(at, unit, 2, fewUnits[unitDay])
-			return 4, since, until, true
+			return few + 2, since, until, true
 		}
-		u, ok := units[toks[2].word]
-		if !ok || !strings.HasSuffix(toks[2].word, "s") {
+		u, ok := units[toks[few].word]
+		if !ok {
 			return 0, time.Time{}, time.Time{}, false
 		}
 		start := unitStart(at, u)
-		return 4, addUnits(start, u, -fewUnits[u]), addUnits(start, u, -1), true
+		return few + 2, addUnits(start, u, -fewUnits[u]), addUnits(start, u, -1), true
 	}
 	n, used, ok := count(toks)
 	if !ok || len(toks) < used+2 || toks[used+1].word != "ago" {
@@ -1620,21 +1620,17 @@ func matchPartOfMonth(toks []timeTok, at time.Time) (int, time.Time, time.Time, 
 }
 
 func matchWeekday(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool) {
-	if len(toks) == 0 {
+	// "on Monday", "last Monday", or "Monday" alone ("what did I say
+	// Monday?": as "on Monday", where ParseTime takes it for one,
+	// bareWeekday): i is the weekday's index.
+	i := 0
+	if len(toks) > 1 && (toks[0].word == "on" || toks[0].word == "last") {
+		i = 1
+	}
+	if i >= len(toks) {
 		return 0, time.Time{}, time.Time{}, false
 	}
-	if _, bare := weekdays[toks[0].word]; bare {
-		// "what did I say Monday?": as "on Monday", where ParseTime
-		// takes it for one (bareWeekday).
-		on := make([]timeTok, 0, 3)
-		on = append(append(on, timeTok{word: "on"}), toks[:min(len(toks), 2)]...)
-		n, since, until, ok := matchWeekday(on, at)
-		return n - 1, since, until, ok
-	}
-	if len(toks) < 2 || (toks[0].word != "on" && toks[0].word != "last") {
-		return 0, time.Time{}, time.Time{}, false
-	}
-	wd, ok := weekdays[toks[1].word]
+	wd, ok := weekdays[toks[i].word]
 	if !ok {
 		return 0, time.Time{}, time.Time{}, false
 	}
@@ -1642,9 +1638,9 @@ func matchWeekday(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool
 	if back == 0 && toks[0].word == "last" {
 		back = 7
 	}
-	if len(toks) > 2 {
-		night := toks[2].word == "night"
-		from, to, ok := partOfDay(toks[2].word)
+	if len(toks) > i+1 {
+		night := toks[i+1].word == "night"
+		from, to, ok := partOfDay(toks[i+1].word)
 		if night {
 			from, ok = 18*time.Hour, true
 		}
@@ -1656,13 +1652,13 @@ func matchWeekday(toks []timeTok, at time.Time) (int, time.Time, time.Time, bool
 			}
 			d := day(at, -back)
 			if night {
-				return 3, d.Add(from), day(d, 1).Add(6 * time.Hour), true
+				return i + 2, d.Add(from), day(d, 1).Add(6 * time.Hour), true
 			}
-			return 3, d.Add(from), d.Add(to), true
+			return i + 2, d.Add(from), d.Add(to), true
 		}
 	}
 	d := day(at, -back)
-	return 2, d, day(d, 1), true
+	return i + 1, d, day(d, 1), true
 }
 
 // matchISODate reads "[on] 2026-11-18" and "2026/11/18": year, month and
