@@ -350,17 +350,6 @@ func recordTombstone(r forgetRecord) store.Tombstone {
 // since it was read (a forget of the user recorded meanwhile, or another
 // process finished it).
 func markFinished(ctx context.Context, js jetstream.JetStream, stream string, r forgetRecord) error {
-	r.Unfinished = false
-	data, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	kv, err := js.KeyValue(ctx, ForgetsBucket(stream))
-	if err != nil {
-		return err
-	}
-	if _, err := kv.Update(ctx, forgetKey(r.Token), data, r.revision); err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		return err
-	}
-	return nil
+	_, err := putForget(ctx, js, stream, recordTombstone(r), false, r.revision)
+	return err
 }
