@@ -876,11 +876,7 @@ func TestEnrichPoolCapSaid(t *testing.T) {
 // depended on the order Go iterates a map (a walk saw nats_url win).
 func TestConfigFileRefusesOneKeyTwice(t *testing.T) {
 	t.Parallel()
-	path := t.TempDir() + "/memoryd.yaml"
-	if err := os.WriteFile(path, []byte("nats-url: nats://127.0.0.1:1\nnats_url: nats://127.0.0.1:2\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	_, errOut, code := runArgs(context.Background(), "config", "print", "--config", path)
+	_, errOut, code := configPrintOf(t, "nats-url: nats://127.0.0.1:1\nnats_url: nats://127.0.0.1:2\n")
 	if code != 2 || !strings.Contains(errOut, "nats-url and nats_url are the same key") {
 		t.Errorf("config print with nats-url and nats_url: exit %d, stderr %q; want exit 2 naming both", code, errOut)
 	}
@@ -890,12 +886,18 @@ func TestConfigFileRefusesOneKeyTwice(t *testing.T) {
 // was the text "<nil>", a base URL refused as such.
 func TestConfigFileKeyWithoutValueIsUnset(t *testing.T) {
 	t.Parallel()
-	path := t.TempDir() + "/memoryd.yaml"
-	if err := os.WriteFile(path, []byte("llm-base-url:\nllm-model: ~\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out, errOut, code := runArgs(context.Background(), "config", "print", "--config", path)
+	out, errOut, code := configPrintOf(t, "llm-base-url:\nllm-model: ~\n")
 	if code != 0 || strings.Contains(out, "<nil>") {
 		t.Errorf("config print with empty keys: exit %d, stderr %q, stdout %q; want them unset", code, errOut, out)
 	}
+}
+
+// configPrintOf runs config print on a configuration file holding yaml.
+func configPrintOf(t *testing.T, yaml string) (stdout, stderr string, code int) {
+	t.Helper()
+	path := t.TempDir() + "/memoryd.yaml"
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return runArgs(context.Background(), "config", "print", "--config", path)
 }
