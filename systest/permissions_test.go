@@ -471,6 +471,13 @@ func permCheck(t *testing.T, memorydBlock, frontendBlock string) {
 	}
 	permCheckDocs(t, ctx, st, alice, bob, marker)
 	permCheckCLI(t, url, aliceInbox, bobInbox)
+	// The two turns the commands published (one whose acknowledgement was
+	// refused) are processed before permCheckReplySubjects listens for
+	// changes of alice that are not hers.
+	permWait(t, "the turns the commands published to be processed", func() bool {
+		s, err := st.Stats(ctx, "alice")
+		return err == nil && s.TurnsProcessed == 3
+	})
 	permCheckReplySubjects(t, ctx, md, alice, bob)
 	if v := mdErrs.all(); len(v) > 0 {
 		t.Errorf("memoryd's documented permissions refused some of its work: %q", v)

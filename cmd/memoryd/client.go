@@ -100,24 +100,19 @@ func (o *clientOptions) client(ctx context.Context, a *cli) (c *events.Client, r
 		return nil, nil, nil, err
 	}
 	o.nc = nc
-	reqCtx, cancel := context.WithTimeout(ctx, o.timeout)
-	if o.perRequest {
-		// --timeout bounds each request, which the client applies.
-		reqCtx, cancel = context.WithCancel(ctx)
+	// A permissions violation ends the request at once; callError says
+	// what was refused.
+	reqCtx, cancelRefused := endOnRefusal(ctx, nc)
+	cancel := context.CancelFunc(func() {})
+	if !o.perRequest {
+		// Otherwise --timeout bounds each request, which the client applies.
+		reqCtx, cancel = context.WithTimeout(reqCtx, o.timeout)
 	}
-	// The server refuses a request (or its reply's inbox) at once, but the
-	// request would wait out --timeout: a permissions violation ends it
-	// now, and callError says what was refused.
-	nc.SetErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-		if errors.Is(err, nats.ErrPermissionViolation) {
-			cancel()
-		}
-	})
 	c = events.NewClient(nc, o.conn.prefix)
 	if o.perRequest {
 		c = c.WithRequestTimeout(o.timeout)
 	}
-	return c, reqCtx, func() { cancel(); nc.Close() }, nil
+	return c, reqCtx, func() { cancel(); cancelRefused(); nc.Close() }, nil
 }
 
 // callError rewrites the errors of a request to the service into one

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -112,21 +113,41 @@ func isTerminal(f *os.File) bool {
 }
 
 // jetStream connects a command that uses JetStream alone (publish,
-// deadletters), checking the options first; close closes the connection.
-func (o *connOptions) jetStream(a *cli, name string) (js jetstream.JetStream, close func(), err error) {
+// deadletters), checking the options first; the context it returns ends
+// with ctx or at the server's first refusal (endOnRefusal); close closes
+// the connection.
+func (o *connOptions) jetStream(ctx context.Context, a *cli, name string) (js jetstream.JetStream, jsCtx context.Context, close func(), err error) {
 	logger, err := o.logger(a)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	nc, err := o.connectNATS(name, logger)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if js, err = jetstream.New(nc); err != nil {
 		nc.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return js, nc.Close, nil
+	jsCtx, cancel := endOnRefusal(ctx, nc)
+	return js, jsCtx, func() { cancel(); nc.Close() }, nil
+}
+
+// endOnRefusal returns a context that ends with ctx or when the NATS
+// server refuses nc something (a permissions violation). The server drops
+// a refused request, or the subscription to its reply's inbox, without an
+// answer: the command would wait out its timeout (--timeout, or 5 s for a
+// JetStream API request) and then read as a memoryd or stream that does
+// not answer. refusedByServer says what was refused. It replaces nc's
+// error handler.
+func endOnRefusal(ctx context.Context, nc *nats.Conn) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	nc.SetErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if errors.Is(err, nats.ErrPermissionViolation) {
+			cancel()
+		}
+	})
+	return ctx, cancel
 }
 
 // connectNATS connects a command that needs only NATS.

@@ -35,7 +35,7 @@ sent with "memory": false, "opted_out": true and only its ids and sizes).`)
 	if limit < 1 {
 		return f.usageErr("--limit %d is not a positive number", limit)
 	}
-	js, closeNATS, err := o.jetStream(a, "memoryd-deadletters")
+	js, ctx, closeNATS, err := o.jetStream(ctx, a, "memoryd-deadletters")
 	if err != nil {
 		return err
 	}

@@ -84,7 +84,7 @@ again (a re-publish of the same event id is a duplicate).`)
 		}
 		one = &t
 	}
-	js, closeNATS, err := o.jetStream(a, "memoryd-publish")
+	js, ctx, closeNATS, err := o.jetStream(ctx, a, "memoryd-publish")
 	if err != nil {
 		return err
 	}
