@@ -133,7 +133,21 @@ func newMorphemeTable(lists ...[]string) morphemeTable {
 	return t
 }
 
-var functionMorphemes = newMorphemeTable(jaFunctionMorphemes, zhFunctionMorphemes)
+// cjkLists are the lists that mark a CJK run's function characters
+// (cjkFunctionMask): Han characters, morphemes, and Korean words.
+type cjkLists struct {
+	chars     map[rune]bool
+	morphemes morphemeTable
+	koWords   map[string]bool
+	// leadingParticle marks a Japanese particle that starts a run: in
+	// what is left of a message once a time expression is cut out of it,
+	// the particle was the expression's (昨日は何を → は何を).
+	leadingParticle bool
+}
+
+// functionLists are those of the top of this file, which Keywords applies.
+var functionLists = &cjkLists{chars: zhFunctionChars,
+	morphemes: newMorphemeTable(jaFunctionMorphemes, zhFunctionMorphemes), koWords: koFunctionSet}
 
 var (
 	koEndingSet   = stringSet(koEndings)
@@ -196,6 +210,11 @@ type cjkPiece struct {
 // never function pieces here (Keywords applies the stop words to spaced
 // text).
 func cjkPieces(word string, yield func(cjkPiece) bool) bool {
+	return cjkPiecesBy(word, functionLists, yield)
+}
+
+// cjkPiecesBy is cjkPieces, marking function material by lists.
+func cjkPiecesBy(word string, lists *cjkLists, yield func(cjkPiece) bool) bool {
 	var run []rune
 	return segments(word, func(s segment) bool {
 		if s.kind == seaRun {
@@ -214,7 +233,7 @@ func cjkPieces(word string, yield func(cjkPiece) bool) bool {
 			r, _ := utf8.DecodeRuneInString(u)
 			run = append(run, r)
 		}
-		mask := cjkFunctionMask(run, s.start > 0, s.end < len(word))
+		mask := cjkFunctionMask(run, s.start > 0, s.end < len(word), lists)
 		if len(run) == 1 {
 			return yield(cjkPiece{tok: string(run), stop: mask[0]})
 		}
@@ -229,14 +248,15 @@ func cjkPieces(word string, yield func(cjkPiece) bool) bool {
 
 // cjkFunctionMask marks the function characters of a CJK run (rule 1 at
 // the top of this file). textBefore and textAfter say whether non-CJK text
-// precedes or follows the run in the same word.
-func cjkFunctionMask(run []rune, textBefore, textAfter bool) []bool {
+// precedes or follows the run in the same word; lists say what is
+// function material.
+func cjkFunctionMask(run []rune, textBefore, textAfter bool, lists *cjkLists) []bool {
 	mask := make([]bool, len(run))
 	for i, r := range run {
-		if zhFunctionChars[r] {
+		if lists.chars[r] {
 			mask[i] = true
 		}
-		for _, m := range functionMorphemes[r] {
+		for _, m := range lists.morphemes[r] {
 			if len(m) <= len(run)-i && equalRunes(run[i:i+len(m)], m) {
 				for j := range m {
 					mask[i+j] = true
@@ -253,23 +273,23 @@ func cjkFunctionMask(run []rune, textBefore, textAfter bool) []bool {
 		}
 		switch {
 		case i == 0:
-			mask[i] = textBefore // after a Latin word: Reactを
+			mask[i] = textBefore || lists.leadingParticle // after a Latin word: Reactを
 		default:
 			p := run[i-1]
 			mask[i] = isHan(p) || isKatakana(p) || lexical[i-1]
 		}
 	}
 	if !textAfter && isHangul(run[len(run)-1]) {
-		markKoreanEndings(run, textBefore, mask)
+		markKoreanEndings(run, textBefore, mask, lists.koWords)
 	}
 	return mask
 }
 
 // markKoreanEndings marks the endings stripped from the end of a Hangul run
 // that ends its word, and the whole run when it, or what is left, is a
-// function word.
-func markKoreanEndings(run []rune, textBefore bool, mask []bool) {
-	if koFunctionSet[string(run)] {
+// function word (in words).
+func markKoreanEndings(run []rune, textBefore bool, mask []bool, words map[string]bool) {
+	if words[string(run)] {
 		for i := range mask {
 			mask[i] = true
 		}
@@ -300,7 +320,7 @@ func markKoreanEndings(run []rune, textBefore bool, mask []bool) {
 			break
 		}
 	}
-	if end > 0 && end < len(run) && koFunctionSet[string(run[:end])] {
+	if end > 0 && end < len(run) && words[string(run[:end])] {
 		for i := range end {
 			mask[i] = true
 		}

@@ -119,10 +119,23 @@ type TimeExpr struct {
 // after "since" that "since" does not read, nor one after "later" that
 // reaches past at ("later this week", "later today": still to come). It
 // reports false when message holds no expression.
+//
+// Chinese, Japanese and Korean expressions are read too, for every user
+// (cjkTime, timecjk.go: 昨日, 上周, 지난달, 三天前, 2년 전, 去年の5月, ...);
+// the first in the message, of either kind, is the one returned.
 func ParseTime(message string, at time.Time) (TimeExpr, bool) {
 	if at.IsZero() {
 		at = time.Now().UTC()
 	}
+	e, ok := englishTime(message, at)
+	if c, cok := cjkTime(message, at); cok && (!ok || c.Start < e.Start) {
+		return c, true
+	}
+	return e, ok
+}
+
+// englishTime is ParseTime's English expressions.
+func englishTime(message string, at time.Time) (TimeExpr, bool) {
 	toks := timeTokens(message)
 	anyLower := strings.IndexFunc(message, unicode.IsLower) >= 0
 	next := 0 // the first word past an expression refused for the word before it
@@ -1985,6 +1998,13 @@ func timeRest(message string, e TimeExpr) (asked []string, over *keywordSet, sma
 	// discuss ...?" does. They are not searched for (asked), but they
 	// make a question of the message.
 	said := withoutGreeting(slices.DeleteFunc(slices.Clone(ks), func(k string) bool { return IsStopWord(k) || k == "else" }))
+	if strings.ContainsFunc(rest, isCJK) {
+		// The same for Chinese, Japanese and Korean: 何を話しましたか
+		// asks about the time alone, 今日はありがとう thanks.
+		talk, greet := cjkMarked(rest, cjkTalkLists), cjkMarked(rest, cjkGreetLists)
+		asked = slices.DeleteFunc(asked, func(k string) bool { return talk[k] })
+		said = slices.DeleteFunc(said, func(k string) bool { return greet[k] })
+	}
 	return asked, over, len(said) == 0 && strings.ContainsFunc(rest, unicode.IsLetter) &&
 		!asksOfTheUser(rest) && !asksTheTime(message, e)
 }
@@ -2064,8 +2084,11 @@ var askingWords = map[string]bool{"what": true, "what's": true, "whats": true, "
 	"recap": true, "summary": true, "summarize": true, "summarise": true}
 
 // asksOfTheUser reports whether the rest of a timed message holds one of
-// the askingWords.
+// the askingWords, or of cjkAskingWords.
 func asksOfTheUser(rest string) bool {
+	if strings.ContainsFunc(rest, isCJK) && slices.ContainsFunc(cjkAskingWords, func(w string) bool { return strings.Contains(rest, w) }) {
+		return true
+	}
 	for _, w := range strings.FieldsFunc(strings.ToLower(rest), func(r rune) bool { return !unicode.IsLetter(r) && r != '\'' }) {
 		if askingWords[strings.Trim(w, "'")] {
 			return true

@@ -286,3 +286,57 @@ func TestEnrichEmptyRangeSkipsTimeWords(t *testing.T) {
 		}
 	}
 }
+
+// TestEnrichCJKTimeExpressions: a question about a time in Japanese,
+// Chinese or Korean reads the range's items, for a user of the default
+// language (before: 昨日, 上周, 어제 and the question's grammar were
+// searched as keywords across all time, so "what did we talk about
+// yesterday?" found nothing of yesterday's, which did not say 昨日).
+func TestEnrichCJKTimeExpressions(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	on := func(d int) time.Time { return time.Date(2026, 11, d, 9, 0, 0, 0, time.UTC) }
+	insertContext(t, st,
+		store.ContextWrite{UserID: "yuki", Question: "台所のタイルは何色がいい？", Answer: "白がいいです。", CreatedAt: on(3), EventID: "ja-two-weeks-ago"},
+		store.ContextWrite{UserID: "yuki", Question: "台所のペンキは？", Answer: "薄い青です。", CreatedAt: on(11), EventID: "ja-last-week"},
+		store.ContextWrite{UserID: "yuki", Question: "庭のパーティーはどこ？", Answer: "トムの家で。", CreatedAt: on(17), EventID: "ja-yesterday"},
+		store.ContextWrite{UserID: "wei", Question: "北京的火车票买了吗？", Answer: "买了，周五出发。", CreatedAt: on(11), EventID: "zh-last-week"},
+		store.ContextWrite{UserID: "wei", Question: "推荐一家咖啡馆", Answer: "去三里屯那家。", CreatedAt: on(17), EventID: "zh-yesterday"},
+		store.ContextWrite{UserID: "minji", Question: "부산 여행 일정 짜줘", Answer: "첫날은 해운대.", CreatedAt: on(11), EventID: "ko-last-week"},
+		store.ContextWrite{UserID: "minji", Question: "저녁 메뉴 추천해줘", Answer: "김치찌개 어때요?", CreatedAt: on(17), EventID: "ko-yesterday"},
+	)
+	zero := 0.0
+	for _, tt := range []struct {
+		user, msg string
+		want      []string
+		keywords  []string
+	}{
+		{"yuki", "昨日何を話しましたか？", []string{"ja-yesterday"}, []string{}},
+		{"yuki", "先週は何について話した？", []string{"ja-last-week"}, []string{}},
+		{"yuki", "先週、台所について何を言いましたか？", []string{"ja-last-week"}, []string{"台所"}},
+		// Nothing of the kitchen yesterday: every time's kitchen items.
+		{"yuki", "昨日、台所について何を言いましたか？", []string{"ja-last-week", "ja-two-weeks-ago"}, []string{"台所"}},
+		{"yuki", "今日はありがとう", []string{}, []string{}},
+		{"wei", "我昨天说了什么？", []string{"zh-yesterday"}, []string{}},
+		{"wei", "上周我们聊了什么？", []string{"zh-last-week"}, []string{}},
+		{"minji", "어제 무슨 이야기를 했지?", []string{"ko-yesterday"}, []string{}},
+		{"minji", "지난주에 뭐라고 했어?", []string{"ko-last-week"}, []string{}},
+	} {
+		r := enrich(t, h, events.EnrichRequest{UserID: tt.user, Message: tt.msg, At: timeAt, Threshold: &zero})
+		if r.Degraded {
+			t.Fatalf("%q: degraded: %s", tt.msg, r.Reason)
+		}
+		got := eventIDs(r.Context)
+		if tt.user == "yuki" && len(tt.want) == 2 {
+			slices.Sort(got)
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%s %q found %q, want %q", tt.user, tt.msg, got, tt.want)
+		}
+		kw := slices.DeleteFunc(slices.Clone(r.Keywords), func(k string) bool { return !slices.Contains(tt.keywords, k) })
+		if len(tt.keywords) == 0 && len(r.Keywords) != 0 || len(tt.keywords) > 0 && len(kw) == 0 {
+			t.Errorf("%s %q: keywords %q, want %q among them", tt.user, tt.msg, r.Keywords, tt.keywords)
+		}
+	}
+}
