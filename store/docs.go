@@ -646,6 +646,98 @@ func (s *Store) DeleteCollections(ctx context.Context, o Owner, jobs ...RiverJob
 	return n, nil
 }
 
+// CollectionUsers returns the users owning collections created at or
+// before the time t: a forget cut short finds its user among them by token
+// (the forgets bucket keeps no user id).
+func (s *Store) CollectionUsers(ctx context.Context, t time.Time) ([]string, error) {
+	rows, err := s.db.Query(ctx, `SELECT DISTINCT owner FROM collections WHERE owner_kind = 'user' AND created_at <= $1`, t)
+	if err != nil {
+		return nil, fmt.Errorf("collection users: %w", err)
+	}
+	users, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("collection users: %w", err)
+	}
+	return users, nil
+}
+
+// DeleteDocumentsBefore deletes what DeleteCollections deletes of user's,
+// as far as it was there at the time t (a forget's, which its process did
+// not live to finish): the documents created at or before t, with their
+// chunks and the River jobs of jobs's shapes that name them; then the
+// collections created at or before t that hold no document any more
+// (their jobs and the defaults naming them go with them), and the user's
+// reader grants of t or before. What was written after t stays: a document
+// put after the forget, a collection created after it and a grant made
+// after it; so does the user's choice of default collections of shared
+// scopes (no content, and no time to tell). It returns the number of
+// documents deleted; all of it is one transaction.
+func (s *Store) DeleteDocumentsBefore(ctx context.Context, user string, t time.Time, jobs ...RiverJobs) (int64, error) {
+	if user == "" {
+		return 0, errors.New("delete documents before: user is required")
+	}
+	var n int64
+	err := s.inTx(ctx, func(q *Store) error {
+		rows, err := q.db.Query(ctx, `DELETE FROM documents d USING collections c
+			WHERE c.id = d.collection_id AND c.owner_kind = 'user' AND c.owner = $1 AND d.created_at <= $2
+			RETURNING d.collection_id, d.doc_id`, user, t)
+		if err != nil {
+			return err
+		}
+		var (
+			cols []int64
+			docs []string
+			col  int64
+			doc  string
+		)
+		if _, err := pgx.ForEachRow(rows, []any{&col, &doc}, func() error {
+			cols, docs = append(cols, col), append(docs, doc)
+			return nil
+		}); err != nil {
+			return err
+		}
+		n = int64(len(docs))
+		for _, j := range jobs {
+			if j.Kind == "" || j.CollectionField == "" || j.DocField == "" || len(docs) == 0 {
+				continue
+			}
+			// As DeleteDocument: a job naming other documents too (MoreField)
+			// stays, and goes with its collection.
+			if _, err := q.db.Exec(ctx, `DELETE FROM river_job WHERE kind = $1
+				AND (args->$2::text, args->>$4::text) IN (SELECT to_jsonb(c), d FROM unnest($3::bigint[], $5::text[]) AS x(c, d))
+				AND ($6 = '' OR NOT args ? $6)`,
+				j.Kind, j.CollectionField, cols, j.DocField, docs, j.MoreField); err != nil {
+				return err
+			}
+		}
+		rows, err = q.db.Query(ctx, `DELETE FROM collections c WHERE c.owner_kind = 'user' AND c.owner = $1 AND c.created_at <= $2
+			AND NOT EXISTS (SELECT 1 FROM documents d WHERE d.collection_id = c.id) RETURNING c.id`, user, t)
+		if err != nil {
+			return err
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return err
+		}
+		for _, j := range jobs {
+			if j.Kind == "" || j.CollectionField == "" || len(ids) == 0 {
+				continue
+			}
+			if _, err := q.db.Exec(ctx, `DELETE FROM river_job WHERE kind = $1
+				AND args->$2::text IN (SELECT to_jsonb(id) FROM unnest($3::bigint[]) AS id)`,
+				j.Kind, j.CollectionField, ids); err != nil {
+				return err
+			}
+		}
+		_, err = q.db.Exec(ctx, `DELETE FROM collection_readers WHERE user_id = $1 AND granted_at <= $2`, user, t)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("delete documents before: %w", err)
+	}
+	return n, nil
+}
+
 // GrantReader lets user read the shared scope's collections from the user's
 // own subjects; RevokeReader takes it back. Both report whether anything
 // changed.

@@ -747,3 +747,63 @@ func TestDeleteDocumentDeletesItsJobs(t *testing.T) {
 		t.Errorf("jobs left %q, want %q", left, want)
 	}
 }
+
+// DeleteDocumentsBefore (a forget cut short, finished at the next start)
+// deletes a user's documents, emptied collections, their jobs and reader
+// grants as they were at the forget's time; what was written after it
+// stays, and so does every other owner's.
+func TestDeleteDocumentsBefore(t *testing.T) {
+	ctx, s := setup(t)
+	mine := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "guide.md", Content: guide})
+	put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "old", DocID: "o", Content: "The old otter notes."})
+	other := put(t, ctx, s, store.DocumentPut{Owner: store.Owner{User: "bob"}, Collection: "kb", DocID: "guide.md", Content: guide})
+	insertDocJob(t, ctx, s.Pool(), "index_document", mine.Collection.ID, "available")
+	insertDocJob(t, ctx, s.Pool(), "memoryd_chunk_embed", mine.Collection.ID, "retryable")
+	insertDocJob(t, ctx, s.Pool(), "memoryd_chunk_embed", other.Collection.ID, "available")
+	if _, err := s.GrantReader(ctx, "team-x", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	var forgotten time.Time
+	if err := s.Pool().QueryRow(ctx, `SELECT now()`).Scan(&forgotten); err != nil {
+		t.Fatal(err)
+	}
+	// After the forget.
+	put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "later.md", Content: "The later otter notes."})
+	put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "fresh", DocID: "x", Content: "The fresh otter notes."})
+	if _, err := s.GrantReader(ctx, "team-y", "alice"); err != nil {
+		t.Fatal(err)
+	}
+
+	if n, err := s.DeleteDocumentsBefore(ctx, "alice", forgotten, docJobs...); err != nil || n != 2 {
+		t.Fatalf("deleted %d documents, %v; want 2", n, err)
+	}
+	cs, err := s.Collections(ctx, alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range cs {
+		names = append(names, c.Name)
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"fresh", "kb"}) {
+		t.Errorf("alice's collections left: %q; want fresh and kb (it holds a document put after)", names)
+	}
+	if docs, _, err := s.ListDocuments(ctx, alice, "kb", "", 10); err != nil || len(docs) != 1 || docs[0].DocID != "later.md" {
+		t.Errorf("alice's kb left: %+v, %v; want later.md alone", docs, err)
+	}
+	if want := []string{fmt.Sprintf("memoryd_chunk_embed:%d", other.Collection.ID)}; !slices.Equal(docJobsLeft(t, ctx, s), want) {
+		t.Errorf("jobs left %q, want %q", docJobsLeft(t, ctx, s), want)
+	}
+	var scopes []string
+	rows, err := s.Pool().Query(ctx, `SELECT scope FROM collection_readers WHERE user_id = 'alice' ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if scopes, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil || !slices.Equal(scopes, []string{"team-y"}) {
+		t.Errorf("alice's grants left: %q, %v; want team-y (granted after)", scopes, err)
+	}
+	if docs, _, err := s.ListDocuments(ctx, store.Owner{User: "bob"}, "kb", "", 10); err != nil || len(docs) != 1 {
+		t.Errorf("bob's kb: %+v, %v", docs, err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -203,7 +204,7 @@ func reapplyForgets(ctx context.Context, js jetstream.JetStream, st *store.Store
 	// database does not know bring memory back, and come first within
 	// reapplyTimeout.
 	var unfinished []cutShort
-	defer func() { finishForgets(ctx, js, stream, deadLetters, prefix, unfinished, logger) }()
+	defer func() { finishForgets(ctx, js, st, stream, deadLetters, prefix, unfinished, logger) }()
 	for _, r := range recs {
 		if t, ok := known[r.Token]; ok && !t.ForgottenAt.Before(r.ForgottenAt) {
 			if r.Unfinished {
@@ -276,47 +277,85 @@ func reapplyForgets(ctx context.Context, js jetstream.JetStream, st *store.Store
 	return applied
 }
 
-// finishForget finishes the stream side of a forget the bucket records as
-// unfinished (its process stopped, or its stream side failed, after the
-// memory's transaction committed: the user's events were still in the
-// turn and dead-letter streams, and no restart looked at them), with the
-// database's tombstone tomb, which covers at least as much, and marks the
-// record finished unless it changed meanwhile. Documents are not deleted
-// here: which of a user's collections predate the forget is not told (the
-// docs say to send the forget again when it got no answer or its error
-// named documents).
-func finishForget(ctx context.Context, js jetstream.JetStream, stream, deadLetters, prefix string, r forgetRecord,
+// finishForget finishes a forget the bucket records as unfinished (its
+// process stopped, or its documents or stream side failed, after the
+// memory's transaction committed: the user's documents, and events in the
+// turn and dead-letter streams, could be left, and no restart looked at
+// them), with the database's tombstone tomb, which covers at least as
+// much: the user's documents as they were at tomb's time
+// (finishDocuments), then the events. It marks the record finished unless
+// it changed meanwhile, and only when both parts are done.
+func finishForget(ctx context.Context, js jetstream.JetStream, st *store.Store, stream, deadLetters, prefix string, r forgetRecord,
 	tomb store.Tombstone, logger *slog.Logger) {
-	fail := func(err error) {
-		logger.Error("cannot finish a forget cut short: the user's events are still in the streams; run memoryd forget for the user",
+	fail := func(what string, err error) {
+		logger.Error("cannot finish a forget cut short: the user's "+what+" are still here; run memoryd forget for the user",
 			"user_token", r.Token, "forgotten_at", r.ForgottenAt, "error", err)
+	}
+	docs, err := finishDocuments(ctx, st, r.Token, tomb.ForgottenAt)
+	docsDone := err == nil
+	if !docsDone {
+		// The events all the same: a replay must not bring the memory
+		// back. The record stays unfinished for the documents.
+		fail("documents", err)
 	}
 	turns, err := js.Stream(ctx, stream)
 	if err != nil {
-		fail(err)
+		fail("events", err)
 		return
 	}
 	info, err := turns.Info(ctx)
 	if err != nil {
-		fail(err)
+		fail("events", err)
 		return
 	}
 	n, err := purgeTurns(ctx, turns, userSubjects(prefix, r.Token), tomb, info.State.Msgs)
 	if err != nil {
-		fail(err)
+		fail("events", err)
 		return
 	}
 	dead, moved, err := purgeDeadLetters(ctx, js, turns, deadLetters, prefix, r.Token, tomb)
 	if err != nil {
-		fail(err)
+		fail("events", err)
+		return
+	}
+	if !docsDone {
 		return
 	}
 	if err := markFinished(ctx, js, stream, r); err != nil {
 		logger.Warn("finished a forget cut short, but could not mark it finished: the next start reads the streams for it again",
 			"user_token", r.Token, "error", err)
 	}
-	logger.Warn("finished a forget cut short: its memory was deleted, its events were still in the streams",
-		"user_token", r.Token, "forgotten_at", r.ForgottenAt, "stream_events", n+moved, "dead_letters", dead)
+	logger.Warn("finished a forget cut short: its memory was deleted, its documents or events were still here",
+		"user_token", r.Token, "forgotten_at", r.ForgottenAt, "documents", docs, "stream_events", n+moved, "dead_letters", dead)
+}
+
+// finishDocuments deletes the documents of the user whose token is token,
+// as they were at the forget's time at (store.DeleteDocumentsBefore): what
+// the user wrote after the forget stays. The bucket keeps tokens, not user
+// ids: the user is the owner of collections of that time whose token it
+// is. It returns the number of documents deleted.
+func finishDocuments(ctx context.Context, st *store.Store, token string, at time.Time) (int64, error) {
+	users := []string{token} // a plain token is the user's id
+	if strings.HasPrefix(token, "~") {
+		var err error
+		if users, err = st.CollectionUsers(ctx, at); err != nil {
+			return 0, err
+		}
+	}
+	var n int64
+	for _, u := range users {
+		if events.UserToken(u) != token {
+			continue
+		}
+		dctx, cancel := context.WithTimeout(ctx, forgetDocsTimeout)
+		d, err := st.DeleteDocumentsBefore(dctx, u, at, indexDocumentJobs, chunkEmbedJobs)
+		cancel()
+		if err != nil {
+			return n, err
+		}
+		n += d
+	}
+	return n, nil
 }
 
 // cutShort is a forget the bucket records as unfinished, and the
@@ -328,14 +367,14 @@ type cutShort struct {
 
 // finishForgets finishes the forgets cut short, until ctx ends: then the
 // next start finishes the rest.
-func finishForgets(ctx context.Context, js jetstream.JetStream, stream, deadLetters, prefix string, list []cutShort, logger *slog.Logger) {
+func finishForgets(ctx context.Context, js jetstream.JetStream, st *store.Store, stream, deadLetters, prefix string, list []cutShort, logger *slog.Logger) {
 	for i, c := range list {
 		if ctx.Err() != nil {
 			logger.Warn("forgets cut short not finished at this start: the next start finishes them",
 				"forgets", len(list)-i, "error", ctx.Err())
 			return
 		}
-		finishForget(ctx, js, stream, deadLetters, prefix, c.r, c.tomb, logger)
+		finishForget(ctx, js, st, stream, deadLetters, prefix, c.r, c.tomb, logger)
 	}
 }
 

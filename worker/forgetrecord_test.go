@@ -6,10 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/extractor"
 	"github.com/memoryd/memoryd/store"
@@ -210,6 +214,13 @@ func TestForgetCutShortIsFinishedAtStart(t *testing.T) {
 		t.Fatal("the cut forget is not recorded as unfinished")
 	}
 
+	if docs := e.docsOf("alice"); len(docs) != 2 {
+		t.Fatalf("alice's documents after the cut forget: %q; want her 2 still there (else this test shows nothing)", docs)
+	}
+	// Written after the forget: they stay.
+	e.putDoc("alice", "notes", "later")
+	e.putDoc("alice", "fresh", "x")
+
 	var logs lockedBuffer
 	e.start(extractor.NewRules(), func(c *worker.Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
 	if n := e.subjectMsgs(e.stream, e.prefix+".turns.alice"); n != 0 {
@@ -221,6 +232,41 @@ func TestForgetCutShortIsFinishedAtStart(t *testing.T) {
 	}
 	if st := e.userStats("bob"); st.ContextItems != 2 {
 		t.Errorf("bob after the start: %+v", st)
+	}
+	// Her documents of before the forget are gone (before: all left, the
+	// record marked finished), those put after it stay, and bob's.
+	if got, want := e.docsOf("alice"), []string{"fresh/x", "notes/later"}; !slices.Equal(got, want) {
+		t.Errorf("alice's documents after a start: %q; want %q", got, want)
+	}
+	if got, want := e.docsOf("bob"), []string{"notes/a"}; !slices.Equal(got, want) {
+		t.Errorf("bob's documents after a start: %q; want %q", got, want)
+	}
+}
+
+// A forget cut short of a user whose id is not its token (a hashed one):
+// the documents are found by the owners' tokens.
+func TestForgetCutShortFinishesTheDocumentsOfAHashedUser(t *testing.T) {
+	e := setup(t)
+	const carol = "Carol Smith <carol@example.com>"
+	e.putDoc(carol, "notes", "a")
+	e.putDoc("bob", "notes", "a")
+	stop := e.start(extractor.NewRules(), nil)
+	e.publish(events.Turn{ID: "c-1", UserID: carol, UserMessage: "I live in Paris."})
+	e.waitDone(1)
+	stop()
+	e.cutForget(carol)
+	if docs := e.docsOf(carol); len(docs) != 1 {
+		t.Fatalf("carol's documents after the cut forget: %q; want hers still there", docs)
+	}
+	e.start(extractor.NewRules(), nil)
+	if docs := e.docsOf(carol); len(docs) != 0 {
+		t.Errorf("carol's documents after a start: %q; want none", docs)
+	}
+	if got := e.docsOf("bob"); !slices.Equal(got, []string{"notes/a"}) {
+		t.Errorf("bob's documents after a start: %q", got)
+	}
+	if e.forgetRecord(events.UserToken(carol)).Unfinished {
+		t.Error("the finished forget is still recorded as unfinished")
 	}
 }
 
@@ -260,14 +306,49 @@ func forgetCutShort(t *testing.T) *env {
 	}
 	e.waitDone(4)
 	stop()
+	for _, u := range []string{"alice", "bob"} {
+		e.putDoc(u, "notes", "a")
+	}
+	e.putDoc("alice", "notes", "b")
+	e.cutForget("alice")
+	return e
+}
+
+// cutForget forgets user with its process stopping right after the
+// memory's transaction: the documents and the events are left.
+func (e *env) cutForget(user string) {
+	e.t.Helper()
 	stopped, cancel := context.WithCancel(e.ctx)
 	cancel()
-	_, err := worker.Forget(worker.WithStop(e.ctx, stopped), e.js, e.store, e.prefix, e.stream, "alice")
+	_, err := worker.Forget(worker.WithStop(e.ctx, stopped), e.js, e.store, e.prefix, e.stream, user)
 	var inc *worker.IncompleteError
 	if !errors.As(err, &inc) {
-		t.Fatalf("forget with its process stopping: %v; want an *IncompleteError", err)
+		e.t.Fatalf("forget with its process stopping: %v; want an *IncompleteError", err)
 	}
-	return e
+}
+
+// putDoc puts a short document in user's collection.
+func (e *env) putDoc(user, collection, docID string) {
+	e.t.Helper()
+	if _, err := e.store.PutDocument(e.ctx, store.DocumentPut{Owner: store.Owner{User: user}, Collection: collection, DocID: docID,
+		Content: "# " + docID + "\n\nThe herons of " + collection + " nest by the lake.", Chunk: enricher.ChunkDocument}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// docsOf lists user's documents as "collection/doc", sorted.
+func (e *env) docsOf(user string) []string {
+	e.t.Helper()
+	rows, err := e.store.Pool().Query(e.ctx, `SELECT c.name || '/' || d.doc_id FROM documents d JOIN collections c ON c.id = d.collection_id
+		WHERE c.owner_kind = 'user' AND c.owner = $1 ORDER BY 1`, user)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	docs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return docs
 }
 
 // checkOnlyAlicePurged checks, after a start finished alice's forget, that
