@@ -49,7 +49,8 @@ var cjkPartsOfDay = []struct {
 }
 
 // cjkDays are the words of a day before at's (back days before): today,
-// yesterday, the day before yesterday.
+// yesterday, the day before yesterday, and the day before that (大前天,
+// さきおととい: three days back, not the day before yesterday).
 var cjkDays = []struct {
 	words []string
 	back  int
@@ -57,6 +58,7 @@ var cjkDays = []struct {
 	{strings.Fields("今日 きょう 今天 오늘"), 0},
 	{strings.Fields("昨日 きのう 昨天 어제 어저께"), 1},
 	{strings.Fields("一昨日 おととい おとつい 前天 그저께 그제"), 2},
+	{strings.Fields("大前天 一昨々日 さきおととい"), 3},
 }
 
 // cjkUnits are the words of a calendar unit back units before at's: this
@@ -194,11 +196,14 @@ var koParticles = stringSet(strings.Fields(`
 
 // cjkFutureWords make a month or a date without its year, in the same
 // sentence, a plan rather than the last such month ("5月に旅行する予定").
-var cjkFutureWords = strings.Fields(`
+// Korean ones are phrases: 할 거 (will do), not 할 (in 할머니) and 거
+// (in 말한 거, what was said) alone.
+var cjkFutureWords = append(strings.Fields(`
 	予定 つもり 来週 来月 来年 明日 あした ましょう
 	打算 计划 計劃 准备 準備 将要 將要 明天 下周 下週 下个月 下個月 明年
-	예정 계획 내일 다음 내년 할 거 갈 거 려고
-`)
+	しよう 行こう
+	예정 계획 내일 다음 내년 려고 할까 갈까 할래 갈래 하자 가자
+`), "할 거", "갈 거", "할게", "갈게")
 
 // cjkAgoUnits are the units "N units ago" counts (with its number before
 // and 前 or 전 after), by the words written.
@@ -260,7 +265,8 @@ var cjkFew = strings.Fields("数 几 幾 몇")
 var cjkDigits = map[rune]int{'〇': 0, '零': 0, '一': 1, '二': 2, '两': 2, '兩': 2, '三': 3, '四': 4, '五': 5,
 	'六': 6, '七': 7, '八': 8, '九': 9}
 
-// cjkWeekdayChars are the characters of the weekdays, Monday first:
+// jaWeekdays, zhWeekdays and koWeekdays are the characters of the
+// weekdays, Monday first:
 // Japanese 月曜日 ... 日曜日 (the first character), Chinese 星期一 ...
 // 星期日 and 星期天 (the last), Korean 월요일 ... 일요일 (the first).
 var (
@@ -318,6 +324,9 @@ var cjkFirst = func() map[rune]bool {
 func cjkBoundary(prev, r rune) bool {
 	switch {
 	case isDigitNFKC(prev) && isDigitNFKC(r), cjkNumeral(prev) && cjkNumeral(r):
+		return false
+	case (isDigitNFKC(prev) || cjkNumeral(prev)) && slices.Contains(cjkFew, string(r)):
+		// 十几天前, 十数日前: ten and some days, not a few.
 		return false
 	case isHangul(r):
 		return !unicode.IsLetter(prev) && !unicode.IsDigit(prev)
@@ -393,11 +402,53 @@ func refusedPhrase(message string, i int, text string) bool {
 	after := message[i+len(text):]
 	switch text {
 	case "前天":
-		return strings.ContainsRune("之以提从從目眼", before) || strings.HasPrefix(after, "气") || strings.HasPrefix(after, "氣")
+		return strings.ContainsRune("之以提从從目眼大", before) || strings.HasPrefix(after, "气") || strings.HasPrefix(after, "氣")
+	case "大前天":
+		return before == '大'
 	case "今日":
 		return strings.HasPrefix(after, "本") && !strings.HasPrefix(after, "本当")
 	}
+	first, _ := utf8.DecodeRuneInString(text)
+	switch {
+	case isHiraganaWord(text):
+		// きょう in べんきょう (study), とうきょう, きょうだい (siblings),
+		// きょうみ (interest); きのう in きのうえ (on the tree).
+		return isHiragana(before) && !strings.ContainsRune(jaParticleChars, before) ||
+			isHiragana(firstRune(after)) && !slices.ContainsFunc(jaAfterTimeWord, func(p string) bool { return strings.HasPrefix(after, p) })
+	case first == '上':
+		// 晚上周末 (evenings, weekends), 马上周末了 (the weekend is
+		// near), 路上周围 (around the road): the 上 ends another word;
+		// 上周围, 上周边: 周 starts another.
+		return strings.ContainsRune(zhBeforeShang, before) ||
+			!strings.HasSuffix(text, "末") && strings.ContainsRune("围圍边邊遭期到刊转轉", firstRune(after))
+	case first == '本':
+		// 日本周边 (around Japan), 基本月薪 (basic monthly pay), 一本周刊
+		// (a weekly): the 本 ends another word or counts.
+		return strings.ContainsRune(zhBeforeBen, before) || cjkNumeral(before)
+	}
 	return false
+}
+
+// zhBeforeShang are characters that make a 上 after them a word's end (晚上,
+// 早上, 马上, 路上, 网上, ...), zhBeforeBen the same for 本 (日本, 基本,
+// 根本, 成本, 书本, 这本, ...).
+const (
+	zhBeforeShang = "晚早马馬路网網身世以楼樓桌线線街山车車床脸臉头頭墙牆海"
+	zhBeforeBen   = "日基根资資成书書课課剧劇版样樣文脚腳账賬笔筆这這那每"
+)
+
+// jaParticleChars may come right before a hiragana time word (ところできょう,
+// ねえ、きのう needs none); jaAfterTimeWord may follow one (きょうは,
+// きのうの, おとといから).
+const jaParticleChars = "はがをにでともへのやねよかなわ"
+
+var jaAfterTimeWord = strings.Fields("は も の に で が と や まで から こそ じゅう ぐらい くらい って")
+
+func firstRune(s string) rune { r, _ := utf8.DecodeRuneInString(s); return r }
+
+// isHiraganaWord reports whether text is all hiragana (きょう, ゆうべ).
+func isHiraganaWord(text string) bool {
+	return text != "" && !strings.ContainsFunc(text, func(r rune) bool { return !isHiragana(r) })
 }
 
 // cjkResolve is the range of sp at at.
@@ -463,11 +514,14 @@ func cjkWeekdayAfter(s, week string) (int, int, bool) {
 
 // zhNotWeekday are characters that make a numeral after a week a word of
 // its own: 一起 (together), 一直 (all along), 一共, 一些, 一次, 一个, 一样,
-// 一定, 一般, 一切, 一点, 一下, 三天.
-const zhNotWeekday = "起直共些次个個样樣定般切点點下天日年周週月"
+// 一定, 一般, 一切, 一点, 一下, 三天; a measure word (一本书, 三场比赛,
+// 五个人), 二手 (second-hand), 一整天, and 日本 after 上周日.
+const zhNotWeekday = "起直共些次个個样樣定般切点點下天日年周週月" +
+	"本张張件位名只隻条條份家场場台部篇首种種项項封杯瓶双雙对對套辆輛回遍趟顿頓岁歲号號人成倍千万萬亿億手整"
 
 // cjkNumber reads a number at s's start: digits (ASCII or full width),
-// Han numerals (一 ... 九百九十九, 两), or a Korean native count; it
+// Han numerals (一 ... 九百九十九, 两; not two digits in a row, which
+// count roughly: 两三, 二三), or a Korean native count; it
 // returns the value, its length in bytes, and few when the number is "a
 // few" (数, 几, 幾, 몇).
 func cjkNumber(s string) (n, size int, few, ok bool) {
@@ -501,11 +555,13 @@ func cjkNumber(s string) (n, size int, few, ok bool) {
 		r, sz := utf8.DecodeRuneInString(s[i:])
 		switch {
 		case cjkDigits[r] != 0 || r == '〇' || r == '零':
-			if cur >= 0 {
-				cur = cur*10 + cjkDigits[r]
-			} else {
-				cur = cjkDigits[r]
+			if cur > 0 {
+				// 两三天, 二三日, 一两个月, 三四年: two or three, an
+				// approximation, not 23; nor is a year in numerals
+				// (二〇二四) read.
+				return 0, 0, false, false
 			}
+			cur = cjkDigits[r]
 		case r == '十':
 			total += max(cur, 1) * 10
 			cur = -1
@@ -661,6 +717,11 @@ func cjkDate(message string, i int, at time.Time) (TimeExpr, bool) {
 		return TimeExpr{}, false
 	}
 	end := len(s) - len(rest) + size
+	if after := strings.TrimPrefix(s[end:], " "); d == 0 && (strings.HasPrefix(after, "前") || strings.HasPrefix(after, "전")) {
+		// 一月前, 三月前: a month (three) ago in Japanese, not January;
+		// 5월 전: before May.
+		return TimeExpr{}, false
+	}
 	if !cjkEnds(s[:end], s[end:]) {
 		return TimeExpr{}, false
 	}
@@ -778,13 +839,17 @@ func cjkPlanned(message string, i int) bool {
 // Korean ones, as whole words or stems (이야기를, 얘기했지).
 var (
 	cjkTalkMorphemes = strings.Fields(`
-		話し 話した 話して 言っ 言い 聞い 話題 内容 こと 何か まとめ 要約 振り返 思い出 覚え 教え
+		話し 話した 話して 言っ 言い 聞い 話題 内容 こと 何か まとめ まとめて 要約 振り返 思い出 覚え 教え
+		何て ったか したか 今頃
 		提到 提过 提過 讨论 討論 总结 總結 事情 话题 哪些 说过 說過 聊过 聊過 回顾 回顧 记得 記得 发生 發生 起来 起來
 	`)
-	cjkTalkChars = runeSet("话話说說聊谈談讲講提")
+	// 啥 (what), and the part of a month or year after one (上个月底,
+	// 3月末, 今年初).
+	cjkTalkChars = runeSet("话話说說聊谈談讲講提啥底末初頃")
 	koTalkWords  = strings.Fields(`
 		이야기 얘기 말 대화 대해 관해 요약 내용 했 했지 했었 했니 했나 했던 했더라 나눴 나눈 뭐라고 뭐라 무슨 있었 있었지 있었던 말했 말했지
 		이야기했 이야기했지 얘기했 얘기했지 알려줘 알려 줘 했어 했어요 했었지 했었어
+		말한 말했던 말하던 얘기한 얘기했던 얘기하던 이야기한 이야기했던 이야기하던
 	`)
 )
 
@@ -793,25 +858,26 @@ var (
 // thanks for today).
 var (
 	cjkGreetMorphemes = strings.Fields(`
-		ありがとう ありがとうございます おはよう おはようございます こんにちは こんばんは お疲れ様 お疲れさま おつかれ よろしく
+		ありがとう ありがとうございます ありがとうございました おはよう おはようございます こんにちは こんばんは お疲れ様 お疲れさま おつかれ よろしく
 		谢谢 謝謝 你好 您好 早上好 晚上好 晚安 再见 再見 辛苦
 	`)
 	koGreetWords = strings.Fields(`
-		감사합니다 감사해요 고마워 고마워요 고맙습니다 안녕 안녕하세요 수고했어 수고하셨습니다
+		감사합니다 감사해요 감사했습니다 감사했어요 고마워 고마워요 고마웠어 고마웠어요 고마웠습니다 고맙습니다
+		안녕 안녕하세요 수고했어 수고하셨습니다
 	`)
 )
+
+// cjkAskingWords ask about the user's past, as askingWords do in English:
+// question words and the first person ("去年の5月に何をしましたか" asks,
+// though its rest is a particle and 何 alone).
+var cjkAskingWords = strings.Fields(`
+	何 なに なん いつ どこ どう どんな だれ 誰 私 僕 什么 什麼 哪 谁 吗 嗎 啥 我 뭐 무엇 무슨 어디 언제 누구 어떤 어떻게 내가 제가 우리
+`)
 
 // cjkGreetLists and cjkTalkLists mark what a time expression's rest says
 // besides function material: greetings, and greetings and talk. A
 // particle left alone by the expression (지난주에 → 에) is function
 // material there, as is one starting a Japanese run (昨日は → は).
-// cjkAskingWords ask about the user's past, as askingWords do in English:
-// question words and the first person ("去年の5月に何をしましたか" asks,
-// though its rest is a particle and 何 alone).
-var cjkAskingWords = strings.Fields(`
-	何 なに なん いつ どこ どう どんな だれ 誰 私 僕 什么 什麼 哪 谁 吗 嗎 我 뭐 무엇 무슨 어디 언제 누구 어떤 어떻게 내가 제가 우리
-`)
-
 var (
 	cjkGreetLists = &cjkLists{chars: zhFunctionChars,
 		morphemes: newMorphemeTable(jaFunctionMorphemes, zhFunctionMorphemes, cjkGreetMorphemes),

@@ -162,3 +162,98 @@ func BenchmarkParseTimeCJKLong(b *testing.B) {
 		})
 	}
 }
+
+// TestParseTimeCJKNearMisses: expressions that read a wrong range (the
+// worst: a past range the answer is not in) or were read inside another
+// word; each is read right, or not at all.
+func TestParseTimeCJKNearMisses(t *testing.T) {
+	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC) // a Wednesday
+	checkParseTime(t, at, []parseCase{
+		// Two numerals in a row count roughly (two or three), not 23.
+		{"两三天前我说了什么", "", "", ""},
+		{"二三日前に言ったこと", "", "", ""},
+		{"一两天前提到的那本书", "", "", ""},
+		{"三四个月前聊过的电影", "", "", ""},
+		{"一百零五天前", "2026-08-05", "2026-08-06", "一百零五天前"},
+		// Ten and some days is not a few days.
+		{"十几天前我说的那个", "", "", ""},
+		{"十数日前", "", "", ""},
+		{"好几天前说的", "2026-11-11", "2026-11-17", "几天前"},
+		// 大前天: three days back, not the day before yesterday.
+		{"大前天我说了什么", "2026-11-15", "2026-11-16", "大前天"},
+		{"大前天晚上", "2026-11-15 18:00", "2026-11-16", "大前天晚上"},
+		{"さきおとといの話", "2026-11-15", "2026-11-16", "さきおととい"},
+		// 一月前, 三月前: a month, three months ago in Japanese; 5월 전:
+		// before May.
+		{"一月前に話した件", "", "", ""},
+		{"三月前に話したこと", "", "", ""},
+		{"5월 전에 끝내야 해", "", "", ""},
+		{"3月に話した", "2026-03-01", "2026-04-01", "3月"},
+		// Hiragana time words inside other words.
+		{"べんきょうしたことを教えて", "", "", ""},
+		{"きょうだいと話した内容", "", "", ""},
+		{"とうきょうに行った話", "", "", ""},
+		{"きょうみがあることは何？", "", "", ""},
+		{"きのうえに猫がいた", "", "", ""},
+		{"ところできょうは何を話した？", "2026-11-18", "2026-11-19", "きょう"},
+		{"きのうの話", "2026-11-17", "2026-11-18", "きのう"},
+		// 上 and 本 ending another word.
+		{"晚上周末都有空", "", "", ""},
+		{"马上周末了", "", "", ""},
+		{"路上周围有什么", "", "", ""},
+		{"在日本月薪多少", "", "", ""},
+		{"日本周边游推荐", "", "", ""},
+		{"基本月薪是多少", "", "", ""},
+		{"我上周末去了哪里", "2026-11-14", "2026-11-16", "上周末"},
+		{"我们本周三讨论了什么", "2026-11-18", "2026-11-19", "本周三"},
+		// A numeral after the week that counts something: the week, not
+		// a day of it.
+		{"上周二手车的价格", "2026-11-09", "2026-11-16", "上周"},
+		{"上周一本书都没看", "2026-11-09", "2026-11-16", "上周"},
+		{"上周三场比赛", "2026-11-09", "2026-11-16", "上周"},
+		{"上周日本首相说了什么", "2026-11-09", "2026-11-16", "上周"},
+		{"上周日我们聊了什么", "2026-11-15", "2026-11-16", "上周日"},
+		// Korean plans: 할 거 is a phrase (not 할 in 할머니, nor 거 in 말한
+		// 거); 할까 asks what to do.
+		{"5월에 말한 거 뭐였지?", "2026-05-01", "2026-06-01", "5월"},
+		{"5월에 할머니 댁에 갔지?", "2026-05-01", "2026-06-01", "5월"},
+		{"5월에 제주도 갈 거야", "", "", ""},
+		{"12월 25일에 뭐 할까?", "", "", ""},
+	})
+}
+
+// TestTimeRestCJKTalk: talk and part-of-month words that stayed searched
+// in a question about the time alone (the range search then found nothing,
+// and the fallback searched all time), and thanks that were not small talk.
+func TestTimeRestCJKTalk(t *testing.T) {
+	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		msg       string
+		asked     []string
+		smallTalk bool
+	}{
+		{"今朝何を言ったか覚えてる？", []string{}, false},
+		{"昨日の午後に話したことをまとめて", []string{}, false},
+		{"30分前に何て言った？", []string{}, false},
+		{"去年の今頃は何をしていた？", []string{}, false},
+		{"3月末に話したこと", []string{}, false},
+		{"昨天下午聊了啥", []string{}, false},
+		{"上个月底说了什么", []string{}, false},
+		{"去年底我说了什么", []string{}, false},
+		{"일주일 전에 말한 거", []string{}, false},
+		{"어제 오후에 얘기한 거", []string{}, false},
+		{"저번 주에 말한 식당", []string{"식당"}, false},
+		{"昨日はありがとうございました", []string{}, true},
+		{"어제는 고마웠어", []string{}, true},
+	} {
+		e, ok := ParseTime(tt.msg, at)
+		if !ok {
+			t.Errorf("%q: no time read", tt.msg)
+			continue
+		}
+		asked, _, small := timeRest(tt.msg, e)
+		if !slices.Equal(asked, tt.asked) || small != tt.smallTalk {
+			t.Errorf("%q: asked %q, small talk %v; want %q, %v", tt.msg, asked, small, tt.asked, tt.smallTalk)
+		}
+	}
+}

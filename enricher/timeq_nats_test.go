@@ -322,6 +322,10 @@ func TestEnrichCJKTimeExpressions(t *testing.T) {
 		{"wei", "上周我们聊了什么？", []string{"zh-last-week"}, []string{}},
 		{"minji", "어제 무슨 이야기를 했지?", []string{"ko-yesterday"}, []string{}},
 		{"minji", "지난주에 뭐라고 했어?", []string{"ko-last-week"}, []string{}},
+		// Talk words that stayed searched (말한, 啥): the range search
+		// found nothing, and the fallback searched all time for them.
+		{"minji", "일주일 전에 말한 거", []string{"ko-last-week"}, []string{}},
+		{"wei", "昨天聊了啥", []string{"zh-yesterday"}, []string{}},
 	} {
 		r := enrich(t, h, events.EnrichRequest{UserID: tt.user, Message: tt.msg, At: timeAt, Threshold: &zero})
 		if r.Degraded {
