@@ -227,7 +227,7 @@ func TestErrorsNameFlags(t *testing.T) {
 		t.Errorf("serve without --llm-model: exit %d, stderr %q", code, errOut)
 	}
 	_, errOut, code = runArgs(context.Background(), "serve", "--llm-base-url", "http://127.0.0.1:1/v1", "--llm-model", "m", "--llm-max-tokens", "-1")
-	if code != 2 || !strings.HasPrefix(errOut, "memoryd serve: --llm-max-tokens -1 is out of range\n") {
+	if code != 2 || !strings.HasPrefix(errOut, "memoryd serve: --llm-max-tokens -1 is out of range: it must be at least 1\n") {
 		t.Errorf("serve --llm-max-tokens -1: exit %d, stderr %q", code, errOut)
 	}
 	_, dbURL := storetest.Schema(t)

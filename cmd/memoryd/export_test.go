@@ -241,8 +241,11 @@ func TestExportAndImportTimeoutBoundsEachRequest(t *testing.T) {
 	prefix, _ := eventstest.Names(t, nc)
 	const (
 		pages   = 6
-		delay   = 300 * time.Millisecond
-		timeout = "1200ms" // a request's 300 ms four times over; the whole's 1.8 s not
+		delay   = 500 * time.Millisecond
+		// A request's 500 ms five times over (an import request carries
+		// 768 KiB: under load, 300 ms of delay beside a 1.2 s timeout
+		// timed out); the whole's 3 s not.
+		timeout = "2500ms"
 	)
 	slowService(t, nc, prefix, "export", delay, func(n int) any {
 		r := events.ExportReply{Lines: fmt.Sprintf(`{"type":"context","question":"q%d","answer":"a"}`+"\n", n)}

@@ -120,7 +120,7 @@ func (o *serveOptions) check(f *flags) error {
 		return f.usageErr("--log-level %q is not debug, info, warn or error", o.conn.logLevel)
 	}
 	if o.shutdownTimeout < 0 {
-		return f.usageErr("--shutdown-timeout %s is out of range", o.shutdownTimeout)
+		return f.usageErr("--shutdown-timeout %s is out of range: it must be 0 or more", o.shutdownTimeout)
 	}
 	if a := o.app.Ops.Addr; a != "" {
 		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
@@ -131,7 +131,7 @@ func (o *serveOptions) check(f *flags) error {
 	f.VisitAll(func(fl *flag.Flag) {
 		v := fl.Value.String()
 		if bad == nil && f.source[fl.Name] != "default" && !keepsZero[fl.Name] && (v == "0" || v == "0s") && v != fl.DefValue {
-			bad = f.usageErr("--%s %s is out of range", fl.Name, v)
+			bad = f.usageErr("--%s %s is out of range: it must be more than 0 (leave it out for the default, %s)", fl.Name, v, fl.DefValue)
 		}
 	})
 	return bad

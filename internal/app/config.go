@@ -270,36 +270,37 @@ func (c Config) validate() error {
 		field string
 		value any
 		bad   bool
+		want  string // what the value must be
 	}{
-		{"Worker.Workers", c.Worker.Workers, c.Worker.Workers < 1},
-		{"Worker.BatchSize", c.Worker.BatchSize, c.Worker.BatchSize < 1},
-		{"Worker.MaxAttempts", c.Worker.MaxAttempts, c.Worker.MaxAttempts < 1},
-		{"Worker.JobSize", c.Worker.JobSize, c.Worker.JobSize < 1},
-		{"Worker.JobTimeout", c.Worker.JobTimeout, c.Worker.JobTimeout <= 0},
-		{"Worker.AckWait", c.Worker.AckWait, c.Worker.AckWait <= 0},
-		{"Worker.ExtractDebounce", c.Worker.ExtractDebounce, c.Worker.ExtractDebounce < 0},
-		{"Worker.MaxDBSize", c.Worker.MaxDBSize, c.Worker.MaxDBSize < 0},
-		{"Worker.MaxContextPerUser", c.Worker.MaxContextPerUser, c.Worker.MaxContextPerUser < 0},
-		{"Worker.PruneInterval", c.Worker.PruneInterval, c.Worker.PruneInterval <= 0},
-		{"Worker.DailyTokensPerUser", c.Worker.DailyTokensPerUser, c.Worker.DailyTokensPerUser < 0},
-		{"Worker.DailyTokens", c.Worker.DailyTokens, c.Worker.DailyTokens < 0},
-		{"Worker.MaxPause", c.Worker.MaxPause, c.Worker.MaxPause <= 0},
-		{"Changes.PollInterval", c.Changes.PollInterval, c.Changes.PollInterval <= 0},
-		{"Changes.BatchSize", c.Changes.BatchSize, c.Changes.BatchSize < 1},
-		{"Changes.FlushTimeout", c.Changes.FlushTimeout, c.Changes.FlushTimeout <= 0},
-		{"Enricher.Timeout", c.Enricher.Timeout, c.Enricher.Timeout <= 0},
-		{"Enricher.MaxDocsSize", c.Enricher.MaxDocsSize, c.Enricher.MaxDocsSize < 0},
-		{"Enricher.MaxInFlight", c.Enricher.MaxInFlight, c.Enricher.MaxInFlight < 1},
-		{"Enricher.MaxUserEnrichInFlight", c.Enricher.MaxUserEnrichInFlight, c.Enricher.MaxUserEnrichInFlight < 1},
-		{"EnrichPool.MaxConns", c.EnrichPool.MaxConns, c.EnrichPool.MaxConns < 1},
-		{"EnrichPool.MinConns", c.EnrichPool.MinConns, c.EnrichPool.MinConns < 0 || c.EnrichPool.MinConns > c.EnrichPool.MaxConns},
-		{"LLM.Timeout", c.LLM.Timeout, c.LLM.BaseURL != "" && c.LLM.Timeout <= 0},
-		{"LLM.MaxConcurrency", c.LLM.MaxConcurrency, c.LLM.BaseURL != "" && c.LLM.MaxConcurrency < 1},
-		{"LLM.RequestsPerSecond", c.LLM.RequestsPerSecond, c.LLM.RequestsPerSecond < 0},
-		{"LLM.MaxTokens", c.LLM.MaxTokens, c.LLM.BaseURL != "" && c.LLM.MaxTokens < 1},
+		{"Worker.Workers", c.Worker.Workers, c.Worker.Workers < 1, "at least 1"},
+		{"Worker.BatchSize", c.Worker.BatchSize, c.Worker.BatchSize < 1, "at least 1"},
+		{"Worker.MaxAttempts", c.Worker.MaxAttempts, c.Worker.MaxAttempts < 1, "at least 1"},
+		{"Worker.JobSize", c.Worker.JobSize, c.Worker.JobSize < 1, "at least 1"},
+		{"Worker.JobTimeout", c.Worker.JobTimeout, c.Worker.JobTimeout <= 0, "more than 0"},
+		{"Worker.AckWait", c.Worker.AckWait, c.Worker.AckWait <= 0, "more than 0"},
+		{"Worker.ExtractDebounce", c.Worker.ExtractDebounce, c.Worker.ExtractDebounce < 0, "0 or more"},
+		{"Worker.MaxDBSize", c.Worker.MaxDBSize, c.Worker.MaxDBSize < 0, "0 or more"},
+		{"Worker.MaxContextPerUser", c.Worker.MaxContextPerUser, c.Worker.MaxContextPerUser < 0, "0 or more"},
+		{"Worker.PruneInterval", c.Worker.PruneInterval, c.Worker.PruneInterval <= 0, "more than 0"},
+		{"Worker.DailyTokensPerUser", c.Worker.DailyTokensPerUser, c.Worker.DailyTokensPerUser < 0, "0 or more"},
+		{"Worker.DailyTokens", c.Worker.DailyTokens, c.Worker.DailyTokens < 0, "0 or more"},
+		{"Worker.MaxPause", c.Worker.MaxPause, c.Worker.MaxPause <= 0, "more than 0"},
+		{"Changes.PollInterval", c.Changes.PollInterval, c.Changes.PollInterval <= 0, "more than 0"},
+		{"Changes.BatchSize", c.Changes.BatchSize, c.Changes.BatchSize < 1, "at least 1"},
+		{"Changes.FlushTimeout", c.Changes.FlushTimeout, c.Changes.FlushTimeout <= 0, "more than 0"},
+		{"Enricher.Timeout", c.Enricher.Timeout, c.Enricher.Timeout <= 0, "more than 0"},
+		{"Enricher.MaxDocsSize", c.Enricher.MaxDocsSize, c.Enricher.MaxDocsSize < 0, "0 or more"},
+		{"Enricher.MaxInFlight", c.Enricher.MaxInFlight, c.Enricher.MaxInFlight < 1, "at least 1"},
+		{"Enricher.MaxUserEnrichInFlight", c.Enricher.MaxUserEnrichInFlight, c.Enricher.MaxUserEnrichInFlight < 1, "at least 1"},
+		{"EnrichPool.MaxConns", c.EnrichPool.MaxConns, c.EnrichPool.MaxConns < 1, "at least 1"},
+		{"EnrichPool.MinConns", c.EnrichPool.MinConns, c.EnrichPool.MinConns < 0 || c.EnrichPool.MinConns > c.EnrichPool.MaxConns, "0 to EnrichPool.MaxConns"},
+		{"LLM.Timeout", c.LLM.Timeout, c.LLM.BaseURL != "" && c.LLM.Timeout <= 0, "more than 0"},
+		{"LLM.MaxConcurrency", c.LLM.MaxConcurrency, c.LLM.BaseURL != "" && c.LLM.MaxConcurrency < 1, "at least 1"},
+		{"LLM.RequestsPerSecond", c.LLM.RequestsPerSecond, c.LLM.RequestsPerSecond < 0, "0 or more"},
+		{"LLM.MaxTokens", c.LLM.MaxTokens, c.LLM.BaseURL != "" && c.LLM.MaxTokens < 1, "at least 1"},
 	} {
 		if d.bad {
-			return &ConfigError{Field: d.field, Value: fmt.Sprint(d.value), Reason: "is out of range"}
+			return &ConfigError{Field: d.field, Value: fmt.Sprint(d.value), Reason: "is out of range: it must be " + d.want}
 		}
 	}
 	if err := events.CheckPrefix(c.Prefix); err != nil {
@@ -344,7 +345,7 @@ func (c Config) validate() error {
 			Reason: fmt.Sprintf("is above Enricher.MaxInFlight (%d)", c.Enricher.MaxInFlight)}
 	}
 	if c.Enricher.VectorCacheBytes < 0 {
-		return &ConfigError{Field: "Enricher.VectorCacheBytes", Value: fmt.Sprint(c.Enricher.VectorCacheBytes), Reason: "is out of range"}
+		return &ConfigError{Field: "Enricher.VectorCacheBytes", Value: fmt.Sprint(c.Enricher.VectorCacheBytes), Reason: "is out of range: it must be 0 or more"}
 	}
 	if c.Embed.BaseURL != "" {
 		if err := c.Embed.Validate(); err != nil {
