@@ -157,8 +157,8 @@ var cjkPhrases = func() map[rune][]cjkPhrase {
 			}}, false)
 		}
 	}
-	// 前几天: a few days ago.
-	for _, w := range strings.Fields("前几天 前幾天") {
+	// 前几天, 前两天, 前些天: a few days ago.
+	for _, w := range strings.Fields("前几天 前幾天 前两天 前兩天 前些天") {
 		add(w, cjkSpan{part: func(at time.Time) (time.Time, time.Time) {
 			start := unitStart(at, unitDay)
 			return addUnits(start, unitDay, -fewUnits[unitDay]), addUnits(start, unitDay, -1)
@@ -179,7 +179,7 @@ var cjkPhrases = func() map[rune][]cjkPhrase {
 // expression (지난주 is also written 지난 주).
 func koSpaced(w string) string {
 	for _, p := range []string{"지지난", "지난", "저번", "이번"} {
-		if rest, ok := strings.CutPrefix(w, p); ok && rest != "" && !strings.HasPrefix(rest, "해") {
+		if rest, ok := strings.CutPrefix(w, p); ok && rest != "" && (p == "지난" || !strings.HasPrefix(rest, "해")) {
 			return p + " " + rest
 		}
 	}
@@ -369,6 +369,10 @@ func cjkExprAt(message string, i int, prev rune, at time.Time) (TimeExpr, bool) 
 		}
 		return TimeExpr{Since: since, Until: until, Start: i, End: i + n}, true
 	}
+	if e, ok := koLastWeekday(s, at); ok {
+		e.Start, e.End = i, i+e.End
+		return e, true
+	}
 	if prev == 'の' || prev == '的' {
 		// 会議の3日前: three days before the meeting.
 		return TimeExpr{}, false
@@ -519,6 +523,35 @@ func cjkWeekdayAfter(s, week string) (int, int, bool) {
 const zhNotWeekday = "起直共些次个個样樣定般切点點下天日年周週月" +
 	"本张張件位名只隻条條份家场場台部篇首种種项項封杯瓶双雙对對套辆輛回遍趟顿頓岁歲号號人成倍千万萬亿億手整"
 
+// koLastWeekday reads 지난 금요일 (저번 금요일, 지난금요일) at s's start:
+// last Friday, the most recent before at's day, as English "last
+// Friday"; End is its length.
+func koLastWeekday(s string, at time.Time) (TimeExpr, bool) {
+	for _, p := range []string{"지난 ", "저번 ", "지난", "저번"} {
+		rest, ok := strings.CutPrefix(s, p)
+		if !ok {
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(rest)
+		d := slices.Index(koWeekdays, r)
+		if d < 0 || !strings.HasPrefix(rest[n:], "요일") {
+			return TimeExpr{}, false
+		}
+		after := rest[n+len("요일"):]
+		if !cjkEnds("요일", after) {
+			return TimeExpr{}, false
+		}
+		// Days back to the last such weekday before today (Monday 0).
+		back := (int(at.Weekday())+6-d)%7 + 7
+		if back > 7 {
+			back -= 7
+		}
+		since := day(at, -back)
+		return TimeExpr{Since: since, Until: day(since, 1), End: len(s) - len(after)}, true
+	}
+	return TimeExpr{}, false
+}
+
 // cjkNumber reads a number at s's start: digits (ASCII or full width),
 // Han numerals (一 ... 九百九十九, 两; not two digits in a row, which
 // count roughly: 两三, 二三), or a Korean native count; it
@@ -614,9 +647,9 @@ func cjkAgo(s string, at time.Time) (TimeExpr, bool) {
 	default:
 		for _, w := range cjkAgoUnitWords {
 			if r, ok := strings.CutPrefix(rest, w); ok {
-				if native && w != "달" && w != "시간" {
-					// 한 주: Korean counts weeks, years, days and minutes
-					// with Sino-Korean numbers or digits.
+				if native && w != "달" && w != "시간" && w != "주" {
+					// Korean counts years, days and minutes with
+					// Sino-Korean numbers or digits (한 달, 두 주, but 3일).
 					return TimeExpr{}, false
 				}
 				unit, rest = cjkAgoUnits[w], r
