@@ -158,6 +158,14 @@ func englishTime(message string, at time.Time) (TimeExpr, bool) {
 			continue
 		}
 		q, qn, ok := qualified(message, toks, i, n, e, at, anyLower)
+		if toks[i].word == "since" && n >= 2 && named(toks[i+1:i+n]) {
+			// "since Monday last week", "since May two years ago": from
+			// that week's Monday, that year's May, to the end of at's day.
+			sub := TimeExpr{Since: e.Since, Until: day(e.Since, 1), Start: toks[i+1].start, End: e.End}
+			if s, sn, sok := qualified(message, toks, i+1, n-1, sub, at, anyLower); sn != n-1 {
+				q, qn, ok = TimeExpr{Since: s.Since, Until: e.Until, Start: e.Start, End: s.End}, sn+1, sok
+			}
+		}
 		if _, isDay := weekdays[toks[i].word]; isDay && !bareWeekday(message, toks, i, qn, at, anyLower) {
 			continue
 		}

@@ -730,6 +730,13 @@ func TestParseTimeQualified(t *testing.T) {
 		{"what did I say on Monday this week?", "2026-01-12", "2026-01-13", "on Monday this week"},
 		{"what did I eat in May two years ago?", "2024-05-01", "2024-06-01", "in May two years ago"},
 		{"what did I get on Christmas two years ago?", "2024-12-25", "2024-12-26", "on Christmas two years ago"},
+		// After "since": from that day or month on (before: "since
+		// Monday" of this week, the qualifier's words searched).
+		{"what did I say since Monday last week?", "2026-01-05", "2026-01-15", "since Monday last week"},
+		{"since Tuesday of last week", "2026-01-06", "2026-01-15", "since Tuesday of last week"},
+		{"what have I read since May two years ago?", "2024-05-01", "2026-01-15", "since May two years ago"},
+		{"since Friday this week", "", "", ""},
+		{"since Monday, last week was busy", "2026-01-12", "2026-01-15", "since Monday"},
 		// Not a qualifier: another clause.
 		{"I saw her on Monday, last week was busy", "2026-01-12", "2026-01-13", "on Monday"},
 		// Capitals for emphasis, not a title.
