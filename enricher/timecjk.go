@@ -319,6 +319,32 @@ var cjkFirst = func() map[rune]bool {
 	return m
 }()
 
+// agoWords may stand right before "N units ago" in Chinese or Japanese
+// (大概三天前, 好几天前, ちょうど1週間前, 今から3時間前), besides a particle or a
+// function character.
+var agoWords = strings.Fields(`
+	ちょうど だいたい およそ ほんの 約 大体 から 大概 大约 大約 约 刚好 剛好 正好 差不多 已经 已經 才 仅 僅 只 好
+`)
+
+// agoFollows reports whether "N units ago" may follow before (the
+// message up to it, whose last rune is prev) and mean ago, from at: after
+// nothing, a space or punctuation, a Japanese particle other than の, a
+// Chinese function character other than 的 (我三天前), an agoWords word,
+// or Hangul (Korean spaces its words). After another word it is that
+// thing's time (試験1週間前, 寝る3時間前, 会議の3日前: before the exam,
+// going to bed, the meeting).
+func agoFollows(before string, prev rune) bool {
+	switch {
+	case prev == 'の' || prev == '的':
+		return false
+	case !isHan(prev) && !isHiragana(prev) && !isKatakana(prev):
+		return true
+	case strings.ContainsRune(jaParticleChars, prev) || zhFunctionChars[prev]:
+		return true
+	}
+	return slices.ContainsFunc(agoWords, func(w string) bool { return strings.HasSuffix(before, w) })
+}
+
 // cjkBoundary reports whether an expression may start at r after prev:
 // not inside a number, and, for Hangul, at a word's start.
 func cjkBoundary(prev, r rune) bool {
@@ -373,8 +399,9 @@ func cjkExprAt(message string, i int, prev rune, at time.Time) (TimeExpr, bool) 
 		e.Start, e.End = i, i+e.End
 		return e, true
 	}
-	if prev == 'の' || prev == '的' {
-		// 会議の3日前: three days before the meeting.
+	if !agoFollows(message[:i], prev) {
+		// 会議の3日前, 試験1週間前, 寝る3時間前: before the meeting, the
+		// exam, going to bed.
 		return TimeExpr{}, false
 	}
 	if e, ok := cjkAgo(s, at); ok {
