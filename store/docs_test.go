@@ -807,3 +807,155 @@ func TestDeleteDocumentsBefore(t *testing.T) {
 		t.Errorf("bob's kb: %+v, %v", docs, err)
 	}
 }
+
+// A put after the forget's time into a collection of before it, that
+// holds the collection while DeleteDocumentsBefore runs (it read the
+// collection, its document not yet written), is kept: the deletion waits
+// for it and sees its document before it deletes the emptied collections.
+// Before, the deletion's snapshot did not see the put's document, found
+// the collection empty, waited for the put's lock on it and then deleted
+// it, and the put's document with it by the cascade: a put answered as
+// stored, written after the forget, was gone.
+func TestDeleteDocumentsBeforeKeepsAPutItWaitedFor(t *testing.T) {
+	ctx, s := setup(t)
+	put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "notes", DocID: "d1", Content: "# Notes\nThe boat was red."})
+	var forgotten time.Time
+	if err := s.Pool().QueryRow(ctx, `SELECT now()`).Scan(&forgotten); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	capTx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer capTx.Rollback(ctx)
+	if _, err := capTx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('memoryd.docs_cap.' || current_schema(), 0))`); err != nil {
+		t.Fatal(err)
+	}
+	putDone := make(chan error, 1)
+	go func() {
+		_, err := s.PutDocument(ctx, store.DocumentPut{Owner: alice, Collection: "notes", DocID: "d2",
+			Content: "# Notes\nThe boat is blue.", Chunk: chunkWith, MaxTotalBytes: 1 << 20})
+		putDone <- err
+	}()
+	var putPid int
+	eventstest.Eventually(t, "the put to wait for the cap's lock", 30*time.Second, func() (bool, string) {
+		err := s.Pool().QueryRow(ctx, `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+			AND objid::bigint = (hashtextextended('memoryd.docs_cap.' || current_schema(), 0) & 4294967295)`).Scan(&putPid)
+		return err == nil, fmt.Sprint(err)
+	})
+	deleted := make(chan error, 1)
+	go func() {
+		_, err := s.DeleteDocumentsBefore(ctx, "alice", forgotten, docJobs...)
+		deleted <- err
+	}()
+	eventstest.Eventually(t, "the deletion to wait for the put", 30*time.Second, func() (bool, string) {
+		var n int
+		if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_locks w JOIN pg_locks p
+			ON p.pid = $1 AND p.locktype = 'transactionid' AND p.granted AND w.transactionid = p.transactionid
+			WHERE w.locktype = 'transactionid' AND NOT w.granted`, putPid).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n > 0, "the deletion does not wait"
+	})
+	if err := capTx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-putDone; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-deleted; err != nil {
+		t.Fatal(err)
+	}
+	docs, _, err := s.ListDocuments(ctx, alice, "notes", "", 10)
+	if err != nil || len(docs) != 1 || docs[0].DocID != "d2" {
+		t.Fatalf("alice's notes after: %+v, %v; want d2, put after the forget's time, alone", docs, err)
+	}
+}
+
+// DeleteDocumentsBefore deletes the jobs of the documents it deletes, not
+// those of a document put after the forget's time in the same collection
+// (a pending one would never be chunked), nor a job of several documents
+// (MoreField), which finds the deleted ones gone; an emptied collection's
+// jobs go with it.
+func TestDeleteDocumentsBeforeKeepsTheJobsOfLaterDocuments(t *testing.T) {
+	ctx, s := setup(t)
+	kb := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "guide.md", Content: guide})
+	old := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "old", DocID: "o", Content: "The old otter notes."})
+	var forgotten time.Time
+	if err := s.Pool().QueryRow(ctx, `SELECT now()`).Scan(&forgotten); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "later.md", Content: "The later otter notes."})
+	job := func(kind string, coll int64, args string) {
+		t.Helper()
+		if _, err := s.Pool().Exec(ctx, `INSERT INTO river_job (kind, args, state, max_attempts, queue, priority, scheduled_at)
+			VALUES ($1, jsonb_build_object('collection_id', $2::bigint) || $3::jsonb, 'available', 5, 'q', 1, now())`, kind, coll, args); err != nil {
+			t.Fatal(err)
+		}
+	}
+	job("index_document", kb.Collection.ID, `{"doc_id": "guide.md", "n": 1}`)
+	job("memoryd_chunk_embed", kb.Collection.ID, `{"doc_id": "guide.md", "n": 2}`)
+	job("index_document", kb.Collection.ID, `{"doc_id": "later.md", "n": 3}`)
+	job("memoryd_chunk_embed", kb.Collection.ID, `{"doc_id": "later.md", "n": 4}`)
+	job("memoryd_chunk_embed", kb.Collection.ID, `{"doc_id": "guide.md", "more": [{"doc_id": "later.md"}], "n": 5}`)
+	job("memoryd_chunk_embed", old.Collection.ID, `{"doc_id": "o", "more": [{"doc_id": "p"}], "n": 6}`)
+	if _, err := s.DeleteDocumentsBefore(ctx, "alice", forgotten, docJobs...); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := s.Pool().Query(ctx, `SELECT (args->>'n')::int FROM river_job ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{3, 4, 5}; !slices.Equal(left, want) {
+		t.Errorf("jobs left %v, want %v", left, want)
+	}
+}
+
+// DeleteDocumentsBefore deletes in batches, each committed: a user's
+// documents that take longer than a start's budget are deleted over
+// several starts (before: one transaction, rolled back at every start).
+func TestDeleteDocumentsBeforeKeepsWhatEachBatchDeleted(t *testing.T) {
+	ctx, s := setup(t)
+	for _, d := range []string{"a", "b", "c", "d", "e"} {
+		put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: d, Content: "The otter notes " + d + "."})
+	}
+	var forgotten time.Time
+	if err := s.Pool().QueryRow(ctx, `SELECT now()`).Scan(&forgotten); err != nil {
+		t.Fatal(err)
+	}
+	// The last document is held by another transaction: the third batch
+	// waits for it until the budget ends.
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM documents WHERE doc_id = 'e' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	budget, cancel := context.WithTimeout(store.WithDeleteBatch(ctx, 2), 2*time.Second)
+	n, err := s.DeleteDocumentsBefore(budget, "alice", forgotten)
+	cancel()
+	if err == nil || n != 4 {
+		t.Fatalf("deleted %d, %v; want 4 and the budget's end", n, err)
+	}
+	if docs, _, err := s.ListDocuments(ctx, alice, "kb", "", 10); err != nil || len(docs) != 1 || docs[0].DocID != "e" {
+		t.Fatalf("alice's kb after the budget: %+v, %v; want e alone", docs, err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The next start goes on.
+	if n, err := s.DeleteDocumentsBefore(store.WithDeleteBatch(ctx, 2), "alice", forgotten); err != nil || n != 1 {
+		t.Fatalf("deleted %d, %v; want the last one", n, err)
+	}
+	if cs, err := s.Collections(ctx, alice); err != nil || len(cs) != 0 {
+		t.Errorf("alice's collections: %v, %v; want none", cs, err)
+	}
+}

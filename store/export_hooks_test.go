@@ -7,3 +7,9 @@ import "context"
 func WithImportHook(ctx context.Context, hook func()) context.Context {
 	return context.WithValue(ctx, importHookKey{}, hook)
 }
+
+// WithDeleteBatch returns a ctx under which DeleteDocumentsBefore deletes
+// n documents a transaction.
+func WithDeleteBatch(ctx context.Context, n int) context.Context {
+	return context.WithValue(ctx, deleteBatchKey{}, n)
+}

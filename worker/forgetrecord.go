@@ -282,8 +282,9 @@ func reapplyForgets(ctx context.Context, js jetstream.JetStream, st *store.Store
 // memory's transaction committed: the user's documents, and events in the
 // turn and dead-letter streams, could be left, and no restart looked at
 // them), with the database's tombstone tomb, which covers at least as
-// much: the user's documents as they were at tomb's time
-// (finishDocuments), then the events. It marks the record finished unless
+// much: the events first (a replay would bring the memory back from
+// them), then the user's documents as they were at tomb's time
+// (finishDocuments). It marks the record finished unless
 // it changed meanwhile, and only when both parts are done.
 func finishForget(ctx context.Context, js jetstream.JetStream, st *store.Store, stream, deadLetters, prefix string, r forgetRecord,
 	tomb store.Tombstone, logger *slog.Logger) {
@@ -291,34 +292,40 @@ func finishForget(ctx context.Context, js jetstream.JetStream, st *store.Store, 
 		logger.Error("cannot finish a forget cut short: the user's "+what+" are still here; run memoryd forget for the user",
 			"user_token", r.Token, "forgotten_at", r.ForgottenAt, "error", err)
 	}
+	// The events first: left in the streams, a replay brings the memory
+	// back. The documents can take long (a user may hold gigabytes), and
+	// this start's budget (reapplyTimeout) would then be gone before the
+	// events at every start.
+	var n, dead, moved uint64
+	eventsDone := func() bool {
+		turns, err := js.Stream(ctx, stream)
+		if err != nil {
+			fail("events", err)
+			return false
+		}
+		info, err := turns.Info(ctx)
+		if err != nil {
+			fail("events", err)
+			return false
+		}
+		if n, err = purgeTurns(ctx, turns, userSubjects(prefix, r.Token), tomb, info.State.Msgs); err != nil {
+			fail("events", err)
+			return false
+		}
+		if dead, moved, err = purgeDeadLetters(ctx, js, turns, deadLetters, prefix, r.Token, tomb); err != nil {
+			fail("events", err)
+			return false
+		}
+		return true
+	}()
+	// The documents all the same. The record stays unfinished unless both
+	// are done.
 	docs, err := finishDocuments(ctx, st, r.Token, tomb.ForgottenAt)
-	docsDone := err == nil
-	if !docsDone {
-		// The events all the same: a replay must not bring the memory
-		// back. The record stays unfinished for the documents.
+	if err != nil {
 		fail("documents", err)
-	}
-	turns, err := js.Stream(ctx, stream)
-	if err != nil {
-		fail("events", err)
 		return
 	}
-	info, err := turns.Info(ctx)
-	if err != nil {
-		fail("events", err)
-		return
-	}
-	n, err := purgeTurns(ctx, turns, userSubjects(prefix, r.Token), tomb, info.State.Msgs)
-	if err != nil {
-		fail("events", err)
-		return
-	}
-	dead, moved, err := purgeDeadLetters(ctx, js, turns, deadLetters, prefix, r.Token, tomb)
-	if err != nil {
-		fail("events", err)
-		return
-	}
-	if !docsDone {
+	if !eventsDone {
 		return
 	}
 	if err := markFinished(ctx, js, stream, r); err != nil {
@@ -347,13 +354,13 @@ func finishDocuments(ctx context.Context, st *store.Store, token string, at time
 		if events.UserToken(u) != token {
 			continue
 		}
-		dctx, cancel := context.WithTimeout(ctx, forgetDocsTimeout)
-		d, err := st.DeleteDocumentsBefore(dctx, u, at, indexDocumentJobs, chunkEmbedJobs)
-		cancel()
+		// Within this start's budget; what it deleted stays deleted, and
+		// the next start goes on (store.DeleteDocumentsBefore).
+		d, err := st.DeleteDocumentsBefore(ctx, u, at, indexDocumentJobs, chunkEmbedJobs)
+		n += d
 		if err != nil {
 			return n, err
 		}
-		n += d
 	}
 	return n, nil
 }

@@ -362,3 +362,45 @@ func (e *env) checkOnlyAlicePurged() {
 		e.t.Error("the finished forget is still recorded as unfinished")
 	}
 }
+
+// A forget cut short whose documents cannot be deleted within the start's
+// budget (here a transaction holding one of them; a user with gigabytes
+// of documents does it too) has its events purged all the same, and its
+// documents at a later start: the record stays unfinished until then.
+// Before, the documents came first and used up the budget, the purge then
+// failed on the expired context at every start, and a replay brought the
+// forgotten memory back from the events left in the stream.
+func TestForgetCutShortPurgesTheEventsWhenItsDocumentsTakeTheBudget(t *testing.T) {
+	e := forgetCutShort(t)
+	tx, err := e.store.Pool().Begin(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(e.ctx)
+	if _, err := tx.Exec(e.ctx, `SELECT 1 FROM documents d JOIN collections c ON c.id = d.collection_id
+		WHERE c.owner_kind = 'user' AND c.owner = 'alice' FOR UPDATE OF d`); err != nil {
+		t.Fatal(err)
+	}
+	var logs lockedBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
+	worker.ReapplyForgets(ctx, e.js, e.store, e.prefix, e.stream, logger)
+	cancel()
+	if n := e.subjectMsgs(e.stream, e.prefix+".turns.alice"); n != 0 {
+		t.Errorf("alice's events after a start whose budget her documents used up: %d; want none (a replay would bring her memory back)\n%s", n, logs.String())
+	}
+	if !e.forgetRecord("alice").Unfinished {
+		t.Error("the forget is recorded as finished, its documents left")
+	}
+	if err := tx.Rollback(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	worker.ReapplyForgets(e.ctx, e.js, e.store, e.prefix, e.stream, logger)
+	if docs := e.docsOf("alice"); len(docs) != 0 {
+		t.Errorf("alice's documents after the next start: %q; want none", docs)
+	}
+	if e.forgetRecord("alice").Unfinished {
+		t.Error("the finished forget is still recorded as unfinished")
+	}
+	e.checkOnlyAlicePurged()
+}
