@@ -240,8 +240,8 @@ func TestExportAndImportTimeoutBoundsEachRequest(t *testing.T) {
 	nc := eventstest.Conn(t)
 	prefix, _ := eventstest.Names(t, nc)
 	const (
-		pages   = 6
-		delay   = 500 * time.Millisecond
+		pages = 6
+		delay = 500 * time.Millisecond
 		// A request's 500 ms five times over (an import request carries
 		// 768 KiB: under load, 300 ms of delay beside a 1.2 s timeout
 		// timed out); the whole's 3 s not.
