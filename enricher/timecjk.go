@@ -942,23 +942,14 @@ var (
 	cjkGreetLists = &cjkLists{chars: zhFunctionChars,
 		morphemes: newMorphemeTable(jaFunctionMorphemes, zhFunctionMorphemes, cjkGreetMorphemes),
 		koWords:   union(koFunctionSet, koParticles, stringSet(koGreetWords)), leadingParticle: true}
-	cjkTalkLists = &cjkLists{chars: unionRunes(zhFunctionChars, cjkTalkChars),
+	cjkTalkLists = &cjkLists{chars: union(zhFunctionChars, cjkTalkChars),
 		morphemes: newMorphemeTable(jaFunctionMorphemes, zhFunctionMorphemes, cjkGreetMorphemes, cjkTalkMorphemes),
 		koWords:   union(koFunctionSet, koParticles, stringSet(koGreetWords), stringSet(koTalkWords)), leadingParticle: true}
 )
 
-func union(sets ...map[string]bool) map[string]bool {
-	out := map[string]bool{}
-	for _, s := range sets {
-		for k := range s {
-			out[k] = true
-		}
-	}
-	return out
-}
-
-func unionRunes(sets ...map[rune]bool) map[rune]bool {
-	out := map[rune]bool{}
+// union is the union of sets.
+func union[K comparable](sets ...map[K]bool) map[K]bool {
+	out := map[K]bool{}
 	for _, s := range sets {
 		for k := range s {
 			out[k] = true

@@ -135,12 +135,7 @@ func TestParseTimeCJK(t *testing.T) {
 // 聊了 were, found nothing in it, and the fallback brought back any item
 // that said them); a greeting with a time is small talk.
 func TestTimeRestCJK(t *testing.T) {
-	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC)
-	for _, tt := range []struct {
-		msg       string
-		asked     []string
-		smallTalk bool
-	}{
+	checkTimeRest(t, []restCase{
 		{"昨日何を話しましたか？", []string{}, false},
 		{"昨日は何について話した？", []string{}, false},
 		{"上周我们聊了什么？", []string{}, false},
@@ -154,17 +149,7 @@ func TestTimeRestCJK(t *testing.T) {
 		{"今日はありがとう", []string{}, true},
 		{"谢谢你今天的帮助", []string{"的帮", "帮助"}, false},
 		{"오늘 고마워요", []string{}, true},
-	} {
-		e, ok := ParseTime(tt.msg, at)
-		if !ok {
-			t.Errorf("%q: no time read", tt.msg)
-			continue
-		}
-		asked, _, small := timeRest(tt.msg, e)
-		if !slices.Equal(asked, tt.asked) || small != tt.smallTalk {
-			t.Errorf("%q: asked %q, small talk %v; want %q, %v", tt.msg, asked, small, tt.asked, tt.smallTalk)
-		}
-	}
+	})
 }
 
 // BenchmarkParseTimeCJKLong: 64 KiB messages of CJK text, dates, numerals
@@ -245,12 +230,7 @@ func TestParseTimeCJKNearMisses(t *testing.T) {
 // in a question about the time alone (the range search then found nothing,
 // and the fallback searched all time), and thanks that were not small talk.
 func TestTimeRestCJKTalk(t *testing.T) {
-	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC)
-	for _, tt := range []struct {
-		msg       string
-		asked     []string
-		smallTalk bool
-	}{
+	checkTimeRest(t, []restCase{
 		{"今朝何を言ったか覚えてる？", []string{}, false},
 		{"昨日の午後に話したことをまとめて", []string{}, false},
 		{"30分前に何て言った？", []string{}, false},
@@ -264,7 +244,22 @@ func TestTimeRestCJKTalk(t *testing.T) {
 		{"저번 주에 말한 식당", []string{"식당"}, false},
 		{"昨日はありがとうございました", []string{}, true},
 		{"어제는 고마웠어", []string{}, true},
-	} {
+	})
+}
+
+// restCase is a message, what its rest asks once its time is cut out,
+// and whether it is small talk.
+type restCase struct {
+	msg       string
+	asked     []string
+	smallTalk bool
+}
+
+// checkTimeRest runs ParseTime and timeRest on each case, on a Wednesday.
+func checkTimeRest(t *testing.T, cases []restCase) {
+	t.Helper()
+	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC)
+	for _, tt := range cases {
 		e, ok := ParseTime(tt.msg, at)
 		if !ok {
 			t.Errorf("%q: no time read", tt.msg)

@@ -620,15 +620,8 @@ func (s *Store) DeleteCollections(ctx context.Context, o Owner, jobs ...RiverJob
 		if err != nil {
 			return err
 		}
-		for _, j := range jobs {
-			if j.Kind == "" || j.CollectionField == "" || len(ids) == 0 {
-				continue
-			}
-			if _, err := q.db.Exec(ctx, `DELETE FROM river_job WHERE kind = $1
-				AND args->$2::text IN (SELECT to_jsonb(id) FROM unnest($3::bigint[]) AS id)`,
-				j.Kind, j.CollectionField, ids); err != nil {
-				return err
-			}
+		if err := q.deleteCollectionJobs(ctx, ids, jobs); err != nil {
+			return err
 		}
 		if kind == "user" {
 			if _, err := q.db.Exec(ctx, `DELETE FROM collection_readers WHERE user_id = $1`, owner); err != nil {
@@ -778,6 +771,16 @@ func (q *Store) deleteEmptiedBefore(ctx context.Context, user string, t time.Tim
 	if err != nil {
 		return err
 	}
+	if err := q.deleteCollectionJobs(ctx, ids, jobs); err != nil {
+		return err
+	}
+	_, err = q.db.Exec(ctx, `DELETE FROM collection_readers WHERE user_id = $1 AND granted_at <= $2`, user, t)
+	return err
+}
+
+// deleteCollectionJobs deletes the River jobs of jobs's shapes with a
+// CollectionField that name one of the collections ids, in any state.
+func (q *Store) deleteCollectionJobs(ctx context.Context, ids []int64, jobs []RiverJobs) error {
 	for _, j := range jobs {
 		if j.Kind == "" || j.CollectionField == "" || len(ids) == 0 {
 			continue
@@ -788,8 +791,7 @@ func (q *Store) deleteEmptiedBefore(ctx context.Context, user string, t time.Tim
 			return err
 		}
 	}
-	_, err = q.db.Exec(ctx, `DELETE FROM collection_readers WHERE user_id = $1 AND granted_at <= $2`, user, t)
-	return err
+	return nil
 }
 
 // GrantReader lets user read the shared scope's collections from the user's
