@@ -17,12 +17,13 @@ import (
 // languages that writes them. The ranges are those of the English
 // expressions with the same meaning (ParseTime's doc).
 //
-// Words are matched as written, in NFKC (full-width digits are digits).
-// A Han or kana expression may start anywhere a character does, as these
-// languages do not space words, but not inside a number, nor after the
-// character that makes it another's (の, 的: "会議の3日前", three days
-// before the meeting); a Hangul one only at a word's start, followed by
-// the word's end or a particle (어제는, 작년에; not 오늘날, nowadays).
+// Words are matched as written; full-width digits are digits. A Han or
+// kana expression may start anywhere a character does, as these languages
+// do not space words, but not inside a number or a word that holds it
+// (refusedPhrase: 之前天气, べんきょう), and "N units ago" not after another
+// word, whose time it then is (agoFollows: 会議の3日前, 試験1週間前); a
+// Hangul one only at a word's start, followed by the word's end or a
+// particle (어제는, 작년에; not 오늘날, nowadays).
 
 // cjkSpan is what a CJK expression means: a range, or a calendar unit
 // relative to at's.
@@ -327,7 +328,7 @@ var agoWords = strings.Fields(`
 `)
 
 // agoFollows reports whether "N units ago" may follow before (the
-// message up to it, whose last rune is prev) and mean ago, from at: after
+// message up to it, whose last rune is prev) and mean ago: after
 // nothing, a space or punctuation, a Japanese particle other than の, a
 // Chinese function character other than 的 (我三天前), an agoWords word,
 // or Hangul (Korean spaces its words). After another word it is that
@@ -611,6 +612,7 @@ func cjkNumber(s string) (n, size int, few, ok bool) {
 	}
 	// Han numerals: 十五, 二十, 三百五十, 两.
 	total, cur := 0, -1
+numerals:
 	for i < len(s) {
 		r, sz := utf8.DecodeRuneInString(s[i:])
 		switch {
@@ -629,14 +631,13 @@ func cjkNumber(s string) (n, size int, few, ok bool) {
 			total += max(cur, 1) * 100
 			cur = -1
 		default:
-			goto done
+			break numerals
 		}
 		if total+max(cur, 0) >= 1000 {
 			return 0, 0, false, false
 		}
 		i += sz
 	}
-done:
 	if i > 0 {
 		total += max(cur, 0)
 		return total, i, false, total > 0 && total < 1000
