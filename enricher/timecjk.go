@@ -338,12 +338,47 @@ func agoFollows(before string, prev rune) bool {
 	switch {
 	case prev == 'の' || prev == '的':
 		return false
+	case prev == ' ':
+		return koAgoFollows(before)
 	case !isHan(prev) && !isHiragana(prev) && !isKatakana(prev):
 		return true
 	case strings.ContainsRune(jaParticleChars, prev) || zhFunctionChars[prev]:
 		return true
 	}
 	return slices.ContainsFunc(agoWords, func(w string) bool { return strings.HasSuffix(before, w) })
+}
+
+// koAgoAfter are Korean words that may stand before "N units ago" without
+// a particle: pronouns and adverbs of measure (약 3일 전, 벌써 2년 전).
+var koAgoAfter = stringSet(strings.Fields(`
+	나 너 저 제 내 우리 저희 그 그녀 약 대략 벌써 이미 정확히 딱 바로 겨우 불과 거의 한 지금 오늘 어제 작년 올해
+`))
+
+// koAgoFollows reports, for Korean, whether "N units ago" after before
+// (ending in a space) means ago: after no word, or a word that is not
+// Hangul, ends in a particle or an ending (나는 3일 전에), is a function
+// word or one of koAgoAfter. After a bare noun it is that thing's time
+// (시험 1주 전, a week before the exam).
+func koAgoFollows(before string) bool {
+	fields := strings.Fields(before)
+	if len(fields) == 0 {
+		return true
+	}
+	w := strings.TrimRightFunc(fields[len(fields)-1], func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+	if w != fields[len(fields)-1] || w == "" {
+		return true // punctuation ends it: 그런데, 3일 전에
+	}
+	last, _ := utf8.DecodeLastRuneInString(w)
+	if !isHangul(last) || koAgoAfter[w] || koFunctionSet[w] {
+		return true
+	}
+	for n := 1; n <= koMaxEnding && n < utf8.RuneCountInString(w); n++ {
+		runes := []rune(w)
+		if tail := string(runes[len(runes)-n:]); koParticles[tail] || koEndingSet[tail] {
+			return true
+		}
+	}
+	return false
 }
 
 // cjkBoundary reports whether an expression may start at r after prev:
