@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 
@@ -90,13 +91,20 @@ func StartTracing(cfg TracingConfig, version string) (*Tracer, error) {
 }
 
 // Shutdown exports the spans still buffered (until ctx ends) and stops the
-// exporter it owns.
+// exporter it owns. Its error says when spans were not exported: the
+// flush first, since the SDK's Shutdown reports its own deadline but not
+// an export that failed (a collector refusing connections: the spans
+// lost without a word).
 func (t *Tracer) Shutdown(ctx context.Context) error {
 	if t == nil || t.sdk == nil {
 		return nil
 	}
+	flushed := t.sdk.ForceFlush(ctx)
 	if err := t.sdk.Shutdown(ctx); err != nil {
-		return fmt.Errorf("tracing: shutdown: %w", err)
+		return fmt.Errorf("tracing: shutdown: %w", errors.Join(flushed, err))
+	}
+	if flushed != nil {
+		return fmt.Errorf("tracing: export at stop: %w", flushed)
 	}
 	return nil
 }

@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/extractor/extractortest"
 )
 
@@ -283,5 +286,39 @@ func TestTracingEndpointChecked(t *testing.T) {
 		case err != nil && strings.Contains(err.Error(), "SECRET"):
 			t.Errorf("%s: the error prints the password: %v", tt.endpoint, err)
 		}
+	}
+}
+
+// TestStopWithCollectorDown stops memoryd while nothing listens at its
+// OTLP endpoint (the collector down): the stop is clean, and the spans
+// still buffered, lost, are logged as such.
+func TestStopWithCollectorDown(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: connections are refused
+	var logs eventstest.SyncBuffer
+	cfg := testConfig(t)
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	cfg.Tracing.OTLPEndpoint = "http://" + addr
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	turn := events.Turn{ID: "t-1", UserID: "bob", UserMessage: "I live in Bergen", Timestamp: time.Now().UTC()}
+	publishAndWait(t, a, turn.UserID, turn)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := a.Stop(ctx); err != nil {
+		t.Fatalf("stop with the collector down: %v", err)
+	}
+	if !strings.Contains(logs.String(), "traces still buffered at stop were not all exported") {
+		t.Errorf("no warning of the spans lost at stop; log:\n%s", logs.String())
 	}
 }
