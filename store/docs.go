@@ -668,9 +668,9 @@ const deleteBeforeBatch = 500
 // (their jobs and the defaults naming them go with them), and the user's
 // reader grants made at or before t. What was written after t stays: a
 // document put after the forget, a collection created after it (with a
-// kept collection's settings and defaults) and a grant made after it; so
-// does the user's choice of default collections of shared scopes (no
-// content, and no time to tell). The documents go in transactions of
+// kept collection's settings) and a grant made after it, and default
+// collections chosen after it (those chosen before went with the memory's
+// transaction, ForgetUser). The documents go in transactions of
 // deleteBeforeBatch, so that what one call deleted stays deleted when a
 // later batch fails (ctx ending): calling it again goes on. It returns the
 // number of documents deleted.

@@ -959,3 +959,45 @@ func TestDeleteDocumentsBeforeKeepsWhatEachBatchDeleted(t *testing.T) {
 		t.Errorf("alice's collections: %v, %v; want none", cs, err)
 	}
 }
+
+// A forget cut short after its memory's transaction committed is finished
+// by DeleteDocumentsBefore, which cannot tell the user's default
+// collections of before the forget from those set after (they have no
+// time): the memory's transaction deletes them, so a shared scope granted
+// again after the forget does not bring back the default the user chose
+// before it. Before, the default stayed, and came back with the grant.
+func TestForgetCutShortDeletesTheDefaultCollections(t *testing.T) {
+	ctx, s := setup(t)
+	put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "notes", DocID: "a", Content: "The zebra notes."})
+	put(t, ctx, s, store.DocumentPut{Owner: store.Owner{Shared: "team-x"}, Collection: "handbook", DocID: "h", Content: "The zebra handbook."})
+	if _, err := s.GrantReader(ctx, "team-x", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetDefaultCollections(ctx, "alice", []string{"team-x/handbook", "notes"}); err != nil {
+		t.Fatal(err)
+	}
+	_, tomb, err := s.ForgetUser(ctx, "alice", "alice", store.StreamPosition{}, store.RiverJobs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Cut short here: the next start finishes the documents.
+	if _, err := s.DeleteDocumentsBefore(ctx, "alice", tomb.ForgottenAt, docJobs...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GrantReader(ctx, "team-x", "alice"); err != nil { // granted again after the forget
+		t.Fatal(err)
+	}
+	if got, err := s.DefaultCollections(ctx, "alice"); err != nil || len(got) != 0 {
+		t.Errorf("alice's defaults after the forget and a new grant: %q, %v; want none (chosen before the forget)", got, err)
+	}
+	// Set after the forget: stays.
+	if _, err := s.SetDefaultCollections(ctx, "alice", []string{"team-x/handbook"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DeleteDocumentsBefore(ctx, "alice", tomb.ForgottenAt, docJobs...); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.DefaultCollections(ctx, "alice"); err != nil || !slices.Equal(got, []string{"team-x/handbook"}) {
+		t.Errorf("alice's defaults set after the forget: %q, %v; want team-x/handbook", got, err)
+	}
+}

@@ -146,6 +146,14 @@ func (s *Store) forgetUser(ctx context.Context, userID, token string, through St
 		if _, err := q.db.Exec(ctx, `DELETE FROM user_languages WHERE user_id = $1`, userID); err != nil {
 			return fmt.Errorf("forget language: %w", err)
 		}
+		// The user's default collections here, not with the documents
+		// (DeleteCollections): a forget cut short has its documents
+		// finished as of its time (DeleteDocumentsBefore), and a default
+		// has no time to tell it was chosen before the forget; a shared
+		// scope granted again after would bring it back.
+		if _, err := q.db.Exec(ctx, `DELETE FROM doc_defaults WHERE user_id = $1`, userID); err != nil {
+			return fmt.Errorf("forget default collections: %w", err)
+		}
 		// After the vectors (deleteMemory): the generation row is the last
 		// trace of them. A new vector starts a row at a fresh generation.
 		if _, err := q.db.Exec(ctx, `DELETE FROM embedding_generations WHERE user_id = $1`, userID); err != nil {
