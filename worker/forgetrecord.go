@@ -365,6 +365,43 @@ func finishDocuments(ctx context.Context, st *store.Store, token string, at time
 	return n, nil
 }
 
+// finishStaleForgets finishes the forgets the bucket has recorded as
+// unfinished for longer than Config.StaleForgetAge that the database knows
+// (finishForget, with the database's tombstone): their process died and
+// none restarted (a replica scaled away), which left the user's documents
+// searchable and events in the streams until an operator sent the forget
+// again. A start finishes the others (reapplyForgets). Errors are logged;
+// the next reconcile tries again.
+func (w *Worker) finishStaleForgets(ctx context.Context) {
+	recs, err := readForgets(ctx, w.js, w.cfg.Stream)
+	if err != nil {
+		w.logger.Warn("cannot read the forgets recorded in NATS to finish those cut short", "error", err)
+		return
+	}
+	var stale []forgetRecord
+	var tokens []string
+	for _, r := range recs {
+		if r.Unfinished && time.Since(r.ForgottenAt) > w.cfg.StaleForgetAge {
+			stale, tokens = append(stale, r), append(tokens, r.Token)
+		}
+	}
+	if len(stale) == 0 {
+		return
+	}
+	known, err := w.cfg.Store.Tombstones(ctx, tokens)
+	if err != nil {
+		w.logger.Warn("cannot read the tombstones of the forgets cut short", "error", err)
+		return
+	}
+	var list []cutShort
+	for _, r := range stale {
+		if t, ok := known[r.Token]; ok && !t.ForgottenAt.Before(r.ForgottenAt) {
+			list = append(list, cutShort{r, t})
+		}
+	}
+	finishForgets(ctx, w.js, w.cfg.Store, w.cfg.Stream, w.cfg.DeadLetterStream, w.cfg.Prefix, list, w.logger)
+}
+
 // cutShort is a forget the bucket records as unfinished, and the
 // tombstone its stream side is finished with.
 type cutShort struct {

@@ -404,3 +404,35 @@ func TestForgetCutShortPurgesTheEventsWhenItsDocumentsTakeTheBudget(t *testing.T
 	}
 	e.checkOnlyAlicePurged()
 }
+
+// A forget cut short while workers keep running and none of them starts
+// again (its process killed, the replica scaled away): the reconcile of a
+// running worker finishes it once it has been unfinished for
+// StaleForgetAge. Before, the user's documents stayed searchable and the
+// events in the streams until a start, or the forget sent again (a walk:
+// 2,064 documents left beside the surviving serve).
+func TestForgetCutShortIsFinishedByARunningWorker(t *testing.T) {
+	e := setup(t)
+	e.start(extractor.NewRules(), func(c *worker.Config) {
+		c.ReconcileInterval = time.Second
+		c.StaleForgetAge = time.Nanosecond
+	})
+	for _, u := range []string{"alice", "bob"} {
+		e.publish(events.Turn{ID: u + "-1", UserID: u, UserMessage: "I live in Paris."})
+		e.putDoc(u, "notes", "a")
+	}
+	e.waitDone(2)
+	e.cutForget("alice")
+	e.waitFor("alice's forget to be finished by a running worker", func() (bool, string) {
+		rec := e.forgetRecord("alice")
+		docs := e.docsOf("alice")
+		n := e.subjectMsgs(e.stream, e.prefix+".turns.alice")
+		return !rec.Unfinished && len(docs) == 0 && n == 0, fmt.Sprintf("unfinished %v, documents %q, events %d", rec.Unfinished, docs, n)
+	})
+	if got := e.docsOf("bob"); !slices.Equal(got, []string{"notes/a"}) {
+		t.Errorf("bob's documents: %q", got)
+	}
+	if n := e.subjectMsgs(e.stream, e.prefix+".turns.bob"); n != 1 {
+		t.Errorf("bob's events: %d; want his 1", n)
+	}
+}

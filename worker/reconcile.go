@@ -55,6 +55,7 @@ func (r *reconcileWorker) Work(ctx context.Context, _ *river.Job[ReconcileArgs])
 		return err
 	}
 	r.w.dropOldSpend(ctx)
+	r.w.finishStaleForgets(ctx)
 	// Every minute or so, between the prune's measures, which a VACUUM of
 	// a reset's dead rows could otherwise fall between (see
 	// store.SampleContextHighWater). Best effort: the next sample retries.

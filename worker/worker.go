@@ -167,6 +167,13 @@ type Config struct {
 	// its last attempt) and requeues them or, when their attempts ran out,
 	// marks them failed. Default 1m.
 	ReconcileInterval time.Duration
+	// StaleForgetAge is how long a forget may stay recorded unfinished in
+	// the forgets bucket before the reconcile (every ReconcileInterval, in
+	// one process) finishes it: its process was killed, or stopped at its
+	// deadline, and no process of the deployment starts to finish it (a
+	// replica scaled away). Longer than a forget takes, so that one still
+	// running is left to its own process. Default 15m.
+	StaleForgetAge time.Duration
 	// LockTimeout bounds how long a job's write transaction waits for a row
 	// lock another transaction holds (SQLSTATE 55P03 past it). The wait is
 	// also kept under half of the job's remaining time, so that a lock wait
@@ -383,6 +390,9 @@ func (c Config) withDefaults() Config {
 	if c.ReconcileInterval == 0 {
 		c.ReconcileInterval = time.Minute
 	}
+	if c.StaleForgetAge == 0 {
+		c.StaleForgetAge = 15 * time.Minute
+	}
 	if c.LockTimeout == 0 {
 		c.LockTimeout = 5 * time.Second
 	}
@@ -488,6 +498,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("worker: Config.FetchCooldown must be between %s and FetchPollInterval (%s), not %s", river.FetchCooldownMin, c.FetchPollInterval, c.FetchCooldown)
 	case c.ReconcileInterval < time.Second:
 		return fmt.Errorf("worker: Config.ReconcileInterval must be at least 1s, not %s", c.ReconcileInterval)
+	case c.StaleForgetAge < 0:
+		return fmt.Errorf("worker: Config.StaleForgetAge must not be negative, not %s", c.StaleForgetAge)
 	case c.DailyTokensPerUser < 0:
 		return fmt.Errorf("worker: Config.DailyTokensPerUser must not be negative, not %d", c.DailyTokensPerUser)
 	case c.DailyTokens < 0:
