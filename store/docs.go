@@ -612,15 +612,7 @@ func (s *Store) DeleteCollections(ctx context.Context, o Owner, jobs ...RiverJob
 			WHERE c.owner_kind = $1 AND c.owner = $2`, kind, owner).Scan(&n); err != nil {
 			return err
 		}
-		rows, err := q.db.Query(ctx, `DELETE FROM collections WHERE owner_kind = $1 AND owner = $2 RETURNING id`, kind, owner)
-		if err != nil {
-			return err
-		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil {
-			return err
-		}
-		if err := q.deleteCollectionJobs(ctx, ids, jobs); err != nil {
+		if err := q.deleteCollectionsWhere(ctx, jobs, `owner_kind = $1 AND owner = $2`, kind, owner); err != nil {
 			return err
 		}
 		if kind == "user" {
@@ -762,8 +754,20 @@ func (q *Store) deleteDocumentsBefore(ctx context.Context, user string, t time.T
 // collections' locks), the user's collections of t or before left without
 // a document, their jobs, and the user's reader grants of t or before.
 func (q *Store) deleteEmptiedBefore(ctx context.Context, user string, t time.Time, jobs []RiverJobs) error {
-	rows, err := q.db.Query(ctx, `DELETE FROM collections c WHERE c.owner_kind = 'user' AND c.owner = $1 AND c.created_at <= $2
-		AND NOT EXISTS (SELECT 1 FROM documents d WHERE d.collection_id = c.id) RETURNING c.id`, user, t)
+	if err := q.deleteCollectionsWhere(ctx, jobs, `owner_kind = 'user' AND owner = $1 AND created_at <= $2
+		AND NOT EXISTS (SELECT 1 FROM documents d WHERE d.collection_id = collections.id)`, user, t); err != nil {
+		return err
+	}
+	_, err := q.db.Exec(ctx, `DELETE FROM collection_readers WHERE user_id = $1 AND granted_at <= $2`, user, t)
+	return err
+}
+
+// deleteCollectionsWhere deletes the collections where (an SQL condition
+// on collections, with args) holds, their documents and chunks (the
+// cascade), and the River jobs of jobs's shapes with a CollectionField
+// that name one of them, in any state.
+func (q *Store) deleteCollectionsWhere(ctx context.Context, jobs []RiverJobs, where string, args ...any) error {
+	rows, err := q.db.Query(ctx, `DELETE FROM collections WHERE `+where+` RETURNING id`, args...)
 	if err != nil {
 		return err
 	}
@@ -771,16 +775,6 @@ func (q *Store) deleteEmptiedBefore(ctx context.Context, user string, t time.Tim
 	if err != nil {
 		return err
 	}
-	if err := q.deleteCollectionJobs(ctx, ids, jobs); err != nil {
-		return err
-	}
-	_, err = q.db.Exec(ctx, `DELETE FROM collection_readers WHERE user_id = $1 AND granted_at <= $2`, user, t)
-	return err
-}
-
-// deleteCollectionJobs deletes the River jobs of jobs's shapes with a
-// CollectionField that name one of the collections ids, in any state.
-func (q *Store) deleteCollectionJobs(ctx context.Context, ids []int64, jobs []RiverJobs) error {
 	for _, j := range jobs {
 		if j.Kind == "" || j.CollectionField == "" || len(ids) == 0 {
 			continue

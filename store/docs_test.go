@@ -638,12 +638,7 @@ func TestPutDocumentBesideADeletionOfItsCollection(t *testing.T) {
 			return true, ""
 		default:
 		}
-		var n int
-		if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_locks w JOIN pg_locks p
-			ON p.pid = $1 AND p.locktype = 'transactionid' AND p.granted AND w.transactionid = p.transactionid
-			WHERE w.locktype = 'transactionid' AND NOT w.granted`, putPid).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
+		n := waitersOn(t, ctx, s, putPid)
 		return n > 0, "the deletion neither waits nor finished"
 	})
 	if err := capTx.Commit(ctx); err != nil {
@@ -850,12 +845,7 @@ func TestDeleteDocumentsBeforeKeepsAPutItWaitedFor(t *testing.T) {
 		deleted <- err
 	}()
 	eventstest.Eventually(t, "the deletion to wait for the put", 30*time.Second, func() (bool, string) {
-		var n int
-		if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_locks w JOIN pg_locks p
-			ON p.pid = $1 AND p.locktype = 'transactionid' AND p.granted AND w.transactionid = p.transactionid
-			WHERE w.locktype = 'transactionid' AND NOT w.granted`, putPid).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
+		n := waitersOn(t, ctx, s, putPid)
 		return n > 0, "the deletion does not wait"
 	})
 	if err := capTx.Commit(ctx); err != nil {
@@ -1000,4 +990,17 @@ func TestForgetCutShortDeletesTheDefaultCollections(t *testing.T) {
 	if got, err := s.DefaultCollections(ctx, "alice"); err != nil || !slices.Equal(got, []string{"team-x/handbook"}) {
 		t.Errorf("alice's defaults set after the forget: %q, %v; want team-x/handbook", got, err)
 	}
+}
+
+// waitersOn counts the transactions waiting for the one of the backend
+// pid (a lock it holds).
+func waitersOn(t *testing.T, ctx context.Context, s *store.Store, pid int) int {
+	t.Helper()
+	var n int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_locks w JOIN pg_locks p
+		ON p.pid = $1 AND p.locktype = 'transactionid' AND p.granted AND w.transactionid = p.transactionid
+		WHERE w.locktype = 'transactionid' AND NOT w.granted`, pid).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
