@@ -45,7 +45,8 @@ type forgetRecord struct {
 	// worker start (finishForgets).
 	Unfinished bool `json:"unfinished,omitempty"`
 
-	revision uint64 // the entry's, as read
+	revision uint64    // the entry's, as read
+	written  time.Time // when the entry was written (the NATS server's clock)
 }
 
 // forgetKey is a token's key in the bucket: key names allow fewer
@@ -142,7 +143,7 @@ func readForgets(ctx context.Context, js jetstream.JetStream, stream string) ([]
 			if err := json.Unmarshal(e.Value(), &r); err != nil || r.Token == "" {
 				continue // not a record of ours: nothing to apply
 			}
-			r.revision = e.Revision()
+			r.revision, r.written = e.Revision(), e.Created()
 			out = append(out, r)
 		}
 	}
@@ -366,22 +367,58 @@ func finishDocuments(ctx context.Context, st *store.Store, token string, at time
 }
 
 // finishStaleForgets finishes the forgets the bucket has recorded as
-// unfinished for longer than Config.StaleForgetAge that the database knows
+// unfinished for longer than Config.StaleForgetAge (looking every third of
+// it) that the database knows
 // (finishForget, with the database's tombstone): their process died and
 // none restarted (a replica scaled away), which left the user's documents
 // searchable and events in the streams until an operator sent the forget
 // again. A start finishes the others (reapplyForgets). Errors are logged;
 // the next reconcile tries again.
+//
+// It runs in the reconcile, on the one-worker maintenance queue, with the
+// job's timeout: it takes at most half of what the job has left (the
+// rest of the reconcile, and the prune and embed sweep queued behind it,
+// must still run), and the bucket must answer within recordTimeout (a
+// credential without its permission gets no answer at all). A bucket it
+// cannot read is warned of once every staleForgetWarnEvery.
 func (w *Worker) finishStaleForgets(ctx context.Context) {
-	recs, err := readForgets(ctx, w.js, w.cfg.Stream)
+	// Every third of StaleForgetAge, not every reconcile: the bucket holds
+	// a key for every user ever forgotten, read whole each time.
+	now := time.Now().UnixNano()
+	if last := w.staleForgetScanned.Load(); now-last < int64(w.cfg.StaleForgetAge/3) || !w.staleForgetScanned.CompareAndSwap(last, now) {
+		return
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Until(dl)/2)
+		defer cancel()
+	}
+	lctx, cancel := context.WithTimeout(ctx, recordTimeout)
+	_, err := w.js.KeyValue(lctx, ForgetsBucket(w.cfg.Stream))
+	cancel()
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return // no forget recorded
+	}
+	var recs []forgetRecord
+	if err == nil {
+		recs, err = readForgets(ctx, w.js, w.cfg.Stream)
+	}
 	if err != nil {
-		w.logger.Warn("cannot read the forgets recorded in NATS to finish those cut short", "error", err)
+		now := time.Now().UnixNano()
+		if last := w.staleForgetWarned.Load(); now-last >= int64(staleForgetWarnEvery) && w.staleForgetWarned.CompareAndSwap(last, now) {
+			w.logger.Warn("cannot read the forgets recorded in NATS to finish those cut short (logged once an hour)",
+				"bucket", ForgetsBucket(w.cfg.Stream), "error", err)
+		}
 		return
 	}
 	var stale []forgetRecord
 	var tokens []string
 	for _, r := range recs {
-		if r.Unfinished && time.Since(r.ForgottenAt) > w.cfg.StaleForgetAge {
+		// The age of the unfinished record, written as the forget's
+		// memory transaction committed: not ForgottenAt, the time its
+		// transaction began, which a forget waiting on locks leaves
+		// behind.
+		if r.Unfinished && time.Since(r.written) > w.cfg.StaleForgetAge {
 			stale, tokens = append(stale, r), append(tokens, r.Token)
 		}
 	}
@@ -401,6 +438,11 @@ func (w *Worker) finishStaleForgets(ctx context.Context) {
 	}
 	finishForgets(ctx, w.js, w.cfg.Store, w.cfg.Stream, w.cfg.DeadLetterStream, w.cfg.Prefix, list, w.logger)
 }
+
+// staleForgetWarnEvery is the shortest time between two warnings that
+// finishStaleForgets cannot read the forgets bucket (every reconcile, every
+// minute, tries).
+const staleForgetWarnEvery = time.Hour
 
 // cutShort is a forget the bucket records as unfinished, and the
 // tombstone its stream side is finished with.

@@ -168,11 +168,13 @@ type Config struct {
 	// marks them failed. Default 1m.
 	ReconcileInterval time.Duration
 	// StaleForgetAge is how long a forget may stay recorded unfinished in
-	// the forgets bucket before the reconcile (every ReconcileInterval, in
-	// one process) finishes it: its process was killed, or stopped at its
-	// deadline, and no process of the deployment starts to finish it (a
-	// replica scaled away). Longer than a forget takes, so that one still
-	// running is left to its own process. Default 15m.
+	// the forgets bucket before a reconcile (every ReconcileInterval, in
+	// one process; the bucket is read every third of this) finishes it:
+	// its process was killed, or stopped at its deadline, and no process
+	// of the deployment starts to finish it (a replica scaled away).
+	// Longer than a forget takes (its documents up to 10 minutes, then the
+	// streams), so that one still running is left to its own process.
+	// Default 30m.
 	StaleForgetAge time.Duration
 	// LockTimeout bounds how long a job's write transaction waits for a row
 	// lock another transaction holds (SQLSTATE 55P03 past it). The wait is
@@ -391,7 +393,7 @@ func (c Config) withDefaults() Config {
 		c.ReconcileInterval = time.Minute
 	}
 	if c.StaleForgetAge == 0 {
-		c.StaleForgetAge = 15 * time.Minute
+		c.StaleForgetAge = 30 * time.Minute
 	}
 	if c.LockTimeout == 0 {
 		c.LockTimeout = 5 * time.Second
@@ -680,6 +682,8 @@ type Worker struct {
 	optOutKept, clamped, lockWaits                     atomic.Int64
 	msgIDMismatch                                      atomic.Int64
 	msgIDWarned                                        atomic.Int64 // unix nanoseconds of the last warning
+	staleForgetWarned                                  atomic.Int64 // unix nanoseconds of finishStaleForgets's last warning
+	staleForgetScanned                                 atomic.Int64 // unix nanoseconds of its last read of the bucket
 	overCapTurns                                       atomic.Int64 // turns extracted offline over a spend cap
 
 	mu      sync.Mutex

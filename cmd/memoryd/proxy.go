@@ -94,7 +94,10 @@ stores the turns.`)
 		// The last spans are sent, within shutdownTimeout.
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 		defer cancel()
-		_ = tracer.Shutdown(sctx)
+		if err := tracer.Shutdown(sctx); err != nil {
+			// As serve: spans lost are no failed stop, but said.
+			logger.Warn("traces still buffered at stop were not all exported", "error", err)
+		}
 	}()
 	if keysFile != "" || keyHashes != "" {
 		keys, err := apikeys.New(apikeys.Config{File: keysFile, Text: keyHashes, Logger: logger})

@@ -101,7 +101,10 @@ func (t *Tracer) Shutdown(ctx context.Context) error {
 	}
 	flushed := t.sdk.ForceFlush(ctx)
 	if err := t.sdk.Shutdown(ctx); err != nil {
-		return fmt.Errorf("tracing: shutdown: %w", errors.Join(flushed, err))
+		if flushed != nil && flushed.Error() != err.Error() {
+			err = errors.Join(flushed, err)
+		}
+		return fmt.Errorf("tracing: shutdown: %w", err)
 	}
 	if flushed != nil {
 		return fmt.Errorf("tracing: export at stop: %w", flushed)
