@@ -471,12 +471,20 @@ func permCheck(t *testing.T, memorydBlock, frontendBlock string) {
 	}
 	permCheckDocs(t, ctx, st, alice, bob, marker)
 	permCheckCLI(t, url, aliceInbox, bobInbox)
-	// The two turns the commands published (one whose acknowledgement was
-	// refused) are processed before permCheckReplySubjects listens for
-	// changes of alice that are not hers.
-	permWait(t, "the turns the commands published to be processed", func() bool {
-		s, err := st.Stats(ctx, "alice")
-		return err == nil && s.TurnsProcessed == 3
+	// The changes of the two turns the commands published (one whose
+	// acknowledgement was refused) have reached alice's frontend before
+	// permCheckReplySubjects listens for changes of alice that are not
+	// hers (a change is published after its turn is processed: waiting
+	// for the turns alone let one arrive in that window, ci3).
+	seen := map[string]bool{}
+	permWait(t, "the changes of the turns the commands published", func() bool {
+		if m, err := aliceChanges.NextMsg(100 * time.Millisecond); err == nil {
+			var ch events.Change
+			if json.Unmarshal(m.Data, &ch) == nil && ch.IsChangeOf("alice") {
+				seen[ch.EventID] = true
+			}
+		}
+		return seen["cli-lisbon"] && seen["no-inbox-1"]
 	})
 	permCheckReplySubjects(t, ctx, md, alice, bob)
 	if v := mdErrs.all(); len(v) > 0 {
@@ -502,7 +510,7 @@ func permCheckCLI(t *testing.T, url, aliceInbox, bobInbox string) {
 		want     string // in stdout when code is 0, else in stderr
 		unwanted string // in neither
 	}{
-		{as("alice", aliceInbox), []string{"publish", "--ensure-stream=false", "--user", "alice", "--message", "I live in Lisbon"}, 0, " seq=", "permissions violation"},
+		{as("alice", aliceInbox), []string{"publish", "--ensure-stream=false", "--user", "alice", "--id", "cli-lisbon", "--message", "I live in Lisbon"}, 0, " seq=", "permissions violation"},
 		{as("alice", aliceInbox), []string{"publish", "--user", "alice", "--message", "I live in Lisbon"}, 1, "--ensure-stream=false", "deadline exceeded"},
 		// --timeout beyond runMemoryd's minute: the refusal must end the
 		// request (before, it waited out its timeout).
