@@ -604,14 +604,7 @@ func TestPutDocumentBesideADeletionOfItsCollection(t *testing.T) {
 	if err := put("d1"); err != nil {
 		t.Fatal(err)
 	}
-	capTx, err := s.Pool().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer capTx.Rollback(ctx)
-	if _, err := capTx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('memoryd.docs_cap.' || current_schema(), 0))`); err != nil {
-		t.Fatal(err)
-	}
+	capTx := holdDocsCap(t, ctx, s)
 	putDone := make(chan error, 1)
 	go func() { putDone <- put("d2") }()
 	// The put's backend, once it waits for the cap's lock, and its
@@ -758,10 +751,7 @@ func TestDeleteDocumentsBefore(t *testing.T) {
 	if _, err := s.GrantReader(ctx, "team-x", "alice"); err != nil {
 		t.Fatal(err)
 	}
-	var forgotten time.Time
-	if err := s.Pool().QueryRow(ctx, `SELECT now()`).Scan(&forgotten); err != nil {
-		t.Fatal(err)
-	}
+	forgotten := forgetTime(t, ctx, s)
 	// After the forget.
 	put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "later.md", Content: "The later otter notes."})
 	put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "fresh", DocID: "x", Content: "The fresh otter notes."})
@@ -814,19 +804,8 @@ func TestDeleteDocumentsBefore(t *testing.T) {
 func TestDeleteDocumentsBeforeKeepsAPutItWaitedFor(t *testing.T) {
 	ctx, s := setup(t)
 	put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "notes", DocID: "d1", Content: "# Notes\nThe boat was red."})
-	var forgotten time.Time
-	if err := s.Pool().QueryRow(ctx, `SELECT now()`).Scan(&forgotten); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(5 * time.Millisecond)
-	capTx, err := s.Pool().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer capTx.Rollback(ctx)
-	if _, err := capTx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('memoryd.docs_cap.' || current_schema(), 0))`); err != nil {
-		t.Fatal(err)
-	}
+	forgotten := forgetTime(t, ctx, s)
+	capTx := holdDocsCap(t, ctx, s)
 	putDone := make(chan error, 1)
 	go func() {
 		_, err := s.PutDocument(ctx, store.DocumentPut{Owner: alice, Collection: "notes", DocID: "d2",
@@ -872,11 +851,7 @@ func TestDeleteDocumentsBeforeKeepsTheJobsOfLaterDocuments(t *testing.T) {
 	ctx, s := setup(t)
 	kb := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "guide.md", Content: guide})
 	old := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "old", DocID: "o", Content: "The old otter notes."})
-	var forgotten time.Time
-	if err := s.Pool().QueryRow(ctx, `SELECT now()`).Scan(&forgotten); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(5 * time.Millisecond)
+	forgotten := forgetTime(t, ctx, s)
 	put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "later.md", Content: "The later otter notes."})
 	job := func(kind string, coll int64, args string) {
 		t.Helper()
@@ -915,10 +890,7 @@ func TestDeleteDocumentsBeforeKeepsWhatEachBatchDeleted(t *testing.T) {
 	for _, d := range []string{"a", "b", "c", "d", "e"} {
 		put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: d, Content: "The otter notes " + d + "."})
 	}
-	var forgotten time.Time
-	if err := s.Pool().QueryRow(ctx, `SELECT now()`).Scan(&forgotten); err != nil {
-		t.Fatal(err)
-	}
+	forgotten := forgetTime(t, ctx, s)
 	// The last document is held by another transaction: the third batch
 	// waits for it until the budget ends.
 	tx, err := s.Pool().Begin(ctx)
@@ -1003,4 +975,31 @@ func waitersOn(t *testing.T, ctx context.Context, s *store.Store, pid int) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// forgetTime is the database's time now, as a forget's tombstone takes it:
+// what is written after it (a later transaction) has a later time.
+func forgetTime(t *testing.T, ctx context.Context, s *store.Store) time.Time {
+	t.Helper()
+	var now time.Time
+	if err := s.Pool().QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	return now
+}
+
+// holdDocsCap begins a transaction holding the documents cap's lock: a
+// put waits for it between reading its collection and writing its
+// document. It is rolled back at the test's end unless committed.
+func holdDocsCap(t *testing.T, ctx context.Context, s *store.Store) pgx.Tx {
+	t.Helper()
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('memoryd.docs_cap.' || current_schema(), 0))`); err != nil {
+		t.Fatal(err)
+	}
+	return tx
 }
