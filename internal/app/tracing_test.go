@@ -234,20 +234,7 @@ func TestStopWithCollectorRefusing(t *testing.T) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}))
 	t.Cleanup(collector.Close)
-	cfg := testConfig(t)
-	cfg.Tracing.OTLPEndpoint = collector.URL
-	a, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	turn := events.Turn{ID: "t-1", UserID: "bob", UserMessage: "I live in Bergen", Timestamp: time.Now().UTC()}
-	publishAndWait(t, a, turn.UserID, turn)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := a.Stop(ctx); err != nil {
+	if err := stopWithCollector(t, collector.URL, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatalf("stop with the collector refusing: %v", err)
 	}
 	select {
@@ -301,9 +288,21 @@ func TestStopWithCollectorDown(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now: connections are refused
 	var logs eventstest.SyncBuffer
+	if err := stopWithCollector(t, "http://"+addr, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
+		t.Fatalf("stop with the collector down: %v", err)
+	}
+	if !strings.Contains(logs.String(), "traces still buffered at stop were not all exported") {
+		t.Errorf("no warning of the spans lost at stop; log:\n%s", logs.String())
+	}
+}
+
+// stopWithCollector starts memoryd exporting spans to endpoint, has it
+// process a turn, and returns what its Stop (within 2 s) returns.
+func stopWithCollector(t *testing.T, endpoint string, logger *slog.Logger) error {
+	t.Helper()
 	cfg := testConfig(t)
-	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-	cfg.Tracing.OTLPEndpoint = "http://" + addr
+	cfg.Logger = logger
+	cfg.Tracing.OTLPEndpoint = endpoint
 	a, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -315,10 +314,5 @@ func TestStopWithCollectorDown(t *testing.T) {
 	publishAndWait(t, a, turn.UserID, turn)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := a.Stop(ctx); err != nil {
-		t.Fatalf("stop with the collector down: %v", err)
-	}
-	if !strings.Contains(logs.String(), "traces still buffered at stop were not all exported") {
-		t.Errorf("no warning of the spans lost at stop; log:\n%s", logs.String())
-	}
+	return a.Stop(ctx)
 }
