@@ -994,10 +994,13 @@ func union[K comparable](sets ...map[K]bool) map[K]bool {
 	return out
 }
 
-// cjkMarked returns the CJK pieces of text (as Keywords cuts them) made
-// only of what lists mark.
-func cjkMarked(text string, lists *cjkLists) map[string]bool {
-	out := map[string]bool{}
+// cjkMarked returns, for each of lists, the CJK pieces of text (as
+// Keywords cuts them) made only of what it marks; text is split once.
+func cjkMarked(text string, lists ...*cjkLists) []map[string]bool {
+	out := make([]map[string]bool, len(lists))
+	for i := range out {
+		out[i] = map[string]bool{}
+	}
 	for w := range words(norm.NFC.String(text)) {
 		if !norm.NFKC.IsNormalString(w) {
 			w = strings.ToLower(norm.NFKC.String(w))
@@ -1005,12 +1008,14 @@ func cjkMarked(text string, lists *cjkLists) map[string]bool {
 		if !hasUnspaced(w) {
 			continue
 		}
-		cjkPiecesBy(w, lists, func(p cjkPiece) bool {
-			if p.stop && isBigramToken(p.tok) {
-				out[p.tok] = true
-			}
-			return true
-		})
+		for i, l := range lists {
+			cjkPiecesBy(w, l, func(p cjkPiece) bool {
+				if p.stop && isBigramToken(p.tok) {
+					out[i][p.tok] = true
+				}
+				return true
+			})
+		}
 	}
 	return out
 }

@@ -2009,7 +2009,8 @@ func timeRest(message string, e TimeExpr) (asked []string, over *keywordSet, sma
 	if strings.ContainsFunc(rest, isCJK) {
 		// The same for Chinese, Japanese and Korean: 何を話しましたか
 		// asks about the time alone, 今日はありがとう thanks.
-		talk, greet := cjkMarked(rest, cjkTalkLists), cjkMarked(rest, cjkGreetLists)
+		marked := cjkMarked(rest, cjkTalkLists, cjkGreetLists)
+		talk, greet := marked[0], marked[1]
 		asked = slices.DeleteFunc(asked, func(k string) bool { return talk[k] })
 		said = slices.DeleteFunc(said, func(k string) bool { return greet[k] })
 	}
