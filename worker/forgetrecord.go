@@ -115,7 +115,12 @@ func putForget(ctx context.Context, js jetstream.JetStream, stream string, tomb 
 // readForgets returns every forget the bucket records (none when it does
 // not exist).
 func readForgets(ctx context.Context, js jetstream.JetStream, stream string) ([]forgetRecord, error) {
-	kv, err := js.KeyValue(ctx, ForgetsBucket(stream))
+	// Within recordTimeout: a credential without the bucket's permission
+	// gets no answer at all, and a start or a reconcile would otherwise
+	// wait for its whole budget.
+	lctx, cancel := context.WithTimeout(ctx, recordTimeout)
+	kv, err := js.KeyValue(lctx, ForgetsBucket(stream))
+	cancel()
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, nil
 	}
@@ -393,16 +398,7 @@ func (w *Worker) finishStaleForgets(ctx context.Context) {
 		ctx, cancel = context.WithTimeout(ctx, time.Until(dl)/2)
 		defer cancel()
 	}
-	lctx, cancel := context.WithTimeout(ctx, recordTimeout)
-	_, err := w.js.KeyValue(lctx, ForgetsBucket(w.cfg.Stream))
-	cancel()
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return // no forget recorded
-	}
-	var recs []forgetRecord
-	if err == nil {
-		recs, err = readForgets(ctx, w.js, w.cfg.Stream)
-	}
+	recs, err := readForgets(ctx, w.js, w.cfg.Stream)
 	if err != nil {
 		now := time.Now().UnixNano()
 		if last := w.staleForgetWarned.Load(); now-last >= int64(staleForgetWarnEvery) && w.staleForgetWarned.CompareAndSwap(last, now) {
