@@ -186,12 +186,11 @@ func (s *Service) dispatch(l *lane, user string, deadline time.Time, fn, overloa
 	}
 	s.mu.Lock()
 	if s.stopping {
-		// Handed over by the subscription's drain: run here, not waited
-		// for, but counted, so that a stop past its deadline says it
-		// cancelled them.
+		// Handed over by the subscription's drain: run here, on the
+		// delivery goroutine, counted in active, which Stop waits for.
 		s.active.Add(1)
 		s.mu.Unlock()
-		defer s.active.Add(-1)
+		defer s.endRequest()
 		work()
 		return
 	}
@@ -200,7 +199,7 @@ func (s *Service) dispatch(l *lane, user string, deadline time.Time, fn, overloa
 	s.mu.Unlock()
 	go func() {
 		defer s.work.Done()
-		defer s.active.Add(-1)
+		defer s.endRequest()
 		work()
 	}()
 }

@@ -56,8 +56,16 @@ type Service struct {
 	svc      micro.Service
 	stopping bool
 	work     sync.WaitGroup // request goroutines and the warmer; Stop waits for them
-	active   atomic.Int64   // the request goroutines of work (not the warmer): Stop tells whether it cancelled any
-	quit     chan struct{}  // closed by Stop
+	// active counts the requests running: work's request goroutines and
+	// those the drain hands over during a stop, which run on the delivery
+	// goroutine (not in work). Raised under mu; Stop tells whether it
+	// cancelled any. idle is signalled when it falls to 0.
+	active atomic.Int64
+	idle   chan struct{}
+	quit   chan struct{} // closed by Stop
+	// drainWait, set by tests, is called each time Stop waits for
+	// requests still running once work's goroutines are done.
+	drainWait func()
 	// halted ends every request's work: Stop cancels it when its deadline
 	// passes with requests still in progress.
 	halted  context.Context
@@ -94,6 +102,7 @@ func New(cfg Config) (*Service, error) {
 		logger: cfg.Logger.With("component", "enricher"),
 		stats:  map[string]*endpointStats{},
 		quit:   make(chan struct{}),
+		idle:   make(chan struct{}, 1),
 
 		enrichLane: newLane(cfg.MaxInFlight, cfg.MaxUserEnrichInFlight),
 		searchLane: newLane(cfg.MaxSearchInFlight, cfg.MaxUserInFlight),
@@ -274,13 +283,15 @@ func (s *Service) ID() string {
 }
 
 // Stop unsubscribes (draining requests already delivered) and waits for
-// requests in progress to be answered, or for ctx to end. Then it cancels
-// the requests still in progress, so that none outlives the shutdown
-// deadline holding a database connection: their transactions roll back,
-// and each requester is answered that memoryd stopped before its request
-// was done (a forget past its memory's transaction, that it did not
-// finish: see worker.Forget). It waits up to haltWait for those answers
-// and returns ctx's error.
+// requests in progress to be answered, those the drain hands over while it
+// waits included, or for ctx to end. Then it cancels the requests still in
+// progress, so that none outlives the shutdown deadline holding a database
+// connection: their transactions roll back, and each requester is answered
+// that memoryd stopped before its request was done (a forget past its
+// memory's transaction, that it did not finish: see worker.Forget). It
+// waits up to haltWait for those answers and returns ctx's error. A request
+// the drain hands over after that is answered the same at once, without
+// being started.
 func (s *Service) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	svc := s.svc
@@ -297,28 +308,64 @@ func (s *Service) Stop(ctx context.Context) error {
 		s.work.Wait()
 		close(done)
 	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
+	if !s.settle(ctx, done) {
 		// The deadline may have passed before this stop began (another
 		// component's stop overran it): only requests still running make
 		// it a failure. Counted before the halt, which ends them.
 		running := s.active.Load()
 		s.halt()
-		select {
-		case <-done:
-		case <-time.After(haltWait):
-		}
+		hctx, cancel := context.WithTimeout(context.Background(), haltWait)
+		s.settle(hctx, done)
+		cancel()
 		if running > 0 {
 			return fmt.Errorf("enricher: stop: %d requests still in progress were cancelled: %w", running, ctx.Err())
 		}
 	}
-	s.halt()
 	if err != nil {
 		return fmt.Errorf("enricher: stop: %w", err)
 	}
 	s.logger.Info("enrich service stopped")
 	return nil
+}
+
+// settle waits for work's goroutines (done), then for the requests the
+// drain hands over, and halts once none runs. It reports false if ctx ends
+// first. The count is read, and the halt made, under mu, where dispatch
+// counts a request handed over: each one is either waited for or starts
+// halted.
+func (s *Service) settle(ctx context.Context, done <-chan struct{}) bool {
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return false
+	}
+	for {
+		s.mu.Lock()
+		if s.active.Load() == 0 {
+			s.halt()
+			s.mu.Unlock()
+			return true
+		}
+		s.mu.Unlock()
+		if s.drainWait != nil {
+			s.drainWait()
+		}
+		select {
+		case <-s.idle:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// endRequest uncounts a request, and signals settle when none is left.
+func (s *Service) endRequest() {
+	if s.active.Add(-1) == 0 {
+		select {
+		case s.idle <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // Halted is done when Stop ends the requests in progress: at its deadline

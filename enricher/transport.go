@@ -38,9 +38,8 @@ func (s *Service) handler(ep endpoint) micro.Handler {
 		reply := req.Reply()
 		spanCtx, span := s.startSpan(req, ep.name, token)
 		s.dispatch(ep.lane, token, received.Add(s.cfg.WriteTimeout), func() {
-			ctx, cancel := context.WithDeadline(spanCtx, received.Add(s.budget(ep)))
+			ctx, cancel := s.requestContext(spanCtx, received.Add(s.budget(ep)))
 			defer cancel()
-			defer context.AfterFunc(s.halted, cancel)()
 			res, err := work(ctx)
 			st.workCount.Add(1)
 			st.workNanos.Add(int64(time.Since(received)))
@@ -62,6 +61,22 @@ func (s *Service) handler(ep endpoint) micro.Handler {
 			endSpan(span, 500)
 		})
 	})
+}
+
+// requestContext is a request's context: its deadline, and cancelled by
+// Stop's halt. One the drain hands over after the halt starts cancelled:
+// AfterFunc would cancel it in a goroutine of its own, which the work could
+// outrun.
+func (s *Service) requestContext(parent context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithDeadline(parent, deadline)
+	unhook := context.AfterFunc(s.halted, cancel)
+	if s.halted.Err() != nil {
+		cancel()
+	}
+	return ctx, func() {
+		unhook()
+		cancel()
+	}
 }
 
 // classify maps a call's error to a reply code and a description safe to

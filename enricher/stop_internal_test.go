@@ -1,0 +1,96 @@
+package enricher
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/events/eventstest"
+	"github.com/memoryd/memoryd/store/storetest"
+)
+
+// TestStopWaitsForTheRequestsTheDrainHandsOver: a request the
+// subscription's drain hands over during a stop runs on the delivery
+// goroutine, not in a request goroutine. Stop waits for it as for the
+// others, and does not cancel it once they are done. Before, Stop halted
+// as soon as the request goroutines ended, cancelled the handed-over
+// request (its requester answered "memoryd stopped before this request was
+// done"), and returned nil. A request handed over once Stop has halted is
+// cancelled before its work starts.
+func TestStopWaitsForTheRequestsTheDrainHandsOver(t *testing.T) {
+	t.Parallel()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	s, err := New(Config{Conn: eventstest.Conn(t), Store: storetest.New(t), Prefix: "t" + hex.EncodeToString(b[:]),
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	outcome := make(chan string, 2)
+	run := func(name string, release chan struct{}) func() {
+		return func() {
+			select {
+			case <-release:
+				outcome <- name + " done"
+			case <-s.halted.Done():
+				outcome <- name + " cancelled"
+			}
+		}
+	}
+	refused := func() { t.Error("a request was refused") }
+	deadline := time.Now().Add(time.Minute)
+	relA, relB := make(chan struct{}), make(chan struct{})
+	s.dispatch(s.toolLane, "alice", deadline, run("a", relA), refused)
+
+	waiting := make(chan struct{}, 1)
+	s.drainWait = func() {
+		select {
+		case waiting <- struct{}{}:
+		default:
+		}
+	}
+	stopped := make(chan error, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	go func() { stopped <- s.Stop(ctx) }()
+	eventstest.Eventually(t, "the stop to begin", 10*time.Second, func() (bool, string) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.stopping, ""
+	})
+	// What the drain does with a request delivered after the stop began.
+	go s.dispatch(s.toolLane, "bob", deadline, run("b", relB), refused)
+	eventstest.Eventually(t, "the handed-over request to run", 10*time.Second, func() (bool, string) {
+		return s.active.Load() == 2, ""
+	})
+
+	close(relA)
+	if got := <-outcome; got != "a done" {
+		t.Fatalf("first outcome %q, want a done", got)
+	}
+	select {
+	case err := <-stopped:
+		t.Fatalf("Stop returned (%v) while a request the drain handed over was still running", err)
+	case <-waiting:
+	}
+	close(relB)
+	if got := <-outcome; got != "b done" {
+		t.Fatalf("the handed-over request: %q, want b done", got)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+
+	// After the halt, a request's work starts with its context cancelled.
+	rctx, rcancel := s.requestContext(context.Background(), deadline)
+	defer rcancel()
+	if rctx.Err() == nil {
+		t.Fatal("a request's context made after the halt is not cancelled")
+	}
+}
