@@ -19,6 +19,9 @@ type TimeExpr struct {
 	// Start and End are the byte offsets of the expression's words in the
 	// message ([Start, End)).
 	Start, End int
+	// lang is the code of europeanTime's language that read it; "" for
+	// English and CJK.
+	lang string
 }
 
 // ParseTime finds the first time expression of message and resolves it
@@ -127,16 +130,20 @@ func ParseTime(message string, at time.Time) (TimeExpr, bool) {
 	if at.IsZero() {
 		at = time.Now().UTC()
 	}
-	e, ok := englishTime(message, at)
+	toks := timeTokens(message)
+	e, ok := englishTime(message, toks, at)
 	if c, cok := cjkTime(message, at); cok && (!ok || c.Start < e.Start) {
-		return c, true
+		e, ok = c, true
+	}
+	if c, cok := europeanTime(toks, at); cok && (!ok || c.Start < e.Start) {
+		e, ok = c, true
 	}
 	return e, ok
 }
 
-// englishTime is ParseTime's English expressions.
-func englishTime(message string, at time.Time) (TimeExpr, bool) {
-	toks := timeTokens(message)
+// englishTime is ParseTime's English expressions; toks are message's words
+// (timeTokens).
+func englishTime(message string, toks []timeTok, at time.Time) (TimeExpr, bool) {
 	anyLower := strings.IndexFunc(message, unicode.IsLower) >= 0
 	next := 0 // the first word past an expression refused for the word before it
 	for i := range toks {
@@ -2014,8 +2021,17 @@ func timeRest(message string, e TimeExpr) (asked []string, over *keywordSet, sma
 		asked = slices.DeleteFunc(asked, func(k string) bool { return talk[k] })
 		said = slices.DeleteFunc(said, func(k string) bool { return greet[k] })
 	}
+	asks := false
+	if l := euLangs[e.lang]; l != nil {
+		// The same for the European languages: "Was habe ich letzte Woche
+		// gesagt?" asks about the time alone, "Merci pour aujourd'hui"
+		// thanks.
+		asked = slices.DeleteFunc(asked, func(k string) bool { return l.grammar[k] || l.talk[k] || l.greet[k] })
+		said = slices.DeleteFunc(said, func(k string) bool { return l.grammar[k] || l.greet[k] || l.greetParts[k] })
+		asks = slices.ContainsFunc(ks, func(k string) bool { return l.asking[k] })
+	}
 	return asked, over, len(said) == 0 && strings.ContainsFunc(rest, unicode.IsLetter) &&
-		!asksOfTheUser(rest) && !asksTheTime(message, e)
+		!asks && !asksOfTheUser(rest) && !asksTheTime(message, e)
 }
 
 // followWords may join a time asked about alone ("ok, and yesterday?",

@@ -344,3 +344,56 @@ func TestEnrichCJKTimeExpressions(t *testing.T) {
 		}
 	}
 }
+
+// TestEnrichEuropeanTimeExpressions: German, French and Spanish questions
+// about a time, from a user whose language is set (German) and from users
+// who never set one (French, Spanish: English, whose stop words do not
+// know their grammar), over real Postgres and NATS. Before, "Was habe ich
+// letzte Woche gesagt?" searched "letzte", "woche" and "gesagt" across all
+// time and found nothing of last week's.
+func TestEnrichEuropeanTimeExpressions(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	if _, err := st.SetLanguage(ctxT(t), "anna", "de", "german"); err != nil {
+		t.Fatal(err)
+	}
+	on := func(d int) time.Time { return time.Date(2026, 11, d, 9, 0, 0, 0, time.UTC) }
+	insertContext(t, st,
+		store.ContextWrite{UserID: "anna", Question: "Welche Fliesen passen in die Küche?", Answer: "Weiße Fliesen.", CreatedAt: on(3), EventID: "de-two-weeks-ago"},
+		store.ContextWrite{UserID: "anna", Question: "Welche Farbe für die Küche?", Answer: "Ein helles Blau.", CreatedAt: on(11), EventID: "de-last-week"},
+		store.ContextWrite{UserID: "anna", Question: "Wo ist die Gartenparty?", Answer: "Bei Tom.", CreatedAt: on(17), EventID: "de-yesterday"},
+		store.ContextWrite{UserID: "luc", Question: "Un bon restaurant à Lyon ?", Answer: "Essaie le bouchon près de la gare.", CreatedAt: on(11), EventID: "fr-last-week"},
+		store.ContextWrite{UserID: "luc", Question: "Comment réparer mon vélo ?", Answer: "Change la chambre à air.", CreatedAt: on(17), EventID: "fr-yesterday"},
+		store.ContextWrite{UserID: "sofia", Question: "¿Qué libro me recomiendas?", Answer: "Cien años de soledad.", CreatedAt: on(11), EventID: "es-last-week"},
+		store.ContextWrite{UserID: "sofia", Question: "Receta de gazpacho", Answer: "Tomate, pepino y pimiento.", CreatedAt: on(17), EventID: "es-yesterday"},
+	)
+	zero := 0.0
+	for _, tt := range []struct {
+		user, msg string
+		want      []string
+		keywords  []string
+	}{
+		{"anna", "Was habe ich gestern gesagt?", []string{"de-yesterday"}, []string{}},
+		{"anna", "Worüber haben wir letzte Woche gesprochen?", []string{"de-last-week"}, []string{}},
+		{"anna", "Was habe ich letzte Woche über die Küche gesagt?", []string{"de-last-week"}, []string{"küche"}},
+		{"anna", "vor zwei Wochen", []string{"de-two-weeks-ago"}, []string{}},
+		{"anna", "Danke für heute!", []string{}, []string{}},
+		{"luc", "Qu'est-ce que j'ai dit hier ?", []string{"fr-yesterday"}, []string{}},
+		{"luc", "De quoi avons-nous parlé la semaine dernière ?", []string{"fr-last-week"}, []string{}},
+		{"sofia", "¿Qué dije ayer?", []string{"es-yesterday"}, []string{}},
+		{"sofia", "¿De qué hablamos la semana pasada?", []string{"es-last-week"}, []string{}},
+	} {
+		r := enrich(t, h, events.EnrichRequest{UserID: tt.user, Message: tt.msg, At: timeAt, Threshold: &zero})
+		if r.Degraded {
+			t.Fatalf("%q: degraded: %s", tt.msg, r.Reason)
+		}
+		if got := eventIDs(r.Context); !slices.Equal(got, tt.want) {
+			t.Errorf("%s %q found %q, want %q", tt.user, tt.msg, got, tt.want)
+		}
+		kw := slices.DeleteFunc(slices.Clone(r.Keywords), func(k string) bool { return !slices.Contains(tt.keywords, k) })
+		if len(tt.keywords) == 0 && len(r.Keywords) != 0 || len(tt.keywords) > 0 && len(kw) == 0 {
+			t.Errorf("%s %q: keywords %q, want %q among them", tt.user, tt.msg, r.Keywords, tt.keywords)
+		}
+	}
+}

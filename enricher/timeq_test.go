@@ -431,7 +431,9 @@ func FuzzParseTime(f *testing.F) {
 	for _, s := range []string{"what did I say last week?", "on the 3rd of March, 2024", "a couple of days ago",
 		"the last 999 years", "in May 1970", "\xff last \xfe week", "Last Week Tonight", "on 31 February", "3",
 		"on Monday evening of last week", "in May 999 years ago", "on Feb 29 a year ago", "the last several days before",
-		"what did we say LAST WEEK I forgot", "昨日何を話した？", "去年の5月3日", "上周一", "지난주 월요일에", "三百五十年前", "몇 달 전", "2024년 5월 3일"} {
+		"what did we say LAST WEEK I forgot", "昨日何を話した？", "去年の5月3日", "上周一", "지난주 월요일에", "三百五十年前", "몇 달 전", "2024년 5월 3일",
+		"Montag letzter Woche", "am 3. Mai 2024", "il y a 999 ans", "lundi de la semaine dernière", "hace un par de días",
+		"el 31 de febrero", "l'altro ieri", "há 3 dias atrás", "een paar dagen geleden", "vor 1970 Jahren"} {
 		f.Add(s, int64(1795016000))
 	}
 	f.Fuzz(func(t *testing.T, msg string, unix int64) {

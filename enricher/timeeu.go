@@ -1,0 +1,656 @@
+package enricher
+
+import (
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// Time expressions in German, French, Spanish, Italian, Portuguese and
+// Dutch. Like the CJK ones they are read for every user, whatever the
+// user's language: the phrases are the languages' own ("letzte Woche", "la
+// semaine dernière", "hace tres días"), which English text does not hold,
+// and a phrase two of these languages share means the same in both ("esta
+// semana"). The one word that means a time in one language and something
+// else in another, French "hier" (yesterday; "here" in German and Dutch),
+// is read only in a message that reads as French (frenchHier). The ranges
+// are those of the English expressions with the same meaning (ParseTime's
+// doc).
+//
+// Only phrases that say a past or present time are listed: "letzte Woche"
+// and "la semaine dernière" (last week), not "die letzte Woche" before
+// "vor" (the last week before something) or after a possessive ("meine
+// letzte Woche", my final week), and not French "dernière semaine"
+// (the final week). A month, a date or this weekend in a sentence that
+// tells of a plan is no range (euPlanned), as in Chinese, Japanese and
+// Korean.
+
+// euLang is one language's words.
+type euLang struct {
+	code string
+	// numbers are the words of a count (1 for the article: "vor einem
+	// Jahr", "il y a un an").
+	numbers map[string]int
+	// counts are several words of a count: n > 0 a number ("un par de",
+	// a couple), 0 "a few" ("ein paar", "quelques").
+	counts []euCount
+	// units are the words of a unit, singular and plural: a timeUnit, or
+	// a time.Duration for hours and minutes.
+	units map[string]any
+	// weekdays from Monday (0); months.
+	weekdays map[string]int
+	months   map[string]time.Month
+	// yearJoin may stand between a month and its year ("mayo de 2024").
+	yearJoin map[string]bool
+	// plans are words that make a sentence tell of what is to come;
+	// notPlanAfter are the words before one of them that make it a
+	// time of the day instead ("heute Morgen", "esta mañana").
+	plans, notPlanAfter map[string]bool
+	// exprs are the language's expressions, longest first.
+	exprs []euExpr
+	// What the rest of a timed message asks with (timeRest): grammar
+	// (question words, pronouns, auxiliaries, articles, prepositions),
+	// talk words and greet words are not searched within the range;
+	// greet words, the parts of a greeting that are also words of their
+	// own (greetParts: "Guten Tag", "bom dia") and grammar alone are small
+	// talk; asking words make a question.
+	grammar, talk, greet, greetParts, asking map[string]bool
+}
+
+// withRest sets the words timeRest reads.
+func (l *euLang) withRest(grammar, talk, greet, greetParts, asking string) *euLang {
+	set := func(s string) map[string]bool { return stringSet(strings.Fields(s)) }
+	l.grammar, l.talk, l.greet, l.greetParts, l.asking = set(grammar), set(talk), set(greet), set(greetParts), set(asking)
+	return l
+}
+
+// euCount is a count of several words.
+type euCount struct {
+	words []string
+	n     int
+}
+
+// euKind is what an expression's slots say.
+type euKind int
+
+const (
+	euFixed       euKind = iota // span
+	euAgo                       // a count and a unit, ago
+	euLastWeekday               // the last such weekday before at's day
+	euMonth                     // a month, with or without its year
+	euDate                      // a day and a month, with or without a year
+	euYear                      // a year
+)
+
+// euClass is what a slot matches besides its literal words.
+type euClass int
+
+const (
+	euWords euClass = iota
+	euNum           // a count: digits, a number word, or several words (counts)
+	euUnit
+	euWeekday
+	euMonthName
+	euYearNum // 1970 to at's year
+	euDayNum  // 1 to 31
+)
+
+type euSlot struct {
+	class euClass
+	words map[string]bool
+}
+
+// euExpr is one expression: its slots and what it means.
+type euExpr struct {
+	slots []euSlot
+	kind  euKind
+	span  cjkSpan
+	// week: the phrase is this or last week, which a weekday may qualify
+	// ("Montag letzter Woche", "el lunes de la semana pasada").
+	week bool
+	// planned: a plan in the sentence makes it no range (this weekend).
+	planned bool
+	// notAfter are words before the phrase that make it another span
+	// (German possessives: "meine letzte Woche", my final week);
+	// notBefore words after it ("die letzte Woche vor dem Urlaub").
+	notAfter, notBefore map[string]bool
+}
+
+// euMatch is what an expression's slots read.
+type euMatch struct {
+	n       int // tokens
+	count   int // 0: few
+	unit    any
+	weekday int
+	month   time.Month
+	monthAt int // the month's token
+	year    int
+	day     int
+}
+
+// euParts are the parts of a day, as in English and cjkPartsOfDay.
+var (
+	euMorning   = [2]int{0, 12}
+	euAfternoon = [2]int{12, 18}
+	euEvening   = [2]int{18, 24}
+	euNight     = [2]int{18, 30}
+)
+
+// partSpan is a part of the day back days before at's.
+func partSpan(back int, part [2]int) cjkSpan {
+	return cjkSpan{part: func(at time.Time) (time.Time, time.Time) {
+		d := day(at, -back)
+		return d.Add(time.Duration(part[0]) * time.Hour), d.Add(time.Duration(part[1]) * time.Hour)
+	}}
+}
+
+// weekendSpan is this week's Saturday and Sunday (back 0) or last week's.
+func weekendSpan(back int) cjkSpan {
+	return cjkSpan{part: func(at time.Time) (time.Time, time.Time) {
+		sat := day(unitStart(at, unitWeek), 5-7*back)
+		return sat, day(sat, 2)
+	}}
+}
+
+// euPhrases lists a language's fixed expressions: each line a span's
+// phrases separated by commas, alternatives of a word by |.
+type euPhrases []struct {
+	phrases string
+	span    cjkSpan
+	// planned: a plan in the sentence makes it no range (this weekend).
+	planned bool
+	// final: German "letzte" phrases, which after a possessive or
+	// before "vor" are the final unit of something (deNotAfter).
+	final bool
+}
+
+func unitSpan(u timeUnit, back int) cjkSpan { return cjkSpan{unit: u, back: back} }
+
+// newEULang builds a language from its word lists. fixed are its fixed
+// expressions; patterns its others, each "kind: pattern, pattern" with
+// {n} a count, {unit}, {weekday}, {month}, {year} and {day} slots.
+func newEULang(code, numbers, units, weekdays, months, yearJoin, plans, notPlanAfter string, counts []euCount,
+	fixed euPhrases, patterns map[euKind]string) *euLang {
+	l := &euLang{code: code, counts: counts, numbers: map[string]int{}, units: map[string]any{},
+		weekdays: map[string]int{}, months: map[string]time.Month{},
+		yearJoin: stringSet(strings.Fields(yearJoin)), plans: stringSet(strings.Fields(plans)),
+		notPlanAfter: stringSet(strings.Fields(notPlanAfter))}
+	for _, f := range strings.Split(numbers, ",") {
+		ws := strings.Fields(f)
+		n, _ := digits(ws[0])
+		for _, w := range ws[1:] {
+			l.numbers[w] = n
+		}
+	}
+	unitOf := []any{unitDay, unitWeek, unitMonth, unitYear, time.Hour, time.Minute}
+	for i, f := range strings.Split(units, ",") {
+		for _, w := range strings.Fields(f) {
+			l.units[w] = unitOf[i]
+		}
+	}
+	for i, f := range strings.Split(weekdays, ",") {
+		for _, w := range strings.Fields(f) {
+			l.weekdays[w] = i
+		}
+	}
+	for i, f := range strings.Split(months, ",") {
+		for _, w := range strings.Fields(f) {
+			l.months[w] = time.Month(i + 1)
+		}
+	}
+	for _, f := range fixed {
+		var notAfter, notBefore map[string]bool
+		if f.final {
+			notAfter, notBefore = deNotAfter, deNotBefore
+		}
+		unit := f.span.part == nil && f.span.unit == unitWeek && f.span.back < 2
+		for _, p := range strings.Split(f.phrases, ",") {
+			l.exprs = append(l.exprs, euExpr{slots: euSlots(p), kind: euFixed, span: f.span, week: unit, planned: f.planned,
+				notAfter: notAfter, notBefore: notBefore})
+		}
+	}
+	for kind, ps := range patterns {
+		for _, p := range strings.Split(ps, ",") {
+			l.exprs = append(l.exprs, euExpr{slots: euSlots(p), kind: kind})
+		}
+	}
+	slices.SortStableFunc(l.exprs, func(a, b euExpr) int { return len(b.slots) - len(a.slots) })
+	return l
+}
+
+// euSlots parses a pattern.
+func euSlots(p string) []euSlot {
+	var out []euSlot
+	classes := map[string]euClass{"{n}": euNum, "{unit}": euUnit, "{weekday}": euWeekday, "{month}": euMonthName,
+		"{year}": euYearNum, "{day}": euDayNum}
+	for _, w := range strings.Fields(p) {
+		if c, ok := classes[w]; ok {
+			out = append(out, euSlot{class: c})
+			continue
+		}
+		out = append(out, euSlot{words: stringSet(strings.Split(w, "|"))})
+	}
+	return out
+}
+
+// euFold is a token's word as the lists write it: NFC, so that an accent
+// typed as a combining mark matches.
+func euFold(w string) string {
+	for i := 0; i < len(w); i++ {
+		if w[i] >= utf8.RuneSelf {
+			return norm.NFC.String(w)
+		}
+	}
+	return w
+}
+
+// euJoined reports whether gap may join two words of one expression:
+// spaces, an apostrophe (l'année) or a hyphen (avant-hier, week-end), and
+// after a day's number its dot ("am 3. Mai").
+func euJoined(gap string, afterDay bool) bool {
+	if gap == "" {
+		return false
+	}
+	if afterDay {
+		gap = strings.TrimPrefix(gap, ".")
+	}
+	for _, r := range gap {
+		if !strings.ContainsRune(" \t\u00a0'’‘-", r) {
+			return false
+		}
+	}
+	return true
+}
+
+// match reads e's slots at toks[i:].
+func (l *euLang) match(e euExpr, toks []timeTok, words []string, i int, at time.Time) (euMatch, bool) {
+	m := euMatch{count: -1}
+	j := i
+	for k, s := range e.slots {
+		if j >= len(toks) || (k > 0 && !euJoined(toks[j].gap, e.slots[k-1].class == euDayNum)) {
+			return m, false
+		}
+		w := words[j]
+		switch s.class {
+		case euWords:
+			if !s.words[w] {
+				return m, false
+			}
+			j++
+		case euNum:
+			n, size, ok := l.count(toks, words, j)
+			if !ok {
+				return m, false
+			}
+			m.count = n
+			j += size
+		case euUnit:
+			u, ok := l.units[w]
+			if !ok {
+				return m, false
+			}
+			m.unit = u
+			j++
+		case euWeekday:
+			d, ok := l.weekdays[w]
+			if !ok {
+				return m, false
+			}
+			m.weekday = d
+			j++
+			// Portuguese "segunda-feira", "sexta feira".
+			if j < len(toks) && words[j] == "feira" && euJoined(toks[j].gap, false) {
+				j++
+			}
+		case euMonthName:
+			mo, ok := l.months[w]
+			if !ok {
+				return m, false
+			}
+			m.month, m.monthAt = mo, j
+			j++
+		case euYearNum:
+			y, ok := yearAt(toks[j:], at)
+			if !ok || isoDateFollows(toks, j) {
+				return m, false
+			}
+			m.year = y
+			j++
+		case euDayNum:
+			t := toks[j]
+			t.word = strings.TrimSuffix(w, "er") // French "1er"
+			d, ok := dayOfMonth(t)
+			if !ok {
+				return m, false
+			}
+			m.day = d
+			j++
+		}
+	}
+	m.n = j - i
+	return m, true
+}
+
+// count reads a count at toks[j:]: several words first, then a number
+// word or digits (1..999). n 0 is "a few".
+func (l *euLang) count(toks []timeTok, words []string, j int) (n, size int, ok bool) {
+	for _, c := range l.counts {
+		if j+len(c.words) > len(toks) {
+			continue
+		}
+		all := true
+		for k, w := range c.words {
+			if words[j+k] != w || (k > 0 && !euJoined(toks[j+k].gap, false)) {
+				all = false
+				break
+			}
+		}
+		if all {
+			return c.n, len(c.words), true
+		}
+	}
+	if n, ok := l.numbers[words[j]]; ok {
+		return n, 1, true
+	}
+	if w := words[j]; len(w) <= 3 {
+		if n, ok := digits(w); ok && n >= 1 {
+			return n, 1, true
+		}
+	}
+	return 0, 0, false
+}
+
+// euLangs are the languages read, and euByWord their expressions by the
+// word they start with (a slot's class: every word of that class).
+var (
+	euLangs = map[string]*euLang{"de": euGerman, "fr": euFrench, "es": euSpanish, "it": euItalian,
+		"pt": euPortuguese, "nl": euDutch}
+	euByWord = func() map[string][]euRef {
+		out := map[string][]euRef{}
+		for _, l := range []*euLang{euGerman, euFrench, euSpanish, euItalian, euPortuguese, euDutch} {
+			for k, e := range l.exprs {
+				var first []string
+				switch s := e.slots[0]; s.class {
+				case euWords:
+					for w := range s.words {
+						first = append(first, w)
+					}
+				case euNum:
+					for w := range l.numbers {
+						first = append(first, w)
+					}
+					for _, c := range l.counts {
+						first = append(first, c.words[0])
+					}
+					first = append(first, "#")
+				case euWeekday:
+					for w := range l.weekdays {
+						first = append(first, w)
+					}
+				case euMonthName:
+					for w := range l.months {
+						first = append(first, w)
+					}
+				case euDayNum, euYearNum:
+					first = append(first, "#")
+				}
+				for _, w := range first {
+					if !slices.Contains(out[w], euRef{l, k}) {
+						out[w] = append(out[w], euRef{l, k})
+					}
+				}
+			}
+		}
+		return out
+	}()
+)
+
+// euRef is one language's expression.
+type euRef struct {
+	lang *euLang
+	expr int
+}
+
+// europeanTime is ParseTime's expressions in these languages: the first of
+// the message. toks are the message's words (timeTokens).
+func europeanTime(toks []timeTok, at time.Time) (TimeExpr, bool) {
+	var words []string // folded, made at the first candidate
+	for i, t := range toks {
+		w := t.word
+		key := w
+		if w != "" && w[0] >= '0' && w[0] <= '9' {
+			key = "#"
+		} else if len(w) > 0 && w[0] >= utf8.RuneSelf {
+			key = euFold(w)
+		}
+		refs := euByWord[key]
+		if len(refs) == 0 {
+			continue
+		}
+		if words == nil {
+			words = make([]string, len(toks))
+			for k, t := range toks {
+				words[k] = euFold(t.word)
+			}
+		}
+		// The longest of all the languages' expressions here.
+		best, bestN := TimeExpr{}, 0
+		found, planned := false, false
+		for _, r := range refs {
+			e := r.lang.exprs[r.expr]
+			m, ok := r.lang.match(e, toks, words, i, at)
+			if !ok || m.n <= bestN {
+				continue
+			}
+			x, read, plan := r.lang.resolve(toks, words, i, e, m, at)
+			if !read {
+				continue
+			}
+			best, bestN, found, planned = x, m.n, true, plan
+		}
+		if found {
+			if planned {
+				return TimeExpr{}, false
+			}
+			return best, true
+		}
+	}
+	return TimeExpr{}, false
+}
+
+// resolve turns a match into a range. read is false for a match that is no
+// expression here; plan true for one of what is to come (no range, and no
+// other expression read).
+func (l *euLang) resolve(toks []timeTok, words []string, i int, e euExpr, m euMatch, at time.Time) (x TimeExpr, read, plan bool) {
+	end := i + m.n
+	if (i > 0 && e.notAfter[words[i-1]]) || (end < len(toks) && e.notBefore[words[end]]) {
+		return TimeExpr{}, false, false
+	}
+	if m.n == 1 && words[i] == "hier" && !frenchHier(words) {
+		return TimeExpr{}, false, false
+	}
+	x.Start, x.End, x.lang = toks[i].start, toks[end-1].end, l.code
+	switch e.kind {
+	case euFixed:
+		x.Since, x.Until = cjkResolve(e.span, at)
+		if e.week {
+			if d, from, to, ok := l.weekdayOfWeek(toks, words, i, end); ok {
+				x.Since = day(x.Since, d)
+				x.Until = day(x.Since, 1)
+				x.Start, x.End = toks[from].start, toks[to-1].end
+			}
+		}
+		if x.Since.After(at) || (e.planned && l.planned(toks, words, i)) {
+			// This week's day or weekend still to come: a plan.
+			return TimeExpr{}, true, true
+		}
+	case euAgo:
+		if end < len(toks) && euNotAgo[words[end]] {
+			// "il y a deux jours fériés": there are two days off.
+			return TimeExpr{}, false, false
+		}
+		switch u := m.unit.(type) {
+		case time.Duration:
+			lo, hi := m.count, m.count
+			if m.count == 0 {
+				lo, hi = 2, fewUnits[unitDay]
+			}
+			x.Since, x.Until = clockAgo(at, u, lo, hi)
+		case timeUnit:
+			start := unitStart(at, u)
+			if m.count == 0 {
+				x.Since, x.Until = addUnits(start, u, -fewUnits[u]), addUnits(start, u, -1)
+			} else {
+				x.Since = addUnits(start, u, -m.count)
+				x.Until = addUnits(x.Since, u, 1)
+			}
+		}
+	case euLastWeekday:
+		back := (int(at.Weekday())+6-m.weekday)%7 + 7
+		if back > 7 {
+			back -= 7
+		}
+		x.Since = day(at, -back)
+		x.Until = day(x.Since, 1)
+	case euMonth, euDate:
+		if _, en := months[words[m.monthAt]]; en && (words[i] == "in" || e.slots[0].class != euWords) {
+			// "in December", "3 december", "September 2024": English
+			// reads these, with its own plans.
+			return TimeExpr{}, false, false
+		}
+		y, n := m.year, 0
+		if y == 0 {
+			if y, n = l.yearAfter(toks, words, end, at); n > 0 {
+				x.End = toks[end+n-1].end
+			} else if l.planned(toks, words, i) {
+				return TimeExpr{}, true, true
+			}
+		}
+		if y == 0 {
+			// The most recent not after at's month or day.
+			y = at.Year()
+			if d := max(m.day, 1); time.Date(y, m.month, d, 0, 0, 0, 0, at.Location()).After(day(at, 0)) {
+				y--
+			}
+		}
+		if e.kind == euMonth {
+			x.Since = time.Date(y, m.month, 1, 0, 0, 0, 0, at.Location())
+			x.Until = x.Since.AddDate(0, 1, 0)
+			break
+		}
+		x.Since = time.Date(y, m.month, m.day, 0, 0, 0, 0, at.Location())
+		if x.Since.Day() != m.day {
+			return TimeExpr{}, false, false // 31 June
+		}
+		x.Until = day(x.Since, 1)
+	case euYear:
+		x.Since = time.Date(m.year, time.January, 1, 0, 0, 0, 0, at.Location())
+		x.Until = x.Since.AddDate(1, 0, 0)
+	}
+	return x, true, false
+}
+
+// isoDateFollows reports whether the year toks[j] starts a date in
+// numbers (2026-11-18, 2026/11/18), which English reads.
+func isoDateFollows(toks []timeTok, j int) bool {
+	if j+1 >= len(toks) {
+		return false
+	}
+	_, ok := digits(toks[j+1].word)
+	return ok && (toks[j+1].gap == "-" || toks[j+1].gap == "/")
+}
+
+// euNotAgo are words after "N units ago" that make it a count of days:
+// French "il y a deux jours fériés, de congé, qui ...".
+var euNotAgo = stringSet(strings.Fields("de d qui que fériés feriés ouvrés ouvrables restants pour par entre"))
+
+// yearAfter reads a year after a month or date at toks[j:], joined by a
+// space or the language's yearJoin word: the year and the tokens read.
+func (l *euLang) yearAfter(toks []timeTok, words []string, j int, at time.Time) (int, int) {
+	k := j
+	if k < len(toks) && l.yearJoin[words[k]] && euJoined(toks[k].gap, false) {
+		k++
+	}
+	if k < len(toks) && euJoined(toks[k].gap, false) {
+		if y, ok := yearAt(toks[k:], at); ok {
+			return y, k - j + 1
+		}
+	}
+	return 0, 0
+}
+
+// euWeekJoin may stand between a weekday and the week that says which
+// ("lundi de la semaine dernière", "Montag der letzten Woche").
+var euWeekJoin = stringSet(strings.Fields("de la der della da do van"))
+
+// weekdayOfWeek reads a weekday next to this or last week (toks[i:end]):
+// before it ("Montag letzter Woche", "lundi de la semaine dernière") or
+// after it ("letzte Woche Montag", "letzte Woche am Montag"). It returns
+// the day's index from Monday and the tokens [from, to) of the whole.
+func (l *euLang) weekdayOfWeek(toks []timeTok, words []string, i, end int) (d, from, to int, ok bool) {
+	k := i - 1
+	for k >= 0 && i-k <= 3 && euWeekJoin[words[k]] && euJoined(toks[k+1].gap, false) {
+		k--
+	}
+	if k >= 0 && euJoined(toks[k+1].gap, false) {
+		if d, ok := l.weekdays[words[k]]; ok {
+			return d, k, end, true
+		}
+	}
+	j := end
+	if j < len(toks) && euOnDay[words[j]] && euJoined(toks[j].gap, false) {
+		j++
+	}
+	if j < len(toks) && euJoined(toks[j].gap, false) {
+		if d, ok := l.weekdays[words[j]]; ok {
+			return d, i, j + 1, true
+		}
+	}
+	return 0, 0, 0, false
+}
+
+// euOnDay may stand before a weekday after the week ("letzte Woche am
+// Montag").
+var euOnDay = stringSet(strings.Fields("am le el il no na op"))
+
+// planned reports whether the sentence around toks[i] tells of a plan:
+// one of the language's plan words, not after a word that makes it a
+// time of the day.
+func (l *euLang) planned(toks []timeTok, words []string, i int) bool {
+	isEnd := func(r rune) bool { return strings.ContainsRune(".!?\n¿¡", r) }
+	for k := i - 1; k >= 0 && !strings.ContainsFunc(toks[k+1].gap, isEnd); k-- {
+		if l.plans[words[k]] && (k == 0 || !l.notPlanAfter[words[k-1]]) {
+			return true
+		}
+	}
+	for k := i + 1; k < len(toks) && !strings.ContainsFunc(toks[k].gap, isEnd); k++ {
+		if l.plans[words[k]] && !l.notPlanAfter[words[k-1]] {
+			return true
+		}
+	}
+	return false
+}
+
+// frenchHier reports whether a message with "hier" reads as French: it
+// holds a French word and none of German or Dutch, where "hier" is "here".
+func frenchHier(words []string) bool {
+	french := false
+	for _, w := range words {
+		if euGermanDutchWords[w] {
+			return false
+		}
+		french = french || euFrenchWords[w]
+	}
+	return french
+}
+
+var (
+	euFrenchWords = stringSet(strings.Fields(`je j tu nous vous qu que quoi est c ai as avons avez ont été dit
+		parlé discuté raconté fait les des d l une avec dans ça moi toi mon ma mes ton ta tes soir matin
+		après midi où quand qui quel quelle était étais avais avait sommes suis`))
+	euGermanDutchWords = stringSet(strings.Fields(`ich ik wir wij habe hab heb hebben bin ben ist sind das het wat
+		und en niet nicht war waren zijn mir mij`))
+)

@@ -1,0 +1,196 @@
+package enricher
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestParseTimeEuropean: German, French, Spanish, Italian, Portuguese and
+// Dutch time expressions, read for every user (before: their words were
+// searched as keywords across all time, so "Was habe ich letzte Woche
+// gesagt?" found items that said "Woche", of any week).
+func TestParseTimeEuropean(t *testing.T) {
+	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC) // a Wednesday
+	checkParseTime(t, at, []parseCase{
+		// German.
+		{"Was habe ich gestern gesagt?", "2026-11-17", "2026-11-18", "gestern"},
+		{"Worüber haben wir heute gesprochen?", "2026-11-18", "2026-11-19", "heute"},
+		{"vorgestern beim Arzt", "2026-11-16", "2026-11-17", "vorgestern"},
+		{"Was habe ich heute Morgen gegessen?", "2026-11-18", "2026-11-18 12:00", "heute Morgen"},
+		{"Worüber haben wir gestern Abend gesprochen?", "2026-11-17 18:00", "2026-11-18", "gestern Abend"},
+		{"Was war letzte Nacht los?", "2026-11-17 18:00", "2026-11-18 06:00", "letzte Nacht"},
+		{"Was habe ich letzte Woche gesagt?", "2026-11-09", "2026-11-16", "letzte Woche"},
+		{"in der vergangenen Woche", "2026-11-09", "2026-11-16", "vergangenen Woche"},
+		{"diese Woche", "2026-11-16", "2026-11-23", "diese Woche"},
+		{"vorletzte Woche", "2026-11-02", "2026-11-09", "vorletzte Woche"},
+		{"letzten Monat", "2026-10-01", "2026-11-01", "letzten Monat"},
+		{"im letzten Jahr", "2025-01-01", "2026-01-01", "letzten Jahr"},
+		{"letztes Wochenende", "2026-11-14", "2026-11-16", "letztes Wochenende"},
+		{"vor drei Tagen", "2026-11-15", "2026-11-16", "vor drei Tagen"},
+		{"vor 2 Wochen", "2026-11-02", "2026-11-09", "vor 2 Wochen"},
+		{"vor einem Jahr", "2025-01-01", "2026-01-01", "vor einem Jahr"},
+		{"vor ein paar Tagen", "2026-11-11", "2026-11-17", "vor ein paar Tagen"},
+		{"vor zwei Stunden", "2026-11-18 11:30", "2026-11-18 14:30", "vor zwei Stunden"},
+		{"letzten Freitag", "2026-11-13", "2026-11-14", "letzten Freitag"},
+		{"am letzten Montag", "2026-11-16", "2026-11-17", "letzten Montag"},
+		{"Montag letzter Woche", "2026-11-09", "2026-11-10", "Montag letzter Woche"},
+		{"letzte Woche am Freitag", "2026-11-13", "2026-11-14", "letzte Woche am Freitag"},
+		{"Was war im Mai?", "2026-05-01", "2026-06-01", "im Mai"},
+		{"im Dezember", "2025-12-01", "2026-01-01", "im Dezember"},
+		{"im März 2024", "2024-03-01", "2024-04-01", "im März 2024"},
+		{"am 3. Mai", "2026-05-03", "2026-05-04", "3. Mai"},
+		{"am 20. November", "2025-11-20", "2025-11-21", "20. November"},
+		{"im Jahr 2023", "2023-01-01", "2024-01-01", "im Jahr 2023"},
+		// French.
+		{"Qu'est-ce que j'ai dit hier ?", "2026-11-17", "2026-11-18", "hier"},
+		{"De quoi avons-nous parlé aujourd'hui ?", "2026-11-18", "2026-11-19", "aujourd'hui"},
+		{"avant-hier", "2026-11-16", "2026-11-17", "avant-hier"},
+		{"hier soir", "2026-11-17 18:00", "2026-11-18 06:00", "hier soir"},
+		{"ce matin", "2026-11-18", "2026-11-18 12:00", "ce matin"},
+		{"la semaine dernière", "2026-11-09", "2026-11-16", "la semaine dernière"},
+		{"le mois dernier", "2026-10-01", "2026-11-01", "le mois dernier"},
+		{"l'année dernière", "2025-01-01", "2026-01-01", "l'année dernière"},
+		{"l’an passé", "2025-01-01", "2026-01-01", "l’an passé"},
+		{"le week-end dernier", "2026-11-14", "2026-11-16", "le week-end dernier"},
+		{"il y a trois jours", "2026-11-15", "2026-11-16", "il y a trois jours"},
+		{"il y a quelques semaines", "2026-10-19", "2026-11-09", "il y a quelques semaines"},
+		{"vendredi dernier", "2026-11-13", "2026-11-14", "vendredi dernier"},
+		{"lundi de la semaine dernière", "2026-11-09", "2026-11-10", "lundi de la semaine dernière"},
+		{"en mai 2024", "2024-05-01", "2024-06-01", "en mai 2024"},
+		{"le 1er mai", "2026-05-01", "2026-05-02", "1er mai"},
+		// Spanish.
+		{"¿Qué dije ayer?", "2026-11-17", "2026-11-18", "ayer"},
+		{"¿De qué hablamos hoy?", "2026-11-18", "2026-11-19", "hoy"},
+		{"anteayer", "2026-11-16", "2026-11-17", "anteayer"},
+		{"anoche", "2026-11-17 18:00", "2026-11-18 06:00", "anoche"},
+		{"esta mañana", "2026-11-18", "2026-11-18 12:00", "esta mañana"},
+		{"la semana pasada", "2026-11-09", "2026-11-16", "la semana pasada"},
+		{"el mes pasado", "2026-10-01", "2026-11-01", "el mes pasado"},
+		{"el año pasado", "2025-01-01", "2026-01-01", "el año pasado"},
+		{"el fin de semana pasado", "2026-11-14", "2026-11-16", "el fin de semana pasado"},
+		{"hace tres semanas", "2026-10-26", "2026-11-02", "hace tres semanas"},
+		{"hace unos días", "2026-11-11", "2026-11-17", "hace unos días"},
+		{"hace un par de días", "2026-11-16", "2026-11-17", "hace un par de días"},
+		{"el lunes pasado", "2026-11-16", "2026-11-17", "el lunes pasado"},
+		{"el lunes de la semana pasada", "2026-11-09", "2026-11-10", "lunes de la semana pasada"},
+		{"en mayo de 2024", "2024-05-01", "2024-06-01", "en mayo de 2024"},
+		{"el 3 de mayo", "2026-05-03", "2026-05-04", "3 de mayo"},
+		// Italian.
+		{"Cosa ho detto ieri?", "2026-11-17", "2026-11-18", "ieri"},
+		{"oggi", "2026-11-18", "2026-11-19", "oggi"},
+		{"l'altro ieri", "2026-11-16", "2026-11-17", "l'altro ieri"},
+		{"ieri sera", "2026-11-17 18:00", "2026-11-18", "ieri sera"},
+		{"stamattina", "2026-11-18", "2026-11-18 12:00", "stamattina"},
+		{"la settimana scorsa", "2026-11-09", "2026-11-16", "la settimana scorsa"},
+		{"il mese scorso", "2026-10-01", "2026-11-01", "il mese scorso"},
+		{"quest'anno", "2026-01-01", "2027-01-01", "quest'anno"},
+		{"l'anno scorso", "2025-01-01", "2026-01-01", "l'anno scorso"},
+		{"tre giorni fa", "2026-11-15", "2026-11-16", "tre giorni fa"},
+		{"qualche giorno fa", "2026-11-11", "2026-11-17", "qualche giorno fa"},
+		{"venerdì scorso", "2026-11-13", "2026-11-14", "venerdì scorso"},
+		{"a maggio", "2026-05-01", "2026-06-01", "a maggio"},
+		// Portuguese.
+		{"O que eu disse ontem?", "2026-11-17", "2026-11-18", "ontem"},
+		{"hoje", "2026-11-18", "2026-11-19", "hoje"},
+		{"anteontem", "2026-11-16", "2026-11-17", "anteontem"},
+		{"ontem à noite", "2026-11-17 18:00", "2026-11-18 06:00", "ontem à noite"},
+		{"na semana passada", "2026-11-09", "2026-11-16", "semana passada"},
+		{"o mês passado", "2026-10-01", "2026-11-01", "o mês passado"},
+		{"no ano passado", "2025-01-01", "2026-01-01", "ano passado"},
+		{"há duas semanas", "2026-11-02", "2026-11-09", "há duas semanas"},
+		{"3 dias atrás", "2026-11-15", "2026-11-16", "3 dias atrás"},
+		{"faz alguns meses", "2026-05-01", "2026-10-01", "faz alguns meses"},
+		{"na segunda-feira passada", "2026-11-16", "2026-11-17", "segunda-feira passada"},
+		{"no fim de semana passado", "2026-11-14", "2026-11-16", "fim de semana passado"},
+		{"em maio de 2024", "2024-05-01", "2024-06-01", "em maio de 2024"},
+		// Dutch.
+		{"Wat zei ik gisteren?", "2026-11-17", "2026-11-18", "gisteren"},
+		{"vandaag", "2026-11-18", "2026-11-19", "vandaag"},
+		{"eergisteren", "2026-11-16", "2026-11-17", "eergisteren"},
+		{"gisteravond", "2026-11-17 18:00", "2026-11-18", "gisteravond"},
+		{"vorige week", "2026-11-09", "2026-11-16", "vorige week"},
+		{"vorige maand", "2026-10-01", "2026-11-01", "vorige maand"},
+		{"vorig jaar", "2025-01-01", "2026-01-01", "vorig jaar"},
+		{"twee weken geleden", "2026-11-02", "2026-11-09", "twee weken geleden"},
+		{"een paar dagen geleden", "2026-11-11", "2026-11-17", "een paar dagen geleden"},
+		{"afgelopen maandag", "2026-11-16", "2026-11-17", "afgelopen maandag"},
+		{"in mei", "2026-05-01", "2026-06-01", "in mei"},
+		// Accents typed as combining marks are the same words.
+		{"la semaine dernie\u0300re", "2026-11-09", "2026-11-16", "la semaine dernie\u0300re"},
+		// The first expression of the message, in whichever language.
+		{"yesterday, or was it la semaine dernière?", "2026-11-17", "2026-11-18", "yesterday"},
+		{"la semaine dernière, or yesterday?", "2026-11-09", "2026-11-16", "la semaine dernière"},
+	})
+}
+
+// TestParseTimeEuropeanNearMisses: what reads another span than the
+// words alone say, or no time at all: not read.
+func TestParseTimeEuropeanNearMisses(t *testing.T) {
+	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC) // a Wednesday
+	checkParseTime(t, at, []parseCase{
+		// German "hier" is "here", and so is Dutch.
+		{"Ich bin hier", "", "", ""},
+		{"Was habe ich hier gesagt?", "", "", ""},
+		{"Ik ben hier", "", "", ""},
+		// Someone's final week, the last week of something.
+		{"meine letzte Woche im alten Job", "", "", ""},
+		{"die letzte Woche vor dem Urlaub", "", "", ""},
+		// A count of days, not a time ago.
+		{"il y a deux jours de congé", "", "", ""},
+		// Plans: a month, a date or this weekend in a sentence about what
+		// is to come.
+		{"Was mache ich nächste Woche im Mai?", "", "", ""},
+		{"Je vais à Paris en mai", "", "", ""},
+		{"¿Qué voy a hacer el 3 de mayo?", "", "", ""},
+		{"este fin de semana voy a la playa", "", "", ""},
+		{"dit weekend", "", "", ""},
+		// Days that are not dates.
+		{"am 31. Juni", "", "", ""},
+		// Not time words: no range.
+		{"Er fährt vor zwei Autos", "", "", ""},
+		{"Das Haus vor dem Tag", "", "", ""},
+	})
+}
+
+// TestTimeRestEuropean: what a timed question in these languages asks
+// besides its time. Its grammar and words of talk are not searched within
+// the range, so a question about a time alone returns the range's newest
+// items; a greeting or thanks with a time is small talk.
+func TestTimeRestEuropean(t *testing.T) {
+	checkTimeRest(t, []restCase{
+		{"Was habe ich letzte Woche gesagt?", []string{}, false},
+		{"Worüber haben wir gestern gesprochen?", []string{}, false},
+		{"Was habe ich letzte Woche über den Urlaub gesagt?", []string{"urlaub"}, false},
+		{"Qu'est-ce que j'ai dit hier ?", []string{}, false},
+		{"De quoi avons-nous parlé la semaine dernière ?", []string{}, false},
+		{"¿Qué dije ayer sobre el viaje?", []string{"viaje"}, false},
+		{"¿De qué hablamos la semana pasada?", []string{}, false},
+		{"Di cosa abbiamo parlato ieri?", []string{}, false},
+		{"O que eu disse ontem?", []string{}, false},
+		{"Waar hebben we het gisteren over gehad?", []string{"gehad"}, false},
+		{"Wat zei ik vorige week?", []string{}, false},
+		{"Danke für heute!", []string{}, true},
+		{"Merci pour aujourd'hui", []string{}, true},
+		{"¡Gracias por hoy!", []string{}, true},
+		{"Grazie per oggi", []string{}, true},
+		{"Obrigado por hoje", []string{}, true},
+		{"Bedankt voor vandaag", []string{}, true},
+	})
+}
+
+// BenchmarkParseTimeEuropeanLong: 64 KiB messages of these languages'
+// text, near misses and numbers (each word looks up the expressions
+// starting with it, so the cost is linear).
+func BenchmarkParseTimeEuropeanLong(b *testing.B) {
+	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC)
+	for _, unit := range []string{"Ich bin hier und wir haben über das Wetter gesprochen. ", "il y a deux chats dans la maison ",
+		"3 4 5 6 7 8 9 10 ", "la semana que viene vamos a "} {
+		msg := strings.Repeat(unit, 64*1024/len(unit))
+		b.Run(strings.Fields(unit)[0], func(b *testing.B) {
+			for b.Loop() {
+				ParseTime(msg, at)
+			}
+		})
+	}
+}
