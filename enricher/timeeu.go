@@ -321,7 +321,7 @@ func (l *euLang) match(e euExpr, toks []timeTok, words []string, i int, at time.
 			j++
 		case euDayNum:
 			t := toks[j]
-			t.word = strings.TrimSuffix(w, "er") // French "1er"
+			t.word = strings.TrimSuffix(strings.TrimSuffix(w, "er"), "º") // French "1er", Spanish and Portuguese "1º"
 			d, ok := dayOfMonth(t)
 			if !ok {
 				return m, false
@@ -418,6 +418,7 @@ type euRef struct {
 // the message. toks are the message's words (timeTokens).
 func europeanTime(toks []timeTok, at time.Time) (TimeExpr, bool) {
 	var words []string // folded, made at the first candidate
+	french := 0        // frenchHier of the message: 0 not read yet, 1 true, -1 false
 	for i, t := range toks {
 		w := t.word
 		key := w
@@ -445,6 +446,19 @@ func europeanTime(toks []timeTok, at time.Time) (TimeExpr, bool) {
 			if !ok || m.n <= bestN {
 				continue
 			}
+			if m.n == 1 && words[i] == "hier" {
+				// Read once: a message of many "hier" would read its
+				// words again for each.
+				if french == 0 {
+					french = -1
+					if frenchHier(words) {
+						french = 1
+					}
+				}
+				if french < 0 {
+					continue
+				}
+			}
 			x, read, plan := r.lang.resolve(toks, words, i, e, m, at)
 			if !read {
 				continue
@@ -469,9 +483,6 @@ func (l *euLang) resolve(toks []timeTok, words []string, i int, e euExpr, m euMa
 	if (i > 0 && e.notAfter[words[i-1]]) || (end < len(toks) && e.notBefore[words[end]]) {
 		return TimeExpr{}, false, false
 	}
-	if m.n == 1 && words[i] == "hier" && !frenchHier(words) {
-		return TimeExpr{}, false, false
-	}
 	x.Start, x.End, x.lang = toks[i].start, toks[end-1].end, l.code
 	switch e.kind {
 	case euFixed:
@@ -490,6 +501,11 @@ func (l *euLang) resolve(toks []timeTok, words []string, i int, e euExpr, m euMa
 	case euAgo:
 		if end < len(toks) && euNotAgo[words[end]] {
 			// "il y a deux jours fériés": there are two days off.
+			return TimeExpr{}, false, false
+		}
+		if i > 0 && words[i-1] == "desde" {
+			// "enfermo desde hace dos semanas", "desde há dois dias":
+			// for two weeks until now, not that week.
 			return TimeExpr{}, false, false
 		}
 		switch u := m.unit.(type) {
@@ -523,7 +539,11 @@ func (l *euLang) resolve(toks []timeTok, words []string, i int, e euExpr, m euMa
 		}
 		y, n := m.year, 0
 		if y == 0 {
-			if y, n = l.yearAfter(toks, words, end, at); n > 0 {
+			var yok bool
+			if y, n, yok = l.yearAfter(toks, words, end, at); !yok {
+				// "im Mai 2027", "en mayo de 1960": another year's.
+				return TimeExpr{}, false, false
+			} else if n > 0 {
 				x.End = toks[end+n-1].end
 			} else if l.planned(toks, words, i) {
 				return TimeExpr{}, true, true
@@ -568,18 +588,21 @@ func isoDateFollows(toks []timeTok, j int) bool {
 var euNotAgo = stringSet(strings.Fields("de d qui que fériés feriés ouvrés ouvrables restants pour par entre"))
 
 // yearAfter reads a year after a month or date at toks[j:], joined by a
-// space or the language's yearJoin word: the year and the tokens read.
-func (l *euLang) yearAfter(toks []timeTok, words []string, j int, at time.Time) (int, int) {
+// space or the language's yearJoin word: the year and the tokens read (0
+// when none follows); ok is false for a year out of 1970 to at's, as in
+// English (yearAfter).
+func (l *euLang) yearAfter(toks []timeTok, words []string, j int, at time.Time) (y, n int, ok bool) {
 	k := j
 	if k < len(toks) && l.yearJoin[words[k]] && euJoined(toks[k].gap, false) {
 		k++
 	}
-	if k < len(toks) && euJoined(toks[k].gap, false) {
+	if k < len(toks) && euJoined(toks[k].gap, false) && isYear(words[k]) {
 		if y, ok := yearAt(toks[k:], at); ok {
-			return y, k - j + 1
+			return y, k - j + 1, true
 		}
+		return 0, 0, false
 	}
-	return 0, 0
+	return 0, 0, true
 }
 
 // euWeekJoin may stand between a weekday and the week that says which
@@ -648,9 +671,55 @@ func frenchHier(words []string) bool {
 }
 
 var (
-	euFrenchWords = stringSet(strings.Fields(`je j tu nous vous qu que quoi est c ai as avons avez ont été dit
+	euFrenchWords = stringSet(strings.Fields(`je j tu nous vous qu que quoi est c ai as avons avez ont été dit et
 		parlé discuté raconté fait les des d l une avec dans ça moi toi mon ma mes ton ta tes soir matin
 		après midi où quand qui quel quelle était étais avais avait sommes suis`))
 	euGermanDutchWords = stringSet(strings.Fields(`ich ik wir wij habe hab heb hebben bin ben ist sind das het wat
-		und en niet nicht war waren zijn mir mij`))
+		und niet nicht war waren zijn mir mij`))
 )
+
+// euRestLang is the language of the rest of a timed message (timeRest),
+// whose grammar and talk are not searched within the range, and the rest's
+// words (folded): the one of read, the language that read the expression,
+// unless another's words are more of the rest ("il 3 novembre", which
+// French reads too: "Cosa ti ho raccontato il 3 novembre?" is Italian).
+// An expression English read ("in september", "am 3. November", "in
+// 2024") has a European language's rest when at least two of the rest's
+// words are that language's and more than are English stop words ("Wat zei
+// ik in september?").
+func euRestLang(rest string, read *euLang) (*euLang, []string) {
+	toks := timeTokens(rest)
+	words := make([]string, len(toks))
+	for i, t := range toks {
+		words[i] = euFold(t.word)
+	}
+	score := func(l *euLang) (n int) {
+		for _, w := range words {
+			if l.grammar[w] || l.talk[w] || l.asking[w] {
+				n++
+			}
+		}
+		return n
+	}
+	best, bestN := read, 0
+	if read != nil {
+		bestN = score(read)
+	} else {
+		for _, w := range words {
+			if stopWords[w] || euEnglishShort[w] {
+				bestN++
+			}
+		}
+		bestN = max(bestN, 1)
+	}
+	for _, l := range []*euLang{euGerman, euFrench, euSpanish, euItalian, euPortuguese, euDutch} {
+		if n := score(l); n > bestN {
+			best, bestN = l, n
+		}
+	}
+	return best, words
+}
+
+// euEnglishShort are the English words of two letters or fewer that ask
+// (stopWords holds none of them).
+var euEnglishShort = stringSet(strings.Fields("i a an in on at to of my me we us is it do be or if as by so up am"))

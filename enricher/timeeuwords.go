@@ -16,6 +16,7 @@ var (
 	euMorning0, euAfternoon0, euNight0 = partSpan(0, euMorning), partSpan(0, euAfternoon), partSpan(0, euEvening)
 	euMorning1, euAfternoon1           = partSpan(1, euMorning), partSpan(1, euAfternoon)
 	euEvening1, euLastNight            = partSpan(1, euEvening), partSpan(1, euNight)
+	euMorning2, euEvening2, euNight2   = partSpan(2, euMorning), partSpan(2, euEvening), partSpan(2, euNight)
 	euWeekend0, euWeekend1             = weekendSpan(0), weekendSpan(1)
 )
 
@@ -45,6 +46,8 @@ var euGerman = newEULang("de",
 		{phrases: "heute", span: euDay0},
 		{phrases: "gestern", span: euDay1},
 		{phrases: "vorgestern", span: euDay2},
+		{phrases: "vorgestern morgen|früh|vormittag", span: euMorning2},
+		{phrases: "vorgestern abend", span: euEvening2},
 		{phrases: "heute morgen|früh|vormittag", span: euMorning0},
 		{phrases: "heute nachmittag", span: euAfternoon0},
 		{phrases: "heute abend", span: euNight0},
@@ -77,10 +80,12 @@ var euGerman = newEULang("de",
 		mein meine meinen meinem meiner dein deine unser unsere habe hab hast hat haben habt hatte hattest
 		hatten bin bist ist sind seid war warst waren wurde wurden kann kannst können könntest hätte hätten
 		würde würdest denn noch mal nochmal eigentlich genau bitte doch so also und oder aber der die das den
-		dem des ein eine einen einem einer über von zu mit bei an auf in im am um für da dann`,
+		dem des ein eine einen einem einer über von zu mit bei an auf in im am um für da dann zum zur beim vom
+		ins ans aufs`,
 	`gesagt sagen sag sagte sagtest gesprochen sprechen besprochen geredet reden erzählt erzählen erwähnt
 		erwähnen geschrieben gefragt fragen diskutiert unterhalten passiert los gemacht erinnern erinnerst
-		erinnere weißt zusammenfassung zusammenfassen fasse zusammen thema themen alles sonst`,
+		erinnere erinner weißt zusammenfassung zusammenfassen fasse zusammen thema themen alles sonst meinte
+		gemeint gab gibt neues`,
 	`danke dank vielen herzlichen hallo hi hey tschüss servus moin`,
 	`guten gute schönen schöne tag abend nacht morgen bis`,
 	`was wer wo wann warum welche welcher welches worüber wovon woran worum ich mir mich mein meine wir uns
@@ -100,6 +105,8 @@ var euFrench = newEULang("fr",
 		{phrases: "aujourd hui", span: euDay0},
 		{phrases: "hier", span: euDay1},
 		{phrases: "avant hier", span: euDay2},
+		{phrases: "avant hier matin", span: euMorning2},
+		{phrases: "avant hier soir", span: euNight2},
 		{phrases: "ce matin", span: euMorning0},
 		{phrases: "cet après midi", span: euAfternoon0},
 		{phrases: "ce soir", span: euNight0},
@@ -125,9 +132,11 @@ var euFrench = newEULang("fr",
 	`que qu quoi qui quel quelle quels quelles où quand comment pourquoi est ce c ça je j tu il elle on
 		nous vous ils elles me m moi te toi se s lui leur mon ma mes ton ta tes notre nos votre vos ai as a
 		avons avez ont avais avait avions aviez été suis es sommes êtes sont était étais le la les l un une
-		des du de d au aux en y à et ou mais donc alors sur avec pour dans par pas ne n plus encore déjà bien`,
+		des du de d au aux en y à et ou mais donc alors sur avec pour dans par pas ne n plus encore déjà bien
+		dont propos quelque chose peux peut pouvez pourrais`,
 	`dit dire dis parlé parler discuté discuter raconté raconter mentionné mentionner écrit demandé passé
-		rappelle rappeler souviens souvenir résumé résume résumer sujet sujets abordé évoqué`,
+		rappelle rappelles rappeler souviens souvenir résumé résume résumer sujet sujets abordé évoqué fait
+		faire parlait parlions parlais voulais`,
 	`merci bonjour bonsoir salut coucou beaucoup revoir`,
 	`bonne bon journée soirée nuit au`,
 	`que qu quoi qui quel quelle où quand pourquoi je j moi me m mon ma mes nous nos notre rappelle souviens résumé`)
@@ -170,17 +179,18 @@ var euSpanish = newEULang("es",
 		euAgo:         "hace {n} {unit}",
 		euLastWeekday: "el {weekday} pasado, {weekday} pasado, el pasado {weekday}",
 		euMonth:       "en {month}, {month} de|del {year}",
-		euDate:        "{day} de {month}",
+		euDate:        "{day} de {month}, día|dia {day} de {month}",
 		euYear:        "en {year}, el año {year}, en el año {year}",
 	}).withRest(
 	`qué que quién quien quiénes cuál cual cuáles dónde donde cuándo cuando cómo como por yo tú tu él
 		ella nosotros nosotras vosotros ellos ellas usted me te se nos os le les lo la los las mi mis tus su sus
 		nuestro nuestra he has ha hemos habéis han había habías era fue fui fuimos estuve estuvimos un una unos
-		unas el de del al a en y o pero sobre con para sin ya también algo`,
+		unas el de del al a en y o pero sobre con para sin ya también algo puedes puede podrías`,
 	`dije dijiste dijo dijimos decir dicho hablé hablaste habló hablamos hablar hablado comenté comentamos
 		comentar comentado conté contaste contamos contar contado mencioné mencionaste mencionamos mencionar
 		mencionado pregunté preguntaste discutimos conversamos charlamos pasó recuerdas recuerdo recordar
-		acuerdas acuerdo resumen resume resumir tema temas`,
+		acuerdas acuerdo resumen resume resumir tema temas hice hiciste hizo hicimos hacer hecho recuérdame
+		recuerda`,
 	`gracias muchas hola adiós adios saludos`,
 	`buenos buenas días dias tardes noches hasta luego`,
 	`qué que quién quien cuál dónde cuándo yo me mi mis nosotros nos nuestro recuerdas recuerdo acuerdas resumen`)
@@ -219,18 +229,20 @@ var euItalian = newEULang("it",
 	map[euKind]string{
 		euAgo:         "{n} {unit} fa",
 		euLastWeekday: "{weekday} scorso|scorsa, lo scorso {weekday}, la scorsa {weekday}",
-		euMonth:       "a|in {month}, nel mese di {month}, {month} {year}",
+		euMonth:       "a|ad|in {month}, nel mese di {month}, {month} {year}",
 		euDate:        "{day} {month}",
 		euYear:        "nel {year}",
 	}).withRest(
 	`cosa che chi quale quali dove quando come perché perche io tu lui lei noi voi loro mi ti ci vi si me te
 		il lo la i gli le un una uno l di del della dei delle a al alla da in nel nella su sul con per e o ma ho
 		hai ha abbiamo avete hanno avevo aveva era ero sono sei è siamo siete stato stata già ancora anche
-		qualcosa`,
+		qualcosa mio mia miei mie tuo tua sulle sullo sugli dal dalla dallo dai dagli ai agli allo alle negli
+		nello nelle cos puoi può potresti`,
 	`detto dire dico parlato parlare parlavamo discusso discutere raccontato raccontare menzionato accennato
-		chiesto successo accaduto ricordi ricordo ricordare riassunto riassumi argomento argomenti`,
+		chiesto successo accaduto ricordi ricordo ricordare riassunto riassumi riassumere ricordami argomento
+		argomenti fatto fare`,
 	`grazie mille ciao buongiorno buonasera buonanotte arrivederci salve`,
-	`buona giornata serata`,
+	`buona buon giornata serata sera pomeriggio`,
 	`cosa che chi quale dove quando io mi me noi ci nostro ricordi ricordo riassunto`)
 
 var euPortuguese = newEULang("pt",
@@ -255,30 +267,33 @@ var euPortuguese = newEULang("pt",
 		{phrases: "ontem de manhã", span: euMorning1},
 		{phrases: "ontem à tarde", span: euAfternoon1},
 		{phrases: "ontem à noite, ontem de noite", span: euLastNight},
-		{phrases: "esta semana, nesta semana", span: euWeek0},
+		{phrases: "esta|essa semana, nesta|nessa semana", span: euWeek0},
 		{phrases: "a semana passada, semana passada", span: euWeek1},
-		{phrases: "este mês, neste mês", span: euMonth0},
+		{phrases: "a semana retrasada, semana retrasada", span: euWeek2},
+		{phrases: "este|esse mês, neste|nesse mês", span: euMonth0},
 		{phrases: "o mês passado, mês passado", span: euMonth1},
-		{phrases: "este ano, neste ano", span: euYear0},
+		{phrases: "o mês retrasado, mês retrasado", span: euMonth2},
+		{phrases: "este|esse ano, neste|nesse ano", span: euYear0},
 		{phrases: "o ano passado, ano passado", span: euYear1},
 		{phrases: "ano retrasado", span: euYear2},
 		{phrases: "o fim de semana passado, fim de semana passado, o final de semana passado, final de semana passado", span: euWeekend1},
-		{phrases: "este fim de semana, neste fim de semana, este final de semana", span: euWeekend0, planned: true},
+		{phrases: "este|esse fim de semana, neste|nesse fim de semana, este|esse final de semana", span: euWeekend0, planned: true},
 	},
 	map[euKind]string{
 		euAgo:         "há|ha|faz {n} {unit}, {n} {unit} atrás|atras",
 		euLastWeekday: "{weekday} passada|passado",
 		euMonth:       "em {month}, no mês de {month}, {month} de {year}",
-		euDate:        "{day} de {month}",
+		euDate:        "{day} de {month}, dia {day} de {month}",
 		euYear:        "em {year}, no ano de {year}",
 	}).withRest(
 	`que quê o a os as um uma uns umas de do da dos das em no na nos nas ao à por pelo pela com para e ou
 		mas eu tu você vocês ele ela nós eles elas me te se lhe meu minha meus minhas nosso nossa seu sua foi
 		fui fomos era eram tenho tinha temos tem tive tivemos estava estive é são qual quais quem onde quando
-		como porque já também algo`,
+		como porque já também algo sobre gente pode podes`,
 	`disse dissemos dizer dito falei falou falamos falar falado conversamos conversar conversei contei
 		contou contamos contar mencionei mencionou mencionamos mencionar comentei comentamos perguntei
-		discutimos aconteceu lembra lembro lembrar resumo resumir assunto assuntos`,
+		discutimos aconteceu lembra lembro lembrar resumo resumir assunto assuntos conversou fiz fez fizemos
+		fazer feito rolou`,
 	`obrigado obrigada valeu olá ola oi tchau`,
 	`bom boa dia tarde noite até logo`,
 	`que quê qual quem onde quando eu me meu minha nós nos nosso lembra lembro resumo`)
@@ -321,10 +336,10 @@ var euDutch = newEULang("nl",
 	}).withRest(
 	`wat wie waar wanneer waarom hoe welke waarover ik jij je u hij zij ze wij we jullie mij me mijn jouw
 		ons onze heb hebt heeft hebben had hadden ben bent is zijn was waren werd kan kun kunt konden zou de
-		het een van in op aan met voor over en of maar nog al eens dan er`,
+		het een van in op aan met voor over en of maar nog al eens dan er iets bij dat die dit deze toen`,
 	`gezegd zeggen zei zeiden gesproken spraken praten gepraat besproken bespraken verteld vertellen
 		vertelde genoemd noemde geschreven gevraagd vroeg gebeurd herinner herinneren weet samenvatting
-		samenvatten onderwerp onderwerpen`,
+		samenvatten onderwerp onderwerpen gehad gebeurde deed deden gedaan praatten praatte`,
 	`dank bedankt dankjewel dankuwel hallo hoi goedemorgen goedemiddag goedenavond goedendag doei`,
-	`fijne fijn dag tot ziens`,
+	`fijne fijn goede dag morgen middag avond tot ziens`,
 	`wat wie waar wanneer waarover ik mij me mijn wij we ons onze herinner weet samenvatting`)

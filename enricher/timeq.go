@@ -2022,13 +2022,24 @@ func timeRest(message string, e TimeExpr) (asked []string, over *keywordSet, sma
 		said = slices.DeleteFunc(said, func(k string) bool { return greet[k] })
 	}
 	asks := false
-	if l := euLangs[e.lang]; l != nil {
+	if l, words := euRestLang(rest, euLangs[e.lang]); l != nil {
 		// The same for the European languages: "Was habe ich letzte Woche
 		// gesagt?" asks about the time alone, "Merci pour aujourd'hui"
-		// thanks.
-		asked = slices.DeleteFunc(asked, func(k string) bool { return l.grammar[k] || l.talk[k] || l.greet[k] })
+		// thanks; "Guten Morgen!" greets.
+		greeting := func(ks []string, i int) bool {
+			return l.greetParts[ks[i]] && (i > 0 && l.greetParts[ks[i-1]] || i+1 < len(ks) && l.greetParts[ks[i+1]])
+		}
+		kept := asked[:0:0]
+		for i, k := range asked {
+			if !l.grammar[k] && !l.talk[k] && !l.greet[k] && !greeting(asked, i) {
+				kept = append(kept, k)
+			}
+		}
+		asked = kept
 		said = slices.DeleteFunc(said, func(k string) bool { return l.grammar[k] || l.greet[k] || l.greetParts[k] })
-		asks = slices.ContainsFunc(ks, func(k string) bool { return l.asking[k] })
+		// The words themselves: keywords leaves out those that are
+		// English stop words ("Was war letzten Dienstag?").
+		asks = slices.ContainsFunc(words, func(w string) bool { return l.asking[w] })
 	}
 	return asked, over, len(said) == 0 && strings.ContainsFunc(rest, unicode.IsLetter) &&
 		!asks && !asksOfTheUser(rest) && !asksTheTime(message, e)
@@ -2037,7 +2048,12 @@ func timeRest(message string, e TimeExpr) (asked []string, over *keywordSet, sma
 // followWords may join a time asked about alone ("ok, and yesterday?",
 // "thanks. then last week?").
 var followWords = map[string]bool{"and": true, "or": true, "also": true, "then": true, "so": true, "but": true,
-	"what": true}
+	"what": true,
+	// and, or, also, then in German, French, Spanish, Italian,
+	// Portuguese and Dutch: "Und gestern?", "¿Y ayer?", "En gisteren?".
+	"und": true, "oder": true, "auch": true, "dann": true, "et": true, "ou": true, "aussi": true, "puis": true,
+	"y": true, "o": true, "también": true, "e": true, "anche": true, "poi": true, "também": true, "en": true,
+	"of": true, "ook": true, "dan": true}
 
 // asksTheTime reports whether the clause holding e (from the last comma,
 // sentence end or line break before it to the next after it) ends in a
