@@ -157,12 +157,15 @@ func TestTimeRestCJK(t *testing.T) {
 	})
 }
 
+// longTimeUnitsCJK are the texts of the long CJK messages.
+var longTimeUnitsCJK = []string{"東京でラーメンを食べました。", "3月5日予定", "一二三四五六七八九十", "하루 이틀 사흘 ", "昨日の", "上周一起"}
+
 // BenchmarkParseTimeCJKLong: 64 KiB messages of CJK text, dates, numerals
 // and near misses (each position tries only the expressions starting with
 // its rune, so the cost is linear: 2 to 8 ms here).
 func BenchmarkParseTimeCJKLong(b *testing.B) {
 	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC)
-	for _, unit := range []string{"東京でラーメンを食べました。", "3月5日予定", "一二三四五六七八九十", "하루 이틀 사흘 ", "昨日の", "上周一起"} {
+	for _, unit := range longTimeUnitsCJK {
 		msg := strings.Repeat(unit, 64*1024/len(unit))
 		b.Run(unit, func(b *testing.B) {
 			for b.Loop() {

@@ -1,6 +1,7 @@
 package enricher
 
 import (
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -201,13 +202,16 @@ func TestTimeRestEuropean(t *testing.T) {
 	})
 }
 
+// longTimeUnitsEuropean are the texts of the long European messages.
+var longTimeUnitsEuropean = []string{"Ich bin hier und wir haben über das Wetter gesprochen. ", "il y a deux chats dans la maison ",
+	"3 4 5 6 7 8 9 10 ", "la semana que viene vamos a ", "hier "}
+
 // BenchmarkParseTimeEuropeanLong: 64 KiB messages of these languages'
 // text, near misses and numbers (each word looks up the expressions
 // starting with it, so the cost is linear).
 func BenchmarkParseTimeEuropeanLong(b *testing.B) {
 	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC)
-	for _, unit := range []string{"Ich bin hier und wir haben über das Wetter gesprochen. ", "il y a deux chats dans la maison ",
-		"3 4 5 6 7 8 9 10 ", "la semana que viene vamos a ", "hier "} {
+	for _, unit := range longTimeUnitsEuropean {
 		msg := strings.Repeat(unit, 64*1024/len(unit))
 		b.Run(strings.Fields(unit)[0], func(b *testing.B) {
 			for b.Loop() {
@@ -274,4 +278,25 @@ func TestTimeRestEuropeanReview(t *testing.T) {
 		{"Was hatte ich letzte Woche zum Thema Steuern geschrieben?", []string{"steuern"}, false},
 		{"O que eu disse ontem sobre o projeto?", []string{"projeto"}, false},
 	})
+}
+
+// TestParseTimeLongMessagesStayLinear: ParseTime's memory for a 64 KiB
+// message grows with its length, not its square, for the messages of the
+// CJK and European benchmarks (measured in bytes allocated, not time).
+// Before, each Korean number split all the text before it into words:
+// 64 KiB of "하루 이틀 사흘 " took 3.9 s and gigabytes.
+func TestParseTimeLongMessagesStayLinear(t *testing.T) {
+	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC)
+	for _, unit := range append(longTimeUnitsCJK, longTimeUnitsEuropean...) {
+		msg := strings.Repeat(unit, 64*1024/len(unit))
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		ParseTime(msg, at)
+		runtime.ReadMemStats(&after)
+		if got, limit := after.TotalAlloc-before.TotalAlloc, 256*uint64(len(msg)); got > limit {
+			t.Errorf("ParseTime of 64 KiB of %q allocated %d bytes, over %d", unit, got, limit)
+		} else {
+			t.Logf("%q: %d bytes", unit, got)
+		}
+	}
 }
