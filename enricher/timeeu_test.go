@@ -139,6 +139,14 @@ func TestParseTimeEuropean(t *testing.T) {
 		{"gisternacht", "2026-11-17 18:00", "2026-11-18 06:00", "gisternacht"},
 		{"el año antepasado", "2024-01-01", "2025-01-01", "el año antepasado"},
 		{"vorletztes Jahr", "2024-01-01", "2025-01-01", "vorletztes Jahr"},
+		{"el día 3 de mayo", "2026-05-03", "2026-05-04", "día 3 de mayo"},
+		{"1º de maio", "2026-05-01", "2026-05-02", "1º de maio"},
+		{"no dia 3 de maio", "2026-05-03", "2026-05-04", "dia 3 de maio"},
+		{"ad aprile", "2026-04-01", "2026-05-01", "ad aprile"},
+		{"essa semana", "2026-11-16", "2026-11-23", "essa semana"},
+		{"o mês retrasado", "2026-09-01", "2026-10-01", "o mês retrasado"},
+		{"vorgestern Abend", "2026-11-16 18:00", "2026-11-17", "vorgestern Abend"},
+		{"avant-hier soir", "2026-11-16 18:00", "2026-11-17 06:00", "avant-hier soir"},
 		// Accents typed as combining marks are the same words.
 		{"la semaine dernie\u0300re", "2026-11-09", "2026-11-16", "la semaine dernie\u0300re"},
 		// The first expression of the message, in whichever language.
