@@ -51,6 +51,12 @@ type euLang struct {
 	plans, notPlanAfter map[string]bool
 	// exprs are the language's expressions, longest first.
 	exprs []euExpr
+	// plurals are the units in the plural ("in den letzten Tagen": a few
+	// days); rollNotBefore the words after "the last N units" that make
+	// them the end of something else ("los últimos días de agosto", "die
+	// letzten Tage vor dem Umzug").
+	plurals       map[string]any
+	rollNotBefore map[string]bool
 	// What the rest of a timed message asks with (timeRest): grammar
 	// (question words, pronouns, auxiliaries, articles, prepositions),
 	// talk words and greet words are not searched within the range;
@@ -58,6 +64,16 @@ type euLang struct {
 	// own (greetParts: "Guten Tag", "bom dia") and grammar alone are small
 	// talk; asking words make a question.
 	grammar, talk, greet, greetParts, asking map[string]bool
+}
+
+// withRolling sets the words of "the last N units".
+func (l *euLang) withRolling(plurals, notBefore string) *euLang {
+	l.plurals = map[string]any{}
+	for _, w := range strings.Fields(plurals) {
+		l.plurals[w] = l.units[w]
+	}
+	l.rollNotBefore = stringSet(strings.Fields(notBefore))
+	return l
 }
 
 // withRest sets the words timeRest reads.
@@ -83,6 +99,7 @@ const (
 	euMonth                     // a month, with or without its year
 	euDate                      // a day and a month, with or without a year
 	euYear                      // a year
+	euRolling                   // the last N units, or the last few, to at's day's end
 )
 
 // euClass is what a slot matches besides its literal words.
@@ -96,6 +113,7 @@ const (
 	euMonthName
 	euYearNum // 1970 to at's year
 	euDayNum  // 1 to 31
+	euPlural  // a unit in the plural, without a count: a few of them
 )
 
 type euSlot struct {
@@ -212,9 +230,11 @@ func newEULang(code, numbers, units, weekdays, months, yearJoin, plans, notPlanA
 				notAfter: notAfter, notBefore: notBefore})
 		}
 	}
-	for kind, ps := range patterns {
-		for _, p := range strings.Split(ps, ",") {
-			l.exprs = append(l.exprs, euExpr{slots: euSlots(p), kind: kind})
+	for kind := euFixed; kind <= euRolling; kind++ {
+		for p := range strings.SplitSeq(patterns[kind], ",") {
+			if strings.TrimSpace(p) != "" {
+				l.exprs = append(l.exprs, euExpr{slots: euSlots(p), kind: kind})
+			}
 		}
 	}
 	slices.SortStableFunc(l.exprs, func(a, b euExpr) int { return len(b.slots) - len(a.slots) })
@@ -225,7 +245,7 @@ func newEULang(code, numbers, units, weekdays, months, yearJoin, plans, notPlanA
 func euSlots(p string) []euSlot {
 	var out []euSlot
 	classes := map[string]euClass{"{n}": euNum, "{unit}": euUnit, "{weekday}": euWeekday, "{month}": euMonthName,
-		"{year}": euYearNum, "{day}": euDayNum}
+		"{year}": euYearNum, "{day}": euDayNum, "{units}": euPlural}
 	for _, w := range strings.Fields(p) {
 		if c, ok := classes[w]; ok {
 			out = append(out, euSlot{class: c})
@@ -293,6 +313,13 @@ func (l *euLang) match(e euExpr, toks []timeTok, words []string, i int, at time.
 				return m, false
 			}
 			m.unit = u
+			j++
+		case euPlural:
+			u, ok := l.plurals[w]
+			if !ok {
+				return m, false
+			}
+			m.unit, m.count = u, 0
 			j++
 		case euWeekday:
 			d, ok := l.weekdays[w]
@@ -569,6 +596,31 @@ func (l *euLang) resolve(toks []timeTok, words []string, i int, e euExpr, m euMa
 	case euYear:
 		x.Since = time.Date(m.year, time.January, 1, 0, 0, 0, 0, at.Location())
 		x.Until = x.Since.AddDate(1, 0, 0)
+	case euRolling:
+		if end < len(toks) && l.rollNotBefore[words[end]] {
+			return TimeExpr{}, false, false
+		}
+		n := m.count
+		x.Until = day(at, 1)
+		switch u := m.unit.(type) {
+		case time.Duration:
+			// Hours roll from at itself, as in English; "die letzten
+			// Stunden": as many as "a few hours ago" reaches.
+			if n == 0 {
+				n = fewUnits[unitDay]
+			}
+			x.Since = at.Add(-time.Duration(max(n, 1)) * u)
+		case timeUnit:
+			if n <= 0 {
+				// "die letzten Tage": as many as "a few days ago"
+				// reaches; "de afgelopen week" (no count): one.
+				n = fewUnits[u]
+				if m.count < 0 {
+					n = 1
+				}
+			}
+			x.Since = addUnitsClamped(day(at, 0), u, -n)
+		}
 	}
 	return x, true, false
 }

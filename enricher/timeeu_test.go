@@ -147,6 +147,19 @@ func TestParseTimeEuropean(t *testing.T) {
 		{"o mês retrasado", "2026-09-01", "2026-10-01", "o mês retrasado"},
 		{"vorgestern Abend", "2026-11-16 18:00", "2026-11-17", "vorgestern Abend"},
 		{"avant-hier soir", "2026-11-16 18:00", "2026-11-17 06:00", "avant-hier soir"},
+		// The last N units, or the last few, to the end of at's day.
+		{"Worüber haben wir in den letzten Tagen gesprochen?", "2026-11-11", "2026-11-19", "den letzten Tagen"},
+		{"in den letzten drei Wochen", "2026-10-28", "2026-11-19", "den letzten drei Wochen"},
+		{"die letzten Stunden", "2026-11-18 08:30", "2026-11-19", "die letzten Stunden"},
+		{"ces derniers jours", "2026-11-11", "2026-11-19", "ces derniers jours"},
+		{"ces derniers mois", "2026-05-18", "2026-11-19", "ces derniers mois"},
+		{"au cours des trois dernières semaines", "2026-10-28", "2026-11-19", "des trois dernières semaines"},
+		{"en los últimos días", "2026-11-11", "2026-11-19", "los últimos días"},
+		{"las últimas dos semanas", "2026-11-04", "2026-11-19", "las últimas dos semanas"},
+		{"negli ultimi giorni", "2026-11-11", "2026-11-19", "negli ultimi giorni"},
+		{"nos últimos dias", "2026-11-11", "2026-11-19", "nos últimos dias"},
+		{"de afgelopen dagen", "2026-11-11", "2026-11-19", "de afgelopen dagen"},
+		{"de afgelopen week", "2026-11-11", "2026-11-19", "de afgelopen week"},
 		// Accents typed as combining marks are the same words.
 		{"la semaine dernie\u0300re", "2026-11-09", "2026-11-16", "la semaine dernie\u0300re"},
 		// The first expression of the message, in whichever language.
@@ -176,6 +189,10 @@ func TestParseTimeEuropeanNearMisses(t *testing.T) {
 		{"¿Qué voy a hacer el 3 de mayo?", "", "", ""},
 		{"este fin de semana voy a la playa", "", "", ""},
 		{"dit weekend", "", "", ""},
+		// The last days of something else.
+		{"die letzten Tage vor dem Umzug", "", "", ""},
+		{"los últimos días de agosto", "", "", ""},
+		{"les derniers jours avant le départ", "", "", ""},
 		// Days that are not dates.
 		{"am 31. Juni", "", "", ""},
 		// Not time words: no range.

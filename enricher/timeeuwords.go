@@ -74,7 +74,8 @@ var euGerman = newEULang("de",
 		euMonth:       "im {month}, {month} {year}",
 		euDate:        "{day} {month}",
 		euYear:        "im jahr|jahre {year}",
-	}).withRest(
+		euRolling:     "den|die letzten|vergangenen {n} {unit}, den|die letzten|vergangenen {units}",
+	}).withRolling("tage tagen wochen monate monaten jahre jahren stunden", "vor des der meines meiner deines deiner seines seiner ihres ihrer unseres unserer eures eurer bei im in").withRest(
 	`was wer wen wem wessen wo wohin woher wann warum wieso weshalb wie welche welcher welches welchen
 		worüber wovon woran worum wofür womit ich du er sie es wir ihr mir mich dir dich uns euch ihm ihn ihnen
 		mein meine meinen meinem meiner dein deine unser unsere habe hab hast hat haben habt hatte hattest
@@ -128,7 +129,8 @@ var euFrench = newEULang("fr",
 		euMonth:       "en {month}, au mois de {month}, {month} {year}",
 		euDate:        "{day} {month}",
 		euYear:        "en {year}",
-	}).withRest(
+		euRolling:     "ces|les|des {n} derniers|dernières {unit}, ces|les|des derniers|dernières {units}",
+	}).withRolling("jours semaines mois ans années heures", "de d du des avant").withRest(
 	`que qu quoi qui quel quelle quels quelles où quand comment pourquoi est ce c ça je j tu il elle on
 		nous vous ils elles me m moi te toi se s lui leur mon ma mes ton ta tes notre nos votre vos ai as a
 		avons avez ont avais avait avions aviez été suis es sommes êtes sont était étais le la les l un une
@@ -181,7 +183,8 @@ var euSpanish = newEULang("es",
 		euMonth:       "en {month}, {month} de|del {year}",
 		euDate:        "{day} de {month}, día|dia {day} de {month}",
 		euYear:        "en {year}, el año {year}, en el año {year}",
-	}).withRest(
+		euRolling:     "los|las|estos|estas últimos|últimas {n} {unit}, los|las|estos|estas últimos|últimas {units}",
+	}).withRolling("días dias semanas meses años horas", "de del antes").withRest(
 	`qué que quién quien quiénes cuál cual cuáles dónde donde cuándo cuando cómo como por yo tú tu él
 		ella nosotros nosotras vosotros ellos ellas usted me te se nos os le les lo la los las mi mis tus su sus
 		nuestro nuestra he has ha hemos habéis han había habías era fue fui fuimos estuve estuvimos un una unos
@@ -232,7 +235,8 @@ var euItalian = newEULang("it",
 		euMonth:       "a|ad|in {month}, nel mese di {month}, {month} {year}",
 		euDate:        "{day} {month}",
 		euYear:        "nel {year}",
-	}).withRest(
+		euRolling:     "gli|le|negli|nelle|questi|queste ultimi|ultime {n} {unit}, gli|le|negli|nelle|questi|queste ultimi|ultime {units}",
+	}).withRolling("giorni settimane mesi anni ore", "di del della dello dei degli delle prima").withRest(
 	`cosa che chi quale quali dove quando come perché perche io tu lui lei noi voi loro mi ti ci vi si me te
 		il lo la i gli le un una uno l di del della dei delle a al alla da in nel nella su sul con per e o ma ho
 		hai ha abbiamo avete hanno avevo aveva era ero sono sei è siamo siete stato stata già ancora anche
@@ -285,7 +289,8 @@ var euPortuguese = newEULang("pt",
 		euMonth:       "em {month}, no mês de {month}, {month} de {year}",
 		euDate:        "{day} de {month}, dia {day} de {month}",
 		euYear:        "em {year}, no ano de {year}",
-	}).withRest(
+		euRolling:     "os|as|nos|nas|estes|estas|esses|essas últimos|últimas {n} {unit}, os|as|nos|nas|estes|estas|esses|essas últimos|últimas {units}",
+	}).withRolling("dias semanas meses anos horas", "de do da dos das antes").withRest(
 	`que quê o a os as um uma uns umas de do da dos das em no na nos nas ao à por pelo pela com para e ou
 		mas eu tu você vocês ele ela nós eles elas me te se lhe meu minha meus minhas nosso nossa seu sua foi
 		fui fomos era eram tenho tinha temos tem tive tivemos estava estive é são qual quais quem onde quando
@@ -333,7 +338,8 @@ var euDutch = newEULang("nl",
 		euMonth:       "in {month}, {month} {year}",
 		euDate:        "{day} {month}",
 		euYear:        "in {year}",
-	}).withRest(
+		euRolling:     "de afgelopen|laatste|voorbije {n} {unit}, de afgelopen|laatste|voorbije {units}, de afgelopen|voorbije {unit}",
+	}).withRolling("dagen weken maanden jaren uren", "van voor").withRest(
 	`wat wie waar wanneer waarom hoe welke waarover ik jij je u hij zij ze wij we jullie mij me mijn jouw
 		ons onze heb hebt heeft hebben had hadden ben bent is zijn was waren werd kan kun kunt konden zou de
 		het een van in op aan met voor over en of maar nog al eens dan er iets bij dat die dit deze toen`,
