@@ -57,6 +57,9 @@ type euLang struct {
 	// letzten Tage vor dem Umzug").
 	plurals       map[string]any
 	rollNotBefore map[string]bool
+	// past are words that tell of the past (gesagt, parlé, dije): a
+	// weekday alone in their sentence is a day gone by.
+	past map[string]bool
 	// What the rest of a timed message asks with (timeRest): grammar
 	// (question words, pronouns, auxiliaries, articles, prepositions),
 	// talk words and greet words are not searched within the range;
@@ -73,6 +76,12 @@ func (l *euLang) withRolling(plurals, notBefore string) *euLang {
 		l.plurals[w] = l.units[w]
 	}
 	l.rollNotBefore = stringSet(strings.Fields(notBefore))
+	return l
+}
+
+// withPast sets the words that tell of the past.
+func (l *euLang) withPast(past string) *euLang {
+	l.past = stringSet(strings.Fields(past))
 	return l
 }
 
@@ -100,6 +109,7 @@ const (
 	euDate                      // a day and a month, with or without a year
 	euYear                      // a year
 	euRolling                   // the last N units, or the last few, to at's day's end
+	euOnWeekday                 // a weekday alone, in a sentence about the past: the most recent, today included
 )
 
 // euClass is what a slot matches besides its literal words.
@@ -230,6 +240,7 @@ func newEULang(code, numbers, units, weekdays, months, yearJoin, plans, notPlanA
 				notAfter: notAfter, notBefore: notBefore})
 		}
 	}
+	l.exprs = append(l.exprs, euExpr{slots: euSlots("{weekday}"), kind: euOnWeekday})
 	for kind := euFixed; kind <= euRolling; kind++ {
 		for p := range strings.SplitSeq(patterns[kind], ",") {
 			if strings.TrimSpace(p) != "" {
@@ -551,6 +562,12 @@ func (l *euLang) resolve(toks []timeTok, words []string, i int, e euExpr, m euMa
 				x.Until = addUnits(x.Since, u, 1)
 			}
 		}
+	case euOnWeekday:
+		if !l.pastWeekday(toks, words, i, end, at) {
+			return TimeExpr{}, false, false
+		}
+		x.Since = day(at, -((int(at.Weekday()) + 6 - m.weekday) % 7))
+		x.Until = day(x.Since, 1)
 	case euLastWeekday:
 		back := (int(at.Weekday())+6-m.weekday)%7 + 7
 		if back > 7 {
@@ -685,6 +702,62 @@ func (l *euLang) weekdayOfWeek(toks []timeTok, words []string, i, end int) (d, f
 		}
 	}
 	return 0, 0, 0, false
+}
+
+// pastWeekday reports whether the weekday toks[i:end] alone ("am Montag",
+// "lundi", "el lunes") is a day of the past: in a sentence holding one of
+// the language's past words (gesagt, parlé, dije, detto, disse, gezegd,
+// ...) and no plan, not followed by the week that says which (read with
+// the week), not a name (Domingo, capitalised inside a sentence in a
+// language that writes weekdays in lower case), nor Portuguese ordinal
+// (a segunda vez, the second time).
+func (l *euLang) pastWeekday(toks []timeTok, words []string, i, end int, at time.Time) bool {
+	if end < len(toks) && (euNotWeekdayBefore[words[end]] || l.weekFollows(toks, words, end, at)) {
+		return false
+	}
+	if l != euGerman && toks[i].capital && i > 0 && !strings.ContainsAny(toks[i].gap, ".!?¿¡\n") {
+		return false
+	}
+	if l.planned(toks, words, i) {
+		return false
+	}
+	isEnd := func(r rune) bool { return strings.ContainsRune(".!?\n¿¡", r) }
+	for k := i - 1; k >= 0 && !strings.ContainsFunc(toks[k+1].gap, isEnd); k-- {
+		if l.past[words[k]] {
+			return true
+		}
+	}
+	for k := end; k < len(toks) && !strings.ContainsFunc(toks[k].gap, isEnd); k++ {
+		if l.past[words[k]] {
+			return true
+		}
+	}
+	return false
+}
+
+// euNotWeekdayBefore are words after a weekday that make it another word:
+// Portuguese ordinals (a segunda vez, a quinta parte).
+var euNotWeekdayBefore = stringSet(strings.Fields("vez vezes mão parte série classe opção lugar geração edição temporada"))
+
+// weekFollows reports whether this or last week follows at toks[j:],
+// after the words that may join them ("Montag der letzten Woche").
+func (l *euLang) weekFollows(toks []timeTok, words []string, j int, at time.Time) bool {
+	for k := j; k < len(toks) && k <= j+2; k++ {
+		if !euJoined(toks[k].gap, false) {
+			return false
+		}
+		for _, e := range l.exprs {
+			if e.week {
+				if _, ok := l.match(e, toks, words, k, at); ok {
+					return true
+				}
+			}
+		}
+		if !euWeekJoin[words[k]] {
+			return false
+		}
+	}
+	return false
 }
 
 // euOnDay may stand before a weekday after the week ("letzte Woche am

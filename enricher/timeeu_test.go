@@ -160,6 +160,15 @@ func TestParseTimeEuropean(t *testing.T) {
 		{"nos últimos dias", "2026-11-11", "2026-11-19", "nos últimos dias"},
 		{"de afgelopen dagen", "2026-11-11", "2026-11-19", "de afgelopen dagen"},
 		{"de afgelopen week", "2026-11-11", "2026-11-19", "de afgelopen week"},
+		// A weekday alone, in a sentence about the past: the most recent,
+		// today included (at is a Wednesday).
+		{"Was habe ich am Montag gesagt?", "2026-11-16", "2026-11-17", "Montag"},
+		{"Was war am Mittwoch?", "2026-11-18", "2026-11-19", "Mittwoch"},
+		{"De quoi avons-nous parlé vendredi ?", "2026-11-13", "2026-11-14", "vendredi"},
+		{"¿Qué dije el lunes?", "2026-11-16", "2026-11-17", "lunes"},
+		{"Cosa ho detto sabato?", "2026-11-14", "2026-11-15", "sabato"},
+		{"O que eu disse na segunda?", "2026-11-16", "2026-11-17", "segunda"},
+		{"Wat zei ik maandag?", "2026-11-16", "2026-11-17", "maandag"},
 		// Accents typed as combining marks are the same words.
 		{"la semaine dernie\u0300re", "2026-11-09", "2026-11-16", "la semaine dernie\u0300re"},
 		// The first expression of the message, in whichever language.
@@ -189,6 +198,14 @@ func TestParseTimeEuropeanNearMisses(t *testing.T) {
 		{"¿Qué voy a hacer el 3 de mayo?", "", "", ""},
 		{"este fin de semana voy a la playa", "", "", ""},
 		{"dit weekend", "", "", ""},
+		// A weekday alone that is no day of the past: a plan, a habit, a
+		// name, an ordinal, or the week follows.
+		{"Was mache ich am Montag?", "", "", ""},
+		{"Am Montag habe ich einen Termin", "", "", ""},
+		{"¿Qué voy a hacer el lunes?", "", "", ""},
+		{"Plácido Domingo cantó muy bien", "", "", ""},
+		{"Na segunda vez que falamos", "", "", ""},
+		{"Montag der letzten Woche habe ich das gesagt", "2026-11-09", "2026-11-10", "Montag der letzten Woche"},
 		// The last days of something else.
 		{"die letzten Tage vor dem Umzug", "", "", ""},
 		{"los últimos días de agosto", "", "", ""},
