@@ -342,3 +342,26 @@ func TestParseTimeLongMessagesStayLinear(t *testing.T) {
 		}
 	}
 }
+
+// TestTimeRestEuropeanWalk: the rest of timed questions from a walk with
+// real conversations. Italian articles joined to a preposition ("sulla",
+// "dell'", "degli") and "our conversation" in each language ("in unserem
+// Gespräch", "nella nostra conversazione", "na nossa conversa") stayed
+// keywords: nothing in the range said them, so the fallback brought the
+// items of other weeks that did ("Gespräch" on November 9th for
+// yesterday's conversation), or nothing.
+func TestTimeRestEuropeanWalk(t *testing.T) {
+	checkTimeRest(t, []restCase{
+		{"Cosa ti ho detto sulla casa due settimane fa?", []string{"casa"}, false},
+		{"Cosa ti ho detto dell'appartamento ieri?", []string{"appartamento"}, false},
+		{"Cosa ti ho detto sull'appartamento la settimana scorsa?", []string{"appartamento"}, false},
+		{"Cosa ti ho detto degli esami la settimana scorsa?", []string{"esami"}, false},
+		{"Di cosa abbiamo parlato nella nostra conversazione di ieri?", []string{}, false},
+		{"Was habe ich in unserem Gespräch gestern gesagt?", []string{}, false},
+		{"¿Qué te dije en nuestra conversación de ayer?", []string{}, false},
+		{"O que eu disse na nossa conversa de ontem?", []string{}, false},
+		{"O que eu te disse numa conversa ontem?", []string{}, false},
+		{"Wat zei ik gisteren in ons gesprek?", []string{}, false},
+		{"Oye, ¿qué te dije ayer del piso?", []string{"piso"}, false},
+	})
+}

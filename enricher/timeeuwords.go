@@ -78,7 +78,7 @@ var euGerman = newEULang("de",
 	}).withPast("gesagt gesprochen besprochen geredet erzählt erwähnt geschrieben gefragt diskutiert unterhalten passiert gemacht gewesen war waren warst hatte hatten hattest sagte sagtest meinte").withRolling("tage tagen wochen monate monaten jahre jahren stunden", "vor des der meines meiner deines deiner seines seiner ihres ihrer unseres unserer eures eurer bei im in").withRest(
 	`was wer wen wem wessen wo wohin woher wann warum wieso weshalb wie welche welcher welches welchen
 		worüber wovon woran worum wofür womit ich du er sie es wir ihr mir mich dir dich uns euch ihm ihn ihnen
-		mein meine meinen meinem meiner dein deine unser unsere habe hab hast hat haben habt hatte hattest
+		mein meine meinen meinem meiner dein deine unser unsere unserem unseren unserer habe hab hast hat haben habt hatte hattest
 		hatten bin bist ist sind seid war warst waren wurde wurden kann kannst können könntest hätte hätten
 		würde würdest denn noch mal nochmal eigentlich genau bitte doch so also und oder aber der die das den
 		dem des ein eine einen einem einer über von zu mit bei an auf in im am um für da dann zum zur beim vom
@@ -86,7 +86,7 @@ var euGerman = newEULang("de",
 	`gesagt sagen sag sagte sagtest gesprochen sprechen besprochen geredet reden erzählt erzählen erwähnt
 		erwähnen geschrieben gefragt fragen diskutiert unterhalten passiert los gemacht erinnern erinnerst
 		erinnere erinner weißt zusammenfassung zusammenfassen fasse zusammen thema themen alles sonst meinte
-		gemeint gab gibt neues`,
+		gemeint gab gibt neues gespräch gespräche unterhaltung`,
 	`danke dank vielen herzlichen hallo hi hey tschüss servus moin`,
 	`guten gute schönen schöne tag abend nacht morgen bis`,
 	`was wer wo wann warum welche welcher welches worüber wovon woran worum ich mir mich mein meine wir uns
@@ -193,8 +193,8 @@ var euSpanish = newEULang("es",
 		comentar comentado conté contaste contamos contar contado mencioné mencionaste mencionamos mencionar
 		mencionado pregunté preguntaste discutimos conversamos charlamos pasó recuerdas recuerdo recordar
 		acuerdas acuerdo resumen resume resumir tema temas hice hiciste hizo hicimos hacer hecho recuérdame
-		recuerda`,
-	`gracias muchas hola adiós adios saludos`,
+		recuerda conversación conversaciones charla`,
+	`gracias muchas hola adiós adios saludos oye`,
 	`buenos buenas días dias tardes noches hasta luego`,
 	`qué que quién quien cuál dónde cuándo yo me mi mis nosotros nos nuestro recuerdas recuerdo acuerdas resumen`)
 
@@ -241,10 +241,10 @@ var euItalian = newEULang("it",
 		il lo la i gli le un una uno l di del della dei delle a al alla da in nel nella su sul con per e o ma ho
 		hai ha abbiamo avete hanno avevo aveva era ero sono sei è siamo siete stato stata già ancora anche
 		qualcosa mio mia miei mie tuo tua sulle sullo sugli dal dalla dallo dai dagli ai agli allo alle negli
-		nello nelle cos puoi può potresti`,
+		nello nelle cos puoi può potresti sulla sui dell dello degli nell nei dall sull nostro nostra nostri nostre`,
 	`detto dire dico parlato parlare parlavamo discusso discutere raccontato raccontare menzionato accennato
 		chiesto successo accaduto ricordi ricordo ricordare riassunto riassumi riassumere ricordami argomento
-		argomenti fatto fare`,
+		argomenti fatto fare conversazione conversazioni chiacchierata`,
 	`grazie mille ciao buongiorno buonasera buonanotte arrivederci salve`,
 	`buona buon giornata serata sera pomeriggio`,
 	`cosa che chi quale dove quando io mi me noi ci nostro ricordi ricordo riassunto`)
@@ -294,11 +294,11 @@ var euPortuguese = newEULang("pt",
 	`que quê o a os as um uma uns umas de do da dos das em no na nos nas ao à por pelo pela com para e ou
 		mas eu tu você vocês ele ela nós eles elas me te se lhe meu minha meus minhas nosso nossa seu sua foi
 		fui fomos era eram tenho tinha temos tem tive tivemos estava estive é são qual quais quem onde quando
-		como porque já também algo sobre gente pode podes`,
+		como porque já também algo sobre gente pode podes pelos pelas num numa`,
 	`disse dissemos dizer dito falei falou falamos falar falado conversamos conversar conversei contei
 		contou contamos contar mencionei mencionou mencionamos mencionar comentei comentamos perguntei
 		discutimos aconteceu lembra lembro lembrar resumo resumir assunto assuntos conversou fiz fez fizemos
-		fazer feito rolou`,
+		fazer feito rolou conversa conversas`,
 	`obrigado obrigada valeu olá ola oi tchau`,
 	`bom boa dia tarde noite até logo`,
 	`que quê qual quem onde quando eu me meu minha nós nos nosso lembra lembro resumo`)
@@ -345,7 +345,7 @@ var euDutch = newEULang("nl",
 		het een van in op aan met voor over en of maar nog al eens dan er iets bij dat die dit deze toen`,
 	`gezegd zeggen zei zeiden gesproken spraken praten gepraat besproken bespraken verteld vertellen
 		vertelde genoemd noemde geschreven gevraagd vroeg gebeurd herinner herinneren weet samenvatting
-		samenvatten onderwerp onderwerpen gehad gebeurde deed deden gedaan praatten praatte`,
+		samenvatten onderwerp onderwerpen gehad gebeurde deed deden gedaan praatten praatte gesprek gesprekken`,
 	`dank bedankt dankjewel dankuwel hallo hoi goedemorgen goedemiddag goedenavond goedendag doei`,
 	`fijne fijn goede dag morgen middag avond tot ziens`,
 	`wat wie waar wanneer waarover ik mij me mijn wij we ons onze herinner weet samenvatting`)
