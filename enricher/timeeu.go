@@ -60,6 +60,12 @@ type euLang struct {
 	// past are words that tell of the past (gesagt, parlé, dije): a
 	// weekday alone in their sentence is a day gone by.
 	past map[string]bool
+	// habits are the words before a weekday that make it every such day
+	// (jeden, todos, cada, ogni, chaque, elke; Italian "il lunedì",
+	// Spanish "los lunes"); clauses the words that begin a clause of
+	// what was said ("dije que el viernes ...", "zei dat ik zaterdag
+	// ..."): a word of the past before them is not the weekday's.
+	habits, clauses map[string]bool
 	// What the rest of a timed message asks with (timeRest): grammar
 	// (question words, pronouns, auxiliaries, articles, prepositions),
 	// talk words and greet words are not searched within the range;
@@ -79,9 +85,11 @@ func (l *euLang) withRolling(plurals, notBefore string) *euLang {
 	return l
 }
 
-// withPast sets the words that tell of the past.
-func (l *euLang) withPast(past string) *euLang {
+// withPast sets the words that tell of the past, the words that make a
+// weekday a habit, and those that begin a clause of what was said.
+func (l *euLang) withPast(past, habits, clauses string) *euLang {
 	l.past = stringSet(strings.Fields(past))
+	l.habits, l.clauses = stringSet(strings.Fields(habits)), stringSet(strings.Fields(clauses))
 	return l
 }
 
@@ -568,6 +576,14 @@ func (l *euLang) resolve(toks []timeTok, words []string, i int, e euExpr, m euMa
 		}
 		x.Since = day(at, -((int(at.Weekday()) + 6 - m.weekday) % 7))
 		x.Until = day(x.Since, 1)
+		if end < len(toks) && euJoined(toks[end].gap, false) {
+			if part, ok := euWeekdayPart[words[end]]; ok {
+				// "Dienstag Abend", "mardi soir", "lunedì sera": that
+				// part of the day, not a word to search for.
+				x.Since, x.Until = x.Since.Add(time.Duration(part[0])*time.Hour), x.Since.Add(time.Duration(part[1])*time.Hour)
+				x.End = toks[end].end
+			}
+		}
 	case euLastWeekday:
 		back := (int(at.Weekday())+6-m.weekday)%7 + 7
 		if back > 7 {
@@ -715,25 +731,75 @@ func (l *euLang) pastWeekday(toks []timeTok, words []string, i, end int, at time
 	if end < len(toks) && (euNotWeekdayBefore[words[end]] || l.weekFollows(toks, words, end, at)) {
 		return false
 	}
+	if i > 0 && l.habits[words[i-1]] && euJoined(toks[i].gap, false) {
+		// "jeden Montag", "los lunes", "il lunedì": every Monday.
+		return false
+	}
+	for k := end; k < len(toks) && k <= end+1; k++ {
+		// "lundi 9 novembre", "el lunes 9", "Montag, den 9.": the date's
+		// weekday, read with the date or not at all.
+		if _, ok := dayOfMonth(timeTok{word: strings.TrimSuffix(words[k], "º")}); ok {
+			return false
+		}
+		if !euWeekJoin[words[k]] && !euOnDay[words[k]] && words[k] != "den" && words[k] != "dem" {
+			break
+		}
+	}
 	if l != euGerman && toks[i].capital && i > 0 && !strings.ContainsAny(toks[i].gap, ".!?¿¡\n") {
 		return false
 	}
 	if l.planned(toks, words, i) {
 		return false
 	}
+	// The word of the past is of the weekday's clause: a comma bounds it
+	// unless the weekday and its article are a clause of their own ("Am
+	// Montag, was habe ich gesagt?", not "Am Montag gehe ich zum Arzt,
+	// wie ich gesagt habe"); a clause of what was said before the weekday
+	// ("Te dije que el viernes no puedo") is of what is to come.
 	isEnd := func(r rune) bool { return strings.ContainsRune(".!?\n¿¡", r) }
+	isComma := func(r rune) bool { return strings.ContainsRune(",;:", r) }
+	from, to := i, end // the weekday's clause
+	for from > 0 && !strings.ContainsFunc(toks[from].gap, isEnd) && !strings.ContainsFunc(toks[from].gap, isComma) {
+		from--
+	}
+	for to < len(toks) && !strings.ContainsFunc(toks[to].gap, isEnd) && !strings.ContainsFunc(toks[to].gap, isComma) {
+		to++
+	}
+	alone := true
+	for k := from; k < to; k++ {
+		if (k < i || k >= end) && !euOnDay[words[k]] && !euWeekJoin[words[k]] && !euWeekdayParts[words[k]] {
+			alone = false
+		}
+	}
 	for k := i - 1; k >= 0 && !strings.ContainsFunc(toks[k+1].gap, isEnd); k-- {
+		if !alone && k < from || l.clauses[words[k]] {
+			break
+		}
 		if l.past[words[k]] {
 			return true
 		}
 	}
 	for k := end; k < len(toks) && !strings.ContainsFunc(toks[k].gap, isEnd); k++ {
+		if !alone && k >= to {
+			break
+		}
 		if l.past[words[k]] {
 			return true
 		}
 	}
 	return false
 }
+
+// euWeekdayPart are the parts of the day of one word after a weekday.
+var euWeekdayPart = map[string][2]int{"abend": euEvening, "nachmittag": euAfternoon, "vormittag": euMorning,
+	"früh": euMorning, "nacht": euNight, "soir": euEvening, "matin": euMorning, "sera": euEvening,
+	"mattina": euMorning, "pomeriggio": euAfternoon, "notte": euNight, "avond": euEvening, "ochtend": euMorning,
+	"middag": euAfternoon}
+
+// euWeekdayParts are the words that may stand with a weekday in a clause
+// of its own ("Lunedì sera, cosa ...", "El lunes por la tarde, ...").
+var euWeekdayParts = stringSet(strings.Fields(`an um abend nachmittag vormittag früh nacht matin soir après midi
+	por en tarde noche mattina pomeriggio sera notte à manhã noite ochtend middag avond`))
 
 // euNotWeekdayBefore are words after a weekday that make it another word:
 // Portuguese ordinals (a segunda vez, a quinta parte).

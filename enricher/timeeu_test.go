@@ -169,6 +169,11 @@ func TestParseTimeEuropean(t *testing.T) {
 		{"Cosa ho detto sabato?", "2026-11-14", "2026-11-15", "sabato"},
 		{"O que eu disse na segunda?", "2026-11-16", "2026-11-17", "segunda"},
 		{"Wat zei ik maandag?", "2026-11-16", "2026-11-17", "maandag"},
+		// With its part of the day, which is no word to search for.
+		{"Worüber haben wir Dienstag Abend gesprochen?", "2026-11-17 18:00", "2026-11-18", "Dienstag Abend"},
+		{"Je t'ai parlé mardi soir", "2026-11-17 18:00", "2026-11-18", "mardi soir"},
+		{"Lunedì sera cosa abbiamo detto?", "2026-11-16 18:00", "2026-11-17", "Lunedì sera"},
+		{"Nestes últimos dias estive doente", "2026-11-11", "2026-11-19", "Nestes últimos dias"},
 		// Accents typed as combining marks are the same words.
 		{"la semaine dernie\u0300re", "2026-11-09", "2026-11-16", "la semaine dernie\u0300re"},
 		// The first expression of the message, in whichever language.
@@ -206,6 +211,34 @@ func TestParseTimeEuropeanNearMisses(t *testing.T) {
 		{"Plácido Domingo cantó muy bien", "", "", ""},
 		{"Na segunda vez que falamos", "", "", ""},
 		{"Montag der letzten Woche habe ich das gesagt", "2026-11-09", "2026-11-10", "Montag der letzten Woche"},
+		// A habit: every Monday, Italian "il lunedì", Spanish "los lunes".
+		{"Jeden Montag war ich im Fitnessstudio", "", "", ""},
+		{"Todos los lunes hablamos de eso", "", "", ""},
+		{"Los lunes hablamos de trabajo", "", "", ""},
+		{"Cada lunes te dije lo mismo", "", "", ""},
+		{"Ogni lunedì abbiamo parlato di questo", "", "", ""},
+		{"Il lunedì ho sempre fatto sport", "", "", ""},
+		{"Chaque lundi on a parlé de ça", "", "", ""},
+		{"Toda segunda eu disse isso", "", "", ""},
+		// The word of the past is of another clause: what was said, of a
+		// day to come.
+		{"Te dije que el viernes no puedo", "", "", ""},
+		{"Ti ho detto che sabato non posso", "", "", ""},
+		{"Ik zei dat ik zaterdag niet kan", "", "", ""},
+		{"Eu te disse que no sábado não posso", "", "", ""},
+		{"Ich habe gesagt, dass ich am Samstag nicht kann", "", "", ""},
+		{"Qu'est-ce que tu as dit que tu ferais lundi ?", "", "", ""},
+		{"Am Montag gehe ich zum Arzt, wie ich gesagt habe", "", "", ""},
+		{"Am Montag habe ich Geburtstag, hatte ich das erwähnt?", "", "", ""},
+		// ... but a weekday alone before a comma is of the question's
+		// clause, and the clause of the past may follow the weekday's.
+		{"Am Montag, was habe ich da gesagt?", "2026-11-16", "2026-11-17", "Montag"},
+		{"Lundi, qu'est-ce que j'ai dit ?", "2026-11-16", "2026-11-17", "Lundi"},
+		{"Ich sagte ihm am Samstag, dass ich nicht kann", "2026-11-14", "2026-11-15", "Samstag"},
+		{"Le dije el sábado que no podía", "2026-11-14", "2026-11-15", "sábado"},
+		// A weekday before its date is the date's ("lundi 9 novembre").
+		{"Qu'est-ce que j'ai dit lundi 9 novembre ?", "2026-11-09", "2026-11-10", "9 novembre"},
+		{"¿Qué dije el lunes 9?", "", "", ""},
 		// The last days of something else.
 		{"die letzten Tage vor dem Umzug", "", "", ""},
 		{"los últimos días de agosto", "", "", ""},

@@ -75,7 +75,7 @@ var euGerman = newEULang("de",
 		euDate:        "{day} {month}",
 		euYear:        "im jahr|jahre {year}",
 		euRolling:     "den|die letzten|vergangenen {n} {unit}, den|die letzten|vergangenen {units}",
-	}).withPast("gesagt gesprochen besprochen geredet erzählt erwähnt geschrieben gefragt diskutiert unterhalten passiert gemacht gewesen war waren warst hatte hatten hattest sagte sagtest meinte").withRolling("tage tagen wochen monate monaten jahre jahren stunden", "vor des der meines meiner deines deiner seines seiner ihres ihrer unseres unserer eures eurer bei im in").withRest(
+	}).withPast("gesagt gesprochen besprochen geredet erzählt erwähnt geschrieben gefragt diskutiert unterhalten passiert gemacht gewesen war waren warst hatte hatten hattest sagte sagtest meinte", "jeden jedem jeder", "dass daß ob").withRolling("tage tagen wochen monate monaten jahre jahren stunden", "vor des der meines meiner deines deiner seines seiner ihres ihrer unseres unserer eures eurer bei im in").withRest(
 	`was wer wen wem wessen wo wohin woher wann warum wieso weshalb wie welche welcher welches welchen
 		worüber wovon woran worum wofür womit ich du er sie es wir ihr mir mich dir dich uns euch ihm ihn ihnen
 		mein meine meinen meinem meiner dein deine unser unsere unserem unseren unserer habe hab hast hat haben habt hatte hattest
@@ -130,7 +130,7 @@ var euFrench = newEULang("fr",
 		euDate:        "{day} {month}",
 		euYear:        "en {year}",
 		euRolling:     "ces|les|des {n} derniers|dernières {unit}, ces|les|des derniers|dernières {units}",
-	}).withPast("dit parlé discuté raconté mentionné écrit demandé fait passé été était étais étions avait avais avions").withRolling("jours semaines mois ans années heures", "de d du des avant").withRest(
+	}).withPast("dit parlé discuté raconté mentionné écrit demandé fait passé été était étais étions avait avais avions", "chaque", "que qu").withRolling("jours semaines mois ans années heures", "de d du des avant").withRest(
 	`que qu quoi qui quel quelle quels quelles où quand comment pourquoi est ce c ça je j tu il elle on
 		nous vous ils elles me m moi te toi se s lui leur mon ma mes ton ta tes notre nos votre vos ai as a
 		avons avez ont avais avait avions aviez été suis es sommes êtes sont était étais le la les l un une
@@ -184,7 +184,7 @@ var euSpanish = newEULang("es",
 		euDate:        "{day} de {month}, día|dia {day} de {month}",
 		euYear:        "en {year}, el año {year}, en el año {year}",
 		euRolling:     "los|las|estos|estas últimos|últimas {n} {unit}, los|las|estos|estas últimos|últimas {units}",
-	}).withPast("dije dijiste dijo dijimos hablé hablaste habló hablamos comenté comentaste comentamos conté contaste contamos mencioné mencionaste hice hiciste hizo hicimos pasó fue fui fuimos estuve estuvimos dicho hablado hecho").withRolling("días dias semanas meses años horas", "de del antes").withRest(
+	}).withPast("dije dijiste dijo dijimos hablé hablaste habló hablamos comenté comentaste comentamos conté contaste contamos mencioné mencionaste hice hiciste hizo hicimos pasó fue fui fuimos estuve estuvimos dicho hablado hecho", "los cada todos todas", "que").withRolling("días dias semanas meses años horas", "de del antes").withRest(
 	`qué que quién quien quiénes cuál cual cuáles dónde donde cuándo cuando cómo como por yo tú tu él
 		ella nosotros nosotras vosotros ellos ellas usted me te se nos os le les lo la los las mi mis tus su sus
 		nuestro nuestra he has ha hemos habéis han había habías era fue fui fuimos estuve estuvimos un una unos
@@ -236,7 +236,7 @@ var euItalian = newEULang("it",
 		euDate:        "{day} {month}",
 		euYear:        "nel {year}",
 		euRolling:     "gli|le|negli|nelle|questi|queste ultimi|ultime {n} {unit}, gli|le|negli|nelle|questi|queste ultimi|ultime {units}",
-	}).withPast("detto parlato discusso raccontato menzionato chiesto fatto successo accaduto stato stata era ero eravamo").withRolling("giorni settimane mesi anni ore", "di del della dello dei degli delle prima").withRest(
+	}).withPast("detto parlato discusso raccontato menzionato chiesto fatto successo accaduto stato stata era ero eravamo", "il di ogni", "che").withRolling("giorni settimane mesi anni ore", "di del della dello dei degli delle prima").withRest(
 	`cosa che chi quale quali dove quando come perché perche io tu lui lei noi voi loro mi ti ci vi si me te
 		il lo la i gli le un una uno l di del della dei delle a al alla da in nel nella su sul con per e o ma ho
 		hai ha abbiamo avete hanno avevo aveva era ero sono sei è siamo siete stato stata già ancora anche
@@ -289,8 +289,8 @@ var euPortuguese = newEULang("pt",
 		euMonth:       "em {month}, no mês de {month}, {month} de {year}",
 		euDate:        "{day} de {month}, dia {day} de {month}",
 		euYear:        "em {year}, no ano de {year}",
-		euRolling:     "os|as|nos|nas|estes|estas|esses|essas últimos|últimas {n} {unit}, os|as|nos|nas|estes|estas|esses|essas últimos|últimas {units}",
-	}).withPast("disse disseste dissemos falei falou falamos conversamos contei contou contamos mencionei comentei fiz fez fizemos aconteceu foi fui fomos estive estivemos era").withRolling("dias semanas meses anos horas", "de do da dos das antes").withRest(
+		euRolling:     "os|as|nos|nas|estes|estas|esses|essas|nestes|nestas|nesses|nessas últimos|últimas {n} {unit}, os|as|nos|nas|estes|estas|esses|essas|nestes|nestas|nesses|nessas últimos|últimas {units}",
+	}).withPast("disse disseste dissemos falei falou falamos conversamos contei contou contamos mencionei comentei fiz fez fizemos aconteceu foi fui fomos estive estivemos era rolou", "toda todas cada", "que").withRolling("dias semanas meses anos horas", "de do da dos das antes").withRest(
 	`que quê o a os as um uma uns umas de do da dos das em no na nos nas ao à por pelo pela com para e ou
 		mas eu tu você vocês ele ela nós eles elas me te se lhe meu minha meus minhas nosso nossa seu sua foi
 		fui fomos era eram tenho tinha temos tem tive tivemos estava estive é são qual quais quem onde quando
@@ -339,7 +339,7 @@ var euDutch = newEULang("nl",
 		euDate:        "{day} {month}",
 		euYear:        "in {year}",
 		euRolling:     "de afgelopen|laatste|voorbije {n} {unit}, de afgelopen|laatste|voorbije {units}, de afgelopen|voorbije {unit}",
-	}).withPast("gezegd zei zeiden gesproken besproken gepraat verteld vertelde genoemd gevraagd gedaan deed deden gebeurd gebeurde was waren").withRolling("dagen weken maanden jaren uren", "van voor").withRest(
+	}).withPast("gezegd zei zeiden gesproken besproken gepraat verteld vertelde genoemd gevraagd gedaan deed deden gebeurd gebeurde was waren", "elke iedere ieder", "dat of omdat").withRolling("dagen weken maanden jaren uren", "van voor").withRest(
 	`wat wie waar wanneer waarom hoe welke waarover ik jij je u hij zij ze wij we jullie mij me mijn jouw
 		ons onze heb hebt heeft hebben had hadden ben bent is zijn was waren werd kan kun kunt konden zou de
 		het een van in op aan met voor over en of maar nog al eens dan er iets bij dat die dit deze toen`,
