@@ -9,8 +9,8 @@ import (
 	"golang.org/x/text/unicode/norm"
 )
 
-// Time expressions in German, French, Spanish, Italian, Portuguese and
-// Dutch. Like the CJK ones they are read for every user, whatever the
+// Time expressions in German, French, Spanish, Italian, Portuguese,
+// Dutch, Russian and Polish. Like the CJK ones they are read for every user, whatever the
 // user's language: the phrases are the languages' own ("letzte Woche", "la
 // semaine dernière", "hace tres días"), which English text does not hold,
 // and a phrase two of these languages share means the same in both ("esta
@@ -79,7 +79,11 @@ type euLang struct {
 func (l *euLang) withRolling(plurals, notBefore string) *euLang {
 	l.plurals = map[string]any{}
 	for _, w := range strings.Fields(plurals) {
-		l.plurals[w] = l.units[w]
+		u, ok := l.units[w]
+		if !ok {
+			panic("enricher: " + l.code + " plural " + w + " is not a unit")
+		}
+		l.plurals[w] = u
 	}
 	l.rollNotBefore = stringSet(strings.Fields(notBefore))
 	return l
@@ -412,11 +416,17 @@ func (l *euLang) count(toks []timeTok, words []string, j int) (n, size int, ok b
 // euLangs are the languages read, and euByWord their expressions by the
 // word they start with (a slot's class: every word of that class).
 var (
-	euLangs = map[string]*euLang{"de": euGerman, "fr": euFrench, "es": euSpanish, "it": euItalian,
-		"pt": euPortuguese, "nl": euDutch}
+	euAll   = []*euLang{euGerman, euFrench, euSpanish, euItalian, euPortuguese, euDutch, euRussian, euPolish}
+	euLangs = func() map[string]*euLang {
+		out := map[string]*euLang{}
+		for _, l := range euAll {
+			out[l.code] = l
+		}
+		return out
+	}()
 	euByWord = func() map[string][]euRef {
 		out := map[string][]euRef{}
-		for _, l := range []*euLang{euGerman, euFrench, euSpanish, euItalian, euPortuguese, euDutch} {
+		for _, l := range euAll {
 			for k, e := range l.exprs {
 				var first []string
 				switch s := e.slots[0]; s.class {
@@ -434,6 +444,10 @@ var (
 					first = append(first, "#")
 				case euWeekday:
 					for w := range l.weekdays {
+						first = append(first, w)
+					}
+				case euUnit:
+					for w := range l.units {
 						first = append(first, w)
 					}
 				case euMonthName:
@@ -554,19 +568,23 @@ func (l *euLang) resolve(toks []timeTok, words []string, i int, e euExpr, m euMa
 			// for two weeks until now, not that week.
 			return TimeExpr{}, false, false
 		}
+		n := m.count
+		if n < 0 {
+			n = 1 // no count: "неделю назад", "rok temu" (a week, a year ago)
+		}
 		switch u := m.unit.(type) {
 		case time.Duration:
-			lo, hi := m.count, m.count
-			if m.count == 0 {
+			lo, hi := n, n
+			if n == 0 {
 				lo, hi = 2, fewUnits[unitDay]
 			}
 			x.Since, x.Until = clockAgo(at, u, lo, hi)
 		case timeUnit:
 			start := unitStart(at, u)
-			if m.count == 0 {
+			if n == 0 {
 				x.Since, x.Until = addUnits(start, u, -fewUnits[u]), addUnits(start, u, -1)
 			} else {
-				x.Since = addUnits(start, u, -m.count)
+				x.Since = addUnits(start, u, -n)
 				x.Until = addUnits(x.Since, u, 1)
 			}
 		}
@@ -903,7 +921,7 @@ func euRestLang(rest string, read *euLang) (*euLang, []string) {
 		}
 		bestN = max(bestN, 1)
 	}
-	for _, l := range []*euLang{euGerman, euFrench, euSpanish, euItalian, euPortuguese, euDutch} {
+	for _, l := range euAll {
 		if n := score(l); n > bestN {
 			best, bestN = l, n
 		}

@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// TestParseTimeEuropean: German, French, Spanish, Italian, Portuguese and
-// Dutch time expressions, read for every user (before: their words were
+// TestParseTimeEuropean: German, French, Spanish, Italian, Portuguese,
+// Dutch, Russian and Polish time expressions, read for every user (before: their words were
 // searched as keywords across all time, so "Was habe ich letzte Woche
 // gesagt?" found items that said "Woche", of any week).
 func TestParseTimeEuropean(t *testing.T) {
@@ -174,6 +174,46 @@ func TestParseTimeEuropean(t *testing.T) {
 		{"Je t'ai parlé mardi soir", "2026-11-17 18:00", "2026-11-18", "mardi soir"},
 		{"Lunedì sera cosa abbiamo detto?", "2026-11-16 18:00", "2026-11-17", "Lunedì sera"},
 		{"Nestes últimos dias estive doente", "2026-11-11", "2026-11-19", "Nestes últimos dias"},
+		// Russian.
+		{"Что я сказал вчера?", "2026-11-17", "2026-11-18", "вчера"},
+		{"О чём мы говорили сегодня утром?", "2026-11-18", "2026-11-18 12:00", "сегодня утром"},
+		{"позавчера", "2026-11-16", "2026-11-17", "позавчера"},
+		{"вчера вечером", "2026-11-17 18:00", "2026-11-18", "вчера вечером"},
+		{"Что я говорил на прошлой неделе?", "2026-11-09", "2026-11-16", "на прошлой неделе"},
+		{"в прошлом месяце", "2026-10-01", "2026-11-01", "в прошлом месяце"},
+		{"в прошлом году", "2025-01-01", "2026-01-01", "в прошлом году"},
+		{"в прошлые выходные", "2026-11-14", "2026-11-16", "в прошлые выходные"},
+		{"три дня назад", "2026-11-15", "2026-11-16", "три дня назад"},
+		{"2 недели назад", "2026-11-02", "2026-11-09", "2 недели назад"},
+		{"неделю назад", "2026-11-09", "2026-11-16", "неделю назад"},
+		{"пару дней назад", "2026-11-16", "2026-11-17", "пару дней назад"},
+		{"несколько дней назад", "2026-11-11", "2026-11-17", "несколько дней назад"},
+		{"в прошлую пятницу", "2026-11-13", "2026-11-14", "в прошлую пятницу"},
+		{"Что я сказал в понедельник?", "2026-11-16", "2026-11-17", "понедельник"},
+		{"в мае", "2026-05-01", "2026-06-01", "в мае"},
+		{"3 мая", "2026-05-03", "2026-05-04", "3 мая"},
+		{"в 2024 году", "2024-01-01", "2025-01-01", "в 2024"},
+		{"за последние три дня", "2026-11-15", "2026-11-19", "последние три дня"},
+		{"в последние дни", "2026-11-11", "2026-11-19", "последние дни"},
+		// Polish.
+		{"Co powiedziałem wczoraj?", "2026-11-17", "2026-11-18", "wczoraj"},
+		{"dzisiaj", "2026-11-18", "2026-11-19", "dzisiaj"},
+		{"przedwczoraj", "2026-11-16", "2026-11-17", "przedwczoraj"},
+		{"wczoraj wieczorem", "2026-11-17 18:00", "2026-11-18", "wczoraj wieczorem"},
+		{"O czym rozmawialiśmy w zeszłym tygodniu?", "2026-11-09", "2026-11-16", "w zeszłym tygodniu"},
+		{"w ubiegłym miesiącu", "2026-10-01", "2026-11-01", "w ubiegłym miesiącu"},
+		{"w zeszłym roku", "2025-01-01", "2026-01-01", "w zeszłym roku"},
+		{"trzy dni temu", "2026-11-15", "2026-11-16", "trzy dni temu"},
+		{"tydzień temu", "2026-11-09", "2026-11-16", "tydzień temu"},
+		{"rok temu", "2025-01-01", "2026-01-01", "rok temu"},
+		{"kilka dni temu", "2026-11-11", "2026-11-17", "kilka dni temu"},
+		{"w zeszły piątek", "2026-11-13", "2026-11-14", "w zeszły piątek"},
+		{"w maju", "2026-05-01", "2026-06-01", "w maju"},
+		{"3 maja 2024", "2024-05-03", "2024-05-04", "3 maja 2024"},
+		{"w ostatnich dniach", "2026-11-11", "2026-11-19", "ostatnich dniach"},
+		{"w 2024 roku", "2024-01-01", "2025-01-01", "w 2024"},
+		{"w zeszły weekend", "2026-11-14", "2026-11-16", "w zeszły weekend"},
+		{"dziś rano", "2026-11-18", "2026-11-18 12:00", "dziś rano"},
 		// Accents typed as combining marks are the same words.
 		{"la semaine dernie\u0300re", "2026-11-09", "2026-11-16", "la semaine dernie\u0300re"},
 		// The first expression of the message, in whichever language.
@@ -239,6 +279,9 @@ func TestParseTimeEuropeanNearMisses(t *testing.T) {
 		// A weekday before its date is the date's ("lundi 9 novembre").
 		{"Qu'est-ce que j'ai dit lundi 9 novembre ?", "2026-11-09", "2026-11-10", "9 novembre"},
 		{"¿Qué dije el lunes 9?", "", "", ""},
+		// Russian and Polish plans.
+		{"Что я буду делать в понедельник?", "", "", ""},
+		{"W przyszłym tygodniu w maju", "", "", ""},
 		// The last days of something else.
 		{"die letzten Tage vor dem Umzug", "", "", ""},
 		{"los últimos días de agosto", "", "", ""},
@@ -274,6 +317,13 @@ func TestTimeRestEuropean(t *testing.T) {
 		{"Grazie per oggi", []string{}, true},
 		{"Obrigado por hoje", []string{}, true},
 		{"Bedankt voor vandaag", []string{}, true},
+		{"Что я сказал вчера?", []string{}, false},
+		{"О чём мы говорили на прошлой неделе?", []string{}, false},
+		{"Что я говорил вчера про отпуск?", []string{"отпуск"}, false},
+		{"Спасибо за сегодня!", []string{}, true},
+		{"Co powiedziałem wczoraj?", []string{}, false},
+		{"O czym rozmawialiśmy w zeszłym tygodniu?", []string{}, false},
+		{"Dziękuję za dzisiaj!", []string{}, true},
 	})
 }
 

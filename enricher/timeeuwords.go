@@ -349,3 +349,113 @@ var euDutch = newEULang("nl",
 	`dank bedankt dankjewel dankuwel hallo hoi goedemorgen goedemiddag goedenavond goedendag doei`,
 	`fijne fijn goede dag morgen middag avond tot ziens`,
 	`wat wie waar wanneer waarover ik mij me mijn wij we ons onze herinner weet samenvatting`)
+
+var euRussian = newEULang("ru",
+	"1 один одна одну одного, 2 два две, 3 три, 4 четыре, 5 пять, 6 шесть, 7 семь, 8 восемь, 9 девять, 10 десять, 11 одиннадцать, 12 двенадцать, 15 пятнадцать, 20 двадцать, 30 тридцать",
+	"день дня дней дни сутки суток, неделю недели недель неделя, месяц месяца месяцев месяцы, год года лет годы, час часа часов часы, минуту минуты минут",
+	"понедельник, вторник, среду среда, четверг, пятницу пятница, субботу суббота, воскресенье",
+	`январь января январе, февраль февраля феврале, март марта марте, апрель апреля апреле, май мая мае,
+		июнь июня июне, июль июля июле, август августа августе, сентябрь сентября сентябре, октябрь октября октябре,
+		ноябрь ноября ноябре, декабрь декабря декабре`,
+	"",
+	`завтра послезавтра следующей следующем следующий следующую буду будет будем будут будешь собираюсь
+		собираемся собираешься планирую планируем планирую`,
+	"",
+	[]euCount{{[]string{"несколько"}, 0}, {[]string{"пару"}, 2}},
+	euPhrases{
+		{phrases: "сегодня", span: euDay0},
+		{phrases: "вчера", span: euDay1},
+		{phrases: "позавчера", span: euDay2},
+		{phrases: "сегодня утром", span: euMorning0},
+		{phrases: "сегодня днём|днем", span: euAfternoon0},
+		{phrases: "сегодня вечером", span: euNight0},
+		{phrases: "вчера утром", span: euMorning1},
+		{phrases: "вчера днём|днем", span: euAfternoon1},
+		{phrases: "вчера вечером", span: euEvening1},
+		{phrases: "вчера ночью, прошлой ночью", span: euLastNight},
+		{phrases: "на этой неделе", span: euWeek0},
+		{phrases: "на прошлой неделе, прошлая неделя, прошлую неделю", span: euWeek1},
+		{phrases: "на позапрошлой неделе", span: euWeek2},
+		{phrases: "в этом месяце", span: euMonth0},
+		{phrases: "в прошлом месяце, прошлый месяц", span: euMonth1},
+		{phrases: "в позапрошлом месяце", span: euMonth2},
+		{phrases: "в этом году", span: euYear0},
+		{phrases: "в прошлом году, прошлый год", span: euYear1},
+		{phrases: "в позапрошлом году", span: euYear2},
+		{phrases: "в прошлые выходные, на прошлых выходных, прошлые выходные", span: euWeekend1},
+		{phrases: "в эти выходные, на этих выходных", span: euWeekend0, planned: true},
+	},
+	map[euKind]string{
+		euAgo:         "{n} {unit} назад, {unit} назад",
+		euLastWeekday: "в|во прошлый|прошлую|прошлое {weekday}",
+		euMonth:       "в {month}, {month} {year}",
+		euDate:        "{day} {month}",
+		euYear:        "в {year}",
+		euRolling:     "последние {n} {unit}, последние {units}",
+	}).withPast(`сказал сказала сказали говорил говорила говорили обсуждали обсуждал обсуждала рассказывал
+		рассказывала рассказал рассказала упоминал упоминала упомянул упомянула писал писала спрашивал
+		спрашивала делал делала делали был была были было`, "каждый каждую каждое", "что чтобы ли").
+	withRolling("дни дней недели недель месяцы месяцев годы лет часы часов", "перед до").withRest(
+	`что чём чего о об про я ты он она мы вы они мне меня тебе тебя нам нас мой моя моё мои наш наша наши
+		в во на с со у к по за и а но или же ли ещё уже это этот эта эти тот та то как когда где какой какая
+		какие какое года году`,
+	`сказал сказала сказали говорил говорила говорили говорить обсуждали обсуждать рассказывал
+		рассказывала рассказал рассказала упоминал упоминала разговор разговоре разговаривали напомни
+		напомнить помнишь было произошло случилось делал делала был была были`,
+	`спасибо привет здравствуй здравствуйте пока благодарю`,
+	`доброе добрый утро день вечер`,
+	`что чём какой какая какие когда где я мне меня мы нам нас напомни помнишь`)
+
+var euPolish = newEULang("pl",
+	"1 jeden jedna jedno, 2 dwa dwie, 3 trzy, 4 cztery, 5 pięć, 6 sześć, 7 siedem, 8 osiem, 9 dziewięć, 10 dziesięć, 11 jedenaście, 12 dwanaście, 15 piętnaście, 20 dwadzieścia, 30 trzydzieści",
+	"dzień dni dnia dniach, tydzień tygodnie tygodni tygodnia tygodniach, miesiąc miesiące miesięcy miesiąca miesiącach, rok lata lat roku latach, godzinę godziny godzin godzina godzinach, minutę minuty minut minuta",
+	"poniedziałek, wtorek, środę środa, czwartek, piątek, sobotę sobota, niedzielę niedziela",
+	`styczeń stycznia styczniu, luty lutego lutym, marzec marca marcu, kwiecień kwietnia kwietniu, maj maja maju,
+		czerwiec czerwca czerwcu, lipiec lipca lipcu, sierpień sierpnia sierpniu, wrzesień września wrześniu,
+		październik października październiku, listopad listopada listopadzie, grudzień grudnia grudniu`,
+	"",
+	`jutro pojutrze przyszłym przyszłej przyszły przyszłą następnym następnej następny będę będzie będziemy
+		będą będziesz planuję planujemy zamierzam zamierzamy`,
+	"",
+	[]euCount{{[]string{"kilka"}, 0}, {[]string{"parę"}, 0}, {[]string{"kilku"}, 0}},
+	euPhrases{
+		{phrases: "dzisiaj, dziś", span: euDay0},
+		{phrases: "wczoraj", span: euDay1},
+		{phrases: "przedwczoraj", span: euDay2},
+		{phrases: "dziś|dzisiaj rano", span: euMorning0},
+		{phrases: "dziś|dzisiaj po południu", span: euAfternoon0},
+		{phrases: "dziś|dzisiaj wieczorem", span: euNight0},
+		{phrases: "wczoraj rano", span: euMorning1},
+		{phrases: "wczoraj po południu", span: euAfternoon1},
+		{phrases: "wczoraj wieczorem", span: euEvening1},
+		{phrases: "wczoraj w nocy, zeszłej nocy", span: euLastNight},
+		{phrases: "w tym tygodniu", span: euWeek0},
+		{phrases: "w zeszłym|ubiegłym|poprzednim tygodniu, zeszły|ubiegły tydzień", span: euWeek1},
+		{phrases: "w tym miesiącu", span: euMonth0},
+		{phrases: "w zeszłym|ubiegłym|poprzednim miesiącu, zeszły|ubiegły miesiąc", span: euMonth1},
+		{phrases: "w tym roku", span: euYear0},
+		{phrases: "w zeszłym|ubiegłym|poprzednim roku, zeszły|ubiegły rok", span: euYear1},
+		{phrases: "w zeszły|ubiegły|ostatni weekend", span: euWeekend1},
+		{phrases: "w ten weekend", span: euWeekend0, planned: true},
+	},
+	map[euKind]string{
+		euAgo:         "{n} {unit} temu, {unit} temu",
+		euLastWeekday: "w|we zeszły|zeszłą|ubiegły|ubiegłą|ostatni|ostatnią {weekday}",
+		euMonth:       "w {month}, {month} {year}",
+		euDate:        "{day} {month}",
+		euYear:        "w {year}, w roku {year}",
+		euRolling:     "ostatnie|ostatnich {n} {unit}, ostatnie|ostatnich {units}",
+	}).withPast(`powiedziałem powiedziałam powiedziałeś powiedziałaś powiedział powiedziała mówiłem mówiłam mówiłeś
+		mówiliśmy mówiłyśmy rozmawialiśmy rozmawiałem rozmawiałam rozmawiałyśmy opowiadałem opowiadałam
+		wspominałem wspominałam wspomniałem wspomniałam pisałem pisałam byłem byłam był była było byliśmy
+		robiłem robiłam zrobiłem zrobiłam`, "każdy każdą każde co", "że czy żeby").
+	withRolling("dni dniach tygodnie tygodni tygodniach miesiące miesięcy miesiącach lata lat latach godziny godzin godzinach", "przed").withRest(
+	`co czym czego o ja ty on ona my wy oni mi mnie ci cię nam nas mój moja moje moi nasz nasza nasze w we
+		na z ze u do po przez i a ale lub albo czy już jeszcze to ten ta te jak kiedy gdzie jaki jaka jakie
+		roku się za dla`,
+	`powiedziałem powiedziałam powiedziałeś powiedział powiedziała mówiłem mówiłam mówiliśmy rozmawialiśmy
+		rozmawiałem rozmawiałam rozmowa rozmowie opowiadałem wspominałem wspomniałem przypomnij przypomnieć
+		pamiętasz działo stało robiłem robiłam zrobiłem było był była`,
+	`dzięki dziękuję cześć hej witaj`,
+	`dzień dobry dobranoc dobrego dnia`,
+	`co czym jaki jaka jakie kiedy gdzie ja mnie mi my nas nam przypomnij pamiętasz`)
