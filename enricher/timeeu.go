@@ -480,12 +480,14 @@ func europeanTime(toks []timeTok, at time.Time) (TimeExpr, bool) {
 	var words []string // folded, made at the first candidate
 	french := 0        // frenchHier of the message: 0 not read yet, 1 true, -1 false
 	for i, t := range toks {
-		w := t.word
-		key := w
-		if w != "" && w[0] >= '0' && w[0] <= '9' {
+		key := t.word
+		switch {
+		case key != "" && key[0] >= '0' && key[0] <= '9':
 			key = "#"
-		} else if len(w) > 0 && w[0] >= utf8.RuneSelf {
-			key = euFold(w)
+		case words != nil:
+			key = words[i]
+		case key != "" && key[0] >= utf8.RuneSelf:
+			key = euFold(key)
 		}
 		refs := euByWord[key]
 		if len(refs) == 0 {
