@@ -572,6 +572,11 @@ func (l *euLang) resolve(toks []timeTok, words []string, i int, e euExpr, m euMa
 		}
 		n := m.count
 		if n < 0 {
+			if !euAgoAlone[words[i]] {
+				// "полгода назад", "pół roku temu", "полтора года
+				// назад": half a year, one and a half, not a year ago.
+				return TimeExpr{}, false, false
+			}
 			n = 1 // no count: "неделю назад", "rok temu" (a week, a year ago)
 		}
 		switch u := m.unit.(type) {
@@ -687,6 +692,11 @@ func isoDateFollows(toks []timeTok, j int) bool {
 	_, ok := digits(toks[j+1].word)
 	return ok && (toks[j+1].gap == "-" || toks[j+1].gap == "/")
 }
+
+// euAgoAlone are the units that say one without a count ("неделю
+// назад", "rok temu"): the others are of a count before them ("полтора
+// года", "pół roku").
+var euAgoAlone = stringSet(strings.Fields("день сутки неделю месяц год час минуту dzień tydzień miesiąc rok godzinę minutę"))
 
 // euNotAgo are words after "N units ago" that make it a count of days:
 // French "il y a deux jours fériés, de congé, qui ...".
@@ -814,12 +824,14 @@ func (l *euLang) pastWeekday(toks []timeTok, words []string, i, end int, at time
 var euWeekdayPart = map[string][2]int{"abend": euEvening, "nachmittag": euAfternoon, "vormittag": euMorning,
 	"früh": euMorning, "nacht": euNight, "soir": euEvening, "matin": euMorning, "sera": euEvening,
 	"mattina": euMorning, "pomeriggio": euAfternoon, "notte": euNight, "avond": euEvening, "ochtend": euMorning,
-	"middag": euAfternoon}
+	"middag": euAfternoon, "утром": euMorning, "днём": euAfternoon, "днем": euAfternoon, "вечером": euEvening,
+	"ночью": euNight, "rano": euMorning, "wieczorem": euEvening}
 
 // euWeekdayParts are the words that may stand with a weekday in a clause
 // of its own ("Lunedì sera, cosa ...", "El lunes por la tarde, ...").
 var euWeekdayParts = stringSet(strings.Fields(`an um abend nachmittag vormittag früh nacht matin soir après midi
-	por en tarde noche mattina pomeriggio sera notte à manhã noite ochtend middag avond`))
+	por en tarde noche mattina pomeriggio sera notte à manhã noite ochtend middag avond в во утром днём днем
+	вечером ночью w we rano wieczorem`))
 
 // euNotWeekdayBefore are words after a weekday that make it another word:
 // Portuguese ordinals (a segunda vez, a quinta parte).

@@ -405,6 +405,35 @@ func TestTimeRestEuropeanReview(t *testing.T) {
 	})
 }
 
+// TestParseTimeEuropeanRussianPolishReview: Russian and Polish found in
+// review. A unit without its count is one only in its own form ("неделю
+// назад", "rok temu"): "pół roku temu" was a year ago, read from "roku
+// temu" (half a year is not read, as in English).
+func TestParseTimeEuropeanRussianPolishReview(t *testing.T) {
+	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC) // a Wednesday
+	checkParseTime(t, at, []parseCase{
+		{"Co mówiłem pół roku temu?", "", "", ""},
+		{"Что я говорил полтора года назад?", "", "", ""},
+		{"Что мы обсуждали пол года назад?", "", "", ""},
+		{"Что я говорил позавчера вечером?", "2026-11-16 18:00", "2026-11-17", "позавчера вечером"},
+		{"Co mówiłem przedwczoraj wieczorem?", "2026-11-16 18:00", "2026-11-17", "przedwczoraj wieczorem"},
+		{"В пятницу вечером я говорил с мамой", "2026-11-13 18:00", "2026-11-14", "пятницу вечером"},
+		{"Co mówiłem w piątek wieczorem?", "2026-11-13 18:00", "2026-11-14", "piątek wieczorem"},
+		{"Что я говорил за последнюю неделю?", "2026-11-11", "2026-11-19", "за последнюю неделю"},
+		{"Что было за последний месяц?", "2026-10-18", "2026-11-19", "за последний месяц"},
+		{"Co mówiłem w ostatnim tygodniu?", "2026-11-11", "2026-11-19", "w ostatnim tygodniu"},
+		{"Co mówiłem w ciągu ostatnich dwóch tygodni?", "2026-11-04", "2026-11-19", "ostatnich dwóch tygodni"},
+		{"w ostatnim tygodniu lipca", "", "", ""},
+		{"в последние дни августа", "", "", ""},
+		{"Co mówiłem w przeszłym tygodniu?", "2026-11-09", "2026-11-16", "w przeszłym tygodniu"},
+		{"Что я говорил на прошедшей неделе?", "2026-11-09", "2026-11-16", "на прошедшей неделе"},
+		// Plans in a verb of going.
+		{"Я поеду в Москву в мае", "", "", ""},
+		{"Pojadę do Krakowa w maju", "", "", ""},
+		{"W maju jadę do Krakowa", "", "", ""},
+	})
+}
+
 // TestParseTimeLongMessagesStayLinear: ParseTime's memory for a 64 KiB
 // message grows with its length, not its square, for the messages of the
 // CJK and European benchmarks (measured in bytes allocated, not time).
@@ -446,5 +475,15 @@ func TestTimeRestEuropeanWalk(t *testing.T) {
 		{"O que eu te disse numa conversa ontem?", []string{}, false},
 		{"Wat zei ik gisteren in ons gesprek?", []string{}, false},
 		{"Oye, ¿qué te dije ayer del piso?", []string{"piso"}, false},
+		// Russian and Polish verbs of talk and grammar.
+		{"Что я писал год назад?", []string{}, false},
+		{"Можешь напомнить, о чём мы говорили вчера?", []string{}, false},
+		{"Что нового было на этой неделе?", []string{}, false},
+		{"Co mówiłeś wczoraj?", []string{}, false},
+		{"Gdzie byłem pięć lat temu?", []string{}, false},
+		{"O czym gadaliśmy wczoraj?", []string{}, false},
+		{"Co pisałem rok temu?", []string{}, false},
+		{"Możesz mi przypomnieć, o czym rozmawialiśmy wczoraj?", []string{}, false},
+		{"Co mówiłem w ciągu ostatnich dwóch tygodni?", []string{}, false},
 	})
 }

@@ -359,13 +359,16 @@ var euRussian = newEULang("ru",
 		ноябрь ноября ноябре, декабрь декабря декабре`,
 	"",
 	`завтра послезавтра следующей следующем следующий следующую буду будет будем будут будешь собираюсь
-		собираемся собираешься планирую планируем планирую`,
+		собираемся собираешься планирую планируем планирую поеду поедем пойду пойдём пойдем полечу полетим уеду
+		уедем`,
 	"",
 	[]euCount{{[]string{"несколько"}, 0}, {[]string{"пару"}, 2}},
 	euPhrases{
 		{phrases: "сегодня", span: euDay0},
 		{phrases: "вчера", span: euDay1},
 		{phrases: "позавчера", span: euDay2},
+		{phrases: "позавчера утром", span: euMorning2},
+		{phrases: "позавчера вечером", span: euEvening2},
 		{phrases: "сегодня утром", span: euMorning0},
 		{phrases: "сегодня днём|днем", span: euAfternoon0},
 		{phrases: "сегодня вечером", span: euNight0},
@@ -374,7 +377,7 @@ var euRussian = newEULang("ru",
 		{phrases: "вчера вечером", span: euEvening1},
 		{phrases: "вчера ночью, прошлой ночью", span: euLastNight},
 		{phrases: "на этой неделе", span: euWeek0},
-		{phrases: "на прошлой неделе, прошлая неделя, прошлую неделю", span: euWeek1},
+		{phrases: "на прошлой|прошедшей неделе, прошлая неделя, прошлую неделю", span: euWeek1},
 		{phrases: "на позапрошлой неделе", span: euWeek2},
 		{phrases: "в этом месяце", span: euMonth0},
 		{phrases: "в прошлом месяце, прошлый месяц", span: euMonth1},
@@ -391,37 +394,42 @@ var euRussian = newEULang("ru",
 		euMonth:       "в {month}, {month} {year}",
 		euDate:        "{day} {month}",
 		euYear:        "в {year}",
-		euRolling:     "последние {n} {unit}, последние {units}",
+		euRolling:     "последние {n} {unit}, последние {units}, за последнюю|последний {unit}",
 	}).withPast(`сказал сказала сказали говорил говорила говорили обсуждали обсуждал обсуждала рассказывал
 		рассказывала рассказал рассказала упоминал упоминала упомянул упомянула писал писала спрашивал
 		спрашивала делал делала делали был была были было`, "каждый каждую каждое", "что чтобы ли").
-	withRolling("дни дней недели недель месяцы месяцев годы лет часы часов", "перед до").withRest(
+	withRolling("дни дней недели недель месяцы месяцев годы лет часы часов", `перед до января февраля марта апреля
+		мая июня июля августа сентября октября ноября декабря года месяца недели отпуска`).withRest(
 	`что чём чего о об про я ты он она мы вы они мне меня тебе тебя нам нас мой моя моё мои наш наша наши
 		в во на с со у к по за и а но или же ли ещё уже это этот эта эти тот та то как когда где какой какая
-		какие какое года году`,
+		какие какое года году можешь можете течение`,
 	`сказал сказала сказали говорил говорила говорили говорить обсуждали обсуждать рассказывал
 		рассказывала рассказал рассказала упоминал упоминала разговор разговоре разговаривали напомни
-		напомнить помнишь было произошло случилось делал делала был была были`,
+		напомнить помнишь было произошло случилось делал делала был была были писал писала писали нового
+		новенького`,
 	`спасибо привет здравствуй здравствуйте пока благодарю`,
 	`доброе добрый утро день вечер`,
 	`что чём какой какая какие когда где я мне меня мы нам нас напомни помнишь`)
 
 var euPolish = newEULang("pl",
-	"1 jeden jedna jedno, 2 dwa dwie, 3 trzy, 4 cztery, 5 pięć, 6 sześć, 7 siedem, 8 osiem, 9 dziewięć, 10 dziesięć, 11 jedenaście, 12 dwanaście, 15 piętnaście, 20 dwadzieścia, 30 trzydzieści",
-	"dzień dni dnia dniach, tydzień tygodnie tygodni tygodnia tygodniach, miesiąc miesiące miesięcy miesiąca miesiącach, rok lata lat roku latach, godzinę godziny godzin godzina godzinach, minutę minuty minut minuta",
+	"1 jeden jedna jedno, 2 dwa dwie dwóch, 3 trzy trzech, 4 cztery czterech, 5 pięć pięciu, 6 sześć, 7 siedem, 8 osiem, 9 dziewięć, 10 dziesięć, 11 jedenaście, 12 dwanaście, 15 piętnaście, 20 dwadzieścia, 30 trzydzieści",
+	"dzień dni dnia dniach, tydzień tygodnie tygodni tygodnia tygodniu tygodniach, miesiąc miesiące miesięcy miesiąca miesiącu miesiącach, rok lata lat roku latach, godzinę godziny godzin godzina godzinach, minutę minuty minut minuta",
 	"poniedziałek, wtorek, środę środa, czwartek, piątek, sobotę sobota, niedzielę niedziela",
 	`styczeń stycznia styczniu, luty lutego lutym, marzec marca marcu, kwiecień kwietnia kwietniu, maj maja maju,
 		czerwiec czerwca czerwcu, lipiec lipca lipcu, sierpień sierpnia sierpniu, wrzesień września wrześniu,
 		październik października październiku, listopad listopada listopadzie, grudzień grudnia grudniu`,
 	"",
 	`jutro pojutrze przyszłym przyszłej przyszły przyszłą następnym następnej następny będę będzie będziemy
-		będą będziesz planuję planujemy zamierzam zamierzamy`,
+		będą będziesz planuję planujemy zamierzam zamierzamy pojadę pojedziemy pójdę pójdziemy polecę polecimy
+		jadę jedziemy wyjeżdżam`,
 	"",
 	[]euCount{{[]string{"kilka"}, 0}, {[]string{"parę"}, 0}, {[]string{"kilku"}, 0}},
 	euPhrases{
 		{phrases: "dzisiaj, dziś", span: euDay0},
 		{phrases: "wczoraj", span: euDay1},
 		{phrases: "przedwczoraj", span: euDay2},
+		{phrases: "przedwczoraj rano", span: euMorning2},
+		{phrases: "przedwczoraj wieczorem", span: euEvening2},
 		{phrases: "dziś|dzisiaj rano", span: euMorning0},
 		{phrases: "dziś|dzisiaj po południu", span: euAfternoon0},
 		{phrases: "dziś|dzisiaj wieczorem", span: euNight0},
@@ -430,7 +438,7 @@ var euPolish = newEULang("pl",
 		{phrases: "wczoraj wieczorem", span: euEvening1},
 		{phrases: "wczoraj w nocy, zeszłej nocy", span: euLastNight},
 		{phrases: "w tym tygodniu", span: euWeek0},
-		{phrases: "w zeszłym|ubiegłym|poprzednim tygodniu, zeszły|ubiegły tydzień", span: euWeek1},
+		{phrases: "w zeszłym|ubiegłym|poprzednim|przeszłym tygodniu, zeszły|ubiegły tydzień", span: euWeek1},
 		{phrases: "w tym miesiącu", span: euMonth0},
 		{phrases: "w zeszłym|ubiegłym|poprzednim miesiącu, zeszły|ubiegły miesiąc", span: euMonth1},
 		{phrases: "w tym roku", span: euYear0},
@@ -444,18 +452,21 @@ var euPolish = newEULang("pl",
 		euMonth:       "w {month}, {month} {year}",
 		euDate:        "{day} {month}",
 		euYear:        "w {year}, w roku {year}",
-		euRolling:     "ostatnie|ostatnich {n} {unit}, ostatnie|ostatnich {units}",
+		euRolling:     "ostatnie|ostatnich {n} {unit}, ostatnie|ostatnich {units}, w ostatnim {unit}, przez ostatni {unit}, w ciągu ostatniego {unit}",
 	}).withPast(`powiedziałem powiedziałam powiedziałeś powiedziałaś powiedział powiedziała mówiłem mówiłam mówiłeś
 		mówiliśmy mówiłyśmy rozmawialiśmy rozmawiałem rozmawiałam rozmawiałyśmy opowiadałem opowiadałam
 		wspominałem wspominałam wspomniałem wspomniałam pisałem pisałam byłem byłam był była było byliśmy
 		robiłem robiłam zrobiłem zrobiłam`, "każdy każdą każde co", "że czy żeby").
-	withRolling("dni dniach tygodnie tygodni tygodniach miesiące miesięcy miesiącach lata lat latach godziny godzin godzinach", "przed").withRest(
+	withRolling("dni dniach tygodnie tygodni tygodniach miesiące miesięcy miesiącach lata lat latach godziny godzin godzinach", `przed stycznia lutego marca
+		kwietnia maja czerwca lipca sierpnia września października listopada grudnia roku miesiąca tygodnia
+		wakacji urlopu studiów`).withRest(
 	`co czym czego o ja ty on ona my wy oni mi mnie ci cię nam nas mój moja moje moi nasz nasza nasze w we
 		na z ze u do po przez i a ale lub albo czy już jeszcze to ten ta te jak kiedy gdzie jaki jaka jakie
-		roku się za dla`,
+		roku się za dla ciągu możesz możecie byłem byłam byłeś byłaś byliśmy`,
 	`powiedziałem powiedziałam powiedziałeś powiedział powiedziała mówiłem mówiłam mówiliśmy rozmawialiśmy
 		rozmawiałem rozmawiałam rozmowa rozmowie opowiadałem wspominałem wspomniałem przypomnij przypomnieć
-		pamiętasz działo stało robiłem robiłam zrobiłem było był była`,
+		pamiętasz działo stało robiłem robiłam zrobiłem było był była mówiłeś mówiłaś mówił mówiła
+		powiedziałaś pisałem pisałam pisałeś gadaliśmy gadałem gadałam nowego`,
 	`dzięki dziękuję cześć hej witaj`,
 	`dzień dobry dobranoc dobrego dnia`,
 	`co czym jaki jaka jakie kiedy gdzie ja mnie mi my nas nam przypomnij pamiętasz`)
