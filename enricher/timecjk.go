@@ -611,15 +611,20 @@ func koLastWeekday(s string, at time.Time) (TimeExpr, bool) {
 		if !cjkEnds("요일", after) {
 			return TimeExpr{}, false
 		}
-		// Days back to the last such weekday before today (Monday 0).
-		back := (int(at.Weekday())+6-d)%7 + 7
-		if back > 7 {
-			back -= 7
-		}
-		since := day(at, -back)
+		since := lastWeekdayBefore(at, d)
 		return TimeExpr{Since: since, Until: day(since, 1), End: len(s) - len(after)}, true
 	}
 	return TimeExpr{}, false
+}
+
+// lastWeekdayBefore is the day of the last weekday d (Monday 0) before
+// at's day.
+func lastWeekdayBefore(at time.Time, d int) time.Time {
+	back := (int(at.Weekday())+6-d)%7 + 7
+	if back > 7 {
+		back -= 7
+	}
+	return day(at, -back)
 }
 
 // cjkNumber reads a number at s's start: digits (ASCII or full width),

@@ -599,7 +599,10 @@ func (l *euLang) resolve(toks []timeTok, words []string, i int, e euExpr, m euMa
 		if !l.pastWeekday(toks, words, i, end, at) {
 			return TimeExpr{}, false, false
 		}
-		x.Since = day(at, -((int(at.Weekday()) + 6 - m.weekday) % 7))
+		// The most recent before today: asked on a Wednesday, "Was habe
+		// ich am Mittwoch gesagt?" is last week's (today is "heute"; two
+		// native readers in review).
+		x.Since = lastWeekdayBefore(at, m.weekday)
 		x.Until = day(x.Since, 1)
 		if end < len(toks) && euJoined(toks[end].gap, false) {
 			if part, ok := euWeekdayPart[words[end]]; ok {
@@ -610,11 +613,7 @@ func (l *euLang) resolve(toks []timeTok, words []string, i int, e euExpr, m euMa
 			}
 		}
 	case euLastWeekday:
-		back := (int(at.Weekday())+6-m.weekday)%7 + 7
-		if back > 7 {
-			back -= 7
-		}
-		x.Since = day(at, -back)
+		x.Since = lastWeekdayBefore(at, m.weekday)
 		x.Until = day(x.Since, 1)
 	case euMonth, euDate:
 		if _, en := months[words[m.monthAt]]; en && (words[i] == "in" || e.slots[0].class != euWords) {

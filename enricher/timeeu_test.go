@@ -160,10 +160,10 @@ func TestParseTimeEuropean(t *testing.T) {
 		{"nos últimos dias", "2026-11-11", "2026-11-19", "nos últimos dias"},
 		{"de afgelopen dagen", "2026-11-11", "2026-11-19", "de afgelopen dagen"},
 		{"de afgelopen week", "2026-11-11", "2026-11-19", "de afgelopen week"},
-		// A weekday alone, in a sentence about the past: the most recent,
-		// today included (at is a Wednesday).
+		// A weekday alone, in a sentence about the past: the most recent
+		// before today (at is a Wednesday: today is "heute").
 		{"Was habe ich am Montag gesagt?", "2026-11-16", "2026-11-17", "Montag"},
-		{"Was war am Mittwoch?", "2026-11-18", "2026-11-19", "Mittwoch"},
+		{"Was war am Mittwoch?", "2026-11-11", "2026-11-12", "Mittwoch"},
 		{"De quoi avons-nous parlé vendredi ?", "2026-11-13", "2026-11-14", "vendredi"},
 		{"¿Qué dije el lunes?", "2026-11-16", "2026-11-17", "lunes"},
 		{"Cosa ho detto sabato?", "2026-11-14", "2026-11-15", "sabato"},
