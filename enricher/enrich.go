@@ -282,6 +282,7 @@ func (s *Service) parseEnrich(token string, data []byte) (enrichParams, error) {
 	}
 	if !p.optOut {
 		p.keywords, p.over = keywords(req.Message)
+		p.keywords = withoutEuropeanGrammar(req.Message, p.keywords)
 		if !slices.ContainsFunc(p.keywords, func(k string) bool { return !IsStopWord(k) }) {
 			// Stop words alone ("and what about the other one?"): search
 			// falls back to them, enrich does not, since they would bring

@@ -942,6 +942,21 @@ func euRestLang(rest string, read *euLang) (*euLang, []string) {
 	return best, words
 }
 
+// withoutEuropeanGrammar drops from ks, a message's keywords, the grammar
+// words of the European language the message is written in (euRestLang:
+// at least two of its words, more than English stop words), which English
+// stop words do not know: "Qu'est-ce que tu sais de mon vélo ?" from a
+// user who never set a language searches "sais vélo", not also "est que
+// tu mon", which matched every French item (a walk: 5 unrelated items
+// injected). A message in another language, English included, keeps ks.
+func withoutEuropeanGrammar(message string, ks []string) []string {
+	l, _ := euRestLang(message, nil)
+	if l == nil || len(ks) == 0 {
+		return ks
+	}
+	return slices.DeleteFunc(slices.Clone(ks), func(k string) bool { return l.grammar[k] })
+}
+
 // euEnglishShort are the English words of two letters or fewer that ask
 // (stopWords holds none of them).
 var euEnglishShort = stringSet(strings.Fields("i a an in on at to of my me we us is it do be or if as by so up am"))

@@ -2,6 +2,7 @@ package enricher
 
 import (
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -486,4 +487,36 @@ func TestTimeRestEuropeanWalk(t *testing.T) {
 		{"Możesz mi przypomnieć, o czym rozmawialiśmy wczoraj?", []string{}, false},
 		{"Co mówiłem w ciągu ostatnich dwóch tygodni?", []string{}, false},
 	})
+}
+
+// TestWithoutEuropeanGrammar: the grammar words of a message in one of
+// these languages are not searched, whatever the user's language; a
+// message in English or another language keeps its keywords.
+func TestWithoutEuropeanGrammar(t *testing.T) {
+	for _, tt := range []struct {
+		msg  string
+		want []string
+	}{
+		{"Qu'est-ce que tu sais de mon vélo ?", []string{"sais", "vélo"}},
+		{"Was weißt du über meinen Hund?", []string{"weißt", "hund"}},
+		{"¿Qué sabes de mi perro?", []string{"sabes", "perro"}},
+		{"Cosa sai del mio cane?", []string{"sai", "cane"}},
+		{"O que você sabe sobre o meu cachorro?", []string{"sabe", "cachorro"}},
+		{"Wat weet je van mijn hond?", []string{"weet", "hond"}},
+		{"Что ты знаешь о моей собаке?", []string{"знаешь", "моей", "собаке"}},
+		// English, and names that are other languages' words: unchanged
+		// (want nil).
+		{"What did Anna say about the war in 2024?", nil},
+		{"Tell me about Die Hard and La La Land", nil},
+		{"I met Maria e Ana at the Festa da Uva", nil},
+	} {
+		ks, _ := keywords(tt.msg)
+		want := tt.want
+		if want == nil {
+			want = ks
+		}
+		if got := withoutEuropeanGrammar(tt.msg, ks); !slices.Equal(got, want) {
+			t.Errorf("%q: keywords %q, want %q", tt.msg, got, want)
+		}
+	}
 }

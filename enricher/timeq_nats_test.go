@@ -397,3 +397,31 @@ func TestEnrichEuropeanTimeExpressions(t *testing.T) {
 		}
 	}
 }
+
+// TestEnrichEuropeanGrammarIsNotSearched: a French user who never set a
+// language (English stop words) asks about one thing; with the default
+// threshold, only the item about it is injected. Before, "est", "que",
+// "tu" and "mon" were searched too, and every French item holding them
+// came along (a walk: 5 unrelated items, scores 0.40-0.62).
+func TestEnrichEuropeanGrammarIsNotSearched(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	on := func(d int) time.Time { return time.Date(2026, 11, d, 9, 0, 0, 0, time.UTC) }
+	insertContext(t, st,
+		store.ContextWrite{UserID: "camille", Question: "Mon vélo fait un bruit bizarre, qu'est-ce que c'est ?", Answer: "C'est sûrement la chaîne.", CreatedAt: on(3), EventID: "velo"},
+		store.ContextWrite{UserID: "camille", Question: "Qu'est-ce que tu penses de mon CV ?", Answer: "Il est clair et bien organisé.", CreatedAt: on(5), EventID: "cv"},
+		store.ContextWrite{UserID: "camille", Question: "Est-ce que tu connais une bonne recette de crêpes ?", Answer: "Oui, mon astuce est la bière.", CreatedAt: on(7), EventID: "crepes"},
+		store.ContextWrite{UserID: "camille", Question: "Qu'est-ce que je dois lire ?", Answer: "Tu pourrais lire mon roman préféré.", CreatedAt: on(9), EventID: "lire"},
+	)
+	r := enrich(t, h, events.EnrichRequest{UserID: "camille", Message: "Qu'est-ce que tu sais de mon vélo ?", At: timeAt})
+	if r.Degraded {
+		t.Fatalf("degraded: %s", r.Reason)
+	}
+	if got := eventIDs(r.Context); !slices.Equal(got, []string{"velo"}) {
+		t.Errorf("found %q (keywords %q), want only [velo]", got, r.Keywords)
+	}
+	if slices.ContainsFunc(r.Keywords, func(k string) bool { return k == "est" || k == "que" || k == "mon" }) {
+		t.Errorf("keywords %q hold French grammar", r.Keywords)
+	}
+}
