@@ -520,3 +520,21 @@ func TestWithoutEuropeanGrammar(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkWithoutEuropeanGrammar: what enrich adds to a message's
+// keywords: a short question, and 64 KiB of French and of English.
+func BenchmarkWithoutEuropeanGrammar(b *testing.B) {
+	for _, m := range []struct{ name, msg string }{
+		{"short", "Qu'est-ce que tu sais de mon vélo ?"},
+		{"64KiB-fr", strings.Repeat("Qu'est-ce que tu sais de mon vélo et de la maison ? ", 65536/52)},
+		{"64KiB-en", strings.Repeat("nothing about any time here at all ", 65536/35)},
+	} {
+		ks, _ := keywords(m.msg)
+		b.Run(m.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				withoutEuropeanGrammar(m.msg, ks)
+			}
+		})
+	}
+}
