@@ -596,7 +596,11 @@ func (l *euLang) resolve(toks []timeTok, words []string, i int, e euExpr, m euMa
 			}
 		}
 	case euOnWeekday:
-		if !l.pastWeekday(toks, words, i, end, at) {
+		// The weekday's sentence is read within euWeekdayReach words of
+		// it: each weekday of a long message that is no past day read its
+		// whole sentence, quadratic (64 KiB of "lundi " took 11 s).
+		lo, hi := max(0, i-euWeekdayReach), min(len(toks), end+euWeekdayReach)
+		if !l.pastWeekday(toks[lo:hi], words[lo:hi], i-lo, end-lo, at) {
 			return TimeExpr{}, false, false
 		}
 		// The most recent before today: asked on a Wednesday, "Was habe
@@ -818,6 +822,10 @@ func (l *euLang) pastWeekday(toks []timeTok, words []string, i, end int, at time
 	}
 	return false
 }
+
+// euWeekdayReach bounds the words either side of a weekday alone that
+// pastWeekday reads for its sentence.
+const euWeekdayReach = 24
 
 // euWeekdayPart are the parts of the day of one word after a weekday.
 var euWeekdayPart = map[string][2]int{"abend": euEvening, "nachmittag": euAfternoon, "vormittag": euMorning,

@@ -330,7 +330,7 @@ func TestTimeRestEuropean(t *testing.T) {
 
 // longTimeUnitsEuropean are the texts of the long European messages.
 var longTimeUnitsEuropean = []string{"Ich bin hier und wir haben über das Wetter gesprochen. ", "il y a deux chats dans la maison ",
-	"3 4 5 6 7 8 9 10 ", "la semana que viene vamos a ", "hier "}
+	"3 4 5 6 7 8 9 10 ", "la semana que viene vamos a ", "hier ", "lundi ", "am Montag gehe ", "понедельник "}
 
 // BenchmarkParseTimeEuropeanLong: 64 KiB messages of these languages'
 // text, near misses and numbers (each word looks up the expressions
@@ -536,5 +536,22 @@ func BenchmarkWithoutEuropeanGrammar(b *testing.B) {
 				withoutEuropeanGrammar(m.msg, ks)
 			}
 		})
+	}
+}
+
+// TestParseTimeEuropeanWeekdayReach: a weekday alone reads its sentence
+// within euWeekdayReach words either side, so that a long message of
+// weekdays is linear (64 KiB of "lundi " or "segunda " read the whole
+// sentence at each: 11 s and 15 s). A past word within reach still makes
+// it a day gone by; one past it, in a run-on sentence, does not.
+func TestParseTimeEuropeanWeekdayReach(t *testing.T) {
+	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC) // a Wednesday
+	near := "J'ai parlé " + strings.Repeat("bla ", euWeekdayReach-3) + "lundi"
+	if e, ok := ParseTime(near, at); !ok || e.Since.Format(time.DateOnly) != "2026-11-16" {
+		t.Errorf("%q: %v %v, want Monday 2026-11-16", near, e, ok)
+	}
+	far := "J'ai parlé " + strings.Repeat("bla ", 4*euWeekdayReach) + "lundi"
+	if e, ok := ParseTime(far, at); ok {
+		t.Errorf("%q: read %v, want no range (the past word is out of the weekday's reach)", far, e)
 	}
 }
