@@ -284,7 +284,9 @@ func (s *Service) ID() string {
 
 // Stop unsubscribes (draining requests already delivered) and waits for
 // requests in progress to be answered, those the drain hands over while it
-// waits included, or for ctx to end. Then it cancels the requests still in
+// waits included, or for ctx to end. The drain hands its requests over one
+// at a time, and micro does not say when it is done: one still queued when
+// the last running request ends is answered as below, without starting. Then it cancels the requests still in
 // progress, so that none outlives the shutdown deadline holding a database
 // connection: their transactions roll back, and each requester is answered
 // that memoryd stopped before its request was done (a forget past its
