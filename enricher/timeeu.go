@@ -25,8 +25,8 @@ import (
 // "vor" (the last week before something) or after a possessive ("meine
 // letzte Woche", my final week), and not French "dernière semaine"
 // (the final week). A month, a date or this weekend in a sentence that
-// tells of a plan is no range (euPlanned), as in Chinese, Japanese and
-// Korean.
+// tells of a plan is no range (euLang.planned), as in Chinese, Japanese
+// and Korean.
 
 // euLang is one language's words.
 type euLang struct {
@@ -121,7 +121,7 @@ const (
 	euDate                      // a day and a month, with or without a year
 	euYear                      // a year
 	euRolling                   // the last N units, or the last few, to at's day's end
-	euOnWeekday                 // a weekday alone, in a sentence about the past: the most recent, today included
+	euOnWeekday                 // a weekday alone, in a clause about the past: the most recent before today
 )
 
 // euClass is what a slot matches besides its literal words.
@@ -162,7 +162,7 @@ type euExpr struct {
 // euMatch is what an expression's slots read.
 type euMatch struct {
 	n       int // tokens
-	count   int // 0: few
+	count   int // -1: no count, 0: a few
 	unit    any
 	weekday int
 	month   time.Month
@@ -211,7 +211,8 @@ func unitSpan(u timeUnit, back int) cjkSpan { return cjkSpan{unit: u, back: back
 
 // newEULang builds a language from its word lists. fixed are its fixed
 // expressions; patterns its others, each "kind: pattern, pattern" with
-// {n} a count, {unit}, {weekday}, {month}, {year} and {day} slots.
+// {n} a count, {unit}, {units} (a plural, no count), {weekday}, {month},
+// {year} and {day} slots.
 func newEULang(code, numbers, units, weekdays, months, yearJoin, plans, notPlanAfter string, counts []euCount,
 	fixed euPhrases, patterns map[euKind]string) *euLang {
 	l := &euLang{code: code, counts: counts, numbers: map[string]int{}, units: map[string]any{},
@@ -246,9 +247,9 @@ func newEULang(code, numbers, units, weekdays, months, yearJoin, plans, notPlanA
 		if f.final {
 			notAfter, notBefore = deNotAfter, deNotBefore
 		}
-		unit := f.span.part == nil && f.span.unit == unitWeek && f.span.back < 2
+		week := f.span.part == nil && f.span.unit == unitWeek && f.span.back < 2
 		for _, p := range strings.Split(f.phrases, ",") {
-			l.exprs = append(l.exprs, euExpr{slots: euSlots(p), kind: euFixed, span: f.span, week: unit, planned: f.planned,
+			l.exprs = append(l.exprs, euExpr{slots: euSlots(p), kind: euFixed, span: f.span, week: week, planned: f.planned,
 				notAfter: notAfter, notBefore: notBefore})
 		}
 	}
