@@ -43,7 +43,9 @@ func Conn(t testing.TB) *nats.Conn {
 
 // Names returns a fresh subject prefix and turn stream name. Streams whose
 // names start with the stream name (the turn stream and its dead-letter
-// stream) are deleted when the test ends.
+// stream) or with "KV_" and it (the forgets bucket, worker.ForgetsBucket)
+// are deleted when the test ends: left, they piled up on the shared server,
+// about 170 buckets a day of runs.
 func Names(t testing.TB, nc *nats.Conn) (prefix, stream string) {
 	t.Helper()
 	keepStreamsDir(nc)
@@ -61,7 +63,7 @@ func Names(t testing.TB, nc *nats.Conn) (prefix, stream string) {
 		names := js.StreamNames(ctx)
 		var doomed []string
 		for n := range names.Name() {
-			if strings.HasPrefix(n, stream) {
+			if strings.HasPrefix(n, stream) || strings.HasPrefix(n, "KV_"+stream) {
 				doomed = append(doomed, n)
 			}
 		}

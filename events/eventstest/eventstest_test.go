@@ -1,11 +1,15 @@
 package eventstest_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/memoryd/memoryd/events/eventstest"
 )
@@ -69,5 +73,38 @@ func TestEventuallyNamesWhatAndLastState(t *testing.T) {
 	<-done
 	if !strings.Contains(r.msg, "waiting for the answer") || !strings.Contains(r.msg, "last state: still 41") {
 		t.Errorf("failure message %q does not name what was awaited and the last state", r.msg)
+	}
+}
+
+// TestNamesDeletesTheTestsStreams: the streams a test made under its Names
+// are gone when it ends, its forgets bucket (KV_<stream>_FORGETS) too.
+// Before, the buckets stayed on the shared server, run after run.
+func TestNamesDeletesTheTestsStreams(t *testing.T) {
+	nc := eventstest.Conn(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var made []string
+	t.Run("a test", func(t *testing.T) {
+		prefix, stream := eventstest.Names(t, nc)
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{prefix + ".x"}}); err != nil {
+			t.Fatal(err)
+		}
+		kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: stream + "_FORGETS"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		made = []string{stream, "KV_" + kv.Bucket()}
+	})
+	for _, name := range made {
+		if _, err := js.Stream(ctx, name); !errors.Is(err, jetstream.ErrStreamNotFound) {
+			t.Errorf("stream %s after the test that made it: %v, want not found", name, err)
+		}
+	}
+	if len(made) == 0 {
+		t.Fatal("the subtest made no stream")
 	}
 }
