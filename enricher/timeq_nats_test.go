@@ -306,12 +306,7 @@ func TestEnrichCJKTimeExpressions(t *testing.T) {
 		store.ContextWrite{UserID: "minji", Question: "부산 여행 일정 짜줘", Answer: "첫날은 해운대.", CreatedAt: on(11), EventID: "ko-last-week"},
 		store.ContextWrite{UserID: "minji", Question: "저녁 메뉴 추천해줘", Answer: "김치찌개 어때요?", CreatedAt: on(17), EventID: "ko-yesterday"},
 	)
-	zero := 0.0
-	for _, tt := range []struct {
-		user, msg string
-		want      []string
-		keywords  []string
-	}{
+	checkTimedEnrich(t, h, []timedEnrichCase{
 		{"yuki", "昨日何を話しましたか？", []string{"ja-yesterday"}, []string{}},
 		{"yuki", "先週は何について話した？", []string{"ja-last-week"}, []string{}},
 		{"yuki", "先週、台所について何を言いましたか？", []string{"ja-last-week"}, []string{"台所"}},
@@ -326,23 +321,7 @@ func TestEnrichCJKTimeExpressions(t *testing.T) {
 		// found nothing, and the fallback searched all time for them.
 		{"minji", "일주일 전에 말한 거", []string{"ko-last-week"}, []string{}},
 		{"wei", "昨天聊了啥", []string{"zh-yesterday"}, []string{}},
-	} {
-		r := enrich(t, h, events.EnrichRequest{UserID: tt.user, Message: tt.msg, At: timeAt, Threshold: &zero})
-		if r.Degraded {
-			t.Fatalf("%q: degraded: %s", tt.msg, r.Reason)
-		}
-		got := eventIDs(r.Context)
-		if tt.user == "yuki" && len(tt.want) == 2 {
-			slices.Sort(got)
-		}
-		if !slices.Equal(got, tt.want) {
-			t.Errorf("%s %q found %q, want %q", tt.user, tt.msg, got, tt.want)
-		}
-		kw := slices.DeleteFunc(slices.Clone(r.Keywords), func(k string) bool { return !slices.Contains(tt.keywords, k) })
-		if len(tt.keywords) == 0 && len(r.Keywords) != 0 || len(tt.keywords) > 0 && len(kw) == 0 {
-			t.Errorf("%s %q: keywords %q, want %q among them", tt.user, tt.msg, r.Keywords, tt.keywords)
-		}
-	}
+	})
 }
 
 // TestEnrichEuropeanTimeExpressions: German, French and Spanish questions
@@ -368,12 +347,7 @@ func TestEnrichEuropeanTimeExpressions(t *testing.T) {
 		store.ContextWrite{UserID: "sofia", Question: "¿Qué libro me recomiendas?", Answer: "Cien años de soledad.", CreatedAt: on(11), EventID: "es-last-week"},
 		store.ContextWrite{UserID: "sofia", Question: "Receta de gazpacho", Answer: "Tomate, pepino y pimiento.", CreatedAt: on(17), EventID: "es-yesterday"},
 	)
-	zero := 0.0
-	for _, tt := range []struct {
-		user, msg string
-		want      []string
-		keywords  []string
-	}{
+	checkTimedEnrich(t, h, []timedEnrichCase{
 		{"anna", "Was habe ich gestern gesagt?", []string{"de-yesterday"}, []string{}},
 		{"anna", "Worüber haben wir letzte Woche gesprochen?", []string{"de-last-week"}, []string{}},
 		{"anna", "Was habe ich letzte Woche über die Küche gesagt?", []string{"de-last-week"}, []string{"küche"}},
@@ -383,19 +357,7 @@ func TestEnrichEuropeanTimeExpressions(t *testing.T) {
 		{"luc", "De quoi avons-nous parlé la semaine dernière ?", []string{"fr-last-week"}, []string{}},
 		{"sofia", "¿Qué dije ayer?", []string{"es-yesterday"}, []string{}},
 		{"sofia", "¿De qué hablamos la semana pasada?", []string{"es-last-week"}, []string{}},
-	} {
-		r := enrich(t, h, events.EnrichRequest{UserID: tt.user, Message: tt.msg, At: timeAt, Threshold: &zero})
-		if r.Degraded {
-			t.Fatalf("%q: degraded: %s", tt.msg, r.Reason)
-		}
-		if got := eventIDs(r.Context); !slices.Equal(got, tt.want) {
-			t.Errorf("%s %q found %q, want %q", tt.user, tt.msg, got, tt.want)
-		}
-		kw := slices.DeleteFunc(slices.Clone(r.Keywords), func(k string) bool { return !slices.Contains(tt.keywords, k) })
-		if len(tt.keywords) == 0 && len(r.Keywords) != 0 || len(tt.keywords) > 0 && len(kw) == 0 {
-			t.Errorf("%s %q: keywords %q, want %q among them", tt.user, tt.msg, r.Keywords, tt.keywords)
-		}
-	}
+	})
 }
 
 // TestEnrichEuropeanGrammarIsNotSearched: a French user who never set a
@@ -423,5 +385,38 @@ func TestEnrichEuropeanGrammarIsNotSearched(t *testing.T) {
 	}
 	if slices.ContainsFunc(r.Keywords, func(k string) bool { return k == "est" || k == "que" || k == "mon" }) {
 		t.Errorf("keywords %q hold French grammar", r.Keywords)
+	}
+}
+
+// timedEnrichCase is an enrich of msg by user: the context items it finds
+// (in order, or in any order when there are several with anyOrder), and
+// keywords, of which the reply's must hold one (none when empty).
+type timedEnrichCase struct {
+	user, msg string
+	want      []string
+	keywords  []string
+}
+
+// checkTimedEnrich runs each case at timeAt with threshold 0. Several
+// items wanted are compared in any order.
+func checkTimedEnrich(t *testing.T, h *harness, cases []timedEnrichCase) {
+	t.Helper()
+	zero := 0.0
+	for _, tt := range cases {
+		r := enrich(t, h, events.EnrichRequest{UserID: tt.user, Message: tt.msg, At: timeAt, Threshold: &zero})
+		if r.Degraded {
+			t.Fatalf("%q: degraded: %s", tt.msg, r.Reason)
+		}
+		got, want := eventIDs(r.Context), tt.want
+		if len(want) > 1 {
+			got, want = slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s %q found %q, want %q", tt.user, tt.msg, got, want)
+		}
+		kw := slices.DeleteFunc(slices.Clone(r.Keywords), func(k string) bool { return !slices.Contains(tt.keywords, k) })
+		if len(tt.keywords) == 0 && len(r.Keywords) != 0 || len(tt.keywords) > 0 && len(kw) == 0 {
+			t.Errorf("%s %q: keywords %q, want %q among them", tt.user, tt.msg, r.Keywords, tt.keywords)
+		}
 	}
 }
