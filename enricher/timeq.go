@@ -124,8 +124,11 @@ type TimeExpr struct {
 // reports false when message holds no expression.
 //
 // Chinese, Japanese and Korean expressions are read too, for every user
-// (cjkTime, timecjk.go: 昨日, 上周, 지난달, 三天前, 2년 전, 去年の5月, ...);
-// the first in the message, of either kind, is the one returned.
+// (cjkTime, timecjk.go: 昨日, 上周, 지난달, 三天前, 2년 전, 去年の5月, ...),
+// and German, French, Spanish, Italian, Portuguese, Dutch, Russian and
+// Polish ones (europeanTime, timeeu.go: letzte Woche, il y a trois jours,
+// el lunes pasado, ...); the first in the message, of any kind, is the one
+// returned.
 func ParseTime(message string, at time.Time) (TimeExpr, bool) {
 	if at.IsZero() {
 		at = time.Now().UTC()
