@@ -153,6 +153,8 @@ type euExpr struct {
 	week bool
 	// planned: a plan in the sentence makes it no range (this weekend).
 	planned bool
+	// french: read only in a message that reads as French (frenchHier).
+	french bool
 	// notAfter are words before the phrase that make it another span
 	// (German possessives: "meine letzte Woche", my final week);
 	// notBefore words after it ("die letzte Woche vor dem Urlaub").
@@ -205,6 +207,10 @@ type euPhrases []struct {
 	// final: German "letzte" phrases, which after a possessive or
 	// before "vor" are the final unit of something (deNotAfter).
 	final bool
+	// french: a word that is another in German and Dutch (French
+	// "hier", yesterday; "here"): read only in a French message
+	// (frenchHier).
+	french bool
 }
 
 func unitSpan(u timeUnit, back int) cjkSpan { return cjkSpan{unit: u, back: back} }
@@ -250,7 +256,7 @@ func newEULang(code, numbers, units, weekdays, months, yearJoin, plans, notPlanA
 		week := f.span.part == nil && f.span.unit == unitWeek && f.span.back < 2
 		for _, p := range strings.Split(f.phrases, ",") {
 			l.exprs = append(l.exprs, euExpr{slots: euSlots(p), kind: euFixed, span: f.span, week: week, planned: f.planned,
-				notAfter: notAfter, notBefore: notBefore})
+				french: f.french, notAfter: notAfter, notBefore: notBefore})
 		}
 	}
 	l.exprs = append(l.exprs, euExpr{slots: euSlots("{weekday}"), kind: euOnWeekday})
@@ -509,7 +515,7 @@ func europeanTime(toks []timeTok, at time.Time) (TimeExpr, bool) {
 			if !ok || m.n <= bestN {
 				continue
 			}
-			if m.n == 1 && words[i] == "hier" {
+			if e.french {
 				// Read once: a message of many "hier" would read its
 				// words again for each.
 				if french == 0 {

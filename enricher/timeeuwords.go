@@ -104,7 +104,7 @@ var euFrench = newEULang("fr",
 	[]euCount{{[]string{"quelques"}, 0}, {[]string{"plusieurs"}, 0}},
 	euPhrases{
 		{phrases: "aujourd hui", span: euDay0},
-		{phrases: "hier", span: euDay1},
+		{phrases: "hier", span: euDay1, french: true},
 		{phrases: "avant hier", span: euDay2},
 		{phrases: "avant hier matin", span: euMorning2},
 		{phrases: "avant hier soir", span: euNight2},
