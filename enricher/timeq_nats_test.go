@@ -296,15 +296,14 @@ func TestEnrichCJKTimeExpressions(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
 	h := start(t, st, nil)
-	on := func(d int) time.Time { return time.Date(2026, 11, d, 9, 0, 0, 0, time.UTC) }
 	insertContext(t, st,
-		store.ContextWrite{UserID: "yuki", Question: "台所のタイルは何色がいい？", Answer: "白がいいです。", CreatedAt: on(3), EventID: "ja-two-weeks-ago"},
-		store.ContextWrite{UserID: "yuki", Question: "台所のペンキは？", Answer: "薄い青です。", CreatedAt: on(11), EventID: "ja-last-week"},
-		store.ContextWrite{UserID: "yuki", Question: "庭のパーティーはどこ？", Answer: "トムの家で。", CreatedAt: on(17), EventID: "ja-yesterday"},
-		store.ContextWrite{UserID: "wei", Question: "北京的火车票买了吗？", Answer: "买了，周五出发。", CreatedAt: on(11), EventID: "zh-last-week"},
-		store.ContextWrite{UserID: "wei", Question: "推荐一家咖啡馆", Answer: "去三里屯那家。", CreatedAt: on(17), EventID: "zh-yesterday"},
-		store.ContextWrite{UserID: "minji", Question: "부산 여행 일정 짜줘", Answer: "첫날은 해운대.", CreatedAt: on(11), EventID: "ko-last-week"},
-		store.ContextWrite{UserID: "minji", Question: "저녁 메뉴 추천해줘", Answer: "김치찌개 어때요?", CreatedAt: on(17), EventID: "ko-yesterday"},
+		store.ContextWrite{UserID: "yuki", Question: "台所のタイルは何色がいい？", Answer: "白がいいです。", CreatedAt: nov(3), EventID: "ja-two-weeks-ago"},
+		store.ContextWrite{UserID: "yuki", Question: "台所のペンキは？", Answer: "薄い青です。", CreatedAt: nov(11), EventID: "ja-last-week"},
+		store.ContextWrite{UserID: "yuki", Question: "庭のパーティーはどこ？", Answer: "トムの家で。", CreatedAt: nov(17), EventID: "ja-yesterday"},
+		store.ContextWrite{UserID: "wei", Question: "北京的火车票买了吗？", Answer: "买了，周五出发。", CreatedAt: nov(11), EventID: "zh-last-week"},
+		store.ContextWrite{UserID: "wei", Question: "推荐一家咖啡馆", Answer: "去三里屯那家。", CreatedAt: nov(17), EventID: "zh-yesterday"},
+		store.ContextWrite{UserID: "minji", Question: "부산 여행 일정 짜줘", Answer: "첫날은 해운대.", CreatedAt: nov(11), EventID: "ko-last-week"},
+		store.ContextWrite{UserID: "minji", Question: "저녁 메뉴 추천해줘", Answer: "김치찌개 어때요?", CreatedAt: nov(17), EventID: "ko-yesterday"},
 	)
 	checkTimedEnrich(t, h, []timedEnrichCase{
 		{"yuki", "昨日何を話しましたか？", []string{"ja-yesterday"}, []string{}},
@@ -337,15 +336,14 @@ func TestEnrichEuropeanTimeExpressions(t *testing.T) {
 	if _, err := st.SetLanguage(ctxT(t), "anna", "de", "german"); err != nil {
 		t.Fatal(err)
 	}
-	on := func(d int) time.Time { return time.Date(2026, 11, d, 9, 0, 0, 0, time.UTC) }
 	insertContext(t, st,
-		store.ContextWrite{UserID: "anna", Question: "Welche Fliesen passen in die Küche?", Answer: "Weiße Fliesen.", CreatedAt: on(3), EventID: "de-two-weeks-ago"},
-		store.ContextWrite{UserID: "anna", Question: "Welche Farbe für die Küche?", Answer: "Ein helles Blau.", CreatedAt: on(11), EventID: "de-last-week"},
-		store.ContextWrite{UserID: "anna", Question: "Wo ist die Gartenparty?", Answer: "Bei Tom.", CreatedAt: on(17), EventID: "de-yesterday"},
-		store.ContextWrite{UserID: "luc", Question: "Un bon restaurant à Lyon ?", Answer: "Essaie le bouchon près de la gare.", CreatedAt: on(11), EventID: "fr-last-week"},
-		store.ContextWrite{UserID: "luc", Question: "Comment réparer mon vélo ?", Answer: "Change la chambre à air.", CreatedAt: on(17), EventID: "fr-yesterday"},
-		store.ContextWrite{UserID: "sofia", Question: "¿Qué libro me recomiendas?", Answer: "Cien años de soledad.", CreatedAt: on(11), EventID: "es-last-week"},
-		store.ContextWrite{UserID: "sofia", Question: "Receta de gazpacho", Answer: "Tomate, pepino y pimiento.", CreatedAt: on(17), EventID: "es-yesterday"},
+		store.ContextWrite{UserID: "anna", Question: "Welche Fliesen passen in die Küche?", Answer: "Weiße Fliesen.", CreatedAt: nov(3), EventID: "de-two-weeks-ago"},
+		store.ContextWrite{UserID: "anna", Question: "Welche Farbe für die Küche?", Answer: "Ein helles Blau.", CreatedAt: nov(11), EventID: "de-last-week"},
+		store.ContextWrite{UserID: "anna", Question: "Wo ist die Gartenparty?", Answer: "Bei Tom.", CreatedAt: nov(17), EventID: "de-yesterday"},
+		store.ContextWrite{UserID: "luc", Question: "Un bon restaurant à Lyon ?", Answer: "Essaie le bouchon près de la gare.", CreatedAt: nov(11), EventID: "fr-last-week"},
+		store.ContextWrite{UserID: "luc", Question: "Comment réparer mon vélo ?", Answer: "Change la chambre à air.", CreatedAt: nov(17), EventID: "fr-yesterday"},
+		store.ContextWrite{UserID: "sofia", Question: "¿Qué libro me recomiendas?", Answer: "Cien años de soledad.", CreatedAt: nov(11), EventID: "es-last-week"},
+		store.ContextWrite{UserID: "sofia", Question: "Receta de gazpacho", Answer: "Tomate, pepino y pimiento.", CreatedAt: nov(17), EventID: "es-yesterday"},
 	)
 	checkTimedEnrich(t, h, []timedEnrichCase{
 		{"anna", "Was habe ich gestern gesagt?", []string{"de-yesterday"}, []string{}},
@@ -369,12 +367,11 @@ func TestEnrichEuropeanGrammarIsNotSearched(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
 	h := start(t, st, nil)
-	on := func(d int) time.Time { return time.Date(2026, 11, d, 9, 0, 0, 0, time.UTC) }
 	insertContext(t, st,
-		store.ContextWrite{UserID: "camille", Question: "Mon vélo fait un bruit bizarre, qu'est-ce que c'est ?", Answer: "C'est sûrement la chaîne.", CreatedAt: on(3), EventID: "velo"},
-		store.ContextWrite{UserID: "camille", Question: "Qu'est-ce que tu penses de mon CV ?", Answer: "Il est clair et bien organisé.", CreatedAt: on(5), EventID: "cv"},
-		store.ContextWrite{UserID: "camille", Question: "Est-ce que tu connais une bonne recette de crêpes ?", Answer: "Oui, mon astuce est la bière.", CreatedAt: on(7), EventID: "crepes"},
-		store.ContextWrite{UserID: "camille", Question: "Qu'est-ce que je dois lire ?", Answer: "Tu pourrais lire mon roman préféré.", CreatedAt: on(9), EventID: "lire"},
+		store.ContextWrite{UserID: "camille", Question: "Mon vélo fait un bruit bizarre, qu'est-ce que c'est ?", Answer: "C'est sûrement la chaîne.", CreatedAt: nov(3), EventID: "velo"},
+		store.ContextWrite{UserID: "camille", Question: "Qu'est-ce que tu penses de mon CV ?", Answer: "Il est clair et bien organisé.", CreatedAt: nov(5), EventID: "cv"},
+		store.ContextWrite{UserID: "camille", Question: "Est-ce que tu connais une bonne recette de crêpes ?", Answer: "Oui, mon astuce est la bière.", CreatedAt: nov(7), EventID: "crepes"},
+		store.ContextWrite{UserID: "camille", Question: "Qu'est-ce que je dois lire ?", Answer: "Tu pourrais lire mon roman préféré.", CreatedAt: nov(9), EventID: "lire"},
 	)
 	r := enrich(t, h, events.EnrichRequest{UserID: "camille", Message: "Qu'est-ce que tu sais de mon vélo ?", At: timeAt})
 	if r.Degraded {
@@ -420,3 +417,6 @@ func checkTimedEnrich(t *testing.T, h *harness, cases []timedEnrichCase) {
 		}
 	}
 }
+
+// nov is 09:00 UTC on day d of November 2026, the month of timeAt.
+func nov(d int) time.Time { return time.Date(2026, 11, d, 9, 0, 0, 0, time.UTC) }
