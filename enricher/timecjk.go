@@ -116,11 +116,7 @@ var cjkPhrases = func() map[rune][]cjkPhrase {
 		for _, w := range d.words {
 			add(w, cjkSpan{unit: unitDay, back: back}, false)
 			for _, p := range cjkPartsOfDay {
-				from, to := p.from, p.to
-				part := cjkSpan{part: func(at time.Time) (time.Time, time.Time) {
-					d := day(at, -back)
-					return d.Add(time.Duration(from) * time.Hour), d.Add(time.Duration(to) * time.Hour)
-				}}
+				part := partSpan(back, [2]int{p.from, p.to})
 				for _, pw := range p.words {
 					// 昨日の夜, 昨天晚上, 어제 저녁.
 					for _, join := range []string{"", "の", " "} {
@@ -130,19 +126,14 @@ var cjkPhrases = func() map[rune][]cjkPhrase {
 			}
 		}
 	}
-	morning := func(at time.Time) (time.Time, time.Time) { return day(at, 0), day(at, 0).Add(12 * time.Hour) }
-	lastNight := func(at time.Time) (time.Time, time.Time) {
-		return day(at, -1).Add(18 * time.Hour), day(at, 0).Add(6 * time.Hour)
-	}
-	tonight := func(at time.Time) (time.Time, time.Time) { return day(at, 0).Add(18 * time.Hour), day(at, 1) }
 	for _, w := range strings.Fields("今朝 今早") {
-		add(w, cjkSpan{part: morning}, false)
+		add(w, partSpan(0, partMorning), false)
 	}
 	for _, w := range strings.Fields("昨夜 昨晩 ゆうべ 昨晚 어젯밤") {
-		add(w, cjkSpan{part: lastNight}, false)
+		add(w, partSpan(1, partNight), false)
 	}
 	for _, w := range strings.Fields("今夜 今晩 今晚") {
-		add(w, cjkSpan{part: tonight}, false)
+		add(w, partSpan(0, partEvening), false)
 	}
 	for _, u := range cjkUnits {
 		for _, w := range u.words {
@@ -150,12 +141,8 @@ var cjkPhrases = func() map[rune][]cjkPhrase {
 		}
 	}
 	for _, we := range cjkWeekends {
-		back := we.back
 		for _, w := range we.words {
-			add(w, cjkSpan{part: func(at time.Time) (time.Time, time.Time) {
-				sat := day(unitStart(at, unitWeek), 5-7*back)
-				return sat, day(sat, 2)
-			}}, false)
+			add(w, weekendSpan(we.back), false)
 		}
 	}
 	// 前几天, 前两天, 前些天: a few days ago.

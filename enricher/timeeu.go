@@ -173,12 +173,13 @@ type euMatch struct {
 	day     int
 }
 
-// euParts are the parts of a day, as in English and cjkPartsOfDay.
+// The parts of a day (hours from its midnight), as in English and
+// cjkPartsOfDay: read by partSpan for both the CJK and European phrases.
 var (
-	euMorning   = [2]int{0, 12}
-	euAfternoon = [2]int{12, 18}
-	euEvening   = [2]int{18, 24}
-	euNight     = [2]int{18, 30}
+	partMorning   = [2]int{0, 12}
+	partAfternoon = [2]int{12, 18}
+	partEvening   = [2]int{18, 24}
+	partNight     = [2]int{18, 30}
 )
 
 // partSpan is a part of the day back days before at's.
@@ -835,11 +836,11 @@ func (l *euLang) pastWeekday(toks []timeTok, words []string, i, end int, at time
 const euWeekdayReach = 24
 
 // euWeekdayPart are the parts of the day of one word after a weekday.
-var euWeekdayPart = map[string][2]int{"abend": euEvening, "nachmittag": euAfternoon, "vormittag": euMorning,
-	"früh": euMorning, "nacht": euNight, "soir": euEvening, "matin": euMorning, "sera": euEvening,
-	"mattina": euMorning, "pomeriggio": euAfternoon, "notte": euNight, "avond": euEvening, "ochtend": euMorning,
-	"middag": euAfternoon, "утром": euMorning, "днём": euAfternoon, "днем": euAfternoon, "вечером": euEvening,
-	"ночью": euNight, "rano": euMorning, "wieczorem": euEvening}
+var euWeekdayPart = map[string][2]int{"abend": partEvening, "nachmittag": partAfternoon, "vormittag": partMorning,
+	"früh": partMorning, "nacht": partNight, "soir": partEvening, "matin": partMorning, "sera": partEvening,
+	"mattina": partMorning, "pomeriggio": partAfternoon, "notte": partNight, "avond": partEvening, "ochtend": partMorning,
+	"middag": partAfternoon, "утром": partMorning, "днём": partAfternoon, "днем": partAfternoon, "вечером": partEvening,
+	"ночью": partNight, "rano": partMorning, "wieczorem": partEvening}
 
 // euWeekdayParts are the words that may stand with a weekday in a clause
 // of its own ("Lunedì sera, cosa ...", "El lunes por la tarde, ...").
