@@ -333,7 +333,7 @@ func reportResets(a *cli, p worker.ReplayProgress) {
 	for _, m := range p.Unfinished {
 		fmt.Fprintf(a.stderr, "a replay --reset of %s at %s has not read the stream back (it is running, or it stopped): "+
 			"those users have only part of their memory until memoryd replay reads it again (with the same --user, or none for every user)\n",
-			resetScope(m), m.StartedAt.Local().Format(time.DateTime))
+			resetScope(m), shownTime(m.StartedAt))
 	}
 }
 

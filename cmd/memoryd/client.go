@@ -317,7 +317,7 @@ stated the value and when.`)
 		}
 		tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 		for _, f := range facts {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Key, f.Value, f.UpdatedAt.Local().Format(time.DateTime))
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Key, f.Value, shownTime(f.UpdatedAt))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -447,7 +447,7 @@ pairs through the running memoryd.`)
 			return printJSON(a.stdout, reply)
 		}
 		for _, it := range reply.Results {
-			fmt.Fprintf(a.stdout, "%.3f  id=%d  %s\n       Q: %s\n       A: %s\n", it.Score, it.ID, it.CreatedAt.Local().Format(time.DateTime), it.Question, it.Answer)
+			fmt.Fprintf(a.stdout, "%.3f  id=%d  %s\n       Q: %s\n       A: %s\n", it.Score, it.ID, shownTime(it.CreatedAt), it.Question, it.Answer)
 		}
 		fmt.Fprintf(a.stderr, "%d result(s)\n", len(reply.Results))
 	case "store":
@@ -499,7 +499,7 @@ func runStats(ctx context.Context, a *cli, args []string) (err error) {
 	}
 	last := "never"
 	if s.LastProcessedAt != nil {
-		last = s.LastProcessedAt.Local().Format(time.DateTime)
+		last = shownTime(*s.LastProcessedAt)
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "turns received\t%d\nturns processed\t%d\nturns failed\t%d\nturns pending\t%d\nfacts\t%d\ncontext items\t%d\nlast processed\t%s\n",
@@ -521,3 +521,8 @@ func shift(args []string) (string, []string) {
 	}
 	return args[0], args[1:]
 }
+
+// shownTime is how the commands print a time for people: in the local
+// zone, to the second, and naming the zone, so that a reader on another
+// machine (or a server kept in UTC) knows which clock it is.
+func shownTime(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05 MST") }

@@ -127,5 +127,5 @@ func listItems(ctx context.Context, a *cli, c *events.Client, o *clientOptions, 
 }
 
 func printItem(a *cli, it events.ContextItem) {
-	fmt.Fprintf(a.stdout, "id=%d  %s\n  Q: %s\n  A: %s\n", it.ID, it.CreatedAt.Local().Format(time.DateTime), it.Question, it.Answer)
+	fmt.Fprintf(a.stdout, "id=%d  %s\n  Q: %s\n  A: %s\n", it.ID, shownTime(it.CreatedAt), it.Question, it.Answer)
 }

@@ -260,7 +260,7 @@ func docsList(ctx context.Context, a *cli, c *events.Client, asJSON bool, req ev
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 	for _, d := range all {
-		fmt.Fprintf(tw, "%s\t%s\t%d bytes\t%d chunk(s)\t%s\n", d.DocID, d.Status, d.Size, d.Chunks, d.UpdatedAt.Local().Format(time.DateTime))
+		fmt.Fprintf(tw, "%s\t%s\t%d bytes\t%d chunk(s)\t%s\n", d.DocID, d.Status, d.Size, d.Chunks, shownTime(d.UpdatedAt))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

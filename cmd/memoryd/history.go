@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"text/tabwriter"
-	"time"
 
 	"github.com/memoryd/memoryd/events"
 )
@@ -32,7 +31,7 @@ func (h *historyOptions) run(ctx context.Context, a *cli, c *events.Client, o cl
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 	for _, ch := range reply.Changes {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", ch.ID, ch.ChangedAt.Local().Format(time.DateTime), ch.Op, changeValues(ch), changeSource(ch))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", ch.ID, shownTime(ch.ChangedAt), ch.Op, changeValues(ch), changeSource(ch))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -70,5 +69,5 @@ func changeSource(ch events.FactChange) string {
 	if ch.ConversationID != "" {
 		src += ", conversation " + ch.ConversationID
 	}
-	return src + ", stated " + ch.SourceAt.Local().Format(time.DateTime)
+	return src + ", stated " + shownTime(ch.SourceAt)
 }

@@ -47,8 +47,8 @@ func TestFactsHistoryCommand(t *testing.T) {
 	}
 	for i, want := range [][]string{
 		{"clear", "Rome -> (cleared)"},
-		{"set", "Paris -> Rome", "turn ev-1, conversation conv-1, stated " + at.Add(time.Hour).Local().Format(time.DateTime)},
-		{"set", "Paris", "turn ev-0, conversation conv-1, stated " + at.Local().Format(time.DateTime)},
+		{"set", "Paris -> Rome", "turn ev-1, conversation conv-1, stated " + at.Add(time.Hour).Local().Format("2006-01-02 15:04:05 MST")},
+		{"set", "Paris", "turn ev-0, conversation conv-1, stated " + at.Local().Format("2006-01-02 15:04:05 MST")},
 	} {
 		for _, w := range want {
 			if !strings.Contains(lines[i], w) {
