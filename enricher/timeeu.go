@@ -121,6 +121,9 @@ const (
 	euDate                      // a day and a month, with or without a year
 	euYear                      // a year
 	euRolling                   // the last N units, or the last few, to at's day's end
+	euEarlyMonth                // days 1-10 of a month, with or without its year ("Anfang Mai")
+	euMidMonth                  // days 11-20 ("Mitte Mai", "mi-mai")
+	euLateMonth                 // days 21 to its end ("Ende Mai", "fin mai")
 	euOnWeekday                 // a weekday alone, in a clause about the past: the most recent before today
 )
 
@@ -261,7 +264,7 @@ func newEULang(code, numbers, units, weekdays, months, yearJoin, plans, notPlanA
 		}
 	}
 	l.exprs = append(l.exprs, euExpr{slots: euSlots("{weekday}"), kind: euOnWeekday})
-	for kind := euFixed; kind <= euRolling; kind++ {
+	for kind := euFixed; kind < euOnWeekday; kind++ {
 		for p := range strings.SplitSeq(patterns[kind], ",") {
 			if strings.TrimSpace(p) != "" {
 				l.exprs = append(l.exprs, euExpr{slots: euSlots(p), kind: kind})
@@ -627,10 +630,15 @@ func (l *euLang) resolve(toks []timeTok, words []string, i int, e euExpr, m euMa
 	case euLastWeekday:
 		x.Since = lastWeekdayBefore(at, m.weekday)
 		x.Until = day(x.Since, 1)
-	case euMonth, euDate:
+	case euMonth, euDate, euEarlyMonth, euMidMonth, euLateMonth:
 		if _, en := months[words[m.monthAt]]; en && (words[i] == "in" || e.slots[0].class != euWords) {
 			// "in December", "3 december", "September 2024": English
 			// reads these, with its own plans.
+			return TimeExpr{}, false, false
+		}
+		if _, en := months[words[m.monthAt]]; en && toks[m.monthAt].capital && euEnglishLead[words[i]] {
+			// "we begin April with a sprint": English, which writes its
+			// months capitalised; Dutch "begin april" does not.
 			return TimeExpr{}, false, false
 		}
 		y, n := m.year, 0
@@ -645,16 +653,31 @@ func (l *euLang) resolve(toks []timeTok, words []string, i int, e euExpr, m euMa
 				return TimeExpr{}, true, true
 			}
 		}
+		// A part of the month is its days first to last (0: its end), as
+		// English "early|mid|late <month>" (matchPartOfMonth).
+		first, last := max(m.day, 1), 0
+		switch e.kind {
+		case euEarlyMonth:
+			first, last = 1, 10
+		case euMidMonth:
+			first, last = 11, 20
+		case euLateMonth:
+			first = 21
+		}
 		if y == 0 {
-			// The most recent not after at's month or day.
+			// The most recent not after at's month or day; a part of the
+			// month, the most recent that has begun by at's day.
 			y = at.Year()
-			if d := max(m.day, 1); time.Date(y, m.month, d, 0, 0, 0, 0, at.Location()).After(day(at, 0)) {
+			if time.Date(y, m.month, first, 0, 0, 0, 0, at.Location()).After(day(at, 0)) {
 				y--
 			}
 		}
-		if e.kind == euMonth {
-			x.Since = time.Date(y, m.month, 1, 0, 0, 0, 0, at.Location())
-			x.Until = x.Since.AddDate(0, 1, 0)
+		if e.kind != euDate {
+			x.Since = time.Date(y, m.month, first, 0, 0, 0, 0, at.Location())
+			x.Until = time.Date(y, m.month+1, 1, 0, 0, 0, 0, at.Location())
+			if last > 0 {
+				x.Until = time.Date(y, m.month, last+1, 0, 0, 0, 0, at.Location())
+			}
 			break
 		}
 		x.Since = time.Date(y, m.month, m.day, 0, 0, 0, 0, at.Location())
@@ -703,6 +726,10 @@ func isoDateFollows(toks []timeTok, j int) bool {
 	_, ok := digits(toks[j+1].word)
 	return ok && (toks[j+1].gap == "-" || toks[j+1].gap == "/")
 }
+
+// euEnglishLead are the first words of a part of the month that are
+// English words too (Dutch "begin april", "half september").
+var euEnglishLead = map[string]bool{"begin": true, "half": true}
 
 // euAgoAlone are the units that say one without a count ("неделю
 // назад", "rok temu"): the others are of a count before them ("полтора

@@ -222,6 +222,58 @@ func TestParseTimeEuropean(t *testing.T) {
 	})
 }
 
+// TestParseTimeEuropeanPartOfMonth: the beginning, middle and end of a
+// month, read as English "early|mid|late <month>": days 1-10, 11-20 and 21
+// to the end; without a year the most recent that has begun by at's day.
+func TestParseTimeEuropeanPartOfMonth(t *testing.T) {
+	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC) // a Wednesday
+	checkParseTime(t, at, []parseCase{
+		{"Was habe ich Anfang Mai gesagt?", "2026-05-01", "2026-05-11", "Anfang Mai"},
+		{"Mitte Oktober war ich in Rom", "2026-10-11", "2026-10-21", "Mitte Oktober"},
+		{"Ende Februar", "2026-02-21", "2026-03-01", "Ende Februar"},
+		{"Anfang November", "2026-11-01", "2026-11-11", "Anfang November"},
+		{"Mitte November", "2026-11-11", "2026-11-21", "Mitte November"},
+		// Not begun by at: last year's.
+		{"Ende November", "2025-11-21", "2025-12-01", "Ende November"},
+		{"Ende Dezember 2024", "2024-12-21", "2025-01-01", "Ende Dezember 2024"},
+		{"Anfang April", "2026-04-01", "2026-04-11", "Anfang April"},
+		{"Qu'est-ce que j'ai dit début mai ?", "2026-05-01", "2026-05-11", "début mai"},
+		{"au début d'avril", "2026-04-01", "2026-04-11", "début d'avril"},
+		{"à la mi-mai", "2026-05-11", "2026-05-21", "mi-mai"},
+		{"fin août", "2026-08-21", "2026-09-01", "fin août"},
+		{"à la fin du mois de juin 2025", "2025-06-21", "2025-07-01", "fin du mois de juin 2025"},
+		{"¿Qué te dije a principios de mayo?", "2026-05-01", "2026-05-11", "principios de mayo"},
+		{"a mediados de junio de 2025", "2025-06-11", "2025-06-21", "mediados de junio de 2025"},
+		{"a finales de octubre", "2026-10-21", "2026-11-01", "finales de octubre"},
+		{"a fines de enero", "2026-01-21", "2026-02-01", "fines de enero"},
+		{"all'inizio di maggio", "2026-05-01", "2026-05-11", "inizio di maggio"},
+		{"a metà giugno", "2026-06-11", "2026-06-21", "metà giugno"},
+		{"Cosa ti ho detto a fine agosto?", "2026-08-21", "2026-09-01", "fine agosto"},
+		{"no início de maio", "2026-05-01", "2026-05-11", "início de maio"},
+		{"em meados de junho", "2026-06-11", "2026-06-21", "meados de junho"},
+		{"O que eu disse no final de outubro?", "2026-10-21", "2026-11-01", "final de outubro"},
+		{"Wat zei ik begin mei?", "2026-05-01", "2026-05-11", "begin mei"},
+		{"half juni", "2026-06-11", "2026-06-21", "half juni"},
+		{"eind augustus", "2026-08-21", "2026-09-01", "eind augustus"},
+		{"begin september", "2026-09-01", "2026-09-11", "begin september"},
+		{"Что я говорил в начале мая?", "2026-05-01", "2026-05-11", "начале мая"},
+		{"в середине июня", "2026-06-11", "2026-06-21", "середине июня"},
+		{"в конце октября", "2026-10-21", "2026-11-01", "конце октября"},
+		{"Co mówiłem na początku maja?", "2026-05-01", "2026-05-11", "początku maja"},
+		{"w połowie czerwca", "2026-06-11", "2026-06-21", "połowie czerwca"},
+		{"pod koniec października", "2026-10-21", "2026-11-01", "koniec października"},
+		// Plans, other years, and what is no part of a month.
+		{"Ende Mai werde ich umziehen", "", "", ""},
+		{"Je vais à Rome fin mai", "", "", ""},
+		{"Anfang Mai 2030", "", "", ""},
+		{"este fin de semana voy a la playa", "", "", ""},
+		{"Ende gut, alles gut", "", "", ""},
+		// English: "begin" and "half" before a capitalised month.
+		{"We begin April with a sprint", "", "", ""},
+		{"half September was gone", "", "", ""},
+	})
+}
+
 // TestParseTimeEuropeanNearMisses: what reads another span than the
 // words alone say, or no time at all: not read.
 func TestParseTimeEuropeanNearMisses(t *testing.T) {
@@ -324,6 +376,17 @@ func TestTimeRestEuropean(t *testing.T) {
 		{"Co powiedziałem wczoraj?", []string{}, false},
 		{"O czym rozmawialiśmy w zeszłym tygodniu?", []string{}, false},
 		{"Dziękuję za dzisiaj!", []string{}, true},
+		// The beginning, middle or end of a month: the words around it
+		// are grammar.
+		{"Was habe ich Anfang Mai gesagt?", []string{}, false},
+		{"Qu'est-ce que j'ai dit à la mi-mai ?", []string{}, false},
+		{"¿Qué te dije a principios de mayo sobre el viaje?", []string{"viaje"}, false},
+		{"Di cosa abbiamo parlato a fine agosto?", []string{}, false},
+		{"O que eu disse no início de maio?", []string{}, false},
+		{"Wat zei ik eind augustus?", []string{}, false},
+		{"Что я говорил в конце октября?", []string{}, false},
+		{"Co mówiłem pod koniec października?", []string{}, false},
+		{"Co mówiłem na początku maja?", []string{}, false},
 	})
 }
 

@@ -355,6 +355,9 @@ func TestEnrichEuropeanTimeExpressions(t *testing.T) {
 		{"luc", "De quoi avons-nous parlé la semaine dernière ?", []string{"fr-last-week"}, []string{}},
 		{"sofia", "¿Qué dije ayer?", []string{"es-yesterday"}, []string{}},
 		{"sofia", "¿De qué hablamos la semana pasada?", []string{"es-last-week"}, []string{}},
+		// The beginning and the middle of a month (days 1-10, 11-20).
+		{"anna", "Was habe ich Anfang November gesagt?", []string{"de-two-weeks-ago"}, []string{}},
+		{"luc", "De quoi avons-nous parlé à la mi-novembre ?", []string{"fr-yesterday", "fr-last-week"}, []string{}},
 	})
 }
 
