@@ -845,7 +845,7 @@ func (c *changeBatch) change(op string, src FactWrite) {
 			EventID        string    `json:"event_id"`
 			ConversationID string    `json:"conversation_id"`
 			SourceAt       time.Time `json:"source_at"`
-		}{op, src.EventID, src.ConversationID, src.SourceAt})
+		}{op, src.EventID, src.ConversationID, src.SourceAt.Truncate(time.Microsecond)}) // as pgx sends the row's: Postgres would round a finer time read from text
 		setting = string(j)
 	}
 	c.b.Queue(`SELECT set_config('memoryd.fact_change', $1, true)`, setting)

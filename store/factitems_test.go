@@ -898,3 +898,26 @@ func TestClearAfterARemovalStampedAhead(t *testing.T) {
 		t.Fatalf("likes after the clear = %q, want opera", got["likes"])
 	}
 }
+
+// TestSetFactValuesHistorySourceAt: a facts.set of a list key records in
+// its history entry the source time the fact holds, to the microsecond.
+// The entry's time went through JSON with nanoseconds, which Postgres
+// rounds where pgx truncates the row's, so about half of the writes had a
+// history entry 1 µs later than their fact.
+func TestSetFactValuesHistorySourceAt(t *testing.T) {
+	ctx, s := setup(t)
+	for i := range 20 {
+		f, stored, err := s.SetFactValues(ctx, "alice", "allergies", []string{"nuts", fmt.Sprintf("item%d", i)})
+		if err != nil || !stored {
+			t.Fatalf("set values = %+v, %v, %v", f, stored, err)
+		}
+		h, err := s.FactHistory(ctx, "alice")
+		if err != nil || len(h) == 0 {
+			t.Fatalf("history = %v, %v", h, err)
+		}
+		last := h[len(h)-1]
+		if last.SourceAt == nil || !last.SourceAt.Equal(f.SourceAt) {
+			t.Fatalf("write %d: history source_at %v, fact source_at %v", i, last.SourceAt, f.SourceAt)
+		}
+	}
+}
