@@ -485,7 +485,7 @@ func (s *Service) relevant(ctx context.Context, p enrichParams) ([]store.Fact, [
 		)
 		if timeOnly {
 			var cands store.Candidates
-			facts, cands, err = s.recall.Recall(ctx, store.RecallQuery{SearchQuery: q, MaxFacts: s.cfg.MaxFacts})
+			facts, cands, err = s.recall.Recall(ctx, store.RecallQuery{SearchQuery: q, MaxFacts: s.cfg.MaxFacts, FirstFacts: CoreFactKeys})
 			items, defaults = newest(cands, p.maxResults), cands.DocDefaults
 		} else {
 			facts, items, defaults, err = s.ranked(ctx, q, vector(), p)
@@ -578,7 +578,7 @@ func languageRecap(ctx context.Context, r stopWordReader, userID string, sets ..
 // store.ContextTexts). It also returns the candidates' DocDefaults.
 func (s *Service) ranked(ctx context.Context, q store.SearchQuery, qv []float32, p enrichParams) ([]store.Fact, []store.ContextItem, bool, error) {
 	read := func(ctx context.Context, q store.SearchQuery) ([]store.Fact, store.Candidates, error) {
-		return s.recall.Recall(ctx, store.RecallQuery{SearchQuery: q, MaxFacts: s.cfg.MaxFacts})
+		return s.recall.Recall(ctx, store.RecallQuery{SearchQuery: q, MaxFacts: s.cfg.MaxFacts, FirstFacts: CoreFactKeys})
 	}
 	var (
 		facts []store.Fact

@@ -10,8 +10,8 @@ import (
 	"github.com/memoryd/memoryd/store"
 )
 
-// CoreFactKeys are the facts enrich injects whatever the message is about
-// (unless the request asks for all facts): the keys of the fact vocabulary
+// CoreFactKeys are the facts enrich injects whatever the message is about,
+// before the others (with all facts too): the keys of the fact vocabulary
 // marked core (events.FactKeys: who the user is, what to call them, where
 // and in what languages and time zone they live, and what they do) and
 // their aliases, so that a fact stored under an alias before the vocabulary
@@ -36,19 +36,17 @@ var coreKeys = func() map[string]bool {
 }()
 
 // selectFacts chooses the facts an enrich injects from the user's facts
-// (most recently set first). With events.FactsAll it is every fact,
-// unchanged. Otherwise it is the core facts (CoreFactKeys) followed by the
-// facts relevant to the message, each part in the given order: a
-// fact is relevant when a word of its key (split as Keywords splits words,
+// (most recently set first): the core facts (CoreFactKeys) followed by the
+// others relevant to the message, or with events.FactsAll by all the
+// others, each part in the given order. A fact is relevant when a word
+// of its key (split as Keywords splits words,
 // so "_" and ":" separate, and CJK and South-East Asian runs into bigrams; in NFKC) or of its value matches one of the message's
 // keywords, a trailing plural "s" or "es" aside. Stop words of the fact
 // never match, so a message made only of stop words (whose keywords fall
 // back to all its words) selects no fact through them. The token budget is
 // applied afterwards, so core facts are the last to be dropped.
 func selectFacts(mode string, keywords []string, facts []store.Fact) []store.Fact {
-	if mode == events.FactsAll {
-		return facts
-	}
+	all := mode == events.FactsAll
 	want := make(map[string]bool, len(keywords))
 	for _, k := range keywords {
 		want[stem(k)] = true
@@ -59,7 +57,7 @@ func selectFacts(mode string, keywords []string, facts []store.Fact) []store.Fac
 		switch {
 		case coreKeys[f.Key]:
 			core = append(core, f)
-		case matchesKey(want, sea, f.Key) || matches(want, sea, f.Value):
+		case all || matchesKey(want, sea, f.Key) || matches(want, sea, f.Value):
 			rel = append(rel, f)
 		}
 	}

@@ -2,6 +2,7 @@ package enricher_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"slices"
 	"sort"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
@@ -86,6 +88,14 @@ func TestEnrichInjectsCoreAndRelevantFacts(t *testing.T) {
 		t.Logf("%q: %d facts, %d tokens by default; %d facts, %d tokens with facts all", tt.message, len(def.Facts), def.Tokens, len(all.Facts), all.Tokens)
 	}
 
+	// Under a budget that holds the core facts alone, all keeps them, as
+	// the default does: core facts come first with all too.
+	hello := enrich(t, h, events.EnrichRequest{UserID: "marta", Message: "Hello!", At: t0})
+	tight := enrich(t, h, events.EnrichRequest{UserID: "marta", Message: "Hello!", At: t0, Facts: events.FactsAll, MaxTokens: &hello.Tokens})
+	if got := factKeys(tight.Facts); !slices.Equal(got, core) {
+		t.Errorf("facts all within %d tokens: %q, want the core facts %q", hello.Tokens, got, core)
+	}
+
 	// The default reply has the same fields as an all reply.
 	fields := func(body string) []string {
 		msg := h.raw(t, h.prefix+".enrich.marta", []byte(body))
@@ -99,5 +109,31 @@ func TestEnrichInjectsCoreAndRelevantFacts(t *testing.T) {
 	all := fields(`{"user_id":"marta","message":"my dog","facts":"all"}`)
 	if !slices.Equal(def, all) {
 		t.Errorf("reply fields %q by default, %q with facts all", def, all)
+	}
+}
+
+// TestCoreFactsOfAUserWithManyFacts: a user's core facts are injected
+// however many facts they have set since. Recall read the MaxFacts most
+// recently set, so a user with more than 50 facts lost their name, set
+// first, from every enrich.
+func TestCoreFactsOfAUserWithManyFacts(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	seedThirty(t, st, "marta") // the core facts first
+	var later []store.FactWrite
+	for i := range 40 {
+		later = append(later, store.FactWrite{UserID: "marta", Key: fmt.Sprintf("trip_%02d", i), Value: "a city break",
+			SourceAt: t0.Add(time.Hour + time.Duration(i)*time.Minute), EventID: fmt.Sprintf("ev-trip-%d", i)})
+	}
+	upsertFacts(t, st, later...)
+	core := []string{"location", "name", "native_language", "occupation", "timezone"}
+	r := enrich(t, h, events.EnrichRequest{UserID: "marta", Message: "Hello!", At: t0.Add(2 * time.Hour)})
+	if got := factKeys(r.Facts); !slices.Equal(got, core) {
+		t.Errorf("facts of a user with 70: %q, want the core facts %q", got, core)
+	}
+	all := enrich(t, h, events.EnrichRequest{UserID: "marta", Message: "Hello!", At: t0.Add(2 * time.Hour), Facts: events.FactsAll})
+	if len(all.Facts) != enricher.DefaultMaxFacts || !slices.Equal(factKeys(all.Facts[:len(core)]), core) {
+		t.Errorf("facts all of a user with 70: %d facts, first %q; want %d, the core facts first", len(all.Facts), factKeys(all.Facts[:min(len(core), len(all.Facts))]), enricher.DefaultMaxFacts)
 	}
 }

@@ -35,8 +35,11 @@ func TestSelectFacts(t *testing.T) {
 		keywords []string
 		want     []string // keys, in order
 	}{
-		{"all is every fact unchanged", events.FactsAll, []string{"dog"},
-			[]string{"dog_name", "occupation", "favorite_food", "allergy", "location", "car", "hobby", "name", "goal:marathon", "native_language"}},
+		// Core first, as with relevant: a tight budget drops the others
+		// first (a client written from protocol.md found the core facts,
+		// set first and so last in recall order, dropped first).
+		{"all is every fact, core first", events.FactsAll, []string{"dog"},
+			[]string{"occupation", "location", "name", "native_language", "dog_name", "favorite_food", "allergy", "car", "hobby", "goal:marathon"}},
 		{"no keywords: core only, in given order", events.FactsRelevant, nil,
 			[]string{"occupation", "location", "name", "native_language"}},
 		{"key word after underscore", events.FactsRelevant, []string{"dog", "walk"},

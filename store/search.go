@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -157,8 +158,9 @@ func tsQuery(keywords []string) (string, string) {
 // all the user's items and the query's lexemes (kind 0, one row; parsed
 // under the user's text search configuration, cfg, the one the user's items
 // are indexed with: see SetLanguage; its id column counts the user's default
-// document collections, see Candidates.DocDefaults), the user's latest facts (kind 1, at
-// most $3, most recent first), and the candidates: the user's items
+// document collections, see Candidates.DocDefaults), the user's facts (kind
+// 1, at most $3: those of the first keys, {core}, the statement's last
+// parameter, then the others, each most recent first), and the candidates: the user's items
 // matching the tsquery, with their term counts. Columns a row's kind does
 // not use are NULL; facts carry their key and value in a and b and
 // source_at in at. The texts of the few items ranking keeps are read after
@@ -206,7 +208,7 @@ const recallSQL = `
 	FROM context WHERE user_id = $1
 	UNION ALL
 	(SELECT 1, NULL, NULL, NULL, NULL, NULL, key, value, source_at, updated_at, event_id, conversation_id, NULL, NULL, NULL, NULL
-	FROM facts WHERE user_id = $1 ORDER BY source_at DESC, key LIMIT $3)
+	FROM facts WHERE user_id = $1 ORDER BY key = ANY({core}) DESC, source_at DESC, key LIMIT $3)
 	UNION ALL
 	SELECT 4, x.one, NULL, NULL, NULL, c.id, x.question, x.answer, c.created_at, NULL, x.event_id, x.conversation_id,
 		c.question_len, c.answer_len, NULL, t.counts
@@ -310,8 +312,24 @@ var recallStatements = func() map[recallShape]string {
 			m[recallShape{scoped: sh.scoped, ranged: sh.ranged, hybrid: true}] = hybridSQL(sql, scope+conds, n+1)
 		}
 	}
+	for sh, sql := range m {
+		m[sh] = withFirstFacts(sql)
+	}
 	return m
 }()
+
+// withFirstFacts numbers the facts' first keys ({core}) as sql's last
+// parameter, after those of its shape.
+func withFirstFacts(sql string) string {
+	last := 0
+	for _, p := range sqlParam.FindAllStringSubmatch(sql, -1) {
+		n, _ := strconv.Atoi(p[1])
+		last = max(last, n)
+	}
+	return strings.ReplaceAll(sql, "{core}", fmt.Sprintf("$%d::text[]", last+1))
+}
+
+var sqlParam = regexp.MustCompile(`\$([0-9]+)`)
 
 // prunedSQL makes the plain recall statement sql a pruned one (Prune, $5
 // the share and $6 the fewest items): st reads the statistics once, for
@@ -473,6 +491,11 @@ type RecallQuery struct {
 	SearchQuery
 	// MaxFacts caps the facts returned, most recent first. Must be at least 1.
 	MaxFacts int
+	// FirstFacts are keys whose facts are returned before the others,
+	// whatever their age, so that the cap never leaves them out (enrich's
+	// core facts: a user's name, set first, was the first left out once
+	// they had more than MaxFacts facts).
+	FirstFacts []string
 }
 
 // SearchContext returns the user's context items holding any keyword's
@@ -481,7 +504,7 @@ type RecallQuery struct {
 // (ContextTexts) of every candidate: a caller that ranks first and needs
 // only a few texts uses Recall.
 func (s *Store) SearchContext(ctx context.Context, q SearchQuery) (Candidates, error) {
-	_, c, err := s.recall(ctx, q, 0)
+	_, c, err := s.recall(ctx, q, 0, nil)
 	if err != nil {
 		return Candidates{}, fmt.Errorf("search context: %w", err)
 	}
@@ -513,15 +536,15 @@ func (s *Store) SearchContext(ctx context.Context, q SearchQuery) (Candidates, e
 // as enrich does, rather than every candidate's. Prune applies as in
 // Recall.
 func (s *Store) SearchCandidates(ctx context.Context, q SearchQuery) (Candidates, error) {
-	_, c, err := s.recall(ctx, q, 0)
+	_, c, err := s.recall(ctx, q, 0, nil)
 	if err != nil {
 		return Candidates{}, fmt.Errorf("search candidates: %w", err)
 	}
 	return c, nil
 }
 
-// Recall returns the user's facts (most recently set first, at most
-// q.MaxFacts) and the candidates SearchContext would return, without their
+// Recall returns the user's facts (those of q.FirstFacts' keys, then the
+// others, each most recently set first, at most q.MaxFacts) and the candidates SearchContext would return, without their
 // texts, from one statement: one round trip to Postgres and one snapshot, so
 // a reply never shows a turn's context without the facts committed with it.
 // ContextTexts then reads the texts of the items ranking keeps.
@@ -529,7 +552,7 @@ func (s *Store) Recall(ctx context.Context, q RecallQuery) ([]Fact, Candidates, 
 	if q.MaxFacts < 1 {
 		return nil, Candidates{}, fmt.Errorf("recall: max facts %d is under 1", q.MaxFacts)
 	}
-	facts, c, err := s.recall(ctx, q.SearchQuery, q.MaxFacts)
+	facts, c, err := s.recall(ctx, q.SearchQuery, q.MaxFacts, q.FirstFacts)
 	if err != nil {
 		return nil, Candidates{}, fmt.Errorf("recall: %w", err)
 	}
@@ -537,7 +560,7 @@ func (s *Store) Recall(ctx context.Context, q RecallQuery) ([]Fact, Candidates, 
 }
 
 // recall runs recallSQL and decodes its candidates. facts is never nil.
-func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact, Candidates, error) {
+func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int, firstFacts []string) ([]Fact, Candidates, error) {
 	tsq, terms := tsQuery(q.Keywords)
 	sh := recallShape{scoped: q.Scope != "", ranged: q.ranged()}
 	sh.latest = sh.ranged && tsq == "" && q.Latest > 0
@@ -580,6 +603,10 @@ func (s *Store) recall(ctx context.Context, q SearchQuery, maxFacts int) ([]Fact
 		}
 		args = append(args, ids)
 	}
+	if firstFacts == nil {
+		firstFacts = []string{}
+	}
+	args = append(args, firstFacts)
 	sql := recallStatements[sh]
 	rows, err := s.db.Query(ctx, sql, args...)
 	if err != nil {

@@ -33,7 +33,7 @@ func warmStatements(ctx context.Context, conn *pgx.Conn, logger *slog.Logger) {
 		{UserID: warmUserID, Keywords: []string{"memoryd"}, Scope: "warm", Hybrid: true},
 		{UserID: warmUserID, Keywords: []string{"memoryd"}, Since: since, Hybrid: true},
 	} {
-		if _, _, err := ws.recall(ctx, q, 1); err != nil {
+		if _, _, err := ws.recall(ctx, q, 1, nil); err != nil {
 			logger.Debug("store: warming a statement failed; it is prepared on first use instead", "error", err)
 			return
 		}

@@ -353,6 +353,7 @@ func serialWithFloor(ctx context.Context, nc *nats.Conn, prefix, url string, req
 				q := store.RecallQuery{
 					SearchQuery: store.SearchQuery{UserID: userID(rq.user), Keywords: enricher.Keywords(rq.message)},
 					MaxFacts:    enricher.DefaultMaxFacts,
+					FirstFacts:  enricher.CoreFactKeys,
 				}
 				t0 := time.Now()
 				_, cands, err := s.Recall(ctx, q)

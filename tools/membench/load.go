@@ -46,7 +46,7 @@ func floorLoad(ctx context.Context, conns []*nats.Conn, prefix, url string, c co
 					_, err = nc.RequestWithContext(ctx, prefix+".echo."+userID(rq.user), data)
 				}
 				if err == nil {
-					q := store.RecallQuery{SearchQuery: store.SearchQuery{UserID: userID(rq.user), Keywords: enricher.Keywords(rq.message)}, MaxFacts: enricher.DefaultMaxFacts}
+					q := store.RecallQuery{SearchQuery: store.SearchQuery{UserID: userID(rq.user), Keywords: enricher.Keywords(rq.message)}, MaxFacts: enricher.DefaultMaxFacts, FirstFacts: enricher.CoreFactKeys}
 					var cands store.Candidates
 					if _, cands, err = s.Recall(ctx, q); err == nil {
 						items := enricher.Rank(cands, time.Time{}, events.DefaultThreshold, events.DefaultMaxResults)
