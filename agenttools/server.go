@@ -239,7 +239,14 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("agenttools: listen on %s: %w", s.cfg.Listen, err)
 	}
 	s.addr = ln.Addr().String()
-	s.http = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	// An agent's session holds a GET stream open for as long as it lives
+	// (the SDK's client and most agents open one): no request in flight,
+	// so it ends as Stop begins instead of holding Stop to its deadline
+	// (every stop with an agent connected took --shutdown-timeout and
+	// failed).
+	streams, endStreams := context.WithCancel(context.Background())
+	s.http = &http.Server{Handler: endOnShutdown(h, streams), ReadHeaderTimeout: 10 * time.Second}
+	s.http.RegisterOnShutdown(endStreams)
 	s.done = make(chan error, 1)
 	go func() { s.done <- s.http.Serve(ln) }()
 	s.cfg.Logger.Info("mcp serving streamable HTTP", "addr", s.addr)
@@ -255,14 +262,30 @@ func (s *Server) Addr() string {
 // itself, http.ErrServerClosed after Stop; nil before Start.
 func (s *Server) Done() <-chan error { return s.done }
 
-// Stop stops the HTTP server, waiting for requests in flight until ctx is
-// done.
+// Stop stops the HTTP server: it ends the sessions' GET streams and waits
+// for the tool calls in flight until ctx is done, then cuts those still
+// running (their connections are closed, which cancels their contexts).
 func (s *Server) Stop(ctx context.Context) error {
 	if s.http == nil {
 		return nil
 	}
 	if err := s.http.Shutdown(ctx); err != nil {
-		return fmt.Errorf("agenttools: stop: %w", err)
+		_ = s.http.Close()
+		return fmt.Errorf("agenttools: stop: tool calls still in flight were cut: %w", err)
 	}
 	return nil
+}
+
+// endOnShutdown gives h's GET requests (the sessions' event streams) a
+// context that ends with streams as well as with the request.
+func endOnShutdown(h http.Handler, streams context.Context) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			defer context.AfterFunc(streams, cancel)()
+			r = r.WithContext(ctx)
+		}
+		h.ServeHTTP(w, r)
+	})
 }
