@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -60,6 +61,24 @@ func (p *Proxy) user(r *http.Request) (string, bool) {
 		return "", false
 	}
 	return p.cfg.Keys.Lookup(strings.TrimSpace(auth[len("Bearer "):]))
+}
+
+// repeatedUserHeader refuses, with a 400, a request carrying the trusted
+// header more than once: user reads the first, which a gateway that adds
+// its header rather than replacing the client's (Envoy's
+// request_headers_to_add appends by default) leaves as the client's own.
+func (p *Proxy) repeatedUserHeader(w http.ResponseWriter, r *http.Request) bool {
+	h := p.cfg.TrustedUserHeader
+	if h == "" {
+		return false
+	}
+	n := len(r.Header.Values(h))
+	if n < 2 {
+		return false
+	}
+	writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid_user",
+		fmt.Sprintf("the %s header was sent %d times: the gateway must replace the client's, not add its own", h, n))
+	return true
 }
 
 func (p *Proxy) unauthorized(w http.ResponseWriter) {
@@ -142,6 +161,9 @@ func (r *idleReader) Read(b []byte) (int, error) {
 
 // serveModels serves models and returns the request's outcome.
 func (p *Proxy) serveModels(w http.ResponseWriter, r *http.Request) string {
+	if p.repeatedUserHeader(w, r) {
+		return OutcomeBadRequest
+	}
 	if _, ok := p.user(r); !ok {
 		p.unauthorized(w)
 		return OutcomeUnauthorized
@@ -278,7 +300,11 @@ type request struct {
 	messages []json.RawMessage
 	// last is the index in messages of the last user message, -1 if none.
 	last int
-	// text is the last user message's text (its text parts joined).
+	// text is the last user message's text (its text parts joined), as
+	// enrich reads it and the turn holds it: each NUL a space (noNUL), and
+	// no white space at its end, which the turn's last bytes would keep
+	// instead of the words (a message of 64 KiB of trailing spaces was
+	// published blank, and refused).
 	text   string
 	stream bool
 	memory bool
@@ -321,7 +347,7 @@ func parseRequest(body []byte) (*request, error) {
 			continue
 		}
 		rq.last = i
-		rq.text = contentText(m.Content)
+		rq.text = strings.TrimRightFunc(noNUL(contentText(m.Content)), unicode.IsSpace)
 		break
 	}
 	return rq, nil
@@ -330,7 +356,7 @@ func parseRequest(body []byte) (*request, error) {
 // hasText reports whether the last user message holds more than white
 // space: one that does not is neither enriched nor a turn (the publish
 // would refuse it, counted a failed publish, the alert operators watch).
-func (rq *request) hasText() bool { return strings.TrimSpace(rq.text) != "" }
+func (rq *request) hasText() bool { return rq.text != "" }
 
 // contentText is the text of a message's content: the string, or the text
 // parts of an array of parts joined by newlines.
@@ -522,6 +548,9 @@ func (p *Proxy) chat(w http.ResponseWriter, r *http.Request) {
 func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request) string {
 	r, span := p.startSpan(r)
 	defer span.End()
+	if p.repeatedUserHeader(w, r) {
+		return OutcomeBadRequest
+	}
 	user, ok := p.user(r)
 	if !ok {
 		p.unauthorized(w)
@@ -530,10 +559,15 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request) string {
 	var bad *events.ValidationError
 	if err := events.CheckUserID(user); errors.As(err, &bad) {
 		// A gateway's header memoryd would refuse (a key's user id is
-		// checked when the key is made): said now, not found later as a
-		// chat without memory and a turn that fails to publish.
+		// checked when the key is made, but a key file may be edited):
+		// said now, not found later as a chat without memory and a turn
+		// that fails to publish.
+		from := "of this API key (memoryd keys add checks it; was the key file edited?)"
+		if h := p.cfg.TrustedUserHeader; h != "" && strings.TrimSpace(r.Header.Get(h)) != "" {
+			from = "in " + h
+		}
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid_user",
-			fmt.Sprintf("the user id in %s %s", p.cfg.TrustedUserHeader, bad.Reason))
+			fmt.Sprintf("the user id %s %s", from, bad.Reason))
 		return OutcomeBadRequest
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.cfg.MaxBodyBytes))
@@ -654,12 +688,22 @@ func (p *Proxy) publish(sc trace.SpanContext, user, message string, acc *reply) 
 		// turn and nothing of it be remembered: a message by its end, the
 		// part enrich searched with (a pasted text before the question), a
 		// reply by its start.
-		UserMessage:       lastBytes(noNUL(message), events.MaxUserMessageBytes),
+		UserMessage:       lastBytes(message, events.MaxUserMessageBytes),
 		AssistantResponse: firstBytes(noNUL(acc.text.String()), events.MaxAssistantResponseBytes),
 		Timestamp:         time.Now().UTC(),
 	}
 	fitEvent(&turn)
+	p.mu.Lock()
+	if p.halted {
+		p.mu.Unlock()
+		// Stop cut this request's stream as it ended: the NATS
+		// connection is about to close.
+		p.obs.TurnPublished(false)
+		p.log.Error("turn not published: the proxy stopped past its deadline", "user_id", user, "event_id", turn.ID)
+		return
+	}
 	p.publishes.Add(1)
+	p.mu.Unlock()
 	go func() {
 		defer p.publishes.Done()
 		var err error

@@ -222,8 +222,12 @@ type Proxy struct {
 	obs      Observer
 	tracer   trace.Tracer // nil when Config.TracerProvider is
 
-	// publishes tracks the turns being published, so that Stop waits for them.
+	// publishes tracks the turns being published, so that Stop waits for
+	// them; it is added to under mu, and not once halted is set (Stop
+	// past its deadline: no turn is published from then on).
 	publishes sync.WaitGroup
+	mu        sync.Mutex
+	halted    bool
 
 	srv *http.Server
 	ln  net.Listener
@@ -319,20 +323,50 @@ func (p *Proxy) Addr() string {
 }
 
 // Stop stops accepting requests, waits (bounded by ctx) for the requests in
-// flight and then for the turns being published.
+// flight and then for the turns being published. Past ctx's deadline it
+// cuts the requests still in flight: their connections are closed, which
+// cancels their upstream requests, and none of their turns is published
+// (a request ending as the cut comes is not either: the caller closes the
+// NATS connection next). It then waits up to haltWait for the turns whose
+// publish began before, and returns an error naming what it cut.
 func (p *Proxy) Stop(ctx context.Context) error {
-	var err error
+	var cut error
 	if p.srv != nil {
-		err = p.srv.Shutdown(ctx)
+		if err := p.srv.Shutdown(ctx); err != nil {
+			p.halt()
+			_ = p.srv.Close()
+			cut = fmt.Errorf("proxy: stop: requests still in flight were cut: %w", err)
+		}
 	}
+	p.halt() // every handler has returned: none publishes from here on
 	done := make(chan struct{})
 	go func() { p.publishes.Wait(); close(done) }()
+	wait := ctx
+	if cut != nil {
+		var cancel context.CancelFunc
+		wait, cancel = context.WithTimeout(context.Background(), haltWait)
+		defer cancel()
+	}
 	select {
 	case <-done:
-	case <-ctx.Done():
+		return cut
+	case <-wait.Done():
+		if cut != nil {
+			return fmt.Errorf("%w; turns still being published after %s", cut, haltWait)
+		}
 		return fmt.Errorf("proxy: stop: turns still being published: %w", ctx.Err())
 	}
-	return err
+}
+
+// haltWait bounds how long Stop waits, past its deadline, for the turns
+// whose publish had begun.
+const haltWait = 2 * time.Second
+
+// halt stops turns from being published.
+func (p *Proxy) halt() {
+	p.mu.Lock()
+	p.halted = true
+	p.mu.Unlock()
 }
 
 // redacted is u with its password, if any, shown as "xxxxx": secrets are

@@ -312,7 +312,7 @@ func (e *env) post(t *testing.T, headers ...string) int {
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
 		if headers[i+1] != "" {
-			req.Header.Set(headers[i], headers[i+1])
+			req.Header.Add(headers[i], headers[i+1]) // a name given twice is sent twice
 		}
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -610,9 +610,14 @@ func TestMemoryOff(t *testing.T) {
 	send(`{"model":"m","messages":[{"role":"user","content":" \n\t "}]}`, false)
 	send(`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":" "}]}]}`, false)
 	send(`{"model":"m","messages":[{"role":"user","content":"my id is a\u0000b"}]}`, false)
+	// NULs alone are white space too; a message whose last 64 KiB (what a
+	// turn keeps) are white space keeps its words. Before, both were
+	// published blank, refused and counted failed.
+	send(`{"model":"m","messages":[{"role":"user","content":"\u0000 \u0000"}]}`, false)
+	send(`{"model":"m","messages":[{"role":"user","content":"I live in Oslo`+strings.Repeat(" ", events.MaxUserMessageBytes+10)+`"}]}`, false)
 	e.stop()
-	if n := e.turnsPublished(t, "alice"); n != 3 {
-		t.Fatalf("%d turns published, want 3 (the requests with memory on and a message)", n)
+	if n := e.turnsPublished(t, "alice"); n != 4 {
+		t.Fatalf("%d turns published, want 4 (the requests with memory on and a message)", n)
 	}
 	// Before, the blank message was published, refused, and counted a
 	// failed publish: the alert of turns memoryd will not remember.
@@ -707,6 +712,11 @@ func TestTrustedUserHeader(t *testing.T) {
 		if code := post(bad); code != http.StatusBadRequest {
 			t.Errorf("header user id %q: %d, want 400", bad, code)
 		}
+	}
+	// The header twice (a gateway that adds its own to the client's) is a
+	// 400: before, the first, the client's, was the user.
+	if code := e.post(t, "X-Gateway-User", "bob", "X-Gateway-User", "carol"); code != http.StatusBadRequest {
+		t.Errorf("the header twice: %d, want 400", code)
 	}
 	e.up.mu.Lock()
 	defer e.up.mu.Unlock()

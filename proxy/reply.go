@@ -22,11 +22,17 @@ type reply struct {
 	id       string
 	text     strings.Builder
 	finished bool
-	// ended is a streamed reply's end seen: [DONE] or a finish reason of
-	// any choice, tool calls' included. A stream whose body ends without
-	// either broke off, however cleanly its body ended (a close-delimited
-	// body cut by a dropped connection reads as a clean end).
-	ended bool
+	// ended is a streamed reply's [DONE] seen; open are the choices seen
+	// without their finish reason yet, and closed whether one has had
+	// its own (tool calls' included). A stream whose body ends without
+	// [DONE], or with a choice open (n > 1: one choice may finish long
+	// before another), broke off, however cleanly its body ended (a
+	// close-delimited body cut by a dropped connection reads as a clean
+	// end).
+	ended  bool
+	open   map[int]bool
+	closed bool
+	many   bool // more choices open at once than maxOpenChoices: only [DONE] ends it
 	// discard is the text not kept: a stream read only for its end
 	// (memory off), which would otherwise hold up to maxReplyBytes.
 	discard  bool
@@ -57,12 +63,17 @@ func (a *reply) feed(b []byte) {
 		return
 	}
 	for {
-		i := bytes.IndexByte(a.pending, '\n')
-		if i < 0 {
-			return
+		// A line ends with CRLF, LF or a CR alone (the SSE format's three).
+		i := bytes.IndexAny(a.pending, "\r\n")
+		if i < 0 || (a.pending[i] == '\r' && i+1 == len(a.pending)) {
+			return // a CR last may be a CRLF's half: the next bytes, or the end, tell
 		}
-		a.line(bytes.TrimRight(a.pending[:i], "\r"))
-		a.pending = a.pending[i+1:]
+		a.line(a.pending[:i])
+		n := i + 1
+		if a.pending[i] == '\r' && a.pending[n] == '\n' {
+			n++
+		}
+		a.pending = a.pending[n:]
 	}
 }
 
@@ -94,8 +105,18 @@ func (a *reply) line(l []byte) {
 		a.id = chunk.ID
 	}
 	for _, c := range chunk.Choices {
-		if c.FinishReason != nil && *c.FinishReason != "" {
-			a.ended = true
+		switch {
+		case c.FinishReason != nil && *c.FinishReason != "":
+			delete(a.open, c.Index)
+			a.closed = true
+		case a.open[c.Index]:
+		case len(a.open) >= maxOpenChoices:
+			a.many = true
+		default:
+			if a.open == nil {
+				a.open = map[int]bool{}
+			}
+			a.open[c.Index] = true
 		}
 		if c.Index != 0 {
 			continue
@@ -117,7 +138,7 @@ func (a *reply) end() {
 	}
 	if a.streamed {
 		if len(a.pending) > 0 {
-			a.line(bytes.TrimRight(a.pending, "\r"))
+			a.line(bytes.TrimSuffix(a.pending, []byte("\r")))
 		}
 		a.pending = nil
 		return
@@ -156,8 +177,15 @@ func callsTools(reason string) bool {
 }
 
 // brokeOff reports whether a streamed reply's body ended without its end:
-// no [DONE] and no finish reason. Unknown (false) past the bytes kept.
-func (a *reply) brokeOff() bool { return a.streamed && !a.overflow && !a.ended }
+// no [DONE], and a choice without its finish reason (or none with one).
+// Unknown (false) past the bytes kept.
+func (a *reply) brokeOff() bool {
+	return a.streamed && !a.overflow && !a.ended && (len(a.open) > 0 || !a.closed || a.many)
+}
+
+// maxOpenChoices bounds the choices a reply tracks as open (OpenAI's n is
+// at most 128): a stream with more open at once ends only by [DONE].
+const maxOpenChoices = 128
 
 // done reports whether a whole reply was read: a finish reason seen in the
 // stream, or a choice in the JSON reply.

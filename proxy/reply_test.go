@@ -169,3 +169,48 @@ func TestReplyJSONWithLargeLogprobs(t *testing.T) {
 		t.Fatalf("a complete %d-byte reply: done %v, text %q; want its answer remembered", len(body), a.done(), a.text.String())
 	}
 }
+
+// TestReplyStreamEnds: where a stream's end is seen, for the three line
+// ends SSE allows (CR alone included: such a complete stream was cut to
+// the client) and for several choices (n > 1: one finishing before another
+// ended the stream, and a body breaking off then reached the client as a
+// clean end). Each body is cut at every byte boundary.
+func TestReplyStreamEnds(t *testing.T) {
+	chunk := func(index int, content, finish string) string {
+		f := "null"
+		if finish != "" {
+			f = `"` + finish + `"`
+		}
+		return `data: {"id":"c1","choices":[{"index":` + string(rune('0'+index)) + `,"delta":{"content":"` + content + `"},"finish_reason":` + f + `}]}`
+	}
+	for _, tc := range []struct {
+		name     string
+		lines    []string
+		eol      string
+		brokeOff bool
+		done     bool
+		text     string
+	}{
+		{"LF", []string{chunk(0, "Hi", ""), chunk(0, "", "stop"), "data: [DONE]"}, "\n\n", false, true, "Hi"},
+		{"CRLF", []string{chunk(0, "Hi", ""), chunk(0, "", "stop"), "data: [DONE]"}, "\r\n\r\n", false, true, "Hi"},
+		{"CR alone", []string{chunk(0, "Hi", ""), chunk(0, "", "stop"), "data: [DONE]"}, "\r\r", false, true, "Hi"},
+		{"CR alone, no [DONE]", []string{chunk(0, "Hi", ""), chunk(0, "", "stop")}, "\r\r", false, true, "Hi"},
+		{"CR alone, cut", []string{chunk(0, "Hi", "")}, "\r", true, false, "Hi"},
+		{"two choices, both finished", []string{chunk(0, "Hal", ""), chunk(1, "Done", "stop"), chunk(0, "lo", "stop")}, "\n\n", false, true, "Hallo"},
+		{"two choices, the other finished, cut", []string{chunk(0, "Hal", ""), chunk(1, "Done", "stop")}, "\n\n", true, false, "Hal"},
+		{"two choices, the first finished, cut", []string{chunk(0, "Hi", ""), chunk(1, "Do", ""), chunk(0, "", "stop")}, "\n\n", true, true, "Hi"},
+		{"two choices, [DONE]", []string{chunk(0, "Hi", "stop"), chunk(1, "Do", ""), "data: [DONE]"}, "\n\n", false, true, "Hi"},
+	} {
+		body := strings.Join(tc.lines, tc.eol) + tc.eol
+		for cut := 0; cut <= len(body); cut++ {
+			a := reply{streamed: true}
+			a.feed([]byte(body[:cut]))
+			a.feed([]byte(body[cut:]))
+			a.end()
+			if a.brokeOff() != tc.brokeOff || a.done() != tc.done || a.text.String() != tc.text {
+				t.Fatalf("%s, cut at %d: broke off %v, done %v, text %q; want %v, %v, %q", tc.name, cut,
+					a.brokeOff(), a.done(), a.text.String(), tc.brokeOff, tc.done, tc.text)
+			}
+		}
+	}
+}
