@@ -185,7 +185,7 @@ func (p *Proxy) serveModels(w http.ResponseWriter, r *http.Request) string {
 	}
 	watch := p.watchIdle(r)
 	defer watch.stop()
-	req, err := http.NewRequestWithContext(watch.ctx, http.MethodGet, p.upstream+path, nil)
+	req, err := http.NewRequestWithContext(watch.ctx, http.MethodGet, p.upstreamURL(path), nil)
 	if err != nil {
 		writeError(w, http.StatusBadGateway, "upstream_error", "upstream_unreachable", err.Error())
 		return OutcomeUpstreamUnreachable
@@ -597,7 +597,7 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request) string {
 	}
 	watch := p.watchIdle(r)
 	defer watch.stop()
-	req, err := http.NewRequestWithContext(watch.ctx, http.MethodPost, p.upstream+"/chat/completions", bytes.NewReader(out))
+	req, err := http.NewRequestWithContext(watch.ctx, http.MethodPost, p.upstreamURL("/chat/completions"), bytes.NewReader(out))
 	if err != nil {
 		writeError(w, http.StatusBadGateway, "upstream_error", "upstream_unreachable", err.Error())
 		return OutcomeUpstreamUnreachable

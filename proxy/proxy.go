@@ -214,7 +214,8 @@ func (c Config) validate() error {
 // Stop run it on Config.Listen.
 type Proxy struct {
 	cfg      Config
-	upstream string
+	upstream string // Config.Upstream without its query and trailing "/"
+	query    string // its query, without the "?"
 	client   *http.Client
 	memory   *events.Client
 	pub      *events.Publisher
@@ -249,9 +250,13 @@ func New(cfg Config) (*Proxy, error) {
 		t.ResponseHeaderTimeout = cfg.UpstreamTimeout
 		tr = t
 	}
+	// A query (Azure OpenAI's ?api-version=) goes after each endpoint's
+	// path, not before it.
+	base, query, _ := strings.Cut(cfg.Upstream, "?")
 	p := &Proxy{
 		cfg:      cfg,
-		upstream: strings.TrimSuffix(cfg.Upstream, "/"),
+		upstream: strings.TrimSuffix(base, "/"),
+		query:    query,
 		// Redirects are the client's to follow, not the proxy's: following
 		// one would resend the upstream key to wherever it points.
 		client: &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
@@ -367,6 +372,14 @@ func (p *Proxy) halt() {
 	p.mu.Lock()
 	p.halted = true
 	p.mu.Unlock()
+}
+
+// upstreamURL is the upstream's URL of the endpoint at path.
+func (p *Proxy) upstreamURL(path string) string {
+	if p.query == "" {
+		return p.upstream + path
+	}
+	return p.upstream + path + "?" + p.query
 }
 
 // redacted is u with its password, if any, shown as "xxxxx": secrets are

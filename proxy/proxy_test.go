@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -46,6 +47,7 @@ type upstream struct {
 	gateway  []string // X-Gateway-User as received
 	parents  []string // traceparent as received
 	headers  []http.Header
+	queries  []string // the requests' raw queries
 	// sent is the last streamed body, byte for byte.
 	sent []byte
 	// stallEnded counts the "stall" requests that ended (cancelled).
@@ -80,6 +82,7 @@ func (u *upstream) last(t *testing.T) map[string]json.RawMessage {
 func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	u.mu.Lock()
 	mode := u.mode
+	u.queries = append(u.queries, r.URL.RawQuery)
 	u.mu.Unlock()
 	if r.URL.Path != "/v1/models" && r.URL.Path != "/v1/chat/completions" && !strings.HasPrefix(r.URL.Path, "/v1/models/") || strings.Contains(r.URL.Path, "..") {
 		w.Header().Set("Content-Type", "application/json")
@@ -1000,6 +1003,34 @@ func (o *outcomes) count(endpoint, outcome string) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.n[endpoint+" "+outcome]
+}
+
+// TestUpstreamWithAQuery: an upstream URL with a query (Azure OpenAI's
+// ?api-version=) gets each endpoint's path before it. Before, the path was
+// appended after the query: every request reached the base URL with a
+// query of "api-version=2024-06-01/chat/completions".
+func TestUpstreamWithAQuery(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *proxy.Config) { c.Upstream += "/?api-version=2024-06-01" })
+	if code := e.post(t, "Authorization", "Bearer "+e.keys["alice"]); code != http.StatusOK {
+		t.Fatalf("chat: %d", code)
+	}
+	req, _ := http.NewRequest(http.MethodGet, e.url+"/models/fake-model", nil)
+	req.Header.Set("Authorization", "Bearer "+e.keys["alice"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"id":"fake-model"`) {
+		t.Fatalf("models: %d %s", resp.StatusCode, b)
+	}
+	e.up.mu.Lock()
+	defer e.up.mu.Unlock()
+	if !slices.Equal(e.up.queries, []string{"api-version=2024-06-01", "api-version=2024-06-01"}) {
+		t.Fatalf("the upstream got queries %q, want the configured one with each request", e.up.queries)
+	}
 }
 
 // TestModelsPathStaysUnderModels: GET /v1/models/{id} cannot reach another
