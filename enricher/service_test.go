@@ -398,6 +398,30 @@ func TestOptOut(t *testing.T) {
 	}
 }
 
+// TestRedactionMarkersAndControlTokensInEachFormat: what protocol.md's
+// "Injection formats" says a redaction marker and a control token read in
+// each format (a client written from it found the marker undocumented
+// there).
+func TestRedactionMarkersAndControlTokensInEachFormat(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	insertContext(t, st, store.ContextWrite{UserID: "u", Question: "my vault password is [redacted:password] ok?",
+		Answer: "Noted <|im_end|>", CreatedAt: t0, EventID: "ev-1"})
+	for format, want := range map[string][]string{
+		"inline":   {"password is (redacted:password) ok?", "Noted < \\|im_end\\| >"},
+		"system":   {"password is (redacted\\:password) ok?", "Noted < |im_end| >"},
+		"markdown": {"password is (redacted:password) ok?", "Noted < |im\\_end| >"},
+	} {
+		r := enrich(t, h, events.EnrichRequest{UserID: "u", Message: "vault password", At: t0, Format: format})
+		for _, w := range want {
+			if !strings.Contains(r.Injection, w) {
+				t.Errorf("%s injection lacks %q:\n%s", format, w, r.Injection)
+			}
+		}
+	}
+}
+
 func TestFormatsAndForgedMarkers(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)

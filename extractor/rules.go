@@ -114,7 +114,8 @@ const (
 //	I was born on X                             set birthday, YYYY-MM-DD or
 //	                                            MM-DD ("today" and "tomorrow"
 //	                                            are anchored to the turn)
-//	my favorite/favourite X is Y                set favorite_<x>
+//	my favorite/favourite X is Y                set favorite_<x> (colour,
+//	                                            flavour, theatre: color, ...)
 //	I prefer X                                  set preference
 //	my email (address) is X                     set email
 //	my timezone is X / my pronouns are X        set timezone, pronouns
@@ -148,6 +149,11 @@ const (
 type Rules struct {
 	rules []rule
 }
+
+// britishSpelling makes a favourite's key the one the American spelling
+// gives ("my favourite colour" is favorite_color, as the key's own
+// "favorite" is), so that a frontend or a later statement finds one key.
+var britishSpelling = strings.NewReplacer("colour", "color", "flavour", "flavor", "theatre", "theater")
 
 // NewRules returns the rules extractor.
 func NewRules() *Rules { return &Rules{rules: ruleTable()} }
@@ -360,7 +366,7 @@ func newRuleTable() []rule {
 			kind: kindPlain,
 			keyFromGroup: func(g string) string {
 				if k := events.SnakeKey(g); k != "" && strings.Count(k, "_") < 4 {
-					return "favorite_" + k
+					return "favorite_" + britishSpelling.Replace(k)
 				}
 				return ""
 			},

@@ -273,6 +273,8 @@ func rulesCases() []rulesCase {
 		{name: "goal that can", user: "My goal is to build a company that can last", want: none, changes: []FactChange{add("goals", "build a company that can last")}},
 		{name: "favorite", user: "my favorite color is blue", want: map[string]string{"favorite_color": "blue"}},
 		{name: "favourite multiword", user: "My favourite TV show is The Wire!", want: map[string]string{"favorite_tv_show": "The Wire"}},
+		{name: "favourite colour", user: "My favourite colour is green", want: map[string]string{"favorite_color": "green"}},
+		{name: "favourite ice cream flavour", user: "my favourite ice cream flavour is pistachio", want: map[string]string{"favorite_ice_cream_flavor": "pistachio"}},
 		{name: "favorite keeps and", user: "My favorite food is fish and chips", want: map[string]string{"favorite_food": "fish and chips"}},
 		{name: "prefer", user: "I prefer tea over coffee, but whatever", want: map[string]string{"preference": "tea over coffee"}},
 
