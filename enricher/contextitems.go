@@ -90,7 +90,7 @@ func (c contextItems) update(token string, data []byte) (call, error) {
 		return nil, err
 	}
 	if req.ID <= 0 {
-		return nil, badRequest("id %d is not a context item id", req.ID)
+		return nil, contextIDError(req.ID)
 	}
 	if req.Question == nil && req.Answer == nil {
 		return nil, badRequest(`set "question", "answer" or both to say what to change`)
@@ -161,7 +161,7 @@ func decodeItem(token string, data []byte) (events.ContextItemRequest, error) {
 		return req, err
 	}
 	if req.ID <= 0 {
-		return req, badRequest("id %d is not a context item id", req.ID)
+		return req, contextIDError(req.ID)
 	}
 	return req, nil
 }
@@ -170,4 +170,13 @@ func decodeItem(token string, data []byte) (events.ContextItemRequest, error) {
 // item is answered the same way, so ids reveal nothing across users.
 func noItem(id int64) error {
 	return &events.ServiceError{Code: 404, Description: fmt.Sprintf("no context item %d", id)}
+}
+
+// contextIDError is the 400 of a request's id that names no context item:
+// absent (0) or negative.
+func contextIDError(id int64) error {
+	if id == 0 {
+		return badRequest("id is required: the context item's id (1 or more), as search, context.list and enrich's context give it")
+	}
+	return badRequest("id %d is not a context item id", id)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,20 +133,23 @@ func TestContextItemsOverNATS(t *testing.T) {
 func TestContextItemBadRequests(t *testing.T) {
 	t.Parallel()
 	h := start(t, storetest.New(t), nil)
-	for _, c := range []struct{ endpoint, body string }{
-		{"context.list", `{"user_id":"alice","limit":0}`},
-		{"context.list", `{"user_id":"alice","limit":201}`},
-		{"context.list", `{"user_id":"alice","after":{"created_at":"2026-11-21T10:00:00Z","id":0}}`},
-		{"context.list", `{"user_id":"bob"}`},
-		{"context.get", `{"user_id":"alice"}`},
-		{"context.get", `{"user_id":"alice","id":-3}`},
-		{"context.update", `{"user_id":"alice","id":1}`},
-		{"context.update", `{"user_id":"alice","id":1,"question":"  "}`},
-		{"context.update", `{"user_id":"alice","id":1,"answer":"a\u0000b"}`},
-		{"context.delete", `{"user_id":"alice","id":0}`},
+	for _, c := range []struct{ endpoint, body, says string }{
+		{"context.list", `{"user_id":"alice","limit":0}`, ""},
+		{"context.list", `{"user_id":"alice","limit":201}`, ""},
+		{"context.list", `{"user_id":"alice","after":{"created_at":"2026-11-21T10:00:00Z","id":0}}`, ""},
+		{"context.list", `{"user_id":"bob"}`, ""},
+		// The id absent is said so (before: "id 0 is not a context item id").
+		{"context.get", `{"user_id":"alice"}`, "id is required"},
+		{"context.get", `{"user_id":"alice","id":-3}`, "id -3 is not a context item id"},
+		{"context.update", `{"user_id":"alice","id":1}`, ""},
+		{"context.update", `{"user_id":"alice","id":1,"question":"  "}`, ""},
+		{"context.update", `{"user_id":"alice","id":1,"answer":"a\u0000b"}`, ""},
+		{"context.update", `{"user_id":"alice","question":"q"}`, "id is required"},
+		{"context.delete", `{"user_id":"alice","id":0}`, ""},
 	} {
-		if code, desc := errorCode(t, h.raw(t, h.prefix+"."+c.endpoint+".alice", []byte(c.body))); code != 400 {
-			t.Errorf("%s %s: code %d (%s), want 400", c.endpoint, c.body, code, desc)
+		code, desc := errorCode(t, h.raw(t, h.prefix+"."+c.endpoint+".alice", []byte(c.body)))
+		if code != 400 || !strings.Contains(desc, c.says) {
+			t.Errorf("%s %s: code %d (%s), want 400 saying %q", c.endpoint, c.body, code, desc, c.says)
 		}
 	}
 }

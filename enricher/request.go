@@ -255,7 +255,7 @@ func jsonReason(err error) string {
 	case errors.As(err, &typeErr):
 		return fmt.Sprintf("field %q must be %s, not %s", wireField(typeErr.Field), jsonType(typeErr.Type), typeErr.Value)
 	case errors.As(err, &timeErr) || errors.Is(err, errNotTime):
-		return "times (at, since, until) must be RFC 3339, e.g. 2026-11-21T10:00:00Z"
+		return "times (at, since, until, after.source_at) must be RFC 3339, e.g. 2026-11-21T10:00:00Z"
 	case errors.As(err, &syntaxErr):
 		return fmt.Sprintf("invalid JSON at byte %d: %s", syntaxErr.Offset, syntaxErr.Error())
 	case errors.Is(err, io.ErrUnexpectedEOF):
