@@ -1,6 +1,7 @@
 package enricher
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -40,8 +41,11 @@ type euLang struct {
 	// units are the words of a unit, singular and plural: a timeUnit, or
 	// a time.Duration for hours and minutes.
 	units map[string]any
-	// weekdays from Monday (0); months.
+	// weekdays from Monday (0), compounds included; months.
 	weekdays map[string]int
+	// dayParts are the weekdays compounded with a part of the day
+	// (German "Montagabend", Dutch "maandagavond"): that part.
+	dayParts map[string][2]int
 	months   map[string]time.Month
 	// yearJoin may stand between a month and its year ("mayo de 2024").
 	yearJoin map[string]bool
@@ -94,6 +98,18 @@ func (l *euLang) withRolling(plurals, notBefore string) *euLang {
 func (l *euLang) withPast(past, habits, clauses string) *euLang {
 	l.past = stringSet(strings.Fields(past))
 	l.habits, l.clauses = stringSet(strings.Fields(habits)), stringSet(strings.Fields(clauses))
+	return l
+}
+
+// withCompounds makes each weekday followed by one of parts' words (no
+// space: "Montagabend") that weekday's part of the day.
+func (l *euLang) withCompounds(parts map[string][2]int) *euLang {
+	l.dayParts = map[string][2]int{}
+	for w, d := range maps.Clone(l.weekdays) {
+		for suffix, part := range parts {
+			l.weekdays[w+suffix], l.dayParts[w+suffix] = d, part
+		}
+	}
 	return l
 }
 
@@ -170,6 +186,7 @@ type euMatch struct {
 	count   int // -1: no count, 0: a few
 	unit    any
 	weekday int
+	dayPart string // the weekday's word, when it is a compound with a part of the day
 	month   time.Month
 	monthAt int // the month's token
 	year    int
@@ -361,6 +378,9 @@ func (l *euLang) match(e euExpr, toks []timeTok, words []string, i int, at time.
 				return m, false
 			}
 			m.weekday = d
+			if _, ok := l.dayParts[w]; ok {
+				m.dayPart = w
+			}
 			j++
 			// Portuguese "segunda-feira", "sexta feira".
 			if j < len(toks) && words[j] == "feira" && euJoined(toks[j].gap, false) {
@@ -565,6 +585,11 @@ func (l *euLang) resolve(toks []timeTok, words []string, i int, e euExpr, m euMa
 				x.Since = day(x.Since, d)
 				x.Until = day(x.Since, 1)
 				x.Start, x.End = toks[from].start, toks[to-1].end
+				wd := to - 1 // the weekday's word: last, or first ("Montagabend letzter Woche")
+				if from < i {
+					wd = from
+				}
+				x.Since, x.Until = l.partOfDay(words[wd], x.Since, x.Until)
 			}
 		}
 		if x.Since.After(at) || (e.planned && l.planned(toks, words, i)) {
@@ -619,7 +644,9 @@ func (l *euLang) resolve(toks []timeTok, words []string, i int, e euExpr, m euMa
 		// native readers in review).
 		x.Since = lastWeekdayBefore(at, m.weekday)
 		x.Until = day(x.Since, 1)
-		if end < len(toks) && euJoined(toks[end].gap, false) {
+		if m.dayPart != "" {
+			x.Since, x.Until = l.partOfDay(m.dayPart, x.Since, x.Until)
+		} else if end < len(toks) && euJoined(toks[end].gap, false) {
 			if part, ok := euWeekdayPart[words[end]]; ok {
 				// "Dienstag Abend", "mardi soir", "lunedì sera": that
 				// part of the day, not a word to search for.
@@ -629,7 +656,7 @@ func (l *euLang) resolve(toks []timeTok, words []string, i int, e euExpr, m euMa
 		}
 	case euLastWeekday:
 		x.Since = lastWeekdayBefore(at, m.weekday)
-		x.Until = day(x.Since, 1)
+		x.Since, x.Until = l.partOfDay(m.dayPart, x.Since, day(x.Since, 1))
 	case euMonth, euDate, euEarlyMonth, euMidMonth, euLateMonth:
 		if _, en := months[words[m.monthAt]]; en && (words[i] == "in" || e.slots[0].class != euWords) {
 			// "in December", "3 december", "September 2024": English
@@ -856,6 +883,16 @@ func (l *euLang) pastWeekday(toks []timeTok, words []string, i, end int, at time
 		}
 	}
 	return false
+}
+
+// partOfDay narrows a weekday's day [since, until) to the part of the day
+// its word names ("Montagabend"); another word leaves it whole.
+func (l *euLang) partOfDay(word string, since, until time.Time) (time.Time, time.Time) {
+	part, ok := l.dayParts[word]
+	if !ok {
+		return since, until
+	}
+	return since.Add(time.Duration(part[0]) * time.Hour), since.Add(time.Duration(part[1]) * time.Hour)
 }
 
 // euWeekdayReach bounds the words either side of a weekday alone that

@@ -274,6 +274,26 @@ func TestParseTimeEuropeanPartOfMonth(t *testing.T) {
 	})
 }
 
+// TestParseTimeEuropeanWeekdayCompounds: a German or Dutch weekday written
+// as one word with a part of the day ("Montagabend", "maandagavond") is
+// that part of that day, wherever the weekday alone is read.
+func TestParseTimeEuropeanWeekdayCompounds(t *testing.T) {
+	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC) // a Wednesday
+	checkParseTime(t, at, []parseCase{
+		{"Was habe ich am Montagabend gesagt?", "2026-11-16 18:00", "2026-11-17", "Montagabend"},
+		{"Worüber haben wir Sonntagvormittag gesprochen?", "2026-11-15", "2026-11-15 12:00", "Sonntagvormittag"},
+		{"Samstagnacht habe ich dir was erzählt", "2026-11-14 18:00", "2026-11-15 06:00", "Samstagnacht"},
+		{"letzten Freitagnachmittag", "2026-11-13 12:00", "2026-11-13 18:00", "letzten Freitagnachmittag"},
+		{"Dienstagmorgen letzter Woche", "2026-11-10", "2026-11-10 12:00", "Dienstagmorgen letzter Woche"},
+		{"letzte Woche am Donnerstagabend", "2026-11-12 18:00", "2026-11-13", "letzte Woche am Donnerstagabend"},
+		{"Wat zei ik maandagavond?", "2026-11-16 18:00", "2026-11-17", "maandagavond"},
+		{"vorige zaterdagochtend", "2026-11-14", "2026-11-14 12:00", "vorige zaterdagochtend"},
+		// As the weekday alone: no past, a plan, a habit.
+		{"Was mache ich am Montagabend?", "", "", ""},
+		{"Jeden Montagabend war ich im Chor", "", "", ""},
+	})
+}
+
 // TestParseTimeEuropeanNearMisses: what reads another span than the
 // words alone say, or no time at all: not read.
 func TestParseTimeEuropeanNearMisses(t *testing.T) {
@@ -387,6 +407,8 @@ func TestTimeRestEuropean(t *testing.T) {
 		{"Что я говорил в конце октября?", []string{}, false},
 		{"Co mówiłem pod koniec października?", []string{}, false},
 		{"Co mówiłem na początku maja?", []string{}, false},
+		{"Was habe ich am Montagabend über den Urlaub gesagt?", []string{"urlaub"}, false},
+		{"Wat zei ik maandagavond?", []string{}, false},
 	})
 }
 

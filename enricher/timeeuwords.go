@@ -78,7 +78,9 @@ var euGerman = newEULang("de",
 		euDate:        "{day} {month}",
 		euYear:        "im jahr|jahre {year}",
 		euRolling:     "den|die letzten|vergangenen {n} {unit}, den|die letzten|vergangenen {units}",
-	}).withPast("gesagt gesprochen besprochen geredet erzählt erwähnt geschrieben gefragt diskutiert unterhalten passiert gemacht gewesen war waren warst hatte hatten hattest sagte sagtest meinte", "jeden jedem jeder", "dass daß ob").withRolling("tage tagen wochen monate monaten jahre jahren stunden", "vor des der meines meiner deines deiner seines seiner ihres ihrer unseres unserer eures eurer bei im in").withRest(
+	}).withPast("gesagt gesprochen besprochen geredet erzählt erwähnt geschrieben gefragt diskutiert unterhalten passiert gemacht gewesen war waren warst hatte hatten hattest sagte sagtest meinte", "jeden jedem jeder", "dass daß ob").withRolling("tage tagen wochen monate monaten jahre jahren stunden", "vor des der meines meiner deines deiner seines seiner ihres ihrer unseres unserer eures eurer bei im in").withCompounds(
+	map[string][2]int{"morgen": partMorning, "früh": partMorning, "vormittag": partMorning, "mittag": partAfternoon,
+		"nachmittag": partAfternoon, "abend": partEvening, "nacht": partNight}).withRest(
 	`was wer wen wem wessen wo wohin woher wann warum wieso weshalb wie welche welcher welches welchen
 		worüber wovon woran worum wofür womit ich du er sie es wir ihr mir mich dir dich uns euch ihm ihn ihnen
 		mein meine meinen meinem meiner dein deine unser unsere unserem unseren unserer habe hab hast hat haben habt hatte hattest
@@ -357,7 +359,9 @@ var euDutch = newEULang("nl",
 		euDate:        "{day} {month}",
 		euYear:        "in {year}",
 		euRolling:     "de afgelopen|laatste|voorbije {n} {unit}, de afgelopen|laatste|voorbije {units}, de afgelopen|voorbije {unit}",
-	}).withPast("gezegd zei zeiden gesproken besproken gepraat verteld vertelde genoemd gevraagd gedaan deed deden gebeurd gebeurde was waren", "elke iedere ieder", "dat of omdat").withRolling("dagen weken maanden jaren uren", "van voor").withRest(
+	}).withPast("gezegd zei zeiden gesproken besproken gepraat verteld vertelde genoemd gevraagd gedaan deed deden gebeurd gebeurde was waren", "elke iedere ieder", "dat of omdat").withRolling("dagen weken maanden jaren uren", "van voor").withCompounds(
+	map[string][2]int{"ochtend": partMorning, "morgen": partMorning, "middag": partAfternoon, "avond": partEvening,
+		"nacht": partNight}).withRest(
 	`wat wie waar wanneer waarom hoe welke waarover ik jij je u hij zij ze wij we jullie mij me mijn jouw
 		ons onze heb hebt heeft hebben had hadden ben bent is zijn was waren werd kan kun kunt konden zou de
 		het een van in op aan met voor over en of maar nog al eens dan er iets bij dat die dit deze toen`,
