@@ -112,7 +112,9 @@ type Config struct {
 	// forwarded unenriched. Default DefaultEnrichBudget.
 	EnrichBudget time.Duration
 	// UpstreamTimeout bounds the wait for the upstream's response headers
-	// (not the streaming of the body). Default DefaultUpstreamTimeout.
+	// (not the streaming of the body), as the default Transport's
+	// ResponseHeaderTimeout: a Transport of the caller's bounds it itself.
+	// Default DefaultUpstreamTimeout.
 	UpstreamTimeout time.Duration
 	// UpstreamIdle bounds each wait for more of the upstream's response
 	// body once its headers came (a stream's next chunk, the rest of a
@@ -135,7 +137,8 @@ type Config struct {
 	// it must hold no user data. Default none.
 	Metrics http.Handler
 	// Transport carries upstream requests. Default a clone of
-	// http.DefaultTransport.
+	// http.DefaultTransport with UpstreamTimeout as its
+	// ResponseHeaderTimeout.
 	Transport http.RoundTripper
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
