@@ -386,6 +386,20 @@ func TestEnrichEuropeanGrammarIsNotSearched(t *testing.T) {
 	if slices.ContainsFunc(r.Keywords, func(k string) bool { return k == "est" || k == "que" || k == "mon" }) {
 		t.Errorf("keywords %q hold French grammar", r.Keywords)
 	}
+	// search too (before: all four, each holding est, que or mon); a
+	// query of grammar alone is searched by its words.
+	for query, want := range map[string][]string{
+		"Qu'est-ce que tu sais de mon vélo ?": {"velo"},
+		"qu'est-ce que c'est":                 {"velo", "lire", "crepes", "cv"},
+	} {
+		res, err := h.client.Search(ctxT(t), events.SearchRequest{UserID: "camille", Query: query})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := eventIDs(res.Results); !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))) {
+			t.Errorf("search %q: %q, want %q", query, got, want)
+		}
+	}
 }
 
 // timedEnrichCase is an enrich of msg by user: the context items it finds
