@@ -188,3 +188,29 @@ func natsCClient(t *testing.T) string {
 	}
 	return bin
 }
+
+// TestProtocolDocCTokenIsTheClients: the C user_token of protocol.md ("The
+// user token") is, verbatim, the one the C client above compiles and
+// checks against the document's examples (a C frontend author had only the
+// TypeScript one to go by).
+func TestProtocolDocCTokenIsTheClients(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "protocol.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := os.ReadFile(filepath.Join("testdata", "clients", "c", "client.c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const start = "```c\n/* id's subject token"
+	i := strings.Index(string(doc), start)
+	if i < 0 {
+		t.Fatal("protocol.md has no C user_token block")
+	}
+	block := string(doc[i+len("```c\n"):])
+	block = block[:strings.Index(block, "```")]
+	if !strings.Contains(string(client), block) {
+		t.Fatalf("protocol.md's C user_token is not client.c's:\n%s", block)
+	}
+}

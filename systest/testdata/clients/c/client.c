@@ -108,7 +108,8 @@ static void sha256(const unsigned char *msg, size_t len, unsigned char out[32])
     }
 }
 
-/* protocol.md "The user token" */
+/* protocol.md "The user token", verbatim (TestProtocolDocCTokenIsTheClients) */
+/* id's subject token into out (54 bytes hold any) */
 static void user_token(const char *id, char *out, size_t outsz)
 {
     static const char ALPHA[] = "abcdefghijklmnopqrstuvwxyz234567";
