@@ -1,6 +1,7 @@
 package enricher
 
 import (
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -57,11 +58,54 @@ func selectFacts(mode string, keywords []string, facts []store.Fact) []store.Fac
 		switch {
 		case coreKeys[f.Key]:
 			core = append(core, f)
-		case all || matchesKey(want, sea, f.Key) || matches(want, sea, f.Value):
+		case all || matchesKey(want, sea, f.Key) || aboutTopic(want, f.Key) || matches(want, sea, f.Value):
 			rel = append(rel, f)
 		}
 	}
 	return append(core, rel...)
+}
+
+// keyTopics are words of a message about what a key of the vocabulary
+// bears on, though they are neither its words nor its value's: food and
+// health. "Any cake recipes for me?" shares no word with allergies =
+// peanuts, and is what the fact is kept for. They are matched as the
+// message's keywords are (plural aside), by a stored key or any alias.
+var keyTopics = func() map[string]map[string]bool {
+	food := strings.Fields(`food foods eat eating ate meal meals recipe recipes cook cooking cooked bake baking
+		baked dish dishes dinner lunch breakfast brunch snack snacks dessert desserts cake cakes cookie cookies
+		bread pizza pasta sandwich salad soup restaurant restaurants menu ingredient ingredients cuisine grocery
+		groceries takeout drink drinks cocktail cocktails wine beer`)
+	health := strings.Fields(`doctor doctors medicine medicines medication medications prescription pill pills
+		symptom symptoms treatment sick exercise exercises workout workouts training`)
+	topics := map[string][]string{
+		"diet":                 food,
+		"dietary_restrictions": food,
+		"allergies":            append(slices.Clone(food), "medicine", "medicines", "medication", "medications", "prescription", "pill", "pills"),
+		"health_conditions":    health,
+	}
+	m := map[string]map[string]bool{}
+	for key, words := range topics {
+		set := map[string]bool{}
+		for _, w := range words {
+			set[stem(w)] = true
+		}
+		for _, n := range keyNames[key] {
+			m[n] = set
+		}
+	}
+	return m
+}()
+
+// aboutTopic reports whether a keyword (want, stemmed) is one of key's
+// topics (keyTopics).
+func aboutTopic(want map[string]bool, key string) bool {
+	topics := keyTopics[key]
+	for w := range want {
+		if topics[w] {
+			return true
+		}
+	}
+	return false
 }
 
 // keyNames maps each key of the fact vocabulary (events.FactKeys) and

@@ -60,7 +60,10 @@ func TestEnrichInjectsCoreAndRelevantFacts(t *testing.T) {
 		extra   []string // the topic's facts
 	}{
 		{"Any tips for walking my dog in the rain?", []string{"dog_name"}},
-		{"Which snacks are safe with my peanut allergy?", []string{"allergy"}},
+		{"Which snacks are safe with my peanut allergy?", []string{"allergy", "diet"}}, // snacks: a food topic (keyTopics)
+		// No word of the facts, but a message about food: a client
+		// written from protocol.md found the allergy missing.
+		{"Any cake recipes for me?", []string{"allergy", "diet"}},
 		// "allergic" is a word of allergic_to, another name of the key.
 		{"Am I allergic to anything?", []string{"allergy"}},
 		{"How should I train for the marathon?", []string{"sport:running"}},

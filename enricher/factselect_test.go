@@ -53,7 +53,11 @@ func TestSelectFacts(t *testing.T) {
 		{"singular matches plural value", events.FactsRelevant, []string{"peanut"},
 			[]string{"occupation", "location", "name", "native_language", "allergy"}},
 		{"relevant keep recall order", events.FactsRelevant, []string{"food", "guitar", "dog"},
-			[]string{"occupation", "location", "name", "native_language", "dog_name", "favorite_food", "hobby"}},
+			[]string{"occupation", "location", "name", "native_language", "dog_name", "favorite_food", "allergy", "hobby"}},
+		// A message about food bears on allergies, though it names
+		// neither them nor peanuts (keyTopics).
+		{"a topic of the key", events.FactsRelevant, []string{"cake", "recipes"},
+			[]string{"occupation", "location", "name", "native_language", "allergy"}},
 		// Asked about by another name of the vocabulary key: allergic_to
 		// (allergies, stored as its alias allergy here), kids (children),
 		// wife (partner), college (education), interests (hobbies).
@@ -104,11 +108,11 @@ func TestSelectFacts(t *testing.T) {
 		}
 	}
 	// An alias of several words needs them all: a common one alone ("first"
-	// of first_language, "time" of time_zone, "food" of food_allergy)
-	// selects nothing.
+	// of first_language, "time" of time_zone) selects nothing, nor does a
+	// topic of another key (a recipe is no question of a time zone).
 	more := []store.Fact{{Key: "native_language", Value: "Portuguese"},
 		{Key: "timezone", Value: "Europe/Lisbon"}, {Key: "allergies", Value: "peanuts"}}
-	for _, kw := range [][]string{{"first"}, {"time"}, {"food"}} {
+	for _, kw := range [][]string{{"first"}, {"time"}, {"zone"}} {
 		var got []string
 		for _, f := range selectFacts(events.FactsRelevant, kw, more) {
 			if !slices.Contains(CoreFactKeys, f.Key) {
