@@ -344,7 +344,9 @@ type UserVector struct {
 // userVectorsSQL reads the generation (a first row with a NULL id) and the
 // vectors in one statement, so from one snapshot. Through
 // context_embeddings_user_model_idx; the join drops vectors of text an item
-// no longer holds.
+// no longer holds, and the dims condition vectors of other dimensions than
+// those recorded for the model (stored by an earlier release when a job's
+// halves were answered by two models), which count as missing.
 const userVectorsSQL = `
 	SELECT (SELECT generation FROM embedding_generations WHERE user_id = $1), NULL::bigint, NULL::timestamptz,
 		NULL::text, NULL::int, NULL::bytea
@@ -352,6 +354,7 @@ const userVectorsSQL = `
 	(SELECT NULL, e.context_id, c.created_at, c.scope, e.dims, e.vector FROM context_embeddings e
 	JOIN context c ON c.id = e.context_id AND c.content_hash = e.content_hash
 	WHERE e.user_id = $1 AND e.model = $2
+		AND e.dims = coalesce((SELECT m.dims FROM embedding_models m WHERE m.model = $2), e.dims)
 	ORDER BY e.context_id)`
 
 // UserVectors returns the user's current vectors of model and their

@@ -161,3 +161,35 @@ func TestHybridRecall(t *testing.T) {
 		t.Errorf("candidates %v with neither keywords nor ids", got)
 	}
 }
+
+// TestUserVectorsOfTheRecordedDimensions: UserVectors reads only vectors of
+// the dimensions recorded for the model; others (stored by an earlier
+// release when a job's halves were answered by two models) count as
+// missing. Before, a query of their size compared with them.
+func TestUserVectorsOfTheRecordedDimensions(t *testing.T) {
+	ctx, s := setup(t)
+	ids, err := s.InsertContext(ctx, []store.ContextWrite{
+		{UserID: "alice", Question: "q0", Answer: "a", CreatedAt: t0},
+		{UserID: "alice", Question: "q1", Answer: "a", CreatedAt: t0},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := s.EmbeddingDims(ctx, "m1", 3); err != nil || d != 3 {
+		t.Fatalf("EmbeddingDims = %d, %v", d, err)
+	}
+	targets, err := s.EmbeddingTargets(ctx, "alice", ids, "m1")
+	if err != nil || len(targets) != 2 {
+		t.Fatalf("targets %v, %v", targets, err)
+	}
+	if _, err := s.SaveEmbeddings(ctx, "m1", []store.EmbeddingWrite{
+		{ContextID: targets[0].ID, ContentHash: targets[0].ContentHash, Dims: 3, Vector: vec(targets[0].ID, "m1")},
+		{ContextID: targets[1].ID, ContentHash: targets[1].ContentHash, Dims: 2, Vector: []byte("xy")},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	uv, err := s.UserVectors(ctx, "alice", "m1")
+	if err != nil || len(uv.Vectors) != 1 || uv.Vectors[0].ContextID != targets[0].ID || uv.Vectors[0].Dims != 3 {
+		t.Fatalf("UserVectors %+v, %v; want only the vector of 3 dimensions, the recorded ones", uv, err)
+	}
+}

@@ -870,6 +870,19 @@ func (w *Worker) checkDims(ctx context.Context, vs [][]float32) error {
 				"to re-embed everything with it, run `memoryd embed --backfill --dims %d`, or name it anew with --embed-model",
 			model, dims, want, dims)}
 	}
+	// The vectors of one job come from several requests when a batch was
+	// halved (a refused or failed text) or sent again after the control
+	// text: a server whose model changed between them (an alias pointed
+	// elsewhere meanwhile, a proxy's fallback to another model) answered
+	// with vectors of two sizes, and those of the other size were saved
+	// beside the recorded ones, then read by every query of that size.
+	for _, v := range vs[i+1:] {
+		if v != nil && len(v) != want {
+			return &embedding.Error{Kind: embedding.KindTransient, Reason: fmt.Sprintf(
+				"the server answered the requests of one job with vectors of %d and %d dimensions (the model behind the name %q changed meanwhile?)",
+				want, len(v), model)}
+		}
+	}
 	return nil
 }
 

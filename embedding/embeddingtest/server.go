@@ -64,6 +64,8 @@ type Server struct {
 	crashStatus    int    // when set, the crashDown requests after a crash are answered with it rather than cut off
 	crashRetry     string // their Retry-After, when set
 	answerN        int    // requests still to answer with crashStatus
+	altDims        int    // when > 0, answered requests alternate between dims and altDims
+	answered       int    // requests answered with vectors, counted for altDims
 	crashAnswered  bool   // the crashing request itself is answered with crashStatus, not cut off
 }
 
@@ -236,6 +238,17 @@ func (s *Server) SetDims(d int) {
 	s.dims = d
 }
 
+// AlternateDims makes the requests answered with vectors from now on
+// alternate between the server's dimensions and d, starting with the
+// server's: another model behind the name between two requests of one
+// batch's halving (an alias repointed, a proxy's fallback).
+// AlternateDims(0) ends it.
+func (s *Server) AlternateDims(d int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.altDims, s.answered = d, 0
+}
+
 // Fail makes every later request fail with status (and a Retry-After
 // header when retryAfter is set) until Recover.
 func (s *Server) Fail(status int, retryAfter string) {
@@ -394,6 +407,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	s.mu.Lock()
+	if s.altDims > 0 {
+		if s.answered++; s.answered%2 == 0 {
+			dims = s.altDims
+		}
+	}
+	s.mu.Unlock()
 	// Written by hand: encoding/json cannot write a null entry.
 	type embedding struct {
 		Object    string          `json:"object"`
