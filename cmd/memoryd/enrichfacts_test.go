@@ -35,7 +35,7 @@ func TestEnrichFactsFlag(t *testing.T) {
 	}{
 		{[]string{"my dog?"}, "[facts: name=Alice, dog_name=Rex]\n"},
 		{[]string{"--facts", "relevant", "my dog?"}, "[facts: name=Alice, dog_name=Rex]\n"},
-		{[]string{"--facts", "all", "my dog?"}, "[facts: car=Fiat, dog_name=Rex, name=Alice]\n"},
+		{[]string{"--facts", "all", "my dog?"}, "[facts: name=Alice, car=Fiat, dog_name=Rex]\n"}, // core first, then the most recent
 	} {
 		if out, errOut, code := enrich(tt.args...); code != 0 || out != tt.want {
 			t.Errorf("%q: exit %d, stdout %q, want %q (stderr %q)", tt.args, code, out, tt.want, errOut)
