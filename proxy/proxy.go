@@ -233,8 +233,9 @@ type Proxy struct {
 	mu        sync.Mutex
 	halted    bool
 
-	srv *http.Server
-	ln  net.Listener
+	srv  *http.Server
+	ln   net.Listener
+	done chan error // Serve's end (Done)
 }
 
 // New checks cfg and returns a Proxy.
@@ -313,14 +314,23 @@ func (p *Proxy) Start(ctx context.Context) error {
 	}
 	p.ln = ln
 	p.srv = &http.Server{Handler: p.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	p.done = make(chan error, 1)
 	go func() {
-		if err := p.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		err := p.srv.Serve(ln)
+		if !errors.Is(err, http.ErrServerClosed) {
 			p.log.Error("proxy server stopped", "error", err)
 		}
+		p.done <- err
 	}()
 	p.log.Info("proxy listening", "addr", ln.Addr().String(), "upstream", redacted(p.upstream))
 	return nil
 }
+
+// Done receives the HTTP server's end: an error when it stopped serving by
+// itself (its listener failed), http.ErrServerClosed after Stop; nil
+// before Start. A caller that waits for a signal waits for it too: a proxy
+// that no longer serves should not look like one running.
+func (p *Proxy) Done() <-chan error { return p.done }
 
 // Addr is the address Start listens on.
 func (p *Proxy) Addr() string {

@@ -132,8 +132,16 @@ stores the turns.`)
 		return err
 	}
 	fmt.Fprintf(a.stderr, "memoryd proxy: listening on http://%s/v1\n", p.Addr())
-	<-ctx.Done()
+	var served error
+	select {
+	case <-ctx.Done():
+	case served = <-p.Done(): // stopped serving by itself: the turns being published still are
+	}
 	stopCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
-	return p.Stop(stopCtx)
+	err = p.Stop(stopCtx)
+	if served != nil {
+		return fmt.Errorf("proxy stopped serving: %w", served)
+	}
+	return err
 }
