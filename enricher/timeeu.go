@@ -632,6 +632,25 @@ func (l *euLang) resolve(toks []timeTok, words []string, i int, e euExpr, m euMa
 			}
 		}
 	case euOnWeekday:
+		if wk, part, to, ok := l.weekAfterWeekday(toks, words, end, at); ok &&
+			!(i > 0 && l.habits[words[i-1]]) && !(l != euGerman && toks[i].capital && i > 0 && !strings.ContainsAny(toks[i].gap, ".!?¿¡\n")) {
+			// "Donnerstagabend vor zwei Wochen", "am Montag vorletzter
+			// Woche", "zondagmiddag twee weken geleden": that week's
+			// day, as English "on Friday two weeks ago" (the weekday
+			// alone read last week's).
+			if l.planned(toks, words, i) {
+				return TimeExpr{}, true, true
+			}
+			x.Since = day(wk, m.weekday)
+			x.Until = day(x.Since, 1)
+			x.End = toks[to-1].end
+			if m.dayPart != "" {
+				x.Since, x.Until = l.partOfDay(m.dayPart, x.Since, x.Until)
+			} else if part != nil {
+				x.Since, x.Until = x.Since.Add(time.Duration(part[0])*time.Hour), x.Since.Add(time.Duration(part[1])*time.Hour)
+			}
+			break
+		}
 		// The weekday's sentence is read within euWeekdayReach words of
 		// it: each weekday of a long message that is no past day read its
 		// whole sentence, quadratic (64 KiB of "lundi " took 11 s).
@@ -668,6 +687,22 @@ func (l *euLang) resolve(toks []timeTok, words []string, i int, e euExpr, m euMa
 			// months capitalised; Dutch "begin april" does not.
 			return TimeExpr{}, false, false
 		}
+		if e.kind != euMonth && e.kind != euDate && euLowerMonths[l.code] && toks[m.monthAt].capital {
+			// "la fin de Mars" (the planet), "na początku Maja" (a
+			// name): these languages write months in lower case, so a
+			// capitalised one after a lower-case word of the phrase is
+			// a name ("FIN MARS", all capitals, is still read).
+			for k := i; k < m.monthAt; k++ {
+				if !toks[k].capital {
+					return TimeExpr{}, false, false
+				}
+			}
+		}
+		if e.kind == euEarlyMonth && euEnglishLead[words[i]] && l.englishLead(toks, words, m.monthAt) {
+			// "did the classes begin september 8?", "the project will
+			// begin september": English typed in lower case.
+			return TimeExpr{}, false, false
+		}
 		y, n := m.year, 0
 		if y == 0 {
 			var yok bool
@@ -676,7 +711,14 @@ func (l *euLang) resolve(toks []timeTok, words []string, i int, e euExpr, m euMa
 				return TimeExpr{}, false, false
 			} else if n > 0 {
 				x.End = toks[end+n-1].end
-			} else if l.planned(toks, words, i) {
+			} else if back, rn, rok := l.relYearAfter(toks, words, end, at); rok {
+				// "Ende Mai letzten Jahres", "a finales de mayo del año
+				// pasado", "в конце мая прошлого года": that year's, as
+				// English "late May last year".
+				y, x.End = at.Year()-back, toks[end+rn-1].end
+			} else if l.planned(toks, words, i) || euYearlyHabit(toks, words, i) {
+				// A plan, or every year ("jedes Jahr Anfang Mai", "tous
+				// les ans début mai"): no one month is meant.
 				return TimeExpr{}, true, true
 			}
 		}
@@ -688,6 +730,15 @@ func (l *euLang) resolve(toks []timeTok, words []string, i int, e euExpr, m euMa
 			first, last = 1, 10
 		case euMidMonth:
 			first, last = 11, 20
+			if i > 0 && euJoined(toks[i].gap, false) {
+				// "la prima metà di maggio", "w drugiej połowie maja":
+				// the first or second half, not the middle.
+				if h := euHalfBefore[words[i-1]]; h == 1 {
+					first, last, x.Start = 1, 15, toks[i-1].start
+				} else if h == 2 {
+					first, last, x.Start = 16, 0, toks[i-1].start
+				}
+			}
 		case euLateMonth:
 			first = 21
 		}
@@ -741,7 +792,26 @@ func (l *euLang) resolve(toks []timeTok, words []string, i int, e euExpr, m euMa
 			x.Since = addUnitsClamped(day(at, 0), u, -n)
 		}
 	}
+	if x.Until.After(x.Since) && !x.Until.After(day(at, 1)) {
+		// "seit Anfang Oktober", "depuis la semaine dernière", "desde
+		// principios de octubre": from its start to the end of at's day,
+		// as English "since".
+		k := i
+		for k > 0 && toks[k].start > x.Start {
+			k--
+		}
+		if k > 0 && euSince[l.code][words[k-1]] && euJoined(toks[k].gap, false) {
+			x.Start, x.Until = toks[k-1].start, day(at, 1)
+		}
+	}
 	return x, true, false
+}
+
+// euSince are the words before an expression that make it "since" it:
+// from its start to the end of at's day.
+var euSince = map[string]map[string]bool{
+	"de": {"seit": true}, "fr": {"depuis": true}, "es": {"desde": true}, "pt": {"desde": true},
+	"it": {"da": true, "dal": true, "dalla": true, "dall": true, "dallo": true}, "nl": {"sinds": true}, "pl": {"od": true},
 }
 
 // isoDateFollows reports whether the year toks[j] starts a date in
@@ -752,6 +822,149 @@ func isoDateFollows(toks []timeTok, j int) bool {
 	}
 	_, ok := digits(toks[j+1].word)
 	return ok && (toks[j+1].gap == "-" || toks[j+1].gap == "/")
+}
+
+// euLowerMonths are the languages whose part-of-month phrases read a
+// capitalised month after a lower-case word as a name: French ("la fin de
+// Mars", the planet; "Avril") and Polish ("na początku Maja", the name).
+var euLowerMonths = map[string]bool{"fr": true, "pl": true}
+
+// euHalfBefore are the ordinals before a middle-of-month word that make it
+// a half of the month: 1 the first, 2 the second.
+var euHalfBefore = map[string]int{"prima": 1, "seconda": 2, "pierwszej": 1, "pierwsza": 1, "drugiej": 2, "druga": 2}
+
+// englishLead reports whether Dutch "begin|half <month>" at the month
+// toks[mo] is English typed in lower case: a day number follows the month
+// ("begin september 8": Dutch writes "8 september"), or the message's
+// English stop words outnumber its Dutch words ("the project will begin
+// september").
+func (l *euLang) englishLead(toks []timeTok, words []string, mo int) bool {
+	if mo+1 < len(toks) && euJoined(toks[mo+1].gap, false) {
+		if _, ok := dayOfMonth(timeTok{word: strings.TrimRight(words[mo+1], "stndrh")}); ok && !isYear(words[mo+1]) {
+			return true
+		}
+	}
+	english, dutch := 0, 0
+	for _, w := range words {
+		if l.grammar[w] || l.talk[w] || l.asking[w] || l.past[w] {
+			dutch++
+		} else if stopWords[w] || euEnglishShort[w] {
+			english++
+		}
+	}
+	return english > dutch
+}
+
+// euYearly are the words that make a month, a part of one or a date
+// without a year every year's ("jedes Jahr Anfang Mai", "tous les ans
+// début mai", "каждый год в начале мая"): pairs of words, or one.
+var euYearly = func() map[string]bool {
+	out := stringSet(strings.Fields("jährlich alljährlich jaarlijks ежегодно corocznie"))
+	for _, p := range strings.Split(`jedes jahr,jedem jahr,chaque année,chaque an,tous ans,todos años,cada año,ogni anno,tutti anni,
+		todo ano,todos anos,cada ano,elk jaar,ieder jaar,iedere jaar,каждый год,каждом году,co roku,każdego roku`, ",") {
+		out[strings.Join(strings.Fields(p), " ")] = true
+	}
+	return out
+}()
+
+// euYearlyHabit reports whether the sentence around toks[i] says every
+// year (euYearly); "tous les ans", "todos los años", "tutti gli anni" with
+// their article between.
+func euYearlyHabit(toks []timeTok, words []string, i int) bool {
+	isEnd := func(r rune) bool { return strings.ContainsRune(".!?\n¿¡", r) }
+	from, to := i, i
+	for from > 0 && !strings.ContainsFunc(toks[from].gap, isEnd) {
+		from--
+	}
+	for to+1 < len(toks) && !strings.ContainsFunc(toks[to+1].gap, isEnd) {
+		to++
+	}
+	for k := from; k <= to; k++ {
+		if euYearly[words[k]] {
+			return true
+		}
+		for _, skip := range []int{1, 2} {
+			if k+skip <= to && euYearly[words[k]+" "+words[k+skip]] && (skip == 1 || euYearlyArticle[words[k+1]]) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+var euYearlyArticle = stringSet(strings.Fields("les los gli os"))
+
+// euRelYears are the words after a month, a part of one or a date that
+// say its year from at's: 1 last year, 0 this one, 2 the one before last.
+var euRelYears = map[string][]struct {
+	p    string
+	back int
+}{
+	"de": {{"letzten|vorigen|vergangenen jahres", 1}, {"des letzten|vorigen|vergangenen jahres", 1},
+		{"letztes|voriges|vergangenes jahr", 1}, {"dieses jahres", 0}, {"dieses jahr", 0},
+		{"vorletzten jahres", 2}, {"vorletztes jahr", 2}},
+	"fr": {{"de l année|an dernière|dernier|passée|passé", 1}, {"l année|an dernière|dernier|passée|passé", 1},
+		{"de cette année", 0}, {"cette année", 0}},
+	"es": {{"del año pasado", 1}, {"el año pasado", 1}, {"de este año", 0}, {"este año", 0}, {"del año antepasado", 2}},
+	"it": {{"dell anno scorso|passato", 1}, {"l anno scorso|passato", 1}, {"dello scorso anno", 1},
+		{"lo scorso anno", 1}, {"di quest anno", 0}, {"quest anno", 0}},
+	"pt": {{"do ano passado", 1}, {"o ano passado", 1}, {"deste|desse ano", 0}, {"este|esse ano", 0}, {"do ano retrasado", 2}},
+	"nl": {{"van vorig|vorige|afgelopen|verleden jaar", 1}, {"vorig|vorige|afgelopen|verleden jaar", 1},
+		{"van dit jaar", 0}, {"dit jaar", 0}},
+	"ru": {{"прошлого года", 1}, {"этого|текущего года", 0}, {"позапрошлого года", 2}, {"в прошлом году", 1}},
+	"pl": {{"zeszłego|ubiegłego|poprzedniego roku", 1}, {"tego roku", 0}, {"w zeszłym|ubiegłym roku", 1}},
+}
+
+// euRelYearSlots are euRelYears parsed.
+var euRelYearSlots = func() map[string][]struct {
+	e    euExpr
+	back int
+} {
+	out := map[string][]struct {
+		e    euExpr
+		back int
+	}{}
+	for code, ps := range euRelYears {
+		for _, p := range ps {
+			out[code] = append(out[code], struct {
+				e    euExpr
+				back int
+			}{euExpr{slots: euSlots(p.p)}, p.back})
+		}
+	}
+	return out
+}()
+
+// relYearAfter reads a year said in words after a month at toks[j:]
+// ("letzten Jahres", "del año pasado"): how many years before at's, and
+// the tokens read.
+func (l *euLang) relYearAfter(toks []timeTok, words []string, j int, at time.Time) (back, n int, ok bool) {
+	if j >= len(toks) || !euJoined(toks[j].gap, false) {
+		return 0, 0, false
+	}
+	for _, r := range euRelYearSlots[l.code] {
+		if m, ok := l.match(r.e, toks, words, j, at); ok && m.n > n {
+			back, n = r.back, m.n
+		}
+	}
+	for _, e := range l.exprs {
+		// "Mitte Mai vor zwei Jahren", "a fine maggio di due anni fa"
+		// (after "di"), "в конце мая два года назад".
+		if e.kind != euAgo {
+			continue
+		}
+		k := j
+		if euWeekJoin[words[k]] || words[k] == "di" || words[k] == "de" {
+			k++
+		}
+		if k >= len(toks) || !euJoined(toks[k].gap, false) {
+			continue
+		}
+		if m, ok := l.match(e, toks, words, k, at); ok && m.unit == any(unitYear) && m.count >= 1 && k-j+m.n > n {
+			back, n = m.count, k-j+m.n
+		}
+	}
+	return back, n, n > 0
 }
 
 // euEnglishLead are the first words of a part of the month that are
@@ -893,6 +1106,47 @@ func (l *euLang) partOfDay(word string, since, until time.Time) (time.Time, time
 		return since, until
 	}
 	return since.Add(time.Duration(part[0]) * time.Hour), since.Add(time.Duration(part[1]) * time.Hour)
+}
+
+// weekAfterWeekday reads, after a weekday ending at toks[j], its part of
+// the day if one follows ("Montag Abend") and then a week further back
+// than last week: "vor zwei Wochen", "vorletzter Woche", "twee weken
+// geleden". It returns that week's Monday, the part, and the end of the
+// tokens read.
+func (l *euLang) weekAfterWeekday(toks []timeTok, words []string, j int, at time.Time) (week time.Time, part *[2]int, to int, ok bool) {
+	if j < len(toks) && euJoined(toks[j].gap, false) {
+		if p, pok := euWeekdayPart[words[j]]; pok {
+			part = &p
+			j++
+		}
+	}
+	if j < len(toks) && euWeekJoin[words[j]] && euJoined(toks[j].gap, false) {
+		j++
+	}
+	if j >= len(toks) || !euJoined(toks[j].gap, false) {
+		return time.Time{}, nil, 0, false
+	}
+	for _, e := range l.exprs {
+		switch {
+		case e.kind == euAgo:
+		case e.kind == euFixed && e.span.part == nil && e.span.unit == unitWeek && e.span.back == 2:
+		default:
+			continue
+		}
+		m, mok := l.match(e, toks, words, j, at)
+		if !mok {
+			continue
+		}
+		back := 2
+		if e.kind == euAgo {
+			if u, uok := m.unit.(timeUnit); !uok || u != unitWeek || m.count < 1 {
+				continue
+			}
+			back = m.count
+		}
+		return addUnits(unitStart(at, unitWeek), unitWeek, -back), part, j + m.n, true
+	}
+	return time.Time{}, nil, 0, false
 }
 
 // euWeekdayReach bounds the words either side of a weekday alone that

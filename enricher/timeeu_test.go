@@ -639,3 +639,59 @@ func TestParseTimeEuropeanWeekdayReach(t *testing.T) {
 		t.Errorf("%q: read %v, want no range (the past word is out of the weekday's reach)", far, e)
 	}
 }
+
+// TestParseTimeEuropeanReview2: a native review of the parts of a month and
+// the weekday compounds. A year said in words after the month is that
+// year's (it read this year's); the first or second half of a month is
+// not its middle; a yearly habit, a name (Polish "Maja", French "Mars")
+// and lower-case English "begin september 8" are no part of a month; a
+// weekday followed by a week further back is that week's; "since" reads to
+// at's day.
+func TestParseTimeEuropeanReview2(t *testing.T) {
+	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC) // a Wednesday
+	checkParseTime(t, at, []parseCase{
+		{"Was habe ich Ende Mai letzten Jahres über Anna gesagt?", "2025-05-21", "2025-06-01", "Ende Mai letzten Jahres"},
+		{"Ende Mai letztes Jahr war ich in Rom", "2025-05-21", "2025-06-01", "Ende Mai letztes Jahr"},
+		{"Was habe ich Mitte Mai vor zwei Jahren gesagt?", "2024-05-11", "2024-05-21", "Mitte Mai vor zwei Jahren"},
+		{"Was habe ich am 3. Mai letzten Jahres gesagt?", "2025-05-03", "2025-05-04", "3. Mai letzten Jahres"},
+		{"Qu'est-ce que j'ai dit fin mai l'année dernière ?", "2025-05-21", "2025-06-01", "fin mai l'année dernière"},
+		{"¿Qué dije a finales de mayo del año pasado?", "2025-05-21", "2025-06-01", "finales de mayo del año pasado"},
+		{"Cosa ti ho detto a fine maggio dell'anno scorso?", "2025-05-21", "2025-06-01", "fine maggio dell'anno scorso"},
+		{"Em meados de maio do ano passado eu estava em Lisboa", "2025-05-11", "2025-05-21", "meados de maio do ano passado"},
+		{"Wat zei ik eind mei vorig jaar?", "2025-05-21", "2025-06-01", "eind mei vorig jaar"},
+		{"Что я говорил в конце мая прошлого года?", "2025-05-21", "2025-06-01", "конце мая прошлого года"},
+		{"Co mówiłem pod koniec maja zeszłego roku?", "2025-05-21", "2025-06-01", "koniec maja zeszłego roku"},
+		{"Ende Mai, letztes Jahr war toll", "2026-05-21", "2026-06-01", "Ende Mai"},
+		{"Nella prima metà di maggio ero a Roma", "2026-05-01", "2026-05-16", "prima metà di maggio"},
+		{"Nella seconda metà di maggio ero a Roma", "2026-05-16", "2026-06-01", "seconda metà di maggio"},
+		{"W pierwszej połowie maja byłem w Rzymie", "2026-05-01", "2026-05-16", "pierwszej połowie maja"},
+		{"W drugiej połowie maja byłem w Rzymie", "2026-05-16", "2026-06-01", "drugiej połowie maja"},
+		{"Na początku Maja była nieśmiała, co o niej mówiłem?", "", "", ""},
+		{"Pod koniec Maja powiedziała, że ma dość", "", "", ""},
+		{"W końcu Maja przyszła na imprezę", "", "", ""},
+		{"NA POCZĄTKU MAJA", "2026-05-01", "2026-05-11", "POCZĄTKU MAJA"},
+		{"J'ai lu un article sur la fin de Mars comme planète habitable", "", "", ""},
+		{"Fin Mars j'étais à Paris", "2026-03-21", "2026-04-01", "Fin Mars"},
+		{"Jedes Jahr Anfang Mai fahren wir an den Gardasee", "", "", ""},
+		{"Tous les ans début mai on allait en Bretagne", "", "", ""},
+		{"Todos los años a principios de mayo íbamos a Sevilla", "", "", ""},
+		{"Ogni anno a fine maggio andavamo al mare", "", "", ""},
+		{"Elk jaar begin mei waren we op Texel", "", "", ""},
+		{"Каждый год в начале мая мы ездили на дачу", "", "", ""},
+		{"Co roku na początku maja jeździliśmy nad morze", "", "", ""},
+		{"did the classes begin september 8 last year?", "2025-01-01", "2026-01-01", "last year"},
+		{"the project will begin september", "", "", ""},
+		{"Ik was begin mei in Rome", "2026-05-01", "2026-05-11", "begin mei"},
+		{"Was habe ich Donnerstagabend vor zwei Wochen gesagt?", "2026-11-05 18:00", "2026-11-06", "Donnerstagabend vor zwei Wochen"},
+		{"Was habe ich Freitagabend vorletzter Woche gesagt?", "2026-11-06 18:00", "2026-11-07", "Freitagabend vorletzter Woche"},
+		{"Was habe ich am Montag vorletzter Woche gesagt?", "2026-11-02", "2026-11-03", "Montag vorletzter Woche"},
+		{"Wat zei ik zondagmiddag twee weken geleden?", "2026-11-08 12:00", "2026-11-08 18:00", "zondagmiddag twee weken geleden"},
+		{"¿Qué dije el lunes hace dos semanas?", "2026-11-02", "2026-11-03", "lunes hace dos semanas"},
+		{"Plácido Domingo hace dos semanas cantó", "2026-11-02", "2026-11-09", "hace dos semanas"},
+		{"Was habe ich seit Anfang Oktober über das Projekt gesagt?", "2026-10-01", "2026-11-19", "seit Anfang Oktober"},
+		{"Depuis début octobre je cours tous les jours, je te l'ai dit ?", "2026-10-01", "2026-11-19", "Depuis début octobre"},
+		{"Desde principios de octubre no duermo bien, ¿te lo dije?", "2026-10-01", "2026-11-19", "Desde principios de octubre"},
+		{"od początku maja nie palę", "2026-05-01", "2026-11-19", "od początku maja"},
+		{"a festa da semana passada", "2026-11-09", "2026-11-16", "semana passada"},
+	})
+}
