@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -145,6 +146,9 @@ type Server struct {
 	http *http.Server
 	addr string     // the address Start listens on
 	done chan error // Start's Serve result
+	// calls are the HTTP requests in flight other than the sessions' GET
+	// streams, counted for Stop's error.
+	calls atomic.Int64
 }
 
 // New checks cfg and returns a server; nothing connects until ServeStdio
@@ -245,7 +249,7 @@ func (s *Server) Start(ctx context.Context) error {
 	// (every stop with an agent connected took --shutdown-timeout and
 	// failed).
 	streams, endStreams := context.WithCancel(context.Background())
-	s.http = &http.Server{Handler: endOnShutdown(h, streams), ReadHeaderTimeout: 10 * time.Second}
+	s.http = &http.Server{Handler: endOnShutdown(h, streams, &s.calls), ReadHeaderTimeout: 10 * time.Second}
 	s.http.RegisterOnShutdown(endStreams)
 	s.done = make(chan error, 1)
 	go func() { s.done <- s.http.Serve(ln) }()
@@ -270,21 +274,30 @@ func (s *Server) Stop(ctx context.Context) error {
 		return nil
 	}
 	if err := s.http.Shutdown(ctx); err != nil {
+		n := s.calls.Load()
 		_ = s.http.Close()
-		return fmt.Errorf("agenttools: stop: tool calls still in flight were cut: %w", err)
+		return fmt.Errorf("agenttools: stop: %d %w: %w", n, ErrCallsCut, err)
 	}
 	return nil
 }
 
+// ErrCallsCut is in Stop's error when it cut tool calls in flight at its
+// deadline (memoryd mcp logs it and exits 0, as serve does).
+var ErrCallsCut = errors.New("tool calls still in flight were cut")
+
 // endOnShutdown gives h's GET requests (the sessions' event streams) a
 // context that ends with streams as well as with the request.
-func endOnShutdown(h http.Handler, streams context.Context) http.Handler {
+// The other requests (tool calls and the rest) are counted in calls.
+func endOnShutdown(h http.Handler, streams context.Context, calls *atomic.Int64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet {
 			ctx, cancel := context.WithCancel(r.Context())
 			defer cancel()
 			defer context.AfterFunc(streams, cancel)()
 			r = r.WithContext(ctx)
+		} else {
+			calls.Add(1)
+			defer calls.Add(-1)
 		}
 		h.ServeHTTP(w, r)
 	})

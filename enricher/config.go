@@ -115,8 +115,8 @@ type Config struct {
 	// Meanwhile it holds one of the MaxToolInFlight slots. Default
 	// DefaultForgetTimeout.
 	ForgetTimeout time.Duration
-	// MaxFacts caps the facts an enrich reply carries, most recently set
-	// first. Default 50.
+	// MaxFacts caps the facts an enrich reply carries: the core facts
+	// (CoreFactKeys), then the most recently set. Default 50.
 	MaxFacts int
 	// MaxInFlight caps the enrich requests the service works on at once.
 	// Up to four times as many wait for a turn; one that cannot start

@@ -519,7 +519,7 @@ func (s *Service) languageKeywords(ctx context.Context, p enrichParams) enrichPa
 	if p.over == nil && p.timeOver == nil {
 		return p
 	}
-	capped, err := languageRecap(ctx, s.recall, p.userID, p.over, p.timeOver)
+	capped, err := languageRecap(ctx, s.recall, p.userID, europeanGrammar(p.message), p.over, p.timeOver)
 	if err != nil {
 		s.logger.Warn("reading the stop words of the user's language failed; the keywords stay as capped", "error", err)
 		return p
@@ -542,7 +542,13 @@ type stopWordReader interface {
 // languageRecap caps each of sets (nil ones skipped) again without the
 // stop words of the user's language, in one read of them; a nil result is
 // a set left as its first cap had it.
-func languageRecap(ctx context.Context, r stopWordReader, userID string, sets ...*keywordSet) ([][]string, error) {
+//
+// grammar (europeanGrammar: the grammar words of the European language the
+// message is written in, nil for another) are stop words too, whatever the
+// user's language: without them, the recap of a long French message from a
+// user with no language set brought back the est, que and mon that
+// withoutEuropeanGrammar had left out of its first cap.
+func languageRecap(ctx context.Context, r stopWordReader, userID string, grammar map[string]bool, sets ...*keywordSet) ([][]string, error) {
 	var words []string
 	seen := map[string]bool{}
 	for _, set := range sets {
@@ -562,6 +568,12 @@ func languageRecap(ctx context.Context, r stopWordReader, userID string, sets ..
 	stops, err := r.StopWords(ctx, userID, words)
 	if err != nil {
 		return nil, err
+	}
+	if len(grammar) > 0 && stops == nil {
+		stops = map[string]bool{}
+	}
+	for w := range grammar {
+		stops[w] = true
 	}
 	for i, set := range sets {
 		if set != nil {

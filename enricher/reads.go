@@ -84,7 +84,7 @@ func (r memoryReads) search(token string, data []byte) (call, error) {
 		if over != nil {
 			// A long query in another language than English keeps its
 			// subject, as enrich's does (languageKeywords).
-			capped, err := languageRecap(ctx, r.store, req.UserID, over)
+			capped, err := languageRecap(ctx, r.store, req.UserID, europeanGrammar(req.Query), over)
 			if err != nil {
 				return nil, err
 			}

@@ -1310,6 +1310,15 @@ func withoutEuropeanGrammar(message string, ks []string) []string {
 	return slices.DeleteFunc(slices.Clone(ks), func(k string) bool { return l.grammar[k] })
 }
 
+// europeanGrammar is the grammar words of the European language message
+// is written in (as withoutEuropeanGrammar reads it), nil for another.
+func europeanGrammar(message string) map[string]bool {
+	if l, _ := euRestLang(message, nil); l != nil {
+		return l.grammar
+	}
+	return nil
+}
+
 // euEnglishShort are the English words of two letters or fewer that ask
 // (stopWords holds none of them).
 var euEnglishShort = stringSet(strings.Fields("i a an in on at to of my me we us is it do be or if as by so up am"))

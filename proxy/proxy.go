@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -233,10 +234,16 @@ type Proxy struct {
 	mu        sync.Mutex
 	halted    bool
 
-	srv  *http.Server
-	ln   net.Listener
-	done chan error // Serve's end (Done)
+	srv      *http.Server
+	ln       net.Listener
+	done     chan error   // Serve's end (Done)
+	inFlight atomic.Int64 // requests being served (Start's server), counted for Stop's error
 }
+
+// ErrRequestsCut is in Stop's error when it cut requests in flight at its
+// deadline: a stop that ended what it had to, not a failure of what it
+// kept (memoryd proxy logs it and exits 0, as serve does).
+var ErrRequestsCut = errors.New("requests still in flight were cut")
 
 // New checks cfg and returns a Proxy.
 func New(cfg Config) (*Proxy, error) {
@@ -313,7 +320,12 @@ func (p *Proxy) Start(ctx context.Context) error {
 		return fmt.Errorf("proxy: listen: %w", err)
 	}
 	p.ln = ln
-	p.srv = &http.Server{Handler: p.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	h := p.Handler()
+	p.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.inFlight.Add(1)
+		defer p.inFlight.Add(-1)
+		h.ServeHTTP(w, r)
+	})}
 	p.done = make(chan error, 1)
 	go func() {
 		err := p.srv.Serve(ln)
@@ -351,12 +363,13 @@ func (p *Proxy) Stop(ctx context.Context) error {
 	var cut error
 	if p.srv != nil {
 		if err := p.srv.Shutdown(ctx); err != nil {
+			n := p.inFlight.Load()
 			p.halt()
 			_ = p.srv.Close()
-			cut = fmt.Errorf("proxy: stop: requests still in flight were cut: %w", err)
+			cut = fmt.Errorf("proxy: stop: %d %w: %w", n, ErrRequestsCut, err)
 		}
 	}
-	p.halt() // every handler has returned: none publishes from here on
+	p.halt() // the handlers have returned, or were cut: none publishes from here on
 	done := make(chan struct{})
 	go func() { p.publishes.Wait(); close(done) }()
 	wait := ctx

@@ -30,9 +30,10 @@ type reply struct {
 	// close-delimited body cut by a dropped connection reads as a clean
 	// end).
 	ended  bool
-	open   map[int]bool
+	open   map[int]bool // a choice seen: true while open, false once finished
+	nopen  int          // the choices open
 	closed bool
-	many   bool // more choices open at once than maxOpenChoices: only [DONE] ends it
+	many   bool // more choices than maxOpenChoices: only [DONE] ends it
 	// discard is the text not kept: a stream read only for its end
 	// (memory off), which would otherwise hold up to maxReplyBytes.
 	discard  bool
@@ -105,18 +106,24 @@ func (a *reply) line(l []byte) {
 		a.id = chunk.ID
 	}
 	for _, c := range chunk.Choices {
+		open, seen := a.open[c.Index]
 		switch {
 		case c.FinishReason != nil && *c.FinishReason != "":
-			delete(a.open, c.Index)
+			// A chunk of a finished choice without a finish reason (Azure
+			// OpenAI's content filter annotations) does not open it again.
+			if open {
+				a.nopen--
+			}
+			if seen || len(a.open) < maxOpenChoices {
+				a.setChoice(c.Index, false)
+			}
 			a.closed = true
-		case a.open[c.Index]:
+		case seen:
 		case len(a.open) >= maxOpenChoices:
 			a.many = true
 		default:
-			if a.open == nil {
-				a.open = map[int]bool{}
-			}
-			a.open[c.Index] = true
+			a.setChoice(c.Index, true)
+			a.nopen++
 		}
 		if c.Index != 0 {
 			continue
@@ -129,6 +136,13 @@ func (a *reply) line(l []byte) {
 			a.finished = true
 		}
 	}
+}
+
+func (a *reply) setChoice(index int, open bool) {
+	if a.open == nil {
+		a.open = map[int]bool{}
+	}
+	a.open[index] = open
 }
 
 // end is the end of the body.
@@ -180,11 +194,11 @@ func callsTools(reason string) bool {
 // no [DONE], and a choice without its finish reason (or none with one).
 // Unknown (false) past the bytes kept.
 func (a *reply) brokeOff() bool {
-	return a.streamed && !a.overflow && !a.ended && (len(a.open) > 0 || !a.closed || a.many)
+	return a.streamed && !a.overflow && !a.ended && (a.nopen > 0 || !a.closed || a.many)
 }
 
-// maxOpenChoices bounds the choices a reply tracks as open (OpenAI's n is
-// at most 128): a stream with more open at once ends only by [DONE].
+// maxOpenChoices bounds the choices a reply tracks (OpenAI's n is at most
+// 128): a stream with more ends only by [DONE].
 const maxOpenChoices = 128
 
 // done reports whether a whole reply was read: a finish reason seen in the

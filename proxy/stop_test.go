@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/memoryd/memoryd/events/eventstest"
+	"github.com/memoryd/memoryd/proxy"
 )
 
 // TestStopPastItsDeadlineCutsTheRequestsInFlight: a Stop whose deadline
@@ -39,7 +40,7 @@ func TestStopPastItsDeadlineCutsTheRequestsInFlight(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // the deadline has passed
 	err = e.proxy.Stop(ctx)
-	if err == nil || !strings.Contains(err.Error(), "requests still in flight were cut") || !errors.Is(err, context.Canceled) {
+	if !errors.Is(err, proxy.ErrRequestsCut) || !strings.Contains(err.Error(), "stop: 1 requests still in flight were cut") || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Stop past its deadline with a stream in flight: %v; want the requests in flight named as cut", err)
 	}
 	eventstest.Eventually(t, "the upstream request to be cancelled", 10*time.Second, func() (bool, string) {

@@ -226,14 +226,16 @@ type ChunkVector struct {
 
 // collectionVectorsSQL reads the generation (a first row with a NULL
 // document) and the vectors in one statement, so from one snapshot; the
-// join drops vectors of content a document no longer holds.
-const collectionVectorsSQL = `
+// join drops vectors of content a document no longer holds, and
+// ofRecordedDims vectors of other dimensions than those recorded for the
+// model (as UserVectors).
+var collectionVectorsSQL = `
 	SELECT (SELECT generation FROM chunk_embedding_generations WHERE collection_id = $1), NULL::text, NULL::int,
 		NULL::int, NULL::bytea
 	UNION ALL
 	(SELECT NULL, e.doc_id, e.chunk_index, e.dims, e.vector FROM chunk_embeddings e
 	JOIN documents d ON d.collection_id = e.collection_id AND d.doc_id = e.doc_id AND d.content_hash = e.content_hash
-	WHERE e.collection_id = $1 AND e.model = $2
+	WHERE e.collection_id = $1 AND e.model = $2` + ofRecordedDims("e", "$2") + `
 	ORDER BY e.doc_id, e.chunk_index)`
 
 // CollectionVectors returns the collection's current chunk vectors of

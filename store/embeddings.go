@@ -105,9 +105,17 @@ func usableVector(e, modelParam string) string {
 	// The scale (the first 4 bytes, a little-endian float32) neither 0 nor
 	// infinite or NaN (exponent bits all set: the high 7 bits of byte 3
 	// and the high bit of byte 2), which an earlier release could store.
-	return fmt.Sprintf(` AND %[1]s.dims = coalesce((SELECT m.dims FROM embedding_models m WHERE m.model = %[2]s), %[1]s.dims)
+	return ofRecordedDims(e, modelParam) + fmt.Sprintf(`
 			AND substring(%[1]s.vector FROM 1 FOR 4) <> '\x00000000'::bytea
-			AND NOT (get_byte(%[1]s.vector, 3) & 127 = 127 AND get_byte(%[1]s.vector, 2) & 128 = 128)`, e, modelParam)
+			AND NOT (get_byte(%[1]s.vector, 3) & 127 = 127 AND get_byte(%[1]s.vector, 2) & 128 = 128)`, e)
+}
+
+// ofRecordedDims is the condition on a vector row e of the model in SQL
+// parameter modelParam that it has the dimensions recorded for the model
+// (any, while none are): vectors of others, stored by an earlier release
+// when a job's halves were answered by two models, count as missing.
+func ofRecordedDims(e, modelParam string) string {
+	return fmt.Sprintf(` AND %[1]s.dims = coalesce((SELECT m.dims FROM embedding_models m WHERE m.model = %[2]s), %[1]s.dims)`, e, modelParam)
 }
 
 // EmbeddingDims returns the dimensions recorded for model's vectors,
@@ -344,17 +352,15 @@ type UserVector struct {
 // userVectorsSQL reads the generation (a first row with a NULL id) and the
 // vectors in one statement, so from one snapshot. Through
 // context_embeddings_user_model_idx; the join drops vectors of text an item
-// no longer holds, and the dims condition vectors of other dimensions than
-// those recorded for the model (stored by an earlier release when a job's
-// halves were answered by two models), which count as missing.
-const userVectorsSQL = `
+// no longer holds, and ofRecordedDims vectors of other dimensions than
+// those recorded for the model.
+var userVectorsSQL = `
 	SELECT (SELECT generation FROM embedding_generations WHERE user_id = $1), NULL::bigint, NULL::timestamptz,
 		NULL::text, NULL::int, NULL::bytea
 	UNION ALL
 	(SELECT NULL, e.context_id, c.created_at, c.scope, e.dims, e.vector FROM context_embeddings e
 	JOIN context c ON c.id = e.context_id AND c.content_hash = e.content_hash
-	WHERE e.user_id = $1 AND e.model = $2
-		AND e.dims = coalesce((SELECT m.dims FROM embedding_models m WHERE m.model = $2), e.dims)
+	WHERE e.user_id = $1 AND e.model = $2` + ofRecordedDims("e", "$2") + `
 	ORDER BY e.context_id)`
 
 // UserVectors returns the user's current vectors of model and their

@@ -489,12 +489,14 @@ func push(arena *[]byte, b []byte) span {
 // RecallQuery is what enrich reads: a search plus the user's facts.
 type RecallQuery struct {
 	SearchQuery
-	// MaxFacts caps the facts returned, most recent first. Must be at least 1.
+	// MaxFacts caps the facts returned (most recently set first). Must be
+	// at least 1.
 	MaxFacts int
-	// FirstFacts are keys whose facts are returned before the others,
-	// whatever their age, so that the cap never leaves them out (enrich's
-	// core facts: a user's name, set first, was the first left out once
-	// they had more than MaxFacts facts).
+	// FirstFacts are keys whose facts are read before the others, whatever
+	// their age, so that the cap never leaves them out (enrich's core
+	// facts: a user's name, set first, was the first left out once they had
+	// more than MaxFacts facts). The facts returned are still ordered by
+	// time.
 	FirstFacts []string
 }
 
@@ -543,8 +545,9 @@ func (s *Store) SearchCandidates(ctx context.Context, q SearchQuery) (Candidates
 	return c, nil
 }
 
-// Recall returns the user's facts (those of q.FirstFacts' keys, then the
-// others, each most recently set first, at most q.MaxFacts) and the candidates SearchContext would return, without their
+// Recall returns the user's facts (at most q.MaxFacts: those of
+// q.FirstFacts' keys, then the most recently set; returned most recently
+// set first) and the candidates SearchContext would return, without their
 // texts, from one statement: one round trip to Postgres and one snapshot, so
 // a reply never shows a turn's context without the facts committed with it.
 // ContextTexts then reads the texts of the items ranking keeps.

@@ -99,13 +99,18 @@ argument names a user. A running 'memoryd serve' answers the calls.`)
 	case err := <-srv.Done():
 		return err
 	}
+	logger.Info("shutting down", "timeout", shutdownTimeout)
 	stopCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
-	if err := srv.Stop(stopCtx); err != nil {
+	if err := srv.Stop(stopCtx); errors.Is(err, agenttools.ErrCallsCut) {
+		// As serve: what the deadline cut is said, and the stop is done.
+		logger.Warn("stopped past --shutdown-timeout", "error", err)
+	} else if err != nil {
 		return err
 	}
 	if err := <-srv.Done(); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
+	logger.Info("stopped")
 	return nil
 }

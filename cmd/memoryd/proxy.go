@@ -90,9 +90,15 @@ stores the turns.`)
 	} else if err != nil {
 		return err
 	}
+	// stopBy is when the stop must end, set as it begins; the last spans
+	// are sent by then (a reserve of it is kept for them), not within a
+	// --shutdown-timeout of their own (a stop took twice the timeout).
+	var stopBy time.Time
 	defer func() {
-		// The last spans are sent, within shutdownTimeout.
-		sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		if stopBy.IsZero() {
+			stopBy = time.Now().Add(shutdownTimeout)
+		}
+		sctx, cancel := context.WithDeadline(context.Background(), stopBy)
 		defer cancel()
 		if err := tracer.Shutdown(sctx); err != nil {
 			// As serve: spans lost are no failed stop, but said.
@@ -137,11 +143,30 @@ stores the turns.`)
 	case <-ctx.Done():
 	case served = <-p.Done(): // stopped serving by itself: the turns being published still are
 	}
-	stopCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	logger.Info("shutting down", "timeout", shutdownTimeout)
+	stopBy = time.Now().Add(shutdownTimeout)
+	stopCtx, cancel := context.WithDeadline(context.Background(), stopBy.Add(-tracingReserve(tracing, shutdownTimeout)))
 	defer cancel()
 	err = p.Stop(stopCtx)
-	if served != nil {
+	switch {
+	case served != nil:
 		return fmt.Errorf("proxy stopped serving: %w", served)
+	case errors.Is(err, proxy.ErrRequestsCut):
+		// As serve: what the deadline cut is said, and the stop is done.
+		logger.Warn("stopped past --shutdown-timeout", "error", err)
+	case err != nil:
+		return err
 	}
-	return err
+	logger.Info("stopped")
+	return nil
+}
+
+// tracingReserve is the part of --shutdown-timeout a stop keeps for the
+// last spans when tracing is on: a quarter, at most 5 s, as serve keeps for
+// its requests.
+func tracingReserve(t app.TracingConfig, timeout time.Duration) time.Duration {
+	if t.OTLPEndpoint == "" {
+		return 0
+	}
+	return min(timeout/4, 5*time.Second)
 }
