@@ -270,7 +270,7 @@ func (p *Proxy) forward(w http.ResponseWriter, in *http.Request, req *http.Reque
 			writeError(w, http.StatusGatewayTimeout, "upstream_error", "upstream_timeout", "the upstream model server did not answer in time")
 			return nil, OutcomeUpstreamTimeout
 		}
-		p.log.Warn("upstream request failed", "error", err)
+		p.log.Warn("upstream request failed", "error", upstreamError(err))
 		writeError(w, http.StatusBadGateway, "upstream_error", "upstream_unreachable", "the upstream model server could not be reached")
 		return nil, OutcomeUpstreamUnreachable
 	}
@@ -291,6 +291,27 @@ func (p *Proxy) forward(w http.ResponseWriter, in *http.Request, req *http.Reque
 		return resp, OutcomeUpstreamStatus
 	}
 	return resp, OutcomeOK
+}
+
+// upstreamError is err, a transport error of a request to the upstream,
+// fit for the log: net/http's error quotes the whole URL, whose query
+// (--upstream's, kept after each path) may hold a secret (?api-key=,
+// ?sig=); it is shown as "?...", and a password as net/http hides it.
+func upstreamError(err error) error {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return err
+	}
+	u, perr := url.Parse(ue.URL)
+	if perr != nil {
+		return fmt.Errorf("%s (unparsable URL): %w", ue.Op, ue.Err)
+	}
+	shown := u.Redacted()
+	if u.RawQuery != "" || u.ForceQuery {
+		u.RawQuery, u.ForceQuery = "", false
+		shown = u.Redacted() + "?..."
+	}
+	return fmt.Errorf("%s %q: %w", ue.Op, shown, ue.Err)
 }
 
 // request is a chat completion request as far as the proxy reads it; every

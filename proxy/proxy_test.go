@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -820,6 +821,35 @@ func TestUpstreamPasswordIsNotLogged(t *testing.T) {
 	}
 	if strings.Contains(out, "upsecret") {
 		t.Errorf("the upstream's password is in the log: %q", out)
+	}
+}
+
+// A secret in the upstream's query (Azure's api-version beside a gateway's
+// ?api-key=) stays out of the log of an upstream that cannot be reached:
+// net/http's error quotes the whole URL (an operator's walk found
+// "upstream request failed" logging ?api-key=SECRET).
+func TestUpstreamQuerySecretIsNotLogged(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close() // nothing listens there now: connection refused
+	logs := &eventstest.SyncBuffer{}
+	e := newEnv(t, func(c *proxy.Config) {
+		c.Upstream = "http://user:upsecret@" + dead + "/v1?api-version=1&api-key=qsecret"
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	})
+	if code := e.post(t, "Authorization", "Bearer "+e.keys["alice"]); code != http.StatusBadGateway {
+		t.Fatalf("chat to a dead upstream: %d, want 502", code)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "upstream request failed") || !strings.Contains(out, "/v1/chat/completions?...") {
+		t.Errorf("the failure is not logged with the upstream's path: %q", out)
+	}
+	if strings.Contains(out, "qsecret") || strings.Contains(out, "upsecret") {
+		t.Errorf("a secret of the upstream's URL is in the log: %q", out)
 	}
 }
 
