@@ -15,8 +15,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -76,6 +78,7 @@ type Set struct {
 	entries []entry
 	mtime   time.Time
 	size    int64
+	gone    bool // the file was removed after a load: its keys are revoked
 
 	stop chan struct{}
 	done chan struct{}
@@ -144,7 +147,10 @@ func parseLine(line string) (e entry, ok bool, err error) {
 
 // Reload re-reads the file when its modification time or size changed since
 // the last load and reports whether it did. On an error the keys loaded
-// before stay in force.
+// before stay in force, but a file removed after a load revokes its keys
+// (the inline ones stay): an operator who deletes it to revoke every key
+// must not find them still working (they did, with an error logged every
+// poll). Gone reports that state; a file put back is loaded again.
 func (s *Set) Reload() (bool, error) {
 	if s.cfg.File == "" {
 		s.mu.Lock()
@@ -155,11 +161,20 @@ func (s *Set) Reload() (bool, error) {
 		return false, nil
 	}
 	st, err := os.Stat(s.cfg.File)
+	if errors.Is(err, fs.ErrNotExist) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.entries == nil || s.gone {
+			return false, fmt.Errorf("apikeys: %w", err) // never loaded (New): a wrong path
+		}
+		s.entries, s.gone, s.mtime, s.size = slices.Clone(s.inline), true, time.Time{}, -1
+		return true, nil
+	}
 	if err != nil {
 		return false, fmt.Errorf("apikeys: %w", err)
 	}
 	s.mu.RLock()
-	same := s.entries != nil && st.ModTime().Equal(s.mtime) && st.Size() == s.size
+	same := s.entries != nil && !s.gone && st.ModTime().Equal(s.mtime) && st.Size() == s.size
 	s.mu.RUnlock()
 	if same {
 		return false, nil
@@ -175,9 +190,17 @@ func (s *Set) Reload() (bool, error) {
 	}
 	all := append(append([]entry{}, s.inline...), fromFile...)
 	s.mu.Lock()
-	s.entries, s.mtime, s.size = all, st.ModTime(), st.Size()
+	s.entries, s.mtime, s.size, s.gone = all, st.ModTime(), st.Size(), false
 	s.mu.Unlock()
 	return true, nil
+}
+
+// Gone reports whether the file was removed after a load, revoking its
+// keys (Reload).
+func (s *Set) Gone() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.gone
 }
 
 // Lookup returns the user of key. Every stored hash is compared in constant
@@ -220,9 +243,15 @@ func (s *Set) Start() {
 			case <-s.stop:
 				return
 			case <-t.C:
-				if changed, err := s.Reload(); err != nil {
+				changed, err := s.Reload()
+				switch {
+				case err != nil && s.Gone():
+					// Said once, as it happened.
+				case err != nil:
 					s.cfg.Logger.Error("api keys not reloaded, the previous keys stay in force", "file", s.cfg.File, "error", err)
-				} else if changed {
+				case changed && s.Gone():
+					s.cfg.Logger.Warn("api keys file removed: the keys it held are revoked until it is back", "file", s.cfg.File, "keys", s.Len())
+				case changed:
 					s.cfg.Logger.Info("api keys reloaded", "file", s.cfg.File, "keys", s.Len())
 				}
 			}

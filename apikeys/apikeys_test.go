@@ -128,6 +128,50 @@ func TestReload(t *testing.T) {
 	}
 }
 
+// TestRemovedFileRevokesItsKeys: a key file removed after a load revokes
+// its keys (the inline ones stay), and put back it is loaded again. Before,
+// its keys stayed in force, with an error logged at every poll: an
+// operator's walk deleted the file to revoke every key and found them
+// working.
+func TestRemovedFileRevokesItsKeys(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(file, []byte(Hash("k1")+" alice\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{File: file, Text: Hash("k0") + " root"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := s.Reload(); err != nil || !changed || !s.Gone() {
+		t.Fatalf("file removed: Reload = %v, %v, gone %v; want a change", changed, err, s.Gone())
+	}
+	if _, ok := s.Lookup("k1"); ok {
+		t.Error("the removed file's key k1 is still accepted")
+	}
+	if u, ok := s.Lookup("k0"); !ok || u != "root" {
+		t.Errorf("inline key k0: %q, %v; want it kept", u, ok)
+	}
+	if changed, _ := s.Reload(); changed {
+		t.Error("a file still missing reads as a change again")
+	}
+	if err := os.WriteFile(file, []byte(Hash("k1")+" alice\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := s.Reload(); err != nil || !changed || s.Gone() {
+		t.Fatalf("file back: Reload = %v, %v, gone %v", changed, err, s.Gone())
+	}
+	if u, ok := s.Lookup("k1"); !ok || u != "alice" {
+		t.Errorf("the file back, k1: %q, %v", u, ok)
+	}
+	// A file missing at the start is an error, as before: a wrong path.
+	if _, err := New(Config{File: filepath.Join(t.TempDir(), "none")}); err == nil {
+		t.Error("New with a missing file: no error")
+	}
+}
+
 // TestStartReloads runs the owned goroutine with a short interval and waits
 // (bounded) for it to pick up a new key.
 func TestStartReloads(t *testing.T) {
