@@ -2,14 +2,17 @@ package agenttools_test
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/memoryd/memoryd/agenttools"
+	"github.com/memoryd/memoryd/events/eventstest"
 )
 
 // streamOpened is a client transport that reports when a GET (a session's
@@ -68,5 +71,34 @@ func TestStopWithAConnectedAgent(t *testing.T) {
 	defer cancel()
 	if err := srv.Stop(ctx); err != nil {
 		t.Fatalf("Stop with an idle connected agent: %v; want nil (nothing was in flight)", err)
+	}
+}
+
+// TestStdioStopIsNoError: a stdio session stopped by its caller (memoryd
+// mcp on SIGTERM) logs nothing at error. The SDK logs the end as "server
+// run cancelled" at Error, which tripped an operator's alerts.
+func TestStdioStopIsNoError(t *testing.T) {
+	t.Parallel()
+	var logs eventstest.SyncBuffer
+	srv, err := agenttools.New(agenttools.Config{Client: startEnricher(t), User: "alice", Timeout: 10 * time.Second,
+		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, feed := io.Pipe()
+	defer feed.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.ServeIO(ctx, in, io.Discard) }()
+	// The session runs once it has read a request.
+	if _, err := feed.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}` + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("ServeIO stopped by its caller: %v", err)
+	}
+	if strings.Contains(logs.String(), `"level":"ERROR"`) {
+		t.Fatalf("a stop by the caller logged an error:\n%s", logs.String())
 	}
 }

@@ -540,5 +540,18 @@ func (w warnings) Enabled(ctx context.Context, l slog.Level) bool {
 	return l >= slog.LevelWarn && w.Handler.Enabled(ctx, l)
 }
 
+// Handle logs the SDK's "server run cancelled", at Error, at Info: it is
+// the routine end of a stdio session that ServeIO's caller stopped
+// (SIGTERM), and tripped alerts on errors.
+func (w warnings) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "server run cancelled" && r.Level > slog.LevelInfo {
+		if !w.Handler.Enabled(ctx, slog.LevelInfo) {
+			return nil
+		}
+		r.Level = slog.LevelInfo
+	}
+	return w.Handler.Handle(ctx, r)
+}
+
 func (w warnings) WithAttrs(as []slog.Attr) slog.Handler { return warnings{w.Handler.WithAttrs(as)} }
 func (w warnings) WithGroup(name string) slog.Handler    { return warnings{w.Handler.WithGroup(name)} }

@@ -376,7 +376,8 @@ func (e entry) asLine() Line {
 // reads it whole at its next check. It returns the lines deleted; none
 // matching is an error.
 func Revoke(file, userID, hashPrefix string) ([]Line, error) {
-	hashPrefix = strings.TrimPrefix(strings.ToLower(hashPrefix), HashPrefix)
+	// As keys list prints it: "sha256:a6a0d935a6e143a8…" (or "..." typed).
+	hashPrefix = strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(strings.ToLower(hashPrefix), HashPrefix), "…"), "...")
 	switch {
 	case userID == "" && hashPrefix == "":
 		return nil, fmt.Errorf("apikeys: revoke needs a user id or a hash prefix: %w", ErrInvalid)

@@ -250,6 +250,8 @@ func TestRevoke(t *testing.T) {
 	}{
 		{name: "every key of a user", user: "alice", wantGone: []string{"alice", "alice"}},
 		{name: "one key by its hash", hash: Hash("k2")[:len(HashPrefix)+12], wantGone: []string{"alice"}},
+		// As keys list prints it, with its ellipsis (before: refused).
+		{name: "one key as keys list prints it", hash: Hash("k2")[:len(HashPrefix)+16] + "…", wantGone: []string{"alice"}},
 		{name: "one key by its hex digits, and the user", user: "alice", hash: strings.TrimPrefix(Hash("k1"), HashPrefix)[:10], wantGone: []string{"alice"}},
 		{name: "another user's hash", user: "bob", hash: Hash("k1"), wantErr: "no key"},
 		{name: "no one", user: "carol", wantErr: "no key"},

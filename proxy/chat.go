@@ -82,8 +82,12 @@ func (p *Proxy) repeatedUserHeader(w http.ResponseWriter, r *http.Request) bool 
 }
 
 func (p *Proxy) unauthorized(w http.ResponseWriter) {
-	writeError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
-		"Incorrect or missing API key: send a memoryd proxy key as 'Authorization: Bearer <key>' (memoryd keys add creates one).")
+	msg := "Incorrect or missing API key: send a memoryd proxy key as 'Authorization: Bearer <key>' (memoryd keys add creates one)."
+	if p.cfg.Keys == nil {
+		// Behind a gateway, with no keys: the gateway's header is missing.
+		msg = fmt.Sprintf("Missing user: this proxy takes the user from the %s header, which the gateway in front sets.", p.cfg.TrustedUserHeader)
+	}
+	writeError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", msg)
 }
 
 // models passes GET /v1/models (and /v1/models/{id}) through.

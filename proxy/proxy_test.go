@@ -1187,3 +1187,21 @@ func TestUpstreamRefusesItsKey(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewayOnlyNamesItsHeader: a proxy behind a gateway, without keys,
+// answers a request without the gateway's header with a 401 naming the
+// header (before: a message about memoryd keys, which it does not use).
+func TestGatewayOnlyNamesItsHeader(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *proxy.Config) { c.Keys, c.TrustedUserHeader = nil, "X-Gateway-User" })
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(b), "X-Gateway-User header") || strings.Contains(string(b), "keys add") {
+		t.Fatalf("no gateway header: %d %s", resp.StatusCode, b)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -267,6 +268,19 @@ func TestClientWithoutServiceSaysSoOnce(t *testing.T) {
 // has no HTTP endpoint unless started with --http.
 func TestHealthExplainsHTTPIsOff(t *testing.T) {
 	t.Parallel()
+	// A 503's body says why: shown (an operator's walk saw only the status).
+	notReady := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"nats":"not connected: RECONNECTING"}` + "\n"))
+	}))
+	defer notReady.Close()
+	if _, errOut, code := runArgs(context.Background(), "health", "--url", notReady.URL); code != 1 || !strings.Contains(errOut, `503 Service Unavailable: {"nats":"not connected: RECONNECTING"}`) {
+		t.Errorf("health of a 503: exit %d, stderr %q; want the body shown", code, errOut)
+	}
+	healthHTTPOff(t)
+}
+
+func healthHTTPOff(t *testing.T) {
 	_, errOut, code := runArgs(context.Background(), "health", "--url", "http://127.0.0.1:1/readyz")
 	if code != 1 || !strings.Contains(errOut, "--http (off by default)") || strings.Count(errOut, "\n") != 1 {
 		t.Errorf("exit %d, stderr %q", code, errOut)

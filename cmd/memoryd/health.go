@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	neturl "net/url"
 	"strings"
@@ -50,12 +51,17 @@ address serve's --http setting gives (memoryd.yaml's http, MEMORYD_HTTP).`)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		if ctx.Err() == nil && errors.Is(err, syscall.ECONNREFUSED) {
-			return fmt.Errorf("nothing listens at %s: serve answers there only when started with --http (off by default), e.g. memoryd serve --http 127.0.0.1:9090", url)
+			return fmt.Errorf("nothing listens at %s: serve answers there only when started with --http (off by default), e.g. memoryd serve --http 127.0.0.1:9090; proxy and mcp at their --listen address, while they run", url)
 		}
 		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
+		// The body says why (`{"nats":"not connected: RECONNECTING"}`).
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		if b := strings.TrimSpace(string(body)); b != "" {
+			return fmt.Errorf("%s answered %s: %s", url, resp.Status, b)
+		}
 		return fmt.Errorf("%s answered %s", url, resp.Status)
 	}
 	fmt.Fprintln(a.stdout, "ready")
