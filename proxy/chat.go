@@ -606,8 +606,16 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request) string {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid_request", err.Error())
 		return OutcomeBadRequest
 	}
-	if strings.EqualFold(strings.TrimSpace(r.Header.Get(MemoryHeader)), "off") {
+	switch v := strings.ToLower(strings.TrimSpace(r.Header.Get(MemoryHeader))); v {
+	case "off", "false", "0", "no":
 		rq.memory = false
+	case "", "on", "true", "1", "yes":
+	default:
+		// An opt-out misspelt must not be remembered as if none were
+		// asked: "X-Memory: disabled" was ignored.
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid_request",
+			fmt.Sprintf("the %s header is %q: off (or false, 0, no) opts this request out of memory, on (or true, 1, yes) is the default", MemoryHeader, v))
+		return OutcomeBadRequest
 	}
 	out := body
 	injection := p.enrich(r.Context(), user, rq)

@@ -40,8 +40,10 @@ const (
 	DefaultPublishTimeout  = 5 * time.Second
 )
 
-// MemoryHeader set to "off" opts a request out of memory (no enrich, no
-// turn published), as does the body field "memory": false.
+// MemoryHeader set to "off" (or false, 0, no; any case) opts a request out
+// of memory (no enrich, no turn published), as does the body field
+// "memory": false; "on" (true, 1, yes) is the default, and another value a
+// 400.
 const MemoryHeader = "X-Memory"
 
 // Keys maps an API key to the user it stands for (apikeys.Set).

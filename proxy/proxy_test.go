@@ -1205,3 +1205,35 @@ func TestGatewayOnlyNamesItsHeader(t *testing.T) {
 		t.Fatalf("no gateway header: %d %s", resp.StatusCode, b)
 	}
 }
+
+// TestMemoryHeaderValues: X-Memory takes off, false, 0 and no (any case)
+// for an opt-out, and refuses a value it does not know with a 400 before
+// the upstream is asked: before, anything but "off" was ignored, and a
+// request meant to be forgotten was remembered.
+func TestMemoryHeaderValues(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	auth := "Bearer " + e.keys["alice"]
+	for _, v := range []string{"false", "0", "NO", " Off "} {
+		if code := e.post(t, "Authorization", auth, proxy.MemoryHeader, v); code != http.StatusOK {
+			t.Errorf("X-Memory %q: %d, want 200", v, code)
+		}
+	}
+	for _, v := range []string{"disabled", "nope"} {
+		if code := e.post(t, "Authorization", auth, proxy.MemoryHeader, v); code != http.StatusBadRequest {
+			t.Errorf("X-Memory %q: %d, want 400", v, code)
+		}
+	}
+	if code := e.post(t, "Authorization", auth, proxy.MemoryHeader, "on"); code != http.StatusOK {
+		t.Errorf("X-Memory on: %d, want 200", code)
+	}
+	e.stop()
+	if n := e.turnsPublished(t, "alice"); n != 1 {
+		t.Fatalf("%d turns published, want 1 (the request with memory on)", n)
+	}
+	e.up.mu.Lock()
+	defer e.up.mu.Unlock()
+	if len(e.up.requests) != 5 {
+		t.Fatalf("the upstream got %d requests, want 5 (none for the refused values)", len(e.up.requests))
+	}
+}

@@ -70,6 +70,9 @@ argument names a user. A running 'memoryd serve' answers the calls.`)
 		if err != nil {
 			return err
 		}
+		if keys.Len() == 0 {
+			logger.Warn("no API keys: every request is refused until keys are added (memoryd keys add)", "file", keysFile)
+		}
 		keys.Start()
 		defer keys.Stop()
 		cfg.Keys = keys

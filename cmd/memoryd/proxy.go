@@ -110,6 +110,9 @@ stores the turns.`)
 		if err != nil {
 			return err
 		}
+		if keys.Len() == 0 {
+			logger.Warn("no API keys: every request is refused until keys are added (memoryd keys add)", "file", keysFile)
+		}
 		keys.Start()
 		defer keys.Stop()
 		cfg.Keys = keys
