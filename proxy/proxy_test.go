@@ -1047,14 +1047,8 @@ func TestUpstreamWithAQuery(t *testing.T) {
 	}
 	req, _ := http.NewRequest(http.MethodGet, e.url+"/models/fake-model", nil)
 	req.Header.Set("Authorization", "Bearer "+e.keys["alice"])
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"id":"fake-model"`) {
-		t.Fatalf("models: %d %s", resp.StatusCode, b)
+	if code, b := roundTrip(t, req); code != http.StatusOK || !strings.Contains(string(b), `"id":"fake-model"`) {
+		t.Fatalf("models: %d %s", code, b)
 	}
 	e.up.mu.Lock()
 	defer e.up.mu.Unlock()
@@ -1195,15 +1189,24 @@ func TestGatewayOnlyNamesItsHeader(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *proxy.Config) { c.Keys, c.TrustedUserHeader = nil, "X-Gateway-User" })
 	req, _ := http.NewRequest(http.MethodPost, e.url+"/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+	if code, b := roundTrip(t, req); code != http.StatusUnauthorized || !strings.Contains(string(b), "X-Gateway-User header") || strings.Contains(string(b), "keys add") {
+		t.Fatalf("no gateway header: %d %s", code, b)
+	}
+}
+
+// roundTrip sends req and returns the response's status and whole body.
+func roundTrip(t *testing.T, req *http.Request) (int, []byte) {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(b), "X-Gateway-User header") || strings.Contains(string(b), "keys add") {
-		t.Fatalf("no gateway header: %d %s", resp.StatusCode, b)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return resp.StatusCode, b
 }
 
 // TestMemoryHeaderValues: X-Memory takes off, false, 0 and no (any case)
