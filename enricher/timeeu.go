@@ -831,7 +831,8 @@ var euLowerMonths = map[string]bool{"fr": true, "pl": true}
 
 // euHalfBefore are the ordinals before a middle-of-month word that make it
 // a half of the month: 1 the first, 2 the second.
-var euHalfBefore = map[string]int{"prima": 1, "seconda": 2, "pierwszej": 1, "pierwsza": 1, "drugiej": 2, "druga": 2}
+var euHalfBefore = map[string]int{"prima": 1, "seconda": 2, "pierwszej": 1, "pierwsza": 1, "drugiej": 2, "druga": 2,
+	"первой": 1, "второй": 2}
 
 // englishLead reports whether Dutch "begin|half <month>" at the month
 // toks[mo] is English typed in lower case: a day number follows the month
@@ -1154,7 +1155,7 @@ func (l *euLang) weekAfterWeekday(toks []timeTok, words []string, j int, at time
 const euWeekdayReach = 24
 
 // euWeekdayPart are the parts of the day of one word after a weekday.
-var euWeekdayPart = map[string][2]int{"abend": partEvening, "nachmittag": partAfternoon, "vormittag": partMorning,
+var euWeekdayPart = map[string][2]int{"abend": partEvening, "nachmittag": partAfternoon, "vormittag": partMorning, "morgen": partMorning,
 	"früh": partMorning, "nacht": partNight, "soir": partEvening, "matin": partMorning, "sera": partEvening,
 	"mattina": partMorning, "pomeriggio": partAfternoon, "notte": partNight, "avond": partEvening, "ochtend": partMorning,
 	"middag": partAfternoon, "утром": partMorning, "днём": partAfternoon, "днем": partAfternoon, "вечером": partEvening,
@@ -1200,18 +1201,32 @@ var euOnDay = stringSet(strings.Fields("am le el il no na op"))
 // time of the day.
 func (l *euLang) planned(toks []timeTok, words []string, i int) bool {
 	isEnd := func(r rune) bool { return strings.ContainsRune(".!?\n¿¡", r) }
+	plan := func(k int) bool {
+		if !l.plans[words[k]] || k == 0 {
+			return l.plans[words[k]]
+		}
+		prev := words[k-1]
+		_, weekday := l.weekdays[prev]
+		// "über den Morgen", "Montag Morgen", "maandag morgen": the
+		// morning, not tomorrow.
+		return !l.notPlanAfter[prev] && !(words[k] == "morgen" && (euMorningNoun[prev] || weekday))
+	}
 	for k := i - 1; k >= 0 && !strings.ContainsFunc(toks[k+1].gap, isEnd); k-- {
-		if l.plans[words[k]] && (k == 0 || !l.notPlanAfter[words[k-1]]) {
+		if plan(k) {
 			return true
 		}
 	}
 	for k := i + 1; k < len(toks) && !strings.ContainsFunc(toks[k].gap, isEnd); k++ {
-		if l.plans[words[k]] && !l.notPlanAfter[words[k-1]] {
+		if plan(k) {
 			return true
 		}
 	}
 	return false
 }
+
+// euMorningNoun are the words before German and Dutch "morgen" that make
+// it the morning, not tomorrow: articles and their like.
+var euMorningNoun = stringSet(strings.Fields("den der dem einen jeden diesen de het elke iedere"))
 
 // frenchHier reports whether a message with "hier" reads as French: it
 // holds a French word and none of German or Dutch, where "hier" is "here".

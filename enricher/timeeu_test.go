@@ -294,6 +294,30 @@ func TestParseTimeEuropeanWeekdayCompounds(t *testing.T) {
 	})
 }
 
+// TestParseTimeEuropeanReviewForms: forms a native review found missing
+// (before: no range), and "Morgen" the morning read as no plan.
+func TestParseTimeEuropeanReviewForms(t *testing.T) {
+	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC) // a Wednesday
+	checkParseTime(t, at, []parseCase{
+		{"¿Qué dije a final de mayo?", "2026-05-21", "2026-06-01", "final de mayo"},
+		{"a finales del mes de mayo", "2026-05-21", "2026-06-01", "finales del mes de mayo"},
+		{"agli inizi di maggio", "2026-05-01", "2026-05-11", "inizi di maggio"},
+		{"alla fine del mese di maggio", "2026-05-21", "2026-06-01", "fine del mese di maggio"},
+		{"a metà del mese di maggio", "2026-05-11", "2026-05-21", "metà del mese di maggio"},
+		{"no início do mês de maio", "2026-05-01", "2026-05-11", "início do mês de maio"},
+		{"Wat zei ik aan het begin van mei?", "2026-05-01", "2026-05-11", "begin van mei"},
+		{"halverwege mei", "2026-05-11", "2026-05-21", "halverwege mei"},
+		{"во второй половине мая", "2026-05-16", "2026-06-01", "второй половине мая"},
+		{"в первых числах мая", "2026-05-01", "2026-05-11", "первых числах мая"},
+		{"z początkiem maja", "2026-05-01", "2026-05-11", "początkiem maja"},
+		{"Was habe ich Montag Morgen gesagt?", "2026-11-16", "2026-11-16 12:00", "Montag Morgen"},
+		{"Was habe ich im Mai über den Morgen gesagt?", "2026-05-01", "2026-06-01", "im Mai"},
+		// Still plans: tomorrow, next Monday.
+		{"Was mache ich morgen im Mai?", "", "", ""},
+		{"Was mache ich den nächsten Montag im Mai?", "", "", ""},
+	})
+}
+
 // TestParseTimeEuropeanNearMisses: what reads another span than the
 // words alone say, or no time at all: not read.
 func TestParseTimeEuropeanNearMisses(t *testing.T) {
