@@ -64,20 +64,28 @@ func (p *Proxy) user(r *http.Request) (string, bool) {
 }
 
 // repeatedUserHeader refuses, with a 400, a request carrying the trusted
-// header more than once: user reads the first, which a gateway that adds
-// its header rather than replacing the client's (Envoy's
-// request_headers_to_add appends by default) leaves as the client's own.
+// header more than once, or once with a comma (how a proxy joins a header
+// sent twice): user reads the first, which a gateway that adds its header
+// rather than replacing the client's (Envoy's request_headers_to_add
+// appends by default) leaves as the client's own.
 func (p *Proxy) repeatedUserHeader(w http.ResponseWriter, r *http.Request) bool {
 	h := p.cfg.TrustedUserHeader
 	if h == "" {
 		return false
 	}
-	n := len(r.Header.Values(h))
-	if n < 2 {
+	vs := r.Header.Values(h)
+	switch {
+	case len(vs) > 1:
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid_user",
+			fmt.Sprintf("the %s header was sent %d times: the gateway must replace the client's, not add its own", h, len(vs)))
+	case len(vs) == 1 && strings.Contains(vs[0], ","):
+		// One line of several values ("client, gateway"), as a proxy
+		// may join a header sent twice (RFC 9110).
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid_user",
+			fmt.Sprintf("the %s header holds a comma: it is one user id, and a comma is how a proxy joins a header sent twice (the gateway must replace the client's)", h))
+	default:
 		return false
 	}
-	writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid_user",
-		fmt.Sprintf("the %s header was sent %d times: the gateway must replace the client's, not add its own", h, n))
 	return true
 }
 

@@ -722,6 +722,9 @@ func TestTrustedUserHeader(t *testing.T) {
 	if code := e.post(t, "X-Gateway-User", "bob", "X-Gateway-User", "carol"); code != http.StatusBadRequest {
 		t.Errorf("the header twice: %d, want 400", code)
 	}
+	if code := e.post(t, "X-Gateway-User", "bob, carol"); code != http.StatusBadRequest {
+		t.Errorf("the header's two values joined: %d, want 400", code)
+	}
 	e.up.mu.Lock()
 	defer e.up.mu.Unlock()
 	if len(e.up.auth) != 1 || e.up.auth[0] != "Bearer "+upstreamKey || e.up.gateway[0] != "" {
