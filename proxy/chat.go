@@ -279,10 +279,11 @@ func (p *Proxy) forward(w http.ResponseWriter, in *http.Request, req *http.Reque
 		}
 		var ne interface{ Timeout() bool }
 		if errors.As(err, &ne) && ne.Timeout() {
+			p.log.Warn(msgUpstreamTimeout, "timeout", p.cfg.UpstreamTimeout)
 			writeError(w, http.StatusGatewayTimeout, "upstream_error", "upstream_timeout", "the upstream model server did not answer in time")
 			return nil, OutcomeUpstreamTimeout
 		}
-		p.log.Warn("upstream request failed", "error", upstreamError(err))
+		p.log.Warn(msgUpstreamFailed, "error", upstreamError(err))
 		writeError(w, http.StatusBadGateway, "upstream_error", "upstream_unreachable", "the upstream model server could not be reached")
 		return nil, OutcomeUpstreamUnreachable
 	}
@@ -772,12 +773,14 @@ func (p *Proxy) publish(sc trace.SpanContext, user, message string, acc *reply) 
 func noNUL(s string) string { return strings.ReplaceAll(s, "\x00", " ") }
 
 // The messages of the warnings logged for a single request that an outage
-// of memoryd repeats for every request.
+// of memoryd, or of the upstream, repeats for every request.
 const (
-	msgEnrichFailed   = "enrich failed, forwarding unenriched"
-	msgEnrichDegraded = "enrich degraded, forwarding unenriched"
+	msgEnrichFailed    = "enrich failed, forwarding unenriched"
+	msgEnrichDegraded  = "enrich degraded, forwarding unenriched"
+	msgUpstreamFailed  = "upstream request failed"
+	msgUpstreamTimeout = "upstream did not answer in time (504)" // before: no line at all
 )
 
 // PerRequestFailures are those messages: a process's log handler may hold
 // back their repeats (memoryd's command does).
-var PerRequestFailures = []string{msgEnrichFailed, msgEnrichDegraded}
+var PerRequestFailures = []string{msgEnrichFailed, msgEnrichDegraded, msgUpstreamFailed, msgUpstreamTimeout}

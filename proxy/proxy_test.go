@@ -634,7 +634,10 @@ func TestMemoryOff(t *testing.T) {
 // and body), a hung upstream is a 504; neither is remembered.
 func TestUpstreamFailures(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, func(c *proxy.Config) { c.UpstreamTimeout = 300 * time.Millisecond })
+	logs := &eventstest.SyncBuffer{}
+	e := newEnv(t, func(c *proxy.Config) {
+		c.UpstreamTimeout, c.Logger = 300*time.Millisecond, slog.New(slog.NewTextHandler(logs, nil))
+	})
 	post := func() (*http.Response, []byte) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodPost, e.url+"/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"I live in Oslo"}]}`))
@@ -665,6 +668,10 @@ func TestUpstreamFailures(t *testing.T) {
 	resp, body = post()
 	if resp.StatusCode != http.StatusGatewayTimeout || !strings.Contains(string(body), "upstream_timeout") {
 		t.Fatalf("hung upstream reached the client as %s %s", resp.Status, body)
+	}
+	// Logged (before: no line for a 504).
+	if !strings.Contains(logs.String(), "upstream did not answer in time (504)") {
+		t.Errorf("a 504 was not logged: %q", logs.String())
 	}
 	e.stop()
 	if n := e.turnsPublished(t, "alice"); n != 0 {
