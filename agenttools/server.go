@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -43,6 +44,9 @@ const DefaultMaxResultBytes = 64 << 10
 // DefaultSessionTimeout closes an HTTP session idle this long when
 // Config.SessionTimeout is 0.
 const DefaultSessionTimeout = 30 * time.Minute
+
+// DefaultMaxUserSessions is Config.MaxUserSessions' default.
+const DefaultMaxUserSessions = 32
 
 // DefaultVersion is the version the server reports when Config.Version is
 // empty.
@@ -83,6 +87,12 @@ type Config struct {
 	// script) kept its goroutine and memory until the process ended.
 	// Default DefaultSessionTimeout.
 	SessionTimeout time.Duration
+	// MaxUserSessions bounds the HTTP sessions one user's keys hold open
+	// at once: a new one past it is refused (429) until one ends (DELETE,
+	// or SessionTimeout). Without it a key could open sessions without
+	// end, each holding its goroutines and memory for SessionTimeout.
+	// Default DefaultMaxUserSessions.
+	MaxUserSessions int
 	// MaxResultBytes bounds the text (questions and answers) of the
 	// memories one search_memory or list_memories result holds: the
 	// lower-ranked (or older) ones past it are left out, the first always
@@ -111,6 +121,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxResultBytes == 0 {
 		c.MaxResultBytes = DefaultMaxResultBytes
 	}
+	if c.MaxUserSessions == 0 {
+		c.MaxUserSessions = DefaultMaxUserSessions
+	}
 	if c.Version == "" {
 		c.Version = DefaultVersion
 	}
@@ -133,6 +146,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("agenttools: Config.SessionTimeout %s is out of range", c.SessionTimeout)
 	case c.MaxUserCalls < 0:
 		return fmt.Errorf("agenttools: Config.MaxUserCalls %d is under 0", c.MaxUserCalls)
+	case c.MaxUserSessions < 0:
+		return fmt.Errorf("agenttools: Config.MaxUserSessions %d is under 0", c.MaxUserSessions)
 	case c.User != "" && (len(c.User) > events.MaxUserIDBytes || !utf8.ValidString(c.User)):
 		return fmt.Errorf("agenttools: Config.User must be valid UTF-8 of at most %d bytes", events.MaxUserIDBytes)
 	}
@@ -214,7 +229,8 @@ func (s *Server) Handler() (http.Handler, error) {
 		&mcp.StreamableHTTPOptions{Logger: s.cfg.Logger, SessionTimeout: s.cfg.SessionTimeout})
 	// API keys do not expire; revoking one is removing it from the keys.
 	mux := http.NewServeMux()
-	mux.Handle("/", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h))
+	capped := &sessionCap{h: h, srv: srv, max: s.cfg.MaxUserSessions, users: map[string]string{}}
+	mux.Handle("/", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(capped))
 	// Probes, without a key: the process runs; it can reach memoryd.
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -301,4 +317,55 @@ func endOnShutdown(h http.Handler, streams context.Context, calls *atomic.Int64)
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// sessionCap refuses a user's new HTTP session (a POST without a session
+// id: an initialize) while the user holds max sessions. It learns a
+// session's user from the id the SDK's handler answers with; the sessions
+// still live are the SDK server's.
+type sessionCap struct {
+	h   http.Handler
+	srv *mcp.Server
+	max int
+
+	mu    sync.Mutex
+	users map[string]string // session id → user, for the sessions this process opened
+}
+
+func (c *sessionCap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ti := auth.TokenInfoFromContext(r.Context())
+	if r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") != "" || ti == nil {
+		c.h.ServeHTTP(w, r)
+		return
+	}
+	if n := c.held(ti.UserID); n >= c.max {
+		http.Error(w, fmt.Sprintf("this key's user holds %d MCP sessions, the most at once: end one (DELETE) or let one expire", n), http.StatusTooManyRequests)
+		return
+	}
+	c.h.ServeHTTP(w, r)
+	if id := w.Header().Get("Mcp-Session-Id"); id != "" {
+		c.mu.Lock()
+		c.users[id] = ti.UserID
+		c.mu.Unlock()
+	}
+}
+
+// held counts user's live sessions, forgetting those that ended.
+func (c *sessionCap) held(user string) int {
+	live := map[string]bool{}
+	for ss := range c.srv.Sessions() {
+		live[ss.ID()] = true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for id, u := range c.users {
+		switch {
+		case !live[id]:
+			delete(c.users, id)
+		case u == user:
+			n++
+		}
+	}
+	return n
 }
