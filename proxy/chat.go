@@ -263,7 +263,11 @@ func (p *Proxy) forward(w http.ResponseWriter, in *http.Request, req *http.Reque
 	if h := p.cfg.TrustedUserHeader; h != "" {
 		req.Header.Del(h)
 	}
-	if p.cfg.UpstreamKey != "" {
+	switch {
+	case p.cfg.UpstreamKey == "":
+	case p.cfg.UpstreamKeyHeader != "":
+		req.Header.Set(p.cfg.UpstreamKeyHeader, p.cfg.UpstreamKey)
+	default:
 		req.Header.Set("Authorization", "Bearer "+p.cfg.UpstreamKey)
 	}
 	if p.tracer != nil {

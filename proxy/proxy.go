@@ -91,9 +91,14 @@ type Config struct {
 	// e.g. http://127.0.0.1:11434/v1 (paths /chat/completions and /models
 	// are appended). Required.
 	Upstream string
-	// UpstreamKey is sent to the upstream as its bearer token; the
-	// client's memoryd key never is. Empty: no Authorization header.
+	// UpstreamKey is sent to the upstream as its bearer token
+	// (Authorization: Bearer), or in UpstreamKeyHeader; the client's
+	// memoryd key never is. Empty: none.
 	UpstreamKey string
+	// UpstreamKeyHeader, when set, is the header UpstreamKey is sent in,
+	// as it is, rather than Authorization: Bearer: "api-key" for Azure
+	// OpenAI's key authentication.
+	UpstreamKeyHeader string
 	// Listen is the address Start listens on. Default DefaultListen.
 	Listen string
 	// Keys authenticates clients. Required unless TrustedUserHeader is set.
@@ -208,6 +213,8 @@ func (c Config) validate() error {
 		return errors.New("proxy: Keys is required unless TrustedUserHeader is set (no way to know the user)")
 	case c.Conn == nil:
 		return errors.New("proxy: Conn is required")
+	case c.UpstreamKeyHeader != "" && !validHeaderName(c.UpstreamKeyHeader):
+		return fmt.Errorf("proxy: UpstreamKeyHeader %q is not a header name", c.UpstreamKeyHeader)
 	case c.EnrichFormat != events.FormatInline && c.EnrichFormat != events.FormatSystem && c.EnrichFormat != events.FormatMarkdown:
 		return fmt.Errorf("proxy: EnrichFormat %q is not inline, system or markdown", c.EnrichFormat)
 	case c.EnrichBudget < 0 || c.UpstreamTimeout < 0 || c.UpstreamIdle < 0 || c.MaxBodyBytes < 0 || c.PublishAttempts < 0 || c.PublishTimeout < 0:
@@ -418,4 +425,15 @@ func redacted(u string) string {
 		return "(unparsable URL)"
 	}
 	return pu.Redacted()
+}
+
+// validHeaderName reports whether name is an HTTP header name (RFC 9110
+// token characters).
+func validHeaderName(name string) bool {
+	for _, r := range name {
+		if r > 127 || !strings.ContainsRune("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", r) {
+			return false
+		}
+	}
+	return name != ""
 }

@@ -1250,3 +1250,23 @@ func TestMemoryHeaderValues(t *testing.T) {
 		t.Fatalf("the upstream got %d requests, want 5 (none for the refused values)", len(e.up.requests))
 	}
 }
+
+// TestUpstreamKeyHeader: with UpstreamKeyHeader the upstream's key goes in
+// that header as it is (Azure OpenAI's api-key), with no Authorization;
+// the client's own api-key header is not forwarded. A bad name is refused.
+func TestUpstreamKeyHeader(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *proxy.Config) { c.UpstreamKeyHeader = "api-key" })
+	if code := e.post(t, "Authorization", "Bearer "+e.keys["alice"], "Api-Key", "client-secret"); code != http.StatusOK {
+		t.Fatalf("chat: %d", code)
+	}
+	e.up.mu.Lock()
+	h := e.up.headers[len(e.up.headers)-1]
+	e.up.mu.Unlock()
+	if got := h.Values("Api-Key"); len(got) != 1 || got[0] != upstreamKey || h.Get("Authorization") != "" {
+		t.Fatalf("the upstream got api-key %q, Authorization %q; want only the upstream's key in api-key", got, h.Get("Authorization"))
+	}
+	if _, err := proxy.New(proxy.Config{Upstream: "http://127.0.0.1:1/v1", TrustedUserHeader: "X-User", Conn: e.nc, UpstreamKeyHeader: "api key"}); err == nil {
+		t.Error("UpstreamKeyHeader with a space: no error")
+	}
+}

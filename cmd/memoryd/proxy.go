@@ -37,6 +37,7 @@ stores the turns.`)
 	f.Lookup("database-url").Usage = "not used: this command talks to memoryd over NATS only"
 	f.String(&cfg.Upstream, "upstream", "", "OpenAI-compatible base URL to forward to, e.g. http://127.0.0.1:11434/v1 (required)")
 	f.Secret(&cfg.UpstreamKey, "upstream-key", "API key sent to the upstream (never the client's memoryd key)")
+	f.String(&cfg.UpstreamKeyHeader, "upstream-key-header", "", "header --upstream-key is sent in, as it is (e.g. api-key for Azure OpenAI); empty: Authorization: Bearer")
 	// The proxy's own variables, apart from mcp's; the shared names the
 	// docs first promised still work, deprecated.
 	f.CommandEnv("listen", "MEMORYD_PROXY_LISTEN", "MEMORYD_LISTEN")
