@@ -22,7 +22,7 @@ func TestSessionsPerUserAreBounded(t *testing.T) {
 	if _, err := connectHTTP(t, url, "alice-key"); err == nil || !strings.Contains(err.Error(), "429") && !strings.Contains(err.Error(), "Too Many Requests") {
 		t.Fatalf("alice's third session: %v, want it refused with 429", err)
 	}
-	mustConnect(t, url, "bob-key") // another user
+	mustConnect(t, url, "bob-key")        // another user
 	if err := first.Close(); err != nil { // a DELETE: the session ends
 		t.Fatal(err)
 	}
