@@ -243,20 +243,30 @@ func (s *Set) Start() {
 			case <-s.stop:
 				return
 			case <-t.C:
-				changed, err := s.Reload()
-				switch {
-				case err != nil && s.Gone():
-					// Said once, as it happened.
-				case err != nil:
-					s.cfg.Logger.Error("api keys not reloaded, the previous keys stay in force", "file", s.cfg.File, "error", err)
-				case changed && s.Gone():
-					s.cfg.Logger.Warn("api keys file removed: the keys it held are revoked until it is back", "file", s.cfg.File, "keys", s.Len())
-				case changed:
-					s.cfg.Logger.Info("api keys reloaded", "file", s.cfg.File, "keys", s.Len())
-				}
+				s.poll()
 			}
 		}
 	}()
+}
+
+// poll is one of Start's checks: Reload, and a log line for what changed
+// or failed.
+func (s *Set) poll() {
+	changed, err := s.Reload()
+	switch {
+	case err != nil && s.Gone() && errors.Is(err, fs.ErrNotExist):
+		// Still missing: said once, as it happened.
+	case err != nil && s.Gone():
+		// Put back but unreadable: its keys stay revoked, and the
+		// operator must hear why (this was silent).
+		s.cfg.Logger.Error("api keys file back but not read, its keys stay revoked", "file", s.cfg.File, "error", err)
+	case err != nil:
+		s.cfg.Logger.Error("api keys not reloaded, the previous keys stay in force", "file", s.cfg.File, "error", err)
+	case changed && s.Gone():
+		s.cfg.Logger.Warn("api keys file removed: the keys it held are revoked until it is back", "file", s.cfg.File, "keys", s.Len())
+	case changed:
+		s.cfg.Logger.Info("api keys reloaded", "file", s.cfg.File, "keys", s.Len())
+	}
 }
 
 // Stop stops the reload goroutine and waits for it.

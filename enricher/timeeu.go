@@ -698,7 +698,7 @@ func (l *euLang) resolve(toks []timeTok, words []string, i int, e euExpr, m euMa
 				}
 			}
 		}
-		if e.kind == euEarlyMonth && euEnglishLead[words[i]] && l.englishLead(toks, words, m.monthAt) {
+		if (e.kind == euEarlyMonth || e.kind == euMidMonth) && euEnglishLead[words[i]] && l.englishLead(toks, words, m.monthAt) {
 			// "did the classes begin september 8?", "the project will
 			// begin september": English typed in lower case.
 			return TimeExpr{}, false, false
@@ -716,10 +716,15 @@ func (l *euLang) resolve(toks []timeTok, words []string, i int, e euExpr, m euMa
 				// pasado", "в конце мая прошлого года": that year's, as
 				// English "late May last year".
 				y, x.End = at.Year()-back, toks[end+rn-1].end
-			} else if l.planned(toks, words, i) || euYearlyHabit(toks, words, i) {
-				// A plan, or every year ("jedes Jahr Anfang Mai", "tous
-				// les ans début mai"): no one month is meant.
+			} else if l.planned(toks, words, i) {
 				return TimeExpr{}, true, true
+			} else if euYearlyHabit(toks, words, i) {
+				// Every year ("jedes Jahr Anfang Mai", "tous les ans
+				// début mai"): no one month is meant, but no plan either:
+				// the message's next expression is still read ("Jedes
+				// Jahr im Mai fahren wir weg. Was habe ich gestern
+				// gesagt?").
+				return TimeExpr{}, false, false
 			}
 		}
 		// A part of the month is its days first to last (0: its end), as
@@ -800,11 +805,34 @@ func (l *euLang) resolve(toks []timeTok, words []string, i int, e euExpr, m euMa
 		for k > 0 && toks[k].start > x.Start {
 			k--
 		}
-		if k > 0 && euSince[l.code][words[k-1]] && euJoined(toks[k].gap, false) {
+		if k > 0 && euSince[l.code][words[k-1]] && euJoined(toks[k].gap, false) &&
+			!euUntilAfter(l.code, toks, words, i, x) {
 			x.Start, x.Until = toks[k-1].start, day(at, 1)
 		}
 	}
 	return x, true, false
+}
+
+// euUntil are the words after a since expression that make it the start
+// of a span to a second time ("seit Anfang Mai bis Ende Juni", "od 3 maja
+// do 10 maja", "dal 3 maggio al 10 maggio"): not "since", which would
+// read to at's day; the expression is read alone.
+var euUntil = map[string]map[string]bool{
+	"de": {"bis": true}, "fr": {"jusqu": true, "jusque": true, "au": true, "à": true}, "es": {"hasta": true, "a": true, "al": true},
+	"pt": {"até": true, "ate": true, "a": true, "ao": true}, "it": {"al": true, "alla": true, "allo": true, "all": true, "fino": true, "a": true},
+	"nl": {"tot": true, "t/m": true}, "pl": {"do": true},
+}
+
+// euUntilAfter reports whether the word right after x (its end in bytes)
+// is one of euUntil, joined by a space.
+// i is a token of x: the words read from it on are x's.
+func euUntilAfter(code string, toks []timeTok, words []string, i int, x TimeExpr) bool {
+	for j := i; j < len(toks); j++ {
+		if toks[j].start >= x.End {
+			return euUntil[code][words[j]] && euJoined(toks[j].gap, false)
+		}
+	}
+	return false
 }
 
 // euSince are the words before an expression that make it "since" it:
@@ -846,7 +874,10 @@ func (l *euLang) englishLead(toks []timeTok, words []string, mo int) bool {
 		}
 	}
 	english, dutch := 0, 0
-	for _, w := range words {
+	// Within euWeekdayReach words of the month: the whole message for
+	// each "begin <month>" of a long one was quadratic (64 KiB of "the
+	// project will begin september " took 0.6 s).
+	for _, w := range words[max(0, mo-euWeekdayReach):min(len(words), mo+euWeekdayReach)] {
 		if l.grammar[w] || l.talk[w] || l.asking[w] || l.past[w] {
 			dutch++
 		} else if stopWords[w] || euEnglishShort[w] {
@@ -872,12 +903,15 @@ var euYearly = func() map[string]bool {
 // year (euYearly); "tous les ans", "todos los años", "tutti gli anni" with
 // their article between.
 func euYearlyHabit(toks []timeTok, words []string, i int) bool {
+	// Within euWeekdayReach words of the month, as pastWeekday reads: a
+	// habit's month is read no further, so a long sentence of them ("jedes
+	// Jahr Anfang Mai " over 64 KiB) read itself whole for each (0.74 s).
 	isEnd := func(r rune) bool { return strings.ContainsRune(".!?\n¿¡", r) }
 	from, to := i, i
-	for from > 0 && !strings.ContainsFunc(toks[from].gap, isEnd) {
+	for from > 0 && i-from < euWeekdayReach && !strings.ContainsFunc(toks[from].gap, isEnd) {
 		from--
 	}
-	for to+1 < len(toks) && !strings.ContainsFunc(toks[to+1].gap, isEnd) {
+	for to+1 < len(toks) && to-i < euWeekdayReach && !strings.ContainsFunc(toks[to+1].gap, isEnd) {
 		to++
 	}
 	for k := from; k <= to; k++ {
@@ -1211,12 +1245,15 @@ func (l *euLang) planned(toks []timeTok, words []string, i int) bool {
 		// morning, not tomorrow.
 		return !l.notPlanAfter[prev] && !(words[k] == "morgen" && (euMorningNoun[prev] || weekday))
 	}
-	for k := i - 1; k >= 0 && !strings.ContainsFunc(toks[k+1].gap, isEnd); k-- {
+	// Within euWeekdayReach words, as pastWeekday reads: a month rejected
+	// (a habit) lets the next be tried, and a long sentence of them read
+	// itself whole for each (64 KiB of "jedes Jahr Anfang Mai ": 0.6 s).
+	for k := i - 1; k >= 0 && i-k <= euWeekdayReach && !strings.ContainsFunc(toks[k+1].gap, isEnd); k-- {
 		if plan(k) {
 			return true
 		}
 	}
-	for k := i + 1; k < len(toks) && !strings.ContainsFunc(toks[k].gap, isEnd); k++ {
+	for k := i + 1; k < len(toks) && k-i <= euWeekdayReach && !strings.ContainsFunc(toks[k].gap, isEnd); k++ {
 		if plan(k) {
 			return true
 		}

@@ -438,7 +438,8 @@ func TestTimeRestEuropean(t *testing.T) {
 
 // longTimeUnitsEuropean are the texts of the long European messages.
 var longTimeUnitsEuropean = []string{"Ich bin hier und wir haben über das Wetter gesprochen. ", "il y a deux chats dans la maison ",
-	"3 4 5 6 7 8 9 10 ", "la semana que viene vamos a ", "hier ", "lundi ", "am Montag gehe ", "понедельник "}
+	"3 4 5 6 7 8 9 10 ", "la semana que viene vamos a ", "hier ", "lundi ", "am Montag gehe ", "понедельник ",
+	"the project will begin september ", "jedes Jahr Anfang Mai "}
 
 // BenchmarkParseTimeEuropeanLong: 64 KiB messages of these languages'
 // text, near misses and numbers (each word looks up the expressions
@@ -717,5 +718,57 @@ func TestParseTimeEuropeanReview2(t *testing.T) {
 		{"Desde principios de octubre no duermo bien, ¿te lo dije?", "2026-10-01", "2026-11-19", "Desde principios de octubre"},
 		{"od początku maja nie palę", "2026-05-01", "2026-11-19", "od początku maja"},
 		{"a festa da semana passada", "2026-11-09", "2026-11-16", "semana passada"},
+	})
+}
+
+// TestParseTimeEuropeanReviewLate: "since" followed by "until" is a span
+// to a second time, not one to at's day; a yearly habit in one sentence
+// leaves the next sentence's expression read; lower-case English "half
+// <month>" is checked as "begin <month>" is.
+func TestParseTimeEuropeanReviewLate(t *testing.T) {
+	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC) // a Wednesday
+	checkParseTime(t, at, []parseCase{
+		{"od 3 maja do 10 maja byłem w Rzymie", "2026-05-03", "2026-05-04", "3 maja"},
+		{"dal 3 maggio al 10 maggio ero a Roma", "2026-05-03", "2026-05-04", "3 maggio"},
+		{"seit Anfang Mai bis Ende Juni", "2026-05-01", "2026-05-11", "Anfang Mai"},
+		{"depuis début mai jusqu'à fin juin", "2026-05-01", "2026-05-11", "début mai"},
+		{"desde principios de mayo hasta finales de junio", "2026-05-01", "2026-05-11", "principios de mayo"},
+		{"sinds begin mei tot eind juni", "2026-05-01", "2026-05-11", "begin mei"},
+		{"seit Anfang Oktober", "2026-10-01", "2026-11-19", "seit Anfang Oktober"},
+		{"Jedes Jahr Anfang Mai fahren wir an den Gardasee. Was habe ich letzte Woche darüber gesagt?", "2026-11-09", "2026-11-16", "letzte Woche"},
+		{"Ogni anno a fine maggio andiamo al mare. Cosa ti ho detto ieri?", "2026-11-17", "2026-11-18", "ieri"},
+		{"Jedes Jahr Anfang Mai fahren wir an den Gardasee", "", "", ""},
+		{"I think the rain will go on for half september, what did you say about it?", "", "", ""},
+		{"Wat heb ik half september gezegd?", "2026-09-11", "2026-09-21", "half september"},
+	})
+}
+
+// TestParseTimeEuropeanPlansReadNearTheMonth: a plan or a habit is told by
+// the words within euWeekdayReach of the month, as a weekday's past is:
+// read whole for each month, a long sentence of habits ("jedes Jahr Anfang
+// Mai " over 64 KiB, BenchmarkParseTimeEuropeanLong) took 0.74 s.
+func TestParseTimeEuropeanPlansReadNearTheMonth(t *testing.T) {
+	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC)
+	filler := strings.Repeat("und dann noch viel mehr ", euWeekdayReach/5+1)
+	checkParseTime(t, at, []parseCase{
+		{"Ich werde dir " + filler + "erzählen, was ich im Mai gesagt habe", "2026-05-01", "2026-06-01", "im Mai"},
+		{"Jedes Jahr " + filler + "war ich im Mai in Rom", "2026-05-01", "2026-06-01", "im Mai"},
+		{"Ich werde im Mai nach Rom fliegen", "", "", ""},
+		{"Jedes Jahr im Mai war ich in Rom", "", "", ""},
+	})
+}
+
+// TestParseTimeEnglishLeadReadsNearTheMonth: whether lower-case "begin
+// <month>" is English is told by the words within euWeekdayReach of the
+// month, not by the whole message: read whole for each one, 64 KiB of "the
+// project will begin september " took 0.6 s (a review;
+// BenchmarkParseTimeEuropeanLong has it now). So English far before a
+// Dutch sentence does not decide it.
+func TestParseTimeEnglishLeadReadsNearTheMonth(t *testing.T) {
+	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC)
+	far := strings.Repeat("the ", 2*euWeekdayReach) + ". " + strings.Repeat("fiets ", euWeekdayReach) + "Wat heb ik begin september gezegd?"
+	checkParseTime(t, at, []parseCase{
+		{far, "2026-09-01", "2026-09-11", "begin september"},
+		{"the project will begin september, as it was planned with the team", "", "", ""},
 	})
 }

@@ -391,8 +391,10 @@ func (p *Proxy) Stop(ctx context.Context) error {
 	case <-done:
 		return cut
 	case <-wait.Done():
+		// Turns lost are a failure whatever was cut (not ErrRequestsCut:
+		// memoryd proxy exits 1 for them, as without a cut).
 		if cut != nil {
-			return fmt.Errorf("%w; turns still being published after %s", cut, haltWait)
+			return fmt.Errorf("proxy: stop: turns still being published %s after the requests in flight were cut (%v)", haltWait, cut)
 		}
 		return fmt.Errorf("proxy: stop: turns still being published: %w", ctx.Err())
 	}
