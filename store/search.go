@@ -160,8 +160,9 @@ func tsQuery(keywords []string) (string, string) {
 // are indexed with: see SetLanguage; its id column counts the user's default
 // document collections, see Candidates.DocDefaults), the user's facts (kind
 // 1, at most $3: those of the first keys, {core}, the statement's last
-// parameter, then the others, each most recent first), and the candidates: the user's items
-// matching the tsquery, with their term counts. Columns a row's kind does
+// parameter, then the others, each most recent first), and the
+// candidates: the user's items matching the tsquery, with their term
+// counts. Columns a row's kind does
 // not use are NULL; facts carry their key and value in a and b and
 // source_at in at. The texts of the few items ranking keeps are read after
 // it (ContextTexts): on real conversations a query matches hundreds of a
