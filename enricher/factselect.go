@@ -39,13 +39,15 @@ var coreKeys = func() map[string]bool {
 // selectFacts chooses the facts an enrich injects from the user's facts
 // (most recently set first): the core facts (CoreFactKeys) followed by the
 // others relevant to the message, or with events.FactsAll by all the
-// others, each part in the given order. A fact is relevant when a word
-// of its key (split as Keywords splits words,
-// so "_" and ":" separate, and CJK and South-East Asian runs into bigrams; in NFKC) or of its value matches one of the message's
-// keywords, a trailing plural "s" or "es" aside. Stop words of the fact
-// never match, so a message made only of stop words (whose keywords fall
-// back to all its words) selects no fact through them. The token budget is
-// applied afterwards, so core facts are the last to be dropped.
+// others, each part in the given order. A fact is relevant when a word of
+// its key (split as Keywords splits words, so "_" and ":" separate, and
+// CJK and South-East Asian runs into bigrams; in NFKC) or of its value
+// matches one of the message's keywords, a trailing plural "s" or "es"
+// aside, or when a keyword is one of its key's topics (keyTopics: food for
+// allergies). Stop words of the fact never match, so a message made only
+// of stop words (whose keywords fall back to all its words) selects no
+// fact through them. The token budget is applied afterwards, so core
+// facts are the last to be dropped.
 func selectFacts(mode string, keywords []string, facts []store.Fact) []store.Fact {
 	all := mode == events.FactsAll
 	want := make(map[string]bool, len(keywords))
