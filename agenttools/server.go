@@ -229,7 +229,7 @@ func (s *Server) Handler() (http.Handler, error) {
 		&mcp.StreamableHTTPOptions{Logger: s.cfg.Logger, SessionTimeout: s.cfg.SessionTimeout})
 	// API keys do not expire; revoking one is removing it from the keys.
 	mux := http.NewServeMux()
-	capped := &sessionCap{h: h, srv: srv, max: s.cfg.MaxUserSessions, users: map[string]string{}}
+	capped := &sessionCap{h: h, srv: srv, max: s.cfg.MaxUserSessions, users: map[string]string{}, opening: map[string]int{}}
 	mux.Handle("/", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(capped))
 	// Probes, without a key: the process runs; it can reach memoryd.
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
@@ -328,8 +328,9 @@ type sessionCap struct {
 	srv *mcp.Server
 	max int
 
-	mu    sync.Mutex
-	users map[string]string // session id → user, for the sessions this process opened
+	mu      sync.Mutex
+	users   map[string]string // session id → user, for the sessions this process opened
+	opening map[string]int    // user → its new sessions still being opened (counted as held)
 }
 
 func (c *sessionCap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -338,27 +339,70 @@ func (c *sessionCap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.h.ServeHTTP(w, r)
 		return
 	}
-	if n := c.held(ti.UserID); n >= c.max {
+	// The slot is taken before the SDK opens the session: read first and
+	// recorded after, initializes sent at once all passed the check.
+	if n, ok := c.reserve(ti.UserID); !ok {
 		http.Error(w, fmt.Sprintf("this key's user holds %d MCP sessions, the most at once: end one (DELETE) or let one expire", n), http.StatusTooManyRequests)
 		return
 	}
-	c.h.ServeHTTP(w, r)
-	if id := w.Header().Get("Mcp-Session-Id"); id != "" {
-		c.mu.Lock()
-		c.users[id] = ti.UserID
-		c.mu.Unlock()
+	rw := &recordSession{ResponseWriter: w, c: c, user: ti.UserID}
+	defer rw.record()
+	c.h.ServeHTTP(rw, r)
+}
+
+// recordSession records the session the SDK answers with as its user's the
+// moment the answer starts, before the client can read it: recorded after
+// ServeHTTP returned, a client's next initialize (or its reconnect after a
+// DELETE) could come first and find the slot still taken.
+type recordSession struct {
+	http.ResponseWriter
+	c    *sessionCap
+	user string
+	done bool
+}
+
+func (rw *recordSession) record() {
+	if rw.done {
+		return
+	}
+	rw.done = true
+	c := rw.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.opening[rw.user]--; c.opening[rw.user] <= 0 {
+		delete(c.opening, rw.user)
+	}
+	if id := rw.Header().Get("Mcp-Session-Id"); id != "" {
+		c.users[id] = rw.user
 	}
 }
 
-// held counts user's live sessions, forgetting those that ended.
-func (c *sessionCap) held(user string) int {
+func (rw *recordSession) WriteHeader(code int) {
+	rw.record()
+	rw.ResponseWriter.WriteHeader(code)
+}
+
+func (rw *recordSession) Write(b []byte) (int, error) {
+	rw.record()
+	return rw.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController (the SDK's flushes) reach w.
+func (rw *recordSession) Unwrap() http.ResponseWriter { return rw.ResponseWriter }
+
+// reserve counts user's sessions, live or being opened, forgetting those
+// that ended, and takes one more if under max.
+func (c *sessionCap) reserve(user string) (int, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// Read under mu: an id recorded is then live in this read unless it
+	// ended (read before mu, a session opened and recorded in between was
+	// dropped from users while live).
 	live := map[string]bool{}
 	for ss := range c.srv.Sessions() {
 		live[ss.ID()] = true
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
+	n := c.opening[user]
 	for id, u := range c.users {
 		switch {
 		case !live[id]:
@@ -367,5 +411,9 @@ func (c *sessionCap) held(user string) int {
 			n++
 		}
 	}
-	return n
+	if n >= c.max {
+		return n, false
+	}
+	c.opening[user]++
+	return n, true
 }

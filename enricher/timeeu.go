@@ -806,7 +806,7 @@ func (l *euLang) resolve(toks []timeTok, words []string, i int, e euExpr, m euMa
 			k--
 		}
 		if k > 0 && euSince[l.code][words[k-1]] && euJoined(toks[k].gap, false) &&
-			!euUntilAfter(l.code, toks, words, i, x) {
+			!l.euUntilAfter(toks, words, i, x) {
 			x.Start, x.Until = toks[k-1].start, day(at, 1)
 		}
 	}
@@ -824,16 +824,33 @@ var euUntil = map[string]map[string]bool{
 }
 
 // euUntilAfter reports whether the word right after x (its end in bytes)
-// is one of euUntil, joined by a space.
+// is one of euUntil, joined by a space, and a second time follows it: a
+// month or a number within euUntilReach words ("bis Ende Juni", "do 10
+// maja", "jusqu'à fin juin"). Many of euUntil are also articles and
+// prepositions ("a minha mãe", "au bureau", "do pracy"), and "bis heute",
+// "hasta hoy", "do dziś" are still since.
 // i is a token of x: the words read from it on are x's.
-func euUntilAfter(code string, toks []timeTok, words []string, i int, x TimeExpr) bool {
+func (l *euLang) euUntilAfter(toks []timeTok, words []string, i int, x TimeExpr) bool {
 	for j := i; j < len(toks); j++ {
-		if toks[j].start >= x.End {
-			return euUntil[code][words[j]] && euJoined(toks[j].gap, false)
+		if toks[j].start < x.End {
+			continue
 		}
+		if !euUntil[l.code][words[j]] || !euJoined(toks[j].gap, false) {
+			return false
+		}
+		for k := j + 1; k < len(toks) && k <= j+euUntilReach; k++ {
+			if _, ok := l.months[words[k]]; ok || words[k] != "" && words[k][0] >= '0' && words[k][0] <= '9' {
+				return true
+			}
+		}
+		return false
 	}
 	return false
 }
+
+// euUntilReach is how many words after an until word its time may start
+// ("jusqu'à la fin de juin": à la fin de juin).
+const euUntilReach = 5
 
 // euSince are the words before an expression that make it "since" it:
 // from its start to the end of at's day.

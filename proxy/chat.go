@@ -263,6 +263,10 @@ func (p *Proxy) forward(w http.ResponseWriter, in *http.Request, req *http.Reque
 	if h := p.cfg.TrustedUserHeader; h != "" {
 		req.Header.Del(h)
 	}
+	if h := p.cfg.UpstreamKeyHeader; h != "" {
+		// The client's own, even with no key to put in its place.
+		req.Header.Del(h)
+	}
 	switch {
 	case p.cfg.UpstreamKey == "":
 	case p.cfg.UpstreamKeyHeader != "":

@@ -1270,3 +1270,21 @@ func TestUpstreamKeyHeader(t *testing.T) {
 		t.Error("UpstreamKeyHeader with a space: no error")
 	}
 }
+
+// TestUpstreamKeyHeaderClientsOwnNotForwarded: the client's own header of
+// UpstreamKeyHeader's name never reaches the upstream, even with no
+// UpstreamKey to replace it (an empty --upstream-key, e.g. its variable
+// unset).
+func TestUpstreamKeyHeaderClientsOwnNotForwarded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *proxy.Config) { c.UpstreamKey, c.UpstreamKeyHeader = "", "Ocp-Apim-Subscription-Key" })
+	if code := e.post(t, "Authorization", "Bearer "+e.keys["alice"], "Ocp-Apim-Subscription-Key", "client-secret"); code != http.StatusOK {
+		t.Fatalf("chat: %d", code)
+	}
+	e.up.mu.Lock()
+	h := e.up.headers[len(e.up.headers)-1]
+	e.up.mu.Unlock()
+	if got := h.Values("Ocp-Apim-Subscription-Key"); len(got) != 0 {
+		t.Fatalf("the client's own %q reached the upstream", got)
+	}
+}
