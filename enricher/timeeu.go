@@ -805,6 +805,9 @@ func (l *euLang) resolve(toks []timeTok, words []string, i int, e euExpr, m euMa
 		for k > 0 && toks[k].start > x.Start {
 			k--
 		}
+		if k > 1 && euSinceArticle[words[k-1]] && euSince[l.code][words[k-2]] && euJoined(toks[k-1].gap, false) {
+			k-- // "desde o início de maio", "seit dem 3. Mai", "depuis le début mai"
+		}
 		if k > 0 && euSince[l.code][words[k-1]] && euJoined(toks[k].gap, false) &&
 			!l.euUntilAfter(toks, words, i, x) {
 			x.Start, x.Until = toks[k-1].start, day(at, 1)
@@ -851,6 +854,10 @@ func (l *euLang) euUntilAfter(toks []timeTok, words []string, i int, x TimeExpr)
 // euUntilReach is how many words after an until word its time may start
 // ("jusqu'à la fin de juin": à la fin de juin).
 const euUntilReach = 5
+
+// euSinceArticle are the articles that may stand between a since word and
+// its expression.
+var euSinceArticle = stringSet(strings.Fields("o a os as el la los las le l les il lo der dem den die het de"))
 
 // euSince are the words before an expression that make it "since" it:
 // from its start to the end of at's day.

@@ -28,6 +28,11 @@ func TestParseTimeEuropeanSinceUntilNow(t *testing.T) {
 		// without until: since
 		{"seit Anfang Mai", "2026-05-01", "2026-11-19", "seit Anfang Mai"},
 		{"od 3 maja", "2026-05-03", "2026-11-19", "od 3 maja"},
+		// An article between since and the expression.
+		{"desde o início de maio", "2026-05-01", "2026-11-19", "desde o início de maio"},
+		{"Seit dem 3. Mai habe ich Rückenschmerzen", "2026-05-03", "2026-11-19", "Seit dem 3. Mai"},
+		{"depuis le début mai", "2026-05-01", "2026-11-19", "depuis le début mai"},
+		{"desde el lunes pasado", "2026-11-16", "2026-11-19", "desde el lunes pasado"},
 		// habit then next expression
 		{"Tous les ans début mai on part en Bretagne. Qu'est-ce que je t'ai dit hier ?", "2026-11-17", "2026-11-18", "hier"},
 		{"Jedes Jahr Anfang Mai und Ende Juni fahren wir weg", "", "", ""},
