@@ -134,6 +134,9 @@ func (s *Service) enrichHandler(ep endpoint) micro.Handler {
 type enrichParams struct {
 	userID  string
 	message string
+	// grammar is europeanGrammar(message): the grammar words its keywords
+	// leave out, and their recap too.
+	grammar map[string]bool
 	// embedNanos is how long the query's embedding took, set while the
 	// request runs and read by its reply (which the deadline's guard may
 	// send from another goroutine).
@@ -282,7 +285,8 @@ func (s *Service) parseEnrich(token string, data []byte) (enrichParams, error) {
 	}
 	if !p.optOut {
 		p.keywords, p.over = keywords(req.Message)
-		p.keywords = withoutEuropeanGrammar(req.Message, p.keywords)
+		p.grammar = europeanGrammar(req.Message)
+		p.keywords = withoutGrammar(p.grammar, p.keywords)
 		if !slices.ContainsFunc(p.keywords, func(k string) bool { return !IsStopWord(k) }) {
 			// Stop words alone ("and what about the other one?"): search
 			// falls back to them, enrich does not, since they would bring
@@ -519,7 +523,7 @@ func (s *Service) languageKeywords(ctx context.Context, p enrichParams) enrichPa
 	if p.over == nil && p.timeOver == nil {
 		return p
 	}
-	capped, err := languageRecap(ctx, s.recall, p.userID, europeanGrammar(p.message), p.over, p.timeOver)
+	capped, err := languageRecap(ctx, s.recall, p.userID, p.grammar, p.over, p.timeOver)
 	if err != nil {
 		s.logger.Warn("reading the stop words of the user's language failed; the keywords stay as capped", "error", err)
 		return p

@@ -75,7 +75,8 @@ func (r memoryReads) search(token string, data []byte) (call, error) {
 	}
 	return func(ctx context.Context) (any, error) {
 		kws, over := keywords(req.Query)
-		if ks := withoutEuropeanGrammar(req.Query, kws); len(ks) > 0 {
+		grammar := europeanGrammar(req.Query)
+		if ks := withoutGrammar(grammar, kws); len(ks) > 0 {
 			// As enrich: "qu'est-ce que j'ai dit sur le vélo" searched
 			// est, que and dit as English words, found in every French
 			// item. A query of grammar alone keeps its words.
@@ -84,7 +85,7 @@ func (r memoryReads) search(token string, data []byte) (call, error) {
 		if over != nil {
 			// A long query in another language than English keeps its
 			// subject, as enrich's does (languageKeywords).
-			capped, err := languageRecap(ctx, r.store, req.UserID, europeanGrammar(req.Query), over)
+			capped, err := languageRecap(ctx, r.store, req.UserID, grammar, over)
 			if err != nil {
 				return nil, err
 			}

@@ -1379,15 +1379,20 @@ var euWordLangs = func() map[string]uint16 {
 // tu mon", which matched every French item (a walk: 5 unrelated items
 // injected). A message in another language, English included, keeps ks.
 func withoutEuropeanGrammar(message string, ks []string) []string {
-	l, _ := euRestLang(message, nil)
-	if l == nil || len(ks) == 0 {
+	return withoutGrammar(europeanGrammar(message), ks)
+}
+
+// withoutGrammar drops grammar's words (europeanGrammar's) from ks.
+func withoutGrammar(grammar map[string]bool, ks []string) []string {
+	if grammar == nil || len(ks) == 0 {
 		return ks
 	}
-	return slices.DeleteFunc(slices.Clone(ks), func(k string) bool { return l.grammar[k] })
+	return slices.DeleteFunc(slices.Clone(ks), func(k string) bool { return grammar[k] })
 }
 
 // europeanGrammar is the grammar words of the European language message
-// is written in (as withoutEuropeanGrammar reads it), nil for another.
+// is written in (euRestLang), nil for another: read once a request, for
+// its keywords and again for their recap (languageRecap).
 func europeanGrammar(message string) map[string]bool {
 	if l, _ := euRestLang(message, nil); l != nil {
 		return l.grammar
