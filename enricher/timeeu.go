@@ -204,10 +204,12 @@ var (
 
 // partSpan is a part of the day back days before at's.
 func partSpan(back int, part [2]int) cjkSpan {
-	return cjkSpan{part: func(at time.Time) (time.Time, time.Time) {
-		d := day(at, -back)
-		return d.Add(time.Duration(part[0]) * time.Hour), d.Add(time.Duration(part[1]) * time.Hour)
-	}}
+	return cjkSpan{part: func(at time.Time) (time.Time, time.Time) { return partOf(day(at, -back), part) }}
+}
+
+// partOf is a part of the day d (its midnight).
+func partOf(d time.Time, part [2]int) (time.Time, time.Time) {
+	return d.Add(time.Duration(part[0]) * time.Hour), d.Add(time.Duration(part[1]) * time.Hour)
 }
 
 // weekendSpan is this week's Saturday and Sunday (back 0) or last week's.
@@ -632,8 +634,7 @@ func (l *euLang) resolve(toks []timeTok, words []string, i int, e euExpr, m euMa
 			}
 		}
 	case euOnWeekday:
-		if wk, part, to, ok := l.weekAfterWeekday(toks, words, end, at); ok &&
-			!(i > 0 && l.habits[words[i-1]]) && !(l != euGerman && toks[i].capital && i > 0 && !strings.ContainsAny(toks[i].gap, ".!?¿¡\n")) {
+		if wk, part, to, ok := l.weekAfterWeekday(toks, words, end, at); ok && !l.habitOrName(toks, words, i) {
 			// "Donnerstagabend vor zwei Wochen", "am Montag vorletzter
 			// Woche", "zondagmiddag twee weken geleden": that week's
 			// day, as English "on Friday two weeks ago" (the weekday
@@ -647,7 +648,7 @@ func (l *euLang) resolve(toks []timeTok, words []string, i int, e euExpr, m euMa
 			if m.dayPart != "" {
 				x.Since, x.Until = l.partOfDay(m.dayPart, x.Since, x.Until)
 			} else if part != nil {
-				x.Since, x.Until = x.Since.Add(time.Duration(part[0])*time.Hour), x.Since.Add(time.Duration(part[1])*time.Hour)
+				x.Since, x.Until = partOf(x.Since, *part)
 			}
 			break
 		}
@@ -669,7 +670,7 @@ func (l *euLang) resolve(toks []timeTok, words []string, i int, e euExpr, m euMa
 			if part, ok := euWeekdayPart[words[end]]; ok {
 				// "Dienstag Abend", "mardi soir", "lunedì sera": that
 				// part of the day, not a word to search for.
-				x.Since, x.Until = x.Since.Add(time.Duration(part[0])*time.Hour), x.Since.Add(time.Duration(part[1])*time.Hour)
+				x.Since, x.Until = partOf(x.Since, part)
 				x.End = toks[end].end
 			}
 		}
@@ -677,14 +678,12 @@ func (l *euLang) resolve(toks []timeTok, words []string, i int, e euExpr, m euMa
 		x.Since = lastWeekdayBefore(at, m.weekday)
 		x.Since, x.Until = l.partOfDay(m.dayPart, x.Since, day(x.Since, 1))
 	case euMonth, euDate, euEarlyMonth, euMidMonth, euLateMonth:
-		if _, en := months[words[m.monthAt]]; en && (words[i] == "in" || e.slots[0].class != euWords) {
+		if _, en := months[words[m.monthAt]]; en && (words[i] == "in" || e.slots[0].class != euWords ||
+			toks[m.monthAt].capital && euEnglishLead[words[i]]) {
 			// "in December", "3 december", "September 2024": English
-			// reads these, with its own plans.
-			return TimeExpr{}, false, false
-		}
-		if _, en := months[words[m.monthAt]]; en && toks[m.monthAt].capital && euEnglishLead[words[i]] {
-			// "we begin April with a sprint": English, which writes its
-			// months capitalised; Dutch "begin april" does not.
+			// reads these, with its own plans; "we begin April with a
+			// sprint" is English too, which writes its months
+			// capitalised (Dutch "begin april" does not).
 			return TimeExpr{}, false, false
 		}
 		if e.kind != euMonth && e.kind != euDate && euLowerMonths[l.code] && toks[m.monthAt].capital {
@@ -974,21 +973,19 @@ var euRelYears = map[string][]struct {
 	"pl": {{"zeszłego|ubiegłego|poprzedniego roku", 1}, {"tego roku", 0}, {"w zeszłym|ubiegłym roku", 1}},
 }
 
-// euRelYearSlots are euRelYears parsed.
-var euRelYearSlots = func() map[string][]struct {
+// euRelYear is a year said in words, parsed: its phrase and how many
+// years before at's.
+type euRelYear struct {
 	e    euExpr
 	back int
-} {
-	out := map[string][]struct {
-		e    euExpr
-		back int
-	}{}
+}
+
+// euRelYearSlots are euRelYears parsed.
+var euRelYearSlots = func() map[string][]euRelYear {
+	out := map[string][]euRelYear{}
 	for code, ps := range euRelYears {
 		for _, p := range ps {
-			out[code] = append(out[code], struct {
-				e    euExpr
-				back int
-			}{euExpr{slots: euSlots(p.p)}, p.back})
+			out[code] = append(out[code], euRelYear{euExpr{slots: euSlots(p.p)}, p.back})
 		}
 	}
 	return out
@@ -1098,8 +1095,7 @@ func (l *euLang) pastWeekday(toks []timeTok, words []string, i, end int, at time
 	if end < len(toks) && (euNotWeekdayBefore[words[end]] || l.weekFollows(toks, words, end, at)) {
 		return false
 	}
-	if i > 0 && l.habits[words[i-1]] && euJoined(toks[i].gap, false) {
-		// "jeden Montag", "los lunes", "il lunedì": every Monday.
+	if l.habitOrName(toks, words, i) {
 		return false
 	}
 	for k := end; k < len(toks) && k <= end+1; k++ {
@@ -1111,9 +1107,6 @@ func (l *euLang) pastWeekday(toks []timeTok, words []string, i, end int, at time
 		if !euWeekJoin[words[k]] && !euOnDay[words[k]] && words[k] != "den" && words[k] != "dem" {
 			break
 		}
-	}
-	if l != euGerman && toks[i].capital && i > 0 && !strings.ContainsAny(toks[i].gap, ".!?¿¡\n") {
-		return false
 	}
 	if l.planned(toks, words, i) {
 		return false
@@ -1157,6 +1150,15 @@ func (l *euLang) pastWeekday(toks []timeTok, words []string, i, end int, at time
 	return false
 }
 
+// habitOrName reports whether the weekday toks[i] is no day: a habit
+// ("jeden Montag", "los lunes", "il lunedì": every Monday) or a name
+// (Domingo, capitalised inside a sentence in a language that writes
+// weekdays in lower case).
+func (l *euLang) habitOrName(toks []timeTok, words []string, i int) bool {
+	return i > 0 && ((l.habits[words[i-1]] && euJoined(toks[i].gap, false)) ||
+		(l != euGerman && toks[i].capital && !strings.ContainsAny(toks[i].gap, ".!?¿¡\n")))
+}
+
 // partOfDay narrows a weekday's day [since, until) to the part of the day
 // its word names ("Montagabend"); another word leaves it whole.
 func (l *euLang) partOfDay(word string, since, until time.Time) (time.Time, time.Time) {
@@ -1164,7 +1166,7 @@ func (l *euLang) partOfDay(word string, since, until time.Time) (time.Time, time
 	if !ok {
 		return since, until
 	}
-	return since.Add(time.Duration(part[0]) * time.Hour), since.Add(time.Duration(part[1]) * time.Hour)
+	return partOf(since, part)
 }
 
 // weekAfterWeekday reads, after a weekday ending at toks[j], its part of
