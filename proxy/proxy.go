@@ -25,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/memoryd/memoryd/events"
 )
@@ -213,7 +214,7 @@ func (c Config) validate() error {
 		return errors.New("proxy: Keys is required unless TrustedUserHeader is set (no way to know the user)")
 	case c.Conn == nil:
 		return errors.New("proxy: Conn is required")
-	case c.UpstreamKeyHeader != "" && !validHeaderName(c.UpstreamKeyHeader):
+	case c.UpstreamKeyHeader != "" && !httpguts.ValidHeaderFieldName(c.UpstreamKeyHeader):
 		return fmt.Errorf("proxy: UpstreamKeyHeader %q is not a header name", c.UpstreamKeyHeader)
 	case c.EnrichFormat != events.FormatInline && c.EnrichFormat != events.FormatSystem && c.EnrichFormat != events.FormatMarkdown:
 		return fmt.Errorf("proxy: EnrichFormat %q is not inline, system or markdown", c.EnrichFormat)
@@ -427,15 +428,4 @@ func redacted(u string) string {
 		return "(unparsable URL)"
 	}
 	return pu.Redacted()
-}
-
-// validHeaderName reports whether name is an HTTP header name (RFC 9110
-// token characters).
-func validHeaderName(name string) bool {
-	for _, r := range name {
-		if r > 127 || !strings.ContainsRune("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", r) {
-			return false
-		}
-	}
-	return name != ""
 }
