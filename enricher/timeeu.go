@@ -449,7 +449,8 @@ func (l *euLang) count(toks []timeTok, words []string, j int) (n, size int, ok b
 // euLangs are the languages read, and euByWord their expressions by the
 // word they start with (a slot's class: every word of that class).
 var (
-	euAll   = []*euLang{euGerman, euFrench, euSpanish, euItalian, euPortuguese, euDutch, euRussian, euPolish}
+	euAll = []*euLang{euGerman.withBare(), euFrench.withBare(), euSpanish.withBare(), euItalian.withBare(),
+		euPortuguese.withBare(), euDutch.withBare(), euRussian.withBare(), euPolish.withBare()}
 	euLangs = func() map[string]*euLang {
 		out := map[string]*euLang{}
 		for _, l := range euAll {
@@ -819,11 +820,11 @@ func (l *euLang) resolve(toks []timeTok, words []string, i int, e euExpr, m euMa
 // of a span to a second time ("seit Anfang Mai bis Ende Juni", "od 3 maja
 // do 10 maja", "dal 3 maggio al 10 maggio"): not "since", which would
 // read to at's day; the expression is read alone.
-var euUntil = map[string]map[string]bool{
+var euUntil = bareLangSets(map[string]map[string]bool{
 	"de": {"bis": true}, "fr": {"jusqu": true, "jusque": true, "au": true, "à": true}, "es": {"hasta": true, "a": true, "al": true},
 	"pt": {"até": true, "ate": true, "a": true, "ao": true}, "it": {"al": true, "alla": true, "allo": true, "all": true, "fino": true, "a": true},
 	"nl": {"tot": true, "t/m": true}, "pl": {"do": true},
-}
+})
 
 // euUntilAfter reports whether the word right after x (its end in bytes)
 // is one of euUntil, joined by a space, and a second time follows it: a
@@ -919,7 +920,7 @@ var euYearly = func() map[string]bool {
 		todo ano,todos anos,cada ano,elk jaar,ieder jaar,iedere jaar,каждый год,каждом году,co roku,każdego roku`, ",") {
 		out[strings.Join(strings.Fields(p), " ")] = true
 	}
-	return out
+	return bareSet(out)
 }()
 
 // euYearlyHabit reports whether the sentence around toks[i] says every
@@ -985,7 +986,11 @@ var euRelYearSlots = func() map[string][]euRelYear {
 	out := map[string][]euRelYear{}
 	for code, ps := range euRelYears {
 		for _, p := range ps {
-			out[code] = append(out[code], euRelYear{euExpr{slots: euSlots(p.p)}, p.back})
+			e := euExpr{slots: euSlots(p.p)}
+			for _, s := range e.slots {
+				withBare(s.words, code == "de", nil)
+			}
+			out[code] = append(out[code], euRelYear{e, p.back})
 		}
 	}
 	return out
@@ -1030,11 +1035,11 @@ var euEnglishLead = map[string]bool{"begin": true, "half": true}
 // euAgoAlone are the units that say one without a count ("неделю
 // назад", "rok temu"): the others are of a count before them ("полтора
 // года", "pół roku").
-var euAgoAlone = stringSet(strings.Fields("день сутки неделю месяц год час минуту dzień tydzień miesiąc rok godzinę minutę"))
+var euAgoAlone = bareSet(stringSet(strings.Fields("день сутки неделю месяц год час минуту dzień tydzień miesiąc rok godzinę minutę")))
 
 // euNotAgo are words after "N units ago" that make it a count of days:
 // French "il y a deux jours fériés, de congé, qui ...".
-var euNotAgo = stringSet(strings.Fields("de d qui que fériés feriés ouvrés ouvrables restants pour par entre"))
+var euNotAgo = bareSet(stringSet(strings.Fields("de d qui que fériés feriés ouvrés ouvrables restants pour par entre")))
 
 // yearAfter reads a year after a month or date at toks[j:], joined by a
 // space or the language's yearJoin word: the year and the tokens read (0
@@ -1215,21 +1220,21 @@ func (l *euLang) weekAfterWeekday(toks []timeTok, words []string, j int, at time
 const euWeekdayReach = 24
 
 // euWeekdayPart are the parts of the day of one word after a weekday.
-var euWeekdayPart = map[string][2]int{"abend": partEvening, "nachmittag": partAfternoon, "vormittag": partMorning, "morgen": partMorning,
+var euWeekdayPart = withBare(map[string][2]int{"abend": partEvening, "nachmittag": partAfternoon, "vormittag": partMorning, "morgen": partMorning,
 	"früh": partMorning, "nacht": partNight, "soir": partEvening, "matin": partMorning, "sera": partEvening,
 	"mattina": partMorning, "pomeriggio": partAfternoon, "notte": partNight, "avond": partEvening, "ochtend": partMorning,
 	"middag": partAfternoon, "утром": partMorning, "днём": partAfternoon, "днем": partAfternoon, "вечером": partEvening,
-	"ночью": partNight, "rano": partMorning, "wieczorem": partEvening}
+	"ночью": partNight, "rano": partMorning, "wieczorem": partEvening}, true, nil)
 
 // euWeekdayParts are the words that may stand with a weekday in a clause
 // of its own ("Lunedì sera, cosa ...", "El lunes por la tarde, ...").
-var euWeekdayParts = stringSet(strings.Fields(`an um abend nachmittag vormittag früh nacht matin soir après midi
+var euWeekdayParts = bareSet(stringSet(strings.Fields(`an um abend nachmittag vormittag früh nacht matin soir après midi
 	por en tarde noche mattina pomeriggio sera notte à manhã noite ochtend middag avond в во утром днём днем
-	вечером ночью w we rano wieczorem`))
+	вечером ночью w we rano wieczorem`)))
 
 // euNotWeekdayBefore are words after a weekday that make it another word:
 // Portuguese ordinals (a segunda vez, a quinta parte).
-var euNotWeekdayBefore = stringSet(strings.Fields("vez vezes mão parte série classe opção lugar geração edição temporada"))
+var euNotWeekdayBefore = bareSet(stringSet(strings.Fields("vez vezes mão parte série classe opção lugar geração edição temporada")))
 
 // weekFollows reports whether this or last week follows at toks[j:],
 // after the words that may join them ("Montag der letzten Woche").
@@ -1305,9 +1310,9 @@ func frenchHier(words []string) bool {
 }
 
 var (
-	euFrenchWords = stringSet(strings.Fields(`je j tu nous vous qu que quoi est c ai as avons avez ont été dit et
+	euFrenchWords = bareSet(stringSet(strings.Fields(`je j tu nous vous qu que quoi est c ai as avons avez ont été dit et
 		parlé discuté raconté fait les des d l une avec dans ça moi toi mon ma mes ton ta tes soir matin
-		après midi où quand qui quel quelle était étais avais avait sommes suis`))
+		après midi où quand qui quel quelle était étais avais avait sommes suis`)))
 	euGermanDutchWords = stringSet(strings.Fields(`ich ik wir wij habe hab heb hebben bin ben ist sind das het wat
 		und niet nicht war waren zijn mir mij`))
 )

@@ -14,7 +14,7 @@ import (
 // gesagt?" found items that said "Woche", of any week).
 func TestParseTimeEuropean(t *testing.T) {
 	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC) // a Wednesday
-	checkParseTime(t, at, []parseCase{
+	checkParseTimeBare(t, at, []parseCase{
 		// German.
 		{"Was habe ich gestern gesagt?", "2026-11-17", "2026-11-18", "gestern"},
 		{"Worüber haben wir heute gesprochen?", "2026-11-18", "2026-11-19", "heute"},
@@ -227,7 +227,7 @@ func TestParseTimeEuropean(t *testing.T) {
 // to the end; without a year the most recent that has begun by at's day.
 func TestParseTimeEuropeanPartOfMonth(t *testing.T) {
 	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC) // a Wednesday
-	checkParseTime(t, at, []parseCase{
+	checkParseTimeBare(t, at, []parseCase{
 		{"Was habe ich Anfang Mai gesagt?", "2026-05-01", "2026-05-11", "Anfang Mai"},
 		{"Mitte Oktober war ich in Rom", "2026-10-11", "2026-10-21", "Mitte Oktober"},
 		{"Ende Februar", "2026-02-21", "2026-03-01", "Ende Februar"},
@@ -279,7 +279,7 @@ func TestParseTimeEuropeanPartOfMonth(t *testing.T) {
 // that part of that day, wherever the weekday alone is read.
 func TestParseTimeEuropeanWeekdayCompounds(t *testing.T) {
 	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC) // a Wednesday
-	checkParseTime(t, at, []parseCase{
+	checkParseTimeBare(t, at, []parseCase{
 		{"Was habe ich am Montagabend gesagt?", "2026-11-16 18:00", "2026-11-17", "Montagabend"},
 		{"Worüber haben wir Sonntagvormittag gesprochen?", "2026-11-15", "2026-11-15 12:00", "Sonntagvormittag"},
 		{"Samstagnacht habe ich dir was erzählt", "2026-11-14 18:00", "2026-11-15 06:00", "Samstagnacht"},
@@ -298,7 +298,7 @@ func TestParseTimeEuropeanWeekdayCompounds(t *testing.T) {
 // (before: no range), and "Morgen" the morning read as no plan.
 func TestParseTimeEuropeanReviewForms(t *testing.T) {
 	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC) // a Wednesday
-	checkParseTime(t, at, []parseCase{
+	checkParseTimeBare(t, at, []parseCase{
 		{"¿Qué dije a final de mayo?", "2026-05-21", "2026-06-01", "final de mayo"},
 		{"a finales del mes de mayo", "2026-05-21", "2026-06-01", "finales del mes de mayo"},
 		{"agli inizi di maggio", "2026-05-01", "2026-05-11", "inizi di maggio"},
@@ -322,7 +322,7 @@ func TestParseTimeEuropeanReviewForms(t *testing.T) {
 // words alone say, or no time at all: not read.
 func TestParseTimeEuropeanNearMisses(t *testing.T) {
 	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC) // a Wednesday
-	checkParseTime(t, at, []parseCase{
+	checkParseTimeBare(t, at, []parseCase{
 		// German "hier" is "here", and so is Dutch.
 		{"Ich bin hier", "", "", ""},
 		{"Was habe ich hier gesagt?", "", "", ""},
@@ -395,7 +395,7 @@ func TestParseTimeEuropeanNearMisses(t *testing.T) {
 // the range, so a question about a time alone returns the range's newest
 // items; a greeting or thanks with a time is small talk.
 func TestTimeRestEuropean(t *testing.T) {
-	checkTimeRest(t, []restCase{
+	checkTimeRestBare(t, []restCase{
 		{"Was habe ich letzte Woche gesagt?", []string{}, false},
 		{"Worüber haben wir gestern gesprochen?", []string{}, false},
 		{"Was habe ich letzte Woche über den Urlaub gesagt?", []string{"urlaub"}, false},
@@ -459,7 +459,7 @@ func BenchmarkParseTimeEuropeanLong(b *testing.B) {
 // TestParseTimeEuropeanReview: phrasings and near misses found in review.
 func TestParseTimeEuropeanReview(t *testing.T) {
 	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC) // a Wednesday
-	checkParseTime(t, at, []parseCase{
+	checkParseTimeBare(t, at, []parseCase{
 		// "desde hace", "desde há": for a time until now, not that time.
 		{"Estoy enfermo desde hace dos semanas", "", "", ""},
 		{"Estou doente desde há duas semanas", "", "", ""},
@@ -485,7 +485,7 @@ func TestParseTimeEuropeanReview(t *testing.T) {
 
 // TestTimeRestEuropeanReview: the rest of timed questions found in review.
 func TestTimeRestEuropeanReview(t *testing.T) {
-	checkTimeRest(t, []restCase{
+	checkTimeRestBare(t, []restCase{
 		// "was" is an English stop word, but it asks: no small talk.
 		{"Was war letzten Dienstag?", []string{}, false},
 		{"Hallo, was war gestern?", []string{}, false},
@@ -521,7 +521,7 @@ func TestTimeRestEuropeanReview(t *testing.T) {
 // temu" (half a year is not read, as in English).
 func TestParseTimeEuropeanRussianPolishReview(t *testing.T) {
 	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC) // a Wednesday
-	checkParseTime(t, at, []parseCase{
+	checkParseTimeBare(t, at, []parseCase{
 		{"Co mówiłem pół roku temu?", "", "", ""},
 		{"Что я говорил полтора года назад?", "", "", ""},
 		{"Что мы обсуждали пол года назад?", "", "", ""},
@@ -573,7 +573,7 @@ func TestParseTimeLongMessagesStayLinear(t *testing.T) {
 // items of other weeks that did ("Gespräch" on November 9th for
 // yesterday's conversation), or nothing.
 func TestTimeRestEuropeanWalk(t *testing.T) {
-	checkTimeRest(t, []restCase{
+	checkTimeRestBare(t, []restCase{
 		{"Cosa ti ho detto sulla casa due settimane fa?", []string{"casa"}, false},
 		{"Cosa ti ho detto dell'appartamento ieri?", []string{"appartamento"}, false},
 		{"Cosa ti ho detto sull'appartamento la settimana scorsa?", []string{"appartamento"}, false},
@@ -674,7 +674,7 @@ func TestParseTimeEuropeanWeekdayReach(t *testing.T) {
 // at's day.
 func TestParseTimeEuropeanReview2(t *testing.T) {
 	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC) // a Wednesday
-	checkParseTime(t, at, []parseCase{
+	checkParseTimeBare(t, at, []parseCase{
 		{"Was habe ich Ende Mai letzten Jahres über Anna gesagt?", "2025-05-21", "2025-06-01", "Ende Mai letzten Jahres"},
 		{"Ende Mai letztes Jahr war ich in Rom", "2025-05-21", "2025-06-01", "Ende Mai letztes Jahr"},
 		{"Was habe ich Mitte Mai vor zwei Jahren gesagt?", "2024-05-11", "2024-05-21", "Mitte Mai vor zwei Jahren"},
@@ -727,7 +727,7 @@ func TestParseTimeEuropeanReview2(t *testing.T) {
 // <month>" is checked as "begin <month>" is.
 func TestParseTimeEuropeanReviewLate(t *testing.T) {
 	at := time.Date(2026, time.November, 18, 15, 30, 0, 0, time.UTC) // a Wednesday
-	checkParseTime(t, at, []parseCase{
+	checkParseTimeBare(t, at, []parseCase{
 		{"od 3 maja do 10 maja byłem w Rzymie", "2026-05-03", "2026-05-04", "3 maja"},
 		{"dal 3 maggio al 10 maggio ero a Roma", "2026-05-03", "2026-05-04", "3 maggio"},
 		{"seit Anfang Mai bis Ende Juni", "2026-05-01", "2026-05-11", "Anfang Mai"},
