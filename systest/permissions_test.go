@@ -503,11 +503,15 @@ func permCheckCLI(t *testing.T, url, aliceInbox, bobInbox string) {
 		return []string{"MEMORYD_NATS_URL=" + url, "MEMORYD_NATS_USER=" + user + "_frontend", "MEMORYD_NATS_PASSWORD=" + user + "-pw", "MEMORYD_INBOX_PREFIX=" + inbox}
 	}
 	dir := t.TempDir()
+	doc := filepath.Join(dir, "notes.md")
+	if err := os.WriteFile(doc, []byte("# Notes\nbob's zebra"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		env      []string
 		args     []string
 		code     int
-		want     string // in stdout when code is 0, else in stderr
+		want     string // in stdout when code is 0, else in stderr (docs put: stdout, a line per file)
 		unwanted string // in neither
 	}{
 		{as("alice", aliceInbox), []string{"publish", "--ensure-stream=false", "--user", "alice", "--id", "cli-lisbon", "--message", "I live in Lisbon"}, 0, " seq=", "permissions violation"},
@@ -515,6 +519,9 @@ func permCheckCLI(t *testing.T, url, aliceInbox, bobInbox string) {
 		// --timeout beyond runMemoryd's minute: the refusal must end the
 		// request (before, it waited out its timeout).
 		{as("bob", bobInbox), []string{"enrich", "--timeout", "10m", "--user", "alice", "where do I live?"}, 1, "the NATS server refused it", "did not reply"},
+		// A put of each file bounds its own request (before: each waited
+		// out --timeout, the refusal's end lost; found by a security walk).
+		{as("alice", aliceInbox), []string{"docs", "put", "--timeout", "10m", "--user", "bob", "--collection", "notes", doc}, 1, "the NATS server refused it", "did not reply"},
 		// An operator's command run with a frontend's credential (before:
 		// "context deadline exceeded").
 		{as("alice", aliceInbox), []string{"deadletters"}, 1, "the NATS server refused it", "deadline exceeded"},
@@ -530,7 +537,7 @@ func permCheckCLI(t *testing.T, url, aliceInbox, bobInbox string) {
 	} {
 		r := runMemoryd(dir, c.env, time.Minute, c.args...)
 		out := r.stderr
-		if c.code == 0 {
+		if c.code == 0 || c.args[0] == "docs" {
 			out = r.stdout
 		}
 		if r.code != c.code || !strings.Contains(out, c.want) || strings.Contains(r.stdout+r.stderr, c.unwanted) {

@@ -135,7 +135,7 @@ writes to the database (--database-url), never over NATS.`)
 	defer done()
 	switch action {
 	case "put":
-		return docsPut(ctx, a, c, &o, events.DocsPutRequest{UserID: owner, Shared: shared, Collection: collection, DocID: docID,
+		return docsPut(reqCtx, a, c, &o, events.DocsPutRequest{UserID: owner, Shared: shared, Collection: collection, DocID: docID,
 			ChunkTokens: chunkTokens, OverlapTokens: overlapTokens}, pos)
 	case "list":
 		return docsList(reqCtx, a, c, o.json, events.DocsListRequest{UserID: owner, Shared: shared, Collection: collection})
