@@ -13,7 +13,11 @@ import (
 
 // stopWords are conversational words that say nothing about what to recall:
 // articles, pronouns, prepositions, conjunctions, auxiliaries and modals,
-// question words, contraction stems and fillers, in English, and the
+// question words, contraction stems and fillers, in English, the verbs
+// that ask for a recollection in any question ("remind me what I said
+// about my sister", "did I ever mention ...": a walk on a real
+// conversation found them matching unrelated turns that said "reminder"
+// or "talked"; talkWords holds more, dropped only beside a time), and the
 // commonest of Vietnamese (tôi, của, không, ...). Words of two characters
 // or fewer are dropped before this list is consulted, so it holds none
 // (but see shortStopWords).
@@ -42,8 +46,16 @@ var stopWords = func() map[string]bool {
 	`) {
 		m[w] = true
 	}
+	for w := range recallWords {
+		m[w] = true
+	}
 	return m
 }()
+
+// recallWords are the stop words that ask for a recollection: a message
+// of them and a time ("discussed it yesterday") asks about that time, no
+// small talk (timeRest).
+var recallWords = stringSet(strings.Fields("ever regarding remind reminded mention mentioned talked discussed"))
 
 // phatic are the words of a message that only greets, thanks or
 // acknowledges ("thanks!", "ok, great", "hi there"): it asks nothing of

@@ -109,7 +109,7 @@ func bareSet(m map[string]bool) map[string]bool { return withBare(m, true, nil) 
 func (l *euLang) withBare() *euLang {
 	words := map[string]bool{}
 	sets := []map[string]bool{l.yearJoin, l.plans, l.notPlanAfter, l.rollNotBefore, l.past, l.habits, l.clauses,
-		l.grammar, l.talk, l.greet, l.greetParts, l.asking}
+		l.grammar, l.talk, l.greet, l.greetParts, l.asking, l.unsearched}
 	var slots []map[string]bool
 	for _, e := range l.exprs {
 		for _, s := range e.slots {

@@ -77,6 +77,9 @@ type euLang struct {
 	// own (greetParts: "Guten Tag", "bom dia") and grammar alone are small
 	// talk; asking words make a question.
 	grammar, talk, greet, greetParts, asking map[string]bool
+	// unsearched are grammar and talk: the words a message in the
+	// language does not search for (europeanGrammar).
+	unsearched map[string]bool
 }
 
 // withRolling sets the words of "the last N units".
@@ -117,6 +120,7 @@ func (l *euLang) withCompounds(parts map[string][2]int) *euLang {
 func (l *euLang) withRest(grammar, talk, greet, greetParts, asking string) *euLang {
 	set := func(s string) map[string]bool { return stringSet(strings.Fields(s)) }
 	l.grammar, l.talk, l.greet, l.greetParts, l.asking = set(grammar), set(talk), set(greet), set(greetParts), set(asking)
+	l.unsearched = set(grammar + " " + talk)
 	return l
 }
 
@@ -1397,12 +1401,13 @@ func withoutGrammar(grammar map[string]bool, ks []string) []string {
 	return slices.DeleteFunc(slices.Clone(ks), func(k string) bool { return grammar[k] })
 }
 
-// europeanGrammar is the grammar words of the European language message
-// is written in (euRestLang), nil for another: read once a request, for
-// its keywords and again for their recap (languageRecap).
+// europeanGrammar is the grammar words and words of talk ("gesagt",
+// "dit", "conté", as English "said" is a stop word) of the European
+// language message is written in (euRestLang), nil for another: read once
+// a request, for its keywords and again for their recap (languageRecap).
 func europeanGrammar(message string) map[string]bool {
 	if l, _ := euRestLang(message, nil); l != nil {
-		return l.grammar
+		return l.unsearched
 	}
 	return nil
 }

@@ -2045,7 +2045,18 @@ func timeRest(message string, e TimeExpr) (asked []string, over *keywordSet, sma
 		asks = slices.ContainsFunc(words, func(w string) bool { return l.asking[w] })
 	}
 	return asked, over, len(said) == 0 && strings.ContainsFunc(rest, unicode.IsLetter) &&
-		!asks && !asksOfTheUser(rest) && !asksTheTime(message, e)
+		!asks && !asksOfTheUser(rest) && !asksTheTime(message, e) && !asksToRecall(rest)
+}
+
+// asksToRecall reports whether rest holds one of recallWords, which
+// keywords leaves out.
+func asksToRecall(rest string) bool {
+	for w := range strings.FieldsFuncSeq(strings.ToLower(rest), func(r rune) bool { return !unicode.IsLetter(r) }) {
+		if recallWords[w] {
+			return true
+		}
+	}
+	return false
 }
 
 // followWords may join a time asked about alone ("ok, and yesterday?",
