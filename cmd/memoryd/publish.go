@@ -225,9 +225,14 @@ func (w *processedWaiter) wait(ctx context.Context, a *cli, limit time.Duration)
 	defer tick.Stop()
 	var turns, failed int64
 	for user, n := range w.sent {
+		recorded := false // the turns are in memoryd's stats, pending or not
+		var pending int64
 		for {
 			st, err := w.c.Stats(ctx, user)
-			if err == nil && st.TurnsReceived >= w.seen[user].TurnsReceived+n && st.TurnsPending == 0 {
+			if err == nil {
+				recorded, pending = st.TurnsReceived >= w.seen[user].TurnsReceived+n, st.TurnsPending
+			}
+			if err == nil && recorded && st.TurnsPending == 0 {
 				turns += n
 				failed += st.TurnsFailed - w.seen[user].TurnsFailed
 				break
@@ -237,15 +242,22 @@ func (w *processedWaiter) wait(ctx context.Context, a *cli, limit time.Duration)
 			}
 			select {
 			case <-ctx.Done():
+				if recorded {
+					// Not lost: the causes below would mislead (a walk
+					// with the model server rate limiting).
+					return fmt.Errorf("--wait: memoryd recorded %s's %d new turn(s), but %d of the user's turns were still waiting for extraction after %s: "+
+						"extraction is slow or waiting for the model server (memoryd's log says which); they will be processed, so a longer --wait sees them", user, n, pending, limit)
+				}
 				return fmt.Errorf("--wait: memoryd had not recorded and processed %s's %d new turn(s) within %s: it is not running with this --prefix and --stream, "+
 					"it rejected them (memoryd deadletters lists them), or it had recorded their event ids already (a re-publish after the stream's 2-minute duplicate window)", user, n, limit)
 			case <-tick.C:
 			}
 		}
 	}
-	fmt.Fprintf(a.stderr, "processed: %d turn(s) of %d user(s)\n", turns, len(w.sent))
 	if failed > 0 {
+		fmt.Fprintf(a.stderr, "settled: %d turn(s) of %d user(s), %d of them failed extraction\n", turns, len(w.sent), failed)
 		return fmt.Errorf("%d turn(s) failed extraction: memoryd failed lists them", failed)
 	}
+	fmt.Fprintf(a.stderr, "processed: %d turn(s) of %d user(s)\n", turns, len(w.sent))
 	return nil
 }

@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sashabaranov/go-openai"
+
 	"github.com/memoryd/memoryd/events/eventstest"
+	"github.com/memoryd/memoryd/extractor/extractortest"
 	"github.com/memoryd/memoryd/store/storetest"
 )
 
@@ -57,5 +61,39 @@ func TestPublishWaitsUntilProcessed(t *testing.T) {
 		"--nats-url", eventstest.URL(), "--prefix", conn[3]+"none", "--stream", conn[5]+"_NONE")
 	if code != 1 || !strings.Contains(errOut, "--wait reads the user's stats from a running memoryd serve (not --role ingest)") {
 		t.Fatalf("publish --wait without a memoryd: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// publish --wait says what became of turns that did not end processed: a
+// turn whose extraction failed is not counted "processed", and a turn
+// recorded but still waiting for the model is not blamed on a wrong
+// --prefix, a rejection or the duplicate window (before, both; found by a
+// walk with a model server answering 400, and one rate limiting).
+func TestPublishWaitTellsFailedAndWaitingTurns(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name   string
+		status int
+		wait   string // the refused turn ends the wait when it fails; the other waits it out
+		want   []string
+		not    string
+	}{
+		{"refused", http.StatusBadRequest, "1m", []string{"settled: 1 turn(s) of 1 user(s), 1 of them failed extraction", "1 turn(s) failed extraction: memoryd failed lists them"}, "processed:"},
+		{"down", http.StatusServiceUnavailable, "15s", []string{"memoryd recorded alice's 1 new turn(s), but 1 of the user's turns were still waiting for extraction"}, "it is not running with this --prefix"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			llm := extractortest.NewServer(t)
+			llm.SetHandler(func(openai.ChatCompletionRequest) extractortest.Reply {
+				return extractortest.Error(tt.status, "the test's model")
+			})
+			conn := serveInProcess(t, "--llm-base-url", llm.URL(), "--llm-model", "m")
+			_, errOut, code := runArgs(context.Background(), append([]string{"publish", "--user", "alice", "--message", "I live in Lisbon", "--wait", tt.wait}, conn...)...)
+			for _, w := range tt.want {
+				if code != 1 || !strings.Contains(errOut, w) || strings.Contains(errOut, tt.not) {
+					t.Fatalf("publish --wait, model answering %d: exit %d, stderr %q; want exit 1 and %q, no %q", tt.status, code, errOut, w, tt.not)
+				}
+			}
+		})
 	}
 }
