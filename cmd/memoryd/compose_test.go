@@ -6,6 +6,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -176,5 +177,13 @@ func TestComposeFile(t *testing.T) {
 	}
 	if !strings.Contains(section, "docker compose --profile llm up -d") {
 		t.Error("README's Docker Compose section does not start the llm profile")
+	}
+	// Ollama's default context (4,096 tokens below 24 GiB of VRAM) cuts a
+	// long turn's request silently, instructions first (an LLM walk: about
+	// 12,000 tokens for a long turn): the service gives it the context the
+	// README names.
+	ctxLen := c.Services["ollama"].Environment["OLLAMA_CONTEXT_LENGTH"]
+	if n, err := strconv.Atoi(ctxLen); err != nil || n < 16384 || !strings.Contains(section, "OLLAMA_CONTEXT_LENGTH="+ctxLen) {
+		t.Errorf("ollama's OLLAMA_CONTEXT_LENGTH is %q: want at least 16384, named in README's Docker Compose section", ctxLen)
 	}
 }
