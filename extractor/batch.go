@@ -123,16 +123,20 @@ func (l *LLM) ExtractBatch(ctx context.Context, in BatchInput) (BatchResult, err
 		return res, nil
 	}
 
-	var parsed BatchResult
+	var (
+		parsed  BatchResult
+		dropped []droppedKey
+	)
 	user := buildBatchUserPrompt(in, sent)
 	usage, err := l.ask(ctx, batchSystemPrompt, user, l.batchFormat, batchInvalidNote, func(reply string) error {
 		var err error
-		parsed, err = parseBatchOutput(reply, len(sent))
+		parsed, err = parseBatchReply(reply, len(sent), keepDropped(&dropped))
 		return err
 	})
 	if err != nil {
 		return BatchResult{Usage: usage}, err
 	}
+	l.logDropped(ctx, dropped)
 	res := newBatchResult(len(in.Turns), BatchPromptVersion)
 	for k, t := range sent {
 		res.Facts[t.index], res.Changes[t.index], res.Context[t.index] = parsed.Facts[k], parsed.Changes[k], parsed.Context[k]
@@ -277,8 +281,18 @@ func batchInvalidNote(reason error) string {
 // prose or fences, and its error is a short reason that never quotes the
 // reply.
 func parseBatchOutput(reply string, n int) (BatchResult, error) {
-	var res BatchResult
+	return parseBatchReply(reply, n, nil)
+}
+
+// parseBatchReply is parseBatchOutput, telling dropped (when not nil) each
+// fact key of the accepted object that modelKey drops.
+func parseBatchReply(reply string, n int, dropped func(droppedKey)) (BatchResult, error) {
+	var (
+		res  BatchResult
+		keys []droppedKey
+	)
 	err := scanReply(reply, func(raw json.RawMessage) error {
+		keys = keys[:0]
 		if isNoteExample(raw) {
 			return errNoteExample
 		}
@@ -286,7 +300,7 @@ func parseBatchOutput(reply string, n int) (BatchResult, error) {
 		if err != nil {
 			return err
 		}
-		items, err := factItems(factsRaw, n)
+		items, err := factItems(factsRaw, n, &keys)
 		if err != nil {
 			return err
 		}
@@ -305,6 +319,7 @@ func parseBatchOutput(reply string, n int) (BatchResult, error) {
 	if err != nil {
 		return BatchResult{}, err
 	}
+	tellDropped(keys, dropped)
 	return res, nil
 }
 
@@ -321,12 +336,12 @@ func parseBatchContext(raw json.RawMessage, qas [][]QA) error {
 		if !okQ || !okA {
 			return fmt.Errorf(`"context" item %d has a "q" or "a" that is not a string`, i)
 		}
-		q = cleanModelText(q, maxQuestionRunes)
+		q, a = cleanModelText(q, maxQuestionRunes), cleanModelText(a, maxAnswerRunes)
 		t := turnIndex(fields["turn"], len(qas))
-		if q == "" || len(qas[t]) == maxContextPairs {
+		if blankPair(q, a) || len(qas[t]) == maxContextPairs {
 			continue
 		}
-		qas[t] = append(qas[t], QA{Q: q, A: cleanModelText(a, maxAnswerRunes)})
+		qas[t] = append(qas[t], QA{Q: q, A: a})
 	}
 	return nil
 }

@@ -124,7 +124,7 @@ func TestLLMExtractBatchTurnOutOfRangeGoesToLast(t *testing.T) {
 		{"turn": "1", "key": "f", "value": "string one"},
 		{"turn": 1.0, "key": "g", "value": "float one"}
 	], "context": [
-		{"turn": -1, "q": "negative", "a": ""},
+		{"turn": -1, "q": "negative", "a": "z"},
 		{"q": "no turn", "a": "x"},
 		{"turn": 1, "q": "in range", "a": "y"}
 	]}`
@@ -143,7 +143,7 @@ func TestLLMExtractBatchTurnOutOfRangeGoesToLast(t *testing.T) {
 	if want := []QA{{Q: "in range", A: "y"}}; !slices.Equal(res.Context[0], want) {
 		t.Errorf("Context[0] = %q, want %q", res.Context[0], want)
 	}
-	if want := []QA{{Q: "negative"}, {Q: "no turn", A: "x"}}; !slices.Equal(res.Context[1], want) {
+	if want := []QA{{Q: "negative", A: "z"}, {Q: "no turn", A: "x"}}; !slices.Equal(res.Context[1], want) {
 		t.Errorf("Context[1] = %q, want %q", res.Context[1], want)
 	}
 }

@@ -327,17 +327,36 @@ func (l *LLM) Extract(ctx context.Context, in Input) (Result, error) {
 	if turn.UserMessage == "" {
 		return Result{Facts: map[string]string{}}, nil
 	}
-	var res Result
+	var (
+		res     Result
+		dropped []droppedKey
+	)
 	usage, err := l.ask(ctx, systemPrompt, buildUserPrompt(in, turn), l.format, invalidNote, func(reply string) error {
 		var err error
-		res, err = parseOutput(reply)
+		res, err = parseReply(reply, keepDropped(&dropped))
 		return err
 	})
 	if err != nil {
 		return Result{Usage: usage}, err
 	}
+	l.logDropped(ctx, dropped)
 	res.Usage = usage
 	return res, nil
+}
+
+// keepDropped returns a function that adds a dropped key to *keys.
+func keepDropped(keys *[]droppedKey) func(droppedKey) {
+	return func(k droppedKey) { *keys = append(*keys, k) }
+}
+
+// logDropped logs at debug each fact key of an accepted reply that was
+// dropped as unusable (modelKey), with why: nothing else would tell a
+// fact the model stated from one it never found. The key is quoted
+// (bounded), never the value.
+func (l *LLM) logDropped(ctx context.Context, keys []droppedKey) {
+	for _, k := range keys {
+		l.cfg.Logger.DebugContext(ctx, "model fact key dropped", "model", l.cfg.Model, "key", boundDetail(k.key), "reason", k.why)
+	}
 }
 
 // ask sends the system and user prompts and returns once parse accepts the
@@ -376,12 +395,16 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 		MaxCompletionTokens: l.maxCompletionTokens,
 	}
 
-	const calls = 2 // the request and one correction
+	const calls = 2     // the request and one correction
+	tokenBound := false // a reply was cut at MaxTokens, or held only reasoning
 	for call := 1; ; call++ {
 		reply, cut, err := l.complete(ctx, req, &usage)
 		var failed *Error
 		if errors.As(err, &failed) {
 			return usage, err
+		}
+		if errors.Is(err, errReasoningOnly) {
+			tokenBound = true
 		}
 		if err == nil { // else a reply without an answer, rejected like one parse rejects
 			err = parse(reply)
@@ -392,9 +415,16 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 		if cut {
 			// Say so, in the error and to the model: a shorter reply fits.
 			err = fmt.Errorf("%w; the reply was cut at the limit of %d tokens, so keep it shorter", err, l.cfg.MaxTokens)
+			tokenBound = true
 		}
 		if call == calls {
-			return usage, newError(KindInvalidOutput, "%v (after %d model calls)", err, call)
+			e := newError(KindInvalidOutput, "%v (after %d model calls)", err, call)
+			if tokenBound {
+				// For the operator only (the log, memoryd failed), not the
+				// model: the bound is theirs to raise.
+				e.Reason += fmt.Sprintf("; the model ran into its token limit: raise --llm-max-tokens (now %d)", l.cfg.MaxTokens)
+			}
+			return usage, e
 		}
 		// Replace rather than append a message: some chat templates reject
 		// two user messages in a row.
@@ -444,6 +474,9 @@ func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, us
 		// connection error (every request of an outage) holds none.
 		e.Reason = hideEcho(e.Reason, req.Messages)
 	}
+	if hint := formatHint(status, ex.body, req.ResponseFormat); hint != "" {
+		e.Reason += "; " + hint
+	}
 	l.noteServerError(e, status, ex, req.Messages)
 	if e.Kind == KindRetryAfter {
 		// Pause everyone: the server is telling this client, not this
@@ -451,6 +484,26 @@ func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, us
 		l.pauseUntil(time.Now().Add(e.RetryAfter))
 	}
 	return "", false, e
+}
+
+// formatHint is what to tell the operator when a server answered status
+// (with body) to a request sent with format: a 400 whose body names
+// response_format or json_schema is a server without the response format
+// asked for (llama.cpp's server before schemas, some gateways), which fails
+// every turn for good until --llm-response-format asks for less. "" when
+// there is nothing to tell.
+func formatHint(status int, body []byte, format *openai.ChatCompletionResponseFormat) string {
+	if status != http.StatusBadRequest || format == nil {
+		return ""
+	}
+	b := strings.ToLower(string(body))
+	if !strings.Contains(b, "response_format") && !strings.Contains(b, "json_schema") && !strings.Contains(b, "response format") {
+		return ""
+	}
+	if format.Type == openai.ChatCompletionResponseFormatTypeJSONSchema {
+		return "the server may not support response_format json_schema: set --llm-response-format json_object, or none"
+	}
+	return "the server may not support response_format " + string(format.Type) + ": set --llm-response-format none"
 }
 
 // serverErrorsOutage is how many different requests in a row, of any
@@ -704,10 +757,15 @@ func replyContent(resp openai.ChatCompletionResponse) (string, error) {
 		return "", newError(KindPermanent, "model refused the input (finish reason %q)", choice.FinishReason)
 	}
 	if strings.TrimSpace(choice.Message.Content) == "" && strings.TrimSpace(choice.Message.ReasoningContent) != "" {
-		return "", errors.New("reply holds only reasoning (reasoning_content), no answer")
+		return "", errReasoningOnly
 	}
 	return choice.Message.Content, nil
 }
+
+// errReasoningOnly is the error of a reply whose tokens went to reasoning
+// (reasoning_content) and that holds no answer: the model spent its token
+// limit thinking.
+var errReasoningOnly = errors.New("reply holds only reasoning (reasoning_content), no answer")
 
 // bodyError returns the error of a status 200 reply whose body carries an
 // error object (some proxies and gateways send one), classified as its code
@@ -1012,12 +1070,40 @@ func (b *limitedBody) Close() error { return b.body.Close() }
 // request, bounded by ctx and Timeout, not retried). It is for start-up
 // diagnostics; extraction does not depend on it.
 func (l *LLM) Ping(ctx context.Context) error {
+	_, err := l.Models(ctx)
+	return err
+}
+
+// Models lists the ids of the models the server says it serves (GET
+// /models: one request, bounded by ctx and Timeout, not retried), in its
+// order; its error is Ping's. For start-up diagnostics: a server may serve
+// a model it does not list (an alias), so a model missing from the list is
+// a doubt, not an error.
+func (l *LLM) Models(ctx context.Context) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
-	if _, err := l.client.ListModels(ctx); err != nil {
-		return fmt.Errorf("llm server at %s: %w", redactURL(l.cfg.BaseURL), err)
+	list, err := l.client.ListModels(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("llm server at %s: %w", redactURL(l.cfg.BaseURL), err)
 	}
-	return nil
+	ids := make([]string, 0, len(list.Models))
+	for _, m := range list.Models {
+		ids = append(ids, m.ID)
+	}
+	return ids, nil
+}
+
+// ListsModel reports whether ids (Models) name model: the same id, or
+// the same but for Ollama's ":latest" tag, which it lists and serves a
+// name without a tag as.
+func ListsModel(ids []string, model string) bool {
+	base := strings.TrimSuffix(model, ":latest")
+	for _, id := range ids {
+		if id == model || strings.TrimSuffix(id, ":latest") == base {
+			return true
+		}
+	}
+	return false
 }
 
 // redactURL is u with any password masked: a base URL may carry

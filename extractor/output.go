@@ -41,9 +41,17 @@ var (
 // sets). Operations are resolved by resolveOps. The returned error is a
 // short reason, suitable for an error message and for telling the model
 // what to fix; it never quotes the reply.
-func parseOutput(reply string) (Result, error) {
-	var res Result
+func parseOutput(reply string) (Result, error) { return parseReply(reply, nil) }
+
+// parseReply is parseOutput, telling dropped (when not nil) each fact key
+// of the accepted object that modelKey drops.
+func parseReply(reply string, dropped func(droppedKey)) (Result, error) {
+	var (
+		res  Result
+		keys []droppedKey
+	)
 	err := scanReply(reply, func(raw json.RawMessage) error {
+		keys = keys[:0]
 		if isNoteExample(raw) {
 			return errNoteExample
 		}
@@ -51,7 +59,7 @@ func parseOutput(reply string) (Result, error) {
 		if err != nil {
 			return err
 		}
-		items, err := factItems(factsRaw, 1)
+		items, err := factItems(factsRaw, 1, &keys)
 		if err != nil {
 			return err
 		}
@@ -66,13 +74,32 @@ func parseOutput(reply string) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	tellDropped(keys, dropped)
 	return res, nil
+}
+
+// tellDropped tells dropped (when not nil) each of keys.
+func tellDropped(keys []droppedKey, dropped func(droppedKey)) {
+	if dropped == nil {
+		return
+	}
+	for _, k := range keys {
+		dropped(k)
+	}
 }
 
 // scanReply finds the JSON object in a model reply: it drops reasoning
 // blocks, tries fenced blocks first and then the whole reply, and calls try
 // on each JSON object found (at most maxCandidates) until try accepts one.
-// It returns the first rejection, or why no object was found.
+// A trailing comma before a closing bracket or brace is tolerated
+// (decodeFirstValue). When none is accepted it returns why, in order: the
+// first rejection of an object that stands on its own (not inside an
+// earlier one), else that the first such object is not valid JSON, with
+// the decoder's message, else that there is no object. An object inside one
+// that did not decode is never the reason: the reply's own object is not
+// valid JSON (a missing comma, a reply cut short), and the inner object's
+// rejection (a fact item has neither "facts" nor "context") would name the
+// wrong defect, to the model as its correction and to the operator.
 func scanReply(reply string, try func(raw json.RawMessage) error) error {
 	reply = stripReasoning(reply)
 	if strings.TrimSpace(reply) == "" {
@@ -86,9 +113,10 @@ func scanReply(reply string, try func(raw json.RawMessage) error) error {
 	}
 	texts = append(texts, reply)
 
-	var firstErr error
+	var rejected, invalid error
 	tried := 0
 	for _, text := range texts {
+		covered := 0 // end of the last object standing on its own
 		for i := 0; i < len(text) && tried < maxCandidates; i++ {
 			j := strings.IndexByte(text[i:], '{')
 			if j < 0 {
@@ -96,23 +124,36 @@ func scanReply(reply string, try func(raw json.RawMessage) error) error {
 			}
 			i += j
 			tried++
-			raw, ok := decodeFirstValue(text[i:])
-			if !ok {
+			top := i >= covered
+			raw, n, err := decodeFirstValue(text[i:])
+			if err != nil {
+				if top {
+					if invalid == nil {
+						invalid = fmt.Errorf("reply is not valid JSON: %s", boundDetail(err.Error()))
+					}
+					covered = i + balancedEnd(text[i:])
+				}
 				continue
 			}
-			err := try(raw)
+			if top {
+				covered = i + n
+			}
+			err = try(raw)
 			if err == nil {
 				return nil
 			}
-			if firstErr == nil {
-				firstErr = err
+			if top && rejected == nil {
+				rejected = err
 			}
 		}
 	}
-	if firstErr == nil {
-		firstErr = errors.New("reply contains no JSON object")
+	switch {
+	case rejected != nil:
+		return rejected
+	case invalid != nil:
+		return invalid
 	}
-	return firstErr
+	return errors.New("reply contains no JSON object")
 }
 
 // stripReasoning drops a reply's reasoning: every block that opens and
@@ -169,15 +210,14 @@ func jsonSpans(s string) [][2]int {
 			break
 		}
 		i += j
-		raw, ok := decodeFirstValue(s[i:])
-		if !ok {
+		_, n, err := decodeFirstValue(s[i:])
+		if err != nil {
 			tries++
 			i++
 			continue
 		}
-		// raw is the value as written: its length is the span's.
-		spans = append(spans, [2]int{i, i + len(raw)})
-		i += len(raw)
+		spans = append(spans, [2]int{i, i + n})
+		i += n
 	}
 	return spans
 }
@@ -193,14 +233,109 @@ func inSpan(spans [][2]int, p int) bool {
 }
 
 // decodeFirstValue decodes the JSON value at the start of s, ignoring
-// whatever follows it.
-func decodeFirstValue(s string) (json.RawMessage, bool) {
+// whatever follows it, and returns it with the number of bytes of s it
+// spans. A comma before a closing bracket or brace, outside strings, is
+// dropped when the value does not decode otherwise: local models without
+// constrained decoding often write one ({"facts": [...],}), and nothing is
+// lost by reading past it. Otherwise it returns the decoder's error.
+func decodeFirstValue(s string) (json.RawMessage, int, error) {
+	raw, n, err := decodeStrict(s)
+	if err == nil {
+		return raw, n, nil
+	}
+	if fixed, end, ok := dropTrailingCommas(s); ok {
+		if raw, _, err := decodeStrict(fixed); err == nil {
+			return raw, end, nil
+		}
+	}
+	return nil, 0, err
+}
+
+func decodeStrict(s string) (json.RawMessage, int, error) {
 	dec := json.NewDecoder(strings.NewReader(s))
 	var raw json.RawMessage
 	if err := dec.Decode(&raw); err != nil {
-		return nil, false
+		return nil, 0, err
 	}
-	return raw, true
+	return raw, int(dec.InputOffset()), nil
+}
+
+// dropTrailingCommas returns the object or list at the start of s without
+// the commas that come (after white space only) before a closing bracket or
+// brace, outside strings, and the byte length of the value in s. It reports
+// false when it dropped none, or when the value never closes.
+func dropTrailingCommas(s string) (string, int, bool) {
+	var b strings.Builder
+	depth, inString, escaped, dropped := 0, false, false, false
+	kept := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth <= 0 {
+				if !dropped {
+					return "", 0, false
+				}
+				b.WriteString(s[kept : i+1])
+				return b.String(), i + 1, true
+			}
+		case ',':
+			rest := strings.TrimLeft(s[i+1:], " \t\r\n")
+			if rest != "" && (rest[0] == '}' || rest[0] == ']') {
+				b.WriteString(s[kept:i])
+				kept, dropped = i+1, true
+			}
+		}
+	}
+	return "", 0, false
+}
+
+// balancedEnd is the byte length of the object or list at the start of s
+// as its brackets and braces (outside strings) delimit it, whether or not
+// it is valid JSON; len(s) when it never closes (a reply cut short).
+func balancedEnd(s string) int {
+	depth, inString, escaped := 0, false, false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth--; depth <= 0 {
+				return i + 1
+			}
+		}
+	}
+	return len(s)
 }
 
 // replyParts splits a reply object into its "facts" and "context" values,
@@ -225,18 +360,20 @@ func replyParts(raw json.RawMessage) (factsRaw, contextRaw json.RawMessage, err 
 }
 
 // factItems decodes a reply's "facts" member (nil when absent) into the
-// fact operations of each of n turns (n >= 1), in the order stated. The
+// fact operations of each of n turns (n >= 1), in the order stated, with
+// their keys as modelKey spells them; a key it drops is added to dropped,
+// and its item is dropped. The
 // object form, and a list item whose "turn" is missing or out of range,
 // belong to the last turn. An item whose op is not one of the operations (or
 // a synonym, see parseOp) is dropped; a malformed item fails the reply.
-func factItems(raw json.RawMessage, n int) ([][]factItem, error) {
+func factItems(raw json.RawMessage, n int, dropped *[]droppedKey) ([][]factItem, error) {
 	items := make([][]factItem, n)
 	if raw == nil {
 		return items, nil
 	}
 	switch firstByte(raw) {
 	case '{':
-		obj, err := objectFacts(raw)
+		obj, err := objectFacts(raw, dropped)
 		if err != nil {
 			return nil, err
 		}
@@ -269,8 +406,13 @@ func factItems(raw json.RawMessage, n int) ([][]factItem, error) {
 		if !ok {
 			continue
 		}
+		key, why := modelKey(name)
+		if why != "" {
+			*dropped = append(*dropped, droppedKey{key: name, why: why})
+			continue
+		}
 		t := turnIndex(fields["turn"], n)
-		items[t] = append(items[t], factItem{Op: op, Key: name, Value: cleanModelText(value, maxFactValueRune)})
+		items[t] = append(items[t], factItem{Op: op, Key: key, Value: cleanModelText(value, maxFactValueRune)})
 	}
 	return items, nil
 }
@@ -278,7 +420,7 @@ func factItems(raw json.RawMessage, n int) ([][]factItem, error) {
 // objectFacts decodes the v1 "facts" object in order, each member a set, so
 // that when two keys normalise to the same key the later one wins
 // deterministically.
-func objectFacts(raw json.RawMessage) ([]factItem, error) {
+func objectFacts(raw json.RawMessage, dropped *[]droppedKey) ([]factItem, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if _, err := dec.Token(); err != nil { // the '{'
 		return nil, errors.New(`"facts" is not valid JSON`)
@@ -298,7 +440,12 @@ func objectFacts(raw json.RawMessage) ([]factItem, error) {
 		if err != nil {
 			return nil, fmt.Errorf("fact %q: %w", truncateRunes(sanitize(name), maxKeyBytes), err)
 		}
-		items = append(items, factItem{Op: OpSet, Key: name, Value: cleanModelText(value, maxFactValueRune)})
+		key, why := modelKey(name)
+		if why != "" {
+			*dropped = append(*dropped, droppedKey{key: name, why: why})
+			continue
+		}
+		items = append(items, factItem{Op: OpSet, Key: key, Value: cleanModelText(value, maxFactValueRune)})
 	}
 	return items, nil
 }
@@ -383,13 +530,21 @@ func parseContext(raw json.RawMessage) ([]QA, error) {
 		if !okQ || !okA {
 			return nil, fmt.Errorf(`"context" item %d has a "q" or "a" that is not a string`, i)
 		}
-		q = cleanModelText(q, maxQuestionRunes)
-		if q == "" || len(qas) == maxContextPairs {
+		q, a = cleanModelText(q, maxQuestionRunes), cleanModelText(a, maxAnswerRunes)
+		if blankPair(q, a) || len(qas) == maxContextPairs {
 			continue
 		}
-		qas = append(qas, QA{Q: q, A: cleanModelText(a, maxAnswerRunes)})
+		qas = append(qas, QA{Q: q, A: a})
 	}
 	return qas, nil
+}
+
+// blankPair reports whether a context pair, cleaned, lacks its question or
+// its answer (empty, null or white space): a question without an answer
+// says nothing to inject, and an answer without its question cannot be
+// found. Such a pair is dropped, not the reply.
+func blankPair(q, a string) bool {
+	return strings.TrimSpace(q) == "" || strings.TrimSpace(a) == ""
 }
 
 // qaField returns the field called name, or alias when name is absent; a

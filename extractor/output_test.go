@@ -60,7 +60,7 @@ func TestParseOutput(t *testing.T) {
 
 		{name: "not json", reply: "I cannot help with that.", wantErr: "no JSON object"},
 		{name: "empty reply", reply: "  ", wantErr: "empty"},
-		{name: "truncated json", reply: `{"facts": {"name": "An`, wantErr: "no JSON object"},
+		{name: "truncated json", reply: `{"facts": {"name": "An`, wantErr: "reply is not valid JSON: unexpected EOF"},
 		{name: "neither key", reply: `{"name": "Ana"}`, wantErr: "neither"},
 		{name: "facts item a string", reply: `{"facts": ["name: Ana"], "context": []}`, wantErr: `"facts" item 0 is a string`},
 		{name: "facts item without key", reply: `{"facts": [{"op": "set", "value": "Ana"}]}`, wantErr: `has no "key"`},

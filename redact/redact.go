@@ -646,7 +646,9 @@ func Fact(key, value string) (redacted string, kinds []Kind, ok bool) {
 }
 
 // onlyMarkers reports whether s holds nothing but redaction markers, spaces
-// and punctuation.
+// and punctuation. A symbol of the "other" category (an emoji, a
+// pictograph, a flag's letters) is content: a value of only "🐶🐶" says
+// something, and was dropped as punctuation.
 func onlyMarkers(s string) bool {
 	for {
 		i := strings.Index(s, MarkerPrefix)
@@ -660,7 +662,7 @@ func onlyMarkers(s string) bool {
 		s = s[:i] + " " + s[i+j+1:]
 	}
 	for _, r := range s {
-		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.Is(unicode.So, r) {
 			return false
 		}
 	}

@@ -136,6 +136,11 @@ func TestFact(t *testing.T) {
 		{key: "spinach", value: "likes it", want: "likes it", keep: true},
 		{key: "favorite_token", value: "a coin", want: "a coin", keep: true},
 		{key: "password", value: "[redacted:password]", want: "[redacted:password]"},
+		// Emoji are content, not punctuation (a walk: "🐶🐶" was dropped).
+		{key: "pets", value: "🐶🐶", want: "🐶🐶", keep: true},
+		{key: "mood", value: "❤️", want: "❤️", keep: true},
+		{key: "password", value: "🐶🐶", want: "[redacted:password]"},
+		{key: "note", value: " -- !? ", want: " -- !? "},
 	}
 	for _, tt := range tests {
 		got, kinds, keep := Fact(tt.key, tt.value)

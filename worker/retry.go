@@ -176,7 +176,7 @@ func outcome(err error, job *rivertype.JobRow, shutdown bool, b retryBudget) ver
 		return verdict{river: river.JobSnooze(time.Second), label: outcomeHandedBack}
 	}
 	if waits := metaCount(job.Metadata, metaLockWaits); store.IsLockWait(err) && waits < b.maxLockWaits {
-		d := b.spread(min(b.lockWaitBase<<min(waits, 5), 30*time.Second))
+		d := b.spreadWithin(b.lockWaitBase<<min(waits, 5), maxLockWait)
 		return verdict{river: river.JobSnooze(d), label: outcomeLockWait, count: metaLockWaits, n: waits + 1}
 	}
 	// Any permanent error in the tree decides: a joined error of several
@@ -191,13 +191,13 @@ func outcome(err error, job *rivertype.JobRow, shutdown bool, b retryBudget) ver
 			label, key, budget = outcomeQueued, metaQueueWaits, b.maxQueueWaits
 		}
 		if waits := metaCount(job.Metadata, key); waits < budget {
-			d = b.spread(min(d, extractor.MaxRetryAfter, embedding.MaxRetryAfter))
+			d = b.spreadWithin(d, min(extractor.MaxRetryAfter, embedding.MaxRetryAfter))
 			return verdict{river: river.JobSnooze(d), label: label, count: key, n: waits + 1}
 		}
 	}
 	if waits := metaCount(job.Metadata, metaModelWaits); extractor.IsUnreachable(err) && !permanent {
 		if d, ok := b.modelWait(waits); ok {
-			return verdict{river: river.JobSnooze(b.spread(d)), label: outcomeModelDown, count: metaModelWaits, n: waits + 1}
+			return verdict{river: river.JobSnooze(b.spreadBelow(d)), label: outcomeModelDown, count: metaModelWaits, n: waits + 1}
 		}
 	}
 	if permanent || job.Attempt >= jobAttempts(job.MaxAttempts, job.Metadata, b.maxAttempts) {
@@ -210,25 +210,49 @@ func outcome(err error, job *rivertype.JobRow, shutdown bool, b retryBudget) ver
 // back up is used again within a minute.
 const maxModelWait = time.Minute
 
+// maxLockWait caps one snooze for a lock wait.
+const maxLockWait = 30 * time.Second
+
 // modelWait returns the snooze after waits earlier ones for an unreachable
-// model server: modelWaitBase doubling per wait up to maxModelWait, and
-// false once the earlier ones total maxModelOutage (the spread added to
-// them is not counted, so the outage covered is at least that).
+// model server: modelWaitBase doubling per wait up to maxModelWait, the
+// last one cut so that the snoozes total maxModelOutage exactly, and false
+// once they do. (Before, the last doubling went past it: with
+// --llm-max-outage 40s the waits were 2+4+8+16+32 s.) The snooze is
+// shortened by the spread (spreadBelow), never lengthened, so that the
+// waits of a job total at most maxModelOutage.
 func (b retryBudget) modelWait(waits int) (time.Duration, bool) {
 	if b.maxModelOutage <= 0 || b.modelWaitBase <= 0 {
 		return 0, false
 	}
 	var total time.Duration
 	for i := 0; ; i++ {
-		d := min(b.modelWaitBase<<min(i, 30), maxModelWait)
 		if total >= b.maxModelOutage {
 			return 0, false
 		}
+		d := min(b.modelWaitBase<<min(i, 30), maxModelWait, b.maxModelOutage-total)
 		if i == waits {
 			return d, true
 		}
 		total += d
 	}
+}
+
+// spreadWithin is the snooze for a delay d of which limit is the most
+// waited: d spread (lengthened by up to a quarter), but never past limit.
+// A d at or over limit (a server asking for an hour) is cut to limit and
+// then spread below it, so that jobs snoozed together still come back
+// apart. Before, the spread came after the cap: a 429 with Retry-After
+// 3600 snoozed jobs for up to 12.5 minutes, not the documented 10.
+func (b retryBudget) spreadWithin(d, limit time.Duration) time.Duration {
+	if d < limit {
+		return min(b.spread(d), limit)
+	}
+	return b.spreadBelow(limit)
+}
+
+// spreadBelow is d shortened by what spread would lengthen it by.
+func (b retryBudget) spreadBelow(d time.Duration) time.Duration {
+	return max(d-(b.spread(d)-d), 0)
 }
 
 // isPermanent reports whether err holds a permanent error of the extractor

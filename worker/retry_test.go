@@ -126,13 +126,16 @@ func TestOutcome(t *testing.T) {
 
 		// An unreachable model server: snoozed, 2s doubling up to 1m,
 		// until the snoozes total the outage bound (2+4+...+32 = 62s,
-		// then 1m each: 10m after 14), then attempts are spent.
+		// then 1m each, the 14th cut to 58s: 10m exactly), then attempts
+		// are spent.
 		{name: "model unreachable", err: down, attempt: 1,
 			want: snooze, wantSnooze: 2 * time.Second, wantLabel: outcomeModelDown, wantCount: metaModelWaits, wantN: 1},
 		{name: "model unreachable at the last attempt spends none", err: fmt.Errorf("turn e1: %w", down), attempt: 5, metadata: `{"memoryd_model_waits": 3}`,
 			want: snooze, wantSnooze: 16 * time.Second, wantLabel: outcomeModelDown, wantCount: metaModelWaits, wantN: 4},
-		{name: "model unreachable, capped wait", err: down, attempt: 1, metadata: `{"memoryd_model_waits": 13}`,
-			want: snooze, wantSnooze: time.Minute, wantLabel: outcomeModelDown, wantCount: metaModelWaits, wantN: 14},
+		{name: "model unreachable, capped wait", err: down, attempt: 1, metadata: `{"memoryd_model_waits": 12}`,
+			want: snooze, wantSnooze: time.Minute, wantLabel: outcomeModelDown, wantCount: metaModelWaits, wantN: 13},
+		{name: "model unreachable, last wait cut to the outage bound", err: down, attempt: 1, metadata: `{"memoryd_model_waits": 13}`,
+			want: snooze, wantSnooze: 58 * time.Second, wantLabel: outcomeModelDown, wantCount: metaModelWaits, wantN: 14},
 		{name: "model unreachable past the outage bound", err: down, attempt: 1, metadata: `{"memoryd_model_waits": 14}`,
 			want: plain, wantLabel: outcomeRetry, wantRecord: true},
 		{name: "model unreachable past the outage bound, last attempt", err: down, attempt: 5, metadata: `{"memoryd_model_waits": 14}`,
@@ -239,6 +242,82 @@ func TestWorse(t *testing.T) {
 	for _, tt := range tests {
 		if got := worse(tt.have, tt.next); got != tt.want {
 			t.Errorf("worse(%v, %v) = %v, want %v", tt.have, tt.next, got, tt.want)
+		}
+	}
+}
+
+// TestSnoozeCapsHoldWithTheSpread: the most a snooze may last holds with
+// its spread, at the spread's worst (a quarter more), and the spread still
+// parts the jobs snoozed together. Before, the spread came after the cap: a
+// 429 with Retry-After 3600 snoozed jobs for 10m52s and 11m4s (an operator's
+// walk), past the documented "at most 10 minutes".
+func TestSnoozeCapsHoldWithTheSpread(t *testing.T) {
+	t.Parallel()
+	budget := retryBudget{maxAttempts: 5, maxLockWaits: 10, maxRateLimitWaits: 10, maxQueueWaits: 100, lockWaitBase: time.Second,
+		maxModelOutage: 10 * time.Minute, modelWaitBase: 2 * time.Second,
+		spread: func(d time.Duration) time.Duration { return d + d/4 }} // the most spread adds
+	snooze := func(err error, metadata string) time.Duration {
+		t.Helper()
+		job := &rivertype.JobRow{ID: 1, Attempt: 1, MaxAttempts: 5, Metadata: []byte(metadata)}
+		var s *river.JobSnoozeError
+		if v := outcome(err, job, false, budget); !errors.As(v.river, &s) {
+			t.Fatalf("%v: River gets %v, want a snooze", err, v.river)
+		}
+		return s.Duration
+	}
+	retryAfter := func(d time.Duration) error {
+		return &extractor.Error{Kind: extractor.KindRetryAfter, RetryAfter: d, Reason: "status 429"}
+	}
+	for _, tc := range []struct {
+		d, want time.Duration
+	}{
+		{time.Hour, extractor.MaxRetryAfter * 3 / 4}, // over the cap: spread below it
+		{extractor.MaxRetryAfter, extractor.MaxRetryAfter * 3 / 4},
+		{9 * time.Minute, extractor.MaxRetryAfter}, // spread, cut at the cap
+		{time.Minute, time.Minute * 5 / 4},         // well under it: spread as before
+	} {
+		if got := snooze(retryAfter(tc.d), `{}`); got != tc.want || got > extractor.MaxRetryAfter {
+			t.Errorf("Retry-After %v: snoozed %v, want %v (at most %v)", tc.d, got, tc.want, extractor.MaxRetryAfter)
+		}
+	}
+	lockWait := &pgconn.PgError{Code: "55P03", Message: "canceling statement due to lock timeout"}
+	if got := snooze(lockWait, `{"memoryd_lock_waits": 6}`); got > maxLockWait {
+		t.Errorf("lock wait snoozed %v, over its cap %v", got, maxLockWait)
+	}
+	down := &extractor.Error{Kind: extractor.KindTransient, Unreachable: true, Reason: "status 503"}
+	if got := snooze(down, `{"memoryd_model_waits": 8}`); got > maxModelWait {
+		t.Errorf("model wait snoozed %v, over its cap %v", got, maxModelWait)
+	}
+}
+
+// TestModelWaitsTotalTheOutageBound: a job's snoozes for an unreachable
+// model server total --llm-max-outage at most, with their spread at its
+// worst, and no less than three quarters of it. Before, the last doubling
+// went past it: with 40s the waits were 2+4+8+16+32 = 62 s, 68 s in an
+// operator's walk.
+func TestModelWaitsTotalTheOutageBound(t *testing.T) {
+	t.Parallel()
+	for _, outage := range []time.Duration{40 * time.Second, 62 * time.Second, 90 * time.Second, 30 * time.Minute, time.Second} {
+		for name, spread := range map[string]func(time.Duration) time.Duration{
+			"none": func(d time.Duration) time.Duration { return d },
+			"most": func(d time.Duration) time.Duration { return d + d/4 },
+		} {
+			b := retryBudget{maxAttempts: 5, maxModelOutage: outage, modelWaitBase: 2 * time.Second, spread: spread}
+			down := &extractor.Error{Kind: extractor.KindTransient, Unreachable: true, Reason: "status 503"}
+			var total time.Duration
+			waits := 0
+			for ; waits < 1000; waits++ {
+				job := &rivertype.JobRow{ID: 1, Attempt: 1, MaxAttempts: 5, Metadata: []byte(fmt.Sprintf(`{"memoryd_model_waits": %d}`, waits))}
+				v := outcome(down, job, false, b)
+				var s *river.JobSnoozeError
+				if !errors.As(v.river, &s) {
+					break
+				}
+				total += s.Duration
+			}
+			if total > outage || total < outage*3/4 || waits == 0 {
+				t.Errorf("outage %v, spread %s: %d waits total %v, want at most %v and at least %v", outage, name, waits, total, outage, outage*3/4)
+			}
 		}
 	}
 }

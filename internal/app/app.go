@@ -624,15 +624,23 @@ func (a *App) logExtractor(ctx context.Context, ext worker.Extractor) {
 		return
 	}
 	a.logger.Info("extractor: LLM", "extractor", info.Name, "model", info.Model, "base_url", RedactURL(a.cfg.LLM.BaseURL))
-	p, ok := ext.(interface{ Ping(context.Context) error })
+	p, ok := ext.(interface {
+		Models(context.Context) ([]string, error)
+	})
 	if !ok {
 		return
 	}
 	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	err := p.Ping(pingCtx)
+	models, err := p.Models(pingCtx)
 	status := extractor.HTTPStatus(err)
 	switch {
+	case err == nil && len(models) > 0 && !extractor.ListsModel(models, a.cfg.LLM.Model):
+		// Not fatal: some servers serve aliases they do not list. But a
+		// model name mistyped, or not pulled, fails every turn for good,
+		// and the first failure comes only with the first turn.
+		a.logger.Warn("the LLM endpoint does not list the model --llm-model names: extraction fails if it does not serve it (check the name, or pull the model); some servers serve aliases they do not list",
+			"base_url", RedactURL(a.cfg.LLM.BaseURL), "model", a.cfg.LLM.Model, "listed", len(models), "some_listed", models[:min(len(models), 5)])
 	case err == nil:
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		a.logger.Warn("the LLM endpoint refused the API key: extraction fails until --llm-api-key (MEMORYD_LLM_API_KEY) is one it takes",

@@ -71,7 +71,13 @@ func TestLLMStartCheckSaysWhatTheServerAnswered(t *testing.T) {
 // and returns what it logged, as JSON lines.
 func startCheckLogs(t *testing.T, baseURL string) string {
 	t.Helper()
-	cfg := Config{LLM: extractor.LLMConfig{BaseURL: baseURL, Model: "m"}}.withDefaults()
+	return startCheckLogsModel(t, baseURL, "m")
+}
+
+// startCheckLogsModel is startCheckLogs with model as --llm-model.
+func startCheckLogsModel(t *testing.T, baseURL, model string) string {
+	t.Helper()
+	cfg := Config{LLM: extractor.LLMConfig{BaseURL: baseURL, Model: model}}.withDefaults()
 	llm, err := extractor.NewLLM(cfg.LLM)
 	if err != nil {
 		t.Fatal(err)
@@ -105,6 +111,41 @@ func TestJobSizeOverTheBatchIsSaid(t *testing.T) {
 		warned := strings.Contains(logs.String(), `"job_size":1000,"batch_size":100`)
 		if warned != tc.warned || a.cfg.Worker.JobSize > tc.batch {
 			t.Errorf("job size %d, batch %d: job size used %d, logs %q; want at most the batch, warned %v", tc.jobSize, tc.batch, a.cfg.Worker.JobSize, logs.String(), tc.warned)
+		}
+	}
+}
+
+// TestLLMStartCheckNamesAModelNotListed: when the model server's list does
+// not hold --llm-model, the start-up check warns, naming the model and a
+// few it lists, and does not fail (some servers serve aliases they do not
+// list); a model it lists, or Ollama's name without its ":latest" tag, is
+// not warned about. Before, a mistyped model was first told by the first
+// turn's failure.
+func TestLLMStartCheckNamesAModelNotListed(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"object":"list","data":[{"id":"qwen2.5:7b","object":"model"},{"id":"llama3:latest","object":"model"},` +
+			`{"id":"a","object":"model"},{"id":"b","object":"model"},{"id":"c","object":"model"},{"id":"d","object":"model"}]}`))
+	}))
+	defer srv.Close()
+	for _, tt := range []struct {
+		model  string
+		warned bool
+	}{
+		{"qwen2.5:7b", false},
+		{"llama3", false},
+		{"llama3:latest", false},
+		{"qwen2.5:7B-typo", true},
+	} {
+		out := startCheckLogsModel(t, srv.URL+"/v1", tt.model)
+		warned := strings.Contains(out, "does not list the model")
+		if warned != tt.warned {
+			t.Errorf("model %q: warned %v, want %v: %s", tt.model, warned, tt.warned, out)
+		}
+		if warned && (!strings.Contains(out, `"level":"WARN"`) || !strings.Contains(out, `"model":"`+tt.model+`"`) ||
+			!strings.Contains(out, `"some_listed":["qwen2.5:7b","llama3:latest","a","b","c"]`) || !strings.Contains(out, "--llm-model")) {
+			t.Errorf("model %q: the warning does not name the model, --llm-model and a few listed: %s", tt.model, out)
 		}
 	}
 }
