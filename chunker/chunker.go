@@ -177,7 +177,14 @@ func sections(src string) []section {
 		level, path = append(level, lv), append(path, title)
 		cur.headings = append([]string(nil), path...)
 	}
-	for pos := 0; pos < len(src); {
+	// A byte order mark (files saved on Windows) is not text: skipped,
+	// so that a first line "\ufeff# Title" is the heading it reads as.
+	// Offsets stay the source's.
+	start := 0
+	if strings.HasPrefix(src, "\ufeff") {
+		start = len("\ufeff")
+	}
+	for pos := start; pos < len(src); {
 		end := strings.IndexByte(src[pos:], '\n')
 		next := len(src)
 		if end < 0 {

@@ -1,0 +1,28 @@
+package chunker
+
+import (
+	"slices"
+	"testing"
+)
+
+// A Markdown file saved with a UTF-8 byte order mark (Windows Notepad,
+// many editors on Windows) loses its first heading: "\ufeff# Title" is not
+// an ATX heading, so the title is not in any chunk's heading path and the
+// first chunk's text starts with the BOM and a literal "# Title".
+func TestSplitBOMFirstHeading(t *testing.T) {
+	src := "\ufeff# BOM document\r\n\r\nIntro text.\r\n\r\n## Resetting the router\r\n\r\nHold the reset button for thirty seconds.\r\n"
+	cs, err := Split(src, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		t.Logf("%q %q", c.Headings, c.Text)
+	}
+	last := cs[len(cs)-1]
+	if want := []string{"BOM document", "Resetting the router"}; !slices.Equal(last.Headings, want) {
+		t.Errorf("last chunk's heading path = %q, want %q", last.Headings, want)
+	}
+	if want := []string{"BOM document"}; !slices.Equal(cs[0].Headings, want) {
+		t.Errorf("first chunk's heading path = %q, want %q (text %q)", cs[0].Headings, want, cs[0].Text)
+	}
+}
