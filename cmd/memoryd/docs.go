@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -202,6 +203,14 @@ writes to the database (--database-url), never over NATS.`)
 	}
 }
 
+// docsPutLine is what docs put --json prints for a file: its reply, or
+// why it failed.
+type docsPutLine struct {
+	File  string               `json:"file"`
+	Reply *events.DocsPutReply `json:"reply,omitempty"`
+	Error string               `json:"error,omitempty"`
+}
+
 // docsPut puts each file, each request with its own --timeout, printing a
 // line per file as it goes (the progress); any failure makes the command
 // fail after the rest were tried.
@@ -220,6 +229,13 @@ func docsPut(ctx context.Context, a *cli, c *events.Client, o *clientOptions, ba
 			var r events.DocsPutReply
 			r, err = c.PutDocument(reqCtx, req)
 			cancel()
+			if err == nil && o.json {
+				// One line a file (JSON Lines), as the files are put.
+				if err := json.NewEncoder(a.stdout).Encode(docsPutLine{File: file, Reply: &r}); err != nil {
+					return err
+				}
+				continue
+			}
 			if err == nil {
 				state := fmt.Sprintf("%d chunk(s)", r.Chunks)
 				switch {
@@ -233,6 +249,12 @@ func docsPut(ctx context.Context, a *cli, c *events.Client, o *clientOptions, ba
 			}
 		}
 		failed++
+		if o.json {
+			if err := json.NewEncoder(a.stdout).Encode(docsPutLine{File: file, Error: o.callError(err).Error()}); err != nil {
+				return err
+			}
+			continue
+		}
 		fmt.Fprintf(a.stdout, "[%d/%d] %s: failed: %v\n", i+1, len(files), file, o.callError(err))
 	}
 	fmt.Fprintf(a.stderr, "%d file(s) put, %d failed, in %s\n", len(files)-failed, failed, time.Since(start).Round(time.Millisecond))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,6 +32,21 @@ func TestDocsPutOverCap(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "[1/2] "+small+": 1 chunk(s)") || !strings.Contains(out, "[2/2] "+big+": failed: ") ||
 		!strings.Contains(out, "documents cap") || !strings.Contains(out, "--max-docs-size") || !strings.Contains(out, "1024 bytes") {
 		t.Fatalf("docs put over the cap: exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+	// --json: a line a file, its reply or why it failed (it was ignored,
+	// and the text lines printed; a walk with real documents).
+	out, errOut, code = runArgs(context.Background(), append([]string{"docs", "put", "--json", "--user", "alice", "--collection", "c", small, big}, conn...)...)
+	var lines []docsPutLine
+	for l := range strings.Lines(out) {
+		var pl docsPutLine
+		if err := json.Unmarshal([]byte(l), &pl); err != nil {
+			t.Fatalf("docs put --json printed %q: %v", l, err)
+		}
+		lines = append(lines, pl)
+	}
+	if code != 1 || len(lines) != 2 || lines[0].File != small || lines[0].Reply == nil || !lines[0].Reply.Unchanged ||
+		lines[1].File != big || lines[1].Reply != nil || !strings.Contains(lines[1].Error, "documents cap") {
+		t.Fatalf("docs put --json: exit %d\nstdout %s\nstderr %s", code, out, errOut)
 	}
 	// Over the NATS server's max_payload (1 MiB by default), under memoryd's
 	// own limit: the line says which limit and what to do (it said only
