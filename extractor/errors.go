@@ -88,6 +88,12 @@ type Error struct {
 	// so a caller may wait for it rather than spend attempts. See
 	// [IsUnreachable].
 	Unreachable bool
+	// Misconfigured is set with Unreachable when the server refuses every
+	// request of this configuration (401 or 403: the API key; 404: the
+	// model or the base URL): every turn would fail alike until an
+	// operator fixes it, so a key rotated or a model not yet pulled is
+	// waited for as an outage rather than failing every turn for good.
+	Misconfigured bool
 }
 
 // Error returns the sentinel's text, then the reason.
@@ -110,6 +116,14 @@ func IsLocalWait(err error) bool {
 func IsUnreachable(err error) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Kind == KindTransient && e.Unreachable
+}
+
+// IsMisconfigured reports whether err holds an *Error whose server refuses
+// this configuration (Error.Misconfigured): an unreachable error that an
+// operator, not time, fixes.
+func IsMisconfigured(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Kind == KindTransient && e.Unreachable && e.Misconfigured
 }
 
 // Unwrap returns the kind's sentinel and, when set, Err.

@@ -193,8 +193,8 @@ func (u *usageTracker) record(model string, promptTokens, completionTokens int, 
 	case ok:
 	case status == http.StatusTooManyRequests:
 		t.RateLimited++
-	case statusError(status, "", "").Kind == KindPermanent:
-		t.Refused++ // as the request's error is classified: a 4xx but 408
+	case refusal(status):
+		t.Refused++
 	}
 	u.totals[model] = t
 }

@@ -921,10 +921,21 @@ func statusError(status int, detail, retryAfter string) *Error {
 		}
 	case status == http.StatusBadGateway || status == http.StatusServiceUnavailable:
 		e.Unreachable = true
-	case status >= 400 && status < 500 && status != http.StatusRequestTimeout:
+	case status == http.StatusUnauthorized || status == http.StatusForbidden || status == http.StatusNotFound:
+		// The key, the model or the base URL: every request fails alike
+		// until an operator fixes it (an LLM walk: a key rotated failed
+		// every turn for good, each waiting for retry-failed).
+		e.Unreachable, e.Misconfigured = true, true
+	case refusal(status):
 		e.Kind = KindPermanent
 	}
 	return e
+}
+
+// refusal reports whether status is the server refusing the request: a
+// 4xx but 408 (its own timeout) and 429 (a rate limit).
+func refusal(status int) bool {
+	return status >= 400 && status < 500 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests
 }
 
 // hideEcho replaces in reason (an error quoting a server's message) the

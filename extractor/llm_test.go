@@ -250,10 +250,15 @@ func TestLLMStatusClassification(t *testing.T) {
 		status   int
 		wantErr  error
 		wantKind Kind
+		// misconfigured: the key, the model or the base URL, waited for
+		// as an outage (IsMisconfigured, IsUnreachable)
+		misconfigured bool
 	}{
-		{status: http.StatusUnauthorized, wantErr: ErrPermanent, wantKind: KindPermanent},
+		{status: http.StatusUnauthorized, wantErr: ErrTransient, wantKind: KindTransient, misconfigured: true},
+		{status: http.StatusForbidden, wantErr: ErrTransient, wantKind: KindTransient, misconfigured: true},
 		{status: http.StatusBadRequest, wantErr: ErrPermanent, wantKind: KindPermanent},
-		{status: http.StatusNotFound, wantErr: ErrPermanent, wantKind: KindPermanent},
+		{status: http.StatusNotFound, wantErr: ErrTransient, wantKind: KindTransient, misconfigured: true},
+		{status: http.StatusUnprocessableEntity, wantErr: ErrPermanent, wantKind: KindPermanent},
 		{status: http.StatusRequestTimeout, wantErr: ErrTransient, wantKind: KindTransient},
 		{status: http.StatusTooManyRequests, wantErr: ErrRetryAfter, wantKind: KindRetryAfter},
 		{status: http.StatusInternalServerError, wantErr: ErrTransient, wantKind: KindTransient},
@@ -267,6 +272,10 @@ func TestLLMStatusClassification(t *testing.T) {
 			_, err := l.Extract(context.Background(), testInput("I'm Ana"))
 			if !errors.Is(err, tt.wantErr) || KindOf(err) != tt.wantKind {
 				t.Fatalf("Extract error = %v, want %v", err, tt.wantErr)
+			}
+			if IsMisconfigured(err) != tt.misconfigured || tt.misconfigured && !IsUnreachable(err) {
+				t.Errorf("Extract error = %v: misconfigured %v, unreachable %v; want misconfigured (and so unreachable) %v",
+					err, IsMisconfigured(err), IsUnreachable(err), tt.misconfigured)
 			}
 			for _, other := range []error{ErrTransient, ErrRetryAfter, ErrPermanent, ErrInvalidOutput} {
 				if other != tt.wantErr && errors.Is(err, other) {
@@ -304,6 +313,10 @@ func TestLLMServerErrorIsOneRequest(t *testing.T) {
 	}
 }
 
+// TestLLMUnauthorizedNoRetry: a key refused is one request, not retried
+// within the call, and an error the worker waits on as an outage
+// (IsMisconfigured): before, it failed the turn for good, and a key rotated
+// failed every turn until retry-failed (an LLM walk).
 func TestLLMUnauthorizedNoRetry(t *testing.T) {
 	t.Parallel()
 
@@ -312,8 +325,8 @@ func TestLLMUnauthorizedNoRetry(t *testing.T) {
 		extractortest.Content(validReply), // never reached
 	)
 	_, err := newTestLLM(t, srv, nil).Extract(context.Background(), testInput("I'm Ana"))
-	if !errors.Is(err, ErrPermanent) {
-		t.Fatalf("Extract error = %v, want ErrPermanent", err)
+	if !IsMisconfigured(err) || errors.Is(err, ErrPermanent) {
+		t.Fatalf("Extract error = %v, want a misconfiguration, not ErrPermanent", err)
 	}
 	if got := srv.Requests(); got != 1 {
 		t.Errorf("requests = %d, want exactly 1", got)

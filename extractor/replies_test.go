@@ -85,7 +85,7 @@ func TestLLMServerErrorMessage(t *testing.T) {
 		want     string
 	}{
 		{"ollama string error", extractortest.Reply{Status: http.StatusNotFound, Body: `{"error":"model \"qwen9\" not found, try pulling it first"}`},
-			KindPermanent, `status 404: model "qwen9" not found`},
+			KindTransient, `status 404: model "qwen9" not found`}, // waited for as a misconfiguration
 		{"vllm older error", extractortest.Reply{Status: http.StatusBadRequest,
 			Body: `{"object":"error","message":"This model's maximum context length is 4096 tokens.","type":"BadRequestError","code":400}`},
 			KindPermanent, "status 400: This model's maximum context length is 4096 tokens."},

@@ -25,7 +25,7 @@ const msgListenFailed = "changes: listen"
 // dependency is down (the ingest and job errors back off; these do not, or
 // are logged once per job, and every turn is a job with a model): a
 // process's log handler may hold back repeats of them.
-var OutageRepeats = []string{msgListenFailed, msgModelUnreachable}
+var OutageRepeats = []string{msgListenFailed, msgModelUnreachable, msgModelRefuses}
 
 // ChangesConfig configures a Changes publisher.
 type ChangesConfig struct {

@@ -505,7 +505,11 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 		if v.n == 1 {
 			level = e.w.logger.Warn
 		}
-		level(msgModelUnreachable, "job_id", job.ID, "user_id", userID,
+		msg := msgModelUnreachable
+		if extractor.IsMisconfigured(err) {
+			msg = msgModelRefuses
+		}
+		level(msg, "job_id", job.ID, "user_id", userID,
 			"model_waits", v.n, "max_model_outage", b.maxModelOutage.String(), "turns", len(eventIDs), "retry_in", snoozeOf(v.river).String(), "error", err)
 	}
 	if v.record {
@@ -527,6 +531,10 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 // msgModelUnreachable is logged when an extraction job waits for a model
 // server that does not answer (outcomeModelDown).
 const msgModelUnreachable = "model server unreachable; extraction waiting for it without spending attempts"
+
+// msgModelRefuses is logged instead when the server refuses the
+// configuration (a 401, 403 or 404: extractor.IsMisconfigured).
+const msgModelRefuses = "model server refuses memoryd's API key or model (--llm-api-key, --llm-model, --llm-base-url); extraction waiting for it to be fixed without spending attempts"
 
 // kindName is the extractor's kind of err for the log, "other" when the
 // extractor did not fail (the store did, or the job's context ended).

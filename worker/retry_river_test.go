@@ -164,6 +164,39 @@ func TestModelAnswering500sWaits(t *testing.T) {
 	}
 }
 
+// TestModelRefusingTheKeyWaits: a model server refusing memoryd's key (a
+// key rotated) or not serving its model (not pulled yet) fails no turn
+// while an operator fixes it: the jobs wait as for an outage, logged as
+// the configuration's refusal, and the turns are processed once it
+// answers. Before, each turn failed at its first request, for good, until
+// retry-failed (an LLM walk: 30 turns, 30 ERROR lines, 30 failed).
+func TestModelRefusingTheKeyWaits(t *testing.T) {
+	for _, refusal := range []extractortest.Reply{
+		extractortest.Error(http.StatusUnauthorized, "Incorrect API key provided"),
+		{Status: http.StatusNotFound, Body: `{"error":"model \"llama3.1\" not found, try pulling it first"}`},
+	} {
+		t.Run(http.StatusText(refusal.Status), func(t *testing.T) {
+			e := setup(t)
+			const turns, down = 3, 8
+			llm := modelDownFor(t, down, refusal)
+			var logs lockedBuffer
+			e.start(llm, func(c *worker.Config) {
+				c.MaxAttempts = 2
+				c.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+			})
+			for i := range turns {
+				e.publish(events.Turn{ID: fmt.Sprintf("t%d", i), UserID: fmt.Sprintf("user%d", i), UserMessage: "My name is Alice."})
+			}
+			if st := e.waitDone(turns); st.TurnsProcessed != turns {
+				t.Fatalf("stats %+v after %d refusals, want %d turns processed and none failed", st, down, turns)
+			}
+			if !strings.Contains(logs.String(), "model server refuses memoryd's API key or model") || strings.Contains(logs.String(), `"extraction failed"`) {
+				t.Errorf("log does not say the server refuses the configuration, or says a turn failed:\n%s", logs.String())
+			}
+		})
+	}
+}
+
 // TestModelOutageLogsOnceAJob: while the model server is down every job
 // waits again and again (every turn is a job with a model); only a job's
 // first wait is logged at info level or above (a warning, which the

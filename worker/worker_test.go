@@ -459,9 +459,13 @@ func TestLLMFailureMarksTurnFailedAndRetryRecovers(t *testing.T) {
 	}
 }
 
+// TestPermanentLLMErrorFailsAtOnce: a request the server refuses for what
+// it holds (a 400) fails the turn at its first request. (A 401, a key
+// refused, was this test's refusal; it is now waited for as an outage:
+// TestModelRefusingTheKeyWaits.)
 func TestPermanentLLMErrorFailsAtOnce(t *testing.T) {
 	e := setup(t)
-	srv := extractortest.NewServer(t, extractortest.Reply{Status: 401, Body: `{"error":{"message":"bad key"}}`})
+	srv := extractortest.NewServer(t, extractortest.Reply{Status: 400, Body: `{"error":{"message":"invalid request"}}`})
 	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake"})
 	if err != nil {
 		t.Fatal(err)
