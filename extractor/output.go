@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"regexp"
 	"strings"
 	"unicode/utf8"
@@ -266,29 +267,13 @@ func decodeStrict(s string) (json.RawMessage, int, error) {
 // false when it dropped none, or when the value never closes.
 func dropTrailingCommas(s string) (string, int, bool) {
 	var b strings.Builder
-	depth, inString, escaped, dropped := 0, false, false, false
-	kept := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-			continue
-		}
+	depth, dropped, kept := 0, false, 0
+	for i, c := range outsideStrings(s) {
 		switch c {
-		case '"':
-			inString = true
 		case '{', '[':
 			depth++
 		case '}', ']':
-			depth--
-			if depth <= 0 {
+			if depth--; depth <= 0 {
 				if !dropped {
 					return "", 0, false
 				}
@@ -310,23 +295,9 @@ func dropTrailingCommas(s string) (string, int, bool) {
 // as its brackets and braces (outside strings) delimit it, whether or not
 // it is valid JSON; len(s) when it never closes (a reply cut short).
 func balancedEnd(s string) int {
-	depth, inString, escaped := 0, false, false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-			continue
-		}
+	depth := 0
+	for i, c := range outsideStrings(s) {
 		switch c {
-		case '"':
-			inString = true
 		case '{', '[':
 			depth++
 		case '}', ']':
@@ -336,6 +307,29 @@ func balancedEnd(s string) int {
 		}
 	}
 	return len(s)
+}
+
+// outsideStrings yields the bytes of s, with their offsets, that are not
+// in a JSON string (nor its quotes).
+func outsideStrings(s string) iter.Seq2[int, byte] {
+	return func(yield func(int, byte) bool) {
+		inString, escaped := false, false
+		for i := 0; i < len(s); i++ {
+			c := s[i]
+			switch {
+			case escaped:
+				escaped = false
+			case inString && c == '\\':
+				escaped = true
+			case c == '"':
+				inString = !inString
+			case !inString:
+				if !yield(i, c) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // replyParts splits a reply object into its "facts" and "context" values,

@@ -51,16 +51,20 @@ const (
 // order and replays give the same facts. Recognised statements, matched
 // case-insensitively (values keep their case):
 //
-//	my name is X / I'm called X                 set name
+//	my name is X / I'm called X (capitalised)   set name
 //	call me X                                   set preferred_name
 //	I live in X / I'm living|based in X /
-//	I moved (back) to X / moved from Y to X     set location
+//	I moved (back) to X / moved from Y to X     set location (X a place:
+//	                                            "New York", "the south of
+//	                                            France"; not "the moment",
+//	                                            "Microsoft support")
 //	I don't live in X anymore / I no longer
 //	live in X / I moved away from|out of X      delete location (unless the
 //	                                            message sets a new one)
-//	I'm from X / I grew up in X                 set hometown
+//	I'm from X / I grew up in X                 set hometown (X a place)
 //	I work at|for X / I'm working at X          set employer
-//	I work as (a) X                             set occupation
+//	I work as (a) X                             set occupation (not "as hard
+//	                                            as I can")
 //	I no longer work at X / I don't work for X
 //	anymore                                     delete employer
 //	I quit|left|lost my job (at X) / I got
@@ -79,7 +83,9 @@ const (
 //	I'm lactose|gluten intolerant / I'm celiac /
 //	I don't eat pork|meat|...                   add dietary_restrictions
 //	I (also) speak X(, Y and Z) /
-//	I'm fluent in X                             add languages
+//	I'm fluent in X                             add languages (language
+//	                                            names: "French", "french";
+//	                                            not "too fast")
 //	I no longer speak X / I don't speak X
 //	anymore                                     remove languages
 //	my native|first language / mother tongue
@@ -93,11 +99,15 @@ const (
 //	my sister|brother X                         add siblings "X (sister)"
 //	my wife|husband|girlfriend|... X / my wife's
 //	name is X / I'm married to X                set partner "X (wife)"
-//	I'm married|single|divorced|engaged|...     set relationship_status (single,
+//	I'm married|single|divorced|engaged|...     set relationship_status ("married
+//	                                            to" a person only; single,
 //	                                            divorced, widowed, separated
 //	                                            also delete partner)
 //	we broke up                                 delete partner
 //	I like|love|enjoy X                         add likes, remove dislikes
+//	                                            (not a reaction: "the quinoa
+//	                                            bowl idea", "the challenge of
+//	                                            it", "the sense of ... I get")
 //	I hate|dislike|don't like|can't stand X     add dislikes, remove likes
 //	I no longer like X / I don't like X anymore remove likes
 //	my hobbies are X, Y and Z                   set hobbies
@@ -135,7 +145,13 @@ const (
 // Statements in questions ("... ?"), hypotheticals ("if I lived in ...",
 // "imagine I'm vegan"), reported or quoted speech ("she said 'I live in
 // Rome'", "he told me my name is ...") and negations ("I'm not vegetarian",
-// "don't call me ...") store nothing; only the forms above with "no
+// "don't call me ...") store nothing. Neither does anything after a
+// supposition that frames the rest of the message ("Assume that my name
+// is ...", "imagine I ...", misspelt too: "Asume"), after a colon that ends
+// a request on a pasted text ("Summarise this:", "Reply to this review:",
+// "the following:", or a lead-in of three or more words not about the user
+// before a line break), or inside a double quote left open ("Give me
+// bullets on "... I'm 72 ..."). Only the forms above with "no
 // longer", "anymore" and the like remove or delete. Statements about other
 // people are not the user's facts ("my friend is allergic to peanuts"
 // stores nothing; "my daughter Mia is allergic to eggs" only adds the
@@ -248,6 +264,9 @@ type rule struct {
 	// statement no longer holds ("anymore", "any longer"); notAnymore only
 	// when it does not.
 	anymore, notAnymore bool
+	// capitalised: the value must start with a capital letter ("I'm
+	// called Ana"; "I'm called to testify" names no one).
+	capitalised bool
 	// removeFrom: each value is also removed from this list key ("I love
 	// X" takes X out of dislikes).
 	removeFrom string
@@ -281,7 +300,7 @@ func newRuleTable() []rule {
 	return []rule{
 		// Names.
 		{key: "name", re: re(`\bmy\s+name\s+is\s+`), kind: kindName},
-		{key: "name", re: re(im + `called\s+`), kind: kindName},
+		{key: "name", re: re(im + `called\s+`), kind: kindName, capitalised: true},
 		{key: "preferred_name", re: re(`\b(?:please\s+)?call\s+me\s+`), kind: kindCallMe},
 		{key: keyMeant, re: re(`\bi\s+mean[t]?\s+`), kind: kindPlain},
 
@@ -300,8 +319,8 @@ func newRuleTable() []rule {
 		// Work and education.
 		{key: "employer", re: re(`\bi\s+work\s+(?:at|for)\s+`), kind: kindEmployer},
 		{key: "employer", re: re(im + `(?:working\s+(?:at|for)|employed\s+(?:at|by))\s+`), kind: kindEmployer},
-		{key: "occupation", re: re(`\bi\s+work\s+as\s+(?:an?\s+)?`), kind: kindOccupation},
-		{key: "occupation", re: re(im + `working\s+as\s+(?:an?\s+)?`), kind: kindOccupation},
+		{re: re(`\bi\s+work\s+as\s+(an?\s+)?`), kind: kindOccupation, emit: occupation},
+		{re: re(im + `working\s+as\s+(an?\s+)?`), kind: kindOccupation, emit: occupation},
 		{key: "employer", op: OpDelete, re: re(`\bi\s+no\s+longer\s+work\s+(?:at|for)\s+`), kind: kindEmployer},
 		{key: "employer", op: OpDelete, re: re(`\bi\s+` + dont + `\s+work\s+(?:at|for)\s+`), kind: kindEmployer, anymore: true},
 		{key: "employer", op: OpDelete, re: re(im + `no\s+longer\s+(?:working\s+(?:at|for)|employed\s+(?:at|by))\s+`), kind: kindEmployer},
@@ -405,12 +424,16 @@ type foundOp struct {
 func ruleItems(table []rule, text string, ts time.Time) []factItem {
 	text, _ = truncateUTF8(text, rulesScanBytes)
 
+	// Past a hypothetical frame or a pasted text, statements are not the
+	// user's (rulespeaker.go).
+	text = text[:voiceEnd(text)]
+	quoted := quoteMask(text)
 	var found []foundOp
 	forEachSegment(text, func(off int, seg string) {
 		for i := range table {
 			r := &table[i]
 			for _, m := range r.re.FindAllStringSubmatchIndex(seg, -1) {
-				if isHypothetical(seg[:m[0]]) {
+				if isHypothetical(seg[:m[0]]) || quoted[off+m[0]] {
 					continue
 				}
 				rest, _ := truncateUTF8(seg[m[1]:], rulesValueScanBytes)
@@ -460,7 +483,7 @@ func (r *rule) ops(seg string, m []int, rest, sentence string, ts time.Time) []r
 	case r.list != oneValue:
 		values = listValues(r.kind, r.list, sentence, ts)
 	default:
-		if v := cleanValue(r.kind, rest, ts); v != "" {
+		if v := cleanValue(r.kind, rest, ts); v != "" && (!r.capitalised || startsUpper(v)) {
 			values = []string{v}
 		}
 	}
@@ -589,10 +612,41 @@ func retired(_ []string, rest, _ string, _ time.Time) []ruleOp {
 	return nil
 }
 
+// occupation: "I work as a nurse", "I work as nurse"; not a comparison ("I
+// work as hard as I can") or a manner ("as part of a team").
+func occupation(sub []string, rest, _ string, ts time.Time) []ruleOp {
+	if sub[1] == "" && (comparisonRE.MatchString(rest) || isMannerLead(firstWord(rest))) {
+		return nil
+	}
+	v := cleanValue(kindOccupation, rest, ts)
+	if v == "" {
+		return nil
+	}
+	return []ruleOp{{OpSet, "occupation", v}}
+}
+
+// comparisonRE finds "as ... as" after "I work as": "hard as I can", "much
+// as possible".
+var comparisonRE = regexp.MustCompile(`(?i)^\s*[\w-]+\s+as\b`)
+
+// isMannerLead reports whether w, right after "I work as" without an
+// article, starts a manner rather than a job.
+func isMannerLead(w string) bool {
+	switch w {
+	case "part", "much", "many", "hard", "long", "fast", "well", "best", "usual", "always", "such", "one", "if", "though", "soon", "little", "often", "quickly", "efficiently", "needed", "required", "promised", "agreed":
+		return true
+	}
+	return false
+}
+
 // status sets relationship_status; being single, divorced, widowed or
-// separated also means no partner.
-func status(sub []string, _, _ string, _ time.Time) []ruleOp {
+// separated also means no partner. "Married to" or "engaged to" must name a
+// person ("married to my work" is a figure of speech).
+func status(sub []string, rest, _ string, _ time.Time) []ruleOp {
 	v := strings.ToLower(sub[1])
+	if (v == "married" || v == "engaged") && firstWord(rest) == "to" && !isSpouse(strings.Fields(rest)[1:]) {
+		return nil
+	}
 	ops := []ruleOp{{OpSet, "relationship_status", v}}
 	switch v {
 	case "single", "divorced", "widowed", "separated":
@@ -612,6 +666,30 @@ func children(_ []string, _, sentence string, ts time.Time) []ruleOp {
 		ops = append(ops, ruleOp{OpAdd, "children", name})
 	}
 	return ops
+}
+
+// isSpouse reports whether words, after "married to", are a person: a name
+// ("Ana", "my Ana") or a person described ("a wonderful man", "my high
+// school sweetheart").
+func isSpouse(words []string) bool {
+	for i, w := range words {
+		if i == 4 {
+			break
+		}
+		nw := normWord(w)
+		if i == 0 && (nw == "my" || nw == "a" || nw == "an" || nw == "the") {
+			continue
+		}
+		if startsUpper(w) {
+			return true
+		}
+		switch nw {
+		case "man", "woman", "guy", "girl", "gal", "lady", "gentleman", "person", "partner", "sweetheart", "love", "wife",
+			"husband", "spouse", "fiance", "fiancé", "fiancee", "fiancée", "boyfriend", "girlfriend", "friend", "soulmate":
+			return true
+		}
+	}
+	return false
 }
 
 // marriedTo: "I'm married to Ana".

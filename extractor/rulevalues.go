@@ -90,7 +90,7 @@ func isTailCommon(w string) bool {
 // "I live in Berlin with my wife", "I moved to Lisbon last year".
 func isTailPlace(w string) bool {
 	switch w {
-	case "with", "for", "in", "at", "near", "since", "last", "next", "this", "right", "now", "nowadays", "currently", "recently", "ago", "yesterday", "today", "tomorrow", "these", "as", "after", "before", "until", "during", "from", "to":
+	case "with", "for", "in", "at", "near", "since", "last", "next", "this", "right", "now", "nowadays", "currently", "recently", "ago", "yesterday", "today", "tomorrow", "these", "as", "after", "before", "until", "during", "from", "to", "originally":
 		return true
 	}
 	return false
@@ -471,7 +471,7 @@ func cleanValue(kind ruleKind, rest string, ts time.Time) string {
 			return ""
 		}
 	case kindPlace:
-		if isBadLeadPlace(first) || isGenericPlace(words) {
+		if isBadLeadPlace(first) || isGenericPlace(words) || !isPlaceLike(words) {
 			return ""
 		}
 	case kindEmployer:
@@ -493,12 +493,13 @@ func cleanValue(kind ruleKind, rest string, ts time.Time) string {
 		// a small number a reply to a question ("I like 3").
 		if len(words) > rulesMaxItemWords || isBadLeadThing(first) || !isThingLike(words) ||
 			((isAdverbLead(first) && (len(words) == 1 || verbish(normWord(words[1]))) || isClauseLead(first) || first == "keep") && words[0] == strings.ToLower(words[0])) ||
-			(len(words) == 1 && (first == "the" || isNumber(first) && len(first) <= 2)) {
+			(len(words) == 1 && (first == "the" || isNumber(first) && len(first) <= 2)) || !isStandingLike(words) {
 			return ""
 		}
 	case kindLanguage:
 		// "French", "Brazilian Portuguese"; not "to my boss", "slowly".
-		if len(words) > 2 || !isNameLike(words) || isBadLeadThing(first) || strings.HasSuffix(normWord(words[len(words)-1]), "ly") {
+		if len(words) > 2 || !isNameLike(words) || isBadLeadThing(first) || strings.HasSuffix(normWord(words[len(words)-1]), "ly") ||
+			!isLanguageName(words) {
 			return ""
 		}
 	case kindCar:
