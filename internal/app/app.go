@@ -637,18 +637,18 @@ func (a *App) logExtractor(ctx context.Context, ext worker.Extractor) {
 	switch {
 	case err == nil && len(models) > 0 && !extractor.ListsModel(models, a.cfg.LLM.Model):
 		// Not fatal: some servers serve aliases they do not list. But a
-		// model name mistyped, or not pulled, fails every turn for good,
-		// and the first failure comes only with the first turn.
-		a.logger.Warn("the LLM endpoint does not list the model --llm-model names: extraction fails if it does not serve it (check the name, or pull the model); some servers serve aliases they do not list",
+		// model name mistyped, or not pulled, holds every turn (a 404 is
+		// waited for as an outage), and nothing else says why.
+		a.logger.Warn("the LLM endpoint does not list the model --llm-model names: extraction waits for it, up to --llm-max-outage per job, then fails, if it does not serve it (check the name, or pull the model); some servers serve aliases they do not list",
 			"base_url", RedactURL(a.cfg.LLM.BaseURL), "model", a.cfg.LLM.Model, "listed", len(models), "some_listed", models[:min(len(models), 5)])
 	case err == nil:
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		a.logger.Warn("the LLM endpoint refused the API key: extraction fails until --llm-api-key (MEMORYD_LLM_API_KEY) is one it takes",
+		a.logger.Warn("the LLM endpoint refused the API key: extraction waits, up to --llm-max-outage per job, then fails, until --llm-api-key (MEMORYD_LLM_API_KEY) is one it takes",
 			"base_url", RedactURL(a.cfg.LLM.BaseURL), "status", status)
 	case (status == http.StatusNotFound || status == http.StatusMethodNotAllowed) && !strings.HasSuffix(strings.TrimRight(a.cfg.LLM.BaseURL, "/"), "/v1"):
 		// The usual mistake: a base URL without its /v1 (Ollama's
 		// http://localhost:11434), where chat completions 404 too.
-		a.logger.Warn("the LLM endpoint has no model list there: check --llm-base-url, which usually ends in /v1 (e.g. http://localhost:11434/v1); extraction fails until it is right",
+		a.logger.Warn("the LLM endpoint has no model list there: check --llm-base-url, which usually ends in /v1 (e.g. http://localhost:11434/v1); extraction waits, up to --llm-max-outage per job, then fails, until it is right",
 			"base_url", RedactURL(a.cfg.LLM.BaseURL), "status", status)
 	case status == http.StatusNotFound || status == http.StatusMethodNotAllowed:
 		// Servers that serve chat completions without a model list:
