@@ -243,13 +243,32 @@ func atxLevel(t string) int {
 	return n
 }
 
-// atxTitle is an ATX heading's text, without its closing #s.
+// atxTitle is an ATX heading's text, without its closing #s and without
+// a trailing attribute block of Pandoc and kramdown ("## History
+// {#history}", "{.unnumbered}"): markup, not title, which heading paths and
+// citations showed (a walk with Go's own documents).
 func atxTitle(t string, level int) string {
 	t = strings.TrimSpace(t[level:])
 	if u := strings.TrimRight(t, "#"); u == "" || strings.HasSuffix(u, " ") {
 		t = strings.TrimSpace(u)
 	}
+	if i := strings.LastIndex(t, " {"); i > 0 && strings.HasSuffix(t, "}") && attributes(t[i+2:len(t)-1]) {
+		t = strings.TrimSpace(t[:i])
+	}
 	return t
+}
+
+// attributes reports whether s, the inside of a heading's trailing braces,
+// is an attribute list: words each starting with # (an id) or . (a class),
+// or holding = (a key and value).
+func attributes(s string) bool {
+	ws := strings.Fields(s)
+	for _, w := range ws {
+		if !strings.HasPrefix(w, "#") && !strings.HasPrefix(w, ".") && !strings.Contains(w, "=") {
+			return false
+		}
+	}
+	return len(ws) > 0
 }
 
 // setext is the level of a setext underline ("===" 1, "---" 2), else 0.

@@ -26,3 +26,21 @@ func TestSplitBOMFirstHeading(t *testing.T) {
 		t.Errorf("first chunk's heading path = %q, want %q (text %q)", cs[0].Headings, want, cs[0].Text)
 	}
 }
+
+// TestHeadingAttributes: a heading's trailing attribute block (Pandoc,
+// kramdown: "{#history}", "{.unnumbered}") is not in its title; braces
+// that are the title's words stay.
+func TestHeadingAttributes(t *testing.T) {
+	for _, tt := range []struct{ line, want string }{
+		{"## GODEBUG History {#history}", "GODEBUG History"},
+		{"# Intro {.unnumbered #intro}", "Intro"},
+		{"## Setup {data-x=1} ##", "Setup"},
+		{"## The {braces} in Go", "The {braces} in Go"},
+		{"## Sets {a, b}", "Sets {a, b}"},
+		{"## {#only}", "{#only}"},
+	} {
+		if got := atxTitle(tt.line, atxLevel(tt.line)); got != tt.want {
+			t.Errorf("atxTitle(%q) = %q, want %q", tt.line, got, tt.want)
+		}
+	}
+}
