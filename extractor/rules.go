@@ -147,10 +147,12 @@ const (
 // Rome'", "he told me my name is ...") and negations ("I'm not vegetarian",
 // "don't call me ...") store nothing. Neither does anything after a
 // supposition that frames the rest of the message ("Assume that my name
-// is ...", "imagine I ...", misspelt too: "Asume"), after a colon that ends
+// is ...", "let's imagine I ...", misspelt too: "Asume"; a request, not
+// "people assume I'm ..." or "Imagine my surprise"), after a colon that ends
 // a request on a pasted text ("Summarise this:", "Reply to this review:",
 // "the following:", or a lead-in of three or more words not about the user
-// before a line break), or inside a double quote left open ("Give me
+// before a line break; not "Write me a plan:" or "A bit of context:"), or
+// inside a double quote left open (not an inch mark: 5'10") ("Give me
 // bullets on "... I'm 72 ..."). Only the forms above with "no
 // longer", "anymore" and the like remove or delete. Statements about other
 // people are not the user's facts ("my friend is allergic to peanuts"
@@ -677,8 +679,13 @@ func isSpouse(words []string) bool {
 			break
 		}
 		nw := normWord(w)
-		if i == 0 && (nw == "my" || nw == "a" || nw == "an" || nw == "the") {
-			continue
+		if i == 0 {
+			switch nw {
+			case "a", "an", "him", "her", "them", "be":
+				return true // "a doctor", "him", "engaged to be married"
+			case "my", "the":
+				continue
+			}
 		}
 		if startsUpper(w) {
 			return true

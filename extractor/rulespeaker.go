@@ -46,6 +46,10 @@ var framingRE = regexp.MustCompile(`(?i)(?:\b([\w'’]+)\s+)?\b([a-z]{5,10})\s+(
 func framingCue(text string) int {
 	for _, m := range framingRE.FindAllStringSubmatchIndex(text, -1) {
 		if m[4] < 0 {
+			if cue := strings.ToLower(text[m[0]:m[1]]); strings.HasPrefix(cue, "role") && isGameWord(firstWord(text[m[1]:min(len(text), m[1]+20)])) ||
+				strings.HasPrefix(cue, "let") && strings.HasPrefix(strings.TrimLeft(text[m[1]:], " \t"), ",") {
+				continue // "roleplaying games"; "let's say, in June"
+			}
 			return m[0] // "hypothetically", "role-play", "let's say"
 		}
 		if !isFramingVerb(strings.ToLower(text[m[4]:m[5]])) {
@@ -54,19 +58,48 @@ func framingCue(text string) int {
 		if m[2] >= 0 && isNarratedFrame(normWord(text[m[2]:m[3]])) {
 			continue
 		}
+		if isFramingIdiom(text[m[5]:min(len(text), m[5]+40)]) {
+			continue
+		}
 		return m[4]
 	}
 	return -1
 }
 
-// isNarratedFrame reports whether w, before a framing verb, makes it a
-// remark rather than a supposition: "I can't imagine my life without ...".
-func isNarratedFrame(w string) bool {
-	switch w {
-	case "can", "can't", "can’t", "cannot", "could", "couldn't", "couldn’t", "never", "hardly":
+// isFramingIdiom reports whether after, the text right after a framing verb,
+// makes it an idiom rather than a supposition: "Imagine my surprise".
+func isFramingIdiom(after string) bool {
+	f := strings.Fields(after)
+	if len(f) < 2 || normWord(f[0]) != "my" {
+		return false
+	}
+	switch normWord(f[1]) {
+	case "surprise", "shock", "horror", "delight", "relief", "disappointment", "joy", "embarrassment", "face":
 		return true
 	}
 	return false
+}
+
+func isGameWord(w string) bool {
+	switch w {
+	case "game", "games", "gaming", "server", "servers", "group", "groups", "club", "community", "campaign", "campaigns":
+		return true
+	}
+	return false
+}
+
+// isNarratedFrame reports whether w, right before a framing verb, makes it
+// a remark rather than a supposition: "I can't imagine my life without
+// ...", "I imagine my cat misses me", "people always assume I'm Spanish".
+// A supposition is a request: the verb starts its sentence or follows a
+// softener ("let's imagine", "please assume", "can you pretend").
+func isNarratedFrame(w string) bool {
+	switch w {
+	case "let's", "let’s", "lets", "let", "us", "please", "pls", "now", "just", "so", "and", "ok", "okay", "then", "also",
+		"hey", "hi", "hello", "but", "or", "first", "again", "simply", "you", "also,", "instead":
+		return false
+	}
+	return true
 }
 
 // framingVerbs open a supposition. A word one edit away (a letter dropped,
@@ -74,7 +107,11 @@ func isNarratedFrame(w string) bool {
 // the real words in notFraming: other verbs, and past tenses, which narrate.
 var framingVerbs = []string{"assume", "assuming", "presume", "presuming", "suppose", "supposing", "imagine", "imagining", "pretend", "pretending"}
 
-var notFraming = map[string]bool{"assure": true, "assured": true, "resume": true, "assumed": true, "presumed": true, "supposed": true, "imagined": true, "pretended": true}
+var notFraming = map[string]bool{"assure": true, "assured": true, "resume": true, "assumed": true, "presumed": true, "supposed": true, "imagined": true, "pretended": true,
+	// Third persons narrate ("everyone assumes I'm older"); real words one
+	// edit away are not misspellings.
+	"assumes": true, "presumes": true, "supposes": true, "imagines": true, "pretends": true,
+	"imaging": true, "assuring": true, "prepend": true}
 
 func isFramingVerb(w string) bool {
 	if notFraming[w] {
@@ -126,8 +163,24 @@ var pasteVerbRE = regexp.MustCompile(`(?i)^(?:(?:please|pls|kindly|now|ok|okay|h
 	`(?:summari[sz]e|sum\s+up|reply|respond|answer|translate|rewrite|re-write|rephrase|reword|paraphrase|proofread|edit|correct|improve|polish|shorten|condense|expand|analy[sz]e|review|explain|simplify|classify|categori[sz]e|extract|reformat|convert|write|draft|compose|give\s+me|grade|evaluate|critique|comment\s+on|tl;?dr)\b`)
 
 // pasteNounRE finds a reference to a text that follows: "the following:",
-// "this transcript:", "the review below:".
-var pasteNounRE = regexp.MustCompile(`(?i)\b(?:the\s+following|below|(?:this|these|that|the)\s+(?:[\w-]+\s+){0,2}(?:text|texts|review|reviews|transcript|article|comment|comments|e-?mail|message|post|passage|paragraph|excerpt|essay|script|letter|document|interview|conversation|dialogue|dialog|chat|speech|content|tweet|thread|feedback|testimonial|quote|lyrics|paper|abstract|report|description|section))\b|\b(?:this|these|below)\s*$`)
+// "this transcript:", "the review below:", "a text from my landlord:", "my
+// boss's email:" (not "My email:", the user's own).
+var pasteNounRE = regexp.MustCompile(`(?i)\b(?:the\s+following|below|(?:this|these|that|the|his|her|their|a|an|my\s+[\w-]+['’]s)\s+(?:[\w'’-]+\s+){0,2}(?:text|texts|review|reviews|transcript|article|comment|comments|e-?mail|message|post|passage|paragraph|excerpt|essay|script|letter|document|interview|conversation|dialogue|dialog|chat|speech|content|tweet|thread|feedback|testimonial|quote|lyrics|paper|abstract|report|description|section))\b|\b(?:this|these|below)\s*$`)
+
+// isOwnRequest reports whether after, the rest of a request after its verb,
+// asks for something for the user rather than work on a pasted text: "Write
+// me a workout plan:", "Review my budget:", "Give me some dinner ideas:".
+func isOwnRequest(after string) bool {
+	return firstPersonRE.MatchString(after) || ownAskRE.MatchString(after)
+}
+
+// ownAskRE finds what a request asks for that is made for the user, not
+// done to a text.
+var ownAskRE = regexp.MustCompile(`(?i)\b(?:ideas?|advice|tips|suggestions?|recommendations?|plan|recipes?|options)\b`)
+
+// ownLeadRE finds a lead-in that announces the user's own information: "A
+// bit of context:", "Here's the situation:", "One more thing:".
+var ownLeadRE = regexp.MustCompile(`(?i)\b(?:context|background|situation|details|info|information|question|thing|update|so\s+you\s+know|fyi)\b`)
 
 // firstPersonRE finds the user speaking of themselves in the lead-in of a
 // block.
@@ -159,11 +212,14 @@ func pasteStart(text string) int {
 			continue
 		}
 		near := lead[max(0, len(lead)-rulesNearBytes):] // "... this review below"
-		if strings.ContainsAny(lead, " \t") && pasteVerbRE.MatchString(lead) || pasteNounRE.MatchString(near) {
+		if pasteNounRE.MatchString(near) {
+			return i + 1
+		}
+		if loc := pasteVerbRE.FindStringIndex(lead); loc != nil && strings.ContainsAny(lead, " \t") && !isOwnRequest(lead[loc[1]:]) {
 			return i + 1
 		}
 		if rest := strings.TrimLeft(text[i+1:], " \t"); (strings.HasPrefix(rest, "\n") || strings.HasPrefix(rest, "\r")) &&
-			len(strings.Fields(lead)) >= 3 && !firstPersonRE.MatchString(lead) {
+			len(strings.Fields(lead)) >= 3 && !firstPersonRE.MatchString(lead) && !ownLeadRE.MatchString(lead) {
 			return i + 1
 		}
 	}
@@ -175,27 +231,33 @@ func pasteStart(text string) int {
 // 72 ...` that age is someone else's. (Single quotes are apostrophes too
 // often to count.)
 func quoteMask(text string) []bool {
+	// Straight and curly marks share one state, as writers mix them ("“Dune\"",
+	// „Der Vorleser“); a straight mark right after a digit is inches (5'10",
+	// a 12" pizza) unless a quote is open ("Apollo 13").
 	in := make([]bool, len(text)+1)
-	straight, curly := false, 0
+	open := false
 	for i := 0; i < len(text); i++ {
-		in[i] = straight || curly > 0
+		in[i] = open
 		switch {
 		case text[i] == '"':
-			straight = !straight
-		case strings.HasPrefix(text[i:], "“"):
-			curly++
-		case strings.HasPrefix(text[i:], "”") && curly > 0:
-			curly--
+			if open || i == 0 || text[i-1] < '0' || text[i-1] > '9' {
+				open = !open
+			}
+		case strings.HasPrefix(text[i:], "“"), strings.HasPrefix(text[i:], "„"):
+			open = !open
+		case strings.HasPrefix(text[i:], "”"):
+			open = false
 		}
 	}
-	in[len(text)] = straight || curly > 0
+	in[len(text)] = open
 	return in
 }
 
-// startsUpper reports whether w starts with an upper-case letter.
+// startsUpper reports whether w starts with an upper-case letter, or a
+// letter of a script without case ("東京", "李伟").
 func startsUpper(w string) bool {
 	for _, r := range w {
-		return unicode.IsUpper(r)
+		return unicode.IsUpper(r) || unicode.IsLetter(r) && !unicode.IsLower(r) && unicode.SimpleFold(r) == r
 	}
 	return false
 }

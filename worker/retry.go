@@ -229,7 +229,13 @@ func (b retryBudget) modelWait(waits int) (time.Duration, bool) {
 		if total >= b.maxModelOutage {
 			return 0, false
 		}
-		d := min(b.modelWaitBase<<min(i, 30), maxModelWait, b.maxModelOutage-total)
+		// Doubled only while under maxModelWait: base<<i overflows
+		// (a base over ~8.6s at i = 30) and a negative d never ends.
+		d := maxModelWait
+		if i < 30 && b.modelWaitBase <= maxModelWait>>i {
+			d = b.modelWaitBase << i
+		}
+		d = min(d, b.maxModelOutage-total)
 		if i == waits {
 			return d, true
 		}

@@ -1,0 +1,46 @@
+package extractor
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/sashabaranov/go-openai"
+
+	"github.com/memoryd/memoryd/extractor/extractortest"
+)
+
+// TestLLMOneTurnRefusedIsNotAnOutage: a 403 caused by one request's
+// content (OpenRouter: "403: Your chosen model requires moderation and
+// your input was flagged"; a WAF before a gateway) while the server
+// answers every other request must not be taken for a refused key: as
+// Unreachable, the job waits --llm-max-outage (30m) before it can fail,
+// the log blames memoryd's API key, and the next answer logs "model
+// server answering again". Fails on HEAD.
+func TestLLMOneTurnRefusedIsNotAnOutage(t *testing.T) {
+	t.Parallel()
+	srv := extractortest.NewServer(t)
+	srv.SetHandler(func(req openai.ChatCompletionRequest) extractortest.Reply {
+		for _, m := range req.Messages {
+			if strings.Contains(m.Content, "flagged-text") {
+				return extractortest.Error(http.StatusForbidden, "Your chosen model requires moderation and your input was flagged")
+			}
+		}
+		return extractortest.Content(validReply)
+	})
+	l := newTestLLM(t, srv, nil)
+	if _, err := l.Extract(context.Background(), testInput("I'm Ana")); err != nil {
+		t.Fatalf("first turn: %v", err)
+	}
+	_, err := l.Extract(context.Background(), testInput("some flagged-text here"))
+	if err == nil {
+		t.Fatal("flagged turn: no error")
+	}
+	if IsUnreachable(err) || IsMisconfigured(err) {
+		t.Errorf("a 403 of one request, the server answering others, is taken for an outage/misconfiguration: %v", err)
+	}
+	if _, err := l.Extract(context.Background(), testInput("I'm Bo")); err != nil {
+		t.Fatalf("third turn: %v", err)
+	}
+}
