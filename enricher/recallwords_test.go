@@ -47,3 +47,20 @@ func TestWithoutEuropeanTalk(t *testing.T) {
 		}
 	}
 }
+
+// TestWithoutEuropeanGrammarKeepsBareLookalikes: the grammar and talk
+// words typed without diacritics are not left out of a search, since
+// their bare forms are often other words: "Uber" (über), "mot de passe"
+// (passé), "ma demande" (demandé) (a review).
+func TestWithoutEuropeanGrammarKeepsBareLookalikes(t *testing.T) {
+	for msg, keep := range map[string]string{
+		"Ich fahre mit Uber zum Flughafen, was kostet das?": "uber",
+		"Quel est mon mot de passe pour le wifi ?":          "passe",
+		"Où en est ma demande de visa ?":                    "demande",
+	} {
+		ks, _ := keywords(msg)
+		if got := withoutEuropeanGrammar(msg, ks); !slices.Contains(got, keep) {
+			t.Errorf("%q: keywords %q, want %q kept", msg, got, keep)
+		}
+	}
+}

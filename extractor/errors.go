@@ -15,8 +15,10 @@ type Kind int
 // The kinds of [Error].
 const (
 	// KindTransient: the model server could not be reached, timed out, or
-	// answered 408 or 5xx, or the caller's context ended. A later attempt
-	// may succeed. [Error.Unreachable] tells a server that is down apart.
+	// answered 408 or 5xx, or refused the configuration (401, 404, and
+	// 403 to different requests in a row: [Error.Misconfigured]), or the
+	// caller's context ended. A later attempt may succeed.
+	// [Error.Unreachable] tells a server that is down apart.
 	KindTransient Kind = iota + 1
 	// KindRetryAfter: the server asked to slow down (429, or 503 with a
 	// Retry-After header). [Error.RetryAfter] says for how long.
@@ -25,9 +27,10 @@ const (
 	// one correction asked for) with output that is not JSON of the
 	// expected shape.
 	KindInvalidOutput
-	// KindPermanent: trying again cannot help: a 4xx other than 408 and
-	// 429 (authentication, bad request, unknown model), a refusal, a request
-	// the client library would not send, or an input over a limit.
+	// KindPermanent: trying again cannot help: a 4xx other than 401, 404,
+	// 408 and 429 (a bad request; a 403 of one request, such as a
+	// moderation refusal), a refusal, a request the client library would
+	// not send, or an input over a limit.
 	KindPermanent
 )
 

@@ -17,7 +17,8 @@ import (
 // answers every other request must not be taken for a refused key: as
 // Unreachable, the job waits --llm-max-outage (30m) before it can fail,
 // the log blames memoryd's API key, and the next answer logs "model
-// server answering again". Fails on HEAD.
+// server answering again" (a review of the change that made 401, 403 and
+// 404 wait: it did so for this 403).
 func TestLLMOneTurnRefusedIsNotAnOutage(t *testing.T) {
 	t.Parallel()
 	srv := extractortest.NewServer(t)
@@ -42,5 +43,24 @@ func TestLLMOneTurnRefusedIsNotAnOutage(t *testing.T) {
 	}
 	if _, err := l.Extract(context.Background(), testInput("I'm Bo")); err != nil {
 		t.Fatalf("third turn: %v", err)
+	}
+}
+
+// TestLLMForbiddenForEveryRequestIsTheKey: 403s to three different
+// requests in a row, none answered between, are the key's (a key without
+// the right to the model), waited for as a 401 is; the first two are
+// those requests' refusals.
+func TestLLMForbiddenForEveryRequestIsTheKey(t *testing.T) {
+	t.Parallel()
+	srv := extractortest.NewServer(t)
+	srv.SetHandler(func(openai.ChatCompletionRequest) extractortest.Reply {
+		return extractortest.Error(http.StatusForbidden, "this key may not use this model")
+	})
+	l := newTestLLM(t, srv, nil)
+	for i, msg := range []string{"I'm Ana", "I'm Bo", "I'm Cy"} {
+		_, err := l.Extract(context.Background(), testInput(msg))
+		if want := i == 2; IsMisconfigured(err) != want || KindOf(err) == KindPermanent == want {
+			t.Errorf("request %d: %v (misconfigured %v, kind %v); want misconfigured %v", i+1, err, IsMisconfigured(err), KindOf(err), want)
+		}
 	}
 }

@@ -616,6 +616,15 @@ func (l *LLM) noteServerError(e *Error, status int, ex *exchange, msgs []openai.
 		l.serverErrors.failed(msgs, ex.started, time.Now(), false, true)
 	case (status >= 500 || ex.timedOut) && e.Kind == KindTransient:
 		e.Unreachable = l.serverErrors.failed(msgs, ex.started, time.Now(), timedOut(status, ex), false)
+	case status == http.StatusForbidden:
+		// A key without the right, or one request refused (OpenRouter's
+		// moderation, a firewall before a gateway: a review). One 403 is
+		// that request's refusal; the third of different requests in a
+		// row, none answered between, is the configuration, waited for
+		// as a 401 is.
+		if l.serverErrors.failed(msgs, ex.started, time.Now(), false, false) {
+			e.Kind, e.Unreachable, e.Misconfigured = KindTransient, true, true
+		}
 	case status != 0:
 		l.answered(e.Kind != KindRetryAfter)
 	}
@@ -921,10 +930,11 @@ func statusError(status int, detail, retryAfter string) *Error {
 		}
 	case status == http.StatusBadGateway || status == http.StatusServiceUnavailable:
 		e.Unreachable = true
-	case status == http.StatusUnauthorized || status == http.StatusForbidden || status == http.StatusNotFound:
-		// The key, the model or the base URL: every request fails alike
-		// until an operator fixes it (an LLM walk: a key rotated failed
-		// every turn for good, each waiting for retry-failed).
+	case status == http.StatusUnauthorized || status == http.StatusNotFound:
+		// The key, or the model or the base URL: every request fails
+		// alike until an operator fixes it (an LLM walk: a key rotated
+		// failed every turn for good, each waiting for retry-failed). A
+		// 403 may be one request's (a moderation refusal): noteServerError.
 		e.Unreachable, e.Misconfigured = true, true
 	case refusal(status):
 		e.Kind = KindPermanent

@@ -255,7 +255,7 @@ func TestLLMStatusClassification(t *testing.T) {
 		misconfigured bool
 	}{
 		{status: http.StatusUnauthorized, wantErr: ErrTransient, wantKind: KindTransient, misconfigured: true},
-		{status: http.StatusForbidden, wantErr: ErrTransient, wantKind: KindTransient, misconfigured: true},
+		{status: http.StatusForbidden, wantErr: ErrPermanent, wantKind: KindPermanent}, // alone: that request's refusal
 		{status: http.StatusBadRequest, wantErr: ErrPermanent, wantKind: KindPermanent},
 		{status: http.StatusNotFound, wantErr: ErrTransient, wantKind: KindTransient, misconfigured: true},
 		{status: http.StatusUnprocessableEntity, wantErr: ErrPermanent, wantKind: KindPermanent},

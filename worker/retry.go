@@ -154,8 +154,8 @@ type verdict struct {
 //     bound it is an ordinary transient failure, which spends attempts, so
 //     a server that always answers 429 ends the job after MaxAttempts.
 //   - an unreachable model server (extractor.IsUnreachable: no connection,
-//     or a 502, 503 or 504; and no extractor.KindPermanent anywhere in the
-//     error) while the job's snoozes for it total less than
+//     or a 502, 503 or 504; or one refusing memoryd's key or model, a 401
+//     or 404; and no extractor.KindPermanent anywhere in the error) while the job's snoozes for it total less than
 //     maxModelOutage: snooze with a doubling delay (modelWait). A server
 //     restarting or loading a model fails every request for minutes;
 //     spending attempts then would fail every turn of the outage. Past the

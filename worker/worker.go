@@ -200,7 +200,9 @@ type Config struct {
 	MaxQueueWaits int
 	// MaxModelOutage is how long a job waits for a model server that is
 	// unreachable (no response: connection refused or reset, a name that
-	// does not resolve; or a 502, 503 or 504) without spending attempts:
+	// does not resolve; or a 502, 503 or 504; or a refusal of the API key
+	// or the model: 401, 404, 403s of different requests in a row)
+	// without spending attempts:
 	// it is snoozed, JobRetryBase doubling per wait up to 1m, until its
 	// snoozes total this, and then spends attempts as on any transient
 	// failure. A restart or a model load (minutes on vLLM or Ollama) thus

@@ -75,7 +75,7 @@ func (o *serveOptions) register(f *flags) {
 	f.Int(&l.Burst, "llm-burst", llmDef.Burst, "requests allowed at once above --llm-rps")
 	f.String(&l.ResponseFormat, "llm-response-format", llmDef.ResponseFormat, "json_schema, json_object or none (for servers that reject structured output)")
 	f.Int(&l.MaxTokens, "llm-max-tokens", llmDef.MaxTokens, "most tokens the model may generate for one reply (sent as max_tokens)")
-	f.Duration(&w.MaxModelOutage, "llm-max-outage", def.Worker.MaxModelOutage, "how long an extraction job waits for a model server that does not answer (no connection, or 502, 503: restarting, loading a model; or 500s, 504s or timeouts of three different requests in a row) without spending attempts; then attempts are spent (negative: no waiting)")
+	f.Duration(&w.MaxModelOutage, "llm-max-outage", def.Worker.MaxModelOutage, "how long an extraction job waits for a model server that does not answer (no connection, or 502, 503: restarting, loading a model; or 500s, 504s or timeouts of three different requests in a row; or one refusing the API key or the model: 401, 404, 403s of three different requests in a row) without spending attempts; then attempts are spent (negative: no waiting)")
 	f.String(&o.app.Embed.BaseURL, "embed-base-url", "", "OpenAI-compatible embeddings API base URL (/v1/embeddings), e.g. http://127.0.0.1:11434/v1; empty: no embeddings (lexical search only)")
 	f.String(&o.app.Embed.Model, "embed-model", def.Embed.Model, "embedding model name, stored with every vector; a change re-embeds every item in the background")
 	f.Secret(&o.app.Embed.APIKey, "embed-api-key", "API key for the embeddings server")
