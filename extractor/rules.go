@@ -148,10 +148,13 @@ const (
 // "don't call me ...") store nothing. Neither does anything after a
 // supposition that frames the rest of the message ("Assume that my name
 // is ...", "let's imagine I ...", misspelt too: "Asume"; a request, not
-// "people assume I'm ..." or "Imagine my surprise"), after a colon that ends
-// a request on a pasted text ("Summarise this:", "Reply to this review:",
-// "the following:", or a lead-in of three or more words not about the user
-// before a line break; not "Write me a plan:" or "A bit of context:"), or
+// "people assume I'm ..." or "Imagine my surprise"; or a frame named
+// outright: "Let's play a game", "Write a story where", "Scenario:", "for
+// the sake of argument"), after a colon that ends a request on a pasted
+// text ("Summarise this:", "Reply to this review:", "the following:", a
+// task verb alone, "Summarize:", or a lead-in of three or more words not
+// about the user before a line break; not "Write me a plan:" or "A bit of
+// context:"), or
 // inside a double quote left open (not an inch mark: 5'10") ("Give me
 // bullets on "... I'm 72 ..."). Only the forms above with "no
 // longer", "anymore" and the like remove or delete. Statements about other

@@ -10,7 +10,8 @@ import (
 // have the shape of user messages in the LongMemEval-S haystacks (a resume
 // for a made-up person with "Assume" misspelt, a pasted review, a pasted
 // transcript), reworded here; the dataset's text is not copied.
-// Each row here fails on main: the rules store the value shown in `got`.
+// Each row stored the value shown in `got` before the rules read who speaks
+// (be000ea; the last six until frames named outright were read).
 func TestRulesRealTextFalseFacts(t *testing.T) {
 	t.Parallel()
 	r := NewRules()
@@ -33,6 +34,14 @@ func TestRulesRealTextFalseFacts(t *testing.T) {
 		{"I speak too fast when I'm nervous.", "languages", "fast"},
 		{"I'm married to my work these days, no time for dating.", "relationship_status", "married"},
 		{"I'm from Microsoft support, your computer has a virus.", "hometown", "Microsoft support"},
+		// Frames named outright, and a task verb alone before a paste (a
+		// review of the rules).
+		{"Let's play a game. You're a detective and I'm a suspect. My name is Jack and I live in Chicago.", "name", "Jack"},
+		{"Write a story where I'm a wizard. My name is Gandalf and I live in Rivendell.", "location", "Rivendell"},
+		{"Scenario: I'm 30, I live in Denver and I work as a pilot.", "occupation", "pilot"},
+		{"For the sake of argument, my name is Max and I live in Oslo.", "name", "Max"},
+		{"Summarize:\n\nMy name is Petra Novak and I live in Prague. Our team grew fast.", "name", "Petra Novak"},
+		{"Translate: I live in Madrid and I work as a baker.", "location", "Madrid"},
 	} {
 		res, err := r.Extract(context.Background(), Input{UserID: "u1", Turn: Turn{EventID: "e1", UserMessage: tt.user, AssistantResponse: "OK.", Timestamp: testTurnTime}})
 		if err != nil {

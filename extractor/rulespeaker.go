@@ -37,7 +37,11 @@ func voiceEnd(text string) int {
 // isFramingVerb, which also takes a misspelling ("Asume"); the word before
 // it by isNarratedFrame.
 var framingRE = regexp.MustCompile(`(?i)(?:\b([\w'’]+)\s+)?\b([a-z]{5,10})\s+(?:that\s+)?(?:i|i['’]m|i['’]ve|i['’]d|me|my|we|our|someone|somebody)\b` +
-	`|\b(?:hypothetically|role-?play(?:ing)?|let['’]?s\s+say)\b`)
+	`|\b(?:hypothetically|role-?play(?:ing)?|let['’]?s\s+say)\b` +
+	// A frame named outright (a review: "Let's play a game. ... My name
+	// is Jack", "Write a story where I'm a wizard", "Scenario: I'm 30").
+	`|\b(?:hypothetical\s*:|scenario\s*:|for\s+the\s+sake\s+of\s+argument|let['’]?s\s+(?:play\s+a\s+(?:game|role)|pretend)\b|` +
+	`write\s+(?:me\s+)?a\s+(?:story|scene|poem|script|dialogue)\s+(?:where|in\s+which)\b|sample\s+answer\s*:)`)
 
 // framingCue returns the offset of the first cue that frames the rest of the
 // message as made up, or -1. The frame runs to the end of the request:
@@ -182,6 +186,9 @@ var ownAskRE = regexp.MustCompile(`(?i)\b(?:ideas?|advice|tips|suggestions?|reco
 // bit of context:", "Here's the situation:", "One more thing:".
 var ownLeadRE = regexp.MustCompile(`(?i)\b(?:context|background|situation|details|info|information|question|thing|update|so\s+you\s+know|fyi)\b`)
 
+// pasteAloneRE is a task verb that is the whole lead-in of a pasted text.
+var pasteAloneRE = regexp.MustCompile(`(?i)^(?:summari[sz]e|translate|proofread|paraphrase|rephrase|tl;?dr)$`)
+
 // firstPersonRE finds the user speaking of themselves in the lead-in of a
 // block.
 var firstPersonRE = regexp.MustCompile(`(?i)\b(?:i|i['’]m|me|my|mine|myself|we|our|us)\b`)
@@ -217,6 +224,9 @@ func pasteStart(text string) int {
 		}
 		if loc := pasteVerbRE.FindStringIndex(lead); loc != nil && strings.ContainsAny(lead, " \t") && !isOwnRequest(lead[loc[1]:]) {
 			return i + 1
+		}
+		if pasteAloneRE.MatchString(lead) {
+			return i + 1 // "Summarize:", "Translate:" (not "Edit:", "Update:")
 		}
 		if rest := strings.TrimLeft(text[i+1:], " \t"); (strings.HasPrefix(rest, "\n") || strings.HasPrefix(rest, "\r")) &&
 			len(strings.Fields(lead)) >= 3 && !firstPersonRE.MatchString(lead) && !ownLeadRE.MatchString(lead) {
