@@ -69,21 +69,53 @@ func selectFacts(mode string, keywords []string, facts []store.Fact) []store.Fac
 
 // keyTopics are words of a message about what a key of the vocabulary
 // bears on, though they are neither its words nor its value's: food and
-// health. "Any cake recipes for me?" shares no word with allergies =
-// peanuts, and is what the fact is kept for. They are matched as the
-// message's keywords are (plural aside), by a stored key or any alias.
+// health, age and birth, origin, marriage, family, work, study, driving,
+// travel plans, and the requests for suggestions that likes and hobbies
+// are kept for. "Any cake recipes for me?" shares no word with allergies =
+// peanuts, "how old am I?" none with birth_year = 1990, "am I married?"
+// none with partner = Sam. They are matched as the message's keywords are
+// (plural aside), by a stored key or any alias. "from" is a stop word, so
+// it is among a message's keywords only when all its words are ("where am
+// I from?"), and selects hometown then alone. Selecting a fact costs a few
+// tokens, and the token budget drops it first, so the lists lean to
+// recall; words with common other senses ("single", "date", "free") are
+// left out.
 var keyTopics = func() map[string]map[string]bool {
-	food := strings.Fields(`food foods eat eating ate meal meals recipe recipes cook cooking cooked bake baking
+	f := strings.Fields
+	food := f(`food foods eat eating ate meal meals recipe recipes cook cooking cooked bake baking
 		baked dish dishes dinner lunch breakfast brunch snack snacks dessert desserts cake cakes cookie cookies
 		bread pizza pasta sandwich salad soup restaurant restaurants menu ingredient ingredients cuisine grocery
 		groceries takeout drink drinks cocktail cocktails wine beer`)
-	health := strings.Fields(`doctor doctors medicine medicines medication medications prescription pill pills
+	health := f(`doctor doctors medicine medicines medication medications prescription pill pills
 		symptom symptoms treatment sick exercise exercises workout workouts training`)
+	age := f(`age old older younger born birth birthdate`)
+	origin := f(`from born grow grew grown raised childhood originally origin native roots`)
+	marriage := f(`married marriage marry wedding anniversary engaged engagement divorced divorce dating spouse`)
+	family := f(`family families parent parents parenting`)
+	work := f(`work working job jobs office boss colleague colleagues coworker coworkers career`)
+	study := f(`study studies studied studying graduate graduated graduation major class classes exam exams degree`)
+	drive := f(`drive drives driving drove parking mechanic`)
+	travel := f(`trip trips travel travelling traveling vacation vacations holiday holidays upcoming schedule`)
+	suggest := f(`recommend recommendation recommendations suggest suggestion suggestions ideas gift gifts weekend`)
 	topics := map[string][]string{
 		"diet":                 food,
 		"dietary_restrictions": food,
 		"allergies":            append(slices.Clone(food), "medicine", "medicines", "medication", "medications", "prescription", "pill", "pills"),
 		"health_conditions":    health,
+		"birthday":             age,
+		"birth_year":           age,
+		"hometown":             origin,
+		"relationship_status":  marriage,
+		"partner":              append(slices.Clone(marriage), family...),
+		"children":             family,
+		"siblings":             family,
+		"employer":             work,
+		"education":            study,
+		"car":                  drive,
+		"plans":                travel,
+		"likes":                suggest,
+		"dislikes":             suggest,
+		"hobbies":              suggest,
 	}
 	m := map[string]map[string]bool{}
 	for key, words := range topics {

@@ -67,7 +67,9 @@ func TestEnrichInjectsCoreAndRelevantFacts(t *testing.T) {
 		// "allergic" is a word of allergic_to, another name of the key.
 		{"Am I allergic to anything?", []string{"allergy"}},
 		{"How should I train for the marathon?", []string{"sport:running"}},
-		{"Recommend a new board game for Friday", []string{"board_game"}},
+		// A request for a suggestion bears on what the user likes and does
+		// (keyTopics): hobby = bouldering.
+		{"Recommend a new board game for Friday", []string{"board_game", "hobby"}},
 		{"What should I pack for the Azores?", []string{"vacation_plan"}},
 		{"Hello!", nil},
 	}

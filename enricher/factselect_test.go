@@ -168,3 +168,47 @@ func TestCoreFactKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestSelectFactsByTopic: a question about what a vocabulary key bears on
+// selects it though it shares no word with the key, its aliases or its
+// value (keyTopics), the message read as enrich reads it (Keywords); and a
+// message on something else leaves those facts out.
+func TestSelectFactsByTopic(t *testing.T) {
+	user := []store.Fact{
+		{Key: "birth_year", Value: "1990"}, {Key: "hometown", Value: "Braga"}, {Key: "partner", Value: "Sam"},
+		{Key: "relationship_status", Value: "engaged"}, {Key: "children", Value: "Mia"}, {Key: "employer", Value: "Atelier Norte"},
+		{Key: "education", Value: "architecture at FAUP"}, {Key: "car", Value: "a red Fiat Panda"},
+		{Key: "plans", Value: "Azores in August"}, {Key: "likes", Value: "jazz"}, {Key: "hobbies", Value: "bouldering"},
+		{Key: "allergies", Value: "peanuts"},
+	}
+	tests := []struct {
+		message string
+		want    []string
+	}{
+		{"How old am I?", []string{"birth_year"}},
+		{"When was I born?", []string{"birth_year", "hometown"}},
+		{"Where am I from?", []string{"hometown"}},
+		{"Where did I grow up?", []string{"hometown"}},
+		{"Am I married?", []string{"partner", "relationship_status"}},
+		{"Ideas for our wedding anniversary?", []string{"partner", "relationship_status", "likes", "hobbies"}},
+		{"How do I balance family time?", []string{"partner", "children"}},
+		{"How do I tell my boss I need a day off?", []string{"employer"}},
+		{"Should I study for the exam tonight?", []string{"education"}},
+		{"Is it safe to drive in snow?", []string{"car"}},
+		{"What should I pack for my trip?", []string{"plans"}},
+		{"Can you recommend a film?", []string{"likes", "hobbies"}},
+		// Other subjects select none of them.
+		{"Where is the nearest station?", nil},
+		{"Explain TCP from the ground up", nil},
+		{"What is the capital of Peru?", nil},
+	}
+	for _, tt := range tests {
+		var got []string
+		for _, f := range selectFacts(events.FactsRelevant, Keywords(tt.message), user) {
+			got = append(got, f.Key)
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%q (keywords %q): selected %q, want %q", tt.message, Keywords(tt.message), got, tt.want)
+		}
+	}
+}
