@@ -79,6 +79,14 @@ func rulesCases() []rulesCase {
 		{name: "moved back to", user: "I moved back to Lisbon", want: map[string]string{"location": "Lisbon"}},
 		{name: "moved from to", user: "I moved from Toronto to Lisbon last year", want: map[string]string{"location": "Lisbon"}},
 		{name: "based in", user: "I am based in São Paulo.", want: map[string]string{"location": "São Paulo"}},
+		// A dot after a short form before a name ends no sentence; "St"
+		// was stored as the city. A dotted short form keeps its last dot.
+		{name: "short form before a name", user: "I live in St. Louis. My name is Ana.", want: map[string]string{"location": "St. Louis", "name": "Ana"}},
+		{name: "short forms of places", user: "I grew up in Ft. Worth and I moved to Mt. Pleasant", want: map[string]string{"hometown": "Ft. Worth", "location": "Mt. Pleasant"}},
+		{name: "title before a name", user: "My name is Dr. Silva.", want: map[string]string{"name": "Dr. Silva"}},
+		{name: "short form ending a sentence", user: "I live near the Mt. I work as a nurse.", want: map[string]string{"occupation": "nurse"}},
+		{name: "dotted short form", user: "I live in Washington D.C. My name is Ana.", want: map[string]string{"location": "Washington D.C.", "name": "Ana"}},
+		{name: "dotted short form at the end", user: "i moved to the U.K.", want: map[string]string{"location": "the U.K."}},
 		{name: "from is hometown", user: "I'm from Porto, where do you live?", want: map[string]string{"hometown": "Porto"}},
 		{name: "grew up in", user: "I grew up in Braga", want: map[string]string{"hometown": "Braga"}},
 		{name: "no longer live in", user: "I no longer live in Berlin.", want: none, changes: []FactChange{del("location", "Berlin")}},
@@ -135,6 +143,8 @@ func rulesCases() []rulesCase {
 		{name: "allergy added then removed", user: "I'm allergic to peanuts. Actually I'm not allergic to peanuts anymore",
 			want: none, changes: []FactChange{rm("allergies", "peanuts")}},
 		{name: "not allergic is no change", user: "I'm not allergic to cats", want: none},
+		{name: "allergy named with a short form", user: "I'm allergic to St. John's wort.", want: none,
+			changes: []FactChange{add("allergies", "St. John's wort")}},
 		{name: "friend allergic", user: "my friend is allergic to peanuts", want: none},
 		{name: "hedged allergy", user: "I think I'm allergic to kiwi", want: none},
 		{name: "hypothetical allergy", user: "If I were allergic to bees I would know", want: none},

@@ -205,7 +205,7 @@ func pasteStart(text string) int {
 	start := 0 // of the sentence
 	for i := 0; i < len(text); i++ {
 		switch c := text[i]; {
-		case c == '!' || c == '?' || c == '\n' || c == '\r' || c == '.' && i+1 < len(text) && isSpaceByte(text[i+1]):
+		case c == '!' || c == '?' || c == '\n' || c == '\r' || c == '.' && sentenceDot(text, i):
 			start = i + 1
 			continue
 		case c != ':' || i+1 < len(text) && !isSpaceByte(text[i+1]):

@@ -336,8 +336,9 @@ func isBadLeadCar(w string) bool {
 // item that is not plausible for kind.
 func listValues(kind ruleKind, mode listMode, sentence string, ts time.Time) []string {
 	if i := strings.IndexAny(sentence, ".;!?\n\r"); i >= 0 {
-		// A '.' inside a word ("Node.js") does not end the sentence.
-		for i >= 0 && sentence[i] == '.' && i+1 < len(sentence) && !isSpaceByte(sentence[i+1]) {
+		// A '.' inside a word ("Node.js") or after "St" does not end the
+		// sentence.
+		for i >= 0 && sentence[i] == '.' && !sentenceDot(sentence, i) {
 			j := strings.IndexAny(sentence[i+1:], ".;!?\n\r")
 			if j < 0 {
 				i = -1
@@ -346,6 +347,9 @@ func listValues(kind ruleKind, mode listMode, sentence string, ts time.Time) []s
 			i += 1 + j
 		}
 		if i >= 0 {
+			if sentence[i] == '.' && initialismEndRE.MatchString(sentence[max(0, i-rulesLeadBytes):i+1]) {
+				i++ // "D.C.": the dot is the short form's
+			}
 			sentence = sentence[:i]
 		}
 	}
@@ -637,10 +641,42 @@ func monthNumber(name string) int {
 	return 0
 }
 
+// sentenceDot reports whether the '.' at text[i] ends a sentence: it is
+// followed by space or the end, and it does not end a title or a short
+// form of a place's word before a name ("St. Louis", "Mt. Pleasant", "Dr.
+// Silva"), which would leave "St" as the user's city.
+func sentenceDot(text string, i int) bool {
+	if i+1 < len(text) && !isSpaceByte(text[i+1]) {
+		return false // "Node.js", "ana@example.com"
+	}
+	j := i
+	for j > 0 && isASCIILetter(text[j-1]) {
+		j--
+	}
+	if j == i || j > 0 && !isSpaceByte(text[j-1]) && text[j-1] != '(' || text[j] < 'A' || text[j] > 'Z' || !nameAbbrevs[strings.ToLower(text[j:i])] {
+		return true
+	}
+	k := i + 1
+	for k < len(text) && (text[k] == ' ' || text[k] == '\t') {
+		k++
+	}
+	r, _ := utf8.DecodeRuneInString(text[k:])
+	return !unicode.IsUpper(r)
+}
+
+// nameAbbrevs are the short forms, written before a name with a dot, of
+// titles and of the words of places' names.
+var nameAbbrevs = map[string]bool{
+	"st": true, "ste": true, "mt": true, "ft": true, "pt": true, "sta": true, "sto": true,
+	"dr": true, "mr": true, "mrs": true, "ms": true, "mx": true, "prof": true, "rev": true, "fr": true, "sr": true, "jr": true,
+}
+
+func isASCIILetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+
 // forEachSegment calls fn for every clause of text that is not a question.
 // Clauses end at , ; ! ? and line breaks, and at a '.' that ends a sentence
-// (followed by space or the end), so that "ana@example.com" and "Acme Inc"
-// stay whole. A clause ending in '?' is a question and is skipped, so "I'm
+// (sentenceDot: followed by space or the end, not after "St"), so that
+// "ana@example.com", "Acme Inc" and "St. Louis" stay whole. A clause ending in '?' is a question and is skipped, so "I'm
 // from Lisbon, where do you live?" still yields the hometown.
 func forEachSegment(text string, fn func(off int, seg string)) {
 	start := 0
@@ -649,14 +685,18 @@ func forEachSegment(text string, fn func(off int, seg string)) {
 		switch c {
 		case ',', ';', '!', '?', '\n', '\r':
 		case '.':
-			if i+1 < len(text) && !isSpaceByte(text[i+1]) {
+			if !sentenceDot(text, i) {
 				continue
 			}
 		default:
 			continue
 		}
 		if c != '?' && i > start {
-			fn(start, text[start:i])
+			end := i
+			if c == '.' && initialismEndRE.MatchString(text[max(start, i-rulesLeadBytes):i+1]) {
+				end++ // "D.C.": the dot is the short form's
+			}
+			fn(start, text[start:end])
 		}
 		start = i + 1
 	}
@@ -747,12 +787,19 @@ func emailValue(rest string) string {
 	return v
 }
 
-// trimValue strips quotes, brackets and punctuation around a value.
+// trimValue strips quotes, brackets and punctuation around a value. The
+// dot ending a dotted short form ("Washington D.C.", "the U.S.") is part
+// of it.
 func trimValue(v string) string {
-	v = strings.TrimRight(v, " \t.,;:!?'\"’”)]…*_~")
+	v = strings.TrimRight(v, " \t,;:!?'\"’”)]…*_~")
+	if !initialismEndRE.MatchString(v) {
+		v = strings.TrimRight(v, " \t.,;:!?'\"’”)]…*_~")
+	}
 	v = strings.TrimLeft(v, " \t'\"‘“([*_~")
 	return strings.TrimSpace(v)
 }
+
+var initialismEndRE = regexp.MustCompile(`(?:^|\s)(?:\p{Lu}\.){2,}$`)
 
 // normWord lowercases w and strips punctuation around it, for set lookups.
 func normWord(w string) string {
