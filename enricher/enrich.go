@@ -456,8 +456,9 @@ func replyLen(v any) int {
 // first reads the items created in its range only, searched with the
 // message's keywords less the expression's words (and talkWords); a
 // message that asks nothing else ("what did we talk about yesterday?")
-// gets the range's newest items, each with score 1 (they match all it
-// asked; the threshold does not apply). When nothing in the range
+// gets items spread over the range (store.SearchQuery.Latest), newest
+// first, each with score 1 (they match all it asked; the threshold does
+// not apply). When nothing in the range
 // qualifies, the words that expressed the range are not searched for: they
 // said when, not what ("what did I say today?" must not bring a March item
 // that says "today"). A message that asks something else is answered from

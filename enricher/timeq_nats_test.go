@@ -3,6 +3,7 @@ package enricher_test
 import (
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -121,6 +122,44 @@ func TestEnrichTimeExpressions(t *testing.T) {
 	r = enrich(t, h, events.EnrichRequest{UserID: "bob", Message: "what did I ask two hours ago?", At: timeAt})
 	if got := eventIDs(r.Context); !slices.Equal(got, []string{"two-hours-ago"}) || len(r.Keywords) != 0 {
 		t.Errorf("two hours ago: %q (keywords %q), want the turn of 13:40 alone", got, r.Keywords)
+	}
+}
+
+// TestEnrichTimeOnlyCoversTheRange: a question about a day alone gets turns
+// from across the day, not its last ones: before, "what did we talk about
+// yesterday?" after a day of a dozen turns got the five newest, from its
+// last hour, the goodbye first.
+func TestEnrichTimeOnlyCoversTheRange(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	day := time.Date(2026, 11, 17, 8, 0, 0, 0, time.UTC) // yesterday at timeAt
+	topics := []string{"the plumber's quote", "a birthday gift for Rui", "the train to Porto", "my knee pain", "the garden fence",
+		"a cheap flight to Rome", "the tax form", "a new running shoe", "the school play", "a pasta recipe", "the car's tyres"}
+	var ws []store.ContextWrite
+	for i, topic := range topics {
+		ws = append(ws, store.ContextWrite{UserID: "carla", Question: "Can you help with " + topic + "?", Answer: "Sure.",
+			CreatedAt: day.Add(time.Duration(i) * time.Hour), EventID: "t" + strconv.Itoa(i)})
+	}
+	ws = append(ws, store.ContextWrite{UserID: "carla", Question: "Thanks, bye!", Answer: "Bye, have a good evening!",
+		CreatedAt: day.Add(12 * time.Hour), EventID: "goodbye"})
+	insertContext(t, st, ws...)
+	r := enrich(t, h, events.EnrichRequest{UserID: "carla", Message: "what did we talk about yesterday?", At: timeAt})
+	got := eventIDs(r.Context)
+	if len(got) != events.DefaultMaxResults {
+		t.Fatalf("%d items %q, want %d", len(got), got, events.DefaultMaxResults)
+	}
+	if slices.Contains(got, "goodbye") {
+		t.Errorf("items %q hold the day's goodbye", got)
+	}
+	first, last := r.Context[len(r.Context)-1].CreatedAt, r.Context[0].CreatedAt
+	if first.Hour() >= 11 || last.Hour() < 16 {
+		t.Errorf("items %q run from %s to %s: not across the day (08:00 to 20:00)", got, first.Format("15:04"), last.Format("15:04"))
+	}
+	for i := 1; i < len(r.Context); i++ {
+		if !r.Context[i].CreatedAt.Before(r.Context[i-1].CreatedAt) {
+			t.Errorf("items %q are not newest first", got)
+		}
 	}
 }
 

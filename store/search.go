@@ -47,10 +47,13 @@ type SearchQuery struct {
 	// both are set.
 	Since, Until time.Time
 	// Latest, when the keywords leave no usable keyword and a range is
-	// set, makes the candidates the range's Latest newest items (rather
-	// than none), with no term counts: a question about a time alone
-	// ("what did we talk about yesterday?"). 0 reads none, as without a
-	// range.
+	// set, makes the candidates Latest of the range's items (rather than
+	// none), with no term counts: a question about a time alone ("what did
+	// we talk about yesterday?"). They are spread evenly over the range in
+	// time, the middle item of each of Latest equal runs of its items, so
+	// that they cover the range rather than its last minutes (whose newest
+	// turn is often a goodbye); all of them when there are no more. 0
+	// reads none, as without a range.
 	Latest int
 	// Hybrid asks for the user's embedding generation with the candidates
 	// (Candidates.Generation), and adds VectorIDs to them: the items the
@@ -228,14 +231,25 @@ const recallSQL = `
 // through context_user_scope_idx; facts are user-wide and stay unfiltered.
 
 // latestCandidatesSQL replaces recallSQL's candidates for a query with no
-// usable keyword and a range (SearchQuery.Latest): the range's newest items,
-// read from context_user_created_id_idx (or context_user_scope_idx) in its
-// order. The tsvector is not read: there is no term to count.
+// usable keyword and a range (SearchQuery.Latest): Latest items spread
+// evenly over the range's items in time order, the middle one of each of
+// Latest equal runs (all of them when there are no more). Of n items
+// newest first, those at offsets floor((2k+1)n/2L) for k < L: the range is
+// counted, then each pick is read at its offset, both from
+// context_user_created_id_idx (or context_user_scope_idx) alone, and only
+// the picks' rows are read. BenchmarkRecallLatest (a busy 2-core
+// machine): a day's recall as before (2-3 ms), a year of 10,000 items
+// 5.5-6.8 ms against 2.2-3.2 for its newest three; a window numbering the
+// rows instead took about twice that. The tsvector is not read: there is
+// no term to count.
 const latestCandidatesSQL = `
 	SELECT 2, 1, NULL, NULL, NULL, c.id, c.question, c.answer, c.created_at, NULL, c.event_id, c.conversation_id,
 		c.question_len, c.answer_len, ''::text, NULL
-	FROM (SELECT id, question, answer, created_at, event_id, conversation_id, question_len, answer_len
-		FROM context WHERE user_id = $1{range} ORDER BY created_at DESC, id DESC LIMIT {latest}) c`
+	FROM (SELECT c.id, c.question, c.answer, c.created_at, c.event_id, c.conversation_id, c.question_len, c.answer_len
+		FROM (SELECT DISTINCT ((2 * k + 1) * n.n) / (2 * {latest}) AS o
+			FROM (SELECT count(*) AS n FROM context WHERE user_id = $1{range}) n, generate_series(0, {latest} - 1) k) p
+		CROSS JOIN LATERAL (SELECT id FROM context WHERE user_id = $1{range} ORDER BY created_at DESC, id DESC OFFSET p.o LIMIT 1) r
+		JOIN context c ON c.id = r.id ORDER BY p.o) c`
 
 // recallShape is what decides a recall's statement.
 type recallShape struct{ scoped, ranged, latest, hybrid, pruned, rest bool }

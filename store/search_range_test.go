@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -10,8 +11,8 @@ import (
 
 // TestSearchRange: Since/Until narrow the candidates to [Since, Until) of
 // created_at, either bound open when zero, and leave the statistics over
-// all the user's items; Latest gives a keyword-less ranged query the
-// range's newest items.
+// all the user's items; Latest gives a keyword-less ranged query items
+// spread over the range.
 func TestSearchRange(t *testing.T) {
 	ctx, s := setup(t)
 	day := func(n int) time.Time { return t0.AddDate(0, 0, n) }
@@ -47,7 +48,9 @@ func TestSearchRange(t *testing.T) {
 		{"since a fraction after", store.SearchQuery{Keywords: []string{"dentist"}, Since: day(7).Add(400 * time.Nanosecond), Until: day(8)}, nil, false},
 		{"no keyword, no latest", store.SearchQuery{Since: day(7), Until: day(8)}, nil, false},
 		{"latest", store.SearchQuery{Since: day(7), Until: day(8), Latest: 5}, []string{"l7", "e7"}, true},
-		{"latest caps", store.SearchQuery{Since: day(0), Latest: 2}, []string{"e14", "l7"}, true},
+		// Four items, two wanted: the middle of each half, newest first.
+		{"latest spreads", store.SearchQuery{Since: day(0), Latest: 2}, []string{"l7", "e0"}, true},
+		{"latest all", store.SearchQuery{Since: day(0), Latest: 4}, []string{"e14", "l7", "e7", "e0"}, true},
 		{"latest ignored with keywords", store.SearchQuery{Keywords: []string{"soup"}, Since: day(0), Latest: 2}, []string{"l7"}, false},
 		{"latest without range reads none", store.SearchQuery{Latest: 2}, nil, false},
 		{"scoped ranged", store.SearchQuery{Keywords: []string{"dentist"}, Scope: "other", Since: day(7)}, nil, false},
@@ -86,6 +89,48 @@ func TestSearchRange(t *testing.T) {
 	} {
 		if _, err := s.SearchContext(ctx, q); err == nil {
 			t.Errorf("SearchContext(%+v) did not fail", q)
+		}
+	}
+}
+
+// TestSearchLatestSpreads: a question about a time alone gets items spread
+// over its range, the middle one of each of Latest equal runs, newest
+// first, not the range's last turns: a day's newest turn is often its
+// goodbye, and the five newest of a day of twelve say nothing of its
+// morning.
+func TestSearchLatestSpreads(t *testing.T) {
+	ctx, s := setup(t)
+	var ws []store.ContextWrite
+	for i := range 12 { // a day of twelve turns, one an hour, e0 first
+		ws = append(ws, store.ContextWrite{UserID: "alice", Question: "turn " + strconv.Itoa(i), Answer: "ok",
+			CreatedAt: t0.Add(time.Duration(i) * time.Hour), EventID: "e" + strconv.Itoa(i)})
+	}
+	ws = append(ws, store.ContextWrite{UserID: "alice", Question: "the next day", Answer: "ok", CreatedAt: t0.AddDate(0, 0, 1), EventID: "next"},
+		store.ContextWrite{UserID: "bob", Question: "bob's turn", Answer: "ok", CreatedAt: t0.Add(time.Hour), EventID: "bob"})
+	seedContext(t, s, ws...)
+	for _, tt := range []struct {
+		latest int
+		scope  string
+		want   []string
+	}{
+		// Runs of 12/5 newest first: e11 e10 | e9 e8 e7 | e6 e5 | e4 e3 e2 | e1 e0.
+		{5, "", []string{"e10", "e8", "e5", "e3", "e1"}},
+		{1, "", []string{"e5"}},
+		{2, "", []string{"e8", "e2"}},
+		{12, "", []string{"e11", "e10", "e9", "e8", "e7", "e6", "e5", "e4", "e3", "e2", "e1", "e0"}},
+		{20, "", []string{"e11", "e10", "e9", "e8", "e7", "e6", "e5", "e4", "e3", "e2", "e1", "e0"}},
+		{5, "other", nil},
+	} {
+		c, err := s.SearchContext(ctx, store.SearchQuery{UserID: "alice", Scope: tt.scope, Since: t0, Until: t0.AddDate(0, 0, 1), Latest: tt.latest})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, m := range c.Matches {
+			got = append(got, m.Item.EventID)
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("latest %d (scope %q): %v, want %v", tt.latest, tt.scope, got, tt.want)
 		}
 	}
 }

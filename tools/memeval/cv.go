@@ -53,8 +53,8 @@ type cvQuestion struct {
 	at        time.Time
 	evidence  map[string]bool
 	fts       int // FTS5-BM25's first-hit rank, 0 when none in the top 10
-	// newest says enrich answers the question with the newest items of
-	// its time range (cvInput.Newest), whose first-hit rank is newestRank
+	// newest says enrich answers the question with the items it reads
+	// for a time alone, spread over its range (cvInput.Newest), whose first-hit rank is newestRank
 	// whatever the constants.
 	newest     bool
 	newestRank int
@@ -221,8 +221,8 @@ type cvInput struct {
 	FTS      []string // FTS5-BM25's top 10 event ids, best first
 	Matches  []cvMatch
 	// Newest, when not empty, is what enrich answered a question asking
-	// for a time only ("what did we talk about last week?"): the range's
-	// newest items, whatever the ranking's constants; Matches is then
+	// for a time only ("what did we talk about last week?"): items spread
+	// over the range, newest first, whatever the ranking's constants; Matches is then
 	// empty.
 	Newest []string
 }
@@ -250,8 +250,8 @@ type cvCache struct {
 // time expression (enricher.ParseTime) is searched with the keywords
 // enrich's reply says it used (the expression's words left out): in its
 // range first, the whole memory only when the range holds no match, as
-// enrich does; one with no keyword left is answered by enrich's newest
-// items of the range, or nothing.
+// enrich does; one with no keyword left is answered by the items enrich
+// reads for a time alone (spread over the range), or nothing.
 func cvRead(ctx context.Context, in *instance, sets []dataset, fts ranker) (*cvCache, error) {
 	st, err := in.app.Store(ctx)
 	if err != nil {
