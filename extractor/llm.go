@@ -473,6 +473,7 @@ func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, us
 		// Only a server that answered quotes a message; a timeout or a
 		// connection error (every request of an outage) holds none.
 		e.Reason = hideEcho(e.Reason, req.Messages)
+		e.Reason = hideKey(e.Reason, l.cfg.APIKey)
 	}
 	if hint := formatHint(status, ex.body, req.ResponseFormat); hint != "" {
 		e.Reason += "; " + hint
@@ -966,6 +967,38 @@ func hideEcho(reason string, msgs []openai.ChatCompletionMessage) string {
 	return modelerr.HideEcho(reason, texts)
 }
 
+// hideKey replaces in reason (an error quoting a server's message) the
+// configured API key, which a server refusing it may quote back ("invalid
+// key: ..."), whatever its shape (redact.Text knows vendors' keys by
+// theirs; a self-hosted server's may be any string), and the start of it
+// that a bounded message ends with ("…"). The embeddings client does the
+// same (embedding.Client.redact).
+func hideKey(reason, key string) string {
+	const mark = "[redacted:api_key]"
+	if key == "" {
+		return reason
+	}
+	reason = strings.ReplaceAll(reason, key, mark)
+	if body, ok := strings.CutSuffix(reason, "…"); ok {
+		for n := min(len(key)-1, len(body)); n >= 4; n-- {
+			if strings.HasSuffix(body, key[:n]) {
+				return body[:len(body)-n] + mark + "…"
+			}
+		}
+	}
+	return reason
+}
+
+// quotedError is err with a message safe to log (a server's words bounded
+// and redacted); errors.As and HTTPStatus still see err.
+type quotedError struct {
+	msg string
+	err error
+}
+
+func (e *quotedError) Error() string { return e.msg }
+func (e *quotedError) Unwrap() error { return e.err }
+
 // boundDetail keeps quoted server text short and printable.
 func boundDetail(s string) string {
 	s = strings.Join(strings.Fields(sanitize(s)), " ")
@@ -1105,7 +1138,11 @@ func (l *LLM) Models(ctx context.Context) ([]string, error) {
 	defer cancel()
 	list, err := l.client.ListModels(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("llm server at %s: %w", redactURL(l.cfg.BaseURL), err)
+		// go-openai's error quotes the server's message whole: bounded and
+		// redacted as an extraction's is, since start-up logs it.
+		msg, _ := redact.Text(err.Error())
+		msg = hideKey(boundDetail(msg), l.cfg.APIKey)
+		return nil, &quotedError{msg: fmt.Sprintf("llm server at %s: %s", redactURL(l.cfg.BaseURL), msg), err: err}
 	}
 	ids := make([]string, 0, len(list.Models))
 	for _, m := range list.Models {
