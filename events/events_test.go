@@ -413,3 +413,40 @@ func TestRepeatedKey(t *testing.T) {
 		})
 	}
 }
+
+// TestPublisherCountsHeadersInSize: the 512 KiB limit is on the whole
+// message, headers included (docs/protocol.md), so an event whose JSON alone
+// is just under it is invalid once Nats-Msg-Id is added: Publish refuses it
+// with ErrInvalid before sending, rather than leaving JetStream to answer
+// error 10054 after the round trip.
+func TestPublisherCountsHeadersInSize(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	nc := eventstest.Conn(t)
+	prefix, stream := eventstest.Names(t, nc)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := events.EnsureStream(ctx, js, events.StreamConfig{Prefix: prefix, Stream: stream}); err != nil {
+		t.Fatal(err)
+	}
+	turn := events.Turn{ID: "big", UserID: "alice", UserMessage: strings.Repeat(`"`, 60000), Timestamp: time.Now().UTC()}
+	data, err := json.Marshal(turn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each `"` is two bytes encoded: the JSON ends 7 bytes under the limit.
+	turn.AssistantResponse = strings.Repeat(`"`, (events.MaxEventBytes-7-len(data))/2)
+	if data, _ = json.Marshal(turn); len(data) > events.MaxEventBytes || len(data) < events.MaxEventBytes-8 {
+		t.Fatalf("test event is %d bytes; want just under %d", len(data), events.MaxEventBytes)
+	}
+	if err := turn.Validate(); err != nil {
+		t.Fatalf("the event alone is valid: %v", err)
+	}
+	_, err = events.NewPublisher(js, prefix).Publish(ctx, turn)
+	var apiErr *jetstream.APIError
+	if !errors.Is(err, events.ErrInvalid) || errors.As(err, &apiErr) {
+		t.Fatalf("Publish of an event over the limit with its headers = %v; want ErrInvalid before sending", err)
+	}
+}

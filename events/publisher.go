@@ -180,6 +180,11 @@ func (p *Publisher) Publish(ctx context.Context, turn Turn) (*jetstream.PubAck, 
 	}
 	msg.Header.Set(jetstream.MsgIDHeader, MsgID(turn.UserID, turn.ID))
 	InjectTrace(ctx, msg)
+	// The limit is on the whole message, headers as sent included: the
+	// stream refuses a larger one (error 10054) only after the round trip.
+	if n := len(data) + headerBytes(msg.Header); n > MaxEventBytes {
+		return nil, invalid("", "event is %d bytes with its headers, over the %d byte limit", n, MaxEventBytes)
+	}
 	before := markViolations(p.js.Conn())
 	defer before.done()
 	ack, err := p.js.PublishMsg(ctx, msg)
@@ -190,4 +195,16 @@ func (p *Publisher) Publish(ctx context.Context, turn Turn) (*jetstream.PubAck, 
 		return nil, fmt.Errorf("publish turn %s: %w", turn.ID, err)
 	}
 	return ack, nil
+}
+
+// headerBytes is the size of h as NATS sends it: the "NATS/1.0" line, a
+// "Key: value" line for each value and the blank line after them.
+func headerBytes(h nats.Header) int {
+	n := len("NATS/1.0\r\n") + len("\r\n")
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(": ") + len(v) + len("\r\n")
+		}
+	}
+	return n
 }
