@@ -139,7 +139,9 @@ const (
 // the turn's year minus N; "I turned N in May" is the year of the last May.
 // Without a turn timestamp an age is not stored.
 //
-// A value ends at . , ; ! ? or a line break, and before clause tails such as
+// A value ends at . , ; ! ?, a line break or an emoji (a '.' after "St",
+// "Mt", "Dr" and the like before a name does not end it: "St. Louis"), and
+// before clause tails such as
 // "but", "because" or "and I ..." ("fish and chips" stays whole); list
 // values run on over commas ("peanuts, shellfish and eggs" is three items).
 // Statements in questions ("... ?"), hypotheticals ("if I lived in ...",

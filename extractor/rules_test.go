@@ -79,6 +79,12 @@ func rulesCases() []rulesCase {
 		{name: "moved back to", user: "I moved back to Lisbon", want: map[string]string{"location": "Lisbon"}},
 		{name: "moved from to", user: "I moved from Toronto to Lisbon last year", want: map[string]string{"location": "Lisbon"}},
 		{name: "based in", user: "I am based in São Paulo.", want: map[string]string{"location": "São Paulo"}},
+		// An emoji ends a value: chat messages end in them.
+		{name: "emoji after a place", user: "I live in Braga 😊", want: map[string]string{"location": "Braga"}},
+		{name: "emoji after a name", user: "My name is Zoë 👋 and I live in Braga 🚀", want: map[string]string{"name": "Zoë", "location": "Braga"}},
+		{name: "emoji after a job", user: "I work as a nurse 🙂", want: map[string]string{"occupation": "nurse"}},
+		{name: "emoji with a selector and a joiner", user: "I'm allergic to cats ❤️ and I live in Porto 👨‍👩‍👧", want: map[string]string{"location": "Porto"},
+			changes: []FactChange{add("allergies", "cats")}},
 		// A dot after a short form before a name ends no sentence; "St"
 		// was stored as the city. A dotted short form keeps its last dot.
 		{name: "short form before a name", user: "I live in St. Louis. My name is Ana.", want: map[string]string{"location": "St. Louis", "name": "Ana"}},

@@ -408,11 +408,16 @@ func cleanValue(kind ruleKind, rest string, ts time.Time) string {
 		return emailValue(rest)
 	}
 
-	// Cut at separators that never belong to a value.
+	// Cut at separators that never belong to a value, and at an emoji or
+	// another pictograph: chat messages end in them ("I live in Braga 😊"
+	// stored nothing, "I work as a nurse 🙂" the emoji with the job).
 	for _, sep := range []string{" (", " [", " - ", " – ", " — ", `"`, "“", "”", ":)", ":-)", "..."} {
 		if i := strings.Index(rest, sep); i >= 0 {
 			rest = rest[:i]
 		}
+	}
+	if i := strings.IndexFunc(rest, isPictograph); i >= 0 {
+		rest = rest[:i]
 	}
 	if loc := anymoreRE.FindStringIndex(rest); loc != nil {
 		rest = rest[:loc[0]]
@@ -785,6 +790,13 @@ func emailValue(rest string) string {
 		return ""
 	}
 	return v
+}
+
+// isPictograph reports whether r is an emoji or another pictographic
+// symbol (Unicode's So: 😊, 🚀, ☕, ™), or a joiner or a variation
+// selector of one: never part of a value the rules keep.
+func isPictograph(r rune) bool {
+	return unicode.Is(unicode.So, r) || r == '\u200d' || r >= '\ufe00' && r <= '\ufe0f'
 }
 
 // trimValue strips quotes, brackets and punctuation around a value. The
