@@ -350,7 +350,7 @@ func (s *Service) enrich(ctx context.Context, p enrichParams) (events.EnrichRepl
 		}
 		r.Keywords = keywords
 		var docs []events.DocumentChunk
-		r.Facts, r.Context, docs, r.Injection, r.Tokens = injectDocs(p.format, maxTokens, wireFacts(facts), wireItems(items), chunks)
+		r.Facts, r.Context, docs, r.Injection, r.Tokens = injectDocs(p.format, maxTokens, p.maxResults, wireFacts(facts), wireItems(items), chunks)
 		if r.Documents != nil || len(docs) > 0 {
 			r.Documents = docs
 		}
@@ -588,11 +588,17 @@ func languageRecap(ctx context.Context, r stopWordReader, userID string, grammar
 	return out, nil
 }
 
+// reserveShare is how many times max_results items ranked reads, the
+// rest reserves for those the token budget drops.
+const reserveShare = 2
+
 // ranked reads q's candidates with the user's facts and ranks them for p:
 // lexically (Rank), or, with a query vector qv, fused with the vector side
 // (hybrid.go); then, unless the candidates came with them, it reads the
 // texts of the items kept (a second round trip, of a few items: see
-// store.ContextTexts). It also returns the candidates' DocDefaults.
+// store.ContextTexts). Items are ranked up to reserveShare times
+// max_results: the first max_results are those a ranking of that many
+// gives, the rest reserves. It also returns the candidates' DocDefaults.
 func (s *Service) ranked(ctx context.Context, q store.SearchQuery, qv []float32, p enrichParams) ([]store.Fact, []store.ContextItem, bool, error) {
 	read := func(ctx context.Context, q store.SearchQuery) ([]store.Fact, store.Candidates, error) {
 		return s.recall.Recall(ctx, store.RecallQuery{SearchQuery: q, MaxFacts: s.cfg.MaxFacts, FirstFacts: CoreFactKeys})
@@ -603,17 +609,26 @@ func (s *Service) ranked(ctx context.Context, q store.SearchQuery, qv []float32,
 		items []store.ContextItem
 		err   error
 	)
+	// Ranked past max_results, as reserves: an item the token budget
+	// drops (a long pasted turn) leaves its place to the next, not empty
+	// (injectDocs keeps max_results at most).
+	reserve := p.maxResults * reserveShare
 	if qv == nil {
 		facts, cands, items, _, err = PrunedRead(ctx, read, q, ReadPrune(), p.at, p.threshold, p.maxResults)
 		if err != nil {
 			return nil, nil, false, err
+		}
+		if len(items) == p.maxResults {
+			// The read's exact top max_results first; the reserves are
+			// the next of its candidates.
+			items = Rank(cands, p.at, p.threshold, reserve)
 		}
 	} else {
 		var vec map[int64]float64
 		if facts, cands, vec, err = s.hybrid.recall(ctx, q, qv, p.maxResults, read); err != nil {
 			return nil, nil, false, err
 		}
-		items = fuse(cands, vec, p.at, p.threshold, p.maxResults)
+		items = fuse(cands, vec, p.at, p.threshold, reserve)
 	}
 	if !cands.Texts {
 		if items, err = s.recall.ContextTexts(ctx, q.UserID, items); err != nil {

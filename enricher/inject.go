@@ -352,7 +352,7 @@ func renderDocs(format string, facts []cleanFact, items []cleanItem, chunks []cl
 // whole, never cut; a later, smaller item may still fit. It returns the facts
 // and items kept (in rank order, never nil), the injection and its tokens.
 func inject(format string, maxTokens int, facts []events.Fact, items []events.ContextItem) ([]events.Fact, []events.ContextItem, string, int) {
-	f, it, _, text, tokens := injectDocs(format, maxTokens, facts, items, nil)
+	f, it, _, text, tokens := injectDocs(format, maxTokens, len(items), facts, items, nil)
 	return f, it, text, tokens
 }
 
@@ -361,18 +361,21 @@ func inject(format string, maxTokens int, facts []events.Fact, items []events.Co
 // best chunk, the second item, the second chunk, and so on, so that
 // neither kind can take the whole budget from the other (their scores are
 // not on one scale). Each is dropped whole when it would overflow the
-// budget. The chunks kept are numbered for citation in their rank order.
-// Without chunks it is inject, byte for byte.
-func injectDocs(format string, maxTokens int, facts []events.Fact, items []events.ContextItem, chunks []events.DocumentChunk) ([]events.Fact, []events.ContextItem, []events.DocumentChunk, string, int) {
+// budget. At most maxItems items are kept: those past it are reserves,
+// taken in rank order in place of items dropped. The chunks kept are
+// numbered for citation in their rank order. Without chunks it is inject,
+// byte for byte.
+func injectDocs(format string, maxTokens, maxItems int, facts []events.Fact, items []events.ContextItem, chunks []events.DocumentChunk) ([]events.Fact, []events.ContextItem, []events.DocumentChunk, string, int) {
 	cf, ci, cc := cleanFacts(facts), cleanItems(items), cleanChunks(chunks)
-	if text := renderDocs(format, cf, ci, cc); estimateTokens(text) <= maxTokens {
+	first := min(len(items), maxItems)
+	if text := renderDocs(format, cf, ci[:first], cc); estimateTokens(text) <= maxTokens {
 		if facts == nil {
 			facts = []events.Fact{}
 		}
 		if items == nil {
 			items = []events.ContextItem{}
 		}
-		return facts, items, numbered(chunks), text, estimateTokens(text)
+		return facts, items[:first], numbered(chunks), text, estimateTokens(text)
 	}
 	var (
 		keptFacts  []events.Fact
@@ -406,7 +409,7 @@ func injectDocs(format string, maxTokens int, facts []events.Fact, items []event
 		})
 	}
 	for i := range max(len(ci), len(cc)) {
-		if i < len(ci) {
+		if i < len(ci) && len(keptItems) < maxItems {
 			it := ci[i]
 			try(estimateTokens(it.question+it.answer), func() {
 				kci, keptItems = append(kci, it), append(keptItems, items[i])

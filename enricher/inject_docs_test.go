@@ -64,7 +64,7 @@ func TestInjectDocsWithoutChunks(t *testing.T) {
 	for _, format := range []string{events.FormatInline, events.FormatSystem, events.FormatMarkdown} {
 		for _, budget := range []int{1, 20, 1000} {
 			f1, i1, text1, n1 := inject(format, budget, facts, items)
-			f2, i2, c2, text2, n2 := injectDocs(format, budget, facts, items, nil)
+			f2, i2, c2, text2, n2 := injectDocs(format, budget, len(items), facts, items, nil)
 			if text1 != text2 || n1 != n2 || len(f1) != len(f2) || len(i1) != len(i2) || c2 == nil || len(c2) != 0 {
 				t.Errorf("%s budget %d: inject %q, injectDocs %q (%v)", format, budget, text1, text2, c2)
 			}
@@ -89,7 +89,7 @@ func TestInjectDocsBudget(t *testing.T) {
 	}
 	for _, format := range []string{events.FormatInline, events.FormatSystem, events.FormatMarkdown} {
 		all := renderDocs(format, cleanFacts(facts), cleanItems(items), cleanChunks(chunks))
-		f, it, c, text, tokens := injectDocs(format, estimateTokens(all), facts, items, chunks)
+		f, it, c, text, tokens := injectDocs(format, estimateTokens(all), len(items), facts, items, chunks)
 		if text != all || len(f) != 1 || len(it) != 2 || len(c) != 3 || c[2].Citation != 3 {
 			t.Fatalf("%s: everything fits but kept %d facts, %d items, %v", format, len(f), len(it), c)
 		}
@@ -97,7 +97,7 @@ func TestInjectDocsBudget(t *testing.T) {
 		// the big chunk is dropped whole, and the small last chunk does not
 		// fit in what is left.
 		budget := estimateTokens(renderDocs(format, cleanFacts(facts), cleanItems(items), cleanChunks([]events.DocumentChunk{chunks[0]}))) + 5
-		f, it, c, text, tokens = injectDocs(format, budget, facts, items, chunks)
+		f, it, c, text, tokens = injectDocs(format, budget, len(items), facts, items, chunks)
 		if tokens > budget || tokens != estimateTokens(text) {
 			t.Fatalf("%s: budget %d: tokens %d for %q", format, budget, tokens, text)
 		}
@@ -107,11 +107,11 @@ func TestInjectDocsBudget(t *testing.T) {
 		// Without the memories, the small third chunk fits after the big
 		// one is dropped, and is cited as [2].
 		budget = estimateTokens(renderDocs(format, cleanFacts(facts), nil, cleanChunks([]events.DocumentChunk{chunks[0], chunks[2]})))
-		_, _, c, text, tokens = injectDocs(format, budget, facts, nil, chunks)
+		_, _, c, text, tokens = injectDocs(format, budget, len(items), facts, nil, chunks)
 		if tokens > budget || len(c) != 2 || c[1].ChunkIndex != 2 || c[1].Citation != 2 || !strings.Contains(text, "[2]") {
 			t.Fatalf("%s: budget %d: chunks %v in %q", format, budget, c, text)
 		}
-		_, _, c, text, tokens = injectDocs(format, 1, facts, items, chunks)
+		_, _, c, text, tokens = injectDocs(format, 1, len(items), facts, items, chunks)
 		if c == nil || len(c) != 0 || text != "" || tokens != 0 {
 			t.Fatalf("%s: budget 1: %v %q", format, c, text)
 		}

@@ -1,6 +1,7 @@
 package enricher
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -106,6 +107,37 @@ func TestInjectBudget(t *testing.T) {
 		f, c, text, tokens = inject(format, 1, facts, items)
 		if len(f) != 0 || len(c) != 0 || text != "" || tokens != 0 || f == nil || c == nil {
 			t.Fatalf("%s: budget 1: %v %v %q %d", format, f, c, text, tokens)
+		}
+	}
+}
+
+// TestInjectReserves: items past maxItems are reserves, injected in rank
+// order in place of items the budget drops, never more than maxItems.
+func TestInjectReserves(t *testing.T) {
+	t.Parallel()
+	item := func(id int64, size int) events.ContextItem {
+		return events.ContextItem{ID: id, Question: "q", Answer: strings.Repeat("x", size), Score: 1 - float64(id)/10, CreatedAt: day0}
+	}
+	items := []events.ContextItem{item(1, 40), item(2, 4000), item(3, 40), item(4, 40), item(5, 40)}
+	for _, format := range []string{events.FormatInline, events.FormatSystem, events.FormatMarkdown} {
+		for _, tt := range []struct {
+			maxItems, budget int
+			want             []int64
+		}{
+			{3, 500, []int64{1, 3, 4}},  // 2 dropped, 4 stands in for it
+			{3, 5000, []int64{1, 2, 3}}, // all fit: no reserve
+			{2, 500, []int64{1, 3}},
+			{5, 500, []int64{1, 3, 4, 5}},
+			{1, 500, []int64{1}},
+		} {
+			_, c, _, _, tokens := injectDocs(format, tt.budget, tt.maxItems, nil, items, nil)
+			var got []int64
+			for _, it := range c {
+				got = append(got, it.ID)
+			}
+			if !slices.Equal(got, tt.want) || tokens > tt.budget {
+				t.Errorf("%s: %d items in %d tokens: %v (%d tokens), want %v", format, tt.maxItems, tt.budget, got, tokens, tt.want)
+			}
 		}
 	}
 }

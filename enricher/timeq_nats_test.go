@@ -163,6 +163,41 @@ func TestEnrichTimeOnlyCoversTheRange(t *testing.T) {
 	}
 }
 
+// TestEnrichOversizedItemLeavesItsPlace: an item too large for the budget
+// leaves its place among max_results to the next: a walk's user with one
+// long turn about kayaking among seven short ones got two items of three.
+func TestEnrichOversizedItemLeavesItsPlace(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	var ws []store.ContextWrite
+	for i := range 7 {
+		ws = append(ws, store.ContextWrite{UserID: "dana", Question: "Where should I go kayaking, trip " + strconv.Itoa(i) + "?", Answer: "Try the river.",
+			CreatedAt: timeAt.Add(-time.Duration(i+1) * time.Hour), EventID: "small" + strconv.Itoa(i)})
+	}
+	ws = append(ws, store.ContextWrite{UserID: "dana", Question: "kayaking kayaking kayaking: my whole trip log",
+		Answer: strings.Repeat("We paddled along the coast and camped. ", 280), CreatedAt: timeAt.Add(-time.Minute), EventID: "big"})
+	insertContext(t, st, ws...)
+	for _, n := range []int{0, 2, 4} {
+		req := events.EnrichRequest{UserID: "dana", Message: "kayaking", At: timeAt}
+		want := events.DefaultMaxResults
+		if n > 0 {
+			req.MaxResults, want = &n, n
+		}
+		r := enrich(t, h, req)
+		got := eventIDs(r.Context)
+		if len(got) != want || slices.Contains(got, "big") {
+			t.Errorf("max_results %d: items %q, want %d small ones (the big one does not fit %d tokens)", n, got, want, r.Tokens)
+		}
+	}
+	// With room for it, the big one ranks first.
+	budget := 20000
+	r := enrich(t, h, events.EnrichRequest{UserID: "dana", Message: "kayaking", At: timeAt, MaxTokens: &budget})
+	if got := eventIDs(r.Context); len(got) != events.DefaultMaxResults || got[0] != "big" {
+		t.Errorf("max_tokens %d: items %q, want the big one first of %d", budget, got, events.DefaultMaxResults)
+	}
+}
+
 func TestSearchSinceUntil(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
