@@ -99,10 +99,16 @@ type Error struct {
 	Misconfigured bool
 }
 
-// Error returns the sentinel's text, then the reason.
+// Error returns the sentinel's text, then the reason; for a Misconfigured
+// error, what the server refuses instead of the sentinel's text.
 func (e *Error) Error() string {
 	if e.Local {
 		return "extractor: request not sent, this client's own limits were busy: " + e.Reason
+	}
+	if e.Misconfigured {
+		// Transient only in that it is waited for: "transient" read as
+		// a passing fault in the failed list, for a key refused.
+		return "extractor: model server refuses this configuration (API key, model or base URL): " + e.Reason
 	}
 	return e.sentinel().Error() + ": " + e.Reason
 }

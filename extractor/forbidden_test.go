@@ -2,6 +2,7 @@ package extractor
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -62,5 +63,25 @@ func TestLLMForbiddenForEveryRequestIsTheKey(t *testing.T) {
 		if want := i == 2; IsMisconfigured(err) != want || KindOf(err) == KindPermanent == want {
 			t.Errorf("request %d: %v (misconfigured %v, kind %v); want misconfigured %v", i+1, err, IsMisconfigured(err), KindOf(err), want)
 		}
+	}
+}
+
+// TestLLMRefusedKeyErrorSaysSo: a refused key's error (waited for as an
+// outage) says what the server refuses, not "transient model server
+// error", which read in `memoryd failed` as a passing fault; errors.Is
+// still matches ErrTransient.
+func TestLLMRefusedKeyErrorSaysSo(t *testing.T) {
+	t.Parallel()
+	srv := extractortest.NewServer(t)
+	srv.SetHandler(func(openai.ChatCompletionRequest) extractortest.Reply {
+		return extractortest.Error(http.StatusUnauthorized, "Incorrect API key provided")
+	})
+	l := newTestLLM(t, srv, nil)
+	_, err := l.Extract(context.Background(), testInput("I'm Ana"))
+	if !IsMisconfigured(err) || !errors.Is(err, ErrTransient) {
+		t.Fatalf("401: %v, want a misconfigured error matching ErrTransient", err)
+	}
+	if msg := err.Error(); strings.Contains(msg, "transient") || !strings.Contains(msg, "refuses this configuration") || !strings.Contains(msg, "401") {
+		t.Errorf("401 error %q: want what the server refuses and its status", msg)
 	}
 }

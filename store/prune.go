@@ -227,11 +227,16 @@ const turnTextSize = `pg_column_size(user_message) + pg_column_size(assistant_re
 // replay or extraction are skipped. It returns how many turns it cleared and
 // the stored bytes their text took.
 func (s *Store) ClearTurnText(ctx context.Context, retention time.Duration, n int) (turns, bytes int64, err error) {
-	return s.clearTurnText(ctx, retention, n, RiverJobs{}, "{}", 0)
+	return s.clearTurnText(ctx, retention, n, RiverJobs{}, "{}", 0, nil)
 }
 
-// ClearTurnTextForSize is ClearTurnText for the size limit: of the turns
-// processed more than minAge ago, whatever the retention, sparing the
+// ClearTurnTextForSize is ClearTurnText for the size limit: of the
+// processed turns that the stream stored more than minAge ago (their
+// stream_stored_at, or received_at when not known), whatever the retention
+// and however lately they were processed (a replay processes old turns
+// again, and their text is no conversation under way: judged by
+// processed_at, a replay's turns were all spared for minAge, and the limit
+// deleted users' memory instead), sparing the
 // processed turns that a live job of jobs (available, pending, retryable,
 // running or scheduled) whose arguments contain waiting (a JSON object)
 // names: turns the spend caps sent to the offline extractor wait,
@@ -244,12 +249,13 @@ func (s *Store) ClearTurnTextForSize(ctx context.Context, minAge time.Duration, 
 	if maxBytes <= 0 {
 		return 0, 0, nil
 	}
-	return s.clearTurnText(ctx, minAge, n, jobs, waiting, maxBytes)
+	return s.clearTurnText(ctx, 0, n, jobs, waiting, maxBytes, &minAge)
 }
 
 // clearTurnText clears up to n turns' text, and with maxBytes > 0 no more
-// turns than reach maxBytes stored bytes, oldest first.
-func (s *Store) clearTurnText(ctx context.Context, retention time.Duration, n int, jobs RiverJobs, waiting string, maxBytes int64) (turns, bytes int64, err error) {
+// turns than reach maxBytes stored bytes, oldest first (by processed_at).
+// With storedAge set it spares turns the stream stored within it.
+func (s *Store) clearTurnText(ctx context.Context, retention time.Duration, n int, jobs RiverJobs, waiting string, maxBytes int64, storedAge *time.Duration) (turns, bytes int64, err error) {
 	err = s.db.QueryRow(ctx, `
 		WITH waiting AS MATERIALIZED (
 			SELECT DISTINCT coalesce(j.args->>$4::text, '') AS user_id, e.event_id
@@ -263,6 +269,7 @@ func (s *Store) clearTurnText(ctx context.Context, retention time.Duration, n in
 			-- 50,000 turns waiting, 0.1 s so).
 			SELECT t.user_id, t.event_id, t.processed_at, `+turnTextSize+` AS size FROM turns t
 			WHERE t.status = 'processed' AND t.text_cleared_at IS NULL AND t.processed_at < now() - $1::interval
+			  AND ($8::interval IS NULL OR coalesce(t.stream_stored_at, t.received_at) < now() - $8::interval)
 			  AND (t.user_id, t.event_id) NOT IN (SELECT w.user_id, w.event_id FROM waiting w)
 			  AND t.event_id NOT IN (SELECT w.event_id FROM waiting w WHERE w.user_id = '')
 			ORDER BY t.processed_at LIMIT $2
@@ -280,7 +287,7 @@ func (s *Store) clearTurnText(ctx context.Context, retention time.Duration, n in
 			FROM enough WHERE t.user_id = enough.user_id AND t.event_id = enough.event_id
 			RETURNING enough.size
 		)
-		SELECT count(*), coalesce(sum(size), 0) FROM cleared`, retention, n, jobs.Kind, jobs.UserField, jobs.EventIDsField, waiting, maxBytes).Scan(&turns, &bytes)
+		SELECT count(*), coalesce(sum(size), 0) FROM cleared`, retention, n, jobs.Kind, jobs.UserField, jobs.EventIDsField, waiting, maxBytes, storedAge).Scan(&turns, &bytes)
 	if err != nil {
 		return 0, 0, fmt.Errorf("clear turn text: %w", err)
 	}

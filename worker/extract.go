@@ -486,13 +486,13 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 	switch v.label {
 	case outcomeLockWait:
 		e.w.lockWaits.Add(1)
-		e.w.logger.Info("extraction waited on a lock; retrying", "job_id", job.ID, "lock_waits", v.n,
+		e.w.logger.Info("extraction waited on a lock; retrying", "job_id", job.ID, "user_id", userID, "lock_waits", v.n,
 			"max_lock_waits", b.maxLockWaits, "turns", len(eventIDs), "retry_in", snoozeOf(v.river).String(), "error", err)
 	case outcomeQueued:
-		e.w.logger.Info("extraction waited for this process's model request slots or rate limit; snoozing", "job_id", job.ID, "queue_waits", v.n,
+		e.w.logger.Info("extraction waited for this process's model request slots or rate limit; snoozing", "job_id", job.ID, "user_id", userID, "queue_waits", v.n,
 			"max_queue_waits", b.maxQueueWaits, "turns", len(eventIDs), "retry_in", snoozeOf(v.river).String())
 	case outcomeRateLimited:
-		e.w.logger.Info("model server rate limited extraction; snoozing", "job_id", job.ID, "rate_limit_waits", v.n,
+		e.w.logger.Info("model server rate limited extraction; snoozing", "job_id", job.ID, "user_id", userID, "rate_limit_waits", v.n,
 			"max_rate_limit_waits", b.maxRateLimitWaits, "turns", len(eventIDs), "retry_in", snoozeOf(v.river).String(), "error", err)
 	case outcomeModelDown:
 		// A warning at a job's first wait, so that an outage shows in the
@@ -516,7 +516,7 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 		markCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterCancelTimeout)
 		defer cancel()
 		if merr := e.w.cfg.Store.MarkFailed(markCtx, userID, eventIDs, err.Error(), v.final); merr != nil {
-			e.w.logger.Error("cannot record extraction failure", "job_id", job.ID, "error", merr)
+			e.w.logger.Error("cannot record extraction failure", "job_id", job.ID, "user_id", userID, "error", merr)
 		}
 		level := e.w.logger.Warn
 		if v.final {
@@ -539,6 +539,9 @@ const msgModelRefuses = "model server refuses memoryd's API key or model (--llm-
 // kindName is the extractor's kind of err for the log, "other" when the
 // extractor did not fail (the store did, or the job's context ended).
 func kindName(err error) string {
+	if extractor.IsMisconfigured(err) {
+		return "misconfigured"
+	}
 	if k := extractor.KindOf(err); k != 0 {
 		return k.String()
 	}

@@ -362,10 +362,11 @@ const textForSizeRounds = 3
 // turn whose text covers the excess.
 const textBatch = 100
 
-// textForSizeMinAge spares, from clearTextForSize, the turns processed in
-// the last hour: a conversation's next extraction reads its latest turns
-// as context for the model (store.PriorConversationTurns), and a
-// conversation under way is one of the last hour. A conversation resumed
+// textForSizeMinAge spares, from clearTextForSize, the turns the stream
+// stored in the last hour: a conversation's next extraction reads its
+// latest turns as context for the model (store.PriorConversationTurns),
+// and a conversation under way is one of the last hour. Not those
+// processed in it: a replay processes old turns again. A conversation resumed
 // later is extracted without them, which is what the limit costs; before,
 // it cost users' memory instead.
 const textForSizeMinAge = time.Hour

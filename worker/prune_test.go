@@ -241,7 +241,9 @@ func seedTurns(t *testing.T, s *store.Store, user, prefix string, n int, process
 	if err := s.MarkProcessed(ctx, user, ids, store.Provenance{Extractor: "rules"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Pool().Exec(ctx, `UPDATE turns SET processed_at = now() - $2::interval WHERE event_id = ANY($1)`, ids, age); err != nil {
+	// Received (and stored in the stream) then too: the size limit spares
+	// the text of turns the stream stored in the last hour.
+	if _, err := s.Pool().Exec(ctx, `UPDATE turns SET processed_at = now() - $2::interval, received_at = now() - $2::interval WHERE event_id = ANY($1)`, ids, age); err != nil {
 		t.Fatal(err)
 	}
 	return ids
@@ -828,5 +830,44 @@ func TestPruneForSizeClearsWhatTheExcessNeeds(t *testing.T) {
 	}
 	if _, cleared := textState(t, s, ids); int64(cleared) != rep.TurnTextsClearedForSize {
 		t.Errorf("%d turns without their text, report says %d", cleared, rep.TurnTextsClearedForSize)
+	}
+}
+
+// TestPruneForSizeClearsReplayedText: a replay processes old turns again
+// and writes their text back; the size limit clears that text before any
+// context item. It spared the turns processed in the last hour, and a
+// replay's are all that: the limit deleted users' memory instead (found by
+// a lifecycle walk: 61 items removed, no text cleared). Turns the stream
+// stored in the last hour (a conversation under way) keep theirs.
+func TestPruneForSizeClearsReplayedText(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	seedContext(t, s, []string{"alice", "bob"}, 40)
+	// Received a day ago, processed again just now, as after a replay.
+	replayed := seedTurns(t, s, "mallory", "replayed", 60, true, 24*time.Hour)
+	if _, err := s.Pool().Exec(ctx, `UPDATE turns SET processed_at = now() WHERE event_id = ANY($1)`, replayed); err != nil {
+		t.Fatal(err)
+	}
+	live := seedTurns(t, s, "mallory", "live", 5, true, 0)
+	size, err := s.MeasureSize(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := size.LiveBytes - size.TurnTextBytes/2
+	rep, err := worker.Prune(ctx, s, worker.PruneLimits{MaxBytes: limit, TurnRetention: 7 * 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.RemovedForSize != 0 || rep.OverLimit || rep.TurnTextsClearedForSize == 0 {
+		t.Fatalf("report %+v: want replayed turns' text cleared for size, no context removed, under the limit", rep)
+	}
+	if kept, _ := textState(t, s, live); kept != len(live) {
+		t.Errorf("turns of a conversation under way: %d of %d kept their text", kept, len(live))
+	}
+	for _, u := range []string{"alice", "bob"} {
+		if n, err := s.CountContext(ctx, u); err != nil || n != 40 {
+			t.Errorf("%s has %d context items (%v), want all 40", u, n, err)
+		}
 	}
 }

@@ -212,7 +212,7 @@ func runEnrich(ctx context.Context, a *cli, args []string) (err error) {
 
 Asks the running memoryd for the memory relevant to the message and prints the
 injection a frontend would add (nothing when no memory qualifies), or the whole
-reply with --json. A degraded reply (memory unavailable) is reported on stderr.`)
+reply with --json. A degraded reply (memory, or part of it, unavailable) is reported on stderr with its reason.`)
 	o.register(f)
 	f.ArgString(&format, "format", "inline", "injection format: inline, system or markdown")
 	f.ArgString(&facts, "facts", events.FactsRelevant, "facts to inject: relevant (core facts and those the message is about) or all")
@@ -259,15 +259,25 @@ reply with --json. A degraded reply (memory unavailable) is reported on stderr.`
 	if o.json {
 		return printJSON(a.stdout, reply)
 	}
+	printEnrich(a.stdout, a.stderr, reply)
+	return nil
+}
+
+// printEnrich prints an enrich reply for a person: the injection on stdout;
+// on stderr why a degraded reply is, or that a whole one found no memory.
+// A degraded reply says nothing of the memory: "no memory for this
+// message" after it misled during an outage.
+func printEnrich(stdout, stderr io.Writer, reply events.EnrichReply) {
 	if reply.Degraded {
-		fmt.Fprintf(a.stderr, "memoryd enrich: degraded reply (memory unavailable): %s\n", reply.Reason)
+		fmt.Fprintf(stderr, "memoryd enrich: degraded reply: %s\n", reply.Reason)
 	}
 	if reply.Injection == "" {
-		fmt.Fprintf(a.stderr, "memoryd enrich: no memory for this message (keywords: %s)\n", strings.Join(reply.Keywords, ", "))
-		return nil
+		if !reply.Degraded {
+			fmt.Fprintf(stderr, "memoryd enrich: no memory for this message (keywords: %s)\n", strings.Join(reply.Keywords, ", "))
+		}
+		return
 	}
-	fmt.Fprintln(a.stdout, reply.Injection)
-	return nil
+	fmt.Fprintln(stdout, reply.Injection)
 }
 
 func runFacts(ctx context.Context, a *cli, args []string) (err error) {
