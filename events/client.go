@@ -54,25 +54,44 @@ func (c *Client) requestTimeout(endpoint string) time.Duration {
 }
 
 // Client calls a memoryd service over NATS request-reply. It is safe for
-// concurrent use. Errors the service replies with are *ServiceError; others
-// are transport errors (no service running, timeout, connection closed).
-// A request the NATS server refuses this connection (its subject, or the
-// reply's inbox) is dropped, so it times out; when the server has reported
-// the violation by then, the error wraps ErrRequestRefused or
-// ErrReplyRefused too (errors.Is; both wrap nats.ErrPermissionViolation),
-// telling it from a memoryd that is down. Every refused request is told on
-// a connection made with TrackViolations (FrontendInbox includes it); on
-// another, of several refused at once only the last is.
+// concurrent use. Errors the service replies with are *ServiceError; the
+// others are transport errors, told apart with errors.Is:
+//
+//   - nats.ErrNoResponders: nothing serves the request's subject, whose
+//     message names it whole ("no memoryd service is running on
+//     memory.enrich.alice"): memoryd is not running, or runs under another
+//     prefix than the client's (NewClient).
+//   - context.DeadlineExceeded: the request timed out (ctx's deadline, or
+//     the endpoint's default when ctx has none); nats.go's request with a
+//     context returns no nats.ErrTimeout. memoryd may be slow or down, or
+//     the NATS server dropped the request or its reply (below).
+//   - ErrRequestRefused: the NATS server refused this connection the
+//     request's subject (this credential is not allowed it: sending it
+//     again fails again). On a connection made with TrackViolations
+//     (FrontendInbox includes it) the request ends as soon as the server
+//     reports the refusal, as nats.js's does, and the error does not wrap
+//     context.DeadlineExceeded; on another it waits out its deadline, and
+//     the timeout's error wraps ErrRequestRefused too when the
+//     connection's last error tells (of several refused at once, only the
+//     last is).
+//   - ErrReplyRefused, with context.DeadlineExceeded: the server refused
+//     the subscription of the reply's inbox (connect with FrontendInbox),
+//     so the request went out, may have been carried out, and waited out
+//     its deadline.
+//   - context.Canceled: ctx was canceled; nats.ErrConnectionClosed: the
+//     connection was closed.
+//
+// Both refusals wrap nats.ErrPermissionViolation.
 //
 // Replies arrive on the connection's inbox. A frontend whose NATS user is
 // confined to its own reply subjects (docs/protocol.md) connects with
 // FrontendInbox(name), e.g.
 //
 //	nc, err := nats.Connect(url, nats.UserInfo("alice_frontend", pw),
-//		FrontendInbox("alice_frontend"))
+//		events.FrontendInbox("alice_frontend"))
 //
 // otherwise its requests wait on "_INBOX.", which it may not subscribe to,
-// and time out.
+// and time out. See the package's example for a frontend's whole set-up.
 type Client struct {
 	nc     *nats.Conn
 	prefix string
@@ -143,12 +162,20 @@ func (c *Client) call(ctx context.Context, endpoint, userID string, req, reply a
 	}
 	out := &nats.Msg{Subject: c.Subject(endpoint, userID), Data: data}
 	InjectTrace(ctx, out) // memoryd's span for the request joins ctx's trace
-	before := markViolations(c.nc)
+	ctx, before := watchRefusal(ctx, c.nc, out.Subject)
 	defer before.done()
 	msg, err := c.nc.RequestMsgWithContext(ctx, out)
 	if err != nil {
+		if r := refusedEarly(ctx, err); r != nil {
+			// The server refused the subject while the request waited
+			// (TrackViolations): no reply will come, so it ends now.
+			return fmt.Errorf("memoryd %s: %w", endpoint, r)
+		}
 		if errors.Is(err, nats.ErrNoResponders) {
-			return fmt.Errorf("memoryd %s: no memoryd service is running on %s.%s: %w", endpoint, c.prefix, endpoint, err)
+			// The whole subject, token included: a request on a prefix
+			// no memoryd serves, or with a token that is not the user's,
+			// gets no responders as well as a memoryd that is down.
+			return fmt.Errorf("memoryd %s: no memoryd service is running on %s: %w", endpoint, out.Subject, err)
 		}
 		if kind, violation := refused(c.nc, out.Subject, before); kind != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
 			// Not memoryd being slow or down: the server dropped the
@@ -285,7 +312,10 @@ func (c *Client) Stats(ctx context.Context, userID string) (StatsReply, error) {
 
 // Forget deletes everything memoryd keeps about the user, including their
 // events in the stream, and returns the counts. Without a deadline in ctx
-// it waits up to DefaultForgetTimeout.
+// it waits up to DefaultForgetTimeout. The frontend credential
+// docs/protocol.md describes is not granted forget: with it, Forget fails
+// with ErrRequestRefused, at once on a connection made with
+// TrackViolations or FrontendInbox (see Client).
 func (c *Client) Forget(ctx context.Context, userID string) (ForgetReply, error) {
 	var reply ForgetReply
 	err := c.call(ctx, "forget", userID, UserRequest{UserID: userID}, &reply)

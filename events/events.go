@@ -1,8 +1,19 @@
 // Package events defines memoryd's wire contract: for conversation turns the
 // Turn payload, the subject and user-token rules, validation, and a small
 // JetStream publisher; for the request-reply service the request and reply
-// types and a Client (wire.go, client.go). Go frontends import it; it depends
-// on nats.go alone (TestDependsOnNATSAlone).
+// types and a Client (wire.go, client.go). Go frontends import it (see the
+// package's example for a frontend's whole set-up).
+//
+// A frontend's binary links, for it, nats.go (its jetstream and micro
+// packages too) with nats.go's own dependencies (nkeys, nuid,
+// klauspost/compress, golang.org/x/crypto and golang.org/x/sys), and
+// OpenTelemetry's trace API (go.opentelemetry.io/otel and otel/trace, with
+// cespare/xxhash/v2, which otel's attributes use), to carry a trace
+// context in requests and turns; it does nothing unless the program sets
+// up tracing. It links nothing of memoryd's server: no pgx, River,
+// OpenTelemetry SDK or exporter (TestFrontendDependencies). The
+// frontend's module graph (go list -m all) still lists those, as memoryd's
+// go.mod requires them; go version -m on the binary shows what is built in.
 //
 // A frontend publishes one Turn per finished conversation turn to
 // "<prefix>.turns.<user-token>" (prefix "memory" by default) with the header

@@ -28,7 +28,7 @@ func InboxPrefix(frontend string) string { return "_INBOX_" + frontend }
 // (ErrRequestRefused, ErrReplyRefused): pass nats.ErrorHandler, if any,
 // before it, e.g.
 //
-//	nats.Connect(url, nats.ErrorHandler(h), FrontendInbox("alice_frontend"))
+//	nats.Connect(url, nats.ErrorHandler(h), events.FrontendInbox("alice_frontend"))
 //
 // A handler passed after it replaces TrackViolations's (see there).
 func FrontendInbox(frontend string) nats.Option {
@@ -47,18 +47,22 @@ func FrontendInbox(frontend string) nats.Option {
 }
 
 // Errors of a request or publish the NATS server refused this connection.
-// Both wrap nats.ErrPermissionViolation. The server drops what it refuses,
-// so the caller only times out; these tell that apart from a memoryd or a
-// stream that is down.
+// Both wrap nats.ErrPermissionViolation. The server drops what it refuses
+// and only reports it to the connection's error handler, so a plain
+// request only times out; these tell that apart from a memoryd or a stream
+// that is down.
 var (
 	// ErrRequestRefused: the request's or turn's subject is not this
 	// credential's. Nothing was sent on: sending it again with this
-	// credential fails again.
+	// credential fails again. On a connection made with TrackViolations
+	// (FrontendInbox includes it) the request or turn ends with it as soon
+	// as the server reports the refusal, without waiting out its deadline.
 	ErrRequestRefused = fmt.Errorf("the NATS server refused this connection the subject: %w", nats.ErrPermissionViolation)
 	// ErrReplyRefused: the reply's inbox is not this credential's (connect
 	// with FrontendInbox). The request went out and may have been carried
 	// out (a turn stored, a fact set): fix the inbox, then send it again,
-	// a turn with the same id.
+	// a turn with the same id. It is told once the request's deadline
+	// has passed (it wraps context.DeadlineExceeded too).
 	ErrReplyRefused = fmt.Errorf("the NATS server refused this connection the reply's inbox, so the request may have been carried out: %w", nats.ErrPermissionViolation)
 )
 

@@ -149,15 +149,19 @@ func MsgID(userID, id string) string { return UserToken(userID) + ":" + id }
 //
 // Errors: ErrInvalid (errors.Is) is final: fix the turn. An API error
 // 10054 (message size exceeds maximum allowed) is final too. A timeout
-// (ctx's deadline, nats.ErrTimeout) may have reached the stream: publish
-// the same turn again, same id, which is then a duplicate if it had; but
-// a timeout whose cause the NATS server reported as a permissions
-// violation wraps ErrRequestRefused (the turn's subject is not this
-// credential's: final) or ErrReplyRefused (the acknowledgement's inbox is
-// not: the turn may be stored; connect with FrontendInbox, then publish it
-// again) too. On a connection made without TrackViolations (which
-// FrontendInbox includes) only the last of several turns refused at once
-// is told so.
+// (ctx's deadline, or the JetStream context's default when ctx has none:
+// errors.Is(err, context.DeadlineExceeded); nats.go returns no
+// nats.ErrTimeout here) may have reached the stream: publish the same turn
+// again, same id, which is then a duplicate if it had. ErrRequestRefused
+// (the turn's subject is not this credential's) is final: on a connection
+// made with TrackViolations (FrontendInbox includes it) the publish ends
+// with it as soon as the server reports the refusal, without waiting out
+// ctx's deadline; on another, a timeout wraps it when the connection's
+// last error tells, which of several turns refused at once only the last
+// does. A timeout wrapping ErrReplyRefused means the acknowledgement's
+// inbox is not this credential's: the turn may be stored; connect with
+// FrontendInbox, then publish it again. Both wrap
+// nats.ErrPermissionViolation.
 // jetstream.ErrNoStreamResponse means no stream captures the subject: the
 // prefix is not memoryd's, or the stream is not created yet (EnsureStream);
 // with a short deadline it shows as a timeout, so a publish that keeps
@@ -185,10 +189,13 @@ func (p *Publisher) Publish(ctx context.Context, turn Turn) (*jetstream.PubAck, 
 	if n := len(data) + headerBytes(msg.Header); n > MaxEventBytes {
 		return nil, invalid("", "event is %d bytes with its headers, over the %d byte limit", n, MaxEventBytes)
 	}
-	before := markViolations(p.js.Conn())
+	ctx, before := watchRefusal(ctx, p.js.Conn(), msg.Subject)
 	defer before.done()
 	ack, err := p.js.PublishMsg(ctx, msg)
 	if err != nil {
+		if r := refusedEarly(ctx, err); r != nil {
+			return nil, fmt.Errorf("publish turn %s: %w", turn.ID, r)
+		}
 		if kind, violation := refused(p.js.Conn(), msg.Subject, before); kind != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
 			return nil, fmt.Errorf("publish turn %s: %w (%s): %w", turn.ID, kind, violation, err)
 		}

@@ -1,6 +1,7 @@
 package events
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -16,10 +17,13 @@ import (
 // permissions violations the NATS server reports on it, so that Client and
 // Publisher tell every request and turn refused while it waited
 // (ErrRequestRefused, ErrReplyRefused), however many run at once on the
-// connection. Without it they read the connection's LastError, which holds
-// the last violation only: of several refused requests at once, or an
-// inbox refused and then another subject, only the last is told and the
-// others show as plain timeouts. FrontendInbox includes it.
+// connection, and end a request or turn whose subject is refused as soon
+// as the server reports it (ErrRequestRefused, without waiting out its
+// deadline; a refused reply inbox is still told at the deadline). Without
+// it they read the connection's LastError once the deadline has passed,
+// which holds the last violation only: of several refused requests at
+// once, or an inbox refused and then another subject, only the last is
+// told and the others show as plain timeouts. FrontendInbox includes it.
 //
 // It chains the connection's error handler: pass nats.ErrorHandler (if
 // any) BEFORE it, e.g.
@@ -31,9 +35,10 @@ import (
 // nc.SetErrorHandler) replaces it: the connection then falls back to
 // LastError. Without a handler of the user's, errors are printed to
 // standard error as nats.go's default handler prints them. Violations are
-// kept as nats.go calls the handler, on its callback goroutine, in turn
-// with other callbacks: a handler that blocks delays them, and a request
-// whose deadline passes first is told a plain timeout.
+// kept, and the requests refused ended, as nats.go calls the handler, on
+// its callback goroutine, in turn with other callbacks: a handler that
+// blocks delays them, and a request whose deadline passes first is told a
+// plain timeout.
 //
 // A connection keeps the refusal of its reply inbox, and the publishes
 // refused while a request of Client or Publisher waits on it, up to 1024
@@ -94,6 +99,38 @@ type violationLog struct {
 	// apart so that it holds for requests sent after it.
 	inbox    string
 	inboxGen uint64
+	// watching holds, by subject, the requests waiting whose context
+	// ends as soon as a publish to their subject is reported refused
+	// (watchRefusal), each until its mark's done.
+	watching map[string]map[*refusalWatch]struct{}
+}
+
+// refusalWatch is a request waiting for its reply that a refusal of its
+// subject ends at once.
+type refusalWatch struct {
+	subject string
+	cancel  context.CancelCauseFunc
+}
+
+// refusal is the cause a request's context ends with when the server
+// reports its subject refused while it waits: kind (ErrRequestRefused) in
+// the server's words.
+type refusal struct {
+	kind      error
+	violation string
+}
+
+func (r *refusal) Error() string { return r.kind.Error() + " (" + r.violation + ")" }
+func (r *refusal) Unwrap() error { return r.kind }
+
+// refusedEarly returns the refusal that ended ctx (watchRefusal) when err,
+// a request's error, is that end, else nil.
+func refusedEarly(ctx context.Context, err error) *refusal {
+	var r *refusal
+	if !errors.Is(err, context.Canceled) || !errors.As(context.Cause(ctx), &r) {
+		return nil
+	}
+	return r
 }
 
 // violation is one violation's words (the server's, without nats.go's
@@ -154,6 +191,14 @@ func (l *violationLog) add(nc *nats.Conn, err error) {
 		l.inbox, l.inboxGen = msg, gen
 	}
 	subject, ok := publishedTo(msg)
+	if ok {
+		// The requests waiting on subject were sent before this report
+		// (watchRefusal registers them before sending): each was refused
+		// too, and has nothing more to wait for.
+		for w := range l.watching[subject] {
+			w.cancel(&refusal{kind: ErrRequestRefused, violation: msg})
+		}
+	}
 	if !ok || len(l.waiting) == 0 {
 		return // no request sent before it to tell
 	}
@@ -219,15 +264,39 @@ type violationMark struct {
 	last error
 	log  *violationLog
 	seq  uint64
+	// watch, when set, is the request's entry in log.watching.
+	watch *refusalWatch
 }
 
 // markViolations notes nc's violations before a request is sent on it, and
 // has the violations reported from then on kept until the mark's done.
 func markViolations(nc *nats.Conn) violationMark {
+	return mark(nc, nil)
+}
+
+// watchRefusal is markViolations for a request to subject, which also
+// returns a context derived from ctx that ends, with a *refusal cause
+// (refusedEarly), as soon as the server reports a publish to subject
+// refused on nc: the server dropped the request, and no reply will come.
+// Only a connection made with TrackViolations is told of its refusals as
+// they come; on another the context ends with ctx. The mark's done
+// releases the context: call it once the request has its answer.
+func watchRefusal(ctx context.Context, nc *nats.Conn, subject string) (context.Context, violationMark) {
+	if nc == nil {
+		return ctx, violationMark{}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	return ctx, mark(nc, &refusalWatch{subject: subject, cancel: cancel})
+}
+
+// mark is markViolations, registering w (if any) in the same hold of the
+// log's lock as the mark's count, so that every report after the mark
+// sees it.
+func mark(nc *nats.Conn, w *refusalWatch) violationMark {
 	if nc == nil {
 		return violationMark{}
 	}
-	m := violationMark{last: nc.LastError(), log: violationsOf(nc, true)}
+	m := violationMark{last: nc.LastError(), log: violationsOf(nc, true), watch: w}
 	m.log.mu.Lock()
 	defer m.log.mu.Unlock()
 	m.seq = m.log.seq
@@ -235,6 +304,15 @@ func markViolations(nc *nats.Conn) violationMark {
 		m.log.waiting = make(map[uint64]int)
 	}
 	m.log.waiting[m.seq]++
+	if w != nil {
+		if m.log.watching == nil {
+			m.log.watching = make(map[string]map[*refusalWatch]struct{})
+		}
+		if m.log.watching[w.subject] == nil {
+			m.log.watching[w.subject] = make(map[*refusalWatch]struct{})
+		}
+		m.log.watching[w.subject][w] = struct{}{}
+	}
 	return m
 }
 
@@ -248,6 +326,15 @@ func (m violationMark) done() {
 	defer m.log.mu.Unlock()
 	if m.log.waiting[m.seq]--; m.log.waiting[m.seq] <= 0 {
 		delete(m.log.waiting, m.seq)
+	}
+	if w := m.watch; w != nil {
+		if ws := m.log.watching[w.subject]; ws != nil {
+			delete(ws, w)
+			if len(ws) == 0 {
+				delete(m.log.watching, w.subject)
+			}
+		}
+		w.cancel(context.Canceled) // releases the request's context
 	}
 	if len(m.log.waiting) == 0 {
 		clear(m.log.refusedPublishes)

@@ -111,6 +111,28 @@ func TestGoClientTellsEveryRefusal(t *testing.T) {
 		bobErrs.waitRefused(t, "Publish", subjects)
 	})
 
+	t.Run("forget not granted", func(t *testing.T) {
+		// The documented frontend credential has no memory.forget: bob's
+		// Forget, without a deadline, waited DefaultForgetTimeout (2
+		// minutes) though the violation was reported at once (found by a
+		// Go frontend walk). It ends at the refusal, as nats.js's does.
+		done := make(chan error, 1)
+		start := time.Now()
+		go func() {
+			_, err := client.Forget(context.Background(), "bob")
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if !errors.Is(err, events.ErrRequestRefused) || errors.Is(err, context.DeadlineExceeded) ||
+				!strings.Contains(err.Error(), `"`+client.Subject("forget", "bob")+`"`) {
+				t.Errorf("bob's Forget, not granted: %v after %v; want events.ErrRequestRefused at once, naming the subject", err, time.Since(start))
+			}
+		case <-time.After(refusalWait):
+			t.Fatalf("bob's Forget, not granted: still waiting after %v, the refusal reported", refusalWait)
+		}
+	})
+
 	t.Run("unrelated", func(t *testing.T) {
 		// A request that times out for another reason (memoryd's user takes
 		// bob's stats and never answers), after violations of other
