@@ -37,7 +37,11 @@ func readableDurations(_ []string, a slog.Attr) slog.Attr {
 // request is still counted (memoryd_enrich_degraded_total).
 type riverQuiet struct {
 	slog.Handler
-	river   bool
+	river bool
+	// ui is set for River UI's logger (component=riverui), whose query
+	// cache fails every 10 s while Postgres is down: its warnings and
+	// errors are held back as River's are; its info lines stay.
+	ui      bool
 	repeats *repeats // shared by the handlers derived from one
 }
 
@@ -52,7 +56,7 @@ func (h *riverQuiet) Handle(ctx context.Context, r slog.Record) error {
 		}
 		r.Level = slog.LevelDebug
 	}
-	if (h.river || perRequest(r.Message)) && r.Level > slog.LevelInfo {
+	if (h.river || h.ui || perRequest(r.Message)) && r.Level > slog.LevelInfo {
 		held, ok := h.repeats.let(r.Message)
 		if !ok {
 			if !h.Handler.Enabled(ctx, slog.LevelDebug) {
@@ -143,15 +147,16 @@ func cancelledByStop(r slog.Record) bool {
 }
 
 func (h *riverQuiet) WithAttrs(attrs []slog.Attr) slog.Handler {
-	river := h.river
+	river, ui := h.river, h.ui
 	for _, a := range attrs {
-		if a.Key == "component" && a.Value.String() == "river" {
-			river = true
+		if a.Key == "component" {
+			river = river || a.Value.String() == "river"
+			ui = ui || a.Value.String() == "riverui"
 		}
 	}
-	return &riverQuiet{Handler: h.Handler.WithAttrs(attrs), river: river, repeats: h.repeats}
+	return &riverQuiet{Handler: h.Handler.WithAttrs(attrs), river: river, ui: ui, repeats: h.repeats}
 }
 
 func (h *riverQuiet) WithGroup(name string) slog.Handler {
-	return &riverQuiet{Handler: h.Handler.WithGroup(name), river: h.river, repeats: h.repeats}
+	return &riverQuiet{Handler: h.Handler.WithGroup(name), river: h.river, ui: h.ui, repeats: h.repeats}
 }

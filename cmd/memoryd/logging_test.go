@@ -21,11 +21,16 @@ func TestRiverRepeatsAreHeldBack(t *testing.T) {
 	clock := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	h.repeats.now = func() time.Time { return clock }
 	river := slog.New(h).With("component", "river")
+	ui := slog.New(h).With("component", "riverui")
 	own := slog.New(h)
 	fetch := errors.New("failed to connect to `host=127.0.0.1`: connection refused")
 	for range 20 { // 10 s of 2 producers polling every second
 		river.Error("producer: Error fetching jobs", "error", fetch)
 		river.Error("producer: Error fetching jobs", "error", fetch)
+		// River UI's query cache, every 10 s while Postgres is down
+		// (an operator's walk: 6 ERROR lines in 50 s).
+		ui.Error("querycacher.QueryCacher[riverui.stateCountSnapshot]: Error running query", "error", fetch)
+		ui.Info("riverui: request", "path", "/api/jobs")
 		own.Error("ingest: store unavailable", "error", fetch)
 		// Two lines for each request an outage fails (before: all 40 out).
 		own.Error("enrich store failed", "user_id", "alice", "error", fetch)
@@ -57,7 +62,8 @@ func TestRiverRepeatsAreHeldBack(t *testing.T) {
 	}
 	if counts["producer: Error fetching jobs"] != 2 || counts["ingest: store unavailable"] != 20 || counts["elector: Error attempting to elect"] != 1 ||
 		counts["enrich store failed"] != 1 || counts["enrich degraded"] != 1 || counts["changes: listen"] != 1 ||
-		counts["model server unreachable; extraction waiting for it without spending attempts"] != 1 {
+		counts["model server unreachable; extraction waiting for it without spending attempts"] != 1 ||
+		counts["querycacher.QueryCacher[riverui.stateCountSnapshot]: Error running query"] != 1 || counts["riverui: request"] != 20 {
 		t.Fatalf("lines logged: %v; want River's repeated error twice, memoryd's 20 times, the other River warning once, each per-request line once", counts)
 	}
 	if len(repeated) != 1 || repeated[0] != 39 {
