@@ -143,8 +143,13 @@ type enrichParams struct {
 	embedNanos *atomic.Int64
 	// qvec is the request's query vector, shared by its context and
 	// documents reads (dochybrid.go); set by enrich.
-	qvec       *queryVector
-	keywords   []string
+	qvec     *queryVector
+	keywords []string
+	// factWords are the message's stop words when they are all it has
+	// (keywords is then empty): facts are still selected by them, since
+	// keyTopics reads "from" in "where am I from?" as hometown's topic and
+	// stop words never match a fact's own words.
+	factWords  []string
 	maxResults int
 	threshold  float64
 	maxTokens  int
@@ -291,7 +296,7 @@ func (s *Service) parseEnrich(token string, data []byte) (enrichParams, error) {
 			// Stop words alone ("and what about the other one?"): search
 			// falls back to them, enrich does not, since they would bring
 			// whatever turns said "other" or "one" into the prompt.
-			p.keywords = []string{}
+			p.factWords, p.keywords = p.keywords, []string{}
 		}
 		if p.when, p.timed = ParseTime(req.Message, p.at); p.timed {
 			var smallTalk bool
@@ -299,11 +304,20 @@ func (s *Service) parseEnrich(token string, data []byte) (enrichParams, error) {
 			if smallTalk {
 				// The rest only greets or thanks: "good morning, how are
 				// you today?" is not a question about today.
-				p.timed, p.keywords, p.timeKeywords, p.timeOver = false, []string{}, nil, nil
+				p.timed, p.keywords, p.timeKeywords, p.timeOver, p.factWords = false, []string{}, nil, nil, nil
 			}
 		}
 	}
 	return p, nil
+}
+
+// factKeywords are the words facts are selected by: the keywords, or
+// when the message is stop words alone, those (factWords).
+func (p enrichParams) factKeywords() []string {
+	if len(p.keywords) == 0 {
+		return p.factWords
+	}
+	return p.keywords
 }
 
 // enrich assembles an enrich reply: the memory relevant to the request,
@@ -499,7 +513,7 @@ func (s *Service) relevant(ctx context.Context, p enrichParams) ([]store.Fact, [
 			return nil, nil, nil, false, err
 		}
 		if len(items) > 0 || timeOnly {
-			return selectFacts(p.facts, p.keywords, facts), items, p.timeKeywords, defaults, nil
+			return selectFacts(p.facts, p.factKeywords(), facts), items, p.timeKeywords, defaults, nil
 		}
 	}
 	keywords := p.keywords
@@ -510,7 +524,7 @@ func (s *Service) relevant(ctx context.Context, p enrichParams) ([]store.Fact, [
 	if err != nil {
 		return nil, nil, nil, false, err
 	}
-	return selectFacts(p.facts, p.keywords, facts), items, keywords, defaults, nil
+	return selectFacts(p.facts, p.factKeywords(), facts), items, keywords, defaults, nil
 }
 
 // languageKeywords caps again, without the stop words of the user's

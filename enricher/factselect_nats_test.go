@@ -142,3 +142,30 @@ func TestCoreFactsOfAUserWithManyFacts(t *testing.T) {
 		t.Errorf("facts all of a user with 70: %d facts, first %q; want %d, the core facts first", len(all.Facts), factKeys(all.Facts[:min(len(core), len(all.Facts))]), enricher.DefaultMaxFacts)
 	}
 }
+
+// TestEnrichWhereAmIFrom: "Where am I from?" is stop words alone, so it
+// searches no context item, but it still selects hometown, as
+// protocol.md's Which facts says (keyTopics reads "from"): enrich used to
+// drop the words before selecting facts, so hometown never came.
+func TestEnrichWhereAmIFrom(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	upsertFacts(t, st,
+		store.FactWrite{UserID: "lena", Key: "name", Value: "Lena", SourceAt: t0, EventID: "e1"},
+		store.FactWrite{UserID: "lena", Key: "hometown", Value: "Hamburg", SourceAt: t0, EventID: "e2"},
+		store.FactWrite{UserID: "lena", Key: "likes", Value: "jazz", SourceAt: t0, EventID: "e3"})
+	for _, tt := range []struct {
+		message string
+		want    []string
+	}{
+		{"Where am I from?", []string{"hometown", "name"}},
+		{"and what about the other one?", []string{"name"}},
+		{"Hello!", []string{"name"}},
+	} {
+		r := enrich(t, h, events.EnrichRequest{UserID: "lena", Message: tt.message, At: t0})
+		if got := factKeys(r.Facts); !slices.Equal(got, tt.want) || len(r.Keywords) != 0 || len(r.Context) != 0 {
+			t.Errorf("%q: facts %q, keywords %q, %d items; want facts %q, no keywords, no items", tt.message, got, r.Keywords, len(r.Context), tt.want)
+		}
+	}
+}
