@@ -138,7 +138,7 @@ func TestEnrichTimeOnlyCoversTheRange(t *testing.T) {
 		"a cheap flight to Rome", "the tax form", "a new running shoe", "the school play", "a pasta recipe", "the car's tyres"}
 	var ws []store.ContextWrite
 	for i, topic := range topics {
-		ws = append(ws, store.ContextWrite{UserID: "carla", Question: "Can you help with " + topic + "?", Answer: "Sure.",
+		ws = append(ws, store.ContextWrite{UserID: "carla", Question: "Can you help with " + topic + "?", Answer: "Sure: here is what I would check first about " + topic + ", then the options.",
 			CreatedAt: day.Add(time.Duration(i) * time.Hour), EventID: "t" + strconv.Itoa(i)})
 	}
 	ws = append(ws, store.ContextWrite{UserID: "carla", Question: "Thanks, bye!", Answer: "Bye, have a good evening!",

@@ -50,9 +50,11 @@ type SearchQuery struct {
 	// set, makes the candidates Latest of the range's items (rather than
 	// none), with no term counts: a question about a time alone ("what did
 	// we talk about yesterday?"). They are spread evenly over the range in
-	// time, the middle item of each of Latest equal runs of its items, so
-	// that they cover the range rather than its last minutes (whose newest
-	// turn is often a goodbye); all of them when there are no more. 0
+	// time, one of each of Latest equal runs of its items, so that they
+	// cover the range rather than its last minutes (whose newest turn is
+	// often a goodbye): of the few nearest the run's middle, the one with
+	// the most words, so that a run's topic wins over its greetings and
+	// thanks (latestCandidatesSQL). All of them when there are no more. 0
 	// reads none, as without a range.
 	Latest int
 	// Hybrid asks for the user's embedding generation with the candidates
@@ -231,25 +233,47 @@ const recallSQL = `
 // through context_user_scope_idx; facts are user-wide and stay unfiltered.
 
 // latestCandidatesSQL replaces recallSQL's candidates for a query with no
-// usable keyword and a range (SearchQuery.Latest): Latest items spread
-// evenly over the range's items in time order, the middle one of each of
-// Latest equal runs (all of them when there are no more). Of n items
-// newest first, those at offsets floor((2k+1)n/2L) for k < L: the range is
-// counted, then each pick is read at its offset, both from
-// context_user_created_id_idx (or context_user_scope_idx) alone, and only
-// the picks' rows are read. BenchmarkRecallLatest (a busy 2-core
-// machine): a day's recall as before (2-3 ms), a year of 10,000 items
-// 5.5-6.8 ms against 2.2-3.2 for its newest three; a window numbering the
-// rows instead took about twice that. The tsvector is not read: there is
-// no term to count.
+// usable keyword and a range (SearchQuery.Latest): one item from each of
+// Latest equal runs of the range's items in time order (all of them when
+// there are no more), the one with the most words (question_len plus
+// answer_len: its distinct lexemes) among the latestWindow nearest the
+// run's middle, the nearest to the middle first on a tie. A greeting, a
+// thanks or an "ok" says few words and draws a short reply, so a run's
+// topic wins over them: the middle item alone was small talk about half
+// the time on a walk's realistic month of chats. The range is counted,
+// then each run's window read at its offset, both from
+// context_user_created_id_idx (or context_user_scope_idx) alone, then the
+// windows' rows for their lengths, by id (a join was planned as a scan of
+// all the user's items, for the window's unknown LIMIT); only the picks'
+// texts are read. BenchmarkRecallLatest (a busy
+// 2-core machine): a day's recall as before (2-3 ms), a year of 10,000
+// items 5.5-6.8 ms against 2.2-3.2 for its newest three; a window
+// numbering every row of the range took about twice that. The tsvector is
+// not read: there is no term to count.
+//
+// Run k of n items newest first is [kn/L, (k+1)n/L), its middle
+// (2k+1)n/2L; its window the latestWindow items (or fewer: the run) around
+// the middle, kept within the run.
 const latestCandidatesSQL = `
 	SELECT 2, 1, NULL, NULL, NULL, c.id, c.question, c.answer, c.created_at, NULL, c.event_id, c.conversation_id,
 		c.question_len, c.answer_len, ''::text, NULL
 	FROM (SELECT c.id, c.question, c.answer, c.created_at, c.event_id, c.conversation_id, c.question_len, c.answer_len
-		FROM (SELECT DISTINCT ((2 * k + 1) * n.n) / (2 * {latest}) AS o
-			FROM (SELECT count(*) AS n FROM context WHERE user_id = $1{range}) n, generate_series(0, {latest} - 1) k) p
-		CROSS JOIN LATERAL (SELECT id FROM context WHERE user_id = $1{range} ORDER BY created_at DESC, id DESC OFFSET p.o LIMIT 1) r
-		JOIN context c ON c.id = r.id ORDER BY p.o) c`
+		FROM (SELECT k, lo, hi, mid, least(greatest(mid - {window} / 2, lo), greatest(hi - {window}, lo)) AS o
+			FROM (SELECT k, (k * n.n) / {latest} AS lo, ((k + 1) * n.n) / {latest} AS hi, ((2 * k + 1) * n.n) / (2 * {latest}) AS mid
+				FROM (SELECT count(*) AS n FROM context WHERE user_id = $1{range}) n, generate_series(0, {latest} - 1) k) b
+			WHERE hi > lo) p
+		CROSS JOIN LATERAL (SELECT w.id FROM (SELECT s.id, (SELECT l.question_len + l.answer_len FROM context l WHERE l.id = s.id) AS size,
+					p.o + row_number() OVER (ORDER BY s.created_at DESC, s.id DESC) - 1 AS x
+				FROM (SELECT id, created_at FROM context WHERE user_id = $1{range}
+					ORDER BY created_at DESC, id DESC OFFSET p.o LIMIT least(p.hi - p.lo, {window})) s) w
+			ORDER BY w.size DESC, abs(w.x - p.mid), w.x LIMIT 1) r
+		JOIN context c ON c.id = r.id ORDER BY p.k) c`
+
+// latestWindow is how many items around a run's middle a question about a
+// time alone chooses from (latestCandidatesSQL): enough to pass over the
+// greetings and thanks around a topic, few enough that the pick stays near
+// the middle and costs a few rows a run.
+const latestWindow = 7
 
 // recallShape is what decides a recall's statement.
 type recallShape struct{ scoped, ranged, latest, hybrid, pruned, rest bool }
@@ -308,6 +332,7 @@ var recallStatements = func() map[recallShape]string {
 					panic("store: recallSQL has no candidates part")
 				}
 				latest := strings.ReplaceAll(latestCandidatesSQL, "{range}", scope+cond)
+				latest = strings.ReplaceAll(latest, "{window}", strconv.Itoa(latestWindow))
 				sql = sql[:i] + "\tUNION ALL" + strings.ReplaceAll(latest, "{latest}", fmt.Sprintf("$%d", n+1))
 			} else {
 				sql = strings.Replace(sql, "AND (SELECT phrase FROM kw) OFFSET 0", "AND (SELECT phrase FROM kw)"+cond+" OFFSET 0", 1)

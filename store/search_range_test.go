@@ -48,8 +48,9 @@ func TestSearchRange(t *testing.T) {
 		{"since a fraction after", store.SearchQuery{Keywords: []string{"dentist"}, Since: day(7).Add(400 * time.Nanosecond), Until: day(8)}, nil, false},
 		{"no keyword, no latest", store.SearchQuery{Since: day(7), Until: day(8)}, nil, false},
 		{"latest", store.SearchQuery{Since: day(7), Until: day(8), Latest: 5}, []string{"l7", "e7"}, true},
-		// Four items, two wanted: the middle of each half, newest first.
-		{"latest spreads", store.SearchQuery{Since: day(0), Latest: 2}, []string{"l7", "e0"}, true},
+		// Four items, two wanted: of each half the one with the most
+		// words ("Lunch"/"soup" has fewest), newest first.
+		{"latest spreads", store.SearchQuery{Since: day(0), Latest: 2}, []string{"e14", "e7"}, true},
 		{"latest all", store.SearchQuery{Since: day(0), Latest: 4}, []string{"e14", "l7", "e7", "e0"}, true},
 		{"latest ignored with keywords", store.SearchQuery{Keywords: []string{"soup"}, Since: day(0), Latest: 2}, []string{"l7"}, false},
 		{"latest without range reads none", store.SearchQuery{Latest: 2}, nil, false},
@@ -94,10 +95,10 @@ func TestSearchRange(t *testing.T) {
 }
 
 // TestSearchLatestSpreads: a question about a time alone gets items spread
-// over its range, the middle one of each of Latest equal runs, newest
-// first, not the range's last turns: a day's newest turn is often its
-// goodbye, and the five newest of a day of twelve say nothing of its
-// morning.
+// over its range, one of each of Latest equal runs, newest first, not the
+// range's last turns: a day's newest turn is often its goodbye, and the
+// five newest of a day of twelve say nothing of its morning. Of items of
+// as many words, a run's middle one.
 func TestSearchLatestSpreads(t *testing.T) {
 	ctx, s := setup(t)
 	var ws []store.ContextWrite
@@ -132,5 +133,43 @@ func TestSearchLatestSpreads(t *testing.T) {
 		if !slices.Equal(got, tt.want) {
 			t.Errorf("latest %d (scope %q): %v, want %v", tt.latest, tt.scope, got, tt.want)
 		}
+	}
+}
+
+// TestSearchLatestPrefersTopics: of the items near a run's middle, the one
+// with the most words: a greeting, a thanks or an "ok" loses to the
+// topic around it (a walk's month of chats: half the picks were small
+// talk).
+func TestSearchLatestPrefersTopics(t *testing.T) {
+	ctx, s := setup(t)
+	turns := [][2]string{
+		{"hi there", "Hello! How can I help?"},
+		{"Why is my pandas groupby so slow on a large frame?", "Groupby on object columns is slow; convert the keys to categoricals, sort once, and avoid apply with Python functions."},
+		{"ok", "Anything else?"},
+		{"thanks, bye!", "Bye, have a good evening!"},
+		{"good morning", "Good morning! What's up?"},
+		{"My knee hurts after running, should I rest?", "Rest a few days, ice it, and see a physiotherapist if the pain persists or swells."},
+		{"lol yes", "Glad to hear it."},
+		{"see you", "See you!"},
+		{"hello again", "Hello again!"},
+		{"Any ideas for a gift for Tom's birthday?", "A good pair of hiking boots, a cooking class for two, or a weekend in the Harz mountains."},
+		{"perfect, that's all", "Great, talk soon."},
+		{"night!", "Good night!"},
+	}
+	var ws []store.ContextWrite
+	for i, qa := range turns {
+		ws = append(ws, store.ContextWrite{UserID: "alice", Question: qa[0], Answer: qa[1], CreatedAt: t0.Add(time.Duration(i) * time.Hour), EventID: "e" + strconv.Itoa(i)})
+	}
+	seedContext(t, s, ws...)
+	c, err := s.SearchContext(ctx, store.SearchQuery{UserID: "alice", Since: t0, Until: t0.AddDate(0, 0, 1), Latest: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range c.Matches {
+		got = append(got, m.Item.EventID)
+	}
+	if want := []string{"e9", "e5", "e1"}; !slices.Equal(got, want) {
+		t.Errorf("picks %v, want the three topics %v", got, want)
 	}
 }
