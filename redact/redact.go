@@ -42,6 +42,10 @@ const (
 	IBAN Kind = "iban"
 )
 
+// Kinds returns every Kind [Text] and [Fact] report, for metrics that show
+// each at 0 before its first redaction.
+func Kinds() []Kind { return []Kind{Password, APIKey, Token, PrivateKey, Card, SSN, IBAN} }
+
 // MarkerPrefix starts every redaction marker.
 const MarkerPrefix = "[redacted:"
 

@@ -1,7 +1,11 @@
 package redact
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -189,5 +193,36 @@ func BenchmarkRedactClean(b *testing.B) {
 	b.SetBytes(int64(len(msg)))
 	for b.Loop() {
 		Text(msg)
+	}
+}
+
+// TestKindsListsEveryKind: Kinds (the metrics show each at 0 from the
+// start) names every Kind constant of the package.
+func TestKindsListsEveryKind(t *testing.T) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "redact.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var consts []Kind
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, sp := range g.Specs {
+			vs := sp.(*ast.ValueSpec)
+			if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != "Kind" {
+				continue
+			}
+			for _, v := range vs.Values {
+				lit := v.(*ast.BasicLit)
+				s, _ := strconv.Unquote(lit.Value)
+				consts = append(consts, Kind(s))
+			}
+		}
+	}
+	if len(consts) == 0 || !slices.Equal(sortedKinds(consts), sortedKinds(Kinds())) {
+		t.Fatalf("Kinds() = %v; the package's Kind constants are %v", Kinds(), consts)
 	}
 }

@@ -47,6 +47,7 @@ import (
 
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/redact"
 	"github.com/memoryd/memoryd/store"
 )
 
@@ -98,6 +99,16 @@ const (
 	RedactedInTurn   = "turn"
 	RedactedInMemory = "memory"
 )
+
+// RedactionKinds are the kinds Observer.Redacted reports (redact.Kinds),
+// for metrics that show each at 0 before its first redaction.
+func RedactionKinds() []string {
+	var out []string
+	for _, k := range redact.Kinds() {
+		out = append(out, string(k))
+	}
+	return out
+}
 
 // Config configures a Worker.
 type Config struct {

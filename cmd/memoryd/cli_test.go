@@ -30,6 +30,7 @@ import (
 	"github.com/memoryd/memoryd/extractor"
 	"github.com/memoryd/memoryd/extractor/extractortest"
 	"github.com/memoryd/memoryd/internal/app"
+	"github.com/memoryd/memoryd/migrations"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
 	"github.com/memoryd/memoryd/worker"
@@ -44,8 +45,16 @@ func runArgs(ctx context.Context, args ...string) (string, string, int) {
 }
 
 // TestVersion: `memoryd version` and `memoryd --version` print the version,
-// the commit (the link-time variable when set) and the Go version.
+// the commit (the link-time variable when set), the newest migration the
+// binary knows (the version string alone is the same for releases hundreds
+// of commits apart, and upgrade notes are keyed by migration) and the Go
+// version.
 func TestVersion(t *testing.T) {
+	newest, err := store.NewestMigration(migrations.FS)
+	if err != nil || newest < 55 {
+		t.Fatalf("newest embedded migration %d, %v", newest, err)
+	}
+	wantSchema := fmt.Sprintf("\nschema  %03d\n", newest)
 	saved := commit
 	t.Cleanup(func() { commit = saved })
 	for _, set := range []string{"", "0123abcd"} {
@@ -60,7 +69,7 @@ func TestVersion(t *testing.T) {
 			if code != 0 || errOut != "" {
 				t.Fatalf("%v: exit %d, stderr %q", args, code, errOut)
 			}
-			for _, want := range []string{"memoryd " + version + "\n", "commit  " + wantCommit, runtime.Version()} {
+			for _, want := range []string{"memoryd " + version + "\n", "commit  " + wantCommit, wantSchema, runtime.Version()} {
 				if !strings.Contains(out, want) {
 					t.Errorf("%v with commit=%q: output lacks %q:\n%s", args, set, want, out)
 				}
@@ -579,11 +588,13 @@ func TestReplayResetOfAMissingStreamDeletesNothing(t *testing.T) {
 	if after := countRows(t, common[1], "context"); after != before {
 		t.Errorf("replay --reset of a missing stream left %d of %d context items", after, before)
 	}
-	// Nor another prefix (the database is recorded as the first one's).
+	// Nor another prefix: the stream does not capture its turns, which is
+	// found before the database is opened (the database, recorded as the
+	// first prefix's, would refuse it too).
 	args = append([]string{"replay", "--reset"}, common...)
 	args = append(args, "--prefix", "nosuchprefix")
 	_, errOut, code = runArgs(ctx, args...)
-	if code == 0 || !strings.Contains(errOut, `not of --prefix "nosuchprefix"`) {
+	if code == 0 || !strings.Contains(errOut, `not the turns of prefix "nosuchprefix"`) {
 		t.Errorf("replay --reset of another prefix: exit %d, stderr %q; want a failure naming the prefixes", code, errOut)
 	}
 	if after := countRows(t, common[1], "context"); after != before {

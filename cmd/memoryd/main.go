@@ -53,7 +53,7 @@ func commands() []command {
 		{"proxy", "serve an OpenAI-compatible endpoint with memory in front of an upstream model server", runProxy},
 		{"keys", "API keys for the proxy and mcp: keys add --file F --user U (prints the key once), keys list, keys revoke", runKeys},
 		{"health", "probe a running serve's /readyz (for container healthchecks)", runHealth},
-		{"version", "print memoryd's version, commit and Go version", runVersion},
+		{"version", "print memoryd's version, commit, newest schema migration and Go version", runVersion},
 	}
 	cmds = append(cmds, clientCommands()...)
 	sort.Slice(cmds, func(i, j int) bool { return cmds[i].name < cmds[j].name })

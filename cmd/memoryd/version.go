@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+
+	"github.com/memoryd/memoryd/migrations"
+	"github.com/memoryd/memoryd/store"
 )
 
 // commit is the VCS revision memoryd was built from, for builds without Go's
@@ -39,7 +42,7 @@ func buildCommit() (rev string, modified bool) {
 }
 
 func runVersion(_ context.Context, a *cli, args []string) error {
-	f := newFlags("version", "Usage: memoryd version   (or memoryd --version)\n\nPrints memoryd's version, the commit it was built from (\"modified\" when the\nworking tree had local changes) and the Go version and platform.")
+	f := newFlags("version", "Usage: memoryd version   (or memoryd --version)\n\nPrints memoryd's version, the commit it was built from (\"modified\" when the\nworking tree had local changes), the newest schema migration it knows\n(docs/operations.md, \"Upgrading\", is keyed by it) and the Go version and\nplatform.")
 	if err := f.Parse(args); err != nil {
 		return err
 	}
@@ -50,6 +53,12 @@ func runVersion(_ context.Context, a *cli, args []string) error {
 	if modified {
 		rev += " (modified)"
 	}
-	fmt.Fprintf(a.stdout, "memoryd %s\ncommit  %s\ngo      %s %s/%s\n", version, rev, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	schema, err := store.NewestMigration(migrations.FS)
+	if err != nil {
+		return fmt.Errorf("reading the embedded migrations: %w", err)
+	}
+	// The version string is the same across releases; the newest migration
+	// tells them apart where an upgrade needs it (docs/operations.md, "Upgrading").
+	fmt.Fprintf(a.stdout, "memoryd %s\ncommit  %s\nschema  %03d\ngo      %s %s/%s\n", version, rev, schema, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -56,6 +58,13 @@ func (a *App) Replay(ctx context.Context, o ReplayOptions) (worker.ReplayProgres
 		s   *store.Store
 		err error
 	)
+	// The stream first: a misspelt --stream or --prefix used to be found
+	// only after the database was created, migrated and its deployment
+	// claimed for them.
+	if err = a.checkReplayStream(ctx); err != nil {
+		a.mu.Unlock()
+		return worker.ReplayProgress{}, err
+	}
 	if o.DryRun {
 		// A dry run writes nothing: it neither creates the database nor
 		// migrates it (before, it did both, and said nothing was written).
@@ -110,6 +119,55 @@ func (a *App) Replay(ctx context.Context, o ReplayOptions) (worker.ReplayProgres
 		BatchSize: ReplayBatchSize, JobSize: a.ReplayJobSize(), MaxClockSkew: a.cfg.Worker.MaxClockSkew,
 		Progress: o.Progress, Logger: a.logger,
 	})
+}
+
+// checkReplayStream checks, before replay opens (creates, migrates) the
+// database, that the turn stream exists and captures the prefix's turn
+// subjects; a.mu is held. A stream without subjects of its own (a mirror,
+// or one of sources) is not checked for the prefix.
+func (a *App) checkReplayStream(ctx context.Context) error {
+	js, err := a.jetStream()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, a.cfg.Stream)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fmt.Errorf("replay: stream %s: %w (check --stream and --prefix; nothing was read, and the database was not opened or migrated)", a.cfg.Stream, err)
+		}
+		return fmt.Errorf("replay: stream %s: %w", a.cfg.Stream, err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("replay: stream %s: %w", a.cfg.Stream, err)
+	}
+	want := events.TurnSubjects(a.cfg.Prefix)
+	if subj := info.Config.Subjects; len(subj) > 0 && !slices.ContainsFunc(subj, func(p string) bool { return subjectsOverlap(p, want) }) {
+		return fmt.Errorf("replay: stream %s captures %s, not the turns of prefix %q (%s): check --prefix and --stream; nothing was read, and the database was not opened or migrated",
+			a.cfg.Stream, strings.Join(subj, ", "), a.cfg.Prefix, want)
+	}
+	return nil
+}
+
+// subjectsOverlap reports whether some subject matches both NATS subject
+// patterns a and b: token by token, "*" matches any one token and ">" one
+// or more. A stream of "memory.turns.*" holds every turn (a user token is
+// one token), as one of "memory.turns.>" does; one of "memoryx.turns.>"
+// holds none of them.
+func subjectsOverlap(a, b string) bool {
+	p, q := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; ; i++ {
+		switch {
+		case i == len(p) || i == len(q):
+			return len(p) == len(q)
+		case p[i] == ">" || q[i] == ">":
+			return true
+		case p[i] != "*" && q[i] != "*" && p[i] != q[i]:
+			return false
+		}
+	}
 }
 
 // warnUnembedded warns when this process is to extract without an

@@ -264,7 +264,11 @@ func (a *App) Start(ctx context.Context) (err error) {
 	a.logEmbeddings(ctx)
 	a.metrics = newMetrics()
 	llm, _ := ext.(usageReporter) // nil with the offline extractor
-	a.metrics.reg.MustRegister(newServiceCollector(a, llm), buildInfo(a.cfg.Version, a.cfg.Role))
+	var llmModel string
+	if llm != nil {
+		llmModel = ext.Info().Model
+	}
+	a.metrics.reg.MustRegister(newServiceCollector(a, llm, llmModel), buildInfo(a.cfg.Version, a.cfg.Role))
 	if a.pressure != nil {
 		a.metrics.registerGiveWay(a.pressure)
 	}

@@ -34,6 +34,16 @@ func TestADatabaseServesOnePrefix(t *testing.T) {
 	if _, err := b.Forget(ctx, "alice"); !errors.As(err, &other) {
 		t.Fatalf("forget through prefix %q on prefix %q's database: %v; want it refused", cfg.Prefix, a.cfg.Prefix, err)
 	}
+	// The other prefix's stream exists (a replay of a stream that does not
+	// is refused before the database is opened).
+	js, err := a.jetStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := events.EnsureStream(ctx, js, events.StreamConfig{Prefix: cfg.Prefix, Stream: cfg.Stream}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), cfg.Stream) })
 	if _, err := b.Replay(ctx, ReplayOptions{}); !errors.As(err, &other) {
 		t.Fatalf("replay of prefix %q on prefix %q's database: %v; want it refused", cfg.Prefix, a.cfg.Prefix, err)
 	}
@@ -149,4 +159,77 @@ func onMissingDatabase(t *testing.T, a *App) (*App, Config) {
 	}
 	t.Cleanup(func() { _ = b.Stop(context.Background()) })
 	return b, cfg
+}
+
+// A replay whose --stream or --prefix is misspelt is refused before it
+// opens the database: before, it created and migrated the database and
+// claimed its deployment for the misspelt stream or prefix, then failed
+// on the stream (an upgrade walk's typo migrated a production schema).
+func TestAReplayOfAMisspeltStreamTouchesNoDatabase(t *testing.T) {
+	t.Parallel()
+	a, ctx := startWithAlice(t)
+	for _, c := range []struct {
+		name           string
+		prefix, stream string
+		want           string
+	}{
+		{"stream", a.cfg.Prefix, a.cfg.Stream + "_TYPO", "stream not found"},
+		{"prefix", a.cfg.Prefix + "typo", a.cfg.Stream, "not the turns of prefix"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := a.cfg
+			cfg.Prefix, cfg.Stream = c.prefix, c.stream
+			cfg.Store.URL = storetest.MissingDatabase(t) + "&pool_max_conns=4"
+			cfg.Store.CreateDatabase = true
+			b, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = b.Stop(context.Background()) })
+			for _, o := range []ReplayOptions{{}, {Reset: true}, {DryRun: true}} {
+				if _, err := b.Replay(ctx, o); err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "not opened or migrated") {
+					t.Fatalf("replay %+v of stream %s, prefix %s: %v; want it refused for the stream (%q)", o, c.stream, c.prefix, err, c.want)
+				}
+			}
+			if missing, err := store.DatabaseMissing(ctx, cfg.Store); err != nil || !missing {
+				t.Fatalf("after the refused replays the database is missing: %v, %v; want it not created", missing, err)
+			}
+		})
+	}
+	// The right stream and prefix still replay (the check does not refuse
+	// a stream memoryd made).
+	b, _ := onMissingDatabase(t, a)
+	if p, err := b.Replay(ctx, ReplayOptions{}); err != nil || p.Enqueued != 1 {
+		t.Fatalf("replay of the right stream: %+v, %v; want alice's turn", p, err)
+	}
+}
+
+// TestSubjectsOverlap: replay checks that the stream's subjects can hold
+// the prefix's turns; "memory.turns.*" can (a user token is one token).
+func TestSubjectsOverlap(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		a, b string
+		want bool
+	}{
+		{"memory.turns.>", "memory.turns.>", true},
+		{"memory.>", "memory.turns.>", true},
+		{">", "memory.turns.>", true},
+		{"*.turns.>", "memory.turns.>", true},
+		{"memory.turns.*", "memory.turns.>", true},
+		{"memoryx.turns.>", "memory.turns.>", false},
+		{"memory.turns", "memory.turns.>", false},
+		{"memory.turns.alice", "memory.turns.>", true},
+		{"memory.facts.*", "memory.turns.>", false},
+		{"memory.*", "memory.turns.>", false},
+		{"a.b", "a.b", true},
+		{"a.b", "a.c", false},
+	} {
+		if got := subjectsOverlap(c.a, c.b); got != c.want {
+			t.Errorf("subjectsOverlap(%q, %q) = %v, want %v", c.a, c.b, got, c.want)
+		}
+		if got := subjectsOverlap(c.b, c.a); got != c.want {
+			t.Errorf("subjectsOverlap(%q, %q) = %v, want %v", c.b, c.a, got, c.want)
+		}
+	}
 }

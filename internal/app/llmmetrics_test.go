@@ -37,7 +37,7 @@ func TestLLMRequestOutcomes(t *testing.T) {
 		_, _ = llm.Extract(context.Background(), extractor.Input{UserID: "u", Turn: extractor.Turn{EventID: "e1", UserMessage: "I'm Ana", Timestamp: time.Now()}})
 	}
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(newServiceCollector(&App{}, llm))
+	reg.MustRegister(newServiceCollector(&App{}, llm, "m"))
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

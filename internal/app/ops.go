@@ -10,6 +10,7 @@ import (
 	"net/http/pprof"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,10 +57,10 @@ func newMetrics() *metrics {
 			Name: "memoryd_turns_rejected_total", Help: "Turn events dead-lettered as invalid, by reason.",
 		}, []string{"reason"}),
 		extracted: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "memoryd_turns_extracted_total", Help: "Turns run through extraction, by outcome (processed, retry, rate_limited, model_unreachable, failed, handed_back, lock_wait, taken_over, discarded, requeued).",
+			Name: "memoryd_turns_extracted_total", Help: "Turns run through extraction, by outcome (" + strings.Join(worker.ExtractOutcomes(), ", ") + ").",
 		}, []string{"outcome"}),
 		extractSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "memoryd_extraction_duration_seconds", Help: "Duration of extraction jobs, by outcome.",
+			Name: "memoryd_extraction_duration_seconds", Help: "Duration of extraction jobs, by outcome (as memoryd_turns_extracted_total's).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}, []string{"outcome"}),
 		enrichSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -86,6 +87,7 @@ func newMetrics() *metrics {
 	}
 	for _, o := range worker.ExtractOutcomes() {
 		m.extracted.WithLabelValues(o)
+		m.extractSeconds.WithLabelValues(o)
 	}
 	for _, r := range enricher.DegradedReasons() {
 		m.enrichDegraded.WithLabelValues(r)
@@ -193,6 +195,9 @@ type usageReporter interface {
 type serviceCollector struct {
 	app *App
 	llm usageReporter // nil with the offline extractor
+	// llmModel is the configured model: its LLM series read 0 before its
+	// first request, rather than appearing with it.
+	llmModel string
 
 	received, recorded, duplicates, optedOut, optOutKept, clamped, msgIDMismatch, lockWaits, depth, resets, llmRequests, llmTokens *prometheus.Desc
 
@@ -206,10 +211,11 @@ type serviceCollector struct {
 	poolConns, poolMax, poolWaits, poolWaitSeconds, poolNewConns *prometheus.Desc
 }
 
-func newServiceCollector(a *App, llm usageReporter) *serviceCollector {
+func newServiceCollector(a *App, llm usageReporter, llmModel string) *serviceCollector {
 	return &serviceCollector{
 		app:           a,
 		llm:           llm,
+		llmModel:      llmModel,
 		received:      prometheus.NewDesc("memoryd_turns_received_total", "Turn events read from the stream, redeliveries included.", nil, nil),
 		recorded:      prometheus.NewDesc("memoryd_turns_recorded_total", "New turns recorded and queued for extraction.", nil, nil),
 		duplicates:    prometheus.NewDesc("memoryd_turns_duplicate_total", "Turn events whose turn was already recorded.", nil, nil),
@@ -220,7 +226,7 @@ func newServiceCollector(a *App, llm usageReporter) *serviceCollector {
 		lockWaits:     prometheus.NewDesc("memoryd_extract_lock_waits_total", "Extraction jobs snoozed after a lock timeout or deadlock, without spending an attempt.", nil, nil),
 		depth:         prometheus.NewDesc("memoryd_queue_jobs", "River jobs not yet finished, by queue and state.", []string{"queue", "state"}, nil),
 		resets:        prometheus.NewDesc("memoryd_replay_resets_unfinished", "replay --reset runs that have not read the turn stream back (running, or stopped): their users have only part of their memory.", nil, nil),
-		llmRequests:   prometheus.NewDesc("memoryd_llm_requests_total", "LLM requests, by model and outcome (ok; rate_limited: 429; refused: another 4xx, such as a key refused or a model unknown; error: a 5xx, a timeout, no answer or an unreadable reply).", []string{"model", "outcome"}, nil),
+		llmRequests:   prometheus.NewDesc("memoryd_llm_requests_total", "Chat completion requests sent to the model server, by model and outcome. ok: a 2xx whose body reads as a chat completion without an error object, whatever it holds (no choice, an empty reply, or not the JSON asked for: its tokens count, the extraction asks once more, and a job whose replies stay invalid counts in memoryd_turns_extracted_total{outcome=\"retry\"}, then \"failed\", and is logged); rate_limited: a 429; refused: another 4xx (a key refused, a model unknown, a prompt too long); error: a 5xx, a 408, a timeout, no answer, or a body that is not a chat completion. A 2xx carrying an error object counts as its code says (error without one).", []string{"model", "outcome"}, nil),
 		llmTokens:     prometheus.NewDesc("memoryd_llm_tokens_total", "LLM tokens, by model and kind (prompt, completion).", []string{"model", "kind"}, nil),
 
 		tokensToday:  prometheus.NewDesc("memoryd_llm_tokens_today", "Model tokens all users' turns spent today (UTC day), against memoryd_llm_daily_token_cap.", nil, nil),
@@ -287,7 +293,11 @@ func (c *serviceCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	if c.llm != nil {
-		for model, u := range c.llm.Usage() {
+		usage := c.llm.Usage() // a copy
+		if _, ok := usage[c.llmModel]; !ok && c.llmModel != "" {
+			usage[c.llmModel] = extractor.UsageTotals{}
+		}
+		for model, u := range usage {
 			ch <- prometheus.MustNewConstMetric(c.llmRequests, prometheus.CounterValue, float64(u.OK), model, "ok")
 			ch <- prometheus.MustNewConstMetric(c.llmRequests, prometheus.CounterValue, float64(u.Errors-u.RateLimited-u.Refused), model, "error")
 			ch <- prometheus.MustNewConstMetric(c.llmRequests, prometheus.CounterValue, float64(u.RateLimited), model, "rate_limited")
@@ -412,6 +422,12 @@ func (m *metrics) registerRedactions() {
 		Name: "memoryd_redactions_total",
 		Help: "Spans of sensitive data replaced by [redacted:<kind>] markers, by kind and where (turn: a turn's text at ingest, redeliveries included; memory: a fact or context pair an extractor returned).",
 	}, []string{"kind", "where"})
+	// Every kind at 0 from the start, in both places, as the other vectors.
+	for _, k := range worker.RedactionKinds() {
+		for _, where := range []string{worker.RedactedInTurn, worker.RedactedInMemory} {
+			m.redactions.WithLabelValues(k, where)
+		}
+	}
 	m.reg.MustRegister(m.redactions)
 }
 
