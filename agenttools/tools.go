@@ -199,7 +199,7 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 			"preference), replacing the key's previous value. Use it when the user states or corrects such a " +
 			"fact. Returns the fact as now stored. Known keys, which memoryd also extracts from conversations " +
 			"(use them, so that a later statement replaces the value): " + knownKeys + ". List keys hold " +
-			"several items separated by commas, and the value given replaces the whole list.",
+			"several items separated by commas (or given as a JSON array of strings), and the value given replaces the whole list.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(false)}},
 		nil,
 		wrap(t, func(ctx context.Context, user string, in setFactIn) (fact, error) {

@@ -23,6 +23,7 @@ import (
 	"sync"
 	"time"
 	"unicode"
+	"unicode/utf8"
 )
 
 // HashPrefix starts every hash in a key file.
@@ -294,6 +295,10 @@ func Generate() (string, error) {
 	return "mk-" + hex.EncodeToString(b[:]), nil
 }
 
+// MaxUserIDBytes is the longest user id a key may stand for: the limit of
+// memoryd's requests (events.MaxUserIDBytes; apikeys imports no sibling).
+const MaxUserIDBytes = 256
+
 // ErrInvalid is wrapped by the errors of arguments Add and Revoke refuse
 // before they touch the file (a user id or a hash prefix), so that a
 // command can tell them from a file that could not be read or written.
@@ -308,6 +313,11 @@ func Add(file, userID string) (string, error) {
 	// one inside would make a line the reader refuses.
 	if userID == "" || strings.ContainsRune(userID, '#') || strings.IndexFunc(userID, unicode.IsSpace) >= 0 {
 		return "", fmt.Errorf("apikeys: user id %q must be non-empty without spaces (of any kind) or '#': %w", userID, ErrInvalid)
+	}
+	// A user id memoryd refuses would make a key every call of which is
+	// refused (mcp --user refuses such an id at start).
+	if len(userID) > MaxUserIDBytes || !utf8.ValidString(userID) {
+		return "", fmt.Errorf("apikeys: user id %.40q… must be valid UTF-8 of at most %d bytes, as memoryd takes it: %w", userID, MaxUserIDBytes, ErrInvalid)
 	}
 	key, err := Generate()
 	if err != nil {

@@ -1,6 +1,7 @@
 package apikeys
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -427,5 +428,24 @@ func TestAddUserIDReadBackExactly(t *testing.T) {
 				t.Errorf("the key Add(%q) printed stands for %q (%v): another user", id, u, ok)
 			}
 		})
+	}
+}
+
+// TestAddRefusesUserIDTheServiceRefuses: a key for a user id over the
+// service's limit (events.MaxUserIDBytes, 256 bytes) was added and printed,
+// and every call with it was then refused ("user_id is 300 bytes, over the
+// 256 byte limit"); mcp --user refuses such an id at start.
+func TestAddRefusesUserIDTheServiceRefuses(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "keys")
+	if _, err := Add(file, strings.Repeat("u", MaxUserIDBytes)); err != nil {
+		t.Fatalf("an id of %d bytes: %v", MaxUserIDBytes, err)
+	}
+	for _, id := range []string{strings.Repeat("u", MaxUserIDBytes+1), "caf\xe9"} {
+		if _, err := Add(file, id); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Add(%.20q…) = %v, want ErrInvalid", id, err)
+		}
+	}
+	if data, _ := os.ReadFile(file); strings.Count(string(data), "\n") != 1 {
+		t.Errorf("key file:\n%s\nwant the one key", data)
 	}
 }

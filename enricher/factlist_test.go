@@ -2,6 +2,7 @@ package enricher_test
 
 import (
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -76,4 +77,38 @@ func TestListKeyWritesOverNATS(t *testing.T) {
 func isNotFound(err error) bool {
 	var se *events.ServiceError
 	return errors.As(err, &se) && se.Code == 404
+}
+
+// TestListKeyAsAJSONArray: a list set to a JSON array of strings, as a
+// model or a script sends it, stores its strings as the items; before,
+// split at commas, it stored `["climbing"` and `"go"]` with ok true. A
+// value in brackets that is no such array is a 400; other keys keep such
+// a value as sent.
+func TestListKeyAsAJSONArray(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	ctx := ctxT(t)
+	for _, tt := range []struct{ value, want string }{
+		{`["climbing","go"]`, "climbing, go"},
+		{` [ "chess" , "board games; cards" ] `, "board games, cards, chess"},
+		{`["Ünïcode ☕", ""]`, "Ünïcode ☕"},
+	} {
+		reply, err := h.client.SetFact(ctx, "u", "hobbies", tt.value)
+		if err != nil || !reply.OK || reply.Fact.Value != tt.want {
+			t.Errorf("facts.set hobbies %s = %+v, %v; want %q", tt.value, reply, err, tt.want)
+		}
+	}
+	for _, value := range []string{`["climbing", 3]`, `[climbing, go]`, `[]`, `[""]`} {
+		msg := h.raw(t, h.prefix+".facts.set.u", []byte(`{"user_id":"u","key":"hobbies","value":`+strconv.Quote(value)+`}`))
+		if code, text := errorCode(t, msg); code != 400 {
+			t.Errorf("facts.set hobbies %s: code %d (%s), want 400", value, code, text)
+		}
+	}
+	if f, err := h.client.GetFact(ctx, "u", "hobbies"); err != nil || f.Value != "Ünïcode ☕" {
+		t.Errorf("after the refused sets: %+v, %v; want the last list kept", f, err)
+	}
+	if reply, err := h.client.SetFact(ctx, "u", "favorite_array", `["a","b"]`); err != nil || reply.Fact.Value != `["a","b"]` {
+		t.Errorf("a free key: %+v, %v; want the value as sent", reply, err)
+	}
 }

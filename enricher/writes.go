@@ -2,9 +2,12 @@ package enricher
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -113,7 +116,9 @@ func (w memoryWrites) setFact(token string, data []byte) (call, error) {
 	key, list := listKey(key)
 	var items []string
 	if list {
-		items = splitItems(req.Value)
+		if items, err = listItems(req.Value); err != nil {
+			return nil, err
+		}
 		if len(items) == 0 {
 			return nil, badRequest("value holds no item (use facts.clear to delete a fact)")
 		}
@@ -160,6 +165,40 @@ func listKey(key string) (string, bool) {
 		return canonical, true
 	}
 	return key, false
+}
+
+// listItems returns the items of a list key's value (splitItems), or,
+// for a value written as a JSON array of strings ('["climbing","go"]',
+// what a model or a script sends for a list), its strings' items: split
+// at commas, that was stored as the items `["climbing"` and `"go"]`. A
+// value in brackets that is no such array is a 400: it is a list
+// mistyped, not items.
+func listItems(v string) ([]string, error) {
+	t := strings.TrimSpace(v)
+	if !strings.HasPrefix(t, "[") || !strings.HasSuffix(t, "]") {
+		return splitItems(v), nil
+	}
+	var arr []string
+	if err := json.Unmarshal([]byte(t), &arr); err != nil {
+		return nil, badRequest(`value %s looks like a JSON array but is not one of strings: send the items separated by commas ("climbing, go") or as a JSON array of strings`, quoteShort(t))
+	}
+	var items []string
+	for _, a := range arr {
+		items = append(items, splitItems(a)...)
+	}
+	return items, nil
+}
+
+// quoteShort quotes s, its first 40 bytes when longer, for an error.
+func quoteShort(s string) string {
+	if len(s) > 40 {
+		i := 40
+		for i > 0 && !utf8.RuneStart(s[i]) {
+			i--
+		}
+		return strconv.Quote(s[:i]) + "…"
+	}
+	return strconv.Quote(s)
 }
 
 // splitItems splits a list key's value at commas and semicolons into its

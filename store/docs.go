@@ -1,12 +1,14 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -238,13 +240,72 @@ func (p *DocumentPut) validate() error {
 	if len(p.Metadata) == 0 {
 		p.Metadata = json.RawMessage("{}")
 	}
+	dec := json.NewDecoder(bytes.NewReader(p.Metadata))
+	dec.UseNumber() // numbers keep their literal (jsonb's numeric is exact)
 	var obj map[string]any
-	if err := json.Unmarshal(p.Metadata, &obj); err != nil || obj == nil {
+	if err := dec.Decode(&obj); err != nil || obj == nil || dec.More() {
 		return errors.New("document metadata must be a JSON object")
 	}
 	if holdsNUL(obj) {
 		// jsonb cannot hold \u0000: the insert would fail as a store error.
 		return errors.New("document metadata contains a NUL character")
+	}
+	if err := metadataNumbers(obj); err != nil {
+		return err
+	}
+	// Written as decoded, not as sent: a lone UTF-16 surrogate escape
+	// ("\ud800", what JSON.stringify writes for a string cut inside an
+	// emoji), which jsonb refuses (the put was a 500), becomes U+FFFD, as
+	// in every other request and a turn's metadata. jsonb keeps no
+	// formatting, key order or repeated key of what was sent anyway.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(obj); err != nil {
+		return errors.New("document metadata must be a JSON object")
+	}
+	p.Metadata = json.RawMessage(bytes.TrimSpace(buf.Bytes()))
+	return nil
+}
+
+// Exponents a metadata number may have: a double's, as a turn's metadata
+// (package events), so that a short literal can neither fail the insert
+// (jsonb's numeric holds at most 16383 digits after the point) nor grow
+// into a huge one.
+const (
+	maxMetadataExponent = 308
+	minMetadataExponent = -324
+)
+
+// metadataNumbers refuses a number of decoded metadata whose exponent is
+// out of range, naming it.
+func metadataNumbers(v any) error {
+	switch v := v.(type) {
+	case map[string]any:
+		for _, e := range v {
+			if err := metadataNumbers(e); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if err := metadataNumbers(e); err != nil {
+				return err
+			}
+		}
+	case json.Number:
+		lit := string(v)
+		i := strings.IndexAny(lit, "eE")
+		if i < 0 {
+			return nil // digits within the 4096 bytes of metadata
+		}
+		e := strings.TrimPrefix(lit[i+1:], "+")
+		// Past 4 significant digits it is out of range whatever they are
+		// (and Atoi cannot overflow).
+		exp, _ := strconv.Atoi(e)
+		if len(strings.TrimLeft(strings.TrimPrefix(e, "-"), "0")) > 4 || exp < minMetadataExponent || exp > maxMetadataExponent {
+			return fmt.Errorf("document metadata number %.40s has an exponent out of range (%d to %d)", lit, minMetadataExponent, maxMetadataExponent)
+		}
 	}
 	return nil
 }

@@ -393,6 +393,21 @@ func text(field, s string, limit int, required bool) error {
 	return nil
 }
 
+// factKey checks a fact key as text does, and that it has no white space
+// at its ends: every write path trims the key it is given (facts.set,
+// extraction), and so do the reads and clears (facts.get, facts.clear,
+// facts.history), so an imported " city " could be neither read nor
+// deleted, only listed.
+func factKey(key string) error {
+	if err := text("key", key, maxKeyBytes, true); err != nil {
+		return err
+	}
+	if strings.TrimSpace(key) != key {
+		return fmt.Errorf("key %q has white space at its ends, which facts.get and facts.clear trim: write it without", key)
+	}
+	return nil
+}
+
 // legacyEarliest is the earliest time an import takes (see parseTime).
 var legacyEarliest = time.Date(1969, time.December, 31, 0, 0, 0, 0, time.UTC)
 
@@ -459,7 +474,7 @@ func checkFactLine(l *factLine) (err error) {
 	if l.updatedAt, err = parseTime("updated_at", l.UpdatedAt); err != nil {
 		return err
 	}
-	return checkAll(text("key", l.Key, maxKeyBytes, true), text("value", l.Value, maxValueBytes, false),
+	return checkAll(factKey(l.Key), text("value", l.Value, maxValueBytes, false),
 		text("event_id", l.EventID, maxIDBytes, false), text("conversation_id", l.ConversationID, maxIDBytes, false),
 		text("extractor", l.Extractor, maxIDBytes, false), text("model", l.Model, maxIDBytes, false),
 		text("prompt_version", l.PromptVersion, maxIDBytes, false))
@@ -592,7 +607,7 @@ func checkFactItemLine(l *factItemLine) (err error) {
 	if l.sourceAt, err = parseTime("source_at", l.SourceAt); err != nil {
 		return err
 	}
-	if err := checkAll(text("key", l.Key, maxKeyBytes, true), text("value", l.Value, maxValueBytes, true),
+	if err := checkAll(factKey(l.Key), text("value", l.Value, maxValueBytes, true),
 		text("event_id", l.EventID, maxIDBytes, false), text("conversation_id", l.ConversationID, maxIDBytes, false),
 		text("extractor", l.Extractor, maxIDBytes, false), text("model", l.Model, maxIDBytes, false),
 		text("prompt_version", l.PromptVersion, maxIDBytes, false)); err != nil {
@@ -690,7 +705,7 @@ func checkHistoryLine(l *historyLine) (err error) {
 		}
 		l.sourceAt = &t
 	}
-	errs := []error{text("key", l.Key, maxKeyBytes, true), text("op", l.Op, 32, true),
+	errs := []error{factKey(l.Key), text("op", l.Op, 32, true),
 		text("event_id", l.EventID, maxIDBytes, false), text("conversation_id", l.ConversationID, maxIDBytes, false)}
 	for _, v := range []*string{l.OldValue, l.NewValue} {
 		if v != nil {
@@ -781,7 +796,7 @@ func checkFactClearLine(l *factClearLine) (err error) {
 	if l.clearedAt, err = parseTime("cleared_at", l.ClearedAt); err != nil {
 		return err
 	}
-	return text("key", l.Key, maxKeyBytes, true)
+	return factKey(l.Key)
 }
 
 func readFactClears(ctx context.Context, q *Store, userID string) ([]any, error) {
@@ -914,7 +929,7 @@ func checkFactValueClearLine(l *factValueClearLine) (err error) {
 	if l.clearedAt, err = parseTime("cleared_at", l.ClearedAt); err != nil {
 		return err
 	}
-	if err := checkAll(text("key", l.Key, maxKeyBytes, true), text("item", l.Item, maxValueBytes, true)); err != nil {
+	if err := checkAll(factKey(l.Key), text("item", l.Item, maxValueBytes, true)); err != nil {
 		return err
 	}
 	// An export of a release before migration 051 holds identities

@@ -278,6 +278,11 @@ func TestImportBadInputWritesNothing(t *testing.T) {
 		{"unknown field", header + good + "\n" + strings.Replace(good, `"key"`, `"user_id":"bob","key"`, 1), 3, `unknown field "user_id"`},
 		{"bad time", header + ctxLine + "\n" + strings.Replace(good, "2026-11-01T10:30:00Z", "yesterday", 1), 3, "source_at"},
 		{"blank key", header + strings.Replace(good, `"key":"city"`, `"key":" "`, 1), 2, "key is required"},
+		// facts.get and facts.clear trim the key they are given: an
+		// imported key with white space at its ends could be neither read
+		// nor deleted (only a forget removed it).
+		{"spaced key", header + strings.Replace(good, `"key":"city"`, `"key":" city "`, 1), 2, "white space"},
+		{"spaced clear key", header + `{"type":"fact_clear","key":"city\t","cleared_at":"2026-11-01T09:00:00Z"}`, 2, "white space"},
 		{"NUL", header + ctxLine + "\n" + strings.Replace(ctxLine, `"A"`, `"a\u0000b"`, 1), 3, "NUL"},
 		{"long scope", header + strings.Replace(ctxLine, `"scope":""`, `"scope":"`+strings.Repeat("s", 129)+`"`, 1), 2, "scope is 129 bytes"},
 		{"future", header + strings.ReplaceAll(good, "2026-11-01T10:30:00Z", "2999-01-01T00:00:00Z"), 2, "in the future"},
