@@ -1,8 +1,10 @@
 package enricher_test
 
 import (
+	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,5 +112,41 @@ func TestListKeyAsAJSONArray(t *testing.T) {
 	}
 	if reply, err := h.client.SetFact(ctx, "u", "favorite_array", `["a","b"]`); err != nil || reply.Fact.Value != `["a","b"]` {
 		t.Errorf("a free key: %+v, %v; want the value as sent", reply, err)
+	}
+}
+
+// TestSetFactTrimsTheValue: a single-valued key's value is trimmed, as a
+// key and list items are; "  Lisbon  " kept its spaces.
+func TestSetFactTrimsTheValue(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	ctx := ctxT(t)
+	reply, err := h.client.SetFact(ctx, "u", " location ", "  Lisbon \n")
+	if err != nil || !reply.OK || reply.Fact.Key != "location" || reply.Fact.Value != "Lisbon" {
+		t.Fatalf("facts.set = %+v, %v; want location = Lisbon", reply, err)
+	}
+	if f, err := h.client.GetFact(ctx, "u", "location"); err != nil || f.Value != "Lisbon" {
+		t.Fatalf("facts.get = %+v, %v; want Lisbon", f, err)
+	}
+}
+
+// TestClearRefusesAQuestionNoItemHas: clear by a question holding a NUL or
+// over store's limit is a 400, as the other requests' text is; it was a
+// clear of nothing, recorded as a clear.
+func TestClearRefusesAQuestionNoItemHas(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	for _, q := range []string{"a\x00b", strings.Repeat("q", events.MaxQuestionBytes+1)} {
+		body, _ := json.Marshal(events.ClearRequest{UserID: "u", Question: q})
+		msg := h.raw(t, h.prefix+".clear.u", body)
+		if code, text := errorCode(t, msg); code != 400 || !strings.Contains(text, "question") {
+			t.Errorf("clear of a %d-byte question: code %d (%s), want a 400 naming the question", len(q), code, text)
+		}
+	}
+	var clears int
+	if err := st.Pool().QueryRow(ctxT(t), `SELECT count(*) FROM context_clears WHERE user_id = 'u'`).Scan(&clears); err != nil || clears != 0 {
+		t.Errorf("%d clears recorded (%v), want none", clears, err)
 	}
 }

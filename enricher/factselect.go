@@ -95,8 +95,9 @@ var keyTopics = func() map[string]map[string]bool {
 	work := f(`work working job jobs office boss colleague colleagues coworker coworkers career`)
 	study := f(`study studies studied studying graduate graduated graduation major class classes exam exams degree`)
 	drive := f(`drive drives driving drove parking mechanic`)
-	travel := f(`trip trips travel travelling traveling vacation vacations holiday holidays upcoming schedule`)
-	suggest := f(`recommend recommendation recommendations suggest suggestion suggestions ideas gift gifts weekend`)
+	travel := f(`trip trips travel travelling traveling vacation vacations holiday holidays upcoming schedule
+		calendar agenda weekend tonight tomorrow`)
+	suggest := f(`recommend recommendation recommendations suggest suggestion suggestions ideas gift gifts weekend fun`)
 	topics := map[string][]string{
 		"diet":                 food,
 		"dietary_restrictions": food,

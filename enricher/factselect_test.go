@@ -193,10 +193,14 @@ func TestSelectFactsByTopic(t *testing.T) {
 		{"Ideas for our wedding anniversary?", []string{"partner", "relationship_status", "likes", "hobbies"}},
 		{"How do I balance family time?", []string{"partner", "children"}},
 		{"How do I tell my boss I need a day off?", []string{"employer"}},
-		{"Should I study for the exam tonight?", []string{"education"}},
+		{"Should I study for the exam tonight?", []string{"education", "plans"}}, // tonight: what is coming
 		{"Is it safe to drive in snow?", []string{"car"}},
 		{"What should I pack for my trip?", []string{"plans"}},
 		{"Can you recommend a film?", []string{"likes", "hobbies"}},
+		// A time walk: the weekend's plans, and fun.
+		{"What am I doing this weekend?", []string{"plans", "likes", "hobbies"}},
+		{"What do I usually do for fun?", []string{"likes", "hobbies"}},
+		{"Anything on for tomorrow?", []string{"plans"}},
 		// Other subjects select none of them.
 		{"Where is the nearest station?", nil},
 		{"Explain TCP from the ground up", nil},

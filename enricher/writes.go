@@ -85,6 +85,11 @@ func (w memoryWrites) clearContext(token string, data []byte) (call, error) {
 	case req.All && (req.ID != 0 || req.Question != ""):
 		return nil, badRequest(`"all" cannot be combined with "id" or "question"`)
 	}
+	// The question is looked up: held to store's limits, a NUL or an
+	// oversized one is a 400, not a clear of nothing (and a clear record).
+	if err := checkText("question", req.Question, events.MaxQuestionBytes); err != nil {
+		return nil, err
+	}
 	return func(ctx context.Context) (any, error) {
 		n, err := w.store.DeleteContext(ctx, store.ContextDelete{UserID: req.UserID, ID: req.ID, Question: req.Question, All: req.All})
 		if err != nil {
@@ -132,7 +137,9 @@ func (w memoryWrites) setFact(token string, data []byte) (call, error) {
 			if list {
 				f, stored, err = q.SetFactValues(ctx, req.UserID, key, items)
 			} else {
-				f, stored, err = q.SetFact(ctx, req.UserID, key, req.Value)
+				// Trimmed, as a key and list items are: "  Lisbon  "
+				// stored its spaces, and matched no "Lisbon" said later.
+				f, stored, err = q.SetFact(ctx, req.UserID, key, strings.TrimSpace(req.Value))
 			}
 			return err
 		})

@@ -196,6 +196,10 @@ func scanImport(r io.Reader, line func(num int, b []byte) error) error {
 		num++
 		b := bytes.TrimSpace(sc.Bytes())
 		if num == 1 {
+			// A file saved by an editor that writes a byte order mark
+			// (Windows Notepad) starts with one: it is no part of the
+			// header, which it failed as "not a memoryd export".
+			b = bytes.TrimPrefix(b, []byte("\ufeff"))
 			if !json.Valid(b) {
 				return &InputError{Line: 1, Problem: "not a memoryd export: the first line must be " + ExportHeader}
 			}

@@ -80,3 +80,26 @@ func TestDefaultTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestImportFileWithAByteOrderMark: a file an editor saved with a byte
+// order mark (Windows Notepad) imports: the mark is no part of the header,
+// which failed as "not a memoryd export" though it read the same.
+func TestImportFileWithAByteOrderMark(t *testing.T) {
+	t.Parallel()
+	file := "\ufeff" + ExportHeader + "\r\n" + `{"type":"fact","key":"name","value":"Ana","source_at":"2026-11-01T10:00:00Z","updated_at":"2026-11-01T10:00:00Z"}` + "\r\n"
+	if err := CheckImport(strings.NewReader(file)); err != nil {
+		t.Fatalf("CheckImport: %v", err)
+	}
+	var header []byte
+	if err := scanImport(strings.NewReader(file), func(num int, b []byte) error {
+		if num == 1 {
+			header = b
+		}
+		return nil
+	}); err != nil || string(header) != ExportHeader {
+		t.Fatalf("header sent %q (%v), want %q", header, err, ExportHeader)
+	}
+	if err := CheckImport(strings.NewReader("\ufeffmemoryd export\n")); err == nil {
+		t.Error("a mark before a wrong header: no error")
+	}
+}
