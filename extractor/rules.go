@@ -312,14 +312,15 @@ func newRuleTable() []rule {
 		{key: keyMeant, re: re(`\bi\s+mean[t]?\s+`), kind: kindPlain},
 
 		// Where.
-		{key: "location", re: re(`\bi\s+live\s+in\s+`), kind: kindPlace},
+		// Not "we": a team "lives in Slack" and "moved to Kubernetes".
+		{key: "location", re: re(`\bi\s+(?:(?:now|still|currently)\s+)?live\s+in\s+`), kind: kindPlace},
 		{key: "location", re: re(im + `(?:living|based)\s+in\s+`), kind: kindPlace},
-		{key: "location", re: re(`\bi(?:\s+(?:have|just|recently)|['’]ve)?\s+moved\s+(?:back\s+)?(?:from\s+[^,.;!?]{1,60}?\s+)?to\s+`), kind: kindPlace},
+		{key: "location", re: re(`\bi(?:\s+(?:have|just|recently|finally|eventually)|['’]ve)*\s+moved\s+(?:back\s+)?(?:from\s+[^,.;!?]{1,60}?\s+)?to\s+`), kind: kindPlace},
 		{key: "location", op: OpDelete, re: re(`\bi\s+no\s+longer\s+live\s+in\s+`), kind: kindPlace},
 		{key: "location", op: OpDelete, re: re(`\bi\s+` + dont + `\s+live\s+in\s+`), kind: kindPlace, anymore: true},
 		{key: "location", op: OpDelete, re: re(im + `no\s+longer\s+(?:living|based)\s+in\s+`), kind: kindPlace},
 		{key: "location", op: OpDelete, re: re(im + `not\s+(?:living|based)\s+in\s+`), kind: kindPlace, anymore: true},
-		{key: "location", op: OpDelete, re: re(`\bi(?:\s+(?:have|just|recently)|['’]ve)?\s+moved\s+(?:away\s+from|out\s+of|from)\s+`), kind: kindPlace},
+		{key: "location", op: OpDelete, re: re(`\bi(?:\s+(?:have|just|recently|finally|eventually)|['’]ve)*\s+moved\s+(?:away\s+from|out\s+of|from)\s+`), kind: kindPlace},
 		{key: "hometown", re: re(im + `(?:originally\s+)?from\s+`), kind: kindPlace},
 		{key: "hometown", re: re(`\bi\s+grew\s+up\s+in\s+`), kind: kindPlace},
 

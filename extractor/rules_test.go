@@ -79,6 +79,14 @@ func rulesCases() []rulesCase {
 		{name: "moved back to", user: "I moved back to Lisbon", want: map[string]string{"location": "Lisbon"}},
 		{name: "moved from to", user: "I moved from Toronto to Lisbon last year", want: map[string]string{"location": "Lisbon"}},
 		{name: "based in", user: "I am based in São Paulo.", want: map[string]string{"location": "São Paulo"}},
+		// Adverbs before "moved" and "live"; "we" is not the user alone
+		// (a team "moved to Kubernetes"), and "I prefer something ..." is
+		// a reply to what came before (a time walk's month of chats).
+		{name: "finally moved", user: "I finally moved to Berlin!", want: map[string]string{"location": "Berlin"}},
+		{name: "now live in", user: "I now live in Porto", want: map[string]string{"location": "Porto"}},
+		{name: "we moved", user: "We moved to Kubernetes last year", want: none},
+		{name: "prefer something", user: "I prefer something less sad this time.", want: none},
+		{name: "prefer this one", user: "I prefer this one", want: none},
 		// An emoji ends a value: chat messages end in them.
 		{name: "emoji after a place", user: "I live in Braga 😊", want: map[string]string{"location": "Braga"}},
 		{name: "emoji after a name", user: "My name is Zoë 👋 and I live in Braga 🚀", want: map[string]string{"name": "Zoë", "location": "Braga"}},

@@ -69,7 +69,9 @@ func isBadLeadEmployer(w string) bool {
 
 func isBadLeadPlain(w string) bool {
 	switch w {
-	case "not", "that", "it":
+	// "I prefer something less sad this time": a reply to what came
+	// before, no standing preference.
+	case "not", "that", "it", "this", "something", "anything", "nothing", "one", "ones", "those", "these", "them":
 		return true
 	}
 	return false
