@@ -273,17 +273,8 @@ func TestCheckPrefixAndStream(t *testing.T) {
 // operator's --stream left out) is refused naming that stream.
 func TestEnsureStreamNamesTheStreamHoldingThePrefix(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	nc := eventstest.Conn(t)
-	prefix, stream := eventstest.Names(t, nc)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := events.EnsureStream(ctx, js, events.StreamConfig{Prefix: prefix, Stream: stream}); err != nil {
-		t.Fatal(err)
-	}
-	_, err = events.EnsureStream(ctx, js, events.StreamConfig{Prefix: prefix, Stream: stream + "_OTHER"})
+	ctx, js, prefix, stream := setupStream(t)
+	_, err := events.EnsureStream(ctx, js, events.StreamConfig{Prefix: prefix, Stream: stream + "_OTHER"})
 	if err == nil || !strings.Contains(err.Error(), "are in stream "+stream+" already") {
 		t.Fatalf("ensure a second stream for prefix %s: %v; want the error to name %s", prefix, err, stream)
 	}
@@ -421,16 +412,7 @@ func TestRepeatedKey(t *testing.T) {
 // error 10054 after the round trip.
 func TestPublisherCountsHeadersInSize(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	nc := eventstest.Conn(t)
-	prefix, stream := eventstest.Names(t, nc)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := events.EnsureStream(ctx, js, events.StreamConfig{Prefix: prefix, Stream: stream}); err != nil {
-		t.Fatal(err)
-	}
+	ctx, js, prefix, _ := setupStream(t)
 	turn := events.Turn{ID: "big", UserID: "alice", UserMessage: strings.Repeat(`"`, 60000), Timestamp: time.Now().UTC()}
 	data, err := json.Marshal(turn)
 	if err != nil {
@@ -449,4 +431,21 @@ func TestPublisherCountsHeadersInSize(t *testing.T) {
 	if !errors.Is(err, events.ErrInvalid) || errors.As(err, &apiErr) {
 		t.Fatalf("Publish of an event over the limit with its headers = %v; want ErrInvalid before sending", err)
 	}
+}
+
+// setupStream connects to the test's NATS server and makes a turn stream
+// of the test's own prefix and name.
+func setupStream(t *testing.T) (context.Context, jetstream.JetStream, string, string) {
+	t.Helper()
+	ctx := context.Background()
+	nc := eventstest.Conn(t)
+	prefix, stream := eventstest.Names(t, nc)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := events.EnsureStream(ctx, js, events.StreamConfig{Prefix: prefix, Stream: stream}); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, js, prefix, stream
 }
