@@ -634,8 +634,14 @@ func (s *Service) ranked(ctx context.Context, q store.SearchQuery, qv []float32,
 		}
 		if len(items) == p.maxResults {
 			// The read's exact top max_results first; the reserves are
-			// the next of its candidates.
+			// the next of its candidates, those a pruned read's bound
+			// shows to rank there among every candidate (an item
+			// holding only the lexemes it skipped could outrank the
+			// others).
 			items = Rank(cands, p.at, p.threshold, reserve)
+			for len(items) > p.maxResults && !ExactRead(cands, items, p.threshold, len(items)) {
+				items = items[:len(items)-1]
+			}
 		}
 	} else {
 		var vec map[int64]float64
@@ -652,20 +658,25 @@ func (s *Service) ranked(ctx context.Context, q store.SearchQuery, qv []float32,
 	return facts, items, cands.DocDefaults, nil
 }
 
-// newest returns the candidates' items newest first (ties: the higher id
-// first), at most limit, each with score 1. The result is never nil.
+// newest returns the items of a question about a time alone, each with
+// score 1: the candidates' picks (the first limit, store.SearchQuery.Latest)
+// newest first (ties: the higher id first), then the reserves after them,
+// newest first too, which injectDocs takes in place of a pick the token
+// budget drops. The result is never nil.
 func newest(c store.Candidates, limit int) []store.ContextItem {
-	items := make([]store.ContextItem, 0, min(len(c.Matches), limit))
+	items := make([]store.ContextItem, 0, len(c.Matches))
 	for _, m := range c.Matches {
 		items = append(items, m.Item)
 	}
-	slices.SortFunc(items, func(x, y store.ContextItem) int {
+	byTime := func(x, y store.ContextItem) int {
 		if n := y.CreatedAt.Compare(x.CreatedAt); n != 0 {
 			return n
 		}
 		return cmp.Compare(y.ID, x.ID)
-	})
-	items = items[:min(len(items), limit)]
+	}
+	picks := min(len(items), limit)
+	slices.SortFunc(items[:picks], byTime)
+	slices.SortFunc(items[picks:], byTime)
 	for i := range items {
 		items[i].Score = 1
 	}

@@ -78,8 +78,11 @@ func selectFacts(mode string, keywords []string, facts []store.Fact) []store.Fac
 // it is among a message's keywords only when all its words are ("where am
 // I from?"), and selects hometown then alone. Selecting a fact costs a few
 // tokens, and the token budget drops it first, so the lists lean to
-// recall; words with common other senses ("single", "date", "free") are
-// left out.
+// recall; words with common other senses in a chat that is also about
+// code and tools are left out: "single", "date", "free", "drive" (Google
+// Drive), "class", "major", "origin" (git), "native" (React Native),
+// "parent", "job" (a cron job), "schedule", "office", "ideas" (a review
+// found each selecting a fact for a question about code).
 var keyTopics = func() map[string]map[string]bool {
 	f := strings.Fields
 	food := f(`food foods eat eating ate meal meals recipe recipes cook cooking cooked bake baking
@@ -89,15 +92,15 @@ var keyTopics = func() map[string]map[string]bool {
 	health := f(`doctor doctors medicine medicines medication medications prescription pill pills
 		symptom symptoms treatment sick exercise exercises workout workouts training`)
 	age := f(`age old older younger born birth birthdate`)
-	origin := f(`from born grow grew grown raised childhood originally origin native roots`)
+	origin := f(`from born grow grew grown raised childhood originally hometown`)
 	marriage := f(`married marriage marry wedding anniversary engaged engagement divorced divorce dating spouse`)
-	family := f(`family families parent parents parenting`)
-	work := f(`work working job jobs office boss colleague colleagues coworker coworkers career`)
-	study := f(`study studies studied studying graduate graduated graduation major class classes exam exams degree`)
-	drive := f(`drive drives driving drove parking mechanic`)
-	travel := f(`trip trips travel travelling traveling vacation vacations holiday holidays upcoming schedule
-		calendar agenda weekend tonight tomorrow`)
-	suggest := f(`recommend recommendation recommendations suggest suggestion suggestions ideas gift gifts weekend fun`)
+	family := f(`family families parenting`)
+	work := f(`boss colleague colleagues coworker coworkers career`)
+	study := f(`study studies studied studying graduate graduated graduation exam exams`)
+	drive := f(`driving drove parking mechanic`)
+	travel := f(`trip trips travel travelling traveling vacation vacations holiday holidays upcoming
+		weekend tonight tomorrow`)
+	suggest := f(`recommend recommendation recommendations suggest suggestion suggestions gift gifts weekend fun`)
 	topics := map[string][]string{
 		"diet":                 food,
 		"dietary_restrictions": food,

@@ -82,3 +82,22 @@ func TestLLMModelsErrorHidesTheConfiguredAPIKey(t *testing.T) {
 		t.Errorf("HTTPStatus = %d, want 400 (error %q)", HTTPStatus(err), msg)
 	}
 }
+
+// TestHideKeyShortPlaceholder: a self-hosted server's placeholder key
+// ("x", "no", "sk": any string a local server accepts) is hidden where
+// the server quotes it, not inside every word holding its letters: with
+// key "x", "max_tokens exceeded" read "ma[redacted:api_key]_tokens
+// e[redacted:api_key]ceeded".
+func TestHideKeyShortPlaceholder(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ key, in, want string }{
+		{"x", "max_tokens exceeded", "max_tokens exceeded"},
+		{"x", "invalid api key: x", "invalid api key: [redacted:api_key]"},
+		{"no", "model not found: known models are none", "model not found: known models are none"},
+		{"plainkeyhunter2zz", "key plainkeyhunter2zz refused", "key [redacted:api_key] refused"},
+	} {
+		if got := hideKey(tc.in, tc.key); got != tc.want {
+			t.Errorf("hideKey(%q, %q) = %q, want %q", tc.in, tc.key, got, tc.want)
+		}
+	}
+}

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	openai "github.com/sashabaranov/go-openai"
 	"go.opentelemetry.io/otel/attribute"
@@ -978,6 +980,11 @@ func hideKey(reason, key string) string {
 	if key == "" {
 		return reason
 	}
+	if len(key) < minHiddenKeyBytes {
+		// A placeholder ("x", "no"): only where it stands alone, not in
+		// every word holding its letters ("max_tokens").
+		return replaceToken(reason, key, mark)
+	}
 	reason = strings.ReplaceAll(reason, key, mark)
 	if body, ok := strings.CutSuffix(reason, "…"); ok {
 		for n := min(len(key)-1, len(body)); n >= 4; n-- {
@@ -987,6 +994,33 @@ func hideKey(reason, key string) string {
 		}
 	}
 	return reason
+}
+
+// minHiddenKeyBytes is the shortest API key hideKey replaces wherever it
+// occurs; a shorter one is replaced where it stands alone (replaceToken).
+const minHiddenKeyBytes = 8
+
+// replaceToken replaces in s the occurrences of tok that no letter or
+// digit adjoins.
+func replaceToken(s, tok, with string) string {
+	alnum := func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
+	var b strings.Builder
+	for {
+		i := strings.Index(s, tok)
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		before, _ := utf8.DecodeLastRuneInString(s[:i])
+		after, _ := utf8.DecodeRuneInString(s[i+len(tok):])
+		b.WriteString(s[:i])
+		if (i == 0 || !alnum(before)) && (i+len(tok) == len(s) || !alnum(after)) {
+			b.WriteString(with)
+		} else {
+			b.WriteString(tok)
+		}
+		s = s[i+len(tok):]
+	}
 }
 
 // quotedError is err with a message safe to log (a server's words bounded

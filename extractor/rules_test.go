@@ -101,6 +101,12 @@ func rulesCases() []rulesCase {
 		{name: "short form ending a sentence", user: "I live near the Mt. I work as a nurse.", want: map[string]string{"occupation": "nurse"}},
 		{name: "dotted short form", user: "I live in Washington D.C. My name is Ana.", want: map[string]string{"location": "Washington D.C.", "name": "Ana"}},
 		{name: "dotted short form at the end", user: "i moved to the U.K.", want: map[string]string{"location": "the U.K."}},
+		// "Jr." and "Sr." after a name end it: a sentence starting with a
+		// capital after them is no part of it. Nor is one starting "I"
+		// after a title: "Dr. I live" is no name.
+		{name: "suffix ending a name", user: "My name is John Smith Jr. I live in Boston.", want: map[string]string{"name": "John Smith Jr", "location": "Boston"}},
+		{name: "senior ending a name", user: "My name is Ana Sr. Nice to meet you.", want: map[string]string{"name": "Ana Sr"}},
+		{name: "short form before I", user: "My name is Dr. I live in Porto.", want: map[string]string{"name": "Dr", "location": "Porto"}},
 		{name: "from is hometown", user: "I'm from Porto, where do you live?", want: map[string]string{"hometown": "Porto"}},
 		{name: "grew up in", user: "I grew up in Braga", want: map[string]string{"hometown": "Braga"}},
 		{name: "no longer live in", user: "I no longer live in Berlin.", want: none, changes: []FactChange{del("location", "Berlin")}},

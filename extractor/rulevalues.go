@@ -663,13 +663,34 @@ func sentenceDot(text string, i int) bool {
 	if j == i || j > 0 && !isSpaceByte(text[j-1]) && text[j-1] != '(' || text[j] < 'A' || text[j] > 'Z' || !nameAbbrevs[strings.ToLower(text[j:i])] {
 		return true
 	}
+	if postNominals[strings.ToLower(text[j:i])] {
+		// "John Smith Jr.": after a name's word, the name's end.
+		p := j - 1
+		for p > 0 && isSpaceByte(text[p-1]) {
+			p--
+		}
+		q := p
+		for q > 0 && isASCIILetter(text[q-1]) {
+			q--
+		}
+		if q < p && text[q] >= 'A' && text[q] <= 'Z' {
+			return true
+		}
+	}
 	k := i + 1
 	for k < len(text) && (text[k] == ' ' || text[k] == '\t') {
 		k++
 	}
+	if text[k:] == "I" || strings.HasPrefix(text[k:], "I ") || strings.HasPrefix(text[k:], "I'") || strings.HasPrefix(text[k:], "I’") {
+		return true // "Dr. I live in Porto": no name is "I"
+	}
 	r, _ := utf8.DecodeRuneInString(text[k:])
 	return !unicode.IsUpper(r)
 }
+
+// postNominals are the short forms of nameAbbrevs also written after a
+// name ("John Smith Jr."), where their dot may end the sentence.
+var postNominals = map[string]bool{"jr": true, "sr": true}
 
 // nameAbbrevs are the short forms, written before a name with a dot, of
 // titles and of the words of places' names.

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -243,7 +244,12 @@ func (p *DocumentPut) validate() error {
 	dec := json.NewDecoder(bytes.NewReader(p.Metadata))
 	dec.UseNumber() // numbers keep their literal (jsonb's numeric is exact)
 	var obj map[string]any
-	if err := dec.Decode(&obj); err != nil || obj == nil || dec.More() {
+	if err := dec.Decode(&obj); err != nil || obj == nil {
+		return errors.New("document metadata must be a JSON object")
+	}
+	// Nothing but white space after it: More is false before a '}' or a
+	// ']', so `{"a":1}}` passed it.
+	if _, err := dec.Token(); err != io.EOF {
 		return errors.New("document metadata must be a JSON object")
 	}
 	if holdsNUL(obj) {

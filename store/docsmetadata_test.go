@@ -51,3 +51,19 @@ func TestPutDocumentMetadataJSONBRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestPutDocumentMetadataTrailingData: metadata that is an object followed
+// by more (a closing bracket too many) is no JSON object, as before the
+// metadata was decoded with a json.Decoder, whose More is false before a
+// '}' or a ']' and so let `{"a":1}}` through, stored as {"a": 1}.
+func TestPutDocumentMetadataTrailingData(t *testing.T) {
+	ctx, s := setup(t)
+	for _, meta := range []string{`{"a":1}}`, `{"a":1}]`, `{"a":1} {}`, `{"a":1} x`} {
+		_, err := s.PutDocument(ctx, store.DocumentPut{Owner: alice, Collection: "c", DocID: "t", Content: "t", Metadata: []byte(meta)})
+		if !errors.Is(err, store.ErrInvalidDocument) {
+			t.Errorf("metadata %s: %v, want an invalid document", meta, err)
+		}
+	}
+	// White space after the object is fine.
+	put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "c", DocID: "ws", Content: "ws", Metadata: []byte("{\"a\":1} \n")})
+}

@@ -54,8 +54,10 @@ type SearchQuery struct {
 	// cover the range rather than its last minutes (whose newest turn is
 	// often a goodbye): of the few nearest the run's middle, the one with
 	// the most words, so that a run's topic wins over its greetings and
-	// thanks (latestCandidatesSQL). All of them when there are no more. 0
-	// reads none, as without a range.
+	// thanks (latestCandidatesSQL). All of them when there are no more.
+	// Matches holds those picks first (one a run, in time order, newest
+	// first), then each run's second choice, in the same order: reserves,
+	// for a pick too large for a reply. 0 reads none, as without a range.
 	Latest int
 	// Hybrid asks for the user's embedding generation with the candidates
 	// (Candidates.Generation), and adds VectorIDs to them: the items the
@@ -236,11 +238,12 @@ const recallSQL = `
 // usable keyword and a range (SearchQuery.Latest): one item from each of
 // Latest equal runs of the range's items in time order (all of them when
 // there are no more), the one with the most words (question_len plus
-// answer_len: its distinct lexemes) among the latestWindow nearest the
-// run's middle, the nearest to the middle first on a tie. A greeting, a
-// thanks or an "ok" says few words and draws a short reply, so a run's
-// topic wins over them: the middle item alone was small talk about half
-// the time on a walk's realistic month of chats. The range is counted,
+// answer_len: its distinct lexemes; up to latestEnoughWords) among the
+// latestWindow nearest the run's middle, the nearest to the middle first
+// on a tie; then each run's second choice, a reserve for a pick the token
+// budget drops. A greeting, a thanks or an "ok" says few words and draws a
+// short reply, so a run's topic wins over them: the middle item alone was
+// small talk about half the time on a walk's realistic month of chats. The range is counted,
 // then each run's window read at its offset, both from
 // context_user_created_id_idx (or context_user_scope_idx) alone, then the
 // windows' rows for their lengths, by id (a join was planned as a scan of
@@ -262,12 +265,18 @@ const latestCandidatesSQL = `
 			FROM (SELECT k, (k * n.n) / {latest} AS lo, ((k + 1) * n.n) / {latest} AS hi, ((2 * k + 1) * n.n) / (2 * {latest}) AS mid
 				FROM (SELECT count(*) AS n FROM context WHERE user_id = $1{range}) n, generate_series(0, {latest} - 1) k) b
 			WHERE hi > lo) p
-		CROSS JOIN LATERAL (SELECT w.id FROM (SELECT s.id, (SELECT l.question_len + l.answer_len FROM context l WHERE l.id = s.id) AS size,
+		CROSS JOIN LATERAL (SELECT w.id, row_number() OVER (ORDER BY least(w.size, {enough}) DESC, abs(w.x - p.mid), w.x) AS pick FROM (SELECT s.id, (SELECT l.question_len + l.answer_len FROM context l WHERE l.id = s.id) AS size,
 					p.o + row_number() OVER (ORDER BY s.created_at DESC, s.id DESC) - 1 AS x
 				FROM (SELECT id, created_at FROM context WHERE user_id = $1{range}
 					ORDER BY created_at DESC, id DESC OFFSET p.o LIMIT least(p.hi - p.lo, {window})) s) w
-			ORDER BY w.size DESC, abs(w.x - p.mid), w.x LIMIT 1) r
-		JOIN context c ON c.id = r.id ORDER BY p.k) c`
+			ORDER BY least(w.size, {enough}) DESC, abs(w.x - p.mid), w.x LIMIT 2) r
+		JOIN context c ON c.id = r.id ORDER BY r.pick, p.k) c`
+
+// latestEnoughWords is how many words (distinct lexemes) make an item a
+// topic for a question about a time alone: past it, more words do not
+// win, the middle does, so that a pasted log or file (the most words, and
+// too large for the token budget) is no better a pick than a topic.
+const latestEnoughWords = 40
 
 // latestWindow is how many items around a run's middle a question about a
 // time alone chooses from (latestCandidatesSQL): enough to pass over the
@@ -333,6 +342,7 @@ var recallStatements = func() map[recallShape]string {
 				}
 				latest := strings.ReplaceAll(latestCandidatesSQL, "{range}", scope+cond)
 				latest = strings.ReplaceAll(latest, "{window}", strconv.Itoa(latestWindow))
+				latest = strings.ReplaceAll(latest, "{enough}", strconv.Itoa(latestEnoughWords))
 				sql = sql[:i] + "\tUNION ALL" + strings.ReplaceAll(latest, "{latest}", fmt.Sprintf("$%d", n+1))
 			} else {
 				sql = strings.Replace(sql, "AND (SELECT phrase FROM kw) OFFSET 0", "AND (SELECT phrase FROM kw)"+cond+" OFFSET 0", 1)
