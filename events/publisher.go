@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/textproto"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -182,7 +184,15 @@ func (p *Publisher) Publish(ctx context.Context, turn Turn) (*jetstream.PubAck, 
 		Data:    data,
 		Header:  nats.Header{},
 	}
-	msg.Header.Set(jetstream.MsgIDHeader, MsgID(turn.UserID, turn.ID))
+	msgID := MsgID(turn.UserID, turn.ID)
+	if textproto.TrimString(msgID) != msgID || strings.ContainsAny(msgID, "\r\n") {
+		// nats.go sends a header value trimmed of its edge white space,
+		// line breaks as spaces: "x " would go as "x", the Nats-Msg-Id of
+		// another turn, and the stream would drop it as that one's
+		// duplicate.
+		return nil, invalid("id", "has white space at its ends or a line break, which the Nats-Msg-Id header cannot carry")
+	}
+	msg.Header.Set(jetstream.MsgIDHeader, msgID)
 	InjectTrace(ctx, msg)
 	// The limit is on the whole message, headers as sent included: the
 	// stream refuses a larger one (error 10054) only after the round trip.

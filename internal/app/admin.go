@@ -123,8 +123,9 @@ func (a *App) Replay(ctx context.Context, o ReplayOptions) (worker.ReplayProgres
 
 // checkReplayStream checks, before replay opens (creates, migrates) the
 // database, that the turn stream exists and captures the prefix's turn
-// subjects; a.mu is held. A stream without subjects of its own (a mirror,
-// or one of sources) is not checked for the prefix.
+// subjects; a.mu is held. A stream that takes messages from others (a
+// mirror, or one of sources, with or without subjects of its own) is not
+// checked for the prefix.
 func (a *App) checkReplayStream(ctx context.Context) error {
 	js, err := a.jetStream()
 	if err != nil {
@@ -144,6 +145,11 @@ func (a *App) checkReplayStream(ctx context.Context) error {
 		return fmt.Errorf("replay: stream %s: %w", a.cfg.Stream, err)
 	}
 	want := events.TurnSubjects(a.cfg.Prefix)
+	if info.Config.Mirror != nil || len(info.Config.Sources) > 0 {
+		// Its messages keep the subjects they had in the streams it takes
+		// them from, whatever subjects of its own it captures.
+		return nil
+	}
 	if subj := info.Config.Subjects; len(subj) > 0 && !slices.ContainsFunc(subj, func(p string) bool { return subjectsOverlap(p, want) }) {
 		return fmt.Errorf("replay: stream %s captures %s, not the turns of prefix %q (%s): check --prefix and --stream; nothing was read, and the database was not opened or migrated",
 			a.cfg.Stream, strings.Join(subj, ", "), a.cfg.Prefix, want)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
@@ -232,4 +234,52 @@ func TestSubjectsOverlap(t *testing.T) {
 			t.Errorf("subjectsOverlap(%q, %q) = %v, want %v", c.b, c.a, got, c.want)
 		}
 	}
+}
+
+// A stream that takes the turns from the turn stream (sources) while it
+// captures other subjects of its own, an aggregate or a backup, holds the
+// prefix's turns under their own subjects: the replay's stream check must
+// not refuse it for its own subjects (before the check, such a replay read
+// the turns back).
+func TestAReplayOfASourcedStreamWithSubjectsOfItsOwn(t *testing.T) {
+	t.Parallel()
+	a, ctx := startWithAlice(t)
+	js, err := a.jetStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	agg := a.cfg.Stream + "_AGG"
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name:     agg,
+		Subjects: []string{a.cfg.Prefix + "agg.>"},
+		Sources:  []*jetstream.StreamSource{{Name: a.cfg.Stream}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), agg) })
+	eventstestEventually(t, ctx, js, agg)
+	cfg := a.cfg
+	cfg.Stream = agg
+	cfg.Store.URL = storetest.MissingDatabase(t) + "&pool_max_conns=4"
+	cfg.Store.CreateDatabase = true
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop(context.Background()) })
+	if p, err := b.Replay(ctx, ReplayOptions{}); err != nil || p.Enqueued != 1 {
+		t.Fatalf("replay of stream %s, which sources %s: %+v, %v; want alice's turn", agg, a.cfg.Stream, p, err)
+	}
+}
+
+// eventstestEventually waits for stream name to hold a message.
+func eventstestEventually(t *testing.T, ctx context.Context, js jetstream.JetStream, name string) {
+	t.Helper()
+	for range 100 {
+		if s, err := js.Stream(ctx, name); err == nil && s.CachedInfo().State.Msgs > 0 {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("stream %s holds no message", name)
 }
