@@ -2,6 +2,7 @@ package extractor
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -59,5 +60,25 @@ func TestResolveOps(t *testing.T) {
 				t.Errorf("resolveOps = %v, %v; want %v, %v", facts, changes, c.facts, c.changes)
 			}
 		})
+	}
+}
+
+// TestSplitItems: a list value's items, at commas and semicolons, or the
+// strings of a value written as a JSON array (a model quoting the list).
+func TestSplitItems(t *testing.T) {
+	for _, tt := range []struct {
+		value string
+		want  []string
+	}{
+		{"peanuts, shellfish; eggs", []string{"peanuts", "shellfish", "eggs"}},
+		{` ["climbing","go"] `, []string{"climbing", "go"}},
+		{`["board games; cards", "chess", ""]`, []string{"board games", "cards", "chess"}},
+		{`[climbing, go]`, []string{"[climbing", "go]"}}, // not JSON: split as written
+		{`["unknown"]`, nil},
+		{"", nil},
+	} {
+		if got := SplitItems(tt.value); !slices.Equal(got, tt.want) {
+			t.Errorf("SplitItems(%q) = %q, want %q", tt.value, got, tt.want)
+		}
 	}
 }
