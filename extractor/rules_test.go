@@ -93,6 +93,8 @@ func rulesCases() []rulesCase {
 		{name: "emoji after a job", user: "I work as a nurse 🙂", want: map[string]string{"occupation": "nurse"}},
 		{name: "emoji with a selector and a joiner", user: "I'm allergic to cats ❤️ and I live in Porto 👨‍👩‍👧", want: map[string]string{"location": "Porto"},
 			changes: []FactChange{add("allergies", "cats")}},
+		{name: "emoji before a place", user: "I live in 🇵🇹 Lisbon", want: map[string]string{"location": "Lisbon"}},
+		{name: "registered sign in a name", user: "I work at Acme® Corp", want: map[string]string{"employer": "Acme® Corp"}},
 		// A dot after a short form before a name ends no sentence; "St"
 		// was stored as the city. A dotted short form keeps its last dot.
 		{name: "short form before a name", user: "I live in St. Louis. My name is Ana.", want: map[string]string{"location": "St. Louis", "name": "Ana"}},

@@ -418,6 +418,8 @@ func cleanValue(kind ruleKind, rest string, ts time.Time) string {
 			rest = rest[:i]
 		}
 	}
+	// One before the value is passed over ("I live in 🇵🇹 Lisbon").
+	rest = strings.TrimLeftFunc(rest, func(r rune) bool { return isPictograph(r) || unicode.IsSpace(r) })
 	if i := strings.IndexFunc(rest, isPictograph); i >= 0 {
 		rest = rest[:i]
 	}
@@ -816,9 +818,14 @@ func emailValue(rest string) string {
 }
 
 // isPictograph reports whether r is an emoji or another pictographic
-// symbol (Unicode's So: 😊, 🚀, ☕, ™), or a joiner or a variation
-// selector of one: never part of a value the rules keep.
+// symbol (Unicode's So: 😊, 🚀, ☕, a flag's letters; not the signs names
+// and measures carry: ©, ®, ™, °), or a joiner or a variation selector of
+// one: never part of a value the rules keep.
 func isPictograph(r rune) bool {
+	switch r {
+	case '©', '®', '™', '°', '℃', '℉':
+		return false // part of a name or a value: "Acme® Corp", "20°"
+	}
 	return unicode.Is(unicode.So, r) || r == '\u200d' || r >= '\ufe00' && r <= '\ufe0f'
 }
 
