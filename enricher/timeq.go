@@ -141,6 +141,13 @@ func ParseTime(message string, at time.Time) (TimeExpr, bool) {
 	if c, cok := europeanTime(toks, at); cok && (!ok || c.Start < e.Start) {
 		e, ok = c, true
 	}
+	if ok && !e.Since.IsZero() && !e.Since.Before(at) {
+		// A range that starts at or after at holds no memory yet: "what am
+		// I doing this weekend?" on a Friday, "tonight" at noon ask about
+		// a plan, told before, which the message's words find ("weekend");
+		// read as a range, they found nothing. As "tomorrow" is not read.
+		return TimeExpr{}, false
+	}
 	return e, ok
 }
 

@@ -198,6 +198,26 @@ func TestEnrichOversizedItemLeavesItsPlace(t *testing.T) {
 	}
 }
 
+// TestEnrichPlanForATimeToCome: "what am I doing this weekend?" asked on a
+// Friday found nothing: the weekend to come was read as a range, which
+// holds no memory yet. A range yet to come is no range, and the message's
+// words find the plan told on Tuesday.
+func TestEnrichPlanForATimeToCome(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	friday := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	insertContext(t, st,
+		store.ContextWrite{UserID: "lena", Question: "I'm hiking in the Harz with Tom this weekend, any tips?", Answer: "Take layers and check the trail map.",
+			CreatedAt: friday.AddDate(0, 0, -3), EventID: "plan"},
+		store.ContextWrite{UserID: "lena", Question: "What should I cook for dinner?", Answer: "A risotto.", CreatedAt: friday.Add(-time.Hour), EventID: "other"},
+	)
+	r := enrich(t, h, events.EnrichRequest{UserID: "lena", Message: "what am I doing this weekend?", At: friday})
+	if got := eventIDs(r.Context); !slices.Equal(got, []string{"plan"}) {
+		t.Errorf("items %q (keywords %q), want the plan", got, r.Keywords)
+	}
+}
+
 func TestSearchSinceUntil(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
