@@ -190,9 +190,10 @@ var fieldRules = map[string]map[string]fieldRule{
 		"answer":   {optional: true, maxBytes: events.MaxAnswerBytes},
 	},
 	"clear.request": {
-		rootRule:  {description: `Say what to delete: "id", "question" (both: the item matching both), or "all": true alone.`},
-		"user_id": userIDRule,
-		"id":      {minimum: 0, description: "0 or absent: not a condition"},
+		rootRule:   {description: `Say what to delete: "id", "question" (both: the item matching both), or "all": true alone.`},
+		"user_id":  userIDRule,
+		"id":       {minimum: 0, description: "0 or absent: not a condition"},
+		"question": {optional: true, maxBytes: events.MaxQuestionBytes, description: "without a NUL character"},
 	},
 	"facts_set.request": {
 		"user_id": userIDRule,
