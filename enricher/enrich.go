@@ -331,6 +331,13 @@ func (s *Service) enrich(ctx context.Context, p enrichParams) (events.EnrichRepl
 	if err != nil {
 		return events.EnrichReply{}, err
 	}
+	// Reserves without their texts stay out until the budget drops an
+	// item (below).
+	reserves := untextedReserves(items, p.maxResults)
+	all := items
+	if reserves {
+		items = items[:p.maxResults]
+	}
 	chunks := []events.DocumentChunk{}
 	var docsLost string // why the documents are left out of a reply that keeps the rest
 	// A request naming no collections searches the user's defaults; the
@@ -371,6 +378,17 @@ func (s *Service) enrich(ctx context.Context, p enrichParams) (events.EnrichRepl
 		return r
 	}
 	r := build(p.maxTokens)
+	if reserves && len(r.Context) < p.maxResults {
+		// An item too large for the budget: its place goes to the next
+		// ranked, whose texts are read now (a third round trip, for
+		// such requests only). Failing that, the reply stands as is.
+		if more, err := s.recall.ContextTexts(ctx, p.userID, all[p.maxResults:]); err != nil {
+			s.logger.Warn(msgStoreFailed, "user_id", p.userID, "what", "reserve texts", "error", err)
+		} else {
+			items = append(all[:p.maxResults:p.maxResults], more...)
+			r = build(p.maxTokens)
+		}
+	}
 	// The reply holds the budget's text twice (the injection and the
 	// lists), JSON-escaped: one over the NATS max payload would never be
 	// sent. Such a reply is built again with a lower budget, dropping the
@@ -651,11 +669,25 @@ func (s *Service) ranked(ctx context.Context, q store.SearchQuery, qv []float32,
 		items = fuse(cands, vec, p.at, p.threshold, reserve)
 	}
 	if !cands.Texts {
-		if items, err = s.recall.ContextTexts(ctx, q.UserID, items); err != nil {
+		// The first max_results' texts; the reserves' only when the
+		// budget drops one (enrich: withReserves). Read with them, the
+		// second round trip of every request shipped twice the text
+		// (membench on real conversations: p50 2.37 ms became 2.95).
+		n := min(len(items), p.maxResults)
+		head, err := s.recall.ContextTexts(ctx, q.UserID, items[:n])
+		if err != nil {
 			return nil, nil, false, err
 		}
+		items = append(head, items[n:]...)
 	}
 	return facts, items, cands.DocDefaults, nil
+}
+
+// untextedReserves reports whether items past max results are reserves
+// whose texts are not read yet (ranked): a stored item's question is never
+// empty.
+func untextedReserves(items []store.ContextItem, maxResults int) bool {
+	return len(items) > maxResults && items[maxResults].Question == ""
 }
 
 // newest returns the items of a question about a time alone, each with

@@ -190,9 +190,30 @@ func TestEnrichOversizedItemLeavesItsPlace(t *testing.T) {
 			t.Errorf("max_results %d: items %q, want %d small ones (the big one does not fit %d tokens)", n, got, want, r.Tokens)
 		}
 	}
+	// A user with more candidates than come with their texts (40): the
+	// reserves' texts are read only for the request whose budget drops
+	// the big one.
+	var many []store.ContextWrite
+	for i := range 40 {
+		many = append(many, store.ContextWrite{UserID: "erik", Question: "Where should I go kayaking, trip " + strconv.Itoa(i) + "?", Answer: "Try the river.",
+			CreatedAt: timeAt.Add(-time.Duration(i+1) * time.Hour), EventID: "small" + strconv.Itoa(i)})
+	}
+	many = append(many, store.ContextWrite{UserID: "erik", Question: "kayaking kayaking kayaking: my whole trip log",
+		Answer: strings.Repeat("We paddled along the coast and camped. ", 280), CreatedAt: timeAt.Add(-time.Minute), EventID: "big"})
+	insertContext(t, st, many...)
+	zero := 0.0 // a word all 41 hold scores low
+	r := enrich(t, h, events.EnrichRequest{UserID: "erik", Message: "kayaking", At: timeAt, Threshold: &zero})
+	if got := eventIDs(r.Context); len(got) != events.DefaultMaxResults || slices.Contains(got, "big") {
+		t.Errorf("40 candidates: items %q, want %d small ones", got, events.DefaultMaxResults)
+	}
+	for _, c := range r.Context {
+		if c.Question == "" || c.Answer == "" {
+			t.Errorf("40 candidates: item %s injected without its text", c.EventID)
+		}
+	}
 	// With room for it, the big one ranks first.
 	budget := 20000
-	r := enrich(t, h, events.EnrichRequest{UserID: "dana", Message: "kayaking", At: timeAt, MaxTokens: &budget})
+	r = enrich(t, h, events.EnrichRequest{UserID: "dana", Message: "kayaking", At: timeAt, MaxTokens: &budget})
 	if got := eventIDs(r.Context); len(got) != events.DefaultMaxResults || got[0] != "big" {
 		t.Errorf("max_tokens %d: items %q, want the big one first of %d", budget, got, events.DefaultMaxResults)
 	}
