@@ -646,20 +646,16 @@ func (s *Service) ranked(ctx context.Context, q store.SearchQuery, qv []float32,
 	// (injectDocs keeps max_results at most).
 	reserve := p.maxResults * reserveShare
 	if qv == nil {
-		facts, cands, items, _, err = PrunedRead(ctx, read, q, ReadPrune(), p.at, p.threshold, p.maxResults)
+		facts, cands, items, _, err = prunedRead(ctx, read, q, ReadPrune(), p.at, p.threshold, p.maxResults, reserve)
 		if err != nil {
 			return nil, nil, false, err
 		}
-		if len(items) == p.maxResults {
-			// The read's exact top max_results first; the reserves are
-			// the next of its candidates, those a pruned read's bound
-			// shows to rank there among every candidate (an item
-			// holding only the lexemes it skipped could outrank the
-			// others).
-			items = Rank(cands, p.at, p.threshold, reserve)
-			for len(items) > p.maxResults && !ExactRead(cands, items, p.threshold, len(items)) {
-				items = items[:len(items)-1]
-			}
+		// The read's exact top max_results first; the reserves are the
+		// next of its candidates, those a pruned read's bound shows to
+		// rank there among every candidate (an item holding only the
+		// lexemes it skipped could outrank the others).
+		for len(items) > p.maxResults && !ExactRead(cands, items, p.threshold, len(items)) {
+			items = items[:len(items)-1]
 		}
 	} else {
 		var vec map[int64]float64

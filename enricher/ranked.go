@@ -88,12 +88,21 @@ type ReadFunc func(ctx context.Context, q store.SearchQuery) ([]store.Fact, stor
 // snapshot.
 func PrunedRead(ctx context.Context, read ReadFunc, q store.SearchQuery, p store.Prune, at time.Time, threshold float64, limit int) (
 	facts []store.Fact, c store.Candidates, items []store.ContextItem, rest bool, err error) {
+	return prunedRead(ctx, read, q, p, at, threshold, limit, limit)
+}
+
+// prunedRead is PrunedRead ranking up to ranked items (at least limit),
+// whose first limit are PrunedRead's: the reads and their exactness are
+// judged on those, so that the items past them (enrich's reserves) cost no
+// second ranking.
+func prunedRead(ctx context.Context, read ReadFunc, q store.SearchQuery, p store.Prune, at time.Time, threshold float64, limit, ranked int) (
+	facts []store.Fact, c store.Candidates, items []store.ContextItem, rest bool, err error) {
 	q.Prune = p
 	if facts, c, err = read(ctx, q); err != nil {
 		return nil, store.Candidates{}, nil, false, err
 	}
-	items = Rank(c, at, threshold, limit)
-	if ExactRead(c, items, threshold, limit) {
+	items = Rank(c, at, threshold, ranked)
+	if ExactRead(c, items[:min(len(items), limit)], threshold, limit) {
 		return facts, c, items, false, nil
 	}
 	var kept []string
@@ -114,7 +123,7 @@ func PrunedRead(ctx context.Context, read ReadFunc, q store.SearchQuery, p store
 		if facts, c, err = read(ctx, q); err != nil {
 			return nil, store.Candidates{}, nil, true, err
 		}
-		return facts, c, Rank(c, at, threshold, limit), true, nil
+		return facts, c, Rank(c, at, threshold, ranked), true, nil
 	}
 	// Every candidate, counted by Rank: the second read's statistics, and
 	// an item in both reads (its words changed in between) once, as now.
@@ -128,5 +137,5 @@ func PrunedRead(ctx context.Context, read ReadFunc, q store.SearchQuery, p store
 		}
 	}
 	more.Texts = more.Texts && c.Texts
-	return facts, more, Rank(more, at, threshold, limit), true, nil
+	return facts, more, Rank(more, at, threshold, ranked), true, nil
 }
