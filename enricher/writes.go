@@ -2,7 +2,6 @@ package enricher
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -175,22 +174,19 @@ func listKey(key string) (string, bool) {
 }
 
 // listItems returns the items of a list key's value (splitItems), or,
-// for a value written as a JSON array of strings ('["climbing","go"]',
-// what a model or a script sends for a list), its strings' items: split
-// at commas, that was stored as the items `["climbing"` and `"go"]`. A
-// value in brackets that is no such array is a 400: it is a list
-// mistyped, not items.
+// for a value written as a JSON array of strings (events.ListArray), its
+// strings' items. A value in brackets that is no such array is a 400: it
+// is a list mistyped, not items.
 func listItems(v string) ([]string, error) {
-	t := strings.TrimSpace(v)
-	if !strings.HasPrefix(t, "[") || !strings.HasSuffix(t, "]") {
+	strs, bracketed, ok := events.ListArray(v)
+	switch {
+	case !bracketed:
 		return splitItems(v), nil
-	}
-	var arr []string
-	if err := json.Unmarshal([]byte(t), &arr); err != nil {
-		return nil, badRequest(`value %s looks like a JSON array but is not one of strings: send the items separated by commas ("climbing, go") or as a JSON array of strings`, quoteShort(t))
+	case !ok:
+		return nil, badRequest(`value %s looks like a JSON array but is not one of strings: send the items separated by commas ("climbing, go") or as a JSON array of strings`, quoteShort(strings.TrimSpace(v)))
 	}
 	var items []string
-	for _, a := range arr {
+	for _, a := range strs {
 		items = append(items, splitItems(a)...)
 	}
 	return items, nil

@@ -1,6 +1,9 @@
 package events
 
-import "strings"
+import (
+	"encoding/json"
+	"strings"
+)
 
 // FactKeyInfo describes one key of the canonical fact vocabulary, which the
 // rules extractor and the model prompt share (docs/protocol.md, "Fact
@@ -175,4 +178,20 @@ func snakeKey(s string, limit int) string {
 		key = key[:limit]
 	}
 	return strings.Trim(key, "_")
+}
+
+// ListArray reads a list value written as a JSON array of strings
+// ('["climbing","go"]': what a model or a script sends for a list) and
+// returns its strings. bracketed says the value, trimmed, is in brackets;
+// ok that it is such an array. Split at commas as a list value is, it gave
+// the items `["climbing"` and `"go"]`.
+func ListArray(value string) (strs []string, bracketed, ok bool) {
+	t := strings.TrimSpace(value)
+	if !strings.HasPrefix(t, "[") || !strings.HasSuffix(t, "]") {
+		return nil, false, false
+	}
+	if json.Unmarshal([]byte(t), &strs) != nil {
+		return nil, true, false
+	}
+	return strs, true, true
 }

@@ -181,3 +181,30 @@ func factKeyTable(doc string) ([]FactKeyInfo, error) {
 	}
 	return rows, nil
 }
+
+func TestListArray(t *testing.T) {
+	for _, tt := range []struct {
+		value           string
+		strs            []string
+		bracketed, isOK bool
+	}{
+		{`["climbing","go"]`, []string{"climbing", "go"}, true, true},
+		{` [ "a" ] `, []string{"a"}, true, true},
+		{`[]`, []string{}, true, true},
+		{`[climbing, go]`, nil, true, false},
+		{`["a", 3]`, nil, true, false},
+		{`climbing, go`, nil, false, false},
+		{`[a] b`, nil, false, false},
+	} {
+		strs, bracketed, ok := ListArray(tt.value)
+		if len(strs) != len(tt.strs) || bracketed != tt.bracketed || ok != tt.isOK {
+			t.Errorf("ListArray(%q) = %q, %v, %v; want %q, %v, %v", tt.value, strs, bracketed, ok, tt.strs, tt.bracketed, tt.isOK)
+			continue
+		}
+		for i := range strs {
+			if strs[i] != tt.strs[i] {
+				t.Errorf("ListArray(%q) = %q, want %q", tt.value, strs, tt.strs)
+			}
+		}
+	}
+}

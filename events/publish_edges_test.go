@@ -1,7 +1,6 @@
 package events_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -12,23 +11,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/memoryd/memoryd/events"
-	"github.com/memoryd/memoryd/events/eventstest"
 )
 
 // TestPublisherSizeBoundaryIsExact: a turn whose JSON plus headers as sent
 // is exactly MaxEventBytes is stored; the stream refuses one byte more
 // (10054), which Publish refuses before sending.
 func TestPublisherSizeBoundaryIsExact(t *testing.T) {
-	ctx := context.Background()
-	nc := eventstest.Conn(t)
-	prefix, stream := eventstest.Names(t, nc)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := events.EnsureStream(ctx, js, events.StreamConfig{Prefix: prefix, Stream: stream}); err != nil {
-		t.Fatal(err)
-	}
+	ctx, js, prefix, _ := setupStream(t)
 	for _, extra := range []int{0, 1} {
 		turn := events.Turn{ID: "edge" + string(rune('a'+extra)), UserID: "alice", UserMessage: "hi", Timestamp: time.Now().UTC()}
 		hdr := len("NATS/1.0\r\n\r\n") + len(jetstream.MsgIDHeader+": \r\n") + len(events.MsgID(turn.UserID, turn.ID))
@@ -63,16 +52,7 @@ func TestPublisherSizeBoundaryIsExact(t *testing.T) {
 // so "x" and "x " share a Nats-Msg-Id and the second turn is dropped as a
 // duplicate.
 func TestIDsDifferingInEdgeSpaceAreNotDuplicates(t *testing.T) {
-	ctx := context.Background()
-	nc := eventstest.Conn(t)
-	prefix, stream := eventstest.Names(t, nc)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := events.EnsureStream(ctx, js, events.StreamConfig{Prefix: prefix, Stream: stream}); err != nil {
-		t.Fatal(err)
-	}
+	ctx, js, prefix, _ := setupStream(t)
 	p := events.NewPublisher(js, prefix)
 	for _, ids := range [][2]string{{"x", "x "}, {"y", "\ty"}, {"a b", "a\nb"}} {
 		a := events.Turn{ID: ids[0], UserID: "alice", UserMessage: "I live in Porto", Timestamp: time.Now().UTC()}

@@ -1,7 +1,6 @@
 package extractor
 
 import (
-	"encoding/json"
 	"strings"
 
 	"golang.org/x/text/unicode/norm"
@@ -181,19 +180,15 @@ func ItemIdentity(value string) string {
 
 // SplitItems splits a list value into its items at commas and semicolons,
 // trimmed; empty items and those saying nothing is known are dropped. A
-// value written as a JSON array of strings ('["climbing","go"]', a model
-// quoting the list it was asked for) is its strings, each split so: split
-// at its commas it gave the items `["climbing"` and `"go"]`.
+// value written as a JSON array of strings (events.ListArray: a model
+// quoting the list it was asked for) is its strings, each split so.
 func SplitItems(value string) []string {
-	if t := strings.TrimSpace(value); strings.HasPrefix(t, "[") && strings.HasSuffix(t, "]") {
-		var arr []string
-		if json.Unmarshal([]byte(t), &arr) == nil {
-			var items []string
-			for _, a := range arr {
-				items = append(items, SplitItems(a)...)
-			}
-			return items
+	if strs, _, ok := events.ListArray(value); ok {
+		var items []string
+		for _, a := range strs {
+			items = append(items, SplitItems(a)...)
 		}
+		return items
 	}
 	var items []string
 	for _, it := range strings.FieldsFunc(value, func(r rune) bool { return r == ',' || r == ';' }) {

@@ -148,11 +148,15 @@ func TestADryRunReplayCreatesNoDatabase(t *testing.T) {
 	}
 }
 
-// onMissingDatabase is a second App of a's prefix and stream on a database
-// that does not exist, which it may create.
-func onMissingDatabase(t *testing.T, a *App) (*App, Config) {
+// onMissingDatabase is a second App of a's prefix and stream (as edit,
+// if any, changes them) on a database that does not exist, which it may
+// create.
+func onMissingDatabase(t *testing.T, a *App, edit ...func(*Config)) (*App, Config) {
 	t.Helper()
 	cfg := a.cfg
+	for _, e := range edit {
+		e(&cfg)
+	}
 	cfg.Store.URL = storetest.MissingDatabase(t) + "&pool_max_conns=4"
 	cfg.Store.CreateDatabase = true
 	b, err := New(cfg)
@@ -179,15 +183,7 @@ func TestAReplayOfAMisspeltStreamTouchesNoDatabase(t *testing.T) {
 		{"prefix", a.cfg.Prefix + "typo", a.cfg.Stream, "not the turns of prefix"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cfg := a.cfg
-			cfg.Prefix, cfg.Stream = c.prefix, c.stream
-			cfg.Store.URL = storetest.MissingDatabase(t) + "&pool_max_conns=4"
-			cfg.Store.CreateDatabase = true
-			b, err := New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = b.Stop(context.Background()) })
+			b, cfg := onMissingDatabase(t, a, func(cfg *Config) { cfg.Prefix, cfg.Stream = c.prefix, c.stream })
 			for _, o := range []ReplayOptions{{}, {Reset: true}, {DryRun: true}} {
 				if _, err := b.Replay(ctx, o); err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "not opened or migrated") {
 					t.Fatalf("replay %+v of stream %s, prefix %s: %v; want it refused for the stream (%q)", o, c.stream, c.prefix, err, c.want)
@@ -257,29 +253,22 @@ func TestAReplayOfASourcedStreamWithSubjectsOfItsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), agg) })
-	eventstestEventually(t, ctx, js, agg)
-	cfg := a.cfg
-	cfg.Stream = agg
-	cfg.Store.URL = storetest.MissingDatabase(t) + "&pool_max_conns=4"
-	cfg.Store.CreateDatabase = true
-	b, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Stop(context.Background()) })
+	waitForAMessage(t, ctx, js, agg)
+	b, _ := onMissingDatabase(t, a, func(cfg *Config) { cfg.Stream = agg })
 	if p, err := b.Replay(ctx, ReplayOptions{}); err != nil || p.Enqueued != 1 {
 		t.Fatalf("replay of stream %s, which sources %s: %+v, %v; want alice's turn", agg, a.cfg.Stream, p, err)
 	}
 }
 
-// eventstestEventually waits for stream name to hold a message.
-func eventstestEventually(t *testing.T, ctx context.Context, js jetstream.JetStream, name string) {
+// waitForAMessage waits (up to 10 s) for stream name to hold a message:
+// a sourced stream copies its sources' messages after it is created.
+func waitForAMessage(t *testing.T, ctx context.Context, js jetstream.JetStream, name string) {
 	t.Helper()
-	for range 100 {
-		if s, err := js.Stream(ctx, name); err == nil && s.CachedInfo().State.Msgs > 0 {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
+	c, err := js.OrderedConsumer(ctx, name, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("stream %s holds no message", name)
+	if _, err := c.Next(jetstream.FetchMaxWait(10 * time.Second)); err != nil {
+		t.Fatalf("stream %s holds no message: %v", name, err)
+	}
 }
