@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/internal/factkey"
 )
 
 // FactsURI is the resource holding the user's facts as JSON.
@@ -186,10 +188,15 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 				return fact{}, err
 			}
 			f, err := c.GetFact(ctx, user, key)
-			var svc *events.ServiceError
-			if (errors.Is(err, events.ErrFactNotSet) || errors.As(err, &svc) && svc.Code == 404) && key != strings.TrimSpace(in.Key) {
-				// A fact set as written by an earlier memoryd.
-				f, err = c.GetFact(ctx, user, in.Key)
+			for _, earlier := range earlierKeys(in.Key, key) {
+				var svc *events.ServiceError
+				if !errors.Is(err, events.ErrFactNotSet) && !(errors.As(err, &svc) && svc.Code == 404) {
+					break
+				}
+				// A fact set as an earlier memoryd wrote its key.
+				if g, gerr := c.GetFact(ctx, user, earlier); gerr == nil {
+					f, err = g, nil
+				}
 			}
 			return wireFact(f), err
 		}))
@@ -251,8 +258,11 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 				return clearFactOut{}, fmt.Errorf("%q names the list %s, which clear_fact deletes whole: to remove one item, set_fact %s with the items to keep; clear_fact %s deletes them all", in.Key, listOf, listOf, listOf)
 			}
 			n, err := c.ClearFact(ctx, user, key)
-			if err == nil && n == 0 && key != strings.TrimSpace(in.Key) {
-				n, err = c.ClearFact(ctx, user, in.Key) // set as written by an earlier memoryd
+			for _, earlier := range earlierKeys(in.Key, key) {
+				if err != nil || n > 0 {
+					break
+				}
+				n, err = c.ClearFact(ctx, user, earlier) // set as an earlier memoryd wrote its key
 			}
 			return clearFactOut{Deleted: n > 0}, err
 		}))
@@ -435,6 +445,14 @@ func ptr[T any](v T) *T { return &v }
 // such an alias would replace or delete the whole list, not an item.
 func factKey(key string) (k, listOf string, err error) {
 	t := strings.TrimSpace(key)
+	if !isASCII(t) {
+		// Latin letters with accents and compatibility characters spelled
+		// as the model extractor spells them (größe is grosse, a fullwidth
+		// Ｎａｍｅ name), so that extraction replaces the fact later.
+		if folded, ok := factkey.FoldLatin(t); ok {
+			t = folded
+		}
+	}
 	if isASCII(t) {
 		if events.SnakeKeyTooLong(t) {
 			// Cut to its first 64 bytes it would be another key's fact
@@ -443,7 +461,7 @@ func factKey(key string) (k, listOf string, err error) {
 		}
 		k = events.SnakeKey(t)
 	} else {
-		k = strings.Join(strings.FieldsFunc(strings.ToLower(t), func(r rune) bool { return r == '-' || unicode.IsSpace(r) }), "_")
+		k = lowerKey(t)
 	}
 	if k == "" {
 		return key, "", nil // the service names the missing or unusable key
@@ -453,6 +471,25 @@ func factKey(key string) (k, listOf string, err error) {
 		listOf = canonical
 	}
 	return canonical, listOf, nil
+}
+
+// lowerKey is a key of another script than Latin: in lower case, runs of
+// spaces and hyphens an underscore.
+func lowerKey(t string) string {
+	return strings.Join(strings.FieldsFunc(strings.ToLower(t), func(r rune) bool { return r == '-' || unicode.IsSpace(r) }), "_")
+}
+
+// earlierKeys are the keys an earlier memoryd stored a fact tool's key
+// under, other than key (factKey's): in lower case with accents kept (a
+// non-ASCII key before the Latin fold), and as written.
+func earlierKeys(in, key string) []string {
+	var out []string
+	for _, k := range []string{lowerKey(strings.TrimSpace(in)), strings.TrimSpace(in)} {
+		if k != "" && k != key && !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 func isASCII(s string) bool {

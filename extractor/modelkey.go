@@ -1,13 +1,8 @@
 package extractor
 
 import (
-	"strings"
-	"unicode"
-	"unicode/utf8"
-
-	"golang.org/x/text/unicode/norm"
-
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/internal/factkey"
 )
 
 // droppedKey is a fact key of a model's reply that was dropped as unusable,
@@ -22,14 +17,6 @@ const (
 	whyNoWords  = "no letters or digits"
 )
 
-// latinFold spells the Latin letters that Unicode does not decompose into
-// a base letter and marks.
-var latinFold = map[rune]string{
-	'ß': "ss", 'ẞ': "ss", 'æ': "ae", 'Æ': "ae", 'œ': "oe", 'Œ': "oe",
-	'ø': "o", 'Ø': "o", 'ł': "l", 'Ł': "l", 'đ': "d", 'Đ': "d", 'ð': "d", 'Ð': "d",
-	'þ': "th", 'Þ': "th", 'ı': "i", 'ħ': "h", 'Ħ': "h",
-}
-
 // modelKey returns the snake_case key (events.SnakeKey) a model's fact key
 // names, or "" and why it is dropped. Keys are snake_case ASCII, and the
 // prompt asks for English ones; a model that writes its key in the user's
@@ -41,21 +28,11 @@ var latinFold = map[rune]string{
 // is dropped whole: no spelling of it in ASCII would be read as the same
 // key, and a part of it ("user") would be another fact.
 func modelKey(name string) (key, why string) {
-	var b strings.Builder
-	for _, r := range norm.NFKD.String(name) {
-		if unicode.Is(unicode.Mn, r) {
-			continue
-		}
-		if s, ok := latinFold[r]; ok {
-			b.WriteString(s)
-			continue
-		}
-		if r >= utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r)) {
-			return "", whyNotLatin
-		}
-		b.WriteRune(r)
+	folded, ok := factkey.FoldLatin(name)
+	if !ok {
+		return "", whyNotLatin
 	}
-	if key = events.SnakeKey(b.String()); key == "" {
+	if key = events.SnakeKey(folded); key == "" {
 		return "", whyNoWords
 	}
 	return key, ""

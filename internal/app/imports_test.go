@@ -14,7 +14,8 @@ import (
 // retrieval; issue 17); both use chunker to cut knowledge base documents
 // (issue 19); extractor and embedding read model servers' error replies
 // with internal/modelerr; worker, extractor and enricher redact secrets
-// with redact; store, ranking, chunker, redact and the wire contract
+// with redact; extractor and agenttools spell fact keys alike with
+// internal/factkey; store, ranking, chunker, redact and the wire contract
 // (events) import no sibling. Test files
 // are not counted: a test may assemble what it checks.
 func TestImportGraph(t *testing.T) {
@@ -34,13 +35,16 @@ func TestImportGraph(t *testing.T) {
 		// What model servers say when they fail, read alike by the LLM
 		// and the embeddings clients.
 		"internal/modelerr": {},
-		"proxy":             {"events"},
-		"agenttools":        {"events"},
-		"store":             {"migrations"},
-		"extractor":         {"events", "internal/modelerr", "redact"},
-		"worker":            {"chunker", "embedding", "events", "extractor", "redact", "store"},
-		"enricher":          {"chunker", "embedding", "events", "ranking", "redact", "store"},
-		"internal/app":      {"embedding", "enricher", "events", "extractor", "migrations", "store", "worker"},
+		// How a model's and an agent's fact keys are spelled, kept out
+		// of events so that frontends do not link x/text.
+		"internal/factkey": {},
+		"proxy":            {"events"},
+		"agenttools":       {"events", "internal/factkey"},
+		"store":            {"migrations"},
+		"extractor":        {"events", "internal/factkey", "internal/modelerr", "redact"},
+		"worker":           {"chunker", "embedding", "events", "extractor", "redact", "store"},
+		"enricher":         {"chunker", "embedding", "events", "ranking", "redact", "store"},
+		"internal/app":     {"embedding", "enricher", "events", "extractor", "migrations", "store", "worker"},
 	}
 	seen := 0
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {

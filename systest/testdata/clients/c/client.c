@@ -109,7 +109,7 @@ static void sha256(const unsigned char *msg, size_t len, unsigned char out[32])
 }
 
 /* protocol.md "The user token", verbatim (TestProtocolDocCTokenIsTheClients) */
-/* id's subject token into out (54 bytes hold any) */
+/* id's subject token into out (65 bytes hold any: a plain id is up to 64 characters, a hashed one 53) */
 static void user_token(const char *id, char *out, size_t outsz)
 {
     static const char ALPHA[] = "abcdefghijklmnopqrstuvwxyz234567";
