@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/memoryd/memoryd/events"
 )
@@ -15,44 +16,83 @@ import (
 // character (o200k and cl100k, measured), so at four a token a budget let
 // through three to four times its tokens.
 func estimateTokens(s string) int {
-	n, cjk := 0, 0
-	for _, r := range s {
+	return countText(s).tokens()
+}
+
+// textCount is what estimateTokens counts of a text: the characters
+// counted four to a token (n) and those counted one a token (cjk). Counts
+// add up over concatenated texts, which estimates do not (rounding).
+type textCount struct{ n, cjk int }
+
+func (c textCount) tokens() int { return (c.n+3)/4 + c.cjk }
+
+func (c textCount) plus(d textCount) textCount { return textCount{c.n + d.n, c.cjk + d.cjk} }
+
+// countText counts s for estimateTokens. ASCII is counted a byte at a
+// time: stored turns are mostly ASCII, and an injection reads each of
+// their characters several times.
+func countText(s string) textCount {
+	var c textCount
+	for i := 0; i < len(s); {
+		if s[i] < utf8.RuneSelf {
+			c.n++
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		i += size
 		if isCJK(r) {
-			cjk++
+			c.cjk++
 		} else {
-			n++
+			c.n++
 		}
 	}
-	return (n+3)/4 + cjk
+	return c
 }
 
 // neutralize makes stored text safe to place inside an injection: square
 // brackets become parentheses, so no text can open a "[facts:" or "[context:"
 // block or close one early, and runs of white space (line breaks included)
 // become one space, so no text can start a line that reads as a new item,
-// turn or heading.
+// turn or heading. Invalid UTF-8 becomes U+FFFD, a byte at a time.
 func neutralize(s string) string {
 	s = breakControlTokens(s)
-	var b strings.Builder
-	b.Grow(len(s))
+	b := make([]byte, 0, len(s))
 	space := false
-	for _, r := range s {
-		switch {
-		case unicode.IsSpace(r):
-			space = true
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf { // ASCII a byte at a time (see countText)
+			i++
+			switch c {
+			case '\t', '\n', '\v', '\f', '\r', ' ':
+				space = true
+				continue
+			case '[':
+				c = '('
+			case ']':
+				c = ')'
+			}
+			if space && len(b) > 0 {
+				b = append(b, ' ')
+			}
+			space = false
+			b = append(b, c)
 			continue
-		case r == '[':
-			r = '('
-		case r == ']':
-			r = ')'
 		}
-		if space && b.Len() > 0 {
-			b.WriteByte(' ')
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if unicode.IsSpace(r) {
+			space = true
+			i += size
+			continue
+		}
+		if space && len(b) > 0 {
+			b = append(b, ' ')
 		}
 		space = false
-		b.WriteRune(r)
+		b = utf8.AppendRune(b, r) // U+FFFD for an invalid byte (size 1)
+		i += size
 	}
-	return b.String()
+	return string(b)
 }
 
 // controlTokens are the chat templates' control tokens as text: "<|"
@@ -116,6 +156,8 @@ type cleanFact struct {
 	key, value    string
 	eventID, conv string // "" when absent
 	date          string // of the value's source time
+	// size counts key and value, which every format renders whole.
+	size textCount
 }
 
 // source says where a fact's value came from, its texts escaped with
@@ -138,6 +180,8 @@ type cleanItem struct {
 	eventID, conv    string // "" when absent
 	date             string
 	score            float64
+	// size counts question and answer, which every format renders whole.
+	size textCount
 }
 
 // source says where an item came from, its texts escaped with special.
@@ -166,6 +210,7 @@ func cleanFacts(facts []events.Fact) []cleanFact {
 			conv:    neutralize(f.ConversationID),
 			date:    at.UTC().Format("2006-01-02"),
 		}
+		out[i].size = countText(out[i].key).plus(countText(out[i].value))
 	}
 	return out
 }
@@ -181,6 +226,7 @@ func cleanItems(items []events.ContextItem) []cleanItem {
 			date:     it.CreatedAt.UTC().Format("2006-01-02"),
 			score:    it.Score,
 		}
+		out[i].size = countText(out[i].question).plus(countText(out[i].answer))
 	}
 	return out
 }
@@ -191,6 +237,8 @@ type cleanChunk struct {
 	headings     []string
 	index        int
 	score        float64
+	// size counts text and source, which every format renders whole.
+	size textCount
 }
 
 // cite is the chunk's citation, its texts escaped with special: "source ›
@@ -220,6 +268,7 @@ func cleanChunks(chunks []events.DocumentChunk) []cleanChunk {
 			index:    c.ChunkIndex,
 			score:    c.Score,
 		}
+		out[i].size = countText(out[i].text).plus(countText(out[i].source))
 	}
 	return out
 }
@@ -368,14 +417,30 @@ func inject(format string, maxTokens int, facts []events.Fact, items []events.Co
 func injectDocs(format string, maxTokens, maxItems int, facts []events.Fact, items []events.ContextItem, chunks []events.DocumentChunk) ([]events.Fact, []events.ContextItem, []events.DocumentChunk, string, int) {
 	cf, ci, cc := cleanFacts(facts), cleanItems(items), cleanChunks(chunks)
 	first := min(len(items), maxItems)
-	if text := renderDocs(format, cf, ci[:first], cc); estimateTokens(text) <= maxTokens {
-		if facts == nil {
-			facts = []events.Fact{}
+	// The texts alone, counted, tell when the whole cannot fit (the
+	// rendering holds them whole, escaping only adds): on real
+	// conversations it often cannot, and rendering it to know was a
+	// tenth of enrich's time.
+	var whole textCount
+	for _, f := range cf {
+		whole = whole.plus(f.size)
+	}
+	for _, it := range ci[:first] {
+		whole = whole.plus(it.size)
+	}
+	for _, c := range cc {
+		whole = whole.plus(c.size)
+	}
+	if whole.tokens() <= maxTokens {
+		if text := renderDocs(format, cf, ci[:first], cc); estimateTokens(text) <= maxTokens {
+			if facts == nil {
+				facts = []events.Fact{}
+			}
+			if items == nil {
+				items = []events.ContextItem{}
+			}
+			return facts, items[:first], numbered(chunks), text, estimateTokens(text)
 		}
-		if items == nil {
-			items = []events.ContextItem{}
-		}
-		return facts, items[:first], numbered(chunks), text, estimateTokens(text)
 	}
 	var (
 		keptFacts  []events.Fact
@@ -402,7 +467,7 @@ func injectDocs(format string, maxTokens, maxItems int, facts []events.Fact, ite
 		undo()
 	}
 	for i, f := range cf {
-		try(estimateTokens(f.key+f.value), func() {
+		try(f.size.tokens(), func() {
 			kf, keptFacts = append(kf, f), append(keptFacts, facts[i])
 		}, func() {
 			kf, keptFacts = kf[:len(kf)-1], keptFacts[:len(keptFacts)-1]
@@ -411,7 +476,7 @@ func injectDocs(format string, maxTokens, maxItems int, facts []events.Fact, ite
 	for i := range max(len(ci), len(cc)) {
 		if i < len(ci) && len(keptItems) < maxItems {
 			it := ci[i]
-			try(estimateTokens(it.question+it.answer), func() {
+			try(it.size.tokens(), func() {
 				kci, keptItems = append(kci, it), append(keptItems, items[i])
 			}, func() {
 				kci, keptItems = kci[:len(kci)-1], keptItems[:len(keptItems)-1]
@@ -419,7 +484,7 @@ func injectDocs(format string, maxTokens, maxItems int, facts []events.Fact, ite
 		}
 		if i < len(cc) {
 			c := cc[i]
-			try(estimateTokens(c.text+c.source), func() {
+			try(c.size.tokens(), func() {
 				kcc, keptChunks = append(kcc, c), append(keptChunks, chunks[i])
 			}, func() {
 				kcc, keptChunks = kcc[:len(kcc)-1], keptChunks[:len(keptChunks)-1]

@@ -387,8 +387,16 @@ func serialWithFloor(ctx context.Context, nc *nats.Conn, prefix, url string, req
 // turns at full rate and at a fixed rate.
 func (b *bench) serveEnrich(ctx context.Context, url string, clients []*nats.Conn, c corpus, r *corpusResults) error {
 	o, e := b.o, b.env
-	prefix := "bench_" + b.id + "_serve_" + c.name()
-	stream := "BENCH_" + strings.ToUpper(b.id) + "_SERVE_" + strings.ToUpper(c.name())
+	// The seeding run's names on a reused schema (--schema): its database
+	// holds the memory of that prefix and stream, and serve refuses others.
+	id := b.id
+	if seeded, ok := strings.CutPrefix(b.o.schema, "bench_"); ok {
+		if run, corpus, ok := strings.Cut(seeded, "_"); ok && corpus == c.name() {
+			id = run
+		}
+	}
+	prefix := "bench_" + id + "_serve_" + c.name()
+	stream := "BENCH_" + strings.ToUpper(id) + "_SERVE_" + strings.ToUpper(c.name())
 	e.addStream(stream)
 	if _, err := events.EnsureStream(ctx, e.js, events.StreamConfig{Prefix: prefix, Stream: stream}); err != nil {
 		return err
