@@ -304,6 +304,9 @@ func (p *Proxy) forward(w http.ResponseWriter, in *http.Request, req *http.Reque
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
 		p.log.Error("the upstream refused --upstream-key (HTTP 401): check the proxy's upstream key")
+		// OpenAI's SDKs retry a 5xx twice unless told not to: a refused
+		// key fails the same way each time, and each try is logged.
+		w.Header().Set("X-Should-Retry", "false")
 		writeError(w, http.StatusBadGateway, "upstream_error", "upstream_auth_failed",
 			"the upstream model server refused the proxy's own key; your memoryd key was accepted (the operator must fix the proxy's upstream key)")
 		return nil, OutcomeUpstreamStatus

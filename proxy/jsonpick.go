@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
+	"unicode/utf8"
 )
 
 // picker reads a JSON text fed in pieces and keeps only the object members
@@ -36,6 +37,14 @@ type picker struct {
 	// nothing, or not what it should, or a member name without a value.
 	// What is kept then is not read (encoding/json refuses the text too).
 	tooDeep, bad bool
+	// maxString, when above 0, bounds the bytes kept of a string value
+	// (as written, escapes included): past it the string is cut where it
+	// is whole (no escape or UTF-8 sequence broken) and closed, so that
+	// a long answer keeps its start instead of overflowing what is kept.
+	// strStart is where the kept string being read starts in out, hex
+	// the \u escape's digits still to come, and cut that it is cut.
+	maxString, strStart, hex int
+	cut                      bool
 }
 
 type pickFrame struct {
@@ -71,7 +80,14 @@ func (p *picker) feed(b []byte) {
 func (p *picker) byte(c byte) {
 	switch {
 	case p.inString:
-		p.tokenByte(c)
+		// A cut string's bytes are not kept, but for its closing quote;
+		// its escapes (escaped, below) tell that quote.
+		if !p.cut || p.isKey || p.dropToken || (c == '"' && !p.escaped) {
+			p.tokenByte(c)
+			if p.maxString > 0 && !p.isKey && !p.dropToken {
+				p.stringByte(c)
+			}
+		}
 		switch {
 		case p.escaped:
 			p.escaped = false
@@ -136,11 +152,45 @@ func (p *picker) byte(c byte) {
 		}
 		p.isKey = false
 		p.dropToken = len(p.skipped) > 0 || p.startValue()
+		p.strStart, p.hex, p.cut = len(p.out), 0, false
 		p.tokenByte(c)
 	default:
 		p.inScalar, p.isKey = true, false
 		p.dropToken = len(p.skipped) > 0 || p.startValue()
 		p.tokenByte(c)
+	}
+}
+
+// stringByte follows a kept string value's byte c, just kept (c is read
+// before escaped changes for it), and cuts the string (cut) once it is
+// over maxString where it ends whole: not inside an escape or a UTF-8
+// sequence.
+func (p *picker) stringByte(c byte) {
+	whole := false
+	switch {
+	case p.escaped:
+		if c == 'u' {
+			p.hex = 4
+		} else {
+			whole = true
+		}
+	case p.hex > 0:
+		p.hex--
+		whole = p.hex == 0
+	case c == '\\' || c == '"':
+	case c < utf8.RuneSelf:
+		whole = true
+	default:
+		// A sequence's last byte makes the rune whole: its lead byte is
+		// among the last four.
+		start := len(p.out) - 1
+		for start > p.strStart && len(p.out)-start < utf8.UTFMax && !utf8.RuneStart(p.out[start]) {
+			start--
+		}
+		whole = utf8.FullRune(p.out[start:])
+	}
+	if whole && len(p.out)-p.strStart > p.maxString {
+		p.cut = true
 	}
 }
 

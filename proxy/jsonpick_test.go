@@ -3,7 +3,9 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // TestPicker: the members kept, with their values picked alike, and the
@@ -56,5 +58,36 @@ func TestPickerKeepingAllIsCompact(t *testing.T) {
 	}
 	if string(p.out) != want.String() {
 		t.Fatalf("picked %s\nwant     %s", p.out, want.String())
+	}
+}
+
+// TestPickerCutsStringsWhole: a kept string over maxString is cut where it
+// is whole, never inside an escape or a UTF-8 sequence, and closed: the
+// output is JSON whose string is a start of the input's, at every cut
+// point.
+func TestPickerCutsStringsWhole(t *testing.T) {
+	s := "ab\\\"c\u00e9\\\\d\U0001F600e\u6771\\u0041\\u00e9\\n" + `\ud83d\ude00` + "z"
+	in := `{"content":"` + s + `","keep":1}`
+	var whole struct{ Content string }
+	if err := json.Unmarshal([]byte(in), &whole); err != nil {
+		t.Fatal(err)
+	}
+	for max := 1; max <= len(s)+2; max++ {
+		p := newPicker("content", "keep")
+		p.maxString = max
+		for i := range len(in) { // a byte at a time: cut anywhere
+			p.feed([]byte{in[i]})
+		}
+		var got struct {
+			Content string
+			Keep    int
+		}
+		if err := json.Unmarshal(p.out, &got); err != nil || p.bad || got.Keep != 1 {
+			t.Fatalf("maxString %d: %s: %v, bad %v", max, p.out, err, p.bad)
+		}
+		// A surrogate pair cut between its halves reads as U+FFFD.
+		if c := strings.TrimSuffix(got.Content, "\uFFFD"); !strings.HasPrefix(whole.Content, c) || !utf8.ValidString(got.Content) {
+			t.Fatalf("maxString %d: kept %q, not a start of %q", max, got.Content, whole.Content)
+		}
 	}
 }

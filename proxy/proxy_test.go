@@ -1172,7 +1172,8 @@ func TestClientCredentialsStayHere(t *testing.T) {
 
 // TestUpstreamRefusesItsKey: the upstream refusing the proxy's own key is
 // a 502 naming that, not a relayed 401 quoting the operator's key that
-// the chat app would blame on its user's key.
+// the chat app would blame on its user's key, and one the SDKs do not
+// retry.
 func TestUpstreamRefusesItsKey(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
@@ -1188,6 +1189,11 @@ func TestUpstreamRefusesItsKey(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(b), "upstream_auth_failed") || strings.Contains(string(b), "upstr") && strings.Contains(string(b), "***") {
 			t.Errorf("%s with the upstream refusing its key: %s %s", path, resp.Status, b)
+		}
+		// Not retried by OpenAI's SDKs (twice by default for a 5xx): it
+		// would fail alike.
+		if got := resp.Header.Get("X-Should-Retry"); got != "false" {
+			t.Errorf("%s with the upstream refusing its key: X-Should-Retry %q, want false", path, got)
 		}
 	}
 }

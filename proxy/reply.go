@@ -14,6 +14,13 @@ import (
 // remembered.
 const maxReplyBytes = 4 << 20
 
+// maxPickedString bounds what is kept of each string of a non-streamed
+// reply (picker.maxString), as written: a longer answer keeps its start,
+// of which the turn keeps 256 KiB (escaped at most 6 bytes a byte, in
+// 1.5 MiB), and its reply is still remembered. Streamed answers are cut
+// as they come (line).
+const maxPickedString = 2 << 20
+
 // reply accumulates the assistant's text of the first choice from the bytes
 // relayed: Server-Sent Events chunks when streamed, one JSON object
 // otherwise.
@@ -22,6 +29,11 @@ type reply struct {
 	id       string
 	text     strings.Builder
 	finished bool
+	// calls: choice 0 made tool (or legacy function) calls, whatever its
+	// finish reason: OpenAI ends a round of calls with "stop" when
+	// tool_choice names the function, and other servers (vLLM, Ollama's
+	// older versions, OpenVINO) with "stop" always.
+	calls bool
 	// ended is a streamed reply's [DONE] seen; open are the choices seen
 	// without their finish reason yet, and closed whether one has had
 	// its own (tool calls' included). A stream whose body ends without
@@ -50,7 +62,8 @@ func (a *reply) feed(b []byte) {
 	}
 	if !a.streamed {
 		if a.body == nil {
-			a.body = newPicker("id", "choices", "index", "message", "content", "finish_reason")
+			a.body = newPicker("id", "choices", "index", "message", "content", "finish_reason", "tool_calls", "function_call")
+			a.body.maxString = maxPickedString
 		}
 		a.body.feed(b)
 		if len(a.body.out) > maxReplyBytes || a.body.tooDeep {
@@ -94,7 +107,9 @@ func (a *reply) line(l []byte) {
 		Choices []struct {
 			Index int `json:"index"`
 			Delta struct {
-				Content string `json:"content"`
+				Content      string          `json:"content"`
+				ToolCalls    json.RawMessage `json:"tool_calls"`
+				FunctionCall json.RawMessage `json:"function_call"`
 			} `json:"delta"`
 			FinishReason *string `json:"finish_reason"`
 		} `json:"choices"`
@@ -127,6 +142,9 @@ func (a *reply) line(l []byte) {
 		}
 		if c.Index != 0 {
 			continue
+		}
+		if makesCalls(c.Delta.ToolCalls, c.Delta.FunctionCall) {
+			a.calls = true
 		}
 		if !a.discard && a.text.Len() < maxReplyBytes {
 			// Past it, the turn would not keep more.
@@ -162,7 +180,9 @@ func (a *reply) end() {
 		Choices []struct {
 			Index   int `json:"index"`
 			Message struct {
-				Content *string `json:"content"`
+				Content      *string         `json:"content"`
+				ToolCalls    json.RawMessage `json:"tool_calls"`
+				FunctionCall json.RawMessage `json:"function_call"`
 			} `json:"message"`
 			FinishReason string `json:"finish_reason"`
 		} `json:"choices"`
@@ -173,6 +193,9 @@ func (a *reply) end() {
 	a.body = nil
 	a.id = resp.ID
 	for _, c := range resp.Choices {
+		if c.Index == 0 && makesCalls(c.Message.ToolCalls, c.Message.FunctionCall) {
+			a.calls = true
+		}
 		if c.Index == 0 && c.Message.Content != nil && !callsTools(c.FinishReason) {
 			a.text.WriteString(*c.Message.Content)
 			a.finished = true
@@ -190,6 +213,20 @@ func callsTools(reason string) bool {
 	return reason == "tool_calls" || reason == "function_call"
 }
 
+// makesCalls reports whether a message (or a stream's delta) holds tool
+// calls or a legacy function call: an empty tool_calls (vLLM sends one with
+// every answer) and a null function_call do not count. Both are read as
+// raw values, so that one of an unexpected type costs the chunk nothing
+// (its text and finish reason are still read).
+func makesCalls(toolCalls, functionCall json.RawMessage) bool {
+	var calls []json.RawMessage
+	if json.Unmarshal(toolCalls, &calls) == nil && len(calls) > 0 {
+		return true
+	}
+	fc := string(bytes.TrimSpace(functionCall))
+	return fc != "" && fc != "null"
+}
+
 // brokeOff reports whether a streamed reply's body ended without its end:
 // no [DONE], and a choice without its finish reason (or none with one).
 // Unknown (false) past the bytes kept.
@@ -203,4 +240,6 @@ const maxOpenChoices = 128
 
 // done reports whether a whole reply was read: a finish reason seen in the
 // stream, or a choice in the JSON reply.
-func (a *reply) done() bool { return a.finished && !a.overflow }
+// A reply of tool calls is not (see callsTools), whatever its finish
+// reason.
+func (a *reply) done() bool { return a.finished && !a.calls && !a.overflow }

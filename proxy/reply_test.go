@@ -131,6 +131,17 @@ func TestToolCallRoundsAreNotTurns(t *testing.T) {
 		{"JSON calls, content null", false, `{"choices":[{"index":0,"message":{"role":"assistant","content":null,` + call + `},"finish_reason":"tool_calls"}]}`, false},
 		{"JSON calls, content empty", false, `{"choices":[{"index":0,"message":{"role":"assistant","content":"",` + call + `},"finish_reason":"tool_calls"}]}`, false},
 		{"JSON answer", false, `{"choices":[{"index":0,"message":{"role":"assistant","content":"Lisbon."},"finish_reason":"stop"}]}`, true},
+		// A round of calls that ends with "stop": OpenAI's with a named
+		// tool_choice, vLLM's, older Ollama's, OpenVINO's. It was
+		// remembered with an empty answer, and its user message again
+		// with the next round's answer.
+		{"stream of calls ending stop", true, `data: {"choices":[{"index":0,"delta":{"content":null,` + call + `},"finish_reason":null}]}` + "\n\n" +
+			`data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n", false},
+		{"stream of a function call ending stop", true, `data: {"choices":[{"index":0,"delta":{"function_call":{"name":"f","arguments":"{}"}},"finish_reason":"stop"}]}` + "\n\n", false},
+		{"JSON calls ending stop, content empty", false, `{"choices":[{"index":0,"message":{"role":"assistant","content":"",` + call + `},"finish_reason":"stop"}]}`, false},
+		{"JSON answer with empty tool_calls", false, `{"choices":[{"index":0,"message":{"role":"assistant","content":"Lisbon.","tool_calls":[],"function_call":null},"finish_reason":"stop"}]}`, true},
+		{"stream answer with an odd tool_calls", true, `data: {"choices":[{"index":0,"delta":{"content":"Lisbon.","tool_calls":{}},"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n", true},
+		{"stream answer with empty tool_calls", true, `data: {"choices":[{"index":0,"delta":{"content":"Lisbon.","tool_calls":[],"function_call":null},"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n", true},
 	} {
 		a := reply{streamed: c.streamed}
 		a.feed([]byte(c.body))
@@ -211,6 +222,34 @@ func TestReplyStreamEnds(t *testing.T) {
 				t.Fatalf("%s, cut at %d: broke off %v, done %v, text %q; want %v, %v, %q", tc.name, cut,
 					a.brokeOff(), a.done(), a.text.String(), tc.brokeOff, tc.done, tc.text)
 			}
+		}
+	}
+}
+
+// TestReplyJSONLongAnswer: a non-streamed answer longer than what the
+// proxy keeps of a reply (5 MB, over maxReplyBytes) is remembered by its
+// start, as a streamed one is and operations.md promises ("a reply over
+// 256 KiB by its first 256 KiB"), in ASCII, in escapes of 6 bytes a
+// character and in CJK. It was not remembered, and nothing said why.
+func TestReplyJSONLongAnswer(t *testing.T) {
+	for name, content := range map[string]string{
+		"ascii":   strings.Repeat("lorem ipsum ", 5_000_000/12),
+		"escapes": strings.Repeat("\x01\"", 1_000_000),
+		"cjk":     strings.Repeat("東京の天気", 400_000),
+	} {
+		msg, _ := json.Marshal(content)
+		body := `{"id":"c9","choices":[{"index":0,"message":{"role":"assistant","content":` + string(msg) + `},"finish_reason":"stop"}]}`
+		a := reply{}
+		for b := []byte(body); len(b) > 0; {
+			n := min(len(b), 32<<10)
+			a.feed(b[:n])
+			b = b[n:]
+		}
+		a.end()
+		got := a.text.String()
+		if !a.done() || len(got) < 256<<10 || !strings.HasPrefix(content, got) {
+			t.Errorf("%s: a %d-byte answer: done %v, kept %d bytes (its start: %v); want done, its first 256 KiB or more",
+				name, len(content), a.done(), len(got), strings.HasPrefix(content, got))
 		}
 	}
 }
