@@ -73,9 +73,20 @@ func (s *Store) RequeueTurns(ctx context.Context, turns []Turn) ([]TurnKey, erro
 // PendingTurns counts turns not yet processed or failed, for the given users
 // (all when empty).
 func (s *Store) PendingTurns(ctx context.Context, userIDs []string) (int64, error) {
+	return s.PendingTurnsUpTo(ctx, userIDs, 0)
+}
+
+// PendingTurnsUpTo is PendingTurns counting only the turns stored in the
+// stream at or before sequence maxSeq (and those recorded without a
+// sequence); maxSeq 0 counts every pending turn. A replay waits for the
+// turns it read, not for live turns recorded after it began reading: with
+// a steady flow of turns beside a model that takes seconds, some of those
+// are always pending, and the wait never ended.
+func (s *Store) PendingTurnsUpTo(ctx context.Context, userIDs []string, maxSeq uint64) (int64, error) {
 	var n int64
-	err := s.db.QueryRow(ctx, `SELECT count(*) FROM turns WHERE status = 'pending' AND ($1 OR user_id = ANY($2))`,
-		len(userIDs) == 0, userIDs).Scan(&n)
+	err := s.db.QueryRow(ctx, `SELECT count(*) FROM turns WHERE status = 'pending' AND ($1 OR user_id = ANY($2))
+		AND ($3::bigint = 0 OR stream_seq IS NULL OR stream_seq <= $3::bigint)`,
+		len(userIDs) == 0, userIDs, int64(maxSeq)).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("pending turns: %w", err)
 	}

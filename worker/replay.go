@@ -94,6 +94,10 @@ type ReplayProgress struct {
 	// Read counts events read so far; Total is what the stream held for the
 	// replay's scope when it started.
 	Read, Total uint64
+	// EndSeq is the stream's last sequence when the replay began to read
+	// it: the replay reads up to it, so the turns it enqueued are stored at
+	// or before it, and turns recorded since (live ingest) after it.
+	EndSeq uint64
 	// Enqueued counts turns set to be extracted again. It moves only when
 	// a window is recorded, by up to Window turns at once, so it lags Read
 	// by up to a window.
@@ -297,6 +301,7 @@ func readStream(ctx context.Context, cfg ReplayConfig, enq *Enqueuer, p *ReplayP
 	if err != nil {
 		return err
 	}
+	p.EndSeq = end
 	// One ordered consumer per filter: JetStream 2.9 takes a single filter
 	// subject per consumer.
 	var sources []replaySrc

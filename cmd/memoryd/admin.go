@@ -180,7 +180,9 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 	}
 	start := time.Now()
 	var lastLog time.Time
-	err = svc.WaitExtracted(ctx, ro.Users, func(n int64) {
+	// The turns it read, not those ingest records meanwhile: beside live
+	// traffic and a model taking seconds, some of those are always pending.
+	err = svc.WaitExtractedUpTo(ctx, ro.Users, p.EndSeq, func(n int64) {
 		if n > 0 && time.Since(lastLog) >= progressEvery {
 			logger.Info("replay extracting", "pending_turns", n)
 			lastLog = time.Now()

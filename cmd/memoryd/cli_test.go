@@ -926,3 +926,46 @@ func configPrintOf(t *testing.T, yaml string) (stdout, stderr string, code int) 
 	}
 	return runArgs(context.Background(), "config", "print", "--config", path)
 }
+
+// TestReplayDoesNotWaitForLiveTurns: replay waits for the turns it read, not
+// for turns ingest recorded after it began reading. Found by a lifecycle
+// walk: with turns published steadily beside a model taking 2-5 s, some live
+// turn was always pending, and a `replay --since` of 48 turns, all processed
+// within 45 s, waited until its `timeout 150` ended it (exit 1,
+// "interrupted"). Here a pending turn stored after the stream's end stands
+// for that flow: before the fix, the replay waited until the test's
+// deadline.
+func TestReplayDoesNotWaitForLiveTurns(t *testing.T) {
+	t.Parallel()
+	common, _, _ := replaySetup(t, 4)
+	dbURL := common[1]
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// A first replay migrates the database and extracts the 4 turns.
+	if out, errOut, code := runArgs(ctx, append([]string{"replay"}, common...)...); code != 0 || !strings.Contains(out, "replay done") {
+		t.Fatalf("first replay: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	// A live turn recorded after the stream's last sequence, still pending
+	// extraction: its job waits (snoozed by a rate limit, say) for an hour.
+	if _, err := pool.Exec(ctx, `INSERT INTO turns (event_id, user_id, user_message, turn_at, stream_seq, status)
+		VALUES ('live-1', 'carol', 'I live in Bergen', now(), 1000, 'pending')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO river_job (kind, args, queue, max_attempts, metadata, priority, state, scheduled_at)
+		VALUES ('memoryd_extract', '{"user_id": "carol", "event_ids": ["live-1"]}', 'extract', 5, '{"memoryd_source": "ingest"}', 1, 'scheduled', now() + interval '1 hour')`); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runArgs(ctx, append([]string{"replay"}, common...)...)
+	if code != 0 || !strings.Contains(out, "replay done") {
+		t.Errorf("replay beside a live pending turn: exit %d, stdout %q, stderr %q; want done once its own 4 turns are extracted", code, out, errOut)
+	}
+	var status string
+	if err := pool.QueryRow(context.Background(), `SELECT status FROM turns WHERE event_id = 'live-1'`).Scan(&status); err != nil || status != "pending" {
+		t.Errorf("the live turn: status %q, %v; want it left pending (not the replay's)", status, err)
+	}
+}

@@ -263,6 +263,13 @@ func (a *App) startExtractionLocked(ctx context.Context, s *store.Store) error {
 // named) have no extraction pending, calling progress when the number
 // pending changes. It returns ctx's error when ctx ends first.
 func (a *App) WaitExtracted(ctx context.Context, users []string, progress func(pending int64)) error {
+	return a.WaitExtractedUpTo(ctx, users, 0, progress)
+}
+
+// WaitExtractedUpTo is WaitExtracted for the turns stored in the stream at
+// or before sequence maxSeq (0: all), what a replay that read up to it
+// enqueued: turns ingest records meanwhile are not waited for.
+func (a *App) WaitExtractedUpTo(ctx context.Context, users []string, maxSeq uint64, progress func(pending int64)) error {
 	s, err := a.readStore(ctx)
 	if err != nil {
 		return err
@@ -274,7 +281,7 @@ func (a *App) WaitExtracted(ctx context.Context, users []string, progress func(p
 		// the wait, past waitOutage.
 		cctx, cancel := context.WithTimeout(ctx, waitCheckTimeout)
 		defer cancel()
-		n, err := s.PendingTurns(cctx, users)
+		n, err := s.PendingTurnsUpTo(cctx, users, maxSeq)
 		if err != nil {
 			return false, err
 		}
