@@ -2,6 +2,7 @@ package enricher
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 
 	"github.com/memoryd/memoryd/events"
@@ -126,6 +127,32 @@ func (r searchResults) keep(n int) any {
 
 func (r searchResults) alone() string {
 	return "lower max_results"
+}
+
+// withoutOversized is r without the results too large for a reply of
+// limit bytes on their own, so that those ranked below them still come
+// (as enrich drops an item over its budget): cut to its best results, one
+// such item heading them left none, whatever max_results. Reports whether
+// it dropped any.
+func (r searchResults) withoutOversized(limit int) (fitter, bool) {
+	// The reply's own bytes around one result: {"results":[],"truncated":true}.
+	const envelope = 40
+	var kept []events.ContextItem
+	for i, it := range r.Results {
+		if b, err := json.Marshal(it); err == nil && len(b)+envelope <= limit {
+			if kept != nil {
+				kept = append(kept, it)
+			}
+			continue
+		}
+		if kept == nil {
+			kept = append(make([]events.ContextItem, 0, len(r.Results)-1), r.Results[:i]...)
+		}
+	}
+	if kept == nil {
+		return r, false
+	}
+	return searchResults{events.SearchReply{Results: kept, Truncated: true}}, true
 }
 
 // marshalNoHTML is the reply encoding of v, for the MarshalJSON of a reply

@@ -142,6 +142,24 @@ func TestLargeRepliesAreCutToFit(t *testing.T) {
 	}
 }
 
+// TestSearchSkipsAnOversizedItem: an item too large for any reply by
+// itself, ranked first, is left out of search's results alone: the
+// results ranked below it still come (C frontend walk: the reply was
+// empty, whatever max_results).
+func TestSearchSkipsAnOversizedItem(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	insertContext(t, st,
+		store.ContextWrite{UserID: "alice", Question: "zebra zebra zebra: the zebra control dump", Answer: strings.Repeat("\x01", 200000), CreatedAt: t0},
+		store.ContextWrite{UserID: "alice", Question: "what did the vet say?", Answer: "the zebra at the zoo has a cold, and the keepers give it honey and rest for a week or so", CreatedAt: t0})
+	found, err := h.client.Search(quick(t), events.SearchRequest{UserID: "alice", Query: "zebra"})
+	if err != nil || len(found.Results) != 1 || !strings.Contains(found.Results[0].Answer, "honey") || !found.Truncated {
+		t.Fatalf("search with an oversized item first: %d results, truncated %v, %v; want the small item, truncated",
+			len(found.Results), found.Truncated, err)
+	}
+}
+
 // TestTooLargeAloneAnswers: an item too large for any reply by itself
 // (text of control characters, 6 bytes each in JSON) is a 413 where it is
 // asked for alone or heads a page, is left out of ranked results, and is

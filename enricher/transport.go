@@ -163,7 +163,15 @@ func (s *Service) publish(name, reply string, v any) int {
 	limit := s.maxReply()
 	if size := buf.Len(); size > limit {
 		f, ok := v.(fitter)
-		if !ok || !s.fit(buf, f, limit) {
+		fitted := false
+		if d, isDropper := f.(oversizedDropper); isDropper {
+			if g, dropped := d.withoutOversized(limit); dropped {
+				// What is left may fit whole.
+				f = g
+				fitted = encodeReply(buf, f.keep(f.listed())) == nil && buf.Len() <= limit
+			}
+		}
+		if !fitted && (!ok || !s.fit(buf, f, limit)) {
 			desc := fmt.Sprintf("reply would be %d bytes, over the NATS max_payload of %d bytes", size, limit)
 			if ok {
 				desc += ": " + f.alone()
@@ -220,6 +228,13 @@ type fitter interface {
 	least() int
 	keep(n int) any
 	alone() string
+}
+
+// An oversizedDropper is a fitter whose items are ranked, not paged: an
+// item too large for any reply is left out alone (withoutOversized), and
+// the rest still fits as it can.
+type oversizedDropper interface {
+	withoutOversized(limit int) (fitter, bool)
 }
 
 // fit encodes into buf the longest cut of f that fits limit, reporting
