@@ -364,6 +364,7 @@ func (s *Service) enrich(ctx context.Context, p enrichParams) (events.EnrichRepl
 			chunks, docsLost = []events.DocumentChunk{}, "document search unavailable; facts and memories only"
 		}
 	}
+	cache := cleanCache{}
 	build := func(maxTokens int) events.EnrichReply {
 		r := p.reply(time.Now())
 		if docsLost != "" {
@@ -371,7 +372,7 @@ func (s *Service) enrich(ctx context.Context, p enrichParams) (events.EnrichRepl
 		}
 		r.Keywords = keywords
 		var docs []events.DocumentChunk
-		r.Facts, r.Context, docs, r.Injection, r.Tokens = injectDocs(p.format, maxTokens, p.maxResults, wireFacts(facts), wireItems(items), chunks)
+		r.Facts, r.Context, docs, r.Injection, r.Tokens = injectCached(cache, p.format, maxTokens, p.maxResults, wireFacts(facts), wireItems(items), chunks)
 		if r.Documents != nil || len(docs) > 0 {
 			r.Documents = docs
 		}

@@ -218,17 +218,40 @@ func cleanFacts(facts []events.Fact) []cleanFact {
 func cleanItems(items []events.ContextItem) []cleanItem {
 	out := make([]cleanItem, len(items))
 	for i, it := range items {
-		out[i] = cleanItem{
-			question: neutralize(it.Question),
-			answer:   neutralize(it.Answer),
-			eventID:  neutralize(it.EventID),
-			conv:     neutralize(it.ConversationID),
-			date:     it.CreatedAt.UTC().Format("2006-01-02"),
-			score:    it.Score,
-		}
-		out[i].size = countText(out[i].question).plus(countText(out[i].answer))
+		out[i] = cleanOne(it)
 	}
 	return out
+}
+
+func cleanOne(it events.ContextItem) cleanItem {
+	c := cleanItem{
+		question: neutralize(it.Question),
+		answer:   neutralize(it.Answer),
+		eventID:  neutralize(it.EventID),
+		conv:     neutralize(it.ConversationID),
+		date:     it.CreatedAt.UTC().Format("2006-01-02"),
+		score:    it.Score,
+	}
+	c.size = countText(c.question).plus(countText(c.answer))
+	return c
+}
+
+// cleanCache holds the clean texts of one reply's items by id, so that a
+// reply built again (reserves read, a budget lowered to fit the payload)
+// cleans each item once: on real conversations, cleaning the same
+// kilobytes again was most of injecting. Its zero value (nil) caches
+// nothing.
+type cleanCache map[int64]cleanItem
+
+func (c cleanCache) item(it events.ContextItem) cleanItem {
+	if ci, ok := c[it.ID]; ok && it.ID != 0 {
+		return ci
+	}
+	ci := cleanOne(it)
+	if c != nil && it.ID != 0 {
+		c[it.ID] = ci
+	}
+	return ci
 }
 
 // cleanChunk is a document chunk's neutralized text and citation.
@@ -415,8 +438,18 @@ func inject(format string, maxTokens int, facts []events.Fact, items []events.Co
 // numbered for citation in their rank order. Without chunks it is inject,
 // byte for byte.
 func injectDocs(format string, maxTokens, maxItems int, facts []events.Fact, items []events.ContextItem, chunks []events.DocumentChunk) ([]events.Fact, []events.ContextItem, []events.DocumentChunk, string, int) {
-	cf, ci, cc := cleanFacts(facts), cleanItems(items), cleanChunks(chunks)
+	return injectCached(nil, format, maxTokens, maxItems, facts, items, chunks)
+}
+
+// injectCached is injectDocs cleaning items through cache, and only those
+// it reads: the reserves past maxItems when an item is dropped.
+func injectCached(cache cleanCache, format string, maxTokens, maxItems int, facts []events.Fact, items []events.ContextItem, chunks []events.DocumentChunk) ([]events.Fact, []events.ContextItem, []events.DocumentChunk, string, int) {
+	cf, cc := cleanFacts(facts), cleanChunks(chunks)
 	first := min(len(items), maxItems)
+	ci := make([]cleanItem, first, len(items))
+	for i := range first {
+		ci[i] = cache.item(items[i])
+	}
 	// The texts alone, counted, tell when the whole cannot fit (the
 	// rendering holds them whole, escaping only adds): on real
 	// conversations it often cannot, and rendering it to know was a
@@ -473,8 +506,11 @@ func injectDocs(format string, maxTokens, maxItems int, facts []events.Fact, ite
 			kf, keptFacts = kf[:len(kf)-1], keptFacts[:len(keptFacts)-1]
 		})
 	}
-	for i := range max(len(ci), len(cc)) {
-		if i < len(ci) && len(keptItems) < maxItems {
+	for i := range max(len(items), len(cc)) {
+		if i < len(items) && len(keptItems) < maxItems {
+			if i == len(ci) {
+				ci = append(ci, cache.item(items[i])) // a reserve
+			}
 			it := ci[i]
 			try(it.size.tokens(), func() {
 				kci, keptItems = append(kci, it), append(keptItems, items[i])
