@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -585,6 +586,14 @@ func TestToolErrorsNameTheToolsFields(t *testing.T) {
 		{"store_memory", map[string]any{"note": "   "}, "note is blank"},
 		{"store_memory", map[string]any{"note": strings.Repeat("n", events.MaxQuestionBytes+1)}, fmt.Sprintf("note is %d bytes", events.MaxQuestionBytes+1)},
 		{"store_memory", map[string]any{"answer": "a"}, "give question (with an answer or not), or note"},
+		// The note is sent as the question: the service's refusal named
+		// that (MCP walk).
+		{"store_memory", map[string]any{"note": "a\x00b"}, "note contains a NUL character"},
+		// Ids are those search_memory gives: 0 and 1e20 were refused in
+		// the service's words and as a Go decoding error; now by the
+		// tool's schema, as limits are.
+		{"delete_memory", map[string]any{"id": 0}, "/properties/id: minimum"},
+		{"delete_memory", map[string]any{"id": 1e20}, "/properties/id: maximum"},
 		{"store_memory", map[string]any{"note": "n", "question": "q"}, "give either note, or question (with an answer or not), not both"},
 		{"set_fact", map[string]any{"key": "location", "value": " "}, "use clear_fact to delete a fact"},
 		// A list key's value of separators alone: the service says "value
@@ -613,5 +622,50 @@ func TestToolErrorsNameTheToolsFields(t *testing.T) {
 	call(t, s, "store_memory", map[string]any{"question": "I prefer window seats"}, &out)
 	if out.ID == 0 {
 		t.Fatal("a question without an answer was not stored")
+	}
+}
+
+// TestSetFactTakesAnArray: a list key's items given as an array of
+// strings, as a model sends what the description calls "a JSON array of
+// strings", are the list's items; the schema
+// said string, so the SDK refused the call (MCP walk). An array for a key
+// of one value is refused, naming the list keys.
+func TestSetFactTakesAnArray(t *testing.T) {
+	t.Parallel()
+	url := startHTTP(t)
+	s := mustConnect(t, url, "alice-key")
+	var got struct {
+		Key   string `json:"key"`
+		Value string `json:"value"`
+	}
+	call(t, s, "set_fact", map[string]any{"key": "languages", "value": []string{"Portuguese", "English"}}, &got)
+	call(t, s, "get_fact", map[string]any{"key": "languages"}, &got)
+	if got.Key != "languages" || !strings.Contains(got.Value, "Portuguese") || !strings.Contains(got.Value, "English") || strings.ContainsAny(got.Value, `["`) {
+		t.Errorf("languages set as an array: %+v, want its two items", got)
+	}
+	if msg := toolError(t, s, "set_fact", map[string]any{"key": "location", "value": []string{"Lisbon"}}); !strings.Contains(msg, "an array is for a list key") || !strings.Contains(msg, "languages") {
+		t.Errorf("location set as an array: %q, want a refusal naming the list keys", msg)
+	}
+	if msg := toolError(t, s, "set_fact", map[string]any{"key": "languages", "value": []any{"Portuguese", 3}}); msg == "" {
+		t.Error("an array holding a number was taken")
+	}
+}
+
+// TestToolCallWithNATSLostSaysSo: a call made while the NATS connection is
+// lost says that, not that memoryd did not reply in time (MCP walk: an
+// operator looked for a hung memoryd).
+func TestToolCallWithNATSLostSaysSo(t *testing.T) {
+	t.Parallel()
+	srv := eventstest.StartServer(t, func(port int) []string { return []string{"-a", "127.0.0.1", "-p", strconv.Itoa(port)} })
+	nc := srv.Conn(t)
+	url := serveHTTPConfig(t, agenttools.Config{Client: events.NewClient(nc, "memory"), Timeout: 300 * time.Millisecond,
+		Keys: keys{"alice-key": "alice"}, Logger: slog.New(slog.DiscardHandler)})
+	s := mustConnect(t, url, "alice-key")
+	srv.Stop(t)
+	eventstest.Eventually(t, "the client to see its server gone", 30*time.Second, func() (bool, string) {
+		return !nc.IsConnected(), nc.Status().String()
+	})
+	if msg := toolError(t, s, "get_fact", map[string]any{"key": "name"}); !strings.Contains(msg, "connection to NATS is lost") {
+		t.Errorf("get_fact with NATS down: %q, want it to say the NATS connection is lost", msg)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -69,8 +71,40 @@ type factKeyIn struct {
 }
 
 type setFactIn struct {
-	Key   string `json:"key" jsonschema:"the fact's key in snake_case: one of the known keys where it fits (see the tool's description); other spellings of a known key (city, job) are stored under it, and any key is put in lower case with underscores"`
-	Value string `json:"value" jsonschema:"the fact's value, e.g. Lisbon"`
+	Key   string    `json:"key" jsonschema:"the fact's key in snake_case: one of the known keys where it fits (see the tool's description); other spellings of a known key (city, job) are stored under it, and any key is put in lower case with underscores"`
+	Value factValue `json:"value" jsonschema:"the fact's value, e.g. Lisbon; for a list key, its items separated by commas or as an array of strings"`
+}
+
+// factValue is set_fact's value: a string, or an array of strings, the
+// items of a list key, which is what a model sends when told a list may be
+// "a JSON array of strings" (the schema said string, and refused it). An
+// array is kept as its JSON text, which the service reads as the list's
+// items (events.ListArray).
+type factValue struct {
+	text  string
+	array bool
+}
+
+func (v *factValue) UnmarshalJSON(b []byte) error {
+	if err := json.Unmarshal(b, &v.text); err == nil {
+		return nil
+	}
+	var items []string
+	if err := json.Unmarshal(b, &items); err != nil {
+		return errors.New("value: a string, or an array of strings for a list key")
+	}
+	enc, err := json.Marshal(items)
+	if err != nil {
+		return err
+	}
+	v.text, v.array = string(enc), true
+	return nil
+}
+
+// typeSchemas are the schemas of argument types whose JSON is not their Go
+// shape's.
+var typeSchemas = map[reflect.Type]*jsonschema.Schema{
+	reflect.TypeFor[factValue](): {Types: []string{"string", "array"}, Items: &jsonschema.Schema{Type: "string"}},
 }
 
 type fact struct {
@@ -168,6 +202,9 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 				return storeOut{}, errors.New("note is blank")
 			case len(in.Note) > events.MaxQuestionBytes:
 				return storeOut{}, fmt.Errorf("note is %d bytes, over the %d a memory may hold", len(in.Note), events.MaxQuestionBytes)
+			case strings.ContainsRune(in.Note, 0):
+				// The service would name the question it is sent as.
+				return storeOut{}, errors.New("note contains a NUL character")
 			case in.Note != "":
 				req.Question = in.Note
 			case strings.TrimSpace(in.Question) == "":
@@ -210,7 +247,7 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(false)}},
 		nil,
 		wrap(t, func(ctx context.Context, user string, in setFactIn) (fact, error) {
-			if strings.TrimSpace(in.Value) == "" {
+			if strings.TrimSpace(in.Value.text) == "" {
 				// Not the service's "use facts.clear": the tool is clear_fact.
 				return fact{}, errors.New("value is required (use clear_fact to delete a fact)")
 			}
@@ -218,15 +255,18 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 			if err != nil {
 				return fact{}, err
 			}
+			if _, list := events.CanonicalFactKey(key); in.Value.array && !list {
+				return fact{}, fmt.Errorf("value: an array is for a list key (%s); %q holds one value, a string", listKeys, key)
+			}
 			if listOf != "" {
 				return fact{}, fmt.Errorf("%q names the list %s, which set_fact replaces whole: set_fact %s with every item, separated by commas (list_facts shows the items there are)", in.Key, listOf, listOf)
 			}
-			if _, list := events.CanonicalFactKey(key); list && strings.TrimSpace(strings.NewReplacer(",", "", ";", "").Replace(in.Value)) == "" {
+			if _, list := events.CanonicalFactKey(key); list && !in.Value.array && strings.TrimSpace(strings.NewReplacer(",", "", ";", "").Replace(in.Value.text)) == "" {
 				// A list key's value of separators alone (the service's
 				// "value holds no item (use facts.clear ...)").
 				return fact{}, errors.New("value holds no item (use clear_fact to delete a fact)")
 			}
-			reply, err := c.SetFact(ctx, user, key, in.Value)
+			reply, err := c.SetFact(ctx, user, key, in.Value.text)
 			return wireFact(reply.Fact), err
 		}))
 
@@ -303,7 +343,10 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 			"list_memories), e.g. when the user asks you to forget it or it is wrong. An error says when there " +
 			"is no memory with that id.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(false)}},
-		nil,
+		// An id is one search_memory or list_memories gave: bounded in
+		// the schema, so that 0 or 1e20 is refused in the tool's own
+		// words (before: the service's, or a Go decoding error).
+		bounds{"id": {1, math.MaxInt64}},
 		wrap(t, func(ctx context.Context, user string, in deleteIn) (deleteOut, error) {
 			err := c.DeleteContext(ctx, user, in.ID)
 			return deleteOut{Deleted: err == nil}, err
@@ -371,6 +414,11 @@ func wrap[In, Out any](t tools, fn func(ctx context.Context, user string, in In)
 		out, err := retryOverloaded(ctx, func() (Out, error) { return fn(ctx, user, in) })
 		if err != nil {
 			t.s.cfg.Logger.Debug("mcp tool failed", "tool", req.Params.Name, "user_token", events.UserToken(user), "error", err)
+			if timedOut(err) && !t.s.cfg.Client.Connected() {
+				// Not memoryd's silence: the request never left (nats.go
+				// holds it while it reconnects).
+				return nil, zero, errors.New("memory is unavailable: the connection to NATS is lost (reconnecting); try again shortly")
+			}
 			return nil, zero, explain(err)
 		}
 		t.s.cfg.Logger.Debug("mcp tool", "tool", req.Params.Name, "user_token", events.UserToken(user), "duration", time.Since(start))
@@ -399,10 +447,14 @@ func explain(err error) error {
 			events.MaxMessageBytes>>10, events.MaxAnswerBytes>>10, events.MaxFactValueBytes>>10)
 	case errors.Is(err, nats.ErrNoResponders):
 		return errors.New("memory is unavailable: no memoryd service is running")
-	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+	case timedOut(err):
 		return errors.New("memory is unavailable: memoryd did not reply in time")
 	}
 	return err
+}
+
+func timedOut(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
 }
 
 // resourceError is err for a resource read, which has no tool result to
@@ -420,7 +472,7 @@ type bounds map[string][2]float64
 // the integer bounds b written into it (the SDK validates arguments
 // against the schema before the handler runs).
 func addTool[In, Out any](srv *mcp.Server, tool *mcp.Tool, b bounds, h mcp.ToolHandlerFor[In, Out]) {
-	schema, err := jsonschema.For[In](nil)
+	schema, err := jsonschema.For[In](&jsonschema.ForOptions{TypeSchemas: typeSchemas})
 	if err != nil {
 		panic(fmt.Sprintf("agenttools: schema of %s: %v", tool.Name, err))
 	}
@@ -509,6 +561,18 @@ var knownKeys = func() string {
 		if k.List {
 			keys = append(keys, k.Key+" (list)")
 		} else {
+			keys = append(keys, k.Key)
+		}
+	}
+	return strings.Join(keys, ", ")
+}()
+
+// listKeys names the vocabulary's list keys, for the refusal of an array
+// value for another key.
+var listKeys = func() string {
+	var keys []string
+	for _, k := range events.FactKeys() {
+		if k.List {
 			keys = append(keys, k.Key)
 		}
 	}

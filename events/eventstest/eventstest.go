@@ -185,6 +185,38 @@ func (s *Server) Restart(t testing.TB) {
 	s.start(t)
 }
 
+// Stop kills the server (an outage, not an operator's stop) and waits
+// until it has exited; Start runs it again on the same port.
+func (s *Server) Stop(t testing.TB) {
+	t.Helper()
+	if s.srv == nil {
+		return
+	}
+	_ = s.srv.Process.Kill()
+	<-s.exited
+	s.srv = nil
+}
+
+// Start runs a server Stop stopped again, with the same arguments, and
+// waits until it accepts connections.
+func (s *Server) Start(t testing.TB) {
+	t.Helper()
+	s.start(t)
+}
+
+// Conn connects to the server, reconnecting for ever, quickly (every
+// 20ms), so that a test sees the outage end at once. It is closed when the
+// test ends.
+func (s *Server) Conn(t testing.TB) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(s.URL, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
 func (s *Server) start(t testing.TB) {
 	t.Helper()
 	s.srv = exec.Command(s.bin, s.args...)
