@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -494,6 +495,55 @@ func TestStdioAnswersEveryRequestBeforeItsInputEnds(t *testing.T) {
 				t.Fatalf("request %s was not answered; output:\n%s", id, out.String())
 			}
 		}
+	}
+}
+
+// TestStdioAnswersALineThatIsNoMessage: a line that is not JSON is
+// answered with a parse error (-32700), one without "jsonrpc": "2.0" with
+// an invalid request (-32600, with its id), and the session goes on: the
+// requests before and after them are answered. Before, the SDK ended the
+// session at the line, the process exited 1, and the answers still due
+// were lost (MCP walk).
+func TestStdioAnswersALineThatIsNoMessage(t *testing.T) {
+	t.Parallel()
+	srv, err := agenttools.New(agenttools.Config{Client: startEnricher(t), Timeout: 10 * time.Second, User: "alice", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"script","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"set_fact","arguments":{"key":"city","value":"Lisbon"}}}`,
+		`garbage`,
+		``,
+		`{"id":3,"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"get_fact","arguments":{"key":"location"}}}`,
+	}, "\n") // the last line without its newline
+	var out eventstest.SyncBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	err = srv.ServeIO(ctx, strings.NewReader(in), &out)
+	cancel()
+	if err != nil {
+		t.Fatalf("serve: %v; output:\n%s", err, out.String())
+	}
+	got := map[string]int{} // id → error code, 0 for a result
+	for line := range strings.Lines(out.String()) {
+		var m struct {
+			ID    json.RawMessage `json:"id"`
+			Error *struct{ Code int }
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("output line %q: %v", line, err)
+		}
+		code := 0
+		if m.Error != nil {
+			code = m.Error.Code
+		}
+		got[string(m.ID)] = code
+	}
+	want := map[string]int{"1": 0, "2": 0, "null": -32700, "3": -32600, "4": 0}
+	if !maps.Equal(got, want) {
+		t.Fatalf("answers by id (error code, 0 a result): %v, want %v; output:\n%s", got, want, out.String())
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"io"
 	"sync"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // answered wraps a session's input and output so that the end of the
@@ -15,6 +17,13 @@ import (
 // answered, so a client that wrote its requests and closed stdin (a script,
 // `printf … | memoryd mcp`) got only some of its answers. The wait is
 // bounded by limit, and ends with ctx.
+//
+// It also answers, itself, an input line that is no JSON-RPC message (not
+// JSON: -32700; JSON without "jsonrpc": "2.0": -32600), which the SDK
+// does not see: the SDK's decoder ends the whole session at such a line,
+// and the answers still due with it (MCP walk: one "garbage" line after a
+// tools/call left stdout empty and the process exiting 1). MCP's stdio
+// framing is one message a line.
 type answered struct {
 	ctx   context.Context
 	in    io.Reader
@@ -24,40 +33,145 @@ type answered struct {
 	mu      sync.Mutex
 	pending map[string]bool // ids of requests read and not yet answered
 	changed chan struct{}   // closed and replaced when pending shrinks
-	inLine  []byte          // the input's unfinished last line
-	outLine []byte          // the output's
-	held    bool            // the input's end was seen with data: report it next Read
+	outLine []byte          // the output's unfinished last line
+
+	// The input, read by Read alone: inLine is its unfinished last line,
+	// fwd the checked lines not yet passed on, eof its end seen, err a
+	// read error to report once fwd is passed on.
+	buf    []byte
+	inLine []byte
+	fwd    []byte
+	eof    bool
+	err    error
+	filter bool // lines are checked (off past a line over maxCheckedLine)
+
+	// writeMu keeps this reader's answers and the SDK's messages whole
+	// lines apart (the SDK writes each message with one Write).
+	writeMu sync.Mutex
 
 	closeOnce sync.Once
 	closeErr  error
 }
 
+// maxCheckedLine bounds the input line answered holds to check: the SDK's
+// own bound on a message (mcp.DefaultMaxLineLength). Past it the input is
+// passed on unchecked, and the SDK ends the session as it would.
+const maxCheckedLine = mcp.DefaultMaxLineLength
+
 func newAnswered(ctx context.Context, in io.Reader, out io.Writer, limit time.Duration) *answered {
-	return &answered{ctx: ctx, in: in, out: out, limit: limit, pending: map[string]bool{}, changed: make(chan struct{})}
+	return &answered{ctx: ctx, in: in, out: out, limit: limit, pending: map[string]bool{}, changed: make(chan struct{}),
+		buf: make([]byte, 32<<10), filter: true}
 }
 
 func (a *answered) Read(p []byte) (int, error) {
-	if a.held {
-		return 0, a.drain()
+	for len(a.fwd) == 0 {
+		switch {
+		case a.err != nil:
+			return 0, a.err
+		case a.eof:
+			return 0, a.drain()
+		}
+		n, err := a.in.Read(a.buf)
+		a.take(a.buf[:n], err == io.EOF)
+		if err == io.EOF {
+			a.eof = true
+		} else if err != nil {
+			a.err = err
+		}
 	}
-	n, err := a.in.Read(p)
+	n := copy(p, a.fwd)
+	a.fwd = a.fwd[n:]
+	return n, nil
+}
+
+// take reads input data: its complete lines (and at the end, the last
+// one) are checked, passed on to fwd or answered, and the requests passed
+// on noted as pending.
+func (a *answered) take(data []byte, end bool) {
+	if !a.filter {
+		a.fwd = append(a.fwd, data...)
+		a.note(data)
+		return
+	}
+	a.inLine = append(a.inLine, data...)
+	for {
+		i := bytes.IndexByte(a.inLine, '\n')
+		if i < 0 {
+			break
+		}
+		a.line(a.inLine[:i+1])
+		a.inLine = a.inLine[i+1:]
+	}
+	if end && len(a.inLine) > 0 {
+		a.line(append(a.inLine, '\n'))
+		a.inLine = nil
+	}
+	if len(a.inLine) > maxCheckedLine {
+		a.filter = false
+		a.fwd = append(a.fwd, a.inLine...)
+		a.inLine = nil
+	}
+}
+
+// line checks one input line (with its newline): a JSON-RPC message, or
+// a blank line, is passed on; anything else is answered with its error.
+func (a *answered) line(l []byte) {
+	t := bytes.TrimSpace(l)
+	if len(t) == 0 {
+		return
+	}
+	if !json.Valid(t) {
+		a.answer(nil, -32700, "Parse error: the line is not JSON (MCP over stdio is one JSON-RPC message a line)")
+		return
+	}
+	if t[0] == '{' {
+		var head struct {
+			JSONRPC string          `json:"jsonrpc"`
+			ID      json.RawMessage `json:"id"`
+		}
+		if json.Unmarshal(t, &head) != nil || head.JSONRPC != "2.0" {
+			a.answer(head.ID, -32600, `Invalid Request: "jsonrpc" must be "2.0"`)
+			return
+		}
+	}
+	a.fwd = append(a.fwd, l...)
+	a.note(l)
+}
+
+// note records the requests of data's complete lines as pending.
+func (a *answered) note(data []byte) {
 	a.mu.Lock()
-	a.inLine = scanMessages(append(a.inLine, p[:n]...), func(id string, request bool) {
+	defer a.mu.Unlock()
+	scanMessages(data, func(id string, request bool) {
 		if request {
 			a.pending[id] = true
 		}
 	})
-	a.mu.Unlock()
-	if err == io.EOF {
-		if n > 0 {
-			// The SDK must read these requests before anything waits for
-			// their answers.
-			a.held = true
-			return n, nil
-		}
-		return 0, a.drain()
+}
+
+// answer writes a JSON-RPC error response for a line the SDK is not given.
+func (a *answered) answer(id json.RawMessage, code int, msg string) {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
 	}
-	return n, err
+	var resp rpcErrorResponse
+	resp.JSONRPC, resp.ID, resp.Error.Code, resp.Error.Message = "2.0", id, code, msg
+	b, err := json.Marshal(resp)
+	if err != nil {
+		return
+	}
+	a.writeMu.Lock()
+	defer a.writeMu.Unlock()
+	_, _ = a.out.Write(append(b, '\n'))
+}
+
+type rpcErrorResponse struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Error   struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
 }
 
 // drain waits until every request read is answered, then returns io.EOF.
@@ -82,7 +196,9 @@ func (a *answered) drain() error {
 }
 
 func (a *answered) Write(p []byte) (int, error) {
+	a.writeMu.Lock()
 	n, err := a.out.Write(p)
+	a.writeMu.Unlock()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.outLine = scanMessages(append(a.outLine, p[:n]...), func(id string, request bool) {
