@@ -50,6 +50,9 @@ type reply struct {
 	// (memory off), which would otherwise hold up to maxReplyBytes.
 	discard  bool
 	overflow bool
+	// broken: a data event the client's SDK fails on (not JSON, or an
+	// error event).
+	broken bool
 	// pending is an incomplete line (streamed); body reads a non-streamed
 	// reply's members.
 	pending []byte
@@ -102,8 +105,14 @@ func (a *reply) line(l []byte) {
 		a.ended = true
 		return
 	}
+	if len(data) == 0 {
+		return // an empty event (a keep-alive some servers send)
+	}
 	var chunk struct {
-		ID      string `json:"id"`
+		ID string `json:"id"`
+		// Error is a server's error event in the stream (OpenAI's SDKs
+		// raise it).
+		Error   json.RawMessage `json:"error"`
 		Choices []struct {
 			Index int `json:"index"`
 			Delta struct {
@@ -114,7 +123,11 @@ func (a *reply) line(l []byte) {
 			FinishReason *string `json:"finish_reason"`
 		} `json:"choices"`
 	}
-	if json.Unmarshal(data, &chunk) != nil {
+	if json.Unmarshal(data, &chunk) != nil || (len(chunk.Error) > 0 && string(chunk.Error) != "null") {
+		// The client's SDK fails on such an event (the OpenAI SDKs
+		// raise a parse error or the error), so the user saw no answer:
+		// the turn is not remembered, whatever came after it.
+		a.broken = true
 		return
 	}
 	if a.id == "" {
@@ -242,4 +255,4 @@ const maxOpenChoices = 128
 // stream, or a choice in the JSON reply.
 // A reply of tool calls is not (see callsTools), whatever its finish
 // reason.
-func (a *reply) done() bool { return a.finished && !a.calls && !a.overflow }
+func (a *reply) done() bool { return a.finished && !a.calls && !a.overflow && !a.broken }

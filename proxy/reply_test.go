@@ -253,3 +253,31 @@ func TestReplyJSONLongAnswer(t *testing.T) {
 		}
 	}
 }
+
+// TestReplyStreamWithAnEventTheClientFailsOn: a stream holding a data
+// event that is not JSON, or an error event, before or after its finish
+// reason is not a turn: the OpenAI SDKs raise on such an event, so the user
+// saw an error, not an answer (proxy walk: both were remembered). An empty
+// data event (a keep-alive) is no such event.
+func TestReplyStreamWithAnEventTheClientFailsOn(t *testing.T) {
+	chunk := "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":null}]}\n\n"
+	finish := "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
+	done := "data: [DONE]\n\n"
+	for _, c := range []struct {
+		name, body string
+		want       bool
+	}{
+		{"whole", chunk + finish + done, true},
+		{"keep-alive", chunk + "data:\n\n" + finish + done, true},
+		{"not JSON", chunk + "data: {not json\n\n" + finish + done, false},
+		{"error event after the finish", chunk + finish + "data: {\"error\":{\"message\":\"overloaded\",\"type\":\"server_error\"}}\n\n" + done, false},
+		{"error null", chunk + "data: {\"id\":\"c1\",\"error\":null,\"choices\":[]}\n\n" + finish + done, true},
+	} {
+		a := reply{streamed: true}
+		a.feed([]byte(c.body))
+		a.end()
+		if a.done() != c.want {
+			t.Errorf("%s: remembered %v, want %v", c.name, a.done(), c.want)
+		}
+	}
+}
