@@ -451,33 +451,54 @@ func TestTokensSeeOnlyTheirUser(t *testing.T) {
 	}
 }
 
+// The lines that open a stdio session: initialize (id 1), then
+// initialized.
+const (
+	stdioInitialize  = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"script","version":"1"}}}`
+	stdioInitialized = `{"jsonrpc":"2.0","method":"notifications/initialized"}`
+)
+
+// stdioServer is a server for alice's stdio sessions, in front of an
+// enrich service of its own.
+func stdioServer(t *testing.T) *agenttools.Server {
+	t.Helper()
+	srv, err := agenttools.New(agenttools.Config{Client: startEnricher(t), Timeout: 10 * time.Second, User: "alice", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
+
+// serveScript runs one stdio session of srv on in, as a script piping its
+// requests in, and returns what it wrote.
+func serveScript(srv *agenttools.Server, in string) (string, error) {
+	var out eventstest.SyncBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := srv.ServeIO(ctx, strings.NewReader(in), &out)
+	return out.String(), err
+}
+
 // A client that writes its requests and closes its end at once (a script:
 // printf '…' | memoryd mcp --user U) gets every answer: the session waits
 // for them before it ends (before: it ended at the input's end, and of
 // four requests 0 to 1 were answered).
 func TestStdioAnswersEveryRequestBeforeItsInputEnds(t *testing.T) {
 	t.Parallel()
-	srv, err := agenttools.New(agenttools.Config{Client: startEnricher(t), Timeout: 10 * time.Second, User: "alice", Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := stdioServer(t)
 	in := strings.Join([]string{
-		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"script","version":"1"}}}`,
-		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		stdioInitialize, stdioInitialized,
 		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
 		`{"jsonrpc":"2.0","id":"three","method":"tools/call","params":{"name":"set_fact","arguments":{"key":"city","value":"Lisbon"}}}`,
 		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"list_facts","arguments":{}}}`,
 	}, "\n") + "\n"
 	for range 5 {
-		var out eventstest.SyncBuffer
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		err := srv.ServeIO(ctx, strings.NewReader(in), &out)
-		cancel()
+		out, err := serveScript(srv, in)
 		if err != nil {
 			t.Fatalf("serve: %v", err)
 		}
 		ids := map[string]bool{}
-		for line := range strings.Lines(out.String()) {
+		for line := range strings.Lines(out) {
 			var m struct {
 				ID    json.RawMessage `json:"id"`
 				Error *struct{ Message string }
@@ -492,7 +513,7 @@ func TestStdioAnswersEveryRequestBeforeItsInputEnds(t *testing.T) {
 		}
 		for _, id := range []string{"1", "2", `"three"`, "4"} {
 			if !ids[id] {
-				t.Fatalf("request %s was not answered; output:\n%s", id, out.String())
+				t.Fatalf("request %s was not answered; output:\n%s", id, out)
 			}
 		}
 	}
@@ -506,28 +527,20 @@ func TestStdioAnswersEveryRequestBeforeItsInputEnds(t *testing.T) {
 // were lost (MCP walk).
 func TestStdioAnswersALineThatIsNoMessage(t *testing.T) {
 	t.Parallel()
-	srv, err := agenttools.New(agenttools.Config{Client: startEnricher(t), Timeout: 10 * time.Second, User: "alice", Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	in := strings.Join([]string{
-		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"script","version":"1"}}}`,
-		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		stdioInitialize, stdioInitialized,
 		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"set_fact","arguments":{"key":"city","value":"Lisbon"}}}`,
 		`garbage`,
 		``,
 		`{"id":3,"method":"tools/list"}`,
 		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"get_fact","arguments":{"key":"location"}}}`,
 	}, "\n") // the last line without its newline
-	var out eventstest.SyncBuffer
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	err = srv.ServeIO(ctx, strings.NewReader(in), &out)
-	cancel()
+	out, err := serveScript(stdioServer(t), in)
 	if err != nil {
-		t.Fatalf("serve: %v; output:\n%s", err, out.String())
+		t.Fatalf("serve: %v; output:\n%s", err, out)
 	}
 	got := map[string]int{} // id → error code, 0 for a result
-	for line := range strings.Lines(out.String()) {
+	for line := range strings.Lines(out) {
 		var m struct {
 			ID    json.RawMessage `json:"id"`
 			Error *struct{ Code int }
@@ -543,7 +556,7 @@ func TestStdioAnswersALineThatIsNoMessage(t *testing.T) {
 	}
 	want := map[string]int{"1": 0, "2": 0, "null": -32700, "3": -32600, "4": 0}
 	if !maps.Equal(got, want) {
-		t.Fatalf("answers by id (error code, 0 a result): %v, want %v; output:\n%s", got, want, out.String())
+		t.Fatalf("answers by id (error code, 0 a result): %v, want %v; output:\n%s", got, want, out)
 	}
 }
 
