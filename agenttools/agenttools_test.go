@@ -662,6 +662,10 @@ func TestToolErrorsNameTheToolsFields(t *testing.T) {
 		// A list key's value of separators alone: the service says "value
 		// holds no item (use facts.clear ...)", its NATS endpoint.
 		{"set_fact", map[string]any{"key": "languages", "value": ", ;"}, "use clear_fact to delete a fact"},
+		// So is an array of no item: it said facts.clear, the service's
+		// word.
+		{"set_fact", map[string]any{"key": "languages", "value": []string{}}, "use clear_fact to delete a fact"},
+		{"set_fact", map[string]any{"key": "languages", "value": []string{" ", ","}}, "use clear_fact to delete a fact"},
 		// Over the NATS server's max payload (1 MiB): refused by the NATS
 		// client before memoryd could name the field (before: "memoryd
 		// search: nats: maximum payload exceeded").
@@ -730,5 +734,57 @@ func TestToolCallWithNATSLostSaysSo(t *testing.T) {
 	})
 	if msg := toolError(t, s, "get_fact", map[string]any{"key": "name"}); !strings.Contains(msg, "connection to NATS is lost") {
 		t.Errorf("get_fact with NATS down: %q, want it to say the NATS connection is lost", msg)
+	}
+}
+
+// TestStdioAnswersAJSONLineThatIsNoMessage: a line of JSON that is no
+// JSON-RPC message the SDK can read (a number, a string, null, an empty
+// batch, an object without method or id, one with an id of the wrong type,
+// one with trailing white space) is answered as invalid (-32600), and the
+// session goes on. The line filter passed them on, and the SDK ended the
+// session there, with the answers still due, as for a line not JSON.
+func TestStdioAnswersAJSONLineThatIsNoMessage(t *testing.T) {
+	t.Parallel()
+	srv, err := agenttools.New(agenttools.Config{Client: startEnricher(t), Timeout: 10 * time.Second, User: "alice", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"script","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`42`,
+		`"hello"`,
+		`null`,
+		`[]`,
+		`{"jsonrpc":"2.0"}`,
+		`{"jsonrpc":"2.0","id":{"a":1},"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":5,"method":"tools/list"}  `,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+	}, "\n")
+	var out eventstest.SyncBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	err = srv.ServeIO(ctx, strings.NewReader(in), &out)
+	cancel()
+	if err != nil {
+		t.Fatalf("serve: %v; output:\n%s", err, out.String())
+	}
+	results, invalid := map[string]bool{}, 0
+	for line := range strings.Lines(out.String()) {
+		var m struct {
+			ID    json.RawMessage `json:"id"`
+			Error *struct{ Code int }
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("output line %q: %v", line, err)
+		}
+		switch {
+		case m.Error == nil:
+			results[string(m.ID)] = true
+		case m.Error.Code == -32600:
+			invalid++
+		}
+	}
+	if !results["1"] || !results["2"] || !results["5"] || invalid != 6 {
+		t.Fatalf("results %v and %d invalid requests, want results for 1, 5 and 2 and 6 invalid; output:\n%s", results, invalid, out.String())
 	}
 }

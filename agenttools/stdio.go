@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -19,11 +20,12 @@ import (
 // bounded by limit, and ends with ctx.
 //
 // It also answers, itself, an input line that is no JSON-RPC message (not
-// JSON: -32700; JSON without "jsonrpc": "2.0": -32600), which the SDK
-// does not see: the SDK's decoder ends the whole session at such a line,
-// and the answers still due with it (MCP walk: one "garbage" line after a
-// tools/call left stdout empty and the process exiting 1). MCP's stdio
-// framing is one message a line.
+// JSON: -32700; JSON without "jsonrpc": "2.0", or that the SDK cannot read
+// as a message or batch: -32600), which the SDK does not see: the SDK's
+// decoder ends the whole session at such a line, and the answers still
+// due with it (MCP walk: one "garbage" line after a tools/call left stdout
+// empty and the process exiting 1). MCP's stdio framing is one message a
+// line.
 type answered struct {
 	ctx   context.Context
 	in    io.Reader
@@ -134,8 +136,37 @@ func (a *answered) line(l []byte) {
 			return
 		}
 	}
+	// JSON the SDK cannot read as a message (a number, an empty batch, an
+	// object without method or id, an id of another type) would end its
+	// session as a line not JSON does.
+	if !sdkReads(t) {
+		a.answer(nil, -32600, "Invalid Request: the line is no JSON-RPC request, notification or response")
+		return
+	}
+	// Trimmed: the SDK's decoder ends the session at white space after a
+	// message other than its line break.
+	l = append(t[:len(t):len(t)], '\n')
 	a.fwd = append(a.fwd, l...)
 	a.note(l)
+}
+
+// sdkReads reports whether the SDK reads t, valid JSON, as a message or
+// a batch of them, as its stdio transport does (mcp.ioConn's readBatch).
+func sdkReads(t []byte) bool {
+	if t[0] != '[' {
+		_, err := jsonrpc.DecodeMessage(t)
+		return err == nil
+	}
+	var batch []json.RawMessage
+	if json.Unmarshal(t, &batch) != nil || len(batch) == 0 {
+		return false
+	}
+	for _, m := range batch {
+		if _, err := jsonrpc.DecodeMessage(m); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // note records the requests of data's complete lines as pending.

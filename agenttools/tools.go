@@ -83,6 +83,7 @@ type setFactIn struct {
 type factValue struct {
 	text  string
 	array bool
+	items string // an array's items, joined by commas
 }
 
 func (v *factValue) UnmarshalJSON(b []byte) error {
@@ -97,7 +98,7 @@ func (v *factValue) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return err
 	}
-	v.text, v.array = string(enc), true
+	v.text, v.array, v.items = string(enc), true, strings.Join(items, ",")
 	return nil
 }
 
@@ -261,9 +262,14 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 			if listOf != "" {
 				return fact{}, fmt.Errorf("%q names the list %s, which set_fact replaces whole: set_fact %s with every item, separated by commas (list_facts shows the items there are)", in.Key, listOf, listOf)
 			}
-			if _, list := events.CanonicalFactKey(key); list && !in.Value.array && strings.TrimSpace(strings.NewReplacer(",", "", ";", "").Replace(in.Value.text)) == "" {
-				// A list key's value of separators alone (the service's
-				// "value holds no item (use facts.clear ...)").
+			items := in.Value.text
+			if in.Value.array {
+				items = in.Value.items
+			}
+			if _, list := events.CanonicalFactKey(key); list && strings.TrimSpace(strings.NewReplacer(",", "", ";", "").Replace(items)) == "" {
+				// A list key's value of separators alone, or an array of
+				// no item (the service's "value holds no item (use
+				// facts.clear ...)").
 				return fact{}, errors.New("value holds no item (use clear_fact to delete a fact)")
 			}
 			reply, err := c.SetFact(ctx, user, key, in.Value.text)

@@ -2,7 +2,6 @@ package enricher
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 
 	"github.com/memoryd/memoryd/events"
@@ -137,9 +136,14 @@ func (r searchResults) alone() string {
 func (r searchResults) withoutOversized(limit int) (fitter, bool) {
 	// The reply's own bytes around one result: {"results":[],"truncated":true}.
 	const envelope = 40
-	var kept []events.ContextItem
+	var (
+		kept []events.ContextItem
+		buf  bytes.Buffer
+	)
 	for i, it := range r.Results {
-		if b, err := json.Marshal(it); err == nil && len(b)+envelope <= limit {
+		// Measured as the reply writes it (encodeReply: "<" is itself,
+		// not \u003c), or an item that fits would be left out.
+		if err := encodeReply(&buf, it); err == nil && buf.Len()+envelope <= limit {
 			if kept != nil {
 				kept = append(kept, it)
 			}

@@ -242,3 +242,21 @@ func TestDocsListHTMLMetadata(t *testing.T) {
 		t.Fatalf("docs.list: %d documents, %v; want 300", len(page.Documents), err)
 	}
 }
+
+// TestSearchKeepsAnHTMLItemThatFits: an item of 200 KB of "<>", 1.2 MB
+// if "<" were escaped \u003c but 200 KB as replies write it, ranked first
+// in a reply over the payload limit, is cut to as any other item: it
+// fits alone, so it is kept, not left out as too large for any reply.
+func TestSearchKeepsAnHTMLItemThatFits(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	html := strings.Repeat("<>", 100000)
+	insertContext(t, st,
+		store.ContextWrite{UserID: "alice", Question: "quokka quokka quokka: tags for the quokka page", Answer: html, CreatedAt: t0},
+		store.ContextWrite{UserID: "alice", Question: "a quokka note", Answer: strings.Repeat("plain words ", 80000), CreatedAt: t0})
+	found, err := h.client.Search(quick(t), events.SearchRequest{UserID: "alice", Query: "quokka"})
+	if err != nil || len(found.Results) != 1 || found.Results[0].Answer != html || !found.Truncated {
+		t.Fatalf("search: %d results, truncated %v, %v; want the HTML item first and alone, truncated", len(found.Results), found.Truncated, err)
+	}
+}
