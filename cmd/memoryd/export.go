@@ -46,6 +46,12 @@ that the memory changed under starts again, up to 3 times.`)
 	}
 	defer done()
 	data, err := exportConsistent(func(w io.Writer) error { return c.Export(reqCtx, o.user, w) })
+	var changed *exportChangedError
+	if errors.As(err, &changed) {
+		// Its own words: callError would reduce it to the last page's 409,
+		// hiding that the export started again each time.
+		return errors.New(changed.Error())
+	}
 	if err != nil {
 		return err
 	}
@@ -79,10 +85,21 @@ func exportConsistent(export func(io.Writer) error) ([]byte, error) {
 			return buf.Bytes(), err
 		}
 		if attempt == exportAttempts {
-			return nil, fmt.Errorf("the memory changed during each of %d exports (the user is active): export again when it is quieter: %w", exportAttempts, err)
+			return nil, &exportChangedError{err: se}
 		}
 	}
 }
+
+// exportChangedError is an export given up after exportAttempts, the memory
+// having changed during each (the last page's 409 wrapped).
+type exportChangedError struct{ err *events.ServiceError }
+
+func (e *exportChangedError) Error() string {
+	return fmt.Sprintf("the memory changed during each of %d exports (the service answered %d each time: the user is active): export again when it is quieter",
+		exportAttempts, e.err.Code)
+}
+
+func (e *exportChangedError) Unwrap() error { return e.err }
 
 // writeFileAtomic writes data to a temporary file beside path and renames
 // it into place, so that path never holds half an export.

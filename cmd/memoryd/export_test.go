@@ -285,3 +285,40 @@ func TestExportAndImportTimeoutBoundsEachRequest(t *testing.T) {
 		t.Errorf("import of %d requests of %s each, --timeout %s: exit %d, stdout %q, stderr %q; want every request sent", imports.Load(), delay, timeout, code, out, errOut)
 	}
 }
+
+// An export that the memory changed under at every attempt says that it
+// started again and why it gave up, not only the last page's 409 (the
+// command's error reporting turned the wrapped 409 back into the bare
+// "the service answered 409", losing that it had tried 3 times; a user
+// exporting an active user saw a one-line 409 after 4 s, as if it had
+// not retried at all).
+func TestExportGivesUpSayingTheMemoryKeptChanging(t *testing.T) {
+	t.Parallel()
+	nc := eventstest.Conn(t)
+	prefix, _ := eventstest.Names(t, nc)
+	var firstPages atomic.Int64
+	sub, err := nc.Subscribe(prefix+".export.*", func(m *nats.Msg) {
+		var req events.ExportRequest
+		_ = json.Unmarshal(m.Data, &req)
+		reply := nats.NewMsg(m.Reply)
+		if req.Cursor == "" {
+			firstPages.Add(1)
+			reply.Data, _ = json.Marshal(events.ExportReply{Lines: events.ExportHeader + "\n", Next: "1.x"})
+		} else {
+			reply.Header.Set("Nats-Service-Error-Code", "409")
+			reply.Header.Set("Nats-Service-Error", "the memory changed since this export began")
+		}
+		_ = m.RespondMsg(reply)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := runArgs(context.Background(), "export", "--user", "alice", "--nats-url", eventstest.URL(), "--prefix", prefix, "--timeout", "10s")
+	if code != 1 || firstPages.Load() != exportAttempts || !strings.Contains(errOut, fmt.Sprintf("changed during each of %d exports", exportAttempts)) {
+		t.Errorf("exit %d after %d attempts, stderr %q; want exit 1 after %d attempts, saying the memory changed during each", code, firstPages.Load(), errOut, exportAttempts)
+	}
+}
