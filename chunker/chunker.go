@@ -167,7 +167,7 @@ func sections(src string) []section {
 		if len(cur.blocks) > 0 {
 			out = append(out, cur)
 		}
-		cur = section{headings: append([]string(nil), path...)}
+		cur = section{headings: titles(path)}
 	}
 	heading := func(lv int, title string) {
 		closeSection()
@@ -175,7 +175,7 @@ func sections(src string) []section {
 			level, path = level[:len(level)-1], path[:len(path)-1]
 		}
 		level, path = append(level, lv), append(path, title)
-		cur.headings = append([]string(nil), path...)
+		cur.headings = titles(path)
 	}
 	// A byte order mark (files saved on Windows) is not text: skipped,
 	// so that a first line "\ufeff# Title" is the heading it reads as.
@@ -213,7 +213,10 @@ func sections(src string) []section {
 		case indent <= 3 && atxLevel(trimmed) > 0:
 			lv := atxLevel(trimmed)
 			heading(lv, atxTitle(trimmed, lv))
-		case indent <= 3 && para >= 0 && lines == 1 && setext(trimmed) > 0:
+		case indent <= 3 && para >= 0 && lines == 1 && setext(trimmed) > 0 && !listLine(src[para:paraE]):
+			// Not under a list item, quote or table row: there "---" is a
+			// thematic break and "===" a quote's lazy continuation line
+			// (CommonMark), not an underline making the item a heading.
 			title := strings.TrimSpace(src[para:paraE])
 			para = -1
 			heading(setext(trimmed), title)
@@ -230,6 +233,19 @@ func sections(src string) []section {
 		cur.blocks = append(cur.blocks, block{span: trim(src, span{codeS, len(src)}), code: true})
 	}
 	closeSection()
+	return out
+}
+
+// titles is a copy of a heading path without its empty titles: a heading
+// line "#" alone closes the deeper sections as any heading of its level
+// but names nothing, so it is no step of a path ("doc.md ›  › Deep").
+func titles(path []string) []string {
+	var out []string
+	for _, t := range path {
+		if t != "" {
+			out = append(out, t)
+		}
+	}
 	return out
 }
 

@@ -2,6 +2,7 @@ package chunker
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -41,6 +42,55 @@ func TestHeadingAttributes(t *testing.T) {
 	} {
 		if got := atxTitle(tt.line, atxLevel(tt.line)); got != tt.want {
 			t.Errorf("atxTitle(%q) = %q, want %q", tt.line, got, tt.want)
+		}
+	}
+}
+
+// TestSetextNotAfterListOrQuote: a "---" or "===" line under a list item,
+// a quote or a table row is not a setext underline (CommonMark: a list item
+// then a thematic break; a quote's lazy continuation). Taking it for one
+// made the item a heading, dropped its words from every chunk's text and,
+// for "===", reset the heading path ("Doc" lost).
+func TestSetextNotAfterListOrQuote(t *testing.T) {
+	src := "# Doc\n\n- first item about ferrets\n---\n\nText about voles.\n\n> a quote about moles\n===\n\nMore about shrews.\n\n1. numbered item\n---\n\n| a | b |\n---\n\nEnd.\n"
+	cs, err := Split(src, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		t.Logf("%q %q", c.Headings, c.Text)
+		if !slices.Equal(c.Headings, []string{"Doc"}) {
+			t.Errorf("chunk %q has heading path %q, want [Doc]", c.Text, c.Headings)
+		}
+	}
+	var all string
+	for _, c := range cs {
+		all += c.Text + "\n"
+	}
+	for _, w := range []string{"ferrets", "moles", "numbered item", "| a | b |"} {
+		if !strings.Contains(all, w) {
+			t.Errorf("no chunk holds %q", w)
+		}
+	}
+}
+
+// TestEmptyATXHeading: a heading line "#" alone (an empty heading) closes
+// the deeper sections as any level-1 heading, but puts no empty title in
+// the path: a chunk under it had [""] (stored as no path at all) and one
+// under its subheading ["", "Deep"], cited as "doc.md ›  › Deep".
+func TestEmptyATXHeading(t *testing.T) {
+	src := "# Top\n\n## Sub\n\nUnder sub.\n\n#\n\nUnder the empty heading.\n\n### Deep\n\nDeep text.\n"
+	cs, err := Split(src, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]string{{"Top", "Sub"}, {}, {"Deep"}}
+	if len(cs) != len(want) {
+		t.Fatalf("%d chunks, want %d", len(cs), len(want))
+	}
+	for i, c := range cs {
+		if !slices.Equal(c.Headings, want[i]) {
+			t.Errorf("chunk %q: heading path %q, want %q", c.Text, c.Headings, want[i])
 		}
 	}
 }
