@@ -21,7 +21,7 @@ import (
 // it; a Config.Store without it answers these endpoints 501.
 type Exporter interface {
 	Export(ctx context.Context, userID string, w io.Writer) error
-	Import(ctx context.Context, userID, token string, r io.Reader) (store.Imported, error)
+	ImportInto(ctx context.Context, userID, token, memory string, r io.Reader) (store.Imported, string, error)
 }
 
 // exports answers memory.export and memory.import.
@@ -216,6 +216,9 @@ func (e exports) importLines(token string, data []byte) (call, error) {
 	if len(req.Lines) == 0 {
 		return nil, badRequest("lines is required: the export's lines as JSON objects, the header %s first", events.ExportHeader)
 	}
+	if len(req.MemoryID) > events.MaxMemoryIDBytes {
+		return nil, badRequest("memory_id is %d bytes, over the %d byte limit: send the memory_id an earlier import reply gave, or none", len(req.MemoryID), events.MaxMemoryIDBytes)
+	}
 	if err := e.enabled(); err != nil {
 		return nil, err
 	}
@@ -228,16 +231,19 @@ func (e exports) importLines(token string, data []byte) (call, error) {
 		in.WriteByte('\n')
 	}
 	return func(ctx context.Context) (any, error) {
-		counts, err := e.store.Import(ctx, req.UserID, token, &in)
+		counts, memory, err := e.store.ImportInto(ctx, req.UserID, token, req.MemoryID, &in)
 		var ie *store.ImportError
 		switch {
 		case errors.As(err, &ie):
 			return nil, badRequest("line %d: %v; nothing of this request was imported", ie.Line, ie.Err)
 		case errors.Is(err, store.ErrImportTooLarge):
 			return nil, badRequest("%v", err)
+		case errors.Is(err, store.ErrMemoryForgotten):
+			return nil, &events.ServiceError{Code: 409, Description: "the user was forgotten since memory_id " + req.MemoryID +
+				" (what this import's earlier requests wrote went with it): nothing of this request was imported; import the whole export again to restore it"}
 		case err != nil:
 			return nil, err
 		}
-		return events.ImportReply{Imported: counts}, nil
+		return events.ImportReply{Imported: counts, MemoryID: memory}, nil
 	}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -190,6 +191,61 @@ func TestExportPagesFollowMaxPayloadAfterARestart(t *testing.T) {
 	if _, err := events.NewClient(client, prefix).Import(slowCtx(t), "carol", bytes.NewReader(huge)); !errors.As(err, &ie) || ie.Line != 14 || !strings.Contains(err.Error(), "max_payload") {
 		t.Errorf("import of a line over max_payload: %v; want line 14 named, and max_payload", err)
 	}
+}
+
+// TestImportStopsAtAForget: a user forgotten between two requests of an
+// import (the forget deletes what the earlier ones wrote) gets nothing of
+// the rest: the next request is a 409 and Client.Import returns
+// ErrForgottenDuringImport, the user's memory empty; imported again, the
+// export is whole. Before, the later requests wrote the rest of the file
+// into the memory the forget began, and the import reported success
+// (export and import walk: 19,345 of 60,000 items came back).
+func TestImportStopsAtAForget(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, func(c *enricher.Config) { c.WriteTimeout = time.Minute })
+	bigMemory(t, st, "alice")
+	ctx := slowCtx(t)
+	file := storeExport(t, st, "alice")
+	empty := events.ExportHeader + "\n"
+	forgot := false
+	r := &hookReader{r: bytes.NewReader(file), hook: func() {
+		// Once a request has written into erin's memory, and only then.
+		if !forgot && string(storeExport(t, st, "erin")) != empty {
+			if _, _, err := st.ForgetUser(ctx, "erin", "erin", store.StreamPosition{}, store.RiverJobs{}); err != nil {
+				t.Error(err)
+			}
+			forgot = true
+		}
+	}}
+	_, err := h.client.Import(ctx, "erin", r)
+	if !forgot {
+		t.Fatalf("the import read its file through before a request was answered (%v): the test needs two requests", err)
+	}
+	if !errors.Is(err, events.ErrForgottenDuringImport) {
+		t.Fatalf("import with a forget between its requests: %v; want ErrForgottenDuringImport", err)
+	}
+	if got := storeExport(t, st, "erin"); string(got) != empty {
+		t.Errorf("after the import stopped at the forget, erin holds:\n%.300s", got)
+	}
+	if _, err := h.client.Import(ctx, "erin", bytes.NewReader(file)); err != nil {
+		t.Fatal(err)
+	}
+	if got := storeExport(t, st, "erin"); !bytes.Equal(got, file) {
+		t.Errorf("imported again after the forget, the export differs")
+	}
+}
+
+// hookReader reads r at most 64 KiB a call, as a pipe does, calling hook
+// before each read.
+type hookReader struct {
+	r    io.Reader
+	hook func()
+}
+
+func (h *hookReader) Read(p []byte) (int, error) {
+	h.hook()
+	return h.r.Read(p[:min(len(p), 64<<10)])
 }
 
 // TestImportOverNATS: Client.Import sends a large export in several

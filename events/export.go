@@ -57,14 +57,32 @@ type ExportReply struct {
 type ImportRequest struct {
 	UserID string            `json:"user_id"`
 	Lines  []json.RawMessage `json:"lines,omitempty"`
+	// MemoryID, when set, is the memory_id an earlier request of the same
+	// import was answered with: the request is then refused (409,
+	// ErrForgottenDuringImport) when the user was forgotten since, which
+	// deleted what the earlier requests wrote, rather than write the rest
+	// of the export into the memory the forget began.
+	MemoryID string `json:"memory_id,omitempty"`
 }
 
 // ImportReply counts, by line type, the rows the import wrote or changed;
 // lines the memory already held count nothing (importing twice imports
-// once).
+// once). MemoryID names the user's memory the lines went into (opaque; a
+// forget begins a new one), for the import's next requests.
 type ImportReply struct {
 	Imported map[string]int64 `json:"imported"`
+	MemoryID string           `json:"memory_id,omitempty"`
 }
+
+// MaxMemoryIDBytes bounds an ImportRequest's MemoryID: longer, it is no
+// id an import reply gave (a 400).
+const MaxMemoryIDBytes = 16
+
+// ErrForgottenDuringImport is wrapped by Client.Import's error when the
+// user was forgotten between two of its requests: the forget deleted what
+// the earlier ones wrote, and nothing more was sent. The memory holds none
+// of the export; import it again to restore it into the new memory.
+var ErrForgottenDuringImport = errors.New("the user was forgotten during the import: what its earlier requests wrote went with the forget, and the rest was not imported")
 
 // ExportPage returns one page of the user's export.
 func (c *Client) ExportPage(ctx context.Context, req ExportRequest) (ExportReply, error) {
@@ -100,7 +118,10 @@ func (c *Client) Export(ctx context.Context, userID string, w io.Writer) error {
 // it are imported (importing the whole again is safe: it imports once); a
 // line refused is named by its line number in r. CheckImport first, on an
 // input that can be read twice (a file), refuses a truncated or garbled one
-// before any request is sent.
+// before any request is sent. A forget of the user between two requests
+// (which deleted what the earlier ones wrote) ends it with
+// ErrForgottenDuringImport, the rest unsent: the requests after the first
+// carry the memory_id of its reply.
 func (c *Client) Import(ctx context.Context, userID string, r io.Reader) (ImportReply, error) {
 	total := ImportReply{Imported: map[string]int64{}}
 	var (
@@ -113,12 +134,22 @@ func (c *Client) Import(ctx context.Context, userID string, r io.Reader) (Import
 			return nil
 		}
 		var reply ImportReply
-		err := c.call(ctx, "import", userID, ImportRequest{UserID: userID, Lines: lines}, &reply)
+		err := c.call(ctx, "import", userID, ImportRequest{UserID: userID, Lines: lines, MemoryID: total.MemoryID}, &reply)
+		var svc *ServiceError
+		if errors.As(err, &svc) && svc.Code == 409 && total.MemoryID != "" {
+			total.Imported = map[string]int64{} // the forget deleted them
+			return ErrForgottenDuringImport
+		}
 		if err != nil {
 			return fileLine(err, first)
 		}
 		for k, v := range reply.Imported {
 			total.Imported[k] += v
+		}
+		// The first reply's, kept for every later request (a server of
+		// an earlier release names none, and none is sent).
+		if total.MemoryID == "" {
+			total.MemoryID = reply.MemoryID
 		}
 		lines, size = lines[:1], len(ExportHeader)
 		return nil

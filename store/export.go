@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -178,14 +179,35 @@ type Imported map[string]int64
 // the imported entries are the facts' history. They are one
 // memory.imported change (see changes.go), when they wrote anything.
 func (s *Store) Import(ctx context.Context, userID, token string, r io.Reader) (Imported, error) {
+	counts, _, err := s.ImportInto(ctx, userID, token, "", r)
+	return counts, err
+}
+
+// ErrMemoryForgotten is wrapped by ImportInto's error when the user's
+// memory is no longer the one named: it was forgotten since.
+var ErrMemoryForgotten = errors.New("the user's memory was forgotten since")
+
+// ImportInto is Import into the memory named memory (a MemoryID an
+// earlier request of the same import returned; "" any), returning the
+// MemoryID of the memory it wrote into. A forget since that earlier request
+// (whose writes it deleted) makes it ErrMemoryForgotten, writing nothing:
+// an import sent in several requests stops there, rather than write the
+// rest of the file into the memory the forget began.
+func (s *Store) ImportInto(ctx context.Context, userID, token, memory string, r io.Reader) (Imported, string, error) {
 	byType, err := readImport(r)
 	if err != nil {
-		return nil, fmt.Errorf("import: %w", err)
+		return nil, "", fmt.Errorf("import: %w", err)
 	}
 	counts := Imported{}
+	var current string
 	err = s.InTx(ctx, func(_ pgx.Tx, q *Store) error {
-		if _, err := q.LockUsers(ctx, []string{token}); err != nil {
+		tombs, err := q.LockUsers(ctx, []string{token})
+		if err != nil {
 			return err
+		}
+		current = MemoryID(tombs[token])
+		if memory != "" && memory != current {
+			return ErrMemoryForgotten
 		}
 		if err := q.CheckSchema(ctx); err != nil {
 			return err
@@ -212,9 +234,18 @@ func (s *Store) Import(ctx context.Context, userID, token string, r io.Reader) (
 		return q.recordChange(ctx, changeMemoryImported, total, userID)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("import: %w", err)
+		return nil, "", fmt.Errorf("import: %w", err)
 	}
-	return counts, nil
+	return counts, current, nil
+}
+
+// MemoryID names the memory a user's tombstone leaves (the zero Tombstone:
+// never forgotten): each forget begins a new one. It is opaque to clients.
+func MemoryID(t Tombstone) string {
+	if t.ForgottenAt.IsZero() {
+		return "0"
+	}
+	return strconv.FormatInt(t.ForgottenAt.UnixMicro(), 36)
 }
 
 // applyImport merges the lines of each type in applyOrder, counting what

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -70,6 +71,9 @@ as many as the file needs.`)
 	}
 	defer done()
 	reply, err := c.Import(reqCtx, o.user, in)
+	if errors.Is(err, events.ErrForgottenDuringImport) {
+		return fmt.Errorf("%s was forgotten during the import: what its earlier requests wrote went with the forget, and the rest was not imported; import the file again to restore it into the new memory", o.user)
+	}
 	if err != nil {
 		if n := importedRows(reply); n > 0 {
 			// The requests before the failure are committed: say so, not

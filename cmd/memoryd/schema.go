@@ -271,6 +271,8 @@ var fieldRules = map[string]map[string]fieldRule{
 		rootRule:  {description: fmt.Sprintf("Each request is an import of its own, atomic; at most %d bytes of lines.", events.MaxImportRequestBytes)},
 		"user_id": userIDRule,
 		"lines":   {description: "required: the export's lines as JSON objects, the header " + events.ExportHeader + " first"},
+		"memory_id": {maxBytes: events.MaxMemoryIDBytes,
+			description: "the memory_id the first request of the same import was answered with: a 409 when the user was forgotten since; absent: any memory"},
 	},
 }
 
