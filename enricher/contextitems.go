@@ -111,7 +111,7 @@ func (c contextItems) update(token string, data []byte) (call, error) {
 	return func(ctx context.Context) (any, error) {
 		var it store.ContextItem
 		err := c.writes.forgetSafe(ctx, req.UserID, func(q *store.Store) (err error) {
-			it, err = q.UpdateContext(ctx, store.ContextUpdate{UserID: req.UserID, ID: req.ID, Question: req.Question, Answer: req.Answer})
+			it, err = q.UpdateContext(ctx, store.ContextUpdate{UserID: req.UserID, ID: req.ID, Question: req.Question, Answer: req.Answer, Check: pairExports})
 			return err
 		})
 		var dup *store.DuplicateError

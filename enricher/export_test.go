@@ -396,3 +396,36 @@ func TestScopeOverNATS(t *testing.T) {
 		t.Errorf("a scope over the limit: %v, want 400", err)
 	}
 }
+
+// TestStoredItemsCanBeImportedBack: store and context.update refuse a
+// pair whose export line no import request could take (control
+// characters are 6 bytes each in JSON); the largest pair they take
+// exports and imports back. Before, store took such an item, and the
+// user's export could not be imported: "line 2: over 786432 bytes" (export
+// and import walk).
+func TestStoredItemsCanBeImportedBack(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, func(c *enricher.Config) { c.WriteTimeout = time.Minute })
+	ctx := slowCtx(t)
+	ctrl := func(n int) string { return strings.Repeat("\x01", n) }
+	_, err := h.client.Store(ctx, events.StoreRequest{UserID: "zed", Question: "Q" + ctrl(20000), Answer: "A" + ctrl(120000)})
+	if serviceCode(err) != 400 || !strings.Contains(err.Error(), "imported back") {
+		t.Fatalf("store of a pair of 840 KB as JSON: %v; want a 400 saying it could not be imported back", err)
+	}
+	r, err := h.client.Store(ctx, events.StoreRequest{UserID: "zed", Question: "Q" + ctrl(20000), Answer: "A" + ctrl(100000)})
+	if err != nil {
+		t.Fatalf("store of a pair of 720 KB as JSON: %v", err)
+	}
+	more := "A" + ctrl(120000)
+	if _, err := h.client.UpdateContext(ctx, events.ContextUpdateRequest{UserID: "zed", ID: r.ID, Answer: &more}); serviceCode(err) != 400 || !strings.Contains(err.Error(), "imported back") {
+		t.Fatalf("update of its answer to 720 KB as JSON: %v; want a 400", err)
+	}
+	file := storeExport(t, st, "zed")
+	if _, err := h.client.Import(ctx, "zed2", bytes.NewReader(file)); err != nil {
+		t.Fatalf("import of an export holding the largest pair store takes: %v", err)
+	}
+	if got := storeExport(t, st, "zed2"); !bytes.Equal(got, file) {
+		t.Error("the pair imported back differs")
+	}
+}

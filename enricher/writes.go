@@ -47,6 +47,9 @@ func (w memoryWrites) storeContext(token string, data []byte) (call, error) {
 	if err := checkText("answer", req.Answer, events.MaxAnswerBytes); err != nil {
 		return nil, err
 	}
+	if err := pairExports(req.Question, req.Answer); err != nil {
+		return nil, err
+	}
 	return func(ctx context.Context) (any, error) {
 		var (
 			id     int64
@@ -249,4 +252,21 @@ func (w memoryWrites) forgetSafe(ctx context.Context, userID string, write func(
 		}
 		return write(q)
 	})
+}
+
+// maxExportedPair bounds a stored pair's question and answer as JSON
+// writes them (escapedLen): an item's export line must fit one import
+// request (events.MaxImportRequestBytes, less room for the line's other
+// fields and the request's header), or its backup could not be imported
+// back. A turn's text fits by its own limit (512 KiB as JSON); only text
+// stored directly, mostly control characters (6 bytes each as JSON), can
+// be over.
+const maxExportedPair = events.MaxImportRequestBytes - 16<<10
+
+// pairExports refuses a pair whose export line no import could take.
+func pairExports(question, answer string) error {
+	if n := escapedLen(question) + escapedLen(answer); n > maxExportedPair {
+		return badRequest("question and answer would take %d bytes in an export (a control character takes 6), over the %d an item's line may take to be imported back: leave out the control characters, or shorten the text", n, maxExportedPair)
+	}
+	return nil
 }

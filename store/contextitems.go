@@ -88,6 +88,9 @@ type ContextUpdate struct {
 	ID       int64
 	Question *string
 	Answer   *string
+	// Check, when set, judges the item's new pair (the part not updated
+	// kept) before anything is written: its error is UpdateContext's.
+	Check func(question, answer string) error
 }
 
 // DuplicateError is returned (wrapped) by UpdateContext when the new text
@@ -149,6 +152,11 @@ func (s *Store) UpdateContext(ctx context.Context, u ContextUpdate) (ContextItem
 		}
 		if u.Answer != nil {
 			cur.Answer = *u.Answer
+		}
+		if u.Check != nil {
+			if err := u.Check(cur.Question, cur.Answer); err != nil {
+				return err
+			}
 		}
 		hash := ContentHash(u.UserID, cur.Question, cur.Answer)
 		var other int64
