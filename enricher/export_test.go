@@ -202,11 +202,7 @@ func TestExportPagesFollowMaxPayloadAfterARestart(t *testing.T) {
 // (export and import walk: 19,345 of 60,000 items came back).
 func TestImportStopsAtAForget(t *testing.T) {
 	t.Parallel()
-	st := storetest.New(t)
-	h := start(t, st, func(c *enricher.Config) { c.WriteTimeout = time.Minute })
-	bigMemory(t, st, "alice")
-	ctx := slowCtx(t)
-	file := storeExport(t, st, "alice")
+	st, h, ctx, file := setupImport(t)
 	empty := events.ExportHeader + "\n"
 	forgot := false
 	r := &hookReader{r: bytes.NewReader(file), hook: func() {
@@ -236,6 +232,18 @@ func TestImportStopsAtAForget(t *testing.T) {
 	}
 }
 
+// setupImport runs the service over a store holding alice's bigMemory, and
+// returns alice's export. A large import's requests get a minute: the 5s
+// default was hit at load 12-20. (Not in start: the hung-store tests rely
+// on the default.)
+func setupImport(t *testing.T) (*store.Store, *harness, context.Context, []byte) {
+	t.Helper()
+	st := storetest.New(t)
+	h := start(t, st, func(c *enricher.Config) { c.WriteTimeout = time.Minute })
+	bigMemory(t, st, "alice")
+	return st, h, slowCtx(t), storeExport(t, st, "alice")
+}
+
 // hookReader reads r at most 64 KiB a call, as a pipe does, calling hook
 // before each read.
 type hookReader struct {
@@ -253,13 +261,7 @@ func (h *hookReader) Read(p []byte) (int, error) {
 // a 400 naming its line in the file, and its request writes nothing.
 func TestImportOverNATS(t *testing.T) {
 	t.Parallel()
-	st := storetest.New(t)
-	// A large import's requests get a minute: the 5s default was hit at
-	// load 12-20. (Not in start: the hung-store tests rely on the default.)
-	h := start(t, st, func(c *enricher.Config) { c.WriteTimeout = time.Minute })
-	bigMemory(t, st, "alice")
-	ctx := slowCtx(t)
-	file := storeExport(t, st, "alice")
+	st, h, ctx, file := setupImport(t)
 	if _, _, err := st.ForgetUser(ctx, "alice", "alice", store.StreamPosition{}, store.RiverJobs{}); err != nil {
 		t.Fatal(err)
 	}
