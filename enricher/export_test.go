@@ -431,3 +431,42 @@ func TestStoredItemsCanBeImportedBack(t *testing.T) {
 		t.Error("the pair imported back differs")
 	}
 }
+
+// TestLargestPairWithLongestFieldsImportsBack: the largest pair
+// context.update takes (maxExportedPair as JSON, control characters
+// 6 bytes each), on an item whose other fields are all at their import
+// limits and all control characters, exports in a line Client.Import
+// takes back whole.
+func TestLargestPairWithLongestFieldsImportsBack(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, func(c *enricher.Config) { c.WriteTimeout = time.Minute })
+	ctx := slowCtx(t)
+	ctrl := func(n int) string { return strings.Repeat("\x01", n) }
+	ids := insertContext(t, st, store.ContextWrite{UserID: "zed", Question: "q", Answer: "a", CreatedAt: t0})
+	if _, err := st.Pool().Exec(ctx, `UPDATE context SET event_id = $2, conversation_id = $2, scope = $3,
+		extractor = $2, model = $2, prompt_version = $2 WHERE id = $1`, ids[0], ctrl(256), ctrl(128)); err != nil {
+		t.Fatal(err)
+	}
+	// 770,048 bytes as JSON: "Q" and 10,000 control characters, "A" and 118,341.
+	q, a := "Q"+ctrl(10000), "A"+ctrl(118341)
+	if _, err := h.client.UpdateContext(ctx, events.ContextUpdateRequest{UserID: "zed", ID: ids[0], Question: &q, Answer: &a}); err != nil {
+		t.Fatalf("update to the largest pair: %v", err)
+	}
+	a2 := a + "\x01"
+	if _, err := h.client.UpdateContext(ctx, events.ContextUpdateRequest{UserID: "zed", ID: ids[0], Answer: &a2}); serviceCode(err) != 400 {
+		t.Fatalf("update to one control character more: %v; want a 400", err)
+	}
+	file := storeExport(t, st, "zed")
+	longest := 0
+	for l := range bytes.Lines(file) {
+		longest = max(longest, len(l))
+	}
+	t.Logf("export line: %d bytes (with its newline); the bound: %d", longest, events.MaxImportRequestBytes)
+	if _, err := h.client.Import(ctx, "zed2", bytes.NewReader(file)); err != nil {
+		t.Fatalf("import of the largest pair with the longest fields: %v", err)
+	}
+	if got := storeExport(t, st, "zed2"); !bytes.Equal(got, file) {
+		t.Error("the pair imported back differs")
+	}
+}

@@ -97,7 +97,9 @@ func (a *reply) feed(b []byte) {
 // line reads one SSE line: a "data:" line carries a chunk or [DONE].
 func (a *reply) line(l []byte) {
 	data, ok := bytes.CutPrefix(l, []byte("data:"))
-	if !ok {
+	if !ok || a.ended {
+		// After [DONE] the OpenAI SDKs read no event (Python breaks, Node
+		// skips them): what follows is nothing the user's client saw.
 		return
 	}
 	data = bytes.TrimSpace(data)

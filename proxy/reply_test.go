@@ -281,3 +281,21 @@ func TestReplyStreamWithAnEventTheClientFailsOn(t *testing.T) {
 		}
 	}
 }
+
+// TestReplyStreamIgnoresEventsAfterDone: the OpenAI SDKs stop reading at
+// [DONE] (Python breaks, Node skips every later event), so an event after
+// it, even one they would fail on, is one the user's client never saw: the
+// answer before it is remembered.
+func TestReplyStreamIgnoresEventsAfterDone(t *testing.T) {
+	chunk := "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":null}]}\n\n"
+	finish := "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
+	done := "data: [DONE]\n\n"
+	for _, after := range []string{"data: {not json\n\n", "data: {\"error\":{\"message\":\"overloaded\"}}\n\n"} {
+		a := reply{streamed: true}
+		a.feed([]byte(chunk + finish + done + after))
+		a.end()
+		if !a.done() {
+			t.Errorf("%q after [DONE]: not remembered", after)
+		}
+	}
+}
