@@ -65,19 +65,21 @@ BEGIN
     $$
     $f$;
 
-    -- Re-index the items holding such a run. Naming ts_config fires
+    -- Re-index the items holding such a run, in the NFKC form the index
+    -- reads (049): full-width "．" "／" "＠" "：" "～" "＼" of Chinese and
+    -- Japanese input are such a run there. Naming ts_config fires
     -- context_tsvector_trg (migration 031) and context_terms_update_trg
     -- (025); no memory change is recorded (024).
     UPDATE context SET ts_config = ts_config
-    WHERE memoryd_split(question) IS DISTINCT FROM question
-       OR memoryd_split(answer) IS DISTINCT FROM answer;
+    WHERE memoryd_split(memoryd_nfkc(question)) IS DISTINCT FROM memoryd_nfkc(question)
+       OR memoryd_split(memoryd_nfkc(answer)) IS DISTINCT FROM memoryd_nfkc(answer);
 
     UPDATE doc_chunks SET
         search = setweight(memoryd_tsvector(ts_config, heading), 'A') || setweight(memoryd_tsvector(ts_config, text), 'B'),
         heading_len = length(memoryd_tsvector(ts_config, heading)),
         text_len = length(memoryd_tsvector(ts_config, text))
-    WHERE memoryd_split(heading) IS DISTINCT FROM heading
-       OR memoryd_split(text) IS DISTINCT FROM text;
+    WHERE memoryd_split(memoryd_nfkc(heading)) IS DISTINCT FROM memoryd_nfkc(heading)
+       OR memoryd_split(memoryd_nfkc(text)) IS DISTINCT FROM memoryd_nfkc(text);
 
     -- What a process of the previous release wrote while this ran, with
     -- the old functions, after the re-index above read the tables: writers
@@ -86,15 +88,15 @@ BEGIN
     LOCK TABLE context, doc_chunks IN SHARE MODE;
     UPDATE context SET ts_config = ts_config
     WHERE inserted_at >= now() - interval '10 minutes'
-      AND (memoryd_split(question) IS DISTINCT FROM question
-        OR memoryd_split(answer) IS DISTINCT FROM answer)
+      AND (memoryd_split(memoryd_nfkc(question)) IS DISTINCT FROM memoryd_nfkc(question)
+        OR memoryd_split(memoryd_nfkc(answer)) IS DISTINCT FROM memoryd_nfkc(answer))
       AND search IS DISTINCT FROM setweight(memoryd_tsvector(ts_config, question), 'A') || setweight(memoryd_tsvector(ts_config, answer), 'B');
     UPDATE doc_chunks SET
         search = setweight(memoryd_tsvector(ts_config, heading), 'A') || setweight(memoryd_tsvector(ts_config, text), 'B'),
         heading_len = length(memoryd_tsvector(ts_config, heading)),
         text_len = length(memoryd_tsvector(ts_config, text))
-    WHERE (memoryd_split(heading) IS DISTINCT FROM heading
-        OR memoryd_split(text) IS DISTINCT FROM text)
+    WHERE (memoryd_split(memoryd_nfkc(heading)) IS DISTINCT FROM memoryd_nfkc(heading)
+        OR memoryd_split(memoryd_nfkc(text)) IS DISTINCT FROM memoryd_nfkc(text))
       AND search IS DISTINCT FROM setweight(memoryd_tsvector(ts_config, heading), 'A') || setweight(memoryd_tsvector(ts_config, text), 'B');
 END
 $migration$;

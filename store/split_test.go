@@ -70,3 +70,27 @@ func TestMigration056ReindexesDottedNames(t *testing.T) {
 		t.Fatalf("after 056, klauspost found %+q", got)
 	}
 }
+
+// TestMigration056ReindexesFullWidthPunctuation: text whose run is written
+// with full-width punctuation (Chinese and Japanese input: "www．example．cn",
+// "／home／bob", "bob＠example．org") is split too, since the index reads
+// it in NFKC, where "．" is "."; the migration re-indexes those items as
+// well, not only those holding an ASCII run.
+func TestMigration056ReindexesFullWidthPunctuation(t *testing.T) {
+	ctx, s := setup(t)
+	const wide = "网站 www．example．cn，路径 ／home／bob／notes"
+	seedContext(t, s,
+		store.ContextWrite{UserID: "alice", Question: wide, Answer: "mail bob＠corp．org", CreatedAt: t0},
+		store.ContextWrite{UserID: "alice", Question: cafeNFC, Answer: "Nice", CreatedAt: t0},
+	)
+	plantVectors(t, ctx, s, "memoryd_cjk(memoryd_nfkc(%s))", "")
+	if got := matched(t, ctx, s, "alice", "example"); got != nil {
+		t.Fatalf("old vector found by example: %q (the plant did not work)", got)
+	}
+	reindexAgain(t, ctx, s, "056_split_dotted.sql", cafeNFC)
+	for _, kw := range []string{"example", "home", "notes", "corp"} {
+		if got := matched(t, ctx, s, "alice", kw); !slices.Equal(got, []string{wide}) {
+			t.Errorf("after 056, %s found %+q", kw, got)
+		}
+	}
+}
