@@ -74,6 +74,8 @@ func TestHTMLRepliesAreNotEscaped(t *testing.T) {
 // and each paged endpoint ends its pages early so that a walk lists all.
 func TestLargeRepliesAreCutToFit(t *testing.T) {
 	t.Parallel()
+	// Requests of megabytes under -race on a busy machine: slowCtx, not
+	// quick (a CI run beside a migration walk timed out at 5s).
 	st := storetest.New(t)
 	h := start(t, st, nil)
 	var writes []store.ContextWrite
@@ -84,11 +86,11 @@ func TestLargeRepliesAreCutToFit(t *testing.T) {
 	insertContext(t, st, writes...)
 
 	eight := 8
-	found, err := h.client.Search(quick(t), events.SearchRequest{UserID: "alice", Query: "okapi", MaxResults: &eight})
+	found, err := h.client.Search(slowCtx(t), events.SearchRequest{UserID: "alice", Query: "okapi", MaxResults: &eight})
 	if err != nil || len(found.Results) == 0 || len(found.Results) >= 8 || !found.Truncated {
 		t.Fatalf("search: %d results, truncated %v, %v; want fewer than 8, truncated", len(found.Results), found.Truncated, err)
 	}
-	all, err := h.client.Search(quick(t), events.SearchRequest{UserID: "alice", Query: "okapi", MaxResults: func() *int { n := len(found.Results); return &n }()})
+	all, err := h.client.Search(slowCtx(t), events.SearchRequest{UserID: "alice", Query: "okapi", MaxResults: func() *int { n := len(found.Results); return &n }()})
 	if err != nil || all.Truncated {
 		t.Fatalf("search of as many as fit: truncated %v, %v", all.Truncated, err)
 	}
@@ -99,7 +101,7 @@ func TestLargeRepliesAreCutToFit(t *testing.T) {
 	}
 
 	big := 100000
-	r, err := h.client.Enrich(quick(t), events.EnrichRequest{UserID: "alice", Message: "okapi", MaxTokens: &big, MaxResults: func() *int { n := 50; return &n }()})
+	r, err := h.client.Enrich(slowCtx(t), events.EnrichRequest{UserID: "alice", Message: "okapi", MaxTokens: &big, MaxResults: func() *int { n := 50; return &n }()})
 	if err != nil || r.Degraded || len(r.Context) == 0 || len(r.Context) >= 8 {
 		t.Fatalf("enrich: %d items, degraded %v (%s), %v; want some, not all 8", len(r.Context), r.Degraded, r.Reason, err)
 	}
@@ -107,7 +109,7 @@ func TestLargeRepliesAreCutToFit(t *testing.T) {
 	var listed int
 	var after *events.ContextCursor
 	for pages := 1; ; pages++ {
-		page, err := h.client.ListContext(quick(t), events.ContextListRequest{UserID: "alice", Limit: &eight, After: after})
+		page, err := h.client.ListContext(slowCtx(t), events.ContextListRequest{UserID: "alice", Limit: &eight, After: after})
 		if err != nil {
 			t.Fatalf("context.list page %d: %v", pages, err)
 		}
@@ -132,7 +134,7 @@ func TestLargeRepliesAreCutToFit(t *testing.T) {
 	if err := json.Unmarshal(first.Data, &page); err != nil || page.Next == nil || len(page.Facts) == 0 {
 		t.Fatalf("facts.list first page: %d facts, next %v, %v", len(page.Facts), page.Next, err)
 	}
-	listedFacts, err := h.client.ListFacts(quick(t), "alice")
+	listedFacts, err := h.client.ListFacts(slowCtx(t), "alice")
 	seen := map[string]bool{}
 	for _, f := range listedFacts {
 		seen[f.Key] = true
