@@ -32,8 +32,20 @@ func (c NATSConfig) Connect(logger *slog.Logger) (*nats.Conn, error) {
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { logger.Info("nats reconnected", "url", nc.ConnectedUrlRedacted()) }),
+		// The server's asynchronous errors (a permissions violation, a
+		// slow consumer) in the log, not as nats.go's plain line on
+		// stderr in the middle of a JSON log (a TypeScript walk saw one
+		// after a NATS restart).
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if sub != nil {
+				logger.Warn("nats error", "subject", sub.Subject, "error", err)
+				return
+			}
+			logger.Warn("nats error", "error", err)
+		}),
 		// Every request or turn the server refuses is told, not only the
-		// last of those at once (the proxy's publishes, many users').
+		// last of those at once (the proxy's publishes, many users'). After
+		// the handler above, which it passes every error on to.
 		events.TrackViolations(),
 	}
 	if c.InboxPrefix != "" {
