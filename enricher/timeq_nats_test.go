@@ -163,6 +163,20 @@ func TestEnrichTimeOnlyCoversTheRange(t *testing.T) {
 	}
 }
 
+// kayakTrips is user's n short turns about kayaking ("small0" the newest,
+// an hour apart before timeAt) and one long trip log ("big", a minute
+// before timeAt) that says "kayaking" most and does not fit the default
+// token budget.
+func kayakTrips(user string, n int) []store.ContextWrite {
+	var ws []store.ContextWrite
+	for i := range n {
+		ws = append(ws, store.ContextWrite{UserID: user, Question: "Where should I go kayaking, trip " + strconv.Itoa(i) + "?", Answer: "Try the river.",
+			CreatedAt: timeAt.Add(-time.Duration(i+1) * time.Hour), EventID: "small" + strconv.Itoa(i)})
+	}
+	return append(ws, store.ContextWrite{UserID: user, Question: "kayaking kayaking kayaking: my whole trip log",
+		Answer: strings.Repeat("We paddled along the coast and camped. ", 280), CreatedAt: timeAt.Add(-time.Minute), EventID: "big"})
+}
+
 // TestEnrichOversizedItemLeavesItsPlace: an item too large for the budget
 // leaves its place among max_results to the next: a walk's user with one
 // long turn about kayaking among seven short ones got two items of three.
@@ -170,14 +184,7 @@ func TestEnrichOversizedItemLeavesItsPlace(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
 	h := start(t, st, nil)
-	var ws []store.ContextWrite
-	for i := range 7 {
-		ws = append(ws, store.ContextWrite{UserID: "dana", Question: "Where should I go kayaking, trip " + strconv.Itoa(i) + "?", Answer: "Try the river.",
-			CreatedAt: timeAt.Add(-time.Duration(i+1) * time.Hour), EventID: "small" + strconv.Itoa(i)})
-	}
-	ws = append(ws, store.ContextWrite{UserID: "dana", Question: "kayaking kayaking kayaking: my whole trip log",
-		Answer: strings.Repeat("We paddled along the coast and camped. ", 280), CreatedAt: timeAt.Add(-time.Minute), EventID: "big"})
-	insertContext(t, st, ws...)
+	insertContext(t, st, kayakTrips("dana", 7)...)
 	for _, n := range []int{0, 2, 4} {
 		req := events.EnrichRequest{UserID: "dana", Message: "kayaking", At: timeAt}
 		want := events.DefaultMaxResults
@@ -193,14 +200,7 @@ func TestEnrichOversizedItemLeavesItsPlace(t *testing.T) {
 	// A user with more candidates than come with their texts (40): the
 	// reserves' texts are read only for the request whose budget drops
 	// the big one.
-	var many []store.ContextWrite
-	for i := range 40 {
-		many = append(many, store.ContextWrite{UserID: "erik", Question: "Where should I go kayaking, trip " + strconv.Itoa(i) + "?", Answer: "Try the river.",
-			CreatedAt: timeAt.Add(-time.Duration(i+1) * time.Hour), EventID: "small" + strconv.Itoa(i)})
-	}
-	many = append(many, store.ContextWrite{UserID: "erik", Question: "kayaking kayaking kayaking: my whole trip log",
-		Answer: strings.Repeat("We paddled along the coast and camped. ", 280), CreatedAt: timeAt.Add(-time.Minute), EventID: "big"})
-	insertContext(t, st, many...)
+	insertContext(t, st, kayakTrips("erik", 40)...)
 	zero := 0.0 // a word all 41 hold scores low
 	r := enrich(t, h, events.EnrichRequest{UserID: "erik", Message: "kayaking", At: timeAt, Threshold: &zero})
 	if got := eventIDs(r.Context); len(got) != events.DefaultMaxResults || slices.Contains(got, "big") {
