@@ -667,7 +667,7 @@ func (s *Service) ranked(ctx context.Context, q store.SearchQuery, qv []float32,
 	}
 	if !cands.Texts {
 		// The first max_results' texts; the reserves' only when the
-		// budget drops one (enrich: withReserves). Read with them, the
+		// budget drops one (enrich, untextedReserves). Read with them, the
 		// second round trip of every request shipped twice the text
 		// (membench on real conversations: p50 2.37 ms became 2.95).
 		n := min(len(items), p.maxResults)
