@@ -53,6 +53,7 @@ func (s *Service) enrichHandler(ep endpoint) micro.Handler {
 		p.embedNanos = new(atomic.Int64)
 		spanCtx, span := s.startSpan(req, ep.name, subjectToken(req.Subject()))
 		var replied atomic.Bool
+		mark := s.newAnswerMark()
 		// answer sends r, degraded for why (a Degraded constant, "" when
 		// the store answered; a reply that lost only its documents says so
 		// itself).
@@ -60,6 +61,7 @@ func (s *Service) enrichHandler(ep endpoint) micro.Handler {
 			if !replied.CompareAndSwap(false, true) {
 				return
 			}
+			mark.answered()
 			if span.IsRecording() {
 				span.SetAttributes(attribute.Bool("memoryd.degraded", r.Degraded), attribute.Int("memoryd.facts", len(r.Facts)),
 					attribute.Int("memoryd.context", len(r.Context)), attribute.Int("memoryd.tokens", r.Tokens))
@@ -85,7 +87,7 @@ func (s *Service) enrichHandler(ep endpoint) micro.Handler {
 			code = s.publish(ep.name, reply, r)
 		}
 		timedOut := func() string { return fmt.Sprintf("memory store did not answer within %s", s.cfg.Timeout) }
-		s.dispatch(ep.lane, subjectToken(req.Subject()), deadline, func() {
+		s.dispatch(ep.lane, subjectToken(req.Subject()), deadline, mark, func() {
 			if s.working != nil {
 				s.working.EnrichWorking(true)
 				defer s.working.EnrichWorking(false)
@@ -112,6 +114,7 @@ func (s *Service) enrichHandler(ep endpoint) micro.Handler {
 				// user may not read) is the sender's to fix: an error, not a
 				// degraded reply.
 				if replied.CompareAndSwap(false, true) {
+					mark.answered()
 					s.replyError(req, ep, err)
 					endSpan(span, bad.Code)
 				}

@@ -128,7 +128,13 @@ func (l *lane) acquire(g *userGate, turn, queued bool, deadline time.Time) (gotT
 // goroutine, so a request is answered (in its budget) however many wait
 // behind a busy lane. While the service stops, the work runs inline, so
 // requests drained from the subscription are still answered.
-func (s *Service) dispatch(l *lane, user string, deadline time.Time, fn, overloaded func()) {
+//
+// m, when not nil, is marked answered by fn as it starts its reply; it is
+// marked when work ends otherwise.
+func (s *Service) dispatch(l *lane, user string, deadline time.Time, m *answerMark, fn, overloaded func()) {
+	if m == nil {
+		m = s.newAnswerMark()
+	}
 	g, ok := l.enter(user)
 	if !ok {
 		overloaded()
@@ -165,6 +171,7 @@ func (s *Service) dispatch(l *lane, user string, deadline time.Time, fn, overloa
 	}
 	work := func() {
 		defer l.leave(user, g)
+		defer m.answered()
 		if !slot {
 			gotTurn, ok := l.acquire(g, turn, turn, deadline)
 			turn = turn || gotTurn
@@ -172,6 +179,7 @@ func (s *Service) dispatch(l *lane, user string, deadline time.Time, fn, overloa
 				if turn && g != nil {
 					<-g.turn
 				}
+				m.answered()
 				overloaded()
 				return
 			}
@@ -189,6 +197,7 @@ func (s *Service) dispatch(l *lane, user string, deadline time.Time, fn, overloa
 		// Handed over by the subscription's drain: run here, on the
 		// delivery goroutine, counted in active, which Stop waits for.
 		s.active.Add(1)
+		m.count()
 		s.mu.Unlock()
 		defer s.endRequest()
 		work()
@@ -196,10 +205,37 @@ func (s *Service) dispatch(l *lane, user string, deadline time.Time, fn, overloa
 	}
 	s.work.Add(1)
 	s.active.Add(1)
+	m.count()
 	s.mu.Unlock()
 	go func() {
 		defer s.work.Done()
 		defer s.endRequest()
 		work()
 	}()
+}
+
+// answerMark tells when a dispatched request starts its reply. Stop reports
+// the requests it cancelled before they answered: one that has replied and
+// is only finishing (its span, its lane slot) lost nothing, and its
+// requester already has the answer.
+type answerMark struct {
+	unanswered *atomic.Int64 // the service's count
+	state      atomic.Int32  // 0 not counted yet, 1 counted and unanswered, 2 answered
+}
+
+func (s *Service) newAnswerMark() *answerMark { return &answerMark{unanswered: &s.unanswered} }
+
+// count counts the request unanswered; dispatch calls it where it counts
+// the request in active, under the service's mu.
+func (m *answerMark) count() {
+	m.state.Store(1)
+	m.unanswered.Add(1)
+}
+
+// answered uncounts the request, once; it does nothing for a request never
+// counted (one refused as overloaded before it ran).
+func (m *answerMark) answered() {
+	if m.state.CompareAndSwap(1, 2) {
+		m.unanswered.Add(-1)
+	}
 }

@@ -22,7 +22,7 @@ func TestLaneFloodingUsersLeaveRoom(t *testing.T) {
 	send := func(user string, i int) {
 		wg.Add(1)
 		key := fmt.Sprintf("%s-%d", user, i)
-		s.dispatch(l, user, time.Now().Add(time.Minute), func() {
+		s.dispatch(l, user, time.Now().Add(time.Minute), nil, func() {
 			defer wg.Done()
 			<-release
 			served.Store(key, true)

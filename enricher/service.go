@@ -61,7 +61,10 @@ type Service struct {
 	// goroutine (not in work). Raised under mu; Stop tells whether it
 	// cancelled any. idle is signalled when it falls to 0.
 	active atomic.Int64
-	idle   chan struct{}
+	// unanswered counts the requests in active that have not begun their
+	// reply (answerMark): those a stop past its deadline reports cancelled.
+	unanswered atomic.Int64
+	idle       chan struct{}
 	quit   chan struct{} // closed by Stop
 	// drainWait, set by tests, is called each time Stop waits for
 	// requests still running once work's goroutines are done.
@@ -312,9 +315,10 @@ func (s *Service) Stop(ctx context.Context) error {
 	}()
 	if !s.settle(ctx, done) {
 		// The deadline may have passed before this stop began (another
-		// component's stop overran it): only requests still running make
-		// it a failure. Counted before the halt, which ends them.
-		running := s.active.Load()
+		// component's stop overran it): only requests still unanswered
+		// make it a failure, not one that has replied and is finishing.
+		// Counted before the halt, which ends them.
+		running := s.unanswered.Load()
 		s.halt()
 		hctx, cancel := context.WithTimeout(context.Background(), haltWait)
 		s.settle(hctx, done)

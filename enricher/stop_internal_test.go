@@ -46,7 +46,7 @@ func TestStopWaitsForTheRequestsTheDrainHandsOver(t *testing.T) {
 	refused := func() { t.Error("a request was refused") }
 	deadline := time.Now().Add(time.Minute)
 	relA, relB := make(chan struct{}), make(chan struct{})
-	s.dispatch(s.toolLane, "alice", deadline, run("a", relA), refused)
+	s.dispatch(s.toolLane, "alice", deadline, nil, run("a", relA), refused)
 
 	waiting := make(chan struct{}, 1)
 	s.drainWait = func() {
@@ -65,7 +65,7 @@ func TestStopWaitsForTheRequestsTheDrainHandsOver(t *testing.T) {
 		return s.stopping, ""
 	})
 	// What the drain does with a request delivered after the stop began.
-	go s.dispatch(s.toolLane, "bob", deadline, run("b", relB), refused)
+	go s.dispatch(s.toolLane, "bob", deadline, nil, run("b", relB), refused)
 	eventstest.Eventually(t, "the handed-over request to run", 10*time.Second, func() (bool, string) {
 		return s.active.Load() == 2, ""
 	})
@@ -92,5 +92,42 @@ func TestStopWaitsForTheRequestsTheDrainHandsOver(t *testing.T) {
 	defer rcancel()
 	if rctx.Err() == nil {
 		t.Fatal("a request's context made after the halt is not cancelled")
+	}
+}
+
+// TestStopPastItsDeadlineCountsOnlyUnanswered: a stop whose deadline has
+// passed reports the requests it cancelled before they answered, not one
+// that has sent its reply and is still finishing. Before, it counted every
+// request goroutine, so a stop just after a reply went out (its requester
+// already had it) failed saying a request was cancelled (seen in CI as
+// TestStopPastItsDeadline's idle case).
+func TestStopPastItsDeadlineCountsOnlyUnanswered(t *testing.T) {
+	t.Parallel()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	s, err := New(Config{Conn: eventstest.Conn(t), Store: storetest.New(t), Prefix: "t" + hex.EncodeToString(b[:]),
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	replied := make(chan struct{})
+	mark := s.newAnswerMark()
+	s.dispatch(s.toolLane, "alice", time.Now().Add(time.Minute), mark, func() {
+		mark.answered()
+		close(replied)
+		<-s.halted.Done() // finishing after its reply, until the halt
+	}, func() { t.Error("the request was refused") })
+	<-replied
+
+	expired, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Stop(expired); err != nil {
+		t.Fatalf("stop past its deadline with only an answered request finishing: %v", err)
+	}
+	if n := s.unanswered.Load(); n != 0 {
+		t.Errorf("unanswered = %d after the stop, want 0", n)
 	}
 }

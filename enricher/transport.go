@@ -37,12 +37,14 @@ func (s *Service) handler(ep endpoint) micro.Handler {
 		}
 		reply := req.Reply()
 		spanCtx, span := s.startSpan(req, ep.name, token)
-		s.dispatch(ep.lane, token, received.Add(s.cfg.WriteTimeout), func() {
+		mark := s.newAnswerMark()
+		s.dispatch(ep.lane, token, received.Add(s.cfg.WriteTimeout), mark, func() {
 			ctx, cancel := s.requestContext(spanCtx, received.Add(s.budget(ep)))
 			defer cancel()
 			res, err := work(ctx)
 			st.workCount.Add(1)
 			st.workNanos.Add(int64(time.Since(received)))
+			mark.answered()
 			if err != nil {
 				code, desc := s.classify(ep, err)
 				if code >= 500 {

@@ -82,9 +82,11 @@ func TestExportImportCommands(t *testing.T) {
 		t.Errorf("export after forget and import:\n%s\nwant\n%s", out, want.String())
 	}
 	// Stdin, a second time: nothing new.
-	stdin = bytes.NewReader(want.Bytes())
-	t.Cleanup(func() { stdin = os.Stdin })
-	if out, _ := cmd(0, "import", "-", "--json"); !strings.Contains(out, `"fact": 0`) || !strings.Contains(out, `"context": 0`) {
+	var out2, errOut2 bytes.Buffer
+	if code := run(ctx, &cli{stdin: bytes.NewReader(want.Bytes()), stdout: &out2, stderr: &errOut2}, append([]string{"import", "-", "--json"}, conn...)); code != 0 {
+		t.Fatalf("import from stdin: exit %d: %s", code, errOut2.String())
+	}
+	if out := out2.String(); !strings.Contains(out, `"fact": 0`) || !strings.Contains(out, `"context": 0`) {
 		t.Errorf("import from stdin again: %s", out)
 	}
 

@@ -14,9 +14,6 @@ import (
 	"github.com/memoryd/memoryd/events"
 )
 
-// stdin is what `memoryd import -` reads; a variable for tests.
-var stdin io.Reader = os.Stdin
-
 // runImport is `memoryd import`: an export merged into a user's memory,
 // over memory.import.
 func runImport(ctx context.Context, a *cli, args []string) (err error) {
@@ -44,7 +41,7 @@ as many as the file needs.`)
 	if len(pos) > 1 {
 		return f.usageErr("import takes one FILE (or - for stdin), got %q", pos)
 	}
-	var in io.Reader = stdin
+	in := a.in()
 	if len(pos) == 1 && pos[0] != "-" {
 		file, err := os.Open(pos[0])
 		if err != nil {

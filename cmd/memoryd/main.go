@@ -29,8 +29,18 @@ type command struct {
 
 // cli is what every command gets: its output streams.
 type cli struct {
+	stdin  io.Reader // nil: os.Stdin
 	stdout io.Writer
 	stderr io.Writer
+}
+
+// in is what the command reads as its stdin. A field, not a package
+// variable, so that tests running in parallel each give their own.
+func (a *cli) in() io.Reader {
+	if a.stdin == nil {
+		return os.Stdin
+	}
+	return a.stdin
 }
 
 func commands() []command {

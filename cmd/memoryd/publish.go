@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -145,7 +144,7 @@ again (a re-publish of the same event id is a duplicate).`)
 	if one != nil {
 		return send(*one)
 	}
-	return publishStream(os.Stdin, send)
+	return publishStream(a.in(), send)
 }
 
 // publishStream publishes each JSON turn read from r; a turn without an id or
