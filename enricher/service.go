@@ -65,7 +65,7 @@ type Service struct {
 	// reply (answerMark): those a stop past its deadline reports cancelled.
 	unanswered atomic.Int64
 	idle       chan struct{}
-	quit   chan struct{} // closed by Stop
+	quit       chan struct{} // closed by Stop
 	// drainWait, set by tests, is called each time Stop waits for
 	// requests still running once work's goroutines are done.
 	drainWait func()
