@@ -3,10 +3,10 @@ package enricher
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -17,10 +17,12 @@ import (
 )
 
 // Exporter is what memory.export and memory.import need: a user's memory
-// as JSON lines, out and in (store.Export, store.Import). *store.Store has
-// it; a Config.Store without it answers these endpoints 501.
+// as JSON lines, out and in (store.SpoolExport, store.ReadSpool,
+// store.ImportInto). *store.Store has it; a Config.Store without it
+// answers these endpoints 501.
 type Exporter interface {
-	Export(ctx context.Context, userID string, w io.Writer) error
+	SpoolExport(ctx context.Context, userID, token string, spool func(export []byte) bool) ([]byte, string, error)
+	ReadSpool(ctx context.Context, userID, token, id string, off int64, n int) ([]byte, int64, error)
 	ImportInto(ctx context.Context, userID, token, memory string, r io.Reader) (store.Imported, string, error)
 }
 
@@ -39,7 +41,7 @@ func (s *Service) exports() exports {
 }
 
 // exportEnvelope bounds a page's bytes other than its lines:
-// {"lines":"","next":"<line>.<digest>"}.
+// {"lines":"","next":"<cursor>"}.
 const exportEnvelope = 128
 
 func (e exports) enabled() error {
@@ -49,12 +51,11 @@ func (e exports) enabled() error {
 	return nil
 }
 
-// export answers one page. Each page reads the whole export again from one
-// snapshot and cuts the page out of it by line; the cursor holds the next
-// line's number and a digest of the export it was cut from, so that a
-// memory that changed between pages is a 409 (start again), never a
-// stitched export. The cost is a full read per page: an export is an
-// occasional admin act, and most users' memory fits one page.
+// export answers one page. The first page reads the export from one
+// snapshot; when it is longer than a page, it is saved whole (a spool) and
+// the cursor names the copy and the byte the next page starts at, so that
+// every page of one export is cut from that snapshot however the memory
+// changes meanwhile, and a page reads only its own bytes.
 func (e exports) export(token string, data []byte) (call, error) {
 	var req events.ExportRequest
 	if err := decode(data, &req); err != nil {
@@ -70,68 +71,109 @@ func (e exports) export(token string, data []byte) (call, error) {
 		return nil, err
 	}
 	return func(ctx context.Context) (any, error) {
-		var buf bytes.Buffer
-		if err := e.store.Export(ctx, req.UserID, &buf); err != nil {
+		maxPage := e.maxPageBytes()
+		if req.Cursor == "" {
+			all, spool, err := e.store.SpoolExport(ctx, req.UserID, token, func(all []byte) bool {
+				return pageEnd(all, true, maxPage) < len(all)
+			})
+			if err != nil {
+				return nil, err
+			}
+			end := pageEnd(all, true, maxPage)
+			reply := events.ExportReply{Lines: string(all[:end])}
+			if spool != "" {
+				reply.Next = spoolCursor(spool, int64(end))
+			}
+			return reply, nil
+		}
+		spool, off, ok := parseSpoolCursor(req.Cursor)
+		if !ok {
+			return nil, &events.ServiceError{Code: 409, Description: "the cursor is not one this memoryd gave (altered, or from another release): export again from the start"}
+		}
+		// A page's escaped bytes are at least its bytes: maxPage bytes
+		// hold the whole page.
+		part, size, err := e.store.ReadSpool(ctx, req.UserID, token, spool, off, maxPage)
+		if errors.Is(err, store.ErrSpoolGone) {
+			return nil, &events.ServiceError{Code: 409, Description: fmt.Sprintf("this export's copy is gone (unread for %s, replaced by newer exports of the user, another user's, or the user was forgotten since): export again from the start", store.SpoolTTL)}
+		}
+		if err != nil {
 			return nil, err
 		}
-		all := buf.Bytes()
-		sum := sha256.Sum256(all)
-		digest := hex.EncodeToString(sum[:12])
-		start, offset := 0, 0 // the page starts at lines[start][offset:]
-		if req.Cursor != "" {
-			pos, d, ok := strings.Cut(req.Cursor, ".")
-			// "<line>+<offset>": the rest of a line split across pages.
-			n, off, split := strings.Cut(pos, "+")
-			line, err := strconv.Atoi(n)
-			if split && err == nil {
-				offset, err = strconv.Atoi(off)
-				ok = ok && offset > 0
-			}
-			// Line 0, the header, is only ever resumed inside (a
-			// max_payload too small for it whole).
-			if !ok || err != nil || line < 0 || (line == 0 && !split) || d != digest {
-				return nil, &events.ServiceError{Code: 409, Description: "the memory changed since this export began (or the cursor is not one memoryd gave): export again from the start"}
-			}
-			start = line
-		}
-		lines := bytes.SplitAfter(all, []byte("\n"))
-		if len(lines) > 0 && len(lines[len(lines)-1]) == 0 {
-			lines = lines[:len(lines)-1]
-		}
-		if start > len(lines) || offset > 0 && (start == len(lines) || offset >= len(lines[start])) {
+		if off >= size {
 			return nil, &events.ServiceError{Code: 409, Description: "the cursor is past the end of the export: export again from the start"}
 		}
-		var page []byte
-		maxPage := e.maxPageBytes()
-		end, size := start, 0
-		for ; end < len(lines); end++ {
-			line := lines[end]
-			if end == start {
-				line = line[offset:]
-			}
-			if size += escapedLen(line); size <= maxPage {
-				page = append(page, line...)
-				continue
-			}
-			if end > start {
-				break // whole lines a page, at least one
-			}
-			// A line too long for any page alone (text mostly of control
-			// characters, or a low max_payload) is split: the page ends
-			// inside it and the next starts where it ended, so that the
-			// pages concatenated are still the export.
-			cut := fitEscaped(line, maxPage)
-			return events.ExportReply{
-				Lines: string(line[:cut]),
-				Next:  strconv.Itoa(start) + "+" + strconv.Itoa(offset+cut) + "." + digest,
-			}, nil
-		}
-		reply := events.ExportReply{Lines: string(page)}
-		if end < len(lines) {
-			reply.Next = strconv.Itoa(end) + "." + digest
+		end := pageEnd(part, off+int64(len(part)) == size, maxPage)
+		reply := events.ExportReply{Lines: string(part[:end])}
+		if next := off + int64(end); next < size {
+			reply.Next = spoolCursor(spool, next)
 		}
 		return reply, nil
 	}, nil
+}
+
+// spoolCursor is an export cursor: "s<offset>.<copy id>".
+func spoolCursor(spool string, off int64) string {
+	return "s" + strconv.FormatInt(off, 10) + "." + spool
+}
+
+func parseSpoolCursor(c string) (spool string, off int64, ok bool) {
+	rest, found := strings.CutPrefix(c, "s")
+	if !found {
+		return "", 0, false
+	}
+	n, spool, found := strings.Cut(rest, ".")
+	off, err := strconv.ParseInt(n, 10, 64)
+	if !found || err != nil || off <= 0 || len(spool) != 32 {
+		return "", 0, false
+	}
+	if _, err := hex.DecodeString(spool); err != nil {
+		return "", 0, false
+	}
+	return spool, off, true
+}
+
+// pageEnd is the length of the page that starts b (part of an export, at
+// a line's start or inside one a page split): whole lines, as many as fit
+// in maxPage JSON-escaped, or, when the first line alone does not fit, as
+// much of it as does (the page ends inside it, and the next starts where
+// it ended, so that the pages concatenated are still the export). complete
+// says b runs to the export's end; otherwise its last line may be cut
+// short and is never taken whole.
+func pageEnd(b []byte, complete bool, maxPage int) int {
+	end, size := 0, 0
+	for end < len(b) {
+		n := bytes.IndexByte(b[end:], '\n') + 1
+		whole := n > 0 || complete
+		if n == 0 {
+			n = len(b) - end
+		}
+		if size += escapedLen(b[end : end+n]); size <= maxPage && whole {
+			end += n
+			continue
+		}
+		if end == 0 {
+			if !complete {
+				// Not a rune cut where the part was read.
+				b = wholeRunes(b)
+			}
+			return fitEscaped(b, maxPage)
+		}
+		break
+	}
+	return end
+}
+
+// wholeRunes is b without a rune cut short at its end.
+func wholeRunes(b []byte) []byte {
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			if !utf8.FullRune(b[i:]) {
+				return b[:i]
+			}
+			break
+		}
+	}
+	return b
 }
 
 // escapedLen bounds the bytes b takes inside a JSON string as the reply's

@@ -105,16 +105,71 @@ func TestExportOverNATS(t *testing.T) {
 		t.Errorf("Client.Export: %d bytes, %v; want the store's export", viaClient.Len(), err)
 	}
 
+	// An export is its first page's snapshot: a change between its pages
+	// is not in it, and the next export has it. Before, the next page was
+	// a 409, so a user whose memory changed every few seconds (chatting
+	// while the export ran) could not export at all.
 	first, err := h.client.ExportPage(ctx, events.ExportRequest{UserID: "alice"})
 	if err != nil || first.Next == "" {
 		t.Fatal(first.Next, err)
 	}
 	upsertFacts(t, st, store.FactWrite{UserID: "alice", Key: "city", Value: "Lisbon", SourceAt: t0.Add(time.Hour), EventID: "e2"})
-	for _, cursor := range []string{first.Next, "1.0000", "x"} {
+	if got := first.Lines + exportFrom(ctx, t, h.client, "alice", first.Next); got != string(want) {
+		t.Errorf("an export with a change between its pages: %d bytes, want the %d of its first page's snapshot", len(got), len(want))
+	}
+	changed := storeExport(t, st, "alice")
+	if bytes.Equal(changed, want) {
+		t.Fatal("the change changed nothing")
+	}
+	if got := exportFrom(ctx, t, h.client, "alice", ""); got != string(changed) {
+		t.Errorf("the export after the change: %d bytes, want the store's %d", len(got), len(changed))
+	}
+
+	// A cursor memoryd did not give, or of another user's export: a 409.
+	bobs, err := h.client.ExportPage(ctx, events.ExportRequest{UserID: "bob"})
+	if err != nil || bobs.Next == "" {
+		t.Fatal(bobs.Next, err)
+	}
+	for _, cursor := range []string{bobs.Next, "1.0000", "x", "s1." + strings.Repeat("0", 32), strings.Replace(first.Next, "s", "s1", 1)} {
 		_, err := h.client.ExportPage(ctx, events.ExportRequest{UserID: "alice", Cursor: cursor})
 		if serviceCode(err) != 409 {
 			t.Errorf("cursor %q: %v, want a 409", cursor, err)
 		}
+	}
+	// Bob's export goes on, his cursor untouched by alice's tries.
+	if got := bobs.Lines + exportFrom(ctx, t, h.client, "bob", bobs.Next); got != string(storeExport(t, st, "bob")) {
+		t.Errorf("bob's export: %d bytes, want the store's", len(got))
+	}
+
+	// A forget between pages ends the export: its copy held what the
+	// forget deleted.
+	first, err = h.client.ExportPage(ctx, events.ExportRequest{UserID: "alice"})
+	if err != nil || first.Next == "" {
+		t.Fatal(first.Next, err)
+	}
+	if _, _, err := st.ForgetUser(ctx, "alice", "alice", store.StreamPosition{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.client.ExportPage(ctx, events.ExportRequest{UserID: "alice", Cursor: first.Next}); serviceCode(err) != 409 {
+		t.Errorf("a page after a forget: %v, want a 409", err)
+	}
+}
+
+// exportFrom reads user's export over memory.export from cursor to its
+// end.
+func exportFrom(ctx context.Context, t *testing.T, c *events.Client, user, cursor string) string {
+	t.Helper()
+	var got strings.Builder
+	for {
+		page, err := c.ExportPage(ctx, events.ExportRequest{UserID: user, Cursor: cursor})
+		if err != nil {
+			t.Fatalf("export of %s from %q: %v", user, cursor, err)
+		}
+		got.WriteString(page.Lines)
+		if page.Next == "" {
+			return got.String()
+		}
+		cursor = page.Next
 	}
 }
 

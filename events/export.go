@@ -42,8 +42,10 @@ type ExportRequest struct {
 // ExportReply is a page of an export: Lines holds whole lines, each ending
 // in a newline, and the pages' Lines concatenated are the export. Next,
 // sent as Cursor, asks for the next page; it is absent on the last page.
-// A cursor is valid while the user's memory stays as it was: after a
-// change, the next page is a 409 and the export starts again.
+// Every page of one export is cut from the memory as it was at the first
+// page. A cursor is valid while its copy of the export is kept (an hour
+// after its last page, docs/protocol.md "export"); after, the next page is
+// a 409 and the export starts again.
 type ExportReply struct {
 	Lines string `json:"lines"`
 	Next  string `json:"next,omitempty"`
@@ -91,9 +93,9 @@ func (c *Client) ExportPage(ctx context.Context, req ExportRequest) (ExportReply
 	return reply, err
 }
 
-// Export writes the user's whole export to w, page by page. The memory
-// changing during the export is a *ServiceError with Code 409: export
-// again.
+// Export writes the user's whole export to w, page by page: the memory
+// as it was at the first page. A page refused part-way (its copy gone, or
+// the user forgotten) is a *ServiceError with Code 409: export again.
 func (c *Client) Export(ctx context.Context, userID string, w io.Writer) error {
 	req := ExportRequest{UserID: userID}
 	for {

@@ -356,8 +356,8 @@ type TokenUsage struct {
 
 // ServiceError is an error reply, carried in the Nats-Service-Error-Code and
 // Nats-Service-Error headers: 400 for a bad request, 404 for a missing fact
-// or context item, 409 for a context update onto another item's pair or an
-// export cursor of a memory that changed since, 501 for an endpoint a
+// or context item, 409 for a context update onto another item's pair, an
+// export cursor whose copy is gone or an import request after a forget, 501 for an endpoint a
 // service embedded as a library did not enable (forget, export, import),
 // 507 for a document put over the documents cap, 500 otherwise
 // (docs/protocol.md, "Requests, replies and errors"). Check with errors.As.

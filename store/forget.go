@@ -146,6 +146,12 @@ func (s *Store) forgetUser(ctx context.Context, userID, token string, through St
 		if _, err := q.db.Exec(ctx, `DELETE FROM user_languages WHERE user_id = $1`, userID); err != nil {
 			return fmt.Errorf("forget language: %w", err)
 		}
+		// Copies of exports in progress. One saved from a snapshot before
+		// this forget but after this delete is refused by its memory id
+		// (ReadSpool).
+		if _, err := q.db.Exec(ctx, `DELETE FROM export_spools WHERE user_id = $1`, userID); err != nil {
+			return fmt.Errorf("forget export copies: %w", err)
+		}
 		// The user's default collections here, not with the documents
 		// (DeleteCollections): a forget cut short has its documents
 		// finished as of its time (DeleteDocumentsBefore), and a default

@@ -50,6 +50,10 @@ func TestForgetLeavesNoRowOfTheUser(t *testing.T) {
 	if _, err := s.Import(ctx, "alice", "alice", &exp); err != nil {
 		t.Fatal(err)
 	}
+	// A copy of an export in progress (a spool).
+	if _, _, err := s.SpoolExport(ctx, "alice", "alice", always); err != nil {
+		t.Fatal(err)
+	}
 
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
@@ -77,8 +81,8 @@ func TestForgetLeavesNoRowOfTheUser(t *testing.T) {
 	for _, table := range tables {
 		held += count(table, "alice")
 	}
-	if held == 0 || count("import_sources", "alice") == 0 {
-		t.Fatal("alice has no rows (or no import sources) before the forget: the test writes nothing")
+	if held == 0 || count("import_sources", "alice") == 0 || count("export_spools", "alice") == 0 {
+		t.Fatal("alice has no rows (or no import sources, or no export copy) before the forget: the test writes nothing")
 	}
 	history := count("fact_history", "alice")
 	removed, _, err := s.ForgetUser(ctx, "alice", "alice", store.StreamPosition{})

@@ -56,6 +56,11 @@ func (r *reconcileWorker) Work(ctx context.Context, _ *river.Job[ReconcileArgs])
 	}
 	r.w.dropOldSpend(ctx)
 	r.w.finishStaleForgets(ctx)
+	// Copies of exports abandoned part-way (store.SpoolTTL): they hold a
+	// user's memory, so they do not wait for the next export to go.
+	if _, err := r.w.cfg.Store.DeleteExpiredSpools(ctx); err != nil {
+		r.w.logger.Warn("cannot delete expired export copies", "error", err)
+	}
 	// Every minute or so, between the prune's measures, which a VACUUM of
 	// a reset's dead rows could otherwise fall between (see
 	// store.SampleContextHighWater). Best effort: the next sample retries.

@@ -68,13 +68,15 @@ that the memory changed under starts again, up to 3 times.`)
 	return nil
 }
 
-// exportAttempts bounds how often export starts again because the memory
-// changed while it was read (409): a user chatting meanwhile.
+// exportAttempts bounds how often export starts again after a page was
+// refused (409): its copy was gone (unread for an hour, replaced by newer
+// exports of the user, or the user was forgotten), or the pages came from
+// replicas of two releases during a rolling upgrade.
 const exportAttempts = 3
 
 // exportConsistent runs export, starting again from the first page when the
-// service says the memory changed since it began, at most exportAttempts
-// times, and returns one whole export.
+// service refuses a later page (409), at most exportAttempts times, and
+// returns one whole export.
 func exportConsistent(export func(io.Writer) error) ([]byte, error) {
 	var buf bytes.Buffer
 	for attempt := 1; ; attempt++ {
@@ -90,13 +92,13 @@ func exportConsistent(export func(io.Writer) error) ([]byte, error) {
 	}
 }
 
-// exportChangedError is an export given up after exportAttempts, the memory
-// having changed during each (the last page's 409 wrapped).
+// exportChangedError is an export given up after exportAttempts, a page
+// of each refused (the last page's 409 wrapped).
 type exportChangedError struct{ err *events.ServiceError }
 
 func (e *exportChangedError) Error() string {
-	return fmt.Sprintf("the memory changed during each of %d exports (the service answered %d each time: the user is active): export again when it is quieter",
-		exportAttempts, e.err.Code)
+	return fmt.Sprintf("each of %d exports was refused part-way (the service answered %d the last time: %s)",
+		exportAttempts, e.err.Code, e.err.Description)
 }
 
 func (e *exportChangedError) Unwrap() error { return e.err }

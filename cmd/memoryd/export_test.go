@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -138,11 +139,11 @@ func TestExportImportCommands(t *testing.T) {
 	}
 }
 
-// An export the memory changed under (409) starts again from the first
-// page, a bounded number of times, and returns only a whole export.
-func TestExportStartsAgainWhenTheMemoryChanged(t *testing.T) {
+// An export refused part-way (409) starts again from the first page, a
+// bounded number of times, and returns only a whole export.
+func TestExportStartsAgainWhenAPageIsRefused(t *testing.T) {
 	t.Parallel()
-	changed := &events.ServiceError{Code: 409, Description: "the memory changed since this export began"}
+	changed := &events.ServiceError{Code: 409, Description: "this export's copy is gone"}
 	for _, tt := range []struct {
 		conflicts int
 		wantErr   bool
@@ -288,13 +289,13 @@ func TestExportAndImportTimeoutBoundsEachRequest(t *testing.T) {
 	}
 }
 
-// An export that the memory changed under at every attempt says that it
-// started again and why it gave up, not only the last page's 409 (the
+// An export refused part-way at every attempt says that it started again
+// and why it gave up, not only the last page's 409 (the
 // command's error reporting turned the wrapped 409 back into the bare
 // "the service answered 409", losing that it had tried 3 times; a user
 // exporting an active user saw a one-line 409 after 4 s, as if it had
 // not retried at all).
-func TestExportGivesUpSayingTheMemoryKeptChanging(t *testing.T) {
+func TestExportGivesUpSayingWhy(t *testing.T) {
 	t.Parallel()
 	nc := eventstest.Conn(t)
 	prefix, _ := eventstest.Names(t, nc)
@@ -308,7 +309,7 @@ func TestExportGivesUpSayingTheMemoryKeptChanging(t *testing.T) {
 			reply.Data, _ = json.Marshal(events.ExportReply{Lines: events.ExportHeader + "\n", Next: "1.x"})
 		} else {
 			reply.Header.Set("Nats-Service-Error-Code", "409")
-			reply.Header.Set("Nats-Service-Error", "the memory changed since this export began")
+			reply.Header.Set("Nats-Service-Error", "this export's copy is gone")
 		}
 		_ = m.RespondMsg(reply)
 	})
@@ -320,7 +321,76 @@ func TestExportGivesUpSayingTheMemoryKeptChanging(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, errOut, code := runArgs(context.Background(), "export", "--user", "alice", "--nats-url", eventstest.URL(), "--prefix", prefix, "--timeout", "10s")
-	if code != 1 || firstPages.Load() != exportAttempts || !strings.Contains(errOut, fmt.Sprintf("changed during each of %d exports", exportAttempts)) {
-		t.Errorf("exit %d after %d attempts, stderr %q; want exit 1 after %d attempts, saying the memory changed during each", code, firstPages.Load(), errOut, exportAttempts)
+	if code != 1 || firstPages.Load() != exportAttempts || !strings.Contains(errOut, fmt.Sprintf("each of %d exports was refused part-way (the service answered 409 the last time: this export's copy is gone)", exportAttempts)) {
+		t.Errorf("exit %d after %d attempts, stderr %q; want exit 1 after %d attempts, saying each was refused and why", code, firstPages.Load(), errOut, exportAttempts)
+	}
+}
+
+// TestExportBesideAnActiveUser: `memoryd export` of a memory of several
+// pages while the user's facts change all the time is one export, at the
+// first try, of the memory as it was at its first page. Before, each page
+// after a change was a 409 and the command gave up after 3 tries: a user
+// chatting while their export ran could not get one.
+func TestExportBesideAnActiveUser(t *testing.T) {
+	t.Parallel()
+	_, prefix, st := startTestEnricher(t)
+	ctx := context.Background()
+	at := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
+	var items []store.ContextWrite
+	for i := range 6 {
+		// Quotes and newlines: twice their bytes escaped, so that the
+		// memory is several pages of NATS's 1 MB payload.
+		items = append(items, store.ContextWrite{UserID: "alice", Question: fmt.Sprintf("question %d", i),
+			Answer: fmt.Sprintf("answer %d ", i) + strings.Repeat("\"\n", 60<<10), CreatedAt: at.Add(time.Duration(i) * time.Minute)})
+	}
+	if _, err := st.InsertContext(ctx, items); err != nil {
+		t.Fatal(err)
+	}
+	count := func(i int) error {
+		_, err := st.UpsertFacts(ctx, []store.FactWrite{{UserID: "alice", Key: "counter", Value: strconv.Itoa(i),
+			SourceAt: at.Add(time.Duration(i) * time.Second), EventID: "e" + strconv.Itoa(i)}})
+		return err
+	}
+	if err := count(0); err != nil {
+		t.Fatal(err)
+	}
+	var writes atomic.Int64
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for i := 1; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := count(i); err != nil {
+				t.Error(err)
+				return
+			}
+			writes.Add(1)
+		}
+	}()
+	file := filepath.Join(t.TempDir(), "alice.jsonl")
+	before := writes.Load()
+	_, errOut, code := runArgs(ctx, "export", "--user", "alice", "-o", file, "--nats-url", eventstest.URL(), "--prefix", prefix, "--timeout", "1m")
+	during := writes.Load() - before
+	close(stop)
+	<-stopped
+	if code != 0 {
+		t.Fatalf("export beside %d writes: exit %d: %s", during, code, errOut)
+	}
+	if during < 2 {
+		t.Fatalf("%d writes during the export: the test proves nothing", during)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := events.CheckImport(bytes.NewReader(data)); err != nil {
+		t.Fatalf("the export is not one whole export: %v", err)
+	}
+	if n := bytes.Count(data, []byte(`{"type":"context"`)); n != len(items) || bytes.Count(data, []byte(`{"type":"fact","key":"counter"`)) != 1 {
+		t.Errorf("the export holds %d context items and %d counter facts, want %d and 1", n, bytes.Count(data, []byte(`{"type":"fact","key":"counter"`)), len(items))
 	}
 }

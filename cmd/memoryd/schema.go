@@ -233,7 +233,7 @@ var fieldRules = map[string]map[string]fieldRule{
 	// Export and import (issue 16 item 7).
 	"export.request": {
 		"user_id": userIDRule,
-		"cursor":  {maxBytes: events.MaxCursorBytes, description: "a previous reply's next, to continue; absent starts at the header. A cursor of a memory that changed since is a 409"},
+		"cursor":  {maxBytes: events.MaxCursorBytes, description: "a previous reply's next, to continue; absent starts at the header. A cursor whose copy is gone (unread for an hour, or the user was forgotten) is a 409: start again"},
 	},
 	// Languages (issue 17 item 6).
 	"language.request": {

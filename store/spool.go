@@ -1,0 +1,135 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// An export longer than a page is saved whole at its first page (a spool,
+// migration 057) and its later pages are read from that copy: every page
+// of one export is cut from one snapshot however the memory changes
+// meanwhile, and a page reads its own bytes, not the whole memory again.
+
+// SpoolTTL is how long a spool is kept after its last page was read.
+const SpoolTTL = time.Hour
+
+// maxSpoolsPerUser bounds the copies one user's exports keep: a new one
+// deletes the oldest beyond it, so that a client starting exports in a
+// loop holds at most this many copies of the memory.
+const maxSpoolsPerUser = 4
+
+// ErrSpoolGone is wrapped by ReadSpool's error when the export's copy is
+// not there: unknown (or another user's), unread for SpoolTTL, replaced
+// by newer exports of the user, or the user was forgotten since it was
+// made. The export must start again.
+var ErrSpoolGone = errors.New("export copy not found")
+
+// SpoolExport reads the user's export (as Export writes it) from one
+// snapshot and, when spool says it should be kept for paging, saves it and
+// returns its id ("" when not kept). token is the user's subject token: the
+// copy records which memory it is of (MemoryID), so that a forget since,
+// even one that commits between the snapshot and the save, makes it gone.
+func (s *Store) SpoolExport(ctx context.Context, userID, token string, spool func(export []byte) bool) ([]byte, string, error) {
+	var (
+		buf    bytes.Buffer
+		memory string
+	)
+	// Repeatable read, so that the tombstone and every section are read
+	// from one snapshot; not read-only, for the save.
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
+		q := s.WithTx(tx)
+		tombs, err := q.tombstones(ctx, []string{token})
+		if err != nil {
+			return err
+		}
+		memory = MemoryID(tombs[token])
+		return q.Export(ctx, userID, &buf)
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	data := buf.Bytes()
+	if !spool(data) {
+		return data, "", nil
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	err = s.InTx(ctx, func(_ pgx.Tx, q *Store) error {
+		if _, err := q.db.Exec(ctx, `DELETE FROM export_spools WHERE read_at < now() - make_interval(secs => $1)`, SpoolTTL.Seconds()); err != nil {
+			return err
+		}
+		if _, err := q.db.Exec(ctx, `INSERT INTO export_spools (id, user_id, memory, data) VALUES ($1, $2, $3, $4)`, id, userID, memory, data); err != nil {
+			return err
+		}
+		_, err := q.db.Exec(ctx, `DELETE FROM export_spools WHERE user_id = $1 AND id NOT IN (
+			SELECT id FROM export_spools WHERE user_id = $1 ORDER BY created_at DESC, id LIMIT $2)`, userID, maxSpoolsPerUser)
+		return err
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("export: save copy: %w", err)
+	}
+	return data, id, nil
+}
+
+// ReadSpool returns at most n bytes of the user's spooled export id from
+// byte off, and the export's whole size. It is ErrSpoolGone when the copy
+// is not there or its user was forgotten since it was made (the copy is
+// then deleted). Each read keeps the copy for another SpoolTTL.
+func (s *Store) ReadSpool(ctx context.Context, userID, token, id string, off int64, n int) ([]byte, int64, error) {
+	var (
+		part      []byte
+		size      int64
+		memory    string
+		forgotten bool
+	)
+	err := s.InTx(ctx, func(_ pgx.Tx, q *Store) error {
+		// substring counts from 1.
+		err := q.db.QueryRow(ctx, `UPDATE export_spools SET read_at = now()
+			WHERE id = $1 AND user_id = $2 AND read_at >= now() - make_interval(secs => $5)
+			RETURNING substring(data FROM $3 FOR $4), octet_length(data), memory`,
+			id, userID, off+1, n, SpoolTTL.Seconds()).Scan(&part, &size, &memory)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrSpoolGone
+		}
+		if err != nil {
+			return err
+		}
+		tombs, err := q.tombstones(ctx, []string{token})
+		if err != nil {
+			return err
+		}
+		if MemoryID(tombs[token]) != memory {
+			// Forgotten since: what the copy holds is gone from memory.
+			// Committed, not returned as an error: InTx would roll it back.
+			forgotten = true
+			_, err := q.db.Exec(ctx, `DELETE FROM export_spools WHERE id = $1`, id)
+			return err
+		}
+		return nil
+	})
+	if err == nil && forgotten {
+		err = ErrSpoolGone
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("export: %w", err)
+	}
+	return part, size, nil
+}
+
+// DeleteExpiredSpools deletes the export copies unread for SpoolTTL and
+// returns how many it deleted.
+func (s *Store) DeleteExpiredSpools(ctx context.Context) (int64, error) {
+	tag, err := s.db.Exec(ctx, `DELETE FROM export_spools WHERE read_at < now() - make_interval(secs => $1)`, SpoolTTL.Seconds())
+	if err != nil {
+		return 0, fmt.Errorf("delete expired export copies: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
