@@ -768,11 +768,37 @@ func replyContent(resp openai.ChatCompletionResponse) (string, error) {
 	if choice.Message.Refusal != "" || choice.FinishReason == openai.FinishReasonContentFilter {
 		return "", newError(KindPermanent, "model refused the input (finish reason %q)", choice.FinishReason)
 	}
-	if strings.TrimSpace(choice.Message.Content) == "" && strings.TrimSpace(choice.Message.ReasoningContent) != "" {
+	content := choice.Message.Content
+	if content == "" {
+		content = textParts(choice.Message.MultiContent)
+	}
+	if strings.TrimSpace(content) == "" && strings.TrimSpace(choice.Message.ReasoningContent) != "" {
 		return "", errReasoningOnly
 	}
-	return choice.Message.Content, nil
+	if strings.TrimSpace(content) == "" && (len(choice.Message.ToolCalls) > 0 || choice.Message.FunctionCall != nil) {
+		return "", errToolCallsOnly
+	}
+	return content, nil
 }
+
+// textParts joins the text parts of a content written as an array of parts
+// (some servers and gateways always answer so; Mistral's reasoning models
+// put a "thinking" part before the "text"): the answer is in those, the
+// other parts (thinking, images) are not.
+func textParts(parts []openai.ChatMessagePart) string {
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Type == openai.ChatMessagePartTypeText || p.Type == "" {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
+}
+
+// errToolCallsOnly is the error of a reply that calls tools instead of
+// answering: memoryd offers none, so the model (or a server's tool parser
+// reading its JSON as a call) answered in the wrong place.
+var errToolCallsOnly = errors.New("reply holds only tool_calls, no content (memoryd offers no tools)")
 
 // errReasoningOnly is the error of a reply whose tokens went to reasoning
 // (reasoning_content) and that holds no answer: the model spent its token
