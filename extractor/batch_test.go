@@ -482,7 +482,7 @@ func TestParseBatchOutput(t *testing.T) {
 		{name: "facts string", reply: `{"facts": "x"}`, wantErr: `"facts" is a string`},
 		{name: "fact item not object", reply: `{"facts": ["name: Ana"]}`, wantErr: `"facts" item 0 is a string`},
 		{name: "fact without key", reply: `{"facts": [{"turn": 1, "name": "Ana"}]}`, wantErr: `has no "key"`},
-		{name: "nested value", reply: `{"facts": [{"turn": 1, "key": "name", "value": {"first": "Ana"}}]}`, wantErr: "value is an object"},
+		{name: "nested value", reply: `{"facts": [{"turn": 1, "key": "name", "value": {"first": {"given": "Ana"}}}]}`, wantErr: "value is an object holding an object"},
 		{name: "context object", reply: `{"context": {"q": "x"}}`, wantErr: `"context" is an object`},
 		{name: "context q object", reply: `{"context": [{"turn": 1, "q": {}}]}`, wantErr: `"q" or "a"`},
 		{name: "not json", reply: "no", wantErr: "no JSON object"},

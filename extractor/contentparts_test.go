@@ -3,6 +3,7 @@ package extractor
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -64,5 +65,26 @@ func TestLLMToolCallsNamed(t *testing.T) {
 	_, err := newTestLLM(t, srv, nil).Extract(context.Background(), testInput("I live in Lisbon"))
 	if err == nil || !strings.Contains(err.Error(), "tool_calls") {
 		t.Fatalf("err = %v, want one naming tool_calls", err)
+	}
+}
+
+// TestLLMBodyOfAnotherKindSaysWhatItIs: a 200 whose body is an HTML page
+// (a base URL of the server's web UI) or an event stream (a gateway that
+// streams though the request asked for none) says so. Before, the error
+// was only the JSON decoder's "invalid character '<'", and every turn
+// failed the same way with nothing pointing at the base URL.
+func TestLLMBodyOfAnotherKindSaysWhatItIs(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		contentType, body, want string
+	}{
+		{"text/html; charset=utf-8", "<!doctype html><html><body>Open WebUI</body></html>", "HTML page"},
+		{"text/event-stream", "data: {\"choices\":[{\"delta\":{\"content\":\"{}\"}}]}\n\ndata: [DONE]\n\n", "streamed its reply"},
+	} {
+		srv := extractortest.NewServer(t, extractortest.Reply{Body: tt.body, Header: http.Header{"Content-Type": {tt.contentType}}})
+		_, err := newTestLLM(t, srv, nil).Extract(context.Background(), testInput("I live in Lisbon"))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s body: %v, want an error saying %q", tt.contentType, err, tt.want)
+		}
 	}
 }

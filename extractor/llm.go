@@ -920,7 +920,7 @@ func classify(err error, ex *exchange, timeout time.Duration) *Error {
 		// model or parameters): sending it again cannot help.
 		return newError(KindPermanent, "request rejected before sending: %s", boundDetail(err.Error()))
 	case ex.status != 0:
-		return newError(KindTransient, "malformed response body with status %d: %s", ex.status, boundDetail(err.Error()))
+		return newError(KindTransient, "malformed response body with status %d: %s%s", ex.status, boundDetail(err.Error()), bodyHint(ex.contentType))
 	default:
 		// No response. Only when no connection could be made (refused, a
 		// name that does not resolve, no route) is the server down or
@@ -1111,6 +1111,23 @@ type exchange struct {
 	tooLarge bool
 	// body is the start of the response body, at most maxErrorBodyBytes.
 	body []byte
+	// contentType is the response's Content-Type header.
+	contentType string
+}
+
+// bodyHint says what a body that is no chat completion most likely is, by
+// its Content-Type: an HTML page is a base URL of a web UI or site, not the
+// API (every turn fails the same way); an event stream is a gateway that
+// streams whatever the request asked.
+func bodyHint(contentType string) string {
+	mt, _, _ := strings.Cut(strings.ToLower(contentType), ";")
+	switch strings.TrimSpace(mt) {
+	case "text/html":
+		return " (the server answered an HTML page, not the API: is the base URL the API's, often ending in /v1?)"
+	case "text/event-stream":
+		return " (the server streamed its reply, text/event-stream, though the request asked for none: turn streaming off in the gateway or proxy)"
+	}
+	return ""
 }
 
 // recordingDoer is the go-openai HTTP client. It records the exchange of
@@ -1140,6 +1157,7 @@ func (d recordingDoer) Do(req *http.Request) (*http.Response, error) {
 	}
 	ex.status = resp.StatusCode
 	ex.retryAfter = resp.Header.Get("Retry-After")
+	ex.contentType = resp.Header.Get("Content-Type")
 	resp.Body = &limitedBody{body: resp.Body, left: maxResponseBytes, ex: ex}
 	return resp, nil
 }

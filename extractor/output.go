@@ -471,10 +471,15 @@ func parseOp(v json.RawMessage) (FactOp, bool) {
 }
 
 // factValue coerces a fact's JSON value to a string. Strings, numbers and
-// booleans are taken as they are, null means no value, and a list of those
-// is joined with ", " ("languages": ["English", "Portuguese"]). Objects, and
-// lists holding objects or lists, are not values of a flat fact.
+// booleans are taken as they are, null means no value, a list of those is
+// joined with ", " ("languages": ["English", "Portuguese"]), and an object
+// of those is written "key: value; key: value" (objectValue). Objects
+// holding objects, and lists holding objects or lists, are not values of a
+// flat fact.
 func factValue(v json.RawMessage) (string, error) {
+	if firstByte(v) == '{' {
+		return objectValue(v)
+	}
 	if firstByte(v) == '[' {
 		var items []json.RawMessage
 		if err := json.Unmarshal(v, &items); err != nil {
@@ -497,6 +502,47 @@ func factValue(v json.RawMessage) (string, error) {
 		return "", fmt.Errorf("value is %s, not a string", jsonKind(v))
 	}
 	return s, nil
+}
+
+// objectValue writes an object of flat values (scalars, lists of them) as
+// "key: value; key: value", in the model's order, leaving out empty and
+// unknown values. Models without constrained decoding put an address or a
+// family in one fact ({"street": "Rua Augusta 5", "city": "Lisbon"});
+// before, such a value failed the whole reply, and a model that wrote it
+// again in its correction lost the turn's every fact and pair.
+func objectValue(v json.RawMessage) (string, error) {
+	dec := json.NewDecoder(bytes.NewReader(v))
+	if _, err := dec.Token(); err != nil {
+		return "", errors.New("value is not valid JSON")
+	}
+	var parts []string
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", errors.New("value is not valid JSON")
+		}
+		key, _ := tok.(string)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return "", errors.New("value is not valid JSON")
+		}
+		if firstByte(raw) == '{' {
+			return "", errors.New("value is an object holding an object, not a flat value")
+		}
+		s, err := factValue(raw)
+		if err != nil {
+			return "", err
+		}
+		key, s = strings.TrimSpace(key), strings.TrimSpace(s)
+		switch {
+		case s == "" || isUnknownValue(strings.ToLower(s)):
+		case key == "":
+			parts = append(parts, s)
+		default:
+			parts = append(parts, key+": "+s)
+		}
+	}
+	return strings.Join(parts, "; "), nil
 }
 
 func parseContext(raw json.RawMessage) ([]QA, error) {

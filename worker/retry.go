@@ -248,12 +248,19 @@ func (b retryBudget) modelWait(waits int) (time.Duration, bool) {
 // A d at or over limit (a server asking for an hour) is cut to limit and
 // then spread below it, so that jobs snoozed together still come back
 // apart. Before, the spread came after the cap: a 429 with Retry-After
-// 3600 snoozed jobs for up to 12.5 minutes, not the documented 10.
+// 3600 snoozed jobs for up to 12.5 minutes, not the documented 10. A d
+// less than a quarter under limit has its spread scaled into the room
+// left, not cut at limit: cut, most of the jobs paused together came back
+// at limit together (a misbehaving-model walk: 4 of 6 at exactly 10m).
 func (b retryBudget) spreadWithin(d, limit time.Duration) time.Duration {
-	if d < limit {
-		return min(b.spread(d), limit)
+	if d >= limit {
+		return b.spreadBelow(limit)
 	}
-	return b.spreadBelow(limit)
+	extra, most := b.spread(d)-d, d/4
+	if room := limit - d; most > room && most > 0 {
+		extra = time.Duration(float64(extra) * float64(room) / float64(most))
+	}
+	return min(d+extra, limit)
 }
 
 // spreadBelow is d shortened by what spread would lengthen it by.

@@ -290,6 +290,31 @@ func TestSnoozeCapsHoldWithTheSpread(t *testing.T) {
 	}
 }
 
+// TestSpreadWithinPartsJobsNearTheCap: a delay just under the cap keeps
+// its spread, scaled into the room left, so that jobs snoozed together
+// come back apart. Before, the spread was cut at the cap: jobs paused
+// 9m57s for a model's Retry-After came back at 10m all together.
+func TestSpreadWithinPartsJobsNearTheCap(t *testing.T) {
+	t.Parallel()
+	limit := 10 * time.Minute
+	for _, tc := range []struct {
+		d     time.Duration
+		share float64 // of the spread's most (a quarter of d)
+		want  time.Duration
+	}{
+		{9*time.Minute + 57*time.Second, 0, 9*time.Minute + 57*time.Second},
+		{9*time.Minute + 57*time.Second, 0.5, 9*time.Minute + 58500*time.Millisecond},
+		{9*time.Minute + 57*time.Second, 1, limit},
+		{4 * time.Minute, 0.5, 4*time.Minute + 30*time.Second}, // room enough: as before
+		{time.Hour, 1, limit * 3 / 4},
+	} {
+		b := retryBudget{spread: func(d time.Duration) time.Duration { return d + time.Duration(tc.share*float64(d/4)) }}
+		if got := b.spreadWithin(tc.d, limit); got != tc.want {
+			t.Errorf("spreadWithin(%v) at %v of the spread: %v, want %v", tc.d, tc.share, got, tc.want)
+		}
+	}
+}
+
 // TestModelWaitsTotalTheOutageBound: a job's snoozes for an unreachable
 // model server total --llm-max-outage at most, with their spread at its
 // worst, and no less than three quarters of it. Before, the last doubling
