@@ -118,7 +118,7 @@ reply. Safe to run again.`)
 	}
 	fmt.Fprintf(out, "\ncontext (%d items, newest first):\n", len(items))
 	for _, it := range items {
-		fmt.Fprintf(out, "  [%s] Q: %s\n      A: %s\n", it.CreatedAt.Format("2006-01-02 15:04"), it.Question, it.Answer)
+		fmt.Fprintf(out, "  [%s] Q: %s\n      A: %s\n", shownTime(it.CreatedAt), it.Question, it.Answer)
 	}
 
 	question := "Can you suggest a dinner recipe with sardines?"

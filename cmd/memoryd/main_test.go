@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -43,6 +44,13 @@ func TestDemoPrintsStoredMemory(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
+	}
+	// Its times name their zone, as every time printed for people does
+	// (README, "Running it"): "[2026-11-20 09:00]" read in another zone
+	// than UTC looked like the turns' own time.
+	contextLine := regexp.MustCompile(`(?m)^  \[\d{4}-\d\d-\d\d \d\d:\d\d(:\d\d)? [^\]\s]+\] Q: `)
+	if n := len(contextLine.FindAllString(out, -1)); n != 5 {
+		t.Errorf("demo output has %d context lines with a time naming its zone, want 5:\n%s", n, out)
 	}
 	// Running it again changes nothing and still succeeds.
 	out2, errOut2, code := runCmd(t, dbURL, prefix, stream, "demo")
