@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -457,4 +458,102 @@ var commandSettings = []string{
 	// proxy and mcp
 	"listen", "keys", "key-hashes", "upstream", "upstream-key", "upstream-key-header", "upstream-timeout", "upstream-idle", "enrich-budget",
 	"enrich-format", "metrics", "trusted-user-header", "max-request-bytes",
+}
+
+// commandEnvNames are the variables commands name with CommandEnv (and
+// their deprecated names), which envName of no setting gives.
+var commandEnvNames = []string{
+	"MEMORYD_MCP_LISTEN", "MEMORYD_MCP_KEYS", "MEMORYD_MCP_KEY_HASHES",
+	"MEMORYD_PROXY_LISTEN", "MEMORYD_PROXY_KEYS", "MEMORYD_PROXY_KEY_HASHES", "MEMORYD_PROXY_METRICS",
+	"MEMORYD_LISTEN", "MEMORYD_KEYS", "MEMORYD_KEY_HASHES",
+}
+
+// toolEnvPrefixes are the project's own scripts' and tests' variables
+// (scripts/testdb, the Makefile, scripts/riverui-screenshot), which no
+// command reads.
+var toolEnvPrefixes = []string{"MEMORYD_TEST_", "MEMORYD_SYSTEST_", "MEMORYD_SKIP_", "MEMORYD_SHOT_"}
+
+// knownEnvs is every variable a memoryd command reads.
+var knownEnvs = sync.OnceValue(func() map[string]bool {
+	var (
+		so serveOptions
+		co clientOptions
+	)
+	serve, client := newFlags("serve", ""), newFlags("client", "")
+	so.register(serve)
+	co.register(client)
+	known := map[string]bool{"MEMORYD_CONFIG": true}
+	for _, f := range []*flags{serve, client} {
+		f.VisitAll(func(fl *flag.Flag) {
+			if !f.args[fl.Name] {
+				known[f.envVar(fl.Name)] = true
+			}
+		})
+	}
+	for _, name := range commandSettings {
+		known[envName(name)] = true
+	}
+	for _, env := range commandEnvNames {
+		known[env] = true
+	}
+	return known
+})
+
+// strayEnv warns of each MEMORYD_ variable in environ that no command
+// reads, naming the known one it is most likely a misspelling of. Without
+// it, MEMORYD_DATABSE_URL was ignored and the default database created
+// and filled (a newcomer walk), where the configuration file refuses an
+// unknown key. Per-invocation arguments have no variable (MEMORYD_USER is
+// one of these strays), which the warning says.
+func strayEnv(environ []string) []string {
+	known := knownEnvs()
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "MEMORYD_") || known[name] || slices.ContainsFunc(toolEnvPrefixes, func(p string) bool { return strings.HasPrefix(name, p) }) {
+			continue
+		}
+		msg := fmt.Sprintf("%s is set, but no memoryd setting reads it", name)
+		if near := nearestEnv(name, known); near != "" {
+			msg += fmt.Sprintf(": did you mean %s?", near)
+		} else {
+			msg += " (per-invocation arguments, such as --user, are read from the command line only)"
+		}
+		out = append(out, msg)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// nearestEnv is the known variable within two edits of name (the nearest,
+// then the first in order), or "".
+func nearestEnv(name string, known map[string]bool) string {
+	best, bestD := "", 3
+	for _, k := range slices.Sorted(maps.Keys(known)) {
+		if d := editDistance(name, k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b, bytes counted
+// (variable names are ASCII).
+func editDistance(a, b string) int {
+	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }

@@ -106,6 +106,9 @@ func run(ctx context.Context, a *cli, args []string) int {
 		if c.name != args[0] {
 			continue
 		}
+		for _, w := range strayEnv(os.Environ()) {
+			fmt.Fprintf(a.stderr, "memoryd %s: warning: %s\n", c.name, w)
+		}
 		err := c.run(ctx, a, args[1:])
 		var (
 			help *helpRequest

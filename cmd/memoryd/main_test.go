@@ -488,3 +488,66 @@ func TestStopSignalsLeaveAnIgnoredSIGHUPIgnored(t *testing.T) {
 		t.Errorf("stop signals with SIGHUP ignored (nohup): %v; want SIGINT and SIGTERM only", sigs)
 	}
 }
+
+// TestStrayEnvIsNamed: a MEMORYD_ variable no command reads is warned of,
+// with the known one it likely misspells; every variable the docs and
+// the compose file name is known. Before, MEMORYD_DATABSE_URL was ignored
+// without a word and the default database created and filled (a newcomer
+// walk).
+func TestStrayEnvIsNamed(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		env  string
+		want string // "" for no warning
+	}{
+		{"MEMORYD_DATABSE_URL=x", "MEMORYD_DATABSE_URL is set, but no memoryd setting reads it: did you mean MEMORYD_DATABASE_URL?"},
+		{"MEMORYD_NATS_ULR=x", "did you mean MEMORYD_NATS_URL?"},
+		{"MEMORYD_USER=bob", "MEMORYD_USER is set, but no memoryd setting reads it (per-invocation arguments, such as --user, are read from the command line only)"},
+		{"MEMORYD_DATABASE_URL=x", ""},
+		{"MEMORYD_PROXY_LISTEN=x", ""},
+		{"MEMORYD_LISTEN=x", ""}, // deprecated, still read
+		{"MEMORYD_CONFIG=x", ""},
+		{"MEMORYD_TEST_DATABASE_URL=x", ""},
+		{"OTHER_DATABSE_URL=x", ""},
+	} {
+		got := strayEnv([]string{tt.env})
+		switch {
+		case tt.want == "" && len(got) != 0:
+			t.Errorf("%s: warned %q, want nothing", tt.env, got)
+		case tt.want != "" && (len(got) != 1 || !strings.Contains(got[0], tt.want)):
+			t.Errorf("%s: warned %q, want %q", tt.env, got, tt.want)
+		}
+	}
+
+	var documented []string
+	for _, file := range []string{"../../README.md", "../../docs/operations.md", "../../docs/protocol.md", "../../compose.yaml", "../../Dockerfile"} {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range regexp.MustCompile(`MEMORYD_[A-Z0-9_]*[A-Z0-9]`).FindAllString(string(data), -1) {
+			if name != "MEMORYD_X" && name != "MEMORYD_USER" && name != "MEMORYD_EMBED" { // an example's placeholder; the stray the docs warn of; MEMORYD_EMBED_* cut
+				documented = append(documented, name+"=1")
+			}
+		}
+	}
+	if len(documented) < 20 {
+		t.Fatalf("%d variables found in the docs: the test reads nothing", len(documented))
+	}
+	if got := strayEnv(documented); len(got) != 0 {
+		t.Errorf("variables the docs name are warned of as read by no setting:\n%s", strings.Join(got, "\n"))
+	}
+}
+
+// TestStrayEnvWarnsOnStderr: the warning goes to stderr, before the
+// command's own output, and the command still runs.
+func TestStrayEnvWarnsOnStderr(t *testing.T) {
+	t.Setenv("MEMORYD_DATABSE_URL", "postgres://elsewhere/db")
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, []string{"version"}); code != 0 {
+		t.Fatalf("version: exit %d: %s", code, errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "memoryd version: warning: MEMORYD_DATABSE_URL is set, but no memoryd setting reads it: did you mean MEMORYD_DATABASE_URL?") || !strings.Contains(out.String(), "schema") {
+		t.Errorf("stdout %q, stderr %q", out.String(), errOut.String())
+	}
+}
