@@ -191,8 +191,9 @@ func TestQuestionWords(t *testing.T) {
 	for w, q := range questionWords("Rex is 3.5 years old. Where? 東京です。どこ？ see example.com/a?id=4 now. 名字?我忘了。ok?") {
 		got = append(got, wq{w, q})
 	}
-	// A "?" inside a link ends no sentence; one at the very end does.
-	want := []wq{{"rex", false}, {"is", false}, {"3", false}, {"5", false}, {"years", false}, {"old", false},
+	// A "?" inside a link ends no sentence; one at the very end does. A
+	// decimal is one word.
+	want := []wq{{"rex", false}, {"is", false}, {"3.5", false}, {"years", false}, {"old", false},
 		{"where", true}, {"東京です", false}, {"どこ", true}, {"see", false}, {"example", false}, {"com", false},
 		{"a", false}, {"id", false}, {"4", false}, {"now", false}, {"名字", true}, {"我忘了", false}, {"ok", true}}
 	if !slices.Equal(got, want) {

@@ -470,6 +470,16 @@ func questionWords(s string) func(yield func(string, bool) bool) {
 		prev := 0
 		ok := true
 		wordSpans(s, func(start, end int) bool {
+			// Numbers joined by single dots are one word: a version
+			// ("0.51.0", "pgx 5.12.0"), an address, a decimal. Split, each
+			// part was a short word the query left out, and nothing found
+			// them; whole, the store searches it as a phrase of its parts.
+			if n := len(sentence); n > 0 && start == prev+1 && s[prev] == '.' && asciiDigits(s[start:end]) && dottedNumber(sentence[n-1]) &&
+				strings.HasSuffix(s[:prev], sentence[n-1]) {
+				sentence[n-1] += "." + s[start:end]
+				prev = end
+				return true
+			}
 			if ok = flush(s[prev:start], s[start], false); !ok {
 				return false
 			}
@@ -481,6 +491,26 @@ func questionWords(s string) func(yield func(string, bool) bool) {
 			flush(s[prev:], 0, true)
 		}
 	}
+}
+
+// asciiDigits reports whether w is ASCII digits only.
+func asciiDigits(w string) bool {
+	for i := 0; i < len(w); i++ {
+		if w[i] < '0' || w[i] > '9' {
+			return false
+		}
+	}
+	return w != ""
+}
+
+// dottedNumber reports whether w is ASCII digits, dots between them.
+func dottedNumber(w string) bool {
+	for part := range strings.SplitSeq(w, ".") {
+		if !asciiDigits(part) {
+			return false
+		}
+	}
+	return true
 }
 
 // sentenceEnd reports whether gap, the text between two words or after
