@@ -28,7 +28,7 @@ func TestSearchFindsVersionNumbers(t *testing.T) {
 	ctx := ctxT(t)
 	for _, tt := range []struct {
 		query, want string
-		only       bool // the one result
+		only        bool // the one result
 	}{
 		{"did 0.51.0 fix it?", "We moved to river 0.51.0 and the leader election bug is gone", true},
 		{"what about pgx 5.12.0?", "pgx 5.12.0 pinned in go.mod", false},
