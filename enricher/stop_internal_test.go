@@ -22,16 +22,7 @@ import (
 // cancelled before its work starts.
 func TestStopWaitsForTheRequestsTheDrainHandsOver(t *testing.T) {
 	t.Parallel()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	s, err := New(Config{Conn: eventstest.Conn(t), Store: storetest.New(t), Prefix: "t" + hex.EncodeToString(b[:]),
-		Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s := startInternal(t)
 	outcome := make(chan string, 2)
 	run := func(name string, release chan struct{}) func() {
 		return func() {
@@ -103,16 +94,7 @@ func TestStopWaitsForTheRequestsTheDrainHandsOver(t *testing.T) {
 // TestStopPastItsDeadline's idle case).
 func TestStopPastItsDeadlineCountsOnlyUnanswered(t *testing.T) {
 	t.Parallel()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	s, err := New(Config{Conn: eventstest.Conn(t), Store: storetest.New(t), Prefix: "t" + hex.EncodeToString(b[:]),
-		Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s := startInternal(t)
 	replied := make(chan struct{})
 	mark := s.newAnswerMark()
 	s.dispatch(s.toolLane, "alice", time.Now().Add(time.Minute), mark, func() {
@@ -130,4 +112,21 @@ func TestStopPastItsDeadlineCountsOnlyUnanswered(t *testing.T) {
 	if n := s.unanswered.Load(); n != 0 {
 		t.Errorf("unanswered = %d after the stop, want 0", n)
 	}
+}
+
+// startInternal starts a service on its own prefix, over a store of its
+// own.
+func startInternal(t *testing.T) *Service {
+	t.Helper()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	s, err := New(Config{Conn: eventstest.Conn(t), Store: storetest.New(t), Prefix: "t" + hex.EncodeToString(b[:]),
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -427,12 +427,10 @@ func readConfigFile(path string, optional bool) (map[string]string, error) {
 	return values, nil
 }
 
-// knownFlag reports whether name is a setting the configuration file may
-// hold: any command's setting (serve's connections, workers, extractor and
-// limits; the client commands' --timeout; publish's --ensure-stream). Each
-// command reads the keys it has and ignores the others, so one file serves
-// every command; per-invocation arguments are never keys.
-func knownFlag(name string) bool {
+// sharedFlags are the flag sets of the options several commands share:
+// serve's (connections, workers, extractor, limits) and the client
+// commands'.
+func sharedFlags() []*flags {
 	var (
 		so serveOptions
 		co clientOptions
@@ -440,7 +438,16 @@ func knownFlag(name string) bool {
 	serve, client := newFlags("serve", ""), newFlags("client", "")
 	so.register(serve)
 	co.register(client)
-	for _, f := range []*flags{serve, client} {
+	return []*flags{serve, client}
+}
+
+// knownFlag reports whether name is a setting the configuration file may
+// hold: any command's setting (serve's connections, workers, extractor and
+// limits; the client commands' --timeout; publish's --ensure-stream). Each
+// command reads the keys it has and ignores the others, so one file serves
+// every command; per-invocation arguments are never keys.
+func knownFlag(name string) bool {
+	for _, f := range sharedFlags() {
 		if f.Lookup(name) != nil && !f.args[name] {
 			return true
 		}
@@ -475,15 +482,8 @@ var toolEnvPrefixes = []string{"MEMORYD_TEST_", "MEMORYD_SYSTEST_", "MEMORYD_SKI
 
 // knownEnvs is every variable a memoryd command reads.
 var knownEnvs = sync.OnceValue(func() map[string]bool {
-	var (
-		so serveOptions
-		co clientOptions
-	)
-	serve, client := newFlags("serve", ""), newFlags("client", "")
-	so.register(serve)
-	co.register(client)
 	known := map[string]bool{"MEMORYD_CONFIG": true}
-	for _, f := range []*flags{serve, client} {
+	for _, f := range sharedFlags() {
 		f.VisitAll(func(fl *flag.Flag) {
 			if !f.args[fl.Name] {
 				known[f.envVar(fl.Name)] = true
