@@ -76,6 +76,10 @@ func (e exports) export(token string, data []byte) (call, error) {
 			all, spool, err := e.store.SpoolExport(ctx, req.UserID, token, func(all []byte) bool {
 				return pageEnd(all, true, maxPage) < len(all)
 			})
+			if errors.Is(err, store.ErrSpoolGone) {
+				// A forget overtook it between its snapshot and its copy.
+				return nil, &events.ServiceError{Code: 409, Description: "the user was forgotten while this export began: export again from the start"}
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -116,6 +120,9 @@ func spoolCursor(spool string, off int64) string {
 	return "s" + strconv.FormatInt(off, 10) + "." + spool
 }
 
+// maxSpoolOffset bounds a cursor's offset: Postgres's largest bytea.
+const maxSpoolOffset = 1 << 30
+
 func parseSpoolCursor(c string) (spool string, off int64, ok bool) {
 	rest, found := strings.CutPrefix(c, "s")
 	if !found {
@@ -123,7 +130,10 @@ func parseSpoolCursor(c string) (spool string, off int64, ok bool) {
 	}
 	n, spool, found := strings.Cut(rest, ".")
 	off, err := strconv.ParseInt(n, 10, 64)
-	if !found || err != nil || off <= 0 || len(spool) != 32 {
+	// A copy is a bytea, under 1 GiB: an offset past that is none memoryd
+	// gave (and over int4, which the read's substring takes, a failed
+	// query: a 500).
+	if !found || err != nil || off <= 0 || off > maxSpoolOffset || len(spool) != 32 {
 		return "", 0, false
 	}
 	if _, err := hex.DecodeString(spool); err != nil {

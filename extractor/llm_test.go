@@ -140,7 +140,7 @@ func TestLLMInvalidOutputExhausted(t *testing.T) {
 		{name: "facts item a string", reply: `{"facts": ["name: Ana"], "context": []}`, wantMsg: `"facts" item 0 is a string`},
 		{name: "facts a string", reply: `{"facts": "Ana", "context": []}`, wantMsg: `"facts" is a string`},
 		{name: "context as object", reply: `{"facts": {}, "context": {"q": "x"}}`, wantMsg: `"context" is an object`},
-		{name: "nested fact value", reply: `{"facts": {"name": {"first": {"given": "Ana"}}}}`, wantMsg: "value is an object holding an object"},
+		{name: "nested fact value", reply: `{"facts": {"name": {"first": "Ana"}}}`, wantMsg: "value is an object"},
 		{name: "neither key", reply: `{"answer": "hello"}`, wantMsg: "neither"},
 		{name: "not json", reply: `I'd rather not.`, wantMsg: "no JSON object"},
 	}

@@ -430,6 +430,13 @@ func objectFacts(raw json.RawMessage, dropped *[]droppedKey) ([]factItem, error)
 		if err := dec.Decode(&v); err != nil {
 			return nil, errors.New(`"facts" is not valid JSON`)
 		}
+		// An object here is more often a group of facts ("personal":
+		// {"name": ..., "home_city": ...}) than one value: it gets the
+		// correction, which asks for the facts apart, where an object
+		// value in the list form is one fact's parts (objectValue).
+		if firstByte(v) == '{' {
+			return nil, fmt.Errorf("fact %q: value is an object, not a string (list facts apart)", truncateRunes(sanitize(name), maxKeyBytes))
+		}
 		value, err := factValue(v)
 		if err != nil {
 			return nil, fmt.Errorf("fact %q: %w", truncateRunes(sanitize(name), maxKeyBytes), err)

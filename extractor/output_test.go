@@ -67,7 +67,7 @@ func TestParseOutput(t *testing.T) {
 		{name: "facts item key an object", reply: `{"facts": [{"op": "set", "key": {}, "value": "Ana"}]}`, wantErr: `"key" that is an object`},
 		{name: "facts item value an object", reply: `{"facts": [{"op": "set", "key": "name", "value": {"first": {"given": "Ana"}}}]}`, wantErr: "value is an object holding an object"},
 		{name: "facts as string", reply: `{"facts": "Ana", "context": []}`, wantErr: `"facts" is a string`},
-		{name: "nested fact object", reply: `{"facts": {"name": {"first": {"given": "Ana"}}}}`, wantErr: "value is an object holding an object"},
+		{name: "nested fact object", reply: `{"facts": {"name": {"first": "Ana"}}}`, wantErr: "value is an object"},
 		{name: "list of objects", reply: `{"facts": {"kids": [{"name": "Bo"}]}}`, wantErr: "list holds an object"},
 		{name: "context as object", reply: `{"facts": {}, "context": {"q": "a"}}`, wantErr: `"context" is an object`},
 		{name: "context item string", reply: `{"context": ["remember this"]}`, wantErr: "item 0 is a string"},

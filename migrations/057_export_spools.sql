@@ -10,7 +10,7 @@
 -- user was forgotten since is refused (and the copy deleted), even when
 -- the forget committed between the snapshot and the copy's insert.
 -- read_at is the last page's time: a copy unread for an hour is deleted
--- (the reconcile job, a forget, or the next export).
+-- (the reconcile job), and a forget deletes its user's.
 CREATE TABLE export_spools (
     id         text PRIMARY KEY,
     user_id    text NOT NULL,

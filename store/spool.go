@@ -34,8 +34,10 @@ var ErrSpoolGone = errors.New("export copy not found")
 // SpoolExport reads the user's export (as Export writes it) from one
 // snapshot and, when spool says it should be kept for paging, saves it and
 // returns its id ("" when not kept). token is the user's subject token: the
-// copy records which memory it is of (MemoryID), so that a forget since,
-// even one that commits between the snapshot and the save, makes it gone.
+// copy records which memory it is of (MemoryID), so that a forget since
+// makes it gone. A forget that commits between the snapshot and the save
+// makes the save fail with ErrSpoolGone (nothing is saved): the export
+// must start again.
 func (s *Store) SpoolExport(ctx context.Context, userID, token string, spool func(export []byte) bool) ([]byte, string, error) {
 	var (
 		buf    bytes.Buffer
@@ -63,13 +65,26 @@ func (s *Store) SpoolExport(ctx context.Context, userID, token string, spool fun
 	_, _ = rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
 	err = s.InTx(ctx, func(_ pgx.Tx, q *Store) error {
-		if _, err := q.db.Exec(ctx, `DELETE FROM export_spools WHERE read_at < now() - make_interval(secs => $1)`, SpoolTTL.Seconds()); err != nil {
+		// Under the user's lock, which a forget holds to its commit, and
+		// first (before any row lock of the deletes below, which a forget
+		// of this user waiting for the lock may hold): a forget that
+		// committed since the snapshot makes the copy one of a forgotten
+		// memory, not saved; one that comes after the save deletes it.
+		// Before, such a copy was saved after the forget's delete and kept
+		// the forgotten memory until it was read or expired.
+		tombs, err := q.LockUsers(ctx, []string{token})
+		if err != nil {
 			return err
 		}
+		if MemoryID(tombs[token]) != memory {
+			return ErrSpoolGone
+		}
+		// Expired copies are the reconcile job's (DeleteExpiredSpools):
+		// deleted here too, two saves could lock them in different orders.
 		if _, err := q.db.Exec(ctx, `INSERT INTO export_spools (id, user_id, memory, data) VALUES ($1, $2, $3, $4)`, id, userID, memory, data); err != nil {
 			return err
 		}
-		_, err := q.db.Exec(ctx, `DELETE FROM export_spools WHERE user_id = $1 AND id NOT IN (
+		_, err = q.db.Exec(ctx, `DELETE FROM export_spools WHERE user_id = $1 AND id NOT IN (
 			SELECT id FROM export_spools WHERE user_id = $1 ORDER BY created_at DESC, id LIMIT $2)`, userID, maxSpoolsPerUser)
 		return err
 	})

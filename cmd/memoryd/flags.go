@@ -480,6 +480,12 @@ var commandEnvNames = []string{
 // command reads.
 var toolEnvPrefixes = []string{"MEMORYD_TEST_", "MEMORYD_SYSTEST_", "MEMORYD_SKIP_", "MEMORYD_SHOT_"}
 
+// serviceLink matches the variables Kubernetes sets in each pod for every
+// Service of its namespace (a Service memoryd or memoryd-proxy gives
+// MEMORYD_SERVICE_HOST, MEMORYD_PROXY_PORT_8081_TCP_ADDR, ...): no one set
+// them, and no setting's name has their shape.
+var serviceLink = regexp.MustCompile(`^MEMORYD(_[A-Z0-9_]+)?_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT(_[0-9]+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)?)$`)
+
 // knownEnvs is every variable a memoryd command reads.
 var knownEnvs = sync.OnceValue(func() map[string]bool {
 	known := map[string]bool{"MEMORYD_CONFIG": true}
@@ -510,7 +516,8 @@ func strayEnv(environ []string) []string {
 	var out []string
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, "MEMORYD_") || known[name] || slices.ContainsFunc(toolEnvPrefixes, func(p string) bool { return strings.HasPrefix(name, p) }) {
+		if !strings.HasPrefix(name, "MEMORYD_") || known[name] || slices.ContainsFunc(toolEnvPrefixes, func(p string) bool { return strings.HasPrefix(name, p) }) ||
+			serviceLink.MatchString(name) {
 			continue
 		}
 		msg := fmt.Sprintf("%s is set, but no memoryd setting reads it", name)

@@ -552,3 +552,24 @@ func TestStrayEnvWarnsOnStderr(t *testing.T) {
 		t.Errorf("stdout %q, stderr %q", out.String(), errOut.String())
 	}
 }
+
+// TestStrayEnvLeavesKubernetesServiceLinksAlone: the variables Kubernetes
+// sets in every pod of a namespace with a Service named memoryd (or
+// memoryd-proxy, ...) are not warned of: no one set them, and a serve
+// warned of seven of them at every start. A misspelt setting beside them
+// still is.
+func TestStrayEnvLeavesKubernetesServiceLinksAlone(t *testing.T) {
+	t.Parallel()
+	links := []string{
+		"MEMORYD_SERVICE_HOST=10.0.0.1", "MEMORYD_SERVICE_PORT=8080", "MEMORYD_SERVICE_PORT_HTTP=8080",
+		"MEMORYD_PORT=tcp://10.0.0.1:8080", "MEMORYD_PORT_8080_TCP=tcp://10.0.0.1:8080",
+		"MEMORYD_PORT_8080_TCP_ADDR=10.0.0.1", "MEMORYD_PORT_8080_TCP_PORT=8080", "MEMORYD_PORT_8080_TCP_PROTO=tcp",
+		"MEMORYD_PROXY_SERVICE_HOST=10.0.0.2", "MEMORYD_PROXY_PORT=tcp://10.0.0.2:8081", "MEMORYD_PROXY_PORT_8081_UDP_ADDR=10.0.0.2",
+	}
+	if got := strayEnv(links); len(got) != 0 {
+		t.Errorf("Kubernetes service links warned of:\n%s", strings.Join(got, "\n"))
+	}
+	if got := strayEnv(append(links, "MEMORYD_DATABSE_URL=x")); len(got) != 1 || !strings.Contains(got[0], "MEMORYD_DATABSE_URL") {
+		t.Errorf("a misspelt setting beside service links: %q, want it alone warned of", got)
+	}
+}

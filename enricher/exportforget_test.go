@@ -1,0 +1,78 @@
+package enricher_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/store/storetest"
+)
+
+// TestExportCursorOffsetsPastAnyCopyAre409: a cursor naming the user's own
+// copy at an offset no copy reaches (past 2 GiB, past int64) is one
+// memoryd did not give: a 409, not a 500. Before, an offset over 2^31-1
+// failed the page's query (substring takes int4) and was answered 500.
+func TestExportCursorOffsetsPastAnyCopyAre409(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	bigMemory(t, st, "alice")
+	ctx := slowCtx(t)
+	first, err := h.client.ExportPage(ctx, events.ExportRequest{UserID: "alice"})
+	if err != nil || first.Next == "" {
+		t.Fatal(first.Next, err)
+	}
+	_, spool, ok := strings.Cut(first.Next, ".")
+	if !ok {
+		t.Fatalf("cursor %q has no copy id", first.Next)
+	}
+	for _, off := range []string{"2147483647", "2147483648", "9223372036854775807"} {
+		cursor := "s" + off + "." + spool
+		if _, err := h.client.ExportPage(ctx, events.ExportRequest{UserID: "alice", Cursor: cursor}); serviceCode(err) != 409 {
+			t.Errorf("cursor %q: %v, want a 409", cursor, err)
+		}
+	}
+	// The copy is still there for the export's real next page.
+	if _, err := h.client.ExportPage(ctx, events.ExportRequest{UserID: "alice", Cursor: first.Next}); err != nil {
+		t.Errorf("the real next page after the tries: %v", err)
+	}
+}
+
+// forgetDuringExport is a store whose first export of a user is overtaken
+// by a forget of the user between its snapshot and the save of its copy.
+type forgetDuringExport struct {
+	*store.Store
+	t *testing.T
+}
+
+func (s forgetDuringExport) SpoolExport(ctx context.Context, userID, token string, spool func([]byte) bool) ([]byte, string, error) {
+	return s.Store.SpoolExport(ctx, userID, token, func(b []byte) bool {
+		if _, _, err := s.Store.ForgetUser(ctx, userID, token, store.StreamPosition{}); err != nil {
+			s.t.Error(err)
+		}
+		return spool(b)
+	})
+}
+
+// TestExportFirstPageAcrossAForgetIs409: an export whose first page a
+// forget overtakes (between its snapshot and the save of its copy) is a
+// 409, start again, and leaves no copy of the forgotten memory behind.
+// Before, the first page was answered from the forgotten memory and its
+// copy saved after the forget had deleted the user's copies, kept until a
+// page read it or reconcile found it unread for an hour.
+func TestExportFirstPageAcrossAForgetIs409(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, forgetDuringExport{Store: st, t: t}, nil)
+	bigMemory(t, st, "alice")
+	ctx := slowCtx(t)
+	if page, err := h.client.ExportPage(ctx, events.ExportRequest{UserID: "alice"}); serviceCode(err) != 409 {
+		t.Errorf("a first page a forget overtook: %d bytes, next %q, %v; want a 409", len(page.Lines), page.Next, err)
+	}
+	var n int
+	if err := st.Pool().QueryRow(ctx, `SELECT count(*) FROM export_spools WHERE user_id = 'alice'`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("alice's export copies after her forget: %d, %v; want none", n, err)
+	}
+}
