@@ -469,14 +469,22 @@ func questionWords(s string) func(yield func(string, bool) bool) {
 		}
 		prev := 0
 		ok := true
+		// dotted is where the sentence's last word, s[dotted:prev], starts
+		// when it is ASCII digits (or digits joined by dots so far), else
+		// -1: a number is extended in place, as a substring of s, so that
+		// a message of many dotted parts costs its length, not its square
+		// (each part rescanning and copying the number so far took a 64 KiB
+		// "1.1.1...." 10 s on the delivery goroutine every user's enrich
+		// waits behind).
+		dotted := -1
 		wordSpans(s, func(start, end int) bool {
 			// Numbers joined by single dots are one word: a version
 			// ("0.51.0", "pgx 5.12.0"), an address, a decimal. Split, each
 			// part was a short word the query left out, and nothing found
 			// them; whole, the store searches it as a phrase of its parts.
-			if n := len(sentence); n > 0 && start == prev+1 && s[prev] == '.' && asciiDigits(s[start:end]) && dottedNumber(sentence[n-1]) &&
-				strings.HasSuffix(s[:prev], sentence[n-1]) {
-				sentence[n-1] += "." + s[start:end]
+			digits := asciiDigits(s[start:end])
+			if n := len(sentence); n > 0 && dotted >= 0 && start == prev+1 && s[prev] == '.' && digits {
+				sentence[n-1] = s[dotted:end]
 				prev = end
 				return true
 			}
@@ -484,6 +492,10 @@ func questionWords(s string) func(yield func(string, bool) bool) {
 				return false
 			}
 			sentence = append(sentence, strings.ToLower(s[start:end]))
+			dotted = -1
+			if digits {
+				dotted = start
+			}
 			prev = end
 			return true
 		})
@@ -501,16 +513,6 @@ func asciiDigits(w string) bool {
 		}
 	}
 	return w != ""
-}
-
-// dottedNumber reports whether w is ASCII digits, dots between them.
-func dottedNumber(w string) bool {
-	for part := range strings.SplitSeq(w, ".") {
-		if !asciiDigits(part) {
-			return false
-		}
-	}
-	return true
 }
 
 // sentenceEnd reports whether gap, the text between two words or after
