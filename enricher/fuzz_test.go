@@ -28,6 +28,7 @@ func FuzzEnrichRequest(f *testing.F) {
 			}
 			return
 		}
+		p = p.analyze() // must not panic on anything parseEnrich accepts
 		if p.maxResults < 1 || p.maxResults > events.MaxMaxResults || p.threshold < 0 || p.threshold > 1 || p.maxTokens < 1 || p.maxTokens > events.MaxMaxTokens {
 			t.Fatalf("accepted out-of-range params %+v", p)
 		}
