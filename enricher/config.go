@@ -115,6 +115,12 @@ type Config struct {
 	// Meanwhile it holds one of the MaxToolInFlight slots. Default
 	// DefaultForgetTimeout.
 	ForgetTimeout time.Duration
+	// ExportTimeout bounds an export page's work (memory.export). The
+	// first page of a long export reads the whole memory and saves a copy
+	// of it: seconds for tens of MB (a 94 MB memory took 9-10 s on 2
+	// cores), past WriteTimeout; later pages read their own bytes.
+	// Default events.DefaultExportTimeout.
+	ExportTimeout time.Duration
 	// MaxFacts caps the facts an enrich reply carries: the core facts
 	// (CoreFactKeys), then the most recently set. Default 50.
 	MaxFacts int
@@ -227,6 +233,9 @@ func (c Config) withDefaults() Config {
 	if c.ForgetTimeout == 0 {
 		c.ForgetTimeout = DefaultForgetTimeout
 	}
+	if c.ExportTimeout == 0 {
+		c.ExportTimeout = events.DefaultExportTimeout
+	}
 	if c.MaxFacts == 0 {
 		c.MaxFacts = DefaultMaxFacts
 	}
@@ -288,6 +297,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("enricher: Config.WriteTimeout %s is negative", c.WriteTimeout)
 	case c.ForgetTimeout < 0:
 		return fmt.Errorf("enricher: Config.ForgetTimeout %s is negative", c.ForgetTimeout)
+	case c.ExportTimeout < 0:
+		return fmt.Errorf("enricher: Config.ExportTimeout %s is negative", c.ExportTimeout)
 	case c.MaxFacts < 1:
 		return fmt.Errorf("enricher: Config.MaxFacts %d is under 1", c.MaxFacts)
 	case c.MaxDocumentBytes < 1:

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -23,6 +24,7 @@ import (
 type Exporter interface {
 	SpoolExport(ctx context.Context, userID, token string, spool func(export []byte) bool) ([]byte, string, error)
 	ReadSpool(ctx context.Context, userID, token, id string, off int64, n int) ([]byte, int64, error)
+	DeleteSpool(ctx context.Context, userID, id string) error
 	ImportInto(ctx context.Context, userID, token, memory string, r io.Reader) (store.Imported, string, error)
 }
 
@@ -33,11 +35,12 @@ type exports struct {
 	// max payload less the reply's other bytes. A function, read at each
 	// page: the server's max_payload may change on a reconnect.
 	maxPageBytes func() int
+	logger       *slog.Logger
 }
 
 func (s *Service) exports() exports {
 	e, _ := s.cfg.Store.(Exporter)
-	return exports{store: e, maxPageBytes: func() int { return s.maxReply() - exportEnvelope }}
+	return exports{store: e, maxPageBytes: func() int { return s.maxReply() - exportEnvelope }, logger: s.logger}
 }
 
 // exportEnvelope bounds a page's bytes other than its lines:
@@ -110,6 +113,11 @@ func (e exports) export(token string, data []byte) (call, error) {
 		reply := events.ExportReply{Lines: string(part[:end])}
 		if next := off + int64(end); next < size {
 			reply.Next = spoolCursor(spool, next)
+		} else if err := e.store.DeleteSpool(ctx, req.UserID, spool); err != nil {
+			// The last page: the copy of the user's memory goes now, not
+			// an hour later. Should this fail, the reconcile job deletes
+			// it then; the page is still the export's.
+			e.logger.Warn("cannot delete an export's copy after its last page", "error", err)
 		}
 		return reply, nil
 	}, nil

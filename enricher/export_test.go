@@ -140,6 +140,13 @@ func TestExportOverNATS(t *testing.T) {
 	if got := bobs.Lines + exportFrom(ctx, t, h.client, "bob", bobs.Next); got != string(storeExport(t, st, "bob")) {
 		t.Errorf("bob's export: %d bytes, want the store's", len(got))
 	}
+	// Its last page read, the copy of his memory is gone at once, not an
+	// hour later (an export walk: a user pressing "download" 4 times left 4
+	// copies).
+	var copies int
+	if err := st.Pool().QueryRow(ctx, `SELECT count(*) FROM export_spools WHERE user_id = 'bob'`).Scan(&copies); err != nil || copies != 0 {
+		t.Errorf("bob's export copies after his export ended: %d, %v; want none", copies, err)
+	}
 
 	// A forget between pages ends the export: its copy held what the
 	// forget deleted.

@@ -1,10 +1,13 @@
 package enricher_test
 
 import (
+	"bytes"
 	"context"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
@@ -74,5 +77,26 @@ func TestExportFirstPageAcrossAForgetIs409(t *testing.T) {
 	var n int
 	if err := st.Pool().QueryRow(ctx, `SELECT count(*) FROM export_spools WHERE user_id = 'alice'`).Scan(&n); err != nil || n != 0 {
 		t.Errorf("alice's export copies after her forget: %d, %v; want none", n, err)
+	}
+}
+
+// TestExportFirstPageHasItsOwnBudget: an export page's work is bounded by
+// ExportTimeout, not WriteTimeout: the first page of a long export reads
+// and copies the whole memory. Before, a 94 MB memory's first page took
+// 9-10 s against the 5 s every write gets, and such a user could not be
+// exported at all (an export walk). Here the write budget is 1 ms, which
+// no first page meets.
+func TestExportFirstPageHasItsOwnBudget(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, func(c *enricher.Config) { c.WriteTimeout = time.Millisecond })
+	bigMemory(t, st, "alice")
+	ctx := slowCtx(t)
+	var got bytes.Buffer
+	if err := h.client.Export(ctx, "alice", &got); err != nil {
+		t.Fatalf("export with a 1 ms write budget: %v", err)
+	}
+	if want := storeExport(t, st, "alice"); !bytes.Equal(got.Bytes(), want) {
+		t.Errorf("export: %d bytes, want the store's %d", got.Len(), len(want))
 	}
 }

@@ -180,7 +180,8 @@ func (s *Service) endpoints() []endpoint {
 		// Provenance (issue 16, item 6).
 		{name: "facts_history", subject: "facts.history", description: "one fact's changes with their sources, newest first", lane: s.toolLane, handle: s.reads.factHistory},
 		// Export and import (issue 16 item 7, export.go).
-		{name: "export", subject: "export", description: "the user's memory as JSON lines, a page at a time", lane: s.toolLane, handle: s.exports().export},
+		{name: "export", subject: "export", description: "the user's memory as JSON lines, a page at a time", lane: s.toolLane, handle: s.exports().export,
+			timeout: s.cfg.ExportTimeout},
 		{name: "import", subject: "import", description: "merge JSON lines of an export into the user's memory, atomically per request", lane: s.toolLane, handle: s.exports().importLines},
 		// Languages (issue 17 item 6, language.go).
 		{name: "language", subject: "language", description: "read or set the user's language, which chooses how their context is indexed and searched", lane: s.toolLane, handle: s.writes.language,

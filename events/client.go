@@ -23,6 +23,12 @@ const DefaultClientTimeout = 5 * time.Second
 // DefaultClientTimeout (docs/protocol.md, "forget").
 const DefaultForgetTimeout = 2 * time.Minute
 
+// DefaultExportTimeout is what an export page's work may take at most in
+// memoryd (enricher.Config.ExportTimeout) and what `memoryd export` waits
+// for a page by default: the first page of a long export reads the whole
+// memory and saves a copy of it, seconds for tens of MB.
+const DefaultExportTimeout = 2 * time.Minute
+
 // DefaultLanguageTimeout bounds a language request without a deadline of
 // its own: a change re-indexes every item of the user, which memoryd
 // allows a minute (about a second for 5,000 items on a quiet server, and

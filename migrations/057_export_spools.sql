@@ -9,7 +9,8 @@
 -- memory is the store.MemoryID of the snapshot: a page of a copy whose
 -- user was forgotten since is refused (and the copy deleted), even when
 -- the forget committed between the snapshot and the copy's insert.
--- read_at is the last page's time: a copy unread for an hour is deleted
+-- A copy is deleted when its last page is read; read_at is the last
+-- page's time: a copy unread for an hour is deleted
 -- (the reconcile job), and a forget deletes its user's.
 CREATE TABLE export_spools (
     id         text PRIMARY KEY,

@@ -148,3 +148,12 @@ func (s *Store) DeleteExpiredSpools(ctx context.Context) (int64, error) {
 	}
 	return tag.RowsAffected(), nil
 }
+
+// DeleteSpool deletes the user's export copy id (its last page was read),
+// and nothing when it is already gone.
+func (s *Store) DeleteSpool(ctx context.Context, userID, id string) error {
+	if _, err := s.db.Exec(ctx, `DELETE FROM export_spools WHERE id = $1 AND user_id = $2`, id, userID); err != nil {
+		return fmt.Errorf("delete export copy: %w", err)
+	}
+	return nil
+}

@@ -26,11 +26,14 @@ func runExport(ctx context.Context, a *cli, args []string) (err error) {
 Writes the user's memory (facts, their history, clears and context items,
 with scopes) as JSON lines, to stdout or FILE: the same memory always gives
 the same bytes, and 'memoryd import' reads it back. Turns and token usage
-are not exported (the turn stream is their source). --timeout bounds each
-page's request, not the whole export, which takes as many pages as the
-memory needs. FILE is written only when the export is complete. An export
-that the memory changed under starts again, up to 3 times.`)
-	o.register(f)
+are not exported (the turn stream is their source). The export is the
+memory as it was at its first page, however the user chats meanwhile.
+--timeout bounds each page's request, not the whole export, which takes
+as many pages as the memory needs; the first reads and copies the whole
+memory (seconds for tens of MB). FILE is written only when the export is
+complete. An export refused part-way (its copy gone) starts again, up to
+3 times.`)
+	o.registerTimeout(f, events.DefaultExportTimeout)
 	o.perRequest = true
 	f.ArgString(&out, "o", "", "write to this file instead of stdout (\"-\": stdout, as import reads \"-\" from stdin)")
 	pos, err := o.parse(f, args)
