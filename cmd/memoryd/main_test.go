@@ -184,12 +184,32 @@ func TestParseSize(t *testing.T) {
 	}
 }
 
+// unsetSettingsEnv unsets, for the test, the variables of memoryd's
+// settings the developer's environment sets (README: "Servers elsewhere:
+// set MEMORYD_DATABASE_URL and MEMORYD_NATS_URL"): a test of where a value
+// comes from must not find it in the environment of whoever runs it. The
+// tests' own variables (MEMORYD_TEST_ and the like) stay.
+func unsetSettingsEnv(t *testing.T) {
+	t.Helper()
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "MEMORYD_") || slices.ContainsFunc(toolEnvPrefixes, func(p string) bool { return strings.HasPrefix(name, p) }) {
+			continue
+		}
+		t.Setenv(name, "") // restored when the test ends
+		if err := os.Unsetenv(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestConfigFilePrecedenceAndRedaction(t *testing.T) {
 	dir := t.TempDir()
 	path := dir + "/memoryd.yaml"
 	if err := os.WriteFile(path, []byte("workers: 7\nrole: enrich\nbatch_size: 50\nllm_api_key: sk-secret\ndatabase_url: postgres://u:pw@db:5432/m\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	unsetSettingsEnv(t)
 	t.Setenv("MEMORYD_BATCH_SIZE", "99")
 	var out, errOut bytes.Buffer
 	if code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, []string{"config", "print", "--config", path, "--max-attempts", "9"}); code != 0 {
