@@ -65,7 +65,10 @@ func TestDegradedWhenPostgresIsUnreachable(t *testing.T) {
 	_, url := storetest.Schema(t)
 	st := storeAt(t, url, "127.0.0.1:1") // nothing listens on port 1
 	var obs reasons
-	h := start(t, st, obs.observed)
+	// A budget of seconds: a refused connect answers at once, and on a
+	// loaded machine 100 ms could pass first, making the reason a timeout
+	// (a flake hunt's list).
+	h := start(t, st, func(c *enricher.Config) { obs.observed(c); c.Timeout = 5 * time.Second })
 	r := enrichDegraded(t, h, "u")
 	if r.Reason != "memory store unavailable" {
 		t.Fatalf("reason %q", r.Reason)
