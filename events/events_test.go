@@ -449,3 +449,24 @@ func setupStream(t *testing.T) (context.Context, jetstream.JetStream, string, st
 	}
 	return ctx, js, prefix, stream
 }
+
+// TestPublishWithoutAStreamSaysSo: a turn published under a prefix no
+// stream captures (memoryd not running, or running with another prefix)
+// is an error that says so and is still jetstream.ErrNoStreamResponse.
+// Before, it was only "nats: no response from stream" (a newcomer walk;
+// the CLI already said more).
+func TestPublishWithoutAStreamSaysSo(t *testing.T) {
+	t.Parallel()
+	nc := eventstest.Conn(t)
+	prefix, _ := eventstest.Names(t, nc) // no stream made for it
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = events.NewPublisher(js, prefix).Publish(ctx, events.Turn{ID: "e1", UserID: "alice", UserMessage: "hi", Timestamp: time.Now()})
+	if !errors.Is(err, jetstream.ErrNoStreamResponse) || !strings.Contains(err.Error(), "no stream stores "+prefix+".turns.alice (is memoryd serve running with this publisher's prefix?") {
+		t.Fatalf("publish with no stream: %v", err)
+	}
+}

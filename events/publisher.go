@@ -209,6 +209,10 @@ func (p *Publisher) Publish(ctx context.Context, turn Turn) (*jetstream.PubAck, 
 		if kind, violation := refused(p.js.Conn(), msg.Subject, before); kind != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
 			return nil, fmt.Errorf("publish turn %s: %w (%s): %w", turn.ID, kind, violation, err)
 		}
+		if errors.Is(err, jetstream.ErrNoStreamResponse) {
+			// JetStream says only "no response from stream".
+			return nil, fmt.Errorf("publish turn %s: no stream stores %s (is memoryd serve running with this publisher's prefix? it creates the stream): %w", turn.ID, msg.Subject, err)
+		}
 		return nil, fmt.Errorf("publish turn %s: %w", turn.ID, err)
 	}
 	return ack, nil
