@@ -111,9 +111,13 @@ type ReplayProgress struct {
 	// memory:false.
 	Invalid, OptedOut int
 	// Forgotten counts events skipped because a forget of their user
-	// covers them: one that ran beside the replay, or one whose deletes from
-	// the stream did not finish (running the forget again completes it).
-	Forgotten int
+	// covers them: one that ran beside the replay, one whose deletes from
+	// the stream did not finish, or a stream restored from a backup older
+	// than the forget. Each is deleted from the stream as it is skipped
+	// (a forget promises no event of the user before it stays), unless a
+	// dry run: ForgottenDeleted counts those deleted (or gone already).
+	Forgotten        int
+	ForgottenDeleted int
 	// Reset says the reset committed: from then until the replay has read
 	// and extracted everything, the users in scope have only what it has
 	// rebuilt. Removed is what it deleted.
@@ -344,7 +348,7 @@ func readStream(ctx context.Context, cfg ReplayConfig, enq *Enqueuer, p *ReplayP
 // requeue records a batch of replayed turns and inserts jobs of jobSize turns for
 // those that need extraction, in one transaction. It returns how many turns
 // it enqueued and how many it skipped because a forget covers them.
-func requeue(ctx context.Context, s *store.Store, enq *Enqueuer, turns []store.Turn, jobSize int) (n, forgotten int, err error) {
+func requeue(ctx context.Context, s *store.Store, enq *Enqueuer, turns []store.Turn, jobSize int) (n int, forgotten []uint64, err error) {
 	for attempt := 1; ; attempt++ {
 		n, forgotten, err = requeueOnce(ctx, s, enq, turns, jobSize)
 		if err == nil || !store.IsLockWait(err) || attempt == requeueAttempts {
@@ -355,7 +359,7 @@ func requeue(ctx context.Context, s *store.Store, enq *Enqueuer, turns []store.T
 		// the batch back whole: it is run again. Before, the replay
 		// exited 1 (seen once in the chaos test).
 		if sleep(ctx, time.Duration(attempt)*100*time.Millisecond); ctx.Err() != nil {
-			return 0, 0, fmt.Errorf("replay: %w", context.Cause(ctx))
+			return 0, nil, fmt.Errorf("replay: %w", context.Cause(ctx))
 		}
 	}
 }
@@ -364,15 +368,16 @@ func requeue(ctx context.Context, s *store.Store, enq *Enqueuer, turns []store.T
 // a deadlock or a lock timeout.
 const requeueAttempts = 5
 
-// requeueOnce is one attempt of requeue.
-func requeueOnce(ctx context.Context, s *store.Store, enq *Enqueuer, turns []store.Turn, jobSize int) (n, forgotten int, err error) {
+// requeueOnce is one attempt of requeue. It returns the stream sequences
+// of the turns a forget covers, which it skipped.
+func requeueOnce(ctx context.Context, s *store.Store, enq *Enqueuer, turns []store.Turn, jobSize int) (n int, forgotten []uint64, err error) {
 	err = s.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
-		read := len(turns)
+		read := turns
 		turns, err := dropForgotten(ctx, q, turns)
 		if err != nil {
 			return err
 		}
-		forgotten = read - len(turns)
+		forgotten = skippedSeqs(read, turns)
 		keys, err := q.RequeueTurns(ctx, turns)
 		if err != nil || len(keys) == 0 {
 			return err
@@ -381,9 +386,26 @@ func requeueOnce(ctx context.Context, s *store.Store, enq *Enqueuer, turns []sto
 		return enq.enqueueTurns(ctx, tx, withKeys(turns, keys), jobSize, sourceReplay)
 	})
 	if err != nil {
-		return 0, 0, fmt.Errorf("replay: %w", err)
+		return 0, nil, fmt.Errorf("replay: %w", err)
 	}
 	return n, forgotten, nil
+}
+
+// skippedSeqs is the stream sequences of the turns of read that kept (a
+// subsequence of it, in order) left out.
+func skippedSeqs(read, kept []store.Turn) []uint64 {
+	var seqs []uint64
+	k := 0
+	for _, t := range read {
+		if k < len(kept) && kept[k].UserID == t.UserID && kept[k].EventID == t.EventID && kept[k].Placed == t.Placed {
+			k++
+			continue
+		}
+		if t.Placed.Seq > 0 {
+			seqs = append(seqs, t.Placed.Seq)
+		}
+	}
+	return seqs
 }
 
 // orderedResets bounds how often an ordered consumer of the turn stream is

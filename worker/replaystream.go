@@ -122,7 +122,10 @@ func replaySource(ctx context.Context, cfg ReplayConfig, enq *Enqueuer, src repl
 					return err
 				}
 				p.Enqueued += n
-				p.Forgotten += forgotten
+				p.Forgotten += len(forgotten)
+				if err := deleteForgotten(ctx, cfg, forgotten, p); err != nil {
+					return err
+				}
 			} else {
 				p.Enqueued += len(chunk)
 				if cfg.collect != nil {
@@ -361,4 +364,28 @@ func deleteConsumer(ctx context.Context, cfg ReplayConfig, cons jetstream.Consum
 		defer cancel()
 		_ = cfg.JetStream.DeleteConsumer(ctx, cfg.Stream, info.Name)
 	}
+}
+
+// deleteForgotten deletes from the stream the events a forget covers that
+// a replay skipped (seqs): a forget whose deletes from the stream did not
+// finish, or a stream restored from a backup older than the forget, left
+// them, text and all, where a forget promises none stays. Secure deletes,
+// as the forget's own.
+func deleteForgotten(ctx context.Context, cfg ReplayConfig, seqs []uint64, p *ReplayProgress) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	st, err := cfg.JetStream.Stream(ctx, cfg.Stream)
+	if err != nil {
+		return fmt.Errorf("replay: stream %s: %w", cfg.Stream, err)
+	}
+	dctx, cancel := context.WithTimeout(ctx, purgeTimeout+time.Duration(len(seqs))*purgePerEvent)
+	defer cancel()
+	for _, seq := range seqs {
+		if err := deleteEvent(dctx, st, seq, true); err != nil {
+			return fmt.Errorf("replay: delete event %d, which a forget covers: %w", seq, err)
+		}
+		p.ForgottenDeleted++
+	}
+	return nil
 }

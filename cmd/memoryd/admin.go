@@ -161,7 +161,7 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 	fmt.Fprintf(a.stdout, "read %d events (%d invalid, %d opted out), %d turns enqueued for extraction in %s\n",
 		p.Read, p.Invalid, p.OptedOut, p.Enqueued, p.Elapsed.Round(time.Millisecond))
 	if p.Forgotten > 0 {
-		fmt.Fprintf(a.stdout, "%d events skipped: a forget of their user covers them (one ran beside the replay, one's stream side did not finish and serve's reconcile will, or the stream came back from a backup older than the forget); they stay forgotten\n", p.Forgotten)
+		fmt.Fprintf(a.stdout, "%d events skipped: a forget of their user covers them (one ran beside the replay, one's stream side did not finish, or the stream came back from a backup older than the forget); they stay forgotten, and %d were deleted from the stream\n", p.Forgotten, p.ForgottenDeleted)
 	}
 	if rest := int(p.Read) - p.Invalid - p.OptedOut - p.Forgotten - p.Enqueued; rest > 0 {
 		// So that the summary adds up.
