@@ -45,6 +45,12 @@ const DefaultMaxResultBytes = 64 << 10
 // Config.SessionTimeout is 0.
 const DefaultSessionTimeout = 30 * time.Minute
 
+// clientIdle closes a client's keep-alive connection idle this long between
+// requests (net/http keeps one forever without it, and /healthz needs no
+// key: idle connections could pile up to the file descriptor limit). A
+// session's GET stream is a request in progress, not idle.
+const clientIdle = 2 * time.Minute
+
 // DefaultMaxUserSessions is Config.MaxUserSessions' default.
 const DefaultMaxUserSessions = 32
 
@@ -265,7 +271,7 @@ func (s *Server) Start(ctx context.Context) error {
 	// (every stop with an agent connected took --shutdown-timeout and
 	// failed).
 	streams, endStreams := context.WithCancel(context.Background())
-	s.http = &http.Server{Handler: endOnShutdown(h, streams, &s.calls), ReadHeaderTimeout: 10 * time.Second}
+	s.http = &http.Server{Handler: endOnShutdown(h, streams, &s.calls), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: clientIdle}
 	s.http.RegisterOnShutdown(endStreams)
 	s.done = make(chan error, 1)
 	go func() { s.done <- s.http.Serve(ln) }()

@@ -37,6 +37,9 @@ const (
 	DefaultUpstreamTimeout = 2 * time.Minute
 	DefaultUpstreamIdle    = 5 * time.Minute
 	DefaultMaxBodyBytes    = 8 << 20
+	// DefaultClientIdle bounds how long a client's keep-alive connection
+	// may sit idle between requests (net/http keeps one forever without it).
+	DefaultClientIdle      = 2 * time.Minute
 	DefaultPublishAttempts = 3
 	DefaultPublishTimeout  = 5 * time.Second
 )
@@ -134,6 +137,11 @@ type Config struct {
 	UpstreamIdle time.Duration
 	// MaxBodyBytes bounds a request body. Default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// ClientIdle closes a client's keep-alive connection idle this long
+	// between requests, so that connections opened once (with a key or
+	// without: /healthz needs none) cannot pile up until the process runs
+	// out of file descriptors. Default DefaultClientIdle.
+	ClientIdle time.Duration
 	// PublishAttempts and PublishTimeout bound publishing a turn.
 	// Defaults DefaultPublishAttempts and DefaultPublishTimeout.
 	PublishAttempts int
@@ -174,6 +182,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.UpstreamTimeout == 0 {
 		c.UpstreamTimeout = DefaultUpstreamTimeout
+	}
+	if c.ClientIdle == 0 {
+		c.ClientIdle = DefaultClientIdle
 	}
 	if c.UpstreamIdle == 0 {
 		c.UpstreamIdle = DefaultUpstreamIdle
@@ -218,8 +229,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("proxy: UpstreamKeyHeader %q is not a header name", c.UpstreamKeyHeader)
 	case c.EnrichFormat != events.FormatInline && c.EnrichFormat != events.FormatSystem && c.EnrichFormat != events.FormatMarkdown:
 		return fmt.Errorf("proxy: EnrichFormat %q is not inline, system or markdown", c.EnrichFormat)
-	case c.EnrichBudget < 0 || c.UpstreamTimeout < 0 || c.UpstreamIdle < 0 || c.MaxBodyBytes < 0 || c.PublishAttempts < 0 || c.PublishTimeout < 0:
-		return errors.New("proxy: EnrichBudget, UpstreamTimeout, UpstreamIdle, MaxBodyBytes, PublishAttempts and PublishTimeout must not be negative")
+	case c.EnrichBudget < 0 || c.UpstreamTimeout < 0 || c.UpstreamIdle < 0 || c.ClientIdle < 0 || c.MaxBodyBytes < 0 || c.PublishAttempts < 0 || c.PublishTimeout < 0:
+		return errors.New("proxy: EnrichBudget, UpstreamTimeout, UpstreamIdle, ClientIdle, MaxBodyBytes, PublishAttempts and PublishTimeout must not be negative")
 	}
 	return nil
 }
@@ -331,7 +342,7 @@ func (p *Proxy) Start(ctx context.Context) error {
 	}
 	p.ln = ln
 	h := p.Handler()
-	p.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	p.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, IdleTimeout: p.cfg.ClientIdle, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.inFlight.Add(1)
 		defer p.inFlight.Add(-1)
 		h.ServeHTTP(w, r)
