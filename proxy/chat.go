@@ -355,6 +355,34 @@ type request struct {
 	memory bool
 }
 
+// topLevelTwice reports whether the JSON object body holds key more than
+// once at its top level. Read only when the key's text occurs twice: a
+// second pass over a large body is the exception.
+func topLevelTwice(body []byte, key string) bool {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return false
+	}
+	seen := false
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		if k, _ := t.(string); k == key {
+			if seen {
+				return true
+			}
+			seen = true
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return false
+		}
+	}
+	return false
+}
+
 // parseRequest reads what the proxy needs from body.
 func parseRequest(body []byte) (*request, error) {
 	rq := &request{last: -1, memory: true}
@@ -363,6 +391,11 @@ func parseRequest(body []byte) (*request, error) {
 	}
 	// null is absent, as everywhere in the protocol: it left on false,
 	// and the request was neither enriched nor remembered.
+	if bytes.Count(body, []byte(`"memory"`)) > 1 && topLevelTwice(body, "memory") {
+		// The decoder keeps the last: {"memory":false,"memory":true} was
+		// remembered, by a client that saw its opt-out (a security walk).
+		return nil, errors.New(`"memory" is given twice`)
+	}
 	if raw, ok := rq.fields["memory"]; ok && string(bytes.TrimSpace(raw)) != "null" {
 		var on bool
 		if err := json.Unmarshal(raw, &on); err != nil {

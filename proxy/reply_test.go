@@ -98,10 +98,17 @@ func TestRequestBody(t *testing.T) {
 			t.Errorf("message %d: %s, want %s", i, got.Messages[i], want)
 		}
 	}
+	// The word in a message, or a nested "memory" key, is no second field.
+	if _, err := parseRequest([]byte(`{"memory":false,"messages":[{"role":"user","content":"my \"memory\""}],"tools":[{"memory":1}]}`)); err != nil {
+		t.Errorf("a nested \"memory\": %v", err)
+	}
 	if string(got.Messages[3]) != `{"content":"second\n\n[facts: location=Lisbon]","role":"user"}` {
 		t.Errorf("enriched message %s", got.Messages[3])
 	}
-	for _, bad := range []string{`[]`, `{"memory":"no","messages":[]}`, `{"messages":{}}`, `{"messages":[1]}`} {
+	// "memory" twice: the decoder kept the last, so an opt-out followed by
+	// true was remembered (a security walk).
+	for _, bad := range []string{`[]`, `{"memory":"no","messages":[]}`, `{"messages":{}}`, `{"messages":[1]}`,
+		`{"memory":false,"messages":[{"role":"user","content":"x"}],"memory":true}`} {
 		if _, err := parseRequest([]byte(bad)); err == nil {
 			t.Errorf("%s: no error", bad)
 		}
