@@ -101,7 +101,7 @@ func (e exports) export(token string, data []byte) (call, error) {
 		// hold the whole page.
 		part, size, err := e.store.ReadSpool(ctx, req.UserID, token, spool, off, maxPage)
 		if errors.Is(err, store.ErrSpoolGone) {
-			return nil, &events.ServiceError{Code: 409, Description: fmt.Sprintf("this export's copy is gone (unread for %s, replaced by newer exports of the user, another user's, or the user was forgotten since): export again from the start", store.SpoolTTL)}
+			return nil, &events.ServiceError{Code: 409, Description: fmt.Sprintf("this export's copy is gone (its last page was served, it was unread for %s, replaced by newer exports of the user, another user's, or the user was forgotten since): export again from the start", store.SpoolTTL)}
 		}
 		if err != nil {
 			return nil, err

@@ -466,7 +466,7 @@ func TestPublishWithoutAStreamSaysSo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, err = events.NewPublisher(js, prefix).Publish(ctx, events.Turn{ID: "e1", UserID: "alice", UserMessage: "hi", Timestamp: time.Now()})
-	if !errors.Is(err, jetstream.ErrNoStreamResponse) || !strings.Contains(err.Error(), "no stream stores "+prefix+".turns.alice (is memoryd serve running with this publisher's prefix?") {
+	if !errors.Is(err, jetstream.ErrNoStreamResponse) || !strings.Contains(err.Error(), "no stream answered for "+prefix+".turns.alice: none captures it (is memoryd serve running with this publisher's prefix?") {
 		t.Fatalf("publish with no stream: %v", err)
 	}
 }

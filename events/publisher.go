@@ -211,7 +211,7 @@ func (p *Publisher) Publish(ctx context.Context, turn Turn) (*jetstream.PubAck, 
 		}
 		if errors.Is(err, jetstream.ErrNoStreamResponse) {
 			// JetStream says only "no response from stream".
-			return nil, fmt.Errorf("publish turn %s: no stream stores %s (is memoryd serve running with this publisher's prefix? it creates the stream): %w", turn.ID, msg.Subject, err)
+			return nil, fmt.Errorf("publish turn %s: no stream answered for %s: none captures it (is memoryd serve running with this publisher's prefix? it creates the stream), or JetStream is unavailable: %w", turn.ID, msg.Subject, err)
 		}
 		return nil, fmt.Errorf("publish turn %s: %w", turn.ID, err)
 	}

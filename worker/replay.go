@@ -347,19 +347,20 @@ func readStream(ctx context.Context, cfg ReplayConfig, enq *Enqueuer, p *ReplayP
 
 // requeue records a batch of replayed turns and inserts jobs of jobSize turns for
 // those that need extraction, in one transaction. It returns how many turns
-// it enqueued and how many it skipped because a forget covers them.
-func requeue(ctx context.Context, s *store.Store, enq *Enqueuer, turns []store.Turn, jobSize int) (n int, forgotten []uint64, err error) {
+// it enqueued, how many it skipped because a forget covers them, and the
+// stream sequences of those of them the replay is to delete (forgottenSeqs).
+func requeue(ctx context.Context, s *store.Store, enq *Enqueuer, turns []store.Turn, jobSize int) (n, forgotten int, del []uint64, err error) {
 	for attempt := 1; ; attempt++ {
-		n, forgotten, err = requeueOnce(ctx, s, enq, turns, jobSize)
+		n, forgotten, del, err = requeueOnce(ctx, s, enq, turns, jobSize)
 		if err == nil || !store.IsLockWait(err) || attempt == requeueAttempts {
-			return n, forgotten, err
+			return n, forgotten, del, err
 		}
 		// A deadlock with live ingest or extraction (the insert of a new
 		// turn ingest records at the same time, in another order) rolled
 		// the batch back whole: it is run again. Before, the replay
 		// exited 1 (seen once in the chaos test).
 		if sleep(ctx, time.Duration(attempt)*100*time.Millisecond); ctx.Err() != nil {
-			return 0, nil, fmt.Errorf("replay: %w", context.Cause(ctx))
+			return 0, 0, nil, fmt.Errorf("replay: %w", context.Cause(ctx))
 		}
 	}
 }
@@ -368,16 +369,18 @@ func requeue(ctx context.Context, s *store.Store, enq *Enqueuer, turns []store.T
 // a deadlock or a lock timeout.
 const requeueAttempts = 5
 
-// requeueOnce is one attempt of requeue. It returns the stream sequences
-// of the turns a forget covers, which it skipped.
-func requeueOnce(ctx context.Context, s *store.Store, enq *Enqueuer, turns []store.Turn, jobSize int) (n int, forgotten []uint64, err error) {
+// requeueOnce is one attempt of requeue.
+func requeueOnce(ctx context.Context, s *store.Store, enq *Enqueuer, turns []store.Turn, jobSize int) (n, forgotten int, del []uint64, err error) {
 	err = s.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
-		read := turns
-		turns, err := dropForgotten(ctx, q, turns)
+		tokenOf, tokens := userTokens(turns)
+		tombs, err := q.LockUsers(ctx, tokens)
 		if err != nil {
 			return err
 		}
-		forgotten = skippedSeqs(read, turns)
+		read := len(turns)
+		del = forgottenSeqs(turns, tokenOf, tombs)
+		turns := uncovered(turns, tokenOf, tombs, nil)
+		forgotten = read - len(turns)
 		keys, err := q.RequeueTurns(ctx, turns)
 		if err != nil || len(keys) == 0 {
 			return err
@@ -386,24 +389,30 @@ func requeueOnce(ctx context.Context, s *store.Store, enq *Enqueuer, turns []sto
 		return enq.enqueueTurns(ctx, tx, withKeys(turns, keys), jobSize, sourceReplay)
 	})
 	if err != nil {
-		return 0, nil, fmt.Errorf("replay: %w", err)
+		return 0, 0, nil, fmt.Errorf("replay: %w", err)
 	}
-	return n, forgotten, nil
+	return n, forgotten, del, nil
 }
 
-// skippedSeqs is the stream sequences of the turns of read that kept (a
-// subsequence of it, in order) left out.
-func skippedSeqs(read, kept []store.Turn) []uint64 {
+// forgottenSeqs is the stream sequences of the turns a tombstone of tombs
+// covers and whose events were surely published before the forget, which
+// the replay deletes from the stream as the forget would have: covered by
+// stored times (the tombstone's and the event's), or, for a tombstone of
+// an earlier release (compared by sequence alone), stored before the
+// forget happened. Such a tombstone also covers the events of a stream
+// created again since that are under its sequence, published after the
+// forget: they are skipped, as ingest skips them, but stay in the stream.
+func forgottenSeqs(turns []store.Turn, tokenOf map[string]string, tombs map[string]store.Tombstone) []uint64 {
 	var seqs []uint64
-	k := 0
-	for _, t := range read {
-		if k < len(kept) && kept[k].UserID == t.UserID && kept[k].EventID == t.EventID && kept[k].Placed == t.Placed {
-			k++
+	for _, t := range turns {
+		tomb, ok := tombs[tokenOf[t.UserID]]
+		if !ok || t.Placed.Seq == 0 || t.Placed.Stored.IsZero() || !tomb.Covers(t.Placed) {
 			continue
 		}
-		if t.Placed.Seq > 0 {
-			seqs = append(seqs, t.Placed.Seq)
+		if tomb.Through.Stored.IsZero() && !t.Placed.Stored.Before(tomb.ForgottenAt.Add(-store.StoredSkew)) {
+			continue
 		}
+		seqs = append(seqs, t.Placed.Seq)
 	}
 	return seqs
 }

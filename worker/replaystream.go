@@ -117,13 +117,13 @@ func replaySource(ctx context.Context, cfg ReplayConfig, enq *Enqueuer, src repl
 		}
 		for _, chunk := range windowChunks(turns, cfg.BatchSize) {
 			if !cfg.DryRun {
-				n, forgotten, err := requeue(ctx, cfg.Store, enq, chunk, cfg.JobSize)
+				n, forgotten, del, err := requeue(ctx, cfg.Store, enq, chunk, cfg.JobSize)
 				if err != nil {
 					return err
 				}
 				p.Enqueued += n
-				p.Forgotten += len(forgotten)
-				if err := deleteForgotten(ctx, cfg, forgotten, p); err != nil {
+				p.Forgotten += forgotten
+				if err := deleteForgotten(ctx, cfg, del, p); err != nil {
 					return err
 				}
 			} else {
@@ -370,7 +370,9 @@ func deleteConsumer(ctx context.Context, cfg ReplayConfig, cons jetstream.Consum
 // a replay skipped (seqs): a forget whose deletes from the stream did not
 // finish, or a stream restored from a backup older than the forget, left
 // them, text and all, where a forget promises none stays. Secure deletes,
-// as the forget's own.
+// as the forget's own. A delete that fails (a stream that denies deletes)
+// is warned of, not the replay's failure: the events stay skipped, as
+// before, and ForgottenDeleted says how many went.
 func deleteForgotten(ctx context.Context, cfg ReplayConfig, seqs []uint64, p *ReplayProgress) error {
 	if len(seqs) == 0 {
 		return nil
@@ -381,9 +383,11 @@ func deleteForgotten(ctx context.Context, cfg ReplayConfig, seqs []uint64, p *Re
 	}
 	dctx, cancel := context.WithTimeout(ctx, purgeTimeout+time.Duration(len(seqs))*purgePerEvent)
 	defer cancel()
-	for _, seq := range seqs {
+	for i, seq := range seqs {
 		if err := deleteEvent(dctx, st, seq, true); err != nil {
-			return fmt.Errorf("replay: delete event %d, which a forget covers: %w", seq, err)
+			cfg.Logger.Warn("replay could not delete events a forget covers; they stay skipped", "stream", cfg.Stream,
+				"first_seq", seq, "events", len(seqs)-i, "error", err)
+			return nil
 		}
 		p.ForgottenDeleted++
 	}

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/memoryd/memoryd/events"
 )
@@ -33,7 +34,9 @@ as many pages as the memory needs; the first reads and copies the whole
 memory (seconds for tens of MB). FILE is written only when the export is
 complete. An export refused part-way (its copy gone) starts again, up to
 3 times.`)
-	o.registerTimeout(f, events.DefaultExportTimeout)
+	// Past memoryd's own bound, which starts once a slot is free: its
+	// error, not the client's timeout, says what happened.
+	o.registerTimeout(f, events.DefaultExportTimeout+15*time.Second)
 	o.perRequest = true
 	f.ArgString(&out, "o", "", "write to this file instead of stdout (\"-\": stdout, as import reads \"-\" from stdin)")
 	pos, err := o.parse(f, args)
