@@ -3,6 +3,7 @@ package enricher
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -95,6 +96,9 @@ func (e exports) export(token string, data []byte) (call, error) {
 		}
 		spool, off, ok := parseSpoolCursor(req.Cursor)
 		if !ok {
+			if line, lineOff, digest, legacy := parseLegacyCursor(req.Cursor); legacy {
+				return e.legacyPage(ctx, req.UserID, token, line, lineOff, digest, maxPage)
+			}
 			return nil, &events.ServiceError{Code: 409, Description: "the cursor is not one this memoryd gave (altered, or from another release): export again from the start"}
 		}
 		// A page's escaped bytes are at least its bytes: maxPage bytes
@@ -306,4 +310,73 @@ func (e exports) importLines(token string, data []byte) (call, error) {
 		}
 		return events.ImportReply{Imported: counts, MemoryID: memory}, nil
 	}, nil
+}
+
+// parseLegacyCursor reads a cursor of the release before migration 057,
+// "<line>[+<offset>].<digest>": the export's line the page starts at (the
+// bytes into it when a page split it) and a digest of the whole export.
+// During a rolling upgrade an export begun on a previous-release serve
+// sends it here for its next page. It can go once no serve of a release
+// before 057 runs beside this one.
+func parseLegacyCursor(c string) (line, off int, digest string, ok bool) {
+	pos, digest, found := strings.Cut(c, ".")
+	if !found || len(digest) != 24 {
+		return 0, 0, "", false
+	}
+	if _, err := hex.DecodeString(digest); err != nil {
+		return 0, 0, "", false
+	}
+	n, o, split := strings.Cut(pos, "+")
+	line, err := strconv.Atoi(n)
+	if err != nil || line < 0 {
+		return 0, 0, "", false
+	}
+	if split {
+		if off, err = strconv.Atoi(o); err != nil || off <= 0 {
+			return 0, 0, "", false
+		}
+	} else if line == 0 {
+		return 0, 0, "", false // the header is only ever resumed inside
+	}
+	return line, off, digest, true
+}
+
+// legacyPage serves a previous release's cursor as that release did: the
+// export is read again from one snapshot and the page cut from it, a
+// memory changed since (another digest) being a 409; its next cursor is
+// of the same form, so that either release serves the page after it.
+func (e exports) legacyPage(ctx context.Context, userID, token string, line, off int, digest string, maxPage int) (any, error) {
+	all, _, err := e.store.SpoolExport(ctx, userID, token, func([]byte) bool { return false })
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(all)
+	d := hex.EncodeToString(sum[:12])
+	if d != digest {
+		return nil, &events.ServiceError{Code: 409, Description: "the memory changed since this export began (or the cursor is not one memoryd gave): export again from the start"}
+	}
+	pos := 0
+	for i := 0; i < line; i++ {
+		n := bytes.IndexByte(all[pos:], '\n')
+		if n < 0 {
+			pos = -1
+			break
+		}
+		pos += n + 1
+	}
+	if pos < 0 || pos+off >= len(all) || (off > 0 && bytes.IndexByte(all[pos:pos+off], '\n') >= 0) {
+		return nil, &events.ServiceError{Code: 409, Description: "the cursor is past the end of the export: export again from the start"}
+	}
+	pos += off
+	end := pos + pageEnd(all[pos:], true, maxPage)
+	reply := events.ExportReply{Lines: string(all[pos:end])}
+	if end < len(all) {
+		lineStart := bytes.LastIndexByte(all[:end], '\n') + 1
+		next := strconv.Itoa(bytes.Count(all[:end], []byte("\n")))
+		if end > lineStart {
+			next += "+" + strconv.Itoa(end-lineStart)
+		}
+		reply.Next = next + "." + d
+	}
+	return reply, nil
 }

@@ -3,6 +3,8 @@ package enricher_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 	"testing"
 	"time"
@@ -98,5 +100,48 @@ func TestExportFirstPageHasItsOwnBudget(t *testing.T) {
 	}
 	if want := storeExport(t, st, "alice"); !bytes.Equal(got.Bytes(), want) {
 		t.Errorf("export: %d bytes, want the store's %d", got.Len(), len(want))
+	}
+}
+
+// TestExportServesPreviousReleaseCursor: during a rolling upgrade an export
+// begun on a serve of the release before migration 057 sends its cursor
+// ("<line>.<digest>" of the whole export) to a serve of this one for its
+// next page. It is served as that release would (its next cursors of the
+// same form, so that either release serves them), and the pages
+// concatenated are the export. Before, every such page was a 409 and the
+// export started again, and with both releases answering, each of the
+// export command's 3 tries met one: an upgrade walk saw 28 of 34 exports
+// of a 5 MB memory fail while both served.
+func TestExportServesPreviousReleaseCursor(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	bigMemory(t, st, "alice")
+	ctx := slowCtx(t)
+	want := storeExport(t, st, "alice")
+	sum := sha256.Sum256(want)
+	digest := hex.EncodeToString(sum[:12])
+	header, _, _ := bytes.Cut(want, []byte("\n"))
+	got := append(append([]byte{}, header...), '\n')
+	cursor := "1." + digest // the previous release's cursor after its first page of the header alone
+	pages := 0
+	for cursor != "" {
+		page, err := h.client.ExportPage(ctx, events.ExportRequest{UserID: "alice", Cursor: cursor})
+		if err != nil {
+			t.Fatalf("page after cursor %q: %v", cursor, err)
+		}
+		if page.Next != "" && !strings.HasSuffix(page.Next, "."+digest) {
+			t.Fatalf("next cursor %q is not of the previous release's form", page.Next)
+		}
+		got = append(got, page.Lines...)
+		cursor = page.Next
+		pages++
+	}
+	if pages < 2 || !bytes.Equal(got, want) {
+		t.Fatalf("%d pages, %d bytes; want the export's %d bytes over several pages", pages, len(got), len(want))
+	}
+	// Another memory's digest is a 409, as the previous release answered.
+	if _, err := h.client.ExportPage(ctx, events.ExportRequest{UserID: "alice", Cursor: "1.0123456789abcdef01234567"}); serviceCode(err) != 409 {
+		t.Errorf("a stale digest: %v, want a 409", err)
 	}
 }
