@@ -77,8 +77,11 @@ func (e exports) export(token string, data []byte) (call, error) {
 	return func(ctx context.Context) (any, error) {
 		maxPage := e.maxPageBytes()
 		if req.Cursor == "" {
+			// The first page is cut once, where it decides the copy.
+			end := 0
 			all, spool, err := e.store.SpoolExport(ctx, req.UserID, token, func(all []byte) bool {
-				return pageEnd(all, true, maxPage) < len(all)
+				end = pageEnd(all, true, maxPage)
+				return end < len(all)
 			})
 			if errors.Is(err, store.ErrSpoolGone) {
 				// A forget overtook it between its snapshot and its copy.
@@ -87,7 +90,6 @@ func (e exports) export(token string, data []byte) (call, error) {
 			if err != nil {
 				return nil, err
 			}
-			end := pageEnd(all, true, maxPage)
 			reply := events.ExportReply{Lines: string(all[:end])}
 			if spool != "" {
 				reply.Next = spoolCursor(spool, int64(end))

@@ -52,7 +52,7 @@ type flags struct {
 	// Parse repeatedly to accept flags after positional arguments.
 	configPath string
 	// envs are the settings whose variable is not MEMORYD_<NAME> (see
-	// CommandEnv), by flag name.
+	// CommandEnvs), by flag name.
 	envs map[string]commandEnv
 	// deprecatedEnv are the deprecated variables a setting was read from,
 	// for the command to warn about once it has a logger.
@@ -171,15 +171,6 @@ var pathArgs = map[string]bool{"file": true, "o": true, "out": true, "users-file
 
 // flagRef matches a flag named in a message: --max-db-size.
 var flagRef = regexp.MustCompile(`--([a-z][a-z0-9-]*)`)
-
-// CommandEnv names the environment variable of the setting called name
-// (MEMORYD_<NAME> otherwise), for a flag name two commands share with
-// different meanings (proxy's and mcp's --listen), so that one environment
-// can hold both; deprecated names are still read when it is unset. Call it
-// before defining the flag.
-func (f *flags) CommandEnv(name, env string, deprecated ...string) {
-	f.envs[name] = commandEnv{name: env, deprecated: deprecated}
-}
 
 // envVar is the environment variable of the setting called name.
 func (f *flags) envVar(name string) string {
@@ -467,12 +458,31 @@ var commandSettings = []string{
 	"enrich-format", "metrics", "trusted-user-header", "max-request-bytes",
 }
 
-// commandEnvNames are the variables commands name with CommandEnv (and
-// their deprecated names), which envName of no setting gives.
-var commandEnvNames = []string{
-	"MEMORYD_MCP_LISTEN", "MEMORYD_MCP_KEYS", "MEMORYD_MCP_KEY_HASHES",
-	"MEMORYD_PROXY_LISTEN", "MEMORYD_PROXY_KEYS", "MEMORYD_PROXY_KEY_HASHES", "MEMORYD_PROXY_METRICS",
-	"MEMORYD_LISTEN", "MEMORYD_KEYS", "MEMORYD_KEY_HASHES",
+// commandEnvs are the variables of the settings two commands share by
+// name with different meanings (proxy's and mcp's --listen), each
+// command's apart (CommandEnvs), and the deprecated names still read.
+var commandEnvs = map[string]map[string]commandEnv{
+	// The proxy's own, apart from mcp's; the shared names the docs first
+	// promised still work, deprecated.
+	"proxy": {
+		"listen":     {name: "MEMORYD_PROXY_LISTEN", deprecated: []string{"MEMORYD_LISTEN"}},
+		"keys":       {name: "MEMORYD_PROXY_KEYS", deprecated: []string{"MEMORYD_KEYS"}},
+		"key-hashes": {name: "MEMORYD_PROXY_KEY_HASHES", deprecated: []string{"MEMORYD_KEY_HASHES"}},
+		"metrics":    {name: "MEMORYD_PROXY_METRICS"},
+	},
+	"mcp": {
+		"listen":     {name: "MEMORYD_MCP_LISTEN"},
+		"keys":       {name: "MEMORYD_MCP_KEYS"},
+		"key-hashes": {name: "MEMORYD_MCP_KEY_HASHES"},
+	},
+}
+
+// CommandEnvs names the variables of command's settings in commandEnvs
+// (MEMORYD_<NAME> otherwise), so that one environment can hold both
+// commands'; deprecated names are still read when the new one is unset.
+// Call it before defining the flags.
+func (f *flags) CommandEnvs(command string) {
+	maps.Copy(f.envs, commandEnvs[command])
 }
 
 // toolEnvPrefixes are the project's own scripts' and tests' variables
@@ -499,8 +509,13 @@ var knownEnvs = sync.OnceValue(func() map[string]bool {
 	for _, name := range commandSettings {
 		known[envName(name)] = true
 	}
-	for _, env := range commandEnvNames {
-		known[env] = true
+	for _, envs := range commandEnvs {
+		for _, e := range envs {
+			known[e.name] = true
+			for _, d := range e.deprecated {
+				known[d] = true
+			}
+		}
 	}
 	return known
 })

@@ -35,10 +35,7 @@ argument names a user. A running 'memoryd serve' answers the calls.`)
 	conn.register(f)
 	f.Lookup("database-url").Usage = "not used: this command talks to memoryd over NATS only"
 	f.ArgString(&cfg.User, "user", "", "stdio: the user every call acts for")
-	// mcp's own variables, apart from the proxy's.
-	f.CommandEnv("listen", "MEMORYD_MCP_LISTEN")
-	f.CommandEnv("keys", "MEMORYD_MCP_KEYS")
-	f.CommandEnv("key-hashes", "MEMORYD_MCP_KEY_HASHES")
+	f.CommandEnvs("mcp") // MEMORYD_MCP_LISTEN, ... (commandEnvs)
 	f.String(&cfg.Listen, "listen", "", "serve streamable HTTP on this address, e.g. 127.0.0.1:8765 (empty: stdio)")
 	f.String(&keysFile, "keys", "", "HTTP: API key file, lines 'sha256:<hex> <user_id>' (memoryd keys add); reloaded on change")
 	f.Secret(&keyHashes, "key-hashes", "HTTP: more key lines in the --keys format, separated by ';'")

@@ -38,11 +38,7 @@ stores the turns.`)
 	f.String(&cfg.Upstream, "upstream", "", "OpenAI-compatible base URL to forward to, e.g. http://127.0.0.1:11434/v1 (required)")
 	f.Secret(&cfg.UpstreamKey, "upstream-key", "API key sent to the upstream (never the client's memoryd key)")
 	f.String(&cfg.UpstreamKeyHeader, "upstream-key-header", "", "header --upstream-key is sent in, as it is (e.g. api-key for Azure OpenAI); empty: Authorization: Bearer")
-	// The proxy's own variables, apart from mcp's; the shared names the
-	// docs first promised still work, deprecated.
-	f.CommandEnv("listen", "MEMORYD_PROXY_LISTEN", "MEMORYD_LISTEN")
-	f.CommandEnv("keys", "MEMORYD_PROXY_KEYS", "MEMORYD_KEYS")
-	f.CommandEnv("key-hashes", "MEMORYD_PROXY_KEY_HASHES", "MEMORYD_KEY_HASHES")
+	f.CommandEnvs("proxy") // MEMORYD_PROXY_LISTEN, ... (commandEnvs)
 	f.String(&cfg.Listen, "listen", proxy.DefaultListen, "address the proxy listens on")
 	f.String(&keysFile, "keys", "", "API key file, lines 'sha256:<hex> <user_id>' (memoryd keys add); reloaded on change")
 	f.Secret(&keyHashes, "key-hashes", "more key lines in the --keys format, separated by ';'")
@@ -55,7 +51,6 @@ stores the turns.`)
 	f.Duration(&shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long requests in flight may take to finish on SIGINT/SIGTERM")
 
 	// Prometheus metrics on the proxy's listener (issue 20).
-	f.CommandEnv("metrics", "MEMORYD_PROXY_METRICS")
 	f.Bool(&metrics, "metrics", true, "serve Prometheus metrics at GET /metrics on --listen, without a key (counts and latencies, no user data)")
 	// Traces (issue 20 item 5).
 	f.String(&tracing.OTLPEndpoint, "otlp-endpoint", "", otlpEndpointUsage)
