@@ -51,6 +51,14 @@ const DefaultSessionTimeout = 30 * time.Minute
 // session's GET stream is a request in progress, not idle.
 const clientIdle = 2 * time.Minute
 
+// DefaultBodyTimeout is Config.BodyTimeout's default.
+const DefaultBodyTimeout = time.Minute
+
+// keyRecheck is how often a session's GET stream checks that the key it
+// was opened with is still in force (the key file is reloaded as often:
+// apikeys.DefaultPollInterval).
+const keyRecheck = 2 * time.Second
+
 // DefaultMaxUserSessions is Config.MaxUserSessions' default.
 const DefaultMaxUserSessions = 32
 
@@ -99,6 +107,11 @@ type Config struct {
 	// end, each holding its goroutines and memory for SessionTimeout.
 	// Default DefaultMaxUserSessions.
 	MaxUserSessions int
+	// BodyTimeout bounds reading an HTTP request's body; a client that
+	// sends it slower is cut off. Without it a client holding a key could
+	// hold requests open without end by sending their bodies a byte at a
+	// time. Default DefaultBodyTimeout.
+	BodyTimeout time.Duration
 	// MaxResultBytes bounds the text (questions and answers) of the
 	// memories one search_memory or list_memories result holds: the
 	// lower-ranked (or older) ones past it are left out, the first always
@@ -130,6 +143,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxUserSessions == 0 {
 		c.MaxUserSessions = DefaultMaxUserSessions
 	}
+	if c.BodyTimeout == 0 {
+		c.BodyTimeout = DefaultBodyTimeout
+	}
 	if c.Version == "" {
 		c.Version = DefaultVersion
 	}
@@ -154,6 +170,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("agenttools: Config.MaxUserCalls %d is under 0", c.MaxUserCalls)
 	case c.MaxUserSessions < 0:
 		return fmt.Errorf("agenttools: Config.MaxUserSessions %d is under 0", c.MaxUserSessions)
+	case c.BodyTimeout < 0:
+		return fmt.Errorf("agenttools: Config.BodyTimeout %s is out of range", c.BodyTimeout)
 	case c.User != "" && (len(c.User) > events.MaxUserIDBytes || !utf8.ValidString(c.User)):
 		return fmt.Errorf("agenttools: Config.User must be valid UTF-8 of at most %d bytes", events.MaxUserIDBytes)
 	}
@@ -229,14 +247,17 @@ func (s *Server) Handler() (http.Handler, error) {
 		if !ok {
 			return nil, fmt.Errorf("unknown API key: %w", auth.ErrInvalidToken)
 		}
-		return &auth.TokenInfo{UserID: user}, nil
+		// The key rides along for the session's later checks that it is
+		// still in force (sessionCap).
+		return &auth.TokenInfo{UserID: user, Extra: map[string]any{keyExtra: token}}, nil
 	}
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
 		&mcp.StreamableHTTPOptions{Logger: s.cfg.Logger, SessionTimeout: s.cfg.SessionTimeout})
-	// API keys do not expire; revoking one is removing it from the keys.
+	// API keys do not expire; revoking one is removing it from the keys,
+	// which also ends the sessions opened with it (sessionCap).
 	mux := http.NewServeMux()
-	capped := &sessionCap{h: h, srv: srv, max: s.cfg.MaxUserSessions, users: map[string]string{}, opening: map[string]int{}}
-	mux.Handle("/", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(capped))
+	capped := &sessionCap{h: h, srv: srv, keys: keys, max: s.cfg.MaxUserSessions, owners: map[string]owner{}, opening: map[string]int{}}
+	mux.Handle("/", bodyDeadline(s.cfg.BodyTimeout, auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(capped)))
 	// Probes, without a key: the process runs; it can reach memoryd.
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -325,46 +346,131 @@ func endOnShutdown(h http.Handler, streams context.Context, calls *atomic.Int64)
 	})
 }
 
+// keyExtra names the request's API key in its auth.TokenInfo's Extra.
+const keyExtra = "memoryd_key"
+
+// bodyDeadline gives the requests with a body Config.BodyTimeout to send
+// it (net/http lifts the deadline when the body's end is read, so an
+// answer streamed after it is not cut). A request without a body is left
+// alone: its deadline is lifted already, and one set now would end the
+// connection's watch for the client going away, and so a GET stream.
+func bodyDeadline(d time.Duration, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+			// A writer that cannot set deadlines reads without one.
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(d))
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
 // sessionCap refuses a user's new HTTP session (a POST without a session
 // id: an initialize) while the user holds max sessions. It learns a
-// session's user from the id the SDK's handler answers with; the sessions
-// still live are the SDK server's.
+// session's user and key from the id the SDK's handler answers with; the
+// sessions still live are the SDK server's.
+//
+// It also ends the sessions of a revoked key: a session's GET stream
+// checks its key every keyRecheck and closes the session once the key is
+// gone (the stream stayed open, and the session held one of its user's
+// slots, until SessionTimeout), and a new session's count closes those
+// the user holds with a revoked key.
 type sessionCap struct {
-	h   http.Handler
-	srv *mcp.Server
-	max int
+	h    http.Handler
+	srv  *mcp.Server
+	keys KeyLookup
+	max  int
 
 	mu      sync.Mutex
-	users   map[string]string // session id → user, for the sessions this process opened
-	opening map[string]int    // user → its new sessions still being opened (counted as held)
+	owners  map[string]owner // session id → its user and key, for the sessions this process opened
+	opening map[string]int   // user → its new sessions still being opened (counted as held)
+}
+
+// owner is the user of a session and the key it was opened with.
+type owner struct{ user, key string }
+
+// inForce reports whether o's key still stands for o's user.
+func (c *sessionCap) inForce(o owner) bool {
+	u, ok := c.keys.Lookup(o.key)
+	return ok && u == o.user
 }
 
 func (c *sessionCap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ti := auth.TokenInfoFromContext(r.Context())
-	if r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") != "" || ti == nil {
+	if ti == nil {
+		c.h.ServeHTTP(w, r)
+		return
+	}
+	o := owner{user: ti.UserID}
+	o.key, _ = ti.Extra[keyExtra].(string)
+	sid := r.Header.Get("Mcp-Session-Id")
+	if r.Method == http.MethodGet && sid != "" {
+		stop := c.watchKey(r.Context(), sid, o)
+		defer stop()
+	}
+	if r.Method != http.MethodPost || sid != "" {
 		c.h.ServeHTTP(w, r)
 		return
 	}
 	// The slot is taken before the SDK opens the session: read first and
 	// recorded after, initializes sent at once all passed the check.
-	if n, ok := c.reserve(ti.UserID); !ok {
+	if n, ok := c.reserve(o.user); !ok {
 		http.Error(w, fmt.Sprintf("this key's user holds %d MCP sessions, the most at once: end one (DELETE) or let one expire", n), http.StatusTooManyRequests)
 		return
 	}
-	rw := &recordSession{ResponseWriter: w, c: c, user: ti.UserID}
+	rw := &recordSession{ResponseWriter: w, c: c, owner: o}
 	defer rw.record()
 	c.h.ServeHTTP(rw, r)
 }
 
-// recordSession records the session the SDK answers with as its user's the
-// moment the answer starts, before the client can read it: recorded after
-// ServeHTTP returned, a client's next initialize (or its reconnect after a
-// DELETE) could come first and find the slot still taken.
+// watchKey checks, every keyRecheck until ctx ends or the returned stop
+// is called, that the key of session sid's stream is in force, and closes
+// the session (which ends the stream) once it is not. The goroutine is
+// the stream request's: stop waits for it.
+func (c *sessionCap) watchKey(ctx context.Context, sid string, o owner) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(keyRecheck)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if !c.inForce(o) {
+					c.closeSessions(map[string]bool{sid: true})
+					return
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// closeSessions closes the live sessions of ids. Closing one waits for its
+// requests in flight, each bounded by Config.Timeout.
+func (c *sessionCap) closeSessions(ids map[string]bool) {
+	var end []*mcp.ServerSession
+	for ss := range c.srv.Sessions() {
+		if ids[ss.ID()] {
+			end = append(end, ss)
+		}
+	}
+	for _, ss := range end {
+		_ = ss.Close()
+	}
+}
+
+// recordSession records the session the SDK answers with as its owner's
+// the moment the answer starts, before the client can read it: recorded
+// after ServeHTTP returned, a client's next initialize (or its reconnect
+// after a DELETE) could come first and find the slot still taken.
 type recordSession struct {
 	http.ResponseWriter
-	c    *sessionCap
-	user string
-	done bool
+	c     *sessionCap
+	owner owner
+	done  bool
 }
 
 func (rw *recordSession) record() {
@@ -375,11 +481,11 @@ func (rw *recordSession) record() {
 	c := rw.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.opening[rw.user]--; c.opening[rw.user] <= 0 {
-		delete(c.opening, rw.user)
+	if c.opening[rw.owner.user]--; c.opening[rw.owner.user] <= 0 {
+		delete(c.opening, rw.owner.user)
 	}
 	if id := rw.Header().Get("Mcp-Session-Id"); id != "" {
-		c.users[id] = rw.user
+		c.owners[id] = rw.owner
 	}
 }
 
@@ -397,23 +503,35 @@ func (rw *recordSession) Write(b []byte) (int, error) {
 func (rw *recordSession) Unwrap() http.ResponseWriter { return rw.ResponseWriter }
 
 // reserve counts user's sessions, live or being opened, forgetting those
-// that ended, and takes one more if under max.
+// that ended and closing those opened with a key since revoked, and takes
+// one more if under max.
 func (c *sessionCap) reserve(user string) (int, bool) {
+	revoked := map[string]bool{}
+	defer func() {
+		// Closed outside mu: a close waits for the session's calls.
+		if len(revoked) > 0 {
+			c.closeSessions(revoked)
+		}
+	}()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	// Read under mu: an id recorded is then live in this read unless it
 	// ended (read before mu, a session opened and recorded in between was
-	// dropped from users while live).
+	// dropped from owners while live).
 	live := map[string]bool{}
 	for ss := range c.srv.Sessions() {
 		live[ss.ID()] = true
 	}
 	n := c.opening[user]
-	for id, u := range c.users {
+	for id, o := range c.owners {
 		switch {
 		case !live[id]:
-			delete(c.users, id)
-		case u == user:
+			delete(c.owners, id)
+		case o.user != user:
+		case !c.inForce(o):
+			revoked[id] = true
+			delete(c.owners, id)
+		default:
 			n++
 		}
 	}

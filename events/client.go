@@ -29,6 +29,13 @@ const DefaultForgetTimeout = 2 * time.Minute
 // memory and saves a copy of it, seconds for tens of MB.
 const DefaultExportTimeout = 2 * time.Minute
 
+// DefaultExportWait is how long a client waits for an export page when its
+// context has no deadline: DefaultExportTimeout and 15 s more, so that
+// memoryd's own error comes first (before, a library caller gave up on a
+// large memory's first page at 5 s while memoryd went on copying it, and
+// each retry made another copy).
+const DefaultExportWait = DefaultExportTimeout + 15*time.Second
+
 // DefaultLanguageTimeout bounds a language request without a deadline of
 // its own: a change re-indexes every item of the user, which memoryd
 // allows a minute (about a second for 5,000 items on a quiet server, and
@@ -43,17 +50,19 @@ func defaultTimeout(endpoint string) time.Duration {
 		return DefaultForgetTimeout
 	case "language":
 		return DefaultLanguageTimeout
+	case "export":
+		return DefaultExportWait
 	}
 	return DefaultClientTimeout
 }
 
 // requestTimeout is how long a request to endpoint waits when its context
 // has no deadline: WithRequestTimeout's, else the endpoint's default.
-// Forget and language keep their own: they take minutes on a large memory
-// whatever the caller's usual bound.
+// Forget, language and export keep their own unless it is longer: they
+// take minutes on a large memory whatever the caller's usual bound.
 func (c *Client) requestTimeout(endpoint string) time.Duration {
 	d := defaultTimeout(endpoint)
-	if c.timeout > 0 && d == DefaultClientTimeout {
+	if c.timeout > 0 && (d == DefaultClientTimeout || c.timeout > d) {
 		return c.timeout
 	}
 	return d
@@ -108,7 +117,8 @@ type Client struct {
 
 // WithRequestTimeout returns a client whose requests each wait at most d
 // when their context has no deadline, instead of DefaultClientTimeout
-// (forget and language keep their own, longer defaults). It is for the
+// (forget, language and export pages keep their own, longer defaults
+// unless d is longer still). It is for the
 // calls made of several requests (Export, Import, ListFacts), whose number
 // grows with the user's memory: a deadline on their context bounds them
 // whole, where this bounds each request (a page, a part of the import) and

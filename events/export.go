@@ -94,10 +94,10 @@ func (c *Client) ExportPage(ctx context.Context, req ExportRequest) (ExportReply
 }
 
 // Export writes the user's whole export to w, page by page: the memory
-// as it was at the first page. Give ctx a deadline (DefaultExportTimeout
-// is memoryd's own bound): without one each page waits the client's
-// request timeout, and the first page of a large memory, which memoryd
-// reads and copies whole, can take longer (9-10 s for 94 MB). A page refused part-way (its copy gone, or
+// as it was at the first page. Without a deadline in ctx each page waits
+// DefaultExportWait (or the client's WithRequestTimeout when longer): the
+// first page of a large memory, which memoryd reads and copies whole, takes
+// seconds (9-10 s for 94 MB). A page refused part-way (its copy gone, or
 // the user forgotten) is a *ServiceError with Code 409: export again.
 func (c *Client) Export(ctx context.Context, userID string, w io.Writer) error {
 	req := ExportRequest{UserID: userID}

@@ -54,8 +54,9 @@ func TestImportRequestIsSizedAsSent(t *testing.T) {
 }
 
 // A forget waits for the service's whole forget, documents and events
-// included, when the caller gives no deadline; every other request the
-// client default.
+// included, when the caller gives no deadline, and an export page for
+// memoryd's bound on it (the library waited 5 s, a review); the other
+// requests the client default.
 func TestDefaultTimeout(t *testing.T) {
 	for _, tt := range []struct {
 		endpoint string
@@ -64,7 +65,7 @@ func TestDefaultTimeout(t *testing.T) {
 		{"forget", DefaultForgetTimeout},
 		{"enrich", DefaultClientTimeout},
 		{"stats", DefaultClientTimeout},
-		{"export", DefaultClientTimeout},
+		{"export", DefaultExportWait},
 	} {
 		if got := defaultTimeout(tt.endpoint); got != tt.want {
 			t.Errorf("defaultTimeout(%q) = %s, want %s", tt.endpoint, got, tt.want)
@@ -77,6 +78,10 @@ func TestDefaultTimeout(t *testing.T) {
 		}
 		if got := (&Client{}).WithRequestTimeout(time.Second).requestTimeout(tt.endpoint); got != want {
 			t.Errorf("WithRequestTimeout(1s): %q waits %s, want %s", tt.endpoint, got, want)
+		}
+		// A longer one than the endpoint's own applies to it too.
+		if got := (&Client{}).WithRequestTimeout(time.Hour).requestTimeout(tt.endpoint); got != time.Hour {
+			t.Errorf("WithRequestTimeout(1h): %q waits %s, want 1h", tt.endpoint, got)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 	"unicode"
@@ -391,9 +392,13 @@ func parseRequest(body []byte) (*request, error) {
 	}
 	// null is absent, as everywhere in the protocol: it left on false,
 	// and the request was neither enriched nor remembered.
-	if bytes.Count(body, []byte(`"memory"`)) > 1 && topLevelTwice(body, "memory") {
+	if _, has := rq.fields["memory"]; has && (bytes.Count(body, []byte(`"memory"`)) > 1 || bytes.Contains(body, []byte(`\u`))) &&
+		topLevelTwice(body, "memory") {
 		// The decoder keeps the last: {"memory":false,"memory":true} was
 		// remembered, by a client that saw its opt-out (a security walk).
+		// A key may escape its letters ("memor\u0079" is "memory" to the
+		// decoder), so a body holding a \u escape is read too, not only
+		// one spelling the key twice; only bodies with the field pay.
 		return nil, errors.New(`"memory" is given twice`)
 	}
 	if raw, ok := rq.fields["memory"]; ok && string(bytes.TrimSpace(raw)) != "null" {
@@ -615,6 +620,17 @@ func firstBytes(s string, n int) string {
 	return s[:cut]
 }
 
+// readBody reads r's body, at most Config.MaxBodyBytes of it within
+// Config.BodyTimeout (an error wrapping os.ErrDeadlineExceeded past it).
+// The deadline ends with the body: net/http lifts it when the body's end
+// is read, to watch for the client going away during the answer.
+func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	// A writer that cannot set deadlines (a test's recorder, a caller's
+	// own server wrapping w without Unwrap) reads without one.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(p.cfg.BodyTimeout))
+	return io.ReadAll(http.MaxBytesReader(w, r.Body, p.cfg.MaxBodyBytes))
+}
+
 // chat serves POST /v1/chat/completions.
 func (p *Proxy) chat(w http.ResponseWriter, r *http.Request) {
 	outcome := p.serveChat(w, r)
@@ -648,7 +664,12 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request) string {
 			fmt.Sprintf("the user id %s %s", from, bad.Reason))
 		return OutcomeBadRequest
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.cfg.MaxBodyBytes))
+	body, err := p.readBody(w, r)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		writeError(w, http.StatusRequestTimeout, "invalid_request_error", "request_timeout",
+			fmt.Sprintf("the request body was not sent within %s", p.cfg.BodyTimeout))
+		return OutcomeBadRequest
+	}
 	if err != nil {
 		writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large",
 			fmt.Sprintf("the request body is over %d bytes or could not be read", p.cfg.MaxBodyBytes))

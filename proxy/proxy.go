@@ -39,7 +39,10 @@ const (
 	DefaultMaxBodyBytes    = 8 << 20
 	// DefaultClientIdle bounds how long a client's keep-alive connection
 	// may sit idle between requests (net/http keeps one forever without it).
-	DefaultClientIdle      = 2 * time.Minute
+	DefaultClientIdle = 2 * time.Minute
+	// DefaultBodyTimeout bounds reading a request's body: 8 MiB in it is
+	// 140 KB/s, slower than any client the proxy serves by design.
+	DefaultBodyTimeout     = time.Minute
 	DefaultPublishAttempts = 3
 	DefaultPublishTimeout  = 5 * time.Second
 )
@@ -142,6 +145,13 @@ type Config struct {
 	// without: /healthz needs none) cannot pile up until the process runs
 	// out of file descriptors. Default DefaultClientIdle.
 	ClientIdle time.Duration
+	// BodyTimeout bounds reading a request's body, from its headers to its
+	// end. A client that sends it slower is answered 408: without it a
+	// client holding a key could hold requests open without end by sending
+	// their bodies a byte at a time (ReadHeaderTimeout covers only the
+	// headers, ClientIdle only the waits between requests). Default
+	// DefaultBodyTimeout.
+	BodyTimeout time.Duration
 	// PublishAttempts and PublishTimeout bound publishing a turn.
 	// Defaults DefaultPublishAttempts and DefaultPublishTimeout.
 	PublishAttempts int
@@ -186,6 +196,9 @@ func (c Config) withDefaults() Config {
 	if c.ClientIdle == 0 {
 		c.ClientIdle = DefaultClientIdle
 	}
+	if c.BodyTimeout == 0 {
+		c.BodyTimeout = DefaultBodyTimeout
+	}
 	if c.UpstreamIdle == 0 {
 		c.UpstreamIdle = DefaultUpstreamIdle
 	}
@@ -229,8 +242,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("proxy: UpstreamKeyHeader %q is not a header name", c.UpstreamKeyHeader)
 	case c.EnrichFormat != events.FormatInline && c.EnrichFormat != events.FormatSystem && c.EnrichFormat != events.FormatMarkdown:
 		return fmt.Errorf("proxy: EnrichFormat %q is not inline, system or markdown", c.EnrichFormat)
-	case c.EnrichBudget < 0 || c.UpstreamTimeout < 0 || c.UpstreamIdle < 0 || c.ClientIdle < 0 || c.MaxBodyBytes < 0 || c.PublishAttempts < 0 || c.PublishTimeout < 0:
-		return errors.New("proxy: EnrichBudget, UpstreamTimeout, UpstreamIdle, ClientIdle, MaxBodyBytes, PublishAttempts and PublishTimeout must not be negative")
+	case c.EnrichBudget < 0 || c.UpstreamTimeout < 0 || c.UpstreamIdle < 0 || c.ClientIdle < 0 || c.BodyTimeout < 0 || c.MaxBodyBytes < 0 || c.PublishAttempts < 0 || c.PublishTimeout < 0:
+		return errors.New("proxy: EnrichBudget, UpstreamTimeout, UpstreamIdle, ClientIdle, BodyTimeout, MaxBodyBytes, PublishAttempts and PublishTimeout must not be negative")
 	}
 	return nil
 }

@@ -41,7 +41,7 @@ type upstream struct {
 	srv *httptest.Server
 	// mode: "" answers, "500" fails, "401" refuses the key, "hang" never
 	// answers, "cut" breaks a stream off, "stall" stops sending after a
-	// stream's first chunk.
+	// stream's first chunk, "slow" streams its words 100 ms apart.
 	mu       sync.Mutex
 	mode     string
 	requests [][]byte
@@ -170,6 +170,11 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	write(fmt.Sprintf("data: {\"id\":%q,\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"fake-model\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":null}]}\n\n", id))
 	for _, word := range strings.SplitAfter(replyText, " ") {
 		write(fmt.Sprintf("data: {\"id\":%q,\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"fake-model\",\"choices\":[{\"index\":0,\"delta\":{\"content\":%q},\"finish_reason\":null}]}\n\n", id, word))
+		if mode == "slow" {
+			// A model that thinks between words, as real ones do: the
+			// pace is what the test is about, not a synchronisation.
+			time.Sleep(100 * time.Millisecond)
+		}
 	}
 	write(fmt.Sprintf("data: {\"id\":%q,\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"fake-model\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":7,\"total_tokens\":18}}\n\n", id))
 	write("data: [DONE]\n\n")
@@ -1326,4 +1331,54 @@ func TestIdleClientConnectionIsClosed(t *testing.T) {
 	if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
 		t.Fatalf("idle keep-alive connection: read gave %v, want EOF (the server closing it)", err)
 	}
+}
+
+// TestSlowBodyIsRefused: a client holding a key that sends its body a
+// little at a time is answered 408 once Config.BodyTimeout passes, not
+// held without end (security walk: nothing bounded the body's read).
+func TestSlowBodyIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *proxy.Config) { c.BodyTimeout = 200 * time.Millisecond })
+	conn, err := net.Dial("tcp", e.proxy.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	head := "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + e.keys["alice"] +
+		"\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"model\":"
+	if _, err := conn.Write([]byte(head)); err != nil {
+		t.Fatal(err)
+	}
+	// The rest of the body never comes; the answer must (a timeout here
+	// means the request was held open).
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("slow body: %v, want a 408", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(b), "request_timeout") {
+		t.Fatalf("slow body: %d %s, want 408 request_timeout", resp.StatusCode, b)
+	}
+	if n := len(e.up.requests); n != 0 {
+		t.Fatalf("%d requests reached the upstream", n)
+	}
+}
+
+// TestBodyTimeoutEndsWithTheBody: the body's deadline ends with the body,
+// so an answer streamed for longer than BodyTimeout reaches the client
+// whole and is remembered.
+func TestBodyTimeoutEndsWithTheBody(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *proxy.Config) { c.BodyTimeout = 150 * time.Millisecond })
+	e.up.setMode("slow") // five words 100 ms apart: 500 ms
+	e.chat(t, `{"model":"m","stream":true,"messages":[{"role":"user","content":"I keep bees in Porto"}]}`, nil)
+	e.up.mu.Lock()
+	sent := string(e.up.sent)
+	e.up.mu.Unlock()
+	if !strings.Contains(sent, "[DONE]") {
+		t.Fatalf("the upstream's stream did not end: %q", sent)
+	}
+	e.waitProcessed(t, "alice", 1)
 }

@@ -33,7 +33,9 @@ waits until
 every item in scope that existed when it started has a vector (what
 arrives meanwhile is embedded by its own jobs; --no-work leaves the jobs to running serve
 processes and returns at once). Running it twice is safe: a job already
-waiting for the same items is not enqueued again.
+waiting for the same items is not enqueued again. It first embeds one test
+text: a server that refuses it (an unknown --embed-model) or, unless
+--no-work, does not answer ends the command with nothing enqueued.
 
 --dims N is for when the model behind the --embed-model name changed (an
 Ollama tag pulled anew, a LiteLLM alias pointed elsewhere): the embed jobs

@@ -9,10 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/memoryd/memoryd/embedding/embeddingtest"
 	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
+	"github.com/memoryd/memoryd/worker"
 )
 
 // TestEmbedCommandRefusesBeforeConnecting: embed needs --backfill and an
@@ -78,7 +81,7 @@ func TestEmbedBackfillInterruptedIsNotDone(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := embeddingtest.New(t)
-	srv.Fail(http.StatusServiceUnavailable, "")
+	srv.FailFrom(2, http.StatusServiceUnavailable) // down after the backfill's test text
 	nc := eventstest.Conn(t)
 	prefix, stream := eventstest.Names(t, nc)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -92,6 +95,61 @@ func TestEmbedBackfillInterruptedIsNotDone(t *testing.T) {
 	}
 	if code != 1 || !strings.Contains(errOut.String(), "interrupted: the rest is enqueued") || strings.Contains(out.String(), "embedding done") {
 		t.Errorf("embed --backfill interrupted while waiting: exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit 1 saying the rest is enqueued", code, out.String(), errOut.String())
+	}
+}
+
+// TestEmbedBackfillChecksTheServerFirst: a backfill embeds one text before
+// it enqueues anything. A model the server does not have is refused at
+// once, with nothing enqueued (an embeddings walk: a mistyped
+// --embed-model sent 1,744 texts for 922 items against the server's 404,
+// said nothing of the model, and left jobs on a queue no process works);
+// so is a server that does not answer, unless the work is left to the
+// serves (--no-work), which may reach it when this host does not.
+func TestEmbedBackfillChecksTheServerFirst(t *testing.T) {
+	t.Parallel()
+	_, dbURL := storetest.Schema(t)
+	s := storetest.Open(t, dbURL)
+	if _, err := s.InsertContext(context.Background(), []store.ContextWrite{
+		{UserID: "alice", Question: "my canine companion", Answer: "Rex"},
+		{UserID: "alice", Question: "home town", Answer: "Paris"}}); err != nil {
+		t.Fatal(err)
+	}
+	srv := embeddingtest.New(t)
+	nc := eventstest.Conn(t)
+	prefix, stream := eventstest.Names(t, nc)
+	pool, err := pgxpool.New(context.Background(), dbURL+"&pool_max_conns=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	jobs := func() int {
+		t.Helper()
+		var n int
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job WHERE kind = ANY($1)`,
+			[]string{worker.EmbedJobKind, worker.ChunkEmbedJobKind}).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	srv.Fail(http.StatusNotFound, "")
+	out, errOut, code := runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--embed-base-url", srv.URL, "--embed-model", "mxbai-embed-lrage")
+	if code != 1 || !strings.Contains(errOut, "refused a test text for --embed-model mxbai-embed-lrage") || !strings.Contains(errOut, "nothing enqueued") {
+		t.Errorf("backfill of a model the server lacks: exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit 1 naming the model", code, out, errOut)
+	}
+	if n := srv.Requests(); n != 1 {
+		t.Errorf("%d requests sent for the unknown model, want the test text's 1", n)
+	}
+	srv.Fail(http.StatusServiceUnavailable, "")
+	out, errOut, code = runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--embed-base-url", srv.URL, "--embed-model", "m1")
+	if code != 1 || !strings.Contains(errOut, "did not embed a test text") {
+		t.Errorf("backfill with the server down: exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit 1", code, out, errOut)
+	}
+	if n := jobs(); n != 0 {
+		t.Errorf("%d embed jobs enqueued by refused backfills, want 0", n)
+	}
+	out, errOut, code = runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--no-work", "--embed-base-url", srv.URL, "--embed-model", "m1")
+	if code != 0 || !strings.Contains(out, "2 items without a m1 vector to embed") || !strings.Contains(errOut, "did not embed a test text from here") {
+		t.Errorf("backfill --no-work with the server down: exit %d\nstdout:\n%s\nstderr:\n%s\nwant the items enqueued, with a warning", code, out, errOut)
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/memoryd/memoryd/events"
 )
@@ -36,7 +35,7 @@ complete. An export refused part-way (its copy gone) starts again, up to
 3 times.`)
 	// Past memoryd's own bound, which starts once a slot is free: its
 	// error, not the client's timeout, says what happened.
-	o.registerTimeout(f, events.DefaultExportTimeout+15*time.Second)
+	o.registerTimeout(f, events.DefaultExportWait)
 	o.perRequest = true
 	f.ArgString(&out, "o", "", "write to this file instead of stdout (\"-\": stdout, as import reads \"-\" from stdin)")
 	pos, err := o.parse(f, args)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"net"
 	"os"
 	"regexp"
 	"slices"
@@ -490,11 +491,45 @@ func (f *flags) CommandEnvs(command string) {
 // command reads.
 var toolEnvPrefixes = []string{"MEMORYD_TEST_", "MEMORYD_SYSTEST_", "MEMORYD_SKIP_", "MEMORYD_SHOT_"}
 
-// serviceLink matches the variables Kubernetes sets in each pod for every
-// Service of its namespace (a Service memoryd or memoryd-proxy gives
-// MEMORYD_SERVICE_HOST, MEMORYD_PROXY_PORT_8081_TCP_ADDR, ...): no one set
-// them, and no setting's name has their shape.
-var serviceLink = regexp.MustCompile(`^MEMORYD(_[A-Z0-9_]+)?_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT(_[0-9]+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)?)$`)
+// serviceLinks are the shapes of the variables Kubernetes sets in each pod
+// for every Service of its namespace (a Service memoryd or memoryd-proxy
+// gives MEMORYD_SERVICE_HOST, MEMORYD_PROXY_PORT_8081_TCP_ADDR, ...), each
+// with the shape of its value: no one set them, and no setting has their
+// name. The value is checked too, so that a made-up setting of a like
+// name, MEMORYD_METRICS_PORT=9090, is still warned of (a review).
+var serviceLinks = []serviceLink{
+	{regexp.MustCompile(`^MEMORYD(_[A-Z0-9_]+)?_SERVICE_HOST$`), isIP},
+	{regexp.MustCompile(`^MEMORYD(_[A-Z0-9_]+)?_SERVICE_PORT(_[A-Z0-9_]+)?$`), isPort},
+	{regexp.MustCompile(`^MEMORYD(_[A-Z0-9_]+)?_PORT_[0-9]+_(TCP|UDP|SCTP)_ADDR$`), isIP},
+	{regexp.MustCompile(`^MEMORYD(_[A-Z0-9_]+)?_PORT_[0-9]+_(TCP|UDP|SCTP)_PORT$`), isPort},
+	{regexp.MustCompile(`^MEMORYD(_[A-Z0-9_]+)?_PORT_[0-9]+_(TCP|UDP|SCTP)_PROTO$`), isProto},
+	{regexp.MustCompile(`^MEMORYD(_[A-Z0-9_]+)?_PORT(_[0-9]+_(TCP|UDP|SCTP))?$`), func(v string) bool { // tcp://10.0.0.1:8080
+		proto, addr, _ := strings.Cut(v, "://")
+		host, port, err := net.SplitHostPort(addr)
+		return isProto(proto) && err == nil && isIP(host) && isPort(port)
+	}},
+}
+
+// serviceLink is a service link variable's name and the shape of its value.
+type serviceLink struct {
+	name  *regexp.Regexp
+	value func(string) bool
+}
+
+func isIP(v string) bool    { return net.ParseIP(v) != nil }
+func isProto(v string) bool { return v == "tcp" || v == "udp" || v == "sctp" }
+func isPort(v string) bool {
+	n, err := strconv.Atoi(v)
+	return err == nil && n > 0 && n < 1<<16
+}
+
+// isServiceLink reports whether name=value is one of Kubernetes' service
+// link variables: a name of serviceLinks with a value of its shape.
+func isServiceLink(name, value string) bool {
+	return slices.ContainsFunc(serviceLinks, func(l serviceLink) bool {
+		return l.name.MatchString(name) && l.value(value)
+	})
+}
 
 // knownEnvs is every variable a memoryd command reads.
 var knownEnvs = sync.OnceValue(func() map[string]bool {
@@ -530,9 +565,9 @@ func strayEnv(environ []string) []string {
 	known := knownEnvs()
 	var out []string
 	for _, kv := range environ {
-		name, _, _ := strings.Cut(kv, "=")
+		name, value, _ := strings.Cut(kv, "=")
 		if !strings.HasPrefix(name, "MEMORYD_") || known[name] || slices.ContainsFunc(toolEnvPrefixes, func(p string) bool { return strings.HasPrefix(name, p) }) ||
-			serviceLink.MatchString(name) {
+			isServiceLink(name, value) {
 			continue
 		}
 		msg := fmt.Sprintf("%s is set, but no memoryd setting reads it", name)

@@ -592,4 +592,15 @@ func TestStrayEnvLeavesKubernetesServiceLinksAlone(t *testing.T) {
 	if got := strayEnv(append(links, "MEMORYD_DATABSE_URL=x")); len(got) != 1 || !strings.Contains(got[0], "MEMORYD_DATABSE_URL") {
 		t.Errorf("a misspelt setting beside service links: %q, want it alone warned of", got)
 	}
+	// Names of a service link's shape with values no Service has are
+	// settings someone made up, warned of (a review: all were silent).
+	for _, kv := range []string{
+		"MEMORYD_METRICS_PORT=9090", "MEMORYD_PROXY_PORT=8081", "MEMORYD_HEALTH_PORT=1",
+		"MEMORYD_SERVICE_HOST=memoryd.internal", "MEMORYD_SERVICE_PORT=http", "MEMORYD_PORT_8080_TCP_PROTO=http",
+		"MEMORYD_PORT_8080_TCP=tcp://memoryd:8080",
+	} {
+		if got := strayEnv([]string{kv}); len(got) != 1 {
+			t.Errorf("%s: warnings %q, want one", kv, got)
+		}
+	}
 }

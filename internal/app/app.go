@@ -323,6 +323,9 @@ func (a *App) Start(ctx context.Context) (err error) {
 	if runWorker {
 		a.warnOtherExtractors(ctx, s, ext)
 	}
+	if runEnrich {
+		a.warnEmbedlessSearch(ctx, s)
+	}
 	if runWorker {
 		if err = a.startWorkerLocked(ctx, s, nc, ext, false); err != nil {
 			return err
@@ -576,6 +579,28 @@ func (a *App) warnOtherExtractors(ctx context.Context, s *store.Store, ext worke
 			a.logger.WarnContext(ctx, "other running processes extract with another extractor (or one did until it stopped in the last few seconds): each turn's memory is extracted by whichever process takes its job; give every process the same --llm-base-url and --llm-model",
 				"extractor", own, "other_extractor", other)
 		}
+	}
+}
+
+// warnEmbedlessSearch says at start when this process answers enrich and
+// search without embeddings while running workers embed: the memory.*
+// requests go to whichever serve takes them, so the same request finds
+// items by meaning on the others and by keywords only on this one (an
+// operator's walk: a serve started without MEMORYD_EMBED_BASE_URL beside
+// two that had it dropped an item found by meaning from one reply in
+// three, and said so only at info level).
+func (a *App) warnEmbedlessSearch(ctx context.Context, s *store.Store) {
+	if a.cfg.Embed.BaseURL != "" {
+		return
+	}
+	models, err := s.LiveEmbedModels(ctx, cmp.Or(a.cfg.Worker.ProcessTimeout, 10*time.Second))
+	if err != nil {
+		a.logger.WarnContext(ctx, "cannot list the running processes' embedding models", "error", err)
+		return
+	}
+	if len(models) > 0 {
+		a.logger.WarnContext(ctx, "other running processes embed (or one did until it stopped in the last few seconds) but this one has no --embed-base-url: the enrich and search requests it takes find items by keywords only, those the others take by meaning too, so the same request is answered differently; give every serve the same --embed-base-url and --embed-model",
+			"embed_models", models)
 	}
 }
 

@@ -112,21 +112,36 @@ type EmbedOptions struct {
 	Dims int
 }
 
-// checkDims embeds one text to check that the server's vectors have dims
-// dimensions: --dims records them for the model, every user's vectors of
-// others then count as missing, and a wrong N made every vector missing
-// and every new item's job give up.
-func checkDims(ctx context.Context, emb interface {
+// probeEmbedder embeds one text before a backfill enqueues anything, and
+// with dims positive checks that the server's vectors have dims
+// dimensions. A refusal (an unknown --embed-model, a bad key) is an error:
+// before, a mistyped model ran every job of the backfill against the
+// server's 404 (1,744 texts sent for 922 items, an embeddings walk) and
+// left jobs on a queue no process works. An unanswered probe is an error
+// too when this process is to do the work, and a warning with work left to
+// the serves (they may reach a server this host does not). --dims records
+// the dimensions for the model, every user's vectors of others then count
+// as missing, so it is never recorded unchecked.
+func (a *App) probeEmbedder(ctx context.Context, emb interface {
 	Embed(ctx context.Context, texts []string) ([][]float32, error)
-}, dims int) error {
+	Model() string
+}, dims int, work bool) error {
 	v, err := emb.Embed(ctx, []string{"memoryd: the dimensions of this model's vectors"})
-	if err != nil {
+	switch {
+	case err != nil && dims > 0:
 		return fmt.Errorf("--dims %d not checked against the embeddings server, so not recorded: %w", dims, err)
-	}
-	if len(v) != 1 {
+	case errors.Is(err, embedding.ErrPermanent):
+		return fmt.Errorf("the embeddings server refused a test text for --embed-model %s (is the model served there, under that name?): %w; nothing enqueued", emb.Model(), err)
+	case err != nil && work:
+		return fmt.Errorf("the embeddings server did not embed a test text: %w; nothing enqueued: run again once it answers (or with --no-work, to leave the jobs to the serves)", err)
+	case err != nil:
+		a.logger.WarnContext(ctx, "the embeddings server did not embed a test text from here; enqueueing for the serves all the same", "embed_model", emb.Model(), "error", err)
+		return nil
+	case dims <= 0:
+		return nil
+	case len(v) != 1:
 		return fmt.Errorf("--dims %d not checked: the embeddings server returned %d vectors for 1 text; nothing recorded", dims, len(v))
-	}
-	if len(v[0]) != dims {
+	case len(v[0]) != dims:
 		return fmt.Errorf("--dims %d: the embeddings server's vectors have %d dimensions; nothing recorded (run with --dims %d)", dims, len(v[0]), len(v[0]))
 	}
 	return nil
@@ -143,8 +158,8 @@ func (a *App) EmbedBackfill(ctx context.Context, o EmbedOptions) (int, error) {
 	if err == nil && emb == nil {
 		err = ErrEmbeddingOff
 	}
-	if err == nil && o.Dims > 0 {
-		err = checkDims(ctx, emb, o.Dims)
+	if err == nil {
+		err = a.probeEmbedder(ctx, emb, o.Dims, o.Work)
 	}
 	var s *store.Store
 	if err == nil {
