@@ -170,7 +170,7 @@ func TestQuestionWordsOtherScripts(t *testing.T) {
 	} {
 		got := map[string]bool{}
 		for w, q := range questionWords(tt.message) {
-			got[w] = q
+			got[w] = q.question
 		}
 		if q, ok := got[tt.statement]; !ok || q {
 			t.Errorf("%q: %q question = %v (present %v), want a statement's word", tt.message, tt.statement, q, ok)
@@ -189,7 +189,7 @@ func TestQuestionWords(t *testing.T) {
 	}
 	var got []wq
 	for w, q := range questionWords("Rex is 3.5 years old. Where? 東京です。どこ？ see example.com/a?id=4 now. 名字?我忘了。ok?") {
-		got = append(got, wq{w, q})
+		got = append(got, wq{w, q.question})
 	}
 	// A "?" inside a link ends no sentence; one at the very end does. A
 	// decimal is one word.

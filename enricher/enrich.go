@@ -318,7 +318,8 @@ func (p enrichParams) analyze() enrichParams {
 		p.keywords, p.over = keywords(p.message)
 		p.grammar = europeanGrammar(p.message)
 		p.keywords = withoutGrammar(p.grammar, p.keywords)
-		if !slices.ContainsFunc(p.keywords, func(k string) bool { return !IsStopWord(k) }) {
+		named := shortNames(p.message)
+		if !slices.ContainsFunc(p.keywords, func(k string) bool { return !IsStopWord(k) || named[k] }) {
 			// Stop words alone ("and what about the other one?"): search
 			// falls back to them, enrich does not, since they would bring
 			// whatever turns said "other" or "one" into the prompt.
@@ -592,7 +593,7 @@ func (s *Service) languageKeywords(ctx context.Context, p enrichParams) enrichPa
 		p.keywords = capped[0]
 	}
 	if capped[1] != nil {
-		p.timeKeywords = askedWords(capped[1])
+		p.timeKeywords = askedWords(capped[1], shortNames(p.message))
 	}
 	p.over, p.timeOver = nil, nil
 	return p

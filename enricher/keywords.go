@@ -116,13 +116,14 @@ func keywords(message string) ([]string, *keywordSet) {
 	message = norm.NFC.String(message)
 	vietnamese := strings.ContainsFunc(message, isVietnameseLetter)
 	c := keywordSet{all: make([]keyword, 0, 16)}
-	for word, q := range questionWords(message) {
+	for word, how := range questionWords(message) {
+		q := how.question
 		if !norm.NFKC.IsNormalString(word) {
 			word = strings.ToLower(norm.NFKC.String(word))
 		}
 		if !hasUnspaced(word) {
 			if len(word) <= store.MaxKeywordBytes {
-				c.add(word, stopWord(word, vietnamese), q)
+				c.add(word, stopWord(word, vietnamese) && !how.named, q)
 			}
 			continue
 		}
@@ -451,16 +452,21 @@ func words(s string) func(yield func(string) bool) {
 // at "!", "！", "。", "．", a line break, a "." followed by a space, and
 // the end of s. The words of a
 // sentence are yielded once its end is known.
-func questionWords(s string) func(yield func(string, bool) bool) {
-	return func(yield func(string, bool) bool) {
-		sentence := make([]string, 0, 16)
+func questionWords(s string) func(yield func(string, wordUse) bool) {
+	return func(yield func(string, wordUse) bool) {
+		type sword struct {
+			w     string
+			named bool
+		}
+		sentence := make([]sword, 0, 16)
+		shouts := inCapitals(s)
 		flush := func(gap string, next byte, last bool) bool {
 			ends, question := sentenceEnd(gap, next)
 			if !ends && !last {
 				return true
 			}
 			for _, w := range sentence {
-				if !yield(w, question) {
+				if !yield(w.w, wordUse{question: question, named: w.named}) {
 					return false
 				}
 			}
@@ -484,14 +490,15 @@ func questionWords(s string) func(yield func(string, bool) bool) {
 			// them; whole, the store searches it as a phrase of its parts.
 			digits := asciiDigits(s[start:end])
 			if n := len(sentence); n > 0 && dotted >= 0 && start == prev+1 && s[prev] == '.' && digits {
-				sentence[n-1] = s[dotted:end]
+				sentence[n-1] = sword{w: s[dotted:end]}
 				prev = end
 				return true
 			}
 			if ok = flush(s[prev:start], s[start], false); !ok {
 				return false
 			}
-			sentence = append(sentence, strings.ToLower(s[start:end]))
+			w := s[start:end]
+			sentence = append(sentence, sword{strings.ToLower(w), shortName(w, len(sentence) == 0, shouts)})
 			dotted = -1
 			if digits {
 				dotted = start
@@ -503,6 +510,83 @@ func questionWords(s string) func(yield func(string, bool) bool) {
 			flush(s[prev:], 0, true)
 		}
 	}
+}
+
+// wordUse is how a message uses a word (questionWords): in a question,
+// and written as a name (shortName).
+type wordUse struct {
+	question, named bool
+}
+
+// shortName reports whether w, a word of a message as written, is a word
+// of two ASCII characters written as a name or an acronym, so searched
+// although two-character words are otherwise dropped: a letter and a digit
+// ("5G", "3D", "S3", "v2"); two capitals ("AI", "UK", "JS", "CI") in a
+// message that does not shout (inCapitals: in one all in capitals, "US" is
+// any "us"); or a capital and a small letter after the
+// first word of its sentence ("in Go", "with Jo": at a sentence's start
+// "Go", "So", "We" are any word). Not those that are a title ("Dr", "Mr",
+// "St"), a greeting or filler ("OK", "Hi", "Oh"), "AM"/"PM", or a stop word of
+// Postgres' english configuration ("IT", "IN", "ME", ...), which the index
+// does not hold: searching them would find nothing.
+func shortName(w string, first, shouts bool) bool {
+	if len(w) != 2 || !isASCIIAlnum(w[0]) || !isASCIIAlnum(w[1]) {
+		return false
+	}
+	upper := func(c byte) bool { return c >= 'A' && c <= 'Z' }
+	small := func(c byte) bool { return c >= 'a' && c <= 'z' }
+	digit := func(c byte) bool { return c >= '0' && c <= '9' }
+	switch {
+	case digit(w[0]) != digit(w[1]): // a letter and a digit
+	case upper(w[0]) && upper(w[1]) && !shouts:
+	case upper(w[0]) && small(w[1]) && !first:
+	default:
+		return false
+	}
+	return !notShortNames[strings.ToLower(w)]
+}
+
+// notShortNames are the two-letter words shortName leaves dropped however
+// written: titles, greetings and fillers, the time of day, and the
+// two-letter stop words of Postgres' english configuration.
+var notShortNames = stringSet(strings.Fields(`
+	dr mr ms st jr sr mt ok hi oh ah uh um ty np ps am pm
+	an as at be by do he if in is it me my no of on or so to up we
+`))
+
+// shortNames are the words of message that shortName keeps, lower-cased
+// (nil when none): Keywords searches them, and the callers that take
+// the stop words out of its keywords leave them in.
+func shortNames(message string) map[string]bool {
+	var out map[string]bool
+	for w, how := range questionWords(message) {
+		if how.named {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[w] = true
+		}
+	}
+	return out
+}
+
+// inCapitals reports whether s is written in capitals: it has no ASCII
+// lower-case letter and a run of three ASCII capitals or more ("WHERE IS
+// IT"; "AI?" and "UK or US?" are acronyms).
+func inCapitals(s string) bool {
+	run, long := 0, false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= 'a' && c <= 'z':
+			return false
+		case c >= 'A' && c <= 'Z':
+			run++
+			long = long || run >= 3
+		default:
+			run = 0
+		}
+	}
+	return long
 }
 
 // asciiDigits reports whether w is ASCII digits only.

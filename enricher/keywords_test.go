@@ -186,3 +186,42 @@ func BenchmarkKeywords(b *testing.B) {
 		})
 	}
 }
+
+// TestKeywordsShortNames: a two-character word written as a name or an
+// acronym is searched (before, every ASCII word of two characters was
+// dropped, and "how do I fix the Go build error?" found the Rust build's
+// turn first; "how big is the JS bundle?" the CSS bundle's).
+func TestKeywordsShortNames(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		message string
+		want    []string
+	}{
+		{"how do I fix the Go build error?", []string{"fix", "go", "build", "error"}},
+		{"how big is the JS bundle?", []string{"big", "js", "bundle"}},
+		{"when did I move to the UK?", []string{"move", "uk"}},
+		{"who lives in the US?", []string{"lives", "us"}},
+		{"what does my partner do in AI?", []string{"partner", "ai"}},
+		{"where is the NY office now?", []string{"ny", "office"}},
+		{"why is the CI red on my PR?", []string{"ci", "red", "pr"}},
+		{"what do we use the 5G modem for?", []string{"use", "5g", "modem"}},
+		{"is the bucket on S3 or in 3D storage?", []string{"bucket", "s3", "3d", "storage"}},
+		{"did Ed Sheeran play with Jo?", []string{"ed", "sheeran", "play", "jo"}},
+		{"what about Go?", []string{"go"}},
+		{"UK or US?", []string{"uk", "us"}},
+		// Not names: a sentence's first word, lower case, shouting, titles,
+		// fillers, Postgres' english stop words.
+		{"Go to the store and buy milk", []string{"store", "buy", "milk"}},
+		{"so we go up to the lake", []string{"lake"}},
+		{"WHERE DID WE GO FOR US", []string{"where", "did", "we", "go", "for", "us"}}, // stop words only: raw words, as before
+		{"WHERE IS MY CAR IN THE UK", []string{"car"}},
+		{"I saw Dr Smith at 5 PM, OK?", []string{"saw", "smith"}},
+		{"what does our IT team do?", []string{"team"}},
+		{"Oh no, the PM said the build is ON again", []string{"build"}},
+	}
+	for _, tt := range tests {
+		if got := enricher.Keywords(tt.message); !slices.Equal(got, tt.want) {
+			t.Errorf("Keywords(%q) = %#v, want %#v", tt.message, got, tt.want)
+		}
+	}
+}

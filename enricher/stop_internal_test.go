@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -129,4 +130,24 @@ func startInternal(t *testing.T) *Service {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestAnalyzeKeepsShortNames: a message whose only keyword is a short
+// word written as a name (shortName) is searched for it, not taken for
+// stop words alone.
+func TestAnalyzeKeepsShortNames(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		msg  string
+		want []string
+	}{
+		{"what about Go?", []string{"go"}},
+		{"and the UK?", []string{"uk"}},
+		{"what about the other one?", []string{}},
+	} {
+		p := enrichParams{message: tt.msg, at: time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)}.analyze()
+		if !slices.Equal(p.keywords, tt.want) {
+			t.Errorf("analyze(%q).keywords = %q, want %q", tt.msg, p.keywords, tt.want)
+		}
+	}
 }

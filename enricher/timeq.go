@@ -2016,13 +2016,14 @@ func timeRest(message string, e TimeExpr) (asked []string, over *keywordSet, sma
 	ks, over := keywords(rest)
 	// No keywords from words ("Yesterday?" leaves none at all): only
 	// greeting words were there.
-	asked = withoutGreeting(askedWords(ks))
+	named := shortNames(rest)
+	asked = withoutGreeting(askedWords(ks, named))
 	// A closing's "else" asks nothing ("thanks, nothing else for today!"),
 	// but the other talkWords do: "topics discussed last week?", "came up
 	// yesterday?" ask about the time in few words, as "what did we
 	// discuss ...?" does. They are not searched for (asked), but they
 	// make a question of the message.
-	said := withoutGreeting(slices.DeleteFunc(slices.Clone(ks), func(k string) bool { return IsStopWord(k) || k == "else" }))
+	said := withoutGreeting(slices.DeleteFunc(slices.Clone(ks), func(k string) bool { return (IsStopWord(k) && !named[k]) || k == "else" }))
 	if strings.ContainsFunc(rest, isCJK) {
 		// The same for Chinese, Japanese and Korean: 何を話しましたか
 		// asks about the time alone, 今日はありがとう thanks.
@@ -2159,11 +2160,13 @@ func asksOfTheUser(rest string) bool {
 	return false
 }
 
-// askedWords are ks without stop words and talkWords (never nil).
-func askedWords(ks []string) []string {
+// askedWords are ks without stop words and talkWords (never nil); a
+// short word of named (shortNames of the text ks are from) is no stop
+// word.
+func askedWords(ks []string, named map[string]bool) []string {
 	out := []string{}
 	for _, k := range ks {
-		if !IsStopWord(k) && !talkWords[k] {
+		if (!IsStopWord(k) || named[k]) && !talkWords[k] {
 			out = append(out, k)
 		}
 	}

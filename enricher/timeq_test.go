@@ -389,6 +389,10 @@ func TestTimeKeywords(t *testing.T) {
 		{"anything important from last week?", []string{}},
 		{"what did I say on Monday last week", []string{}},
 		{"what did I eat in May two years ago", []string{"eat"}},
+		// A short word written as a name stays (shortName).
+		{"how do I fix the Go build error from yesterday?", []string{"fix", "go", "build", "error"}},
+		{"what did the UK team ship last week?", []string{"uk", "team", "ship"}},
+		{"what about AI yesterday?", []string{"ai"}},
 	}
 	for _, c := range cases {
 		e, ok := ParseTime(c.msg, at)
