@@ -340,9 +340,19 @@ func (p *Proxy) Handler() http.Handler {
 		}
 		_ = json.NewEncoder(w).Encode(map[string]string{"nats": "ok"})
 	})
+	served := "POST /v1/chat/completions, GET /v1/models, /healthz and /readyz"
+	if p.cfg.Metrics != nil {
+		served = "POST /v1/chat/completions, GET /v1/models, GET /metrics, /healthz and /readyz"
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "invalid_request_error", "not_found",
-			fmt.Sprintf("memoryd proxy serves POST /v1/chat/completions, GET /v1/models, /healthz and /readyz, not %s %s", r.Method, r.URL.Path))
+		msg := fmt.Sprintf("memoryd proxy serves %s, not %s %s", served, r.Method, r.URL.Path)
+		// An app configured with the proxy's address but without /v1 (an
+		// OpenAI SDK's base URL is http://HOST/v1) asks for /chat/completions:
+		// say so, rather than leave the newcomer to compare the paths.
+		if path := r.URL.Path; path == "/chat/completions" || path == "/models" || strings.HasPrefix(path, "/models/") {
+			msg += ": the app's OpenAI base URL must end in /v1 (http://" + r.Host + "/v1)"
+		}
+		writeError(w, http.StatusNotFound, "invalid_request_error", "not_found", msg)
 	})
 	return mux
 }

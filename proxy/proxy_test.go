@@ -899,6 +899,47 @@ func TestProbes(t *testing.T) {
 	}
 }
 
+// TestUnknownPathSaysWhatIsServed: a 404 lists what the proxy serves,
+// /metrics included when it is on, and an app whose base URL lacks /v1 (it
+// asks for /chat/completions) is told to add it (a newcomer's walk: the
+// message named neither).
+func TestUnknownPathSaysWhatIsServed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *proxy.Config) {
+		m := app.NewProxyMetrics()
+		c.Observer, c.Metrics = m, m.Handler()
+	})
+	base := "http://" + e.proxy.Addr()
+	for _, c := range []struct {
+		method, path string
+		want         []string
+		not          []string
+	}{
+		{"POST", "/chat/completions", []string{"GET /metrics", "must end in /v1", "(http://" + e.proxy.Addr() + "/v1)"}, nil},
+		{"GET", "/models", []string{"must end in /v1"}, nil},
+		{"POST", "/v1/embeddings", []string{"GET /metrics", "not POST /v1/embeddings"}, []string{"must end in /v1"}},
+	} {
+		req, err := http.NewRequest(c.method, base+c.path, strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, body := roundTrip(t, req)
+		if code != http.StatusNotFound {
+			t.Errorf("%s %s: %d %s, want 404", c.method, c.path, code, body)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(string(body), w) {
+				t.Errorf("%s %s: %s, want it to say %q", c.method, c.path, body, w)
+			}
+		}
+		for _, n := range c.not {
+			if strings.Contains(string(body), n) {
+				t.Errorf("%s %s: %s, should not say %q", c.method, c.path, body, n)
+			}
+		}
+	}
+}
+
 // TestUpstreamCutReachesTheClient: a reply the upstream breaks off must not
 // reach the client as a whole one.
 func TestUpstreamCutReachesTheClient(t *testing.T) {

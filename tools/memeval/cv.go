@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/gob"
 	"fmt"
@@ -53,6 +54,16 @@ type cvQuestion struct {
 	at        time.Time
 	evidence  map[string]bool
 	fts       int // FTS5-BM25's first-hit rank, 0 when none in the top 10
+	// ranged says the question has a time range and keywords
+	// (cvInput.Ranged): docs and events are then what enrich ranks today
+	// (the range's candidates, or every one when the range holds none),
+	// and all, allEvents every candidate of the user's memory, for the
+	// variants of the range's use (cvTimeRanks).
+	ranged       bool
+	since, until time.Time
+	category     string
+	all          []ranking.Doc
+	allEvents    []string
 	// newest says enrich answers the question with the items it reads
 	// for a time alone, spread over its range (cvInput.Newest), whose first-hit rank is newestRank
 	// whatever the constants.
@@ -81,6 +92,10 @@ type cvVariant struct {
 	// questions: a change that one set gains and the other loses is not
 	// taken, however much the mean of the two rises.
 	noSetWorse bool
+	// times, when set, is the grid instead of grid's constants: grid
+	// holds one (default) Params per entry, and each ranks the ranged
+	// questions as times[i] says (cvTimeRanks; the first is enrich's).
+	times []cvTime
 }
 
 // cvFusion fuses a ranking with another by reciprocal rank: an item's
@@ -180,6 +195,7 @@ func cvVariants() []cvVariant {
 	}
 	// The same grids again, choosing only what no set finds worse on the
 	// training folds.
+	vs = append(vs, cvTimeVariants()...)
 	for _, v := range vs[1:] {
 		v.name += ", no set worse"
 		v.noSetWorse = true
@@ -225,6 +241,12 @@ type cvInput struct {
 	// over the range, newest first, whatever the ranking's constants; Matches is then
 	// empty.
 	Newest []string
+	// Ranged says the question has a time range (Since, Until) and
+	// keywords: Matches are then every candidate of the user's memory,
+	// not only the range's (cvQuestions picks what enrich ranks).
+	Ranged       bool
+	Since, Until time.Time
+	Category     string
 }
 
 // cvMatch is one candidate of a cvInput.
@@ -271,7 +293,9 @@ func cvRead(ctx context.Context, in *instance, sets []dataset, fts ranker) (*cvC
 				var newest []string
 				// searched: the candidates are read (or none are to be).
 				searched := false
-				if when, timed := enricher.ParseTime(q.text, q.at); timed {
+				var when enricher.TimeExpr
+				ranged := false
+				if w, timed := enricher.ParseTime(q.text, q.at); timed {
 					r, err := in.enrich(ctx, h, q, events.FactsRelevant, evalShape(10))
 					if err != nil {
 						return nil, err
@@ -281,11 +305,10 @@ func cvRead(ctx context.Context, in *instance, sets []dataset, fts ranker) (*cvC
 							newest = append(newest, it.EventID)
 						}
 						searched = true
-					} else if c, err = st.SearchContext(ctx, store.SearchQuery{UserID: in.userID(h), Keywords: kws,
-						Since: when.Since, Until: when.Until}); err != nil {
-						return nil, err
 					} else {
-						searched = len(c.Matches) > 0
+						// Every candidate, the range's among them:
+						// cvQuestions picks the range's.
+						when, ranged = w, true
 					}
 				}
 				if !searched {
@@ -297,7 +320,8 @@ func cvRead(ctx context.Context, in *instance, sets []dataset, fts ranker) (*cvC
 					return nil, err
 				}
 				ci := cvInput{Set: si, Haystack: h.name, Question: q.text, Keywords: kws, Terms: c.Terms,
-					Coll: ranking.Collection(c.Stats), At: q.at, Evidence: q.evidence, FTS: ranked[qi], Newest: newest}
+					Coll: ranking.Collection(c.Stats), At: q.at, Evidence: q.evidence, FTS: ranked[qi], Newest: newest,
+					Ranged: ranged, Since: when.Since, Until: when.Until, Category: q.category}
 				for _, m := range c.Matches {
 					counts := make([]ranking.TermCount, len(m.Terms))
 					for i, n := range m.Terms {
@@ -382,8 +406,27 @@ func cvQuestions(c *cvCache) []cvQuestion {
 	for i, ci := range c.Inputs {
 		forms := [2][][]string{queryForms(ci.Terms, ci.Keywords, c.Lexemes, false), queryForms(ci.Terms, ci.Keywords, c.Lexemes, true)}
 		cq := cvQuestion{set: ci.Set, folds: folds[i], coll: ci.Coll, at: ci.At, evidence: ci.Evidence, fts: firstHit(ci.FTS, ci.Evidence),
-			newest: len(ci.Newest) > 0, newestRank: firstHit(ci.Newest, ci.Evidence), asksReply: asksReply(ci.Question)}
-		for _, m := range ci.Matches {
+			newest: len(ci.Newest) > 0, newestRank: firstHit(ci.Newest, ci.Evidence), asksReply: asksReply(ci.Question), category: ci.Category}
+		matches := ci.Matches
+		if ci.Ranged {
+			cq.ranged, cq.since, cq.until = true, ci.Since, ci.Until
+			for _, m := range ci.Matches {
+				cq.all = append(cq.all, cvDoc(m))
+				cq.allEvents = append(cq.allEvents, m.EventID)
+			}
+			// What enrich ranks: the range's candidates, or every one
+			// when it holds none.
+			var in []cvMatch
+			for _, m := range ci.Matches {
+				if inRange(m.CreatedAt, ci.Since, ci.Until) {
+					in = append(in, m)
+				}
+			}
+			if len(in) > 0 {
+				matches = in
+			}
+		}
+		for _, m := range matches {
 			d := ranking.Doc{ID: m.ID, CreatedAt: m.CreatedAt, QuestionLen: m.QuestionLen, AnswerLen: m.AnswerLen, Terms: m.Counts,
 				Adjacent: adjacentCount(ci.Terms, forms[stemAll], m.Question) + adjacentCount(ci.Terms, forms[stemAll], m.Answer)}
 			cq.docs = append(cq.docs, d)
@@ -528,6 +571,9 @@ type cvResult struct {
 // describe names the variant's grid entry gi: the params that differ from
 // the defaults, or the fusion.
 func (v cvVariant) describe(gi int) string {
+	if v.times != nil {
+		return v.times[gi].String()
+	}
 	if v.fusions != nil {
 		if f := v.fusions[gi]; f.W != 0 {
 			return fmt.Sprintf("fused K %g, W %g", f.K, f.W)
@@ -559,6 +605,10 @@ func crossValidate(qs []cvQuestion, nsets int, variants []cvVariant, progress fu
 		progress("cross-validating %q (%d constant sets)\n", v.name, len(v.grid))
 		ranks := make([][]int8, len(v.grid))
 		for gi, p := range v.grid {
+			if v.times != nil {
+				ranks[gi] = cvTimeRanks(qs, v.times[gi])
+				continue
+			}
 			if v.fusions != nil && v.fusions[gi].W != 0 {
 				ranks[gi] = cvFusedRanks(qs, p, v.fusions[gi])
 				continue
@@ -724,6 +774,7 @@ func reportCV(w io.Writer, sets []string, qs []cvQuestion, results []cvResult) {
 		}
 		fmt.Fprintf(w, " - | - | - | - |\n")
 		reportPaired(w, s, si, qs, fts, results)
+		reportTimeCategories(w, s, si, qs, results)
 	}
 }
 
@@ -967,4 +1018,232 @@ func adjacentCount(terms []string, forms [][]string, text string) int {
 		prev = cur
 	}
 	return n
+}
+
+// inRange reports whether t is in [since, until), a zero bound open.
+func inRange(t, since, until time.Time) bool {
+	return (since.IsZero() || !t.Before(since)) && (until.IsZero() || t.Before(until))
+}
+
+// cvDoc is m as a ranking.Doc with its counts alone.
+func cvDoc(m cvMatch) ranking.Doc {
+	return ranking.Doc{ID: m.ID, CreatedAt: m.CreatedAt, QuestionLen: m.QuestionLen, AnswerLen: m.AnswerLen, Terms: m.Counts}
+}
+
+// cvTime is one way of using a question's time range (cvTimeRanks).
+type cvTime struct {
+	// filter ranks the range's candidates alone (every one when it holds
+	// none), as enrich does; else out-of-range candidates rank with them,
+	// their score times factor.
+	filter bool
+	factor float64
+	// rangeDF ranks the range's candidates with the document frequencies
+	// of the range (as enrich's ranged read does), not the memory's.
+	rangeDF bool
+	// margin widens the range after its end by this share of its length
+	// (a range open at its start is not widened).
+	margin float64
+}
+
+func (t cvTime) String() string {
+	var parts []string
+	if t.filter {
+		parts = append(parts, "filter")
+	} else {
+		parts = append(parts, fmt.Sprintf("out-of-range × %g", t.factor))
+	}
+	if t.rangeDF {
+		parts = append(parts, "range DF")
+	}
+	if t.margin != 0 {
+		parts = append(parts, fmt.Sprintf("margin %g × length", t.margin))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// cvTimeRanks is cvRanks with the default constants, each ranged question
+// ranked as t says.
+func cvTimeRanks(qs []cvQuestion, t cvTime) []int8 {
+	out := cvRanks(qs, ranking.DefaultParams(), stemNone)
+	p := ranking.DefaultParams()
+	for i, q := range qs {
+		if !q.ranged {
+			continue
+		}
+		until := q.until
+		if t.margin != 0 && !q.since.IsZero() {
+			until = until.Add(time.Duration(t.margin * float64(q.until.Sub(q.since))))
+		}
+		in := make([]bool, len(q.all))
+		var inDocs []ranking.Doc
+		var inIdx []int
+		for d, doc := range q.all {
+			in[d] = inRange(doc.CreatedAt, q.since, until)
+			if in[d] {
+				inDocs = append(inDocs, doc)
+				inIdx = append(inIdx, d)
+			}
+		}
+		type scored struct {
+			doc   int
+			score float64
+		}
+		var hits []scored
+		full := p.Rank(q.coll, q.all, ranking.Query{At: q.at, Limit: len(q.all)})
+		if t.rangeDF && len(inDocs) > 0 {
+			for _, h := range p.Rank(q.coll, inDocs, ranking.Query{At: q.at, Limit: len(inDocs)}) {
+				hits = append(hits, scored{inIdx[h.Doc], h.Score})
+			}
+			if !t.filter {
+				for _, h := range full {
+					if !in[h.Doc] {
+						hits = append(hits, scored{h.Doc, h.Score * t.factor})
+					}
+				}
+			}
+		} else {
+			for _, h := range full {
+				switch {
+				case in[h.Doc]:
+					hits = append(hits, scored{h.Doc, h.Score})
+				case !t.filter || len(inDocs) == 0:
+					f := t.factor
+					if t.filter {
+						f = 1
+					}
+					hits = append(hits, scored{h.Doc, h.Score * f})
+				}
+			}
+		}
+		if t.filter && len(inDocs) == 0 {
+			hits = hits[:0]
+			for _, h := range full {
+				hits = append(hits, scored{h.Doc, h.Score})
+			}
+		}
+		slices.SortStableFunc(hits, func(a, b scored) int {
+			if c := cmp.Compare(b.score, a.score); c != 0 {
+				return c
+			}
+			if in[a.doc] != in[b.doc] {
+				if in[a.doc] {
+					return -1
+				}
+				return 1
+			}
+			x, y := q.all[a.doc], q.all[b.doc]
+			if c := y.CreatedAt.Compare(x.CreatedAt); c != 0 {
+				return c
+			}
+			return cmp.Compare(y.ID, x.ID)
+		})
+		out[i] = 0
+		for r, h := range hits {
+			if r == 10 {
+				break
+			}
+			if q.evidence[q.allEvents[h.doc]] {
+				out[i] = int8(r + 1)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// cvTimeVariants are the ways of using a question's time range measured:
+// each grid starts with enrich's (the range's candidates alone, ranked with
+// the range's document frequencies).
+func cvTimeVariants() []cvVariant {
+	current := cvTime{filter: true, rangeDF: true}
+	margins := []float64{0.25, 0.5, 1, 2}
+	factors := []float64{1e-6, 0.5, 0.7, 0.8, 0.9, 0.95, 1}
+	filterMargin := []cvTime{current}
+	for _, df := range []bool{true, false} {
+		for _, m := range append([]float64{0}, margins...) {
+			if df && m == 0 {
+				continue
+			}
+			filterMargin = append(filterMargin, cvTime{filter: true, rangeDF: df, margin: m})
+		}
+	}
+	rangeMargin := []cvTime{current}
+	for _, m := range margins {
+		rangeMargin = append(rangeMargin, cvTime{filter: true, rangeDF: true, margin: m})
+	}
+	boost := []cvTime{current}
+	for _, f := range factors {
+		boost = append(boost, cvTime{factor: f})
+	}
+	boostMargin := []cvTime{current}
+	for _, m := range append([]float64{0}, margins...) {
+		for _, f := range factors {
+			boostMargin = append(boostMargin, cvTime{factor: f, margin: m})
+		}
+	}
+	var out []cvVariant
+	for _, g := range []struct {
+		name  string
+		times []cvTime
+	}{
+		{"time range: margin after its end (range DF, as enrich ranks)", rangeMargin},
+		{"time range: filter, margin after its end", filterMargin},
+		{"time range: boost (out-of-range factor)", boost},
+		{"time range: boost × margin", boostMargin},
+	} {
+		grid := make([]ranking.Params, len(g.times))
+		for i := range grid {
+			grid[i] = ranking.DefaultParams()
+		}
+		out = append(out, cvVariant{name: g.name, grid: grid, times: g.times, forms: stemNone})
+	}
+	return out
+}
+
+// reportTimeCategories prints, for the time variants, the pooled held-out
+// R@1 / R@5 / R@10 (mean over repeats) of each question category, and of
+// the ranged questions alone.
+func reportTimeCategories(w io.Writer, set string, si int, qs []cvQuestion, results []cvResult) {
+	groups := map[string][]int{}
+	for i, q := range qs {
+		if q.set != si {
+			continue
+		}
+		groups[q.category] = append(groups[q.category], i)
+		if q.ranged {
+			groups["(ranged questions)"] = append(groups["(ranged questions)"], i)
+		}
+	}
+	cats := slices.Sorted(maps.Keys(groups))
+	fmt.Fprintf(w, "\n%s by category, pooled held-out R@1 / R@5 / R@10 (mean over repeats)\n\n| variant |", set)
+	for _, c := range cats {
+		fmt.Fprintf(w, " %s (%d) |", c, len(groups[c]))
+	}
+	fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("---|", len(cats)))
+	for ri, r := range results {
+		if ri != 0 && r.variant.times == nil {
+			continue
+		}
+		held := make([][]int8, cvRepeats)
+		for rep := range cvRepeats {
+			held[rep] = make([]int8, len(qs))
+			for f := range cvFolds {
+				fr := r.folds[si][rep*cvFolds+f]
+				for _, i := range fr.sel {
+					held[rep][i] = fr.ranks[i]
+				}
+			}
+		}
+		fmt.Fprintf(w, "| %s |", r.variant.name)
+		for _, c := range cats {
+			var fig [3]float64
+			for rep := range cvRepeats {
+				for ki, k := range []int{1, 5, 10} {
+					fig[ki] += cvRecall(held[rep], groups[c], k) / cvRepeats
+				}
+			}
+			fmt.Fprintf(w, " %.3f / %.3f / %.3f |", fig[0], fig[1], fig[2])
+		}
+		fmt.Fprintln(w)
+	}
 }
