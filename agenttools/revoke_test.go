@@ -178,3 +178,47 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
+
+// TestSlowBodyOfAProbeIsCutOff: a request the server answers without
+// reading its body (a probe, which needs no key) is bounded by
+// BodyTimeout too: net/http reads such a body before it sends the
+// answer's headers, so a client without a key held it open unanswered by
+// never sending the body it announced (a review: the probes were outside
+// the deadline).
+func TestSlowBodyOfAProbeIsCutOff(t *testing.T) {
+	t.Parallel()
+	url := serveHTTPConfig(t, agenttools.Config{Client: startEnricher(t), Timeout: 10 * time.Second, BodyTimeout: 200 * time.Millisecond,
+		Keys: keys{"alice-key": "alice"}, Logger: slog.New(slog.DiscardHandler)})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\nx")); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := http.ReadResponse(bufio.NewReader(conn), nil); err != nil {
+		t.Fatalf("a probe with a body never sent: %v, want an answer (a timeout: held open)", err)
+	}
+}
+
+// TestSessionMovedToANewKeySurvivesTheOldOnesRevoke: a session used with
+// a user's new key is not closed when the key that opened it is revoked
+// (a review: the check read the opening key, so a client that rotated its
+// key lost its session at the user's next initialize).
+func TestSessionMovedToANewKeySurvivesTheOldOnesRevoke(t *testing.T) {
+	t.Parallel()
+	ks := &liveKeys{m: map[string]string{"old": "alice", "new": "alice"}}
+	url := serveHTTPConfig(t, agenttools.Config{Client: startEnricher(t), Timeout: 10 * time.Second,
+		Keys: ks, Logger: slog.New(slog.DiscardHandler)})
+	sid := initialize(t, url, "old")
+	if code := toolsList(t, url, "new", sid); code != http.StatusOK {
+		t.Fatalf("the session with the new key: %d", code)
+	}
+	ks.revoke("old")
+	initialize(t, url, "new") // counts alice's sessions, closing revoked keys' ones
+	if code := toolsList(t, url, "new", sid); code != http.StatusOK {
+		t.Fatalf("the session used with the new key after the old one's revoke: %d, want 200", code)
+	}
+}

@@ -257,7 +257,7 @@ func (s *Server) Handler() (http.Handler, error) {
 	// which also ends the sessions opened with it (sessionCap).
 	mux := http.NewServeMux()
 	capped := &sessionCap{h: h, srv: srv, keys: keys, max: s.cfg.MaxUserSessions, owners: map[string]owner{}, opening: map[string]int{}}
-	mux.Handle("/", bodyDeadline(s.cfg.BodyTimeout, auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(capped)))
+	mux.Handle("/", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(capped))
 	// Probes, without a key: the process runs; it can reach memoryd.
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -269,7 +269,10 @@ func (s *Server) Handler() (http.Handler, error) {
 		}
 		_, _ = w.Write([]byte(`{"nats":"ok"}` + "\n"))
 	})
-	return mux, nil
+	// Every request with a body, the probes' too: net/http reads a body
+	// the handler left unread before it answers, so a probe announcing a
+	// body it never sent was held open without a key (a review).
+	return bodyDeadline(s.cfg.BodyTimeout, mux), nil
 }
 
 // Start listens on Config.Listen and serves streamable HTTP until Stop.
@@ -385,7 +388,7 @@ type sessionCap struct {
 	opening map[string]int   // user → its new sessions still being opened (counted as held)
 }
 
-// owner is the user of a session and the key it was opened with.
+// owner is the user of a session and the key it was last used with.
 type owner struct{ user, key string }
 
 // inForce reports whether o's key still stands for o's user.
@@ -403,6 +406,16 @@ func (c *sessionCap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	o := owner{user: ti.UserID}
 	o.key, _ = ti.Extra[keyExtra].(string)
 	sid := r.Header.Get("Mcp-Session-Id")
+	if sid != "" && o.key != "" {
+		// The key a session was last used with is the one that must stay
+		// in force: a client moved to a new key before the old one is
+		// revoked keeps its session (reserve).
+		c.mu.Lock()
+		if cur, ok := c.owners[sid]; ok && cur.user == o.user {
+			c.owners[sid] = o
+		}
+		c.mu.Unlock()
+	}
 	if r.Method == http.MethodGet && sid != "" {
 		stop := c.watchKey(r.Context(), sid, o)
 		defer stop()

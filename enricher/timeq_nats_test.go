@@ -552,3 +552,36 @@ func checkTimedEnrich(t *testing.T, h *harness, cases []timedEnrichCase) {
 
 // nov is 09:00 UTC on day d of November 2026, the month of timeAt.
 func nov(d int) time.Time { return time.Date(2026, 11, d, 9, 0, 0, 0, time.UTC) }
+
+// TestEnrichTimeQuestionFindsWhatWasToldAfter: a question about a day is
+// answered by the turn that told of it the next day, and a turn of that
+// day holding only the name asked about does not outrank it (a time walk
+// on LoCoMo: "What movie did Joanna watch on 1 May, 2022?", told on 2 May;
+// the range ended on 1 May, and its items were ranked by the range's own
+// word frequencies, so "joanna" looked rare there).
+func TestEnrichTimeQuestionFindsWhatWasToldAfter(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	day := func(d, h int) time.Time { return time.Date(2022, time.May, d, h, 0, 0, 0, time.UTC) }
+	var seed []store.ContextWrite
+	// Joanna is named all month, mostly without a movie.
+	for d := 3; d <= 20; d++ {
+		seed = append(seed, store.ContextWrite{UserID: "nate", Question: "Joanna says hi", Answer: "Say hi back to Joanna.", CreatedAt: day(d, 9), EventID: "hi-" + strconv.Itoa(d)})
+	}
+	seed = append(seed,
+		store.ContextWrite{UserID: "nate", Question: "Joanna called me this morning", Answer: "How is she?", CreatedAt: day(1, 9), EventID: "called"},
+		store.ContextWrite{UserID: "nate", Question: "Joanna watched a movie yesterday: Little Women", Answer: "Did she like it?", CreatedAt: day(2, 18), EventID: "told"},
+	)
+	insertContext(t, st, seed...)
+	zero := 0.0
+	r := enrich(t, h, events.EnrichRequest{UserID: "nate", Message: "What movie did Joanna watch on 1 May, 2022?", At: day(25, 12), Threshold: &zero})
+	if got := eventIDs(r.Context); len(got) == 0 || got[0] != "told" {
+		t.Errorf("the movie of 1 May, told on 2 May: found %q, want \"told\" first", got)
+	}
+	// Told in a range of its own, the answer is found in the range alone.
+	r = enrich(t, h, events.EnrichRequest{UserID: "nate", Message: "What did Joanna do on 1 May, 2022?", At: day(25, 12), Threshold: &zero})
+	if got := eventIDs(r.Context); len(got) == 0 || got[0] != "called" {
+		t.Errorf("what Joanna did on 1 May: found %q, want \"called\" first", got)
+	}
+}

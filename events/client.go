@@ -58,11 +58,14 @@ func defaultTimeout(endpoint string) time.Duration {
 
 // requestTimeout is how long a request to endpoint waits when its context
 // has no deadline: WithRequestTimeout's, else the endpoint's default.
-// Forget, language and export keep their own unless it is longer: they
-// take minutes on a large memory whatever the caller's usual bound.
+// Forget and language keep their own unless it is longer: they take
+// minutes on a large memory whatever the caller's usual bound. An export
+// page waits WithRequestTimeout's whatever it is: bounding each page of a
+// paged call is what it is for (memoryd export --timeout 1s waited a
+// silent page DefaultExportWait, a review).
 func (c *Client) requestTimeout(endpoint string) time.Duration {
 	d := defaultTimeout(endpoint)
-	if c.timeout > 0 && (d == DefaultClientTimeout || c.timeout > d) {
+	if c.timeout > 0 && (d == DefaultClientTimeout || endpoint == "export" || c.timeout > d) {
 		return c.timeout
 	}
 	return d
@@ -117,8 +120,9 @@ type Client struct {
 
 // WithRequestTimeout returns a client whose requests each wait at most d
 // when their context has no deadline, instead of DefaultClientTimeout
-// (forget, language and export pages keep their own, longer defaults
-// unless d is longer still). It is for the
+// (forget and language keep their own, longer defaults unless d is
+// longer still; an export page waits d, DefaultExportWait without it).
+// It is for the
 // calls made of several requests (Export, Import, ListFacts), whose number
 // grows with the user's memory: a deadline on their context bounds them
 // whole, where this bounds each request (a page, a part of the import) and

@@ -95,7 +95,7 @@ func (c *Client) ExportPage(ctx context.Context, req ExportRequest) (ExportReply
 
 // Export writes the user's whole export to w, page by page: the memory
 // as it was at the first page. Without a deadline in ctx each page waits
-// DefaultExportWait (or the client's WithRequestTimeout when longer): the
+// DefaultExportWait (or the client's WithRequestTimeout): the
 // first page of a large memory, which memoryd reads and copies whole, takes
 // seconds (9-10 s for 94 MB). A page refused part-way (its copy gone, or
 // the user forgotten) is a *ServiceError with Code 409: export again.

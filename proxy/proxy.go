@@ -354,7 +354,7 @@ func (p *Proxy) Handler() http.Handler {
 		}
 		writeError(w, http.StatusNotFound, "invalid_request_error", "not_found", msg)
 	})
-	return mux
+	return bodyDeadline(p.cfg.BodyTimeout, mux)
 }
 
 // Start listens on Config.Listen and serves in the background.

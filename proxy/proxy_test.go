@@ -1423,3 +1423,35 @@ func TestBodyTimeoutEndsWithTheBody(t *testing.T) {
 	}
 	e.waitProcessed(t, "alice", 1)
 }
+
+// TestSlowBodyOfAnUnreadRequestIsCutOff: a request the proxy answers
+// without reading its body (no key or a wrong one, a probe, an unknown
+// path) is bounded by BodyTimeout too. net/http reads such a body (up to
+// 256 KiB) before it sends the answer's headers, so without a deadline a
+// client with no key at all held the request open, unanswered, by never
+// sending the body it announced (a review: only the chat's own read of
+// the body had the deadline).
+func TestSlowBodyOfAnUnreadRequestIsCutOff(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *proxy.Config) { c.BodyTimeout = 200 * time.Millisecond })
+	for _, head := range []string{
+		"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer not-a-key\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"model\":",
+		"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\nx",
+		"POST /v1/embeddings HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\nx",
+	} {
+		conn, err := net.Dial("tcp", e.proxy.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := conn.Write([]byte(head)); err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%q: %v, want an answer (a timeout: the request was held open)", strings.SplitN(head, "\r\n", 2)[0], err)
+		}
+		resp.Body.Close()
+	}
+}

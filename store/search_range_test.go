@@ -80,6 +80,16 @@ func TestSearchRange(t *testing.T) {
 			}
 		})
 	}
+	// A ranged read gives each term's document frequency over all the
+	// user's items, not the range's (a word looked rare in a narrow range,
+	// and outranked the answer: a time walk); bob's items are not counted.
+	c, err := s.SearchContext(ctx, store.SearchQuery{UserID: "alice", Keywords: []string{"dentist", "soup", "zebra"}, Since: day(7), Until: day(8)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(c.DF, []int{3, 1, 0}) || len(c.Matches) != 2 {
+		t.Errorf("ranged read: DF %v over terms %v, %d matches; want [3 1 0] over all alice's items, 2 matches in range", c.DF, c.Terms, len(c.Matches))
+	}
 	// Recall with a range: the facts are not filtered.
 	if _, _, err := s.Recall(ctx, store.RecallQuery{SearchQuery: store.SearchQuery{UserID: "alice", Since: day(7), Until: day(8), Latest: 3}, MaxFacts: 5}); err != nil {
 		t.Fatal(err)

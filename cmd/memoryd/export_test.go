@@ -394,3 +394,38 @@ func TestExportBesideAnActiveUser(t *testing.T) {
 		t.Errorf("the export holds %d context items and %d counter facts, want %d and 1", n, bytes.Count(data, []byte(`{"type":"fact","key":"counter"`)), len(items))
 	}
 }
+
+// TestExportTimeoutUnderItsDefaultBoundsAPage: an export's --timeout below
+// its default bounds each page, as its help says ("--timeout bounds each
+// page's request"): the client made with it must not wait memoryd's own
+// bound instead (a review: --timeout 1s waited a silent page for 2m15s).
+func TestExportTimeoutUnderItsDefaultBoundsAPage(t *testing.T) {
+	t.Parallel()
+	nc := eventstest.Conn(t)
+	prefix, _ := eventstest.Names(t, nc)
+	sub, err := nc.Subscribe(prefix+".export.*", func(*nats.Msg) {}) // never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		errOut string
+		code   int
+	}
+	done := make(chan result, 1)
+	go func() {
+		_, errOut, code := runArgs(context.Background(), "export", "--user", "alice", "--nats-url", eventstest.URL(), "--prefix", prefix, "--timeout", "1s")
+		done <- result{errOut, code}
+	}()
+	select {
+	case r := <-done:
+		if r.code != 1 {
+			t.Fatalf("export of a silent service, --timeout 1s: exit %d, stderr %q; want 1", r.code, r.errOut)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("export --timeout 1s still waiting for its first page after 30 s")
+	}
+}
