@@ -440,7 +440,8 @@ func rangedDFSQL(sql string) string {
 	return strings.Replace(sql, old, `CASE WHEN $2 <> '' AND NOT (SELECT phrase FROM kw) THEN
 			(SELECT array_agg(coalesce(d.n, 0) ORDER BY u.o)
 			FROM unnest((SELECT t FROM tm)::text[]) WITH ORDINALITY u(l, o)
-			LEFT JOIN (SELECT x >> 32 AS o, count(*)::int8 AS n FROM cand, unnest(cand.counts) x GROUP BY 1) d ON d.o = u.o) END AS counts
+			LEFT JOIN (SELECT lexeme, count(*)::int8 AS n FROM context_terms
+				WHERE user_id = $1 AND lexeme = ANY((SELECT t FROM tm)::text[]) GROUP BY lexeme) d ON d.lexeme = u.l) END AS counts
 	FROM context WHERE user_id = $1`, 1)
 }
 
