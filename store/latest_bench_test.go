@@ -45,6 +45,7 @@ func BenchmarkRecallLatest(b *testing.B) {
 		since, until time.Time
 	}{
 		{"day", t0.AddDate(0, 3, 0), t0.AddDate(0, 3, 1)},
+		{"month", t0.AddDate(0, 3, 0), t0.AddDate(0, 4, 0)},
 		{"year", t0, t0.AddDate(1, 0, 0)},
 	} {
 		// A question with keywords and a day: the whole memory's

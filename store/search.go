@@ -346,6 +346,14 @@ var recallStatements = func() map[recallShape]string {
 				sql = sql[:i] + "\tUNION ALL" + strings.ReplaceAll(latest, "{latest}", fmt.Sprintf("$%d", n+1))
 			} else {
 				sql = strings.Replace(sql, "AND (SELECT phrase FROM kw) OFFSET 0", "AND (SELECT phrase FROM kw)"+cond+" OFFSET 0", 1)
+				// Only the range's items are aggregated: the whole
+				// memory's were, then joined to the range (16 ms for a
+				// day's question whose words are in 10,000 items).
+				const agg = "AND NOT (SELECT phrase FROM kw)\n\t\tGROUP BY item_id)"
+				if !strings.Contains(sql, agg) {
+					panic("store: recallSQL has no " + agg)
+				}
+				sql = strings.Replace(sql, agg, "AND NOT (SELECT phrase FROM kw)\n\t\t\tAND item_id IN (SELECT id FROM context WHERE user_id = $1"+scope+cond+")\n\t\tGROUP BY item_id)", 1)
 			}
 		}
 		if sh.ranged && !sh.latest && !sh.scoped {
