@@ -10,12 +10,18 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/memoryd/memoryd/events"
 )
 
 // runImport is `memoryd import`: an export merged into a user's memory,
 // over memory.import.
+// importWait is import's default --timeout: memoryd's default write
+// budget (enricher.Config.WriteTimeout, 5 s) and 5 s more, so that its own
+// answer, done or failed, comes first.
+const importWait = 10 * time.Second
+
 func runImport(ctx context.Context, a *cli, args []string) (err error) {
 	var o clientOptions
 	defer func() { err = o.callError(err) }()
@@ -32,7 +38,10 @@ short mid-line); stdin is sent as it is read. A file cut at a line's end
 cannot be told from a whole one: check its line count against what export
 printed. --timeout bounds each request, not the whole import, which takes
 as many as the file needs.`)
-	o.register(f)
+	// A part's work may take memoryd's whole write budget (5 s by
+	// default) under load: waiting as long, the command gave up as the
+	// reply came, not knowing whether the part was written.
+	o.registerTimeout(f, importWait)
 	o.perRequest = true
 	pos, err := o.parse(f, args)
 	if err != nil {
