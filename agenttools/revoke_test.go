@@ -34,6 +34,15 @@ func (k *liveKeys) revoke(key string) {
 	delete(k.m, key)
 }
 
+// serveLiveKeys serves the MCP handler with keys that the test may
+// revoke, and sessions capped at maxSessions (0: the default).
+func serveLiveKeys(t *testing.T, maxSessions int, keys map[string]string) (*liveKeys, string) {
+	t.Helper()
+	ks := &liveKeys{m: keys}
+	return ks, serveHTTPConfig(t, agenttools.Config{Client: startEnricher(t), Timeout: 10 * time.Second, MaxUserSessions: maxSessions,
+		Keys: ks, Logger: slog.New(slog.DiscardHandler)})
+}
+
 // initialize opens a session with key by a raw initialize and returns its
 // id.
 func initialize(t *testing.T, url, key string) string {
@@ -62,9 +71,7 @@ func initialize(t *testing.T, url, key string) string {
 // SessionTimeout, 30 minutes, and the user's new key got 429).
 func TestRevokedKeysSessionsFreeTheirSlots(t *testing.T) {
 	t.Parallel()
-	ks := &liveKeys{m: map[string]string{"leaked": "alice", "new": "alice", "bob-key": "bob"}}
-	url := serveHTTPConfig(t, agenttools.Config{Client: startEnricher(t), Timeout: 10 * time.Second, MaxUserSessions: 2,
-		Keys: ks, Logger: slog.New(slog.DiscardHandler)})
+	ks, url := serveLiveKeys(t, 2, map[string]string{"leaked": "alice", "new": "alice", "bob-key": "bob"})
 	initialize(t, url, "leaked")
 	initialize(t, url, "leaked")
 	ks.revoke("leaked")
@@ -84,9 +91,7 @@ func TestRevokedKeysSessionsFreeTheirSlots(t *testing.T) {
 // is not touched.
 func TestRevokedKeysStreamEnds(t *testing.T) {
 	t.Parallel()
-	ks := &liveKeys{m: map[string]string{"alice-key": "alice", "bob-key": "bob"}}
-	url := serveHTTPConfig(t, agenttools.Config{Client: startEnricher(t), Timeout: 10 * time.Second,
-		Keys: ks, Logger: slog.New(slog.DiscardHandler)})
+	ks, url := serveLiveKeys(t, 0, map[string]string{"alice-key": "alice", "bob-key": "bob"})
 	stream := func(key, sid string) (net.Conn, io.Reader) {
 		t.Helper()
 		conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
@@ -209,9 +214,7 @@ func TestSlowBodyOfAProbeIsCutOff(t *testing.T) {
 // key lost its session at the user's next initialize).
 func TestSessionMovedToANewKeySurvivesTheOldOnesRevoke(t *testing.T) {
 	t.Parallel()
-	ks := &liveKeys{m: map[string]string{"old": "alice", "new": "alice"}}
-	url := serveHTTPConfig(t, agenttools.Config{Client: startEnricher(t), Timeout: 10 * time.Second,
-		Keys: ks, Logger: slog.New(slog.DiscardHandler)})
+	ks, url := serveLiveKeys(t, 0, map[string]string{"old": "alice", "new": "alice"})
 	sid := initialize(t, url, "old")
 	if code := toolsList(t, url, "new", sid); code != http.StatusOK {
 		t.Fatalf("the session with the new key: %d", code)
