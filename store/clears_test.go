@@ -452,3 +452,54 @@ func TestClearOwnTimeMerges(t *testing.T) {
 		}
 	})
 }
+
+// TestClearCoversTheTurnReworded: a clear by id or by question covers any
+// item extracted again from the deleted items' turns, however another
+// model words it (a facts walk: a cleared item came back reworded after a
+// model change and a replay); another turn's items, and another user's
+// of the same event id, are stored; a later turn stores again.
+func TestClearCoversTheTurnReworded(t *testing.T) {
+	ctx, s := setup(t)
+	insert := func(user, q, a, event string, at time.Time) bool {
+		t.Helper()
+		ids, err := s.InsertContext(ctx, []store.ContextWrite{{UserID: user, Question: q, Answer: a, EventID: event, CreatedAt: at}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids[0] != 0
+	}
+	insert("ana", "What stretching routine suits Ana after climbing?", "Ten minutes of forearm stretches", "e1", t0)
+	insert("ana", "Where does Ana climb?", "At the Lisbon gym", "e2", t0)
+	insert("ana", "What does Ana cook?", "Lentil soup", "e3", t0)
+	items, err := s.ListContext(ctx, "ana", store.ContextCursor{}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stretch int64
+	for _, it := range items {
+		if it.EventID == "e1" {
+			stretch = it.ID
+		}
+	}
+	if n, err := s.DeleteContext(ctx, store.ContextDelete{UserID: "ana", ID: stretch}); err != nil || n != 1 {
+		t.Fatalf("clear by id: %d, %v", n, err)
+	}
+	if n, err := s.DeleteContext(ctx, store.ContextDelete{UserID: "ana", Question: "What does Ana cook?"}); err != nil || n != 1 {
+		t.Fatalf("clear by question: %d, %v", n, err)
+	}
+	for _, tt := range []struct {
+		user, q, a, event string
+		at                time.Time
+		stored            bool
+	}{
+		{"ana", "Post-climbing stretches for Ana?", "10 minutes of forearm stretches", "e1", t0, false}, // reworded, the cleared turn
+		{"ana", "Ana's usual dinner?", "A lentil soup", "e3", t0, false},                                // reworded, the question's turn
+		{"ana", "Which gym does Ana climb at?", "The Lisbon one", "e2", t0, true},                       // a turn not cleared
+		{"bob", "Post-climbing stretches for Bob?", "Shoulder rolls", "e1", t0, true},                   // another user's e1
+		{"ana", "Post-climbing stretches for Ana?", "Yoga now", "e9", t0.Add(48 * time.Hour), true},     // said again later
+	} {
+		if got := insert(tt.user, tt.q, tt.a, tt.event, tt.at); got != tt.stored {
+			t.Errorf("%s %q of %s: stored %v, want %v", tt.user, tt.q, tt.event, got, tt.stored)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -111,6 +112,26 @@ func questionKey(userID, question string) []byte {
 	return h.Sum(nil)
 }
 
+// eventKey is the key of context_clears that covers every item extracted
+// from one turn, the user's event eventID (nil without one). A clear by id
+// or by question records the keys of the deleted items' turns beside
+// their pairs' (DeleteContext), so that the turn extracted again by
+// another model, which words its pairs otherwise, does not bring back what
+// was cleared (a facts walk: a cleared item came back reworded after a
+// model change and a replay). eventKeySQL spells the same in SQL. Its
+// input is unlike a content or question hash's (those hold NULs, and no
+// field does), so it equals neither.
+func eventKey(userID, eventID string) []byte {
+	if eventID == "" {
+		return nil
+	}
+	h := sha256.Sum256([]byte("memoryd-event:" + strconv.Itoa(len(userID)) + ":" + userID + eventID))
+	return h[:]
+}
+
+// eventKeySQL is eventKey of the SQL expressions {user} and {event}.
+const eventKeySQL = `sha256(convert_to('memoryd-event:' || octet_length({user})::text || ':' || {user} || {event}, 'UTF8'))`
+
 // clearKeys are the keys of context_clears that cover a pair: its content
 // hash and its question's, under normalize and, since a clear recorded
 // before migration 051 holds a hash of legacyNormalize, under that too.
@@ -149,7 +170,7 @@ func (s *Store) InsertContext(ctx context.Context, items []ContextWrite) ([]int6
 	n := len(items)
 	users, qs, as, events, convs, extractors, models, prompts := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	ats := make([]time.Time, n)
-	hashes, qhashes, lhashes, lqhashes := make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n)
+	hashes, qhashes, lhashes, lqhashes, ehashes := make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n)
 	ords := make([]int32, n)
 	seqs, streams := make([]int64, n), make([]*time.Time, n)
 	for i, it := range items {
@@ -159,6 +180,7 @@ func (s *Store) InsertContext(ctx context.Context, items []ContextWrite) ([]int6
 		ats[i] = it.CreatedAt
 		k := keysOf(it.UserID, it.Question, it.Answer)
 		hashes[i], qhashes[i], lhashes[i], lqhashes[i] = k.hash, k.question, k.legacyHash, k.legacyQuestion
+		ehashes[i] = eventKey(it.UserID, it.EventID)
 		ords[i] = int32(i)
 	}
 	ids := make([]int64, n)
@@ -168,7 +190,7 @@ func (s *Store) InsertContext(ctx context.Context, items []ContextWrite) ([]int6
 		if err := q.lockClears(ctx, users, false); err != nil {
 			return err
 		}
-		if err := q.insertContext(ctx, ids, users, qs, as, ats, events, convs, hashes, extractors, models, prompts, ords, qhashes, seqs, streams, lhashes, lqhashes); err != nil {
+		if err := q.insertContext(ctx, ids, users, qs, as, ats, events, convs, hashes, extractors, models, prompts, ords, qhashes, seqs, streams, lhashes, lqhashes, ehashes); err != nil {
 			return err
 		}
 		var refs []ContextRef
@@ -202,10 +224,10 @@ func (s *Store) InsertContext(ctx context.Context, items []ContextWrite) ([]int6
 func (s *Store) insertContext(ctx context.Context, ids []int64, args ...any) error {
 	rows, err := s.db.Query(ctx, `
 		WITH w AS (
-			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::bytea[], $8::text[], $9::text[], $10::text[], $11::int[], $12::bytea[], $13::bigint[], $14::timestamptz[], $15::bytea[], $16::bytea[])
-				AS w(u, q, a, t, e, c, h, x, m, p, o, qh, sq, sc, lh, lqh)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::bytea[], $8::text[], $9::text[], $10::text[], $11::int[], $12::bytea[], $13::bigint[], $14::timestamptz[], $15::bytea[], $16::bytea[], $17::bytea[])
+				AS w(u, q, a, t, e, c, h, x, m, p, o, qh, sq, sc, lh, lqh, eh)
 			WHERE NOT EXISTS (SELECT FROM context_clears cl
-				WHERE cl.user_id = w.u AND cl.hash IN ('\x'::bytea, w.h, w.qh, w.lh, w.lqh)
+				WHERE cl.user_id = w.u AND cl.hash IN ('\x'::bytea, w.h, w.qh, w.lh, w.lqh, w.eh)
 				  AND (`+clearedTime("cl", "w.sq", "w.sc")+` >= w.t OR `+coveredByPosition("cl", "w.sq", "w.sc")+`))
 		), ins AS (
 			INSERT INTO context AS c (user_id, question, answer, created_at, event_id, conversation_id, content_hash, extractor, model, prompt_version)

@@ -111,8 +111,8 @@ func TestExportForgetImportIsByteIdentical(t *testing.T) {
 	if !bytes.HasPrefix(first, []byte(header)) || bytes.Contains(first, []byte("alice")) {
 		t.Fatalf("export does not start with the header or names the user:\n%s", first)
 	}
-	if n := bytes.Count(first, []byte(`"type":"context_clear"`)); n != 2 {
-		t.Errorf("%d context clears, want 2 (by id, by question)", n)
+	if n := bytes.Count(first, []byte(`"type":"context_clear"`)); n != 3 {
+		t.Errorf("%d context clears, want 3 (by id, by question, and the turn of the item cleared by id)", n)
 	}
 
 	if _, _, err := s.ForgetUser(ctx, "alice", "alice", store.StreamPosition{}, store.RiverJobs{}); err != nil {
@@ -125,7 +125,7 @@ func TestExportForgetImportIsByteIdentical(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if counts["fact"] != 4 || counts["fact_item"] != 2 || counts["context"] != 4 || counts["fact_clear"] != 1 || counts["fact_value_clear"] != 1 || counts["context_clear"] != 2 {
+	if counts["fact"] != 4 || counts["fact_item"] != 2 || counts["context"] != 4 || counts["fact_clear"] != 1 || counts["fact_value_clear"] != 1 || counts["context_clear"] != 3 {
 		t.Errorf("import counts = %v", counts)
 	}
 	if again := export(t, ctx, s, "alice"); !bytes.Equal(again, first) {

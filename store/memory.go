@@ -84,7 +84,9 @@ var ErrEmptySelection = errors.New("empty selection: set an id, a question or al
 // whose turn is not later is never inserted afterwards, neither by an
 // extraction that was running meanwhile nor by a replay nor an import: for
 // All, any item of the user; for a Question, any pair with that question
-// (normalised, even when no item matched yet); for an ID, the pair deleted.
+// (normalised, even when no item matched yet); for an ID, the pair deleted;
+// and for both, any item extracted again from a deleted item's turn
+// (eventKey: another model's wording of it, in a replay).
 // A later turn, or StoreContext, stores the pair again. With a turn stream
 // set (SetTurnStream), the clear also records the stream's position, read
 // before its transaction, and its own time (own_at, migration 050): an item
@@ -138,7 +140,7 @@ func (s *Store) DeleteContext(ctx context.Context, d ContextDelete) (int64, erro
 				WHERE user_id = $1
 				  AND ($2::bigint = 0 OR id = $2)
 				  AND ($3::bigint[] IS NULL OR id = ANY($3))
-				RETURNING content_hash, created_at
+				RETURNING content_hash, created_at, event_id
 			), clear AS (
 				INSERT INTO context_clears AS c (user_id, hash, cleared_at, own_at, stream_seq, stream_stored_at)
 				-- own_at: without a position the clear judges every turn by
@@ -148,12 +150,18 @@ func (s *Store) DeleteContext(ctx context.Context, d ContextDelete) (int64, erro
 					$6::bigint, $7::timestamptz
 				FROM (SELECT $4::bytea AS hash, (SELECT max(created_at) FROM gone) AS at WHERE $4::bytea IS NOT NULL
 				      UNION ALL
-				      SELECT content_hash, max(created_at) FROM gone WHERE $4::bytea IS NULL GROUP BY content_hash) k
+				      SELECT content_hash, max(created_at) FROM gone WHERE $4::bytea IS NULL GROUP BY content_hash
+				      UNION ALL
+				      -- The deleted items' turns: extracted again (a
+				      -- replay, another model's wording), they bring
+				      -- nothing back (eventKey). A clear of all needs none.
+				      SELECT `+strings.NewReplacer("{user}", "$1::text", "{event}", "event_id").Replace(eventKeySQL)+`, max(created_at)
+				      FROM gone WHERE event_id <> '' AND NOT $8::bool GROUP BY event_id) k
 				ON CONFLICT (user_id, hash) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at),
 					own_at = greatest(c.own_at, excluded.own_at), `+mergeStreamPosition+`
 			)
 			SELECT count(*) FROM gone`,
-				d.UserID, d.ID, nilIfNone(question, ids), key, now(), int64(pos.Seq), pos.storedOrNil()).Scan(&n)
+				d.UserID, d.ID, nilIfNone(question, ids), key, now(), int64(pos.Seq), pos.storedOrNil(), d.All).Scan(&n)
 		}
 		if !d.All {
 			return del()

@@ -327,7 +327,14 @@ stated the value and when.`)
 		}
 		tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 		for _, f := range facts {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Key, f.Value, shownTime(f.UpdatedAt))
+			// The time shown is when the value was stated (source_at, the
+			// order of the list), not when memoryd wrote it (updated_at,
+			// which a replay or a late extraction moves).
+			at := f.SourceAt
+			if at.IsZero() {
+				at = f.UpdatedAt
+			}
+			fmt.Fprintf(tw, "%s\t%s\tstated %s\n", f.Key, f.Value, shownTime(at))
 		}
 		if err := tw.Flush(); err != nil {
 			return err

@@ -103,3 +103,37 @@ func TestFactsSetNamesTheCanonicalKey(t *testing.T) {
 		}
 	}
 }
+
+// TestFactsListShowsWhenStated: `memoryd facts list` prints each fact with
+// the time its value was stated (source_at, by which the list is ordered),
+// not when memoryd wrote it: it printed updated_at, so after a replay every
+// fact showed the replay's time, and a late extraction of an old turn
+// showed today beside facts stated later.
+func TestFactsListShowsWhenStated(t *testing.T) {
+	t.Parallel()
+	_, prefix, st := startTestEnricher(t)
+	ctx := context.Background()
+	stated := time.Date(2025, 3, 1, 9, 0, 0, 0, time.UTC)
+	if _, err := st.UpsertFacts(ctx, []store.FactWrite{
+		{UserID: "alice", Key: "location", Value: "Lisbon", SourceAt: stated, EventID: "ev-1", ConversationID: "conv-1"},
+		{UserID: "alice", Key: "occupation", Value: "nurse", SourceAt: stated.Add(-time.Hour), EventID: "ev-0", ConversationID: "conv-1"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runArgs(ctx, "facts", "list", "--user", "alice", "--nats-url", eventstest.URL(), "--prefix", prefix, "--log-format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("facts list:\n%s", out)
+	}
+	for i, want := range []struct {
+		key string
+		at  time.Time
+	}{{"location", stated}, {"occupation", stated.Add(-time.Hour)}} {
+		if !strings.HasPrefix(lines[i], want.key) || !strings.Contains(lines[i], "stated "+shownTime(want.at)) {
+			t.Errorf("line %d %q: want %s stated %s", i, lines[i], want.key, shownTime(want.at))
+		}
+	}
+}
