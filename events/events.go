@@ -202,6 +202,10 @@ var turnFields = sync.OnceValue(func() []string {
 	return names
 })
 
+// TurnFields returns the JSON names of a turn event's fields, those a
+// ValidationError's Field names (a new slice each call).
+func TurnFields() []string { return append([]string(nil), turnFields()...) }
+
 // repeatedField refuses an event naming one of Turn's fields twice, in
 // any case: encoding/json matches keys case-insensitively and takes the
 // last, where most parsers read keys exactly, so {"memory":false,

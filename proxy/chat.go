@@ -539,7 +539,7 @@ func (p *Proxy) enrich(ctx context.Context, user string, rq *request) string {
 // enrichOutcome is enrich's injection and its outcome for the Observer.
 func (p *Proxy) enrichOutcome(ctx context.Context, user string, rq *request) (string, string) {
 	if !rq.memory || !rq.hasText() {
-		return "", "skipped"
+		return "", EnrichOutcomeSkipped
 	}
 	// Every round of a tool-call loop is enriched anew, though the same
 	// message then changes under the model when memory changed between
@@ -553,14 +553,14 @@ func (p *Proxy) enrichOutcome(ctx context.Context, user string, rq *request) (st
 	switch {
 	case err != nil:
 		p.log.Warn(msgEnrichFailed, "user_id", user, "error", err)
-		return "", "failed"
+		return "", EnrichOutcomeFailed
 	case reply.Degraded:
 		p.log.Warn(msgEnrichDegraded, "user_id", user, "reason", reply.Reason)
-		return "", "degraded"
+		return "", EnrichOutcomeDegraded
 	case reply.Injection == "":
-		return "", "empty"
+		return "", EnrichOutcomeEmpty
 	}
-	return reply.Injection, "enriched"
+	return reply.Injection, EnrichOutcomeEnriched
 }
 
 // lastBytes returns the end of s in at most n bytes, starting on a rune

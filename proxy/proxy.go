@@ -87,10 +87,34 @@ const (
 	OutcomeUpstreamTimeout     = "upstream_timeout"     // 504: no response headers within UpstreamTimeout
 	OutcomeUpstreamUnreachable = "upstream_unreachable" // 502
 	OutcomeUnauthorized        = "unauthorized"         // 401: no or unknown key
-	OutcomeBadRequest          = "bad_request"          // 400 or 413: refused before forwarding
+	OutcomeBadRequest          = "bad_request"          // 400, 408 or 413: refused before forwarding
 	OutcomeCut                 = "cut"                  // the client went away, or the upstream's body broke off
 	OutcomeUpstreamStalled     = "upstream_stalled"     // the upstream's body sent nothing for UpstreamIdle: cut
 )
+
+// Outcomes are the outcomes Observer.Request reports, so that a metrics
+// layer can show each at 0 before it first happens.
+func Outcomes() []string {
+	return []string{OutcomeOK, OutcomeUpstreamStatus, OutcomeUpstreamTimeout, OutcomeUpstreamUnreachable,
+		OutcomeUnauthorized, OutcomeBadRequest, OutcomeCut, OutcomeUpstreamStalled}
+}
+
+// Endpoints are the endpoints Observer.Request reports.
+func Endpoints() []string { return []string{"chat", "models"} }
+
+// Outcomes of Observer.Enriched.
+const (
+	EnrichOutcomeEnriched = "enriched" // an injection added
+	EnrichOutcomeEmpty    = "empty"    // memory answered with nothing to inject
+	EnrichOutcomeDegraded = "degraded" // memoryd answered degraded: forwarded unenriched
+	EnrichOutcomeFailed   = "failed"   // no answer within EnrichBudget, or an error
+	EnrichOutcomeSkipped  = "skipped"  // memory off for the request, or no text to enrich
+)
+
+// EnrichOutcomes are the outcomes Observer.Enriched reports.
+func EnrichOutcomes() []string {
+	return []string{EnrichOutcomeEnriched, EnrichOutcomeEmpty, EnrichOutcomeDegraded, EnrichOutcomeFailed, EnrichOutcomeSkipped}
+}
 
 // Config configures a Proxy.
 type Config struct {

@@ -432,11 +432,16 @@ const (
 	reasonOther           = "other"
 )
 
-// RejectReasons are the reasons Observer.TurnRejected reports that do not
-// name a field, so that a metrics layer can show them at 0 before they
-// first happen; a field's is "invalid_" and the field's JSON name.
+// RejectReasons are the reasons Observer.TurnRejected reports, so that a
+// metrics layer can show them at 0 before they first happen: those that
+// name no field, and a field's, "invalid_" and the field's JSON name, for
+// each of a turn event's fields.
 func RejectReasons() []string {
-	return []string{reasonTokenMismatch, reasonSubject, reasonConflictingID, reasonPostgresRefused, reasonMalformed, reasonOther}
+	reasons := []string{reasonTokenMismatch, reasonSubject, reasonConflictingID, reasonPostgresRefused, reasonMalformed, reasonOther}
+	for _, f := range events.TurnFields() {
+		reasons = append(reasons, "invalid_"+f)
+	}
+	return reasons
 }
 
 // rejectReason labels a rejection for metrics: the invalid field, or the kind

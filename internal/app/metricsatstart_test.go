@@ -42,6 +42,11 @@ func TestLabelledMetricsReadZeroAtStart(t *testing.T) {
 	for _, o := range worker.ExtractOutcomes() {
 		want = append(want, `memoryd_extraction_duration_seconds_count{outcome="`+o+`"} 0`)
 	}
+	// Field reasons too (a walk: invalid_timestamp appeared with its first
+	// dead letter).
+	for _, r := range []string{"malformed", "token_mismatch", "invalid_timestamp", "invalid_id", "invalid_user_id"} {
+		want = append(want, `memoryd_turns_rejected_total{reason="`+r+`"} 0`)
+	}
 	for _, k := range worker.RedactionKinds() {
 		for _, where := range []string{worker.RedactedInTurn, worker.RedactedInMemory} {
 			want = append(want, `memoryd_redactions_total{kind="`+k+`",where="`+where+`"} 0`)

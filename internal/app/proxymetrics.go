@@ -7,6 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/memoryd/memoryd/proxy"
 )
 
 // ProxyMetrics are the Prometheus metrics of `memoryd proxy`. It implements
@@ -50,8 +52,17 @@ func NewProxyMetrics() *ProxyMetrics {
 	for _, o := range []string{"published", "failed"} {
 		m.published.WithLabelValues(o)
 	}
-	for _, o := range []string{"enriched", "degraded", "failed"} {
+	// Every outcome, as serve's labelled series: an alert on the increase
+	// of a series that appears with its first event misses that event
+	// (upstream_unreachable, say). The upstream's status classes are
+	// left to appear with their first answer.
+	for _, o := range proxy.EnrichOutcomes() {
 		m.enrich.WithLabelValues(o)
+	}
+	for _, e := range proxy.Endpoints() {
+		for _, o := range proxy.Outcomes() {
+			m.requests.WithLabelValues(e, o)
+		}
 	}
 	return m
 }

@@ -1,8 +1,12 @@
 package app
 
 import (
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/memoryd/memoryd/proxy"
 )
 
 // BenchmarkProxyMetrics measures what the proxy's metrics add to one chat
@@ -19,4 +23,33 @@ func BenchmarkProxyMetrics(b *testing.B) {
 			m.TurnPublished(true)
 		}
 	})
+}
+
+// TestProxyMetricsReadZeroAtStart: every request outcome of both endpoints
+// and every enrich outcome is on the proxy's /metrics at 0 before its
+// first event, as serve's labelled series are (a metrics walk: only
+// enriched, degraded and failed were, so an alert on
+// increase(memoryd_proxy_requests_total{outcome="upstream_unreachable"}[5m])
+// missed the first outage, and the request series appeared with the
+// first request).
+func TestProxyMetricsReadZeroAtStart(t *testing.T) {
+	rec := httptest.NewRecorder()
+	NewProxyMetrics().Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	var want []string
+	for _, e := range proxy.Endpoints() {
+		for _, o := range proxy.Outcomes() {
+			want = append(want, `memoryd_proxy_requests_total{endpoint="`+e+`",outcome="`+o+`"} 0`)
+		}
+	}
+	for _, o := range proxy.EnrichOutcomes() {
+		want = append(want, `memoryd_proxy_enrich_duration_seconds_count{outcome="`+o+`"} 0`)
+	}
+	want = append(want, `memoryd_proxy_requests_total{endpoint="chat",outcome="upstream_unreachable"} 0`,
+		`memoryd_proxy_enrich_duration_seconds_count{outcome="skipped"} 0`)
+	for _, w := range want {
+		if !strings.Contains(body, w+"\n") {
+			t.Errorf("/metrics at start lacks %q", w)
+		}
+	}
 }
