@@ -555,7 +555,16 @@ func (s *Service) relevant(ctx context.Context, p enrichParams) ([]store.Fact, [
 			facts, cands, err = s.recall.Recall(ctx, store.RecallQuery{SearchQuery: q, MaxFacts: s.cfg.MaxFacts, FirstFacts: CoreFactKeys})
 			items, defaults = newest(cands, p.maxResults), cands.DocDefaults
 		} else {
-			facts, items, defaults, err = s.ranked(ctx, q, vector(), p)
+			// Every match in the range is admitted, whatever its score, as
+			// the range's items are for a question about a time alone: the
+			// question named both the time and the word. Scored against
+			// the whole memory, an item of the range holding a word the
+			// memory often says fell under the threshold, and the search
+			// without the range answered with other months' items (a
+			// review: "what pizza did I have yesterday?" got October's).
+			inRange := p
+			inRange.threshold = 0
+			facts, items, defaults, err = s.ranked(ctx, q, vector(), inRange)
 		}
 		if err != nil {
 			return nil, nil, nil, false, err
@@ -583,11 +592,28 @@ func (s *Service) relevant(ctx context.Context, p enrichParams) ([]store.Fact, [
 // The margin was chosen by leave-one-conversation-out cross-validation
 // over the dev sets among 0.25, 0.5, 1 and 2 lengths (docs/quality.md,
 // "Questions about a time"). A range open at either end is left as it is.
+// The length is counted on the clock of r's zone, so that a day is a day
+// when daylight saving time begins or ends ("on 8 March" reaches through
+// 9 March, not to its 23:00; "on 1 November" through 2 November, not to
+// 01:00 on the 3rd).
 func afterMargin(r TimeExpr) time.Time {
 	if r.Since.IsZero() || r.Until.IsZero() || !r.Since.Before(r.Until) {
 		return r.Until
 	}
-	return r.Until.Add(r.Until.Sub(r.Since))
+	loc := r.Until.Location()
+	wall := func(t time.Time) time.Time {
+		t = t.In(loc)
+		return time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC)
+	}
+	s, u := wall(r.Since), wall(r.Until)
+	e := u.Add(u.Sub(s))
+	end := time.Date(e.Year(), e.Month(), e.Day(), e.Hour(), e.Minute(), e.Second(), e.Nanosecond(), loc)
+	if !end.After(r.Until) {
+		// A clock that went back over the whole margin (an hour's range
+		// ending as daylight saving time does): the plain length.
+		end = r.Until.Add(r.Until.Sub(r.Since))
+	}
+	return end
 }
 
 // languageKeywords caps again, without the stop words of the user's

@@ -110,6 +110,14 @@ func Keywords(message string) []string {
 // stop words of German, Spanish, ...; this list is English) and cap again
 // (recap), so that a long message in another language keeps its subject.
 func keywords(message string) ([]string, *keywordSet) {
+	return keywordsNamed(message, nil)
+}
+
+// keywordsNamed is keywords, a word of named (lower-cased, shortNames of
+// the text message is a part of) kept as shortName keeps it wherever it
+// stands in message: timeRest's message less its time expression makes
+// "Jo" of "Yesterday Jo called" its sentence's first word.
+func keywordsNamed(message string, named map[string]bool) ([]string, *keywordSet) {
 	// Sentences are told apart in NFC (no copy when the message is NFC
 	// already), where full-width "？" and "．" are still themselves: NFKC
 	// would make "？２" a link's "?2". Each word is then put in NFKC.
@@ -123,7 +131,7 @@ func keywords(message string) ([]string, *keywordSet) {
 		}
 		if !hasUnspaced(word) {
 			if len(word) <= store.MaxKeywordBytes {
-				c.add(word, stopWord(word, vietnamese) && !how.named, q)
+				c.add(word, stopWord(word, vietnamese) && !how.named && !named[word], q)
 			}
 			continue
 		}

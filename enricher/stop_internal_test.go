@@ -151,3 +151,33 @@ func TestAnalyzeKeepsShortNames(t *testing.T) {
 		}
 	}
 }
+
+// TestAfterMargin: a closed range reaches past its end by its length on
+// its zone's clock (a day across a change of daylight saving time is a
+// day: it reached 01:00 of the day after next, or 23:00 of the next); an
+// open range gets none.
+func TestAfterMargin(t *testing.T) {
+	t.Parallel()
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Skip(err)
+	}
+	d := func(m time.Month, day, h int) time.Time { return time.Date(2026, m, day, h, 0, 0, 0, ny) }
+	for _, tt := range []struct {
+		name         string
+		since, until time.Time
+		want         time.Time
+	}{
+		{"a day", d(time.May, 1, 0), d(time.May, 2, 0), d(time.May, 3, 0)},
+		{"the day DST ends (25 h)", d(time.November, 1, 0), d(time.November, 2, 0), d(time.November, 3, 0)},
+		{"the day DST begins (23 h)", d(time.March, 8, 0), d(time.March, 9, 0), d(time.March, 10, 0)},
+		{"a month across DST", d(time.November, 1, 0), d(time.December, 1, 0), d(time.December, 31, 0)},
+		{"a morning", d(time.May, 1, 0), d(time.May, 1, 12), d(time.May, 2, 0)},
+		{"open since", time.Time{}, d(time.May, 2, 0), d(time.May, 2, 0)},
+		{"open until", d(time.May, 1, 0), time.Time{}, time.Time{}},
+	} {
+		if got := afterMargin(TimeExpr{Since: tt.since, Until: tt.until}); !got.Equal(tt.want) {
+			t.Errorf("%s: afterMargin = %s, want %s", tt.name, got, tt.want)
+		}
+	}
+}

@@ -2013,10 +2013,12 @@ func timeKeywordsOf(message string, e TimeExpr) ([]string, *keywordSet) {
 // which makes the time small talk, not a question about it.
 func timeRest(message string, e TimeExpr) (asked []string, over *keywordSet, smallTalk bool) {
 	rest := message[:e.Start] + " " + message[e.End:]
-	ks, over := keywords(rest)
+	// The short names are the whole message's (shortName): without the
+	// expression, "Jo" of "Yesterday Jo called" would start its sentence.
+	named := shortNames(message)
+	ks, over := keywordsNamed(rest, named)
 	// No keywords from words ("Yesterday?" leaves none at all): only
 	// greeting words were there.
-	named := shortNames(rest)
 	asked = withoutGreeting(askedWords(ks, named))
 	// A closing's "else" asks nothing ("thanks, nothing else for today!"),
 	// but the other talkWords do: "topics discussed last week?", "came up

@@ -585,3 +585,28 @@ func TestEnrichTimeQuestionFindsWhatWasToldAfter(t *testing.T) {
 		t.Errorf("what Joanna did on 1 May: found %q, want \"called\" first", got)
 	}
 }
+
+// TestEnrichTimeQuestionAtTheDefaultThreshold: a question about yesterday
+// whose word the memory often says, at the default threshold, gets
+// yesterday's item (a review: scored against the whole memory it fell under
+// the threshold, and the search without the range answered with October's).
+func TestEnrichTimeQuestionAtTheDefaultThreshold(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	day := func(m time.Month, d, h int) time.Time { return time.Date(2026, m, d, h, 0, 0, 0, time.UTC) }
+	var seed []store.ContextWrite
+	for d := 1; d <= 20; d++ {
+		seed = append(seed, store.ContextWrite{UserID: "kim", Question: "Pizza night with the kids, pizza again " + strconv.Itoa(d), Answer: "Sounds fun " + strconv.Itoa(d), CreatedAt: day(time.October, d, 19), EventID: "old-" + strconv.Itoa(d)})
+	}
+	for d := 1; d <= 10; d++ {
+		seed = append(seed, store.ContextWrite{UserID: "kim", Question: "Went running by the river " + strconv.Itoa(d), Answer: "Nice pace " + strconv.Itoa(d), CreatedAt: day(time.September, d, 8), EventID: "run-" + strconv.Itoa(d)})
+	}
+	seed = append(seed, store.ContextWrite{UserID: "kim", Question: "I had a mushroom pizza for dinner", Answer: "Yum.", CreatedAt: day(time.November, 20, 19), EventID: "yday"})
+	insertContext(t, st, seed...)
+	r := enrich(t, h, events.EnrichRequest{UserID: "kim", Message: "what pizza did I have yesterday?", At: day(time.November, 21, 9)})
+	got := eventIDs(r.Context)
+	if len(got) == 0 || got[0] != "yday" {
+		t.Errorf("yesterday's pizza: found %q (keywords %q), want \"yday\" first", got, r.Keywords)
+	}
+}

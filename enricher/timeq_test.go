@@ -393,6 +393,10 @@ func TestTimeKeywords(t *testing.T) {
 		{"how do I fix the Go build error from yesterday?", []string{"fix", "go", "build", "error"}},
 		{"what did the UK team ship last week?", []string{"uk", "team", "ship"}},
 		{"what about AI yesterday?", []string{"ai"}},
+		// The message's short names, though the expression taken out
+		// leaves them first in their sentence.
+		{"Yesterday Jo called me. What was it about?", []string{"jo", "called"}},
+		{"last week, Go builds failed. Why?", []string{"go", "builds", "failed"}},
 	}
 	for _, c := range cases {
 		e, ok := ParseTime(c.msg, at)

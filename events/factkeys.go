@@ -88,6 +88,8 @@ var factKeys = []FactKeyInfo{
 		Doc: "things the user dislikes, one item each"},
 	{Key: "hobbies", List: true, Aliases: []string{"hobby", "interests", "interest", "pastimes", "pastime"},
 		Doc: "what the user does for fun, one item each"},
+	{Key: "preferences", List: true, Aliases: []string{"preference", "prefers"},
+		Doc: `what the user prefers, one item each: "tea over coffee", "aisle seats", "short answers"`},
 	{Key: "goals", List: true, Aliases: []string{"goal", "objectives", "aspirations"},
 		Doc: "what the user is working towards, one item each"},
 	{Key: "plans", List: true, Aliases: []string{"plan", "upcoming_plans", "upcoming_events"},

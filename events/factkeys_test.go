@@ -81,7 +81,7 @@ func TestFactKeysFlags(t *testing.T) {
 		}
 	}
 	wantLists := []string{"languages", "children", "siblings", "pets", "allergies", "dietary_restrictions", "health_conditions",
-		"likes", "dislikes", "hobbies", "goals", "plans"}
+		"likes", "dislikes", "hobbies", "preferences", "goals", "plans"}
 	if !slices.Equal(lists, wantLists) {
 		t.Errorf("list keys = %q, want %q", lists, wantLists)
 	}

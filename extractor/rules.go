@@ -126,7 +126,7 @@ const (
 //	                                            are anchored to the turn)
 //	my favorite/favourite X is Y                set favorite_<x> (colour,
 //	                                            flavour, theatre: color, ...)
-//	I prefer X                                  set preference
+//	I prefer X                                  add to preferences
 //	my email (address) is X                     set email
 //	my timezone is X / my pronouns are X        set timezone, pronouns
 //	..., I meant X / I mean X                   corrects the statement just
@@ -398,7 +398,9 @@ func newRuleTable() []rule {
 				return ""
 			},
 		},
-		{key: "preference", re: re(`\bi\s+(?:really\s+|generally\s+|usually\s+)?prefer\s+`), kind: kindPlain},
+		// One item each: a single "preference" kept only the last said
+		// ("I prefer aisle seats" replaced "I prefer tea over coffee").
+		{key: "preferences", op: OpAdd, re: re(`\bi\s+(?:really\s+|generally\s+|usually\s+)?prefer\s+`), kind: kindPlain},
 
 		// Things.
 		{key: "car", re: re(`\bi\s+(?:now\s+|also\s+)?drive\s+an?\s+`), kind: kindCar},

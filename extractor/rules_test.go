@@ -308,7 +308,7 @@ func rulesCases() []rulesCase {
 		{name: "favourite colour", user: "My favourite colour is green", want: map[string]string{"favorite_color": "green"}},
 		{name: "favourite ice cream flavour", user: "my favourite ice cream flavour is pistachio", want: map[string]string{"favorite_ice_cream_flavor": "pistachio"}},
 		{name: "favorite keeps and", user: "My favorite food is fish and chips", want: map[string]string{"favorite_food": "fish and chips"}},
-		{name: "prefer", user: "I prefer tea over coffee, but whatever", want: map[string]string{"preference": "tea over coffee"}},
+		{name: "prefer", user: "I prefer tea over coffee, but whatever", want: none, changes: []FactChange{add("preferences", "tea over coffee")}},
 
 		// Things.
 		{name: "drive", user: "I drive a blue VW Golf", want: map[string]string{"car": "blue VW Golf"}},

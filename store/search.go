@@ -43,8 +43,10 @@ type SearchQuery struct {
 	// created (the time of the turn they came from) in [Since, Until); a
 	// zero bound is open. The statistics stay over all the (scope's)
 	// items: the range filters what is ranked, not how, so a search's
-	// scores do not depend on its range. Since must be before Until when
-	// both are set.
+	// scores do not depend on its range, but for a phrase query or a
+	// scoped one, whose document frequencies are the range's candidates'
+	// (Candidates.DF is nil). Since must be before Until when both are
+	// set.
 	Since, Until time.Time
 	// Latest, when the keywords leave no usable keyword and a range is
 	// set, makes the candidates Latest of the range's items (rather than
@@ -432,14 +434,15 @@ func prunedSQL(sql string) string {
 
 // rangedDFSQL makes a ranged recall statement sql return each term's
 // document frequency among all the user's items (Candidates.DF), counted
-// from cand, which holds every item of the user holding a query lexeme,
-// before the range narrows them: ranked by the range's items alone, a word
-// looked rare in a narrow range, so a turn in it holding only the name of
-// the person asked about outranked the turn that answered (a time walk:
-// LoCoMo questions with a range and keywords, R@1 0.387 → 0.462). A phrase
-// query's candidates are read in range, and it gets no DF; nor does a
-// scoped read, whose cand holds every scope's items (counting the scope's
-// alone would join them all to context).
+// from context_terms (index-only), since cand holds the range's items
+// alone: ranked by the range's items alone, a word looked rare in a narrow
+// range, so a turn in it holding only the name of the person asked about
+// outranked the turn that answered (a time walk: LoCoMo questions with a
+// range and keywords, R@1 0.387 → 0.462). A phrase query gets no DF (its
+// candidates are the phrase's matches, not every item holding a lexeme, so
+// context_terms' counts are not what an unranged read ranks with); nor
+// does a scoped read, whose frequencies would be the scope's (a join of
+// every row of the terms to context). Both still rank with the range's.
 func rangedDFSQL(sql string) string {
 	const old = "NULL::int8[] AS counts\n\tFROM context WHERE user_id = $1"
 	if !strings.Contains(sql, old) {
