@@ -55,7 +55,7 @@ const clientIdle = 2 * time.Minute
 const DefaultBodyTimeout = time.Minute
 
 // keyRecheck is how often a session's GET stream checks that the key it
-// was opened with is still in force (the key file is reloaded as often:
+// was opened with (the stream's) is still in force (the key file is reloaded as often:
 // apikeys.DefaultPollInterval).
 const keyRecheck = 2 * time.Second
 
@@ -254,7 +254,7 @@ func (s *Server) Handler() (http.Handler, error) {
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
 		&mcp.StreamableHTTPOptions{Logger: s.cfg.Logger, SessionTimeout: s.cfg.SessionTimeout})
 	// API keys do not expire; revoking one is removing it from the keys,
-	// which also ends the sessions opened with it (sessionCap).
+	// which also ends the sessions last used with it (sessionCap).
 	mux := http.NewServeMux()
 	capped := &sessionCap{h: h, srv: srv, keys: keys, max: s.cfg.MaxUserSessions, owners: map[string]owner{}, opening: map[string]int{}}
 	mux.Handle("/", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(capped))
