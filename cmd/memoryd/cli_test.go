@@ -224,6 +224,7 @@ func TestErrorsNameFlags(t *testing.T) {
 		{"cannot connect to NATS at nats://x: Config.Workers", "cannot connect to NATS at nats://x: Config.Workers"},
 		{llmErr.Error(), "--llm-timeout must not be negative"},
 		{"extractor: LLMConfig.MaxTokens must be positive", "--llm-max-tokens must be positive"},
+		{"embedding: Config.Timeout must be positive, not -1s", "--embed-timeout must be positive, not -1s"},
 	}
 	for _, tt := range tests {
 		if got := flagNames(tt.in); got != tt.want {
@@ -239,6 +240,12 @@ func TestErrorsNameFlags(t *testing.T) {
 	_, errOut, code = runArgs(context.Background(), "serve", "--llm-base-url", "http://127.0.0.1:1/v1", "--llm-model", "m", "--llm-max-tokens", "-1")
 	if code != 2 || !strings.HasPrefix(errOut, "memoryd serve: --llm-max-tokens -1 is out of range: it must be at least 1\n") {
 		t.Errorf("serve --llm-max-tokens -1: exit %d, stderr %q", code, errOut)
+	}
+	// --embed-timeout reaches the embeddings client (an embeddings walk:
+	// its 30 s had no flag).
+	_, errOut, code = runArgs(context.Background(), "serve", "--embed-base-url", "http://127.0.0.1:1/v1", "--embed-timeout", "-1s")
+	if code != 2 || !strings.HasPrefix(errOut, "memoryd serve: --embed-timeout must be positive, not -1s\n") {
+		t.Errorf("serve --embed-timeout -1s: exit %d, stderr %q", code, errOut)
 	}
 	_, dbURL := storetest.Schema(t)
 	nc := eventstest.Conn(t)

@@ -46,6 +46,7 @@ var fieldFlags = map[string]map[string]string{
 	"embedding": {
 		"BaseURL": "--embed-base-url",
 		"Model":   "--embed-model",
+		"Timeout": "--embed-timeout",
 	},
 	"enricher": {
 		"Timeout":               "--enrich-timeout",

@@ -79,6 +79,7 @@ func (o *serveOptions) register(f *flags) {
 	f.String(&o.app.Embed.BaseURL, "embed-base-url", "", "OpenAI-compatible embeddings API base URL (/v1/embeddings), e.g. http://127.0.0.1:11434/v1; empty: no embeddings (lexical search only)")
 	f.String(&o.app.Embed.Model, "embed-model", def.Embed.Model, "embedding model name, stored with every vector; a change re-embeds every item in the background")
 	f.Secret(&o.app.Embed.APIKey, "embed-api-key", "API key for the embeddings server")
+	f.Duration(&o.app.Embed.Timeout, "embed-timeout", def.Embed.Timeout, "timeout of one request of an embed job (a batch of texts); past it the job is retried. A query's own embedding has --embed-query-timeout")
 	f.Duration(&o.app.Enricher.EmbedTimeout, "embed-query-timeout", def.Enricher.EmbedTimeout, "share of --enrich-timeout an enrich or search query's embedding may take; past it, or when the endpoint fails, the reply is lexical (not degraded)")
 	f.Int(&o.app.Enricher.MaxDocumentBytes, "max-document-bytes", def.Enricher.MaxDocumentBytes, "largest knowledge base document memory.docs.put accepts (a request must also fit the NATS server's max_payload)")
 	f.String(&o.maxDocsSize, "max-docs-size", "", "cap on the content size of all knowledge base documents together (every collection and owner; on disk they take several times it with their chunks and indexes): a docs put that would go over it is refused, code 507 (e.g. 200M or 2G; empty: no cap)")
