@@ -62,6 +62,11 @@ complete. An export refused part-way (its copy gone) starts again, up to
 	}
 	buf := bytes.NewBuffer(data)
 	n := bytes.Count(buf.Bytes(), []byte("\n"))
+	if n == 1 {
+		// Not an error (a user may have nothing yet), but said: a user id
+		// misspelt gave a header alone and exit 0 (a newcomer walk).
+		fmt.Fprintf(a.stderr, "memoryd export: %s has nothing stored: the export holds its header alone (a user id is matched exactly)\n", o.user)
+	}
 	if out == "" || out == "-" {
 		_, err := a.stdout.Write(buf.Bytes())
 		return err

@@ -54,9 +54,15 @@ func TestExportImportCommands(t *testing.T) {
 		return out, errOut
 	}
 
-	out, _ := cmd(0, "export")
-	if out != want.String() || !strings.Contains(out, `"scope":"app-1"`) {
-		t.Fatalf("export to stdout:\n%s\nwant\n%s", out, want.String())
+	out, errOut := cmd(0, "export")
+	if out != want.String() || !strings.Contains(out, `"scope":"app-1"`) || errOut != "" {
+		t.Fatalf("export to stdout:\n%s\nwant\n%s\n(stderr %q)", out, want.String(), errOut)
+	}
+	// A user with nothing: the header alone, exit 0, and a word of it on
+	// stderr (a newcomer's misspelt user id looked like an empty success).
+	if out, errOut, code := runArgs(ctx, "export", "--user", "alcie", "--nats-url", eventstest.URL(), "--prefix", prefix, "--log-format", "json"); code != 0 ||
+		out != events.ExportHeader+"\n" || !strings.Contains(errOut, "alcie has nothing stored") {
+		t.Errorf("export of a user with nothing: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	file := filepath.Join(t.TempDir(), "alice.jsonl")
 	if _, errOut := cmd(0, "export", "-o", file); !strings.Contains(errOut, "4 line(s) written to "+file+": a header and 3 of alice's memory") {
