@@ -61,7 +61,23 @@ func initialize(t *testing.T, url, key string) string {
 	if resp.StatusCode != http.StatusOK || sid == "" {
 		t.Fatalf("initialize with %s: %d, session %q", key, resp.StatusCode, sid)
 	}
+	// Ended before the server closes (cleanups run last first): a session
+	// not DELETEd keeps its reading goroutine until SessionTimeout, past
+	// the test. One closed already (its key revoked) answers 404 or 401.
+	t.Cleanup(func() { endSession(url, key, sid) })
 	return sid
+}
+
+// endSession DELETEs session sid with key, whatever the answer.
+func endSession(url, key, sid string) {
+	req, _ := http.NewRequest(http.MethodDelete, url, nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+	req.Header.Set("Mcp-Session-Id", sid)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
 }
 
 // TestRevokedKeysSessionsFreeTheirSlots: the sessions a revoked key opened
@@ -203,6 +219,7 @@ func TestSessionMovedToANewKeySurvivesTheOldOnesRevoke(t *testing.T) {
 	t.Parallel()
 	ks, url := serveLiveKeys(t, 0, map[string]string{"old": "alice", "new": "alice"})
 	sid := initialize(t, url, "old")
+	t.Cleanup(func() { endSession(url, "new", sid) }) // "old" is revoked by then
 	if code := toolsList(t, url, "new", sid); code != http.StatusOK {
 		t.Fatalf("the session with the new key: %d", code)
 	}
