@@ -753,7 +753,7 @@ func TestTrustedUserHeader(t *testing.T) {
 func TestMetrics(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *proxy.Config) {
-		m := app.NewProxyMetrics()
+		m := promMetrics()
 		c.Observer, c.Metrics = m, m.Handler()
 	})
 	e.setFact(t, "alice", "location", "Lisbon")
@@ -906,7 +906,7 @@ func TestProbes(t *testing.T) {
 func TestUnknownPathSaysWhatIsServed(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *proxy.Config) {
-		m := app.NewProxyMetrics()
+		m := promMetrics()
 		c.Observer, c.Metrics = m, m.Handler()
 	})
 	base := "http://" + e.proxy.Addr()
@@ -1453,5 +1453,37 @@ func TestSlowBodyOfAnUnreadRequestIsCutOff(t *testing.T) {
 			t.Fatalf("%q: %v, want an answer (a timeout: the request was held open)", strings.SplitN(head, "\r\n", 2)[0], err)
 		}
 		resp.Body.Close()
+	}
+}
+
+// promMetrics are the command's Prometheus metrics of the proxy, as
+// memoryd proxy wires them.
+func promMetrics() *app.ProxyMetrics {
+	return app.NewProxyMetrics(app.ProxyLabels{Endpoints: proxy.Endpoints(), Outcomes: proxy.Outcomes(), EnrichOutcomes: proxy.EnrichOutcomes()})
+}
+
+// TestMetricsReadZeroAtStart: every request and enrich outcome the proxy
+// reports is on its /metrics at 0 before the first request (a metrics walk:
+// an alert on the increase of upstream_unreachable missed the first
+// outage, the series appearing with it).
+func TestMetricsReadZeroAtStart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *proxy.Config) {
+		m := promMetrics()
+		c.Observer, c.Metrics = m, m.Handler()
+	})
+	resp, err := http.Get("http://" + e.proxy.Addr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, w := range []string{`memoryd_proxy_requests_total{endpoint="chat",outcome="upstream_unreachable"} 0`,
+		`memoryd_proxy_requests_total{endpoint="models",outcome="ok"} 0`,
+		`memoryd_proxy_enrich_duration_seconds_count{outcome="skipped"} 0`,
+		`memoryd_proxy_enrich_duration_seconds_count{outcome="empty"} 0`} {
+		if !strings.Contains(string(b), w+"\n") {
+			t.Errorf("/metrics at start lacks %q", w)
+		}
 	}
 }

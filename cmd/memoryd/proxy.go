@@ -125,7 +125,7 @@ stores the turns.`)
 	}
 	cfg.Conn, cfg.Prefix, cfg.Logger = nc, conn.prefix, logger
 	if metrics {
-		m := app.NewProxyMetrics()
+		m := app.NewProxyMetrics(app.ProxyLabels{Endpoints: proxy.Endpoints(), Outcomes: proxy.Outcomes(), EnrichOutcomes: proxy.EnrichOutcomes()})
 		cfg.Observer, cfg.Metrics = m, m.Handler()
 	}
 	cfg.TracerProvider = tracer.Provider

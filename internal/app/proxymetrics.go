@@ -7,8 +7,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/memoryd/memoryd/proxy"
 )
 
 // ProxyMetrics are the Prometheus metrics of `memoryd proxy`. It implements
@@ -23,8 +21,18 @@ type ProxyMetrics struct {
 	published *prometheus.CounterVec
 }
 
-// NewProxyMetrics returns the proxy's metrics on a registry of their own.
-func NewProxyMetrics() *ProxyMetrics {
+// ProxyLabels are the label values the proxy reports, each series shown at
+// 0 from the start (an alert on the increase of a series that appears with
+// its first event misses that event: upstream_unreachable, say). The
+// command passes proxy.Endpoints, proxy.Outcomes and proxy.EnrichOutcomes:
+// this package does not import the proxy.
+type ProxyLabels struct {
+	Endpoints, Outcomes, EnrichOutcomes []string
+}
+
+// NewProxyMetrics returns the proxy's metrics on a registry of their own,
+// with the series of l at 0.
+func NewProxyMetrics(l ProxyLabels) *ProxyMetrics {
 	m := &ProxyMetrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -52,15 +60,14 @@ func NewProxyMetrics() *ProxyMetrics {
 	for _, o := range []string{"published", "failed"} {
 		m.published.WithLabelValues(o)
 	}
-	// Every outcome, as serve's labelled series: an alert on the increase
-	// of a series that appears with its first event misses that event
-	// (upstream_unreachable, say). The upstream's status classes are
-	// left to appear with their first answer.
-	for _, o := range proxy.EnrichOutcomes() {
+	// Every outcome, as serve's labelled series (ProxyLabels). The
+	// upstream's status classes are left to appear with their first
+	// answer.
+	for _, o := range l.EnrichOutcomes {
 		m.enrich.WithLabelValues(o)
 	}
-	for _, e := range proxy.Endpoints() {
-		for _, o := range proxy.Outcomes() {
+	for _, e := range l.Endpoints {
+		for _, o := range l.Outcomes {
 			m.requests.WithLabelValues(e, o)
 		}
 	}

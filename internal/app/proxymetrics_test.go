@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/memoryd/memoryd/proxy"
 )
 
 // BenchmarkProxyMetrics measures what the proxy's metrics add to one chat
@@ -14,7 +12,7 @@ import (
 // parallel as requests run. Run: go test ./internal/app -run '^$' -bench
 // ProxyMetrics
 func BenchmarkProxyMetrics(b *testing.B) {
-	m := NewProxyMetrics()
+	m := NewProxyMetrics(ProxyLabels{})
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			m.Enriched("enriched", 3*time.Millisecond)
@@ -25,28 +23,27 @@ func BenchmarkProxyMetrics(b *testing.B) {
 	})
 }
 
-// TestProxyMetricsReadZeroAtStart: every request outcome of both endpoints
-// and every enrich outcome is on the proxy's /metrics at 0 before its
+// TestProxyMetricsReadZeroAtStart: every request outcome of every endpoint
+// and every enrich outcome given is on the proxy's /metrics at 0 before its
 // first event, as serve's labelled series are (a metrics walk: only
 // enriched, degraded and failed were, so an alert on
 // increase(memoryd_proxy_requests_total{outcome="upstream_unreachable"}[5m])
-// missed the first outage, and the request series appeared with the
-// first request).
+// missed the first outage). proxy.TestMetricsReadZeroAtStart checks the
+// proxy's own lists.
 func TestProxyMetricsReadZeroAtStart(t *testing.T) {
 	rec := httptest.NewRecorder()
-	NewProxyMetrics().Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	l := ProxyLabels{Endpoints: []string{"chat", "models"}, Outcomes: []string{"ok", "upstream_unreachable"}, EnrichOutcomes: []string{"skipped", "failed"}}
+	NewProxyMetrics(l).Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body := rec.Body.String()
 	var want []string
-	for _, e := range proxy.Endpoints() {
-		for _, o := range proxy.Outcomes() {
+	for _, e := range l.Endpoints {
+		for _, o := range l.Outcomes {
 			want = append(want, `memoryd_proxy_requests_total{endpoint="`+e+`",outcome="`+o+`"} 0`)
 		}
 	}
-	for _, o := range proxy.EnrichOutcomes() {
+	for _, o := range l.EnrichOutcomes {
 		want = append(want, `memoryd_proxy_enrich_duration_seconds_count{outcome="`+o+`"} 0`)
 	}
-	want = append(want, `memoryd_proxy_requests_total{endpoint="chat",outcome="upstream_unreachable"} 0`,
-		`memoryd_proxy_enrich_duration_seconds_count{outcome="skipped"} 0`)
 	for _, w := range want {
 		if !strings.Contains(body, w+"\n") {
 			t.Errorf("/metrics at start lacks %q", w)
