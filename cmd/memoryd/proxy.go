@@ -125,7 +125,7 @@ stores the turns.`)
 	}
 	cfg.Conn, cfg.Prefix, cfg.Logger = nc, conn.prefix, logger
 	if metrics {
-		m := app.NewProxyMetrics(app.ProxyLabels{Endpoints: proxy.Endpoints(), Outcomes: proxy.Outcomes(), EnrichOutcomes: proxy.EnrichOutcomes()})
+		m := app.NewProxyMetrics(app.ProxyLabels{Endpoints: proxy.Endpoints(), Outcomes: proxy.Outcomes(), EnrichOutcomes: proxy.EnrichOutcomes(), Version: version})
 		cfg.Observer, cfg.Metrics = m, m.Handler()
 	}
 	cfg.TracerProvider = tracer.Provider

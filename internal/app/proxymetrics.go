@@ -28,6 +28,10 @@ type ProxyMetrics struct {
 // this package does not import the proxy.
 type ProxyLabels struct {
 	Endpoints, Outcomes, EnrichOutcomes []string
+	// Version labels memoryd_build_info (role "proxy"), as serve's: which
+	// version each proxy replica runs, during a rolling upgrade for one.
+	// Empty: no memoryd_build_info.
+	Version string
 }
 
 // NewProxyMetrics returns the proxy's metrics on a registry of their own,
@@ -56,6 +60,9 @@ func NewProxyMetrics(l ProxyLabels) *ProxyMetrics {
 	}
 	m.reg.MustRegister(m.requests, m.enrich, m.upstream, m.published,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if l.Version != "" {
+		m.reg.MustRegister(buildInfo(l.Version, "proxy"))
+	}
 	// The series alerts watch exist from the start, at 0.
 	for _, o := range []string{"published", "failed"} {
 		m.published.WithLabelValues(o)

@@ -2,6 +2,7 @@ package app
 
 import (
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +33,7 @@ func BenchmarkProxyMetrics(b *testing.B) {
 // proxy's own lists.
 func TestProxyMetricsReadZeroAtStart(t *testing.T) {
 	rec := httptest.NewRecorder()
-	l := ProxyLabels{Endpoints: []string{"chat", "models"}, Outcomes: []string{"ok", "upstream_unreachable"}, EnrichOutcomes: []string{"skipped", "failed"}}
+	l := ProxyLabels{Endpoints: []string{"chat", "models"}, Outcomes: []string{"ok", "upstream_unreachable"}, EnrichOutcomes: []string{"skipped", "failed"}, Version: "9.9.9"}
 	NewProxyMetrics(l).Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body := rec.Body.String()
 	var want []string
@@ -44,6 +45,9 @@ func TestProxyMetricsReadZeroAtStart(t *testing.T) {
 	for _, o := range l.EnrichOutcomes {
 		want = append(want, `memoryd_proxy_enrich_duration_seconds_count{outcome="`+o+`"} 0`)
 	}
+	// Which version each proxy runs, as serve says of itself (a metrics
+	// walk: the proxy had no memoryd_build_info).
+	want = append(want, `memoryd_build_info{go_version="`+runtime.Version()+`",role="proxy",version="9.9.9"} 1`)
 	for _, w := range want {
 		if !strings.Contains(body, w+"\n") {
 			t.Errorf("/metrics at start lacks %q", w)
