@@ -172,13 +172,26 @@ func (f *EmbedFollower) refresh(ctx context.Context) error {
 		return err
 	}
 	old := f.models.Swap(&models)
-	if old == nil && len(models) == 0 || old != nil && slices.Equal(*old, models) {
+	if f.cfg.Own != "" {
+		// Said when the other models change, as a set: this process's
+		// own registering late, or the list's order, is no change (an
+		// embeddings walk saw the same line twice at start, and nothing
+		// when the other model's workers stopped).
+		var before []string
+		if old != nil {
+			before = f.others(*old)
+		}
+		after := f.others(models)
+		switch {
+		case slices.Equal(before, after):
+		case len(after) > 0:
+			f.cfg.Logger.Info("other running workers embed with other models: the items this process writes get embed jobs for theirs too", "embed_model", f.cfg.Own, "other_models", after)
+		default:
+			f.cfg.Logger.Info("no other running worker embeds with another model now: the items this process writes get embed jobs of its own model alone", "embed_model", f.cfg.Own)
+		}
 		return nil
 	}
-	if f.cfg.Own != "" {
-		if others := f.Models()[1:]; len(others) > 0 {
-			f.cfg.Logger.Info("other running workers embed with other models: the items this process writes get embed jobs for theirs too", "embed_model", f.cfg.Own, "other_models", others)
-		}
+	if old == nil && len(models) == 0 || old != nil && slices.Equal(*old, models) {
 		return nil
 	}
 	if len(models) == 0 {
@@ -187,6 +200,13 @@ func (f *EmbedFollower) refresh(ctx context.Context) error {
 		f.cfg.Logger.Info("this process embeds nothing itself: the items it writes get embed jobs for the running workers' models", "embed_models", models)
 	}
 	return nil
+}
+
+// others are the models of ms other than the follower's own, sorted.
+func (f *EmbedFollower) others(ms []string) []string {
+	out := slices.DeleteFunc(slices.Clone(ms), func(m string) bool { return m == f.cfg.Own })
+	slices.Sort(out)
+	return out
 }
 
 // Stop stops following; the models last read stay in use by the hooks.
