@@ -42,17 +42,10 @@ func TestEmbedCommandRefusesBeforeConnecting(t *testing.T) {
 // vectors of the model named on the command line, and the command says so.
 func TestEmbedBackfillCommand(t *testing.T) {
 	t.Parallel()
-	_, dbURL := storetest.Schema(t)
-	s := storetest.Open(t, dbURL)
-	if _, err := s.InsertContext(context.Background(), []store.ContextWrite{
-		{UserID: "alice", Question: "my canine companion", Answer: "Rex"},
-		{UserID: "alice", Question: "home town", Answer: "Paris"},
-		{UserID: "bob", Question: "tea or coffee", Answer: "tea"}}); err != nil {
-		t.Fatal(err)
-	}
-	srv := embeddingtest.New(t)
-	nc := eventstest.Conn(t)
-	prefix, stream := eventstest.Names(t, nc)
+	dbURL, s, srv, prefix, stream := embedSetup(t,
+		store.ContextWrite{UserID: "alice", Question: "my canine companion", Answer: "Rex"},
+		store.ContextWrite{UserID: "alice", Question: "home town", Answer: "Paris"},
+		store.ContextWrite{UserID: "bob", Question: "tea or coffee", Answer: "tea"})
 	out, errOut, code := runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--user", "alice", "--embed-base-url", srv.URL, "--embed-model", "m1")
 	if code != 0 {
 		t.Fatalf("embed exited %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
@@ -74,16 +67,8 @@ func TestEmbedBackfillCommand(t *testing.T) {
 // the status of "done".
 func TestEmbedBackfillInterruptedIsNotDone(t *testing.T) {
 	t.Parallel()
-	_, dbURL := storetest.Schema(t)
-	s := storetest.Open(t, dbURL)
-	if _, err := s.InsertContext(context.Background(), []store.ContextWrite{
-		{UserID: "alice", Question: "my canine companion", Answer: "Rex"}}); err != nil {
-		t.Fatal(err)
-	}
-	srv := embeddingtest.New(t)
+	dbURL, _, srv, prefix, stream := embedSetup(t, store.ContextWrite{UserID: "alice", Question: "my canine companion", Answer: "Rex"})
 	srv.FailFrom(2, http.StatusServiceUnavailable) // down after the backfill's test text
-	nc := eventstest.Conn(t)
-	prefix, stream := eventstest.Names(t, nc)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	out := &cancelOn{match: "with chunks without a m1 vector to embed", cancel: cancel}
@@ -107,16 +92,9 @@ func TestEmbedBackfillInterruptedIsNotDone(t *testing.T) {
 // serves (--no-work), which may reach it when this host does not.
 func TestEmbedBackfillChecksTheServerFirst(t *testing.T) {
 	t.Parallel()
-	_, dbURL := storetest.Schema(t)
-	s := storetest.Open(t, dbURL)
-	if _, err := s.InsertContext(context.Background(), []store.ContextWrite{
-		{UserID: "alice", Question: "my canine companion", Answer: "Rex"},
-		{UserID: "alice", Question: "home town", Answer: "Paris"}}); err != nil {
-		t.Fatal(err)
-	}
-	srv := embeddingtest.New(t)
-	nc := eventstest.Conn(t)
-	prefix, stream := eventstest.Names(t, nc)
+	dbURL, _, srv, prefix, stream := embedSetup(t,
+		store.ContextWrite{UserID: "alice", Question: "my canine companion", Answer: "Rex"},
+		store.ContextWrite{UserID: "alice", Question: "home town", Answer: "Paris"})
 	pool, err := pgxpool.New(context.Background(), dbURL+"&pool_max_conns=1")
 	if err != nil {
 		t.Fatal(err)
@@ -159,18 +137,11 @@ func TestEmbedBackfillChecksTheServerFirst(t *testing.T) {
 // embedded by a running serve: its job had been cancelled for good).
 func TestEmbedBackfillEndsWhenTheServerRefusesAText(t *testing.T) {
 	t.Parallel()
-	_, dbURL := storetest.Schema(t)
-	s := storetest.Open(t, dbURL)
-	if _, err := s.InsertContext(context.Background(), []store.ContextWrite{
-		{UserID: "alice", Question: "my canine companion", Answer: "Rex"},
-		{UserID: "alice", Question: "a pasted log", Answer: "POISON"},
-		{UserID: "alice", Question: "home town", Answer: "Paris"}}); err != nil {
-		t.Fatal(err)
-	}
-	srv := embeddingtest.New(t)
+	dbURL, s, srv, prefix, stream := embedSetup(t,
+		store.ContextWrite{UserID: "alice", Question: "my canine companion", Answer: "Rex"},
+		store.ContextWrite{UserID: "alice", Question: "a pasted log", Answer: "POISON"},
+		store.ContextWrite{UserID: "alice", Question: "home town", Answer: "Paris"})
 	srv.RefuseContaining("POISON")
-	nc := eventstest.Conn(t)
-	prefix, stream := eventstest.Names(t, nc)
 	out, errOut, code := runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--user", "alice", "--embed-base-url", srv.URL, "--embed-model", "m1")
 	if code != 1 || !strings.Contains(errOut, "1 context items and 0 document chunks have no m1 vector and no embed job is left") {
 		t.Fatalf("embed exited %d\nstdout:\n%s\nstderr:\n%s\nwant exit 1 naming the item left without a vector", code, out, errOut)
@@ -190,18 +161,11 @@ func TestEmbedBackfillEndsWhenTheServerRefusesAText(t *testing.T) {
 // makes that certain).
 func TestEmbedBackfillEndsWhenTheServerRefusesATextWithoutAServe(t *testing.T) {
 	t.Parallel()
-	_, dbURL := storetest.Schema(t)
-	s := storetest.Open(t, dbURL)
-	if _, err := s.InsertContext(context.Background(), []store.ContextWrite{
-		{UserID: "alice", Question: "my canine companion", Answer: "Rex"},
-		{UserID: "alice", Question: "a pasted log", Answer: "POISON"}}); err != nil {
-		t.Fatal(err)
-	}
-	srv := embeddingtest.New(t)
+	dbURL, _, srv, prefix, stream := embedSetup(t,
+		store.ContextWrite{UserID: "alice", Question: "my canine companion", Answer: "Rex"},
+		store.ContextWrite{UserID: "alice", Question: "a pasted log", Answer: "POISON"})
 	srv.RefuseContaining("POISON")
 	srv.SetDelay(time.Second) // the job ends after River's periodic jobs are in
-	nc := eventstest.Conn(t)
-	prefix, stream := eventstest.Names(t, nc)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var out, errOut bytes.Buffer
@@ -223,17 +187,10 @@ func TestEmbedBackfillEndsWhenTheServerRefusesATextWithoutAServe(t *testing.T) {
 // test, kept the command waiting until they stopped, and it then failed).
 func TestEmbedBackfillEndsWhileMemoryKeepsArriving(t *testing.T) {
 	t.Parallel()
-	_, dbURL := storetest.Schema(t)
-	s := storetest.Open(t, dbURL)
 	ctx := context.Background()
-	if _, err := s.InsertContext(ctx, []store.ContextWrite{
-		{UserID: "alice", Question: "my canine companion", Answer: "Rex"},
-		{UserID: "alice", Question: "home town", Answer: "Paris"}}); err != nil {
-		t.Fatal(err)
-	}
-	srv := embeddingtest.New(t)
-	nc := eventstest.Conn(t)
-	prefix, stream := eventstest.Names(t, nc)
+	dbURL, s, srv, prefix, stream := embedSetup(t,
+		store.ContextWrite{UserID: "alice", Question: "my canine companion", Answer: "Rex"},
+		store.ContextWrite{UserID: "alice", Question: "home town", Answer: "Paris"})
 	stop, stopped := make(chan struct{}), make(chan int)
 	go func() {
 		n := 0
@@ -263,4 +220,17 @@ func TestEmbedBackfillEndsWhileMemoryKeepsArriving(t *testing.T) {
 	if err != nil || len(es) < 2 {
 		t.Fatalf("alice's vectors: %d, %v; want at least the 2 items there before", len(es), err)
 	}
+}
+
+// embedSetup is a backfill test's set-up: a database holding items, a
+// fake embeddings server, and a prefix and stream of the test's own.
+func embedSetup(t *testing.T, items ...store.ContextWrite) (dbURL string, s *store.Store, srv *embeddingtest.Server, prefix, stream string) {
+	t.Helper()
+	_, dbURL = storetest.Schema(t)
+	s = storetest.Open(t, dbURL)
+	if _, err := s.InsertContext(context.Background(), items); err != nil {
+		t.Fatal(err)
+	}
+	prefix, stream = eventstest.Names(t, eventstest.Conn(t))
+	return dbURL, s, embeddingtest.New(t), prefix, stream
 }
