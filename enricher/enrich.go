@@ -183,6 +183,9 @@ type enrichParams struct {
 	// over and timeOver are the sets keywords and timeKeywords were capped
 	// from, when the cap cut them (languageKeywords); else nil.
 	over, timeOver *keywordSet
+	// named are the message's short names (shortNames), read once with
+	// its keywords for the steps that take stop words out.
+	named map[string]bool
 	// collections are the document collections to include chunks of
 	// (none: no documents, and no documents field in the reply), at most
 	// docsMaxResults chunks scoring docsThreshold or more.
@@ -315,11 +318,10 @@ func (s *Service) parseEnrich(token string, data []byte) (enrichParams, error) {
 // wait for that user's slots.
 func (p enrichParams) analyze() enrichParams {
 	if !p.optOut {
-		p.keywords, p.over = keywords(p.message)
+		p.keywords, p.over, p.named = keywordsNamed(p.message, nil)
 		p.grammar = europeanGrammar(p.message)
 		p.keywords = withoutGrammar(p.grammar, p.keywords)
-		named := shortNames(p.message)
-		if !slices.ContainsFunc(p.keywords, func(k string) bool { return !IsStopWord(k) || named[k] }) {
+		if !slices.ContainsFunc(p.keywords, func(k string) bool { return !IsStopWord(k) || p.named[k] }) {
 			// Stop words alone ("and what about the other one?"): search
 			// falls back to them, enrich does not, since they would bring
 			// whatever turns said "other" or "one" into the prompt.
@@ -327,7 +329,7 @@ func (p enrichParams) analyze() enrichParams {
 		}
 		if p.when, p.timed = ParseTime(p.message, p.at); p.timed {
 			var smallTalk bool
-			p.timeKeywords, p.timeOver, smallTalk = timeRest(p.message, p.when)
+			p.timeKeywords, p.timeOver, smallTalk = timeRestNamed(p.message, p.when, p.named)
 			if smallTalk {
 				// The rest only greets or thanks: "good morning, how are
 				// you today?" is not a question about today.
@@ -636,7 +638,7 @@ func (s *Service) languageKeywords(ctx context.Context, p enrichParams) enrichPa
 		p.keywords = capped[0]
 	}
 	if capped[1] != nil {
-		p.timeKeywords = askedWords(capped[1], shortNames(p.message))
+		p.timeKeywords = askedWords(capped[1], p.named)
 	}
 	p.over, p.timeOver = nil, nil
 	return p

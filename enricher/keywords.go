@@ -110,14 +110,16 @@ func Keywords(message string) []string {
 // stop words of German, Spanish, ...; this list is English) and cap again
 // (recap), so that a long message in another language keeps its subject.
 func keywords(message string) ([]string, *keywordSet) {
-	return keywordsNamed(message, nil)
+	kws, over, _ := keywordsNamed(message, nil)
+	return kws, over
 }
 
 // keywordsNamed is keywords, a word of named (lower-cased, shortNames of
 // the text message is a part of) kept as shortName keeps it wherever it
 // stands in message: timeRest's message less its time expression makes
-// "Jo" of "Yesterday Jo called" its sentence's first word.
-func keywordsNamed(message string, named map[string]bool) ([]string, *keywordSet) {
+// "Jo" of "Yesterday Jo called" its sentence's first word. found are
+// message's own short names (shortNames of it, from the same pass).
+func keywordsNamed(message string, named map[string]bool) (kws []string, over *keywordSet, found map[string]bool) {
 	// Sentences are told apart in NFC (no copy when the message is NFC
 	// already), where full-width "？" and "．" are still themselves: NFKC
 	// would make "？２" a link's "?2". Each word is then put in NFKC.
@@ -128,6 +130,12 @@ func keywordsNamed(message string, named map[string]bool) ([]string, *keywordSet
 		q := how.question
 		if !norm.NFKC.IsNormalString(word) {
 			word = strings.ToLower(norm.NFKC.String(word))
+		}
+		if how.named {
+			if found == nil {
+				found = map[string]bool{}
+			}
+			found[word] = true
 		}
 		if !hasUnspaced(word) {
 			if len(word) <= store.MaxKeywordBytes {
@@ -152,7 +160,7 @@ func keywordsNamed(message string, named map[string]bool) ([]string, *keywordSet
 		})
 	}
 	if len(c.all) < store.MaxKeywords && c.onlyPhatic() {
-		return []string{}, nil
+		return []string{}, nil, found
 	}
 	if c.kept == 0 && c.functionPiece {
 		// Only function pieces of CJK or South-East Asian runs and stop
@@ -168,16 +176,16 @@ func keywordsNamed(message string, named map[string]bool) ([]string, *keywordSet
 			}
 		}
 		if len(out) > 0 || c.seaFunction {
-			return out, nil
+			return out, nil, found
 		}
 	}
 	if c.kept == 0 {
-		return c.cap(false), nil
+		return c.cap(false), nil, found
 	}
 	if c.kept > store.MaxKeywords {
-		return c.cap(true), &c
+		return c.cap(true), &c, found
 	}
-	return c.cap(true), nil
+	return c.cap(true), nil, found
 }
 
 // candidates are the words the cap chooses from: those that are not stop

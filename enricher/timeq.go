@@ -2012,11 +2012,15 @@ func timeKeywordsOf(message string, e TimeExpr) ([]string, *keywordSet) {
 // acknowledges (no keywords at all: "good morning, how are you today?"),
 // which makes the time small talk, not a question about it.
 func timeRest(message string, e TimeExpr) (asked []string, over *keywordSet, smallTalk bool) {
+	return timeRestNamed(message, e, shortNames(message))
+}
+
+// timeRestNamed is timeRest given the message's short names (shortNames),
+// which enrich has read already. They are the whole message's: without
+// the expression, "Jo" of "Yesterday Jo called" would start its sentence.
+func timeRestNamed(message string, e TimeExpr, named map[string]bool) (asked []string, over *keywordSet, smallTalk bool) {
 	rest := message[:e.Start] + " " + message[e.End:]
-	// The short names are the whole message's (shortName): without the
-	// expression, "Jo" of "Yesterday Jo called" would start its sentence.
-	named := shortNames(message)
-	ks, over := keywordsNamed(rest, named)
+	ks, over, _ := keywordsNamed(rest, named)
 	// No keywords from words ("Yesterday?" leaves none at all): only
 	// greeting words were there.
 	asked = withoutGreeting(askedWords(ks, named))
