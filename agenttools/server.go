@@ -27,6 +27,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/internal/bodytime"
 )
 
 // DefaultTimeout bounds one call to memoryd when Config.Timeout is 0.
@@ -272,7 +273,7 @@ func (s *Server) Handler() (http.Handler, error) {
 	// Every request with a body, the probes' too: net/http reads a body
 	// the handler left unread before it answers, so a probe announcing a
 	// body it never sent was held open without a key (a review).
-	return bodyDeadline(s.cfg.BodyTimeout, mux), nil
+	return bodytime.Bound(s.cfg.BodyTimeout, mux), nil
 }
 
 // Start listens on Config.Listen and serves streamable HTTP until Stop.
@@ -351,21 +352,6 @@ func endOnShutdown(h http.Handler, streams context.Context, calls *atomic.Int64)
 
 // keyExtra names the request's API key in its auth.TokenInfo's Extra.
 const keyExtra = "memoryd_key"
-
-// bodyDeadline gives the requests with a body Config.BodyTimeout to send
-// it (net/http lifts the deadline when the body's end is read, so an
-// answer streamed after it is not cut). A request without a body is left
-// alone: its deadline is lifted already, and one set now would end the
-// connection's watch for the client going away, and so a GET stream.
-func bodyDeadline(d time.Duration, h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
-			// A writer that cannot set deadlines reads without one.
-			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(d))
-		}
-		h.ServeHTTP(w, r)
-	})
-}
 
 // sessionCap refuses a user's new HTTP session (a POST without a session
 // id: an initialize) while the user holds max sessions. It learns a

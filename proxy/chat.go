@@ -622,29 +622,9 @@ func firstBytes(s string, n int) string {
 
 // readBody reads r's body, at most Config.MaxBodyBytes of it within
 // Config.BodyTimeout (an error wrapping os.ErrDeadlineExceeded past it:
-// bodyDeadline set it for every request with a body, Handler's).
+// bodytime.Bound set it for every request with a body, Handler's).
 func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	return io.ReadAll(http.MaxBytesReader(w, r.Body, p.cfg.MaxBodyBytes))
-}
-
-// bodyDeadline gives every request with a body d to send it, from the
-// handler's start: the chat's read of it, and also net/http's own read of
-// a body the handler left unread (a 401, a probe, a 404), which it does
-// before the answer's headers (up to 256 KiB), so that without a deadline
-// a client without a key held the request open, unanswered, by never
-// sending the body it announced. net/http lifts the deadline when the
-// body's end is read, to watch for the client going away during the
-// answer; a request without a body is left alone (its deadline is lifted
-// already, and one set now would end that watch). A writer that cannot
-// set deadlines (a test's recorder, a caller's own server wrapping w
-// without Unwrap) reads without one.
-func bodyDeadline(d time.Duration, h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
-			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(d))
-		}
-		h.ServeHTTP(w, r)
-	})
 }
 
 // chat serves POST /v1/chat/completions.

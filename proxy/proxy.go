@@ -28,6 +28,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/internal/bodytime"
 )
 
 // Defaults of Config.
@@ -378,7 +379,7 @@ func (p *Proxy) Handler() http.Handler {
 		}
 		writeError(w, http.StatusNotFound, "invalid_request_error", "not_found", msg)
 	})
-	return bodyDeadline(p.cfg.BodyTimeout, mux)
+	return bodytime.Bound(p.cfg.BodyTimeout, mux)
 }
 
 // Start listens on Config.Listen and serves in the background.

@@ -38,13 +38,16 @@ func TestImportGraph(t *testing.T) {
 		// How a model's and an agent's fact keys are spelled, kept out
 		// of events so that frontends do not link x/text.
 		"internal/factkey": {},
-		"proxy":            {"events"},
-		"agenttools":       {"events", "internal/factkey"},
-		"store":            {"migrations"},
-		"extractor":        {"events", "internal/factkey", "internal/modelerr", "redact"},
-		"worker":           {"chunker", "embedding", "events", "extractor", "redact", "store"},
-		"enricher":         {"chunker", "embedding", "events", "ranking", "redact", "store"},
-		"internal/app":     {"embedding", "enricher", "events", "extractor", "migrations", "store", "worker"},
+		// How long an HTTP server waits for a request's body, the
+		// proxy's and the MCP server's alike.
+		"internal/bodytime": {},
+		"proxy":             {"events", "internal/bodytime"},
+		"agenttools":        {"events", "internal/bodytime", "internal/factkey"},
+		"store":             {"migrations"},
+		"extractor":         {"events", "internal/factkey", "internal/modelerr", "redact"},
+		"worker":            {"chunker", "embedding", "events", "extractor", "redact", "store"},
+		"enricher":          {"chunker", "embedding", "events", "ranking", "redact", "store"},
+		"internal/app":      {"embedding", "enricher", "events", "extractor", "migrations", "store", "worker"},
 	}
 	seen := 0
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
