@@ -186,6 +186,9 @@ type Server struct {
 	http *http.Server
 	addr string     // the address Start listens on
 	done chan error // Start's Serve result
+	// sessions is the MCP server behind Start's handler: Stop closes its
+	// sessions, whose idle timers and state outlived the HTTP server.
+	sessions *mcp.Server
 	// calls are the HTTP requests in flight other than the sessions' GET
 	// streams, counted for Stop's error.
 	calls atomic.Int64
@@ -232,8 +235,14 @@ func (s *Server) ServeIO(ctx context.Context, in io.Reader, out io.Writer) error
 // otherwise), and its session acts for that key's user only (the SDK
 // refuses a session id presented with another user's key).
 func (s *Server) Handler() (http.Handler, error) {
+	h, _, err := s.handler()
+	return h, err
+}
+
+// handler is Handler, with the MCP server whose sessions it serves.
+func (s *Server) handler() (http.Handler, *mcp.Server, error) {
 	if s.cfg.Keys == nil {
-		return nil, errors.New("agenttools: Config.Keys is required over HTTP")
+		return nil, nil, errors.New("agenttools: Config.Keys is required over HTTP")
 	}
 	srv := s.newMCPServer(func(extra *mcp.RequestExtra) (string, error) {
 		if extra == nil || extra.TokenInfo == nil || extra.TokenInfo.UserID == "" {
@@ -273,7 +282,7 @@ func (s *Server) Handler() (http.Handler, error) {
 	// Every request with a body, the probes' too: net/http reads a body
 	// the handler left unread before it answers, so a probe announcing a
 	// body it never sent was held open without a key (a review).
-	return bodytime.Bound(s.cfg.BodyTimeout, mux), nil
+	return bodytime.Bound(s.cfg.BodyTimeout, mux), srv, nil
 }
 
 // Start listens on Config.Listen and serves streamable HTTP until Stop.
@@ -281,7 +290,7 @@ func (s *Server) Start(ctx context.Context) error {
 	if s.cfg.Listen == "" {
 		return errors.New("agenttools: Config.Listen is required over HTTP")
 	}
-	h, err := s.Handler()
+	h, sessions, err := s.handler()
 	if err != nil {
 		return err
 	}
@@ -290,6 +299,7 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("agenttools: listen on %s: %w", s.cfg.Listen, err)
 	}
 	s.addr = ln.Addr().String()
+	s.sessions = sessions
 	// An agent's session holds a GET stream open for as long as it lives
 	// (the SDK's client and most agents open one): no request in flight,
 	// so it ends as Stop begins instead of holding Stop to its deadline
@@ -316,10 +326,15 @@ func (s *Server) Done() <-chan error { return s.done }
 // Stop stops the HTTP server: it ends the sessions' GET streams and waits
 // for the tool calls in flight until ctx is done, then cuts those still
 // running (their connections are closed, which cancels their contexts).
+// Then it closes every session: a session lives on its own, beyond its
+// requests, until it is deleted or idle for Config.SessionTimeout, and a
+// stopped server's would have lived that long (a process embedding the
+// server and starting another kept them all).
 func (s *Server) Stop(ctx context.Context) error {
 	if s.http == nil {
 		return nil
 	}
+	defer endSessions(s.sessions, nil)
 	if err := s.http.Shutdown(ctx); err != nil {
 		n := s.calls.Load()
 		_ = s.http.Close()
@@ -447,12 +462,19 @@ func (c *sessionCap) watchKey(ctx context.Context, sid string, o owner) (stop fu
 	return func() { cancel(); <-done }
 }
 
-// closeSessions closes the live sessions of ids. Closing one waits for its
-// requests in flight, each bounded by Config.Timeout.
+// closeSessions closes the live sessions of ids.
 func (c *sessionCap) closeSessions(ids map[string]bool) {
+	endSessions(c.srv, ids)
+}
+
+// endSessions closes srv's live sessions whose ids are in ids (all of them
+// when ids is nil). Closing one waits for its requests in flight, each
+// bounded by Config.Timeout; the sessions are collected first because a
+// session leaves srv's list as it closes.
+func endSessions(srv *mcp.Server, ids map[string]bool) {
 	var end []*mcp.ServerSession
-	for ss := range c.srv.Sessions() {
-		if ids[ss.ID()] {
+	for ss := range srv.Sessions() {
+		if ids == nil || ids[ss.ID()] {
 			end = append(end, ss)
 		}
 	}

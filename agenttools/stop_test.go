@@ -35,7 +35,7 @@ func (s streamOpened) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // TestStopWithAConnectedAgent: an agent connected with the SDK's client
 // holds its session's GET stream open; Stop ends it rather than waiting
-// for it as a request in flight. Before, every stop with an agent
+// for it as a request in flight, and ends the session. Before, every stop with an agent
 // connected took the whole shutdown timeout (memoryd mcp's
 // --shutdown-timeout) and failed with "context deadline exceeded".
 func TestStopWithAConnectedAgent(t *testing.T) {
@@ -64,6 +64,9 @@ func TestStopWithAConnectedAgent(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the SDK's client opened no GET stream")
 	}
+	if n := agenttools.LiveSessions(srv); n != 1 {
+		t.Fatalf("%d sessions live before Stop, want 1", n)
+	}
 
 	// Long enough that a Stop waiting for the stream fails the test,
 	// not the machine's speed.
@@ -71,6 +74,11 @@ func TestStopWithAConnectedAgent(t *testing.T) {
 	defer cancel()
 	if err := srv.Stop(ctx); err != nil {
 		t.Fatalf("Stop with an idle connected agent: %v; want nil (nothing was in flight)", err)
+	}
+	// The session, its idle timer and its state, ends with the server:
+	// it lived on for SessionTimeout (30 minutes by default).
+	if n := agenttools.LiveSessions(srv); n != 0 {
+		t.Fatalf("%d sessions live after Stop, want 0", n)
 	}
 }
 
