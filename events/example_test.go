@@ -1,6 +1,7 @@
 package events_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log"
@@ -50,7 +51,9 @@ func Example() {
 
 	// Before the model call: memory, within what the chat can wait.
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	mem, err := client.Enrich(ctx, events.EnrichRequest{UserID: userID, Message: message})
+	// FormatSystem: the injection is a system message; the default,
+	// FormatInline, is text to append to the user's message instead.
+	mem, err := client.Enrich(ctx, events.EnrichRequest{UserID: userID, Message: message, Format: events.FormatSystem})
 	cancel()
 	var system string
 	switch {
@@ -121,5 +124,37 @@ func ExampleClient_Forget() {
 		log.Printf("memoryd did not answer in time: %v", err)
 	default:
 		log.Printf("forget: %v", err)
+	}
+}
+
+// A "download my data" that hands the user a whole export or none: Export
+// has written the pages before an error to its writer, a prefix that reads
+// as a whole export, so it writes to a buffer, kept only on success, and
+// starts again when a later page is refused (409: its copy is gone).
+func ExampleClient_Export() {
+	nc, err := nats.Connect("nats://127.0.0.1:4222",
+		nats.UserInfo("accounts_service", os.Getenv("NATS_PASSWORD")),
+		events.FrontendInbox("accounts_service"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer nc.Drain()
+	client := events.NewClient(nc, "")
+
+	var export bytes.Buffer
+	for attempt := 1; ; attempt++ {
+		export.Reset() // what a failed attempt wrote is no export
+		err = client.Export(context.Background(), "alice", &export)
+		var serviceErr *events.ServiceError
+		if err == nil || !errors.As(err, &serviceErr) || serviceErr.Code != 409 || attempt == 3 {
+			break
+		}
+	}
+	if err != nil {
+		log.Printf("no export: %v", err)
+		return
+	}
+	if err := os.WriteFile("alice.jsonl", export.Bytes(), 0o600); err != nil {
+		log.Print(err)
 	}
 }

@@ -99,6 +99,13 @@ func (c *Client) ExportPage(ctx context.Context, req ExportRequest) (ExportReply
 // first page of a large memory, which memoryd reads and copies whole, takes
 // seconds (9-10 s for 94 MB). A page refused part-way (its copy gone, or
 // the user forgotten) is a *ServiceError with Code 409: export again.
+//
+// On any error, w already holds the pages before it: a prefix of the
+// export that reads as a whole one (the format has no trailer, and
+// CheckImport passes it). Keep what w holds only when Export returns nil:
+// write to a buffer or a temporary file, not straight to the user's
+// download, and start again from the first page on a 409 (memoryd export
+// does both, up to 3 times; see the example).
 func (c *Client) Export(ctx context.Context, userID string, w io.Writer) error {
 	req := ExportRequest{UserID: userID}
 	for {
