@@ -380,6 +380,19 @@ func (e *ServiceError) Overloaded() bool {
 	return e.Code == 500 && e.Description == OverloadedDescription
 }
 
+// Temporary reports whether sending the same request again may succeed:
+// a 500 (memoryd overloaded, stopping, or its database failing). Every
+// request is safe to send again, writes included (a store, an import or a
+// put of what is already held changes nothing; a forget or a clear sent
+// again completes), so a frontend resends a temporary error after a
+// pause, a bounded number of times. The other codes say what to change
+// first: the request (400, 413), the memory's state (404, 409; an
+// export's 409 is started again from its first page) or the service
+// (501, 507).
+func (e *ServiceError) Temporary() bool {
+	return e.Code == 500
+}
+
 // ForgetReply counts what memory.forget deleted.
 type ForgetReply struct {
 	Facts        int64  `json:"facts"`
