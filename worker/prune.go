@@ -96,6 +96,15 @@ type pruneWorker struct {
 
 func (p *pruneWorker) Work(ctx context.Context, job *river.Job[PruneArgs]) error {
 	cfg := p.w.cfg
+	if cfg.DisableIngest {
+		// A replay's own workers take jobs beside the serves, with the
+		// replay command's settings, which need not be the serves' (its
+		// default --turn-retention cleared the text of turns serves keep
+		// for 30 days): the limits are the serves' to apply. Handed back
+		// at once, for the next serve that fetches it (the serves' interval
+		// is theirs, unknown here).
+		return river.JobSnooze(5 * time.Second)
+	}
 	// A stop ends the run at once: what it deleted is committed, and the
 	// next period's run (this process's next start, or another's) does the
 	// rest. It took a whole --shutdown-timeout before, and the run was
