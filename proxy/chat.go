@@ -727,6 +727,14 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request) string {
 		into = &acc
 	}
 	err = relay(w, upstreamBody, into)
+	if err != nil && acc.ended {
+		// The stream's [DONE] reached the client, whose SDK reads nothing
+		// after it and closes the response there (the OpenAI SDKs do),
+		// often before the upstream's body has ended: what broke after it,
+		// the client leaving or the upstream's body, cost the reply nothing.
+		p.log.Debug("stream ended after its [DONE]", "user_id", user, "error", err)
+		err = nil
+	}
 	if err == nil && acc.brokeOff() {
 		err = errors.New("the upstream's stream ended without a finish reason or [DONE]")
 	}

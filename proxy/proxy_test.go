@@ -41,7 +41,9 @@ type upstream struct {
 	srv *httptest.Server
 	// mode: "" answers, "500" fails, "401" refuses the key, "hang" never
 	// answers, "cut" breaks a stream off, "stall" stops sending after a
-	// stream's first chunk, "slow" streams its words 100 ms apart.
+	// stream's first chunk, "slow" streams its words 100 ms apart,
+	// "linger" holds a stream's body open after its [DONE], "errorevent"
+	// sends an SSE "event: error" after the finish reason.
 	mu       sync.Mutex
 	mode     string
 	requests [][]byte
@@ -177,10 +179,21 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	write(fmt.Sprintf("data: {\"id\":%q,\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"fake-model\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":7,\"total_tokens\":18}}\n\n", id))
+	if mode == "errorevent" {
+		// An SSE error event whose data has no "error" member: the
+		// OpenAI Node SDK throws on the event's name alone.
+		write("event: error\ndata: {\"message\":\"overloaded\",\"type\":\"server_error\"}\n\n")
+	}
 	write("data: [DONE]\n\n")
 	u.mu.Lock()
 	u.sent = sent.Bytes()
 	u.mu.Unlock()
+	if mode == "linger" {
+		// A body that does not end with [DONE] at once (the end of the
+		// chunked body, or HTTP/2's END_STREAM, comes in a later packet):
+		// held open until the request is cancelled.
+		<-r.Context().Done()
+	}
 }
 
 // env is a real memoryd (in-process app on an isolated schema, prefix and

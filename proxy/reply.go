@@ -41,7 +41,10 @@ type reply struct {
 	// before another), broke off, however cleanly its body ended (a
 	// close-delimited body cut by a dropped connection reads as a clean
 	// end).
-	ended  bool
+	ended bool
+	// event is the name of the SSE event being read (its "event:" line),
+	// until the blank line that ends it.
+	event  string
 	open   map[int]bool // a choice seen: true while open, false once finished
 	nopen  int          // the choices open
 	closed bool
@@ -96,6 +99,14 @@ func (a *reply) feed(b []byte) {
 
 // line reads one SSE line: a "data:" line carries a chunk or [DONE].
 func (a *reply) line(l []byte) {
+	if len(l) == 0 {
+		a.event = "" // the end of an event
+		return
+	}
+	if name, ok := bytes.CutPrefix(l, []byte("event:")); ok {
+		a.event = string(bytes.TrimSpace(name))
+		return
+	}
 	data, ok := bytes.CutPrefix(l, []byte("data:"))
 	if !ok || a.ended {
 		// After [DONE] the OpenAI SDKs read no event (Python breaks, Node
@@ -125,9 +136,10 @@ func (a *reply) line(l []byte) {
 			FinishReason *string `json:"finish_reason"`
 		} `json:"choices"`
 	}
-	if json.Unmarshal(data, &chunk) != nil || (len(chunk.Error) > 0 && string(chunk.Error) != "null") {
+	if json.Unmarshal(data, &chunk) != nil || (len(chunk.Error) > 0 && string(chunk.Error) != "null") || a.event == "error" {
 		// The client's SDK fails on such an event (the OpenAI SDKs
-		// raise a parse error or the error), so the user saw no answer:
+		// raise a parse error or the error, and the Node SDK an event
+		// named "error" whatever its data), so the user saw no answer:
 		// the turn is not remembered, whatever came after it.
 		a.broken = true
 		return
