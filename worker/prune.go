@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -193,9 +194,9 @@ func (p *pruneWorker) Work(ctx context.Context, job *river.Job[PruneArgs]) error
 // twice. Prune waits for a prune running elsewhere to end, then measures.
 //
 // A size limit under the floor is refused (*SizeFloorError) before
-// anything is pruned, as a Worker refuses it at Start; the periodic job,
-// whose limit Start checked, prunes what it can when the floor has grown
-// past it since, and reports the context spared.
+// anything is pruned; the periodic job (whose limit a Worker's Start only
+// warns of) prunes what it can when the floor is past the limit, and
+// reports the context spared.
 func Prune(ctx context.Context, s *store.Store, l PruneLimits) (PruneReport, error) {
 	if l.MaxBytes > 0 {
 		if _, err := sizeOverFloor(ctx, s, l.MaxBytes); err != nil {
@@ -453,13 +454,24 @@ func (e *SizeFloorError) Describe(setting string) string {
 		setting, formatSize(e.Limit), formatSize(e.Floor))
 }
 
-// checkSizeFloor refuses a size limit below the floor, and logs the figures
-// the limit is compared with.
+// checkSizeFloor logs the figures the size limit is compared with, and
+// an error when the limit is below the floor. It does not refuse to start:
+// the floor grows with facts and turns, so a limit accepted at one start
+// was refused at the next, and a restart or crash of every replica left
+// none running (a lifecycle walk); over the limit, the prune spares
+// context rather than deleting it all for nothing, and says so every run,
+// as memoryd_db_over_limit does.
 func (w *Worker) checkSizeFloor(ctx context.Context) error {
 	if w.cfg.MaxDBSize <= 0 {
 		return nil
 	}
 	size, err := sizeOverFloor(ctx, w.cfg.Store, w.cfg.MaxDBSize)
+	var floor *SizeFloorError
+	if errors.As(err, &floor) {
+		w.logger.Error(floor.Describe("the size limit")+": running on, pruning what it can; raise the limit",
+			"max_db_size", floor.Limit, "floor_bytes", floor.Floor)
+		return nil
+	}
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/extractor"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
@@ -489,39 +490,47 @@ func seedOverLimit(t *testing.T, s *store.Store, k int) int64 {
 	return size.LiveBytes - int64(float64(k)*size.BytesPerContextRow())
 }
 
-// TestStartRefusesSizeLimitBelowFloor: a limit below what pruning can reach
-// is refused when the worker starts, with both figures; one at the floor is
-// accepted.
-func TestStartRefusesSizeLimitBelowFloor(t *testing.T) {
+// TestStartWarnsOfSizeLimitBelowFloor: a limit below what pruning can
+// reach is logged at error when the worker starts, with both figures, and
+// the worker runs: the floor grows with facts and turns, and a refusal
+// made a limit accepted at one start refuse the next, every replica's
+// restart failing (a lifecycle walk). The message is one sentence naming
+// the setting, the limit and the floor (memoryd prune's refusal).
+func TestStartWarnsOfSizeLimitBelowFloor(t *testing.T) {
 	e := setup(t)
 	seedContext(t, e.store, []string{"alice"}, 10)
-	cfg := worker.Config{Conn: e.nc, Store: e.store, Extractor: extractor.NewRules(), Logger: slog.New(slog.DiscardHandler),
-		Prefix: e.prefix, Stream: e.stream, MaxDBSize: 1000}
-	w, err := worker.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = w.Start(e.ctx)
-	var floor *worker.SizeFloorError
-	if !errors.As(err, &floor) {
-		if err == nil {
-			_ = w.Stop(e.ctx)
-		}
-		t.Fatalf("start with a 1000-byte limit: %v; want a SizeFloorError", err)
-	}
 	size, err := e.store.MeasureSize(e.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if floor.Limit != 1000 || floor.Floor != size.FloorBytes {
-		t.Fatalf("error %+v, want limit 1000 and floor %d", floor, size.FloorBytes)
+	logs := new(eventstest.SyncBuffer)
+	e.start(extractor.NewRules(), func(c *worker.Config) {
+		c.MaxDBSize = 1000
+		c.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	var line struct {
+		Level, Msg string
+		Floor      int64 `json:"floor_bytes"`
+		Limit      int64 `json:"max_db_size"`
 	}
-	msg := floor.Describe("--max-db-size")
+	for l := range strings.Lines(logs.String()) {
+		if strings.Contains(l, "the size that pruning cannot go under") {
+			if err := json.Unmarshal([]byte(l), &line); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	if line.Level != "ERROR" || line.Limit != 1000 || line.Floor != size.FloorBytes {
+		t.Fatalf("start with a 1000-byte limit logged %+v; want an error naming limit 1000 and floor %d:\n%s", line, size.FloorBytes, logs.String())
+	}
+	// The worker runs: a turn is extracted.
+	e.publish(events.Turn{ID: "f1", UserID: "bob", UserMessage: "I live in Porto.", AssistantResponse: "Nice."})
+	e.waitDone(1)
+	msg := (&worker.SizeFloorError{Limit: 1000, Floor: size.FloorBytes}).Describe("--max-db-size")
 	if !strings.HasPrefix(msg, "--max-db-size 1000B is below ") || strings.Count(msg, ".") > 1 {
 		t.Fatalf("message %q: want one sentence naming the flag, the limit and the floor", msg)
 	}
-	t.Log(msg)
-	e.start(extractor.NewRules(), func(c *worker.Config) { c.MaxDBSize = size.FloorBytes + 64<<10 })
 }
 
 // TestReplayRestoresClearedTurnText: a turn whose text was cleared after

@@ -246,8 +246,8 @@ type Config struct {
 	ExtractDebounce time.Duration
 	// MaxDBSize caps the live size of memoryd's tables in bytes (see
 	// store.SizeReport); over it, the oldest context items are pruned, no
-	// more than the excess. Start refuses a limit below what pruning can
-	// reach (SizeFloorError). Default 0: no limit.
+	// more than the excess. Start logs an error for a limit below what
+	// pruning can reach, and runs on. Default 0: no limit.
 	MaxDBSize int64
 	// MaxContextPerUser caps each user's context items, pruning the oldest.
 	// Default 0: no cap.
@@ -888,8 +888,8 @@ func (w *Worker) Backlog(ctx context.Context) (Backlog, error) {
 
 // Start ensures the streams and the durable consumer exist, starts River's
 // workers and starts consuming. It returns once everything runs; the work
-// goes on until Stop. With MaxDBSize set it first measures the tables and
-// returns a *SizeFloorError when the limit is below what pruning can reach.
+// goes on until Stop. With MaxDBSize set it first measures the tables (an
+// error is logged when the limit is below what pruning can reach).
 func (w *Worker) Start(ctx context.Context) error {
 	cfg := w.cfg
 	if err := w.checkSizeFloor(ctx); err != nil {
