@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/store"
 )
@@ -501,5 +503,114 @@ func TestClearCoversTheTurnReworded(t *testing.T) {
 		if got := insert(tt.user, tt.q, tt.a, tt.event, tt.at); got != tt.stored {
 			t.Errorf("%s %q of %s: stored %v, want %v", tt.user, tt.q, tt.event, got, tt.stored)
 		}
+	}
+}
+
+// TestClearedTurnKeepsWhatWasNotCleared: a clear by id covers its item's
+// turn extracted again, so the turn's other items, which no one cleared,
+// cannot come back from a re-extraction: the reset before a replay and
+// the re-extraction after a spend cap's reset must keep them, not delete
+// what nothing rebuilds (a review: one item cleared of a turn of two, and
+// after `replay --reset` with another model the user had neither).
+func TestClearedTurnKeepsWhatWasNotCleared(t *testing.T) {
+	rules := store.Provenance{Extractor: "rules", PromptVersion: "rules-v2"}
+	llm := store.Provenance{Extractor: "llm", Model: "m2", PromptVersion: "llm-v2"}
+	// A turn of two items, one of them cleared by id; and a turn of the
+	// same user nothing cleared, which is extracted again as usual.
+	start := func(t *testing.T) (context.Context, *store.Store) {
+		t.Helper()
+		ctx, s := setup(t)
+		if _, err := s.InsertTurns(ctx, []store.Turn{
+			{EventID: "e1", UserID: "ana", UserMessage: "I climb at the Lisbon gym and stretch my forearms after", TurnAt: t0},
+			{EventID: "e2", UserID: "ana", UserMessage: "I cook lentil soup", TurnAt: t0.Add(time.Minute)},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		ids, err := s.InsertContext(ctx, []store.ContextWrite{
+			{UserID: "ana", Question: "What stretching routine suits Ana after climbing?", Answer: "Ten minutes of forearm stretches", EventID: "e1", CreatedAt: t0, Provenance: rules},
+			{UserID: "ana", Question: "Where does Ana climb?", Answer: "At the Lisbon gym", EventID: "e1", CreatedAt: t0, Provenance: rules},
+			{UserID: "ana", Question: "What does Ana cook?", Answer: "Lentil soup", EventID: "e2", CreatedAt: t0.Add(time.Minute), Provenance: rules},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.MarkProcessed(ctx, "ana", []string{"e1", "e2"}, rules); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.DeleteContext(ctx, store.ContextDelete{UserID: "ana", ID: ids[0]}); err != nil || n != 1 {
+			t.Fatalf("clear by id: %d, %v", n, err)
+		}
+		return ctx, s
+	}
+	// The other model's words for the three items.
+	again := []store.ContextWrite{
+		{UserID: "ana", Question: "Post-climbing stretches for Ana?", Answer: "10 minutes of forearm stretches", EventID: "e1", CreatedAt: t0, Provenance: llm},
+		{UserID: "ana", Question: "Which gym does Ana climb at?", Answer: "The Lisbon one", EventID: "e1", CreatedAt: t0, Provenance: llm},
+		{UserID: "ana", Question: "Ana's usual dinner?", Answer: "A lentil soup", EventID: "e2", CreatedAt: t0.Add(time.Minute), Provenance: llm},
+	}
+	check := func(t *testing.T, ctx context.Context, s *store.Store) {
+		t.Helper()
+		items, err := s.ListContext(ctx, "ana", store.ContextCursor{}, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var gym, stretch, soup int
+		for _, it := range items {
+			switch {
+			case strings.Contains(it.Answer, "Lisbon"):
+				gym++
+			case strings.Contains(it.Answer, "stretches"):
+				stretch++
+			case strings.Contains(it.Answer, "soup"):
+				soup++
+			}
+		}
+		if gym != 1 || stretch != 0 || soup != 1 {
+			t.Errorf("after the re-extraction: %d gym, %d stretch, %d soup item(s), want 1, 0, 1: %+v", gym, stretch, soup, items)
+		}
+	}
+	t.Run("replay --reset", func(t *testing.T) {
+		ctx, s := start(t)
+		if _, _, err := s.ResetMemory(ctx, []string{"ana"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.InsertContext(ctx, again); err != nil {
+			t.Fatal(err)
+		}
+		check(t, ctx, s)
+	})
+	t.Run("re-extraction after a spend cap", func(t *testing.T) {
+		ctx, s := start(t)
+		if err := s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
+			_, err := q.ReplaceOffline(ctx, store.Reextraction{UserID: "ana", EventIDs: []string{"e1", "e2"}, Offline: "rules", Provenance: llm, Context: again})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		check(t, ctx, s)
+	})
+}
+
+// TestUpdateCoversTheTurnReworded: an update clears the replaced pair as
+// a clear by id does (UpdateContext), its turn included: a replay after a
+// model change does not store the old text again, reworded, beside the
+// correction (as a clear by id brought it back before it covered the
+// turn).
+func TestUpdateCoversTheTurnReworded(t *testing.T) {
+	ctx, s := setup(t)
+	ids, err := s.InsertContext(ctx, []store.ContextWrite{{UserID: "ana", Question: "What is Ana's dog called?", Answer: "Rex", EventID: "e1", CreatedAt: t0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixed := "Max"
+	if _, err := s.UpdateContext(ctx, store.ContextUpdate{UserID: "ana", ID: ids[0], Answer: &fixed}); err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.InsertContext(ctx, []store.ContextWrite{{UserID: "ana", Question: "Name of Ana's dog?", Answer: "Rex", EventID: "e1", CreatedAt: t0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again[0] != 0 {
+		t.Errorf("the replaced text, reworded from its turn, was stored again beside the correction (id %d)", again[0])
 	}
 }

@@ -132,6 +132,14 @@ func eventKey(userID, eventID string) []byte {
 // eventKeySQL is eventKey of the SQL expressions {user} and {event}.
 const eventKeySQL = `sha256(convert_to('memoryd-event:' || octet_length({user})::text || ':' || {user} || {event}, 'UTF8'))`
 
+// clearedTurn is the condition, on a context row x, that a clear covers
+// x's turn (its eventKey is recorded): nothing extracted from that turn
+// again is stored, so a reset or a re-extraction of the turn keeps x
+// rather than delete what no extraction brings back (the turn's items no
+// one cleared).
+var clearedTurn = `(x.event_id <> '' AND EXISTS (SELECT 1 FROM context_clears ct
+	WHERE ct.user_id = x.user_id AND ct.hash = ` + strings.NewReplacer("{user}", "x.user_id", "{event}", "x.event_id").Replace(eventKeySQL) + `))`
+
 // clearKeys are the keys of context_clears that cover a pair: its content
 // hash and its question's, under normalize and, since a clear recorded
 // before migration 051 holds a hash of legacyNormalize, under that too.

@@ -115,9 +115,9 @@ func (e *DuplicateError) Error() string {
 // since the replay cannot bring the correction back (it extracts the old
 // pair, which the update cleared).
 //
-// The replaced pair is cleared as DeleteContext clears a pair deleted by id:
-// a replay of the turn it came from does not bring the old text back beside
-// the correction. An update to a pair the user already holds in another item
+// The replaced pair is cleared as DeleteContext clears a pair deleted by id,
+// its turn included: a replay of the turn it came from does not bring the
+// old text back beside the correction, however another model words it. An update to a pair the user already holds in another item
 // fails with a *DuplicateError and changes nothing; an update to the item's
 // own pair (a change of case or spacing only) just rewrites its text. A
 // missing item (or another user's) is ErrNotFound.
@@ -176,12 +176,19 @@ func (s *Store) UpdateContext(ctx context.Context, u ContextUpdate) (ContextItem
 			return err
 		}
 		if string(hash) != string(oldHash) {
-			if _, err := q.db.Exec(ctx, `INSERT INTO context_clears AS c (user_id, hash, cleared_at, own_at, stream_seq, stream_stored_at)
-				VALUES ($1, $2, greatest($3::timestamptz, $4), CASE WHEN $6::timestamptz IS NULL THEN greatest($3::timestamptz, $4) ELSE $3::timestamptz END, $5, $6)
-				ON CONFLICT (user_id, hash) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at),
-					own_at = greatest(c.own_at, excluded.own_at), `+mergeStreamPosition,
-				u.UserID, oldHash, now(), cur.CreatedAt, int64(pos.Seq), pos.storedOrNil()); err != nil {
-				return err
+			// The old pair and, as a clear by id, its turn (eventKey): a
+			// replay by another model words the old text otherwise.
+			for _, key := range [][]byte{oldHash, eventKey(u.UserID, cur.EventID)} {
+				if key == nil {
+					continue
+				}
+				if _, err := q.db.Exec(ctx, `INSERT INTO context_clears AS c (user_id, hash, cleared_at, own_at, stream_seq, stream_stored_at)
+					VALUES ($1, $2, greatest($3::timestamptz, $4), CASE WHEN $6::timestamptz IS NULL THEN greatest($3::timestamptz, $4) ELSE $3::timestamptz END, $5, $6)
+					ON CONFLICT (user_id, hash) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at),
+						own_at = greatest(c.own_at, excluded.own_at), `+mergeStreamPosition,
+					u.UserID, key, now(), cur.CreatedAt, int64(pos.Seq), pos.storedOrNil()); err != nil {
+					return err
+				}
 			}
 			// New text: its vector is stale (readers skip it) until the
 			// item is embedded again.

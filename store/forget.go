@@ -328,7 +328,7 @@ func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect b
 			table, content string
 			keep           string // what a reset keeps beyond rebuilt
 			n              *int64
-		}{{"fact_items", itemContent, "", &items}, {"facts", factContent, " AND NOT " + listFactKept, &r.Facts}, {"context", contextContent, "", &r.Context}} {
+		}{{"fact_items", itemContent, "", &items}, {"facts", factContent, " AND NOT " + listFactKept, &r.Facts}, {"context", contextContent, " AND NOT " + clearedTurn, &r.Context}} {
 			var users []string
 			if err := s.db.QueryRow(ctx, `WITH gone AS (
 				DELETE FROM `+t.table+` x WHERE ($1 OR user_id = ANY($2)) AND ($3 OR `+rebuilt(t.content)+t.keep+`) RETURNING user_id

@@ -80,7 +80,7 @@ func (s *Store) UnseenMemory(ctx context.Context, check int64, userIDs []string,
 			WHERE `+rebuilt(factContent)+` AND NOT `+listFactKept+`
 			UNION ALL
 			SELECT x.user_id, x.event_id FROM context x JOIN lost l ON l.user_id = x.user_id AND l.event_id = x.event_id
-			WHERE `+rebuilt(contextContent)+`
+			WHERE `+rebuilt(contextContent)+` AND NOT `+clearedTurn+`
 		)
 		SELECT count(*), count(DISTINCT (i.user_id, i.event_id)), count(DISTINCT i.user_id),
 		       coalesce(min(l.stream_seq), 0), coalesce(max(l.stream_seq), 0)

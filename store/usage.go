@@ -186,7 +186,9 @@ func (s *Store) ReplaceOffline(ctx context.Context, r Reextraction) ([]string, e
 			items = append(items, it)
 		}
 	}
-	if _, err := s.db.Exec(ctx, `DELETE FROM context WHERE user_id = $1 AND event_id = ANY($2) AND extractor = $3`,
+	// A turn a clear covers keeps what is left of it: its new extraction
+	// is not stored (InsertContext).
+	if _, err := s.db.Exec(ctx, `DELETE FROM context x WHERE user_id = $1 AND event_id = ANY($2) AND extractor = $3 AND NOT `+clearedTurn,
 		r.UserID, ids, r.Offline); err != nil {
 		return nil, fmt.Errorf("replace offline context: %w", err)
 	}

@@ -15,13 +15,13 @@ import (
 	"github.com/memoryd/memoryd/events"
 )
 
-// runImport is `memoryd import`: an export merged into a user's memory,
-// over memory.import.
 // importWait is import's default --timeout: memoryd's default write
 // budget (enricher.Config.WriteTimeout, 5 s) and 5 s more, so that its own
 // answer, done or failed, comes first.
 const importWait = 10 * time.Second
 
+// runImport is `memoryd import`: an export merged into a user's memory,
+// over memory.import.
 func runImport(ctx context.Context, a *cli, args []string) (err error) {
 	var o clientOptions
 	defer func() { err = o.callError(err) }()
