@@ -330,11 +330,13 @@ stated the value and when.`)
 			// The time shown is when the value was stated (source_at, the
 			// order of the list), not when memoryd wrote it (updated_at,
 			// which a replay or a late extraction moves).
-			at := f.SourceAt
-			if at.IsZero() {
-				at = f.UpdatedAt
+			// A serve of an earlier release sends no source_at (a rolling
+			// upgrade): its time is then the write's, and said so.
+			when := "stated " + shownTime(f.SourceAt)
+			if f.SourceAt.IsZero() {
+				when = "written " + shownTime(f.UpdatedAt)
 			}
-			fmt.Fprintf(tw, "%s\t%s\tstated %s\n", f.Key, f.Value, shownTime(at))
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Key, f.Value, when)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
