@@ -313,6 +313,16 @@ func callTimeout(ext Extractor) time.Duration {
 	return 0
 }
 
+// embedCallTimeout is the longest one embed job's attempt may wait on the
+// embeddings server: its request (*embedding.Client's Timeout) and, when
+// that fails, the control request; 0 when emb does not say its timeout.
+func embedCallTimeout(emb Embedder) time.Duration {
+	if t, ok := emb.(interface{ Timeout() time.Duration }); ok {
+		return t.Timeout() + controlTimeout
+	}
+	return 0
+}
+
 // metaCount reads a snooze counter from a job's metadata; absent or
 // unreadable counts as none.
 func metaCount(metadata []byte, key string) int {

@@ -495,6 +495,9 @@ func (c Config) validate() error {
 	case callTimeout(c.Extractor) >= c.JobTimeout:
 		return fmt.Errorf("worker: Config.JobTimeout must be longer than one extractor call, %s (two model requests of its timeout), not %s",
 			callTimeout(c.Extractor), c.JobTimeout)
+	case c.Embedder != nil && embedCallTimeout(c.Embedder) >= c.JobTimeout:
+		return fmt.Errorf("worker: Config.JobTimeout must be longer than one embed call, %s (the embeddings request's timeout and the control request's %s), not %s",
+			embedCallTimeout(c.Embedder), controlTimeout, c.JobTimeout)
 	case c.MaxAttempts < 1:
 		return fmt.Errorf("worker: Config.MaxAttempts must be at least 1, not %d", c.MaxAttempts)
 	case c.AckWait < time.Second:

@@ -257,6 +257,13 @@ func TestErrorsNameFlags(t *testing.T) {
 	if code != 1 || errOut != "memoryd serve: --workers must be between 1 and 10000, not 20000\n" {
 		t.Errorf("serve --workers 20000: exit %d, stderr %q", code, errOut)
 	}
+	// An embed job that cannot hold one request (a review): River cut
+	// every attempt of a slow server's jobs, and nothing was embedded.
+	_, errOut, code = runArgs(context.Background(), "serve", "--embed-base-url", "http://127.0.0.1:1/v1", "--embed-timeout", "10m",
+		"--database-url", dbURL, "--nats-url", eventstest.URL(), "--prefix", prefix, "--stream", stream, "--log-level", "error")
+	if code != 1 || !strings.HasPrefix(errOut, "memoryd serve: --job-timeout must be longer than one embed call, 10m10s") {
+		t.Errorf("serve --embed-timeout 10m: exit %d, stderr %q", code, errOut)
+	}
 }
 
 // TestClientWithoutServiceSaysSoOnce: with NATS up and no memoryd serving
