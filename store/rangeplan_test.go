@@ -48,7 +48,8 @@ func TestRangedRecallReadsTermsByLexeme(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	conn, plans := explainConn(t, url, "SET auto_explain.log_nested_statements = on")
+	conn, plans := explainConn(t, url, "SET auto_explain.log_nested_statements = on",
+		"SET auto_explain.log_analyze = on", "SET auto_explain.log_timing = off")
 	var c store.Candidates
 	if err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		var err error
@@ -65,6 +66,9 @@ func TestRangedRecallReadsTermsByLexeme(t *testing.T) {
 	scan := regexp.MustCompile(`(?s)Scan[^\n]* on context_terms[^\n]*\n(.*?)(?:->|$)`)
 	// Its index (or a bitmap's recheck) condition names the lexeme.
 	indexedByLexeme := regexp.MustCompile(`(?:Index|Recheck) Cond: [^\n]*lexeme`)
+	// How many times the scan ran.
+	loops := regexp.MustCompile(`on context_terms[^\n]*loops=(\d+)\)`)
+	candLoops := regexp.MustCompile(`CTE Scan on cand [^\n]*loops=(\d+)\)`)
 	found := false
 	for _, p := range plans() {
 		if !strings.Contains(p, "context_terms") || !strings.Contains(p, "created_at") {
@@ -74,6 +78,16 @@ func TestRangedRecallReadsTermsByLexeme(t *testing.T) {
 			found = true
 			if !indexedByLexeme.MatchString(m[1]) {
 				t.Errorf("context_terms is read without the query's lexemes as an index condition:\n%s", p)
+			}
+		}
+		for _, m := range candLoops.FindAllStringSubmatch(p, -1) {
+			if m[1] != "1" {
+				t.Errorf("the candidates are read %s times, once per item of the range:\n%s", m[1], p)
+			}
+		}
+		for _, m := range loops.FindAllStringSubmatch(p, -1) {
+			if m[1] != "1" {
+				t.Errorf("context_terms is read %s times, once per item of the range:\n%s", m[1], p)
 			}
 		}
 	}

@@ -302,8 +302,13 @@ func (s *Store) OrphanedTurns(ctx context.Context, jobs RiverJobs, limit int) ([
 			SELECT t.user_id, t.event_id FROM turns t, legacy
 			WHERE t.status = 'pending' AND t.event_id = legacy.event_id
 		), orphan AS (
+			-- Each turn is read back by its key. "IS TRUE" keeps the status
+			-- out of the index conditions: with status the planner could
+			-- take turns_user_status_idx as well, on a database not
+			-- analyzed, where each turn of a user then scanned all the
+			-- user's pending turns (TestOrphanedTurnsFindsTurnsByKey).
 			SELECT t.event_id, t.user_id, t.received_at FROM orphan_key k JOIN turns t USING (user_id, event_id)
-			WHERE t.status = 'pending' AND (t.claimed_until IS NULL OR t.claimed_until < now())
+			WHERE (t.status = 'pending') IS TRUE AND (t.claimed_until IS NULL OR t.claimed_until < now())
 			ORDER BY t.received_at, t.event_id
 			LIMIT $2
 			FOR UPDATE OF t SKIP LOCKED
