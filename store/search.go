@@ -223,12 +223,7 @@ const recallSQL = `
 	SELECT 4, x.one, NULL, NULL, NULL, c.id, x.question, x.answer, c.created_at, NULL, x.event_id, x.conversation_id,
 		c.question_len, c.answer_len, NULL, t.counts
 	FROM cand t
-	-- Each candidate's item by its id, behind OFFSET 0: as a join the
-	-- planner, expecting few of the user's items (not analyzed, or a
-	-- generic plan), could read them all (a range's) and the candidates
-	-- again for each (TestRangedRecallReadsTermsByLexeme).
-	JOIN LATERAL (SELECT id, created_at, question_len, answer_len FROM context
-		WHERE id = t.item_id AND user_id = $1{conds} OFFSET 0) c ON true
+	JOIN context c ON c.id = t.item_id AND c.user_id = $1{conds}
 	LEFT JOIN LATERAL (SELECT 1::float8 AS one, question, answer, event_id, conversation_id
 		FROM context WHERE id = c.id AND (SELECT f FROM few)) x ON true
 	UNION ALL
@@ -364,17 +359,32 @@ var recallStatements = func() map[recallShape]string {
 				// range's items scanned all the user's terms (a search
 				// walk: 0.9-4 s for a month's question of 250 items on a
 				// database not analyzed yet; TestRangedRecallReadsTermsByLexeme).
-				// Each row is then looked up in the range by the item's
-				// id, a subquery kept behind OFFSET 0 too: as a semi-join
-				// the planner, expecting a range of one item there, ran
-				// the fenced read again for each item of the range
-				// (a plans walk: 2.7 s for a month of 5,500 of a heavy
-				// user's 10,000 items, 18 ms once analyzed).
+				// Each row is then kept when its item is in the range, a
+				// hashed subplan of the range's ids read once ("IS TRUE"
+				// keeps the IN from being made a join): as a semi-join the
+				// planner, expecting a range of one item, ran the fenced
+				// read again for each item of the range (a plans walk:
+				// 2.7 s for a month of 5,500 of a heavy user's 10,000
+				// items, 18 ms once analyzed); a probe of the range per
+				// row (EXISTS) took 8.5 s for a year of 10,000 items
+				// whose words are in every item, this 74 ms.
 				const agg = "FROM context_terms WHERE user_id = $1 AND lexeme = ANY((SELECT t FROM tm)::text[]) AND $2 <> '' AND NOT (SELECT phrase FROM kw)\n\t\tGROUP BY item_id)"
 				if !strings.Contains(sql, agg) {
 					panic("store: recallSQL has no " + agg)
 				}
-				sql = strings.Replace(sql, agg, "FROM (SELECT item_id, lexeme, question, answer FROM context_terms\n\t\t\tWHERE user_id = $1 AND lexeme = ANY((SELECT t FROM tm)::text[]) AND $2 <> '' AND NOT (SELECT phrase FROM kw) OFFSET 0) ct\n\t\tWHERE EXISTS (SELECT 1 FROM context WHERE id = ct.item_id AND user_id = $1"+scope+cond+" OFFSET 0)\n\t\tGROUP BY item_id)", 1)
+				sql = strings.Replace(sql, agg, "FROM (SELECT item_id, lexeme, question, answer FROM context_terms\n\t\t\tWHERE user_id = $1 AND lexeme = ANY((SELECT t FROM tm)::text[]) AND $2 <> '' AND NOT (SELECT phrase FROM kw) OFFSET 0) ct\n\t\tWHERE (item_id IN (SELECT id FROM context WHERE user_id = $1"+scope+cond+")) IS TRUE\n\t\tGROUP BY item_id)", 1)
+				// The candidates are the range's (and the scope's): their
+				// items are joined without the range, as an unranged
+				// read's are. With it the planner, expecting a range of
+				// one item (not analyzed, or a generic plan), read the
+				// range's items and the candidates again for each (a
+				// plans walk). A fence there instead cost the unranged
+				// read 0.9 ms of its 2.4 at p50 (membench, LongMemEval).
+				const join = "JOIN context c ON c.id = t.item_id AND c.user_id = $1{conds}"
+				if !strings.Contains(sql, join) {
+					panic("store: recallSQL has no " + join)
+				}
+				sql = strings.Replace(sql, join, "JOIN context c ON c.id = t.item_id AND c.user_id = $1", 1)
 			}
 		}
 		if sh.ranged && !sh.latest && !sh.scoped {
