@@ -52,7 +52,7 @@ func selectFacts(mode string, keywords []string, facts []store.Fact) []store.Fac
 	all := mode == events.FactsAll
 	want := make(map[string]bool, len(keywords))
 	for _, k := range keywords {
-		want[stem(k)] = true
+		want[stem(foldWord(k))] = true
 	}
 	sea := seaBigrams(keywords)
 	var core, rel []store.Fact
@@ -187,7 +187,7 @@ func matchesAll(want map[string]bool, name string) bool {
 		if IsStopWord(w) {
 			continue
 		}
-		if !want[stem(w)] {
+		if !want[stem(foldWord(w))] {
 			return false
 		}
 		any = true
@@ -212,7 +212,7 @@ func matches(want, sea map[string]bool, text string) bool {
 	found := false
 	for w := range words(norm.NFKC.String(text)) {
 		if !hasUnspaced(w) {
-			if !IsStopWord(w) && want[stem(w)] {
+			if !IsStopWord(w) && want[stem(foldWord(w))] {
 				return true
 			}
 			continue

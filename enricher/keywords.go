@@ -81,7 +81,9 @@ var phatic = func() map[string]bool {
 // the index is (migrations/041, 049), so that a word typed decomposed
 // ("cafe\u0301", Hangul as Jamo) is the word stored composed, and one
 // typed full width ("ＩＫＥＡ") or half width ("ｽﾀｰ") the word in its
-// ordinary form. A word
+// ordinary form. Words that differ by Latin accents alone ("café" and
+// "cafe": foldWord, as the index folds them, migrations/058) are one
+// keyword, the first spelling. A word
 // holding CJK, Thai, Lao, Khmer or Myanmar text is split by BigramTokens
 // first: its bigrams (or single units) are keywords whatever their length,
 // except CJK function pieces (grammar: see cjkstop.go), and its other parts are words
@@ -231,20 +233,25 @@ type keywordSet struct {
 
 type keyword struct {
 	word     string
+	key      string // word folded (foldWord): what tells keywords apart
 	stop     bool
 	question bool // used in a question at least once
 	last     int  // sequence number of its last use
 }
 
+// add adds a use of word. Words that fold alike (foldWord: "café" and
+// "cafe") are one keyword, the first spelling, as the index holds them as
+// one word.
 func (c *keywordSet) add(word string, stop, question bool) {
 	c.seq++
+	key := foldWord(word)
 	i := -1
 	if c.at != nil {
-		if j, ok := c.at[word]; ok {
+		if j, ok := c.at[key]; ok {
 			i = j
 		}
 	} else {
-		i = slices.IndexFunc(c.all, func(k keyword) bool { return k.word == word })
+		i = slices.IndexFunc(c.all, func(k keyword) bool { return k.key == key })
 	}
 	if i >= 0 {
 		k := &c.all[i]
@@ -258,17 +265,17 @@ func (c *keywordSet) add(word string, stop, question bool) {
 		}
 		return
 	}
-	c.all = append(c.all, keyword{word: word, stop: stop, question: question, last: c.seq})
+	c.all = append(c.all, keyword{word: word, key: key, stop: stop, question: question, last: c.seq})
 	if !stop {
 		c.kept++
 	}
 	switch {
 	case c.at != nil:
-		c.at[word] = len(c.all) - 1
+		c.at[key] = len(c.all) - 1
 	case len(c.all) > 2*store.MaxKeywords:
 		c.at = make(map[string]int, 2*len(c.all))
 		for j, k := range c.all {
-			c.at[k.word] = j
+			c.at[k.key] = j
 		}
 	}
 }

@@ -1,0 +1,62 @@
+package enricher
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/memoryd/memoryd/store/storetest"
+)
+
+// TestFoldWord: the walk's pairs fold alike, Vietnamese words with a mark
+// only Vietnamese writes keep theirs, and other scripts are untouched.
+func TestFoldWord(t *testing.T) {
+	for in, want := range map[string]string{
+		"pokémon": "pokemon", "café": "cafe", "cafe\u0301": "cafe", "josé": "jose", "são": "sao",
+		"crème": "creme", "brûlée": "brulee", "málaga": "malaga", "résumé": "resume",
+		"łódź": "lodz", "søren": "soren", "straße": "strasse", "cœur": "coeur", "æble": "aeble",
+		"ılık": "ilik", "i\u0307stanbul": "istanbul", "çağ": "cag", "žluťoučký": "zlutoucky",
+		"bạn": "bạn", "phở": "phở", "mẹ": "mẹ", "bố": "bố", "người": "người", "bán": "ban", "đi": "đi",
+		"서울": "서울", "が": "が", "йога": "йога", "άλφα": "άλφα", "ข้าว": "ข้าว", "hello": "hello",
+	} {
+		if got := foldWord(in); got != want {
+			t.Errorf("foldWord(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestFoldMatchesPostgres: foldWord folds a word as the index's
+// memoryd_fold (migration 058) folds it, over every character of the
+// blocks they fold (alone, in a word, after a Vietnamese mark), the
+// combining marks on a Latin letter, and words of other scripts.
+func TestFoldMatchesPostgres(t *testing.T) {
+	t.Parallel()
+	s := storetest.New(t)
+	ctx := context.Background()
+	words := []string{"pokémon", "crème", "brûlée", "bạn", "phở", "người", "đi", "cũng", "ấn", "a\u0301\u0301",
+		"x\u0301", "1\u0301", "\u0301a", "ǿ", "ǽ", "ẞ", "서울café", "か\u3099", "й", "ά", "ข้าว", "n\u0303\u0323"}
+	for _, block := range [][2]rune{{0xc0, 0x24f}, {0x1e00, 0x1eff}} {
+		for r := block[0]; r <= block[1]; r++ {
+			c := string(r)
+			words = append(words, c, "a"+c+"b", "ạ"+c, c+"9")
+		}
+	}
+	for r := rune(0x300); r <= 0x36f; r++ {
+		c := string(r)
+		words = append(words, "e"+c, "e"+c+"x", "ơ"+"e"+c, "и"+c)
+	}
+	got := make([]string, len(words))
+	batch := &pgx.Batch{}
+	for i, w := range words {
+		batch.Queue(`SELECT memoryd_fold($1)`, w).QueryRow(func(row pgx.Row) error { return row.Scan(&got[i]) })
+	}
+	if err := s.Pool().SendBatch(ctx, batch).Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range words {
+		if want := foldWord(w); got[i] != want {
+			t.Errorf("memoryd_fold(%+q) = %+q, foldWord gives %+q", w, got[i], want)
+		}
+	}
+}
