@@ -220,7 +220,7 @@ func matches(want, sea map[string]bool, text string) bool {
 		// Split as Keywords splits the message (bigrams of CJK runs), so
 		// that a fact "東京" matches a message about "東京の天気".
 		cjkPieces(w, func(p cjkPiece) bool {
-			if r, _ := utf8.DecodeRuneInString(p.tok); kindOf(r) != seaRun && !p.stop && !IsStopWord(p.tok) && want[stem(p.tok)] {
+			if r, _ := utf8.DecodeRuneInString(p.tok); kindOf(r) != seaRun && !p.stop && !IsStopWord(p.tok) && want[stem(foldWord(p.tok))] {
 				found = true
 			}
 			return !found

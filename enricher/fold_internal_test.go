@@ -2,10 +2,14 @@ package enricher
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
 )
 
@@ -58,5 +62,53 @@ func TestFoldMatchesPostgres(t *testing.T) {
 		if want := foldWord(w); got[i] != want {
 			t.Errorf("memoryd_fold(%+q) = %+q, foldWord gives %+q", w, got[i], want)
 		}
+	}
+}
+
+// TestSelectFactsFoldsInCJKWord: a fact's Latin word written against CJK
+// text ("Pokémonセンター", one word split by cjkPieces) is folded as the
+// message's keywords are, so "pokémon" and "pokemon" both select it.
+func TestSelectFactsFoldsInCJKWord(t *testing.T) {
+	t.Parallel()
+	facts := []store.Fact{{Key: "favorite_shop", Value: "Pokémonセンター"}, {Key: "pet", Value: "猫のミケ"}}
+	for _, msg := range []string{"pokémonの新作は？", "pokemonの新作は？", "What about Pokémon?", "what about pokemon?"} {
+		var got []string
+		for _, f := range selectFacts(events.FactsRelevant, Keywords(msg), facts) {
+			got = append(got, f.Key)
+		}
+		if !slices.Equal(got, []string{"favorite_shop"}) {
+			t.Errorf("facts for %q = %q, want [favorite_shop]", msg, got)
+		}
+	}
+}
+
+// TestFoldLongText: memoryd_fold reads a long accented text in time
+// linear in its length: an answer of the 256 KiB a pair may hold (French,
+// an accent every few words) is indexed within seconds. With a lookbehind
+// and a lookahead over the word at each mark it was quadratic: 2.6 s for
+// 64 KiB, about 40 s for 256 KiB, in the write's transaction.
+func TestFoldLongText(t *testing.T) {
+	t.Parallel()
+	s := storetest.New(t)
+	ctx := context.Background()
+	text := strings.Repeat("Le café était très réputé à Paris. ", events.MaxAnswerBytes/42)
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SET LOCAL statement_timeout = '10s'`); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := tx.QueryRow(ctx, `SELECT length(memoryd_tsvector('english', $1))`, text).Scan(&n); err != nil {
+		t.Fatalf("indexing %d bytes of accented text: %v", len(text), err)
+	}
+	var folded string
+	if err := tx.QueryRow(ctx, `SELECT memoryd_fold($1)`, text).Scan(&folded); err != nil {
+		t.Fatal(err)
+	}
+	if want := foldWord(text); folded != want {
+		t.Errorf("memoryd_fold of the long text differs from foldWord's")
 	}
 }

@@ -41,24 +41,39 @@ BEGIN
         RETURN;
     END IF;
 
-    -- Inlined into its callers. The first tests are a cheap filter: ASCII
+    -- The first tests are a cheap filter: ASCII
     -- text, and text without a letter of Latin-1 Supplement, Latin
     -- Extended-A and -B and Latin Extended Additional or a combining
     -- mark, is returned as it is. Then, in NFD, a mark on a Latin letter
     -- is dropped unless its word (a run of Latin letters, digits and
     -- marks) holds a horn, a dot below, a hook above or two marks in a
     -- row (Vietnamese); the letters without a decomposition are mapped;
-    -- and the text is composed again. enricher.foldWord is the same rule,
-    -- and TestFoldMatchesPostgres checks the two agree.
+    -- and the text is composed again. The text is read word by word (runs
+    -- of Latin letters, digits and marks, and the runs between them): a
+    -- lookbehind and a lookahead over the word at each mark made it
+    -- quadratic in the text's length (2.6 s for an accented answer of
+    -- 64 KiB, about 40 s for the 256 KiB an answer may hold; 0.3 s so),
+    -- in a function of its own (memoryd_fold_words): memoryd_fold, the
+    -- filter, is not STRICT (a NULL is NULL all the same) so that it is
+    -- inlined into its callers, and the text it passes costs the filter
+    -- alone.
+    -- enricher.foldWord is the same rule, and TestFoldMatchesPostgres
+    -- checks the two agree.
+    EXECUTE $f$
+    CREATE OR REPLACE FUNCTION memoryd_fold_words(t text) RETURNS text
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT normalize(replace(replace(replace(replace(replace(replace(translate(
+        (SELECT string_agg(CASE WHEN m[1] IS NULL OR m[1] ~ '[\u031b\u0323\u0309]|[\u0300-\u036f][\u0300-\u036f]' THEN coalesce(m[1], m[2])
+                ELSE regexp_replace(m[1], '([A-Za-z\u00c0-\u024f\u1e00-\u1eff])[\u0300-\u036f]', '\1', 'g') END, '' ORDER BY o)
+         FROM regexp_matches(normalize(t, NFD), '([0-9A-Za-z\u00c0-\u024f\u0300-\u036f\u1e00-\u1eff]+)|([^0-9A-Za-z\u00c0-\u024f\u0300-\u036f\u1e00-\u1eff]+)', 'g') WITH ORDINALITY AS x(m, o)),
+        'øØłŁı', 'oOlLi'), 'ß', 'ss'), 'ẞ', 'SS'), 'æ', 'ae'), 'Æ', 'AE'), 'œ', 'oe'), 'Œ', 'OE'), NFC)
+    $$
+    $f$;
+
     EXECUTE $f$
     CREATE OR REPLACE FUNCTION memoryd_fold(t text) RETURNS text
-    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-    SELECT CASE WHEN octet_length(t) = length(t) OR t !~ '[\u00c0-\u024f\u0300-\u036f\u1e00-\u1eff]' THEN t ELSE
-        normalize(replace(replace(replace(replace(replace(replace(translate(
-            regexp_replace(normalize(t, NFD),
-                '(?<=[A-Za-z\u00c0-\u024f\u1e00-\u1eff])(?<!(?:[\u031b\u0323\u0309]|[\u0300-\u036f][\u0300-\u036f])[0-9A-Za-z\u00c0-\u024f\u0300-\u036f\u1e00-\u1eff]*)(?![0-9A-Za-z\u00c0-\u024f\u0300-\u036f\u1e00-\u1eff]*(?:[\u031b\u0323\u0309]|[\u0300-\u036f][\u0300-\u036f]))[\u0300-\u036f]',
-                '', 'g'),
-            'øØłŁı', 'oOlLi'), 'ß', 'ss'), 'ẞ', 'SS'), 'æ', 'ae'), 'Æ', 'AE'), 'œ', 'oe'), 'Œ', 'OE'), NFC) END
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN octet_length(t) = length(t) OR t !~ '[\u00c0-\u024f\u0300-\u036f\u1e00-\u1eff]' THEN t ELSE memoryd_fold_words(t) END
     $$
     $f$;
 

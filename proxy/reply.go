@@ -138,9 +138,12 @@ func (a *reply) line(l []byte) {
 	}
 	if json.Unmarshal(data, &chunk) != nil || (len(chunk.Error) > 0 && string(chunk.Error) != "null") || a.event == "error" {
 		// The client's SDK fails on such an event (the OpenAI SDKs
-		// raise a parse error or the error, and the Node SDK an event
-		// named "error" whatever its data), so the user saw no answer:
-		// the turn is not remembered, whatever came after it.
+		// raise a parse error or the error), so the user saw no answer:
+		// the turn is not remembered, whatever came after it. An event
+		// named "error" counts too, whatever its data: a server says it
+		// failed (openai-node 7 threw on one in a walk; 6.49 throws only
+		// when its data holds an error), and a turn it ended is not
+		// one to remember.
 		a.broken = true
 		return
 	}
