@@ -134,7 +134,6 @@ func sqlForm(text string) string {
 func TestBigramTokensMatchPostgres(t *testing.T) {
 	t.Parallel()
 	s := storetest.New(t)
-	ctx := context.Background()
 	texts := []string{
 		"", "Hello world", "東京の天気はどうですか", "今天的天气很好", "서울 날씨가 좋아요", "東京でReactを勉強",
 		"東京、大阪。「京都」・奈良", "か゛き", "か\u3099き", "🐕東京🐕", "𠮷野家", "〇〇", "人々", "ｺｰﾋｰ", "2024年",
@@ -160,19 +159,26 @@ func TestBigramTokensMatchPostgres(t *testing.T) {
 			texts = append(texts, "x"+c+"y ก"+c+" "+c+"ก "+c+c+" กข"+c+"ค"+c+c+"ง")
 		}
 	}
-	got := make([]string, len(texts))
-	batch := &pgx.Batch{}
-	for i, text := range texts {
-		batch.Queue(`SELECT memoryd_cjk($1)`, text).QueryRow(func(row pgx.Row) error { return row.Scan(&got[i]) })
-	}
-	if err := s.Pool().SendBatch(ctx, batch).Close(); err != nil {
-		t.Fatal(err)
-	}
+	got := callSQL(t, s, "memoryd_cjk", texts)
 	for i, text := range texts {
 		if want := sqlForm(text); got[i] != want {
 			t.Errorf("memoryd_cjk(%q) = %q, BigramTokens gives %q", text, got[i], want)
 		}
 	}
+}
+
+// callSQL returns fn($1) for each of in, read in one batch.
+func callSQL(t *testing.T, s *store.Store, fn string, in []string) []string {
+	t.Helper()
+	got := make([]string, len(in))
+	batch := &pgx.Batch{}
+	for i, v := range in {
+		batch.Queue(`SELECT `+fn+`($1)`, v).QueryRow(func(row pgx.Row) error { return row.Scan(&got[i]) })
+	}
+	if err := s.Pool().SendBatch(context.Background(), batch).Close(); err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
 
 // TestLanguageConfigsExist: every configuration a language maps to is one

@@ -52,7 +52,7 @@ func selectFacts(mode string, keywords []string, facts []store.Fact) []store.Fac
 	all := mode == events.FactsAll
 	want := make(map[string]bool, len(keywords))
 	for _, k := range keywords {
-		want[stem(foldWord(k))] = true
+		want[stem(k)] = true
 	}
 	sea := seaBigrams(keywords)
 	var core, rel []store.Fact
@@ -187,7 +187,7 @@ func matchesAll(want map[string]bool, name string) bool {
 		if IsStopWord(w) {
 			continue
 		}
-		if !want[stem(foldWord(w))] {
+		if !want[stem(w)] {
 			return false
 		}
 		any = true
@@ -212,7 +212,7 @@ func matches(want, sea map[string]bool, text string) bool {
 	found := false
 	for w := range words(norm.NFKC.String(text)) {
 		if !hasUnspaced(w) {
-			if !IsStopWord(w) && want[stem(foldWord(w))] {
+			if !IsStopWord(w) && want[stem(w)] {
 				return true
 			}
 			continue
@@ -220,7 +220,7 @@ func matches(want, sea map[string]bool, text string) bool {
 		// Split as Keywords splits the message (bigrams of CJK runs), so
 		// that a fact "東京" matches a message about "東京の天気".
 		cjkPieces(w, func(p cjkPiece) bool {
-			if r, _ := utf8.DecodeRuneInString(p.tok); kindOf(r) != seaRun && !p.stop && !IsStopWord(p.tok) && want[stem(foldWord(p.tok))] {
+			if r, _ := utf8.DecodeRuneInString(p.tok); kindOf(r) != seaRun && !p.stop && !IsStopWord(p.tok) && want[stem(p.tok)] {
 				found = true
 			}
 			return !found
@@ -266,11 +266,14 @@ func seaBigrams(keywords []string) map[string]bool {
 	return m
 }
 
-// stem drops an English plural ending so that "dogs" matches "dog" and
-// "allergies" matches "allergy": "ies" becomes "y", "es" after s, x, z, ch
-// or sh is dropped, and a final "s" (not "ss") of a word longer than three
-// bytes is dropped.
+// stem is the form in which a fact's words and a message's keywords are
+// compared: Latin accents folded as the index folds them (foldWord: "café"
+// matches "cafe"), then an English plural ending dropped so that "dogs"
+// matches "dog" and "allergies" matches "allergy": "ies" becomes "y", "es"
+// after s, x, z, ch or sh is dropped, and a final "s" (not "ss") of a word
+// longer than three bytes is dropped.
 func stem(w string) string {
+	w = foldWord(w)
 	switch {
 	case len(w) > 4 && strings.HasSuffix(w, "ies"):
 		return w[:len(w)-3] + "y"

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
@@ -37,7 +35,6 @@ func TestFoldWord(t *testing.T) {
 func TestFoldMatchesPostgres(t *testing.T) {
 	t.Parallel()
 	s := storetest.New(t)
-	ctx := context.Background()
 	words := []string{"pokémon", "crème", "brûlée", "bạn", "phở", "người", "đi", "cũng", "ấn", "a\u0301\u0301",
 		"x\u0301", "1\u0301", "\u0301a", "ǿ", "ǽ", "ẞ", "서울café", "か\u3099", "й", "ά", "ข้าว", "n\u0303\u0323"}
 	for _, block := range [][2]rune{{0xc0, 0x24f}, {0x1e00, 0x1eff}} {
@@ -50,14 +47,7 @@ func TestFoldMatchesPostgres(t *testing.T) {
 		c := string(r)
 		words = append(words, "e"+c, "e"+c+"x", "ơ"+"e"+c, "и"+c)
 	}
-	got := make([]string, len(words))
-	batch := &pgx.Batch{}
-	for i, w := range words {
-		batch.Queue(`SELECT memoryd_fold($1)`, w).QueryRow(func(row pgx.Row) error { return row.Scan(&got[i]) })
-	}
-	if err := s.Pool().SendBatch(ctx, batch).Close(); err != nil {
-		t.Fatal(err)
-	}
+	got := callSQL(t, s, "memoryd_fold", words)
 	for i, w := range words {
 		if want := foldWord(w); got[i] != want {
 			t.Errorf("memoryd_fold(%+q) = %+q, foldWord gives %+q", w, got[i], want)
