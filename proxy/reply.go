@@ -42,13 +42,17 @@ type reply struct {
 	// close-delimited body cut by a dropped connection reads as a clean
 	// end).
 	ended bool
-	// event is the name of the SSE event being read (its "event:" line),
-	// until the blank line that ends it.
-	event  string
-	open   map[int]bool // a choice seen: true while open, false once finished
-	nopen  int          // the choices open
-	closed bool
-	many   bool // more choices than maxOpenChoices: only [DONE] ends it
+	// event and data are the SSE event being read: its "event:" line's
+	// name and its "data:" lines joined by line feeds (hasData: it has
+	// one), until the blank line that dispatches it, as the OpenAI SDKs
+	// read them.
+	event   string
+	data    []byte
+	hasData bool
+	open    map[int]bool // a choice seen: true while open, false once finished
+	nopen   int          // the choices open
+	closed  bool
+	many    bool // more choices than maxOpenChoices: only [DONE] ends it
 	// discard is the text not kept: a stream read only for its end
 	// (memory off), which would otherwise hold up to maxReplyBytes.
 	discard  bool
@@ -97,29 +101,47 @@ func (a *reply) feed(b []byte) {
 	}
 }
 
-// line reads one SSE line: a "data:" line carries a chunk or [DONE].
+// line reads one SSE line: fields accumulate into an event, which a blank
+// line dispatches. The SDKs parse an event's data as one JSON value, the
+// lines of several "data:" lines joined, and an event holding "data:" or
+// named "error" is dispatched even with its data empty.
 func (a *reply) line(l []byte) {
 	if len(l) == 0 {
-		a.event = "" // the end of an event
+		a.dispatch()
 		return
 	}
-	if name, ok := bytes.CutPrefix(l, []byte("event:")); ok {
-		a.event = string(bytes.TrimSpace(name))
-		return
+	if l[0] == ':' {
+		return // a comment (the keep-alive many servers send)
 	}
-	data, ok := bytes.CutPrefix(l, []byte("data:"))
-	if !ok || a.ended {
+	name, value, _ := bytes.Cut(l, []byte(":"))
+	value = bytes.TrimPrefix(value, []byte(" "))
+	switch string(name) {
+	case "event":
+		a.event = string(value)
+	case "data":
+		if len(a.data)+len(value) > maxReplyBytes {
+			a.overflow, a.data = true, nil
+			return
+		}
+		if a.hasData {
+			a.data = append(a.data, '\n')
+		}
+		a.data, a.hasData = append(a.data, value...), true
+	}
+}
+
+// dispatch reads the event accumulated: [DONE] or a chunk.
+func (a *reply) dispatch() {
+	event, data, some := a.event, a.data, a.hasData || a.event != ""
+	a.event, a.data, a.hasData = "", a.data[:0], false
+	if !some || a.ended {
 		// After [DONE] the OpenAI SDKs read no event (Python breaks, Node
 		// skips them): what follows is nothing the user's client saw.
 		return
 	}
-	data = bytes.TrimSpace(data)
-	if string(data) == "[DONE]" {
+	if string(bytes.TrimSpace(data)) == "[DONE]" {
 		a.ended = true
 		return
-	}
-	if len(data) == 0 {
-		return // an empty event (a keep-alive some servers send)
 	}
 	var chunk struct {
 		ID string `json:"id"`
@@ -136,14 +158,15 @@ func (a *reply) line(l []byte) {
 			FinishReason *string `json:"finish_reason"`
 		} `json:"choices"`
 	}
-	if json.Unmarshal(data, &chunk) != nil || (len(chunk.Error) > 0 && string(chunk.Error) != "null") || a.event == "error" {
+	if json.Unmarshal(data, &chunk) != nil || (len(chunk.Error) > 0 && string(chunk.Error) != "null") || event == "error" {
 		// The client's SDK fails on such an event (the OpenAI SDKs
 		// raise a parse error or the error), so the user saw no answer:
-		// the turn is not remembered, whatever came after it. An event
-		// named "error" counts too, whatever its data: a server says it
-		// failed (openai-node 7 threw on one in a walk; 6.49 throws only
-		// when its data holds an error), and a turn it ended is not
-		// one to remember.
+		// the turn is not remembered, whatever came after it. Empty data
+		// ("data:" alone) is such an event: both SDKs fail to parse it.
+		// An event named "error" counts too, whatever its data: a server
+		// says it failed (openai-node 7 threw on one in a walk; 6.49
+		// throws only when its data holds an error), and a turn it ended
+		// is not one to remember.
 		a.broken = true
 		return
 	}
@@ -202,7 +225,11 @@ func (a *reply) end() {
 		if len(a.pending) > 0 {
 			a.line(bytes.TrimSuffix(a.pending, []byte("\r")))
 		}
-		a.pending = nil
+		// An event without its blank line at the body's end: openai-node
+		// dispatches it (Python drops it, which costs its user nothing
+		// when it is the [DONE]).
+		a.dispatch()
+		a.pending, a.data = nil, nil
 		return
 	}
 	var resp struct {

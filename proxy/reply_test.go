@@ -264,8 +264,11 @@ func TestReplyJSONLongAnswer(t *testing.T) {
 // TestReplyStreamWithAnEventTheClientFailsOn: a stream holding a data
 // event that is not JSON, or an error event, before or after its finish
 // reason is not a turn: the OpenAI SDKs raise on such an event, so the user
-// saw an error, not an answer (proxy walk: both were remembered). An empty
-// data event (a keep-alive) is no such event.
+// saw an error, not an answer (proxy walk: both were remembered). Events
+// are read as the SDKs read them (openai-node 7.60's SSEDecoder, Python's):
+// an event's "data:" lines joined make one JSON value; an empty "data:"
+// and an "error" event without data are dispatched and fail to parse; the
+// "event:" line may come after the data; a comment is no event.
 func TestReplyStreamWithAnEventTheClientFailsOn(t *testing.T) {
 	chunk := "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":null}]}\n\n"
 	finish := "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
@@ -275,7 +278,15 @@ func TestReplyStreamWithAnEventTheClientFailsOn(t *testing.T) {
 		want       bool
 	}{
 		{"whole", chunk + finish + done, true},
-		{"keep-alive", chunk + "data:\n\n" + finish + done, true},
+		{"comment keep-alive", chunk + ": ping\n\n" + finish + done, true},
+		{"empty data", chunk + "data:\n\n" + finish + done, false},
+		{"error event without data", chunk + "event: error\n\n" + finish + done, false},
+		{"error event named after its data", chunk + "data: {\"message\":\"overloaded\"}\nevent: error\n\n" + finish + done, false},
+		{"error event after [DONE]", chunk + finish + done + "event: error\ndata: {}\n\n", true},
+		{"chunk over two data lines", "data: {\"id\":\"c1\",\ndata: \"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":\"stop\"}]}\n\n" + done, true},
+		{"two chunks in one event", "data: {\"id\":\"c1\",\"choices\":[]}\ndata: {\"id\":\"c1\",\"choices\":[]}\n\n" + chunk + finish + done, false},
+		{"[DONE] without its blank line", chunk + finish + "data: [DONE]", true},
+		{"an unfinished event at the end", chunk + finish + done[:len(done)-1] + "event: error", true},
 		{"not JSON", chunk + "data: {not json\n\n" + finish + done, false},
 		{"error event after the finish", chunk + finish + "data: {\"error\":{\"message\":\"overloaded\",\"type\":\"server_error\"}}\n\n" + done, false},
 		{"error null", chunk + "data: {\"id\":\"c1\",\"error\":null,\"choices\":[]}\n\n" + finish + done, true},
