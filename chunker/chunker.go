@@ -118,8 +118,9 @@ func Split(src string, cfg Config) ([]Chunk, error) {
 
 // Tokens estimates the tokens of s as chat models count them: a CJK
 // character (Han, Hiragana, Katakana, Hangul) is a token, other text four
-// characters a token, rounded up (enrich's budget uses the same four
-// characters).
+// UTF-8 bytes a token, rounded up (four characters of English, two of
+// Greek, Cyrillic, Hebrew or Arabic: tokenizers cut those scripts finer);
+// enrich's budget counts the same way.
 func Tokens(s string) int { return count(s).tokens() }
 
 func isCJK(r rune) bool {
@@ -517,7 +518,7 @@ func (c *tokenCounter) addRune(r rune) {
 	if isCJK(r) {
 		c.cjk++
 	} else {
-		c.other++
+		c.other += utf8.RuneLen(r)
 	}
 }
 

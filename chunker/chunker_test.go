@@ -294,6 +294,10 @@ func TestTokens(t *testing.T) {
 		{"東京 is big", 2 + 2},
 		{"서울", 2},
 		{"カタカナ", 4},
+		// Other text four UTF-8 bytes a token, as enrich's budget counts.
+		{"café", 2},
+		{"Αθήνα", 3},
+		{"ข้าว", 3},
 	} {
 		if got := Tokens(tt.s); got != tt.want {
 			t.Errorf("Tokens(%q) = %d, want %d", tt.s, got, tt.want)

@@ -9,19 +9,25 @@ import (
 	"github.com/memoryd/memoryd/events"
 )
 
-// estimateTokens estimates the tokens of s at four characters a token, the
-// usual rule of thumb for English with OpenAI-style tokenizers, rounded
-// up; but a CJK character (Han, kana, Hangul) counts a token of its own:
-// those tokenizers give Japanese and Chinese text 0.7 to 1 token a
-// character (o200k and cl100k, measured), so at four a token a budget let
+// estimateTokens estimates the tokens of s at four UTF-8 bytes a token,
+// rounded up: four characters of ASCII, the usual rule of thumb for
+// English with OpenAI-style tokenizers; two of Greek, Cyrillic, Hebrew or
+// Arabic and one and a third of Thai or Devanagari, which those
+// tokenizers cut far finer than English (o200k 0.3 to 0.45 tokens a
+// character, cl100k 0.5 to 1, measured: at four characters a token, a
+// Thai, Greek or Hebrew injection was 1.5 times its budget in o200k tokens
+// and 3.5 to 4 times in cl100k's). A CJK character (Han, kana, Hangul)
+// counts a token of its own: those tokenizers give Japanese and Chinese
+// text 0.7 to 1 token a character, so at four a token a budget let
 // through three to four times its tokens.
 func estimateTokens(s string) int {
 	return countText(s).tokens()
 }
 
-// textCount is what estimateTokens counts of a text: the characters
-// counted four to a token (n) and those counted one a token (cjk). Counts
-// add up over concatenated texts, which estimates do not (rounding).
+// textCount is what estimateTokens counts of a text: the UTF-8 bytes
+// counted four to a token (n) and the characters counted one a token
+// (cjk). Counts add up over concatenated texts, which estimates do not
+// (rounding).
 type textCount struct{ n, cjk int }
 
 func (c textCount) tokens() int { return (c.n+3)/4 + c.cjk }
@@ -44,7 +50,7 @@ func countText(s string) textCount {
 		if isCJK(r) {
 			c.cjk++
 		} else {
-			c.n++
+			c.n += size // an invalid byte counts one
 		}
 	}
 	return c

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/memoryd/memoryd/events"
 )
@@ -37,11 +38,13 @@ func neutralizeRef(s string) string {
 
 func estimateTokensRef(s string) int {
 	n, cjk := 0, 0
-	for _, r := range s {
+	for s != "" {
+		r, size := utf8.DecodeRuneInString(s)
+		s = s[size:]
 		if isCJK(r) {
 			cjk++
 		} else {
-			n++
+			n += size
 		}
 	}
 	return (n+3)/4 + cjk

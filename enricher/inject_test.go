@@ -39,11 +39,41 @@ func TestNeutralize(t *testing.T) {
 
 func TestEstimateTokens(t *testing.T) {
 	t.Parallel()
-	// A CJK character is a token of its own; the rest four to a token.
+	// A CJK character is a token of its own; the rest four UTF-8 bytes to a
+	// token (an invalid byte is one).
 	for s, want := range map[string]int{"": 0, "a": 1, "abcd": 1, "abcde": 2, "日本語だ": 4, "東京 is big": 2 + 2, "서울": 2,
+		"café": 2, "Αθήνα": 3, "ข้าว": 3, "\xff\xfe": 1,
 		strings.Repeat("x", 4000): 1000} {
 		if got := estimateTokens(s); got != want {
 			t.Errorf("estimateTokens(%q) = %d, want %d", s, got, want)
+		}
+	}
+}
+
+// TestEstimateTokensOtherScripts holds the estimate of a sentence in each
+// script at least at its o200k count (measured with js-tiktoken 1.0.21;
+// cl100k's, in the comments, is higher still): counted four characters a
+// token as English, a Thai, Hindi, Greek or Hebrew injection was 1.5 to 2
+// times its max_tokens (3.5 to 4 times in cl100k tokens).
+func TestEstimateTokensOtherScripts(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		text  string
+		o200k int
+	}{
+		{"My sister is getting married in Jaipur in December and I need to book the train tickets soon.", 19}, // cl100k 20
+		{"ผมชอบกินข้าวผัดกุ้งที่ร้านแถวบ้าน เดือนหน้าผมจะไปเที่ยวญี่ปุ่นกับภรรยา ไปโตเกียวและโอซาก้า", 40},    // 82
+		{"मेरी बहन प्रिया की शादी दिसंबर में जयपुर में है और मुझे जल्दी ट्रेन के टिकट बुक करने हैं।", 25},     // 85
+		{"Το καλοκαίρι θα πάμε διακοπές στη Νάξο με τα παιδιά, και μετά θα επισκεφτούμε τη Θεσσαλονίκη.", 36}, // 83
+		{"ابني أحمد سيدخل المدرسة الابتدائية هذا العام ونحن نبحث عن مدرسة قريبة من البيت في القاهرة.", 23},    // 63
+		{"הבת שלי נועה מתגייסת לצבא בנובמבר ואנחנו מתכננים מסיבת פרידה גדולה עם כל המשפחה.", 29},              // 79
+		{"В июле я лечу в Москву к родителям жены, а потом мы поедем на машине в Сочи на две недели.", 30},    // 47
+		{"Tháng sau cả nhà tôi đi du lịch Đà Nẵng và Hội An, chúng tôi sẽ ở khách sạn gần biển.", 28},         // 48
+		{"다음 달에 아내와 제주도로 여행을 가요. 한라산에도 올라가고 맛있는 흑돼지도 먹을 거예요.", 33},                                            // 51
+		{"来月、家族で北海道に旅行します。札幌と小樽に行く予定です。", 24},                                                                 // 32
+	} {
+		if got := estimateTokens(tt.text); got < tt.o200k {
+			t.Errorf("estimateTokens(%q) = %d, below its %d o200k tokens", tt.text, got, tt.o200k)
 		}
 	}
 }

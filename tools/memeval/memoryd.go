@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
@@ -291,14 +290,15 @@ type replyStat struct {
 
 // factBlockTokens estimates the tokens of an inline injection's facts
 // block as memoryd estimates an injection's (enricher/inject.go: four
-// characters a token, rounded up): the block is the injection's first line
-// when it opens with events.FactsMarker (stored text holds no line break).
+// UTF-8 bytes a token, rounded up; the dev sets hold no CJK): the block is
+// the injection's first line when it opens with events.FactsMarker (stored
+// text holds no line break).
 func factBlockTokens(injection string) int {
 	if !strings.HasPrefix(injection, events.FactsMarker) {
 		return 0
 	}
 	block, _, _ := strings.Cut(injection, "\n")
-	return (utf8.RuneCountInString(block) + 3) / 4
+	return (len(block) + 3) / 4
 }
 
 // memorydRanker asks memory.enrich each question, as a frontend would, with

@@ -76,7 +76,7 @@ func loadLabel(name string, counts []int) string {
 // selection and request shape, the injected facts and tokens per question
 // and the recall of the same replies.
 func reportTokens(w io.Writer, runs []tokenRun) {
-	fmt.Fprintf(w, "\nenrich injected tokens per question (the reply's `tokens`: its injection, inline format, at 4 characters a token; of them, the facts block's), with the recall of the same replies\n\n")
+	fmt.Fprintf(w, "\nenrich injected tokens per question (the reply's `tokens`: its injection, inline format, at 4 UTF-8 bytes a token, a CJK character one; of them, the facts block's), with the recall of the same replies\n\n")
 	fmt.Fprintf(w, "| set | fact load | facts | request | questions | facts injected p50 / max | their tokens p50 / max | tokens p50 | p90 | max | R@1 | R@3 | R@10 | evidence injected |\n")
 	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range runs {
