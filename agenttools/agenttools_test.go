@@ -218,6 +218,16 @@ func TestToolsHaveSchemasAndNoUser(t *testing.T) {
 			t.Errorf("%s: input schema %s is not an object schema (%v)", tool.Name, data, err)
 			continue
 		}
+		// What the model providers take (MCP walk): OpenAI refuses an
+		// object schema without properties, a tool of no arguments
+		// included; Gemini a type that is a list ("type": ["string",
+		// "array"]), which clients pass on as they are.
+		if schema.Properties == nil {
+			t.Errorf("%s: input schema has no properties (OpenAI: object schema missing properties): %s", tool.Name, data)
+		}
+		if strings.Contains(string(data), `"type":[`) {
+			t.Errorf("%s: input schema has a list of types (Gemini takes one): %s", tool.Name, data)
+		}
 		for name, p := range schema.Properties {
 			if strings.Contains(strings.ToLower(name), "user") {
 				t.Errorf("%s: argument %q names a user: %s", tool.Name, name, data)
@@ -657,6 +667,12 @@ func TestToolErrorsNameTheToolsFields(t *testing.T) {
 		// tool's schema, as limits are.
 		{"delete_memory", map[string]any{"id": 0}, "/properties/id: minimum"},
 		{"delete_memory", map[string]any{"id": 1e20}, "/properties/id: maximum"},
+		// 2^63 is float64(MaxInt64), the bound was: it passed the schema
+		// and failed as "json: cannot unmarshal number ... into Go struct
+		// field agenttools.deleteIn.id" (MCP walk).
+		{"delete_memory", map[string]any{"id": json.Number("9223372036854775808")}, "/properties/id: maximum"},
+		// The service's "no context item N": the tools call it a memory.
+		{"delete_memory", map[string]any{"id": 987654321}, "not found: no memory with id 987654321"},
 		{"store_memory", map[string]any{"note": "n", "question": "q"}, "give either note, or question (with an answer or not), not both"},
 		{"set_fact", map[string]any{"key": "location", "value": " "}, "use clear_fact to delete a fact"},
 		// A list key's value of separators alone: the service says "value
@@ -786,5 +802,33 @@ func TestStdioAnswersAJSONLineThatIsNoMessage(t *testing.T) {
 	}
 	if !results["1"] || !results["2"] || !results["5"] || invalid != 6 {
 		t.Fatalf("results %v and %d invalid requests, want results for 1, 5 and 2 and 6 invalid; output:\n%s", results, invalid, out.String())
+	}
+}
+
+// TestNullArgumentIsAbsent: an argument sent as null is one not given, as
+// a model sends an optional argument it does not use when its client made
+// every argument required and nullable (OpenAI's strict mode) or unasked;
+// the SDK refused the whole call ("has type \"null\", want \"string\"",
+// MCP walk). A required argument sent as null is refused as missing.
+func TestNullArgumentIsAbsent(t *testing.T) {
+	t.Parallel()
+	s := mustConnect(t, startHTTP(t), "alice-key")
+	var stored struct {
+		ID int64 `json:"id"`
+	}
+	call(t, s, "store_memory", map[string]any{"question": nil, "answer": nil, "note": "the spare key is under the blue pot"}, &stored)
+	var found struct {
+		Results []memory `json:"results"`
+	}
+	call(t, s, "search_memory", map[string]any{"query": "spare key", "limit": nil, "scope": nil, "since": nil, "until": nil}, &found)
+	if len(found.Results) != 1 || found.Results[0].ID != stored.ID {
+		t.Errorf("search with null optional arguments: %+v, want memory %d", found.Results, stored.ID)
+	}
+	var facts struct {
+		Facts []fact `json:"facts"`
+	}
+	call(t, s, "list_memories", map[string]any{"cursor": nil, "limit": nil, "scope": nil}, &facts)
+	if msg := toolError(t, s, "set_fact", map[string]any{"key": "location", "value": nil}); !strings.Contains(msg, `missing properties: ["value"]`) {
+		t.Errorf("set_fact with a null value: %q, want value named missing", msg)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -105,7 +106,11 @@ func (v *factValue) UnmarshalJSON(b []byte) error {
 // typeSchemas are the schemas of argument types whose JSON is not their Go
 // shape's.
 var typeSchemas = map[reflect.Type]*jsonschema.Schema{
-	reflect.TypeFor[factValue](): {Types: []string{"string", "array"}, Items: &jsonschema.Schema{Type: "string"}},
+	// anyOf of two single types, not "type": ["string", "array"]: Gemini's
+	// function declarations take one type a schema, and clients passing
+	// them on (LangChain, n8n) had the whole tool list refused ("Proto
+	// field is not repeating").
+	reflect.TypeFor[factValue](): {AnyOf: []*jsonschema.Schema{{Type: "string"}, {Type: "array", Items: &jsonschema.Schema{Type: "string"}}}},
 }
 
 type fact struct {
@@ -158,6 +163,7 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 			"anything that may depend on what the user told you before; call set_fact for a durable fact about the " +
 			"user (name, location, preferences) and store_memory for anything else worth recalling later.",
 	})
+	srv.AddReceivingMiddleware(nullIsAbsent)
 	c := s.cfg.Client
 	t := tools{s: s, who: who}
 
@@ -351,10 +357,17 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(false)}},
 		// An id is one search_memory or list_memories gave: bounded in
 		// the schema, so that 0 or 1e20 is refused in the tool's own
-		// words (before: the service's, or a Go decoding error).
-		bounds{"id": {1, math.MaxInt64}},
+		// words (before: the service's, or a Go decoding error). The
+		// bound is the largest float64 under 2^63: float64(MaxInt64) is
+		// 2^63, which passed the schema and failed decoding into int64.
+		bounds{"id": {1, maxID}},
 		wrap(t, func(ctx context.Context, user string, in deleteIn) (deleteOut, error) {
 			err := c.DeleteContext(ctx, user, in.ID)
+			if svc := (*events.ServiceError)(nil); errors.As(err, &svc) && svc.Code == 404 {
+				// The service's "no context item N" named what the tools
+				// call a memory.
+				return deleteOut{}, fmt.Errorf("not found: no memory with id %d (search_memory and list_memories give the ids there are)", in.ID)
+			}
 			return deleteOut{Deleted: err == nil}, err
 		}))
 
@@ -486,8 +499,42 @@ func addTool[In, Out any](srv *mcp.Server, tool *mcp.Tool, b bounds, h mcp.ToolH
 		p := schema.Properties[name]
 		p.Minimum, p.Maximum = ptr(r[0]), ptr(r[1])
 	}
+	if schema.Properties == nil {
+		// A tool without arguments (list_facts): OpenAI refuses a function
+		// whose object schema has no properties ("object schema missing
+		// properties"), and so did every client passing the tool list on.
+		schema.Properties = map[string]*jsonschema.Schema{}
+	}
 	tool.InputSchema = schema
 	mcp.AddTool(srv, tool, h)
+}
+
+// maxID is the largest float64 under 2^63, the bound of an id argument.
+var maxID = math.Nextafter(math.MaxInt64, 0)
+
+// nullIsAbsent is a receiving middleware that drops the top-level
+// arguments of a tools/call that are null: the way a model omits an
+// optional argument when its client made every argument required and
+// nullable (OpenAI's strict function calling), and what models send
+// unasked ("scope": null). The schemas take no null, so such a call was
+// refused as a whole ("has type \"null\", want \"string\""); a required
+// argument sent as null is now refused as missing, naming it.
+func nullIsAbsent(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if r, ok := req.(*mcp.CallToolRequest); ok && r.Params != nil && len(r.Params.Arguments) > 0 {
+			var args map[string]json.RawMessage
+			if json.Unmarshal(r.Params.Arguments, &args) == nil {
+				n := len(args)
+				maps.DeleteFunc(args, func(_ string, v json.RawMessage) bool { return string(v) == "null" })
+				if len(args) < n {
+					if b, err := json.Marshal(args); err == nil {
+						r.Params.Arguments = b
+					}
+				}
+			}
+		}
+		return next(ctx, method, req)
+	}
 }
 
 func ptr[T any](v T) *T { return &v }
