@@ -93,8 +93,14 @@ func TestRevokedKeysSessionsFreeTheirSlots(t *testing.T) {
 	s := mustConnect(t, url, "new")
 	var facts struct{ Facts []fact }
 	call(t, s, "list_facts", map[string]any{}, &facts)
-	// The cap still holds for the key in force.
-	initialize(t, url, "new")
+	// The cap still holds for the key in force: with both sessions busy
+	// (their streams open; the client's own stream opens in the
+	// background, so s is closed and another held), a third is refused.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	openStream(t, url, "new", initialize(t, url, "new"))
+	openStream(t, url, "new", initialize(t, url, "new"))
 	if _, err := connectHTTP(t, url, "new"); err == nil || !strings.Contains(err.Error(), "429") && !strings.Contains(err.Error(), "Too Many Requests") {
 		t.Fatalf("alice's third session with her key in force: %v, want 429", err)
 	}
@@ -107,28 +113,9 @@ func TestRevokedKeysSessionsFreeTheirSlots(t *testing.T) {
 func TestRevokedKeysStreamEnds(t *testing.T) {
 	t.Parallel()
 	ks, url := serveLiveKeys(t, 0, map[string]string{"alice-key": "alice", "bob-key": "bob"})
-	stream := func(key, sid string) (net.Conn, io.Reader) {
-		t.Helper()
-		conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		req := "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + key + "\r\nAccept: text/event-stream\r\nMcp-Session-Id: " + sid +
-			"\r\nMCP-Protocol-Version: 2025-06-18\r\n\r\n"
-		if _, err := conn.Write([]byte(req)); err != nil {
-			t.Fatal(err)
-		}
-		br := bufio.NewReader(conn)
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET stream with %s: %v %v", key, resp, err)
-		}
-		return conn, resp.Body
-	}
 	aliceSID, bobSID := initialize(t, url, "alice-key"), initialize(t, url, "bob-key")
-	aliceConn, alice := stream("alice-key", aliceSID)
-	stream("bob-key", bobSID)
+	aliceConn, alice := openStream(t, url, "alice-key", aliceSID)
+	openStream(t, url, "bob-key", bobSID)
 	ks.revoke("alice-key")
 	// The stream's chunked body ends (its last chunk): a timeout here
 	// means it stayed open.
@@ -145,6 +132,29 @@ func TestRevokedKeysStreamEnds(t *testing.T) {
 	if code := toolsList(t, url, "bob-key", bobSID); code != http.StatusOK {
 		t.Fatalf("bob's session after alice's key was revoked: %d, want 200", code)
 	}
+}
+
+// openStream opens session sid's GET event stream with key and returns
+// its connection and body once the server answered (the stream is then
+// held open, the session busy, until the test ends or the connection is
+// closed).
+func openStream(t *testing.T, url, key, sid string) (net.Conn, io.Reader) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	req := "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + key + "\r\nAccept: text/event-stream\r\nMcp-Session-Id: " + sid +
+		"\r\nMCP-Protocol-Version: 2025-06-18\r\n\r\n"
+	if _, err := conn.Write([]byte(req)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET stream with %s: %v %v", key, resp, err)
+	}
+	return conn, resp.Body
 }
 
 // toolsList asks session sid for its tools with key and returns the status.

@@ -103,10 +103,12 @@ type Config struct {
 	// Default DefaultSessionTimeout.
 	SessionTimeout time.Duration
 	// MaxUserSessions bounds the HTTP sessions one user's keys hold open
-	// at once: a new one past it is refused (429) until one ends (DELETE,
-	// or SessionTimeout). Without it a key could open sessions without
-	// end, each holding its goroutines and memory for SessionTimeout.
-	// Default DefaultMaxUserSessions.
+	// at once: a new one past it closes the user's idle session (no
+	// request in flight, no GET stream open) used least recently, and is
+	// refused (429) when there is none, until one ends (DELETE, or
+	// SessionTimeout). Without it a key could open sessions without end,
+	// each holding its goroutines and memory for SessionTimeout. Default
+	// DefaultMaxUserSessions.
 	MaxUserSessions int
 	// BodyTimeout bounds reading an HTTP request's body; a client that
 	// sends it slower is cut off. Without it a client holding a key could
@@ -373,6 +375,14 @@ const keyExtra = "memoryd_key"
 // session's user and key from the id the SDK's handler answers with; the
 // sessions still live are the SDK server's.
 //
+// At the cap, a new session closes the user's session used least recently
+// that is idle (no request in flight, no GET stream open) rather than be
+// refused: clients that never DELETE (the TypeScript SDK's close, the
+// MCP inspector) left their sessions until SessionTimeout, and a script
+// run 32 times in half an hour was refused (an MCP walk). A session's
+// client that comes back gets 404 and opens a new one, as the protocol
+// says; only when every session is busy is the new one refused.
+//
 // It also ends the sessions of a revoked key: a session's GET stream
 // checks its key every keyRecheck and closes the session once the key is
 // gone (the stream stayed open, and the session held one of its user's
@@ -389,8 +399,14 @@ type sessionCap struct {
 	opening map[string]int   // user → its new sessions still being opened (counted as held)
 }
 
-// owner is the user of a session and the key it was last used with.
-type owner struct{ user, key string }
+// owner is the user of a session and the key it was last used with; busy
+// counts its requests in flight (a GET stream's whole life included), and
+// used is when its last request began or ended.
+type owner struct {
+	user, key string
+	busy      int
+	used      time.Time
+}
 
 // inForce reports whether o's key still stands for o's user.
 func (c *sessionCap) inForce(o owner) bool {
@@ -407,15 +423,8 @@ func (c *sessionCap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	o := owner{user: ti.UserID}
 	o.key, _ = ti.Extra[keyExtra].(string)
 	sid := r.Header.Get("Mcp-Session-Id")
-	if sid != "" && o.key != "" {
-		// The key a session was last used with is the one that must stay
-		// in force: a client moved to a new key before the old one is
-		// revoked keeps its session (reserve).
-		c.mu.Lock()
-		if cur, ok := c.owners[sid]; ok && cur.user == o.user {
-			c.owners[sid] = o
-		}
-		c.mu.Unlock()
+	if sid != "" && o.key != "" && c.use(sid, o, 1) {
+		defer c.use(sid, o, -1)
 	}
 	if r.Method == http.MethodGet && sid != "" {
 		stop := c.watchKey(r.Context(), sid, o)
@@ -428,12 +437,28 @@ func (c *sessionCap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The slot is taken before the SDK opens the session: read first and
 	// recorded after, initializes sent at once all passed the check.
 	if n, ok := c.reserve(o.user); !ok {
-		http.Error(w, fmt.Sprintf("this key's user holds %d MCP sessions, the most at once: end one (DELETE) or let one expire", n), http.StatusTooManyRequests)
+		http.Error(w, fmt.Sprintf("this key's user holds %d MCP sessions, the most at once, each with a request in flight or its event stream open: end one (DELETE) or let one expire", n), http.StatusTooManyRequests)
 		return
 	}
 	rw := &recordSession{ResponseWriter: w, c: c, owner: o}
 	defer rw.record()
 	c.h.ServeHTTP(rw, r)
+}
+
+// use records a request of session sid by o beginning (d 1) or ending
+// (-1), and reports whether sid is o's user's session. The key a session
+// was last used with is the one that must stay in force: a client moved
+// to a new key before the old one is revoked keeps its session (reserve).
+func (c *sessionCap) use(sid string, o owner, d int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cur, ok := c.owners[sid]
+	if !ok || cur.user != o.user {
+		return false
+	}
+	cur.key, cur.busy, cur.used = o.key, cur.busy+d, time.Now()
+	c.owners[sid] = cur
+	return true
 }
 
 // watchKey checks, every keyRecheck until ctx ends or the returned stop
@@ -506,7 +531,9 @@ func (rw *recordSession) record() {
 		delete(c.opening, rw.owner.user)
 	}
 	if id := rw.Header().Get("Mcp-Session-Id"); id != "" {
-		c.owners[id] = rw.owner
+		o := rw.owner
+		o.used = time.Now()
+		c.owners[id] = o
 	}
 }
 
@@ -525,13 +552,14 @@ func (rw *recordSession) Unwrap() http.ResponseWriter { return rw.ResponseWriter
 
 // reserve counts user's sessions, live or being opened, forgetting those
 // that ended and closing those opened with a key since revoked, and takes
-// one more if under max.
+// one more if under max, closing the user's idle session used least
+// recently to stay under it.
 func (c *sessionCap) reserve(user string) (int, bool) {
-	revoked := map[string]bool{}
+	end := map[string]bool{}
 	defer func() {
 		// Closed outside mu: a close waits for the session's calls.
-		if len(revoked) > 0 {
-			c.closeSessions(revoked)
+		if len(end) > 0 {
+			c.closeSessions(end)
 		}
 	}()
 	c.mu.Lock()
@@ -544,17 +572,26 @@ func (c *sessionCap) reserve(user string) (int, bool) {
 		live[ss.ID()] = true
 	}
 	n := c.opening[user]
+	idlest := ""
 	for id, o := range c.owners {
 		switch {
 		case !live[id]:
 			delete(c.owners, id)
 		case o.user != user:
 		case !c.inForce(o):
-			revoked[id] = true
+			end[id] = true
 			delete(c.owners, id)
 		default:
 			n++
+			if o.busy == 0 && (idlest == "" || o.used.Before(c.owners[idlest].used)) {
+				idlest = id
+			}
 		}
+	}
+	if n >= c.max && idlest != "" {
+		end[idlest] = true
+		delete(c.owners, idlest)
+		n--
 	}
 	if n >= c.max {
 		return n, false

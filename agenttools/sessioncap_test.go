@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,37 +12,84 @@ import (
 )
 
 // TestSessionsPerUserAreBounded: a user's keys hold at most
-// MaxUserSessions sessions at once; the next is refused (429) until one
-// ends, and another user is not held back. Before, a key could open
-// sessions without end, each kept for SessionTimeout.
+// MaxUserSessions sessions at once; with all of them busy (their event
+// streams open, as a connected SDK client's are) the next is refused
+// (429) until one ends, and another user is not held back. Before, a key
+// could open sessions without end, each kept for SessionTimeout.
 func TestSessionsPerUserAreBounded(t *testing.T) {
 	t.Parallel()
 	url := serveHTTPConfig(t, agenttools.Config{Client: startEnricher(t), Timeout: 10 * time.Second, MaxUserSessions: 2,
 		Keys: keys{"alice-key": "alice", "bob-key": "bob"}, Logger: slog.New(slog.DiscardHandler)})
-	first := mustConnect(t, url, "alice-key")
-	mustConnect(t, url, "alice-key")
+	first := initialize(t, url, "alice-key")
+	openStream(t, url, "alice-key", first)
+	openStream(t, url, "alice-key", initialize(t, url, "alice-key"))
 	if _, err := connectHTTP(t, url, "alice-key"); err == nil || !strings.Contains(err.Error(), "429") && !strings.Contains(err.Error(), "Too Many Requests") {
 		t.Fatalf("alice's third session: %v, want it refused with 429", err)
 	}
-	mustConnect(t, url, "bob-key")        // another user
-	if err := first.Close(); err != nil { // a DELETE: the session ends
-		t.Fatal(err)
-	}
+	mustConnect(t, url, "bob-key") // another user
+	endSession(url, "alice-key", first)
 	s := mustConnect(t, url, "alice-key")
 	var facts struct{ Facts []fact }
 	call(t, s, "list_facts", map[string]any{}, &facts)
 }
 
-// TestSessionCapConcurrentInitialize: initializes sent at once open
+// TestIdleSessionMakesRoomAtTheCap: at the cap, a new session closes the
+// user's idle session used least recently (no request in flight, no
+// event stream) instead of being refused: clients that never DELETE (the
+// TypeScript SDK's close) held the user at 429 for up to 30 minutes (an
+// MCP walk). A busy session is never the one closed, nor another user's.
+func TestIdleSessionMakesRoomAtTheCap(t *testing.T) {
+	t.Parallel()
+	url := serveHTTPConfig(t, agenttools.Config{Client: startEnricher(t), Timeout: 10 * time.Second, MaxUserSessions: 3,
+		Keys: keys{"alice-key": "alice", "bob-key": "bob"}, Logger: slog.New(slog.DiscardHandler)})
+	bob := initialize(t, url, "bob-key")
+	oldest := initialize(t, url, "alice-key")
+	busy := initialize(t, url, "alice-key")
+	openStream(t, url, "alice-key", busy)
+	newer := initialize(t, url, "alice-key")
+	if code := toolsList(t, url, "alice-key", oldest); code != http.StatusOK {
+		t.Fatalf("alice's oldest session before the cap: %d, want 200", code)
+	}
+	// oldest was used after newer now: newer is the idle one used least
+	// recently.
+	fourth := initialize(t, url, "alice-key") // refused before: 429
+	for _, c := range []struct {
+		name, key, sid string
+		want           int
+	}{
+		{"the idle session used least recently", "alice-key", newer, http.StatusNotFound},
+		{"the other idle session", "alice-key", oldest, http.StatusOK},
+		{"the busy session", "alice-key", busy, http.StatusOK},
+		{"the new session", "alice-key", fourth, http.StatusOK},
+		{"another user's session", "bob-key", bob, http.StatusOK},
+	} {
+		if code := toolsList(t, url, c.key, c.sid); code != c.want {
+			t.Errorf("%s after a session past the cap: %d, want %d", c.name, code, c.want)
+		}
+	}
+	// Every session busy: the next is refused.
+	openStream(t, url, "alice-key", oldest)
+	openStream(t, url, "alice-key", fourth)
+	if _, err := connectHTTP(t, url, "alice-key"); err == nil || !strings.Contains(err.Error(), "429") && !strings.Contains(err.Error(), "Too Many Requests") {
+		t.Fatalf("a session past the cap with every session busy: %v, want 429", err)
+	}
+}
+
+// TestSessionCapConcurrentInitialize: initializes sent at once leave
 // MaxUserSessions sessions, no more (a review: 7 to 19 of 20 opened with a
 // cap of 2, since the count was read before the new sessions were
-// recorded).
+// recorded). A session that has been answered is idle, so a later
+// initialize may close it to open its own: the sessions alive at the end
+// are counted.
 func TestSessionCapConcurrentInitialize(t *testing.T) {
 	t.Parallel()
 	url := serveHTTPConfig(t, agenttools.Config{Client: startEnricher(t), Timeout: 10 * time.Second, MaxUserSessions: 2,
 		Keys: keys{"alice-key": "alice"}, Logger: slog.New(slog.DiscardHandler)})
 	const n = 20
-	var opened atomic.Int64
+	var (
+		mu     sync.Mutex
+		opened []string
+	)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for range n {
@@ -62,14 +108,23 @@ func TestSessionCapConcurrentInitialize(t *testing.T) {
 				return
 			}
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && resp.Header.Get("Mcp-Session-Id") != "" {
-				opened.Add(1)
+			if sid := resp.Header.Get("Mcp-Session-Id"); resp.StatusCode == http.StatusOK && sid != "" {
+				mu.Lock()
+				opened = append(opened, sid)
+				mu.Unlock()
+				t.Cleanup(func() { endSession(url, "alice-key", sid) })
 			}
 		}()
 	}
 	close(start)
 	wg.Wait()
-	if got := opened.Load(); got != 2 {
-		t.Fatalf("%d sessions opened at once by one user, want the cap, 2", got)
+	live := 0
+	for _, sid := range opened {
+		if toolsList(t, url, "alice-key", sid) == http.StatusOK {
+			live++
+		}
+	}
+	if live != 2 {
+		t.Fatalf("%d of the %d sessions opened at once by one user are alive, want the cap, 2", live, len(opened))
 	}
 }
