@@ -144,10 +144,13 @@ func TestResultsStayWithinTheirBudget(t *testing.T) {
 }
 
 // TestSearchMemorySinceUntil: search_memory narrows to a time range, as the
-// service's search does; a time that is not RFC 3339 is named.
+// service's search does; a date is its whole day in UTC (models write
+// "2026-11-30" for the end of November); a time that is neither is named.
 func TestSearchMemorySinceUntil(t *testing.T) {
 	t.Parallel()
 	s := mustConnect(t, startHTTP(t), "alice-key")
+	today := time.Now().UTC()
+	day := func(d int) string { return today.AddDate(0, 0, d).Format(time.DateOnly) }
 	var stored struct{ Stored bool }
 	call(t, s, "store_memory", map[string]any{"question": "which bulbs for the tulips?", "answer": "Darwin hybrids"}, &stored)
 	for _, tc := range []struct {
@@ -158,6 +161,10 @@ func TestSearchMemorySinceUntil(t *testing.T) {
 		{map[string]any{"query": "tulips", "since": "2020-01-01T00:00:00Z"}, 1},
 		{map[string]any{"query": "tulips", "until": "2020-01-01T00:00:00Z"}, 0},
 		{map[string]any{"query": "tulips", "since": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}, 0},
+		{map[string]any{"query": "tulips", "since": day(0), "until": day(0)}, 1},
+		{map[string]any{"query": "tulips", "until": day(-1)}, 0},
+		{map[string]any{"query": "tulips", "since": day(1)}, 0},
+		{map[string]any{"query": "tulips", "since": "2020-01-01T00:00:00"}, 1},
 	} {
 		var out struct{ Results []struct{ ID int64 } }
 		call(t, s, "search_memory", tc.args, &out)
@@ -165,7 +172,7 @@ func TestSearchMemorySinceUntil(t *testing.T) {
 			t.Errorf("search_memory %v: %d results, want %d", tc.args, len(out.Results), tc.want)
 		}
 	}
-	if msg := toolError(t, s, "search_memory", map[string]any{"query": "tulips", "since": "last week"}); !strings.Contains(msg, `since "last week" is not an RFC 3339 time`) {
+	if msg := toolError(t, s, "search_memory", map[string]any{"query": "tulips", "since": "last week"}); !strings.Contains(msg, `since "last week" is not an RFC 3339 time`) || !strings.Contains(msg, "nor a date") {
 		t.Errorf("since of words: %q", msg)
 	}
 }

@@ -39,8 +39,8 @@ type searchIn struct {
 	Query string `json:"query" jsonschema:"what to look for, in the user's words or yours (keywords or a question)"`
 	Limit int    `json:"limit,omitempty" jsonschema:"most memories to return, 1 to 50 (default 5)"`
 	Scope string `json:"scope,omitempty" jsonschema:"only memories of this scope (e.g. a project name the frontend tags turns with); omit to search all"`
-	Since string `json:"since,omitempty" jsonschema:"only memories created at or after this time (RFC 3339, e.g. 2026-11-01T00:00:00Z); for questions about a time such as last week"`
-	Until string `json:"until,omitempty" jsonschema:"only memories created before this time (RFC 3339)"`
+	Since string `json:"since,omitempty" jsonschema:"only memories created at or after this time (RFC 3339, e.g. 2026-11-01T00:00:00Z, or a date, 2026-11-01, from its start in UTC); for questions about a time such as last week"`
+	Until string `json:"until,omitempty" jsonschema:"only memories created before this time (RFC 3339, or a date, 2026-11-30, through its end in UTC)"`
 }
 
 type memory struct {
@@ -646,14 +646,26 @@ func withinBytes(items []events.ContextItem, max int) []events.ContextItem {
 	return items
 }
 
-// parseTime reads an RFC 3339 time argument; "" is none (the zero time).
+// parseTime reads a time argument: RFC 3339, the same without its zone
+// (UTC), or a date, which is its day in UTC, the day included (since: its
+// start; until: the next day's start); "" is none (the zero time). Models
+// write a date for "in November" as often as a time (an MCP walk).
 func parseTime(field, s string) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
 	}
-	t, err := time.Parse(time.RFC3339, s)
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse("2006-01-02T15:04:05", s); err == nil {
+		return t, nil
+	}
+	t, err := time.Parse(time.DateOnly, s)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%s %q is not an RFC 3339 time such as 2026-11-01T00:00:00Z", field, s)
+		return time.Time{}, fmt.Errorf("%s %q is not an RFC 3339 time such as 2026-11-01T00:00:00Z, nor a date such as 2026-11-01", field, s)
+	}
+	if field == "until" {
+		t = t.AddDate(0, 0, 1)
 	}
 	return t, nil
 }
