@@ -452,8 +452,25 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 // Close closes the pool. Only call it on a store from Open.
 func (s *Store) Close() { s.pool.Close() }
 
-// Ping checks that Postgres answers.
-func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
+// ErrReadOnly is in Ping's error when Postgres answers but takes no
+// writes.
+var ErrReadOnly = errors.New("the database takes no writes (a standby, or default_transaction_read_only on)")
+
+// Ping checks that Postgres answers and takes writes: a standby (the old
+// primary after a failover, still named by the URL) or a database set
+// read-only answers every read, and refuses every write of ingest,
+// extraction and the memory tools (a dependency walk: /readyz said ok
+// for 40 s of failed writes).
+func (s *Store) Ping(ctx context.Context) error {
+	var readOnly string
+	if err := s.pool.QueryRow(ctx, `SELECT current_setting('transaction_read_only')`).Scan(&readOnly); err != nil {
+		return err
+	}
+	if readOnly == "on" {
+		return ErrReadOnly
+	}
+	return nil
+}
 
 // InTx runs fn in one transaction, committing when fn returns nil and rolling
 // back otherwise. The Store passed to fn runs its queries in the transaction;

@@ -164,16 +164,20 @@ func (w *Worker) waitOutage(ctx context.Context, err error, d time.Duration) (st
 // unreachable reports whether err says the database could not be reached
 // (no Postgres error: a connection refused or cut) or is going away
 // (SQLSTATE class 08 connection exception, 57P admin shutdown or cannot
-// connect now). A batch that ran out of time (its AckWait/2) is not: it
-// may have waited on a lock of a database that answers pings (an
-// operator's ALTER TABLE or VACUUM FULL of turns): it waits its backoff,
-// as it did before pings ended waits.
+// connect now), or takes no writes (25006). A batch that ran out of time
+// (its AckWait/2) is not: it may have waited on a lock of a database that
+// answers pings (an operator's ALTER TABLE or VACUUM FULL of turns): it
+// waits its backoff, as it did before pings ended waits.
 func unreachable(err error) bool {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
 		return !pgconn.Timeout(err) && !errors.Is(err, context.DeadlineExceeded)
 	}
-	return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P")
+	// 25006: the database takes no writes (a standby, or set read-only):
+	// probed as an outage, so that ingest resumes within a second of it
+	// taking writes again instead of after its doubled backoff (up to
+	// 30 s; a dependency walk).
+	return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P") || pgErr.Code == "25006"
 }
 
 // ingest records one batch. It returns an error only when the batch could not

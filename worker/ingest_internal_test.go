@@ -29,6 +29,7 @@ func TestUnreachable(t *testing.T) {
 		{"admin shutdown", &pgconn.PgError{Code: "57P01"}, true},
 		{"cannot connect now", fmt.Errorf("insert turns: %w", &pgconn.PgError{Code: "57P03"}), true},
 		{"connection failure", &pgconn.PgError{Code: "08006"}, true},
+		{"read-only database", fmt.Errorf("insert turns: %w", &pgconn.PgError{Code: "25006"}), true},
 		{"connect timed out", timedOut, false},
 		{"batch out of time", fmt.Errorf("insert turns: %w", context.DeadlineExceeded), false},
 		{"lock timeout", &pgconn.PgError{Code: "55P03"}, false},
