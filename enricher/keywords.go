@@ -18,7 +18,11 @@ import (
 // about my sister", "did I ever mention ...": a walk on a real
 // conversation found them matching unrelated turns that said "reminder"
 // or "talked"; talkWords holds more, dropped only beside a time), and the
-// commonest of Vietnamese (tôi, của, không, ...). Words of two characters
+// commonest of Vietnamese (tôi, của, không, ...), and the pronouns,
+// possessives and question words of Hebrew, Arabic and Hindi (a
+// multilingual walk: "מה המקצוע שלי?", "what is my profession?", put a
+// turn sharing only שלי, "my", first; Postgres's configurations stop none
+// of them). Words of two characters
 // or fewer are dropped before this list is consulted, so it holds none
 // (but see shortStopWords).
 var stopWords = func() map[string]bool {
@@ -43,8 +47,13 @@ var stopWords = func() map[string]bool {
 		both every either neither one ones something anyway basically literally
 		hmm umm uhm lol want wanted
 		tôi của với không này những được một các cũng nhưng rồi thì nào đâu
+		שלי שלך שלו שלה שלנו שלכם שלהם אני אתה אתם אתן הוא היא אנחנו זאת אלה
+		איפה מתי למה איך כמה האם היה היתה הייתה היו להיות אבל כמו עוד מאוד כבר
+		أنا أنت أنتم نحن هذا هذه ذلك تلك التي الذي الذين على إلى كان كانت
+		ماذا متى أين كيف لماذا لكن أيضا جدا
+		मेरा मेरी मेरे तुम्हारा तुम्हारी आपका आपकी क्या कहाँ कहां कब क्यों कैसे कौन
 	`) {
-		m[w] = true
+		m[norm.NFC.String(w)] = true
 	}
 	for w := range recallWords {
 		m[w] = true

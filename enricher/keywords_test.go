@@ -62,11 +62,14 @@ func TestKeywords(t *testing.T) {
 		// (their function words are not): "Where do my dad and mum live?"
 		{"Bố mẹ tôi sống ở đâu?", []string{"bố", "mẹ", "sống"}},
 		{"Vợ tôi đã đi đâu?", []string{"vợ", "đi"}},
-		{"घर कहाँ है", []string{"घर", "कहाँ"}},         // "where is home"
-		{"איפה אני גר", []string{"איפה", "אני", "גר"}}, // "where do I live"
-		{"في أي حي أسكن", []string{"حي", "أسكن"}},      // "which neighbourhood do I live in"
-		{"Tôi thích ăn gì?", []string{"thích", "ăn"}},  // "what do I like to eat?"
-		{"xe buýt", []string{"buýt"}},                  // ASCII: by length, as before
+		{"घर कहाँ है", []string{"घर"}},                      // "where is home"
+		{"איפה אני גר", []string{"גר"}},                     // "where do I live"
+		{"מה המקצוע שלי?", []string{"המקצוע"}},              // "what is my profession?"
+		{"أين تعمل أختي؟", []string{"تعمل", "أختي"}},        // "where does my sister work?"
+		{"मेरी बहन कहाँ रहती है?", []string{"बहन", "रहती"}}, // "where does my sister live?"
+		{"في أي حي أسكن", []string{"حي", "أسكن"}},           // "which neighbourhood do I live in"
+		{"Tôi thích ăn gì?", []string{"thích", "ăn"}},       // "what do I like to eat?"
+		{"xe buýt", []string{"buýt"}},                       // ASCII: by length, as before
 		// In a Vietnamese message, Latin-1 accented syllables too ("Where is
 		// my mum?", "grandma and I"); its function words not.
 		{"Má tôi ở đâu?", []string{"má"}},
