@@ -114,7 +114,15 @@ type ChunkEmbeddingWrite struct {
 // Nothing is saved when the document no longer holds that content (a
 // re-put raced the job), nor for a chunk that is gone, even when the re-put
 // commits while the statement runs. It returns how many were saved. Run it
-// outside a transaction: such a race aborts the statement.
+// outside a transaction (it runs one of its own): such a race aborts the
+// statement.
+//
+// It takes its collection's key share lock first, as a put does: the
+// deletion of the collection (a forget's) then waits for the save, or the
+// save for the deletion. Without it the two deadlocked: the save's foreign
+// key checks held a document's chunks and its trigger then waited for the
+// collection's generation row, which the deletion held (deleted, or moved
+// by another document's vectors going) while it waited for those chunks.
 func (s *Store) SaveChunkEmbeddings(ctx context.Context, model string, collectionID int64, docID, hash string, ws []ChunkEmbeddingWrite) (int64, error) {
 	if len(ws) == 0 {
 		return 0, nil
@@ -123,17 +131,33 @@ func (s *Store) SaveChunkEmbeddings(ctx context.Context, model string, collectio
 	for i, w := range ws {
 		idx[i], dims[i], vecs[i] = int32(w.ChunkIndex), int32(w.Dims), w.Vector
 	}
-	tag, err := s.db.Exec(ctx, `
-		INSERT INTO chunk_embeddings AS e (collection_id, doc_id, chunk_index, model, content_hash, dims, vector)
-		SELECT d.collection_id, d.doc_id, ch.chunk_index, $4, d.content_hash, w.d, w.v
-		FROM documents d
-		JOIN unnest($5::int[], $6::int[], $7::bytea[]) AS w(i, d, v) ON true
-		JOIN doc_chunks ch ON ch.collection_id = d.collection_id AND ch.doc_id = d.doc_id AND ch.chunk_index = w.i
-		WHERE d.collection_id = $1 AND d.doc_id = $2 AND d.content_hash = $3 AND d.status = 'ready'
-		ORDER BY ch.chunk_index
-		ON CONFLICT (collection_id, model, doc_id, chunk_index) DO UPDATE
-			SET content_hash = excluded.content_hash, dims = excluded.dims, vector = excluded.vector, created_at = now()`,
-		collectionID, docID, hash, model, idx, dims, vecs)
+	var saved int64
+	err := s.inTx(ctx, func(q *Store) error {
+		var one int
+		err := q.db.QueryRow(ctx, `SELECT 1 FROM collections WHERE id = $1 FOR KEY SHARE`, collectionID).Scan(&one)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // deleted, with the document
+		}
+		if err != nil {
+			return err
+		}
+		tag, err := q.db.Exec(ctx, `
+			INSERT INTO chunk_embeddings AS e (collection_id, doc_id, chunk_index, model, content_hash, dims, vector)
+			SELECT d.collection_id, d.doc_id, ch.chunk_index, $4, d.content_hash, w.d, w.v
+			FROM documents d
+			JOIN unnest($5::int[], $6::int[], $7::bytea[]) AS w(i, d, v) ON true
+			JOIN doc_chunks ch ON ch.collection_id = d.collection_id AND ch.doc_id = d.doc_id AND ch.chunk_index = w.i
+			WHERE d.collection_id = $1 AND d.doc_id = $2 AND d.content_hash = $3 AND d.status = 'ready'
+			ORDER BY ch.chunk_index
+			ON CONFLICT (collection_id, model, doc_id, chunk_index) DO UPDATE
+				SET content_hash = excluded.content_hash, dims = excluded.dims, vector = excluded.vector, created_at = now()`,
+			collectionID, docID, hash, model, idx, dims, vecs)
+		if err != nil {
+			return err
+		}
+		saved = tag.RowsAffected()
+		return nil
+	})
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23503" {
 		// foreign_key_violation: a re-put or a delete committed between
@@ -144,7 +168,7 @@ func (s *Store) SaveChunkEmbeddings(ctx context.Context, model string, collectio
 	if err != nil {
 		return 0, fmt.Errorf("save chunk embeddings: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return saved, nil
 }
 
 // DocCursor is where a walk over documents (MissingChunkEmbeddings) is:

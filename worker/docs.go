@@ -24,6 +24,13 @@ type IndexDocumentArgs struct {
 	CollectionID int64  `json:"collection_id"`
 	DocID        string `json:"doc_id"`
 	Hash         string `json:"hash"`
+	// After is the id of a running job of the same document and content
+	// that a put found when it enqueued this one (0: none; absent in jobs
+	// enqueued before it). That job may have read the document before the
+	// put wrote it, found other content and done nothing, and be running
+	// only until River marks it completed: the put's job must be another
+	// (see insertIndexDocument).
+	After int64 `json:"after,omitempty"`
 }
 
 // Kind is River's job kind.
@@ -80,11 +87,31 @@ func (w *Worker) EnqueueIndexDocument(ctx context.Context, tx pgx.Tx, collection
 	return insertIndexDocument(ctx, w.river, tx, collectionID, docID, hash)
 }
 
-// insertIndexDocument inserts a document's chunking job with client.
+// insertIndexDocument inserts a document's chunking job with client, or
+// returns the id of the job of the same document and content that waits
+// (unique by arguments): that one reads the document after tx commits.
+// A running one may not: it may have read it before tx wrote it (tx waited
+// for its row lock), found other content (put between) and done nothing,
+// and run on only until River marks it completed; the document would stay
+// pending for good. So a job found running is followed by a job of its
+// own (After), itself unique while it waits.
 func insertIndexDocument(ctx context.Context, client *river.Client[pgx.Tx], tx pgx.Tx, collectionID int64, docID, hash string) (int64, error) {
-	res, err := client.InsertTx(ctx, tx, IndexDocumentArgs{CollectionID: collectionID, DocID: docID, Hash: hash}, nil)
-	if err != nil {
-		return 0, fmt.Errorf("enqueue document index: %w", err)
+	args := IndexDocumentArgs{CollectionID: collectionID, DocID: docID, Hash: hash}
+	for range maxChainedIndexJobs {
+		res, err := client.InsertTx(ctx, tx, args, nil)
+		if err != nil {
+			return 0, fmt.Errorf("enqueue document index: %w", err)
+		}
+		if !res.UniqueSkippedAsDuplicate || res.Job.State != rivertype.JobStateRunning {
+			return res.Job.ID, nil
+		}
+		// Each time a later job (ids grow): the running ones are few.
+		args.After = res.Job.ID
 	}
-	return res.Job.ID, nil
+	return 0, fmt.Errorf("enqueue document index: %d jobs of the same document running one behind the other", maxChainedIndexJobs)
 }
+
+// maxChainedIndexJobs bounds insertIndexDocument's walk over running jobs
+// of one document (one each put that found one running: a handful at
+// most, with the workers' concurrency).
+const maxChainedIndexJobs = 16
