@@ -376,8 +376,8 @@ const keyExtra = "memoryd_key"
 // sessions still live are the SDK server's.
 //
 // At the cap, a new session closes the user's session used least recently
-// that is idle (no request in flight, no GET stream open) rather than be
-// refused: clients that never DELETE (the TypeScript SDK's close, the
+// that is idle (used since its initialize, no request in flight, no GET
+// stream open) rather than be refused: clients that never DELETE (the TypeScript SDK's close, the
 // MCP inspector) left their sessions until SessionTimeout, and a script
 // run 32 times in half an hour was refused (an MCP walk). A session's
 // client that comes back gets 404 and opens a new one, as the protocol
@@ -400,12 +400,14 @@ type sessionCap struct {
 }
 
 // owner is the user of a session and the key it was last used with; busy
-// counts its requests in flight (a GET stream's whole life included), and
-// used is when its last request began or ended.
+// counts its requests in flight (a GET stream's whole life included), used
+// is when its last request began or ended, and seen whether it has had a
+// request since its initialize.
 type owner struct {
 	user, key string
 	busy      int
 	used      time.Time
+	seen      bool
 }
 
 // inForce reports whether o's key still stands for o's user.
@@ -456,7 +458,7 @@ func (c *sessionCap) use(sid string, o owner, d int) bool {
 	if !ok || cur.user != o.user {
 		return false
 	}
-	cur.key, cur.busy, cur.used = o.key, cur.busy+d, time.Now()
+	cur.key, cur.busy, cur.used, cur.seen = o.key, cur.busy+d, time.Now(), true
 	c.owners[sid] = cur
 	return true
 }
@@ -583,7 +585,10 @@ func (c *sessionCap) reserve(user string) (int, bool) {
 			delete(c.owners, id)
 		default:
 			n++
-			if o.busy == 0 && (idlest == "" || o.used.Before(c.owners[idlest].used)) {
+			// A session never used since its initialize is not taken: its
+			// client is about to use it (initializes sent at once closed
+			// each other's new sessions, a review).
+			if o.seen && o.busy == 0 && (idlest == "" || o.used.Before(c.owners[idlest].used)) {
 				idlest = id
 			}
 		}

@@ -21,6 +21,9 @@ const maxReplyBytes = 4 << 20
 // as they come (line).
 const maxPickedString = 2 << 20
 
+// utf8BOM is the byte order mark a stream may open with.
+var utf8BOM = []byte("\ufeff")
+
 // reply accumulates the assistant's text of the first choice from the bytes
 // relayed: Server-Sent Events chunks when streamed, one JSON object
 // otherwise.
@@ -63,6 +66,9 @@ type reply struct {
 	// pending is an incomplete line (streamed); body reads a non-streamed
 	// reply's members.
 	pending []byte
+	// bomRead: the stream's start was read for a byte order mark, which
+	// the SSE format (and openai-node's decoder) skips.
+	bomRead bool
 	body    *picker
 }
 
@@ -85,6 +91,16 @@ func (a *reply) feed(b []byte) {
 	if len(a.pending) > maxReplyBytes {
 		a.overflow, a.pending = true, nil
 		return
+	}
+	if !a.bomRead {
+		// A stream may open with a UTF-8 byte order mark: read as part of
+		// the first field's name, it lost the first event (its text
+		// missing from the turn, or the whole answer of a one-event
+		// reply), which openai-node reads.
+		if len(a.pending) < len(utf8BOM) && bytes.HasPrefix(utf8BOM, a.pending) {
+			return // the mark's start: the next bytes, or the end, tell
+		}
+		a.pending, a.bomRead = bytes.TrimPrefix(a.pending, utf8BOM), true
 	}
 	for {
 		// A line ends with CRLF, LF or a CR alone (the SSE format's three).

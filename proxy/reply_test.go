@@ -317,3 +317,33 @@ func TestReplyStreamIgnoresEventsAfterDone(t *testing.T) {
 		}
 	}
 }
+
+// TestReplyStreamOpeningWithAByteOrderMark: a stream that opens with a
+// UTF-8 byte order mark is read from its first event, as the SSE format
+// says and openai-node reads it (its TextDecoder drops the mark). Before,
+// the mark made the first line's field "\ufeffdata", an unknown field:
+// the first chunk's text was missing from the turn remembered, and a
+// reply whose finish came first was not remembered at all. The mark may
+// come split over reads.
+func TestReplyStreamOpeningWithAByteOrderMark(t *testing.T) {
+	chunk := "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":null}]}\n\n"
+	finish := "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" there\"},\"finish_reason\":\"stop\"}]}\n\n"
+	body := "\ufeff" + chunk + finish + "data: [DONE]\n\n"
+	for _, size := range []int{len(body), 1, 2} {
+		a := reply{streamed: true}
+		for i := 0; i < len(body); i += size {
+			a.feed([]byte(body[i:min(i+size, len(body))]))
+		}
+		a.end()
+		if got := a.text.String(); !a.done() || got != "Hi there" {
+			t.Errorf("read %d bytes at a time: remembered %v, text %q; want remembered, \"Hi there\"", size, a.done(), got)
+		}
+	}
+	// Only a mark at the start is skipped; one later is text.
+	a := reply{streamed: true}
+	a.feed([]byte(strings.Replace(chunk, "Hi", "\ufeffHi", 1) + finish + "data: [DONE]\n\n"))
+	a.end()
+	if got := a.text.String(); got != "\ufeffHi there" {
+		t.Errorf("a mark inside the text: %q", got)
+	}
+}
