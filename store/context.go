@@ -168,9 +168,11 @@ func keysOf(userID, question, answer string) clearKeys {
 // A duplicate of an existing item is not dropped silently: the existing row
 // is locked (ON CONFLICT DO UPDATE locks even when its WHERE is false) and its
 // created_at moves to the newer turn's time, since the memory was just said
-// again. The lock is what keeps a concurrent prune from deleting the row the
-// new pair was deduplicated against: pruning skips locked rows, and an insert
-// that waited on a row the prune deleted inserts the pair anew.
+// again. A batch holding a pair more than once writes its first statement
+// (its event and conversation) at the latest of their times. The lock is
+// what keeps a concurrent prune from deleting the row the new pair was
+// deduplicated against: pruning skips locked rows, and an insert that
+// waited on a row the prune deleted inserts the pair anew.
 func (s *Store) InsertContext(ctx context.Context, items []ContextWrite) ([]int64, error) {
 	if len(items) == 0 {
 		return nil, nil
@@ -239,7 +241,7 @@ func (s *Store) insertContext(ctx context.Context, ids []int64, args ...any) err
 				  AND (`+clearedTime("cl", "w.sq", "w.sc")+` >= w.t OR `+coveredByPosition("cl", "w.sq", "w.sc")+`))
 		), ins AS (
 			INSERT INTO context AS c (user_id, question, answer, created_at, event_id, conversation_id, content_hash, extractor, model, prompt_version)
-			SELECT DISTINCT ON (u, h) u, q, a, t, e, c, h, x, m, p FROM w ORDER BY u, h, o
+			SELECT DISTINCT ON (u, h) u, q, a, max(t) OVER (PARTITION BY u, h), e, c, h, x, m, p FROM w ORDER BY u, h, o
 			ON CONFLICT (user_id, content_hash) DO UPDATE SET created_at = excluded.created_at
 			WHERE c.created_at < excluded.created_at
 			RETURNING id, user_id, content_hash, xmax = 0 AS inserted

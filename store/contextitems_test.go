@@ -191,3 +191,41 @@ func TestUpdateContextDedup(t *testing.T) {
 		}
 	}
 }
+
+// TestInsertContextBatchKeepsLatestTime writes one batch holding the same
+// pair twice, the earlier statement first (as an extraction job of a
+// conversation orders its turns): the item's time is the later statement's,
+// as when the two come in separate batches, whether the batch inserts the
+// item or finds it stored already. (Before, the batch's first statement
+// was the only one written, so the item kept the earlier time, and a
+// replay, batching the turns otherwise, gave the item another time.)
+func TestInsertContextBatchKeepsLatestTime(t *testing.T) {
+	ctx, s := setup(t)
+	// bob has the pair stored already, from before both statements.
+	if _, err := s.InsertContext(ctx, []store.ContextWrite{{UserID: "bob", Question: "I live in Lyon", Answer: "ok", EventID: "b0", CreatedAt: t0.Add(-time.Hour)}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, user := range []string{"alice", "bob"} {
+		ids, err := s.InsertContext(ctx, []store.ContextWrite{
+			{UserID: user, Question: "I live in Lyon", Answer: "ok", EventID: "e1", CreatedAt: t0},
+			{UserID: user, Question: "I live in Lyon", Answer: "ok", EventID: "e2", CreatedAt: t0.Add(2 * time.Hour)},
+			{UserID: user, Question: "I live in Lyon", Answer: "ok", EventID: "e3", CreatedAt: t0.Add(time.Hour)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if user == "alice" && (ids[0] == 0 || ids[1] != 0 || ids[2] != 0) {
+			t.Errorf("%s: ids %v, want the first statement's insert only", user, ids)
+		}
+		items, err := s.RecentContext(ctx, user, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(items) != 1 {
+			t.Fatalf("%s has %d items, want 1", user, len(items))
+		}
+		if want := t0.Add(2 * time.Hour); !items[0].CreatedAt.Equal(want) {
+			t.Errorf("%s's item is at %s, want %s (the latest statement of the batch)", user, items[0].CreatedAt.UTC(), want)
+		}
+	}
+}
