@@ -1,5 +1,7 @@
 package agenttools
 
+import "time"
+
 // LiveSessions counts the sessions of s's HTTP server (after Start).
 func LiveSessions(s *Server) int {
 	n := 0
@@ -8,3 +10,10 @@ func LiveSessions(s *Server) int {
 	}
 	return n
 }
+
+// SetSessionClock makes now the clock of the sessions cap of s's next
+// Handler: a test moves it past newSessionGrace without waiting.
+func SetSessionClock(s *Server, now func() time.Time) { s.now = now }
+
+// NewSessionGrace is newSessionGrace.
+const NewSessionGrace = newSessionGrace

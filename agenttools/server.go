@@ -194,6 +194,8 @@ type Server struct {
 	// calls are the HTTP requests in flight other than the sessions' GET
 	// streams, counted for Stop's error.
 	calls atomic.Int64
+	// now is the sessions cap's clock (time.Now; a test's own).
+	now func() time.Time
 }
 
 // New checks cfg and returns a server; nothing connects until ServeStdio
@@ -268,7 +270,10 @@ func (s *Server) handler() (http.Handler, *mcp.Server, error) {
 	// API keys do not expire; revoking one is removing it from the keys,
 	// which also ends the sessions last used with it (sessionCap).
 	mux := http.NewServeMux()
-	capped := &sessionCap{h: h, srv: srv, keys: keys, max: s.cfg.MaxUserSessions, owners: map[string]owner{}, opening: map[string]int{}}
+	capped := &sessionCap{h: h, srv: srv, keys: keys, max: s.cfg.MaxUserSessions, owners: map[string]owner{}, opening: map[string]int{}, now: s.now}
+	if capped.now == nil {
+		capped.now = time.Now
+	}
 	mux.Handle("/", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(capped))
 	// Probes, without a key: the process runs; it can reach memoryd.
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
@@ -376,8 +381,8 @@ const keyExtra = "memoryd_key"
 // sessions still live are the SDK server's.
 //
 // At the cap, a new session closes the user's session used least recently
-// that is idle (used since its initialize, no request in flight, no GET
-// stream open) rather than be refused: clients that never DELETE (the TypeScript SDK's close, the
+// that is idle (used since its initialize or opened newSessionGrace ago,
+// no request in flight, no GET stream open) rather than be refused: clients that never DELETE (the TypeScript SDK's close, the
 // MCP inspector) left their sessions until SessionTimeout, and a script
 // run 32 times in half an hour was refused (an MCP walk). A session's
 // client that comes back gets 404 and opens a new one, as the protocol
@@ -394,10 +399,17 @@ type sessionCap struct {
 	keys KeyLookup
 	max  int
 
+	now func() time.Time
+
 	mu      sync.Mutex
 	owners  map[string]owner // session id → its user and key, for the sessions this process opened
 	opening map[string]int   // user → its new sessions still being opened (counted as held)
 }
+
+// newSessionGrace is how long a session not used since its initialize is
+// not closed to make room for another (sessionCap.reserve): a client sends
+// its next request (notifications/initialized, or its first call) at once.
+const newSessionGrace = 10 * time.Second
 
 // owner is the user of a session and the key it was last used with; busy
 // counts its requests in flight (a GET stream's whole life included), used
@@ -439,7 +451,7 @@ func (c *sessionCap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The slot is taken before the SDK opens the session: read first and
 	// recorded after, initializes sent at once all passed the check.
 	if n, ok := c.reserve(o.user); !ok {
-		http.Error(w, fmt.Sprintf("this key's user holds %d MCP sessions, the most at once, each with a request in flight or its event stream open: end one (DELETE) or let one expire", n), http.StatusTooManyRequests)
+		http.Error(w, fmt.Sprintf("this key's user holds %d MCP sessions, the most at once, each with a request in flight, its event stream open or opened in the last %s: end one (DELETE) or let one expire", n, newSessionGrace), http.StatusTooManyRequests)
 		return
 	}
 	rw := &recordSession{ResponseWriter: w, c: c, owner: o}
@@ -458,7 +470,7 @@ func (c *sessionCap) use(sid string, o owner, d int) bool {
 	if !ok || cur.user != o.user {
 		return false
 	}
-	cur.key, cur.busy, cur.used, cur.seen = o.key, cur.busy+d, time.Now(), true
+	cur.key, cur.busy, cur.used, cur.seen = o.key, cur.busy+d, c.now(), true
 	c.owners[sid] = cur
 	return true
 }
@@ -534,7 +546,7 @@ func (rw *recordSession) record() {
 	}
 	if id := rw.Header().Get("Mcp-Session-Id"); id != "" {
 		o := rw.owner
-		o.used = time.Now()
+		o.used = c.now()
 		c.owners[id] = o
 	}
 }
@@ -575,6 +587,7 @@ func (c *sessionCap) reserve(user string) (int, bool) {
 	}
 	n := c.opening[user]
 	idlest := ""
+	now := c.now()
 	for id, o := range c.owners {
 		switch {
 		case !live[id]:
@@ -585,10 +598,14 @@ func (c *sessionCap) reserve(user string) (int, bool) {
 			delete(c.owners, id)
 		default:
 			n++
-			// A session never used since its initialize is not taken: its
-			// client is about to use it (initializes sent at once closed
-			// each other's new sessions, a review).
-			if o.seen && o.busy == 0 && (idlest == "" || o.used.Before(c.owners[idlest].used)) {
+			// A session not used since its initialize is not taken in its
+			// first newSessionGrace: its client is about to use it
+			// (initializes sent at once closed each other's new sessions,
+			// a review). Past that its client is gone (a probe or a script
+			// that only initializes, a client that died): never taken, such
+			// sessions held the user at 429 until SessionTimeout (a review).
+			fresh := !o.seen && now.Sub(o.used) < newSessionGrace
+			if !fresh && o.busy == 0 && (idlest == "" || o.used.Before(c.owners[idlest].used)) {
 				idlest = id
 			}
 		}

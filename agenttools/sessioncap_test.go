@@ -3,6 +3,7 @@ package agenttools_test
 import (
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -133,5 +134,64 @@ func TestSessionCapConcurrentInitialize(t *testing.T) {
 	}
 	if live != 2 || len(opened) != 2 {
 		t.Fatalf("%d of the %d sessions opened at once by one user are alive, want the cap, 2", live, len(opened))
+	}
+}
+
+// TestUnusedSessionMakesRoomAfterItsGrace: a session never used after its
+// initialize is spared only for agenttools.NewSessionGrace; after that it
+// is idle like any (its client is gone: a probe or a script that only
+// initializes, a client that died), and a new session closes it rather
+// than be refused. Before (a review), such sessions were never closed to
+// make room: a probe initializing with a user's key every minute held
+// that user at 429 until SessionTimeout, 30 minutes, every session idle.
+func TestUnusedSessionMakesRoomAfterItsGrace(t *testing.T) {
+	t.Parallel()
+	srv, err := agenttools.New(agenttools.Config{Client: startEnricher(t), Timeout: 10 * time.Second, MaxUserSessions: 2,
+		Keys: keys{"alice-key": "alice"}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu  sync.Mutex
+		now = time.Now()
+	)
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	advance := func(d time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		now = now.Add(d)
+	}
+	agenttools.SetSessionClock(srv, clock)
+	h, err := srv.Handler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(h)
+	t.Cleanup(hs.Close)
+	url := hs.URL
+	first := initialize(t, url, "alice-key")
+	advance(time.Second)
+	second := initialize(t, url, "alice-key")
+	// Within their grace: neither is closed, the next is refused.
+	if _, err := connectHTTP(t, url, "alice-key"); err == nil || !strings.Contains(err.Error(), "429") && !strings.Contains(err.Error(), "Too Many Requests") {
+		t.Fatalf("a session past the cap with the others just opened: %v, want 429", err)
+	}
+	advance(agenttools.NewSessionGrace)
+	third := initialize(t, url, "alice-key") // refused before: 429
+	for _, c := range []struct {
+		name, sid string
+		want      int
+	}{
+		{"the unused session opened first", first, http.StatusNotFound},
+		{"the unused session opened next", second, http.StatusOK},
+		{"the new session", third, http.StatusOK},
+	} {
+		if code := toolsList(t, url, "alice-key", c.sid); code != c.want {
+			t.Errorf("%s, past its grace, after a session past the cap: %d, want %d", c.name, code, c.want)
+		}
 	}
 }

@@ -22,7 +22,8 @@ import (
 // possessives and question words of Hebrew, Arabic and Hindi (a
 // multilingual walk: "מה המקצוע שלי?", "what is my profession?", put a
 // turn sharing only שלי, "my", first; Postgres's configurations stop none
-// of them). Words of two characters
+// of them). Scripts without capitals cannot tell a name from such a word:
+// אלה ("these", and Ella) is left out. Words of two characters
 // or fewer are dropped before this list is consulted, so it holds none
 // (but see shortStopWords).
 var stopWords = func() map[string]bool {
@@ -47,10 +48,10 @@ var stopWords = func() map[string]bool {
 		both every either neither one ones something anyway basically literally
 		hmm umm uhm lol want wanted
 		tôi của với không này những được một các cũng nhưng rồi thì nào đâu
-		שלי שלך שלו שלה שלנו שלכם שלהם אני אתה אתם אתן הוא היא אנחנו זאת אלה
+		שלי שלך שלו שלה שלנו שלכם שלהם אני אתה אתם אתן הוא היא אנחנו זאת
 		איפה מתי למה איך כמה האם היה היתה הייתה היו להיות אבל כמו עוד מאוד כבר
 		أنا أنت أنتم نحن هذا هذه ذلك تلك التي الذي الذين على إلى كان كانت
-		ماذا متى أين كيف لماذا لكن أيضا جدا
+		ماذا متى أين كيف لماذا لكن أيضا جدا أيضاً جداً انا انت انتم اين الى ايضا ايضاً
 		मेरा मेरी मेरे तुम्हारा तुम्हारी आपका आपकी क्या कहाँ कहां कब क्यों कैसे कौन
 	`) {
 		m[norm.NFC.String(w)] = true
@@ -462,7 +463,7 @@ var shortStopWords = func() map[string]bool {
 	m := map[string]bool{}
 	for _, w := range strings.Fields(`
 		في من عن لا ما هو هي أن إن أو يا قد لم لن ثم كل بل مع أي إذ هل لي لك له ان او
-		לא כי זה זו גם אם על עם יש מה אל או רק כן הם הן אז פה לי לך לו לה את
+		לא כי זה זו גם אם על עם יש מה מי אל או רק כן הם הן אז פה לי לך לו לה את
 		है का की के को से ने पर और या तो भी ही जो वह यह कि हम ये वे सा सी से था थी थे ना
 		đã để sẽ bị họ tớ đó ạ ơi ấy dạ về từ và là có mà nó vì gì nè
 	`) {

@@ -66,6 +66,9 @@ func TestKeywords(t *testing.T) {
 		{"איפה אני גר", []string{"גר"}},                     // "where do I live"
 		{"מה המקצוע שלי?", []string{"המקצוע"}},              // "what is my profession?"
 		{"أين تعمل أختي؟", []string{"تعمل", "أختي"}},        // "where does my sister work?"
+		{"اين تعمل أختي؟", []string{"تعمل", "أختي"}},        // the same, typed without the hamza
+		{"أختي أيضاً تعمل", []string{"أختي", "تعمل"}},       // "my sister works too": with its tanween
+		{"מי האחות שלי?", []string{"האחות"}},                // "who is my sister?"
 		{"मेरी बहन कहाँ रहती है?", []string{"बहन", "रहती"}}, // "where does my sister live?"
 		{"في أي حي أسكن", []string{"حي", "أسكن"}},           // "which neighbourhood do I live in"
 		{"Tôi thích ăn gì?", []string{"thích", "ăn"}},       // "what do I like to eat?"
