@@ -149,10 +149,24 @@ func TestResultsStayWithinTheirBudget(t *testing.T) {
 func TestSearchMemorySinceUntil(t *testing.T) {
 	t.Parallel()
 	s := mustConnect(t, startHTTP(t), "alice-key")
-	today := time.Now().UTC()
-	day := func(d int) string { return today.AddDate(0, 0, d).Format(time.DateOnly) }
 	var stored struct{ Stored bool }
 	call(t, s, "store_memory", map[string]any{"question": "which bulbs for the tulips?", "answer": "Darwin hybrids"}, &stored)
+	// The dates are the memory's own day: the clock read before the store,
+	// a store just past midnight UTC fell on the day after "today".
+	var all struct {
+		Results []struct {
+			CreatedAt string `json:"created_at"`
+		}
+	}
+	call(t, s, "search_memory", map[string]any{"query": "tulips"}, &all)
+	if len(all.Results) != 1 {
+		t.Fatalf("search_memory tulips: %d results, want 1", len(all.Results))
+	}
+	created, err := time.Parse(time.RFC3339, all.Results[0].CreatedAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	day := func(d int) string { return created.UTC().AddDate(0, 0, d).Format(time.DateOnly) }
 	for _, tc := range []struct {
 		args map[string]any
 		want int

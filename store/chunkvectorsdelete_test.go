@@ -60,11 +60,18 @@ func TestSaveChunkEmbeddingsDuringACollectionDeletion(t *testing.T) {
 		n, err := s.DeleteCollections(ctx, alice)
 		del <- deleted{n, err}
 	}()
+	var holder int
+	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&holder); err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(time.Minute)
 	for {
+		// This test's deletion: blocked by the lock above or by the save
+		// (which the lock above blocks), not another test's or database's.
 		var waiting int
-		if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE cardinality(pg_blocking_pids(pid)) > 0 AND query LIKE '%DELETE FROM collections%'`).Scan(&waiting); err != nil {
+		if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity d
+			WHERE d.query LIKE '%DELETE FROM collections%' AND ($1 = ANY(pg_blocking_pids(d.pid)) OR EXISTS (
+				SELECT 1 FROM pg_stat_activity w WHERE $1 = ANY(pg_blocking_pids(w.pid)) AND w.pid = ANY(pg_blocking_pids(d.pid))))`, holder).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
 		if waiting > 0 {

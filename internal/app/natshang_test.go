@@ -32,10 +32,15 @@ func newSilencer(t *testing.T, target string) *silencer {
 		t.Fatal(err)
 	}
 	s := &silencer{ln: ln, accepted: make(chan struct{}, 16)}
-	t.Cleanup(func() { _ = ln.Close() })
 	var conns []net.Conn
 	var connsMu sync.Mutex
+	accepting := make(chan struct{})
+	// The listener first, and the accepting goroutine gone, then the
+	// connections: one accepted as they were closed would be left open,
+	// its pipes running past the test.
 	t.Cleanup(func() {
+		_ = ln.Close()
+		<-accepting
 		connsMu.Lock()
 		defer connsMu.Unlock()
 		for _, c := range conns {
@@ -43,6 +48,7 @@ func newSilencer(t *testing.T, target string) *silencer {
 		}
 	})
 	go func() {
+		defer close(accepting)
 		for {
 			c, err := ln.Accept()
 			if err != nil {
