@@ -104,8 +104,9 @@ type Config struct {
 	SessionTimeout time.Duration
 	// MaxUserSessions bounds the HTTP sessions one user's keys hold open
 	// at once: a new one past it closes the user's idle session (no
-	// request in flight, no GET stream open) used least recently, and is
-	// refused (429) when there is none, until one ends (DELETE, or
+	// request in flight, no GET stream open, not opened in the last 10 s
+	// without a request since) used least recently, and is refused (429)
+	// when there is none, until one ends (DELETE, or
 	// SessionTimeout). Without it a key could open sessions without end,
 	// each holding its goroutines and memory for SessionTimeout. Default
 	// DefaultMaxUserSessions.
@@ -381,12 +382,13 @@ const keyExtra = "memoryd_key"
 // sessions still live are the SDK server's.
 //
 // At the cap, a new session closes the user's session used least recently
-// that is idle (used since its initialize or opened newSessionGrace ago,
-// no request in flight, no GET stream open) rather than be refused: clients that never DELETE (the TypeScript SDK's close, the
-// MCP inspector) left their sessions until SessionTimeout, and a script
-// run 32 times in half an hour was refused (an MCP walk). A session's
-// client that comes back gets 404 and opens a new one, as the protocol
-// says; only when every session is busy is the new one refused.
+// that is idle (used since its initialize, or opened newSessionGrace ago;
+// no request in flight, no GET stream open) rather than be refused:
+// clients that never DELETE (the TypeScript SDK's close, the MCP
+// inspector) left their sessions until SessionTimeout, and a script run 32
+// times in half an hour was refused (an MCP walk). A session's client that
+// comes back gets 404 and opens a new one, as the protocol says; only when
+// every session is busy or brand new is the new one refused.
 //
 // It also ends the sessions of a revoked key: a session's GET stream
 // checks its key every keyRecheck and closes the session once the key is
