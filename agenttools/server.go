@@ -11,6 +11,7 @@ package agenttools
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -278,11 +279,21 @@ func (s *Server) handler() (http.Handler, *mcp.Server, error) {
 	mux.Handle("/", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(capped))
 	// Probes, without a key: the process runs; it can reach memoryd.
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		if !s.cfg.Client.Connected() {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = w.Write([]byte(`{"nats":"not connected"}` + "\n"))
+			return
+		}
+		// Connected as the client knows it: a round trip tells a server
+		// that stopped answering (hung, or a lost host) before the
+		// connection's pings drop it (a dependency walk).
+		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+		defer cancel()
+		if err := s.cfg.Client.Ping(ctx); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_ = json.NewEncoder(w).Encode(map[string]string{"nats": "connected, but the server does not answer: " + err.Error()})
 			return
 		}
 		_, _ = w.Write([]byte(`{"nats":"ok"}` + "\n"))

@@ -137,6 +137,17 @@ func (c *Client) WithRequestTimeout(d time.Duration) *Client {
 // of readiness: requests sent now can reach memoryd).
 func (c *Client) Connected() bool { return c.nc.IsConnected() }
 
+// Ping makes a round trip to the NATS server (a PING and its PONG), not to
+// memoryd, within ctx: an error means the connection, though Connected,
+// carries nothing now (a hung server, a lost host, a partition), which
+// the connection's own pings find only later.
+func (c *Client) Ping(ctx context.Context) error {
+	if err := c.nc.FlushWithContext(ctx); err != nil {
+		return fmt.Errorf("nats server did not answer a ping: %w", err)
+	}
+	return nil
+}
+
 // NewClient returns a client sending under prefix (default "memory" when
 // empty).
 func NewClient(nc *nats.Conn, prefix string) *Client {

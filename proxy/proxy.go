@@ -356,11 +356,21 @@ func (p *Proxy) Handler() http.Handler {
 	// memoryd (its NATS connection is up). The upstream is not probed: a
 	// probe must not spend the model server's requests.
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		if !p.cfg.Conn.IsConnected() {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_ = json.NewEncoder(w).Encode(map[string]string{"nats": "not connected: " + p.cfg.Conn.Status().String()})
+			return
+		}
+		// Connected as the client knows it: a round trip tells a server
+		// that stopped answering (hung, or a lost host) before the
+		// connection's pings drop it (a dependency walk).
+		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+		defer cancel()
+		if err := p.cfg.Conn.FlushWithContext(ctx); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_ = json.NewEncoder(w).Encode(map[string]string{"nats": "connected, but the server does not answer: " + err.Error()})
 			return
 		}
 		_ = json.NewEncoder(w).Encode(map[string]string{"nats": "ok"})

@@ -197,6 +197,50 @@ func (s *Server) Stop(t testing.TB) {
 	s.srv = nil
 }
 
+// Pause stops the server's process (SIGSTOP) without closing anything: its
+// connections stay open and carry nothing, as a hung server's or one
+// across a partition do. Resume (or the test's end) lets it go on.
+func (s *Server) Pause(t testing.TB) {
+	t.Helper()
+	if err := s.srv.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Resume(t) })
+	// A signal is delivered, not obeyed, when Signal returns: a thread
+	// still running may answer one more request. Wait until every thread
+	// is stopped (Linux's /proc; elsewhere the signal is all there is).
+	tasks := fmt.Sprintf("/proc/%d/task", s.srv.Process.Pid)
+	if _, err := os.Stat(tasks); err != nil {
+		return
+	}
+	Eventually(t, "nats-server's threads to stop", 10*time.Second, func() (bool, string) {
+		ids, err := os.ReadDir(tasks)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, id := range ids {
+			b, err := os.ReadFile(tasks + "/" + id.Name() + "/stat")
+			if err != nil {
+				return false, err.Error()
+			}
+			// The state follows the command's closing parenthesis.
+			i := bytes.LastIndexByte(b, ')')
+			if i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+				return false, "thread " + id.Name() + " runs"
+			}
+		}
+		return true, ""
+	})
+}
+
+// Resume lets a paused server go on (SIGCONT).
+func (s *Server) Resume(t testing.TB) {
+	t.Helper()
+	if s.srv != nil && s.srv.Process != nil {
+		_ = s.srv.Process.Signal(syscall.SIGCONT)
+	}
+}
+
 // Start runs a server Stop stopped again, with the same arguments, and
 // waits until it accepts connections.
 func (s *Server) Start(t testing.TB) {
