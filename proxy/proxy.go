@@ -387,6 +387,12 @@ func (p *Proxy) Handler() http.Handler {
 		if path := r.URL.Path; path == "/chat/completions" || path == "/models" || strings.HasPrefix(path, "/models/") {
 			msg += ": the app's OpenAI base URL must end in /v1 (http://" + r.Host + "/v1)"
 		}
+		// The Vercel AI SDK's openai(model) calls the Responses API since
+		// its version 5 (the default provider's): such an app reaches the
+		// proxy only through the Chat Completions API, which it must choose.
+		if path := r.URL.Path; path == "/v1/responses" || strings.HasPrefix(path, "/v1/responses/") || path == "/responses" {
+			msg += ": the proxy speaks the Chat Completions API only; have the app use it (the Vercel AI SDK: openai.chat(model), not openai(model), or @ai-sdk/openai-compatible)"
+		}
 		writeError(w, http.StatusNotFound, "invalid_request_error", "not_found", msg)
 	})
 	return bodytime.Bound(p.cfg.BodyTimeout, mux)

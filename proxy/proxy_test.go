@@ -915,7 +915,8 @@ func TestProbes(t *testing.T) {
 // TestUnknownPathSaysWhatIsServed: a 404 lists what the proxy serves,
 // /metrics included when it is on, and an app whose base URL lacks /v1 (it
 // asks for /chat/completions) is told to add it (a newcomer's walk: the
-// message named neither).
+// message named neither); an app asking for the Responses API (the Vercel
+// AI SDK's default openai(model)) is told to use Chat Completions.
 func TestUnknownPathSaysWhatIsServed(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *proxy.Config) {
@@ -931,6 +932,10 @@ func TestUnknownPathSaysWhatIsServed(t *testing.T) {
 		{"POST", "/chat/completions", []string{"GET /metrics", "must end in /v1", "(http://" + e.proxy.Addr() + "/v1)"}, nil},
 		{"GET", "/models", []string{"must end in /v1"}, nil},
 		{"POST", "/v1/embeddings", []string{"GET /metrics", "not POST /v1/embeddings"}, []string{"must end in /v1"}},
+		// The Vercel AI SDK's default openai(model) asks for the Responses
+		// API: the 404 must say which call reaches the proxy.
+		{"POST", "/v1/responses", []string{"not POST /v1/responses", "Chat Completions API only", "openai.chat(model)"}, []string{"must end in /v1"}},
+		{"POST", "/v1/embeddings", nil, []string{"Chat Completions API only"}},
 	} {
 		req, err := http.NewRequest(c.method, base+c.path, strings.NewReader("{}"))
 		if err != nil {
