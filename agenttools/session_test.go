@@ -268,3 +268,32 @@ func TestFactToolsNameTheKnownKeys(t *testing.T) {
 		t.Errorf("after clearing CITY and Shoe Size: %+v", facts.Facts)
 	}
 }
+
+// TestSetFactTakesANumberOrABoolean: a number or a boolean is stored as
+// written ({"key": "age", "value": 34} is what models send: an MCP walk
+// saw it refused as not a string); an object is still refused, naming
+// what value takes.
+func TestSetFactTakesANumberOrABoolean(t *testing.T) {
+	t.Parallel()
+	s := mustConnect(t, startHTTP(t), "alice-key")
+	for _, tc := range []struct {
+		key   string
+		value any
+		want  string
+	}{
+		{"age", 34, "34"},
+		{"height_m", 1.75, "1.75"},
+		{"has_car", true, "true"},
+	} {
+		var f fact
+		call(t, s, "set_fact", map[string]any{"key": tc.key, "value": tc.value}, &f)
+		got := fact{}
+		call(t, s, "get_fact", map[string]any{"key": tc.key}, &got)
+		if f.Value != tc.want || got.Value != tc.want {
+			t.Errorf("set_fact %s=%v: set %q, get %q, want %q", tc.key, tc.value, f.Value, got.Value, tc.want)
+		}
+	}
+	if msg := toolError(t, s, "set_fact", map[string]any{"key": "age", "value": map[string]any{"years": 34}}); !strings.Contains(msg, "value") {
+		t.Errorf("set_fact with an object: %q, want it to name value", msg)
+	}
+}

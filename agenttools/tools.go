@@ -1,6 +1,7 @@
 package agenttools
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -91,9 +92,21 @@ func (v *factValue) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &v.text); err == nil {
 		return nil
 	}
+	// A number or a boolean is its text as written: models send
+	// {"key": "age", "value": 34} (an MCP walk: refused as not a string).
+	var scalar any
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	if d.Decode(&scalar) == nil {
+		switch scalar.(type) {
+		case json.Number, bool:
+			v.text = string(bytes.TrimSpace(b))
+			return nil
+		}
+	}
 	var items []string
 	if err := json.Unmarshal(b, &items); err != nil {
-		return errors.New("value: a string, or an array of strings for a list key")
+		return errors.New("value: a string (a number or a boolean is taken as written), or an array of strings for a list key")
 	}
 	enc, err := json.Marshal(items)
 	if err != nil {
@@ -110,7 +123,8 @@ var typeSchemas = map[reflect.Type]*jsonschema.Schema{
 	// function declarations take one type a schema, and clients passing
 	// them on (LangChain, n8n) had the whole tool list refused ("Proto
 	// field is not repeating").
-	reflect.TypeFor[factValue](): {AnyOf: []*jsonschema.Schema{{Type: "string"}, {Type: "array", Items: &jsonschema.Schema{Type: "string"}}}},
+	reflect.TypeFor[factValue](): {AnyOf: []*jsonschema.Schema{{Type: "string"}, {Type: "number"}, {Type: "boolean"},
+		{Type: "array", Items: &jsonschema.Schema{Type: "string"}}}},
 }
 
 type fact struct {
