@@ -368,7 +368,7 @@ func (p *Proxy) Handler() http.Handler {
 		// connection's pings drop it (a dependency walk).
 		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 		defer cancel()
-		if err := p.cfg.Conn.FlushWithContext(ctx); err != nil {
+		if err := p.memory.Ping(ctx); err != nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_ = json.NewEncoder(w).Encode(map[string]string{"nats": "connected, but the server does not answer: " + err.Error()})
 			return

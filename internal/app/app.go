@@ -852,16 +852,13 @@ func (a *App) Health(ctx context.Context) map[string]string {
 	return checks
 }
 
-// natsAnswers makes a round trip to the NATS server (a PING and its PONG)
+// pingWithin makes a round trip to the NATS server (events.Client.Ping)
 // within a second, half of a health check's time, so that the consumer
 // check after it still has its own.
-func natsAnswers(ctx context.Context, nc *nats.Conn) error {
+func pingWithin(ctx context.Context, nc *nats.Conn) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	if err := nc.FlushWithContext(ctx); err != nil {
-		return fmt.Errorf("no answer to a ping: %w", err)
-	}
-	return nil
+	return events.NewClient(nc, "").Ping(ctx)
 }
 
 // natsHealth is Health's NATS checks: the connection, and, in a process
@@ -881,7 +878,7 @@ func (a *App) natsHealth(ctx context.Context, nc *nats.Conn) map[string]string {
 	}
 	if !nc.IsConnected() {
 		checks["nats"] = "not connected: " + nc.Status().String()
-	} else if err := natsAnswers(ctx, nc); err != nil {
+	} else if err := pingWithin(ctx, nc); err != nil {
 		// Connected as far as the client knows, but the server (or the
 		// path to it) does not answer: a hung server, a lost host or a
 		// partition, which the client's pings find only later. Requests
