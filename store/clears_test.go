@@ -614,3 +614,140 @@ func TestUpdateCoversTheTurnReworded(t *testing.T) {
 		t.Errorf("the replaced text, reworded from its turn, was stored again beside the correction (id %d)", again[0])
 	}
 }
+
+// TestClearCoversEveryTurnThatSaidIt: a pair said in several turns is one
+// item, and a clear of it (by id or by question) or an update covers each
+// of those turns, not only the one that stored it: extracted again by
+// another model, none of them brings the pair back reworded (it came back
+// from the later turn). Said across batches, out of order, and within one
+// batch.
+func TestClearCoversEveryTurnThatSaidIt(t *testing.T) {
+	const q, a = "What is Ana's dog called?", "Rex"
+	says := func(event string, at time.Time) store.ContextWrite {
+		return store.ContextWrite{UserID: "ana", Question: q, Answer: a, EventID: event, CreatedAt: at}
+	}
+	for _, batches := range []struct {
+		name   string
+		writes [][]store.ContextWrite
+	}{
+		{"two batches", [][]store.ContextWrite{{says("e1", t0)}, {says("e2", t0.Add(time.Hour))}}},
+		{"later turn first", [][]store.ContextWrite{{says("e2", t0.Add(time.Hour))}, {says("e1", t0)}}},
+		{"one batch", [][]store.ContextWrite{{says("e1", t0), says("e2", t0.Add(time.Hour))}}},
+		{"said again by the same turns", [][]store.ContextWrite{{says("e1", t0)}, {says("e2", t0.Add(time.Hour))}, {says("e1", t0), says("e2", t0.Add(time.Hour))}}},
+	} {
+		for _, clear := range []string{"id", "question", "update"} {
+			t.Run(batches.name+"/"+clear, func(t *testing.T) {
+				ctx, s := setup(t)
+				for _, w := range batches.writes {
+					if _, err := s.InsertContext(ctx, w); err != nil {
+						t.Fatal(err)
+					}
+				}
+				items, err := s.ListContext(ctx, "ana", store.ContextCursor{}, 10)
+				if err != nil || len(items) != 1 {
+					t.Fatalf("one item expected: %+v, %v", items, err)
+				}
+				switch clear {
+				case "id":
+					_, err = s.DeleteContext(ctx, store.ContextDelete{UserID: "ana", ID: items[0].ID})
+				case "question":
+					_, err = s.DeleteContext(ctx, store.ContextDelete{UserID: "ana", Question: q})
+				case "update":
+					fixed := "Max"
+					_, err = s.UpdateContext(ctx, store.ContextUpdate{UserID: "ana", ID: items[0].ID, Answer: &fixed})
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, e := range []struct {
+					event string
+					at    time.Time
+				}{{"e1", t0}, {"e2", t0.Add(time.Hour)}} {
+					ids, err := s.InsertContext(ctx, []store.ContextWrite{{UserID: "ana", Question: "Name of Ana's dog?", Answer: "Rex, a beagle", EventID: e.event, CreatedAt: e.at}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if ids[0] != 0 {
+						t.Errorf("the cleared pair, reworded from turn %s, was stored again (id %d)", e.event, ids[0])
+					}
+				}
+				ids, err := s.InsertContext(ctx, []store.ContextWrite{{UserID: "ana", Question: "Name of Ana's dog?", Answer: "Rex, a beagle", EventID: "e3", CreatedAt: t0.Add(2 * time.Hour)}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ids[0] == 0 {
+					t.Error("a later turn saying it again was not stored")
+				}
+			})
+		}
+	}
+}
+
+// TestClearCoversTheLatestTurnsThatSaidIt: an item keeps the turn that
+// stored it and the latest 64 others that said it again; a clear covers
+// those, and a turn said before them is not covered (protocol.md, clear).
+func TestClearCoversTheLatestTurnsThatSaidIt(t *testing.T) {
+	ctx, s := setup(t)
+	var w []store.ContextWrite
+	for i := range 70 {
+		w = append(w, store.ContextWrite{UserID: "ana", Question: "What is Ana's dog called?", Answer: "Rex", EventID: fmt.Sprintf("e%d", i), CreatedAt: t0.Add(time.Duration(i) * time.Minute)})
+	}
+	for i := 0; i < len(w); i += 7 {
+		if _, err := s.InsertContext(ctx, w[i:min(i+7, len(w))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := s.DeleteContext(ctx, store.ContextDelete{UserID: "ana", Question: "What is Ana's dog called?"}); err != nil || n != 1 {
+		t.Fatalf("clear: %d, %v", n, err)
+	}
+	for i, want := range map[int]bool{0: false, 1: true, 5: true, 6: false, 40: false, 69: false} {
+		// A reworded pair from the turn, as another model extracts it again.
+		ids, err := s.InsertContext(ctx, []store.ContextWrite{{UserID: "ana", Question: "Name of Ana's dog?", Answer: fmt.Sprintf("Rex, a beagle (%d)", i), EventID: fmt.Sprintf("e%d", i), CreatedAt: w[i].CreatedAt}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stored := ids[0] != 0; stored != want {
+			t.Errorf("reworded from e%d: stored %v, want %v", i, stored, want)
+		}
+	}
+}
+
+// TestImportContextLinesOfOnePair: of several context lines of one pair
+// in an import, the latest is the item, with its own turn and time, and
+// the others' turns are kept as turns that said it: a clear of the item
+// covers them too (a review: the first line's turn was kept, at the
+// latest line's time).
+func TestImportContextLinesOfOnePair(t *testing.T) {
+	ctx, s := setup(t)
+	line := func(q, a, event string, at time.Time) string {
+		return fmt.Sprintf(`{"type":"context","question":%q,"answer":%q,"created_at":%q,"event_id":%q,"conversation_id":"c-%s","scope":"","extractor":"","model":"","prompt_version":""}`+"\n",
+			q, a, at.Format(time.RFC3339Nano), event, event)
+	}
+	in := header +
+		line("What car does Ana drive?", "A Golf", "e6", t0.Add(time.Hour)) +
+		line("What car does Ana drive?", "A Golf", "e7", t0.Add(3*time.Hour)) +
+		line("What car does Ana drive?", "A Golf", "e5", t0)
+	if _, err := s.Import(ctx, "ana", "ana", strings.NewReader(in)); err != nil {
+		t.Fatal(err)
+	}
+	items, err := s.ListContext(ctx, "ana", store.ContextCursor{}, 10)
+	if err != nil || len(items) != 1 {
+		t.Fatalf("one item expected: %+v, %v", items, err)
+	}
+	car := items[0]
+	if car.EventID != "e7" || car.ConversationID != "c-e7" || !car.CreatedAt.Equal(t0.Add(3*time.Hour)) {
+		t.Errorf("car = %s (%s) at %v, want e7 (c-e7) at %v: the latest line", car.EventID, car.ConversationID, car.CreatedAt, t0.Add(3*time.Hour))
+	}
+	if _, err := s.DeleteContext(ctx, store.ContextDelete{UserID: "ana", ID: car.ID}); err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range []string{"e5", "e6"} {
+		again, err := s.InsertContext(ctx, []store.ContextWrite{{UserID: "ana", Question: "Ana's car?", Answer: "Golf", EventID: e, CreatedAt: t0.Add(time.Duration(i) * time.Hour)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again[0] != 0 {
+			t.Errorf("the car, reworded from the line of %s, was stored again after its clear", e)
+		}
+	}
+}

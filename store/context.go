@@ -169,7 +169,9 @@ func keysOf(userID, question, answer string) clearKeys {
 // is locked (ON CONFLICT DO UPDATE locks even when its WHERE is false) and its
 // created_at moves to the newer turn's time, since the memory was just said
 // again. A batch holding a pair more than once writes its first statement
-// (its event and conversation) at the latest of their times. The lock is
+// (its event and conversation) at the latest of their times. The other
+// turns that said the pair are kept in said_in (the latest 64), so that a
+// clear of the item covers them too (DeleteContext). The lock is
 // what keeps a concurrent prune from deleting the row the new pair was
 // deduplicated against: pruning skips locked rows, and an insert that
 // waited on a row the prune deleted inserts the pair anew.
@@ -240,10 +242,14 @@ func (s *Store) insertContext(ctx context.Context, ids []int64, args ...any) err
 				WHERE cl.user_id = w.u AND cl.hash IN ('\x'::bytea, w.h, w.qh, w.lh, w.lqh, w.eh)
 				  AND (`+clearedTime("cl", "w.sq", "w.sc")+` >= w.t OR `+coveredByPosition("cl", "w.sq", "w.sc")+`))
 		), ins AS (
-			INSERT INTO context AS c (user_id, question, answer, created_at, event_id, conversation_id, content_hash, extractor, model, prompt_version)
-			SELECT DISTINCT ON (u, h) u, q, a, max(t) OVER (PARTITION BY u, h), e, c, h, x, m, p FROM w ORDER BY u, h, o
-			ON CONFLICT (user_id, content_hash) DO UPDATE SET created_at = excluded.created_at
+			INSERT INTO context AS c (user_id, question, answer, created_at, event_id, conversation_id, content_hash, extractor, model, prompt_version, said_in)
+			SELECT DISTINCT ON (u, h) u, q, a, max(t) OVER pair, e, c, h, x, m, p, memoryd_said_in('{}', e, array_agg(e) OVER pair)
+			FROM w WINDOW pair AS (PARTITION BY u, h ORDER BY o ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+			ORDER BY u, h, o
+			ON CONFLICT (user_id, content_hash) DO UPDATE SET created_at = greatest(c.created_at, excluded.created_at),
+				said_in = memoryd_said_in(c.said_in, c.event_id, array_prepend(excluded.event_id, excluded.said_in))
 			WHERE c.created_at < excluded.created_at
+			   OR memoryd_said_in(c.said_in, c.event_id, array_prepend(excluded.event_id, excluded.said_in)) <> c.said_in
 			RETURNING id, user_id, content_hash, xmax = 0 AS inserted
 		)
 		SELECT w.o, ins.id FROM ins JOIN w ON w.u = ins.user_id AND w.h = ins.content_hash WHERE ins.inserted`,

@@ -137,10 +137,11 @@ func (s *Store) UpdateContext(ctx context.Context, u ContextUpdate) (ContextItem
 		var (
 			cur     ContextItem
 			oldHash []byte
+			saidIn  []string
 		)
-		err := q.db.QueryRow(ctx, `SELECT `+contextColumns+`, content_hash FROM context
+		err := q.db.QueryRow(ctx, `SELECT `+contextColumns+`, content_hash, said_in FROM context
 			WHERE user_id = $1 AND id = $2 FOR UPDATE`, u.UserID, u.ID).
-			Scan(&cur.ID, &cur.UserID, &cur.Question, &cur.Answer, &cur.CreatedAt, &cur.EventID, &cur.ConversationID, &oldHash)
+			Scan(&cur.ID, &cur.UserID, &cur.Question, &cur.Answer, &cur.CreatedAt, &cur.EventID, &cur.ConversationID, &oldHash, &saidIn)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("context item %d: %w", u.ID, ErrNotFound)
 		}
@@ -176,19 +177,21 @@ func (s *Store) UpdateContext(ctx context.Context, u ContextUpdate) (ContextItem
 			return err
 		}
 		if string(hash) != string(oldHash) {
-			// The old pair and, as a clear by id, its turn (eventKey): a
-			// replay by another model words the old text otherwise.
-			for _, key := range [][]byte{oldHash, eventKey(u.UserID, cur.EventID)} {
-				if key == nil {
-					continue
+			// The old pair and, as a clear by id, its turns (eventKey):
+			// a replay by another model words the old text otherwise.
+			keys := [][]byte{oldHash}
+			for _, e := range append([]string{cur.EventID}, saidIn...) {
+				if k := eventKey(u.UserID, e); k != nil {
+					keys = append(keys, k)
 				}
-				if _, err := q.db.Exec(ctx, `INSERT INTO context_clears AS c (user_id, hash, cleared_at, own_at, stream_seq, stream_stored_at)
-					VALUES ($1, $2, greatest($3::timestamptz, $4), CASE WHEN $6::timestamptz IS NULL THEN greatest($3::timestamptz, $4) ELSE $3::timestamptz END, $5, $6)
-					ON CONFLICT (user_id, hash) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at),
-						own_at = greatest(c.own_at, excluded.own_at), `+mergeStreamPosition,
-					u.UserID, key, now(), cur.CreatedAt, int64(pos.Seq), pos.storedOrNil()); err != nil {
-					return err
-				}
+			}
+			if _, err := q.db.Exec(ctx, `INSERT INTO context_clears AS c (user_id, hash, cleared_at, own_at, stream_seq, stream_stored_at)
+				SELECT $1, k, greatest($3::timestamptz, $4), CASE WHEN $6::timestamptz IS NULL THEN greatest($3::timestamptz, $4) ELSE $3::timestamptz END, $5, $6
+				FROM unnest($2::bytea[]) AS k
+				ON CONFLICT (user_id, hash) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at),
+					own_at = greatest(c.own_at, excluded.own_at), `+mergeStreamPosition,
+				u.UserID, keys, now(), cur.CreatedAt, int64(pos.Seq), pos.storedOrNil()); err != nil {
+				return err
 			}
 			// New text: its vector is stale (readers skip it) until the
 			// item is embedded again.

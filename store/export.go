@@ -1120,39 +1120,37 @@ func readContext(ctx context.Context, q *Store, userID string) ([]any, error) {
 
 func applyContext(ctx context.Context, q *Store, userID string, lines []any) (int64, error) {
 	ls := typed[*contextLine](lines)
-	var (
-		qs, as, events, convs, scopes, xs, ms, ps []string
-		ats                                       []time.Time
-		hashes, qhashes, lhashes, lqhashes        [][]byte
-	)
-	// One line per content hash, the latest (ON CONFLICT cannot touch a row
-	// twice in one statement).
-	at := map[string]int{}
-	for _, l := range ls {
+	size := len(ls)
+	qs, as, events, convs, scopes := make([]string, size), make([]string, size), make([]string, size), make([]string, size), make([]string, size)
+	xs, ms, ps := make([]string, size), make([]string, size), make([]string, size)
+	ats := make([]time.Time, size)
+	hashes, qhashes, lhashes, lqhashes := make([][]byte, size), make([][]byte, size), make([][]byte, size), make([][]byte, size)
+	for i, l := range ls {
 		k := keysOf(userID, l.Question, l.Answer)
-		h := k.hash
-		if i, ok := at[string(h)]; ok {
-			if l.createdAt.After(ats[i]) {
-				ats[i] = l.createdAt
-			}
-			continue
-		}
-		at[string(h)] = len(qs)
-		qs, as, events, convs, scopes = append(qs, l.Question), append(as, l.Answer), append(events, l.EventID), append(convs, l.ConversationID), append(scopes, l.Scope)
-		xs, ms, ps = append(xs, l.Extractor), append(ms, l.Model), append(ps, l.PromptVersion)
-		ats, hashes, qhashes = append(ats, l.createdAt), append(hashes, h), append(qhashes, k.question)
-		lhashes, lqhashes = append(lhashes, k.legacyHash), append(lqhashes, k.legacyQuestion)
+		qs[i], as[i], events[i], convs[i], scopes[i] = l.Question, l.Answer, l.EventID, l.ConversationID, l.Scope
+		xs[i], ms[i], ps[i], ats[i] = l.Extractor, l.Model, l.PromptVersion, l.createdAt
+		hashes[i], qhashes[i], lhashes[i], lqhashes[i] = k.hash, k.question, k.legacyHash, k.legacyQuestion
 	}
-	// As InsertContext: an item a clear covers is not inserted, one held
-	// already takes the later time.
+	// As InsertContext: a line a clear covers (by its pair or its
+	// question) is not inserted, and of the lines of one pair left the
+	// latest is (ON CONFLICT cannot touch a row twice in one statement),
+	// the others' turns kept as turns that said it; an item held already
+	// takes the later time. Not by its turn (the key InsertContext checks
+	// too): an exported item of a cleared turn is one the clear kept (see
+	// clearedTurn), not its turn extracted again.
 	rows, err := q.db.Query(ctx, `
-		INSERT INTO context AS c (user_id, question, answer, created_at, event_id, conversation_id, scope, content_hash, extractor, model, prompt_version)
-		SELECT $1, qu, a, t, e, cv, sc, h, x, m, p
-		FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::bytea[], $9::text[], $10::text[], $11::text[], $12::bytea[], $13::bytea[], $14::bytea[])
-			AS w(qu, a, t, e, cv, sc, h, x, m, p, qh, lh, lqh)
-		WHERE NOT EXISTS (SELECT FROM context_clears cl
-			WHERE cl.user_id = $1 AND cl.hash IN ('\x'::bytea, w.h, w.qh, w.lh, w.lqh) AND cl.cleared_at >= w.t)
-		ON CONFLICT (user_id, content_hash) DO UPDATE SET created_at = excluded.created_at
+		WITH w AS (
+			SELECT * FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::bytea[], $9::text[], $10::text[], $11::text[], $12::bytea[], $13::bytea[], $14::bytea[])
+				WITH ORDINALITY AS w(qu, a, t, e, cv, sc, h, x, m, p, qh, lh, lqh, o)
+			WHERE NOT EXISTS (SELECT FROM context_clears cl
+				WHERE cl.user_id = $1 AND cl.hash IN ('\x'::bytea, w.h, w.qh, w.lh, w.lqh) AND cl.cleared_at >= w.t)
+		)
+		INSERT INTO context AS c (user_id, question, answer, created_at, event_id, conversation_id, scope, content_hash, extractor, model, prompt_version, said_in)
+		SELECT DISTINCT ON (h) $1, qu, a, t, e, cv, sc, h, x, m, p, memoryd_said_in('{}', e, array_agg(e) OVER pair)
+		FROM w WINDOW pair AS (PARTITION BY h ORDER BY t, o ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+		ORDER BY h, t DESC, o DESC
+		ON CONFLICT (user_id, content_hash) DO UPDATE SET created_at = excluded.created_at,
+			said_in = memoryd_said_in(c.said_in, c.event_id, array_prepend(excluded.event_id, excluded.said_in))
 		WHERE c.created_at < excluded.created_at
 		RETURNING c.id, c.xmax = 0`,
 		userID, qs, as, ats, events, convs, scopes, hashes, xs, ms, ps, qhashes, lhashes, lqhashes)

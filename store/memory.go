@@ -140,7 +140,7 @@ func (s *Store) DeleteContext(ctx context.Context, d ContextDelete) (int64, erro
 				WHERE user_id = $1
 				  AND ($2::bigint = 0 OR id = $2)
 				  AND ($3::bigint[] IS NULL OR id = ANY($3))
-				RETURNING content_hash, created_at, event_id
+				RETURNING content_hash, created_at, event_id, said_in
 			), clear AS (
 				INSERT INTO context_clears AS c (user_id, hash, cleared_at, own_at, stream_seq, stream_stored_at)
 				-- own_at: without a position the clear judges every turn by
@@ -152,11 +152,13 @@ func (s *Store) DeleteContext(ctx context.Context, d ContextDelete) (int64, erro
 				      UNION ALL
 				      SELECT content_hash, max(created_at) FROM gone WHERE $4::bytea IS NULL GROUP BY content_hash
 				      UNION ALL
-				      -- The deleted items' turns: extracted again (a
-				      -- replay, another model's wording), they bring
-				      -- nothing back (eventKey). A clear of all needs none.
-				      SELECT `+strings.NewReplacer("{user}", "$1::text", "{event}", "event_id").Replace(eventKeySQL)+`, max(created_at)
-				      FROM gone WHERE event_id <> '' AND NOT $8::bool GROUP BY event_id) k
+				      -- The deleted items' turns, every one that said
+				      -- the pair: extracted again (a replay, another
+				      -- model's wording), they bring nothing back
+				      -- (eventKey). A clear of all needs none.
+				      SELECT `+strings.NewReplacer("{user}", "$1::text", "{event}", "ev.e").Replace(eventKeySQL)+`, max(created_at)
+				      FROM gone, unnest(array_prepend(event_id, said_in)) AS ev(e)
+				      WHERE ev.e <> '' AND NOT $8::bool GROUP BY ev.e) k
 				ON CONFLICT (user_id, hash) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at),
 					own_at = greatest(c.own_at, excluded.own_at), `+mergeStreamPosition+`
 			)
