@@ -27,9 +27,11 @@ func (s *Store) RequeueTurns(ctx context.Context, turns []Turn) ([]TurnKey, erro
 	streams := make([]*time.Time, n)
 	metas := make([]*string, n)
 	clamped := make([]*time.Time, n)
+	offsets := make([]int32, n)
 	for i, t := range turns {
 		ids[i], users[i], convs[i], msgs[i], resps[i] = t.EventID, t.UserID, t.ConversationID, t.UserMessage, t.AssistantResponse
 		ats[i], seqs[i], streams[i], clamped[i] = t.TurnAt, int64(t.Placed.Seq), t.Placed.storedOrNil(), t.ClampedFrom
+		offsets[i] = turnOffset(t.TurnAt)
 		metas[i] = metadataParam(t.Metadata)
 	}
 	// The upsert locks the rows it conflicts with in its own (user, id)
@@ -46,20 +48,20 @@ func (s *Store) RequeueTurns(ctx context.Context, turns []Turn) ([]TurnKey, erro
 	}
 	// The WHERE skips rows already pending, which RETURNING then omits.
 	rows, err := s.db.Query(ctx, `
-		INSERT INTO turns AS t (event_id, user_id, conversation_id, user_message, assistant_response, turn_at, stream_seq, stream_stored_at, metadata, clamped_from, content_hash)
-		SELECT DISTINCT ON (u, e) e, u, c, m, r, a, q, qc, md, cf, memoryd_turn_hash(c, m, r, coalesce(cf, a), md)
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::bigint[], $8::jsonb[], $9::timestamptz[], $10::timestamptz[]) AS x(e, u, c, m, r, a, q, md, cf, qc)
+		INSERT INTO turns AS t (event_id, user_id, conversation_id, user_message, assistant_response, turn_at, stream_seq, stream_stored_at, metadata, clamped_from, content_hash, turn_offset)
+		SELECT DISTINCT ON (u, e) e, u, c, m, r, a, q, qc, md, cf, memoryd_turn_hash(c, m, r, coalesce(cf, a), md), tz
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::bigint[], $8::jsonb[], $9::timestamptz[], $10::timestamptz[], $11::int[]) AS x(e, u, c, m, r, a, q, md, cf, qc, tz)
 		ORDER BY u, e, q
 		ON CONFLICT (user_id, event_id) DO UPDATE
 		SET status = 'pending', last_error = NULL, user_message = excluded.user_message,
 		    assistant_response = excluded.assistant_response, metadata = excluded.metadata, text_cleared_at = NULL,
-		    turn_at = excluded.turn_at, clamped_from = excluded.clamped_from, conversation_id = excluded.conversation_id, stream_seq = excluded.stream_seq, stream_stored_at = excluded.stream_stored_at,
+		    turn_at = excluded.turn_at, turn_offset = excluded.turn_offset, clamped_from = excluded.clamped_from, conversation_id = excluded.conversation_id, stream_seq = excluded.stream_seq, stream_stored_at = excluded.stream_stored_at,
 		    content_hash = excluded.content_hash
 		WHERE t.status <> 'pending' AND (t.content_hash IS NULL OR t.content_hash IN (`+
 		turnHashes("excluded.conversation_id", "excluded.user_message", "excluded.assistant_response",
 			"coalesce(excluded.clamped_from, excluded.turn_at)", "excluded.metadata")+`))
 		RETURNING user_id, event_id`,
-		ids, users, convs, msgs, resps, ats, seqs, metas, clamped, streams)
+		ids, users, convs, msgs, resps, ats, seqs, metas, clamped, streams, offsets)
 	if err != nil {
 		return nil, fmt.Errorf("requeue turns: %w", err)
 	}

@@ -24,7 +24,10 @@ type Turn struct {
 	ConversationID    string
 	UserMessage       string
 	AssistantResponse string
-	TurnAt            time.Time
+	// TurnAt is the turn's time, in the UTC offset its frontend sent
+	// (kept in turn_offset: relative dates in the turn are its own day's,
+	// migration 060).
+	TurnAt time.Time
 	// ClampedFrom is the timestamp the frontend sent when it was later than
 	// the time JetStream stored the event plus the allowed clock skew; TurnAt
 	// then holds the stored time. Nil when the timestamp was taken as sent.
@@ -74,6 +77,31 @@ const (
 	TurnConflict
 )
 
+// UsersWithBacklog returns those of users who have at least n pending
+// turns (recorded, neither processed nor failed yet). Each user's count
+// stops at n (an index range of turns_user_status_idx), so a user with a
+// backlog of millions costs no more than one of n.
+func (s *Store) UsersWithBacklog(ctx context.Context, users []string, n int) (map[string]bool, error) {
+	if len(users) == 0 || n <= 0 {
+		return nil, nil
+	}
+	rows, err := s.db.Query(ctx, `SELECT u FROM unnest($1::text[]) AS u
+		WHERE (SELECT count(*) FROM (SELECT 1 FROM turns t WHERE t.user_id = u AND t.status = 'pending' LIMIT $2) x) >= $2`,
+		users, n)
+	if err != nil {
+		return nil, fmt.Errorf("users with backlog: %w", err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("users with backlog: %w", err)
+	}
+	m := make(map[string]bool, len(got))
+	for _, u := range got {
+		m[u] = true
+	}
+	return m, nil
+}
+
 // InsertTurns records turns as pending, keyed by (user, event id), and
 // returns what it did with each, in the order of turns: a turn whose key is
 // already recorded (or appears earlier in turns) is not inserted, and is a
@@ -89,6 +117,7 @@ func (s *Store) InsertTurns(ctx context.Context, turns []Turn) ([]TurnOutcome, e
 		idx                            = make([]int32, n)
 		ids, users, convs, msgs, resps = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		ats                            = make([]time.Time, n)
+		offsets                        = make([]int32, n)
 		clamped                        = make([]*time.Time, n)
 		metas                          = make([]*string, n)
 		seqs                           = make([]int64, n)
@@ -98,7 +127,7 @@ func (s *Store) InsertTurns(ctx context.Context, turns []Turn) ([]TurnOutcome, e
 	for i, t := range turns {
 		idx[i] = int32(i)
 		ids[i], users[i], convs[i], msgs[i], resps[i] = t.EventID, t.UserID, t.ConversationID, t.UserMessage, t.AssistantResponse
-		ats[i], clamped[i] = t.TurnAt, t.ClampedFrom
+		ats[i], offsets[i], clamped[i] = t.TurnAt, turnOffset(t.TurnAt), t.ClampedFrom
 		seqs[i], streams[i] = int64(t.Placed.Seq), t.Placed.storedOrNil()
 		scopes[i] = t.Scope
 		metas[i] = metadataParam(t.Metadata)
@@ -107,12 +136,12 @@ func (s *Store) InsertTurns(ctx context.Context, turns []Turn) ([]TurnOutcome, e
 	// every other one is then compared with what the table holds, in a
 	// second statement, which also sees a row a concurrent transaction
 	// committed while the insert waited on it.
-	const input = `unnest($1::int[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[], $8::jsonb[], $9::bigint[], $10::timestamptz[], $11::text[], $12::timestamptz[])
-		AS x(i, e, u, c, m, r, a, md, q, cf, sc, qc)`
-	args := []any{idx, ids, users, convs, msgs, resps, ats, metas, seqs, clamped, scopes, streams}
+	const input = `unnest($1::int[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[], $8::jsonb[], $9::bigint[], $10::timestamptz[], $11::text[], $12::timestamptz[], $13::int[])
+		AS x(i, e, u, c, m, r, a, md, q, cf, sc, qc, tz)`
+	args := []any{idx, ids, users, convs, msgs, resps, ats, metas, seqs, clamped, scopes, streams, offsets}
 	rows, err := s.db.Query(ctx, `
-		INSERT INTO turns (event_id, user_id, conversation_id, user_message, assistant_response, turn_at, metadata, stream_seq, stream_stored_at, clamped_from, content_hash, scope)
-		SELECT e, u, c, m, r, a, md, q, qc, cf, memoryd_turn_hash(c, m, r, coalesce(cf, a), md), sc
+		INSERT INTO turns (event_id, user_id, conversation_id, user_message, assistant_response, turn_at, metadata, stream_seq, stream_stored_at, clamped_from, content_hash, scope, turn_offset)
+		SELECT e, u, c, m, r, a, md, q, qc, cf, memoryd_turn_hash(c, m, r, coalesce(cf, a), md), sc, tz
 		FROM (SELECT DISTINCT ON (u, e) * FROM `+input+` ORDER BY u, e, i) x
 		ORDER BY i
 		ON CONFLICT (user_id, event_id) DO NOTHING
@@ -144,7 +173,7 @@ func (s *Store) InsertTurns(ctx context.Context, turns []Turn) ([]TurnOutcome, e
 		SELECT x.i, t.content_hash IS NULL OR t.content_hash IN (`+turnHashes("x.c", "x.m", "x.r", "coalesce(x.cf, x.a)", "x.md")+`)
 		FROM `+input+`
 		LEFT JOIN turns t ON t.user_id = x.u AND t.event_id = x.e
-		WHERE x.i = ANY($13)`, append(args, check)...)
+		WHERE x.i = ANY($14)`, append(args, check)...)
 	if err != nil {
 		return nil, fmt.Errorf("insert turns: compare duplicates: %w", err)
 	}
@@ -165,18 +194,28 @@ func (s *Store) InsertTurns(ctx context.Context, turns []Turn) ([]TurnOutcome, e
 }
 
 const turnColumns = `event_id, user_id, conversation_id, user_message, assistant_response, turn_at, clamped_from,
-	metadata, coalesce(stream_seq, 0), stream_stored_at, status, attempts, coalesce(last_error, ''), received_at, processed_at, scope`
+	metadata, coalesce(stream_seq, 0), stream_stored_at, status, attempts, coalesce(last_error, ''), received_at, processed_at, scope, turn_offset`
 
 func scanTurn(row pgx.CollectableRow) (Turn, error) {
 	var (
 		t       Turn
 		seq     int64
 		created *time.Time
+		offset  int32
 	)
 	err := row.Scan(&t.EventID, &t.UserID, &t.ConversationID, &t.UserMessage, &t.AssistantResponse, &t.TurnAt, &t.ClampedFrom,
-		&t.Metadata, &seq, &created, &t.Status, &t.Attempts, &t.LastError, &t.ReceivedAt, &t.ProcessedAt, &t.Scope)
+		&t.Metadata, &seq, &created, &t.Status, &t.Attempts, &t.LastError, &t.ReceivedAt, &t.ProcessedAt, &t.Scope, &offset)
 	t.Placed = streamPosition(seq, created)
+	if offset != 0 {
+		t.TurnAt = t.TurnAt.In(time.FixedZone("", int(offset)))
+	}
 	return t, err
+}
+
+// turnOffset is t's UTC offset in seconds, as turn_offset keeps it.
+func turnOffset(t time.Time) int32 {
+	_, off := t.Zone()
+	return int32(off)
 }
 
 // UnprocessedTurns returns the turns of userID among eventIDs that are not

@@ -187,3 +187,34 @@ func TestLockWaitIsSnoozedNotFailed(t *testing.T) {
 		t.Fatalf("location = %+v, %v", f, err)
 	}
 }
+
+// TestRelativeDatesAreTheTurnsOwnDay: a turn's relative dates are read in
+// the UTC offset its frontend sent, ingested and replayed: "my birthday is
+// tomorrow" at 23:55 in New York (04:55 UTC the next day) is the next day
+// in New York, at 00:30 in Tokyo (15:30 UTC the day before) the next day
+// in Tokyo (a multi-device walk: both a day off, read on the UTC date).
+func TestRelativeDatesAreTheTurnsOwnDay(t *testing.T) {
+	e := setup(t)
+	e.start(extractor.NewRules(), nil)
+	newYork, tokyo := time.FixedZone("", -5*3600), time.FixedZone("", 9*3600)
+	e.publish(events.Turn{ID: "b1", UserID: "ny", UserMessage: "My birthday is tomorrow", AssistantResponse: "Happy early birthday!",
+		Timestamp: time.Date(2026, 12, 1, 23, 55, 0, 0, newYork)})
+	e.publish(events.Turn{ID: "b1", UserID: "tokyo", UserMessage: "My birthday is tomorrow", AssistantResponse: "Happy early birthday!",
+		Timestamp: time.Date(2026, 12, 2, 0, 30, 0, 0, tokyo)})
+	e.publish(events.Turn{ID: "b2", UserID: "ny", UserMessage: "I turned 30 yesterday", AssistantResponse: "Congratulations!",
+		Timestamp: time.Date(2025, 12, 31, 20, 0, 0, 0, newYork)})
+	check := func(when string) {
+		t.Helper()
+		for _, want := range []struct{ user, key, value string }{
+			{"ny", "birthday", "12-02"}, {"tokyo", "birthday", "12-03"}, {"ny", "birth_year", "1995"},
+		} {
+			if f, err := e.store.Fact(e.ctx, want.user, want.key); err != nil || f.Value != want.value {
+				t.Errorf("%s: %s's %s = %q, %v; want %s", when, want.user, want.key, f.Value, err, want.value)
+			}
+		}
+	}
+	e.waitDone(3)
+	check("ingested")
+	e.replay(worker.ReplayConfig{Reset: true})
+	check("after replay --reset")
+}

@@ -54,7 +54,8 @@ func storeTurn(turn events.Turn, m jetstream.Msg, skew time.Duration) (t store.T
 	if !storedAt.IsZero() && turn.Timestamp.After(storedAt.Add(skew)) {
 		sent := turn.Timestamp
 		// Postgres keeps microseconds.
-		t.TurnAt, t.ClampedFrom = storedAt.UTC().Truncate(time.Microsecond), &sent
+		// In the sent offset: the turn's relative dates are its own day's.
+		t.TurnAt, t.ClampedFrom = storedAt.In(sent.Location()).Truncate(time.Microsecond), &sent
 		return t, true, redacted
 	}
 	return t, false, redacted
