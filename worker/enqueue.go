@@ -24,6 +24,15 @@ const ExtractJobKind = "memoryd_extract"
 // of its own. TestExtractJobsShape checks it against ExtractArgs's JSON.
 var extractJobs = store.RiverJobs{Kind: ExtractJobKind, UserField: "user_id", EventIDsField: "event_ids"}
 
+// DefaultBacklogTurns is Config.BacklogTurns's default.
+const DefaultBacklogTurns = 100
+
+// backlogPriority is the River priority (1 is the highest, River's
+// default) of the extraction jobs of a user with a backlog: River fetches
+// the jobs of a queue by priority, then scheduled time, then id, so they run
+// after every other user's waiting job and before none.
+const backlogPriority = 2
+
 // DefaultMaxAttempts is Config.MaxAttempts's default.
 const DefaultMaxAttempts = 5
 
@@ -158,7 +167,8 @@ func (e *Enqueuer) insert(ctx context.Context, tx pgx.Tx, params []river.InsertM
 // job, in order. Every job holds the turns of one user and names that user:
 // event ids are unique per user only, so a job's (user, event ids) are its
 // turns' keys.
-func (e *Enqueuer) enqueueTurns(ctx context.Context, tx pgx.Tx, turns []store.Turn, jobSize int, source string) error {
+// The jobs of the users in behind get backlogPriority.
+func (e *Enqueuer) enqueueTurns(ctx context.Context, tx pgx.Tx, turns []store.Turn, jobSize int, source string, behind map[string]bool) error {
 	var users []string
 	idsOf := make(map[string][]string)
 	for _, t := range turns {
@@ -172,10 +182,16 @@ func (e *Enqueuer) enqueueTurns(ctx context.Context, tx pgx.Tx, turns []store.Tu
 	if err != nil {
 		return err
 	}
+	low := *opts
+	low.Priority = backlogPriority
 	var params []river.InsertManyParams
 	for _, user := range users {
+		o := opts
+		if behind[user] {
+			o = &low
+		}
 		for chunk := range slices.Chunk(idsOf[user], jobSize) {
-			params = append(params, river.InsertManyParams{Args: ExtractArgs{UserID: user, EventIDs: slices.Clone(chunk)}, InsertOpts: opts})
+			params = append(params, river.InsertManyParams{Args: ExtractArgs{UserID: user, EventIDs: slices.Clone(chunk)}, InsertOpts: o})
 		}
 	}
 	return e.insert(ctx, tx, params)
@@ -186,7 +202,8 @@ func (e *Enqueuer) enqueueTurns(ctx context.Context, tx pgx.Tx, turns []store.Tu
 // takes every pending turn of the conversation; the others then find theirs
 // processed and stop. One job per turn still, so that no turn can be left
 // without one.
-func (e *Enqueuer) enqueueDebounced(ctx context.Context, tx pgx.Tx, turns []store.Turn, at time.Time) error {
+// The jobs of the users in behind get backlogPriority.
+func (e *Enqueuer) enqueueDebounced(ctx context.Context, tx pgx.Tx, turns []store.Turn, at time.Time, behind map[string]bool) error {
 	base, err := e.opts(sourceIngest)
 	if err != nil {
 		return err
@@ -195,6 +212,9 @@ func (e *Enqueuer) enqueueDebounced(ctx context.Context, tx pgx.Tx, turns []stor
 	for i, t := range turns {
 		opts := *base
 		opts.ScheduledAt = at
+		if behind[t.UserID] {
+			opts.Priority = backlogPriority
+		}
 		params[i] = river.InsertManyParams{
 			Args:       ExtractArgs{UserID: t.UserID, EventIDs: []string{t.EventID}, ConversationID: t.ConversationID},
 			InsertOpts: &opts,
@@ -282,7 +302,7 @@ func (e *Enqueuer) RetryFailed(ctx context.Context, userID string, limit int) (i
 			return err
 		}
 		n = len(reset)
-		return e.enqueueTurns(ctx, tx, withKeys(failed, reset), 1, sourceRetry)
+		return e.enqueueTurns(ctx, tx, withKeys(failed, reset), 1, sourceRetry, nil)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("retry failed: %w", err)

@@ -419,11 +419,28 @@ func (w *Worker) erase(ctx context.Context, m jetstream.Msg) (done bool, err err
 
 // enqueue inserts one extraction job per newly recorded turn, or per
 // JobSize of them; with ExtractDebounce, one per turn, scheduled later.
+// The jobs of a user with a backlog of BacklogTurns pending turns (those
+// just recorded included) go behind the other users' (backlogPriority).
 func (w *Worker) enqueue(ctx context.Context, tx pgx.Tx, inserted []store.Turn) error {
-	if w.cfg.ExtractDebounce <= 0 {
-		return w.enq.enqueueTurns(ctx, tx, inserted, w.cfg.JobSize, sourceIngest)
+	var behind map[string]bool
+	if w.cfg.BacklogTurns > 0 && len(inserted) > 0 {
+		var users []string
+		seen := map[string]bool{}
+		for _, t := range inserted {
+			if !seen[t.UserID] {
+				seen[t.UserID] = true
+				users = append(users, t.UserID)
+			}
+		}
+		var err error
+		if behind, err = w.cfg.Store.WithTx(tx).UsersWithBacklog(ctx, users, w.cfg.BacklogTurns); err != nil {
+			return err
+		}
 	}
-	return w.enq.enqueueDebounced(ctx, tx, inserted, time.Now().Add(w.cfg.ExtractDebounce))
+	if w.cfg.ExtractDebounce <= 0 {
+		return w.enq.enqueueTurns(ctx, tx, inserted, w.cfg.JobSize, sourceIngest, behind)
+	}
+	return w.enq.enqueueDebounced(ctx, tx, inserted, time.Now().Add(w.cfg.ExtractDebounce), behind)
 }
 
 // Rejection reasons that name no field; see RejectReasons.

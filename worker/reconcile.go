@@ -109,7 +109,7 @@ func (w *Worker) reconcile(ctx context.Context) (ReconcileReport, error) {
 					return err
 				}
 			}
-			return w.enq.enqueueTurns(ctx, tx, requeue, 1, sourceReconcile)
+			return w.enq.enqueueTurns(ctx, tx, requeue, 1, sourceReconcile, nil)
 		})
 		if err != nil {
 			return rep, fmt.Errorf("reconcile: %w", err)

@@ -386,7 +386,7 @@ func requeueOnce(ctx context.Context, s *store.Store, enq *Enqueuer, turns []sto
 			return err
 		}
 		n = len(keys)
-		return enq.enqueueTurns(ctx, tx, withKeys(turns, keys), jobSize, sourceReplay)
+		return enq.enqueueTurns(ctx, tx, withKeys(turns, keys), jobSize, sourceReplay, nil)
 	})
 	if err != nil {
 		return 0, 0, nil, fmt.Errorf("replay: %w", err)

@@ -244,6 +244,15 @@ type Config struct {
 	// a conversation id are extracted on their own. Default 0: every turn at
 	// once, on its own.
 	ExtractDebounce time.Duration
+	// BacklogTurns is the number of pending turns (recorded, not yet
+	// extracted) of one user from which ingest enqueues that user's new
+	// extraction jobs at a lower River priority (backlogPriority): River
+	// fetches a queue's jobs by priority before age, so a user who floods
+	// (a buggy frontend, a history import) no longer makes every other
+	// user's turns wait behind their whole backlog; their own jobs still run
+	// at full speed whenever no other user's job waits. Default 100;
+	// negative: every job at the same priority, in order of arrival.
+	BacklogTurns int
 	// MaxDBSize caps the live size of memoryd's tables in bytes (see
 	// store.SizeReport); over it, the oldest context items are pruned, no
 	// more than the excess. Start logs an error for a limit below what
@@ -416,6 +425,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxQueueWaits == 0 {
 		c.MaxQueueWaits = 100
+	}
+	if c.BacklogTurns == 0 {
+		c.BacklogTurns = DefaultBacklogTurns
 	}
 	if c.MaxRateLimitWaits == 0 {
 		c.MaxRateLimitWaits = 10

@@ -21,6 +21,7 @@ var fieldFlags = map[string]map[string]string{
 		"JobTimeout":            "--job-timeout",
 		"AckWait":               "--ack-wait",
 		"ExtractDebounce":       "--extract-debounce",
+		"BacklogTurns":          "--backlog-turns",
 		"MaxDBSize":             "--max-db-size",
 		"MaxContextPerUser":     "--max-context-per-user",
 		"PruneInterval":         "--prune-interval",
