@@ -22,6 +22,7 @@ package chunker
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -213,12 +214,12 @@ func sections(src string) []section {
 			closePara()
 		case indent <= 3 && atxLevel(trimmed) > 0:
 			lv := atxLevel(trimmed)
-			heading(lv, atxTitle(trimmed, lv))
+			heading(lv, plainTitle(atxTitle(trimmed, lv)))
 		case indent <= 3 && para >= 0 && lines == 1 && setext(trimmed) > 0 && !listLine(src[para:paraE]):
 			// Not under a list item, quote or table row: there "---" is a
 			// thematic break and "===" a quote's lazy continuation line
 			// (CommonMark), not an underline making the item a heading.
-			title := strings.TrimSpace(src[para:paraE])
+			title := plainTitle(strings.TrimSpace(src[para:paraE]))
 			para = -1
 			heading(setext(trimmed), title)
 		default:
@@ -273,6 +274,44 @@ func atxTitle(t string, level int) string {
 		t = strings.TrimSpace(t[:i])
 	}
 	return t
+}
+
+// Inline markup of a heading's title: images (badges), links (their text
+// is kept), HTML tags, and emphasis wrapping the whole title.
+var (
+	titleImage = regexp.MustCompile(`!\[[^\]]*\]\([^)\s]*\)`)
+	titleLink  = regexp.MustCompile(`\[([^\]]*)\]\([^)\s]*\)`)
+	titleTag   = regexp.MustCompile(`</?[A-Za-z][A-Za-z0-9-]*(\s[^<>]*)?/?>`)
+)
+
+// plainTitle is a heading's title without its inline markup, as a heading
+// path and a citation show it: "JetStream Simplified Client [![API
+// Reference](https://pkg.go.dev/badge/….svg)](https://pkg.go.dev/…)" is
+// "JetStream Simplified Client", "[pgxmock](https://github.com/…)"
+// "pgxmock", "__Single fetch__" "Single fetch", `<a name="tls"></a>TLS`
+// "TLS". Markup was indexed as the heading's words at a question's
+// weight in every chunk under it (the badge's URL gave each chunk of a
+// README a dozen heading words), and a citation repeated it (a walk with
+// the Markdown of Go modules: 149 chunks of 10 documents). Code spans
+// stay. A title that is markup only is kept as it is.
+func plainTitle(t string) string {
+	if !strings.ContainsAny(t, "[<_*") {
+		return t
+	}
+	u := titleImage.ReplaceAllString(t, "")
+	u = titleLink.ReplaceAllString(u, "$1")
+	u = titleTag.ReplaceAllString(u, "")
+	u = strings.Join(strings.Fields(u), " ")
+	for _, m := range []string{"**", "__", "*", "_"} {
+		if len(u) > 2*len(m) && strings.HasPrefix(u, m) && strings.HasSuffix(u, m) {
+			u = strings.TrimSpace(u[len(m) : len(u)-len(m)])
+			break
+		}
+	}
+	if u == "" {
+		return t
+	}
+	return u
 }
 
 // attributes reports whether s, the inside of a heading's trailing braces,

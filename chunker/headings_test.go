@@ -94,3 +94,32 @@ func TestEmptyATXHeading(t *testing.T) {
 		}
 	}
 }
+
+// TestHeadingMarkup: a heading's inline markup (a badge image, a link, an
+// HTML anchor, emphasis around the title) is not in its heading path: on
+// READMEs the badge's URLs were a dozen heading words of every chunk and
+// ~190 bytes of every citation.
+func TestHeadingMarkup(t *testing.T) {
+	for _, tt := range []struct{ src, want string }{
+		{"# JetStream Simplified Client [![JetStream API Reference](https://pkg.go.dev/badge/github.com/nats-io/nats.go/jetstream.svg)](https://pkg.go.dev/github.com/nats-io/nats.go/jetstream)\n\ntext\n", "JetStream Simplified Client"},
+		{"### [github.com/jackc/pgmock](https://github.com/jackc/pgmock)\n\ntext\n", "github.com/jackc/pgmock"},
+		{"#### __Single fetch__\n\ntext\n", "Single fetch"},
+		{"## <a name=\"tls\"></a>TLS options\n\ntext\n", "TLS options"},
+		{"Setext [with a link](http://x.example/y)\n---\n\ntext\n", "Setext with a link"},
+		{"## Using `Consume()` to receive messages\n\ntext\n", "Using `Consume()` to receive messages"},
+		{"## snake_case_name and *not* wrapped\n\ntext\n", "snake_case_name and *not* wrapped"},
+		{"## [![badge](http://b.example/b.svg)](http://b.example)\n\ntext\n", "[![badge](http://b.example/b.svg)](http://b.example)"},
+	} {
+		cs, err := Split(tt.src, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cs) != 1 || len(cs[0].Headings) != 1 || cs[0].Headings[0] != tt.want {
+			var got []string
+			if len(cs) > 0 {
+				got = cs[0].Headings
+			}
+			t.Errorf("%q: heading path %q, want [%q]", tt.src, got, tt.want)
+		}
+	}
+}

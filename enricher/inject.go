@@ -59,8 +59,12 @@ func countText(s string) textCount {
 // neutralize makes stored text safe to place inside an injection: square
 // brackets become parentheses, so no text can open a "[facts:" or "[context:"
 // block or close one early, and runs of white space (line breaks included)
-// become one space, so no text can start a line that reads as a new item,
-// turn or heading. Invalid UTF-8 becomes U+FFFD, a byte at a time.
+// and control characters become one space, so no text can start a line
+// that reads as a new item, turn or heading. The control characters are
+// C0's, DEL and C1's: Python's str.splitlines breaks lines at U+001C..U+001E
+// as at U+0085, and the escape sequences of ESC (U+001B) and CSI (U+009B)
+// rewrite the terminal that prints an injection (memoryd enrich). Invalid
+// UTF-8 becomes U+FFFD, a byte at a time.
 func neutralize(s string) string {
 	s = breakControlTokens(s)
 	b := make([]byte, 0, len(s))
@@ -69,13 +73,13 @@ func neutralize(s string) string {
 		c := s[i]
 		if c < utf8.RuneSelf { // ASCII a byte at a time (see countText)
 			i++
-			switch c {
-			case '\t', '\n', '\v', '\f', '\r', ' ':
+			switch {
+			case c <= ' ' || c == 0x7f: // white space and control characters
 				space = true
 				continue
-			case '[':
+			case c == '[':
 				c = '('
-			case ']':
+			case c == ']':
 				c = ')'
 			}
 			if space && len(b) > 0 {
@@ -86,7 +90,7 @@ func neutralize(s string) string {
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
-		if unicode.IsSpace(r) {
+		if unicode.IsSpace(r) || unicode.IsControl(r) {
 			space = true
 			i += size
 			continue
@@ -111,6 +115,7 @@ var controlTokens = strings.NewReplacer(
 	"<|", "< |", "|>", "| >",
 	"<s>", "< s>", "</s>", "< /s>",
 	"<start_of_turn>", "< start_of_turn>", "<end_of_turn>", "< end_of_turn>",
+	"<bos>", "< bos>", "<eos>", "< eos>", // Gemma's
 	// DeepSeek's (V3, R1) write their bars full width: "<｜User｜>",
 	// "<｜end▁of▁sentence｜>".
 	"<｜", "< ｜", "｜>", "｜ >",
@@ -150,11 +155,20 @@ func escape(s, special string) string {
 // italic source (a fact's, or an item's line). No stored text holds a line
 // break or a square bracket (see neutralize), so none can start a line or a
 // block.
+//
+// A source's turn and conversation ids also escape ",", which separates
+// the turn, the conversation and the date ("turn e1, conversation c1,
+// 2026-11-21"); a citation's source and headings escape "›", which
+// separates the source and each heading ("handbook.md › Keys, chunk 3"),
+// and in inline also ":", which ends the citation before the chunk's text.
 const (
 	inlineFactSpecial = ",="
 	inlineItemSpecial = "|"
 	systemSpecial     = ":"
 	markdownSpecial   = "*_"
+	sourceSpecial     = ","
+	citeSpecial       = "›"
+	inlineCiteSpecial = inlineItemSpecial + ":"
 )
 
 // cleanFact and cleanItem are the neutralized texts an injection is built of.
@@ -167,7 +181,7 @@ type cleanFact struct {
 }
 
 // source says where a fact's value came from, its texts escaped with
-// special: the turn that stated it, or "set directly" (facts.set), and when
+// special (a format's, with sourceSpecial): the turn that stated it, or "set directly" (facts.set), and when
 // it was stated, not when it was written, so that a model weighing two
 // statements sees their own dates.
 func (f cleanFact) source(special string) string {
@@ -190,7 +204,8 @@ type cleanItem struct {
 	size textCount
 }
 
-// source says where an item came from, its texts escaped with special.
+// source says where an item came from, its texts escaped with special (a
+// format's, with sourceSpecial).
 func (it cleanItem) source(special string) string {
 	src := "stored directly"
 	if it.eventID != "" {
@@ -270,8 +285,9 @@ type cleanChunk struct {
 	size textCount
 }
 
-// cite is the chunk's citation, its texts escaped with special: "source ›
-// heading › subheading, chunk N" (N from 0, as in the reply's chunk_index).
+// cite is the chunk's citation, its texts escaped with special (a
+// format's, with citeSpecial): "source › heading › subheading, chunk N" (N from 0, as in
+// the reply's chunk_index).
 func (c cleanChunk) cite(special string) string {
 	var b strings.Builder
 	b.WriteString(escape(c.source, special))
@@ -327,7 +343,7 @@ func renderDocs(format string, facts []cleanFact, items []cleanItem, chunks []cl
 			b.WriteString("\nFacts about the user:\n")
 			for _, f := range facts {
 				n++
-				fmt.Fprintf(&b, "%d. %s: %s (source: %s)\n", n, escape(f.key, systemSpecial), escape(f.value, systemSpecial), f.source(systemSpecial))
+				fmt.Fprintf(&b, "%d. %s: %s (source: %s)\n", n, escape(f.key, systemSpecial), escape(f.value, systemSpecial), f.source(systemSpecial+sourceSpecial))
 			}
 		}
 		if len(items) > 0 {
@@ -338,14 +354,14 @@ func renderDocs(format string, facts []cleanFact, items []cleanItem, chunks []cl
 				if it.answer != "" {
 					fmt.Fprintf(&b, " Assistant: %s", escape(it.answer, systemSpecial))
 				}
-				fmt.Fprintf(&b, " (source: %s)\n", it.source(systemSpecial))
+				fmt.Fprintf(&b, " (source: %s)\n", it.source(systemSpecial+sourceSpecial))
 			}
 		}
 		if len(chunks) > 0 {
 			b.WriteString("\nRetrieved documents:\n")
 			for i, c := range chunks {
 				n++
-				fmt.Fprintf(&b, "%d. %s (source: [%d] %s)\n", n, escape(c.text, systemSpecial), i+1, c.cite(systemSpecial))
+				fmt.Fprintf(&b, "%d. %s (source: [%d] %s)\n", n, escape(c.text, systemSpecial), i+1, c.cite(systemSpecial+citeSpecial))
 			}
 		}
 		return strings.TrimSuffix(b.String(), "\n")
@@ -354,7 +370,7 @@ func renderDocs(format string, facts []cleanFact, items []cleanItem, chunks []cl
 		if len(facts) > 0 {
 			b.WriteString("\n### Facts\n")
 			for _, f := range facts {
-				fmt.Fprintf(&b, "- **%s**: %s _(source: %s)_\n", escape(f.key, markdownSpecial), escape(f.value, markdownSpecial), f.source(markdownSpecial))
+				fmt.Fprintf(&b, "- **%s**: %s _(source: %s)_\n", escape(f.key, markdownSpecial), escape(f.value, markdownSpecial), f.source(markdownSpecial+sourceSpecial))
 			}
 		}
 		if len(items) > 0 {
@@ -364,7 +380,7 @@ func renderDocs(format string, facts []cleanFact, items []cleanItem, chunks []cl
 				if it.answer != "" {
 					fmt.Fprintf(&b, "   **Assistant:** %s\n", escape(it.answer, markdownSpecial))
 				}
-				fmt.Fprintf(&b, "   _Relevance %.2f; source: %s_\n", it.score, it.source(markdownSpecial))
+				fmt.Fprintf(&b, "   _Relevance %.2f; source: %s_\n", it.score, it.source(markdownSpecial+sourceSpecial))
 			}
 		}
 		if len(chunks) > 0 {
@@ -376,7 +392,7 @@ func renderDocs(format string, facts []cleanFact, items []cleanItem, chunks []cl
 			// quotes "[n]" from, and what a frontend lists under its answer.
 			b.WriteString("\n### Citations\n")
 			for i, c := range chunks {
-				fmt.Fprintf(&b, "- [%d] %s\n", i+1, c.cite(markdownSpecial))
+				fmt.Fprintf(&b, "- [%d] %s\n", i+1, c.cite(markdownSpecial+citeSpecial))
 			}
 		}
 		return strings.TrimSuffix(b.String(), "\n")
@@ -416,7 +432,7 @@ func renderDocs(format string, facts []cleanFact, items []cleanItem, chunks []cl
 				if i > 0 || len(items) > 0 {
 					b.WriteString(" | ")
 				}
-				fmt.Fprintf(&b, "[%d] %s: %s", i+1, c.cite(inlineItemSpecial), escape(c.text, inlineItemSpecial))
+				fmt.Fprintf(&b, "[%d] %s: %s", i+1, c.cite(inlineCiteSpecial+citeSpecial), escape(c.text, inlineItemSpecial))
 			}
 			b.WriteString("]")
 		}
