@@ -109,7 +109,7 @@ func ReadDeadLetters(ctx context.Context, js jetstream.JetStream, prefix, stream
 		return nil, fmt.Errorf("%w %s", ErrNoDeadLetters, DeadLetterStream(stream))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read dead letters: %w", err)
+		return nil, fmt.Errorf("read dead letters: %w", NoJetStream(err))
 	}
 	through := st.CachedInfo().State.LastSeq
 	if st.CachedInfo().State.Msgs == 0 {
@@ -143,7 +143,7 @@ func ReadDeadLetters(ctx context.Context, js jetstream.JetStream, prefix, stream
 		return true
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read dead letters: %w", err)
+		return nil, fmt.Errorf("read dead letters: %w", NoJetStream(err))
 	}
 	// Oldest first.
 	return append(out[next:], out[:next]...), nil

@@ -470,3 +470,50 @@ func TestPublishWithoutAStreamSaysSo(t *testing.T) {
 		t.Fatalf("publish with no stream: %v", err)
 	}
 }
+
+// TestEnsureStreamMadeByHand: a turn stream an operator made beforehand is
+// kept as configured, but one whose retention deletes turns once consumed
+// is refused, saying so (the walk's replay failed with "consumer in pull
+// mode requires ack policy" after ingest had emptied it), and one whose
+// wider subject would take memoryd's requests names its subjects.
+func TestEnsureStreamMadeByHand(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	nc := eventstest.Conn(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name      string
+		retention jetstream.RetentionPolicy
+		wider     bool
+		want      string
+	}{
+		{"work queue", jetstream.WorkQueuePolicy, false, "its retention is WorkQueue, but memoryd keeps every turn"},
+		{"interest", jetstream.InterestPolicy, false, "its retention is Interest"},
+		{"wider subject", jetstream.LimitsPolicy, true, ".>] (a stream of memoryd's holds"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			prefix, stream := eventstest.Names(t, nc)
+			subject := events.TurnSubjects(prefix)
+			if tt.wider {
+				subject = prefix + ".>"
+			}
+			if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{subject}, Retention: tt.retention}); err != nil {
+				t.Fatal(err)
+			}
+			_, err := events.EnsureStream(ctx, js, events.StreamConfig{Prefix: prefix, Stream: stream})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("ensure the stream made by hand: %v; want %q", err, tt.want)
+			}
+		})
+	}
+	prefix, stream := eventstest.Names(t, nc)
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{events.TurnSubjects(prefix)}, MaxAge: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := events.EnsureStream(ctx, js, events.StreamConfig{Prefix: prefix, Stream: stream}); err != nil {
+		t.Fatalf("a stream made by hand with limits retention: %v", err)
+	}
+}

@@ -59,12 +59,20 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 	switch {
 	case err == nil:
 		have := s.CachedInfo().Config
+		// A stream made by hand with another retention deletes turns once
+		// acknowledged (work queue) or consumed (interest): the stream is
+		// then no source of truth, and replay cannot read it.
+		if have.Retention != jetstream.LimitsPolicy {
+			return nil, fmt.Errorf("ensure stream %s: its retention is %s, but memoryd keeps every turn in the stream (replay reads them again): create the stream again with limits retention (JetStream cannot change a stream's retention)", cfg.Stream, have.Retention)
+		}
 		if slices.Contains(have.Subjects, subject) {
 			return s, nil
 		}
+		subjects := slices.Clone(have.Subjects)
 		have.Subjects = append(have.Subjects, subject)
 		if s, err = js.UpdateStream(ctx, have); err != nil {
-			return nil, fmt.Errorf("ensure stream %s: add subject %s: %w", cfg.Stream, subject, overlapping(ctx, js, subject, err))
+			return nil, fmt.Errorf("ensure stream %s: add subject %s to its subjects %v (a stream of memoryd's holds %s, not a wider subject, which would take memoryd's requests too): %w",
+				cfg.Stream, subject, subjects, subject, overlapping(ctx, js, subject, err))
 		}
 		return s, nil
 	case errors.Is(err, jetstream.ErrStreamNotFound):
@@ -86,14 +94,23 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 			return s, nil
 		}
 	}
-	if errors.Is(err, nats.ErrNoResponders) {
-		// Nothing answers the JetStream API: the server runs without it.
-		err = fmt.Errorf("%w (%w)", jetstream.ErrJetStreamNotEnabled, err)
-	}
+	err = NoJetStream(err)
 	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
 		return nil, fmt.Errorf("ensure stream %s: the NATS server runs without JetStream (start it with -js): %w", cfg.Stream, err)
 	}
 	return nil, fmt.Errorf("ensure stream %s: %w", cfg.Stream, overlapping(ctx, js, subject, err))
+}
+
+// NoJetStream returns err, a JetStream API call's error, wrapped in
+// jetstream.ErrJetStreamNotEnabled when it is nats.ErrNoResponders: nothing
+// answers the JetStream API, so the server runs without JetStream (the
+// jetstream package reports such a server as no responders). Other errors
+// are returned as they are.
+func NoJetStream(err error) error {
+	if errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, jetstream.ErrJetStreamNotEnabled) {
+		return fmt.Errorf("%w (%w)", jetstream.ErrJetStreamNotEnabled, err)
+	}
+	return err
 }
 
 // errCodeSubjectOverlap is the JetStream API's error code for a stream

@@ -115,7 +115,7 @@ func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 		return r, &NoTurnStreamError{Stream: stream}
 	}
 	if err != nil {
-		return r, fmt.Errorf("forget: stream %s: %w", stream, err)
+		return r, fmt.Errorf("forget: stream %s: %w", stream, events.NoJetStream(err))
 	}
 	var (
 		info *jetstream.StreamInfo

@@ -69,11 +69,11 @@ type replaySrc struct {
 func streamEnd(ctx context.Context, js jetstream.JetStream, stream string) (uint64, error) {
 	st, err := js.Stream(ctx, stream)
 	if err != nil {
-		return 0, fmt.Errorf("replay: stream %s: %w", stream, err)
+		return 0, fmt.Errorf("replay: stream %s: %w", stream, events.NoJetStream(err))
 	}
 	info, err := st.Info(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("replay: stream %s: %w", stream, err)
+		return 0, fmt.Errorf("replay: stream %s: %w", stream, events.NoJetStream(err))
 	}
 	return info.State.LastSeq, nil
 }
@@ -379,7 +379,7 @@ func deleteForgotten(ctx context.Context, cfg ReplayConfig, seqs []uint64, p *Re
 	}
 	st, err := cfg.JetStream.Stream(ctx, cfg.Stream)
 	if err != nil {
-		return fmt.Errorf("replay: stream %s: %w", cfg.Stream, err)
+		return fmt.Errorf("replay: stream %s: %w", cfg.Stream, events.NoJetStream(err))
 	}
 	dctx, cancel := context.WithTimeout(ctx, purgeTimeout+time.Duration(len(seqs))*purgePerEvent)
 	defer cancel()

@@ -584,7 +584,7 @@ func CheckConsumerPrefix(ctx context.Context, js jetstream.JetStream, stream, du
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("worker: read consumer %s: %w", durable, err)
+		return fmt.Errorf("worker: read consumer %s: %w", durable, events.NoJetStream(err))
 	}
 	want := events.TurnSubjects(prefix)
 	c := cons.CachedInfo().Config
@@ -613,7 +613,7 @@ func ConsumerAcked(ctx context.Context, js jetstream.JetStream, stream, durable 
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("worker: read consumer %s: %w", durable, err)
+		return 0, fmt.Errorf("worker: read consumer %s: %w", durable, events.NoJetStream(err))
 	}
 	return cons.CachedInfo().AckFloor.Stream, nil
 }

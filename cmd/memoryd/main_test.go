@@ -285,11 +285,23 @@ func TestServeExplainsNATSWithoutJetStream(t *testing.T) {
 	t.Parallel()
 	url := eventstest.PrivateServer(t, func(port int) []string { return []string{"-a", "127.0.0.1", "-p", fmt.Sprint(port)} })
 	_, dbURL := storetest.Schema(t)
-	var out, errOut bytes.Buffer
-	code := run(context.Background(), &cli{stdout: &out, stderr: &errOut},
-		[]string{"publish", "--nats-url", url, "--database-url", dbURL, "--user", "u", "--message", "hi", "--log-format", "json"})
-	if code != 1 || !strings.Contains(errOut.String(), "without JetStream; restart it with -js") {
-		t.Fatalf("exit %d, stderr %q", code, errOut.String())
+	// Each command's first JetStream call: the stream for publish, the
+	// ingest consumer for serve (it used to say "worker: read consumer
+	// memoryd-ingest: nats: no responders available for request"), the
+	// stream for replay and forget, the dead-letter stream for deadletters.
+	for _, args := range [][]string{
+		{"publish", "--user", "u", "--message", "hi"},
+		{"serve", "--workers", "1", "--enrich-max-conns", "1", "--enrich-min-conns", "1"},
+		{"replay", "--no-work"},
+		{"forget", "--user", "u"},
+		{"deadletters"},
+	} {
+		var out, errOut bytes.Buffer
+		full := append(append([]string{}, args...), "--nats-url", url, "--database-url", dbURL, "--log-format", "json")
+		code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, full)
+		if code != 1 || !strings.Contains(errOut.String(), "without JetStream; restart it with -js") {
+			t.Errorf("%s: exit %d, stderr %q", args[0], code, errOut.String())
+		}
 	}
 }
 

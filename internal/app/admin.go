@@ -138,11 +138,17 @@ func (a *App) checkReplayStream(ctx context.Context) error {
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			return fmt.Errorf("replay: stream %s: %w (check --stream and --prefix; nothing was read, and the database was not opened or migrated)", a.cfg.Stream, err)
 		}
-		return fmt.Errorf("replay: stream %s: %w", a.cfg.Stream, err)
+		return fmt.Errorf("replay: stream %s: %w", a.cfg.Stream, events.NoJetStream(err))
 	}
 	info, err := st.Info(ctx)
 	if err != nil {
 		return fmt.Errorf("replay: stream %s: %w", a.cfg.Stream, err)
+	}
+	if info.Config.Retention != jetstream.LimitsPolicy {
+		// Ingest emptied it: replay cannot read it (JetStream refuses the
+		// ordered consumer with a message that names no cause).
+		return fmt.Errorf("replay: stream %s: its retention is %s, which deletes turns once consumed: nothing to replay (memoryd needs limits retention; create the stream again with it); nothing was read, and the database was not opened or migrated",
+			a.cfg.Stream, info.Config.Retention)
 	}
 	want := events.TurnSubjects(a.cfg.Prefix)
 	if info.Config.Mirror != nil || len(info.Config.Sources) > 0 {

@@ -272,3 +272,28 @@ func waitForAMessage(t *testing.T, ctx context.Context, js jetstream.JetStream, 
 		t.Fatalf("stream %s holds no message: %v", name, err)
 	}
 }
+
+// A replay of a turn stream made by hand with work-queue retention (ingest
+// empties it) is refused naming the retention, before it opens the
+// database: JetStream refused its ordered consumer with "consumer in pull
+// mode requires ack policy" (a first-start walk).
+func TestAReplayOfAWorkQueueStreamSaysSo(t *testing.T) {
+	t.Parallel()
+	a, ctx := startWithAlice(t)
+	js, err := jetstream.New(a.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix, stream := a.cfg.Prefix+"wq", a.cfg.Stream+"_WQ"
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{events.TurnSubjects(prefix)}, Retention: jetstream.WorkQueuePolicy}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), stream) })
+	b, cfg := onMissingDatabase(t, a, func(cfg *Config) { cfg.Prefix, cfg.Stream = prefix, stream })
+	if _, err := b.Replay(ctx, ReplayOptions{}); err == nil || !strings.Contains(err.Error(), "its retention is WorkQueue") {
+		t.Fatalf("replay of a work-queue stream: %v; want it refused naming the retention", err)
+	}
+	if missing, err := store.DatabaseMissing(ctx, cfg.Store); err != nil || !missing {
+		t.Fatalf("after the refused replay the database is missing: %v, %v; want it not created", missing, err)
+	}
+}
