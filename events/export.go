@@ -10,7 +10,10 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
+
+	"github.com/nats-io/nats.go"
 )
 
 // Export and import of a user's memory (issue 16 item 7): memory.export and
@@ -146,7 +149,7 @@ func (c *Client) Import(ctx context.Context, userID string, r io.Reader) (Import
 			return nil
 		}
 		var reply ImportReply
-		err := c.call(ctx, "import", userID, ImportRequest{UserID: userID, Lines: lines, MemoryID: total.MemoryID}, &reply)
+		err := c.importRequest(ctx, userID, ImportRequest{UserID: userID, Lines: lines, MemoryID: total.MemoryID}, &reply)
 		var svc *ServiceError
 		if errors.As(err, &svc) && svc.Code == 409 && total.MemoryID != "" {
 			total.Imported = map[string]int64{} // the forget deleted them
@@ -205,6 +208,39 @@ func (c *Client) Import(ctx context.Context, userID string, r io.Reader) (Import
 		return total, err
 	}
 	return total, send()
+}
+
+// importAttempts bounds the sends of one import request, and importPause
+// is the pause before the second (doubled before each later one).
+const (
+	importAttempts = 3
+	importPause    = time.Second
+)
+
+// importRequest sends one request of an Import, and sends it again after a
+// temporary error (a 500: the store did not answer within its bound, under
+// load) or a timeout, up to importAttempts in all: each request is atomic
+// and imports once however often it is sent, and a heavy user's restore is
+// tens of requests, each with its chance of meeting a busy store (a
+// heavy-user walk: 1 request of 90 took past 5 s, and the restore failed
+// each time it was run again). A reply to a resent request counts only
+// what it imported itself: what the lost one imported is not counted.
+func (c *Client) importRequest(ctx context.Context, userID string, req ImportRequest, reply *ImportReply) error {
+	pause := importPause
+	for attempt := 1; ; attempt++ {
+		err := c.call(ctx, "import", userID, req, reply)
+		var svc *ServiceError
+		resend := (errors.As(err, &svc) && svc.Temporary()) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)
+		if err == nil || !resend || attempt == importAttempts || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return err
+		}
+		pause *= 2
+	}
 }
 
 // importRequestBytes bounds an import request: MaxImportRequestBytes, or
