@@ -324,6 +324,17 @@ func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect b
 		changed = map[string]bool{}
 	)
 	err := s.quietly(ctx, func() error {
+		if withDirect {
+			// A forget deletes every item of its users: their terms go
+			// first, in one range of context_terms's key, and the
+			// delete trigger (025) then finds them gone instead of
+			// deleting each item's lexemes one probe at a time (a
+			// 20,000-item user: the items' delete 1.27 s, 0.79 s with
+			// this one, 2 cores, quiet).
+			if _, err := s.db.Exec(ctx, `DELETE FROM context_terms WHERE $1 OR user_id = ANY($2)`, all, userIDs); err != nil {
+				return fmt.Errorf("delete context_terms: %w", err)
+			}
+		}
 		for _, t := range []struct {
 			table, content string
 			keep           string // what a reset keeps beyond rebuilt

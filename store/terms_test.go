@@ -81,6 +81,16 @@ func TestStoredTermsFollowItems(t *testing.T) {
 	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM context_terms WHERE user_id = 'bob'`).Scan(&rows); err != nil || rows != 0 {
 		t.Fatalf("bob's items are gone but %d of their term rows are left (err %v)", rows, err)
 	}
+	// A forget deletes the user's terms in one range before the items.
+	if _, _, err := s.ForgetUser(ctx, "hans", "hans", store.StreamPosition{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := termsDiffer(t, ctx, s); n != 0 {
+		t.Fatalf("after a forget: %d rows differ", n)
+	}
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM context_terms WHERE user_id = 'hans'`).Scan(&rows); err != nil || rows != 0 {
+		t.Fatalf("hans is forgotten but %d of their term rows are left (err %v)", rows, err)
+	}
 }
 
 // TestRecallCandidatesMatchVectors: for queries with and without phrases,
