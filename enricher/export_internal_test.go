@@ -2,6 +2,8 @@ package enricher
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -75,4 +77,31 @@ func TestEnrichBoundIsAtLeastTheReply(t *testing.T) {
 			t.Errorf("text %q: bound %d under the encoded %d bytes", text, b, buf.Len())
 		}
 	}
+}
+
+// TestExportBuildsOneAtATime: a process reads one whole export into memory
+// at a time (exports.build): a second waits for the first's release, and
+// gives up when its request's context ends.
+func TestExportBuildsOneAtATime(t *testing.T) {
+	e := exports{builds: make(chan struct{}, 1)}
+	release, err := e.build(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := e.build(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a second build while the first runs: %v, want it to wait until its context ends", err)
+	}
+	release()
+	again, err := e.build(ctx)
+	if err != nil {
+		// A ready slot and a done context: select may pick either; the
+		// slot must be free all the same.
+		again, err = e.build(context.Background())
+	}
+	if err != nil {
+		t.Fatalf("a build after the release: %v", err)
+	}
+	again()
 }

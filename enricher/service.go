@@ -51,6 +51,9 @@ type Service struct {
 	reads   memoryReads
 	writes  memoryWrites
 	admin   adminOps
+	// exportBuilds holds the one slot for reading a whole export into
+	// memory (see exports.build).
+	exportBuilds chan struct{}
 
 	mu       sync.Mutex
 	svc      micro.Service
@@ -113,6 +116,8 @@ func New(cfg Config) (*Service, error) {
 
 		recall: cfg.Store,
 		writes: memoryWrites{store: cfg.Store},
+
+		exportBuilds: make(chan struct{}, 1),
 	}
 	s.docs = cfg.Store
 	s.halted, s.halt = context.WithCancel(context.Background())
