@@ -392,25 +392,37 @@ func (s *Store) addUsage(ctx context.Context, day time.Time, userID, model strin
 // Stats returns per-user counts, or totals over all users when userID is "".
 func (s *Store) Stats(ctx context.Context, userID string) (UserStats, error) {
 	var st UserStats
+	// Two statements, not one with "$1 = '' OR user_id = $1": under a
+	// generic plan (pgx prepares, and Postgres may keep a generic plan
+	// after five runs) that condition reads every user's rows for one
+	// user's stats (a heavy-user walk: 1.6 s for a light user beside a
+	// 30,000-turn one). The turns are counted in one pass.
+	where, tokens := "TRUE", dailyTotal("(now() AT TIME ZONE 'UTC')::date")
+	args := []any{}
+	if userID != "" {
+		where = "user_id = $1"
+		tokens = `(SELECT coalesce(sum(tokens), 0) FROM llm_usage_daily
+			WHERE day = (now() AT TIME ZONE 'UTC')::date AND user_id = $1)`
+		args = append(args, userID)
+	}
 	err := s.db.QueryRow(ctx, `
-		SELECT
-			(SELECT count(*) FROM turns WHERE $1 = '' OR user_id = $1),
-			(SELECT count(*) FROM turns WHERE ($1 = '' OR user_id = $1) AND status = 'processed'),
-			(SELECT count(*) FROM turns WHERE ($1 = '' OR user_id = $1) AND status = 'failed'),
-			(SELECT count(*) FROM turns WHERE ($1 = '' OR user_id = $1) AND status = 'pending'),
-			(SELECT count(*) FROM facts WHERE $1 = '' OR user_id = $1),
-			(SELECT count(*) FROM context WHERE $1 = '' OR user_id = $1),
-			(SELECT max(processed_at) FROM turns WHERE ($1 = '' OR user_id = $1) AND status = 'processed'),
-			CASE WHEN $1 = '' THEN `+dailyTotal("(now() AT TIME ZONE 'UTC')::date")+`
-				ELSE (SELECT coalesce(sum(tokens), 0) FROM llm_usage_daily
-					WHERE day = (now() AT TIME ZONE 'UTC')::date AND user_id = $1) END`,
-		userID).Scan(&st.TurnsReceived, &st.TurnsProcessed, &st.TurnsFailed, &st.TurnsPending,
+		SELECT t.received, t.processed, t.failed, t.pending,
+			(SELECT count(*) FROM facts WHERE `+where+`),
+			(SELECT count(*) FROM context WHERE `+where+`),
+			t.last, `+tokens+`
+		FROM (SELECT count(*) AS received,
+				count(*) FILTER (WHERE status = 'processed') AS processed,
+				count(*) FILTER (WHERE status = 'failed') AS failed,
+				count(*) FILTER (WHERE status = 'pending') AS pending,
+				max(processed_at) FILTER (WHERE status = 'processed') AS last
+			FROM turns WHERE `+where+`) t`,
+		args...).Scan(&st.TurnsReceived, &st.TurnsProcessed, &st.TurnsFailed, &st.TurnsPending,
 		&st.Facts, &st.ContextItems, &st.LastProcessedAt, &st.TokensToday)
 	if err != nil {
 		return UserStats{}, fmt.Errorf("stats: %w", err)
 	}
 	rows, err := s.db.Query(ctx, `SELECT model, sum(prompt_tokens), sum(completion_tokens), sum(extractions)
-		FROM llm_usage WHERE $1 = '' OR user_id = $1 GROUP BY model`, userID)
+		FROM llm_usage WHERE `+where+` GROUP BY model`, args...)
 	if err != nil {
 		return UserStats{}, fmt.Errorf("stats: %w", err)
 	}
