@@ -41,59 +41,44 @@ func (o *orderExtractor) Extract(ctx context.Context, in extractor.Input) (extra
 // run after the other users' waiting jobs, not before every one of them.
 // Before (one River priority, jobs in order of arrival): bob's one turn,
 // published after 30 of flood's, was extracted 31st, so with a slow model
-// every other user's memory waited behind the whole flood.
+// every other user's memory waited behind the whole flood. A negative
+// BacklogTurns keeps every job in order of arrival.
 func TestFloodingUserDoesNotDelayOthersExtraction(t *testing.T) {
-	e := setup(t)
-	const backlog, flood = 5, 30
-	ext := &orderExtractor{Extractor: extractor.NewRules(), release: make(chan struct{})}
-	e.start(ext, func(c *worker.Config) { c.Workers = 1; c.BacklogTurns = backlog })
-	for i := range flood {
-		e.publish(events.Turn{ID: fmt.Sprintf("f-%d", i), UserID: "flood", UserMessage: fmt.Sprintf("flood message %d", i)})
-	}
-	e.waitFor("the flood recorded", func() (bool, string) {
-		st, err := e.store.Stats(e.ctx, "flood")
-		return err == nil && st.TurnsReceived == flood, fmt.Sprint(st.TurnsReceived, err)
-	})
-	e.publish(events.Turn{ID: "b-1", UserID: "bob", UserMessage: "I live in Lisbon."})
-	e.waitFor("bob's turn recorded", func() (bool, string) {
-		st, err := e.store.Stats(e.ctx, "bob")
-		return err == nil && st.TurnsReceived == 1, fmt.Sprint(st.TurnsReceived, err)
-	})
-	close(ext.release)
-	e.waitDone(flood + 1)
-	ext.mu.Lock()
-	defer ext.mu.Unlock()
-	// The flood's jobs enqueued before its backlog reached `backlog` keep
-	// the default priority, and one is running when bob's arrives.
-	if i := slices.Index(ext.users, "bob"); i < 0 || i > backlog+1 {
-		t.Fatalf("bob's turn extracted at position %d of %d, want at most %d: %v", i, len(ext.users), backlog+1, ext.users)
-	}
-}
-
-// TestBacklogPriorityOff: a negative BacklogTurns keeps every job in order
-// of arrival.
-func TestBacklogPriorityOff(t *testing.T) {
-	e := setup(t)
-	const flood = 10
-	ext := &orderExtractor{Extractor: extractor.NewRules(), release: make(chan struct{})}
-	e.start(ext, func(c *worker.Config) { c.Workers = 1; c.BacklogTurns = -1 })
-	for i := range flood {
-		e.publish(events.Turn{ID: fmt.Sprintf("f-%d", i), UserID: "flood", UserMessage: fmt.Sprintf("flood message %d", i)})
-	}
-	e.waitFor("the flood recorded", func() (bool, string) {
-		st, err := e.store.Stats(e.ctx, "flood")
-		return err == nil && st.TurnsReceived == flood, fmt.Sprint(st.TurnsReceived, err)
-	})
-	e.publish(events.Turn{ID: "b-1", UserID: "bob", UserMessage: "I live in Lisbon."})
-	e.waitFor("bob's turn recorded", func() (bool, string) {
-		st, err := e.store.Stats(e.ctx, "bob")
-		return err == nil && st.TurnsReceived == 1, fmt.Sprint(st.TurnsReceived, err)
-	})
-	close(ext.release)
-	e.waitDone(flood + 1)
-	ext.mu.Lock()
-	defer ext.mu.Unlock()
-	if i := slices.Index(ext.users, "bob"); i != flood {
-		t.Fatalf("bob's turn extracted at position %d, want %d (last): %v", i, flood, ext.users)
+	for _, tt := range []struct {
+		name           string
+		backlog, flood int
+		// The flood's jobs enqueued before its backlog reached BacklogTurns
+		// keep the default priority, and one is running when bob's
+		// arrives: bob is at most backlog+1th; off, he is last.
+		maxAt int
+	}{
+		{"on", 5, 30, 6},
+		{"off", -1, 10, 10},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := setup(t)
+			ext := &orderExtractor{Extractor: extractor.NewRules(), release: make(chan struct{})}
+			e.start(ext, func(c *worker.Config) { c.Workers = 1; c.BacklogTurns = tt.backlog })
+			for i := range tt.flood {
+				e.publish(events.Turn{ID: fmt.Sprintf("f-%d", i), UserID: "flood", UserMessage: fmt.Sprintf("flood message %d", i)})
+			}
+			e.waitFor("the flood recorded", func() (bool, string) {
+				st, err := e.store.Stats(e.ctx, "flood")
+				return err == nil && st.TurnsReceived == int64(tt.flood), fmt.Sprint(st.TurnsReceived, err)
+			})
+			e.publish(events.Turn{ID: "b-1", UserID: "bob", UserMessage: "I live in Lisbon."})
+			e.waitFor("bob's turn recorded", func() (bool, string) {
+				st, err := e.store.Stats(e.ctx, "bob")
+				return err == nil && st.TurnsReceived == 1, fmt.Sprint(st.TurnsReceived, err)
+			})
+			close(ext.release)
+			e.waitDone(int64(tt.flood + 1))
+			ext.mu.Lock()
+			defer ext.mu.Unlock()
+			i := slices.Index(ext.users, "bob")
+			if i < 0 || i > tt.maxAt || (tt.backlog < 0 && i != tt.flood) {
+				t.Fatalf("bob's turn extracted at position %d of %d, want at most %d: %v", i, len(ext.users), tt.maxAt, ext.users)
+			}
+		})
 	}
 }
