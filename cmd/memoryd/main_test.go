@@ -390,6 +390,7 @@ func TestServeRefusesBadValuesBeforeConnecting(t *testing.T) {
 		{[]string{"--llm-base-url", "http://127.0.0.1:2/v1", "--llm-model", "m", "--llm-response-format", "xml"}, `--llm-response-format "xml" must be "json_schema", "json_object" or "none"`},
 		{[]string{"--role", "reader"}, `--role "reader" is not all, enrich or ingest`},
 		{[]string{"--http", "notanaddr"}, `--http "notanaddr" is not an address`},
+		{[]string{"--turn-retention", "-1h"}, "--turn-retention -1h0m0s is out of range: it must be 0 (forever) or more"},
 	} {
 		var out, errOut bytes.Buffer
 		args := append([]string{"serve", "--database-url", "postgres://postgres@127.0.0.1:1/none?connect_timeout=1", "--nats-url", "nats://127.0.0.1:1"}, tt.args...)

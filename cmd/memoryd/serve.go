@@ -124,6 +124,10 @@ func (o *serveOptions) check(f *flags) error {
 	if o.shutdownTimeout < 0 {
 		return f.usageErr("--shutdown-timeout %s is out of range: it must be 0 or more", o.shutdownTimeout)
 	}
+	if o.turnRetention < 0 {
+		// Taken as "forever" before, silently: 0 says that.
+		return f.usageErr("--turn-retention %s is out of range: it must be 0 (forever) or more", o.turnRetention)
+	}
 	if a := o.app.Ops.Addr; a != "" {
 		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
 			return f.usageErr("--http %q is not an address such as 127.0.0.1:9090 or :9090", a)
