@@ -206,6 +206,10 @@ func explain(err error) string {
 		// Reachable but full: saying "not reachable" would send the
 		// operator after the wrong problem.
 		return fmt.Sprintf("Postgres at %s:%d has no free connection (%s); close other clients, lower the pools (pool_max_conns in --database-url, --enrich-max-conns) or raise the server's max_connections.", connErr.Host, connErr.Port, pgErr.Message)
+	case errors.As(err, &pgErr) && pgErr.Code == "3F000":
+		// Migrating with a search_path (the docs' one schema per
+		// deployment) whose schema was never created.
+		return fmt.Sprintf("the Postgres search_path names no schema that exists (%s); create it first (CREATE SCHEMA ...) or fix search_path in --database-url / MEMORYD_DATABASE_URL.", pgErr.Message)
 	case errors.As(err, &connErr):
 		return fmt.Sprintf("Postgres is not reachable at %s:%d; start it (on Debian: pg_ctlcluster 15 main start, or `make services`) or set --database-url / MEMORYD_DATABASE_URL.", connErr.Host, connErr.Port)
 	case errors.As(err, &natsErr) && errors.Is(err, nats.ErrAuthorization):

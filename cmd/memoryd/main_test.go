@@ -617,3 +617,22 @@ func TestStrayEnvLeavesKubernetesServiceLinksAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestMigrateExplainsASearchPathWithoutItsSchema: the docs' one schema per
+// deployment (search_path in the database URL) with the schema not created
+// yet is one sentence saying so; it was River's "error applying version
+// 001 [UP]: no schema has been selected to create in (SQLSTATE 3F000)" (a
+// first-start walk).
+func TestMigrateExplainsASearchPathWithoutItsSchema(t *testing.T) {
+	t.Parallel()
+	url := storetest.Database(t)
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, []string{"migrate", "--database-url", url + sep + "search_path=nosuchschema"})
+	if code != 1 || !strings.Contains(errOut.String(), "the Postgres search_path names no schema that exists") {
+		t.Fatalf("migrate with a search_path of no schema: exit %d, stderr %q; want exit 1 saying so", code, errOut.String())
+	}
+}
