@@ -210,6 +210,10 @@ func explain(err error) string {
 		// Migrating with a search_path (the docs' one schema per
 		// deployment) whose schema was never created.
 		return fmt.Sprintf("the Postgres search_path names no schema that exists (%s); create it first (CREATE SCHEMA ...) or fix search_path in --database-url / MEMORYD_DATABASE_URL.", pgErr.Message)
+	case errors.As(err, &connErr) && timedOut(err):
+		// Something accepted the connection, or the packets go nowhere:
+		// "start it" would send the operator after the wrong problem.
+		return fmt.Sprintf("Postgres at %s:%d did not answer in time (a server that hangs, or a firewall dropping the packets); check the server and the network, or --database-url / MEMORYD_DATABASE_URL.", connErr.Host, connErr.Port)
 	case errors.As(err, &connErr):
 		return fmt.Sprintf("Postgres is not reachable at %s:%d; start it (on Debian: pg_ctlcluster 15 main start, or `make services`) or set --database-url / MEMORYD_DATABASE_URL.", connErr.Host, connErr.Port)
 	case errors.As(err, &natsErr) && errors.Is(err, nats.ErrAuthorization):
@@ -220,4 +224,11 @@ func explain(err error) string {
 		return "the NATS server runs without JetStream; restart it with -js (nats-server -js)."
 	}
 	return err.Error()
+}
+
+// timedOut reports whether err is a wait that ran out (a deadline, a
+// network timeout), not a refusal.
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }

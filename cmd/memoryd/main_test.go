@@ -6,11 +6,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -634,5 +636,46 @@ func TestMigrateExplainsASearchPathWithoutItsSchema(t *testing.T) {
 	code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, []string{"migrate", "--database-url", url + sep + "search_path=nosuchschema"})
 	if code != 1 || !strings.Contains(errOut.String(), "the Postgres search_path names no schema that exists") {
 		t.Fatalf("migrate with a search_path of no schema: exit %d, stderr %q; want exit 1 saying so", code, errOut.String())
+	}
+}
+
+// TestMigrateNamesHungPostgres: a server that accepts the connection and
+// never answers is named as not answering, not as down ("start it"; a
+// first-start walk).
+func TestMigrateNamesHungPostgres(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		conns []net.Conn // held open, never answered
+	)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		<-done
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), &cli{stdout: &out, stderr: &errOut},
+		[]string{"migrate", "--database-url", "postgres://postgres@" + ln.Addr().String() + "/memoryd?sslmode=disable&connect_timeout=1", "--log-format", "json"})
+	if code != 1 || !strings.Contains(errOut.String(), "did not answer in time") {
+		t.Fatalf("exit %d, stderr %q; want exit 1 saying the server does not answer", code, errOut.String())
 	}
 }
