@@ -3,11 +3,14 @@ package worker_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/extractor"
 	"github.com/memoryd/memoryd/worker"
 )
@@ -58,7 +61,11 @@ func TestFloodingUserDoesNotDelayOthersExtraction(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := setup(t)
 			ext := &orderExtractor{Extractor: extractor.NewRules(), release: make(chan struct{})}
-			e.start(ext, func(c *worker.Config) { c.Workers = 1; c.BacklogTurns = tt.backlog })
+			logs := new(eventstest.SyncBuffer)
+			e.start(ext, func(c *worker.Config) {
+				c.Workers, c.BacklogTurns = 1, tt.backlog
+				c.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			})
 			for i := range tt.flood {
 				e.publish(events.Turn{ID: fmt.Sprintf("f-%d", i), UserID: "flood", UserMessage: fmt.Sprintf("flood message %d", i)})
 			}
@@ -78,6 +85,14 @@ func TestFloodingUserDoesNotDelayOthersExtraction(t *testing.T) {
 			i := slices.Index(ext.users, "bob")
 			if i < 0 || i > tt.maxAt || (tt.backlog < 0 && i != tt.flood) {
 				t.Fatalf("bob's turn extracted at position %d of %d, want at most %d: %v", i, len(ext.users), tt.maxAt, ext.users)
+			}
+			// The operator is told who floods, once (not once a batch).
+			want := 0
+			if tt.backlog > 0 {
+				want = 1
+			}
+			if n := strings.Count(logs.String(), `"user_id":"flood"`); n != want || strings.Contains(logs.String(), `"user_id":"bob"`) {
+				t.Errorf("%d log lines of flood's backlog, want %d, and none of bob's:\n%s", n, want, logs.String())
 			}
 		})
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -436,11 +438,45 @@ func (w *Worker) enqueue(ctx context.Context, tx pgx.Tx, inserted []store.Turn) 
 		if behind, err = w.cfg.Store.WithTx(tx).UsersWithBacklog(ctx, users, w.cfg.BacklogTurns); err != nil {
 			return err
 		}
+		w.logBacklog(behind)
 	}
 	if w.cfg.ExtractDebounce <= 0 {
 		return w.enq.enqueueTurns(ctx, tx, inserted, w.cfg.JobSize, sourceIngest, behind)
 	}
 	return w.enq.enqueueDebounced(ctx, tx, inserted, time.Now().Add(w.cfg.ExtractDebounce), behind)
+}
+
+// backlogLogEvery is how often a user whose backlog puts their extraction
+// behind the other users' is logged again while it lasts.
+const backlogLogEvery = 10 * time.Minute
+
+// logBacklog logs each user of behind, once every backlogLogEvery: the
+// queue metrics give totals only, and an operator asks who floods.
+func (w *Worker) logBacklog(behind map[string]bool) {
+	if len(behind) == 0 {
+		return
+	}
+	now := time.Now()
+	w.backlogMu.Lock()
+	defer w.backlogMu.Unlock()
+	if w.backlogLogged == nil {
+		w.backlogLogged = map[string]time.Time{}
+	}
+	for _, u := range slices.Sorted(maps.Keys(behind)) {
+		if at, ok := w.backlogLogged[u]; ok && now.Sub(at) < backlogLogEvery {
+			continue
+		}
+		w.backlogLogged[u] = now
+		w.logger.Info("ingest: a user has a backlog of turns waiting for extraction; their new jobs run after other users' (--backlog-turns)",
+			"user_id", u, "pending_turns_at_least", w.cfg.BacklogTurns)
+	}
+	if len(w.backlogLogged) > 1000 {
+		for u, at := range w.backlogLogged {
+			if now.Sub(at) >= backlogLogEvery {
+				delete(w.backlogLogged, u)
+			}
+		}
+	}
 }
 
 // Rejection reasons that name no field; see RejectReasons.

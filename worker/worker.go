@@ -690,12 +690,16 @@ type Stats struct {
 type Worker struct {
 	cfg    Config
 	logger *slog.Logger
-	js     jetstream.JetStream
-	river  *river.Client[pgx.Tx]
-	enq    *Enqueuer      // on river
-	live   *liveness      // set by Start, before River starts
-	jobs   *jobsInProcess // the jobs it runs, for takeOverLost
-	follow *EmbedFollower // the models whose embed jobs its writes insert
+	// backlogLogged is when ingest last logged each user with a backlog
+	// (logBacklog), under backlogMu.
+	backlogMu     sync.Mutex
+	backlogLogged map[string]time.Time
+	js            jetstream.JetStream
+	river         *river.Client[pgx.Tx]
+	enq           *Enqueuer      // on river
+	live          *liveness      // set by Start, before River starts
+	jobs          *jobsInProcess // the jobs it runs, for takeOverLost
+	follow        *EmbedFollower // the models whose embed jobs its writes insert
 	// embedEnq inserts embed jobs: enq, or, when this process works none,
 	// an Enqueuer that only inserts.
 	embedEnq *Enqueuer
