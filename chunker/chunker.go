@@ -298,12 +298,16 @@ func plainTitle(t string) string {
 	if !strings.ContainsAny(t, "[<_*") {
 		return t
 	}
-	u := titleImage.ReplaceAllString(t, "")
-	u = titleLink.ReplaceAllString(u, "$1")
-	u = titleTag.ReplaceAllString(u, "")
+	u := outsideCode(t, func(s string) string {
+		s = titleImage.ReplaceAllString(s, "")
+		s = titleLink.ReplaceAllString(s, "$1")
+		return titleTag.ReplaceAllString(s, "")
+	})
 	u = strings.Join(strings.Fields(u), " ")
 	for _, m := range []string{"**", "__", "*", "_"} {
-		if len(u) > 2*len(m) && strings.HasPrefix(u, m) && strings.HasSuffix(u, m) {
+		// Around the whole title only: "**Note** and **Warning**" is
+		// two emphases, not one whose markers are the title's ends.
+		if len(u) > 2*len(m) && strings.HasPrefix(u, m) && strings.HasSuffix(u, m) && !strings.Contains(u[len(m):len(u)-len(m)], m) {
 			u = strings.TrimSpace(u[len(m) : len(u)-len(m)])
 			break
 		}
@@ -312,6 +316,51 @@ func plainTitle(t string) string {
 		return t
 	}
 	return u
+}
+
+// outsideCode is s with f applied to its text outside code spans (a run
+// of backticks to the next run of as many): "`Vec<T>`" keeps its "<T>",
+// which outside a code span is an HTML tag. An unclosed run is text.
+func outsideCode(s string, f func(string) string) string {
+	if !strings.Contains(s, "`") {
+		return f(s)
+	}
+	var b strings.Builder
+	for {
+		open := strings.IndexByte(s, '`')
+		if open < 0 {
+			break
+		}
+		n := open
+		for n < len(s) && s[n] == '`' {
+			n++
+		}
+		end := -1
+		for j := n; j < len(s); {
+			k := strings.IndexByte(s[j:], '`')
+			if k < 0 {
+				break
+			}
+			k += j
+			m := k
+			for m < len(s) && s[m] == '`' {
+				m++
+			}
+			if m-k == n-open {
+				end = m
+				break
+			}
+			j = m
+		}
+		if end < 0 {
+			break
+		}
+		b.WriteString(f(s[:open]))
+		b.WriteString(s[open:end])
+		s = s[end:]
+	}
+	b.WriteString(f(s))
+	return b.String()
 }
 
 // attributes reports whether s, the inside of a heading's trailing braces,

@@ -109,6 +109,13 @@ func TestHeadingMarkup(t *testing.T) {
 		{"## Using `Consume()` to receive messages\n\ntext\n", "Using `Consume()` to receive messages"},
 		{"## snake_case_name and *not* wrapped\n\ntext\n", "snake_case_name and *not* wrapped"},
 		{"## [![badge](http://b.example/b.svg)](http://b.example)\n\ntext\n", "[![badge](http://b.example/b.svg)](http://b.example)"},
+		// Code spans stay (a review: "`Vec<T>`" read "`Vec`"), and so
+		// does emphasis that does not wrap the whole title.
+		{"## `Vec<T>` and `Option<String>`\n\ntext\n", "`Vec<T>` and `Option<String>`"},
+		{"## The `<br>` tag\n\ntext\n", "The `<br>` tag"},
+		{"## ``[a](b)`` syntax, [a link](http://x.example)\n\ntext\n", "``[a](b)`` syntax, a link"},
+		{"## **Note** and **Warning**\n\ntext\n", "**Note** and **Warning**"},
+		{"## *args and **kwargs*\n\ntext\n", "*args and **kwargs*"},
 	} {
 		cs, err := Split(tt.src, Config{})
 		if err != nil {

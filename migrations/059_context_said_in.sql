@@ -5,6 +5,13 @@
 -- words the pair otherwise, does not bring it back from a later turn (it
 -- covered the first turn only). Adding a column with a constant default
 -- rewrites no row.
+-- The ALTER's exclusive lock waits for the transactions using context, and
+-- every statement on context after it waits behind it (enrich's reads among
+-- them: an upgrade walk saw every enrich reply degraded for the 9.4 s a
+-- long transaction held it back). So it waits at most a second; past
+-- that the migration is rolled back and run again (store.Migrate: 10
+-- attempts), leaving the queue to drain between attempts.
+SET LOCAL lock_timeout = '1s';
 ALTER TABLE context ADD COLUMN said_in text[] NOT NULL DEFAULT '{}';
 
 -- memoryd_said_in is kept with more appended: without empty ids, own (the

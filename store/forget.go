@@ -330,7 +330,15 @@ func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect b
 			// delete trigger (025) then finds them gone instead of
 			// deleting each item's lexemes one probe at a time (a
 			// 20,000-item user: the items' delete 1.27 s, 0.79 s with
-			// this one, 2 cores, quiet).
+			// this one, 2 cores, quiet). The items are locked first, as
+			// every other writer of context_terms locks the item before
+			// its terms: a prune holding one of them (its delete trigger
+			// then deletes the item's terms) otherwise waited for the
+			// terms deleted here while this waited for the item, a
+			// deadlock. A prune passes over the items locked here.
+			if _, err := s.db.Exec(ctx, `SELECT count(*) FROM (SELECT FROM context WHERE $1 OR user_id = ANY($2) FOR UPDATE) l`, all, userIDs); err != nil {
+				return fmt.Errorf("lock context: %w", err)
+			}
 			if _, err := s.db.Exec(ctx, `DELETE FROM context_terms WHERE $1 OR user_id = ANY($2)`, all, userIDs); err != nil {
 				return fmt.Errorf("delete context_terms: %w", err)
 			}

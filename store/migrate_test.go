@@ -12,6 +12,8 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/migrations"
 	"github.com/memoryd/memoryd/store"
@@ -194,5 +196,70 @@ func TestMigrateRefusesBesideAReleaseBeforeProcesses(t *testing.T) {
 	}
 	if applied, err := s.Migrate(ctx, migrations.FS, quiet); err != nil || len(applied) == 0 || applied[0] != 8 {
 		t.Fatalf("migrate once the old release stopped: %v, %v", applied, err)
+	}
+}
+
+// TestMigration059DoesNotHoldReadersBehindItsWait: 059's ALTER TABLE waits
+// for the transactions using context, and every read of context after it
+// waited behind it (enrich's: an upgrade walk saw every reply degraded for
+// the 9.4 s a long transaction held it back). With its lock_timeout it
+// gives up within a second and the reads go on, while the transaction
+// holding it back runs. The schema is put back to 058's for the run.
+func TestMigration059DoesNotHoldReadersBehindItsWait(t *testing.T) {
+	ctx, s := setup(t)
+	if _, err := s.Pool().Exec(ctx, `ALTER TABLE context DROP COLUMN said_in; DROP FUNCTION memoryd_said_in`); err != nil {
+		t.Fatal(err)
+	}
+	body, err := migrations.FS.ReadFile("059_context_said_in.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	long, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer long.Rollback(ctx)
+	if _, err := long.Exec(ctx, `SELECT count(*) FROM context`); err != nil {
+		t.Fatal(err)
+	}
+	migrated := make(chan error, 1)
+	go func() {
+		migrated <- pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, string(body))
+			return err
+		})
+	}()
+	// Once the ALTER waits (or has given up already), a read of context
+	// while the long transaction still runs: it waited behind the ALTER,
+	// until the long transaction ended, which here it does only after the
+	// read.
+	var result error
+	waiting := false
+	for deadline := time.Now().Add(30 * time.Second); !waiting && result == nil; {
+		select {
+		case result = <-migrated:
+			if result == nil {
+				t.Fatal("the migration took its lock beside a transaction using context")
+			}
+		default:
+		}
+		if err := s.Pool().QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_locks WHERE relation = 'context'::regclass AND NOT granted)`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the migration neither waited for its lock nor ended")
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var n int
+	if err := s.Pool().QueryRow(rctx, `SELECT count(*) FROM context`).Scan(&n); err != nil {
+		t.Fatalf("a read of context beside the migration's wait: %v; want it answered", err)
+	}
+	if result == nil {
+		result = <-migrated
+	}
+	if err := result; !store.IsLockWait(err) {
+		t.Fatalf("the migration beside a transaction using context: %v; want it to give up on the lock (run again by Migrate)", err)
 	}
 }

@@ -206,8 +206,13 @@ func scanTurn(row pgx.CollectableRow) (Turn, error) {
 	err := row.Scan(&t.EventID, &t.UserID, &t.ConversationID, &t.UserMessage, &t.AssistantResponse, &t.TurnAt, &t.ClampedFrom,
 		&t.Metadata, &seq, &created, &t.Status, &t.Attempts, &t.LastError, &t.ReceivedAt, &t.ProcessedAt, &t.Scope, &offset)
 	t.Placed = streamPosition(seq, created)
+	// In its own offset, "Z" (0) in UTC: pgx reads a timestamptz in the
+	// process's local zone, which on a host not set to UTC moved a "Z"
+	// turn's date (and every turn's recorded before migration 060).
 	if offset != 0 {
 		t.TurnAt = t.TurnAt.In(time.FixedZone("", int(offset)))
+	} else {
+		t.TurnAt = t.TurnAt.UTC()
 	}
 	return t, err
 }

@@ -1,0 +1,79 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/store"
+)
+
+// TestForgetBesidePrune: a forget of a user and a prune deleting one of
+// that user's items at once both succeed, neither a deadlock victim. A
+// forget deletes the user's context_terms before the items; a prune locks
+// an item, then its delete trigger deletes the item's terms: taken in
+// opposite orders, the forget waited for the item the prune held while
+// the prune waited for the terms the forget had deleted (a review).
+func TestForgetBesidePrune(t *testing.T) {
+	ctx, s := setup(t)
+	var w []store.ContextWrite
+	for i := range 20 {
+		w = append(w, store.ContextWrite{UserID: "ana", Question: fmt.Sprintf("What is Ana's pet number %d called?", i), Answer: fmt.Sprintf("Pet %d", i),
+			EventID: fmt.Sprintf("e%d", i), CreatedAt: t0.Add(time.Duration(i) * time.Minute)})
+	}
+	if _, err := s.InsertContext(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.SetFact(ctx, "ana", "name", "Ana"); err != nil {
+		t.Fatal(err)
+	}
+	// Hold the forget between its first statements and its delete of the
+	// items: a transaction holding the user's fact (deleted just before).
+	hold, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Rollback(ctx)
+	if _, err := hold.Exec(ctx, `SELECT FROM facts WHERE user_id = 'ana' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	waiting := func(like string) {
+		t.Helper()
+		for range 200 {
+			var n int
+			if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE $1`, like).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n > 0 {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("nothing waits in %q", like)
+	}
+	forgot := make(chan error, 1)
+	go func() {
+		_, _, err := s.ForgetUser(context.Background(), "ana", "ana", store.StreamPosition{})
+		forgot <- err
+	}()
+	waiting("%DELETE FROM facts%")
+	pruned := make(chan error, 1)
+	go func() {
+		_, err := s.DeleteOldestContext(context.Background(), 1)
+		pruned <- err
+	}()
+	// The prune either holds the oldest item and waits in its trigger, or
+	// is done; give it the time to get there.
+	time.Sleep(500 * time.Millisecond)
+	if err := hold.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-forgot; err != nil {
+		t.Errorf("forget: %v", err)
+	}
+	if err := <-pruned; err != nil {
+		t.Errorf("prune: %v", err)
+	}
+}
