@@ -243,7 +243,8 @@ func (s *Store) insertContext(ctx context.Context, ids []int64, args ...any) err
 				  AND (`+clearedTime("cl", "w.sq", "w.sc")+` >= w.t OR `+coveredByPosition("cl", "w.sq", "w.sc")+`))
 		), ins AS (
 			INSERT INTO context AS c (user_id, question, answer, created_at, event_id, conversation_id, content_hash, extractor, model, prompt_version, said_in)
-			SELECT DISTINCT ON (u, h) u, q, a, max(t) OVER pair, e, c, h, x, m, p, memoryd_said_in('{}', e, array_agg(e) OVER pair)
+			SELECT DISTINCT ON (u, h) u, q, a, max(t) OVER pair, e, c, h, x, m, p,
+				CASE WHEN count(*) OVER pair = 1 THEN '{}' ELSE memoryd_said_in('{}', e, array_agg(e) OVER pair) END
 			FROM w WINDOW pair AS (PARTITION BY u, h ORDER BY o ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
 			ORDER BY u, h, o
 			ON CONFLICT (user_id, content_hash) DO UPDATE SET created_at = greatest(c.created_at, excluded.created_at),
