@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -312,7 +313,8 @@ func (a *App) Start(ctx context.Context) (err error) {
 			return err
 		}
 		if !pending.Empty() {
-			return &PendingMigrationsError{Pending: pending}
+			files, _ := fs.Glob(migrations.FS, "*.sql")
+			return &PendingMigrationsError{Pending: pending, Empty: len(pending.Memoryd) == len(files)}
 		}
 	}
 	if err := a.checkDeployment(ctx, s, js, claimPrefixFresh); err != nil {
@@ -957,9 +959,17 @@ func (a *App) Migrate(ctx context.Context) ([]int, error) {
 // pending when Config.NoMigrate is set.
 type PendingMigrationsError struct {
 	Pending store.Pending
+	// Empty is set when every migration of memoryd's is pending: a
+	// database memoryd never migrated.
+	Empty bool
 }
 
 func (e *PendingMigrationsError) Error() string {
+	if e.Empty && len(e.Pending.Memoryd) > 0 {
+		// Sixty names in one line say less than this (a first-start walk).
+		return fmt.Sprintf("the database holds no memoryd schema yet (all %d of memoryd's migrations, %s to %s, are pending); run memoryd migrate with this version first, or start serve without --migrate=false",
+			len(e.Pending.Memoryd), e.Pending.Memoryd[0], e.Pending.Memoryd[len(e.Pending.Memoryd)-1])
+	}
 	what := make([]string, 0, 2)
 	if n := len(e.Pending.River); n > 0 {
 		what = append(what, fmt.Sprintf("River's (%s)", strings.Join(e.Pending.River, "; ")))

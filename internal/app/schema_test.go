@@ -237,8 +237,9 @@ func TestStartWithoutMigratingRefusesPendingMigrations(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = a.Stop(context.Background()) })
 	var pending *PendingMigrationsError
-	if err := a.Start(ctx); !errors.As(err, &pending) || len(pending.Pending.Memoryd) == 0 || !strings.Contains(err.Error(), "001_") {
-		t.Fatalf("start without migrating on a fresh schema: %v; want the pending migrations named", err)
+	if err := a.Start(ctx); !errors.As(err, &pending) || len(pending.Pending.Memoryd) == 0 || !strings.Contains(err.Error(), "001_") ||
+		!strings.Contains(err.Error(), "the database holds no memoryd schema yet") || strings.Contains(err.Error(), "002_") {
+		t.Fatalf("start without migrating on a fresh schema: %v; want it said that the database has no schema, the first and last migrations named", err)
 	}
 	if p, err := a.PendingMigrations(ctx); err != nil || len(p.Memoryd) != len(pending.Pending.Memoryd) {
 		t.Fatalf("after the refusal: %+v, %v; want nothing applied", p, err)
