@@ -80,6 +80,12 @@ func (o *connOptions) logger(a *cli) (*slog.Logger, error) {
 	if err := events.CheckStream(o.stream); o.stream != "" && err != nil {
 		return nil, usage("--stream %q %v", o.stream, err)
 	}
+	// Another database's URL read as key=value settings, and its
+	// redaction mangled the message ("mysql:xxxxxx@..."; a first-start
+	// walk). Only the scheme is named: the URL may hold a password.
+	if scheme, _, ok := strings.Cut(o.databaseURL, "://"); ok && scheme != "postgres" && scheme != "postgresql" {
+		return nil, usage("--database-url is a %s:// URL: memoryd needs a postgres:// (or postgresql://) URL, or key=value settings", scheme)
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return nil, usage("--log-level %q is not debug, info, warn or error", o.logLevel)
