@@ -130,3 +130,42 @@ func TestHeadingMarkup(t *testing.T) {
 		}
 	}
 }
+
+// TestFrontMatter: YAML front matter is the document's metadata, not a
+// chunk: its title is the first heading of the path (replaced by a "# "
+// heading, as any level-1 heading replaces it), and the rest is left out;
+// a "---" followed by anything else stays Markdown's (a knowledge-base
+// walk: 62 of 289 real documents' front matter was a chunk with no path).
+func TestFrontMatter(t *testing.T) {
+	for _, tt := range []struct {
+		name, src string
+		paths     [][]string // each chunk's heading path
+		texts     []string   // each chunk's text
+	}{
+		{"title", "---\ntitle: \"Keepalive\"\nweight: 3\ntags:\n  - grpc\n- x\n---\n\n## What should I set?\n\nThe server's policy.\n",
+			[][]string{{"Keepalive", "What should I set?"}}, []string{"The server's policy."}},
+		{"title and a heading", "---\r\ntitle: Setup\r\n---\r\n# Setup\r\n\r\nRun it.\r\n",
+			[][]string{{"Setup"}}, []string{"Run it."}},
+		{"no title", "---\nlayout: page\n...\nText first.\n\n# Later\n\nMore.\n",
+			[][]string{nil, {"Later"}}, []string{"Text first.", "More."}},
+		{"a thematic break", "---\nJust a line of text.\n---\n\nMore text.\n",
+			[][]string{nil}, []string{"---\nJust a line of text.\n---\n\nMore text."}},
+		{"unclosed", "---\ntitle: x\n\nbody\n",
+			[][]string{nil}, []string{"---\ntitle: x\n\nbody"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cs, err := Split(tt.src, Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var paths [][]string
+			var texts []string
+			for _, c := range cs {
+				paths, texts = append(paths, c.Headings), append(texts, c.Text)
+			}
+			if !slices.EqualFunc(paths, tt.paths, slices.Equal) || !slices.Equal(texts, tt.texts) {
+				t.Errorf("chunks %q with paths %q, want %q with %q", texts, paths, tt.texts, tt.paths)
+			}
+		})
+	}
+}
