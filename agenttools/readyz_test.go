@@ -1,11 +1,8 @@
 package agenttools_test
 
 import (
-	"io"
 	"log/slog"
-	"net/http"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -27,26 +24,5 @@ func TestReadyzSaysWhenTheServerDoesNotAnswer(t *testing.T) {
 	})
 	url := serveHTTPConfig(t, agenttools.Config{Client: events.NewClient(srv.Conn(t), ""), Timeout: 10 * time.Second,
 		Keys: keys{"alice-key": "alice"}, Logger: slog.New(slog.DiscardHandler)})
-	readyz := func() (int, string) {
-		t.Helper()
-		resp, err := http.Get(url + "/readyz")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
-	if code, body := readyz(); code != http.StatusOK {
-		t.Fatalf("/readyz before: %d %s", code, body)
-	}
-	srv.Pause(t)
-	if code, body := readyz(); code != http.StatusServiceUnavailable || !strings.Contains(body, "does not answer") {
-		t.Errorf("/readyz with the server paused: %d %s, want 503 saying the server does not answer", code, body)
-	}
-	srv.Resume(t)
-	eventstest.Eventually(t, "/readyz ok once the server answers again", 30*time.Second, func() (bool, string) {
-		code, body := readyz()
-		return code == http.StatusOK, body
-	})
+	srv.CheckReadyzFollowsPause(t, url+"/readyz")
 }

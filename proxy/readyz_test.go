@@ -1,12 +1,8 @@
 package proxy_test
 
 import (
-	"io"
-	"net/http"
 	"strconv"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/proxy"
@@ -24,26 +20,5 @@ func TestReadyzSaysWhenTheServerDoesNotAnswer(t *testing.T) {
 		return []string{"-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", t.TempDir()}
 	})
 	e := newEnv(t, func(c *proxy.Config) { c.Conn = srv.Conn(t) })
-	readyz := func() (int, string) {
-		t.Helper()
-		resp, err := http.Get("http://" + e.proxy.Addr() + "/readyz")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
-	if code, body := readyz(); code != http.StatusOK {
-		t.Fatalf("/readyz before: %d %s", code, body)
-	}
-	srv.Pause(t)
-	if code, body := readyz(); code != http.StatusServiceUnavailable || !strings.Contains(body, "does not answer") {
-		t.Errorf("/readyz with the server paused: %d %s, want 503 saying the server does not answer", code, body)
-	}
-	srv.Resume(t)
-	eventstest.Eventually(t, "/readyz ok once the server answers again", 30*time.Second, func() (bool, string) {
-		code, body := readyz()
-		return code == http.StatusOK, body
-	})
+	srv.CheckReadyzFollowsPause(t, "http://"+e.proxy.Addr()+"/readyz")
 }

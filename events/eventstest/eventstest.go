@@ -9,7 +9,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -230,6 +232,36 @@ func (s *Server) Pause(t testing.TB) {
 			}
 		}
 		return true, ""
+	})
+}
+
+// CheckReadyzFollowsPause checks an HTTP /readyz whose NATS check makes a
+// round trip over the connection to s: ok before, 503 saying the server
+// "does not answer" while s is paused, ok again once it is resumed (the
+// proxy's and the MCP server's: a connection gone silent was "ok").
+func (s *Server) CheckReadyzFollowsPause(t testing.TB, url string) {
+	t.Helper()
+	readyz := func() (int, string) {
+		t.Helper()
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := readyz(); code != http.StatusOK {
+		t.Fatalf("/readyz before: %d %s", code, body)
+	}
+	s.Pause(t)
+	if code, body := readyz(); code != http.StatusServiceUnavailable || !strings.Contains(body, "does not answer") {
+		t.Errorf("/readyz with the server paused: %d %s, want 503 saying the server does not answer", code, body)
+	}
+	s.Resume(t)
+	Eventually(t, "/readyz ok once the server answers again", 30*time.Second, func() (bool, string) {
+		code, body := readyz()
+		return code == http.StatusOK, body
 	})
 }
 
