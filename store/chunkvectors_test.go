@@ -12,6 +12,17 @@ import (
 // the document's content r, and returns how many were saved.
 func saveChunkVectors(t *testing.T, ctx context.Context, s *store.Store, r store.PutResult, model string) int64 {
 	t.Helper()
+	n, err := s.SaveChunkEmbeddings(ctx, model, r.Collection.ID, r.DocID, r.Hash, chunkVectorWrites(t, ctx, s, r, model))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// chunkVectorWrites is a vector for each chunk of r that model has none
+// for.
+func chunkVectorWrites(t *testing.T, ctx context.Context, s *store.Store, r store.PutResult, model string) []store.ChunkEmbeddingWrite {
+	t.Helper()
 	ts, err := s.ChunkEmbeddingTargets(ctx, r.Collection.ID, r.DocID, r.Hash, 0, 1000, model)
 	if err != nil {
 		t.Fatal(err)
@@ -20,11 +31,7 @@ func saveChunkVectors(t *testing.T, ctx context.Context, s *store.Store, r store
 	for i, tg := range ts {
 		ws[i] = store.ChunkEmbeddingWrite{ChunkIndex: tg.ChunkIndex, Dims: 4, Vector: []byte{0, 0, 128, 63, 1, 2, 3, 4}}
 	}
-	n, err := s.SaveChunkEmbeddings(ctx, model, r.Collection.ID, r.DocID, r.Hash, ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return ws
 }
 
 func collectionVectors(t *testing.T, ctx context.Context, s *store.Store, id int64, model string) store.CollectionVectors {
@@ -134,13 +141,9 @@ func TestSearchChunksHybridAccess(t *testing.T) {
 func TestSaveChunkEmbeddingsOvertakenByARePut(t *testing.T) {
 	ctx, s := setup(t)
 	r := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", Source: "guide.md", Content: guide})
-	ts, err := s.ChunkEmbeddingTargets(ctx, r.Collection.ID, r.DocID, r.Hash, 0, 1000, "m")
-	if err != nil || len(ts) == 0 {
-		t.Fatal(len(ts), err)
-	}
-	ws := make([]store.ChunkEmbeddingWrite, len(ts))
-	for i, tg := range ts {
-		ws[i] = store.ChunkEmbeddingWrite{ChunkIndex: tg.ChunkIndex, Dims: 4, Vector: []byte{0, 0, 128, 63, 1, 2, 3, 4}}
+	ws := chunkVectorWrites(t, ctx, s, r, "m")
+	if len(ws) == 0 {
+		t.Fatal("no chunk to embed")
 	}
 	// The re-put's delete of the old chunks, not yet committed.
 	tx, err := s.Pool().Begin(ctx)

@@ -28,13 +28,9 @@ func TestSaveChunkEmbeddingsDuringACollectionDeletion(t *testing.T) {
 	// Document a has vectors, so that deleting its chunks moves the
 	// collection's generation (the row the save writes last).
 	saveChunkVectors(t, ctx, s, a, "m")
-	ts, err := s.ChunkEmbeddingTargets(ctx, b.Collection.ID, b.DocID, b.Hash, 0, 1000, "m")
-	if err != nil || len(ts) != b.Chunks {
-		t.Fatal(len(ts), err)
-	}
-	ws := make([]store.ChunkEmbeddingWrite, len(ts))
-	for i, tg := range ts {
-		ws[i] = store.ChunkEmbeddingWrite{ChunkIndex: tg.ChunkIndex, Dims: 4, Vector: []byte{0, 0, 128, 63, 1, 2, 3, 4}}
+	ws := chunkVectorWrites(t, ctx, s, b, "m")
+	if len(ws) != b.Chunks {
+		t.Fatalf("%d chunks to embed, want %d", len(ws), b.Chunks)
 	}
 	// b's last chunk locked, so that the save stops in its foreign key
 	// checks, holding the key share locks of b's other chunks.
