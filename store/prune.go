@@ -22,7 +22,8 @@ import (
 // same way by their own rows and high water (a re-embed replaces vectors
 // without adding items, migration 046), the turns
 // table at its real size less the turn text it no longer holds (text high
-// water minus current text), facts, list items, fact history and the
+// water minus current text), or by its rows over its high water when that
+// is less (a replay's rewrites of every turn, migration 062), facts, list items, fact history and the
 // clears (fact and context tombstones) at their real size.
 //
 // The JSON tags name the fields of the prune job's recorded output (River
@@ -51,6 +52,11 @@ type SizeReport struct {
 	HighWater   int64 `json:"high_water"`
 	// TurnsBytes is the turns table's real size, indexes and TOAST included.
 	TurnsBytes int64 `json:"turns_bytes"`
+	// TurnRows counts the turns; TurnsHighWater is the most row versions,
+	// live and dead, the turns table has held (a replay rewrites every
+	// turn it reads, leaving dead versions whose space is reusable).
+	TurnRows       int64 `json:"turn_rows"`
+	TurnsHighWater int64 `json:"turns_high_water"`
 	// TurnTextBytes is the stored size of the text (message, response,
 	// metadata) of the turns that still hold it; TurnTextHighWater the most
 	// there was.
@@ -121,7 +127,8 @@ func (s *Store) MeasureSize(ctx context.Context) (SizeReport, error) {
 			         + pg_total_relation_size('doc_defaults'::regclass) + pg_total_relation_size('chunk_embedding_generations'::regclass) AS docs_fixed,
 			       (SELECT count(*) FROM context) AS rows,
 			       pg_stat_get_dead_tuples('context'::regclass) AS dead,
-			       (SELECT coalesce(sum(`+turnTextSize+`), 0) FROM turns WHERE text_cleared_at IS NULL) AS text
+			       t.text, t.rows AS t_rows, pg_stat_get_dead_tuples('turns'::regclass) AS t_dead
+			FROM (SELECT count(*) AS rows, coalesce(sum(`+turnTextSize+`) FILTER (WHERE text_cleared_at IS NULL), 0) AS text FROM turns) t
 		), dt AS (
 			SELECT pg_total_relation_size('collections'::regclass) AS l_size, (SELECT count(*) FROM collections) AS l_rows,
 			       pg_stat_get_dead_tuples('collections'::regclass) AS l_dead,
@@ -135,19 +142,22 @@ func (s *Store) MeasureSize(ctx context.Context) (SizeReport, error) {
 		), hw AS (
 			UPDATE prune_state SET context_high_water = greatest(context_high_water, (SELECT rows + dead FROM sz)),
 			                       turn_text_high_water = greatest(turn_text_high_water, (SELECT text FROM sz)),
+			                       turns_high_water = greatest(turns_high_water, (SELECT t_rows + t_dead FROM sz)),
 			                       collections_high_water = greatest(collections_high_water, (SELECT l_rows + l_dead FROM dt)),
 			                       documents_high_water = greatest(documents_high_water, (SELECT d_rows + d_dead FROM dt)),
 			                       doc_chunks_high_water = greatest(doc_chunks_high_water, (SELECT c_rows + c_dead FROM dt)),
 			                       chunk_embeddings_high_water = greatest(chunk_embeddings_high_water, (SELECT e_rows + e_dead FROM dt)),
 			                       context_embeddings_high_water = greatest(context_embeddings_high_water, (SELECT v_rows + v_dead FROM sz))
-			RETURNING context_high_water, turn_text_high_water, collections_high_water, documents_high_water, doc_chunks_high_water, chunk_embeddings_high_water,
+			RETURNING context_high_water, turn_text_high_water, turns_high_water, collections_high_water, documents_high_water, doc_chunks_high_water, chunk_embeddings_high_water,
 			          context_embeddings_high_water
 		)
 		SELECT turns + other + ctx + v_size + docs_fixed + l_size + d_size + c_size + e_size + t_size, ctx, rows, dead, hw.context_high_water, turns, text, hw.turn_text_high_water,
+		       t_rows, hw.turns_high_water,
 		       docs_fixed, l_size, l_rows, hw.collections_high_water, d_size, d_rows, hw.documents_high_water, c_size, c_rows, hw.doc_chunks_high_water, e_size, e_rows, hw.chunk_embeddings_high_water, t_size,
 		       v_size, v_rows, hw.context_embeddings_high_water
 		FROM sz, dt, hw`).
 		Scan(&r.RealBytes, &r.ContextBytes, &r.ContextRows, &r.ContextDead, &r.HighWater, &r.TurnsBytes, &r.TurnTextBytes, &r.TurnTextHighWater,
+			&r.TurnRows, &r.TurnsHighWater,
 			&docsFixed, &colls.size, &colls.rows, &colls.hw, &docs.size, &docs.rows, &docs.hw, &chunks.size, &chunks.rows, &chunks.hw, &vectors.size, &vectors.rows, &vectors.hw, &termsSize,
 			&itemVectors.size, &itemVectors.rows, &itemVectors.hw)
 	if err != nil {
@@ -164,8 +174,13 @@ func (s *Store) MeasureSize(ctx context.Context) (SizeReport, error) {
 	r.VectorBytes, r.VectorRows = itemVectors.live(), itemVectors.rows
 	other := r.RealBytes - r.ContextBytes - itemVectors.size - r.TurnsBytes - docsReal + r.DocumentBytes
 	// Text cleared since the high water left that much reusable space in
-	// the turns table; the text still held is in use whatever the files say.
-	turnsLive := max(r.TurnsBytes-max(r.TurnTextHighWater-r.TurnTextBytes, 0), r.TurnTextBytes)
+	// the turns table, and so did the dead versions of the turns a replay
+	// rewrote (the rows over the most versions the table held: a dead
+	// version is never smaller than its live one, so this never counts
+	// less than the rows use); the text still held is in use whatever the
+	// files say.
+	turns := tableSize{size: r.TurnsBytes, rows: r.TurnRows, hw: r.TurnsHighWater}
+	turnsLive := max(min(r.TurnsBytes-max(r.TurnTextHighWater-r.TurnTextBytes, 0), turns.live()), r.TurnTextBytes)
 	r.LiveBytes = other + turnsLive + r.ContextLiveBytes()
 	r.FloorBytes = other + turnsLive - r.TurnTextBytes
 	return r, nil
@@ -187,7 +202,8 @@ func (t tableSize) fraction() float64 {
 func (t tableSize) live() int64 { return int64(math.Round(float64(t.size) * t.fraction())) }
 
 // SampleContextHighWater raises the high-water marks (see SizeReport) of
-// the context table, of its items' vectors (migration 046) and of the
+// the context table, of its items' vectors (migration 046), of the turns
+// table (062: the versions a replay's rewrites leave) and of the
 // knowledge-base tables (045) to the row versions, live and dead, that
 // Postgres's statistics count in them now. It reads no row, so it can run
 // often: the dead rows of a reset, or of deleted documents, are reusable
@@ -198,6 +214,7 @@ func (t tableSize) live() int64 { return int64(math.Round(float64(t.size) * t.fr
 func (s *Store) SampleContextHighWater(ctx context.Context) error {
 	_, err := s.db.Exec(ctx, `UPDATE prune_state SET
 		context_high_water = greatest(context_high_water, `+statVersions("context")+`),
+		turns_high_water = greatest(turns_high_water, `+statVersions("turns")+`),
 		context_embeddings_high_water = greatest(context_embeddings_high_water, `+statVersions("context_embeddings")+`),
 		collections_high_water = greatest(collections_high_water, `+statVersions("collections")+`),
 		documents_high_water = greatest(documents_high_water, `+statVersions("documents")+`),

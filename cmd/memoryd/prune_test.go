@@ -43,8 +43,9 @@ func TestPruneCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil || rep.RemovedForCap != 2 || rep.After.LiveBytes <= 0 {
 		t.Fatalf("prune --json: exit %d, %v\n%s%s", code, err, out, errOut)
 	}
-	// A limit below what pruning can reach is refused, as serve refuses
-	// it, before anything is pruned: the cap given with it deletes nothing.
+	// A limit below what pruning can reach is refused by the prune
+	// command (serve logs it and runs on), before anything is pruned: the
+	// cap given with it deletes nothing.
 	out, errOut, code = runCmd(t, dbURL, prefix, stream, "prune", "--max-db-size", "10K", "--max-context-per-user", "0")
 	if code != 1 || !strings.Contains(errOut, "--max-db-size 10K is below") {
 		t.Fatalf("prune --max-db-size 10K: exit %d\n%s%s", code, out, errOut)

@@ -4,8 +4,8 @@
 // for a minute, which packages are still running. A package whose test
 // binary panicked (a -timeout expiry) gets its dump in full and, next to
 // the closing line, one line naming the panic and the tests that were
-// running. It exits with go test's
-// status. `make test` uses it so that a long run is never minutes of
+// running; at the end, the slowest top-level tests. It exits with go
+// test's status. `make test` uses it so that a long run is never minutes of
 // silence:
 //
 //	go run ./scripts/testprogress -race -count=1 ./...
@@ -98,6 +98,19 @@ type report struct {
 	// Top-level tests by outcome, for the closing line. Subtests are not
 	// counted: their parent passes or fails with them.
 	testsPassed, testsFailed, testsSkipped int
+
+	// slowest are the top-level tests that took longest, longest first,
+	// at most slowestShown: what to look at when the run gets long.
+	slowest []timedTest
+}
+
+// slowestShown is how many of the slowest tests the summary names.
+const slowestShown = 10
+
+// timedTest is a top-level test and how long it took.
+type timedTest struct {
+	pkg, test string
+	elapsed   float64
 }
 
 func newReport(w io.Writer) *report {
@@ -188,6 +201,9 @@ func (r *report) count(e event) {
 	if strings.Contains(e.Test, "/") {
 		return
 	}
+	if e.Action != "skip" {
+		r.noteSlow(timedTest{e.Package, e.Test, e.Elapsed})
+	}
 	switch e.Action {
 	case "pass":
 		r.testsPassed++
@@ -195,6 +211,20 @@ func (r *report) count(e event) {
 		r.testsFailed++
 	case "skip":
 		r.testsSkipped++
+	}
+}
+
+// noteSlow keeps t if it is among the slowestShown slowest so far.
+func (r *report) noteSlow(t timedTest) {
+	i := sort.Search(len(r.slowest), func(i int) bool { return r.slowest[i].elapsed < t.elapsed })
+	if i >= slowestShown {
+		return
+	}
+	r.slowest = append(r.slowest, timedTest{})
+	copy(r.slowest[i+1:], r.slowest[i:])
+	r.slowest[i] = t
+	if len(r.slowest) > slowestShown {
+		r.slowest = r.slowest[:slowestShown]
 	}
 }
 
@@ -270,13 +300,19 @@ func (r *report) heartbeat(every time.Duration, stop <-chan struct{}) {
 	}
 }
 
-// summary prints the packages' totals and then, alone on the last line,
+// summary prints the slowest tests, the packages' totals and then, alone on the last line,
 // "tests: N passed, N failed, N skipped": the closing line CI reads to see
 // that tests ran.
 func (r *report) summary() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	took := time.Since(r.begin).Round(time.Second)
+	if len(r.slowest) > 0 {
+		fmt.Fprintln(r.w, "slowest tests:")
+		for _, t := range r.slowest {
+			fmt.Fprintf(r.w, "  %7.1fs  %s %s\n", t.elapsed, t.pkg, t.test)
+		}
+	}
 	if len(r.failures) == 0 {
 		fmt.Fprintf(r.w, "%d packages passed in %s\n", r.passed, took)
 	} else {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,6 +48,35 @@ func TestReportCountsTopLevelTestsInTheClosingLine(t *testing.T) {
 	}
 	if got := lines[len(lines)-2]; !strings.HasPrefix(got, "1 packages passed, 1 failed in ") {
 		t.Errorf("package totals = %q", got)
+	}
+	// Top-level tests that ran, longest first; no subtest, no skip.
+	slow := strings.Index(out.String(), "slowest tests:\n")
+	if slow < 0 {
+		t.Fatalf("no slowest tests:\n%s", out.String())
+	}
+	want := "slowest tests:\n      0.1s  m/a TestOne\n      0.0s  m/a TestTwo\n      0.0s  m/b TestFour\n"
+	if got := out.String()[slow:]; !strings.HasPrefix(got, want) {
+		t.Errorf("slowest tests =\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestNoteSlowKeepsTheLongestInOrder(t *testing.T) {
+	r := newReport(io.Discard)
+	for i := range 3 * slowestShown {
+		// 0, 29, 1, 28, ...: both ends of the order arrive early.
+		e := float64(i / 2)
+		if i%2 == 1 {
+			e = float64(3*slowestShown - 1 - i/2)
+		}
+		r.noteSlow(timedTest{"p", fmt.Sprint("T", e), e})
+	}
+	if len(r.slowest) != slowestShown {
+		t.Fatalf("kept %d, want %d", len(r.slowest), slowestShown)
+	}
+	for i, got := range r.slowest {
+		if want := float64(3*slowestShown - 1 - i); got.elapsed != want {
+			t.Errorf("slowest[%d] = %v, want %v", i, got.elapsed, want)
+		}
 	}
 }
 

@@ -1,0 +1,125 @@
+package store_test
+
+import (
+	"testing"
+
+	"github.com/memoryd/memoryd/store"
+)
+
+const (
+	natsTurn  = "I set MaxAckPending on the ConsumerConfig to 1000"
+	httpTurn  = "The getHTTPServer helper calls utf8Decode first"
+	brandTurn = "My ÜberCool naïveBayes model runs on my iPhone"
+	plural    = "Paste the URLs and IDs of the APIs here"
+)
+
+// TestSearchFindsWordsOfCamelCaseNames: the words of a camelCase or
+// PascalCase name are found by the words a message holds (migration 061).
+// Postgres' parser kept "MaxAckPending" whole and a message is searched by
+// its words in lower case, so "max ack pending" found nothing (a walk over
+// Go modules' documentation). The name typed whole is still found, and a
+// keyword the parser splits into a phrase ("max_ack_pending") is one of the
+// parts. A plural of an acronym is one word: "ls" finds no "URLs".
+func TestSearchFindsWordsOfCamelCaseNames(t *testing.T) {
+	ctx, s := setup(t)
+	seedContext(t, s,
+		store.ContextWrite{UserID: "alice", Question: natsTurn, Answer: "noted", CreatedAt: t0},
+		store.ContextWrite{UserID: "alice", Question: "Which helper?", Answer: httpTurn, CreatedAt: t0},
+		store.ContextWrite{UserID: "alice", Question: brandTurn, Answer: "ok", CreatedAt: t0},
+		store.ContextWrite{UserID: "alice", Question: plural, Answer: "done", CreatedAt: t0},
+		store.ContextWrite{UserID: "bob", Question: natsTurn, Answer: "noted", CreatedAt: t0},
+	)
+	checkSearches(t, ctx, s, "alice", []searchCase{
+		{"pending", []string{natsTurn}},
+		{"ack", []string{natsTurn}},
+		{"consumer", []string{natsTurn}},
+		{"maxackpending", []string{natsTurn}},
+		{"MaxAckPending", []string{natsTurn}},
+		{"max_ack_pending", []string{natsTurn}},
+		{"server", []string{"Which helper?"}},
+		{"http", []string{"Which helper?"}},
+		{"decode", []string{"Which helper?"}},
+		{"gethttpserver", []string{"Which helper?"}},
+		{"uber", []string{brandTurn}},
+		{"cool", []string{brandTurn}},
+		{"naive", []string{brandTurn}},
+		{"bayes", []string{brandTurn}},
+		{"phone", []string{brandTurn}},
+		{"iphone", []string{brandTurn}},
+		{"urls", []string{plural}},
+		{"ls", nil},
+		{"ds", nil},
+		// A phrase of the text itself is not broken by the parts after it.
+		{"config_to", []string{natsTurn}},
+		{"set_maxackpending", []string{natsTurn}},
+	})
+	if cols, terms := derivedDiffer(t, ctx, s); cols != 0 || terms != 0 {
+		t.Fatalf("%d items' vectors differ from memoryd_tsvector's, %d term rows", cols, terms)
+	}
+
+	// Documents are indexed by the same function.
+	put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", Source: "consumers.md",
+		Content: "# Consumers\n\nSet `MaxAckPending` in `jetstream.ConsumerConfig` to bound redeliveries.\n"})
+	put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", Source: "other.md",
+		Content: "# Other\n\nNothing about acks here: the maximum is pending review.\n"})
+	for _, kw := range [][]string{{"max", "ack", "pending"}, {"max_ack_pending"}, {"maxackpending"}} {
+		c := search(t, ctx, s, store.ChunkQuery{Reader: alice, Keywords: kw})
+		if len(c.Matches) == 0 || c.Matches[0].Hit.Source != "consumers.md" {
+			var got []string
+			for _, m := range c.Matches {
+				got = append(got, m.Hit.Source)
+			}
+			t.Errorf("documents: %q ranked %q, want consumers.md first", kw, got)
+		}
+	}
+}
+
+// TestMigration061ReindexesCamelCaseNames: the items and chunks indexed
+// before migration 061 that hold a camelCase name get the vector, lengths
+// and term rows with its parts when it runs; the others are not touched.
+func TestMigration061ReindexesCamelCaseNames(t *testing.T) {
+	ctx, s := setup(t)
+	const plain = "Bought a shelf at IKEA"
+	seedContext(t, s,
+		store.ContextWrite{UserID: "alice", Question: natsTurn, Answer: "noted", CreatedAt: t0},
+		store.ContextWrite{UserID: "alice", Question: "Which helper?", Answer: httpTurn, CreatedAt: t0},
+		store.ContextWrite{UserID: "alice", Question: plain, Answer: "ok", CreatedAt: t0},
+	)
+	put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", Source: "consumers.md",
+		Content: "# Consumers\n\nSet MaxAckPending to bound redeliveries.\n"})
+	// Index the items and chunks as before 061: NFKC (049), split (056),
+	// folded (058), no parts.
+	const before = "memoryd_cjk(memoryd_split(memoryd_fold(memoryd_nfkc(%s))))"
+	plantVectors(t, ctx, s, before, "")
+	if _, err := s.Pool().Exec(ctx, `UPDATE doc_chunks SET
+		search = setweight(to_tsvector(ts_config::regconfig, memoryd_cjk(memoryd_split(memoryd_fold(memoryd_nfkc(heading))))), 'A')
+			|| setweight(to_tsvector(ts_config::regconfig, memoryd_cjk(memoryd_split(memoryd_fold(memoryd_nfkc(text))))), 'B')`); err != nil {
+		t.Fatal(err)
+	}
+	for _, kw := range []string{"pending", "server"} {
+		if got := matched(t, ctx, s, "alice", kw); got != nil {
+			t.Fatalf("old vector found by %s: %q (the plant did not work)", kw, got)
+		}
+	}
+	if c := search(t, ctx, s, store.ChunkQuery{Reader: alice, Keywords: []string{"pending"}}); len(c.Matches) != 0 {
+		t.Fatalf("old chunk vector found by pending (the plant did not work)")
+	}
+	reindexAgain(t, ctx, s, "061_split_camel.sql", plain)
+	checkSearches(t, ctx, s, "alice", []searchCase{
+		{"pending", []string{natsTurn}},
+		{"server", []string{"Which helper?"}},
+		{"ikea", []string{plain}},
+	})
+	if c := search(t, ctx, s, store.ChunkQuery{Reader: alice, Keywords: []string{"pending"}}); len(c.Matches) != 1 {
+		t.Errorf("after 061 the chunk is found by pending %d times, want once", len(c.Matches))
+	}
+	var stale int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM doc_chunks WHERE
+		search IS DISTINCT FROM setweight(memoryd_tsvector(ts_config, heading), 'A') || setweight(memoryd_tsvector(ts_config, text), 'B')
+		OR heading_len <> length(memoryd_tsvector(ts_config, heading)) OR text_len <> length(memoryd_tsvector(ts_config, text))`).Scan(&stale); err != nil {
+		t.Fatal(err)
+	}
+	if stale != 0 {
+		t.Errorf("after 061, %d chunks' vectors differ from memoryd_tsvector's", stale)
+	}
+}
