@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -179,9 +180,16 @@ func (s *Store) UpdateContext(ctx context.Context, u ContextUpdate) (ContextItem
 		if string(hash) != string(oldHash) {
 			// The old pair and, as a clear by id, its turns (eventKey):
 			// a replay by another model words the old text otherwise.
+			// Not the user's own turn an import brought the pair under
+			// the id of (another user's export may name it: see
+			// importedOwnTurn).
+			imported, err := q.importedEvents(ctx, u.UserID, oldHash, append([]string{cur.EventID}, saidIn...))
+			if err != nil {
+				return err
+			}
 			keys := [][]byte{oldHash}
 			for _, e := range append([]string{cur.EventID}, saidIn...) {
-				if k := eventKey(u.UserID, e); k != nil {
+				if k := eventKey(u.UserID, e); k != nil && !imported[e] {
 					keys = append(keys, k)
 				}
 			}
@@ -206,4 +214,22 @@ func (s *Store) UpdateContext(ctx context.Context, u ContextUpdate) (ContextItem
 		return ContextItem{}, fmt.Errorf("update context: %w", err)
 	}
 	return out, nil
+}
+
+// importedEvents returns which of events are the user's own recorded turns
+// under whose ids an import brought the pair of content hash hash
+// (importedOwnTurn).
+func (s *Store) importedEvents(ctx context.Context, userID string, hash []byte, events []string) (map[string]bool, error) {
+	rows, err := s.db.Query(ctx, `SELECT e FROM unnest($2::text[]) AS ev(e)
+		WHERE `+strings.NewReplacer("{user}", "$1::text", "{event}", "ev.e", "{hash}", "$3::bytea").Replace(importedOwnTurn), userID, events, hash)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	var e string
+	_, err = pgx.ForEachRow(rows, []any{&e}, func() error {
+		out[e] = true
+		return nil
+	})
+	return out, err
 }

@@ -155,10 +155,17 @@ func (s *Store) DeleteContext(ctx context.Context, d ContextDelete) (int64, erro
 				      -- The deleted items' turns, every one that said
 				      -- the pair: extracted again (a replay, another
 				      -- model's wording), they bring nothing back
-				      -- (eventKey). A clear of all needs none.
+				      -- (eventKey). A clear of all needs none. Not the
+				      -- user's own recorded turn when an import brought
+				      -- the pair under its id: event ids are unique per
+				      -- user only, and another user's export may name
+				      -- one of this user's turns, which said something
+				      -- else (importedOwnTurn).
 				      SELECT `+strings.NewReplacer("{user}", "$1::text", "{event}", "ev.e").Replace(eventKeySQL)+`, max(created_at)
 				      FROM gone, unnest(array_prepend(event_id, said_in)) AS ev(e)
-				      WHERE ev.e <> '' AND NOT $8::bool GROUP BY ev.e) k
+				      WHERE ev.e <> '' AND NOT $8::bool
+				        AND NOT `+strings.NewReplacer("{user}", "$1", "{event}", "ev.e", "{hash}", "gone.content_hash").Replace(importedOwnTurn)+`
+				      GROUP BY ev.e) k
 				ON CONFLICT (user_id, hash) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at),
 					own_at = greatest(c.own_at, excluded.own_at), `+mergeStreamPosition+`
 			)
@@ -179,6 +186,16 @@ func (s *Store) DeleteContext(ctx context.Context, d ContextDelete) (int64, erro
 	}
 	return n, nil
 }
+
+// importedOwnTurn is the condition that an import brought the pair of
+// content hash {hash} under the event id {event} of one of user {user}'s
+// own recorded turns. A clear of the pair then does not cover that turn
+// (its eventKey): event ids are unique per user only, so the import
+// (another user's export: a move from another id) may name a turn of this
+// user that said something else, whose memory the clear must not drop.
+const importedOwnTurn = `(EXISTS (SELECT 1 FROM import_sources i WHERE i.user_id = {user} AND i.event_id = {event}
+		AND i.content = 'c:' || encode({hash}, 'hex'))
+	AND EXISTS (SELECT 1 FROM turns t WHERE t.user_id = {user} AND t.event_id = {event}))`
 
 // lockClears takes, in the current transaction, the clear lock of each of
 // the users (an advisory lock per user and schema), in a fixed order:
