@@ -397,6 +397,9 @@ func checkUser(token, userID string) error {
 	if err := checkText("user_id", userID, events.MaxUserIDBytes); err != nil {
 		return err
 	}
+	if strings.ContainsRune(userID, utf8.RuneError) {
+		return badRequest("user_id %s", events.ReplacementInUserID)
+	}
 	if want := events.UserToken(userID); want != token {
 		return badRequest("user_id maps to subject token %q, but the request was sent to token %q", want, token)
 	}

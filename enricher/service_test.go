@@ -942,3 +942,25 @@ func TestStopPastItsDeadline(t *testing.T) {
 	}
 	<-replied
 }
+
+// TestUserIDWithReplacementCharacter: a user id holding U+FFFD is refused
+// by every request, as a turn's is: JSON decoders read invalid UTF-8 and
+// an unpaired surrogate escape as U+FFFD without an error, so "x\ud800",
+// "x\udfff" and the bytes "x\xff" were the user "x\ufffd" (an identity
+// walk: two frontends' users merged, and a read with invalid bytes
+// answered with that user's memory, though a write was refused).
+func TestUserIDWithReplacementCharacter(t *testing.T) {
+	t.Parallel()
+	h := start(t, storetest.New(t), nil)
+	token := events.UserToken("x\uFFFD")
+	for _, endpoint := range []string{"enrich", "search", "stats", "facts.list", "context.list", "export", "store", "facts.set", "forget"} {
+		for _, id := range []string{`x\ud800`, `x\udfff`, `x\ufffd`, "x\xff"} {
+			body := `{"user_id":"` + id + `","message":"hi","query":"hi","question":"q","answer":"a","key":"k","value":"v"}`
+			code, desc := errorCode(t, h.raw(t, h.prefix+"."+endpoint+"."+token, []byte(body)))
+			// A write refuses invalid bytes before it reads the user.
+			if code != 400 || !strings.Contains(desc, "U+FFFD") && !strings.Contains(desc, "not valid UTF-8") {
+				t.Errorf("%s with user_id %q: code %d %q; want 400 naming U+FFFD (or invalid UTF-8)", endpoint, id, code, desc)
+			}
+		}
+	}
+}

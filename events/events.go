@@ -428,7 +428,26 @@ func (t *Turn) Validate() error { return t.validate(turnTime{}) }
 // (a proxy's trusted header): present, at most MaxUserIDBytes, UTF-8, no
 // NUL. The error is a *ValidationError naming the field.
 func CheckUserID(userID string) error {
-	return checkField("user_id", userID, MaxUserIDBytes, true)
+	if err := checkField("user_id", userID, MaxUserIDBytes, true); err != nil {
+		return err
+	}
+	return checkReplacement(userID)
+}
+
+// ReplacementInUserID is why a user id holding U+FFFD is refused: JSON
+// decoders (Go's, and what a JavaScript string becomes in UTF-8) read
+// invalid UTF-8 and an unpaired surrogate escape ("\ud800", half of an
+// emoji cut in two) as U+FFFD without an error, so two frontends' different
+// ids would be one user, and a request with invalid bytes would read that
+// user's memory.
+const ReplacementInUserID = "holds U+FFFD, the replacement character: invalid UTF-8 or an unpaired surrogate escape such as \\ud800 was sent, which could not be told from another user id"
+
+// checkReplacement refuses a user id holding U+FFFD (ReplacementInUserID).
+func checkReplacement(userID string) error {
+	if strings.ContainsRune(userID, utf8.RuneError) {
+		return invalid("user_id", ReplacementInUserID)
+	}
+	return nil
 }
 
 // checkField is a turn's rules for one text field.
@@ -472,6 +491,9 @@ func (t *Turn) validate(sent turnTime) error {
 		if err := checkField(c.field, c.value, c.max, c.required); err != nil {
 			return err
 		}
+	}
+	if err := checkReplacement(t.UserID); err != nil {
+		return err
 	}
 	if t.Timestamp.IsZero() && !sent.sent {
 		return invalid("timestamp", "is required (RFC 3339)")

@@ -114,6 +114,13 @@ func TestDecode(t *testing.T) {
 		{"invalid utf8", "{\"id\":\"e1\",\"user_id\":\"\xff\",\"user_message\":\"hi\",\"timestamp\":\"2026-11-21T10:00:00Z\"}", "", true},
 		{"huge message", `{"id":"e1","user_id":"alice","user_message":"` + strings.Repeat("x", 1<<20) + `","timestamp":"2026-11-21T10:00:00Z"}`, "", true},
 		{"long user id", `{"id":"e1","user_id":"` + strings.Repeat("u", 300) + `","user_message":"hi","timestamp":"2026-11-21T10:00:00Z"}`, "user_id", true},
+		// JSON decoders read an unpaired surrogate escape as U+FFFD
+		// without an error: "\ud800" and "\udfff" were one user (an
+		// identity walk). So is U+FFFD sent as such.
+		{"user id with a lone surrogate", `{"id":"e1","user_id":"x\ud800","user_message":"hi","timestamp":"2026-11-21T10:00:00Z"}`, "user_id", true},
+		{"user id with half an emoji", `{"id":"e1","user_id":"x\ud83d","user_message":"hi","timestamp":"2026-11-21T10:00:00Z"}`, "user_id", true},
+		{"user id with U+FFFD", `{"id":"e1","user_id":"x\ufffd","user_message":"hi","timestamp":"2026-11-21T10:00:00Z"}`, "user_id", true},
+		{"user id with a whole emoji", `{"id":"e1","user_id":"x\ud83d\ude00","user_message":"hi","timestamp":"2026-11-21T10:00:00Z"}`, "", false},
 		{"trailing data", `{` + ok + `}{}`, "", true},
 		{"trailing brackets", `{` + ok + `}}}]]`, "", true},
 		// A field twice, in any case: encoding/json would keep the last,

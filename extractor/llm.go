@@ -581,6 +581,22 @@ func (r *serverErrorRow) failed(msgs []openai.ChatCompletionMessage, started, no
 	return true
 }
 
+// assumeDown makes the row an outage from now, as if serverErrorsOutage
+// different requests had just failed: the next server error or timeout
+// counts as the server being down, and an answer ends it.
+func (r *serverErrorRow) assumeDown(now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.requests = make(map[[32]byte]bool, serverErrorsOutage)
+	for i := range serverErrorsOutage {
+		r.requests[[32]byte{byte(i + 1)}] = true // not a SHA-256 of a request
+	}
+	r.last = now
+	if r.downSince.IsZero() {
+		r.downSince = now
+	}
+}
+
 // answer ends the row: a request was answered otherwise, at now. A reply
 // (replied: a completion, or a refusal of the request itself, not a 429
 // or a 503 asking to wait) also ends the server's being down: it returns
@@ -632,6 +648,18 @@ func (l *LLM) noteServerError(e *Error, status int, ex *exchange, msgs []openai.
 		l.answered(e.Kind != KindRetryAfter)
 	}
 }
+
+// AssumeDown counts the model server as down from now, as if three
+// different requests in a row had just failed with a server error: its
+// next server error (500) or timeout is Unreachable, until a request is
+// answered otherwise, and the row starts again after 5 minutes without
+// one. A process that starts during an outage other processes saw (the
+// worker finds jobs waiting for it) calls it: the row is the process's
+// own, so a new process spent attempts on its first requests until it
+// had seen three fail, and a job whose attempt was spent, retried first,
+// lost one at every restart (a retries walk: 2 of 10 turns failed across
+// 4 restarts in a 43-second outage with --max-attempts 3).
+func (l *LLM) AssumeDown() { l.serverErrors.assumeDown(time.Now()) }
 
 // answered ends the row of server errors: a request was answered (replied:
 // see serverErrorRow.answer). The first reply after the server was taken

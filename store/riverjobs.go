@@ -17,6 +17,7 @@ package store
 //     table in one snapshot; JobList can neither join nor unnest arguments.
 //   - QueueDepth: River's client has no count; listing every job to count
 //     it on each metrics scrape would cost far more than one GROUP BY.
+//   - JobsWaiting: a filter on a job's metadata, which JobList has not.
 
 import (
 	"context"
@@ -629,4 +630,20 @@ func (s *Store) updateClaimed(ctx context.Context, what, update string, args ...
 			return n, fmt.Errorf("%s: %w", what, err)
 		}
 	}
+}
+
+// JobsWaiting reports whether a job of jobs' kind that is not done yet
+// (available, retryable, running or scheduled) has its metadata's counter
+// metaKey above 0: the worker's count of a job's waits for a model server
+// that is down, so that a process starting during an outage other
+// processes saw knows it. A job back from its snooze is available, or
+// running, before it meets the server again, so every state counts.
+func (s *Store) JobsWaiting(ctx context.Context, jobs RiverJobs, metaKey string) (bool, error) {
+	var waiting bool
+	err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT FROM river_job WHERE state IN ('available', 'retryable', 'running', 'scheduled') AND kind = $1
+		AND jsonb_typeof(metadata->$2::text) = 'number' AND (metadata->>$2::text)::numeric > 0)`, jobs.Kind, metaKey).Scan(&waiting)
+	if err != nil {
+		return false, fmt.Errorf("jobs waiting: %w", err)
+	}
+	return waiting, nil
 }

@@ -1166,6 +1166,7 @@ func (w *Worker) ingestStream() jetstream.Stream {
 
 // startRiver registers the process's liveness, then starts River's workers.
 func (w *Worker) startRiver(ctx context.Context) error {
+	w.seedModelOutage(ctx)
 	if w.follow != nil {
 		// Before any job can write an item.
 		if err := w.follow.Start(ctx); err != nil {
@@ -1323,4 +1324,31 @@ const hardStopTimeout = 30 * time.Second
 // purge their rejects too).
 func deadLetterSubject(prefix, subject string) string {
 	return events.DeadLetterSubject(prefix, events.TokenFromSubject(prefix, subject))
+}
+
+// outageSeeder is an extractor that can be told its server is down
+// (*extractor.LLM).
+type outageSeeder interface{ AssumeDown() }
+
+// seedModelOutage tells the extractor its model server is down when an
+// extraction job not done yet has waited for it (snoozed for an
+// unreachable server, by any process): this process is starting during an
+// outage, and would
+// otherwise spend attempts on its first requests until it saw three fail
+// (extractor.LLM.AssumeDown). Best effort: on an error the process counts
+// for itself, as before.
+func (w *Worker) seedModelOutage(ctx context.Context) {
+	seeder, ok := w.cfg.Extractor.(outageSeeder)
+	if !ok {
+		return
+	}
+	waiting, err := w.cfg.Store.JobsWaiting(ctx, extractJobs, metaModelWaits)
+	if err != nil {
+		w.logger.Warn("cannot tell whether extraction jobs wait for the model server; counting its errors afresh", "error", err)
+		return
+	}
+	if waiting {
+		seeder.AssumeDown()
+		w.logger.Info("extraction jobs are waiting for the model server; its next server error counts as the outage going on")
+	}
 }
