@@ -832,3 +832,19 @@ func TestNullArgumentIsAbsent(t *testing.T) {
 		t.Errorf("set_fact with a null value: %q, want value named missing", msg)
 	}
 }
+
+// TestNewRefusesAUserTheServiceRefuses: a stdio session's user holding
+// U+FFFD, which every request of the service refuses (events: a JSON
+// decoder's reading of invalid UTF-8 or a lone surrogate), is refused at
+// start, as one over the length limit or invalid UTF-8 is.
+func TestNewRefusesAUserTheServiceRefuses(t *testing.T) {
+	client := events.NewClient(nil, "memory")
+	for _, user := range []string{"x\uFFFD", "caf\xe9", strings.Repeat("u", events.MaxUserIDBytes+1)} {
+		if _, err := agenttools.New(agenttools.Config{Client: client, User: user}); err == nil {
+			t.Errorf("New with user %.20q: no error", user)
+		}
+	}
+	if _, err := agenttools.New(agenttools.Config{Client: client, User: "alice"}); err != nil {
+		t.Errorf("New with user alice: %v", err)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -177,8 +178,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("agenttools: Config.MaxUserSessions %d is under 0", c.MaxUserSessions)
 	case c.BodyTimeout < 0:
 		return fmt.Errorf("agenttools: Config.BodyTimeout %s is out of range", c.BodyTimeout)
-	case c.User != "" && (len(c.User) > events.MaxUserIDBytes || !utf8.ValidString(c.User)):
-		return fmt.Errorf("agenttools: Config.User must be valid UTF-8 of at most %d bytes", events.MaxUserIDBytes)
+	case c.User != "" && (len(c.User) > events.MaxUserIDBytes || !utf8.ValidString(c.User) || strings.ContainsRune(c.User, utf8.RuneError)):
+		return fmt.Errorf("agenttools: Config.User must be valid UTF-8 of at most %d bytes without U+FFFD", events.MaxUserIDBytes)
 	}
 	return nil
 }

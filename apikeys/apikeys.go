@@ -316,8 +316,8 @@ func Add(file, userID string) (string, error) {
 	}
 	// A user id memoryd refuses would make a key every call of which is
 	// refused (mcp --user refuses such an id at start).
-	if len(userID) > MaxUserIDBytes || !utf8.ValidString(userID) {
-		return "", fmt.Errorf("apikeys: user id %.40q… must be valid UTF-8 of at most %d bytes, as memoryd takes it: %w", userID, MaxUserIDBytes, ErrInvalid)
+	if len(userID) > MaxUserIDBytes || !utf8.ValidString(userID) || strings.ContainsRune(userID, utf8.RuneError) {
+		return "", fmt.Errorf("apikeys: user id %.40q… must be valid UTF-8 of at most %d bytes without U+FFFD, as memoryd takes it: %w", userID, MaxUserIDBytes, ErrInvalid)
 	}
 	key, err := Generate()
 	if err != nil {

@@ -440,7 +440,7 @@ func TestAddRefusesUserIDTheServiceRefuses(t *testing.T) {
 	if _, err := Add(file, strings.Repeat("u", MaxUserIDBytes)); err != nil {
 		t.Fatalf("an id of %d bytes: %v", MaxUserIDBytes, err)
 	}
-	for _, id := range []string{strings.Repeat("u", MaxUserIDBytes+1), "caf\xe9"} {
+	for _, id := range []string{strings.Repeat("u", MaxUserIDBytes+1), "caf\xe9", "x\uFFFD"} {
 		if _, err := Add(file, id); !errors.Is(err, ErrInvalid) {
 			t.Errorf("Add(%.20q…) = %v, want ErrInvalid", id, err)
 		}

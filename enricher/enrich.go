@@ -401,7 +401,7 @@ func (s *Service) enrich(ctx context.Context, p enrichParams) (events.EnrichRepl
 		}
 		r.Keywords = keywords
 		var docs []events.DocumentChunk
-		r.Facts, r.Context, docs, r.Injection, r.Tokens = injectCached(cache, p.format, maxTokens, p.maxResults, wireFacts(facts), wireItems(items), chunks)
+		r.Facts, r.Context, docs, r.Injection, r.Tokens = injectCached(cache, datesIn(p.at), p.format, maxTokens, p.maxResults, wireFacts(facts), wireItems(items), chunks)
 		if r.Documents != nil || len(docs) > 0 {
 			r.Documents = docs
 		}

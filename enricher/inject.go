@@ -3,6 +3,7 @@ package enricher
 import (
 	"fmt"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -217,7 +218,26 @@ func (it cleanItem) source(special string) string {
 	return src + ", " + it.date
 }
 
-func cleanFacts(facts []events.Fact) []cleanFact {
+// sourceDate is the day of t in loc (YYYY-MM-DD), a source's date.
+func sourceDate(t time.Time, loc *time.Location) string { return t.In(loc).Format("2006-01-02") }
+
+// datesIn is where a reply's source dates are days: at's UTC offset, as
+// the time expressions of the message are read (ParseTime), UTC when at
+// is zero (absent) or in UTC. A fixed offset, not at's location: Go reads
+// an offset the host's zone uses as that zone (time.Parse), whose offset
+// differs on another date (summer time).
+func datesIn(at time.Time) *time.Location {
+	if at.IsZero() {
+		return time.UTC
+	}
+	_, off := at.Zone()
+	if off == 0 {
+		return time.UTC
+	}
+	return time.FixedZone("", off)
+}
+
+func cleanFacts(facts []events.Fact, loc *time.Location) []cleanFact {
 	out := make([]cleanFact, len(facts))
 	for i, f := range facts {
 		at := f.SourceAt
@@ -229,28 +249,28 @@ func cleanFacts(facts []events.Fact) []cleanFact {
 			value:   neutralize(f.Value),
 			eventID: neutralize(f.EventID),
 			conv:    neutralize(f.ConversationID),
-			date:    at.UTC().Format("2006-01-02"),
+			date:    sourceDate(at, loc),
 		}
 		out[i].size = countText(out[i].key).plus(countText(out[i].value))
 	}
 	return out
 }
 
-func cleanItems(items []events.ContextItem) []cleanItem {
+func cleanItems(items []events.ContextItem, loc *time.Location) []cleanItem {
 	out := make([]cleanItem, len(items))
 	for i, it := range items {
-		out[i] = cleanOne(it)
+		out[i] = cleanOne(it, loc)
 	}
 	return out
 }
 
-func cleanOne(it events.ContextItem) cleanItem {
+func cleanOne(it events.ContextItem, loc *time.Location) cleanItem {
 	c := cleanItem{
 		question: neutralize(it.Question),
 		answer:   neutralize(it.Answer),
 		eventID:  neutralize(it.EventID),
 		conv:     neutralize(it.ConversationID),
-		date:     it.CreatedAt.UTC().Format("2006-01-02"),
+		date:     sourceDate(it.CreatedAt, loc),
 		score:    it.Score,
 	}
 	c.size = countText(c.question).plus(countText(c.answer))
@@ -264,11 +284,12 @@ func cleanOne(it events.ContextItem) cleanItem {
 // nothing.
 type cleanCache map[int64]cleanItem
 
-func (c cleanCache) item(it events.ContextItem) cleanItem {
+// item is it cleaned, its date a day in loc: one reply's items, so one loc.
+func (c cleanCache) item(it events.ContextItem, loc *time.Location) cleanItem {
 	if ci, ok := c[it.ID]; ok && it.ID != 0 {
 		return ci
 	}
-	ci := cleanOne(it)
+	ci := cleanOne(it, loc)
 	if c != nil && it.ID != 0 {
 		c[it.ID] = ci
 	}
@@ -460,17 +481,18 @@ func inject(format string, maxTokens int, facts []events.Fact, items []events.Co
 // numbered for citation in their rank order. Without chunks it is inject,
 // byte for byte.
 func injectDocs(format string, maxTokens, maxItems int, facts []events.Fact, items []events.ContextItem, chunks []events.DocumentChunk) ([]events.Fact, []events.ContextItem, []events.DocumentChunk, string, int) {
-	return injectCached(nil, format, maxTokens, maxItems, facts, items, chunks)
+	return injectCached(nil, time.UTC, format, maxTokens, maxItems, facts, items, chunks)
 }
 
 // injectCached is injectDocs cleaning items through cache, and only those
-// it reads: the reserves past maxItems when an item is dropped.
-func injectCached(cache cleanCache, format string, maxTokens, maxItems int, facts []events.Fact, items []events.ContextItem, chunks []events.DocumentChunk) ([]events.Fact, []events.ContextItem, []events.DocumentChunk, string, int) {
-	cf, cc := cleanFacts(facts), cleanChunks(chunks)
+// it reads: the reserves past maxItems when an item is dropped. Sources'
+// dates are days in loc (datesIn).
+func injectCached(cache cleanCache, loc *time.Location, format string, maxTokens, maxItems int, facts []events.Fact, items []events.ContextItem, chunks []events.DocumentChunk) ([]events.Fact, []events.ContextItem, []events.DocumentChunk, string, int) {
+	cf, cc := cleanFacts(facts, loc), cleanChunks(chunks)
 	first := min(len(items), maxItems)
 	ci := make([]cleanItem, first, len(items))
 	for i := range first {
-		ci[i] = cache.item(items[i])
+		ci[i] = cache.item(items[i], loc)
 	}
 	// The texts alone, counted, tell when the whole cannot fit (the
 	// rendering holds them whole, escaping only adds): on real
@@ -531,7 +553,7 @@ func injectCached(cache cleanCache, format string, maxTokens, maxItems int, fact
 	for i := range max(len(items), len(cc)) {
 		if i < len(items) && len(keptItems) < maxItems {
 			if i == len(ci) {
-				ci = append(ci, cache.item(items[i])) // a reserve
+				ci = append(ci, cache.item(items[i], loc)) // a reserve
 			}
 			it := ci[i]
 			try(it.size.tokens(), func() {

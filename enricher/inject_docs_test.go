@@ -3,6 +3,7 @@ package enricher
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/memoryd/memoryd/events"
 )
@@ -50,7 +51,7 @@ func TestRenderDocs(t *testing.T) {
 				"\n### Citations\n- [1] notes.txt, chunk 0"},
 	}
 	for _, tt := range tests {
-		if got := renderDocs(tt.format, cleanFacts(tt.facts), cleanItems(tt.items), cleanChunks(tt.chunks)); got != tt.want {
+		if got := renderDocs(tt.format, cleanFacts(tt.facts, time.UTC), cleanItems(tt.items, time.UTC), cleanChunks(tt.chunks)); got != tt.want {
 			t.Errorf("%s:\n got %q\nwant %q", tt.name, got, tt.want)
 		}
 	}
@@ -88,7 +89,7 @@ func TestInjectDocsBudget(t *testing.T) {
 		{DocumentID: "d", Source: "a.md", ChunkIndex: 2, Text: strings.Repeat("z", 100), Score: 0.7},
 	}
 	for _, format := range []string{events.FormatInline, events.FormatSystem, events.FormatMarkdown} {
-		all := renderDocs(format, cleanFacts(facts), cleanItems(items), cleanChunks(chunks))
+		all := renderDocs(format, cleanFacts(facts, time.UTC), cleanItems(items, time.UTC), cleanChunks(chunks))
 		f, it, c, text, tokens := injectDocs(format, estimateTokens(all), len(items), facts, items, chunks)
 		if text != all || len(f) != 1 || len(it) != 2 || len(c) != 3 || c[2].Citation != 3 {
 			t.Fatalf("%s: everything fits but kept %d facts, %d items, %v", format, len(f), len(it), c)
@@ -96,7 +97,7 @@ func TestInjectDocsBudget(t *testing.T) {
 		// Room for the fact, both memories, the first chunk and a little:
 		// the big chunk is dropped whole, and the small last chunk does not
 		// fit in what is left.
-		budget := estimateTokens(renderDocs(format, cleanFacts(facts), cleanItems(items), cleanChunks([]events.DocumentChunk{chunks[0]}))) + 5
+		budget := estimateTokens(renderDocs(format, cleanFacts(facts, time.UTC), cleanItems(items, time.UTC), cleanChunks([]events.DocumentChunk{chunks[0]}))) + 5
 		f, it, c, text, tokens = injectDocs(format, budget, len(items), facts, items, chunks)
 		if tokens > budget || tokens != estimateTokens(text) {
 			t.Fatalf("%s: budget %d: tokens %d for %q", format, budget, tokens, text)
@@ -106,7 +107,7 @@ func TestInjectDocsBudget(t *testing.T) {
 		}
 		// Without the memories, the small third chunk fits after the big
 		// one is dropped, and is cited as [2].
-		budget = estimateTokens(renderDocs(format, cleanFacts(facts), nil, cleanChunks([]events.DocumentChunk{chunks[0], chunks[2]})))
+		budget = estimateTokens(renderDocs(format, cleanFacts(facts, time.UTC), nil, cleanChunks([]events.DocumentChunk{chunks[0], chunks[2]})))
 		_, _, c, text, tokens = injectDocs(format, budget, len(items), facts, nil, chunks)
 		if tokens > budget || len(c) != 2 || c[1].ChunkIndex != 2 || c[1].Citation != 2 || !strings.Contains(text, "[2]") {
 			t.Fatalf("%s: budget %d: chunks %v in %q", format, budget, c, text)

@@ -2,6 +2,7 @@ package enricher
 
 import (
 	"testing"
+	"time"
 
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/extractor"
@@ -40,7 +41,7 @@ func TestEchoedInjectionIsStripped(t *testing.T) {
 			{"chunks", nil, nil, testChunks},
 			{"all", facts, items, testChunks},
 		} {
-			inj := renderDocs(format, cleanFacts(tc.facts), cleanItems(tc.items), cleanChunks(tc.chunks))
+			inj := renderDocs(format, cleanFacts(tc.facts, time.UTC), cleanItems(tc.items, time.UTC), cleanChunks(tc.chunks))
 			for _, msg := range messages {
 				for _, turn := range []string{inj + "\n\n" + msg, msg + "\n\n" + inj, inj + "\n" + msg, "\n" + msg + "\r\n\r\n" + inj + "\n"} {
 					got := extractor.StripMarkers(turn)

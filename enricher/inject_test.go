@@ -95,7 +95,7 @@ func TestRenderInline(t *testing.T) {
 		{"both", facts[:1], items[:1], "[facts: k1=v1]\n[context: User: q1\nAssistant: a1]"},
 	}
 	for _, tt := range tests {
-		if got := render(events.FormatInline, cleanFacts(tt.facts), cleanItems(tt.items)); got != tt.want {
+		if got := render(events.FormatInline, cleanFacts(tt.facts, time.UTC), cleanItems(tt.items, time.UTC)); got != tt.want {
 			t.Errorf("%s: got %q, want %q", tt.name, got, tt.want)
 		}
 	}
@@ -115,7 +115,7 @@ func TestInjectBudget(t *testing.T) {
 		{ID: 3, Question: "small", Answer: "c", Score: 0.7, CreatedAt: day0},
 	}
 	for _, format := range []string{events.FormatInline, events.FormatSystem, events.FormatMarkdown} {
-		all := render(format, cleanFacts(facts), cleanItems(items))
+		all := render(format, cleanFacts(facts, time.UTC), cleanItems(items, time.UTC))
 		f, c, text, tokens := inject(format, estimateTokens(all), facts, items)
 		if len(f) != 1 || len(c) != 3 || text != all || tokens != estimateTokens(all) {
 			t.Fatalf("%s: everything fits but got %d facts, %d items", format, len(f), len(c))
@@ -131,7 +131,7 @@ func TestInjectBudget(t *testing.T) {
 			t.Fatalf("%s: item cut or wrong one dropped: %q", format, text)
 		}
 		// Facts rank above context.
-		f, c, _, _ = inject(format, estimateTokens(render(format, cleanFacts(facts), nil)), facts, items)
+		f, c, _, _ = inject(format, estimateTokens(render(format, cleanFacts(facts, time.UTC), nil)), facts, items)
 		if len(f) != 1 || len(c) != 0 {
 			t.Fatalf("%s: facts-sized budget kept %v, %v", format, f, c)
 		}

@@ -539,14 +539,22 @@ type serverErrorRow struct {
 	// Unreachable), zero while it is not: the first reply after it says
 	// the outage ended (answer).
 	downSince time.Time
+	// assumed is when the row was made an outage without a failure of its
+	// own (assumeDown), zero when it was not or a request was answered
+	// since: a server error or timeout within serverErrorsWindow of it is
+	// the outage going on.
+	assumed time.Time
 }
 
 // failed records a request of msgs, sent at started, that failed at now:
 // unreachable when it found the server down by itself (no connection, a
-// 502, a 503), else with a server error, or timed out (timeout). It
-// reports whether the server now counts as down. A timeout while another
-// request was answered (after this one was sent) is not counted.
-func (r *serverErrorRow) failed(msgs []openai.ChatCompletionMessage, started, now time.Time, timeout, unreachable bool) bool {
+// 502, a 503), else with a server error, or timed out (timeout), or
+// refused (a 403: refused). It reports whether the server now counts as
+// down. A timeout while another request was answered (after this one was
+// sent) is not counted. An assumed outage (assumeDown) makes a server
+// error or a timeout one at once, not a refusal: one request's 403 (a
+// moderation) is that request's.
+func (r *serverErrorRow) failed(msgs []openai.ChatCompletionMessage, started, now time.Time, timeout, unreachable, refused bool) bool {
 	var key [32]byte
 	if !unreachable {
 		h := sha256.New()
@@ -563,6 +571,12 @@ func (r *serverErrorRow) failed(msgs []openai.ChatCompletionMessage, started, no
 	if !unreachable {
 		if timeout && r.answered.After(started) {
 			return false
+		}
+		if !refused && !r.assumed.IsZero() && now.Sub(r.assumed) <= serverErrorsWindow {
+			if r.downSince.IsZero() {
+				r.downSince = now
+			}
+			return true
 		}
 		if r.requests == nil || now.Sub(r.last) > serverErrorsWindow {
 			r.requests = map[[32]byte]bool{}
@@ -581,20 +595,14 @@ func (r *serverErrorRow) failed(msgs []openai.ChatCompletionMessage, started, no
 	return true
 }
 
-// assumeDown makes the row an outage from now, as if serverErrorsOutage
-// different requests had just failed: the next server error or timeout
-// counts as the server being down, and an answer ends it.
+// assumeDown makes the row an outage from now: a server error or timeout
+// within serverErrorsWindow counts as the server being down (failed), and
+// an answer ends it. The server counts as down from that failure, not from
+// now (an answer first logs no outage).
 func (r *serverErrorRow) assumeDown(now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.requests = make(map[[32]byte]bool, serverErrorsOutage)
-	for i := range serverErrorsOutage {
-		r.requests[[32]byte{byte(i + 1)}] = true // not a SHA-256 of a request
-	}
-	r.last = now
-	if r.downSince.IsZero() {
-		r.downSince = now
-	}
+	r.assumed = now
 }
 
 // answer ends the row: a request was answered otherwise, at now. A reply
@@ -606,6 +614,7 @@ func (r *serverErrorRow) answer(now time.Time, replied bool) time.Duration {
 	defer r.mu.Unlock()
 	r.requests = nil
 	r.answered = now
+	r.assumed = time.Time{}
 	if !replied || r.downSince.IsZero() {
 		return 0
 	}
@@ -632,16 +641,16 @@ func (r *serverErrorRow) answer(now time.Time, replied bool) time.Duration {
 func (l *LLM) noteServerError(e *Error, status int, ex *exchange, msgs []openai.ChatCompletionMessage) {
 	switch {
 	case e.Unreachable:
-		l.serverErrors.failed(msgs, ex.started, time.Now(), false, true)
+		l.serverErrors.failed(msgs, ex.started, time.Now(), false, true, false)
 	case (status >= 500 || ex.timedOut) && e.Kind == KindTransient:
-		e.Unreachable = l.serverErrors.failed(msgs, ex.started, time.Now(), timedOut(status, ex), false)
+		e.Unreachable = l.serverErrors.failed(msgs, ex.started, time.Now(), timedOut(status, ex), false, false)
 	case status == http.StatusForbidden:
 		// A key without the right, or one request refused (OpenRouter's
 		// moderation, a firewall before a gateway: a review). One 403 is
 		// that request's refusal; the third of different requests in a
 		// row, none answered between, is the configuration, waited for
 		// as a 401 is.
-		if l.serverErrors.failed(msgs, ex.started, time.Now(), false, false) {
+		if l.serverErrors.failed(msgs, ex.started, time.Now(), false, false, true) {
 			e.Kind, e.Unreachable, e.Misconfigured = KindTransient, true, true
 		}
 	case status != 0:
@@ -651,9 +660,9 @@ func (l *LLM) noteServerError(e *Error, status int, ex *exchange, msgs []openai.
 
 // AssumeDown counts the model server as down from now, as if three
 // different requests in a row had just failed with a server error: its
-// next server error (500) or timeout is Unreachable, until a request is
-// answered otherwise, and the row starts again after 5 minutes without
-// one. A process that starts during an outage other processes saw (the
+// next server error (500) or timeout within 5 minutes is Unreachable,
+// until a request is answered otherwise (a 403 is not: it is counted as
+// ever). A process that starts during an outage other processes saw (the
 // worker finds jobs waiting for it) calls it: the row is the process's
 // own, so a new process spent attempts on its first requests until it
 // had seen three fail, and a job whose attempt was spent, retried first,

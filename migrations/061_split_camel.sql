@@ -16,7 +16,17 @@
 -- capital followed by fewer than two lower-case letters does not start a
 -- part, so plurals of acronyms ("URLs", "IDs", "CDs") are one word.
 -- Only what is indexed changes; queries are read as before, and the
--- stored text stays as sent.
+-- stored text stays as sent. A field's length (context's question_len
+-- and answer_len, doc_chunks' heading_len and text_len: the lexemes BM25
+-- normalises by) counts the text's own words, not the parts: counted, a
+-- chunk dense with names (a CHANGELOG's) grew 25% longer where the
+-- average grew 6%, and its rare name ("CopyFrom") fell out of the top 5
+-- (a knowledge-base walk).
+--
+-- memoryd_tsvector_base is the text's own vector (058's memoryd_tsvector),
+-- memoryd_camel_tsvector the parts', and memoryd_tsvector their
+-- concatenation, so that every reader of memoryd_tsvector (the re-index
+-- statements of the upgrade notes, tests) sees the vector stored.
 --
 -- Cost on an existing database: the function is replaced (new items and
 -- chunks are indexed with it at once), and the items and chunks holding
@@ -43,24 +53,69 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 SELECT CASE WHEN t ~ '[a-z][A-Z]|[A-Z0-9][A-Z][a-z][a-z]' THEN memoryd_camel_words(t) ELSE '' END
 $$;
 
+-- An item's vector with the parts, its lengths without them (031's
+-- trigger otherwise, one parse of each text). Replaced before the DO block
+-- below, whose re-index fires it; the functions it calls are made there.
+CREATE OR REPLACE FUNCTION memoryd_context_search() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    qb tsvector := memoryd_tsvector_base(NEW.ts_config, NEW.question);
+    ab tsvector := memoryd_tsvector_base(NEW.ts_config, NEW.answer);
+BEGIN
+    NEW.search := setweight(qb || memoryd_camel_tsvector(NEW.ts_config, NEW.question), 'A')
+        || setweight(ab || memoryd_camel_tsvector(NEW.ts_config, NEW.answer), 'B');
+    NEW.question_len := length(qb);
+    NEW.answer_len := length(ab);
+    RETURN NEW;
+END
+$$;
+
 DO $migration$
+DECLARE
+    v_from bigint;
 BEGIN
     -- As 049 and the migrations after it, only on a UTF8 database: on any
-    -- other, memoryd_tsvector is 020's and is left as it was.
+    -- other, memoryd_tsvector is left as it was, the base is it and there
+    -- are no parts (the functions exist, which store/ and the trigger call).
     IF current_setting('server_encoding') <> 'UTF8' THEN
         RAISE NOTICE 'memoryd 061: server encoding is %, not UTF8: camelCase names stay whole', current_setting('server_encoding');
+        EXECUTE $f$
+        CREATE OR REPLACE FUNCTION memoryd_tsvector_base(config text, t text) RETURNS tsvector
+        LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$ SELECT memoryd_tsvector(config, t) $$
+        $f$;
+        EXECUTE $f$
+        CREATE OR REPLACE FUNCTION memoryd_camel_tsvector(config text, t text) RETURNS tsvector
+        LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$ SELECT ''::tsvector $$
+        $f$;
         RETURN;
     END IF;
 
-    -- memoryd_tsvector is used for what is stored (items, chunks) only;
-    -- memoryd_tsquery and memoryd_query_terms, the query side, are 058's.
+    -- Used for what is stored (items, chunks) only; memoryd_tsquery and
+    -- memoryd_query_terms, the query side, are 058's.
+    EXECUTE $f$
+    CREATE OR REPLACE FUNCTION memoryd_tsvector_base(config text, t text) RETURNS tsvector
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT to_tsvector(config::regconfig, memoryd_cjk(memoryd_split(memoryd_fold(memoryd_nfkc(t)))))
+    $$
+    $f$;
+
+    EXECUTE $f$
+    CREATE OR REPLACE FUNCTION memoryd_camel_tsvector(config text, t text) RETURNS tsvector
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT to_tsvector(config::regconfig, memoryd_fold(memoryd_camel(t)))
+    $$
+    $f$;
+
     EXECUTE $f$
     CREATE OR REPLACE FUNCTION memoryd_tsvector(config text, t text) RETURNS tsvector
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-    SELECT to_tsvector(config::regconfig, memoryd_cjk(memoryd_split(memoryd_fold(memoryd_nfkc(t)))))
-        || to_tsvector(config::regconfig, memoryd_fold(memoryd_camel(t)))
+    SELECT memoryd_tsvector_base(config, t) || memoryd_camel_tsvector(config, t)
     $$
     $f$;
+
+    -- The oldest transaction the re-index below may not see: what it
+    -- commits is read again at the end.
+    v_from := txid_snapshot_xmin(txid_current_snapshot());
 
     -- Re-index the items and chunks holding such a name. Naming ts_config
     -- fires context_tsvector_trg (migration 031) and context_terms_update_trg
@@ -70,24 +125,32 @@ BEGIN
 
     UPDATE doc_chunks SET
         search = setweight(memoryd_tsvector(ts_config, heading), 'A') || setweight(memoryd_tsvector(ts_config, text), 'B'),
-        heading_len = length(memoryd_tsvector(ts_config, heading)),
-        text_len = length(memoryd_tsvector(ts_config, text))
+        heading_len = length(memoryd_tsvector_base(ts_config, heading)),
+        text_len = length(memoryd_tsvector_base(ts_config, text))
     WHERE memoryd_camel(heading) <> '' OR memoryd_camel(text) <> '';
 
     -- What a process of the previous release wrote while this ran, with
-    -- the old function, after the re-index above read the tables: writers
-    -- wait from here to the commit, and those rows are indexed again (as
-    -- in 048, 049, 056 and 058).
+    -- the old functions, after the re-index above read the tables: writers
+    -- wait from here to the commit, and the rows written by a transaction
+    -- from v_from on, other than this one, are indexed again. By the
+    -- rows' xmin, not by inserted_at as 048 to 058 did: an item older
+    -- than their 10 minutes that a previous-release process rewrote
+    -- meanwhile to text holding such a name (context.update) kept the old
+    -- vector (an upgrade walk: 20 of 20), and the window re-read every item
+    -- of the last 10 minutes under the lock (2 s there).
     LOCK TABLE context, doc_chunks IN SHARE MODE;
     UPDATE context SET ts_config = ts_config
-    WHERE inserted_at >= now() - interval '10 minutes'
+    WHERE age(xmin) <= age((v_from % 4294967296)::text::xid)
+      AND NOT xmin = (txid_current() % 4294967296)::text::xid
       AND (memoryd_camel(question) <> '' OR memoryd_camel(answer) <> '')
       AND search IS DISTINCT FROM setweight(memoryd_tsvector(ts_config, question), 'A') || setweight(memoryd_tsvector(ts_config, answer), 'B');
     UPDATE doc_chunks SET
         search = setweight(memoryd_tsvector(ts_config, heading), 'A') || setweight(memoryd_tsvector(ts_config, text), 'B'),
-        heading_len = length(memoryd_tsvector(ts_config, heading)),
-        text_len = length(memoryd_tsvector(ts_config, text))
-    WHERE (memoryd_camel(heading) <> '' OR memoryd_camel(text) <> '')
+        heading_len = length(memoryd_tsvector_base(ts_config, heading)),
+        text_len = length(memoryd_tsvector_base(ts_config, text))
+    WHERE age(xmin) <= age((v_from % 4294967296)::text::xid)
+      AND NOT xmin = (txid_current() % 4294967296)::text::xid
+      AND (memoryd_camel(heading) <> '' OR memoryd_camel(text) <> '')
       AND search IS DISTINCT FROM setweight(memoryd_tsvector(ts_config, heading), 'A') || setweight(memoryd_tsvector(ts_config, text), 'B');
 END
 $migration$;

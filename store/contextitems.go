@@ -223,13 +223,15 @@ func (s *Store) importedEvents(ctx context.Context, userID string, hash []byte, 
 	rows, err := s.db.Query(ctx, `SELECT e FROM unnest($2::text[]) AS ev(e)
 		WHERE `+strings.NewReplacer("{user}", "$1::text", "{event}", "ev.e", "{hash}", "$3::bytea").Replace(importedOwnTurn), userID, events, hash)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("imported events: %w", err)
 	}
 	out := map[string]bool{}
 	var e string
-	_, err = pgx.ForEachRow(rows, []any{&e}, func() error {
+	if _, err := pgx.ForEachRow(rows, []any{&e}, func() error {
 		out[e] = true
 		return nil
-	})
-	return out, err
+	}); err != nil {
+		return nil, fmt.Errorf("imported events: %w", err)
+	}
+	return out, nil
 }

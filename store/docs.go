@@ -514,17 +514,18 @@ func (s *Store) writeChunks(ctx context.Context, c Collection, docID string, cut
 		paths[i], texts[i], starts[i], ends[i] = strings.Join(hs, headingSep), ch.Text, int32(ch.Start), int32(ch.End)
 	}
 	// One statement for all the chunks: the arrays are unnested in order.
-	// Each field goes through memoryd_tsvector once, for both the search
-	// vector and its length (migration 026).
+	// Each field is parsed once, for both the search vector and its length
+	// (migration 026): the length counts the text's own words, the vector
+	// adds the parts of its camelCase names (061).
 	if _, err := s.db.Exec(ctx, `
 		INSERT INTO doc_chunks (collection_id, doc_id, chunk_index, heading_path, heading, text, byte_start, byte_end, ts_config,
 			search, heading_len, text_len)
 		SELECT $1, $2, (u.i - 1)::int, p.path, p.heading, u.t, u.s, u.e, $7,
-			setweight(v.h, 'A') || setweight(v.t, 'B'), length(v.h), length(v.t)
+			setweight(v.h || memoryd_camel_tsvector($7, p.heading), 'A') || setweight(v.t || memoryd_camel_tsvector($7, u.t), 'B'), length(v.h), length(v.t)
 		FROM unnest($3::text[], $4::text[], $5::int[], $6::int[]) WITH ORDINALITY AS u(h, t, s, e, i),
 		LATERAL (SELECT CASE WHEN u.h = '' THEN '{}'::text[] ELSE string_to_array(u.h, E'\x1f') END AS path) p0,
 		LATERAL (SELECT p0.path, array_to_string(p0.path, ' > ') AS heading) p,
-		LATERAL (SELECT memoryd_tsvector($7, p.heading) AS h, memoryd_tsvector($7, u.t) AS t) v`,
+		LATERAL (SELECT memoryd_tsvector_base($7, p.heading) AS h, memoryd_tsvector_base($7, u.t) AS t) v`,
 		c.ID, docID, paths, texts, starts, ends, c.TSConfig); err != nil {
 		return fmt.Errorf("write chunks: %w", err)
 	}

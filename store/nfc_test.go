@@ -140,6 +140,13 @@ func reindexAgain(t *testing.T, ctx context.Context, s *store.Store, file, untou
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Since 061 the vector trigger reads memoryd_tsvector_base (and adds
+	// the parts of camelCase names): a migration before it, run again,
+	// defines its function under that name, so that what it re-indexes
+	// is its own indexing.
+	if file < "061" {
+		body = []byte(strings.ReplaceAll(string(body), "FUNCTION memoryd_tsvector(", "FUNCTION memoryd_tsvector_base("))
+	}
 	if _, err := s.Pool().Exec(ctx, string(body)); err != nil {
 		t.Fatalf("run %s again: %v", file, err)
 	}

@@ -105,18 +105,20 @@ func (r SizeReport) ContextLiveBytes() int64 {
 }
 
 // MeasureSize measures memoryd's tables and raises the high water marks. It
-// reads every turn that still holds its text (the row, not its TOAST), so it
-// costs a scan of the turns table.
+// counts the turns and the stored size of the text of those that still
+// hold it (the row, not its TOAST), so it costs a scan of the turns table.
 func (s *Store) MeasureSize(ctx context.Context) (SizeReport, error) {
 	var (
 		r                            SizeReport
 		docsFixed, termsSize         int64
 		colls, docs, chunks, vectors tableSize
 		itemVectors                  tableSize
+		turnsMain                    int64
 	)
 	err := s.db.QueryRow(ctx, `
 		WITH sz AS (
 			SELECT pg_total_relation_size('turns'::regclass) AS turns,
+			       pg_relation_size('turns'::regclass) + pg_indexes_size('turns'::regclass) AS turns_main,
 			       pg_total_relation_size('facts'::regclass) + pg_total_relation_size('fact_items'::regclass) + pg_total_relation_size('fact_history'::regclass)
 			         + pg_total_relation_size('fact_clears'::regclass) + pg_total_relation_size('fact_value_clears'::regclass)
 			         + pg_total_relation_size('fact_direct_clears'::regclass) + pg_total_relation_size('context_clears'::regclass) AS other,
@@ -152,12 +154,12 @@ func (s *Store) MeasureSize(ctx context.Context) (SizeReport, error) {
 			          context_embeddings_high_water
 		)
 		SELECT turns + other + ctx + v_size + docs_fixed + l_size + d_size + c_size + e_size + t_size, ctx, rows, dead, hw.context_high_water, turns, text, hw.turn_text_high_water,
-		       t_rows, hw.turns_high_water,
+		       t_rows, hw.turns_high_water, turns_main,
 		       docs_fixed, l_size, l_rows, hw.collections_high_water, d_size, d_rows, hw.documents_high_water, c_size, c_rows, hw.doc_chunks_high_water, e_size, e_rows, hw.chunk_embeddings_high_water, t_size,
 		       v_size, v_rows, hw.context_embeddings_high_water
 		FROM sz, dt, hw`).
 		Scan(&r.RealBytes, &r.ContextBytes, &r.ContextRows, &r.ContextDead, &r.HighWater, &r.TurnsBytes, &r.TurnTextBytes, &r.TurnTextHighWater,
-			&r.TurnRows, &r.TurnsHighWater,
+			&r.TurnRows, &r.TurnsHighWater, &turnsMain,
 			&docsFixed, &colls.size, &colls.rows, &colls.hw, &docs.size, &docs.rows, &docs.hw, &chunks.size, &chunks.rows, &chunks.hw, &vectors.size, &vectors.rows, &vectors.hw, &termsSize,
 			&itemVectors.size, &itemVectors.rows, &itemVectors.hw)
 	if err != nil {
@@ -175,12 +177,15 @@ func (s *Store) MeasureSize(ctx context.Context) (SizeReport, error) {
 	other := r.RealBytes - r.ContextBytes - itemVectors.size - r.TurnsBytes - docsReal + r.DocumentBytes
 	// Text cleared since the high water left that much reusable space in
 	// the turns table, and so did the dead versions of the turns a replay
-	// rewrote (the rows over the most versions the table held: a dead
-	// version is never smaller than its live one, so this never counts
-	// less than the rows use); the text still held is in use whatever the
-	// files say.
-	turns := tableSize{size: r.TurnsBytes, rows: r.TurnRows, hw: r.TurnsHighWater}
-	turnsLive := max(min(r.TurnsBytes-max(r.TurnTextHighWater-r.TurnTextBytes, 0), turns.live()), r.TurnTextBytes)
+	// rewrote (the heap and its indexes by the rows over the most versions
+	// they held); the text still held is in use whatever the files say.
+	// Only the heap and its indexes are scaled: the row versions are
+	// the heap's, and an update that leaves the text as it was (a
+	// replay's status changes) shares its TOAST value with the old
+	// version, so the TOAST holds one copy of live text however many
+	// versions the heap holds.
+	turns := tableSize{size: turnsMain, rows: r.TurnRows, hw: r.TurnsHighWater}
+	turnsLive := max(min(r.TurnsBytes-max(r.TurnTextHighWater-r.TurnTextBytes, 0), turns.live()+r.TurnsBytes-turnsMain), r.TurnTextBytes)
 	r.LiveBytes = other + turnsLive + r.ContextLiveBytes()
 	r.FloorBytes = other + turnsLive - r.TurnTextBytes
 	return r, nil
@@ -405,7 +410,8 @@ type pruneChosenKey struct{}
 // lowered by what the files shrank. Without it, clearing recent text (the
 // size limit's) made the turn rows count for nothing until new text passed
 // the old high water: a review measured a live size of 453 KB where the
-// files held 1.2 MB.
+// files held 1.2 MB. The turns high water is lowered in proportion, for
+// the same reason: the row versions it counts no longer have that space.
 func (s *Store) VacuumTurns(ctx context.Context) error {
 	var before, after int64
 	if err := s.pool.QueryRow(ctx, `SELECT pg_total_relation_size('turns'::regclass)`).Scan(&before); err != nil {
@@ -420,7 +426,10 @@ func (s *Store) VacuumTurns(ctx context.Context) error {
 	if after < before {
 		// Turns written meanwhile only make the shrink look smaller: the
 		// high water is lowered by less, never by too much.
-		if _, err := s.pool.Exec(ctx, `UPDATE prune_state SET turn_text_high_water = greatest(turn_text_high_water - $1, 0)`, before-after); err != nil {
+		// The row versions the turns high water counts (062) held the
+		// space given back too: the files now hold that share fewer.
+		if _, err := s.pool.Exec(ctx, `UPDATE prune_state SET turn_text_high_water = greatest(turn_text_high_water - $1, 0),
+			turns_high_water = round(turns_high_water * ($3::float8 / $2::float8))::bigint`, before-after, before, after); err != nil {
 			return fmt.Errorf("vacuum turns: %w", err)
 		}
 	}

@@ -1342,7 +1342,9 @@ func (w *Worker) seedModelOutage(ctx context.Context) {
 	if !ok {
 		return
 	}
-	waiting, err := w.cfg.Store.JobsWaiting(ctx, extractJobs, metaModelWaits)
+	// A snooze for the server is at most maxModelWait: a job waiting for it
+	// now was scheduled within that of now, or later.
+	waiting, err := w.cfg.Store.JobsWaiting(ctx, extractJobs, metaModelWaits, 2*maxModelWait)
 	if err != nil {
 		w.logger.Warn("cannot tell whether extraction jobs wait for the model server; counting its errors afresh", "error", err)
 		return
