@@ -40,12 +40,15 @@
 -- memoryd_camel_words, which reads the names, is a function of its own.
 -- A name is a run of the letters 058 folds and digits, so that
 -- "ÜberCool" is "Über Cool" (folded, as the text's words are, to "uber
--- cool"), not "ber Cool"; a join is ASCII's.
+-- cool"), not "ber Cool"; a join is ASCII's. A URL's escapes are not
+-- names: "is%3Aissue" is not "3 Aissue" (a knowledge-base walk found
+-- "aissu" and "aopen" indexed from GitHub links).
 CREATE OR REPLACE FUNCTION memoryd_camel_words(t text) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
 SELECT coalesce((SELECT string_agg(
         regexp_replace(regexp_replace(m[1], '([a-z])([A-Z])', '\1 \2', 'g'), '([A-Z0-9])([A-Z][a-z][a-z])', '\1 \2', 'g'), ' ')
-    FROM regexp_matches(t, '([0-9A-Za-z\u00c0-\u024f\u0300-\u036f\u1e00-\u1eff]*(?:[a-z][A-Z]|[A-Z0-9][A-Z][a-z][a-z])[0-9A-Za-z\u00c0-\u024f\u0300-\u036f\u1e00-\u1eff]*)', 'g') AS x(m)), '')
+    FROM regexp_matches(CASE WHEN strpos(t, '%') > 0 THEN regexp_replace(t, '%[0-9A-Fa-f]{2}', ' ', 'g') ELSE t END,
+        '([0-9A-Za-z\u00c0-\u024f\u0300-\u036f\u1e00-\u1eff]*(?:[a-z][A-Z]|[A-Z0-9][A-Z][a-z][a-z])[0-9A-Za-z\u00c0-\u024f\u0300-\u036f\u1e00-\u1eff]*)', 'g') AS x(m)), '')
 $$;
 
 CREATE OR REPLACE FUNCTION memoryd_camel(t text) RETURNS text

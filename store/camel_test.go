@@ -13,6 +13,7 @@ const (
 	httpTurn  = "The getHTTPServer helper calls utf8Decode first"
 	brandTurn = "My ÜberCool naïveBayes model runs on my iPhone"
 	plural    = "Paste the URLs and IDs of the APIs here"
+	linkTurn  = "See https://github.com/nats-io/nats.go/issues?q=is%3Aissue+is%3Aopen+label%3AJetStream"
 )
 
 // TestSearchFindsWordsOfCamelCaseNames: the words of a camelCase or
@@ -29,6 +30,7 @@ func TestSearchFindsWordsOfCamelCaseNames(t *testing.T) {
 		store.ContextWrite{UserID: "alice", Question: "Which helper?", Answer: httpTurn, CreatedAt: t0},
 		store.ContextWrite{UserID: "alice", Question: brandTurn, Answer: "ok", CreatedAt: t0},
 		store.ContextWrite{UserID: "alice", Question: plural, Answer: "done", CreatedAt: t0},
+		store.ContextWrite{UserID: "alice", Question: linkTurn, Answer: "ok", CreatedAt: t0},
 		store.ContextWrite{UserID: "bob", Question: natsTurn, Answer: "noted", CreatedAt: t0},
 	)
 	checkSearches(t, ctx, s, "alice", []searchCase{
@@ -51,6 +53,10 @@ func TestSearchFindsWordsOfCamelCaseNames(t *testing.T) {
 		{"urls", []string{plural}},
 		{"ls", nil},
 		{"ds", nil},
+		// A URL's escapes are no names: "%3Aissue" is not "3 Aissue".
+		{"aissue", nil},
+		{"aopen", nil},
+		{"stream", []string{linkTurn}}, // JetStream after "%3A"
 		// A phrase of the text itself is not broken by the parts after it.
 		{"config_to", []string{natsTurn}},
 		{"set_maxackpending", []string{natsTurn}},
