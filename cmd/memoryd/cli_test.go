@@ -983,3 +983,17 @@ func TestReplayDoesNotWaitForLiveTurns(t *testing.T) {
 		t.Errorf("the live turn: status %q, %v; want it left pending (not the replay's)", status, err)
 	}
 }
+
+// A blank --user of deadletters is refused before anything runs: "" (a
+// script's unset variable) listed every user's dead letters and "  " none
+// (an identity walk), where every other command refuses a blank user id.
+func TestDeadLettersRefusesABlankUser(t *testing.T) {
+	t.Parallel()
+	unreachable := []string{"--nats-url", "nats://127.0.0.1:1"}
+	for _, user := range []string{"", "  "} {
+		_, errOut, code := runArgs(context.Background(), append([]string{"deadletters", "--user", user}, unreachable...)...)
+		if code != 2 || !strings.Contains(errOut, "--user is blank") {
+			t.Errorf("deadletters --user %q: exit %d, stderr %q; want exit 2 saying --user is blank", user, code, errOut)
+		}
+	}
+}

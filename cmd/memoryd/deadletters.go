@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/memoryd/memoryd/events"
@@ -34,6 +36,14 @@ sent with "memory": false, "opted_out": true and only its ids and sizes).`)
 	}
 	if limit < 1 {
 		return f.usageErr("--limit %d is not a positive number", limit)
+	}
+	// --user "" (a script's unset variable) listed every user's, and
+	// --user "  " none: refused, as every other command refuses a blank
+	// user id.
+	given := false
+	f.Visit(func(fl *flag.Flag) { given = given || fl.Name == "user" })
+	if given && strings.TrimSpace(user) == "" {
+		return f.usageErr("--user is blank: give a user id, or leave --user out for every user's dead letters")
 	}
 	js, ctx, closeNATS, err := o.jetStream(ctx, a, "memoryd-deadletters")
 	if err != nil {
