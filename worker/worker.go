@@ -1331,12 +1331,11 @@ func deadLetterSubject(prefix, subject string) string {
 type outageSeeder interface{ AssumeDown() }
 
 // seedModelOutage tells the extractor its model server is down when an
-// extraction job not done yet has waited for it (snoozed for an
+// extraction job not done yet has waited for it lately (snoozed for an
 // unreachable server, by any process): this process is starting during an
-// outage, and would
-// otherwise spend attempts on its first requests until it saw three fail
-// (extractor.LLM.AssumeDown). Best effort: on an error the process counts
-// for itself, as before.
+// outage, and would otherwise spend attempts on its first requests until
+// it saw three fail (extractor.LLM.AssumeDown). Best effort: on an error
+// the process counts for itself, as before.
 func (w *Worker) seedModelOutage(ctx context.Context) {
 	seeder, ok := w.cfg.Extractor.(outageSeeder)
 	if !ok {
