@@ -177,15 +177,18 @@ func (s *Store) MeasureSize(ctx context.Context) (SizeReport, error) {
 	other := r.RealBytes - r.ContextBytes - itemVectors.size - r.TurnsBytes - docsReal + r.DocumentBytes
 	// Text cleared since the high water left that much reusable space in
 	// the turns table, and so did the dead versions of the turns a replay
-	// rewrote (the heap and its indexes by the rows over the most versions
-	// they held); the text still held is in use whatever the files say.
-	// Only the heap and its indexes are scaled: the row versions are
-	// the heap's, and an update that leaves the text as it was (a
+	// rewrote; the text still held is in use whatever the files say. The
+	// versions scale the heap and its indexes only (rows over the most
+	// versions they held): an update that leaves the text as it was (a
 	// replay's status changes) shares its TOAST value with the old
 	// version, so the TOAST holds one copy of live text however many
-	// versions the heap holds.
+	// versions the heap holds; the cleared text comes off the TOAST, where
+	// long text is (short text, in the heap, is the dead versions'). Both
+	// estimates count the reusable space of one kind or the other: the
+	// smaller holds.
+	cleared := max(r.TurnTextHighWater-r.TurnTextBytes, 0)
 	turns := tableSize{size: turnsMain, rows: r.TurnRows, hw: r.TurnsHighWater}
-	turnsLive := max(min(r.TurnsBytes-max(r.TurnTextHighWater-r.TurnTextBytes, 0), turns.live()+r.TurnsBytes-turnsMain), r.TurnTextBytes)
+	turnsLive := max(min(r.TurnsBytes-cleared, turns.live()+max(r.TurnsBytes-turnsMain-cleared, 0)), r.TurnTextBytes)
 	r.LiveBytes = other + turnsLive + r.ContextLiveBytes()
 	r.FloorBytes = other + turnsLive - r.TurnTextBytes
 	return r, nil
