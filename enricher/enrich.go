@@ -230,6 +230,14 @@ func (s *Service) parseEnrich(token string, data []byte) (enrichParams, error) {
 	}
 	req := wire.EnrichRequest
 	req.At = wire.At.t
+	if !req.At.IsZero() {
+		// In its own offset, as the source dates are (datesIn): Go's
+		// decoder takes an offset the host's zone uses at that instant for
+		// that zone, so on a host set to a zone with summer time the days
+		// of the message's time expressions moved with the host's rules,
+		// not the user's (a -05:00 user's June 15 was New York's).
+		req.At = req.At.In(datesIn(req.At))
+	}
 	if err := checkUser(token, req.UserID); err != nil {
 		return enrichParams{}, err
 	}

@@ -104,14 +104,27 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 // NoJetStream returns err, a JetStream API call's error, wrapped in
 // jetstream.ErrJetStreamNotEnabled when it is nats.ErrNoResponders: nothing
 // answers the JetStream API, so the server runs without JetStream (the
-// jetstream package reports such a server as no responders). Other errors
-// are returned as they are.
+// jetstream package reports such a server as no responders); and in
+// ErrJetStreamNoAnswer when the call ran out of time. Other errors are
+// returned as they are.
 func NoJetStream(err error) error {
-	if errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, jetstream.ErrJetStreamNotEnabled) {
+	switch {
+	case errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, jetstream.ErrJetStreamNotEnabled):
 		return fmt.Errorf("%w (%w)", jetstream.ErrJetStreamNotEnabled, err)
+	case (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) && !errors.Is(err, ErrJetStreamNoAnswer):
+		return fmt.Errorf("%w (%w)", ErrJetStreamNoAnswer, err)
 	}
 	return err
 }
+
+// ErrJetStreamNoAnswer is a JetStream API call that ran out of time
+// (NoJetStream). A server whose account has "jetstream: enabled" but
+// which runs no JetStream itself (no -js, no jetstream block: Debian's
+// /etc/nats-server.conf) does not answer an account with imports at all
+// (nats-server 2.9.10 sends no "no responders"), and commands failed on
+// "context deadline exceeded" (a newcomer's walk); an overloaded server
+// does the same.
+var ErrJetStreamNoAnswer = errors.New("the NATS server's JetStream API did not answer in time")
 
 // errCodeSubjectOverlap is the JetStream API's error code for a stream
 // whose subjects another stream holds already (nats-server's

@@ -228,6 +228,8 @@ func explain(err error) string {
 		return fmt.Sprintf("NATS is not reachable at %s; start nats-server with -js (or `make services`) or set --nats-url / MEMORYD_NATS_URL.", natsErr.URL)
 	case errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
 		return "the NATS server runs without JetStream; restart it with -js (nats-server -js)."
+	case errors.Is(err, events.ErrJetStreamNoAnswer):
+		return "the NATS server's JetStream API did not answer in time: the server may run without JetStream (start it with -js, or give its configuration file a top-level jetstream block: an account's \"jetstream: enabled\" needs it), or be overloaded; `nats account info` with memoryd's credentials tells (" + err.Error() + ")."
 	}
 	return err.Error()
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -304,6 +305,40 @@ func TestServeExplainsNATSWithoutJetStream(t *testing.T) {
 		if code != 1 || !strings.Contains(errOut.String(), "without JetStream; restart it with -js") {
 			t.Errorf("%s: exit %d, stderr %q", args[0], code, errOut.String())
 		}
+	}
+}
+
+// TestServeExplainsAnAccountWithoutServerJetStream: a server configured as
+// the docs' NATS accounts example, an account with "jetstream: enabled",
+// but without JetStream itself (no -js, no jetstream block: Debian's
+// /etc/nats-server.conf with the example appended) answers no JetStream
+// API request of that account, not even with "no responders", and each
+// command failed on "context deadline exceeded" (a newcomer's walk). It
+// now says what the server may lack.
+func TestServeExplainsAnAccountWithoutServerJetStream(t *testing.T) {
+	t.Parallel()
+	conf := filepath.Join(t.TempDir(), "nats.conf")
+	if err := os.WriteFile(conf, []byte("accounts {\n  MEMORYD {\n    jetstream: enabled\n    users: [{user: memoryd, password: mpw}]\n  }\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url := eventstest.PrivateServer(t, func(port int) []string {
+		return []string{"-a", "127.0.0.1", "-p", fmt.Sprint(port), "-c", conf}
+	})
+	_, dbURL := storetest.Schema(t)
+	for _, args := range [][]string{
+		{"publish", "--user", "u", "--message", "hi"},
+		{"serve", "--workers", "1", "--enrich-max-conns", "1", "--enrich-min-conns", "1"},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			t.Parallel()
+			var out, errOut bytes.Buffer
+			full := append(append([]string{}, args...), "--nats-url", url, "--nats-user", "memoryd", "--nats-password", "mpw",
+				"--database-url", dbURL, "--log-format", "json")
+			code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, full)
+			if code != 1 || !strings.Contains(errOut.String(), "JetStream API did not answer in time: the server may run without JetStream") {
+				t.Errorf("%s: exit %d, stderr %q", args[0], code, errOut.String())
+			}
+		})
 	}
 }
 
