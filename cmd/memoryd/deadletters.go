@@ -83,7 +83,7 @@ sent with "memory": false, "opted_out": true and only its ids and sizes).`)
 			continue
 		}
 		fmt.Fprintf(a.stdout, "%d\t%s\treason=%q\tsubject=%s\tuser_token=%s\n",
-			d.Seq, d.Time.UTC().Format(time.RFC3339), d.Reason, d.OriginalSubject, d.UserToken)
+			d.Seq, shownTime(d.Time), d.Reason, d.OriginalSubject, d.UserToken)
 	}
 	if !withJSON {
 		fmt.Fprintf(a.stdout, "%d dead letter(s)\n", len(letters))

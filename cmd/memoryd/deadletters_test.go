@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -48,6 +49,11 @@ func TestDeadLettersCommand(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `reason="invalid turn event: timestamp: is required (RFC 3339)"`) ||
 		!strings.Contains(out, "1 dead letter(s)") || strings.Contains(out, "secret") {
 		t.Fatalf("bob's: exit %d, %q %q", code, out, errOut)
+	}
+	// A time for people, as every command prints them (README): local,
+	// naming its zone; it was RFC 3339 in UTC (a newcomer's walk).
+	if !regexp.MustCompile(`\t\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S+\treason=`).MatchString(out) {
+		t.Errorf("bob's dead letter's time is not printed for people: %q", out)
 	}
 	out, errOut, code = run("--json", "--limit", "1")
 	var line struct {
