@@ -62,12 +62,7 @@ func TestTurnsEstimateAfterTheFilesShrink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exec(`VACUUM FULL turns`)
-	exec(`UPDATE prune_state SET turns_high_water = 0, turn_text_high_water = 0`)
-	truth, err := s.MeasureSize(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	truth := packedSize(t, s)
 	t.Logf("estimate: turns files %d, rows %d, high water %d, live %d; packed: turns files %d, live %d",
 		est.TurnsBytes, est.TurnRows, est.TurnsHighWater, est.LiveBytes, truth.TurnsBytes, truth.LiveBytes)
 	if est.LiveBytes < truth.LiveBytes {
@@ -124,12 +119,7 @@ func TestTurnsEstimateAfterAReplayOfLongTurns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exec(`VACUUM FULL turns`)
-	exec(`UPDATE prune_state SET turns_high_water = 0, turn_text_high_water = 0`)
-	truth, err := s.MeasureSize(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	truth := packedSize(t, s)
 	t.Logf("before the replay: files %d, live %d, text %d; after: files %d, rows %d, high water %d, live %d, text %d; packed: files %d, live %d",
 		before.TurnsBytes, before.LiveBytes, before.TurnTextBytes, after.TurnsBytes, after.TurnRows, after.TurnsHighWater, after.LiveBytes, after.TurnTextBytes,
 		truth.TurnsBytes, truth.LiveBytes)
@@ -137,4 +127,22 @@ func TestTurnsEstimateAfterAReplayOfLongTurns(t *testing.T) {
 		t.Errorf("after a replay that changed nothing the live size is %d, below the packed size %d: the TOAST the versions share was scaled with them",
 			after.LiveBytes, truth.LiveBytes)
 	}
+}
+
+// packedSize is the size MeasureSize gives once the turns table holds
+// nothing but its rows (VACUUM FULL, the turns' high waters back to 0):
+// what the turns take packed, which an estimate must not go under.
+func packedSize(t *testing.T, s *store.Store) store.SizeReport {
+	t.Helper()
+	ctx := context.Background()
+	for _, q := range []string{`VACUUM FULL turns`, `UPDATE prune_state SET turns_high_water = 0, turn_text_high_water = 0`} {
+		if _, err := s.Pool().Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := s.MeasureSize(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
