@@ -304,6 +304,16 @@ func (s *Store) MarkFailed(ctx context.Context, userID string, eventIDs []string
 	return nil
 }
 
+// CountFailedTurns counts every user's failed turns (through the partial
+// index turns_failed_idx: one read of the failed turns alone).
+func (s *Store) CountFailedTurns(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.db.QueryRow(ctx, `SELECT count(*) FROM turns WHERE status = 'failed'`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count failed turns: %w", err)
+	}
+	return n, nil
+}
+
 // FailedTurns lists failed turns, oldest first, optionally for one user.
 func (s *Store) FailedTurns(ctx context.Context, userID string, limit int) ([]Turn, error) {
 	rows, err := s.db.Query(ctx, `SELECT `+turnColumns+` FROM turns

@@ -210,6 +210,7 @@ func TestOpsEndpoints(t *testing.T) {
 		`memoryd_queue_jobs{queue="extract",state="available"} 0`,
 		`memoryd_queue_jobs{queue="maintenance",state="retryable"} 0`,
 		"memoryd_replay_resets_unfinished 0",
+		"memoryd_turns_failed 0",
 		// The stream's ingest backlog, once the turns are recorded.
 		`memoryd_ingest_backlog_turns{state="unread"} 0`,
 		`memoryd_ingest_backlog_turns{state="unacked"} 0`,
@@ -232,6 +233,17 @@ func TestOpsEndpoints(t *testing.T) {
 	}
 	if _, body := get("/metrics"); !strings.Contains(body, "memoryd_replay_resets_unfinished 1") {
 		t.Errorf("/metrics after a reset with no replay lacks memoryd_replay_resets_unfinished 1")
+	}
+	// A turn failed for good shows, as a gauge of the turns failed now
+	// (the extraction counter is this process's since it started).
+	if _, err := svc.store.InsertTurns(context.Background(), []store.Turn{{EventID: "f1", UserID: "alice", UserMessage: "I moved", TurnAt: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.store.MarkFailed(context.Background(), "alice", []string{"f1"}, "model gone", true); err != nil {
+		t.Fatal(err)
+	}
+	if _, body := get("/metrics"); !strings.Contains(body, "memoryd_turns_failed 1") {
+		t.Errorf("/metrics after a failed turn lacks memoryd_turns_failed 1")
 	}
 	if code, _ := get("/debug/pprof/"); code != 200 {
 		t.Fatalf("pprof = %d", code)
