@@ -516,6 +516,10 @@ func permCheckCLI(t *testing.T, url, aliceInbox, bobInbox string) {
 	}{
 		{as("alice", aliceInbox), []string{"publish", "--ensure-stream=false", "--user", "alice", "--id", "cli-lisbon", "--message", "I live in Lisbon"}, 0, " seq=", "permissions violation"},
 		{as("alice", aliceInbox), []string{"publish", "--user", "alice", "--message", "I live in Lisbon"}, 1, "--ensure-stream=false", "deadline exceeded"},
+		// A turn of another user's subject is refused, not stored: no
+		// "send it again", which the same credential refuses again (a
+		// newcomer's walk).
+		{as("alice", aliceInbox), []string{"publish", "--ensure-stream=false", "--user", "bob", "--id", "not-mine", "--message", "I live in Oslo"}, 1, "the NATS server refused it", "send it again"},
 		// --timeout beyond runMemoryd's minute: the refusal must end the
 		// request (before, it waited out its timeout).
 		{as("bob", bobInbox), []string{"enrich", "--timeout", "10m", "--user", "alice", "where do I live?"}, 1, "the NATS server refused it", "did not reply"},

@@ -180,10 +180,20 @@ func refusedByServer(nc *nats.Conn) error {
 	// Only the reply's subscription refused: the request went out, and
 	// memoryd may have done it (a publish stored, a fact set).
 	if strings.Contains(err.Error(), "Subscription to") && strings.Contains(err.Error(), "_INBOX") {
-		return fmt.Errorf("the request was sent, and memoryd may have carried it out, but the NATS server refused this credential the reply's inbox (%v): give the frontend's inbox prefix with --inbox-prefix (e.g. _INBOX_alice_frontend) before sending it again; see docs/protocol.md, \"Reply subjects\"", err)
+		return &refusal{sent: true, err: fmt.Errorf("the request was sent, and memoryd may have carried it out, but the NATS server refused this credential the reply's inbox (%w): give the frontend's inbox prefix with --inbox-prefix (e.g. _INBOX_alice_frontend) before sending it again; see docs/protocol.md, \"Reply subjects\"", err)}
 	}
-	return fmt.Errorf("the NATS server refused it (%v): this NATS user is not allowed that subject; a frontend's credential covers only its user's subjects and its own inbox prefix (--inbox-prefix): see docs/protocol.md, \"Reply subjects\"", err)
+	return &refusal{err: fmt.Errorf("the NATS server refused it (%w): this NATS user is not allowed that subject; a frontend's credential covers only its user's subjects and its own inbox prefix (--inbox-prefix): see docs/protocol.md, \"Reply subjects\"", err)}
 }
+
+// refusal is refusedByServer's error; sent says the request itself went
+// out (only its reply's inbox was refused).
+type refusal struct {
+	sent bool
+	err  error
+}
+
+func (r *refusal) Error() string { return r.err.Error() }
+func (r *refusal) Unwrap() error { return r.err }
 
 // relabeled is err with another message.
 type relabeled struct {

@@ -113,8 +113,13 @@ again (a re-publish of the same event id is a duplicate).`)
 		if perr := refusedByServer(js.Conn()); err != nil && perr != nil {
 			// The turn may be stored (its acknowledgement's inbox was
 			// refused): sent again under the same id, it is dropped as a
-			// duplicate rather than stored twice.
-			return fmt.Errorf("turn %s of user %s: %w (send it again with --id %s)", t.ID, t.UserID, perr, t.ID)
+			// duplicate rather than stored twice. A refused subject stored
+			// nothing, and the same credential refuses it again.
+			var r *refusal
+			if errors.As(perr, &r) && r.sent {
+				return fmt.Errorf("turn %s of user %s: %w (send it again with --id %s)", t.ID, t.UserID, perr, t.ID)
+			}
+			return fmt.Errorf("turn %s of user %s: %w", t.ID, t.UserID, perr)
 		}
 		if errors.Is(err, jetstream.ErrNoStreamResponse) {
 			// JetStream would only say "no response from stream".
