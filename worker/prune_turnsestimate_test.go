@@ -114,7 +114,9 @@ func TestTurnsEstimateAfterAReplayOfLongTurns(t *testing.T) {
 	for _, q := range []string{`UPDATE turns SET status = 'pending', processed_at = NULL`, `UPDATE turns SET status = 'processed', processed_at = now()`} {
 		exec(q)
 	}
-	waitStat(t, s, "the replay's dead turn versions", `SELECT pg_stat_get_dead_tuples('turns'::regclass) >= 3000`)
+	// At least the first rewrite's: the second may prune some of them
+	// from their pages as it goes (the statistics then count fewer).
+	waitStat(t, s, "the replay's dead turn versions", `SELECT pg_stat_get_dead_tuples('turns'::regclass) >= 1500`)
 	after, err := s.MeasureSize(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -123,22 +125,50 @@ func TestTurnsEstimateAfterAReplayOfLongTurns(t *testing.T) {
 	t.Logf("before the replay: files %d, live %d, text %d; after: files %d, rows %d, high water %d, live %d, text %d; packed: files %d, live %d",
 		before.TurnsBytes, before.LiveBytes, before.TurnTextBytes, after.TurnsBytes, after.TurnRows, after.TurnsHighWater, after.LiveBytes, after.TurnTextBytes,
 		truth.TurnsBytes, truth.LiveBytes)
-	if after.LiveBytes < truth.LiveBytes {
-		t.Errorf("after a replay that changed nothing the live size is %d, below the packed size %d: the TOAST the versions share was scaled with them",
+	// The indexes, scaled by the heap's versions, may count under their
+	// packed size (a status update adds fewer index entries than heap
+	// versions): a few percent of these turns. Scaling the TOAST with them
+	// counted 5.54 MB for 7 MB.
+	if after.LiveBytes < truth.LiveBytes*95/100 {
+		t.Errorf("after a replay that changed nothing the live size is %d, under 95%% of the packed size %d: the TOAST the versions share was scaled with them",
 			after.LiveBytes, truth.LiveBytes)
 	}
 }
 
 // packedSize is the size MeasureSize gives once the turns table holds
 // nothing but its rows (VACUUM FULL, the turns' high waters back to 0):
-// what the turns take packed, which an estimate must not go under.
+// what the turns take packed, which an estimate must not go under. A
+// VACUUM FULL leaves the statistics' dead-row count as it was, which the
+// measure would take for dead versions (a review): a plain VACUUM sets it
+// to what is dead now, none.
 func packedSize(t *testing.T, s *store.Store) store.SizeReport {
 	t.Helper()
 	ctx := context.Background()
-	for _, q := range []string{`VACUUM FULL turns`, `UPDATE prune_state SET turns_high_water = 0, turn_text_high_water = 0`} {
-		if _, err := s.Pool().Exec(ctx, q); err != nil {
+	if _, err := s.Pool().Exec(ctx, `VACUUM FULL turns`); err != nil {
+		t.Fatal(err)
+	}
+	// Dead rows an update reported late (a backend flushes its statistics
+	// up to a second after it) are counted again after a VACUUM: vacuum
+	// until the count is 0.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if _, err := s.Pool().Exec(ctx, `VACUUM turns`); err != nil {
 			t.Fatal(err)
 		}
+		var dead int64
+		if err := s.Pool().QueryRow(ctx, `SELECT pg_stat_get_dead_tuples('turns'::regclass)`).Scan(&dead); err != nil {
+			t.Fatal(err)
+		}
+		if dead == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the turns still count %d dead rows after a minute of VACUUMs", dead)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if _, err := s.Pool().Exec(ctx, `UPDATE prune_state SET turns_high_water = 0, turn_text_high_water = 0`); err != nil {
+		t.Fatal(err)
 	}
 	r, err := s.MeasureSize(ctx)
 	if err != nil {
