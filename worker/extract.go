@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -489,22 +490,13 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 		e.w.logger.Info("extraction waited on a lock; retrying", "job_id", job.ID, "user_id", userID, "lock_waits", v.n,
 			"max_lock_waits", b.maxLockWaits, "turns", len(eventIDs), "retry_in", snoozeOf(v.river).String(), "error", err)
 	case outcomeQueued:
-		// Like the waits for a server that is down (below): a job's
-		// first wait at info, its later ones at debug. Every wait at
+		// Like the waits for a server that is down (below): every wait at
 		// info was a line per job every few seconds under a rate limit
 		// (a retries walk: 291 lines for 66 jobs in 54 s of 429s).
-		level := e.w.logger.Debug
-		if v.n == 1 {
-			level = e.w.logger.Info
-		}
-		level("extraction waited for this process's model request slots or rate limit; snoozing", "job_id", job.ID, "user_id", userID, "queue_waits", v.n,
+		e.w.logger.Log(ctx, waitLevel(v.n, slog.LevelInfo), "extraction waited for this process's model request slots or rate limit; snoozing", "job_id", job.ID, "user_id", userID, "queue_waits", v.n,
 			"max_queue_waits", b.maxQueueWaits, "turns", len(eventIDs), "retry_in", snoozeOf(v.river).String())
 	case outcomeRateLimited:
-		level := e.w.logger.Debug
-		if v.n == 1 {
-			level = e.w.logger.Info
-		}
-		level("model server rate limited extraction; snoozing", "job_id", job.ID, "user_id", userID, "rate_limit_waits", v.n,
+		e.w.logger.Log(ctx, waitLevel(v.n, slog.LevelInfo), "model server rate limited extraction; snoozing", "job_id", job.ID, "user_id", userID, "rate_limit_waits", v.n,
 			"max_rate_limit_waits", b.maxRateLimitWaits, "turns", len(eventIDs), "retry_in", snoozeOf(v.river).String(), "error", err)
 	case outcomeModelDown:
 		// A warning at a job's first wait, so that an outage shows in the
@@ -513,15 +505,11 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 		// 178 warnings and 532 info lines of this (each job waits again
 		// every few seconds). The warnings are in OutageRepeats, which the
 		// process's log handler holds back to one every 30 s.
-		level := e.w.logger.Debug
-		if v.n == 1 {
-			level = e.w.logger.Warn
-		}
 		msg := msgModelUnreachable
 		if extractor.IsMisconfigured(err) {
 			msg = msgModelRefuses
 		}
-		level(msg, "job_id", job.ID, "user_id", userID,
+		e.w.logger.Log(ctx, waitLevel(v.n, slog.LevelWarn), msg, "job_id", job.ID, "user_id", userID,
 			"model_waits", v.n, "max_model_outage", b.maxModelOutage.String(), "turns", len(eventIDs), "retry_in", snoozeOf(v.river).String(), "error", err)
 	}
 	if v.record {
@@ -594,4 +582,15 @@ func (p *retryPolicy) NextRetry(job *rivertype.JobRow) time.Time {
 		d = p.max
 	}
 	return time.Now().Add(jitter(d))
+}
+
+// waitLevel is the level of the log line of a job's nth free snooze of one
+// kind: the first at first, the later ones at debug, since a job waits
+// again every few seconds and each wait at info or above was a line per
+// job that often.
+func waitLevel(n int, first slog.Level) slog.Level {
+	if n == 1 {
+		return first
+	}
+	return slog.LevelDebug
 }

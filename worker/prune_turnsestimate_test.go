@@ -23,12 +23,7 @@ import (
 func TestTurnsEstimateAfterTheFilesShrink(t *testing.T) {
 	ctx := context.Background()
 	s := storetest.Open(t, storetest.Database(t))
-	exec := func(q string) {
-		t.Helper()
-		if _, err := s.Pool().Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
+	exec := func(q string) { t.Helper(); execSQL(t, s, q) }
 	insert := func(user, message string) {
 		t.Helper()
 		var turns []store.Turn
@@ -80,12 +75,7 @@ func TestTurnsEstimateAfterTheFilesShrink(t *testing.T) {
 func TestTurnsEstimateAfterAReplayOfLongTurns(t *testing.T) {
 	ctx := context.Background()
 	s := storetest.Open(t, storetest.Database(t))
-	exec := func(q string) {
-		t.Helper()
-		if _, err := s.Pool().Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
+	exec := func(q string) { t.Helper(); execSQL(t, s, q) }
 	var turns []store.Turn
 	for i := range 1500 {
 		var b strings.Builder
@@ -144,17 +134,13 @@ func TestTurnsEstimateAfterAReplayOfLongTurns(t *testing.T) {
 func packedSize(t *testing.T, s *store.Store) store.SizeReport {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := s.Pool().Exec(ctx, `VACUUM FULL turns`); err != nil {
-		t.Fatal(err)
-	}
+	execSQL(t, s, `VACUUM FULL turns`)
 	// Dead rows an update reported late (a backend flushes its statistics
 	// up to a second after it) are counted again after a VACUUM: vacuum
 	// until the count is 0.
 	deadline := time.Now().Add(time.Minute)
 	for {
-		if _, err := s.Pool().Exec(ctx, `VACUUM turns`); err != nil {
-			t.Fatal(err)
-		}
+		execSQL(t, s, `VACUUM turns`)
 		var dead int64
 		if err := s.Pool().QueryRow(ctx, `SELECT pg_stat_get_dead_tuples('turns'::regclass)`).Scan(&dead); err != nil {
 			t.Fatal(err)
@@ -167,12 +153,18 @@ func packedSize(t *testing.T, s *store.Store) store.SizeReport {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if _, err := s.Pool().Exec(ctx, `UPDATE prune_state SET turns_high_water = 0, turn_text_high_water = 0`); err != nil {
-		t.Fatal(err)
-	}
+	execSQL(t, s, `UPDATE prune_state SET turns_high_water = 0, turn_text_high_water = 0`)
 	r, err := s.MeasureSize(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// execSQL runs q on s, failing the test on an error.
+func execSQL(t *testing.T, s *store.Store, q string) {
+	t.Helper()
+	if _, err := s.Pool().Exec(context.Background(), q); err != nil {
+		t.Fatal(err)
+	}
 }
