@@ -300,6 +300,9 @@ func TestPruneDoesNotWipeContextForOneUsersTurns(t *testing.T) {
 	if _, err := s.Pool().Exec(ctx, `UPDATE turns SET received_at = now() - interval '30 days' WHERE event_id = ANY($1)`, append(pending, failed...)); err != nil {
 		t.Fatal(err)
 	}
+	// 190 inserts; 180 + 180 updates marking and dating the processed
+	// turns, 5 failed, 10 dated.
+	writes := settleTurnStats(t, s, 0, 190+180+180+5+10)
 	before, err := s.MeasureSize(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -350,7 +353,12 @@ func TestPruneDoesNotWipeContextForOneUsersTurns(t *testing.T) {
 	// Now a limit that the text of the recent processed turns, within
 	// their retention, keeps out of reach (30 of the 40 turns holding
 	// text; a quarter of the text is over): it goes, not the context.
-	limit = rep.After.LiveBytes - rep.After.TurnTextBytes/4
+	writes = settleTurnStats(t, s, writes, rep.TurnTextsCleared+rep.TurnTextsClearedForSize)
+	mid, err := s.MeasureSize(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit = mid.LiveBytes - mid.TurnTextBytes/4
 	rep, err = worker.Prune(ctx, s, worker.PruneLimits{MaxBytes: limit, TurnRetention: 7 * 24 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -374,6 +382,7 @@ func TestPruneDoesNotWipeContextForOneUsersTurns(t *testing.T) {
 	// turns' text. Every older processed turn's text goes, the context is
 	// spared.
 	justNow := seedTurns(t, s, "mallory", "now", 3, true, 0)
+	settleTurnStats(t, s, writes, rep.TurnTextsClearedForSize+3+3+3)
 	// Measured after the seed: a limit under the floor is refused.
 	size, err := s.MeasureSize(ctx)
 	if err != nil {
@@ -661,12 +670,43 @@ func churnContext(t *testing.T, s *store.Store) (int64, store.SizeReport) {
 
 // waitStat polls query, a statistics check, until it is true, for at most a
 // minute.
+// settleTurnStats waits until Postgres's statistics count the writes to
+// the turns table (inserts and updates: done before, plus more), then
+// vacuums it, and returns the writes counted. A backend sends its counts
+// when idle, at most once a second, so without it the dead versions of a
+// test's own writes reached the high water (MeasureSize) at one prune or
+// the next, by timing; and counts sent after a VACUUM (the prune's own)
+// add dead versions it had already removed. Settled, every measurement
+// sees the same table.
+func settleTurnStats(t *testing.T, s *store.Store, done, more int64) int64 {
+	t.Helper()
+	writes := done + more
+	waitStat(t, s, fmt.Sprintf("%d writes to turns", writes),
+		fmt.Sprintf(`SELECT pg_stat_get_tuples_inserted('turns'::regclass) + pg_stat_get_tuples_updated('turns'::regclass) >= %d`, writes))
+	if _, err := s.Pool().Exec(context.Background(), `VACUUM turns`); err != nil {
+		t.Fatal(err)
+	}
+	waitStat(t, s, "no dead turns after a VACUUM", `SELECT pg_stat_get_dead_tuples('turns'::regclass) = 0`)
+	return writes
+}
+
+// waitStat waits until query, over Postgres's statistics, is true. A
+// backend sends its counts when it idles, at most once a second and else
+// up to 10 s later: the idle connections of s's pool (the test's writes,
+// and a worker's on the same store) are asked to send theirs now.
 func waitStat(t *testing.T, s *store.Store, what, query string) {
 	t.Helper()
+	ctx := context.Background()
 	deadline := time.Now().Add(time.Minute)
 	for {
+		for _, c := range s.Pool().AcquireAllIdle(ctx) {
+			// Best effort: it takes a superuser (or a GRANT); without
+			// it the wait is only longer.
+			_, _ = c.Exec(ctx, `SELECT pg_stat_force_next_flush()`)
+			c.Release()
+		}
 		var ok bool
-		if err := s.Pool().QueryRow(context.Background(), query).Scan(&ok); err != nil {
+		if err := s.Pool().QueryRow(ctx, query).Scan(&ok); err != nil {
 			t.Fatal(err)
 		}
 		if ok {
