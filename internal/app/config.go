@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -151,6 +152,11 @@ type NATSConfig struct {
 	// InboxPrefix replaces NATS's _INBOX as the prefix of reply subjects.
 	// Optional.
 	InboxPrefix string
+	// PingInterval is how often the connection pings the server. A
+	// connection whose server stopped answering without closing it is
+	// dropped and made again after three intervals without an answer
+	// (two outstanding pings), at most. Default 10s.
+	PingInterval time.Duration
 }
 
 func (c NATSConfig) withDefaults() NATSConfig {
@@ -159,6 +165,9 @@ func (c NATSConfig) withDefaults() NATSConfig {
 	}
 	if c.Name == "" {
 		c.Name = "memoryd"
+	}
+	if c.PingInterval == 0 {
+		c.PingInterval = 10 * time.Second
 	}
 	return c
 }
@@ -272,6 +281,7 @@ func (c Config) validate() error {
 		bad   bool
 		want  string // what the value must be
 	}{
+		{"NATS.PingInterval", c.NATS.PingInterval, c.NATS.PingInterval < 0, "0 or more"},
 		{"Worker.Workers", c.Worker.Workers, c.Worker.Workers < 1, "at least 1"},
 		{"Worker.BatchSize", c.Worker.BatchSize, c.Worker.BatchSize < 1, "at least 1"},
 		{"Worker.MaxAttempts", c.Worker.MaxAttempts, c.Worker.MaxAttempts < 1, "at least 1"},

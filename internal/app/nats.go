@@ -13,13 +13,10 @@ import (
 	"github.com/memoryd/memoryd/events"
 )
 
-// natsPingInterval and natsMaxPingsOut bound how long a connection whose
-// server stopped answering is kept: it is dropped (and reconnected) after
-// natsMaxPingsOut+1 ping intervals without an answer, at most.
-const (
-	natsPingInterval = 10 * time.Second
-	natsMaxPingsOut  = 2
-)
+// natsMaxPingsOut and NATSConfig.PingInterval bound how long a connection
+// whose server stopped answering is kept: it is dropped (and reconnected)
+// after natsMaxPingsOut+1 ping intervals without an answer, at most.
+const natsMaxPingsOut = 2
 
 // Connect connects with the configured credentials. The connection
 // reconnects forever (a memory service outlives NATS restarts); the caller
@@ -40,7 +37,7 @@ func (c NATSConfig) Connect(logger *slog.Logger) (*nats.Conn, error) {
 		// 2 unanswered) after 4 to 6 minutes, during which this process
 		// answered no request and read no turn while its /readyz said
 		// "ok". Now within 20 to 30 s, then it reconnects.
-		nats.PingInterval(natsPingInterval),
+		nats.PingInterval(c.PingInterval),
 		nats.MaxPingsOutstanding(natsMaxPingsOut),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {

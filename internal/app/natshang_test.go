@@ -125,6 +125,7 @@ func TestNATSServerThatStopsAnsweringIsSeenAndLeft(t *testing.T) {
 	sil := newSilencer(t, target.Host)
 	a := startTestApp(t, func(c *Config) {
 		c.NATS.URL = sil.url()
+		c.NATS.PingInterval = time.Second // the silence found in 3 s, not 30
 		c.Role = RoleEnrich
 	})
 	<-sil.accepted // the process's one connection
@@ -151,7 +152,7 @@ func TestNATSServerThatStopsAnsweringIsSeenAndLeft(t *testing.T) {
 	// (it finds the connection dead by its own pings, later) and give
 	// them a request now and then: each request has its own deadline.
 	err = poll(ctx, 100*time.Millisecond, func() (bool, error) {
-		rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
+		rctx, rcancel := context.WithTimeout(ctx, time.Second)
 		defer rcancel()
 		r, err := client.Enrich(rctx, events.EnrichRequest{UserID: "alice", Message: "anything?"})
 		return err == nil && !r.Degraded, nil
