@@ -51,7 +51,7 @@ func TestModelAnswering500sWaitsAcrossRestarts(t *testing.T) {
 	const turns, maxAttempts, restarts = 6, 3, 4
 	// Snoozes and retries at serve's proportions (2 s doubling), scaled
 	// down: an attempt's retry comes before the outage snoozes grown meanwhile.
-	cfg := func(c *worker.Config) { c.MaxAttempts, c.JobRetryBase = maxAttempts, 100*time.Millisecond }
+	cfg := func(c *worker.Config) { c.MaxAttempts, c.JobRetryBase = maxAttempts, 25*time.Millisecond }
 	for i := range turns {
 		e.publish(events.Turn{ID: fmt.Sprintf("t%d", i), UserID: fmt.Sprintf("user%d", i), UserMessage: fmt.Sprintf("My name is Alice and I have %d cats.", i)})
 	}
