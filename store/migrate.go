@@ -65,14 +65,24 @@ func (s *Store) Migrate(ctx context.Context, fsys fs.FS, logger *slog.Logger) ([
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("migrate river: %w", err)
+		return nil, fmt.Errorf("migrate river: %w", privilegeHint(err))
 	}
 
-	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS memoryd_migrations (
+	// Created only when missing: CREATE TABLE IF NOT EXISTS checks the
+	// CREATE privilege on the schema before it looks for the table, so a
+	// role that only reads and writes the tables (migrated by their owner)
+	// was refused at every serve's start with nothing to migrate.
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass('memoryd_migrations') IS NOT NULL`).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	if !exists {
+		if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS memoryd_migrations (
 		version    integer     PRIMARY KEY,
 		name       text        NOT NULL,
 		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-		return nil, fmt.Errorf("migrate: %w", err)
+			return nil, fmt.Errorf("migrate: %w", privilegeHint(err))
+		}
 	}
 	applied, err := appliedMigrations(ctx, conn)
 	if err != nil {
@@ -119,7 +129,7 @@ func (s *Store) Migrate(ctx context.Context, fsys fs.FS, logger *slog.Logger) ([
 			}
 		}
 		if err != nil {
-			return done, fmt.Errorf("migrate %s: %w", f.name, err)
+			return done, fmt.Errorf("migrate %s: %w", f.name, privilegeHint(err))
 		}
 		logger.Info("applied migration", "version", f.version, "name", f.name)
 		done = append(done, f.version)
@@ -433,4 +443,15 @@ func appliedMigrations(ctx context.Context, db DBTX) (map[int]bool, error) {
 		applied[v] = true
 	}
 	return applied, nil
+}
+
+// privilegeHint adds to a migration's permission error (42501
+// insufficient_privilege: no CREATE on the schema, or not the owner of a
+// table it alters) what the role lacks and what to do.
+func privilegeHint(err error) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "42501" {
+		return err
+	}
+	return fmt.Errorf("%w: migrations need a role that owns memoryd's tables and may CREATE in their schema (the database owner, or GRANT CREATE ON SCHEMA); run memoryd migrate with such a role, then start serve, replay and embed with --migrate=false under a role that only reads and writes the tables", err)
 }

@@ -439,6 +439,10 @@ func createDatabase(ctx context.Context, cc *pgx.ConnConfig, logger *slog.Logger
 		// a unique violation on pg_database when both inserts raced.
 		return nil
 	}
+	if errors.As(err, &pgErr) && pgErr.Code == "42501" {
+		return fmt.Errorf("store: create database %q: %w: the role %q has no CREATEDB; have an administrator run CREATE DATABASE %s OWNER %s, or fix the database name in --database-url",
+			name, err, cc.User, pgx.Identifier{name}.Sanitize(), pgx.Identifier{cc.User}.Sanitize())
+	}
 	if err != nil {
 		return fmt.Errorf("store: create database %q: %w", name, err)
 	}

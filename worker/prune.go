@@ -84,6 +84,11 @@ type PruneReport struct {
 	// OverLimit is set when the size is still over the limit afterwards.
 	OverLimit bool             `json:"over_limit"`
 	After     store.SizeReport `json:"after"`
+	// VacuumDenied names the tables the prune vacuums that the role
+	// (VacuumRole) may not VACUUM (store.VacuumDenied): Postgres skipped
+	// them, so what this prune freed is not reusable space.
+	VacuumDenied []string `json:"vacuum_denied,omitempty"`
+	VacuumRole   string   `json:"vacuum_role,omitempty"`
 }
 
 // pruneBatch bounds one DELETE or UPDATE, so that pruning holds row locks
@@ -148,6 +153,10 @@ func (p *pruneWorker) Work(ctx context.Context, job *river.Job[PruneArgs]) error
 			"floor_bytes", rep.After.FloorBytes, "max_db_size", cfg.MaxDBSize)
 	}
 	p.w.logger.Info("pruned", attrs...)
+	if msg := store.VacuumDeniedMessage(rep.VacuumRole, rep.VacuumDenied); msg != "" {
+		// Said every run, as the size limit's floor is: the operator must act.
+		p.w.logger.Warn("prune could not VACUUM: "+msg, "real_bytes", rep.After.RealBytes, "live_bytes", rep.After.LiveBytes)
+	}
 	switch {
 	case rep.OverLimit && !rep.ContextSpared:
 		// Context was deleted, but memory written while it pruned left it
@@ -227,6 +236,17 @@ func pruneOnce(ctx context.Context, s *store.Store, l PruneLimits, wait bool) (r
 func prune(ctx context.Context, s *store.Store, l PruneLimits) (PruneReport, error) {
 	var rep PruneReport
 	var err error
+	if l.MaxBytes > 0 || l.MaxContextPerUser > 0 || l.TurnRetention > 0 {
+		// A VACUUM the role may not run is skipped with a warning only
+		// the server sees: said in the report instead.
+		denied, tables, err := s.VacuumDenied(ctx)
+		if err != nil {
+			return rep, fmt.Errorf("prune: %w", err)
+		}
+		if len(tables) > 0 {
+			rep.VacuumRole, rep.VacuumDenied = denied, tables
+		}
+	}
 	if l.MaxBytes > 0 {
 		// Measured first: the measure raises the high-water marks with
 		// the dead rows the vacuum then makes reusable.

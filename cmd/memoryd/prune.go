@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/worker"
 )
 
@@ -41,6 +42,9 @@ waits for a serve's to end. It neither creates nor migrates the database.
 	rep, err := svc.Prune(ctx)
 	if err != nil {
 		return startErr(err)
+	}
+	if msg := store.VacuumDeniedMessage(rep.VacuumRole, rep.VacuumDenied); msg != "" {
+		fmt.Fprintln(a.stderr, "memoryd prune: warning: "+msg)
 	}
 	if asJSON {
 		if err := printJSON(a.stdout, rep); err != nil {

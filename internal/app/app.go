@@ -323,6 +323,7 @@ func (a *App) Start(ctx context.Context) (err error) {
 	a.warnUnfinishedResets(ctx, s)
 	a.warnAutovacuumOff(ctx, s)
 	if runWorker {
+		a.warnVacuumDenied(ctx, s)
 		a.warnOtherExtractors(ctx, s, ext)
 	}
 	if runEnrich {
@@ -618,6 +619,20 @@ func (a *App) warnAutovacuumOff(ctx context.Context, s *store.Store) {
 	}
 	if off {
 		a.logger.WarnContext(ctx, "autovacuum is off on this Postgres server (or track_counts is): memoryd's change outbox, River's jobs and the turns leave dead rows at the rate of ingest, which then grow the tables and slow their reads; turn it on (autovacuum = on, track_counts = on) or vacuum memoryd's tables on a schedule")
+	}
+}
+
+// warnVacuumDenied says at start when the role may not VACUUM the tables
+// the prune vacuums: Postgres skips them with a warning memoryd never
+// sees, and the size limit then bounds an estimate, not the files.
+func (a *App) warnVacuumDenied(ctx context.Context, s *store.Store) {
+	role, tables, err := s.VacuumDenied(ctx)
+	if err != nil {
+		a.logger.WarnContext(ctx, "cannot read the VACUUM privilege on memoryd's tables", "error", err)
+		return
+	}
+	if msg := store.VacuumDeniedMessage(role, tables); msg != "" {
+		a.logger.WarnContext(ctx, msg)
 	}
 }
 
