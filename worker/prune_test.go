@@ -670,8 +670,6 @@ func churnContext(t *testing.T, s *store.Store) (int64, store.SizeReport) {
 	return before.LiveBytes + before.ContextBytes/20, before
 }
 
-// waitStat polls query, a statistics check, until it is true, for at most a
-// minute.
 // settleTurnStats waits until Postgres's statistics count the writes to
 // the turns table (inserts and updates: done before, plus more), then
 // vacuums it, and returns the writes counted. A backend sends its counts
@@ -692,8 +690,8 @@ func settleTurnStats(t *testing.T, s *store.Store, done, more int64) int64 {
 	return writes
 }
 
-// waitStat waits until query, over Postgres's statistics, is true. A
-// backend sends its counts when it idles, at most once a second and else
+// waitStat waits until query, over Postgres's statistics, is true, for at
+// most a minute. A backend sends its counts when it idles, at most once a second and else
 // up to 10 s later: the idle connections of s's pool (the test's writes,
 // and a worker's on the same store) are asked to send theirs now.
 func waitStat(t *testing.T, s *store.Store, what, query string) {
