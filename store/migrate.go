@@ -344,11 +344,11 @@ func (s *Store) PendingMigrations(ctx context.Context, fsys fs.FS) (Pending, err
 	var p Pending
 	migrator, err := rivermigrate.New(riverpgxv5.New(s.pool), &rivermigrate.Config{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
-		return p, fmt.Errorf("pending migrations: %w", err)
+		return p, fmt.Errorf("check for pending migrations: %w", err)
 	}
 	res, err := migrator.Validate(ctx, nil)
 	if err != nil {
-		return p, fmt.Errorf("pending migrations: river: %w", err)
+		return p, fmt.Errorf("check for pending migrations: river: %w", err)
 	}
 	if !res.OK {
 		p.River = res.Messages
@@ -359,7 +359,7 @@ func (s *Store) PendingMigrations(ctx context.Context, fsys fs.FS) (Pending, err
 	}
 	applied, err := appliedMigrations(ctx, s.db)
 	if err != nil {
-		return p, fmt.Errorf("pending migrations: %w", err)
+		return p, fmt.Errorf("check for pending migrations: %w", err)
 	}
 	for _, f := range files {
 		if !applied[f.version] {

@@ -25,7 +25,14 @@ const msgListenFailed = "changes: listen"
 // dependency is down (the ingest and job errors back off; these do not, or
 // are logged once per job, and every turn is a job with a model): a
 // process's log handler may hold back repeats of them.
-var OutageRepeats = []string{msgListenFailed, msgModelUnreachable, msgModelRefuses}
+var OutageRepeats = []string{msgListenFailed, msgPublishFailed, msgModelUnreachable, msgModelRefuses, msgDBUnreachable}
+
+// msgPublishFailed is logged when a round of the changes publisher fails.
+// Its backoff starts again after a round that sent something, so with
+// Postgres short of connections (rounds failing and passing in turn) it
+// was a line a second (a Postgres walk: 68 in 60 s): held back with the
+// other outage lines.
+const msgPublishFailed = "changes: publish failed, retrying"
 
 // ChangesConfig configures a Changes publisher.
 type ChangesConfig struct {
@@ -288,7 +295,7 @@ func (c *Changes) run(ctx context.Context, done chan struct{}) {
 			fails++
 			c.failures.Add(1)
 			wait := min(c.cfg.RetryMin<<min(fails-1, 20), c.cfg.RetryMax)
-			c.cfg.Logger.Warn("changes: publish failed, retrying", "error", err, "retry_in", wait)
+			c.cfg.Logger.Warn(msgPublishFailed, "error", err, "retry_in", wait)
 			sleep(ctx, wait)
 			continue
 		}

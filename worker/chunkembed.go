@@ -210,7 +210,7 @@ func (c *chunkEmbedWorker) Work(ctx context.Context, job *river.Job[ChunkEmbedAr
 	v := outcome(err, job.JobRow, errors.Is(ctx.Err(), context.Canceled), b)
 	if v.count != "" {
 		if merr := river.MetadataSet(ctx, v.count, v.n); merr != nil {
-			b.maxLockWaits, b.maxRateLimitWaits, b.maxQueueWaits = 0, 0, 0
+			b.maxLockWaits, b.maxRateLimitWaits, b.maxQueueWaits, b.maxDBOutage = 0, 0, 0, 0
 			v = outcome(err, job.JobRow, false, b)
 		}
 	}

@@ -364,7 +364,7 @@ func (e *embedWorker) Work(ctx context.Context, job *river.Job[EmbedArgs]) error
 	v := outcome(err, job.JobRow, errors.Is(ctx.Err(), context.Canceled), b)
 	if v.count != "" {
 		if merr := river.MetadataSet(ctx, v.count, v.n); merr != nil {
-			b.maxLockWaits, b.maxRateLimitWaits, b.maxQueueWaits = 0, 0, 0
+			b.maxLockWaits, b.maxRateLimitWaits, b.maxQueueWaits, b.maxDBOutage = 0, 0, 0, 0
 			v = outcome(err, job.JobRow, false, b)
 		}
 	}

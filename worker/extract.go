@@ -477,7 +477,7 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 			// Not run by River, so the snooze could not be counted: an
 			// uncounted snooze could repeat forever, so decide as if the
 			// budget were spent.
-			b.maxLockWaits, b.maxRateLimitWaits, b.maxQueueWaits, b.maxModelOutage = 0, 0, 0, 0
+			b.maxLockWaits, b.maxRateLimitWaits, b.maxQueueWaits, b.maxModelOutage, b.maxDBOutage = 0, 0, 0, 0, 0
 			v = outcome(err, job, false, b)
 		}
 	}
@@ -511,6 +511,12 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 		}
 		e.w.logger.Log(ctx, waitLevel(v.n, slog.LevelWarn), msg, "job_id", job.ID, "user_id", userID,
 			"model_waits", v.n, "max_model_outage", b.maxModelOutage.String(), "turns", len(eventIDs), "retry_in", snoozeOf(v.river).String(), "error", err)
+	case outcomeDBDown:
+		// As for a model server that is down: a warning at a job's first
+		// wait (held back to one every 30 s, OutageRepeats), later ones
+		// at debug.
+		e.w.logger.Log(ctx, waitLevel(v.n, slog.LevelWarn), msgDBUnreachable, "job_id", job.ID, "user_id", userID,
+			"db_waits", v.n, "max_db_outage", b.maxDBOutage.String(), "turns", len(eventIDs), "retry_in", snoozeOf(v.river).String(), "error", err)
 	}
 	if v.record {
 		markCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterCancelTimeout)
@@ -531,6 +537,10 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 // msgModelUnreachable is logged when an extraction job waits for a model
 // server that does not answer (outcomeModelDown).
 const msgModelUnreachable = "model server unreachable; extraction waiting for it without spending attempts"
+
+// msgDBUnreachable is logged when an extraction job waits for Postgres
+// (outcomeDBDown).
+const msgDBUnreachable = "database unreachable; extraction waiting for it without spending attempts"
 
 // msgModelRefuses is logged instead when the server refuses the
 // configuration (a 401, 403 or 404: extractor.IsMisconfigured).

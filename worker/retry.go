@@ -3,10 +3,14 @@ package worker
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"math/rand/v2"
+	"net"
+	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
@@ -40,6 +44,7 @@ const (
 	outcomeRateLimited = "rate_limited"
 	outcomeQueued      = "queued"
 	outcomeModelDown   = "model_unreachable"
+	outcomeDBDown      = "db_unreachable"
 	// Recovery's (recover.go, reconcile.go).
 	outcomeTakenOver = "taken_over"
 	outcomeDiscarded = "discarded"
@@ -52,7 +57,7 @@ const (
 // increment.
 func ExtractOutcomes() []string {
 	return []string{outcomeProcessed, outcomeRetry, outcomeFailed, outcomeHandedBack, outcomeLockWait,
-		outcomeRateLimited, outcomeQueued, outcomeModelDown, outcomeTakenOver, outcomeDiscarded, outcomeRequeued}
+		outcomeRateLimited, outcomeQueued, outcomeModelDown, outcomeDBDown, outcomeTakenOver, outcomeDiscarded, outcomeRequeued}
 }
 
 // Job metadata keys counting free snoozes, and the reason of the last one
@@ -62,6 +67,7 @@ const (
 	metaRateLimitWaits = "memoryd_rate_limit_waits"
 	metaQueueWaits     = "memoryd_queue_waits"
 	metaModelWaits     = "memoryd_model_waits"
+	metaDBWaits        = "memoryd_db_waits"
 	metaSnoozeReason   = "memoryd_snooze_reason"
 )
 
@@ -100,8 +106,12 @@ type retryBudget struct {
 	// snoozes for an unreachable model server may last (see modelWait);
 	// negative for none.
 	maxModelOutage time.Duration
-	// modelWaitBase is the first snooze for an unreachable model server;
-	// it doubles per wait, up to maxModelWait.
+	// maxDBOutage is how long in all a job's snoozes for an unreachable
+	// database may last (dbUnreachable; maxDBOutage); 0 for none.
+	maxDBOutage time.Duration
+	// modelWaitBase is the first snooze for an unreachable model server
+	// (and an unreachable database); it doubles per wait, up to
+	// maxModelWait.
 	modelWaitBase time.Duration
 	// spread lengthens a snooze by a random part, so that jobs snoozed
 	// together do not all come back at once; identity in tests.
@@ -117,6 +127,7 @@ func (w *Worker) budget() retryBudget {
 		maxQueueWaits:     w.cfg.MaxQueueWaits,
 		lockWaitBase:      min(w.cfg.JobRetryBase, time.Second),
 		maxModelOutage:    w.cfg.MaxModelOutage,
+		maxDBOutage:       maxDBOutage,
 		modelWaitBase:     w.cfg.JobRetryBase,
 		spread:            spread,
 	}
@@ -160,6 +171,15 @@ type verdict struct {
 //     restarting or loading a model fails every request for minutes;
 //     spending attempts then would fail every turn of the outage. Past the
 //     bound it is an ordinary transient failure.
+//   - an unreachable database (dbUnreachable: the job's connection refused,
+//     cut or terminated, the server shutting down or starting, or out of
+//     connection slots, 53300) while the job's snoozes for it total less
+//     than maxDBOutage: snooze as for a model server. The turn is not
+//     at fault: before, each such run spent an attempt, and a minute of
+//     "too many clients" (River fetching on the connections it held, the
+//     job unable to open one) failed turns for good with --max-attempts 3
+//     (a Postgres walk: 15 of 1,480 turns), a restart or a terminated
+//     backend one attempt each.
 //   - extractor.KindPermanent anywhere in the error, or the job's last attempt
 //     (job.Attempt >= jobAttempts(job.MaxAttempts, job.Metadata, maxAttempts)): river.JobCancel,
 //     and the turns are marked failed for good (memoryd failed lists them;
@@ -200,10 +220,45 @@ func outcome(err error, job *rivertype.JobRow, shutdown bool, b retryBudget) ver
 			return verdict{river: river.JobSnooze(b.spreadBelow(d)), label: outcomeModelDown, count: metaModelWaits, n: waits + 1}
 		}
 	}
+	if waits := metaCount(job.Metadata, metaDBWaits); dbUnreachable(err) && !permanent {
+		if d, ok := b.outageWait(waits, b.maxDBOutage); ok {
+			return verdict{river: river.JobSnooze(b.spreadBelow(d)), label: outcomeDBDown, count: metaDBWaits, n: waits + 1}
+		}
+	}
 	if permanent || job.Attempt >= jobAttempts(job.MaxAttempts, job.Metadata, b.maxAttempts) {
 		return verdict{river: river.JobCancel(err), label: outcomeFailed, record: true, final: true}
 	}
 	return verdict{river: err, label: outcomeRetry, record: true}
+}
+
+// maxDBOutage bounds the snoozes of one job for an unreachable database,
+// as --llm-max-outage's default does for a model server: past it the
+// job spends attempts again, so that no job waits forever.
+const maxDBOutage = 30 * time.Minute
+
+// dbUnreachable reports whether err says the job could not reach Postgres
+// rather than that Postgres refused its statements: a connection that
+// could not be made (connection refused, the server shutting down or
+// starting, 57P03, or out of connection slots, 53300), or one lost under
+// it (terminated by an administrator or a restart, 57P01/57P02, class 08,
+// a connection closed or cut). An error of the model or embedding server
+// (extractor.Error, embedding.Error, which may wrap a network error of
+// their own) is not: outcome decides those by their kind. An
+// authentication failure (28P01) or a missing database (3D000) is not
+// either: waiting does not mend them.
+func dbUnreachable(err error) bool {
+	if extractor.KindOf(err) != 0 || embedding.KindOf(err) != 0 {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		c := pgErr.Code
+		return strings.HasPrefix(c, "08") || strings.HasPrefix(c, "57P") || c == "53300"
+	}
+	var connectErr *pgconn.ConnectError
+	var netErr *net.OpError
+	return errors.As(err, &connectErr) || errors.Is(err, pgconn.ErrConnClosed) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &netErr)
 }
 
 // maxModelWait caps one snooze for an unreachable model server: a server
@@ -221,12 +276,18 @@ const maxLockWait = 30 * time.Second
 // shortened by the spread (spreadBelow), never lengthened, so that the
 // waits of a job total at most maxModelOutage.
 func (b retryBudget) modelWait(waits int) (time.Duration, bool) {
-	if b.maxModelOutage <= 0 || b.modelWaitBase <= 0 {
+	return b.outageWait(waits, b.maxModelOutage)
+}
+
+// outageWait is modelWait for an outage of at most maxOutage in all (a
+// model server's, or the database's: dbUnreachable).
+func (b retryBudget) outageWait(waits int, maxOutage time.Duration) (time.Duration, bool) {
+	if maxOutage <= 0 || b.modelWaitBase <= 0 {
 		return 0, false
 	}
 	var total time.Duration
 	for i := 0; ; i++ {
-		if total >= b.maxModelOutage {
+		if total >= maxOutage {
 			return 0, false
 		}
 		// Doubled only while under maxModelWait: base<<i overflows
@@ -235,7 +296,7 @@ func (b retryBudget) modelWait(waits int) (time.Duration, bool) {
 		if i < 30 && b.modelWaitBase <= maxModelWait>>i {
 			d = b.modelWaitBase << i
 		}
-		d = min(d, b.maxModelOutage-total)
+		d = min(d, maxOutage-total)
 		if i == waits {
 			return d, true
 		}

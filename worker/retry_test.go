@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -58,7 +60,7 @@ func TestOutcome(t *testing.T) {
 	queued := &extractor.Error{Kind: extractor.KindRetryAfter, RetryAfter: 3 * time.Second, Local: true, Reason: "all 1 model request slots stayed busy"}
 	down := &extractor.Error{Kind: extractor.KindTransient, Unreachable: true, Reason: "status 503: loading model"}
 	budget := retryBudget{maxAttempts: 5, maxLockWaits: 3, maxRateLimitWaits: 10, maxQueueWaits: 100, lockWaitBase: 100 * time.Millisecond,
-		maxModelOutage: 10 * time.Minute, modelWaitBase: 2 * time.Second,
+		maxModelOutage: 10 * time.Minute, maxDBOutage: maxDBOutage, modelWaitBase: 2 * time.Second,
 		spread: func(d time.Duration) time.Duration { return d }}
 	const (
 		plain  = "error"
@@ -142,6 +144,35 @@ func TestOutcome(t *testing.T) {
 			want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true},
 		{name: "model unreachable beside a permanent error", err: errors.Join(down, permanent), attempt: 1,
 			want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true},
+
+		// Postgres unreachable (a Postgres walk: a restart, terminated
+		// backends, 53300 "too many clients"): the turn is not at fault,
+		// so no attempt is spent, on the model server's schedule, up to
+		// maxDBOutage (30m: 2+4+...+32 s, then 1m each, the 34th cut to 58 s).
+		{name: "db: too many clients", err: fmt.Errorf("unprocessed turns: %w", &pgconn.ConnectError{Config: &pgconn.Config{}}), attempt: 1,
+			want: snooze, wantSnooze: 2 * time.Second, wantLabel: outcomeDBDown, wantCount: metaDBWaits, wantN: 1},
+		{name: "db: 53300 at the last attempt spends none", err: fmt.Errorf("save: %w", &pgconn.PgError{Code: "53300", Message: "sorry, too many clients already"}), attempt: 3,
+			maxAttempts: 3, want: snooze, wantSnooze: 2 * time.Second, wantLabel: outcomeDBDown, wantCount: metaDBWaits, wantN: 1},
+		{name: "db: backend terminated", err: fmt.Errorf("lock users: %w", &pgconn.PgError{Code: "57P01", Message: "terminating connection due to administrator command"}), attempt: 5,
+			metadata: `{"memoryd_db_waits": 2}`, want: snooze, wantSnooze: 8 * time.Second, wantLabel: outcomeDBDown, wantCount: metaDBWaits, wantN: 3},
+		{name: "db: shutting down", err: &pgconn.PgError{Code: "57P03", Message: "the database system is shutting down"}, attempt: 1,
+			want: snooze, wantSnooze: 2 * time.Second, wantLabel: outcomeDBDown, wantCount: metaDBWaits, wantN: 1},
+		{name: "db: conn closed", err: fmt.Errorf("extract: %w", pgconn.ErrConnClosed), attempt: 5,
+			want: snooze, wantSnooze: 2 * time.Second, wantLabel: outcomeDBDown, wantCount: metaDBWaits, wantN: 1},
+		{name: "db: cut mid-query", err: fmt.Errorf("save: %w", io.ErrUnexpectedEOF), attempt: 1,
+			want: snooze, wantSnooze: 2 * time.Second, wantLabel: outcomeDBDown, wantCount: metaDBWaits, wantN: 1},
+		{name: "db: connection refused", err: fmt.Errorf("save: %w", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}), attempt: 1,
+			want: snooze, wantSnooze: 2 * time.Second, wantLabel: outcomeDBDown, wantCount: metaDBWaits, wantN: 1},
+		{name: "db unreachable past its bound, last attempt", err: &pgconn.PgError{Code: "57P01"}, attempt: 5, metadata: `{"memoryd_db_waits": 34}`,
+			want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true},
+		{name: "db unreachable past its bound", err: &pgconn.PgError{Code: "57P01"}, attempt: 1, metadata: `{"memoryd_db_waits": 34}`,
+			want: plain, wantLabel: outcomeRetry, wantRecord: true},
+		{name: "db refusing a statement is not unreachable", err: &pgconn.PgError{Code: "42P01", Message: "relation does not exist"}, attempt: 1,
+			want: plain, wantLabel: outcomeRetry, wantRecord: true},
+		{name: "db authentication failure is not unreachable", err: &pgconn.PgError{Code: "28P01"}, attempt: 1,
+			want: plain, wantLabel: outcomeRetry, wantRecord: true},
+		{name: "model network error is the model's", err: &extractor.Error{Kind: extractor.KindTransient, Reason: "reset", Err: &net.OpError{Op: "read", Err: errors.New("connection reset by peer")}}, attempt: 1,
+			want: plain, wantLabel: outcomeRetry, wantRecord: true},
 
 		{name: "lock wait", err: lockWait, attempt: 1,
 			want: snooze, wantSnooze: 100 * time.Millisecond, wantLabel: outcomeLockWait, wantCount: metaLockWaits, wantN: 1},

@@ -58,7 +58,7 @@ func addUsage(ctx context.Context, q *store.Store, model string, day time.Time, 
 // flushUsage stores what usage still holds, each call's tokens on their own
 // (store.AddTurnUsage: unless a forget covers the turn), also when ctx is
 // done (the tokens were spent), bounded. Losing a count is better than
-// failing the job over it.
+// failing the job over it; after the first error the rest are dropped.
 func (e *extractWorker) flushUsage(ctx context.Context, usage *jobUsage) {
 	for i, t := range usage.turns {
 		// Bounded: a wait behind a forget or a dead connection must not
@@ -67,7 +67,12 @@ func (e *extractWorker) flushUsage(ctx context.Context, usage *jobUsage) {
 		_, err := e.w.cfg.Store.AddTurnUsage(uctx, events.UserToken(t.UserID), t.Placed, t.UserID, usage.model, e.w.spendDay(), usage.used[i])
 		cancel()
 		if err != nil {
-			e.w.logger.Warn("cannot record token usage", "user_id", t.UserID, "error", err)
+			// Once a job, for the turns left: the next would wait and fail
+			// alike (Postgres down or out of connections: a walk logged a
+			// line a turn, 338 in 30 s, each waiting up to
+			// afterCancelTimeout).
+			e.w.logger.Warn("cannot record token usage", "user_id", t.UserID, "turns", len(usage.turns)-i, "error", err)
+			break
 		}
 	}
 	usage.reset()

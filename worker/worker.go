@@ -68,8 +68,9 @@ type Observer interface {
 	// another transaction held a lock it needed; see Config.MaxLockWaits),
 	// "rate_limited" (snoozed for the model server's Retry-After; see
 	// Config.MaxRateLimitWaits), "queued" (snoozed waiting for a free
-	// model call in this process) or "model_unreachable" (snoozed while the
-	// model server is down; see Config.MaxModelOutage). ExtractOutcomes
+	// model call in this process), "model_unreachable" (snoozed while the
+	// model server is down; see Config.MaxModelOutage) or "db_unreachable"
+	// (snoozed while Postgres cannot be reached; see maxDBOutage). ExtractOutcomes
 	// lists them all.
 	// Recovery reports with it too: "taken_over" (the running job of a dead
 	// process was replaced), "discarded" (the turns' job ran out of attempts

@@ -220,8 +220,12 @@ func explain(err error) string {
 		// Something accepted the connection, or the packets go nowhere:
 		// "start it" would send the operator after the wrong problem.
 		return fmt.Sprintf("Postgres at %s:%d did not answer in time (a server that hangs, or a firewall dropping the packets); check the server and the network, or --database-url / MEMORYD_DATABASE_URL.", connErr.Host, connErr.Port)
-	case errors.As(err, &connErr):
+	case errors.As(err, &connErr) && connErr.Port == 5432:
 		return fmt.Sprintf("Postgres is not reachable at %s:%d; start it (on Debian: pg_ctlcluster 15 main start, or `make services`) or set --database-url / MEMORYD_DATABASE_URL.", connErr.Host, connErr.Port)
+	case errors.As(err, &connErr):
+		// Not the default port: Debian's default cluster is not the one
+		// (a Postgres walk: a cluster on 5441 was told to start "15 main").
+		return fmt.Sprintf("Postgres is not reachable at %s:%d; start the server on that port or set --database-url / MEMORYD_DATABASE_URL.", connErr.Host, connErr.Port)
 	case errors.As(err, &natsErr) && errors.Is(err, nats.ErrAuthorization):
 		return fmt.Sprintf("NATS at %s refused the credentials; check --nats-user/--nats-password/--nats-token/--nats-creds.", natsErr.URL)
 	case errors.As(err, &natsErr) && (errors.Is(err, nats.ErrNoServers) || errors.As(err, &netErr)):

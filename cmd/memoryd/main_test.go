@@ -121,6 +121,11 @@ func TestMigrateNamesUnreachablePostgres(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut.String(), "Postgres is not reachable at 127.0.0.1:1") {
 		t.Fatalf("exit %d, stderr %q", code, errOut.String())
 	}
+	// Debian's default cluster listens on 5432: naming it for another
+	// port sends the operator to start the wrong server.
+	if strings.Contains(errOut.String(), "15 main") {
+		t.Fatalf("a server on port 1 was told to start Debian's default cluster: %q", errOut.String())
+	}
 }
 
 // TestMigrateNamesFullPostgres: a server that refuses a connection for
