@@ -397,7 +397,10 @@ func (w *Worker) takeOverWith(ctx context.Context, lost bool, find func(q *store
 	if err != nil {
 		return fmt.Errorf("take over: %w", err)
 	}
-	whose := "took over the job of a dead process"
+	// Not "dead": a live process cut off from Postgres past its lease
+	// hands its jobs back as they are taken (a Postgres walk read "dead
+	// process" for a serve that ran on).
+	whose := "took over the job of a process whose lease lapsed (stopped, or without Postgres for longer than its lease)"
 	if lost {
 		whose = "took over a job its fetch lost (a cut connection); its attempt given back"
 	}
