@@ -13,10 +13,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/internal/app"
 	"github.com/memoryd/memoryd/migrations"
 	"github.com/memoryd/memoryd/store"
 )
@@ -44,8 +46,14 @@ func newEnv(ctx context.Context, o *options) (*env, error) {
 		return nil, err
 	}
 	s.Close()
-	if e.admin, err = pgx.Connect(ctx, o.dbURL); err != nil {
-		return nil, fmt.Errorf("connect to Postgres at %s: %w", o.dbURL, err)
+	// Through the pool's parser: a URL capped with pool_max_conns is
+	// refused by pgx.Connect, which sends the parameter as a setting.
+	pcfg, err := pgxpool.ParseConfig(o.dbURL)
+	if err != nil {
+		return nil, fmt.Errorf("database url %s: %w", app.RedactURL(o.dbURL), err)
+	}
+	if e.admin, err = pgx.ConnectConfig(ctx, pcfg.ConnConfig); err != nil {
+		return nil, fmt.Errorf("connect to Postgres at %s: %w", app.RedactURL(o.dbURL), err)
 	}
 	if e.nc, err = nats.Connect(o.natsURL, nats.Name("membench")); err != nil {
 		e.admin.Close(ctx)

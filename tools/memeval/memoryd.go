@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
@@ -80,9 +81,9 @@ func start(ctx context.Context, o options, logger *slog.Logger) (in *instance, e
 		return in, fmt.Errorf("postgres: %w", err)
 	}
 	s.Close()
-	admin, err := pgx.Connect(ctx, o.databaseURL)
+	admin, err := connect(ctx, o.databaseURL)
 	if err != nil {
-		return in, fmt.Errorf("postgres %s: %w", o.databaseURL, err)
+		return in, fmt.Errorf("postgres %s: %w", app.RedactURL(o.databaseURL), err)
 	}
 	_, err = admin.Exec(ctx, "CREATE SCHEMA "+in.schema)
 	admin.Close(ctx)
@@ -90,7 +91,7 @@ func start(ctx context.Context, o options, logger *slog.Logger) (in *instance, e
 		return in, fmt.Errorf("create schema: %w", err)
 	}
 	in.cleanup = append(in.cleanup, func(ctx context.Context) error {
-		c, err := pgx.Connect(ctx, in.baseURL)
+		c, err := connect(ctx, in.baseURL)
 		if err != nil {
 			return err
 		}
@@ -366,4 +367,15 @@ func (in *instance) enrichWith(ctx context.Context, client *events.Client, h hay
 		return r, fmt.Errorf("enrich degraded: %s", r.Reason)
 	}
 	return r, nil
+}
+
+// connect opens one connection on url, which may carry the pool's
+// parameters (pool_max_conns, as the guide's capped URLs do): pgx.Connect
+// sends them to the server as settings, which refuses them.
+func connect(ctx context.Context, url string) (*pgx.Conn, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.ConnectConfig(ctx, cfg.ConnConfig)
 }
