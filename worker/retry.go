@@ -186,7 +186,7 @@ type verdict struct {
 //     RetryFailed re-runs them).
 //   - anything else: the error itself, so that River retries with its
 //     backoff. That includes extractor.KindTransient, errors that are not
-//     the extractor's (Postgres), and extractor.KindInvalidOutput: the
+//     the extractor's (Postgres refusing a statement), and extractor.KindInvalidOutput: the
 //     model already had its one correction within the attempt, but a model
 //     call is not deterministic (sampling, a server under load truncating
 //     its reply, a model swapped behind the same name), and the attempt
@@ -231,10 +231,15 @@ func outcome(err error, job *rivertype.JobRow, shutdown bool, b retryBudget) ver
 	return verdict{river: err, label: outcomeRetry, record: true}
 }
 
-// maxDBOutage bounds the snoozes of one job for an unreachable database,
-// as --llm-max-outage's default does for a model server: past it the
-// job spends attempts again, so that no job waits forever.
-const maxDBOutage = 30 * time.Minute
+// maxDBOutage bounds the snoozes of one job for an unreachable database:
+// past it the job spends attempts again, so that no job waits forever.
+// Five minutes covers a restart or a failover (9 snoozes: 2, 4, 8, 16,
+// 32 s, then a minute). Not more: a run that meets the database only at
+// its save has asked the model already, so in an outage that lets reads
+// through every snooze costs a model call (a review: 30 minutes was up to
+// 39 calls a turn where 5 attempts make 5), and the tokens of calls whose
+// usage cannot be saved do not count toward the spend caps.
+const maxDBOutage = 5 * time.Minute
 
 // dbUnreachable reports whether err says the job could not reach Postgres
 // rather than that Postgres refused its statements: a connection that
@@ -252,8 +257,10 @@ func dbUnreachable(err error) bool {
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
+		// Not 08P01 (a protocol violation) or 57P04 (the database was
+		// dropped): waiting mends neither.
 		c := pgErr.Code
-		return strings.HasPrefix(c, "08") || strings.HasPrefix(c, "57P") || c == "53300"
+		return (strings.HasPrefix(c, "08") && c != "08P01") || (strings.HasPrefix(c, "57P") && c != "57P04") || c == "53300"
 	}
 	var connectErr *pgconn.ConnectError
 	var netErr *net.OpError

@@ -148,7 +148,7 @@ func TestOutcome(t *testing.T) {
 		// Postgres unreachable (a Postgres walk: a restart, terminated
 		// backends, 53300 "too many clients"): the turn is not at fault,
 		// so no attempt is spent, on the model server's schedule, up to
-		// maxDBOutage (30m: 2+4+...+32 s, then 1m each, the 34th cut to 58 s).
+		// maxDBOutage (5m: 2+4+...+32 s, then 1m each, the 9th cut to 58 s).
 		{name: "db: too many clients", err: fmt.Errorf("unprocessed turns: %w", &pgconn.ConnectError{Config: &pgconn.Config{}}), attempt: 1,
 			want: snooze, wantSnooze: 2 * time.Second, wantLabel: outcomeDBDown, wantCount: metaDBWaits, wantN: 1},
 		{name: "db: 53300 at the last attempt spends none", err: fmt.Errorf("save: %w", &pgconn.PgError{Code: "53300", Message: "sorry, too many clients already"}), attempt: 3,
@@ -163,11 +163,17 @@ func TestOutcome(t *testing.T) {
 			want: snooze, wantSnooze: 2 * time.Second, wantLabel: outcomeDBDown, wantCount: metaDBWaits, wantN: 1},
 		{name: "db: connection refused", err: fmt.Errorf("save: %w", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}), attempt: 1,
 			want: snooze, wantSnooze: 2 * time.Second, wantLabel: outcomeDBDown, wantCount: metaDBWaits, wantN: 1},
-		{name: "db unreachable past its bound, last attempt", err: &pgconn.PgError{Code: "57P01"}, attempt: 5, metadata: `{"memoryd_db_waits": 34}`,
+		{name: "db unreachable past its bound, last attempt", err: &pgconn.PgError{Code: "57P01"}, attempt: 5, metadata: `{"memoryd_db_waits": 9}`,
 			want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true},
-		{name: "db unreachable past its bound", err: &pgconn.PgError{Code: "57P01"}, attempt: 1, metadata: `{"memoryd_db_waits": 34}`,
+		{name: "db unreachable past its bound", err: &pgconn.PgError{Code: "57P01"}, attempt: 1, metadata: `{"memoryd_db_waits": 9}`,
 			want: plain, wantLabel: outcomeRetry, wantRecord: true},
 		{name: "db refusing a statement is not unreachable", err: &pgconn.PgError{Code: "42P01", Message: "relation does not exist"}, attempt: 1,
+			want: plain, wantLabel: outcomeRetry, wantRecord: true},
+		{name: "db: the last wait is cut to the bound", err: &pgconn.PgError{Code: "57P01"}, attempt: 1, metadata: `{"memoryd_db_waits": 8}`,
+			want: snooze, wantSnooze: 58 * time.Second, wantLabel: outcomeDBDown, wantCount: metaDBWaits, wantN: 9},
+		{name: "db: a dropped database is not unreachable", err: &pgconn.PgError{Code: "57P04"}, attempt: 1,
+			want: plain, wantLabel: outcomeRetry, wantRecord: true},
+		{name: "db: a protocol violation is not unreachable", err: &pgconn.PgError{Code: "08P01"}, attempt: 1,
 			want: plain, wantLabel: outcomeRetry, wantRecord: true},
 		{name: "db authentication failure is not unreachable", err: &pgconn.PgError{Code: "28P01"}, attempt: 1,
 			want: plain, wantLabel: outcomeRetry, wantRecord: true},

@@ -1,0 +1,167 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/extractor/extractortest"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/store/storetest"
+	"github.com/memoryd/memoryd/worker"
+)
+
+// backendKiller is a pool's query tracer that, once armed, terminates
+// the backend of the connection about to run the first statement holding
+// match, and waits until the backend is gone, before pgx sends it: the
+// statement then meets a connection terminated under it, as in a restart
+// of Postgres or pg_terminate_backend, while the pool's other connections
+// (River's) go on working.
+type backendKiller struct {
+	admin *pgx.Conn // not of the pool
+	match string
+
+	mu     sync.Mutex
+	armed  bool
+	killed *pgx.Conn // the connection terminated, until its statement ends
+	kills  int
+	err    error // pg_terminate_backend's failure, if any
+	got    error // the terminated statement's error
+}
+
+func (k *backendKiller) arm() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.armed = true
+}
+
+func (k *backendKiller) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.armed || !strings.Contains(data.SQL, k.match) {
+		return ctx
+	}
+	k.armed = false
+	var done bool
+	// With a timeout, pg_terminate_backend waits for the backend to exit
+	// (Postgres 14 and later).
+	if err := k.admin.QueryRow(context.Background(), `SELECT pg_terminate_backend($1, 30000)`, conn.PgConn().PID()).Scan(&done); err != nil || !done {
+		k.err = err
+		if err == nil {
+			k.err = errBackendAlive
+		}
+		return ctx
+	}
+	k.kills++
+	k.killed = conn
+	return ctx
+}
+
+func (k *backendKiller) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryEndData) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if conn == k.killed {
+		k.killed, k.got = nil, data.Err
+	}
+}
+
+var errBackendAlive = errors.New("pg_terminate_backend: the backend did not exit")
+
+// TestUnreachableDatabaseWaits: an extraction job whose Postgres
+// connection is terminated under it (a restart, an administrator's
+// pg_terminate_backend), while River keeps working, is snoozed without
+// spending an attempt: a turn with a single attempt ends processed, not
+// failed, and the wait is counted in the job's metadata. Before, the run
+// spent its attempt (a Postgres walk: 60 s of "too many clients" failed
+// 15 of 1,480 turns with --max-attempts 3).
+func TestUnreachableDatabaseWaits(t *testing.T) {
+	e := setup(t)
+	url := storetest.Migrated(t)
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close(context.Background()) })
+	var version int
+	if err := admin.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if version < 140000 {
+		t.Skipf("Postgres %d: pg_terminate_backend cannot wait for the backend to exit before 14", version)
+	}
+	// The job's save sets its lock timeout first (SetLockTimeout): no
+	// statement of River's, nor of the job before its model call, holds it.
+	kill := &backendKiller{admin: admin, match: "set_config('lock_timeout'"}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = storetest.MaxConns
+	cfg.ConnConfig.Tracer = kill
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	e.store = store.New(pool)
+
+	srv := extractortest.NewServer(t)
+	var mu sync.Mutex
+	served := 0
+	srv.SetHandler(func(openai.ChatCompletionRequest) extractortest.Reply {
+		mu.Lock()
+		defer mu.Unlock()
+		if served++; served == 1 {
+			// The first run's save, right after this answer, meets its
+			// connection terminated; the next run's does not.
+			kill.arm()
+		}
+		return extractortest.Content(`{"facts":[{"op":"set","key":"name","value":"Alice"}],"context":[]}`)
+	})
+	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.start(llm, func(c *worker.Config) { c.MaxAttempts = 1 })
+	e.publish(events.Turn{ID: "t1", UserID: "alice", UserMessage: "My name is Alice."})
+
+	st := e.waitDone(1)
+	kill.mu.Lock()
+	kills, killErr, got := kill.kills, kill.err, kill.got
+	kill.mu.Unlock()
+	if killErr != nil || kills != 1 {
+		t.Fatalf("backends terminated: %d (%v), want the first save's", kills, killErr)
+	}
+	t.Logf("the save's statement on its terminated connection failed with: %v", got)
+	if got == nil {
+		t.Fatal("the statement on the terminated connection did not fail")
+	}
+	if st.TurnsProcessed != 1 {
+		turn, _ := e.store.GetTurn(e.ctx, "alice", "t1")
+		t.Fatalf("turn %+v (stats %+v), want it processed: its connection was terminated under it, which is no fault of the turn's", turn, st)
+	}
+	jobs := e.extractJobs()
+	if len(jobs) != 1 {
+		t.Fatalf("%d jobs, want 1", len(jobs))
+	}
+	var meta struct {
+		Waits int `json:"memoryd_db_waits"`
+	}
+	_ = json.Unmarshal(jobs[0].Metadata, &meta)
+	if meta.Waits != 1 || len(jobs[0].Errors) != 0 {
+		t.Errorf("job metadata %s, errors %+v; want 1 database wait and no error recorded", jobs[0].Metadata, jobs[0].Errors)
+	}
+	if name, err := e.store.Fact(e.ctx, "alice", "name"); err != nil || name.Value != "Alice" {
+		t.Errorf("alice's name = %+v, %v; want Alice", name, err)
+	}
+}
