@@ -38,11 +38,21 @@ type ProcessRecord struct {
 // gone: another process found the heartbeat too old, declared the process
 // dead and handed its running jobs on (TakeOverJobs).
 func (s *Store) Heartbeat(ctx context.Context, id string) (bool, error) {
-	tag, err := s.db.Exec(ctx, `UPDATE memoryd_processes SET heartbeat_at = now() WHERE id = $1`, id)
+	alive, _, err := s.HeartbeatAt(ctx, id)
+	return alive, err
+}
+
+// HeartbeatAt is Heartbeat that also returns Postgres's clock as the
+// renewal ran (its transaction's now()), so that the caller can compare
+// it with its own: River stamps the jobs a process inserts by that
+// process's clock and Postgres runs them by its own.
+func (s *Store) HeartbeatAt(ctx context.Context, id string) (alive bool, dbNow time.Time, err error) {
+	err = s.db.QueryRow(ctx, `WITH u AS (UPDATE memoryd_processes SET heartbeat_at = now() WHERE id = $1 RETURNING 1)
+		SELECT EXISTS (SELECT 1 FROM u), now()`, id).Scan(&alive, &dbNow)
 	if err != nil {
-		return false, fmt.Errorf("heartbeat: %w", err)
+		return false, time.Time{}, fmt.Errorf("heartbeat: %w", err)
 	}
-	return tag.RowsAffected() == 1, nil
+	return alive, dbNow, nil
 }
 
 // EndProcess marks a process that stopped (its jobs have returned) as dead

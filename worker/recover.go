@@ -70,6 +70,9 @@ type liveness struct {
 	cancel     context.CancelCauseFunc
 	validUntil time.Time
 	timer      *time.Timer
+	// clockWarned is when checkClock last warned of this host's clock,
+	// zero while it agrees with Postgres's.
+	clockWarned time.Time
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -167,7 +170,10 @@ func (l *liveness) beat() {
 	ctx, cancel := context.WithTimeout(context.Background(), l.fenceAfter)
 	defer cancel()
 	sent := time.Now()
-	alive, err := w.cfg.Store.Heartbeat(ctx, l.id)
+	alive, dbNow, err := w.cfg.Store.HeartbeatAt(ctx, l.id)
+	if err == nil {
+		l.checkClock(sent, time.Now(), dbNow)
+	}
 	switch {
 	case err != nil:
 		w.logger.Debug("heartbeat", "process", l.id, "error", err)
@@ -189,6 +195,54 @@ func (l *liveness) beat() {
 	}
 	if err := w.takeOverLost(ctx, l.id); err != nil {
 		w.logger.Warn("take over jobs whose fetch was lost", "error", err)
+	}
+}
+
+// maxClockOffset is how far this host's clock may be from Postgres's
+// before the heartbeat warns (beyond the round trip's uncertainty).
+const maxClockOffset = 2 * time.Second
+
+// clockWarnEvery is how often a clock that stays off is warned of again.
+const clockWarnEvery = 10 * time.Minute
+
+// clockOffset is how far this host's clock is ahead of Postgres's (behind
+// when negative), from a statement sent at sent whose reply came at got
+// and which read dbNow, and the uncertainty of the estimate: half the
+// round trip, Postgres's now() falling anywhere within it.
+func clockOffset(sent, got, dbNow time.Time) (offset, uncertainty time.Duration) {
+	rtt := got.Sub(sent) // monotonic
+	mid := sent.Round(0).Add(rtt / 2)
+	return mid.Sub(dbNow), rtt / 2
+}
+
+// checkClock warns when this host's clock is off Postgres's by more than
+// maxClockOffset, at once and then every clockWarnEvery while it stays
+// off, and says so once it is back. River stamps the jobs this process
+// inserts (extraction, debounce, retries, snoozes) with this host's clock
+// and runs them when Postgres's clock reaches it: a clock walk saw every
+// turn of a serve 90 s ahead wait 90 s, and turns of one stepped 10
+// minutes ahead wait 10 minutes after it was set right. A clear's time
+// is this clock's too (docs/operations.md, "Clocks").
+func (l *liveness) checkClock(sent, got, dbNow time.Time) {
+	offset, uncertainty := clockOffset(sent, got, dbNow)
+	off := max(offset, -offset) > maxClockOffset+uncertainty
+	now := got
+	l.mu.Lock()
+	warn := off && (l.clockWarned.IsZero() || now.Sub(l.clockWarned) >= clockWarnEvery)
+	back := !off && !l.clockWarned.IsZero()
+	switch {
+	case warn:
+		l.clockWarned = now
+	case back:
+		l.clockWarned = time.Time{}
+	}
+	l.mu.Unlock()
+	switch {
+	case warn:
+		l.w.logger.Warn("this host's clock is off Postgres's; jobs this process inserts wait that much longer (ahead) or skip their delays (behind): synchronise the clocks (NTP)",
+			"offset", offset.Round(time.Millisecond).String(), "max_offset", maxClockOffset.String())
+	case back:
+		l.w.logger.Info("this host's clock agrees with Postgres's again", "offset", offset.Round(time.Millisecond).String())
 	}
 }
 

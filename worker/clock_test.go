@@ -1,0 +1,68 @@
+package worker
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestClockOffset(t *testing.T) {
+	t0 := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name            string
+		rtt             time.Duration
+		dbNow           time.Time
+		want, wantUncer time.Duration
+	}{
+		{name: "in step", rtt: 2 * time.Millisecond, dbNow: t0.Add(time.Millisecond), want: 0, wantUncer: time.Millisecond},
+		{name: "host 90 s ahead", rtt: 2 * time.Millisecond, dbNow: t0.Add(time.Millisecond - 90*time.Second), want: 90 * time.Second, wantUncer: time.Millisecond},
+		{name: "host 2 min behind", rtt: 0, dbNow: t0.Add(2 * time.Minute), want: -2 * time.Minute},
+		{name: "a slow round trip", rtt: 4 * time.Second, dbNow: t0, want: 2 * time.Second, wantUncer: 2 * time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, uncer := clockOffset(t0, t0.Add(c.rtt), c.dbNow)
+			if got != c.want || uncer != c.wantUncer {
+				t.Fatalf("clockOffset = %s ± %s, want %s ± %s", got, uncer, c.want, c.wantUncer)
+			}
+		})
+	}
+}
+
+// TestCheckClockWarnsOnceAWhile: a host clock off Postgres's is warned of
+// at once, not again within clockWarnEvery, again after it, and a line
+// says when it agrees again; an offset within the round trip's
+// uncertainty is no warning.
+func TestCheckClockWarnsOnceAWhile(t *testing.T) {
+	var buf bytes.Buffer
+	l := &liveness{w: &Worker{logger: slog.New(slog.NewTextHandler(&buf, nil))}}
+	t0 := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+	beat := func(at time.Time, rtt, ahead time.Duration) string {
+		buf.Reset()
+		l.checkClock(at, at.Add(rtt), at.Add(rtt/2-ahead))
+		return buf.String()
+	}
+	if out := beat(t0, time.Millisecond, 0); out != "" {
+		t.Fatalf("in step: %q", out)
+	}
+	if out := beat(t0, 8*time.Second, 3*time.Second); out != "" {
+		t.Fatalf("3 s off within a round trip of 8 s: %q", out)
+	}
+	out := beat(t0, time.Millisecond, 90*time.Second)
+	if !strings.Contains(out, "level=WARN") || !strings.Contains(out, "offset=1m30s") {
+		t.Fatalf("90 s ahead: %q, want a warning with the offset", out)
+	}
+	if out := beat(t0.Add(clockWarnEvery/2), time.Millisecond, 90*time.Second); out != "" {
+		t.Fatalf("still 90 s ahead within %s: %q, want nothing", clockWarnEvery, out)
+	}
+	if out := beat(t0.Add(clockWarnEvery), time.Millisecond, -3*time.Second); !strings.Contains(out, "offset=-3s") {
+		t.Fatalf("3 s behind after %s: %q, want a warning again", clockWarnEvery, out)
+	}
+	if out := beat(t0.Add(clockWarnEvery+time.Second), time.Millisecond, 0); !strings.Contains(out, "level=INFO") || !strings.Contains(out, "agrees") {
+		t.Fatalf("back in step: %q, want a line saying so", out)
+	}
+	if out := beat(t0.Add(clockWarnEvery+2*time.Second), time.Millisecond, 0); out != "" {
+		t.Fatalf("in step again: %q", out)
+	}
+}
