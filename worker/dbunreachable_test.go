@@ -9,10 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/memoryd/memoryd/events"
-	"github.com/memoryd/memoryd/extractor"
 	"github.com/memoryd/memoryd/extractor/extractortest"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
@@ -114,23 +112,14 @@ func TestUnreachableDatabaseWaits(t *testing.T) {
 	t.Cleanup(pool.Close)
 	e.store = store.New(pool)
 
-	srv := extractortest.NewServer(t)
-	var mu sync.Mutex
-	served := 0
-	srv.SetHandler(func(openai.ChatCompletionRequest) extractortest.Reply {
-		mu.Lock()
-		defer mu.Unlock()
-		if served++; served == 1 {
+	llm := aliceModel(t, func(n int) *extractortest.Reply {
+		if n == 1 {
 			// The first run's save, right after this answer, meets its
 			// connection terminated; the next run's does not.
 			kill.arm()
 		}
-		return extractortest.Content(`{"facts":[{"op":"set","key":"name","value":"Alice"}],"context":[]}`)
+		return nil
 	})
-	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	e.start(llm, func(c *worker.Config) { c.MaxAttempts = 1 })
 	e.publish(events.Turn{ID: "t1", UserID: "alice", UserMessage: "My name is Alice."})
 

@@ -239,12 +239,12 @@ func prune(ctx context.Context, s *store.Store, l PruneLimits) (PruneReport, err
 	if l.MaxBytes > 0 || l.MaxContextPerUser > 0 || l.TurnRetention > 0 {
 		// A VACUUM the role may not run is skipped with a warning only
 		// the server sees: said in the report instead.
-		denied, tables, err := s.VacuumDenied(ctx)
+		role, tables, err := s.VacuumDenied(ctx)
 		if err != nil {
 			return rep, fmt.Errorf("prune: %w", err)
 		}
 		if len(tables) > 0 {
-			rep.VacuumRole, rep.VacuumDenied = denied, tables
+			rep.VacuumRole, rep.VacuumDenied = role, tables
 		}
 	}
 	if l.MaxBytes > 0 {

@@ -99,14 +99,28 @@ func TestJobTimeoutMustFitAnExtractorCall(t *testing.T) {
 // with failure, and then a fact of the name Alice.
 func modelDownFor(t *testing.T, down int, failure extractortest.Reply) *extractor.LLM {
 	t.Helper()
+	return aliceModel(t, func(n int) *extractortest.Reply {
+		if n <= down {
+			return &failure
+		}
+		return nil
+	})
+}
+
+// aliceModel is an LLM whose server calls before with each request's
+// number (from 1) and answers what it returns, or, when that is nil, a
+// fact of the name Alice.
+func aliceModel(t *testing.T, before func(n int) *extractortest.Reply) *extractor.LLM {
+	t.Helper()
 	srv := extractortest.NewServer(t)
 	var mu sync.Mutex
 	served := 0
 	srv.SetHandler(func(openai.ChatCompletionRequest) extractortest.Reply {
 		mu.Lock()
 		defer mu.Unlock()
-		if served++; served <= down {
-			return failure
+		served++
+		if r := before(served); r != nil {
+			return *r
 		}
 		return extractortest.Content(`{"facts":[{"op":"set","key":"name","value":"Alice"}],"context":[]}`)
 	})
