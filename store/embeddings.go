@@ -32,6 +32,7 @@ type hookBox struct {
 	p      atomic.Pointer[ContextHook]
 	chunks atomic.Pointer[ChunkHook]
 	stream atomic.Pointer[TurnStreamFunc]
+	clock  Clock
 }
 
 // SetContextHook sets the hook every Store sharing s's pool calls (nil

@@ -462,7 +462,7 @@ func parseTime(field, s string) (time.Time, error) {
 	// the stream stored them plus the worker's clock skew, 5 minutes by
 	// default); an import must not either, or its values would outrank
 	// every later turn and facts.set.
-	if t.After(now().Add(maxImportFuture)) {
+	if t.After(time.Now().Add(maxImportFuture)) {
 		return time.Time{}, fmt.Errorf("%s %s is in the future", field, s)
 	}
 	return t, nil

@@ -149,9 +149,10 @@ func (s *Store) UpsertFacts(ctx context.Context, facts []FactWrite) (int, error)
 // item present at all the Fact holds only the user and key.
 func (s *Store) SetFactValues(ctx context.Context, userID, key string, values []string) (Fact, bool, error) {
 	writes := make([]FactWrite, 0, len(values))
+	at := s.now(ctx)
 	for _, v := range values {
 		// Stamped in the transaction (directWriteTime).
-		writes = append(writes, FactWrite{UserID: userID, Key: key, Value: v, SourceAt: now(), Op: FactSet, List: true,
+		writes = append(writes, FactWrite{UserID: userID, Key: key, Value: v, SourceAt: at, Op: FactSet, List: true,
 			Provenance: Provenance{Extractor: "direct"}})
 	}
 	writes, err := normaliseWrites(writes)
@@ -215,7 +216,7 @@ func (s *Store) SetFactValues(ctx context.Context, userID, key string, values []
 // refuse every facts.set of the key until the clock passed it, though the
 // user set it after clearing it.
 func (s *Store) directWriteTime(ctx context.Context, userID, key string) (time.Time, error) {
-	at := now()
+	at := s.now(ctx)
 	var cleared *time.Time
 	if err := s.db.QueryRow(ctx, `SELECT max(cleared_at) FROM fact_direct_clears WHERE user_id = $1 AND key = $2`,
 		userID, key).Scan(&cleared); err != nil {
@@ -394,7 +395,7 @@ func (s *Store) DeleteFact(ctx context.Context, userID, key string) (int64, erro
 				SELECT $1, $2, t, $4::bigint, $5::timestamptz FROM at
 				ON CONFLICT (user_id, key) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at), `+mergeStreamPosition+`
 			)
-			SELECT count(*) FROM gone`, userID, key, now(), int64(pos.Seq), pos.storedOrNil()).Scan(&n)
+			SELECT count(*) FROM gone`, userID, key, q.now(ctx), int64(pos.Seq), pos.storedOrNil()).Scan(&n)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("delete fact: %w", err)

@@ -19,7 +19,7 @@ import (
 // w.CreatedAt means now.
 func (s *Store) StoreContext(ctx context.Context, w ContextWrite) (id int64, inserted bool, err error) {
 	if w.CreatedAt.IsZero() {
-		w.CreatedAt = now()
+		w.CreatedAt = s.now(ctx)
 	}
 	if s.hasContextHook() {
 		// The hook needs the transaction the item is inserted in.
@@ -170,7 +170,7 @@ func (s *Store) DeleteContext(ctx context.Context, d ContextDelete) (int64, erro
 					own_at = greatest(c.own_at, excluded.own_at), `+mergeStreamPosition+`
 			)
 			SELECT count(*) FROM gone`,
-				d.UserID, d.ID, nilIfNone(question, ids), key, now(), int64(pos.Seq), pos.storedOrNil(), d.All).Scan(&n)
+				d.UserID, d.ID, nilIfNone(question, ids), key, q.now(ctx), int64(pos.Seq), pos.storedOrNil(), d.All).Scan(&n)
 		}
 		if !d.All {
 			return del()

@@ -43,15 +43,17 @@ func (s *Store) Heartbeat(ctx context.Context, id string) (bool, error) {
 }
 
 // HeartbeatAt is Heartbeat that also returns Postgres's clock as the
-// renewal ran (its transaction's now()), so that the caller can compare
-// it with its own: River stamps the jobs a process inserts by that
-// process's clock and Postgres runs them by its own.
+// renewal ran (its transaction's now()), which it records in s's Clock as
+// a reading: a worker's heartbeat keeps the clock River schedules by
+// current.
 func (s *Store) HeartbeatAt(ctx context.Context, id string) (alive bool, dbNow time.Time, err error) {
+	sent := time.Now()
 	err = s.db.QueryRow(ctx, `WITH u AS (UPDATE memoryd_processes SET heartbeat_at = now() WHERE id = $1 RETURNING 1)
 		SELECT EXISTS (SELECT 1 FROM u), now()`, id).Scan(&alive, &dbNow)
 	if err != nil {
 		return false, time.Time{}, fmt.Errorf("heartbeat: %w", err)
 	}
+	s.Clock().Observe(sent, time.Now(), dbNow)
 	return alive, dbNow, nil
 }
 

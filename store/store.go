@@ -269,6 +269,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pool.Close()
 		return nil, &ConnectError{Host: pcfg.ConnConfig.Host, Port: pcfg.ConnConfig.Port, Database: pcfg.ConnConfig.Database, Err: err}
 	}
+	// The first reading of Postgres's clock (Clock), before anything is
+	// stamped by it.
+	if err := s.RefreshClock(ctx); err != nil {
+		pool.Close()
+		return nil, &ConnectError{Host: pcfg.ConnConfig.Host, Port: pcfg.ConnConfig.Port, Database: pcfg.ConnConfig.Database, Err: err}
+	}
 	return s, nil
 }
 
@@ -534,6 +540,3 @@ func (s *Store) SetLockTimeout(ctx context.Context, d time.Duration) error {
 	}
 	return nil
 }
-
-// now is the database-independent clock used for direct writes.
-func now() time.Time { return time.Now().UTC() }

@@ -380,7 +380,7 @@ func sleep(ctx context.Context, d time.Duration) {
 // is empty, or holds only users another process is sending.
 func (c *Changes) round(ctx context.Context) error {
 	if c.cfg.MaxAge > 0 {
-		n, err := c.cfg.Store.DropChanges(ctx, time.Now().Add(-c.cfg.MaxAge))
+		n, err := c.cfg.Store.DropChanges(ctx, c.cfg.Store.Clock().Now().Add(-c.cfg.MaxAge))
 		if err != nil {
 			return err
 		}

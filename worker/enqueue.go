@@ -106,7 +106,10 @@ func NewEnqueuer(cfg EnqueuerConfig) (*Enqueuer, error) {
 	}
 	// MaxAttempts (0: River's default) is also that of the jobs inserted
 	// without their own, such as a document's chunking job.
-	client, err := river.NewClient(riverpgxv5.New(cfg.Store.Pool()), &river.Config{Logger: cfg.Logger.With("component", "river"), MaxAttempts: cfg.MaxAttempts})
+	// Its jobs are stamped by Postgres's clock, not this host's
+	// (store.Clock; insert refreshes it).
+	client, err := river.NewClient(riverpgxv5.New(cfg.Store.Pool()), &river.Config{Logger: cfg.Logger.With("component", "river"),
+		MaxAttempts: cfg.MaxAttempts, Test: river.TestConfig{Time: cfg.Store.Clock()}})
 	if err != nil {
 		return nil, fmt.Errorf("worker: river: %w", err)
 	}
@@ -147,6 +150,9 @@ func (e *Enqueuer) insertSkippingDuplicates(ctx context.Context, tx pgx.Tx, para
 	if len(once) == 0 {
 		return nil
 	}
+	if err := e.store.WithTx(tx).RefreshClock(ctx); err != nil {
+		return fmt.Errorf("enqueue: %w", err)
+	}
 	if _, err := e.client.InsertManyTx(ctx, tx, once); err != nil {
 		return fmt.Errorf("enqueue: %w", err)
 	}
@@ -156,6 +162,11 @@ func (e *Enqueuer) insertSkippingDuplicates(ctx context.Context, tx pgx.Tx, para
 func (e *Enqueuer) insert(ctx context.Context, tx pgx.Tx, params []river.InsertManyParams) error {
 	if len(params) == 0 {
 		return nil
+	}
+	// River stamps the jobs by the store's clock (NewEnqueuer, New): a
+	// process without a heartbeat reads it here when it is stale.
+	if err := e.store.WithTx(tx).RefreshClock(ctx); err != nil {
+		return fmt.Errorf("enqueue extraction: %w", err)
 	}
 	if _, err := e.client.InsertManyFastTx(ctx, tx, params); err != nil {
 		return fmt.Errorf("enqueue extraction: %w", err)

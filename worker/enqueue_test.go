@@ -8,6 +8,7 @@ import (
 	"maps"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
@@ -204,5 +205,40 @@ func TestExtractJobsShape(t *testing.T) {
 	s := worker.ExtractJobs
 	if s.Kind != (worker.ExtractArgs{}).Kind() || string(m[s.UserField]) != `"u"` || string(m[s.EventIDsField]) != `["e"]` {
 		t.Fatalf("job shape %+v does not match ExtractArgs's JSON %s", s, b)
+	}
+}
+
+// TestJobsAreStampedByPostgresClock: River stamps the jobs an Enqueuer
+// inserts with the store's Clock (Postgres's time as the process reads
+// it), not this host's: a walk saw every turn of a serve 90 s ahead wait
+// 90 s, River stamping by the host and Postgres running jobs by its own
+// clock. Here the clock reads Postgres an hour behind this host; the
+// retried turn's job is stamped an hour before the host's time, and
+// available now.
+func TestJobsAreStampedByPostgresClock(t *testing.T) {
+	e := setup(t)
+	err := e.store.InTx(e.ctx, func(_ pgx.Tx, q *store.Store) error {
+		if _, err := q.InsertTurns(e.ctx, []store.Turn{recoverTurn("retried", "alice")}); err != nil {
+			return err
+		}
+		return q.MarkFailed(e.ctx, "alice", []string{"retried"}, "boom", true)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	e.store.Clock().Observe(sent, sent, sent.Round(0).Add(-time.Hour))
+	if n, err := worker.RetryFailed(e.ctx, e.store, "alice", 10); err != nil || n != 1 {
+		t.Fatalf("retry failed = %d, %v", n, err)
+	}
+	jobs := e.extractJobs()
+	if len(jobs) != 1 {
+		t.Fatalf("%d extraction jobs, want 1", len(jobs))
+	}
+	j := jobs[0]
+	behind := time.Since(j.ScheduledAt)
+	if j.State != rivertype.JobStateAvailable || behind < 59*time.Minute || behind > 61*time.Minute || !j.CreatedAt.Equal(j.ScheduledAt) {
+		t.Fatalf("job %s, created %s, scheduled %s (%s before this host's time); want available, scheduled at its creation an hour before",
+			j.State, j.CreatedAt, j.ScheduledAt, behind.Round(time.Second))
 	}
 }

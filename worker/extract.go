@@ -377,7 +377,7 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 			}
 		}
 		if overCap {
-			if err := e.w.enq.enqueueOverCap(ctx, tx, processed, time.Now().Add(e.w.untilReset())); err != nil {
+			if err := e.w.enq.enqueueOverCap(ctx, tx, processed, e.w.cfg.Store.Clock().Now().Add(e.w.untilReset())); err != nil {
 				return err
 			}
 			for _, ids := range processed {
@@ -581,9 +581,11 @@ func jitter(d time.Duration) time.Duration {
 	return d + time.Duration((rand.Float64()-0.5)*0.5*float64(d))
 }
 
-// retryPolicy backs off exponentially from base, with ±25% jitter, capped.
+// retryPolicy backs off exponentially from base, with ±25% jitter, capped,
+// from Postgres's time by clock (which runs the retry by its own).
 type retryPolicy struct {
 	base, max time.Duration
+	clock     *store.Clock
 }
 
 func (p *retryPolicy) NextRetry(job *rivertype.JobRow) time.Time {
@@ -591,7 +593,7 @@ func (p *retryPolicy) NextRetry(job *rivertype.JobRow) time.Time {
 	if d <= 0 || d > p.max {
 		d = p.max
 	}
-	return time.Now().Add(jitter(d))
+	return p.clock.Now().Add(jitter(d))
 }
 
 // waitLevel is the level of the log line of a job's nth free snooze of one

@@ -443,7 +443,7 @@ func (w *Worker) enqueue(ctx context.Context, tx pgx.Tx, inserted []store.Turn) 
 	if w.cfg.ExtractDebounce <= 0 {
 		return w.enq.enqueueTurns(ctx, tx, inserted, w.cfg.JobSize, sourceIngest, behind)
 	}
-	return w.enq.enqueueDebounced(ctx, tx, inserted, time.Now().Add(w.cfg.ExtractDebounce), behind)
+	return w.enq.enqueueDebounced(ctx, tx, inserted, w.cfg.Store.Clock().Now().Add(w.cfg.ExtractDebounce), behind)
 }
 
 // backlogLogEvery is how often a user whose backlog puts their extraction

@@ -217,12 +217,11 @@ func clockOffset(sent, got, dbNow time.Time) (offset, uncertainty time.Duration)
 
 // checkClock warns when this host's clock is off Postgres's by more than
 // maxClockOffset, at once and then every clockWarnEvery while it stays
-// off, and says so once it is back. River stamps the jobs this process
-// inserts (extraction, debounce, retries, snoozes) with this host's clock
-// and runs them when Postgres's clock reaches it: a clock walk saw every
-// turn of a serve 90 s ahead wait 90 s, and turns of one stepped 10
-// minutes ahead wait 10 minutes after it was set right. A clear's time
-// is this clock's too (docs/operations.md, "Clocks").
+// off, and says so once it is back. memoryd's jobs and clears follow
+// Postgres's clock (store.Clock), so the offset no longer delays them;
+// what is left on this host's clock is its logs and whatever else runs
+// there (a frontend stamping turns, `memoryd publish`), which
+// docs/operations.md ("Clocks") describes.
 func (l *liveness) checkClock(sent, got, dbNow time.Time) {
 	offset, uncertainty := clockOffset(sent, got, dbNow)
 	off := max(offset, -offset) > maxClockOffset+uncertainty
@@ -239,7 +238,7 @@ func (l *liveness) checkClock(sent, got, dbNow time.Time) {
 	l.mu.Unlock()
 	switch {
 	case warn:
-		l.w.logger.Warn("this host's clock is off Postgres's; jobs this process inserts wait that much longer (ahead) or skip their delays (behind): synchronise the clocks (NTP)",
+		l.w.logger.Warn("this host's clock is off Postgres's; memoryd schedules by Postgres's clock, but this host's log times, and turns stamped here, are off by as much: synchronise the clocks (NTP)",
 			"offset", offset.Round(time.Millisecond).String(), "max_offset", maxClockOffset.String())
 	case back:
 		l.w.logger.Info("this host's clock agrees with Postgres's again", "offset", offset.Round(time.Millisecond).String())

@@ -64,7 +64,8 @@ func overCap(sp store.Spend, perUser, all int64) bool {
 func nextDay(t time.Time) time.Time { return store.Day(t).AddDate(0, 0, 1) }
 
 // untilReset is the time left until the caps reset, by Config.Now. River
-// schedules by the real clock, so jobs wait this long from now.
+// schedules by the store's clock (Postgres's), so jobs wait this long from
+// its now.
 func (w *Worker) untilReset() time.Duration {
 	now := w.cfg.Now()
 	return nextDay(now).Sub(now)

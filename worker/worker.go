@@ -319,7 +319,8 @@ type Config struct {
 	// OverCapExtractor extracts turns over a spend cap: an offline
 	// extractor, so that memory keeps working. Default extractor.NewRules().
 	OverCapExtractor Extractor
-	// Now is the clock the caps' UTC days are read from. Default time.Now.
+	// Now is the clock the caps' UTC days are read from. Default the
+	// Store's Clock (Postgres's time, as every serve reads it).
 	Now func() time.Time
 
 	// Knowledge bases (docs.go).
@@ -451,8 +452,8 @@ func (c Config) withDefaults() Config {
 	if c.OverCapExtractor == nil {
 		c.OverCapExtractor = extractor.NewRules()
 	}
-	if c.Now == nil {
-		c.Now = time.Now
+	if c.Now == nil && c.Store != nil {
+		c.Now = c.Store.Clock().Now
 	}
 	if c.MaxPause == 0 {
 		c.MaxPause = time.Second
@@ -806,9 +807,12 @@ func New(cfg Config) (*Worker, error) {
 		CompletedJobRetentionPeriod: riverRetention(cfg.CompletedJobRetention),
 		FetchPollInterval:           cfg.FetchPollInterval,
 		FetchCooldown:               cfg.FetchCooldown,
-		RetryPolicy:                 &retryPolicy{base: cfg.JobRetryBase, max: 10 * time.Minute},
-		ErrorHandler:                lastAttemptHandler{w: w},
-		Middleware:                  middleware,
+		RetryPolicy:                 &retryPolicy{base: cfg.JobRetryBase, max: 10 * time.Minute, clock: cfg.Store.Clock()},
+		// River stamps, fetches, snoozes and retries jobs by Postgres's
+		// clock as the heartbeat reads it, not this host's (store.Clock).
+		Test:         river.TestConfig{Time: cfg.Store.Clock()},
+		ErrorHandler: lastAttemptHandler{w: w},
+		Middleware:   middleware,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("worker: river: %w", err)

@@ -1,0 +1,123 @@
+package store_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/store"
+)
+
+// TestClockReadings: the offset and uncertainty a reading gives, and which
+// readings replace the last: a slow round trip (less exact) only once the
+// last reading is old.
+func TestClockReadings(t *testing.T) {
+	base := time.Now()
+	type reading struct {
+		after, rtt, ahead time.Duration // sent at base+after; the host ahead of Postgres by ahead
+	}
+	for _, c := range []struct {
+		name            string
+		readings        []reading
+		want, wantUncer time.Duration
+	}{
+		{name: "in step", readings: []reading{{rtt: 2 * time.Millisecond}}, want: 0, wantUncer: time.Millisecond},
+		{name: "host 90 s ahead", readings: []reading{{rtt: 2 * time.Millisecond, ahead: 90 * time.Second}}, want: 90 * time.Second, wantUncer: time.Millisecond},
+		{name: "host 2 min behind", readings: []reading{{ahead: -2 * time.Minute}}, want: -2 * time.Minute},
+		{name: "a step of Postgres's clock is followed",
+			readings: []reading{{rtt: time.Millisecond}, {after: 2 * time.Second, rtt: time.Millisecond, ahead: -4 * time.Minute}},
+			want:     -4 * time.Minute, wantUncer: time.Millisecond / 2},
+		{name: "a slow round trip does not replace an exact recent reading",
+			readings: []reading{{rtt: 2 * time.Millisecond, ahead: time.Second}, {after: 2 * time.Second, rtt: 4 * time.Second, ahead: 3 * time.Second}},
+			want:     time.Second, wantUncer: time.Millisecond},
+		{name: "a slow round trip replaces an old reading",
+			readings: []reading{{rtt: 2 * time.Millisecond, ahead: time.Second}, {after: 31 * time.Second, rtt: 4 * time.Second, ahead: 3 * time.Second}},
+			want:     3 * time.Second, wantUncer: 2 * time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var clock store.Clock
+			if _, _, ok := clock.Offset(); ok || clock.NowOrNil() != nil {
+				t.Fatal("a clock without a reading has an offset or a time")
+			}
+			for _, r := range c.readings {
+				sent := base.Add(r.after)
+				clock.Observe(sent, sent.Add(r.rtt), sent.Round(0).Add(r.rtt/2-r.ahead))
+			}
+			got, uncer, ok := clock.Offset()
+			if !ok || got != c.want || uncer != c.wantUncer {
+				t.Fatalf("Offset = %s ± %s (%v), want %s ± %s", got, uncer, ok, c.want, c.wantUncer)
+			}
+		})
+	}
+}
+
+// TestClockNowFollowsPostgres: Now is the reading carried forward, not the
+// host's clock; NowOrNil gives it once there is a reading.
+func TestClockNowFollowsPostgres(t *testing.T) {
+	var clock store.Clock
+	host := time.Now()
+	if d := clock.Now().Sub(host); d < 0 || d > time.Minute {
+		t.Fatalf("without a reading Now is %s off the host's clock", d)
+	}
+	sent := time.Now()
+	clock.Observe(sent, sent, sent.Round(0).Add(-time.Hour)) // Postgres an hour behind this host
+	now := clock.NowOrNil()
+	if now == nil {
+		t.Fatal("NowOrNil = nil after a reading")
+	}
+	if d := time.Since(*now) - time.Hour; d < 0 || d > time.Minute {
+		t.Fatalf("Now is %s off Postgres's time by the reading", d)
+	}
+}
+
+// TestClearIsDatedByPostgresClock: a facts.clear (and the facts.set after
+// it) takes its time from the store's Clock, Postgres's, not the host's:
+// a walk saw a clear through a serve 90 s fast drop the user's next 90 s
+// of turns. Here the clock reads Postgres an hour behind this host (as
+// for a host an hour fast): a turn stamped a minute after Postgres's now
+// brings the fact back, one a minute before does not.
+func TestClearIsDatedByPostgresClock(t *testing.T) {
+	ctx, s := setup(t)
+	sent := time.Now()
+	s.Clock().Observe(sent, sent, sent.Round(0).Add(-time.Hour))
+	pgNow := s.Clock().Now()
+	upsert := func(value string, at time.Time, event string) {
+		t.Helper()
+		if _, err := s.UpsertFacts(ctx, []store.FactWrite{{UserID: "alice", Key: "city", Value: value, SourceAt: at, EventID: event,
+			Provenance: store.Provenance{Extractor: "rules"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	value := func() string {
+		t.Helper()
+		f, err := s.Fact(ctx, "alice", "city")
+		if errors.Is(err, store.ErrNotFound) {
+			return "<none>"
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f.Value
+	}
+	upsert("Paris", pgNow.Add(-time.Hour), "e1")
+	if n, err := s.DeleteFact(ctx, "alice", "city"); err != nil || n != 1 {
+		t.Fatalf("clear = %d, %v; want 1 deleted", n, err)
+	}
+	upsert("London", pgNow.Add(-time.Minute), "e2")
+	if got := value(); got != "<none>" {
+		t.Fatalf("a turn before the clear: city = %s, want none", got)
+	}
+	upsert("Rome", pgNow.Add(time.Minute), "e3")
+	if got := value(); got != "Rome" {
+		t.Fatalf("a turn a minute after the clear by Postgres's clock (an hour before by the host's): city = %s, want Rome", got)
+	}
+	// facts.set is stated at Postgres's time too: a turn an hour later by
+	// that clock (the host's now) outranks it.
+	if _, _, err := s.SetFact(ctx, "alice", "city", "Oslo"); err != nil {
+		t.Fatal(err)
+	}
+	upsert("Bergen", pgNow.Add(30*time.Minute), "e4")
+	if got := value(); got != "Bergen" {
+		t.Fatalf("a turn after facts.set by Postgres's clock: city = %s, want Bergen", got)
+	}
+}
