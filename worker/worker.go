@@ -808,11 +808,11 @@ func New(cfg Config) (*Worker, error) {
 		FetchPollInterval:           cfg.FetchPollInterval,
 		FetchCooldown:               cfg.FetchCooldown,
 		RetryPolicy:                 &retryPolicy{base: cfg.JobRetryBase, max: 10 * time.Minute, clock: cfg.Store.Clock()},
+		ErrorHandler:                lastAttemptHandler{w: w},
+		Middleware:                  middleware,
 		// River stamps, fetches, snoozes and retries jobs by Postgres's
 		// clock as the heartbeat reads it, not this host's (store.Clock).
-		Test:         river.TestConfig{Time: cfg.Store.Clock()},
-		ErrorHandler: lastAttemptHandler{w: w},
-		Middleware:   middleware,
+		Test: river.TestConfig{Time: cfg.Store.Clock()},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("worker: river: %w", err)
