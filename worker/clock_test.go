@@ -66,3 +66,44 @@ func TestCheckClockWarnsOnceAWhile(t *testing.T) {
 		t.Fatalf("in step again: %q", out)
 	}
 }
+
+// TestCheckStepHoldsTakeovers: a forward jump of Postgres's clock between
+// two heartbeats (beyond the time passed here, a second and the readings'
+// uncertainty) holds takeovers back for ProcessTimeout from it, with one
+// warning; drift within the bound, a slow round trip and a backward step
+// hold nothing.
+func TestCheckStepHoldsTakeovers(t *testing.T) {
+	var buf bytes.Buffer
+	l := &liveness{w: &Worker{logger: slog.New(slog.NewTextHandler(&buf, nil)), cfg: Config{ProcessTimeout: 10 * time.Second}}}
+	t0 := time.Now()
+	db0 := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+	// beat is a heartbeat sent at t0+at, taking rtt, whose reply read
+	// Postgres's clock at db0+db (at the round trip's middle).
+	beat := func(at, db, rtt time.Duration) bool {
+		sent := t0.Add(at)
+		return l.checkStep(sent, sent.Add(rtt), db0.Add(db+rtt/2))
+	}
+	for _, b := range []struct {
+		name        string
+		at, db, rtt time.Duration
+		hold        bool
+	}{
+		{name: "first reading", at: 0, db: 0, rtt: time.Millisecond},
+		{name: "in step", at: 2 * time.Second, db: 2 * time.Second, rtt: time.Millisecond},
+		{name: "drift within the bound", at: 4 * time.Second, db: 4*time.Second + 900*time.Millisecond, rtt: time.Millisecond},
+		{name: "a slow round trip", at: 6 * time.Second, db: 8 * time.Second, rtt: 4 * time.Second},
+		{name: "a step forward of a minute", at: 12 * time.Second, db: 74 * time.Second, rtt: time.Millisecond, hold: true},
+		{name: "within ProcessTimeout after it", at: 20 * time.Second, db: 82 * time.Second, rtt: time.Millisecond, hold: true},
+		{name: "ProcessTimeout after it", at: 22 * time.Second, db: 84 * time.Second, rtt: time.Millisecond},
+		{name: "a step back", at: 24 * time.Second, db: 26 * time.Second, rtt: time.Millisecond},
+	} {
+		buf.Reset()
+		if got := beat(b.at, b.db, b.rtt); got != b.hold {
+			t.Fatalf("%s: hold = %v, want %v", b.name, got, b.hold)
+		}
+		warned := strings.Contains(buf.String(), "jumped forward")
+		if want := b.name == "a step forward of a minute"; warned != want {
+			t.Fatalf("%s: log %q, want a warning: %v", b.name, buf.String(), want)
+		}
+	}
+}

@@ -73,6 +73,12 @@ type liveness struct {
 	// clockWarned is when checkClock last warned of this host's clock,
 	// zero while it agrees with Postgres's.
 	clockWarned time.Time
+	// last is the heartbeat's last reading of Postgres's clock (at its
+	// round trip's middle, on this host's monotonic clock); holdUntil is
+	// when takeovers may run again after Postgres's clock jumped forward
+	// (checkStep).
+	last      clockReading
+	holdUntil time.Time
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -171,8 +177,11 @@ func (l *liveness) beat() {
 	defer cancel()
 	sent := time.Now()
 	alive, dbNow, err := w.cfg.Store.HeartbeatAt(ctx, l.id)
+	hold := false
 	if err == nil {
-		l.checkClock(sent, time.Now(), dbNow)
+		got := time.Now()
+		l.checkClock(sent, got, dbNow)
+		hold = l.checkStep(sent, got, dbNow)
 	}
 	switch {
 	case err != nil:
@@ -190,6 +199,9 @@ func (l *liveness) beat() {
 		}
 	}
 	l.renewed(sent)
+	if hold {
+		return
+	}
 	if err := w.takeOver(ctx); err != nil {
 		w.logger.Warn("take over jobs of dead processes", "error", err)
 	}
@@ -243,6 +255,50 @@ func (l *liveness) checkClock(sent, got, dbNow time.Time) {
 	case back:
 		l.w.logger.Info("this host's clock agrees with Postgres's again", "offset", offset.Round(time.Millisecond).String())
 	}
+}
+
+// clockReading is a reading of Postgres's clock: db, read in a round trip
+// whose middle was local (with its monotonic reading), within ± unc.
+type clockReading struct {
+	db, local time.Time
+	unc       time.Duration
+}
+
+// maxClockStep is how far Postgres's clock may move between two heartbeats
+// beyond the time that passed here (and the readings' uncertainty) before
+// checkStep holds takeovers back.
+const maxClockStep = time.Second
+
+// checkStep reports whether this heartbeat should take over no process's
+// jobs: Postgres's clock jumped forward since the last heartbeat's reading
+// (an NTP step, an operator setting it), or did within the last
+// ProcessTimeout. Liveness is judged by Postgres's clock, so a step past
+// the lease made every live process's heartbeat look old at once: a walk
+// saw a live serve declared dead and its running jobs taken over (a job
+// on its last attempt would have failed). By the end of the hold every
+// live process has renewed its heartbeat on the new time; a dead one is
+// taken over that much later.
+func (l *liveness) checkStep(sent, got, dbNow time.Time) bool {
+	rtt := got.Sub(sent)
+	r := clockReading{db: dbNow, local: sent.Add(rtt / 2), unc: rtt / 2}
+	l.mu.Lock()
+	last := l.last
+	l.last = r
+	var jump time.Duration
+	if !last.local.IsZero() {
+		jump = r.db.Sub(last.db) - r.local.Sub(last.local)
+	}
+	step := jump > maxClockStep+r.unc+last.unc
+	if step {
+		l.holdUntil = r.local.Add(l.w.cfg.ProcessTimeout)
+	}
+	hold := r.local.Before(l.holdUntil)
+	l.mu.Unlock()
+	if step {
+		l.w.logger.Warn("Postgres's clock jumped forward; taking over no other process's jobs until every live one has renewed its heartbeat",
+			"jump", jump.Round(time.Millisecond).String(), "hold", l.w.cfg.ProcessTimeout.String())
+	}
+	return hold
 }
 
 // renewed extends the lease to fenceAfter past sent, the time the renewal
