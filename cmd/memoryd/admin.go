@@ -270,6 +270,12 @@ streams, so that no replay can bring them back. Prints the counts as JSON.`)
 				return fmt.Errorf("%w (refused before its database transaction, the forget deleted nothing; after it, the memory is gone but the user's events are still in the stream: either way run it again with memoryd's credential, which is allowed the stream's API)", perr)
 			}
 		}
+		if inc := (*worker.IncompleteError)(nil); !errors.As(err, &inc) {
+			// Its database side failed (Postgres went away mid-lock, a
+			// lock wait past its attempts): a walk's user read only
+			// "forget: lock users: unexpected EOF".
+			return fmt.Errorf("%w (the forget did not finish; it is safe to run again, which completes it)", err)
+		}
 		return err
 	}
 	enc := json.NewEncoder(a.stdout)

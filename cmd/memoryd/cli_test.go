@@ -997,3 +997,39 @@ func TestDeadLettersRefusesABlankUser(t *testing.T) {
 		}
 	}
 }
+
+// TestForgetThatFailedSaysRunAgain: a forget whose database side fails
+// says that it did not finish and that running it again is safe, and run
+// again it completes (a Postgres walk's user read only "forget: lock
+// users: unexpected EOF"). The failure here is a table missing from the
+// test's own schema.
+func TestForgetThatFailedSaysRunAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := storetest.Migrated(t)
+	nc := eventstest.Conn(t)
+	prefix, stream := eventstest.Names(t, nc)
+	conn := []string{"--database-url", dbURL, "--nats-url", eventstest.URL(), "--prefix", prefix, "--stream", stream, "--log-level", "error"}
+	if _, errOut, code := runArgs(ctx, append([]string{"publish", "--user", "alice", "--message", "I live in Oslo."}, conn...)...); code != 0 {
+		t.Fatalf("publish: exit %d, %s", code, errOut)
+	}
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `ALTER TABLE facts RENAME TO facts_away`); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := runArgs(ctx, append([]string{"forget", "--user", "alice"}, conn...)...)
+	if code != 1 || !strings.Contains(errOut, "the forget did not finish; it is safe to run again, which completes it") {
+		t.Fatalf("forget with its database side failing: exit %d, stderr %q", code, errOut)
+	}
+	if _, err := pool.Exec(ctx, `ALTER TABLE facts_away RENAME TO facts`); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runArgs(ctx, append([]string{"forget", "--user", "alice"}, conn...)...)
+	if code != 0 || !strings.Contains(out, `"stream_events": 1`) {
+		t.Fatalf("forget run again: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
