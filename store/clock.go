@@ -18,16 +18,25 @@ import (
 // turns.
 //
 // A step of the host's wall clock does not move it (the monotonic clock
-// does not step); a step of Postgres's is followed at the next reading.
-// Before the first reading it is the host's clock. It implements River's
-// rivertype.TimeGenerator, so a River client given it (Config.Test.Time,
-// the only hook River has for its clock) stamps and fetches by it; its
-// times carry no monotonic reading, which River's durations do not need:
-// they are differences of two times this clock gave.
+// does not step); a step of Postgres's is followed at the next reading,
+// and so is a suspend of this host (the monotonic clock stops during it:
+// a reading is stale once the wall clock and the monotonic one disagree
+// about its age). Before the first reading it is the host's clock. It
+// implements River's rivertype.TimeGenerator, so a River client given it
+// (Config.Test.Time, the only hook River has for its clock) stamps and
+// fetches by it. Its times carry no monotonic reading: River's durations
+// are differences of two of them, exact between readings; a new reading
+// moves them by its correction (milliseconds), or by a step of Postgres's
+// clock, which River then sees as time passing (a backward step of X
+// keeps its leader X longer, and delays its insert notifications by up to
+// X: jobs are then fetched by polling).
 //
 // Its methods are safe for concurrent use. The zero value is ready.
 type Clock struct {
 	r atomic.Pointer[clockReading]
+	// jumped is the last forward jump of Postgres's clock between two
+	// readings (see JumpedWithin).
+	jumped atomic.Pointer[clockJump]
 }
 
 // clockReading is one reading of Postgres's clock.
@@ -35,6 +44,12 @@ type clockReading struct {
 	db    time.Time     // Postgres's clock at local
 	local time.Time     // this host's time then, with its monotonic reading
 	unc   time.Duration // half the round trip: db lies within local ± unc
+}
+
+// clockJump is a forward jump of Postgres's clock: by, seen at local.
+type clockJump struct {
+	by    time.Duration
+	local time.Time
 }
 
 // ClockRefresh is how old the last reading may be before RefreshClock
@@ -45,14 +60,19 @@ type clockReading struct {
 // parts per million, between readings.
 const ClockRefresh = time.Minute
 
-// clockSlack and clockKeep decide whether a reading replaces the last:
-// one whose round trip was slow (a busy server, a long queue) is less
-// exact, and is taken only when it is no worse than the last by more than
-// clockSlack, or the last is older than clockKeep.
+// clockExact and clockKeep decide whether a reading replaces the last:
+// one whose round trip was slow (a busy server) is less exact, and is
+// taken only when it is within clockExact, or no worse than the last, or
+// the last is older than clockKeep.
 const (
-	clockSlack = 10 * time.Millisecond
+	clockExact = 10 * time.Millisecond
 	clockKeep  = 30 * time.Second
 )
+
+// MaxClockJump is how far Postgres's clock may move between two readings
+// beyond the time that passed here (and the readings' uncertainty) before
+// the Clock counts a jump (JumpedWithin).
+const MaxClockJump = time.Second
 
 // Now returns Postgres's time now as this process reads it (the host's
 // clock before the first reading).
@@ -89,14 +109,21 @@ func (c *Clock) Offset() (offset, uncertainty time.Duration, ok bool) {
 // Observe records a reading: a statement sent at sent, whose reply came at
 // got (both from time.Now, with their monotonic readings), read Postgres's
 // clock as db. Postgres read it somewhere within the round trip; the
-// reading takes the middle.
+// reading takes the middle. A reading that finds Postgres's clock ahead
+// of the last one carried forward by more than MaxClockJump (and both
+// readings' uncertainty) records a jump, whether or not it replaces it.
 func (c *Clock) Observe(sent, got, db time.Time) {
 	rtt := max(got.Sub(sent), 0)
 	next := &clockReading{db: db, local: sent.Add(rtt / 2), unc: rtt / 2}
 	for {
 		last := c.r.Load()
-		if last != nil && next.unc > last.unc+clockSlack && next.local.Sub(last.local) < clockKeep {
-			return
+		if last != nil {
+			if by := next.db.Sub(last.db) - next.local.Sub(last.local); by > MaxClockJump+next.unc+last.unc {
+				c.jumped.Store(&clockJump{by: by, local: next.local})
+			}
+			if next.unc > clockExact && next.unc > last.unc && next.local.Sub(last.local) < clockKeep {
+				return
+			}
 		}
 		if c.r.CompareAndSwap(last, next) {
 			return
@@ -104,10 +131,31 @@ func (c *Clock) Observe(sent, got, db time.Time) {
 	}
 }
 
-// stale reports whether the last reading is missing or older than d.
+// JumpedWithin returns by how much Postgres's clock last jumped forward
+// between two readings (beyond the time that passed on this host's
+// monotonic clock), and when a reading saw it (this host's time), if that
+// was within d: Postgres's clock was stepped, or this host was suspended.
+func (c *Clock) JumpedWithin(d time.Duration) (by time.Duration, at time.Time, ok bool) {
+	j := c.jumped.Load()
+	if j == nil || time.Since(j.local) >= d {
+		return 0, time.Time{}, false
+	}
+	return j.by, j.local, true
+}
+
+// stale reports whether the last reading is missing, older than d, or
+// from before a suspend of this host or a step of its wall clock (its age
+// by the wall clock and by the monotonic one differ by more than
+// MaxClockJump).
 func (c *Clock) stale(d time.Duration) bool {
 	r := c.r.Load()
-	return r == nil || time.Since(r.local) >= d
+	if r == nil {
+		return true
+	}
+	now := time.Now()
+	age := now.Sub(r.local)
+	skew := now.Round(0).Sub(r.local.Round(0)) - age
+	return age >= d || skew > MaxClockJump || skew < -MaxClockJump
 }
 
 // Clock returns the clock shared by every Store on s's pool (see Clock).
@@ -121,21 +169,43 @@ func (s *Store) RefreshClock(ctx context.Context) error {
 	if !c.stale(ClockRefresh) {
 		return nil
 	}
-	var db time.Time
-	sent := time.Now()
-	// clock_timestamp(), not now(): in a transaction now() is when it
-	// began.
-	if err := s.db.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&db); err != nil {
+	err := s.onOneConn(ctx, func(db DBTX) error {
+		var at time.Time
+		sent := time.Now()
+		// clock_timestamp(), not now(): in a transaction now() is when
+		// it began.
+		if err := db.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&at); err != nil {
+			return err
+		}
+		c.Observe(sent, time.Now(), at)
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("read postgres clock: %w", err)
 	}
-	c.Observe(sent, time.Now(), db)
 	return nil
 }
 
-// now is the time of a direct write, a clear or a check against the
-// future: Postgres's by s's Clock, read first when it is stale. A failed
-// read leaves the last reading (or the host's clock): the write's own
-// statements then meet the same failure.
+// onOneConn runs fn on s's transaction, or on a connection acquired from
+// the pool first, so that a reading of the clock times the statement
+// alone: a wait for a connection inside its round trip would date the
+// reading early by half the wait.
+func (s *Store) onOneConn(ctx context.Context, fn func(DBTX) error) error {
+	if s.db != DBTX(s.pool) {
+		return fn(s.db)
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	return fn(conn)
+}
+
+// now is the time of a direct write or a clear: Postgres's by s's Clock,
+// read first when it is stale. A failed read leaves the last reading (or
+// the host's clock): the write's own statements then meet the same
+// failure.
 func (s *Store) now(ctx context.Context) time.Time {
 	_ = s.RefreshClock(ctx)
 	return s.Clock().Now().UTC()

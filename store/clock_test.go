@@ -121,3 +121,37 @@ func TestClearIsDatedByPostgresClock(t *testing.T) {
 		t.Fatalf("a turn after facts.set by Postgres's clock: city = %s, want Bergen", got)
 	}
 }
+
+// TestClockJumps: a reading that finds Postgres's clock ahead of the last
+// reading carried forward, by more than MaxClockJump and both readings'
+// uncertainty, records a jump (a slow reading too, though it does not
+// replace the last); drift within the bound and a step back do not.
+func TestClockJumps(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		after   time.Duration // the second reading, after the first
+		ahead   time.Duration // Postgres's clock ahead of where the first reading puts it
+		rtt     time.Duration
+		want    time.Duration
+		wantHit bool
+	}{
+		{name: "in step", after: 2 * time.Second, rtt: time.Millisecond},
+		{name: "drift within the bound", after: 2 * time.Second, ahead: 900 * time.Millisecond, rtt: time.Millisecond},
+		{name: "a slow round trip within its uncertainty", after: 2 * time.Second, ahead: 2 * time.Second, rtt: 4 * time.Second},
+		{name: "a step forward", after: 2 * time.Second, ahead: time.Minute, rtt: time.Millisecond, want: time.Minute, wantHit: true},
+		{name: "a step forward read slowly", after: 2 * time.Second, ahead: time.Minute, rtt: 4 * time.Second, want: time.Minute, wantHit: true},
+		{name: "a step back", after: 2 * time.Second, ahead: -time.Minute, rtt: time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var clock store.Clock
+			first := time.Now().Add(-c.after)
+			clock.Observe(first, first, first.Round(0))
+			sent := first.Add(c.after)
+			clock.Observe(sent, sent.Add(c.rtt), sent.Round(0).Add(c.rtt/2+c.ahead))
+			by, _, hit := clock.JumpedWithin(time.Minute)
+			if hit != c.wantHit || by.Round(time.Millisecond) != c.want {
+				t.Fatalf("JumpedWithin = %s, %v; want %s, %v", by, hit, c.want, c.wantHit)
+			}
+		})
+	}
+}

@@ -47,13 +47,18 @@ func (s *Store) Heartbeat(ctx context.Context, id string) (bool, error) {
 // a reading: a worker's heartbeat keeps the clock River schedules by
 // current.
 func (s *Store) HeartbeatAt(ctx context.Context, id string) (alive bool, dbNow time.Time, err error) {
-	sent := time.Now()
-	err = s.db.QueryRow(ctx, `WITH u AS (UPDATE memoryd_processes SET heartbeat_at = now() WHERE id = $1 RETURNING 1)
-		SELECT EXISTS (SELECT 1 FROM u), now()`, id).Scan(&alive, &dbNow)
+	err = s.onOneConn(ctx, func(db DBTX) error {
+		sent := time.Now()
+		err := db.QueryRow(ctx, `WITH u AS (UPDATE memoryd_processes SET heartbeat_at = now() WHERE id = $1 RETURNING 1)
+			SELECT EXISTS (SELECT 1 FROM u), now()`, id).Scan(&alive, &dbNow)
+		if err == nil {
+			s.Clock().Observe(sent, time.Now(), dbNow)
+		}
+		return err
+	})
 	if err != nil {
 		return false, time.Time{}, fmt.Errorf("heartbeat: %w", err)
 	}
-	s.Clock().Observe(sent, time.Now(), dbNow)
 	return alive, dbNow, nil
 }
 

@@ -124,8 +124,21 @@ type TakenJob struct {
 // and then learns it is dead; two processes taking over at once serialise on
 // the same rows and the second finds nothing. Jobs of ids without a row
 // (processes of an older memoryd) are left to River's rescuer.
+//
+// It declares no process dead when Postgres's clock is ahead of s's Clock
+// by more than MaxClockJump and the reading's uncertainty: the clock
+// stepped since the last reading, and every heartbeat looks that much
+// older (the caller holds takeovers back for a while once a reading sees
+// the jump).
 func (s *Store) TakeOverJobs(ctx context.Context, deadAfter time.Duration) ([]TakenJob, error) {
-	rows, err := s.db.Query(ctx, `DELETE FROM memoryd_processes WHERE heartbeat_at < now() - $1::interval RETURNING id`, deadAfter)
+	var notAfter *time.Time
+	if _, unc, ok := s.Clock().Offset(); ok {
+		t := s.Clock().Now().Add(MaxClockJump + unc)
+		notAfter = &t
+	}
+	rows, err := s.db.Query(ctx, `DELETE FROM memoryd_processes
+		WHERE heartbeat_at < now() - $1::interval AND ($2::timestamptz IS NULL OR now() <= $2)
+		RETURNING id`, deadAfter, notAfter)
 	if err != nil {
 		return nil, fmt.Errorf("take over jobs: %w", err)
 	}

@@ -147,6 +147,9 @@ func (e *Enqueuer) chunkEmbedHook(models func() []string, jobSize, maxAttempts i
 		if len(params) == 0 {
 			return nil
 		}
+		if err := e.store.WithTx(tx).RefreshClock(ctx); err != nil {
+			return fmt.Errorf("enqueue chunk embedding: %w", err)
+		}
 		if _, err := e.client.InsertManyFastTx(ctx, tx, params); err != nil {
 			return fmt.Errorf("enqueue chunk embedding: %w", err)
 		}
@@ -177,6 +180,9 @@ func (e *Enqueuer) EnqueueMissingChunkEmbeddings(ctx context.Context, user, mode
 		last := docs[len(docs)-1]
 		after = store.DocCursor{CollectionID: last.CollectionID, DocID: last.DocID}
 		n += len(docs)
+		if err := e.store.RefreshClock(ctx); err != nil {
+			return n, fmt.Errorf("enqueue chunk embedding: %w", err)
+		}
 		if _, err := e.client.InsertMany(ctx, chunkEmbedParams(docs, model, jobSize, opts)); err != nil {
 			return n, fmt.Errorf("enqueue chunk embedding: %w", err)
 		}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/memoryd/memoryd/store"
 )
 
 func TestClockOffset(t *testing.T) {
@@ -67,43 +69,30 @@ func TestCheckClockWarnsOnceAWhile(t *testing.T) {
 	}
 }
 
-// TestCheckStepHoldsTakeovers: a forward jump of Postgres's clock between
-// two heartbeats (beyond the time passed here, a second and the readings'
-// uncertainty) holds takeovers back for ProcessTimeout from it, with one
-// warning; drift within the bound, a slow round trip and a backward step
-// hold nothing.
-func TestCheckStepHoldsTakeovers(t *testing.T) {
+// TestHoldTakeoversAfterAJump: once a reading of Postgres's clock saw it
+// jump forward (store.Clock.JumpedWithin), takeovers are held back for
+// ProcessTimeout from the reading that saw it, with one warning a jump.
+func TestHoldTakeoversAfterAJump(t *testing.T) {
 	var buf bytes.Buffer
-	l := &liveness{w: &Worker{logger: slog.New(slog.NewTextHandler(&buf, nil)), cfg: Config{ProcessTimeout: 10 * time.Second}}}
-	t0 := time.Now()
-	db0 := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
-	// beat is a heartbeat sent at t0+at, taking rtt, whose reply read
-	// Postgres's clock at db0+db (at the round trip's middle).
-	beat := func(at, db, rtt time.Duration) bool {
-		sent := t0.Add(at)
-		return l.checkStep(sent, sent.Add(rtt), db0.Add(db+rtt/2))
+	s := store.New(nil) // its Clock only
+	l := &liveness{w: &Worker{logger: slog.New(slog.NewTextHandler(&buf, nil)), cfg: Config{ProcessTimeout: 10 * time.Second, Store: s}}}
+	read := func(sent time.Time, ahead time.Duration) {
+		s.Clock().Observe(sent, sent.Add(time.Millisecond), sent.Round(0).Add(time.Millisecond/2+ahead))
 	}
-	for _, b := range []struct {
-		name        string
-		at, db, rtt time.Duration
-		hold        bool
-	}{
-		{name: "first reading", at: 0, db: 0, rtt: time.Millisecond},
-		{name: "in step", at: 2 * time.Second, db: 2 * time.Second, rtt: time.Millisecond},
-		{name: "drift within the bound", at: 4 * time.Second, db: 4*time.Second + 900*time.Millisecond, rtt: time.Millisecond},
-		{name: "a slow round trip", at: 6 * time.Second, db: 8 * time.Second, rtt: 4 * time.Second},
-		{name: "a step forward of a minute", at: 12 * time.Second, db: 74 * time.Second, rtt: time.Millisecond, hold: true},
-		{name: "within ProcessTimeout after it", at: 20 * time.Second, db: 82 * time.Second, rtt: time.Millisecond, hold: true},
-		{name: "ProcessTimeout after it", at: 22 * time.Second, db: 84 * time.Second, rtt: time.Millisecond},
-		{name: "a step back", at: 24 * time.Second, db: 26 * time.Second, rtt: time.Millisecond},
-	} {
-		buf.Reset()
-		if got := beat(b.at, b.db, b.rtt); got != b.hold {
-			t.Fatalf("%s: hold = %v, want %v", b.name, got, b.hold)
-		}
-		warned := strings.Contains(buf.String(), "jumped forward")
-		if want := b.name == "a step forward of a minute"; warned != want {
-			t.Fatalf("%s: log %q, want a warning: %v", b.name, buf.String(), want)
-		}
+	now := time.Now()
+	read(now.Add(-14*time.Second), 0)
+	read(now.Add(-12*time.Second), time.Minute) // a jump 12 s ago: past the hold
+	read(now.Add(-10*time.Second), time.Minute)
+	if l.holdTakeovers() || buf.Len() > 0 {
+		t.Fatalf("a jump 12 s ago held takeovers: %q", buf.String())
+	}
+	read(now.Add(-2*time.Second), 2*time.Minute) // a jump of a minute 2 s ago
+	if !l.holdTakeovers() || !strings.Contains(buf.String(), "level=WARN") || !strings.Contains(buf.String(), "jump=1m0s") {
+		t.Fatalf("a jump 2 s ago: no hold, or log %q", buf.String())
+	}
+	buf.Reset()
+	read(now, 2*time.Minute)
+	if !l.holdTakeovers() || buf.Len() > 0 {
+		t.Fatalf("still within the hold: want a hold and no second warning, log %q", buf.String())
 	}
 }

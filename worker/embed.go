@@ -194,6 +194,9 @@ func (e *Enqueuer) embedHook(models func() []string, jobSize, maxAttempts int) (
 		if len(params) == 0 {
 			return nil
 		}
+		if err := e.store.WithTx(tx).RefreshClock(ctx); err != nil {
+			return fmt.Errorf("enqueue embedding: %w", err)
+		}
 		if _, err := e.client.InsertManyFastTx(ctx, tx, params); err != nil {
 			return fmt.Errorf("enqueue embedding: %w", err)
 		}
@@ -255,6 +258,9 @@ func (e *Enqueuer) EnqueueMissingEmbeddings(ctx context.Context, userID, model s
 			// after a restart; a sweep's, beside a backfill) would have
 			// its text sent twice.
 			if refs, err = q.NotQueued(ctx, embedItemJobs(model), model, refs); err != nil || len(refs) == 0 {
+				return err
+			}
+			if err := q.RefreshClock(ctx); err != nil {
 				return err
 			}
 			_, err = e.client.InsertManyTx(ctx, tx, embedParams(refs, model, jobSize, opts))

@@ -354,5 +354,8 @@ func withKeys(turns []store.Turn, keys []store.TurnKey) []store.Turn {
 // process that runs no Worker (serve's enrich role). The workers of other
 // processes run it.
 func (e *Enqueuer) EnqueueIndexDocument(ctx context.Context, tx pgx.Tx, collectionID int64, docID, hash string) (int64, error) {
+	if err := e.store.WithTx(tx).RefreshClock(ctx); err != nil {
+		return 0, fmt.Errorf("enqueue document index: %w", err)
+	}
 	return insertIndexDocument(ctx, e.client, tx, collectionID, docID, hash)
 }

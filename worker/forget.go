@@ -137,7 +137,7 @@ func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 		}
 	}
 	if err != nil {
-		return ForgetResult{}, err // the store's error says "forget" already
+		return ForgetResult{}, &DatabaseSideError{Err: err}
 	}
 	// The database side has committed and nothing of the user's older
 	// events can be written again. The rest runs to its end past ctx's
@@ -254,6 +254,9 @@ func (e *NoTurnStreamError) Error() string {
 // Its own deadlines running out are not the caller's: errors.Is(err,
 // context.DeadlineExceeded) does not hold, so that a service does not
 // answer that its store timed out.
+//
+// A forget whose database side failed returns a *DatabaseSideError
+// instead: nothing of the user's was deleted.
 type IncompleteError struct {
 	// What was not deleted: "documents", or "events from the streams".
 	What string
@@ -263,6 +266,15 @@ type IncompleteError struct {
 func (e *IncompleteError) Error() string {
 	return fmt.Sprintf("forget: the user's memory is deleted, but deleting their %s did not finish (%v): run the forget again to complete it", e.What, e.Err)
 }
+
+// DatabaseSideError is a forget whose database transaction failed (Postgres
+// went away, a lock wait past forgetAttempts): it rolled back, nothing of
+// the user's was deleted, and the forget can be run again. Its message is
+// Err's (the store's says "forget" already); it unwraps to Err.
+type DatabaseSideError struct{ Err error }
+
+func (e *DatabaseSideError) Error() string { return e.Err.Error() }
+func (e *DatabaseSideError) Unwrap() error { return e.Err }
 
 func streamSideError(err error) error {
 	return &IncompleteError{What: "events from the streams", Err: err}

@@ -69,6 +69,19 @@ func recordForget(ctx context.Context, js jetstream.JetStream, stream string, to
 	return err
 }
 
+// turnReplicas is the turn stream's number of replicas, which the streams
+// memoryd creates beside it (dead letters, the forgets bucket) take: an
+// operator who made it replicated in a cluster (docs/operations.md) gets
+// them replicated alike. 1 (JetStream's default) when it cannot be read:
+// the create then fails or succeeds as before.
+func turnReplicas(ctx context.Context, js jetstream.JetStream, stream string) int {
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return 1
+	}
+	return max(s.CachedInfo().Config.Replicas, 1)
+}
+
 // putForget writes tomb's forget to the bucket, marked unfinished or not,
 // and returns the entry's revision. With over not 0, it writes only over
 // that revision (the forget's own unfinished record): a record written
@@ -84,6 +97,7 @@ func putForget(ctx context.Context, js jetstream.JetStream, stream string, tomb 
 			Description: "memoryd: the forgets of " + stream + "'s users, applied again to a database restored from before them",
 			History:     1,
 			Storage:     jetstream.FileStorage,
+			Replicas:    turnReplicas(ctx, js, stream),
 		})
 		if errors.Is(err, jetstream.ErrBucketExists) {
 			kv, err = js.KeyValue(ctx, ForgetsBucket(stream)) // created meanwhile

@@ -73,12 +73,9 @@ type liveness struct {
 	// clockWarned is when checkClock last warned of this host's clock,
 	// zero while it agrees with Postgres's.
 	clockWarned time.Time
-	// last is the heartbeat's last reading of Postgres's clock (at its
-	// round trip's middle, on this host's monotonic clock); holdUntil is
-	// when takeovers may run again after Postgres's clock jumped forward
-	// (checkStep).
-	last      clockReading
-	holdUntil time.Time
+	// jumpWarned is when the jump of Postgres's clock holdTakeovers last
+	// warned of was seen.
+	jumpWarned time.Time
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -127,6 +124,9 @@ func (w *Worker) stopLiveness(ctx context.Context) {
 	}
 	if late {
 		return
+	}
+	if _, _, jumped := w.cfg.Store.Clock().JumpedWithin(w.cfg.ProcessTimeout); jumped {
+		return // see holdTakeovers
 	}
 	if err := w.takeOver(ctx); err != nil {
 		w.logger.Warn("take over jobs of dead processes", "error", err)
@@ -179,9 +179,8 @@ func (l *liveness) beat() {
 	alive, dbNow, err := w.cfg.Store.HeartbeatAt(ctx, l.id)
 	hold := false
 	if err == nil {
-		got := time.Now()
-		l.checkClock(sent, got, dbNow)
-		hold = l.checkStep(sent, got, dbNow)
+		l.checkClock(sent, time.Now(), dbNow)
+		hold = l.holdTakeovers()
 	}
 	switch {
 	case err != nil:
@@ -257,48 +256,31 @@ func (l *liveness) checkClock(sent, got, dbNow time.Time) {
 	}
 }
 
-// clockReading is a reading of Postgres's clock: db, read in a round trip
-// whose middle was local (with its monotonic reading), within ± unc.
-type clockReading struct {
-	db, local time.Time
-	unc       time.Duration
-}
-
-// maxClockStep is how far Postgres's clock may move between two heartbeats
-// beyond the time that passed here (and the readings' uncertainty) before
-// checkStep holds takeovers back.
-const maxClockStep = time.Second
-
-// checkStep reports whether this heartbeat should take over no process's
-// jobs: Postgres's clock jumped forward since the last heartbeat's reading
-// (an NTP step, an operator setting it), or did within the last
-// ProcessTimeout. Liveness is judged by Postgres's clock, so a step past
-// the lease made every live process's heartbeat look old at once: a walk
-// saw a live serve declared dead and its running jobs taken over (a job
-// on its last attempt would have failed). By the end of the hold every
-// live process has renewed its heartbeat on the new time; a dead one is
-// taken over that much later.
-func (l *liveness) checkStep(sent, got, dbNow time.Time) bool {
-	rtt := got.Sub(sent)
-	r := clockReading{db: dbNow, local: sent.Add(rtt / 2), unc: rtt / 2}
+// holdTakeovers reports whether this process should take over no jobs
+// now, its own lost ones included: Postgres's clock jumped forward within
+// the last ProcessTimeout (store.Clock.JumpedWithin: an NTP step, an
+// operator setting it, or this host suspended), and warns once a jump.
+// Liveness is judged by Postgres's clock, so a step past the lease made
+// every live process's heartbeat look old at once: a walk saw a live
+// serve declared dead and its running jobs taken over (a job on its last
+// attempt would have failed). By the end of the hold every live process
+// has renewed its heartbeat on the new time; a process that died is taken
+// over that much later. A step after the last reading is caught by
+// store.TakeOverJobs itself.
+func (l *liveness) holdTakeovers() bool {
+	by, at, ok := l.w.cfg.Store.Clock().JumpedWithin(l.w.cfg.ProcessTimeout)
+	if !ok {
+		return false
+	}
 	l.mu.Lock()
-	last := l.last
-	l.last = r
-	var jump time.Duration
-	if !last.local.IsZero() {
-		jump = r.db.Sub(last.db) - r.local.Sub(last.local)
-	}
-	step := jump > maxClockStep+r.unc+last.unc
-	if step {
-		l.holdUntil = r.local.Add(l.w.cfg.ProcessTimeout)
-	}
-	hold := r.local.Before(l.holdUntil)
+	warn := !at.Equal(l.jumpWarned)
+	l.jumpWarned = at
 	l.mu.Unlock()
-	if step {
-		l.w.logger.Warn("Postgres's clock jumped forward; taking over no other process's jobs until every live one has renewed its heartbeat",
-			"jump", jump.Round(time.Millisecond).String(), "hold", l.w.cfg.ProcessTimeout.String())
+	if warn {
+		l.w.logger.Warn("Postgres's clock moved ahead of this host's monotonic clock (Postgres's clock stepped, or this host was suspended); taking over no jobs until every live process has renewed its heartbeat",
+			"jump", by.Round(time.Millisecond).String(), "hold", l.w.cfg.ProcessTimeout.String())
 	}
-	return hold
+	return true
 }
 
 // renewed extends the lease to fenceAfter past sent, the time the renewal
@@ -531,7 +513,8 @@ func (w *Worker) takeOverWith(ctx context.Context, lost bool, find func(q *store
 		}
 		var args ExtractArgs
 		_ = json.Unmarshal(j.Args, &args) // read above
-		took := time.Since(j.AttemptedAt)
+		// AttemptedAt is River's time: Postgres's.
+		took := w.cfg.Store.Clock().Now().Sub(j.AttemptedAt)
 		if j.Attempt >= jobAttempts(j.MaxAttempts, j.Metadata, w.cfg.MaxAttempts) {
 			w.logger.Error("extraction job discarded: its process stopped during the last attempt; turns marked failed",
 				"job_id", j.ID, "process", j.Process, "attempt", j.Attempt, "turns", len(args.EventIDs))

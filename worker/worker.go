@@ -974,7 +974,9 @@ func (w *Worker) Start(ctx context.Context) error {
 // (an existing one keeps its operator's settings) and says whether it did:
 // at bind, and when a dead letter finds no stream to take it (an operator
 // deleted it while serve ran), so that rejected events are not redelivered
-// until the next restart.
+// until the next restart. It gets the turn stream's replicas: with one, in
+// a cluster, its one node down stopped every serve's start and held back
+// dead letters and forgets (a cluster walk).
 func (w *Worker) ensureDeadLetterStream(ctx context.Context) (created bool, err error) {
 	cfg := w.cfg
 	if _, err := w.js.Stream(ctx, cfg.DeadLetterStream); errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -983,6 +985,7 @@ func (w *Worker) ensureDeadLetterStream(ctx context.Context) (created bool, err 
 			Description: "memoryd rejected turn events, with the reason in the Memoryd-Reason header",
 			Subjects:    []string{events.DeadLetterSubjects(cfg.Prefix)},
 			Storage:     jetstream.FileStorage,
+			Replicas:    turnReplicas(ctx, w.js, cfg.Stream),
 		})
 		if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			return false, fmt.Errorf("create dead-letter stream: %w", err)

@@ -270,11 +270,11 @@ streams, so that no replay can bring them back. Prints the counts as JSON.`)
 				return fmt.Errorf("%w (refused before its database transaction, the forget deleted nothing; after it, the memory is gone but the user's events are still in the stream: either way run it again with memoryd's credential, which is allowed the stream's API)", perr)
 			}
 		}
-		if inc := (*worker.IncompleteError)(nil); !errors.As(err, &inc) {
-			// Its database side failed (Postgres went away mid-lock, a
-			// lock wait past its attempts): a walk's user read only
-			// "forget: lock users: unexpected EOF".
-			return fmt.Errorf("%w (the forget did not finish; it is safe to run again, which completes it)", err)
+		if db := (*worker.DatabaseSideError)(nil); errors.As(err, &db) {
+			// Postgres went away mid-lock, a lock wait past its
+			// attempts: a walk's user read only "forget: lock users:
+			// unexpected EOF".
+			return fmt.Errorf("%w (the forget did not finish and deleted nothing; it is safe to run again)", err)
 		}
 		return err
 	}

@@ -1022,7 +1022,7 @@ func TestForgetThatFailedSaysRunAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, errOut, code := runArgs(ctx, append([]string{"forget", "--user", "alice"}, conn...)...)
-	if code != 1 || !strings.Contains(errOut, "the forget did not finish; it is safe to run again, which completes it") {
+	if code != 1 || !strings.Contains(errOut, "the forget did not finish and deleted nothing; it is safe to run again") {
 		t.Fatalf("forget with its database side failing: exit %d, stderr %q", code, errOut)
 	}
 	if _, err := pool.Exec(ctx, `ALTER TABLE facts_away RENAME TO facts`); err != nil {

@@ -233,7 +233,7 @@ func explain(err error) string {
 	case errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
 		return "the NATS server runs without JetStream; restart it with -js (nats-server -js)."
 	case errors.Is(err, events.ErrJetStreamNoAnswer):
-		return "the NATS server's JetStream API did not answer in time: the server may run without JetStream (start it with -js, or give its configuration file a top-level jetstream block: an account's \"jetstream: enabled\" needs it), or be overloaded; `nats account info` with memoryd's credentials tells (" + err.Error() + ")."
+		return "the NATS server's JetStream API did not answer in time: the server may run without JetStream (start it with -js, or give its configuration file a top-level jetstream block: an account's \"jetstream: enabled\" needs it), or be overloaded, or, in a JetStream cluster, have no stream leader for now (an election after a node was lost, or fewer than a majority of the replicas up: run it again once the cluster has one); `nats account info` with memoryd's credentials tells (" + err.Error() + ")."
 	}
 	return err.Error()
 }
