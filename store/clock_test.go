@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/memoryd/memoryd/store"
 )
 
@@ -153,5 +155,42 @@ func TestClockJumps(t *testing.T) {
 				t.Fatalf("JumpedWithin = %s, %v; want %s, %v", by, hit, c.want, c.wantHit)
 			}
 		})
+	}
+}
+
+// TestTakeOverChecksPostgresClock: a takeover declares no process dead
+// while Postgres's clock is ahead of where the store's Clock puts it (a
+// step since the last reading, here a reading an hour behind): every
+// heartbeat would look that much older. Read again, it does.
+func TestTakeOverChecksPostgresClock(t *testing.T) {
+	ctx, s := setup(t)
+	if _, err := s.Pool().Exec(ctx, `INSERT INTO memoryd_processes (id, started_at, heartbeat_at)
+		VALUES ('quiet', now() - interval '1 minute', now() - interval '1 minute')`); err != nil {
+		t.Fatal(err)
+	}
+	takeOver := func() []string {
+		t.Helper()
+		err := s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
+			_, err := q.TakeOverJobs(ctx, 10*time.Second)
+			return err
+		})
+		var left []string
+		if err == nil {
+			err = s.Pool().QueryRow(ctx, `SELECT coalesce(array_agg(id), '{}') FROM memoryd_processes`).Scan(&left)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return left
+	}
+	sent := time.Now()
+	s.Clock().Observe(sent, sent, sent.Round(0).Add(-time.Hour))
+	if left := takeOver(); len(left) != 1 {
+		t.Fatalf("with Postgres's clock an hour past the reading: processes left %v, want the quiet one kept", left)
+	}
+	sent = time.Now()
+	s.Clock().Observe(sent, sent, sent.Round(0))
+	if left := takeOver(); len(left) != 0 {
+		t.Fatalf("read again: processes left %v, want the quiet one declared dead", left)
 	}
 }
