@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/store/storetest"
 )
 
 // TestClockReadings: the offset and uncertainty a reading gives, and which
@@ -192,5 +194,28 @@ func TestTakeOverChecksPostgresClock(t *testing.T) {
 	s.Clock().Observe(sent, sent, sent.Round(0))
 	if left := takeOver(); len(left) != 0 {
 		t.Fatalf("read again: processes left %v, want the quiet one declared dead", left)
+	}
+}
+
+// TestSessionSettingsOverrideTheDatabase: the pool's connections run
+// memoryd's transactions at read committed whatever the database's (or the
+// URL's) default isolation (a walk: serializable failed 13 of 300 turns
+// with 40001), and a QuietChanges pool sets memoryd.change_notify with
+// SET, not as a startup parameter (PgBouncer refuses those).
+func TestSessionSettingsOverrideTheDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, url := storetest.Schema(t)
+	s, err := store.Open(ctx, store.Config{URL: url + "&options=-c%20default_transaction_isolation%3Dserializable", MaxConns: 2, QuietChanges: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var isolation, notify string
+	err = s.InTx(ctx, func(tx pgx.Tx, _ *store.Store) error {
+		return tx.QueryRow(ctx, `SELECT current_setting('transaction_isolation'), current_setting('memoryd.change_notify', true)`).Scan(&isolation, &notify)
+	})
+	if err != nil || isolation != "read committed" || notify != "off" {
+		t.Fatalf("isolation %q, memoryd.change_notify %q (%v); want read committed, off", isolation, notify, err)
 	}
 }

@@ -221,8 +221,15 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.GiveWay != nil || cfg.Committed != nil {
 		pcfg.ConnConfig.Tracer = poolTracer{giveWay: cfg.GiveWay, committed: cfg.Committed}
 	}
+	// Session settings, with SET after connecting: a startup parameter
+	// of memoryd's own is refused by PgBouncer ("unsupported startup
+	// parameter"), which the docs put in front of Postgres. memoryd's
+	// transactions are written for read committed (their locks and
+	// retries): a database whose default is serializable failed 13 of 300
+	// turns with 40001 in a walk.
+	session := "SET default_transaction_isolation = 'read committed'"
 	if cfg.QuietChanges {
-		pcfg.ConnConfig.RuntimeParams["memoryd.change_notify"] = "off"
+		session += "; SET memoryd.change_notify = 'off'"
 	}
 	if cfg.CancelOnServer {
 		pcfg.ConnConfig.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
@@ -236,6 +243,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	check := &clientCheck{logger: cfg.Logger}
 	pcfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		// Through the connection's protocol, as clientCheck's (the
+		// pool's tracer must not take it for a statement of memoryd's).
+		if _, err := conn.PgConn().Exec(ctx, session).ReadAll(); err != nil {
+			return fmt.Errorf("store: session settings: %w", err)
+		}
 		check.apply(ctx, conn)
 		if cfg.WarmStatements {
 			warmStatements(ctx, conn, cfg.Logger)
@@ -269,6 +281,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pool.Close()
 		return nil, &ConnectError{Host: pcfg.ConnConfig.Host, Port: pcfg.ConnConfig.Port, Database: pcfg.ConnConfig.Database, Err: err}
 	}
+	if err := s.checkSessions(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	// The first reading of Postgres's clock (Clock), before anything is
 	// stamped by it.
 	if err := s.RefreshClock(ctx); err != nil {
@@ -276,6 +292,53 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, &ConnectError{Host: pcfg.ConnConfig.Host, Port: pcfg.ConnConfig.Port, Database: pcfg.ConnConfig.Database, Err: err}
 	}
 	return s, nil
+}
+
+// ErrSharedSessions is Open finding two of its pool's connections on one
+// Postgres session: a pooler in transaction or statement mode (PgBouncer's
+// pool_mode = transaction) is in front of Postgres.
+var ErrSharedSessions = errors.New("store: two connections reached the same Postgres session: a pooler in transaction or statement mode is in front of Postgres (PgBouncer: pool_mode = transaction); memoryd needs pool_mode = session, or a direct connection")
+
+// checkSessions holds two of the pool's connections and asks each for its
+// backend's pid: behind a pooler that hands out a server connection per
+// transaction, two idle clients get the same one. memoryd's session
+// settings, River's LISTEN and its advisory locks are per session: a walk
+// through PgBouncer in transaction mode saw prepared statements collide
+// (42P05) and no turn recorded in a minute, and with pgx's exec mode a
+// prune's lock left on a server connection, every later prune skipped.
+// No pooler, or one in session mode, never shares; a pool of one
+// connection is not checked.
+func (s *Store) checkSessions(ctx context.Context) error {
+	if s.pool.Config().MaxConns < 2 {
+		return nil
+	}
+	pid := func(c *pgxpool.Conn) (string, error) {
+		res, err := c.Conn().PgConn().Exec(ctx, "SELECT pg_backend_pid()").ReadAll()
+		if err != nil {
+			return "", fmt.Errorf("store: check sessions: %w", err)
+		}
+		if len(res) != 1 || len(res[0].Rows) != 1 {
+			return "", errors.New("store: check sessions: pg_backend_pid() returned no row")
+		}
+		return string(res[0].Rows[0][0]), nil
+	}
+	var pids []string
+	for range 2 {
+		c, err := s.pool.Acquire(ctx)
+		if err != nil {
+			return fmt.Errorf("store: check sessions: %w", err)
+		}
+		defer c.Release()
+		p, err := pid(c)
+		if err != nil {
+			return err
+		}
+		pids = append(pids, p)
+	}
+	if pids[0] == pids[1] {
+		return ErrSharedSessions
+	}
+	return nil
 }
 
 // clientCheckInterval is how often Postgres checks, while a statement of
@@ -507,11 +570,13 @@ type Provenance struct {
 
 // IsLockWait reports whether err is Postgres giving up on a lock another
 // transaction holds: a lock timeout (SQLSTATE 55P03 lock_not_available, see
-// SetLockTimeout) or a deadlock (40P01 deadlock_detected). Both are
-// transient: the same work succeeds once the other transaction ends.
+// SetLockTimeout), a deadlock (40P01 deadlock_detected), or a
+// serialization failure (40001: a transaction that asked for repeatable
+// read or serializable met a concurrent write). All are transient: the
+// same work succeeds once the other transaction ends.
 func IsLockWait(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == "55P03" || pgErr.Code == "40P01")
+	return errors.As(err, &pgErr) && (pgErr.Code == "55P03" || pgErr.Code == "40P01" || pgErr.Code == "40001")
 }
 
 // IsUnavailable reports whether err may pass once the database answers

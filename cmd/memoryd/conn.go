@@ -216,6 +216,15 @@ func explain(err error) string {
 		// Migrating with a search_path (the docs' one schema per
 		// deployment) whose schema was never created.
 		return fmt.Sprintf("the Postgres search_path names no schema that exists (%s); create it first (CREATE SCHEMA ...) or fix search_path in --database-url / MEMORYD_DATABASE_URL.", pgErr.Message)
+	case errors.As(err, &pgErr) && pgErr.Code == "25006":
+		return "the Postgres database is read-only (a standby, or default_transaction_read_only = on for the database or role); point --database-url / MEMORYD_DATABASE_URL at the primary, or turn the setting off."
+	case errors.As(err, &connErr) && errors.As(err, &pgErr):
+		// The server (or a pooler in front of it) answered, and refused:
+		// "not reachable" sent a PgBouncer walk's operator after the
+		// wrong problem (query_wait_timeout, an unsupported parameter).
+		return fmt.Sprintf("Postgres at %s:%d refused the connection: %s (SQLSTATE %s); check the server's (or its pooler's) log and settings.", connErr.Host, connErr.Port, pgErr.Message, pgErr.Code)
+	case errors.Is(err, store.ErrSharedSessions):
+		return "the connections to Postgres share one session: a pooler in transaction mode is in front of it (PgBouncer: set pool_mode = session for memoryd's database), or connect to Postgres directly."
 	case errors.As(err, &connErr) && timedOut(err):
 		// Something accepted the connection, or the packets go nowhere:
 		// "start it" would send the operator after the wrong problem.

@@ -720,3 +720,18 @@ func TestMigrateNamesHungPostgres(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q; want exit 1 saying the server does not answer", code, errOut.String())
 	}
 }
+
+// TestMigrateNamesReadOnlyPostgres: a database that refuses writes (a
+// standby, default_transaction_read_only) is named as read-only, not left
+// at "cannot execute INSERT in a read-only transaction (SQLSTATE 25006)"
+// (a walk of a DBA's settings).
+func TestMigrateNamesReadOnlyPostgres(t *testing.T) {
+	t.Parallel()
+	_, dbURL := storetest.Schema(t)
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), &cli{stdout: &out, stderr: &errOut},
+		[]string{"migrate", "--database-url", dbURL + "&options=-c%20default_transaction_read_only%3Don", "--log-format", "json"})
+	if code != 1 || !strings.Contains(errOut.String(), "the Postgres database is read-only") {
+		t.Fatalf("exit %d, stderr %q", code, errOut.String())
+	}
+}
