@@ -71,7 +71,7 @@ func TestIsLockWait(t *testing.T) {
 	}{
 		{&pgconn.PgError{Code: "55P03"}, true},
 		{fmt.Errorf("upsert facts: %w", &pgconn.PgError{Code: "40P01"}), true},
-		{&pgconn.PgError{Code: "40001"}, true}, // serialization failure
+		{&pgconn.PgError{Code: "40001"}, true},  // serialization failure
 		{&pgconn.PgError{Code: "57014"}, false}, // cancelled: says nothing about what it waited for
 		{&pgconn.PgError{Code: "23505"}, false},
 		{context.DeadlineExceeded, false},
