@@ -202,11 +202,27 @@ func (s *Store) onOneConn(ctx context.Context, fn func(DBTX) error) error {
 	return fn(conn)
 }
 
-// now is the time of a direct write or a clear: Postgres's by s's Clock,
-// read first when it is stale. A failed read leaves the last reading (or
-// the host's clock): the write's own statements then meet the same
-// failure.
+// now is the time of a direct write: Postgres's by s's Clock, read first
+// when it is stale. A failed read leaves the last reading (or the host's
+// clock): the write's own statements then meet the same failure.
 func (s *Store) now(ctx context.Context) time.Time {
 	_ = s.RefreshClock(ctx)
 	return s.Clock().Now().UTC()
+}
+
+// clearTime is a clear's own time: the earlier of Postgres's (now) and
+// this host's. The turns a clear must cover by time are those published
+// after it but stamped before it (a frontend's backlog): the stream
+// position covers those published before. Turns are stamped by the
+// frontends' clocks, so a clear dated late by a clock that is ahead drops
+// what the user says next, silently (a clock walk: a serve 90 s fast, 10
+// of 10 turns after a clear dropped; Postgres's clock ahead would do the
+// same); dated early by one that is behind, it only lets such a backlog
+// through for as long.
+func (s *Store) clearTime(ctx context.Context) time.Time {
+	pg, host := s.now(ctx), time.Now().UTC()
+	if host.Before(pg) {
+		return host
+	}
+	return pg
 }

@@ -74,12 +74,14 @@ func TestClockNowFollowsPostgres(t *testing.T) {
 	}
 }
 
-// TestClearIsDatedByPostgresClock: a facts.clear (and the facts.set after
-// it) takes its time from the store's Clock, Postgres's, not the host's:
-// a walk saw a clear through a serve 90 s fast drop the user's next 90 s
-// of turns. Here the clock reads Postgres an hour behind this host (as
-// for a host an hour fast): a turn stamped a minute after Postgres's now
-// brings the fact back, one a minute before does not.
+// TestClearIsDatedByPostgresClock: a facts.clear takes the earlier of
+// Postgres's time (the store's Clock) and the host's, and the facts.set
+// after it Postgres's: a walk saw a clear through a serve 90 s fast drop
+// the user's next 90 s of turns. Here the clock reads Postgres an hour
+// behind this host (as for a host an hour fast): a turn stamped a minute
+// after Postgres's now brings the fact back, one a minute before does
+// not. Then Postgres an hour ahead: the clear takes the host's time, and
+// a turn a minute after it is kept.
 func TestClearIsDatedByPostgresClock(t *testing.T) {
 	ctx, s := setup(t)
 	sent := time.Now()
@@ -123,6 +125,16 @@ func TestClearIsDatedByPostgresClock(t *testing.T) {
 	upsert("Bergen", pgNow.Add(30*time.Minute), "e4")
 	if got := value(); got != "Bergen" {
 		t.Fatalf("a turn after facts.set by Postgres's clock: city = %s, want Bergen", got)
+	}
+
+	sent = time.Now()
+	s.Clock().Observe(sent, sent, sent.Round(0).Add(time.Hour))
+	if n, err := s.DeleteFact(ctx, "alice", "city"); err != nil || n != 1 {
+		t.Fatalf("clear with Postgres's clock ahead = %d, %v; want 1 deleted", n, err)
+	}
+	upsert("Tromsø", time.Now().Add(time.Minute), "e5")
+	if got := value(); got != "Tromsø" {
+		t.Fatalf("a turn a minute after a clear with Postgres's clock an hour ahead: city = %s, want Tromsø", got)
 	}
 }
 

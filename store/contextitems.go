@@ -198,7 +198,7 @@ func (s *Store) UpdateContext(ctx context.Context, u ContextUpdate) (ContextItem
 				FROM unnest($2::bytea[]) AS k
 				ON CONFLICT (user_id, hash) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at),
 					own_at = greatest(c.own_at, excluded.own_at), `+mergeStreamPosition,
-				u.UserID, keys, q.now(ctx), cur.CreatedAt, int64(pos.Seq), pos.storedOrNil()); err != nil {
+				u.UserID, keys, q.clearTime(ctx), cur.CreatedAt, int64(pos.Seq), pos.storedOrNil()); err != nil {
 				return err
 			}
 			// New text: its vector is stale (readers skip it) until the

@@ -395,7 +395,7 @@ func (s *Store) DeleteFact(ctx context.Context, userID, key string) (int64, erro
 				SELECT $1, $2, t, $4::bigint, $5::timestamptz FROM at
 				ON CONFLICT (user_id, key) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at), `+mergeStreamPosition+`
 			)
-			SELECT count(*) FROM gone`, userID, key, q.now(ctx), int64(pos.Seq), pos.storedOrNil()).Scan(&n)
+			SELECT count(*) FROM gone`, userID, key, q.clearTime(ctx), int64(pos.Seq), pos.storedOrNil()).Scan(&n)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("delete fact: %w", err)

@@ -170,7 +170,7 @@ func (s *Store) DeleteContext(ctx context.Context, d ContextDelete) (int64, erro
 					own_at = greatest(c.own_at, excluded.own_at), `+mergeStreamPosition+`
 			)
 			SELECT count(*) FROM gone`,
-				d.UserID, d.ID, nilIfNone(question, ids), key, q.now(ctx), int64(pos.Seq), pos.storedOrNil(), d.All).Scan(&n)
+				d.UserID, d.ID, nilIfNone(question, ids), key, q.clearTime(ctx), int64(pos.Seq), pos.storedOrNil(), d.All).Scan(&n)
 		}
 		if !d.All {
 			return del()

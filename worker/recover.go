@@ -228,11 +228,11 @@ func clockOffset(sent, got, dbNow time.Time) (offset, uncertainty time.Duration)
 
 // checkClock warns when this host's clock is off Postgres's by more than
 // maxClockOffset, at once and then every clockWarnEvery while it stays
-// off, and says so once it is back. memoryd's jobs and clears follow
-// Postgres's clock (store.Clock), so the offset no longer delays them;
-// what is left on this host's clock is its logs and whatever else runs
-// there (a frontend stamping turns, `memoryd publish`), which
-// docs/operations.md ("Clocks") describes.
+// off, and says so once it is back. memoryd's jobs follow Postgres's
+// clock (store.Clock), so the offset no longer delays them; which of the
+// two is off cannot be told from here, and either matters: Postgres's
+// dates facts.set against turns stamped by the frontends, this host's its
+// logs and turns stamped here (docs/operations.md, "Clocks").
 func (l *liveness) checkClock(sent, got, dbNow time.Time) {
 	offset, uncertainty := clockOffset(sent, got, dbNow)
 	off := max(offset, -offset) > maxClockOffset+uncertainty
@@ -249,7 +249,7 @@ func (l *liveness) checkClock(sent, got, dbNow time.Time) {
 	l.mu.Unlock()
 	switch {
 	case warn:
-		l.w.logger.Warn("this host's clock is off Postgres's; memoryd schedules by Postgres's clock, but this host's log times, and turns stamped here, are off by as much: synchronise the clocks (NTP)",
+		l.w.logger.Warn("this host's clock and Postgres's differ: memoryd schedules by Postgres's and judges turns, stamped by their frontends, against it; one of them is off: synchronise the clocks (NTP)",
 			"offset", offset.Round(time.Millisecond).String(), "max_offset", maxClockOffset.String())
 	case back:
 		l.w.logger.Info("this host's clock agrees with Postgres's again", "offset", offset.Round(time.Millisecond).String())
