@@ -992,7 +992,8 @@ func (w *Worker) ensureDeadLetterStream(ctx context.Context) (created bool, err 
 		}
 		return err == nil, nil
 	} else if err != nil {
-		return false, fmt.Errorf("dead-letter stream: %w", err)
+		// A cluster walk's serve said only "context deadline exceeded".
+		return false, fmt.Errorf("dead-letter stream: %w", events.NoJetStream(err))
 	}
 	return false, nil
 }
