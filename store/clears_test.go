@@ -31,46 +31,50 @@ func waitClearBlocked(t *testing.T, ctx context.Context, s *store.Store) {
 	})
 }
 
+// upsertCity writes alice's city as a turn's extraction does: value,
+// stated at at by event.
+func upsertCity(t *testing.T, ctx context.Context, s *store.Store, value string, at time.Time, event string) {
+	t.Helper()
+	if _, err := s.UpsertFacts(ctx, []store.FactWrite{{UserID: "alice", Key: "city", Value: value, SourceAt: at, EventID: event,
+		Provenance: store.Provenance{Extractor: "rules"}}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// cityOf is alice's city, "<none>" when she has none.
+func cityOf(t *testing.T, ctx context.Context, s *store.Store) string {
+	t.Helper()
+	f, err := s.Fact(ctx, "alice", "city")
+	if errors.Is(err, store.ErrNotFound) {
+		return "<none>"
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f.Value
+}
+
 // TestFactClearIsDated: facts.clear is a dated operation. An extracted value
 // whose source time is not later does not bring the fact back, whether its
 // write lands after the clear or was in flight during it; a later turn and
 // SetFact set it again.
 func TestFactClearIsDated(t *testing.T) {
 	ctx, s := setup(t)
-	upsert := func(s *store.Store, value string, at time.Time, event string) {
-		t.Helper()
-		if _, err := s.UpsertFacts(ctx, []store.FactWrite{{UserID: "alice", Key: "city", Value: value, SourceAt: at, EventID: event,
-			Provenance: store.Provenance{Extractor: "rules"}}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	value := func() string {
-		t.Helper()
-		f, err := s.Fact(ctx, "alice", "city")
-		if errors.Is(err, store.ErrNotFound) {
-			return "<none>"
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return f.Value
-	}
-
-	upsert(s, "Paris", t0, "e1")
+	upsertCity(t, ctx, s, "Paris", t0, "e1")
 	if n, err := s.DeleteFact(ctx, "alice", "city"); err != nil || n != 1 {
 		t.Fatalf("clear = %d, %v; want 1 deleted", n, err)
 	}
 	// An earlier turn whose extraction ends after the clear.
-	upsert(s, "London", t0.Add(time.Minute), "e2")
-	if got := value(); got != "<none>" {
+	upsertCity(t, ctx, s, "London", t0.Add(time.Minute), "e2")
+	if got := cityOf(t, ctx, s); got != "<none>" {
 		t.Fatalf("after an earlier turn's value arrived: city = %s, want none (cleared)", got)
 	}
 	// Cleared again while nothing is stored: the clear still counts.
 	if n, err := s.DeleteFact(ctx, "alice", "city"); err != nil || n != 0 {
 		t.Fatalf("second clear = %d, %v; want 0 deleted", n, err)
 	}
-	upsert(s, "London", t0.Add(2*time.Minute), "e3")
-	if got := value(); got != "<none>" {
+	upsertCity(t, ctx, s, "London", t0.Add(2*time.Minute), "e3")
+	if got := cityOf(t, ctx, s); got != "<none>" {
 		t.Fatalf("city = %s, want none", got)
 	}
 
@@ -82,7 +86,7 @@ func TestFactClearIsDated(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	upsert(s.WithTx(tx), "Rome", time.Now().Add(time.Second), "e4")
+	upsertCity(t, ctx, s.WithTx(tx), "Rome", time.Now().Add(time.Second), "e4")
 	done := make(chan error, 1)
 	go func() {
 		n, err := s.DeleteFact(ctx, "alice", "city")
@@ -98,13 +102,13 @@ func TestFactClearIsDated(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("clear during extraction: %v", err)
 	}
-	if got := value(); got != "<none>" {
+	if got := cityOf(t, ctx, s); got != "<none>" {
 		t.Fatalf("after a clear during an extraction: city = %s, want none", got)
 	}
 
 	// A later turn sets it again; so does SetFact.
-	upsert(s, "Oslo", time.Now().Add(time.Minute), "e5")
-	if got := value(); got != "Oslo" {
+	upsertCity(t, ctx, s, "Oslo", time.Now().Add(time.Minute), "e5")
+	if got := cityOf(t, ctx, s); got != "Oslo" {
 		t.Fatalf("after a later turn: city = %s, want Oslo", got)
 	}
 	if _, err := s.DeleteFact(ctx, "alice", "pet"); err != nil {

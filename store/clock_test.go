@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -87,34 +86,16 @@ func TestClearIsDatedByPostgresClock(t *testing.T) {
 	sent := time.Now()
 	s.Clock().Observe(sent, sent, sent.Round(0).Add(-time.Hour))
 	pgNow := s.Clock().Now()
-	upsert := func(value string, at time.Time, event string) {
-		t.Helper()
-		if _, err := s.UpsertFacts(ctx, []store.FactWrite{{UserID: "alice", Key: "city", Value: value, SourceAt: at, EventID: event,
-			Provenance: store.Provenance{Extractor: "rules"}}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	value := func() string {
-		t.Helper()
-		f, err := s.Fact(ctx, "alice", "city")
-		if errors.Is(err, store.ErrNotFound) {
-			return "<none>"
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return f.Value
-	}
-	upsert("Paris", pgNow.Add(-time.Hour), "e1")
+	upsertCity(t, ctx, s, "Paris", pgNow.Add(-time.Hour), "e1")
 	if n, err := s.DeleteFact(ctx, "alice", "city"); err != nil || n != 1 {
 		t.Fatalf("clear = %d, %v; want 1 deleted", n, err)
 	}
-	upsert("London", pgNow.Add(-time.Minute), "e2")
-	if got := value(); got != "<none>" {
+	upsertCity(t, ctx, s, "London", pgNow.Add(-time.Minute), "e2")
+	if got := cityOf(t, ctx, s); got != "<none>" {
 		t.Fatalf("a turn before the clear: city = %s, want none", got)
 	}
-	upsert("Rome", pgNow.Add(time.Minute), "e3")
-	if got := value(); got != "Rome" {
+	upsertCity(t, ctx, s, "Rome", pgNow.Add(time.Minute), "e3")
+	if got := cityOf(t, ctx, s); got != "Rome" {
 		t.Fatalf("a turn a minute after the clear by Postgres's clock (an hour before by the host's): city = %s, want Rome", got)
 	}
 	// facts.set is stated at Postgres's time too: a turn an hour later by
@@ -122,8 +103,8 @@ func TestClearIsDatedByPostgresClock(t *testing.T) {
 	if _, _, err := s.SetFact(ctx, "alice", "city", "Oslo"); err != nil {
 		t.Fatal(err)
 	}
-	upsert("Bergen", pgNow.Add(30*time.Minute), "e4")
-	if got := value(); got != "Bergen" {
+	upsertCity(t, ctx, s, "Bergen", pgNow.Add(30*time.Minute), "e4")
+	if got := cityOf(t, ctx, s); got != "Bergen" {
 		t.Fatalf("a turn after facts.set by Postgres's clock: city = %s, want Bergen", got)
 	}
 
@@ -132,8 +113,8 @@ func TestClearIsDatedByPostgresClock(t *testing.T) {
 	if n, err := s.DeleteFact(ctx, "alice", "city"); err != nil || n != 1 {
 		t.Fatalf("clear with Postgres's clock ahead = %d, %v; want 1 deleted", n, err)
 	}
-	upsert("Tromsø", time.Now().Add(time.Minute), "e5")
-	if got := value(); got != "Tromsø" {
+	upsertCity(t, ctx, s, "Tromsø", time.Now().Add(time.Minute), "e5")
+	if got := cityOf(t, ctx, s); got != "Tromsø" {
 		t.Fatalf("a turn a minute after a clear with Postgres's clock an hour ahead: city = %s, want Tromsø", got)
 	}
 }

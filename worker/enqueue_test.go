@@ -55,17 +55,8 @@ func TestEveryExtractionJobCarriesItsAttemptsAndQueue(t *testing.T) {
 	}
 	e.replay(worker.ReplayConfig{Enqueuer: own})
 
-	// A failed turn, retried. Recorded failed in one transaction, so that
-	// the reconciler never sees it pending without a job.
-	err = e.store.InTx(e.ctx, func(_ pgx.Tx, q *store.Store) error {
-		if _, err := q.InsertTurns(e.ctx, []store.Turn{recoverTurn("alice-2", "alice")}); err != nil {
-			return err
-		}
-		return q.MarkFailed(e.ctx, "alice", []string{"alice-2"}, "boom", true)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A failed turn, retried.
+	e.failedTurn("alice-2")
 	if n, err := own.RetryFailed(e.ctx, "alice", 10); err != nil || n != 1 {
 		t.Fatalf("retry failed = %d, %v", n, err)
 	}
@@ -91,6 +82,21 @@ func TestEveryExtractionJobCarriesItsAttemptsAndQueue(t *testing.T) {
 	}
 }
 
+// failedTurn records a failed turn of alice's, in one transaction, so that
+// the reconciler never sees it pending without a job.
+func (e *env) failedTurn(id string) {
+	e.t.Helper()
+	err := e.store.InTx(e.ctx, func(_ pgx.Tx, q *store.Store) error {
+		if _, err := q.InsertTurns(e.ctx, []store.Turn{recoverTurn(id, "alice")}); err != nil {
+			return err
+		}
+		return q.MarkFailed(e.ctx, "alice", []string{id}, "boom", true)
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // failingExtractor fails every extraction with a transient error and counts
 // the calls.
 type failingExtractor struct {
@@ -112,15 +118,7 @@ func (f *failingExtractor) Info() extractor.Info { return extractor.Info{Name: "
 func TestJobsWithoutTheirAttemptsRunTheWorkers(t *testing.T) {
 	e := setup(t)
 	jobs := e.recordTurns(recoverTurn("old", "alice")) // as older memoryd's insert-only clients did
-	err := e.store.InTx(e.ctx, func(_ pgx.Tx, q *store.Store) error {
-		if _, err := q.InsertTurns(e.ctx, []store.Turn{recoverTurn("retried", "alice")}); err != nil {
-			return err
-		}
-		return q.MarkFailed(e.ctx, "alice", []string{"retried"}, "boom", true)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e.failedTurn("retried")
 	if n, err := worker.RetryFailed(e.ctx, e.store, "alice", 10); err != nil || n != 1 {
 		t.Fatalf("retry failed = %d, %v", n, err)
 	}
@@ -217,15 +215,7 @@ func TestExtractJobsShape(t *testing.T) {
 // available now.
 func TestJobsAreStampedByPostgresClock(t *testing.T) {
 	e := setup(t)
-	err := e.store.InTx(e.ctx, func(_ pgx.Tx, q *store.Store) error {
-		if _, err := q.InsertTurns(e.ctx, []store.Turn{recoverTurn("retried", "alice")}); err != nil {
-			return err
-		}
-		return q.MarkFailed(e.ctx, "alice", []string{"retried"}, "boom", true)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e.failedTurn("retried")
 	sent := time.Now()
 	e.store.Clock().Observe(sent, sent, sent.Round(0).Add(-time.Hour))
 	if n, err := worker.RetryFailed(e.ctx, e.store, "alice", 10); err != nil || n != 1 {
