@@ -283,7 +283,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	if err := s.checkSessions(ctx); err != nil {
 		pool.Close()
-		return nil, err
+		if errors.Is(err, ErrSharedSessions) {
+			return nil, err
+		}
+		return nil, &ConnectError{Host: pcfg.ConnConfig.Host, Port: pcfg.ConnConfig.Port, Database: pcfg.ConnConfig.Database, Err: err}
 	}
 	// The first reading of Postgres's clock (Clock), before anything is
 	// stamped by it.
