@@ -49,6 +49,9 @@ func (s *Store) Migrate(ctx context.Context, fsys fs.FS, logger *slog.Logger) ([
 	if err := refuseRollingFromUnaware(ctx, conn); err != nil {
 		return nil, err
 	}
+	if err := checkSearchPath(ctx, conn); err != nil {
+		return nil, err
+	}
 
 	migrator, err := rivermigrate.New(riverpgxv5.New(s.pool), &rivermigrate.Config{Logger: logger.With("component", "river")})
 	if err != nil {
@@ -135,6 +138,38 @@ func (s *Store) Migrate(ctx context.Context, fsys fs.FS, logger *slog.Logger) ([
 		done = append(done, f.version)
 	}
 	return done, nil
+}
+
+// checkSearchPath refuses a search_path under which the name of one of the
+// tables in memoryd's schema (memoryd's and River's: the schema of
+// memoryd_migrations, or the one a first migration creates in) finds
+// another schema's table first: every statement on it, and the
+// migrations, would read and write that table. A walk of a DBA's settings
+// (search_path = other, public, with an other.context) saw serve start
+// healthy and every extraction, enrich, forget and prune fail on a
+// missing column.
+func checkSearchPath(ctx context.Context, conn DBTX) error {
+	var table, home, first string
+	err := conn.QueryRow(ctx, `
+		SELECT c.relname, n.nspname, fn.nspname
+		FROM pg_class c
+		JOIN pg_namespace n ON n.oid = c.relnamespace
+		JOIN pg_class f ON f.oid = to_regclass(quote_ident(c.relname))
+		JOIN pg_namespace fn ON fn.oid = f.relnamespace
+		WHERE c.relnamespace = coalesce(
+		        (SELECT relnamespace FROM pg_class WHERE oid = to_regclass('memoryd_migrations')),
+		        (SELECT oid FROM pg_namespace WHERE nspname = current_schema()))
+		  AND c.relkind IN ('r', 'p', 'v', 'm')
+		  AND f.oid <> c.oid
+		ORDER BY c.relname LIMIT 1`).Scan(&table, &home, &first)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil
+	case err != nil:
+		return fmt.Errorf("migrate: check search_path: %w", err)
+	}
+	return fmt.Errorf("migrate: the search_path finds table %s.%s before memoryd's %s.%s, so memoryd's statements would use it; put schema %s first in search_path (--database-url's search_path, or the role's or database's setting), or rename that table",
+		first, table, home, table, home)
 }
 
 // lockTableFull reports whether err is Postgres's "out of shared memory"

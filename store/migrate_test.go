@@ -263,3 +263,37 @@ func TestMigration059DoesNotHoldReadersBehindItsWait(t *testing.T) {
 		t.Fatalf("the migration beside a transaction using context: %v; want it to give up on the lock (run again by Migrate)", err)
 	}
 }
+
+// TestMigrateRefusesAShadowingSearchPath: a search_path whose first schema
+// holds a table named like one of memoryd's (a DBA's other.context) is
+// refused, naming both, before any statement uses the wrong table (a walk
+// saw serve start healthy and every context statement fail); a first
+// schema without such a table is fine.
+func TestMigrateRefusesAShadowingSearchPath(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	home, homeURL := storetest.Schema(t)
+	storetest.Open(t, homeURL) // migrated
+	other, _ := storetest.Schema(t)
+	migrate := func() error {
+		t.Helper()
+		s := storetest.Unmigrated(t, storetest.SearchPathURL(other+","+home))
+		_, err := s.Migrate(ctx, migrations.FS, slog.New(slog.DiscardHandler))
+		return err
+	}
+	if err := migrate(); err != nil {
+		t.Fatalf("a first schema without memoryd's names: %v", err)
+	}
+	conn, err := pgx.Connect(ctx, storetest.BaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE TABLE `+other+`.context (id int, note text)`); err != nil {
+		t.Fatal(err)
+	}
+	err = migrate()
+	if want := "the search_path finds table " + other + ".context before memoryd's " + home + ".context"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("migrate = %v, want an error saying %q", err, want)
+	}
+}

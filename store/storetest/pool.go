@@ -192,6 +192,10 @@ func schemaURL(name string) string {
 }
 
 // withSearchPath is the test database's URL selecting schema name.
+// SearchPathURL is the test database's URL with search_path set to path
+// (schema names separated by commas).
+func SearchPathURL(path string) string { return withSearchPath(path) }
+
 func withSearchPath(name string) string {
 	sep := "?"
 	if strings.Contains(BaseURL(), "?") {
