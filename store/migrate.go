@@ -140,7 +140,8 @@ func (s *Store) Migrate(ctx context.Context, fsys fs.FS, logger *slog.Logger) ([
 	return done, nil
 }
 
-// checkSearchPath refuses a search_path under which the name of one of the
+// checkSearchPath refuses a search_path whose first schema is not the one
+// holding memoryd's tables, or under which the name of one of the
 // tables in memoryd's schema (memoryd's and River's: the schema of
 // memoryd_migrations, or the one a first migration creates in) finds
 // another schema's table first: every statement on it, and the
@@ -164,12 +165,26 @@ func checkSearchPath(ctx context.Context, conn DBTX) error {
 		ORDER BY c.relname LIMIT 1`).Scan(&table, &home, &first)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return nil
 	case err != nil:
 		return fmt.Errorf("migrate: check search_path: %w", err)
+	default:
+		return fmt.Errorf("migrate: the search_path finds table %s.%s before memoryd's %s.%s, so memoryd's statements would use it; put schema %s first in search_path (--database-url's search_path, or the role's or database's setting), or rename that table",
+			first, table, home, table, home)
 	}
-	return fmt.Errorf("migrate: the search_path finds table %s.%s before memoryd's %s.%s, so memoryd's statements would use it; put schema %s first in search_path (--database-url's search_path, or the role's or database's setting), or rename that table",
-		first, table, home, table, home)
+	// memoryd's locks are keyed by current_schema(), the first schema of
+	// the search_path that exists: a process whose search_path starts
+	// with another (empty) schema would lock apart from the others, and a
+	// forget or a clear would no longer exclude their writes.
+	var current, tables *string
+	if err := conn.QueryRow(ctx, `SELECT current_schema(),
+		(SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass('memoryd_migrations'))`).Scan(&current, &tables); err != nil {
+		return fmt.Errorf("migrate: check search_path: %w", err)
+	}
+	if current != nil && tables != nil && *current != *tables {
+		return fmt.Errorf("migrate: the search_path starts with schema %s, but memoryd's tables are in %s: memoryd's locks are kept per first schema, so processes with other search_paths would not exclude each other; put schema %s first in search_path (--database-url's search_path, or the role's or database's setting)",
+			*current, *tables, *tables)
+	}
+	return nil
 }
 
 // lockTableFull reports whether err is Postgres's "out of shared memory"

@@ -267,22 +267,18 @@ func TestMigration059DoesNotHoldReadersBehindItsWait(t *testing.T) {
 // TestMigrateRefusesAShadowingSearchPath: a search_path whose first schema
 // holds a table named like one of memoryd's (a DBA's other.context) is
 // refused, naming both, before any statement uses the wrong table (a walk
-// saw serve start healthy and every context statement fail); a first
-// schema without such a table is fine.
+// saw serve start healthy and every context statement fail); so is one
+// whose first schema is another, empty one (memoryd's locks, keyed by it,
+// would not match other processes'); memoryd's schema first is fine.
 func TestMigrateRefusesAShadowingSearchPath(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	home, homeURL := storetest.Schema(t)
 	storetest.Open(t, homeURL) // migrated
 	other, _ := storetest.Schema(t)
-	migrate := func() error {
-		t.Helper()
-		s := storetest.Unmigrated(t, storetest.SearchPathURL(other+","+home))
-		_, err := s.Migrate(ctx, migrations.FS, slog.New(slog.DiscardHandler))
-		return err
-	}
-	if err := migrate(); err != nil {
-		t.Fatalf("a first schema without memoryd's names: %v", err)
+	migrate := func() error { t.Helper(); return migrate2(t, ctx, storetest.SearchPathURL(other+","+home)) }
+	if want := "the search_path starts with schema " + other + ", but memoryd's tables are in " + home; !contains(migrate(), want) {
+		t.Fatalf("a first schema other than memoryd's: want an error saying %q", want)
 	}
 	conn, err := pgx.Connect(ctx, storetest.BaseURL())
 	if err != nil {
@@ -292,8 +288,20 @@ func TestMigrateRefusesAShadowingSearchPath(t *testing.T) {
 	if _, err := conn.Exec(ctx, `CREATE TABLE `+other+`.context (id int, note text)`); err != nil {
 		t.Fatal(err)
 	}
-	err = migrate()
-	if want := "the search_path finds table " + other + ".context before memoryd's " + home + ".context"; err == nil || !strings.Contains(err.Error(), want) {
-		t.Fatalf("migrate = %v, want an error saying %q", err, want)
+	if want := "the search_path finds table " + other + ".context before memoryd's " + home + ".context"; !contains(migrate(), want) {
+		t.Fatalf("a first schema holding a table named like memoryd's: want an error saying %q", want)
 	}
+	if err := migrate2(t, ctx, storetest.SearchPathURL(home+","+other)); err != nil {
+		t.Fatalf("memoryd's schema first: %v", err)
+	}
+}
+
+// contains reports whether err says want.
+func contains(err error, want string) bool { return err != nil && strings.Contains(err.Error(), want) }
+
+// migrate2 migrates the schema url's search_path selects.
+func migrate2(t *testing.T, ctx context.Context, url string) error {
+	t.Helper()
+	_, err := storetest.Unmigrated(t, url).Migrate(ctx, migrations.FS, slog.New(slog.DiscardHandler))
+	return err
 }
