@@ -392,6 +392,11 @@ func (p Pending) Empty() bool { return len(p.River) == 0 && len(p.Memoryd) == 0 
 // applies nothing.
 func (s *Store) PendingMigrations(ctx context.Context, fsys fs.FS) (Pending, error) {
 	var p Pending
+	// A process that does not migrate (Config.NoMigrate) runs on the
+	// search_path it is given all the same.
+	if err := checkSearchPath(ctx, s.db); err != nil {
+		return p, err
+	}
 	migrator, err := rivermigrate.New(riverpgxv5.New(s.pool), &rivermigrate.Config{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return p, fmt.Errorf("check for pending migrations: %w", err)

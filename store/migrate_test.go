@@ -279,6 +279,8 @@ func TestMigrateRefusesAShadowingSearchPath(t *testing.T) {
 	migrate := func() error { t.Helper(); return migrate2(t, ctx, storetest.SearchPathURL(other+","+home)) }
 	if want := "the search_path starts with schema " + other + ", but memoryd's tables are in " + home; !contains(migrate(), want) {
 		t.Fatalf("a first schema other than memoryd's: want an error saying %q", want)
+	} else if _, err := storetest.Unmigrated(t, storetest.SearchPathURL(other+","+home)).PendingMigrations(ctx, migrations.FS); !contains(err, want) {
+		t.Fatalf("the check of a process that does not migrate = %v, want an error saying %q", err, want)
 	}
 	conn, err := pgx.Connect(ctx, storetest.BaseURL())
 	if err != nil {
