@@ -27,6 +27,7 @@ func TestClockReadings(t *testing.T) {
 		{name: "in step", readings: []reading{{rtt: 2 * time.Millisecond}}, want: 0, wantUncer: time.Millisecond},
 		{name: "host 90 s ahead", readings: []reading{{rtt: 2 * time.Millisecond, ahead: 90 * time.Second}}, want: 90 * time.Second, wantUncer: time.Millisecond},
 		{name: "host 2 min behind", readings: []reading{{ahead: -2 * time.Minute}}, want: -2 * time.Minute},
+		{name: "a slow round trip", readings: []reading{{rtt: 4 * time.Second, ahead: 2 * time.Second}}, want: 2 * time.Second, wantUncer: 2 * time.Second},
 		{name: "a step of Postgres's clock is followed",
 			readings: []reading{{rtt: time.Millisecond}, {after: 2 * time.Second, rtt: time.Millisecond, ahead: -4 * time.Minute}},
 			want:     -4 * time.Minute, wantUncer: time.Millisecond / 2},

@@ -36,18 +36,13 @@ type ProcessRecord struct {
 
 // Heartbeat renews a process's liveness. It returns false when the row is
 // gone: another process found the heartbeat too old, declared the process
-// dead and handed its running jobs on (TakeOverJobs).
-func (s *Store) Heartbeat(ctx context.Context, id string) (bool, error) {
-	alive, _, err := s.HeartbeatAt(ctx, id)
-	return alive, err
-}
-
-// HeartbeatAt is Heartbeat that also returns Postgres's clock as the
-// renewal ran (its transaction's now()), which it records in s's Clock as
-// a reading: a worker's heartbeat keeps the clock River schedules by
+// dead and handed its running jobs on (TakeOverJobs). It records
+// Postgres's clock as the renewal ran (its now()) in s's Clock as a
+// reading: a process's heartbeat keeps the clock River schedules by
 // current.
-func (s *Store) HeartbeatAt(ctx context.Context, id string) (alive bool, dbNow time.Time, err error) {
+func (s *Store) Heartbeat(ctx context.Context, id string) (alive bool, err error) {
 	err = s.onOneConn(ctx, func(db DBTX) error {
+		var dbNow time.Time
 		sent := time.Now()
 		err := db.QueryRow(ctx, `WITH u AS (UPDATE memoryd_processes SET heartbeat_at = now() WHERE id = $1 RETURNING 1)
 			SELECT EXISTS (SELECT 1 FROM u), now()`, id).Scan(&alive, &dbNow)
@@ -57,9 +52,9 @@ func (s *Store) HeartbeatAt(ctx context.Context, id string) (alive bool, dbNow t
 		return err
 	})
 	if err != nil {
-		return false, time.Time{}, fmt.Errorf("heartbeat: %w", err)
+		return false, fmt.Errorf("heartbeat: %w", err)
 	}
-	return alive, dbNow, nil
+	return alive, nil
 }
 
 // EndProcess marks a process that stopped (its jobs have returned) as dead

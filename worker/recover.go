@@ -176,10 +176,13 @@ func (l *liveness) beat() {
 	ctx, cancel := context.WithTimeout(context.Background(), l.fenceAfter)
 	defer cancel()
 	sent := time.Now()
-	alive, dbNow, err := w.cfg.Store.HeartbeatAt(ctx, l.id)
+	alive, err := w.cfg.Store.Heartbeat(ctx, l.id)
 	hold := false
 	if err == nil {
-		l.checkClock(sent, time.Now(), dbNow)
+		// The heartbeat read Postgres's clock into the store's Clock.
+		if offset, uncertainty, ok := w.cfg.Store.Clock().Offset(); ok {
+			l.checkClock(time.Now(), offset, uncertainty)
+		}
 		hold = l.holdTakeovers()
 	}
 	switch {
@@ -216,27 +219,16 @@ const maxClockOffset = 2 * time.Second
 // clockWarnEvery is how often a clock that stays off is warned of again.
 const clockWarnEvery = 10 * time.Minute
 
-// clockOffset is how far this host's clock is ahead of Postgres's (behind
-// when negative), from a statement sent at sent whose reply came at got
-// and which read dbNow, and the uncertainty of the estimate: half the
-// round trip, Postgres's now() falling anywhere within it.
-func clockOffset(sent, got, dbNow time.Time) (offset, uncertainty time.Duration) {
-	rtt := got.Sub(sent) // monotonic
-	mid := sent.Round(0).Add(rtt / 2)
-	return mid.Sub(dbNow), rtt / 2
-}
-
-// checkClock warns when this host's clock is off Postgres's by more than
-// maxClockOffset, at once and then every clockWarnEvery while it stays
+// checkClock warns, at now, when this host's clock is ahead of Postgres's
+// by offset (behind when negative; store.Clock.Offset) and that is more
+// than maxClockOffset beyond the reading's uncertainty, at once and then every clockWarnEvery while it stays
 // off, and says so once it is back. memoryd's jobs follow Postgres's
 // clock (store.Clock), so the offset no longer delays them; which of the
 // two is off cannot be told from here, and either matters: Postgres's
 // dates facts.set against turns stamped by the frontends, this host's its
 // logs and turns stamped here (docs/operations.md, "Clocks").
-func (l *liveness) checkClock(sent, got, dbNow time.Time) {
-	offset, uncertainty := clockOffset(sent, got, dbNow)
+func (l *liveness) checkClock(now time.Time, offset, uncertainty time.Duration) {
 	off := max(offset, -offset) > maxClockOffset+uncertainty
-	now := got
 	l.mu.Lock()
 	warn := off && (l.clockWarned.IsZero() || now.Sub(l.clockWarned) >= clockWarnEvery)
 	back := !off && !l.clockWarned.IsZero()
