@@ -166,9 +166,9 @@ func checkSearchPath(ctx context.Context, conn DBTX) error {
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 	case err != nil:
-		return fmt.Errorf("migrate: check search_path: %w", err)
+		return fmt.Errorf("store: check search_path: %w", err)
 	default:
-		return fmt.Errorf("migrate: the search_path finds table %s.%s before memoryd's %s.%s, so memoryd's statements would use it; put schema %s first in search_path (--database-url's search_path, or the role's or database's setting), or rename that table",
+		return fmt.Errorf("store: the search_path finds table %s.%s before memoryd's %s.%s, so memoryd's statements would use it; put schema %s first in search_path (--database-url's search_path, or the role's or database's setting), or rename that table",
 			first, table, home, table, home)
 	}
 	// memoryd's locks are keyed by current_schema(), the first schema of
@@ -178,10 +178,10 @@ func checkSearchPath(ctx context.Context, conn DBTX) error {
 	var current, tables *string
 	if err := conn.QueryRow(ctx, `SELECT current_schema(),
 		(SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass('memoryd_migrations'))`).Scan(&current, &tables); err != nil {
-		return fmt.Errorf("migrate: check search_path: %w", err)
+		return fmt.Errorf("store: check search_path: %w", err)
 	}
 	if current != nil && tables != nil && *current != *tables {
-		return fmt.Errorf("migrate: the search_path starts with schema %s, but memoryd's tables are in %s: memoryd's locks are kept per first schema, so processes with other search_paths would not exclude each other; put schema %s first in search_path (--database-url's search_path, or the role's or database's setting)",
+		return fmt.Errorf("store: the search_path starts with schema %s, but memoryd's tables are in %s: memoryd's locks are kept per first schema, so processes with other search_paths would not exclude each other; put schema %s first in search_path (--database-url's search_path, or the role's or database's setting)",
 			*current, *tables, *tables)
 	}
 	return nil
@@ -373,6 +373,14 @@ func (e *OlderSchemaError) Error() string {
 func (s *Store) NewerMigrations(ctx context.Context, fsys fs.FS) ([]int, error) {
 	newest, err := NewestMigration(fsys)
 	if err != nil {
+		return nil, err
+	}
+	// Every process checks this once it opened the store, also the
+	// commands that neither migrate nor check for pending migrations
+	// (forget, export, memory): each of their statements runs on the
+	// search_path too, and a forget that deleted from another schema's
+	// turns would answer ok.
+	if err := checkSearchPath(ctx, s.db); err != nil {
 		return nil, err
 	}
 	return s.migrationsAbove(ctx, newest)

@@ -281,6 +281,9 @@ func TestMigrateRefusesAShadowingSearchPath(t *testing.T) {
 		t.Fatalf("a first schema other than memoryd's: want an error saying %q", want)
 	} else if _, err := storetest.Unmigrated(t, storetest.SearchPathURL(other+","+home)).PendingMigrations(ctx, migrations.FS); !contains(err, want) {
 		t.Fatalf("the check of a process that does not migrate = %v, want an error saying %q", err, want)
+	} else if _, err := storetest.Unmigrated(t, storetest.SearchPathURL(other+","+home)).NewerMigrations(ctx, migrations.FS); !contains(err, want) {
+		// Every command's first check (forget, export, memory).
+		t.Fatalf("the check of a command that only reads or deletes = %v, want an error saying %q", err, want)
 	}
 	conn, err := pgx.Connect(ctx, storetest.BaseURL())
 	if err != nil {
@@ -292,6 +295,8 @@ func TestMigrateRefusesAShadowingSearchPath(t *testing.T) {
 	}
 	if want := "the search_path finds table " + other + ".context before memoryd's " + home + ".context"; !contains(migrate(), want) {
 		t.Fatalf("a first schema holding a table named like memoryd's: want an error saying %q", want)
+	} else if _, err := storetest.Unmigrated(t, storetest.SearchPathURL(other+","+home)).NewerMigrations(ctx, migrations.FS); !contains(err, want) {
+		t.Fatalf("the check of a command that only reads or deletes = %v, want an error saying %q", err, want)
 	}
 	if err := migrate2(t, ctx, storetest.SearchPathURL(home+","+other)); err != nil {
 		t.Fatalf("memoryd's schema first: %v", err)
