@@ -58,22 +58,46 @@ func addUsage(ctx context.Context, q *store.Store, model string, day time.Time, 
 // flushUsage stores what usage still holds, each call's tokens on their own
 // (store.AddTurnUsage: unless a forget covers the turn), also when ctx is
 // done (the tokens were spent), bounded. Losing a count is better than
-// failing the job over it; after the first error the rest are dropped.
+// failing the job over it. After an error the user's other calls are
+// dropped (they would wait and fail alike), and every call left when the
+// database is out of reach; another user's are still stored: in a legacy
+// job holding several users' turns, one user's lock wait (a forget) lost
+// the others' counts.
 func (e *extractWorker) flushUsage(ctx context.Context, usage *jobUsage) {
+	type loss struct {
+		calls int
+		err   error
+	}
+	var lost map[string]*loss // by user, in the order met
+	var users []string
 	for i, t := range usage.turns {
+		if l, ok := lost[t.UserID]; ok {
+			l.calls++
+			continue
+		}
 		// Bounded: a wait behind a forget or a dead connection must not
 		// hold the job past its timeout or its process's lease.
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterCancelTimeout)
 		_, err := e.w.cfg.Store.AddTurnUsage(uctx, events.UserToken(t.UserID), t.Placed, t.UserID, usage.model, e.w.spendDay(), usage.used[i])
 		cancel()
-		if err != nil {
-			// Once a job, for the turns left: the next would wait and fail
-			// alike (Postgres down or out of connections: a walk logged a
-			// line a turn, 338 in 30 s, each waiting up to
-			// afterCancelTimeout).
-			e.w.logger.Warn("cannot record token usage", "user_id", t.UserID, "turns", len(usage.turns)-i, "error", err)
+		if err == nil {
+			continue
+		}
+		if dbUnreachable(err) {
+			// Once a job, for the calls left: the next would wait and
+			// fail alike (a walk logged a line a turn, 338 in 30 s,
+			// each waiting up to afterCancelTimeout).
+			e.w.logger.Warn("cannot record token usage", "user_id", t.UserID, "calls", len(usage.turns)-i, "error", err)
 			break
 		}
+		if lost == nil {
+			lost = make(map[string]*loss)
+		}
+		lost[t.UserID] = &loss{calls: 1, err: err}
+		users = append(users, t.UserID)
+	}
+	for _, user := range users {
+		e.w.logger.Warn("cannot record token usage", "user_id", user, "calls", lost[user].calls, "error", lost[user].err)
 	}
 	usage.reset()
 }

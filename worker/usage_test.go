@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -52,5 +53,38 @@ func TestUsageCountsStoredAndFailedCalls(t *testing.T) {
 	}
 	if alice.TokensToday != 15*n {
 		t.Fatalf("alice's tokens today = %d, want %d", alice.TokensToday, 15*n)
+	}
+}
+
+// TestUsageOfOtherUsersStoredPastALockedOne: a legacy job holding two
+// users' turns (one enqueued before jobs were per user) whose calls failed
+// stores each user's tokens on its own; while a forget holds alice's lock
+// her count cannot be stored, and carol's still is (before: the first
+// error dropped every count after it).
+func TestUsageOfOtherUsersStoredPastALockedOne(t *testing.T) {
+	e := setup(t)
+	srv := extractortest.NewServer(t)
+	srv.SetHandler(func(openai.ChatCompletionRequest) extractortest.Reply {
+		return extractortest.Content(`this is not an extraction`) // every 15 tokens
+	})
+	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := e.recordTurns(recoverTurn("x", "alice"), recoverTurn("y", "carol"))
+	e.exec(`UPDATE river_job SET args = jsonb_build_object('event_ids', jsonb_build_array('x', 'y')) WHERE id = $1`, jobs["x"])
+	e.exec(`DELETE FROM river_job WHERE id = $1`, jobs["y"])
+	// alice's user lock, held as a forget holds it.
+	forget := e.block(`SELECT pg_advisory_xact_lock(hashtextextended('memoryd.user.' || current_schema() || '.' || $1::text, 0))`, events.UserToken("alice"))
+	e.start(llm, func(c *worker.Config) { c.MaxAttempts = 1 })
+	e.waitFor("carol's tokens stored", func() (bool, string) {
+		carol, err := e.store.Stats(e.ctx, "carol")
+		return err == nil && carol.TokensToday > 0, fmt.Sprint(carol.LLMUsage, err)
+	})
+	if alice, err := e.store.Stats(e.ctx, "alice"); err != nil || alice.TokensToday != 0 {
+		t.Fatalf("alice's usage while her lock is held = %+v, %v; want none stored", alice.LLMUsage, err)
+	}
+	if err := forget.tx.Rollback(e.ctx); err != nil {
+		t.Fatal(err)
 	}
 }
