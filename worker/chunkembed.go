@@ -220,14 +220,8 @@ func (c *chunkEmbedWorker) Work(ctx context.Context, job *river.Job[ChunkEmbedAr
 			v = outcome(err, job.JobRow, false, b)
 		}
 	}
-	level := c.w.logger.Warn
-	switch {
-	case errors.As(err, new(*otherModelError)):
-		level = c.w.logger.Debug // as embedWorker's
-	case v.final:
-		level = c.w.logger.Error
-	}
-	level("chunk embedding failed; the chunks stay lexical-only until it succeeds", "job_id", job.ID, "attempt", job.Attempt,
+	level, msg := embedFailureLog(v, err, "chunk embedding failed; the chunks stay lexical-only until it succeeds")
+	c.w.logger.Log(ctx, level, msg, "job_id", job.ID, "attempt", job.Attempt,
 		"outcome", v.label, "kind", embedding.KindOf(err).String(), "collection_id", job.Args.CollectionID,
 		"chunks", job.Args.chunks(), "error", err)
 	return &jobEnd{op: "embed chunks", label: v.label, river: v.river, cause: err}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -404,18 +405,38 @@ func (e *embedWorker) Work(ctx context.Context, job *river.Job[EmbedArgs]) error
 			v = verdict{river: river.JobSnooze(b.spread(b.modelWaitBase)), label: outcomeHandedBack}
 		}
 	}
-	level := e.w.logger.Warn
+	level, msg := embedFailureLog(v, err, "embedding failed; the items stay lexical-only until it succeeds")
+	e.w.logger.Log(ctx, level, msg, "job_id", job.ID, "attempt", job.Attempt,
+		"outcome", v.label, "kind", embedding.KindOf(err).String(), "items", len(job.Args.ContextIDs), "saved", n, "claimed_jobs", len(claimed), "error", err)
+	return &jobEnd{op: "embed", label: v.label, river: v.river, cause: err}
+}
+
+// msgEmbedWaiting is the line of an embed or chunk-embed job that snoozes
+// for a counted wait (outcome: the embeddings server down or rate
+// limiting, the database out of reach, a lock).
+const msgEmbedWaiting = "embedding waiting without spending attempts; the items or chunks stay lexical-only until it succeeds"
+
+// embedFailureLog is the level and message of an embed or chunk-embed
+// job's failure line (failed is its message). A counted wait is logged as
+// extraction's are: at the job's first wait a warning for the database out
+// of reach (the process's handler holds msgEmbedWaiting back to one every
+// 30 s: OutageRepeats), an info line for a lock or a rate limit, and the
+// later waits at debug; with embeddings on every write is a job, and each
+// wait of each was a warning.
+func embedFailureLog(v verdict, err error, failed string) (slog.Level, string) {
 	switch {
 	case errors.As(err, new(*otherModelError)):
 		// Not a failure: a rolling model change, or the previous model's
 		// jobs after one; the sweep of this model covers their items.
-		level = e.w.logger.Debug
+		return slog.LevelDebug, failed
 	case v.final:
-		level = e.w.logger.Error
+		return slog.LevelError, failed
+	case v.label == outcomeDBDown || v.label == outcomeModelDown:
+		return waitLevel(v.n, slog.LevelWarn), msgEmbedWaiting
+	case v.count != "": // a lock or a rate limit, as extraction's
+		return waitLevel(v.n, slog.LevelInfo), msgEmbedWaiting
 	}
-	level("embedding failed; the items stay lexical-only until it succeeds", "job_id", job.ID, "attempt", job.Attempt,
-		"outcome", v.label, "kind", embedding.KindOf(err).String(), "items", len(job.Args.ContextIDs), "saved", n, "claimed_jobs", len(claimed), "error", err)
-	return &jobEnd{op: "embed", label: v.label, river: v.river, cause: err}
+	return slog.LevelWarn, failed
 }
 
 // claimedEmbed is a waiting embed job an embed job claimed.

@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -627,4 +628,39 @@ func TestEmbedDimensionsChangeBehindTheName(t *testing.T) {
 	}
 	e.waitEmbedded("alice", "m1", 3)
 	e.checkVectors("alice", "m1", 8)
+}
+
+// TestEmbedWaitsLogOnceAJob: an embed job that waits (the embeddings
+// server rate limiting, the database out of reach) is logged as an
+// extraction job is: at its first wait (a rate limit at info; an outage a
+// warning, which the process's handler holds back: OutageRepeats), its
+// later waits at debug. Before, every wait of every job was a warning, and
+// with embeddings on every write is a job.
+func TestEmbedWaitsLogOnceAJob(t *testing.T) {
+	e := setup(t)
+	srv := embeddingtest.New(t)
+	srv.Fail(http.StatusTooManyRequests, "1")
+	var logs lockedBuffer
+	e.start(extractor.NewRules(), func(c *worker.Config) {
+		withEmbedder(embedder(t, srv, "m1"), -1)(c)
+		c.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	e.publish(events.Turn{ID: "a1", UserID: "alice", UserMessage: "My dog is named Rex.", AssistantResponse: "Good dog."})
+	e.waitFor("the embed job to wait three times", func() (bool, string) {
+		return srv.Requests() >= 3, fmt.Sprintf("%d requests", srv.Requests())
+	})
+	srv.Recover()
+	e.waitEmbedded("alice", "m1", 1)
+	levels := map[string]int{}
+	for l := range strings.Lines(logs.String()) {
+		var line struct{ Level, Msg string }
+		if json.Unmarshal([]byte(l), &line) == nil && strings.HasPrefix(line.Msg, "embedding") {
+			levels[line.Level+": "+line.Msg]++
+		}
+	}
+	const waiting = "embedding waiting without spending attempts; the items or chunks stay lexical-only until it succeeds"
+	if levels["INFO: "+waiting] != 1 || levels["DEBUG: "+waiting] < 2 || len(levels) != 2 || !slices.Contains(worker.OutageRepeats, waiting) {
+		t.Fatalf("one embed job's waits logged as %v; want its first at info, the later ones at debug, nothing else, and the line held back in an outage (OutageRepeats: %q)",
+			levels, worker.OutageRepeats)
+	}
 }
