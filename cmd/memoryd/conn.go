@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,6 +34,52 @@ type connOptions struct {
 	// flags the flags, which say where a setting came from.
 	cmd   string
 	flags *flags
+	// pgEnvWarned is set once pgEnvShadowed was checked.
+	pgEnvWarned bool
+}
+
+// usesDatabase reports whether the command connects to Postgres: the
+// commands that talk to NATS only say so in --database-url's usage.
+func (o *connOptions) usesDatabase() bool {
+	if o.flags == nil {
+		return true
+	}
+	f := o.flags.Lookup("database-url")
+	return f != nil && !strings.HasPrefix(f.Usage, "not used")
+}
+
+// pgShadowedVars are the libpq variables memoryd's default database URL
+// names the setting of.
+var pgShadowedVars = []string{"PGHOST", "PGPORT", "PGUSER", "PGDATABASE", "PGSSLMODE"}
+
+// pgEnvShadowed warns, when the database URL is memoryd's default (or
+// empty, which is the default), of the libpq variables set that the
+// default's own host, port, user, database and sslmode=disable override:
+// pgx, as libpq, takes a variable only for what the URL leaves out. A TLS
+// walk set PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE and PGSSLMODE
+// for its TLS cluster, and migrate created and filled a "memoryd"
+// database on 127.0.0.1:5432 without TLS instead, saying nothing.
+// PGPASSWORD, PGPASSFILE and PGSSLROOTCERT, PGSSLCERT, PGSSLKEY are
+// still read (the default names none of them).
+func pgEnvShadowed(url string, lookup func(string) (string, bool)) string {
+	if url != "" && url != store.DefaultURL {
+		return ""
+	}
+	var set []string
+	for _, v := range pgShadowedVars {
+		if _, ok := lookup(v); ok {
+			set = append(set, v)
+		}
+	}
+	if len(set) == 0 {
+		return ""
+	}
+	are, they := "are", "they are"
+	if len(set) == 1 {
+		are, they = "is", "it is"
+	}
+	return fmt.Sprintf("%s %s set, but memoryd's default --database-url (%s) names the host, port, user, database and sslmode itself, and wins: %s ignored; set --database-url / MEMORYD_DATABASE_URL, e.g. to 'postgres://?pool_max_conns=10' to take them from the PG variables",
+		strings.Join(set, ", "), are, store.DefaultURL, they)
 }
 
 func (o *connOptions) register(f *flags) {
@@ -85,6 +133,12 @@ func (o *connOptions) logger(a *cli) (*slog.Logger, error) {
 	// walk). Only the scheme is named: the URL may hold a password.
 	if scheme, _, ok := strings.Cut(o.databaseURL, "://"); ok && scheme != "postgres" && scheme != "postgresql" {
 		return nil, usage("--database-url is a %s:// URL: memoryd needs a postgres:// (or postgresql://) URL, or key=value settings", scheme)
+	}
+	if !o.pgEnvWarned && o.usesDatabase() {
+		o.pgEnvWarned = true
+		if w := pgEnvShadowed(o.databaseURL, os.LookupEnv); w != "" {
+			fmt.Fprintf(a.stderr, "memoryd %s: warning: %s\n", o.cmd, w)
+		}
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
@@ -198,16 +252,22 @@ func (o *connOptions) newApp(a *cli, name string) (*app.App, error) {
 // explain turns the errors a newcomer will hit into one sentence with the fix.
 func explain(err error) string {
 	var (
-		connErr *store.ConnectError
-		natsErr *app.NATSConnectError
-		pgErr   *pgconn.PgError
-		netErr  *net.OpError
+		connErr  *store.ConnectError
+		natsErr  *app.NATSConnectError
+		pgErr    *pgconn.PgError
+		netErr   *net.OpError
+		parseErr *pgconn.ParseConfigError
 	)
 	switch {
 	case errors.As(err, &connErr) && errors.As(err, &pgErr) && pgErr.Code == "3D000":
 		return fmt.Sprintf("Postgres database %q does not exist; run 'memoryd migrate' (it creates it) or create it with createdb.", connErr.Database)
-	case errors.As(err, &connErr) && errors.As(err, &pgErr) && (pgErr.Code == "28P01" || pgErr.Code == "28000"):
+	case errors.As(err, &connErr) && errors.As(err, &pgErr) && pgErr.Code == "28P01":
 		return fmt.Sprintf("Postgres at %s:%d refused the user or password; check --database-url / MEMORYD_DATABASE_URL.", connErr.Host, connErr.Port)
+	case errors.As(err, &connErr) && errors.As(err, &pgErr) && pgErr.Code == "28000":
+		// Not always a password: pg_hba.conf's "no encryption" (sslmode
+		// disable against hostssl lines), a client certificate missing or
+		// refused (a TLS walk was told "user or password" for both).
+		return fmt.Sprintf("Postgres at %s:%d refused the connection: %s; check the user, sslmode and client certificate (sslcert, sslkey) in --database-url / MEMORYD_DATABASE_URL against the server's pg_hba.conf.", connErr.Host, connErr.Port, pgErr.Message)
 	case errors.As(err, &connErr) && errors.As(err, &pgErr) && pgErr.Code == "53300":
 		// Reachable but full: saying "not reachable" would send the
 		// operator after the wrong problem.
@@ -225,6 +285,12 @@ func explain(err error) string {
 		return fmt.Sprintf("Postgres at %s:%d refused the connection: %s (SQLSTATE %s); check the server's (or its pooler's) log and settings.", connErr.Host, connErr.Port, pgErr.Message, pgErr.Code)
 	case errors.Is(err, store.ErrSharedSessions):
 		return "the connections to Postgres share one session: a pooler in transaction mode is in front of it (PgBouncer: set pool_mode = session for memoryd's database), or connect to Postgres directly."
+	case errors.As(err, &connErr) && tlsCause(err) != "":
+		// The server answered: "not reachable; start it" sent a TLS
+		// walk's operator after the wrong problem.
+		return fmt.Sprintf("Postgres at %s:%d: TLS failed: %s; check sslmode, sslrootcert, sslcert and sslkey in --database-url / MEMORYD_DATABASE_URL.", connErr.Host, connErr.Port, tlsCause(err))
+	case errors.As(err, &parseErr) && strings.Contains(err.Error(), "failed to configure TLS"):
+		return fmt.Sprintf("--database-url's TLS files cannot be used: %v; check sslrootcert, sslcert, sslkey and sslpassword (an encrypted key must be PKCS#1, \"BEGIN RSA PRIVATE KEY\", with sslpassword: pgx cannot decrypt a PKCS#8 \"BEGIN ENCRYPTED PRIVATE KEY\"; convert it with openssl rsa -traditional, or decrypt it).", errors.Unwrap(parseErr))
 	case errors.As(err, &connErr) && timedOut(err):
 		// Something accepted the connection, or the packets go nowhere:
 		// "start it" would send the operator after the wrong problem.
@@ -236,7 +302,11 @@ func explain(err error) string {
 		// (a Postgres walk: a cluster on 5441 was told to start "15 main").
 		return fmt.Sprintf("Postgres is not reachable at %s:%d; start the server on that port or set --database-url / MEMORYD_DATABASE_URL.", connErr.Host, connErr.Port)
 	case errors.As(err, &natsErr) && errors.Is(err, nats.ErrAuthorization):
-		return fmt.Sprintf("NATS at %s refused the credentials; check --nats-user/--nats-password/--nats-token/--nats-creds.", natsErr.URL)
+		return fmt.Sprintf("NATS at %s refused the credentials; check --nats-user/--nats-password/--nats-token/--nats-nkey/--nats-creds.", natsErr.URL)
+	case errors.As(err, &natsErr) && tlsCause(err) != "":
+		return fmt.Sprintf("NATS at %s: TLS failed: %s; check --nats-ca, --nats-cert and --nats-key, and the host name in --nats-url.", natsErr.URL, tlsCause(err))
+	case errors.As(err, &natsErr) && errors.Is(err, nats.ErrSecureConnWanted):
+		return fmt.Sprintf("NATS at %s does not offer TLS, which --nats-ca/--nats-cert/--nats-key or a tls:// URL ask for; enable TLS in the server's configuration (a tls block) or drop those settings.", natsErr.URL)
 	case errors.As(err, &natsErr) && (errors.Is(err, nats.ErrNoServers) || errors.As(err, &netErr)):
 		return fmt.Sprintf("NATS is not reachable at %s; start nats-server with -js (or `make services`) or set --nats-url / MEMORYD_NATS_URL.", natsErr.URL)
 	case errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
@@ -252,4 +322,48 @@ func explain(err error) string {
 func timedOut(err error) bool {
 	var ne net.Error
 	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// tlsCause says why a TLS handshake failed, or "" when err is no TLS
+// failure: this side refused the server's certificate (its host name, its
+// CA, its dates), the server refused this side's (a remote TLS alert: a
+// client certificate missing, expired or from a CA it does not trust), or
+// a Postgres server without TLS refused it (sslmode require or verify-*).
+func tlsCause(err error) string {
+	var (
+		hostErr  x509.HostnameError
+		caErr    x509.UnknownAuthorityError
+		invalid  x509.CertificateInvalidError
+		verifyEr *tls.CertificateVerificationError
+		opErr    *net.OpError
+		recErr   tls.RecordHeaderError
+	)
+	switch {
+	case errors.As(err, &hostErr):
+		return fmt.Sprintf("the server's certificate does not name the host connected to (%v)", hostErr.Error())
+	case errors.As(err, &caErr):
+		return "the server's certificate is not signed by a CA this side trusts (the CA file given, or the system's when none is)"
+	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
+		return fmt.Sprintf("the server's certificate is expired or not yet valid (%v)", invalid.Error())
+	case errors.As(err, &invalid):
+		return fmt.Sprintf("the server's certificate is not valid (%v)", invalid.Error())
+	case errors.As(err, &verifyEr):
+		return fmt.Sprintf("the server's certificate could not be verified (%v)", verifyEr.Err)
+	case errors.As(err, &opErr) && opErr.Op == "remote error":
+		// crypto/tls reports an alert the peer sent as a *net.OpError,
+		// which read as "not reachable" before.
+		return fmt.Sprintf("the server refused this side's TLS handshake (%v): a client certificate missing, expired, or not signed by a CA the server trusts", opErr.Err)
+	case errors.Is(err, nats.ErrTLS) && strings.Contains(err.Error(), "after TLS handshake"):
+		// TLS 1.3: the server checks the client's certificate after the
+		// client's side of the handshake is done, and closes.
+		return "the server closed the connection right after the TLS handshake: it likely refused this side's client certificate (missing, expired, or not signed by a CA the server trusts)"
+	case errors.Is(err, nats.ErrTLS):
+		return err.Error()
+	case errors.As(err, &recErr):
+		return "the server does not speak TLS on that port"
+	case strings.Contains(err.Error(), "server refused TLS connection"):
+		// pgconn's plain error: the server has ssl = off.
+		return "the server does not accept TLS (ssl = off); turn ssl on in postgresql.conf, or lower sslmode to prefer or disable"
+	}
+	return ""
 }
