@@ -134,6 +134,10 @@ func (o *connOptions) logger(a *cli) (*slog.Logger, error) {
 	if scheme, _, ok := strings.Cut(o.databaseURL, "://"); ok && scheme != "postgres" && scheme != "postgresql" {
 		return nil, usage("--database-url is a %s:// URL: memoryd needs a postgres:// (or postgresql://) URL, or key=value settings", scheme)
 	}
+	if o.nats.Creds != "" && o.nats.NKey != "" {
+		// nats.go's own words: "nats: user callback and nkey defined".
+		return nil, usage("--nats-creds and --nats-nkey are both set: a .creds file holds its user's NKey seed already; give one of them")
+	}
 	if !o.pgEnvWarned && o.usesDatabase() {
 		o.pgEnvWarned = true
 		if w := pgEnvShadowed(o.databaseURL, os.LookupEnv); w != "" {

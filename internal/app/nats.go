@@ -80,7 +80,7 @@ func (c NATSConfig) Connect(logger *slog.Logger) (*nats.Conn, error) {
 	if c.NKey != "" {
 		opt, err := nats.NkeyOptionFromSeed(c.NKey)
 		if err != nil {
-			return nil, fmt.Errorf("nkey seed file: %w", err)
+			return nil, fmt.Errorf("nkey seed file %s: %w", c.NKey, err)
 		}
 		opts = append(opts, opt)
 	}
