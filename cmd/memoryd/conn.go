@@ -314,7 +314,11 @@ func explain(err error) string {
 	case errors.As(err, &natsErr) && (errors.Is(err, nats.ErrNoServers) || errors.As(err, &netErr)):
 		return fmt.Sprintf("NATS is not reachable at %s; start nats-server with -js (or `make services`) or set --nats-url / MEMORYD_NATS_URL.", natsErr.URL)
 	case errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
-		return "the NATS server runs without JetStream; restart it with -js (nats-server -js)."
+		// Newer nats-servers (2.15.2) answer an account with "jetstream:
+		// enabled" on a server without JetStream itself (Debian's
+		// /etc/nats-server.conf with the docs' accounts example appended)
+		// so; 2.9.10 does not answer it at all (ErrJetStreamNoAnswer).
+		return "the NATS server runs without JetStream; restart it with -js (nats-server -js), or give its configuration file a top-level jetstream block (an account's \"jetstream: enabled\" needs it)."
 	case errors.Is(err, events.ErrJetStreamNoAnswer):
 		return "the NATS server's JetStream API did not answer in time: the server may run without JetStream (start it with -js, or give its configuration file a top-level jetstream block: an account's \"jetstream: enabled\" needs it), or be overloaded, or, in a JetStream cluster, have no stream leader for now (an election after a node was lost, or fewer than a majority of the replicas up: run it again once the cluster has one); `nats account info` with memoryd's credentials tells (" + err.Error() + ")."
 	}
