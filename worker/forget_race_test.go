@@ -36,7 +36,10 @@ func raceSetup(t *testing.T) *raceEnv {
 	ctx := context.Background()
 	nc := eventstest.Conn(t)
 	prefix, stream := eventstest.Names(t, nc)
-	js, err := jetstream.New(nc)
+	// The API's default 5 s was too short beside the package's parallel
+	// deletes of thousands of events on a loaded machine (a walk: "did not
+	// answer in time" in 1 of 3 runs).
+	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(30*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
