@@ -112,7 +112,12 @@ func TestUnreachableDatabaseWaits(t *testing.T) {
 	t.Cleanup(pool.Close)
 	e.store = store.New(pool)
 
+	var mu sync.Mutex
+	asked := 0
 	llm := aliceModel(t, func(n int) *extractortest.Reply {
+		mu.Lock()
+		asked = n
+		mu.Unlock()
 		if n == 1 {
 			// The first run's save, right after this answer, meets its
 			// connection terminated; the next run's does not.
@@ -143,5 +148,16 @@ func TestUnreachableDatabaseWaits(t *testing.T) {
 	}
 	if name, err := e.store.Fact(e.ctx, "alice", "name"); err != nil || name.Value != "Alice" {
 		t.Errorf("alice's name = %+v, %v; want Alice", name, err)
+	}
+	// The next run stored what the first extracted, without asking the
+	// model again (before: a model call a wait), and its tokens once.
+	mu.Lock()
+	defer mu.Unlock()
+	alice, err := e.store.Stats(e.ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := alice.LLMUsage["fake"]; asked != 1 || u.PromptTokens != 10 || u.CompletionTokens != 5 {
+		t.Errorf("the model was asked %d times, alice's usage %+v; want one call, its 10 prompt and 5 completion tokens counted once", asked, alice.LLMUsage)
 	}
 }

@@ -3,6 +3,7 @@ package worker
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"log/slog"
 	"math/rand/v2"
@@ -29,6 +30,11 @@ type extractWorker struct {
 type extracted struct {
 	turn   store.Turn
 	result extractor.Result
+	// input is the digest of the extraction's input (inputKey), keyed
+	// whether there is one: a result a wait kept from being stored is
+	// held under it for the job's next run (unsavedResults).
+	input [sha256.Size]byte
+	keyed bool
 }
 
 // Work extracts each unprocessed turn of the job, then stores the results.
@@ -116,7 +122,14 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 	)
 	for i, t := range turns {
 		facts, order := known[t.UserID].input()
-		res, err := ex.Extract(ctx, extractor.Input{UserID: t.UserID, Turn: extractorTurn(t), Prior: prior[i], Facts: facts, FactKeys: order})
+		in := extractor.Input{UserID: t.UserID, Turn: extractorTurn(t), Prior: prior[i], Facts: facts, FactKeys: order}
+		key, keyed := inputKey(info, over, in)
+		var res extractor.Result
+		if kept, ok := w.unsaved.take(job.ID, key); keyed && ok {
+			res, err = kept.result, nil // its tokens, if not stored yet, are added below
+		} else {
+			res, err = ex.Extract(ctx, in)
+		}
 		usage.add(t, res.Usage)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -135,20 +148,20 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 			firstErr = worse(firstErr, err)
 			continue
 		}
-		done = append(done, extracted{turn: t, result: res})
+		done = append(done, extracted{turn: t, result: res, input: key, keyed: keyed})
 		known[t.UserID].apply(res) // later turns of the job see what this one changed
 		// Save as we go in large jobs (replay batches), so that a timeout
 		// loses at most one chunk of model calls.
 		if len(done) == saveEvery {
 			if err := e.save(ctx, done, prov, over, usage); err != nil {
-				e.flushUsage(ctx, usage)
+				e.keepUnsaved(job.ID, done, e.flushUsage(ctx, usage), err)
 				return e.fail(ctx, job.JobRow, job.Args.UserID, unprocessed(turns[i+1-len(done):]), err)
 			}
 			done = done[:0]
 		}
 	}
 	if err := e.save(ctx, done, prov, over, usage); err != nil {
-		e.flushUsage(ctx, usage)
+		e.keepUnsaved(job.ID, done, e.flushUsage(ctx, usage), err)
 		return e.fail(ctx, job.JobRow, job.Args.UserID, job.Args.EventIDs, err)
 	}
 	if len(failed) > 0 {
@@ -228,13 +241,20 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 	for _, t := range prior {
 		in.Prior = append(in.Prior, extractorTurn(t))
 	}
-	res, err := batcher.ExtractBatch(ctx, in)
+	key, keyed := inputKey(info, over, in)
+	var res extractor.BatchResult
+	if kept, ok := e.w.unsaved.take(job.ID, key); keyed && ok {
+		res = kept.batch // its tokens, if not stored yet, are added below
+	} else {
+		res, err = batcher.ExtractBatch(ctx, in)
+	}
 	// Stored with the burst's results, or on its own if they are not.
 	// Counted on the newest turn (the highest sequence: a burst's turns
 	// were read from one stream): a forget covers the call only if it
 	// covers every turn of the burst.
+	newest := slices.MaxFunc(burst, func(a, b store.Turn) int { return cmp.Compare(a.Placed.Seq, b.Placed.Seq) })
 	usage := &jobUsage{model: info.Model}
-	usage.add(slices.MaxFunc(burst, func(a, b store.Turn) int { return cmp.Compare(a.Placed.Seq, b.Placed.Seq) }), res.Usage)
+	usage.add(newest, res.Usage)
 	defer e.flushUsage(ctx, usage)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -252,11 +272,44 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 		done[i] = extracted{turn: t, result: r}
 	}
 	if err := e.save(ctx, done, store.Provenance{Extractor: info.Name, Model: info.Model, PromptVersion: res.PromptVersion}, over, usage); err != nil {
-		e.flushUsage(ctx, usage)
+		unstored := e.flushUsage(ctx, usage)
+		if keyed && isWait(err) {
+			if !unstored[newest.Key()] {
+				res.Usage = extractor.Usage{}
+			}
+			e.w.unsaved.keep(job.ID, key, unsavedEntry{batch: res})
+		}
 		return e.fail(ctx, job.JobRow, a.UserID, ids, err)
 	}
 	return nil
 }
+
+// keepUnsaved holds the results of done, which a save could not store
+// (err), for the job's next run in this process (unsavedResults), when err
+// is a wait (isWait): a failure of another kind may be the result's own,
+// and the next run asks the model again. unstored are the turns whose
+// calls' tokens flushUsage could not store: their results keep the
+// tokens, to be stored with them; the others' do not, or they would count
+// twice.
+func (e *extractWorker) keepUnsaved(job int64, done []extracted, unstored map[store.TurnKey]bool, err error) {
+	if !isWait(err) {
+		return
+	}
+	for _, d := range done {
+		if !d.keyed {
+			continue
+		}
+		res := d.result
+		if !unstored[d.turn.Key()] {
+			res.Usage = extractor.Usage{}
+		}
+		e.w.unsaved.keep(job, d.input, unsavedEntry{result: res})
+	}
+}
+
+// isWait reports whether err is one outcome snoozes for without blaming
+// the job: a lock wait or the database out of reach.
+func isWait(err error) bool { return store.IsLockWait(err) || dbUnreachable(err) }
 
 // release ends the job's claim on a burst it did not store, also when ctx
 // is cancelled (shutdown), bounded. If it fails the claim expires after

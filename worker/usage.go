@@ -62,8 +62,9 @@ func addUsage(ctx context.Context, q *store.Store, model string, day time.Time, 
 // dropped (they would wait and fail alike), and every call left when the
 // database is out of reach; another user's are still stored: in a legacy
 // job holding several users' turns, one user's lock wait (a forget) lost
-// the others' counts.
-func (e *extractWorker) flushUsage(ctx context.Context, usage *jobUsage) {
+// the others' counts. It returns the turns whose calls' tokens it could
+// not store.
+func (e *extractWorker) flushUsage(ctx context.Context, usage *jobUsage) (unstored map[store.TurnKey]bool) {
 	type loss struct {
 		calls int
 		err   error
@@ -73,6 +74,7 @@ func (e *extractWorker) flushUsage(ctx context.Context, usage *jobUsage) {
 	for i, t := range usage.turns {
 		if l, ok := lost[t.UserID]; ok {
 			l.calls++
+			unstored[t.Key()] = true
 			continue
 		}
 		// Bounded: a wait behind a forget or a dead connection must not
@@ -88,16 +90,24 @@ func (e *extractWorker) flushUsage(ctx context.Context, usage *jobUsage) {
 			// fail alike (a walk logged a line a turn, 338 in 30 s,
 			// each waiting up to afterCancelTimeout).
 			e.w.logger.Warn("cannot record token usage", "user_id", t.UserID, "calls", len(usage.turns)-i, "error", err)
+			if unstored == nil {
+				unstored = make(map[store.TurnKey]bool)
+			}
+			for _, t := range usage.turns[i:] {
+				unstored[t.Key()] = true
+			}
 			break
 		}
 		if lost == nil {
-			lost = make(map[string]*loss)
+			lost, unstored = make(map[string]*loss), make(map[store.TurnKey]bool)
 		}
 		lost[t.UserID] = &loss{calls: 1, err: err}
+		unstored[t.Key()] = true
 		users = append(users, t.UserID)
 	}
 	for _, user := range users {
 		e.w.logger.Warn("cannot record token usage", "user_id", user, "calls", lost[user].calls, "error", lost[user].err)
 	}
 	usage.reset()
+	return unstored
 }

@@ -719,6 +719,9 @@ type Worker struct {
 	staleForgetWarned                                  atomic.Int64 // unix nanoseconds of finishStaleForgets's last warning
 	staleForgetScanned                                 atomic.Int64 // unix nanoseconds of its last read of the bucket
 	overCapTurns                                       atomic.Int64 // turns extracted offline over a spend cap
+	// unsaved holds the extractions runs could not store for a wait,
+	// for their jobs' next runs.
+	unsaved *unsavedResults
 
 	mu      sync.Mutex
 	started bool
@@ -747,7 +750,7 @@ func New(cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: jetstream: %w", err)
 	}
-	w := &Worker{cfg: cfg, logger: cfg.Logger, js: js, pace: newPace(cfg.Pacer, cfg.MaxPause, cfg.Workers+1)}
+	w := &Worker{cfg: cfg, logger: cfg.Logger, js: js, pace: newPace(cfg.Pacer, cfg.MaxPause, cfg.Workers+1), unsaved: newUnsavedResults()}
 	w.jobs = newJobsInProcess()
 	middleware := []rivertype.Middleware{w.jobs}
 	if cfg.TracerProvider != nil {

@@ -1,0 +1,124 @@
+package worker
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/memoryd/memoryd/extractor"
+)
+
+// unsavedResults holds, in this process, the extractions a job's run made
+// and could not store because it had to wait (a lock behind a forget or
+// another job, the database out of reach), for the job's next run: the
+// next run finds the same input (the same turns, earlier turns and facts,
+// extractor and prompt) and takes the result instead of asking the model
+// again. Before, each such wait cost a model call a turn, and an outage
+// that let reads through cost one a snooze (up to 9 a turn in
+// maxDBOutage).
+//
+// A result is reused only for the very input it was made from, so reusing
+// it is a model call that answered as the first did. It is kept with the
+// tokens of its call that could not be stored (flushUsage failed: the
+// database out of reach), which its reuse then stores with it; tokens that
+// were stored are not counted again. A run in another process (River hands
+// the job to any) asks the model as before; what it left here ages out.
+type unsavedResults struct {
+	mu      sync.Mutex
+	entries map[unsavedKey]unsavedEntry
+	order   []unsavedKey // oldest first: the bound drops the oldest
+}
+
+// unsavedKey is a job and the digest of an extraction's input (inputKey).
+type unsavedKey struct {
+	job   int64
+	input [sha256.Size]byte
+}
+
+type unsavedEntry struct {
+	at     time.Time // monotonic: when it was kept
+	result extractor.Result
+	batch  extractor.BatchResult
+}
+
+const (
+	// maxUnsaved bounds the results kept: a few KB each, and a wait of
+	// every running job of a busy process keeps one a turn.
+	maxUnsaved = 4096
+	// unsavedTTL is how long a result waits for its job's next run: past
+	// the longest wait (maxDBOutage's last snooze is a minute; lock waits
+	// 30 s), the job ran elsewhere or ended.
+	unsavedTTL = 10 * time.Minute
+)
+
+func newUnsavedResults() *unsavedResults {
+	return &unsavedResults{entries: make(map[unsavedKey]unsavedEntry)}
+}
+
+// inputKey digests what an extraction's result depends on: the extractor
+// (info), whether it ran over a spend cap, and its input (an
+// extractor.Input or extractor.BatchInput). ok is false when the input
+// cannot be encoded (it can: plain strings and maps), and nothing is kept.
+func inputKey(info extractor.Info, over bool, input any) (key [sha256.Size]byte, ok bool) {
+	b, err := json.Marshal(struct {
+		Info  extractor.Info
+		Over  bool
+		Input any
+	}{info, over, input})
+	if err != nil {
+		return key, false
+	}
+	return sha256.Sum256(b), true
+}
+
+// keep holds the result of job's extraction of the input digested as
+// input (inputKey), replacing one held for it.
+func (u *unsavedResults) keep(job int64, input [sha256.Size]byte, e unsavedEntry) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	now := time.Now()
+	e.at = now
+	k := unsavedKey{job, input}
+	if _, ok := u.entries[k]; !ok {
+		u.order = append(u.order, k)
+	}
+	u.entries[k] = e
+	// Drop the oldest past the bound, and the stale at the front.
+	drop := 0
+	for drop < len(u.order) {
+		old, ok := u.entries[u.order[drop]]
+		if ok && len(u.entries) <= maxUnsaved && now.Sub(old.at) < unsavedTTL {
+			break
+		}
+		if ok {
+			delete(u.entries, u.order[drop])
+		}
+		drop++
+	}
+	u.order = append(u.order[:0], u.order[drop:]...)
+	if len(u.order) > 2*maxUnsaved {
+		// Keys of results taken pile up behind an old one still held.
+		live := u.order[:0]
+		for _, k := range u.order {
+			if _, ok := u.entries[k]; ok {
+				live = append(live, k)
+			}
+		}
+		u.order = live
+	}
+}
+
+// take returns and forgets the result held for job's extraction of the
+// input digested as input, if one is, and fresh.
+func (u *unsavedResults) take(job int64, input [sha256.Size]byte) (unsavedEntry, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	k := unsavedKey{job, input}
+	e, ok := u.entries[k]
+	if !ok {
+		return e, false
+	}
+	delete(u.entries, k) // its key stays in order until it comes to the front
+	return e, time.Since(e.at) < unsavedTTL
+}
