@@ -25,7 +25,7 @@ const msgListenFailed = "changes: listen"
 // dependency is down (the ingest and job errors back off; these do not, or
 // are logged once per job, and every turn is a job with a model): a
 // process's log handler may hold back repeats of them.
-var OutageRepeats = []string{msgListenFailed, msgPublishFailed, msgModelUnreachable, msgModelRefuses, msgDBUnreachable, msgEmbedWaiting}
+var OutageRepeats = []string{msgListenFailed, msgPublishFailed, msgModelUnreachable, msgModelRefuses, msgDBUnreachable, msgDBDiskFull, msgEmbedWaiting}
 
 // msgPublishFailed is logged when a round of the changes publisher fails.
 // Its backoff starts again after a round that sent something, so with

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -159,5 +160,72 @@ func TestUnreachableDatabaseWaits(t *testing.T) {
 	}
 	if u := alice.LLMUsage["fake"]; asked != 1 || u.PromptTokens != 10 || u.CompletionTokens != 5 {
 		t.Errorf("the model was asked %d times, alice's usage %+v; want one call, its 10 prompt and 5 completion tokens counted once", asked, alice.LLMUsage)
+	}
+}
+
+// TestDiskFullWaits: an extraction job whose save Postgres refuses for a
+// full disk (SQLSTATE 53100 disk_full, "could not extend file ...: No
+// space left on device") is snoozed without spending an attempt, as for
+// a database out of reach: a turn with a single attempt ends processed
+// once the disk takes writes again. Before, each run spent an attempt (a
+// disk-full walk: a job ran its 5 attempts in 30 s of a full disk and was
+// cancelled). The waits ask the model no more (unsavedResults). The disk
+// full is a trigger on facts raising the real SQLSTATE for the save's
+// first 3 fact writes.
+func TestDiskFullWaits(t *testing.T) {
+	e := setup(t)
+	url := storetest.Migrated(t)
+	e.store = storetest.Open(t, url)
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close(context.Background()) })
+	const full = 3 // fact writes refused
+	if _, err := admin.Exec(ctx, `
+CREATE SEQUENCE disk_full_writes;
+CREATE FUNCTION disk_full() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	-- nextval is not rolled back with the refused write's transaction
+	IF nextval('disk_full_writes') <= `+strconv.Itoa(full)+` THEN
+		RAISE EXCEPTION 'could not extend file "base/16384/16754": No space left on device'
+			USING ERRCODE = 'disk_full', HINT = 'Check free disk space.';
+	END IF;
+	RETURN NEW;
+END $$;
+CREATE TRIGGER disk_full BEFORE INSERT OR UPDATE ON facts FOR EACH ROW EXECUTE FUNCTION disk_full();`); err != nil {
+		t.Fatal(err)
+	}
+
+	var mu sync.Mutex
+	asked := 0
+	e.start(aliceModel(t, func(n int) *extractortest.Reply {
+		mu.Lock()
+		defer mu.Unlock()
+		asked = n
+		return nil
+	}), func(c *worker.Config) { c.MaxAttempts = 1 })
+	e.publish(events.Turn{ID: "t1", UserID: "alice", UserMessage: "My name is Alice."})
+
+	st := e.waitDone(1)
+	var refused int64
+	if err := admin.QueryRow(ctx, `SELECT last_value FROM disk_full_writes`).Scan(&refused); err != nil || refused <= full {
+		t.Fatalf("fact writes tried: %d (%v), want more than the %d refused", refused, err, full)
+	}
+	if st.TurnsProcessed != 1 {
+		turn, _ := e.store.GetTurn(e.ctx, "alice", "t1")
+		t.Fatalf("turn %+v (stats %+v), want it processed: a full disk is no fault of the turn's", turn, st)
+	}
+	if waits := e.onlyJobWaits(t, "memoryd_db_waits"); waits != full {
+		t.Errorf("%d database waits, want %d", waits, full)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if asked != 1 {
+		t.Errorf("the model was asked %d times; want once: each run kept what the first extracted", asked)
+	}
+	if name, err := e.store.Fact(e.ctx, "alice", "name"); err != nil || name.Value != "Alice" {
+		t.Errorf("alice's name = %+v, %v; want Alice", name, err)
 	}
 }

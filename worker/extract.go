@@ -568,7 +568,11 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 		// As for a model server that is down: a warning at a job's first
 		// wait (held back to one every 30 s, OutageRepeats), later ones
 		// at debug.
-		e.w.logger.Log(ctx, waitLevel(v.n, slog.LevelWarn), msgDBUnreachable, "job_id", job.ID, "user_id", userID,
+		msg := msgDBUnreachable
+		if dbDiskFull(err) {
+			msg = msgDBDiskFull
+		}
+		e.w.logger.Log(ctx, waitLevel(v.n, slog.LevelWarn), msg, "job_id", job.ID, "user_id", userID,
 			"db_waits", v.n, "max_db_outage", b.maxDBOutage.String(), "turns", len(eventIDs), "retry_in", snoozeOf(v.river).String(), "error", err)
 	}
 	if v.record {
@@ -594,6 +598,10 @@ const msgModelUnreachable = "model server unreachable; extraction waiting for it
 // msgDBUnreachable is logged when an extraction job waits for Postgres
 // (outcomeDBDown).
 const msgDBUnreachable = "database unreachable; extraction waiting for it without spending attempts"
+
+// msgDBDiskFull is logged instead when Postgres refuses the job's writes
+// for a full disk (SQLSTATE 53100).
+const msgDBDiskFull = "database disk full (Postgres cannot write: free space on its data volume); extraction waiting for it without spending attempts"
 
 // msgModelRefuses is logged instead when the server refuses the
 // configuration (a 401, 403 or 404: extractor.IsMisconfigured).

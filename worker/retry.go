@@ -172,8 +172,8 @@ type verdict struct {
 //     spending attempts then would fail every turn of the outage. Past the
 //     bound it is an ordinary transient failure.
 //   - an unreachable database (dbUnreachable: the job's connection refused,
-//     cut or terminated, the server shutting down or starting, or out of
-//     connection slots, 53300) while the job's snoozes for it total less
+//     cut or terminated, the server shutting down or starting, out of
+//     connection slots, 53300, or out of disk space, 53100) while the job's snoozes for it total less
 //     than maxDBOutage: snooze as for a model server. The turn is not
 //     at fault: before, each such run spent an attempt, and a minute of
 //     "too many clients" (River fetching on the connections it held, the
@@ -246,7 +246,12 @@ const maxDBOutage = 5 * time.Minute
 // could not be made (connection refused, the server shutting down or
 // starting, 57P03, or out of connection slots, 53300), or one lost under
 // it (terminated by an administrator or a restart, 57P01/57P02, class 08,
-// a connection closed or cut). An error of the model or embedding server
+// a connection closed or cut). A full disk (53100 disk_full, "could not
+// extend file ...: No space left on device") counts too: the server
+// refuses every write, not the turn, and takes them again once space is
+// freed (a disk-full walk: with attempts spent, a job ran its 5 attempts
+// in 30 s of a full disk and was cancelled; its turns ended failed where
+// the failure could be recorded). An error of the model or embedding server
 // (extractor.Error, embedding.Error, which may wrap a network error of
 // their own) is not: outcome decides those by their kind. An
 // authentication failure (28P01) or a missing database (3D000) is not
@@ -255,17 +260,38 @@ func dbUnreachable(err error) bool {
 	if extractor.KindOf(err) != 0 || embedding.KindOf(err) != 0 {
 		return false
 	}
-	var pgErr *pgconn.PgError
+	var (
+		pgErr      *pgconn.PgError
+		connectErr *pgconn.ConnectError
+		netErr     *net.OpError
+	)
 	if errors.As(err, &pgErr) {
 		// Not 08P01 (a protocol violation) or 57P04 (the database was
 		// dropped): waiting mends neither.
 		c := pgErr.Code
-		return (strings.HasPrefix(c, "08") && c != "08P01") || (strings.HasPrefix(c, "57P") && c != "57P04") || c == "53300"
+		if (strings.HasPrefix(c, "08") && c != "08P01") || (strings.HasPrefix(c, "57P") && c != "57P04") || c == "53300" || c == sqlStateDiskFull {
+			return true
+		}
+		// A connection the server answered with another error, but for
+		// the role's (28: authentication, 42: no CONNECT privilege) or a
+		// missing database: a server on a full disk refuses every new
+		// connection with XX000 "could not write init file" (a disk-full
+		// walk), which is the server's passing state, not the job's.
+		return errors.As(err, &connectErr) && !strings.HasPrefix(c, "28") && !strings.HasPrefix(c, "42") && c != "3D000" && c != "57P04"
 	}
-	var connectErr *pgconn.ConnectError
-	var netErr *net.OpError
 	return errors.As(err, &connectErr) || errors.Is(err, pgconn.ErrConnClosed) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &netErr)
+}
+
+// sqlStateDiskFull is Postgres's SQLSTATE 53100 disk_full: a write that
+// needed a new block (a table, an index, a TOAST table) on a full disk.
+const sqlStateDiskFull = "53100"
+
+// dbDiskFull reports whether err is Postgres refusing a write for a full
+// disk (SQLSTATE 53100).
+func dbDiskFull(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == sqlStateDiskFull
 }
 
 // maxModelWait caps one snooze for an unreachable model server: a server

@@ -167,6 +167,14 @@ func TestOutcome(t *testing.T) {
 			want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true},
 		{name: "db unreachable past its bound", err: &pgconn.PgError{Code: "57P01"}, attempt: 1, metadata: `{"memoryd_db_waits": 9}`,
 			want: plain, wantLabel: outcomeRetry, wantRecord: true},
+		// A full disk (53100 disk_full): Postgres refuses every write
+		// until space is freed, not the turn's (a disk-full walk).
+		{name: "db: disk full at the last attempt spends none", err: fmt.Errorf("insert context: %w", &pgconn.PgError{Code: "53100", Message: `could not extend file "base/16384/16754": No space left on device`}), attempt: 5,
+			want: snooze, wantSnooze: 2 * time.Second, wantLabel: outcomeDBDown, wantCount: metaDBWaits, wantN: 1},
+		{name: "db: disk full past its bound, last attempt", err: &pgconn.PgError{Code: "53100"}, attempt: 5, metadata: `{"memoryd_db_waits": 9}`,
+			want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true},
+		{name: "db: out of memory is not unreachable", err: &pgconn.PgError{Code: "53200"}, attempt: 1,
+			want: plain, wantLabel: outcomeRetry, wantRecord: true},
 		{name: "db refusing a statement is not unreachable", err: &pgconn.PgError{Code: "42P01", Message: "relation does not exist"}, attempt: 1,
 			want: plain, wantLabel: outcomeRetry, wantRecord: true},
 		{name: "db: the last wait is cut to the bound", err: &pgconn.PgError{Code: "57P01"}, attempt: 1, metadata: `{"memoryd_db_waits": 8}`,
@@ -177,6 +185,15 @@ func TestOutcome(t *testing.T) {
 			want: plain, wantLabel: outcomeRetry, wantRecord: true},
 		{name: "db authentication failure is not unreachable", err: &pgconn.PgError{Code: "28P01"}, attempt: 1,
 			want: plain, wantLabel: outcomeRetry, wantRecord: true},
+		// A new connection refused by a server that cannot write (a full
+		// disk: "could not write init file") waits; one refused for the
+		// role or the database does not.
+		{name: "db: a refused role at connect is not unreachable", err: connectErr(&pgconn.PgError{Code: "28P01", Message: "password authentication failed"}), attempt: 1,
+			want: plain, wantLabel: outcomeRetry, wantRecord: true},
+		{name: "db: a missing database at connect is not unreachable", err: connectErr(&pgconn.PgError{Code: "3D000", Message: "database does not exist"}), attempt: 1,
+			want: plain, wantLabel: outcomeRetry, wantRecord: true},
+		{name: "db: could not write init file at connect", err: connectErr(&pgconn.PgError{Severity: "FATAL", Code: "XX000", Message: `could not write init file`}), attempt: 5,
+			want: snooze, wantSnooze: 2 * time.Second, wantLabel: outcomeDBDown, wantCount: metaDBWaits, wantN: 1},
 		{name: "model network error is the model's", err: &extractor.Error{Kind: extractor.KindTransient, Reason: "reset", Err: &net.OpError{Op: "read", Err: errors.New("connection reset by peer")}}, attempt: 1,
 			want: plain, wantLabel: outcomeRetry, wantRecord: true},
 
@@ -382,4 +399,10 @@ func TestModelWaitsTotalTheOutageBound(t *testing.T) {
 			}
 		}
 	}
+}
+
+// connectErr is a failure to connect that the server answered with pg
+// (pgconn's ConnectError wraps it; its field is not exported).
+func connectErr(pg *pgconn.PgError) error {
+	return fmt.Errorf("unprocessed turns: %w", errors.Join(&pgconn.ConnectError{Config: &pgconn.Config{}}, pg))
 }
