@@ -3,6 +3,7 @@ package enricher_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -169,4 +170,31 @@ func TestRecoversWhenPostgresReturns(t *testing.T) {
 		return stat.IdleConns() >= 1, fmt.Sprintf("%+v", stat)
 	})
 	untilAnswered("after Postgres returned")
+}
+
+// TestDiskFullWriteSaysSo: a write Postgres refuses for a full disk
+// (SQLSTATE 53100) is answered with what the caller can do, wait, and that
+// nothing was changed, not "memory store unavailable" (a disk-full walk's
+// `memory clear` said only that).
+func TestDiskFullWriteSaysSo(t *testing.T) {
+	t.Parallel()
+	_, url := storetest.Schema(t)
+	st := storetest.Open(t, url)
+	if _, err := st.Pool().Exec(ctxT(t), `
+CREATE FUNCTION disk_full() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	RAISE EXCEPTION 'could not extend file "base/16384/16754": No space left on device' USING ERRCODE = 'disk_full';
+END $$;
+CREATE TRIGGER disk_full BEFORE INSERT ON context FOR EACH ROW EXECUTE FUNCTION disk_full();`); err != nil {
+		t.Fatal(err)
+	}
+	h := start(t, st, nil)
+	_, err := h.client.Store(ctxT(t), events.StoreRequest{UserID: "u", Question: "Where do I live?", Answer: "Oslo."})
+	se, ok := err.(*events.ServiceError)
+	if !ok || se.Code != 500 || !strings.Contains(se.Description, "the database's disk is full") || !strings.Contains(se.Description, "nothing was changed") {
+		t.Fatalf("store on a full disk: %v; want a 500 saying the disk is full and nothing was changed", err)
+	}
+	if n, err := st.CountContext(ctxT(t), "u"); err != nil || n != 0 {
+		t.Fatalf("items after the refused store: %d, %v; want none", n, err)
+	}
 }

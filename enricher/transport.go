@@ -103,6 +103,11 @@ func (s *Service) classify(ep endpoint, err error) (int, string) {
 	case errors.Is(err, context.DeadlineExceeded):
 		s.logger.Error(msgToolTimedOut, "endpoint", ep.name, "error", err)
 		return 500, fmt.Sprintf("memory store did not answer within %s", s.budget(ep))
+	case store.IsDiskFull(err):
+		// What the caller can do: wait (a disk-full walk's clear read
+		// "memory store unavailable").
+		s.logger.Error(msgToolFailed, "endpoint", ep.name, "error", err)
+		return 500, "memory store cannot write for now (the database's disk is full): nothing was changed; send it again later"
 	default:
 		s.logger.Error(msgToolFailed, "endpoint", ep.name, "error", err)
 		return 500, "memory store unavailable"

@@ -582,6 +582,15 @@ func IsLockWait(err error) bool {
 	return errors.As(err, &pgErr) && (pgErr.Code == "55P03" || pgErr.Code == "40P01" || pgErr.Code == "40001")
 }
 
+// IsDiskFull reports whether err is Postgres refusing a write for a full
+// disk (SQLSTATE 53100 disk_full, "could not extend file ...: No space
+// left on device"): every write fails until an operator frees space, while
+// reads go on.
+func IsDiskFull(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "53100"
+}
+
 // IsUnavailable reports whether err may pass once the database answers
 // again: any error that is not Postgres refusing the statement itself (a
 // failed connection, a timeout), or one of the classes that say the

@@ -569,7 +569,7 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 		// wait (held back to one every 30 s, OutageRepeats), later ones
 		// at debug.
 		msg := msgDBUnreachable
-		if dbDiskFull(err) {
+		if store.IsDiskFull(err) {
 			msg = msgDBDiskFull
 		}
 		e.w.logger.Log(ctx, waitLevel(v.n, slog.LevelWarn), msg, "job_id", job.ID, "user_id", userID,

@@ -269,7 +269,7 @@ func dbUnreachable(err error) bool {
 		// Not 08P01 (a protocol violation) or 57P04 (the database was
 		// dropped): waiting mends neither.
 		c := pgErr.Code
-		if (strings.HasPrefix(c, "08") && c != "08P01") || (strings.HasPrefix(c, "57P") && c != "57P04") || c == "53300" || c == sqlStateDiskFull {
+		if (strings.HasPrefix(c, "08") && c != "08P01") || (strings.HasPrefix(c, "57P") && c != "57P04") || c == "53300" || store.IsDiskFull(err) {
 			return true
 		}
 		// A connection the server answered with another error, but for
@@ -281,17 +281,6 @@ func dbUnreachable(err error) bool {
 	}
 	return errors.As(err, &connectErr) || errors.Is(err, pgconn.ErrConnClosed) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &netErr)
-}
-
-// sqlStateDiskFull is Postgres's SQLSTATE 53100 disk_full: a write that
-// needed a new block (a table, an index, a TOAST table) on a full disk.
-const sqlStateDiskFull = "53100"
-
-// dbDiskFull reports whether err is Postgres refusing a write for a full
-// disk (SQLSTATE 53100).
-func dbDiskFull(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == sqlStateDiskFull
 }
 
 // maxModelWait caps one snooze for an unreachable model server: a server
