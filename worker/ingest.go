@@ -99,6 +99,7 @@ func (w *Worker) ingestLoop(ctx context.Context) {
 				failingSince = time.Now()
 			}
 			failed++
+			w.ingestFailing.Store(&IngestFailure{Since: failingSince, Err: err.Error()})
 			w.logger.Error("ingest: cannot record turns; will redeliver", "error", err, "events", len(batch), "retry_in", backoff)
 			for _, m := range batch {
 				_ = m.NakWithDelay(backoff)
@@ -122,10 +123,25 @@ func (w *Worker) ingestLoop(ctx context.Context) {
 			w.logger.Info("ingest: recording turns again", "failed_batches", failed,
 				"failed_for", time.Since(failingSince).Round(time.Millisecond).String())
 			failed = 0
+			w.ingestFailing.Store(nil)
 		}
 		backoff = 0
 	}
 }
+
+// IngestFailure is an outage of the ingest: since its first failed batch,
+// and the last batch's error.
+type IngestFailure struct {
+	Since time.Time
+	Err   string
+}
+
+// IngestFailing reports the ingest's current outage: the batches it read
+// since Since all failed (Postgres refused or could not take them; the
+// events stay in the stream), nil while it records turns. A database that
+// answers pings but refuses writes (a full disk) shows here only: the
+// health checks' ping passes.
+func (w *Worker) IngestFailing() *IngestFailure { return w.ingestFailing.Load() }
 
 // waitOutage waits d after a batch failed with err, or until Stop (then
 // it reports true). When err says the database could not be reached (a

@@ -24,11 +24,16 @@ import (
 // ingest logs an error a batch (backing off); when they can again it says
 // so once, with how long and how many batches failed, so that an operator
 // reading the log after an outage sees where it ended. The outage here is
-// the turns table gone (renamed) and back.
+// the turns table gone (renamed) and back. IngestFailing, which /readyz
+// reads, tells the outage while it lasts (a disk-full walk: Postgres
+// answered pings, refused every batch, and /readyz said 200).
 func TestIngestSaysWhenItRecordsAgain(t *testing.T) {
-	e, logs := ingestFailing(t)
+	e, logs, w := ingestFailing(t)
 	if strings.Contains(logs.String(), "recording turns again") {
 		t.Fatalf("said it records again before it did:\n%s", logs.String())
+	}
+	if f := w.IngestFailing(); f == nil || f.Since.IsZero() || !strings.Contains(f.Err, "turns") {
+		t.Fatalf("IngestFailing during the outage = %+v, want when it began and the error", f)
 	}
 	if _, err := e.store.Pool().Exec(e.ctx, `ALTER TABLE turns_gone RENAME TO turns`); err != nil {
 		t.Fatal(err)
@@ -46,6 +51,9 @@ func TestIngestSaysWhenItRecordsAgain(t *testing.T) {
 	if len(again) != 1 || !strings.Contains(again[0], "failed_batches=") || !strings.Contains(again[0], "failed_for=") {
 		t.Fatalf("lines saying it records again: %q, want one with failed_batches and failed_for", again)
 	}
+	if f := w.IngestFailing(); f != nil {
+		t.Fatalf("IngestFailing once turns are recorded again = %+v, want nil", f)
+	}
 }
 
 // TestIngestSaysRecordingAgainOnlyWhenItDoes: a batch holding no turn to
@@ -54,7 +62,7 @@ func TestIngestSaysWhenItRecordsAgain(t *testing.T) {
 // must not end the outage in the log. Here the turns table is gone the
 // whole time while invalid events arrive beside the failing turn.
 func TestIngestSaysRecordingAgainOnlyWhenItDoes(t *testing.T) {
-	e, logs := ingestFailing(t)
+	e, logs, _ := ingestFailing(t)
 	// Each invalid event its own batch among the failing turn's retries:
 	// the next is published once the last is dead-lettered.
 	bob := events.TurnSubject(e.prefix, "bob")
@@ -86,11 +94,11 @@ func TestIngestSaysRecordingAgainOnlyWhenItDoes(t *testing.T) {
 // ingestFailing starts a worker logging to the returned buffer, records
 // one turn, then takes the turns table away (renamed turns_gone) and
 // publishes a second turn, returning once its ingest has failed.
-func ingestFailing(t *testing.T) (*env, *lockedBuffer) {
+func ingestFailing(t *testing.T) (*env, *lockedBuffer, *worker.Worker) {
 	t.Helper()
 	e := setup(t)
 	logs := &lockedBuffer{}
-	e.start(extractor.NewRules(), func(c *worker.Config) { c.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
+	w, _ := e.startWorker(extractor.NewRules(), func(c *worker.Config) { c.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
 	e.publish(events.Turn{ID: "t1", UserID: "alice", UserMessage: "I live in Oslo"})
 	e.waitDone(1)
 	if _, err := e.store.Pool().Exec(e.ctx, `ALTER TABLE turns RENAME TO turns_gone`); err != nil {
@@ -100,7 +108,7 @@ func ingestFailing(t *testing.T) (*env, *lockedBuffer) {
 	e.waitFor("the ingest to fail", func() (bool, string) {
 		return strings.Contains(logs.String(), "ingest: cannot record turns"), ""
 	})
-	return e, logs
+	return e, logs, w
 }
 
 // pgRelay forwards TCP connections to Postgres until cut: then it closes

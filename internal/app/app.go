@@ -866,7 +866,38 @@ func (a *App) Health(ctx context.Context) map[string]string {
 	}()
 	checks := a.natsHealth(ctx, nc)
 	checks["postgres"] = <-pg
+	if runWorker, _ := a.cfg.Role.runs(); runWorker {
+		checks["ingest"] = a.ingestHealth(time.Now())
+	}
 	return checks
+}
+
+// ingestUnready is how long the ingest may fail every batch before the
+// health check says so: past the longest backoff (30 s), so that a lock
+// timeout or a Postgres restart does not flip readiness, and a database
+// that answers pings but takes no turns (a disk-full walk: a full disk,
+// /readyz 200 for as long) does.
+const ingestUnready = time.Minute
+
+// ingestHealth is the ingest's health check at now: "ok", or how long it
+// has failed and why.
+func (a *App) ingestHealth(now time.Time) string {
+	a.mu.Lock()
+	w := a.worker
+	a.mu.Unlock()
+	if w == nil {
+		return "ok" // not started yet, or stopped: the other checks say so
+	}
+	return ingestCheck(w.IngestFailing(), now)
+}
+
+// ingestCheck is the ingest's health at now given its outage f (nil for
+// none).
+func ingestCheck(f *worker.IngestFailure, now time.Time) string {
+	if f == nil || now.Sub(f.Since) < ingestUnready {
+		return "ok"
+	}
+	return fmt.Sprintf("cannot record turns for %s (they wait in the stream): %s", now.Sub(f.Since).Round(time.Second), f.Err)
 }
 
 // pingWithin makes a round trip to the NATS server (events.Client.Ping)

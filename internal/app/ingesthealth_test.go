@@ -1,0 +1,30 @@
+package app
+
+import (
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/worker"
+)
+
+// TestIngestCheck: /readyz's ingest check says the ingest has failed every
+// batch once that has lasted ingestUnready (a database that answers pings
+// and takes no writes: a disk-full walk saw /readyz 200 throughout), not
+// for a batch or a short outage.
+func TestIngestCheck(t *testing.T) {
+	now := time.Date(2026, 12, 4, 5, 0, 0, 0, time.UTC)
+	full := &worker.IngestFailure{Since: now.Add(-2 * time.Minute), Err: "insert turns: could not extend file (SQLSTATE 53100)"}
+	for _, c := range []struct {
+		name string
+		f    *worker.IngestFailure
+		want string
+	}{
+		{"recording", nil, "ok"},
+		{"a short outage", &worker.IngestFailure{Since: now.Add(-ingestUnready + time.Second), Err: "lock timeout"}, "ok"},
+		{"a long one", full, "cannot record turns for 2m0s (they wait in the stream): insert turns: could not extend file (SQLSTATE 53100)"},
+	} {
+		if got := ingestCheck(c.f, now); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}
