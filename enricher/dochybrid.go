@@ -234,7 +234,7 @@ func newCollectionVectors(k cacheKey, dims int, cv store.CollectionVectors) (*us
 		e.docs = append(e.docs, v.DocID)
 		e.chunks = append(e.chunks, int32(v.ChunkIndex))
 	}
-	e.bytes = 256 + int64(len(e.docs))*(16+4) + int64(docBytes)
+	e.bytes = entryOverhead + int64(len(e.docs))*(16+4) + int64(docBytes)
 	if len(stored) > 0 {
 		x, err := embedding.NewIndex(dims, stored)
 		if err != nil {

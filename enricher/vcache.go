@@ -46,6 +46,14 @@ type vectorCache struct {
 	hits, misses atomic.Int64
 }
 
+// entryOverhead is what an entry holds besides its key's strings, its
+// slices and its index: the userVectors, its list element, its map entry
+// and the index's header. Measured (enricher tests, 20,000 entries of no
+// vector): 361 bytes an entry where 256 were counted, with a 12-byte user
+// id; a many-users walk's cache of 196,608 users took 70 MiB of heap for a
+// 48 MiB budget.
+const entryOverhead = 352
+
 // maxSkips bounds vectorCache.skip; when full it starts again empty.
 const maxSkips = 1024
 
@@ -180,7 +188,11 @@ func (c *vectorCache) size() (int, int64) {
 // changed) are left out: they cannot be compared with the query.
 func newUserVectors(user, model string, dims int, uv store.UserVectors) (*userVectors, error) {
 	e := &userVectors{key: cacheKey{user: user, model: model}, generation: uv.Generation, dims: dims}
-	var stored [][]byte
+	// Sized once, so that what an entry counts (bytes) is what it holds:
+	// grown by append, the slices held up to twice their length.
+	n := len(uv.Vectors)
+	stored := make([][]byte, 0, n)
+	e.ids, e.created, e.scopes = make([]int64, 0, n), make([]int64, 0, n), make([]string, 0, n)
 	interned := map[string]string{}
 	for _, v := range uv.Vectors {
 		if v.Dims != dims {
@@ -196,7 +208,7 @@ func newUserVectors(user, model string, dims int, uv store.UserVectors) (*userVe
 		}
 		e.scopes = append(e.scopes, sc)
 	}
-	e.bytes = 256 + int64(len(e.ids))*(8+8+16)
+	e.bytes = entryOverhead + int64(len(user)+len(model)) + int64(cap(e.ids))*(8+8+16)
 	if len(stored) > 0 {
 		x, err := embedding.NewIndex(dims, stored)
 		if err != nil {
