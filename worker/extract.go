@@ -274,10 +274,17 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 	if err := e.save(ctx, done, store.Provenance{Extractor: info.Name, Model: info.Model, PromptVersion: res.PromptVersion}, over, usage); err != nil {
 		unstored := e.flushUsage(ctx, usage)
 		if keyed && isWait(err) {
-			if !unstored[newest.Key()] {
-				res.Usage = extractor.Usage{}
+			// Held redacted, as keepUnsaved's (done is the burst's
+			// results, in its turns' order).
+			kept := res
+			kept.Facts, kept.Context, kept.Changes = make([]map[string]string, len(done)), make([][]extractor.QA, len(done)), make([][]extractor.FactChange, len(done))
+			for i, d := range e.redact(done) {
+				kept.Facts[i], kept.Context[i], kept.Changes[i] = d.result.Facts, d.result.Context, d.result.Changes
 			}
-			e.w.unsaved.keep(job.ID, key, unsavedEntry{batch: res})
+			if !unstored[newest.Key()] {
+				kept.Usage = extractor.Usage{}
+			}
+			e.w.unsaved.keep(job.ID, key, unsavedEntry{batch: kept})
 		}
 		return e.fail(ctx, job.JobRow, a.UserID, ids, err)
 	}
@@ -295,7 +302,10 @@ func (e *extractWorker) keepUnsaved(job int64, done []extracted, unstored map[st
 	if !isWait(err) {
 		return
 	}
-	for _, d := range done {
+	// Held redacted (save redacts again, finding nothing): a secret a
+	// model reconstructed stays in this process's memory no longer than
+	// the run.
+	for _, d := range e.redact(done) {
 		if !d.keyed {
 			continue
 		}
@@ -504,7 +514,8 @@ func (e *extractWorker) redact(done []extracted) []extracted {
 		for _, k := range kinds {
 			e.w.cfg.Observer.Redacted(string(k), RedactedInMemory)
 		}
-		out[i] = extracted{turn: d.turn, result: res}
+		out[i] = d
+		out[i].result = res
 	}
 	return out
 }

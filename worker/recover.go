@@ -173,6 +173,10 @@ func (l *liveness) loop() {
 // beat renews the lease and takes over the jobs of dead processes.
 func (l *liveness) beat() {
 	w := l.w
+	// Results kept for runs that never came (the job ran elsewhere,
+	// ended, or its user was forgotten) go within a beat of their TTL,
+	// also in a process that keeps no more.
+	w.unsaved.sweep(time.Now())
 	ctx, cancel := context.WithTimeout(context.Background(), l.fenceAfter)
 	defer cancel()
 	sent := time.Now()

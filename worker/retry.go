@@ -272,11 +272,12 @@ func dbUnreachable(err error) bool {
 		if (strings.HasPrefix(c, "08") && c != "08P01") || (strings.HasPrefix(c, "57P") && c != "57P04") || c == "53300" || store.IsDiskFull(err) {
 			return true
 		}
-		// A connection the server answered with another error, but for
-		// the role's (28: authentication, 42: no CONNECT privilege) or a
-		// missing database: a server on a full disk refuses every new
-		// connection with XX000 "could not write init file" (a disk-full
-		// walk), which is the server's passing state, not the job's.
+		// A connection the server (or a pooler) answered with another
+		// error, but for the role's (28: authentication, 42: no CONNECT
+		// privilege) or a missing database: a server on a full disk
+		// refuses every new connection with XX000 "could not write init
+		// file" (a disk-full walk), PgBouncer a full pool with 08P01 "no
+		// more connections allowed": passing states, not the job's.
 		return errors.As(err, &connectErr) && !strings.HasPrefix(c, "28") && !strings.HasPrefix(c, "42") && c != "3D000" && c != "57P04"
 	}
 	return errors.As(err, &connectErr) || errors.Is(err, pgconn.ErrConnClosed) ||

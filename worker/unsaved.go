@@ -27,7 +27,24 @@ import (
 type unsavedResults struct {
 	mu      sync.Mutex
 	entries map[unsavedKey]unsavedEntry
-	order   []unsavedKey // oldest first: the bound drops the oldest
+	order   []unsavedSlot // oldest first: the bound drops the oldest
+	seq     uint64        // numbers the keeps, for order's slots
+}
+
+// unsavedSlot is a place in unsavedResults.order: the key of a result
+// and the number of its keep, live while the entry held under key is
+// still the one that keep made. A result taken and kept again (a job
+// whose save waited twice) has a later slot and its earlier one is dead:
+// with the key alone, the bound dropped the newest result as the oldest.
+type unsavedSlot struct {
+	key unsavedKey
+	seq uint64
+}
+
+// live reports whether s names the entry held under its key.
+func (u *unsavedResults) live(s unsavedSlot) (unsavedEntry, bool) {
+	e, ok := u.entries[s.key]
+	return e, ok && e.seq == s.seq
 }
 
 // unsavedKey is a job and the digest of an extraction's input (inputKey).
@@ -38,6 +55,7 @@ type unsavedKey struct {
 
 type unsavedEntry struct {
 	at     time.Time // monotonic: when it was kept
+	seq    uint64    // the number of its keep (unsavedSlot)
 	result extractor.Result
 	batch  extractor.BatchResult
 }
@@ -58,9 +76,15 @@ func newUnsavedResults() *unsavedResults {
 
 // inputKey digests what an extraction's result depends on: the extractor
 // (info), whether it ran over a spend cap, and its input (an
-// extractor.Input or extractor.BatchInput). ok is false when the input
-// cannot be encoded (it can: plain strings and maps), and nothing is kept.
+// extractor.Input or extractor.BatchInput). ok is false, and nothing is
+// kept, for an extractor of no model, and when the input cannot be encoded
+// (it can: plain strings and maps).
 func inputKey(info extractor.Info, over bool, input any) (key [sha256.Size]byte, ok bool) {
+	if info.Model == "" {
+		// The offline extractor (rules): asking it again costs nothing
+		// (no call, no tokens), and digesting every turn's facts does.
+		return key, false
+	}
 	b, err := json.Marshal(struct {
 		Info  extractor.Info
 		Over  bool
@@ -78,31 +102,44 @@ func (u *unsavedResults) keep(job int64, input [sha256.Size]byte, e unsavedEntry
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	now := time.Now()
-	e.at = now
+	u.seq++
+	e.at, e.seq = now, u.seq
 	k := unsavedKey{job, input}
-	if _, ok := u.entries[k]; !ok {
-		u.order = append(u.order, k)
-	}
+	// A result held for k already (kept again without being taken) moves
+	// to the end: its earlier slot dies with the new number.
 	u.entries[k] = e
-	// Drop the oldest past the bound, and the stale at the front.
+	u.order = append(u.order, unsavedSlot{k, u.seq})
+	u.trim(now)
+}
+
+// sweep drops the results kept longer than unsavedTTL ago.
+func (u *unsavedResults) sweep(now time.Time) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.trim(now)
+}
+
+// trim drops the oldest results past the bound, and the stale at the
+// front; u.mu is held.
+func (u *unsavedResults) trim(now time.Time) {
 	drop := 0
 	for drop < len(u.order) {
-		old, ok := u.entries[u.order[drop]]
+		old, ok := u.live(u.order[drop])
 		if ok && len(u.entries) <= maxUnsaved && now.Sub(old.at) < unsavedTTL {
 			break
 		}
 		if ok {
-			delete(u.entries, u.order[drop])
+			delete(u.entries, u.order[drop].key)
 		}
 		drop++
 	}
 	u.order = append(u.order[:0], u.order[drop:]...)
 	if len(u.order) > 2*maxUnsaved {
-		// Keys of results taken pile up behind an old one still held.
+		// Slots of results taken pile up behind an old one still held.
 		live := u.order[:0]
-		for _, k := range u.order {
-			if _, ok := u.entries[k]; ok {
-				live = append(live, k)
+		for _, s := range u.order {
+			if _, ok := u.live(s); ok {
+				live = append(live, s)
 			}
 		}
 		u.order = live
@@ -119,6 +156,6 @@ func (u *unsavedResults) take(job int64, input [sha256.Size]byte) (unsavedEntry,
 	if !ok {
 		return e, false
 	}
-	delete(u.entries, k) // its key stays in order until it comes to the front
+	delete(u.entries, k) // its slot stays in order, dead, until it comes to the front
 	return e, time.Since(e.at) < unsavedTTL
 }
