@@ -241,6 +241,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		// connections (a URL's application_name wins).
 		pcfg.ConnConfig.RuntimeParams["application_name"] = ApplicationName
 	}
+	// The password file and TLS files are read again for each new
+	// connection (rereadFiles), so that a rotated password or certificate
+	// written to them is used without a restart.
+	pcfg.BeforeConnect = rereadFiles(cfg.URL, cfg.Logger)
 	check := &clientCheck{logger: cfg.Logger}
 	pcfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
 		// Through the connection's protocol, as clientCheck's (the

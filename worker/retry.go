@@ -253,9 +253,16 @@ const maxDBOutage = 5 * time.Minute
 // in 30 s of a full disk and was cancelled; its turns ended failed where
 // the failure could be recorded). An error of the model or embedding server
 // (extractor.Error, embedding.Error, which may wrap a network error of
-// their own) is not: outcome decides those by their kind. An
-// authentication failure (28P01) or a missing database (3D000) is not
-// either: waiting does not mend them.
+// their own) is not: outcome decides those by their kind. A missing
+// database (3D000) is not either: waiting does not mend it. A new
+// connection refused for its credentials (28P01 a password, 28000 a
+// client certificate or pg_hba.conf) is: the pool's live connections run
+// on meanwhile, and the store reads the password file and certificates
+// again for each new connection, so an operator rotating them mends it
+// without a restart (a rotation walk: as the pool replaced connections
+// after a password rotation, 18 jobs spent 25 attempts in 15 s). An
+// authentication error on a connection already made is not a
+// connection's and spends an attempt.
 func dbUnreachable(err error) bool {
 	if extractor.KindOf(err) != 0 || embedding.KindOf(err) != 0 {
 		return false
@@ -273,12 +280,13 @@ func dbUnreachable(err error) bool {
 			return true
 		}
 		// A connection the server (or a pooler) answered with another
-		// error, but for the role's (28: authentication, 42: no CONNECT
-		// privilege) or a missing database: a server on a full disk
-		// refuses every new connection with XX000 "could not write init
-		// file" (a disk-full walk), PgBouncer a full pool with 08P01 "no
-		// more connections allowed": passing states, not the job's.
-		return errors.As(err, &connectErr) && !strings.HasPrefix(c, "28") && !strings.HasPrefix(c, "42") && c != "3D000" && c != "57P04"
+		// error, but for the role's privileges (42: no CONNECT privilege)
+		// or a missing database: a server on a full disk refuses every
+		// new connection with XX000 "could not write init file" (a
+		// disk-full walk), PgBouncer a full pool with 08P01 "no more
+		// connections allowed", and a rotation in progress the
+		// credentials (28, above): passing states, not the job's.
+		return errors.As(err, &connectErr) && !strings.HasPrefix(c, "42") && c != "3D000" && c != "57P04"
 	}
 	return errors.As(err, &connectErr) || errors.Is(err, pgconn.ErrConnClosed) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &netErr)

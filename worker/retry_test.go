@@ -186,9 +186,17 @@ func TestOutcome(t *testing.T) {
 		{name: "db authentication failure is not unreachable", err: &pgconn.PgError{Code: "28P01"}, attempt: 1,
 			want: plain, wantLabel: outcomeRetry, wantRecord: true},
 		// A new connection refused by a server that cannot write (a full
-		// disk: "could not write init file") waits; one refused for the
-		// role or the database does not.
-		{name: "db: a refused role at connect is not unreachable", err: connectErr(&pgconn.PgError{Code: "28P01", Message: "password authentication failed"}), attempt: 1,
+		// disk: "could not write init file") waits, and so does one
+		// refused for its credentials (a password or certificate being
+		// rotated: the store reads their files again); one refused for a
+		// missing database does not.
+		{name: "db: a refused password at connect waits", err: connectErr(&pgconn.PgError{Code: "28P01", Message: "password authentication failed"}), attempt: 5,
+			want: snooze, wantSnooze: 2 * time.Second, wantLabel: outcomeDBDown, wantCount: metaDBWaits, wantN: 1},
+		{name: "db: a refused client certificate at connect waits", err: connectErr(&pgconn.PgError{Code: "28000", Message: "connection requires a valid client certificate"}), attempt: 1,
+			want: snooze, wantSnooze: 2 * time.Second, wantLabel: outcomeDBDown, wantCount: metaDBWaits, wantN: 1},
+		{name: "db: a refused password at connect past the bound", err: connectErr(&pgconn.PgError{Code: "28P01"}), attempt: 5, metadata: `{"memoryd_db_waits": 9}`,
+			want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true},
+		{name: "db: no CONNECT privilege at connect is not unreachable", err: connectErr(&pgconn.PgError{Code: "42501", Message: "permission denied for database"}), attempt: 1,
 			want: plain, wantLabel: outcomeRetry, wantRecord: true},
 		{name: "db: a missing database at connect is not unreachable", err: connectErr(&pgconn.PgError{Code: "3D000", Message: "database does not exist"}), attempt: 1,
 			want: plain, wantLabel: outcomeRetry, wantRecord: true},

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -29,6 +30,17 @@ func (c NATSConfig) Connect(logger *slog.Logger) (*nats.Conn, error) {
 	opts := []nats.Option{
 		nats.Name(c.Name),
 		nats.MaxReconnects(-1),
+		// Credentials the server refuses (an authorization violation, an
+		// expired or revoked user) are retried as any other failure to
+		// reconnect: nats.go otherwise closes the connection for good at
+		// the second refusal in a row, and a password changed in the
+		// server's configuration before memoryd had it, or a wrong
+		// configuration rolled back, left serve not connected until it
+		// was restarted (a rotation walk: /readyz "not connected:
+		// CLOSED" while /healthz said ok). Files read at each connect
+		// (TLS certificates, a .creds file) are read again, so a renewed
+		// one is taken without a restart.
+		nats.IgnoreAuthErrorAbort(),
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.Timeout(5 * time.Second),
 		// A connection that stops answering without closing (the server's
@@ -52,6 +64,12 @@ func (c NATSConfig) Connect(logger *slog.Logger) (*nats.Conn, error) {
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			if sub != nil {
 				logger.Warn("nats error", "subject", sub.Subject, "error", err)
+				return
+			}
+			if refusedCredentials(err) {
+				// At every reconnect, 4 a second (IgnoreAuthErrorAbort):
+				// a line the process's handler holds back.
+				logger.Warn(MsgNATSRefused, "error", err)
 				return
 			}
 			logger.Warn("nats error", "error", err)
@@ -95,6 +113,19 @@ func (c NATSConfig) Connect(logger *slog.Logger) (*nats.Conn, error) {
 		return nil, &NATSConnectError{URL: RedactURL(c.URL), Err: err}
 	}
 	return nc, nil
+}
+
+// MsgNATSRefused is logged at each reconnect the server refuses for
+// memoryd's credentials (a password, token, NKey or .creds file it no
+// longer takes); a process's log handler may hold back its repeats (a
+// rotation walk: 39 lines in 10 s).
+const MsgNATSRefused = "nats server refuses memoryd's credentials; reconnecting until it takes them"
+
+// refusedCredentials reports whether err is the server refusing the
+// connection's credentials.
+func refusedCredentials(err error) bool {
+	return errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) ||
+		errors.Is(err, nats.ErrAuthRevoked) || errors.Is(err, nats.ErrAccountAuthExpired)
 }
 
 // NATSConnectError is a failure to connect to NATS.

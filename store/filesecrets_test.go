@@ -1,0 +1,134 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"io"
+	"log/slog"
+	"math/big"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// A password rotated in the password file is used by the next new
+// connection (a rotation walk: pgx read the file once, at start, and every
+// new connection failed 28P01 once the old ones were gone, until a restart).
+func TestRereadFilesPassword(t *testing.T) {
+	dir := t.TempDir()
+	pass := filepath.Join(dir, "pgpass")
+	write := func(pw string) {
+		t.Helper()
+		// Replaced whole, as an operator or a secret mount does.
+		tmp := pass + ".tmp"
+		if err := os.WriteFile(tmp, []byte("127.0.0.1:5499:db:mem:"+pw+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, pass); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("old")
+	url := "postgres://mem@127.0.0.1:5499/db?sslmode=disable&pool_max_conns=2&passfile=" + pass
+	pcfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pcfg.ConnConfig.Password != "old" {
+		t.Fatalf("parsed password %q, want old", pcfg.ConnConfig.Password)
+	}
+	before := rereadFiles(url, slog.New(slog.NewTextHandler(io.Discard, nil)))
+
+	write("new")
+	cc := pcfg.ConnConfig.Copy()
+	if err := before(context.Background(), cc); err != nil {
+		t.Fatal(err)
+	}
+	if cc.Password != "new" {
+		t.Errorf("new connection's password %q, want new", cc.Password)
+	}
+
+	// A file without the entry (being rewritten) keeps the last password.
+	if err := os.WriteFile(pass, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cc = pcfg.ConnConfig.Copy()
+	if err := before(context.Background(), cc); err != nil {
+		t.Fatal(err)
+	}
+	if cc.Password != "new" {
+		t.Errorf("with the entry gone, password %q, want new kept", cc.Password)
+	}
+}
+
+// A client certificate renewed on disk is presented by the next new
+// connection; one that cannot be read keeps the previous one.
+func TestRereadFilesClientCertificate(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key")
+	first := writeCert(t, certFile, keyFile, "first")
+	url := "postgres://mem@127.0.0.1:5499/db?sslmode=require&sslcert=" + certFile + "&sslkey=" + keyFile
+	pcfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := rereadFiles(url, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	presented := func() []byte {
+		t.Helper()
+		cc := pcfg.ConnConfig.Copy()
+		if err := before(context.Background(), cc); err != nil {
+			t.Fatal(err)
+		}
+		if cc.TLSConfig == nil || len(cc.TLSConfig.Certificates) != 1 || len(cc.TLSConfig.Certificates[0].Certificate) == 0 {
+			t.Fatal("no client certificate in the connection's TLS configuration")
+		}
+		return cc.TLSConfig.Certificates[0].Certificate[0]
+	}
+	if got := presented(); !bytes.Equal(got, first) {
+		t.Fatal("first connection does not present the first certificate")
+	}
+	second := writeCert(t, certFile, keyFile, "second")
+	if got := presented(); !bytes.Equal(got, second) {
+		t.Error("after renewal, a new connection does not present the renewed certificate")
+	}
+	// A key that does not match the certificate (half replaced) keeps the
+	// one read before.
+	writeCert(t, filepath.Join(dir, "other.crt"), keyFile, "third")
+	if got := presented(); !bytes.Equal(got, second) {
+		t.Error("with a mismatched key on disk, the last good certificate is not kept")
+	}
+}
+
+func writeCert(t *testing.T, certFile, keyFile, cn string) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return der
+}
