@@ -221,7 +221,11 @@ func (h *hybrid) collectionVectors(ctx context.Context, id, generation int64, di
 // changed, are left out).
 func newCollectionVectors(k cacheKey, dims int, cv store.CollectionVectors) (*userVectors, error) {
 	e := &userVectors{key: k, generation: cv.Generation, dims: dims}
-	var stored [][]byte
+	// Sized once, as newUserVectors's: what the entry counts is what it
+	// holds (grown by append, the slices held up to twice their length).
+	n := len(cv.Vectors)
+	stored := make([][]byte, 0, n)
+	e.docs, e.chunks = make([]string, 0, n), make([]int32, 0, n)
 	docBytes := 0
 	for _, v := range cv.Vectors {
 		if v.Dims != dims {
@@ -234,7 +238,7 @@ func newCollectionVectors(k cacheKey, dims int, cv store.CollectionVectors) (*us
 		e.docs = append(e.docs, v.DocID)
 		e.chunks = append(e.chunks, int32(v.ChunkIndex))
 	}
-	e.bytes = entryOverhead + int64(len(e.docs))*(16+4) + int64(docBytes)
+	e.bytes = entryOverhead + int64(cap(e.docs))*(16+4) + int64(docBytes)
 	if len(stored) > 0 {
 		x, err := embedding.NewIndex(dims, stored)
 		if err != nil {

@@ -45,6 +45,15 @@ func rereadFiles(url string, logger *slog.Logger) func(context.Context, *pgx.Con
 				lastErr = msg
 				logger.Warn("postgres: cannot read the connection's files again (password file, TLS certificate or key); new connections use those last read", "error", err)
 			}
+		case !sameTarget(&cc.Config, &fresh.ConnConfig.Config):
+			// A service file edited to name another server, role or
+			// database: what it holds is not this connection's. Kept
+			// as read last until a restart.
+			const msg = "postgres: the connection's files now name another host, role or database; new connections keep those started with until a restart"
+			if lastErr != msg {
+				lastErr = msg
+				logger.Warn(msg, "host", fresh.ConnConfig.Host, "user", fresh.ConnConfig.User, "database", fresh.ConnConfig.Database)
+			}
 		default:
 			if lastErr != "" {
 				lastErr = ""
@@ -64,20 +73,28 @@ func rereadFiles(url string, logger *slog.Logger) func(context.Context, *pgx.Con
 	}
 }
 
-// refreshFromFiles copies into cc what fresh read from files: the password
-// when fresh has one, and the TLS configurations when fresh names the
-// same hosts (it does: the connection string is the same).
+// refreshFromFiles copies into cc what fresh read from files, when fresh
+// names the same hosts, role and database (it does, but for a service
+// file edited to name others: that server's or role's password is not
+// sent to cc's, which keeps what it had until a restart): the password
+// when fresh has one, and the TLS configurations.
 func refreshFromFiles(cc, fresh *pgconn.Config) {
+	if !sameTarget(cc, fresh) {
+		return
+	}
 	if fresh.Password != "" {
 		cc.Password = fresh.Password
-	}
-	if !sameHosts(cc, fresh) {
-		return
 	}
 	cc.TLSConfig = fresh.TLSConfig
 	for i, fb := range fresh.Fallbacks {
 		cc.Fallbacks[i].TLSConfig = fb.TLSConfig
 	}
+}
+
+// sameTarget reports whether a and b connect as the same role to the same
+// database on the same hosts (sameHosts).
+func sameTarget(a, b *pgconn.Config) bool {
+	return a.User == b.User && a.Database == b.Database && sameHosts(a, b)
 }
 
 // sameHosts reports whether a and b try the same hosts, ports and TLS

@@ -132,3 +132,41 @@ func writeCert(t *testing.T, certFile, keyFile, cn string) []byte {
 	}
 	return der
 }
+
+// A connection string whose files name another server or role now (a
+// service file edited to point elsewhere) does not lend that server's
+// password to the configured one: the connection keeps its host, user and
+// password until a restart takes the new configuration whole.
+func TestRereadFilesOtherServer(t *testing.T) {
+	dir := t.TempDir()
+	svc := filepath.Join(dir, "pg_service.conf")
+	write := func(host, user, pw string) {
+		t.Helper()
+		text := "[mem]\nhost=" + host + "\nport=5499\ndbname=db\nuser=" + user + "\npassword=" + pw + "\nsslmode=disable\n"
+		if err := os.WriteFile(svc, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("127.0.0.1", "mem", "old")
+	url := "service=mem servicefile=" + svc
+	pcfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := rereadFiles(url, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for _, c := range []struct{ host, user, pw, want string }{
+		{"127.0.0.1", "mem", "rotated", "rotated"},
+		{"10.9.9.9", "mem", "elsewhere", "rotated"},
+		{"127.0.0.1", "other", "others", "rotated"},
+	} {
+		write(c.host, c.user, c.pw)
+		cc := pcfg.ConnConfig.Copy()
+		if err := before(context.Background(), cc); err != nil {
+			t.Fatal(err)
+		}
+		if cc.Host != "127.0.0.1" || cc.User != "mem" || cc.Password != c.want {
+			t.Errorf("service file naming %s@%s: connection %s@%s with password %q, want mem@127.0.0.1 with %q",
+				c.user, c.host, cc.User, cc.Host, cc.Password, c.want)
+		}
+	}
+}
