@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -322,4 +323,34 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestModelRefusingIsReported: while the model server refuses memoryd's
+// key, Worker.ModelRefusing (which /readyz reads) says since when and why;
+// the first answer after ends it. Before, nothing but the log showed it: a
+// rotation walk revoked the key and /readyz said 200 throughout.
+func TestModelRefusingIsReported(t *testing.T) {
+	e := setup(t)
+	var refusing atomic.Bool
+	refusing.Store(true)
+	llm := aliceModel(t, func(int) *extractortest.Reply {
+		if refusing.Load() {
+			r := extractortest.Error(http.StatusUnauthorized, "Incorrect API key provided")
+			return &r
+		}
+		return nil
+	})
+	w, _ := e.startWorker(llm, nil)
+	e.publish(events.Turn{ID: "t1", UserID: "alice", UserMessage: "My name is Alice."})
+	e.waitFor("the refusal reported", func() (bool, string) {
+		r := w.ModelRefusing()
+		return r != nil && !r.Since.IsZero() && strings.Contains(r.Err, "401"), fmt.Sprintf("%+v", r)
+	})
+	refusing.Store(false)
+	if st := e.waitDone(1); st.TurnsProcessed != 1 {
+		t.Fatalf("stats %+v, want the turn processed once the key is taken", st)
+	}
+	if r := w.ModelRefusing(); r != nil {
+		t.Fatalf("ModelRefusing after the model answered = %+v, want nil", r)
+	}
 }

@@ -720,6 +720,7 @@ type Worker struct {
 	staleForgetScanned                                 atomic.Int64                  // unix nanoseconds of its last read of the bucket
 	overCapTurns                                       atomic.Int64                  // turns extracted offline over a spend cap
 	ingestFailing                                      atomic.Pointer[IngestFailure] // the ingest's outage, nil while it records turns
+	modelRefusing                                      atomic.Pointer[ModelRefusal]  // the model server refusing the configuration, nil while it answers
 	// unsaved holds the extractions runs could not store for a wait,
 	// for their jobs' next runs.
 	unsaved *unsavedResults

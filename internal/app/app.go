@@ -867,7 +867,7 @@ func (a *App) Health(ctx context.Context) map[string]string {
 	checks := a.natsHealth(ctx, nc)
 	checks["postgres"] = <-pg
 	if runWorker, _ := a.cfg.Role.runs(); runWorker {
-		checks["ingest"] = a.ingestHealth(time.Now())
+		checks["ingest"], checks["model"] = a.workerHealth(time.Now())
 	}
 	return checks
 }
@@ -879,16 +879,27 @@ func (a *App) Health(ctx context.Context) map[string]string {
 // /readyz 200 for as long) does.
 const ingestUnready = time.Minute
 
-// ingestHealth is the ingest's health check at now: "ok", or how long it
-// has failed and why.
-func (a *App) ingestHealth(now time.Time) string {
+// workerHealth is the ingest's and the model's health checks at now:
+// "ok", or how long each has failed and why.
+func (a *App) workerHealth(now time.Time) (ingest, model string) {
 	a.mu.Lock()
 	w := a.worker
 	a.mu.Unlock()
 	if w == nil {
-		return "ok" // not started yet, or stopped: the other checks say so
+		return "ok", "ok" // not started yet, or stopped: the other checks say so
 	}
-	return ingestCheck(w.IngestFailing(), now)
+	return ingestCheck(w.IngestFailing(), now), modelCheck(w.ModelRefusing(), now)
+}
+
+// modelCheck is the model's health at now given its refusal r (nil for
+// none): a server refusing memoryd's key or model for ingestUnready (a
+// key revoked, a model removed, a rollout with a wrong key) makes every
+// extraction wait, for --llm-max-outage, and then fail.
+func modelCheck(r *worker.ModelRefusal, now time.Time) string {
+	if r == nil || now.Sub(r.Since) < ingestUnready {
+		return "ok"
+	}
+	return fmt.Sprintf("the model server refuses memoryd's API key or model for %s (extraction waits; fix --llm-api-key, --llm-model or --llm-base-url and restart): %s", now.Sub(r.Since).Round(time.Second), r.Err)
 }
 
 // ingestCheck is the ingest's health at now given its outage f (nil for

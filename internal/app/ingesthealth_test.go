@@ -28,3 +28,25 @@ func TestIngestCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestModelCheck: /readyz's model check says the model server refuses
+// memoryd's key or model once that has lasted ingestUnready (a rotation
+// walk revoked the key and /readyz said 200 throughout), not for a
+// refusal that an answer followed or a short one.
+func TestModelCheck(t *testing.T) {
+	now := time.Date(2026, 12, 4, 5, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name string
+		r    *worker.ModelRefusal
+		want string
+	}{
+		{"answering", nil, "ok"},
+		{"a short refusal", &worker.ModelRefusal{Since: now.Add(-time.Second), Err: "401"}, "ok"},
+		{"a long one", &worker.ModelRefusal{Since: now.Add(-3 * time.Minute), Err: "model: 401 Incorrect API key provided"},
+			"the model server refuses memoryd's API key or model for 3m0s (extraction waits; fix --llm-api-key, --llm-model or --llm-base-url and restart): model: 401 Incorrect API key provided"},
+	} {
+		if got := modelCheck(c.r, now); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}
