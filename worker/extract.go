@@ -284,8 +284,9 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 			// results, in its turns' order).
 			kept := res
 			kept.Facts, kept.Context, kept.Changes = make([]map[string]string, len(done)), make([][]extractor.QA, len(done)), make([][]extractor.FactChange, len(done))
-			for i, d := range e.redact(done) {
-				kept.Facts[i], kept.Context[i], kept.Changes[i] = d.result.Facts, d.result.Context, d.result.Changes
+			for i, d := range done {
+				r, _ := extractor.RedactResult(d.result)
+				kept.Facts[i], kept.Context[i], kept.Changes[i] = r.Facts, r.Context, r.Changes
 			}
 			if !unstored[newest.Key()] {
 				kept.Usage = extractor.Usage{}
@@ -308,14 +309,14 @@ func (e *extractWorker) keepUnsaved(job int64, done []extracted, unstored map[st
 	if !isWait(err) {
 		return
 	}
-	// Held redacted (save redacts again, finding nothing): a secret a
-	// model reconstructed stays in this process's memory no longer than
-	// the run.
-	for _, d := range e.redact(done) {
+	for _, d := range done {
 		if !d.keyed {
 			continue
 		}
-		res := d.result
+		// Held redacted (save redacts again, finding nothing): a secret
+		// a model reconstructed stays in this process's memory no longer
+		// than the run. Not counted: save counted it (Observer.Redacted).
+		res, _ := extractor.RedactResult(d.result)
 		if !unstored[d.turn.Key()] {
 			res.Usage = extractor.Usage{}
 		}
