@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -36,7 +35,7 @@ func TestNATSConnectionOutlivesRefusedCredentials(t *testing.T) {
 	srv := eventstest.StartServer(t, func(port int) []string {
 		return []string{"-a", "127.0.0.1", "-p", fmt.Sprint(port), "-c", conf}
 	})
-	var logs lockedLog
+	var logs eventstest.SyncBuffer
 	nc, err := NATSConfig{URL: srv.URL, User: "memoryd", Password: "old"}.Connect(slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +47,7 @@ func TestNATSConnectionOutlivesRefusedCredentials(t *testing.T) {
 	// nats.go closed the connection at the second refusal in a row:
 	// after the third, it is still trying.
 	eventstest.Eventually(t, "three refusals of the credentials", 20*time.Second, func() (bool, string) {
-		n := logs.count(MsgNATSRefused)
+		n := strings.Count(logs.String(), MsgNATSRefused)
 		return n >= 3 || nc.Status() == nats.CLOSED, fmt.Sprint(n, " refusals, ", nc.Status())
 	})
 	if st := nc.Status(); st == nats.CLOSED {
@@ -60,23 +59,4 @@ func TestNATSConnectionOutlivesRefusedCredentials(t *testing.T) {
 	eventstest.Eventually(t, "the connection back once the server takes its credentials", 20*time.Second, func() (bool, string) {
 		return nc.IsConnected(), nc.Status().String()
 	})
-}
-
-// lockedLog is a log's text, written by the connection's goroutines.
-type lockedLog struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// count is how many lines hold s.
-func (l *lockedLog) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.buf.String(), s)
 }
