@@ -130,7 +130,7 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 		} else {
 			res, err = ex.Extract(ctx, in)
 			if err == nil && info.Model != "" {
-				w.modelAnswered()
+				w.modelRefusing.end()
 			}
 		}
 		usage.add(t, res.Usage)
@@ -251,7 +251,7 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 	} else {
 		res, err = batcher.ExtractBatch(ctx, in)
 		if err == nil && info.Model != "" {
-			e.w.modelAnswered()
+			e.w.modelRefusing.end()
 		}
 	}
 	// Stored with the burst's results, or on its own if they are not.
@@ -579,7 +579,7 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 		msg := msgModelUnreachable
 		if extractor.IsMisconfigured(err) {
 			msg = msgModelRefuses
-			e.w.modelRefused(err)
+			e.w.modelRefusing.fail(err)
 		}
 		e.w.logger.Log(ctx, waitLevel(v.n, slog.LevelWarn), msg, "job_id", job.ID, "user_id", userID,
 			"model_waits", v.n, "max_model_outage", b.maxModelOutage.String(), "turns", len(eventIDs), "retry_in", snoozeOf(v.river).String(), "error", err)
@@ -687,33 +687,9 @@ func waitLevel(n int, first slog.Level) slog.Level {
 	return slog.LevelDebug
 }
 
-// ModelRefusal is the model server refusing memoryd's configuration (its
-// API key, or the model: a 401, 403 or 404) since Since, with the last
-// job's error.
-type ModelRefusal struct {
-	Since time.Time
-	Err   string
-}
-
 // ModelRefusing reports the model server refusing memoryd's configuration
-// since its first refusal that no answer followed, nil while it answers
-// (or before it refused). Jobs wait meanwhile (--llm-max-outage), and
-// nothing else shows it: a rotation walk revoked the key and /readyz said
-// 200 for as long.
-func (w *Worker) ModelRefusing() *ModelRefusal { return w.modelRefusing.Load() }
-
-// modelRefused records a job's refusal by the model server (err).
-func (w *Worker) modelRefused(err error) {
-	since := time.Now()
-	if r := w.modelRefusing.Load(); r != nil {
-		since = r.Since
-	}
-	w.modelRefusing.Store(&ModelRefusal{Since: since, Err: err.Error()})
-}
-
-// modelAnswered ends a refusal: the model server answered an extraction.
-func (w *Worker) modelAnswered() {
-	if w.modelRefusing.Load() != nil {
-		w.modelRefusing.Store(nil)
-	}
-}
+// (its API key, or the model: a 401, 403 or 404) since its first refusal
+// that no answer followed, nil while it answers (or before it refused).
+// Jobs wait meanwhile (--llm-max-outage), and nothing else shows it: a
+// rotation walk revoked the key and /readyz said 200 for as long.
+func (w *Worker) ModelRefusing() *Outage { return w.modelRefusing.load() }

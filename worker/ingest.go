@@ -34,10 +34,7 @@ func (w *Worker) ingestLoop(ctx context.Context) {
 	}()
 	batch := make([]jetstream.Msg, 0, w.cfg.BatchSize)
 	backoff := time.Duration(0)
-	var (
-		failingSince time.Time // the first failed batch of the current outage
-		failed       int       // batches failed since
-	)
+	failed := 0 // batches failed since the current outage (w.ingestFailing) began
 	for {
 		batch = batch[:0]
 		select {
@@ -95,11 +92,8 @@ func (w *Worker) ingestLoop(ctx context.Context) {
 			// up to 30× RetryBackoff, so an outage costs a few log lines, not
 			// a hot loop.
 			backoff = min(max(backoff*2, w.cfg.RetryBackoff), 30*w.cfg.RetryBackoff)
-			if failed == 0 {
-				failingSince = time.Now()
-			}
 			failed++
-			w.ingestFailing.Store(&IngestFailure{Since: failingSince, Err: err.Error()})
+			w.ingestFailing.fail(err)
 			w.logger.Error("ingest: cannot record turns; will redeliver", "error", err, "events", len(batch), "retry_in", backoff)
 			for _, m := range batch {
 				_ = m.NakWithDelay(backoff)
@@ -116,32 +110,25 @@ func (w *Worker) ingestLoop(ctx context.Context) {
 			// on.
 			continue
 		}
-		if failed > 0 {
+		if o := w.ingestFailing.load(); o != nil {
 			// Said once, so that an operator reading the log after an
 			// outage sees where it ended (the errors above only say
 			// that it went on).
 			w.logger.Info("ingest: recording turns again", "failed_batches", failed,
-				"failed_for", time.Since(failingSince).Round(time.Millisecond).String())
+				"failed_for", time.Since(o.Since).Round(time.Millisecond).String())
 			failed = 0
-			w.ingestFailing.Store(nil)
+			w.ingestFailing.end()
 		}
 		backoff = 0
 	}
 }
 
-// IngestFailure is an outage of the ingest: since its first failed batch,
-// and the last batch's error.
-type IngestFailure struct {
-	Since time.Time
-	Err   string
-}
-
 // IngestFailing reports the ingest's current outage: the batches it read
-// since Since all failed (Postgres refused or could not take them; the
+// since its Since all failed (Postgres refused or could not take them; the
 // events stay in the stream), nil while it records turns. A database that
 // answers pings but refuses writes (a full disk) shows here only: the
 // health checks' ping passes.
-func (w *Worker) IngestFailing() *IngestFailure { return w.ingestFailing.Load() }
+func (w *Worker) IngestFailing() *Outage { return w.ingestFailing.load() }
 
 // waitOutage waits d after a batch failed with err, or until Stop (then
 // it reports true). When err says the database could not be reached (a

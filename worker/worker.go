@@ -715,12 +715,12 @@ type Worker struct {
 	received, recorded, duplicates, optedOut, rejected atomic.Int64
 	optOutKept, clamped, lockWaits                     atomic.Int64
 	msgIDMismatch                                      atomic.Int64
-	msgIDWarned                                        atomic.Int64                  // unix nanoseconds of the last warning
-	staleForgetWarned                                  atomic.Int64                  // unix nanoseconds of finishStaleForgets's last warning
-	staleForgetScanned                                 atomic.Int64                  // unix nanoseconds of its last read of the bucket
-	overCapTurns                                       atomic.Int64                  // turns extracted offline over a spend cap
-	ingestFailing                                      atomic.Pointer[IngestFailure] // the ingest's outage, nil while it records turns
-	modelRefusing                                      atomic.Pointer[ModelRefusal]  // the model server refusing the configuration, nil while it answers
+	msgIDWarned                                        atomic.Int64 // unix nanoseconds of the last warning
+	staleForgetWarned                                  atomic.Int64 // unix nanoseconds of finishStaleForgets's last warning
+	staleForgetScanned                                 atomic.Int64 // unix nanoseconds of its last read of the bucket
+	overCapTurns                                       atomic.Int64 // turns extracted offline over a spend cap
+	ingestFailing                                      outage       // the ingest's outage, nil while it records turns
+	modelRefusing                                      outage       // the model server refusing the configuration, nil while it answers
 	// unsaved holds the extractions runs could not store for a wait,
 	// for their jobs' next runs.
 	unsaved *unsavedResults

@@ -895,20 +895,23 @@ func (a *App) workerHealth(now time.Time) (ingest, model string) {
 // none): a server refusing memoryd's key or model for ingestUnready (a
 // key revoked, a model removed, a rollout with a wrong key) makes every
 // extraction wait, for --llm-max-outage, and then fail.
-func modelCheck(r *worker.ModelRefusal, now time.Time) string {
-	if r == nil || now.Sub(r.Since) < ingestUnready {
-		return "ok"
-	}
-	return fmt.Sprintf("the model server refuses memoryd's API key or model for %s (extraction waits; fix --llm-api-key, --llm-model or --llm-base-url and restart): %s", now.Sub(r.Since).Round(time.Second), r.Err)
+func modelCheck(r *worker.Outage, now time.Time) string {
+	return outageCheck(r, now, "the model server refuses memoryd's API key or model", "extraction waits; fix --llm-api-key, --llm-model or --llm-base-url and restart")
 }
 
 // ingestCheck is the ingest's health at now given its outage f (nil for
 // none).
-func ingestCheck(f *worker.IngestFailure, now time.Time) string {
-	if f == nil || now.Sub(f.Since) < ingestUnready {
+func ingestCheck(f *worker.Outage, now time.Time) string {
+	return outageCheck(f, now, "cannot record turns", "they wait in the stream")
+}
+
+// outageCheck is "ok", or, once o has lasted ingestUnready, what fails
+// (what), for how long, what it means (hint) and the last error.
+func outageCheck(o *worker.Outage, now time.Time, what, hint string) string {
+	if o == nil || now.Sub(o.Since) < ingestUnready {
 		return "ok"
 	}
-	return fmt.Sprintf("cannot record turns for %s (they wait in the stream): %s", now.Sub(f.Since).Round(time.Second), f.Err)
+	return fmt.Sprintf("%s for %s (%s): %s", what, now.Sub(o.Since).Round(time.Second), hint, o.Err)
 }
 
 // pingWithin makes a round trip to the NATS server (events.Client.Ping)

@@ -13,14 +13,14 @@ import (
 // for a batch or a short outage.
 func TestIngestCheck(t *testing.T) {
 	now := time.Date(2026, 12, 4, 5, 0, 0, 0, time.UTC)
-	full := &worker.IngestFailure{Since: now.Add(-2 * time.Minute), Err: "insert turns: could not extend file (SQLSTATE 53100)"}
+	full := &worker.Outage{Since: now.Add(-2 * time.Minute), Err: "insert turns: could not extend file (SQLSTATE 53100)"}
 	for _, c := range []struct {
 		name string
-		f    *worker.IngestFailure
+		f    *worker.Outage
 		want string
 	}{
 		{"recording", nil, "ok"},
-		{"a short outage", &worker.IngestFailure{Since: now.Add(-ingestUnready + time.Second), Err: "lock timeout"}, "ok"},
+		{"a short outage", &worker.Outage{Since: now.Add(-ingestUnready + time.Second), Err: "lock timeout"}, "ok"},
 		{"a long one", full, "cannot record turns for 2m0s (they wait in the stream): insert turns: could not extend file (SQLSTATE 53100)"},
 	} {
 		if got := ingestCheck(c.f, now); got != c.want {
@@ -37,12 +37,12 @@ func TestModelCheck(t *testing.T) {
 	now := time.Date(2026, 12, 4, 5, 0, 0, 0, time.UTC)
 	for _, c := range []struct {
 		name string
-		r    *worker.ModelRefusal
+		r    *worker.Outage
 		want string
 	}{
 		{"answering", nil, "ok"},
-		{"a short refusal", &worker.ModelRefusal{Since: now.Add(-time.Second), Err: "401"}, "ok"},
-		{"a long one", &worker.ModelRefusal{Since: now.Add(-3 * time.Minute), Err: "model: 401 Incorrect API key provided"},
+		{"a short refusal", &worker.Outage{Since: now.Add(-time.Second), Err: "401"}, "ok"},
+		{"a long one", &worker.Outage{Since: now.Add(-3 * time.Minute), Err: "model: 401 Incorrect API key provided"},
 			"the model server refuses memoryd's API key or model for 3m0s (extraction waits; fix --llm-api-key, --llm-model or --llm-base-url and restart): model: 401 Incorrect API key provided"},
 	} {
 		if got := modelCheck(c.r, now); got != c.want {
