@@ -125,7 +125,7 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 		in := extractor.Input{UserID: t.UserID, Turn: extractorTurn(t), Prior: prior[i], Facts: facts, FactKeys: order}
 		key, keyed := inputKey(info, over, in)
 		var res extractor.Result
-		if kept, ok := w.unsaved.take(job.ID, key); keyed && ok {
+		if kept, ok := w.unsaved.take(job.ID, key, keyed); ok {
 			res, err = kept.result, nil // its tokens, if not stored yet, are added below
 		} else {
 			res, err = ex.Extract(ctx, in)
@@ -246,7 +246,7 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 	}
 	key, keyed := inputKey(info, over, in)
 	var res extractor.BatchResult
-	if kept, ok := e.w.unsaved.take(job.ID, key); keyed && ok {
+	if kept, ok := e.w.unsaved.take(job.ID, key, keyed); ok {
 		res = kept.batch // its tokens, if not stored yet, are added below
 	} else {
 		res, err = batcher.ExtractBatch(ctx, in)

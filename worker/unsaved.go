@@ -147,8 +147,13 @@ func (u *unsavedResults) trim(now time.Time) {
 }
 
 // take returns and forgets the result held for job's extraction of the
-// input digested as input, if one is, and fresh.
-func (u *unsavedResults) take(job int64, input [sha256.Size]byte) (unsavedEntry, bool) {
+// input digested as input, if one is, and fresh; none without a digest
+// (keyed false, inputKey's ok: the offline extractor's every turn), and
+// without taking the lock.
+func (u *unsavedResults) take(job int64, input [sha256.Size]byte, keyed bool) (unsavedEntry, bool) {
+	if !keyed {
+		return unsavedEntry{}, false
+	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	k := unsavedKey{job, input}

@@ -19,22 +19,22 @@ func TestUnsavedResultsBound(t *testing.T) {
 	if len(u.entries) != maxUnsaved {
 		t.Fatalf("%d results held, want the bound %d", len(u.entries), maxUnsaved)
 	}
-	if _, ok := u.take(1, key(0)); ok {
+	if _, ok := u.take(1, key(0), true); ok {
 		t.Error("the oldest result was still held past the bound")
 	}
-	if _, ok := u.take(2, key(maxUnsaved+9)); ok {
+	if _, ok := u.take(2, key(maxUnsaved+9), true); ok {
 		t.Error("a result was taken by another job")
 	}
-	if e, ok := u.take(1, key(maxUnsaved+9)); !ok || e.result.Facts["n"] == "" {
+	if e, ok := u.take(1, key(maxUnsaved+9), true); !ok || e.result.Facts["n"] == "" {
 		t.Errorf("the newest result = %+v, %v; want it", e, ok)
 	}
-	if _, ok := u.take(1, key(maxUnsaved+9)); ok {
+	if _, ok := u.take(1, key(maxUnsaved+9), true); ok {
 		t.Error("a result was taken twice")
 	}
 	// Keys of taken results do not pile up behind an old one.
 	for i := range 3 * maxUnsaved {
 		u.keep(3, key(i), unsavedEntry{})
-		u.take(3, key(i))
+		u.take(3, key(i), true)
 	}
 	if len(u.order) > 2*maxUnsaved+1 {
 		t.Errorf("%d keys in order for %d results held", len(u.order), len(u.entries))
@@ -80,7 +80,7 @@ func TestUnsavedResultsKeptAgainIsNewest(t *testing.T) {
 		u.keep(1, key(i), unsavedEntry{})
 	}
 	// The job of key 0 runs again, waits again, and keeps its result again.
-	if _, ok := u.take(1, key(0)); !ok {
+	if _, ok := u.take(1, key(0), true); !ok {
 		t.Fatal("key 0 not held")
 	}
 	u.keep(1, key(0), unsavedEntry{})
@@ -89,10 +89,10 @@ func TestUnsavedResultsKeptAgainIsNewest(t *testing.T) {
 	if len(u.entries) != maxUnsaved {
 		t.Fatalf("%d results held, want %d", len(u.entries), maxUnsaved)
 	}
-	if _, ok := u.take(1, key(0)); !ok {
+	if _, ok := u.take(1, key(0), true); !ok {
 		t.Error("the result kept again was dropped as the oldest")
 	}
-	if _, ok := u.take(1, key(1)); ok {
+	if _, ok := u.take(1, key(1), true); ok {
 		t.Error("the oldest result was kept past the bound")
 	}
 }
