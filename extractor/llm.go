@@ -104,6 +104,13 @@ type LLMConfig struct {
 	// 2048: the reply to a batch of MaxBatchTurns turns fits, and a runaway
 	// generation cannot spend more.
 	MaxTokens int
+	// MaxProbeGap is the longest time between two requests sent while the
+	// model server counts as down (Error.Unreachable: not answering, or
+	// refusing the key or model): the requests between fail at once with
+	// the last one's error, unsent, and their callers wait as for it. Early
+	// in an outage the gap is a quarter of the outage so far, so a blip
+	// holds little back. Default 5s; negative sends every request.
+	MaxProbeGap time.Duration
 	// HTTPClient sends the requests. Default: a client with no timeout of
 	// its own (Timeout applies per request).
 	HTTPClient *http.Client
@@ -133,6 +140,9 @@ func (c LLMConfig) withDefaults() LLMConfig {
 	}
 	if c.MaxTokens == 0 {
 		c.MaxTokens = defaultMaxTokens
+	}
+	if c.MaxProbeGap == 0 {
+		c.MaxProbeGap = defaultMaxProbeGap
 	}
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{}
@@ -439,8 +449,13 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 // failure means, or a plain error saying why a reply holds no answer (see
 // replyContent). It adds the tokens of a completed request
 // to usage, and every sent request to l's totals. A 429 (or a 503 with
-// Retry-After) pauses all requests of l for its delay.
+// Retry-After) pauses all requests of l for its delay; while the server
+// counts as down, only a probe now and then is sent, and the others fail
+// as the last request did (serverErrorRow.admit).
 func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, usage *Usage) (string, bool, error) {
+	if e := l.serverErrors.admit(time.Now(), l.cfg.MaxProbeGap); e != nil {
+		return "", false, e
+	}
 	resp, ex, err := l.send(ctx, req)
 	promptTokens, completionTokens := l.tokens(req.Model, resp.Usage)
 	var e *Error
@@ -544,6 +559,55 @@ type serverErrorRow struct {
 	// since: a server error or timeout within serverErrorsWindow of it is
 	// the outage going on.
 	assumed time.Time
+	// probed is when a request was last let through while the server
+	// counts as down (admit), or when it was taken for down.
+	probed time.Time
+	// downErr is the error of the last request that found the server down
+	// (remember): what a request held back (admit) is told.
+	downErr Error
+}
+
+// defaultMaxProbeGap is LLMConfig.MaxProbeGap's default: a server back up
+// is used again within it.
+const defaultMaxProbeGap = 5 * time.Second
+
+// admit decides whether a request may be sent at now. While the server
+// counts as down (downSince is set), one request is let through at most
+// every gap (a quarter of the outage so far, at most maxGap) to probe
+// it, and the others get the error that found it down without being sent:
+// every request failed alike, and each waiting job asking for itself sent
+// thousands (a rotation walk: 4,660 requests refused for a revoked key in
+// 100 s at 8 turns/s; one process's jobs re-asking a server that is
+// loading a model, or that hangs and holds a slot for --llm-timeout
+// each). nil means send.
+func (r *serverErrorRow) admit(now time.Time, maxGap time.Duration) *Error {
+	if maxGap < 0 {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.downSince.IsZero() {
+		return nil
+	}
+	down := now.Sub(r.downSince)
+	gap := min(max(down/4, 0), maxGap)
+	if now.Sub(r.probed) >= gap {
+		r.probed = now
+		return nil
+	}
+	e := r.downErr
+	e.Err = nil
+	e.Reason = fmt.Sprintf("not sent, the model server counts as down for %s and one request every %s probes it; the last one: %s",
+		down.Round(time.Millisecond), gap.Round(time.Millisecond), r.downErr.Reason)
+	return &e
+}
+
+// remember keeps e, the error of a request that found the server down,
+// for the requests admit holds back.
+func (r *serverErrorRow) remember(e *Error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.downErr = Error{Kind: e.Kind, Reason: e.Reason, Unreachable: e.Unreachable, Misconfigured: e.Misconfigured}
 }
 
 // failed records a request of msgs, sent at started, that failed at now:
@@ -574,7 +638,7 @@ func (r *serverErrorRow) failed(msgs []openai.ChatCompletionMessage, started, no
 		}
 		if !refused && !r.assumed.IsZero() && now.Sub(r.assumed) <= serverErrorsWindow {
 			if r.downSince.IsZero() {
-				r.downSince = now
+				r.downSince, r.probed = now, now
 			}
 			return true
 		}
@@ -590,7 +654,7 @@ func (r *serverErrorRow) failed(msgs []openai.ChatCompletionMessage, started, no
 		}
 	}
 	if r.downSince.IsZero() {
-		r.downSince = now
+		r.downSince, r.probed = now, now
 	}
 	return true
 }
@@ -655,6 +719,9 @@ func (l *LLM) noteServerError(e *Error, status int, ex *exchange, msgs []openai.
 		}
 	case status != 0:
 		l.answered(e.Kind != KindRetryAfter)
+	}
+	if e.Unreachable {
+		l.serverErrors.remember(e)
 	}
 }
 

@@ -1,6 +1,7 @@
 package extractor
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -46,5 +47,44 @@ func TestAssumeDownCountsTheNextServerErrorAsTheOutage(t *testing.T) {
 	r.assumeDown(t0.Add(4 * time.Second))
 	if r.failed(msg("b"), t0, t0.Add(4*time.Second+serverErrorsWindow+time.Second), false, false, false) {
 		t.Fatal("a server error past the row's window after assumeDown counted as an outage")
+	}
+}
+
+// TestAdmitProbesADownServer: while the server counts as down, admit lets
+// one request through per gap (a quarter of the outage so far, at most
+// MaxProbeGap) and holds the others back with the error that found it
+// down, marked as that one was; an answer ends it. Before, every request
+// was sent (a rotation walk: 4,660 refused for a revoked key in 100 s).
+func TestAdmitProbesADownServer(t *testing.T) {
+	msg := []openai.ChatCompletionMessage{{Role: "user", Content: "a"}}
+	t0 := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	var r serverErrorRow
+	if e := r.admit(t0, defaultMaxProbeGap); e != nil {
+		t.Fatalf("a server not down: held back with %v", e)
+	}
+	r.failed(msg, t0, t0, false, true, false)
+	r.remember(&Error{Kind: KindTransient, Reason: "status 401: bad key", Unreachable: true, Misconfigured: true})
+	for _, c := range []struct {
+		at   time.Duration // since the failure
+		sent bool
+	}{
+		{4 * time.Second, true}, // gap 1 s, 4 s since the failure
+		{4500 * time.Millisecond, false},
+		{5500 * time.Millisecond, true}, // gap 1.375 s, 1.5 s since
+		{40 * time.Second, true},        // gap 5 s (capped), 35 s since
+		{44 * time.Second, false},       // gap 5 s, 4 s since
+		{45 * time.Second, true},
+	} {
+		e := r.admit(t0.Add(c.at), defaultMaxProbeGap)
+		if (e == nil) != c.sent {
+			t.Fatalf("at +%v: admitted %v, want %v", c.at, e == nil, c.sent)
+		}
+		if e != nil && (!IsMisconfigured(e) || !strings.Contains(e.Error(), "status 401: bad key") || !strings.Contains(e.Error(), "not sent")) {
+			t.Fatalf("at +%v: held back with %q (misconfigured %v), want the refusal's error, marked as it was, saying it was not sent", c.at, e, IsMisconfigured(e))
+		}
+	}
+	r.answer(t0.Add(46*time.Second), true)
+	if e := r.admit(t0.Add(46*time.Second+time.Millisecond), defaultMaxProbeGap); e != nil {
+		t.Fatalf("after an answer: held back with %v", e)
 	}
 }

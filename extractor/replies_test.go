@@ -350,10 +350,12 @@ func TestLLMSaysOnceWhenTheServerAnswersAgain(t *testing.T) {
 	})
 	var told []string // "<request>:<level>" of each line
 	for i := range 14 {
-		if i == 12 {
-			// The next outage has lasted a minute when its reply comes.
+		if i == 13 {
+			// The outage the 13th request found has lasted a minute when
+			// its reply comes, and this request is its probe (admit).
 			l.serverErrors.mu.Lock()
 			l.serverErrors.downSince = time.Now().Add(-time.Minute)
+			l.serverErrors.probed = time.Time{}
 			l.serverErrors.mu.Unlock()
 		}
 		before := len(logLines(&logs, "model server answering again"))

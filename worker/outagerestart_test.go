@@ -42,7 +42,9 @@ func TestModelAnswering500sWaitsAcrossRestarts(t *testing.T) {
 		return extractortest.Content(`{"facts":[{"op":"set","key":"name","value":"Alice"}],"context":[]}`)
 	})
 	newLLM := func() *extractor.LLM {
-		llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake"})
+		// Every request sent (no probing): each process below is
+		// counted by the requests it makes.
+		llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake", MaxProbeGap: -1})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -100,7 +100,16 @@ func TestJobTimeoutMustFitAnExtractorCall(t *testing.T) {
 // with failure, and then a fact of the name Alice.
 func modelDownFor(t *testing.T, down int, failure extractortest.Reply) *extractor.LLM {
 	t.Helper()
-	return aliceModel(t, func(n int) *extractortest.Reply {
+	return modelDownWith(t, 0, down, failure)
+}
+
+// modelDownWith is modelDownFor with the LLM's MaxProbeGap: negative sends
+// every request, for a test that counts a long outage in requests (with
+// probes, 30 failed requests take over a minute; the probing is the
+// extractor's own test, TestDownServerIsProbedNotAskedByEveryJob).
+func modelDownWith(t *testing.T, probeGap time.Duration, down int, failure extractortest.Reply) *extractor.LLM {
+	t.Helper()
+	return aliceModelWith(t, probeGap, func(n int) *extractortest.Reply {
 		if n <= down {
 			return &failure
 		}
@@ -112,6 +121,12 @@ func modelDownFor(t *testing.T, down int, failure extractortest.Reply) *extracto
 // number (from 1) and answers what it returns, or, when that is nil, a
 // fact of the name Alice.
 func aliceModel(t *testing.T, before func(n int) *extractortest.Reply) *extractor.LLM {
+	t.Helper()
+	return aliceModelWith(t, 0, before)
+}
+
+// aliceModelWith is aliceModel with the LLM's MaxProbeGap (0: its default).
+func aliceModelWith(t *testing.T, probeGap time.Duration, before func(n int) *extractortest.Reply) *extractor.LLM {
 	t.Helper()
 	srv := extractortest.NewServer(t)
 	var mu sync.Mutex
@@ -125,7 +140,7 @@ func aliceModel(t *testing.T, before func(n int) *extractortest.Reply) *extracto
 		}
 		return extractortest.Content(`{"facts":[{"op":"set","key":"name","value":"Alice"}],"context":[]}`)
 	})
-	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake"})
+	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake", MaxProbeGap: probeGap})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +194,7 @@ func (e *env) onlyJobWaits(t *testing.T, key string) int {
 func TestModelAnswering500sWaits(t *testing.T) {
 	e := setup(t)
 	const down = 30 // requests answered 500
-	llm := modelDownFor(t, down, extractortest.Error(http.StatusInternalServerError, "model runner restarting"))
+	llm := modelDownWith(t, -1, down, extractortest.Error(http.StatusInternalServerError, "model runner restarting"))
 	e.start(llm, func(c *worker.Config) { c.MaxAttempts = 3 })
 	for i := range 6 {
 		e.publish(events.Turn{ID: fmt.Sprintf("t%d", i), UserID: fmt.Sprintf("user%d", i), UserMessage: fmt.Sprintf("My name is Alice and I have %d cats.", i)})
@@ -232,7 +247,7 @@ func TestModelRefusingTheKeyWaits(t *testing.T) {
 func TestModelOutageLogsOnceAJob(t *testing.T) {
 	e := setup(t)
 	const turns, down = 4, 20 // more 503s than jobs: some job waits twice
-	llm := modelDownFor(t, down, extractortest.Reply{Status: http.StatusServiceUnavailable, Body: `{"error":"loading model"}`})
+	llm := modelDownWith(t, -1, down, extractortest.Reply{Status: http.StatusServiceUnavailable, Body: `{"error":"loading model"}`})
 	var logs lockedBuffer
 	e.start(llm, func(c *worker.Config) { c.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
 	for i := range turns {

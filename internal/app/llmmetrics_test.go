@@ -29,7 +29,8 @@ func TestLLMRequestOutcomes(t *testing.T) {
 		extractortest.Reply{Body: `{"error":{"code":429,"message":"slow down"}}`, Header: http.Header{"Retry-After": {"0"}}},
 		extractortest.Reply{Body: `{"error":{"message":"upstream timeout"}}`},
 	)
-	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "m"}.WithDefaults())
+	// Every request sent (no probe gap): each of the replies is counted.
+	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "m", MaxProbeGap: -1}.WithDefaults())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,11 @@
 package app
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"regexp"
 	"strings"
@@ -72,6 +74,12 @@ func (c NATSConfig) Connect(logger *slog.Logger) (*nats.Conn, error) {
 				logger.Warn(MsgNATSRefused, "error", err)
 				return
 			}
+			if tlsRefused(err) {
+				// At every reconnect too (a rotation walk: about once a
+				// second, each a "nats error" line).
+				logger.Warn(MsgNATSTLSRefused, "error", err)
+				return
+			}
 			logger.Warn("nats error", "error", err)
 		}),
 		// Every request or turn the server refuses is told, not only the
@@ -120,6 +128,26 @@ func (c NATSConfig) Connect(logger *slog.Logger) (*nats.Conn, error) {
 // longer takes); a process's log handler may hold back its repeats (a
 // rotation walk: 39 lines in 10 s).
 const MsgNATSRefused = "nats server refuses memoryd's credentials; reconnecting until it takes them"
+
+// MsgNATSTLSRefused is logged at each reconnect whose TLS handshake fails
+// (the server refusing memoryd's client certificate, expired or of another
+// CA, or memoryd not trusting the server's); a process's log handler may
+// hold back its repeats.
+const MsgNATSTLSRefused = "nats server and memoryd do not agree on TLS (a certificate refused, expired or not trusted); reconnecting until they do"
+
+// tlsRefused reports whether err is a TLS handshake's failure: an alert
+// from the server ("remote error: tls: bad certificate": crypto/tls gives
+// it as a *net.OpError of Op "remote error" around an unexported type),
+// the server's certificate failing verification here, or a server that
+// does not speak TLS.
+func tlsRefused(err error) bool {
+	var (
+		op     *net.OpError
+		verify *tls.CertificateVerificationError
+		record tls.RecordHeaderError
+	)
+	return (errors.As(err, &op) && op.Op == "remote error") || errors.As(err, &verify) || errors.As(err, &record)
+}
 
 // refusedCredentials reports whether err is the server refusing the
 // connection's credentials.
