@@ -534,6 +534,9 @@ func permCheckCLI(t *testing.T, url, aliceInbox, bobInbox string) {
 		// server refused it", and an operator sent a turn twice).
 		{as("alice", ""), []string{"facts", "set", "--timeout", "10m", "--user", "alice", "hobby", "chess"}, 1, "memoryd may have carried it out", "deadline exceeded"},
 		{as("alice", ""), []string{"publish", "--ensure-stream=false", "--user", "alice", "--id", "no-inbox-1", "--message", "I play chess"}, 1, "send it again with --id no-inbox-1", "deadline exceeded"},
+		// Another frontend's prefix (one left in the environment): the
+		// advice names the prefix refused, not "give the frontend's".
+		{as("alice", bobInbox), []string{"facts", "set", "--timeout", "10m", "--user", "alice", "hobby", "chess"}, 1, "under the inbox prefix " + bobInbox, "give the frontend's inbox prefix"},
 		// A proxy whose credential may not receive its replies does not
 		// start (before: it served, enrich timed out, and turns it had
 		// published were counted failed).

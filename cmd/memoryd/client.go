@@ -180,6 +180,13 @@ func refusedByServer(nc *nats.Conn) error {
 	// Only the reply's subscription refused: the request went out, and
 	// memoryd may have done it (a publish stored, a fact set).
 	if strings.Contains(err.Error(), "Subscription to") && strings.Contains(err.Error(), "_INBOX") {
+		if prefix := nc.Opts.InboxPrefix; prefix != "" {
+			// A prefix given, and refused: a frontend's left in the
+			// environment of memoryd's own credential, or another
+			// frontend's (a TLS walk: the advice to give the frontend's
+			// prefix was wrong there).
+			return &refusal{sent: true, err: fmt.Errorf("the request was sent, and memoryd may have carried it out, but the NATS server refused this credential the reply's inbox under the inbox prefix %s (%w): this credential may not subscribe there; give the prefix it may (a frontend's own, e.g. _INBOX_alice_frontend, or none for memoryd's own credential) with --inbox-prefix or MEMORYD_INBOX_PREFIX before sending it again; see docs/protocol.md, \"Reply subjects\"", prefix, err)}
+		}
 		return &refusal{sent: true, err: fmt.Errorf("the request was sent, and memoryd may have carried it out, but the NATS server refused this credential the reply's inbox (%w): give the frontend's inbox prefix with --inbox-prefix (e.g. _INBOX_alice_frontend) before sending it again; see docs/protocol.md, \"Reply subjects\"", err)}
 	}
 	return &refusal{err: fmt.Errorf("the NATS server refused it (%w): this NATS user is not allowed that subject; a frontend's credential covers only its user's subjects and its own inbox prefix (--inbox-prefix): see docs/protocol.md, \"Reply subjects\"", err)}
