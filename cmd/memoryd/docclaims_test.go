@@ -193,7 +193,7 @@ func TestReplayResetKeepsWhatOperationsSays(t *testing.T) {
 	}
 	m := regexp.MustCompile("`--reset` first deletes([^;.]*); it keeps([^|]*?)\\. ").FindSubmatch(data)
 	if m == nil {
-		t.Fatal("docs/operations.md: no \"`--reset` first deletes ...; it keeps ....\" in the replay row")
+		t.Fatal("docs/operations.md: no \"`--reset` first deletes ...; it keeps ....\" in the replay section")
 	}
 	deleted, kept := string(m[1]), string(m[2])
 	for _, w := range []string{"extracted facts", "context"} {
