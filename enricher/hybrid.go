@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -66,9 +67,12 @@ const (
 	EmbedTimeout     = "timeout"
 	EmbedRateLimited = "rate_limited"
 	EmbedError       = "error"
+	// EmbedSkipped: not asked, the server having failed the last
+	// breakerFailures queries in a row (queryBreaker).
+	EmbedSkipped = "skipped"
 )
 
-var embedOutcomes = []string{EmbedOK, EmbedTimeout, EmbedRateLimited, EmbedError}
+var embedOutcomes = []string{EmbedOK, EmbedTimeout, EmbedRateLimited, EmbedError, EmbedSkipped}
 
 // EmbedOutcomes are every outcome EmbedObserver.QueryEmbedded reports, so
 // that a metric can show each at 0 before its first event.
@@ -115,6 +119,7 @@ type hybrid struct {
 	// the request waited for its turn.
 	reserve  time.Duration
 	lastWarn atomic.Int64 // unix nanoseconds of the last failure logged at warn
+	breaker  queryBreaker
 	vectors  VectorReader
 	cache    *vectorCache
 	logger   *slog.Logger
@@ -198,6 +203,13 @@ func (h *hybrid) embed(ctx context.Context, userID, text string, reserve time.Du
 		}
 	}
 	start := time.Now()
+	if !h.breaker.allow(start) {
+		h.outcomes[EmbedSkipped].Add(1)
+		if h.observer != nil {
+			h.observer.QueryEmbedded(EmbedSkipped, 0)
+		}
+		return nil
+	}
 	timeout := h.timeout
 	if d, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(d)-reserve)
@@ -232,6 +244,13 @@ func (h *hybrid) embed(ctx context.Context, userID, text string, reserve time.Du
 		outcome = EmbedError
 	}
 	took := time.Since(start)
+	// The server's failure only when it had about the whole share and the
+	// request is still waited for: a request that came with less (it
+	// waited part of its share away in a queue) or was given up by its
+	// client says nothing of the server.
+	if err == nil || (timeout >= h.timeout*9/10 && ctx.Err() == nil) {
+		h.breaker.record(time.Now(), err == nil)
+	}
 	h.outcomes[outcome].Add(1)
 	if h.observer != nil {
 		h.observer.QueryEmbedded(outcome, took)
@@ -245,6 +264,58 @@ func (h *hybrid) embed(ctx context.Context, userID, text string, reserve time.Du
 		return nil
 	}
 	return v
+}
+
+// Query embeddings while the server fails: after breakerFailures in a row
+// failed (timed out, refused, rate limited, unusable), the queries are
+// answered lexically without asking it, but for one every breakerProbe,
+// whose success ends it. A server that hangs, or is too slow for
+// --embed-query-timeout (one busy with a backfill), cost every enrich the
+// whole share, 100 ms by default, for an answer that was lexical anyway.
+const (
+	breakerFailures = 5
+	breakerProbe    = time.Second
+)
+
+// queryBreaker counts the query embeddings failed in a row and, past
+// breakerFailures, lets one through every breakerProbe. Safe for
+// concurrent use.
+type queryBreaker struct {
+	mu     sync.Mutex
+	failed int
+	// next is when the next probe may go, once failed reached
+	// breakerFailures.
+	next time.Time
+}
+
+// allow reports whether a query may be sent at now: the breaker is
+// closed, or a probe is due (and now taken).
+func (b *queryBreaker) allow(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.failed < breakerFailures {
+		return true
+	}
+	if now.Before(b.next) {
+		return false
+	}
+	b.next = now.Add(breakerProbe)
+	return true
+}
+
+// record counts a query's outcome at now: a success closes the breaker,
+// the failure that reaches breakerFailures opens it until a probe.
+func (b *queryBreaker) record(now time.Time, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if ok {
+		b.failed = 0
+		return
+	}
+	b.failed++
+	if b.failed == breakerFailures {
+		b.next = now.Add(breakerProbe)
+	}
 }
 
 // unitVector returns a unit-length copy of v, or nil when v is empty, zero

@@ -157,3 +157,44 @@ func TestVectorCacheBudget(t *testing.T) {
 		t.Error("an entry of model m was found for model other")
 	}
 }
+
+// TestQueryBreaker: breakerFailures query embeddings failed in a row open
+// the breaker: the next queries are not sent, but for a probe every
+// breakerProbe; a probe's success closes it, a failure keeps it open. A
+// success before the count is reached starts it again.
+func TestQueryBreaker(t *testing.T) {
+	t0 := time.Date(2026, 12, 4, 11, 0, 0, 0, time.UTC)
+	var b queryBreaker
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	for i := range breakerFailures - 1 {
+		b.record(at(time.Duration(i)*time.Millisecond), false)
+	}
+	b.record(at(10*time.Millisecond), true)
+	for i := range breakerFailures - 1 {
+		if !b.allow(at(20 * time.Millisecond)) {
+			t.Fatalf("held back after %d failures since a success", i)
+		}
+		b.record(at(20*time.Millisecond), false)
+	}
+	b.record(at(30*time.Millisecond), false) // the fifth in a row
+	for _, c := range []struct {
+		at   time.Duration
+		sent bool
+		ok   bool // the sent query's outcome
+	}{
+		{31 * time.Millisecond, false, false},
+		{30*time.Millisecond + breakerProbe - time.Millisecond, false, false},
+		{30*time.Millisecond + breakerProbe, true, false}, // a probe, failing
+		{30*time.Millisecond + breakerProbe + time.Millisecond, false, false},
+		{30*time.Millisecond + 2*breakerProbe, true, true}, // a probe, answered
+		{30*time.Millisecond + 2*breakerProbe + time.Millisecond, true, true},
+	} {
+		sent := b.allow(at(c.at))
+		if sent != c.sent {
+			t.Fatalf("at +%v: sent %v, want %v", c.at, sent, c.sent)
+		}
+		if sent {
+			b.record(at(c.at), c.ok)
+		}
+	}
+}

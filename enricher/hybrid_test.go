@@ -698,3 +698,37 @@ func TestHybridEmbedsTheMessageRedacted(t *testing.T) {
 		t.Errorf("embedded %q; want only %q", inputs, want)
 	}
 }
+
+// TestHybridSkipsAnEmbeddingsServerThatHangs: once the embeddings server
+// has failed five queries in a row (here it hangs past the query's share),
+// enrich answers lexically without asking it, but for a probe a second:
+// 30 requests send a handful of queries, not 30, and none is degraded.
+// Before, every request waited the whole share (100 ms by default) for an
+// answer that was lexical anyway.
+func TestHybridSkipsAnEmbeddingsServerThatHangs(t *testing.T) {
+	t.Parallel()
+	srv, emb := fakeEmbeddings(t)
+	st := storetest.New(t)
+	seedDogs(t, st, "alice")
+	embedAll(t, st, emb, "alice")
+	h := startHybrid(t, st, emb, func(c *enricher.Config) {
+		c.Timeout, c.EmbedTimeout = 3*time.Second, 200*time.Millisecond
+	})
+	srv.SetDelay(time.Minute)
+	before, sent := enrichStats(t, h), srv.Requests()
+	const n = 30
+	for range n {
+		if r := enrich(t, h, events.EnrichRequest{UserID: "alice", Message: canineQuestion}); r.Degraded {
+			t.Fatalf("degraded: %s", r.Reason)
+		}
+	}
+	after := enrichStats(t, h)
+	skipped := after["query_embeddings_skipped"] - before["query_embeddings_skipped"]
+	timedOut := after["query_embeddings_timeout"] - before["query_embeddings_timeout"]
+	// A probe a second: the 30 requests take a few seconds at most on a
+	// loaded machine, so a handful of probes past the first five.
+	if got := srv.Requests() - sent; got > 10 || skipped < n-10 || skipped+timedOut != n {
+		t.Fatalf("%d requests to a hanging server sent %d queries (%v timed out, %v skipped); want five and a probe now and then",
+			n, got, timedOut, skipped)
+	}
+}
