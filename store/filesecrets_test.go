@@ -3,21 +3,15 @@ package store
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
 	"log/slog"
-	"math/big"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/memoryd/memoryd/internal/certtest"
 )
 
 // A password rotated in the password file is used by the next new
@@ -75,7 +69,7 @@ func TestRereadFilesPassword(t *testing.T) {
 func TestRereadFilesClientCertificate(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key")
-	first := writeCert(t, certFile, keyFile, "first")
+	first := certtest.SelfSigned(t, certFile, keyFile, "first")
 	url := "postgres://mem@127.0.0.1:5499/db?sslmode=require&sslcert=" + certFile + "&sslkey=" + keyFile
 	pcfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -96,41 +90,16 @@ func TestRereadFilesClientCertificate(t *testing.T) {
 	if got := presented(); !bytes.Equal(got, first) {
 		t.Fatal("first connection does not present the first certificate")
 	}
-	second := writeCert(t, certFile, keyFile, "second")
+	second := certtest.SelfSigned(t, certFile, keyFile, "second")
 	if got := presented(); !bytes.Equal(got, second) {
 		t.Error("after renewal, a new connection does not present the renewed certificate")
 	}
 	// A key that does not match the certificate (half replaced) keeps the
 	// one read before.
-	writeCert(t, filepath.Join(dir, "other.crt"), keyFile, "third")
+	certtest.SelfSigned(t, filepath.Join(dir, "other.crt"), keyFile, "third")
 	if got := presented(); !bytes.Equal(got, second) {
 		t.Error("with a mismatched key on disk, the last good certificate is not kept")
 	}
-}
-
-func writeCert(t *testing.T, certFile, keyFile, cn string) []byte {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return der
 }
 
 // A connection string whose files name another server or role now (a
