@@ -30,6 +30,7 @@ import (
 
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/internal/bodytime"
+	"github.com/memoryd/memoryd/internal/httperrlog"
 )
 
 // DefaultTimeout bounds one call to memoryd when Config.Timeout is 0.
@@ -326,7 +327,7 @@ func (s *Server) Start(ctx context.Context) error {
 	// (every stop with an agent connected took --shutdown-timeout and
 	// failed).
 	streams, endStreams := context.WithCancel(context.Background())
-	s.http = &http.Server{Handler: endOnShutdown(h, streams, &s.calls), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: clientIdle}
+	s.http = &http.Server{Handler: endOnShutdown(h, streams, &s.calls), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: clientIdle, ErrorLog: httperrlog.New(s.cfg.Logger)}
 	s.http.RegisterOnShutdown(endStreams)
 	s.done = make(chan error, 1)
 	go func() { s.done <- s.http.Serve(ln) }()

@@ -29,6 +29,7 @@ import (
 
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/internal/bodytime"
+	"github.com/memoryd/memoryd/internal/httperrlog"
 )
 
 // Defaults of Config.
@@ -406,7 +407,7 @@ func (p *Proxy) Start(ctx context.Context) error {
 	}
 	p.ln = ln
 	h := p.Handler()
-	p.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, IdleTimeout: p.cfg.ClientIdle, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	p.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, IdleTimeout: p.cfg.ClientIdle, ErrorLog: httperrlog.New(p.log), Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.inFlight.Add(1)
 		defer p.inFlight.Add(-1)
 		h.ServeHTTP(w, r)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/internal/httperrlog"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/worker"
 )
@@ -358,7 +359,7 @@ type opsServer struct {
 // process's migration lock), /readyz 503 until started.
 func startOps(ln net.Listener, cfg OpsConfig, a *App, m *metrics, logger *slog.Logger) *opsServer {
 	mux := http.NewServeMux()
-	ops := &opsServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln, mux: mux}
+	ops := &opsServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: httperrlog.New(logger)}, ln: ln, mux: mux}
 	metricsHandler := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
 		if !ops.up.Load() {
