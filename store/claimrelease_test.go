@@ -116,6 +116,59 @@ func TestReleaseClaimedAndForgottenClaimers(t *testing.T) {
 	}
 }
 
+// A release for a moment leaves the jobs available, due after the delay,
+// as River leaves its own short snoozes: neither a claim nor River's fetch
+// takes them before it, and they need no pass of River's scheduler, which
+// makes scheduled jobs available every 5 s (an excused batch's jobs, to
+// wait 10 ms, waited up to 5 s). A longer delay schedules them.
+func TestReleaseClaimedForAMomentNeedsNoScheduler(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	var ids []int64
+	for _, user := range []string{"a", "b"} {
+		var id int64
+		if err := s.Pool().QueryRow(ctx, `INSERT INTO river_job (kind, args, queue, state, max_attempts)
+			VALUES ('k', jsonb_build_object('user_id', $1::text, 'context_ids', '[1]'::jsonb), 'q', 'available', 5)
+			RETURNING id`, user).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	claim := func() int {
+		t.Helper()
+		jobs, err := s.ClaimJobs(ctx, store.JobClaim{Claimer: 1000, Kind: "k", Queue: "q", ItemsField: "context_ids", MaxItems: 10, Lease: 11 * time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(jobs)
+	}
+	if n := claim(); n != 2 {
+		t.Fatalf("claimed %d jobs, want 2", n)
+	}
+	if n, err := s.ReleaseClaimed(ctx, 1000, ids[:1], "", time.Minute); err != nil || n != 1 {
+		t.Fatalf("released %d (%v), want 1", n, err)
+	}
+	if n, err := s.ReleaseClaimed(ctx, 1000, ids[1:], "", 2*time.Second); err != nil || n != 1 {
+		t.Fatalf("released %d (%v), want 1", n, err)
+	}
+	for i, want := range []string{"scheduled", "available"} {
+		var (
+			state string
+			later bool
+		)
+		if err := s.Pool().QueryRow(ctx, `SELECT state::text, scheduled_at > now() FROM river_job WHERE id = $1`, ids[i]).Scan(&state, &later); err != nil {
+			t.Fatal(err)
+		}
+		if state != want || !later {
+			t.Errorf("job released for %s: %s, due later %v; want %s, due later", []string{"a minute", "2 s"}[i], state, later, want)
+		}
+	}
+	if n := claim(); n != 0 {
+		t.Errorf("claimed %d jobs released for a while, before it passed", n)
+	}
+}
+
 // A claimed row held for a moment (River's fetch, or another claim, that
 // read it as available before the claim and locked it to recheck) is
 // released once the moment ends: the release passes again. Done once, it

@@ -590,16 +590,28 @@ func (s *Store) FinishClaimed(ctx context.Context, claimer int64, ids []int64) (
 // failed batch may have failed for one of their texts) makes each run
 // alone, with its own attempts, from then on; without it (the server was
 // overloaded or down, the claimer stopped) they may be claimed again.
+//
+// A delay up to riverSchedulerInterval leaves the jobs available with a
+// future scheduled_at, as River does for its own short snoozes and
+// retries: neither River's fetch nor ClaimJobs takes a job before its
+// scheduled_at, and a scheduled job waits for River's scheduler, which
+// makes due jobs available every 5 s (a release for 10 ms waited up to 5 s).
 func (s *Store) ReleaseClaimed(ctx context.Context, claimer int64, ids []int64, mark string, after time.Duration) (int64, error) {
 	return s.updateClaimed(ctx, "release claimed jobs", `UPDATE river_job j SET
-			state = CASE WHEN $5::interval > interval '0' THEN 'scheduled' ELSE 'available' END::river_job_state,
+			state = CASE WHEN $5::interval > $6::interval THEN 'scheduled' ELSE 'available' END::river_job_state,
 			scheduled_at = CASE WHEN $5::interval > interval '0' THEN now() + $5::interval ELSE least(j.created_at, now()) END,
 			metadata = (j.metadata - $3::text) || CASE WHEN $4 <> '' THEN jsonb_build_object($4::text,
 				CASE WHEN jsonb_typeof(j.metadata->$4::text) = 'number' THEN (j.metadata->>$4::text)::numeric + 1 ELSE 1 END) ELSE '{}'::jsonb END
 		FROM (SELECT id FROM river_job WHERE ($1::bigint[] IS NULL OR id = ANY($1)) AND state = 'scheduled' AND metadata->>$3::text = $2::bigint::text
 		      ORDER BY id FOR UPDATE SKIP LOCKED) l
-		WHERE j.id = l.id`, ids, claimer, ClaimedByKey, mark, after)
+		WHERE j.id = l.id`, ids, claimer, ClaimedByKey, mark, after, riverSchedulerInterval)
 }
+
+// riverSchedulerInterval is how often River's scheduler makes scheduled
+// jobs that are due available (its JobSchedulerIntervalDefault, which River
+// does not export): River sets a job snoozed or retried within it
+// available at once, with a future scheduled_at, rather than scheduled.
+const riverSchedulerInterval = 5 * time.Second
 
 // Passes of updateClaimed, and the pause between them: 2 s in all.
 const (

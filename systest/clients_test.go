@@ -44,6 +44,7 @@ var clientSteps = []string{"publish", "enrich", "search", "stats", "forget", "er
 // libnats-dev (scripts/testdeps.sh installs both for make test).
 func TestNonGoClientsFromProtocolDoc(t *testing.T) {
 	t.Parallel()
+	light(t)
 	node := nodetest.Install(t, filepath.Join("testdata", "clients", "node"), "nats-node", "package.json", "package-lock.json", "client.mjs")
 	cClient := natsCClient(t)
 

@@ -104,6 +104,7 @@ func docPhase(c docCommand) int {
 // file:line, before the test ends.
 func TestDocumentedCommandsRun(t *testing.T) {
 	t.Parallel()
+	light(t)
 	cmds := docCommands(t)
 	if len(cmds) < 10 {
 		t.Fatalf("found only %d memoryd commands in README.md and docs/*.md: is the extraction broken?", len(cmds))

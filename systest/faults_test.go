@@ -866,6 +866,7 @@ func (e *relEnv) relRun(args ...string) (string, error) {
 // them once the model recovers. Every turn ends processed.
 func TestLLMFaultsAtTheWorker(t *testing.T) {
 	t.Parallel()
+	light(t)
 	e := newRelEnv(t, "")
 	llm := newRelLLM(t, 20*time.Second)
 	transient := []string{"ok", "slow", "reset", "429ra", "429", "500", "trunc", "schema", "huge"}
@@ -971,6 +972,7 @@ func TestLLMFaultsAtTheWorker(t *testing.T) {
 // poison fails it again without touching the rest.
 func TestPoisonTurnDoesNotBlockOthers(t *testing.T) {
 	t.Parallel()
+	light(t)
 	e := newRelEnv(t, "")
 	llm := newRelLLM(t, 20*time.Second)
 	serve := e.startServe(e.dbURL, "--llm-base-url", llm.URL(), "--llm-model", "fake",

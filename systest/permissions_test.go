@@ -104,6 +104,7 @@ func permDocBlocks(t *testing.T) []permBlock {
 // works while bob's can neither publish to alice's subjects nor receive any
 // byte of alice's replies, turns or dead letters.
 func TestDocumentedPermissionsIsolateFrontends(t *testing.T) {
+	t.Parallel()
 	blocks := permDocBlocks(t)
 	var memoryd []permBlock
 	frontendFiles := map[string]bool{}
@@ -128,6 +129,9 @@ func TestDocumentedPermissionsIsolateFrontends(t *testing.T) {
 		}
 		for _, md := range memoryd {
 			t.Run(fmt.Sprintf("%s:%d+%s:%d", fe.file, fe.line, md.file, md.line), func(t *testing.T) {
+				// Each its own nats-server, schema and app.
+				t.Parallel()
+				light(t)
 				permCheck(t, md.text, fe.text)
 			})
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -39,6 +40,7 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
+	raiseParallel()
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -58,6 +60,33 @@ func heavy(t *testing.T) {
 	}
 	heavySlot <- struct{}{}
 	t.Cleanup(func() { <-heavySlot })
+}
+
+// lightSlot admits one other test that runs memoryd processes or an app
+// at a time, beside the heavy one: the two at once that go test's -parallel
+// (GOMAXPROCS, 2 here) allowed.
+var lightSlot = make(chan struct{}, 1)
+
+// light waits for the light-test slot; the slot is released when t ends.
+// Call it after t.Parallel.
+func light(t *testing.T) {
+	t.Helper()
+	lightSlot <- struct{}{}
+	t.Cleanup(func() { <-lightSlot })
+}
+
+// raiseParallel lifts go test's -parallel, unless it was given, above the
+// package's test count: heavy and light bound what runs at once. With
+// -parallel 2, a test waiting for the heavy slot held one of go test's
+// two, so that the heavy tests often ran one at a time with nothing
+// beside them (a run of 193 s, 105 s of it the heavy tests in a row).
+func raiseParallel() {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", "64")
+	}
 }
 
 // servePoolConns is the Postgres pool size a serve process is asked for

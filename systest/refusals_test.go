@@ -30,6 +30,7 @@ const refusalWait = 5 * time.Second
 // timeouts, which Publish's doc tells a frontend to send again for ever.
 func TestGoClientTellsEveryRefusal(t *testing.T) {
 	t.Parallel()
+	light(t)
 	var frontend, memoryd string
 	for _, b := range permDocBlocks(t) {
 		switch {

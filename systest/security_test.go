@@ -18,6 +18,7 @@ import (
 // endpoint returns, for every user, only that user's data.
 func TestIsolationUnderRandomInterleavedWrites(t *testing.T) {
 	t.Parallel()
+	light(t)
 	e := newRelEnv(t, "")
 	serve := e.startServe(e.dbURL, "--enrich-timeout", "10s", "--job-timeout", "1m", "--ack-wait", "30s")
 	ctx := context.Background()
@@ -107,6 +108,7 @@ func TestIsolationUnderRandomInterleavedWrites(t *testing.T) {
 // message text and no password.
 func TestInfoLogsCarryNoBodiesOrSecrets(t *testing.T) {
 	t.Parallel()
+	light(t)
 	e := newRelEnv(t, "")
 	llm := extractortest.NewServer(t, extractortest.Reply{Status: 500, Body: `{"error":{"message":"down"}}`})
 	// The secrets reach serve as users pass them: in the database URL and

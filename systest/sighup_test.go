@@ -12,6 +12,7 @@ import (
 // held until their lease lapsed). memoryd reloads nothing.
 func TestServeStopsCleanlyOnSIGHUP(t *testing.T) {
 	t.Parallel()
+	light(t)
 	e := newRelEnv(t, "")
 	p := e.startServe(e.dbURL)
 	waitFor(t, "serve started", 2*time.Minute, func() (bool, string) {

@@ -621,7 +621,7 @@ func TestReplayResetOfAMissingStreamDeletesNothing(t *testing.T) {
 // "context canceled".
 func TestInterruptedReplayResetSaysTheMemoryIsGone(t *testing.T) {
 	t.Parallel()
-	common, _, _ := replaySetup(t, 1200)
+	common, _, _ := replaySetup(t, 600) // more than one batch of 500 read: the first progress report is mid-read
 	ctx := context.Background()
 	if _, errOut, code := runArgs(ctx, append([]string{"replay"}, common...)...); code != 0 {
 		t.Fatalf("replay: exit %d\n%s", code, errOut)
