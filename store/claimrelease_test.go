@@ -221,3 +221,41 @@ func TestReleaseClaimedPassesAgainOverARowHeldForAMoment(t *testing.T) {
 		t.Fatalf("released %d (%v), want both", r.n, r.err)
 	}
 }
+
+// AvailableSoon makes jobs scheduled within River's scheduler interval
+// available, keeping their scheduled_at (so neither River's fetch nor a
+// claim takes them early); a job due later stays scheduled, and a job in
+// another state is left alone.
+func TestAvailableSoon(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	insert := func(state string, in time.Duration) int64 {
+		t.Helper()
+		var id int64
+		if err := s.Pool().QueryRow(ctx, `INSERT INTO river_job (kind, args, queue, state, max_attempts, scheduled_at)
+			VALUES ('k', jsonb_build_object('context_ids', '[1]'::jsonb), 'q', $1::river_job_state, 5, now() + $2::interval) RETURNING id`,
+			state, in).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	soon, later, running := insert("scheduled", 2*time.Second), insert("scheduled", time.Minute), insert("running", time.Second)
+	n, err := s.AvailableSoon(ctx, []int64{soon, later, running})
+	if err != nil || n != 1 {
+		t.Fatalf("AvailableSoon changed %d (%v), want 1", n, err)
+	}
+	for id, want := range map[int64]string{soon: "available", later: "scheduled", running: "running"} {
+		var state string
+		var future bool
+		if err := s.Pool().QueryRow(ctx, `SELECT state::text, scheduled_at > now() FROM river_job WHERE id = $1`, id).Scan(&state, &future); err != nil {
+			t.Fatal(err)
+		}
+		if state != want || !future {
+			t.Errorf("job %d: %s, due later %v; want %s, still due later", id, state, future, want)
+		}
+	}
+	if jobs, err := s.ClaimJobs(ctx, store.JobClaim{Claimer: 1, Kind: "k", Queue: "q", ItemsField: "context_ids", MaxItems: 10, Lease: time.Minute}); err != nil || len(jobs) != 0 {
+		t.Errorf("claimed %d (%v) before the job was due", len(jobs), err)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/extractor"
 	"github.com/memoryd/memoryd/extractor/extractortest"
 	"github.com/memoryd/memoryd/store"
@@ -234,5 +235,30 @@ func TestDuplicateIDsInOneDebouncedBatch(t *testing.T) {
 	}
 	if ci, err := cons.Info(e.ctx); err != nil || ci.NumAckPending != 0 {
 		t.Errorf("consumer info = %+v, %v; want every event acknowledged or terminated", ci, err)
+	}
+}
+
+// TestDebouncedJobIsAvailableForItsTime: a debounced turn's job waits its
+// debounce as available with a future scheduled_at, as River's own short
+// snoozes do, not as scheduled: River's scheduler makes scheduled jobs
+// available only every 5 s, so a debounce of 2 s ran 2 to 7 s after the
+// turn (a CI-time review).
+func TestDebouncedJobIsAvailableForItsTime(t *testing.T) {
+	e := setup(t)
+	e.start(aliceModel(t, func(int) *extractortest.Reply { return nil }), func(c *worker.Config) { c.ExtractDebounce = 2 * time.Second })
+	e.publish(events.Turn{ID: "d1", UserID: "alice", ConversationID: "c1", UserMessage: "My name is Alice."})
+	var first string
+	eventstest.Eventually(t, "the debounced job", time.Minute, func() (bool, string) {
+		if jobs := e.extractJobs(); len(jobs) > 0 {
+			first = string(jobs[0].State)
+			return true, first
+		}
+		return false, "no job yet"
+	})
+	if first == "scheduled" {
+		t.Fatalf("a debounced job waits as %s, for River's scheduler", first)
+	}
+	if st := e.waitDone(1); st.TurnsProcessed != 1 {
+		t.Fatalf("stats %+v, want the turn processed", st)
 	}
 }

@@ -231,7 +231,27 @@ func (e *Enqueuer) enqueueDebounced(ctx context.Context, tx pgx.Tx, turns []stor
 			InsertOpts: &opts,
 		}
 	}
-	return e.insert(ctx, tx, params)
+	if len(params) == 0 {
+		return nil
+	}
+	if err := e.store.WithTx(tx).RefreshClock(ctx); err != nil {
+		return fmt.Errorf("enqueue extraction: %w", err)
+	}
+	res, err := e.client.InsertManyTx(ctx, tx, params)
+	if err != nil {
+		return fmt.Errorf("enqueue extraction: %w", err)
+	}
+	// River inserts a job for later as scheduled, which its scheduler
+	// makes available only every 5 s: a debounce of a few seconds would
+	// wait up to 5 s more.
+	ids := make([]int64, 0, len(res))
+	for _, r := range res {
+		ids = append(ids, r.Job.ID)
+	}
+	if _, err := e.store.WithTx(tx).AvailableSoon(ctx, ids); err != nil {
+		return fmt.Errorf("enqueue extraction: %w", err)
+	}
+	return nil
 }
 
 // replacement is a new job for the running job of a dead process.
