@@ -603,11 +603,20 @@ func (r *serverErrorRow) admit(now time.Time, maxGap time.Duration) *Error {
 }
 
 // remember keeps e, the error of a request that found the server down,
-// for the requests admit holds back.
+// for the requests admit holds back: the requests of other users' jobs.
+// So the server's message is kept only for a refusal of the configuration
+// (the key, the model: "invalid api key", "model not found, try pulling
+// it"); of any other failure only its kind and status ("status 500",
+// "connection error"), since a server error may quote that request's
+// input in words the echo check does not catch.
 func (r *serverErrorRow) remember(e *Error) {
+	reason := e.Reason
+	if !e.Misconfigured {
+		reason, _, _ = strings.Cut(reason, ": ")
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.downErr = Error{Kind: e.Kind, Reason: e.Reason, Unreachable: e.Unreachable, Misconfigured: e.Misconfigured}
+	r.downErr = Error{Kind: e.Kind, Reason: reason, Unreachable: e.Unreachable, Misconfigured: e.Misconfigured}
 }
 
 // failed records a request of msgs, sent at started, that failed at now:

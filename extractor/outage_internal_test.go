@@ -87,4 +87,14 @@ func TestAdmitProbesADownServer(t *testing.T) {
 	if e := r.admit(t0.Add(46*time.Second+time.Millisecond), defaultMaxProbeGap); e != nil {
 		t.Fatalf("after an answer: held back with %v", e)
 	}
+	// Of a failure that is not the configuration's, the requests held
+	// back (other users' jobs) are told its status, not the server's
+	// message, which may quote the probe's input.
+	r.failed(msg, t0.Add(50*time.Second), t0.Add(50*time.Second), false, true, false)
+	r.remember(&Error{Kind: KindTransient, Reason: "status 503: cannot load the template for 'my secret diary'", Unreachable: true})
+	r.admit(t0.Add(50*time.Second+time.Millisecond), defaultMaxProbeGap) // the first after the failure: a probe
+	e := r.admit(t0.Add(50*time.Second+1100*time.Microsecond), defaultMaxProbeGap)
+	if e == nil || !IsUnreachable(e) || IsMisconfigured(e) || strings.Contains(e.Error(), "diary") || !strings.Contains(e.Error(), "status 503") {
+		t.Fatalf("held back with %v, want unreachable, the status and not the server's message", e)
+	}
 }
