@@ -41,13 +41,16 @@ func TestImportGraph(t *testing.T) {
 		// How long an HTTP server waits for a request's body, the
 		// proxy's and the MCP server's alike.
 		"internal/bodytime": {},
-		"proxy":             {"events", "internal/bodytime"},
-		"agenttools":        {"events", "internal/bodytime", "internal/factkey"},
-		"store":             {"migrations"},
-		"extractor":         {"events", "internal/factkey", "internal/modelerr", "redact"},
-		"worker":            {"chunker", "embedding", "events", "extractor", "redact", "store"},
-		"enricher":          {"chunker", "embedding", "events", "ranking", "redact", "store"},
-		"internal/app":      {"embedding", "enricher", "events", "extractor", "migrations", "store", "worker"},
+		// net/http's server errors through the service's logger, the
+		// ops listener's, the proxy's and the MCP server's alike.
+		"internal/httperrlog": {},
+		"proxy":               {"events", "internal/bodytime", "internal/httperrlog"},
+		"agenttools":          {"events", "internal/bodytime", "internal/factkey", "internal/httperrlog"},
+		"store":               {"migrations"},
+		"extractor":           {"events", "internal/factkey", "internal/modelerr", "redact"},
+		"worker":              {"chunker", "embedding", "events", "extractor", "redact", "store"},
+		"enricher":            {"chunker", "embedding", "events", "ranking", "redact", "store"},
+		"internal/app":        {"embedding", "enricher", "events", "extractor", "internal/httperrlog", "migrations", "store", "worker"},
 	}
 	seen := 0
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
