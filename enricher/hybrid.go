@@ -247,8 +247,10 @@ func (h *hybrid) embed(ctx context.Context, userID, text string, reserve time.Du
 	// The server's failure only when it had about the whole share and the
 	// request is still waited for: a request that came with less (it
 	// waited part of its share away in a queue) or was given up by its
-	// client says nothing of the server.
-	if err == nil || (timeout >= h.timeout*9/10 && ctx.Err() == nil) {
+	// client says nothing of the server. Nor does a refusal of the query's
+	// own text (400, 413, 422: longer than the model's context): one user
+	// pasting long texts made every other user's queries lexical.
+	if err == nil || (timeout >= h.timeout*9/10 && ctx.Err() == nil && !embedding.RefusedInput(err)) {
 		h.breaker.record(time.Now(), err == nil)
 	}
 	h.outcomes[outcome].Add(1)

@@ -732,3 +732,28 @@ func TestHybridSkipsAnEmbeddingsServerThatHangs(t *testing.T) {
 			n, got, timedOut, skipped)
 	}
 }
+
+// TestHybridBreakerIgnoresARefusedQuery: a query the embeddings server
+// refuses for its own text (400: longer than the model's context, as
+// OpenAI and vLLM answer) says nothing of the server, so five of them in a
+// row (one user pasting long texts) do not make the next users' queries
+// lexical. Before, they opened the breaker: the next query was skipped.
+func TestHybridBreakerIgnoresARefusedQuery(t *testing.T) {
+	t.Parallel()
+	srv, emb := fakeEmbeddings(t)
+	st := storetest.New(t)
+	seedDogs(t, st, "alice")
+	embedAll(t, st, emb, "alice")
+	h := startHybrid(t, st, emb, nil)
+	srv.RefuseContaining("pasted")
+	for range 6 {
+		enrich(t, h, events.EnrichRequest{UserID: "alice", Message: "a long pasted text about dogs"})
+	}
+	before := enrichStats(t, h)
+	enrich(t, h, events.EnrichRequest{UserID: "alice", Message: canineQuestion})
+	after := enrichStats(t, h)
+	if skipped := after["query_embeddings_skipped"] - before["query_embeddings_skipped"]; skipped != 0 {
+		t.Fatalf("a query after six refused for their text was skipped (ok %v, skipped %v): want it embedded",
+			after["query_embeddings_ok"]-before["query_embeddings_ok"], skipped)
+	}
+}

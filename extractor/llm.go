@@ -571,9 +571,16 @@ type serverErrorRow struct {
 // is used again within it.
 const defaultMaxProbeGap = 5 * time.Second
 
+// minHoldBack is how long the server must have counted as down before
+// requests are held back: a blip (a gateway's lone 502, a restart under a
+// second) holds nothing back, and scripted replies in tests are sent as
+// they come.
+const minHoldBack = time.Second
+
 // admit decides whether a request may be sent at now. While the server
-// counts as down (downSince is set), one request is let through at most
-// every gap (a quarter of the outage so far, at most maxGap) to probe
+// counts as down (downSince is set), from its first second on, one
+// request is let through at most every gap (a quarter of the outage so
+// far, at most maxGap) to probe
 // it, and the others get the error that found it down without being sent:
 // every request failed alike, and each waiting job asking for itself sent
 // thousands (a rotation walk: 4,660 requests refused for a revoked key in
@@ -586,12 +593,14 @@ func (r *serverErrorRow) admit(now time.Time, maxGap time.Duration) *Error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.downSince.IsZero() {
+	if r.downSince.IsZero() || !r.downErr.Unreachable {
+		// Not down, or its error not kept yet (remember runs just after
+		// failed, under the lock again): sent rather than told nothing.
 		return nil
 	}
 	down := now.Sub(r.downSince)
 	gap := min(max(down/4, 0), maxGap)
-	if now.Sub(r.probed) >= gap {
+	if down < minHoldBack || now.Sub(r.probed) >= gap {
 		r.probed = now
 		return nil
 	}
@@ -693,6 +702,9 @@ func (r *serverErrorRow) answer(now time.Time, replied bool) time.Duration {
 	}
 	down := max(now.Sub(r.downSince), time.Nanosecond)
 	r.downSince = time.Time{}
+	// The next outage's requests are held back with its own error, not
+	// this one's (a key refused long ago: misconfigured).
+	r.downErr = Error{}
 	return down
 }
 

@@ -33,6 +33,10 @@ func newTestLLM(t *testing.T, srv *extractortest.Server, mutate func(*LLMConfig)
 	cfg := LLMConfig{
 		BaseURL: srv.URL(),
 		Model:   "test-model",
+		// Every request sent: the tests script their server's replies
+		// one request each (holding back is TestAdmitProbesADownServer's
+		// and TestDownServerIsProbedNotAskedByEveryJob's).
+		MaxProbeGap: -1,
 	}
 	if mutate != nil {
 		mutate(&cfg)

@@ -68,7 +68,9 @@ func TestAdmitProbesADownServer(t *testing.T) {
 		at   time.Duration // since the failure
 		sent bool
 	}{
-		{4 * time.Second, true}, // gap 1 s, 4 s since the failure
+		{500 * time.Millisecond, true}, // the outage's first second: everything is sent
+		{900 * time.Millisecond, true},
+		{4 * time.Second, true}, // gap 1 s, 3.1 s since the last sent
 		{4500 * time.Millisecond, false},
 		{5500 * time.Millisecond, true}, // gap 1.375 s, 1.5 s since
 		{40 * time.Second, true},        // gap 5 s (capped), 35 s since
@@ -92,9 +94,37 @@ func TestAdmitProbesADownServer(t *testing.T) {
 	// message, which may quote the probe's input.
 	r.failed(msg, t0.Add(50*time.Second), t0.Add(50*time.Second), false, true, false)
 	r.remember(&Error{Kind: KindTransient, Reason: "status 503: cannot load the template for 'my secret diary'", Unreachable: true})
-	r.admit(t0.Add(50*time.Second+time.Millisecond), defaultMaxProbeGap) // the first after the failure: a probe
-	e := r.admit(t0.Add(50*time.Second+1100*time.Microsecond), defaultMaxProbeGap)
+	r.admit(t0.Add(52*time.Second), defaultMaxProbeGap) // a probe
+	e := r.admit(t0.Add(52*time.Second+100*time.Millisecond), defaultMaxProbeGap)
 	if e == nil || !IsUnreachable(e) || IsMisconfigured(e) || strings.Contains(e.Error(), "diary") || !strings.Contains(e.Error(), "status 503") {
 		t.Fatalf("held back with %v, want unreachable, the status and not the server's message", e)
+	}
+}
+
+// TestAdmitHoldsBackOnlyWithTheOutagesError: a request is held back only
+// with the error of the outage it meets. Between a failure taking the
+// server for down (failed) and its error being kept (remember), another
+// request was held back with no error kept (kind 0, not unreachable: the
+// worker spent an attempt on it) or with a previous outage's (a refusal
+// of the key long fixed, misconfigured: /readyz's model check failed).
+func TestAdmitHoldsBackOnlyWithTheOutagesError(t *testing.T) {
+	msg := []openai.ChatCompletionMessage{{Role: "user", Content: "a"}}
+	t0 := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	var r serverErrorRow
+	r.failed(msg, t0, t0, false, true, false) // remember not yet called
+	if e := r.admit(t0.Add(4*time.Second), defaultMaxProbeGap); e != nil {
+		t.Fatalf("the first request after the gap: held back with %v", e)
+	}
+	if e := r.admit(t0.Add(4500*time.Millisecond), defaultMaxProbeGap); e != nil && !IsUnreachable(e) {
+		t.Fatalf("held back before the outage's error was kept, with %q (kind %v, unreachable %v)", e, KindOf(e), IsUnreachable(e))
+	}
+	// An outage of a refused key, then an answer; then another outage.
+	r.remember(&Error{Kind: KindTransient, Reason: "status 401: bad key", Unreachable: true, Misconfigured: true})
+	r.answer(t0.Add(time.Minute), true)
+	t1 := t0.Add(2 * time.Minute)
+	r.failed(msg, t1, t1, false, true, false)
+	r.admit(t1.Add(4*time.Second), defaultMaxProbeGap) // a probe
+	if e := r.admit(t1.Add(4500*time.Millisecond), defaultMaxProbeGap); e != nil && (IsMisconfigured(e) || strings.Contains(e.Error(), "bad key")) {
+		t.Fatalf("held back in a new outage with the previous one's error: %q", e)
 	}
 }

@@ -923,6 +923,21 @@ func pingWithin(ctx context.Context, nc *nats.Conn) error {
 	return events.NewClient(nc, "").Ping(ctx)
 }
 
+// notConnected is the nats check of a connection that is not connected:
+// its status, and the last reconnect's error when it has one. nats.go
+// reports a reconnect whose TLS handshake failed here (the server's
+// certificate expired, or of a CA memoryd does not trust) to no handler,
+// so that neither the log nor /readyz said why (a review: "not connected:
+// RECONNECTING" alone, while every reconnect failed to verify the
+// server's certificate).
+func notConnected(nc *nats.Conn) string {
+	s := "not connected: " + nc.Status().String()
+	if err := nc.LastError(); err != nil {
+		s += " (last error: " + err.Error() + ")"
+	}
+	return s
+}
+
 // natsHealth is Health's NATS checks: the connection, and, in a process
 // that consumes the stream, its durable consumer (a process of role
 // enrich does not: whether it exists is the ingest processes' readiness).
@@ -939,7 +954,7 @@ func (a *App) natsHealth(ctx context.Context, nc *nats.Conn) map[string]string {
 		return checks
 	}
 	if !nc.IsConnected() {
-		checks["nats"] = "not connected: " + nc.Status().String()
+		checks["nats"] = notConnected(nc)
 	} else if err := pingWithin(ctx, nc); err != nil {
 		// Connected as far as the client knows, but the server (or the
 		// path to it) does not answer: a hung server, a lost host or a

@@ -54,7 +54,7 @@ func (a *App) queryEmbedder() (*embedding.Client, error) {
 func (m *metrics) registerQueryEmbeddings() {
 	m.queryEmbeds = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "memoryd_query_embeddings_total",
-		Help: "Enrich and search queries embedded for hybrid retrieval, by outcome (ok; timeout, rate_limited, error: answered lexically).",
+		Help: "Enrich and search queries embedded for hybrid retrieval, by outcome (ok; timeout, rate_limited, error: answered lexically; skipped: answered lexically without asking, the server having failed the last five).",
 	}, []string{"outcome"})
 	for _, o := range enricher.EmbedOutcomes() {
 		m.queryEmbeds.WithLabelValues(o)

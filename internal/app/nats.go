@@ -131,8 +131,10 @@ const MsgNATSRefused = "nats server refuses memoryd's credentials; reconnecting 
 
 // MsgNATSTLSRefused is logged at each reconnect whose TLS handshake fails
 // (the server refusing memoryd's client certificate, expired or of another
-// CA, or memoryd not trusting the server's); a process's log handler may
-// hold back its repeats.
+// CA); a process's log handler may hold back its repeats. A reconnect
+// whose handshake fails here (memoryd not trusting the server's
+// certificate) reaches no handler in nats.go: /readyz names it
+// (notConnected).
 const MsgNATSTLSRefused = "nats server and memoryd do not agree on TLS (a certificate refused, expired or not trusted); reconnecting until they do"
 
 // tlsRefused reports whether err is a TLS handshake's failure: an alert

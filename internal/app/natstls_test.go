@@ -62,3 +62,38 @@ func TestNATSRefusedCertificateIsOneHeldBackLine(t *testing.T) {
 		return nc.IsConnected(), nc.Status().String()
 	})
 }
+
+// TestNATSUntrustedServerCertificateSaysWhy: a server whose certificate
+// memoryd does not trust (renewed by another CA, or expired) fails every
+// reconnect's handshake, which nats.go reports to no handler: /readyz's
+// nats check says why, not only "not connected: RECONNECTING" (a review:
+// nothing in the log or /readyz named the certificate).
+func TestNATSUntrustedServerCertificateSaysWhy(t *testing.T) {
+	dir := t.TempDir()
+	ca := certtest.NewCA(t, dir, "ca")
+	other := certtest.NewCA(t, dir, "other") // memoryd does not trust it
+	conf := filepath.Join(dir, "nats.conf")
+	serve := func(ca *certtest.CA, name string) {
+		t.Helper()
+		cert, key := ca.Issue(t, dir, name, true)
+		if err := os.WriteFile(conf, []byte(fmt.Sprintf("tls { cert_file: %q, key_file: %q }\n", cert, key)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	serve(ca, "server")
+	srv := eventstest.StartServer(t, func(port int) []string {
+		return []string{"-a", "127.0.0.1", "-p", fmt.Sprint(port), "-c", conf}
+	})
+	nc, err := NATSConfig{URL: "tls://" + strings.TrimPrefix(srv.URL, "nats://"), CA: ca.File}.Connect(slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+
+	serve(other, "renewed")
+	srv.Restart(t)
+	eventstest.Eventually(t, "the nats check naming the certificate", 20*time.Second, func() (bool, string) {
+		s := notConnected(nc)
+		return !nc.IsConnected() && strings.Contains(s, "certificate"), s
+	})
+}
