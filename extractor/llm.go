@@ -450,13 +450,15 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 // replyContent). It adds the tokens of a completed request
 // to usage, and every sent request to l's totals. A 429 (or a 503 with
 // Retry-After) pauses all requests of l for its delay; while the server
-// counts as down, only a probe now and then is sent, and the others fail
-// as the last request did (serverErrorRow.admit).
+// counts as down, only a probe now and then is sent, one at a time, and
+// the others fail as the last request did (serverErrorRow.admit, in send).
 func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, usage *Usage) (string, bool, error) {
-	if e := l.serverErrors.admit(time.Now(), l.cfg.MaxProbeGap); e != nil {
-		return "", false, e
-	}
 	resp, ex, err := l.send(ctx, req)
+	if ex.probe {
+		// After the probe's outcome is noted below: the next request
+		// admitted is told it.
+		defer l.serverErrors.probeDone()
+	}
 	promptTokens, completionTokens := l.tokens(req.Model, resp.Usage)
 	var e *Error
 	status := ex.status
@@ -479,7 +481,7 @@ func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, us
 	if e == nil {
 		var paused *Error
 		if errors.As(err, &paused) {
-			return "", false, paused // not sent: the LLM is paused past the call's deadline
+			return "", false, paused // not sent: the LLM is paused past the call's deadline, or held back while the server is down (admit)
 		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return "", false, ctxError("model request", ctxErr)
@@ -565,6 +567,12 @@ type serverErrorRow struct {
 	// downErr is the error of the last request that found the server down
 	// (remember): what a request held back (admit) is told.
 	downErr Error
+	// probing is set while a probe admit let through is in flight (until
+	// probeDone): the next one waits for its outcome, however long the
+	// gap has been. Without it, with requests that time out (a hung
+	// server) and --llm-timeout over the gap, a probe left every gap and
+	// they filled every request slot, as many as before the probing.
+	probing bool
 }
 
 // defaultMaxProbeGap is LLMConfig.MaxProbeGap's default: a server back up
@@ -572,43 +580,66 @@ type serverErrorRow struct {
 const defaultMaxProbeGap = 5 * time.Second
 
 // minHoldBack is how long the server must have counted as down before
-// requests are held back: a blip (a gateway's lone 502, a restart under a
-// second) holds nothing back, and scripted replies in tests are sent as
-// they come.
+// requests are held back (at most MaxProbeGap): a blip (a gateway's lone
+// 502, a restart under a second) holds nothing back, and scripted replies
+// in tests are sent as they come.
 const minHoldBack = time.Second
 
 // admit decides whether a request may be sent at now. While the server
 // counts as down (downSince is set), from its first second on, one
 // request is let through at most every gap (a quarter of the outage so
-// far, at most maxGap) to probe
-// it, and the others get the error that found it down without being sent:
+// far, at most maxGap), and only when the one before has ended
+// (probeDone), to probe it, and the others get the error that found it
+// down without being sent:
 // every request failed alike, and each waiting job asking for itself sent
 // thousands (a rotation walk: 4,660 requests refused for a revoked key in
 // 100 s at 8 turns/s; one process's jobs re-asking a server that is
 // loading a model, or that hangs and holds a slot for --llm-timeout
-// each). nil means send.
-func (r *serverErrorRow) admit(now time.Time, maxGap time.Duration) *Error {
+// each). probe reports that the request let through is a probe: the
+// caller calls probeDone once its outcome is noted. A nil error means
+// send.
+func (r *serverErrorRow) admit(now time.Time, maxGap time.Duration) (probe bool, held *Error) {
 	if maxGap < 0 {
-		return nil
+		return false, nil
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.downSince.IsZero() || !r.downErr.Unreachable {
 		// Not down, or its error not kept yet (remember runs just after
 		// failed, under the lock again): sent rather than told nothing.
-		return nil
+		return false, nil
 	}
 	down := now.Sub(r.downSince)
+	if down < min(minHoldBack, maxGap) {
+		return false, nil
+	}
 	gap := min(max(down/4, 0), maxGap)
-	if down < minHoldBack || now.Sub(r.probed) >= gap {
-		r.probed = now
-		return nil
+	if !r.probing && now.Sub(r.probed) >= gap {
+		r.probed, r.probing = now, true
+		return true, nil
 	}
 	e := r.downErr
 	e.Err = nil
-	e.Reason = fmt.Sprintf("not sent, the model server counts as down for %s and one request every %s probes it; the last one: %s",
-		down.Round(time.Millisecond), gap.Round(time.Millisecond), r.downErr.Reason)
-	return &e
+	// The same words for every request held back in one outage (no
+	// duration: it is in the health check), so that the failed turns of
+	// one outage read alike (memoryd failed): before, each said its own
+	// "down for 1m17.63s".
+	what := "the model server counts as down"
+	if e.Misconfigured {
+		// Error() has said the server refuses the configuration: it is
+		// up, and "down" points at the server, not the key.
+		what = "refused"
+	}
+	e.Reason = fmt.Sprintf("not sent, %s since %s and probed by one request at a time, at most every %s; the last one: %s",
+		what, r.downSince.UTC().Format(time.RFC3339), maxGap, r.downErr.Reason)
+	return false, &e
+}
+
+// probeDone ends the probe admit let through: the next may be sent.
+func (r *serverErrorRow) probeDone() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.probing = false
 }
 
 // remember keeps e, the error of a request that found the server down,
@@ -810,6 +841,15 @@ func (l *LLM) send(ctx context.Context, req openai.ChatCompletionRequest) (opena
 		return openai.ChatCompletionResponse{}, ex, err
 	}
 	defer func() { <-l.sem }()
+	// Admitted once the slot is taken, not before: a request that waited
+	// for a slot behind ones that found the server down (timeouts of a
+	// hung server, each holding a slot for --llm-timeout) is held back
+	// like the others.
+	probe, held := l.serverErrors.admit(time.Now(), l.cfg.MaxProbeGap)
+	if held != nil {
+		return openai.ChatCompletionResponse{}, ex, held
+	}
+	ex.probe = probe
 	for {
 		if err := l.waitPause(ctx); err != nil {
 			return openai.ChatCompletionResponse{}, ex, err
@@ -1226,7 +1266,10 @@ type exchangeKey struct{}
 // returns errors without the response headers, and Retry-After is needed.
 // It is written and read by the goroutine making the request.
 type exchange struct {
-	sent       bool
+	sent bool
+	// probe: the request was let through to probe a server that counts
+	// as down (serverErrorRow.admit), sent or not.
+	probe      bool
 	status     int
 	retryAfter string
 	timedOut   bool

@@ -59,8 +59,8 @@ func TestAdmitProbesADownServer(t *testing.T) {
 	msg := []openai.ChatCompletionMessage{{Role: "user", Content: "a"}}
 	t0 := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
 	var r serverErrorRow
-	if e := r.admit(t0, defaultMaxProbeGap); e != nil {
-		t.Fatalf("a server not down: held back with %v", e)
+	if probe, e := r.admit(t0, defaultMaxProbeGap); e != nil || probe {
+		t.Fatalf("a server not down: held back with %v (probe %v)", e, probe)
 	}
 	r.failed(msg, t0, t0, false, true, false)
 	r.remember(&Error{Kind: KindTransient, Reason: "status 401: bad key", Unreachable: true, Misconfigured: true})
@@ -77,16 +77,25 @@ func TestAdmitProbesADownServer(t *testing.T) {
 		{44 * time.Second, false},       // gap 5 s, 4 s since
 		{45 * time.Second, true},
 	} {
-		e := r.admit(t0.Add(c.at), defaultMaxProbeGap)
-		if (e == nil) != c.sent {
-			t.Fatalf("at +%v: admitted %v, want %v", c.at, e == nil, c.sent)
+		probe, e := r.admit(t0.Add(c.at), defaultMaxProbeGap)
+		// In the outage's first second requests are sent, not as probes.
+		if (e == nil) != c.sent || probe != (c.sent && c.at >= minHoldBack) {
+			t.Fatalf("at +%v: admitted %v (probe %v), want %v", c.at, e == nil, probe, c.sent)
+		}
+		if probe {
+			// While it is in flight, no other is let through, past the
+			// gap too.
+			if _, e := r.admit(t0.Add(c.at+time.Minute), defaultMaxProbeGap); e == nil {
+				t.Fatalf("at +%v: a second probe let through while one was in flight", c.at)
+			}
+			r.probeDone()
 		}
 		if e != nil && (!IsMisconfigured(e) || !strings.Contains(e.Error(), "status 401: bad key") || !strings.Contains(e.Error(), "not sent")) {
 			t.Fatalf("at +%v: held back with %q (misconfigured %v), want the refusal's error, marked as it was, saying it was not sent", c.at, e, IsMisconfigured(e))
 		}
 	}
 	r.answer(t0.Add(46*time.Second), true)
-	if e := r.admit(t0.Add(46*time.Second+time.Millisecond), defaultMaxProbeGap); e != nil {
+	if _, e := r.admit(t0.Add(46*time.Second+time.Millisecond), defaultMaxProbeGap); e != nil {
 		t.Fatalf("after an answer: held back with %v", e)
 	}
 	// Of a failure that is not the configuration's, the requests held
@@ -95,7 +104,7 @@ func TestAdmitProbesADownServer(t *testing.T) {
 	r.failed(msg, t0.Add(50*time.Second), t0.Add(50*time.Second), false, true, false)
 	r.remember(&Error{Kind: KindTransient, Reason: "status 503: cannot load the template for 'my secret diary'", Unreachable: true})
 	r.admit(t0.Add(52*time.Second), defaultMaxProbeGap) // a probe
-	e := r.admit(t0.Add(52*time.Second+100*time.Millisecond), defaultMaxProbeGap)
+	_, e := r.admit(t0.Add(52*time.Second+100*time.Millisecond), defaultMaxProbeGap)
 	if e == nil || !IsUnreachable(e) || IsMisconfigured(e) || strings.Contains(e.Error(), "diary") || !strings.Contains(e.Error(), "status 503") {
 		t.Fatalf("held back with %v, want unreachable, the status and not the server's message", e)
 	}
@@ -112,10 +121,10 @@ func TestAdmitHoldsBackOnlyWithTheOutagesError(t *testing.T) {
 	t0 := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
 	var r serverErrorRow
 	r.failed(msg, t0, t0, false, true, false) // remember not yet called
-	if e := r.admit(t0.Add(4*time.Second), defaultMaxProbeGap); e != nil {
+	if _, e := r.admit(t0.Add(4*time.Second), defaultMaxProbeGap); e != nil {
 		t.Fatalf("the first request after the gap: held back with %v", e)
 	}
-	if e := r.admit(t0.Add(4500*time.Millisecond), defaultMaxProbeGap); e != nil && !IsUnreachable(e) {
+	if _, e := r.admit(t0.Add(4500*time.Millisecond), defaultMaxProbeGap); e != nil && !IsUnreachable(e) {
 		t.Fatalf("held back before the outage's error was kept, with %q (kind %v, unreachable %v)", e, KindOf(e), IsUnreachable(e))
 	}
 	// An outage of a refused key, then an answer; then another outage.
@@ -124,7 +133,7 @@ func TestAdmitHoldsBackOnlyWithTheOutagesError(t *testing.T) {
 	t1 := t0.Add(2 * time.Minute)
 	r.failed(msg, t1, t1, false, true, false)
 	r.admit(t1.Add(4*time.Second), defaultMaxProbeGap) // a probe
-	if e := r.admit(t1.Add(4500*time.Millisecond), defaultMaxProbeGap); e != nil && (IsMisconfigured(e) || strings.Contains(e.Error(), "bad key")) {
+	if _, e := r.admit(t1.Add(4500*time.Millisecond), defaultMaxProbeGap); e != nil && (IsMisconfigured(e) || strings.Contains(e.Error(), "bad key")) {
 		t.Fatalf("held back in a new outage with the previous one's error: %q", e)
 	}
 }
