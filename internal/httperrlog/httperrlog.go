@@ -30,7 +30,8 @@ const HintNoFiles = "the process is out of file descriptors (each client connect
 
 // New returns an ErrorLog for an http.Server that logs through logger at
 // warning level: failed accepts as MsgAccept (with HintNoFiles when they
-// are out of file descriptors), the rest as MsgServer.
+// are out of file descriptors), the rest as MsgServer, a handler's panic
+// at error level.
 func New(logger *slog.Logger) *log.Logger {
 	return log.New(writer{logger}, "", 0)
 }
@@ -41,6 +42,11 @@ func (w writer) Write(p []byte) (int, error) {
 	line := strings.TrimSpace(string(p))
 	rest, accept := strings.CutPrefix(line, "http: Accept error: ")
 	if !accept {
+		if strings.HasPrefix(line, "http: panic serving") {
+			// A handler's panic, with its stack: a bug, not a client's.
+			w.logger.Error(MsgServer, "error", strings.TrimPrefix(line, "http: "))
+			return len(p), nil
+		}
 		w.logger.Warn(MsgServer, "error", strings.TrimPrefix(line, "http: "))
 		return len(p), nil
 	}
