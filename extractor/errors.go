@@ -97,6 +97,10 @@ type Error struct {
 	// operator fixes it, so a key rotated or a model not yet pulled is
 	// waited for as an outage rather than failing every turn for good.
 	Misconfigured bool
+	// HeldBack is set with Unreachable on the error of a request that was
+	// not sent: the server counts as down and another request probes it
+	// (LLMConfig.MaxProbeGap).
+	HeldBack bool
 }
 
 // Error returns the sentinel's text, then the reason; for a Misconfigured

@@ -391,6 +391,10 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 				kind := KindOf(err).String()
 				span.SetStatus(codes.Error, kind)
 				span.SetAttributes(attribute.String("error.type", kind))
+				if e := (*Error)(nil); errors.As(err, &e) && e.HeldBack {
+					// No request left: the server counts as down.
+					span.SetAttributes(attribute.Bool("memoryd.llm.held_back", true))
+				}
 			}
 			span.End()
 		}()
@@ -619,7 +623,7 @@ func (r *serverErrorRow) admit(now time.Time, maxGap time.Duration) (probe bool,
 		return true, nil
 	}
 	e := r.downErr
-	e.Err = nil
+	e.Err, e.HeldBack = nil, true
 	// The same words for every request held back in one outage (no
 	// duration: it is in the health check), so that the failed turns of
 	// one outage read alike (memoryd failed): before, each said its own

@@ -2,6 +2,7 @@ package extractor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -47,12 +48,19 @@ func TestDownServerIsProbedNotAskedByEveryJob(t *testing.T) {
 			l.serverErrors.probed = l.serverErrors.probed.Add(-time.Minute)
 			l.serverErrors.mu.Unlock()
 			const n = 200
+			held := 0
 			for i := range n {
 				_, err := l.Extract(context.Background(), testInput(fmt.Sprintf("I'm Ana %d", i)))
 				if !IsUnreachable(err) || IsMisconfigured(err) != c.misconfigured {
 					t.Fatalf("extraction %d: %v (unreachable %v, misconfigured %v), want unreachable, misconfigured %v",
 						i, err, IsUnreachable(err), IsMisconfigured(err), c.misconfigured)
 				}
+				if e := (*Error)(nil); errors.As(err, &e) && e.HeldBack {
+					held++
+				}
+			}
+			if sent := srv.Requests() - 1; held != n-sent {
+				t.Errorf("%d errors marked held back, want the %d not sent", held, n-sent)
 			}
 			// One probe every 5 s (a quarter of the outage, capped): the
 			// first of the n, and one more for each 5 s they take.
