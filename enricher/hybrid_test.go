@@ -741,10 +741,7 @@ func TestHybridSkipsAnEmbeddingsServerThatHangs(t *testing.T) {
 func TestHybridBreakerIgnoresARefusedQuery(t *testing.T) {
 	t.Parallel()
 	srv, emb := fakeEmbeddings(t)
-	st := storetest.New(t)
-	seedDogs(t, st, "alice")
-	embedAll(t, st, emb, "alice")
-	h := startHybrid(t, st, emb, nil)
+	_, h := startDogs(t, emb)
 	srv.RefuseContaining("pasted")
 	for range 6 {
 		enrich(t, h, events.EnrichRequest{UserID: "alice", Message: "a long pasted text about dogs"})

@@ -174,6 +174,32 @@ func (e *Enqueuer) insert(ctx context.Context, tx pgx.Tx, params []river.InsertM
 	return nil
 }
 
+// insertSoon is insert for jobs scheduled later: River inserts them as
+// scheduled, which its scheduler makes available only every 5 s, so those
+// due within that wait as available instead (store.AvailableSoon), and a
+// debounce of a few seconds is not up to 5 s longer.
+func (e *Enqueuer) insertSoon(ctx context.Context, tx pgx.Tx, params []river.InsertManyParams) error {
+	if len(params) == 0 {
+		return nil
+	}
+	q := e.store.WithTx(tx)
+	if err := q.RefreshClock(ctx); err != nil {
+		return fmt.Errorf("enqueue extraction: %w", err)
+	}
+	res, err := e.client.InsertManyTx(ctx, tx, params)
+	if err != nil {
+		return fmt.Errorf("enqueue extraction: %w", err)
+	}
+	ids := make([]int64, 0, len(res))
+	for _, r := range res {
+		ids = append(ids, r.Job.ID)
+	}
+	if _, err := q.AvailableSoon(ctx, ids); err != nil {
+		return fmt.Errorf("enqueue extraction: %w", err)
+	}
+	return nil
+}
+
 // enqueueTurns inserts extraction jobs for turns, up to jobSize turns per
 // job, in order. Every job holds the turns of one user and names that user:
 // event ids are unique per user only, so a job's (user, event ids) are its
@@ -231,27 +257,7 @@ func (e *Enqueuer) enqueueDebounced(ctx context.Context, tx pgx.Tx, turns []stor
 			InsertOpts: &opts,
 		}
 	}
-	if len(params) == 0 {
-		return nil
-	}
-	if err := e.store.WithTx(tx).RefreshClock(ctx); err != nil {
-		return fmt.Errorf("enqueue extraction: %w", err)
-	}
-	res, err := e.client.InsertManyTx(ctx, tx, params)
-	if err != nil {
-		return fmt.Errorf("enqueue extraction: %w", err)
-	}
-	// River inserts a job for later as scheduled, which its scheduler
-	// makes available only every 5 s: a debounce of a few seconds would
-	// wait up to 5 s more.
-	ids := make([]int64, 0, len(res))
-	for _, r := range res {
-		ids = append(ids, r.Job.ID)
-	}
-	if _, err := e.store.WithTx(tx).AvailableSoon(ctx, ids); err != nil {
-		return fmt.Errorf("enqueue extraction: %w", err)
-	}
-	return nil
+	return e.insertSoon(ctx, tx, params)
 }
 
 // replacement is a new job for the running job of a dead process.

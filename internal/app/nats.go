@@ -1,7 +1,6 @@
 package app
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -137,18 +136,14 @@ const MsgNATSRefused = "nats server refuses memoryd's credentials; reconnecting 
 // (notConnected).
 const MsgNATSTLSRefused = "nats server and memoryd do not agree on TLS (a certificate refused, expired or not trusted); reconnecting until they do"
 
-// tlsRefused reports whether err is a TLS handshake's failure: an alert
-// from the server ("remote error: tls: bad certificate": crypto/tls gives
-// it as a *net.OpError of Op "remote error" around an unexported type),
-// the server's certificate failing verification here, or a server that
-// does not speak TLS.
+// tlsRefused reports whether err is the server refusing the TLS
+// handshake ("remote error: tls: bad certificate": crypto/tls gives an
+// alert as a *net.OpError of Op "remote error" around an unexported type).
+// A handshake failing here, memoryd not trusting the server, reaches no
+// handler (notConnected says it).
 func tlsRefused(err error) bool {
-	var (
-		op     *net.OpError
-		verify *tls.CertificateVerificationError
-		record tls.RecordHeaderError
-	)
-	return (errors.As(err, &op) && op.Op == "remote error") || errors.As(err, &verify) || errors.As(err, &record)
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "remote error"
 }
 
 // refusedCredentials reports whether err is the server refusing the

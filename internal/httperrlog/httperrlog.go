@@ -11,7 +11,6 @@
 package httperrlog
 
 import (
-	"errors"
 	"log"
 	"log/slog"
 	"strings"
@@ -51,22 +50,16 @@ func (w writer) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	attrs := []any{"error", rest}
-	if NoFiles(errors.New(rest)) {
+	if noFiles(rest) {
 		attrs = append(attrs, "hint", HintNoFiles)
 	}
 	w.logger.Warn(MsgAccept, attrs...)
 	return len(p), nil
 }
 
-// NoFiles reports whether err is the process's or the system's file
-// descriptor limit (EMFILE, ENFILE), as an error or in its text.
-func NoFiles(err error) bool {
-	if err == nil {
-		return false
-	}
-	if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
-		return true
-	}
-	s := err.Error()
-	return strings.Contains(s, "too many open files")
+// noFiles reports whether a failed accept's text is the process's or the
+// system's file descriptor limit (EMFILE, ENFILE: net/http gives the
+// error as text only).
+func noFiles(s string) bool {
+	return strings.Contains(s, syscall.EMFILE.Error()) || strings.Contains(s, syscall.ENFILE.Error())
 }
