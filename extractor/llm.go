@@ -458,6 +458,14 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 // the others fail as the last request did (serverErrorRow.admit, in send).
 func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, usage *Usage) (string, bool, error) {
 	resp, ex, err := l.send(ctx, req)
+	if ex.slot {
+		// Given back once the outcome is noted below: a request waiting
+		// for the slot is admitted (admit) knowing whether this one found
+		// the server down. Given back in send, before, the next could be
+		// let through as this failure was being noted, and go beside a
+		// probe.
+		defer func() { <-l.sem }()
+	}
 	if ex.probe {
 		// After the probe's outcome is noted below: the next request
 		// admitted is told it.
@@ -833,7 +841,8 @@ func (l *LLM) tokens(model string, u openai.Usage) (prompt, completion int) {
 	return max(u.PromptTokens, 0), max(u.CompletionTokens, 0)
 }
 
-// send makes one HTTP request while holding a concurrency slot, once any
+// send makes one HTTP request while holding a concurrency slot (complete
+// gives it back: ex.slot), once any
 // shared pause after a 429 is over and a rate-limit token is taken. The
 // token is the last thing waited for, so that requests leave at the
 // limiter's pace. It returns an *Error of KindRetryAfter, without sending,
@@ -844,7 +853,7 @@ func (l *LLM) send(ctx context.Context, req openai.ChatCompletionRequest) (opena
 	if err := l.acquire(ctx); err != nil {
 		return openai.ChatCompletionResponse{}, ex, err
 	}
-	defer func() { <-l.sem }()
+	ex.slot = true // given back by complete
 	// Admitted once the slot is taken, not before: a request that waited
 	// for a slot behind ones that found the server down (timeouts of a
 	// hung server, each holding a slot for --llm-timeout) is held back
@@ -1271,12 +1280,13 @@ type exchangeKey struct{}
 // It is written and read by the goroutine making the request.
 type exchange struct {
 	sent bool
-	// probe: the request was let through to probe a server that counts
-	// as down (serverErrorRow.admit), sent or not.
-	probe      bool
-	status     int
-	retryAfter string
-	timedOut   bool
+	// slot: the request holds a concurrency slot, which the caller gives
+	// back. probe: it was let through to probe a server that counts as
+	// down (serverErrorRow.admit), sent or not.
+	slot, probe bool
+	status      int
+	retryAfter  string
+	timedOut    bool
 	// started is when the request was sent (its Timeout began).
 	started time.Time
 	// tooLarge: the body went on past maxResponseBytes.

@@ -152,10 +152,17 @@ func TestHungServerIsProbedOneRequestAtATime(t *testing.T) {
 	d := extract("d")
 	wait("d")
 
-	// a finds the server down: c, next in a slot, probes it.
+	// a finds the server down: c, next in a slot, probes it (it may be
+	// sent before a's caller has its result).
 	replyA <- down
-	if err := result("a", a); !IsUnreachable(err) {
-		t.Fatalf("a: %v, want unreachable", err)
+	var errA error
+	select {
+	case errA = <-a:
+	case <-deadline:
+		t.Fatal("gave up waiting for a")
+	}
+	if !IsUnreachable(errA) {
+		t.Fatalf("a: %v, want unreachable", errA)
 	}
 	replyC := in("c, the probe")
 	// b fails too; d, in its slot, is held back while c is in flight.
