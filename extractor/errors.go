@@ -101,6 +101,10 @@ type Error struct {
 	// not sent: the server counts as down and another request probes it
 	// (LLMConfig.MaxProbeGap).
 	HeldBack bool
+	// ProbeIn is set with HeldBack: how long until this client may send
+	// its next probe (at least the gap when one is in flight). A request
+	// held back that long may be the one sent. See [HeldBackFor].
+	ProbeIn time.Duration
 }
 
 // Error returns the sentinel's text, then the reason; for a Misconfigured
@@ -129,6 +133,17 @@ func IsLocalWait(err error) bool {
 func IsUnreachable(err error) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Kind == KindTransient && e.Unreachable
+}
+
+// HeldBackFor reports whether err holds an *Error of a request that was
+// not sent because the server counts as down (Error.HeldBack), and how
+// long until this client's next probe may go (Error.ProbeIn).
+func HeldBackFor(err error) (time.Duration, bool) {
+	var e *Error
+	if errors.As(err, &e) && e.HeldBack {
+		return e.ProbeIn, true
+	}
+	return 0, false
 }
 
 // IsMisconfigured reports whether err holds an *Error whose server refuses

@@ -632,6 +632,12 @@ func (r *serverErrorRow) admit(now time.Time, maxGap time.Duration) (probe bool,
 	}
 	e := r.downErr
 	e.Err, e.HeldBack = nil, true
+	e.ProbeIn = max(gap-now.Sub(r.probed), 0)
+	if r.probing {
+		// Its outcome is not known yet: a request that comes back after
+		// it is told again, which a whole gap makes less likely.
+		e.ProbeIn = max(e.ProbeIn, gap)
+	}
 	// The same words for every request held back in one outage (no
 	// duration: it is in the health check), so that the failed turns of
 	// one outage read alike (memoryd failed): before, each said its own

@@ -65,17 +65,18 @@ func TestAdmitProbesADownServer(t *testing.T) {
 	r.failed(msg, t0, t0, false, true, false)
 	r.remember(&Error{Kind: KindTransient, Reason: "status 401: bad key", Unreachable: true, Misconfigured: true})
 	for _, c := range []struct {
-		at   time.Duration // since the failure
-		sent bool
+		at      time.Duration // since the failure
+		sent    bool
+		probeIn time.Duration // told when held back: until the next probe may go
 	}{
-		{500 * time.Millisecond, true}, // the outage's first second: everything is sent
-		{900 * time.Millisecond, true},
-		{4 * time.Second, true}, // gap 1 s, 3.1 s since the last sent
-		{4500 * time.Millisecond, false},
-		{5500 * time.Millisecond, true}, // gap 1.375 s, 1.5 s since
-		{40 * time.Second, true},        // gap 5 s (capped), 35 s since
-		{44 * time.Second, false},       // gap 5 s, 4 s since
-		{45 * time.Second, true},
+		{500 * time.Millisecond, true, 0}, // the outage's first second: everything is sent
+		{900 * time.Millisecond, true, 0},
+		{4 * time.Second, true, 0},                               // gap 1 s, 3.1 s since the last sent
+		{4500 * time.Millisecond, false, 625 * time.Millisecond}, // gap 1.125 s, 0.5 s since
+		{5500 * time.Millisecond, true, 0},                       // gap 1.375 s, 1.5 s since
+		{40 * time.Second, true, 0},                              // gap 5 s (capped), 35 s since
+		{44 * time.Second, false, time.Second},                   // gap 5 s, 4 s since
+		{45 * time.Second, true, 0},
 	} {
 		probe, e := r.admit(t0.Add(c.at), defaultMaxProbeGap)
 		// In the outage's first second requests are sent, not as probes.
@@ -87,11 +88,20 @@ func TestAdmitProbesADownServer(t *testing.T) {
 			// gap too.
 			if _, e := r.admit(t0.Add(c.at+time.Minute), defaultMaxProbeGap); e == nil {
 				t.Fatalf("at +%v: a second probe let through while one was in flight", c.at)
+			} else if e.ProbeIn != defaultMaxProbeGap {
+				t.Fatalf("at +%v: held back beside a probe in flight told to come back in %v, want the whole gap (%v)", c.at, e.ProbeIn, defaultMaxProbeGap)
 			}
 			r.probeDone()
 		}
 		if e != nil && (!IsMisconfigured(e) || !strings.Contains(e.Error(), "status 401: bad key") || !strings.Contains(e.Error(), "not sent")) {
 			t.Fatalf("at +%v: held back with %q (misconfigured %v), want the refusal's error, marked as it was, saying it was not sent", c.at, e, IsMisconfigured(e))
+		}
+		var err error
+		if e != nil {
+			err = e
+		}
+		if in, held := HeldBackFor(err); held != !c.sent || in != c.probeIn {
+			t.Fatalf("at +%v: HeldBackFor = %v, %v; want %v, %v", c.at, in, held, c.probeIn, !c.sent)
 		}
 	}
 	r.answer(t0.Add(46*time.Second), true)

@@ -259,3 +259,67 @@ func TestAvailableSoon(t *testing.T) {
 		t.Errorf("claimed %d (%v) before the job was due", len(jobs), err)
 	}
 }
+
+// TestWakeWaiting: the jobs of the kind waiting after a snooze of the
+// reason are made available now and marked woken, those snoozed for
+// another reason, of another kind, due already, running, or locked by
+// another transaction are left as they were.
+func TestWakeWaiting(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	insert := func(kind, state, metadata string, in time.Duration) int64 {
+		t.Helper()
+		var id int64
+		if err := s.Pool().QueryRow(ctx, `INSERT INTO river_job (kind, args, queue, state, max_attempts, scheduled_at, metadata)
+			VALUES ($1, '{}', 'q', $2::river_job_state, 5, now() + $3::interval, $4::jsonb) RETURNING id`,
+			kind, state, in, metadata).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	const model = `{"snoozed_for": "model_unreachable", "waits": 3}`
+	var (
+		waiting     = insert("extract", "scheduled", model, time.Minute)
+		waitingSoon = insert("extract", "available", model, 2*time.Second) // a short snooze River left available
+		forDB       = insert("extract", "scheduled", `{"snoozed_for": "db_unreachable"}`, time.Minute)
+		otherKind   = insert("embed", "scheduled", model, time.Minute)
+		due         = insert("extract", "available", model, -time.Second)
+		running     = insert("extract", "running", model, -time.Second)
+		locked      = insert("extract", "scheduled", model, time.Minute)
+	)
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT FROM river_job WHERE id = $1 FOR UPDATE`, locked); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.WakeWaiting(ctx, store.RiverJobs{Kind: "extract"}, "snoozed_for", "model_unreachable", "woken")
+	if err != nil || n != 2 {
+		t.Fatalf("WakeWaiting woke %d (%v), want 2", n, err)
+	}
+	for id, want := range map[int64]struct {
+		state  string
+		future bool
+		woken  bool
+	}{
+		waiting: {"available", false, true}, waitingSoon: {"available", false, true},
+		forDB: {"scheduled", true, false}, otherKind: {"scheduled", true, false}, due: {"available", false, false},
+		running: {"running", false, false}, locked: {"scheduled", true, false},
+	} {
+		var (
+			state         string
+			future, woken bool
+			waits         int
+		)
+		if err := s.Pool().QueryRow(ctx, `SELECT state::text, scheduled_at > now(), coalesce((metadata->>'woken')::bool, false), coalesce((metadata->>'waits')::int, 0)
+			FROM river_job WHERE id = $1`, id).Scan(&state, &future, &woken, &waits); err != nil {
+			t.Fatal(err)
+		}
+		if state != want.state || future != want.future || woken != want.woken || (woken && waits != 3) {
+			t.Errorf("job %d: %s, due later %v, woken %v (waits %d); want %s, %v, %v, the metadata kept", id, state, future, woken, waits, want.state, want.future, want.woken)
+		}
+	}
+}

@@ -632,6 +632,25 @@ func (s *Store) AvailableSoon(ctx context.Context, ids []int64) (int64, error) {
 	return tag.RowsAffected(), nil
 }
 
+// WakeWaiting makes the jobs of jobs' kind that wait to run (scheduled,
+// or available with a scheduled_at to come) after a snooze whose
+// metadata's key is reason run now, setting wokenKey true in their
+// metadata, and returns how many: the worker's waiters for a model server
+// that answers again. A job another transaction holds (a forget deleting
+// it, River fetching it) is skipped, not waited for: it runs when its
+// snooze ends.
+func (s *Store) WakeWaiting(ctx context.Context, jobs RiverJobs, key, reason, wokenKey string) (int64, error) {
+	tag, err := s.db.Exec(ctx, `UPDATE river_job j SET state = 'available', scheduled_at = now(),
+			metadata = j.metadata || jsonb_build_object($4::text, true)
+		FROM (SELECT id FROM river_job WHERE kind = $1 AND state IN ('scheduled', 'available') AND scheduled_at > now()
+			AND metadata->>$2::text = $3 FOR UPDATE SKIP LOCKED) w
+		WHERE j.id = w.id`, jobs.Kind, key, reason, wokenKey)
+	if err != nil {
+		return 0, fmt.Errorf("wake waiting jobs: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
 // Passes of updateClaimed, and the pause between them: 2 s in all.
 const (
 	claimedUpdatePasses = 40

@@ -130,7 +130,7 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 		} else {
 			res, err = ex.Extract(ctx, in)
 			if err == nil && info.Model != "" {
-				w.modelRefusing.end()
+				w.modelAnswered(ctx)
 			}
 		}
 		usage.add(t, res.Usage)
@@ -251,7 +251,7 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 	} else {
 		res, err = batcher.ExtractBatch(ctx, in)
 		if err == nil && info.Model != "" {
-			e.w.modelRefusing.end()
+			e.w.modelAnswered(ctx)
 		}
 	}
 	// Stored with the burst's results, or on its own if they are not.
@@ -539,10 +539,17 @@ func (e *extractWorker) redact(done []extracted) []extracted {
 func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID string, eventIDs []string, err error) error {
 	b := e.w.budget()
 	v := outcome(err, job, errors.Is(ctx.Err(), context.Canceled), b)
+	if metaTrue(job.Metadata, metaWoken) {
+		// Woken once: a later hold-back is an ordinary wait again.
+		_ = river.MetadataSet(ctx, metaWoken, false)
+	}
 	if v.count != "" {
 		merr := river.MetadataSet(ctx, v.count, v.n)
 		if merr == nil {
 			merr = river.MetadataSet(ctx, metaSnoozeReason, snoozeReason(err))
+		}
+		if merr == nil {
+			merr = river.MetadataSet(ctx, metaSnoozedFor, v.label)
 		}
 		if merr != nil {
 			// Not run by River, so the snooze could not be counted: an
@@ -570,6 +577,7 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 		e.w.logger.Log(ctx, waitLevel(v.n, slog.LevelInfo), "model server rate limited extraction; snoozing", "job_id", job.ID, "user_id", userID, "rate_limit_waits", v.n,
 			"max_rate_limit_waits", b.maxRateLimitWaits, "turns", len(eventIDs), "retry_in", snoozeOf(v.river).String(), "error", err)
 	case outcomeModelDown:
+		e.w.modelWaiting()
 		// A warning at a job's first wait, so that an outage shows in the
 		// log, and the job's later waits at debug: with a model every turn
 		// is a job, so an outage of a minute at 3 turns a second logged

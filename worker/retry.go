@@ -69,6 +69,13 @@ const (
 	metaModelWaits     = "memoryd_model_waits"
 	metaDBWaits        = "memoryd_db_waits"
 	metaSnoozeReason   = "memoryd_snooze_reason"
+	// metaSnoozedFor is the outcome label of a job's last counted snooze
+	// (outcomeModelDown: waiting for the model server), so that the
+	// model's waiters can be woken when it answers (wakeModelWaiters).
+	metaSnoozedFor = "memoryd_snoozed_for"
+	// metaWoken is true on a job woken from its snooze for the model
+	// server (store.WakeWaiting) until its next run ends.
+	metaWoken = "memoryd_woken"
 )
 
 // maxSnoozeReason bounds the reason stored in a job's metadata: River
@@ -217,6 +224,16 @@ func outcome(err error, job *rivertype.JobRow, shutdown bool, b retryBudget) ver
 	}
 	if waits := metaCount(job.Metadata, metaModelWaits); extractor.IsUnreachable(err) && !permanent {
 		if d, ok := b.modelWait(waits); ok {
+			if probeIn, held := extractor.HeldBackFor(err); held && metaTrue(job.Metadata, metaWoken) {
+				// Woken because the server answered another process (or
+				// this one, just before it learnt so), and held back by
+				// this process, which has yet to see it answer: its probe
+				// is due within probeIn, so the job waits that long, once,
+				// rather than a whole snooze (up to a minute), and the
+				// wait is not counted: the job did not find the server
+				// down.
+				return verdict{river: river.JobSnooze(b.spreadWithin(max(probeIn, minWokenWait), d)), label: outcomeModelDown, count: metaModelWaits, n: waits}
+			}
 			return verdict{river: river.JobSnooze(b.spreadBelow(d)), label: outcomeModelDown, count: metaModelWaits, n: waits + 1}
 		}
 	}
@@ -413,6 +430,20 @@ func embedCallTimeout(emb Embedder) time.Duration {
 		return t.Timeout() + controlTimeout
 	}
 	return 0
+}
+
+// minWokenWait is the shortest wait of a woken job held back (outcome):
+// the probe that let the others through is answered meanwhile.
+const minWokenWait = time.Second
+
+// metaTrue reports whether a job's metadata holds true at key.
+func metaTrue(metadata []byte, key string) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(metadata, &m) != nil {
+		return false
+	}
+	var b bool
+	return json.Unmarshal(m[key], &b) == nil && b
 }
 
 // metaCount reads a snooze counter from a job's metadata; absent or

@@ -59,6 +59,9 @@ func TestOutcome(t *testing.T) {
 	}
 	queued := &extractor.Error{Kind: extractor.KindRetryAfter, RetryAfter: 3 * time.Second, Local: true, Reason: "all 1 model request slots stayed busy"}
 	down := &extractor.Error{Kind: extractor.KindTransient, Unreachable: true, Reason: "status 503: loading model"}
+	heldBack := func(probeIn time.Duration) error {
+		return &extractor.Error{Kind: extractor.KindTransient, Unreachable: true, HeldBack: true, ProbeIn: probeIn, Reason: "not sent, the model server counts as down"}
+	}
 	budget := retryBudget{maxAttempts: 5, maxLockWaits: 3, maxRateLimitWaits: 10, maxQueueWaits: 100, lockWaitBase: 100 * time.Millisecond,
 		maxModelOutage: 10 * time.Minute, maxDBOutage: maxDBOutage, modelWaitBase: 2 * time.Second,
 		spread: func(d time.Duration) time.Duration { return d }}
@@ -144,6 +147,22 @@ func TestOutcome(t *testing.T) {
 			want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true},
 		{name: "model unreachable beside a permanent error", err: errors.Join(down, permanent), attempt: 1,
 			want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true},
+		// Woken from its snooze (the server answered another process) and
+		// held back by this one, whose probe is due in 3 s: it waits for
+		// that probe, uncounted, not a whole snooze; once (fail clears
+		// the mark), and within the snooze it would have had.
+		{name: "woken, held back", err: heldBack(3 * time.Second), attempt: 1, metadata: `{"memoryd_model_waits": 12, "memoryd_woken": true}`,
+			want: snooze, wantSnooze: 3 * time.Second, wantLabel: outcomeModelDown, wantCount: metaModelWaits, wantN: 12},
+		{name: "woken, held back with the probe due", err: heldBack(0), attempt: 1, metadata: `{"memoryd_model_waits": 12, "memoryd_woken": true}`,
+			want: snooze, wantSnooze: minWokenWait, wantLabel: outcomeModelDown, wantCount: metaModelWaits, wantN: 12},
+		{name: "woken, held back, a short snooze ahead", err: heldBack(5 * time.Second), attempt: 1, metadata: `{"memoryd_model_waits": 0, "memoryd_woken": true}`,
+			want: snooze, wantSnooze: 2 * time.Second, wantLabel: outcomeModelDown, wantCount: metaModelWaits, wantN: 0},
+		{name: "woken, and the server down when asked", err: down, attempt: 1, metadata: `{"memoryd_model_waits": 12, "memoryd_woken": true}`,
+			want: snooze, wantSnooze: time.Minute, wantLabel: outcomeModelDown, wantCount: metaModelWaits, wantN: 13},
+		{name: "held back, not woken", err: heldBack(3 * time.Second), attempt: 1, metadata: `{"memoryd_model_waits": 12, "memoryd_woken": false}`,
+			want: snooze, wantSnooze: time.Minute, wantLabel: outcomeModelDown, wantCount: metaModelWaits, wantN: 13},
+		{name: "woken, held back past the outage bound", err: heldBack(3 * time.Second), attempt: 1, metadata: `{"memoryd_model_waits": 14, "memoryd_woken": true}`,
+			want: plain, wantLabel: outcomeRetry, wantRecord: true},
 
 		// Postgres unreachable (a Postgres walk: a restart, terminated
 		// backends, 53300 "too many clients"): the turn is not at fault,

@@ -721,6 +721,7 @@ type Worker struct {
 	overCapTurns                                       atomic.Int64 // turns extracted offline over a spend cap
 	ingestFailing                                      outage       // the ingest's outage, nil while it records turns
 	modelRefusing                                      outage       // the model server refusing the configuration, nil while it answers
+	modelWaits                                         modelWaiters // jobs snoozed for the model server, to wake when it answers
 	// unsaved holds the extractions runs could not store for a wait,
 	// for their jobs' next runs.
 	unsaved *unsavedResults
@@ -1363,6 +1364,8 @@ func (w *Worker) seedModelOutage(ctx context.Context) {
 		return
 	}
 	if waiting {
+		// Woken at its first answer, as this process's own would be.
+		w.modelWaiting()
 		seeder.AssumeDown()
 		w.logger.Info("extraction jobs are waiting for the model server; its next server error counts as the outage going on")
 	}

@@ -1,0 +1,118 @@
+package worker_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/extractor/extractortest"
+	"github.com/memoryd/memoryd/worker"
+)
+
+// switchedModel is an LLM of a fake server answering 503 until up is set,
+// then a fact of the name Alice.
+func switchedModel(t *testing.T, up *atomic.Bool, probeGap time.Duration) *extractor.LLM {
+	t.Helper()
+	return aliceModelWith(t, probeGap, func(int) *extractortest.Reply {
+		if up.Load() {
+			return nil
+		}
+		r := extractortest.Error(http.StatusServiceUnavailable, "loading model")
+		return &r
+	})
+}
+
+// waitingForModel waits until n extraction jobs are snoozed for the model
+// server and returns when each was to run.
+func (e *env) waitingForModel(n int) map[int64]time.Time {
+	e.t.Helper()
+	due := map[int64]time.Time{}
+	e.waitFor(fmt.Sprintf("%d jobs snoozed for the model server", n), func() (bool, string) {
+		clear(due)
+		for _, j := range e.extractJobs() {
+			var meta struct {
+				For string `json:"memoryd_snoozed_for"`
+			}
+			_ = json.Unmarshal(j.Metadata, &meta)
+			if j.State == rivertype.JobStateScheduled && meta.For == "model_unreachable" {
+				due[j.ID] = j.ScheduledAt
+			}
+		}
+		return len(due) == n, fmt.Sprintf("%d snoozed", len(due))
+	})
+	return due
+}
+
+// checkWokenBeforeDue waits until the jobs of due are finalized (River
+// stores a job's end after its turns are) and checks that each completed
+// before the time its snooze was to end.
+func (e *env) checkWokenBeforeDue(due map[int64]time.Time) {
+	e.t.Helper()
+	var jobs []*rivertype.JobRow
+	e.waitFor("the woken jobs finalized", func() (bool, string) {
+		jobs = e.extractJobs()
+		for _, j := range jobs {
+			if _, ok := due[j.ID]; ok && j.FinalizedAt == nil {
+				return false, fmt.Sprintf("job %d %s", j.ID, j.State)
+			}
+		}
+		return true, ""
+	})
+	for _, j := range jobs {
+		if at, ok := due[j.ID]; ok && (j.State != rivertype.JobStateCompleted || !j.FinalizedAt.Before(at)) {
+			e.t.Errorf("job %d: %s at %v; want completed before its snooze ended at %v", j.ID, j.State, j.FinalizedAt, at)
+		}
+	}
+}
+
+// TestModelAnswerWakesItsWaiters: jobs snoozed for a model server that is
+// down run as soon as it answers again, not when their snoozes end (up to
+// a minute later).
+func TestModelAnswerWakesItsWaiters(t *testing.T) {
+	e := setup(t)
+	var up atomic.Bool
+	e.start(switchedModel(t, &up, 0), func(c *worker.Config) { c.JobRetryBase = time.Minute })
+	for i := range 4 {
+		e.publish(events.Turn{ID: fmt.Sprint("t", i), UserID: fmt.Sprint("user-", i), UserMessage: "My name is Alice."})
+	}
+	due := e.waitingForModel(4)
+	up.Store(true)
+	// A new turn meets the server answering.
+	e.publish(events.Turn{ID: "t4", UserID: "user-4", UserMessage: "My name is Alice."})
+	if st := e.waitDone(5); st.TurnsProcessed != 5 {
+		t.Fatalf("stats %+v, want 5 turns processed", st)
+	}
+	e.checkWokenBeforeDue(due)
+}
+
+// TestModelWaitersWokenAcrossProcesses: with two processes, the one that
+// sees the server answer first wakes the jobs both snoozed. (A woken job
+// that the other holds back, its own probe still to come, waits for that
+// probe, not a whole snooze: TestOutcome.)
+func TestModelWaitersWokenAcrossProcesses(t *testing.T) {
+	e := setup(t)
+	var up atomic.Bool
+	for range 2 {
+		e.start(switchedModel(t, &up, 2*time.Second), func(c *worker.Config) {
+			c.JobRetryBase = time.Minute
+			c.Workers = 4
+		})
+	}
+	for i := range 8 {
+		e.publish(events.Turn{ID: fmt.Sprint("t", i), UserID: fmt.Sprint("user-", i), UserMessage: "My name is Alice."})
+	}
+	due := e.waitingForModel(8)
+	up.Store(true)
+	e.publish(events.Turn{ID: "t8", UserID: "user-8", UserMessage: "My name is Alice."})
+	if st := e.waitDone(9); st.TurnsProcessed != 9 {
+		t.Fatalf("stats %+v, want 9 turns processed", st)
+	}
+	e.checkWokenBeforeDue(due)
+}

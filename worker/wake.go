@@ -1,0 +1,86 @@
+package worker
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
+
+// Jobs snoozed for a model server that is down wait up to a minute each
+// (maxModelWait), so that thousands of them do not ask it over and over;
+// the server's first answer wakes them all (wakeModelWaiters), in
+// Postgres, so that every process's waiting jobs run within a fetch
+// interval. Before, they ran as their snoozes ended, up to a minute
+// after the server was back, and a job whose snooze ended in the seconds
+// before this process's probe was answered was held back for up to a
+// minute more (about one in twelve after a long outage).
+//
+// A job woken by one process may be fetched by another whose own probe
+// is still to come: it holds the job back, and the job waits for that
+// probe, once (outcome, metaWoken), not a whole snooze.
+
+// modelWaiters tracks whether jobs this process snoozed for the model
+// server may still be waiting: safe for concurrent use.
+type modelWaiters struct {
+	// since is when a job was last snoozed for the server (unix
+	// nanoseconds), 0 when none has been since the wake that followed.
+	since atomic.Int64
+	// woke is when the last wake began (unix nanoseconds).
+	woke atomic.Int64
+}
+
+const (
+	// wakeEvery bounds how often a process wakes the waiters: the jobs
+	// woken answer within a fetch interval, each of them a chance to
+	// wake again.
+	wakeEvery = time.Second
+	// wakeLinger is how long after the last snooze for the server answers
+	// keep waking: River stores a snooze after the run that decided it
+	// returns (its completer batches them), so a job held back just
+	// before the server's answer may be stored snoozed after the first
+	// wake.
+	wakeLinger = 5 * time.Second
+)
+
+// modelWaiting notes that a job is being snoozed for the model server now.
+func (w *Worker) modelWaiting() { w.modelWaits.since.Store(time.Now().UnixNano()) }
+
+// modelAnswered is called when the model server answered an extraction:
+// it ends the refusal outage, and wakes the jobs waiting for the server
+// (wakeModelWaiters).
+func (w *Worker) modelAnswered(ctx context.Context) {
+	w.modelRefusing.end()
+	w.wakeModelWaiters(ctx)
+}
+
+// wakeModelWaiters makes the extraction jobs snoozed for the model server
+// (metaSnoozedFor) run now, every process's, when this process snoozed
+// one within wakeLinger of now or since its last wake; at most once every
+// wakeEvery. A job held by another transaction is left to its snooze. A
+// failure is logged and leaves it to the next answer.
+func (w *Worker) wakeModelWaiters(ctx context.Context) {
+	m := &w.modelWaits
+	since := m.since.Load()
+	if since == 0 {
+		return
+	}
+	now := time.Now()
+	last := m.woke.Load()
+	if now.UnixNano()-last < int64(wakeEvery) || !m.woke.CompareAndSwap(last, now.UnixNano()) {
+		return
+	}
+	n, err := w.cfg.Store.WakeWaiting(ctx, extractJobs, metaSnoozedFor, outcomeModelDown, metaWoken)
+	if err != nil {
+		m.woke.Store(last)
+		w.logger.Warn("cannot wake the extraction jobs waiting for the model server; they run when their snoozes end", "error", err)
+		return
+	}
+	if now.Sub(time.Unix(0, since)) > wakeLinger {
+		// Every snooze decided until then is stored: woken, or not for
+		// the model. A new one sets since again.
+		m.since.CompareAndSwap(since, 0)
+	}
+	if n > 0 {
+		w.logger.Info("model server answering; extraction jobs waiting for it run now", "jobs", n)
+	}
+}
