@@ -74,45 +74,33 @@ func (e *env) checkWokenBeforeDue(due map[int64]time.Time) {
 
 // TestModelAnswerWakesItsWaiters: jobs snoozed for a model server that is
 // down run as soon as it answers again, not when their snoozes end (up to
-// a minute later).
+// a minute later); with two processes, the one that sees the server answer
+// first wakes the jobs both snoozed. (A woken job that the other holds
+// back, its own probe still to come, waits for that probe, not a whole
+// snooze: TestOutcome.)
 func TestModelAnswerWakesItsWaiters(t *testing.T) {
-	e := setup(t)
-	var up atomic.Bool
-	e.start(switchedModel(t, &up, 0), func(c *worker.Config) { c.JobRetryBase = time.Minute })
-	for i := range 4 {
-		e.publish(events.Turn{ID: fmt.Sprint("t", i), UserID: fmt.Sprint("user-", i), UserMessage: "My name is Alice."})
-	}
-	due := e.waitingForModel(4)
-	up.Store(true)
-	// A new turn meets the server answering.
-	e.publish(events.Turn{ID: "t4", UserID: "user-4", UserMessage: "My name is Alice."})
-	if st := e.waitDone(5); st.TurnsProcessed != 5 {
-		t.Fatalf("stats %+v, want 5 turns processed", st)
-	}
-	e.checkWokenBeforeDue(due)
-}
-
-// TestModelWaitersWokenAcrossProcesses: with two processes, the one that
-// sees the server answer first wakes the jobs both snoozed. (A woken job
-// that the other holds back, its own probe still to come, waits for that
-// probe, not a whole snooze: TestOutcome.)
-func TestModelWaitersWokenAcrossProcesses(t *testing.T) {
-	e := setup(t)
-	var up atomic.Bool
-	for range 2 {
-		e.start(switchedModel(t, &up, 2*time.Second), func(c *worker.Config) {
-			c.JobRetryBase = time.Minute
-			c.Workers = 4
+	for _, procs := range []int{1, 2} {
+		t.Run(fmt.Sprint(procs, " processes"), func(t *testing.T) {
+			e := setup(t)
+			var up atomic.Bool
+			for range procs {
+				e.start(switchedModel(t, &up, 2*time.Second), func(c *worker.Config) {
+					c.JobRetryBase = time.Minute
+					c.Workers = 4
+				})
+			}
+			waiting := 4 * procs
+			for i := range waiting {
+				e.publish(events.Turn{ID: fmt.Sprint("t", i), UserID: fmt.Sprint("user-", i), UserMessage: "My name is Alice."})
+			}
+			due := e.waitingForModel(waiting)
+			up.Store(true)
+			// A new turn meets the server answering.
+			e.publish(events.Turn{ID: "new", UserID: "user-new", UserMessage: "My name is Alice."})
+			if st := e.waitDone(int64(waiting + 1)); st.TurnsProcessed != int64(waiting+1) {
+				t.Fatalf("stats %+v, want %d turns processed", st, waiting+1)
+			}
+			e.checkWokenBeforeDue(due)
 		})
 	}
-	for i := range 8 {
-		e.publish(events.Turn{ID: fmt.Sprint("t", i), UserID: fmt.Sprint("user-", i), UserMessage: "My name is Alice."})
-	}
-	due := e.waitingForModel(8)
-	up.Store(true)
-	e.publish(events.Turn{ID: "t8", UserID: "user-8", UserMessage: "My name is Alice."})
-	if st := e.waitDone(9); st.TurnsProcessed != 9 {
-		t.Fatalf("stats %+v, want 9 turns processed", st)
-	}
-	e.checkWokenBeforeDue(due)
 }
