@@ -579,6 +579,10 @@ type serverErrorRow struct {
 	// downErr is the error of the last request that found the server down
 	// (remember): what a request held back (admit) is told.
 	downErr Error
+	// downBefore is how long the server counts as down before downSince
+	// when admit holds requests back: minHoldBack in an outage assumed
+	// (goDown), else 0.
+	downBefore time.Duration
 	// probing is set while a probe admit let through is in flight (until
 	// probeDone): the next one waits for its outcome, however long the
 	// gap has been. Without it, with requests that time out (a hung
@@ -621,7 +625,7 @@ func (r *serverErrorRow) admit(now time.Time, maxGap time.Duration) (probe bool,
 		// failed, under the lock again): sent rather than told nothing.
 		return false, nil
 	}
-	down := now.Sub(r.downSince)
+	down := now.Sub(r.downSince) + r.downBefore
 	if down < min(minHoldBack, maxGap) {
 		return false, nil
 	}
@@ -703,10 +707,8 @@ func (r *serverErrorRow) failed(msgs []openai.ChatCompletionMessage, started, no
 		if timeout && r.answered.After(started) {
 			return false
 		}
-		if !refused && !r.assumed.IsZero() && now.Sub(r.assumed) <= serverErrorsWindow {
-			if r.downSince.IsZero() {
-				r.downSince, r.probed = now, now
-			}
+		if !refused && r.assumedAt(now) {
+			r.goDown(now)
 			return true
 		}
 		if r.requests == nil || now.Sub(r.last) > serverErrorsWindow {
@@ -720,10 +722,30 @@ func (r *serverErrorRow) failed(msgs []openai.ChatCompletionMessage, started, no
 			return false
 		}
 	}
-	if r.downSince.IsZero() {
-		r.downSince, r.probed = now, now
-	}
+	r.goDown(now)
 	return true
+}
+
+// assumedAt reports whether the row is an outage assumed (assumeDown)
+// within serverErrorsWindow of now. Under r.mu.
+func (r *serverErrorRow) assumedAt(now time.Time) bool {
+	return !r.assumed.IsZero() && now.Sub(r.assumed) <= serverErrorsWindow
+}
+
+// goDown takes the server for down from now, unless it already is. Under
+// r.mu. In an outage assumed (other processes' jobs wait for the server),
+// requests are held back at once (downBefore): the outage is not a blip
+// starting, and a serve restarted in one sent every request of its first
+// second (11 in a walk with the key refused).
+func (r *serverErrorRow) goDown(now time.Time) {
+	if !r.downSince.IsZero() {
+		return
+	}
+	r.downSince, r.probed = now, now
+	r.downBefore = 0
+	if r.assumedAt(now) {
+		r.downBefore = minHoldBack
+	}
 }
 
 // assumeDown makes the row an outage from now: a server error or timeout

@@ -147,3 +147,48 @@ func TestAdmitHoldsBackOnlyWithTheOutagesError(t *testing.T) {
 		t.Fatalf("held back in a new outage with the previous one's error: %q", e)
 	}
 }
+
+// TestAdmitHoldsBackAtOnceInAnOutageAssumed: in an outage other
+// processes saw (assumeDown: a serve restarted while jobs wait for the
+// server), requests are held back from the first failure on, not after a
+// second of sending them all (a restart in a walk with the key refused
+// sent 11 in it); without one, the outage's first second still sends
+// them (a blip holds nothing back).
+func TestAdmitHoldsBackAtOnceInAnOutageAssumed(t *testing.T) {
+	msg := []openai.ChatCompletionMessage{{Role: "user", Content: "a"}}
+	t0 := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name    string
+		assumed bool
+		failure func(r *serverErrorRow, at time.Time) // the first failure, at
+	}{
+		{"a refusal, assumed", true, func(r *serverErrorRow, at time.Time) { r.failed(msg, at, at, false, true, false) }},
+		{"a server error, assumed", true, func(r *serverErrorRow, at time.Time) { r.failed(msg, at, at, false, false, false) }},
+		{"a refusal, not assumed", false, func(r *serverErrorRow, at time.Time) { r.failed(msg, at, at, false, true, false) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var r serverErrorRow
+			if c.assumed {
+				r.assumeDown(t0)
+			}
+			failAt := t0.Add(2 * time.Second)
+			c.failure(&r, failAt)
+			r.remember(&Error{Kind: KindTransient, Reason: "status 503", Unreachable: true})
+			_, e := r.admit(failAt.Add(100*time.Millisecond), defaultMaxProbeGap)
+			if (e != nil) != c.assumed {
+				t.Fatalf("a request 100 ms after the first failure: held back %v, want %v", e != nil, c.assumed)
+			}
+			// The next probe goes once a quarter of the outage (counted
+			// from a second before the failure) has passed since it: 350
+			// ms at +400 ms.
+			if c.assumed {
+				if _, e := r.admit(failAt.Add(300*time.Millisecond), defaultMaxProbeGap); e == nil {
+					t.Fatal("a request 300 ms after: sent, want it held back (gap 325 ms)")
+				}
+				if probe, e := r.admit(failAt.Add(400*time.Millisecond), defaultMaxProbeGap); e != nil || !probe {
+					t.Fatalf("a request 400 ms after: held back with %v (probe %v), want a probe", e, probe)
+				}
+			}
+		})
+	}
+}
