@@ -258,6 +258,15 @@ func TestAvailableSoon(t *testing.T) {
 	if jobs, err := s.ClaimJobs(ctx, store.JobClaim{Claimer: 1, Kind: "k", Queue: "q", ItemsField: "context_ids", MaxItems: 10, Lease: time.Minute}); err != nil || len(jobs) != 0 {
 		t.Errorf("claimed %d (%v) before the job was due", len(jobs), err)
 	}
+	// The queue gauge counts it as waiting for its time, not as work
+	// waiting for a worker (a debounce read as a backlog).
+	depth, err := s.QueueDepth(ctx, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc, av := depth[[2]string{"q", "scheduled"}], depth[[2]string{"q", "available"}]; sc != 2 || av != 0 {
+		t.Errorf("queue depth of q: %d scheduled, %d available; want 2 (soon, later), 0", sc, av)
+	}
 }
 
 // TestWakeWaiting: the jobs of the kind waiting after a snooze of the

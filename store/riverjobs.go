@@ -365,9 +365,13 @@ const ClaimedState = "claimed"
 // QueueDepth counts River jobs that are not finished, by queue and state
 // (UnfinishedJobStates). Each of queues has every state, 0 when it has no
 // such job, so that a gauge reads 0 rather than no data; other queues
-// appear when they hold jobs.
+// appear when they hold jobs. An available job whose scheduled_at is to
+// come (a short snooze, a debounced turn: River and AvailableSoon leave
+// them available) counts as scheduled: it is not work waiting for a
+// worker, and a debounce counted as a backlog.
 func (s *Store) QueueDepth(ctx context.Context, queues ...string) (map[[2]string]int64, error) {
-	rows, err := s.db.Query(ctx, `SELECT queue, CASE WHEN state = 'scheduled' AND metadata->>$2::text IS NOT NULL THEN $3 ELSE state::text END, count(*)
+	rows, err := s.db.Query(ctx, `SELECT queue, CASE WHEN state = 'scheduled' AND metadata->>$2::text IS NOT NULL THEN $3
+			WHEN state = 'available' AND scheduled_at > now() THEN 'scheduled' ELSE state::text END, count(*)
 		FROM river_job
 		WHERE state = ANY($1::text[]::river_job_state[])
 		GROUP BY 1, 2`, unfinishedRiverStates, ClaimedByKey, ClaimedState)
