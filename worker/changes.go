@@ -21,11 +21,11 @@ import (
 // fails, every few seconds while Postgres is down.
 const msgListenFailed = "changes: listen"
 
-// OutageRepeats are the warnings the worker logs again and again while a
-// dependency is down (the ingest and job errors back off; these do not, or
-// are logged once per job, and every turn is a job with a model): a
-// process's log handler may hold back repeats of them.
-var OutageRepeats = []string{msgListenFailed, msgPublishFailed, msgModelUnreachable, msgModelRefuses, msgDBUnreachable, msgDBDiskFull, msgEmbedWaiting}
+// OutageRepeats are the warnings and errors the worker logs again and
+// again while a dependency is down (these do not back off far, or are
+// logged once per job, and every turn is a job with a model; the ingest's
+// every 5 s): a process's log handler may hold back repeats of them.
+var OutageRepeats = []string{msgListenFailed, msgPublishFailed, msgModelUnreachable, msgModelRefuses, msgDBUnreachable, msgDBDiskFull, msgEmbedWaiting, msgIngestFailing}
 
 // msgPublishFailed is logged when a round of the changes publisher fails.
 // Its backoff starts again after a round that sent something, so with

@@ -89,12 +89,12 @@ func (w *Worker) ingestLoop(ctx context.Context) {
 		if err != nil {
 			// Postgres is unavailable: nothing was acknowledged. Hand the
 			// batch back with a delay and pause pulling for as long, doubling
-			// up to 30× RetryBackoff, so an outage costs a few log lines, not
-			// a hot loop.
-			backoff = min(max(backoff*2, w.cfg.RetryBackoff), 30*w.cfg.RetryBackoff)
+			// up to maxIngestBackoff× RetryBackoff, so that an outage is
+			// not a hot loop; its lines are held back (OutageRepeats).
+			backoff = min(max(backoff*2, w.cfg.RetryBackoff), maxIngestBackoff*w.cfg.RetryBackoff)
 			failed++
 			w.ingestFailing.fail(err)
-			w.logger.Error("ingest: cannot record turns; will redeliver", "error", err, "events", len(batch), "retry_in", backoff)
+			w.logger.Error(msgIngestFailing, "error", err, "events", len(batch), "retry_in", backoff)
 			for _, m := range batch {
 				_ = m.NakWithDelay(backoff)
 			}
@@ -122,6 +122,16 @@ func (w *Worker) ingestLoop(ctx context.Context) {
 		backoff = 0
 	}
 }
+
+// msgIngestFailing is logged at each batch that cannot be recorded.
+const msgIngestFailing = "ingest: cannot record turns; will redeliver"
+
+// maxIngestBackoff bounds the ingest's backoff after failed batches, in
+// RetryBackoffs (5 s by default): a failure a ping cannot see end (a full
+// disk freed, a lock released) is retried within it. At 30, turns waited
+// up to 30 s after the space was freed (a disk-full walk), and the
+// batches of a connection outage came back up to 30 s after Postgres did.
+const maxIngestBackoff = 5
 
 // IngestFailing reports the ingest's current outage: the batches it read
 // since its Since all failed (Postgres refused or could not take them; the

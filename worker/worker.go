@@ -139,7 +139,7 @@ type Config struct {
 	// Default 30s.
 	AckWait time.Duration
 	// RetryBackoff is the first delay before redelivering events that could
-	// not be stored (Postgres down); it doubles up to 30 times it. Default 1s.
+	// not be stored (Postgres down); it doubles up to 5 times it (maxIngestBackoff). Default 1s.
 	RetryBackoff time.Duration
 
 	// JobSize is how many newly ingested turns share one extraction job.
