@@ -57,7 +57,7 @@ func (w *Worker) modelAnswered(ctx context.Context) {
 // (metaSnoozedFor) run now, every process's, when this process snoozed
 // one within wakeLinger of now or since its last wake; at most once every
 // wakeEvery. A job held by another transaction is left to its snooze. A
-// failure is logged and leaves it to the next answer.
+// failure is logged and leaves it to an answer after wakeEvery.
 func (w *Worker) wakeModelWaiters(ctx context.Context) {
 	m := &w.modelWaits
 	since := m.since.Load()
@@ -71,7 +71,7 @@ func (w *Worker) wakeModelWaiters(ctx context.Context) {
 	}
 	n, err := w.cfg.Store.WakeWaiting(ctx, extractJobs, metaSnoozedFor, outcomeModelDown, metaWoken)
 	if err != nil {
-		m.woke.Store(last)
+		// Tried again at an answer after wakeEvery: since is kept.
 		w.logger.Warn("cannot wake the extraction jobs waiting for the model server; they run when their snoozes end", "error", err)
 		return
 	}
