@@ -20,12 +20,13 @@ import (
 
 // Exporter is what memory.export and memory.import need: a user's memory
 // as JSON lines, out and in (store.SpoolExport, store.ReadSpool,
-// store.ImportInto). *store.Store has it; a Config.Store without it
+// store.ImportInto; store.Export for a previous release's cursor). *store.Store has it; a Config.Store without it
 // answers these endpoints 501.
 type Exporter interface {
-	SpoolExport(ctx context.Context, userID, token string, spool func(export []byte) bool) ([]byte, string, error)
+	SpoolExport(ctx context.Context, userID, token string, head int, spool func(head []byte, whole bool) bool) ([]byte, int64, string, error)
 	ReadSpool(ctx context.Context, userID, token, id string, off int64, n int) ([]byte, int64, error)
 	DeleteSpool(ctx context.Context, userID, id string) error
+	Export(ctx context.Context, userID string, w io.Writer) error
 	ImportInto(ctx context.Context, userID, token, memory string, r io.Reader) (store.Imported, string, error)
 }
 
@@ -45,13 +46,15 @@ func (s *Service) exports() exports {
 	return exports{store: e, maxPageBytes: func() int { return s.maxReply() - exportEnvelope }, logger: s.logger, builds: s.exportBuilds}
 }
 
-// build waits for the process's one slot for reading a whole export into
-// memory, and returns its release. An export's first page holds the export
-// several times over while it is saved (the read, the buffer's growth,
-// the copy sent to Postgres), so exports of heavy users at once multiplied
-// serve's peak (a heavy-user walk: one 64 MB export took its RSS from 78
-// MB to 386 MB, four at once to 1.22 GB); one at a time, the others wait
-// within their request's bound.
+// build waits for the process's one slot for reading a whole export, and
+// returns its release. An export's first page reads the whole memory and
+// writes its copy on two of the pool's connections (and a previous
+// release's cursor holds the whole export in memory: legacyPage), so
+// exports of heavy users at once would take the pool from enrich, and
+// before the copy was written in parts multiplied serve's peak (a
+// heavy-user walk: one 64 MB export took its RSS from 78 MB to 386 MB,
+// four at once to 1.22 GB); one at a time, the others wait within their
+// request's bound.
 func (e exports) build(ctx context.Context) (release func(), err error) {
 	select {
 	case e.builds <- struct{}{}:
@@ -101,9 +104,11 @@ func (e exports) export(token string, data []byte) (call, error) {
 				return nil, err
 			}
 			defer release()
-			all, spool, err := e.store.SpoolExport(ctx, req.UserID, token, func(all []byte) bool {
-				end = pageEnd(all, true, maxPage)
-				return end < len(all)
+			// The first maxPage bytes hold the first page (its escaped
+			// bytes are at least its bytes), cut as a later page is.
+			head, _, spool, err := e.store.SpoolExport(ctx, req.UserID, token, maxPage, func(head []byte, whole bool) bool {
+				end = pageEnd(head, whole, maxPage)
+				return end < len(head) || !whole
 			})
 			if errors.Is(err, store.ErrSpoolGone) {
 				// A forget overtook it between its snapshot and its copy.
@@ -112,7 +117,7 @@ func (e exports) export(token string, data []byte) (call, error) {
 			if err != nil {
 				return nil, err
 			}
-			reply := events.ExportReply{Lines: string(all[:end])}
+			reply := events.ExportReply{Lines: string(head[:end])}
 			if spool != "" {
 				reply.Next = spoolCursor(spool, int64(end))
 			}
@@ -121,7 +126,7 @@ func (e exports) export(token string, data []byte) (call, error) {
 		spool, off, ok := parseSpoolCursor(req.Cursor)
 		if !ok {
 			if line, lineOff, digest, legacy := parseLegacyCursor(req.Cursor); legacy {
-				return e.legacyPage(ctx, req.UserID, token, line, lineOff, digest, maxPage)
+				return e.legacyPage(ctx, req.UserID, line, lineOff, digest, maxPage)
 			}
 			return nil, &events.ServiceError{Code: 409, Description: "the cursor is not one this memoryd gave (altered, or from another release): export again from the start"}
 		}
@@ -156,9 +161,6 @@ func spoolCursor(spool string, off int64) string {
 	return "s" + strconv.FormatInt(off, 10) + "." + spool
 }
 
-// maxSpoolOffset bounds a cursor's offset: Postgres's largest bytea.
-const maxSpoolOffset = 1 << 30
-
 func parseSpoolCursor(c string) (spool string, off int64, ok bool) {
 	rest, found := strings.CutPrefix(c, "s")
 	if !found {
@@ -166,10 +168,9 @@ func parseSpoolCursor(c string) (spool string, off int64, ok bool) {
 	}
 	n, spool, found := strings.Cut(rest, ".")
 	off, err := strconv.ParseInt(n, 10, 64)
-	// A copy is a bytea, under 1 GiB: an offset past that is none memoryd
-	// gave (and over int4, which the read's substring takes, a failed
-	// query: a 500).
-	if !found || err != nil || off <= 0 || off > maxSpoolOffset || len(spool) != 32 {
+	// An offset past the copy's end is refused by the page (ReadSpool
+	// reads the size first), a 409.
+	if !found || err != nil || off <= 0 || len(spool) != 32 {
 		return "", 0, false
 	}
 	if _, err := hex.DecodeString(spool); err != nil {
@@ -369,16 +370,19 @@ func parseLegacyCursor(c string) (line, off int, digest string, ok bool) {
 // export is read again from one snapshot and the page cut from it, a
 // memory changed since (another digest) being a 409; its next cursor is
 // of the same form, so that either release serves the page after it.
-func (e exports) legacyPage(ctx context.Context, userID, token string, line, off int, digest string, maxPage int) (any, error) {
+func (e exports) legacyPage(ctx context.Context, userID string, line, off int, digest string, maxPage int) (any, error) {
 	release, err := e.build(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	all, _, err := e.store.SpoolExport(ctx, userID, token, func([]byte) bool { return false })
-	if err != nil {
+	// That release's cursors count lines of the whole export and its
+	// digest: it is read whole, as that release did.
+	var buf bytes.Buffer
+	if err := e.store.Export(ctx, userID, &buf); err != nil {
 		return nil, err
 	}
+	all := buf.Bytes()
 	sum := sha256.Sum256(all)
 	d := hex.EncodeToString(sum[:12])
 	if d != digest {

@@ -52,12 +52,12 @@ type forgetDuringExport struct {
 	t *testing.T
 }
 
-func (s forgetDuringExport) SpoolExport(ctx context.Context, userID, token string, spool func([]byte) bool) ([]byte, string, error) {
-	return s.Store.SpoolExport(ctx, userID, token, func(b []byte) bool {
+func (s forgetDuringExport) SpoolExport(ctx context.Context, userID, token string, head int, spool func([]byte, bool) bool) ([]byte, int64, string, error) {
+	return s.Store.SpoolExport(ctx, userID, token, head, func(b []byte, whole bool) bool {
 		if _, _, err := s.Store.ForgetUser(ctx, userID, token, store.StreamPosition{}); err != nil {
 			s.t.Error(err)
 		}
-		return spool(b)
+		return spool(b, whole)
 	})
 }
 

@@ -63,8 +63,8 @@ type exportHeader struct {
 // and how an import's lines of it are written.
 type exportSection struct {
 	typ string
-	// read returns the user's rows as lines, in export order.
-	read func(ctx context.Context, q *Store, userID string) ([]any, error)
+	// read passes the user's rows as lines to emit, in export order.
+	read func(ctx context.Context, q *Store, userID string, emit func(line any) error) error
 	// parse decodes and checks one line (unknown fields refused).
 	parse func(data []byte) (any, error)
 	// apply merges the import's lines of this type, in file order, into the
@@ -74,14 +74,34 @@ type exportSection struct {
 
 // sections are the line types in the order an export writes them.
 var sections = []exportSection{
-	{"fact", readFacts, parseLine(checkFactLine), applyFacts},
-	{"fact_item", readFactItems, parseLine(checkFactItemLine), applyFactItems},
+	{"fact", collected(readFacts), parseLine(checkFactLine), applyFacts},
+	{"fact_item", collected(readFactItems), parseLine(checkFactItemLine), applyFactItems},
 	{"fact_history", readHistory, parseLine(checkHistoryLine), applyHistory},
-	{"fact_clear", readFactClears, parseLine(checkFactClearLine), applyFactClears},
-	{"fact_direct_clear", readFactDirectClears, parseLine(checkFactClearLine), applyFactDirectClears},
-	{"fact_value_clear", readFactValueClears, parseLine(checkFactValueClearLine), applyFactValueClears},
+	{"fact_clear", collected(readFactClears), parseLine(checkFactClearLine), applyFactClears},
+	{"fact_direct_clear", collected(readFactDirectClears), parseLine(checkFactClearLine), applyFactDirectClears},
+	{"fact_value_clear", collected(readFactValueClears), parseLine(checkFactValueClearLine), applyFactValueClears},
 	{"context", readContext, parseLine(checkContextLine), applyContext},
-	{"context_clear", readContextClears, parseLine(checkContextClearLine), applyContextClears},
+	{"context_clear", collected(readContextClears), parseLine(checkContextClearLine), applyContextClears},
+}
+
+// collected is the read of a section whose rows are read whole and sorted
+// in Go (an order Postgres cannot give, or one not worth asking of it):
+// those of a user's keys, items and clears, which do not grow with every
+// turn. Context and history do, and are streamed in the order their query
+// gives (SpoolExport holds a chunk of the export, not the memory).
+func collected(read func(ctx context.Context, q *Store, userID string) ([]any, error)) func(context.Context, *Store, string, func(any) error) error {
+	return func(ctx context.Context, q *Store, userID string, emit func(any) error) error {
+		lines, err := read(ctx, q, userID)
+		if err != nil {
+			return err
+		}
+		for _, l := range lines {
+			if err := emit(l); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 }
 
 // applyOrder is the order an import writes the types in, whatever the
@@ -112,14 +132,8 @@ func (s *Store) Export(ctx context.Context, userID string, w io.Writer) error {
 	}
 	err := s.snapshot(ctx, func(q *Store) error {
 		for _, sec := range sections {
-			lines, err := sec.read(ctx, q, userID)
-			if err != nil {
+			if err := sec.read(ctx, q, userID, enc.Encode); err != nil {
 				return fmt.Errorf("%s: %w", sec.typ, err)
-			}
-			for _, l := range lines {
-				if err := enc.Encode(l); err != nil {
-					return err
-				}
 			}
 		}
 		return nil
@@ -746,35 +760,30 @@ func checkHistoryLine(l *historyLine) (err error) {
 	return checkAll(errs...)
 }
 
-func readHistory(ctx context.Context, q *Store, userID string) ([]any, error) {
+func readHistory(ctx context.Context, q *Store, userID string, emit func(any) error) error {
+	// By key, then in the order the changes were recorded; an import
+	// inserts them in file order, so ids keep that order. COLLATE "C"
+	// compares bytes, as Go's strings do: the order must not depend on the
+	// database's collation.
 	rows, err := q.db.Query(ctx, `SELECT id, key, op, old_value, new_value, event_id, conversation_id, source_at, changed_at
-		FROM fact_history WHERE user_id = $1`, userID)
+		FROM fact_history WHERE user_id = $1 ORDER BY key COLLATE "C", changed_at, id`, userID)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	var (
-		out []*historyLine
-		l   historyLine
-		sa  *time.Time
+		l  historyLine
+		sa *time.Time
 	)
-	if _, err := pgx.ForEachRow(rows, []any{&l.id, &l.Key, &l.Op, &l.OldValue, &l.NewValue, &l.EventID, &l.ConversationID, &sa, &l.changedAt}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&l.id, &l.Key, &l.Op, &l.OldValue, &l.NewValue, &l.EventID, &l.ConversationID, &sa, &l.changedAt}, func() error {
 		c := l
 		c.Type, c.ChangedAt, c.SourceAt = "fact_history", exportTime(l.changedAt), nil
 		if sa != nil {
 			s := exportTime(*sa)
 			c.SourceAt = &s
 		}
-		out = append(out, &c)
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	// By key, then in the order the changes were recorded; an import
-	// inserts them in file order, so ids keep that order.
-	slices.SortFunc(out, func(a, b *historyLine) int {
-		return cmp.Or(strings.Compare(a.Key, b.Key), a.changedAt.Compare(b.changedAt), cmp.Compare(a.id, b.id))
+		return emit(&c)
 	})
-	return anys(out), nil
+	return err
 }
 
 func applyHistory(ctx context.Context, q *Store, userID string, lines []any) (int64, error) {
@@ -1093,29 +1102,21 @@ func checkContextLine(l *contextLine) (err error) {
 		text("prompt_version", l.PromptVersion, maxIDBytes, false))
 }
 
-func readContext(ctx context.Context, q *Store, userID string) ([]any, error) {
+func readContext(ctx context.Context, q *Store, userID string, emit func(any) error) error {
+	// Oldest first; a user holds a (question, answer) pair once. COLLATE
+	// "C": by bytes, as readHistory.
 	rows, err := q.db.Query(ctx, `SELECT question, answer, created_at, event_id, conversation_id, scope, extractor, model, prompt_version
-		FROM context WHERE user_id = $1`, userID)
+		FROM context WHERE user_id = $1 ORDER BY created_at, question COLLATE "C", answer COLLATE "C"`, userID)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var (
-		out []*contextLine
-		l   contextLine
-	)
-	if _, err := pgx.ForEachRow(rows, []any{&l.Question, &l.Answer, &l.createdAt, &l.EventID, &l.ConversationID, &l.Scope, &l.Extractor, &l.Model, &l.PromptVersion}, func() error {
+	var l contextLine
+	_, err = pgx.ForEachRow(rows, []any{&l.Question, &l.Answer, &l.createdAt, &l.EventID, &l.ConversationID, &l.Scope, &l.Extractor, &l.Model, &l.PromptVersion}, func() error {
 		c := l
 		c.Type, c.CreatedAt = "context", exportTime(l.createdAt)
-		out = append(out, &c)
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	// Oldest first; a user holds a (question, answer) pair once.
-	slices.SortFunc(out, func(a, b *contextLine) int {
-		return cmp.Or(a.createdAt.Compare(b.createdAt), strings.Compare(a.Question, b.Question), strings.Compare(a.Answer, b.Answer))
+		return emit(&c)
 	})
-	return anys(out), nil
+	return err
 }
 
 func applyContext(ctx context.Context, q *Store, userID string, lines []any) (int64, error) {

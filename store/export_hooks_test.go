@@ -13,3 +13,9 @@ func WithImportHook(ctx context.Context, hook func()) context.Context {
 func WithDeleteBatch(ctx context.Context, n int) context.Context {
 	return context.WithValue(ctx, deleteBatchKey{}, n)
 }
+
+// WithSpoolPartBytes returns a ctx under which SpoolExport writes its copy
+// in parts of n bytes.
+func WithSpoolPartBytes(ctx context.Context, n int) context.Context {
+	return context.WithValue(ctx, spoolPartKey{}, n)
+}

@@ -51,7 +51,7 @@ func TestForgetLeavesNoRowOfTheUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A copy of an export in progress (a spool).
-	if _, _, err := s.SpoolExport(ctx, "alice", "alice", always); err != nil {
+	if _, _, _, err := s.SpoolExport(ctx, "alice", "alice", 1, always); err != nil {
 		t.Fatal(err)
 	}
 

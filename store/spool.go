@@ -12,10 +12,13 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// An export longer than a page is saved whole at its first page (a spool,
+// An export longer than a page is saved at its first page (a spool,
 // migration 057) and its later pages are read from that copy: every page
 // of one export is cut from one snapshot however the memory changes
 // meanwhile, and a page reads its own bytes, not the whole memory again.
+// The copy is written in parts of spoolPartBytes as the export is read
+// (migration 063), so that serve holds a part of it at a time, not the
+// user's whole memory.
 
 // SpoolTTL is how long a spool is kept after its last page was read.
 const SpoolTTL = time.Hour
@@ -25,6 +28,12 @@ const SpoolTTL = time.Hour
 // loop holds at most this many copies of the memory.
 const maxSpoolsPerUser = 4
 
+// spoolPartBytes is the size of a copy's parts (the last one's at most):
+// what an export holds in memory beyond its first page while it is saved,
+// and what a page reads beyond its own bytes (a part at each end). Each
+// copy records its own, so that a release with another size reads it.
+const spoolPartBytes = 1 << 20
+
 // ErrSpoolGone is wrapped by ReadSpool's error when the export's copy is
 // not there: unknown (or another user's), unread for SpoolTTL, replaced
 // by newer exports of the user, or the user was forgotten since it was
@@ -32,85 +41,208 @@ const maxSpoolsPerUser = 4
 var ErrSpoolGone = errors.New("export copy not found")
 
 // SpoolExport reads the user's export (as Export writes it) from one
-// snapshot and, when spool says it should be kept for paging, saves it and
-// returns its id ("" when not kept). token is the user's subject token: the
-// copy records which memory it is of (MemoryID), so that a forget since
-// makes it gone. A forget that commits between the snapshot and the save
-// makes the save fail with ErrSpoolGone (nothing is saved): the export
+// snapshot and returns its first head bytes (all of it when it is no
+// longer), its size, and the id of its saved copy ("" when none was
+// saved). Once the export is read, before the copy is kept, spool is
+// called with those first bytes (whole: they are the whole export) and
+// says whether to keep the copy. An export longer than head is written to
+// its copy as it is read, on a second connection of the pool, so that at
+// most head bytes and a part of it are held in memory (with a pool of one
+// connection, the export is held whole and its copy written after), and
+// is not kept when spool says no. token is the user's
+// subject token: the copy records which memory it is of (MemoryID), so
+// that a forget since makes it gone. A forget that commits between the
+// snapshot and the save makes the save fail with ErrSpoolGone (nothing is
+// saved, whatever was written of the copy is rolled back): the export
 // must start again.
-func (s *Store) SpoolExport(ctx context.Context, userID, token string, spool func(export []byte) bool) ([]byte, string, error) {
-	var (
-		buf    bytes.Buffer
-		memory string
-	)
+func (s *Store) SpoolExport(ctx context.Context, userID, token string, head int, spool func(head []byte, whole bool) bool) ([]byte, int64, string, error) {
+	// Writing the copy while the snapshot's rows are read takes a second
+	// connection: a pool of one would wait for it forever.
+	stream := s.pool.Config().MaxConns > 1
+	w := &spoolWriter{ctx: ctx, s: s, userID: userID, head: head, stream: stream, partBytes: spoolPartBytes}
+	if n, ok := ctx.Value(spoolPartKey{}).(int); ok {
+		w.partBytes = n
+	}
+	defer w.rollback()
 	// Repeatable read, so that the tombstone and every section are read
-	// from one snapshot; not read-only, for the save.
-	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
+	// from one snapshot. The copy is written by another transaction (w's)
+	// on another connection, while this one's rows are read.
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		q := s.WithTx(tx)
 		tombs, err := q.tombstones(ctx, []string{token})
 		if err != nil {
 			return err
 		}
-		memory = MemoryID(tombs[token])
-		return q.Export(ctx, userID, &buf)
+		w.memory = MemoryID(tombs[token])
+		return q.Export(ctx, userID, w)
 	})
 	if err != nil {
-		return nil, "", err
+		return nil, 0, "", err
 	}
-	data := buf.Bytes()
-	if !spool(data) {
-		return data, "", nil
+	first, whole := w.first, w.tx == nil && len(w.buf) <= head
+	if w.tx == nil {
+		first = w.buf[:min(head, len(w.buf))]
 	}
+	if !spool(first, whole) {
+		return first, w.size, "", nil
+	}
+	if err := w.save(token); err != nil {
+		return nil, 0, "", fmt.Errorf("export: save copy: %w", err)
+	}
+	return first, w.size, w.id, nil
+}
+
+// spoolPartKey keys a test's part size (WithSpoolPartBytes).
+type spoolPartKey struct{}
+
+// spoolWriter takes an export's bytes and writes them to a new copy in
+// parts, begun once they are more than head bytes; the copy is kept (save)
+// or rolled back.
+type spoolWriter struct {
+	ctx            context.Context
+	s              *Store
+	userID, memory string
+	head           int
+	stream         bool   // write the copy while the export is read
+	partBytes      int    // spoolPartBytes, unless a test sets it
+	first          []byte // the first head bytes, once the copy is begun
+	buf            []byte // the bytes not yet written to the copy
+	size           int64
+	tx             pgx.Tx // the copy's transaction, nil until it is begun
+	id             string
+	seq            int
+}
+
+func (w *spoolWriter) Write(p []byte) (int, error) {
+	w.size += int64(len(p))
+	w.buf = append(w.buf, p...)
+	if w.tx == nil {
+		if !w.stream || len(w.buf) <= w.head {
+			return len(p), nil
+		}
+		w.first = bytes.Clone(w.buf[:w.head])
+		if err := w.begin(); err != nil {
+			return 0, err
+		}
+	}
+	if err := w.flush(false); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// begin starts the copy's transaction and inserts the copy, its size not
+// yet known.
+func (w *spoolWriter) begin() error {
+	tx, err := w.s.pool.Begin(w.ctx)
+	if err != nil {
+		return fmt.Errorf("export: save copy: %w", err)
+	}
+	w.tx = tx
 	var b [16]byte
 	_, _ = rand.Read(b[:])
-	id := hex.EncodeToString(b[:])
-	err = s.InTx(ctx, func(_ pgx.Tx, q *Store) error {
-		// Under the user's lock, which a forget holds to its commit, and
-		// first (before any row lock of the deletes below, which a forget
-		// of this user waiting for the lock may hold): a forget that
-		// committed since the snapshot makes the copy one of a forgotten
-		// memory, not saved; one that comes after the save deletes it.
-		// Before, such a copy was saved after the forget's delete and kept
-		// the forgotten memory until it was read or expired.
-		tombs, err := q.LockUsers(ctx, []string{token})
-		if err != nil {
-			return err
-		}
-		if MemoryID(tombs[token]) != memory {
-			return ErrSpoolGone
-		}
-		// Expired copies are the reconcile job's (DeleteExpiredSpools):
-		// deleted here too, two saves could lock them in different orders.
-		if _, err := q.db.Exec(ctx, `INSERT INTO export_spools (id, user_id, memory, data) VALUES ($1, $2, $3, $4)`, id, userID, memory, data); err != nil {
-			return err
-		}
-		_, err = q.db.Exec(ctx, `DELETE FROM export_spools WHERE user_id = $1 AND id NOT IN (
-			SELECT id FROM export_spools WHERE user_id = $1 ORDER BY created_at DESC, id LIMIT $2)`, userID, maxSpoolsPerUser)
-		return err
-	})
-	if err != nil {
-		return nil, "", fmt.Errorf("export: save copy: %w", err)
+	w.id = hex.EncodeToString(b[:])
+	// data is empty: a serve of a release before 063 reading this copy
+	// finds nothing at its cursor (a 409), not part of the export.
+	if _, err := tx.Exec(w.ctx, `INSERT INTO export_spools (id, user_id, memory, data, part_bytes) VALUES ($1, $2, $3, '', $4)`,
+		w.id, w.userID, w.memory, w.partBytes); err != nil {
+		return fmt.Errorf("export: save copy: %w", err)
 	}
-	return data, id, nil
+	return nil
+}
+
+// flush writes the whole parts buf holds, and with last the rest too.
+func (w *spoolWriter) flush(last bool) error {
+	n := 0
+	for len(w.buf)-n >= w.partBytes || (last && n < len(w.buf)) {
+		part := w.buf[n:min(n+w.partBytes, len(w.buf))]
+		if _, err := w.tx.Exec(w.ctx, `INSERT INTO export_spool_parts (spool_id, seq, data) VALUES ($1, $2, $3)`, w.id, w.seq, part); err != nil {
+			return fmt.Errorf("export: save copy: %w", err)
+		}
+		w.seq++
+		n += len(part)
+	}
+	// Kept in place, so that buf stays about a part long.
+	w.buf = w.buf[:copy(w.buf, w.buf[n:])]
+	return nil
+}
+
+// save writes what is left of the copy and commits it, unless the user
+// was forgotten since the snapshot (ErrSpoolGone, rolled back).
+func (w *spoolWriter) save(token string) error {
+	if w.tx == nil {
+		// An export of at most head bytes that is kept all the same (its
+		// bytes, escaped, need more than a page), or one read whole on a
+		// pool of one connection.
+		if err := w.begin(); err != nil {
+			return err
+		}
+	}
+	if err := w.flush(true); err != nil {
+		return err
+	}
+	q := w.s.WithTx(w.tx)
+	// Under the user's lock, which a forget holds to its commit, and
+	// before any row lock of the deletes below (which a forget of this
+	// user waiting for the lock may hold): a forget that committed since
+	// the snapshot makes the copy one of a forgotten memory, not saved;
+	// one that comes after the commit deletes it. The copy's rows written
+	// so far are its own transaction's, which no forget sees or waits for.
+	tombs, err := q.LockUsers(w.ctx, []string{token})
+	if err != nil {
+		return err
+	}
+	if MemoryID(tombs[token]) != w.memory {
+		return ErrSpoolGone
+	}
+	if _, err := w.tx.Exec(w.ctx, `UPDATE export_spools SET size = $2, read_at = now() WHERE id = $1`, w.id, w.size); err != nil {
+		return err
+	}
+	// Expired copies are the reconcile job's (DeleteExpiredSpools):
+	// deleted here too, two saves could lock them in different orders.
+	// Parts go with their copy (ON DELETE CASCADE).
+	if _, err := w.tx.Exec(w.ctx, `DELETE FROM export_spools WHERE user_id = $1 AND id NOT IN (
+		SELECT id FROM export_spools WHERE user_id = $1 ORDER BY created_at DESC, id LIMIT $2)`, w.userID, maxSpoolsPerUser); err != nil {
+		return err
+	}
+	err = w.tx.Commit(w.ctx)
+	w.tx = nil
+	return err
+}
+
+// rollback ends a copy not saved.
+func (w *spoolWriter) rollback() {
+	if w.tx != nil {
+		// On a context of its own: the export's may be what ended it.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(w.ctx), 5*time.Second)
+		defer cancel()
+		_ = w.tx.Rollback(ctx)
+		w.tx = nil
+	}
 }
 
 // ReadSpool returns at most n bytes of the user's spooled export id from
-// byte off, and the export's whole size. It is ErrSpoolGone when the copy
-// is not there or its user was forgotten since it was made (the copy is
-// then deleted). Each read keeps the copy for another SpoolTTL.
+// byte off (none at or past its end), and the export's whole size. It
+// reads only the parts of the copy those bytes span. It is ErrSpoolGone
+// when the copy is not there or its user was forgotten since it was made
+// (the copy is then deleted). Each read keeps the copy for another
+// SpoolTTL.
 func (s *Store) ReadSpool(ctx context.Context, userID, token, id string, off int64, n int) ([]byte, int64, error) {
 	var (
 		part      []byte
 		size      int64
-		memory    string
 		forgotten bool
 	)
 	err := s.InTx(ctx, func(_ pgx.Tx, q *Store) error {
-		// substring counts from 1.
+		var (
+			memory    string
+			parts     *int64 // a copy's size, when it is in parts
+			partBytes *int32
+		)
 		err := q.db.QueryRow(ctx, `UPDATE export_spools SET read_at = now()
-			WHERE id = $1 AND user_id = $2 AND read_at >= now() - make_interval(secs => $5)
-			RETURNING substring(data FROM $3 FOR $4), octet_length(data), memory`,
-			id, userID, off+1, n, SpoolTTL.Seconds()).Scan(&part, &size, &memory)
+			WHERE id = $1 AND user_id = $2 AND read_at >= now() - make_interval(secs => $3)
+			RETURNING memory, size, part_bytes, octet_length(data)`,
+			id, userID, SpoolTTL.Seconds()).Scan(&memory, &parts, &partBytes, &size)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrSpoolGone
 		}
@@ -128,7 +260,21 @@ func (s *Store) ReadSpool(ctx context.Context, userID, token, id string, off int
 			_, err := q.db.Exec(ctx, `DELETE FROM export_spools WHERE id = $1`, id)
 			return err
 		}
-		return nil
+		if parts != nil {
+			size = *parts
+		}
+		if off < 0 || off >= size || n <= 0 {
+			return nil
+		}
+		end := min(off+int64(n), size)
+		if parts == nil {
+			// A copy of a release before 063, whole in data; substring
+			// counts from 1.
+			return q.db.QueryRow(ctx, `SELECT substring(data FROM $2 FOR $3) FROM export_spools WHERE id = $1`,
+				id, off+1, end-off).Scan(&part)
+		}
+		part, err = q.readParts(ctx, id, int64(*partBytes), off, end)
+		return err
 	})
 	if err == nil && forgotten {
 		err = ErrSpoolGone
@@ -137,6 +283,37 @@ func (s *Store) ReadSpool(ctx context.Context, userID, token, id string, off int
 		return nil, 0, fmt.Errorf("export: %w", err)
 	}
 	return part, size, nil
+}
+
+// readParts returns bytes off to end of a copy in parts of partBytes.
+func (s *Store) readParts(ctx context.Context, id string, partBytes, off, end int64) ([]byte, error) {
+	first, last := off/partBytes, (end-1)/partBytes
+	rows, err := s.db.Query(ctx, `SELECT seq, data FROM export_spool_parts WHERE spool_id = $1 AND seq BETWEEN $2 AND $3 ORDER BY seq`,
+		id, first, last)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, end-off)
+	var (
+		seq  int64
+		data []byte
+	)
+	want := first
+	if _, err := pgx.ForEachRow(rows, []any{&seq, &data}, func() error {
+		at := seq * partBytes
+		if seq != want || (seq < last && int64(len(data)) != partBytes) {
+			return fmt.Errorf("copy %s: part %d of %d bytes where part %d of %d was due", id, seq, len(data), want, partBytes)
+		}
+		want++
+		out = append(out, data[max(off-at, 0):min(end-at, int64(len(data)))]...)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if int64(len(out)) != end-off {
+		return nil, fmt.Errorf("copy %s: %d bytes read from %d, %d due", id, len(out), off, end-off)
+	}
+	return out, nil
 }
 
 // DeleteExpiredSpools deletes the export copies unread for SpoolTTL and
