@@ -72,7 +72,7 @@ func TestShutdownDuringABurstLeavesNoTurnPending(t *testing.T) {
 	ids := e.publishBurst("c1")
 
 	w, err := worker.New(worker.Config{Conn: e.nc, Store: e.store, Extractor: llm, Logger: slog.New(slog.DiscardHandler),
-		Prefix: e.prefix, Stream: e.stream, JobRetryBase: 10 * time.Millisecond, FetchPollInterval: 20 * time.Millisecond,
+		Prefix: e.prefix, Stream: e.stream, JobRetryBase: 10 * time.Millisecond, FetchPollInterval: testFetchPoll, FetchCooldown: testFetchCooldown,
 		RetryBackoff: 50 * time.Millisecond, ExtractDebounce: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +161,7 @@ func TestDuplicateIDsInOneDebouncedBatch(t *testing.T) {
 	}
 
 	w, err := worker.New(worker.Config{Conn: e.nc, Store: e.store, Extractor: extractor.NewRules(), Logger: slog.New(slog.DiscardHandler),
-		Prefix: e.prefix, Stream: e.stream, JobRetryBase: 10 * time.Millisecond, FetchPollInterval: 20 * time.Millisecond,
+		Prefix: e.prefix, Stream: e.stream, JobRetryBase: 10 * time.Millisecond, FetchPollInterval: testFetchPoll, FetchCooldown: testFetchCooldown,
 		DisableIngest: true, ExtractDebounce: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

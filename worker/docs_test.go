@@ -78,7 +78,7 @@ func TestIndexDocumentJob(t *testing.T) {
 func TestIndexJobOfAPutBehindARunningNoOp(t *testing.T) {
 	e := setup(t)
 	w, err := worker.New(worker.Config{Conn: e.nc, Store: e.store, Extractor: extractor.NewRules(), Logger: slog.New(slog.DiscardHandler),
-		Prefix: e.prefix, Stream: e.stream, JobRetryBase: 10 * time.Millisecond, FetchPollInterval: 20 * time.Millisecond,
+		Prefix: e.prefix, Stream: e.stream, JobRetryBase: 10 * time.Millisecond, FetchPollInterval: testFetchPoll, FetchCooldown: testFetchCooldown,
 		RetryBackoff: 50 * time.Millisecond, ChunkDocument: enricher.ChunkDocument})
 	if err != nil {
 		t.Fatal(err)

@@ -165,7 +165,7 @@ func TestLaterTurnsOfAJobSeeEarlierOnes(t *testing.T) {
 	}
 	// One job for the whole batch, so every turn is extracted by one run.
 	w, err := worker.New(worker.Config{Conn: e.nc, Store: e.store, Extractor: model.llm(t), Logger: slog.New(slog.DiscardHandler),
-		Prefix: e.prefix, Stream: e.stream, JobRetryBase: 10 * time.Millisecond, FetchPollInterval: 20 * time.Millisecond,
+		Prefix: e.prefix, Stream: e.stream, JobRetryBase: 10 * time.Millisecond, FetchPollInterval: testFetchPoll, FetchCooldown: testFetchCooldown,
 		DisableIngest: true, JobSize: len(msgs)})
 	if err != nil {
 		t.Fatal(err)
