@@ -78,13 +78,10 @@ func TestSpoolReadsTheSnapshot(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := spoolSetup(t)
-	var want bytes.Buffer
-	if err := s.Export(ctx, "alice", &want); err != nil {
-		t.Fatal(err)
-	}
+	want := exportOf(t, s, "alice")
 	data, size, id, err := s.SpoolExport(ctx, "alice", "alice", spoolHead, always)
-	if err != nil || id == "" || size != int64(want.Len()) || !bytes.Equal(data, want.Bytes()[:spoolHead]) {
-		t.Fatalf("SpoolExport: id %q, %d bytes of %d, %v; want a copy of the %d bytes of Export and its first %d", id, len(data), size, err, want.Len(), spoolHead)
+	if err != nil || id == "" || size != int64(len(want)) || !bytes.Equal(data, want[:spoolHead]) {
+		t.Fatalf("SpoolExport: id %q, %d bytes of %d, %v; want a copy of the %d bytes of Export and its first %d", id, len(data), size, err, len(want), spoolHead)
 	}
 	if _, err := s.UpsertFacts(ctx, []store.FactWrite{{UserID: "alice", Key: "city", Value: "Lisbon", SourceAt: t0.Add(1), EventID: "e2"}}); err != nil {
 		t.Fatal(err)
@@ -92,7 +89,7 @@ func TestSpoolReadsTheSnapshot(t *testing.T) {
 	var got []byte
 	for off := int64(0); ; {
 		part, size, err := s.ReadSpool(ctx, "alice", "alice", id, off, 37)
-		if err != nil || size != int64(want.Len()) {
+		if err != nil || size != int64(len(want)) {
 			t.Fatalf("ReadSpool at %d: %d of %d bytes, %v", off, len(part), size, err)
 		}
 		got, off = append(got, part...), off+int64(len(part))
@@ -100,8 +97,8 @@ func TestSpoolReadsTheSnapshot(t *testing.T) {
 			break
 		}
 	}
-	if !bytes.Equal(got, want.Bytes()) {
-		t.Errorf("the parts read are not the snapshot's export:\n%s\nwant\n%s", got, want.Bytes())
+	if !bytes.Equal(got, want) {
+		t.Errorf("the parts read are not the snapshot's export:\n%s\nwant\n%s", got, want)
 	}
 	if _, _, err := s.ReadSpool(ctx, "bob", "bob", id, 0, 10); !errors.Is(err, store.ErrSpoolGone) {
 		t.Errorf("bob reading alice's copy: %v, want ErrSpoolGone", err)
@@ -258,23 +255,20 @@ func TestSpoolPartsReadAcrossBoundaries(t *testing.T) {
 	ctx := context.Background()
 	s := spoolSetup(t)
 	bigSpoolMemory(t, s, "alice", 3<<20)
-	var want bytes.Buffer
-	if err := s.Export(ctx, "alice", &want); err != nil {
-		t.Fatal(err)
-	}
-	size := int64(want.Len())
+	want := exportOf(t, s, "alice")
+	size := int64(len(want))
 	// At the real part size: pages of a typical length, and reads around
 	// each part's end.
 	head, sz, id, err := s.SpoolExport(ctx, "alice", "alice", 1000, always)
-	if err != nil || sz != size || !bytes.Equal(head, want.Bytes()[:1000]) {
+	if err != nil || sz != size || !bytes.Equal(head, want[:1000]) {
 		t.Fatalf("SpoolExport: %d bytes of %d, %v; want the first 1000 of %d", len(head), sz, err, size)
 	}
-	if got := readAll(t, s, "alice", id, 1000000, size); !bytes.Equal(got, want.Bytes()) {
+	if got := readAll(t, s, "alice", id, 1000000, size); !bytes.Equal(got, want) {
 		t.Errorf("pages of 1000000 bytes: %d bytes, not the export's %d", len(got), size)
 	}
 	for _, off := range []int64{1<<20 - 1, 1<<20 - 7, 2<<20 - 3, size - 5} {
 		part, _, err := s.ReadSpool(ctx, "alice", "alice", id, off, 1<<20+10)
-		if end := min(off+1<<20+10, size); err != nil || !bytes.Equal(part, want.Bytes()[off:end]) {
+		if end := min(off+1<<20+10, size); err != nil || !bytes.Equal(part, want[off:end]) {
 			t.Errorf("read at %d: %d bytes, %v; want the export's %d to %d", off, len(part), err, off, end)
 		}
 	}
@@ -286,12 +280,12 @@ func TestSpoolPartsReadAcrossBoundaries(t *testing.T) {
 	for off := int64(0); off < 300; off++ {
 		for _, n := range []int{1, 63, 64, 65, 129, 1000} {
 			part, sz, err := s.ReadSpool(ctx, "alice", "alice", id, off, n)
-			if end := min(off+int64(n), size); err != nil || sz != size || !bytes.Equal(part, want.Bytes()[off:end]) {
+			if end := min(off+int64(n), size); err != nil || sz != size || !bytes.Equal(part, want[off:end]) {
 				t.Fatalf("read of %d at %d: %d bytes of %d, %v; want the export's %d to %d", n, off, len(part), sz, err, off, end)
 			}
 		}
 	}
-	if got := readAll(t, s, "alice", id, 4099, size); !bytes.Equal(got, want.Bytes()) {
+	if got := readAll(t, s, "alice", id, 4099, size); !bytes.Equal(got, want) {
 		t.Errorf("small parts read in pages: %d bytes, not the export's %d", len(got), size)
 	}
 	// At and past the end: nothing, the size (a 409 for the page).
@@ -316,10 +310,7 @@ func TestSpoolIsOneSnapshot(t *testing.T) {
 	ctx := context.Background()
 	s := spoolSetup(t)
 	bigSpoolMemory(t, s, "alice", 200<<10)
-	var want bytes.Buffer
-	if err := s.Export(ctx, "alice", &want); err != nil {
-		t.Fatal(err)
-	}
+	want := exportOf(t, s, "alice")
 	_, size, id, err := s.SpoolExport(store.WithSpoolPartBytes(ctx, 4096), "alice", "alice", spoolHead, func([]byte, bool) bool {
 		if _, err := s.InsertContext(ctx, []store.ContextWrite{{UserID: "alice", Question: "new?", Answer: "yes", CreatedAt: t0, EventID: "e9"}}); err != nil {
 			t.Fatal(err)
@@ -332,8 +323,8 @@ func TestSpoolIsOneSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := readAll(t, s, "alice", id, 5000, size); !bytes.Equal(got, want.Bytes()) {
-		t.Errorf("the copy holds what changed after its snapshot: %d bytes, want %d", len(got), want.Len())
+	if got := readAll(t, s, "alice", id, 5000, size); !bytes.Equal(got, want) {
+		t.Errorf("the copy holds what changed after its snapshot: %d bytes, want %d", len(got), len(want))
 	}
 }
 
@@ -355,21 +346,18 @@ func TestSpoolOnAPoolOfOneConnection(t *testing.T) {
 	}
 	defer pool.Close()
 	one := store.New(pool)
-	var want bytes.Buffer
-	if err := one.Export(ctx, "alice", &want); err != nil {
-		t.Fatal(err)
-	}
+	want := exportOf(t, one, "alice")
 	head, size, id, err := one.SpoolExport(store.WithSpoolPartBytes(ctx, 1000), "alice", "alice", spoolHead, func(head []byte, whole bool) bool {
 		if whole || len(head) != spoolHead {
 			t.Errorf("spool asked with %d bytes, whole %v; want the first %d", len(head), whole, spoolHead)
 		}
 		return true
 	})
-	if err != nil || id == "" || size != int64(want.Len()) || !bytes.Equal(head, want.Bytes()[:spoolHead]) {
+	if err != nil || id == "" || size != int64(len(want)) || !bytes.Equal(head, want[:spoolHead]) {
 		t.Fatalf("SpoolExport on one connection: id %q, %d of %d bytes, %v", id, len(head), size, err)
 	}
-	if got := readAll(t, one, "alice", id, 3000, size); !bytes.Equal(got, want.Bytes()) {
-		t.Errorf("the copy: %d bytes, not the export's %d", len(got), want.Len())
+	if got := readAll(t, one, "alice", id, 3000, size); !bytes.Equal(got, want) {
+		t.Errorf("the copy: %d bytes, not the export's %d", len(got), len(want))
 	}
 }
 
@@ -380,16 +368,13 @@ func TestSpoolOfAPreviousRelease(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := spoolSetup(t)
-	var want bytes.Buffer
-	if err := s.Export(ctx, "alice", &want); err != nil {
-		t.Fatal(err)
-	}
+	want := exportOf(t, s, "alice")
 	const id = "0123456789abcdef0123456789abcdef"
-	if _, err := s.Pool().Exec(ctx, `INSERT INTO export_spools (id, user_id, memory, data) VALUES ($1, 'alice', '0', $2)`, id, want.Bytes()); err != nil {
+	if _, err := s.Pool().Exec(ctx, `INSERT INTO export_spools (id, user_id, memory, data) VALUES ($1, 'alice', '0', $2)`, id, want); err != nil {
 		t.Fatal(err)
 	}
-	if got := readAll(t, s, "alice", id, 77, int64(want.Len())); !bytes.Equal(got, want.Bytes()) {
-		t.Errorf("a previous release's copy: %d bytes, not the export's %d", len(got), want.Len())
+	if got := readAll(t, s, "alice", id, 77, int64(len(want))); !bytes.Equal(got, want) {
+		t.Errorf("a previous release's copy: %d bytes, not the export's %d", len(got), len(want))
 	}
 	if _, _, err := s.ReadSpool(ctx, "bob", "bob", id, 0, 10); !errors.Is(err, store.ErrSpoolGone) {
 		t.Errorf("bob reading alice's copy: %v, want ErrSpoolGone", err)
@@ -425,4 +410,14 @@ func TestExportOrderIsBytesWhateverTheCollation(t *testing.T) {
 	if a, b := bytes.Index(exp.Bytes(), []byte(`"type":"fact_history","key":"k_a"`)), bytes.Index(exp.Bytes(), []byte(`"type":"fact_history","key":"k9a"`)); a < 0 || b < 0 || b > a {
 		t.Errorf("history not in byte order (\"k9a\" before \"k_a\"):\n%s", exp.Bytes())
 	}
+}
+
+// exportOf is the user's export as Export writes it.
+func exportOf(t *testing.T, s *store.Store, userID string) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := s.Export(context.Background(), userID, &b); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
 }
