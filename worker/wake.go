@@ -17,7 +17,8 @@ import (
 //
 // A job woken by one process may be fetched by another whose own probe
 // is still to come: it holds the job back, and the job waits for that
-// probe, once (outcome, metaWoken), not a whole snooze.
+// probe, uncounted (outcome, metaWoken), not a whole snooze; woken again
+// while the first still wakes (wakeLinger), it may wait so again.
 
 // modelWaiters tracks whether jobs this process snoozed for the model
 // server may still be waiting: safe for concurrent use.
