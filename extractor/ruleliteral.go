@@ -3,43 +3,95 @@ package extractor
 import (
 	"regexp"
 	"regexp/syntax"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 )
 
-// requiredLiteral returns the longest literal (of at least two runes) that
-// every match of re holds, case-folded (foldCase), or "" when it finds
-// none: a literal that is a term of re's top-level concatenation, bare, in
-// a capture, or repeated at least once. A clause whose folded text does
-// not contain it cannot match re.
-func requiredLiteral(re *regexp.Regexp) string {
+// maxRequiredLiterals bounds the alternatives requiredLiterals returns: past
+// it, the cost of looking for each outweighs the regexp's.
+const maxRequiredLiterals = 16
+
+// requiredLiterals returns literals, case-folded (foldCase), one of which
+// every match of re holds, each of at least two runes; nil when it finds
+// none. A clause whose folded text contains none of them cannot match re.
+// They are found in re's syntax: a literal holds itself; a capture or a
+// repetition of at least once what its operand holds; an alternation one
+// of what each of its branches holds; a concatenation what the best of
+// its terms holds (the longest shortest literal, then the fewest).
+func requiredLiterals(re *regexp.Regexp) []string {
 	parsed, err := syntax.Parse(re.String(), syntax.Perl)
 	if err != nil {
-		return ""
+		return nil
 	}
-	parsed = parsed.Simplify()
-	terms := []*syntax.Regexp{parsed}
-	if parsed.Op == syntax.OpConcat {
-		terms = parsed.Sub
+	lits := required(parsed.Simplify())
+	if len(lits) == 0 || shortest(lits) < 2 {
+		return nil
 	}
-	var best []rune
-	for _, t := range terms {
-		for {
-			if t.Op == syntax.OpCapture || (t.Op == syntax.OpPlus || t.Op == syntax.OpRepeat && t.Min >= 1) && len(t.Sub) == 1 {
-				t = t.Sub[0]
-				continue
+	out := make([]string, len(lits))
+	for i, l := range lits {
+		out[i] = foldCase(l)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// required is what requiredLiterals finds for one node: nil when a match
+// of it need hold no literal.
+func required(n *syntax.Regexp) []string {
+	switch n.Op {
+	case syntax.OpLiteral:
+		return []string{string(n.Rune)}
+	case syntax.OpCapture, syntax.OpPlus:
+		return required(n.Sub[0])
+	case syntax.OpRepeat:
+		if n.Min >= 1 {
+			return required(n.Sub[0])
+		}
+	case syntax.OpAlternate:
+		var all []string
+		for _, sub := range n.Sub {
+			lits := required(sub)
+			if lits == nil || len(all)+len(lits) > maxRequiredLiterals {
+				return nil
 			}
-			break
+			all = append(all, lits...)
 		}
-		if t.Op == syntax.OpLiteral && len(t.Rune) > len(best) {
-			best = t.Rune
+		return all
+	case syntax.OpConcat:
+		var best []string
+		for _, sub := range n.Sub {
+			lits := required(sub)
+			if lits != nil && (best == nil || shortest(lits) > shortest(best) ||
+				shortest(lits) == shortest(best) && len(lits) < len(best)) {
+				best = lits
+			}
+		}
+		return best
+	}
+	return nil
+}
+
+// shortest is the length in runes of the shortest of lits.
+func shortest(lits []string) int {
+	n := -1
+	for _, l := range lits {
+		if c := utf8.RuneCountInString(l); n < 0 || c < n {
+			n = c
 		}
 	}
-	if len(best) < 2 {
-		return ""
+	return n
+}
+
+// containsAny reports whether s contains one of subs.
+func containsAny(s string, subs []string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
 	}
-	return foldCase(string(best))
+	return false
 }
 
 // foldCase maps each rune of s to the least rune it matches case-insensitively

@@ -187,7 +187,7 @@ func NewRules() *Rules { return &Rules{rules: ruleTable()} }
 var ruleTable = sync.OnceValue(func() []rule {
 	table := newRuleTable()
 	for i := range table {
-		table[i].lit = requiredLiteral(table[i].re)
+		table[i].lits = requiredLiterals(table[i].re)
 	}
 	return table
 })
@@ -267,9 +267,10 @@ const (
 // key with it; emit replaces all of that.
 type rule struct {
 	re *regexp.Regexp
-	// lit is a literal every match of re holds, case-folded (foldCase),
-	// or "": a clause without it is not matched against re (ruleItems).
-	lit  string
+	// lits are literals, case-folded (foldCase), one of which every match
+	// of re holds (nil for none): a clause without any is not matched
+	// against re (ruleItems).
+	lits []string
 	key  string
 	op   FactOp
 	kind ruleKind
@@ -449,14 +450,14 @@ func ruleItems(table []rule, text string, ts time.Time) []factItem {
 	quoted := quoteMask(text)
 	var found []foundOp
 	forEachSegment(text, func(off int, seg string) {
-		// Most clauses state nothing a rule takes: a rule's literal word
-		// missing from the clause rules its regexp out for a fraction of
+		// Most clauses state nothing a rule takes: a rule's literal words
+		// missing from the clause rule its regexp out for a fraction of
 		// the regexp's cost (BenchmarkRulesExtract: 0.9 ms a turn of
 		// everyday chat before).
 		folded := foldCase(seg)
 		for i := range table {
 			r := &table[i]
-			if r.lit != "" && !strings.Contains(folded, r.lit) {
+			if r.lits != nil && !containsAny(folded, r.lits) {
 				continue
 			}
 			for _, m := range r.re.FindAllStringSubmatchIndex(seg, -1) {
