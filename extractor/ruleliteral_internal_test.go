@@ -1,9 +1,13 @@
 package extractor
 
 import (
+	"math/rand/v2"
 	"regexp"
+	"regexp/syntax"
 	"slices"
+	"strings"
 	"testing"
+	"unicode"
 )
 
 func TestRequiredLiterals(t *testing.T) {
@@ -78,5 +82,95 @@ func TestFoldCase(t *testing.T) {
 		if got := foldCase(c[0]); got != c[1] {
 			t.Errorf("foldCase(%q) = %q, want %q", c[0], got, c[1])
 		}
+	}
+}
+
+// TestRuleLiteralsHoldForGeneratedMatches: texts generated from each
+// rule's syntax (random branches, repeats and cases, the Kelvin sign and
+// the long s for k and s), padded with words, that the rule matches all
+// hold one of its literals once folded.
+func TestRuleLiteralsHoldForGeneratedMatches(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	matched := 0
+	for _, r := range ruleTable() {
+		if r.lits == nil {
+			continue
+		}
+		parsed, err := syntax.Parse(r.re.String(), syntax.Perl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parsed = parsed.Simplify()
+		for range 500 {
+			var b strings.Builder
+			b.WriteString("so ")
+			generate(rng, parsed, &b)
+			b.WriteString(" ok")
+			text := b.String()
+			if !r.re.MatchString(text) {
+				continue // a word boundary or a class the generator missed
+			}
+			matched++
+			if !containsAny(foldCase(text), r.lits) {
+				t.Fatalf("%s matches %q, whose folded text lacks each of its literals %q", r.re, text, r.lits)
+			}
+		}
+	}
+	if matched < 10000 {
+		t.Errorf("only %d generated texts matched their rule; want most of 40,000", matched)
+	}
+}
+
+// generate writes a random text n matches, or tries to (anchors and word
+// boundaries are not enforced).
+func generate(rng *rand.Rand, n *syntax.Regexp, b *strings.Builder) {
+	pick := func(r rune) rune {
+		if n.Flags&syntax.FoldCase == 0 {
+			return r
+		}
+		// Any rune of the orbit: an upper or lower case, or the Kelvin
+		// sign or the long s.
+		orbit := []rune{r}
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			orbit = append(orbit, f)
+		}
+		return orbit[rng.IntN(len(orbit))]
+	}
+	repeat := func(lo, hi int) {
+		for range lo + rng.IntN(hi-lo+1) {
+			generate(rng, n.Sub[0], b)
+		}
+	}
+	switch n.Op {
+	case syntax.OpLiteral:
+		for _, r := range n.Rune {
+			b.WriteRune(pick(r))
+		}
+	case syntax.OpCharClass:
+		i := 2 * rng.IntN(len(n.Rune)/2)
+		lo, hi := n.Rune[i], min(n.Rune[i+1], n.Rune[i]+25)
+		b.WriteRune(lo + rune(rng.IntN(int(hi-lo)+1)))
+	case syntax.OpAnyCharNotNL, syntax.OpAnyChar:
+		b.WriteRune('x')
+	case syntax.OpCapture:
+		generate(rng, n.Sub[0], b)
+	case syntax.OpStar:
+		repeat(0, 2)
+	case syntax.OpPlus:
+		repeat(1, 3)
+	case syntax.OpQuest:
+		repeat(0, 1)
+	case syntax.OpRepeat:
+		hi := n.Max
+		if hi < 0 {
+			hi = n.Min + 2
+		}
+		repeat(n.Min, min(hi, n.Min+3))
+	case syntax.OpConcat:
+		for _, sub := range n.Sub {
+			generate(rng, sub, b)
+		}
+	case syntax.OpAlternate:
+		generate(rng, n.Sub[rng.IntN(len(n.Sub))], b)
 	}
 }

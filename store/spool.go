@@ -48,7 +48,8 @@ var ErrSpoolGone = errors.New("export copy not found")
 // says whether to keep the copy. An export longer than head is written to
 // its copy as it is read, on a second connection of the pool, so that at
 // most head bytes and a part of it are held in memory (with a pool of one
-// connection, the export is held whole and its copy written after), and
+// or two connections, the export is held whole and its copy written
+// after), and
 // is not kept when spool says no. token is the user's
 // subject token: the copy records which memory it is of (MemoryID), so
 // that a forget since makes it gone. A forget that commits between the
@@ -57,8 +58,10 @@ var ErrSpoolGone = errors.New("export copy not found")
 // must start again.
 func (s *Store) SpoolExport(ctx context.Context, userID, token string, head int, spool func(head []byte, whole bool) bool) ([]byte, int64, string, error) {
 	// Writing the copy while the snapshot's rows are read takes a second
-	// connection: a pool of one would wait for it forever.
-	stream := s.pool.Config().MaxConns > 1
+	// connection: a pool of one would wait for it forever, and a pool of
+	// two would be the export's alone while it is read (River's fetches,
+	// ingest and the change publisher waiting seconds for a connection).
+	stream := s.pool.Config().MaxConns > 2
 	w := &spoolWriter{ctx: ctx, s: s, userID: userID, head: head, stream: stream, partBytes: spoolPartBytes}
 	if n, ok := ctx.Value(spoolPartKey{}).(int); ok {
 		w.partBytes = n
@@ -173,7 +176,7 @@ func (w *spoolWriter) save(token string) error {
 	if w.tx == nil {
 		// An export of at most head bytes that is kept all the same (its
 		// bytes, escaped, need more than a page), or one read whole on a
-		// pool of one connection.
+		// pool of one or two connections.
 		if err := w.begin(); err != nil {
 			return err
 		}

@@ -130,7 +130,7 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 		} else {
 			res, err = ex.Extract(ctx, in)
 			if err == nil && info.Model != "" {
-				w.modelAnswered(ctx)
+				w.modelAnswered()
 			}
 		}
 		usage.add(t, res.Usage)
@@ -251,7 +251,7 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 	} else {
 		res, err = batcher.ExtractBatch(ctx, in)
 		if err == nil && info.Model != "" {
-			e.w.modelAnswered(ctx)
+			e.w.modelAnswered()
 		}
 	}
 	// Stored with the burst's results, or on its own if they are not.
@@ -589,8 +589,13 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 			msg = msgModelRefuses
 			e.w.modelRefusing.fail(err)
 		}
-		e.w.logger.Log(ctx, waitLevel(v.n, slog.LevelWarn), msg, "job_id", job.ID, "user_id", userID,
-			"model_waits", v.n, "max_model_outage", b.maxModelOutage.String(), "turns", len(eventIDs), "retry_in", snoozeOf(v.river).String(), "error", err)
+		level, waits := waitLevel(v.n, slog.LevelWarn), "model_waits"
+		if v.count == metaWokenHolds {
+			// Woken, and held back for this process's probe (outcome).
+			level, waits = slog.LevelDebug, "woken_holds"
+		}
+		e.w.logger.Log(ctx, level, msg, "job_id", job.ID, "user_id", userID,
+			waits, v.n, "max_model_outage", b.maxModelOutage.String(), "turns", len(eventIDs), "retry_in", snoozeOf(v.river).String(), "error", err)
 	case outcomeDBDown:
 		// As for a model server that is down: a warning at a job's first
 		// wait (held back to one every 30 s, OutageRepeats), later ones

@@ -76,7 +76,16 @@ const (
 	// metaWoken is true on a job woken from its snooze for the model
 	// server (store.WakeWaiting) until its next run ends.
 	metaWoken = "memoryd_woken"
+	// metaWokenHolds counts a woken job's waits held back uncounted
+	// (outcome), at most maxWokenHolds.
+	metaWokenHolds = "memoryd_woken_holds"
 )
+
+// maxWokenHolds bounds the waits of a woken job that are not counted
+// toward --llm-max-outage: a wake sets metaWoken again, and a process
+// that answers and snoozes in turn beside one that holds back could
+// otherwise keep a job waiting uncounted.
+const maxWokenHolds = 3
 
 // maxSnoozeReason bounds the reason stored in a job's metadata: River
 // saves the metadata with every snooze, and an error may quote a long
@@ -225,14 +234,18 @@ func outcome(err error, job *rivertype.JobRow, shutdown bool, b retryBudget) ver
 	if waits := metaCount(job.Metadata, metaModelWaits); extractor.IsUnreachable(err) && !permanent {
 		if d, ok := b.modelWait(waits); ok {
 			if probeIn, held := extractor.HeldBackFor(err); held && metaTrue(job.Metadata, metaWoken) {
-				// Woken because the server answered another process (or
-				// this one, just before it learnt so), and held back by
-				// this process, which has yet to see it answer: its probe
-				// is due within probeIn, so the job waits that long, once,
-				// rather than a whole snooze (up to a minute), and the
-				// wait is not counted: the job did not find the server
-				// down.
-				return verdict{river: river.JobSnooze(b.spreadWithin(max(probeIn, minWokenWait), d)), label: outcomeModelDown, count: metaModelWaits, n: waits}
+				if holds := metaCount(job.Metadata, metaWokenHolds); holds < maxWokenHolds {
+					// Woken because the server answered another process
+					// (or this one, just before it learnt so), and held
+					// back by this process, which has yet to see it
+					// answer: its probe is due within probeIn, so the job
+					// waits that long rather than a whole snooze (up to a
+					// minute), and the wait is not counted as one for the
+					// server (the job did not find it down) but as a hold,
+					// a few of which a job may have: each wake sets
+					// metaWoken again.
+					return verdict{river: river.JobSnooze(b.spreadWithin(max(probeIn, minWokenWait), d)), label: outcomeModelDown, count: metaWokenHolds, n: holds + 1}
+				}
 			}
 			return verdict{river: river.JobSnooze(b.spreadBelow(d)), label: outcomeModelDown, count: metaModelWaits, n: waits + 1}
 		}

@@ -149,14 +149,17 @@ func TestOutcome(t *testing.T) {
 			want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true},
 		// Woken from its snooze (the server answered another process) and
 		// held back by this one, whose probe is due in 3 s: it waits for
-		// that probe, uncounted, not a whole snooze; once (fail clears
-		// the mark), and within the snooze it would have had.
+		// that probe, counted as a hold, not a wait for the server, not a
+		// whole snooze, and within the snooze it would have had; past 3
+		// holds, as any wait.
 		{name: "woken, held back", err: heldBack(3 * time.Second), attempt: 1, metadata: `{"memoryd_model_waits": 12, "memoryd_woken": true}`,
-			want: snooze, wantSnooze: 3 * time.Second, wantLabel: outcomeModelDown, wantCount: metaModelWaits, wantN: 12},
-		{name: "woken, held back with the probe due", err: heldBack(0), attempt: 1, metadata: `{"memoryd_model_waits": 12, "memoryd_woken": true}`,
-			want: snooze, wantSnooze: minWokenWait, wantLabel: outcomeModelDown, wantCount: metaModelWaits, wantN: 12},
+			want: snooze, wantSnooze: 3 * time.Second, wantLabel: outcomeModelDown, wantCount: metaWokenHolds, wantN: 1},
+		{name: "woken, held back with the probe due", err: heldBack(0), attempt: 1, metadata: `{"memoryd_model_waits": 12, "memoryd_woken": true, "memoryd_woken_holds": 2}`,
+			want: snooze, wantSnooze: minWokenWait, wantLabel: outcomeModelDown, wantCount: metaWokenHolds, wantN: 3},
 		{name: "woken, held back, a short snooze ahead", err: heldBack(5 * time.Second), attempt: 1, metadata: `{"memoryd_model_waits": 0, "memoryd_woken": true}`,
-			want: snooze, wantSnooze: 2 * time.Second, wantLabel: outcomeModelDown, wantCount: metaModelWaits, wantN: 0},
+			want: snooze, wantSnooze: 2 * time.Second, wantLabel: outcomeModelDown, wantCount: metaWokenHolds, wantN: 1},
+		{name: "woken, held back past its uncounted holds", err: heldBack(3 * time.Second), attempt: 1, metadata: `{"memoryd_model_waits": 12, "memoryd_woken": true, "memoryd_woken_holds": 3}`,
+			want: snooze, wantSnooze: time.Minute, wantLabel: outcomeModelDown, wantCount: metaModelWaits, wantN: 13},
 		{name: "woken, and the server down when asked", err: down, attempt: 1, metadata: `{"memoryd_model_waits": 12, "memoryd_woken": true}`,
 			want: snooze, wantSnooze: time.Minute, wantLabel: outcomeModelDown, wantCount: metaModelWaits, wantN: 13},
 		{name: "held back, not woken", err: heldBack(3 * time.Second), attempt: 1, metadata: `{"memoryd_model_waits": 12, "memoryd_woken": false}`,

@@ -17,8 +17,8 @@ import (
 //
 // A job woken by one process may be fetched by another whose own probe
 // is still to come: it holds the job back, and the job waits for that
-// probe, uncounted (outcome, metaWoken), not a whole snooze; woken again
-// while the first still wakes (wakeLinger), it may wait so again.
+// probe, uncounted (outcome, metaWoken), not a whole snooze, at most
+// maxWokenHolds times.
 
 // modelWaiters tracks whether jobs this process snoozed for the model
 // server may still be waiting: safe for concurrent use.
@@ -28,19 +28,24 @@ type modelWaiters struct {
 	since atomic.Int64
 	// woke is when the last wake began (unix nanoseconds).
 	woke atomic.Int64
+	// answered is when the server last answered (unix nanoseconds).
+	answered atomic.Int64
+	// pending is set while a wake is due (wakeSoon).
+	pending atomic.Bool
 }
 
 const (
-	// wakeEvery bounds how often a process wakes the waiters: the jobs
-	// woken answer within a fetch interval, each of them a chance to
-	// wake again.
+	// wakeEvery bounds how often a process wakes the waiters.
 	wakeEvery = time.Second
-	// wakeLinger is how long after the last snooze for the server answers
-	// keep waking: River stores a snooze after the run that decided it
-	// returns (its completer batches them), so a job held back just
-	// before the server's answer may be stored snoozed after the first
-	// wake.
+	// wakeLinger is how long after the server's last answer, and after
+	// the last snooze for it, wakes go on, every wakeEvery: River stores
+	// a snooze after the run that decided it returns (its completer
+	// batches them), so a job held back just before the server's answer
+	// may be stored snoozed after the wake that answer began.
 	wakeLinger = 5 * time.Second
+	// wakeTimeout bounds one wake's UPDATE (a few milliseconds per
+	// thousand jobs waiting).
+	wakeTimeout = 30 * time.Second
 )
 
 // modelWaiting notes that a job is being snoozed for the model server now.
@@ -48,17 +53,45 @@ func (w *Worker) modelWaiting() { w.modelWaits.since.Store(time.Now().UnixNano()
 
 // modelAnswered is called when the model server answered an extraction:
 // it ends the refusal outage, and wakes the jobs waiting for the server
-// (wakeModelWaiters).
-func (w *Worker) modelAnswered(ctx context.Context) {
+// (wakeSoon), apart from the job, whose save does not wait for it.
+func (w *Worker) modelAnswered() {
 	w.modelRefusing.end()
-	w.wakeModelWaiters(ctx)
+	w.modelWaits.answered.Store(time.Now().UnixNano())
+	w.wakeSoon(0)
+}
+
+// wakeSoon runs wakeModelWaiters after d, on a timer of its own, when
+// jobs may be waiting and no wake is due already. A wake due when Stop
+// begins does nothing.
+func (w *Worker) wakeSoon(d time.Duration) {
+	m := &w.modelWaits
+	if m.since.Load() == 0 || !m.pending.CompareAndSwap(false, true) {
+		return
+	}
+	w.mu.Lock()
+	halt := w.halt
+	w.mu.Unlock()
+	time.AfterFunc(d, func() {
+		m.pending.Store(false)
+		select {
+		case <-halt:
+			return
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), wakeTimeout)
+		defer cancel()
+		w.wakeModelWaiters(ctx)
+	})
 }
 
 // wakeModelWaiters makes the extraction jobs snoozed for the model server
 // (metaSnoozedFor) run now, every process's, when this process snoozed
-// one within wakeLinger of now or since its last wake; at most once every
-// wakeEvery. A job held by another transaction is left to its snooze. A
-// failure is logged and leaves it to an answer after wakeEvery.
+// one since its last wake or within wakeLinger of now; at most once every
+// wakeEvery, and again wakeEvery later while the server's last answer is
+// within wakeLinger (never in an outage that goes on: each wake would
+// bring every waiting job back to be held back and counted). A job held
+// by another transaction is left to its snooze. A failure is logged and
+// left to the next answer.
 func (w *Worker) wakeModelWaiters(ctx context.Context) {
 	m := &w.modelWaits
 	since := m.since.Load()
@@ -72,16 +105,20 @@ func (w *Worker) wakeModelWaiters(ctx context.Context) {
 	}
 	n, err := w.cfg.Store.WakeWaiting(ctx, extractJobs, metaSnoozedFor, outcomeModelDown, metaWoken)
 	if err != nil {
-		// Tried again at an answer after wakeEvery: since is kept.
 		w.logger.Warn("cannot wake the extraction jobs waiting for the model server; they run when their snoozes end", "error", err)
 		return
+	}
+	if n > 0 {
+		w.logger.Info("model server answering; extraction jobs waiting for it run now", "jobs", n)
 	}
 	if now.Sub(time.Unix(0, since)) > wakeLinger {
 		// Every snooze decided until then is stored: woken, or not for
 		// the model. A new one sets since again.
 		m.since.CompareAndSwap(since, 0)
+		return
 	}
-	if n > 0 {
-		w.logger.Info("model server answering; extraction jobs waiting for it run now", "jobs", n)
+	if now.Sub(time.Unix(0, m.answered.Load())) <= wakeLinger {
+		// A snooze decided just before the answer may not be stored yet.
+		w.wakeSoon(wakeEvery)
 	}
 }
