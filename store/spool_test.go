@@ -78,7 +78,7 @@ func TestSpoolReadsTheSnapshot(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := spoolSetup(t)
-	want := exportOf(t, s, "alice")
+	want := export(t, ctx, s, "alice")
 	data, size, id, err := s.SpoolExport(ctx, "alice", "alice", spoolHead, always)
 	if err != nil || id == "" || size != int64(len(want)) || !bytes.Equal(data, want[:spoolHead]) {
 		t.Fatalf("SpoolExport: id %q, %d bytes of %d, %v; want a copy of the %d bytes of Export and its first %d", id, len(data), size, err, len(want), spoolHead)
@@ -255,7 +255,7 @@ func TestSpoolPartsReadAcrossBoundaries(t *testing.T) {
 	ctx := context.Background()
 	s := spoolSetup(t)
 	bigSpoolMemory(t, s, "alice", 2<<20+256<<10) // past two parts
-	want := exportOf(t, s, "alice")
+	want := export(t, ctx, s, "alice")
 	size := int64(len(want))
 	// At the real part size: pages of a typical length, and reads around
 	// each part's end.
@@ -276,7 +276,7 @@ func TestSpoolPartsReadAcrossBoundaries(t *testing.T) {
 	// rows: 20 s of the suite): every offset of a stretch over three
 	// parts, every length around a part.
 	bigSpoolMemory(t, s, "bob", 20<<10)
-	want = exportOf(t, s, "bob")
+	want = export(t, ctx, s, "bob")
 	size = int64(len(want))
 	_, _, id, err = s.SpoolExport(store.WithSpoolPartBytes(ctx, 64), "bob", "bob", spoolHead, always)
 	if err != nil {
@@ -315,7 +315,7 @@ func TestSpoolIsOneSnapshot(t *testing.T) {
 	ctx := context.Background()
 	s := spoolSetup(t)
 	bigSpoolMemory(t, s, "alice", 200<<10)
-	want := exportOf(t, s, "alice")
+	want := export(t, ctx, s, "alice")
 	_, size, id, err := s.SpoolExport(store.WithSpoolPartBytes(ctx, 4096), "alice", "alice", spoolHead, func([]byte, bool) bool {
 		if _, err := s.InsertContext(ctx, []store.ContextWrite{{UserID: "alice", Question: "new?", Answer: "yes", CreatedAt: t0, EventID: "e9"}}); err != nil {
 			t.Fatal(err)
@@ -351,7 +351,7 @@ func TestSpoolOnAPoolOfOneConnection(t *testing.T) {
 	}
 	defer pool.Close()
 	one := store.New(pool)
-	want := exportOf(t, one, "alice")
+	want := export(t, ctx, one, "alice")
 	head, size, id, err := one.SpoolExport(store.WithSpoolPartBytes(ctx, 1000), "alice", "alice", spoolHead, func(head []byte, whole bool) bool {
 		if whole || len(head) != spoolHead {
 			t.Errorf("spool asked with %d bytes, whole %v; want the first %d", len(head), whole, spoolHead)
@@ -373,7 +373,7 @@ func TestSpoolOfAPreviousRelease(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := spoolSetup(t)
-	want := exportOf(t, s, "alice")
+	want := export(t, ctx, s, "alice")
 	const id = "0123456789abcdef0123456789abcdef"
 	if _, err := s.Pool().Exec(ctx, `INSERT INTO export_spools (id, user_id, memory, data) VALUES ($1, 'alice', '0', $2)`, id, want); err != nil {
 		t.Fatal(err)
@@ -415,14 +415,4 @@ func TestExportOrderIsBytesWhateverTheCollation(t *testing.T) {
 	if a, b := bytes.Index(exp.Bytes(), []byte(`"type":"fact_history","key":"k_a"`)), bytes.Index(exp.Bytes(), []byte(`"type":"fact_history","key":"k9a"`)); a < 0 || b < 0 || b > a {
 		t.Errorf("history not in byte order (\"k9a\" before \"k_a\"):\n%s", exp.Bytes())
 	}
-}
-
-// exportOf is the user's export as Export writes it.
-func exportOf(t *testing.T, s *store.Store, userID string) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	if err := s.Export(context.Background(), userID, &b); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
 }
