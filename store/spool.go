@@ -100,7 +100,8 @@ type spoolPartKey struct{}
 
 // spoolWriter takes an export's bytes and writes them to a new copy in
 // parts, begun once they are more than head bytes; the copy is kept (save)
-// or rolled back.
+// or rolled back. It lives for one SpoolExport call, whose ctx it holds:
+// Export writes to it as an io.Writer, which takes no context.
 type spoolWriter struct {
 	ctx            context.Context
 	s              *Store
