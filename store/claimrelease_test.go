@@ -272,7 +272,8 @@ func TestAvailableSoon(t *testing.T) {
 // TestWakeWaiting: the jobs of the kind waiting after a snooze of the
 // reason are made available now and marked woken, those snoozed for
 // another reason, of another kind, due already, running, or locked by
-// another transaction are left as they were.
+// another transaction are left as they were. A woken job's counted snooze
+// is credited with the part the wake cut short, once, at most its length.
 func TestWakeWaiting(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -296,6 +297,12 @@ func TestWakeWaiting(t *testing.T) {
 		due         = insert("extract", "available", model, -time.Second)
 		running     = insert("extract", "running", model, -time.Second)
 		locked      = insert("extract", "scheduled", model, time.Minute)
+		// Counted snoozes of 60 s, with 5 s credited before: the part cut
+		// short is added. One whose scheduled_at is past its length (a
+		// snoozer's clock ahead) is credited its length, no more.
+		counted    = insert("extract", "scheduled", `{"snoozed_for": "model_unreachable", "wait_ms": 60000, "unwaited_ms": 5000}`, time.Minute)
+		clockAhead = insert("extract", "scheduled", `{"snoozed_for": "model_unreachable", "wait_ms": 20000}`, time.Minute)
+		notANumber = insert("extract", "scheduled", `{"snoozed_for": "model_unreachable", "wait_ms": "x"}`, time.Minute)
 	)
 	tx, err := s.Pool().Begin(ctx)
 	if err != nil {
@@ -305,9 +312,14 @@ func TestWakeWaiting(t *testing.T) {
 	if _, err := tx.Exec(ctx, `SELECT FROM river_job WHERE id = $1 FOR UPDATE`, locked); err != nil {
 		t.Fatal(err)
 	}
-	n, err := s.WakeWaiting(ctx, store.RiverJobs{Kind: "extract"}, "snoozed_for", "model_unreachable", "woken")
-	if err != nil || n != 2 {
-		t.Fatalf("WakeWaiting woke %d (%v), want 2", n, err)
+	var leftBefore int64 // of the counted snooze, in milliseconds, just before the wake
+	if err := s.Pool().QueryRow(ctx, `SELECT floor(extract(epoch FROM scheduled_at - now()) * 1000)::bigint FROM river_job WHERE id = $1`, counted).Scan(&leftBefore); err != nil {
+		t.Fatal(err)
+	}
+	wake := store.Wake{SnoozedKey: "snoozed_for", Reason: "model_unreachable", WokenKey: "woken", WaitKey: "wait_ms", UnwaitedKey: "unwaited_ms"}
+	n, err := s.WakeWaiting(ctx, store.RiverJobs{Kind: "extract"}, wake)
+	if err != nil || n != 5 {
+		t.Fatalf("WakeWaiting woke %d (%v), want 5", n, err)
 	}
 	for id, want := range map[int64]struct {
 		state  string
@@ -317,6 +329,7 @@ func TestWakeWaiting(t *testing.T) {
 		waiting: {"available", false, true}, waitingSoon: {"available", false, true},
 		forDB: {"scheduled", true, false}, otherKind: {"scheduled", true, false}, due: {"available", false, false},
 		running: {"running", false, false}, locked: {"scheduled", true, false},
+		counted: {"available", false, true}, clockAhead: {"available", false, true}, notANumber: {"available", false, true},
 	} {
 		var (
 			state         string
@@ -327,8 +340,43 @@ func TestWakeWaiting(t *testing.T) {
 			FROM river_job WHERE id = $1`, id).Scan(&state, &future, &woken, &waits); err != nil {
 			t.Fatal(err)
 		}
-		if state != want.state || future != want.future || woken != want.woken || (woken && waits != 3) {
+		if state != want.state || future != want.future || woken != want.woken || (woken && id != counted && id != clockAhead && id != notANumber && waits != 3) {
 			t.Errorf("job %d: %s, due later %v, woken %v (waits %d); want %s, %v, %v, the metadata kept", id, state, future, woken, waits, want.state, want.future, want.woken)
 		}
+	}
+	credit := func(id int64) (waitMS, unwaitedMS int64) {
+		t.Helper()
+		if err := s.Pool().QueryRow(ctx, `SELECT coalesce((metadata->>'wait_ms')::bigint, -1), coalesce((metadata->>'unwaited_ms')::bigint, -1)
+			FROM river_job WHERE id = $1`, id).Scan(&waitMS, &unwaitedMS); err != nil {
+			t.Fatal(err)
+		}
+		return waitMS, unwaitedMS
+	}
+	// What was left of the 60 s snooze at the wake is credited: no more
+	// than was left just before it.
+	if w, u := credit(counted); w != 0 || u <= 5000 || u > 5000+leftBefore {
+		t.Errorf("counted snooze: wait_ms %d, unwaited_ms %d; want 0 and 5000 plus at most the %d ms left", w, u, leftBefore)
+	}
+	if w, u := credit(clockAhead); w != 0 || u != 20000 {
+		t.Errorf("snooze ending past its length: wait_ms %d, unwaited_ms %d; want 0 and 20000", w, u)
+	}
+	if w, u := credit(notANumber); w != 0 || u != 0 {
+		t.Errorf("snooze of an unreadable length: wait_ms %d, unwaited_ms %d; want 0, 0", w, u)
+	}
+	// A job without a counted length (a hold) is credited nothing.
+	if w, u := credit(waiting); w != 0 || u != 0 {
+		t.Errorf("uncounted snooze: wait_ms %d, unwaited_ms %d; want 0, 0", w, u)
+	}
+	// Woken again before it ran (its snooze stored again by River, the
+	// length left at 0): no second credit.
+	if _, err := s.Pool().Exec(ctx, `UPDATE river_job SET state = 'scheduled', scheduled_at = now() + interval '1 minute' WHERE id = $1`, counted); err != nil {
+		t.Fatal(err)
+	}
+	_, before := credit(counted)
+	if _, err := s.WakeWaiting(ctx, store.RiverJobs{Kind: "extract"}, wake); err != nil {
+		t.Fatal(err)
+	}
+	if w, u := credit(counted); w != 0 || u != before {
+		t.Errorf("woken twice for one snooze: wait_ms %d, unwaited_ms %d; want 0, %d", w, u, before)
 	}
 }

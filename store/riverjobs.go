@@ -636,23 +636,52 @@ func (s *Store) AvailableSoon(ctx context.Context, ids []int64) (int64, error) {
 	return tag.RowsAffected(), nil
 }
 
+// Wake says which jobs WakeWaiting wakes and how it marks them.
+type Wake struct {
+	// SnoozedKey and Reason select the jobs: those whose metadata's
+	// SnoozedKey is Reason (the reason of their last snooze).
+	SnoozedKey, Reason string
+	// WokenKey is set true in each woken job's metadata.
+	WokenKey string
+	// WaitKey, when not empty, is the metadata key holding the length in
+	// milliseconds of the snooze a job is in, as counted toward its
+	// budget (absent or 0 when the snooze is not counted). The part of
+	// it a wake cuts short (scheduled_at - now(), at most the length)
+	// is added to UnwaitedKey and WaitKey set to 0, so that a job woken
+	// early is not counted as having waited the whole snooze, and not
+	// credited twice for one snooze.
+	WaitKey, UnwaitedKey string
+}
+
 // WakeWaiting makes the jobs of jobs' kind that wait to run (scheduled,
-// or available with a scheduled_at to come) after a snooze whose
-// metadata's key is reason run now, setting wokenKey true in their
-// metadata, and returns how many: the worker's waiters for a model server
-// that answers again. A job another transaction holds (a forget deleting
-// it, River fetching it) is skipped, not waited for: it runs when its
-// snooze ends.
-func (s *Store) WakeWaiting(ctx context.Context, jobs RiverJobs, key, reason, wokenKey string) (int64, error) {
+// or available with a scheduled_at to come) after a snooze of wake's
+// reason run now, marking them as wake says, and returns how many: the
+// worker's waiters for a model server that answers again. A job another
+// transaction holds (a forget deleting it, River fetching it) is skipped,
+// not waited for: it runs when its snooze ends.
+//
+// The part of a snooze cut short is measured against scheduled_at, which
+// River sets from the clock of the process that snoozed the job: a
+// process whose clock is ahead of the database's credits its jobs that
+// much more (at most the snooze's length).
+func (s *Store) WakeWaiting(ctx context.Context, jobs RiverJobs, wake Wake) (int64, error) {
 	tag, err := s.db.Exec(ctx, `UPDATE river_job j SET state = 'available', scheduled_at = now(),
-			metadata = j.metadata || jsonb_build_object($4::text, true)
+			metadata = j.metadata || jsonb_build_object($4::text, true) || CASE WHEN $5::text = '' THEN '{}'::jsonb
+				ELSE jsonb_build_object($5::text, 0, $6::text, `+metaMillis("$6")+` +
+					least(greatest(floor(extract(epoch FROM j.scheduled_at - now()) * 1000), 0)::bigint, `+metaMillis("$5")+`)) END
 		FROM (SELECT id FROM river_job WHERE kind = $1 AND state IN ('scheduled', 'available') AND scheduled_at > now()
 			AND metadata->>$2::text = $3 FOR UPDATE SKIP LOCKED) w
-		WHERE j.id = w.id`, jobs.Kind, key, reason, wokenKey)
+		WHERE j.id = w.id`, jobs.Kind, wake.SnoozedKey, wake.Reason, wake.WokenKey, wake.WaitKey, wake.UnwaitedKey)
 	if err != nil {
 		return 0, fmt.Errorf("wake waiting jobs: %w", err)
 	}
 	return tag.RowsAffected(), nil
+}
+
+// metaMillis is the SQL for the whole number at j.metadata's key (the
+// parameter param), 0 when it is absent or not a number.
+func metaMillis(param string) string {
+	return `(CASE WHEN jsonb_typeof(j.metadata->` + param + `::text) = 'number' THEN (j.metadata->>` + param + `::text)::numeric::bigint ELSE 0 END)`
 }
 
 // Passes of updateClaimed, and the pause between them: 2 s in all.

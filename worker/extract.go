@@ -551,6 +551,16 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 		if merr == nil {
 			merr = river.MetadataSet(ctx, metaSnoozedFor, v.label)
 		}
+		if merr == nil && (v.count == metaModelWaits || metaCount(job.Metadata, metaModelWaitMillis) != 0) {
+			// The snooze's length, for a wake to credit the part it cuts
+			// short (store.WakeWaiting); 0 for one not counted as a wait
+			// for the server (a woken job's hold).
+			var ms int64
+			if v.count == metaModelWaits {
+				ms = snoozeOf(v.river).Milliseconds()
+			}
+			merr = river.MetadataSet(ctx, metaModelWaitMillis, ms)
+		}
 		if merr != nil {
 			// Not run by River, so the snooze could not be counted: an
 			// uncounted snooze could repeat forever, so decide as if the

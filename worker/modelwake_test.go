@@ -52,7 +52,8 @@ func (e *env) waitingForModel(n int) map[int64]time.Time {
 
 // checkWokenBeforeDue waits until the jobs of due are finalized (River
 // stores a job's end after its turns are) and checks that each completed
-// before the time its snooze was to end.
+// before the time its snooze was to end, with the part of the snooze the
+// wake cut short not counted as waited for the server.
 func (e *env) checkWokenBeforeDue(due map[int64]time.Time) {
 	e.t.Helper()
 	var jobs []*rivertype.JobRow
@@ -66,8 +67,19 @@ func (e *env) checkWokenBeforeDue(due map[int64]time.Time) {
 		return true, ""
 	})
 	for _, j := range jobs {
-		if at, ok := due[j.ID]; ok && (j.State != rivertype.JobStateCompleted || !j.FinalizedAt.Before(at)) {
+		at, ok := due[j.ID]
+		if !ok {
+			continue
+		}
+		if j.State != rivertype.JobStateCompleted || !j.FinalizedAt.Before(at) {
 			e.t.Errorf("job %d: %s at %v; want completed before its snooze ended at %v", j.ID, j.State, j.FinalizedAt, at)
+		}
+		var meta struct {
+			Unwaited int64 `json:"memoryd_model_unwaited_ms"`
+		}
+		_ = json.Unmarshal(j.Metadata, &meta)
+		if meta.Unwaited <= 0 {
+			e.t.Errorf("job %d: %d ms of its snooze not waited, by its metadata; want the part the wake cut short", j.ID, meta.Unwaited)
 		}
 	}
 }

@@ -79,6 +79,14 @@ const (
 	// metaWokenHolds counts a woken job's waits held back uncounted
 	// (outcome), at most maxWokenHolds.
 	metaWokenHolds = "memoryd_woken_holds"
+	// metaModelWaitMillis is the length in milliseconds of the counted
+	// snooze for the model server a job is in (0 once a wake credited
+	// it), and metaModelUnwaitedMillis the parts of such snoozes that
+	// wakes cut short, in all: a job's waits count toward
+	// --llm-max-outage as long as they lasted, not as long as they were
+	// to last (retryBudget.modelWaitFor).
+	metaModelWaitMillis     = "memoryd_model_wait_ms"
+	metaModelUnwaitedMillis = "memoryd_model_unwaited_ms"
 )
 
 // maxWokenHolds bounds the waits of a woken job that are not counted
@@ -183,7 +191,8 @@ type verdict struct {
 //   - an unreachable model server (extractor.IsUnreachable: no connection,
 //     or a 502, 503 or 504; or one refusing memoryd's key or model, a 401
 //     or 404; and no extractor.KindPermanent anywhere in the error) while the job's snoozes for it total less than
-//     maxModelOutage: snooze with a doubling delay (modelWait). A server
+//     maxModelOutage, as long as they lasted (the parts wakes cut short
+//     not counted: modelWaitFor): snooze with a doubling delay (modelWait). A server
 //     restarting or loading a model fails every request for minutes;
 //     spending attempts then would fail every turn of the outage. Past the
 //     bound it is an ordinary transient failure.
@@ -232,7 +241,7 @@ func outcome(err error, job *rivertype.JobRow, shutdown bool, b retryBudget) ver
 		}
 	}
 	if waits := metaCount(job.Metadata, metaModelWaits); extractor.IsUnreachable(err) && !permanent {
-		if d, ok := b.modelWait(waits); ok {
+		if d, ok := b.modelWaitFor(waits, job.Metadata); ok {
 			if probeIn, held := extractor.HeldBackFor(err); held && metaTrue(job.Metadata, metaWoken) {
 				if holds := metaCount(job.Metadata, metaWokenHolds); holds < maxWokenHolds {
 					// Woken because the server answered another process
@@ -338,6 +347,20 @@ const maxLockWait = 30 * time.Second
 // waits of a job total at most maxModelOutage.
 func (b retryBudget) modelWait(waits int) (time.Duration, bool) {
 	return b.outageWait(waits, b.maxModelOutage)
+}
+
+// modelWaitFor is modelWait for a job whose metadata records how much of
+// its snoozes wakes cut short (metaModelUnwaitedMillis): the bound is
+// lengthened by that much, so that the job's waits add up to
+// maxModelOutage of real time. Before, a job woken early had its snooze
+// counted whole: with a server that answered now and then (crash-looping,
+// each answer waking the waiting jobs to find it down again) a job spent
+// --llm-max-outage in a fraction of that time and then its attempts.
+func (b retryBudget) modelWaitFor(waits int, metadata []byte) (time.Duration, bool) {
+	if b.maxModelOutage <= 0 {
+		return 0, false
+	}
+	return b.outageWait(waits, b.maxModelOutage+time.Duration(metaCount(metadata, metaModelUnwaitedMillis))*time.Millisecond)
 }
 
 // outageWait is modelWait for an outage of at most maxOutage in all (a

@@ -145,6 +145,14 @@ func TestOutcome(t *testing.T) {
 			want: plain, wantLabel: outcomeRetry, wantRecord: true},
 		{name: "model unreachable past the outage bound, last attempt", err: down, attempt: 5, metadata: `{"memoryd_model_waits": 14}`,
 			want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true},
+		// Snoozes that wakes cut short (metaModelUnwaitedMillis) count as
+		// long as they lasted: the bound moves by what was not waited.
+		{name: "model unreachable past the nominal bound, 30 s of it not waited", err: down, attempt: 1, metadata: `{"memoryd_model_waits": 14, "memoryd_model_unwaited_ms": 30000}`,
+			want: snooze, wantSnooze: 28 * time.Second, wantLabel: outcomeModelDown, wantCount: metaModelWaits, wantN: 15},
+		{name: "model unreachable past the nominal bound, 5 minutes of it not waited", err: down, attempt: 1, metadata: `{"memoryd_model_waits": 14, "memoryd_model_unwaited_ms": 300000}`,
+			want: snooze, wantSnooze: time.Minute, wantLabel: outcomeModelDown, wantCount: metaModelWaits, wantN: 15},
+		{name: "model unreachable past the bound and what was not waited", err: down, attempt: 1, metadata: `{"memoryd_model_waits": 15, "memoryd_model_unwaited_ms": 30000}`,
+			want: plain, wantLabel: outcomeRetry, wantRecord: true},
 		{name: "model unreachable beside a permanent error", err: errors.Join(down, permanent), attempt: 1,
 			want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true},
 		// Woken from its snooze (the server answered another process) and

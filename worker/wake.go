@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync/atomic"
 	"time"
+
+	"github.com/memoryd/memoryd/store"
 )
 
 // Jobs snoozed for a model server that is down wait up to a minute each
@@ -103,7 +105,8 @@ func (w *Worker) wakeModelWaiters(ctx context.Context) {
 	if now.UnixNano()-last < int64(wakeEvery) || !m.woke.CompareAndSwap(last, now.UnixNano()) {
 		return
 	}
-	n, err := w.cfg.Store.WakeWaiting(ctx, extractJobs, metaSnoozedFor, outcomeModelDown, metaWoken)
+	n, err := w.cfg.Store.WakeWaiting(ctx, extractJobs, store.Wake{SnoozedKey: metaSnoozedFor, Reason: outcomeModelDown,
+		WokenKey: metaWoken, WaitKey: metaModelWaitMillis, UnwaitedKey: metaModelUnwaitedMillis})
 	if err != nil {
 		w.logger.Warn("cannot wake the extraction jobs waiting for the model server; they run when their snoozes end", "error", err)
 		return
