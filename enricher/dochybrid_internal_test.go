@@ -21,7 +21,7 @@ func TestFuseChunks(t *testing.T) {
 	// Lexical candidates: "a" holds the term 5 times, "b" 4, ... "e" once.
 	lexical := store.ChunkCandidates{Terms: []string{"t"}, Stats: store.ItemStats{Items: 100, AvgQuestionLen: 2, AvgAnswerLen: 20}}
 	for i, d := range []string{"a", "b", "c", "d", "e"} {
-		n := 5 - i
+		n := int32(5 - i)
 		lexical.Matches = append(lexical.Matches, store.ChunkCandidate{Hit: hit(d), HeadingLen: 2, TextLen: 20,
 			Terms: []store.TermCount{{Present: true, Answer: n}}})
 	}

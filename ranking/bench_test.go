@@ -25,7 +25,7 @@ func benchDocs(n int) []ranking.Doc {
 		terms := counts[i*6 : i*6+6 : i*6+6]
 		for j := range terms {
 			if rng.IntN(3) == 0 {
-				terms[j] = ranking.TermCount{Present: true, Question: rng.IntN(2), Answer: rng.IntN(3)}
+				terms[j] = ranking.TermCount{Present: true, Question: rng.Int32N(2), Answer: rng.Int32N(3)}
 			}
 		}
 		docs[i] = ranking.Doc{ID: int64(i), CreatedAt: t, QuestionLen: 1 + rng.IntN(20), AnswerLen: rng.IntN(200), Terms: terms}

@@ -28,7 +28,7 @@ func TestMaxScoreBoundsOnlyMarkedTerms(t *testing.T) {
 		d := ranking.Doc{ID: 1, CreatedAt: at.Add(-time.Duration(r.IntN(1000)) * time.Hour),
 			QuestionLen: 1 + r.IntN(3), AnswerLen: r.IntN(4), Terms: make([]ranking.TermCount, len(df))}
 		for i := 1; i < len(df); i++ {
-			d.Terms[i] = ranking.TermCount{Present: true, Question: r.IntN(300), Answer: r.IntN(300)}
+			d.Terms[i] = ranking.TermCount{Present: true, Question: r.Int32N(300), Answer: r.Int32N(300)}
 		}
 		for _, asks := range []bool{false, true} {
 			for _, h := range ranking.Rank(coll, []ranking.Doc{d}, ranking.Query{At: at, Limit: 1, DF: df, AsksReply: asks}) {

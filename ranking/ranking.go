@@ -93,7 +93,7 @@ type TermCount struct {
 	// gains no relevance from it.
 	Present bool
 	// Question and Answer count the lexeme's positions in each field.
-	Question, Answer int
+	Question, Answer int32
 }
 
 // Query is what the ranking is asked for.

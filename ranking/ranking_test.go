@@ -20,8 +20,8 @@ func doc(id int64, age time.Duration, terms ...ranking.TermCount) ranking.Doc {
 }
 
 // q and a are a term found n times in the question or the answer.
-func q(n int) ranking.TermCount { return ranking.TermCount{Present: true, Question: n} }
-func a(n int) ranking.TermCount { return ranking.TermCount{Present: true, Answer: n} }
+func q(n int32) ranking.TermCount { return ranking.TermCount{Present: true, Question: n} }
+func a(n int32) ranking.TermCount { return ranking.TermCount{Present: true, Answer: n} }
 
 var absent = ranking.TermCount{}
 

@@ -23,7 +23,7 @@ func readStoredCounts(v []byte, counts []TermCount) error {
 		if x < 0 || t < 1 || t > int64(len(counts)) {
 			return fmt.Errorf("stored counts: term %d of %d", t, len(counts))
 		}
-		counts[t-1] = TermCount{Present: true, Question: int(q), Answer: int(a)}
+		counts[t-1] = TermCount{Present: true, Question: int32(q), Answer: int32(a)}
 		return nil
 	}
 	if len(v) > 0 && v[0] == '{' {

@@ -978,8 +978,8 @@ func inflectedCounts(terms []ranking.TermCount, forms [][]string, question, answ
 			continue
 		}
 		out[i] = ranking.TermCount{Present: true,
-			Question: max(n.Question-exact(question, forms[i]), 0),
-			Answer:   max(n.Answer-exact(answer, forms[i]), 0)}
+			Question: max(n.Question-int32(exact(question, forms[i])), 0),
+			Answer:   max(n.Answer-int32(exact(answer, forms[i])), 0)}
 	}
 	return out
 }

@@ -97,7 +97,7 @@ func TestQueryForms(t *testing.T) {
 }
 
 func TestInflectedCounts(t *testing.T) {
-	tc := func(q, a int) ranking.TermCount { return ranking.TermCount{Present: true, Question: q, Answer: a} }
+	tc := func(q, a int32) ranking.TermCount { return ranking.TermCount{Present: true, Question: q, Answer: a} }
 	tests := []struct {
 		name             string
 		terms            []ranking.TermCount
@@ -379,7 +379,7 @@ func TestFusedRanks(t *testing.T) {
 // cvQuestions does; a margin of the range's length finds the evidence.
 func TestTimeRanks(t *testing.T) {
 	day := time.Date(2022, 5, 1, 0, 0, 0, 0, time.UTC)
-	counts := func(a, b int) []ranking.TermCount {
+	counts := func(a, b int32) []ranking.TermCount {
 		return []ranking.TermCount{{Present: a > 0, Question: a}, {Present: b > 0, Question: b}}
 	}
 	ci := cvInput{Set: 0, Haystack: "conv0", Keywords: []string{"joanna", "movie"}, Terms: []string{"joanna", "movi"},

@@ -8,7 +8,7 @@ import (
 )
 
 func TestDropWords(t *testing.T) {
-	has := func(q int) ranking.TermCount { return ranking.TermCount{Present: true, Question: q} }
+	has := func(q int32) ranking.TermCount { return ranking.TermCount{Present: true, Question: q} }
 	none := ranking.TermCount{}
 	input := func(kws ...string) cvInput {
 		return cvInput{Keywords: kws, Terms: []string{"dog", "walk"}, Matches: []cvMatch{
