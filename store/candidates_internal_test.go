@@ -1,25 +1,9 @@
 package store
 
 import (
-	"encoding/binary"
 	"fmt"
 	"testing"
 )
-
-// storedCounts is an int8[] of stored counts (readStoredCounts) in
-// Postgres' binary format, as a counted candidate row brings them.
-func storedCounts(elems ...int64) []byte {
-	v := binary.BigEndian.AppendUint32(nil, 1) // ndim
-	v = binary.BigEndian.AppendUint32(v, 0)    // no nulls
-	v = binary.BigEndian.AppendUint32(v, 20)   // int8
-	v = binary.BigEndian.AppendUint32(v, uint32(len(elems)))
-	v = binary.BigEndian.AppendUint32(v, 1) // lower bound
-	for _, x := range elems {
-		v = binary.BigEndian.AppendUint32(v, 8)
-		v = binary.BigEndian.AppendUint64(v, uint64(x))
-	}
-	return v
-}
 
 // candidateRow is one candidate row's bytes for a candidateReader.
 type candidateRow struct {
@@ -41,7 +25,9 @@ func candidateRows(n, terms int) ([]candidateRow, []string) {
 		q, a := i%7+1, i%5
 		rows[i].id = fmt.Appendf(nil, "e%d", i)
 		if i%2 == 0 {
-			rows[i].vector, rows[i].counted = storedCounts(int64(t+1)<<32|int64(q)<<16|int64(a)), true
+			// Stored counts in the array's text form, which reads as its
+			// binary one does (TestReadStoredCounts).
+			rows[i].vector, rows[i].counted = fmt.Appendf(nil, "{%d}", int64(t+1)<<32|int64(q)<<16|int64(a)), true
 			continue
 		}
 		vec := fmt.Appendf(nil, "'lexeme%d':", t)
