@@ -53,7 +53,11 @@ func TestFutureTimestampIsClamped(t *testing.T) {
 	if err != nil || !stored || f.Value != "Paris" {
 		t.Fatalf("facts.set after the future turn = %+v, %v, %v; want Paris stored", f, stored, err)
 	}
-	e.publish(events.Turn{ID: "f2", UserID: "alice", UserMessage: "I live in Rome.", Timestamp: time.Now().UTC()})
+	// A second later: the facts.set is dated by Postgres's clock as this
+	// process reads it, within half a reading's round trip (milliseconds,
+	// more on a loaded machine: a turn stamped just after the set, by this
+	// host's clock, lost to it 9 ms ahead in a CI-like run).
+	e.publish(events.Turn{ID: "f2", UserID: "alice", UserMessage: "I live in Rome.", Timestamp: time.Now().UTC().Add(time.Second)})
 	e.waitDone(2)
 	if loc, err := e.store.Fact(e.ctx, "alice", "location"); err != nil || loc.Value != "Rome" {
 		t.Fatalf("location after a later real turn = %+v, %v; want Rome", loc, err)
