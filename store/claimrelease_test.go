@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -303,6 +304,9 @@ func TestWakeWaiting(t *testing.T) {
 		counted    = insert("extract", "scheduled", `{"snoozed_for": "model_unreachable", "wait_ms": 60000, "unwaited_ms": 5000}`, time.Minute)
 		clockAhead = insert("extract", "scheduled", `{"snoozed_for": "model_unreachable", "wait_ms": 20000}`, time.Minute)
 		notANumber = insert("extract", "scheduled", `{"snoozed_for": "model_unreachable", "wait_ms": "x"}`, time.Minute)
+		// Woken as often as it may be: left to its snooze; once less: woken.
+		wokenEnough = insert("extract", "scheduled", `{"snoozed_for": "model_unreachable", "wakes": 5}`, time.Minute)
+		wokenOnce   = insert("extract", "scheduled", `{"snoozed_for": "model_unreachable", "wakes": 4}`, time.Minute)
 	)
 	tx, err := s.Pool().Begin(ctx)
 	if err != nil {
@@ -316,10 +320,11 @@ func TestWakeWaiting(t *testing.T) {
 	if err := s.Pool().QueryRow(ctx, `SELECT floor(extract(epoch FROM scheduled_at - now()) * 1000)::bigint FROM river_job WHERE id = $1`, counted).Scan(&leftBefore); err != nil {
 		t.Fatal(err)
 	}
-	wake := store.Wake{SnoozedKey: "snoozed_for", Reason: "model_unreachable", WokenKey: "woken", WaitKey: "wait_ms", UnwaitedKey: "unwaited_ms"}
+	wake := store.Wake{SnoozedKey: "snoozed_for", Reason: "model_unreachable", WokenKey: "woken", WaitKey: "wait_ms", UnwaitedKey: "unwaited_ms",
+		CountKey: "wakes", MaxWakes: 5}
 	n, err := s.WakeWaiting(ctx, store.RiverJobs{Kind: "extract"}, wake)
-	if err != nil || n != 5 {
-		t.Fatalf("WakeWaiting woke %d (%v), want 5", n, err)
+	if err != nil || n != 6 {
+		t.Fatalf("WakeWaiting woke %d (%v), want 6", n, err)
 	}
 	for id, want := range map[int64]struct {
 		state  string
@@ -330,6 +335,7 @@ func TestWakeWaiting(t *testing.T) {
 		forDB: {"scheduled", true, false}, otherKind: {"scheduled", true, false}, due: {"available", false, false},
 		running: {"running", false, false}, locked: {"scheduled", true, false},
 		counted: {"available", false, true}, clockAhead: {"available", false, true}, notANumber: {"available", false, true},
+		wokenEnough: {"scheduled", true, false}, wokenOnce: {"available", false, true},
 	} {
 		var (
 			state         string
@@ -340,7 +346,7 @@ func TestWakeWaiting(t *testing.T) {
 			FROM river_job WHERE id = $1`, id).Scan(&state, &future, &woken, &waits); err != nil {
 			t.Fatal(err)
 		}
-		if state != want.state || future != want.future || woken != want.woken || (woken && id != counted && id != clockAhead && id != notANumber && waits != 3) {
+		if state != want.state || future != want.future || woken != want.woken || (woken && waits != 3 && slices.Contains([]int64{waiting, waitingSoon}, id)) {
 			t.Errorf("job %d: %s, due later %v, woken %v (waits %d); want %s, %v, %v, the metadata kept", id, state, future, woken, waits, want.state, want.future, want.woken)
 		}
 	}
@@ -362,6 +368,17 @@ func TestWakeWaiting(t *testing.T) {
 	}
 	if w, u := credit(notANumber); w != 0 || u != 0 {
 		t.Errorf("snooze of an unreadable length: wait_ms %d, unwaited_ms %d; want 0, 0", w, u)
+	}
+	var wakes []int
+	for _, id := range []int64{waiting, wokenEnough, wokenOnce} {
+		var n int
+		if err := s.Pool().QueryRow(ctx, `SELECT coalesce((metadata->>'wakes')::int, 0) FROM river_job WHERE id = $1`, id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		wakes = append(wakes, n)
+	}
+	if !slices.Equal(wakes, []int{1, 5, 5}) {
+		t.Errorf("wakes counted %v; want 1 for a first wake, 5 left as it was, 4 counted to 5", wakes)
 	}
 	// A job without a counted length (a hold) is credited nothing.
 	if w, u := credit(waiting); w != 0 || u != 0 {

@@ -651,6 +651,13 @@ type Wake struct {
 	// early is not counted as having waited the whole snooze, and not
 	// credited twice for one snooze.
 	WaitKey, UnwaitedKey string
+	// CountKey, when not empty, counts each job's wakes in its metadata,
+	// and a job woken MaxWakes times is not woken again: it waits its
+	// snoozes out. A job that fails while the server answers the others
+	// (a request of its own the server fails) is otherwise run again at
+	// every wake, every second or so, for as long as its budget lasts.
+	CountKey string
+	MaxWakes int
 }
 
 // WakeWaiting makes the jobs of jobs' kind that wait to run (scheduled,
@@ -667,20 +674,22 @@ type Wake struct {
 func (s *Store) WakeWaiting(ctx context.Context, jobs RiverJobs, wake Wake) (int64, error) {
 	tag, err := s.db.Exec(ctx, `UPDATE river_job j SET state = 'available', scheduled_at = now(),
 			metadata = j.metadata || jsonb_build_object($4::text, true) || CASE WHEN $5::text = '' THEN '{}'::jsonb
-				ELSE jsonb_build_object($5::text, 0, $6::text, `+metaMillis("$6")+` +
-					least(greatest(floor(extract(epoch FROM j.scheduled_at - now()) * 1000), 0)::bigint, `+metaMillis("$5")+`)) END
-		FROM (SELECT id FROM river_job WHERE kind = $1 AND state IN ('scheduled', 'available') AND scheduled_at > now()
-			AND metadata->>$2::text = $3 FOR UPDATE SKIP LOCKED) w
-		WHERE j.id = w.id`, jobs.Kind, wake.SnoozedKey, wake.Reason, wake.WokenKey, wake.WaitKey, wake.UnwaitedKey)
+				ELSE jsonb_build_object($5::text, 0, $6::text, `+metaInt("$6")+` +
+					least(greatest(floor(extract(epoch FROM j.scheduled_at - now()) * 1000), 0)::bigint, `+metaInt("$5")+`)) END
+				|| CASE WHEN $7::text = '' THEN '{}'::jsonb ELSE jsonb_build_object($7::text, `+metaInt("$7")+` + 1) END
+		FROM (SELECT id FROM river_job j WHERE kind = $1 AND state IN ('scheduled', 'available') AND scheduled_at > now()
+			AND metadata->>$2::text = $3 AND ($7::text = '' OR `+metaInt("$7")+` < $8)
+			FOR UPDATE SKIP LOCKED) w
+		WHERE j.id = w.id`, jobs.Kind, wake.SnoozedKey, wake.Reason, wake.WokenKey, wake.WaitKey, wake.UnwaitedKey, wake.CountKey, wake.MaxWakes)
 	if err != nil {
 		return 0, fmt.Errorf("wake waiting jobs: %w", err)
 	}
 	return tag.RowsAffected(), nil
 }
 
-// metaMillis is the SQL for the whole number at j.metadata's key (the
+// metaInt is the SQL for the whole number at j.metadata's key (the
 // parameter param), 0 when it is absent or not a number.
-func metaMillis(param string) string {
+func metaInt(param string) string {
 	return `(CASE WHEN jsonb_typeof(j.metadata->` + param + `::text) = 'number' THEN (j.metadata->>` + param + `::text)::numeric::bigint ELSE 0 END)`
 }
 

@@ -76,10 +76,11 @@ func (e *env) checkWokenBeforeDue(due map[int64]time.Time) {
 		}
 		var meta struct {
 			Unwaited int64 `json:"memoryd_model_unwaited_ms"`
+			Wakes    int   `json:"memoryd_wakes"`
 		}
 		_ = json.Unmarshal(j.Metadata, &meta)
-		if meta.Unwaited <= 0 {
-			e.t.Errorf("job %d: %d ms of its snooze not waited, by its metadata; want the part the wake cut short", j.ID, meta.Unwaited)
+		if meta.Unwaited <= 0 || meta.Wakes < 1 {
+			e.t.Errorf("job %d: %d ms of its snooze not waited and %d wakes, by its metadata; want the part the wake cut short, counted", j.ID, meta.Unwaited, meta.Wakes)
 		}
 	}
 }

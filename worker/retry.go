@@ -87,7 +87,18 @@ const (
 	// to last (retryBudget.modelWaitFor).
 	metaModelWaitMillis     = "memoryd_model_wait_ms"
 	metaModelUnwaitedMillis = "memoryd_model_unwaited_ms"
+	// metaWakes counts a job's wakes, at most maxWakes.
+	metaWakes = "memoryd_wakes"
 )
+
+// maxWakes bounds how often a job is woken (wakeModelWaiters); past it
+// the job waits its snoozes out. A job whose own request the server fails
+// while it answers the others (a gateway's 502 for that one prompt) was
+// otherwise run at every wake, about once a second, and with its waits
+// counted as long as they lasted (modelWaitFor) for all of
+// --llm-max-outage: some 1,800 requests where its doubling snoozes make
+// about 35. A real outage wakes a job once, a crash loop a few times.
+const maxWakes = 5
 
 // maxWokenHolds bounds the waits of a woken job that are not counted
 // toward --llm-max-outage: a wake sets metaWoken again, and a process

@@ -20,7 +20,9 @@ import (
 // A job woken by one process may be fetched by another whose own probe
 // is still to come: it holds the job back, and the job waits for that
 // probe, uncounted (outcome, metaWoken), not a whole snooze, at most
-// maxWokenHolds times.
+// maxWokenHolds times. A job is woken at most maxWakes times: one that
+// the server fails while answering others would otherwise run at every
+// wake.
 
 // modelWaiters tracks whether jobs this process snoozed for the model
 // server may still be waiting: safe for concurrent use.
@@ -106,7 +108,7 @@ func (w *Worker) wakeModelWaiters(ctx context.Context) {
 		return
 	}
 	n, err := w.cfg.Store.WakeWaiting(ctx, extractJobs, store.Wake{SnoozedKey: metaSnoozedFor, Reason: outcomeModelDown,
-		WokenKey: metaWoken, WaitKey: metaModelWaitMillis, UnwaitedKey: metaModelUnwaitedMillis})
+		WokenKey: metaWoken, WaitKey: metaModelWaitMillis, UnwaitedKey: metaModelUnwaitedMillis, CountKey: metaWakes, MaxWakes: maxWakes})
 	if err != nil {
 		w.logger.Warn("cannot wake the extraction jobs waiting for the model server; they run when their snoozes end", "error", err)
 		return
