@@ -60,11 +60,7 @@ func RankChunks(c store.ChunkCandidates, threshold float64, limit int) []store.C
 	at := time.Unix(0, 0)
 	docs := make([]ranking.Doc, len(c.Matches))
 	for i, m := range c.Matches {
-		terms := make([]ranking.TermCount, len(m.Terms))
-		for j, t := range m.Terms {
-			terms[j] = ranking.TermCount(t)
-		}
-		docs[i] = ranking.Doc{ID: int64(i), CreatedAt: at, QuestionLen: m.HeadingLen, AnswerLen: m.TextLen, Terms: terms}
+		docs[i] = ranking.Doc{ID: int64(i), CreatedAt: at, QuestionLen: m.HeadingLen, AnswerLen: m.TextLen, Terms: rankingCounts(m.Terms)}
 	}
 	hits := ranking.Rank(ranking.Collection(c.Stats), docs, ranking.Query{At: at, Threshold: threshold, Limit: limit})
 	out := make([]store.ChunkHit, len(hits))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"time"
+	"unsafe"
 
 	"github.com/memoryd/memoryd/ranking"
 	"github.com/memoryd/memoryd/store"
@@ -17,14 +18,9 @@ func Rank(c store.Candidates, at time.Time, threshold float64, limit int) []stor
 		at = time.Now()
 	}
 	docs := make([]ranking.Doc, len(c.Matches))
-	counts := make([]ranking.TermCount, 0, len(c.Matches)*len(c.Terms))
 	for i, m := range c.Matches {
-		start := len(counts)
-		for _, n := range m.Terms {
-			counts = append(counts, ranking.TermCount(n))
-		}
 		docs[i] = ranking.Doc{ID: m.Item.ID, CreatedAt: m.Item.CreatedAt, QuestionLen: m.QuestionLen, AnswerLen: m.AnswerLen,
-			Terms: counts[start:len(counts):len(counts)]}
+			Terms: rankingCounts(m.Terms)}
 	}
 	hits := ranking.Rank(ranking.Collection(c.Stats), docs, ranking.Query{At: at, Threshold: threshold, Limit: limit, DF: c.DF})
 	items := make([]store.ContextItem, len(hits))
@@ -33,6 +29,16 @@ func Rank(c store.Candidates, at time.Time, threshold float64, limit int) []stor
 		items[i].Score = h.Score
 	}
 	return items
+}
+
+// rankingCounts is counts as ranking's type, the same memory, not a copy:
+// the two types have the same fields (the conversion below does not
+// compile otherwise), and so the same layout. Ranking only reads them.
+// Copied, they were half of Rank's time for a heavy user (3,600
+// candidates of 30 query lexemes: BenchmarkRankManyCandidates).
+func rankingCounts(counts []store.TermCount) []ranking.TermCount {
+	_ = ranking.TermCount(store.TermCount{})
+	return unsafe.Slice((*ranking.TermCount)(unsafe.Pointer(unsafe.SliceData(counts))), len(counts))
 }
 
 // Pruned reads (store.Prune): enrich's keyword-only read of all the user's
