@@ -31,10 +31,22 @@ demo: services
 
 ## test: vet, build the tools, and run every test with the race detector against
 ## the real servers, printing each package as it finishes (scripts/testprogress);
-## exit status is go test's
+## then, when every package runs, the tools' own tests (TOOLSTEST); exit status is
+## go test's
 test: testservices testdeps vet tools
 	$(GO) run ./scripts/testdb
 	$(GO) run ./scripts/testprogress -race -count=1 -timeout $(TESTTIMEOUT) $(TESTPKGS)
+	$(if $(filter ./...,$(PKGS)),$(TOOLSTEST))
+
+# TOOLSTEST runs the tools module's tests on the test servers: memeval's
+# cross-validation must rank every question as enrich does, and its
+# document set must name sections as the chunker titles them. Outside
+# `make test` they went stale twice unseen (2026-12-04: a time-aware enrich
+# and a heading change each left memeval measuring something else). About
+# 70 s of CPU, without the race detector (memeval's SQLite is pure Go and
+# slow under it).
+TOOLSTEST = cd tools && MEMEVAL_DATABASE_URL="$${MEMEVAL_DATABASE_URL:-$$MEMORYD_TEST_DATABASE_URL}" \
+	MEMEVAL_NATS_URL="$${MEMEVAL_NATS_URL:-$$MEMORYD_TEST_NATS_URL}" $(GO) test -count=1 -timeout $(TESTTIMEOUT) ./...
 
 ## systest: only the system tests (real memoryd processes, fault injection, the documented commands)
 systest: testservices testdeps

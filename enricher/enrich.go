@@ -552,7 +552,7 @@ func (s *Service) relevant(ctx context.Context, p enrichParams) ([]store.Fact, [
 		if timeOnly {
 			q.Latest = p.maxResults
 		} else {
-			q.Until = afterMargin(p.when)
+			q.Until = AfterMargin(p.when)
 		}
 		var (
 			facts    []store.Fact
@@ -594,7 +594,7 @@ func (s *Service) relevant(ctx context.Context, p enrichParams) ([]store.Fact, [
 	return selectFacts(p.facts, p.factKeywords(), facts), items, keywords, defaults, nil
 }
 
-// afterMargin is the end of a question's range r widened by its own
+// AfterMargin is the end of a question's range r widened by its own
 // length, for a question that asks about something in the range: people
 // tell of what they did after they did it ("what movie did I watch on 1
 // May?" of a turn of 2 May, "yesterday"; "in March" of one of April, "last
@@ -605,8 +605,9 @@ func (s *Service) relevant(ctx context.Context, p enrichParams) ([]store.Fact, [
 // The length is counted on the clock of r's zone, so that a day is a day
 // when daylight saving time begins or ends ("on 8 March" reaches through
 // 9 March, not to its 23:00; "on 1 November" through 2 November, not to
-// 01:00 on the 3rd).
-func afterMargin(r TimeExpr) time.Time {
+// 01:00 on the 3rd). It is exported for memeval's cross-validation, which
+// reads the candidates enrich ranks (tools/memeval/cv.go).
+func AfterMargin(r TimeExpr) time.Time {
 	if r.Since.IsZero() || r.Until.IsZero() || !r.Since.Before(r.Until) {
 		return r.Until
 	}

@@ -176,8 +176,8 @@ func TestAfterMargin(t *testing.T) {
 		{"open since", time.Time{}, d(time.May, 2, 0), d(time.May, 2, 0)},
 		{"open until", d(time.May, 1, 0), time.Time{}, time.Time{}},
 	} {
-		if got := afterMargin(TimeExpr{Since: tt.since, Until: tt.until}); !got.Equal(tt.want) {
-			t.Errorf("%s: afterMargin = %s, want %s", tt.name, got, tt.want)
+		if got := AfterMargin(TimeExpr{Since: tt.since, Until: tt.until}); !got.Equal(tt.want) {
+			t.Errorf("%s: AfterMargin = %s, want %s", tt.name, got, tt.want)
 		}
 	}
 }

@@ -56,14 +56,20 @@ type cvQuestion struct {
 	fts       int // FTS5-BM25's first-hit rank, 0 when none in the top 10
 	// ranged says the question has a time range and keywords
 	// (cvInput.Ranged): docs and events are then what enrich ranks today
-	// (the range's candidates, or every one when the range holds none),
-	// and all, allEvents every candidate of the user's memory, for the
-	// variants of the range's use (cvTimeRanks).
+	// (the candidates of the range widened past its end,
+	// cvInput.RankedUntil, or every one when it holds none), and all,
+	// allEvents every candidate of the user's memory, for the variants of
+	// the range's use (cvTimeRanks).
 	ranged       bool
 	since, until time.Time
-	category     string
-	all          []ranking.Doc
-	allEvents    []string
+	// df is the document frequencies docs are ranked with
+	// (ranking.Query.DF): a ranged question's cvInput.DF when docs are
+	// the range's, else nil (every candidate is a doc, so counting them
+	// gives the memory's).
+	df        []int
+	category  string
+	all       []ranking.Doc
+	allEvents []string
 	// newest says enrich answers the question with the items it reads
 	// for a time alone, spread over its range (cvInput.Newest), whose first-hit rank is newestRank
 	// whatever the constants.
@@ -246,7 +252,14 @@ type cvInput struct {
 	// not only the range's (cvQuestions picks what enrich ranks).
 	Ranged       bool
 	Since, Until time.Time
-	Category     string
+	// RankedUntil and DF are how enrich ranks a Ranged question: the
+	// candidates created in [Since, RankedUntil) (the range widened past
+	// its end, enricher.AfterMargin), with the document frequencies DF
+	// (its ranged read's store.Candidates.DF: the whole memory's, or nil
+	// for a phrase query, which counts them over the range's candidates).
+	RankedUntil time.Time
+	DF          []int
+	Category    string
 }
 
 // cvMatch is one candidate of a cvInput.
@@ -271,9 +284,10 @@ type cvCache struct {
 // reads them, and FTS5-BM25's ranks from the baseline. A question with a
 // time expression (enricher.ParseTime) is searched with the keywords
 // enrich's reply says it used (the expression's words left out): in its
-// range first, the whole memory only when the range holds no match, as
-// enrich does; one with no keyword left is answered by the items enrich
-// reads for a time alone (spread over the range), or nothing.
+// range (widened past its end, enricher.AfterMargin) first, the whole
+// memory only when the range holds no match, as enrich does; one with no
+// keyword left is answered by the items enrich reads for a time alone
+// (spread over the range), or nothing.
 func cvRead(ctx context.Context, in *instance, sets []dataset, fts ranker) (*cvCache, error) {
 	st, err := in.app.Store(ctx)
 	if err != nil {
@@ -316,12 +330,20 @@ func cvRead(ctx context.Context, in *instance, sets []dataset, fts ranker) (*cvC
 						return nil, err
 					}
 				}
+				var rankedUntil time.Time
+				var df []int
+				if ranged {
+					rankedUntil = enricher.AfterMargin(when)
+					if df, err = rangedDF(ctx, st, store.SearchQuery{UserID: in.userID(h), Keywords: kws, Since: when.Since, Until: rankedUntil}, c); err != nil {
+						return nil, fmt.Errorf("%s %s %q: %w", s.name, h.name, q.text, err)
+					}
+				}
 				if err := readLexemes(ctx, st, kws, out.Lexemes); err != nil {
 					return nil, err
 				}
 				ci := cvInput{Set: si, Haystack: h.name, Question: q.text, Keywords: kws, Terms: c.Terms,
 					Coll: ranking.Collection(c.Stats), At: q.at, Evidence: q.evidence, FTS: ranked[qi], Newest: newest,
-					Ranged: ranged, Since: when.Since, Until: when.Until, Category: q.category}
+					Ranged: ranged, Since: when.Since, Until: when.Until, RankedUntil: rankedUntil, DF: df, Category: q.category}
 				for _, m := range c.Matches {
 					counts := make([]ranking.TermCount, len(m.Terms))
 					for i, n := range m.Terms {
@@ -336,6 +358,36 @@ func cvRead(ctx context.Context, in *instance, sets []dataset, fts ranker) (*cvC
 		}
 	}
 	return out, nil
+}
+
+// rangedDF reads q, the ranged read enrich ranks a question about a time
+// with, and returns its document frequencies (store.Candidates.DF). It
+// checks that its candidates are those of all, the question's unranged
+// read, created in q's range, with the same terms, so that cvQuestions'
+// pick from all is what enrich ranks.
+func rangedDF(ctx context.Context, st *store.Store, q store.SearchQuery, all store.Candidates) ([]int, error) {
+	c, err := st.SearchContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Equal(c.Terms, all.Terms) {
+		return nil, fmt.Errorf("ranged read's terms %q, unranged read's %q", c.Terms, all.Terms)
+	}
+	var want, got []int64
+	for _, m := range all.Matches {
+		if inRange(m.Item.CreatedAt, q.Since, q.Until) {
+			want = append(want, m.Item.ID)
+		}
+	}
+	for _, m := range c.Matches {
+		got = append(got, m.Item.ID)
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		return nil, fmt.Errorf("ranged read's candidates %v, the unranged read's in its range %v", got, want)
+	}
+	return c.DF, nil
 }
 
 // writeCVCache saves c to path (gob); readCVCache reads it back.
@@ -360,6 +412,13 @@ func readCVCache(path string) (*cvCache, error) {
 	var c cvCache
 	if err := gob.NewDecoder(f).Decode(&c); err != nil {
 		return nil, fmt.Errorf("cv cache %s: %w", path, err)
+	}
+	for _, ci := range c.Inputs {
+		// A closed range always reaches to a RankedUntil; a cache saved
+		// before it was read has none, and would rank the range open.
+		if ci.Ranged && !ci.Until.IsZero() && ci.RankedUntil.IsZero() {
+			return nil, fmt.Errorf("cv cache %s predates the ranged read's margin and frequencies: remove it to read the candidates again", path)
+		}
 	}
 	return &c, nil
 }
@@ -414,16 +473,17 @@ func cvQuestions(c *cvCache) []cvQuestion {
 				cq.all = append(cq.all, cvDoc(m))
 				cq.allEvents = append(cq.allEvents, m.EventID)
 			}
-			// What enrich ranks: the range's candidates, or every one
-			// when it holds none.
+			// What enrich ranks: the candidates of the range widened
+			// past its end, with the whole memory's frequencies, or every
+			// one when it holds none.
 			var in []cvMatch
 			for _, m := range ci.Matches {
-				if inRange(m.CreatedAt, ci.Since, ci.Until) {
+				if inRange(m.CreatedAt, ci.Since, ci.RankedUntil) {
 					in = append(in, m)
 				}
 			}
 			if len(in) > 0 {
-				matches = in
+				matches, cq.df = in, ci.DF
 			}
 		}
 		for _, m := range matches {
@@ -454,7 +514,7 @@ func cvRanks(qs []cvQuestion, p ranking.Params, forms int) []int8 {
 		if forms != stemNone {
 			docs = q.inflected[forms]
 		}
-		for r, h := range p.Rank(q.coll, docs, ranking.Query{At: q.at, Limit: 10, AsksReply: q.asksReply}) {
+		for r, h := range p.Rank(q.coll, docs, ranking.Query{At: q.at, Limit: 10, AsksReply: q.asksReply, DF: q.df}) {
 			if q.evidence[q.events[h.Doc]] {
 				out[i] = int8(r + 1)
 				break
@@ -472,7 +532,7 @@ func cvFusedRanks(qs []cvQuestion, p ranking.Params, fu cvFusion) []int8 {
 			out[i] = int8(q.newestRank)
 			continue
 		}
-		query := ranking.Query{At: q.at, Limit: cvFusionDepth, AsksReply: q.asksReply}
+		query := ranking.Query{At: q.at, Limit: cvFusionDepth, AsksReply: q.asksReply, DF: q.df}
 		score := map[int]float64{}
 		for r, h := range p.Rank(q.coll, q.docs, query) {
 			score[h.Doc] += 1 / (fu.K + float64(r+1))
@@ -1038,12 +1098,21 @@ type cvTime struct {
 	filter bool
 	factor float64
 	// rangeDF ranks the range's candidates with the document frequencies
-	// of the range (as enrich's ranged read does), not the memory's.
+	// of the range (as enrich did before its ranged read returned the
+	// memory's), not the memory's.
 	rangeDF bool
 	// margin widens the range after its end by this share of its length
 	// (a range open at its start is not widened).
 	margin float64
 }
+
+// cvEnrichTime is enrich's use of a question's range: its candidates
+// alone, the range widened past its end by its length
+// (enricher.AfterMargin), ranked with the memory's document frequencies;
+// every candidate when it holds none. cvTimeRanks ranks it as cvRanks
+// does, from what cvQuestions picked as enrich does, not by its own
+// reckoning of the margin.
+var cvEnrichTime = cvTime{filter: true, margin: 1}
 
 func (t cvTime) String() string {
 	var parts []string
@@ -1065,6 +1134,9 @@ func (t cvTime) String() string {
 // ranked as t says.
 func cvTimeRanks(qs []cvQuestion, t cvTime) []int8 {
 	out := cvRanks(qs, ranking.DefaultParams(), stemNone)
+	if t == cvEnrichTime {
+		return out
+	}
 	p := ranking.DefaultParams()
 	for i, q := range qs {
 		if !q.ranged {
@@ -1152,24 +1224,22 @@ func cvTimeRanks(qs []cvQuestion, t cvTime) []int8 {
 }
 
 // cvTimeVariants are the ways of using a question's time range measured:
-// each grid starts with enrich's (the range's candidates alone, ranked with
-// the range's document frequencies).
+// each grid starts with enrich's (cvEnrichTime).
 func cvTimeVariants() []cvVariant {
-	current := cvTime{filter: true, rangeDF: true}
+	current := cvEnrichTime
 	margins := []float64{0.25, 0.5, 1, 2}
 	factors := []float64{1e-6, 0.5, 0.7, 0.8, 0.9, 0.95, 1}
 	filterMargin := []cvTime{current}
 	for _, df := range []bool{true, false} {
 		for _, m := range append([]float64{0}, margins...) {
-			if df && m == 0 {
-				continue
+			if t := (cvTime{filter: true, rangeDF: df, margin: m}); t != current {
+				filterMargin = append(filterMargin, t)
 			}
-			filterMargin = append(filterMargin, cvTime{filter: true, rangeDF: df, margin: m})
 		}
 	}
 	rangeMargin := []cvTime{current}
-	for _, m := range margins {
-		rangeMargin = append(rangeMargin, cvTime{filter: true, rangeDF: true, margin: m})
+	for _, m := range []float64{0, 0.25, 0.5, 2} {
+		rangeMargin = append(rangeMargin, cvTime{filter: true, margin: m})
 	}
 	boost := []cvTime{current}
 	for _, f := range factors {
@@ -1186,7 +1256,7 @@ func cvTimeVariants() []cvVariant {
 		name  string
 		times []cvTime
 	}{
-		{"time range: margin after its end (range DF, as enrich ranks)", rangeMargin},
+		{"time range: margin after its end (memory's DF, as enrich ranks)", rangeMargin},
 		{"time range: filter, margin after its end", filterMargin},
 		{"time range: boost (out-of-range factor)", boost},
 		{"time range: boost × margin", boostMargin},

@@ -374,9 +374,11 @@ func TestFusedRanks(t *testing.T) {
 
 // TestTimeRanks checks the time variants on a ranged question whose
 // evidence was told the day after its one-day range, next to a turn in the
-// range that holds a common query word only: enrich's way (the range's
-// candidates alone, the range's statistics) ranks that turn alone, as
-// cvQuestions does; a margin of the range's length finds the evidence.
+// range that holds a common query word only: enrich's way (the range
+// widened past its end by its length, ranked with the memory's document
+// frequencies) finds the evidence, as cvQuestions picks it; the range's
+// candidates alone with the range's statistics (enrich before) rank the
+// turn in the range alone.
 func TestTimeRanks(t *testing.T) {
 	day := time.Date(2022, 5, 1, 0, 0, 0, 0, time.UTC)
 	counts := func(a, b int32) []ranking.TermCount {
@@ -385,22 +387,49 @@ func TestTimeRanks(t *testing.T) {
 	ci := cvInput{Set: 0, Haystack: "conv0", Keywords: []string{"joanna", "movie"}, Terms: []string{"joanna", "movi"},
 		Coll: ranking.Collection{Items: 100, AvgQuestionLen: 10, AvgAnswerLen: 10}, At: day.AddDate(0, 1, 0),
 		Evidence: map[string]bool{"e2": true}, Ranged: true, Since: day, Until: day.AddDate(0, 0, 1),
+		RankedUntil: day.AddDate(0, 0, 2), DF: []int{3, 1},
 		Matches: []cvMatch{
 			{ID: 1, CreatedAt: day.Add(10 * time.Hour), QuestionLen: 10, AnswerLen: 10, Counts: counts(1, 0), EventID: "e1"},
 			{ID: 2, CreatedAt: day.Add(34 * time.Hour), QuestionLen: 10, AnswerLen: 10, Counts: counts(1, 2), EventID: "e2"},
 			{ID: 3, CreatedAt: day.AddDate(0, 0, -20), QuestionLen: 10, AnswerLen: 10, Counts: counts(1, 0), EventID: "e3"},
 		}}
 	qs := cvQuestions(&cvCache{Sets: []string{"s"}, Inputs: []cvInput{ci}, Lexemes: map[string][]string{}})
-	if len(qs[0].docs) != 1 || qs[0].events[0] != "e1" {
-		t.Fatalf("enrich's candidates: %v, want the range's e1 alone", qs[0].events)
+	if !slices.Equal(qs[0].events, []string{"e1", "e2"}) || !slices.Equal(qs[0].df, ci.DF) {
+		t.Fatalf("enrich's candidates %v with DF %v, want e1 and e2 of the widened range with %v", qs[0].events, qs[0].df, ci.DF)
 	}
-	current := cvTime{filter: true, rangeDF: true}
-	if got, want := cvTimeRanks(qs, current)[0], cvRanks(qs, ranking.DefaultParams(), stemNone)[0]; got != want || got != 0 {
-		t.Errorf("enrich's way: rank %d, cvRanks %d; want 0 both", got, want)
+	if got, want := cvTimeRanks(qs, cvEnrichTime)[0], cvRanks(qs, ranking.DefaultParams(), stemNone)[0]; got != want || got != 1 {
+		t.Errorf("enrich's way: rank %d, cvRanks %d; want 1 both", got, want)
 	}
-	for _, tm := range []cvTime{{filter: true, rangeDF: true, margin: 1}, {filter: true, margin: 1}, {factor: 0.5}} {
+	if got := cvTimeRanks(qs, cvTime{filter: true, rangeDF: true})[0]; got != 0 {
+		t.Errorf("the range's candidates and statistics: evidence at rank %d, want 0", got)
+	}
+	for _, tm := range []cvTime{{filter: true, rangeDF: true, margin: 1}, {filter: true, margin: 0.5}, {factor: 0.5}} {
 		if got := cvTimeRanks(qs, tm)[0]; got != 1 && !(tm.margin == 0 && got == 2) {
 			t.Errorf("%s: evidence at rank %d", tm, got)
 		}
+	}
+}
+
+// TestRangedDF: enrich ranks a ranged question's candidates with the
+// memory's document frequencies (cvInput.DF), not the range's: in a range
+// where the question's two words are each in one candidate, the rarer
+// word's candidate leads, not the newer one.
+func TestRangedDF(t *testing.T) {
+	day := time.Date(2022, 5, 1, 0, 0, 0, 0, time.UTC)
+	ci := cvInput{Set: 0, Haystack: "conv0", Keywords: []string{"joanna", "movie"}, Terms: []string{"joanna", "movi"},
+		Coll: ranking.Collection{Items: 100, AvgQuestionLen: 10, AvgAnswerLen: 10}, At: day.AddDate(0, 1, 0),
+		Evidence: map[string]bool{"e2": true}, Ranged: true, Since: day, Until: day.AddDate(0, 0, 1),
+		RankedUntil: day.AddDate(0, 0, 2), DF: []int{40, 1},
+		Matches: []cvMatch{
+			{ID: 1, CreatedAt: day.Add(20 * time.Hour), QuestionLen: 10, AnswerLen: 10, Counts: []ranking.TermCount{{Present: true, Question: 1}}, EventID: "e1"},
+			{ID: 2, CreatedAt: day.Add(10 * time.Hour), QuestionLen: 10, AnswerLen: 10, Counts: []ranking.TermCount{{}, {Present: true, Question: 1}}, EventID: "e2"},
+		}}
+	qs := cvQuestions(&cvCache{Sets: []string{"s"}, Inputs: []cvInput{ci}, Lexemes: map[string][]string{}})
+	if got := cvRanks(qs, ranking.DefaultParams(), stemNone)[0]; got != 1 {
+		t.Errorf("with the memory's frequencies: evidence at rank %d, want 1", got)
+	}
+	qs[0].df = nil
+	if got := cvRanks(qs, ranking.DefaultParams(), stemNone)[0]; got != 2 {
+		t.Errorf("with the range's frequencies: evidence at rank %d, want 2 (the newer candidate first)", got)
 	}
 }

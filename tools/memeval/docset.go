@@ -2,12 +2,16 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/memoryd/memoryd/chunker"
 )
 
 // The knowledge-base question set (testdata/docs): hand-written questions
@@ -26,7 +30,9 @@ type docSource struct {
 }
 
 // docQuestion is one question and the section (the last heading of its
-// heading path, as written in the document) that answers it.
+// heading path) that answers it. questions.jsonl names the section as
+// written in the document; loadDocSet makes it the title the chunker gives
+// it (sectionTitle).
 type docQuestion struct {
 	ID       string `json:"id"`
 	Question string `json:"question"`
@@ -63,9 +69,29 @@ func loadDocSet(dir string) ([]docSource, []docQuestion, error) {
 		if err := dec.Decode(&q); err != nil {
 			return nil, nil, fmt.Errorf("questions.jsonl:%d: %w", n, err)
 		}
+		if q.Section, err = sectionTitle(q.Section); err != nil {
+			return nil, nil, fmt.Errorf("questions.jsonl:%d: %w", n, err)
+		}
 		qs = append(qs, q)
 	}
 	return corpus.Documents, qs, sc.Err()
+}
+
+// sectionTitle returns heading, a heading's text as written in a document,
+// as the chunker titles it in a heading path: without its links, badges,
+// tags and emphasis ("__Single fetch__" is "Single fetch",
+// "[pgxmock](https://…)" "pgxmock"). The questions name their sections as
+// the documents write them, so that the chunker's way of titling them
+// (changed by commit 0ec9086) does not unmake the question set.
+func sectionTitle(heading string) (string, error) {
+	cs, err := chunker.Split("# "+heading+"\n\ntext\n", chunker.Config{})
+	if err != nil {
+		return "", fmt.Errorf("section %q: %w", heading, err)
+	}
+	if len(cs) == 0 || len(cs[0].Headings) != 1 {
+		return "", fmt.Errorf("section %q is not one heading", heading)
+	}
+	return cs[0].Headings[0], nil
 }
 
 // readDoc returns a document's text, downloading its module into the
@@ -73,6 +99,12 @@ func loadDocSet(dir string) ([]docSource, []docQuestion, error) {
 func readDoc(d docSource) (string, error) {
 	out, err := exec.Command("go", "mod", "download", "-json", d.Module+"@"+d.Version).Output()
 	if err != nil {
+		// -json reports a module's failure on stdout, the command's own on
+		// stderr (offline, GOPROXY=off).
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			err = fmt.Errorf("%w: %s%s", err, bytes.TrimSpace(out), bytes.TrimSpace(ee.Stderr))
+		}
 		return "", fmt.Errorf("go mod download %s@%s: %w", d.Module, d.Version, err)
 	}
 	var m struct{ Dir string }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -14,6 +15,19 @@ func TestDocSet(t *testing.T) {
 	docs, qs, err := loadDocSet("testdata/docs")
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The documents are read at the versions memoryd builds with, which
+	// any machine that built this module has in its module cache: a
+	// dependency's upgrade moves them, and the questions must be checked
+	// against the new documents.
+	for _, d := range docs {
+		out, err := exec.Command("go", "list", "-m", "-f", "{{.Version}}", d.Module).Output()
+		if err != nil {
+			t.Fatalf("go list -m %s: %v", d.Module, err)
+		}
+		if v := strings.TrimSpace(string(out)); v != d.Version {
+			t.Errorf("%s: corpus.json reads %s at %s, go.mod requires %s: check the questions against its documents at %s and update corpus.json", d.Source, d.Module, d.Version, v, v)
+		}
 	}
 	if len(qs) < 40 {
 		t.Fatalf("%d questions, want at least 40", len(qs))
