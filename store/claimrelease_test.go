@@ -274,7 +274,9 @@ func TestAvailableSoon(t *testing.T) {
 // reason are made available now and marked woken, those snoozed for
 // another reason, of another kind, due already, running, or locked by
 // another transaction are left as they were. A woken job's counted snooze
-// is credited with the part the wake cut short, once, at most its length.
+// is credited with what of its counted length was not waited (since its
+// run began; for a job never run, the part of the snooze left), once, at
+// most its length.
 func TestWakeWaiting(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -307,7 +309,14 @@ func TestWakeWaiting(t *testing.T) {
 		// Woken as often as it may be: left to its snooze; once less: woken.
 		wokenEnough = insert("extract", "scheduled", `{"snoozed_for": "model_unreachable", "wakes": 5}`, time.Minute)
 		wokenOnce   = insert("extract", "scheduled", `{"snoozed_for": "model_unreachable", "wakes": 4}`, time.Minute)
+		// A counted snooze of 60 s that its spread shortened to 50 s,
+		// decided by a run begun 10 s ago: not waited is the 60 s less
+		// the 10 s, not the 40 s left of the snooze.
+		spread = insert("extract", "scheduled", `{"snoozed_for": "model_unreachable", "wait_ms": 60000}`, 40*time.Second)
 	)
+	if _, err := s.Pool().Exec(ctx, `UPDATE river_job SET attempted_at = now() - interval '10 seconds' WHERE id = $1`, spread); err != nil {
+		t.Fatal(err)
+	}
 	tx, err := s.Pool().Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -321,10 +330,10 @@ func TestWakeWaiting(t *testing.T) {
 		t.Fatal(err)
 	}
 	wake := store.Wake{SnoozedKey: "snoozed_for", Reason: "model_unreachable", WokenKey: "woken", WaitKey: "wait_ms", UnwaitedKey: "unwaited_ms",
-		CountKey: "wakes", MaxWakes: 5}
+		CountKey: "wakes", MaxWakes: 5, CountedAtKey: "counted_at", CountEvery: time.Hour}
 	n, err := s.WakeWaiting(ctx, store.RiverJobs{Kind: "extract"}, wake)
-	if err != nil || n != 6 {
-		t.Fatalf("WakeWaiting woke %d (%v), want 6", n, err)
+	if err != nil || n != 7 {
+		t.Fatalf("WakeWaiting woke %d (%v), want 7", n, err)
 	}
 	for id, want := range map[int64]struct {
 		state  string
@@ -336,6 +345,7 @@ func TestWakeWaiting(t *testing.T) {
 		running: {"running", false, false}, locked: {"scheduled", true, false},
 		counted: {"available", false, true}, clockAhead: {"available", false, true}, notANumber: {"available", false, true},
 		wokenEnough: {"scheduled", true, false}, wokenOnce: {"available", false, true},
+		spread: {"available", false, true},
 	} {
 		var (
 			state         string
@@ -380,6 +390,17 @@ func TestWakeWaiting(t *testing.T) {
 	if !slices.Equal(wakes, []int{1, 5, 5}) {
 		t.Errorf("wakes counted %v; want 1 for a first wake, 5 left as it was, 4 counted to 5", wakes)
 	}
+	// Measured from the run's start (attempted_at), not from the snooze:
+	// at least the 60 s less the time since then, at most less 10 s.
+	// Before, it was the 40 s left of the snooze, its spread counted as
+	// waited.
+	var sinceRun int64
+	if err := s.Pool().QueryRow(ctx, `SELECT ceil(extract(epoch FROM now() - attempted_at) * 1000)::bigint FROM river_job WHERE id = $1`, spread).Scan(&sinceRun); err != nil {
+		t.Fatal(err)
+	}
+	if w, u := credit(spread); w != 0 || u < 60000-sinceRun-1 || u > 50000 {
+		t.Errorf("snooze shortened by its spread: wait_ms %d, unwaited_ms %d; want 0 and from %d to 50000", w, u, 60000-sinceRun-1)
+	}
 	// A job without a counted length (a hold) is credited nothing.
 	if w, u := credit(waiting); w != 0 || u != 0 {
 		t.Errorf("uncounted snooze: wait_ms %d, unwaited_ms %d; want 0, 0", w, u)
@@ -395,5 +416,28 @@ func TestWakeWaiting(t *testing.T) {
 	}
 	if w, u := credit(counted); w != 0 || u != before {
 		t.Errorf("woken twice for one snooze: wait_ms %d, unwaited_ms %d; want 0, %d", w, u, before)
+	}
+	// That second wake came within CountEvery of the first: not counted.
+	// Past it (the last count dated an hour and a second ago): counted.
+	wakesOf := func(id int64) int {
+		t.Helper()
+		var n int
+		if err := s.Pool().QueryRow(ctx, `SELECT coalesce((metadata->>'wakes')::int, 0) FROM river_job WHERE id = $1`, id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := wakesOf(counted); n != 1 {
+		t.Errorf("woken twice within CountEvery: %d wakes counted, want 1", n)
+	}
+	if _, err := s.Pool().Exec(ctx, `UPDATE river_job SET state = 'scheduled', scheduled_at = now() + interval '1 minute',
+		metadata = metadata || jsonb_build_object('counted_at', floor(extract(epoch FROM now() - interval '1 hour 1 second') * 1000)::bigint) WHERE id = $1`, counted); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.WakeWaiting(ctx, store.RiverJobs{Kind: "extract"}, wake); err != nil {
+		t.Fatal(err)
+	}
+	if n := wakesOf(counted); n != 2 {
+		t.Errorf("woken again past CountEvery: %d wakes counted, want 2", n)
 	}
 }

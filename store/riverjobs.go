@@ -645,19 +645,29 @@ type Wake struct {
 	WokenKey string
 	// WaitKey, when not empty, is the metadata key holding the length in
 	// milliseconds of the snooze a job is in, as counted toward its
-	// budget (absent or 0 when the snooze is not counted). The part of
-	// it a wake cuts short (scheduled_at - now(), at most the length)
-	// is added to UnwaitedKey and WaitKey set to 0, so that a job woken
-	// early is not counted as having waited the whole snooze, and not
-	// credited twice for one snooze.
+	// budget (absent or 0 when the snooze is not counted), which may be
+	// longer than the snooze (a spread shortens it). What a wake leaves
+	// of that length not waited (the length less the time since the run
+	// that snoozed the job began, attempted_at; at most the length, and
+	// for a job without attempted_at the part of the snooze left,
+	// scheduled_at - now()) is added to UnwaitedKey and WaitKey set to
+	// 0, so that a job woken early is counted as having waited as long
+	// as it did, and not credited twice for one snooze.
 	WaitKey, UnwaitedKey string
 	// CountKey, when not empty, counts each job's wakes in its metadata,
 	// and a job woken MaxWakes times is not woken again: it waits its
 	// snoozes out. A job that fails while the server answers the others
 	// (a request of its own the server fails) is otherwise run again at
 	// every wake, every second or so, for as long as its budget lasts.
-	CountKey string
-	MaxWakes int
+	// A wake within CountEvery of the last one counted (at CountedAtKey,
+	// in the database's clock, milliseconds since 1970) is not counted:
+	// one answer wakes the waiters again for a few seconds, and a job
+	// woken by every serve, so that counted per wake one answer could
+	// spend a job's wakes.
+	CountKey     string
+	MaxWakes     int
+	CountedAtKey string
+	CountEvery   time.Duration
 }
 
 // WakeWaiting makes the jobs of jobs' kind that wait to run (scheduled,
@@ -667,20 +677,28 @@ type Wake struct {
 // transaction holds (a forget deleting it, River fetching it) is skipped,
 // not waited for: it runs when its snooze ends.
 //
-// The part of a snooze cut short is measured against scheduled_at, which
-// River sets from the clock of the process that snoozed the job: a
-// process whose clock is ahead of the database's credits its jobs that
-// much more (at most the snooze's length).
+// What was not waited is measured from attempted_at, which River sets
+// from the database's clock when it fetches the job and leaves as it is
+// when the run snoozes it, so the run itself counts as waited. Before, it
+// was the part of the snooze left (scheduled_at - now()): the spread that
+// shortened a snooze counted as waited at each wake (up to 15 s of a
+// minute's), and a process whose clock was ahead of the database's
+// credited its jobs that much more.
 func (s *Store) WakeWaiting(ctx context.Context, jobs RiverJobs, wake Wake) (int64, error) {
 	tag, err := s.db.Exec(ctx, `UPDATE river_job j SET state = 'available', scheduled_at = now(),
 			metadata = j.metadata || jsonb_build_object($4::text, true) || CASE WHEN $5::text = '' THEN '{}'::jsonb
 				ELSE jsonb_build_object($5::text, 0, $6::text, `+metaInt("$6")+` +
-					least(greatest(floor(extract(epoch FROM j.scheduled_at - now()) * 1000), 0)::bigint, `+metaInt("$5")+`)) END
-				|| CASE WHEN $7::text = '' THEN '{}'::jsonb ELSE jsonb_build_object($7::text, `+metaInt("$7")+` + 1) END
+					least(greatest(floor(CASE WHEN j.attempted_at IS NULL THEN extract(epoch FROM j.scheduled_at - now()) * 1000
+						ELSE `+metaInt("$5")+` - extract(epoch FROM now() - j.attempted_at) * 1000 END), 0)::bigint, `+metaInt("$5")+`)) END
+				|| CASE WHEN $7::text = '' OR ($9::text <> '' AND `+metaInt("$9")+` > floor(extract(epoch FROM now()) * 1000)::bigint - $10::bigint)
+					THEN '{}'::jsonb
+					ELSE jsonb_build_object($7::text, `+metaInt("$7")+` + 1) || CASE WHEN $9::text = '' THEN '{}'::jsonb
+						ELSE jsonb_build_object($9::text, floor(extract(epoch FROM now()) * 1000)::bigint) END END
 		FROM (SELECT id FROM river_job j WHERE kind = $1 AND state IN ('scheduled', 'available') AND scheduled_at > now()
 			AND metadata->>$2::text = $3 AND ($7::text = '' OR `+metaInt("$7")+` < $8)
 			FOR UPDATE SKIP LOCKED) w
-		WHERE j.id = w.id`, jobs.Kind, wake.SnoozedKey, wake.Reason, wake.WokenKey, wake.WaitKey, wake.UnwaitedKey, wake.CountKey, wake.MaxWakes)
+		WHERE j.id = w.id`, jobs.Kind, wake.SnoozedKey, wake.Reason, wake.WokenKey, wake.WaitKey, wake.UnwaitedKey, wake.CountKey, wake.MaxWakes,
+		wake.CountedAtKey, wake.CountEvery.Milliseconds())
 	if err != nil {
 		return 0, fmt.Errorf("wake waiting jobs: %w", err)
 	}

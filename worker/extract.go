@@ -552,14 +552,16 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 			merr = river.MetadataSet(ctx, metaSnoozedFor, v.label)
 		}
 		if merr == nil && (v.count == metaModelWaits || metaCount(job.Metadata, metaModelWaitMillis) != 0) {
-			// The snooze's length, for a wake to credit the part it cuts
-			// short (store.WakeWaiting); 0 for one not counted as a wait
-			// for the server (a woken job's hold).
-			var ms int64
-			if v.count == metaModelWaits {
-				ms = snoozeOf(v.river).Milliseconds()
-			}
-			merr = river.MetadataSet(ctx, metaModelWaitMillis, ms)
+			// The snooze's length as counted (v.wait, not the snooze,
+			// which its spread shortens), for a wake to credit what was
+			// not waited of it (store.WakeWaiting); 0 for one not counted
+			// as a wait for the server (a woken job's hold). Before, the
+			// snooze's own length was credited from: each wake cut a
+			// counted snooze short with its spread (up to a quarter)
+			// counted as waited, and a crash-loop walk with
+			// --llm-max-outage 3m saw jobs spend their first attempts
+			// 92-168 s into their waits (now 123-183 s).
+			merr = river.MetadataSet(ctx, metaModelWaitMillis, v.wait.Milliseconds())
 		}
 		if merr != nil {
 			// Not run by River, so the snooze could not be counted: an
@@ -568,6 +570,16 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 			b.maxLockWaits, b.maxRateLimitWaits, b.maxQueueWaits, b.maxModelOutage, b.maxDBOutage = 0, 0, 0, 0, 0
 			v = outcome(err, job, false, b)
 		}
+	} else if metaCount(job.Metadata, metaModelWaitMillis) != 0 || metaHas(job.Metadata, metaSnoozedFor) {
+		// An attempt spent (or the job's end): it no longer waits for the
+		// server, and the length of its last snooze must not be credited
+		// again. River leaves a retry due within 5 s available, and with
+		// its metadata still saying it waits for the server a wake ran it
+		// before its backoff ended (a crash-loop walk: attempts 1.0 s
+		// apart where the backoff said about 4 s) and credited the
+		// snooze's length less the time since this run began.
+		_ = river.MetadataSet(ctx, metaModelWaitMillis, 0)
+		_ = river.MetadataSet(ctx, metaSnoozedFor, nil)
 	}
 	// The job's own attempts, or this worker's for a job enqueued without
 	// them (see jobAttempts).

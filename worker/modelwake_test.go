@@ -85,6 +85,27 @@ func (e *env) checkWokenBeforeDue(due map[int64]time.Time) {
 	}
 }
 
+// checkCountedMinute checks that each job of due records the length its
+// snooze counts toward --llm-max-outage (a minute, its first with
+// JobRetryBase a minute), not the snooze, which its spread shortens: a
+// wake credits what was not waited of the length counted (before, of the
+// snooze, and the spread cut short counted as waited at each wake).
+func checkCountedMinute(t *testing.T, e *env, due map[int64]time.Time) {
+	t.Helper()
+	for _, j := range e.extractJobs() {
+		if _, ok := due[j.ID]; !ok {
+			continue
+		}
+		var meta struct {
+			Wait int64 `json:"memoryd_model_wait_ms"`
+		}
+		_ = json.Unmarshal(j.Metadata, &meta)
+		if meta.Wait != time.Minute.Milliseconds() {
+			t.Errorf("job %d: snooze of %v counted as %d ms; want %d", j.ID, time.Until(j.ScheduledAt).Round(time.Second), meta.Wait, time.Minute.Milliseconds())
+		}
+	}
+}
+
 // TestModelAnswerWakesItsWaiters: jobs snoozed for a model server that is
 // down run as soon as it answers again, not when their snoozes end (up to
 // a minute later); with two processes, the one that sees the server answer
@@ -107,6 +128,7 @@ func TestModelAnswerWakesItsWaiters(t *testing.T) {
 				e.publish(events.Turn{ID: fmt.Sprint("t", i), UserID: fmt.Sprint("user-", i), UserMessage: "My name is Alice."})
 			}
 			due := e.waitingForModel(waiting)
+			checkCountedMinute(t, e, due)
 			up.Store(true)
 			// A new turn meets the server answering.
 			e.publish(events.Turn{ID: "new", UserID: "user-new", UserMessage: "My name is Alice."})
@@ -116,4 +138,37 @@ func TestModelAnswerWakesItsWaiters(t *testing.T) {
 			e.checkWokenBeforeDue(due)
 		})
 	}
+}
+
+// TestRetryPastTheOutageIsNotWoken: a job that spent an attempt after its
+// waits for the model server no longer reads as waiting for it, so that
+// a wake does not run it before River's backoff ends (a crash-loop walk:
+// attempts 1.0 s apart where the backoff said about 4 s), nor credits its
+// last snooze again.
+func TestRetryPastTheOutageIsNotWoken(t *testing.T) {
+	e := setup(t)
+	var up atomic.Bool // never: the server stays down
+	e.start(switchedModel(t, &up, time.Second), func(c *worker.Config) {
+		c.JobRetryBase = 10 * time.Millisecond
+		c.MaxModelOutage = 20 * time.Millisecond // two waits, then attempts
+		c.MaxAttempts = 5
+	})
+	e.publish(events.Turn{ID: "t1", UserID: "alice", UserMessage: "My name is Alice."})
+	e.waitFor("an attempt spent after the waits", func() (bool, string) {
+		for _, j := range e.extractJobs() {
+			var meta map[string]any
+			_ = json.Unmarshal(j.Metadata, &meta)
+			if len(j.Errors) == 0 {
+				return false, fmt.Sprintf("%s, %v", j.State, meta)
+			}
+			if meta["memoryd_model_waits"] == nil {
+				t.Fatalf("job %d spent an attempt without waiting for the server first: %v", j.ID, meta)
+			}
+			if meta["memoryd_snoozed_for"] != nil || meta["memoryd_model_wait_ms"] != float64(0) {
+				t.Fatalf("job %d after an attempt spent: snoozed for %v, wait %v ms; want neither", j.ID, meta["memoryd_snoozed_for"], meta["memoryd_model_wait_ms"])
+			}
+			return true, ""
+		}
+		return false, "no job"
+	})
 }

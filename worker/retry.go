@@ -79,16 +79,20 @@ const (
 	// metaWokenHolds counts a woken job's waits held back uncounted
 	// (outcome), at most maxWokenHolds.
 	metaWokenHolds = "memoryd_woken_holds"
-	// metaModelWaitMillis is the length in milliseconds of the counted
-	// snooze for the model server a job is in (0 once a wake credited
-	// it), and metaModelUnwaitedMillis the parts of such snoozes that
-	// wakes cut short, in all: a job's waits count toward
+	// metaModelWaitMillis is the length in milliseconds, as counted, of
+	// the snooze for the model server a job is in (the snooze itself is
+	// shorter by its spread; 0 once a wake credited it, or for a snooze
+	// not counted), and metaModelUnwaitedMillis what wakes left of such
+	// lengths not waited, in all: a job's waits count toward
 	// --llm-max-outage as long as they lasted, not as long as they were
-	// to last (retryBudget.modelWaitFor).
+	// to last (retryBudget.modelWaitFor, store.WakeWaiting).
 	metaModelWaitMillis     = "memoryd_model_wait_ms"
 	metaModelUnwaitedMillis = "memoryd_model_unwaited_ms"
-	// metaWakes counts a job's wakes, at most maxWakes.
-	metaWakes = "memoryd_wakes"
+	// metaWakes counts a job's wakes, at most maxWakes, one for all
+	// the wakes within wakeCountEvery of the last one counted, which
+	// metaWakeCountedAt dates.
+	metaWakes         = "memoryd_wakes"
+	metaWakeCountedAt = "memoryd_wake_counted_at"
 )
 
 // maxWakes bounds how often a job is woken (wakeModelWaiters); past it
@@ -97,8 +101,15 @@ const (
 // otherwise run at every wake, about once a second, and with its waits
 // counted as long as they lasted (modelWaitFor) for all of
 // --llm-max-outage: some 1,800 requests where its doubling snoozes make
-// about 35. A real outage wakes a job once, a crash loop a few times.
-const maxWakes = 5
+// about 35. A real outage wakes a job once, a crash loop once an answer:
+// the wakes that follow an answer for wakeLinger, and those of other
+// serves, count as one when within wakeCountEvery (so a job the server
+// fails alone is run about once a second for some 40 s, then waits its
+// snoozes out).
+const (
+	maxWakes       = 5
+	wakeCountEvery = 10 * time.Second
+)
 
 // maxWokenHolds bounds the waits of a woken job that are not counted
 // toward --llm-max-outage: a wake sets metaWoken again, and a process
@@ -183,6 +194,12 @@ type verdict struct {
 	// count is the metadata key of the snooze counter to set to n, or "".
 	count string
 	n     int
+	// wait is the length of a counted snooze for the model server as
+	// counted toward --llm-max-outage (modelWaitFor): the snooze itself
+	// is shorter by its spread (spreadBelow), so a wake crediting the part
+	// it cut short measures from it, not from the snooze (fail,
+	// store.WakeWaiting).
+	wait time.Duration
 }
 
 // outcome is the one place that decides what River does with a failed run
@@ -267,7 +284,7 @@ func outcome(err error, job *rivertype.JobRow, shutdown bool, b retryBudget) ver
 					return verdict{river: river.JobSnooze(b.spreadWithin(max(probeIn, minWokenWait), d)), label: outcomeModelDown, count: metaWokenHolds, n: holds + 1}
 				}
 			}
-			return verdict{river: river.JobSnooze(b.spreadBelow(d)), label: outcomeModelDown, count: metaModelWaits, n: waits + 1}
+			return verdict{river: river.JobSnooze(b.spreadBelow(d)), label: outcomeModelDown, count: metaModelWaits, n: waits + 1, wait: d}
 		}
 	}
 	if waits := metaCount(job.Metadata, metaDBWaits); dbUnreachable(err) && !permanent {

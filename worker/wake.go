@@ -108,7 +108,8 @@ func (w *Worker) wakeModelWaiters(ctx context.Context) {
 		return
 	}
 	n, err := w.cfg.Store.WakeWaiting(ctx, extractJobs, store.Wake{SnoozedKey: metaSnoozedFor, Reason: outcomeModelDown,
-		WokenKey: metaWoken, WaitKey: metaModelWaitMillis, UnwaitedKey: metaModelUnwaitedMillis, CountKey: metaWakes, MaxWakes: maxWakes})
+		WokenKey: metaWoken, WaitKey: metaModelWaitMillis, UnwaitedKey: metaModelUnwaitedMillis, CountKey: metaWakes, MaxWakes: maxWakes,
+		CountedAtKey: metaWakeCountedAt, CountEvery: wakeCountEvery})
 	if err != nil {
 		w.logger.Warn("cannot wake the extraction jobs waiting for the model server; they run when their snoozes end", "error", err)
 		return
