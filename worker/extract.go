@@ -635,11 +635,18 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 		if merr := e.w.cfg.Store.MarkFailed(markCtx, userID, eventIDs, err.Error(), v.final); merr != nil {
 			e.w.logger.Error("cannot record extraction failure", "job_id", job.ID, "user_id", userID, "error", merr)
 		}
-		level := e.w.logger.Warn
-		if v.final {
+		level, msg := e.w.logger.Warn, "extraction failed"
+		switch {
+		case v.final:
 			level = e.w.logger.Error
+		case extractor.IsUnreachable(err) && !isPermanent(err):
+			// Past --llm-max-outage every job's attempt failed alike: a
+			// crash-loop walk logged up to 320 of these a minute. A line
+			// of its own, which the log handler holds back with the
+			// outage lines; a turn failed for good is an error each.
+			msg = msgModelUnreachableAttempts
 		}
-		level("extraction failed", "job_id", job.ID, "user_id", userID, "event_ids", logIDs(eventIDs), "attempt", job.Attempt, "max_attempts", maxAttempts,
+		level(msg, "job_id", job.ID, "user_id", userID, "event_ids", logIDs(eventIDs), "attempt", job.Attempt, "max_attempts", maxAttempts,
 			"final", v.final, "kind", kindName(err), "turns", len(eventIDs), "error", err)
 	}
 	return &jobEnd{op: "extract", label: v.label, river: v.river, cause: err}
@@ -648,6 +655,11 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 // msgModelUnreachable is logged when an extraction job waits for a model
 // server that does not answer (outcomeModelDown).
 const msgModelUnreachable = "model server unreachable; extraction waiting for it without spending attempts"
+
+// msgModelUnreachableAttempts is logged when an extraction job spends an
+// attempt on a model server that does not answer: it waited
+// --llm-max-outage for it (or may not wait).
+const msgModelUnreachableAttempts = "model server unreachable past --llm-max-outage; extraction failed, spending attempts"
 
 // msgDBUnreachable is logged when an extraction job waits for Postgres
 // (outcomeDBDown).

@@ -3,7 +3,10 @@ package worker_test
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -148,10 +151,12 @@ func TestModelAnswerWakesItsWaiters(t *testing.T) {
 func TestRetryPastTheOutageIsNotWoken(t *testing.T) {
 	e := setup(t)
 	var up atomic.Bool // never: the server stays down
+	var logs lockedBuffer
 	e.start(switchedModel(t, &up, time.Second), func(c *worker.Config) {
 		c.JobRetryBase = 10 * time.Millisecond
 		c.MaxModelOutage = 20 * time.Millisecond // two waits, then attempts
 		c.MaxAttempts = 5
+		c.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
 	})
 	e.publish(events.Turn{ID: "t1", UserID: "alice", UserMessage: "My name is Alice."})
 	e.waitFor("an attempt spent after the waits", func() (bool, string) {
@@ -171,4 +176,15 @@ func TestRetryPastTheOutageIsNotWoken(t *testing.T) {
 		}
 		return false, "no job"
 	})
+	// The attempt is logged with the outage lines, which a process's log
+	// handler holds back (worker.OutageRepeats), not as a turn's failure.
+	e.waitFor("the attempt logged", func() (bool, string) {
+		return strings.Contains(logs.String(), `"msg":"model server unreachable past --llm-max-outage; extraction failed, spending attempts"`), logs.String()
+	})
+	if strings.Contains(logs.String(), `"msg":"extraction failed"`) {
+		t.Errorf("an attempt spent on a server that does not answer logged as a turn's failure:\n%s", logs.String())
+	}
+	if !slices.Contains(worker.OutageRepeats, "model server unreachable past --llm-max-outage; extraction failed, spending attempts") {
+		t.Error("the line is not among worker.OutageRepeats")
+	}
 }
