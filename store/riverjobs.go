@@ -644,9 +644,8 @@ type Wake struct {
 	// WokenKey is set true in each woken job's metadata.
 	WokenKey string
 	// WaitKey, when not empty, is the metadata key holding the length in
-	// milliseconds of the snooze a job is in, as counted toward its
-	// budget (absent or 0 when the snooze is not counted), which may be
-	// longer than the snooze (a spread shortens it). What a wake leaves
+	// milliseconds of the snooze a job is in, counted toward its budget
+	// (absent or 0 when the snooze is not counted). What a wake leaves
 	// of that length not waited (the length less the time since the run
 	// that snoozed the job began, attempted_at; at most the length, and
 	// for a job without attempted_at the part of the snooze left,

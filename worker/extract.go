@@ -552,16 +552,27 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 			merr = river.MetadataSet(ctx, metaSnoozedFor, v.label)
 		}
 		if merr == nil && (v.count == metaModelWaits || metaCount(job.Metadata, metaModelWaitMillis) != 0) {
-			// The snooze's length as counted (v.wait, not the snooze,
-			// which its spread shortens), for a wake to credit what was
-			// not waited of it (store.WakeWaiting); 0 for one not counted
-			// as a wait for the server (a woken job's hold). Before, the
-			// snooze's own length was credited from: each wake cut a
-			// counted snooze short with its spread (up to a quarter)
-			// counted as waited, and a crash-loop walk with
-			// --llm-max-outage 3m saw jobs spend their first attempts
-			// 92-168 s into their waits (now 123-183 s).
-			merr = river.MetadataSet(ctx, metaModelWaitMillis, v.wait.Milliseconds())
+			// The snooze's length, for a wake to credit what was not
+			// waited of it (store.WakeWaiting); 0 for one not counted as
+			// a wait for the server (a woken job's hold). It counts
+			// v.wait toward --llm-max-outage, and its spread shortened it
+			// (spreadBelow): that part is credited now. Before, a snooze
+			// counted whole, spread and all, so a job's waits lasted
+			// 0.75 to 1 times --llm-max-outage (a walk with 3m: first
+			// attempts 146-175 s into an outage), and a wake credited
+			// from the snooze counted its spread as waited at each wake
+			// (a crash-loop walk: 92-168 s).
+			snooze := snoozeOf(v.river)
+			if cut := v.wait.Milliseconds() - snooze.Milliseconds(); cut > 0 && v.count == metaModelWaits {
+				merr = river.MetadataSet(ctx, metaModelUnwaitedMillis, metaCount(job.Metadata, metaModelUnwaitedMillis)+int(cut))
+			}
+			var ms int64
+			if v.count == metaModelWaits {
+				ms = snooze.Milliseconds()
+			}
+			if merr == nil {
+				merr = river.MetadataSet(ctx, metaModelWaitMillis, ms)
+			}
 		}
 		if merr != nil {
 			// Not run by River, so the snooze could not be counted: an

@@ -79,11 +79,11 @@ const (
 	// metaWokenHolds counts a woken job's waits held back uncounted
 	// (outcome), at most maxWokenHolds.
 	metaWokenHolds = "memoryd_woken_holds"
-	// metaModelWaitMillis is the length in milliseconds, as counted, of
-	// the snooze for the model server a job is in (the snooze itself is
-	// shorter by its spread; 0 once a wake credited it, or for a snooze
-	// not counted), and metaModelUnwaitedMillis what wakes left of such
-	// lengths not waited, in all: a job's waits count toward
+	// metaModelWaitMillis is the length in milliseconds of the snooze
+	// for the model server a job is in (0 once a wake credited it, or for
+	// a snooze not counted), and metaModelUnwaitedMillis what was counted
+	// of such snoozes and not waited, in all (their spread, and what
+	// wakes cut short): a job's waits count toward
 	// --llm-max-outage as long as they lasted, not as long as they were
 	// to last (retryBudget.modelWaitFor, store.WakeWaiting).
 	metaModelWaitMillis     = "memoryd_model_wait_ms"
@@ -196,9 +196,9 @@ type verdict struct {
 	n     int
 	// wait is the length of a counted snooze for the model server as
 	// counted toward --llm-max-outage (modelWaitFor): the snooze itself
-	// is shorter by its spread (spreadBelow), so a wake crediting the part
-	// it cut short measures from it, not from the snooze (fail,
-	// store.WakeWaiting).
+	// is shorter by its spread (spreadBelow), and fail credits the
+	// difference, so that the job's waits add up to --llm-max-outage of
+	// real time.
 	wait time.Duration
 }
 
@@ -378,7 +378,8 @@ func (b retryBudget) modelWait(waits int) (time.Duration, bool) {
 }
 
 // modelWaitFor is modelWait for a job whose metadata records how much of
-// its snoozes wakes cut short (metaModelUnwaitedMillis): the bound is
+// its counted snoozes it did not wait (metaModelUnwaitedMillis: their
+// spread, and what wakes cut short): the bound is
 // lengthened by that much, so that the job's waits add up to
 // maxModelOutage of real time. Before, a job woken early had its snooze
 // counted whole: with a server that answered now and then (crash-looping,
