@@ -307,8 +307,8 @@ func TestWakeWaiting(t *testing.T) {
 		clockAhead = insert("extract", "scheduled", `{"snoozed_for": "model_unreachable", "wait_ms": 20000}`, time.Minute)
 		notANumber = insert("extract", "scheduled", `{"snoozed_for": "model_unreachable", "wait_ms": "x"}`, time.Minute)
 		// Woken as often as it may be: left to its snooze; once less: woken.
-		wokenEnough = insert("extract", "scheduled", `{"snoozed_for": "model_unreachable", "wakes": 5}`, time.Minute)
-		wokenOnce   = insert("extract", "scheduled", `{"snoozed_for": "model_unreachable", "wakes": 4}`, time.Minute)
+		wokenEnough = insert("extract", "scheduled", `{"snoozed_for": "model_unreachable", "wakes": 5, "wait_ms": 60000}`, time.Minute)
+		wokenOnce   = insert("extract", "scheduled", `{"snoozed_for": "model_unreachable", "wakes": 4, "wait_ms": 60000}`, time.Minute)
 		// A counted snooze of 60 s that its spread shortened to 50 s,
 		// decided by a run begun 10 s ago: not waited is the 60 s less
 		// the 10 s, not the 40 s left of the snooze.
@@ -380,15 +380,15 @@ func TestWakeWaiting(t *testing.T) {
 		t.Errorf("snooze of an unreadable length: wait_ms %d, unwaited_ms %d; want 0, 0", w, u)
 	}
 	var wakes []int
-	for _, id := range []int64{waiting, wokenEnough, wokenOnce} {
+	for _, id := range []int64{counted, waiting, wokenEnough, wokenOnce} {
 		var n int
 		if err := s.Pool().QueryRow(ctx, `SELECT coalesce((metadata->>'wakes')::int, 0) FROM river_job WHERE id = $1`, id).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		wakes = append(wakes, n)
 	}
-	if !slices.Equal(wakes, []int{1, 5, 5}) {
-		t.Errorf("wakes counted %v; want 1 for a first wake, 5 left as it was, 4 counted to 5", wakes)
+	if !slices.Equal(wakes, []int{1, 0, 5, 5}) {
+		t.Errorf("wakes counted %v; want 1 for a first wake, none for the wake of an uncounted snooze (a hold), 5 left as it was, 4 counted to 5", wakes)
 	}
 	// Measured from the run's start (attempted_at), not from the snooze:
 	// at least the 60 s less the time since then, at most less 10 s.
@@ -417,8 +417,9 @@ func TestWakeWaiting(t *testing.T) {
 	if w, u := credit(counted); w != 0 || u != before {
 		t.Errorf("woken twice for one snooze: wait_ms %d, unwaited_ms %d; want 0, %d", w, u, before)
 	}
-	// That second wake came within CountEvery of the first: not counted.
-	// Past it (the last count dated an hour and a second ago): counted.
+	// A counted snooze again (the job failed to find the server again),
+	// woken within CountEvery of the last counted wake: not counted; past
+	// it (the last count dated an hour and a second ago): counted.
 	wakesOf := func(id int64) int {
 		t.Helper()
 		var n int
@@ -427,17 +428,20 @@ func TestWakeWaiting(t *testing.T) {
 		}
 		return n
 	}
-	if n := wakesOf(counted); n != 1 {
-		t.Errorf("woken twice within CountEvery: %d wakes counted, want 1", n)
-	}
-	if _, err := s.Pool().Exec(ctx, `UPDATE river_job SET state = 'scheduled', scheduled_at = now() + interval '1 minute',
-		metadata = metadata || jsonb_build_object('counted_at', floor(extract(epoch FROM now() - interval '1 hour 1 second') * 1000)::bigint) WHERE id = $1`, counted); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.WakeWaiting(ctx, store.RiverJobs{Kind: "extract"}, wake); err != nil {
-		t.Fatal(err)
-	}
-	if n := wakesOf(counted); n != 2 {
-		t.Errorf("woken again past CountEvery: %d wakes counted, want 2", n)
+	for _, c := range []struct {
+		countedAt string
+		want      int
+	}{{"now()", 1}, {"now() - interval '1 hour 1 second'", 2}} {
+		if _, err := s.Pool().Exec(ctx, `UPDATE river_job SET state = 'scheduled', scheduled_at = now() + interval '1 minute',
+			metadata = metadata || jsonb_build_object('wait_ms', 60000, 'counted_at', floor(extract(epoch FROM `+c.countedAt+`) * 1000)::bigint)
+			WHERE id = $1`, counted); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.WakeWaiting(ctx, store.RiverJobs{Kind: "extract"}, wake); err != nil {
+			t.Fatal(err)
+		}
+		if n := wakesOf(counted); n != c.want {
+			t.Errorf("woken with the last count at %s, CountEvery an hour: %d wakes counted, want %d", c.countedAt, n, c.want)
+		}
 	}
 }

@@ -658,11 +658,13 @@ type Wake struct {
 	// snoozes out. A job that fails while the server answers the others
 	// (a request of its own the server fails) is otherwise run again at
 	// every wake, every second or so, for as long as its budget lasts.
-	// A wake within CountEvery of the last one counted (at CountedAtKey,
-	// in the database's clock, milliseconds since 1970) is not counted:
-	// one answer wakes the waiters again for a few seconds, and a job
-	// woken by every serve, so that counted per wake one answer could
-	// spend a job's wakes.
+	// With a WaitKey, only the wakes of counted snoozes (WaitKey above 0)
+	// count: a snooze not counted (a woken job held back by a process yet
+	// to see the server answer) sent no request. A wake within CountEvery
+	// of the last one counted (at CountedAtKey, in the database's clock,
+	// milliseconds since 1970) is not counted either: one answer wakes
+	// the waiters again for a few seconds, and a job woken by every serve,
+	// so that counted per wake one answer could spend a job's wakes.
 	CountKey     string
 	MaxWakes     int
 	CountedAtKey string
@@ -689,7 +691,8 @@ func (s *Store) WakeWaiting(ctx context.Context, jobs RiverJobs, wake Wake) (int
 				ELSE jsonb_build_object($5::text, 0, $6::text, `+metaInt("$6")+` +
 					least(greatest(floor(CASE WHEN j.attempted_at IS NULL THEN extract(epoch FROM j.scheduled_at - now()) * 1000
 						ELSE `+metaInt("$5")+` - extract(epoch FROM now() - j.attempted_at) * 1000 END), 0)::bigint, `+metaInt("$5")+`)) END
-				|| CASE WHEN $7::text = '' OR ($9::text <> '' AND `+metaInt("$9")+` > floor(extract(epoch FROM now()) * 1000)::bigint - $10::bigint)
+				|| CASE WHEN $7::text = '' OR ($5::text <> '' AND `+metaInt("$5")+` <= 0)
+						OR ($9::text <> '' AND `+metaInt("$9")+` > floor(extract(epoch FROM now()) * 1000)::bigint - $10::bigint)
 					THEN '{}'::jsonb
 					ELSE jsonb_build_object($7::text, `+metaInt("$7")+` + 1) || CASE WHEN $9::text = '' THEN '{}'::jsonb
 						ELSE jsonb_build_object($9::text, floor(extract(epoch FROM now()) * 1000)::bigint) END END

@@ -266,11 +266,14 @@ type replacement struct {
 	// queue is the old job's; attemptsLeft what it had left.
 	queue        string
 	attemptsLeft int
-	// replaces is the old job's id; lockWaits and rateLimitWaits its free
-	// snoozes, which the replacement keeps counting (so a takeover does not
-	// restart their bounds).
+	// replaces is the old job's id; lockWaits, rateLimitWaits, queueWaits
+	// and modelWaits its free snoozes, which the replacement keeps counting
+	// (so a takeover does not restart their bounds), with the part of its
+	// model waits that wakes cut short (which moves the bound of
+	// modelWaits: modelWaitFor) and its wakes (maxWakes).
 	replaces                                          int64
 	lockWaits, rateLimitWaits, queueWaits, modelWaits int
+	modelUnwaitedMillis, wakes                        int
 }
 
 // enqueueReplacements inserts the replacements of jobs taken over.
@@ -289,6 +292,12 @@ func (e *Enqueuer) enqueueReplacements(ctx context.Context, tx pgx.Tx, reps []re
 		}
 		if r.modelWaits > 0 {
 			meta[metaModelWaits] = r.modelWaits
+		}
+		if r.modelUnwaitedMillis > 0 {
+			meta[metaModelUnwaitedMillis] = r.modelUnwaitedMillis
+		}
+		if r.wakes > 0 {
+			meta[metaWakes] = r.wakes
 		}
 		metaJSON, err := json.Marshal(meta)
 		if err != nil {

@@ -474,7 +474,8 @@ func (w *Worker) takeOverWith(ctx context.Context, lost bool, find func(q *store
 			reps = append(reps, replacement{args: args, queue: j.Queue, attemptsLeft: maxAttempts - j.Attempt,
 				replaces: j.ID, lockWaits: metaCount(j.Metadata, metaLockWaits),
 				rateLimitWaits: metaCount(j.Metadata, metaRateLimitWaits), queueWaits: metaCount(j.Metadata, metaQueueWaits),
-				modelWaits: metaCount(j.Metadata, metaModelWaits)})
+				modelWaits: metaCount(j.Metadata, metaModelWaits), modelUnwaitedMillis: metaCount(j.Metadata, metaModelUnwaitedMillis),
+				wakes: metaCount(j.Metadata, metaWakes)})
 		}
 		if err := w.enq.insertSkippingDuplicates(ctx, tx, asIs); err != nil {
 			return err

@@ -99,12 +99,21 @@ func TestJobsOfDeadProcessTakenOver(t *testing.T) {
 	e.exec(running, jobs["dead-1"], 1, "crashed")
 	e.exec(running, jobs["dead-last"], 5, "crashed")
 	e.exec(running, jobs["live-1"], 1, "busy")
+	// Its waits for the model server so far, which its replacement keeps
+	// counting: the part of them wakes cut short and its wakes with them.
+	waited := `{"memoryd_model_waits": 3, "memoryd_model_unwaited_ms": 40000, "memoryd_wakes": 2}`
+	e.exec(`UPDATE river_job SET metadata = metadata || $2::jsonb WHERE id = $1`, jobs["dead-1"], waited)
 
 	e.start(extractor.NewRules(), nil) // default JobTimeout (10m) and process timeout
 	e.waitFor("the dead process's turns settled", func() (bool, string) {
 		a, b := e.turnStatus("dead-1"), e.turnStatus("dead-last")
 		return a.Status == store.StatusProcessed && b.Status == store.StatusFailed, a.Status + "/" + b.Status
 	})
+	var kept bool
+	if err := e.store.Pool().QueryRow(e.ctx, `SELECT metadata @> $2::jsonb FROM river_job WHERE (metadata->>'memoryd_replaces')::bigint = $1`,
+		jobs["dead-1"], waited).Scan(&kept); err != nil || !kept {
+		t.Errorf("replacement keeps the waits %s: %v, %v", waited, kept, err)
+	}
 	// One transaction took over both jobs of "crashed" and saw "busy".
 	if got := e.turnStatus("dead-last").LastError; !strings.Contains(got, "discarded after 5 attempts") {
 		t.Errorf("failed turn's reason = %q, want the discarded job named", got)

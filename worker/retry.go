@@ -88,8 +88,9 @@ const (
 	// to last (retryBudget.modelWaitFor, store.WakeWaiting).
 	metaModelWaitMillis     = "memoryd_model_wait_ms"
 	metaModelUnwaitedMillis = "memoryd_model_unwaited_ms"
-	// metaWakes counts a job's wakes, at most maxWakes, one for all
-	// the wakes within wakeCountEvery of the last one counted, which
+	// metaWakes counts a job's wakes from its counted waits (not from
+	// holds: store.Wake.CountKey), at most maxWakes, one for all the
+	// wakes within wakeCountEvery of the last one counted, which
 	// metaWakeCountedAt dates.
 	metaWakes         = "memoryd_wakes"
 	metaWakeCountedAt = "memoryd_wake_counted_at"
@@ -105,7 +106,9 @@ const (
 // the wakes that follow an answer for wakeLinger, and those of other
 // serves, count as one when within wakeCountEvery (so a job the server
 // fails alone is run about once a second for some 40 s, then waits its
-// snoozes out).
+// snoozes out), and the wakes that end a woken job's holds
+// (maxWokenHolds: another process yet to see the server answer) are not
+// counted, since a hold sends no request.
 const (
 	maxWakes       = 5
 	wakeCountEvery = 10 * time.Second
