@@ -143,6 +143,43 @@ func TestModelAnswerWakesItsWaiters(t *testing.T) {
 	}
 }
 
+// unseeded is an extractor that cannot be told its server is down when
+// its process starts (no AssumeDown): a process that was running before
+// the outage, and whose requests never failed.
+type unseeded struct{ worker.Extractor }
+
+// TestModelAnswerWakesOthersWaiters: a process that snoozed no job for
+// the server (its requests never failed) wakes the jobs another process
+// snoozed when the server answers it: that process sends the server no
+// request while all its jobs wait, and would learn that it is back only
+// when a snooze ended, up to a minute later. A review found it one run in
+// ten of the two-process case above, when the process that snoozed none
+// happened to take the first turn after the outage; here that process
+// is the only one left.
+func TestModelAnswerWakesOthersWaiters(t *testing.T) {
+	e := setup(t)
+	var up atomic.Bool
+	stopFirst := e.start(switchedModel(t, &up, 2*time.Second), func(c *worker.Config) {
+		c.JobRetryBase = time.Minute
+		c.Workers = 4
+	})
+	for i := range 4 {
+		e.publish(events.Turn{ID: fmt.Sprint("t", i), UserID: fmt.Sprint("user-", i), UserMessage: "My name is Alice."})
+	}
+	due := e.waitingForModel(4)
+	stopFirst()
+	up.Store(true)
+	e.start(unseeded{switchedModel(t, &up, 2*time.Second)}, func(c *worker.Config) {
+		c.JobRetryBase = time.Minute
+		c.Workers = 4
+	})
+	e.publish(events.Turn{ID: "new", UserID: "user-new", UserMessage: "My name is Alice."})
+	if st := e.waitDone(5); st.TurnsProcessed != 5 {
+		t.Fatalf("stats %+v, want 5 turns processed", st)
+	}
+	e.checkWokenBeforeDue(due)
+}
+
 // TestRetryPastTheOutageIsNotWoken: a job that spent an attempt after its
 // waits for the model server no longer reads as waiting for it, so that
 // a wake does not run it before River's backoff ends (a crash-loop walk:

@@ -36,6 +36,9 @@ type modelWaiters struct {
 	answered atomic.Int64
 	// pending is set while a wake is due (wakeSoon).
 	pending atomic.Bool
+	// looked is when this process last woke the waiters without having
+	// snoozed a job itself (unix nanoseconds): see wakeSoon.
+	looked atomic.Int64
 }
 
 const (
@@ -47,6 +50,9 @@ const (
 	// batches them), so a job held back just before the server's answer
 	// may be stored snoozed after the wake that answer began.
 	wakeLinger = 5 * time.Second
+	// wakeLookEvery bounds how often a process that snoozed no job for
+	// the server wakes the others' waiters when it answers (wakeSoon).
+	wakeLookEvery = 5 * time.Second
 	// wakeTimeout bounds one wake's UPDATE (a few milliseconds per
 	// thousand jobs waiting).
 	wakeTimeout = 30 * time.Second
@@ -67,9 +73,31 @@ func (w *Worker) modelAnswered() {
 // wakeSoon runs wakeModelWaiters after d, on a timer of its own, when
 // jobs may be waiting and no wake is due already. A wake due when Stop
 // begins does nothing.
+//
+// Jobs may be waiting that this process did not snooze: another
+// process's, which sends the server no request while all its jobs wait
+// (its probe is a job's request), and so learns that the server is back
+// only when a snooze ends, up to a minute later, unless a process the
+// server answers wakes them. So a process that snoozed none wakes them
+// too, at most once every wakeLookEvery (an UPDATE that finds no job
+// to wake writes nothing). Before, only a process that had snoozed a job
+// woke: with two serves, one whose requests never failed answered the
+// first turn after an outage and woke nothing, and the other's jobs
+// waited their snoozes out (a review: about one run in ten of
+// TestModelAnswerWakesItsWaiters with two processes).
 func (w *Worker) wakeSoon(d time.Duration) {
 	m := &w.modelWaits
-	if m.since.Load() == 0 || !m.pending.CompareAndSwap(false, true) {
+	if m.since.Load() == 0 {
+		now, last := time.Now().UnixNano(), m.looked.Load()
+		if now-last < int64(wakeLookEvery) || !m.looked.CompareAndSwap(last, now) {
+			return
+		}
+		// As if its last snooze were past wakeLinger: one wake, none
+		// after (those are for snoozes of its own River has yet to
+		// store).
+		m.since.CompareAndSwap(0, now-int64(wakeLinger)-1)
+	}
+	if !m.pending.CompareAndSwap(false, true) {
 		return
 	}
 	w.mu.Lock()
