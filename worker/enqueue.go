@@ -268,8 +268,8 @@ type replacement struct {
 	attemptsLeft int
 	// replaces is the old job's id; lockWaits, rateLimitWaits, queueWaits
 	// and modelWaits its free snoozes, which the replacement keeps counting
-	// (so a takeover does not restart their bounds), with the part of its
-	// model waits that wakes cut short (which moves the bound of
+	// (so a takeover does not restart their bounds), with what was counted
+	// of its model waits and not waited (which moves the bound of
 	// modelWaits: modelWaitFor) and its wakes (maxWakes).
 	replaces                                          int64
 	lockWaits, rateLimitWaits, queueWaits, modelWaits int
