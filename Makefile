@@ -23,7 +23,7 @@ LONGPKGS = ./worker/ ./systest/ ./internal/app/ ./store/ ./enricher/ ./cmd/memor
 TESTPKGS = $(if $(filter ./...,$(PKGS)),$(LONGPKGS) ./...,$(PKGS))
 FUZZTIME ?= 30s
 
-.PHONY: demo test systest build services testservices testdeps vet tools fuzz serve
+.PHONY: demo test systest toolstest build services testservices testdeps vet tools fuzz serve
 
 ## demo: start the local servers if needed, then run memoryd end to end on the defaults
 demo: services
@@ -31,22 +31,21 @@ demo: services
 
 ## test: vet, build the tools, and run every test with the race detector against
 ## the real servers, printing each package as it finishes (scripts/testprogress);
-## then, when every package runs, the tools' own tests (TOOLSTEST); exit status is
-## go test's
+## exit status is go test's
 test: testservices testdeps vet tools
 	$(GO) run ./scripts/testdb
 	$(GO) run ./scripts/testprogress -race -count=1 -timeout $(TESTTIMEOUT) $(TESTPKGS)
-	$(if $(filter ./...,$(PKGS)),$(TOOLSTEST))
 
-# TOOLSTEST runs the tools module's tests on the test servers: memeval's
-# cross-validation must rank every question as enrich does, and its
-# document set must name sections as the chunker titles them. Outside
-# `make test` they went stale twice unseen (2026-12-04: a time-aware enrich
-# and a heading change each left memeval measuring something else). About
-# 70 s of CPU, without the race detector (memeval's SQLite is pure Go and
-# slow under it).
-TOOLSTEST = cd tools && MEMEVAL_DATABASE_URL="$${MEMEVAL_DATABASE_URL:-$$MEMORYD_TEST_DATABASE_URL}" \
-	MEMEVAL_NATS_URL="$${MEMEVAL_NATS_URL:-$$MEMORYD_TEST_NATS_URL}" $(GO) test -count=1 -timeout $(TESTTIMEOUT) ./...
+## toolstest: the tools module's tests, on the test servers: memeval's
+## cross-validation must rank every question as enrich does, and its document
+## set must name sections as the chunker titles them. Run it after changing
+## enricher, store's search, ranking or chunker: outside any run they went stale
+## twice unseen (2026-12-04). Not in `make test`: it adds a minute and a quarter
+## to a run already near 10 minutes on these 2 cores, and beside it memeval's
+## pools (30 connections) would crowd the tests' Postgres.
+toolstest: testservices
+	cd tools && MEMEVAL_DATABASE_URL="$${MEMEVAL_DATABASE_URL:-$$MEMORYD_TEST_DATABASE_URL}" \
+		MEMEVAL_NATS_URL="$${MEMEVAL_NATS_URL:-$$MEMORYD_TEST_NATS_URL}" $(GO) test -count=1 -timeout $(TESTTIMEOUT) ./...
 
 ## systest: only the system tests (real memoryd processes, fault injection, the documented commands)
 systest: testservices testdeps
