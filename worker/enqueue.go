@@ -270,7 +270,7 @@ type replacement struct {
 	// and modelWaits its free snoozes, which the replacement keeps counting
 	// (so a takeover does not restart their bounds), with what was counted
 	// of its model waits and not waited (which moves the bound of
-	// modelWaits: modelWaitFor) and its wakes (maxWakes).
+	// modelWaits: modelWait) and its wakes (maxWakes).
 	replaces                                          int64
 	lockWaits, rateLimitWaits, queueWaits, modelWaits int
 	modelUnwaitedMillis, wakes                        int

@@ -562,13 +562,12 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 			// attempts 146-175 s into an outage), and a wake credited
 			// from the snooze counted its spread as waited at each wake
 			// (a crash-loop walk: 92-168 s).
-			snooze := snoozeOf(v.river)
-			if cut := v.wait.Milliseconds() - snooze.Milliseconds(); cut > 0 && v.count == metaModelWaits {
-				merr = river.MetadataSet(ctx, metaModelUnwaitedMillis, metaCount(job.Metadata, metaModelUnwaitedMillis)+int(cut))
-			}
 			var ms int64
 			if v.count == metaModelWaits {
-				ms = snooze.Milliseconds()
+				ms = snoozeOf(v.river).Milliseconds()
+				if cut := v.wait.Milliseconds() - ms; cut > 0 {
+					merr = river.MetadataSet(ctx, metaModelUnwaitedMillis, metaCount(job.Metadata, metaModelUnwaitedMillis)+int(cut))
+				}
 			}
 			if merr == nil {
 				merr = river.MetadataSet(ctx, metaModelWaitMillis, ms)

@@ -15,7 +15,7 @@ func TestModelWaitEndsWithALongBase(t *testing.T) {
 	b := retryBudget{maxModelOutage: 30 * time.Minute, modelWaitBase: 10 * time.Second, spread: func(d time.Duration) time.Duration { return d }}
 	var total time.Duration
 	for waits := 0; waits < 1000; waits++ {
-		d, ok := b.modelWait(waits)
+		d, ok := b.modelWait(waits, nil)
 		if !ok {
 			if total > b.maxModelOutage {
 				t.Fatalf("waits totalled %s, over %s", total, b.maxModelOutage)

@@ -85,7 +85,7 @@ const (
 	// of such snoozes and not waited, in all (their spread, and what
 	// wakes cut short): a job's waits count toward
 	// --llm-max-outage as long as they lasted, not as long as they were
-	// to last (retryBudget.modelWaitFor, store.WakeWaiting).
+	// to last (retryBudget.modelWait, store.WakeWaiting).
 	metaModelWaitMillis     = "memoryd_model_wait_ms"
 	metaModelUnwaitedMillis = "memoryd_model_unwaited_ms"
 	// metaWakes counts a job's wakes from its counted waits (not from
@@ -100,7 +100,7 @@ const (
 // the job waits its snoozes out. A job whose own request the server fails
 // while it answers the others (a gateway's 502 for that one prompt) was
 // otherwise run at every wake, about once a second, and with its waits
-// counted as long as they lasted (modelWaitFor) for all of
+// counted as long as they lasted (modelWait) for all of
 // --llm-max-outage: some 1,800 requests where its doubling snoozes make
 // about 35. A real outage wakes a job once, a crash loop once an answer:
 // the wakes that follow an answer for wakeLinger, and those of other
@@ -198,7 +198,7 @@ type verdict struct {
 	count string
 	n     int
 	// wait is the length of a counted snooze for the model server as
-	// counted toward --llm-max-outage (modelWaitFor): the snooze itself
+	// counted toward --llm-max-outage (modelWait): the snooze itself
 	// is shorter by its spread (spreadBelow), and fail credits the
 	// difference, so that the job's waits add up to --llm-max-outage of
 	// real time.
@@ -223,7 +223,7 @@ type verdict struct {
 //     or a 502, 503 or 504; or one refusing memoryd's key or model, a 401
 //     or 404; and no extractor.KindPermanent anywhere in the error) while the job's snoozes for it total less than
 //     maxModelOutage, as long as they lasted (the parts wakes cut short
-//     not counted: modelWaitFor): snooze with a doubling delay (modelWait). A server
+//     not counted): snooze with a doubling delay (modelWait). A server
 //     restarting or loading a model fails every request for minutes;
 //     spending attempts then would fail every turn of the outage. Past the
 //     bound it is an ordinary transient failure.
@@ -272,7 +272,7 @@ func outcome(err error, job *rivertype.JobRow, shutdown bool, b retryBudget) ver
 		}
 	}
 	if waits := metaCount(job.Metadata, metaModelWaits); extractor.IsUnreachable(err) && !permanent {
-		if d, ok := b.modelWaitFor(waits, job.Metadata); ok {
+		if d, ok := b.modelWait(waits, job.Metadata); ok {
 			if probeIn, held := extractor.HeldBackFor(err); held && metaTrue(job.Metadata, metaWoken) {
 				if holds := metaCount(job.Metadata, metaWokenHolds); holds < maxWokenHolds {
 					// Woken because the server answered another process
@@ -370,25 +370,19 @@ const maxModelWait = time.Minute
 const maxLockWait = 30 * time.Second
 
 // modelWait returns the snooze after waits earlier ones for an unreachable
-// model server: modelWaitBase doubling per wait up to maxModelWait, the
-// last one cut so that the snoozes total maxModelOutage exactly, and false
-// once they do. (Before, the last doubling went past it: with
-// --llm-max-outage 40s the waits were 2+4+8+16+32 s.) The snooze is
-// shortened by the spread (spreadBelow), never lengthened, so that the
-// waits of a job total at most maxModelOutage.
-func (b retryBudget) modelWait(waits int) (time.Duration, bool) {
-	return b.outageWait(waits, b.maxModelOutage)
-}
-
-// modelWaitFor is modelWait for a job whose metadata records how much of
-// its counted snoozes it did not wait (metaModelUnwaitedMillis: their
-// spread, and what wakes cut short): the bound is
-// lengthened by that much, so that the job's waits add up to
-// maxModelOutage of real time. Before, a job woken early had its snooze
-// counted whole: with a server that answered now and then (crash-looping,
-// each answer waking the waiting jobs to find it down again) a job spent
-// --llm-max-outage in a fraction of that time and then its attempts.
-func (b retryBudget) modelWaitFor(waits int, metadata []byte) (time.Duration, bool) {
+// model server, for a job of the given metadata: modelWaitBase doubling
+// per wait up to maxModelWait, the last one cut so that the snoozes total
+// maxModelOutage exactly, and false once they do. (Before, the last
+// doubling went past it: with --llm-max-outage 40s the waits were
+// 2+4+8+16+32 s.) The bound is lengthened by what the job's metadata
+// records as counted and not waited (metaModelUnwaitedMillis: the spread
+// that shortened its snoozes, spreadBelow, and what wakes cut short), so
+// that its waits add up to maxModelOutage of real time. Before, a job
+// woken early had its snooze counted whole: with a server that answered
+// now and then (crash-looping, each answer waking the waiting jobs to
+// find it down again) a job spent --llm-max-outage in a fraction of that
+// time and then its attempts.
+func (b retryBudget) modelWait(waits int, metadata []byte) (time.Duration, bool) {
 	if b.maxModelOutage <= 0 {
 		return 0, false
 	}
