@@ -88,7 +88,9 @@ func (o *connOptions) register(f *flags) {
 	f.String(&o.nats.URL, "nats-url", def.NATS.URL, "NATS server URL(s), comma separated")
 	f.String(&o.nats.User, "nats-user", "", "NATS user name")
 	f.Secret(&o.nats.Password, "nats-password", "NATS password")
+	f.String(&o.nats.PasswordFile, "nats-password-file", "", "file holding the NATS password (instead of --nats-password), read again at every reconnect: a password rotated in the file is used without a restart")
 	f.Secret(&o.nats.Token, "nats-token", "NATS auth token")
+	f.String(&o.nats.TokenFile, "nats-token-file", "", "file holding the NATS auth token (instead of --nats-token), read again at every reconnect")
 	f.String(&o.nats.Creds, "nats-creds", "", "NATS .creds file (JWT + NKey seed)")
 	f.String(&o.nats.NKey, "nats-nkey", "", "NATS NKey seed file")
 	f.String(&o.nats.CA, "nats-ca", "", "CA certificate file to verify the NATS server's TLS certificate")
@@ -133,6 +135,12 @@ func (o *connOptions) logger(a *cli) (*slog.Logger, error) {
 	// walk). Only the scheme is named: the URL may hold a password.
 	if scheme, _, ok := strings.Cut(o.databaseURL, "://"); ok && scheme != "postgres" && scheme != "postgresql" {
 		return nil, usage("--database-url is a %s:// URL: memoryd needs a postgres:// (or postgresql://) URL, or key=value settings", scheme)
+	}
+	if o.nats.Password != "" && o.nats.PasswordFile != "" {
+		return nil, usage("--nats-password and --nats-password-file are both set; give one")
+	}
+	if o.nats.Token != "" && o.nats.TokenFile != "" {
+		return nil, usage("--nats-token and --nats-token-file are both set; give one")
 	}
 	if o.nats.Creds != "" && o.nats.NKey != "" {
 		// nats.go's own words: "nats: user callback and nkey defined".

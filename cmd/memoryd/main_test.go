@@ -439,6 +439,8 @@ func TestServeRefusesBadValuesBeforeConnecting(t *testing.T) {
 		{[]string{"--turn-retention", "-1h"}, "--turn-retention -1h0m0s is out of range: it must be 0 (forever) or more"},
 		{[]string{"--database-url", "mysql://root:secret@127.0.0.1:1/db"}, "--database-url is a mysql:// URL: memoryd needs a postgres://"},
 		{[]string{"--nats-creds", "/nonexistent/u.creds", "--nats-nkey", "/nonexistent/u.nk"}, "--nats-creds and --nats-nkey are both set"},
+		{[]string{"--nats-user", "u", "--nats-password", "p", "--nats-password-file", "/nonexistent/pw"}, "--nats-password and --nats-password-file are both set"},
+		{[]string{"--nats-token", "t", "--nats-token-file", "/nonexistent/tok"}, "--nats-token and --nats-token-file are both set"},
 	} {
 		var out, errOut bytes.Buffer
 		args := append([]string{"serve", "--database-url", "postgres://postgres@127.0.0.1:1/none?connect_timeout=1", "--nats-url", "nats://127.0.0.1:1"}, tt.args...)

@@ -187,6 +187,16 @@ func (s *Server) Restart(t testing.TB) {
 	s.start(t)
 }
 
+// Reload makes the server read its configuration file again (SIGHUP), as
+// an operator's `nats-server --signal reload` does; the server applies it
+// after the signal is delivered, so the test waits for its effect.
+func (s *Server) Reload(t testing.TB) {
+	t.Helper()
+	if err := s.srv.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Stop kills the server (an outage, not an operator's stop) and waits
 // until it has exited; Start runs it again on the same port.
 func (s *Server) Stop(t testing.TB) {

@@ -146,6 +146,12 @@ type NATSConfig struct {
 	// User and Password, Token, Creds (a .creds file) and NKey (a seed
 	// file) are the credentials; all optional.
 	User, Password, Token, Creds, NKey string
+	// PasswordFile and TokenFile name files holding the password or the
+	// token (less a trailing line break), in place of Password or Token:
+	// read at every connect and reconnect, as the TLS files and Creds
+	// are, so that one rotated in the file is used without a restart.
+	// Optional; each excludes its value.
+	PasswordFile, TokenFile string
 	// CA verifies the server's TLS certificate; Cert and Key are the
 	// client's certificate and key files. All optional.
 	CA, Cert, Key string
