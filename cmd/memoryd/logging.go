@@ -31,7 +31,8 @@ func readableDurations(_ []string, a slog.Attr) slog.Attr {
 // errors, and the info lines that report a job's failure, keep their level.
 //
 // River's warnings and errors repeat while Postgres is down (each producer
-// fails its fetch every poll: 48 lines in 25 s), and so do memoryd's lines
+// fails its fetch every poll: 48 lines in 25 s), its info line for a failed
+// attempt while a server a job needs is down, and so do memoryd's lines
 // about one request each (perRequest: an enrich degraded, a store call
 // failed; two lines a request, 60 for 30 requests, in an operator's walk):
 // a message logged again within repeatWindow goes out at debug, and the
@@ -58,7 +59,12 @@ func (h *riverQuiet) Handle(ctx context.Context, r slog.Record) error {
 		}
 		r.Level = slog.LevelDebug
 	}
-	if (h.river || h.ui || perRequest(r.Message)) && r.Level > slog.LevelInfo {
+	// River's info lines left at info report a job's failure ("Job
+	// errored; retrying", one per attempt): held back as its warnings are,
+	// since an outage past the jobs' waits repeats them for every attempt
+	// of every job (a crash-loop walk: hundreds a minute) beside memoryd's
+	// own line for each, which says more.
+	if ((h.river || h.ui || perRequest(r.Message)) && r.Level > slog.LevelInfo) || (h.river && r.Level == slog.LevelInfo) {
 		held, ok := h.repeats.let(r.Message)
 		if !ok {
 			if !h.Handler.Enabled(ctx, slog.LevelDebug) {
