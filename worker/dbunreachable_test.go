@@ -147,6 +147,13 @@ func TestUnreachableDatabaseWaits(t *testing.T) {
 	if waits := e.onlyJobWaits(t, "memoryd_db_waits"); waits != 1 {
 		t.Errorf("%d database waits, want 1", waits)
 	}
+	// Saved with the snooze by River though the job's connection was
+	// gone: the wait counts as long as it lasted, the spread that
+	// shortened its snooze (up to a quarter of JobRetryBase's 10 ms, 0
+	// only for a spread of exactly 0 ns) credited.
+	if credit := e.onlyJobWaits(t, "memoryd_db_unwaited_ms"); credit < 1 || credit > 3 {
+		t.Errorf("%d ms of the database wait credited as not waited, want 1 to 3 (its spread)", credit)
+	}
 	if name, err := e.store.Fact(e.ctx, "alice", "name"); err != nil || name.Value != "Alice" {
 		t.Errorf("alice's name = %+v, %v; want Alice", name, err)
 	}

@@ -266,14 +266,39 @@ type replacement struct {
 	// queue is the old job's; attemptsLeft what it had left.
 	queue        string
 	attemptsLeft int
-	// replaces is the old job's id; lockWaits, rateLimitWaits, queueWaits
-	// and modelWaits its free snoozes, which the replacement keeps counting
-	// (so a takeover does not restart their bounds), with what was counted
-	// of its model waits and not waited (which moves the bound of
-	// modelWaits: modelWait) and its wakes (maxWakes).
-	replaces                                          int64
-	lockWaits, rateLimitWaits, queueWaits, modelWaits int
-	modelUnwaitedMillis, wakes                        int
+	// replaces is the old job's id; carried its metadata at the keys of
+	// carriedMeta, as they were.
+	replaces int64
+	carried  map[string]json.RawMessage
+}
+
+// carriedMeta are the keys of a job's metadata that its replacement
+// keeps, so that a takeover restarts none of the job's bounds: the counts
+// of its free snoozes; what was counted of its waits for the model server
+// and the database and not waited (which moves their bounds: modelWait,
+// dbWait); its woken holds (maxWokenHolds), its wakes (maxWakes) and when
+// the last wake was counted (in the database's clock, so that a wake of
+// the replacement within wakeCountEvery of it counts as one with it, as
+// it would have for the job). Not the state of the snooze the job was in
+// (metaSnoozedFor, metaModelWaitMillis, metaWoken): the replacement runs
+// at once, neither snoozed nor woken.
+var carriedMeta = []string{metaLockWaits, metaRateLimitWaits, metaQueueWaits, metaModelWaits, metaDBWaits,
+	metaModelUnwaitedMillis, metaDBUnwaitedMillis, metaWokenHolds, metaWakes, metaWakeCountedAt}
+
+// carriedOf is the metadata of carriedMeta that a job's replacement keeps:
+// the keys present in metadata.
+func carriedOf(metadata []byte) map[string]json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(metadata, &m) != nil {
+		return nil
+	}
+	carried := make(map[string]json.RawMessage)
+	for _, k := range carriedMeta {
+		if v, ok := m[k]; ok {
+			carried[k] = v
+		}
+	}
+	return carried
 }
 
 // enqueueReplacements inserts the replacements of jobs taken over.
@@ -281,23 +306,8 @@ func (e *Enqueuer) enqueueReplacements(ctx context.Context, tx pgx.Tx, reps []re
 	params := make([]river.InsertManyParams, 0, len(reps))
 	for _, r := range reps {
 		meta := map[string]any{metaSource: sourceTakeOver, metaReplaces: r.replaces}
-		if r.lockWaits > 0 {
-			meta[metaLockWaits] = r.lockWaits
-		}
-		if r.rateLimitWaits > 0 {
-			meta[metaRateLimitWaits] = r.rateLimitWaits
-		}
-		if r.queueWaits > 0 {
-			meta[metaQueueWaits] = r.queueWaits
-		}
-		if r.modelWaits > 0 {
-			meta[metaModelWaits] = r.modelWaits
-		}
-		if r.modelUnwaitedMillis > 0 {
-			meta[metaModelUnwaitedMillis] = r.modelUnwaitedMillis
-		}
-		if r.wakes > 0 {
-			meta[metaWakes] = r.wakes
+		for k, v := range r.carried {
+			meta[k] = v
 		}
 		metaJSON, err := json.Marshal(meta)
 		if err != nil {

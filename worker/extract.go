@@ -551,27 +551,31 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 		if merr == nil {
 			merr = river.MetadataSet(ctx, metaSnoozedFor, v.label)
 		}
+		if merr == nil && v.unwaited != "" {
+			// The snooze counts v.wait toward its bound (--llm-max-outage,
+			// maxDBOutage), and its spread shortened it (spreadBelow):
+			// that part is credited now, in the metadata River's
+			// completer saves with the snooze (on River's connections,
+			// not the job's: a job that could not reach Postgres has it
+			// saved as its count is). Before, a snooze counted whole,
+			// spread and all, so a job's waits lasted 0.75 to 1 times
+			// its bound (a walk with --llm-max-outage 3m: first attempts
+			// 146-175 s into an outage).
+			if cut := v.wait.Milliseconds() - snoozeOf(v.river).Milliseconds(); cut > 0 {
+				merr = river.MetadataSet(ctx, v.unwaited, metaCount(job.Metadata, v.unwaited)+int(cut))
+			}
+		}
 		if merr == nil && (v.count == metaModelWaits || metaCount(job.Metadata, metaModelWaitMillis) != 0) {
 			// The snooze's length, for a wake to credit what was not
 			// waited of it (store.WakeWaiting); 0 for one not counted as
-			// a wait for the server (a woken job's hold). It counts
-			// v.wait toward --llm-max-outage, and its spread shortened it
-			// (spreadBelow): that part is credited now. Before, a snooze
-			// counted whole, spread and all, so a job's waits lasted
-			// 0.75 to 1 times --llm-max-outage (a walk with 3m: first
-			// attempts 146-175 s into an outage), and a wake credited
-			// from the snooze counted its spread as waited at each wake
-			// (a crash-loop walk: 92-168 s).
+			// a wait for the server (a woken job's hold). Before, a wake
+			// credited from the snooze, which counted its spread as
+			// waited at each wake (a crash-loop walk: 92-168 s).
 			var ms int64
 			if v.count == metaModelWaits {
 				ms = snoozeOf(v.river).Milliseconds()
-				if cut := v.wait.Milliseconds() - ms; cut > 0 {
-					merr = river.MetadataSet(ctx, metaModelUnwaitedMillis, metaCount(job.Metadata, metaModelUnwaitedMillis)+int(cut))
-				}
 			}
-			if merr == nil {
-				merr = river.MetadataSet(ctx, metaModelWaitMillis, ms)
-			}
+			merr = river.MetadataSet(ctx, metaModelWaitMillis, ms)
 		}
 		if merr != nil {
 			// Not run by River, so the snooze could not be counted: an

@@ -472,10 +472,7 @@ func (w *Worker) takeOverWith(ctx context.Context, lost bool, find func(q *store
 				continue
 			}
 			reps = append(reps, replacement{args: args, queue: j.Queue, attemptsLeft: maxAttempts - j.Attempt,
-				replaces: j.ID, lockWaits: metaCount(j.Metadata, metaLockWaits),
-				rateLimitWaits: metaCount(j.Metadata, metaRateLimitWaits), queueWaits: metaCount(j.Metadata, metaQueueWaits),
-				modelWaits: metaCount(j.Metadata, metaModelWaits), modelUnwaitedMillis: metaCount(j.Metadata, metaModelUnwaitedMillis),
-				wakes: metaCount(j.Metadata, metaWakes)})
+				replaces: j.ID, carried: carriedOf(j.Metadata)})
 		}
 		if err := w.enq.insertSkippingDuplicates(ctx, tx, asIs); err != nil {
 			return err

@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -99,20 +100,42 @@ func TestJobsOfDeadProcessTakenOver(t *testing.T) {
 	e.exec(running, jobs["dead-1"], 1, "crashed")
 	e.exec(running, jobs["dead-last"], 5, "crashed")
 	e.exec(running, jobs["live-1"], 1, "busy")
-	// Its waits for the model server so far, which its replacement keeps
-	// counting: the part of them wakes cut short and its wakes with them.
-	waited := `{"memoryd_model_waits": 3, "memoryd_model_unwaited_ms": 40000, "memoryd_wakes": 2}`
-	e.exec(`UPDATE river_job SET metadata = metadata || $2::jsonb WHERE id = $1`, jobs["dead-1"], waited)
+	// Its waits so far, which its replacement keeps counting: for the
+	// model server, with the part of them not waited (their spread, what
+	// wakes cut short), its woken holds, its wakes and when the last was
+	// counted; for the database, with their spread. Not the snooze it
+	// was woken from: the replacement runs at once, neither snoozed nor
+	// woken.
+	carried := map[string]string{"memoryd_model_waits": "3", "memoryd_model_unwaited_ms": "40000", "memoryd_woken_holds": "1",
+		"memoryd_wakes": "2", "memoryd_wake_counted_at": "1764860000000", "memoryd_db_waits": "4", "memoryd_db_unwaited_ms": "9000"}
+	dropped := map[string]string{"memoryd_snoozed_for": `"model_unreachable"`, "memoryd_woken": "true"}
+	var waited []string
+	for _, m := range []map[string]string{carried, dropped} {
+		for k, v := range m {
+			waited = append(waited, fmt.Sprintf("%q: %s", k, v))
+		}
+	}
+	e.exec(`UPDATE river_job SET metadata = metadata || $2::jsonb WHERE id = $1`, jobs["dead-1"], "{"+strings.Join(waited, ", ")+"}")
 
 	e.start(extractor.NewRules(), nil) // default JobTimeout (10m) and process timeout
 	e.waitFor("the dead process's turns settled", func() (bool, string) {
 		a, b := e.turnStatus("dead-1"), e.turnStatus("dead-last")
 		return a.Status == store.StatusProcessed && b.Status == store.StatusFailed, a.Status + "/" + b.Status
 	})
-	var kept bool
-	if err := e.store.Pool().QueryRow(e.ctx, `SELECT metadata @> $2::jsonb FROM river_job WHERE (metadata->>'memoryd_replaces')::bigint = $1`,
-		jobs["dead-1"], waited).Scan(&kept); err != nil || !kept {
-		t.Errorf("replacement keeps the waits %s: %v, %v", waited, kept, err)
+	var kept map[string]json.RawMessage
+	if err := e.store.Pool().QueryRow(e.ctx, `SELECT metadata FROM river_job WHERE (metadata->>'memoryd_replaces')::bigint = $1`,
+		jobs["dead-1"]).Scan(&kept); err != nil {
+		t.Fatalf("replacement's metadata: %v", err)
+	}
+	for k, v := range carried {
+		if got, ok := kept[k]; !ok || string(got) != v {
+			t.Errorf("replacement's %s = %s (present: %v), want the job's %s", k, got, ok, v)
+		}
+	}
+	for k := range dropped {
+		if v, ok := kept[k]; ok {
+			t.Errorf("replacement's %s = %s, want none (it runs at once)", k, v)
+		}
 	}
 	// One transaction took over both jobs of "crashed" and saw "busy".
 	if got := e.turnStatus("dead-last").LastError; !strings.Contains(got, "discarded after 5 attempts") {

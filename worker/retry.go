@@ -88,6 +88,10 @@ const (
 	// to last (retryBudget.modelWait, store.WakeWaiting).
 	metaModelWaitMillis     = "memoryd_model_wait_ms"
 	metaModelUnwaitedMillis = "memoryd_model_unwaited_ms"
+	// metaDBUnwaitedMillis is metaModelUnwaitedMillis for the snoozes
+	// for an unreachable database (their spread: nothing wakes them), by
+	// which maxDBOutage moves (retryBudget.dbWait).
+	metaDBUnwaitedMillis = "memoryd_db_unwaited_ms"
 	// metaWakes counts a job's wakes from its counted waits (not from
 	// holds: store.Wake.CountKey), at most maxWakes, one for all the
 	// wakes within wakeCountEvery of the last one counted, which
@@ -156,7 +160,8 @@ type retryBudget struct {
 	// negative for none.
 	maxModelOutage time.Duration
 	// maxDBOutage is how long in all a job's snoozes for an unreachable
-	// database may last (dbUnreachable; maxDBOutage); 0 for none.
+	// database may last (dbUnreachable; maxDBOutage; see dbWait); 0 for
+	// none.
 	maxDBOutage time.Duration
 	// modelWaitBase is the first snooze for an unreachable model server
 	// (and an unreachable database); it doubles per wait, up to
@@ -197,12 +202,15 @@ type verdict struct {
 	// count is the metadata key of the snooze counter to set to n, or "".
 	count string
 	n     int
-	// wait is the length of a counted snooze for the model server as
-	// counted toward --llm-max-outage (modelWait): the snooze itself
-	// is shorter by its spread (spreadBelow), and fail credits the
-	// difference, so that the job's waits add up to --llm-max-outage of
-	// real time.
-	wait time.Duration
+	// wait is the length of a counted snooze for the model server or
+	// the database as counted toward its bound (--llm-max-outage,
+	// maxDBOutage: modelWait, dbWait): the snooze itself is shorter by
+	// its spread (spreadBelow), and fail credits the difference to the
+	// job's metadata at unwaited (metaModelUnwaitedMillis,
+	// metaDBUnwaitedMillis), so that the job's waits add up to the bound
+	// of real time.
+	wait     time.Duration
+	unwaited string
 }
 
 // outcome is the one place that decides what River does with a failed run
@@ -230,7 +238,8 @@ type verdict struct {
 //   - an unreachable database (dbUnreachable: the job's connection refused,
 //     cut or terminated, the server shutting down or starting, out of
 //     connection slots, 53300, or out of disk space, 53100) while the job's snoozes for it total less
-//     than maxDBOutage: snooze as for a model server. The turn is not
+//     than maxDBOutage, as long as they lasted: snooze as for a model
+//     server (dbWait). The turn is not
 //     at fault: before, each such run spent an attempt, and a minute of
 //     "too many clients" (River fetching on the connections it held, the
 //     job unable to open one) failed turns for good with --max-attempts 3
@@ -287,12 +296,14 @@ func outcome(err error, job *rivertype.JobRow, shutdown bool, b retryBudget) ver
 					return verdict{river: river.JobSnooze(b.spreadWithin(max(probeIn, minWokenWait), d)), label: outcomeModelDown, count: metaWokenHolds, n: holds + 1}
 				}
 			}
-			return verdict{river: river.JobSnooze(b.spreadBelow(d)), label: outcomeModelDown, count: metaModelWaits, n: waits + 1, wait: d}
+			return verdict{river: river.JobSnooze(b.spreadBelow(d)), label: outcomeModelDown, count: metaModelWaits, n: waits + 1,
+				wait: d, unwaited: metaModelUnwaitedMillis}
 		}
 	}
 	if waits := metaCount(job.Metadata, metaDBWaits); dbUnreachable(err) && !permanent {
-		if d, ok := b.outageWait(waits, b.maxDBOutage); ok {
-			return verdict{river: river.JobSnooze(b.spreadBelow(d)), label: outcomeDBDown, count: metaDBWaits, n: waits + 1}
+		if d, ok := b.dbWait(waits, job.Metadata); ok {
+			return verdict{river: river.JobSnooze(b.spreadBelow(d)), label: outcomeDBDown, count: metaDBWaits, n: waits + 1,
+				wait: d, unwaited: metaDBUnwaitedMillis}
 		}
 	}
 	if permanent || job.Attempt >= jobAttempts(job.MaxAttempts, job.Metadata, b.maxAttempts) {
@@ -301,10 +312,11 @@ func outcome(err error, job *rivertype.JobRow, shutdown bool, b retryBudget) ver
 	return verdict{river: err, label: outcomeRetry, record: true}
 }
 
-// maxDBOutage bounds the snoozes of one job for an unreachable database:
-// past it the job spends attempts again, so that no job waits forever.
-// Five minutes covers a restart or a failover (9 snoozes: 2, 4, 8, 16,
-// 32 s, then a minute). Not more: a run that meets the database only at
+// maxDBOutage bounds the snoozes of one job for an unreachable database,
+// as long as they lasted (dbWait): past it the job spends attempts again,
+// so that no job waits forever. Five minutes covers a restart or a
+// failover (9 snoozes: 2, 4, 8, 16, 32 s, then a minute; up to 11 with
+// their spread credited). Not more: a run that meets the database only at
 // its save has asked the model already, so in an outage that lets reads
 // through every snooze costs a model call (a review: 30 minutes was up to
 // 39 calls a turn where 5 attempts make 5), and the tokens of calls whose
@@ -383,10 +395,26 @@ const maxLockWait = 30 * time.Second
 // find it down again) a job spent --llm-max-outage in a fraction of that
 // time and then its attempts.
 func (b retryBudget) modelWait(waits int, metadata []byte) (time.Duration, bool) {
-	if b.maxModelOutage <= 0 {
+	return b.creditedWait(waits, b.maxModelOutage, metadata, metaModelUnwaitedMillis)
+}
+
+// dbWait is modelWait for an unreachable database: the bound is
+// maxDBOutage, lengthened by metaDBUnwaitedMillis (the spread that
+// shortened the job's snoozes). Before, the spread counted as waited, so
+// a job's waits lasted 0.75 to 1 times maxDBOutage of real time.
+func (b retryBudget) dbWait(waits int, metadata []byte) (time.Duration, bool) {
+	return b.creditedWait(waits, b.maxDBOutage, metadata, metaDBUnwaitedMillis)
+}
+
+// creditedWait is outageWait for a bound of maxOutage lengthened by the
+// milliseconds a job's metadata holds at unwaitedKey; none when
+// maxOutage is not above 0, whatever the credit (fail decides with the
+// bounds at 0 when it cannot count a snooze).
+func (b retryBudget) creditedWait(waits int, maxOutage time.Duration, metadata []byte, unwaitedKey string) (time.Duration, bool) {
+	if maxOutage <= 0 {
 		return 0, false
 	}
-	return b.outageWait(waits, b.maxModelOutage+time.Duration(metaCount(metadata, metaModelUnwaitedMillis))*time.Millisecond)
+	return b.outageWait(waits, maxOutage+time.Duration(metaCount(metadata, unwaitedKey))*time.Millisecond)
 }
 
 // outageWait is modelWait for an outage of at most maxOutage in all (a

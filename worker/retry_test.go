@@ -209,6 +209,18 @@ func TestOutcome(t *testing.T) {
 			want: plain, wantLabel: outcomeRetry, wantRecord: true},
 		{name: "db: the last wait is cut to the bound", err: &pgconn.PgError{Code: "57P01"}, attempt: 1, metadata: `{"memoryd_db_waits": 8}`,
 			want: snooze, wantSnooze: 58 * time.Second, wantLabel: outcomeDBDown, wantCount: metaDBWaits, wantN: 9},
+		// Its snoozes count as long as they lasted: the bound moves by
+		// what the job's metadata credits as not waited of them (their
+		// spread, metaDBUnwaitedMillis), and not by the model server's
+		// credit.
+		{name: "db unreachable past the nominal bound, 30 s of it not waited", err: &pgconn.PgError{Code: "57P01"}, attempt: 1, metadata: `{"memoryd_db_waits": 9, "memoryd_db_unwaited_ms": 30000}`,
+			want: snooze, wantSnooze: 28 * time.Second, wantLabel: outcomeDBDown, wantCount: metaDBWaits, wantN: 10},
+		{name: "db unreachable, last wait lengthened by what was not waited", err: &pgconn.PgError{Code: "57P01"}, attempt: 1, metadata: `{"memoryd_db_waits": 8, "memoryd_db_unwaited_ms": 30000}`,
+			want: snooze, wantSnooze: time.Minute, wantLabel: outcomeDBDown, wantCount: metaDBWaits, wantN: 9},
+		{name: "db unreachable past the bound and what was not waited", err: &pgconn.PgError{Code: "57P01"}, attempt: 1, metadata: `{"memoryd_db_waits": 10, "memoryd_db_unwaited_ms": 30000}`,
+			want: plain, wantLabel: outcomeRetry, wantRecord: true},
+		{name: "db unreachable past its bound, the model server's credit not its", err: &pgconn.PgError{Code: "57P01"}, attempt: 1, metadata: `{"memoryd_db_waits": 9, "memoryd_model_unwaited_ms": 300000}`,
+			want: plain, wantLabel: outcomeRetry, wantRecord: true},
 		{name: "db: a dropped database is not unreachable", err: &pgconn.PgError{Code: "57P04"}, attempt: 1,
 			want: plain, wantLabel: outcomeRetry, wantRecord: true},
 		{name: "db: a protocol violation is not unreachable", err: &pgconn.PgError{Code: "08P01"}, attempt: 1,
@@ -289,6 +301,20 @@ func TestOutcome(t *testing.T) {
 			if v.label != tt.wantLabel || v.record != tt.wantRecord || v.final != tt.wantFinal || v.count != tt.wantCount || v.n != tt.wantN {
 				t.Errorf("verdict = {label %q record %v final %v count %q n %d}, want {%q %v %v %q %d}",
 					v.label, v.record, v.final, v.count, v.n, tt.wantLabel, tt.wantRecord, tt.wantFinal, tt.wantCount, tt.wantN)
+			}
+
+			// A counted wait for the model server or the database is
+			// counted whole (the spread is none here), and fail credits
+			// what its spread cuts of it to the wait's own key.
+			wantWait, wantUnwaited := time.Duration(0), ""
+			switch tt.wantCount {
+			case metaModelWaits:
+				wantWait, wantUnwaited = tt.wantSnooze, metaModelUnwaitedMillis
+			case metaDBWaits:
+				wantWait, wantUnwaited = tt.wantSnooze, metaDBUnwaitedMillis
+			}
+			if v.wait != wantWait || v.unwaited != wantUnwaited {
+				t.Errorf("verdict counts a wait of %v credited at %q, want %v at %q", v.wait, v.unwaited, wantWait, wantUnwaited)
 			}
 
 			// What River sees through the run's error, and the text its row
@@ -436,6 +462,22 @@ func TestModelWaitsTotalTheOutageBound(t *testing.T) {
 				t.Errorf("outage %v, spread %s: %d waits total %v, want at most %v and at least %v", outage, name, waits, total, outage, outage*3/4)
 			}
 		}
+	}
+}
+
+// TestOutageCreditNeedsABound: what a job's metadata credits as not
+// waited moves the bound of its waits, and makes none where there is none:
+// fail decides with the bounds at 0 when it cannot count a snooze, and a
+// snooze not counted could repeat forever.
+func TestOutageCreditNeedsABound(t *testing.T) {
+	t.Parallel()
+	b := retryBudget{modelWaitBase: 2 * time.Second, spread: func(d time.Duration) time.Duration { return d }}
+	meta := []byte(`{"memoryd_model_unwaited_ms": 60000, "memoryd_db_unwaited_ms": 60000}`)
+	if d, ok := b.modelWait(0, meta); ok {
+		t.Errorf("no model outage bound, a minute credited: a wait of %v", d)
+	}
+	if d, ok := b.dbWait(0, meta); ok {
+		t.Errorf("no database outage bound, a minute credited: a wait of %v", d)
 	}
 }
 
