@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net/http"
 	"regexp"
@@ -30,6 +31,7 @@ import (
 	"time"
 
 	"github.com/memoryd/memoryd/internal/modelerr"
+	"github.com/memoryd/memoryd/internal/secretfile"
 )
 
 // Defaults of Config.
@@ -51,6 +53,14 @@ type Config struct {
 	Model string
 	// APIKey is sent as a bearer token when set. Default none.
 	APIKey string
+	// APIKeyFile names a file holding the API key (less a trailing line
+	// break), in place of APIKey: read again when it changes, so that a
+	// key rotated in the file is sent from the next request on, without a
+	// restart. Optional.
+	APIKeyFile string
+	// Logger receives the key file's warnings (a file that cannot be read
+	// again). Default slog.Default().
+	Logger *slog.Logger
 	// Timeout bounds one HTTP request. Default 30s.
 	Timeout time.Duration
 	// BatchSize is the most texts sent in one request. Default 64.
@@ -83,6 +93,9 @@ func (c Config) WithDefaults() Config {
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{}
 	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
 	return c
 }
 
@@ -102,16 +115,19 @@ func (c Config) Validate() error {
 		return fmt.Errorf("embedding: Config.MaxConcurrency must be at least 1, not %d", c.MaxConcurrency)
 	case c.RequestsPerSecond < 0:
 		return fmt.Errorf("embedding: Config.RequestsPerSecond must not be negative, not %g", c.RequestsPerSecond)
+	case c.APIKey != "" && c.APIKeyFile != "":
+		return errors.New("embedding: Config.APIKeyFile is set with Config.APIKey; give one")
 	}
 	return nil
 }
 
 // Client embeds texts. It is safe for concurrent use.
 type Client struct {
-	cfg  Config
-	url  string // BaseURL + "/embeddings"
-	sem  chan struct{}
-	dims atomic.Int64
+	cfg     Config
+	keyFile *secretfile.File // Config.APIKeyFile's, or nil
+	url     string           // BaseURL + "/embeddings"
+	sem     chan struct{}
+	dims    atomic.Int64
 
 	mu   sync.Mutex
 	next time.Time // earliest start of the next request under RequestsPerSecond
@@ -123,7 +139,24 @@ func New(cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Client{cfg: cfg, url: strings.TrimRight(cfg.BaseURL, "/") + "/embeddings", sem: make(chan struct{}, cfg.MaxConcurrency)}, nil
+	c := &Client{cfg: cfg, url: strings.TrimRight(cfg.BaseURL, "/") + "/embeddings", sem: make(chan struct{}, cfg.MaxConcurrency)}
+	if cfg.APIKeyFile != "" {
+		f, err := secretfile.Open(cfg.APIKeyFile, "embeddings api key", cfg.Logger)
+		if err != nil {
+			return nil, fmt.Errorf("embedding: Config.APIKeyFile: %w", err)
+		}
+		c.keyFile = f
+	}
+	return c, nil
+}
+
+// apiKey is the API key requests carry now (Config.APIKey, or
+// APIKeyFile's value), "" for none.
+func (c *Client) apiKey() string {
+	if c.keyFile != nil {
+		return c.keyFile.Value()
+	}
+	return c.cfg.APIKey
 }
 
 // Model is the configured model's name.
@@ -207,8 +240,8 @@ func (c *Client) request(ctx context.Context, batch []string) (vs [][]float32, b
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
-	if c.cfg.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+c.cfg.APIKey)
+	if key := c.apiKey(); key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	resp, err := c.cfg.HTTPClient.Do(req)
 	if err != nil {
@@ -296,8 +329,8 @@ func (c *Client) statusError(status int, retryAfter string, body []byte, batch [
 // redact takes the API key, and anything shaped like one, out of text
 // quoted from the server: a 401's message may echo the key sent.
 func (c *Client) redact(s string) string {
-	if c.cfg.APIKey != "" {
-		s = strings.ReplaceAll(s, c.cfg.APIKey, "[redacted]")
+	if key := c.apiKey(); key != "" {
+		s = strings.ReplaceAll(s, key, "[redacted]")
 	}
 	return keyLike.ReplaceAllString(s, "[redacted]")
 }

@@ -152,6 +152,8 @@ func TestConfigValidate(t *testing.T) {
 		{embedding.Config{BaseURL: "http://x/v1", BatchSize: 5000}, "BatchSize"},
 		{embedding.Config{BaseURL: "http://x/v1", MaxConcurrency: -1}, "MaxConcurrency"},
 		{embedding.Config{BaseURL: "http://x/v1", RequestsPerSecond: -1}, "RequestsPerSecond"},
+		{embedding.Config{BaseURL: "http://x/v1", APIKey: "k", APIKeyFile: "/k"}, "APIKeyFile"},
+		{embedding.Config{BaseURL: "http://x/v1", APIKeyFile: "/nonexistent/k"}, "APIKeyFile:"},
 		{embedding.Config{BaseURL: "http://x/v1"}, ""},
 	}
 	for _, tc := range cases {

@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/memoryd/memoryd/internal/modelerr"
+	"github.com/memoryd/memoryd/internal/secretfile"
 	"github.com/memoryd/memoryd/redact"
 )
 
@@ -65,6 +66,11 @@ type LLMConfig struct {
 	BaseURL string
 	// APIKey is sent as a bearer token. Optional: local servers need none.
 	APIKey string
+	// APIKeyFile names a file holding the API key (less a trailing line
+	// break), in place of APIKey: read again when it changes, so that a
+	// key rotated in the file is sent from the next request on, without a
+	// restart. Optional.
+	APIKeyFile string
 	// Model is the model name, e.g. "gpt-4o-mini" or "qwen2.5:7b". Required.
 	Model string
 	// Timeout bounds each HTTP request. One call sends at most two (the
@@ -173,6 +179,8 @@ func (c LLMConfig) validate() error {
 		return errors.New("extractor: LLMConfig.Temperature must be between 0 and 2")
 	case c.MaxTokens <= 0:
 		return errors.New("extractor: LLMConfig.MaxTokens must be positive")
+	case c.APIKey != "" && c.APIKeyFile != "":
+		return errors.New("extractor: LLMConfig.APIKeyFile is set with APIKey; give one")
 	}
 	if err := CheckBaseURL(c.BaseURL); err != nil {
 		return fmt.Errorf("extractor: LLMConfig.BaseURL %w", err)
@@ -214,6 +222,7 @@ func CheckResponseFormat(f string) error {
 // chat-completions API. It is safe for concurrent use.
 type LLM struct {
 	cfg         LLMConfig
+	keyFile     *secretfile.File // LLMConfig.APIKeyFile's, or nil
 	client      *openai.Client
 	format      *openai.ChatCompletionResponseFormat // of Extract
 	batchFormat *openai.ChatCompletionResponseFormat // of ExtractBatch
@@ -256,9 +265,19 @@ func NewLLM(cfg LLMConfig) (*LLM, error) {
 		return nil, err
 	}
 
+	var keyFile *secretfile.File
+	if cfg.APIKeyFile != "" {
+		f, err := secretfile.Open(cfg.APIKeyFile, "llm api key", cfg.Logger)
+		if err != nil {
+			return nil, fmt.Errorf("extractor: LLMConfig.APIKeyFile: %w", err)
+		}
+		keyFile = f
+	}
+	// With a key file go-openai gets no key, and the doer sets the header
+	// from the file at each request.
 	clientCfg := openai.DefaultConfig(cfg.APIKey)
 	clientCfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
-	doer := recordingDoer{client: cfg.HTTPClient}
+	doer := recordingDoer{client: cfg.HTTPClient, key: keyFile}
 	var tracer trace.Tracer
 	if cfg.TracerProvider != nil {
 		tracer = cfg.TracerProvider.Tracer("github.com/memoryd/memoryd/extractor")
@@ -268,6 +287,7 @@ func NewLLM(cfg LLMConfig) (*LLM, error) {
 
 	l := &LLM{
 		cfg:         cfg,
+		keyFile:     keyFile,
 		client:      openai.NewClientWithConfig(clientCfg),
 		temperature: requestTemperature(cfg.Model, cfg.Temperature),
 		sem:         make(chan struct{}, cfg.MaxConcurrency),
@@ -504,7 +524,7 @@ func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, us
 		// Only a server that answered quotes a message; a timeout or a
 		// connection error (every request of an outage) holds none.
 		e.Reason = hideEcho(e.Reason, req.Messages)
-		e.Reason = hideKey(e.Reason, l.cfg.APIKey)
+		e.Reason = hideKey(e.Reason, l.apiKey())
 	}
 	if hint := formatHint(status, ex.body, req.ResponseFormat); hint != "" {
 		e.Reason += "; " + hint
@@ -1201,6 +1221,15 @@ func hideEcho(reason string, msgs []openai.ChatCompletionMessage) string {
 	return modelerr.HideEcho(reason, texts)
 }
 
+// apiKey is the API key requests carry now (LLMConfig.APIKey, or
+// APIKeyFile's value), for hiding it in what the server says.
+func (l *LLM) apiKey() string {
+	if l.keyFile != nil {
+		return l.keyFile.Value()
+	}
+	return l.cfg.APIKey
+}
+
 // hideKey replaces in reason (an error quoting a server's message) the
 // configured API key, which a server refusing it may quote back ("invalid
 // key: ..."), whatever its shape (redact.Text knows vendors' keys by
@@ -1346,11 +1375,17 @@ func bodyHint(contentType string) string {
 // re-sends only idempotent requests, never these POSTs.
 type recordingDoer struct {
 	client *http.Client
+	// key, when set, is the API key's file: its value now is the
+	// request's bearer token.
+	key *secretfile.File
 	// propagate sends the traceparent of the request's span (tracing on).
 	propagate bool
 }
 
 func (d recordingDoer) Do(req *http.Request) (*http.Response, error) {
+	if d.key != nil {
+		req.Header.Set("Authorization", "Bearer "+d.key.Value())
+	}
 	if d.propagate {
 		propagation.TraceContext{}.Inject(req.Context(), propagation.HeaderCarrier(req.Header))
 	}
@@ -1429,7 +1464,7 @@ func (l *LLM) Models(ctx context.Context) ([]string, error) {
 		// go-openai's error quotes the server's message whole: bounded and
 		// redacted as an extraction's is, since start-up logs it.
 		msg, _ := redact.Text(err.Error())
-		msg = hideKey(boundDetail(msg), l.cfg.APIKey)
+		msg = hideKey(boundDetail(msg), l.apiKey())
 		return nil, &quotedError{msg: fmt.Sprintf("llm server at %s: %s", redactURL(l.cfg.BaseURL), msg), err: err}
 	}
 	ids := make([]string, 0, len(list.Models))

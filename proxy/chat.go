@@ -268,12 +268,16 @@ func (p *Proxy) forward(w http.ResponseWriter, in *http.Request, req *http.Reque
 		// The client's own, even with no key to put in its place.
 		req.Header.Del(h)
 	}
+	key := p.cfg.UpstreamKey
+	if p.keyFile != nil {
+		key = p.keyFile.Value()
+	}
 	switch {
-	case p.cfg.UpstreamKey == "":
+	case key == "":
 	case p.cfg.UpstreamKeyHeader != "":
-		req.Header.Set(p.cfg.UpstreamKeyHeader, p.cfg.UpstreamKey)
+		req.Header.Set(p.cfg.UpstreamKeyHeader, key)
 	default:
-		req.Header.Set("Authorization", "Bearer "+p.cfg.UpstreamKey)
+		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	if p.tracer != nil {
 		// The proxy's span, in place of the one the client sent.

@@ -30,6 +30,7 @@ import (
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/internal/bodytime"
 	"github.com/memoryd/memoryd/internal/httperrlog"
+	"github.com/memoryd/memoryd/internal/secretfile"
 )
 
 // Defaults of Config.
@@ -128,6 +129,11 @@ type Config struct {
 	// (Authorization: Bearer), or in UpstreamKeyHeader; the client's
 	// memoryd key never is. Empty: none.
 	UpstreamKey string
+	// UpstreamKeyFile names a file holding the upstream's key (less a
+	// trailing line break), in place of UpstreamKey: read again when it
+	// changes, so that a key rotated in the file is sent from the next
+	// request on, without a restart. Optional.
+	UpstreamKeyFile string
 	// UpstreamKeyHeader, when set, is the header UpstreamKey is sent in,
 	// as it is, rather than Authorization: Bearer: "api-key" for Azure
 	// OpenAI's key authentication.
@@ -264,6 +270,8 @@ func (c Config) validate() error {
 		return errors.New("proxy: Keys is required unless TrustedUserHeader is set (no way to know the user)")
 	case c.Conn == nil:
 		return errors.New("proxy: Conn is required")
+	case c.UpstreamKey != "" && c.UpstreamKeyFile != "":
+		return errors.New("proxy: UpstreamKeyFile is set with UpstreamKey; give one")
 	case c.UpstreamKeyHeader != "" && !httpguts.ValidHeaderFieldName(c.UpstreamKeyHeader):
 		return fmt.Errorf("proxy: UpstreamKeyHeader %q is not a header name", c.UpstreamKeyHeader)
 	case c.EnrichFormat != events.FormatInline && c.EnrichFormat != events.FormatSystem && c.EnrichFormat != events.FormatMarkdown:
@@ -278,8 +286,9 @@ func (c Config) validate() error {
 // Stop run it on Config.Listen.
 type Proxy struct {
 	cfg      Config
-	upstream string // Config.Upstream without its query and trailing "/"
-	query    string // its query, without the "?"
+	keyFile  *secretfile.File // Config.UpstreamKeyFile's, or nil
+	upstream string           // Config.Upstream without its query and trailing "/"
+	query    string           // its query, without the "?"
 	client   *http.Client
 	memory   *events.Client
 	pub      *events.Publisher
@@ -321,11 +330,18 @@ func New(cfg Config) (*Proxy, error) {
 		t.ResponseHeaderTimeout = cfg.UpstreamTimeout
 		tr = t
 	}
+	var keyFile *secretfile.File
+	if cfg.UpstreamKeyFile != "" {
+		if keyFile, err = secretfile.Open(cfg.UpstreamKeyFile, "upstream key", cfg.Logger); err != nil {
+			return nil, fmt.Errorf("proxy: UpstreamKeyFile: %w", err)
+		}
+	}
 	// A query (Azure OpenAI's ?api-version=) goes after each endpoint's
 	// path, not before it.
 	base, query, _ := strings.Cut(cfg.Upstream, "?")
 	p := &Proxy{
 		cfg:      cfg,
+		keyFile:  keyFile,
 		upstream: strings.TrimSuffix(base, "/"),
 		query:    query,
 		// Redirects are the client's to follow, not the proxy's: following

@@ -12,6 +12,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -1339,6 +1341,44 @@ func TestUpstreamKeyHeader(t *testing.T) {
 	}
 	if _, err := proxy.New(proxy.Config{Upstream: "http://127.0.0.1:1/v1", TrustedUserHeader: "X-User", Conn: e.nc, UpstreamKeyHeader: "api key"}); err == nil {
 		t.Error("UpstreamKeyHeader with a space: no error")
+	}
+}
+
+// TestUpstreamKeyFileRotated: a key given by file (--upstream-key-file) is
+// read again when the file changes, so a key rotated in it is sent from
+// the next request on, without a restart of the proxy.
+func TestUpstreamKeyFileRotated(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "upstream-key")
+	replace := func(text string) {
+		t.Helper()
+		if err := os.WriteFile(path+".new", []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(path+".new", path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replace("first-upstream-key\n")
+	e := newEnv(t, func(c *proxy.Config) { c.UpstreamKey, c.UpstreamKeyFile = "", path })
+	sent := func() string {
+		t.Helper()
+		if code := e.post(t, "Authorization", "Bearer "+e.keys["alice"]); code != http.StatusOK {
+			t.Fatalf("chat: %d", code)
+		}
+		e.up.mu.Lock()
+		defer e.up.mu.Unlock()
+		return e.up.headers[len(e.up.headers)-1].Get("Authorization")
+	}
+	if got := sent(); got != "Bearer first-upstream-key" {
+		t.Fatalf("the upstream got %q, want the file's key", got)
+	}
+	replace("second-upstream-key")
+	if got := sent(); got != "Bearer second-upstream-key" {
+		t.Fatalf("after the rotation the upstream got %q, want the file's new key", got)
+	}
+	if _, err := proxy.New(proxy.Config{Upstream: "http://127.0.0.1:1/v1", TrustedUserHeader: "X-User", Conn: e.nc, UpstreamKey: "k", UpstreamKeyFile: path}); err == nil {
+		t.Error("UpstreamKey with UpstreamKeyFile: no error")
 	}
 }
 

@@ -43,11 +43,15 @@ var fieldFlags = map[string]map[string]string{
 		"Burst":             "--llm-burst",
 		"ResponseFormat":    "--llm-response-format",
 		"MaxTokens":         "--llm-max-tokens",
+		"APIKey":            "--llm-api-key",
+		"APIKeyFile":        "--llm-api-key-file",
 	},
 	"embedding": {
-		"BaseURL": "--embed-base-url",
-		"Model":   "--embed-model",
-		"Timeout": "--embed-timeout",
+		"BaseURL":    "--embed-base-url",
+		"Model":      "--embed-model",
+		"Timeout":    "--embed-timeout",
+		"APIKey":     "--embed-api-key",
+		"APIKeyFile": "--embed-api-key-file",
 	},
 	"enricher": {
 		"Timeout":               "--enrich-timeout",

@@ -455,7 +455,7 @@ var commandSettings = []string{
 	"ensure-stream", // publish
 	"role",          // serve
 	// proxy and mcp
-	"listen", "keys", "key-hashes", "upstream", "upstream-key", "upstream-key-header", "upstream-timeout", "upstream-idle", "enrich-budget",
+	"listen", "keys", "key-hashes", "upstream", "upstream-key", "upstream-key-file", "upstream-key-header", "upstream-timeout", "upstream-idle", "enrich-budget",
 	"enrich-format", "metrics", "trusted-user-header", "max-request-bytes",
 }
 

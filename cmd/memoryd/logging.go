@@ -123,7 +123,7 @@ func (p *repeats) let(msg string) (held int, ok bool) {
 // while a dependency is down.
 func perRequest(msg string) bool {
 	return slices.Contains(enricher.PerRequestFailures, msg) || slices.Contains(proxy.PerRequestFailures, msg) ||
-		slices.Contains(worker.OutageRepeats, msg) || msg == app.MsgNATSRefused || msg == app.MsgNATSTLSRefused || msg == app.MsgNATSSecretFileUnread || msg == httperrlog.MsgAccept
+		slices.Contains(worker.OutageRepeats, msg) || msg == app.MsgNATSRefused || msg == app.MsgNATSTLSRefused || msg == httperrlog.MsgAccept
 }
 
 // riverKeepsInfo reports whether a River info message says something went

@@ -37,6 +37,7 @@ stores the turns.`)
 	f.Lookup("database-url").Usage = "not used: this command talks to memoryd over NATS only"
 	f.String(&cfg.Upstream, "upstream", "", "OpenAI-compatible base URL to forward to, e.g. http://127.0.0.1:11434/v1 (required)")
 	f.Secret(&cfg.UpstreamKey, "upstream-key", "API key sent to the upstream (never the client's memoryd key)")
+	f.String(&cfg.UpstreamKeyFile, "upstream-key-file", "", "file holding the upstream's API key (instead of --upstream-key), read again when it changes: a key rotated in the file is sent from the next request on, without a restart")
 	f.String(&cfg.UpstreamKeyHeader, "upstream-key-header", "", "header --upstream-key is sent in, as it is (e.g. api-key for Azure OpenAI); empty: Authorization: Bearer")
 	f.CommandEnvs("proxy") // MEMORYD_PROXY_LISTEN, ... (commandEnvs)
 	f.String(&cfg.Listen, "listen", proxy.DefaultListen, "address the proxy listens on")
@@ -68,6 +69,9 @@ stores the turns.`)
 	}
 	if u, err := url.Parse(cfg.Upstream); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return f.usageErr("--upstream %q is not an http or https URL, e.g. http://127.0.0.1:11434/v1", cfg.Upstream)
+	}
+	if cfg.UpstreamKey != "" && cfg.UpstreamKeyFile != "" {
+		return f.usageErr("--upstream-key and --upstream-key-file are both set; give one")
 	}
 	logger, err := conn.logger(a)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -89,6 +90,16 @@ type Server struct {
 	next    int
 	last    []byte
 	handler func(req openai.ChatCompletionRequest) Reply
+	key     string // SetKey's
+}
+
+// SetKey makes the server answer 401 to a request whose bearer token is
+// not key, quoting the token it got as OpenAI does ("Incorrect API key
+// provided: ..."); "" takes any request, as before the first call.
+func (s *Server) SetKey(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.key = key
 }
 
 // NewServer starts a server that serves replies in order, repeating the last
@@ -141,6 +152,11 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 
 	s.mu.Lock()
 	s.last = body
+	if sent, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); s.key != "" && sent != s.key {
+		s.mu.Unlock()
+		write(w, Error(http.StatusUnauthorized, "Incorrect API key provided: "+sent))
+		return
+	}
 	h := s.handler
 	var reply Reply
 	if h == nil {

@@ -202,7 +202,7 @@ func Defaults() Config {
 	c.Changes.Logger, c.Changes.Prefix = nil, ""
 	// Shown by the flags; embedding stays off without a BaseURL.
 	c.Embed = c.Embed.WithDefaults()
-	c.Embed.HTTPClient = nil
+	c.Embed.HTTPClient, c.Embed.Logger = nil, nil
 	return c
 }
 
@@ -254,6 +254,7 @@ func (c Config) withDefaults() Config {
 		c.LLM = c.LLM.WithDefaults()
 	}
 	if c.Embed.BaseURL != "" {
+		c.Embed.Logger = cmp.Or(c.Embed.Logger, c.Logger)
 		c.Embed = c.Embed.WithDefaults()
 	}
 	c.RiverUI = c.RiverUI.withDefaults()
@@ -366,8 +367,10 @@ func (c Config) validate() error {
 	if c.Embed.BaseURL != "" {
 		if err := c.Embed.Validate(); err != nil {
 			// "embedding: Config.Field reason" names the field in Embed.
+			// A field the reason names too ("is set with Config.APIKey")
+			// is Embed's as well.
 			field, reason, _ := strings.Cut(strings.TrimPrefix(err.Error(), "embedding: Config."), " ")
-			return &ConfigError{Field: "Embed." + field, Reason: reason}
+			return &ConfigError{Field: "Embed." + field, Reason: strings.ReplaceAll(reason, "Config.", "Embed.")}
 		}
 	}
 	if err := c.RiverUI.validate(c.Ops.Addr); err != nil {

@@ -13,7 +13,8 @@ import (
 // ranking and embedding (the stored vector form and its search, for hybrid
 // retrieval; issue 17); both use chunker to cut knowledge base documents
 // (issue 19); extractor and embedding read model servers' error replies
-// with internal/modelerr; worker, extractor and enricher redact secrets
+// with internal/modelerr, and their API keys and NATS's password kept in
+// files with internal/secretfile; worker, extractor and enricher redact secrets
 // with redact; extractor and agenttools spell fact keys alike with
 // internal/factkey; store, ranking, chunker, redact and the wire contract
 // (events) import no sibling. Test files
@@ -28,7 +29,7 @@ func TestImportGraph(t *testing.T) {
 		"events":     {},
 		"ranking":    {},
 		"migrations": {},
-		"embedding":  {"internal/modelerr"},
+		"embedding":  {"internal/modelerr", "internal/secretfile"},
 		"chunker":    {},
 		"apikeys":    {},
 		"redact":     {},
@@ -44,13 +45,16 @@ func TestImportGraph(t *testing.T) {
 		// net/http's server errors through the service's logger, the
 		// ops listener's, the proxy's and the MCP server's alike.
 		"internal/httperrlog": {},
-		"proxy":               {"events", "internal/bodytime", "internal/httperrlog"},
+		// Credentials kept in files, read again when they change: NATS's
+		// password and token, the model servers' API keys.
+		"internal/secretfile": {},
+		"proxy":               {"events", "internal/bodytime", "internal/httperrlog", "internal/secretfile"},
 		"agenttools":          {"events", "internal/bodytime", "internal/factkey", "internal/httperrlog"},
 		"store":               {"migrations"},
-		"extractor":           {"events", "internal/factkey", "internal/modelerr", "redact"},
+		"extractor":           {"events", "internal/factkey", "internal/modelerr", "internal/secretfile", "redact"},
 		"worker":              {"chunker", "embedding", "events", "extractor", "redact", "store"},
 		"enricher":            {"chunker", "embedding", "events", "ranking", "redact", "store"},
-		"internal/app":        {"embedding", "enricher", "events", "extractor", "internal/httperrlog", "migrations", "store", "worker"},
+		"internal/app":        {"embedding", "enricher", "events", "extractor", "internal/httperrlog", "internal/secretfile", "migrations", "store", "worker"},
 	}
 	seen := 0
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {

@@ -6,15 +6,14 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
-	"os"
 	"regexp"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/internal/secretfile"
 )
 
 // natsMaxPingsOut and NATSConfig.PingInterval bound how long a connection
@@ -103,22 +102,26 @@ func (c NATSConfig) Connect(logger *slog.Logger) (*nats.Conn, error) {
 	}
 	switch {
 	case c.PasswordFile != "":
-		pw, err := openSecretFile(c.PasswordFile, "password", logger)
+		// Read again at every connect and reconnect (nats.go asks as it
+		// writes each CONNECT): an operator rotating it writes the new one
+		// to the file before the server takes it, and the reconnect the
+		// server's change causes uses it.
+		pw, err := secretfile.Open(c.PasswordFile, "nats password", logger)
 		if err != nil {
 			return nil, err
 		}
 		user := c.User
-		opts = append(opts, nats.UserInfoHandler(func() (string, string) { return user, pw.value() }))
+		opts = append(opts, nats.UserInfoHandler(func() (string, string) { return user, pw.Value() }))
 	case c.User != "" || c.Password != "":
 		opts = append(opts, nats.UserInfo(c.User, c.Password))
 	}
 	switch {
 	case c.TokenFile != "":
-		tok, err := openSecretFile(c.TokenFile, "token", logger)
+		tok, err := secretfile.Open(c.TokenFile, "nats token", logger)
 		if err != nil {
 			return nil, err
 		}
-		opts = append(opts, nats.TokenHandler(tok.value))
+		opts = append(opts, nats.TokenHandler(tok.Value))
 	case c.Token != "":
 		opts = append(opts, nats.Token(c.Token))
 	}
@@ -144,68 +147,6 @@ func (c NATSConfig) Connect(logger *slog.Logger) (*nats.Conn, error) {
 	}
 	return nc, nil
 }
-
-// secretFile is a credential kept in a file (NATSConfig.PasswordFile,
-// TokenFile), read at every connect and reconnect: nats.go asks for it as
-// it writes each CONNECT. An operator rotating it writes the new one to
-// the file (whole: another file renamed over it) before the server takes
-// it, and the reconnect the server's change causes uses it, without a
-// restart of memoryd. Safe for concurrent use.
-type secretFile struct {
-	path, what string
-	logger     *slog.Logger
-
-	mu   sync.Mutex
-	last string // the last value read
-}
-
-// openSecretFile reads the file once, so that a file missing or empty is
-// refused at start rather than at the first connect.
-func openSecretFile(path, what string, logger *slog.Logger) (*secretFile, error) {
-	v, err := readSecret(path)
-	if err != nil {
-		return nil, fmt.Errorf("nats %s file: %w", what, err)
-	}
-	return &secretFile{path: path, what: what, logger: logger, last: v}, nil
-}
-
-// value is the file's credential now. A file that cannot be read or is
-// empty (removed, or written in place and caught half-way) gives the last
-// value read, and a warning: the connection then stands as it would have
-// with the value given once.
-func (f *secretFile) value() string {
-	v, err := readSecret(f.path)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err != nil {
-		f.logger.Warn(MsgNATSSecretFileUnread, "credential", f.what, "error", err)
-		return f.last
-	}
-	f.last = v
-	return v
-}
-
-// readSecret reads a credential from path: its content less one trailing
-// line break ("echo pw > file" writes one), which no password or token
-// holds; an empty one is refused, since the server would take it for no
-// credential at all.
-func readSecret(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	v := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
-	if v == "" {
-		return "", fmt.Errorf("%s is empty", path)
-	}
-	return v, nil
-}
-
-// MsgNATSSecretFileUnread is logged when a password or token file cannot be
-// read at a connect or reconnect, which then uses the last value read; at
-// every reconnect while it lasts, so a process's log handler may hold back
-// its repeats.
-const MsgNATSSecretFileUnread = "nats credential file cannot be read; connecting with the value last read from it"
 
 // MsgNATSRefused is logged at each reconnect the server refuses for
 // memoryd's credentials (a password, token, NKey or .creds file it no

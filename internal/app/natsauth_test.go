@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/memoryd/memoryd/events/eventstest"
+	"github.com/memoryd/memoryd/internal/secretfile"
 )
 
 // A NATS server that refuses memoryd's credentials for a while (its
@@ -135,8 +136,8 @@ func TestNATSCredentialFileRotatedWithoutRestart(t *testing.T) {
 			eventstest.Eventually(t, "reconnected after the restart with the file gone", 20*time.Second, func() (bool, string) {
 				return nc.Stats().Reconnects > before && nc.IsConnected(), fmt.Sprint(nc.Stats().Reconnects-before, " reconnects, ", nc.Status())
 			})
-			if !strings.Contains(logs.String(), MsgNATSSecretFileUnread) {
-				t.Fatalf("no %q line for the missing file:\n%s", MsgNATSSecretFileUnread, logs.String())
+			if !strings.Contains(logs.String(), secretfile.MsgUnread) {
+				t.Fatalf("no %q line for the missing file:\n%s", secretfile.MsgUnread, logs.String())
 			}
 		})
 	}

@@ -1,0 +1,71 @@
+package extractor
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/memoryd/memoryd/extractor/extractortest"
+)
+
+// An API key given by file (--llm-api-key-file) is read again when the
+// file changes: after the provider's rotation, the key written to the
+// file is sent from the next request on, without a restart (before, the
+// key was read once, and a rotation took a restart of every serve). The
+// old key the server quotes back while refusing it is hidden as the
+// configured one is.
+func TestLLMAPIKeyFileRotated(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "key")
+	replace := func(text string) {
+		t.Helper()
+		if err := os.WriteFile(path+".new", []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(path+".new", path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replace("first-key-0123456789\n")
+	srv := extractortest.NewServer(t)
+	srv.SetKey("first-key-0123456789")
+	l := newTestLLM(t, srv, func(c *LLMConfig) { c.APIKeyFile = path })
+	ctx := context.Background()
+	if _, err := l.Extract(ctx, testInput("I live in Lisbon")); err != nil {
+		t.Fatalf("with the key the server takes: %v", err)
+	}
+
+	srv.SetKey("second-key-9876543210") // the provider rotated it
+	_, err := l.Extract(ctx, testInput("I live in Porto"))
+	if !IsUnreachable(err) || !strings.Contains(err.Error(), "401") || strings.Contains(err.Error(), "first-key") {
+		t.Fatalf("with the old key: %v; want the server's 401, a refusal waited for as an outage, the key hidden", err)
+	}
+
+	replace("second-key-9876543210\n")
+	if _, err := l.Extract(ctx, testInput("I live in Faro")); err != nil {
+		t.Fatalf("after the key file was rotated: %v", err)
+	}
+}
+
+// A key file is refused with a key, and a file that holds none at start.
+func TestLLMAPIKeyFileRefusals(t *testing.T) {
+	t.Parallel()
+	empty := filepath.Join(t.TempDir(), "empty")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		cfg  LLMConfig
+		want string
+	}{
+		{LLMConfig{APIKey: "k", APIKeyFile: empty}, "extractor: LLMConfig.APIKeyFile is set with APIKey; give one"},
+		{LLMConfig{APIKeyFile: empty}, "extractor: LLMConfig.APIKeyFile: llm api key file: " + empty + " is empty"},
+	} {
+		tc.cfg.BaseURL, tc.cfg.Model = "http://127.0.0.1:1/v1", "m"
+		if _, err := NewLLM(tc.cfg); err == nil || err.Error() != tc.want {
+			t.Errorf("NewLLM(%+v) = %v, want %q", tc.cfg, err, tc.want)
+		}
+	}
+}
