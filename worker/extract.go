@@ -685,7 +685,7 @@ const msgDBDiskFull = "database disk full (Postgres cannot write: free space on 
 
 // msgModelRefuses is logged instead when the server refuses the
 // configuration (a 401, 403 or 404: extractor.IsMisconfigured).
-const msgModelRefuses = "model server refuses memoryd's API key or model (--llm-api-key, --llm-model, --llm-base-url); extraction waiting for it to be fixed without spending attempts"
+const msgModelRefuses = "model server refuses memoryd's API key or model (--llm-api-key or --llm-api-key-file, --llm-model, --llm-base-url); extraction waiting for it to be fixed without spending attempts"
 
 // kindName is the extractor's kind of err for the log, "other" when the
 // extractor did not fail (the store did, or the job's context ended).

@@ -896,7 +896,7 @@ func (a *App) workerHealth(now time.Time) (ingest, model string) {
 // key revoked, a model removed, a rollout with a wrong key) makes every
 // extraction wait, for --llm-max-outage, and then fail.
 func modelCheck(r *worker.Outage, now time.Time) string {
-	return outageCheck(r, now, "the model server refuses memoryd's API key or model", "extraction waits; fix --llm-api-key, --llm-model or --llm-base-url and restart")
+	return outageCheck(r, now, "the model server refuses memoryd's API key or model", "extraction waits; write the new key to --llm-api-key-file, or fix --llm-api-key, --llm-model or --llm-base-url and restart")
 }
 
 // ingestCheck is the ingest's health at now given its outage f (nil for

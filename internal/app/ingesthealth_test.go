@@ -43,7 +43,7 @@ func TestModelCheck(t *testing.T) {
 		{"answering", nil, "ok"},
 		{"a short refusal", &worker.Outage{Since: now.Add(-time.Second), Err: "401"}, "ok"},
 		{"a long one", &worker.Outage{Since: now.Add(-3 * time.Minute), Err: "model: 401 Incorrect API key provided"},
-			"the model server refuses memoryd's API key or model for 3m0s (extraction waits; fix --llm-api-key, --llm-model or --llm-base-url and restart): model: 401 Incorrect API key provided"},
+			"the model server refuses memoryd's API key or model for 3m0s (extraction waits; write the new key to --llm-api-key-file, or fix --llm-api-key, --llm-model or --llm-base-url and restart): model: 401 Incorrect API key provided"},
 	} {
 		if got := modelCheck(c.r, now); got != c.want {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
