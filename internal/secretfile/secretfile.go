@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 )
 
 // MsgUnread is logged when a credential file that was read before cannot
@@ -40,13 +39,12 @@ type File struct {
 
 // stamp is what tells that a file changed without reading it.
 type stamp struct {
-	size  int64
-	mod   time.Time
-	inode uint64
+	size, mod int64 // mod: the modification time, Unix nanoseconds
+	inode     uint64
 }
 
 func stampOf(fi os.FileInfo) stamp {
-	s := stamp{size: fi.Size(), mod: fi.ModTime()}
+	s := stamp{size: fi.Size(), mod: fi.ModTime().UnixNano()}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		s.inode = st.Ino
 	}
