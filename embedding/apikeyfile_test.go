@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/memoryd/memoryd/embedding"
+	"github.com/memoryd/memoryd/internal/secretfile/secretfiletest"
 )
 
 // An API key given by file (--embed-api-key-file) is read again when the
@@ -37,15 +37,7 @@ func TestEmbedAPIKeyFileRotated(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	path := filepath.Join(t.TempDir(), "key")
-	replace := func(text string) {
-		t.Helper()
-		if err := os.WriteFile(path+".new", []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(path+".new", path); err != nil {
-			t.Fatal(err)
-		}
-	}
+	replace := func(text string) { secretfiletest.Replace(t, path, text) }
 	replace("first-key-0123456789\n")
 	c, err := embedding.New(embedding.Config{BaseURL: srv.URL, APIKeyFile: path})
 	if err != nil {

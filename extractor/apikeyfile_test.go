@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/memoryd/memoryd/extractor/extractortest"
+	"github.com/memoryd/memoryd/internal/secretfile/secretfiletest"
 )
 
 // An API key given by file (--llm-api-key-file) is read again when the
@@ -19,15 +20,7 @@ import (
 func TestLLMAPIKeyFileRotated(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "key")
-	replace := func(text string) {
-		t.Helper()
-		if err := os.WriteFile(path+".new", []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(path+".new", path); err != nil {
-			t.Fatal(err)
-		}
-	}
+	replace := func(text string) { secretfiletest.Replace(t, path, text) }
 	replace("first-key-0123456789\n")
 	srv := extractortest.NewServer(t)
 	srv.SetKey("first-key-0123456789")

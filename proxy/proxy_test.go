@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -28,6 +27,7 @@ import (
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/internal/app"
+	"github.com/memoryd/memoryd/internal/secretfile/secretfiletest"
 	"github.com/memoryd/memoryd/proxy"
 	"github.com/memoryd/memoryd/store/storetest"
 )
@@ -1350,15 +1350,7 @@ func TestUpstreamKeyHeader(t *testing.T) {
 func TestUpstreamKeyFileRotated(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "upstream-key")
-	replace := func(text string) {
-		t.Helper()
-		if err := os.WriteFile(path+".new", []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(path+".new", path); err != nil {
-			t.Fatal(err)
-		}
-	}
+	replace := func(text string) { secretfiletest.Replace(t, path, text) }
 	replace("first-upstream-key\n")
 	e := newEnv(t, func(c *proxy.Config) { c.UpstreamKey, c.UpstreamKeyFile = "", path })
 	sent := func() string {

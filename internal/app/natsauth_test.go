@@ -13,6 +13,7 @@ import (
 
 	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/internal/secretfile"
+	"github.com/memoryd/memoryd/internal/secretfile/secretfiletest"
 )
 
 // A NATS server that refuses memoryd's credentials for a while (its
@@ -88,16 +89,7 @@ func TestNATSCredentialFileRotatedWithoutRestart(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			conf, secret := filepath.Join(dir, "nats.conf"), filepath.Join(dir, "secret")
-			write := func(path, text string) {
-				t.Helper()
-				// Whole, as the docs say: another file renamed over it.
-				if err := os.WriteFile(path+".new", []byte(text), 0o600); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.Rename(path+".new", path); err != nil {
-					t.Fatal(err)
-				}
-			}
+			write := func(path, text string) { secretfiletest.Replace(t, path, text) }
 			write(conf, tc.server("first-secret"))
 			write(secret, "first-secret\n") // echo's line break is not part of it
 			srv := eventstest.StartServer(t, func(port int) []string {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/memoryd/memoryd/internal/secretfile/secretfiletest"
 )
 
 // Open refuses what holds no credential, saying which file and why.
@@ -42,15 +44,7 @@ func TestOpenRefuses(t *testing.T) {
 func TestValueFollowsTheFile(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "key")
-	replace := func(text string) {
-		t.Helper()
-		if err := os.WriteFile(path+".new", []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(path+".new", path); err != nil {
-			t.Fatal(err)
-		}
-	}
+	replace := func(text string) { secretfiletest.Replace(t, path, text) }
 	inPlace := func(text string) {
 		t.Helper()
 		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
