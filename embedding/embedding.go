@@ -250,7 +250,7 @@ func (c *Client) request(ctx context.Context, batch []string) (vs [][]float32, b
 			return nil, nil, &Error{Kind: KindTransient, Reason: "request: " + ctx.Err().Error(), Err: ctx.Err()}
 		case modelerr.NotConnected(err):
 			e := newError(KindTransient, "connection error: %s", short(c.redact(err.Error())))
-			e.NotSent = true
+			e.NotSent, e.Unreachable = true, true
 			return nil, nil, e
 		case rctx.Err() != nil:
 			return nil, nil, newError(KindTransient, "request timed out after %s", c.cfg.Timeout)
@@ -322,6 +322,8 @@ func (c *Client) statusError(status int, retryAfter string, body []byte, batch [
 		}
 	case status >= 400 && status < 500 && status != http.StatusRequestTimeout:
 		e.Kind = KindPermanent
+	case status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout:
+		e.Unreachable = true
 	}
 	return e
 }

@@ -69,19 +69,21 @@ func TestEmbedErrorsClassified(t *testing.T) {
 		// inputMayBeCause: a batch failing so may have failed for one
 		// of its texts.
 		inputMayBeCause bool
+		// unreachable: the server is down or restarting (IsUnreachable).
+		unreachable bool
 	}{
-		{http.StatusInternalServerError, "", embedding.KindTransient, 0, true},
-		{http.StatusBadGateway, "", embedding.KindTransient, 0, false},
-		{http.StatusRequestTimeout, "", embedding.KindTransient, 0, true},
-		{http.StatusServiceUnavailable, "", embedding.KindTransient, 0, false},
-		{http.StatusGatewayTimeout, "", embedding.KindTransient, 0, false},
-		{http.StatusServiceUnavailable, "7", embedding.KindRetryAfter, 7 * time.Second, false},
-		{http.StatusTooManyRequests, "", embedding.KindRetryAfter, time.Second, false},
-		{http.StatusTooManyRequests, "3", embedding.KindRetryAfter, 3 * time.Second, false},
-		{http.StatusTooManyRequests, "99999", embedding.KindRetryAfter, embedding.MaxRetryAfter, false},
-		{http.StatusUnauthorized, "", embedding.KindPermanent, 0, true},
-		{http.StatusNotFound, "", embedding.KindPermanent, 0, true},
-		{http.StatusBadRequest, "", embedding.KindPermanent, 0, true},
+		{http.StatusInternalServerError, "", embedding.KindTransient, 0, true, false},
+		{http.StatusBadGateway, "", embedding.KindTransient, 0, false, true},
+		{http.StatusRequestTimeout, "", embedding.KindTransient, 0, true, false},
+		{http.StatusServiceUnavailable, "", embedding.KindTransient, 0, false, true},
+		{http.StatusGatewayTimeout, "", embedding.KindTransient, 0, false, true},
+		{http.StatusServiceUnavailable, "7", embedding.KindRetryAfter, 7 * time.Second, false, false},
+		{http.StatusTooManyRequests, "", embedding.KindRetryAfter, time.Second, false, false},
+		{http.StatusTooManyRequests, "3", embedding.KindRetryAfter, 3 * time.Second, false, false},
+		{http.StatusTooManyRequests, "99999", embedding.KindRetryAfter, embedding.MaxRetryAfter, false, false},
+		{http.StatusUnauthorized, "", embedding.KindPermanent, 0, true, false},
+		{http.StatusNotFound, "", embedding.KindPermanent, 0, true, false},
+		{http.StatusBadRequest, "", embedding.KindPermanent, 0, true, false},
 	}
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("%d_%s", tc.status, tc.retryAfter), func(t *testing.T) {
@@ -94,6 +96,9 @@ func TestEmbedErrorsClassified(t *testing.T) {
 			}
 			if got := embedding.InputMayBeCause(err); got != tc.inputMayBeCause {
 				t.Errorf("InputMayBeCause = %v, want %v", got, tc.inputMayBeCause)
+			}
+			if got := embedding.IsUnreachable(err); got != tc.unreachable {
+				t.Errorf("IsUnreachable = %v, want %v", got, tc.unreachable)
 			}
 			d, ok := embedding.RetryAfterOf(err)
 			if ok != (tc.kind == embedding.KindRetryAfter) || d != tc.delay {
@@ -115,8 +120,8 @@ func TestEmbedUnreachableAndTimeout(t *testing.T) {
 	srv.SetDelay(time.Minute)
 	c := newClient(t, srv, embedding.Config{Timeout: 50 * time.Millisecond})
 	var e *embedding.Error
-	if _, err := c.Embed(context.Background(), []string{"x"}); embedding.KindOf(err) != embedding.KindTransient || !errors.As(err, &e) || e.NotSent {
-		t.Errorf("slow server: %v, want transient, sent", err)
+	if _, err := c.Embed(context.Background(), []string{"x"}); embedding.KindOf(err) != embedding.KindTransient || !errors.As(err, &e) || e.NotSent || e.Unreachable {
+		t.Errorf("slow server: %v, want transient, sent, not unreachable", err)
 	} else if !embedding.InputMayBeCause(err) {
 		t.Errorf("slow server: a text may be the cause of a timeout")
 	}
@@ -124,8 +129,8 @@ func TestEmbedUnreachableAndTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := down.Embed(context.Background(), []string{"x"}); embedding.KindOf(err) != embedding.KindTransient || !errors.As(err, &e) || !e.NotSent {
-		t.Errorf("unreachable server: %v, want transient, not sent", err)
+	if _, err := down.Embed(context.Background(), []string{"x"}); embedding.KindOf(err) != embedding.KindTransient || !errors.As(err, &e) || !e.NotSent || !embedding.IsUnreachable(err) {
+		t.Errorf("unreachable server: %v, want transient, not sent, unreachable", err)
 	} else if embedding.InputMayBeCause(err) {
 		t.Errorf("unreachable server: no text can be the cause of a request never sent")
 	}
@@ -293,7 +298,7 @@ func TestEmbedWaitingToSendIsNotSent(t *testing.T) {
 	defer stop()
 	_, err := c.Embed(ctx, []string{"waits"})
 	var e *embedding.Error
-	if !errors.As(err, &e) || !e.NotSent || embedding.InputMayBeCause(err) {
+	if !errors.As(err, &e) || !e.NotSent || embedding.InputMayBeCause(err) || embedding.IsUnreachable(err) {
 		t.Errorf("waiting for a slot until the deadline: %v (NotSent %v, InputMayBeCause %v), want not sent, no text to blame",
 			err, e != nil && e.NotSent, embedding.InputMayBeCause(err))
 	}

@@ -71,6 +71,15 @@ type Error struct {
 	// while it waited for the client's concurrency or rate limit. None of
 	// its texts can be the cause.
 	NotSent bool
+	// Unreachable is set on an error of KindTransient when the server
+	// itself is down, restarting or loading its model: no connection could
+	// be made (refused, a name that does not resolve, no route), or it
+	// answered 502, 503 (without a Retry-After: with one it is
+	// KindRetryAfter) or 504. Every request fails alike until it is back,
+	// so a caller may wait for it rather than spend attempts (the worker's
+	// embed jobs do, as extraction jobs do for the model server). See
+	// [IsUnreachable].
+	Unreachable bool
 	// Unusable are the indexes, in the texts of the Embed call, of those
 	// the server answered with an unusable vector (a null, non-number or
 	// non-finite entry, or all zero); Embed returned the others' vectors
@@ -124,6 +133,13 @@ func InputMayBeCause(err error) bool {
 		return false
 	}
 	return true
+}
+
+// IsUnreachable reports whether err holds an *Error of KindTransient whose
+// server could not be reached ([Error.Unreachable]).
+func IsUnreachable(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Kind == KindTransient && e.Unreachable
 }
 
 // Error returns the sentinel's text, then the reason.

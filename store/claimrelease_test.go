@@ -273,10 +273,10 @@ func TestAvailableSoon(t *testing.T) {
 // TestWakeWaiting: the jobs of the kind waiting after a snooze of the
 // reason are made available now and marked woken, those snoozed for
 // another reason, of another kind, due already, running, or locked by
-// another transaction are left as they were. A woken job's counted snooze
-// is credited with what of its counted length was not waited (since its
-// run began; for a job never run, the part of the snooze left), once, at
-// most its length.
+// another transaction, or claimed (store.ClaimedByKey) are left as they
+// were. A woken job's counted snooze is credited with what of its counted
+// length was not waited (since its run began; for a job never run, the
+// part of the snooze left), once, at most its length.
 func TestWakeWaiting(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -313,6 +313,10 @@ func TestWakeWaiting(t *testing.T) {
 		// decided by a run begun 10 s ago: not waited is the 60 s less
 		// the 10 s, not the 40 s left of the snooze.
 		spread = insert("extract", "scheduled", `{"snoozed_for": "model_unreachable", "wait_ms": 60000}`, 40*time.Second)
+		// Claimed by an embed job, its last snooze's reason still there:
+		// left to its claimer; a claim that is over (null): woken.
+		claimed   = insert("extract", "scheduled", `{"snoozed_for": "model_unreachable", "`+store.ClaimedByKey+`": 7}`, time.Minute)
+		claimOver = insert("extract", "scheduled", `{"snoozed_for": "model_unreachable", "`+store.ClaimedByKey+`": null}`, time.Minute)
 	)
 	if _, err := s.Pool().Exec(ctx, `UPDATE river_job SET attempted_at = now() - interval '10 seconds' WHERE id = $1`, spread); err != nil {
 		t.Fatal(err)
@@ -332,8 +336,8 @@ func TestWakeWaiting(t *testing.T) {
 	wake := store.Wake{SnoozedKey: "snoozed_for", Reason: "model_unreachable", WokenKey: "woken", WaitKey: "wait_ms", UnwaitedKey: "unwaited_ms",
 		CountKey: "wakes", MaxWakes: 5, CountedAtKey: "counted_at", CountEvery: time.Hour}
 	n, err := s.WakeWaiting(ctx, store.RiverJobs{Kind: "extract"}, wake)
-	if err != nil || n != 7 {
-		t.Fatalf("WakeWaiting woke %d (%v), want 7", n, err)
+	if err != nil || n != 8 {
+		t.Fatalf("WakeWaiting woke %d (%v), want 8", n, err)
 	}
 	for id, want := range map[int64]struct {
 		state  string
@@ -345,7 +349,8 @@ func TestWakeWaiting(t *testing.T) {
 		running: {"running", false, false}, locked: {"scheduled", true, false},
 		counted: {"available", false, true}, clockAhead: {"available", false, true}, notANumber: {"available", false, true},
 		wokenEnough: {"scheduled", true, false}, wokenOnce: {"available", false, true},
-		spread: {"available", false, true},
+		spread:  {"available", false, true},
+		claimed: {"scheduled", true, false}, claimOver: {"available", false, true},
 	} {
 		var (
 			state         string

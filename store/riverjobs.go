@@ -676,7 +676,10 @@ type Wake struct {
 // reason run now, marking them as wake says, and returns how many: the
 // worker's waiters for a model server that answers again. A job another
 // transaction holds (a forget deleting it, River fetching it) is skipped,
-// not waited for: it runs when its snooze ends.
+// not waited for: it runs when its snooze ends. So is a claimed job
+// (ClaimedByKey: set aside, its last snooze's reason still in its
+// metadata, until its claimer ends it): woken, River ran it beside the
+// claimer, which embedded its items meanwhile.
 //
 // What was not waited is measured from attempted_at, which River sets
 // from the database's clock when it fetches the job and leaves as it is
@@ -697,10 +700,10 @@ func (s *Store) WakeWaiting(ctx context.Context, jobs RiverJobs, wake Wake) (int
 					ELSE jsonb_build_object($7::text, `+metaInt("$7")+` + 1) || CASE WHEN $9::text = '' THEN '{}'::jsonb
 						ELSE jsonb_build_object($9::text, floor(extract(epoch FROM now()) * 1000)::bigint) END END
 		FROM (SELECT id FROM river_job j WHERE kind = $1 AND state IN ('scheduled', 'available') AND scheduled_at > now()
-			AND metadata->>$2::text = $3 AND ($7::text = '' OR `+metaInt("$7")+` < $8)
+			AND metadata->>$2::text = $3 AND ($7::text = '' OR `+metaInt("$7")+` < $8) AND metadata->>$11::text IS NULL
 			FOR UPDATE SKIP LOCKED) w
 		WHERE j.id = w.id`, jobs.Kind, wake.SnoozedKey, wake.Reason, wake.WokenKey, wake.WaitKey, wake.UnwaitedKey, wake.CountKey, wake.MaxWakes,
-		wake.CountedAtKey, wake.CountEvery.Milliseconds())
+		wake.CountedAtKey, wake.CountEvery.Milliseconds(), ClaimedByKey)
 	if err != nil {
 		return 0, fmt.Errorf("wake waiting jobs: %w", err)
 	}

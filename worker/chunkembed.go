@@ -214,11 +214,9 @@ func (c *chunkEmbedWorker) Work(ctx context.Context, job *river.Job[ChunkEmbedAr
 	}
 	b := c.w.budget()
 	v := outcome(err, job.JobRow, errors.Is(ctx.Err(), context.Canceled), b)
-	if v.count != "" {
-		if merr := river.MetadataSet(ctx, v.count, v.n); merr != nil {
-			b.maxLockWaits, b.maxRateLimitWaits, b.maxQueueWaits, b.maxDBOutage = 0, 0, 0, 0
-			v = outcome(err, job.JobRow, false, b)
-		}
+	v = countSnooze(ctx, job.JobRow, err, v, b)
+	if v.label == outcomeModelDown {
+		c.w.embedWaits.waiting()
 	}
 	level, msg := embedFailureLog(v, err, "chunk embedding failed; the chunks stay lexical-only until it succeeds")
 	c.w.logger.Log(ctx, level, msg, "job_id", job.ID, "attempt", job.Attempt,

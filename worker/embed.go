@@ -369,11 +369,9 @@ func (e *embedWorker) Work(ctx context.Context, job *river.Job[EmbedArgs]) error
 	}
 	b := e.w.budget()
 	v := outcome(err, job.JobRow, errors.Is(ctx.Err(), context.Canceled), b)
-	if v.count != "" {
-		if merr := river.MetadataSet(ctx, v.count, v.n); merr != nil {
-			b.maxLockWaits, b.maxRateLimitWaits, b.maxQueueWaits, b.maxDBOutage = 0, 0, 0, 0
-			v = outcome(err, job.JobRow, false, b)
-		}
+	v = countSnooze(ctx, job.JobRow, err, v, b)
+	if v.label == outcomeModelDown {
+		e.w.embedWaits.waiting()
 	}
 	// A failure no text caused (the server down or overloaded), or one
 	// excused (blameOf), leaves the job claimable: it batches again once
@@ -768,6 +766,11 @@ func (w *Worker) embedTexts(ctx context.Context, what string, texts []string, is
 	someVectors := slices.ContainsFunc(vs, func(v []float32) bool { return v != nil })
 	if err != nil && !isolate && !someVectors && embedding.InputMayBeCause(err) && !embedding.RefusedInput(err) {
 		refused, refusal, err = w.againAfterControl(ctx, cut, vs, err)
+	}
+	if slices.ContainsFunc(vs, func(v []float32) bool { return v != nil }) {
+		// The server answers: the jobs waiting for it need not wait out
+		// their snoozes.
+		w.embedAnswered()
 	}
 	if err != nil {
 		if !someVectors {

@@ -272,7 +272,8 @@ type replacement struct {
 	carried  map[string]json.RawMessage
 }
 
-// carriedMeta are the keys of a job's metadata that its replacement
+// carriedMeta are the keys of a job's metadata that its replacement (an
+// extraction job's, or an embed or chunk embed job's: asIsReplacement)
 // keeps, so that a takeover restarts none of the job's bounds: the counts
 // of its free snoozes; what was counted of its waits for the model server
 // and the database and not waited (which moves their bounds: modelWait,

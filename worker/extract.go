@@ -539,62 +539,7 @@ func (e *extractWorker) redact(done []extracted) []extracted {
 func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID string, eventIDs []string, err error) error {
 	b := e.w.budget()
 	v := outcome(err, job, errors.Is(ctx.Err(), context.Canceled), b)
-	if metaTrue(job.Metadata, metaWoken) {
-		// Woken once: a later hold-back is an ordinary wait again.
-		_ = river.MetadataSet(ctx, metaWoken, false)
-	}
-	if v.count != "" {
-		merr := river.MetadataSet(ctx, v.count, v.n)
-		if merr == nil {
-			merr = river.MetadataSet(ctx, metaSnoozeReason, snoozeReason(err))
-		}
-		if merr == nil {
-			merr = river.MetadataSet(ctx, metaSnoozedFor, v.label)
-		}
-		if merr == nil && v.unwaited != "" {
-			// The snooze counts v.wait toward its bound (--llm-max-outage,
-			// maxDBOutage), and its spread shortened it (spreadBelow):
-			// that part is credited now, in the metadata River's
-			// completer saves with the snooze (on River's connections,
-			// not the job's: a job that could not reach Postgres has it
-			// saved as its count is). Before, a snooze counted whole,
-			// spread and all, so a job's waits lasted 0.75 to 1 times
-			// its bound (a walk with --llm-max-outage 3m: first attempts
-			// 146-175 s into an outage).
-			if cut := v.wait.Milliseconds() - snoozeOf(v.river).Milliseconds(); cut > 0 {
-				merr = river.MetadataSet(ctx, v.unwaited, metaCount(job.Metadata, v.unwaited)+int(cut))
-			}
-		}
-		if merr == nil && (v.count == metaModelWaits || metaCount(job.Metadata, metaModelWaitMillis) != 0) {
-			// The snooze's length, for a wake to credit what was not
-			// waited of it (store.WakeWaiting); 0 for one not counted as
-			// a wait for the server (a woken job's hold). Before, a wake
-			// credited from the snooze, which counted its spread as
-			// waited at each wake (a crash-loop walk: 92-168 s).
-			var ms int64
-			if v.count == metaModelWaits {
-				ms = snoozeOf(v.river).Milliseconds()
-			}
-			merr = river.MetadataSet(ctx, metaModelWaitMillis, ms)
-		}
-		if merr != nil {
-			// Not run by River, so the snooze could not be counted: an
-			// uncounted snooze could repeat forever, so decide as if the
-			// budget were spent.
-			b.maxLockWaits, b.maxRateLimitWaits, b.maxQueueWaits, b.maxModelOutage, b.maxDBOutage = 0, 0, 0, 0, 0
-			v = outcome(err, job, false, b)
-		}
-	} else if metaCount(job.Metadata, metaModelWaitMillis) != 0 || metaHas(job.Metadata, metaSnoozedFor) {
-		// An attempt spent (or the job's end): it no longer waits for the
-		// server, and the length of its last snooze must not be credited
-		// again. River leaves a retry due within 5 s available, and with
-		// its metadata still saying it waits for the server a wake ran it
-		// before its backoff ended (a crash-loop walk: attempts 1.0 s
-		// apart where the backoff said about 4 s) and credited the
-		// snooze's length less the time since this run began.
-		_ = river.MetadataSet(ctx, metaModelWaitMillis, 0)
-		_ = river.MetadataSet(ctx, metaSnoozedFor, nil)
-	}
+	v = countSnooze(ctx, job, err, v, b)
 	// The job's own attempts, or this worker's for a job enqueued without
 	// them (see jobAttempts).
 	maxAttempts := jobAttempts(job.MaxAttempts, job.Metadata, b.maxAttempts)

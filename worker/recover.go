@@ -533,7 +533,8 @@ func replacedAsIs(kind string) bool {
 
 // asIsReplacement is the job that replaces a job of a kind replacedAsIs
 // taken over: the same arguments, on the same queue, with the attempts it
-// had left (nil when none is left).
+// had left (nil when none is left), and, for an embed or chunk embed job,
+// its metadata at the keys of carriedMeta.
 func asIsReplacement(j store.TakenJob) (*river.InsertManyParams, error) {
 	var args river.JobArgs
 	switch j.Kind {
@@ -560,6 +561,16 @@ func asIsReplacement(j store.TakenJob) (*river.InsertManyParams, error) {
 		return nil, nil
 	}
 	m := map[string]any{metaSource: sourceTakeOver, metaReplaces: j.ID}
+	if j.Kind != IndexDocumentJobKind {
+		// An embed job's waits are bounded as an extraction job's
+		// (outcome), and kept as its replacement's are (carriedMeta).
+		// Before, a takeover restarted them: the credit of its snoozes,
+		// its wakes, its waits for the embeddings server and the
+		// database.
+		for k, v := range carriedOf(j.Metadata) {
+			m[k] = v
+		}
+	}
 	if j.Claimed || unclaimable(j.Metadata) {
 		// Its texts, or those it had claimed (now marked), may be what
 		// stopped the process: like them, it runs alone.

@@ -86,6 +86,51 @@ func recoverTurn(id, user string) store.Turn {
 	return store.Turn{EventID: id, UserID: user, UserMessage: "I live in Lisbon.", AssistantResponse: "Noted.", TurnAt: t0}
 }
 
+// A job's waits so far, which its replacement keeps counting: for the
+// model server (or the embeddings server), with the part of them not
+// waited (their spread, what wakes cut short), its woken holds, its
+// wakes and when the last was counted; for the database, with their
+// spread. Not the snooze it was woken from: the replacement runs at once,
+// neither snoozed nor woken.
+var (
+	carriedWaits = map[string]string{"memoryd_model_waits": "3", "memoryd_model_unwaited_ms": "40000", "memoryd_woken_holds": "1",
+		"memoryd_wakes": "2", "memoryd_wake_counted_at": "1764860000000", "memoryd_db_waits": "4", "memoryd_db_unwaited_ms": "9000"}
+	droppedWaits = map[string]string{"memoryd_snoozed_for": `"model_unreachable"`, "memoryd_woken": "true"}
+)
+
+// setWaits gives job the metadata of carriedWaits and droppedWaits.
+func (e *env) setWaits(job int64) {
+	e.t.Helper()
+	var waited []string
+	for _, m := range []map[string]string{carriedWaits, droppedWaits} {
+		for k, v := range m {
+			waited = append(waited, fmt.Sprintf("%q: %s", k, v))
+		}
+	}
+	e.exec(`UPDATE river_job SET metadata = metadata || $2::jsonb WHERE id = $1`, job, "{"+strings.Join(waited, ", ")+"}")
+}
+
+// checkWaitsCarried checks that the replacement of job (setWaits) has
+// the waits of carriedWaits and none of droppedWaits.
+func (e *env) checkWaitsCarried(job int64) {
+	e.t.Helper()
+	var kept map[string]json.RawMessage
+	if err := e.store.Pool().QueryRow(e.ctx, `SELECT metadata FROM river_job WHERE (metadata->>'memoryd_replaces')::bigint = $1`,
+		job).Scan(&kept); err != nil {
+		e.t.Fatalf("replacement's metadata: %v", err)
+	}
+	for k, v := range carriedWaits {
+		if got, ok := kept[k]; !ok || string(got) != v {
+			e.t.Errorf("replacement's %s = %s (present: %v), want the job's %s", k, got, ok, v)
+		}
+	}
+	for k := range droppedWaits {
+		if v, ok := kept[k]; ok {
+			e.t.Errorf("replacement's %s = %s, want none (it runs at once)", k, v)
+		}
+	}
+}
+
 // TestJobsOfDeadProcessTakenOver: extraction jobs left running by a process
 // that stopped heartbeating are worked again at once, long before River's
 // rescuer (2 × JobTimeout, 20 minutes with the defaults) would; a job on its
@@ -100,43 +145,14 @@ func TestJobsOfDeadProcessTakenOver(t *testing.T) {
 	e.exec(running, jobs["dead-1"], 1, "crashed")
 	e.exec(running, jobs["dead-last"], 5, "crashed")
 	e.exec(running, jobs["live-1"], 1, "busy")
-	// Its waits so far, which its replacement keeps counting: for the
-	// model server, with the part of them not waited (their spread, what
-	// wakes cut short), its woken holds, its wakes and when the last was
-	// counted; for the database, with their spread. Not the snooze it
-	// was woken from: the replacement runs at once, neither snoozed nor
-	// woken.
-	carried := map[string]string{"memoryd_model_waits": "3", "memoryd_model_unwaited_ms": "40000", "memoryd_woken_holds": "1",
-		"memoryd_wakes": "2", "memoryd_wake_counted_at": "1764860000000", "memoryd_db_waits": "4", "memoryd_db_unwaited_ms": "9000"}
-	dropped := map[string]string{"memoryd_snoozed_for": `"model_unreachable"`, "memoryd_woken": "true"}
-	var waited []string
-	for _, m := range []map[string]string{carried, dropped} {
-		for k, v := range m {
-			waited = append(waited, fmt.Sprintf("%q: %s", k, v))
-		}
-	}
-	e.exec(`UPDATE river_job SET metadata = metadata || $2::jsonb WHERE id = $1`, jobs["dead-1"], "{"+strings.Join(waited, ", ")+"}")
+	e.setWaits(jobs["dead-1"])
 
 	e.start(extractor.NewRules(), nil) // default JobTimeout (10m) and process timeout
 	e.waitFor("the dead process's turns settled", func() (bool, string) {
 		a, b := e.turnStatus("dead-1"), e.turnStatus("dead-last")
 		return a.Status == store.StatusProcessed && b.Status == store.StatusFailed, a.Status + "/" + b.Status
 	})
-	var kept map[string]json.RawMessage
-	if err := e.store.Pool().QueryRow(e.ctx, `SELECT metadata FROM river_job WHERE (metadata->>'memoryd_replaces')::bigint = $1`,
-		jobs["dead-1"]).Scan(&kept); err != nil {
-		t.Fatalf("replacement's metadata: %v", err)
-	}
-	for k, v := range carried {
-		if got, ok := kept[k]; !ok || string(got) != v {
-			t.Errorf("replacement's %s = %s (present: %v), want the job's %s", k, got, ok, v)
-		}
-	}
-	for k := range dropped {
-		if v, ok := kept[k]; ok {
-			t.Errorf("replacement's %s = %s, want none (it runs at once)", k, v)
-		}
-	}
+	e.checkWaitsCarried(jobs["dead-1"])
 	// One transaction took over both jobs of "crashed" and saw "busy".
 	if got := e.turnStatus("dead-last").LastError; !strings.Contains(got, "discarded after 5 attempts") {
 		t.Errorf("failed turn's reason = %q, want the discarded job named", got)
@@ -301,7 +317,9 @@ func TestIndexJobOfDeadProcessTakenOver(t *testing.T) {
 // TestEmbedJobOfDeadProcessTakenOver: an embed job left running by a
 // process that died is replaced at once by a job with the attempts it had
 // left, so its items get their vectors without waiting for the hourly
-// sweep (off here); one on its last attempt is ended and not replaced.
+// sweep (off here), and with its waits so far, as an extraction job's
+// replacement (before, a takeover restarted them); one on its last
+// attempt is ended and not replaced.
 func TestEmbedJobOfDeadProcessTakenOver(t *testing.T) {
 	e := setup(t)
 	ids, err := e.store.InsertContext(e.ctx, []store.ContextWrite{
@@ -329,10 +347,12 @@ func TestEmbedJobOfDeadProcessTakenOver(t *testing.T) {
 	running := `UPDATE river_job SET state = 'running', attempt = $2, attempted_at = now(), attempted_by = ARRAY['crashed'] WHERE id = $1`
 	e.exec(running, alive, 1)
 	e.exec(running, last, 3)
+	e.setWaits(alive)
 
 	srv := embeddingtest.New(t)
 	e.start(extractor.NewRules(), withEmbedder(embedder(t, srv, "m1"), -1))
 	e.waitEmbedded("ann", "m1", 2)
+	e.checkWaitsCarried(alive)
 	for id, want := range map[int64]string{alive: "cancelled", last: "cancelled"} {
 		if s := e.jobState(id); s != want {
 			t.Errorf("job %d is %s, want %s", id, s, want)

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -70,11 +71,13 @@ const (
 	metaDBWaits        = "memoryd_db_waits"
 	metaSnoozeReason   = "memoryd_snooze_reason"
 	// metaSnoozedFor is the outcome label of a job's last counted snooze
-	// (outcomeModelDown: waiting for the model server), so that the
-	// model's waiters can be woken when it answers (wakeModelWaiters).
+	// (outcomeModelDown: waiting for the model server, or for the
+	// embeddings server for an embed job), so that the server's waiters
+	// can be woken when it answers (wakeWaiters).
 	metaSnoozedFor = "memoryd_snoozed_for"
 	// metaWoken is true on a job woken from its snooze for the model
-	// server (store.WakeWaiting) until its next run ends.
+	// server or the embeddings server (store.WakeWaiting) until its next
+	// run ends.
 	metaWoken = "memoryd_woken"
 	// metaWokenHolds counts a woken job's waits held back uncounted
 	// (outcome), at most maxWokenHolds.
@@ -100,7 +103,7 @@ const (
 	metaWakeCountedAt = "memoryd_wake_counted_at"
 )
 
-// maxWakes bounds how often a job is woken (wakeModelWaiters); past it
+// maxWakes bounds how often a job is woken (wakeWaiters); past it
 // the job waits its snoozes out. A job whose own request the server fails
 // while it answers the others (a gateway's 502 for that one prompt) was
 // otherwise run at every wake, about once a second, and with its waits
@@ -205,7 +208,7 @@ type verdict struct {
 	// wait is the length of a counted snooze for the model server or
 	// the database as counted toward its bound (--llm-max-outage,
 	// maxDBOutage: modelWait, dbWait): the snooze itself is shorter by
-	// its spread (spreadBelow), and fail credits the difference to the
+	// its spread (spreadBelow), and countSnooze credits the difference to the
 	// job's metadata at unwaited (metaModelUnwaitedMillis,
 	// metaDBUnwaitedMillis), so that the job's waits add up to the bound
 	// of real time.
@@ -229,7 +232,9 @@ type verdict struct {
 //     a server that always answers 429 ends the job after MaxAttempts.
 //   - an unreachable model server (extractor.IsUnreachable: no connection,
 //     or a 502, 503 or 504; or one refusing memoryd's key or model, a 401
-//     or 404; and no extractor.KindPermanent anywhere in the error) while the job's snoozes for it total less than
+//     or 404), or an unreachable embeddings server for an embed job
+//     (embedding.IsUnreachable: no connection, or a 502, 503 or 504), and
+//     no permanent error anywhere in the error, while the job's snoozes for it total less than
 //     maxModelOutage, as long as they lasted (the parts wakes cut short
 //     not counted): snooze with a doubling delay (modelWait). A server
 //     restarting or loading a model fails every request for minutes;
@@ -280,7 +285,7 @@ func outcome(err error, job *rivertype.JobRow, shutdown bool, b retryBudget) ver
 			return verdict{river: river.JobSnooze(d), label: label, count: key, n: waits + 1}
 		}
 	}
-	if waits := metaCount(job.Metadata, metaModelWaits); extractor.IsUnreachable(err) && !permanent {
+	if waits := metaCount(job.Metadata, metaModelWaits); serverDown(err) && !permanent {
 		if d, ok := b.modelWait(waits, job.Metadata); ok {
 			if probeIn, held := extractor.HeldBackFor(err); held && metaTrue(job.Metadata, metaWoken) {
 				if holds := metaCount(job.Metadata, metaWokenHolds); holds < maxWokenHolds {
@@ -408,7 +413,7 @@ func (b retryBudget) dbWait(waits int, metadata []byte) (time.Duration, bool) {
 
 // creditedWait is outageWait for a bound of maxOutage lengthened by the
 // milliseconds a job's metadata holds at unwaitedKey; none when
-// maxOutage is not above 0, whatever the credit (fail decides with the
+// maxOutage is not above 0, whatever the credit (countSnooze decides with the
 // bounds at 0 when it cannot count a snooze).
 func (b retryBudget) creditedWait(waits int, maxOutage time.Duration, metadata []byte, unwaitedKey string) (time.Duration, bool) {
 	if maxOutage <= 0 {
@@ -465,6 +470,15 @@ func (b retryBudget) spreadWithin(d, limit time.Duration) time.Duration {
 // spreadBelow is d shortened by what spread would lengthen it by.
 func (b retryBudget) spreadBelow(d time.Duration) time.Duration {
 	return max(d-(b.spread(d)-d), 0)
+}
+
+// serverDown reports whether err says the model server (extractor.IsUnreachable)
+// or the embeddings server (embedding.IsUnreachable) is down: the job
+// waits for it (outcome). Before, an embed job spent an attempt on each
+// failure of an embeddings server that was down, and waited out River's
+// backoff after it was back (up to 10 minutes), or was given up after 10.
+func serverDown(err error) bool {
+	return extractor.IsUnreachable(err) || embedding.IsUnreachable(err)
 }
 
 // isPermanent reports whether err holds a permanent error of the extractor
@@ -548,6 +562,77 @@ func metaCount(metadata []byte, key string) int {
 		return 0
 	}
 	return n
+}
+
+// countSnooze applies outcome's verdict v for a failed run (err) of job
+// to the job's metadata, which River saves with the run's end, and
+// returns the verdict to return: v, or, when a snooze cannot be counted,
+// outcome's decision with the bounds at 0. The one bookkeeping of
+// extraction jobs (extractWorker.fail) and embed and chunk-embed jobs
+// alike: a snooze's count and reason, what it is snoozed for (for a wake:
+// wakeWaiters), the credit of its spread (v.unwaited) and its length
+// (metaModelWaitMillis); an attempt spent clears the last two. Before,
+// embed jobs wrote the count alone: their waits counted their spread as
+// waited, and a snooze whose count failed was decided again with
+// maxModelOutage still set.
+func countSnooze(ctx context.Context, job *rivertype.JobRow, err error, v verdict, b retryBudget) verdict {
+	if metaTrue(job.Metadata, metaWoken) {
+		// Woken once: a later hold-back is an ordinary wait again.
+		_ = river.MetadataSet(ctx, metaWoken, false)
+	}
+	if v.count != "" {
+		merr := river.MetadataSet(ctx, v.count, v.n)
+		if merr == nil {
+			merr = river.MetadataSet(ctx, metaSnoozeReason, snoozeReason(err))
+		}
+		if merr == nil {
+			merr = river.MetadataSet(ctx, metaSnoozedFor, v.label)
+		}
+		if merr == nil && v.unwaited != "" {
+			// The snooze counts v.wait toward its bound (--llm-max-outage,
+			// maxDBOutage), and its spread shortened it (spreadBelow):
+			// that part is credited now, in the metadata River's
+			// completer saves with the snooze (on River's connections,
+			// not the job's: a job that could not reach Postgres has it
+			// saved as its count is). Before, a snooze counted whole,
+			// spread and all, so a job's waits lasted 0.75 to 1 times
+			// its bound (a walk with --llm-max-outage 3m: first attempts
+			// 146-175 s into an outage).
+			if cut := v.wait.Milliseconds() - snoozeOf(v.river).Milliseconds(); cut > 0 {
+				merr = river.MetadataSet(ctx, v.unwaited, metaCount(job.Metadata, v.unwaited)+int(cut))
+			}
+		}
+		if merr == nil && (v.count == metaModelWaits || metaCount(job.Metadata, metaModelWaitMillis) != 0) {
+			// The snooze's length, for a wake to credit what was not
+			// waited of it (store.WakeWaiting); 0 for one not counted as
+			// a wait for the server (a woken job's hold). Before, a wake
+			// credited from the snooze, which counted its spread as
+			// waited at each wake (a crash-loop walk: 92-168 s).
+			var ms int64
+			if v.count == metaModelWaits {
+				ms = snoozeOf(v.river).Milliseconds()
+			}
+			merr = river.MetadataSet(ctx, metaModelWaitMillis, ms)
+		}
+		if merr != nil {
+			// Not run by River, so the snooze could not be counted: an
+			// uncounted snooze could repeat forever, so decide as if the
+			// budget were spent.
+			b.maxLockWaits, b.maxRateLimitWaits, b.maxQueueWaits, b.maxModelOutage, b.maxDBOutage = 0, 0, 0, 0, 0
+			v = outcome(err, job, false, b)
+		}
+	} else if metaCount(job.Metadata, metaModelWaitMillis) != 0 || metaHas(job.Metadata, metaSnoozedFor) {
+		// An attempt spent (or the job's end): it no longer waits for the
+		// server, and the length of its last snooze must not be credited
+		// again. River leaves a retry due within 5 s available, and with
+		// its metadata still saying it waits for the server a wake ran it
+		// before its backoff ended (a crash-loop walk: attempts 1.0 s
+		// apart where the backoff said about 4 s) and credited the
+		// snooze's length less the time since this run began.
+		_ = river.MetadataSet(ctx, metaModelWaitMillis, 0)
+		_ = river.MetadataSet(ctx, metaSnoozedFor, nil)
+	}
+	return v
 }
 
 // jobEnd is a failed run as fail decided it: River sees the verdict's error

@@ -256,8 +256,21 @@ func TestOutcome(t *testing.T) {
 		{name: "unreadable metadata counts none", err: lockWait, attempt: 1, metadata: `{"memoryd_lock_waits": "x"}`,
 			want: snooze, wantSnooze: 100 * time.Millisecond, wantLabel: outcomeLockWait, wantCount: metaLockWaits, wantN: 1},
 
-		{name: "embedding transient", err: fmt.Errorf("embed: %w", &embedding.Error{Kind: embedding.KindTransient, Reason: "connection refused"}), attempt: 1,
+		{name: "embedding transient", err: fmt.Errorf("embed: %w", &embedding.Error{Kind: embedding.KindTransient, Reason: "status 500"}), attempt: 1,
 			want: plain, wantLabel: outcomeRetry, wantRecord: true},
+		// An embeddings server that is down is waited for as the model
+		// server is (before, each failure spent an attempt), within
+		// the same bound, and past it spends attempts.
+		{name: "embedding unreachable", err: fmt.Errorf("embed: %w", &embedding.Error{Kind: embedding.KindTransient, Unreachable: true, NotSent: true, Reason: "connection refused"}), attempt: 5,
+			want: snooze, wantSnooze: 2 * time.Second, wantLabel: outcomeModelDown, wantCount: metaModelWaits, wantN: 1},
+		{name: "embedding 503, waited 3 times", err: &embedding.Error{Kind: embedding.KindTransient, Unreachable: true, Status: 503, Reason: "status 503"}, attempt: 1,
+			metadata: `{"memoryd_model_waits": 3}`,
+			want:     snooze, wantSnooze: 16 * time.Second, wantLabel: outcomeModelDown, wantCount: metaModelWaits, wantN: 4},
+		{name: "embedding unreachable past the bound", err: &embedding.Error{Kind: embedding.KindTransient, Unreachable: true, Status: 502, Reason: "status 502"}, attempt: 1,
+			metadata: `{"memoryd_model_waits": 16}`, want: plain, wantLabel: outcomeRetry, wantRecord: true},
+		{name: "embedding unreachable with a permanent error beside it", err: errors.Join(&embedding.Error{Kind: embedding.KindTransient, Unreachable: true, Reason: "connection refused"},
+			&embedding.Error{Kind: embedding.KindPermanent, Reason: "status 400"}), attempt: 1,
+			want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true},
 		{name: "embedding permanent", err: &embedding.Error{Kind: embedding.KindPermanent, Reason: "status 404"}, attempt: 1,
 			want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true},
 		{name: "embedding retry-after", err: &embedding.Error{Kind: embedding.KindRetryAfter, RetryAfter: 3 * time.Second, Reason: "status 429"}, attempt: 1,

@@ -10,7 +10,7 @@ import (
 
 // Jobs snoozed for a model server that is down wait up to a minute each
 // (maxModelWait), so that thousands of them do not ask it over and over;
-// the server's first answer wakes them all (wakeModelWaiters), in
+// the server's first answer wakes them all (wakeWaiters), in
 // Postgres, so that every process's waiting jobs run within a fetch
 // interval. Before, they ran as their snoozes ended, up to a minute
 // after the server was back, and a job whose snooze ended in the seconds
@@ -24,9 +24,23 @@ import (
 // the server fails while answering others would otherwise run at every
 // wake.
 
-// modelWaiters tracks whether jobs this process snoozed for the model
-// server may still be waiting: safe for concurrent use.
+// Jobs snoozed for an embeddings server that is down (embed and chunk
+// embed jobs: outcome) are woken alike, when it answers an embed job of
+// any process (embedAnswered) or a query its enricher embedded
+// (EmbeddingsAnswered), with a modelWaiters of their own
+// (Worker.embedWaits): the model server and the embeddings server may be
+// different hosts, and one answering says nothing of the other. Before,
+// embed jobs spent attempts while the embeddings server was down, and
+// waited out River's backoff once it was back (up to 10 minutes).
+
+// modelWaiters tracks whether jobs this process snoozed for a server (the
+// model server's, or the embeddings server's) may still be waiting:
+// safe for concurrent use.
 type modelWaiters struct {
+	// jobs are the kinds of job waiting for the server, which a wake
+	// wakes, and server and kind name them in the log; set by New.
+	jobs         []store.RiverJobs
+	server, kind string
 	// since is when a job was last snoozed for the server (unix
 	// nanoseconds), 0 when none has been since the wake that followed.
 	since atomic.Int64
@@ -58,8 +72,11 @@ const (
 	wakeTimeout = 30 * time.Second
 )
 
+// waiting notes that a job is being snoozed for m's server now.
+func (m *modelWaiters) waiting() { m.since.Store(time.Now().UnixNano()) }
+
 // modelWaiting notes that a job is being snoozed for the model server now.
-func (w *Worker) modelWaiting() { w.modelWaits.since.Store(time.Now().UnixNano()) }
+func (w *Worker) modelWaiting() { w.modelWaits.waiting() }
 
 // modelAnswered is called when the model server answered an extraction:
 // it ends the refusal outage, and wakes the jobs waiting for the server
@@ -67,10 +84,29 @@ func (w *Worker) modelWaiting() { w.modelWaits.since.Store(time.Now().UnixNano()
 func (w *Worker) modelAnswered() {
 	w.modelRefusing.end()
 	w.modelWaits.answered.Store(time.Now().UnixNano())
-	w.wakeSoon(0)
+	w.wakeSoon(&w.modelWaits, 0)
 }
 
-// wakeSoon runs wakeModelWaiters after d, on a timer of its own, when
+// embedAnswered is called when the embeddings server answered an embed
+// job's request with vectors: it wakes the embed and chunk embed jobs
+// waiting for the server (wakeSoon), every process's.
+func (w *Worker) embedAnswered() {
+	w.embedWaits.answered.Store(time.Now().UnixNano())
+	w.wakeSoon(&w.embedWaits, 0)
+}
+
+// EmbeddingsAnswered tells the worker that the embeddings server answered
+// a request of this process other than an embed job's (a query the
+// enricher embedded): the embed jobs waiting for it are woken as an embed
+// job's answer wakes them. For a process whose embed jobs all wait, which
+// sends the server no request of theirs until a snooze ends.
+func (w *Worker) EmbeddingsAnswered() {
+	if w.cfg.Embedder != nil {
+		w.embedAnswered()
+	}
+}
+
+// wakeSoon runs wakeWaiters for m after d, on a timer of its own, when
 // jobs may be waiting and no wake is due already. A wake due when Stop
 // begins does nothing.
 //
@@ -85,8 +121,7 @@ func (w *Worker) modelAnswered() {
 // first turn after an outage and woke nothing, and the other's jobs
 // waited their snoozes out (a review: about one run in ten of
 // TestModelAnswerWakesItsWaiters with two processes).
-func (w *Worker) wakeSoon(d time.Duration) {
-	m := &w.modelWaits
+func (w *Worker) wakeSoon(m *modelWaiters, d time.Duration) {
 	if m.since.Load() == 0 {
 		now, last := time.Now().UnixNano(), m.looked.Load()
 		if now-last < int64(wakeLookEvery) || !m.looked.CompareAndSwap(last, now) {
@@ -112,20 +147,20 @@ func (w *Worker) wakeSoon(d time.Duration) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), wakeTimeout)
 		defer cancel()
-		w.wakeModelWaiters(ctx)
+		w.wakeWaiters(ctx, m)
 	})
 }
 
-// wakeModelWaiters makes the extraction jobs snoozed for the model server
-// (metaSnoozedFor) run now, every process's, when this process snoozed
+// wakeWaiters makes m's jobs snoozed for its server (metaSnoozedFor:
+// extraction jobs for the model server, embed jobs for the embeddings
+// server) run now, every process's, when this process snoozed
 // one since its last wake or within wakeLinger of now; at most once every
 // wakeEvery, and again wakeEvery later while the server's last answer is
 // within wakeLinger (never in an outage that goes on: each wake would
 // bring every waiting job back to be held back and counted). A job held
 // by another transaction is left to its snooze. A failure is logged and
 // left to the next answer.
-func (w *Worker) wakeModelWaiters(ctx context.Context) {
-	m := &w.modelWaits
+func (w *Worker) wakeWaiters(ctx context.Context, m *modelWaiters) {
 	since := m.since.Load()
 	if since == 0 {
 		return
@@ -135,15 +170,19 @@ func (w *Worker) wakeModelWaiters(ctx context.Context) {
 	if now.UnixNano()-last < int64(wakeEvery) || !m.woke.CompareAndSwap(last, now.UnixNano()) {
 		return
 	}
-	n, err := w.cfg.Store.WakeWaiting(ctx, extractJobs, store.Wake{SnoozedKey: metaSnoozedFor, Reason: outcomeModelDown,
-		WokenKey: metaWoken, WaitKey: metaModelWaitMillis, UnwaitedKey: metaModelUnwaitedMillis, CountKey: metaWakes, MaxWakes: maxWakes,
-		CountedAtKey: metaWakeCountedAt, CountEvery: wakeCountEvery})
-	if err != nil {
-		w.logger.Warn("cannot wake the extraction jobs waiting for the model server; they run when their snoozes end", "error", err)
-		return
+	var n int64
+	for _, jobs := range m.jobs {
+		woken, err := w.cfg.Store.WakeWaiting(ctx, jobs, store.Wake{SnoozedKey: metaSnoozedFor, Reason: outcomeModelDown,
+			WokenKey: metaWoken, WaitKey: metaModelWaitMillis, UnwaitedKey: metaModelUnwaitedMillis, CountKey: metaWakes, MaxWakes: maxWakes,
+			CountedAtKey: metaWakeCountedAt, CountEvery: wakeCountEvery})
+		if err != nil {
+			w.logger.Warn("cannot wake the "+m.kind+" jobs waiting for the "+m.server+"; they run when their snoozes end", "error", err)
+			return
+		}
+		n += woken
 	}
 	if n > 0 {
-		w.logger.Info("model server answering; extraction jobs waiting for it run now", "jobs", n)
+		w.logger.Info(m.server+" answering; "+m.kind+" jobs waiting for it run now", "jobs", n)
 	}
 	if now.Sub(time.Unix(0, since)) > wakeLinger {
 		// Every snooze decided until then is stored: woken, or not for
@@ -153,6 +192,6 @@ func (w *Worker) wakeModelWaiters(ctx context.Context) {
 	}
 	if now.Sub(time.Unix(0, m.answered.Load())) <= wakeLinger {
 		// A snooze decided just before the answer may not be stored yet.
-		w.wakeSoon(wakeEvery)
+		w.wakeSoon(m, wakeEvery)
 	}
 }

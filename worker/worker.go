@@ -722,6 +722,7 @@ type Worker struct {
 	ingestFailing                                      outage       // the ingest's outage, nil while it records turns
 	modelRefusing                                      outage       // the model server refusing the configuration, nil while it answers
 	modelWaits                                         modelWaiters // jobs snoozed for the model server, to wake when it answers
+	embedWaits                                         modelWaiters // jobs snoozed for the embeddings server, to wake when it answers
 	// unsaved holds the extractions runs could not store for a wait,
 	// for their jobs' next runs.
 	unsaved *unsavedResults
@@ -755,6 +756,8 @@ func New(cfg Config) (*Worker, error) {
 	}
 	w := &Worker{cfg: cfg, logger: cfg.Logger, js: js, pace: newPace(cfg.Pacer, cfg.MaxPause, cfg.Workers+1), unsaved: newUnsavedResults()}
 	w.jobs = newJobsInProcess()
+	w.modelWaits.jobs, w.modelWaits.server, w.modelWaits.kind = []store.RiverJobs{extractJobs}, "model server", "extraction"
+	w.embedWaits.jobs, w.embedWaits.server, w.embedWaits.kind = []store.RiverJobs{embedJobs, chunkEmbedJobs}, "embeddings server", "embed"
 	middleware := []rivertype.Middleware{w.jobs}
 	if cfg.TracerProvider != nil {
 		w.tracer = cfg.TracerProvider.Tracer(tracerName)

@@ -486,13 +486,17 @@ func (a *App) startEnrichLocked(ctx context.Context, s *store.Store, nc *nats.Co
 	if a.pressure != nil {
 		obs = append(obs, a.pressure)
 	}
-	if len(obs) > 0 {
-		ec.Observer = obs
-	}
 	if qe, err := a.queryEmbedder(); err != nil {
 		return err
 	} else if qe != nil {
 		ec.Embedder = qe
+		if a.worker != nil {
+			// The same server as the worker's embed jobs.
+			obs = append(obs, embedAnswers{a.worker})
+		}
+	}
+	if len(obs) > 0 {
+		ec.Observer = obs
 	}
 	w := a.worker
 	js, err := jetstream.New(nc)

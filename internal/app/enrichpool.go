@@ -16,6 +16,7 @@ import (
 
 	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/worker"
 )
 
 // Enrich is isolated from ingest: it reads from a Postgres pool of its own
@@ -333,6 +334,22 @@ func (o enrichObservers) QueryEmbedded(outcome string, took time.Duration) {
 		if eo, ok := ob.(enricher.EmbedObserver); ok {
 			eo.QueryEmbedded(outcome, took)
 		}
+	}
+}
+
+// embedAnswers tells the worker of the process when the embeddings server
+// answered a query enrich or search embedded: its embed jobs waiting for
+// the server run then (worker.Worker.EmbeddingsAnswered), rather than
+// when their snoozes end, in a process whose embed jobs all wait and so
+// send the server nothing meanwhile.
+type embedAnswers struct{ w *worker.Worker }
+
+func (embedAnswers) Enriched(time.Duration, time.Duration, string) {}
+
+// QueryEmbedded implements enricher.EmbedObserver.
+func (e embedAnswers) QueryEmbedded(outcome string, _ time.Duration) {
+	if outcome == enricher.EmbedOK {
+		e.w.EmbeddingsAnswered()
 	}
 }
 
