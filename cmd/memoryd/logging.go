@@ -59,12 +59,13 @@ func (h *riverQuiet) Handle(ctx context.Context, r slog.Record) error {
 		}
 		r.Level = slog.LevelDebug
 	}
-	// River's info lines left at info report a job's failure ("Job
-	// errored; retrying", one per attempt): held back as its warnings are,
-	// since an outage past the jobs' waits repeats them for every attempt
-	// of every job (a crash-loop walk: hundreds a minute) beside memoryd's
-	// own line for each, which says more.
-	if ((h.river || h.ui || perRequest(r.Message)) && r.Level > slog.LevelInfo) || (h.river && r.Level == slog.LevelInfo) {
+	// River's info line for a job's failed attempt ("Job errored;
+	// retrying", "Job errored"): held back as its warnings are, since an
+	// outage past the jobs' waits repeats it for every attempt of every
+	// job (a crash-loop walk: hundreds a minute) beside memoryd's own line
+	// for each, which says more. Its other info lines kept at info (a
+	// panic, a hard stop) are each told.
+	if ((h.river || h.ui || perRequest(r.Message)) && r.Level > slog.LevelInfo) || (h.river && r.Level == slog.LevelInfo && strings.Contains(r.Message, "errored")) {
 		held, ok := h.repeats.let(r.Message)
 		if !ok {
 			if !h.Handler.Enabled(ctx, slog.LevelDebug) {

@@ -100,6 +100,21 @@ func (c NATSConfig) Connect(logger *slog.Logger) (*nats.Conn, error) {
 	case c.Token != "" && c.TokenFile != "":
 		return nil, errors.New("nats: a token and a token file are both set; give one")
 	}
+	if c.PasswordFile != "" || c.TokenFile != "" {
+		// nats.go sends a URL's user and password, or its token, in
+		// place of the handlers' (the file never read again: a rotation
+		// that does nothing), and refuses a URL's token with a token
+		// handler at every connect ("token and token handler both set").
+		for _, p := range strings.Split(c.URL, ",") {
+			p = strings.TrimSpace(p)
+			if !strings.Contains(p, "://") {
+				p = "nats://" + p // as nats.go reads it
+			}
+			if u, err := url.Parse(p); err == nil && u.User != nil {
+				return nil, errors.New("nats: a URL holds a user name or token, and a password or token file is set: the URL's would be sent, never the file's; take the credentials out of the URL")
+			}
+		}
+	}
 	switch {
 	case c.PasswordFile != "":
 		// Read again at every connect and reconnect (nats.go asks as it

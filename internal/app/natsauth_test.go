@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"os"
@@ -154,9 +155,14 @@ func TestNATSCredentialFileRefusals(t *testing.T) {
 		{NATSConfig{TokenFile: newline}, "nats token file: " + newline + " is empty"},
 		{NATSConfig{User: "u", Password: "p", PasswordFile: empty}, "nats: a password and a password file are both set; give one"},
 		{NATSConfig{Token: "t", TokenFile: empty}, "nats: a token and a token file are both set; give one"},
+		// nats.go would send the URL's credentials, never the file's.
+		{NATSConfig{URL: "nats://127.0.0.1:2,nats://memoryd:pw@127.0.0.1:1", User: "memoryd", PasswordFile: empty},
+			"nats: a URL holds a user name or token, and a password or token file is set: the URL's would be sent, never the file's; take the credentials out of the URL"},
+		{NATSConfig{URL: "tok@127.0.0.1:1", TokenFile: empty},
+			"nats: a URL holds a user name or token, and a password or token file is set: the URL's would be sent, never the file's; take the credentials out of the URL"},
 	} {
 		// Refused before connecting: the URL is never dialled.
-		tc.cfg.URL = "nats://127.0.0.1:1"
+		tc.cfg.URL = cmp.Or(tc.cfg.URL, "nats://127.0.0.1:1")
 		nc, err := tc.cfg.Connect(slog.New(slog.DiscardHandler))
 		if err == nil {
 			nc.Close()

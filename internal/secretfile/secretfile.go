@@ -2,8 +2,9 @@
 // an API key), again whenever the file changes, so that an operator
 // rotates one by writing the new value to the file: memoryd's clients use
 // it from their next connection or request, without a restart. A
-// Kubernetes secret or a systemd credential mounted as a file is the
-// usual source; so is a file an operator's tooling renews.
+// Kubernetes secret volume (its atomic symlink swap is seen) is the usual
+// source, or a file an operator's tooling renews; not a copy made once at
+// start (a secret mounted with subPath, a systemd LoadCredential=).
 package secretfile
 
 import (
@@ -23,7 +24,8 @@ const MsgUnread = "credential file cannot be read; using the value last read fro
 
 // File is a credential read from a file: the file's content less one
 // trailing line break ("echo key > file" writes one). Value reads the file
-// again when its size, modification time or inode changed since the last
+// again when its size, modification or status change time, device or
+// inode changed since the last
 // read (a stat, a few microseconds), so that a request per second or a
 // reconnect per quarter second costs nothing noticeable. Safe for
 // concurrent use.
@@ -39,14 +41,17 @@ type File struct {
 
 // stamp is what tells that a file changed without reading it.
 type stamp struct {
-	size, mod int64 // mod: the modification time, Unix nanoseconds
-	inode     uint64
+	// mod and change are the modification and status change times, Unix
+	// nanoseconds: the first can be set by hand (cp -p, install -p),
+	// the second not.
+	size, mod, change int64
+	dev, inode        uint64
 }
 
 func stampOf(fi os.FileInfo) stamp {
 	s := stamp{size: fi.Size(), mod: fi.ModTime().UnixNano()}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		s.inode = st.Ino
+		s.dev, s.inode, s.change = uint64(st.Dev), st.Ino, st.Ctim.Nano()
 	}
 	return s
 }
@@ -105,7 +110,11 @@ const maxBytes = 64 << 10
 // open file's, so that the two belong together when the file is replaced
 // meanwhile).
 func read(path string) (string, stamp, error) {
-	fh, err := os.Open(path)
+	// Non-blocking: opening a pipe with no writer left (a shell's
+	// <(...) once read, a named pipe) blocks until one comes, which a
+	// reconnect would wait for holding nats.go's connection lock, and a
+	// request every other request of the client.
+	fh, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return "", stamp{}, err
 	}
@@ -113,6 +122,10 @@ func read(path string) (string, stamp, error) {
 	fi, err := fh.Stat()
 	if err != nil {
 		return "", stamp{}, err
+	}
+	if fi.Mode()&(os.ModeNamedPipe|os.ModeSocket|os.ModeDevice|os.ModeCharDevice) != 0 {
+		// Read once, it cannot be read again when the credential changes.
+		return "", stamp{}, fmt.Errorf("%s is a pipe or a device, not a file: give a file that holds the credential", path)
 	}
 	b, err := io.ReadAll(io.LimitReader(fh, maxBytes+1))
 	switch {

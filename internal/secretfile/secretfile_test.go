@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,10 +31,61 @@ func TestOpenRefuses(t *testing.T) {
 		{write("newline", "\r\n"), "key file: " + filepath.Join(dir, "newline") + " is empty"},
 		{dir, "key file: read " + dir + ": is a directory"},
 		{write("large", strings.Repeat("k", maxBytes+1)), "key file: " + filepath.Join(dir, "large") + " is over 64 KiB: not a credential"},
+		// A shell's <(...) or a named pipe is read once: read again when
+		// its writer is gone, open(2) waited for a writer for ever.
+		{fifo(t, filepath.Join(dir, "fifo"), "key\n"), "key file: " + filepath.Join(dir, "fifo") + " is a pipe or a device, not a file: give a file that holds the credential"},
 	} {
 		if f, err := Open(tc.path, "key", nil); err == nil || err.Error() != tc.want {
 			t.Errorf("Open(%s) = %v, %v; want the error %q", tc.path, f, err, tc.want)
 		}
+	}
+}
+
+// fifo makes a named pipe at path with a writer that writes text once it
+// is opened for reading.
+func fifo(t *testing.T, path, text string) string {
+	t.Helper()
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		// Fails (ENXIO) rather than waiting when no reader opened it.
+		if w, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.WriteString(text)
+			w.Close()
+		}
+	}()
+	return path
+}
+
+// A file replaced by a named pipe after Open (a reconnect's Value, with
+// no writer) keeps the value last read, with the warning, rather than
+// blocking in open(2) with the File's lock held.
+func TestValueOfAPipeDoesNotBlock(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "key")
+	if err := os.WriteFile(path, []byte("first\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	f, err := Open(path, "test key", slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 1)
+	go func() { got <- f.Value() }()
+	// A blocked Value fails the test by the test binary's timeout.
+	if v := <-got; v != "first" {
+		t.Fatalf("Value() = %q, want the value last read", v)
+	}
+	if !strings.Contains(logs.String(), "is a pipe or a device") {
+		t.Errorf("no warning naming the pipe:\n%s", logs.String())
 	}
 }
 
