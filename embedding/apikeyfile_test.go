@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/memoryd/memoryd/embedding"
@@ -39,7 +40,18 @@ func TestEmbedAPIKeyFileRotated(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "key")
 	replace := func(text string) { secretfiletest.Replace(t, path, text) }
 	replace("first-key-0123456789\n")
-	c, err := embedding.New(embedding.Config{BaseURL: srv.URL, APIKeyFile: path})
+	// rotateDuring, when set, is written to the key file while a request
+	// is answered: the reply then quotes a key that is no longer the
+	// file's.
+	var rotateDuring atomic.Pointer[string]
+	client := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		resp, err := http.DefaultTransport.RoundTrip(r)
+		if next := rotateDuring.Load(); next != nil {
+			replace(*next)
+		}
+		return resp, err
+	})}
+	c, err := embedding.New(embedding.Config{BaseURL: srv.URL, APIKeyFile: path, HTTPClient: client})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,4 +72,20 @@ func TestEmbedAPIKeyFileRotated(t *testing.T) {
 	if _, err := c.Embed(ctx, []string{"hello"}); err != nil {
 		t.Fatalf("after the key file was rotated: %v", err)
 	}
+
+	// Rotated again while a request with the second key is refused: the
+	// key the reply quotes is the one sent, hidden though the file holds
+	// another by then.
+	mu.Lock()
+	want = "third-key-5555555555"
+	mu.Unlock()
+	third := "third-key-5555555555"
+	rotateDuring.Store(&third)
+	if _, err := c.Embed(ctx, []string{"hello"}); err == nil || strings.Contains(err.Error(), "second-key") {
+		t.Fatalf("refused while the file changed: %v; want the key sent hidden", err)
+	}
 }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -240,8 +240,11 @@ func (c *Client) request(ctx context.Context, batch []string) (vs [][]float32, b
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
-	if key := c.apiKey(); key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
+	// The key sent, which a refusal may quote: the file may change
+	// before the reply is read.
+	sent := c.apiKey()
+	if sent != "" {
+		req.Header.Set("Authorization", "Bearer "+sent)
 	}
 	resp, err := c.cfg.HTTPClient.Do(req)
 	if err != nil {
@@ -249,18 +252,18 @@ func (c *Client) request(ctx context.Context, batch []string) (vs [][]float32, b
 		case ctx.Err() != nil:
 			return nil, nil, &Error{Kind: KindTransient, Reason: "request: " + ctx.Err().Error(), Err: ctx.Err()}
 		case modelerr.NotConnected(err):
-			e := newError(KindTransient, "connection error: %s", short(c.redact(err.Error())))
+			e := newError(KindTransient, "connection error: %s", short(c.redact(err.Error(), sent)))
 			e.NotSent, e.Unreachable = true, true
 			return nil, nil, e
 		case rctx.Err() != nil:
 			return nil, nil, newError(KindTransient, "request timed out after %s", c.cfg.Timeout)
 		}
-		return nil, nil, newError(KindTransient, "connection error: %s", short(c.redact(err.Error())))
+		return nil, nil, newError(KindTransient, "connection error: %s", short(c.redact(err.Error(), sent)))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBodyBytes))
-		return nil, nil, c.statusError(resp.StatusCode, resp.Header.Get("Retry-After"), msg, batch)
+		return nil, nil, c.statusError(resp.StatusCode, resp.Header.Get("Retry-After"), msg, batch, sent)
 	}
 	var reply embeddingReply
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxResponseBytes)).Decode(&reply); err != nil {
@@ -307,10 +310,10 @@ func (c *Client) request(ctx context.Context, batch []string) (vs [][]float32, b
 // server's own message, which says what a status alone does not (a bad
 // key, a model to pull, the input's limit), without the batch's texts it
 // may repeat (modelerr.HideEcho).
-func (c *Client) statusError(status int, retryAfter string, body []byte, batch []string) *Error {
+func (c *Client) statusError(status int, retryAfter string, body []byte, batch []string, sent string) *Error {
 	e := newError(KindTransient, "status %d", status)
 	if msg := modelerr.Message(body); msg != "" {
-		e.Reason += ": " + modelerr.HideEcho(short(c.redact(msg)), batch)
+		e.Reason += ": " + modelerr.HideEcho(short(c.redact(msg, sent)), batch)
 	}
 	e.Status = status
 	delay, hasDelay := modelerr.RetryAfter(retryAfter, time.Now())
@@ -329,10 +332,13 @@ func (c *Client) statusError(status int, retryAfter string, body []byte, batch [
 }
 
 // redact takes the API key, and anything shaped like one, out of text
-// quoted from the server: a 401's message may echo the key sent.
-func (c *Client) redact(s string) string {
-	if key := c.apiKey(); key != "" {
-		s = strings.ReplaceAll(s, key, "[redacted]")
+// quoted from the server: a 401's message may echo the key sent, which
+// is the key now unless the key file changed meanwhile.
+func (c *Client) redact(s, sent string) string {
+	for _, key := range []string{sent, c.apiKey()} {
+		if key != "" {
+			s = strings.ReplaceAll(s, key, "[redacted]")
+		}
 	}
 	return keyLike.ReplaceAllString(s, "[redacted]")
 }

@@ -2,9 +2,11 @@ package extractor
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/memoryd/memoryd/extractor/extractortest"
@@ -24,7 +26,20 @@ func TestLLMAPIKeyFileRotated(t *testing.T) {
 	replace("first-key-0123456789\n")
 	srv := extractortest.NewServer(t)
 	srv.SetKey("first-key-0123456789")
-	l := newTestLLM(t, srv, func(c *LLMConfig) { c.APIKeyFile = path })
+	// rotateDuring, when set, is written to the key file while a request
+	// is answered: the reply then quotes a key that is no longer the
+	// file's.
+	var rotateDuring atomic.Pointer[string]
+	l := newTestLLM(t, srv, func(c *LLMConfig) {
+		c.APIKeyFile = path
+		c.HTTPClient = &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			resp, err := http.DefaultTransport.RoundTrip(r)
+			if next := rotateDuring.Load(); next != nil {
+				replace(*next)
+			}
+			return resp, err
+		})}
+	})
 	ctx := context.Background()
 	if _, err := l.Extract(ctx, testInput("I live in Lisbon")); err != nil {
 		t.Fatalf("with the key the server takes: %v", err)
@@ -40,7 +55,22 @@ func TestLLMAPIKeyFileRotated(t *testing.T) {
 	if _, err := l.Extract(ctx, testInput("I live in Faro")); err != nil {
 		t.Fatalf("after the key file was rotated: %v", err)
 	}
+
+	// Rotated again while a request with the second key is refused: the
+	// key the reply quotes is the one sent, hidden though the file holds
+	// another by then.
+	srv.SetKey("third-key-5555555555")
+	third := "third-key-5555555555"
+	rotateDuring.Store(&third)
+	_, err = l.Extract(ctx, testInput("I live in Braga"))
+	if err == nil || strings.Contains(err.Error(), "second-key") {
+		t.Fatalf("refused while the file changed: %v; want the key sent hidden", err)
+	}
 }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // A key file is refused with a key, and a file that holds none at start.
 func TestLLMAPIKeyFileRefusals(t *testing.T) {

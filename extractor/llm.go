@@ -525,6 +525,9 @@ func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, us
 		// connection error (every request of an outage) holds none.
 		e.Reason = hideEcho(e.Reason, req.Messages)
 		e.Reason = hideKey(e.Reason, l.apiKey())
+		if ex.key != "" {
+			e.Reason = hideKey(e.Reason, ex.key)
+		}
 	}
 	if hint := formatHint(status, ex.body, req.ResponseFormat); hint != "" {
 		e.Reason += "; " + hint
@@ -1352,6 +1355,10 @@ type exchange struct {
 	body []byte
 	// contentType is the response's Content-Type header.
 	contentType string
+	// key is the API key the request carried when it came from
+	// LLMConfig.APIKeyFile: the file may have changed since, and the
+	// server's reply may quote the key sent.
+	key string
 }
 
 // bodyHint says what a body that is no chat completion most likely is, by
@@ -1383,15 +1390,19 @@ type recordingDoer struct {
 }
 
 func (d recordingDoer) Do(req *http.Request) (*http.Response, error) {
-	if d.key != nil {
-		req.Header.Set("Authorization", "Bearer "+d.key.Value())
-	}
 	if d.propagate {
 		propagation.TraceContext{}.Inject(req.Context(), propagation.HeaderCarrier(req.Header))
 	}
 	ex, _ := req.Context().Value(exchangeKey{}).(*exchange)
 	if ex != nil {
 		ex.sent = true
+	}
+	if d.key != nil {
+		key := d.key.Value()
+		req.Header.Set("Authorization", "Bearer "+key)
+		if ex != nil {
+			ex.key = key
+		}
 	}
 	resp, err := d.client.Do(req)
 	if err != nil {
