@@ -139,25 +139,16 @@ func New(cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, url: strings.TrimRight(cfg.BaseURL, "/") + "/embeddings", sem: make(chan struct{}, cfg.MaxConcurrency)}
-	if cfg.APIKeyFile != "" {
-		f, err := secretfile.Open(cfg.APIKeyFile, "embeddings api key", cfg.Logger)
-		if err != nil {
-			return nil, fmt.Errorf("embedding: Config.APIKeyFile: %w", err)
-		}
-		c.keyFile = f
+	keyFile, err := secretfile.Open(cfg.APIKeyFile, "embeddings api key", cfg.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("embedding: Config.APIKeyFile: %w", err)
 	}
-	return c, nil
+	return &Client{cfg: cfg, keyFile: keyFile, url: strings.TrimRight(cfg.BaseURL, "/") + "/embeddings", sem: make(chan struct{}, cfg.MaxConcurrency)}, nil
 }
 
 // apiKey is the API key requests carry now (Config.APIKey, or
 // APIKeyFile's value), "" for none.
-func (c *Client) apiKey() string {
-	if c.keyFile != nil {
-		return c.keyFile.Value()
-	}
-	return c.cfg.APIKey
-}
+func (c *Client) apiKey() string { return c.keyFile.ValueOr(c.cfg.APIKey) }
 
 // Model is the configured model's name.
 func (c *Client) Model() string { return c.cfg.Model }

@@ -265,13 +265,9 @@ func NewLLM(cfg LLMConfig) (*LLM, error) {
 		return nil, err
 	}
 
-	var keyFile *secretfile.File
-	if cfg.APIKeyFile != "" {
-		f, err := secretfile.Open(cfg.APIKeyFile, "llm api key", cfg.Logger)
-		if err != nil {
-			return nil, fmt.Errorf("extractor: LLMConfig.APIKeyFile: %w", err)
-		}
-		keyFile = f
+	keyFile, err := secretfile.Open(cfg.APIKeyFile, "llm api key", cfg.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("extractor: LLMConfig.APIKeyFile: %w", err)
 	}
 	// With a key file go-openai gets no key, and the doer sets the header
 	// from the file at each request.
@@ -524,7 +520,7 @@ func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, us
 		// Only a server that answered quotes a message; a timeout or a
 		// connection error (every request of an outage) holds none.
 		e.Reason = hideEcho(e.Reason, req.Messages)
-		e.Reason = hideKey(e.Reason, l.apiKey())
+		e.Reason = hideKey(e.Reason, l.keyFile.ValueOr(l.cfg.APIKey))
 		if ex.key != "" {
 			e.Reason = hideKey(e.Reason, ex.key)
 		}
@@ -1224,15 +1220,6 @@ func hideEcho(reason string, msgs []openai.ChatCompletionMessage) string {
 	return modelerr.HideEcho(reason, texts)
 }
 
-// apiKey is the API key requests carry now (LLMConfig.APIKey, or
-// APIKeyFile's value), for hiding it in what the server says.
-func (l *LLM) apiKey() string {
-	if l.keyFile != nil {
-		return l.keyFile.Value()
-	}
-	return l.cfg.APIKey
-}
-
 // hideKey replaces in reason (an error quoting a server's message) the
 // configured API key, which a server refusing it may quote back ("invalid
 // key: ..."), whatever its shape (redact.Text knows vendors' keys by
@@ -1475,7 +1462,7 @@ func (l *LLM) Models(ctx context.Context) ([]string, error) {
 		// go-openai's error quotes the server's message whole: bounded and
 		// redacted as an extraction's is, since start-up logs it.
 		msg, _ := redact.Text(err.Error())
-		msg = hideKey(boundDetail(msg), l.apiKey())
+		msg = hideKey(boundDetail(msg), l.keyFile.ValueOr(l.cfg.APIKey))
 		return nil, &quotedError{msg: fmt.Sprintf("llm server at %s: %s", redactURL(l.cfg.BaseURL), msg), err: err}
 	}
 	ids := make([]string, 0, len(list.Models))

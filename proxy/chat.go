@@ -268,10 +268,7 @@ func (p *Proxy) forward(w http.ResponseWriter, in *http.Request, req *http.Reque
 		// The client's own, even with no key to put in its place.
 		req.Header.Del(h)
 	}
-	key := p.cfg.UpstreamKey
-	if p.keyFile != nil {
-		key = p.keyFile.Value()
-	}
+	key := p.keyFile.ValueOr(p.cfg.UpstreamKey)
 	switch {
 	case key == "":
 	case p.cfg.UpstreamKeyHeader != "":

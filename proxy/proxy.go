@@ -330,11 +330,9 @@ func New(cfg Config) (*Proxy, error) {
 		t.ResponseHeaderTimeout = cfg.UpstreamTimeout
 		tr = t
 	}
-	var keyFile *secretfile.File
-	if cfg.UpstreamKeyFile != "" {
-		if keyFile, err = secretfile.Open(cfg.UpstreamKeyFile, "upstream key", cfg.Logger); err != nil {
-			return nil, fmt.Errorf("proxy: UpstreamKeyFile: %w", err)
-		}
+	keyFile, err := secretfile.Open(cfg.UpstreamKeyFile, "upstream key", cfg.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: UpstreamKeyFile: %w", err)
 	}
 	// A query (Azure OpenAI's ?api-version=) goes after each endpoint's
 	// path, not before it.

@@ -59,7 +59,12 @@ func stampOf(fi os.FileInfo) stamp {
 // Open reads the credential at path, what naming it in errors and logs
 // ("nats password", "llm api key"). A file that cannot be read or is
 // empty is an error: the server would take an empty credential for none.
+// An empty path is no file: nil, whose ValueOr gives the credential
+// given as a value.
 func Open(path, what string, logger *slog.Logger) (*File, error) {
+	if path == "" {
+		return nil, nil
+	}
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -72,8 +77,14 @@ func Open(path, what string, logger *slog.Logger) (*File, error) {
 	return f, nil
 }
 
-// Path is the file's path.
-func (f *File) Path() string { return f.path }
+// ValueOr is Value, or value when f is nil (the credential was given as
+// a value, not a file).
+func (f *File) ValueOr(value string) string {
+	if f == nil {
+		return value
+	}
+	return f.Value()
+}
 
 // Value is the credential now: the file read again if it changed, else the
 // value last read. A file that cannot be read, or reads empty, gives the

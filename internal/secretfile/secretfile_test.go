@@ -142,3 +142,14 @@ func TestValueFollowsTheFile(t *testing.T) {
 		t.Errorf("%d lines saying the file reads again, want 1:\n%s", n, logs.String())
 	}
 }
+
+// No path is no file: its credential is the one given as a value.
+func TestNoFileIsTheValue(t *testing.T) {
+	f, err := Open("", "key", nil)
+	if f != nil || err != nil {
+		t.Fatalf(`Open("") = %v, %v; want no file and no error`, f, err)
+	}
+	if got := f.ValueOr("given"); got != "given" {
+		t.Fatalf("ValueOr of no file = %q, want the value given", got)
+	}
+}
