@@ -69,15 +69,31 @@ func (e *env) unclaimableJobs() int {
 	return n
 }
 
-// waitFailedOnce waits until at least n embed jobs have run (and, the
-// server failing, failed) once.
-func (e *env) waitFailedOnce(n int) {
+// waitHeldOnce waits until at least n embed jobs have been held back
+// once by the server's failure: failed (an attempt spent), or snoozed
+// waiting for a server that is down. Not "fetched once" (attempt > 0):
+// River gives a snoozed job its attempt back, so that counted the jobs
+// running at the moment it looked, and a loaded machine missed 24.
+func (e *env) waitHeldOnce(n int) {
 	e.t.Helper()
-	e.waitFor(fmt.Sprintf("%d jobs failed once", n), func() (bool, string) {
-		var failed int
-		err := e.store.Pool().QueryRow(e.ctx, `SELECT count(*) FROM river_job WHERE kind = $1 AND attempt > 0`, worker.EmbedJobKind).Scan(&failed)
-		return err == nil && failed >= n, fmt.Sprint(failed, err)
+	e.waitFor(fmt.Sprintf("%d jobs held back once", n), func() (bool, string) {
+		var held int
+		err := e.store.Pool().QueryRow(e.ctx, `SELECT count(*) FROM river_job WHERE kind = $1
+			AND coalesce(array_length(errors, 1), 0) + coalesce((metadata->>'memoryd_model_waits')::int, 0) > 0`, worker.EmbedJobKind).Scan(&held)
+		return err == nil && held >= n, fmt.Sprint(held, err)
 	})
+}
+
+// checkNoAttemptSpent fails the test for each embed job that spent an
+// attempt: the server being down is no job's fault, and waiting for it
+// costs none.
+func (e *env) checkNoAttemptSpent(during string) {
+	e.t.Helper()
+	for _, r := range e.embedJobRows() {
+		if r.errors != 0 {
+			e.t.Errorf("embed job %d spent %d attempts during %s (last %q); waiting for the server spends none", r.id, r.errors, during, r.lastError)
+		}
+	}
 }
 
 // logEmbedJobsOnFailure logs, when the test fails, the embed jobs that

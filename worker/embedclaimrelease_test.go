@@ -41,22 +41,24 @@ func TestEmbedOverloadedServerKeepsBatching(t *testing.T) {
 	}
 }
 
-// After an outage, the backlog of jobs that failed on their own (a 503 is
-// no text's fault) still goes in batches: a retried job claims, and is
-// claimed, like a new one. Before, only a job's first run claimed and only
-// jobs that never ran were claimed, so every job the outage had failed
-// sent its own request once the server was back.
+// After an outage, the backlog of jobs it held back (a 503 without
+// Retry-After is the server down, no text's fault: the jobs wait for it)
+// still goes in batches: a job run again claims, and is claimed, like a
+// new one. Before, only a job's first run claimed and only jobs that never
+// ran were claimed, so every job the outage had held sent its own request
+// once the server was back.
 func TestEmbedBacklogAfterAnOutageGoesInBatches(t *testing.T) {
 	e := setup(t)
 	users := userIDs(30)
-	e.enqueueSmallEmbedJobsWith(25, "m1", users...)
+	e.enqueueSmallEmbedJobs("m1", users...)
 	srv := embeddingtest.New(t)
 	srv.Fail(http.StatusServiceUnavailable, "")
 	e.start(extractor.NewRules(), func(c *worker.Config) {
 		withEmbedder(embedder(t, srv, "m1"), -1)(c)
 		c.EmbedJobSize = 32
 	})
-	e.waitFailedOnce(24)
+	e.waitHeldOnce(24)
 	srv.Recover()
 	e.checkStillBatching(srv, users, 16, "after an outage of 503s")
+	e.checkNoAttemptSpent("an outage of 503s")
 }

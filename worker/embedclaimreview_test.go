@@ -38,15 +38,11 @@ func downEmbedder(t *testing.T, srv *embeddingtest.Server, model string, down *a
 
 // A server that is down (connections refused: nothing was sent, so no
 // text can be the cause) is no text's fault: like a 503, the backlog it
-// failed still goes in batches once it is back.
+// held back goes in batches once it is back, and no job spent an attempt.
 func TestEmbedBacklogAfterServerDownGoesInBatches(t *testing.T) {
 	e := setup(t)
 	users := userIDs(30)
-	// 25 attempts each: a refused connection spends one (the hourly sweep
-	// enqueues what a job that gave up leaves, none runs here), and the
-	// outage lasts until 24 jobs have failed once, which under load let
-	// the first job spend 5.
-	e.enqueueSmallEmbedJobsWith(25, "m1", users...)
+	e.enqueueSmallEmbedJobs("m1", users...)
 	srv := embeddingtest.New(t)
 	var down atomic.Bool
 	down.Store(true)
@@ -54,9 +50,10 @@ func TestEmbedBacklogAfterServerDownGoesInBatches(t *testing.T) {
 		withEmbedder(downEmbedder(t, srv, "m1", &down), -1)(c)
 		c.EmbedJobSize = 32
 	})
-	e.waitFailedOnce(24)
+	e.waitHeldOnce(24)
 	down.Store(false)
 	e.checkStillBatching(srv, users, 16, "after the server was down")
+	e.checkNoAttemptSpent("the server's outage")
 }
 
 // A job on its last attempt that claims a job whose text fails the server

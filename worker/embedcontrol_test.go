@@ -97,7 +97,7 @@ func TestEmbedServerRestartingKeepsBatching(t *testing.T) {
 		c.JobRetryBase = 3 * time.Second
 	})
 	// Recovered once a batch was excused (its jobs marked), not once a job
-	// was fetched (attempt > 0, waitFailedOnce): recovered before the first
+	// was fetched (attempt > 0): recovered before the first
 	// batch, the test passed without a drop; recovered between the batch
 	// and its control request, the control was embedded and the batch
 	// blamed (59 jobs marked, 1 run in 6).
