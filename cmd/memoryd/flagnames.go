@@ -72,7 +72,9 @@ var fieldFlags = map[string]map[string]string{
 		"CreateDatabase": "--create-database",
 	},
 	"nats": {
-		"InboxPrefix": "--inbox-prefix",
+		"InboxPrefix":  "--inbox-prefix",
+		"PasswordFile": "--nats-password-file",
+		"TokenFile":    "--nats-token-file",
 	},
 	"enrichpool": {
 		"MaxConns": "--enrich-max-conns",
@@ -125,7 +127,7 @@ func configErrorFlags(e *app.ConfigError) string {
 
 // componentField matches "<component>: <Type>.<Field>", the way the
 // components' validate methods start their errors.
-var componentField = regexp.MustCompile(`\b(worker|extractor|embedding|enricher|store): (?:[A-Z]\w*)?Config\.([A-Z]\w*)`)
+var componentField = regexp.MustCompile(`\b(worker|extractor|embedding|enricher|store|nats): (?:[A-Z]\w*)?Config\.([A-Z]\w*)`)
 
 // fieldName matches a Go field name, with or without its Config type.
 var fieldName = regexp.MustCompile(`\b(?:\w*Config\.)?[A-Z]\w*\b`)

@@ -742,3 +742,29 @@ func TestMigrateNamesReadOnlyPostgres(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, errOut.String())
 	}
 }
+
+// TestMissingCredentialFilesSaidBeforeConnecting: a credential file that
+// is not there is said naming its flag, whether NATS is up or not. Before,
+// --embed-api-key-file and the proxy's --upstream-key-file were opened
+// after connecting, so with NATS down a mistyped path showed as "NATS is
+// not reachable", and fixing that only to meet the next error.
+func TestMissingCredentialFilesSaidBeforeConnecting(t *testing.T) {
+	t.Parallel()
+	missing := filepath.Join(t.TempDir(), "missing")
+	for _, args := range [][]string{
+		{"serve", "--llm-base-url", "http://127.0.0.1:1/v1", "--llm-model", "m", "--llm-api-key-file", missing},
+		{"serve", "--embed-base-url", "http://127.0.0.1:1/v1", "--embed-model", "m", "--embed-api-key-file", missing},
+		{"serve", "--role", "enrich", "--embed-base-url", "http://127.0.0.1:1/v1", "--embed-model", "m", "--embed-api-key-file", missing},
+		{"serve", "--nats-user", "u", "--nats-password-file", missing},
+		{"serve", "--nats-token-file", missing},
+		{"proxy", "--upstream", "http://127.0.0.1:1/v1", "--trusted-user-header", "X-User", "--upstream-key-file", missing},
+	} {
+		flag := args[len(args)-2]
+		var out, errOut bytes.Buffer
+		args = append(args, "--database-url", "postgres://postgres@127.0.0.1:1/none?connect_timeout=1", "--nats-url", "nats://127.0.0.1:1")
+		code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, args)
+		if code == 0 || !strings.Contains(errOut.String(), flag+": ") || !strings.Contains(errOut.String(), "no such file") || strings.Contains(errOut.String(), "not reachable") {
+			t.Errorf("%v: exit %d, stderr %q; want the missing %s said before connecting", args, code, errOut.String(), flag)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/memoryd/memoryd/apikeys"
 	"github.com/memoryd/memoryd/internal/app"
+	"github.com/memoryd/memoryd/internal/secretfile"
 	"github.com/memoryd/memoryd/proxy"
 )
 
@@ -118,6 +119,12 @@ stores the turns.`)
 		cfg.Keys = keys
 	} else if cfg.TrustedUserHeader == "" {
 		return f.usageErr("--keys (or --key-hashes) is required unless --trusted-user-header is set")
+	}
+	// Before connecting, as serve checks --llm-api-key-file: a mistyped
+	// path is said as such, not after "NATS is not reachable". The proxy
+	// opens the file again (proxy.New), a second read of a small file.
+	if _, err := secretfile.Open(cfg.UpstreamKeyFile, "upstream key", logger); err != nil {
+		return fmt.Errorf("--upstream-key-file: %w", err)
 	}
 	nc, err := conn.connectNATS("memoryd-proxy", logger)
 	if err != nil {

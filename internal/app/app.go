@@ -262,6 +262,11 @@ func (a *App) Start(ctx context.Context) (err error) {
 	} else {
 		a.logger.InfoContext(ctx, "role enrich: no ingest or extraction in this process (processes of role all or ingest work the turn stream and the jobs)")
 	}
+	// Before connecting, as the LLM client is built: a bad
+	// --embed-api-key-file is said as such whether NATS is up or not.
+	if _, err := a.embedder(); err != nil {
+		return err
+	}
 	a.logEmbeddings(ctx)
 	a.metrics = newMetrics()
 	llm, _ := ext.(usageReporter) // nil with the offline extractor

@@ -123,7 +123,7 @@ func (c NATSConfig) Connect(logger *slog.Logger) (*nats.Conn, error) {
 		// server's change causes uses it.
 		pw, err := secretfile.Open(c.PasswordFile, "nats password", logger)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("nats: NATSConfig.PasswordFile: %w", err)
 		}
 		user := c.User
 		opts = append(opts, nats.UserInfoHandler(func() (string, string) { return user, pw.Value() }))
@@ -134,7 +134,7 @@ func (c NATSConfig) Connect(logger *slog.Logger) (*nats.Conn, error) {
 	case c.TokenFile != "":
 		tok, err := secretfile.Open(c.TokenFile, "nats token", logger)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("nats: NATSConfig.TokenFile: %w", err)
 		}
 		opts = append(opts, nats.TokenHandler(tok.Value))
 	case c.Token != "":

@@ -150,9 +150,9 @@ func TestNATSCredentialFileRefusals(t *testing.T) {
 		cfg  NATSConfig
 		want string
 	}{
-		{NATSConfig{User: "u", PasswordFile: filepath.Join(dir, "missing")}, "nats password file: open " + filepath.Join(dir, "missing") + ": no such file or directory"},
-		{NATSConfig{User: "u", PasswordFile: empty}, "nats password file: " + empty + " is empty"},
-		{NATSConfig{TokenFile: newline}, "nats token file: " + newline + " is empty"},
+		{NATSConfig{User: "u", PasswordFile: filepath.Join(dir, "missing")}, "nats: NATSConfig.PasswordFile: nats password file: open " + filepath.Join(dir, "missing") + ": no such file or directory"},
+		{NATSConfig{User: "u", PasswordFile: empty}, "nats: NATSConfig.PasswordFile: nats password file: " + empty + " is empty"},
+		{NATSConfig{TokenFile: newline}, "nats: NATSConfig.TokenFile: nats token file: " + newline + " is empty"},
 		{NATSConfig{User: "u", Password: "p", PasswordFile: empty}, "nats: a password and a password file are both set; give one"},
 		{NATSConfig{Token: "t", TokenFile: empty}, "nats: a token and a token file are both set; give one"},
 		// nats.go would send the URL's credentials, never the file's.
