@@ -40,6 +40,7 @@ const (
 	DefaultTimeout        = 30 * time.Second
 	DefaultBatchSize      = 64
 	DefaultMaxConcurrency = 2
+	DefaultMaxProbeGap    = 5 * time.Second
 )
 
 // Config configures New.
@@ -74,6 +75,14 @@ type Config struct {
 	// HTTPClient sends the requests. Default a client without a timeout of
 	// its own (Timeout applies per request).
 	HTTPClient *http.Client
+	// MaxProbeGap is the longest time between two requests sent while the
+	// server counts as down (Error.Unreachable: not answering, or
+	// refusing the key or model): the requests between fail at once with
+	// the last one's error, unsent (Error.HeldBack), and their callers
+	// wait as for it. Early in an outage the gap is a quarter of the
+	// outage so far, so a blip holds little back. Default 5s (the
+	// extractor's LLMConfig.MaxProbeGap); negative sends every request.
+	MaxProbeGap time.Duration
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -95,6 +104,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.MaxProbeGap == 0 {
+		c.MaxProbeGap = DefaultMaxProbeGap
 	}
 	return c
 }
@@ -131,6 +143,10 @@ type Client struct {
 
 	mu   sync.Mutex
 	next time.Time // earliest start of the next request under RequestsPerSecond
+
+	// down says whether the server counts as down, and probes it
+	// (outage.go).
+	down downRow
 }
 
 // New validates cfg and returns a Client; it does not touch the network.
@@ -219,6 +235,21 @@ func (c *Client) request(ctx context.Context, batch []string) (vs [][]float32, b
 		return nil, nil, &Error{Kind: KindTransient, Reason: "waiting to send: " + err.Error(), Err: err, NotSent: true}
 	}
 	defer func() { <-c.sem }()
+	// Admitted once the slot is taken, as the extractor's: while the
+	// server counts as down, one request probes it now and then and the
+	// others are held back, unsent.
+	admitted := time.Now()
+	probe, held := c.down.admit(admitted, c.cfg.MaxProbeGap)
+	if held != nil {
+		return nil, nil, held
+	}
+	if probe {
+		// After the probe's outcome is noted (deferred below, so run
+		// first): the next request admitted is told it.
+		defer c.down.probeDone()
+	}
+	status := 0 // the reply's, once one came
+	defer func() { c.note(ctx, err, status, probe, admitted) }()
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	body, err := json.Marshal(embeddingRequest{Input: batch, Model: c.cfg.Model})
@@ -252,6 +283,7 @@ func (c *Client) request(ctx context.Context, batch []string) (vs [][]float32, b
 		return nil, nil, newError(KindTransient, "connection error: %s", short(c.redact(err.Error(), sent)))
 	}
 	defer resp.Body.Close()
+	status = resp.StatusCode
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBodyBytes))
 		return nil, nil, c.statusError(resp.StatusCode, resp.Header.Get("Retry-After"), msg, batch, sent)
@@ -314,6 +346,17 @@ func (c *Client) statusError(status int, retryAfter string, body []byte, batch [
 		if hasDelay {
 			e.RetryAfter = min(delay, MaxRetryAfter)
 		}
+	case status == http.StatusUnauthorized || status == http.StatusNotFound:
+		// The key, or the model or the base URL: every request fails
+		// alike until an operator fixes it (a key rotated in
+		// --embed-api-key-file, a model pulled). Before, a permanent
+		// error: an embed job was cancelled for it, its items
+		// lexical-only until the hourly sweep.
+		e.Unreachable, e.Misconfigured = true, true
+	case status == http.StatusForbidden && c.down.refused(batch):
+		// A 403 to a different request just before, none answered
+		// between: the key's (outage.go, refused).
+		e.Unreachable, e.Misconfigured = true, true
 	case status >= 400 && status < 500 && status != http.StatusRequestTimeout:
 		e.Kind = KindPermanent
 	case status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout:

@@ -81,8 +81,12 @@ func TestEmbedErrorsClassified(t *testing.T) {
 		{http.StatusTooManyRequests, "", embedding.KindRetryAfter, time.Second, false, false},
 		{http.StatusTooManyRequests, "3", embedding.KindRetryAfter, 3 * time.Second, false, false},
 		{http.StatusTooManyRequests, "99999", embedding.KindRetryAfter, embedding.MaxRetryAfter, false, false},
-		{http.StatusUnauthorized, "", embedding.KindPermanent, 0, true, false},
-		{http.StatusNotFound, "", embedding.KindPermanent, 0, true, false},
+		// The key or the model refused: waited for as an outage, no
+		// text's fault (misconfigured: TestEmbedRefusedConfiguration).
+		{http.StatusUnauthorized, "", embedding.KindTransient, 0, false, true},
+		{http.StatusNotFound, "", embedding.KindTransient, 0, false, true},
+		// One 403 alone may be that request's.
+		{http.StatusForbidden, "", embedding.KindPermanent, 0, true, false},
 		{http.StatusBadRequest, "", embedding.KindPermanent, 0, true, false},
 	}
 	for _, tc := range cases {

@@ -18,14 +18,17 @@ type Kind int
 const (
 	// KindTransient: the server could not be reached, timed out, answered
 	// 408 or 5xx, or answered with a malformed reply (wrong count of
-	// vectors, mixed dimensions); or the caller's context ended.
+	// vectors, mixed dimensions); or refused the configuration (401, 404,
+	// and 403 to two different requests in a row: [Error.Misconfigured]);
+	// or the caller's context ended. [Error.Unreachable] tells a server
+	// that is down (or refusing the configuration) apart.
 	KindTransient Kind = iota + 1
 	// KindRetryAfter: the server asked to slow down (429, or 503 with a
 	// Retry-After header). [Error.RetryAfter] says for how long.
 	KindRetryAfter
-	// KindPermanent: a 4xx other than 408 and 429 (authentication, unknown
-	// model, input too long), a request that could not be built, or texts
-	// answered with unusable vectors ([Error.Unusable]).
+	// KindPermanent: a 4xx other than 401, 404, 408 and 429 (input too
+	// long, a bad request; a 403 of one request), a request that could not
+	// be built, or texts answered with unusable vectors ([Error.Unusable]).
 	KindPermanent
 )
 
@@ -75,11 +78,31 @@ type Error struct {
 	// itself is down, restarting or loading its model: no connection could
 	// be made (refused, a name that does not resolve, no route), or it
 	// answered 502, 503 (without a Retry-After: with one it is
-	// KindRetryAfter) or 504. Every request fails alike until it is back,
+	// KindRetryAfter) or 504; or it refuses the configuration
+	// (Misconfigured). Every request fails alike until it is back,
 	// so a caller may wait for it rather than spend attempts (the worker's
 	// embed jobs do, as extraction jobs do for the model server). See
 	// [IsUnreachable].
 	Unreachable bool
+	// Misconfigured is set with Unreachable when the server refuses every
+	// request of this configuration (401 or 403: the API key; 404: the
+	// model or the base URL), as the extractor's Error.Misconfigured: every
+	// request would fail alike until an operator fixes it (a key rotated
+	// in --embed-api-key-file, a model pulled), so a caller waits for it
+	// as for an outage rather than failing its texts for good. A 403 is
+	// taken for one only when a different request was refused with one
+	// just before, none answered between (the worker's control request
+	// follows a batch's failure): one 403 alone may be that request's (a
+	// firewall before a gateway refusing one text).
+	Misconfigured bool
+	// HeldBack is set with Unreachable (and NotSent) on the error of a
+	// request that was not sent: the server counts as down, and another
+	// request probes it (Config.MaxProbeGap). No text can be its cause.
+	HeldBack bool
+	// ProbeIn is set with HeldBack: how long until this client may send
+	// its next probe (at least the gap when one is in flight). See
+	// [HeldBackFor].
+	ProbeIn time.Duration
 	// Unusable are the indexes, in the texts of the Embed call, of those
 	// the server answered with an unusable vector (a null, non-number or
 	// non-finite entry, or all zero); Embed returned the others' vectors
@@ -116,18 +139,19 @@ func RefusedInput(err error) bool {
 // InputMayBeCause reports whether the texts of the request that failed
 // with err may be what failed it, so that a caller batching many callers'
 // texts runs them apart next. Not when the server asked to slow down
-// (KindRetryAfter), was never reached (NotSent), answered 502, 503 or 504
-// (no capacity, or a proxy without an upstream), or the caller's context
-// was cancelled; nor when err holds no *Error (it is not the server's
-// answer). Else (a 500, a timeout, a dropped connection, a refusal, an
-// unusable vector) it may be.
+// (KindRetryAfter), was never reached (NotSent, HeldBack), answered 502,
+// 503 or 504 (no capacity, or a proxy without an upstream), refused the
+// configuration (Misconfigured: the key, the model), or the caller's
+// context was cancelled; nor when err holds no *Error (it is not the
+// server's answer). Else (a 500, a timeout, a dropped connection, a
+// refusal of the input, a lone 403, an unusable vector) it may be.
 func InputMayBeCause(err error) bool {
 	var e *Error
 	if !errors.As(err, &e) || errors.Is(err, context.Canceled) {
 		return false
 	}
 	switch {
-	case e.Kind == KindRetryAfter, e.NotSent:
+	case e.Kind == KindRetryAfter, e.NotSent, e.Unreachable:
 		return false
 	case e.Status == http.StatusBadGateway, e.Status == http.StatusServiceUnavailable, e.Status == http.StatusGatewayTimeout:
 		return false
@@ -142,8 +166,35 @@ func IsUnreachable(err error) bool {
 	return errors.As(err, &e) && e.Kind == KindTransient && e.Unreachable
 }
 
-// Error returns the sentinel's text, then the reason.
-func (e *Error) Error() string { return e.sentinel().Error() + ": " + e.Reason }
+// IsMisconfigured reports whether err holds an *Error whose server refuses
+// this configuration (Error.Misconfigured): an unreachable error that an
+// operator, not time, fixes.
+func IsMisconfigured(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Kind == KindTransient && e.Unreachable && e.Misconfigured
+}
+
+// HeldBackFor reports whether err holds an *Error of a request that was
+// not sent because the server counts as down (Error.HeldBack), and how
+// long until this client's next probe may go (Error.ProbeIn).
+func HeldBackFor(err error) (time.Duration, bool) {
+	var e *Error
+	if errors.As(err, &e) && e.HeldBack {
+		return e.ProbeIn, true
+	}
+	return 0, false
+}
+
+// Error returns the sentinel's text, then the reason; for a Misconfigured
+// error, what the server refuses instead of the sentinel's text.
+func (e *Error) Error() string {
+	if e.Misconfigured {
+		// Transient only in that it is waited for: "transient" read as a
+		// passing fault, for a key refused.
+		return "embedding: embeddings server refuses this configuration (API key, model or base URL): " + e.Reason
+	}
+	return e.sentinel().Error() + ": " + e.Reason
+}
 
 // Unwrap returns the kind's sentinel and, when set, Err.
 func (e *Error) Unwrap() []error {

@@ -68,7 +68,9 @@ const (
 	EmbedRateLimited = "rate_limited"
 	EmbedError       = "error"
 	// EmbedSkipped: not asked, the server having failed the last
-	// breakerFailures queries in a row (queryBreaker).
+	// breakerFailures queries in a row (queryBreaker), or the client
+	// holding requests back while the server counts as down
+	// (embedding.HeldBackFor).
 	EmbedSkipped = "skipped"
 )
 
@@ -234,8 +236,13 @@ func (h *hybrid) embed(ctx context.Context, userID, text string, reserve time.Du
 		}
 	}
 	outcome := EmbedOK
+	_, held := embedding.HeldBackFor(err)
 	switch {
 	case err == nil:
+	case held:
+		// Not sent: the client holds requests back while the server
+		// counts as down (or refuses the key), and probes it.
+		outcome = EmbedSkipped
 	case ectx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
 		outcome = EmbedTimeout
 	case errors.Is(err, embedding.ErrRetryAfter):
@@ -250,7 +257,8 @@ func (h *hybrid) embed(ctx context.Context, userID, text string, reserve time.Du
 	// client says nothing of the server. Nor does a refusal of the query's
 	// own text (400, 413, 422: longer than the model's context): one user
 	// pasting long texts made every other user's queries lexical.
-	if err == nil || (timeout >= h.timeout*9/10 && ctx.Err() == nil && !embedding.RefusedInput(err)) {
+	// Nor does a request held back, which was not sent.
+	if err == nil || (!held && timeout >= h.timeout*9/10 && ctx.Err() == nil && !embedding.RefusedInput(err)) {
 		h.breaker.record(time.Now(), err == nil)
 	}
 	h.outcomes[outcome].Add(1)
@@ -261,12 +269,21 @@ func (h *hybrid) embed(ctx context.Context, userID, text string, reserve time.Du
 		// Warn, at most every warnEvery: the operator should know, but an
 		// endpoint that is down fails every request. The error never holds
 		// the text.
-		h.logger.Log(ctx, h.warnLevel(), "query embedding failed; answering lexically", "user_id", userID, "outcome", outcome,
+		msg := "query embedding failed; answering lexically"
+		if embedding.IsMisconfigured(err) {
+			msg = msgQueryRefused
+		}
+		h.logger.Log(ctx, h.warnLevel(), msg, "user_id", userID, "outcome", outcome,
 			"took_ms", millis(took), "error", err)
 		return nil
 	}
 	return v
 }
+
+// msgQueryRefused is the warning of a query embedding the server refused
+// for memoryd's configuration (embedding.IsMisconfigured: a key rotated
+// away, a model not served), naming what fixes it.
+const msgQueryRefused = "embeddings server refuses memoryd's API key or model (--embed-api-key or --embed-api-key-file, --embed-model, --embed-base-url); answering lexically"
 
 // Query embeddings while the server fails: after breakerFailures in a row
 // failed (timed out, refused, rate limited, unusable), the queries are

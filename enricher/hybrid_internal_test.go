@@ -1,11 +1,14 @@
 package enricher
 
 import (
+	"context"
+	"log/slog"
 	"math"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/memoryd/memoryd/embedding"
 	"github.com/memoryd/memoryd/store"
 )
 
@@ -196,5 +199,38 @@ func TestQueryBreaker(t *testing.T) {
 		if sent {
 			b.record(at(c.at), c.ok)
 		}
+	}
+}
+
+// heldBackEmbedder fails every query as embedding.Client does while it
+// holds requests back for a server that counts as down.
+type heldBackEmbedder struct{ calls int }
+
+func (e *heldBackEmbedder) Embed(context.Context, []string) ([][]float32, error) {
+	e.calls++
+	return nil, &embedding.Error{Kind: embedding.KindTransient, Reason: "not sent", Unreachable: true, Misconfigured: true,
+		NotSent: true, HeldBack: true, ProbeIn: time.Second}
+}
+func (e *heldBackEmbedder) Model() string { return "m" }
+
+// TestHeldBackQueryIsSkipped: a query the embeddings client held back
+// (not sent: the server counts as down, another request probes it) is
+// answered lexically as skipped, not as the server's failure: the breaker
+// does not count it (it learnt nothing of the server), and the
+// skipped outcome says no request was made.
+func TestHeldBackQueryIsSkipped(t *testing.T) {
+	emb := &heldBackEmbedder{}
+	h := newHybrid(Config{Embedder: emb, EmbedTimeout: time.Second, Timeout: 2 * time.Second}, slog.New(slog.DiscardHandler))
+	for range breakerFailures + 1 {
+		if v := h.embed(context.Background(), "alice", "where is my dog", 0); v != nil {
+			t.Fatal("a vector from a query held back")
+		}
+	}
+	if got := h.outcomes[EmbedSkipped].Load(); got != breakerFailures+1 || h.outcomes[EmbedError].Load() != 0 {
+		t.Errorf("%d skipped, %d errors; want every query held back counted as skipped", got, h.outcomes[EmbedError].Load())
+	}
+	if h.breaker.failed != 0 || emb.calls != breakerFailures+1 {
+		t.Errorf("breaker counted %d failures, %d queries reached the client; want none counted, each asked of the client (its probe's turn)",
+			h.breaker.failed, emb.calls)
 	}
 }

@@ -305,7 +305,8 @@ func (p *Proxy) forward(w http.ResponseWriter, in *http.Request, req *http.Reque
 		// and its message (OpenAI quotes the key's start) reach every user.
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
-		p.log.Error("the upstream refused --upstream-key (HTTP 401): check the proxy's upstream key")
+		p.log.Error("the upstream refused the proxy's upstream key (HTTP 401): check --upstream-key, or write the new key to --upstream-key-file (read again without a restart)",
+			"from_file", p.keyFile != nil)
 		// OpenAI's SDKs retry a 5xx twice unless told not to: a refused
 		// key fails the same way each time, and each try is logged.
 		w.Header().Set("X-Should-Retry", "false")

@@ -1243,7 +1243,8 @@ func TestClientCredentialsStayHere(t *testing.T) {
 // retry.
 func TestUpstreamRefusesItsKey(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, nil)
+	logs := &eventstest.SyncBuffer{}
+	e := newEnv(t, func(c *proxy.Config) { c.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
 	e.up.setMode("401")
 	for _, path := range []string{"/chat/completions"} {
 		req, _ := http.NewRequest(http.MethodPost, e.url+path, strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
@@ -1262,6 +1263,11 @@ func TestUpstreamRefusesItsKey(t *testing.T) {
 		if got := resp.Header.Get("X-Should-Retry"); got != "false" {
 			t.Errorf("%s with the upstream refusing its key: X-Should-Retry %q, want false", path, got)
 		}
+	}
+	// The operator is told both ways to fix it (a walk with the key in
+	// --upstream-key-file was pointed at --upstream-key only).
+	if l := logs.String(); !strings.Contains(l, "--upstream-key-file") || !strings.Contains(l, "from_file=false") {
+		t.Errorf("log of the refusal: %s", l)
 	}
 }
 

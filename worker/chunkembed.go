@@ -216,11 +216,11 @@ func (c *chunkEmbedWorker) Work(ctx context.Context, job *river.Job[ChunkEmbedAr
 	v := outcome(err, job.JobRow, errors.Is(ctx.Err(), context.Canceled), b)
 	v = countSnooze(ctx, job.JobRow, err, v, b)
 	if v.label == outcomeModelDown {
-		c.w.embedWaits.waiting()
+		c.w.embedWaiting(err)
 	}
 	level, msg := embedFailureLog(v, err, "chunk embedding failed; the chunks stay lexical-only until it succeeds")
 	c.w.logger.Log(ctx, level, msg, "job_id", job.ID, "attempt", job.Attempt,
-		"outcome", v.label, "kind", embedding.KindOf(err).String(), "collection_id", job.Args.CollectionID,
+		"outcome", v.label, "kind", embedKindName(err), "collection_id", job.Args.CollectionID,
 		"chunks", job.Args.chunks(), "error", err)
 	return &jobEnd{op: "embed chunks", label: v.label, river: v.river, cause: err}
 }

@@ -371,7 +371,7 @@ func (e *embedWorker) Work(ctx context.Context, job *river.Job[EmbedArgs]) error
 	v := outcome(err, job.JobRow, errors.Is(ctx.Err(), context.Canceled), b)
 	v = countSnooze(ctx, job.JobRow, err, v, b)
 	if v.label == outcomeModelDown {
-		e.w.embedWaits.waiting()
+		e.w.embedWaiting(err)
 	}
 	// A failure no text caused (the server down or overloaded), or one
 	// excused (blameOf), leaves the job claimable: it batches again once
@@ -405,7 +405,7 @@ func (e *embedWorker) Work(ctx context.Context, job *river.Job[EmbedArgs]) error
 	}
 	level, msg := embedFailureLog(v, err, "embedding failed; the items stay lexical-only until it succeeds")
 	e.w.logger.Log(ctx, level, msg, "job_id", job.ID, "attempt", job.Attempt,
-		"outcome", v.label, "kind", embedding.KindOf(err).String(), "items", len(job.Args.ContextIDs), "saved", n, "claimed_jobs", len(claimed), "error", err)
+		"outcome", v.label, "kind", embedKindName(err), "items", len(job.Args.ContextIDs), "saved", n, "claimed_jobs", len(claimed), "error", err)
 	return &jobEnd{op: "embed", label: v.label, river: v.river, cause: err}
 }
 
@@ -413,6 +413,48 @@ func (e *embedWorker) Work(ctx context.Context, job *river.Job[EmbedArgs]) error
 // for a counted wait (outcome: the embeddings server down or rate
 // limiting, the database out of reach, a lock).
 const msgEmbedWaiting = "embedding waiting without spending attempts; the items or chunks stay lexical-only until it succeeds"
+
+// msgEmbedRefuses is logged instead when the embeddings server refuses
+// memoryd's configuration (a 401 or 404, or 403s: embedding.IsMisconfigured),
+// as msgModelRefuses is for the model server.
+const msgEmbedRefuses = "embeddings server refuses memoryd's API key or model (--embed-api-key or --embed-api-key-file, --embed-model, --embed-base-url); embedding waiting for it to be fixed without spending attempts; the items or chunks stay lexical-only until then"
+
+// embedKindName is the embedding client's kind of err for the log,
+// "misconfigured" for a refusal of the configuration, "other" when the
+// client did not fail (the store did, or the job's context ended).
+func embedKindName(err error) string {
+	if embedding.IsMisconfigured(err) {
+		return "misconfigured"
+	}
+	if k := embedding.KindOf(err); k != 0 {
+		return k.String()
+	}
+	return "other"
+}
+
+// embedWaiting notes that an embed or chunk embed job is being snoozed
+// for the embeddings server (err: down, or refusing the configuration,
+// which /readyz shows once it lasts: EmbedRefusing).
+func (w *Worker) embedWaiting(err error) {
+	w.embedWaits.waiting()
+	if embedding.IsMisconfigured(err) {
+		w.embedRefusing.fail(err)
+	}
+}
+
+// EmbedRefusing reports the embeddings server refusing memoryd's
+// configuration (its API key, or the model) since its first refusal that
+// no answer followed, nil while it answers (or before it refused), as
+// ModelRefusing does for the model server: embed jobs wait meanwhile
+// (--llm-max-outage), and new items are searched lexically only.
+func (w *Worker) EmbedRefusing() *Outage { return w.embedRefusing.load() }
+
+// msgEmbedGivenUp ends the line of an embed or chunk-embed job that gave
+// up (its attempts spent, a refusal past --llm-max-outage, a text the
+// server refuses): what brings the texts their vectors then. A
+// key-rotation walk (before refusals waited) was told only "until it
+// succeeds", which no job would retry.
+const msgEmbedGivenUp = "; this job gave up: the hourly embed sweep enqueues them again, or run memoryd embed --backfill once the cause is fixed"
 
 // embedFailureLog is the level and message of an embed or chunk-embed
 // job's failure line (failed is its message). A counted wait is logged as
@@ -428,8 +470,17 @@ func embedFailureLog(v verdict, err error, failed string) (slog.Level, string) {
 		// jobs after one; the sweep of this model covers their items.
 		return slog.LevelDebug, failed
 	case v.final:
-		return slog.LevelError, failed
+		return slog.LevelError, failed + msgEmbedGivenUp
+	case v.label == outcomeModelDown && embedding.IsMisconfigured(err):
+		level := waitLevel(v.n, slog.LevelWarn)
+		if v.count == metaWokenHolds {
+			level = slog.LevelDebug // woken, and held back for this process's probe
+		}
+		return level, msgEmbedRefuses
 	case v.label == outcomeDBDown || v.label == outcomeModelDown:
+		if v.count == metaWokenHolds {
+			return slog.LevelDebug, msgEmbedWaiting
+		}
 		return waitLevel(v.n, slog.LevelWarn), msgEmbedWaiting
 	case v.count != "": // a lock or a rate limit, as extraction's
 		return waitLevel(v.n, slog.LevelInfo), msgEmbedWaiting
@@ -764,7 +815,7 @@ func (w *Worker) embedTexts(ctx context.Context, what string, texts []string, is
 	lost := &lostTexts{}
 	refused, refusal, err := embedSplitting(ctx, w.cfg.Embedder, cut, vs, true, isolate, lost)
 	someVectors := slices.ContainsFunc(vs, func(v []float32) bool { return v != nil })
-	if err != nil && !isolate && !someVectors && embedding.InputMayBeCause(err) && !embedding.RefusedInput(err) {
+	if err != nil && (!isolate || forbidden(err)) && !someVectors && embedding.InputMayBeCause(err) && !embedding.RefusedInput(err) {
 		refused, refusal, err = w.againAfterControl(ctx, cut, vs, err)
 	}
 	if slices.ContainsFunc(vs, func(v []float32) bool { return v != nil }) {
@@ -825,6 +876,12 @@ func (w *Worker) againAfterControl(ctx context.Context, texts []string, out [][]
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), controlTimeout)
 	_, cerr := w.cfg.Embedder.Embed(cctx, []string{controlText})
 	cancel()
+	if embedding.IsMisconfigured(cerr) {
+		// The server refuses the key or the model (a 403 to the batch
+		// and to the control: embedding.Client's refused): the
+		// configuration's failure, waited for (outcome), no text's.
+		return 0, nil, cerr
+	}
 	if cerr != nil && len(embedding.UnusableOf(cerr)) == 0 {
 		// Taken for the server's failure only when it answered both: a
 		// batch it dropped (or timed out on) and a control it then
@@ -839,6 +896,16 @@ func (w *Worker) againAfterControl(ctx context.Context, texts []string, out [][]
 		return 0, nil, failed
 	}
 	return embedSplitting(ctx, w.cfg.Embedder, texts, out, true, false, &lostTexts{})
+}
+
+// forbidden reports whether err is a 403 the client did not take for the
+// configuration's (one request's, as far as it knows): a job isolating
+// its texts sends the control too, which a server refusing the key
+// refuses as well (embedding.IsMisconfigured), rather than be cancelled
+// for the key.
+func forbidden(err error) bool {
+	var e *embedding.Error
+	return errors.As(err, &e) && e.Status == http.StatusForbidden && !e.Misconfigured
 }
 
 // answered reports whether err is the embeddings server's reply with an

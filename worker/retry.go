@@ -233,7 +233,9 @@ type verdict struct {
 //   - an unreachable model server (extractor.IsUnreachable: no connection,
 //     or a 502, 503 or 504; or one refusing memoryd's key or model, a 401
 //     or 404), or an unreachable embeddings server for an embed job
-//     (embedding.IsUnreachable: no connection, or a 502, 503 or 504), and
+//     (embedding.IsUnreachable: no connection, or a 502, 503 or 504; or
+//     one refusing memoryd's key or model, a 401 or 404, and a 403 to
+//     two different requests in a row: embedding.IsMisconfigured), and
 //     no permanent error anywhere in the error, while the job's snoozes for it total less than
 //     maxModelOutage, as long as they lasted (the parts wakes cut short
 //     not counted): snooze with a doubling delay (modelWait). A server
@@ -287,7 +289,7 @@ func outcome(err error, job *rivertype.JobRow, shutdown bool, b retryBudget) ver
 	}
 	if waits := metaCount(job.Metadata, metaModelWaits); serverDown(err) && !permanent {
 		if d, ok := b.modelWait(waits, job.Metadata); ok {
-			if probeIn, held := extractor.HeldBackFor(err); held && metaTrue(job.Metadata, metaWoken) {
+			if probeIn, held := heldBackFor(err); held && metaTrue(job.Metadata, metaWoken) {
 				if holds := metaCount(job.Metadata, metaWokenHolds); holds < maxWokenHolds {
 					// Woken because the server answered another process
 					// (or this one, just before it learnt so), and held
@@ -479,6 +481,16 @@ func (b retryBudget) spreadBelow(d time.Duration) time.Duration {
 // backoff after it was back (up to 10 minutes), or was given up after 10.
 func serverDown(err error) bool {
 	return extractor.IsUnreachable(err) || embedding.IsUnreachable(err)
+}
+
+// heldBackFor is extractor.HeldBackFor or embedding.HeldBackFor: a
+// request not sent because its server counts as down, and how long until
+// the client's next probe.
+func heldBackFor(err error) (time.Duration, bool) {
+	if d, ok := extractor.HeldBackFor(err); ok {
+		return d, true
+	}
+	return embedding.HeldBackFor(err)
 }
 
 // isPermanent reports whether err holds a permanent error of the extractor

@@ -91,6 +91,7 @@ func (w *Worker) modelAnswered() {
 // job's request with vectors: it wakes the embed and chunk embed jobs
 // waiting for the server (wakeSoon), every process's.
 func (w *Worker) embedAnswered() {
+	w.embedRefusing.end()
 	w.embedWaits.answered.Store(time.Now().UnixNano())
 	w.wakeSoon(&w.embedWaits, 0)
 }

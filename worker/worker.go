@@ -723,6 +723,7 @@ type Worker struct {
 	modelRefusing                                      outage       // the model server refusing the configuration, nil while it answers
 	modelWaits                                         modelWaiters // jobs snoozed for the model server, to wake when it answers
 	embedWaits                                         modelWaiters // jobs snoozed for the embeddings server, to wake when it answers
+	embedRefusing                                      outage       // the embeddings server refusing the configuration, nil while it answers
 	// unsaved holds the extractions runs could not store for a wait,
 	// for their jobs' next runs.
 	unsaved *unsavedResults

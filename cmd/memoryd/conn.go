@@ -314,7 +314,7 @@ func explain(err error) string {
 		// (a Postgres walk: a cluster on 5441 was told to start "15 main").
 		return fmt.Sprintf("Postgres is not reachable at %s:%d; start the server on that port or set --database-url / MEMORYD_DATABASE_URL.", connErr.Host, connErr.Port)
 	case errors.As(err, &natsErr) && errors.Is(err, nats.ErrAuthorization):
-		return fmt.Sprintf("NATS at %s refused the credentials; check --nats-user/--nats-password/--nats-token/--nats-nkey/--nats-creds.", natsErr.URL)
+		return fmt.Sprintf("NATS at %s refused the credentials; check --nats-user, --nats-password or --nats-password-file, --nats-token or --nats-token-file, --nats-nkey, --nats-creds.", natsErr.URL)
 	case errors.As(err, &natsErr) && tlsCause(err) != "":
 		return fmt.Sprintf("NATS at %s: TLS failed: %s; check --nats-ca, --nats-cert and --nats-key, and the host name in --nats-url.", natsErr.URL, tlsCause(err))
 	case errors.As(err, &natsErr) && errors.Is(err, nats.ErrSecureConnWanted):

@@ -117,6 +117,13 @@ func TestEmbedBackfillChecksTheServerFirst(t *testing.T) {
 	if n := srv.Requests(); n != 1 {
 		t.Errorf("%d requests sent for the unknown model, want the test text's 1", n)
 	}
+	// A key refused is said to be the key, not the model (a key-rotation
+	// walk was asked whether the model was served).
+	srv.Fail(http.StatusUnauthorized, "")
+	out, errOut, code = runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--embed-base-url", srv.URL, "--embed-model", "m1")
+	if code != 1 || !strings.Contains(errOut, "is --embed-api-key or --embed-api-key-file a key the server takes?") || strings.Contains(errOut, "is the model served") {
+		t.Errorf("backfill with the key refused: exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit 1 naming the key", code, out, errOut)
+	}
 	srv.Fail(http.StatusServiceUnavailable, "")
 	out, errOut, code = runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--embed-base-url", srv.URL, "--embed-model", "m1")
 	if code != 1 || !strings.Contains(errOut, "did not embed a test text") {

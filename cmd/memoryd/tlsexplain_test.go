@@ -49,6 +49,9 @@ func TestExplainTLS(t *testing.T) {
 		{"nats closed", nt(fmt.Errorf("%w: connection closed by remote after TLS handshake: %w", nats.ErrTLS, errors.New("broken pipe"))), "it likely refused this side's client certificate"},
 		{"nats no tls", nt(nats.ErrSecureConnWanted), "does not offer TLS"},
 		{"nats auth", nt(nats.ErrAuthorization), "--nats-nkey"},
+		// A password or token given by file is named too: a walk with
+		// --nats-password-file was pointed at flags it had not used.
+		{"nats auth file", nt(nats.ErrAuthorization), "--nats-password or --nats-password-file, --nats-token or --nats-token-file"},
 		{"nats down", nt(&net.OpError{Op: "dial", Err: errors.New("connection refused")}), "NATS is not reachable"},
 	} {
 		if got := explain(c.err); !strings.Contains(got, c.want) {

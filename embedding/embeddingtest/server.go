@@ -67,6 +67,7 @@ type Server struct {
 	altDims        int    // when > 0, answered requests alternate between dims and altDims
 	answered       int    // requests answered with vectors, counted for altDims
 	crashAnswered  bool   // the crashing request itself is answered with crashStatus, not cut off
+	key            string // SetKey's
 }
 
 // Break is how BreakVector spoils a text's vector.
@@ -208,6 +209,16 @@ func (s *Server) Garbage() {
 	s.garbage = true
 }
 
+// SetKey makes the server answer 401 to every later request whose bearer
+// token is not key, quoting the token it got as OpenAI does ("Incorrect
+// API key provided: ..."): a provider that rotated memoryd's key. "" takes
+// any (the default). Recover leaves it.
+func (s *Server) SetKey(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.key = key
+}
+
 // New starts a Server of DefaultDims dimensions, closed when t ends.
 func New(t testing.TB) *Server {
 	t.Helper()
@@ -331,6 +342,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.sent = append(s.sent, slices.Clone(req.Input))
 	status, retryAfter, delay, dims, garbage, aliases := s.status, s.retryAfter, s.delay, s.dims, s.garbage, s.aliases
 	refuseOver, refuseWith, breaks, errorBody := s.refuseOver, s.refuseWith, s.breaks, s.errorBody
+	if sent, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); s.key != "" && sent != s.key {
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		body, _ := json.Marshal(map[string]any{"error": map[string]string{"message": "Incorrect API key provided: " + sent, "type": "invalid_request_error"}})
+		_, _ = w.Write(body)
+		return
+	}
 	if s.failN > 0 {
 		if s.failN--; s.failN == 0 {
 			s.status = 0

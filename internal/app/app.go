@@ -698,7 +698,14 @@ func (a *App) logExtractor(ctx context.Context, ext worker.Extractor) {
 			"base_url", RedactURL(a.cfg.LLM.BaseURL), "model", a.cfg.LLM.Model, "listed", len(models), "some_listed", models[:min(len(models), 5)])
 	case err == nil:
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		a.logger.Warn("the LLM endpoint refused the API key: extraction waits, up to --llm-max-outage per job, then fails, until --llm-api-key (MEMORYD_LLM_API_KEY) is one it takes",
+		// Named by where the key came from: a key file is read again
+		// when it changes (a walk with --llm-api-key-file was pointed at
+		// --llm-api-key, and a restart).
+		fix := "--llm-api-key (MEMORYD_LLM_API_KEY) is one it takes, given at a restart"
+		if a.cfg.LLM.APIKeyFile != "" {
+			fix = "--llm-api-key-file holds one it takes (read again when it changes, no restart)"
+		}
+		a.logger.Warn("the LLM endpoint refused the API key: extraction waits, up to --llm-max-outage per job, then fails, until "+fix,
 			"base_url", RedactURL(a.cfg.LLM.BaseURL), "status", status)
 	case (status == http.StatusNotFound || status == http.StatusMethodNotAllowed) && !strings.HasSuffix(strings.TrimRight(a.cfg.LLM.BaseURL, "/"), "/v1"):
 		// The usual mistake: a base URL without its /v1 (Ollama's
@@ -876,7 +883,11 @@ func (a *App) Health(ctx context.Context) map[string]string {
 	checks := a.natsHealth(ctx, nc)
 	checks["postgres"] = <-pg
 	if runWorker, _ := a.cfg.Role.runs(); runWorker {
-		checks["ingest"], checks["model"] = a.workerHealth(time.Now())
+		var embed string
+		checks["ingest"], checks["model"], embed = a.workerHealth(time.Now())
+		if a.cfg.Embed.BaseURL != "" {
+			checks["embeddings"] = embed
+		}
 	}
 	return checks
 }
@@ -888,16 +899,25 @@ func (a *App) Health(ctx context.Context) map[string]string {
 // /readyz 200 for as long) does.
 const ingestUnready = time.Minute
 
-// workerHealth is the ingest's and the model's health checks at now:
-// "ok", or how long each has failed and why.
-func (a *App) workerHealth(now time.Time) (ingest, model string) {
+// workerHealth is the ingest's, the model's and the embeddings server's
+// health checks at now: "ok", or how long each has failed and why.
+func (a *App) workerHealth(now time.Time) (ingest, model, embed string) {
 	a.mu.Lock()
 	w := a.worker
 	a.mu.Unlock()
 	if w == nil {
-		return "ok", "ok" // not started yet, or stopped: the other checks say so
+		return "ok", "ok", "ok" // not started yet, or stopped: the other checks say so
 	}
-	return ingestCheck(w.IngestFailing(), now), modelCheck(w.ModelRefusing(), now)
+	return ingestCheck(w.IngestFailing(), now), modelCheck(w.ModelRefusing(), now), embedCheck(w.EmbedRefusing(), now)
+}
+
+// embedCheck is the embeddings server's health at now given its refusal r
+// (nil for none), as modelCheck is the model server's: a server refusing
+// memoryd's key or model for ingestUnready makes every embed job wait, for
+// --llm-max-outage, and then fail, new items searched lexically only.
+func embedCheck(r *worker.Outage, now time.Time) string {
+	return outageCheck(r, now, "the embeddings server refuses memoryd's API key or model",
+		"embed jobs wait, new items lexical-only; write the new key to --embed-api-key-file, or fix --embed-api-key, --embed-model or --embed-base-url and restart")
 }
 
 // modelCheck is the model's health at now given its refusal r (nil for

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -54,7 +55,7 @@ func (a *App) queryEmbedder() (*embedding.Client, error) {
 func (m *metrics) registerQueryEmbeddings() {
 	m.queryEmbeds = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "memoryd_query_embeddings_total",
-		Help: "Enrich and search queries embedded for hybrid retrieval, by outcome (ok; timeout, rate_limited, error: answered lexically; skipped: answered lexically without asking, the server having failed the last five).",
+		Help: "Enrich and search queries embedded for hybrid retrieval, by outcome (ok; timeout, rate_limited, error: answered lexically; skipped: answered lexically without asking, the server having failed the last five, or counting as down and probed by another query).",
 	}, []string{"outcome"})
 	for _, o := range enricher.EmbedOutcomes() {
 		m.queryEmbeds.WithLabelValues(o)
@@ -130,8 +131,15 @@ func (a *App) probeEmbedder(ctx context.Context, emb interface {
 	switch {
 	case err != nil && dims > 0:
 		return fmt.Errorf("--dims %d not checked against the embeddings server, so not recorded: %w", dims, err)
-	case errors.Is(err, embedding.ErrPermanent):
-		return fmt.Errorf("the embeddings server refused a test text for --embed-model %s (is the model served there, under that name?): %w; nothing enqueued", emb.Model(), err)
+	case errors.Is(err, embedding.ErrPermanent), embedding.IsMisconfigured(err):
+		// A 401 or 403 is the key, not the model: an operator's walk with
+		// a revoked key was asked whether the model was served.
+		hint := "is the model served there, under that name?"
+		var e *embedding.Error
+		if errors.As(err, &e) && (e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden) {
+			hint = "is --embed-api-key or --embed-api-key-file a key the server takes?"
+		}
+		return fmt.Errorf("the embeddings server refused a test text for --embed-model %s (%s): %w; nothing enqueued", emb.Model(), hint, err)
 	case err != nil && work:
 		return fmt.Errorf("the embeddings server did not embed a test text: %w; nothing enqueued: run again once it answers (or with --no-work, to leave the jobs to the serves)", err)
 	case err != nil:

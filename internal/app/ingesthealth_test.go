@@ -50,3 +50,24 @@ func TestModelCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestEmbedCheck: /readyz's embeddings check says the embeddings server
+// refuses memoryd's key or model once that has lasted ingestUnready, as
+// the model check does for the model server, naming --embed-api-key-file.
+func TestEmbedCheck(t *testing.T) {
+	now := time.Date(2026, 12, 4, 5, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name string
+		r    *worker.Outage
+		want string
+	}{
+		{"answering", nil, "ok"},
+		{"a short refusal", &worker.Outage{Since: now.Add(-time.Second), Err: "401"}, "ok"},
+		{"a long one", &worker.Outage{Since: now.Add(-3 * time.Minute), Err: "embed: 401 Incorrect API key provided"},
+			"the embeddings server refuses memoryd's API key or model for 3m0s (embed jobs wait, new items lexical-only; write the new key to --embed-api-key-file, or fix --embed-api-key, --embed-model or --embed-base-url and restart): embed: 401 Incorrect API key provided"},
+	} {
+		if got := embedCheck(c.r, now); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -64,6 +66,39 @@ func TestLLMStartCheckSaysWhatTheServerAnswered(t *testing.T) {
 		if !strings.Contains(out, tt.want) || !strings.Contains(out, `"level":"`+tt.level+`"`) || strings.Contains(out, "does not answer") {
 			t.Errorf("HTTP %d at %q: want %s %q, got %s", tt.status, tt.path, tt.level, tt.want, out)
 		}
+	}
+}
+
+// TestLLMStartCheckNamesTheKeyFile: a key refused at start is said to be
+// fixed in the file it came from, read again when it changes, not by
+// --llm-api-key and a restart (a key-rotation walk with
+// --llm-api-key-file was told to set --llm-api-key).
+func TestLLMStartCheckNamesTheKeyFile(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write([]byte(`{"error":{"message":"no","type":"x"}}`))
+	}))
+	defer srv.Close()
+	keyFile := filepath.Join(t.TempDir(), "llm-key")
+	if err := os.WriteFile(keyFile, []byte("old-key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{LLM: extractor.LLMConfig{BaseURL: srv.URL + "/v1", Model: "m", APIKeyFile: keyFile}}.withDefaults()
+	llm, err := extractor.NewLLM(cfg.LLM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	a := &App{cfg: cfg, logger: slog.New(slog.NewJSONHandler(&logs, nil))}
+	a.logExtractor(context.Background(), llm)
+	out := logs.String()
+	if !strings.Contains(out, "refused the API key") || !strings.Contains(out, "--llm-api-key-file holds one it takes") || strings.Contains(out, "MEMORYD_LLM_API_KEY)") {
+		t.Errorf("key file refused at start: want the file named, got %s", out)
+	}
+	if out := startCheckLogs(t, srv.URL+"/v1"); !strings.Contains(out, "--llm-api-key (MEMORYD_LLM_API_KEY) is one it takes") {
+		t.Errorf("key refused at start: want --llm-api-key named, got %s", out)
 	}
 }
 

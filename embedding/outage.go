@@ -1,0 +1,220 @@
+package embedding
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// While the embeddings server counts as down (a request found it
+// unreachable or refusing the configuration: Error.Unreachable), a Client
+// sends one request now and then to probe it and holds the others back
+// unsent, with the error that found it down (Error.HeldBack), as the
+// extractor's LLM does for the model server (extractor/llm.go,
+// serverErrorRow). Its callers wait as for that error: the worker's embed
+// jobs snooze, enrich answers lexically at once. Before, each waiting
+// embed job sent its own request whenever its snooze ended (with writes
+// coming in, each new write's job one more), and the server, refusing an
+// old key or loading its model, was asked again and again for nothing.
+//
+// Unlike the extractor's row, a server error (500) or a timeout does not
+// make the server count as down: the worker tells those apart itself
+// (its control request, embedTexts), and a 500 may be one text's.
+
+// minHoldBack is how long the server must have counted as down before
+// requests are held back (at most MaxProbeGap): a blip (a gateway's lone
+// 502, a restart under a second) holds nothing back.
+const minHoldBack = time.Second
+
+// downRow is whether the server counts as down, since when and with what
+// error, and the probing. Safe for concurrent use.
+type downRow struct {
+	mu sync.Mutex
+	// downSince is when the server was taken for down, zero while it is
+	// not.
+	downSince time.Time
+	// probed is when a request was last let through while the server
+	// counts as down (admit), or when it was taken for down; probing is
+	// set while that probe is in flight (until probeDone).
+	probed  time.Time
+	probing bool
+	// downErr is the error of the last request that found the server
+	// down (fail): what a request held back is told.
+	downErr Error
+	// forbidden are the requests refused with a 403 since the last
+	// answer otherwise (refused).
+	forbidden map[[32]byte]bool
+}
+
+// admit decides whether a request may be sent at now, as the extractor's
+// serverErrorRow.admit: while the server counts as down, from its first
+// second on, one request is let through at most every gap (a quarter of
+// the outage so far, at most maxGap), and only when the one before has
+// ended (probeDone), and the others get the error that found it down
+// without being sent. probe reports that the request let through is a
+// probe: the caller calls probeDone once its outcome is noted. A nil error
+// means send.
+func (r *downRow) admit(now time.Time, maxGap time.Duration) (probe bool, held *Error) {
+	if maxGap < 0 {
+		return false, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.downSince.IsZero() {
+		return false, nil
+	}
+	down := now.Sub(r.downSince)
+	if down < min(minHoldBack, maxGap) {
+		return false, nil
+	}
+	gap := min(max(down/4, 0), maxGap)
+	if !r.probing && now.Sub(r.probed) >= gap {
+		r.probed, r.probing = now, true
+		return true, nil
+	}
+	e := r.downErr
+	e.Err, e.HeldBack, e.NotSent, e.Status = nil, true, true, 0
+	e.ProbeIn = max(gap-now.Sub(r.probed), 0)
+	if r.probing {
+		// Its outcome is not known yet: a request that comes back after
+		// it is told again, which a whole gap makes less likely.
+		e.ProbeIn = max(e.ProbeIn, gap)
+	}
+	what := "the embeddings server counts as down"
+	if e.Misconfigured {
+		// Error() has said the server refuses the configuration.
+		what = "refused"
+	}
+	e.Reason = fmt.Sprintf("not sent, %s since %s and probed by one request at a time, at most every %s; the last one: %s",
+		what, r.downSince.UTC().Format(time.RFC3339), maxGap, r.downErr.Reason)
+	return false, &e
+}
+
+// probeDone ends the probe admit let through: the next may be sent.
+func (r *downRow) probeDone() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.probing = false
+}
+
+// giveBack ends a probe that told nothing of the server (its caller gave
+// up before an answer: a query's short deadline, a shutdown): the next
+// request may probe at once. Without it, a client whose every request has
+// a deadline shorter than the server's answer held back every other
+// request for a gap after each.
+func (r *downRow) giveBack(probed time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.probed.Equal(probed) {
+		r.probed = time.Time{}
+	}
+}
+
+// fail takes the server for down from now, unless it already is, with e
+// (an Unreachable error) as what requests held back are told: of a
+// refusal of the configuration the server's message ("invalid api key",
+// "model not found"), of any other failure only its kind and status
+// ("status 503", "connection error"), since a server's message may quote
+// the request's texts in words the echo check does not catch, and the
+// requests held back are other users'.
+func (r *downRow) fail(now time.Time, e *Error) {
+	reason := e.Reason
+	if !e.Misconfigured {
+		reason, _, _ = strings.Cut(reason, ": ")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.downSince.IsZero() {
+		r.downSince, r.probed = now, now
+	}
+	r.downErr = Error{Kind: e.Kind, Reason: reason, Unreachable: true, Misconfigured: e.Misconfigured}
+}
+
+// answer ends the server's being down: a request was answered, at now. It
+// returns for how long it was, once, 0 when it was not.
+func (r *downRow) answer(now time.Time) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.forbidden = nil
+	if r.downSince.IsZero() {
+		return 0
+	}
+	down := max(now.Sub(r.downSince), time.Nanosecond)
+	r.downSince, r.downErr = time.Time{}, Error{}
+	return down
+}
+
+// refused records a 403 to a request of batch and reports whether it is
+// the configuration's: a different request was refused with one since
+// the last answer otherwise, or the server counts as down refusing the
+// configuration already. One 403 alone may be that request's (a firewall
+// before a gateway refusing one text): the worker follows a batch's
+// failure that a text may have caused with a request of one short text
+// (its control), which a server refusing the key refuses too. Two, not
+// the extractor's three: the control is the second, and with three the
+// batch's job was cancelled before the third came.
+func (r *downRow) refused(batch []string) bool {
+	h := sha256.New()
+	for _, t := range batch {
+		h.Write([]byte(t))
+		h.Write([]byte{0})
+	}
+	var key [32]byte
+	h.Sum(key[:0])
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.downSince.IsZero() && r.downErr.Misconfigured {
+		return true
+	}
+	if r.forbidden == nil {
+		r.forbidden = map[[32]byte]bool{}
+	}
+	if len(r.forbidden) < 2 {
+		r.forbidden[key] = true
+	}
+	return len(r.forbidden) >= 2
+}
+
+// note records the outcome of a request sent (err, nil when it was
+// embedded; status, the reply's, 0 when none came): an error that found
+// the server down makes it count as down (fail); a reply other than a 403
+// or a request to slow down (429, a 503 with Retry-After) ends it, which
+// is logged once (answered); a probe whose caller gave up before any
+// reply is given back.
+func (c *Client) note(ctx context.Context, err error, status int, probe bool, probed time.Time) {
+	var e *Error
+	isErr := errors.As(err, &e)
+	switch {
+	case isErr && e.Unreachable:
+		c.down.fail(time.Now(), e)
+	case status != 0 && status != http.StatusForbidden && !(isErr && e.Kind == KindRetryAfter):
+		c.answered(time.Now())
+	case probe && status == 0 && ctx.Err() != nil:
+		c.down.giveBack(probed)
+	}
+}
+
+// answered ends the server's being down (downRow.answer); the first
+// reply after it says so, at info after an outage of at least outageTold,
+// else at debug, as the extractor's does for the model server.
+func (c *Client) answered(now time.Time) {
+	down := c.down.answer(now)
+	if down == 0 {
+		return
+	}
+	level := slog.LevelDebug
+	if down >= outageTold {
+		level = slog.LevelInfo
+	}
+	c.cfg.Logger.Log(context.Background(), level, "embeddings server answering again", "model", c.cfg.Model,
+		"down_for", down.Round(time.Millisecond).String())
+}
+
+// outageTold is the shortest outage whose end is logged at info.
+const outageTold = 30 * time.Second
