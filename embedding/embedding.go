@@ -235,9 +235,10 @@ func (c *Client) request(ctx context.Context, batch []string) (vs [][]float32, b
 		return nil, nil, &Error{Kind: KindTransient, Reason: "waiting to send: " + err.Error(), Err: err, NotSent: true}
 	}
 	defer func() { <-c.sem }()
-	// Admitted once the slot is taken, as the extractor's: while the
-	// server counts as down, one request probes it now and then and the
-	// others are held back, unsent.
+	// Admitted once the slot is taken and before the turn under
+	// RequestsPerSecond, as the extractor's: while the server counts as
+	// down, one request probes it now and then and the others are held
+	// back, unsent, at once.
 	admitted := time.Now()
 	probe, held := c.down.admit(admitted, c.cfg.MaxProbeGap)
 	if held != nil {
@@ -250,6 +251,10 @@ func (c *Client) request(ctx context.Context, batch []string) (vs [][]float32, b
 	}
 	status := 0 // the reply's, once one came
 	defer func() { c.note(ctx, err, status, probe, admitted) }()
+	if err := c.waitTurn(ctx); err != nil {
+		// Nothing was sent (a probe given up so is given back: note).
+		return nil, nil, &Error{Kind: KindTransient, Reason: "waiting to send: " + err.Error(), Err: err, NotSent: true}
+	}
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	body, err := json.Marshal(embeddingRequest{Input: batch, Model: c.cfg.Model})
@@ -354,8 +359,8 @@ func (c *Client) statusError(status int, retryAfter string, body []byte, batch [
 		// lexical-only until the hourly sweep.
 		e.Unreachable, e.Misconfigured = true, true
 	case status == http.StatusForbidden && c.down.refused(batch):
-		// A 403 to a different request just before, none answered
-		// between: the key's (outage.go, refused).
+		// A 403 to a request of none of these texts just before, none
+		// answered between: the key's (outage.go, refused).
 		e.Unreachable, e.Misconfigured = true, true
 	case status >= 400 && status < 500 && status != http.StatusRequestTimeout:
 		e.Kind = KindPermanent
@@ -451,13 +456,21 @@ func (j jsonVector) usable() bool {
 	return false
 }
 
-// acquire takes a slot of MaxConcurrency, then waits for the rate limit.
+// acquire takes a slot of MaxConcurrency (given back by the caller).
 func (c *Client) acquire(ctx context.Context) error {
 	select {
 	case c.sem <- struct{}{}:
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// waitTurn takes the next start under RequestsPerSecond and waits for it.
+// After admission (downRow.admit), as the extractor's token is the last
+// thing waited for: a request held back takes no turn, and does not wait
+// for one to be told it is not sent.
+func (c *Client) waitTurn(ctx context.Context) error {
 	if c.cfg.RequestsPerSecond <= 0 {
 		return nil
 	}
@@ -475,7 +488,6 @@ func (c *Client) acquire(ctx context.Context) error {
 		select {
 		case <-t.C:
 		case <-ctx.Done():
-			<-c.sem
 			return ctx.Err()
 		}
 	}

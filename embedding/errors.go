@@ -19,7 +19,8 @@ const (
 	// KindTransient: the server could not be reached, timed out, answered
 	// 408 or 5xx, or answered with a malformed reply (wrong count of
 	// vectors, mixed dimensions); or refused the configuration (401, 404,
-	// and 403 to two different requests in a row: [Error.Misconfigured]);
+	// and 403 to two requests of no text in common in a row:
+	// [Error.Misconfigured]);
 	// or the caller's context ended. [Error.Unreachable] tells a server
 	// that is down (or refusing the configuration) apart.
 	KindTransient Kind = iota + 1
@@ -90,8 +91,8 @@ type Error struct {
 	// request would fail alike until an operator fixes it (a key rotated
 	// in --embed-api-key-file, a model pulled), so a caller waits for it
 	// as for an outage rather than failing its texts for good. A 403 is
-	// taken for one only when a different request was refused with one
-	// just before, none answered between (the worker's control request
+	// taken for one only when a request of none of the same texts was
+	// refused with one just before, none answered between (the worker's control request
 	// follows a batch's failure): one 403 alone may be that request's (a
 	// firewall before a gateway refusing one text).
 	Misconfigured bool

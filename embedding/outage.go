@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -47,8 +48,8 @@ type downRow struct {
 	// downErr is the error of the last request that found the server
 	// down (fail): what a request held back is told.
 	downErr Error
-	// forbidden are the requests refused with a 403 since the last
-	// answer otherwise (refused).
+	// forbidden are the texts (their hashes) of the requests refused
+	// with a 403 since the last answer otherwise (refused).
 	forbidden map[[32]byte]bool
 }
 
@@ -151,22 +152,21 @@ func (r *downRow) answer(now time.Time) time.Duration {
 }
 
 // refused records a 403 to a request of batch and reports whether it is
-// the configuration's: a different request was refused with one since
-// the last answer otherwise, or the server counts as down refusing the
-// configuration already. One 403 alone may be that request's (a firewall
-// before a gateway refusing one text): the worker follows a batch's
-// failure that a text may have caused with a request of one short text
-// (its control), which a server refusing the key refuses too. Two, not
-// the extractor's three: the control is the second, and with three the
-// batch's job was cancelled before the third came.
+// the configuration's: a request of none of the texts refused with one
+// since the last answer otherwise was refused too, or the server counts as
+// down refusing the configuration already. One 403 alone may be that
+// request's (a firewall before a gateway refusing one text): the worker
+// follows a batch's failure that a text may have caused with a request of
+// one short text (its control), which a server refusing the key refuses
+// too. Two, not the extractor's three: the control is the second, and
+// with three the batch's job was cancelled before the third came. Not two
+// requests sharing a text: the worker sends a refused text again, in its
+// job alone or in a later batch, and a 403 to it was blamed on the key.
 func (r *downRow) refused(batch []string) bool {
-	h := sha256.New()
-	for _, t := range batch {
-		h.Write([]byte(t))
-		h.Write([]byte{0})
+	keys := make([][32]byte, len(batch))
+	for i, t := range batch {
+		keys[i] = sha256.Sum256([]byte(t))
 	}
-	var key [32]byte
-	h.Sum(key[:0])
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.downSince.IsZero() && r.downErr.Misconfigured {
@@ -175,11 +175,21 @@ func (r *downRow) refused(batch []string) bool {
 	if r.forbidden == nil {
 		r.forbidden = map[[32]byte]bool{}
 	}
-	if len(r.forbidden) < 2 {
-		r.forbidden[key] = true
+	if len(r.forbidden) > 0 && !slices.ContainsFunc(keys, func(k [32]byte) bool { return r.forbidden[k] }) {
+		return true
 	}
-	return len(r.forbidden) >= 2
+	for _, k := range keys {
+		if len(r.forbidden) >= maxForbidden {
+			break
+		}
+		r.forbidden[k] = true
+	}
+	return false
 }
+
+// maxForbidden bounds the texts refused with a 403 that refused
+// remembers (a batch is at most 2048 texts).
+const maxForbidden = 4096
 
 // note records the outcome of a request sent (err, nil when it was
 // embedded; status, the reply's, 0 when none came): an error that found

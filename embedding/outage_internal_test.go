@@ -191,3 +191,69 @@ func TestEmbedProbeGivenBack(t *testing.T) {
 		t.Fatalf("the next request: %v; want it sent as the probe, and answered", err)
 	}
 }
+
+// TestEmbedTextForbiddenIsNotTheKey: a 403 to one text (a firewall before
+// the server refusing what it holds) met again in a request of some of the
+// same texts is still that text's, not the key's: the worker sends a
+// blamed batch's texts again (its job alone, after the batch), and the
+// second 403, to a different request but of the same text, was taken for
+// the key (the client counted down, every request held back, the job
+// waiting and the log and /readyz blaming the key). A request of none of
+// the refused texts refused too (the worker's control) is the key's.
+func TestEmbedTextForbiddenIsNotTheKey(t *testing.T) {
+	ctx := context.Background()
+	srv := embeddingtest.New(t)
+	srv.FailContaining("firewalled", http.StatusForbidden)
+	c := testClient(t, srv, Config{MaxProbeGap: -1})
+	for i, batch := range [][]string{
+		{"a dog named Rex", "a firewalled text"}, // a batch of two jobs
+		{"a firewalled text"},                    // the job holding it, alone
+		{"a firewalled text", "another"},         // batched again later
+	} {
+		_, err := c.Embed(ctx, batch)
+		if IsMisconfigured(err) || KindOf(err) != KindPermanent || !InputMayBeCause(err) {
+			t.Errorf("request %d %q: %v (misconfigured %v); want the text's 403, not the key's", i, batch, err, IsMisconfigured(err))
+		}
+	}
+	srv.Recover()
+	srv.Fail(http.StatusForbidden, "")
+	if _, err := c.Embed(ctx, []string{"memory"}); !IsMisconfigured(err) {
+		t.Errorf("a 403 to a request of none of the refused texts: %v, want the key's", err)
+	}
+}
+
+// TestEmbedHeldBackTakesNoRateSlot: a request held back (the server down,
+// another probing it) fails at once, without waiting for a slot under
+// RequestsPerSecond or taking one, as the extractor's (its token is the
+// last thing waited for). Before, each waited its turn to be told it was
+// not sent, and moved the next real request's turn later by one.
+func TestEmbedHeldBackTakesNoRateSlot(t *testing.T) {
+	srv := embeddingtest.New(t)
+	srv.Fail(http.StatusServiceUnavailable, "")
+	// One request every 1000 s: the first is sent at once, any other
+	// waiting for its slot would outlast the test.
+	c := testClient(t, srv, Config{RequestsPerSecond: 0.001})
+	if _, err := c.Embed(context.Background(), []string{"first"}); !IsUnreachable(err) {
+		t.Fatalf("first: %v, want unreachable", err)
+	}
+	// Down for a minute, probed just now: the next probe is a gap away.
+	c.down.mu.Lock()
+	c.down.downSince = c.down.downSince.Add(-time.Minute)
+	c.down.mu.Unlock()
+	c.mu.Lock()
+	next := c.next
+	c.mu.Unlock()
+	for i := range 5 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := c.Embed(ctx, []string{fmt.Sprintf("text %d", i)})
+		cancel()
+		if _, held := HeldBackFor(err); !held {
+			t.Fatalf("call %d: %v; want it held back at once, not after a rate slot", i, err)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.next.Equal(next) {
+		t.Errorf("the requests held back moved the next rate slot by %s; want none taken", c.next.Sub(next))
+	}
+}

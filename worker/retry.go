@@ -235,7 +235,7 @@ type verdict struct {
 //     or 404), or an unreachable embeddings server for an embed job
 //     (embedding.IsUnreachable: no connection, or a 502, 503 or 504; or
 //     one refusing memoryd's key or model, a 401 or 404, and a 403 to
-//     two different requests in a row: embedding.IsMisconfigured), and
+//     two requests of no text in common in a row: embedding.IsMisconfigured), and
 //     no permanent error anywhere in the error, while the job's snoozes for it total less than
 //     maxModelOutage, as long as they lasted (the parts wakes cut short
 //     not counted): snooze with a doubling delay (modelWait). A server
