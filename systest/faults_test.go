@@ -272,6 +272,32 @@ func (e *relEnv) consumerBacklog() (uint64, error) {
 	return info.NumPending + uint64(info.NumAckPending), nil
 }
 
+// consumerState describes the ingest consumer and its stream, for a wait
+// on the backlog that timed out: which messages are still pending.
+func (e *relEnv) consumerState() string {
+	ctx, cancel := context.WithTimeout(e.ctx, 2*time.Second)
+	defer cancel()
+	c, err := e.js.Consumer(ctx, e.stream, worker.DefaultDurable)
+	if err != nil {
+		return err.Error()
+	}
+	ci, err := c.Info(ctx)
+	if err != nil {
+		return err.Error()
+	}
+	s, err := e.js.Stream(ctx, e.stream)
+	if err != nil {
+		return err.Error()
+	}
+	si, err := s.Info(ctx)
+	if err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("consumer: pending %d, ack pending %d, redelivered %d, delivered stream seq %d, ack floor %d; stream: seqs %d-%d, %d messages, %d deleted",
+		ci.NumPending, ci.NumAckPending, ci.NumRedelivered, ci.Delivered.Stream, ci.AckFloor.Stream,
+		si.State.FirstSeq, si.State.LastSeq, si.State.Msgs, si.State.NumDeleted)
+}
+
 // relEnrich sends one enrich request, bounded by a 5s client timeout.
 func relEnrich(c *events.Client, user string) (events.EnrichReply, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

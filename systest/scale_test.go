@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/events/eventstest"
 )
 
 // TestScaleOutSurvivesSIGKILL runs three serve processes on one stream and
@@ -16,8 +17,11 @@ import (
 // effect, with each user's latest fact, and that the survivors stop cleanly.
 func TestScaleOutSurvivesSIGKILL(t *testing.T) {
 	t.Parallel()
+	eventstest.ReleaseBin(t, eventstest.ReleaseNewest) // built (the first time) while another heavy test runs
 	heavy(t)
-	e := newRelEnv(t, "") // migrated before the processes race to do it
+	// On the newest nats-server (the other tests use the machine's):
+	// redelivery after a kill is the server's part of this test.
+	e := newRelEnv(t, startNATSRelease(t, eventstest.ReleaseNewest)) // migrated before the processes race to do it
 	var procs []*proc
 	for range 3 {
 		procs = append(procs, e.startServe(e.dbURL))

@@ -166,11 +166,11 @@ func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 	if err != nil {
 		return r, &IncompleteError{What: "documents", Err: err}
 	}
-	if r.StreamEvents, err = purgeTurns(sctx, turns, userSubjects(prefix, token), tomb, info.State.Msgs); err != nil {
+	if r.StreamEvents, err = purgeTurns(sctx, js, turns, userSubjects(prefix, token), tomb, info.State.Msgs, logger); err != nil {
 		return r, streamSideError(err)
 	}
 	var moved uint64
-	r.DeadLetters, moved, err = purgeDeadLetters(sctx, js, turns, deadLetters, prefix, token, tomb)
+	r.DeadLetters, moved, err = purgeDeadLetters(sctx, js, turns, deadLetters, prefix, token, tomb, logger)
 	r.StreamEvents += moved
 	if err != nil {
 		return r, streamSideError(err)
@@ -308,7 +308,7 @@ func userSubjects(prefix, token string) []string {
 // the streamMsgs the stream holds (the server scans the blocks that hold
 // the user's messages, which can be all of them), the deletes by
 // purgeTimeout plus purgePerEvent for each event read.
-func purgeTurns(ctx context.Context, st jetstream.Stream, subjects []string, tomb store.Tombstone, streamMsgs uint64) (uint64, error) {
+func purgeTurns(ctx context.Context, js jetstream.JetStream, st jetstream.Stream, subjects []string, tomb store.Tombstone, streamMsgs uint64, logger *slog.Logger) (uint64, error) {
 	rctx, cancel := context.WithTimeout(ctx, purgeTimeout+time.Duration(streamMsgs)*readPerStreamMsg)
 	defer cancel()
 	var seqs []uint64
@@ -320,7 +320,7 @@ func purgeTurns(ctx context.Context, st jetstream.Stream, subjects []string, tom
 	}
 	dctx, cancel := context.WithTimeout(ctx, purgeTimeout+time.Duration(len(seqs))*purgePerEvent)
 	defer cancel()
-	return deleteMsgs(dctx, st, seqs)
+	return deleteMsgs(dctx, js, st, seqs, logger)
 }
 
 // appendSeqs appends to seqs the sequences of subj's messages up to through
@@ -350,16 +350,19 @@ const deleteInFlight = 8
 
 // deleteMsgs overwrites and deletes the messages at seqs, counting one
 // already gone as deleted (another forget of the user, or ingest erasing an
-// opted-out event, got there first). On an error it stops sending and returns the
-// first error once the requests in flight are answered.
-func deleteMsgs(ctx context.Context, st jetstream.Stream, seqs []uint64) (uint64, error) {
+// opted-out event, got there first), and acknowledges those it deleted on
+// the stream's consumers (releaseErased; a failure there is logged). On an
+// error it stops sending and returns the first error once the requests in
+// flight are answered.
+func deleteMsgs(ctx context.Context, js jetstream.JetStream, st jetstream.Stream, seqs []uint64, logger *slog.Logger) (uint64, error) {
 	var (
-		mu      sync.Mutex
-		deleted uint64
-		first   error
-		wg      sync.WaitGroup
-		slots   = make(chan struct{}, deleteInFlight)
+		mu     sync.Mutex
+		erased []uint64
+		first  error
+		wg     sync.WaitGroup
+		slots  = make(chan struct{}, deleteInFlight)
 	)
+	defer func() { releaseErasedOrWarn(ctx, js, st, erased, logger) }()
 	failed := func() bool { mu.Lock(); defer mu.Unlock(); return first != nil }
 	for _, seq := range seqs {
 		if failed() {
@@ -374,14 +377,14 @@ func deleteMsgs(ctx context.Context, st jetstream.Stream, seqs []uint64) (uint64
 			defer mu.Unlock()
 			switch {
 			case err == nil:
-				deleted++
+				erased = append(erased, seq)
 			case first == nil:
 				first = fmt.Errorf("forget: delete event %d: %w", seq, err)
 			}
 		}()
 	}
 	wg.Wait()
-	return deleted, first
+	return uint64(len(erased)), first
 }
 
 // purgeDeadLetters deletes the dead letters attributed to the user (see
@@ -395,7 +398,7 @@ func deleteMsgs(ctx context.Context, st jetstream.Stream, seqs []uint64) (uint64
 // 220,000), and nothing is deleted before the read ends (the deletes within
 // purgeTimeout plus purgePerEvent each). It returns the dead letters
 // deleted and the turn-stream events deleted.
-func purgeDeadLetters(ctx context.Context, js jetstream.JetStream, turns jetstream.Stream, name, prefix, token string, tomb store.Tombstone) (dead, moved uint64, err error) {
+func purgeDeadLetters(ctx context.Context, js jetstream.JetStream, turns jetstream.Stream, name, prefix, token string, tomb store.Tombstone, logger *slog.Logger) (dead, moved uint64, err error) {
 	dl, err := js.Stream(ctx, name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return 0, 0, nil
@@ -430,6 +433,8 @@ func purgeDeadLetters(ctx context.Context, js jetstream.JetStream, turns jetstre
 	}
 	dctx, cancel := context.WithTimeout(ctx, purgeTimeout+time.Duration(2*len(doomed))*purgePerEvent)
 	defer cancel()
+	var erased []uint64
+	defer func() { releaseErasedOrWarn(dctx, js, turns, erased, logger) }()
 	for _, m := range doomed {
 		// The event itself first: when it was published on a subject the
 		// purge did not cover (another user's, a malformed one) it is still
@@ -444,6 +449,7 @@ func purgeDeadLetters(ctx context.Context, js jetstream.JetStream, turns jetstre
 				if err := deleteEvent(dctx, turns, seq, true); err != nil {
 					return dead, moved, fmt.Errorf("forget: delete turn event %d: %w", seq, err)
 				}
+				erased = append(erased, seq)
 				moved++
 			}
 		}

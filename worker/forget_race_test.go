@@ -7,6 +7,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -82,7 +83,7 @@ func TestDeleteMsgsCountsAnAlreadyDeletedMessage(t *testing.T) {
 	if err := e.st.DeleteMsg(e.ctx, seqs[1]); err != nil { // the other forget got there first
 		t.Fatal(err)
 	}
-	n, err := deleteMsgs(e.ctx, e.st, seqs)
+	n, err := deleteMsgs(e.ctx, e.js, e.st, seqs, slog.Default())
 	if err != nil || n != 3 {
 		t.Fatalf("deleteMsgs = %d, %v; want 3 and no error (one already gone counts as deleted)", n, err)
 	}
@@ -193,7 +194,7 @@ func TestForgetReadsASubjectTheStreamMiscounts(t *testing.T) {
 	wg.Add(2)
 	go func() { defer wg.Done(); publish("a", "dave", 150); publish("a", "erin", 150) }()
 	go func() { defer wg.Done(); publish("b", "erin", 150); publish("b", "dave", 150) }()
-	if _, err := deleteMsgs(e.ctx, e.st, head); err != nil {
+	if _, err := deleteMsgs(e.ctx, e.js, e.st, head, slog.Default()); err != nil {
 		t.Fatal(err)
 	}
 	wg.Wait()
@@ -228,7 +229,7 @@ func TestPurgeTurnsKeepsEventsAfterTheTombstone(t *testing.T) {
 		t.Fatal(err)
 	}
 	tomb := store.Tombstone{Through: store.StreamPosition{Seq: seqs[1], Stored: second.Time}, SeqAlone: 900}
-	n, err := purgeTurns(e.ctx, e.st, userSubjects(e.prefix, events.UserToken("alice")), tomb, 3)
+	n, err := purgeTurns(e.ctx, e.js, e.st, userSubjects(e.prefix, events.UserToken("alice")), tomb, 3, slog.Default())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -328,11 +328,11 @@ func finishForget(ctx context.Context, js jetstream.JetStream, st *store.Store, 
 			fail("events", err)
 			return false
 		}
-		if n, err = purgeTurns(ctx, turns, userSubjects(prefix, r.Token), tomb, info.State.Msgs); err != nil {
+		if n, err = purgeTurns(ctx, js, turns, userSubjects(prefix, r.Token), tomb, info.State.Msgs, logger); err != nil {
 			fail("events", err)
 			return false
 		}
-		if dead, moved, err = purgeDeadLetters(ctx, js, turns, deadLetters, prefix, r.Token, tomb); err != nil {
+		if dead, moved, err = purgeDeadLetters(ctx, js, turns, deadLetters, prefix, r.Token, tomb, logger); err != nil {
 			fail("events", err)
 			return false
 		}

@@ -383,12 +383,15 @@ func deleteForgotten(ctx context.Context, cfg ReplayConfig, seqs []uint64, p *Re
 	}
 	dctx, cancel := context.WithTimeout(ctx, purgeTimeout+time.Duration(len(seqs))*purgePerEvent)
 	defer cancel()
+	var erased []uint64
+	defer func() { releaseErasedOrWarn(dctx, cfg.JetStream, st, erased, cfg.Logger) }()
 	for i, seq := range seqs {
 		if err := deleteEvent(dctx, st, seq, true); err != nil {
 			cfg.Logger.Warn("replay could not delete events a forget covers; they stay skipped", "stream", cfg.Stream,
 				"first_seq", seq, "events", len(seqs)-i, "error", err)
 			return nil
 		}
+		erased = append(erased, seq)
 		p.ForgottenDeleted++
 	}
 	return nil

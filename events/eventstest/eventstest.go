@@ -160,6 +160,12 @@ func StartServer(t testing.TB, argsFor func(port int) []string) *Server {
 	if bin == "" {
 		t.Skip("nats-server binary not installed")
 	}
+	return startServer(t, bin, argsFor)
+}
+
+// startServer is StartServer with the binary bin.
+func startServer(t testing.TB, bin string, argsFor func(port int) []string) *Server {
+	t.Helper()
 	port := FreePort(t)
 	s := &Server{bin: bin, args: argsFor(port), addr: fmt.Sprintf("127.0.0.1:%d", port), logs: new(SyncBuffer)}
 	s.URL = "nats://" + s.addr

@@ -1,0 +1,84 @@
+package eventstest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// nats-server releases some tests run on besides the machine's (Debian 12's
+// 2.9.10, which the rest use). Users meet these, not only Debian's.
+const (
+	// ReleaseCompose is the last release of compose.yaml's line
+	// (nats:2.10-alpine).
+	ReleaseCompose = "v2.10.29"
+	// ReleaseNewest is the newest release the Go module proxy serves.
+	ReleaseNewest = "v2.15.2"
+)
+
+// releaseBuilds holds one build per release for the test binary's life.
+var releaseBuilds sync.Map // version → *releaseBuild
+
+type releaseBuild struct {
+	once sync.Once
+	bin  string
+	err  error
+}
+
+// ReleaseBin returns a nats-server binary of version, built from source with
+// `go install` through the Go module proxy the first time on a machine and
+// kept under the user's cache directory (about 20 s of both cores; a fresh
+// machine needs nothing installed by hand). The test fails, saying so, when
+// it cannot be built.
+func ReleaseBin(t testing.TB, version string) string {
+	t.Helper()
+	b, _ := releaseBuilds.LoadOrStore(version, new(releaseBuild))
+	build := b.(*releaseBuild)
+	build.once.Do(func() { build.bin, build.err = buildRelease(version) })
+	if build.err != nil {
+		t.Fatalf("nats-server %s could not be built (`go install github.com/nats-io/nats-server/v2@%s` needs the Go module proxy): %v", version, version, build.err)
+	}
+	return build.bin
+}
+
+func buildRelease(version string) (string, error) {
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	dir := filepath.Join(cache, "memoryd-test", "nats-server-"+version)
+	bin := filepath.Join(dir, "nats-server")
+	if out, err := exec.Command(bin, "--version").Output(); err == nil && strings.Contains(string(out), version) {
+		return bin, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "install", "github.com/nats-io/nats-server/v2@"+version)
+	// GOFLAGS replaced: the Makefile's (and a machine's -mod=...) do not
+	// apply to a module installed by version.
+	cmd.Env = append(os.Environ(), "GOBIN="+dir, "GOFLAGS=-trimpath", "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%w: %s", err, out)
+	}
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil || !strings.Contains(string(out), version) {
+		return "", fmt.Errorf("built %s, which reports %q (%v)", bin, out, err)
+	}
+	return bin, nil
+}
+
+// StartRelease is StartServer with a nats-server of version (ReleaseBin)
+// and JetStream on, storing in a directory of the test's.
+func StartRelease(t testing.TB, version string) *Server {
+	t.Helper()
+	dir := t.TempDir()
+	return startServer(t, ReleaseBin(t, version), func(port int) []string {
+		return []string{"-a", "127.0.0.1", "-p", fmt.Sprint(port), "-js", "-sd", dir}
+	})
+}
