@@ -1033,3 +1033,27 @@ func TestForgetThatFailedSaysRunAgain(t *testing.T) {
 		t.Fatalf("forget run again: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
+
+// TestModelFlagsWithoutBaseURLSaid: a model, key or key file given without
+// its server's base URL is unused (the offline rules extract; retrieval is
+// lexical), and said so, naming the flag; with the URL, nothing is said.
+func TestModelFlagsWithoutBaseURLSaid(t *testing.T) {
+	key := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(key, []byte("sk-test\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--llm-api-key-file", key}, "--llm-api-key-file is set without --llm-base-url"},
+		{[]string{"--llm-model", "m"}, "--llm-model is set without --llm-base-url"},
+		{[]string{"--embed-api-key", "k"}, "--embed-api-key is set without --embed-base-url"},
+		{[]string{"--llm-base-url", "http://127.0.0.1:1/v1", "--llm-model", "m", "--llm-api-key-file", key}, ""},
+	} {
+		_, errOut, code := runArgs(context.Background(), append([]string{"config", "print"}, c.args...)...)
+		if code != 0 || c.want != "" && !strings.Contains(errOut, c.want) || c.want == "" && strings.Contains(errOut, "is set without") {
+			t.Errorf("config print %v: exit %d, stderr %q; want %q", c.args, code, errOut, c.want)
+		}
+	}
+}

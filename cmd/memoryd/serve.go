@@ -176,6 +176,9 @@ func (o *serveOptions) newApp(f *flags, a *cli, name string) (*app.App, *slog.Lo
 	if errors.As(err, &cerr) {
 		return nil, nil, f.usageErr("%s", configErrorFlags(cerr))
 	}
+	if err == nil {
+		o.warnUnusedModelFlags(f, logger)
+	}
 	if err == nil && name == "memoryd" && o.app.Role != app.RoleIngest { // serve and config print
 		// The URL's pool_max_conns caps enrich's pool: said when it lowers
 		// a size the operator set (the default's is lowered silently).
@@ -190,6 +193,30 @@ func (o *serveOptions) newApp(f *flags, a *cli, name string) (*app.App, *slog.Lo
 		}
 	}
 	return svc, logger, err
+}
+
+// warnUnusedModelFlags warns of the LLM's or the embeddings server's
+// settings given without its base URL, which turns it off: a walk that set
+// --llm-api-key-file and not --llm-base-url got the offline rules without a
+// word about the key.
+func (o *serveOptions) warnUnusedModelFlags(f *flags, logger *slog.Logger) {
+	for _, g := range []struct {
+		base, off string
+		set       bool
+		flags     []string
+	}{
+		{"--llm-base-url", "the offline rules extract", o.app.LLM.BaseURL != "", []string{"llm-model", "llm-api-key", "llm-api-key-file"}},
+		{"--embed-base-url", "retrieval is by keywords only", o.app.Embed.BaseURL != "", []string{"embed-model", "embed-api-key", "embed-api-key-file"}},
+	} {
+		if g.set {
+			continue
+		}
+		for _, fl := range g.flags {
+			if src := f.source[fl]; src != "" && src != "default" {
+				logger.Warn(fmt.Sprintf("--%s is set without %s, so it is not used (%s)", fl, g.base, g.off), "source", src)
+			}
+		}
+	}
 }
 
 // startErr names the flag behind a failure to start.
