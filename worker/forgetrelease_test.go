@@ -14,9 +14,10 @@ import (
 	"github.com/memoryd/memoryd/worker"
 )
 
-// A forget erases a user's events from the turn stream while ingest holds
-// some of them back (redelivered once: held again while the forget runs).
-// On nats-server 2.10.28 and 2.10.29 (compose.yaml's nats:2.10) such an
+// A forget erases a user's events from the turn stream while they are in
+// flight, delivered a second time (ingest handed them back while the
+// user was being forgotten, or a killed process held them). On
+// nats-server 2.10.28 and 2.10.29 (compose.yaml's nats:2.10) such an
 // event stayed in the ingest consumer's pending list for good, restarts
 // included: its ack floor stopped there, and once those reached
 // MaxAckPending the consumer delivered nothing more. The forget now
@@ -39,7 +40,7 @@ func TestForgetReleasesErasedEventsOnTheConsumer(t *testing.T) {
 	// entries show as a consumer that delivers nothing.
 	const maxAckPending = 4
 	cons, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: worker.DefaultDurable, AckPolicy: jetstream.AckExplicitPolicy,
-		AckWait: time.Minute, MaxAckPending: maxAckPending, FilterSubject: prefix + ".>"})
+		AckWait: 2 * time.Second, MaxAckPending: maxAckPending, FilterSubject: prefix + ".>"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,24 +72,38 @@ func TestForgetReleasesErasedEventsOnTheConsumer(t *testing.T) {
 		}
 		return got
 	}
+	// Another user's turn first, recorded (the consumer's ack floor past
+	// it), then alice's three.
+	publish("carol", 1)
+	if err := fetch(1)[0].DoubleAck(ctx); err != nil {
+		t.Fatal(err)
+	}
 	publish("alice", 3)
-	// Held back while the forget runs: delivered, handed back, delivered
-	// again and held with a delay, as ingest does for a user being
-	// forgotten.
+	// Delivered, handed back (ingest holds a user being forgotten so),
+	// and:
 	for _, m := range fetch(3) {
 		if err := m.Nak(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, m := range fetch(3) {
-		if err := m.NakWithDelay(time.Minute); err != nil {
-			t.Fatal(err)
-		}
-	}
+	// Delivered again and in flight (a process recording them, or one
+	// killed holding them) when the forget erases them.
+	fetch(3)
 	s := storetest.New(t)
 	res, err := worker.Forget(ctx, js, s, prefix, stream, "alice")
 	if err != nil || res.StreamEvents != 3 {
 		t.Fatalf("forget: %+v, %v; want 3 events erased", res, err)
+	}
+	// Pulls waiting past the ack wait, as ingest's: 2.10.29 then kept
+	// the erased events pending.
+	for range 4 {
+		b, err := cons.Fetch(1, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range b.Messages() {
+			t.Fatalf("an erased event delivered: %s", m.Subject())
+		}
 	}
 	eventstest.Eventually(t, "the erased events gone from the consumer's pending list", 10*time.Second, func() (bool, string) {
 		info, err := cons.Info(ctx)

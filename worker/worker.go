@@ -949,6 +949,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	w.healErased(ctx, cons, turnStream)
 	// Before the first turn is taken: forgets the database does not know
 	// (restored from before them) are applied to what it holds of then.
 	w.reapplyForgets(ctx)
