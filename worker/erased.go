@@ -4,12 +4,20 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // releaseErasedOrWarn is releaseErased, its failure logged.
 func releaseErasedOrWarn(ctx context.Context, js jetstream.JetStream, st jetstream.Stream, seqs []uint64, logger *slog.Logger) {
+	if len(seqs) == 0 {
+		return
+	}
+	// Its own deadline: the erasure's may have run out (the deletes took
+	// it) or been cancelled (a stop), and the events are erased all the same.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
 	if err := releaseErased(ctx, js, st, seqs); err != nil {
 		logger.Warn("erased events not acknowledged on the stream's consumers: on nats-server 2.10.28 or 2.10.29 they may stay pending there for good",
 			"events", len(seqs), "error", err)
@@ -55,12 +63,20 @@ func releaseErased(ctx context.Context, js jetstream.JetStream, st jetstream.Str
 	return ackOn(ctx, js, stream, explicit, seqs)
 }
 
+// releaseTimeout bounds releaseErasedOrWarn's listing of the consumers and
+// ackOn's flush.
+const releaseTimeout = 10 * time.Second
+
 // ackOn acknowledges the events at seqs of stream on each of consumers,
-// by stream sequence, and waits until the server has them (a flush).
+// by stream sequence, and waits until the server has them (a flush, within
+// releaseTimeout: a context without a deadline, a worker's start, is
+// refused by FlushWithContext).
 func ackOn(ctx context.Context, js jetstream.JetStream, stream string, consumers []string, seqs []uint64) error {
 	if len(consumers) == 0 {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, releaseTimeout)
+	defer cancel()
 	nc := js.Conn()
 	for _, name := range consumers {
 		for _, seq := range seqs {

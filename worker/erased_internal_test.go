@@ -1,9 +1,11 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,8 +100,13 @@ func TestHealErasedReleasesWhatAnEarlierVersionLeft(t *testing.T) {
 	if n, state := pending(); n != 2 {
 		t.Fatalf("%s before the heal; want the 2 erased events stuck, as nats-server %s keeps them", state, eventstest.ReleaseCompose)
 	}
-	w := &Worker{js: js, cfg: Config{Durable: DefaultDurable}, logger: slog.New(slog.DiscardHandler)}
+	var logs bytes.Buffer
+	w := &Worker{js: js, cfg: Config{Durable: DefaultDurable}, logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	// A context without a deadline, as a serve's start has.
 	w.healErased(ctx, cons, st)
+	if strings.Contains(logs.String(), "level=WARN") {
+		t.Errorf("the heal warned: %s", logs.String())
+	}
 	eventstest.Eventually(t, "no erased event pending", 10*time.Second, func() (bool, string) {
 		n, state := pending()
 		return n == 0, state
