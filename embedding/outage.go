@@ -4,13 +4,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/memoryd/memoryd/internal/modelerr"
 )
 
 // While the embeddings server counts as down (a request found it
@@ -27,11 +28,6 @@ import (
 // Unlike the extractor's row, a server error (500) or a timeout does not
 // make the server count as down: the worker tells those apart itself
 // (its control request, embedTexts), and a 500 may be one text's.
-
-// minHoldBack is how long the server must have counted as down before
-// requests are held back (at most MaxProbeGap): a blip (a gateway's lone
-// 502, a restart under a second) holds nothing back.
-const minHoldBack = time.Second
 
 // downRow is whether the server counts as down, since when and with what
 // error, and the probing. Safe for concurrent use.
@@ -54,7 +50,7 @@ type downRow struct {
 }
 
 // admit decides whether a request may be sent at now, as the extractor's
-// serverErrorRow.admit: while the server counts as down, from its first
+// serverErrorRow.admit (modelerr.HoldBack): while the server counts as down, from its first
 // second on, one request is let through at most every gap (a quarter of
 // the outage so far, at most maxGap), and only when the one before has
 // ended (probeDone), and the others get the error that found it down
@@ -70,30 +66,22 @@ func (r *downRow) admit(now time.Time, maxGap time.Duration) (probe bool, held *
 	if r.downSince.IsZero() {
 		return false, nil
 	}
-	down := now.Sub(r.downSince)
-	if down < min(minHoldBack, maxGap) {
-		return false, nil
-	}
-	gap := min(max(down/4, 0), maxGap)
-	if !r.probing && now.Sub(r.probed) >= gap {
+	probe, hold, probeIn := modelerr.HoldBack(now.Sub(r.downSince), now.Sub(r.probed), r.probing, maxGap)
+	if probe {
 		r.probed, r.probing = now, true
 		return true, nil
 	}
-	e := r.downErr
-	e.Err, e.HeldBack, e.NotSent, e.Status = nil, true, true, 0
-	e.ProbeIn = max(gap-now.Sub(r.probed), 0)
-	if r.probing {
-		// Its outcome is not known yet: a request that comes back after
-		// it is told again, which a whole gap makes less likely.
-		e.ProbeIn = max(e.ProbeIn, gap)
+	if !hold {
+		return false, nil
 	}
+	e := r.downErr
+	e.Err, e.HeldBack, e.NotSent, e.Status, e.ProbeIn = nil, true, true, 0, probeIn
 	what := "the embeddings server counts as down"
 	if e.Misconfigured {
 		// Error() has said the server refuses the configuration.
 		what = "refused"
 	}
-	e.Reason = fmt.Sprintf("not sent, %s since %s and probed by one request at a time, at most every %s; the last one: %s",
-		what, r.downSince.UTC().Format(time.RFC3339), maxGap, r.downErr.Reason)
+	e.Reason = modelerr.HeldReason(what, r.downSince, maxGap, r.downErr.Reason)
 	return false, &e
 }
 

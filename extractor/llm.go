@@ -599,7 +599,7 @@ type serverErrorRow struct {
 	// (remember): what a request held back (admit) is told.
 	downErr Error
 	// downBefore is how long the server counts as down before downSince
-	// when admit holds requests back: minHoldBack in an outage assumed
+	// when admit holds requests back: modelerr.MinHoldBack in an outage assumed
 	// (goDown), else 0.
 	downBefore time.Duration
 	// probing is set while a probe admit let through is in flight (until
@@ -614,18 +614,13 @@ type serverErrorRow struct {
 // is used again within it.
 const defaultMaxProbeGap = 5 * time.Second
 
-// minHoldBack is how long the server must have counted as down before
-// requests are held back (at most MaxProbeGap): a blip (a gateway's lone
-// 502, a restart under a second) holds nothing back, and scripted replies
-// in tests are sent as they come.
-const minHoldBack = time.Second
-
 // admit decides whether a request may be sent at now. While the server
 // counts as down (downSince is set), from its first second on, one
 // request is let through at most every gap (a quarter of the outage so
 // far, at most maxGap), and only when the one before has ended
 // (probeDone), to probe it, and the others get the error that found it
-// down without being sent:
+// down without being sent (modelerr.HoldBack; scripted replies in tests
+// are sent as they come in the first second):
 // every request failed alike, and each waiting job asking for itself sent
 // thousands (a rotation walk: 4,660 requests refused for a revoked key in
 // 100 s at 8 turns/s; one process's jobs re-asking a server that is
@@ -644,35 +639,23 @@ func (r *serverErrorRow) admit(now time.Time, maxGap time.Duration) (probe bool,
 		// failed, under the lock again): sent rather than told nothing.
 		return false, nil
 	}
-	down := now.Sub(r.downSince) + r.downBefore
-	if down < min(minHoldBack, maxGap) {
-		return false, nil
-	}
-	gap := min(max(down/4, 0), maxGap)
-	if !r.probing && now.Sub(r.probed) >= gap {
+	probe, hold, probeIn := modelerr.HoldBack(now.Sub(r.downSince)+r.downBefore, now.Sub(r.probed), r.probing, maxGap)
+	if probe {
 		r.probed, r.probing = now, true
 		return true, nil
 	}
-	e := r.downErr
-	e.Err, e.HeldBack = nil, true
-	e.ProbeIn = max(gap-now.Sub(r.probed), 0)
-	if r.probing {
-		// Its outcome is not known yet: a request that comes back after
-		// it is told again, which a whole gap makes less likely.
-		e.ProbeIn = max(e.ProbeIn, gap)
+	if !hold {
+		return false, nil
 	}
-	// The same words for every request held back in one outage (no
-	// duration: it is in the health check), so that the failed turns of
-	// one outage read alike (memoryd failed): before, each said its own
-	// "down for 1m17.63s".
+	e := r.downErr
+	e.Err, e.HeldBack, e.ProbeIn = nil, true, probeIn
 	what := "the model server counts as down"
 	if e.Misconfigured {
 		// Error() has said the server refuses the configuration: it is
 		// up, and "down" points at the server, not the key.
 		what = "refused"
 	}
-	e.Reason = fmt.Sprintf("not sent, %s since %s and probed by one request at a time, at most every %s; the last one: %s",
-		what, r.downSince.UTC().Format(time.RFC3339), maxGap, r.downErr.Reason)
+	e.Reason = modelerr.HeldReason(what, r.downSince, maxGap, r.downErr.Reason)
 	return false, &e
 }
 
@@ -763,7 +746,7 @@ func (r *serverErrorRow) goDown(now time.Time) {
 	r.downSince, r.probed = now, now
 	r.downBefore = 0
 	if r.assumedAt(now) {
-		r.downBefore = minHoldBack
+		r.downBefore = modelerr.MinHoldBack
 	}
 }
 

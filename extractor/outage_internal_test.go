@@ -6,6 +6,8 @@ import (
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/memoryd/memoryd/internal/modelerr"
 )
 
 // TestAssumeDownCountsTheNextServerErrorAsTheOutage: after assumeDown the
@@ -80,7 +82,7 @@ func TestAdmitProbesADownServer(t *testing.T) {
 	} {
 		probe, e := r.admit(t0.Add(c.at), defaultMaxProbeGap)
 		// In the outage's first second requests are sent, not as probes.
-		if (e == nil) != c.sent || probe != (c.sent && c.at >= minHoldBack) {
+		if (e == nil) != c.sent || probe != (c.sent && c.at >= modelerr.MinHoldBack) {
 			t.Fatalf("at +%v: admitted %v (probe %v), want %v", c.at, e == nil, probe, c.sent)
 		}
 		if probe {

@@ -2,7 +2,8 @@
 // it fails: the message of its error body, in the forms servers use, and
 // its Retry-After header. The LLM client (extractor) and the embeddings
 // client (embedding) both quote and honour them; each bounds and redacts
-// the message its own way.
+// the message its own way. And how both hold their requests back while the
+// server counts as down (HoldBack, HeldReason).
 package modelerr
 
 import (

@@ -121,3 +121,32 @@ func TestHideEchoAcrossLineBreaks(t *testing.T) {
 		}
 	}
 }
+
+// TestHoldBack: nothing held in an outage's first second (or with probing
+// off), one probe a gap (a quarter of the outage, at most maxGap) once the
+// last has ended, the others held with the time to the next.
+func TestHoldBack(t *testing.T) {
+	t.Parallel()
+	const maxGap = 5 * time.Second
+	for _, c := range []struct {
+		name             string
+		down, sinceProbe time.Duration
+		probing          bool
+		maxGap           time.Duration
+		probe, held      bool
+		probeIn          time.Duration
+	}{
+		{"not down", 0, 0, false, maxGap, false, false, 0},
+		{"first second", 900 * time.Millisecond, 900 * time.Millisecond, false, maxGap, false, false, 0},
+		{"probing off", time.Minute, time.Minute, false, -1, false, false, 0},
+		{"a gap since the last probe", 8 * time.Second, 2 * time.Second, false, maxGap, true, false, 0},
+		{"within the gap", 8 * time.Second, 500 * time.Millisecond, false, maxGap, false, true, 1500 * time.Millisecond},
+		{"gap capped", time.Minute, 5 * time.Second, false, maxGap, true, false, 0},
+		{"one in flight", time.Minute, time.Minute, true, maxGap, false, true, maxGap},
+	} {
+		probe, held, in := modelerr.HoldBack(c.down, c.sinceProbe, c.probing, c.maxGap)
+		if probe != c.probe || held != c.held || in != c.probeIn {
+			t.Errorf("%s: HoldBack = %v, %v, %s; want %v, %v, %s", c.name, probe, held, in, c.probe, c.held, c.probeIn)
+		}
+	}
+}
