@@ -29,45 +29,36 @@ func TestIngestCheck(t *testing.T) {
 	}
 }
 
-// TestModelCheck: /readyz's model check says the model server refuses
+// TestRefusalChecks: /readyz's model check says the model server refuses
 // memoryd's key or model once that has lasted ingestUnready (a rotation
 // walk revoked the key and /readyz said 200 throughout), not for a
-// refusal that an answer followed or a short one.
-func TestModelCheck(t *testing.T) {
+// refusal that an answer followed or a short one; its embeddings check
+// says the same of the embeddings server, naming --embed-api-key-file.
+func TestRefusalChecks(t *testing.T) {
 	now := time.Date(2026, 12, 4, 5, 0, 0, 0, time.UTC)
-	for _, c := range []struct {
-		name string
-		r    *worker.Outage
-		want string
+	for _, check := range []struct {
+		name, err, long string
+		f               func(*worker.Outage, time.Time) string
 	}{
-		{"answering", nil, "ok"},
-		{"a short refusal", &worker.Outage{Since: now.Add(-time.Second), Err: "401"}, "ok"},
-		{"a long one", &worker.Outage{Since: now.Add(-3 * time.Minute), Err: "model: 401 Incorrect API key provided"},
-			"the model server refuses memoryd's API key or model for 3m0s (extraction waits; write the new key to --llm-api-key-file, or fix --llm-api-key, --llm-model or --llm-base-url and restart): model: 401 Incorrect API key provided"},
+		{"model", "model: 401 Incorrect API key provided",
+			"the model server refuses memoryd's API key or model for 3m0s (extraction waits; write the new key to --llm-api-key-file, or fix --llm-api-key, --llm-model or --llm-base-url and restart): model: 401 Incorrect API key provided",
+			modelCheck},
+		{"embeddings", "embed: 401 Incorrect API key provided",
+			"the embeddings server refuses memoryd's API key or model for 3m0s (embed jobs wait, new items lexical-only; write the new key to --embed-api-key-file, or fix --embed-api-key, --embed-model or --embed-base-url and restart): embed: 401 Incorrect API key provided",
+			embedCheck},
 	} {
-		if got := modelCheck(c.r, now); got != c.want {
-			t.Errorf("%s: %q, want %q", c.name, got, c.want)
-		}
-	}
-}
-
-// TestEmbedCheck: /readyz's embeddings check says the embeddings server
-// refuses memoryd's key or model once that has lasted ingestUnready, as
-// the model check does for the model server, naming --embed-api-key-file.
-func TestEmbedCheck(t *testing.T) {
-	now := time.Date(2026, 12, 4, 5, 0, 0, 0, time.UTC)
-	for _, c := range []struct {
-		name string
-		r    *worker.Outage
-		want string
-	}{
-		{"answering", nil, "ok"},
-		{"a short refusal", &worker.Outage{Since: now.Add(-time.Second), Err: "401"}, "ok"},
-		{"a long one", &worker.Outage{Since: now.Add(-3 * time.Minute), Err: "embed: 401 Incorrect API key provided"},
-			"the embeddings server refuses memoryd's API key or model for 3m0s (embed jobs wait, new items lexical-only; write the new key to --embed-api-key-file, or fix --embed-api-key, --embed-model or --embed-base-url and restart): embed: 401 Incorrect API key provided"},
-	} {
-		if got := embedCheck(c.r, now); got != c.want {
-			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		for _, c := range []struct {
+			name string
+			r    *worker.Outage
+			want string
+		}{
+			{"answering", nil, "ok"},
+			{"a short refusal", &worker.Outage{Since: now.Add(-time.Second), Err: "401"}, "ok"},
+			{"a long one", &worker.Outage{Since: now.Add(-3 * time.Minute), Err: check.err}, check.long},
+		} {
+			if got := check.f(c.r, now); got != c.want {
+				t.Errorf("%s check, %s: %q, want %q", check.name, c.name, got, c.want)
+			}
 		}
 	}
 }

@@ -85,15 +85,7 @@ func TestLLMStartCheckNamesTheKeyFile(t *testing.T) {
 	if err := os.WriteFile(keyFile, []byte("old-key\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{LLM: extractor.LLMConfig{BaseURL: srv.URL + "/v1", Model: "m", APIKeyFile: keyFile}}.withDefaults()
-	llm, err := extractor.NewLLM(cfg.LLM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var logs bytes.Buffer
-	a := &App{cfg: cfg, logger: slog.New(slog.NewJSONHandler(&logs, nil))}
-	a.logExtractor(context.Background(), llm)
-	out := logs.String()
+	out := startCheckLogsConfig(t, extractor.LLMConfig{BaseURL: srv.URL + "/v1", Model: "m", APIKeyFile: keyFile})
 	if !strings.Contains(out, "refused the API key") || !strings.Contains(out, "--llm-api-key-file holds one it takes") || strings.Contains(out, "MEMORYD_LLM_API_KEY)") {
 		t.Errorf("key file refused at start: want the file named, got %s", out)
 	}
@@ -112,7 +104,13 @@ func startCheckLogs(t *testing.T, baseURL string) string {
 // startCheckLogsModel is startCheckLogs with model as --llm-model.
 func startCheckLogsModel(t *testing.T, baseURL, model string) string {
 	t.Helper()
-	cfg := Config{LLM: extractor.LLMConfig{BaseURL: baseURL, Model: model}}.withDefaults()
+	return startCheckLogsConfig(t, extractor.LLMConfig{BaseURL: baseURL, Model: model})
+}
+
+// startCheckLogsConfig is startCheckLogs with the LLM's configuration lc.
+func startCheckLogsConfig(t *testing.T, lc extractor.LLMConfig) string {
+	t.Helper()
+	cfg := Config{LLM: lc}.withDefaults()
 	llm, err := extractor.NewLLM(cfg.LLM)
 	if err != nil {
 		t.Fatal(err)
