@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -180,4 +181,91 @@ func TestReadThroughReadsAMessageOverEightMiB(t *testing.T) {
 	if err != nil || !slices.Equal(got, seqs) {
 		t.Fatalf("read %v, %v; want all of %v", got, err, seqs)
 	}
+}
+
+// TestReadThroughUnderDeletesOnTheNewestServer: nats-server 2.15.2 can
+// give a message read while someone else deletes others of the subject a
+// pending count of 0 with messages of the subject still after it (the
+// count errs high on 2.9.10), and the read ended there: a forget that read
+// so left the user's later events in the stream (worker's
+// TestAppendSeqsUnderConcurrentDeletes on 2.15.2 under load, 2 runs in 12).
+// Several reads at once, each beside deletes from the end backwards that
+// meet it midway: every message kept is read. It fails without the check
+// now and then (1 run in 14), not every time.
+func TestReadThroughUnderDeletesOnTheNewestServer(t *testing.T) {
+	srv := eventstest.StartRelease(t, eventstest.ReleaseNewest)
+	nc, err := nats.Connect(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const reads, n = 12, 1500
+	var wg sync.WaitGroup
+	for r := range reads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := fmt.Sprintf("R%d", r)
+			st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			subj := name + ".turns.dave"
+			var seqs []uint64
+			var through uint64
+			for i := range n {
+				for _, s := range []string{subj, name + ".turns.bob"} {
+					ack, err := js.Publish(ctx, s, fmt.Appendf(nil, "m%d", i))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if s == subj {
+						seqs = append(seqs, ack.Sequence)
+					}
+					through = ack.Sequence
+				}
+			}
+			doomed := func(i int) bool { return i%3 != 0 }
+			deleted := make(chan error, 1)
+			go func() {
+				for i := len(seqs) - 1; i >= 0; i-- {
+					if doomed(i) {
+						if err := st.DeleteMsg(ctx, seqs[i]); err != nil {
+							deleted <- err
+							return
+						}
+					}
+				}
+				deleted <- nil
+			}()
+			got := map[uint64]bool{}
+			err = events.ReadThrough(ctx, st, subj, through, false, 5*time.Second, func(m jetstream.Msg, md *jetstream.MsgMetadata) bool {
+				got[md.Sequence.Stream] = true
+				return true
+			})
+			if derr := <-deleted; derr != nil {
+				t.Error(derr)
+				return
+			}
+			if err != nil {
+				t.Errorf("read %d: %v", r, err)
+				return
+			}
+			for i, seq := range seqs {
+				if !doomed(i) && !got[seq] {
+					t.Errorf("read %d ended before sequence %d, still in the stream (and maybe more)", r, seq)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
