@@ -36,11 +36,9 @@ type downRow struct {
 	// downSince is when the server was taken for down, zero while it is
 	// not.
 	downSince time.Time
-	// probed is when a request was last let through while the server
-	// counts as down (admit), or when it was taken for down; probing is
-	// set while that probe is in flight (until probeDone).
-	probed  time.Time
-	probing bool
+	// prober dates the last probe (admit), or when the server was taken
+	// for down, and holds whether that probe is in flight (probeDone).
+	prober modelerr.Prober
 	// downErr is the error of the last request that found the server
 	// down (fail): what a request held back is told.
 	downErr Error
@@ -66,22 +64,13 @@ func (r *downRow) admit(now time.Time, maxGap time.Duration) (probe bool, held *
 	if r.downSince.IsZero() {
 		return false, nil
 	}
-	probe, hold, probeIn := modelerr.HoldBack(now.Sub(r.downSince), now.Sub(r.probed), r.probing, maxGap)
-	if probe {
-		r.probed, r.probing = now, true
-		return true, nil
-	}
+	probe, hold, probeIn := r.prober.Admit(now, now.Sub(r.downSince), maxGap)
 	if !hold {
-		return false, nil
+		return probe, nil
 	}
 	e := r.downErr
 	e.Err, e.HeldBack, e.NotSent, e.Status, e.ProbeIn = nil, true, true, 0, probeIn
-	what := "the embeddings server counts as down"
-	if e.Misconfigured {
-		// Error() has said the server refuses the configuration.
-		what = "refused"
-	}
-	e.Reason = modelerr.HeldReason(what, r.downSince, maxGap, r.downErr.Reason)
+	e.Reason = modelerr.HeldReason("the embeddings server", e.Misconfigured, r.downSince, maxGap, r.downErr.Reason)
 	return false, &e
 }
 
@@ -89,7 +78,7 @@ func (r *downRow) admit(now time.Time, maxGap time.Duration) (probe bool, held *
 func (r *downRow) probeDone() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.probing = false
+	r.prober.Done()
 }
 
 // giveBack ends a probe that told nothing of the server (its caller gave
@@ -100,9 +89,7 @@ func (r *downRow) probeDone() {
 func (r *downRow) giveBack(probed time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.probed.Equal(probed) {
-		r.probed = time.Time{}
-	}
+	r.prober.GiveBack(probed)
 }
 
 // fail takes the server for down from now, unless it already is, with e
@@ -120,7 +107,8 @@ func (r *downRow) fail(now time.Time, e *Error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.downSince.IsZero() {
-		r.downSince, r.probed = now, now
+		r.downSince = now
+		r.prober.Start(now)
 	}
 	r.downErr = Error{Kind: e.Kind, Reason: reason, Unreachable: true, Misconfigured: e.Misconfigured}
 }

@@ -30,7 +30,7 @@ func (c *Client) downAMinute() {
 	c.down.mu.Lock()
 	defer c.down.mu.Unlock()
 	c.down.downSince = c.down.downSince.Add(-time.Minute)
-	c.down.probed = c.down.probed.Add(-time.Minute)
+	c.down.prober.Start(c.down.downSince)
 }
 
 // TestEmbedRefusedConfiguration: a key the server refuses (401, as a

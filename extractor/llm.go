@@ -592,9 +592,13 @@ type serverErrorRow struct {
 	// since: a server error or timeout within serverErrorsWindow of it is
 	// the outage going on.
 	assumed time.Time
-	// probed is when a request was last let through while the server
-	// counts as down (admit), or when it was taken for down.
-	probed time.Time
+	// prober dates the last probe (admit), or when the server was taken
+	// for down, and holds whether that probe is in flight (until
+	// probeDone): the next one waits for its outcome, however long the
+	// gap has been. Without that, with requests that time out (a hung
+	// server) and --llm-timeout over the gap, a probe left every gap and
+	// they filled every request slot, as many as before the probing.
+	prober modelerr.Prober
 	// downErr is the error of the last request that found the server down
 	// (remember): what a request held back (admit) is told.
 	downErr Error
@@ -602,12 +606,6 @@ type serverErrorRow struct {
 	// when admit holds requests back: modelerr.MinHoldBack in an outage assumed
 	// (goDown), else 0.
 	downBefore time.Duration
-	// probing is set while a probe admit let through is in flight (until
-	// probeDone): the next one waits for its outcome, however long the
-	// gap has been. Without it, with requests that time out (a hung
-	// server) and --llm-timeout over the gap, a probe left every gap and
-	// they filled every request slot, as many as before the probing.
-	probing bool
 }
 
 // defaultMaxProbeGap is LLMConfig.MaxProbeGap's default: a server back up
@@ -639,23 +637,13 @@ func (r *serverErrorRow) admit(now time.Time, maxGap time.Duration) (probe bool,
 		// failed, under the lock again): sent rather than told nothing.
 		return false, nil
 	}
-	probe, hold, probeIn := modelerr.HoldBack(now.Sub(r.downSince)+r.downBefore, now.Sub(r.probed), r.probing, maxGap)
-	if probe {
-		r.probed, r.probing = now, true
-		return true, nil
-	}
+	probe, hold, probeIn := r.prober.Admit(now, now.Sub(r.downSince)+r.downBefore, maxGap)
 	if !hold {
-		return false, nil
+		return probe, nil
 	}
 	e := r.downErr
 	e.Err, e.HeldBack, e.ProbeIn = nil, true, probeIn
-	what := "the model server counts as down"
-	if e.Misconfigured {
-		// Error() has said the server refuses the configuration: it is
-		// up, and "down" points at the server, not the key.
-		what = "refused"
-	}
-	e.Reason = modelerr.HeldReason(what, r.downSince, maxGap, r.downErr.Reason)
+	e.Reason = modelerr.HeldReason("the model server", e.Misconfigured, r.downSince, maxGap, r.downErr.Reason)
 	return false, &e
 }
 
@@ -663,7 +651,7 @@ func (r *serverErrorRow) admit(now time.Time, maxGap time.Duration) (probe bool,
 func (r *serverErrorRow) probeDone() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.probing = false
+	r.prober.Done()
 }
 
 // remember keeps e, the error of a request that found the server down,
@@ -743,7 +731,8 @@ func (r *serverErrorRow) goDown(now time.Time) {
 	if !r.downSince.IsZero() {
 		return
 	}
-	r.downSince, r.probed = now, now
+	r.downSince = now
+	r.prober.Start(now)
 	r.downBefore = 0
 	if r.assumedAt(now) {
 		r.downBefore = modelerr.MinHoldBack

@@ -45,7 +45,7 @@ func TestDownServerIsProbedNotAskedByEveryJob(t *testing.T) {
 			}
 			l.serverErrors.mu.Lock()
 			l.serverErrors.downSince = l.serverErrors.downSince.Add(-time.Minute)
-			l.serverErrors.probed = l.serverErrors.probed.Add(-time.Minute)
+			l.serverErrors.prober.Start(l.serverErrors.downSince)
 			l.serverErrors.mu.Unlock()
 			const n = 200
 			held := 0

@@ -355,7 +355,7 @@ func TestLLMSaysOnceWhenTheServerAnswersAgain(t *testing.T) {
 			// its reply comes, and this request is its probe (admit).
 			l.serverErrors.mu.Lock()
 			l.serverErrors.downSince = time.Now().Add(-time.Minute)
-			l.serverErrors.probed = time.Time{}
+			l.serverErrors.prober.Start(time.Time{})
 			l.serverErrors.mu.Unlock()
 		}
 		before := len(logLines(&logs, "model server answering again"))

@@ -36,13 +36,52 @@ func HoldBack(down, sinceProbe time.Duration, probing bool, maxGap time.Duration
 	return false, true, probeIn
 }
 
-// HeldReason is the reason a held-back request is told: what the server
-// counts as ("the model server counts as down", or "refused" when the
-// error says it refuses the configuration), since when, and the last
-// probe's reason. The same words for every request of one outage (no
-// duration: the health check has it), so that the failures of one outage
-// read alike.
-func HeldReason(what string, since time.Time, maxGap time.Duration, last string) string {
+// Prober is a client's probing of a server that counts as down: when it
+// last let a request through (Admit) and whether that one has an outcome
+// yet (Done). The LLM client and the embeddings client keep one each,
+// guarded by their own lock.
+type Prober struct {
+	probed  time.Time
+	probing bool
+}
+
+// Start dates the probing from now, when the server is taken for down:
+// the first probe goes a gap later.
+func (p *Prober) Start(now time.Time) { p.probed = now }
+
+// Admit is HoldBack for a server down for down at now; a request it lets
+// through as a probe is in flight until Done.
+func (p *Prober) Admit(now time.Time, down, maxGap time.Duration) (probe, held bool, probeIn time.Duration) {
+	probe, held, probeIn = HoldBack(down, now.Sub(p.probed), p.probing, maxGap)
+	if probe {
+		p.probed, p.probing = now, true
+	}
+	return probe, held, probeIn
+}
+
+// Done ends the probe in flight: the next may be sent.
+func (p *Prober) Done() { p.probing = false }
+
+// GiveBack undates the probe Admit let through at probed, which told
+// nothing of the server (its caller gave up before an answer): the next
+// request may probe at once.
+func (p *Prober) GiveBack(probed time.Time) {
+	if p.probed.Equal(probed) {
+		p.probed = time.Time{}
+	}
+}
+
+// HeldReason is the reason a held-back request is told: that server
+// ("the model server") counts as down, or "refused" when the error has
+// said it refuses the configuration (it is up, and "down" would point at
+// the server, not the key), since when, and the last probe's reason. The
+// same words for every request of one outage (no duration: the health
+// check has it), so that the failures of one outage read alike.
+func HeldReason(server string, refused bool, since time.Time, maxGap time.Duration, last string) string {
+	what := server + " counts as down"
+	if refused {
+		what = "refused"
+	}
 	return fmt.Sprintf("not sent, %s since %s and probed by one request at a time, at most every %s; the last one: %s",
 		what, since.UTC().Format(time.RFC3339), maxGap, last)
 }
