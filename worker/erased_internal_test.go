@@ -41,21 +41,7 @@ func TestHealErasedReleasesWhatAnEarlierVersionLeft(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	fetch := func(n int) []jetstream.Msg {
-		t.Helper()
-		b, err := cons.Fetch(n, jetstream.FetchMaxWait(10*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []jetstream.Msg
-		for m := range b.Messages() {
-			got = append(got, m)
-		}
-		if len(got) != n {
-			t.Fatalf("fetched %d of %d", len(got), n)
-		}
-		return got
-	}
+	fetch := func(n int) []jetstream.Msg { t.Helper(); return eventstest.Fetch(t, cons, n) }
 	// Events 2 and 3 handed back and delivered again, then erased while
 	// held (an earlier memoryd's forget, before releaseErased); the
 	// others acknowledged.

@@ -54,24 +54,7 @@ func TestForgetReleasesErasedEventsOnTheConsumer(t *testing.T) {
 			}
 		}
 	}
-	fetch := func(n int) []jetstream.Msg {
-		t.Helper()
-		var got []jetstream.Msg
-		for len(got) < n {
-			b, err := cons.Fetch(n-len(got), jetstream.FetchMaxWait(10*time.Second))
-			if err != nil {
-				t.Fatal(err)
-			}
-			before := len(got)
-			for m := range b.Messages() {
-				got = append(got, m)
-			}
-			if len(got) == before {
-				t.Fatalf("fetched %d of %d messages", len(got), n)
-			}
-		}
-		return got
-	}
+	fetch := func(n int) []jetstream.Msg { t.Helper(); return eventstest.Fetch(t, cons, n) }
 	// Another user's turn first, recorded (the consumer's ack floor past
 	// it), then alice's three.
 	publish("carol", 1)

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // nats-server releases some tests run on besides the machine's (Debian 12's
@@ -81,4 +83,25 @@ func StartRelease(t testing.TB, version string) *Server {
 	return startServer(t, ReleaseBin(t, version), func(port int) []string {
 		return []string{"-a", "127.0.0.1", "-p", fmt.Sprint(port), "-js", "-sd", dir}
 	})
+}
+
+// Fetch pulls n messages from cons, waiting up to 10 s for each batch, and
+// fails the test when one comes back empty.
+func Fetch(t testing.TB, cons jetstream.Consumer, n int) []jetstream.Msg {
+	t.Helper()
+	var got []jetstream.Msg
+	for len(got) < n {
+		b, err := cons.Fetch(n-len(got), jetstream.FetchMaxWait(10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := len(got)
+		for m := range b.Messages() {
+			got = append(got, m)
+		}
+		if len(got) == before {
+			t.Fatalf("fetched %d of %d messages", len(got), n)
+		}
+	}
+	return got
 }
