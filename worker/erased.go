@@ -36,9 +36,9 @@ func releaseErasedOrWarn(ctx context.Context, js jetstream.JetStream, st jetstre
 // compose.yaml's nats:2.10) keep a message erased while in flight after a
 // second delivery (a turn ingest handed back while its user was being
 // forgotten, or one a killed process held), above a nonzero ack floor, in
-// the consumer's pending list for good, restarts and upgrades included: the consumer's ack floor stops
-// there, and once such entries reach its MaxAckPending it delivers no
-// more, and ingest stops. 2.9.10, 2.10.27, 2.11.17, 2.12.15 and 2.15.2
+// the consumer's pending list for good, restarts and upgrades included:
+// the consumer's ack floor stops there, and once such entries reach its
+// MaxAckPending it delivers no more, and ingest stops. 2.9.10, 2.10.27, 2.11.17, 2.12.15 and 2.15.2
 // drop the entry at its redelivery (the message is gone); a plain delete
 // leaves none on any. TestChaos found it (on 2.10.29, 2 to 6 entries a
 // forget under kills).
