@@ -91,6 +91,13 @@ type Error struct {
 	// so a caller may wait for it rather than spend attempts. See
 	// [IsUnreachable].
 	Unreachable bool
+	// Crashed is set on an error of KindTransient, not Unreachable, when
+	// the connection was cut after the request was sent and, right after,
+	// the server refused new connections: it went down with this request
+	// in flight, which may be this request's doing (an input that runs it
+	// out of memory, a tokenizer bug; every other request in flight is cut
+	// too). See [IsCrashed].
+	Crashed bool
 	// Misconfigured is set with Unreachable when the server refuses every
 	// request of this configuration (401 or 403: the API key; 404: the
 	// model or the base URL): every turn would fail alike until an
@@ -133,6 +140,13 @@ func IsLocalWait(err error) bool {
 func IsUnreachable(err error) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Kind == KindTransient && e.Unreachable
+}
+
+// IsCrashed reports whether err holds an *Error of a request the server
+// went down with (Error.Crashed).
+func IsCrashed(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Kind == KindTransient && e.Crashed
 }
 
 // HeldBackFor reports whether err holds an *Error of a request that was

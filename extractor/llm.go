@@ -232,7 +232,10 @@ type LLM struct {
 	// (see requestMaxTokens).
 	maxTokens, maxCompletionTokens int
 
-	sem    chan struct{}
+	sem chan struct{}
+	// solo is held by a request gathering every slot of sem (Alone), so
+	// that two such never hold part of them each.
+	solo   chan struct{}
 	bucket *tokenBucket // nil when RequestsPerSecond is 0
 	tracer trace.Tracer // nil when LLMConfig.TracerProvider is
 	usage  usageTracker
@@ -287,6 +290,7 @@ func NewLLM(cfg LLMConfig) (*LLM, error) {
 		client:      openai.NewClientWithConfig(clientCfg),
 		temperature: requestTemperature(cfg.Model, cfg.Temperature),
 		sem:         make(chan struct{}, cfg.MaxConcurrency),
+		solo:        make(chan struct{}, 1),
 		tracer:      tracer,
 	}
 	l.maxTokens, l.maxCompletionTokens = requestMaxTokens(cfg.Model, cfg.MaxTokens)
@@ -474,13 +478,17 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 // the others fail as the last request did (serverErrorRow.admit, in send).
 func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, usage *Usage) (string, bool, error) {
 	resp, ex, err := l.send(ctx, req)
-	if ex.slot {
+	if ex.slots > 0 {
 		// Given back once the outcome is noted below: a request waiting
 		// for the slot is admitted (admit) knowing whether this one found
 		// the server down. Given back in send, before, the next could be
 		// let through as this failure was being noted, and go beside a
 		// probe.
-		defer func() { <-l.sem }()
+		defer func() {
+			for range ex.slots {
+				<-l.sem
+			}
+		}()
 	}
 	if ex.probe {
 		// After the probe's outcome is noted below: the next request
@@ -515,6 +523,10 @@ func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, us
 			return "", false, ctxError("model request", ctxErr)
 		}
 		e = classify(err, ex, l.cfg.Timeout)
+		if e.Kind == KindTransient && !e.Unreachable && ex.sent && status == 0 && !ex.timedOut && l.refusesConnections(ctx) {
+			e.Crashed = true
+			e.Reason += "; the server then refused connections: it went down with this request in flight"
+		}
 	}
 	if status != 0 {
 		// Only a server that answered quotes a message; a timeout or a
@@ -861,7 +873,7 @@ func (l *LLM) tokens(model string, u openai.Usage) (prompt, completion int) {
 }
 
 // send makes one HTTP request while holding a concurrency slot (complete
-// gives it back: ex.slot), once any
+// gives it back: ex.slots), once any
 // shared pause after a 429 is over and a rate-limit token is taken. The
 // token is the last thing waited for, so that requests leave at the
 // limiter's pace. It returns an *Error of KindRetryAfter, without sending,
@@ -869,10 +881,11 @@ func (l *LLM) tokens(model string, u openai.Usage) (prompt, completion int) {
 // deadline.
 func (l *LLM) send(ctx context.Context, req openai.ChatCompletionRequest) (openai.ChatCompletionResponse, *exchange, error) {
 	ex := &exchange{}
-	if err := l.acquire(ctx); err != nil {
+	slots, err := l.acquire(ctx)
+	if err != nil {
 		return openai.ChatCompletionResponse{}, ex, err
 	}
-	ex.slot = true // given back by complete
+	ex.slots = slots // given back by complete
 	// Admitted once the slot is taken, not before: a request that waited
 	// for a slot behind ones that found the server down (timeouts of a
 	// hung server, each holding a slot for --llm-timeout) is held back
@@ -913,10 +926,17 @@ func (l *LLM) send(ctx context.Context, req openai.ChatCompletionRequest) (opena
 // before it: past that it returns an *Error of KindRetryAfter (see
 // queueContext), so that a job queued behind busy slots is scheduled again
 // rather than timed out and charged an attempt for a request it never sent.
-func (l *LLM) acquire(ctx context.Context) error {
+//
+// A request of a context marked Alone takes every slot: no other request
+// of this client is in flight while it is. It returns how many slots it
+// took.
+func (l *LLM) acquire(ctx context.Context) (int, error) {
+	if alone(ctx) {
+		return l.acquireAll(ctx)
+	}
 	select {
 	case l.sem <- struct{}{}:
-		return nil
+		return 1, nil
 	default:
 	}
 	if l.waitingForSlot != nil {
@@ -926,10 +946,38 @@ func (l *LLM) acquire(ctx context.Context) error {
 	defer cancel()
 	select {
 	case l.sem <- struct{}{}:
-		return nil
+		return 1, nil
 	case <-qctx.Done():
-		return l.queueError(ctx, fmt.Sprintf("all %d model request slots (the concurrency limit) stayed busy", cap(l.sem)))
+		return 0, l.queueError(ctx, fmt.Sprintf("all %d model request slots (the concurrency limit) stayed busy", cap(l.sem)))
 	}
+}
+
+// acquireAll takes every concurrency slot (acquire, for a request sent
+// alone), waiting for the requests in flight to end, within the bound
+// acquire waits.
+func (l *LLM) acquireAll(ctx context.Context) (int, error) {
+	qctx, cancel := l.queueContext(ctx)
+	defer cancel()
+	busy := func(n int) (int, error) {
+		for range n {
+			<-l.sem
+		}
+		return 0, l.queueError(ctx, fmt.Sprintf("the %d model request slots (the concurrency limit) did not all come free for a request sent alone", cap(l.sem)))
+	}
+	select {
+	case l.solo <- struct{}{}:
+	case <-qctx.Done():
+		return busy(0)
+	}
+	defer func() { <-l.solo }()
+	for n := range cap(l.sem) {
+		select {
+		case l.sem <- struct{}{}:
+		case <-qctx.Done():
+			return busy(n)
+		}
+	}
+	return cap(l.sem), nil
 }
 
 // queueContext bounds a wait for this client's own limits (a slot, a rate
@@ -1299,13 +1347,15 @@ type exchangeKey struct{}
 // It is written and read by the goroutine making the request.
 type exchange struct {
 	sent bool
-	// slot: the request holds a concurrency slot, which the caller gives
-	// back. probe: it was let through to probe a server that counts as
-	// down (serverErrorRow.admit), sent or not.
-	slot, probe bool
-	status      int
-	retryAfter  string
-	timedOut    bool
+	// slots: the concurrency slots the request holds (every one when
+	// sent Alone), which the caller gives back. probe: it was let through
+	// to probe a server that counts as down (serverErrorRow.admit), sent
+	// or not.
+	slots      int
+	probe      bool
+	status     int
+	retryAfter string
+	timedOut   bool
 	// started is when the request was sent (its Timeout began).
 	started time.Time
 	// tooLarge: the body went on past maxResponseBytes.

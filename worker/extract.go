@@ -70,6 +70,11 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 	if job.Args.OverCap {
 		return e.workOverCap(ctx, job)
 	}
+	if metaCount(job.Metadata, metaModelCrashes) > 0 {
+		// The model server went down with this job's request in flight:
+		// sent alone now, so that a second crash is its own (maxCrashes).
+		ctx = extractor.Alone(ctx)
+	}
 	w := e.w
 	s := w.cfg.Store
 	turns, err := s.UnprocessedTurns(ctx, job.Args.UserID, job.Args.EventIDs)
@@ -540,6 +545,9 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 	b := e.w.budget()
 	v := outcome(err, job, errors.Is(ctx.Err(), context.Canceled), b)
 	v = countSnooze(ctx, job, err, v, b)
+	if v.cause != nil {
+		err = v.cause
+	}
 	// The job's own attempts, or this worker's for a job enqueued without
 	// them (see jobAttempts).
 	maxAttempts := jobAttempts(job.MaxAttempts, job.Metadata, b.maxAttempts)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -101,7 +102,30 @@ const (
 	// metaWakeCountedAt dates.
 	metaWakes         = "memoryd_wakes"
 	metaWakeCountedAt = "memoryd_wake_counted_at"
+	// metaModelCrashes counts the runs of a job whose request the model
+	// server went down with (extractor.IsCrashed), at most maxCrashes.
+	metaModelCrashes = "memoryd_model_crashes"
 )
+
+// snoozedAfterCrash is what metaSnoozedFor says of a job waiting for the
+// model server after it went down with the job's request in flight:
+// nothing wakes it (wakeWaiters wakes outcomeModelDown), so it comes back
+// when its snooze ends, spread at random, and not in step with every job
+// the server cut with it.
+const snoozedAfterCrash = "model_unreachable_after_crash"
+
+// maxCrashes is how many times the model server may go down with a job's
+// request in flight (cut mid-request, then refusing connections:
+// extractor.IsCrashed) before the job's turns fail for good, whatever
+// attempts are left. A supervised server (vLLM, llama.cpp under systemd or
+// Kubernetes) that crashes on one input is restarted, and without a bound
+// of its own that input was sent at every attempt (--max-attempts: 5 by
+// default, as many restarts, each an outage for every user: a crash-loop
+// test). Two, not one: a crash cuts every request in flight, so one cut
+// says nothing of which brought it down; the jobs cut with it are not
+// woken with the others (snoozedAfterCrash), which makes an innocent
+// request's being in flight at a second crash of the same input unlikely.
+const maxCrashes = 2
 
 // maxWakes bounds how often a job is woken (wakeWaiters); past it
 // the job waits its snoozes out. A job whose own request the server fails
@@ -198,6 +222,12 @@ type verdict struct {
 	river error
 	// label is the run's Observer outcome.
 	label string
+	// crashes, when above 0, is the job's new count of runs the model
+	// server went down with (metaModelCrashes).
+	crashes int
+	// cause, when set, is the error to record and log instead of the
+	// run's own (a turn failed for its crashes says so).
+	cause error
 	// record says to record the error on the turns (store.MarkFailed); a
 	// snooze leaves them pending without one. final marks them failed for
 	// good.
@@ -252,6 +282,11 @@ type verdict struct {
 //     job unable to open one) failed turns for good with --max-attempts 3
 //     (a Postgres walk: 15 of 1,480 turns), a restart or a terminated
 //     backend one attempt each.
+//   - a request the model server went down with (extractor.IsCrashed: cut
+//     mid-request, then connections refused) for the maxCrashes-th time
+//     (metaModelCrashes): river.JobCancel, the turns failed for good with
+//     a reason saying so; before that, an attempt spent as below, the
+//     count kept, and the job's next request sent alone (extract.go).
 //   - extractor.KindPermanent anywhere in the error, or the job's last attempt
 //     (job.Attempt >= jobAttempts(job.MaxAttempts, job.Metadata, maxAttempts)): river.JobCancel,
 //     and the turns are marked failed for good (memoryd failed lists them;
@@ -313,10 +348,17 @@ func outcome(err error, job *rivertype.JobRow, shutdown bool, b retryBudget) ver
 				wait: d, unwaited: metaDBUnwaitedMillis}
 		}
 	}
-	if permanent || job.Attempt >= jobAttempts(job.MaxAttempts, job.Metadata, b.maxAttempts) {
-		return verdict{river: river.JobCancel(err), label: outcomeFailed, record: true, final: true}
+	var crashes int
+	if extractor.IsCrashed(err) && !permanent {
+		if crashes = metaCount(job.Metadata, metaModelCrashes) + 1; crashes >= maxCrashes {
+			cause := fmt.Errorf("the model server went down with this turn's request in flight %d times: taken for a failure of the turn's own (an input that crashes the server?), not retried: %w", crashes, err)
+			return verdict{river: river.JobCancel(cause), label: outcomeFailed, record: true, final: true, crashes: crashes, cause: cause}
+		}
 	}
-	return verdict{river: err, label: outcomeRetry, record: true}
+	if permanent || job.Attempt >= jobAttempts(job.MaxAttempts, job.Metadata, b.maxAttempts) {
+		return verdict{river: river.JobCancel(err), label: outcomeFailed, record: true, final: true, crashes: crashes}
+	}
+	return verdict{river: err, label: outcomeRetry, record: true, crashes: crashes}
 }
 
 // maxDBOutage bounds the snoozes of one job for an unreachable database,
@@ -592,13 +634,20 @@ func countSnooze(ctx context.Context, job *rivertype.JobRow, err error, v verdic
 		// Woken once: a later hold-back is an ordinary wait again.
 		_ = river.MetadataSet(ctx, metaWoken, false)
 	}
+	if v.crashes > 0 {
+		_ = river.MetadataSet(ctx, metaModelCrashes, v.crashes)
+	}
 	if v.count != "" {
 		merr := river.MetadataSet(ctx, v.count, v.n)
 		if merr == nil {
 			merr = river.MetadataSet(ctx, metaSnoozeReason, snoozeReason(err))
 		}
 		if merr == nil {
-			merr = river.MetadataSet(ctx, metaSnoozedFor, v.label)
+			label := v.label
+			if label == outcomeModelDown && metaCount(job.Metadata, metaModelCrashes) > 0 {
+				label = snoozedAfterCrash
+			}
+			merr = river.MetadataSet(ctx, metaSnoozedFor, label)
 		}
 		if merr == nil && v.unwaited != "" {
 			// The snooze counts v.wait toward its bound (--llm-max-outage,

@@ -59,6 +59,7 @@ func TestOutcome(t *testing.T) {
 	}
 	queued := &extractor.Error{Kind: extractor.KindRetryAfter, RetryAfter: 3 * time.Second, Local: true, Reason: "all 1 model request slots stayed busy"}
 	down := &extractor.Error{Kind: extractor.KindTransient, Unreachable: true, Reason: "status 503: loading model"}
+	crashed := &extractor.Error{Kind: extractor.KindTransient, Crashed: true, Reason: "connection error: EOF; the server then refused connections"}
 	heldBack := func(probeIn time.Duration) error {
 		return &extractor.Error{Kind: extractor.KindTransient, Unreachable: true, HeldBack: true, ProbeIn: probeIn, Reason: "not sent, the model server counts as down"}
 	}
@@ -85,6 +86,8 @@ func TestOutcome(t *testing.T) {
 		wantFinal  bool
 		wantCount  string
 		wantN      int
+		// wantCrashes: the job's new count of crashes (metaModelCrashes).
+		wantCrashes int
 	}{
 		{name: "transient", err: transient, attempt: 1, want: plain, wantLabel: outcomeRetry, wantRecord: true},
 		{name: "transient wrapped", err: fmt.Errorf("turn e1: %w", transient), attempt: 2, want: plain, wantLabel: outcomeRetry, wantRecord: true},
@@ -247,6 +250,19 @@ func TestOutcome(t *testing.T) {
 		{name: "model network error is the model's", err: &extractor.Error{Kind: extractor.KindTransient, Reason: "reset", Err: &net.OpError{Op: "read", Err: errors.New("connection reset by peer")}}, attempt: 1,
 			want: plain, wantLabel: outcomeRetry, wantRecord: true},
 
+		// The server went down with the request in flight (cut, then
+		// refusing connections): the first time an attempt as any cut, the
+		// maxCrashes-th the turn's own failure whatever attempts are left;
+		// a permanent error beside it is cancelled as one.
+		{name: "model crashed with the request", err: crashed, attempt: 1,
+			want: plain, wantLabel: outcomeRetry, wantRecord: true, wantCrashes: 1},
+		{name: "model crashed with the request a second time", err: fmt.Errorf("turn e1: %w", crashed), attempt: 2, metadata: `{"memoryd_model_crashes": 1}`,
+			want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true, wantCrashes: 2},
+		{name: "model crashed with the request at the last attempt", err: crashed, attempt: 5,
+			want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true, wantCrashes: 1},
+		{name: "model crashed beside a permanent error", err: errors.Join(crashed, permanent), attempt: 1, metadata: `{"memoryd_model_crashes": 1}`,
+			want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true},
+
 		{name: "lock wait", err: lockWait, attempt: 1,
 			want: snooze, wantSnooze: 100 * time.Millisecond, wantLabel: outcomeLockWait, wantCount: metaLockWaits, wantN: 1},
 		{name: "deadlock, waited twice", err: deadlock, attempt: 1, metadata: `{"memoryd_lock_waits": 2}`,
@@ -310,6 +326,9 @@ func TestOutcome(t *testing.T) {
 				if errors.As(v.river, &s) || errors.As(v.river, &c) || !errors.Is(v.river, tt.err) {
 					t.Errorf("River gets %v, want the plain error %v", v.river, tt.err)
 				}
+			}
+			if v.crashes != tt.wantCrashes {
+				t.Errorf("verdict counts %d crashes, want %d", v.crashes, tt.wantCrashes)
 			}
 			if v.label != tt.wantLabel || v.record != tt.wantRecord || v.final != tt.wantFinal || v.count != tt.wantCount || v.n != tt.wantN {
 				t.Errorf("verdict = {label %q record %v final %v count %q n %d}, want {%q %v %v %q %d}",

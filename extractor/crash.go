@@ -1,0 +1,67 @@
+package extractor
+
+import (
+	"context"
+	"net"
+	"net/url"
+	"time"
+
+	"github.com/memoryd/memoryd/internal/modelerr"
+)
+
+// A connection cut mid-request is told apart from a server that went down
+// with the request (Error.Crashed) by connecting to the server again right
+// away: a process that died closed its listener with its connections (a
+// supervisor restarts it seconds or minutes later), one that only dropped
+// the connection (an idle timeout, a balancer) still accepts. It dials up
+// to crashDials times, crashDialGap apart (the listener may close just
+// after the connections), each bounded by crashDialTimeout.
+const (
+	crashDials       = 3
+	crashDialGap     = 20 * time.Millisecond
+	crashDialTimeout = time.Second
+)
+
+// refusesConnections reports whether the model server's address refuses a
+// TCP connection now (modelerr.NotConnected: refused, no route, a dial
+// that timed out), within crashDials tries. It sends nothing: a connection
+// made is closed at once.
+func (l *LLM) refusesConnections(ctx context.Context) bool {
+	u, err := url.Parse(l.cfg.BaseURL)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	host := u.Host
+	if u.Port() == "" {
+		port := "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+		host = net.JoinHostPort(u.Hostname(), port)
+	}
+	d := net.Dialer{Timeout: crashDialTimeout}
+	for i := range crashDials {
+		if i > 0 && sleepCtx(ctx, crashDialGap) != nil {
+			return false
+		}
+		c, err := d.DialContext(ctx, "tcp", host)
+		if err != nil {
+			return ctx.Err() == nil && modelerr.NotConnected(err)
+		}
+		_ = c.Close()
+	}
+	return false
+}
+
+type aloneKey struct{}
+
+// Alone returns ctx marked so that an [LLM]'s request made with it is
+// sent alone: it waits for every request of the LLM in flight to end and
+// holds the others back until it has its answer (it takes every
+// MaxConcurrency slot, within the same bound as a wait for one). A
+// caller asks it for an input the server went down with before
+// ([IsCrashed]): a crash cuts every request in flight, and only one sent
+// alone tells whether that input brings the server down.
+func Alone(ctx context.Context) context.Context { return context.WithValue(ctx, aloneKey{}, true) }
+
+func alone(ctx context.Context) bool { v, _ := ctx.Value(aloneKey{}).(bool); return v }
