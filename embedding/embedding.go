@@ -172,6 +172,14 @@ func (c *Client) Model() string { return c.cfg.Model }
 // Timeout is Config.Timeout: the longest one request may take.
 func (c *Client) Timeout() time.Duration { return c.cfg.Timeout }
 
+// AssumeDown takes the embeddings server's next failure that finds it down
+// (within 5 minutes, until it answers) for an outage going on, as the
+// extractor's LLM.AssumeDown: the requests after it are held back at once,
+// not sent in the outage's first second. A process that starts while
+// embed jobs wait for the server (the worker finds them) calls it: each
+// job it ran then sent its request in that second.
+func (c *Client) AssumeDown() { c.down.assumeDown(time.Now()) }
+
 // BatchSize is Config.BatchSize.
 func (c *Client) BatchSize() int { return c.cfg.BatchSize }
 

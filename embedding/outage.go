@@ -45,6 +45,27 @@ type downRow struct {
 	// forbidden are the texts (their hashes) of the requests refused
 	// with a 403 since the last answer otherwise (refused).
 	forbidden map[[32]byte]bool
+	// assumed is when the server was assumed down without a failure of
+	// this client's (assumeDown), zero when it was not or it answered
+	// since; downBefore is how long the server counts as down before
+	// downSince for admit: modelerr.MinHoldBack in an outage assumed,
+	// else 0.
+	assumed    time.Time
+	downBefore time.Duration
+}
+
+// assumeWindow is how long after assumeDown a first failure counts as
+// the outage going on, as the extractor's serverErrorsWindow.
+const assumeWindow = 5 * time.Minute
+
+// assumeDown makes the server's next failure within assumeWindow of now
+// (one that makes it count as down: fail) the outage other processes
+// saw going on, not one starting: its requests are held back at once
+// rather than from the outage's second second.
+func (r *downRow) assumeDown(now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.assumed = now
 }
 
 // admit decides whether a request may be sent at now, as the extractor's
@@ -64,7 +85,7 @@ func (r *downRow) admit(now time.Time, maxGap time.Duration) (probe bool, held *
 	if r.downSince.IsZero() {
 		return false, nil
 	}
-	probe, hold, probeIn := r.prober.Admit(now, now.Sub(r.downSince), maxGap)
+	probe, hold, probeIn := r.prober.Admit(now, now.Sub(r.downSince)+r.downBefore, maxGap)
 	if !hold {
 		return probe, nil
 	}
@@ -109,6 +130,10 @@ func (r *downRow) fail(now time.Time, e *Error) {
 	if r.downSince.IsZero() {
 		r.downSince = now
 		r.prober.Start(now)
+		r.downBefore = 0
+		if !r.assumed.IsZero() && now.Sub(r.assumed) <= assumeWindow {
+			r.downBefore = modelerr.MinHoldBack
+		}
 	}
 	r.downErr = Error{Kind: e.Kind, Reason: reason, Unreachable: true, Misconfigured: e.Misconfigured}
 }
@@ -118,13 +143,26 @@ func (r *downRow) fail(now time.Time, e *Error) {
 func (r *downRow) answer(now time.Time) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.forbidden = nil
+	r.forbidden, r.assumed = nil, time.Time{}
 	if r.downSince.IsZero() {
 		return 0
 	}
 	down := max(now.Sub(r.downSince), time.Nanosecond)
 	r.downSince, r.downErr = time.Time{}, Error{}
 	return down
+}
+
+// askedToWait notes a request the server answered asking to slow down (a
+// 429, a 503 with Retry-After): it ends the row of 403s and an outage
+// assumed, as any answer does, but not the server's being down, which
+// only a reply ends, as the extractor's serverErrorRow.answer with
+// replied false. Before, a 429 left the 403s before it counted, and one
+// more 403 after it was taken for the key where the extractor took it
+// for that request's.
+func (r *downRow) askedToWait() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.forbidden, r.assumed = nil, time.Time{}
 }
 
 // refused records a 403 to a request of batch and reports whether it is
@@ -171,15 +209,18 @@ const maxForbidden = 4096
 // embedded; status, the reply's, 0 when none came): an error that found
 // the server down makes it count as down (fail); a reply other than a 403
 // or a request to slow down (429, a 503 with Retry-After) ends it, which
-// is logged once (answered); a probe whose caller gave up before any
-// reply is given back.
+// is logged once (answered); a request to slow down ends the row of 403s
+// (askedToWait); a probe whose caller gave up before any reply is given
+// back.
 func (c *Client) note(ctx context.Context, err error, status int, probe bool, probed time.Time) {
 	var e *Error
 	isErr := errors.As(err, &e)
 	switch {
 	case isErr && e.Unreachable:
 		c.down.fail(time.Now(), e)
-	case status != 0 && status != http.StatusForbidden && !(isErr && e.Kind == KindRetryAfter):
+	case status != 0 && isErr && e.Kind == KindRetryAfter:
+		c.down.askedToWait()
+	case status != 0 && status != http.StatusForbidden:
 		c.answered(time.Now())
 	case probe && status == 0 && ctx.Err() != nil:
 		c.down.giveBack(probed)

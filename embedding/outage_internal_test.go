@@ -257,3 +257,68 @@ func TestEmbedHeldBackTakesNoRateSlot(t *testing.T) {
 		t.Errorf("the requests held back moved the next rate slot by %s; want none taken", c.next.Sub(next))
 	}
 }
+
+// TestEmbedHoldsBackAtOnceInAnOutageAssumed: a client told that the
+// server is down (AssumeDown: a process starting while embed jobs wait
+// for it) holds its requests back from the first failure on, as the
+// extractor's does, not only from the outage's second second: a serve
+// restarted during an outage sent each embed job's request in that second.
+// An answer ends the assumption.
+func TestEmbedHoldsBackAtOnceInAnOutageAssumed(t *testing.T) {
+	ctx := context.Background()
+	srv := embeddingtest.New(t)
+	srv.Fail(http.StatusServiceUnavailable, "")
+	c := testClient(t, srv, Config{})
+	c.AssumeDown()
+	if _, err := c.Embed(ctx, []string{"first"}); !IsUnreachable(err) {
+		t.Fatalf("first: %v, want unreachable", err)
+	}
+	const n = 20
+	for i := range n {
+		if _, err := c.Embed(ctx, []string{fmt.Sprintf("text %d", i)}); !IsUnreachable(err) {
+			t.Fatalf("call %d: %v, want unreachable", i, err)
+		}
+	}
+	// A probe may go a quarter of the outage (counted from a second
+	// before the failure) after it: at most a few in the calls' time.
+	if sent := srv.Requests(); sent > 3 {
+		t.Errorf("%d calls right after the first failure sent %d requests; want them held back", n+1, sent)
+	}
+	// Answered: the next outage starts as any does, its first second sent.
+	srv.Recover()
+	c.downAMinute()
+	if _, err := c.Embed(ctx, []string{"answered"}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Fail(http.StatusServiceUnavailable, "")
+	before := srv.Requests()
+	for i := range 3 {
+		_, _ = c.Embed(ctx, []string{fmt.Sprintf("later %d", i)})
+	}
+	if sent := srv.Requests() - before; sent != 3 {
+		t.Errorf("a new outage after the answer: %d of 3 requests sent in its first second, want all (the assumption ended)", sent)
+	}
+}
+
+// TestEmbedRateLimitEndsTheRowOf403s: a 429 between two 403s of
+// different requests is an answer of the server's: the second 403 is that
+// request's, not the key's, as the extractor takes it. Before, the first
+// 403 still counted, and the second was taken for the key (the client
+// counted down, every request held back, /readyz blaming the key).
+func TestEmbedRateLimitEndsTheRowOf403s(t *testing.T) {
+	ctx := context.Background()
+	srv := embeddingtest.New(t)
+	c := testClient(t, srv, Config{MaxProbeGap: -1})
+	srv.Fail(http.StatusForbidden, "")
+	if _, err := c.Embed(ctx, []string{"a batch"}); IsMisconfigured(err) || KindOf(err) != KindPermanent {
+		t.Fatalf("a first 403: %v, want that request's", err)
+	}
+	srv.Fail(http.StatusTooManyRequests, "0")
+	if _, err := c.Embed(ctx, []string{"another batch"}); KindOf(err) != KindRetryAfter {
+		t.Fatalf("429: %v, want retry-after", err)
+	}
+	srv.Fail(http.StatusForbidden, "")
+	if _, err := c.Embed(ctx, []string{"memory"}); IsMisconfigured(err) || KindOf(err) != KindPermanent {
+		t.Errorf("a 403 after a 429: %v (misconfigured %v); want that request's, the row ended by the 429", err, IsMisconfigured(err))
+	}
+}

@@ -215,7 +215,7 @@ func (c *chunkEmbedWorker) Work(ctx context.Context, job *river.Job[ChunkEmbedAr
 	b := c.w.budget()
 	v := outcome(err, job.JobRow, errors.Is(ctx.Err(), context.Canceled), b)
 	v = countSnooze(ctx, job.JobRow, err, v, b)
-	if v.label == outcomeModelDown {
+	if v.waitsForServer() {
 		c.w.embedWaiting(err)
 	}
 	level, msg := embedFailureLog(v, err, "chunk embedding failed; the chunks stay lexical-only until it succeeds")

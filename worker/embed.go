@@ -370,7 +370,7 @@ func (e *embedWorker) Work(ctx context.Context, job *river.Job[EmbedArgs]) error
 	b := e.w.budget()
 	v := outcome(err, job.JobRow, errors.Is(ctx.Err(), context.Canceled), b)
 	v = countSnooze(ctx, job.JobRow, err, v, b)
-	if v.label == outcomeModelDown {
+	if v.waitsForServer() {
 		e.w.embedWaiting(err)
 	}
 	// A failure no text caused (the server down or overloaded), or one
@@ -434,11 +434,16 @@ func embedKindName(err error) string {
 
 // embedWaiting notes that an embed or chunk embed job is being snoozed
 // for the embeddings server (err: down, or refusing the configuration,
-// which /readyz shows once it lasts: EmbedRefusing).
+// which /readyz shows once it lasts: EmbedRefusing). A wait for another
+// error ends the refusal: the server's errors are no longer refusals (a
+// key fixed, and the server restarting), and /readyz blamed the key
+// until the server answered.
 func (w *Worker) embedWaiting(err error) {
 	w.embedWaits.waiting()
 	if embedding.IsMisconfigured(err) {
 		w.embedRefusing.fail(err)
+	} else {
+		w.embedRefusing.end()
 	}
 }
 
@@ -471,14 +476,14 @@ func embedFailureLog(v verdict, err error, failed string) (slog.Level, string) {
 		return slog.LevelDebug, failed
 	case v.final:
 		return slog.LevelError, failed + msgEmbedGivenUp
-	case v.label == outcomeModelDown && embedding.IsMisconfigured(err):
+	case v.label == outcomeModelRefused:
 		level := waitLevel(v.n, slog.LevelWarn)
-		if v.count == metaWokenHolds {
-			level = slog.LevelDebug // woken, and held back for this process's probe
+		if v.hold() {
+			level = slog.LevelDebug // held back for this process's probe
 		}
 		return level, msgEmbedRefuses
-	case v.label == outcomeDBDown || v.label == outcomeModelDown:
-		if v.count == metaWokenHolds {
+	case v.label == outcomeDBDown || v.waitsForServer():
+		if v.hold() {
 			return slog.LevelDebug, msgEmbedWaiting
 		}
 		return waitLevel(v.n, slog.LevelWarn), msgEmbedWaiting

@@ -22,7 +22,8 @@ import (
 // without spending attempts, and are not blamed on their texts; the
 // worker says so (EmbedRefusing, /readyz's embeddings check). Once the
 // key is fixed (rotated in --embed-api-key-file, without a restart; a
-// 403 server's grant restored) their items are embedded. Before, a 401,
+// 403 server's grant restored) their items are embedded; while the server
+// fails otherwise between, the key is not blamed. Before, a 401,
 // 403 or 404 was permanent: the jobs were cancelled, their items
 // lexical-only until the hourly sweep.
 //
@@ -72,6 +73,20 @@ func embedJobsWaitForRefusal(t *testing.T, forbidden bool) {
 	})
 	if r := w.EmbedRefusing(); !strings.Contains(r.Err, "refuses this configuration") || strings.Contains(r.Err, "old-key") {
 		t.Errorf("EmbedRefusing: %q; want the configuration refused, the key hidden", r.Err)
+	}
+	// The server then fails otherwise (restarting behind its gateway):
+	// its errors no longer refusals, the key is no longer blamed, before
+	// any answer. Before, /readyz named --embed-api-key-file until one.
+	srv.SetKey("")
+	srv.Fail(http.StatusServiceUnavailable, "")
+	e.waitFor("the refusal no longer reported", func() (bool, string) {
+		return w.EmbedRefusing() == nil, fmt.Sprintf("refusing %+v", w.EmbedRefusing())
+	})
+	if forbidden {
+		srv.Fail(http.StatusForbidden, "")
+	} else {
+		srv.Recover()
+		srv.SetKey("new-key-0123456789")
 	}
 	if forbidden {
 		srv.Recover()

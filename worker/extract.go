@@ -565,7 +565,7 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 	case outcomeRateLimited:
 		e.w.logger.Log(ctx, waitLevel(v.n, slog.LevelInfo), "model server rate limited extraction; snoozing", "job_id", job.ID, "user_id", userID, "rate_limit_waits", v.n,
 			"max_rate_limit_waits", b.maxRateLimitWaits, "turns", len(eventIDs), "retry_in", snoozeOf(v.river).String(), "error", err)
-	case outcomeModelDown:
+	case outcomeModelDown, outcomeModelRefused:
 		e.w.modelWaiting()
 		// A warning at a job's first wait, so that an outage shows in the
 		// log, and the job's later waits at debug: with a model every turn
@@ -574,14 +574,24 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 		// every few seconds). The warnings are in OutageRepeats, which the
 		// process's log handler holds back to one every 30 s.
 		msg := msgModelUnreachable
-		if extractor.IsMisconfigured(err) {
+		if v.label == outcomeModelRefused {
 			msg = msgModelRefuses
 			e.w.modelRefusing.fail(err)
+		} else {
+			// The server's errors are no longer refusals (the key fixed,
+			// and the server restarting): /readyz stops blaming the key.
+			// Before, it did until the server answered.
+			e.w.modelRefusing.end()
 		}
 		level, waits := waitLevel(v.n, slog.LevelWarn), "model_waits"
-		if v.count == metaWokenHolds {
-			// Woken, and held back for this process's probe (outcome).
+		if v.hold() {
+			// Held back for this process's probe (outcome): woken, or
+			// where the job may not wait (an attempt spent after its
+			// holds is logged as such).
 			level, waits = slog.LevelDebug, "woken_holds"
+			if v.count == metaUnsentHolds {
+				waits = "unsent_holds"
+			}
 		}
 		e.w.logger.Log(ctx, level, msg, "job_id", job.ID, "user_id", userID,
 			waits, v.n, "max_model_outage", b.maxModelOutage.String(), "turns", len(eventIDs), "retry_in", snoozeOf(v.river).String(), "error", err)

@@ -46,7 +46,13 @@ const (
 	outcomeRateLimited = "rate_limited"
 	outcomeQueued      = "queued"
 	outcomeModelDown   = "model_unreachable"
-	outcomeDBDown      = "db_unreachable"
+	// outcomeModelRefused is a wait like outcomeModelDown's for a server
+	// that refuses memoryd's configuration (extractor.IsMisconfigured,
+	// embedding.IsMisconfigured: its key, its model): an operator, not
+	// time, ends it. The job reads as waiting for the server all the same
+	// (metaSnoozedFor), and is woken alike.
+	outcomeModelRefused = "model_refused"
+	outcomeDBDown       = "db_unreachable"
 	// Recovery's (recover.go, reconcile.go).
 	outcomeTakenOver = "taken_over"
 	outcomeDiscarded = "discarded"
@@ -59,7 +65,7 @@ const (
 // increment.
 func ExtractOutcomes() []string {
 	return []string{outcomeProcessed, outcomeRetry, outcomeFailed, outcomeHandedBack, outcomeLockWait,
-		outcomeRateLimited, outcomeQueued, outcomeModelDown, outcomeDBDown, outcomeTakenOver, outcomeDiscarded, outcomeRequeued}
+		outcomeRateLimited, outcomeQueued, outcomeModelDown, outcomeModelRefused, outcomeDBDown, outcomeTakenOver, outcomeDiscarded, outcomeRequeued}
 }
 
 // Job metadata keys counting free snoozes, and the reason of the last one
@@ -83,6 +89,10 @@ const (
 	// metaWokenHolds counts a woken job's waits held back uncounted
 	// (outcome), at most maxWokenHolds.
 	metaWokenHolds = "memoryd_woken_holds"
+	// metaUnsentHolds counts a job's runs whose request was held back
+	// unsent when the job could not wait for the server (past
+	// --llm-max-outage, or none), at most maxUnsentHolds (outcome).
+	metaUnsentHolds = "memoryd_unsent_holds"
 	// metaModelWaitMillis is the length in milliseconds of the snooze
 	// for the model server a job is in (0 once a wake credited it, or for
 	// a snooze not counted), and metaModelUnwaitedMillis what was counted
@@ -150,6 +160,13 @@ const (
 // that answers and snoozes in turn beside one that holds back could
 // otherwise keep a job waiting uncounted.
 const maxWokenHolds = 3
+
+// maxUnsentHolds bounds the runs of a job that may not wait for the
+// server (past --llm-max-outage, or none) whose request was held back
+// unsent and spent no attempt (outcome): enough for the probe then due to
+// be answered, and a job meeting a server still down ends after its
+// attempts, a few probe gaps later than it did.
+const maxUnsentHolds = 3
 
 // maxSnoozeReason bounds the reason stored in a job's metadata: River
 // saves the metadata with every snooze, and an error may quote a long
@@ -246,6 +263,18 @@ type verdict struct {
 	unwaited string
 }
 
+// waitsForServer reports whether v snoozes a job for the model server or
+// the embeddings server, down or refusing the configuration: the waits a
+// wake ends (wakeWaiters).
+func (v verdict) waitsForServer() bool {
+	return v.label == outcomeModelDown || v.label == outcomeModelRefused
+}
+
+// hold reports whether v snoozes a job whose request was held back unsent
+// without counting it as a wait for the server (metaWokenHolds,
+// metaUnsentHolds): logged at debug, since it sent nothing.
+func (v verdict) hold() bool { return v.count == metaWokenHolds || v.count == metaUnsentHolds }
+
 // outcome is the one place that decides what River does with a failed run
 // of an extraction job or an embed job (embed.go), from the error and the
 // job's row; the embedding client's kinds (embedding.Kind) count as the
@@ -271,7 +300,10 @@ type verdict struct {
 //     not counted): snooze with a doubling delay (modelWait). A server
 //     restarting or loading a model fails every request for minutes;
 //     spending attempts then would fail every turn of the outage. Past the
-//     bound it is an ordinary transient failure.
+//     bound (or with maxModelOutage negative) a request held back unsent
+//     (heldBackFor) still spends no attempt, fewer than maxUnsentHolds
+//     times: snooze until the client's next probe is due; otherwise it is
+//     an ordinary transient failure.
 //   - an unreachable database (dbUnreachable: the job's connection refused,
 //     cut or terminated, the server shutting down or starting, out of
 //     connection slots, 53300, or out of disk space, 53100) while the job's snoozes for it total less
@@ -323,6 +355,10 @@ func outcome(err error, job *rivertype.JobRow, shutdown bool, b retryBudget) ver
 		}
 	}
 	if waits := metaCount(job.Metadata, metaModelWaits); serverDown(err) && !permanent {
+		waited := outcomeModelDown
+		if extractor.IsMisconfigured(err) || embedding.IsMisconfigured(err) {
+			waited = outcomeModelRefused
+		}
 		if d, ok := b.modelWait(waits, job.Metadata); ok {
 			if probeIn, held := heldBackFor(err); held && metaTrue(job.Metadata, metaWoken) {
 				if holds := metaCount(job.Metadata, metaWokenHolds); holds < maxWokenHolds {
@@ -335,11 +371,25 @@ func outcome(err error, job *rivertype.JobRow, shutdown bool, b retryBudget) ver
 					// server (the job did not find it down) but as a hold,
 					// a few of which a job may have: each wake sets
 					// metaWoken again.
-					return verdict{river: river.JobSnooze(b.spreadWithin(max(probeIn, minWokenWait), d)), label: outcomeModelDown, count: metaWokenHolds, n: holds + 1}
+					return verdict{river: river.JobSnooze(b.spreadWithin(max(probeIn, minWokenWait), d)), label: waited, count: metaWokenHolds, n: holds + 1}
 				}
 			}
-			return verdict{river: river.JobSnooze(b.spreadBelow(d)), label: outcomeModelDown, count: metaModelWaits, n: waits + 1,
+			return verdict{river: river.JobSnooze(b.spreadBelow(d)), label: waited, count: metaModelWaits, n: waits + 1,
 				wait: d, unwaited: metaModelUnwaitedMillis}
+		}
+		if probeIn, held := heldBackFor(err); held {
+			if holds := metaCount(job.Metadata, metaUnsentHolds); holds < maxUnsentHolds {
+				// Past the outage bound, or with no waiting
+				// (--llm-max-outage negative): the request was not sent,
+				// so it is no attempt; the job waits for the probe due
+				// within probeIn, whose outcome says whether the server
+				// is still down (its wake runs the job at once if not).
+				// Before, a turn retried with retry-failed just after
+				// the server was fixed, the process yet to probe it,
+				// spent its attempt unsent and failed again.
+				return verdict{river: river.JobSnooze(b.spreadWithin(max(probeIn, minWokenWait), maxModelWait)), label: waited,
+					count: metaUnsentHolds, n: holds + 1}
+			}
 		}
 	}
 	if waits := metaCount(job.Metadata, metaDBWaits); dbUnreachable(err) && !permanent {
@@ -643,11 +693,17 @@ func countSnooze(ctx context.Context, job *rivertype.JobRow, err error, v verdic
 			merr = river.MetadataSet(ctx, metaSnoozeReason, snoozeReason(err))
 		}
 		if merr == nil {
-			label := v.label
-			if label == outcomeModelDown && metaCount(job.Metadata, metaModelCrashes) > 0 {
-				label = snoozedAfterCrash
+			// What a wake looks for: a refusal's wait too (an answer ends
+			// it as it ends an outage); not a job the server went down
+			// with (it waits its snooze out, apart from the others).
+			snoozedFor := v.label
+			if v.waitsForServer() {
+				snoozedFor = outcomeModelDown
+				if metaCount(job.Metadata, metaModelCrashes) > 0 {
+					snoozedFor = snoozedAfterCrash
+				}
 			}
-			merr = river.MetadataSet(ctx, metaSnoozedFor, label)
+			merr = river.MetadataSet(ctx, metaSnoozedFor, snoozedFor)
 		}
 		if merr == nil && v.unwaited != "" {
 			// The snooze counts v.wait toward its bound (--llm-max-outage,

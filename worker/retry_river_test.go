@@ -220,15 +220,31 @@ func TestModelRefusingTheKeyWaits(t *testing.T) {
 			const turns, down = 3, 8
 			llm := modelDownFor(t, down, refusal)
 			var logs lockedBuffer
+			obs := &outcomes{n: map[string]int{}}
 			e.start(llm, func(c *worker.Config) {
 				c.MaxAttempts = 2
 				c.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+				c.Observer = obs
 			})
 			for i := range turns {
 				e.publish(events.Turn{ID: fmt.Sprintf("t%d", i), UserID: fmt.Sprintf("user%d", i), UserMessage: "My name is Alice."})
 			}
 			if st := e.waitDone(turns); st.TurnsProcessed != turns {
 				t.Fatalf("stats %+v after %d refusals, want %d turns processed and none failed", st, down, turns)
+			}
+			// Counted as the refusal it is, not as a server down
+			// (memoryd_turns_extracted_total); before, model_unreachable.
+			if obs.get("model_refused") == 0 || obs.get("model_unreachable") != 0 {
+				t.Errorf("outcomes %s; want the waits counted as model_refused, none as model_unreachable", obs)
+			}
+			// And woken alike when the server answers (wakeWaiters looks
+			// for jobs snoozed for model_unreachable).
+			for _, j := range e.extractJobs() {
+				var meta map[string]any
+				_ = json.Unmarshal(j.Metadata, &meta)
+				if meta["memoryd_model_waits"] != nil && meta["memoryd_snoozed_for"] != "model_unreachable" {
+					t.Errorf("job %d waited for the refusal, snoozed for %v; want model_unreachable, which a wake ends", j.ID, meta["memoryd_snoozed_for"])
+				}
 			}
 			if !strings.Contains(logs.String(), "model server refuses memoryd's API key or model") || strings.Contains(logs.String(), `"extraction failed"`) {
 				t.Errorf("log does not say the server refuses the configuration, or says a turn failed:\n%s", logs.String())
@@ -342,15 +358,26 @@ func (b *lockedBuffer) String() string {
 
 // TestModelRefusingIsReported: while the model server refuses memoryd's
 // key, Worker.ModelRefusing (which /readyz reads) says since when and why;
-// the first answer after ends it. Before, nothing but the log showed it: a
-// rotation walk revoked the key and /readyz said 200 throughout.
+// once its errors are no longer refusals (the key fixed, the server
+// restarting: 503) the key is no longer blamed, and the first answer
+// after ends the outage. Before, nothing but the log showed it: a
+// rotation walk revoked the key and /readyz said 200 throughout; then
+// /readyz blamed the key until the server answered.
 func TestModelRefusingIsReported(t *testing.T) {
 	e := setup(t)
-	var refusing atomic.Bool
-	refusing.Store(true)
+	const (
+		refusing = iota
+		down
+		up
+	)
+	var state atomic.Int32
 	llm := aliceModel(t, func(int) *extractortest.Reply {
-		if refusing.Load() {
+		switch state.Load() {
+		case refusing:
 			r := extractortest.Error(http.StatusUnauthorized, "Incorrect API key provided")
+			return &r
+		case down:
+			r := extractortest.Error(http.StatusServiceUnavailable, "loading model")
 			return &r
 		}
 		return nil
@@ -361,7 +388,14 @@ func TestModelRefusingIsReported(t *testing.T) {
 		r := w.ModelRefusing()
 		return r != nil && !r.Since.IsZero() && strings.Contains(r.Err, "401"), fmt.Sprintf("%+v", r)
 	})
-	refusing.Store(false)
+	state.Store(down)
+	e.waitFor("the refusal no longer reported while the server is down", func() (bool, string) {
+		return w.ModelRefusing() == nil, fmt.Sprintf("%+v", w.ModelRefusing())
+	})
+	if st, err := e.store.Stats(e.ctx, ""); err != nil || st.TurnsProcessed != 0 {
+		t.Fatalf("stats %+v (%v), want the turn unprocessed while the server is down", st, err)
+	}
+	state.Store(up)
 	if st := e.waitDone(1); st.TurnsProcessed != 1 {
 		t.Fatalf("stats %+v, want the turn processed once the key is taken", st)
 	}

@@ -63,6 +63,9 @@ func TestOutcome(t *testing.T) {
 	heldBack := func(probeIn time.Duration) error {
 		return &extractor.Error{Kind: extractor.KindTransient, Unreachable: true, HeldBack: true, ProbeIn: probeIn, Reason: "not sent, the model server counts as down"}
 	}
+	refused := &extractor.Error{Kind: extractor.KindTransient, Unreachable: true, Misconfigured: true, Reason: "status 401: invalid api key"}
+	heldBackRefused := &extractor.Error{Kind: extractor.KindTransient, Unreachable: true, Misconfigured: true, HeldBack: true, ProbeIn: 3 * time.Second,
+		Reason: "not sent, refused since ..."}
 	budget := retryBudget{maxAttempts: 5, maxLockWaits: 3, maxRateLimitWaits: 10, maxQueueWaits: 100, lockWaitBase: 100 * time.Millisecond,
 		maxModelOutage: 10 * time.Minute, maxDBOutage: maxDBOutage, modelWaitBase: 2 * time.Second,
 		spread: func(d time.Duration) time.Duration { return d }}
@@ -156,6 +159,14 @@ func TestOutcome(t *testing.T) {
 			want: snooze, wantSnooze: time.Minute, wantLabel: outcomeModelDown, wantCount: metaModelWaits, wantN: 15},
 		{name: "model unreachable past the bound and what was not waited", err: down, attempt: 1, metadata: `{"memoryd_model_waits": 15, "memoryd_model_unwaited_ms": 30000}`,
 			want: plain, wantLabel: outcomeRetry, wantRecord: true},
+		// A server refusing memoryd's key or model is waited for alike,
+		// and counted as what it is (memoryd_turns_extracted_total).
+		{name: "model refuses the configuration", err: fmt.Errorf("turn e1: %w", refused), attempt: 5, metadata: `{"memoryd_model_waits": 3}`,
+			want: snooze, wantSnooze: 16 * time.Second, wantLabel: outcomeModelRefused, wantCount: metaModelWaits, wantN: 4},
+		{name: "model refuses the configuration, held back and woken", err: heldBackRefused, attempt: 1, metadata: `{"memoryd_model_waits": 12, "memoryd_woken": true}`,
+			want: snooze, wantSnooze: 3 * time.Second, wantLabel: outcomeModelRefused, wantCount: metaWokenHolds, wantN: 1},
+		{name: "model refuses the configuration past the outage bound", err: refused, attempt: 5, metadata: `{"memoryd_model_waits": 14}`,
+			want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true},
 		{name: "model unreachable beside a permanent error", err: errors.Join(down, permanent), attempt: 1,
 			want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true},
 		// Woken from its snooze (the server answered another process) and
@@ -175,8 +186,20 @@ func TestOutcome(t *testing.T) {
 			want: snooze, wantSnooze: time.Minute, wantLabel: outcomeModelDown, wantCount: metaModelWaits, wantN: 13},
 		{name: "held back, not woken", err: heldBack(3 * time.Second), attempt: 1, metadata: `{"memoryd_model_waits": 12, "memoryd_woken": false}`,
 			want: snooze, wantSnooze: time.Minute, wantLabel: outcomeModelDown, wantCount: metaModelWaits, wantN: 13},
+		// Past the outage bound (or with no waiting), a request held back
+		// unsent spends no attempt, its last included, a few times a job:
+		// it waits for the probe due (a retry-failed just after the
+		// server was fixed: the turns failed again, never sent).
 		{name: "woken, held back past the outage bound", err: heldBack(3 * time.Second), attempt: 1, metadata: `{"memoryd_model_waits": 14, "memoryd_woken": true}`,
+			want: snooze, wantSnooze: 3 * time.Second, wantLabel: outcomeModelDown, wantCount: metaUnsentHolds, wantN: 1},
+		{name: "held back past the outage bound, last attempt", err: fmt.Errorf("turn e1: %w", heldBack(0)), attempt: 5, metadata: `{"memoryd_model_waits": 14, "memoryd_unsent_holds": 2}`,
+			want: snooze, wantSnooze: minWokenWait, wantLabel: outcomeModelDown, wantCount: metaUnsentHolds, wantN: 3},
+		{name: "held back past the outage bound and its holds, last attempt", err: heldBack(3 * time.Second), attempt: 5, metadata: `{"memoryd_model_waits": 14, "memoryd_unsent_holds": 3}`,
+			want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true},
+		{name: "held back past the outage bound and its holds", err: heldBack(3 * time.Second), attempt: 1, metadata: `{"memoryd_model_waits": 14, "memoryd_unsent_holds": 3}`,
 			want: plain, wantLabel: outcomeRetry, wantRecord: true},
+		{name: "held back beside a permanent error", err: errors.Join(heldBack(3*time.Second), permanent), attempt: 1, metadata: `{"memoryd_model_waits": 14}`,
+			want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true},
 
 		// Postgres unreachable (a Postgres walk: a restart, terminated
 		// backends, 53300 "too many clients"): the turn is not at fault,
@@ -282,6 +305,8 @@ func TestOutcome(t *testing.T) {
 		{name: "embedding 503, waited 3 times", err: &embedding.Error{Kind: embedding.KindTransient, Unreachable: true, Status: 503, Reason: "status 503"}, attempt: 1,
 			metadata: `{"memoryd_model_waits": 3}`,
 			want:     snooze, wantSnooze: 16 * time.Second, wantLabel: outcomeModelDown, wantCount: metaModelWaits, wantN: 4},
+		{name: "embedding refuses the configuration", err: &embedding.Error{Kind: embedding.KindTransient, Unreachable: true, Misconfigured: true, Status: 401, Reason: "status 401"}, attempt: 1,
+			want: snooze, wantSnooze: 2 * time.Second, wantLabel: outcomeModelRefused, wantCount: metaModelWaits, wantN: 1},
 		{name: "embedding unreachable past the bound", err: &embedding.Error{Kind: embedding.KindTransient, Unreachable: true, Status: 502, Reason: "status 502"}, attempt: 1,
 			metadata: `{"memoryd_model_waits": 16}`, want: plain, wantLabel: outcomeRetry, wantRecord: true},
 		{name: "embedding unreachable with a permanent error beside it", err: errors.Join(&embedding.Error{Kind: embedding.KindTransient, Unreachable: true, Reason: "connection refused"},

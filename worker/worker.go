@@ -69,7 +69,9 @@ type Observer interface {
 	// "rate_limited" (snoozed for the model server's Retry-After; see
 	// Config.MaxRateLimitWaits), "queued" (snoozed waiting for a free
 	// model call in this process), "model_unreachable" (snoozed while the
-	// model server is down; see Config.MaxModelOutage) or "db_unreachable"
+	// model server is down; see Config.MaxModelOutage), "model_refused"
+	// (snoozed alike while it refuses memoryd's API key or model: a 401, a
+	// 404, 403s of different requests in a row) or "db_unreachable"
 	// (snoozed while Postgres cannot be reached; see maxDBOutage). ExtractOutcomes
 	// lists them all.
 	// Recovery reports with it too: "taken_over" (the running job of a dead
@@ -1346,32 +1348,50 @@ func deadLetterSubject(prefix, subject string) string {
 	return events.DeadLetterSubject(prefix, events.TokenFromSubject(prefix, subject))
 }
 
-// outageSeeder is an extractor that can be told its server is down
-// (*extractor.LLM).
+// outageSeeder is a client that can be told its server is down
+// (*extractor.LLM, *embedding.Client).
 type outageSeeder interface{ AssumeDown() }
 
 // seedModelOutage tells the extractor its model server is down when an
 // extraction job not done yet has waited for it lately (snoozed for an
 // unreachable server, by any process): this process is starting during an
 // outage, and would otherwise spend attempts on its first requests until
-// it saw three fail (extractor.LLM.AssumeDown). Best effort: on an error
-// the process counts for itself, as before.
+// it saw three fail (extractor.LLM.AssumeDown). And the embeddings client
+// its server, when an embed or chunk embed job has waited for it: the
+// jobs this process ran sent each its request in the outage's first
+// second (embedding.Client.AssumeDown). Best effort: on an error the
+// process counts for itself, as before.
 func (w *Worker) seedModelOutage(ctx context.Context) {
-	seeder, ok := w.cfg.Extractor.(outageSeeder)
+	w.seedOutage(ctx, w.cfg.Extractor, []store.RiverJobs{extractJobs}, &w.modelWaits,
+		"extraction jobs are waiting for the model server; its next server error counts as the outage going on")
+	if w.cfg.Embedder != nil {
+		w.seedOutage(ctx, w.cfg.Embedder, w.embedWaits.jobs, &w.embedWaits,
+			"embed jobs are waiting for the embeddings server; its next failure counts as the outage going on")
+	}
+}
+
+// seedOutage is seedModelOutage for client, whose server jobs of the
+// kinds of jobs wait for, with waiters, the process's waiters of that
+// server.
+func (w *Worker) seedOutage(ctx context.Context, client any, jobs []store.RiverJobs, waiters *modelWaiters, told string) {
+	seeder, ok := client.(outageSeeder)
 	if !ok {
 		return
 	}
-	// A snooze for the server is at most maxModelWait: a job waiting for it
-	// now was scheduled within that of now, or later.
-	waiting, err := w.cfg.Store.JobsWaiting(ctx, extractJobs, metaModelWaits, 2*maxModelWait)
-	if err != nil {
-		w.logger.Warn("cannot tell whether extraction jobs wait for the model server; counting its errors afresh", "error", err)
-		return
-	}
-	if waiting {
-		// Woken at its first answer, as this process's own would be.
-		w.modelWaiting()
-		seeder.AssumeDown()
-		w.logger.Info("extraction jobs are waiting for the model server; its next server error counts as the outage going on")
+	for _, kind := range jobs {
+		// A snooze for the server is at most maxModelWait: a job waiting
+		// for it now was scheduled within that of now, or later.
+		waiting, err := w.cfg.Store.JobsWaiting(ctx, kind, metaModelWaits, 2*maxModelWait)
+		if err != nil {
+			w.logger.Warn("cannot tell whether jobs wait for the "+waiters.server+"; counting its errors afresh", "error", err)
+			return
+		}
+		if waiting {
+			// Woken at its first answer, as this process's own would be.
+			waiters.waiting()
+			seeder.AssumeDown()
+			w.logger.Info(told)
+			return
+		}
 	}
 }
