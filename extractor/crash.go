@@ -3,6 +3,7 @@ package extractor
 import (
 	"context"
 	"net"
+	"net/http"
 	"net/url"
 	"time"
 
@@ -25,10 +26,13 @@ const (
 // refusesConnections reports whether the model server's address refuses a
 // TCP connection now (modelerr.NotConnected: refused, no route, a dial
 // that timed out), within crashDials tries. It sends nothing: a connection
-// made is closed at once.
+// made is closed at once. False when the requests go through a proxy
+// (HTTP_PROXY, HTTPS_PROXY): the cut may be the proxy's, and the server's
+// address, dialled without it, may refuse this host whatever the server
+// does (a firewall only the proxy passes).
 func (l *LLM) refusesConnections(ctx context.Context) bool {
 	u, err := url.Parse(l.cfg.BaseURL)
-	if err != nil || u.Host == "" {
+	if err != nil || u.Host == "" || l.proxied(u) {
 		return false
 	}
 	host := u.Host
@@ -51,6 +55,21 @@ func (l *LLM) refusesConnections(ctx context.Context) bool {
 		_ = c.Close()
 	}
 	return false
+}
+
+// proxied reports whether requests to u go through a proxy, as far as the
+// HTTP client's transport says (an *http.Transport's Proxy).
+func (l *LLM) proxied(u *url.URL) bool {
+	rt := l.cfg.HTTPClient.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	t, ok := rt.(*http.Transport)
+	if !ok || t.Proxy == nil {
+		return false
+	}
+	p, err := t.Proxy(&http.Request{Method: http.MethodPost, URL: u, Header: http.Header{}})
+	return err != nil || p != nil
 }
 
 type aloneKey struct{}

@@ -15,6 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/extractor"
 	"github.com/memoryd/memoryd/extractor/extractortest"
@@ -266,5 +270,81 @@ func TestServerDownWithNoRequestInFlightWaits(t *testing.T) {
 	}
 	if st := e.waitDone(6); st.TurnsProcessed != 6 {
 		t.Fatalf("stats %+v; want every turn processed after the outage, with a single attempt each", st)
+	}
+}
+
+// TestPoisonTurnInAJobOfSeveralTurns: in a job of several turns (a replay's
+// or a backfill's), a turn whose request brings the model server down fails
+// for good at the second crash, alone: the job's turns after it, which met
+// the server down (or were never sent), are processed. Before, the job's
+// error was the crash's, and every turn after the poison one failed for
+// good with it ("went down with this turn's request in flight 2 times").
+func TestPoisonTurnInAJobOfSeveralTurns(t *testing.T) {
+	e := setup(t)
+	const marker = "ZZ-CRASH-THE-RUNNER-ZZ"
+	srv := newCrashingServer(t, marker, time.Second)
+	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().Add(-time.Hour)
+	var turns []store.Turn
+	var ids []string
+	for i := range 5 {
+		msg := fmt.Sprintf("My name is Alice and I have %d cats.", i)
+		if i == 1 {
+			msg = "My name is Alice. " + marker
+		}
+		id := fmt.Sprint("r", i)
+		ids = append(ids, id)
+		turns = append(turns, store.Turn{UserID: "u", EventID: id, UserMessage: msg, TurnAt: at.Add(time.Duration(i) * time.Second)})
+	}
+	// One job of the five turns, as a replay inserts them.
+	client, err := river.NewClient(riverpgxv5.New(e.store.Pool()), &river.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = e.store.InTx(e.ctx, func(tx pgx.Tx, q *store.Store) error {
+		if _, err := q.InsertTurns(e.ctx, turns); err != nil {
+			return err
+		}
+		_, err := client.InsertTx(e.ctx, tx, worker.ExtractArgs{UserID: "u", EventIDs: ids}, nil)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.start(llm, func(c *worker.Config) {
+		c.MaxAttempts = 5
+		c.JobRetryBase = 500 * time.Millisecond
+	})
+	e.waitFor("every turn of the job processed or failed", func() (bool, string) {
+		var st []string
+		for _, id := range ids {
+			turn, err := e.store.GetTurn(e.ctx, "u", id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if turn.Status == "pending" {
+				return false, fmt.Sprint(id, " pending, ", srv.poisonSent.Load(), " crashes")
+			}
+			st = append(st, turn.Status)
+		}
+		return true, strings.Join(st, " ")
+	})
+	for _, id := range ids {
+		turn, err := e.store.GetTurn(e.ctx, "u", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case id == "r1" && (turn.Status != "failed" || !strings.Contains(turn.LastError, "went down with this turn's request in flight 2 times")):
+			t.Errorf("poison turn %s: %s %q; want failed for its crashes", id, turn.Status, turn.LastError)
+		case id != "r1" && turn.Status != "processed":
+			t.Errorf("turn %s: %s %q; want processed (only the poison turn's request crashes the server)", id, turn.Status, turn.LastError)
+		}
+	}
+	if n := srv.poisonSent.Load(); n != 2 {
+		t.Errorf("poison turn sent %d times, each a crash; want 2", n)
 	}
 }

@@ -124,6 +124,9 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 		done     []extracted
 		firstErr error
 		failed   []string
+		// rest: the turns a crash left unsent (and those failed before
+		// it), for a job of their own when this one ends (below).
+		rest []store.Turn
 	)
 	for i, t := range turns {
 		facts, order := known[t.UserID].input()
@@ -152,6 +155,22 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 				e.flushUsage(ctx, usage)
 				return e.fail(ctx, job.JobRow, job.Args.UserID, unprocessed(turns[i:]), ctx.Err())
 			}
+			if extractor.IsCrashed(err) {
+				// The server went down with this turn's request: the
+				// later turns would only find it down, and failed with
+				// this crash's error, which decides the job's end
+				// (maxCrashes), innocent turns failed for good with it.
+				// The job fails for this turn alone; its other turns stay
+				// pending, for its next run or a job of their own.
+				for _, f := range turns[:i] {
+					if slices.Contains(failed, f.EventID) {
+						rest = append(rest, f)
+					}
+				}
+				rest = append(rest, turns[i+1:]...)
+				failed, firstErr = []string{t.EventID}, err
+				break
+			}
 			failed = append(failed, t.EventID)
 			firstErr = worse(firstErr, err)
 			continue
@@ -176,9 +195,27 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 		// Recorded before the turns are marked failed, as they would be
 		// with results.
 		e.flushUsage(ctx, usage)
-		return e.fail(ctx, job.JobRow, job.Args.UserID, failed, firstErr)
+		err := e.fail(ctx, job.JobRow, job.Args.UserID, failed, firstErr)
+		if end := (*jobEnd)(nil); len(rest) > 0 && errors.As(err, &end) && end.label == outcomeFailed {
+			e.requeue(ctx, job.JobRow, rest)
+		}
+		return err
 	}
 	return nil
+}
+
+// requeue gives turns of job, which ends without them (a crash failed it
+// for another turn), a job of their own. On failure they are left pending
+// to the reconciler, which gives them one within a minute.
+func (e *extractWorker) requeue(ctx context.Context, job *rivertype.JobRow, turns []store.Turn) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterCancelTimeout)
+	defer cancel()
+	err := e.w.cfg.Store.InTx(ctx, func(tx pgx.Tx, _ *store.Store) error {
+		return e.w.enq.enqueueTurns(ctx, tx, turns, len(turns), sourceReconcile, nil)
+	})
+	if err != nil {
+		e.w.logger.Warn("cannot requeue the turns of a job failed for another turn's crash; the reconciler will", "job_id", job.ID, "turns", len(turns), "error", err)
+	}
 }
 
 // saveEvery is how many extracted turns a job stores per transaction.

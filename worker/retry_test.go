@@ -543,3 +543,16 @@ func TestOutageCreditNeedsABound(t *testing.T) {
 func connectErr(pg *pgconn.PgError) error {
 	return fmt.Errorf("unprocessed turns: %w", errors.Join(&pgconn.ConnectError{Config: &pgconn.Config{}}, pg))
 }
+
+// TestTakeoverKeepsTheCrashCount: the replacement of a dead process's job
+// (carriedOf) keeps how many times the model server went down with the
+// job's request in flight, as it keeps its other bounds: without it, a
+// turn that crashes the server, its serve killed with it (an OOM kill of
+// the host), was sent twice more at each takeover, the first time not
+// alone.
+func TestTakeoverKeepsTheCrashCount(t *testing.T) {
+	got := carriedOf([]byte(`{"memoryd_model_crashes": 1, "memoryd_model_waits": 2}`))
+	if string(got[metaModelCrashes]) != "1" || string(got[metaModelWaits]) != "2" {
+		t.Errorf("carried %v; want the crash count (1) and the waits (2)", got)
+	}
+}
