@@ -6,7 +6,15 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"runtime"
+	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/sashabaranov/go-openai"
+
+	"github.com/memoryd/memoryd/extractor/extractortest"
 )
 
 // cutter accepts connections and closes each once a request's head has
@@ -85,5 +93,129 @@ func TestCutThroughAProxyIsNotACrash(t *testing.T) {
 	}
 	if _, err = l.Extract(context.Background(), testInput("I'm Ana")); !IsCrashed(err) {
 		t.Fatalf("Extract cut by a server that then refuses connections: %v; want it crashed", err)
+	}
+}
+
+// TestAloneRequestGoesBeforeLaterOnes: a request sent alone (Alone) that
+// waits for the slots of the requests in flight gets each as it frees;
+// the requests made meanwhile wait behind it, not beside it. Before, they
+// took the slots it waited for (a channel's waiters are served in turn,
+// and it queued again for each slot): with requests coming all the time,
+// it waited as long as they kept coming, holding the slots it had idle.
+func TestAloneRequestGoesBeforeLaterOnes(t *testing.T) {
+	t.Parallel()
+	const limit = 2
+	var (
+		mu    sync.Mutex
+		order []string
+	)
+	entered := make(chan string, 8)
+	release := make(map[string]chan struct{})
+	for _, m := range []string{"first-a", "first-b", "alone", "later-a", "later-b"} {
+		release[m] = make(chan struct{})
+	}
+	var released sync.Map
+	free := func(m string) {
+		if _, done := released.LoadOrStore(m, true); !done {
+			close(release[m])
+		}
+	}
+	srv := extractortest.NewServer(t)
+	// Before the server closes (cleanups run last first): a test that
+	// failed with requests held in the handler would otherwise hang.
+	t.Cleanup(func() {
+		for m := range release {
+			free(m)
+		}
+	})
+	srv.SetHandler(func(req openai.ChatCompletionRequest) extractortest.Reply {
+		var marker string
+		for _, msg := range req.Messages {
+			for m := range release {
+				if strings.Contains(msg.Content, "marker "+m+".") {
+					marker = m
+				}
+			}
+		}
+		mu.Lock()
+		order = append(order, marker)
+		mu.Unlock()
+		entered <- marker
+		if ch := release[marker]; ch != nil {
+			<-ch
+		}
+		return extractortest.Content(validReply)
+	})
+	l := newTestLLM(t, srv, func(c *LLMConfig) { c.MaxConcurrency = limit })
+	waiting := make(chan struct{}, 8)
+	l.waitingForSlot = func() { waiting <- struct{}{} }
+
+	errs := make(chan error, 5)
+	send := func(ctx context.Context, marker string) {
+		go func() {
+			_, err := l.Extract(ctx, testInput("I'm Ana, marker "+marker+"."))
+			errs <- err
+		}()
+	}
+	deadline := time.After(testDeadline)
+	await := func(what string, ch <-chan struct{}) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("gave up waiting for %s", what)
+		}
+	}
+	enteredAs := func(want string) {
+		t.Helper()
+		select {
+		case got := <-entered:
+			if got != want {
+				t.Fatalf("request %q reached the server, want %q next", got, want)
+			}
+		case <-deadline:
+			t.Fatalf("gave up waiting for request %q", want)
+		}
+	}
+	send(context.Background(), "first-a")
+	enteredAs("first-a")
+	send(context.Background(), "first-b")
+	enteredAs("first-b")
+	send(Alone(context.Background()), "alone")
+	gathering, stop := make(chan struct{}), make(chan struct{})
+	defer close(stop)
+	go func() {
+		// Until the alone request holds solo and waits for slots.
+		for l.gathering.Load() == nil {
+			select {
+			case <-stop:
+				return
+			default:
+				runtime.Gosched()
+			}
+		}
+		close(gathering)
+	}()
+	await("the alone request to gather the slots", gathering)
+	send(context.Background(), "later-a")
+	send(context.Background(), "later-b")
+	await("a later request to wait", waiting)
+	await("the other later request to wait", waiting)
+
+	free("first-a")
+	free("first-b")
+	enteredAs("alone")
+	free("alone")
+	free("later-a")
+	free("later-b")
+	for range 5 {
+		if err := <-errs; err != nil {
+			t.Errorf("Extract: %v", err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(order) != 5 || order[2] != "alone" {
+		t.Errorf("requests reached the server in the order %v, want the alone one third", order)
 	}
 }

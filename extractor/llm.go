@@ -234,11 +234,14 @@ type LLM struct {
 
 	sem chan struct{}
 	// solo is held by a request gathering every slot of sem (Alone), so
-	// that two such never hold part of them each.
-	solo   chan struct{}
-	bucket *tokenBucket // nil when RequestsPerSecond is 0
-	tracer trace.Tracer // nil when LLMConfig.TracerProvider is
-	usage  usageTracker
+	// that two such never hold part of them each; gathering is closed
+	// when it has them all or gave up, and other requests wait for it
+	// (acquire).
+	solo      chan struct{}
+	gathering atomic.Pointer[chan struct{}]
+	bucket    *tokenBucket // nil when RequestsPerSecond is 0
+	tracer    trace.Tracer // nil when LLMConfig.TracerProvider is
+	usage     usageTracker
 	// badUsage is set once a reply's token counts were negative, so that
 	// the warning is logged once, not per request.
 	badUsage atomic.Bool
@@ -934,16 +937,29 @@ func (l *LLM) acquire(ctx context.Context) (int, error) {
 	if alone(ctx) {
 		return l.acquireAll(ctx)
 	}
-	select {
-	case l.sem <- struct{}{}:
-		return 1, nil
-	default:
+	gate := l.gathering.Load()
+	if gate == nil {
+		select {
+		case l.sem <- struct{}{}:
+			return 1, nil
+		default:
+		}
 	}
 	if l.waitingForSlot != nil {
 		l.waitingForSlot()
 	}
 	qctx, cancel := l.queueContext(ctx)
 	defer cancel()
+	if gate != nil {
+		// Behind the request gathering every slot, not beside it: one
+		// taken as it frees would leave the gatherer waiting, the slots
+		// it holds idle, for as long as requests keep coming.
+		select {
+		case <-*gate:
+		case <-qctx.Done():
+			return 0, l.queueError(ctx, fmt.Sprintf("all %d model request slots (the concurrency limit) stayed busy behind a request sent alone", cap(l.sem)))
+		}
+	}
 	select {
 	case l.sem <- struct{}{}:
 		return 1, nil
@@ -970,6 +986,12 @@ func (l *LLM) acquireAll(ctx context.Context) (int, error) {
 		return busy(0)
 	}
 	defer func() { <-l.solo }()
+	gate := make(chan struct{})
+	l.gathering.Store(&gate)
+	defer func() {
+		l.gathering.Store(nil)
+		close(gate)
+	}()
 	for n := range cap(l.sem) {
 		select {
 		case l.sem <- struct{}{}:
