@@ -762,17 +762,19 @@ func (s *Store) updateClaimed(ctx context.Context, what, update string, args ...
 
 // JobsWaiting reports whether a job of jobs' kind that is not done yet
 // (available, retryable, running or scheduled), scheduled within the last
-// recent or later, has its metadata's counter metaKey above 0: the
-// worker's count of a job's waits for a model server that is down, so that
+// recent or later, has its metadata's snoozedKey at reason (the reason of
+// its last snooze: the worker's for a model server that is down), so that
 // a process starting during an outage other processes saw knows it. A job
 // back from its snooze is available, or running, before it meets the
 // server again, so every state counts; one whose last wait is long past
-// (scheduled before recent: retried since for another failure) does not.
-func (s *Store) JobsWaiting(ctx context.Context, jobs RiverJobs, metaKey string, recent time.Duration) (bool, error) {
+// (scheduled before recent), or that has spent an attempt or snoozed for
+// another reason since (a database out of reach), does not. Before, any
+// job that had ever waited for the server counted.
+func (s *Store) JobsWaiting(ctx context.Context, jobs RiverJobs, snoozedKey, reason string, recent time.Duration) (bool, error) {
 	var waiting bool
 	err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT FROM river_job WHERE state IN ('available', 'retryable', 'running', 'scheduled') AND kind = $1
 		AND scheduled_at > now() - $3::interval
-		AND jsonb_typeof(metadata->$2::text) = 'number' AND (metadata->>$2::text)::numeric > 0)`, jobs.Kind, metaKey, recent).Scan(&waiting)
+		AND metadata->>$2::text = $4)`, jobs.Kind, snoozedKey, recent, reason).Scan(&waiting)
 	if err != nil {
 		return false, fmt.Errorf("jobs waiting: %w", err)
 	}

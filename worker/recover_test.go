@@ -88,12 +88,12 @@ func recoverTurn(id, user string) store.Turn {
 
 // A job's waits so far, which its replacement keeps counting: for the
 // model server (or the embeddings server), with the part of them not
-// waited (their spread, what wakes cut short), its woken holds, its
+// waited (their spread, what wakes cut short), its woken and unsent holds, its
 // wakes and when the last was counted; for the database, with their
 // spread. Not the snooze it was woken from: the replacement runs at once,
 // neither snoozed nor woken.
 var (
-	carriedWaits = map[string]string{"memoryd_model_waits": "3", "memoryd_model_unwaited_ms": "40000", "memoryd_woken_holds": "1",
+	carriedWaits = map[string]string{"memoryd_model_waits": "3", "memoryd_model_unwaited_ms": "40000", "memoryd_woken_holds": "1", "memoryd_unsent_holds": "2",
 		"memoryd_wakes": "2", "memoryd_wake_counted_at": "1764860000000", "memoryd_db_waits": "4", "memoryd_db_unwaited_ms": "9000"}
 	droppedWaits = map[string]string{"memoryd_snoozed_for": `"model_unreachable"`, "memoryd_woken": "true"}
 )

@@ -203,6 +203,10 @@ type retryBudget struct {
 	// snoozes for an unreachable model server may last (see modelWait);
 	// negative for none.
 	maxModelOutage time.Duration
+	// maxUnsentHolds bounds a job's runs held back unsent where it may not
+	// wait (outcome): the constant maxUnsentHolds, 0 where a snooze cannot
+	// be counted (countSnooze).
+	maxUnsentHolds int
 	// maxDBOutage is how long in all a job's snoozes for an unreachable
 	// database may last (dbUnreachable; maxDBOutage; see dbWait); 0 for
 	// none.
@@ -225,6 +229,7 @@ func (w *Worker) budget() retryBudget {
 		maxQueueWaits:     w.cfg.MaxQueueWaits,
 		lockWaitBase:      min(w.cfg.JobRetryBase, time.Second),
 		maxModelOutage:    w.cfg.MaxModelOutage,
+		maxUnsentHolds:    maxUnsentHolds,
 		maxDBOutage:       maxDBOutage,
 		modelWaitBase:     w.cfg.JobRetryBase,
 		spread:            spread,
@@ -378,7 +383,7 @@ func outcome(err error, job *rivertype.JobRow, shutdown bool, b retryBudget) ver
 				wait: d, unwaited: metaModelUnwaitedMillis}
 		}
 		if probeIn, held := heldBackFor(err); held {
-			if holds := metaCount(job.Metadata, metaUnsentHolds); holds < maxUnsentHolds {
+			if holds := metaCount(job.Metadata, metaUnsentHolds); holds < b.maxUnsentHolds {
 				// Past the outage bound, or with no waiting
 				// (--llm-max-outage negative): the request was not sent,
 				// so it is no attempt; the job waits for the probe due
@@ -735,7 +740,7 @@ func countSnooze(ctx context.Context, job *rivertype.JobRow, err error, v verdic
 			// Not run by River, so the snooze could not be counted: an
 			// uncounted snooze could repeat forever, so decide as if the
 			// budget were spent.
-			b.maxLockWaits, b.maxRateLimitWaits, b.maxQueueWaits, b.maxModelOutage, b.maxDBOutage = 0, 0, 0, 0, 0
+			b.maxLockWaits, b.maxRateLimitWaits, b.maxQueueWaits, b.maxModelOutage, b.maxUnsentHolds, b.maxDBOutage = 0, 0, 0, 0, 0, 0
 			v = outcome(err, job, false, b)
 		}
 	} else if metaCount(job.Metadata, metaModelWaitMillis) != 0 || metaHas(job.Metadata, metaSnoozedFor) {

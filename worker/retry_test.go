@@ -67,7 +67,7 @@ func TestOutcome(t *testing.T) {
 	heldBackRefused := &extractor.Error{Kind: extractor.KindTransient, Unreachable: true, Misconfigured: true, HeldBack: true, ProbeIn: 3 * time.Second,
 		Reason: "not sent, refused since ..."}
 	budget := retryBudget{maxAttempts: 5, maxLockWaits: 3, maxRateLimitWaits: 10, maxQueueWaits: 100, lockWaitBase: 100 * time.Millisecond,
-		maxModelOutage: 10 * time.Minute, maxDBOutage: maxDBOutage, modelWaitBase: 2 * time.Second,
+		maxModelOutage: 10 * time.Minute, maxUnsentHolds: maxUnsentHolds, maxDBOutage: maxDBOutage, modelWaitBase: 2 * time.Second,
 		spread: func(d time.Duration) time.Duration { return d }}
 	const (
 		plain  = "error"
@@ -554,5 +554,28 @@ func TestTakeoverKeepsTheCrashCount(t *testing.T) {
 	got := carriedOf([]byte(`{"memoryd_model_crashes": 1, "memoryd_model_waits": 2}`))
 	if string(got[metaModelCrashes]) != "1" || string(got[metaModelWaits]) != "2" {
 		t.Errorf("carried %v; want the crash count (1) and the waits (2)", got)
+	}
+}
+
+// TestUncountedHoldIsNoHold: a run whose snooze cannot be counted (its
+// metadata not settable: countSnooze decides again with the bounds at 0)
+// is not held back unsent either: an uncounted hold could repeat
+// forever. Before, a request held back past the outage bound was snoozed
+// for the probe with no count.
+func TestUncountedHoldIsNoHold(t *testing.T) {
+	t.Parallel()
+	b := retryBudget{maxAttempts: 5, maxModelOutage: -1, modelWaitBase: 2 * time.Second, maxUnsentHolds: maxUnsentHolds,
+		spread: func(d time.Duration) time.Duration { return d }}
+	held := &extractor.Error{Kind: extractor.KindTransient, Unreachable: true, HeldBack: true, ProbeIn: 3 * time.Second, Reason: "not sent"}
+	job := &rivertype.JobRow{ID: 1, Attempt: 1, MaxAttempts: 5}
+	v := outcome(held, job, false, b)
+	if v.count != metaUnsentHolds {
+		t.Fatalf("verdict %+v, want a hold (metaUnsentHolds)", v)
+	}
+	// Not run by River: the hold's count cannot be saved.
+	v = countSnooze(context.Background(), job, held, v, b)
+	var s *river.JobSnoozeError
+	if errors.As(v.river, &s) || v.count != "" || v.label != outcomeRetry {
+		t.Errorf("uncounted: verdict {river %v label %q count %q}, want an attempt spent (%q)", v.river, v.label, v.count, outcomeRetry)
 	}
 }

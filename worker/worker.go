@@ -1353,11 +1353,13 @@ func deadLetterSubject(prefix, subject string) string {
 type outageSeeder interface{ AssumeDown() }
 
 // seedModelOutage tells the extractor its model server is down when an
-// extraction job not done yet has waited for it lately (snoozed for an
-// unreachable server, by any process): this process is starting during an
+// extraction job not done yet waits for it (its last snooze, lately, by
+// any process, for the server down or refusing the configuration; not a
+// job that has spent an attempt or snoozed for the database since): this
+// process is starting during an
 // outage, and would otherwise spend attempts on its first requests until
 // it saw three fail (extractor.LLM.AssumeDown). And the embeddings client
-// its server, when an embed or chunk embed job has waited for it: the
+// its server, when an embed or chunk embed job waits for it: the
 // jobs this process ran sent each its request in the outage's first
 // second (embedding.Client.AssumeDown). Best effort: on an error the
 // process counts for itself, as before.
@@ -1381,7 +1383,7 @@ func (w *Worker) seedOutage(ctx context.Context, client any, jobs []store.RiverJ
 	for _, kind := range jobs {
 		// A snooze for the server is at most maxModelWait: a job waiting
 		// for it now was scheduled within that of now, or later.
-		waiting, err := w.cfg.Store.JobsWaiting(ctx, kind, metaModelWaits, 2*maxModelWait)
+		waiting, err := w.cfg.Store.JobsWaiting(ctx, kind, metaSnoozedFor, outcomeModelDown, 2*maxModelWait)
 		if err != nil {
 			w.logger.Warn("cannot tell whether jobs wait for the "+waiters.server+"; counting its errors afresh", "error", err)
 			return
