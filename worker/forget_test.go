@@ -238,7 +238,18 @@ func TestForgetDuringReplayIsFinal(t *testing.T) {
 		p, err := worker.Replay(e.ctx, worker.ReplayConfig{JetStream: e.js, Store: e.store, Prefix: e.prefix, Stream: e.stream, BatchSize: 100})
 		replayed <- replayCall{p, err}
 	}()
-	replay := e.waitBlocked("replay waiting for the blocker", b.pid)
+	// A replay that returned (a stream lookup that timed out) would never
+	// wait: said at once, with its error, not after waitFor's 2 minutes.
+	var replay int
+	e.waitFor("replay waiting for the blocker", func() (bool, string) {
+		select {
+		case r := <-replayed:
+			t.Fatalf("replay returned before it waited for the blocker: %+v, %v", r.p, r.err)
+		default:
+		}
+		err := e.watcher().QueryRow(e.ctx, `SELECT pid FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid)) LIMIT 1`, b.pid).Scan(&replay)
+		return err == nil, fmt.Sprint(err)
+	})
 
 	f := e.forgetAsync("dave")
 	e.waitDoneOrBlocked("forget done or waiting for the replay", f.done, replay)

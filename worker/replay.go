@@ -231,7 +231,15 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayProgress, error) {
 		// memory goes: the replay would read nothing back. The end is read
 		// after the reset (below), so that what was extracted before it is
 		// read back.
-		if name, err := cfg.JetStream.StreamNameBySubject(ctx, events.TurnSubjects(cfg.Prefix)); err != nil || name != cfg.Stream {
+		// A lookup that fails says nothing of the stream (nats-server 2.11
+		// and later answer it only when no other API request waits, so a
+		// forget's deletes can hold it past the timeout): it is reported
+		// as such, not as a mistyped name.
+		name, err := cfg.JetStream.StreamNameBySubject(ctx, events.TurnSubjects(cfg.Prefix))
+		if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return p, fmt.Errorf("replay: look up the stream of %s: %w", events.TurnSubjects(cfg.Prefix), err)
+		}
+		if err != nil || name != cfg.Stream {
 			if err == nil {
 				err = fmt.Errorf("they are in stream %s", name)
 			}

@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -228,5 +229,19 @@ func TestResetRefusesMemoryTheStreamNoLongerHolds(t *testing.T) {
 	_, err = worker.Replay(e.ctx, cfg)
 	if !errors.As(err, &lost) || lost.Turns != 8 {
 		t.Fatalf("reset over a new, empty stream: %v, want all 8 of alice's remaining turns refused", err)
+	}
+}
+
+// A replay --reset whose stream lookup fails (nats-server 2.11 and later
+// hold it while a forget deletes; here a context ended) says the lookup
+// failed, not that the stream does not store the turns: the latter sends
+// the operator after a mistyped --stream or --prefix.
+func TestReplayResetLookupFailureIsNotAMismatch(t *testing.T) {
+	e := setup(t)
+	ctx, cancel := context.WithCancel(e.ctx)
+	cancel()
+	_, err := worker.Replay(ctx, worker.ReplayConfig{JetStream: e.js, Store: e.store, Prefix: e.prefix, Stream: e.stream, Reset: true, DryRun: true})
+	if !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "does not store") {
+		t.Fatalf("replay --reset with its lookup failed: %v; want the lookup's error, not a mismatch", err)
 	}
 }
