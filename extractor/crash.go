@@ -2,12 +2,12 @@ package extractor
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/url"
+	"syscall"
 	"time"
-
-	"github.com/memoryd/memoryd/internal/modelerr"
 )
 
 // A connection cut mid-request is told apart from a server that went down
@@ -24,8 +24,8 @@ const (
 )
 
 // refusesConnections reports whether the model server's address refuses a
-// TCP connection now (modelerr.NotConnected: refused, no route, a dial
-// that timed out), within crashDials tries. It sends nothing: a connection
+// TCP connection now (refused, or its host unreachable), within
+// crashDials tries. It sends nothing: a connection
 // made is closed at once. False when the requests go through a proxy
 // (HTTP_PROXY, HTTPS_PROXY): the cut may be the proxy's, and the server's
 // address, dialled without it, may refuse this host whatever the server
@@ -49,10 +49,20 @@ func (l *LLM) refusesConnections(ctx context.Context) bool {
 			return false
 		}
 		c, err := d.DialContext(ctx, "tcp", host)
-		if err != nil {
-			return ctx.Err() == nil && modelerr.NotConnected(err)
+		if err == nil {
+			_ = c.Close()
+			continue
 		}
-		_ = c.Close()
+		if ctx.Err() != nil {
+			return false
+		}
+		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) {
+			return true
+		}
+		// A dial that timed out (one lost SYN outlasts crashDialTimeout)
+		// or a name that did not resolve says nothing of the server:
+		// tried again, and taken for a crash only if refused. Before, one
+		// such dial made the cut a crash, and two failed a turn for good.
 	}
 	return false
 }
