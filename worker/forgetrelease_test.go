@@ -27,16 +27,8 @@ import (
 func TestForgetReleasesErasedEventsOnTheConsumer(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv := eventstest.StartRelease(t, eventstest.ReleaseCompose)
-	js, err := jetstream.New(srv.Conn(t))
-	if err != nil {
-		t.Fatal(err)
-	}
 	const prefix, stream = "memory", "MEMORY_TURNS"
-	st, err := events.EnsureStream(ctx, js, events.StreamConfig{Prefix: prefix, Stream: stream})
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, st := releaseStream(t, eventstest.ReleaseCompose, prefix, stream)
 	// As ingest's: explicit acks, and a small MaxAckPending so that stuck
 	// entries show as a consumer that delivers nothing.
 	const maxAckPending = 4
@@ -118,16 +110,9 @@ func TestForgetReleasesErasedEventsOnTheConsumer(t *testing.T) {
 func TestStreamLookupIsAnsweredDuringAForgetsDeletes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv := eventstest.StartRelease(t, eventstest.ReleaseNewest)
-	js, err := jetstream.New(srv.Conn(t), jetstream.WithDefaultTimeout(5*time.Minute)) // a bound: the test asks for an order, not a time
-	if err != nil {
-		t.Fatal(err)
-	}
 	const prefix, stream = "memory", "MEMORY_TURNS"
-	st, err := events.EnsureStream(ctx, js, events.StreamConfig{Prefix: prefix, Stream: stream})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A long API timeout, as a bound: the test asks for an order, not a time.
+	js, st := releaseStream(t, eventstest.ReleaseNewest, prefix, stream, jetstream.WithDefaultTimeout(5*time.Minute))
 	pub := events.NewPublisher(js, prefix)
 	const n = 1500
 	var first, last uint64
@@ -182,4 +167,20 @@ func TestStreamLookupIsAnsweredDuringAForgetsDeletes(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// releaseStream starts nats-server release (eventstest.StartRelease) and
+// creates memoryd's turn stream on it.
+func releaseStream(t *testing.T, release, prefix, stream string, opts ...jetstream.JetStreamOpt) (jetstream.JetStream, jetstream.Stream) {
+	t.Helper()
+	srv := eventstest.StartRelease(t, release)
+	js, err := jetstream.New(srv.Conn(t), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := events.EnsureStream(context.Background(), js, events.StreamConfig{Prefix: prefix, Stream: stream})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js, st
 }
