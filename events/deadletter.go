@@ -104,7 +104,9 @@ func ReadDeadLetters(ctx context.Context, js jetstream.JetStream, prefix, stream
 	if limit < 1 {
 		return nil, fmt.Errorf("read dead letters: limit %d is not positive", limit)
 	}
-	st, err := js.Stream(ctx, DeadLetterStream(stream))
+	ictx, cancel := InfoContext(ctx, js)
+	st, err := js.Stream(ictx, DeadLetterStream(stream))
+	cancel()
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, fmt.Errorf("%w %s", ErrNoDeadLetters, DeadLetterStream(stream))
 	}

@@ -55,7 +55,9 @@ func (c StreamConfig) withDefaults() StreamConfig {
 func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) (jetstream.Stream, error) {
 	cfg = cfg.withDefaults()
 	subject := TurnSubjects(cfg.Prefix)
-	s, err := js.Stream(ctx, cfg.Stream)
+	ictx, cancel := InfoContext(ctx, js)
+	s, err := js.Stream(ictx, cfg.Stream)
+	cancel()
 	switch {
 	case err == nil:
 		have := s.CachedInfo().Config

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/memoryd/memoryd/events"
 )
 
 // releaseErasedOrWarn is releaseErased, its failure logged.
@@ -100,6 +102,8 @@ const maxHealDeleted = 200_000
 // an event not pending; nothing to do when nothing is pending. Best
 // effort: a failure is logged, the start goes on.
 func (w *Worker) healErased(ctx context.Context, cons jetstream.Consumer, st jetstream.Stream) {
+	ctx, cancel := events.InfoContext(ctx, w.js)
+	defer cancel()
 	info, err := cons.Info(ctx)
 	if err != nil || info.NumAckPending == 0 {
 		return

@@ -113,7 +113,9 @@ func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 		stream = events.DefaultStream
 	}
 	token := events.UserToken(userID)
-	turns, err := js.Stream(ctx, stream)
+	ictx, cancel := events.InfoContext(ctx, js)
+	turns, err := js.Stream(ictx, stream)
+	cancel()
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return r, &NoTurnStreamError{Stream: stream}
 	}
@@ -127,7 +129,12 @@ func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 	for attempt := 1; ; attempt++ {
 		// Read again at each attempt: the turns published while the
 		// last one waited on a lock are before this one.
-		if info, err = turns.Info(ctx); err != nil {
+		// Each its own bound: the attempts before may have waited long
+		// on locks.
+		ictx, cancel := events.InfoContext(ctx, js)
+		info, err = turns.Info(ictx)
+		cancel()
+		if err != nil {
 			return r, fmt.Errorf("forget: stream %s: %w", stream, err)
 		}
 		if again != nil {
@@ -415,7 +422,11 @@ func deleteMsgs(ctx context.Context, js jetstream.JetStream, st jetstream.Stream
 // purgeTimeout plus purgePerEvent each). It returns the dead letters
 // deleted and the turn-stream events deleted.
 func purgeDeadLetters(ctx context.Context, js jetstream.JetStream, turns jetstream.Stream, name, prefix, token string, tomb store.Tombstone, logger *slog.Logger) (dead, moved uint64, err error) {
-	dl, err := js.Stream(ctx, name)
+	// ctx has no deadline (pastDeadline): nats.go's 5 s would apply, and
+	// other forgets' deletes can hold an info request longer.
+	ictx, cancel := events.InfoContext(ctx, js)
+	dl, err := js.Stream(ictx, name)
+	cancel()
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return 0, 0, nil
 	}

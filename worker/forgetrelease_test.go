@@ -184,3 +184,95 @@ func releaseStream(t *testing.T, release, prefix, stream string, opts ...jetstre
 	}
 	return js, st
 }
+
+// Info requests (stream and consumer info, the stream lookups a forget, a
+// start and a replay make) beside three forgets deleting at once:
+// nats-server 2.11 and later answer them only when no other API request
+// waits, and three forgets' deletes rarely leave a gap (on 2.15.2 a stream
+// info waited 8.2 s during 3,000 deletes, 30.2 s during 6,000), past
+// nats.go's 5 s: a start or a replay beside them failed, and so could a
+// forget that ended its deletes before the others (its dead-letter
+// stream's lookup: "run the forget again"; 1 of 3 runs here with a fourth
+// forget). They get events.InfoTimeout instead of the JetStream context's
+// default, which here is 1 s so that a few seconds of deletes show it.
+func TestInfoRequestsBesideThreeForgetsOutwaitTheDefaultTimeout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := eventstest.StartRelease(t, eventstest.ReleaseNewest)
+	nc := srv.Conn(t)
+	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(5*time.Minute)) // the test's own requests: a bound, not a measure
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, err := jetstream.New(nc, jetstream.WithDefaultTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const prefix, stream, durable = "memory", "MEMORY_TURNS", "memoryd-ingest"
+	st, err := events.EnsureStream(ctx, js, events.StreamConfig{Prefix: prefix, Stream: stream})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{Durable: durable, FilterSubject: events.TurnSubjects(prefix), AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	// u0 has a third of the others' events: its forget ends its deletes
+	// while theirs go on, and then looks its dead-letter stream up.
+	pub := events.NewPublisher(js, prefix)
+	counts := []int{200, 600, 600}
+	var first uint64
+	for i := range 600 {
+		for u, n := range counts {
+			if i >= n {
+				continue
+			}
+			ack, err := pub.Publish(ctx, events.Turn{ID: fmt.Sprintf("u%d-%d", u, i), UserID: fmt.Sprintf("u%d", u), UserMessage: "I live in Oslo.", Timestamp: time.Now()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if first == 0 {
+				first = ack.Sequence
+			}
+		}
+	}
+	s := storetest.New(t)
+	done := make(chan error, len(counts))
+	for u, n := range counts {
+		go func() {
+			res, err := worker.Forget(ctx, short, s, prefix, stream, fmt.Sprintf("u%d", u))
+			if err == nil && res.StreamEvents != uint64(n) {
+				err = fmt.Errorf("forget of u%d erased %d events, want %d", u, res.StreamEvents, n)
+			}
+			done <- err
+		}()
+	}
+	for { // the deletes have begun once the first event is gone
+		if _, err := st.GetMsg(ctx, first); errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for ended := 0; ended < len(counts); {
+		if _, err := events.EnsureStream(ctx, short, events.StreamConfig{Prefix: prefix, Stream: stream}); err != nil {
+			t.Fatalf("a start's stream check beside three forgets: %v", err)
+		}
+		if err := worker.CheckConsumerPrefix(ctx, short, stream, durable, prefix); err != nil {
+			t.Fatalf("a start's consumer check beside three forgets: %v", err)
+		}
+		if _, err := worker.ConsumerAcked(ctx, short, stream, durable); err != nil {
+			t.Fatalf("the consumer's ack floor beside three forgets: %v", err)
+		}
+		for drained := false; !drained; {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("a forget beside two others: %v", err)
+				}
+				ended++
+			default:
+				drained = true
+			}
+		}
+	}
+}

@@ -235,7 +235,9 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayProgress, error) {
 		// and later answer it only when no other API request waits, so a
 		// forget's deletes can hold it past the timeout): it is reported
 		// as such, not as a mistyped name.
-		name, err := cfg.JetStream.StreamNameBySubject(ctx, events.TurnSubjects(cfg.Prefix))
+		lctx, cancel := events.InfoContext(ctx, cfg.JetStream)
+		name, err := cfg.JetStream.StreamNameBySubject(lctx, events.TurnSubjects(cfg.Prefix))
+		cancel()
 		if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 			return p, fmt.Errorf("replay: look up the stream of %s: %w", events.TurnSubjects(cfg.Prefix), err)
 		}

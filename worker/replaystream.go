@@ -67,6 +67,8 @@ type replaySrc struct {
 
 // streamEnd is the stream's last sequence now: a replay reads up to it.
 func streamEnd(ctx context.Context, js jetstream.JetStream, stream string) (uint64, error) {
+	ctx, cancel := events.InfoContext(ctx, js)
+	defer cancel()
 	st, err := js.Stream(ctx, stream)
 	if err != nil {
 		return 0, fmt.Errorf("replay: stream %s: %w", stream, events.NoJetStream(err))
@@ -346,7 +348,9 @@ func orderedConsumer(ctx context.Context, cfg ReplayConfig, occ jetstream.Ordere
 	if err != nil {
 		return nil, 0, fmt.Errorf("replay: consumer for %v: %w", occ.FilterSubjects, err)
 	}
-	info, err := cons.Info(ctx)
+	ictx, cancel := events.InfoContext(ctx, cfg.JetStream)
+	info, err := cons.Info(ictx)
+	cancel()
 	if err != nil {
 		return nil, 0, fmt.Errorf("replay: consumer info: %w", err)
 	}
@@ -377,7 +381,9 @@ func deleteForgotten(ctx context.Context, cfg ReplayConfig, seqs []uint64, p *Re
 	if len(seqs) == 0 {
 		return nil
 	}
-	st, err := cfg.JetStream.Stream(ctx, cfg.Stream)
+	ictx, cancel := events.InfoContext(ctx, cfg.JetStream)
+	st, err := cfg.JetStream.Stream(ictx, cfg.Stream)
+	cancel()
 	if err != nil {
 		return fmt.Errorf("replay: stream %s: %w", cfg.Stream, events.NoJetStream(err))
 	}

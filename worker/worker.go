@@ -583,6 +583,8 @@ func CheckConsumerPrefix(ctx context.Context, js jetstream.JetStream, stream, du
 	if durable == "" {
 		durable = DefaultDurable
 	}
+	ctx, cancel := events.InfoContext(ctx, js)
+	defer cancel()
 	cons, err := js.Consumer(ctx, stream, durable)
 	if errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return nil
@@ -612,6 +614,8 @@ func ConsumerAcked(ctx context.Context, js jetstream.JetStream, stream, durable 
 	if durable == "" {
 		durable = DefaultDurable
 	}
+	ctx, cancel := events.InfoContext(ctx, js)
+	defer cancel()
 	cons, err := js.Consumer(ctx, stream, durable)
 	if errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return 0, nil
@@ -992,7 +996,10 @@ func (w *Worker) Start(ctx context.Context) error {
 // dead letters and forgets (a cluster walk).
 func (w *Worker) ensureDeadLetterStream(ctx context.Context) (created bool, err error) {
 	cfg := w.cfg
-	if _, err := w.js.Stream(ctx, cfg.DeadLetterStream); errors.Is(err, jetstream.ErrStreamNotFound) {
+	ictx, cancel := events.InfoContext(ctx, w.js)
+	_, err = w.js.Stream(ictx, cfg.DeadLetterStream)
+	cancel()
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		_, err = w.js.CreateStream(ctx, jetstream.StreamConfig{
 			Name:        cfg.DeadLetterStream,
 			Description: "memoryd rejected turn events, with the reason in the Memoryd-Reason header",
@@ -1055,6 +1062,8 @@ func (w *Worker) bind(ctx context.Context) (jetstream.Consumer, jetstream.Stream
 // the consumer's has its turns redelivered while it still records them.
 // A consumer not there yet (or unreadable: bind says why) is no warning.
 func (w *Worker) warnSharedSettings(ctx context.Context) {
+	ctx, cancel := events.InfoContext(ctx, w.js)
+	defer cancel()
 	cons, err := w.js.Consumer(ctx, w.cfg.Stream, w.cfg.Durable)
 	if err != nil {
 		return
@@ -1157,7 +1166,10 @@ var errNoTurnStream = errors.New("the turn stream does not exist; waiting for it
 // the new consume the one Stop drains; when Stop has begun meanwhile, it
 // stops it and says so.
 func (w *Worker) rebind(ctx context.Context) (jetstream.ConsumeContext, error) {
-	if _, err := w.js.Stream(ctx, w.cfg.Stream); errors.Is(err, jetstream.ErrStreamNotFound) {
+	ictx, cancel := events.InfoContext(ctx, w.js)
+	_, err := w.js.Stream(ictx, w.cfg.Stream)
+	cancel()
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, fmt.Errorf("worker: %s: %w", w.cfg.Stream, errNoTurnStream)
 	} else if err != nil {
 		return nil, fmt.Errorf("worker: stream %s: %w", w.cfg.Stream, err)

@@ -131,7 +131,13 @@ func (a *App) checkReplayStream(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	// Info requests: nats-server 2.11 and later answer them last, and a
+	// server busy with forgets late (events.InfoTimeout).
+	wait := 10 * time.Second
+	if events.InfoDeferred(js) {
+		wait = events.InfoTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	st, err := js.Stream(ctx, a.cfg.Stream)
 	if err != nil {
