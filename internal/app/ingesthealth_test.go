@@ -1,8 +1,13 @@
 package app
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/memoryd/memoryd/worker"
 )
@@ -59,6 +64,39 @@ func TestRefusalChecks(t *testing.T) {
 			if got := check.f(c.r, now); got != c.want {
 				t.Errorf("%s check, %s: %q, want %q", check.name, c.name, got, c.want)
 			}
+		}
+	}
+}
+
+// TestConsumerCheck: /readyz's consumer check does not fail a process
+// whose consumer lookup timed out on a server that answers pings and
+// answers info requests after every other API request (nats-server 2.11
+// and later, busy with forgets' deletes: 30 s on 2.15.2), when the
+// consumer was found within consumerBusyGrace; it fails every other
+// error, a lookup timing out on an older server, and one on a server not
+// answering pings. Before, /readyz answered 503 beside large forgets.
+func TestConsumerCheck(t *testing.T) {
+	now := time.Date(2026, 12, 5, 1, 0, 0, 0, time.UTC)
+	recent, old := now.Add(-time.Minute), now.Add(-consumerBusyGrace-time.Second)
+	timedOut := fmt.Errorf("nats: %w", context.DeadlineExceeded)
+	for _, c := range []struct {
+		name             string
+		err              error
+		pinged, deferred bool
+		seen             time.Time
+		want             string
+	}{
+		{"found", nil, true, true, time.Time{}, "ok"},
+		{"busy 2.11+, found a minute ago", timedOut, true, true, recent, "ok"},
+		{"busy 2.11+, nats.go's own timeout", nats.ErrTimeout, true, true, recent, "ok"},
+		{"busy 2.11+, never found", timedOut, true, true, time.Time{}, timedOut.Error()},
+		{"busy 2.11+, found long ago", timedOut, true, true, old, timedOut.Error()},
+		{"timed out on 2.10", timedOut, true, false, recent, timedOut.Error()},
+		{"timed out, no answer to pings", timedOut, false, true, recent, timedOut.Error()},
+		{"not found", jetstream.ErrConsumerNotFound, true, true, recent, jetstream.ErrConsumerNotFound.Error()},
+	} {
+		if got := consumerCheck(c.err, c.pinged, c.deferred, c.seen, now); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}
 	}
 }
