@@ -2,8 +2,11 @@ package worker_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -273,6 +276,22 @@ func TestInfoRequestsBesideThreeForgetsOutwaitTheDefaultTimeout(t *testing.T) {
 			default:
 				drained = true
 			}
+		}
+	}
+	// Each forget recorded, finished, in the forgets bucket: its record is
+	// what a restore of an older database applies again.
+	kv, err := js.KeyValue(ctx, worker.ForgetsBucket(stream))
+	if err != nil {
+		t.Fatalf("forgets bucket: %v", err)
+	}
+	for u := range counts {
+		sum := sha256.Sum256([]byte(events.UserToken(fmt.Sprintf("u%d", u))))
+		e, err := kv.Get(ctx, hex.EncodeToString(sum[:]))
+		if err != nil {
+			t.Fatalf("the forget of u%d is not recorded: %v", u, err)
+		}
+		if strings.Contains(string(e.Value()), `"unfinished":true`) {
+			t.Errorf("the forget of u%d is recorded unfinished: %s", u, e.Value())
 		}
 	}
 }
