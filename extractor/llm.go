@@ -835,6 +835,15 @@ func (l *LLM) noteServerError(e *Error, status int, ex *exchange, msgs []openai.
 // 4 restarts in a 43-second outage with --max-attempts 3).
 func (l *LLM) AssumeDown() { l.serverErrors.assumeDown(time.Now()) }
 
+// Down reports whether the server counts as down now: an error taken it
+// for down (Error.Unreachable) came after its last answer, which ends
+// its being down. The worker wakes no job waiting for it then.
+func (l *LLM) Down() bool {
+	l.serverErrors.mu.Lock()
+	defer l.serverErrors.mu.Unlock()
+	return !l.serverErrors.downSince.IsZero()
+}
+
 // answered ends the row of server errors: a request was answered (replied:
 // see serverErrorRow.answer). The first reply after the server was taken
 // for down says so, once: the waits' warnings are held back and then at

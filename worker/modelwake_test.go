@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/riverqueue/river/rivertype"
+	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/extractor"
@@ -223,5 +224,69 @@ func TestRetryPastTheOutageIsNotWoken(t *testing.T) {
 	}
 	if !slices.Contains(worker.OutageRepeats, "model server unreachable past --llm-max-outage; extraction failed, spending attempts") {
 		t.Error("the line is not among worker.OutageRepeats")
+	}
+}
+
+// TestServerDownAgainAfterItsAnswerWakesNone: a model server that answers
+// one request and goes down again with the next (a crashing turn's, then
+// refusing connections while it restarts) does not have the jobs waiting
+// for it woken into that outage by the wakes that follow its answer
+// (every second for 5 s), each logged as "model server answering". A
+// crash walk (a fake server exiting on one turn, restarted 3 s later)
+// logged it twice while the server was down; its next answer wakes them.
+func TestServerDownAgainAfterItsAnswerWakesNone(t *testing.T) {
+	e := setup(t)
+	var answerOne atomic.Bool // answers the next request, then 503 again
+	srv := extractortest.NewServer(t)
+	srv.SetHandler(func(openai.ChatCompletionRequest) extractortest.Reply {
+		if answerOne.CompareAndSwap(true, false) {
+			return extractortest.Content(`{"facts":[{"op":"set","key":"name","value":"Alice"}],"context":[]}`)
+		}
+		return extractortest.Error(http.StatusServiceUnavailable, "loading model")
+	})
+	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake", MaxProbeGap: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs lockedBuffer
+	e.start(llm, func(c *worker.Config) {
+		c.JobRetryBase = time.Minute // snoozes a wake alone ends within the test
+		c.Workers = 4
+		c.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+	})
+	for i := range 4 {
+		e.publish(events.Turn{ID: fmt.Sprint("t", i), UserID: fmt.Sprint("user-", i), UserMessage: "My name is Alice."})
+	}
+	due := e.waitingForModel(4)
+	answerOne.Store(true)
+	e.publish(events.Turn{ID: "new", UserID: "user-new", UserMessage: "My name is Alice."})
+	// The answer wakes the 4; the server fails them again and they wait.
+	e.waitFor("the woken jobs waiting again", func() (bool, string) {
+		again := 0
+		for _, j := range e.extractJobs() {
+			var meta struct {
+				For string `json:"memoryd_snoozed_for"`
+			}
+			_ = json.Unmarshal(j.Metadata, &meta)
+			if at, ok := due[j.ID]; ok && j.State == rivertype.JobStateScheduled && meta.For == "model_unreachable" && !j.ScheduledAt.Equal(at) {
+				again++
+			}
+		}
+		return again == 4, fmt.Sprintf("%d of 4", again)
+	})
+	sent := srv.Requests()
+	// The wakes that follow an answer come within wakeLinger (5 s) of
+	// it; the jobs' snoozes end a minute or more after. A request in
+	// this window is a job woken into the outage. (A bound on an
+	// absence: it can miss the fault on a stalled machine, not invent it.)
+	deadline := time.Now().Add(8 * time.Second)
+	for time.Now().Before(deadline) && srv.Requests() == sent {
+		time.Sleep(50 * time.Millisecond) // polling for an absence, not synchronising
+	}
+	if n := srv.Requests(); n != sent {
+		t.Errorf("%d requests sent after the server went down again, by jobs woken into the outage; want none", n-sent)
+	}
+	if n := strings.Count(logs.String(), "model server answering; extraction jobs waiting for it run now"); n != 1 {
+		t.Errorf("%d lines saying the model server answers, want 1 (its one answer):\n%s", n, logs.String())
 	}
 }

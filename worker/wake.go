@@ -53,6 +53,10 @@ type modelWaiters struct {
 	// looked is when this process last woke the waiters without having
 	// snoozed a job itself (unix nanoseconds): see wakeSoon.
 	looked atomic.Int64
+
+	// down, when set, reports whether the server counts as down now
+	// (extractor.LLM.Down): set by New for the model server.
+	down func() bool
 }
 
 const (
@@ -164,6 +168,16 @@ func (w *Worker) wakeSoon(m *modelWaiters, d time.Duration) {
 func (w *Worker) wakeWaiters(ctx context.Context, m *modelWaiters) {
 	since := m.since.Load()
 	if since == 0 {
+		return
+	}
+	if m.down != nil && m.down() {
+		// The server counts as down again, which its last answer ended:
+		// it answered, then went down (one that answered a request and
+		// went down with the next, a crashing turn's). A wake would bring
+		// the waiting jobs back into that outage, logging that the server
+		// answers: before, the wakes that follow an answer (wakeLinger)
+		// went on, and a crash walk logged "model server answering" twice
+		// while it was down. Its next answer wakes them.
 		return
 	}
 	now := time.Now()

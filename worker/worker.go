@@ -764,6 +764,9 @@ func New(cfg Config) (*Worker, error) {
 	w := &Worker{cfg: cfg, logger: cfg.Logger, js: js, pace: newPace(cfg.Pacer, cfg.MaxPause, cfg.Workers+1), unsaved: newUnsavedResults()}
 	w.jobs = newJobsInProcess()
 	w.modelWaits.jobs, w.modelWaits.server, w.modelWaits.kind = []store.RiverJobs{extractJobs}, "model server", "extraction"
+	if d, ok := cfg.Extractor.(interface{ Down() bool }); ok {
+		w.modelWaits.down = d.Down
+	}
 	w.embedWaits.jobs, w.embedWaits.server, w.embedWaits.kind = []store.RiverJobs{embedJobs, chunkEmbedJobs}, "embeddings server", "embed"
 	middleware := []rivertype.Middleware{w.jobs}
 	if cfg.TracerProvider != nil {
