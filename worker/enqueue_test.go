@@ -57,7 +57,7 @@ func TestEveryExtractionJobCarriesItsAttemptsAndQueue(t *testing.T) {
 
 	// A failed turn, retried.
 	e.failedTurn("alice-2")
-	if n, err := own.RetryFailed(e.ctx, "alice", 10); err != nil || n != 1 {
+	if n, _, err := own.RetryFailed(e.ctx, "alice", 10, true); err != nil || n != 1 {
 		t.Fatalf("retry failed = %d, %v", n, err)
 	}
 	e.waitFor("the retried turn processed", func() (bool, string) {
@@ -84,13 +84,16 @@ func TestEveryExtractionJobCarriesItsAttemptsAndQueue(t *testing.T) {
 
 // failedTurn records a failed turn of alice's, in one transaction, so that
 // the reconciler never sees it pending without a job.
-func (e *env) failedTurn(id string) {
+func (e *env) failedTurn(id string) { e.t.Helper(); e.failedTurnBecause(id, "boom") }
+
+// failedTurnBecause records alice's turn id failed for good with reason.
+func (e *env) failedTurnBecause(id, reason string) {
 	e.t.Helper()
 	err := e.store.InTx(e.ctx, func(_ pgx.Tx, q *store.Store) error {
 		if _, err := q.InsertTurns(e.ctx, []store.Turn{recoverTurn(id, "alice")}); err != nil {
 			return err
 		}
-		return q.MarkFailed(e.ctx, "alice", []string{id}, "boom", true)
+		return q.MarkFailed(e.ctx, "alice", []string{id}, reason, true)
 	})
 	if err != nil {
 		e.t.Fatal(err)
@@ -119,7 +122,7 @@ func TestJobsWithoutTheirAttemptsRunTheWorkers(t *testing.T) {
 	e := setup(t)
 	jobs := e.recordTurns(recoverTurn("old", "alice")) // as older memoryd's insert-only clients did
 	e.failedTurn("retried")
-	if n, err := worker.RetryFailed(e.ctx, e.store, "alice", 10); err != nil || n != 1 {
+	if n, _, err := worker.RetryFailed(e.ctx, e.store, "alice", 10, true); err != nil || n != 1 {
 		t.Fatalf("retry failed = %d, %v", n, err)
 	}
 	for _, j := range e.extractJobs() {
@@ -218,7 +221,7 @@ func TestJobsAreStampedByPostgresClock(t *testing.T) {
 	e.failedTurn("retried")
 	sent := time.Now()
 	e.store.Clock().Observe(sent, sent, sent.Round(0).Add(-time.Hour))
-	if n, err := worker.RetryFailed(e.ctx, e.store, "alice", 10); err != nil || n != 1 {
+	if n, _, err := worker.RetryFailed(e.ctx, e.store, "alice", 10, true); err != nil || n != 1 {
 		t.Fatalf("retry failed = %d, %v", n, err)
 	}
 	jobs := e.extractJobs()
@@ -230,5 +233,27 @@ func TestJobsAreStampedByPostgresClock(t *testing.T) {
 	if j.State != rivertype.JobStateAvailable || behind < 59*time.Minute || behind > 61*time.Minute || !j.CreatedAt.Equal(j.ScheduledAt) {
 		t.Fatalf("job %s, created %s, scheduled %s (%s before this host's time); want available, scheduled at its creation an hour before",
 			j.State, j.CreatedAt, j.ScheduledAt, behind.Round(time.Second))
+	}
+}
+
+// TestRetryFailedLeavesCrashedTurns: retry-failed leaves failed the turns
+// the model server went down with (their error begins
+// worker.CrashedReason) and says how many, unless asked to include them:
+// each would bring the server down twice more. Before, a crash walk's
+// retry-failed of 6 such turns with an outage's other failures brought
+// the server down 11 times in 3 minutes.
+func TestRetryFailedLeavesCrashedTurns(t *testing.T) {
+	e := setup(t)
+	e.failedTurn("outage")
+	e.failedTurnBecause("poison", worker.CrashedReason+" 2 times: taken for a failure of the turn's own ...")
+	if n, crashed, err := worker.RetryFailed(e.ctx, e.store, "", 10, false); err != nil || n != 1 || crashed != 1 {
+		t.Fatalf("retry failed = %d re-enqueued, %d left for their crashes, %v; want 1 and 1", n, crashed, err)
+	}
+	failed, err := e.store.FailedTurns(e.ctx, "", 10)
+	if err != nil || len(failed) != 1 || failed[0].EventID != "poison" {
+		t.Fatalf("failed turns after the retry: %+v, %v; want the poison turn alone", failed, err)
+	}
+	if n, crashed, err := worker.RetryFailed(e.ctx, e.store, "", 10, true); err != nil || n != 1 || crashed != 0 {
+		t.Fatalf("retry failed, crashed included = %d re-enqueued, %d left, %v; want 1 and 0", n, crashed, err)
 	}
 }

@@ -31,3 +31,7 @@ var RecordForget = recordForget
 
 // ForgetKey is forgetKey: a user token's key in the forgets bucket.
 var ForgetKey = forgetKey
+
+// CrashedReason begins the error of a turn failed for crashing the model
+// server.
+const CrashedReason = crashedReason

@@ -521,7 +521,7 @@ func TestForgetDeletesJobsInsertedWhileItWaited(t *testing.T) {
 	hold := e.block(`SELECT 1 FROM turns WHERE user_id = 'alice' FOR UPDATE`)
 	retried := make(chan error, 1)
 	go func() {
-		_, err := worker.RetryFailed(e.ctx, e.store, "alice", 10)
+		_, _, err := worker.RetryFailed(e.ctx, e.store, "alice", 10, true)
 		retried <- err
 	}()
 	retry := e.waitBlocked("retry-failed waiting for the held turn", hold.pid)

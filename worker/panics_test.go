@@ -53,7 +53,7 @@ func TestPanicOnTheLastAttemptFailsTheTurns(t *testing.T) {
 		t.Fatalf("extractor called %d times, want 2 (MaxAttempts)", got)
 	}
 
-	if n, err := worker.RetryFailed(e.ctx, e.store, "alice", 10); err != nil || n != 1 {
+	if n, _, err := worker.RetryFailed(e.ctx, e.store, "alice", 10, true); err != nil || n != 1 {
 		t.Fatalf("retry failed = %d, %v", n, err)
 	}
 	e.waitFor("the retried job to be cancelled", func() (bool, string) {

@@ -45,7 +45,7 @@ func TestReconcileSettlesTurnsWithoutAJob(t *testing.T) {
 		!strings.Contains(failed[0].LastError, "discarded after 5 attempts") {
 		t.Fatalf("failed turns = %+v, %v; want the discarded one, with the reason", failed, err)
 	}
-	if n, err := worker.RetryFailed(e.ctx, e.store, "", 10); err != nil || n != 1 {
+	if n, _, err := worker.RetryFailed(e.ctx, e.store, "", 10, true); err != nil || n != 1 {
 		t.Fatalf("retry failed = %d, %v; want 1", n, err)
 	}
 	e.waitFor("the retried turn processed", func() (bool, string) {

@@ -170,7 +170,7 @@ func TestJobsOfDeadProcessTakenOver(t *testing.T) {
 		t.Errorf("dead process row left: %d, %v", n, err)
 	}
 	// The failed turn is listed and can be retried.
-	if n, err := worker.RetryFailed(e.ctx, e.store, "", 10); err != nil || n != 1 {
+	if n, _, err := worker.RetryFailed(e.ctx, e.store, "", 10, true); err != nil || n != 1 {
 		t.Fatalf("retry failed = %d, %v; want 1", n, err)
 	}
 	e.waitFor("the retried turn processed", func() (bool, string) {

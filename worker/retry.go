@@ -137,6 +137,10 @@ const snoozedAfterCrash = "model_unreachable_after_crash"
 // request's being in flight at a second crash of the same input unlikely.
 const maxCrashes = 2
 
+// crashedReason begins the error of turns failed for maxCrashes (outcome):
+// RetryFailed leaves them out unless asked.
+const crashedReason = "the model server went down with this turn's request in flight"
+
 // maxWakes bounds how often a job is woken (wakeWaiters); past it
 // the job waits its snoozes out. A job whose own request the server fails
 // while it answers the others (a gateway's 502 for that one prompt) was
@@ -406,7 +410,7 @@ func outcome(err error, job *rivertype.JobRow, shutdown bool, b retryBudget) ver
 	var crashes int
 	if extractor.IsCrashed(err) && !permanent {
 		if crashes = metaCount(job.Metadata, metaModelCrashes) + 1; crashes >= maxCrashes {
-			cause := fmt.Errorf("the model server went down with this turn's request in flight %d times: taken for a failure of the turn's own (an input that crashes the server?), not retried: %w", crashes, err)
+			cause := fmt.Errorf(crashedReason+" %d times: taken for a failure of the turn's own (an input that crashes the server?), not retried: %w", crashes, err)
 			return verdict{river: river.JobCancel(cause), label: outcomeFailed, record: true, final: true, crashes: crashes, cause: cause}
 		}
 	}

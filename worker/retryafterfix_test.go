@@ -72,7 +72,7 @@ func TestRetryFailedRightAfterTheFix(t *testing.T) {
 	// Retried while the server is still down: they fail again, the
 	// server asked by probes, not by every job.
 	from := srv.Requests()
-	if n, err := worker.RetryFailed(e.ctx, e.store, "", 1000); err != nil || n != turns {
+	if n, _, err := worker.RetryFailed(e.ctx, e.store, "", 1000, true); err != nil || n != turns {
 		t.Fatalf("retry failed: %d, %v; want %d", n, err, turns)
 	}
 	e.waitFor("the retried turns failed again", func() (bool, string) {
@@ -91,7 +91,7 @@ func TestRetryFailedRightAfterTheFix(t *testing.T) {
 	// Fixed, and retried at once.
 	up.Store(true)
 	lastJob := e.lastExtractJob()
-	if n, err := worker.RetryFailed(e.ctx, e.store, "", 1000); err != nil || n != turns {
+	if n, _, err := worker.RetryFailed(e.ctx, e.store, "", 1000, true); err != nil || n != turns {
 		t.Fatalf("retry failed: %d, %v; want %d", n, err, turns)
 	}
 	// Every retried job ended, snoozed (River counts a snooze in its

@@ -457,7 +457,7 @@ func TestLLMFailureMarksTurnFailedAndRetryRecovers(t *testing.T) {
 	srv.SetHandler(func(openai.ChatCompletionRequest) extractortest.Reply {
 		return extractortest.Content(`{"facts":{"name":"Alice"},"context":[{"q":"What is my name?","a":"Alice"}]}`)
 	})
-	n, err := worker.RetryFailed(e.ctx, e.store, "alice", 10)
+	n, _, err := worker.RetryFailed(e.ctx, e.store, "alice", 10, true)
 	if err != nil || n != 1 {
 		t.Fatalf("retry failed = %d, %v", n, err)
 	}

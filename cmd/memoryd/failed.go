@@ -9,7 +9,7 @@ import (
 
 // failedCommand parses the flags shared by the commands over failed turns and
 // runs do on an open store.
-func failedCommand(ctx context.Context, a *cli, args []string, name, usage string, defLimit int,
+func failedCommand(ctx context.Context, a *cli, args []string, name, usage string, defLimit int, more func(*flags),
 	do func(ctx context.Context, svc *app.App, user string, limit int) error) error {
 	var (
 		o     connOptions
@@ -20,6 +20,9 @@ func failedCommand(ctx context.Context, a *cli, args []string, name, usage strin
 	o.register(f)
 	f.ArgString(&user, "user", "", "only this user's turns")
 	f.ArgInt(&limit, "limit", defLimit, "most turns")
+	if more != nil {
+		more(f)
+	}
 	if err := f.Parse(args); err != nil {
 		return err
 	}
@@ -35,7 +38,7 @@ func failedCommand(ctx context.Context, a *cli, args []string, name, usage strin
 }
 
 func runFailed(ctx context.Context, a *cli, args []string) error {
-	return failedCommand(ctx, a, args, "failed", "Usage: memoryd failed [--user U] [--limit N]\n\nLists turns whose extraction failed, with the last error.", 100,
+	return failedCommand(ctx, a, args, "failed", "Usage: memoryd failed [--user U] [--limit N]\n\nLists turns whose extraction failed, with the last error.", 100, nil,
 		func(ctx context.Context, svc *app.App, user string, limit int) error {
 			turns, err := svc.Failed(ctx, user, limit)
 			if err != nil {
@@ -57,13 +60,20 @@ func runFailed(ctx context.Context, a *cli, args []string) error {
 }
 
 func runRetryFailed(ctx context.Context, a *cli, args []string) error {
-	return failedCommand(ctx, a, args, "retry-failed", "Usage: memoryd retry-failed [--user U] [--limit N]\n\nSets failed turns back to pending and enqueues their extraction again; a running 'memoryd serve' picks them up.", 1000,
+	var includeCrashed bool
+	return failedCommand(ctx, a, args, "retry-failed", "Usage: memoryd retry-failed [--user U] [--limit N] [--include-crashed]\n\nSets failed turns back to pending and enqueues their extraction again; a running 'memoryd serve' picks them up. Turns the model server went down with (twice) are left failed unless --include-crashed: each would bring it down again.", 1000,
+		func(f *flags) {
+			f.ArgBool(&includeCrashed, "include-crashed", false, "also the turns the model server went down with (their error begins \"the model server went down with this turn's request\"); retry them once the server no longer crashes on them")
+		},
 		func(ctx context.Context, svc *app.App, user string, limit int) error {
-			n, err := svc.RetryFailed(ctx, user, limit)
+			n, crashed, err := svc.RetryFailed(ctx, user, limit, includeCrashed)
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(a.stdout, "%d failed turn(s) re-enqueued\n", n)
+			if crashed > 0 {
+				fmt.Fprintf(a.stdout, "%d turn(s) left failed: the model server went down with their requests; look at its log, then retry them with --include-crashed\n", crashed)
+			}
 			return nil
 		})
 }

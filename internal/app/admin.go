@@ -478,13 +478,14 @@ func (a *App) Failed(ctx context.Context, userID string, limit int) ([]store.Tur
 }
 
 // RetryFailed sets failed turns back to pending and enqueues their
-// extraction again (worker.RetryFailed); running workers pick them up.
-func (a *App) RetryFailed(ctx context.Context, userID string, limit int) (int, error) {
+// extraction again (worker.RetryFailed: those the model server went down
+// with only with includeCrashed); running workers pick them up.
+func (a *App) RetryFailed(ctx context.Context, userID string, limit int, includeCrashed bool) (n, crashed int, err error) {
 	s, err := a.readStore(ctx)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return worker.RetryFailed(ctx, s, userID, limit)
+	return worker.RetryFailed(ctx, s, userID, limit, includeCrashed)
 }
 
 // Prune applies the configured size limits and turn retention once
