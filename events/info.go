@@ -38,13 +38,19 @@ func InfoContext(ctx context.Context, js jetstream.JetStream) (context.Context, 
 
 // InfoDeferred reports whether js's server answers info requests after the
 // other API requests (nats-server 2.11 and later; a version it cannot read
-// is taken for one).
+// is taken for one). Not while the connection is down: nats.go then tells
+// no version, and a request waits for the reconnect; taken for 2.11+, a
+// request to a server dead or restarting waited InfoTimeout, not 5 s.
 func InfoDeferred(js jetstream.JetStream) bool {
 	nc := js.Conn()
 	if nc == nil {
 		return true
 	}
-	major, rest, _ := strings.Cut(strings.TrimPrefix(nc.ConnectedServerVersion(), "v"), ".")
+	v := nc.ConnectedServerVersion()
+	if v == "" {
+		return false // not connected
+	}
+	major, rest, _ := strings.Cut(strings.TrimPrefix(v, "v"), ".")
 	minor, _, _ := strings.Cut(rest, ".")
 	maj, err1 := strconv.Atoi(major)
 	mnr, err2 := strconv.Atoi(minor)

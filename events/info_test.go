@@ -2,6 +2,7 @@ package events_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -46,5 +47,31 @@ func TestInfoContextOnlyOnServersThatDeferInfo(t *testing.T) {
 	defer cancel()
 	if d, ok := deadline(newer, ctx); !ok || d > time.Second {
 		t.Errorf("a deadline of the caller's own (1 s) became %v away", d)
+	}
+}
+
+// While the connection is down (a NATS server dead or restarting: nats.go
+// reconnects for ever), the server's version cannot be read
+// (ConnectedServerVersion is empty): InfoContext keeps nats.go's 5 s, as
+// before it. Taken for a 2.11+ server, every info request on a user's path
+// (a forget, a replay, a start) waited 2 minutes for a server that was
+// gone, whatever its version.
+func TestInfoContextKeepsTheDefaultWhileDisconnected(t *testing.T) {
+	t.Parallel()
+	srv := eventstest.StartServer(t, func(port int) []string {
+		return []string{"-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", t.TempDir()}
+	})
+	js, err := jetstream.New(srv.Conn(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop(t)
+	eventstest.Eventually(t, "the connection down", 10*time.Second, func() (bool, string) {
+		return !js.Conn().IsConnected(), js.Conn().Status().String()
+	})
+	ictx, cancel := events.InfoContext(context.Background(), js)
+	defer cancel()
+	if d, ok := ictx.Deadline(); ok {
+		t.Errorf("disconnected, InfoContext set a deadline %v away; want the JetStream context's default (5 s)", time.Until(d).Round(time.Second))
 	}
 }

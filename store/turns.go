@@ -329,6 +329,32 @@ func (s *Store) FailedTurns(ctx context.Context, userID string, limit int) ([]Tu
 	return turns, nil
 }
 
+// FailedTurnsExcept is FailedTurns without the turns whose last error
+// begins with skip, and the number of those, every one of userID's (or of
+// every user's), not only the limit's first: the turns skipped take no
+// place in limit, so that the oldest being skipped ones does not hide the
+// others from a retry.
+func (s *Store) FailedTurnsExcept(ctx context.Context, userID string, limit int, skip string) ([]Turn, int, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+turnColumns+` FROM turns
+		WHERE status = 'failed' AND ($1 = '' OR user_id = $1)
+		AND left(coalesce(last_error, ''), length($3)) <> $3
+		ORDER BY received_at, event_id LIMIT $2`, userID, limit, skip)
+	if err != nil {
+		return nil, 0, fmt.Errorf("failed turns: %w", err)
+	}
+	turns, err := pgx.CollectRows(rows, scanTurn)
+	if err != nil {
+		return nil, 0, fmt.Errorf("failed turns: %w", err)
+	}
+	var skipped int
+	if err := s.db.QueryRow(ctx, `SELECT count(*) FROM turns
+		WHERE status = 'failed' AND ($1 = '' OR user_id = $1)
+		AND left(coalesce(last_error, ''), length($2)) = $2`, userID, skip).Scan(&skipped); err != nil {
+		return nil, 0, fmt.Errorf("failed turns: count skipped: %w", err)
+	}
+	return turns, skipped, nil
+}
+
 // ResetFailed sets the given failed turns back to pending and returns the
 // keys it reset, so the caller can enqueue them again in the same
 // transaction.

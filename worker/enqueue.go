@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -344,29 +343,25 @@ func jobAttempts(maxAttempts int, metadata []byte, workerMax int) int {
 // most limit) back to pending and enqueues one extraction job each, in one
 // transaction. It returns the number of turns re-enqueued, and of those
 // left failed because the model server went down with their requests
-// (crashed: maxCrashes), which it retries only with includeCrashed: each
+// (crashed: maxCrashes; all of userID's, and none of them counted in
+// limit), which it retries only with includeCrashed: each
 // would bring the server down twice more, an outage for every user (a
 // crash walk: 11 crashes in 3 minutes when retry-failed took 6 such turns
 // with the outage's other failures). Any process with workers picks the
 // jobs up.
 func (e *Enqueuer) RetryFailed(ctx context.Context, userID string, limit int, includeCrashed bool) (n, crashed int, err error) {
 	s := e.store
-	failed, err := s.FailedTurns(ctx, userID, limit)
-	if err != nil || len(failed) == 0 {
-		return 0, 0, err
+	var failed []store.Turn
+	if includeCrashed {
+		failed, err = s.FailedTurns(ctx, userID, limit)
+	} else {
+		// Left out in the query, not after it: the oldest failed turns
+		// being crashed ones, a filter after the limit re-enqueued none,
+		// run after run.
+		failed, crashed, err = s.FailedTurnsExcept(ctx, userID, limit, crashedReason)
 	}
-	if !includeCrashed {
-		kept := failed[:0]
-		for _, t := range failed {
-			if strings.HasPrefix(t.LastError, crashedReason) {
-				crashed++
-				continue
-			}
-			kept = append(kept, t)
-		}
-		if failed = kept; len(failed) == 0 {
-			return 0, crashed, nil
-		}
+	if err != nil || len(failed) == 0 {
+		return 0, crashed, err
 	}
 	keys := make([]store.TurnKey, len(failed))
 	for i, t := range failed {

@@ -257,3 +257,21 @@ func TestRetryFailedLeavesCrashedTurns(t *testing.T) {
 		t.Fatalf("retry failed, crashed included = %d re-enqueued, %d left, %v; want 1 and 0", n, crashed, err)
 	}
 }
+
+// TestRetryFailedReachesTurnsBehindCrashedOnes: the turns left failed for
+// their crashes do not use up --limit. FailedTurns reads the oldest failed
+// turns first, so when they were crashed ones, filtering them after the
+// read re-enqueued nothing, run after run, and the turns behind them were
+// never retried.
+func TestRetryFailedReachesTurnsBehindCrashedOnes(t *testing.T) {
+	e := setup(t)
+	e.failedTurnBecause("poison", worker.CrashedReason+" 2 times: taken for a failure of the turn's own ...")
+	e.failedTurn("outage")
+	if n, crashed, err := worker.RetryFailed(e.ctx, e.store, "", 1, false); err != nil || n != 1 {
+		t.Fatalf("retry failed --limit 1 = %d re-enqueued, %d left for their crashes, %v; want the outage's turn re-enqueued", n, crashed, err)
+	}
+	failed, err := e.store.FailedTurns(e.ctx, "", 10)
+	if err != nil || len(failed) != 1 || failed[0].EventID != "poison" {
+		t.Fatalf("failed turns after the retry: %+v, %v; want the poison turn alone", failed, err)
+	}
+}
