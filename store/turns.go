@@ -316,28 +316,19 @@ func (s *Store) CountFailedTurns(ctx context.Context) (int64, error) {
 
 // FailedTurns lists failed turns, oldest first, optionally for one user.
 func (s *Store) FailedTurns(ctx context.Context, userID string, limit int) ([]Turn, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+turnColumns+` FROM turns
-		WHERE status = 'failed' AND ($1 = '' OR user_id = $1)
-		ORDER BY received_at, event_id LIMIT $2`, userID, limit)
-	if err != nil {
-		return nil, fmt.Errorf("failed turns: %w", err)
-	}
-	turns, err := pgx.CollectRows(rows, scanTurn)
-	if err != nil {
-		return nil, fmt.Errorf("failed turns: %w", err)
-	}
-	return turns, nil
+	turns, _, err := s.FailedTurnsExcept(ctx, userID, limit, "")
+	return turns, err
 }
 
 // FailedTurnsExcept is FailedTurns without the turns whose last error
-// begins with skip, and the number of those, every one of userID's (or of
-// every user's), not only the limit's first: the turns skipped take no
-// place in limit, so that the oldest being skipped ones does not hide the
-// others from a retry.
+// begins with skip (none when skip is empty), and the number of those,
+// every one of userID's (or of every user's), not only the limit's first:
+// the turns skipped take no place in limit, so that the oldest being
+// skipped ones does not hide the others from a retry.
 func (s *Store) FailedTurnsExcept(ctx context.Context, userID string, limit int, skip string) ([]Turn, int, error) {
 	rows, err := s.db.Query(ctx, `SELECT `+turnColumns+` FROM turns
 		WHERE status = 'failed' AND ($1 = '' OR user_id = $1)
-		AND left(coalesce(last_error, ''), length($3)) <> $3
+		AND ($3 = '' OR left(coalesce(last_error, ''), length($3)) <> $3)
 		ORDER BY received_at, event_id LIMIT $2`, userID, limit, skip)
 	if err != nil {
 		return nil, 0, fmt.Errorf("failed turns: %w", err)
@@ -345,6 +336,9 @@ func (s *Store) FailedTurnsExcept(ctx context.Context, userID string, limit int,
 	turns, err := pgx.CollectRows(rows, scanTurn)
 	if err != nil {
 		return nil, 0, fmt.Errorf("failed turns: %w", err)
+	}
+	if skip == "" {
+		return turns, 0, nil
 	}
 	var skipped int
 	if err := s.db.QueryRow(ctx, `SELECT count(*) FROM turns

@@ -351,15 +351,14 @@ func jobAttempts(maxAttempts int, metadata []byte, workerMax int) int {
 // jobs up.
 func (e *Enqueuer) RetryFailed(ctx context.Context, userID string, limit int, includeCrashed bool) (n, crashed int, err error) {
 	s := e.store
-	var failed []store.Turn
+	// Left out in the query, not after it: the oldest failed turns being
+	// crashed ones, a filter after the limit re-enqueued none, run after
+	// run.
+	skip := crashedReason
 	if includeCrashed {
-		failed, err = s.FailedTurns(ctx, userID, limit)
-	} else {
-		// Left out in the query, not after it: the oldest failed turns
-		// being crashed ones, a filter after the limit re-enqueued none,
-		// run after run.
-		failed, crashed, err = s.FailedTurnsExcept(ctx, userID, limit, crashedReason)
+		skip = ""
 	}
+	failed, crashed, err := s.FailedTurnsExcept(ctx, userID, limit, skip)
 	if err != nil || len(failed) == 0 {
 		return 0, crashed, err
 	}
