@@ -1,14 +1,18 @@
-// Package nodetest installs the npm packages of a test's Node.js program, so
-// that tests run real JavaScript clients against memoryd.
+// Package nodetest installs the npm packages of a Node.js program that
+// tests (real JavaScript clients against memoryd) and tools (memeval's
+// local embedding models) run.
 package nodetest
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 )
@@ -23,22 +27,37 @@ import (
 // node or npm is missing or the registry cannot be reached.
 func Install(t testing.TB, src, name string, files ...string) string {
 	t.Helper()
+	contents := make(map[string][]byte, len(files))
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(src, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		contents[f] = b
+	}
+	dir, err := Prepare(name, contents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// Prepare is Install for a program whose files (name to content) are in
+// hand: it returns the directory holding them with their packages
+// installed, or an error saying in one sentence what is missing.
+func Prepare(name string, files map[string][]byte) (string, error) {
 	for _, bin := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(bin); err != nil {
-			t.Fatalf("%s is not installed (the Node.js client tests need it; make test installs it): %v", bin, err)
+			return "", fmt.Errorf("%s is not installed (make test installs it; on Debian: apt-get install nodejs npm): %w", bin, err)
 		}
 	}
 	// The directory is named by its content, so that runs of other
 	// checkouts (other versions of the files) never share one.
+	names := slices.Sorted(maps.Keys(files))
 	h := sha256.New()
-	contents := make([][]byte, len(files))
-	for i, f := range files {
-		var err error
-		if contents[i], err = os.ReadFile(filepath.Join(src, f)); err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintf(h, "%s %d\n", f, len(contents[i]))
-		h.Write(contents[i])
+	for _, f := range names {
+		fmt.Fprintf(h, "%s %d\n", f, len(files[f]))
+		h.Write(files[f])
 	}
 	cache, err := os.UserCacheDir()
 	if err != nil {
@@ -46,34 +65,34 @@ func Install(t testing.TB, src, name string, files ...string) string {
 	}
 	dir := filepath.Join(cache, "memoryd-test", name+"-"+hex.EncodeToString(h.Sum(nil)[:8]))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	lf, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	defer lf.Close() // releases the lock
 	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatal(err)
+		return "", err
 	}
-	for i, f := range files {
-		if err := os.WriteFile(filepath.Join(dir, f), contents[i], 0o644); err != nil {
-			t.Fatal(err)
+	for _, f := range names {
+		if err := os.WriteFile(filepath.Join(dir, f), files[f], 0o644); err != nil {
+			return "", err
 		}
 	}
 	// The stamp says npm ci completed in this directory, whose name is its
 	// content.
 	stamp := filepath.Join(dir, "node_modules", ".memoryd-installed")
 	if _, err := os.Stat(stamp); err == nil {
-		return dir
+		return dir, nil
 	}
 	cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund", "--cache", filepath.Join(dir, ".npm"))
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm could not install %s's packages into %s (is the npm registry reachable?): %v\n%s", name, dir, err, out)
+		return "", errors.Join(fmt.Errorf("npm could not install %s's packages into %s (is the npm registry reachable?): %w", name, dir, err), errors.New(string(out)))
 	}
 	if err := os.WriteFile(stamp, nil, 0o644); err != nil {
-		t.Fatal(err)
+		return "", err
 	}
-	return dir
+	return dir, nil
 }

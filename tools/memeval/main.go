@@ -24,6 +24,7 @@
 //	go -C tools run ./memeval -cv                  # cross-validate the ranking's constants (cv.go)
 //	MEMEVAL_LLM_BASE_URL=... MEMEVAL_LLM_MODEL=... go -C tools run ./memeval   # with a model
 //	go -C tools run ./memeval -embed-base-url http://127.0.0.1:11434/v1 -embed-model nomic-embed-text   # lexical, vector, hybrid
+//	go -C tools run ./memeval -embed-local use-lite   # the same with a weak model that runs here (tools/localembed)
 package main
 
 import (
@@ -36,6 +37,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -45,6 +47,7 @@ import (
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/internal/app"
 	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/tools/localembed"
 )
 
 type options struct {
@@ -62,6 +65,7 @@ type options struct {
 	embedBaseURL   string
 	embedModel     string
 	embedAPIKey    string
+	embedLocal     string
 	cv             bool
 	docs           bool
 	cvCache        string
@@ -106,6 +110,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.embedBaseURL, "embed-base-url", env("MEMEVAL_EMBED_BASE_URL", ""), "OpenAI-compatible embeddings endpoint: memoryd runs hybrid, and the report adds memoryd lexical and vector only (MEMEVAL_EMBED_BASE_URL)")
 	fs.StringVar(&o.embedModel, "embed-model", env("MEMEVAL_EMBED_MODEL", embedding.DefaultModel), "embedding model, with -embed-base-url (MEMEVAL_EMBED_MODEL)")
 	o.embedAPIKey = os.Getenv("MEMEVAL_EMBED_API_KEY")
+	fs.StringVar(&o.embedLocal, "embed-local", "", "embed with a real model that runs here, offline, from npm packages (tools/localembed: "+strings.Join(localembed.Models, ", ")+"), instead of -embed-base-url; weak old models: their figures bound a current model's from below")
 	fs.BoolVar(&o.docs, "docs", false, "instead of the usual report, run the knowledge-base retrieval check (testdata/docs): recall of the expected section by enrich's document chunks next to FTS5-BM25 over the same chunks; -limit takes the first N questions")
 	fs.StringVar(&o.cvCache, "cv-cache", "", "with -cv: read the candidates from this file when it exists (no Postgres or NATS needed), else save them to it after ingesting; it holds the data's text: keep it out of the repository")
 	fs.StringVar(&o.cvVariant, "cv-variant", "", "with -cv: cross-validate only the variants whose name holds this text (and the current constants)")
@@ -116,6 +121,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if o.cvDrop != "" && !o.cv {
 		return errors.New("-cv-drop needs -cv")
+	}
+	if o.embedLocal != "" {
+		if o.embedBaseURL != "" {
+			return errors.New("-embed-local and -embed-base-url are exclusive")
+		}
+		if !slices.Contains(localembed.Models, o.embedLocal) {
+			return fmt.Errorf("-embed-local %q: the local models are %s", o.embedLocal, strings.Join(localembed.Models, ", "))
+		}
 	}
 	level := slog.Level(100)
 	if o.verbose {
@@ -138,6 +151,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
+	if o.embedLocal != "" {
+		srv, err := localembed.Start(ctx, 0, stderr)
+		if err != nil {
+			return err
+		}
+		defer srv.Stop()
+		o.embedBaseURL, o.embedModel = srv.BaseURL, o.embedLocal
+	}
 	in, err := start(ctx, o, logger)
 	if err != nil {
 		return err
