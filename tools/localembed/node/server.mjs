@@ -15,11 +15,20 @@
 // real deployment gains from below, they do not predict it.
 import http from "node:http";
 import fs from "node:fs";
+import path from "node:path";
+import crypto from "node:crypto";
 import { createRequire } from "node:module";
 
 const require = createRequire(import.meta.url);
 const args = process.argv.slice(2);
 const port = Number(args[args.indexOf("--port") + 1] || 0);
+// --cache DIR keeps every vector computed, by model and text, in
+// DIR/<model>-<version>.jsonl, so that a rerun (memeval embeds the same
+// dev sets each time: USE takes about 25 minutes for LongMemEval's 14,028
+// turns on 2 cores) costs nothing. The version changes with the way a
+// model's vectors are computed.
+const cacheDir = args.includes("--cache") ? args[args.indexOf("--cache") + 1] : "";
+const versions = { "use-lite": 1, "glove-sif": 2 };
 // Largest batch handed to a model at once: bounds the memory of one step.
 const chunk = 64;
 
@@ -31,8 +40,46 @@ const loaded = new Map(); // model name -> Promise<{dims, embed(texts) -> number
 
 function model(name) {
   if (!loaders[name]) return null;
-  if (!loaded.has(name)) loaded.set(name, loaders[name]());
+  if (!loaded.has(name)) loaded.set(name, loaders[name]().then((m) => cached(name, m)));
   return loaded.get(name);
+}
+
+// cached wraps a model's embed with the --cache file of its vectors.
+function cached(name, m) {
+  if (!cacheDir) return m;
+  fs.mkdirSync(cacheDir, { recursive: true });
+  const file = path.join(cacheDir, `${name}-${versions[name]}.jsonl`);
+  const known = new Map();
+  if (fs.existsSync(file)) {
+    for (const line of fs.readFileSync(file, "utf8").split("\n")) {
+      if (!line) continue;
+      try {
+        const { h, v } = JSON.parse(line);
+        known.set(h, v);
+      } catch {
+        // a line cut by a crash: the text is embedded again
+      }
+    }
+  }
+  const hash = (t) => crypto.createHash("sha256").update(t).digest("base64");
+  return {
+    dims: m.dims,
+    async embed(texts) {
+      const hs = texts.map(hash);
+      const missing = [...new Set(hs.filter((h) => !known.has(h)))];
+      if (missing.length > 0) {
+        const byHash = new Map(hs.map((h, i) => [h, texts[i]]));
+        const vecs = await m.embed(missing.map((h) => byHash.get(h)));
+        const lines = missing.map((h, i) => {
+          const v = Array.from(vecs[i]);
+          known.set(h, v);
+          return JSON.stringify({ h, v });
+        });
+        fs.appendFileSync(file, lines.join("\n") + "\n");
+      }
+      return hs.map((h) => known.get(h));
+    },
+  };
 }
 
 async function loadUSE() {
@@ -63,11 +110,16 @@ async function loadGloVe() {
     const v = vectors[word];
     return v ? v.slice(0, dims) : null; // entries carry their norm and index after the dimensions
   }
+  // A text with no word known (empty, another script) gets the vector of
+  // "the": usable and alike for all such texts, where a zero vector would
+  // be rejected.
+  const fallback = vectorOf("the");
   return {
     dims,
     async embed(texts) {
       return texts.map((text) => {
         const out = new Array(dims).fill(0);
+        let known = 0;
         for (const tok of text.toLowerCase().match(/[\p{L}\p{N}]+(?:'[\p{L}]+)?/gu) || []) {
           let w = tok;
           if (!index.has(w)) w = tok.replace(/'[\p{L}]+$/u, "");
@@ -76,8 +128,9 @@ async function loadGloVe() {
           const weight = a / (a + p);
           const v = vectorOf(w);
           for (let i = 0; i < dims; i++) out[i] += weight * v[i];
+          known++;
         }
-        return out;
+        return known > 0 ? out : fallback.slice();
       });
     },
   };
