@@ -50,6 +50,7 @@ type crashingServer struct {
 	// chance: an OOM kill of another cause, a deploy).
 	crashLimit int64
 	answered   atomic.Int64
+	bodies     []string     // of the requests answered, under mu
 	cut        atomic.Int64 // other requests in flight at a crash
 	inFlight   atomic.Int64
 }
@@ -99,6 +100,16 @@ func (s *crashingServer) handle(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = io.WriteString(w, reply.Body)
 	s.answered.Add(1)
+	s.mu.Lock()
+	s.bodies = append(s.bodies, string(body))
+	s.mu.Unlock()
+}
+
+// answeredBodies returns the bodies of the requests answered so far.
+func (s *crashingServer) answeredBodies() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.bodies)
 }
 
 // crash closes the listener and every connection, the request's own last

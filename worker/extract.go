@@ -72,7 +72,8 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 	}
 	if metaCount(job.Metadata, metaModelCrashes) > 0 {
 		// The model server went down with this job's request in flight:
-		// sent alone now, so that a second crash is its own (maxCrashes).
+		// sent alone now, so that a second crash is its own (maxCrashes);
+		// a burst's turns one a request, each alone (workBurst).
 		ctx = extractor.Alone(ctx)
 	}
 	w := e.w
@@ -105,14 +106,25 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 	}
 	if job.Args.ConversationID != "" {
 		if batcher, ok := ex.(BatchExtractor); ok {
-			return e.workBurst(ctx, job, batcher, ex.Info(), over, known[job.Args.UserID])
+			return e.workBurst(ctx, job, ex, batcher, over, known)
 		}
 	}
+	return e.extractEach(ctx, job, ex, over, turns, job.Args.EventIDs, known)
+}
+
+// extractEach extracts turns one a request with ex (the offline extractor
+// when over) and stores the results: the turns of a job that is not a
+// conversation's burst, and those of a burst whose request the model
+// server went down with (workBurst). ids are the turns failed on the ways
+// out that fail them all; known holds the current facts of the turns'
+// users.
+func (e *extractWorker) extractEach(ctx context.Context, job *river.Job[ExtractArgs], ex Extractor, over bool, turns []store.Turn, ids []string, known map[string]*knownFacts) error {
+	w := e.w
 	// Earlier turns of each turn's conversation, by default (not only in
 	// debounced bursts), so that "there" or "that one" can be resolved.
-	prior, err := priorTurnsOf(ctx, s, turns)
+	prior, err := priorTurnsOf(ctx, w.cfg.Store, turns)
 	if err != nil {
-		return e.fail(ctx, job.JobRow, job.Args.UserID, job.Args.EventIDs, err)
+		return e.fail(ctx, job.JobRow, job.Args.UserID, ids, err)
 	}
 	info := ex.Info()
 	prov := store.Provenance{Extractor: info.Name, Model: info.Model, PromptVersion: info.PromptVersion}
@@ -189,7 +201,7 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 	}
 	if err := e.save(ctx, done, prov, over, usage); err != nil {
 		e.keepUnsaved(job.ID, done, e.flushUsage(ctx, usage), err)
-		return e.fail(ctx, job.JobRow, job.Args.UserID, job.Args.EventIDs, err)
+		return e.fail(ctx, job.JobRow, job.Args.UserID, ids, err)
 	}
 	if len(failed) > 0 {
 		// Recorded before the turns are marked failed, as they would be
@@ -251,11 +263,20 @@ const priorTurns = 4
 // and stop, leaving them pending. A claim records the job, so a run of the
 // same job takes back a claim it could not release (its process died).
 //
-// info is the extractor's (batcher's); over says it is the offline one, run
-// because of a spend cap; known holds the user's current facts.
-func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArgs], batcher BatchExtractor, info extractor.Info, over bool, known *knownFacts) (err error) {
+// Once the model server went down with the burst's request in flight
+// (metaModelCrashes), the burst's turns are extracted one a request
+// instead (extractEach), each sent alone (work): a second crash of the
+// whole burst would fail every turn of it for good, the innocent ones
+// with the one that brings the server down; one a request, it fails that
+// turn alone, and the turns after it get a job of their own.
+//
+// ex is the extractor (batcher is it as a BatchExtractor); over says it is
+// the offline one, run because of a spend cap; known holds the current
+// facts of the job's user.
+func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArgs], ex Extractor, batcher BatchExtractor, over bool, known map[string]*knownFacts) (err error) {
 	s := e.w.cfg.Store
 	a := job.Args
+	info := ex.Info()
 	lockTimeout := e.w.cfg.LockTimeout
 	if deadline, ok := ctx.Deadline(); ok {
 		lockTimeout = min(lockTimeout, time.Until(deadline)/2)
@@ -274,12 +295,18 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 			e.release(ctx, job.JobRow, a.UserID, ids)
 		}
 	}()
+	if metaCount(job.Metadata, metaModelCrashes) > 0 {
+		// Each turn with the conversation's earlier ones as context, as
+		// in a job of several turns; the claim keeps the jobs of the
+		// burst's other turns off them meanwhile.
+		return e.extractEach(ctx, job, ex, over, burst, ids, known)
+	}
 	prior, err := s.PriorConversationTurns(ctx, a.UserID, a.ConversationID, burst[0].TurnAt, priorTurns)
 	if err != nil {
 		return e.fail(ctx, job.JobRow, a.UserID, a.EventIDs, err)
 	}
 	in := extractor.BatchInput{UserID: a.UserID}
-	in.Facts, in.FactKeys = known.input()
+	in.Facts, in.FactKeys = known[a.UserID].input()
 	for _, t := range burst {
 		in.Turns = append(in.Turns, extractorTurn(t))
 	}

@@ -327,7 +327,10 @@ func (v verdict) hold() bool { return v.count == metaWokenHolds || v.count == me
 //     mid-request, then connections refused) for the maxCrashes-th time
 //     (metaModelCrashes): river.JobCancel, the turns failed for good with
 //     a reason saying so; before that, an attempt spent as below, the
-//     count kept, and the job's next request sent alone (extract.go).
+//     count kept, and the job's next request sent alone (extract.go; a
+//     conversation's burst then sends its turns one a request, each
+//     alone, so that the second crash fails the turn that causes it and
+//     not the whole burst: workBurst).
 //   - extractor.KindPermanent anywhere in the error, or the job's last attempt
 //     (job.Attempt >= jobAttempts(job.MaxAttempts, job.Metadata, maxAttempts)): river.JobCancel,
 //     and the turns are marked failed for good (memoryd failed lists them;
