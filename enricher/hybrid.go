@@ -8,9 +8,11 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/sync/singleflight"
@@ -88,13 +90,9 @@ const DefaultEmbedTimeout = 100 * time.Millisecond
 
 // Tuning of the vector side.
 const (
-	// VectorHalf is the z-score margin (see vectorScore) at which an item's
-	// vector score is 0.5, as ranking.RelevanceHalf is the BM25 sum at
-	// which its relevance is.
-	VectorHalf = 2.0
-	// minVectorItems is the fewest searched items for which the vector side
-	// scores: with fewer, a similarity distribution means nothing.
-	minVectorItems = 3
+	// VectorHalf is ranking.VectorHalf, the z-score margin at which an
+	// item's vector score is 0.5 (ranking.Hybrid.VectorScore).
+	VectorHalf = ranking.VectorHalf
 	// vectorCandidates is the most items the vector side adds to the
 	// candidates.
 	vectorCandidates = 50
@@ -194,16 +192,7 @@ func (h *hybrid) embed(ctx context.Context, userID, text string, reserve time.Du
 	if h == nil {
 		return nil
 	}
-	// The message as a turn would be recorded: a secret it holds is not
-	// sent to the embeddings server (maybe a third party's API), as none
-	// of a turn's is (docs/operations.md, "Sensitive data").
-	text, _ = redact.Text(text)
-	if len(text) > maxQueryBytes {
-		text = text[:maxQueryBytes]
-		for !utf8.ValidString(text) {
-			text = text[:len(text)-1]
-		}
-	}
+	text = embedText(text)
 	start := time.Now()
 	if !h.breaker.allow(start) {
 		h.outcomes[EmbedSkipped].Add(1)
@@ -544,6 +533,29 @@ func (e *userVectors) pick(qv []float32, q store.SearchQuery, limit int) ([]int6
 	if e.index == nil {
 		return nil, nil
 	}
+	r := e.search(qv, q)
+	var ids []int64
+	vec := map[int64]float64{}
+	floor := 0.0
+	for _, hit := range r.Hits {
+		v := vectorScore(float64(hit.Cos), r.Mean, r.Std, r.Population, r.N)
+		if v <= 0 {
+			break // hits are best first
+		}
+		vec[e.ids[hit.I]] = v
+		if v > floor {
+			ids = append(ids, e.ids[hit.I])
+			if len(ids) == limit {
+				floor = v * (1 - ranking.DefaultParams().RecencyWeight)
+			}
+		}
+	}
+	return ids, vec
+}
+
+// search is pick's search of the entry (whose index is not nil) for qv,
+// among the items q selects.
+func (e *userVectors) search(qv []float32, q store.SearchQuery) embedding.Result {
 	since, until := int64(math.MinInt64), int64(math.MaxInt64)
 	if !q.Since.IsZero() {
 		since = q.Since.UnixNano()
@@ -565,62 +577,102 @@ func (e *userVectors) pick(qv []float32, q store.SearchQuery, limit int) ([]int6
 			return (q.Scope == "" || e.scopes[i] == q.Scope) && e.created[i] >= since && e.created[i] < until
 		}
 	}
-	r := e.index.Search(qv, keep, p)
-	var ids []int64
-	vec := map[int64]float64{}
-	floor := 0.0
-	for _, hit := range r.Hits {
-		v := vectorScore(float64(hit.Cos), r.Mean, r.Std, r.Population, r.N)
-		if v <= 0 {
-			break // hits are best first
-		}
-		vec[e.ids[hit.I]] = v
-		if v > floor {
-			ids = append(ids, e.ids[hit.I])
-			if len(ids) == limit {
-				floor = v * (1 - ranking.DefaultParams().RecencyWeight)
-			}
-		}
-	}
-	return ids, vec
+	return e.index.Search(qv, keep, p)
 }
 
-// vectorScore calibrates an item's similarity to the query (cos) into 0..1
-// without regard to the model's range of cosines, which differs widely
-// (unrelated texts score about 0.4 to 0.6 with nomic-embed-text, 0.1 to
-// 0.3 with OpenAI's models): against the distribution of the query's
-// similarity over the user's items (mean, std over pop items: the scope's,
-// whatever the range). Its z-score (cos−mean)/std is compared with the
-// z-score the best of the n searched items would reach by chance were none
-// related (noiseMax(n), which grows with n: about 1.9 for 20 items, 3.2
-// for 1,000, 3.7 for 5,000); the margin d over it maps to d/(d+VectorHalf),
-// the shape of the lexical relevance s/(s+RelevanceHalf). So 0 means "no
-// more similar than the best unrelated item would be", 0.3 a margin of
-// about 0.86 standard deviations, 0.5 of 2. A population under
-// minVectorItems items, or without spread, gives 0.
+// VectorSearch is the vector side's search of one query as a hybrid read
+// runs it, before its scores: what tools/memeval -cv needs to score and
+// fuse the hits again offline, with other constants (ranking.Hybrid).
+type VectorSearch struct {
+	// Hits are the most similar items searched (at most the vector side's
+	// candidates, 50), best first.
+	Hits []VectorHit
+	// N, Population, Mean and Std are embedding.Result's: the items
+	// searched, and the similarity's statistics over the scope's.
+	N, Population int
+	Mean, Std     float64
+}
+
+// VectorHit is an item the vector side found, with its similarity to the
+// query.
+type VectorHit struct {
+	ID        int64
+	CreatedAt time.Time
+	Cos       float64
+}
+
+// SearchVectors searches uv, a user's vectors, for the query vector qv
+// (QueryVector's) as a hybrid enrich does for q's scope and range, with the
+// same index and search: its hits are those enrich scores.
+func SearchVectors(uv store.UserVectors, qv []float32, q store.SearchQuery) (VectorSearch, error) {
+	e, err := newUserVectors(q.UserID, "", len(qv), uv)
+	if err != nil || e.index == nil {
+		return VectorSearch{}, err
+	}
+	r := e.search(qv, q)
+	out := VectorSearch{N: r.N, Population: r.Population, Mean: r.Mean, Std: r.Std}
+	for _, h := range r.Hits {
+		out.Hits = append(out.Hits, VectorHit{ID: e.ids[h.I], CreatedAt: time.Unix(0, e.created[h.I]).UTC(), Cos: float64(h.Cos)})
+	}
+	return out, nil
+}
+
+// QueryVector returns the query vector a hybrid enrich of message, sent
+// at at, searches with (redacted, bounded, unit length, without the words
+// of its time expression), without enrich's time limit or breaker; nil
+// when enrich embeds nothing (a message of a time alone).
+func QueryVector(ctx context.Context, emb QueryEmbedder, message string, at time.Time) ([]float32, error) {
+	if !at.IsZero() {
+		at = at.In(datesIn(at)) // as parseEnrich reads the request's time
+	}
+	p := enrichParams{message: message, at: at, keywords: []string{}}.analyze()
+	text := queryText(p)
+	if p.timed && strings.IndexFunc(text, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsNumber(r) }) < 0 {
+		return nil, nil // as queryVector: nothing but a time
+	}
+	vs, err := emb.Embed(ctx, []string{embedText(text)})
+	if err != nil {
+		return nil, err
+	}
+	if len(vs) != 1 {
+		return nil, errors.New("embedder returned no vector")
+	}
+	v := unitVector(vs[0])
+	if v == nil {
+		return nil, errors.New("embedder returned a zero or non-finite vector")
+	}
+	return v, nil
+}
+
+// embedText is the text of a query embedded: the message as a turn would
+// be recorded, so that a secret it holds is not sent to the embeddings
+// server (maybe a third party's API), as none of a turn's is
+// (docs/operations.md, "Sensitive data"), and at most maxQueryBytes.
+func embedText(text string) string {
+	text, _ = redact.Text(text)
+	if len(text) > maxQueryBytes {
+		text = text[:maxQueryBytes]
+		for !utf8.ValidString(text) {
+			text = text[:len(text)-1]
+		}
+	}
+	return text
+}
+
+// vectorScore is the vector score of an item (ranking.Hybrid.VectorScore,
+// with the default constants).
 func vectorScore(cos, mean, std float64, pop, n int) float64 {
-	if pop < minVectorItems || n < 1 || !(std > 1e-9) {
-		return 0
-	}
-	d := (cos-mean)/std - noiseMax(n)
-	if !(d > 0) {
-		return 0
-	}
-	return d / (d + VectorHalf)
+	return ranking.DefaultHybrid().VectorScore(cos, mean, std, pop, n)
 }
 
-// noiseMax is about the expected maximum of n standard normal values:
-// Blom's approximation Φ⁻¹((n − 0.375)/(n + 0.25)), within 0.03 of the
-// exact value from n = 1 (0) up.
-func noiseMax(n int) float64 {
-	p := (float64(n) - 0.375) / (float64(n) + 0.25)
-	return math.Sqrt2 * math.Erfinv(2*p-1)
-}
+// noiseMax is ranking.NoiseMax.
+func noiseMax(n int) float64 { return ranking.NoiseMax(n) }
 
 // fuse ranks candidates by lexical and vector evidence together: an item's
-// score is 1 − (1 − l)(1 − v·r), where l is its lexical score (Rank, which
-// includes recency), v its vector score (vectorScore; 0 for an item the
-// vector side did not pick) and r ranking's recency factor at at. Each side
+// score is 1 − (1 − l)(1 − v·r) (ranking.Hybrid.Fuse), where l is its
+// lexical score (Rank, which includes recency), v its vector score
+// (vectorScore; 0 for an item the vector side did not pick) and r
+// ranking's recency factor at at. Each side
 // alone gives its own score, so an item found by one side only scores
 // exactly what that side says (a lexical-only item what lexical retrieval
 // gives it: the threshold means the same in both modes), and agreement
@@ -638,7 +690,7 @@ func fuse(c store.Candidates, vec map[int64]float64, at time.Time, threshold flo
 	for _, it := range Rank(c, at, 0, len(c.Matches)) {
 		lex[it.ID] = it.Score
 	}
-	p := ranking.DefaultParams()
+	p, h := ranking.DefaultParams(), ranking.DefaultHybrid()
 	// Sorted by index with their keys, not as items: a few hundred
 	// candidates' structs would be most of the cost.
 	type scored struct {
@@ -653,9 +705,7 @@ func fuse(c store.Candidates, vec map[int64]float64, at time.Time, threshold flo
 		l, v := lex[it.ID], vec[it.ID]
 		f := l
 		if v > 0 {
-			age := max(at.Sub(it.CreatedAt).Seconds(), 0)
-			v *= 1 - p.RecencyWeight + p.RecencyWeight/(1+age/(p.RecencyDays*86400))
-			f = 1 - (1-l)*(1-v)
+			f = h.Fuse(l, v, p.Recency(at.Sub(it.CreatedAt).Seconds()))
 		}
 		if f > 0 && f >= threshold {
 			kept = append(kept, scored{f, it.CreatedAt.UnixNano(), it.ID, i})

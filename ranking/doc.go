@@ -87,4 +87,13 @@
 //     LaterPenalty when another candidate was created before it, within
 //     NeighbourWindow (the first mention of a subject ranks before the turns
 //     that refer back to it).
+//
+// # Hybrid
+//
+// With embeddings, memoryd's enricher fuses the lexical score with a vector
+// score; Hybrid holds the constants of both steps (VectorScore: an item's
+// similarity to the query, calibrated against the user's items, over the
+// best of n unrelated items by chance; Fuse: 1 − (1 − l)(1 − v·recency)),
+// DefaultHybrid the enricher's, so that tools/memeval -cv measures others
+// on the same offline searches.
 package ranking

@@ -77,6 +77,14 @@ type cvQuestion struct {
 	newestRank int
 	// asksReply is asksReply of the question (ranking.Query.AsksReply).
 	asksReply bool
+	// vector is the question's vector side, when read with embeddings
+	// (cvhybrid.go); rangeDocs, rangeEvents and rangeDF are a ranged
+	// question's candidates in its ranked range (maybe none) and their
+	// document frequencies, which a hybrid read ranks first.
+	vector      *cvVector
+	rangeDocs   []ranking.Doc
+	rangeEvents []string
+	rangeDF     []int
 }
 
 // cvVariant is one change measured by cross-validation: the constants it
@@ -102,6 +110,11 @@ type cvVariant struct {
 	// holds one (default) Params per entry, and each ranks the ranged
 	// questions as times[i] says (cvTimeRanks; the first is enrich's).
 	times []cvTime
+	// hybrids, when set, is the grid instead of grid's constants: grid
+	// holds one (default) Params per entry, and each ranks with the
+	// vector side as hybrids[i] says (cvHybridRanks; the first is
+	// enrich's).
+	hybrids []cvHybrid
 }
 
 // cvFusion fuses a ranking with another by reciprocal rank: an item's
@@ -210,10 +223,14 @@ func cvVariants() []cvVariant {
 	return vs
 }
 
-// cvVariantsNamed is cvVariants, only the current constants and the
-// variants whose name holds sub when sub is not empty.
-func cvVariantsNamed(sub string) []cvVariant {
+// cvVariantsNamed is cvVariants, and cvHybridVariants with hybrid, only
+// the current constants and the variants whose name holds sub when sub is
+// not empty.
+func cvVariantsNamed(sub string, hybrid bool) []cvVariant {
 	vs := cvVariants()
+	if hybrid {
+		vs = append(vs, cvHybridVariants()...)
+	}
 	if sub == "" {
 		return vs
 	}
@@ -260,6 +277,9 @@ type cvInput struct {
 	RankedUntil time.Time
 	DF          []int
 	Category    string
+	// Vector is the question's vector side, when read with embeddings
+	// (cvhybrid.go).
+	Vector *cvVector
 }
 
 // cvMatch is one candidate of a cvInput.
@@ -278,6 +298,9 @@ type cvCache struct {
 	Sets    []string
 	Inputs  []cvInput
 	Lexemes map[string][]string
+	// Model is the embedding model the vector sides were read with ("":
+	// none).
+	Model string
 }
 
 // cvRead reads every question's candidates from memoryd's store as enrich
@@ -294,12 +317,34 @@ func cvRead(ctx context.Context, in *instance, sets []dataset, fts ranker) (*cvC
 		return nil, err
 	}
 	out := &cvCache{Lexemes: map[string][]string{}}
+	if in.emb != nil {
+		out.Model = in.emb.Model()
+	}
 	for si, s := range sets {
 		out.Sets = append(out.Sets, s.name)
 		for _, h := range s.haystacks {
 			ranked, err := fts.rank(ctx, h, 10)
 			if err != nil {
 				return nil, fmt.Errorf("%s on %s %s: %w", fts.name(), s.name, h.name, err)
+			}
+			// With embeddings: the user's vectors, their items' event
+			// ids, and hybrid enrich's answers.
+			var (
+				uv      store.UserVectors
+				eventOf map[int64]string
+				hybrid  [][]string
+			)
+			if in.emb != nil {
+				if uv, err = st.UserVectors(ctx, in.userID(h), in.emb.Model()); err != nil {
+					return nil, err
+				}
+				if eventOf, err = userEventIDs(ctx, st, in.userID(h)); err != nil {
+					return nil, err
+				}
+				mem := &memorydRanker{in: in, facts: events.FactsRelevant}
+				if hybrid, err = mem.rank(ctx, h, cvHybridLimit); err != nil {
+					return nil, err
+				}
 			}
 			for qi, q := range h.questions {
 				kws := enricher.Keywords(q.text)
@@ -352,6 +397,11 @@ func cvRead(ctx context.Context, in *instance, sets []dataset, fts ranker) (*cvC
 					ci.Matches = append(ci.Matches, cvMatch{ID: m.Item.ID, CreatedAt: m.Item.CreatedAt,
 						QuestionLen: m.QuestionLen, AnswerLen: m.AnswerLen, Counts: counts,
 						Question: m.Item.Question, Answer: m.Item.Answer, EventID: m.Item.EventID})
+				}
+				if in.emb != nil {
+					if err := readVectors(ctx, in, uv, eventOf, in.userID(h), q, &ci, hybrid[qi]); err != nil {
+						return nil, fmt.Errorf("%s %s: %w", s.name, h.name, err)
+					}
 				}
 				out.Inputs = append(out.Inputs, ci)
 			}
@@ -465,7 +515,8 @@ func cvQuestions(c *cvCache) []cvQuestion {
 	for i, ci := range c.Inputs {
 		forms := [2][][]string{queryForms(ci.Terms, ci.Keywords, c.Lexemes, false), queryForms(ci.Terms, ci.Keywords, c.Lexemes, true)}
 		cq := cvQuestion{set: ci.Set, folds: folds[i], coll: ci.Coll, at: ci.At, evidence: ci.Evidence, fts: firstHit(ci.FTS, ci.Evidence),
-			newest: len(ci.Newest) > 0, newestRank: firstHit(ci.Newest, ci.Evidence), asksReply: asksReply(ci.Question), category: ci.Category}
+			newest: len(ci.Newest) > 0, newestRank: firstHit(ci.Newest, ci.Evidence), asksReply: asksReply(ci.Question), category: ci.Category,
+			vector: ci.Vector}
 		matches := ci.Matches
 		if ci.Ranged {
 			cq.ranged, cq.since, cq.until = true, ci.Since, ci.Until
@@ -485,6 +536,11 @@ func cvQuestions(c *cvCache) []cvQuestion {
 			if len(in) > 0 {
 				matches, cq.df = in, ci.DF
 			}
+			for _, m := range in {
+				cq.rangeDocs = append(cq.rangeDocs, cvDoc(m))
+				cq.rangeEvents = append(cq.rangeEvents, m.EventID)
+			}
+			cq.rangeDF = ci.DF
 		}
 		for _, m := range matches {
 			d := ranking.Doc{ID: m.ID, CreatedAt: m.CreatedAt, QuestionLen: m.QuestionLen, AnswerLen: m.AnswerLen, Terms: m.Counts,
@@ -634,6 +690,9 @@ func (v cvVariant) describe(gi int) string {
 	if v.times != nil {
 		return v.times[gi].String()
 	}
+	if v.hybrids != nil {
+		return v.hybrids[gi].String()
+	}
 	if v.fusions != nil {
 		if f := v.fusions[gi]; f.W != 0 {
 			return fmt.Sprintf("fused K %g, W %g", f.K, f.W)
@@ -667,6 +726,10 @@ func crossValidate(qs []cvQuestion, nsets int, variants []cvVariant, progress fu
 		for gi, p := range v.grid {
 			if v.times != nil {
 				ranks[gi] = cvTimeRanks(qs, v.times[gi])
+				continue
+			}
+			if v.hybrids != nil {
+				ranks[gi] = cvHybridRanks(qs, v.hybrids[gi])
 				continue
 			}
 			if v.fusions != nil && v.fusions[gi].W != 0 {
@@ -834,7 +897,11 @@ func reportCV(w io.Writer, sets []string, qs []cvQuestion, results []cvResult) {
 		}
 		fmt.Fprintf(w, " - | - | - | - |\n")
 		reportPaired(w, s, si, qs, fts, results)
+		reportVsLexical(w, s, si, qs, results)
 		reportTimeCategories(w, s, si, qs, results)
+	}
+	if hasVectors(qs) {
+		reportHybridCheck(w, sets, qs)
 	}
 }
 

@@ -25,6 +25,7 @@
 //	MEMEVAL_LLM_BASE_URL=... MEMEVAL_LLM_MODEL=... go -C tools run ./memeval   # with a model
 //	go -C tools run ./memeval -embed-base-url http://127.0.0.1:11434/v1 -embed-model nomic-embed-text   # lexical, vector, hybrid
 //	go -C tools run ./memeval -embed-local use-lite   # the same with a weak model that runs here (tools/localembed)
+//	go -C tools run ./memeval -cv -cv-variant hybrid -embed-local use-lite   # cross-validate the vector side's constants (cvhybrid.go)
 package main
 
 import (
@@ -106,7 +107,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.llmModel, "llm-model", env("MEMEVAL_LLM_MODEL", ""), "model name, with -llm-base-url (MEMEVAL_LLM_MODEL)")
 	fs.IntVar(&o.llmConcurrency, "llm-concurrency", 8, "LLM requests in flight")
 	fs.IntVar(&o.factLoad, "fact-load", len(factLoadKeys), fmt.Sprintf("facts set per user through memory.facts.set (a plausible profile, at most %d) before the token measurement is repeated; 0 skips the repeat", len(factLoadKeys)))
-	fs.BoolVar(&o.cv, "cv", false, "instead of the usual report, cross-validate the ranking's constants leave one fold out (5 folds: a LoCoMo conversation and a fifth of the LongMemEval questions each) next to FTS5-BM25 on the same folds")
+	fs.BoolVar(&o.cv, "cv", false, "instead of the usual report, cross-validate the ranking's constants leave one fold out (5 folds: a LoCoMo conversation and a fifth of the LongMemEval questions each) next to FTS5-BM25 on the same folds; with -embed-local or -embed-base-url, the hybrid's vector constants too, against lexical enrich")
 	fs.StringVar(&o.embedBaseURL, "embed-base-url", env("MEMEVAL_EMBED_BASE_URL", ""), "OpenAI-compatible embeddings endpoint: memoryd runs hybrid, and the report adds memoryd lexical and vector only (MEMEVAL_EMBED_BASE_URL)")
 	fs.StringVar(&o.embedModel, "embed-model", env("MEMEVAL_EMBED_MODEL", embedding.DefaultModel), "embedding model, with -embed-base-url (MEMEVAL_EMBED_MODEL)")
 	o.embedAPIKey = os.Getenv("MEMEVAL_EMBED_API_KEY")
@@ -144,7 +145,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				return nil
 			}
 			qs := cvQuestions(c)
-			reportCV(stdout, c.Sets, qs, crossValidate(qs, len(c.Sets), cvVariantsNamed(o.cvVariant), progress))
+			reportCV(stdout, c.Sets, qs, crossValidate(qs, len(c.Sets), cvVariantsNamed(o.cvVariant, hasVectors(qs)), progress))
 			return nil
 		} else if !errors.Is(err, os.ErrNotExist) {
 			return err
@@ -219,6 +220,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer fts.db.Close()
 	if o.cv {
+		if in.emb != nil {
+			progress("waiting for every item's vector\n")
+			if err := in.app.WaitEmbedded(ctx, "", store.EmbeddingMark{}, nil); err != nil {
+				return fmt.Errorf("embedding items: %w", err)
+			}
+		}
 		progress("reading candidates\n")
 		c, err := cvRead(ctx, in, sets, fts)
 		if err != nil {
@@ -234,7 +241,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return nil
 		}
 		qs := cvQuestions(c)
-		reportCV(stdout, c.Sets, qs, crossValidate(qs, len(c.Sets), cvVariantsNamed(o.cvVariant), progress))
+		reportCV(stdout, c.Sets, qs, crossValidate(qs, len(c.Sets), cvVariantsNamed(o.cvVariant, hasVectors(qs)), progress))
 		return nil
 	}
 	mem := &memorydRanker{in: in, facts: events.FactsRelevant}
