@@ -29,6 +29,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/memoryd/memoryd/internal/nodetest"
@@ -50,10 +51,11 @@ type Server struct {
 	// (http://127.0.0.1:PORT/v1).
 	BaseURL string
 
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error // the process's exit, once done is closed
-	once sync.Once
+	cmd     *exec.Cmd
+	done    chan struct{}
+	err     error // the process's exit, once done is closed
+	once    sync.Once
+	stopped atomic.Bool // Stop killed it: its exit is no failure
 }
 
 // Start installs the server's packages if needed (progress, if not nil,
@@ -101,18 +103,18 @@ func Start(ctx context.Context, port int, progress io.Writer) (*Server, error) {
 		return nil, fmt.Errorf("starting the local embeddings server: %w", err)
 	}
 	s := &Server{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		s.err = cmd.Wait()
-		close(s.done)
-	}()
 	first := make(chan string, 1)
 	go func() {
+		// Wait only once the output is read to its end: Wait closes the
+		// pipe, and a server that fails at once would lose its line.
 		sc := bufio.NewScanner(out)
 		if sc.Scan() {
 			first <- sc.Text()
 		}
 		close(first)
 		io.Copy(io.Discard, out) // the server prints nothing more; drain in case
+		s.err = cmd.Wait()
+		close(s.done)
 	}()
 	timer := time.NewTimer(startTimeout)
 	defer timer.Stop()
@@ -133,17 +135,24 @@ func Start(ctx context.Context, port int, progress io.Writer) (*Server, error) {
 	}
 }
 
-// Stop ends the server and waits for it to exit.
+// Stop ends the server and waits for it to exit. Its error is the
+// server's failure, if it ended before Stop (a crash, memory exhausted).
 func (s *Server) Stop() error {
 	s.once.Do(func() {
-		if s.cmd.Process != nil {
-			_ = s.cmd.Process.Kill()
+		select {
+		case <-s.done:
+			return // ended on its own: its exit is the error
+		default:
 		}
+		s.stopped.Store(true)
+		_ = s.cmd.Process.Kill()
 	})
 	<-s.done
-	var exit *exec.ExitError
-	if errors.As(s.err, &exit) {
-		return nil // killed by Stop
+	if s.stopped.Load() {
+		return nil
 	}
-	return s.err
+	if s.err == nil {
+		return errors.New("the local embeddings server ended before it was stopped")
+	}
+	return fmt.Errorf("the local embeddings server ended before it was stopped: %w", s.err)
 }

@@ -17,6 +17,7 @@ import http from "node:http";
 import fs from "node:fs";
 import path from "node:path";
 import crypto from "node:crypto";
+import readline from "node:readline";
 import { createRequire } from "node:module";
 
 const require = createRequire(import.meta.url);
@@ -39,19 +40,21 @@ const loaders = {
 const loaded = new Map(); // model name -> Promise<{dims, embed(texts) -> number[][]}>
 
 function model(name) {
-  if (!loaders[name]) return null;
+  if (typeof name !== "string" || !Object.hasOwn(loaders, name)) return null;
   if (!loaded.has(name)) loaded.set(name, loaders[name]().then((m) => cached(name, m)));
   return loaded.get(name);
 }
 
 // cached wraps a model's embed with the --cache file of its vectors.
-function cached(name, m) {
+async function cached(name, m) {
   if (!cacheDir) return m;
   fs.mkdirSync(cacheDir, { recursive: true });
   const file = path.join(cacheDir, `${name}-${versions[name]}.jsonl`);
   const known = new Map();
   if (fs.existsSync(file)) {
-    for (const line of fs.readFileSync(file, "utf8").split("\n")) {
+    // Line by line: the file may outgrow the longest string V8 holds.
+    const lines = readline.createInterface({ input: fs.createReadStream(file, "utf8"), crlfDelay: Infinity });
+    for await (const line of lines) {
       if (!line) continue;
       try {
         const { h, v } = JSON.parse(line);
@@ -150,7 +153,8 @@ function send(res, status, body) {
 }
 
 function fail(res, status, message, code) {
-  send(res, status, { error: { message, type: "invalid_request_error", code } });
+  const type = status >= 500 ? "server_error" : "invalid_request_error";
+  send(res, status, { error: { message, type, code } });
 }
 
 async function embeddings(req, res, body) {
@@ -159,6 +163,9 @@ async function embeddings(req, res, body) {
     r = JSON.parse(body);
   } catch (e) {
     return fail(res, 400, "the body is not JSON: " + e.message, "invalid_json");
+  }
+  if (r === null || typeof r !== "object" || Array.isArray(r)) {
+    return fail(res, 400, "the body must be a JSON object with model and input", "invalid_request");
   }
   const m = model(r.model);
   if (!m) return fail(res, 404, `model ${JSON.stringify(r.model)} not found: this server has ${Object.keys(loaders).join(", ")}`, "model_not_found");
