@@ -180,6 +180,19 @@ func (c *Client) Timeout() time.Duration { return c.cfg.Timeout }
 // job it ran then sent its request in that second.
 func (c *Client) AssumeDown() { c.down.assumeDown(time.Now()) }
 
+// LastDown is when a request of this client last found the server down
+// (Error.Unreachable; not one held back, which was not sent), zero while
+// it does not count as down (a request was answered since). The worker
+// wakes no embed job waiting for the server when it is later than the
+// server's last answer (the extractor's LLM.Down): a time, not a bool,
+// since that answer may have been another client's (enrich's query
+// embedder), which does not end this client's outage.
+func (c *Client) LastDown() time.Time {
+	c.down.mu.Lock()
+	defer c.down.mu.Unlock()
+	return c.down.failedAt
+}
+
 // BatchSize is Config.BatchSize.
 func (c *Client) BatchSize() int { return c.cfg.BatchSize }
 

@@ -52,6 +52,9 @@ type downRow struct {
 	// else 0.
 	assumed    time.Time
 	downBefore time.Duration
+	// failedAt is when a request last found the server down (fail),
+	// zero once one is answered (answer): LastDown.
+	failedAt time.Time
 }
 
 // assumeWindow is how long after assumeDown a first failure counts as
@@ -135,6 +138,7 @@ func (r *downRow) fail(now time.Time, e *Error) {
 			r.downBefore = modelerr.MinHoldBack
 		}
 	}
+	r.failedAt = now
 	r.downErr = Error{Kind: e.Kind, Reason: reason, Unreachable: true, Misconfigured: e.Misconfigured}
 }
 
@@ -148,7 +152,7 @@ func (r *downRow) answer(now time.Time) time.Duration {
 		return 0
 	}
 	down := max(now.Sub(r.downSince), time.Nanosecond)
-	r.downSince, r.downErr = time.Time{}, Error{}
+	r.downSince, r.downErr, r.failedAt = time.Time{}, Error{}, time.Time{}
 	return down
 }
 

@@ -3,7 +3,9 @@ package worker_test
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,5 +159,67 @@ func embeddingsAnswerWakes(t *testing.T, query bool) {
 			t.Errorf("%s job %d: %d wakes, %d ms not waited, %d errors; want one wake, the part it cut short credited, no attempt spent",
 				j.kind, id, j.meta.Wakes, j.meta.Unwaited, j.errors)
 		}
+	}
+}
+
+// TestEmbeddingsDownAgainAfterItsAnswerWakesNone: an embeddings server
+// that answers one request and goes down again with the next does not
+// have the embed jobs waiting for it woken into that outage by the wakes
+// that follow its answer (every second for 5 s), each logged as
+// "embeddings server answering", as TestServerDownAgainAfterItsAnswerWakesNone
+// for the model server; its next answer wakes them.
+func TestEmbeddingsDownAgainAfterItsAnswerWakesNone(t *testing.T) {
+	e := setup(t)
+	srv := embeddingtest.New(t)
+	srv.Fail(http.StatusServiceUnavailable, "")
+	var logs lockedBuffer
+	e.start(extractor.NewRules(), func(c *worker.Config) {
+		withEmbedder(embedder(t, srv, "m1"), -1)(c)
+		c.JobRetryBase = time.Minute // snoozes a wake alone ends within the test
+		c.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+	})
+	users := []string{"ann", "bea", "cat"}
+	for _, u := range users {
+		e.publish(events.Turn{ID: "t-" + u, UserID: u, UserMessage: "My dog is named Rex.", AssistantResponse: "Good dog."})
+	}
+	waiting := func(due map[int64]time.Time) map[int64]time.Time {
+		now := map[int64]time.Time{}
+		for id, j := range e.embedJobsByID() {
+			if _, ok := due[id]; (ok || due == nil) && j.state == "scheduled" && j.meta.For == "model_unreachable" && !j.due.Equal(due[id]) {
+				now[id] = *j.due
+			}
+		}
+		return now
+	}
+	var due map[int64]time.Time
+	e.waitFor("the embed jobs snoozed for the embeddings server", func() (bool, string) {
+		due = waiting(nil)
+		return len(due) == len(users), fmt.Sprintf("%d snoozed", len(due))
+	})
+	// The next request is answered, every later one fails again.
+	srv.Recover()
+	srv.FailFrom(2, http.StatusServiceUnavailable)
+	answered := time.Now()
+	e.publish(events.Turn{ID: "t-dan", UserID: "dan", UserMessage: "My dog is named Rex.", AssistantResponse: "Good dog."})
+	e.waitEmbedded("dan", "m1", 1)
+	// The answer wakes the 3; the server fails them again and they wait.
+	e.waitFor("the woken jobs waiting again", func() (bool, string) {
+		again := waiting(due)
+		return len(again) == len(due), fmt.Sprintf("%d of %d", len(again), len(due))
+	})
+	sent := srv.Requests()
+	// The wakes that follow an answer come within wakeLinger (5 s) of it,
+	// a wakeEvery (1 s) apart; the jobs' snoozes end a minute or more
+	// after. A request in this window is a job woken into the outage. (A
+	// bound on an absence: it can miss the fault on a stalled machine,
+	// not invent it.)
+	for time.Since(answered) < 7*time.Second && srv.Requests() == sent {
+		time.Sleep(50 * time.Millisecond) // polling for an absence, not synchronising
+	}
+	if n := srv.Requests(); n != sent {
+		t.Errorf("%d requests sent after the embeddings server went down again, by jobs woken into the outage; want none", n-sent)
+	}
+	if n := strings.Count(logs.String(), "embeddings server answering; embed jobs waiting for it run now"); n != 1 {
+		t.Errorf("%d lines saying the embeddings server answers, want 1 (its one answer):\n%s", n, logs.String())
 	}
 }

@@ -54,8 +54,9 @@ type modelWaiters struct {
 	// snoozed a job itself (unix nanoseconds): see wakeSoon.
 	looked atomic.Int64
 
-	// down, when set, reports whether the server counts as down now
-	// (extractor.LLM.Down): set by New for the model server.
+	// down, when set, reports whether the server counts as down again
+	// since its last answer (extractor.LLM.Down, embedding.Client.LastDown):
+	// set by New.
 	down func() bool
 }
 
@@ -177,7 +178,9 @@ func (w *Worker) wakeWaiters(ctx context.Context, m *modelWaiters) {
 		// the waiting jobs back into that outage, logging that the server
 		// answers: before, the wakes that follow an answer (wakeLinger)
 		// went on, and a crash walk logged "model server answering" twice
-		// while it was down. Its next answer wakes them.
+		// while it was down. Its next answer wakes them. The embeddings
+		// server's alike: before, its waiting embed jobs were woken into
+		// the outage too.
 		return
 	}
 	now := time.Now()

@@ -768,6 +768,15 @@ func New(cfg Config) (*Worker, error) {
 		w.modelWaits.down = d.Down
 	}
 	w.embedWaits.jobs, w.embedWaits.server, w.embedWaits.kind = []store.RiverJobs{embedJobs, chunkEmbedJobs}, "embeddings server", "embed"
+	if d, ok := cfg.Embedder.(interface{ LastDown() time.Time }); ok {
+		w.embedWaits.down = func() bool {
+			// Down again since the last answer this process heard of: its
+			// embed jobs' or enrich's (EmbeddingsAnswered), which leaves
+			// this client counting the server down from before it.
+			at := d.LastDown()
+			return !at.IsZero() && at.UnixNano() > w.embedWaits.answered.Load()
+		}
+	}
 	middleware := []rivertype.Middleware{w.jobs}
 	if cfg.TracerProvider != nil {
 		w.tracer = cfg.TracerProvider.Tracer(tracerName)
