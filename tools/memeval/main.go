@@ -98,7 +98,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.dataDir, "data", env("MEMEVAL_DATA", "/work/shared/data"), "directory holding locomo-dev.json.gz and longmemeval-s-dev.json.gz (MEMEVAL_DATA)")
 	fs.StringVar(&o.datasets, "datasets", "locomo,longmemeval", "comma-separated datasets to run: locomo, longmemeval")
-	fs.StringVar(&o.databaseURL, "database-url", env("MEMEVAL_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "Postgres database; a fresh schema eval_<run> is created in it and dropped at the end (MEMEVAL_DATABASE_URL)")
+	fs.StringVar(&o.databaseURL, "database-url", env("MEMEVAL_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "Postgres database; a fresh schema eval_<run> is created in it and dropped at the end; memoryd takes 30 connections unless the URL sets pool_max_conns (MEMEVAL_DATABASE_URL)")
 	fs.StringVar(&o.natsURL, "nats-url", env("MEMEVAL_NATS_URL", "nats://127.0.0.1:4222"), "NATS server with JetStream; subject prefix eval<run> and stream EVAL<RUN>_TURNS are used and deleted (MEMEVAL_NATS_URL)")
 	fs.DurationVar(&o.wait, "wait", 20*time.Minute, "how long to wait for memoryd to process the published turns")
 	fs.IntVar(&o.limit, "limit", 0, "use only the first N conversations/questions of each dataset (0: all)")

@@ -107,10 +107,17 @@ func start(ctx context.Context, o options, logger *slog.Logger) (in *instance, e
 	// names and a generous enrich timeout: the evaluation measures ranking,
 	// and a degraded reply (which it reports as an error) would only
 	// measure the machine.
+	// 30 connections (the 20 workers and enrich) unless the URL caps the
+	// pool (pool_max_conns, which store.Open then reads): beside other
+	// work on a shared Postgres, two runs would otherwise take 68.
+	maxConns := int32(30)
+	if strings.Contains(dbURL, "pool_max_conns=") {
+		maxConns = 0
+	}
 	cfg := app.Config{
 		Logger: logger, Prefix: in.prefix, Stream: in.stream,
 		NATS:     app.NATSConfig{URL: o.natsURL, Name: "memeval"},
-		Store:    store.Config{URL: dbURL, MaxConns: 30},
+		Store:    store.Config{URL: dbURL, MaxConns: maxConns},
 		Worker:   worker.Config{Workers: 20, FetchPollInterval: 100 * time.Millisecond},
 		Enricher: enricher.Config{Timeout: 10 * time.Second},
 	}
