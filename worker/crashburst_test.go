@@ -73,28 +73,7 @@ func burstCrashRun(t *testing.T, crashLimit int64) (*crashingServer, []store.Tur
 		c.MaxAttempts = 5
 		c.JobRetryBase = 300 * time.Millisecond
 	})
-	e.waitFor("every turn of the burst processed or failed", func() (bool, string) {
-		var st []string
-		for _, id := range ids {
-			turn, err := e.store.GetTurn(e.ctx, "u", id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if turn.Status == "pending" {
-				return false, fmt.Sprint(id, " pending, ", srv.poisonSent.Load(), " crashes")
-			}
-			st = append(st, turn.Status)
-		}
-		return true, strings.Join(st, " ")
-	})
-	turns = turns[:0]
-	for _, id := range ids {
-		turn, err := e.store.GetTurn(e.ctx, "u", id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		turns = append(turns, turn)
-	}
+	turns = settledTurns(t, e, srv, ids)
 	return srv, turns
 }
 

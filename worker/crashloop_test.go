@@ -329,25 +329,8 @@ func TestPoisonTurnInAJobOfSeveralTurns(t *testing.T) {
 		c.MaxAttempts = 5
 		c.JobRetryBase = 500 * time.Millisecond
 	})
-	e.waitFor("every turn of the job processed or failed", func() (bool, string) {
-		var st []string
-		for _, id := range ids {
-			turn, err := e.store.GetTurn(e.ctx, "u", id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if turn.Status == "pending" {
-				return false, fmt.Sprint(id, " pending, ", srv.poisonSent.Load(), " crashes")
-			}
-			st = append(st, turn.Status)
-		}
-		return true, strings.Join(st, " ")
-	})
-	for _, id := range ids {
-		turn, err := e.store.GetTurn(e.ctx, "u", id)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, turn := range settledTurns(t, e, srv, ids) {
+		id := turn.EventID
 		switch {
 		case id == "r1" && (turn.Status != "failed" || !strings.Contains(turn.LastError, "went down with this turn's request in flight 2 times")):
 			t.Errorf("poison turn %s: %s %q; want failed for its crashes", id, turn.Status, turn.LastError)
@@ -358,4 +341,27 @@ func TestPoisonTurnInAJobOfSeveralTurns(t *testing.T) {
 	if n := srv.poisonSent.Load(); n != 2 {
 		t.Errorf("poison turn sent %d times, each a crash; want 2", n)
 	}
+}
+
+// settledTurns waits until none of user u's turns ids is pending (each
+// processed or failed for good), and returns them in the order of ids.
+func settledTurns(t *testing.T, e *env, srv *crashingServer, ids []string) []store.Turn {
+	t.Helper()
+	turns := make([]store.Turn, len(ids))
+	e.waitFor("every turn processed or failed", func() (bool, string) {
+		var st []string
+		for i, id := range ids {
+			turn, err := e.store.GetTurn(e.ctx, "u", id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if turn.Status == "pending" {
+				return false, fmt.Sprint(id, " pending, ", srv.poisonSent.Load(), " crashes")
+			}
+			turns[i] = turn
+			st = append(st, turn.Status)
+		}
+		return true, strings.Join(st, " ")
+	})
+	return turns
 }
