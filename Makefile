@@ -9,7 +9,7 @@ export GOFLAGS := $(strip $(shell $(GO) env GOFLAGS) -trimpath)
 PKGS ?= ./...
 # TESTPKGS puts the longest packages first, longest first, when every
 # package runs: go test starts packages in the order given (-p 2 on these
-# machines before TESTP), so the long ones share the cores with the short ones from the
+# machines), so the long ones share the cores with the short ones from the
 # start instead of running alone at the end (a run at 8m04s of tests had
 # worker, 176 s, start after 5 minutes and end last). Their times, from
 # a run of 10m40s on 2026-12-01: worker 277 s, systest 249 s, internal/app
@@ -19,12 +19,6 @@ PKGS ?= ./...
 # speed check: worker, 277 s in that run, took 10m21s beside other loads
 # (load average 18-22 on 2 cores), which the 8m it was would have failed.
 TESTTIMEOUT ?= 20m
-# TESTP is go test's -p, the packages tested at once. The tests mostly wait
-# (for jobs, servers, redeliveries): with 2 at a time on 2 cores, a run of
-# 12m07s on 2026-12-05 used 13.6 CPU-minutes, the cores idle half the
-# time. Each package caps its pools (storetest.MaxConns), so a third at
-# once stays within Postgres's 100 connections.
-TESTP ?= 3
 LONGPKGS = ./worker/ ./systest/ ./internal/app/ ./store/ ./enricher/ ./cmd/memoryd/
 TESTPKGS = $(if $(filter ./...,$(PKGS)),$(LONGPKGS) ./...,$(PKGS))
 FUZZTIME ?= 30s
@@ -40,7 +34,7 @@ demo: services
 ## exit status is go test's
 test: testservices testdeps vet tools
 	$(GO) run ./scripts/testdb
-	$(GO) run ./scripts/testprogress -race -count=1 -p $(TESTP) -timeout $(TESTTIMEOUT) $(TESTPKGS)
+	$(GO) run ./scripts/testprogress -race -count=1 -timeout $(TESTTIMEOUT) $(TESTPKGS)
 
 ## toolstest: the tools module's tests, on the test servers: memeval's
 ## cross-validation must rank every question as enrich does, and its document
