@@ -157,7 +157,10 @@ func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 	// the memory (megabytes of chunks and their terms).
 	sctx, release := pastDeadline(ctx)
 	defer release()
-	var recorded uint64 // the unfinished record's revision
+	var (
+		recorded uint64             // the unfinished record's revision
+		bucket   jetstream.KeyValue // its handle, for the last write
+	)
 	if again == nil {
 		// Recorded unfinished first: a process stopped from here on (killed
 		// by its supervisor, or a failure below nobody retries) leaves it
@@ -165,7 +168,7 @@ func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 		// (finishForget). Not cancelled by a shutdown (bounded by
 		// recordTimeout): a stop that ends the rest is what it is for.
 		// Best effort: the forget goes on without it.
-		if recorded, err = putForget(context.WithoutCancel(ctx), js, stream, tomb, true, 0); err != nil {
+		if recorded, bucket, err = putForgetIn(context.WithoutCancel(ctx), js, nil, stream, tomb, true, 0); err != nil {
 			logger.Warn("forget: not recorded in NATS before the rest: if this process stops before the forget is done, no restart finishes it (tried again at the end)",
 				"bucket", ForgetsBucket(stream), "error", err)
 		}
@@ -208,7 +211,7 @@ func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 	// Only over its own unfinished record: a later forget of the user
 	// recorded meanwhile (a retry of the request, while this one's stream
 	// side ran) stays, unfinished as it may be.
-	if _, err := putForget(sctx, js, stream, tomb, false, recorded); err != nil {
+	if _, _, err := putForgetIn(sctx, js, bucket, stream, tomb, false, recorded); err != nil {
 		logger.Warn("forget: done, but still recorded in NATS as unfinished: the next start reads the streams for it again",
 			"bucket", ForgetsBucket(stream), "error", err)
 	}

@@ -88,9 +88,24 @@ func turnReplicas(ctx context.Context, js jetstream.JetStream, stream string) in
 // since (a later forget of the user, recorded unfinished while this one's
 // stream side ran) is left as it is, not replaced by this older one.
 func putForget(ctx context.Context, js jetstream.JetStream, stream string, tomb store.Tombstone, unfinished bool, over uint64) (uint64, error) {
+	rev, _, err := putForgetIn(ctx, js, nil, stream, tomb, unfinished, over)
+	return rev, err
+}
+
+// putForgetIn is putForget with the bucket's handle: kv when not nil (a
+// forget's first write looked it up), else looked up (a stream info
+// request, which nats-server 2.11+ answers only after the API requests
+// queued before it: beside other forgets' deletes it may take longer than
+// recordTimeout, and the forget's last write, which needs no lookup, would
+// leave its record unfinished). It returns the handle for the next write.
+func putForgetIn(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, stream string, tomb store.Tombstone, unfinished bool, over uint64) (uint64, jetstream.KeyValue, error) {
 	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
 	defer cancel()
-	kv, err := js.KeyValue(ctx, ForgetsBucket(stream))
+	var err error
+	if kv != nil {
+		return putForgetRecord(ctx, kv, tomb, unfinished, over)
+	}
+	kv, err = js.KeyValue(ctx, ForgetsBucket(stream))
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket:      ForgetsBucket(stream),
@@ -104,26 +119,30 @@ func putForget(ctx context.Context, js jetstream.JetStream, stream string, tomb 
 		}
 	}
 	if err != nil {
-		return 0, fmt.Errorf("forgets bucket: %w", err)
+		return 0, nil, fmt.Errorf("forgets bucket: %w", err)
 	}
+	return putForgetRecord(ctx, kv, tomb, unfinished, over)
+}
+
+func putForgetRecord(ctx context.Context, kv jetstream.KeyValue, tomb store.Tombstone, unfinished bool, over uint64) (uint64, jetstream.KeyValue, error) {
 	data, err := json.Marshal(forgetRecord{Token: tomb.UserToken, ForgottenAt: tomb.ForgottenAt, Seq: tomb.Through.Seq,
 		Stored: tomb.Through.Stored, SeqAlone: tomb.SeqAlone, Unfinished: unfinished})
 	if err != nil {
-		return 0, err
+		return 0, kv, err
 	}
 	var rev uint64
 	if over != 0 {
 		rev, err = kv.Update(ctx, forgetKey(tomb.UserToken), data, over)
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			return 0, nil // recorded since: a later forget, or this one marked finished by a start
+			return 0, kv, nil // recorded since: a later forget, or this one marked finished by a start
 		}
 	} else {
 		rev, err = kv.Put(ctx, forgetKey(tomb.UserToken), data)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("forgets bucket: put: %w", err)
+		return 0, kv, fmt.Errorf("forgets bucket: put: %w", err)
 	}
-	return rev, nil
+	return rev, kv, nil
 }
 
 // readForgets returns every forget the bucket records (none when it does
