@@ -35,19 +35,7 @@ func burstCrashRun(t *testing.T, crashLimit int64) (*crashingServer, []store.Tur
 	if err != nil {
 		t.Fatal(err)
 	}
-	at := time.Now().Add(-time.Hour)
-	var turns []store.Turn
-	var ids []string
-	for i := range 4 {
-		msg := fmt.Sprintf("My name is Alice and I have %d cats.", i)
-		if i == 2 {
-			msg = "My name is Alice. " + marker
-		}
-		id := fmt.Sprint("b", i)
-		ids = append(ids, id)
-		turns = append(turns, store.Turn{UserID: "u", EventID: id, ConversationID: "c1", UserMessage: msg, AssistantResponse: "ok",
-			TurnAt: at.Add(time.Duration(i) * time.Second)})
-	}
+	turns, ids := poisonTurns(marker, "b", 4, 2, "c1")
 	client, err := river.NewClient(riverpgxv5.New(e.store.Pool()), &river.Config{})
 	if err != nil {
 		t.Fatal(err)

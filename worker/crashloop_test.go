@@ -298,18 +298,7 @@ func TestPoisonTurnInAJobOfSeveralTurns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	at := time.Now().Add(-time.Hour)
-	var turns []store.Turn
-	var ids []string
-	for i := range 5 {
-		msg := fmt.Sprintf("My name is Alice and I have %d cats.", i)
-		if i == 1 {
-			msg = "My name is Alice. " + marker
-		}
-		id := fmt.Sprint("r", i)
-		ids = append(ids, id)
-		turns = append(turns, store.Turn{UserID: "u", EventID: id, UserMessage: msg, TurnAt: at.Add(time.Duration(i) * time.Second)})
-	}
+	turns, ids := poisonTurns(marker, "r", 5, 1, "")
 	// One job of the five turns, as a replay inserts them.
 	client, err := river.NewClient(riverpgxv5.New(e.store.Pool()), &river.Config{})
 	if err != nil {
@@ -364,4 +353,24 @@ func settledTurns(t *testing.T, e *env, srv *crashingServer, ids []string) []sto
 		return true, strings.Join(st, " ")
 	})
 	return turns
+}
+
+// poisonTurns returns n turns of user u, a second apart an hour ago, with
+// event ids prefix0, prefix1, ..., of conversation (none when empty); the
+// turn at index poison holds marker, the crashing server's poison.
+func poisonTurns(marker, prefix string, n, poison int, conversation string) ([]store.Turn, []string) {
+	at := time.Now().Add(-time.Hour)
+	var turns []store.Turn
+	var ids []string
+	for i := range n {
+		msg := fmt.Sprintf("My name is Alice and I have %d cats.", i)
+		if i == poison {
+			msg = "My name is Alice. " + marker
+		}
+		id := fmt.Sprint(prefix, i)
+		ids = append(ids, id)
+		turns = append(turns, store.Turn{UserID: "u", EventID: id, ConversationID: conversation, UserMessage: msg, AssistantResponse: "ok",
+			TurnAt: at.Add(time.Duration(i) * time.Second)})
+	}
+	return turns, ids
 }

@@ -17,13 +17,7 @@ import (
 // hybrid, memoryd lexical and vector only beside the baselines. The fake's
 // figures mean nothing (a hashed bag of words); the plumbing is the point.
 func TestEmbeddingsPlumbing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("ingests a LoCoMo conversation")
-	}
-	data := env("MEMEVAL_DATA", "/work/shared/data")
-	if _, err := os.Stat(filepath.Join(data, "locomo-dev.json.gz")); err != nil {
-		t.Skipf("no LoCoMo dev file: %v", err)
-	}
+	locomoData(t)
 	srv := embeddingtest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -52,13 +46,7 @@ func TestEmbeddingsPlumbing(t *testing.T) {
 // hybrid variants are reported, and a second run from the saved candidates
 // (-cv-cache, no embeddings server) prints the same.
 func TestRunCVHybrid(t *testing.T) {
-	if testing.Short() {
-		t.Skip("ingests a LoCoMo conversation")
-	}
-	data := env("MEMEVAL_DATA", "/work/shared/data")
-	if _, err := os.Stat(filepath.Join(data, "locomo-dev.json.gz")); err != nil {
-		t.Skipf("no LoCoMo dev file: %v", err)
-	}
+	data := locomoData(t)
 	srv := embeddingtest.New(t)
 	cache := filepath.Join(t.TempDir(), "cv.gob")
 	run1 := func(args ...string) string {
@@ -89,4 +77,18 @@ func TestRunCVHybrid(t *testing.T) {
 	if again := run1(); again != out {
 		t.Errorf("-cv from the saved candidates differs:\n%s\nfirst run:\n%s", again, out)
 	}
+}
+
+// locomoData returns the data directory holding LoCoMo's dev file, or
+// skips t (short, or no such file).
+func locomoData(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("ingests a LoCoMo conversation")
+	}
+	data := env("MEMEVAL_DATA", "/work/shared/data")
+	if _, err := os.Stat(filepath.Join(data, "locomo-dev.json.gz")); err != nil {
+		t.Skipf("no LoCoMo dev file: %v", err)
+	}
+	return data
 }
