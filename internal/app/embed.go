@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -26,7 +27,9 @@ func (a *App) embedder() (*embedding.Client, error) {
 		return nil, nil
 	}
 	if a.emb == nil {
-		c, err := embedding.New(a.cfg.Embed)
+		cfg := a.cfg.Embed
+		cfg.Logger = embedLogger(cfg.Logger, "jobs")
+		c, err := embedding.New(cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -49,7 +52,19 @@ func (a *App) queryEmbedder() (*embedding.Client, error) {
 	c.MaxConcurrency = a.cfg.Enricher.MaxInFlight + a.cfg.Enricher.MaxSearchInFlight
 	c.RequestsPerSecond = 0
 	c.BatchSize = 1
+	c.Logger = embedLogger(c.Logger, "queries")
 	return embedding.New(c)
+}
+
+// embedLogger tells apart the lines of serve's two embeddings clients
+// (client: "jobs" embeds items, "queries" enrich's and search's queries),
+// which would otherwise log the same outage's end ("embeddings server
+// answering again") alike.
+func embedLogger(l *slog.Logger, client string) *slog.Logger {
+	if l == nil {
+		l = slog.Default()
+	}
+	return l.With("client", client)
 }
 
 func (m *metrics) registerQueryEmbeddings() {

@@ -2,12 +2,17 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/memoryd/memoryd/embedding"
 	"github.com/memoryd/memoryd/embedding/embeddingtest"
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/store"
@@ -181,5 +186,55 @@ func TestHybridEnrichWiring(t *testing.T) {
 		if !states[st] {
 			t.Errorf("memoryd_queue_jobs lacks queue %q state %q (has %v)", worker.QueueEmbedFor("m1"), st, states)
 		}
+	}
+}
+
+// The end of an embeddings outage is logged by each of serve's two
+// clients (the embed jobs' and enrich's queries'), which say which they
+// are: before, the two "embeddings server answering again" lines of one
+// outage could not be told apart.
+func TestEmbeddingsClientsLogWhichTheyAre(t *testing.T) {
+	t.Parallel()
+	srv := embeddingtest.New(t)
+	var logs lockedBuffer
+	cfg := Defaults()
+	cfg.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	cfg.Embed.BaseURL, cfg.Embed.Model = srv.URL, "m1"
+	a, err := New(cfg) // connects to nothing until Start
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	jobs, err := a.embedder()
+	a.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	queries, err := a.queryEmbedder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, c := range []*embedding.Client{jobs, queries} {
+		srv.FailNext(1, http.StatusServiceUnavailable) // down: no Retry-After
+		if _, err := c.Embed(ctx, []string{"down"}); err == nil {
+			t.Fatal("an embedding during a 503: no error")
+		}
+		if _, err := c.Embed(ctx, []string{"up"}); err != nil {
+			t.Fatalf("an embedding after the 503: %v", err)
+		}
+	}
+	var clients []string
+	for line := range strings.Lines(logs.String()) {
+		var rec struct{ Msg, Client string }
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if rec.Msg == "embeddings server answering again" {
+			clients = append(clients, rec.Client)
+		}
+	}
+	if want := []string{"jobs", "queries"}; !slices.Equal(clients, want) {
+		t.Errorf("the answering lines' clients %q, want %q", clients, want)
 	}
 }
