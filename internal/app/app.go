@@ -860,8 +860,10 @@ func (a *App) stopLocked(ctx context.Context) error {
 	return nil
 }
 
-// Health checks Postgres, NATS and the JetStream consumer the workers share,
-// each bounded; every check is "ok" or what is wrong.
+// Health checks Postgres, NATS and, in a process that runs the worker, the
+// JetStream consumer the workers share, the ingest, the model server and
+// (with embeddings) the embeddings server, each bounded; every check is
+// "ok" or what is wrong.
 func (a *App) Health(ctx context.Context) map[string]string {
 	a.mu.Lock()
 	s, nc := a.store, a.nc

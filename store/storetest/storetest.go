@@ -30,12 +30,38 @@ const DefaultURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 // in parallel, so every pool stays small.
 const MaxConns = 4
 
-// BaseURL returns the connection string of the test database.
+// BaseURL returns the connection string of the test database, less any
+// pool_ parameter of MEMORYD_TEST_DATABASE_URL (pool_max_conns, ...): the
+// tests cap their pools themselves (MaxConns), and Postgres refuses the
+// parameter on the plain connections they also make ("unrecognized
+// configuration parameter"), which failed every test.
 func BaseURL() string {
 	if u := os.Getenv("MEMORYD_TEST_DATABASE_URL"); u != "" {
-		return u
+		return withoutPoolParams(u)
 	}
 	return DefaultURL
+}
+
+// withoutPoolParams is u without its pool_ query parameters; a connection
+// string that is not a URL (keyword=value) is returned as it is.
+func withoutPoolParams(u string) string {
+	p, err := url.Parse(u)
+	if err != nil || (p.Scheme != "postgres" && p.Scheme != "postgresql") {
+		return u
+	}
+	q := p.Query()
+	cut := false
+	for k := range q {
+		if strings.HasPrefix(k, "pool_") {
+			q.Del(k)
+			cut = true
+		}
+	}
+	if !cut {
+		return u
+	}
+	p.RawQuery = q.Encode()
+	return p.String()
 }
 
 // Schema creates a fresh schema, dropped when the test ends, and returns its

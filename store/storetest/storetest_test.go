@@ -89,3 +89,28 @@ func TestEnsureDatabaseRace(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolParamsInTheURLAreIgnored: MEMORYD_TEST_DATABASE_URL with a pool
+// parameter, as a caller capping memoryd's pools writes it, still gives
+// schemas: before, Postgres refused pool_max_conns on the plain
+// connections the helpers make, and every test failed.
+func TestPoolParamsInTheURLAreIgnored(t *testing.T) {
+	base := storetest.BaseURL()
+	sep := "?"
+	if strings.Contains(base, "?") {
+		sep = "&"
+	}
+	t.Setenv("MEMORYD_TEST_DATABASE_URL", base+sep+"pool_max_conns=6&pool_min_conns=1")
+	if got := storetest.BaseURL(); strings.Contains(got, "pool_") {
+		t.Errorf("BaseURL %q keeps a pool parameter", got)
+	}
+	_, schemaURL := storetest.Schema(t)
+	conn, err := pgx.Connect(context.Background(), schemaURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if err := conn.Ping(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
