@@ -129,7 +129,8 @@ reply. Safe to run again.`)
 	}
 	fmt.Fprintf(out, "   keywords: %v   took: %.2f ms   degraded: %v\n   injection appended to the message:\n\n%s\n",
 		reply.Keywords, reply.TookMS, reply.Degraded, indent(reply.Injection, "     "))
-	fmt.Fprintf(out, "\nTry it yourself while 'memoryd serve' runs:\n  memoryd enrich --user %s \"what should I cook tonight?\"\n", user)
+	// As README's "Running it" writes it: make demo installs no binary.
+	fmt.Fprintf(out, "\nTry it yourself from the repository, while 'go run ./cmd/memoryd serve' runs in another terminal:\n  go run ./cmd/memoryd enrich --user %s \"what should I cook tonight?\"\n", user)
 	return nil
 }
 
