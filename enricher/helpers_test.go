@@ -104,7 +104,16 @@ func ctxT(t *testing.T) context.Context {
 // raw sends payload to subject and returns the reply.
 func (h *harness) raw(t *testing.T, subject string, payload []byte) *nats.Msg {
 	t.Helper()
-	msg, err := h.nc.Request(subject, payload, 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return h.rawCtx(ctx, t, subject, payload)
+}
+
+// rawCtx is raw, the request bounded by ctx (a reply of megabytes:
+// payload_test.go's quick).
+func (h *harness) rawCtx(ctx context.Context, t *testing.T, subject string, payload []byte) *nats.Msg {
+	t.Helper()
+	msg, err := h.nc.RequestWithContext(ctx, subject, payload)
 	if err != nil {
 		t.Fatalf("request %s: %v", subject, err)
 	}

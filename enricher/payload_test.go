@@ -46,7 +46,7 @@ func TestHTMLRepliesAreNotEscaped(t *testing.T) {
 	if err != nil || got.Answer != html {
 		t.Fatalf("context.get: %d bytes, %v", len(got.Answer), err)
 	}
-	msg := h.raw(t, h.prefix+".search.alice", mustJSON(t, events.SearchRequest{UserID: "alice", Query: "quokka"}))
+	msg := h.rawCtx(quick(t), t, h.prefix+".search.alice", mustJSON(t, events.SearchRequest{UserID: "alice", Query: "quokka"}))
 	if code, desc := errorCode(t, msg); code != 0 || !bytes.Contains(msg.Data, []byte("<><>")) || bytes.Contains(msg.Data, []byte(`\u003c`)) {
 		t.Fatalf("search: %d %s, %d bytes, want < unescaped", code, desc, len(msg.Data))
 	}
@@ -132,7 +132,7 @@ func TestLargeRepliesAreCutToFit(t *testing.T) {
 			SourceAt: t0.Add(time.Duration(i%3) * time.Second)})
 	}
 	upsertFacts(t, st, facts...)
-	first := h.raw(t, h.prefix+".facts.list.alice", mustJSON(t, events.FactsListRequest{UserID: "alice"}))
+	first := h.rawCtx(quick(t), t, h.prefix+".facts.list.alice", mustJSON(t, events.FactsListRequest{UserID: "alice"}))
 	var page events.FactsReply
 	if err := json.Unmarshal(first.Data, &page); err != nil || page.Next == nil || len(page.Facts) == 0 {
 		t.Fatalf("facts.list first page: %d facts, next %v, %v", len(page.Facts), page.Next, err)
