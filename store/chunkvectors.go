@@ -123,6 +123,9 @@ type ChunkEmbeddingWrite struct {
 // key checks held a document's chunks and its trigger then waited for the
 // collection's generation row, which the deletion held (deleted, or moved
 // by another document's vectors going) while it waited for those chunks.
+// Then it takes the document's share lock, while it holds hash: a re-put,
+// an index job or a delete of the document waits for the save, and its
+// cascade takes the saved vectors with the old chunks.
 func (s *Store) SaveChunkEmbeddings(ctx context.Context, model string, collectionID int64, docID, hash string, ws []ChunkEmbeddingWrite) (int64, error) {
 	if len(ws) == 0 {
 		return 0, nil
@@ -137,6 +140,22 @@ func (s *Store) SaveChunkEmbeddings(ctx context.Context, model string, collectio
 		err := q.db.QueryRow(ctx, `SELECT 1 FROM collections WHERE id = $1 FOR KEY SHARE`, collectionID).Scan(&one)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil // deleted, with the document
+		}
+		if err != nil {
+			return err
+		}
+		// The document, while it holds the content embedded, until the
+		// save commits: a re-put (its FOR UPDATE), an index job or a
+		// delete of it waits, and then deletes these vectors with the
+		// chunks. The statement below took its snapshot after the lock, so
+		// it reads this content; without the lock a re-put committed
+		// between that snapshot and the rows' writes, and its chunks (the
+		// same indexes) let the old content's vectors in, over the new
+		// content's own when its job had saved them (ON CONFLICT).
+		err = q.db.QueryRow(ctx, `SELECT 1 FROM documents WHERE collection_id = $1 AND doc_id = $2
+			AND content_hash = $3 AND status = 'ready' FOR SHARE`, collectionID, docID, hash).Scan(&one)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // gone, or other content: its own jobs embed it
 		}
 		if err != nil {
 			return err

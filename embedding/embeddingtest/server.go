@@ -68,6 +68,11 @@ type Server struct {
 	answered       int    // requests answered with vectors, counted for altDims
 	crashAnswered  bool   // the crashing request itself is answered with crashStatus, not cut off
 	key            string // SetKey's
+
+	// HoldContaining's:
+	holdWith string        // when set, a request with an input holding it waits for hold to close
+	hold     chan struct{} // HoldContaining's, closed by its release
+	held     int           // requests waiting on hold
 }
 
 // Break is how BreakVector spoils a text's vector.
@@ -287,6 +292,37 @@ func (s *Server) Recover() {
 	s.failFrom, s.failFromStatus = 0, 0
 }
 
+// HoldContaining makes every later request with an input holding text
+// wait, before it is answered (or fails as told), until release is called
+// (or the client goes); Held counts those waiting. A test holds a job in
+// its model request this way, to run something beside it, and lets it go
+// when it chooses, without a delay's guess. Another HoldContaining, or
+// release, ends the hold of later requests.
+func (s *Server) HoldContaining(text string) (release func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := make(chan struct{})
+	s.holdWith, s.hold = text, ch
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			if s.hold == ch {
+				s.holdWith, s.hold = "", nil
+			}
+			s.mu.Unlock()
+			close(ch)
+		})
+	}
+}
+
+// Held is how many requests wait on HoldContaining's hold now.
+func (s *Server) Held() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.held
+}
+
 // SetDelay makes every later request wait d (or until the client goes)
 // before it is answered.
 func (s *Server) SetDelay(d time.Duration) {
@@ -382,7 +418,27 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			drop, s.dropN = true, s.crashDown
 		}
 	}
+	var hold chan struct{}
+	if s.holdWith != "" && slices.ContainsFunc(req.Input, func(in string) bool { return strings.Contains(in, s.holdWith) }) {
+		hold = s.hold
+		s.held++
+	}
 	s.mu.Unlock()
+	if hold != nil {
+		released := false
+		select {
+		case <-hold:
+			released = true
+		case <-r.Context().Done():
+		case <-s.closed:
+		}
+		s.mu.Lock()
+		s.held--
+		s.mu.Unlock()
+		if !released {
+			return
+		}
+	}
 	if drop {
 		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
 			_ = conn.Close()
