@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -50,9 +51,11 @@ type crashingServer struct {
 	// chance: an OOM kill of another cause, a deploy).
 	crashLimit int64
 	answered   atomic.Int64
-	bodies     []string     // of the requests answered, under mu
-	cut        atomic.Int64 // other requests in flight at a crash
-	inFlight   atomic.Int64
+	// answerIn is how long an answer takes: 100ms when 0.
+	answerIn time.Duration
+	bodies   []string     // of the requests answered, under mu
+	cut      atomic.Int64 // other requests in flight at a crash
+	inFlight atomic.Int64
 }
 
 func newCrashingServer(t testing.TB, poison string, downFor time.Duration) *crashingServer {
@@ -95,7 +98,7 @@ func (s *crashingServer) handle(w http.ResponseWriter, r *http.Request) {
 	s.inFlight.Add(1)
 	defer s.inFlight.Add(-1)
 	// A model's work, so that requests are in flight when one crashes it.
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(cmp.Or(s.answerIn, 100*time.Millisecond))
 	reply := extractortest.Content(`{"facts":[{"op":"set","key":"name","value":"Alice"}],"context":[]}`)
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = io.WriteString(w, reply.Body)

@@ -277,7 +277,7 @@ type replacement struct {
 // keeps, so that a takeover restarts none of the job's bounds: the counts
 // of its free snoozes; what was counted of its waits for the model server
 // and the database and not waited (which moves their bounds: modelWait,
-// dbWait); its woken and unsent holds (maxWokenHolds, maxUnsentHolds), its wakes (maxWakes) and when
+// dbWait); its woken, unsent and alone holds (maxWokenHolds, maxUnsentHolds, maxAloneHolds), its wakes (maxWakes) and when
 // the last wake was counted (in the database's clock, so that a wake of
 // the replacement within wakeCountEvery of it counts as one with it, as
 // it would have for the job); its crashes (maxCrashes: so that it is sent
@@ -285,7 +285,7 @@ type replacement struct {
 // (metaSnoozedFor, metaModelWaitMillis, metaWoken): the replacement runs
 // at once, neither snoozed nor woken.
 var carriedMeta = []string{metaLockWaits, metaRateLimitWaits, metaQueueWaits, metaModelWaits, metaDBWaits,
-	metaModelUnwaitedMillis, metaDBUnwaitedMillis, metaWokenHolds, metaUnsentHolds, metaWakes, metaWakeCountedAt, metaModelCrashes}
+	metaModelUnwaitedMillis, metaDBUnwaitedMillis, metaWokenHolds, metaUnsentHolds, metaAloneHolds, metaWakes, metaWakeCountedAt, metaModelCrashes}
 
 // carriedOf is the metadata of carriedMeta that a job's replacement keeps:
 // the keys present in metadata.

@@ -72,8 +72,10 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 	}
 	if metaCount(job.Metadata, metaModelCrashes) > 0 {
 		// The model server went down with this job's request in flight:
-		// sent alone now, so that a second crash is its own (maxCrashes);
-		// a burst's turns one a request, each alone (workBurst).
+		// sent alone now, so that a second crash is its own (maxCrashes):
+		// alone in this serve, and across the serves while it holds
+		// modelAloneLock (aloneInDeployment, below); a burst's turns one
+		// a request, each alone (workBurst).
 		ctx = extractor.Alone(ctx)
 	}
 	w := e.w
@@ -104,12 +106,52 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 	} else if over {
 		ex = w.cfg.OverCapExtractor
 	}
-	if job.Args.ConversationID != "" {
-		if batcher, ok := ex.(BatchExtractor); ok {
-			return e.workBurst(ctx, job, ex, batcher, over, known)
+	run := func() error {
+		if job.Args.ConversationID != "" {
+			if batcher, ok := ex.(BatchExtractor); ok {
+				return e.workBurst(ctx, job, ex, batcher, over, known)
+			}
 		}
+		return e.extractEach(ctx, job, ex, over, turns, job.Args.EventIDs, known)
 	}
-	return e.extractEach(ctx, job, ex, over, turns, job.Args.EventIDs, known)
+	if metaCount(job.Metadata, metaModelCrashes) > 0 && !over {
+		return e.aloneInDeployment(ctx, job, run)
+	}
+	return run()
+}
+
+// modelAloneLock is the lock (store.Exclusively) that a job sending its
+// requests alone holds across the serves of the deployment
+// (aloneInDeployment).
+const modelAloneLock = "model-alone"
+
+// aloneInDeployment runs run, the run of a job whose requests are sent
+// alone in this serve (work: the model server went down with one), while
+// holding modelAloneLock, so that no request another serve sends alone is
+// in flight beside them: a crash cuts the requests of every serve, and
+// each serve sending its cut ones again alone in its own process put an
+// innocent request of one beside the poison one of another, which the
+// second crash failed for good. The lock is a session advisory lock on a
+// connection of its own, held for the run (one connection, in one serve
+// at a time, for the rare jobs a crash cut), and released with the
+// connection if the process dies. When another serve holds it, the job is
+// snoozed unsent without spending an attempt (errAloneElsewhere), at most
+// maxAloneHolds times; past that its requests are sent alone in this serve
+// only, as they were before the lock.
+func (e *extractWorker) aloneInDeployment(ctx context.Context, job *river.Job[ExtractArgs], run func() error) error {
+	if holds := metaCount(job.Metadata, metaAloneHolds); holds >= maxAloneHolds {
+		e.w.logger.Warn("extraction held back for other serves' requests sent alone past its bound; sending its own alone in this serve only",
+			"job_id", job.ID, "user_id", job.Args.UserID, "alone_holds", holds, "turns", len(job.Args.EventIDs))
+		return run()
+	}
+	ran, err := e.w.cfg.Store.Exclusively(ctx, modelAloneLock, false, run)
+	if ran {
+		return err
+	}
+	if err == nil {
+		err = errAloneElsewhere
+	}
+	return e.fail(ctx, job.JobRow, job.Args.UserID, job.Args.EventIDs, err)
 }
 
 // extractEach extracts turns one a request with ex (the offline extractor
@@ -621,6 +663,11 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 		e.w.logger.Info("extraction waited on a lock; retrying", "job_id", job.ID, "user_id", userID, "lock_waits", v.n,
 			"max_lock_waits", b.maxLockWaits, "turns", len(eventIDs), "retry_in", snoozeOf(v.river).String(), "error", err)
 	case outcomeQueued:
+		if v.aloneHold() {
+			e.w.logger.Log(ctx, waitLevel(v.n, slog.LevelInfo), "extraction to be sent alone (the model server went down with it) waits for another serve's request sent alone; snoozing", "job_id", job.ID, "user_id", userID,
+				"alone_holds", v.n, "max_alone_holds", b.maxAloneHolds, "turns", len(eventIDs), "retry_in", snoozeOf(v.river).String())
+			break
+		}
 		// Like the waits for a server that is down (below): every wait at
 		// info was a line per job every few seconds under a rate limit
 		// (a retries walk: 291 lines for 66 jobs in 54 s of 429s).

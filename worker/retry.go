@@ -115,7 +115,30 @@ const (
 	// metaModelCrashes counts the runs of a job whose request the model
 	// server went down with (extractor.IsCrashed), at most maxCrashes.
 	metaModelCrashes = "memoryd_model_crashes"
+	// metaAloneHolds counts a job's runs held back unsent because another
+	// serve was sending a request alone (errAloneElsewhere), at most
+	// maxAloneHolds.
+	metaAloneHolds = "memoryd_alone_holds"
 )
+
+// errAloneElsewhere is a run's error when its request, to be sent alone
+// (the model server went down with it: metaModelCrashes), was held back
+// unsent because a request of another serve of the deployment is being
+// sent alone (modelAloneLock): outcome snoozes the job without spending
+// an attempt, at most maxAloneHolds times.
+var errAloneElsewhere = errors.New("another serve is sending a request alone to the model server (one it went down with); this one, to be sent alone too, waits its turn")
+
+// maxAloneHolds bounds the runs of a job held back for another serve's
+// request sent alone (errAloneElsewhere), snoozed lockWaitBase doubling up
+// to maxAloneWait (about a minute and a half in all with the default
+// --job-retry-base): enough for the requests a crash cut on every serve
+// to be sent again one at a time. Past it the job's request is sent alone
+// in its own serve only, as before there was a lock (extract.go).
+const maxAloneHolds = 12
+
+// maxAloneWait caps one snooze of a job held back for another serve's
+// request sent alone: that request ends within --llm-timeout.
+const maxAloneWait = 10 * time.Second
 
 // snoozedAfterCrash is what metaSnoozedFor says of a job waiting for the
 // model server after it went down with the job's request in flight:
@@ -215,6 +238,10 @@ type retryBudget struct {
 	// database may last (dbUnreachable; maxDBOutage; see dbWait); 0 for
 	// none.
 	maxDBOutage time.Duration
+	// maxAloneHolds bounds a job's runs held back for another serve's
+	// request sent alone (errAloneElsewhere): the constant maxAloneHolds,
+	// 0 where a snooze cannot be counted (countSnooze).
+	maxAloneHolds int
 	// modelWaitBase is the first snooze for an unreachable model server
 	// (and an unreachable database); it doubles per wait, up to
 	// maxModelWait.
@@ -235,6 +262,7 @@ func (w *Worker) budget() retryBudget {
 		maxModelOutage:    w.cfg.MaxModelOutage,
 		maxUnsentHolds:    maxUnsentHolds,
 		maxDBOutage:       maxDBOutage,
+		maxAloneHolds:     maxAloneHolds,
 		modelWaitBase:     w.cfg.JobRetryBase,
 		spread:            spread,
 	}
@@ -284,6 +312,10 @@ func (v verdict) waitsForServer() bool {
 // metaUnsentHolds): logged at debug, since it sent nothing.
 func (v verdict) hold() bool { return v.count == metaWokenHolds || v.count == metaUnsentHolds }
 
+// aloneHold reports whether v snoozes a job held back for another serve's
+// request sent alone (errAloneElsewhere).
+func (v verdict) aloneHold() bool { return v.count == metaAloneHolds }
+
 // outcome is the one place that decides what River does with a failed run
 // of an extraction job or an embed job (embed.go), from the error and the
 // job's row; the embedding client's kinds (embedding.Kind) count as the
@@ -293,6 +325,10 @@ func (v verdict) hold() bool { return v.count == metaWokenHolds || v.count == me
 //     job back without spending an attempt.
 //   - a lock timeout or deadlock (store.IsLockWait), fewer than
 //     maxLockWaits times: snooze with a short, doubling delay.
+//   - a request held back unsent for another serve's request sent alone
+//     (errAloneElsewhere), fewer than maxAloneHolds times: snooze as for a
+//     lock wait, up to maxAloneWait, labelled outcomeQueued (the request
+//     waits its turn at the model server).
 //   - extractor.KindRetryAfter (and no extractor.KindPermanent anywhere in
 //     the error), fewer than maxRateLimitWaits times: snooze
 //     for the server's delay (at most extractor.MaxRetryAfter). Past the
@@ -349,6 +385,10 @@ func outcome(err error, job *rivertype.JobRow, shutdown bool, b retryBudget) ver
 	if waits := metaCount(job.Metadata, metaLockWaits); store.IsLockWait(err) && waits < b.maxLockWaits {
 		d := b.spreadWithin(b.lockWaitBase<<min(waits, 5), maxLockWait)
 		return verdict{river: river.JobSnooze(d), label: outcomeLockWait, count: metaLockWaits, n: waits + 1}
+	}
+	if holds := metaCount(job.Metadata, metaAloneHolds); errors.Is(err, errAloneElsewhere) && holds < b.maxAloneHolds {
+		d := b.spreadWithin(b.lockWaitBase<<min(holds, 5), maxAloneWait)
+		return verdict{river: river.JobSnooze(d), label: outcomeQueued, count: metaAloneHolds, n: holds + 1}
 	}
 	// Any permanent error in the tree decides: a joined error of several
 	// turns must not be snoozed or retried for one that cannot succeed.
@@ -747,7 +787,7 @@ func countSnooze(ctx context.Context, job *rivertype.JobRow, err error, v verdic
 			// Not run by River, so the snooze could not be counted: an
 			// uncounted snooze could repeat forever, so decide as if the
 			// budget were spent.
-			b.maxLockWaits, b.maxRateLimitWaits, b.maxQueueWaits, b.maxModelOutage, b.maxUnsentHolds, b.maxDBOutage = 0, 0, 0, 0, 0, 0
+			b.maxLockWaits, b.maxRateLimitWaits, b.maxQueueWaits, b.maxModelOutage, b.maxUnsentHolds, b.maxDBOutage, b.maxAloneHolds = 0, 0, 0, 0, 0, 0, 0
 			v = outcome(err, job, false, b)
 		}
 	} else if metaCount(job.Metadata, metaModelWaitMillis) != 0 || metaHas(job.Metadata, metaSnoozedFor) {

@@ -67,7 +67,7 @@ func TestOutcome(t *testing.T) {
 	heldBackRefused := &extractor.Error{Kind: extractor.KindTransient, Unreachable: true, Misconfigured: true, HeldBack: true, ProbeIn: 3 * time.Second,
 		Reason: "not sent, refused since ..."}
 	budget := retryBudget{maxAttempts: 5, maxLockWaits: 3, maxRateLimitWaits: 10, maxQueueWaits: 100, lockWaitBase: 100 * time.Millisecond,
-		maxModelOutage: 10 * time.Minute, maxUnsentHolds: maxUnsentHolds, maxDBOutage: maxDBOutage, modelWaitBase: 2 * time.Second,
+		maxModelOutage: 10 * time.Minute, maxUnsentHolds: maxUnsentHolds, maxDBOutage: maxDBOutage, maxAloneHolds: maxAloneHolds, modelWaitBase: 2 * time.Second,
 		spread: func(d time.Duration) time.Duration { return d }}
 	const (
 		plain  = "error"
@@ -133,6 +133,16 @@ func TestOutcome(t *testing.T) {
 		{name: "queued, counted before", err: fmt.Errorf("turn e1: %w", queued), attempt: 5, metadata: `{"memoryd_queue_waits": 41}`,
 			want: snooze, wantSnooze: 3 * time.Second, wantLabel: outcomeQueued, wantCount: metaQueueWaits, wantN: 42},
 		{name: "queued past its bound", err: queued, attempt: 1, metadata: `{"memoryd_queue_waits": 100}`,
+			want: plain, wantLabel: outcomeRetry, wantRecord: true},
+
+		// Held back unsent for another serve's request sent alone: no
+		// attempt, even the last, lockWaitBase doubling up to
+		// maxAloneWait; nor a crash counted again.
+		{name: "alone elsewhere", err: errAloneElsewhere, attempt: 5, metadata: `{"memoryd_model_crashes": 1}`,
+			want: snooze, wantSnooze: 100 * time.Millisecond, wantLabel: outcomeQueued, wantCount: metaAloneHolds, wantN: 1},
+		{name: "alone elsewhere, counted before", err: errAloneElsewhere, attempt: 2, metadata: `{"memoryd_model_crashes": 1, "memoryd_alone_holds": 11}`,
+			want: snooze, wantSnooze: 3200 * time.Millisecond, wantLabel: outcomeQueued, wantCount: metaAloneHolds, wantN: 12},
+		{name: "alone elsewhere past its bound", err: errAloneElsewhere, attempt: 2, metadata: `{"memoryd_model_crashes": 1, "memoryd_alone_holds": 12}`,
 			want: plain, wantLabel: outcomeRetry, wantRecord: true},
 
 		// An unreachable model server: snoozed, 2s doubling up to 1m,

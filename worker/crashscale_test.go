@@ -1,0 +1,82 @@
+package worker_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/store/storetest"
+	"github.com/memoryd/memoryd/worker"
+)
+
+// TestPoisonTurnCrashLoopAcrossServes: with two serves (workers with a
+// store and a model client of their own, on one schema, as two processes
+// are) and one model server, the crash of a poison turn's request cuts
+// requests of both; each serve sends its cut requests again alone, and
+// the poison turn fails after the server went down with it twice while
+// every other turn is processed: a request sent alone is alone across the
+// serves, not only in its own. Before, each serve sent its own alone
+// beside the other's, an innocent turn of one was in flight when the
+// other's poison turn crashed the server again, and it failed for good
+// for a crash not its own.
+func TestPoisonTurnCrashLoopAcrossServes(t *testing.T) {
+	e := setup(t)
+	const marker = "ZZ-CRASH-THE-RUNNER-ZZ"
+	srv := newCrashingServer(t, marker, 200*time.Millisecond)
+	// Long enough for the requests sent alone again to overlap across
+	// the serves unless kept apart.
+	srv.answerIn = 500 * time.Millisecond
+	url := e.store.Pool().Config().ConnString()
+	const procs, slots = 2, 4
+	for p := range procs {
+		llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake", MaxConcurrency: slots})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := e.store
+		if p > 0 {
+			s = storetest.Unmigrated(t, url) // migrated: another serve's pool on the schema
+		}
+		e.start(llm, func(c *worker.Config) {
+			c.Store = s
+			c.Workers = slots
+			c.MaxAttempts = 5
+			c.JobRetryBase = 500 * time.Millisecond
+		})
+	}
+	const good = 4 * procs * slots
+	for i := range good {
+		e.publish(events.Turn{ID: fmt.Sprint("t", i), UserID: fmt.Sprint("user-", i), UserMessage: fmt.Sprintf("My name is Alice and I have %d cats.", i)})
+	}
+	// The poison turn comes while both serves have requests in flight,
+	// which its crash cuts.
+	e.waitFor("both serves' requests in flight", func() (bool, string) {
+		n := srv.inFlight.Load()
+		return n >= procs*slots, fmt.Sprint(n, " in flight")
+	})
+	e.publish(events.Turn{ID: "poison", UserID: "user-poisoned", UserMessage: "My name is Alice. " + marker})
+	e.waitDone(good + 1)
+	for i := range good {
+		turn, err := e.store.GetTurn(e.ctx, fmt.Sprint("user-", i), fmt.Sprint("t", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if turn.Status != "processed" {
+			t.Errorf("good turn %s/%s %s: %s", turn.UserID, turn.EventID, turn.Status, turn.LastError)
+		}
+	}
+	poison, err := e.store.GetTurn(e.ctx, "user-poisoned", "poison")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if poison.Status != "failed" || !strings.HasPrefix(poison.LastError, worker.CrashedReason+" 2 times") {
+		t.Errorf("poison turn %s: %q; want failed for its crashes", poison.Status, poison.LastError)
+	}
+	if n := srv.poisonSent.Load(); n != 2 {
+		t.Errorf("poison turn sent %d times, each a crash; want 2", n)
+	}
+	t.Logf("requests cut by the crashes: %d, answered: %d", srv.cut.Load(), srv.answered.Load())
+}
