@@ -174,19 +174,10 @@ type ChangeListener struct {
 
 // ListenChanges opens a connection like the pool's and listens on it.
 func (s *Store) ListenChanges(ctx context.Context) (*ChangeListener, error) {
-	pc := s.pool.Config() // a copy
-	cc := pc.ConnConfig
-	cc.Tracer = nil // the pool's hooks are for its statements (Config.GiveWay, Committed)
-	// As the pool's new connections are made: Open's BeforeConnect reads
-	// the password file and TLS files again (rereadFiles); without it a
-	// listener reconnecting after a rotation used what was read at Open
-	// and was refused until a restart.
-	if pc.BeforeConnect != nil {
-		if err := pc.BeforeConnect(ctx, cc); err != nil {
-			return nil, fmt.Errorf("listen changes: %w", err)
-		}
-	}
-	conn, err := pgx.ConnectConfig(ctx, cc)
+	// ownConn: without the pool's BeforeConnect a listener reconnecting
+	// after a rotation used what was read at Open and was refused until a
+	// restart.
+	conn, err := s.ownConn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("listen changes: %w", err)
 	}

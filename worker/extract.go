@@ -132,8 +132,9 @@ const modelAloneLock = "model-alone"
 // each serve sending its cut ones again alone in its own process put an
 // innocent request of one beside the poison one of another, which the
 // second crash failed for good. The lock is a session advisory lock on a
-// connection of its own, held for the run (one connection, in one serve
-// at a time, for the rare jobs a crash cut), and released with the
+// connection of its own, outside the pool (store.Exclusively: the run's
+// statements need the pool's), held for the run (one connection, in one
+// serve at a time, for the rare jobs a crash cut), and released with the
 // connection if the process dies. When another serve holds it, the job is
 // snoozed unsent without spending an attempt (errAloneElsewhere), at most
 // maxAloneHolds times; past that its requests are sent alone in this serve
@@ -664,7 +665,7 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 			"max_lock_waits", b.maxLockWaits, "turns", len(eventIDs), "retry_in", snoozeOf(v.river).String(), "error", err)
 	case outcomeQueued:
 		if v.aloneHold() {
-			e.w.logger.Log(ctx, waitLevel(v.n, slog.LevelInfo), "extraction to be sent alone (the model server went down with it) waits for another serve's request sent alone; snoozing", "job_id", job.ID, "user_id", userID,
+			e.w.logger.Log(ctx, waitLevel(v.n, slog.LevelInfo), "extraction to be sent alone (the model server went down with it) waits for another job's request sent alone (in this serve or another); snoozing", "job_id", job.ID, "user_id", userID,
 				"alone_holds", v.n, "max_alone_holds", b.maxAloneHolds, "turns", len(eventIDs), "retry_in", snoozeOf(v.river).String())
 			break
 		}

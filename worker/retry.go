@@ -126,7 +126,7 @@ const (
 // unsent because a request of another serve of the deployment is being
 // sent alone (modelAloneLock): outcome snoozes the job without spending
 // an attempt, at most maxAloneHolds times.
-var errAloneElsewhere = errors.New("another serve is sending a request alone to the model server (one it went down with); this one, to be sent alone too, waits its turn")
+var errAloneElsewhere = errors.New("another job, in this serve or another, is sending its request alone to the model server (one it went down with); this one, to be sent alone too, waits its turn")
 
 // maxAloneHolds bounds the runs of a job held back for another serve's
 // request sent alone (errAloneElsewhere), snoozed lockWaitBase doubling up
