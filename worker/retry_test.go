@@ -140,9 +140,9 @@ func TestOutcome(t *testing.T) {
 		// maxAloneWait; nor a crash counted again.
 		{name: "alone elsewhere", err: errAloneElsewhere, attempt: 5, metadata: `{"memoryd_model_crashes": 1}`,
 			want: snooze, wantSnooze: 100 * time.Millisecond, wantLabel: outcomeQueued, wantCount: metaAloneHolds, wantN: 1},
-		{name: "alone elsewhere, counted before", err: errAloneElsewhere, attempt: 2, metadata: `{"memoryd_model_crashes": 1, "memoryd_alone_holds": 11}`,
-			want: snooze, wantSnooze: 3200 * time.Millisecond, wantLabel: outcomeQueued, wantCount: metaAloneHolds, wantN: 12},
-		{name: "alone elsewhere past its bound", err: errAloneElsewhere, attempt: 2, metadata: `{"memoryd_model_crashes": 1, "memoryd_alone_holds": 12}`,
+		{name: "alone elsewhere, counted before", err: errAloneElsewhere, attempt: 2, metadata: `{"memoryd_model_crashes": 1, "memoryd_alone_holds": 59}`,
+			want: snooze, wantSnooze: 3200 * time.Millisecond, wantLabel: outcomeQueued, wantCount: metaAloneHolds, wantN: 60},
+		{name: "alone elsewhere past its bound", err: errAloneElsewhere, attempt: 2, metadata: `{"memoryd_model_crashes": 1, "memoryd_alone_holds": 60}`,
 			want: plain, wantLabel: outcomeRetry, wantRecord: true},
 
 		// An unreachable model server: snoozed, 2s doubling up to 1m,
