@@ -54,6 +54,16 @@ func (e *env) collectionLeft(id int64) (rows, docs, chunks, vectors, gens, jobs 
 	return
 }
 
+// checkNothingLeft fails the test when anything of the collection is left
+// (collectionLeft) when (a moment of the test) says.
+func (e *env) checkNothingLeft(id int64, when string) {
+	e.t.Helper()
+	if c, d, ch, v, g, j := e.collectionLeft(id); c+d+ch+v+g+j != 0 {
+		e.t.Fatalf("%s: collection %d, documents %d, chunks %d, vectors %d, generation rows %d, jobs %d; want nothing",
+			when, c, d, ch, v, g, j)
+	}
+}
+
 // checkOnlyCurrentVectors checks that the document's vectors of m1 are one
 // per chunk of its current content, as checkChunkVectors, and that no
 // other row of it is stored.
@@ -88,10 +98,7 @@ func TestChunkEmbedJobBesideAForget(t *testing.T) {
 	if _, err := worker.Forget(e.ctx, e.js, e.store, e.prefix, e.stream, "alice"); err != nil {
 		t.Fatal(err)
 	}
-	if c, d, ch, v, g, j := e.collectionLeft(old.Collection.ID); c+d+ch+v+g+j != 0 {
-		t.Fatalf("after the forget's ok: collection %d, documents %d, chunks %d, vectors %d, generation rows %d, jobs %d; want nothing",
-			c, d, ch, v, g, j)
-	}
+	e.checkNothingLeft(old.Collection.ID, "after the forget's ok")
 	again := e.putInline("kb", "d", sections("narwhal", 8))
 	if again.Collection.ID == old.Collection.ID || again.Hash != old.Hash {
 		t.Fatalf("put after the forget: %+v; want a new collection and the same hash", again)
@@ -99,10 +106,7 @@ func TestChunkEmbedJobBesideAForget(t *testing.T) {
 	release()
 	e.waitChunksEmbedded("alice", "m1", int64(again.Chunks))
 	stop() // waits for the old job's save
-	if c, d, ch, v, g, j := e.collectionLeft(old.Collection.ID); c+d+ch+v+g+j != 0 {
-		t.Fatalf("after the old job ended: collection %d, documents %d, chunks %d, vectors %d, generation rows %d, jobs %d; want nothing",
-			c, d, ch, v, g, j)
-	}
+	e.checkNothingLeft(old.Collection.ID, "after the old job ended")
 	e.checkOnlyCurrentVectors(again)
 	var vectors int
 	if err := e.store.Pool().QueryRow(e.ctx, `SELECT count(*) FROM chunk_embeddings`).Scan(&vectors); err != nil || vectors != again.Chunks {
