@@ -131,10 +131,11 @@ var errAloneElsewhere = errors.New("another job, in this serve or another, is se
 // maxAloneHolds bounds the runs of a job held back for another serve's
 // request sent alone (errAloneElsewhere), snoozed lockWaitBase doubling up
 // to maxAloneWait (about 9.5 minutes in all with the default
-// --job-retry-base): enough for the requests a crash cut on every serve
-// (serves × --llm-concurrency of them) to be sent again one at a time,
-// in no set order, each taking up to a model call's time (12, about a
-// minute and a half, would have let a busy crash's last ones fall back).
+// JobRetryBase, 2 s: lockWaitBase 1 s): enough for the requests a crash
+// cut on every serve (serves × --llm-concurrency of them) to be sent
+// again one at a time, in no set order, each taking up to a model call's
+// time (12, about a minute and a half, would have let a busy crash's last
+// ones fall back).
 // Past it the job's request is sent alone in its own serve only, as
 // before there was a lock (extract.go).
 const maxAloneHolds = 60
