@@ -328,11 +328,16 @@ func TestFailureLogNamesTheTurns(t *testing.T) {
 		UserID   string   `json:"user_id"`
 		EventIDs []string `json:"event_ids"`
 	}
-	for _, l := range strings.Split(logs.String(), "\n") {
-		if json.Unmarshal([]byte(l), &line) == nil && line.Msg == "extraction failed" {
-			break
+	// Logged after the turn is marked failed (which waitDone saw): before,
+	// the logs were read at once and a CI run found only River's lines.
+	e.waitFor("the failure logged", func() (bool, string) {
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if json.Unmarshal([]byte(l), &line) == nil && line.Msg == "extraction failed" {
+				return true, ""
+			}
 		}
-	}
+		return false, "no \"extraction failed\" line"
+	})
 	if line.Msg != "extraction failed" || line.UserID != "alice" || len(line.EventIDs) != 1 || line.EventIDs[0] != "t1" {
 		t.Errorf("failure log %+v, want user_id alice and event_ids [t1]", line)
 	}
