@@ -552,15 +552,7 @@ func TestDeleteCollectionsDeletesTheirJobs(t *testing.T) {
 func TestDeleteCollectionsDeletesJobsOfAWriterItWaitedFor(t *testing.T) {
 	ctx, s := setup(t)
 	mine := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "guide.md", Content: guide})
-	tx, err := s.Pool().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	var pid int
-	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-		t.Fatal(err)
-	}
+	tx, pid := beginWithPID(t, ctx, s)
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM documents WHERE collection_id = $1 FOR UPDATE`, mine.Collection.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -967,6 +959,23 @@ func TestForgetCutShortDeletesTheDefaultCollections(t *testing.T) {
 
 // waitersOn counts the transactions waiting for the one of the backend
 // pid (a lock it holds).
+// beginWithPID begins a transaction, rolled back when the test ends
+// unless committed, and returns it with its backend's pid (for
+// waitersOn).
+func beginWithPID(t *testing.T, ctx context.Context, s *store.Store) (pgx.Tx, int) {
+	t.Helper()
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.WithoutCancel(ctx)) })
+	var pid int
+	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	return tx, pid
+}
+
 func waitersOn(t *testing.T, ctx context.Context, s *store.Store, pid int) int {
 	t.Helper()
 	var n int

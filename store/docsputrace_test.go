@@ -36,15 +36,7 @@ func TestTwoPutsOfOneDocumentAtOnce(t *testing.T) {
 				put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "d", Content: "# Old\n\nOld words.\n"})
 				<-hooked
 			}
-			tx, err := s.Pool().Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tx.Rollback(ctx)
-			var pid int
-			if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-				t.Fatal(err)
-			}
+			tx, pid := beginWithPID(t, ctx, s)
 			r1, err := s.WithTx(tx).PutDocument(ctx, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "d", Content: first, Chunk: chunkWith})
 			if err != nil {
 				t.Fatal(err)

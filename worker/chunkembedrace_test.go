@@ -39,6 +39,22 @@ func (e *env) waitHeld(srv *embeddingtest.Server) {
 	e.waitFor("a chunk embed job's request held", func() (bool, string) { return srv.Held() > 0, "none held" })
 }
 
+// heldChunkEmbed starts a worker embedding with a fake server and puts
+// alice's document "d" of 8 sections, whose chunk embed job it returns
+// waiting in its model request until release (called at the test's end
+// too); stop stops the worker.
+func heldChunkEmbed(t *testing.T) (e *env, old store.PutResult, release, stop func()) {
+	t.Helper()
+	e = setup(t)
+	srv := embeddingtest.New(t)
+	release = srv.HoldContaining("narwhal")
+	_, stop = e.startWorker(extractor.NewRules(), withEmbedder(embedder(t, srv, "m1"), -1))
+	t.Cleanup(release) // before the worker's stop (cleanups run last first)
+	old = e.putInline("kb", "d", sections("narwhal", 8))
+	e.waitHeld(srv)
+	return e, old, release, stop
+}
+
 // collectionLeft counts what is left of a collection: its row, documents,
 // chunks, vectors, generation row and River jobs naming it.
 func (e *env) collectionLeft(id int64) (rows, docs, chunks, vectors, gens, jobs int) {
@@ -88,13 +104,7 @@ func (e *env) checkOnlyCurrentVectors(r store.PutResult) {
 // held too). Let go, the old job saves nothing into the forgotten
 // collection, and the new document gets exactly its own vectors.
 func TestChunkEmbedJobBesideAForget(t *testing.T) {
-	e := setup(t)
-	srv := embeddingtest.New(t)
-	release := srv.HoldContaining("narwhal")
-	defer release()
-	_, stop := e.startWorker(extractor.NewRules(), withEmbedder(embedder(t, srv, "m1"), -1))
-	old := e.putInline("kb", "d", sections("narwhal", 8))
-	e.waitHeld(srv)
+	e, old, release, stop := heldChunkEmbed(t)
 	if _, err := worker.Forget(e.ctx, e.js, e.store, e.prefix, e.stream, "alice"); err != nil {
 		t.Fatal(err)
 	}
@@ -122,13 +132,7 @@ func TestChunkEmbedJobBesideAForget(t *testing.T) {
 func TestChunkEmbedJobBesideARePutOrADelete(t *testing.T) {
 	for _, tc := range []string{"re-put", "delete", "delete and put back"} {
 		t.Run(tc, func(t *testing.T) {
-			e := setup(t)
-			srv := embeddingtest.New(t)
-			release := srv.HoldContaining("narwhal")
-			defer release()
-			_, stop := e.startWorker(extractor.NewRules(), withEmbedder(embedder(t, srv, "m1"), -1))
-			old := e.putInline("kb", "d", sections("narwhal", 8))
-			e.waitHeld(srv)
+			e, old, release, stop := heldChunkEmbed(t)
 			var now store.PutResult
 			switch tc {
 			case "re-put":

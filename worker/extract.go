@@ -70,7 +70,8 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 	if job.Args.OverCap {
 		return e.workOverCap(ctx, job)
 	}
-	if metaCount(job.Metadata, metaModelCrashes) > 0 {
+	crashed := metaCount(job.Metadata, metaModelCrashes) > 0
+	if crashed {
 		// The model server went down with this job's request in flight:
 		// sent alone now, so that a second crash is its own (maxCrashes):
 		// alone in this serve, and across the serves while it holds
@@ -114,7 +115,7 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 		}
 		return e.extractEach(ctx, job, ex, over, turns, job.Args.EventIDs, known)
 	}
-	if metaCount(job.Metadata, metaModelCrashes) > 0 && !over {
+	if crashed && !over {
 		return e.aloneInDeployment(ctx, job, run)
 	}
 	return run()
