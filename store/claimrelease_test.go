@@ -450,3 +450,82 @@ func TestWakeWaiting(t *testing.T) {
 		}
 	}
 }
+
+// WakeFirstWaiting wakes one job at a time, the one snoozed the most
+// times for the reason, the oldest of those first; it leaves jobs of
+// another kind or reason, due already, claimed, or locked by another
+// transaction (until it lets go), and says 0 when none is left.
+func TestWakeFirstWaiting(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	insert := func(kind, state, metadata string, in time.Duration) int64 {
+		t.Helper()
+		var id int64
+		if err := s.Pool().QueryRow(ctx, `INSERT INTO river_job (kind, args, queue, state, max_attempts, scheduled_at, metadata)
+			VALUES ($1, '{}', 'q', $2::river_job_state, 5, now() + $3::interval, $4::jsonb) RETURNING id`,
+			kind, state, in, metadata).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	var (
+		twice      = insert("extract", "scheduled", `{"for": "alone", "holds": 2}`, time.Minute)
+		most       = insert("extract", "scheduled", `{"for": "alone", "holds": 5}`, time.Minute)
+		mostLater  = insert("extract", "scheduled", `{"for": "alone", "holds": 5}`, time.Minute)
+		soon       = insert("extract", "available", `{"for": "alone", "holds": 1}`, 2*time.Second) // a short snooze River left available
+		notANumber = insert("extract", "scheduled", `{"for": "alone", "holds": "x"}`, time.Minute)
+		locked     = insert("extract", "scheduled", `{"for": "alone", "holds": 8}`, time.Minute)
+	)
+	// Each would come first, were it to be woken.
+	insert("extract", "scheduled", `{"for": "alone", "holds": 9, "`+store.ClaimedByKey+`": 7}`, time.Minute)
+	insert("extract", "scheduled", `{"for": "model_unreachable", "holds": 9}`, time.Minute)
+	insert("embed", "scheduled", `{"for": "alone", "holds": 9}`, time.Minute)
+	insert("extract", "available", `{"for": "alone", "holds": 9}`, -time.Second)
+	insert("extract", "running", `{"for": "alone", "holds": 9}`, -time.Second)
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT FROM river_job WHERE id = $1 FOR UPDATE`, locked); err != nil {
+		t.Fatal(err)
+	}
+	wake := func() int64 {
+		t.Helper()
+		id, err := s.WakeFirstWaiting(ctx, store.RiverJobs{Kind: "extract"}, "for", "alone", "holds")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	var woken []int64
+	for range 6 {
+		woken = append(woken, wake())
+	}
+	if want := []int64{most, mostLater, twice, soon, notANumber, 0}; !slices.Equal(woken, want) {
+		t.Errorf("woken in turn %v; want %v (most holds first, the oldest of those, none while the last is locked)", woken, want)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if id := wake(); id != locked {
+		t.Errorf("woke %d once the lock was let go; want %d", id, locked)
+	}
+	if id := wake(); id != 0 {
+		t.Errorf("woke %d with none waiting; want 0", id)
+	}
+	// The woken ones are due now.
+	for _, id := range []int64{most, mostLater, twice, soon, notANumber, locked} {
+		var (
+			state   string
+			waiting bool
+		)
+		if err := s.Pool().QueryRow(ctx, `SELECT state::text, scheduled_at > now() FROM river_job WHERE id = $1`, id).Scan(&state, &waiting); err != nil {
+			t.Fatal(err)
+		}
+		if state != "available" || waiting {
+			t.Errorf("woken job %d: %s, still waiting %v; want available now", id, state, waiting)
+		}
+	}
+}

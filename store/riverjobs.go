@@ -18,10 +18,13 @@ package store
 //   - QueueDepth: River's client has no count; listing every job to count
 //     it on each metrics scrape would cost far more than one GROUP BY.
 //   - JobsWaiting: a filter on a job's metadata, which JobList has not.
+//   - WakeWaiting, WakeFirstWaiting: JobRetry makes one job available by
+//     id, and finding the waiters needs that filter on their metadata.
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -708,6 +711,33 @@ func (s *Store) WakeWaiting(ctx context.Context, jobs RiverJobs, wake Wake) (int
 		return 0, fmt.Errorf("wake waiting jobs: %w", err)
 	}
 	return tag.RowsAffected(), nil
+}
+
+// WakeFirstWaiting makes the first of the jobs of jobs' kind that wait to
+// run (scheduled, or available with a scheduled_at to come) after a
+// snooze of reason (their metadata's snoozedKey) run now, and returns its
+// id, 0 when none waits: the one snoozed the most times (its metadata's
+// countKey), the oldest of those. For a lock one process holds at a time
+// (the worker's requests sent alone after a model server crash): its
+// holder wakes the next waiter as it lets it go, so that the lock is not
+// left idle while the waiters' snoozes run out, and the one that has
+// waited longest goes first rather than whichever comes back first. A job
+// another transaction holds, or a claimed one (ClaimedByKey), is skipped:
+// it runs when its snooze ends.
+func (s *Store) WakeFirstWaiting(ctx context.Context, jobs RiverJobs, snoozedKey, reason, countKey string) (int64, error) {
+	var id int64
+	err := s.db.QueryRow(ctx, `UPDATE river_job j SET state = 'available', scheduled_at = now()
+		FROM (SELECT id FROM river_job j WHERE kind = $1 AND state IN ('scheduled', 'available') AND scheduled_at > now()
+			AND metadata->>$2::text = $3 AND metadata->>$5::text IS NULL
+			ORDER BY `+metaInt("$4")+` DESC, id LIMIT 1 FOR UPDATE SKIP LOCKED) w
+		WHERE j.id = w.id RETURNING j.id`, jobs.Kind, snoozedKey, reason, countKey, ClaimedByKey).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("wake the first waiting job: %w", err)
+	}
+	return id, nil
 }
 
 // metaInt is the SQL for the whole number at j.metadata's key (the

@@ -53,6 +53,9 @@ type crashingServer struct {
 	answered   atomic.Int64
 	// answerIn is how long an answer takes: 100ms when 0.
 	answerIn time.Duration
+	// gate, when set, holds every request to be answered (not a crashing
+	// one) until it is closed.
+	gate chan struct{}
 	bodies   []string     // of the requests answered, under mu
 	cut      atomic.Int64 // other requests in flight at a crash
 	inFlight atomic.Int64
@@ -97,6 +100,9 @@ func (s *crashingServer) handle(w http.ResponseWriter, r *http.Request) {
 	}
 	s.inFlight.Add(1)
 	defer s.inFlight.Add(-1)
+	if s.gate != nil {
+		<-s.gate
+	}
 	// A model's work, so that requests are in flight when one crashes it.
 	time.Sleep(cmp.Or(s.answerIn, 100*time.Millisecond))
 	reply := extractortest.Content(`{"facts":[{"op":"set","key":"name","value":"Alice"}],"context":[]}`)

@@ -1,10 +1,13 @@
 package worker_test
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/extractor"
@@ -79,4 +82,78 @@ func TestPoisonTurnCrashLoopAcrossServes(t *testing.T) {
 		t.Errorf("poison turn sent %d times, each a crash; want 2", n)
 	}
 	t.Logf("requests cut by the crashes: %d, answered: %d", srv.cut.Load(), srv.answered.Load())
+}
+
+// TestAloneWaiterWokenWhenTheLockIsLetGo: of two turns the model server
+// went down with, each to be sent again alone, the one held back while the
+// other's request is in flight runs as soon as that request ends, woken
+// by the job letting the lock go, not when its snooze (doubling while it
+// waits) ends. Before, the lock sat idle while the waiter's snooze ran
+// out: up to 10 s a wait.
+func TestAloneWaiterWokenWhenTheLockIsLetGo(t *testing.T) {
+	e := setup(t)
+	const marker = "ZZ-CRASH-THE-RUNNER-ZZ"
+	srv := newCrashingServer(t, marker, 200*time.Millisecond)
+	srv.crashLimit = 1 // the poison turn's second request is answered
+	srv.gate = make(chan struct{})
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(srv.gate)
+		}
+	}
+	t.Cleanup(release)
+	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake", MaxConcurrency: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.start(llm, func(c *worker.Config) {
+		c.Workers = 4
+		c.MaxAttempts = 5
+		c.JobRetryBase = 500 * time.Millisecond
+	})
+	e.publish(events.Turn{ID: "innocent", UserID: "user-a", UserMessage: "My name is Alice and I have 2 cats."})
+	e.waitFor("the innocent turn's request in flight", func() (bool, string) {
+		n := srv.inFlight.Load()
+		return n == 1, fmt.Sprint(n, " in flight")
+	})
+	e.publish(events.Turn{ID: "poison", UserID: "user-p", UserMessage: "My name is Alice. " + marker})
+	// Both were cut; one is sent again alone and held at the server, the
+	// other waits for the lock, snoozed longer each time it finds it
+	// taken, until a snooze has seconds left: without a wake, its run
+	// would come then.
+	var (
+		waiter int64
+		until  time.Time
+	)
+	e.waitFor("a job held back for the lock, seconds of its snooze left", func() (bool, string) {
+		err := e.store.Pool().QueryRow(e.ctx, `SELECT id, scheduled_at FROM river_job WHERE kind = $1 AND state IN ('scheduled', 'available')
+			AND (metadata->>'memoryd_alone_holds')::int >= 1 AND scheduled_at > now() + interval '2 seconds'`, worker.ExtractJobKind).Scan(&waiter, &until)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return false, "none yet"
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return true, ""
+	})
+	release()
+	e.waitDone(2)
+	for _, turn := range [][2]string{{"user-a", "innocent"}, {"user-p", "poison"}} {
+		got, err := e.store.GetTurn(e.ctx, turn[0], turn[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != "processed" {
+			t.Errorf("turn %s/%s %s: %s", turn[0], turn[1], got.Status, got.LastError)
+		}
+	}
+	var ranAt time.Time
+	if err := e.store.Pool().QueryRow(e.ctx, `SELECT attempted_at FROM river_job WHERE id = $1`, waiter).Scan(&ranAt); err != nil {
+		t.Fatal(err)
+	}
+	if !ranAt.Before(until) {
+		t.Errorf("the waiting job ran at %s, its snooze's end (%s) or later; want it woken when the lock was let go", ranAt.Format(time.StampMilli), until.Format(time.StampMilli))
+	}
 }

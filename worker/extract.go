@@ -138,8 +138,9 @@ const modelAloneLock = "model-alone"
 // serve at a time, for the rare jobs a crash cut), and released with the
 // connection if the process dies. When another serve holds it, the job is
 // snoozed unsent without spending an attempt (errAloneElsewhere), at most
-// maxAloneHolds times; past that its requests are sent alone in this serve
-// only, as they were before the lock.
+// maxAloneHolds times, and the job letting the lock go wakes the one that
+// has waited longest (wakeAloneWaiter); past that its requests are sent
+// alone in this serve only, as they were before the lock.
 func (e *extractWorker) aloneInDeployment(ctx context.Context, job *river.Job[ExtractArgs], run func() error) error {
 	if holds := metaCount(job.Metadata, metaAloneHolds); holds >= maxAloneHolds {
 		e.w.logger.Warn("extraction held back for other serves' requests sent alone past its bound; sending its own alone in this serve only",
@@ -148,6 +149,7 @@ func (e *extractWorker) aloneInDeployment(ctx context.Context, job *river.Job[Ex
 	}
 	ran, err := e.w.cfg.Store.Exclusively(ctx, modelAloneLock, false, run)
 	if ran {
+		e.w.wakeAloneWaiter(ctx)
 		return err
 	}
 	if err == nil {

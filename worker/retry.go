@@ -144,6 +144,11 @@ const maxAloneHolds = 60
 // request sent alone: that request ends within --llm-timeout.
 const maxAloneWait = 10 * time.Second
 
+// snoozedForAlone is what metaSnoozedFor says of a job held back for
+// another job's request sent alone (errAloneElsewhere), which that job
+// wakes when it lets the lock go (aloneInDeployment).
+const snoozedForAlone = "queued_for_alone"
+
 // snoozedAfterCrash is what metaSnoozedFor says of a job waiting for the
 // model server after it went down with the job's request in flight:
 // nothing wakes it (wakeWaiters wakes outcomeModelDown), so it comes back
@@ -753,6 +758,9 @@ func countSnooze(ctx context.Context, job *rivertype.JobRow, err error, v verdic
 			// it as it ends an outage); not a job the server went down
 			// with (it waits its snooze out, apart from the others).
 			snoozedFor := v.label
+			if v.aloneHold() {
+				snoozedFor = snoozedForAlone // apart from the local queue's waits, also queued
+			}
 			if v.waitsForServer() {
 				snoozedFor = outcomeModelDown
 				if metaCount(job.Metadata, metaModelCrashes) > 0 {

@@ -213,3 +213,30 @@ func (w *Worker) wakeWaiters(ctx context.Context, m *modelWaiters) {
 		w.wakeSoon(m, wakeEvery)
 	}
 }
+
+// aloneWakeTimeout bounds the wake of a job waiting for modelAloneLock
+// (one row's UPDATE).
+const aloneWakeTimeout = 5 * time.Second
+
+// wakeAloneWaiter makes the extraction job that has waited longest for
+// modelAloneLock (snoozedForAlone: held back unsent, every serve's) run
+// now: called by the job that held the lock, once it has let it go.
+// Before, the lock sat idle while the waiters' snoozes (up to
+// maxAloneWait) ran out: the turns a crash cut were done 14-32 s after
+// they came in a walk where each held the lock 0.3 s. One is woken, not
+// all: the others would find the lock taken again and count a hold each.
+// A waiter whose snooze River has yet to store, or whose holder died,
+// waits its snooze out, as before. A failure is logged and left to the
+// snoozes.
+func (w *Worker) wakeAloneWaiter(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), aloneWakeTimeout)
+	defer cancel()
+	id, err := w.cfg.Store.WakeFirstWaiting(ctx, extractJobs, metaSnoozedFor, snoozedForAlone, metaAloneHolds)
+	if err != nil {
+		w.logger.Warn("cannot wake the extraction waiting to send its request alone; it runs when its snooze ends", "error", err)
+		return
+	}
+	if id != 0 {
+		w.logger.Debug("extraction waiting to send its request alone woken", "job_id", id)
+	}
+}
