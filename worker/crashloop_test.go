@@ -55,7 +55,7 @@ type crashingServer struct {
 	answerIn time.Duration
 	// gate, when set, holds every request to be answered (not a crashing
 	// one) until it is closed.
-	gate chan struct{}
+	gate     chan struct{}
 	bodies   []string     // of the requests answered, under mu
 	cut      atomic.Int64 // other requests in flight at a crash
 	inFlight atomic.Int64
