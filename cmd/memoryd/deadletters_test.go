@@ -41,6 +41,7 @@ func TestDeadLettersCommand(t *testing.T) {
 		m.Header.Set(events.HeaderReason, "invalid turn event: timestamp: is required (RFC 3339)")
 		m.Header.Set(events.HeaderOriginalSubject, events.TurnSubject(prefix, user))
 		m.Header.Set(events.HeaderUserToken, user)
+		m.Header.Set(events.HeaderStreamSeq, "41")
 		if _, err := js.PublishMsg(ctx, m); err != nil {
 			t.Fatal(err)
 		}
@@ -57,10 +58,11 @@ func TestDeadLettersCommand(t *testing.T) {
 	}
 	out, errOut, code = run("--json", "--limit", "1")
 	var line struct {
-		Seq   uint64          `json:"seq"`
-		Event json.RawMessage `json:"event"`
+		Seq       uint64          `json:"seq"`
+		StreamSeq any             `json:"stream_seq"` // a number, as seq (it was the header's text)
+		Event     json.RawMessage `json:"event"`
 	}
-	if code != 0 || strings.Count(out, "\n") != 1 || json.Unmarshal([]byte(out), &line) != nil || line.Seq != 2 || !strings.Contains(string(line.Event), `"bob"`) {
+	if code != 0 || strings.Count(out, "\n") != 1 || json.Unmarshal([]byte(out), &line) != nil || line.Seq != 2 || line.StreamSeq != float64(41) || !strings.Contains(string(line.Event), `"bob"`) {
 		t.Fatalf("--json --limit 1: exit %d, %q %q", code, out, errOut)
 	}
 }
