@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -335,9 +336,13 @@ func TestWakeWaiting(t *testing.T) {
 	}
 	wake := store.Wake{SnoozedKey: "snoozed_for", Reason: "model_unreachable", WokenKey: "woken", WaitKey: "wait_ms", UnwaitedKey: "unwaited_ms",
 		CountKey: "wakes", MaxWakes: 5, CountedAtKey: "counted_at", CountEvery: time.Hour}
+	inserted := riverInserts(t, s)
 	n, err := s.WakeWaiting(ctx, store.RiverJobs{Kind: "extract"}, wake)
 	if err != nil || n != 8 {
 		t.Fatalf("WakeWaiting woke %d (%v), want 8", n, err)
+	}
+	if q := inserted(); q != "q" {
+		t.Errorf("River told of queue %q; want q, as of an insert", q)
 	}
 	for id, want := range map[int64]struct {
 		state  string
@@ -491,11 +496,18 @@ func TestWakeFirstWaiting(t *testing.T) {
 	if _, err := tx.Exec(ctx, `SELECT FROM river_job WHERE id = $1 FOR UPDATE`, locked); err != nil {
 		t.Fatal(err)
 	}
+	// Each wake tells River's producers, as an insert does.
+	inserted := riverInserts(t, s)
 	wake := func() int64 {
 		t.Helper()
 		id, err := s.WakeFirstWaiting(ctx, store.RiverJobs{Kind: "extract"}, "for", "alone", "holds")
 		if err != nil {
 			t.Fatal(err)
+		}
+		if id != 0 {
+			if q := inserted(); q != "q" {
+				t.Errorf("wake of job %d: River told of queue %q; want q", id, q)
+			}
 		}
 		return id
 	}
@@ -527,5 +539,39 @@ func TestWakeFirstWaiting(t *testing.T) {
 		if state != "available" || waiting {
 			t.Errorf("woken job %d: %s, still waiting %v; want available now", id, state, waiting)
 		}
+	}
+}
+
+// riverInserts listens as River's producers do for its insert
+// notifications on s's schema, and returns a function giving the queue of
+// the next one (failing the test when none comes within 10 s).
+func riverInserts(t *testing.T, s *store.Store) (next func() string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := s.Pool().Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Release)
+	var schema string
+	if err := conn.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `LISTEN "`+schema+`.river_insert"`); err != nil {
+		t.Fatal(err)
+	}
+	return func() string {
+		t.Helper()
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		n, err := conn.Conn().WaitForNotification(wctx)
+		if err != nil {
+			t.Fatalf("no insert notification: %v", err)
+		}
+		var payload struct{ Queue string }
+		if err := json.Unmarshal([]byte(n.Payload), &payload); err != nil {
+			t.Fatalf("insert notification %q: %v", n.Payload, err)
+		}
+		return payload.Queue
 	}
 }
