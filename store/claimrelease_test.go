@@ -282,16 +282,7 @@ func TestWakeWaiting(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := storetest.New(t)
-	insert := func(kind, state, metadata string, in time.Duration) int64 {
-		t.Helper()
-		var id int64
-		if err := s.Pool().QueryRow(ctx, `INSERT INTO river_job (kind, args, queue, state, max_attempts, scheduled_at, metadata)
-			VALUES ($1, '{}', 'q', $2::river_job_state, 5, now() + $3::interval, $4::jsonb) RETURNING id`,
-			kind, state, in, metadata).Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		return id
-	}
+	insert := waitingJobs(t, s)
 	const model = `{"snoozed_for": "model_unreachable", "waits": 3}`
 	var (
 		waiting     = insert("extract", "scheduled", model, time.Minute)
@@ -464,16 +455,7 @@ func TestWakeFirstWaiting(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := storetest.New(t)
-	insert := func(kind, state, metadata string, in time.Duration) int64 {
-		t.Helper()
-		var id int64
-		if err := s.Pool().QueryRow(ctx, `INSERT INTO river_job (kind, args, queue, state, max_attempts, scheduled_at, metadata)
-			VALUES ($1, '{}', 'q', $2::river_job_state, 5, now() + $3::interval, $4::jsonb) RETURNING id`,
-			kind, state, in, metadata).Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		return id
-	}
+	insert := waitingJobs(t, s)
 	var (
 		twice      = insert("extract", "scheduled", `{"for": "alone", "holds": 2}`, time.Minute)
 		most       = insert("extract", "scheduled", `{"for": "alone", "holds": 5}`, time.Minute)
@@ -573,5 +555,20 @@ func riverInserts(t *testing.T, s *store.Store) (next func() string) {
 			t.Fatalf("insert notification %q: %v", n.Payload, err)
 		}
 		return payload.Queue
+	}
+}
+
+// waitingJobs returns a function inserting a River job of kind, in state,
+// with metadata, scheduled in from now, in queue q, and returning its id.
+func waitingJobs(t *testing.T, s *store.Store) func(kind, state, metadata string, in time.Duration) int64 {
+	return func(kind, state, metadata string, in time.Duration) int64 {
+		t.Helper()
+		var id int64
+		if err := s.Pool().QueryRow(context.Background(), `INSERT INTO river_job (kind, args, queue, state, max_attempts, scheduled_at, metadata)
+			VALUES ($1, '{}', 'q', $2::river_job_state, 5, now() + $3::interval, $4::jsonb) RETURNING id`,
+			kind, state, in, metadata).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return id
 	}
 }
