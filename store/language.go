@@ -40,6 +40,10 @@ func (s *Store) UserLanguage(ctx context.Context, userID string) (Language, erro
 	return l, nil
 }
 
+// languageLock is the advisory lock key of user $1's language, the one the
+// context insert trigger (migration 020) takes shared.
+const languageLock = `hashtextextended('memoryd.language.' || current_schema() || '.' || $1::text, 0)`
+
 // SetLanguage sets the user's language and its text search configuration
 // (config must be one of Postgres' configurations; the caller maps language
 // names to them) and re-indexes the user's context items under config, in
@@ -52,7 +56,7 @@ func (s *Store) UserLanguage(ctx context.Context, userID string) (Language, erro
 func (s *Store) SetLanguage(ctx context.Context, userID, language, config string) (int64, error) {
 	var n int64
 	err := s.inTx(ctx, func(q *Store) error {
-		if _, err := q.db.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('memoryd.language.' || current_schema() || '.' || $1::text, 0))`, userID); err != nil {
+		if _, err := q.db.Exec(ctx, `SELECT pg_advisory_xact_lock(`+languageLock+`)`, userID); err != nil {
 			return fmt.Errorf("lock user language: %w", err)
 		}
 		// The cast refuses a configuration Postgres does not have.

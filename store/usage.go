@@ -162,6 +162,13 @@ func (s *Store) ReplaceOffline(ctx context.Context, r Reextraction) ([]string, e
 	if err := s.lockClears(ctx, []string{r.UserID}, false); err != nil {
 		return nil, err
 	}
+	// The user's language lock, shared, as InsertContext's trigger takes
+	// it below, but before the delete locks any item: a language change
+	// (exclusive, then every item re-indexed) otherwise waited for a
+	// deleted item while the insert waited for the lock, a deadlock.
+	if _, err := s.db.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(`+languageLock+`)`, r.UserID); err != nil {
+		return nil, fmt.Errorf("replace offline memory: lock user language: %w", err)
+	}
 	open := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		open[id] = true

@@ -1,0 +1,169 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/memoryd/memoryd/events/eventstest"
+	"github.com/memoryd/memoryd/store"
+)
+
+// TestImportBesideLanguageChangeDoesNotDeadlock: an import whose clears
+// delete one of the user's items (its row locked) and whose context lines
+// then insert a new item (the insert trigger takes the user's language
+// lock, shared) ran beside a language change of the same user (the
+// language lock, exclusive, then every item of the user re-indexed): the
+// change waited for the deleted item's row, the import for the language
+// lock, and Postgres broke the deadlock by failing one of them (40P01), an
+// import or a language request answered with a 500 though nothing was
+// wrong with either. Both complete, in either order.
+func TestImportBesideLanguageChangeDoesNotDeadlock(t *testing.T) {
+	ctx, s := setup(t)
+	rules := store.Provenance{Extractor: "rules"}
+	write := func(q, a string) int64 {
+		t.Helper()
+		id, _, err := s.StoreContext(ctx, store.ContextWrite{UserID: "hans", Question: q, Answer: a, CreatedAt: t0, Provenance: rules})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	a := write("Which gate?", "Gate 9")
+	write("Where is the boat?", "At the lake")
+	if _, err := s.DeleteContext(ctx, store.ContextDelete{UserID: "hans", ID: a}); err != nil {
+		t.Fatal(err)
+	}
+	// The export holds a clear of the gate pair and the boat pair.
+	var exp bytes.Buffer
+	if err := s.Export(ctx, "hans", &exp); err != nil {
+		t.Fatal(err)
+	}
+	// A fresh memory holding the gate pair (stamped before the exported
+	// clear) and not the boat pair: the import deletes the one and inserts
+	// the other.
+	if _, _, err := s.ForgetUser(ctx, "hans", "hans", store.StreamPosition{}); err != nil {
+		t.Fatal(err)
+	}
+	write("Which gate?", "Gate 9")
+
+	langDone := make(chan error, 1)
+	hooked := false
+	hook := func() {
+		hooked = true
+		// In the import's transaction, the gate item deleted: the change
+		// starts and waits for a lock (the item's row, or the language).
+		go func() {
+			_, err := s.SetLanguage(ctx, "hans", "de", "german")
+			langDone <- err
+		}()
+		languageChangeWaits(t, s, "hans")
+	}
+	counts, err := s.Import(store.WithImportHook(ctx, hook), "hans", "hans", &exp)
+	if !hooked {
+		t.Fatalf("import: %v, before its hook ran", err)
+	}
+	langErr := <-langDone
+	if err != nil || langErr != nil {
+		t.Fatalf("import: %v; language change: %v; want both done", err, langErr)
+	}
+	if counts["context"] != 1 {
+		t.Errorf("import wrote %d context items, want the boat pair", counts["context"])
+	}
+	var n int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM context WHERE user_id = 'hans' AND ts_config = 'german'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("%d of hans's items under german, want the boat pair (the gate pair was cleared)", n)
+	}
+}
+
+// TestReextractionBesideLanguageChangeDoesNotDeadlock: the re-extraction
+// of turns the offline extractor processed (ReplaceOffline, after a daily
+// token cap) deletes the offline items of the turns (their rows locked)
+// and then inserts the model's (the insert trigger takes the user's
+// language lock, shared): beside a language change of the user (the lock
+// exclusive, then every item re-indexed) the two waited for each other
+// and Postgres failed one of them (40P01). Both complete.
+func TestReextractionBesideLanguageChangeDoesNotDeadlock(t *testing.T) {
+	ctx, s := setup(t)
+	rules := store.Provenance{Extractor: "rules"}
+	llm := store.Provenance{Extractor: "llm", Model: "m"}
+	if _, err := s.InsertTurns(ctx, []store.Turn{{EventID: "e1", UserID: "hans", UserMessage: "Gate 9", TurnAt: t0}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.InsertContext(ctx, []store.ContextWrite{{UserID: "hans", Question: "Which gate?", Answer: "Gate 9", EventID: "e1", CreatedAt: t0, Provenance: rules}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkProcessed(ctx, "hans", []string{"e1"}, rules); err != nil {
+		t.Fatal(err)
+	}
+	// The re-extraction is held after its delete of the offline item, by
+	// a trigger of this test's schema waiting for a lock the test holds.
+	hold, err := s.Pool().Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Release()
+	if _, err := hold.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended('racehunt.' || current_schema(), 0))`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(ctx, `
+		CREATE FUNCTION test_hold() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN PERFORM pg_advisory_xact_lock_shared(hashtextextended('racehunt.' || current_schema(), 0)); RETURN NULL; END $$;
+		CREATE TRIGGER test_hold AFTER DELETE ON context FOR EACH STATEMENT EXECUTE FUNCTION test_hold()`); err != nil {
+		t.Fatal(err)
+	}
+	reDone := make(chan error, 1)
+	go func() {
+		reDone <- s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
+			_, err := q.ReplaceOffline(ctx, store.Reextraction{UserID: "hans", EventIDs: []string{"e1"}, Offline: "rules", Provenance: llm,
+				Context: []store.ContextWrite{{UserID: "hans", Question: "Which gate is it?", Answer: "Gate 9", EventID: "e1", CreatedAt: t0, Provenance: llm}}})
+			return err
+		})
+	}()
+	eventstest.Eventually(t, "the re-extraction to be held after its delete", 30*time.Second, func() (bool, string) {
+		var n int
+		err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_locks l WHERE l.locktype = 'advisory' AND NOT l.granted
+			AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended('racehunt.' || current_schema(), 0)`).Scan(&n)
+		return err == nil && n == 1, fmt.Sprintf("%d waiting, %v", n, err)
+	})
+	langDone := make(chan error, 1)
+	go func() {
+		_, err := s.SetLanguage(ctx, "hans", "de", "german")
+		langDone <- err
+	}()
+	languageChangeWaits(t, s, "hans")
+	if _, err := hold.Exec(ctx, `SELECT pg_advisory_unlock(hashtextextended('racehunt.' || current_schema(), 0))`); err != nil {
+		t.Fatal(err)
+	}
+	if err, langErr := <-reDone, <-langDone; err != nil || langErr != nil {
+		t.Fatalf("re-extraction: %v; language change: %v; want both done", err, langErr)
+	}
+	var q, config string
+	if err := s.Pool().QueryRow(ctx, `SELECT question, ts_config FROM context WHERE user_id = 'hans'`).Scan(&q, &config); err != nil {
+		t.Fatal(err)
+	}
+	if q != "Which gate is it?" || config != "german" {
+		t.Errorf("hans's item %q under %s, want the model's under german", q, config)
+	}
+}
+
+// languageChangeWaits waits until a language change of the user (the one
+// holding or waiting for the user's language lock exclusively, in this
+// test's schema) waits for a lock: the language lock, or an item's row.
+func languageChangeWaits(t *testing.T, s *store.Store, user string) {
+	t.Helper()
+	eventstest.Eventually(t, "the language change to wait for a lock", 30*time.Second, func() (bool, string) {
+		var n int
+		err := s.Pool().QueryRow(context.Background(), `SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+			WHERE l.locktype = 'advisory' AND l.mode = 'ExclusiveLock' AND a.wait_event_type = 'Lock'
+			  AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended('memoryd.language.' || current_schema() || '.' || $1::text, 0)`, user).Scan(&n)
+		return err == nil && n == 1, fmt.Sprintf("%d waiting, %v", n, err)
+	})
+}
