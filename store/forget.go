@@ -108,6 +108,15 @@ func (s *Store) forgetUser(ctx context.Context, userID, token string, through St
 			return fmt.Errorf("forget: tombstone: %w", err)
 		}
 		tomb = next
+		// The user's language before the items (deleteMemory locks them
+		// all): a language change holds its row while it re-indexes the
+		// items, so deleted after them it waited for an item locked here
+		// while this waited for the row, a deadlock failing one of them
+		// (the user's lock keeps memoryd's language requests apart from a
+		// forget; SetLanguage on its own is not).
+		if _, err := q.db.Exec(ctx, `DELETE FROM user_languages WHERE user_id = $1`, userID); err != nil {
+			return fmt.Errorf("forget language: %w", err)
+		}
 		// Jobs before turns, which name them (see deleteUserJobs).
 		var jobs int64
 		for _, rj := range riverJobs {
@@ -142,9 +151,6 @@ func (s *Store) forgetUser(ctx context.Context, userID, token string, through St
 		r.Turns, r.Jobs = turns, jobs
 		if _, err := q.db.Exec(ctx, `DELETE FROM llm_usage WHERE user_id = $1`, userID); err != nil {
 			return fmt.Errorf("forget usage: %w", err)
-		}
-		if _, err := q.db.Exec(ctx, `DELETE FROM user_languages WHERE user_id = $1`, userID); err != nil {
-			return fmt.Errorf("forget language: %w", err)
 		}
 		// Copies of exports in progress. One saved from a snapshot before
 		// this forget but after this delete is refused by its memory id

@@ -167,3 +167,60 @@ func languageChangeWaits(t *testing.T, s *store.Store, user string) {
 		return err == nil && n == 1, fmt.Sprintf("%d waiting, %v", n, err)
 	})
 }
+
+// TestForgetBesideLanguageChangeDoesNotDeadlock: a forget locks the
+// user's items (deleteMemory) and then deletes the user's language row; a
+// change of the user's language (the language lock, then its row
+// updated, then every item re-indexed) beside it waited for a locked item
+// while holding the row the forget then waited for: Postgres failed one of
+// them (40P01), a forget or a language request answered with a 500. Both
+// complete.
+func TestForgetBesideLanguageChangeDoesNotDeadlock(t *testing.T) {
+	ctx, s := setup(t)
+	if _, err := s.SetLanguage(ctx, "hans", "fr", "french"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.StoreContext(ctx, store.ContextWrite{UserID: "hans", Question: "Which gate?", Answer: "Gate 9", CreatedAt: t0,
+		Provenance: store.Provenance{Extractor: "rules"}}); err != nil {
+		t.Fatal(err)
+	}
+	// The forget is held once it has locked the user's items, by a
+	// trigger of this test's schema waiting for a lock the test holds.
+	hold, err := s.Pool().Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Release()
+	if _, err := hold.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended('review6.' || current_schema(), 0))`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(ctx, `
+		CREATE FUNCTION test_hold() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN PERFORM pg_advisory_xact_lock_shared(hashtextextended('review6.' || current_schema(), 0)); RETURN NULL; END $$;
+		CREATE TRIGGER test_hold AFTER DELETE ON context_terms FOR EACH STATEMENT EXECUTE FUNCTION test_hold()`); err != nil {
+		t.Fatal(err)
+	}
+	forgetDone := make(chan error, 1)
+	go func() {
+		_, _, err := s.ForgetUser(ctx, "hans", "hans", store.StreamPosition{})
+		forgetDone <- err
+	}()
+	eventstest.Eventually(t, "the forget to be held with the items locked", 30*time.Second, func() (bool, string) {
+		var n int
+		err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_locks l WHERE l.locktype = 'advisory' AND NOT l.granted
+			AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended('review6.' || current_schema(), 0)`).Scan(&n)
+		return err == nil && n == 1, fmt.Sprintf("%d waiting, %v", n, err)
+	})
+	langDone := make(chan error, 1)
+	go func() {
+		_, err := s.SetLanguage(ctx, "hans", "de", "german")
+		langDone <- err
+	}()
+	languageChangeWaits(t, s, "hans")
+	if _, err := hold.Exec(ctx, `SELECT pg_advisory_unlock(hashtextextended('review6.' || current_schema(), 0))`); err != nil {
+		t.Fatal(err)
+	}
+	if err, langErr := <-forgetDone, <-langDone; err != nil || langErr != nil {
+		t.Fatalf("forget: %v; language change: %v; want both done", err, langErr)
+	}
+}
