@@ -189,6 +189,17 @@ func TestSearchMemorySinceUntil(t *testing.T) {
 	if msg := toolError(t, s, "search_memory", map[string]any{"query": "tulips", "since": "last week"}); !strings.Contains(msg, `since "last week" is not an RFC 3339 time`) || !strings.Contains(msg, "nor a date") {
 		t.Errorf("since of words: %q", msg)
 	}
+	// A range that holds nothing is refused in the words the model wrote:
+	// the service named until "2023-05-01" as 2023-05-02T00:00:00Z, the
+	// next day's start (an MCP walk: since 2023-05-02, until 2023-05-01
+	// read "since 2023-05-02T00:00:00Z is not before until
+	// 2023-05-02T00:00:00Z").
+	for _, tc := range [][2]string{{day(1), day(0)}, {"2023-06-01", "2023-05-01"}, {"2023-05-01T00:00:00Z", "2023-05-01T00:00:00Z"}} {
+		msg := toolError(t, s, "search_memory", map[string]any{"query": "tulips", "since": tc[0], "until": tc[1]})
+		if want := fmt.Sprintf("since %q is not before until %q", tc[0], tc[1]); !strings.Contains(msg, want) {
+			t.Errorf("since %s, until %s: %q, want it to say %q", tc[0], tc[1], msg, want)
+		}
+	}
 }
 
 // TestFactToolsNameTheKnownKeys: an agent's spelling of a key is the key

@@ -200,6 +200,12 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 			if req.Until, err = parseTime("until", in.Until); err != nil {
 				return searchOut{}, err
 			}
+			if !req.Since.IsZero() && !req.Until.IsZero() && !req.Since.Before(req.Until) {
+				// Named as the model wrote them: the service's refusal
+				// named the instants, an until date as the next day's
+				// start (until "2026-11-01" read as 2026-11-02T00:00:00Z).
+				return searchOut{}, fmt.Errorf("since %q is not before until %q: no memory is created in between", in.Since, in.Until)
+			}
 			reply, err := c.Search(ctx, req)
 			kept := withinBytes(reply.Results, s.cfg.MaxResultBytes)
 			return searchOut{Results: memories(kept), Truncated: reply.Truncated || len(kept) < len(reply.Results)}, err
@@ -722,7 +728,10 @@ func (w warnings) Enabled(ctx context.Context, l slog.Level) bool {
 
 // Handle logs the SDK's "server run cancelled", at Error, at Info: it is
 // the routine end of a stdio session that ServeIO's caller stopped
-// (SIGTERM), and tripped alerts on errors.
+// (SIGTERM), and tripped alerts on errors. The SDK's errors of a client's
+// request that are the client's mistake (clientErrors) are logged at Warn:
+// any key holder could write an error line a request (an MCP walk: the
+// TypeScript SDK's client calling a tool after terminateSession()).
 func (w warnings) Handle(ctx context.Context, r slog.Record) error {
 	if r.Message == "server run cancelled" && r.Level > slog.LevelInfo {
 		if !w.Handler.Enabled(ctx, slog.LevelInfo) {
@@ -730,7 +739,18 @@ func (w warnings) Handle(ctx context.Context, r slog.Record) error {
 		}
 		r.Level = slog.LevelInfo
 	}
+	if clientErrors[r.Message] && r.Level > slog.LevelWarn {
+		r.Level = slog.LevelWarn
+	}
 	return w.Handler.Handle(ctx, r)
+}
+
+// clientErrors are the SDK's error log messages of a request the client
+// got wrong, which it answers with an error: a call before initialize, a
+// method the protocol version it asked for removed.
+var clientErrors = map[string]bool{
+	"method invalid during initialization": true,
+	"method removed in the new protocol":   true,
 }
 
 func (w warnings) WithAttrs(as []slog.Attr) slog.Handler { return warnings{w.Handler.WithAttrs(as)} }
