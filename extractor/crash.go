@@ -67,6 +67,12 @@ func (l *LLM) refusesConnections(ctx context.Context) bool {
 	return false
 }
 
+// RefusesConnections reports whether the model server's address refuses
+// a TCP connection now (refusesConnections): a server down, restarting
+// after a crash. The worker asks it before waking a job whose request
+// would only meet it down.
+func (l *LLM) RefusesConnections(ctx context.Context) bool { return l.refusesConnections(ctx) }
+
 // proxied reports whether requests to u go through a proxy, as far as the
 // HTTP client's transport says (an *http.Transport's Proxy).
 func (l *LLM) proxied(u *url.URL) bool {

@@ -460,7 +460,7 @@ func TestWakeFirstWaiting(t *testing.T) {
 		twice      = insert("extract", "scheduled", `{"for": "alone", "holds": 2}`, time.Minute)
 		most       = insert("extract", "scheduled", `{"for": "alone", "holds": 5}`, time.Minute)
 		mostLater  = insert("extract", "scheduled", `{"for": "alone", "holds": 5}`, time.Minute)
-		soon       = insert("extract", "available", `{"for": "alone", "holds": 1}`, 2*time.Second) // a short snooze River left available
+		soon       = insert("extract", "available", `{"for": "alone", "holds": 1}`, 30*time.Second) // a snooze River left available (any length, for this test)
 		notANumber = insert("extract", "scheduled", `{"for": "alone", "holds": "x"}`, time.Minute)
 		locked     = insert("extract", "scheduled", `{"for": "alone", "holds": 8}`, time.Minute)
 	)

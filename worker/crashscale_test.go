@@ -129,7 +129,7 @@ func TestAloneWaiterWokenWhenTheLockIsLetGo(t *testing.T) {
 	)
 	e.waitFor("a job held back for the lock, seconds of its snooze left", func() (bool, string) {
 		err := e.store.Pool().QueryRow(e.ctx, `SELECT id, scheduled_at FROM river_job WHERE kind = $1 AND state IN ('scheduled', 'available')
-			AND (metadata->>'memoryd_alone_holds')::int >= 1 AND scheduled_at > now() + interval '2 seconds'`, worker.ExtractJobKind).Scan(&waiter, &until)
+			AND (metadata->>'memoryd_alone_holds')::int >= 1 AND scheduled_at > now() + interval '3 seconds'`, worker.ExtractJobKind).Scan(&waiter, &until)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return false, "none yet"
 		}

@@ -139,7 +139,7 @@ const modelAloneLock = "model-alone"
 // connection if the process dies. When another serve holds it, the job is
 // snoozed unsent without spending an attempt (errAloneElsewhere), at most
 // maxAloneHolds times, and the job letting the lock go wakes the one that
-// has waited longest (wakeAloneWaiter); past that its requests are sent
+// has waited longest (aloneReleased); past that its requests are sent
 // alone in this serve only, as they were before the lock.
 func (e *extractWorker) aloneInDeployment(ctx context.Context, job *river.Job[ExtractArgs], run func() error) error {
 	if holds := metaCount(job.Metadata, metaAloneHolds); holds >= maxAloneHolds {
@@ -149,7 +149,7 @@ func (e *extractWorker) aloneInDeployment(ctx context.Context, job *river.Job[Ex
 	}
 	ran, err := e.w.cfg.Store.Exclusively(ctx, modelAloneLock, false, run)
 	if ran {
-		e.w.wakeAloneWaiter(ctx)
+		e.w.aloneReleased(ctx)
 		return err
 	}
 	if err == nil {

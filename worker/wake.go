@@ -85,8 +85,13 @@ func (w *Worker) modelWaiting() { w.modelWaits.waiting() }
 
 // modelAnswered is called when the model server answered an extraction:
 // it ends the refusal outage, and wakes the jobs waiting for the server
-// (wakeSoon), apart from the job, whose save does not wait for it.
+// (wakeSoon), apart from the job, whose save does not wait for it, and a
+// job waiting for modelAloneLock whose wake was held back for this answer
+// (aloneReleased).
 func (w *Worker) modelAnswered() {
+	if w.aloneWakeDue.CompareAndSwap(true, false) {
+		w.wakeAloneWaiter(context.Background())
+	}
 	w.modelRefusing.end()
 	w.modelWaits.answered.Store(time.Now().UnixNano())
 	w.wakeSoon(&w.modelWaits, 0)
@@ -217,6 +222,47 @@ func (w *Worker) wakeWaiters(ctx context.Context, m *modelWaiters) {
 // aloneWakeTimeout bounds the wake of a job waiting for modelAloneLock
 // (one row's UPDATE).
 const aloneWakeTimeout = 5 * time.Second
+
+// aloneReleased is called by a job that held modelAloneLock once it has
+// let it go: it wakes the job that has waited longest for it
+// (wakeAloneWaiter), unless the model server counts as down (the job's
+// request brought it down, a poison turn's second crash, or met it down).
+// Woken then, the waiter met the server down too, was snoozed as a job
+// the server went down with (which nothing wakes: snoozedAfterCrash) and
+// woke the next, which did the same, until every waiter waited out a
+// snooze of its own (a review). The wake waits for this serve's next
+// answer from the server (modelAnswered); the waiters' own snoozes, up to
+// maxAloneWait, bring them back meanwhile.
+func (w *Worker) aloneReleased(ctx context.Context) {
+	if w.modelGone(ctx) {
+		w.aloneWakeDue.Store(true)
+		return
+	}
+	w.wakeAloneWaiter(ctx)
+}
+
+// connectionRefuser is an extractor that can tell whether its model
+// server refuses connections now (extractor.LLM).
+type connectionRefuser interface {
+	RefusesConnections(ctx context.Context) bool
+}
+
+// modelGone reports whether the model server counts as down or refuses
+// connections now: a crash is not counted as the server being down (the
+// request was cut, and the server refused the connections after it), so
+// the address is tried (a few milliseconds; the extractor's crash check).
+func (w *Worker) modelGone(ctx context.Context) bool {
+	if down := w.modelWaits.down; down != nil && down() {
+		return true
+	}
+	r, ok := w.cfg.Extractor.(connectionRefuser)
+	if !ok {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), aloneWakeTimeout)
+	defer cancel()
+	return r.RefusesConnections(ctx)
+}
 
 // wakeAloneWaiter makes the extraction job that has waited longest for
 // modelAloneLock (snoozedForAlone: held back unsent, every serve's) run

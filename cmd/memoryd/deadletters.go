@@ -68,9 +68,10 @@ sent with "memory": false, "opted_out": true and only its ids and sizes).`)
 		if withJSON {
 			line := map[string]any{"seq": d.Seq, "time": d.Time.UTC().Format(time.RFC3339Nano), "subject": d.Subject,
 				"reason": d.Reason, "original_subject": d.OriginalSubject, "stream_seq": d.StreamSeq, "user_token": d.UserToken}
+			// A number, as seq is (the header is text); null for a
+			// letter without memoryd's header.
+			line["stream_seq"] = nil
 			if n, err := strconv.ParseUint(d.StreamSeq, 10, 64); err == nil {
-				// A number, as seq is (the header is text); a header
-				// memoryd did not write stays as it came.
 				line["stream_seq"] = n
 			}
 			if d.OptedOut {

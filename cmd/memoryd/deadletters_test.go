@@ -65,4 +65,14 @@ func TestDeadLettersCommand(t *testing.T) {
 	if code != 0 || strings.Count(out, "\n") != 1 || json.Unmarshal([]byte(out), &line) != nil || line.Seq != 2 || line.StreamSeq != float64(41) || !strings.Contains(string(line.Event), `"bob"`) {
 		t.Fatalf("--json --limit 1: exit %d, %q %q", code, out, errOut)
 	}
+	// A letter without memoryd's header (another program's): null.
+	m := nats.NewMsg(events.DeadLetterSubject(prefix, "carol"))
+	m.Data = []byte(`{}`)
+	if _, err := js.PublishMsg(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = run("--json", "--user", "carol")
+	if code != 0 || !strings.Contains(out, `"stream_seq":null`) {
+		t.Fatalf("--json of a letter without the stream position: exit %d, %q %q; want stream_seq null", code, out, errOut)
+	}
 }
