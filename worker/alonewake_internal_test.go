@@ -15,7 +15,8 @@ import (
 // TestAloneWakeWaitsForTheModelServer: a job letting modelAloneLock go
 // while the model server refuses connections (its request brought the
 // server down, a poison turn's second crash) wakes no waiter then, but at
-// the server's next answer; while it accepts, the waiter is woken at once.
+// the server's next answer (not one that comes while a run of the process
+// holds the lock); while it accepts, the waiter is woken at once.
 // Before, the waiter was woken into the dead server, snoozed as a job the
 // server went down with (which nothing wakes) and woke the next, until
 // every waiter waited out a snooze of its own (a review).
@@ -66,6 +67,14 @@ func TestAloneWakeWaitsForTheModelServer(t *testing.T) {
 	if due(id) {
 		t.Errorf("waiter woken while the model server refuses connections; want it woken at its next answer")
 	}
+	// An answer while a run of the process holds the lock (its own
+	// request's, maybe) leaves the wake to that run's release.
+	w.aloneHolding.Add(1)
+	w.modelAnswered()
+	if due(id) {
+		t.Errorf("waiter woken at an answer while a run of the process holds the lock")
+	}
+	w.aloneHolding.Add(-1)
 	w.modelAnswered()
 	if !due(id) {
 		t.Errorf("waiter not woken at the model server's answer")

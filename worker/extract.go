@@ -147,7 +147,11 @@ func (e *extractWorker) aloneInDeployment(ctx context.Context, job *river.Job[Ex
 			"job_id", job.ID, "user_id", job.Args.UserID, "alone_holds", holds, "turns", len(job.Args.EventIDs))
 		return run()
 	}
-	ran, err := e.w.cfg.Store.Exclusively(ctx, modelAloneLock, false, run)
+	ran, err := e.w.cfg.Store.Exclusively(ctx, modelAloneLock, false, func() error {
+		e.w.aloneHolding.Add(1)
+		defer e.w.aloneHolding.Add(-1)
+		return run()
+	})
 	if ran {
 		e.w.aloneReleased(ctx)
 		return err

@@ -731,6 +731,7 @@ type Worker struct {
 	embedWaits                                         modelWaiters // jobs snoozed for the embeddings server, to wake when it answers
 	embedRefusing                                      outage       // the embeddings server refusing the configuration, nil while it answers
 	aloneWakeDue                                       atomic.Bool  // a wake of a job waiting for modelAloneLock, held back for the model server's next answer (aloneReleased)
+	aloneHolding                                       atomic.Int32 // runs of this process holding modelAloneLock, which wake a waiter as they let it go
 	// unsaved holds the extractions runs could not store for a wait,
 	// for their jobs' next runs.
 	unsaved *unsavedResults
