@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/store"
@@ -103,22 +105,8 @@ func TestReextractionBesideLanguageChangeDoesNotDeadlock(t *testing.T) {
 	if err := s.MarkProcessed(ctx, "hans", []string{"e1"}, rules); err != nil {
 		t.Fatal(err)
 	}
-	// The re-extraction is held after its delete of the offline item, by
-	// a trigger of this test's schema waiting for a lock the test holds.
-	hold, err := s.Pool().Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hold.Release()
-	if _, err := hold.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended('racehunt.' || current_schema(), 0))`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Pool().Exec(ctx, `
-		CREATE FUNCTION test_hold() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN PERFORM pg_advisory_xact_lock_shared(hashtextextended('racehunt.' || current_schema(), 0)); RETURN NULL; END $$;
-		CREATE TRIGGER test_hold AFTER DELETE ON context FOR EACH STATEMENT EXECUTE FUNCTION test_hold()`); err != nil {
-		t.Fatal(err)
-	}
+	// The re-extraction is held after its delete of the offline item.
+	held := holdStatements(t, s, "DELETE", "context")
 	reDone := make(chan error, 1)
 	go func() {
 		reDone <- s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
@@ -127,21 +115,14 @@ func TestReextractionBesideLanguageChangeDoesNotDeadlock(t *testing.T) {
 			return err
 		})
 	}()
-	eventstest.Eventually(t, "the re-extraction to be held after its delete", 30*time.Second, func() (bool, string) {
-		var n int
-		err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_locks l WHERE l.locktype = 'advisory' AND NOT l.granted
-			AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended('racehunt.' || current_schema(), 0)`).Scan(&n)
-		return err == nil && n == 1, fmt.Sprintf("%d waiting, %v", n, err)
-	})
+	held.waits("the re-extraction to be held after its delete")
 	langDone := make(chan error, 1)
 	go func() {
 		_, err := s.SetLanguage(ctx, "hans", "de", "german")
 		langDone <- err
 	}()
 	languageChangeWaits(t, s, "hans")
-	if _, err := hold.Exec(ctx, `SELECT pg_advisory_unlock(hashtextextended('racehunt.' || current_schema(), 0))`); err != nil {
-		t.Fatal(err)
-	}
+	held.release()
 	if err, langErr := <-reDone, <-langDone; err != nil || langErr != nil {
 		t.Fatalf("re-extraction: %v; language change: %v; want both done", err, langErr)
 	}
@@ -184,43 +165,81 @@ func TestForgetBesideLanguageChangeDoesNotDeadlock(t *testing.T) {
 		Provenance: store.Provenance{Extractor: "rules"}}); err != nil {
 		t.Fatal(err)
 	}
-	// The forget is held once it has locked the user's items, by a
-	// trigger of this test's schema waiting for a lock the test holds.
-	hold, err := s.Pool().Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hold.Release()
-	if _, err := hold.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended('review6.' || current_schema(), 0))`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Pool().Exec(ctx, `
-		CREATE FUNCTION test_hold() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN PERFORM pg_advisory_xact_lock_shared(hashtextextended('review6.' || current_schema(), 0)); RETURN NULL; END $$;
-		CREATE TRIGGER test_hold AFTER DELETE ON context_terms FOR EACH STATEMENT EXECUTE FUNCTION test_hold()`); err != nil {
-		t.Fatal(err)
-	}
+	// The forget is held once it has locked the user's items.
+	held := holdStatements(t, s, "DELETE", "context_terms")
 	forgetDone := make(chan error, 1)
 	go func() {
 		_, _, err := s.ForgetUser(ctx, "hans", "hans", store.StreamPosition{})
 		forgetDone <- err
 	}()
-	eventstest.Eventually(t, "the forget to be held with the items locked", 30*time.Second, func() (bool, string) {
-		var n int
-		err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_locks l WHERE l.locktype = 'advisory' AND NOT l.granted
-			AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended('review6.' || current_schema(), 0)`).Scan(&n)
-		return err == nil && n == 1, fmt.Sprintf("%d waiting, %v", n, err)
-	})
+	held.waits("the forget to be held with the items locked")
 	langDone := make(chan error, 1)
 	go func() {
 		_, err := s.SetLanguage(ctx, "hans", "de", "german")
 		langDone <- err
 	}()
 	languageChangeWaits(t, s, "hans")
-	if _, err := hold.Exec(ctx, `SELECT pg_advisory_unlock(hashtextextended('review6.' || current_schema(), 0))`); err != nil {
-		t.Fatal(err)
-	}
+	held.release()
 	if err, langErr := <-forgetDone, <-langDone; err != nil || langErr != nil {
 		t.Fatalf("forget: %v; language change: %v; want both done", err, langErr)
 	}
+}
+
+// statementHold holds the statements of one kind on one table of a
+// test's schema once they are done, until released (holdStatements).
+type statementHold struct {
+	t       *testing.T
+	s       *store.Store
+	key     int64
+	conn    *pgxpool.Conn
+	release func()
+}
+
+// holdStatements holds every statement of event (DELETE, INSERT, ...) on
+// table, in s's schema, once done and before its transaction goes on: a
+// statement trigger waits for an advisory lock the test holds until
+// release (at the test's end at the latest). For a race that one side
+// must reach at a fixed point.
+func holdStatements(t *testing.T, s *store.Store, event, table string) *statementHold {
+	t.Helper()
+	ctx := context.Background()
+	h := &statementHold{t: t, s: s, key: rand.Int64()}
+	var err error
+	if h.conn, err = s.Pool().Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, h.key); err != nil {
+		h.conn.Release()
+		t.Fatal(err)
+	}
+	released := false
+	h.release = func() {
+		if released {
+			return
+		}
+		released = true
+		if _, err := h.conn.Exec(ctx, `SELECT pg_advisory_unlock($1)`, h.key); err != nil {
+			t.Error(err)
+		}
+		h.conn.Release()
+	}
+	t.Cleanup(h.release)
+	if _, err := s.Pool().Exec(ctx, fmt.Sprintf(`
+		CREATE FUNCTION test_hold() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN PERFORM pg_advisory_xact_lock_shared(%d); RETURN NULL; END $$;
+		CREATE TRIGGER test_hold AFTER %s ON %s FOR EACH STATEMENT EXECUTE FUNCTION test_hold()`, h.key, event, table)); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// waits waits until a statement is held.
+func (h *statementHold) waits(what string) {
+	h.t.Helper()
+	eventstest.Eventually(h.t, what, 30*time.Second, func() (bool, string) {
+		var n int
+		err := h.s.Pool().QueryRow(context.Background(), `SELECT count(*) FROM pg_locks l WHERE l.locktype = 'advisory' AND NOT l.granted
+			AND ((l.classid::bigint << 32) | l.objid::bigint) = $1`, h.key).Scan(&n)
+		return err == nil && n == 1, fmt.Sprintf("%d waiting, %v", n, err)
+	})
 }
