@@ -10,12 +10,12 @@ import (
 
 // Jobs snoozed for a model server that is down wait up to a minute each
 // (maxModelWait), so that thousands of them do not ask it over and over;
-// the server's first answer wakes them all (wakeWaiters), in
-// Postgres, telling River's producers as an insert does, so that every
-// process's waiting jobs run at once. Before, they ran as their snoozes ended, up to a minute
-// after the server was back, and a job whose snooze ended in the seconds
-// before this process's probe was answered was held back for up to a
-// minute more (about one in twelve after a long outage).
+// the server's first answer wakes them all (wakeWaiters), in Postgres,
+// telling River's producers as an insert does, so that every process's
+// waiting jobs run at once. Before, they ran as their snoozes ended, up
+// to a minute after the server was back, and a job whose snooze ended in
+// the seconds before this process's probe was answered was held back for
+// up to a minute more (about one in twelve after a long outage).
 //
 // A job woken by one process may be fetched by another whose own probe
 // is still to come: it holds the job back, and the job waits for that
