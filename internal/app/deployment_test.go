@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -157,7 +158,17 @@ func onMissingDatabase(t *testing.T, a *App, edit ...func(*Config)) (*App, Confi
 	for _, e := range edit {
 		e(&cfg)
 	}
-	cfg.Store.URL = storetest.MissingDatabase(t) + "&pool_max_conns=4"
+	u, err := url.Parse(storetest.MissingDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A parameter of the URL's query, which MEMORYD_TEST_DATABASE_URL may
+	// not have: appended with "&" to one without, it named the database
+	// ("t_...&pool_max_conns=4", created and never dropped).
+	q := u.Query()
+	q.Set("pool_max_conns", "4")
+	u.RawQuery = q.Encode()
+	cfg.Store.URL = u.String()
 	cfg.Store.CreateDatabase = true
 	b, err := New(cfg)
 	if err != nil {
