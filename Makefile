@@ -19,12 +19,6 @@ PKGS ?= ./...
 # speed check: worker, 277 s in that run, took 10m21s beside other loads
 # (load average 18-22 on 2 cores), which the 8m it was would have failed.
 TESTTIMEOUT ?= 20m
-# TESTPARALLEL is go test's -parallel, the tests of one package run at
-# once (GOMAXPROCS, 2 here, by default): most wait rather than compute
-# (retries, snoozes, a model server's answer, Postgres), so 2 left the
-# cores half idle. The worker package alone: 227 s at 2, 174 s at 4
-# (2026-12-05). systest sets its own (slots for its heavy tests).
-TESTPARALLEL ?= 4
 LONGPKGS = ./worker/ ./systest/ ./internal/app/ ./store/ ./enricher/ ./cmd/memoryd/
 TESTPKGS = $(if $(filter ./...,$(PKGS)),$(LONGPKGS) ./...,$(PKGS))
 FUZZTIME ?= 30s
@@ -40,7 +34,7 @@ demo: services
 ## exit status is go test's
 test: testservices testdeps vet tools
 	$(GO) run ./scripts/testdb
-	$(GO) run ./scripts/testprogress -race -count=1 -parallel $(TESTPARALLEL) -timeout $(TESTTIMEOUT) $(TESTPKGS)
+	$(GO) run ./scripts/testprogress -race -count=1 -timeout $(TESTTIMEOUT) $(TESTPKGS)
 
 ## toolstest: the tools module's tests, on the test servers: memeval's
 ## cross-validation must rank every question as enrich does, and its document
