@@ -313,14 +313,7 @@ func TestWakeWaiting(t *testing.T) {
 	if _, err := s.Pool().Exec(ctx, `UPDATE river_job SET attempted_at = now() - interval '10 seconds' WHERE id = $1`, spread); err != nil {
 		t.Fatal(err)
 	}
-	tx, err := s.Pool().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `SELECT FROM river_job WHERE id = $1 FOR UPDATE`, locked); err != nil {
-		t.Fatal(err)
-	}
+	lockJobRow(t, s, locked)
 	var leftBefore int64 // of the counted snooze, in milliseconds, just before the wake
 	if err := s.Pool().QueryRow(ctx, `SELECT floor(extract(epoch FROM scheduled_at - now()) * 1000)::bigint FROM river_job WHERE id = $1`, counted).Scan(&leftBefore); err != nil {
 		t.Fatal(err)
@@ -470,14 +463,7 @@ func TestWakeFirstWaiting(t *testing.T) {
 	insert("embed", "scheduled", `{"for": "alone", "holds": 9}`, time.Minute)
 	insert("extract", "available", `{"for": "alone", "holds": 9}`, -time.Second)
 	insert("extract", "running", `{"for": "alone", "holds": 9}`, -time.Second)
-	tx, err := s.Pool().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `SELECT FROM river_job WHERE id = $1 FOR UPDATE`, locked); err != nil {
-		t.Fatal(err)
-	}
+	tx := lockJobRow(t, s, locked)
 	// Each wake tells River's producers, as an insert does.
 	inserted := riverInserts(t, s)
 	wake := func() int64 {
@@ -571,4 +557,20 @@ func waitingJobs(t *testing.T, s *store.Store) func(kind, state, metadata string
 		}
 		return id
 	}
+}
+
+// lockJobRow locks a River job's row in a transaction of its own, rolled
+// back when the test ends (or earlier, by the caller).
+func lockJobRow(t *testing.T, s *store.Store, id int64) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	if _, err := tx.Exec(ctx, `SELECT FROM river_job WHERE id = $1 FOR UPDATE`, id); err != nil {
+		t.Fatal(err)
+	}
+	return tx
 }

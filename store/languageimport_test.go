@@ -53,17 +53,13 @@ func TestImportBesideLanguageChangeDoesNotDeadlock(t *testing.T) {
 	}
 	write("Which gate?", "Gate 9")
 
-	langDone := make(chan error, 1)
+	var langDone <-chan error
 	hooked := false
 	hook := func() {
 		hooked = true
 		// In the import's transaction, the gate item deleted: the change
 		// starts and waits for a lock (the item's row, or the language).
-		go func() {
-			_, err := s.SetLanguage(ctx, "hans", "de", "german")
-			langDone <- err
-		}()
-		languageChangeWaits(t, s, "hans")
+		langDone = languageChangeWaiting(t, s, "hans")
 	}
 	counts, err := s.Import(store.WithImportHook(ctx, hook), "hans", "hans", &exp)
 	if !hooked {
@@ -116,12 +112,7 @@ func TestReextractionBesideLanguageChangeDoesNotDeadlock(t *testing.T) {
 		})
 	}()
 	held.waits("the re-extraction to be held after its delete")
-	langDone := make(chan error, 1)
-	go func() {
-		_, err := s.SetLanguage(ctx, "hans", "de", "german")
-		langDone <- err
-	}()
-	languageChangeWaits(t, s, "hans")
+	langDone := languageChangeWaiting(t, s, "hans")
 	held.release()
 	if err, langErr := <-reDone, <-langDone; err != nil || langErr != nil {
 		t.Fatalf("re-extraction: %v; language change: %v; want both done", err, langErr)
@@ -135,11 +126,17 @@ func TestReextractionBesideLanguageChangeDoesNotDeadlock(t *testing.T) {
 	}
 }
 
-// languageChangeWaits waits until a language change of the user (the one
-// holding or waiting for the user's language lock exclusively, in this
-// test's schema) waits for a lock: the language lock, or an item's row.
-func languageChangeWaits(t *testing.T, s *store.Store, user string) {
+// languageChangeWaiting starts a change of the user's language to German
+// and returns once it waits for a lock (the language lock, which it holds
+// or waits for exclusively in this test's schema, or an item's row); its
+// result comes on the channel returned.
+func languageChangeWaiting(t *testing.T, s *store.Store, user string) <-chan error {
 	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.SetLanguage(context.Background(), user, "de", "german")
+		done <- err
+	}()
 	eventstest.Eventually(t, "the language change to wait for a lock", 30*time.Second, func() (bool, string) {
 		var n int
 		err := s.Pool().QueryRow(context.Background(), `SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
@@ -147,6 +144,7 @@ func languageChangeWaits(t *testing.T, s *store.Store, user string) {
 			  AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended('memoryd.language.' || current_schema() || '.' || $1::text, 0)`, user).Scan(&n)
 		return err == nil && n == 1, fmt.Sprintf("%d waiting, %v", n, err)
 	})
+	return done
 }
 
 // TestForgetBesideLanguageChangeDoesNotDeadlock: a forget locks the
@@ -173,12 +171,7 @@ func TestForgetBesideLanguageChangeDoesNotDeadlock(t *testing.T) {
 		forgetDone <- err
 	}()
 	held.waits("the forget to be held with the items locked")
-	langDone := make(chan error, 1)
-	go func() {
-		_, err := s.SetLanguage(ctx, "hans", "de", "german")
-		langDone <- err
-	}()
-	languageChangeWaits(t, s, "hans")
+	langDone := languageChangeWaiting(t, s, "hans")
 	held.release()
 	if err, langErr := <-forgetDone, <-langDone; err != nil || langErr != nil {
 		t.Fatalf("forget: %v; language change: %v; want both done", err, langErr)
