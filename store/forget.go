@@ -213,12 +213,21 @@ func (s *Store) forgetUser(ctx context.Context, userID, token string, through St
 // replay that rebuilds the memory has read everything back (FinishResets):
 // one left behind says the replay stopped half-way (UnfinishedResets). Its
 // ID is 0 when no user named has recorded turns (nothing was taken).
+//
+// A reset of named users takes their clear locks (resetClears), which an
+// import takes too; a reset of every user takes resetLock exclusively
+// instead, so imports wait for it, or it for them.
 func (s *Store) ResetMemory(ctx context.Context, userIDs []string) (Removed, ResetMark, error) {
 	var (
 		r    Removed
 		mark ResetMark
 	)
 	err := s.InTx(ctx, func(_ pgx.Tx, q *Store) error {
+		if len(userIDs) == 0 {
+			if _, err := q.db.Exec(ctx, `SELECT pg_advisory_xact_lock(`+resetLock+`)`); err != nil {
+				return fmt.Errorf("reset: lock: %w", err)
+			}
+		}
 		if err := q.CheckSchema(ctx); err != nil {
 			return fmt.Errorf("reset: %w", err)
 		}
@@ -233,6 +242,19 @@ func (s *Store) ResetMemory(ctx context.Context, userIDs []string) (Removed, Res
 	}
 	return r, mark, nil
 }
+
+// resetLock is the advisory lock key of a reset of every user, per
+// schema: the reset takes it exclusively, before any other lock, and an
+// import shared, before any other lock (ImportInto). A reset of every user
+// takes no per-user lock (there could be more users than Postgres's lock
+// table holds), and without this one its delete, whose snapshot predates
+// an import's commit, waited for a row the import rewrote and re-checked
+// it against that snapshot, where the import's sources (import_sources,
+// what a reset keeps) were not yet: it deleted what the import had just
+// reported written. Taken first on both sides, it closes no cycle with
+// the other locks; an import waits for a long reset, as it would for a
+// reset of its user.
+const resetLock = `hashtextextended('memoryd.reset.' || current_schema(), 0)`
 
 // Unreplayable is memory a reset would delete that no replay can rebuild:
 // items extracted from recorded turns whose events the turn stream no

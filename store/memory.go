@@ -203,7 +203,8 @@ const importedOwnTurn = `(EXISTS (SELECT 1 FROM import_sources i WHERE i.user_id
 // with. A write holding it sees every clear committed before it took the
 // lock, and a clear waits for the writes in flight to commit, so a clear
 // either deletes what a write stored or is seen by it. Take it after the
-// turn locks and before any memory row lock.
+// turn locks and before any memory row lock (and, in an import, after the
+// reset lock: see resetLock).
 func (s *Store) lockClears(ctx context.Context, userIDs []string, exclusive bool) error {
 	fn := "pg_advisory_xact_lock_shared"
 	if exclusive {
