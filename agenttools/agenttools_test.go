@@ -18,6 +18,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/memoryd/memoryd/agenttools"
 	"github.com/memoryd/memoryd/enricher"
@@ -406,6 +407,62 @@ func TestHTTPNeedsAKnownBearer(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK || (path == "/readyz" && !strings.Contains(string(body), `"nats":"ok"`)) {
 			t.Errorf("GET %s: %d %s, want 200", path, resp.StatusCode, body)
+		}
+	}
+}
+
+// TestHTTP401HasAChallenge: every 401 carries a WWW-Authenticate
+// challenge, as RFC 9110 requires of a 401 and the MCP spec's
+// authorization section of servers: Bearer with agenttools.Realm, and
+// error="invalid_token" (RFC 6750) only for a bearer token the keys do not
+// know; the MCP SDK client's own parser reads it. A request that passes
+// has none. Before, the SDK's 401 had none (it writes one only with OAuth
+// metadata, which API keys have none of).
+func TestHTTP401HasAChallenge(t *testing.T) {
+	t.Parallel()
+	nc := eventstest.Conn(t)
+	prefix, _ := eventstest.Names(t, nc)
+	url := serveHTTP(t, events.NewClient(nc, prefix), keys{"alice-key": "alice"})
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	for _, c := range []struct {
+		auth, wantErr string
+		status        int
+	}{
+		{"", "", http.StatusUnauthorized},
+		{"Bearer mallory-key", "invalid_token", http.StatusUnauthorized},
+		{"bearer mallory-key", "invalid_token", http.StatusUnauthorized},
+		{"Basic YWxpY2U6eA==", "", http.StatusUnauthorized},
+		{"Bearer alice-key extra", "", http.StatusUnauthorized},
+		{"Bearer alice-key", "", http.StatusOK},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(initialize))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if c.auth != "" {
+			req.Header.Set("Authorization", c.auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if sid := resp.Header.Get("Mcp-Session-Id"); sid != "" {
+			t.Cleanup(func() { endSession(url, "alice-key", sid) })
+		}
+		got := resp.Header.Values("WWW-Authenticate")
+		if resp.StatusCode != c.status {
+			t.Fatalf("Authorization %q: status %d, want %d", c.auth, resp.StatusCode, c.status)
+		}
+		if c.status != http.StatusUnauthorized {
+			if len(got) != 0 {
+				t.Errorf("Authorization %q: %d with WWW-Authenticate %q, want none", c.auth, resp.StatusCode, got)
+			}
+			continue
+		}
+		challenges, err := oauthex.ParseWWWAuthenticate(got)
+		if err != nil || len(challenges) != 1 || challenges[0].Scheme != "bearer" ||
+			challenges[0].Params["realm"] != agenttools.Realm || challenges[0].Params["error"] != c.wantErr {
+			t.Errorf("Authorization %q: WWW-Authenticate %q (%+v, %v), want Bearer realm=%q with error %q", c.auth, got, challenges, err, agenttools.Realm, c.wantErr)
 		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,6 +30,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/internal/authchallenge"
 	"github.com/memoryd/memoryd/internal/bodytime"
 	"github.com/memoryd/memoryd/internal/httperrlog"
 )
@@ -65,6 +67,11 @@ const keyRecheck = 2 * time.Second
 
 // DefaultMaxUserSessions is Config.MaxUserSessions' default.
 const DefaultMaxUserSessions = 32
+
+// Realm is the realm of the WWW-Authenticate challenge of a 401 over HTTP:
+// Bearer realm="memoryd MCP", with error="invalid_token" when the request
+// sent a bearer token the keys do not know.
+const Realm = "memoryd MCP"
 
 // DefaultVersion is the version the server reports when Config.Version is
 // empty.
@@ -110,9 +117,11 @@ type Config struct {
 	// request in flight, no GET stream open, not opened in the last 10 s
 	// without a request since) used least recently, and is refused (429)
 	// when there is none, until one ends (DELETE, or
-	// SessionTimeout). Without it a key could open sessions without end,
-	// each holding its goroutines and memory for SessionTimeout. Default
-	// DefaultMaxUserSessions.
+	// SessionTimeout); the 429 has a Retry-After, in whole seconds rounded
+	// up, when one of them is only spared for its 10 s: the time left of
+	// the first grace to end (none when all are busy). Without it a key
+	// could open sessions without end, each holding its goroutines and
+	// memory for SessionTimeout. Default DefaultMaxUserSessions.
 	MaxUserSessions int
 	// BodyTimeout bounds reading an HTTP request's body; a client that
 	// sends it slower is cut off. Without it a client holding a key could
@@ -240,8 +249,9 @@ func (s *Server) ServeIO(ctx context.Context, in io.Reader, out io.Writer) error
 
 // Handler returns the streamable HTTP handler: every request needs an
 // Authorization: Bearer <key> header with a key Config.Keys knows (401
-// otherwise), and its session acts for that key's user only (the SDK
-// refuses a session id presented with another user's key).
+// otherwise, with a WWW-Authenticate challenge of Realm), and its session
+// acts for that key's user only (the SDK refuses a session id presented
+// with another user's key).
 func (s *Server) Handler() (http.Handler, error) {
 	h, _, err := s.handler()
 	return h, err
@@ -278,7 +288,19 @@ func (s *Server) handler() (http.Handler, *mcp.Server, error) {
 	if capped.now == nil {
 		capped.now = time.Now
 	}
-	mux.Handle("/", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(capped))
+	// The SDK's 401 has no WWW-Authenticate without OAuth metadata, which
+	// API keys have none of, yet RFC 9110 requires one on every 401 and
+	// the MCP spec's authorization section requires it of servers. It is
+	// set before the SDK's check and taken off once the request passes it,
+	// before anything is written: only the SDK's refusals carry it.
+	authed := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Del("WWW-Authenticate")
+		capped.ServeHTTP(w, r)
+	}))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("WWW-Authenticate", authchallenge.Bearer(Realm, r))
+		authed.ServeHTTP(w, r)
+	})
 	// Probes, without a key: the process runs; it can reach memoryd.
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
@@ -465,7 +487,12 @@ func (c *sessionCap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// The slot is taken before the SDK opens the session: read first and
 	// recorded after, initializes sent at once all passed the check.
-	if n, ok := c.reserve(o.user); !ok {
+	if n, wait, ok := c.reserve(o.user); !ok {
+		if wait > 0 {
+			// Whole seconds, rounded up: a retry then finds the session's
+			// grace over.
+			w.Header().Set("Retry-After", strconv.FormatInt(int64((wait+time.Second-1)/time.Second), 10))
+		}
 		http.Error(w, fmt.Sprintf("this key's user holds %d MCP sessions, the most at once, each with a request in flight, its event stream open or opened in the last %s: end one (DELETE) or let one expire", n, newSessionGrace), http.StatusTooManyRequests)
 		return
 	}
@@ -582,8 +609,11 @@ func (rw *recordSession) Unwrap() http.ResponseWriter { return rw.ResponseWriter
 // reserve counts user's sessions, live or being opened, forgetting those
 // that ended and closing those opened with a key since revoked, and takes
 // one more if under max, closing the user's idle session used least
-// recently to stay under it.
-func (c *sessionCap) reserve(user string) (int, bool) {
+// recently to stay under it. Refused, wait is how long until the first of
+// the user's sessions not used since its initialize leaves its grace and
+// may be closed to make room, sessions still being opened counted from
+// now (0 when every one is busy: when one ends is not known).
+func (c *sessionCap) reserve(user string) (n int, wait time.Duration, ok bool) {
 	end := map[string]bool{}
 	defer func() {
 		// Closed outside mu: a close waits for the session's calls.
@@ -600,7 +630,11 @@ func (c *sessionCap) reserve(user string) (int, bool) {
 	for ss := range c.srv.Sessions() {
 		live[ss.ID()] = true
 	}
-	n := c.opening[user]
+	n = c.opening[user]
+	if n > 0 {
+		// Recorded as they are answered, from then on in their grace.
+		wait = newSessionGrace
+	}
 	idlest := ""
 	now := c.now()
 	for id, o := range c.owners {
@@ -620,6 +654,9 @@ func (c *sessionCap) reserve(user string) (int, bool) {
 			// that only initializes, a client that died): never taken, such
 			// sessions held the user at 429 until SessionTimeout (a review).
 			fresh := !o.seen && now.Sub(o.used) < newSessionGrace
+			if left := o.used.Add(newSessionGrace).Sub(now); fresh && (wait == 0 || left < wait) {
+				wait = left
+			}
 			if !fresh && o.busy == 0 && (idlest == "" || o.used.Before(c.owners[idlest].used)) {
 				idlest = id
 			}
@@ -631,8 +668,8 @@ func (c *sessionCap) reserve(user string) (int, bool) {
 		n--
 	}
 	if n >= c.max {
-		return n, false
+		return n, wait, false
 	}
 	c.opening[user]++
-	return n, true
+	return n, 0, true
 }

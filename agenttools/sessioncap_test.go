@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -194,4 +195,79 @@ func TestUnusedSessionMakesRoomAfterItsGrace(t *testing.T) {
 			t.Errorf("%s, past its grace, after a session past the cap: %d, want %d", c.name, code, c.want)
 		}
 	}
+}
+
+// TestRefusedSessionSaysWhenToRetry: a new session refused at the cap
+// because the user's others are only spared for their grace says, in
+// Retry-After, when the first grace ends (whole seconds, rounded up), and
+// a retry then is let in; with every session busy, when one ends is not
+// known and none is said. Before, the 429 never had one.
+func TestRefusedSessionSaysWhenToRetry(t *testing.T) {
+	t.Parallel()
+	srv, err := agenttools.New(agenttools.Config{Client: startEnricher(t), Timeout: 10 * time.Second, MaxUserSessions: 2,
+		Keys: keys{"alice-key": "alice"}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu  sync.Mutex
+		now = time.Now()
+	)
+	agenttools.SetSessionClock(srv, func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	})
+	advance := func(d time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		now = now.Add(d)
+	}
+	h, err := srv.Handler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(h)
+	t.Cleanup(hs.Close)
+	url := hs.URL
+	initialize(t, url, "alice-key")
+	advance(2500 * time.Millisecond)
+	second := initialize(t, url, "alice-key")
+	advance(time.Second)
+	// first's grace ends in NewSessionGrace - 3.5 s: 6.5 s, said as 7.
+	want := strconv.Itoa(int((agenttools.NewSessionGrace - 3500*time.Millisecond + time.Second - 1) / time.Second))
+	if code, retry := refusedInitialize(t, url, "alice-key"); code != http.StatusTooManyRequests || retry != want {
+		t.Fatalf("a session past the cap with the others in their grace: %d, Retry-After %q; want 429, %q", code, retry, want)
+	}
+	advance(7 * time.Second)
+	third := initialize(t, url, "alice-key")
+	if code := toolsList(t, url, "alice-key", third); code != http.StatusOK {
+		t.Fatalf("the session opened after the Retry-After: %d, want 200", code)
+	}
+	// second and third busy: nothing to say.
+	openStream(t, url, "alice-key", second)
+	openStream(t, url, "alice-key", third)
+	if code, retry := refusedInitialize(t, url, "alice-key"); code != http.StatusTooManyRequests || retry != "" {
+		t.Fatalf("a session past the cap with the others busy: %d, Retry-After %q; want 429 without one", code, retry)
+	}
+}
+
+// refusedInitialize sends an initialize with key and returns its status
+// and Retry-After; a session it opens is ended when the test ends.
+func refusedInitialize(t *testing.T, url, key string) (int, string) {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if sid := resp.Header.Get("Mcp-Session-Id"); sid != "" {
+		t.Cleanup(func() { endSession(url, key, sid) })
+	}
+	return resp.StatusCode, resp.Header.Get("Retry-After")
 }

@@ -80,6 +80,7 @@ type Set struct {
 	mtime   time.Time
 	size    int64
 	gone    bool // the file was removed after a load: its keys are revoked
+	revoked int  // while gone: how many keys the file held
 
 	stop chan struct{}
 	done chan struct{}
@@ -168,6 +169,7 @@ func (s *Set) Reload() (bool, error) {
 		if s.entries == nil || s.gone {
 			return false, fmt.Errorf("apikeys: %w", err) // never loaded (New): a wrong path
 		}
+		s.revoked = len(s.entries) - len(s.inline) // the file's: entries are the inline ones, then the file's
 		s.entries, s.gone, s.mtime, s.size = slices.Clone(s.inline), true, time.Time{}, -1
 		return true, nil
 	}
@@ -191,7 +193,7 @@ func (s *Set) Reload() (bool, error) {
 	}
 	all := append(append([]entry{}, s.inline...), fromFile...)
 	s.mu.Lock()
-	s.entries, s.mtime, s.size, s.gone = all, st.ModTime(), st.Size(), false
+	s.entries, s.mtime, s.size, s.gone, s.revoked = all, st.ModTime(), st.Size(), false, 0
 	s.mu.Unlock()
 	return true, nil
 }
@@ -264,7 +266,12 @@ func (s *Set) poll() {
 	case err != nil:
 		s.cfg.Logger.Error("api keys not reloaded, the previous keys stay in force", "file", s.cfg.File, "error", err)
 	case changed && s.Gone():
-		s.cfg.Logger.Warn("api keys file removed: the keys it held are revoked until it is back", "file", s.cfg.File, "keys", s.Len())
+		// revoked: the file's keys; keys: those still in force (the
+		// inline ones), as "api keys reloaded" counts them.
+		s.mu.RLock()
+		revoked := s.revoked
+		s.mu.RUnlock()
+		s.cfg.Logger.Warn("api keys file removed: the keys it held are revoked until it is back", "file", s.cfg.File, "revoked", revoked, "keys", s.Len())
 	case changed:
 		s.cfg.Logger.Info("api keys reloaded", "file", s.cfg.File, "keys", s.Len())
 	}

@@ -41,3 +41,45 @@ func TestRemovedFileBackBrokenIsLogged(t *testing.T) {
 		t.Error("a key of the removed file works while the file back is unreadable")
 	}
 }
+
+// TestRemovedFileLogsTheKeysRevoked: the removal's log line says how many
+// keys the file held, which it revoked, and how many stay in force (the
+// inline ones). Before, its "keys" was the count after the removal: the
+// inline keys' (0 without them), never the keys revoked.
+func TestRemovedFileLogsTheKeysRevoked(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(file, []byte(Hash("k1")+" alice\n"+Hash("k2")+" bob\n"+Hash("k3")+" carol\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	s, err := New(Config{File: file, Text: Hash("k0") + " root", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	s.poll()
+	line := ""
+	for l := range strings.Lines(logs.String()) {
+		if strings.Contains(l, "revoked until it is back") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, " revoked=3 ") || !strings.HasSuffix(strings.TrimSpace(line), " keys=1") {
+		t.Fatalf("removal logged as %q, want revoked=3 (the file's keys) and keys=1 (the inline key)", line)
+	}
+	// Put back with one key, removed again: that one.
+	if err := os.WriteFile(file, []byte(Hash("k1")+" alice\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.poll()
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	logs.Reset()
+	s.poll()
+	if !strings.Contains(logs.String(), " revoked=1 ") {
+		t.Fatalf("second removal logged as %q, want revoked=1", logs.String())
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/internal/authchallenge"
 )
 
 // apiError is OpenAI's error body.
@@ -90,12 +91,20 @@ func (p *Proxy) repeatedUserHeader(w http.ResponseWriter, r *http.Request) bool 
 	return true
 }
 
-func (p *Proxy) unauthorized(w http.ResponseWriter) {
+// unauthorized answers r 401 in OpenAI's error shape, with the
+// WWW-Authenticate challenge RFC 9110 requires of a 401 (OpenAI's SDKs
+// read only the status and the body).
+func (p *Proxy) unauthorized(w http.ResponseWriter, r *http.Request) {
 	msg := "Incorrect or missing API key: send a memoryd proxy key as 'Authorization: Bearer <key>' (memoryd keys add creates one)."
+	challenge := authchallenge.Bearer(Realm, r)
 	if p.cfg.Keys == nil {
 		// Behind a gateway, with no keys: the gateway's header is missing.
+		// No token was looked at, so none is called invalid; the client's
+		// own credential is the gateway's business.
 		msg = fmt.Sprintf("Missing user: this proxy takes the user from the %s header, which the gateway in front sets.", p.cfg.TrustedUserHeader)
+		challenge = `Bearer realm="` + Realm + `"`
 	}
+	w.Header().Set("WWW-Authenticate", challenge)
 	writeError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", msg)
 }
 
@@ -178,7 +187,7 @@ func (p *Proxy) serveModels(w http.ResponseWriter, r *http.Request) string {
 		return OutcomeBadRequest
 	}
 	if _, ok := p.user(r); !ok {
-		p.unauthorized(w)
+		p.unauthorized(w, r)
 		return OutcomeUnauthorized
 	}
 	// The model id goes upstream as one path of plain segments: a "." or
@@ -645,7 +654,7 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request) string {
 	}
 	user, ok := p.user(r)
 	if !ok {
-		p.unauthorized(w)
+		p.unauthorized(w, r)
 		return OutcomeUnauthorized
 	}
 	var bad *events.ValidationError

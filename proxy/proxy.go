@@ -56,6 +56,11 @@ const (
 // 400.
 const MemoryHeader = "X-Memory"
 
+// Realm is the realm of the WWW-Authenticate challenge of a 401: Bearer
+// realm="memoryd proxy", with error="invalid_token" when the request sent
+// a bearer token the keys do not know.
+const Realm = "memoryd proxy"
+
 // Keys maps an API key to the user it stands for (apikeys.Set).
 type Keys interface {
 	Lookup(key string) (userID string, ok bool)

@@ -507,7 +507,10 @@ func TestPartsAndUnknownFields(t *testing.T) {
 }
 
 // TestAuth: a missing or unknown key is a 401 in OpenAI's error shape, for
-// chat and models; nothing reaches the upstream.
+// chat and models, with the WWW-Authenticate challenge RFC 9110 requires
+// of a 401 (before, none): Bearer with proxy.Realm, and
+// error="invalid_token" (RFC 6750) when a bearer token was sent; nothing
+// reaches the upstream.
 func TestAuth(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
@@ -534,6 +537,13 @@ func TestAuth(t *testing.T) {
 			if resp.StatusCode != http.StatusUnauthorized || err != nil || body.Error.Code != "invalid_api_key" || body.Error.Message == "" {
 				t.Errorf("key %q %s: %s %+v %v", key, path, resp.Status, body, err)
 			}
+			challenge := `Bearer realm="` + proxy.Realm + `"`
+			if key != "" {
+				challenge += `, error="invalid_token"`
+			}
+			if got := resp.Header.Values("WWW-Authenticate"); len(got) != 1 || got[0] != challenge {
+				t.Errorf("key %q %s: WWW-Authenticate %q, want %q", key, path, got, challenge)
+			}
 			// Read by people with curl: `<key>`, not `\u003ckey\u003e`.
 			if !bytes.Contains(raw, []byte("Bearer <key>")) {
 				t.Errorf("key %q %s: body %s does not show 'Bearer <key>' as written", key, path, raw)
@@ -554,7 +564,17 @@ func TestAuth(t *testing.T) {
 	if n != 0 {
 		t.Errorf("%d requests reached the upstream without a valid key", n)
 	}
-	// A valid key lists the upstream's models.
+	// A valid key lists the upstream's models, with no challenge.
+	req, _ := http.NewRequest(http.MethodGet, e.url+"/models", nil)
+	req.Header.Set("Authorization", "Bearer "+e.keys["alice"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Values("WWW-Authenticate"); resp.StatusCode != http.StatusOK || len(got) != 0 {
+		t.Errorf("models with a valid key: %s, WWW-Authenticate %q; want 200 without one", resp.Status, got)
+	}
 	models, err := e.client("alice").ListModels(context.Background())
 	if err != nil || len(models.Models) != 1 || models.Models[0].ID != "fake-model" {
 		t.Fatalf("models: %+v, %v", models, err)
@@ -1273,13 +1293,29 @@ func TestUpstreamRefusesItsKey(t *testing.T) {
 
 // TestGatewayOnlyNamesItsHeader: a proxy behind a gateway, without keys,
 // answers a request without the gateway's header with a 401 naming the
-// header (before: a message about memoryd keys, which it does not use).
+// header (before: a message about memoryd keys, which it does not use),
+// with a challenge of its realm that calls no token invalid: it looks at
+// none.
 func TestGatewayOnlyNamesItsHeader(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *proxy.Config) { c.Keys, c.TrustedUserHeader = nil, "X-Gateway-User" })
-	req, _ := http.NewRequest(http.MethodPost, e.url+"/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
-	if code, b := roundTrip(t, req); code != http.StatusUnauthorized || !strings.Contains(string(b), "X-Gateway-User header") || strings.Contains(string(b), "keys add") {
-		t.Fatalf("no gateway header: %d %s", code, b)
+	for _, auth := range []string{"", "Bearer mk-anything"} {
+		req, _ := http.NewRequest(http.MethodPost, e.url+"/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(b), "X-Gateway-User header") || strings.Contains(string(b), "keys add") {
+			t.Fatalf("no gateway header, Authorization %q: %s %s", auth, resp.Status, b)
+		}
+		if got, want := resp.Header.Values("WWW-Authenticate"), `Bearer realm="`+proxy.Realm+`"`; len(got) != 1 || got[0] != want {
+			t.Errorf("no gateway header, Authorization %q: WWW-Authenticate %q, want %q", auth, got, want)
+		}
 	}
 }
 

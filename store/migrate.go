@@ -184,8 +184,24 @@ func checkSearchPath(ctx context.Context, conn DBTX) error {
 		return fmt.Errorf("store: the search_path starts with schema %s, but memoryd's tables are in %s: memoryd's locks are kept per first schema, so processes with other search_paths would not exclude each other; put schema %s first in search_path (--database-url's search_path, or the role's or database's setting)",
 			*current, *tables, *tables)
 	}
+	if current != nil && len(*current) > MaxSchemaBytes {
+		return fmt.Errorf("store: schema %s, the first of the search_path, is %d bytes long, more than the %d River allows: River names its notification channels after it (%q the longest), and Postgres refuses a channel name over 63 bytes, so River's notifications would fail, and with them, past 50 bytes, every job insert; use a schema of a shorter name (--database-url's search_path, or the role's or database's setting)",
+			*current, len(*current), MaxSchemaBytes, *current+".river_leadership")
+	}
 	return nil
 }
+
+// MaxSchemaBytes is the longest name of the schema memoryd's tables may
+// be in: River names its notification channels "<schema>.<topic>", the
+// longest topic being river_leadership, and Postgres refuses a channel
+// name over 63 bytes (NAMEDATALEN - 1) in pg_notify and truncates it in
+// LISTEN. River checks the same bound on a schema it is configured with
+// (river.Config.Schema, "Schema length must be less than or equal to 46
+// characters"), but memoryd's schema is the search_path's, which River
+// takes from current_schema() unchecked: past 50 bytes every job insert
+// failed ("channel name too long"), and past 46 River's leadership
+// notifications (a leader's resignation) would.
+const MaxSchemaBytes = 63 - len(".river_leadership")
 
 // lockTableFull reports whether err is Postgres's "out of shared memory"
 // (53200): its lock table, shared by every session

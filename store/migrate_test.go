@@ -312,3 +312,61 @@ func migrate2(t *testing.T, ctx context.Context, url string) error {
 	_, err := storetest.Unmigrated(t, url).Migrate(ctx, migrations.FS, slog.New(slog.DiscardHandler))
 	return err
 }
+
+// TestMigrateRefusesASchemaNameTooLongForRiver: a schema whose name is
+// longer than River allows (store.MaxSchemaBytes, 46 bytes) is refused by
+// Migrate and by the check of a process that does not migrate, naming
+// the search_path: River names its notification channels after the
+// schema, and Postgres refuses a channel name over 63 bytes. Before, a
+// 51-byte schema migrated, and then every River job insert and every
+// wake failed with "channel name too long". At the bound, a wake's
+// notification reaches the channel River listens on.
+func TestMigrateRefusesASchemaNameTooLongForRiver(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	long := schemaNamed(t, store.MaxSchemaBytes+1)
+	if err := migrate2(t, ctx, storetest.SearchPathURL(long)); !contains(err, "is 47 bytes long, more than the 46 River allows") || !contains(err, "--database-url's search_path") {
+		t.Fatalf("migrate a schema of %d bytes: %v; want it refused, naming the search_path", len(long), err)
+	}
+	if _, err := storetest.Unmigrated(t, storetest.SearchPathURL(long)).PendingMigrations(ctx, migrations.FS); !contains(err, "more than the 46 River allows") {
+		t.Fatalf("the check of a process that does not migrate, on a schema of %d bytes: %v; want it refused", len(long), err)
+	}
+	s := storetest.Open(t, storetest.SearchPathURL(schemaNamed(t, store.MaxSchemaBytes)))
+	id := waitingJobs(t, s)("extract", "scheduled", `{"for": "alone"}`, time.Hour)
+	inserted := riverInserts(t, s)
+	if woken, err := s.WakeFirstWaiting(ctx, store.RiverJobs{Kind: "extract"}, "for", "alone", "holds"); err != nil || woken != id {
+		t.Fatalf("wake on a schema of %d bytes: %d, %v; want job %d", store.MaxSchemaBytes, woken, err, id)
+	}
+	if q := inserted(); q != "q" {
+		t.Errorf("River told of queue %q; want q", q)
+	}
+}
+
+// schemaNamed creates a schema whose name is n bytes long, dropped when
+// the test ends, and returns its name.
+func schemaNamed(t *testing.T, n int) string {
+	t.Helper()
+	ctx := context.Background()
+	name := fmt.Sprintf("t_%d_", time.Now().UnixNano())
+	name += strings.Repeat("x", n-len(name))
+	conn, err := pgx.Connect(ctx, storetest.BaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), storetest.BaseURL())
+		if err != nil {
+			t.Logf("drop schema %s: %v", name, err)
+			return
+		}
+		defer conn.Close(context.Background())
+		if _, err := conn.Exec(context.Background(), "DROP SCHEMA "+name+" CASCADE"); err != nil {
+			t.Logf("drop schema %s: %v", name, err)
+		}
+	})
+	return name
+}

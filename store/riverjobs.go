@@ -752,7 +752,10 @@ func (s *Store) WakeFirstWaiting(ctx context.Context, jobs RiverJobs, snoozedKey
 // the next FetchPollInterval (1 s), which gapped the requests sent alone
 // after a crash 0.6-0.8 s apart (a walk). Its value, void, reads as empty
 // text. Should River rename the topic, the job waits for that poll, as
-// before.
+// before. The channel is River's own for any schema memoryd runs on:
+// River listens on "<current_schema()>.river_insert" too, and a schema
+// name whose channels Postgres would refuse (over MaxSchemaBytes) is
+// refused at start (checkSearchPath).
 const riverInsertNotify = `pg_notify(current_schema() || '.river_insert', json_build_object('queue', queue)::text)::text`
 
 // metaInt is the SQL for the whole number at j.metadata's key (the

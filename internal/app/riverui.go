@@ -146,11 +146,7 @@ func (u *riverUI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !u.authorized(r) {
-		if u.cfg.User != "" {
-			w.Header().Set("WWW-Authenticate", `Basic realm="memoryd River UI", charset="UTF-8"`)
-		} else {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="memoryd River UI"`)
-		}
+		u.challenge(w)
 		http.Error(w, "unauthorized: River's UI needs the credentials set with --riverui-user/--riverui-password or --riverui-token", http.StatusUnauthorized)
 		return
 	}
@@ -167,6 +163,17 @@ func (u *riverUI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	u.handler.ServeHTTP(w, r)
+}
+
+// challenge sets the WWW-Authenticate header RFC 9110 requires of a 401:
+// basic auth's when it is configured (a browser then asks for it), else the
+// token's.
+func (u *riverUI) challenge(w http.ResponseWriter) {
+	if u.cfg.User != "" {
+		w.Header().Set("WWW-Authenticate", `Basic realm="memoryd River UI", charset="UTF-8"`)
+	} else {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="memoryd River UI"`)
+	}
 }
 
 // authorized reports whether r carries the basic auth credentials, the
@@ -203,6 +210,7 @@ func (u *riverUI) tokenLogin(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	token := q.Get("token")
 	if !u.tokenOK(token) {
+		u.challenge(w)
 		http.Error(w, "unauthorized: wrong token", http.StatusUnauthorized)
 		return
 	}

@@ -200,6 +200,16 @@ func TestRiverUIOnOpsEndpoint(t *testing.T) {
 	if code, _ := browser.do("GET", "?token=wrong", "", nil); code != http.StatusUnauthorized {
 		t.Fatalf("GET ?token=wrong = %d, want 401", code)
 	}
+	// With the challenge RFC 9110 requires of a 401, as every other 401
+	// of the UI (before, none).
+	resp, err := http.Get(ui.base + "?token=wrong")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get("WWW-Authenticate"); resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(got, `Basic realm="memoryd River UI"`) {
+		t.Errorf("GET ?token=wrong: %s, WWW-Authenticate %q; want 401 with basic auth's challenge", resp.Status, got)
+	}
 	if code, body := browser.do("GET", "?token=tok-123", "", nil); code != http.StatusOK || !strings.Contains(body, "<html") {
 		t.Fatalf("GET ?token= = %d %.200s", code, body)
 	}
