@@ -121,7 +121,8 @@ func (e *DuplicateError) Error() string {
 // old text back beside the correction, however another model words it. An update to a pair the user already holds in another item
 // fails with a *DuplicateError and changes nothing; an update to the item's
 // own pair (a change of case or spacing only) just rewrites its text. A
-// missing item (or another user's) is ErrNotFound.
+// missing item (or another user's) is ErrNotFound. Like DeleteContext, it
+// and a reset of every user wait for each other (see resetLock).
 func (s *Store) UpdateContext(ctx context.Context, u ContextUpdate) (ContextItem, error) {
 	pos, err := s.turnStream(ctx)
 	if err != nil {
@@ -129,6 +130,11 @@ func (s *Store) UpdateContext(ctx context.Context, u ContextUpdate) (ContextItem
 	}
 	var out ContextItem
 	err = s.inTx(ctx, func(q *Store) error {
+		// First, like DeleteContext: a reset of every user keeps the old
+		// pair's turn's other items by the clear recorded below.
+		if err := q.lockResets(ctx); err != nil {
+			return err
+		}
 		// Exclusive, like a clear: an extraction inserting the old pair
 		// either committed before (and its row is the one updated) or sees
 		// the clear recorded below.

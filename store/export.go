@@ -217,8 +217,8 @@ func (s *Store) ImportInto(ctx context.Context, userID, token, memory string, r 
 	err = s.InTx(ctx, func(_ pgx.Tx, q *Store) error {
 		// Before any other lock: a reset of every user in flight commits
 		// first, or waits for this import (see resetLock).
-		if _, err := q.db.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(`+resetLock+`)`); err != nil {
-			return fmt.Errorf("lock resets: %w", err)
+		if err := q.lockResets(ctx); err != nil {
+			return err
 		}
 		tombs, err := q.LockUsers(ctx, []string{token})
 		if err != nil {

@@ -146,7 +146,8 @@ func (s *Store) UpsertFacts(ctx context.Context, facts []FactWrite) (int, error)
 // go, an item from a turn stamped later (within the worker's clock skew)
 // stays or stays removed, and a direct write wins a tie. It returns the fact
 // current after the write and whether every value is an item of it; with no
-// item present at all the Fact holds only the user and key.
+// item present at all the Fact holds only the user and key. Like DeleteFact,
+// it and a reset of every user wait for each other (see resetLock).
 func (s *Store) SetFactValues(ctx context.Context, userID, key string, values []string) (Fact, bool, error) {
 	writes := make([]FactWrite, 0, len(values))
 	at := s.now(ctx)
@@ -172,7 +173,12 @@ func (s *Store) SetFactValues(ctx context.Context, userID, key string, values []
 		stored bool
 	)
 	err = s.inTx(ctx, func(q *Store) error {
-		// The user's clears first (applyFacts takes the same lock again),
+		// First: a reset of every user copies the direct clear of the
+		// list this records (see resetLock).
+		if err := q.lockResets(ctx); err != nil {
+			return err
+		}
+		// The user's clears next (applyFacts takes the same lock again),
 		// so that a facts.clear committing meanwhile is either seen by
 		// directWriteTime or waits for this write.
 		if err := q.lockClears(ctx, []string{userID}, false); err != nil {
@@ -364,7 +370,8 @@ func (s *Store) Fact(ctx context.Context, userID, key string) (Fact, error) {
 // running meanwhile nor by a replay. A later turn, or SetFact, sets the fact
 // again. With a turn stream set (SetTurnStream), the clear also records the
 // stream's position: a value from a turn the stream held then is not
-// written either, however late its turn is stamped.
+// written either, however late its turn is stamped. It and a reset of every
+// user, which keeps the clear, wait for each other (see resetLock).
 func (s *Store) DeleteFact(ctx context.Context, userID, key string) (int64, error) {
 	pos, err := s.turnStream(ctx)
 	if err != nil {
@@ -372,6 +379,11 @@ func (s *Store) DeleteFact(ctx context.Context, userID, key string) (int64, erro
 	}
 	var n int64
 	err = s.inTx(ctx, func(q *Store) error {
+		// First: a reset of every user copies the direct clear recorded
+		// here (see resetLock).
+		if err := q.lockResets(ctx); err != nil {
+			return err
+		}
 		if err := q.lockClears(ctx, []string{userID}, true); err != nil {
 			return err
 		}

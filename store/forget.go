@@ -215,8 +215,8 @@ func (s *Store) forgetUser(ctx context.Context, userID, token string, through St
 // ID is 0 when no user named has recorded turns (nothing was taken).
 //
 // A reset of named users takes their clear locks (resetClears), which an
-// import takes too; a reset of every user takes resetLock exclusively
-// instead, so imports wait for it, or it for them.
+// import and the user's clears take too; a reset of every user takes
+// resetLock exclusively instead, so those wait for it, or it for them.
 func (s *Store) ResetMemory(ctx context.Context, userIDs []string) (Removed, ResetMark, error) {
 	var (
 		r    Removed
@@ -244,17 +244,39 @@ func (s *Store) ResetMemory(ctx context.Context, userIDs []string) (Removed, Res
 }
 
 // resetLock is the advisory lock key of a reset of every user, per
-// schema: the reset takes it exclusively, before any other lock, and an
-// import shared, before any other lock (ImportInto). A reset of every user
-// takes no per-user lock (there could be more users than Postgres's lock
-// table holds), and without this one its delete, whose snapshot predates
-// an import's commit, waited for a row the import rewrote and re-checked
-// it against that snapshot, where the import's sources (import_sources,
-// what a reset keeps) were not yet: it deleted what the import had just
-// reported written. Taken first on both sides, it closes no cycle with
-// the other locks; an import waits for a long reset, as it would for a
-// reset of its user.
+// schema: the reset takes it exclusively, before any other lock, and each
+// writer that records what a reset keeps or carries over takes it shared
+// (lockResets): an import (its import_sources), a context clear or update
+// (the clear of the pair's turn, by which a reset keeps the turn's other
+// items: DeleteContext, UpdateContext) and a clear of direct writes
+// (fact_direct_clears, which a reset copies into fact_clears: DeleteFact,
+// SetFactValues). A reset of every user takes no per-user lock (there
+// could be more users than Postgres's lock table holds), and without this
+// one it interleaved with them: its delete, whose snapshot predated the
+// writer's commit, waited for a row the writer held and re-checked the
+// rows against that snapshot, where what the writer recorded was not yet
+// (it deleted what an import had reported written, or a cleared turn's
+// other items, which no replay brings back); and a direct clear
+// committing between its delete of fact_clears and its copy of the direct
+// clears failed the reset on the clear's own row (a duplicate key).
+//
+// The writers take it shared first in their transaction, before the
+// clear locks and any row lock; only the user locks (LockUsers, which a
+// reset of every user does not take) may be held before it, as the
+// enricher's direct writes do (forgetSafe). The reset holds it and then
+// waits only for row locks, so no cycle closes through it; such a writer
+// waits for a long reset, as it would for a reset of its user.
 const resetLock = `hashtextextended('memoryd.reset.' || current_schema(), 0)`
+
+// lockResets takes resetLock shared until the transaction ends: a reset
+// of every user in flight commits first, or waits for this transaction.
+// Call it first in the transaction (see resetLock).
+func (s *Store) lockResets(ctx context.Context) error {
+	if _, err := s.db.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(`+resetLock+`)`); err != nil {
+		return fmt.Errorf("lock resets: %w", err)
+	}
+	return nil
+}
 
 // Unreplayable is memory a reset would delete that no replay can rebuild:
 // items extracted from recorded turns whose events the turn stream no

@@ -97,7 +97,9 @@ var ErrEmptySelection = errors.New("empty selection: set an id, a question or al
 // the clear.
 //
 // Each deleted item is a context.deleted change (see changes.go); a clear
-// of All is one context.cleared change instead, when it deleted any.
+// of All is one context.cleared change instead, when it deleted any. It
+// waits for a reset of every user in flight, which waits for it (see
+// resetLock).
 func (s *Store) DeleteContext(ctx context.Context, d ContextDelete) (int64, error) {
 	question := normalize(d.Question)
 	if d.ID == 0 && question == "" && !d.All {
@@ -118,6 +120,11 @@ func (s *Store) DeleteContext(ctx context.Context, d ContextDelete) (int64, erro
 	}
 	var n int64
 	err = s.inTx(ctx, func(q *Store) error {
+		// First: a reset of every user keeps the cleared turns' other
+		// items by the clear recorded here (see resetLock).
+		if err := q.lockResets(ctx); err != nil {
+			return err
+		}
 		if err := q.lockClears(ctx, []string{d.UserID}, true); err != nil {
 			return err
 		}
@@ -203,8 +210,9 @@ const importedOwnTurn = `(EXISTS (SELECT 1 FROM import_sources i WHERE i.user_id
 // with. A write holding it sees every clear committed before it took the
 // lock, and a clear waits for the writes in flight to commit, so a clear
 // either deletes what a write stored or is seen by it. Take it after the
-// turn locks and before any memory row lock (and, in an import, after the
-// reset lock: see resetLock).
+// turn locks and before any memory row lock, and, in a writer that
+// records what a reset keeps (an import, a context clear or update, a
+// clear of direct writes), after the reset lock (see resetLock).
 func (s *Store) lockClears(ctx context.Context, userIDs []string, exclusive bool) error {
 	fn := "pg_advisory_xact_lock_shared"
 	if exclusive {
